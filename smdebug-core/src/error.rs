@@ -1,0 +1,26 @@
+//! The one error type of smdebug-core.
+
+/// Errors from building tensors, collections, save configs and the hook.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A tensor's bytes do not match its dtype and shape.
+    #[error("invalid tensor: {0}")]
+    InvalidTensor(String),
+    /// A regular expression in a collection or config does not compile.
+    #[error("bad regex `{pattern}` in {context}: {source}")]
+    BadRegex {
+        pattern: String,
+        context: String,
+        #[source]
+        source: regex::Error,
+    },
+    /// A configuration value is missing, ill-typed or out of range.
+    #[error("bad configuration: {0}")]
+    Config(String),
+    /// The JSON configuration does not parse.
+    #[error("bad JSON configuration: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

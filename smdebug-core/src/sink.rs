@@ -1,0 +1,89 @@
+//! The boundary between the hook (training thread) and whatever stores the data.
+//!
+//! The hook produces [`Record`]s; a [`Sink`] takes them without blocking. smdebug-io's background
+//! writer is the sink that matters; tests use [`MemorySink`].
+
+use crate::mode::Mode;
+use crate::tensor::Tensor;
+
+/// Where a step's record sits: global step, mode and the step counted within that mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StepKey {
+    pub step: u64,
+    pub mode: Mode,
+    pub mode_step: u64,
+}
+
+/// One tensor (or reduction) the hook decided to save at a step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorRecord {
+    /// Tensor name as readers see it (`fc1.weight`, `smdebug/reductions/mean/fc1.weight`).
+    pub name: String,
+    pub key: StepKey,
+    pub tensor: Tensor,
+    /// Write it into the run's event/index files (false for TensorBoard-only summaries).
+    pub to_events: bool,
+    /// Also write a TensorBoard histogram of it.
+    pub tb_histogram: bool,
+    /// Also write it as a TensorBoard scalar (only one-element tensors).
+    pub tb_scalar: bool,
+}
+
+/// Why a run ended, written into the end-of-run marker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EndReason {
+    /// The training loop finished normally.
+    Completed,
+    /// A rule or a user asked the job to stop.
+    Stopped(String),
+}
+
+/// What the hook hands to a sink.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Record {
+    /// A tensor due at a step.
+    Tensor(TensorRecord),
+    /// Every tensor of global step `step` has been handed over; the sink may publish the step.
+    EndStep { step: u64 },
+    /// The collections file content (smdebug's CollectionManager JSON), sent when it changes.
+    Collections(serde_json::Value),
+    /// The run is over: flush, publish and write the end marker.
+    Close(EndReason),
+}
+
+/// A consumer of hook output. `send` must not block on I/O: a sink that cannot keep up drops
+/// (and counts) or applies the back-pressure policy it was built with.
+pub trait Sink: Send {
+    fn send(&mut self, record: Record);
+}
+
+/// A sink that keeps every record in memory, for tests and for inspecting what a hook emits.
+#[derive(Debug, Default, Clone)]
+pub struct MemorySink {
+    pub records: std::sync::Arc<std::sync::Mutex<Vec<Record>>>,
+}
+
+impl MemorySink {
+    /// The tensor records received so far.
+    pub fn tensors(&self) -> Vec<TensorRecord> {
+        self.records
+            .lock()
+            .map(|r| {
+                r.iter()
+                    .filter_map(|rec| match rec {
+                        Record::Tensor(t) => Some(t.clone()),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Sink for MemorySink {
+    fn send(&mut self, record: Record) {
+        if let Ok(mut r) = self.records.lock() {
+            r.push(record);
+        }
+    }
+}
