@@ -119,7 +119,8 @@ impl Collection {
 
     /// Whether a tensor of this name belongs here.
     pub fn matches(&self, tensor: &str) -> bool {
-        self.tensor_names.contains(tensor) || self.regex.as_ref().is_some_and(|r| r.is_match(tensor))
+        self.tensor_names.contains(tensor)
+            || self.regex.as_ref().is_some_and(|r| r.is_match(tensor))
     }
 
     /// Whether this is one of the scalar collections (losses, metrics).
@@ -208,7 +209,10 @@ impl CollectionsFile {
         let num_workers = value
             .get("_meta")
             .and_then(|m| m.get("num_workers"))
-            .and_then(|n| n.as_u64().or_else(|| n.as_str().and_then(|s| s.parse().ok())))
+            .and_then(|n| {
+                n.as_u64()
+                    .or_else(|| n.as_str().and_then(|s| s.parse().ok()))
+            })
             .unwrap_or(1) as usize;
         Ok(CollectionsFile {
             collections,
@@ -236,7 +240,10 @@ mod tests {
     fn bad_regex_names_pattern_and_collection() {
         let err = Collection::new("relu").with_regex("relu(").unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("relu(") && msg.contains("collection `relu`"), "{msg}");
+        assert!(
+            msg.contains("relu(") && msg.contains("collection `relu`"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -253,7 +260,11 @@ mod tests {
         };
         let back = CollectionsFile::from_json(&file.to_json()).unwrap();
         assert_eq!(back.num_workers, 2);
-        let w2 = back.collections.iter().find(|c| c.name() == "weights").unwrap();
+        let w2 = back
+            .collections
+            .iter()
+            .find(|c| c.name() == "weights")
+            .unwrap();
         assert!(w2.matches("fc1.weight"));
         assert_eq!(w2.reduction_config, file.collections[0].reduction_config);
         assert_eq!(w2.save_config, file.collections[0].save_config);

@@ -44,7 +44,11 @@ where
                 let t = s.trim();
                 // Python writes booleans as "True"/"False".
                 let lowered = t.to_ascii_lowercase();
-                let candidate = if lowered == "true" || lowered == "false" { lowered.as_str() } else { t };
+                let candidate = if lowered == "true" || lowered == "false" {
+                    lowered.as_str()
+                } else {
+                    t
+                };
                 candidate
                     .parse()
                     .map(Flexible)
@@ -95,7 +99,10 @@ impl<'de> Deserialize<'de> for StepList {
                 .split(',')
                 .map(str::trim)
                 .filter(|p| !p.is_empty())
-                .map(|p| p.parse::<u64>().map_err(|e| serde::de::Error::custom(format!("step `{p}`: {e}"))))
+                .map(|p| {
+                    p.parse::<u64>()
+                        .map_err(|e| serde::de::Error::custom(format!("step `{p}`: {e}")))
+                })
                 .collect::<std::result::Result<Vec<_>, _>>()
                 .map(StepList),
         }
@@ -130,7 +137,10 @@ impl Default for HookConfig {
             out_dir: None,
             save_config: SaveConfig::default(),
             reduction_config: ReductionConfig::default(),
-            collections: BUILTIN_COLLECTIONS.iter().map(|n| Collection::new(*n)).collect(),
+            collections: BUILTIN_COLLECTIONS
+                .iter()
+                .map(|n| Collection::new(*n))
+                .collect(),
             save_all: false,
             export_tensorboard: false,
             tensorboard_dir: None,
@@ -301,7 +311,11 @@ mod tests {
         assert!(cfg.export_tensorboard);
         assert!(cfg.save_config.should_save(Mode::Train, 20));
         assert!(cfg.save_config.should_save(Mode::Eval, 3));
-        let w = cfg.collections.iter().find(|c| c.name() == "weights").unwrap();
+        let w = cfg
+            .collections
+            .iter()
+            .find(|c| c.name() == "weights")
+            .unwrap();
         let ws = w.save_config.as_ref().unwrap();
         assert!(ws.should_save(Mode::Train, 100) && !ws.should_save(Mode::Train, 10));
         assert!(
@@ -310,16 +324,27 @@ mod tests {
         );
         let r = w.reduction_config.as_ref().unwrap();
         assert!(!r.save_raw_tensor && r.reductions.len() == 2);
-        let a = cfg.collections.iter().find(|c| c.name() == "attention").unwrap();
+        let a = cfg
+            .collections
+            .iter()
+            .find(|c| c.name() == "attention")
+            .unwrap();
         assert!(a.matches("layer0.attn.k_proj") && !a.save_histogram);
-        let d = cfg.collections.iter().find(|c| c.name() == "default").unwrap();
+        let d = cfg
+            .collections
+            .iter()
+            .find(|c| c.name() == "default")
+            .unwrap();
         assert!(d.matches("block3.relu_output_0"));
     }
 
     #[test]
     fn bad_configs_are_clear_errors() {
         let cases = [
-            (r#"{"HookParameters": {"save_interval": "often"}}"#, "save_interval"),
+            (
+                r#"{"HookParameters": {"save_interval": "often"}}"#,
+                "save_interval",
+            ),
             (r#"{"HookParameters": {"reductions": "median"}}"#, "median"),
             (
                 r#"{"CollectionConfigurations": [{"CollectionName": "x", "CollectionParameters": {"include_regex": "a("}}]}"#,

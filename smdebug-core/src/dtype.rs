@@ -147,6 +147,10 @@ mod tests {
             assert_eq!(DType::from_tf_datatype(d.tf_datatype()), Some(d));
         }
         assert_eq!(DType::from_name("complex64"), None);
-        assert_eq!(DType::from_tf_datatype(7), None, "DT_STRING is not a numeric dtype");
+        assert_eq!(
+            DType::from_tf_datatype(7),
+            None,
+            "DT_STRING is not a numeric dtype"
+        );
     }
 }

@@ -1,25 +1,32 @@
 //! # smdebug-core
 //!
 //! The capture side of smdebug for Rust, with no I/O and no threads: tensor views, collections,
-//! reductions, save configs per mode, and the [`Hook`](hook::Hook) that decides at each step what
-//! to save and hands owned data to a sink (smdebug-io's background writer).
+//! reductions, save configs per mode, and the [`Hook`] that decides at each step what to save and
+//! hands owned records to a [`Sink`] (smdebug-io's background writer, or [`MemorySink`] in tests).
+//!
+//! Data flows one way: the training loop lends a [`TensorView`]; the hook asks its collections'
+//! [`SaveConfig`]s whether the tensor is due at the current (mode, mode step); if so it copies the
+//! view into an owned [`Tensor`], computes the configured [`Reduction`]s, and sends
+//! [`Record`]s to the sink without waiting on any I/O.
 
-pub mod dtype;
-pub mod error;
-pub mod mode;
-pub mod tensor;
-
-pub use dtype::DType;
-pub use error::{Error, Result};
-pub use mode::Mode;
-pub use tensor::{Element, Tensor, TensorView};
-pub mod sink;
-pub use sink::{EndReason, MemorySink, Record, Sink, StepKey, TensorRecord};
 pub mod collection;
 pub mod config;
+pub mod dtype;
+pub mod error;
+pub mod hook;
+pub mod mode;
 pub mod reduction;
 pub mod save_config;
+pub mod sink;
+pub mod tensor;
+
 pub use collection::{Collection, CollectionsFile};
 pub use config::HookConfig;
+pub use dtype::DType;
+pub use error::{Error, Result};
+pub use hook::{Hook, HookBuilder, StopSignal};
+pub use mode::Mode;
 pub use reduction::{Reduction, ReductionConfig, ReductionOp};
 pub use save_config::{SaveConfig, SaveConfigMode};
+pub use sink::{EndReason, MemorySink, Record, Sink, StepKey, TensorRecord};
+pub use tensor::{Element, Tensor, TensorView};

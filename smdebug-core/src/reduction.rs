@@ -147,8 +147,20 @@ fn reduce(op: ReductionOp, values: impl ExactSizeIterator<Item = f64>) -> f64 {
         // NaN wins, as in numpy; an empty tensor has no extremum.
         ReductionOp::Min if n == 0 => f64::NAN,
         ReductionOp::Max if n == 0 => f64::NAN,
-        ReductionOp::Min => values.fold(f64::INFINITY, |m, v| if v.is_nan() || m.is_nan() { f64::NAN } else { m.min(v) }),
-        ReductionOp::Max => values.fold(f64::NEG_INFINITY, |m, v| if v.is_nan() || m.is_nan() { f64::NAN } else { m.max(v) }),
+        ReductionOp::Min => values.fold(f64::INFINITY, |m, v| {
+            if v.is_nan() || m.is_nan() {
+                f64::NAN
+            } else {
+                m.min(v)
+            }
+        }),
+        ReductionOp::Max => values.fold(f64::NEG_INFINITY, |m, v| {
+            if v.is_nan() || m.is_nan() {
+                f64::NAN
+            } else {
+                m.max(v)
+            }
+        }),
         ReductionOp::Sum => values.sum(),
         ReductionOp::Prod => values.product(),
         ReductionOp::L1 => values.map(f64::abs).sum(),
@@ -368,7 +380,10 @@ mod tests {
             save_shape: false,
         };
         let json = serde_json::to_string(&cfg).unwrap();
-        assert!(json.contains("\"reductions\":\"mean,abs_max,l2_norm\""), "{json}");
+        assert!(
+            json.contains("\"reductions\":\"mean,abs_max,l2_norm\""),
+            "{json}"
+        );
         let back: ReductionConfig = serde_json::from_str(&json).unwrap();
         assert_eq!(back, cfg);
     }

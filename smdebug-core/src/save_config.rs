@@ -216,7 +216,9 @@ impl<'de> Deserialize<'de> for SaveConfig {
     /// Accepts smdebug's per-mode object (`{"TRAIN": {...}, ...}`, `null` for "default") or flat keys.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let value = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
-        let per_mode = value.keys().any(|k| Mode::from_name(k).is_some() && !k.contains('.'));
+        let per_mode = value
+            .keys()
+            .any(|k| Mode::from_name(k).is_some() && !k.contains('.'));
         let result = if per_mode {
             let mut out = SaveConfig::default();
             for (k, v) in &value {
@@ -257,7 +259,8 @@ mod tests {
 
     #[test]
     fn per_mode_flat_keys_like_smdebug() {
-        let params = json!({"save_interval": "10", "train.save_steps": "0", "eval.save_interval": 5});
+        let params =
+            json!({"save_interval": "10", "train.save_steps": "0", "eval.save_interval": 5});
         let c = SaveConfig::from_flat_params(params.as_object().unwrap(), &SaveConfig::default())
             .unwrap();
         assert!(c.should_save(Mode::Train, 0));

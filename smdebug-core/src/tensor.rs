@@ -342,7 +342,9 @@ mod tests {
         let t = TensorView::from_slice(&h, &[2]).unwrap().to_owned();
         assert_eq!(t.to_array::<f16>().unwrap().as_slice().unwrap(), &h);
         assert_eq!(t.to_f64_vec(), vec![1.5, -2.0]);
-        let b = TensorView::from_slice(&[true, false, true], &[3]).unwrap().to_owned();
+        let b = TensorView::from_slice(&[true, false, true], &[3])
+            .unwrap()
+            .to_owned();
         assert_eq!(b.to_f64_vec(), vec![1.0, 0.0, 1.0]);
         assert!(b.to_array::<u8>().is_err());
     }

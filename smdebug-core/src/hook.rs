@@ -1,0 +1,687 @@
+//! The hook: the training loop's one object. At each step it decides, cheaply, which tensors are
+//! due; it turns due tensors into owned records (raw and/or reductions) and hands them to a sink.
+//!
+//! ```
+//! use smdebug_core::{Hook, MemorySink, Mode, SaveConfig, TensorView};
+//!
+//! let sink = MemorySink::default();
+//! let mut hook = Hook::builder().save_config(SaveConfig::every(2)).build(sink.clone()).unwrap();
+//! hook.set_mode(Mode::Train);
+//! for step in 0..4 {
+//!     let w = vec![step as f32; 6];
+//!     hook.save_tensor("fc1.weight", &TensorView::from_slice(&w, &[2, 3]).unwrap(), &["weights"]);
+//!     hook.save_scalar("loss", 1.0 / (step + 1) as f64, &["losses"]);
+//!     hook.step();
+//! }
+//! hook.close();
+//! // Steps 0 and 2 were due: two tensors each.
+//! assert_eq!(sink.tensors().len(), 4);
+//! ```
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::collection::{Collection, CollectionsFile};
+use crate::config::HookConfig;
+use crate::error::{Error, Result};
+use crate::mode::Mode;
+use crate::reduction::{Reduction, ReductionConfig, ReductionOp};
+use crate::save_config::SaveConfig;
+use crate::sink::{EndReason, Record, Sink, StepKey, TensorRecord};
+use crate::tensor::{Tensor, TensorView};
+
+/// A request to stop training, shared between the hook, the writer and anything that watches
+/// rules. Setting it is cheap and idempotent; the first reason wins.
+#[derive(Clone, Debug, Default)]
+pub struct StopSignal {
+    requested: Arc<AtomicBool>,
+    reason: Arc<Mutex<Option<String>>>,
+}
+
+impl StopSignal {
+    /// Asks the training loop to stop at its next step.
+    pub fn request(&self, reason: impl Into<String>) {
+        if let Ok(mut r) = self.reason.lock()
+            && r.is_none()
+        {
+            *r = Some(reason.into());
+        }
+        self.requested.store(true, Ordering::Release);
+    }
+
+    /// The reason, once a stop was requested.
+    pub fn requested(&self) -> Option<String> {
+        if !self.requested.load(Ordering::Acquire) {
+            return None;
+        }
+        self.reason
+            .lock()
+            .ok()
+            .and_then(|r| r.clone())
+            .or_else(|| Some("stop requested".into()))
+    }
+}
+
+/// Builds a [`Hook`]. Defaults are those of [`HookConfig::default`]: the eight built-in
+/// collections, every 500th step of each mode, raw tensors, no TensorBoard, worker 0 of 1.
+#[derive(Debug, Default)]
+pub struct HookBuilder {
+    config: HookConfig,
+    worker_rank: usize,
+    num_workers: usize,
+    stop: StopSignal,
+    errors: Vec<Error>,
+}
+
+impl HookBuilder {
+    /// Starts from a complete configuration (e.g. [`HookConfig::from_smdebug_json`]).
+    pub fn from_config(config: HookConfig) -> Self {
+        HookBuilder {
+            config,
+            ..Default::default()
+        }
+    }
+
+    /// The default schedule for collections without their own.
+    pub fn save_config(mut self, save_config: SaveConfig) -> Self {
+        self.config.save_config = save_config;
+        self
+    }
+
+    /// The default of what to save for collections without their own reduction config.
+    pub fn reduction_config(mut self, reductions: ReductionConfig) -> Self {
+        self.config.reduction_config = reductions;
+        self
+    }
+
+    /// Adds a collection, replacing a built-in of the same name.
+    pub fn collection(mut self, collection: Collection) -> Self {
+        self.config
+            .collections
+            .retain(|c| c.name() != collection.name());
+        self.config.collections.push(collection);
+        self
+    }
+
+    /// Adds a custom collection of the tensors whose names match `pattern`.
+    pub fn include_regex(mut self, collection: &str, pattern: &str) -> Self {
+        if let Err(e) = self.config.collection_mut(collection).include(pattern) {
+            self.errors.push(e);
+        }
+        self
+    }
+
+    /// Saves every tensor the loop offers (collection `all`).
+    pub fn save_all(mut self, on: bool) -> Self {
+        self.config.save_all = on;
+        self
+    }
+
+    /// Also writes TensorBoard scalars and histograms.
+    pub fn export_tensorboard(mut self, on: bool) -> Self {
+        self.config.export_tensorboard = on;
+        self
+    }
+
+    /// This process's rank and the job's number of workers (`RANK`/`WORLD_SIZE`).
+    pub fn worker(mut self, rank: usize, num_workers: usize) -> Self {
+        self.worker_rank = rank;
+        self.num_workers = num_workers;
+        self
+    }
+
+    /// Shares a stop signal (e.g. one a rule runner sets).
+    pub fn stop_signal(mut self, stop: StopSignal) -> Self {
+        self.stop = stop;
+        self
+    }
+
+    /// Validates the configuration and builds the hook. The first configuration error (a bad
+    /// regex, an inconsistent schedule, a rank outside the worker count) is returned here, never
+    /// later in the training loop.
+    pub fn build(mut self, sink: impl Sink + 'static) -> Result<Hook> {
+        if let Some(e) = self.errors.into_iter().next() {
+            return Err(e);
+        }
+        let num_workers = self.num_workers.max(1);
+        if self.worker_rank >= num_workers {
+            return Err(Error::Config(format!(
+                "worker rank {} is not below the number of workers {num_workers}",
+                self.worker_rank
+            )));
+        }
+        self.config.save_config.validate()?;
+        for c in &self.config.collections {
+            if let Some(s) = &c.save_config {
+                s.validate()?;
+            }
+        }
+        if self.config.save_all {
+            self.config.collection_mut("all").include(".*")?;
+        }
+        let mut hook = Hook {
+            config: self.config,
+            sink: Box::new(sink),
+            mode: Mode::Global,
+            global_step: 0,
+            mode_steps: [0; 4],
+            due_now: Vec::new(),
+            any_due: false,
+            membership: HashMap::new(),
+            step_has_records: false,
+            collections_dirty: true,
+            num_workers,
+            worker_rank: self.worker_rank,
+            stop: self.stop,
+            closed: false,
+        };
+        hook.refresh_due();
+        Ok(hook)
+    }
+}
+
+/// Decides per step what to save and hands it to a sink. See the module docs for an example.
+///
+/// Steps: tensors saved before [`step`](Hook::step) belong to the current global step; `step()`
+/// closes it and advances the global step and the current mode's step. Changing the mode with
+/// [`set_mode`](Hook::set_mode) after something was saved in the current step closes that step
+/// first, so a step never mixes modes.
+pub struct Hook {
+    config: HookConfig,
+    sink: Box<dyn Sink>,
+    mode: Mode,
+    global_step: u64,
+    mode_steps: [u64; 4],
+    /// Per collection: is it due at the current (mode, mode step)?
+    due_now: Vec<bool>,
+    /// Fast path: nothing at all is due this step.
+    any_due: bool,
+    /// Tensor name -> indices of the collections it belongs to (regex matches cached once).
+    membership: HashMap<String, Vec<usize>>,
+    step_has_records: bool,
+    collections_dirty: bool,
+    num_workers: usize,
+    worker_rank: usize,
+    stop: StopSignal,
+    closed: bool,
+}
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hook")
+            .field("mode", &self.mode)
+            .field("global_step", &self.global_step)
+            .field("mode_step", &self.mode_step())
+            .field("collections", &self.config.collections.len())
+            .finish()
+    }
+}
+
+impl Hook {
+    pub fn builder() -> HookBuilder {
+        HookBuilder::default()
+    }
+
+    /// The current mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The current global step.
+    pub fn global_step(&self) -> u64 {
+        self.global_step
+    }
+
+    /// The current step counted within the current mode.
+    pub fn mode_step(&self) -> u64 {
+        self.mode_steps[self.mode as usize - 1]
+    }
+
+    pub fn worker_rank(&self) -> usize {
+        self.worker_rank
+    }
+
+    pub fn num_workers(&self) -> usize {
+        self.num_workers
+    }
+
+    /// The configuration in force (collections grow as tensors are saved into them).
+    pub fn config(&self) -> &HookConfig {
+        &self.config
+    }
+
+    /// The stop signal this hook watches.
+    pub fn stop_signal(&self) -> StopSignal {
+        self.stop.clone()
+    }
+
+    /// The reason, when someone asked this job to stop. Check it once per step.
+    pub fn stop_requested(&self) -> Option<String> {
+        self.stop.requested()
+    }
+
+    /// Switches mode (TRAIN, EVAL, PREDICT). Closes the current step first if it has records.
+    pub fn set_mode(&mut self, mode: Mode) {
+        if mode == self.mode {
+            return;
+        }
+        if self.step_has_records {
+            self.step();
+        }
+        self.mode = mode;
+        self.refresh_due();
+    }
+
+    /// Whether a tensor of this name, in these collections, would be saved at the current step.
+    /// Cheap: a boolean when nothing is due, one hash lookup otherwise. Adapters ask this before
+    /// copying a tensor off the device.
+    pub fn is_due(&mut self, name: &str, collections: &[&str]) -> bool {
+        if !self.any_due {
+            return false;
+        }
+        let members = self.members(name, collections);
+        members.iter().any(|&i| self.due_now[i])
+    }
+
+    /// Saves `view` under `name` if any of its collections (those named here, plus those whose
+    /// regexes match the name) is due now. Returns whether anything was recorded. Never fails:
+    /// the training loop is not the place to handle capture problems.
+    pub fn save_tensor(&mut self, name: &str, view: &TensorView<'_>, collections: &[&str]) -> bool {
+        if self.closed || !self.any_due {
+            // Still learn the membership, so the collections file lists the tensor.
+            if !self.closed {
+                self.members(name, collections);
+            }
+            return false;
+        }
+        let members = self.members(name, collections);
+        let due: Vec<usize> = members.into_iter().filter(|&i| self.due_now[i]).collect();
+        if due.is_empty() {
+            return false;
+        }
+        let key = StepKey {
+            step: self.global_step,
+            mode: self.mode,
+            mode_step: self.mode_step(),
+        };
+        let mut raw = false;
+        let mut reductions: Vec<Reduction> = Vec::new();
+        let mut scalar_collection = false;
+        let mut histogram = false;
+        for &i in &due {
+            let c = &self.config.collections[i];
+            let rc = c
+                .reduction_config
+                .as_ref()
+                .unwrap_or(&self.config.reduction_config);
+            if c.is_scalar() {
+                // Losses and metrics are saved whole; reductions of a scalar say nothing new.
+                scalar_collection = true;
+                raw = true;
+                continue;
+            }
+            raw |= rc.save_raw_tensor || rc.reductions.is_empty();
+            histogram |= c.save_histogram;
+            for r in &rc.reductions {
+                if !reductions.contains(r) {
+                    reductions.push(*r);
+                }
+            }
+        }
+        let tb = self.config.export_tensorboard;
+        for r in &reductions {
+            self.sink.send(Record::Tensor(TensorRecord {
+                name: r.tensor_name(name),
+                key,
+                tensor: Tensor::scalar_f64(r.compute(view)),
+                to_events: true,
+                tb_histogram: false,
+                tb_scalar: tb && !raw && r.op == ReductionOp::Mean,
+            }));
+        }
+        if raw {
+            self.sink.send(Record::Tensor(TensorRecord {
+                name: name.to_string(),
+                key,
+                tensor: view.to_owned(),
+                to_events: true,
+                tb_histogram: tb && histogram && !scalar_collection && !view.is_empty(),
+                tb_scalar: tb && view.len() == 1 && scalar_collection,
+            }));
+        }
+        self.step_has_records = true;
+        true
+    }
+
+    /// Saves a scalar (a loss, a metric) as a one-element `f64` tensor.
+    pub fn save_scalar(&mut self, name: &str, value: f64, collections: &[&str]) -> bool {
+        let data = [value];
+        let view = TensorView::from_slice(&data, &[]).expect("one element, empty shape");
+        self.save_tensor(name, &view, collections)
+    }
+
+    /// Ends the current step: publishes what it recorded and advances the step counters.
+    pub fn step(&mut self) {
+        if self.closed {
+            return;
+        }
+        if self.step_has_records {
+            self.flush_collections();
+            self.sink.send(Record::EndStep {
+                step: self.global_step,
+            });
+        }
+        self.step_has_records = false;
+        self.global_step += 1;
+        self.mode_steps[self.mode as usize - 1] += 1;
+        self.refresh_due();
+    }
+
+    /// Ends the run: publishes the current step and the collections, and tells the sink to write
+    /// the end marker. With a pending stop request, the marker carries its reason.
+    pub fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        if self.step_has_records {
+            self.step();
+        }
+        self.collections_dirty = true;
+        self.flush_collections();
+        let reason = match self.stop.requested() {
+            Some(r) => EndReason::Stopped(r),
+            None => EndReason::Completed,
+        };
+        self.sink.send(Record::Close(reason));
+        self.closed = true;
+    }
+
+    /// The collections file content for this worker.
+    pub fn collections_file(&self) -> CollectionsFile {
+        CollectionsFile {
+            collections: self.config.collections.clone(),
+            num_workers: self.num_workers,
+        }
+    }
+
+    fn flush_collections(&mut self) {
+        if self.collections_dirty {
+            self.collections_dirty = false;
+            let json = self.collections_file().to_json();
+            self.sink.send(Record::Collections(json));
+        }
+    }
+
+    /// The collections `name` belongs to, learning new memberships on the way.
+    fn members(&mut self, name: &str, named: &[&str]) -> Vec<usize> {
+        if let Some(m) = self.membership.get(name)
+            && named
+                .iter()
+                .all(|n| m.iter().any(|&i| self.config.collections[i].name() == *n))
+        {
+            return m.clone();
+        }
+        let mut members: Vec<usize> = Vec::new();
+        for n in named {
+            let before = self.config.collections.len();
+            let idx = match self.config.collections.iter().position(|c| c.name() == *n) {
+                Some(i) => i,
+                None => {
+                    self.config.collection_mut(n);
+                    before
+                }
+            };
+            if self.config.collections[idx].add_tensor_name(name) {
+                self.collections_dirty = true;
+            }
+            members.push(idx);
+        }
+        for (i, c) in self.config.collections.iter_mut().enumerate() {
+            if !members.contains(&i) && c.matches(name) {
+                if c.add_tensor_name(name) {
+                    self.collections_dirty = true;
+                }
+                members.push(i);
+            }
+        }
+        members.sort_unstable();
+        if self.due_now.len() != self.config.collections.len() {
+            self.refresh_due();
+        }
+        self.membership.insert(name.to_string(), members.clone());
+        members
+    }
+
+    fn refresh_due(&mut self) {
+        let mode = self.mode;
+        let step = self.mode_step();
+        let default = &self.config.save_config;
+        self.due_now = self
+            .config
+            .collections
+            .iter()
+            .map(|c| {
+                c.save_config
+                    .as_ref()
+                    .unwrap_or(default)
+                    .should_save(mode, step)
+            })
+            .collect();
+        self.any_due = self.due_now.iter().any(|d| *d);
+    }
+}
+
+impl Drop for Hook {
+    /// A hook dropped without `close()` still publishes its last step and the end marker.
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::save_config::SaveConfigMode;
+    use crate::sink::MemorySink;
+
+    fn hook(sink: &MemorySink, b: HookBuilder) -> Hook {
+        b.build(sink.clone()).unwrap()
+    }
+
+    #[test]
+    fn per_mode_schedules_and_step_counters() {
+        let sink = MemorySink::default();
+        let mut h = hook(
+            &sink,
+            Hook::builder().save_config(
+                SaveConfig::every(2).with_mode(Mode::Eval, SaveConfigMode::steps([1])),
+            ),
+        );
+        let w = [1.0f32, 2.0];
+        let v = TensorView::from_slice(&w, &[2]).unwrap();
+        h.set_mode(Mode::Train);
+        for _ in 0..4 {
+            h.save_tensor("w", &v, &["weights"]);
+            h.step();
+        }
+        h.set_mode(Mode::Eval);
+        for _ in 0..3 {
+            h.save_tensor("w", &v, &["weights"]);
+            h.step();
+        }
+        h.close();
+        let keys: Vec<(u64, Mode, u64)> = sink
+            .tensors()
+            .iter()
+            .map(|t| (t.key.step, t.key.mode, t.key.mode_step))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![(0, Mode::Train, 0), (2, Mode::Train, 2), (5, Mode::Eval, 1)]
+        );
+        let records = sink.records.lock().unwrap();
+        assert!(matches!(
+            records.last(),
+            Some(Record::Close(EndReason::Completed))
+        ));
+        let ends: Vec<u64> = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::EndStep { step } => Some(*step),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ends, vec![0, 2, 5]);
+    }
+
+    #[test]
+    fn reductions_replace_or_join_raw_tensors() {
+        let sink = MemorySink::default();
+        let mut h = hook(
+            &sink,
+            Hook::builder()
+                .save_config(SaveConfig::every(1))
+                .collection(Collection::new("gradients").with_reductions(
+                    ReductionConfig::reductions_only([
+                        Reduction::new(ReductionOp::Mean),
+                        Reduction::abs(ReductionOp::Max),
+                    ]),
+                )),
+        );
+        let g = [-3.0f32, 1.0];
+        h.save_tensor(
+            "gradient/fc.w",
+            &TensorView::from_slice(&g, &[2]).unwrap(),
+            &[],
+        );
+        h.step();
+        let got: Vec<(String, Vec<f64>)> = sink
+            .tensors()
+            .into_iter()
+            .map(|t| (t.name, t.tensor.to_f64_vec()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "smdebug/reductions/mean/gradient/fc.w".to_string(),
+                    vec![-1.0]
+                ),
+                (
+                    "smdebug/reductions/abs_max/gradient/fc.w".to_string(),
+                    vec![3.0]
+                ),
+            ],
+            "the gradients collection matched by its built-in regex, reductions only"
+        );
+    }
+
+    #[test]
+    fn nothing_due_means_nothing_copied_or_sent() {
+        let sink = MemorySink::default();
+        let mut h = hook(&sink, Hook::builder().save_config(SaveConfig::every(100)));
+        h.step(); // step 1: not due
+        let big = vec![0.5f32; 1024];
+        let v = TensorView::from_slice(&big, &[1024]).unwrap();
+        assert!(!h.is_due("w", &["weights"]));
+        assert!(!h.save_tensor("w", &v, &["weights"]));
+        assert!(sink.tensors().is_empty());
+        // The tensor is still listed in its collection.
+        assert!(
+            h.collections_file()
+                .collections
+                .iter()
+                .any(|c| c.name() == "weights" && c.tensor_names().contains("w"))
+        );
+    }
+
+    #[test]
+    fn custom_regex_collection_selects_by_name() {
+        let sink = MemorySink::default();
+        let mut h = hook(
+            &sink,
+            Hook::builder()
+                .save_config(SaveConfig::new(SaveConfigMode::never()))
+                .collection(
+                    Collection::new("attention")
+                        .with_regex(r"^layer0\.attn\.(scores|q|k)$")
+                        .unwrap()
+                        .with_save_config(SaveConfig::every(1)),
+                ),
+        );
+        let x = [1u8, 2, 3];
+        let v = TensorView::from_slice(&x, &[3]).unwrap();
+        assert!(h.save_tensor("layer0.attn.scores", &v, &[]));
+        assert!(!h.save_tensor("layer1.attn.scores", &v, &[]));
+        assert!(!h.save_tensor("layer0.fc.weight", &v, &["weights"]));
+        h.step();
+        let names: Vec<String> = sink.tensors().into_iter().map(|t| t.name).collect();
+        assert_eq!(names, vec!["layer0.attn.scores"]);
+    }
+
+    #[test]
+    fn bad_configuration_fails_at_build() {
+        let err = Hook::builder()
+            .include_regex("relus", "relu[")
+            .build(MemorySink::default())
+            .unwrap_err();
+        assert!(err.to_string().contains("relu["), "{err}");
+        let err = Hook::builder()
+            .worker(2, 2)
+            .build(MemorySink::default())
+            .unwrap_err();
+        assert!(err.to_string().contains("rank 2"), "{err}");
+    }
+
+    #[test]
+    fn mode_change_closes_a_step_with_records() {
+        let sink = MemorySink::default();
+        let mut h = hook(&sink, Hook::builder().save_config(SaveConfig::every(1)));
+        h.set_mode(Mode::Train);
+        h.save_scalar("loss", 0.5, &["losses"]);
+        h.set_mode(Mode::Eval);
+        h.save_scalar("loss", 0.7, &["losses"]);
+        drop(h);
+        let keys: Vec<StepKey> = sink.tensors().iter().map(|t| t.key).collect();
+        assert_eq!(
+            keys[0],
+            StepKey {
+                step: 0,
+                mode: Mode::Train,
+                mode_step: 0
+            }
+        );
+        assert_eq!(
+            keys[1],
+            StepKey {
+                step: 1,
+                mode: Mode::Eval,
+                mode_step: 0
+            }
+        );
+    }
+
+    #[test]
+    fn stop_request_is_seen_and_recorded_in_the_end_reason() {
+        let sink = MemorySink::default();
+        let stop = StopSignal::default();
+        let mut h = hook(&sink, Hook::builder().stop_signal(stop.clone()));
+        assert_eq!(h.stop_requested(), None);
+        stop.request("LossNotDecreasing fired at step 40");
+        stop.request("a later reason is ignored");
+        assert_eq!(
+            h.stop_requested().as_deref(),
+            Some("LossNotDecreasing fired at step 40")
+        );
+        h.close();
+        let records = sink.records.lock().unwrap();
+        assert_eq!(
+            records.last(),
+            Some(&Record::Close(EndReason::Stopped(
+                "LossNotDecreasing fired at step 40".into()
+            )))
+        );
+    }
+}
