@@ -1,1 +1,246 @@
+//! Shared pieces of the runnable examples: the digits data set, a hand-written MLP, and a
+//! training loop that records through an smdebug [`Hook`].
 
+pub mod digits;
+pub mod mlp;
+
+use ndarray::Array1;
+use smdebug_core::{Hook, Mode, TensorView};
+
+use crate::digits::Digits;
+use crate::mlp::{Activation, Mlp, Rng};
+
+/// A real training bug the demo can inject, for rules to catch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bug {
+    /// A deep sigmoid network with tiny initial weights: gradients of the early layers vanish.
+    VanishingGradients,
+    /// A large negative bias on the hidden layers: most ReLUs never fire.
+    DeadRelu,
+    /// A learning rate far too large: the loss explodes to Inf/NaN.
+    ExplodingLoss,
+}
+
+impl std::str::FromStr for Bug {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "vanishing" | "vanishing-gradients" => Ok(Bug::VanishingGradients),
+            "dead-relu" | "deadrelu" => Ok(Bug::DeadRelu),
+            "exploding" | "exploding-loss" => Ok(Bug::ExplodingLoss),
+            _ => Err(format!(
+                "unknown bug `{s}`: expected vanishing, dead-relu or exploding"
+            )),
+        }
+    }
+}
+
+/// Training settings.
+#[derive(Clone, Debug)]
+pub struct TrainConfig {
+    pub epochs: usize,
+    pub batch_size: usize,
+    pub learning_rate: f32,
+    pub hidden: Vec<usize>,
+    pub seed: u64,
+    pub bug: Option<Bug>,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            epochs: 10,
+            batch_size: 32,
+            learning_rate: 0.1,
+            hidden: vec![32],
+            seed: 42,
+            bug: None,
+        }
+    }
+}
+
+/// What a training run did.
+#[derive(Clone, Debug, Default)]
+pub struct TrainSummary {
+    pub steps: u64,
+    pub final_train_loss: f32,
+    pub eval_loss: Vec<f32>,
+    pub eval_accuracy: Vec<f32>,
+    /// Set when the run stopped because a stop was requested.
+    pub stopped: Option<String>,
+}
+
+/// Builds the model a config asks for (bugs change the architecture or the initialisation).
+pub fn build_model(cfg: &TrainConfig, rng: &mut Rng) -> Mlp {
+    let mut widths = vec![64];
+    let (activation, init_scale, bias) = match cfg.bug {
+        Some(Bug::VanishingGradients) => {
+            widths.extend([32; 6]);
+            (Activation::Sigmoid, 0.05, 0.0)
+        }
+        Some(Bug::DeadRelu) => {
+            widths.extend(&cfg.hidden);
+            (Activation::Relu, 1.0, -4.0)
+        }
+        _ => {
+            widths.extend(&cfg.hidden);
+            (Activation::Relu, 1.0, 0.0)
+        }
+    };
+    widths.push(10);
+    Mlp::new(&widths, activation, init_scale, bias, rng)
+}
+
+fn activation_name(model: &Mlp, layer: usize) -> String {
+    match model.activation {
+        Activation::Relu => format!("relu{}.output", layer + 1),
+        Activation::Sigmoid => format!("sigmoid{}.output", layer + 1),
+    }
+}
+
+/// Records the model's parameters, gradients and activations through the hook. Only what is
+/// due is copied: `save_tensor` borrows the arrays and returns at once when nothing is due.
+fn record_train_step(
+    hook: &mut Hook,
+    model: &Mlp,
+    fwd: &mlp::Forward,
+    grads: &mlp::Gradients,
+    loss: f32,
+    accuracy: f32,
+) {
+    for (i, layer) in model.layers.iter().enumerate() {
+        let w = format!("{}.weight", layer.name);
+        let b = format!("{}.bias", layer.name);
+        hook.save_tensor(&w, &TensorView::from_ndarray(&layer.weight), &["weights"]);
+        hook.save_tensor(&b, &TensorView::from_ndarray(&layer.bias), &["biases"]);
+        hook.save_tensor(
+            &format!("gradient/{w}"),
+            &TensorView::from_ndarray(&grads.weight[i]),
+            &["gradients"],
+        );
+        hook.save_tensor(
+            &format!("gradient/{b}"),
+            &TensorView::from_ndarray(&grads.bias[i]),
+            &["gradients"],
+        );
+        if i + 1 < model.layers.len() {
+            hook.save_tensor(
+                &activation_name(model, i),
+                &TensorView::from_ndarray(&fwd.act[i]),
+                &["outputs"],
+            );
+        }
+    }
+    hook.save_tensor(
+        "fc1.input",
+        &TensorView::from_ndarray(&fwd.inputs[0]),
+        &["inputs"],
+    );
+    hook.save_scalar("loss", f64::from(loss), &["losses"]);
+    hook.save_scalar("accuracy", f64::from(accuracy), &["metrics"]);
+}
+
+/// Trains the MLP on `train`, evaluating on `eval` after each epoch. With a hook, records weights,
+/// biases, gradients, activations, inputs, loss and accuracy; stops early when the hook reports a
+/// stop request.
+pub fn train(
+    cfg: &TrainConfig,
+    train: &Digits,
+    eval: &Digits,
+    mut hook: Option<&mut Hook>,
+) -> TrainSummary {
+    let mut rng = Rng::new(cfg.seed);
+    let mut model = build_model(cfg, &mut rng);
+    let lr = match cfg.bug {
+        Some(Bug::ExplodingLoss) => cfg.learning_rate * 400.0,
+        _ => cfg.learning_rate,
+    };
+    let mut summary = TrainSummary::default();
+    'epochs: for _epoch in 0..cfg.epochs {
+        if let Some(h) = hook.as_deref_mut() {
+            h.set_mode(Mode::Train);
+        }
+        let order = rng.permutation(train.len());
+        for batch in order.chunks(cfg.batch_size) {
+            if let Some(reason) = hook.as_deref().and_then(|h| h.stop_requested()) {
+                summary.stopped = Some(reason);
+                break 'epochs;
+            }
+            let (x, y) = train.batch(batch);
+            let fwd = model.forward(&x);
+            let (loss, acc) = Mlp::loss_and_accuracy(&fwd, &y);
+            let grads = model.backward(&fwd, &y);
+            if let Some(h) = hook.as_deref_mut() {
+                record_train_step(h, &model, &fwd, &grads, loss, acc);
+                h.step();
+            }
+            model.sgd(&grads, lr);
+            summary.final_train_loss = loss;
+            summary.steps += 1;
+        }
+        let (loss, acc) = evaluate(&model, eval, cfg.batch_size, hook.as_deref_mut());
+        summary.eval_loss.push(loss);
+        summary.eval_accuracy.push(acc);
+    }
+    summary
+}
+
+/// Mean loss and accuracy over `data`, recording each batch's loss in EVAL mode.
+fn evaluate(
+    model: &Mlp,
+    data: &Digits,
+    batch_size: usize,
+    mut hook: Option<&mut Hook>,
+) -> (f32, f32) {
+    if let Some(h) = hook.as_deref_mut() {
+        h.set_mode(Mode::Eval);
+    }
+    let (mut loss_sum, mut acc_sum, mut n) = (0.0, 0.0, 0.0);
+    let indices: Vec<usize> = (0..data.len()).collect();
+    for batch in indices.chunks(batch_size) {
+        let (x, y): (_, Array1<usize>) = data.batch(batch);
+        let fwd = model.forward(&x);
+        let (loss, acc) = Mlp::loss_and_accuracy(&fwd, &y);
+        let w = batch.len() as f32;
+        loss_sum += loss * w;
+        acc_sum += acc * w;
+        n += w;
+        if let Some(h) = hook.as_deref_mut() {
+            h.save_scalar("loss", f64::from(loss), &["losses"]);
+            h.save_scalar("accuracy", f64::from(acc), &["metrics"]);
+            h.step();
+        }
+    }
+    (loss_sum / n, acc_sum / n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn healthy_training_learns_the_digits() {
+        let data = Digits::load(&digits::default_path()).unwrap();
+        assert_eq!(data.len(), 1797);
+        let (tr, ev) = data.split(0.2, 1);
+        let s = train(&TrainConfig::default(), &tr, &ev, None);
+        let acc = *s.eval_accuracy.last().unwrap();
+        assert!(acc > 0.9, "held-out accuracy {acc}");
+        assert!(s.eval_loss.first() > s.eval_loss.last());
+    }
+
+    #[test]
+    fn injected_bugs_break_training_the_way_they_should() {
+        let data = Digits::load(&digits::default_path()).unwrap();
+        let (tr, ev) = data.split(0.2, 1);
+        let cfg = |bug| TrainConfig {
+            epochs: 2,
+            bug: Some(bug),
+            ..Default::default()
+        };
+        let exploding = train(&cfg(Bug::ExplodingLoss), &tr, &ev, None);
+        assert!(!exploding.final_train_loss.is_finite() || exploding.final_train_loss > 5.0);
+        let vanishing = train(&cfg(Bug::VanishingGradients), &tr, &ev, None);
+        assert!(*vanishing.eval_accuracy.last().unwrap() < 0.3);
+    }
+}
