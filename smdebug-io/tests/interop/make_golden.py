@@ -17,9 +17,11 @@ Runs written (each with a sibling ``<run>.expected.json``):
                            collections weights/gradients/losses/custom; training ended.
 * ``pysmdebug_checksum``   1 worker, ``write_checksum=True`` (real CRC-32C on payloads).
 * ``pysmdebug_incomplete`` 1 worker, a few TRAIN steps, NO training_job_end.ts.
-* ``pysmdebug_tensorboard`` TensorBoard event files written by smdebug's FileWriter
-                           (wtype="tensorboard": scalar + histogram summaries) with
-                           ``pysmdebug_tensorboard.expected.json`` for check_with_tensorboard.py.
+* ``pysmdebug_tensorboard`` TensorBoard event files as smdebug's hook writes them
+                           (FileWriter wtype="tensorboard", write_checksum=True; scalar and
+                           histogram summaries; runs TRAIN and EVAL) with
+                           ``pysmdebug_tensorboard.expected.json`` in check_with_tensorboard.py's
+                           schema.
 
 expected.json schema (shared with check_with_smdebug.py and the Rust tests):
 
@@ -58,6 +60,7 @@ from smdebug.core.access_layer.utils import training_has_ended
 from smdebug.core.collection_manager import CollectionManager
 from smdebug.core.modes import ModeKeys
 from smdebug.core.reductions import get_reduction_tensor_name
+from smdebug.core.tfevent.summary import histogram_summary
 from smdebug.core.writer import FileWriter
 
 # Fixed wall time so the files are byte-identical on every regeneration.
@@ -350,23 +353,32 @@ def make_incomplete(out_dir):
 
 
 def make_tensorboard(out_dir):
-    """TensorBoard files as smdebug's hook writes them (wtype='tensorboard'):
-    <dir>/<MODE>/<step:012>_<worker>.tfevents, simple_value scalars and histograms."""
+    """TensorBoard files as smdebug's hook writes them (core/hook.py _maybe_get_tb_writer):
+    one FileWriter(wtype="tensorboard", write_checksum=True) per mode, created at the mode's
+    first step, <dir>/<MODE>/<first step:012>_<worker>.tfevents, holding simple_value scalars
+    and histograms of later steps too.  (The hook names the worker <pid>_<hostname>.)"""
     path = os.path.join(out_dir, "pysmdebug_tensorboard")
     if os.path.exists(path):
         shutil.rmtree(path)
     os.makedirs(path)
     scalars, histograms = [], []
+    worker = "4242_goldenhost"
+    train = FileWriter(
+        trial_dir=path, worker=worker, step=0, wtype="tensorboard", mode=ModeKeys.TRAIN,
+        write_checksum=True,
+    )
     for g in range(3):
-        w = FileWriter(trial_dir=path, worker="worker_0", step=g, wtype="tensorboard", mode=ModeKeys.TRAIN)
         loss = float(np.float32(2.5 / (1.0 + g)))
-        w.write_scalar_summary("loss", loss, g, timestamp=WALL_TIME_BASE + g)
-        scalars.append({"tag": "loss", "step": g, "value": loss})
+        train.write_scalar_summary("loss", loss, g, timestamp=WALL_TIME_BASE + g)
+        scalars.append({"run": "TRAIN", "tag": "loss", "step": g, "value": loss})
         vals = make_values("float32", (50,), "hist", g).astype(np.float64)
-        # 20 equal-width bins (smdebug's "default" TF bucket list makes ~10 KB per histogram).
-        w.write_histogram_summary(vals, "fc1.weight", g, bins=20)
+        # What FileWriter.write_histogram_summary(vals, tag, g, bins=20) does, but with a fixed
+        # wall_time (that method stamps time.time()). 20 equal-width bins: smdebug's "default"
+        # TF bucket list makes ~10 KB per histogram.
+        train.write_summary(histogram_summary("fc1.weight", vals, 20), g, timestamp=WALL_TIME_BASE + g)
         histograms.append(
             {
+                "run": "TRAIN",
                 "tag": "fc1.weight",
                 "step": g,
                 "num": int(vals.size),
@@ -375,8 +387,15 @@ def make_tensorboard(out_dir):
                 "sum": float(vals.sum()),
             }
         )
-        w.close()
-    # write_histogram_summary stamps wall_time itself (time.time()); values, not times, are checked.
+    train.close()
+    ev = FileWriter(
+        trial_dir=path, worker=worker, step=3, wtype="tensorboard", mode=ModeKeys.EVAL,
+        write_checksum=True,
+    )
+    loss = float(np.float32(0.75))
+    ev.write_scalar_summary("loss", loss, 3, timestamp=WALL_TIME_BASE + 3)
+    scalars.append({"run": "EVAL", "tag": "loss", "step": 3, "value": loss})
+    ev.close()
     with open(path + ".expected.json", "w") as f:
         json.dump({"scalars": scalars, "histograms": histograms, "tensors": []}, f, indent=1)
         f.write("\n")
