@@ -36,6 +36,7 @@ What is checked:
   values came through each path.
 """
 
+import glob
 import json
 import math
 import os
@@ -100,7 +101,12 @@ class Checker:
         self.eq("tensor names", sorted(trial.tensor_names()), sorted(base_names))
         self.eq("global steps", list(trial.steps()), run["steps"]["GLOBAL"])
         want_modes = sorted(run["modes"])
-        self.eq("modes", sorted(m.name for m in trial.modes()), want_modes)
+        # Trial.modes() never lists GLOBAL (steps saved in GLOBAL mode have no mode steps).
+        self.eq(
+            "modes (without GLOBAL)",
+            sorted(m.name for m in trial.modes()),
+            [m for m in want_modes if m != "GLOBAL"],
+        )
         for m in want_modes:
             self.eq(f"steps({m})", list(trial.steps(mode=ModeKeys[m])), run["steps"].get(m, []))
         self.eq("workers", sorted(trial.workers()), sorted(run["workers"]))
@@ -159,10 +165,14 @@ class Checker:
     # ---------------------------------------------------------------- records / CRC
     def check_event_files(self, trial):
         real_crc = bool(self.expected["run"].get("write_checksum", False))
-        files = set()
+        # every event file of the run: those the index points at and any others on disk
+        files = {
+            os.path.abspath(p)
+            for p in glob.glob(os.path.join(self.run, "events", "**", "*.tfevents"), recursive=True)
+        }
         for base in trial.tensor_names():
             t = trial.tensor(base)
-            for mode in trial.modes():
+            for mode in list(trial.modes()) + [ModeKeys.GLOBAL]:
                 for ms in t.steps(mode=mode):
                     for w in t.workers(ms, mode=mode):
                         s = t._step(ms, mode=mode, worker=w)
