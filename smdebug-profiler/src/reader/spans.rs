@@ -1,0 +1,255 @@
+//! Decoding framework trace files (Chrome trace JSON in smdebug's timeline shape).
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+use smdebug_core::Mode;
+
+use crate::spans::{Phase, TraceFileName};
+use crate::system::{ProfilerError, Result};
+
+/// One span read back from a trace file, with absolute times.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Span {
+    /// The phase row (`process_name` of its `pid`), e.g. `Forward`, `Step:ModeKeys.TRAIN`;
+    /// `Unknown` when the file names none.
+    pub phase: String,
+    /// The event name.
+    pub name: String,
+    /// Start, microseconds since the epoch.
+    pub start_us: u64,
+    /// End, microseconds since the epoch.
+    pub end_us: u64,
+    /// The node, from the file name.
+    pub node: String,
+    /// The worker: `args.worker`, else the leading number of the file's node token.
+    pub worker: Option<u32>,
+    /// The step: `args.step_num` (a string or a number).
+    pub step: Option<u64>,
+    /// The mode: `args.mode`, else the mode in a `Step:ModeKeys.<MODE>` row name.
+    pub mode: Option<Mode>,
+    /// The event's `args`, as written.
+    pub args: Map<String, Value>,
+}
+
+impl Span {
+    /// The span's length in microseconds.
+    pub fn duration_us(&self) -> u64 {
+        self.end_us.saturating_sub(self.start_us)
+    }
+
+    /// The phase as this crate's [`Phase`].
+    pub fn phase_kind(&self) -> Phase {
+        Phase::from_trace_name(&self.phase)
+    }
+}
+
+fn malformed(key: &str, line: usize, column: usize, message: impl Into<String>) -> ProfilerError {
+    ProfilerError::MalformedTrace {
+        key: key.to_owned(),
+        line,
+        column,
+        message: message.into(),
+    }
+}
+
+fn number_i128(value: Option<&Value>) -> Option<i128> {
+    let value = value?;
+    value
+        .as_i64()
+        .map(i128::from)
+        .or_else(|| value.as_u64().map(i128::from))
+        .or_else(|| {
+            value
+                .as_f64()
+                .filter(|f| f.is_finite())
+                .map(|f| f.round() as i128)
+        })
+}
+
+fn to_epoch_us(base: i128, ts: i128) -> u64 {
+    u64::try_from((base + ts).max(0)).unwrap_or(u64::MAX)
+}
+
+/// Decodes one trace file: a JSON array of events or an object with `traceEvents`.
+///
+/// Complete (`X`) events and matched begin/end (`B`/`E`) pairs become spans; times are
+/// made absolute with the `start_time_since_epoch_in_micros` metadata (0 when absent, as for
+/// traces whose `ts` is already absolute). Other events are read past.
+pub fn parse_trace(file: &TraceFileName, bytes: &[u8]) -> Result<Vec<Span>> {
+    let key = file.key.as_str();
+    let root: Value = serde_json::from_slice(bytes)
+        .map_err(|e| malformed(key, e.line(), e.column(), e.to_string()))?;
+    let events = match root {
+        Value::Array(events) => events,
+        Value::Object(mut object) => match object.remove("traceEvents") {
+            Some(Value::Array(events)) => events,
+            _ => return Err(malformed(key, 0, 0, "object without a `traceEvents` array")),
+        },
+        _ => return Err(malformed(key, 0, 0, "neither an array nor an object")),
+    };
+    let mut base: i128 = 0;
+    let mut phases: HashMap<i64, String> = HashMap::new();
+    let mut open: HashMap<(i64, i64), Vec<(i128, String, Map<String, Value>)>> = HashMap::new();
+    let mut spans = Vec::new();
+    for event in events {
+        let Value::Object(mut event) = event else {
+            continue;
+        };
+        let pid = event.get("pid").and_then(Value::as_i64).unwrap_or(0);
+        let tid = event.get("tid").and_then(Value::as_i64).unwrap_or(0);
+        let args = match event.remove("args") {
+            Some(Value::Object(args)) => args,
+            _ => Map::new(),
+        };
+        let name = event
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let ts = number_i128(event.get("ts"));
+        match event.get("ph").and_then(Value::as_str) {
+            Some("M") => {
+                if name == "process_name" {
+                    if let Some(phase) = args.get("name").and_then(Value::as_str) {
+                        phases.insert(pid, phase.to_owned());
+                    }
+                    if let Some(start) = number_i128(args.get("start_time_since_epoch_in_micros")) {
+                        base = start;
+                    }
+                }
+            }
+            Some("X") => {
+                let Some(ts) = ts else { continue };
+                let dur = number_i128(event.get("dur")).unwrap_or(0).max(0);
+                spans.push(make_span(
+                    file,
+                    &phases,
+                    pid,
+                    name,
+                    base,
+                    ts,
+                    ts + dur,
+                    args,
+                ));
+            }
+            Some("B") => {
+                if let Some(ts) = ts {
+                    open.entry((pid, tid)).or_default().push((ts, name, args));
+                }
+            }
+            Some("E") => {
+                let (Some(ts), Some((begin, begin_name, mut begin_args))) =
+                    (ts, open.get_mut(&(pid, tid)).and_then(Vec::pop))
+                else {
+                    continue;
+                };
+                begin_args.extend(args);
+                spans.push(make_span(
+                    file,
+                    &phases,
+                    pid,
+                    begin_name,
+                    base,
+                    begin,
+                    ts.max(begin),
+                    begin_args,
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(spans)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn make_span(
+    file: &TraceFileName,
+    phases: &HashMap<i64, String>,
+    pid: i64,
+    name: String,
+    base: i128,
+    start: i128,
+    end: i128,
+    args: Map<String, Value>,
+) -> Span {
+    let phase = phases
+        .get(&pid)
+        .cloned()
+        .unwrap_or_else(|| "Unknown".to_owned());
+    let step = args.get("step_num").and_then(|v| {
+        v.as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+    });
+    let mode = args
+        .get("mode")
+        .and_then(Value::as_str)
+        .and_then(Mode::from_name)
+        .or_else(|| phase.strip_prefix("Step:").and_then(Mode::from_name));
+    let worker = args
+        .get("worker")
+        .and_then(Value::as_u64)
+        .and_then(|w| u32::try_from(w).ok())
+        .or(file.worker);
+    Span {
+        phase,
+        name,
+        start_us: to_epoch_us(base, start),
+        end_us: to_epoch_us(base, end),
+        node: file.node.clone(),
+        worker,
+        step,
+        mode,
+        args,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spans::parse_trace_file_key;
+
+    fn file() -> TraceFileName {
+        parse_trace_file_key(
+            "framework/pevents/2020071317/1594662624718694_7-algo-1_pythontimeline.json",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn reads_python_relative_times_and_string_steps() {
+        let text = r#"[
+{"name": "process_name", "ph": "M", "pid": 0, "args": {"start_time_since_epoch_in_micros": 1000000}},
+{"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "Step:ModeKeys.TRAIN"}},
+{"name": "Step:ModeKeys.TRAIN", "pid": 0, "ph": "X", "ts": 250, "dur": 100, "args": {"pid": 42, "step_num": "3"}},
+{"name": "x", "pid": 1, "ph": "B", "ts": 400},
+{"name": "x", "pid": 1, "ph": "E", "ts": 450}
+]"#;
+        let spans = parse_trace(&file(), text.as_bytes()).unwrap();
+        assert_eq!(spans.len(), 2);
+        let step = &spans[0];
+        assert_eq!((step.start_us, step.end_us), (1_000_250, 1_000_350));
+        assert_eq!(
+            (step.step, step.mode, step.worker),
+            (Some(3), Some(Mode::Train), Some(7))
+        );
+        assert_eq!(step.node, "algo-1");
+        assert_eq!(spans[1].phase, "Unknown");
+        assert_eq!(spans[1].duration_us(), 50);
+    }
+
+    #[test]
+    fn accepts_trace_event_objects_and_reports_bad_json_position() {
+        let object = r#"{"traceEvents": [{"name": "a", "ph": "X", "pid": 0, "ts": 5, "dur": 1}]}"#;
+        assert_eq!(
+            parse_trace(&file(), object.as_bytes()).unwrap()[0].start_us,
+            5
+        );
+        let err = parse_trace(&file(), b"[\n{\"name\": ").unwrap_err();
+        assert!(
+            matches!(err, ProfilerError::MalformedTrace { line: 2, .. }),
+            "{err}"
+        );
+        assert!(parse_trace(&file(), b"{\"other\": 1}").is_err());
+    }
+}

@@ -1,0 +1,61 @@
+//! Decoding system-metrics files (JSON lines).
+
+use crate::system::{ProfilerError, Result, SystemSample};
+
+/// Decodes one system-metrics file.
+///
+/// Blank lines are skipped. A last line without its newline that does not parse is a record
+/// still being appended (SageMaker's monitor appends in place) and is skipped; any other bad
+/// line is an error naming the file and line.
+pub fn parse_system_lines(key: &str, bytes: &[u8]) -> Result<Vec<SystemSample>> {
+    let mut samples = Vec::new();
+    let ends_complete = bytes.ends_with(b"\n");
+    let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+    let last = lines.len().saturating_sub(1);
+    for (index, line) in lines.iter().enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<SystemSample>(line) {
+            Ok(sample) => samples.push(sample),
+            Err(_) if index == last && !ends_complete => break,
+            Err(e) => {
+                return Err(ProfilerError::MalformedSystemLine {
+                    key: key.to_owned(),
+                    line: index + 1,
+                    message: e.to_string(),
+                });
+            }
+        }
+    }
+    Ok(samples)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINE: &str = r#"{"Type":"cpu","Name":"cpu0","Dimension":"CPUUtilization","Value":1.6,"NodeId":"algo-1","Timestamp":1591748109.2321954}"#;
+
+    #[test]
+    fn skips_a_torn_last_line_but_reports_a_bad_middle_line() {
+        let torn = format!("{LINE}\n{LINE}\n{{\"Type\":\"cp");
+        assert_eq!(parse_system_lines("f", torn.as_bytes()).unwrap().len(), 2);
+        let bad = format!("{LINE}\nnot json\n{LINE}\n");
+        let err = parse_system_lines("sys/f.json", bad.as_bytes()).unwrap_err();
+        assert!(
+            matches!(err, ProfilerError::MalformedSystemLine { line: 2, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("sys/f.json"));
+    }
+
+    #[test]
+    fn name_is_optional() {
+        let line =
+            r#"{"Type":"memory","Dimension":"","Value":6.5,"NodeId":"algo-1","Timestamp":1.5}"#;
+        let samples = parse_system_lines("f", line.as_bytes()).unwrap();
+        assert_eq!(samples[0].name, "");
+        assert_eq!(samples[0].value, 6.5);
+    }
+}

@@ -1,0 +1,240 @@
+//! The span writer thread: turns spans into Chrome trace files in Python smdebug's
+//! `pythontimeline` shape and publishes each file whole.
+//!
+//! A file is a JSON array (Chrome's "JSON Array Format", which Perfetto and chrome://tracing
+//! open, and the only shape smdebug's trace parser iterates). It starts with the metadata
+//! event carrying `start_time_since_epoch_in_micros`; every `ts` is relative to it. Each phase
+//! is one `pid` row named by `process_name` metadata (repeated in every file, pids stable for
+//! the writer's lifetime); the worker is the `tid`, named `worker-<rank>` by `thread_name`
+//! metadata.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::layout::trace_file_key;
+use super::recorder::SpanEvent;
+use crate::system::{ProfilerError, ProfilerStore};
+
+/// Messages to the writer thread.
+pub(crate) enum Message {
+    Span(SpanEvent),
+    Flush(SyncSender<()>),
+    Shutdown,
+}
+
+/// Counters shared by the recorder handles and the writer thread.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) recorded: AtomicU64,
+    pub(crate) dropped: AtomicU64,
+    pub(crate) written: AtomicU64,
+    pub(crate) files: AtomicU64,
+    pub(crate) write_errors: AtomicU64,
+}
+
+#[derive(Serialize)]
+struct CompleteEvent<'a> {
+    name: &'a str,
+    pid: usize,
+    tid: u32,
+    ph: &'static str,
+    ts: i64,
+    dur: u64,
+    args: EventArgs<'a>,
+}
+
+#[derive(Serialize)]
+struct EventArgs<'a> {
+    // smdebug's hooks write the step as a string; its readers call int() on it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step_num: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mode: Option<&'a str>,
+    worker: u32,
+}
+
+/// Builds one trace file at a time.
+pub(crate) struct TraceFileBuilder {
+    base_us: u64,
+    worker: u32,
+    node: String,
+    phase_pids: HashMap<String, usize>,
+    text: Vec<u8>,
+    file_pids: HashSet<usize>,
+    opened_at: Option<Instant>,
+    max_end_us: u64,
+    last_published_end_us: u64,
+}
+
+impl TraceFileBuilder {
+    pub(crate) fn new(base_us: u64, worker: u32, node: String) -> Self {
+        Self {
+            base_us,
+            worker,
+            node,
+            phase_pids: HashMap::new(),
+            text: Vec::new(),
+            file_pids: HashSet::new(),
+            opened_at: None,
+            max_end_us: 0,
+            last_published_end_us: 0,
+        }
+    }
+
+    fn push_json(&mut self, value: &impl Serialize) {
+        // Serializing these plain structures into memory cannot fail.
+        if serde_json::to_writer(&mut self.text, value).is_ok() {
+            self.text.extend_from_slice(b",\n");
+        }
+    }
+
+    /// Appends one span, opening a file (with its metadata) if none is open.
+    pub(crate) fn add(&mut self, span: &SpanEvent) {
+        if self.opened_at.is_none() {
+            self.opened_at = Some(Instant::now());
+            self.text.extend_from_slice(b"[\n");
+            self.push_json(&json!({"name": "process_name", "ph": "M", "pid": 0,
+                "args": {"start_time_since_epoch_in_micros": self.base_us}}));
+            self.push_json(&json!({"name": "process_sort_index", "ph": "M", "pid": 0,
+                "args": {"sort_index": 0}}));
+        }
+        let phase = span.phase.trace_name();
+        let next_pid = self.phase_pids.len();
+        let pid = *self.phase_pids.entry(phase.to_string()).or_insert(next_pid);
+        if self.file_pids.insert(pid) {
+            self.push_json(&json!({"name": "process_name", "ph": "M", "pid": pid,
+                "args": {"name": phase}}));
+            self.push_json(&json!({"name": "process_sort_index", "ph": "M", "pid": pid,
+                "args": {"sort_index": pid}}));
+            self.push_json(&json!({"name": "thread_name", "ph": "M", "pid": pid,
+                "tid": self.worker, "args": {"name": format!("worker-{}", self.worker)}}));
+        }
+        let start = i128::from(span.start_us) - i128::from(self.base_us);
+        let event = CompleteEvent {
+            name: &span.name,
+            pid,
+            tid: self.worker,
+            ph: "X",
+            ts: i64::try_from(start).unwrap_or(i64::MAX),
+            dur: span.dur_us,
+            args: EventArgs {
+                step_num: span.step.map(|(_, step)| step.to_string()),
+                mode: span.step.map(|(mode, _)| mode.name()),
+                worker: self.worker,
+            },
+        };
+        self.push_json(&event);
+        self.max_end_us = self
+            .max_end_us
+            .max(span.start_us.saturating_add(span.dur_us));
+    }
+
+    pub(crate) fn size(&self) -> usize {
+        self.text.len()
+    }
+
+    pub(crate) fn open_for(&self) -> Option<Duration> {
+        self.opened_at.map(|t| t.elapsed())
+    }
+
+    /// Closes the open file: its key and complete text. `None` when no file is open.
+    pub(crate) fn close(&mut self) -> Option<(String, Vec<u8>)> {
+        self.opened_at.take()?;
+        if self.text.ends_with(b",\n") {
+            self.text.truncate(self.text.len() - 2);
+        }
+        self.text.extend_from_slice(b"\n]\n");
+        // The name carries the last end time; two files must never share one, or the later
+        // would replace the earlier.
+        let end_us = self.max_end_us.max(self.last_published_end_us + 1);
+        self.last_published_end_us = end_us;
+        self.max_end_us = 0;
+        self.file_pids.clear();
+        let key = trace_file_key(end_us, self.worker, &self.node);
+        Some((key, std::mem::take(&mut self.text)))
+    }
+}
+
+/// Settings of the writer thread.
+pub(crate) struct WriterSettings {
+    pub(crate) max_file_bytes: usize,
+    pub(crate) close_interval: Duration,
+}
+
+/// The writer thread's body: returns the last publication error, if any.
+pub(crate) fn run_writer(
+    rx: Receiver<Message>,
+    mut builder: TraceFileBuilder,
+    store: Arc<dyn ProfilerStore>,
+    settings: WriterSettings,
+    counters: Arc<Counters>,
+) -> Option<String> {
+    let mut last_error = None;
+    let publish = |builder: &mut TraceFileBuilder, last_error: &mut Option<String>| {
+        let Some((key, text)) = builder.close() else {
+            return;
+        };
+        match store.put(&key, &text) {
+            Ok(()) => {
+                counters.files.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                if counters.write_errors.fetch_add(1, Ordering::Relaxed) == 0 {
+                    log::warn!("smdebug-profiler: trace file not written: {e}");
+                }
+                *last_error = Some(e.to_string());
+            }
+        }
+    };
+    let tick = settings.close_interval.min(Duration::from_secs(1));
+    loop {
+        let message = rx.recv_timeout(tick);
+        if builder
+            .open_for()
+            .is_some_and(|open| open >= settings.close_interval)
+        {
+            publish(&mut builder, &mut last_error);
+        }
+        match message {
+            Ok(Message::Span(span)) => {
+                builder.add(&span);
+                counters.written.fetch_add(1, Ordering::Relaxed);
+                if builder.size() >= settings.max_file_bytes {
+                    publish(&mut builder, &mut last_error);
+                }
+            }
+            Ok(Message::Flush(ack)) => {
+                publish(&mut builder, &mut last_error);
+                let _ = ack.send(());
+            }
+            Ok(Message::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
+                // Spans queued before the shutdown still go out.
+                while let Ok(message) = rx.try_recv() {
+                    if let Message::Span(span) = message {
+                        builder.add(&span);
+                        counters.written.fetch_add(1, Ordering::Relaxed);
+                        if builder.size() >= settings.max_file_bytes {
+                            publish(&mut builder, &mut last_error);
+                        }
+                    }
+                }
+                publish(&mut builder, &mut last_error);
+                return last_error;
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+    }
+}
+
+/// Maps a stopped writer to its error.
+pub(crate) fn writer_stopped() -> ProfilerError {
+    ProfilerError::WriterStopped {
+        writer: "span trace",
+    }
+}

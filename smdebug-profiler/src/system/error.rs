@@ -1,0 +1,106 @@
+//! The error type of the sampler, the span recorder, their files and the reader.
+
+use std::io;
+use std::time::Duration;
+
+/// Why sampling, span recording, storing or reading profiler files failed.
+///
+/// Variants raised while reading name the storage key (the path relative to the run
+/// directory) and, where there is one, the line of the file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProfilerError {
+    /// The sampling interval is outside the supported range.
+    #[error("invalid sampling interval {interval:?}: must be between 100 ms and 60 s")]
+    InvalidInterval {
+        /// The rejected interval.
+        interval: Duration,
+    },
+    /// A configuration value is outside its allowed range.
+    #[error("invalid {setting}: {reason}")]
+    InvalidConfig {
+        /// The setting, as named by its builder method.
+        setting: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A node id cannot be used in smdebug's file names.
+    #[error("invalid node id `{node}`: {reason}")]
+    InvalidNodeId {
+        /// The rejected id.
+        node: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// Storing, fetching or listing a file failed.
+    #[error("storage {operation} failed for `{key}`: {source}")]
+    Storage {
+        /// `put`, `get` or `list`.
+        operation: &'static str,
+        /// The key (path relative to the run directory).
+        key: String,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A line of a system-metrics file is not a valid metric record.
+    #[error("{key}: line {line}: malformed system metric: {message}")]
+    MalformedSystemLine {
+        /// The file's key.
+        key: String,
+        /// The 1-based line number.
+        line: usize,
+        /// What the JSON decoder said.
+        message: String,
+    },
+    /// A framework trace file is not a valid Chrome trace.
+    #[error("{key}: malformed trace file at line {line}, column {column}: {message}")]
+    MalformedTrace {
+        /// The file's key.
+        key: String,
+        /// The 1-based line of the error (0 when not positional).
+        line: usize,
+        /// The 1-based column of the error (0 when not positional).
+        column: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A background thread could not be started.
+    #[error("cannot start the {thread} thread: {source}")]
+    Thread {
+        /// Which thread.
+        thread: &'static str,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A background thread ended by panicking.
+    #[error("the {thread} thread panicked")]
+    ThreadPanicked {
+        /// Which thread.
+        thread: &'static str,
+    },
+    /// A background writer has already stopped (its guard was dropped or finished).
+    #[error("the {writer} writer has stopped")]
+    WriterStopped {
+        /// Which writer.
+        writer: &'static str,
+    },
+    /// The profiled command could not be started or waited for.
+    #[error("cannot {action} `{program}`: {source}")]
+    Command {
+        /// `spawn` or `wait for`.
+        action: &'static str,
+        /// The program.
+        program: String,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// Host metrics cannot be sampled on this operating system.
+    #[error("system metrics sampling is supported on Linux only")]
+    UnsupportedPlatform,
+}
+
+/// Result alias of the profiler's sampler, spans and reader.
+pub type Result<T, E = ProfilerError> = std::result::Result<T, E>;
