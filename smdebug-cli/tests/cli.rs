@@ -1,0 +1,151 @@
+//! The `smdebug` binary on a run written by Python smdebug: output shapes that scripts rely on,
+//! and errors on stderr with a non-zero exit.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn golden(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../smdebug-io/tests/data/golden")
+        .join(name)
+}
+
+fn smdebug(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_smdebug"))
+        .args(args)
+        .output()
+        .expect("the smdebug binary runs")
+}
+
+fn stdout_ok(args: &[&str]) -> String {
+    let out = smdebug(args);
+    assert!(
+        out.status.success(),
+        "smdebug {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn expected() -> Value {
+    let p = golden("pysmdebug_multi.expected.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+#[test]
+fn info_is_json_with_workers_modes_steps_and_completeness() {
+    let run = golden("pysmdebug_multi");
+    let info: Value = serde_json::from_str(&stdout_ok(&["info", run.to_str().unwrap()])).unwrap();
+    let exp = expected();
+    assert_eq!(info["workers"], exp["run"]["workers"]);
+    assert_eq!(info["num_workers"], exp["run"]["num_workers"]);
+    assert_eq!(info["complete"], Value::Bool(true));
+    assert_eq!(
+        info["num_steps"].as_u64().unwrap() as usize,
+        exp["run"]["steps"]["GLOBAL"].as_array().unwrap().len()
+    );
+    let modes: Vec<String> = serde_json::from_value(info["modes"].clone()).unwrap();
+    assert!(modes.contains(&"TRAIN".to_string()) && modes.contains(&"EVAL".to_string()));
+    let colls: Vec<String> = serde_json::from_value(info["collections"].clone()).unwrap();
+    assert!(colls.contains(&"weights".to_string()));
+}
+
+#[test]
+fn tensors_filter_by_collection_and_regex() {
+    let run = golden("pysmdebug_multi");
+    let run = run.to_str().unwrap();
+    let weights = stdout_ok(&["tensors", run, "--collection", "weights"]);
+    let lines: Vec<&str> = weights.lines().collect();
+    assert_eq!(lines, vec!["fc1.bias", "fc1.weight", "fc2.weight"]);
+    let grads = stdout_ok(&["tensors", run, "--regex", "^gradient/"]);
+    assert_eq!(
+        grads.lines().collect::<Vec<_>>(),
+        vec!["gradient/fc1.bias", "gradient/fc1.weight"]
+    );
+}
+
+#[test]
+fn steps_are_global_steps_one_per_line() {
+    let run = golden("pysmdebug_multi");
+    let run = run.to_str().unwrap();
+    let exp = expected();
+    let all: Vec<u64> = stdout_ok(&["steps", run])
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    let want: Vec<u64> = serde_json::from_value(exp["run"]["steps"]["GLOBAL"].clone()).unwrap();
+    assert_eq!(all, want);
+    let eval: Vec<u64> = stdout_ok(&["steps", run, "--mode", "EVAL"])
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    let eval_count = exp["run"]["steps"]["EVAL"].as_array().unwrap().len();
+    assert_eq!(eval.len(), eval_count);
+    assert!(eval.iter().all(|s| want.contains(s)));
+}
+
+#[test]
+fn value_prints_the_saved_values() {
+    let run = golden("pysmdebug_multi");
+    let run = run.to_str().unwrap();
+    let exp = expected();
+    let t = exp["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "fc1.weight" && t["worker"] == "worker_1")
+        .unwrap();
+    let step = t["step"].as_u64().unwrap().to_string();
+    let out = stdout_ok(&[
+        "value",
+        run,
+        "fc1.weight",
+        "--step",
+        &step,
+        "--worker",
+        "worker_1",
+    ]);
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    for key in ["name", "step", "mode", "worker", "dtype", "shape", "values"] {
+        assert_eq!(v[key], t[key], "field {key}");
+    }
+
+    let all = stdout_ok(&["value", run, "loss", "--all-steps", "--worker", "worker_0"]);
+    let steps: Vec<u64> = all
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["step"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    let mut want: Vec<u64> = exp["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == "loss" && t["worker"] == "worker_0")
+        .map(|t| t["step"].as_u64().unwrap())
+        .collect();
+    want.sort();
+    assert_eq!(steps, want, "one object per line, in step order");
+}
+
+#[test]
+fn errors_go_to_stderr_with_nonzero_exit() {
+    let run = golden("pysmdebug_multi");
+    let run = run.to_str().unwrap();
+    for args in [
+        vec!["info", "/no/such/run"],
+        vec!["value", run, "no.such.tensor", "--step", "0"],
+        vec!["value", run, "fc1.weight", "--step", "12345"],
+        vec!["tensors", run, "--regex", "fc1("],
+        vec!["steps", run, "--mode", "TRAINING"],
+    ] {
+        let out = smdebug(&args);
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert!(out.stdout.is_empty(), "{args:?} printed to stdout");
+        assert!(!out.stderr.is_empty(), "{args:?} said nothing on stderr");
+    }
+}

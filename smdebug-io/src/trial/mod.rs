@@ -1,0 +1,496 @@
+//! The `Trial`: reads a run (written by these crates or by Python smdebug), offline or while it
+//! is still being written.
+//!
+//! Opening a trial lists the run's collections and index files once; after that every refresh
+//! lists only what is new (index files after the first step that is not yet complete on every
+//! worker), so following a live run costs one small listing per poll, not a full re-list.
+//!
+//! Step numbers follow smdebug: with `Mode::Global` (or no mode) a step is a global step; with a
+//! mode it is the step counted within that mode.
+
+mod source;
+mod state;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use ndarray::ArrayD;
+use regex::Regex;
+use serde::Serialize;
+use smdebug_core::{Collection, Mode, Reduction, Tensor};
+
+use crate::error::{Error, Result};
+use crate::storage::Storage;
+pub use state::StepState;
+use state::{Location, State};
+
+/// How a trial reads.
+#[derive(Clone, Debug)]
+pub struct TrialOptions {
+    /// Before answering a query about steps or tensors, look for new data (at most once per
+    /// `refresh_interval`). Default: true.
+    pub auto_refresh: bool,
+    /// Minimum time between two automatic refreshes. Default: 100 ms.
+    pub refresh_interval: Duration,
+    /// Poll interval of [`Trial::wait_for_steps`]. Default: 100 ms.
+    pub poll_interval: Duration,
+}
+
+impl Default for TrialOptions {
+    fn default() -> Self {
+        TrialOptions {
+            auto_refresh: true,
+            refresh_interval: Duration::from_millis(100),
+            poll_interval: Duration::from_millis(100),
+        }
+    }
+}
+
+/// A run, opened for reading. Cheap to share across threads (`Arc<Trial>`); queries lock briefly.
+pub struct Trial {
+    location: String,
+    storage: Arc<dyn Storage>,
+    options: TrialOptions,
+    state: Mutex<State>,
+}
+
+/// What a step selection in [`Trial::tensor_records`] asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepSelector {
+    /// One global step.
+    One(u64),
+    /// Every step the tensor was saved at.
+    All,
+}
+
+/// One saved value of a tensor, in the CLI's JSON shape.
+#[derive(Clone, Debug, Serialize)]
+pub struct TensorRecordJson {
+    pub name: String,
+    pub step: u64,
+    pub mode: Mode,
+    pub mode_step: u64,
+    pub worker: String,
+    pub dtype: String,
+    pub shape: Vec<usize>,
+    /// Row-major values; NaN and ±Inf are written as the strings "nan", "inf", "-inf".
+    pub values: Vec<JsonNumber>,
+}
+
+/// A number that JSON can carry, with NaN/Inf as strings.
+#[derive(Clone, Copy, Debug)]
+pub struct JsonNumber(pub f64);
+
+impl Serialize for JsonNumber {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let v = self.0;
+        if v.is_nan() {
+            s.serialize_str("nan")
+        } else if v.is_infinite() {
+            s.serialize_str(if v > 0.0 { "inf" } else { "-inf" })
+        } else if v.fract() == 0.0 && v.abs() < 9.0e15 {
+            s.serialize_i64(v as i64)
+        } else {
+            s.serialize_f64(v)
+        }
+    }
+}
+
+/// A run summary (the CLI's `info`).
+#[derive(Clone, Debug, Serialize)]
+pub struct TrialInfo {
+    pub location: String,
+    pub workers: Vec<String>,
+    pub num_workers: usize,
+    pub modes: Vec<Mode>,
+    pub num_steps: usize,
+    /// Number of steps per mode.
+    pub steps_per_mode: BTreeMap<String, usize>,
+    pub collections: Vec<String>,
+    pub num_tensors: usize,
+    pub complete: bool,
+    /// The end marker's reason, when the run ended and said why.
+    pub end_reason: Option<String>,
+}
+
+impl Trial {
+    /// Opens a run directory or object-store URL (`s3://bucket/run`, `memory://run`, …).
+    /// Fails when nothing of a run is there yet.
+    pub fn open(location: &str) -> Result<Trial> {
+        Trial::open_with(location, TrialOptions::default())
+    }
+
+    /// Opens with explicit options.
+    pub fn open_with(location: &str, options: TrialOptions) -> Result<Trial> {
+        let storage = source::open(location)?;
+        Trial::from_storage(location, storage, options)
+    }
+
+    /// Opens a run on an already-built storage (rooted at the run).
+    pub fn from_storage(
+        location: &str,
+        storage: Arc<dyn Storage>,
+        options: TrialOptions,
+    ) -> Result<Trial> {
+        let trial = Trial {
+            location: location.to_string(),
+            storage,
+            options,
+            state: Mutex::new(State::default()),
+        };
+        {
+            let mut st = trial.lock();
+            st.refresh(trial.storage.as_ref())?;
+            if !st.has_anything() {
+                return Err(Error::NoSuchRun {
+                    location: location.to_string(),
+                });
+            }
+        }
+        Ok(trial)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the index half-updated in a way that
+        // matters more than losing the trial, so recover the guard.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Looks for new steps, workers, collections and the end marker now.
+    pub fn refresh(&self) -> Result<()> {
+        self.lock().refresh(self.storage.as_ref())
+    }
+
+    fn maybe_refresh(&self) -> Result<MutexGuard<'_, State>> {
+        let mut st = self.lock();
+        if self.options.auto_refresh
+            && !st.finished()
+            && st
+                .last_refresh
+                .is_none_or(|t| t.elapsed() >= self.options.refresh_interval)
+        {
+            st.refresh(self.storage.as_ref())?;
+        }
+        Ok(st)
+    }
+
+    /// Where the run is.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// Every tensor name seen so far, sorted. Reductions are listed under their tensor's name,
+    /// as Python smdebug does; read them with [`TrialTensor::reduction_value`].
+    pub fn tensor_names(&self) -> Result<Vec<String>> {
+        Ok(self.maybe_refresh()?.listed.keys().cloned().collect())
+    }
+
+    /// Tensor names of a collection and/or matching a regex (searched anywhere in the name).
+    pub fn tensor_names_filtered(
+        &self,
+        collection: Option<&str>,
+        regex: Option<&str>,
+    ) -> Result<Vec<String>> {
+        let re = regex
+            .map(|r| {
+                Regex::new(r).map_err(|e| Error::BadRegex {
+                    pattern: r.to_string(),
+                    reason: e.to_string(),
+                })
+            })
+            .transpose()?;
+        let st = self.maybe_refresh()?;
+        let coll = match collection {
+            Some(c) => Some(
+                st.collections
+                    .get(c)
+                    .ok_or_else(|| Error::CollectionNotFound {
+                        name: c.to_string(),
+                        available: st.collections.keys().cloned().collect(),
+                    })?
+                    .clone(),
+            ),
+            None => None,
+        };
+        Ok(st
+            .listed
+            .keys()
+            .filter(|n| coll.as_ref().is_none_or(|c| c.matches(n)))
+            .filter(|n| re.as_ref().is_none_or(|r| r.is_match(n)))
+            .cloned()
+            .collect())
+    }
+
+    /// Steps in smdebug's sense: global steps for `None`/`Global`, mode steps for a mode.
+    pub fn steps(&self, mode: Option<Mode>) -> Result<Vec<u64>> {
+        let st = self.maybe_refresh()?;
+        Ok(match mode {
+            None | Some(Mode::Global) => st.steps.keys().copied().collect(),
+            Some(m) => st
+                .steps
+                .values()
+                .filter(|e| e.mode == m)
+                .map(|e| e.mode_step)
+                .collect(),
+        })
+    }
+
+    /// Global steps, optionally only those recorded in `mode`.
+    pub fn global_steps(&self, mode: Option<Mode>) -> Result<Vec<u64>> {
+        let st = self.maybe_refresh()?;
+        Ok(st
+            .steps
+            .iter()
+            .filter(|(_, e)| mode.is_none_or(|m| m == Mode::Global || e.mode == m))
+            .map(|(s, _)| *s)
+            .collect())
+    }
+
+    /// The modes the run recorded steps in.
+    pub fn modes(&self) -> Result<Vec<Mode>> {
+        let st = self.maybe_refresh()?;
+        let mut modes: Vec<Mode> = st.steps.values().map(|e| e.mode).collect();
+        modes.sort();
+        modes.dedup();
+        Ok(modes)
+    }
+
+    /// Worker names (`worker_0`, …) seen in collections files or index files.
+    pub fn workers(&self) -> Result<Vec<String>> {
+        Ok(self.maybe_refresh()?.workers.iter().cloned().collect())
+    }
+
+    /// The number of workers the job declared (from the collections files).
+    pub fn num_workers(&self) -> Result<usize> {
+        Ok(self.maybe_refresh()?.num_workers)
+    }
+
+    /// The collections, merged over workers.
+    pub fn collections(&self) -> Result<Vec<Collection>> {
+        Ok(self
+            .maybe_refresh()?
+            .collections
+            .values()
+            .cloned()
+            .collect())
+    }
+
+    /// Whether the run wrote its end marker.
+    pub fn is_complete(&self) -> Result<bool> {
+        Ok(self.maybe_refresh()?.complete)
+    }
+
+    /// The reason stored in the end marker, if the run ended and gave one.
+    pub fn end_reason(&self) -> Result<Option<String>> {
+        Ok(self.maybe_refresh()?.end_reason.clone())
+    }
+
+    /// Where `step` stands: available on every worker, not yet, or skipped for good.
+    pub fn has_passed_step(&self, step: u64, mode: Option<Mode>) -> Result<StepState> {
+        Ok(self
+            .maybe_refresh()?
+            .step_state(step, mode.unwrap_or(Mode::Global)))
+    }
+
+    /// The last global step every worker has written.
+    pub fn last_complete_step(&self) -> Result<Option<u64>> {
+        Ok(self.maybe_refresh()?.last_complete_step())
+    }
+
+    /// Waits until every step in `steps` is available or known to be skipped, polling. Fails
+    /// with [`Error::Timeout`] after `timeout`.
+    pub fn wait_for_steps(
+        &self,
+        steps: &[u64],
+        mode: Option<Mode>,
+        timeout: Duration,
+    ) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let mode = mode.unwrap_or(Mode::Global);
+        loop {
+            {
+                let mut st = self.lock();
+                st.refresh(self.storage.as_ref())?;
+                if steps
+                    .iter()
+                    .all(|s| st.step_state(*s, mode) != StepState::NotYetAvailable)
+                {
+                    return Ok(());
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout {
+                    what: format!("steps {steps:?} ({mode})"),
+                    waited: timeout,
+                });
+            }
+            std::thread::sleep(self.options.poll_interval);
+        }
+    }
+
+    /// A handle on one tensor.
+    pub fn tensor(&self, name: &str) -> Result<TrialTensor<'_>> {
+        let st = self.maybe_refresh()?;
+        if !st.names.contains_key(name) && !st.listed.contains_key(name) {
+            return Err(Error::TensorNotFound {
+                name: name.to_string(),
+                location: self.location.clone(),
+            });
+        }
+        Ok(TrialTensor {
+            trial: self,
+            name: name.to_string(),
+        })
+    }
+
+    fn locate(&self, name: &str, step: u64, mode: Mode, worker: Option<&str>) -> Result<Location> {
+        let st = self.maybe_refresh()?;
+        st.locate(name, step, mode, worker, &self.location)
+    }
+
+    fn read(&self, loc: &Location) -> Result<Tensor> {
+        source::read_tensor(self.storage.as_ref(), loc)
+    }
+
+    /// The summary the CLI's `info` prints.
+    pub fn info(&self) -> Result<TrialInfo> {
+        let st = self.maybe_refresh()?;
+        let mut steps_per_mode = BTreeMap::new();
+        for e in st.steps.values() {
+            *steps_per_mode.entry(e.mode.name().to_string()).or_insert(0) += 1;
+        }
+        let mut modes: Vec<Mode> = st.steps.values().map(|e| e.mode).collect();
+        modes.sort();
+        modes.dedup();
+        Ok(TrialInfo {
+            location: self.location.clone(),
+            workers: st.workers.iter().cloned().collect(),
+            num_workers: st.num_workers,
+            modes,
+            num_steps: st.steps.len(),
+            steps_per_mode,
+            collections: st.collections.keys().cloned().collect(),
+            num_tensors: st.listed.len(),
+            complete: st.complete,
+            end_reason: st.end_reason.clone(),
+        })
+    }
+
+    /// Values of `name` in the CLI's JSON shape: one global step, or every step (in order),
+    /// optionally restricted to a mode and a worker.
+    pub fn tensor_records(
+        &self,
+        name: &str,
+        steps: StepSelector,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+    ) -> Result<Vec<TensorRecordJson>> {
+        let locations = {
+            let st = self.maybe_refresh()?;
+            st.locations_for(name, steps, mode, worker, &self.location)?
+        };
+        locations
+            .into_iter()
+            .map(|loc| {
+                let t = self.read(&loc)?;
+                Ok(TensorRecordJson {
+                    name: name.to_string(),
+                    step: loc.step,
+                    mode: loc.mode,
+                    mode_step: loc.mode_step,
+                    worker: loc.worker.clone(),
+                    dtype: t.dtype().name().to_string(),
+                    shape: t.shape().to_vec(),
+                    values: t.to_f64_vec().into_iter().map(JsonNumber).collect(),
+                })
+            })
+            .collect()
+    }
+}
+
+/// One tensor of a trial.
+pub struct TrialTensor<'t> {
+    trial: &'t Trial,
+    name: String,
+}
+
+impl TrialTensor<'_> {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Steps this tensor was saved at (smdebug numbering: global for `None`, else mode steps).
+    pub fn steps(&self, mode: Option<Mode>) -> Result<Vec<u64>> {
+        let st = self.trial.maybe_refresh()?;
+        Ok(st.tensor_steps(&self.name, mode))
+    }
+
+    /// The value at a step as an `f64` array (every dtype converts).
+    pub fn value(
+        &self,
+        step: u64,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+    ) -> Result<ArrayD<f64>> {
+        Ok(self.raw(step, mode, worker)?.to_array_f64())
+    }
+
+    /// The value at a step with its own dtype.
+    pub fn raw(&self, step: u64, mode: Option<Mode>, worker: Option<&str>) -> Result<Tensor> {
+        let loc = self
+            .trial
+            .locate(&self.name, step, mode.unwrap_or(Mode::Global), worker)?;
+        self.trial.read(&loc)
+    }
+
+    /// A saved reduction of this tensor at a step (e.g. `"mean".parse()?`, `"abs_l2_norm"`).
+    pub fn reduction_value(
+        &self,
+        step: u64,
+        reduction: Reduction,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+    ) -> Result<f64> {
+        let name = reduction.tensor_name(&self.name);
+        let loc = self
+            .trial
+            .locate(&name, step, mode.unwrap_or(Mode::Global), worker)
+            .map_err(|e| match e {
+                Error::TensorNotFound { .. } => Error::ReductionNotSaved {
+                    tensor: self.name.clone(),
+                    reduction: reduction.to_string(),
+                    step,
+                },
+                other => other,
+            })?;
+        let t = self.trial.read(&loc)?;
+        t.to_f64_vec()
+            .first()
+            .copied()
+            .ok_or_else(|| Error::ReductionNotSaved {
+                tensor: self.name.clone(),
+                reduction: reduction.to_string(),
+                step,
+            })
+    }
+
+    /// Every saved value of this tensor in a mode, keyed by step (smdebug numbering).
+    pub fn values(
+        &self,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+    ) -> Result<BTreeMap<u64, ArrayD<f64>>> {
+        let steps = self.steps(mode)?;
+        steps
+            .into_iter()
+            .map(|s| Ok((s, self.value(s, mode, worker)?)))
+            .collect()
+    }
+
+    /// Workers that saved this tensor at a step.
+    pub fn workers(&self, step: u64, mode: Option<Mode>) -> Result<Vec<String>> {
+        let st = self.trial.maybe_refresh()?;
+        Ok(st.tensor_workers(&self.name, step, mode.unwrap_or(Mode::Global)))
+    }
+}

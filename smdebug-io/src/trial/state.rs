@@ -1,0 +1,367 @@
+//! What a trial knows about its run, and how it learns more.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Instant;
+
+use smdebug_core::{Collection, Mode, Reduction};
+
+use super::StepSelector;
+use super::source;
+use crate::error::{Error, Result};
+use crate::storage::Storage;
+
+/// Where a step stands for a reader (smdebug's `StepState`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum StepState {
+    /// Every worker has written the step.
+    Available,
+    /// Not written (or not by every worker) yet, and the run goes on.
+    NotYetAvailable,
+    /// The step will never come: the run ended, or every worker has moved past it.
+    Unavailable,
+}
+
+/// Where one tensor of one step of one worker lives.
+#[derive(Clone, Debug)]
+pub(crate) struct Location {
+    pub step: u64,
+    pub mode: Mode,
+    pub mode_step: u64,
+    pub worker: String,
+    pub event_file: String,
+    pub start: u64,
+    pub length: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct WorkerStep {
+    pub event_file: String,
+    pub tensors: HashMap<String, (u64, u64)>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct StepEntry {
+    pub mode: Mode,
+    pub mode_step: u64,
+    pub workers: BTreeMap<String, WorkerStep>,
+}
+
+#[derive(Default)]
+pub(crate) struct State {
+    pub collections: BTreeMap<String, Collection>,
+    collection_files: BTreeSet<String>,
+    pub num_workers: usize,
+    pub workers: BTreeSet<String>,
+    pub steps: BTreeMap<u64, StepEntry>,
+    /// Stored tensor name (reductions included) -> global steps it was saved at.
+    pub names: BTreeMap<String, BTreeSet<u64>>,
+    /// Names a reader lists: like Python smdebug, a reduction `smdebug/reductions/mean/w` is
+    /// listed as its tensor `w` (read it with `reduction_value`).
+    pub listed: BTreeMap<String, BTreeSet<u64>>,
+    /// Per worker, the highest global step it has published.
+    worker_last_step: HashMap<String, u64>,
+    pub complete: bool,
+    pub end_reason: Option<String>,
+    pub last_refresh: Option<Instant>,
+}
+
+impl State {
+    pub fn has_anything(&self) -> bool {
+        !self.collections.is_empty() || !self.steps.is_empty() || self.complete
+    }
+
+    /// Nothing can change any more: the end marker was seen and a final refresh done after it.
+    pub fn finished(&self) -> bool {
+        self.complete
+    }
+
+    fn expected_workers(&self) -> usize {
+        self.num_workers.max(self.workers.len()).max(1)
+    }
+
+    fn step_complete(&self, e: &StepEntry) -> bool {
+        e.workers.len() >= self.expected_workers()
+    }
+
+    /// The first global step not yet written by every worker: listing resumes there.
+    fn first_incomplete_step(&self) -> Option<u64> {
+        self.steps
+            .iter()
+            .find(|(_, e)| !self.step_complete(e))
+            .map(|(s, _)| *s)
+    }
+
+    pub fn last_complete_step(&self) -> Option<u64> {
+        self.steps
+            .iter()
+            .rev()
+            .find(|(_, e)| self.step_complete(e))
+            .map(|(s, _)| *s)
+    }
+
+    /// Learns what is new: collections files, index files after the first incomplete step, the
+    /// end marker. Reading the marker before the final listing means a run that ends during a
+    /// refresh is never reported complete with steps missing.
+    pub fn refresh(&mut self, storage: &dyn Storage) -> Result<()> {
+        let ended = !self.complete && source::end_marker(storage)?.is_some();
+        let marker = if ended {
+            source::end_marker(storage)?
+        } else {
+            None
+        };
+
+        for (key, file) in source::new_collection_files(storage, &self.collection_files)? {
+            self.collection_files.insert(key);
+            self.num_workers = self.num_workers.max(file.num_workers);
+            if let Some(w) = file.worker {
+                self.workers.insert(w);
+            }
+            for c in file.collections {
+                match self.collections.get_mut(c.name()) {
+                    Some(existing) => {
+                        for n in c.tensor_names() {
+                            existing.add_tensor_name(n);
+                        }
+                    }
+                    None => {
+                        self.collections.insert(c.name().to_string(), c);
+                    }
+                }
+            }
+        }
+
+        let resume = match self.first_incomplete_step() {
+            Some(s) => Some(s),
+            None => self.steps.keys().next_back().map(|s| s + 1),
+        };
+        for idx in source::index_files_from(storage, resume)? {
+            if self
+                .steps
+                .get(&idx.step)
+                .is_some_and(|e| e.workers.contains_key(&idx.worker))
+            {
+                continue;
+            }
+            let entry = self.steps.entry(idx.step).or_insert_with(|| StepEntry {
+                mode: idx.mode,
+                mode_step: idx.mode_step,
+                workers: BTreeMap::new(),
+            });
+            for name in idx.tensors.keys() {
+                self.names.entry(name.clone()).or_default().insert(idx.step);
+                let public =
+                    Reduction::parse_tensor_name(name).map_or(name.as_str(), |(_, base)| base);
+                match self.listed.get_mut(public) {
+                    Some(steps) => {
+                        steps.insert(idx.step);
+                    }
+                    None => {
+                        self.listed
+                            .insert(public.to_string(), BTreeSet::from([idx.step]));
+                    }
+                }
+            }
+            self.workers.insert(idx.worker.clone());
+            let last = self.worker_last_step.entry(idx.worker.clone()).or_insert(0);
+            *last = (*last).max(idx.step);
+            entry.workers.insert(
+                idx.worker,
+                WorkerStep {
+                    event_file: idx.event_file,
+                    tensors: idx.tensors,
+                },
+            );
+        }
+        if let Some(reason) = marker {
+            self.complete = true;
+            self.end_reason = reason;
+        }
+        self.last_refresh = Some(Instant::now());
+        Ok(())
+    }
+
+    /// The global step for a step number in smdebug's numbering.
+    fn global_step(&self, step: u64, mode: Mode) -> Option<u64> {
+        if mode == Mode::Global {
+            return self.steps.contains_key(&step).then_some(step);
+        }
+        self.steps
+            .iter()
+            .find(|(_, e)| e.mode == mode && e.mode_step == step)
+            .map(|(s, _)| *s)
+    }
+
+    pub fn step_state(&self, step: u64, mode: Mode) -> StepState {
+        if let Some(g) = self.global_step(step, mode)
+            && self.step_complete(&self.steps[&g])
+        {
+            return StepState::Available;
+        }
+        if self.complete {
+            return StepState::Unavailable;
+        }
+        // Every worker has published a later step (of this mode, for mode steps): this one is not
+        // coming.
+        let passed = |w: &String| -> bool {
+            self.steps.iter().rev().any(|(g, e)| {
+                e.workers.contains_key(w)
+                    && match mode {
+                        Mode::Global => *g > step,
+                        m => e.mode == m && e.mode_step > step,
+                    }
+            })
+        };
+        let workers: Vec<&String> = self.workers.iter().collect();
+        if workers.len() >= self.expected_workers() && workers.iter().all(|w| passed(w)) {
+            return StepState::Unavailable;
+        }
+        StepState::NotYetAvailable
+    }
+
+    /// Steps at which `name` (or a reduction of it) was saved.
+    pub fn tensor_steps(&self, name: &str, mode: Option<Mode>) -> Vec<u64> {
+        let Some(steps) = self.names.get(name).or_else(|| self.listed.get(name)) else {
+            return Vec::new();
+        };
+        steps
+            .iter()
+            .filter_map(|g| {
+                let e = &self.steps[g];
+                match mode {
+                    None | Some(Mode::Global) => Some(*g),
+                    Some(m) => (e.mode == m).then_some(e.mode_step),
+                }
+            })
+            .collect()
+    }
+
+    pub fn tensor_workers(&self, name: &str, step: u64, mode: Mode) -> Vec<String> {
+        self.global_step(step, mode)
+            .map(|g| {
+                self.steps[&g]
+                    .workers
+                    .iter()
+                    .filter(|(_, w)| w.tensors.contains_key(name))
+                    .map(|(n, _)| n.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn location_at(&self, name: &str, g: u64, worker: Option<&str>, run: &str) -> Result<Location> {
+        let e = &self.steps[&g];
+        let (wname, ws) = match worker {
+            Some(w) => (
+                w,
+                e.workers.get(w).ok_or_else(|| Error::WorkerNotFound {
+                    worker: w.to_string(),
+                    step: g,
+                    available: e.workers.keys().cloned().collect(),
+                })?,
+            ),
+            None => e
+                .workers
+                .iter()
+                .find(|(_, ws)| ws.tensors.contains_key(name))
+                .map(|(n, ws)| (n.as_str(), ws))
+                .ok_or_else(|| Error::StepNotAvailable {
+                    tensor: name.to_string(),
+                    step: g,
+                    mode: e.mode,
+                    location: run.to_string(),
+                })?,
+        };
+        let (start, length) = *ws
+            .tensors
+            .get(name)
+            .ok_or_else(|| Error::StepNotAvailable {
+                tensor: name.to_string(),
+                step: g,
+                mode: e.mode,
+                location: run.to_string(),
+            })?;
+        Ok(Location {
+            step: g,
+            mode: e.mode,
+            mode_step: e.mode_step,
+            worker: wname.to_string(),
+            event_file: ws.event_file.clone(),
+            start,
+            length,
+        })
+    }
+
+    pub fn locate(
+        &self,
+        name: &str,
+        step: u64,
+        mode: Mode,
+        worker: Option<&str>,
+        run: &str,
+    ) -> Result<Location> {
+        if !self.names.contains_key(name) {
+            if self.listed.contains_key(name) {
+                return Err(Error::OnlyReductionsSaved {
+                    tensor: name.to_string(),
+                    step,
+                });
+            }
+            return Err(Error::TensorNotFound {
+                name: name.to_string(),
+                location: run.to_string(),
+            });
+        }
+        let g = self
+            .global_step(step, mode)
+            .ok_or_else(|| Error::StepNotAvailable {
+                tensor: name.to_string(),
+                step,
+                mode,
+                location: run.to_string(),
+            })?;
+        self.location_at(name, g, worker, run)
+    }
+
+    pub fn locations_for(
+        &self,
+        name: &str,
+        steps: StepSelector,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+        run: &str,
+    ) -> Result<Vec<Location>> {
+        let Some(saved) = self.names.get(name) else {
+            return Err(Error::TensorNotFound {
+                name: name.to_string(),
+                location: run.to_string(),
+            });
+        };
+        let mode_ok = |g: &u64| mode.is_none_or(|m| m == Mode::Global || self.steps[g].mode == m);
+        match steps {
+            StepSelector::One(g) => {
+                if !saved.contains(&g) || !mode_ok(&g) {
+                    return Err(Error::StepNotAvailable {
+                        tensor: name.to_string(),
+                        step: g,
+                        mode: mode.unwrap_or(Mode::Global),
+                        location: run.to_string(),
+                    });
+                }
+                Ok(vec![self.location_at(name, g, worker, run)?])
+            }
+            StepSelector::All => saved
+                .iter()
+                .filter(|g| mode_ok(g))
+                .filter(|g| {
+                    worker.is_none_or(|w| {
+                        self.steps[g]
+                            .workers
+                            .get(w)
+                            .is_some_and(|ws| ws.tensors.contains_key(name))
+                    })
+                })
+                .map(|g| self.location_at(name, *g, worker, run))
+                .collect(),
+        }
+    }
+}
