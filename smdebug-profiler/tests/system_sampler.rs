@@ -206,14 +206,14 @@ fn cpu_figures_rise_when_a_busy_loop_runs() {
     let busy = window(busy_start, busy_end);
     let own = format!("pid{own_pid}");
 
-    // Our own process: near zero while sleeping, about `threads` cores while spinning.
+    // Our own process: near zero while sleeping, up to `threads` cores while spinning (less
+    // when other programs compete for the cores, hence the modest margin).
     let idle_process = mean(&values(&idle, &own, vocab::PROCESS_CPU_UTILIZATION));
     let busy_process = mean(&values(&busy, &own, vocab::PROCESS_CPU_UTILIZATION));
     assert!(
-        busy_process > 50.0 && busy_process > idle_process + 40.0,
-        "process CPU idle {idle_process:.1} % vs busy {busy_process:.1} %"
+        busy_process > idle_process + 20.0,
+        "process CPU idle {idle_process:.1} % vs busy {busy_process:.1} % ({threads} spinners)"
     );
-    // The host: every core is saturated by the spinners, whatever else runs.
     let busy_total = mean(&values(&busy, vocab::CPU_TOTAL, vocab::CPU_UTILIZATION));
     let idle_total = mean(&values(&idle, vocab::CPU_TOTAL, vocab::CPU_UTILIZATION));
     // Other programs may keep the host busy in the idle window too, so only the busy

@@ -90,7 +90,8 @@ pub fn parse_trace(file: &TraceFileName, bytes: &[u8]) -> Result<Vec<Span>> {
     };
     let mut base: i128 = 0;
     let mut phases: HashMap<i64, String> = HashMap::new();
-    let mut open: HashMap<(i64, i64), Vec<(i128, String, Map<String, Value>)>> = HashMap::new();
+    // Begin events waiting for their end, per (pid, tid).
+    let mut open: HashMap<(i64, i64), Vec<RawSpan>> = HashMap::new();
     let mut spans = Vec::new();
     for event in events {
         let Value::Object(mut event) = event else {
@@ -109,52 +110,43 @@ pub fn parse_trace(file: &TraceFileName, bytes: &[u8]) -> Result<Vec<Span>> {
             .to_owned();
         let ts = number_i128(event.get("ts"));
         match event.get("ph").and_then(Value::as_str) {
-            Some("M") => {
-                if name == "process_name" {
-                    if let Some(phase) = args.get("name").and_then(Value::as_str) {
-                        phases.insert(pid, phase.to_owned());
-                    }
-                    if let Some(start) = number_i128(args.get("start_time_since_epoch_in_micros")) {
-                        base = start;
-                    }
+            Some("M") if name == "process_name" => {
+                if let Some(phase) = args.get("name").and_then(Value::as_str) {
+                    phases.insert(pid, phase.to_owned());
+                }
+                if let Some(start) = number_i128(args.get("start_time_since_epoch_in_micros")) {
+                    base = start;
                 }
             }
             Some("X") => {
                 let Some(ts) = ts else { continue };
                 let dur = number_i128(event.get("dur")).unwrap_or(0).max(0);
-                spans.push(make_span(
-                    file,
-                    &phases,
-                    pid,
+                let raw = RawSpan {
                     name,
-                    base,
-                    ts,
-                    ts + dur,
+                    start: ts,
+                    end: ts + dur,
                     args,
-                ));
+                };
+                spans.push(raw.into_span(file, &phases, pid, base));
             }
             Some("B") => {
                 if let Some(ts) = ts {
-                    open.entry((pid, tid)).or_default().push((ts, name, args));
+                    open.entry((pid, tid)).or_default().push(RawSpan {
+                        name,
+                        start: ts,
+                        end: ts,
+                        args,
+                    });
                 }
             }
             Some("E") => {
-                let (Some(ts), Some((begin, begin_name, mut begin_args))) =
-                    (ts, open.get_mut(&(pid, tid)).and_then(Vec::pop))
+                let (Some(ts), Some(mut raw)) = (ts, open.get_mut(&(pid, tid)).and_then(Vec::pop))
                 else {
                     continue;
                 };
-                begin_args.extend(args);
-                spans.push(make_span(
-                    file,
-                    &phases,
-                    pid,
-                    begin_name,
-                    base,
-                    begin,
-                    ts.max(begin),
-                    begin_args,
-                ));
+                raw.end = ts.max(raw.start);
+                raw.args.extend(args);
+                spans.push(raw.into_span(file, &phases, pid, base));
             }
             _ => {}
         }
@@ -162,45 +154,57 @@ pub fn parse_trace(file: &TraceFileName, bytes: &[u8]) -> Result<Vec<Span>> {
     Ok(spans)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn make_span(
-    file: &TraceFileName,
-    phases: &HashMap<i64, String>,
-    pid: i64,
+/// An event's name, times relative to the file's base, and args.
+struct RawSpan {
     name: String,
-    base: i128,
     start: i128,
     end: i128,
     args: Map<String, Value>,
-) -> Span {
-    let phase = phases
-        .get(&pid)
-        .cloned()
-        .unwrap_or_else(|| "Unknown".to_owned());
-    let step = args.get("step_num").and_then(|v| {
-        v.as_u64()
-            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-    });
-    let mode = args
-        .get("mode")
-        .and_then(Value::as_str)
-        .and_then(Mode::from_name)
-        .or_else(|| phase.strip_prefix("Step:").and_then(Mode::from_name));
-    let worker = args
-        .get("worker")
-        .and_then(Value::as_u64)
-        .and_then(|w| u32::try_from(w).ok())
-        .or(file.worker);
-    Span {
-        phase,
-        name,
-        start_us: to_epoch_us(base, start),
-        end_us: to_epoch_us(base, end),
-        node: file.node.clone(),
-        worker,
-        step,
-        mode,
-        args,
+}
+
+impl RawSpan {
+    fn into_span(
+        self,
+        file: &TraceFileName,
+        phases: &HashMap<i64, String>,
+        pid: i64,
+        base: i128,
+    ) -> Span {
+        let RawSpan {
+            name,
+            start,
+            end,
+            args,
+        } = self;
+        let phase = phases
+            .get(&pid)
+            .cloned()
+            .unwrap_or_else(|| "Unknown".to_owned());
+        let step = args.get("step_num").and_then(|v| {
+            v.as_u64()
+                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+        });
+        let mode = args
+            .get("mode")
+            .and_then(Value::as_str)
+            .and_then(Mode::from_name)
+            .or_else(|| phase.strip_prefix("Step:").and_then(Mode::from_name));
+        let worker = args
+            .get("worker")
+            .and_then(Value::as_u64)
+            .and_then(|w| u32::try_from(w).ok())
+            .or(file.worker);
+        Span {
+            phase,
+            name,
+            start_us: to_epoch_us(base, start),
+            end_us: to_epoch_us(base, end),
+            node: file.node.clone(),
+            worker,
+            step,
+            mode,
+            args,
+        }
     }
 }
 
