@@ -26,7 +26,8 @@ pub use system::parse_system_lines;
 
 use crate::spans::{PYTHONTIMELINE_SUFFIX, TRACE_PREFIX, TraceFileName, parse_trace_file_key};
 use crate::system::{
-    LocalDirStore, ProfilerStore, Result, SystemFileName, SystemSample, parse_system_file_key,
+    IoStore, LocalDirStore, ProfilerStore, Result, SystemFileName, SystemSample,
+    parse_system_file_key,
 };
 
 /// How far before a query's start, and after its end, trace files are considered: a file is
@@ -168,6 +169,12 @@ impl ProfilerReader {
     /// A reader over `store`.
     pub fn new(store: Arc<dyn ProfilerStore>) -> Self {
         Self { store }
+    }
+
+    /// A reader over a run location: a local path or an object-store URL (through
+    /// smdebug-io's storage).
+    pub fn open(location: &str) -> Result<Self> {
+        Ok(Self::new(Arc::new(IoStore::open(location)?)))
     }
 
     /// A reader over the run directory `run_dir` on local disk.

@@ -35,7 +35,7 @@ pub enum ProfilerError {
     /// Storing, fetching or listing a file failed.
     #[error("storage {operation} failed for `{key}`: {source}")]
     Storage {
-        /// `put`, `get` or `list`.
+        /// `open`, `put`, `get` or `list`.
         operation: &'static str,
         /// The key (path relative to the run directory).
         key: String,

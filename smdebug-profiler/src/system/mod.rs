@@ -47,7 +47,7 @@ pub use sampler::{
     DEFAULT_INTERVAL, DEFAULT_PUBLISH_INTERVAL, DEFAULT_ROTATION, MAX_INTERVAL, MIN_INTERVAL,
     SamplerConfig, SamplerHandle, SamplerReport, SystemSampler,
 };
-pub use store::{LocalDirStore, ProfilerStore};
+pub use store::{IoStore, LocalDirStore, ProfilerStore};
 
 /// Rounds to two decimals, as SageMaker's system monitor writes percentages and rates.
 pub(crate) fn round2(value: f64) -> f64 {

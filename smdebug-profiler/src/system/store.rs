@@ -1,5 +1,6 @@
 //! Where profiler files go: a small storage boundary with atomic `put`, implemented for a local
-//! run directory.
+//! run directory ([`LocalDirStore`]) and for every smdebug-io storage backend, local disk or
+//! object store ([`IoStore`]).
 //!
 //! Keys are `/`-separated paths relative to the run directory
 //! (`system/incremental/2024010112/1704110400.algo-1.json`). A `put` is atomic: readers see
@@ -124,6 +125,48 @@ impl ProfilerStore for LocalDirStore {
         }
         keys.sort();
         Ok(keys)
+    }
+}
+
+/// Any smdebug-io storage (local disk, or an object store: `s3://`, `gs://`, `az://`,
+/// `memory://`, ...) as profiler storage. Object stores receive each file as one whole `put`.
+#[derive(Clone, Debug)]
+pub struct IoStore {
+    storage: std::sync::Arc<dyn smdebug_io::Storage>,
+}
+
+impl IoStore {
+    /// Wraps an opened smdebug-io storage.
+    pub fn new(storage: std::sync::Arc<dyn smdebug_io::Storage>) -> Self {
+        Self { storage }
+    }
+
+    /// Opens a run location (a local path or an object-store URL) through smdebug-io.
+    pub fn open(location: &str) -> Result<Self> {
+        smdebug_io::open_storage(location)
+            .map(Self::new)
+            .map_err(|e| storage_error("open", location, io::Error::other(e)))
+    }
+}
+
+impl ProfilerStore for IoStore {
+    fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {
+        self.storage
+            .put(key, bytes::Bytes::copy_from_slice(bytes))
+            .map_err(|e| storage_error("put", key, io::Error::other(e)))
+    }
+
+    fn get(&self, key: &str) -> Result<Vec<u8>> {
+        self.storage
+            .get(key)
+            .map(|bytes| bytes.to_vec())
+            .map_err(|e| storage_error("get", key, io::Error::other(e)))
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        self.storage
+            .list(prefix)
+            .map_err(|e| storage_error("list", prefix, io::Error::other(e)))
     }
 }
 
