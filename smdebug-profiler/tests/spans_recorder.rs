@@ -341,3 +341,28 @@ fn invalid_span_configuration_is_rejected() {
         assert!(SpanRecorder::start_local(bad, dir.path()).is_err());
     }
 }
+
+#[test]
+fn opening_and_closing_a_span_is_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let spans_per_round = 100_000u32;
+    let (spans, writer) = SpanRecorder::start_local(
+        config(0).queue_capacity(spans_per_round as usize),
+        dir.path(),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    for _ in 0..spans_per_round {
+        let _forward = spans.forward();
+    }
+    let elapsed = started.elapsed();
+    let report = writer.finish().unwrap();
+    println!(
+        "span open+close: {:?} per span over {spans_per_round} spans ({} dropped, {} files)",
+        elapsed / spans_per_round,
+        report.dropped,
+        report.files
+    );
+    assert_eq!(report.recorded, u64::from(spans_per_round));
+    assert_eq!(report.written + report.dropped, report.recorded);
+}
