@@ -7,7 +7,7 @@
 
 use std::sync::Once;
 
-use super::record::{SystemSample, vocab};
+use super::record::SystemSample;
 
 static NO_GPU_LOGGED: Once = Once::new();
 
@@ -76,6 +76,7 @@ impl GpuProbe {
     /// support (power on some boards, say) is left out rather than reported as zero.
     #[cfg(feature = "nvml")]
     pub(crate) fn sample(&self, node: &str, timestamp: f64, out: &mut Vec<SystemSample>) {
+        use super::vocab;
         use nvml_wrapper::enum_wrappers::device::TemperatureSensor;
         let Some(nvml) = &self.nvml else { return };
         for index in 0..self.count {
@@ -85,7 +86,7 @@ impl GpuProbe {
             let name = format!("gpu{index}");
             let mut push = |dimension: &str, value: f64| {
                 out.push(SystemSample {
-                    metric_type: vocab::TYPE_GPU.to_owned(),
+                    metric_type: super::vocab::TYPE_GPU.to_owned(),
                     name: name.clone(),
                     dimension: dimension.to_owned(),
                     value,
