@@ -1,0 +1,121 @@
+//! A Trial following a run while it is written: new steps appear, never half-written, and the
+//! reader ends when the run's end marker appears. Same behaviour on local disk and memory://.
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
+use smdebug_io::open_storage;
+use smdebug_io::trial::{StepState, Trial, TrialOptions};
+use smdebug_io::writer::Writer;
+
+const STEPS: u64 = 40;
+
+fn values_at(step: u64) -> Vec<f32> {
+    (0..256).map(|i| (step * 1000 + i) as f32).collect()
+}
+
+/// Writes STEPS steps, one every `pace`; sends (step, instant the step ended) to `ended`.
+fn train(location: String, pace: Duration, ended: mpsc::Sender<(u64, Instant)>) {
+    let writer = Writer::open(&location).unwrap();
+    let mut hook = Hook::builder()
+        .save_config(SaveConfig::every(1))
+        .build(writer)
+        .unwrap();
+    hook.set_mode(Mode::Train);
+    for step in 0..STEPS {
+        let v = values_at(step);
+        hook.save_tensor(
+            "w",
+            &TensorView::from_slice(&v, &[16, 16]).unwrap(),
+            &["weights"],
+        );
+        hook.save_scalar("loss", step as f64, &["losses"]);
+        hook.step();
+        ended.send((step, Instant::now())).unwrap();
+        std::thread::sleep(pace);
+    }
+    hook.close();
+}
+
+fn follow(location: &str) {
+    let (tx, rx) = mpsc::channel();
+    let loc = location.to_string();
+    let trainer = std::thread::spawn(move || train(loc, Duration::from_millis(30), tx));
+
+    let opts = TrialOptions {
+        refresh_interval: Duration::from_millis(20),
+        poll_interval: Duration::from_millis(20),
+        ..TrialOptions::default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let trial = loop {
+        match Trial::open_with(location, opts.clone()) {
+            Ok(t) => break t,
+            Err(smdebug_io::Error::NoSuchRun { .. }) => {
+                assert!(Instant::now() < deadline, "no run appeared at {location}");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+
+    let mut latencies = Vec::new();
+    for step in 0..STEPS {
+        let (s, ended_at) = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+        assert_eq!(s, step);
+        trial
+            .wait_for_steps(&[step], None, Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("step {step} never became visible: {e}"));
+        latencies.push(ended_at.elapsed());
+        assert_eq!(
+            trial.has_passed_step(step, None).unwrap(),
+            StepState::Available
+        );
+        // A visible step is whole: both tensors, right values.
+        let w = trial.tensor("w").unwrap().raw(step, None, None).unwrap();
+        assert_eq!(
+            w.to_f64_vec(),
+            values_at(step)
+                .iter()
+                .map(|v| f64::from(*v))
+                .collect::<Vec<_>>()
+        );
+        let loss = trial
+            .tensor("loss")
+            .unwrap()
+            .value(step, Some(Mode::Train), None)
+            .unwrap();
+        assert_eq!(loss.sum(), step as f64);
+    }
+    trainer.join().unwrap();
+    trial
+        .wait_for_steps(&[STEPS], None, Duration::from_secs(30))
+        .unwrap();
+    assert!(trial.is_complete().unwrap());
+    assert_eq!(
+        trial.has_passed_step(STEPS, None).unwrap(),
+        StepState::Unavailable,
+        "after the end marker a missing step will never come"
+    );
+    latencies.sort();
+    eprintln!(
+        "{location}: step visible to a following reader after p50 {:?}, max {:?}",
+        latencies[latencies.len() / 2],
+        latencies.last().unwrap()
+    );
+}
+
+#[test]
+fn follows_a_live_run_on_local_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    follow(dir.path().join("run").to_str().unwrap());
+}
+
+#[test]
+fn follows_a_live_run_on_an_in_memory_object_store() {
+    // Make sure the store exists for the reader before the writer's first put.
+    let location = "memory://trial-live/run";
+    open_storage(location).unwrap();
+    follow(location);
+}
