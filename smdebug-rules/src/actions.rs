@@ -1,0 +1,384 @@
+//! What to do when a rule fires: stop training, call a webhook, send an e-mail, run a command.
+//!
+//! Actions are opt-in per rule and run once per rule, when it first fires. A failing action
+//! (server down, command exits non-zero) is recorded in the rule's status; it never stops the
+//! runner.
+//!
+//! In JSON (inside a rule spec's `actions`):
+//!
+//! ```json
+//! [{"type": "stop_training"},
+//!  {"type": "webhook", "url": "https://hooks.slack.com/services/…"},
+//!  {"type": "email", "smtp_host": "smtp.example.com", "smtp_port": 587, "tls": "starttls",
+//!   "username": "bot", "password_env": "SMTP_PASSWORD",
+//!   "from": "smdebug@example.com", "to": ["me@example.com"]},
+//!  {"type": "command", "program": "notify-send", "args": ["smdebug"]}]
+//! ```
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use smdebug_core::StopSignal;
+use smdebug_io::Storage;
+
+use crate::error::{Error, Result};
+use crate::rule::Evidence;
+use crate::stop::{StopRequest, request_stop};
+
+fn default_timeout() -> f64 {
+    10.0
+}
+
+/// How the SMTP connection is secured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SmtpTls {
+    /// Plain text (a local relay, a test server).
+    None,
+    /// Plain connection upgraded with STARTTLS (port 587). Default.
+    #[default]
+    Starttls,
+    /// TLS from the first byte (port 465).
+    Tls,
+}
+
+/// One action, as configured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ActionConfig {
+    /// Asks the training job to stop: writes the run's stop request (seen by a
+    /// [`StopWatcher`](crate::stop::StopWatcher)) and sets the runner's in-process
+    /// [`StopSignal`] if it has one.
+    StopTraining,
+    /// POSTs Slack-compatible JSON (`{"text": …}` plus an `smdebug` object with the details).
+    Webhook {
+        url: String,
+        /// Seconds. Default 10.
+        #[serde(default = "default_timeout")]
+        timeout_s: f64,
+    },
+    /// Sends a plain-text e-mail over SMTP.
+    Email {
+        smtp_host: String,
+        /// Default: 25 without TLS, 587 with STARTTLS, 465 with TLS.
+        #[serde(default)]
+        smtp_port: Option<u16>,
+        #[serde(default)]
+        tls: SmtpTls,
+        #[serde(default)]
+        username: Option<String>,
+        /// The password itself; prefer `password_env`.
+        #[serde(default)]
+        password: Option<String>,
+        /// The environment variable holding the password.
+        #[serde(default)]
+        password_env: Option<String>,
+        from: String,
+        to: Vec<String>,
+        /// Seconds. Default 10.
+        #[serde(default = "default_timeout")]
+        timeout_s: f64,
+    },
+    /// Runs a program (no shell) with the event in `SMDEBUG_*` environment variables and as JSON
+    /// on its standard input. A non-zero exit or a timeout is a failure.
+    Command {
+        program: String,
+        #[serde(default)]
+        args: Vec<String>,
+        /// Seconds. Default 10.
+        #[serde(default = "default_timeout")]
+        timeout_s: f64,
+    },
+}
+
+impl ActionConfig {
+    /// The action's type name (`stop_training`, `webhook`, `email`, `command`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ActionConfig::StopTraining => "stop_training",
+            ActionConfig::Webhook { .. } => "webhook",
+            ActionConfig::Email { .. } => "email",
+            ActionConfig::Command { .. } => "command",
+        }
+    }
+
+    /// Checks what can be checked before anything fires (addresses parse, URL scheme, …).
+    pub fn validate(&self) -> Result<()> {
+        let bad = |reason: String| Error::BadAction {
+            action: self.kind().into(),
+            reason,
+        };
+        match self {
+            ActionConfig::StopTraining => Ok(()),
+            ActionConfig::Webhook { url, .. } => {
+                if url.starts_with("http://") || url.starts_with("https://") {
+                    Ok(())
+                } else {
+                    Err(bad(format!("`{url}` is not an http(s) URL")))
+                }
+            }
+            ActionConfig::Email { from, to, .. } => {
+                if to.is_empty() {
+                    return Err(bad("no recipients (`to`)".into()));
+                }
+                for a in std::iter::once(from).chain(to) {
+                    a.parse::<lettre::message::Mailbox>()
+                        .map_err(|e| bad(format!("address `{a}`: {e}")))?;
+                }
+                Ok(())
+            }
+            ActionConfig::Command { program, .. } => {
+                if program.trim().is_empty() {
+                    Err(bad("empty program".into()))
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+}
+
+/// What an action is told about a firing.
+#[derive(Clone, Debug, Serialize)]
+pub struct RuleEvent {
+    pub rule: String,
+    /// The run's location.
+    pub run: String,
+    pub step: u64,
+    pub message: String,
+    pub evidence: Vec<Evidence>,
+}
+
+impl RuleEvent {
+    /// One line for people: `VanishingGradient fired at step 12 of /runs/a: …`.
+    pub fn summary_line(&self) -> String {
+        format!(
+            "{} fired at step {} of {}: {}",
+            self.rule, self.step, self.run, self.message
+        )
+    }
+}
+
+/// What actions need from the runner.
+#[derive(Clone, Debug)]
+pub struct ActionContext {
+    /// The run's storage, for the stop request.
+    pub storage: Arc<dyn Storage>,
+    /// An in-process stop signal (a runner in the training process), if any.
+    pub stop_signal: Option<StopSignal>,
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(if s.is_finite() && s > 0.0 { s } else { 10.0 })
+}
+
+/// Carries out one action for one event.
+pub fn execute(action: &ActionConfig, event: &RuleEvent, ctx: &ActionContext) -> Result<()> {
+    let fail = |reason: String| Error::Action {
+        rule: event.rule.clone(),
+        action: action.kind().into(),
+        reason,
+    };
+    match action {
+        ActionConfig::StopTraining => {
+            let reason = event.summary_line();
+            if let Some(signal) = &ctx.stop_signal {
+                signal.request(reason.clone());
+            }
+            let mut req = StopRequest::new(reason);
+            req.rule = Some(event.rule.clone());
+            req.step = Some(event.step);
+            request_stop(ctx.storage.as_ref(), &req).map_err(|e| fail(e.to_string()))
+        }
+        ActionConfig::Webhook { url, timeout_s } => {
+            let body = serde_json::json!({
+                "text": event.summary_line(),
+                "smdebug": event,
+            });
+            let client = reqwest::blocking::Client::builder()
+                .timeout(secs(*timeout_s))
+                .build()
+                .map_err(|e| fail(format!("HTTP client: {e}")))?;
+            let resp = client
+                .post(url)
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .send()
+                .map_err(|e| fail(format!("POST {url}: {e}")))?;
+            if resp.status().is_success() {
+                Ok(())
+            } else {
+                let status = resp.status();
+                let text = resp.text().unwrap_or_default();
+                Err(fail(format!(
+                    "POST {url}: HTTP {status}: {}",
+                    text.chars().take(200).collect::<String>()
+                )))
+            }
+        }
+        ActionConfig::Email {
+            smtp_host,
+            smtp_port,
+            tls,
+            username,
+            password,
+            password_env,
+            from,
+            to,
+            timeout_s,
+        } => send_email(
+            &EmailSettings {
+                host: smtp_host,
+                port: *smtp_port,
+                tls: *tls,
+                username: username.as_deref(),
+                password: password.as_deref(),
+                password_env: password_env.as_deref(),
+                from,
+                to,
+                timeout: secs(*timeout_s),
+            },
+            event,
+        )
+        .map_err(fail),
+        ActionConfig::Command {
+            program,
+            args,
+            timeout_s,
+        } => run_command(program, args, secs(*timeout_s), event).map_err(fail),
+    }
+}
+
+struct EmailSettings<'a> {
+    host: &'a str,
+    port: Option<u16>,
+    tls: SmtpTls,
+    username: Option<&'a str>,
+    password: Option<&'a str>,
+    password_env: Option<&'a str>,
+    from: &'a str,
+    to: &'a [String],
+    timeout: Duration,
+}
+
+fn send_email(s: &EmailSettings<'_>, event: &RuleEvent) -> std::result::Result<(), String> {
+    use lettre::message::{Mailbox, header::ContentType};
+    use lettre::transport::smtp::authentication::Credentials;
+    use lettre::{Message, SmtpTransport, Transport};
+
+    let parse = |a: &str| {
+        a.parse::<Mailbox>()
+            .map_err(|e| format!("address `{a}`: {e}"))
+    };
+    let mut msg = Message::builder().from(parse(s.from)?).subject(format!(
+        "[smdebug] {} fired at step {}",
+        event.rule, event.step
+    ));
+    for t in s.to {
+        msg = msg.to(parse(t)?);
+    }
+    let evidence: Vec<String> = event
+        .evidence
+        .iter()
+        .map(|e| {
+            format!(
+                "  {} at step {}: {} = {}{}",
+                e.tensor,
+                e.step,
+                e.measure,
+                e.value,
+                e.limit.map(|l| format!(" (limit {l})")).unwrap_or_default()
+            )
+        })
+        .collect();
+    let body = format!(
+        "{}\n\nRule: {}\nRun: {}\nStep: {}\n\nEvidence:\n{}\n",
+        event.message,
+        event.rule,
+        event.run,
+        event.step,
+        evidence.join("\n")
+    );
+    let email = msg
+        .header(ContentType::TEXT_PLAIN)
+        .body(body)
+        .map_err(|e| format!("building the message: {e}"))?;
+    let builder = match s.tls {
+        SmtpTls::None => SmtpTransport::builder_dangerous(s.host).port(s.port.unwrap_or(25)),
+        SmtpTls::Starttls => SmtpTransport::starttls_relay(s.host)
+            .map_err(|e| format!("SMTP {}: {e}", s.host))?
+            .port(s.port.unwrap_or(587)),
+        SmtpTls::Tls => SmtpTransport::relay(s.host)
+            .map_err(|e| format!("SMTP {}: {e}", s.host))?
+            .port(s.port.unwrap_or(465)),
+    };
+    let password = match (s.password, s.password_env) {
+        (Some(p), _) => Some(p.to_string()),
+        (None, Some(var)) => {
+            Some(std::env::var(var).map_err(|_| format!("environment variable {var} is not set"))?)
+        }
+        (None, None) => None,
+    };
+    let builder = match (s.username, password) {
+        (Some(u), Some(p)) => builder.credentials(Credentials::new(u.to_string(), p)),
+        (Some(_), None) => return Err("a username without a password".into()),
+        _ => builder,
+    };
+    let transport = builder.timeout(Some(s.timeout)).build();
+    transport
+        .send(&email)
+        .map(|_| ())
+        .map_err(|e| format!("SMTP {}: {e}", s.host))
+}
+
+fn run_command(
+    program: &str,
+    args: &[String],
+    timeout: Duration,
+    event: &RuleEvent,
+) -> std::result::Result<(), String> {
+    let mut child = Command::new(program)
+        .args(args)
+        .env("SMDEBUG_RULE", &event.rule)
+        .env("SMDEBUG_STEP", event.step.to_string())
+        .env("SMDEBUG_RUN", &event.run)
+        .env("SMDEBUG_MESSAGE", &event.message)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run `{program}`: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        let json = serde_json::to_vec(event).unwrap_or_default();
+        // A program that does not read its input closes the pipe; that is not a failure.
+        let _ = std::io::Write::write_all(&mut stdin, &json);
+    }
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                if status.success() {
+                    return Ok(());
+                }
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                return Err(format!(
+                    "`{program}` exited with {status}: {}",
+                    err.trim().chars().take(300).collect::<String>()
+                ));
+            }
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("`{program}` did not finish within {timeout:?}"));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("waiting for `{program}`: {e}")),
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! # smdebug-rules
+//!
+//! Rules that check a run while it trains or after it ended, and the actions they trigger — the
+//! Rust counterpart of SageMaker Debugger's rules.
+//!
+//! - [`Rule`]: the trait every rule implements (built-in or custom): the tensors it needs at a
+//!   step and `invoke_at_step(trial, step) -> RuleResult`. A rule reports a finding by returning
+//!   a fired result, never by panicking or returning an error.
+//! - The twenty built-in debugging rules ([`rules`]) with SageMaker's names, parameters and
+//!   defaults, buildable from code, JSON or the command-line form `NAME:param=value,...`
+//!   ([`RuleSpec`], [`build_rule`]).
+//! - [`RuleRunner`]: evaluates rules over a finished run or follows a live one on its own thread
+//!   (or in its own process, through the CLI), keeps a [`RuleStatus`] per rule and writes
+//!   `<run>/rules/rule_job_summary.json` as the run progresses.
+//! - [`actions`]: stop training, webhook (Slack-compatible JSON), e-mail over SMTP, command.
+//!   Stopping a job in another process goes through the run directory: the runner writes
+//!   `<run>/stop_request.json`; a [`stop::StopWatcher`] in the training process sets the hook's
+//!   stop signal, and the loop sees it at its next step.
+//!
+//! ```no_run
+//! use smdebug_rules::{ActionConfig, RuleRunner, RuleSpec};
+//!
+//! // Follow a live run; stop it if the loss stops decreasing.
+//! let handle = RuleRunner::builder("/tmp/run")
+//!     .spec(RuleSpec::parse("LossNotDecreasing:num_steps=20").unwrap()
+//!         .action(ActionConfig::StopTraining))
+//!     .spec(RuleSpec::parse("ExplodingTensor").unwrap())
+//!     .build()
+//!     .unwrap()
+//!     .spawn()
+//!     .unwrap();
+//! let summary = handle.join().unwrap();
+//! println!("{}", serde_json::to_string_pretty(&summary).unwrap());
+//! ```
+
+pub mod actions;
+pub mod error;
+pub mod params;
+pub mod rule;
+pub mod rules;
+pub mod runner;
+pub mod select;
+pub mod stop;
+
+pub use actions::ActionConfig;
+pub use error::{Error, Result};
+pub use params::RuleSpec;
+pub use rule::{Evidence, Rule, RuleResult};
+pub use rules::{BuiltinRule, build_rule, builtin_rules, find_builtin};
+pub use runner::{RuleRunner, RuleStatus, RunnerHandle, Status, Summary, read_summary};
+pub use select::{TensorSelection, value_at};

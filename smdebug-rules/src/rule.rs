@@ -1,0 +1,169 @@
+//! The [`Rule`] trait and what a rule returns at a step.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use smdebug_io::trial::Trial;
+
+use crate::error::Result;
+
+/// A check evaluated at each step of a run.
+///
+/// The runner calls [`invoke_at_step`](Rule::invoke_at_step) once per global step, in order,
+/// after every worker has written that step. A rule that finds its condition returns a
+/// [`RuleResult`] with `fired: true`; it never signals a finding by returning an error or by
+/// panicking. Errors are for failures (a corrupt file, an unreachable store).
+///
+/// Rules may keep state between steps (previous values, counters): the runner keeps one instance
+/// per run and calls it from one thread at a time.
+///
+/// A custom rule:
+///
+/// ```
+/// use smdebug_io::trial::Trial;
+/// use smdebug_rules::{Evidence, Result, Rule, RuleResult, TensorSelection};
+///
+/// /// Fires when any gradient's largest absolute value exceeds `limit`.
+/// struct GradientTooLarge {
+///     limit: f64,
+///     gradients: TensorSelection,
+/// }
+///
+/// impl Rule for GradientTooLarge {
+///     fn name(&self) -> &str {
+///         "GradientTooLarge"
+///     }
+///
+///     fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
+///         self.gradients.names(self.name(), trial)
+///     }
+///
+///     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
+///         let mut result = RuleResult::new(step);
+///         for name in self.required_tensors(trial, step)? {
+///             let Some(v) = smdebug_rules::value_at(self.name(), trial, &name, step)? else {
+///                 continue; // not saved at this step
+///             };
+///             result.datapoints += 1;
+///             let max = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+///             if max > self.limit {
+///                 result.fire(format!("{name}: max |g| = {max}"));
+///                 result.evidence.push(Evidence::new(&name, step, "abs_max", max).limit(self.limit));
+///             }
+///         }
+///         Ok(result)
+///     }
+/// }
+///
+/// let rule = GradientTooLarge {
+///     limit: 100.0,
+///     gradients: TensorSelection::new("GradientTooLarge", &["gradients".into()], &[]).unwrap(),
+/// };
+/// assert_eq!(rule.name(), "GradientTooLarge");
+/// ```
+pub trait Rule: Send {
+    /// The rule's name as users see it in statuses and summaries (`VanishingGradient`).
+    fn name(&self) -> &str;
+
+    /// The rule's parameters as JSON, recorded in the summary. Default: none.
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+
+    /// The names of the tensors the rule reads at `step` (those it would check if saved there).
+    fn required_tensors(&self, trial: &Trial, step: u64) -> Result<Vec<String>>;
+
+    /// Evaluates the rule at global step `step`. Tensors not saved at this step are skipped
+    /// (the result then has no datapoints), never an error.
+    fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult>;
+
+    /// Called by a runner that follows a live run when no new step has arrived for `idle`;
+    /// `last_step` is the last step the rule saw. Rules about progress (StalledTraining) fire
+    /// here; the default does nothing.
+    fn on_idle(
+        &mut self,
+        _trial: &Trial,
+        _last_step: Option<u64>,
+        _idle: Duration,
+    ) -> Result<Option<RuleResult>> {
+        Ok(None)
+    }
+}
+
+/// One measurement behind a rule's verdict: which tensor, at which step, what was measured, the
+/// value and the limit it was compared with.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// The tensor measured (or a description such as `loss (TRAIN)` for derived quantities).
+    pub tensor: String,
+    /// Global step of the measurement.
+    pub step: u64,
+    /// What was measured (`abs_mean`, `nan_count`, `dead_units_percent`, …).
+    pub measure: String,
+    /// The measured value (NaN and ±Inf appear as `null` in JSON, and read back as NaN).
+    #[serde(deserialize_with = "null_as_nan")]
+    pub value: f64,
+    /// The limit the value was compared with, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<f64>,
+}
+
+fn null_as_nan<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+impl Evidence {
+    pub fn new(tensor: &str, step: u64, measure: &str, value: f64) -> Self {
+        Evidence {
+            tensor: tensor.to_string(),
+            step,
+            measure: measure.to_string(),
+            value,
+            limit: None,
+        }
+    }
+
+    /// Records the limit the value was compared with.
+    pub fn limit(mut self, limit: f64) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+}
+
+/// What a rule found at one step.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RuleResult {
+    /// Global step evaluated.
+    pub step: u64,
+    /// Whether the rule's condition is present at this step.
+    pub fired: bool,
+    /// How many tensors (or values) the rule could check at this step; 0 means it had nothing
+    /// to look at.
+    pub datapoints: usize,
+    /// What was found, for people; empty when nothing fired.
+    pub message: String,
+    /// The measurements behind a firing (at most a few per tensor).
+    pub evidence: Vec<Evidence>,
+}
+
+impl RuleResult {
+    /// A result with nothing checked and nothing found yet.
+    pub fn new(step: u64) -> Self {
+        RuleResult {
+            step,
+            fired: false,
+            datapoints: 0,
+            message: String::new(),
+            evidence: Vec::new(),
+        }
+    }
+
+    /// Marks the result fired and appends `message` (several findings are joined with `; `).
+    pub fn fire(&mut self, message: impl AsRef<str>) {
+        self.fired = true;
+        if !self.message.is_empty() {
+            self.message.push_str("; ");
+        }
+        self.message.push_str(message.as_ref());
+    }
+}

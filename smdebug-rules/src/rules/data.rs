@@ -1,0 +1,687 @@
+//! Rules about data, labels and predictions: ClassImbalance, Confusion, CheckInputImages,
+//! NLPSequenceRatio.
+
+use std::collections::BTreeMap;
+
+use ndarray::{ArrayD, Axis};
+use serde::{Deserialize, Serialize};
+use smdebug_io::trial::Trial;
+
+use crate::error::{Error, Result};
+use crate::params::lenient;
+use crate::rule::{Evidence, Rule, RuleResult};
+use crate::select::{TensorSelection, value_at};
+
+use super::to_json;
+
+/// Class indices from a labels or predictions tensor: the values themselves, or the argmax of
+/// each row when `argmax` (a `[samples, classes]` tensor of scores).
+fn classes(v: &ArrayD<f64>, argmax: bool) -> Vec<i64> {
+    if argmax && v.ndim() >= 2 {
+        let rows = v.shape()[0];
+        let width = v.len() / rows.max(1);
+        let flat: Vec<f64> = v.iter().copied().collect();
+        flat.chunks(width.max(1))
+            .map(|row| {
+                row.iter()
+                    .enumerate()
+                    .fold((0usize, f64::NEG_INFINITY), |best, (i, &x)| {
+                        if x > best.1 { (i, x) } else { best }
+                    })
+                    .0 as i64
+            })
+            .collect()
+    } else {
+        v.iter().map(|x| x.round() as i64).collect()
+    }
+}
+
+/// The first tensor (in name order) of a selection that has a value at `step`.
+fn first_value(
+    rule: &str,
+    trial: &Trial,
+    names: &[String],
+    step: u64,
+) -> Result<Option<(String, ArrayD<f64>)>> {
+    for n in names {
+        if let Some(v) = value_at(rule, trial, n, step)? {
+            return Ok(Some((n.clone(), v)));
+        }
+    }
+    Ok(None)
+}
+
+/// Parameters of [`ClassImbalance`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClassImbalanceParams {
+    /// Fires when the largest class has more than this many times the samples of the smallest.
+    /// Default `10`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub threshold_imbalance: f64,
+    /// Fires when a class's share of mispredicted samples exceeds this. Default `0.7`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub threshold_misprediction: f64,
+    /// Labels to accumulate (over all steps) before judging. Default 500.
+    #[serde(deserialize_with = "lenient::u64")]
+    pub samples: u64,
+    /// Predictions are `[samples, classes]` scores; take each row's argmax. Default `false`.
+    #[serde(deserialize_with = "lenient::bool")]
+    pub argmax: bool,
+    /// Default `.*labels`.
+    #[serde(deserialize_with = "lenient::string")]
+    pub labels_regex: String,
+    /// Default `.*predictions`.
+    #[serde(deserialize_with = "lenient::string")]
+    pub predictions_regex: String,
+}
+
+impl Default for ClassImbalanceParams {
+    fn default() -> Self {
+        ClassImbalanceParams {
+            threshold_imbalance: 10.0,
+            threshold_misprediction: 0.7,
+            samples: 500,
+            argmax: false,
+            labels_regex: ".*labels".into(),
+            predictions_regex: ".*predictions".into(),
+        }
+    }
+}
+
+/// **ClassImbalance** — accumulates labels (and predictions) over the steps where both are
+/// saved; once `samples` labels are in, fires when the most frequent class has more than
+/// `threshold_imbalance` times the samples of the least frequent one, or when some class's
+/// share of mispredictions exceeds `threshold_misprediction`.
+///
+/// When it fires: rebalance the data (over/under-sampling), weight the loss per class, or
+/// collect more examples of the rare classes.
+pub struct ClassImbalance {
+    params: ClassImbalanceParams,
+    labels: TensorSelection,
+    predictions: TensorSelection,
+    /// class -> (samples, mispredicted)
+    counts: BTreeMap<i64, (u64, u64)>,
+    total: u64,
+}
+
+impl ClassImbalance {
+    pub const NAME: &'static str = "ClassImbalance";
+
+    pub fn new(params: ClassImbalanceParams) -> Result<Self> {
+        Ok(ClassImbalance {
+            labels: TensorSelection::new(Self::NAME, &[], &[params.labels_regex.clone()])?,
+            predictions: TensorSelection::new(
+                Self::NAME,
+                &[],
+                &[params.predictions_regex.clone()],
+            )?,
+            params,
+            counts: BTreeMap::new(),
+            total: 0,
+        })
+    }
+}
+
+impl Rule for ClassImbalance {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        to_json(&self.params)
+    }
+
+    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
+        let mut n = self.labels.names(Self::NAME, trial)?;
+        n.extend(self.predictions.names(Self::NAME, trial)?);
+        Ok(n)
+    }
+
+    fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
+        let mut result = RuleResult::new(step);
+        let label_names = self.labels.names(Self::NAME, trial)?;
+        let pred_names = self.predictions.names(Self::NAME, trial)?;
+        let Some((ln, labels)) = first_value(Self::NAME, trial, &label_names, step)? else {
+            return Ok(result);
+        };
+        let Some((pn, preds)) = first_value(Self::NAME, trial, &pred_names, step)? else {
+            return Ok(result);
+        };
+        let labels = classes(&labels, false);
+        let preds = classes(&preds, self.params.argmax);
+        if labels.len() != preds.len() {
+            return Err(Error::Rule {
+                rule: Self::NAME.into(),
+                step,
+                reason: format!(
+                    "{pn} has {} predictions for {} labels in {ln}{}",
+                    preds.len(),
+                    labels.len(),
+                    if self.params.argmax {
+                        ""
+                    } else {
+                        " (set argmax=true for class scores)"
+                    }
+                ),
+            });
+        }
+        for (l, p) in labels.iter().zip(&preds) {
+            let c = self.counts.entry(*l).or_default();
+            c.0 += 1;
+            if l != p {
+                c.1 += 1;
+            }
+        }
+        self.total += labels.len() as u64;
+        result.datapoints = labels.len();
+        if self.total < self.params.samples || self.counts.is_empty() {
+            return Ok(result);
+        }
+        let (max_c, max_n) = self
+            .counts
+            .iter()
+            .max_by_key(|(_, (n, _))| *n)
+            .map(|(c, (n, _))| (*c, *n))
+            .unwrap_or_default();
+        let (min_c, min_n) = self
+            .counts
+            .iter()
+            .min_by_key(|(_, (n, _))| *n)
+            .map(|(c, (n, _))| (*c, *n))
+            .unwrap_or_default();
+        let ratio = max_n as f64 / min_n.max(1) as f64;
+        if ratio > self.params.threshold_imbalance {
+            result.fire(format!(
+                "class {max_c} has {max_n} samples, class {min_c} only {min_n} (ratio {ratio:.1} > {})",
+                self.params.threshold_imbalance
+            ));
+            result.evidence.push(
+                Evidence::new(&ln, step, "class_count_ratio", ratio)
+                    .limit(self.params.threshold_imbalance),
+            );
+        }
+        for (c, (n, wrong)) in &self.counts {
+            let share = *wrong as f64 / *n as f64;
+            if share > self.params.threshold_misprediction {
+                result.fire(format!(
+                    "class {c}: {wrong} of {n} samples mispredicted ({:.1} % > {} %)",
+                    share * 100.0,
+                    self.params.threshold_misprediction * 100.0
+                ));
+                result.evidence.push(
+                    Evidence::new(
+                        &format!("{pn} (class {c})"),
+                        step,
+                        "misprediction_share",
+                        share,
+                    )
+                    .limit(self.params.threshold_misprediction),
+                );
+            }
+        }
+        Ok(result)
+    }
+}
+
+/// Parameters of [`Confusion`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ConfusionParams {
+    /// Number of classes. Default: none (largest class index seen + 1).
+    #[serde(deserialize_with = "lenient::opt_u64")]
+    pub category_no: Option<u64>,
+    /// Name of the labels tensor. Default `labels`.
+    #[serde(deserialize_with = "lenient::string")]
+    pub labels: String,
+    /// Name of the predictions tensor. Default `predictions`.
+    #[serde(deserialize_with = "lenient::string")]
+    pub predictions: String,
+    /// Collection searched when no tensor is named `labels`. Default `labels`.
+    #[serde(deserialize_with = "lenient::string")]
+    pub labels_collection: String,
+    /// Collection searched when no tensor is named `predictions`. Default `predictions`.
+    #[serde(deserialize_with = "lenient::string")]
+    pub predictions_collection: String,
+    /// Smallest allowed share of a predicted class that is correct. Default `0.9`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub min_diag: f64,
+    /// Largest allowed share of a predicted class that belongs to one other class. Default `0.1`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub max_off_diag: f64,
+}
+
+impl Default for ConfusionParams {
+    fn default() -> Self {
+        ConfusionParams {
+            category_no: None,
+            labels: "labels".into(),
+            predictions: "predictions".into(),
+            labels_collection: "labels".into(),
+            predictions_collection: "predictions".into(),
+            min_diag: 0.9,
+            max_off_diag: 0.1,
+        }
+    }
+}
+
+/// **Confusion** — at each step where labels and predictions are saved, builds the confusion
+/// matrix `C[label][prediction]` and, per predicted class `i` (column), fires when
+/// `C[i][i] / Σ_j C[j][i] < min_diag` or some `C[j][i] / Σ_j C[j][i] > max_off_diag` (j ≠ i).
+/// Predictions of shape `[samples, classes]` are reduced with argmax.
+///
+/// When it fires: the classifier confuses the classes named in the message: look at their
+/// examples, features and label quality; rebalance or weight classes.
+pub struct Confusion {
+    params: ConfusionParams,
+}
+
+impl Confusion {
+    pub const NAME: &'static str = "Confusion";
+
+    pub fn new(params: ConfusionParams) -> Result<Self> {
+        for (name, v) in [
+            ("min_diag", params.min_diag),
+            ("max_off_diag", params.max_off_diag),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(Error::BadParameter {
+                    rule: Self::NAME.into(),
+                    param: name.into(),
+                    reason: format!("a share between 0 and 1, got {v}"),
+                });
+            }
+        }
+        if params.category_no.is_some_and(|n| n < 2) {
+            return Err(Error::BadParameter {
+                rule: Self::NAME.into(),
+                param: "category_no".into(),
+                reason: "at least 2 categories".into(),
+            });
+        }
+        Ok(Confusion { params })
+    }
+
+    fn find(&self, trial: &Trial, name: &str, collection: &str) -> Result<Vec<String>> {
+        let sel = TensorSelection::new(Self::NAME, &[collection.to_string()], &[])?;
+        let mut names = sel.names(Self::NAME, trial)?;
+        let all = trial
+            .tensor_names()
+            .map_err(|e| crate::select::read_error(Self::NAME, 0, e))?;
+        if all.iter().any(|n| n == name) {
+            names.insert(0, name.to_string());
+        }
+        Ok(names)
+    }
+}
+
+impl Rule for Confusion {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        to_json(&self.params)
+    }
+
+    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
+        let mut n = self.find(trial, &self.params.labels, &self.params.labels_collection)?;
+        n.extend(self.find(
+            trial,
+            &self.params.predictions,
+            &self.params.predictions_collection,
+        )?);
+        Ok(n)
+    }
+
+    fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
+        let mut result = RuleResult::new(step);
+        let ln = self.find(trial, &self.params.labels, &self.params.labels_collection)?;
+        let pn = self.find(
+            trial,
+            &self.params.predictions,
+            &self.params.predictions_collection,
+        )?;
+        let Some((lname, labels)) = first_value(Self::NAME, trial, &ln, step)? else {
+            return Ok(result);
+        };
+        let Some((pname, preds)) = first_value(Self::NAME, trial, &pn, step)? else {
+            return Ok(result);
+        };
+        let labels = classes(&labels, false);
+        let preds = classes(&preds, true);
+        if labels.len() != preds.len() {
+            return Err(Error::Rule {
+                rule: Self::NAME.into(),
+                step,
+                reason: format!(
+                    "{pname} has {} predictions for {} labels in {lname}",
+                    preds.len(),
+                    labels.len()
+                ),
+            });
+        }
+        let seen = labels
+            .iter()
+            .chain(&preds)
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(0) as usize
+            + 1;
+        let k = self.params.category_no.map_or(seen, |n| n as usize);
+        let mut c = vec![vec![0u64; k]; k];
+        for (l, p) in labels.iter().zip(&preds) {
+            if *l < 0 || *p < 0 || *l as usize >= k || *p as usize >= k {
+                return Err(Error::Rule {
+                    rule: Self::NAME.into(),
+                    step,
+                    reason: format!(
+                        "class index (label {l}, prediction {p}) outside 0..{k} (category_no)"
+                    ),
+                });
+            }
+            c[*l as usize][*p as usize] += 1;
+        }
+        result.datapoints = labels.len();
+        for i in 0..k {
+            let col: u64 = (0..k).map(|j| c[j][i]).sum();
+            if col == 0 {
+                continue;
+            }
+            let diag = c[i][i] as f64 / col as f64;
+            if diag < self.params.min_diag {
+                result.fire(format!(
+                    "predicted class {i}: only {:.1} % correct (min_diag {})",
+                    diag * 100.0,
+                    self.params.min_diag
+                ));
+                result.evidence.push(
+                    Evidence::new(
+                        &format!("{pname} (class {i})"),
+                        step,
+                        "diagonal_share",
+                        diag,
+                    )
+                    .limit(self.params.min_diag),
+                );
+            }
+            for (j, row) in c.iter().enumerate() {
+                let off = row[i] as f64 / col as f64;
+                if j != i && off > self.params.max_off_diag {
+                    result.fire(format!(
+                        "predicted class {i}: {:.1} % are class {j} (max_off_diag {})",
+                        off * 100.0,
+                        self.params.max_off_diag
+                    ));
+                    result.evidence.push(
+                        Evidence::new(
+                            &format!("{pname} (class {j} as {i})"),
+                            step,
+                            "off_diagonal_share",
+                            off,
+                        )
+                        .limit(self.params.max_off_diag),
+                    );
+                }
+            }
+        }
+        Ok(result)
+    }
+}
+
+/// Parameters of [`CheckInputImages`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CheckInputImagesParams {
+    /// Fires when a channel's mean differs from 0 by more than this. Default `0.2`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub threshold_mean: f64,
+    /// Samples (images) to accumulate before judging. Default 500.
+    #[serde(deserialize_with = "lenient::u64")]
+    pub threshold_samples: u64,
+    /// The input tensor. Default matches our adapters' first-layer input `fc1.input` /
+    /// `conv1.input`, Python smdebug's `conv1_input_0`, and SageMaker's MXNet
+    /// `hybridsequential0_input_0`.
+    #[serde(deserialize_with = "lenient::string")]
+    pub regex: String,
+    /// Axis of the colour channel in `[batch, channel, height, width]`. Default 1. Inputs of
+    /// rank 2 or less have one channel.
+    #[serde(deserialize_with = "lenient::u64")]
+    pub channel: u64,
+}
+
+impl Default for CheckInputImagesParams {
+    fn default() -> Self {
+        CheckInputImagesParams {
+            threshold_mean: 0.2,
+            threshold_samples: 500,
+            regex: r"(^|[/_.])(fc1|conv1)[._]input(_0)?$|hybridsequential0_input_0".into(),
+            channel: 1,
+        }
+    }
+}
+
+/// **CheckInputImages** — accumulates the per-channel mean of the input tensor over steps;
+/// once `threshold_samples` samples are in, fires when a channel's mean is further than
+/// `threshold_mean` from 0 (inputs not normalised to zero mean).
+///
+/// When it fires: subtract the data set's per-channel mean and divide by its standard
+/// deviation before feeding the model.
+pub struct CheckInputImages {
+    params: CheckInputImagesParams,
+    selection: TensorSelection,
+    /// per tensor: per channel (sum, count), and samples seen.
+    sums: BTreeMap<String, (Vec<(f64, u64)>, u64)>,
+}
+
+impl CheckInputImages {
+    pub const NAME: &'static str = "CheckInputImages";
+
+    pub fn new(params: CheckInputImagesParams) -> Result<Self> {
+        Ok(CheckInputImages {
+            selection: TensorSelection::new(Self::NAME, &[], &[params.regex.clone()])?,
+            params,
+            sums: BTreeMap::new(),
+        })
+    }
+}
+
+impl Rule for CheckInputImages {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        to_json(&self.params)
+    }
+
+    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
+        self.selection.names(Self::NAME, trial)
+    }
+
+    fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
+        let mut result = RuleResult::new(step);
+        for name in self.required_tensors(trial, step)? {
+            let Some(v) = value_at(Self::NAME, trial, &name, step)? else {
+                continue;
+            };
+            if v.is_empty() {
+                continue;
+            }
+            let samples = if v.ndim() >= 2 {
+                v.shape()[0] as u64
+            } else {
+                1
+            };
+            let per_channel: Vec<(f64, u64)> = if v.ndim() > 2 {
+                let axis = self.params.channel as usize;
+                if axis >= v.ndim() {
+                    return Err(Error::BadParameter {
+                        rule: Self::NAME.into(),
+                        param: "channel".into(),
+                        reason: format!("axis {axis} of {name} with shape {:?}", v.shape()),
+                    });
+                }
+                v.axis_iter(Axis(axis))
+                    .map(|c| (c.sum(), c.len() as u64))
+                    .collect()
+            } else {
+                vec![(v.sum(), v.len() as u64)]
+            };
+            let entry = self
+                .sums
+                .entry(name.clone())
+                .or_insert_with(|| (vec![(0.0, 0); per_channel.len()], 0));
+            if entry.0.len() != per_channel.len() {
+                continue; // the channel count changed: not the same input
+            }
+            for (acc, (s, n)) in entry.0.iter_mut().zip(per_channel) {
+                acc.0 += s;
+                acc.1 += n;
+            }
+            entry.1 += samples;
+            result.datapoints += 1;
+            if entry.1 < self.params.threshold_samples {
+                continue;
+            }
+            for (ch, (s, n)) in entry.0.iter().enumerate() {
+                let mean = s / *n as f64;
+                if !(mean.abs() <= self.params.threshold_mean) {
+                    result.fire(format!(
+                        "{name}: channel {ch} mean {mean:.4} over {} samples is further than {} from 0",
+                        entry.1, self.params.threshold_mean
+                    ));
+                    result.evidence.push(
+                        Evidence::new(&format!("{name} (channel {ch})"), step, "mean", mean)
+                            .limit(self.params.threshold_mean),
+                    );
+                }
+            }
+        }
+        Ok(result)
+    }
+}
+
+/// Parameters of [`NLPSequenceRatio`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NLPSequenceRatioParams {
+    /// Token-id input tensors. Default matches `embedding.input`, `embedding0_input_0`,
+    /// `Embedding_input_0`.
+    #[serde(deserialize_with = "lenient::regexes")]
+    pub tensor_regex: Vec<String>,
+    /// Token ids to count, comma-separated. Default `"0"` (padding).
+    #[serde(deserialize_with = "lenient::string")]
+    pub token_values: String,
+    /// Largest allowed percentage of each token, comma-separated, one per token. Default `"50"`.
+    #[serde(deserialize_with = "lenient::string")]
+    pub token_thresholds_percent: String,
+}
+
+impl Default for NLPSequenceRatioParams {
+    fn default() -> Self {
+        NLPSequenceRatioParams {
+            tensor_regex: vec![r"(?i)embedding[^/]*[._]input".into()],
+            token_values: "0".into(),
+            token_thresholds_percent: "50".into(),
+        }
+    }
+}
+
+/// **NLPSequenceRatio** — at each step, for each token-id input tensor, the percentage of
+/// positions holding each of `token_values`; fires when one exceeds its threshold in
+/// `token_thresholds_percent` (too much padding, too many unknown tokens).
+///
+/// When it fires: bucket sequences by length (less padding), or extend the vocabulary
+/// (fewer unknown tokens).
+pub struct NLPSequenceRatio {
+    params: NLPSequenceRatioParams,
+    selection: TensorSelection,
+    tokens: Vec<(f64, f64)>,
+}
+
+impl NLPSequenceRatio {
+    pub const NAME: &'static str = "NLPSequenceRatio";
+
+    pub fn new(params: NLPSequenceRatioParams) -> Result<Self> {
+        let parse = |param: &str, s: &str| -> Result<Vec<f64>> {
+            s.split(',')
+                .map(|p| {
+                    p.trim().parse::<f64>().map_err(|_| Error::BadParameter {
+                        rule: Self::NAME.into(),
+                        param: param.into(),
+                        reason: format!("`{p}` is not a number (expected e.g. \"0,3\")"),
+                    })
+                })
+                .collect()
+        };
+        let values = parse("token_values", &params.token_values)?;
+        let limits = parse("token_thresholds_percent", &params.token_thresholds_percent)?;
+        if values.len() != limits.len() {
+            return Err(Error::BadParameter {
+                rule: Self::NAME.into(),
+                param: "token_thresholds_percent".into(),
+                reason: format!(
+                    "{} thresholds for {} token values",
+                    limits.len(),
+                    values.len()
+                ),
+            });
+        }
+        Ok(NLPSequenceRatio {
+            selection: TensorSelection::new(Self::NAME, &[], &params.tensor_regex)?,
+            tokens: values.into_iter().zip(limits).collect(),
+            params,
+        })
+    }
+}
+
+impl Rule for NLPSequenceRatio {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        to_json(&self.params)
+    }
+
+    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
+        if self.selection.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.selection.names(Self::NAME, trial)
+    }
+
+    fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
+        let mut result = RuleResult::new(step);
+        for name in self.required_tensors(trial, step)? {
+            let Some(v) = value_at(Self::NAME, trial, &name, step)? else {
+                continue;
+            };
+            if v.is_empty() {
+                continue;
+            }
+            result.datapoints += 1;
+            for (token, limit) in &self.tokens {
+                let share =
+                    v.iter().filter(|x| *x == token).count() as f64 * 100.0 / v.len() as f64;
+                if share > *limit {
+                    result.fire(format!(
+                        "{name}: token {token} fills {share:.1} % of the positions (limit {limit} %)"
+                    ));
+                    result.evidence.push(
+                        Evidence::new(
+                            &format!("{name} (token {token})"),
+                            step,
+                            "token_percent",
+                            share,
+                        )
+                        .limit(*limit),
+                    );
+                }
+            }
+        }
+        Ok(result)
+    }
+}

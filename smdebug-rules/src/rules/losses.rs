@@ -1,0 +1,644 @@
+//! Rules about the loss and progress: LossNotDecreasing, Overfit, Overtraining,
+//! StalledTraining.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use smdebug_core::Mode;
+use smdebug_io::trial::Trial;
+
+use crate::error::{Error, Result};
+use crate::params::lenient;
+use crate::rule::{Evidence, Rule, RuleResult};
+use crate::select::{StepModes, TensorSelection, read_error, scalar_at};
+
+use super::{loss_selection, to_json};
+
+fn parse_mode(rule: &str, mode: &Option<String>) -> Result<Option<Mode>> {
+    match mode {
+        None => Ok(None),
+        Some(m) => Mode::from_name(&m.trim().to_ascii_uppercase())
+            .map(Some)
+            .ok_or_else(|| Error::BadParameter {
+                rule: rule.into(),
+                param: "mode".into(),
+                reason: format!("expected TRAIN, EVAL, PREDICT or GLOBAL, got `{m}`"),
+            }),
+    }
+}
+
+/// Parameters of [`LossNotDecreasing`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LossNotDecreasingParams {
+    /// Collections of losses besides `losses`. Default: none.
+    #[serde(deserialize_with = "lenient::list")]
+    pub collection_names: Vec<String>,
+    /// Regexes of loss tensors. Default: none.
+    #[serde(deserialize_with = "lenient::regexes")]
+    pub tensor_regex: Vec<String>,
+    /// Also check the `losses` collection. Default `true`.
+    #[serde(deserialize_with = "lenient::bool")]
+    pub use_losses_collection: bool,
+    /// Compare the loss with the loss at least this many (mode) steps earlier. Default 10.
+    #[serde(deserialize_with = "lenient::u64")]
+    pub num_steps: u64,
+    /// The loss must fall by at least this percentage per comparison. Default `0.1`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub diff_percent: f64,
+    /// Fires when the loss rises more than this percentage above its lowest value. Default `5`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub increase_threshold_percent: f64,
+    /// TRAIN, EVAL or GLOBAL. Default: none: TRAIN if the loss has TRAIN steps, else EVAL, else
+    /// GLOBAL.
+    #[serde(deserialize_with = "lenient::opt_string")]
+    pub mode: Option<String>,
+}
+
+impl Default for LossNotDecreasingParams {
+    fn default() -> Self {
+        LossNotDecreasingParams {
+            collection_names: Vec::new(),
+            tensor_regex: Vec::new(),
+            use_losses_collection: true,
+            num_steps: 10,
+            diff_percent: 0.1,
+            increase_threshold_percent: 5.0,
+            mode: None,
+        }
+    }
+}
+
+#[derive(Default)]
+struct LossTrack {
+    mode: Option<Mode>,
+    /// (mode step, value) of the last comparison point.
+    reference: Option<(u64, f64)>,
+    lowest: Option<f64>,
+}
+
+/// **LossNotDecreasing** — follows each loss (scalar) in one mode and fires when
+///
+/// - at a step at least `num_steps` (mode) steps after the previous comparison point, the loss
+///   is not lower than there by `diff_percent` %; or
+/// - the loss is more than `increase_threshold_percent` % above the lowest value seen; or
+/// - the loss is NaN.
+///
+/// Losses come from the `losses` collection (`use_losses_collection`), `collection_names` and
+/// `tensor_regex`; with none of these present, tensors whose name contains `loss` (`loss`,
+/// `CrossEntropyLoss_output_0`). SageMaker preferred EVAL steps by default; Rust loops record
+/// one evaluation loss per batch, which varies with the batch, so the default here prefers
+/// TRAIN and falls back to EVAL, then GLOBAL.
+///
+/// When it fires: the model has stopped learning: lower (or raise) the learning rate, check
+/// that the optimizer steps and that gradients reach the parameters, check the data and labels.
+pub struct LossNotDecreasing {
+    params: LossNotDecreasingParams,
+    mode: Option<Mode>,
+    losses: TensorSelection,
+    modes: StepModes,
+    tracks: HashMap<String, LossTrack>,
+}
+
+impl LossNotDecreasing {
+    pub const NAME: &'static str = "LossNotDecreasing";
+
+    pub fn new(params: LossNotDecreasingParams) -> Result<Self> {
+        if params.num_steps == 0 {
+            return Err(Error::BadParameter {
+                rule: Self::NAME.into(),
+                param: "num_steps".into(),
+                reason: "must be at least 1".into(),
+            });
+        }
+        Ok(LossNotDecreasing {
+            mode: parse_mode(Self::NAME, &params.mode)?,
+            losses: loss_selection(
+                Self::NAME,
+                &params.collection_names,
+                &params.tensor_regex,
+                params.use_losses_collection,
+            )?,
+            params,
+            modes: StepModes::default(),
+            tracks: HashMap::new(),
+        })
+    }
+
+    fn pick_mode(&self, trial: &Trial, name: &str, step: u64) -> Result<Mode> {
+        if let Some(m) = self.mode {
+            return Ok(m);
+        }
+        let t = trial
+            .tensor(name)
+            .map_err(|e| read_error(Self::NAME, step, e))?;
+        for m in [Mode::Train, Mode::Eval] {
+            if !t
+                .steps(Some(m))
+                .map_err(|e| read_error(Self::NAME, step, e))?
+                .is_empty()
+            {
+                return Ok(m);
+            }
+        }
+        Ok(Mode::Global)
+    }
+}
+
+impl Rule for LossNotDecreasing {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        to_json(&self.params)
+    }
+
+    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
+        self.losses.names(Self::NAME, trial)
+    }
+
+    fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
+        let mut result = RuleResult::new(step);
+        self.modes.update(Self::NAME, trial)?;
+        let Some((step_mode, mode_step)) = self.modes.get(step) else {
+            return Ok(result);
+        };
+        let p = self.params.clone();
+        for name in self.required_tensors(trial, step)? {
+            let Some(loss) = scalar_at(Self::NAME, trial, &name, step, None)? else {
+                continue;
+            };
+            if !self.tracks.get(&name).is_some_and(|t| t.mode.is_some()) {
+                let m = self.pick_mode(trial, &name, step)?;
+                self.tracks.entry(name.clone()).or_default().mode = Some(m);
+            }
+            let track = self.tracks.entry(name.clone()).or_default();
+            let mode = track.mode.unwrap_or(Mode::Global);
+            // Position of this step in the chosen mode's numbering.
+            let position = match mode {
+                Mode::Global => step,
+                m if m == step_mode => mode_step,
+                _ => continue,
+            };
+            result.datapoints += 1;
+            let label = format!("{name} ({})", mode.name());
+            if loss.is_nan() {
+                result.fire(format!("{label} is NaN at step {step}"));
+                result
+                    .evidence
+                    .push(Evidence::new(&label, step, "loss", loss));
+                continue;
+            }
+            if let Some(lowest) = track.lowest
+                && loss > lowest
+            {
+                let rise = (loss - lowest) / lowest.abs() * 100.0;
+                if rise > p.increase_threshold_percent {
+                    result.fire(format!(
+                        "{label} rose {rise:.2} % above its lowest value {lowest:.6} (now {loss:.6})"
+                    ));
+                    result.evidence.push(
+                        Evidence::new(&label, step, "increase_percent", rise)
+                            .limit(p.increase_threshold_percent),
+                    );
+                }
+            }
+            track.lowest = Some(track.lowest.map_or(loss, |l| l.min(loss)));
+            match track.reference {
+                None => track.reference = Some((position, loss)),
+                Some((ref_pos, ref_loss)) if position >= ref_pos + p.num_steps => {
+                    let decrease = (ref_loss - loss) / ref_loss.abs() * 100.0;
+                    if !(decrease >= p.diff_percent) {
+                        result.fire(format!(
+                            "{label} fell {decrease:.3} % from {ref_loss:.6} ({} step {ref_pos}) to {loss:.6} ({} step {position}), less than {} %",
+                            mode.name(),
+                            mode.name(),
+                            p.diff_percent
+                        ));
+                        result.evidence.push(
+                            Evidence::new(&label, step, "decrease_percent", decrease)
+                                .limit(p.diff_percent),
+                        );
+                    }
+                    track.reference = Some((position, loss));
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(result)
+    }
+}
+
+/// Parameters of [`Overfit`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct OverfitParams {
+    /// Regexes of loss tensors. Default: none (the `losses` collection, else names containing
+    /// `loss`).
+    #[serde(deserialize_with = "lenient::regexes")]
+    pub tensor_regex: Vec<String>,
+    /// First global step to compare at. Default 0.
+    #[serde(deserialize_with = "lenient::u64")]
+    pub start_step: u64,
+    /// Fires after this many consecutive evaluation steps over the ratio. Default 1.
+    #[serde(deserialize_with = "lenient::u64")]
+    pub patience: u64,
+    /// Largest allowed (validation − training)/training loss. Default `0.1`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub ratio_threshold: f64,
+}
+
+impl Default for OverfitParams {
+    fn default() -> Self {
+        OverfitParams {
+            tensor_regex: Vec::new(),
+            start_step: 0,
+            patience: 1,
+            ratio_threshold: 0.1,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Phases {
+    /// (sum, count) of the TRAIN block in progress or just finished.
+    train: (f64, u64),
+    /// (sum, count) of the TRAIN block before the current EVAL block.
+    last_train: (f64, u64),
+    /// (sum, count) of the EVAL block in progress.
+    eval: (f64, u64),
+    last_mode: Option<Mode>,
+    streak: u64,
+}
+
+/// **Overfit** — at each EVAL step from `start_step` on, compares the mean validation loss of
+/// the current evaluation block (the EVAL steps since the last TRAIN step) with the mean
+/// training loss of the TRAIN block before it, and fires when `(val − train)/train >
+/// ratio_threshold` at `patience` consecutive EVAL steps. The same loss tensor is recorded in
+/// TRAIN and EVAL modes.
+///
+/// When it fires: the model memorises the training set: add regularisation (weight decay,
+/// dropout, augmentation), get more data, reduce the model, or stop earlier.
+pub struct Overfit {
+    params: OverfitParams,
+    losses: TensorSelection,
+    modes: StepModes,
+    phases: HashMap<String, Phases>,
+}
+
+impl Overfit {
+    pub const NAME: &'static str = "Overfit";
+
+    pub fn new(params: OverfitParams) -> Result<Self> {
+        if params.patience == 0 {
+            return Err(Error::BadParameter {
+                rule: Self::NAME.into(),
+                param: "patience".into(),
+                reason: "must be at least 1".into(),
+            });
+        }
+        Ok(Overfit {
+            losses: loss_selection(Self::NAME, &[], &params.tensor_regex, true)?,
+            params,
+            modes: StepModes::default(),
+            phases: HashMap::new(),
+        })
+    }
+}
+
+impl Rule for Overfit {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        to_json(&self.params)
+    }
+
+    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
+        self.losses.names(Self::NAME, trial)
+    }
+
+    fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
+        let mut result = RuleResult::new(step);
+        self.modes.update(Self::NAME, trial)?;
+        let Some((mode, _)) = self.modes.get(step) else {
+            return Ok(result);
+        };
+        let p = self.params.clone();
+        for name in self.required_tensors(trial, step)? {
+            let ph = self.phases.entry(name.clone()).or_default();
+            // Block boundaries follow the run's modes, whether or not the loss was saved here.
+            if ph.last_mode != Some(mode) {
+                match mode {
+                    Mode::Train => ph.train = (0.0, 0),
+                    Mode::Eval => {
+                        ph.last_train = ph.train;
+                        ph.eval = (0.0, 0);
+                    }
+                    _ => {}
+                }
+                ph.last_mode = Some(mode);
+            }
+            let Some(loss) = scalar_at(Self::NAME, trial, &name, step, None)? else {
+                continue;
+            };
+            match mode {
+                Mode::Train => {
+                    ph.train.0 += loss;
+                    ph.train.1 += 1;
+                }
+                Mode::Eval => {
+                    ph.eval.0 += loss;
+                    ph.eval.1 += 1;
+                    if step < p.start_step || ph.last_train.1 == 0 {
+                        continue;
+                    }
+                    result.datapoints += 1;
+                    let train = ph.last_train.0 / ph.last_train.1 as f64;
+                    let val = ph.eval.0 / ph.eval.1 as f64;
+                    let ratio = (val - train) / train;
+                    if ratio > p.ratio_threshold || ratio.is_nan() {
+                        ph.streak += 1;
+                    } else {
+                        ph.streak = 0;
+                    }
+                    if ph.streak >= p.patience {
+                        result.fire(format!(
+                            "{name}: mean validation loss {val:.6} is {:.1} % above mean training loss {train:.6} (limit {} %) for {} evaluation steps",
+                            ratio * 100.0,
+                            p.ratio_threshold * 100.0,
+                            ph.streak
+                        ));
+                        result.evidence.push(
+                            Evidence::new(&name, step, "val_train_ratio", ratio)
+                                .limit(p.ratio_threshold),
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(result)
+    }
+}
+
+/// Parameters of [`Overtraining`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct OvertrainingParams {
+    /// TRAIN steps without improvement before the training loss counts as stalled. Default 5.
+    #[serde(deserialize_with = "lenient::u64")]
+    pub patience_train: u64,
+    /// EVAL steps without improvement before the validation loss counts as stalled. Default 10.
+    #[serde(deserialize_with = "lenient::u64")]
+    pub patience_validation: u64,
+    /// An improvement is a loss lower than the best so far by more than this. Default `0.01`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub delta: f64,
+}
+
+impl Default for OvertrainingParams {
+    fn default() -> Self {
+        OvertrainingParams {
+            patience_train: 5,
+            patience_validation: 10,
+            delta: 0.01,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Plateau {
+    best: Option<f64>,
+    since: u64,
+}
+
+impl Plateau {
+    fn observe(&mut self, loss: f64, delta: f64) {
+        match self.best {
+            Some(b) if !(loss < b - delta) => self.since += 1,
+            _ => {
+                self.best = Some(loss);
+                self.since = 0;
+            }
+        }
+    }
+}
+
+/// **Overtraining** — for each loss (the `losses` collection, else names containing `loss`),
+/// tracks the best TRAIN and EVAL values; a mode has stalled when its loss has not improved on
+/// its best by more than `delta` for `patience_train` TRAIN steps (`patience_validation` EVAL
+/// steps). Fires when both have stalled (when the run has no EVAL losses, when training has).
+///
+/// When it fires: more training will not help: stop (early stopping at the best validation
+/// step), or change the learning-rate schedule.
+pub struct Overtraining {
+    params: OvertrainingParams,
+    losses: TensorSelection,
+    modes: StepModes,
+    state: HashMap<String, (Plateau, Plateau)>,
+}
+
+impl Overtraining {
+    pub const NAME: &'static str = "Overtraining";
+
+    pub fn new(params: OvertrainingParams) -> Result<Self> {
+        Ok(Overtraining {
+            losses: loss_selection(Self::NAME, &[], &[], true)?,
+            params,
+            modes: StepModes::default(),
+            state: HashMap::new(),
+        })
+    }
+}
+
+impl Rule for Overtraining {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        to_json(&self.params)
+    }
+
+    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
+        self.losses.names(Self::NAME, trial)
+    }
+
+    fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
+        let mut result = RuleResult::new(step);
+        self.modes.update(Self::NAME, trial)?;
+        let Some((mode, _)) = self.modes.get(step) else {
+            return Ok(result);
+        };
+        let p = self.params.clone();
+        for name in self.required_tensors(trial, step)? {
+            let Some(loss) = scalar_at(Self::NAME, trial, &name, step, None)? else {
+                continue;
+            };
+            let (train, eval) = self.state.entry(name.clone()).or_default();
+            match mode {
+                Mode::Train => train.observe(loss, p.delta),
+                Mode::Eval => eval.observe(loss, p.delta),
+                _ => continue,
+            }
+            result.datapoints += 1;
+            let train_stalled = train.best.is_some() && train.since >= p.patience_train;
+            let eval_stalled = eval.best.is_some() && eval.since >= p.patience_validation;
+            let has_eval = eval.best.is_some();
+            if (train_stalled && eval_stalled) || (!has_eval && train_stalled) {
+                let mut msg = format!(
+                    "{name}: training loss has not improved on {:.6} by more than {} for {} TRAIN steps",
+                    train.best.unwrap_or(f64::NAN),
+                    p.delta,
+                    train.since
+                );
+                if has_eval {
+                    msg.push_str(&format!(
+                        ", validation loss not on {:.6} for {} EVAL steps",
+                        eval.best.unwrap_or(f64::NAN),
+                        eval.since
+                    ));
+                }
+                result.fire(msg);
+                result.evidence.push(
+                    Evidence::new(
+                        &name,
+                        step,
+                        "train_steps_without_improvement",
+                        train.since as f64,
+                    )
+                    .limit(p.patience_train as f64),
+                );
+                if has_eval {
+                    result.evidence.push(
+                        Evidence::new(
+                            &name,
+                            step,
+                            "eval_steps_without_improvement",
+                            eval.since as f64,
+                        )
+                        .limit(p.patience_validation as f64),
+                    );
+                }
+            }
+        }
+        Ok(result)
+    }
+}
+
+/// Parameters of [`StalledTraining`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StalledTrainingParams {
+    /// Seconds without a new step before the rule fires. Default `1800`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub threshold: f64,
+    /// Also stop the training job when it fires. Default `false`.
+    #[serde(deserialize_with = "lenient::bool")]
+    pub stop_training_on_fire: bool,
+    /// SageMaker used this to find the job to stop; accepted and ignored here (the stop request
+    /// goes through the run directory). Default: none.
+    #[serde(deserialize_with = "lenient::opt_string")]
+    pub training_job_name_prefix: Option<String>,
+}
+
+impl Default for StalledTrainingParams {
+    fn default() -> Self {
+        StalledTrainingParams {
+            threshold: 1800.0,
+            stop_training_on_fire: false,
+            training_job_name_prefix: None,
+        }
+    }
+}
+
+/// **StalledTraining** — fires when a live run has written no new step for `threshold`
+/// seconds (measured by the runner that follows it; a finished run never stalls). With
+/// `stop_training_on_fire`, the runner also asks the job to stop.
+///
+/// When it fires: the job hangs (a deadlock in data loading or collective communication, a
+/// dead worker) or saves too rarely for this threshold.
+pub struct StalledTraining {
+    params: StalledTrainingParams,
+    fired_for: Option<Option<u64>>,
+}
+
+impl StalledTraining {
+    pub const NAME: &'static str = "StalledTraining";
+
+    pub fn new(params: StalledTrainingParams) -> Result<Self> {
+        if !(params.threshold > 0.0) {
+            return Err(Error::BadParameter {
+                rule: Self::NAME.into(),
+                param: "threshold".into(),
+                reason: format!(
+                    "must be a positive number of seconds, got {}",
+                    params.threshold
+                ),
+            });
+        }
+        Ok(StalledTraining {
+            params,
+            fired_for: None,
+        })
+    }
+
+    /// Whether the rule asks the runner to stop training when it fires.
+    pub fn stops_training(&self) -> bool {
+        self.params.stop_training_on_fire
+    }
+}
+
+impl Rule for StalledTraining {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        to_json(&self.params)
+    }
+
+    fn required_tensors(&self, _trial: &Trial, _step: u64) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
+    fn invoke_at_step(&mut self, _trial: &Trial, step: u64) -> Result<RuleResult> {
+        let mut result = RuleResult::new(step);
+        result.datapoints = 1;
+        Ok(result)
+    }
+
+    fn on_idle(
+        &mut self,
+        _trial: &Trial,
+        last_step: Option<u64>,
+        idle: Duration,
+    ) -> Result<Option<RuleResult>> {
+        let secs = idle.as_secs_f64();
+        // One firing per stall: a new step starts a new watch.
+        if secs < self.params.threshold || self.fired_for == Some(last_step) {
+            return Ok(None);
+        }
+        self.fired_for = Some(last_step);
+        let step = last_step.unwrap_or(0);
+        let mut result = RuleResult::new(step);
+        result.datapoints = 1;
+        let after = match last_step {
+            Some(s) => format!("after step {s}"),
+            None => "since the runner started".to_string(),
+        };
+        result.fire(format!(
+            "no new step for {secs:.1} s {after} (threshold {} s)",
+            self.params.threshold
+        ));
+        result.evidence.push(
+            Evidence::new("(run)", step, "seconds_without_new_step", secs)
+                .limit(self.params.threshold),
+        );
+        Ok(Some(result))
+    }
+}

@@ -1,0 +1,336 @@
+//! The built-in debugging rules (SageMaker Debugger's names, parameters and defaults) and the
+//! registry that builds them from a [`RuleSpec`].
+
+mod activations;
+mod data;
+mod gradients;
+mod losses;
+mod tensors;
+mod trees;
+
+pub use activations::{DeadRelu, DeadReluParams, SaturatedActivation, SaturatedActivationParams};
+pub use data::{
+    CheckInputImages, CheckInputImagesParams, ClassImbalance, ClassImbalanceParams, Confusion,
+    ConfusionParams, NLPSequenceRatio, NLPSequenceRatioParams,
+};
+pub use gradients::{
+    PoorWeightInitialization, PoorWeightInitializationParams, VanishingGradient,
+    VanishingGradientParams, WeightUpdateRatio, WeightUpdateRatioParams,
+};
+pub use losses::{
+    LossNotDecreasing, LossNotDecreasingParams, Overfit, OverfitParams, Overtraining,
+    OvertrainingParams, StalledTraining, StalledTrainingParams,
+};
+pub use tensors::{
+    AllZero, AllZeroParams, ExplodingTensor, ExplodingTensorParams, SimilarAcrossRuns,
+    SimilarAcrossRunsParams, TensorVariance, TensorVarianceParams, UnchangedTensor,
+    UnchangedTensorParams,
+};
+pub use trees::{
+    FeatureImportanceOverweight, FeatureImportanceOverweightParams, TreeDepth, TreeDepthParams,
+};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+use crate::params::{RuleSpec, parse_params};
+use crate::rule::Rule;
+use crate::select::TensorSelection;
+
+/// At most this many evidence entries per result, so a rule firing on hundreds of tensors keeps
+/// its summary readable.
+pub(crate) const MAX_EVIDENCE: usize = 10;
+
+pub(crate) fn to_json<P: Serialize>(p: &P) -> Value {
+    serde_json::to_value(p).unwrap_or(Value::Null)
+}
+
+/// The gradients: the `gradients` collection and names starting with `gradient/`.
+pub(crate) fn gradient_selection(rule: &str) -> Result<TensorSelection> {
+    TensorSelection::new(rule, &["gradients".into()], &["^gradient/".into()])
+}
+
+/// Losses: given collections and regexes, plus the `losses` collection when asked; with nothing
+/// given, names containing `loss` as well (runs without a `losses` collection).
+pub(crate) fn loss_selection(
+    rule: &str,
+    collections: &[String],
+    regexes: &[String],
+    use_losses_collection: bool,
+) -> Result<TensorSelection> {
+    let mut c = collections.to_vec();
+    let mut r = regexes.to_vec();
+    if use_losses_collection {
+        c.push("losses".into());
+    }
+    if collections.is_empty() && regexes.is_empty() {
+        r.push("(?i)loss".into());
+    }
+    TensorSelection::new(rule, &c, &r)
+}
+
+/// A built-in rule's description for listings (`smdebug rules --list`).
+#[derive(Clone, Debug, Serialize)]
+pub struct BuiltinRule {
+    /// `VanishingGradient`.
+    pub name: &'static str,
+    /// SageMaker's `rule_configs` name, `vanishing_gradient`.
+    pub config_name: &'static str,
+    /// One line: when it fires.
+    pub fires_when: &'static str,
+    /// Parameter names and their defaults.
+    pub defaults: Value,
+    #[serde(skip)]
+    build: fn(&Map<String, Value>) -> Result<Box<dyn Rule>>,
+}
+
+impl BuiltinRule {
+    /// Builds the rule with `params` overriding its defaults.
+    pub fn build(&self, params: &Map<String, Value>) -> Result<Box<dyn Rule>> {
+        (self.build)(params)
+    }
+}
+
+macro_rules! builtin {
+    ($rule:ident, $params:ident, $config:literal, $when:literal) => {
+        BuiltinRule {
+            name: $rule::NAME,
+            config_name: $config,
+            fires_when: $when,
+            defaults: to_json(&$params::default()),
+            build: |m| {
+                Ok(Box::new($rule::new(parse_params::<$params>(
+                    $rule::NAME,
+                    m,
+                )?)?))
+            },
+        }
+    };
+}
+
+/// Every built-in debugging rule, in SPEC order.
+pub fn builtin_rules() -> Vec<BuiltinRule> {
+    vec![
+        builtin!(
+            VanishingGradient,
+            VanishingGradientParams,
+            "vanishing_gradient",
+            "mean(|gradient|) < threshold"
+        ),
+        builtin!(
+            ExplodingTensor,
+            ExplodingTensorParams,
+            "exploding_tensor",
+            "a tensor holds NaN (or ±Inf unless only_nan)"
+        ),
+        builtin!(
+            PoorWeightInitialization,
+            PoorWeightInitializationParams,
+            "poor_weight_initialization",
+            "activation-input variance ratio across layers > threshold, gradient p95-p5 < distribution_range, or no early loss decrease"
+        ),
+        builtin!(
+            SaturatedActivation,
+            SaturatedActivationParams,
+            "saturated_activation",
+            "more than threshold_layer % of a tanh/sigmoid layer's units saturated"
+        ),
+        builtin!(
+            DeadRelu,
+            DeadReluParams,
+            "dead_relu",
+            "more than threshold_layer % of a ReLU layer's units active less than threshold_inactivity %"
+        ),
+        builtin!(
+            WeightUpdateRatio,
+            WeightUpdateRatioParams,
+            "weight_update_ratio",
+            "‖Δw‖/‖w‖ outside [small_threshold, large_threshold]"
+        ),
+        builtin!(
+            AllZero,
+            AllZeroParams,
+            "all_zero",
+            "at least threshold % of a tensor's values are zero"
+        ),
+        builtin!(
+            ClassImbalance,
+            ClassImbalanceParams,
+            "class_imbalance",
+            "class count ratio > threshold_imbalance or a class's misprediction share > threshold_misprediction"
+        ),
+        builtin!(
+            LossNotDecreasing,
+            LossNotDecreasingParams,
+            "loss_not_decreasing",
+            "loss not lower by diff_percent % after num_steps, or more than increase_threshold_percent % above its lowest"
+        ),
+        builtin!(
+            Overfit,
+            OverfitParams,
+            "overfit",
+            "(validation − training loss)/training loss > ratio_threshold for patience evaluation steps"
+        ),
+        builtin!(
+            Overtraining,
+            OvertrainingParams,
+            "overtraining",
+            "training and validation loss stop improving by delta"
+        ),
+        builtin!(
+            SimilarAcrossRuns,
+            SimilarAcrossRunsParams,
+            "similar_across_runs",
+            "tensors differ from another run at the same step"
+        ),
+        builtin!(
+            StalledTraining,
+            StalledTrainingParams,
+            "stalled_training_rule",
+            "no new step for threshold seconds (live runs)"
+        ),
+        builtin!(
+            TensorVariance,
+            TensorVarianceParams,
+            "tensor_variance",
+            "a tensor's variance outside [min_threshold, max_threshold]"
+        ),
+        builtin!(
+            UnchangedTensor,
+            UnchangedTensorParams,
+            "unchanged_tensor",
+            "a tensor unchanged (allclose) over num_steps saved steps"
+        ),
+        builtin!(
+            CheckInputImages,
+            CheckInputImagesParams,
+            "check_input_images",
+            "input channel mean further than threshold_mean from 0"
+        ),
+        builtin!(
+            NLPSequenceRatio,
+            NLPSequenceRatioParams,
+            "nlp_sequence_ratio",
+            "too many padding/unknown tokens"
+        ),
+        builtin!(
+            Confusion,
+            ConfusionParams,
+            "confusion",
+            "confusion-matrix diagonal share < min_diag or an off-diagonal share > max_off_diag"
+        ),
+        builtin!(
+            FeatureImportanceOverweight,
+            FeatureImportanceOverweightParams,
+            "feature_importance_overweight",
+            "the nfeatures largest importances hold more than threshold (tree models)"
+        ),
+        builtin!(
+            TreeDepth,
+            TreeDepthParams,
+            "tree_depth",
+            "tree depth differs from depth (tree models)"
+        ),
+    ]
+}
+
+/// Finds a built-in rule by its name (`VanishingGradient`, case-insensitive) or SageMaker config
+/// name (`vanishing_gradient`; `StalledTrainingRule`/`stalled_training_rule` too).
+pub fn find_builtin(name: &str) -> Option<BuiltinRule> {
+    let wanted = name.trim().to_ascii_lowercase().replace('_', "");
+    builtin_rules().into_iter().find(|r| {
+        let n = r.name.to_ascii_lowercase();
+        let c = r.config_name.replace('_', "");
+        wanted == n || wanted == c || wanted == format!("{n}rule")
+    })
+}
+
+/// Builds a built-in rule from a spec (its actions are the runner's business).
+///
+/// ```
+/// use smdebug_rules::{RuleSpec, build_rule};
+/// let rule = build_rule(&RuleSpec::parse("VanishingGradient:threshold=1e-6").unwrap()).unwrap();
+/// assert_eq!(rule.name(), "VanishingGradient");
+/// assert_eq!(rule.parameters()["threshold"], 1e-6);
+/// let err = build_rule(&RuleSpec::new("NoSuchRule")).err().unwrap();
+/// assert!(err.to_string().contains("VanishingGradient"));
+/// ```
+pub fn build_rule(spec: &RuleSpec) -> Result<Box<dyn Rule>> {
+    let builtin = find_builtin(&spec.name).ok_or_else(|| Error::UnknownRule {
+        name: spec.name.clone(),
+        available: builtin_rules().iter().map(|r| r.name.to_string()).collect(),
+    })?;
+    builtin.build(&spec.parameters)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_builds_with_defaults_or_names_its_required_parameter() {
+        let rules = builtin_rules();
+        assert_eq!(rules.len(), 20);
+        for r in rules {
+            match r.build(&Map::new()) {
+                Ok(rule) => {
+                    assert_eq!(rule.name(), r.name);
+                    assert_eq!(rule.parameters(), r.defaults, "{}", r.name);
+                }
+                // Rules that need a value without a sensible default say which.
+                Err(Error::BadParameter { rule, param, .. }) => {
+                    assert_eq!(rule, r.name);
+                    assert!(
+                        ["max_threshold", "other_trials"].contains(&param.as_str()),
+                        "{rule}: {param}"
+                    );
+                }
+                Err(e) => panic!("{}: {e}", r.name),
+            }
+        }
+    }
+
+    #[test]
+    fn rules_are_found_by_class_or_config_name() {
+        assert_eq!(
+            find_builtin("vanishing_gradient").unwrap().name,
+            "VanishingGradient"
+        );
+        assert_eq!(find_builtin("deadrelu").unwrap().name, "DeadRelu");
+        assert_eq!(
+            find_builtin("StalledTrainingRule").unwrap().name,
+            "StalledTraining"
+        );
+        assert!(find_builtin("Vanishing").is_none());
+    }
+
+    #[test]
+    fn bad_regex_is_reported_with_rule_and_pattern() {
+        let err = build_rule(&RuleSpec::parse("DeadRelu:tensor_regex=relu[").unwrap())
+            .err()
+            .unwrap();
+        assert!(
+            matches!(&err, Error::BadRegex { rule, pattern, .. } if rule == "DeadRelu" && pattern == "relu["),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn out_of_range_parameters_are_rejected() {
+        for spec in [
+            "AllZero:threshold=150",
+            "UnchangedTensor:num_steps=1",
+            "NLPSequenceRatio:token_values=0,3",
+            "Confusion:min_diag=2",
+            "LossNotDecreasing:mode=TRAINING",
+            "StalledTraining:threshold=0",
+        ] {
+            let err = build_rule(&RuleSpec::parse(spec).unwrap()).err();
+            assert!(
+                matches!(err, Some(Error::BadParameter { .. })),
+                "{spec}: {err:?}"
+            );
+        }
+    }
+}

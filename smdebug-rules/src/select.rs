@@ -1,0 +1,295 @@
+//! Choosing tensors and reading them at a step: the pieces every rule shares.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ndarray::ArrayD;
+use regex::Regex;
+use smdebug_core::{Mode, Reduction, ReductionOp};
+use smdebug_io::trial::Trial;
+
+use crate::error::{Error, Result, is_absent};
+
+/// Which tensors a rule looks at: the union of some collections and of the tensor names that
+/// match some regexes (searched anywhere in the name, like `Trial::tensor_names_filtered`).
+/// A collection the run does not have (yet) selects nothing.
+#[derive(Clone, Debug, Default)]
+pub struct TensorSelection {
+    collections: Vec<String>,
+    regexes: Vec<Regex>,
+}
+
+impl TensorSelection {
+    /// Compiles the regexes; a bad one is reported with the rule's name.
+    pub fn new(rule: &str, collections: &[String], patterns: &[String]) -> Result<Self> {
+        Ok(TensorSelection {
+            collections: collections.to_vec(),
+            regexes: compile_all(rule, patterns)?,
+        })
+    }
+
+    /// True when neither a collection nor a regex was given.
+    pub fn is_empty(&self) -> bool {
+        self.collections.is_empty() && self.regexes.is_empty()
+    }
+
+    /// Whether `name` matches one of the regexes (collections are not consulted).
+    pub fn matches_regex(&self, name: &str) -> bool {
+        self.regexes.iter().any(|r| r.is_match(name))
+    }
+
+    /// The selected tensor names, sorted. An empty selection selects every tensor.
+    pub fn names(&self, rule: &str, trial: &Trial) -> Result<Vec<String>> {
+        let read = |e| Error::Read {
+            rule: rule.to_string(),
+            step: 0,
+            source: e,
+        };
+        let all = trial.tensor_names().map_err(read)?;
+        if self.is_empty() {
+            return Ok(all);
+        }
+        let mut out: BTreeSet<String> = all
+            .iter()
+            .filter(|n| self.matches_regex(n))
+            .cloned()
+            .collect();
+        for c in &self.collections {
+            match trial.tensor_names_filtered(Some(c), None) {
+                Ok(names) => out.extend(names),
+                Err(e) if is_absent(&e) => {}
+                Err(e) => return Err(read(e)),
+            }
+        }
+        Ok(out.into_iter().collect())
+    }
+}
+
+/// Compiles regexes, naming the rule and the pattern on failure.
+pub fn compile_all(rule: &str, patterns: &[String]) -> Result<Vec<Regex>> {
+    patterns
+        .iter()
+        .map(|p| {
+            Regex::new(p).map_err(|e| Error::BadRegex {
+                rule: rule.to_string(),
+                pattern: p.clone(),
+                reason: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Compiles one regex, naming the rule and the pattern on failure.
+pub fn compile(rule: &str, pattern: &str) -> Result<Regex> {
+    Regex::new(pattern).map_err(|e| Error::BadRegex {
+        rule: rule.to_string(),
+        pattern: pattern.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// The value of `name` at global step `step`, or `None` when it was not saved there.
+pub fn value_at(rule: &str, trial: &Trial, name: &str, step: u64) -> Result<Option<ArrayD<f64>>> {
+    mode_value_at(rule, trial, name, step, None)
+}
+
+/// The value of `name` at `step` counted in `mode` (global step for `None`), or `None` when it
+/// was not saved there.
+pub fn mode_value_at(
+    rule: &str,
+    trial: &Trial,
+    name: &str,
+    step: u64,
+    mode: Option<Mode>,
+) -> Result<Option<ArrayD<f64>>> {
+    let t = match trial.tensor(name) {
+        Ok(t) => t,
+        Err(e) if is_absent(&e) => return Ok(None),
+        Err(e) => return Err(read_error(rule, step, e)),
+    };
+    match t.value(step, mode, None) {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if is_absent(&e) => Ok(None),
+        Err(e) => Err(read_error(rule, step, e)),
+    }
+}
+
+/// A scalar tensor's value at a step (the first element), or `None` when not saved there.
+pub fn scalar_at(
+    rule: &str,
+    trial: &Trial,
+    name: &str,
+    step: u64,
+    mode: Option<Mode>,
+) -> Result<Option<f64>> {
+    Ok(mode_value_at(rule, trial, name, step, mode)?.and_then(|v| v.iter().next().copied()))
+}
+
+/// A reduction of `name` at global step `step`: the saved reduction when the run has it
+/// (a hook configured to save reductions only), else computed from the raw tensor.
+pub fn reduction_at(
+    rule: &str,
+    trial: &Trial,
+    name: &str,
+    step: u64,
+    reduction: Reduction,
+) -> Result<Option<f64>> {
+    let t = match trial.tensor(name) {
+        Ok(t) => t,
+        Err(e) if is_absent(&e) => return Ok(None),
+        Err(e) => return Err(read_error(rule, step, e)),
+    };
+    match t.reduction_value(step, reduction, None, None) {
+        Ok(v) => return Ok(Some(v)),
+        Err(e) if is_absent(&e) => {}
+        Err(e) => return Err(read_error(rule, step, e)),
+    }
+    Ok(value_at(rule, trial, name, step)?.map(|v| reduce(&v, reduction)))
+}
+
+/// Computes a reduction over an array the way smdebug-core's hook does.
+pub fn reduce(v: &ArrayD<f64>, reduction: Reduction) -> f64 {
+    let vals: Vec<f64> = if reduction.abs {
+        v.iter().map(|x| x.abs()).collect()
+    } else {
+        v.iter().copied().collect()
+    };
+    let n = vals.len() as f64;
+    let mean = || vals.iter().sum::<f64>() / n;
+    let variance = || {
+        let m = mean();
+        vals.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / n
+    };
+    match reduction.op {
+        ReductionOp::Min => vals.iter().copied().fold(f64::INFINITY, f64::min),
+        ReductionOp::Max => vals.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        ReductionOp::Mean => mean(),
+        ReductionOp::Std => variance().sqrt(),
+        ReductionOp::Variance => variance(),
+        ReductionOp::Sum => vals.iter().sum(),
+        ReductionOp::Prod => vals.iter().product(),
+        ReductionOp::L1 => vals.iter().map(|x| x.abs()).sum(),
+        ReductionOp::L2 => vals.iter().map(|x| x * x).sum::<f64>().sqrt(),
+        ReductionOp::NanCount => vals.iter().filter(|x| x.is_nan()).count() as f64,
+        ReductionOp::InfCount => vals.iter().filter(|x| x.is_infinite()).count() as f64,
+        ReductionOp::ZeroFraction => vals.iter().filter(|x| **x == 0.0).count() as f64 / n,
+        // ReductionOp is non-exhaustive in spirit: an operation added later has no meaning here.
+        #[allow(unreachable_patterns)]
+        _ => f64::NAN,
+    }
+}
+
+pub(crate) fn read_error(rule: &str, step: u64, e: smdebug_io::Error) -> Error {
+    Error::Read {
+        rule: rule.to_string(),
+        step,
+        source: e,
+    }
+}
+
+/// Global step -> (mode, mode step), learned from the trial and extended as the run grows.
+#[derive(Debug, Default)]
+pub struct StepModes {
+    map: BTreeMap<u64, (Mode, u64)>,
+    known: usize,
+}
+
+impl StepModes {
+    /// Learns the steps written since the last call.
+    pub fn update(&mut self, rule: &str, trial: &Trial) -> Result<()> {
+        let all = trial
+            .global_steps(None)
+            .map_err(|e| read_error(rule, 0, e))?;
+        if all.len() == self.known {
+            return Ok(());
+        }
+        let mut map = BTreeMap::new();
+        for mode in [Mode::Train, Mode::Eval, Mode::Predict] {
+            let globals = trial
+                .global_steps(Some(mode))
+                .map_err(|e| read_error(rule, 0, e))?;
+            let mode_steps = trial
+                .steps(Some(mode))
+                .map_err(|e| read_error(rule, 0, e))?;
+            // Both lists come from the same ordered step table, filtered by mode.
+            for (g, m) in globals.into_iter().zip(mode_steps) {
+                map.insert(g, (mode, m));
+            }
+        }
+        for g in &all {
+            map.entry(*g).or_insert((Mode::Global, *g));
+        }
+        self.known = all.len();
+        self.map = map;
+        Ok(())
+    }
+
+    /// The mode and mode step of a global step.
+    pub fn get(&self, step: u64) -> Option<(Mode, u64)> {
+        self.map.get(&step).copied()
+    }
+
+    /// The known global steps up to and including `step`, newest first, with their modes.
+    pub fn before(&self, step: u64) -> impl Iterator<Item = (u64, Mode, u64)> + '_ {
+        self.map
+            .range(..=step)
+            .rev()
+            .map(|(g, (m, s))| (*g, *m, *s))
+    }
+}
+
+/// Percentile with linear interpolation (numpy's default), of already sorted values.
+pub(crate) fn percentile_sorted(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let pos = q / 100.0 * (sorted.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    let frac = pos - lo as f64;
+    sorted[lo] + (sorted[hi] - sorted[lo]) * frac
+}
+
+/// numpy's `allclose(a, b, rtol, atol, equal_nan)` for arrays of the same shape.
+pub(crate) fn allclose(
+    a: &ArrayD<f64>,
+    b: &ArrayD<f64>,
+    rtol: f64,
+    atol: f64,
+    equal_nan: bool,
+) -> bool {
+    if a.shape() != b.shape() {
+        return false;
+    }
+    a.iter().zip(b.iter()).all(|(&x, &y)| {
+        if x.is_nan() || y.is_nan() {
+            return equal_nan && x.is_nan() && y.is_nan();
+        }
+        if x.is_infinite() || y.is_infinite() {
+            return x == y;
+        }
+        (x - y).abs() <= atol + rtol * y.abs()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_interpolate_like_numpy() {
+        let v = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(percentile_sorted(&v, 50.0), 2.5);
+        assert!((percentile_sorted(&v, 95.0) - 3.85).abs() < 1e-12);
+        assert!((percentile_sorted(&v, 5.0) - 1.15).abs() < 1e-12);
+    }
+
+    #[test]
+    fn allclose_follows_numpy() {
+        let a = ArrayD::from_shape_vec(vec![3], vec![1.0, f64::NAN, 1e10]).unwrap();
+        let b = ArrayD::from_shape_vec(vec![3], vec![1.0 + 1e-9, f64::NAN, 1.00001e10]).unwrap();
+        assert!(!allclose(&a, &b, 1e-5, 1e-8, false));
+        assert!(allclose(&a, &b, 1e-5, 1e-8, true));
+        let c = ArrayD::from_shape_vec(vec![3], vec![1.1, f64::NAN, 1e10]).unwrap();
+        assert!(!allclose(&a, &c, 1e-5, 1e-8, true));
+    }
+}

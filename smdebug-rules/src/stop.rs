@@ -1,0 +1,190 @@
+//! Stopping a training job from a rule runner in another thread, process or machine.
+//!
+//! The runner writes `<run>/stop_request.json` through the run's storage (local disk or an
+//! object store); the training process runs a [`StopWatcher`] that looks for that file every
+//! 200 ms and sets the hook's [`StopSignal`]. The training loop sees
+//! `hook.stop_requested()` at its next step, stops, and `hook.close()` writes the end marker
+//! with the reason.
+//!
+//! ```
+//! use smdebug_core::StopSignal;
+//! use smdebug_rules::stop::{StopRequest, StopWatcher, request_stop};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let run = dir.path().to_str().unwrap();
+//! let signal = StopSignal::default();
+//! let watcher = StopWatcher::spawn(run, signal.clone()).unwrap();
+//!
+//! // Elsewhere (another process, through the same directory or bucket):
+//! let store = smdebug_io::open_storage(run).unwrap();
+//! request_stop(store.as_ref(), &StopRequest::new("LossNotDecreasing fired at step 40")).unwrap();
+//!
+//! while signal.requested().is_none() {
+//!     std::thread::sleep(std::time::Duration::from_millis(20));
+//! }
+//! assert_eq!(signal.requested().unwrap(), "LossNotDecreasing fired at step 40");
+//! watcher.stop();
+//! ```
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use smdebug_core::StopSignal;
+use smdebug_io::Storage;
+
+use crate::error::{Error, Result};
+
+/// The stop-request file, relative to the run.
+pub const STOP_REQUEST_FILE: &str = "stop_request.json";
+
+/// What a stop request says.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StopRequest {
+    /// Why the job should stop; it ends up in the run's end marker.
+    pub reason: String,
+    /// The rule that asked, if a rule did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// The step at which it fired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    /// When the request was written, seconds since the Unix epoch.
+    #[serde(default)]
+    pub requested_at: f64,
+}
+
+impl StopRequest {
+    /// A request with a reason, stamped now.
+    pub fn new(reason: impl Into<String>) -> Self {
+        StopRequest {
+            reason: reason.into(),
+            rule: None,
+            step: None,
+            requested_at: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0),
+        }
+    }
+}
+
+/// Writes the stop request into the run (atomically: a watcher never reads half of it).
+pub fn request_stop(storage: &dyn Storage, request: &StopRequest) -> Result<()> {
+    let json = serde_json::to_vec_pretty(request).map_err(|e| Error::BadFile {
+        path: STOP_REQUEST_FILE.into(),
+        reason: e.to_string(),
+    })?;
+    storage
+        .put(STOP_REQUEST_FILE, json.into())
+        .map_err(|e| Error::Store {
+            location: storage.describe().to_string(),
+            op: "put",
+            path: STOP_REQUEST_FILE.into(),
+            source: e,
+        })
+}
+
+/// The run's stop request, if one was written.
+pub fn read_stop_request(storage: &dyn Storage) -> Result<Option<StopRequest>> {
+    match storage.get(STOP_REQUEST_FILE) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| Error::BadFile {
+                path: format!("{}/{STOP_REQUEST_FILE}", storage.describe()),
+                reason: e.to_string(),
+            }),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(Error::Store {
+            location: storage.describe().to_string(),
+            op: "get",
+            path: STOP_REQUEST_FILE.into(),
+            source: e,
+        }),
+    }
+}
+
+/// A thread in the training process that turns a stop request in the run into a
+/// [`StopSignal`] request. Stops (and is joined) on [`stop`](StopWatcher::stop) or drop.
+pub struct StopWatcher {
+    done: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl StopWatcher {
+    /// The default poll interval.
+    pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(200);
+
+    /// Watches the run at `location` (path or URL) every 200 ms.
+    pub fn spawn(location: &str, signal: StopSignal) -> Result<StopWatcher> {
+        let storage = smdebug_io::open_storage(location).map_err(|e| Error::Store {
+            location: location.to_string(),
+            op: "open",
+            path: String::new(),
+            source: e,
+        })?;
+        StopWatcher::with_storage(storage, signal, Self::DEFAULT_INTERVAL)
+    }
+
+    /// Watches an already-open storage. A stop request left in the run by an earlier job is
+    /// removed first: a new job starts unstopped.
+    pub fn with_storage(
+        storage: Arc<dyn Storage>,
+        signal: StopSignal,
+        interval: Duration,
+    ) -> Result<StopWatcher> {
+        storage
+            .delete(STOP_REQUEST_FILE)
+            .map_err(|e| Error::Store {
+                location: storage.describe().to_string(),
+                op: "delete",
+                path: STOP_REQUEST_FILE.into(),
+                source: e,
+            })?;
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        let thread = std::thread::Builder::new()
+            .name("smdebug-stop-watcher".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Acquire) {
+                    match read_stop_request(storage.as_ref()) {
+                        Ok(Some(req)) => {
+                            signal.request(req.reason);
+                            return;
+                        }
+                        Ok(None) => {}
+                        // A transient storage error must not stop training; a request that
+                        // is half-written cannot happen (puts are atomic), so keep polling.
+                        Err(_) => {}
+                    }
+                    std::thread::park_timeout(interval);
+                }
+            })
+            .map_err(|e| Error::Runner(format!("cannot start the stop watcher: {e}")))?;
+        Ok(StopWatcher {
+            done,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops watching and joins the thread.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.done.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for StopWatcher {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
