@@ -163,6 +163,19 @@ fn queries_filter_by_step_time_worker_node_and_phase() {
             .iter()
             .any(|s| s.step == Some(4) && s.phase == "Optimizer")
     );
+    let merged = reader
+        .chrome_trace(
+            &SpanQuery::default(),
+            &smdebug_profiler::reader::SystemQuery::default(),
+        )
+        .unwrap();
+    let events = merged["traceEvents"].as_array().unwrap();
+    assert_eq!(events.iter().filter(|e| e["ph"] == "X").count(), 60);
+    // Two workers times five phases, each its own named thread row.
+    assert_eq!(
+        events.iter().filter(|e| e["name"] == "thread_name").count(),
+        10
+    );
     let (start, end) = reader.step_time_range(Mode::Train, 1..=2).unwrap().unwrap();
     assert!(start < end);
     assert_eq!(reader.step_time_range(Mode::Predict, 0..=1).unwrap(), None);

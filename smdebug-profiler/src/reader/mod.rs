@@ -12,6 +12,7 @@
 //! # Ok::<(), smdebug_profiler::ProfilerError>(())
 //! ```
 
+mod export;
 mod spans;
 mod system;
 
@@ -21,6 +22,7 @@ use std::sync::Arc;
 
 use smdebug_core::Mode;
 
+pub use export::chrome_trace;
 pub use spans::{Span, parse_trace};
 pub use system::parse_system_lines;
 
@@ -288,6 +290,19 @@ impl ProfilerReader {
         let start = spans.iter().map(|s| s.start_us).min();
         let end = spans.iter().map(|s| s.end_us).max();
         Ok(start.zip(end))
+    }
+
+    /// The run (or the part of it `spans` and `samples` select) as one Chrome trace object
+    /// for Perfetto: see [`chrome_trace`].
+    pub fn chrome_trace(
+        &self,
+        spans: &SpanQuery,
+        samples: &SystemQuery,
+    ) -> Result<serde_json::Value> {
+        Ok(chrome_trace(
+            &self.spans(spans)?,
+            &self.system_samples(samples)?,
+        ))
     }
 
     /// The system samples recorded while steps `steps` of `mode` ran, further filtered by
