@@ -92,7 +92,9 @@ fn build_hook(writer: Writer) -> smdebug_core::Result<Hook> {
                     save_shape: false,
                 }),
         )
-        .collection(Collection::new("inputs").with_save_config(SaveConfig::new(SaveConfigMode::steps([0]))))
+        .collection(
+            Collection::new("inputs").with_save_config(SaveConfig::new(SaveConfigMode::steps([0]))),
+        )
         .export_tensorboard(true)
         .build(writer)
 }
@@ -154,7 +156,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .zip(&summary.eval_accuracy)
         .enumerate()
     {
-        println!("  epoch {:>2}: eval loss {loss:.4}, eval accuracy {:.1}%", epoch + 1, acc * 100.0);
+        println!(
+            "  epoch {:>2}: eval loss {loss:.4}, eval accuracy {:.1}%",
+            epoch + 1,
+            acc * 100.0
+        );
     }
     println!(
         "trained {} steps in {:.2?}; the writer wrote {} records ({} bytes) in {} steps, dropped {}{}",
@@ -164,7 +170,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         status.bytes_written(),
         status.steps_written(),
         status.dropped(),
-        status.error().map(|e| format!(", error: {e}")).unwrap_or_default()
+        status
+            .error()
+            .map(|e| format!(", error: {e}"))
+            .unwrap_or_default()
     );
 
     // Read the run back, as an analysis tool would.
@@ -179,7 +188,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     for c in trial.collections()? {
         let names = trial.tensor_names_filtered(Some(c.name()), None)?;
         if !names.is_empty() {
-            println!("  collection {:<10} {} tensors: {}", c.name(), names.len(), names.join(", "));
+            println!(
+                "  collection {:<10} {} tensors: {}",
+                c.name(),
+                names.len(),
+                names.join(", ")
+            );
         }
     }
     let loss = trial.tensor("loss")?;
@@ -197,7 +211,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let gsteps = grad.steps(Some(Mode::Train))?;
     if let (Some(first), Some(last)) = (gsteps.first(), gsteps.last()) {
         let mean_abs = |s: u64| {
-            grad.reduction_value(s, "abs_mean".parse().expect("valid"), Some(Mode::Train), None)
+            grad.reduction_value(
+                s,
+                "abs_mean".parse().expect("valid"),
+                Some(Mode::Train),
+                None,
+            )
         };
         println!(
             "  mean |gradient| of fc1.weight: step {first}: {:.3e} -> step {last}: {:.3e}",
@@ -213,14 +232,21 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         let t = trial.tensor(&act)?;
         let steps = t.steps(Some(Mode::Train))?;
         if let Some(last) = steps.last() {
-            let zf = t.reduction_value(*last, "zero_fraction".parse().expect("valid"), Some(Mode::Train), None)?;
+            let zf = t.reduction_value(
+                *last,
+                "zero_fraction".parse().expect("valid"),
+                Some(Mode::Train),
+                None,
+            )?;
             println!("  {act}: share of zeros at step {last}: {:.1}%", zf * 100.0);
         }
     }
     if let Some(reason) = summary.stopped {
         println!("  the job stopped early: {reason}");
     }
-    println!("\nlook closer:\n  cargo run -q -p smdebug-cli -- info {location}\n  cargo run -q -p smdebug-cli -- value {location} loss --all-steps --mode EVAL\n  tensorboard --logdir {location}/tensorboard");
+    println!(
+        "\nlook closer:\n  cargo run -q -p smdebug-cli -- info {location}\n  cargo run -q -p smdebug-cli -- value {location} loss --all-steps --mode EVAL\n  tensorboard --logdir {location}/tensorboard"
+    );
     Ok(())
 }
 
