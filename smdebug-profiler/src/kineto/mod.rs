@@ -280,6 +280,29 @@ mod tests {
     }
 
     #[test]
+    fn field_order_does_not_change_figures() {
+        // Kineto order (cat first, so name/args of uninteresting events are skipped undecoded)
+        // and the reverse order must give the same summary.
+        let kineto = br#"{"traceEvents":[
+            {"ph":"X","cat":"kernel","name":"k","pid":9,"ts":0,"dur":4,"args":{"device":3}},
+            {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"ts":0,"dur":9,"args":{"device":5}},
+            {"ph":"X","cat":"cpu_op","name":"op","pid":1,"ts":1,"dur":2,"args":{"device":4}}
+        ]}"#;
+        let reversed = br#"{"traceEvents":[
+            {"args":{"device":3},"dur":4,"ts":0,"pid":9,"name":"k","cat":"kernel","ph":"X"},
+            {"args":{"device":5},"dur":9,"ts":0,"pid":1,"name":"cudaLaunchKernel","cat":"cuda_runtime","ph":"X"},
+            {"args":{"device":4},"dur":2,"ts":1,"pid":1,"name":"op","cat":"cpu_op","ph":"X"}
+        ]}"#;
+        let a = summarize_reader(&kineto[..], "t.json").unwrap();
+        let b = summarize_reader(&reversed[..], "t.json").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.gpu_devices.len(), 1);
+        assert_eq!(a.gpu_devices[0].device, 3);
+        assert_eq!(a.cpu_operators[0].name, "op");
+        assert_eq!(a.span_us, 9.0);
+    }
+
+    #[test]
     fn odd_field_types_are_tolerated() {
         let json = br#"{"traceEvents":[
             {"ph":"X","cat":"cpu_op","name":"op","ts":"100","dur":5,"pid":"Spans","args":[1,2]},

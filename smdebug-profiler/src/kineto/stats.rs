@@ -39,7 +39,7 @@ impl Category {
     }
 
     /// GPU work that occupies a device: kernels, copies and memsets.
-    fn is_gpu_activity(self) -> bool {
+    pub(crate) fn is_gpu_activity(self) -> bool {
         matches!(self, Self::Kernel | Self::Memcpy | Self::Memset)
     }
 }
