@@ -184,6 +184,10 @@ impl Rule for WeightUpdateRatio {
         let mut result = RuleResult::new(step);
         let p = self.params.clone();
         for name in self.required_tensors(trial, step)? {
+            // `gradient/fc1.weight` ends in `weight` too, but it is not a weight.
+            if name.starts_with("gradient") {
+                continue;
+            }
             let Some(w) = value_at(Self::NAME, trial, &name, step)? else {
                 continue;
             };

@@ -73,16 +73,19 @@ impl Default for LossNotDecreasingParams {
 #[derive(Default)]
 struct LossTrack {
     mode: Option<Mode>,
-    /// (mode step, value) of the last comparison point.
-    reference: Option<(u64, f64)>,
-    lowest: Option<f64>,
+    /// The last `2 * num_steps` values in the chosen mode.
+    recent: std::collections::VecDeque<f64>,
+    seen: u64,
+    lowest_mean: Option<f64>,
 }
 
-/// **LossNotDecreasing** — follows each loss (scalar) in one mode and fires when
+/// **LossNotDecreasing** — follows each loss (scalar) in one mode. Per-batch losses are noisy,
+/// so it compares means over windows of `num_steps` saved values, and fires when
 ///
-/// - at a step at least `num_steps` (mode) steps after the previous comparison point, the loss
-///   is not lower than there by `diff_percent` %; or
-/// - the loss is more than `increase_threshold_percent` % above the lowest value seen; or
+/// - every `num_steps` values (from the second window on), the mean of the last window is not
+///   lower than the mean of the window before by `diff_percent` %; or
+/// - the mean of the last window is more than `increase_threshold_percent` % above the lowest
+///   window mean seen (checked at every value, so a rise is reported as soon as it shows); or
 /// - the loss is NaN.
 ///
 /// Losses come from the `losses` collection (`use_losses_collection`), `collection_names` and
@@ -162,7 +165,7 @@ impl Rule for LossNotDecreasing {
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
         self.modes.update(Self::NAME, trial)?;
-        let Some((step_mode, mode_step)) = self.modes.get(step) else {
+        let Some((step_mode, _)) = self.modes.get(step) else {
             return Ok(result);
         };
         let p = self.params.clone();
@@ -176,12 +179,9 @@ impl Rule for LossNotDecreasing {
             }
             let track = self.tracks.entry(name.clone()).or_default();
             let mode = track.mode.unwrap_or(Mode::Global);
-            // Position of this step in the chosen mode's numbering.
-            let position = match mode {
-                Mode::Global => step,
-                m if m == step_mode => mode_step,
-                _ => continue,
-            };
+            if mode != Mode::Global && mode != step_mode {
+                continue;
+            }
             result.datapoints += 1;
             let label = format!("{name} ({})", mode.name());
             if loss.is_nan() {
@@ -191,13 +191,24 @@ impl Rule for LossNotDecreasing {
                     .push(Evidence::new(&label, step, "loss", loss));
                 continue;
             }
-            if let Some(lowest) = track.lowest
-                && loss > lowest
+            let n = p.num_steps as usize;
+            track.recent.push_back(loss);
+            while track.recent.len() > 2 * n {
+                track.recent.pop_front();
+            }
+            track.seen += 1;
+            if track.recent.len() < n {
+                continue;
+            }
+            let len = track.recent.len();
+            let current = track.recent.range(len - n..).sum::<f64>() / n as f64;
+            if let Some(lowest) = track.lowest_mean
+                && current > lowest
             {
-                let rise = (loss - lowest) / lowest.abs() * 100.0;
+                let rise = (current - lowest) / lowest.abs() * 100.0;
                 if rise > p.increase_threshold_percent {
                     result.fire(format!(
-                        "{label} rose {rise:.2} % above its lowest value {lowest:.6} (now {loss:.6})"
+                        "{label}: mean over the last {n} values {current:.6} is {rise:.2} % above its lowest {lowest:.6}"
                     ));
                     result.evidence.push(
                         Evidence::new(&label, step, "increase_percent", rise)
@@ -205,26 +216,20 @@ impl Rule for LossNotDecreasing {
                     );
                 }
             }
-            track.lowest = Some(track.lowest.map_or(loss, |l| l.min(loss)));
-            match track.reference {
-                None => track.reference = Some((position, loss)),
-                Some((ref_pos, ref_loss)) if position >= ref_pos + p.num_steps => {
-                    let decrease = (ref_loss - loss) / ref_loss.abs() * 100.0;
-                    if !(decrease >= p.diff_percent) {
-                        result.fire(format!(
-                            "{label} fell {decrease:.3} % from {ref_loss:.6} ({} step {ref_pos}) to {loss:.6} ({} step {position}), less than {} %",
-                            mode.name(),
-                            mode.name(),
-                            p.diff_percent
-                        ));
-                        result.evidence.push(
-                            Evidence::new(&label, step, "decrease_percent", decrease)
-                                .limit(p.diff_percent),
-                        );
-                    }
-                    track.reference = Some((position, loss));
+            track.lowest_mean = Some(track.lowest_mean.map_or(current, |l| l.min(current)));
+            if len == 2 * n && track.seen % p.num_steps == 0 {
+                let previous = track.recent.range(..n).sum::<f64>() / n as f64;
+                let decrease = (previous - current) / previous.abs() * 100.0;
+                if !(decrease >= p.diff_percent) {
+                    result.fire(format!(
+                        "{label}: mean over the last {n} values fell {decrease:.3} % ({previous:.6} -> {current:.6}), less than {} %",
+                        p.diff_percent
+                    ));
+                    result.evidence.push(
+                        Evidence::new(&label, step, "decrease_percent", decrease)
+                            .limit(p.diff_percent),
+                    );
                 }
-                Some(_) => {}
             }
         }
         Ok(result)
@@ -414,6 +419,8 @@ impl Default for OvertrainingParams {
 struct Plateau {
     best: Option<f64>,
     since: u64,
+    /// The last values, for the moving average (TRAIN only).
+    window: std::collections::VecDeque<f64>,
 }
 
 impl Plateau {
@@ -429,9 +436,11 @@ impl Plateau {
 }
 
 /// **Overtraining** — for each loss (the `losses` collection, else names containing `loss`),
-/// tracks the best TRAIN and EVAL values; a mode has stalled when its loss has not improved on
-/// its best by more than `delta` for `patience_train` TRAIN steps (`patience_validation` EVAL
-/// steps). Fires when both have stalled (when the run has no EVAL losses, when training has).
+/// tracks the best TRAIN value (of the moving average over `patience_train` values, as
+/// per-batch losses are noisy) and the best EVAL value; a mode has stalled when it has not
+/// improved on its best by more than `delta` for `patience_train` TRAIN steps
+/// (`patience_validation` EVAL steps). Fires when both have stalled (when the run has no EVAL
+/// losses, when training has).
 ///
 /// When it fires: more training will not help: stop (early stopping at the best validation
 /// step), or change the learning-rate schedule.
@@ -481,7 +490,20 @@ impl Rule for Overtraining {
             };
             let (train, eval) = self.state.entry(name.clone()).or_default();
             match mode {
-                Mode::Train => train.observe(loss, p.delta),
+                Mode::Train => {
+                    // Per-batch training losses are noisy: follow their moving average over
+                    // `patience_train` values, so one lucky batch does not set the best.
+                    let w = p.patience_train.max(1) as usize;
+                    train.window.push_back(loss);
+                    while train.window.len() > w {
+                        train.window.pop_front();
+                    }
+                    if train.window.len() < w {
+                        continue;
+                    }
+                    let avg = train.window.iter().sum::<f64>() / w as f64;
+                    train.observe(avg, p.delta)
+                }
                 Mode::Eval => eval.observe(loss, p.delta),
                 _ => continue,
             }

@@ -129,7 +129,8 @@ impl Rule for ExplodingTensor {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct AllZeroParams {
-    /// Collections to check. Default: none (with no regex either, every tensor).
+    /// Collections to check. Default: none; with no regex either, `weights`, `gradients` and
+    /// `outputs`.
     #[serde(deserialize_with = "lenient::list")]
     pub collection_names: Vec<String>,
     /// Regexes of tensor names to check. Default: none.
@@ -151,7 +152,9 @@ impl Default for AllZeroParams {
 }
 
 /// **AllZero** — fires when at least `threshold` % of a selected tensor's values are zero.
-/// SageMaker required a selection; here no selection means every tensor.
+/// SageMaker required a selection; the default here is the `weights`, `gradients` and
+/// `outputs` collections (biases start at zero and metrics such as an accuracy of 0 are zero
+/// legitimately). Pass `tensor_regex=.*` for every tensor.
 ///
 /// When it fires: a layer outputs nothing (dead ReLUs, zero initialisation, a masked input),
 /// or a gradient is disconnected from the loss (a detached tensor, a frozen layer).
@@ -165,12 +168,13 @@ impl AllZero {
 
     pub fn new(params: AllZeroParams) -> Result<Self> {
         check_percent(Self::NAME, "threshold", params.threshold)?;
+        let collections = if params.collection_names.is_empty() && params.tensor_regex.is_empty() {
+            vec!["weights".into(), "gradients".into(), "outputs".into()]
+        } else {
+            params.collection_names.clone()
+        };
         Ok(AllZero {
-            selection: TensorSelection::new(
-                Self::NAME,
-                &params.collection_names,
-                &params.tensor_regex,
-            )?,
+            selection: TensorSelection::new(Self::NAME, &collections, &params.tensor_regex)?,
             params,
         })
     }
@@ -335,7 +339,7 @@ impl Rule for TensorVariance {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct UnchangedTensorParams {
-    /// Collections to check. Default: `weights` and `biases`.
+    /// Collections to check. Default: none; with no regex either, `weights` and `biases`.
     #[serde(deserialize_with = "lenient::list")]
     pub collection_names: Vec<String>,
     /// Regexes of tensor names to check. Default: none.
@@ -358,7 +362,7 @@ pub struct UnchangedTensorParams {
 impl Default for UnchangedTensorParams {
     fn default() -> Self {
         UnchangedTensorParams {
-            collection_names: vec!["weights".into(), "biases".into()],
+            collection_names: Vec::new(),
             tensor_regex: Vec::new(),
             num_steps: 3,
             rtol: 1e-5,
@@ -392,12 +396,13 @@ impl UnchangedTensor {
                 reason: format!("must be at least 2, got {}", params.num_steps),
             });
         }
+        let collections = if params.collection_names.is_empty() && params.tensor_regex.is_empty() {
+            vec!["weights".into(), "biases".into()]
+        } else {
+            params.collection_names.clone()
+        };
         Ok(UnchangedTensor {
-            selection: TensorSelection::new(
-                Self::NAME,
-                &params.collection_names,
-                &params.tensor_regex,
-            )?,
+            selection: TensorSelection::new(Self::NAME, &collections, &params.tensor_regex)?,
             params,
             history: HashMap::new(),
         })
