@@ -27,9 +27,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| black_box(summarize_trace(&path).expect("trace summarizes")))
     });
     g.bench_function("json_in_memory_rank0", |b| {
-        b.iter(|| {
-            black_box(summarize_reader(&json[..], "rank-0.json").expect("trace summarizes"))
-        })
+        b.iter(|| black_box(summarize_reader(&json[..], "rank-0.json").expect("trace summarizes")))
     });
     g.finish();
 }

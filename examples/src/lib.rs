@@ -100,7 +100,7 @@ fn activation_name(model: &Mlp, layer: usize) -> String {
 
 /// Records the model's parameters, gradients and activations through the hook. Only what is
 /// due is copied: `save_tensor` borrows the arrays and returns at once when nothing is due.
-fn record_train_step(
+pub fn record_train_step(
     hook: &mut Hook,
     model: &Mlp,
     fwd: &mlp::Forward,

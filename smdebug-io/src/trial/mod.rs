@@ -35,6 +35,9 @@ pub struct TrialOptions {
     pub refresh_interval: Duration,
     /// Poll interval of [`Trial::wait_for_steps`]. Default: 100 ms.
     pub poll_interval: Duration,
+    /// Memory for whole event files kept after a read (files up to 1 MiB are fetched whole, so
+    /// the other tensors of a step cost no further I/O). Default: 64 MiB.
+    pub file_cache_bytes: usize,
 }
 
 impl Default for TrialOptions {
@@ -43,6 +46,7 @@ impl Default for TrialOptions {
             auto_refresh: true,
             refresh_interval: Duration::from_millis(100),
             poll_interval: Duration::from_millis(100),
+            file_cache_bytes: 64 << 20,
         }
     }
 }
@@ -53,6 +57,7 @@ pub struct Trial {
     storage: Arc<dyn Storage>,
     options: TrialOptions,
     state: Mutex<State>,
+    files: Mutex<source::FileCache>,
 }
 
 /// What a step selection in [`Trial::tensor_records`] asks for.
@@ -136,6 +141,7 @@ impl Trial {
         let trial = Trial {
             location: location.to_string(),
             storage,
+            files: Mutex::new(source::FileCache::new(options.file_cache_bytes)),
             options,
             state: Mutex::new(State::default()),
         };
@@ -350,7 +356,7 @@ impl Trial {
     }
 
     fn read(&self, loc: &Location) -> Result<Tensor> {
-        source::read_tensor(self.storage.as_ref(), loc)
+        source::read_tensor(self.storage.as_ref(), &self.files, loc)
     }
 
     /// The summary the CLI's `info` prints.
@@ -475,17 +481,56 @@ impl TrialTensor<'_> {
             })
     }
 
-    /// Every saved value of this tensor in a mode, keyed by step (smdebug numbering).
+    /// Every saved value of this tensor in a mode, keyed by step (smdebug numbering). Reads
+    /// on a few threads when there are many steps: each step is its own event file.
     pub fn values(
         &self,
         mode: Option<Mode>,
         worker: Option<&str>,
     ) -> Result<BTreeMap<u64, ArrayD<f64>>> {
-        let steps = self.steps(mode)?;
-        steps
-            .into_iter()
-            .map(|s| Ok((s, self.value(s, mode, worker)?)))
-            .collect()
+        let mode_or_global = mode.unwrap_or(Mode::Global);
+        let locations: Vec<(u64, Location)> = {
+            let st = self.trial.maybe_refresh()?;
+            st.tensor_steps(&self.name, mode)
+                .into_iter()
+                .map(|s| {
+                    Ok((
+                        s,
+                        st.locate(&self.name, s, mode_or_global, worker, &self.trial.location)?,
+                    ))
+                })
+                .collect::<Result<_>>()?
+        };
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 8)
+            .min(locations.len() / 256 + 1);
+        let read_chunk = |chunk: &[(u64, Location)]| -> Result<Vec<(u64, ArrayD<f64>)>> {
+            chunk
+                .iter()
+                .map(|(s, loc)| Ok((*s, self.trial.read(loc)?.to_array_f64())))
+                .collect()
+        };
+        if threads <= 1 {
+            return Ok(read_chunk(&locations)?.into_iter().collect());
+        }
+        let chunk_len = locations.len().div_ceil(threads);
+        let parts: Vec<Result<Vec<(u64, ArrayD<f64>)>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = locations
+                .chunks(chunk_len)
+                .map(|c| scope.spawn(move || read_chunk(c)))
+                .collect();
+            handles
+                .into_iter()
+                // A panic in a reader thread is a bug: re-raise it here rather than hide it.
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        let mut out = BTreeMap::new();
+        for part in parts {
+            out.extend(part?);
+        }
+        Ok(out)
     }
 
     /// Workers that saved this tensor at a step.

@@ -119,9 +119,70 @@ pub(crate) fn index_files_from(
     Ok(out)
 }
 
+/// Event files up to this size are fetched whole and kept, so reading the other tensors of the
+/// same step (the usual access pattern: several tensors over many steps) costs no I/O.
+const WHOLE_FILE_MAX: u64 = 1 << 20;
+
+/// Whole event files kept in memory, oldest evicted first once over the byte budget.
+#[derive(Debug)]
+pub(crate) struct FileCache {
+    files: HashMap<String, bytes::Bytes>,
+    order: std::collections::VecDeque<String>,
+    bytes: usize,
+    budget: usize,
+}
+
+impl FileCache {
+    pub(crate) fn new(budget: usize) -> Self {
+        FileCache {
+            files: HashMap::new(),
+            order: std::collections::VecDeque::new(),
+            bytes: 0,
+            budget,
+        }
+    }
+
+    fn get(&self, path: &str) -> Option<bytes::Bytes> {
+        self.files.get(path).cloned()
+    }
+
+    fn insert(&mut self, path: &str, data: bytes::Bytes) {
+        if data.len() > self.budget || self.files.contains_key(path) {
+            return;
+        }
+        self.bytes += data.len();
+        self.files.insert(path.to_string(), data);
+        self.order.push_back(path.to_string());
+        while self.bytes > self.budget {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(d) = self.files.remove(&old) {
+                self.bytes -= d.len();
+            }
+        }
+    }
+}
+
 /// Reads one tensor record where the index says it is, checking its framing and checksums.
-pub(crate) fn read_tensor(storage: &dyn Storage, loc: &Location) -> Result<Tensor> {
-    let bytes = storage.get_range(&loc.event_file, loc.start..loc.start + loc.length)?;
+pub(crate) fn read_tensor(
+    storage: &dyn Storage,
+    cache: &std::sync::Mutex<FileCache>,
+    loc: &Location,
+) -> Result<Tensor> {
+    let range = loc.start..loc.start + loc.length;
+    let cached = cache.lock().ok().and_then(|c| c.get(&loc.event_file));
+    let bytes = match cached {
+        Some(file) => slice_record(file, loc)?,
+        None if loc.file_len <= WHOLE_FILE_MAX => {
+            let file = storage.get(&loc.event_file)?;
+            if let Ok(mut c) = cache.lock() {
+                c.insert(&loc.event_file, file.clone());
+            }
+            slice_record(file, loc)?
+        }
+        None => storage.get_range(&loc.event_file, range)?,
+    };
     let event = crate::format::read_tensor_record(
         &bytes,
         &loc.event_file,
@@ -129,4 +190,19 @@ pub(crate) fn read_tensor(storage: &dyn Storage, loc: &Location) -> Result<Tenso
         PayloadCrcPolicy::AcceptBoth,
     )?;
     Ok(event.tensor)
+}
+
+/// The record's bytes within a whole event file; a file shorter than its index says is
+/// reported like a truncated record.
+fn slice_record(file: bytes::Bytes, loc: &Location) -> Result<bytes::Bytes> {
+    let end = loc.start + loc.length;
+    if (file.len() as u64) < end {
+        return Err(Error::IncompleteRecord {
+            path: loc.event_file.clone(),
+            offset: loc.start,
+            needed: loc.length,
+            available: (file.len() as u64).saturating_sub(loc.start),
+        });
+    }
+    Ok(file.slice(loc.start as usize..end as usize))
 }

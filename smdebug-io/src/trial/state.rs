@@ -24,6 +24,8 @@ pub enum StepState {
 /// Where one tensor of one step of one worker lives.
 #[derive(Clone, Debug)]
 pub(crate) struct Location {
+    /// Size of the whole event file as the index describes it (the end of its last record).
+    pub file_len: u64,
     pub step: u64,
     pub mode: Mode,
     pub mode_step: u64,
@@ -36,6 +38,8 @@ pub(crate) struct Location {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct WorkerStep {
     pub event_file: String,
+    /// The end of the file's last record, as the index describes it.
+    pub file_len: u64,
     pub tensors: HashMap<String, (u64, u64)>,
 }
 
@@ -164,10 +168,12 @@ impl State {
             self.workers.insert(idx.worker.clone());
             let last = self.worker_last_step.entry(idx.worker.clone()).or_insert(0);
             *last = (*last).max(idx.step);
+            let file_len = idx.tensors.values().map(|(s, l)| s + l).max().unwrap_or(0);
             entry.workers.insert(
                 idx.worker,
                 WorkerStep {
                     event_file: idx.event_file,
+                    file_len,
                     tensors: idx.tensors,
                 },
             );
@@ -281,6 +287,7 @@ impl State {
                 location: run.to_string(),
             })?;
         Ok(Location {
+            file_len: ws.file_len,
             step: g,
             mode: e.mode,
             mode_step: e.mode_step,

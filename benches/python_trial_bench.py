@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""The Python side of the Trial comparison: `python3 benches/python_trial_bench.py DIR`.
+
+Times, with Python smdebug 1.0.34, opening the run and listing its steps and tensor names
+(create_trial + steps() + tensor_names()), then reading every value of every tensor.
+The Rust side is `cargo run --release -p smdebug-benches --bin trial_bench -- DIR`.
+"""
+import os
+import sys
+import time
+
+os.environ.setdefault("SMDEBUG_LOG_LEVEL", "error")
+from smdebug.trials import create_trial  # noqa: E402
+
+run = sys.argv[1]
+t0 = time.perf_counter()
+trial = create_trial(run)
+steps = trial.steps()
+names = trial.tensor_names()
+open_list = time.perf_counter() - t0
+
+t1 = time.perf_counter()
+values = 0
+checksum = 0.0
+for name in names:
+    t = trial.tensor(name)
+    for step in t.steps():
+        checksum += float(t.value(step).sum())
+        values += 1
+read_all = time.perf_counter() - t1
+print(
+    f"python smdebug: open+list {len(steps)} steps, {len(names)} tensors: {open_list:.3f} s; "
+    f"read {values} values: {read_all:.3f} s (sum {checksum:.6e})"
+)

@@ -1,0 +1,127 @@
+//! The run directory's paths, relative to the run root, as smdebug names them.
+//!
+//! ```text
+//! collections/000000000/<worker>_collections.json
+//! events/<step:012>/<step:012>_<worker>.tfevents
+//! index/<step/1000:09>/<step:012>_<worker>.json
+//! training_job_end.ts
+//! tensorboard/<MODE>/events.out.tfevents.<first step:012>.<worker>
+//! ```
+//!
+//! ```
+//! use smdebug_io::format::layout;
+//! assert_eq!(layout::event_file(3, "worker_0"), "events/000000000003/000000000003_worker_0.tfevents");
+//! assert_eq!(layout::index_file(1234, "worker_1"), "index/000000001/000000001234_worker_1.json");
+//! assert_eq!(layout::parse_index_file("index/000000001/000000001234_worker_1.json"),
+//!            Some((1234, "worker_1".to_string())));
+//! ```
+
+use smdebug_core::Mode;
+
+/// Folder of the event files.
+pub const EVENTS_DIR: &str = "events";
+/// Folder of the index files.
+pub const INDEX_DIR: &str = "index";
+/// Folder of the collections files.
+pub const COLLECTIONS_DIR: &str = "collections";
+/// Folder of TensorBoard's files (one sub-folder per mode: TensorBoard shows each as a run).
+pub const TENSORBOARD_DIR: &str = "tensorboard";
+/// The end-of-run marker. Python smdebug only checks that it exists; ours holds a small JSON
+/// body with the reason.
+pub const END_MARKER: &str = "training_job_end.ts";
+
+/// `worker_<rank>`, smdebug's worker name.
+pub fn worker_name(rank: usize) -> String {
+    format!("worker_{rank}")
+}
+
+/// `events/<step:012>/<step:012>_<worker>.tfevents`
+pub fn event_file(step: u64, worker: &str) -> String {
+    format!("{EVENTS_DIR}/{step:012}/{step:012}_{worker}.tfevents")
+}
+
+/// `index/<step/1000:09>/<step:012>_<worker>.json`
+pub fn index_file(step: u64, worker: &str) -> String {
+    format!("{INDEX_DIR}/{:09}/{step:012}_{worker}.json", step / 1000)
+}
+
+/// `collections/000000000/<worker>_collections.json`
+pub fn collections_file(worker: &str) -> String {
+    format!("{COLLECTIONS_DIR}/000000000/{worker}_collections.json")
+}
+
+/// `tensorboard/<MODE>/events.out.tfevents.<first_step:012>.<worker>`: TensorBoard loads
+/// files whose name contains `tfevents`, in name order within a run folder.
+pub fn tensorboard_file(mode: Mode, first_step: u64, worker: &str) -> String {
+    format!(
+        "{TENSORBOARD_DIR}/{}/events.out.tfevents.{first_step:012}.{worker}",
+        mode.name()
+    )
+}
+
+/// A listing offset for [`Storage::list_after`](crate::storage::Storage::list_after) over
+/// [`INDEX_DIR`] that returns the index files of steps `>= step` (and only those).
+pub fn index_list_offset(step: u64) -> String {
+    format!("{INDEX_DIR}/{:09}/{step:012}", step / 1000)
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// `<step>_<worker>` from a file stem: the step is the digits before the first `_`.
+fn step_and_worker(stem: &str) -> Option<(u64, String)> {
+    let (step, worker) = stem.split_once('_')?;
+    if step.is_empty() || !step.bytes().all(|b| b.is_ascii_digit()) || worker.is_empty() {
+        return None;
+    }
+    Some((step.parse().ok()?, worker.to_string()))
+}
+
+/// Step and worker of an index file path (`…/000000000003_worker_0.json`); `None` for anything
+/// else (temporary files included).
+pub fn parse_index_file(path: &str) -> Option<(u64, String)> {
+    step_and_worker(file_name(path).strip_suffix(".json")?)
+}
+
+/// Step and worker of an event file path (`…/000000000003_worker_0.tfevents`).
+pub fn parse_event_file(path: &str) -> Option<(u64, String)> {
+    step_and_worker(file_name(path).strip_suffix(".tfevents")?)
+}
+
+/// Worker of a collections file path (`…/worker_0_collections.json`).
+pub fn parse_collections_file(path: &str) -> Option<String> {
+    let worker = file_name(path).strip_suffix("_collections.json")?;
+    (!worker.is_empty()).then(|| worker.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_offset_separates_steps() {
+        let before = index_file(1999, "worker_0");
+        let at = index_file(2000, "worker_0");
+        let off = index_list_offset(2000);
+        assert!(before < off && off < at, "{before} < {off} < {at}");
+        assert!(index_file(999, "w") < index_list_offset(1000));
+        assert!(index_file(1000, "a_long_worker") > index_list_offset(1000));
+    }
+
+    #[test]
+    fn parses_worker_names_with_underscores() {
+        assert_eq!(
+            parse_event_file("events/000000000000/000000000000_4242_goldenhost.tfevents"),
+            Some((0, "4242_goldenhost".to_string()))
+        );
+        assert_eq!(
+            parse_index_file("index/000000000/000000000003_worker_0.json.tmp"),
+            None
+        );
+        assert_eq!(
+            parse_collections_file("collections/000000000/worker_1_collections.json").as_deref(),
+            Some("worker_1")
+        );
+    }
+}

@@ -1,0 +1,138 @@
+//! smdebug's on-disk format, shared by the writer and the reader.
+//!
+//! - [`record`]: TFRecord framing with masked CRC-32C; a sans-I/O decoder that tells a whole
+//!   record from "need more bytes" from "corrupt at offset X".
+//! - [`proto`]: the `Event` / `Summary` / `TensorProto` messages (prost, no build script).
+//! - [`tensor`]: tensor events as smdebug writes them, and decoding back to a [`Tensor`].
+//! - [`index`]: index files (where each tensor record of a step is).
+//! - [`layout`]: the run directory's paths.
+//! - [`tensorboard`]: scalar and histogram summaries for TensorBoard.
+//!
+//! A round trip through the format, without storage:
+//!
+//! ```
+//! use smdebug_core::{Mode, Tensor};
+//! use smdebug_io::format::{self, record, tensor::EventStamp};
+//!
+//! let t = Tensor::from_vec(&[1.0f32, 2.0, 3.0], vec![3]).unwrap();
+//! let stamp = EventStamp { wall_time: 0.0, step: 5, mode: Mode::Train, mode_step: 5 };
+//! let file = format::frame_tensor("fc.weight", &t, stamp, record::PayloadChecksum::Crc32c);
+//!
+//! let ev = format::read_tensor_record(&file, "events/000000000005/000000000005_worker_0.tfevents", 0,
+//!                                     record::PayloadCrcPolicy::AcceptBoth).unwrap();
+//! assert_eq!((ev.name.as_str(), ev.step, ev.mode), ("fc.weight", 5, Mode::Train));
+//! assert_eq!(ev.tensor, t);
+//! ```
+
+pub mod index;
+pub mod layout;
+pub mod proto;
+pub mod record;
+pub mod tensor;
+pub mod tensorboard;
+
+use smdebug_core::{EndReason, Tensor};
+
+use crate::error::{Error, Result};
+pub use index::{IndexFile, IndexMeta, TensorLocation};
+pub use record::{
+    ChecksumKind, Corruption, Decoded, MaskedCrc, PayloadChecksum, PayloadCrcPolicy, RecordIter,
+    RecordRef, decode_record,
+};
+pub use tensor::{EventStamp, TensorEvent};
+
+/// One framed record holding tensor `name` (copies the tensor's bytes once; the writer avoids
+/// even that by keeping the parts apart).
+pub fn frame_tensor(
+    name: &str,
+    tensor: &Tensor,
+    stamp: EventStamp,
+    checksum: PayloadChecksum,
+) -> Vec<u8> {
+    let enc = tensor::encode_tensor(name, tensor, stamp);
+    let mut out = Vec::with_capacity(enc.len() + record::FRAMING_BYTES);
+    out.extend_from_slice(&record::header(enc.len() as u64));
+    out.extend_from_slice(&enc.prefix);
+    out.extend_from_slice(enc.data);
+    out.extend_from_slice(&checksum.footer([enc.prefix.as_slice(), enc.data]));
+    out
+}
+
+/// Decodes the bytes an index entry points at (exactly one record) as a tensor event. `path` and
+/// `offset` (the record's offset in the file) name it in errors.
+pub fn read_tensor_record(
+    bytes: &[u8],
+    path: &str,
+    offset: u64,
+    policy: PayloadCrcPolicy,
+) -> Result<TensorEvent> {
+    let rec = record::decode_exact_record(bytes, path, offset, policy)?;
+    tensor::decode_tensor_event(rec.payload).map_err(|reason| Error::CorruptRecord {
+        path: path.to_string(),
+        offset,
+        reason,
+    })
+}
+
+/// Every tensor event of a whole event file, in order. A damaged record is an error; a file that
+/// ends inside a record is [`Error::IncompleteRecord`].
+pub fn read_tensor_file(
+    bytes: &[u8],
+    path: &str,
+    policy: PayloadCrcPolicy,
+) -> Result<Vec<TensorEvent>> {
+    let mut it = RecordIter::new(bytes, 0, policy);
+    let mut out = Vec::new();
+    for rec in it.by_ref() {
+        let rec = rec.map_err(|c| c.in_file(path))?;
+        out.push(tensor::decode_tensor_event(rec.payload).map_err(|reason| {
+            Error::CorruptRecord {
+                path: path.to_string(),
+                offset: rec.offset,
+                reason,
+            }
+        })?);
+    }
+    if let Some(record::Tail::Incomplete {
+        offset,
+        needed,
+        available,
+    }) = it.tail()
+    {
+        return Err(Error::IncompleteRecord {
+            path: path.to_string(),
+            offset: *offset,
+            needed: *needed,
+            available: *available,
+        });
+    }
+    Ok(out)
+}
+
+/// The body of the end-of-run marker: `{"reason": "completed"}` or
+/// `{"reason": "stopped", "message": "..."}`, plus the wall time.
+pub fn end_marker_body(reason: &EndReason, wall_time: f64) -> Vec<u8> {
+    let v = match reason {
+        EndReason::Completed => serde_json::json!({"reason": "completed", "wall_time": wall_time}),
+        EndReason::Stopped(msg) => {
+            serde_json::json!({"reason": "stopped", "message": msg, "wall_time": wall_time})
+        }
+    };
+    serde_json::to_vec(&v).expect("marker serializes")
+}
+
+/// The reason in an end marker; `None` for an empty marker (Python smdebug writes an empty file)
+/// or one that is not ours.
+pub fn parse_end_marker(bytes: &[u8]) -> Option<EndReason> {
+    let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    match v.get("reason")?.as_str()? {
+        "completed" => Some(EndReason::Completed),
+        "stopped" => Some(EndReason::Stopped(
+            v.get("message")
+                .and_then(|m| m.as_str())
+                .unwrap_or_default()
+                .to_string(),
+        )),
+        _ => None,
+    }
+}

@@ -1,0 +1,179 @@
+//! The protobuf messages of smdebug's event files, as prost structs (no build script).
+//!
+//! Field numbers follow smdebug's `event.proto`, `summary.proto`, `tensor.proto` and
+//! `tensor_shape.proto`, which are TensorFlow's. Fields that smdebug and TensorFlow never use in
+//! these files (images, audio, session logs, resource handles, …) are left out; prost skips them
+//! when decoding.
+
+use prost::Message;
+
+/// `Event`: one record of an event file.
+#[derive(Clone, PartialEq, Message)]
+pub struct Event {
+    /// Seconds since the epoch.
+    #[prost(double, tag = "1")]
+    pub wall_time: f64,
+    /// The global step.
+    #[prost(int64, tag = "2")]
+    pub step: i64,
+    #[prost(oneof = "event::What", tags = "3, 4, 5")]
+    pub what: Option<event::What>,
+}
+
+/// Nested types of [`Event`].
+pub mod event {
+    /// What an event holds.
+    #[derive(Clone, PartialEq, prost::Oneof)]
+    pub enum What {
+        /// `"brain.Event:2"` in the first record of a TensorBoard file.
+        #[prost(string, tag = "3")]
+        FileVersion(String),
+        /// A serialized `GraphDef`.
+        #[prost(bytes, tag = "4")]
+        GraphDef(Vec<u8>),
+        /// Tensors, scalars or histograms.
+        #[prost(message, tag = "5")]
+        Summary(super::Summary),
+    }
+}
+
+/// `Summary`: a list of tagged values.
+#[derive(Clone, PartialEq, Message)]
+pub struct Summary {
+    #[prost(message, repeated, tag = "1")]
+    pub value: Vec<summary::Value>,
+}
+
+/// Nested types of [`Summary`].
+pub mod summary {
+    /// `Summary.Value`: one tagged value.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Value {
+        /// The tensor name (smdebug) or the TensorBoard tag.
+        #[prost(string, tag = "1")]
+        pub tag: String,
+        #[prost(string, tag = "7")]
+        pub node_name: String,
+        #[prost(message, optional, tag = "9")]
+        pub metadata: Option<super::SummaryMetadata>,
+        #[prost(oneof = "value::Value", tags = "2, 5, 8")]
+        pub value: Option<value::Value>,
+    }
+
+    /// Nested types of [`Value`].
+    pub mod value {
+        /// The payload of a [`Value`](super::Value).
+        #[derive(Clone, PartialEq, prost::Oneof)]
+        pub enum Value {
+            /// A TensorBoard scalar.
+            #[prost(float, tag = "2")]
+            SimpleValue(f32),
+            /// A TensorBoard histogram.
+            #[prost(message, tag = "5")]
+            Histo(super::super::HistogramProto),
+            /// A tensor (what smdebug saves).
+            #[prost(message, tag = "8")]
+            Tensor(super::super::TensorProto),
+        }
+    }
+}
+
+/// `SummaryMetadata`. smdebug declares `plugin_data` repeated (mode and mode step);
+/// TensorBoard declares it singular. One element encodes the same either way.
+#[derive(Clone, PartialEq, Message)]
+pub struct SummaryMetadata {
+    #[prost(message, repeated, tag = "1")]
+    pub plugin_data: Vec<PluginData>,
+    #[prost(string, tag = "2")]
+    pub display_name: String,
+    #[prost(string, tag = "3")]
+    pub summary_description: String,
+    #[prost(int32, tag = "4")]
+    pub data_class: i32,
+}
+
+/// `SummaryMetadata.PluginData`. smdebug's content is text (`"3"`); TensorBoard's is bytes
+/// (often a serialized proto), so it is kept as bytes here.
+#[derive(Clone, PartialEq, Message)]
+pub struct PluginData {
+    #[prost(string, tag = "1")]
+    pub plugin_name: String,
+    #[prost(bytes = "vec", tag = "2")]
+    pub content: Vec<u8>,
+}
+
+/// `HistogramProto`: TensorBoard's legacy histogram.
+#[derive(Clone, PartialEq, Message)]
+pub struct HistogramProto {
+    #[prost(double, tag = "1")]
+    pub min: f64,
+    #[prost(double, tag = "2")]
+    pub max: f64,
+    #[prost(double, tag = "3")]
+    pub num: f64,
+    #[prost(double, tag = "4")]
+    pub sum: f64,
+    #[prost(double, tag = "5")]
+    pub sum_squares: f64,
+    /// Right edges of the buckets; bucket `i` holds values in `[bucket_limit[i-1], bucket_limit[i])`.
+    #[prost(double, repeated, packed = "true", tag = "6")]
+    pub bucket_limit: Vec<f64>,
+    #[prost(double, repeated, packed = "true", tag = "7")]
+    pub bucket: Vec<f64>,
+}
+
+/// `TensorProto`. smdebug writes `dtype`, `tensor_shape` and `tensor_content` (little-endian
+/// row-major bytes); TensorFlow may put small tensors in the typed `*_val` fields instead.
+#[derive(Clone, PartialEq, Message)]
+pub struct TensorProto {
+    /// TensorFlow's `DataType` value ([`smdebug_core::DType::tf_datatype`]).
+    #[prost(int32, tag = "1")]
+    pub dtype: i32,
+    #[prost(message, optional, tag = "2")]
+    pub tensor_shape: Option<TensorShapeProto>,
+    #[prost(int32, tag = "3")]
+    pub version_number: i32,
+    #[prost(bytes = "vec", tag = "4")]
+    pub tensor_content: Vec<u8>,
+    /// f16 and bf16 bit patterns, one per int32.
+    #[prost(int32, repeated, packed = "true", tag = "13")]
+    pub half_val: Vec<i32>,
+    #[prost(float, repeated, packed = "true", tag = "5")]
+    pub float_val: Vec<f32>,
+    #[prost(double, repeated, packed = "true", tag = "6")]
+    pub double_val: Vec<f64>,
+    /// int32, int16, int8, uint16, uint8.
+    #[prost(int32, repeated, packed = "true", tag = "7")]
+    pub int_val: Vec<i32>,
+    #[prost(bytes = "vec", repeated, tag = "8")]
+    pub string_val: Vec<Vec<u8>>,
+    #[prost(int64, repeated, packed = "true", tag = "10")]
+    pub int64_val: Vec<i64>,
+    #[prost(bool, repeated, packed = "true", tag = "11")]
+    pub bool_val: Vec<bool>,
+    #[prost(uint32, repeated, packed = "true", tag = "16")]
+    pub uint32_val: Vec<u32>,
+    #[prost(uint64, repeated, packed = "true", tag = "17")]
+    pub uint64_val: Vec<u64>,
+}
+
+/// `TensorShapeProto`.
+#[derive(Clone, PartialEq, Message)]
+pub struct TensorShapeProto {
+    #[prost(message, repeated, tag = "2")]
+    pub dim: Vec<tensor_shape_proto::Dim>,
+    #[prost(bool, tag = "3")]
+    pub unknown_rank: bool,
+}
+
+/// Nested types of [`TensorShapeProto`].
+pub mod tensor_shape_proto {
+    /// One dimension.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Dim {
+        #[prost(int64, tag = "1")]
+        pub size: i64,
+        #[prost(string, tag = "2")]
+        pub name: String,
+    }
+}

@@ -1,0 +1,380 @@
+//! Tensor events: one `Event{summary{value[{tag, metadata, tensor}]}}` per saved tensor, as
+//! smdebug writes them, and their decoding back to a [`Tensor`].
+//!
+//! Encoding never copies the tensor's bytes into a protobuf message: [`encode_tensor_event`]
+//! builds the serialized event up to the start of `tensor_content`, and the tensor's bytes are
+//! the rest of the payload. The record's CRC is computed over the two slices.
+
+use half::{bf16, f16};
+use prost::Message;
+use smdebug_core::{DType, Mode, Tensor};
+
+use super::proto::{
+    Event, PluginData, SummaryMetadata, TensorProto, TensorShapeProto, event, summary,
+    tensor_shape_proto,
+};
+
+/// Plugin name of the mode step in a tensor's summary metadata (smdebug's `MODE_STEP_PLUGIN_NAME`).
+pub const MODE_STEP_PLUGIN: &str = "mode_step";
+/// Plugin name of the mode (smdebug's `MODE_PLUGIN_NAME`); the content is the mode's number.
+pub const MODE_PLUGIN: &str = "mode";
+
+/// Where and when a tensor event belongs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EventStamp {
+    pub wall_time: f64,
+    pub step: u64,
+    pub mode: Mode,
+    pub mode_step: u64,
+}
+
+/// A serialized tensor event, split where the tensor's bytes start: the payload is
+/// `prefix ++ data`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncodedTensorEvent<'a> {
+    pub prefix: Vec<u8>,
+    pub data: &'a [u8],
+}
+
+impl EncodedTensorEvent<'_> {
+    /// Payload length (`prefix.len() + data.len()`).
+    pub fn len(&self) -> usize {
+        self.prefix.len() + self.data.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The payload in one buffer (copies the data; for tests and small tensors).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.len());
+        v.extend_from_slice(&self.prefix);
+        v.extend_from_slice(self.data);
+        v
+    }
+}
+
+fn varint_len(v: u64) -> usize {
+    prost::encoding::encoded_len_varint(v)
+}
+
+fn put_key_len(out: &mut Vec<u8>, field: u32, len: u64) {
+    prost::encoding::encode_key(field, prost::encoding::WireType::LengthDelimited, out);
+    prost::encoding::encode_varint(len, out);
+}
+
+/// The summary metadata smdebug attaches to a tensor: mode step and mode, as text.
+pub fn mode_metadata(mode: Mode, mode_step: u64) -> SummaryMetadata {
+    SummaryMetadata {
+        plugin_data: vec![
+            PluginData {
+                plugin_name: MODE_STEP_PLUGIN.to_string(),
+                content: mode_step.to_string().into_bytes(),
+            },
+            PluginData {
+                plugin_name: MODE_PLUGIN.to_string(),
+                content: mode.value().to_string().into_bytes(),
+            },
+        ],
+        ..Default::default()
+    }
+}
+
+/// The shape as smdebug writes it: each dim named `<tag>_<size>`.
+fn shape_proto(name: &str, shape: &[usize]) -> TensorShapeProto {
+    TensorShapeProto {
+        dim: shape
+            .iter()
+            .map(|&d| tensor_shape_proto::Dim {
+                size: d as i64,
+                name: format!("{name}_{d}"),
+            })
+            .collect(),
+        unknown_rank: false,
+    }
+}
+
+/// Serializes the event of tensor `name` (dtype, shape, little-endian bytes `data`) at `stamp`.
+///
+/// The payload is `prefix ++ data`; it decodes with [`decode_tensor_event`] and with Python
+/// smdebug's and TensorFlow's `Event` parsers (the tensor field comes last in the value, which
+/// protobuf allows).
+pub fn encode_tensor_event<'a>(
+    name: &str,
+    dtype: DType,
+    shape: &[usize],
+    data: &'a [u8],
+    stamp: EventStamp,
+) -> EncodedTensorEvent<'a> {
+    let n = data.len() as u64;
+    let tensor_head = TensorProto {
+        dtype: dtype.tf_datatype(),
+        tensor_shape: Some(shape_proto(name, shape)),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let content_len = if n > 0 {
+        1 + varint_len(n) as u64 + n
+    } else {
+        0
+    };
+    let tensor_len = tensor_head.len() as u64 + content_len;
+
+    let value_head = summary::Value {
+        tag: name.to_string(),
+        metadata: Some(mode_metadata(stamp.mode, stamp.mode_step)),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let value_len = value_head.len() as u64 + 1 + varint_len(tensor_len) as u64 + tensor_len;
+    let summary_len = 1 + varint_len(value_len) as u64 + value_len;
+
+    let event_head = Event {
+        wall_time: stamp.wall_time,
+        step: stamp.step as i64,
+        what: None,
+    }
+    .encode_to_vec();
+
+    let mut prefix =
+        Vec::with_capacity(event_head.len() + value_head.len() + tensor_head.len() + 40);
+    prefix.extend_from_slice(&event_head);
+    put_key_len(&mut prefix, 5, summary_len); // Event.summary
+    put_key_len(&mut prefix, 1, value_len); // Summary.value
+    prefix.extend_from_slice(&value_head);
+    put_key_len(&mut prefix, 8, tensor_len); // Value.tensor
+    prefix.extend_from_slice(&tensor_head);
+    if n > 0 {
+        put_key_len(&mut prefix, 4, n); // TensorProto.tensor_content
+    }
+    EncodedTensorEvent { prefix, data }
+}
+
+/// [`encode_tensor_event`] for an owned tensor.
+pub fn encode_tensor<'a>(
+    name: &str,
+    tensor: &'a Tensor,
+    stamp: EventStamp,
+) -> EncodedTensorEvent<'a> {
+    encode_tensor_event(name, tensor.dtype(), tensor.shape(), tensor.bytes(), stamp)
+}
+
+/// One tensor read back from an event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorEvent {
+    /// The tensor name (the summary value's tag).
+    pub name: String,
+    /// The global step.
+    pub step: u64,
+    pub wall_time: f64,
+    /// The mode (GLOBAL when the event carries none, as smdebug reads it).
+    pub mode: Mode,
+    /// The step within the mode (the global step when the event carries none).
+    pub mode_step: u64,
+    pub tensor: Tensor,
+}
+
+/// Parses a record payload as an `Event`.
+pub fn decode_event(payload: &[u8]) -> Result<Event, String> {
+    Event::decode(payload).map_err(|e| format!("not an Event protobuf: {e}"))
+}
+
+/// Parses a record payload as a tensor event (the first tensor value of its summary).
+/// The error is a reason; callers add the file and offset.
+pub fn decode_tensor_event(payload: &[u8]) -> Result<TensorEvent, String> {
+    let event = decode_event(payload)?;
+    if event.step < 0 {
+        return Err(format!("negative step {}", event.step));
+    }
+    let step = event.step as u64;
+    let Some(event::What::Summary(summary)) = event.what else {
+        return Err("the event holds no summary".to_string());
+    };
+    let value = summary
+        .value
+        .into_iter()
+        .find(|v| matches!(v.value, Some(summary::value::Value::Tensor(_))))
+        .ok_or("the summary holds no tensor value")?;
+    let (mode, mode_step) = mode_of(value.metadata.as_ref(), step)?;
+    let Some(summary::value::Value::Tensor(proto)) = value.value else {
+        unreachable!("filtered for tensor values above")
+    };
+    let tensor = tensor_from_proto(proto).map_err(|e| format!("tensor `{}`: {e}", value.tag))?;
+    Ok(TensorEvent {
+        name: value.tag,
+        step,
+        wall_time: event.wall_time,
+        mode,
+        mode_step,
+        tensor,
+    })
+}
+
+/// Mode and mode step from smdebug's plugin data; GLOBAL and the global step when absent.
+pub fn mode_of(metadata: Option<&SummaryMetadata>, step: u64) -> Result<(Mode, u64), String> {
+    let mut mode = Mode::Global;
+    let mut mode_step = step;
+    for p in metadata
+        .map(|m| m.plugin_data.as_slice())
+        .unwrap_or_default()
+    {
+        let text = || String::from_utf8_lossy(&p.content).trim().to_string();
+        match p.plugin_name.as_str() {
+            MODE_STEP_PLUGIN => {
+                mode_step = text()
+                    .parse()
+                    .map_err(|_| format!("bad mode_step `{}`", text()))?;
+            }
+            MODE_PLUGIN => {
+                let t = text();
+                mode = t
+                    .parse::<i32>()
+                    .ok()
+                    .and_then(Mode::from_value)
+                    .or_else(|| Mode::from_name(&t))
+                    .ok_or_else(|| format!("bad mode `{t}`"))?;
+            }
+            _ => {}
+        }
+    }
+    Ok((mode, mode_step))
+}
+
+/// Fills `n` elements from typed values the way TensorFlow does: a shorter list repeats its
+/// last value, an empty list means zeros.
+fn fill<T: Copy + Default>(vals: &[T], n: usize) -> Result<Vec<T>, String> {
+    if vals.len() > n {
+        return Err(format!("{} values for {n} elements", vals.len()));
+    }
+    let mut out = Vec::with_capacity(n);
+    out.extend_from_slice(vals);
+    let last = vals.last().copied().unwrap_or_default();
+    out.resize(n, last);
+    Ok(out)
+}
+
+fn le_bytes<T: Copy, const W: usize>(vals: Vec<T>, to: impl Fn(T) -> [u8; W]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(vals.len() * W);
+    for v in vals {
+        out.extend_from_slice(&to(v));
+    }
+    out
+}
+
+/// Converts a `TensorProto` (raw `tensor_content` or TensorFlow's typed value fields) into a
+/// [`Tensor`].
+pub fn tensor_from_proto(mut proto: TensorProto) -> Result<Tensor, String> {
+    let dtype = DType::from_tf_datatype(proto.dtype).ok_or_else(|| {
+        if proto.dtype == 7 || (proto.dtype == 0 && !proto.string_val.is_empty()) {
+            "string tensors are not supported".to_string()
+        } else {
+            format!("unsupported TensorFlow dtype {}", proto.dtype)
+        }
+    })?;
+    let shape_proto = proto.tensor_shape.take().unwrap_or_default();
+    if shape_proto.unknown_rank {
+        return Err("the tensor's rank is unknown".to_string());
+    }
+    let shape = shape_proto
+        .dim
+        .iter()
+        .map(|d| usize::try_from(d.size).map_err(|_| format!("bad dimension {}", d.size)))
+        .collect::<Result<Vec<usize>, String>>()?;
+    let n = shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .filter(|&n| n.checked_mul(dtype.size()).is_some())
+        .ok_or_else(|| format!("shape {shape:?} is too large"))?;
+
+    let data = if !proto.tensor_content.is_empty() || n == 0 {
+        std::mem::take(&mut proto.tensor_content)
+    } else {
+        typed_values(dtype, &proto, n)?
+    };
+    if data.len() != n * dtype.size() {
+        return Err(format!(
+            "{} content bytes for shape {shape:?} of {dtype} (expected {})",
+            data.len(),
+            n * dtype.size()
+        ));
+    }
+    Tensor::from_bytes(dtype, shape, data).map_err(|e| e.to_string())
+}
+
+fn typed_values(dtype: DType, p: &TensorProto, n: usize) -> Result<Vec<u8>, String> {
+    Ok(match dtype {
+        DType::F32 => le_bytes(fill(&p.float_val, n)?, f32::to_le_bytes),
+        DType::F64 => le_bytes(fill(&p.double_val, n)?, f64::to_le_bytes),
+        DType::F16 => le_bytes(fill(&p.half_val, n)?, |v| {
+            f16::from_bits(v as u16).to_le_bytes()
+        }),
+        DType::BF16 => le_bytes(fill(&p.half_val, n)?, |v| {
+            bf16::from_bits(v as u16).to_le_bytes()
+        }),
+        DType::I32 => le_bytes(fill(&p.int_val, n)?, i32::to_le_bytes),
+        DType::I16 => le_bytes(fill(&p.int_val, n)?, |v| (v as i16).to_le_bytes()),
+        DType::I8 => le_bytes(fill(&p.int_val, n)?, |v| (v as i8).to_le_bytes()),
+        DType::U16 => le_bytes(fill(&p.int_val, n)?, |v| (v as u16).to_le_bytes()),
+        DType::U8 => le_bytes(fill(&p.int_val, n)?, |v| (v as u8).to_le_bytes()),
+        DType::I64 => le_bytes(fill(&p.int64_val, n)?, i64::to_le_bytes),
+        DType::U32 => le_bytes(fill(&p.uint32_val, n)?, u32::to_le_bytes),
+        DType::U64 => le_bytes(fill(&p.uint64_val, n)?, u64::to_le_bytes),
+        DType::Bool => le_bytes(fill(&p.bool_val, n)?, |v| [u8::from(v)]),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::proto::Summary;
+
+    #[test]
+    fn encoded_event_decodes_with_prost_like_a_normal_message() {
+        let t = Tensor::from_vec(&[1.5f32, -2.0, 3.25], vec![3]).unwrap();
+        let stamp = EventStamp {
+            wall_time: 1.5e9,
+            step: 7,
+            mode: Mode::Eval,
+            mode_step: 2,
+        };
+        let enc = encode_tensor("fc.w", &t, stamp);
+        let payload = enc.to_vec();
+        let ev = decode_tensor_event(&payload).unwrap();
+        assert_eq!(ev.name, "fc.w");
+        assert_eq!((ev.step, ev.mode, ev.mode_step), (7, Mode::Eval, 2));
+        assert_eq!(ev.tensor, t);
+        // Same message as prost would build it (field order aside).
+        let built = Event {
+            wall_time: 1.5e9,
+            step: 7,
+            what: Some(event::What::Summary(Summary {
+                value: vec![summary::Value {
+                    tag: "fc.w".into(),
+                    metadata: Some(mode_metadata(Mode::Eval, 2)),
+                    value: Some(summary::value::Value::Tensor(TensorProto {
+                        dtype: 1,
+                        tensor_shape: Some(shape_proto("fc.w", &[3])),
+                        tensor_content: t.bytes().to_vec(),
+                        ..Default::default()
+                    })),
+                    ..Default::default()
+                }],
+            })),
+        };
+        assert_eq!(Event::decode(payload.as_slice()).unwrap(), built);
+        assert_eq!(built.encoded_len(), payload.len());
+    }
+
+    #[test]
+    fn typed_values_fill_like_tensorflow() {
+        let p = TensorProto {
+            dtype: DType::F32.tf_datatype(),
+            tensor_shape: Some(shape_proto("x", &[2, 2])),
+            float_val: vec![1.0, 2.0],
+            ..Default::default()
+        };
+        let t = tensor_from_proto(p).unwrap();
+        assert_eq!(t.to_f64_vec(), vec![1.0, 2.0, 2.0, 2.0]);
+    }
+}

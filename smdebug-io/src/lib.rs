@@ -1,0 +1,28 @@
+//! # smdebug-io
+//!
+//! The I/O side of smdebug for Rust: the on-disk format shared with Python smdebug 1.0.34 and
+//! TensorBoard ([`format`]), storage on local disk or any object store ([`storage`]), and the
+//! background [`writer`] that the capture hook hands its records to.
+//!
+//! ```
+//! use smdebug_core::{Hook, SaveConfig};
+//! use smdebug_io::writer::Writer;
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let writer = Writer::open(dir.path().to_str().unwrap()).unwrap();
+//! let mut hook = Hook::builder().save_config(SaveConfig::every(1)).build(writer).unwrap();
+//! hook.save_scalar("loss", 0.5, &["losses"]);
+//! hook.step();
+//! hook.close();
+//! ```
+
+pub mod error;
+pub mod format;
+pub mod storage;
+pub mod trial;
+pub mod writer;
+
+pub use error::{Error, Result};
+pub use storage::{Storage, StorageOptions, open_storage, open_storage_with};
+pub use trial::{StepState, Trial, TrialOptions};
+pub use writer::{OverflowPolicy, Writer, WriterBuilder, WriterStatus};

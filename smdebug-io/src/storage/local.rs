@@ -1,0 +1,245 @@
+//! Local disk: atomic writes through a temporary file and a rename in the same folder.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+
+use super::{Storage, check_relative, trim_prefix};
+use crate::error::{Error, Result};
+
+/// Suffix of temporary files; with a leading `.` in the name they are never listed.
+const TEMP_SUFFIX: &str = ".tmp";
+
+/// A run directory on local disk.
+#[derive(Debug)]
+pub struct LocalStorage {
+    root: PathBuf,
+    describe: String,
+    temp_counter: AtomicU64,
+}
+
+fn is_temp_name(name: &str) -> bool {
+    name.starts_with('.') && name.ends_with(TEMP_SUFFIX)
+}
+
+impl LocalStorage {
+    /// Storage rooted at `root`. The folder need not exist yet: the first `put` creates it.
+    pub fn new(root: impl Into<PathBuf>) -> Result<LocalStorage> {
+        let root = root.into();
+        if root.as_os_str().is_empty() {
+            return Err(Error::InvalidLocation {
+                location: String::new(),
+                reason: "empty path".to_string(),
+            });
+        }
+        let describe = format!("local disk {}", root.display());
+        Ok(LocalStorage {
+            root,
+            describe,
+            temp_counter: AtomicU64::new(0),
+        })
+    }
+
+    /// The run directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn resolve(&self, path: &str) -> Result<PathBuf> {
+        check_relative(&self.describe, path)?;
+        Ok(self.root.join(path))
+    }
+
+    fn io_err(&self, op: &'static str, path: &str, e: io::Error) -> Error {
+        if e.kind() == io::ErrorKind::NotFound && matches!(op, "get" | "get_range") {
+            return Error::NotFound {
+                location: self.describe.clone(),
+                path: path.to_string(),
+            };
+        }
+        Error::Storage {
+            location: self.describe.clone(),
+            op,
+            path: path.to_string(),
+            source: Box::new(e),
+        }
+    }
+
+    fn write_temp(&self, temp: &Path, parts: &[Bytes]) -> io::Result<()> {
+        let file = File::create(temp)?;
+        // Small parts (record headers and footers) are gathered; large ones pass straight through.
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        for p in parts {
+            w.write_all(p)?;
+        }
+        w.into_inner().map_err(|e| e.into_error())?;
+        Ok(())
+    }
+
+    /// Recursively collects files under `dir` (relative name `rel`) sorting after `offset`.
+    fn walk(
+        &self,
+        dir: &Path,
+        rel: &str,
+        offset: Option<&str>,
+        out: &mut Vec<String>,
+    ) -> Result<()> {
+        let entries = match fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotADirectory => return Ok(()),
+            Err(e) => return Err(self.io_err("list", rel, e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| self.io_err("list", rel, e))?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue; // not UTF-8: not something this crate wrote
+            };
+            if is_temp_name(&name) {
+                continue;
+            }
+            let child = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            let ft = entry
+                .file_type()
+                .map_err(|e| self.io_err("list", &child, e))?;
+            if ft.is_dir() {
+                // Every path under `child/` sorts before `offset` unless `offset` is inside it.
+                if let Some(off) = offset {
+                    let dir_prefix = format!("{child}/");
+                    if dir_prefix.as_str() < off && !off.starts_with(&dir_prefix) {
+                        continue;
+                    }
+                }
+                self.walk(&entry.path(), &child, offset, out)?;
+            } else if offset.is_none_or(|off| child.as_str() > off) {
+                out.push(child);
+            }
+        }
+        Ok(())
+    }
+
+    fn list_impl(&self, prefix: &str, offset: Option<&str>) -> Result<Vec<String>> {
+        let prefix = trim_prefix(prefix);
+        let dir = if prefix.is_empty() {
+            self.root.clone()
+        } else {
+            self.resolve(prefix)?
+        };
+        let mut out = Vec::new();
+        self.walk(&dir, prefix, offset, &mut out)?;
+        out.sort_unstable();
+        Ok(out)
+    }
+}
+
+impl Storage for LocalStorage {
+    fn describe(&self) -> &str {
+        &self.describe
+    }
+
+    fn put_parts(&self, path: &str, parts: Vec<Bytes>) -> Result<()> {
+        let target = self.resolve(path)?;
+        let dir = target.parent().unwrap_or(&self.root);
+        fs::create_dir_all(dir).map_err(|e| self.io_err("put", path, e))?;
+        let name = target
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("file");
+        let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
+        let temp = dir.join(format!(".{name}.{}-{n}{TEMP_SUFFIX}", std::process::id()));
+        let result = self
+            .write_temp(&temp, &parts)
+            .and_then(|()| fs::rename(&temp, &target));
+        if let Err(e) = result {
+            let _ = fs::remove_file(&temp);
+            return Err(self.io_err("put", path, e));
+        }
+        Ok(())
+    }
+
+    fn get(&self, path: &str) -> Result<Bytes> {
+        let p = self.resolve(path)?;
+        fs::read(p)
+            .map(Bytes::from)
+            .map_err(|e| self.io_err("get", path, e))
+    }
+
+    fn get_range(&self, path: &str, range: Range<u64>) -> Result<Bytes> {
+        if range.start >= range.end {
+            return Ok(Bytes::new());
+        }
+        let p = self.resolve(path)?;
+        let read = || -> io::Result<Vec<u8>> {
+            let mut f = File::open(&p)?;
+            let size = f.metadata()?.len();
+            if range.start >= size {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("range {range:?} starts at or past the end ({size} bytes)"),
+                ));
+            }
+            let len = (range.end.min(size) - range.start) as usize;
+            f.seek(SeekFrom::Start(range.start))?;
+            let mut buf = Vec::with_capacity(len);
+            f.take(len as u64).read_to_end(&mut buf)?;
+            Ok(buf)
+        };
+        read()
+            .map(Bytes::from)
+            .map_err(|e| self.io_err("get_range", path, e))
+    }
+
+    fn size(&self, path: &str) -> Result<Option<u64>> {
+        let p = self.resolve(path)?;
+        match fs::metadata(p) {
+            Ok(m) if m.is_file() => Ok(Some(m.len())),
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.io_err("size", path, e)),
+        }
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        self.list_impl(prefix, None)
+    }
+
+    fn list_after(&self, prefix: &str, offset: &str) -> Result<Vec<String>> {
+        self.list_impl(prefix, Some(offset))
+    }
+
+    fn delete(&self, path: &str) -> Result<()> {
+        let p = self.resolve(path)?;
+        match fs::remove_file(p) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(self.io_err("delete", path, e)),
+        }
+    }
+
+    fn supports_append(&self) -> bool {
+        true
+    }
+
+    fn append(&self, path: &str, data: &[u8]) -> Result<()> {
+        let p = self.resolve(path)?;
+        let write = || -> io::Result<()> {
+            if let Some(dir) = p.parent() {
+                fs::create_dir_all(dir)?;
+            }
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&p)?
+                .write_all(data)
+        };
+        write().map_err(|e| self.io_err("append", path, e))
+    }
+}

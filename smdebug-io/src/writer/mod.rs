@@ -1,0 +1,335 @@
+//! The background writer: the [`Sink`] that turns the hook's records into a run directory.
+//!
+//! The training thread only enqueues owned records ([`Writer::send`] never waits on I/O with
+//! the default [`OverflowPolicy::Drop`]). A writer thread encodes each tensor as a TFRecord
+//! (checksums over the tensor's bytes in place, no copy), gathers a step's records, and on
+//! [`Record::EndStep`] writes the step's event file and then its index file, each atomically, so
+//! a reader never sees an index entry whose event file is not complete. It also writes the
+//! collections file, TensorBoard scalars and histograms, and on [`Record::Close`] the end marker.
+//!
+//! When storage fails (disk full, store unreachable), capture is disabled with one message on
+//! stderr; [`WriterStatus::error`] keeps it. The thread goes on draining the queue without
+//! writing, so the training loop is never blocked or crashed by storage.
+//!
+//! ```
+//! use smdebug_core::{Hook, SaveConfig, TensorView};
+//! use smdebug_io::storage::open_storage;
+//! use smdebug_io::writer::Writer;
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let writer = Writer::builder(open_storage(dir.path().to_str().unwrap()).unwrap())
+//!     .worker_rank(0)
+//!     .build()
+//!     .unwrap();
+//! let status = writer.status();
+//! let mut hook = Hook::builder().save_config(SaveConfig::every(1)).build(writer).unwrap();
+//! for step in 0..3 {
+//!     hook.save_scalar("loss", 1.0 / (step as f64 + 1.0), &["losses"]);
+//!     hook.step();
+//! }
+//! hook.close();
+//! drop(hook); // dropping the writer flushes and joins its thread
+//! assert_eq!(status.steps_written(), 3);
+//! assert!(dir.path().join("training_job_end.ts").exists());
+//! assert!(dir.path().join("index/000000000/000000000002_worker_0.json").exists());
+//! ```
+
+mod queue;
+mod thread;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use smdebug_core::{Record, Sink};
+
+use crate::error::{Error, Result};
+use crate::format::layout;
+use crate::format::record::PayloadChecksum;
+use crate::storage::{Storage, open_storage};
+use queue::{Msg, Queue};
+
+/// What [`Writer::send`] does with a tensor when the queue is full.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OverflowPolicy {
+    /// Drop the tensor and count it ([`WriterStatus::dropped`]); never wait. The default.
+    #[default]
+    Drop,
+    /// Wait until the writer thread has made room (back-pressure on the training loop).
+    Block,
+}
+
+/// Counters and the error state shared by the writer thread and [`WriterStatus`] handles.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    pub dropped: AtomicU64,
+    pub discarded: AtomicU64,
+    pub steps_written: AtomicU64,
+    pub records_written: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub disabled: AtomicBool,
+    pub error: Mutex<Option<String>>,
+}
+
+impl Shared {
+    /// Disables capture with its first error (logged once to stderr).
+    pub fn disable(&self, message: String) {
+        let mut err = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if err.is_none() {
+            eprintln!("smdebug: capture disabled: {message}");
+            *err = Some(message);
+        }
+        self.disabled.store(true, Ordering::Release);
+    }
+}
+
+/// A cheap, cloneable view of a writer's state, for the hook's owner or a monitoring thread.
+#[derive(Clone, Debug)]
+pub struct WriterStatus(Arc<Shared>);
+
+impl WriterStatus {
+    /// Tensor records dropped because the queue was full (or the writer had stopped).
+    pub fn dropped(&self) -> u64 {
+        self.0.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Tensor records not written because capture was disabled: those of the step whose write
+    /// failed and every one received after.
+    pub fn discarded(&self) -> u64 {
+        self.0.discarded.load(Ordering::Relaxed)
+    }
+
+    /// Steps whose event and index files were written.
+    pub fn steps_written(&self) -> u64 {
+        self.0.steps_written.load(Ordering::Relaxed)
+    }
+
+    /// Tensor records written to event files.
+    pub fn records_written(&self) -> u64 {
+        self.0.records_written.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of event files written.
+    pub fn bytes_written(&self) -> u64 {
+        self.0.bytes_written.load(Ordering::Relaxed)
+    }
+
+    /// True once a storage error has disabled capture.
+    pub fn is_disabled(&self) -> bool {
+        self.0.disabled.load(Ordering::Acquire)
+    }
+
+    /// The error that disabled capture, if any.
+    pub fn error(&self) -> Option<String> {
+        self.0
+            .error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+/// Builds a [`Writer`]. Every setting has a documented default.
+#[derive(Clone, Debug)]
+pub struct WriterBuilder {
+    storage: Arc<dyn Storage>,
+    worker: String,
+    queue_capacity: usize,
+    max_queued_bytes: usize,
+    overflow: OverflowPolicy,
+    checksum: PayloadChecksum,
+    tensorboard: bool,
+    tensorboard_file_bytes: u64,
+    shutdown_timeout: Duration,
+}
+
+impl WriterBuilder {
+    /// The worker name in file names. Default: `worker_0`.
+    pub fn worker(mut self, name: impl Into<String>) -> Self {
+        self.worker = name.into();
+        self
+    }
+
+    /// Sets the worker name to `worker_<rank>`.
+    pub fn worker_rank(self, rank: usize) -> Self {
+        self.worker(layout::worker_name(rank))
+    }
+
+    /// Tensor records the queue holds before the overflow policy applies. Default: 1024.
+    pub fn queue_capacity(mut self, records: usize) -> Self {
+        self.queue_capacity = records.max(1);
+        self
+    }
+
+    /// Bytes of tensor data the queue holds before the overflow policy applies (one tensor is
+    /// always accepted into an empty queue, however large). Default: 1 GiB.
+    pub fn max_queued_bytes(mut self, bytes: usize) -> Self {
+        self.max_queued_bytes = bytes;
+        self
+    }
+
+    /// What a full queue does to a new tensor. Default: [`OverflowPolicy::Drop`].
+    pub fn overflow(mut self, policy: OverflowPolicy) -> Self {
+        self.overflow = policy;
+        self
+    }
+
+    /// The payload checksum of event files. Default: [`PayloadChecksum::Crc32c`] (TensorBoard
+    /// and TFRecord readers accept it); [`PayloadChecksum::SmdebugLegacy`] for Python
+    /// smdebug 1.0.34's `Trial`. TensorBoard files always carry the real CRC.
+    pub fn checksum(mut self, checksum: PayloadChecksum) -> Self {
+        self.checksum = checksum;
+        self
+    }
+
+    /// Write TensorBoard scalars and histograms for records flagged `tb_scalar` /
+    /// `tb_histogram`, under `tensorboard/<MODE>/`. Default: true.
+    pub fn tensorboard(mut self, enabled: bool) -> Self {
+        self.tensorboard = enabled;
+        self
+    }
+
+    /// A TensorBoard file is closed and a new one started once it passes this size (object
+    /// stores rewrite the current file at each step, so this bounds that cost). Default: 4 MiB.
+    pub fn tensorboard_file_bytes(mut self, bytes: u64) -> Self {
+        self.tensorboard_file_bytes = bytes.max(1);
+        self
+    }
+
+    /// How long dropping the writer waits for the thread to write what is queued. Default: 60 s.
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Starts the writer thread.
+    pub fn build(self) -> Result<Writer> {
+        let shared = Arc::new(Shared::default());
+        let queue = Arc::new(Queue::new(
+            self.queue_capacity,
+            self.max_queued_bytes,
+            shared.clone(),
+        ));
+        let (done_tx, done_rx) = mpsc::sync_channel(1);
+        let worker = thread::WriterThread::new(
+            self.storage,
+            self.worker,
+            self.checksum,
+            self.tensorboard,
+            self.tensorboard_file_bytes,
+            shared.clone(),
+        );
+        let q = queue.clone();
+        let handle = std::thread::Builder::new()
+            .name("smdebug-writer".to_string())
+            .spawn(move || worker.run(q, done_tx))
+            .map_err(|e| Error::Writer(format!("cannot start the writer thread: {e}")))?;
+        Ok(Writer {
+            queue,
+            shared,
+            overflow: self.overflow,
+            shutdown_timeout: self.shutdown_timeout,
+            handle: Some(handle),
+            done: done_rx,
+        })
+    }
+}
+
+/// The background writer. Implements [`Sink`]: give it to a [`smdebug_core::Hook`]. Dropping
+/// it publishes what is buffered (a step that was not ended included) and stops its thread,
+/// waiting at most the shutdown timeout.
+pub struct Writer {
+    queue: Arc<Queue>,
+    shared: Arc<Shared>,
+    overflow: OverflowPolicy,
+    shutdown_timeout: Duration,
+    handle: Option<JoinHandle<()>>,
+    done: mpsc::Receiver<()>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("overflow", &self.overflow)
+            .field("status", &self.status())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Writer {
+    /// A builder writing to `storage`, with the defaults documented on [`WriterBuilder`].
+    pub fn builder(storage: Arc<dyn Storage>) -> WriterBuilder {
+        WriterBuilder {
+            storage,
+            worker: layout::worker_name(0),
+            queue_capacity: 1024,
+            max_queued_bytes: 1 << 30,
+            overflow: OverflowPolicy::Drop,
+            checksum: PayloadChecksum::Crc32c,
+            tensorboard: true,
+            tensorboard_file_bytes: 4 << 20,
+            shutdown_timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// A writer with default settings for the run at `location` (path or URL, see
+    /// [`open_storage`]).
+    pub fn open(location: &str) -> Result<Writer> {
+        Writer::builder(open_storage(location)?).build()
+    }
+
+    /// A handle on the writer's counters and error state that outlives the writer.
+    pub fn status(&self) -> WriterStatus {
+        WriterStatus(self.shared.clone())
+    }
+
+    /// Waits until every record sent before has been processed (a step not yet ended stays
+    /// buffered). Fails when capture is disabled or the wait exceeds `timeout`.
+    pub fn flush(&self, timeout: Duration) -> Result<()> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        if !self.queue.push_control(Msg::Flush(tx)) {
+            return Err(Error::Writer("the writer thread has stopped".to_string()));
+        }
+        rx.recv_timeout(timeout).map_err(|_| Error::Timeout {
+            what: "the writer to flush".to_string(),
+            waited: timeout,
+        })?;
+        match self.status().error() {
+            Some(e) => Err(Error::CaptureDisabled(e)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Sink for Writer {
+    fn send(&mut self, record: Record) {
+        match record {
+            Record::Tensor(t) => {
+                let size = t.tensor.bytes().len() + t.name.len();
+                self.queue
+                    .push_tensor(Record::Tensor(t), size, self.overflow);
+            }
+            other => {
+                self.queue.push_control(Msg::Record(other));
+            }
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if self.queue.push_control(Msg::Shutdown)
+            && self.done.recv_timeout(self.shutdown_timeout).is_err()
+        {
+            eprintln!(
+                "smdebug: the writer did not finish within {:?}; leaving it behind",
+                self.shutdown_timeout
+            );
+            return;
+        }
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}

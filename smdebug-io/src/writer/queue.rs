@@ -1,0 +1,146 @@
+//! The bounded queue between the training thread and the writer thread.
+//!
+//! Tensor records count against a record capacity and a byte budget; control messages (end of
+//! step, collections, close, flush) are tiny and always enqueued, so a full queue never loses the
+//! end of a step. With [`OverflowPolicy::Drop`] a tensor that does not fit is dropped and counted;
+//! with [`OverflowPolicy::Block`] the sender waits for room.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use smdebug_core::Record;
+
+use super::{OverflowPolicy, Shared};
+
+pub(crate) enum Msg {
+    Record(Record),
+    /// Answer on the channel once everything queued before has been processed.
+    Flush(std::sync::mpsc::SyncSender<()>),
+    /// Publish what is buffered and stop.
+    Shutdown,
+}
+
+struct State {
+    items: VecDeque<(Msg, usize)>,
+    tensors: usize,
+    bytes: usize,
+    /// The writer thread has exited: nothing will drain the queue any more.
+    consumer_gone: bool,
+}
+
+pub(crate) struct Queue {
+    state: Mutex<State>,
+    not_empty: Condvar,
+    not_full: Condvar,
+    capacity: usize,
+    max_bytes: usize,
+    shared: Arc<Shared>,
+}
+
+impl Queue {
+    pub fn new(capacity: usize, max_bytes: usize, shared: Arc<Shared>) -> Queue {
+        Queue {
+            state: Mutex::new(State {
+                items: VecDeque::new(),
+                tensors: 0,
+                bytes: 0,
+                consumer_gone: false,
+            }),
+            not_empty: Condvar::new(),
+            not_full: Condvar::new(),
+            capacity: capacity.max(1),
+            max_bytes,
+            shared,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The queue's state is consistent at every unlock; a panic elsewhere cannot break it.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn fits(&self, st: &State, size: usize) -> bool {
+        st.tensors < self.capacity
+            && (st.bytes == 0 || st.bytes.saturating_add(size) <= self.max_bytes)
+    }
+
+    /// Enqueues a tensor record of `size` bytes under `policy`.
+    pub fn push_tensor(&self, record: Record, size: usize, policy: OverflowPolicy) {
+        let mut st = self.lock();
+        loop {
+            if st.consumer_gone {
+                self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            if self.fits(&st, size) {
+                break;
+            }
+            match policy {
+                OverflowPolicy::Drop => {
+                    self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                OverflowPolicy::Block => {
+                    st = self.not_full.wait(st).unwrap_or_else(|p| p.into_inner());
+                }
+            }
+        }
+        st.tensors += 1;
+        st.bytes += size;
+        st.items.push_back((Msg::Record(record), size));
+        drop(st);
+        self.not_empty.notify_one();
+    }
+
+    /// Enqueues a control message (never dropped while the writer thread runs). Returns false
+    /// when the writer thread is gone.
+    pub fn push_control(&self, msg: Msg) -> bool {
+        let mut st = self.lock();
+        if st.consumer_gone {
+            return false;
+        }
+        st.items.push_back((msg, 0));
+        drop(st);
+        self.not_empty.notify_one();
+        true
+    }
+
+    /// Takes the next message, waiting for one.
+    pub fn pop(&self) -> Msg {
+        let mut st = self.lock();
+        loop {
+            if let Some((msg, size)) = st.items.pop_front() {
+                if matches!(&msg, Msg::Record(Record::Tensor(_))) {
+                    st.tensors -= 1;
+                    st.bytes -= size;
+                    drop(st);
+                    self.not_full.notify_all();
+                }
+                return msg;
+            }
+            st = self.not_empty.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Called by the writer thread when it exits: senders stop waiting and drop from now on.
+    pub fn consumer_gone(&self) {
+        let mut st = self.lock();
+        st.consumer_gone = true;
+        let dropped = st
+            .items
+            .iter()
+            .filter(|(m, _)| matches!(m, Msg::Record(Record::Tensor(_))))
+            .count();
+        st.items.clear();
+        st.tensors = 0;
+        st.bytes = 0;
+        drop(st);
+        if dropped > 0 {
+            self.shared
+                .dropped
+                .fetch_add(dropped as u64, Ordering::Relaxed);
+        }
+        self.not_full.notify_all();
+    }
+}

@@ -1,0 +1,396 @@
+//! The writer thread: encodes, buffers a step, publishes it, and writes TensorBoard files.
+
+use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::SyncSender;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use smdebug_core::{EndReason, Mode, Record, TensorRecord};
+
+use super::Shared;
+use super::queue::{Msg, Queue};
+use crate::error::Result;
+use crate::format::record::{self, PayloadChecksum};
+use crate::format::tensor::{EventStamp, encode_tensor_event};
+use crate::format::{IndexFile, IndexMeta, TensorLocation, end_marker_body, layout, tensorboard};
+use crate::storage::Storage;
+
+/// Tensor bytes at least this long go to storage as their own buffer, without a copy; smaller
+/// ones are gathered with the framing into one buffer.
+const ZERO_COPY_MIN: usize = 64 << 10;
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// One step's event file being assembled.
+struct StepBuffer {
+    step: u64,
+    mode: Mode,
+    mode_step: u64,
+    parts: Vec<Bytes>,
+    small: Vec<u8>,
+    len: u64,
+    index: Vec<TensorLocation>,
+}
+
+impl StepBuffer {
+    fn new(step: u64, mode: Mode, mode_step: u64) -> StepBuffer {
+        StepBuffer {
+            step,
+            mode,
+            mode_step,
+            parts: Vec::new(),
+            small: Vec::new(),
+            len: 0,
+            index: Vec::new(),
+        }
+    }
+
+    fn push_small(&mut self, bytes: &[u8]) {
+        self.small.extend_from_slice(bytes);
+        self.len += bytes.len() as u64;
+    }
+
+    fn push_owned(&mut self, bytes: Vec<u8>) {
+        if bytes.len() < ZERO_COPY_MIN {
+            self.push_small(&bytes);
+            return;
+        }
+        if !self.small.is_empty() {
+            self.parts
+                .push(Bytes::from(std::mem::take(&mut self.small)));
+        }
+        self.len += bytes.len() as u64;
+        self.parts.push(Bytes::from(bytes));
+    }
+
+    fn into_parts(mut self) -> (Vec<Bytes>, Vec<TensorLocation>, u64) {
+        if !self.small.is_empty() {
+            self.parts
+                .push(Bytes::from(std::mem::take(&mut self.small)));
+        }
+        (self.parts, self.index, self.len)
+    }
+}
+
+/// The TensorBoard file of one mode.
+struct TbFile {
+    path: String,
+    /// Bytes written to the file so far.
+    size: u64,
+    /// The whole file, kept for stores that cannot append (they rewrite it).
+    content: Vec<u8>,
+    /// Records not yet written.
+    pending: Vec<u8>,
+}
+
+impl TbFile {
+    /// A new file whose first record is TensorBoard's `file_version` event.
+    fn new(mode: Mode, first_step: u64, worker: &str, wall_time: f64) -> TbFile {
+        let mut pending = Vec::new();
+        let first = tensorboard::encode_event(&tensorboard::file_version_event(wall_time));
+        record::write_record(&mut pending, &first, PayloadChecksum::Crc32c);
+        TbFile {
+            path: layout::tensorboard_file(mode, first_step, worker),
+            size: 0,
+            content: Vec::new(),
+            pending,
+        }
+    }
+}
+
+pub(crate) struct WriterThread {
+    storage: Arc<dyn Storage>,
+    worker: String,
+    checksum: PayloadChecksum,
+    tensorboard: bool,
+    tb_file_bytes: u64,
+    shared: Arc<Shared>,
+    step: Option<StepBuffer>,
+    tb: BTreeMap<Mode, TbFile>,
+}
+
+/// Signals the writer's owner when the thread ends, however it ends.
+struct ExitGuard {
+    queue: Arc<Queue>,
+    done: SyncSender<()>,
+}
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        self.queue.consumer_gone();
+        let _ = self.done.try_send(());
+    }
+}
+
+impl WriterThread {
+    pub fn new(
+        storage: Arc<dyn Storage>,
+        worker: String,
+        checksum: PayloadChecksum,
+        tensorboard: bool,
+        tb_file_bytes: u64,
+        shared: Arc<Shared>,
+    ) -> WriterThread {
+        WriterThread {
+            storage,
+            worker,
+            checksum,
+            tensorboard,
+            tb_file_bytes,
+            shared,
+            step: None,
+            tb: BTreeMap::new(),
+        }
+    }
+
+    pub fn run(mut self, queue: Arc<Queue>, done: SyncSender<()>) {
+        let _guard = ExitGuard {
+            queue: queue.clone(),
+            done,
+        };
+        loop {
+            let msg = queue.pop();
+            let stop = matches!(msg, Msg::Shutdown);
+            // A bug here must not take the training process down, nor stop the draining.
+            let outcome = catch_unwind(AssertUnwindSafe(|| self.handle(msg)));
+            if outcome.is_err() {
+                self.discard_step();
+                self.shared
+                    .disable("internal error: the writer thread panicked".to_string());
+            }
+            if stop {
+                return;
+            }
+        }
+    }
+
+    fn disabled(&self) -> bool {
+        self.shared.disabled.load(Ordering::Acquire)
+    }
+
+    /// Runs a storage operation; its first failure disables capture.
+    fn io(&self, result: Result<()>) {
+        if let Err(e) = result {
+            self.shared.disable(e.to_string());
+        }
+    }
+
+    fn handle(&mut self, msg: Msg) {
+        match msg {
+            Msg::Flush(ack) => {
+                let _ = ack.try_send(());
+            }
+            Msg::Shutdown => self.publish_all(),
+            Msg::Record(r) if self.disabled() => {
+                self.discard_step();
+                if matches!(r, Record::Tensor(_)) {
+                    self.shared.discarded.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Msg::Record(Record::Tensor(t)) => self.tensor(t),
+            Msg::Record(Record::EndStep { step }) => {
+                if self.step.as_ref().is_some_and(|b| b.step <= step) {
+                    self.publish_step();
+                }
+                self.flush_tensorboard();
+            }
+            Msg::Record(Record::Collections(json)) => {
+                let path = layout::collections_file(&self.worker);
+                let body = serde_json::to_vec(&json).unwrap_or_default();
+                self.io(self.storage.put(&path, Bytes::from(body)));
+            }
+            Msg::Record(Record::Close(reason)) => self.close(&reason),
+        }
+    }
+
+    fn tensor(&mut self, t: TensorRecord) {
+        let wall_time = now();
+        if self.tensorboard && (t.tb_scalar || t.tb_histogram) {
+            self.tensorboard_record(&t, wall_time);
+        }
+        if !t.to_events {
+            return;
+        }
+        if self.step.as_ref().is_some_and(|b| b.step != t.key.step) {
+            // The previous step was never ended: publish it before starting this one.
+            self.publish_step();
+        }
+        let buf = self
+            .step
+            .get_or_insert_with(|| StepBuffer::new(t.key.step, t.key.mode, t.key.mode_step));
+        let stamp = EventStamp {
+            wall_time,
+            step: t.key.step,
+            mode: t.key.mode,
+            mode_step: t.key.mode_step,
+        };
+        let start = buf.len;
+        let (header, prefix, footer) = {
+            let enc = encode_tensor_event(
+                &t.name,
+                t.tensor.dtype(),
+                t.tensor.shape(),
+                t.tensor.bytes(),
+                stamp,
+            );
+            let footer = self.checksum.footer([enc.prefix.as_slice(), enc.data]);
+            (record::header(enc.len() as u64), enc.prefix, footer)
+        };
+        buf.push_small(&header);
+        buf.push_small(&prefix);
+        buf.push_owned(t.tensor.into_bytes());
+        buf.push_small(&footer);
+        buf.index.push(TensorLocation {
+            tensorname: t.name,
+            start_idx: start,
+            length: buf.len - start,
+        });
+    }
+
+    /// Forgets the buffered step, counting its tensors as discarded.
+    fn discard_step(&mut self) {
+        if let Some(buf) = self.step.take() {
+            self.shared
+                .discarded
+                .fetch_add(buf.index.len() as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Writes the buffered step: the event file, then (only if that worked) the index file.
+    fn publish_step(&mut self) {
+        if self.disabled() {
+            self.discard_step();
+            return;
+        }
+        let Some(buf) = self.step.take() else {
+            return;
+        };
+        if buf.index.is_empty() {
+            return;
+        }
+        let (step, mode, mode_step) = (buf.step, buf.mode, buf.mode_step);
+        let records = buf.index.len() as u64;
+        let (parts, index, len) = buf.into_parts();
+        let event_file = layout::event_file(step, &self.worker);
+        if let Err(e) = self.storage.put_parts(&event_file, parts) {
+            self.shared.disable(e.to_string());
+            self.shared.discarded.fetch_add(records, Ordering::Relaxed);
+            return;
+        }
+        let index = IndexFile {
+            meta: IndexMeta {
+                mode,
+                mode_step,
+                event_file_name: Some(event_file),
+            },
+            tensor_payload: index,
+            shape_payload: Vec::new(),
+        };
+        let index_path = layout::index_file(step, &self.worker);
+        if let Err(e) = self
+            .storage
+            .put(&index_path, Bytes::from(index.to_json_bytes()))
+        {
+            self.shared.disable(e.to_string());
+            self.shared.discarded.fetch_add(records, Ordering::Relaxed);
+            return;
+        }
+        self.shared.steps_written.fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .records_written
+            .fetch_add(records, Ordering::Relaxed);
+        self.shared.bytes_written.fetch_add(len, Ordering::Relaxed);
+    }
+
+    fn tensorboard_record(&mut self, t: &TensorRecord, wall_time: f64) {
+        let step = t.key.step;
+        let mut events = Vec::new();
+        if t.tb_scalar && t.tensor.len() == 1 {
+            let v = t.tensor.view().get_f64(0);
+            events.push(tensorboard::scalar_event(
+                &t.name, v as f32, step, wall_time,
+            ));
+        }
+        if t.tb_histogram
+            && let Some(h) = tensorboard::histogram(t.tensor.view().iter_f64())
+        {
+            events.push(tensorboard::histogram_event(&t.name, h, step, wall_time));
+        }
+        if events.is_empty() {
+            return;
+        }
+        let tb_file_bytes = self.tb_file_bytes;
+        let worker = &self.worker;
+        let mode = t.key.mode;
+        let file = self
+            .tb
+            .entry(mode)
+            .or_insert_with(|| TbFile::new(mode, step, worker, wall_time));
+        if file.size >= tb_file_bytes {
+            // Start the next file; its name (first step) sorts after the previous one's.
+            // Everything pending was written with the previous file at the last step's end.
+            let carried = std::mem::take(&mut file.pending);
+            *file = TbFile::new(mode, step, worker, wall_time);
+            file.pending.extend_from_slice(&carried);
+        }
+        for ev in events {
+            let payload = tensorboard::encode_event(&ev);
+            // TensorBoard reads only records with the real CRC.
+            record::write_record(&mut file.pending, &payload, PayloadChecksum::Crc32c);
+        }
+    }
+
+    fn flush_tensorboard(&mut self) {
+        if self.disabled() {
+            return;
+        }
+        let append = self.storage.supports_append();
+        let mut failure = None;
+        for file in self.tb.values_mut() {
+            if file.pending.is_empty() {
+                continue;
+            }
+            let pending = std::mem::take(&mut file.pending);
+            let result = if append {
+                self.storage.append(&file.path, &pending)
+            } else {
+                file.content.extend_from_slice(&pending);
+                self.storage
+                    .put(&file.path, Bytes::copy_from_slice(&file.content))
+            };
+            file.size += pending.len() as u64;
+            if let Err(e) = result {
+                failure = Some(e);
+                break;
+            }
+        }
+        if let Some(e) = failure {
+            self.io(Err(e));
+        }
+    }
+
+    fn publish_all(&mut self) {
+        if self.disabled() {
+            return;
+        }
+        self.publish_step();
+        self.flush_tensorboard();
+    }
+
+    fn close(&mut self, reason: &EndReason) {
+        self.publish_all();
+        if self.disabled() {
+            return;
+        }
+        let body = end_marker_body(reason, now());
+        self.io(self.storage.put(layout::END_MARKER, Bytes::from(body)));
+    }
+}

@@ -1,0 +1,371 @@
+//! One conformance suite for every storage backend: local disk, `memory://`, and S3 through a
+//! real moto server started by the test (`python3 -m moto.server`).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use smdebug_io::Error;
+use smdebug_io::storage::{Storage, StorageOptions, open_storage, open_storage_with};
+
+/// Everything a backend must do, the same way.
+fn conformance(store: &dyn Storage) {
+    let name = store.describe().to_string();
+
+    // Missing things.
+    assert!(
+        store.list("").unwrap().is_empty(),
+        "{name}: fresh store is empty"
+    );
+    assert!(
+        store.list("index").unwrap().is_empty(),
+        "{name}: missing folder lists empty"
+    );
+    assert_eq!(store.size("nope.json").unwrap(), None);
+    let err = store.get("nope/x.json").unwrap_err();
+    assert!(err.is_not_found(), "{name}: {err}");
+    assert!(err.to_string().contains("nope/x.json"), "{name}: {err}");
+    store.delete("nope/x.json").unwrap();
+
+    // put / get / size / get_range.
+    store
+        .put("a/b/c.bin", Bytes::from_static(b"0123456789"))
+        .unwrap();
+    assert_eq!(&store.get("a/b/c.bin").unwrap()[..], b"0123456789");
+    assert_eq!(store.size("a/b/c.bin").unwrap(), Some(10));
+    assert_eq!(&store.get_range("a/b/c.bin", 2..5).unwrap()[..], b"234");
+    assert_eq!(
+        &store.get_range("a/b/c.bin", 7..100).unwrap()[..],
+        b"789",
+        "{name}: clamped at the end"
+    );
+    assert!(store.get_range("a/b/c.bin", 4..4).unwrap().is_empty());
+    assert!(
+        store.get_range("a/b/c.bin", 10..12).is_err(),
+        "{name}: range past the end"
+    );
+    assert!(
+        store
+            .get_range("missing.bin", 0..3)
+            .unwrap_err()
+            .is_not_found()
+    );
+
+    // put_parts writes the concatenation; a second put replaces the object whole.
+    let parts = vec![
+        Bytes::from_static(b"head:"),
+        Bytes::from(vec![7u8; 100_000]),
+        Bytes::from_static(b":tail"),
+    ];
+    store.put_parts("a/b/c.bin", parts).unwrap();
+    let got = store.get("a/b/c.bin").unwrap();
+    assert_eq!(got.len(), 100_010);
+    assert!(got.starts_with(b"head:") && got.ends_with(b":tail"));
+
+    // Listing: sorted, relative, recursive, folder prefixes only, no temporary files.
+    for p in [
+        "index/000000001/000000001000_worker_0.json",
+        "index/000000000/000000000002_worker_1.json",
+        "index/000000000/000000000002_worker_0.json",
+        "index/000000000/000000000010_worker_0.json",
+        "index-other/x.json",
+        "events/000000000002/000000000002_worker_0.tfevents",
+    ] {
+        store.put(p, Bytes::from(p.as_bytes().to_vec())).unwrap();
+    }
+    let index = store.list("index").unwrap();
+    assert_eq!(
+        index,
+        vec![
+            "index/000000000/000000000002_worker_0.json",
+            "index/000000000/000000000002_worker_1.json",
+            "index/000000000/000000000010_worker_0.json",
+            "index/000000001/000000001000_worker_0.json",
+        ],
+        "{name}"
+    );
+    assert_eq!(
+        store.list("index/").unwrap(),
+        index,
+        "{name}: trailing slash"
+    );
+    assert_eq!(
+        store.list("index/000000001").unwrap(),
+        vec!["index/000000001/000000001000_worker_0.json"]
+    );
+    let all = store.list("").unwrap();
+    assert_eq!(all.len(), 7, "{name}: {all:?}");
+    let mut sorted = all.clone();
+    sorted.sort();
+    assert_eq!(all, sorted);
+
+    // list_after: strictly after the offset, which need not exist.
+    assert_eq!(
+        store
+            .list_after("index", "index/000000000/000000000002_worker_0.json")
+            .unwrap(),
+        index[1..].to_vec(),
+        "{name}"
+    );
+    assert_eq!(
+        store
+            .list_after("index", "index/000000000/000000000003")
+            .unwrap(),
+        index[2..].to_vec()
+    );
+    assert_eq!(
+        store.list_after("index", "index/000000000/~").unwrap(),
+        index[3..].to_vec(),
+        "{name}: skips a folder"
+    );
+    assert!(
+        store
+            .list_after("index", "index/000000001/000000001000_worker_0.json")
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.list_after("index", "").unwrap(), index);
+
+    // delete.
+    store.delete("index-other/x.json").unwrap();
+    assert!(store.list("index-other").unwrap().is_empty());
+    assert_eq!(store.size("index-other/x.json").unwrap(), None);
+
+    // Paths that escape the root are refused.
+    for bad in ["../x", "/abs", "a//b", "a/./b"] {
+        let err = store.put(bad, Bytes::new()).unwrap_err();
+        assert!(err.to_string().contains(bad), "{name}: {err}");
+    }
+
+    // Concurrent atomic puts of one path: a reader sees one whole version, never a mix.
+    let versions: Vec<Vec<u8>> = (0..4u8).map(|i| vec![i; 300_000]).collect();
+    std::thread::scope(|s| {
+        for v in &versions {
+            s.spawn(|| {
+                for _ in 0..3 {
+                    store.put("race.bin", Bytes::from(v.clone())).unwrap();
+                }
+            });
+        }
+        s.spawn(|| {
+            for _ in 0..20 {
+                if let Ok(b) = store.get("race.bin") {
+                    assert_eq!(b.len(), 300_000, "{name}: torn read");
+                    assert!(b.iter().all(|&x| x == b[0]), "{name}: mixed versions");
+                }
+            }
+        });
+    });
+    assert!(
+        store.list("").unwrap().iter().all(|p| !p.contains(".tmp")),
+        "{name}: temp files listed"
+    );
+
+    // Append where supported.
+    if store.supports_append() {
+        store.append("tb/f", b"ab").unwrap();
+        store.append("tb/f", b"cd").unwrap();
+        assert_eq!(&store.get("tb/f").unwrap()[..], b"abcd");
+    } else {
+        assert!(store.append("tb/f", b"ab").is_err());
+    }
+}
+
+#[test]
+fn local_disk_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_storage(dir.path().join("run").to_str().unwrap()).unwrap();
+    assert!(store.describe().starts_with("local disk"));
+    conformance(store.as_ref());
+    // file:// URLs are the same backend.
+    let url = url::Url::from_file_path(dir.path().join("run")).unwrap();
+    let again = open_storage(url.as_str()).unwrap();
+    assert_eq!(again.list("index").unwrap().len(), 4);
+}
+
+#[test]
+fn memory_store_conforms_and_is_shared_in_the_process() {
+    let store = open_storage("memory://conformance/run").unwrap();
+    conformance(store.as_ref());
+    let other_handle = open_storage("memory://conformance/run").unwrap();
+    assert_eq!(other_handle.list("index").unwrap().len(), 4);
+    // Another name, or another root in the same store, is separate.
+    assert!(
+        open_storage("memory://elsewhere/run")
+            .unwrap()
+            .list("")
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        open_storage("memory://conformance/run2")
+            .unwrap()
+            .list("")
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// A moto S3 server on a free loopback port, killed on drop.
+struct Moto {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn python() -> String {
+    std::env::var("SMDEBUG_PYTHON").unwrap_or_else(|_| "python3".to_string())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_moto() -> Moto {
+    let py = python();
+    let probe = Command::new(&py)
+        .args(["-c", "import moto.server"])
+        .output();
+    match probe {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => panic!(
+            "moto is not installed for `{py}` ({}): run `pip install 'moto[server]'` \
+             (or `bash .ci/setup-python` and set SMDEBUG_PYTHON)",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        Err(e) => {
+            panic!("cannot run `{py}` ({e}): install Python 3 and run `pip install 'moto[server]'`")
+        }
+    }
+    let port = free_port();
+    let child = Command::new(&py)
+        .args([
+            "-m",
+            "moto.server",
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start moto");
+    let mut moto = Moto { child, port };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = moto.child.try_wait() {
+            panic!("moto exited ({status}): run `pip install 'moto[server]'`");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "moto did not listen on port {port} within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    moto
+}
+
+/// Creates a bucket with a plain HTTP PUT (moto accepts unsigned requests).
+fn create_bucket(port: u16, bucket: &str) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
+    let mut resp = String::new();
+    let _ = s.read_to_string(&mut resp);
+    assert!(
+        resp.starts_with("HTTP/1.1 200"),
+        "bucket creation failed: {resp}"
+    );
+}
+
+pub fn s3_options(port: u16) -> StorageOptions {
+    StorageOptions {
+        from_env: false,
+        ..Default::default()
+    }
+    .with("aws_endpoint", format!("http://127.0.0.1:{port}"))
+    .with("aws_allow_http", "true")
+    .with("aws_access_key_id", "testing")
+    .with("aws_secret_access_key", "testing")
+    .with("aws_region", "us-east-1")
+}
+
+#[test]
+fn s3_through_moto_conforms() {
+    let moto = start_moto();
+    create_bucket(moto.port, "smdebug-conformance");
+    let store: Arc<dyn Storage> =
+        open_storage_with("s3://smdebug-conformance/runs/one", &s3_options(moto.port)).unwrap();
+    assert_eq!(store.describe(), "s3://smdebug-conformance/runs/one");
+    conformance(store.as_ref());
+    // A second run under the same bucket is separate; the bucket root sees both.
+    let root = open_storage_with("s3://smdebug-conformance", &s3_options(moto.port)).unwrap();
+    assert!(root.list("runs/one/index").unwrap().len() == 4);
+
+    // A large object goes up in parts and comes back whole.
+    let big: Vec<u8> = (0..70 << 20).map(|i: u32| (i % 251) as u8).collect();
+    store
+        .put_parts("big.bin", vec![Bytes::from(big.clone())])
+        .unwrap();
+    assert_eq!(store.size("big.bin").unwrap(), Some(big.len() as u64));
+    assert_eq!(
+        &store.get_range("big.bin", 50_000_000..50_000_010).unwrap()[..],
+        &big[50_000_000..50_000_010]
+    );
+}
+
+#[test]
+fn s3_endpoint_that_is_down_fails_fast_with_a_clear_error() {
+    let port = free_port(); // nothing listens here
+    let mut opts = s3_options(port);
+    opts.max_retries = 1;
+    opts.retry_timeout = Duration::from_secs(2);
+    let store = open_storage_with("s3://no-such-server/run", &opts).unwrap();
+    let started = Instant::now();
+    let err = store
+        .put("index/x.json", Bytes::from_static(b"{}"))
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Storage { op: "put", .. }), "{msg}");
+    assert!(
+        msg.contains("s3://no-such-server/run") && msg.contains("index/x.json"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn bad_locations_and_options_are_refused() {
+    assert!(matches!(
+        open_storage("s3://"),
+        Err(Error::InvalidLocation { .. })
+    ));
+    let err = open_storage_with(
+        "s3://bucket/run",
+        &StorageOptions::default().with("aws_endpoit", "http://x"),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("aws_endpoit"), "{err}");
+    assert!(matches!(
+        open_storage("nosuchscheme://x/y"),
+        Err(Error::InvalidLocation { .. })
+    ));
+}

@@ -1,0 +1,390 @@
+//! The writer when storage fails or is slow: capture is disabled with one clear error, the
+//! training side never blocks (drop policy) and counts what it dropped, and dropping the writer
+//! flushes.
+
+use std::ops::Range;
+use std::process::Command;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use smdebug_core::{EndReason, Mode, Record, Sink, StepKey, Tensor, TensorRecord};
+use smdebug_io::format::layout;
+use smdebug_io::storage::{Storage, StorageOptions, open_storage, open_storage_with};
+use smdebug_io::writer::{OverflowPolicy, Writer};
+use smdebug_io::{Error, Result};
+
+fn tensor(name: &str, step: u64, values: usize) -> Record {
+    Record::Tensor(TensorRecord {
+        name: name.to_string(),
+        key: StepKey {
+            step,
+            mode: Mode::Train,
+            mode_step: step,
+        },
+        tensor: Tensor::from_vec(&vec![1.0f32; values], vec![values]).unwrap(),
+        to_events: true,
+        tb_histogram: false,
+        tb_scalar: false,
+    })
+}
+
+/// Storage whose writes wait at a gate until the test opens it.
+#[derive(Debug)]
+struct GatedStorage {
+    inner: Arc<dyn Storage>,
+    gate: Mutex<GateState>,
+    cv: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    open: bool,
+    waiting: usize,
+}
+
+impl GatedStorage {
+    fn new(inner: Arc<dyn Storage>) -> Arc<GatedStorage> {
+        Arc::new(GatedStorage {
+            inner,
+            gate: Mutex::default(),
+            cv: Condvar::new(),
+        })
+    }
+
+    fn pass(&self) {
+        let mut g = self.gate.lock().unwrap();
+        g.waiting += 1;
+        self.cv.notify_all();
+        while !g.open {
+            g = self.cv.wait(g).unwrap();
+        }
+        g.waiting -= 1;
+    }
+
+    /// Waits until a writer is held at the gate.
+    fn wait_for_writer(&self) {
+        let mut g = self.gate.lock().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while g.waiting == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the writer never reached storage"
+            );
+            g = self
+                .cv
+                .wait_timeout(g, Duration::from_millis(50))
+                .unwrap()
+                .0;
+        }
+    }
+
+    fn open(&self) {
+        self.gate.lock().unwrap().open = true;
+        self.cv.notify_all();
+    }
+}
+
+impl Storage for GatedStorage {
+    fn describe(&self) -> &str {
+        "gated test storage"
+    }
+    fn put_parts(&self, path: &str, parts: Vec<Bytes>) -> Result<()> {
+        self.pass();
+        self.inner.put_parts(path, parts)
+    }
+    fn get(&self, path: &str) -> Result<Bytes> {
+        self.inner.get(path)
+    }
+    fn get_range(&self, path: &str, range: Range<u64>) -> Result<Bytes> {
+        self.inner.get_range(path, range)
+    }
+    fn size(&self, path: &str) -> Result<Option<u64>> {
+        self.inner.size(path)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        self.inner.list(prefix)
+    }
+    fn list_after(&self, prefix: &str, offset: &str) -> Result<Vec<String>> {
+        self.inner.list_after(prefix, offset)
+    }
+    fn delete(&self, path: &str) -> Result<()> {
+        self.inner.delete(path)
+    }
+}
+
+/// Local storage whose `events` folder is replaced by a plain file: every event-file write fails
+/// (even for root, which ignores read-only permissions).
+fn broken_local_run() -> (tempfile::TempDir, Arc<dyn Storage>) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("events"), b"not a folder").unwrap();
+    let store = open_storage(dir.path().to_str().unwrap()).unwrap();
+    (dir, store)
+}
+
+#[test]
+fn a_failing_disk_disables_capture_with_one_error_and_sending_never_blocks() {
+    let (dir, store) = broken_local_run();
+    let mut writer = Writer::builder(store).queue_capacity(8).build().unwrap();
+    let status = writer.status();
+    writer.send(tensor("w", 0, 16));
+    writer.send(Record::EndStep { step: 0 });
+    // Wait for the failure, then keep "training": every send returns at once.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !status.is_disabled() {
+        assert!(Instant::now() < deadline, "the failure was never noticed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let error = status.error().unwrap();
+    assert!(
+        error.contains("events/000000000000/000000000000_worker_0.tfevents"),
+        "{error}"
+    );
+    assert!(error.contains("local disk"), "{error}");
+    let started = Instant::now();
+    for step in 1..2000 {
+        writer.send(tensor("w", step, 16));
+        writer.send(Record::EndStep { step });
+    }
+    writer.send(Record::Close(EndReason::Completed));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "sending took {:?}",
+        started.elapsed()
+    );
+    // flush reports the disabled state; the error stays the first one.
+    match writer.flush(Duration::from_secs(10)) {
+        Err(Error::CaptureDisabled(msg)) => assert_eq!(msg, error),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(status.error().unwrap(), error);
+    assert_eq!(
+        status.dropped() + status.discarded(),
+        2000,
+        "every tensor is accounted for"
+    );
+    assert_eq!(status.steps_written(), 0);
+    drop(writer);
+    // Nothing was published: no index file without its event file, no end marker.
+    assert!(!dir.path().join("index").exists());
+    assert!(!dir.path().join(layout::END_MARKER).exists());
+}
+
+/// Run in a child process by the test below, which reads its stderr.
+#[test]
+fn child_failing_writer_scenario() {
+    if std::env::var_os("SMDEBUG_IO_CHILD_SCENARIO").is_none() {
+        return;
+    }
+    let (_dir, store) = broken_local_run();
+    let mut writer = Writer::builder(store).build().unwrap();
+    for step in 0..50 {
+        writer.send(tensor("w", step, 4));
+        writer.send(Record::EndStep { step });
+    }
+    writer.send(Record::Close(EndReason::Completed));
+    let _ = writer.flush(Duration::from_secs(10));
+}
+
+#[test]
+fn the_storage_error_is_logged_to_stderr_exactly_once() {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_failing_writer_scenario",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("SMDEBUG_IO_CHILD_SCENARIO", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("smdebug: capture disabled"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].contains("events/000000000000"), "{}", lines[0]);
+}
+
+#[test]
+fn an_unreachable_object_store_disables_capture_without_blocking_training() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let opts = StorageOptions {
+        from_env: false,
+        max_retries: 1,
+        ..Default::default()
+    }
+    .with("aws_endpoint", format!("http://127.0.0.1:{port}"))
+    .with("aws_allow_http", "true")
+    .with("aws_access_key_id", "x")
+    .with("aws_secret_access_key", "x")
+    .with("aws_region", "us-east-1");
+    let store = open_storage_with("s3://down/run", &opts).unwrap();
+    let mut writer = Writer::builder(store).queue_capacity(4).build().unwrap();
+    let status = writer.status();
+    let started = Instant::now();
+    for step in 0..500 {
+        writer.send(tensor("w", step, 1000));
+        writer.send(Record::EndStep { step });
+    }
+    let sending = started.elapsed();
+    assert!(sending < Duration::from_secs(2), "sending took {sending:?}");
+    let _ = writer.flush(Duration::from_secs(30));
+    assert!(status.is_disabled());
+    let err = status.error().unwrap();
+    assert!(
+        err.contains("s3://down/run") && err.contains("put"),
+        "{err}"
+    );
+    assert_eq!(status.steps_written(), 0);
+    assert_eq!(
+        status.dropped() + status.discarded(),
+        500,
+        "every tensor is accounted for"
+    );
+}
+
+#[test]
+fn a_full_queue_drops_and_counts_with_the_drop_policy() {
+    let mem = open_storage("memory://writer-failure/drops").unwrap();
+    let gated = GatedStorage::new(mem.clone());
+    let mut writer = Writer::builder(gated.clone())
+        .queue_capacity(5)
+        .build()
+        .unwrap();
+    let status = writer.status();
+    // Step 0 reaches storage and the writer thread waits at the gate.
+    writer.send(tensor("w", 0, 4));
+    writer.send(Record::EndStep { step: 0 });
+    gated.wait_for_writer();
+    let started = Instant::now();
+    for i in 0..105 {
+        writer.send(tensor(&format!("t{i}"), 1, 4));
+    }
+    writer.send(Record::EndStep { step: 1 });
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "sending blocked for {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        status.dropped(),
+        100,
+        "5 fit in the queue, 100 were dropped"
+    );
+    gated.open();
+    writer.flush(Duration::from_secs(10)).unwrap();
+    assert_eq!(status.steps_written(), 2);
+    // The step still ends: its end marker was not dropped with its tensors.
+    let idx = mem.get(&layout::index_file(1, "worker_0")).unwrap();
+    let idx = smdebug_io::format::IndexFile::parse(&idx, "i").unwrap();
+    assert_eq!(idx.tensor_payload.len(), 5);
+    assert_eq!(status.dropped(), 100);
+}
+
+#[test]
+fn the_byte_budget_bounds_the_queue_too() {
+    let gated = GatedStorage::new(open_storage("memory://writer-failure/bytes").unwrap());
+    let mut writer = Writer::builder(gated.clone())
+        .queue_capacity(1000)
+        .max_queued_bytes(10_000)
+        .build()
+        .unwrap();
+    let status = writer.status();
+    writer.send(tensor("w", 0, 4));
+    writer.send(Record::EndStep { step: 0 });
+    gated.wait_for_writer();
+    for i in 0..10 {
+        writer.send(tensor(&format!("t{i}"), 1, 1000)); // 4000 bytes each
+    }
+    assert_eq!(status.dropped(), 8, "two 4 kB tensors fit in 10 kB");
+    gated.open();
+}
+
+#[test]
+fn the_block_policy_waits_for_room_instead_of_dropping() {
+    let gated = GatedStorage::new(open_storage("memory://writer-failure/block").unwrap());
+    let mut writer = Writer::builder(gated.clone())
+        .queue_capacity(2)
+        .overflow(OverflowPolicy::Block)
+        .build()
+        .unwrap();
+    let status = writer.status();
+    writer.send(tensor("w", 0, 4));
+    writer.send(Record::EndStep { step: 0 });
+    gated.wait_for_writer();
+    let opener = {
+        let gated = gated.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            gated.open();
+        })
+    };
+    let started = Instant::now();
+    for i in 0..10 {
+        writer.send(tensor(&format!("t{i}"), 1, 4));
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "did not wait: {:?}",
+        started.elapsed()
+    );
+    opener.join().unwrap();
+    writer.send(Record::EndStep { step: 1 });
+    writer.flush(Duration::from_secs(10)).unwrap();
+    assert_eq!(status.dropped(), 0);
+    assert_eq!(status.records_written(), 11);
+}
+
+#[test]
+fn dropping_the_writer_flushes_what_is_queued() {
+    let mem = open_storage("memory://writer-failure/drop-flushes").unwrap();
+    let gated = GatedStorage::new(mem.clone());
+    let mut writer = Writer::builder(gated.clone()).build().unwrap();
+    let status = writer.status();
+    for step in 0..20 {
+        writer.send(tensor("w", step, 64));
+        writer.send(Record::EndStep { step });
+    }
+    writer.send(Record::Close(EndReason::Completed));
+    gated.wait_for_writer();
+    let opener = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        gated.open();
+    });
+    drop(writer);
+    opener.join().unwrap();
+    assert_eq!(status.steps_written(), 20);
+    assert_eq!(mem.list(layout::INDEX_DIR).unwrap().len(), 20);
+    assert!(mem.size(layout::END_MARKER).unwrap().is_some());
+}
+
+#[test]
+fn dropping_a_writer_stuck_on_storage_gives_up_after_the_shutdown_timeout() {
+    let gated = GatedStorage::new(open_storage("memory://writer-failure/stuck").unwrap());
+    let mut writer = Writer::builder(gated.clone())
+        .shutdown_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    writer.send(tensor("w", 0, 4));
+    writer.send(Record::EndStep { step: 0 });
+    gated.wait_for_writer();
+    let started = Instant::now();
+    drop(writer);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(250) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
+    gated.open(); // let the thread finish
+}
