@@ -1,4 +1,15 @@
-//! placeholder
+//! # smdebug-profiler
+//!
+//! Watching the hardware and the training loop, in smdebug's profiler layout:
+//!
+//! - [`system`]: a sampler thread for CPU (per core and total, I/O wait), host memory, disk and
+//!   network rates, and GPUs through NVML when one is there; files under
+//!   `<run>/system/incremental/`. [`profile_command`] runs any command under it.
+//! - [`spans`]: framework spans (step per mode, data loading, forward, backward, optimizer,
+//!   custom) as RAII guards, written as Chrome traces under `<run>/framework/pevents/`.
+//! - [`reader`]: both back, by time range, step range, node and worker.
+//! - [`kineto`]: PyTorch profiler (Kineto) traces, streamed in bounded memory, into operator and
+//!   GPU-kernel breakdowns per rank.
 
 pub mod kineto;
 pub mod reader;
