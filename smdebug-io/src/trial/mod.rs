@@ -505,7 +505,8 @@ impl TrialTensor<'_> {
             .map_or(1, |n| n.get())
             .clamp(1, 8)
             .min(locations.len() / 256 + 1);
-        let read_chunk = |chunk: &[(u64, Location)]| -> Result<Vec<(u64, ArrayD<f64>)>> {
+        type Values = Vec<(u64, ArrayD<f64>)>;
+        let read_chunk = |chunk: &[(u64, Location)]| -> Result<Values> {
             chunk
                 .iter()
                 .map(|(s, loc)| Ok((*s, self.trial.read(loc)?.to_array_f64())))
@@ -515,7 +516,7 @@ impl TrialTensor<'_> {
             return Ok(read_chunk(&locations)?.into_iter().collect());
         }
         let chunk_len = locations.len().div_ceil(threads);
-        let parts: Vec<Result<Vec<(u64, ArrayD<f64>)>>> = std::thread::scope(|scope| {
+        let parts: Vec<Result<Values>> = std::thread::scope(|scope| {
             let handles: Vec<_> = locations
                 .chunks(chunk_len)
                 .map(|c| scope.spawn(move || read_chunk(c)))
