@@ -1,0 +1,88 @@
+//! A custom rule next to the built-in ones: fires when the training accuracy falls by more
+//! than `drop` from its best value. Trains the example MLP, then evaluates the run offline.
+//!
+//! ```sh
+//! cargo run -p smdebug-rules --example custom_rule
+//! ```
+
+use smdebug_core::{Hook, SaveConfig};
+use smdebug_examples::digits::{self, Digits};
+use smdebug_examples::{TrainConfig, train};
+use smdebug_io::trial::Trial;
+use smdebug_io::writer::Writer;
+use smdebug_rules::select::scalar_at;
+use smdebug_rules::{Evidence, Result, Rule, RuleResult, RuleRunner, RuleSpec};
+
+/// Fires when the accuracy (metrics collection) is more than `drop` below its best so far.
+struct AccuracyDrop {
+    drop: f64,
+    best: Option<f64>,
+}
+
+impl Rule for AccuracyDrop {
+    fn name(&self) -> &str {
+        "AccuracyDrop"
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({ "drop": self.drop })
+    }
+
+    fn required_tensors(&self, _trial: &Trial, _step: u64) -> Result<Vec<String>> {
+        Ok(vec!["accuracy".to_string()])
+    }
+
+    fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
+        let mut result = RuleResult::new(step);
+        let Some(acc) = scalar_at(self.name(), trial, "accuracy", step, None)? else {
+            return Ok(result); // not saved at this step
+        };
+        result.datapoints = 1;
+        let best = *self.best.get_or_insert(acc);
+        if acc < best - self.drop {
+            result.fire(format!(
+                "accuracy {acc:.3} is more than {} below its best {best:.3}",
+                self.drop
+            ));
+            result
+                .evidence
+                .push(Evidence::new("accuracy", step, "accuracy", acc).limit(best - self.drop));
+        }
+        self.best = Some(best.max(acc));
+        Ok(result)
+    }
+}
+
+fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let run = dir.path().to_str().ok_or("temporary path is not UTF-8")?;
+    let (train_set, eval_set) = Digits::load(&digits::default_path())?.split(0.2, 1);
+    let mut hook = Hook::builder()
+        .save_config(SaveConfig::every(1))
+        .build(Writer::open(run)?)?;
+    train(
+        &TrainConfig {
+            epochs: 2,
+            ..Default::default()
+        },
+        &train_set,
+        &eval_set,
+        Some(&mut hook),
+    );
+    hook.close();
+    drop(hook);
+
+    let summary = RuleRunner::builder(run)
+        .rule(
+            Box::new(AccuracyDrop {
+                drop: 0.5,
+                best: None,
+            }),
+            Vec::new(),
+        )
+        .spec(RuleSpec::parse("LossNotDecreasing")?)
+        .build()?
+        .run_offline()?;
+    println!("{}", serde_json::to_string_pretty(&summary.rules)?);
+    Ok(())
+}

@@ -1,0 +1,463 @@
+//! The runner (offline, following a live run, in another process) and every action against a
+//! real local server: an HTTP server on 127.0.0.1, aiosmtpd started as a subprocess, a real
+//! command, and a real training process stopped through its run directory.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use smdebug_core::{Mode, SaveConfig};
+use smdebug_examples::Bug;
+use smdebug_io::trial::Trial;
+use smdebug_rules::{
+    ActionConfig, Error, Result as RulesResult, Rule, RuleResult, RuleRunner, RuleSpec, Status,
+    read_summary,
+};
+use support::{example_run, hook_for};
+use tempfile::tempdir;
+
+fn loc(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A one-shot HTTP server: answers the first request with `status` and hands its body over.
+fn http_server(status: u16) -> (String, mpsc::Receiver<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut len = 0usize;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line == "\r\n" || line.is_empty() {
+                break;
+            }
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                len = v.trim().parse().unwrap();
+            }
+        }
+        let mut body = vec![0u8; len];
+        reader.read_exact(&mut body).unwrap();
+        let mut stream = stream;
+        write!(
+            stream,
+            "HTTP/1.1 {status} X\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"
+        )
+        .unwrap();
+        tx.send(String::from_utf8(body).unwrap()).unwrap();
+    });
+    (url, rx)
+}
+
+#[test]
+fn offline_run_writes_statuses_and_the_summary_file() {
+    let run = tempdir().unwrap();
+    example_run(run.path(), 1, Some(Bug::DeadRelu));
+    let summary = RuleRunner::builder(loc(run.path()))
+        .spec(RuleSpec::parse("DeadRelu").unwrap())
+        .spec(RuleSpec::parse("ExplodingTensor").unwrap())
+        .spec(RuleSpec::parse("NLPSequenceRatio").unwrap())
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap();
+    assert!(summary.finished && summary.run_complete && summary.issues_found());
+    let dead = summary.rule("DeadRelu").unwrap();
+    assert_eq!(dead.status, Status::IssuesFound);
+    let steps = Trial::open(loc(run.path()))
+        .unwrap()
+        .global_steps(Some(Mode::Train))
+        .unwrap();
+    assert_eq!(dead.fired_count, steps.len() as u64);
+    assert_eq!(dead.last_fired_step, steps.last().copied());
+    assert_eq!(
+        summary.rule("ExplodingTensor").unwrap().status,
+        Status::NoIssuesFound
+    );
+    let nlp = summary.rule("NLPSequenceRatio").unwrap();
+    assert_eq!((nlp.status, nlp.datapoints), (Status::NoIssuesFound, 0));
+    assert!(nlp.message.contains("no tensors"), "{}", nlp.message);
+
+    let on_disk = read_summary(loc(run.path())).unwrap().unwrap();
+    assert_eq!(on_disk, summary);
+}
+
+#[test]
+fn bad_input_gives_clear_errors() {
+    let run = tempdir().unwrap();
+    example_run(run.path(), 1, None);
+    let build = |spec: &str| {
+        RuleRunner::builder(loc(run.path()))
+            .spec(RuleSpec::parse(spec).unwrap())
+            .build()
+            .err()
+            .unwrap()
+    };
+    let e = build("NoSuchRule");
+    assert!(
+        matches!(e, Error::UnknownRule { .. }) && e.to_string().contains("DeadRelu"),
+        "{e}"
+    );
+    let e = build("DeadRelu:threshold=3");
+    assert!(
+        e.to_string().contains("unknown parameter `threshold`"),
+        "{e}"
+    );
+    let e = build("VanishingGradient:threshold=tiny");
+    assert!(e.to_string().contains("parameter `threshold`"), "{e}");
+    let e = build("AllZero:tensor_regex=(unclosed");
+    assert!(matches!(e, Error::BadRegex { .. }), "{e}");
+    let missing = run.path().join("not-there");
+    let e = RuleRunner::builder(loc(&missing))
+        .spec(RuleSpec::new("DeadRelu"))
+        .build()
+        .err()
+        .unwrap();
+    assert!(
+        matches!(e, Error::OpenRun { .. }) && e.to_string().contains("not-there"),
+        "{e}"
+    );
+    let e = RuleRunner::builder(loc(run.path()))
+        .spec(RuleSpec::new("DeadRelu").action(ActionConfig::Webhook {
+            url: "ftp://example.invalid".into(),
+            timeout_s: 1.0,
+        }))
+        .build()
+        .err()
+        .unwrap();
+    assert!(matches!(e, Error::BadAction { .. }), "{e}");
+}
+
+/// A custom rule that fails at step 3: its status becomes Error; the others go on.
+struct FailsAtThree;
+
+impl Rule for FailsAtThree {
+    fn name(&self) -> &str {
+        "FailsAtThree"
+    }
+    fn required_tensors(&self, _t: &Trial, _s: u64) -> RulesResult<Vec<String>> {
+        Ok(Vec::new())
+    }
+    fn invoke_at_step(&mut self, _t: &Trial, step: u64) -> RulesResult<RuleResult> {
+        if step == 3 {
+            return Err(Error::Rule {
+                rule: "FailsAtThree".into(),
+                step,
+                reason: "cannot go on".into(),
+            });
+        }
+        let mut r = RuleResult::new(step);
+        r.datapoints = 1;
+        Ok(r)
+    }
+}
+
+#[test]
+fn a_failing_rule_is_reported_and_the_others_go_on() {
+    let run = tempdir().unwrap();
+    example_run(run.path(), 1, Some(Bug::DeadRelu));
+    let summary = RuleRunner::builder(loc(run.path()))
+        .rule(Box::new(FailsAtThree), Vec::new())
+        .spec(RuleSpec::new("DeadRelu"))
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap();
+    let failed = summary.rule("FailsAtThree").unwrap();
+    assert_eq!(failed.status, Status::Error);
+    assert_eq!(failed.steps_evaluated, 3);
+    assert!(failed.message.contains("cannot go on"));
+    assert!(summary.has_errors());
+    assert_eq!(
+        summary.rule("DeadRelu").unwrap().status,
+        Status::IssuesFound
+    );
+}
+
+#[test]
+fn webhook_posts_slack_compatible_json_once_and_failures_are_recorded() {
+    let run = tempdir().unwrap();
+    example_run(run.path(), 1, Some(Bug::DeadRelu));
+    let (url, bodies) = http_server(200);
+    // A second webhook to a port nobody listens on: its failure must not stop the runner.
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_url = format!("http://{}/", closed.local_addr().unwrap());
+    drop(closed);
+    let summary = RuleRunner::builder(loc(run.path()))
+        .spec(
+            RuleSpec::new("DeadRelu")
+                .action(ActionConfig::Webhook {
+                    url,
+                    timeout_s: 5.0,
+                })
+                .action(ActionConfig::Webhook {
+                    url: dead_url,
+                    timeout_s: 2.0,
+                }),
+        )
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap();
+    let body: serde_json::Value =
+        serde_json::from_str(&bodies.recv_timeout(Duration::from_secs(10)).unwrap()).unwrap();
+    let text = body["text"].as_str().unwrap();
+    assert!(text.starts_with("DeadRelu fired at step 0"), "{text}");
+    assert_eq!(body["smdebug"]["rule"], "DeadRelu");
+    assert_eq!(body["smdebug"]["step"], 0);
+    assert!(body["smdebug"]["evidence"][0]["tensor"] == "relu1.output");
+    let st = summary.rule("DeadRelu").unwrap();
+    assert_eq!(st.status, Status::IssuesFound);
+    assert_eq!(st.action_errors.len(), 1, "{:?}", st.action_errors);
+    assert!(
+        st.action_errors[0].contains("webhook"),
+        "{:?}",
+        st.action_errors
+    );
+    // Actions run once, at the first firing: no second request reached the server.
+    assert!(bodies.recv_timeout(Duration::from_millis(300)).is_err());
+}
+
+#[test]
+fn webhook_error_status_is_an_action_error() {
+    let run = tempdir().unwrap();
+    example_run(run.path(), 1, Some(Bug::DeadRelu));
+    let (url, _bodies) = http_server(500);
+    let summary = RuleRunner::builder(loc(run.path()))
+        .spec(RuleSpec::new("DeadRelu").action(ActionConfig::Webhook {
+            url,
+            timeout_s: 5.0,
+        }))
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap();
+    let errs = &summary.rule("DeadRelu").unwrap().action_errors;
+    assert!(errs.len() == 1 && errs[0].contains("HTTP 500"), "{errs:?}");
+}
+
+#[test]
+fn command_action_gets_the_event_and_failures_are_recorded() {
+    let run = tempdir().unwrap();
+    example_run(run.path(), 1, Some(Bug::DeadRelu));
+    let out = run.path().join("event.txt");
+    let summary = RuleRunner::builder(loc(run.path()))
+        .spec(
+            RuleSpec::new("DeadRelu")
+                .action(ActionConfig::Command {
+                    program: "sh".into(),
+                    args: vec![
+                        "-c".into(),
+                        format!(
+                            "echo \"$SMDEBUG_RULE $SMDEBUG_STEP\" > {0}; cat >> {0}",
+                            out.display()
+                        ),
+                    ],
+                    timeout_s: 10.0,
+                })
+                .action(ActionConfig::Command {
+                    program: "sh".into(),
+                    args: vec!["-c".into(), "echo broken >&2; exit 3".into()],
+                    timeout_s: 10.0,
+                }),
+        )
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap();
+    let written = std::fs::read_to_string(&out).unwrap();
+    let (first, json) = written.split_once('\n').unwrap();
+    assert_eq!(first, "DeadRelu 0");
+    let event: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert_eq!(event["rule"], "DeadRelu");
+    let errs = &summary.rule("DeadRelu").unwrap().action_errors;
+    assert!(errs.len() == 1 && errs[0].contains("broken"), "{errs:?}");
+}
+
+fn python() -> String {
+    std::env::var("SMDEBUG_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+#[test]
+fn email_action_delivers_to_a_real_smtp_server() {
+    let run = tempdir().unwrap();
+    example_run(run.path(), 1, Some(Bug::DeadRelu));
+    let maildir = run.path().join("maildir");
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut server = Command::new(python())
+        .args(["-m", "aiosmtpd", "-n", "-l", &format!("127.0.0.1:{port}")])
+        .args(["-c", "aiosmtpd.handlers.Mailbox"])
+        .arg(&maildir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("aiosmtpd (pip install aiosmtpd)");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "aiosmtpd did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let email = |port: u16| ActionConfig::Email {
+        smtp_host: "127.0.0.1".into(),
+        smtp_port: Some(port),
+        tls: smdebug_rules::actions::SmtpTls::None,
+        username: None,
+        password: None,
+        password_env: None,
+        from: "smdebug <smdebug@example.com>".into(),
+        to: vec!["ml-team@example.com".into()],
+        timeout_s: 10.0,
+    };
+    let summary = RuleRunner::builder(loc(run.path()))
+        .spec(RuleSpec::new("DeadRelu").action(email(port)))
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let st = summary.rule("DeadRelu").unwrap();
+    assert!(st.action_errors.is_empty(), "{:?}", st.action_errors);
+    let new = std::fs::read_dir(maildir.join("new")).unwrap();
+    let messages: Vec<String> = new
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(messages.len(), 1);
+    let m = &messages[0];
+    assert!(
+        m.contains("Subject: [smdebug] DeadRelu fired at step 0"),
+        "{m}"
+    );
+    assert!(m.contains("To: ml-team@example.com"), "{m}");
+    assert!(m.contains("relu1.output"), "{m}");
+
+    // The server is gone now: the failure is recorded, the runner finishes.
+    let summary = RuleRunner::builder(loc(run.path()))
+        .spec(RuleSpec::new("DeadRelu").action(email(port)))
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap();
+    let errs = &summary.rule("DeadRelu").unwrap().action_errors;
+    assert!(errs.len() == 1 && errs[0].contains("SMTP"), "{errs:?}");
+}
+
+#[test]
+fn stalled_training_fires_once_when_a_live_run_pauses() {
+    let run = tempdir().unwrap();
+    let dir = run.path().to_path_buf();
+    // The first step must exist before the runner opens the run.
+    let trainer = std::thread::spawn(move || {
+        let mut hook = hook_for(&dir, SaveConfig::every(1));
+        hook.set_mode(Mode::Train);
+        for step in 0..16 {
+            hook.save_scalar("loss", 1.0 / (step + 1) as f64, &["losses"]);
+            hook.step();
+            // A hang after step 9.
+            let pause = if step == 9 { 2500 } else { 30 };
+            std::thread::sleep(Duration::from_millis(pause));
+        }
+        hook.close();
+    });
+    let handle = RuleRunner::builder(loc(run.path()))
+        .spec(RuleSpec::parse("StalledTraining:threshold=1.2").unwrap())
+        .spec(RuleSpec::new("StalledTrainingRule").param("threshold", "1800"))
+        .poll_interval(Duration::from_millis(50))
+        .open_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+        .spawn()
+        .unwrap();
+    // While the run goes on, the summary in the run says InProgress or IssuesFound.
+    std::thread::sleep(Duration::from_millis(300));
+    let live = read_summary(loc(run.path()))
+        .unwrap()
+        .expect("summary while following");
+    assert!(!live.finished);
+    trainer.join().unwrap();
+    let summary = handle.join().unwrap();
+    assert!(summary.run_complete && summary.finished);
+    let stalled = &summary.rules[0];
+    assert_eq!(stalled.status, Status::IssuesFound, "{stalled:?}");
+    assert_eq!(stalled.fired_count, 1);
+    assert_eq!(stalled.first_fired_step, Some(9));
+    assert_eq!(summary.rules[1].status, Status::NoIssuesFound);
+    assert_eq!(summary.last_step, Some(15));
+}
+
+/// The example binary built beside this test.
+fn example_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let target = exe.parent().unwrap().parent().unwrap();
+    target.join("examples").join(name)
+}
+
+#[test]
+fn a_runner_stops_a_training_process_through_the_run_directory() {
+    let run = tempdir().unwrap();
+    let bin = example_bin("train_until_stopped");
+    assert!(bin.exists(), "{} (built by cargo test)", bin.display());
+    // 20 epochs of a net whose loss cannot decrease: 900+ steps if nobody stops it.
+    let child = Command::new(&bin)
+        .args([loc(run.path()), "vanishing", "20"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let summary = RuleRunner::builder(loc(run.path()))
+        .spec(RuleSpec::new("LossNotDecreasing").action(ActionConfig::StopTraining))
+        .poll_interval(Duration::from_millis(50))
+        .open_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+        .spawn()
+        .unwrap()
+        .join()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let steps: u64 = stdout
+        .trim()
+        .strip_prefix("steps=")
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(steps < 20 * 45, "the job was not stopped: {stdout}");
+    assert!(
+        stdout.contains("stopped=LossNotDecreasing fired at step"),
+        "{stdout}"
+    );
+
+    let st = summary.rule("LossNotDecreasing").unwrap();
+    assert_eq!(st.status, Status::IssuesFound);
+    assert!(st.action_errors.is_empty(), "{:?}", st.action_errors);
+    // The job ended with the rule's reason in its end marker, and the runner saw the end.
+    assert!(summary.run_complete);
+    let trial = Trial::open(loc(run.path())).unwrap();
+    let marker = std::fs::read(run.path().join("training_job_end.ts")).unwrap();
+    match smdebug_io::format::parse_end_marker(&marker) {
+        Some(smdebug_core::EndReason::Stopped(reason)) => {
+            assert!(
+                reason.contains("LossNotDecreasing fired at step"),
+                "{reason}"
+            )
+        }
+        other => panic!("end marker: {other:?}"),
+    }
+    assert!(
+        trial.last_complete_step().unwrap().unwrap() > st.first_fired_step.unwrap(),
+        "the job ran on to its next step, then stopped"
+    );
+}
