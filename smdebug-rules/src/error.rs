@@ -49,7 +49,7 @@ pub enum Error {
     OpenRun {
         location: String,
         #[source]
-        source: smdebug_io::Error,
+        source: Box<smdebug_io::Error>,
     },
 
     /// Reading the run failed while a rule was evaluated (corrupt file, storage error, …).
@@ -58,7 +58,7 @@ pub enum Error {
         rule: String,
         step: u64,
         #[source]
-        source: smdebug_io::Error,
+        source: Box<smdebug_io::Error>,
     },
 
     /// A custom rule reported a failure of its own.
@@ -88,7 +88,7 @@ pub enum Error {
         op: &'static str,
         path: String,
         #[source]
-        source: smdebug_io::Error,
+        source: Box<smdebug_io::Error>,
     },
 
     /// A file the rules crate owns (stop request, summary) holds something unexpected.

@@ -187,12 +187,12 @@ impl RunnerBuilder {
         let open = |location: &str| -> Result<(Arc<dyn Storage>, Trial)> {
             let storage = smdebug_io::open_storage(location).map_err(|e| Error::OpenRun {
                 location: location.to_string(),
-                source: e,
+                source: Box::new(e),
             })?;
             let trial = Trial::from_storage(location, storage.clone(), TrialOptions::default())
                 .map_err(|e| Error::OpenRun {
                     location: location.to_string(),
-                    source: e,
+                    source: Box::new(e),
                 })?;
             Ok((storage, trial))
         };
@@ -353,7 +353,7 @@ impl RuleRunner {
     fn read_error(&self, e: smdebug_io::Error) -> Error {
         Error::OpenRun {
             location: self.location.clone(),
-            source: e,
+            source: Box::new(e),
         }
     }
 
@@ -498,7 +498,7 @@ impl RuleRunner {
                 location: self.location.clone(),
                 op: "put",
                 path: SUMMARY_FILE.into(),
-                source: e,
+                source: Box::new(e),
             })
     }
 }
@@ -507,7 +507,7 @@ impl RuleRunner {
 pub fn read_summary(location: &str) -> Result<Option<Summary>> {
     let storage = smdebug_io::open_storage(location).map_err(|e| Error::OpenRun {
         location: location.to_string(),
-        source: e,
+        source: Box::new(e),
     })?;
     match storage.get(SUMMARY_FILE) {
         Ok(bytes) => serde_json::from_slice(&bytes)
@@ -521,7 +521,7 @@ pub fn read_summary(location: &str) -> Result<Option<Summary>> {
             location: location.to_string(),
             op: "get",
             path: SUMMARY_FILE.into(),
-            source: e,
+            source: Box::new(e),
         }),
     }
 }

@@ -42,7 +42,7 @@ impl TensorSelection {
         let read = |e| Error::Read {
             rule: rule.to_string(),
             step: 0,
-            source: e,
+            source: Box::new(e),
         };
         let all = trial.tensor_names().map_err(read)?;
         if self.is_empty() {
@@ -182,7 +182,7 @@ pub(crate) fn read_error(rule: &str, step: u64, e: smdebug_io::Error) -> Error {
     Error::Read {
         rule: rule.to_string(),
         step,
-        source: e,
+        source: Box::new(e),
     }
 }
 

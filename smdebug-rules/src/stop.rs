@@ -83,7 +83,7 @@ pub fn request_stop(storage: &dyn Storage, request: &StopRequest) -> Result<()> 
             location: storage.describe().to_string(),
             op: "put",
             path: STOP_REQUEST_FILE.into(),
-            source: e,
+            source: Box::new(e),
         })
 }
 
@@ -101,7 +101,7 @@ pub fn read_stop_request(storage: &dyn Storage) -> Result<Option<StopRequest>> {
             location: storage.describe().to_string(),
             op: "get",
             path: STOP_REQUEST_FILE.into(),
-            source: e,
+            source: Box::new(e),
         }),
     }
 }
@@ -123,7 +123,7 @@ impl StopWatcher {
             location: location.to_string(),
             op: "open",
             path: String::new(),
-            source: e,
+            source: Box::new(e),
         })?;
         StopWatcher::with_storage(storage, signal, Self::DEFAULT_INTERVAL)
     }
@@ -141,7 +141,7 @@ impl StopWatcher {
                 location: storage.describe().to_string(),
                 op: "delete",
                 path: STOP_REQUEST_FILE.into(),
-                source: e,
+                source: Box::new(e),
             })?;
         let done = Arc::new(AtomicBool::new(false));
         let flag = done.clone();

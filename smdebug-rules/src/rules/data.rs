@@ -110,11 +110,15 @@ impl ClassImbalance {
 
     pub fn new(params: ClassImbalanceParams) -> Result<Self> {
         Ok(ClassImbalance {
-            labels: TensorSelection::new(Self::NAME, &[], &[params.labels_regex.clone()])?,
+            labels: TensorSelection::new(
+                Self::NAME,
+                &[],
+                std::slice::from_ref(&params.labels_regex),
+            )?,
             predictions: TensorSelection::new(
                 Self::NAME,
                 &[],
-                &[params.predictions_regex.clone()],
+                std::slice::from_ref(&params.predictions_regex),
             )?,
             params,
             counts: BTreeMap::new(),
@@ -480,7 +484,7 @@ impl CheckInputImages {
 
     pub fn new(params: CheckInputImagesParams) -> Result<Self> {
         Ok(CheckInputImages {
-            selection: TensorSelection::new(Self::NAME, &[], &[params.regex.clone()])?,
+            selection: TensorSelection::new(Self::NAME, &[], std::slice::from_ref(&params.regex))?,
             params,
             sums: BTreeMap::new(),
         })
@@ -547,7 +551,7 @@ impl Rule for CheckInputImages {
             }
             for (ch, (s, n)) in entry.0.iter().enumerate() {
                 let mean = s / *n as f64;
-                if !(mean.abs() <= self.params.threshold_mean) {
+                if mean.abs() > self.params.threshold_mean || mean.is_nan() {
                     result.fire(format!(
                         "{name}: channel {ch} mean {mean:.4} over {} samples is further than {} from 0",
                         entry.1, self.params.threshold_mean

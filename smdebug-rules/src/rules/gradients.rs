@@ -408,7 +408,7 @@ impl Rule for PoorWeightInitialization {
             result.datapoints += 1;
             let &mut (first_step, first) =
                 self.first_loss.entry(name.clone()).or_insert((step, loss));
-            if step >= first_step + p.patience && !(loss < first) {
+            if step >= first_step + p.patience && (loss >= first || loss.is_nan()) {
                 result.fire(format!(
                     "{name} did not decrease in {} steps ({first} at step {first_step}, {loss} at step {step})",
                     step - first_step

@@ -173,7 +173,7 @@ impl Rule for LossNotDecreasing {
             let Some(loss) = scalar_at(Self::NAME, trial, &name, step, None)? else {
                 continue;
             };
-            if !self.tracks.get(&name).is_some_and(|t| t.mode.is_some()) {
+            if self.tracks.get(&name).is_none_or(|t| t.mode.is_none()) {
                 let m = self.pick_mode(trial, &name, step)?;
                 self.tracks.entry(name.clone()).or_default().mode = Some(m);
             }
@@ -220,7 +220,7 @@ impl Rule for LossNotDecreasing {
             if len == 2 * n && track.seen % p.num_steps == 0 {
                 let previous = track.recent.range(..n).sum::<f64>() / n as f64;
                 let decrease = (previous - current) / previous.abs() * 100.0;
-                if !(decrease >= p.diff_percent) {
+                if decrease < p.diff_percent || decrease.is_nan() {
                     result.fire(format!(
                         "{label}: mean over the last {n} values fell {decrease:.3} % ({previous:.6} -> {current:.6}), less than {} %",
                         p.diff_percent
@@ -426,7 +426,7 @@ struct Plateau {
 impl Plateau {
     fn observe(&mut self, loss: f64, delta: f64) {
         match self.best {
-            Some(b) if !(loss < b - delta) => self.since += 1,
+            Some(b) if loss >= b - delta || loss.is_nan() => self.since += 1,
             _ => {
                 self.best = Some(loss);
                 self.since = 0;
@@ -511,7 +511,7 @@ impl Rule for Overtraining {
             let train_stalled = train.best.is_some() && train.since >= p.patience_train;
             let eval_stalled = eval.best.is_some() && eval.since >= p.patience_validation;
             let has_eval = eval.best.is_some();
-            if (train_stalled && eval_stalled) || (!has_eval && train_stalled) {
+            if train_stalled && (eval_stalled || !has_eval) {
                 let mut msg = format!(
                     "{name}: training loss has not improved on {:.6} by more than {} for {} TRAIN steps",
                     train.best.unwrap_or(f64::NAN),
@@ -593,7 +593,7 @@ impl StalledTraining {
     pub const NAME: &'static str = "StalledTraining";
 
     pub fn new(params: StalledTrainingParams) -> Result<Self> {
-        if !(params.threshold > 0.0) {
+        if params.threshold <= 0.0 || params.threshold.is_nan() {
             return Err(Error::BadParameter {
                 rule: Self::NAME.into(),
                 param: "threshold".into(),

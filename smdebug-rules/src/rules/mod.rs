@@ -82,8 +82,11 @@ pub struct BuiltinRule {
     /// Parameter names and their defaults.
     pub defaults: Value,
     #[serde(skip)]
-    build: fn(&Map<String, Value>) -> Result<Box<dyn Rule>>,
+    build: BuildFn,
 }
+
+/// Builds a rule from its parameter overrides.
+type BuildFn = fn(&Map<String, Value>) -> Result<Box<dyn Rule>>;
 
 impl BuiltinRule {
     /// Builds the rule with `params` overriding its defaults.

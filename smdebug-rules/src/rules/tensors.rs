@@ -505,7 +505,7 @@ impl SimilarAcrossRuns {
         }
         let other = Trial::open(&params.other_trials).map_err(|e| Error::OpenRun {
             location: params.other_trials.clone(),
-            source: e,
+            source: Box::new(e),
         })?;
         Ok(SimilarAcrossRuns {
             selection: TensorSelection::new(
