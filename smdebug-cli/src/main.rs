@@ -47,6 +47,35 @@ enum Command {
     },
     /// A tensor's value as JSON {name, step, mode, mode_step, worker, dtype, shape, values}.
     Value(ValueArgs),
+    /// Operator and GPU-kernel breakdowns of PyTorch profiler (Kineto) traces (.json or .json.gz).
+    Trace {
+        /// Trace files, one per rank.
+        #[arg(required = true)]
+        traces: Vec<std::path::PathBuf>,
+        /// Print the full breakdown as JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+        /// Rows per table in the text output.
+        #[arg(long, default_value_t = 15)]
+        top: usize,
+    },
+    /// Run a command under the system sampler (host metrics and the command's process tree);
+    /// exits with the command's status.
+    Profile {
+        /// Sampling interval in milliseconds (100 to 60000).
+        #[arg(long, default_value_t = 500)]
+        interval: u64,
+        /// Run directory or object-store URL the metrics go to.
+        #[arg(long, default_value = "smdebug-profile")]
+        out: String,
+        /// Node id written into the metrics (default: from the host name; `algo-1` style ids
+        /// are what Python smdebug's readers look for).
+        #[arg(long)]
+        node: Option<String>,
+        /// The command and its arguments (after `--`).
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
 }
 
 #[derive(Args)]
@@ -74,7 +103,7 @@ struct ValueArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("smdebug: {e}");
             ExitCode::from(2)
@@ -82,7 +111,7 @@ fn main() -> ExitCode {
     }
 }
 
-type CliResult = Result<(), Box<dyn std::error::Error>>;
+type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
 fn open(run: &str) -> Result<Trial, Box<dyn std::error::Error>> {
     Ok(Trial::open_with(run, TrialOptions::default())?)
@@ -127,7 +156,79 @@ fn run(cli: Cli) -> CliResult {
                 writeln!(out)?;
             }
         }
+        Command::Trace { traces, json, top } => {
+            let report = smdebug_profiler::summarize_traces(&traces)?;
+            if json {
+                serde_json::to_writer(&mut out, &report)?;
+                writeln!(out)?;
+            } else {
+                write!(out, "{}", smdebug_profiler::render_text(&report, top))?;
+            }
+        }
+        Command::Profile {
+            interval,
+            out: run_dir,
+            node,
+            command,
+        } => return Ok(profile(interval, &run_dir, node.as_deref(), &command)),
     }
     out.flush()?;
-    Ok(())
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `smdebug profile`: the exit status is the command's (128 + signal when a signal ended it), or
+/// 2 when the command could not be profiled at all.
+fn profile(interval_ms: u64, out: &str, node: Option<&str>, command: &[String]) -> ExitCode {
+    use smdebug_profiler::system::{IoStore, NodeId, SamplerConfig};
+    let setup = || -> Result<_, Box<dyn std::error::Error>> {
+        let mut config =
+            SamplerConfig::default().interval(std::time::Duration::from_millis(interval_ms));
+        if let Some(n) = node {
+            config = config.node(NodeId::new(n)?);
+        }
+        config.validate()?;
+        if !out.contains("://") {
+            std::fs::create_dir_all(out)?;
+        }
+        Ok((config, std::sync::Arc::new(IoStore::open(out)?)))
+    };
+    let (config, store) = match setup() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("smdebug: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut cmd = std::process::Command::new(&command[0]);
+    cmd.args(&command[1..]);
+    match smdebug_profiler::profile_command(cmd, config, store) {
+        Ok(done) => {
+            eprintln!(
+                "smdebug: {} samples ({} records) in {out}/system/incremental; sampler CPU {}",
+                done.sampler.samples,
+                done.sampler.records,
+                done.sampler
+                    .cpu_share()
+                    .map(|s| format!("{:.2}% of one core", s * 100.0))
+                    .unwrap_or_else(|| "unknown".into())
+            );
+            if let Some(e) = &done.sampler.last_write_error {
+                eprintln!("smdebug: some metrics could not be written: {e}");
+            }
+            exit_code_of(done.status)
+        }
+        Err(e) => {
+            eprintln!("smdebug: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn exit_code_of(status: std::process::ExitStatus) -> ExitCode {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => ExitCode::from(code.clamp(0, 255) as u8),
+        (None, Some(sig)) => ExitCode::from((128 + sig).clamp(0, 255) as u8),
+        _ => ExitCode::FAILURE,
+    }
 }
