@@ -7,6 +7,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+
+mod rules_cmd;
 use smdebug_core::Mode;
 use smdebug_io::trial::{StepSelector, Trial, TrialOptions};
 
@@ -23,6 +25,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Evaluate debugging rules over a run (offline, or --follow a live one); exit 0 no
+    /// issues, 1 issues found, 2 on error.
+    Rules(rules_cmd::RulesArgs),
     /// Summary of a run as JSON: workers, modes, number of steps, collections, completeness.
     Info {
         /// Run directory or object-store URL (s3://bucket/prefix, gs://, az://, memory://).
@@ -121,6 +126,7 @@ fn run(cli: Cli) -> CliResult {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     match cli.command {
+        Command::Rules(args) => return Ok(rules_cmd::run(args)),
         Command::Info { run } => {
             let trial = open(&run)?;
             serde_json::to_writer_pretty(&mut out, &trial.info()?)?;
