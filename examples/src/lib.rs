@@ -17,7 +17,8 @@ pub enum Bug {
     VanishingGradients,
     /// A large negative bias on the hidden layers: most ReLUs never fire.
     DeadRelu,
-    /// A learning rate far too large: the loss explodes to Inf/NaN.
+    /// A deep leaky-ReLU stack with an oversized initialisation and a learning rate ten times the
+    /// default: activations and gradients grow layer over layer until the loss is NaN.
     ExplodingLoss,
 }
 
@@ -82,6 +83,10 @@ pub fn build_model(cfg: &TrainConfig, rng: &mut Rng) -> Mlp {
             widths.extend(&cfg.hidden);
             (Activation::Relu, 1.0, -4.0)
         }
+        Some(Bug::ExplodingLoss) => {
+            widths.extend([32; 4]);
+            (Activation::LeakyRelu, 2.0, 0.0)
+        }
         _ => {
             widths.extend(&cfg.hidden);
             (Activation::Relu, 1.0, 0.0)
@@ -95,6 +100,7 @@ fn activation_name(model: &Mlp, layer: usize) -> String {
     match model.activation {
         Activation::Relu => format!("relu{}.output", layer + 1),
         Activation::Sigmoid => format!("sigmoid{}.output", layer + 1),
+        Activation::LeakyRelu => format!("leaky_relu{}.output", layer + 1),
     }
 }
 
@@ -152,7 +158,7 @@ pub fn train(
     let mut rng = Rng::new(cfg.seed);
     let mut model = build_model(cfg, &mut rng);
     let lr = match cfg.bug {
-        Some(Bug::ExplodingLoss) => cfg.learning_rate * 400.0,
+        Some(Bug::ExplodingLoss) => cfg.learning_rate * 10.0,
         _ => cfg.learning_rate,
     };
     let mut summary = TrainSummary::default();
@@ -239,7 +245,11 @@ mod tests {
             ..Default::default()
         };
         let exploding = train(&cfg(Bug::ExplodingLoss), &tr, &ev, None);
-        assert!(!exploding.final_train_loss.is_finite() || exploding.final_train_loss > 5.0);
+        assert!(
+            exploding.final_train_loss.is_nan(),
+            "{}",
+            exploding.final_train_loss
+        );
         let vanishing = train(&cfg(Bug::VanishingGradients), &tr, &ev, None);
         assert!(*vanishing.eval_accuracy.last().unwrap() < 0.3);
     }

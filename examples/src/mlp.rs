@@ -47,6 +47,8 @@ impl Rng {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Activation {
     Relu,
+    /// max(x, 0.01 x): units never die, so a bad step size shows up as divergence.
+    LeakyRelu,
     Sigmoid,
 }
 
@@ -101,7 +103,7 @@ impl Mlp {
             .map(|(i, w)| {
                 let (fan_in, fan_out) = (w[0], w[1]);
                 let std = match activation {
-                    Activation::Relu => (2.0 / fan_in as f32).sqrt(),
+                    Activation::Relu | Activation::LeakyRelu => (2.0 / fan_in as f32).sqrt(),
                     Activation::Sigmoid => (1.0 / fan_in as f32).sqrt(),
                 } * init_scale;
                 let last = i + 2 == widths.len();
@@ -118,6 +120,7 @@ impl Mlp {
     fn activate(&self, z: &Array2<f32>) -> Array2<f32> {
         match self.activation {
             Activation::Relu => z.mapv(|v| v.max(0.0)),
+            Activation::LeakyRelu => z.mapv(|v| if v > 0.0 { v } else { 0.01 * v }),
             Activation::Sigmoid => z.mapv(|v| 1.0 / (1.0 + (-v).exp())),
         }
     }
@@ -154,7 +157,10 @@ impl Mlp {
         let mut loss = 0.0;
         let mut correct = 0.0;
         for (row, &y) in fwd.probs.outer_iter().zip(labels.iter()) {
-            loss -= row[y].max(1e-12).ln();
+            // Clamp tiny probabilities so a confident mistake costs ~27.6, not Inf; but let a
+            // NaN through (`f32::max` would swallow it and hide a diverged model).
+            let p = row[y];
+            loss -= if p.is_nan() { p } else { p.max(1e-12) }.ln();
             let argmax = row
                 .iter()
                 .enumerate()
@@ -184,6 +190,9 @@ impl Mlp {
                 let upstream = delta.dot(&self.layers[i].weight.t());
                 let local = match self.activation {
                     Activation::Relu => fwd.pre[i - 1].mapv(|z| if z > 0.0 { 1.0 } else { 0.0 }),
+                    Activation::LeakyRelu => {
+                        fwd.pre[i - 1].mapv(|z| if z > 0.0 { 1.0 } else { 0.01 })
+                    }
                     Activation::Sigmoid => fwd.act[i - 1].mapv(|s| s * (1.0 - s)),
                 };
                 delta = upstream * local;

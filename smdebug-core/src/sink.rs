@@ -38,6 +38,16 @@ pub enum EndReason {
     Stopped(String),
 }
 
+impl std::fmt::Display for EndReason {
+    /// `completed`, or `stopped: <message>`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EndReason::Completed => f.write_str("completed"),
+            EndReason::Stopped(msg) => write!(f, "stopped: {msg}"),
+        }
+    }
+}
+
 /// What the hook hands to a sink.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Record {

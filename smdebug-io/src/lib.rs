@@ -1,8 +1,9 @@
 //! # smdebug-io
 //!
 //! The I/O side of smdebug for Rust: the on-disk format shared with Python smdebug 1.0.34 and
-//! TensorBoard ([`format`]), storage on local disk or any object store ([`storage`]), and the
-//! background [`writer`] that the capture hook hands its records to.
+//! TensorBoard ([`format`](mod@format)), storage on local disk or any object store
+//! ([`storage`]), the background [`writer`] that the capture hook hands its records to, and the
+//! [`trial`] reader.
 //!
 //! ```
 //! use smdebug_core::{Hook, SaveConfig};

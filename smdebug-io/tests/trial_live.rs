@@ -119,3 +119,31 @@ fn follows_a_live_run_on_an_in_memory_object_store() {
     open_storage(location).unwrap();
     follow(location);
 }
+
+#[test]
+fn end_reason_carries_the_stop_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = dir.path().join("run");
+    let location = location.to_str().unwrap();
+    let mut hook = Hook::builder()
+        .save_config(SaveConfig::every(1))
+        .build(Writer::open(location).unwrap())
+        .unwrap();
+    hook.save_scalar("loss", 1.0, &["losses"]);
+    hook.step();
+    hook.stop_signal()
+        .request("LossNotDecreasing fired at step 0");
+    hook.close();
+    drop(hook);
+    let trial = Trial::open(location).unwrap();
+    assert_eq!(
+        trial.end_reason().unwrap(),
+        Some(smdebug_core::EndReason::Stopped(
+            "LossNotDecreasing fired at step 0".into()
+        ))
+    );
+    assert_eq!(
+        trial.info().unwrap().end_reason.as_deref(),
+        Some("stopped: LossNotDecreasing fired at step 0")
+    );
+}

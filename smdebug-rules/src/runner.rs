@@ -339,7 +339,12 @@ impl RuleRunner {
         Summary {
             run: self.location.clone(),
             run_complete: self.trial.is_complete().unwrap_or(false),
-            end_reason: self.trial.end_reason().unwrap_or(None),
+            end_reason: self
+                .trial
+                .end_reason()
+                .ok()
+                .flatten()
+                .map(|r| r.to_string()),
             last_step: self.last_step,
             finished: false,
             updated_at: SystemTime::now()

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use ndarray::ArrayD;
 use regex::Regex;
 use serde::Serialize;
-use smdebug_core::{Collection, Mode, Reduction, Tensor};
+use smdebug_core::{Collection, EndReason, Mode, Reduction, Tensor};
 
 use crate::error::{Error, Result};
 use crate::storage::Storage;
@@ -115,7 +115,8 @@ pub struct TrialInfo {
     pub collections: Vec<String>,
     pub num_tensors: usize,
     pub complete: bool,
-    /// The end marker's reason, when the run ended and said why.
+    /// Why the run ended: `completed`, `stopped: <message>`, or null (still running, or a
+    /// Python smdebug run whose marker says nothing).
     pub end_reason: Option<String>,
 }
 
@@ -287,8 +288,9 @@ impl Trial {
         Ok(self.maybe_refresh()?.complete)
     }
 
-    /// The reason stored in the end marker, if the run ended and gave one.
-    pub fn end_reason(&self) -> Result<Option<String>> {
+    /// Why the run ended, when it ended and said so (our writer stores completion or the stop
+    /// request's message; Python smdebug's marker is empty, which gives `None`).
+    pub fn end_reason(&self) -> Result<Option<EndReason>> {
         Ok(self.maybe_refresh()?.end_reason.clone())
     }
 
@@ -379,7 +381,7 @@ impl Trial {
             collections: st.collections.keys().cloned().collect(),
             num_tensors: st.listed.len(),
             complete: st.complete,
-            end_reason: st.end_reason.clone(),
+            end_reason: st.end_reason.as_ref().map(|r| r.to_string()),
         })
     }
 

@@ -3,7 +3,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use smdebug_core::{Collection, CollectionsFile, Mode, Tensor};
+use smdebug_core::{Collection, CollectionsFile, EndReason, Mode, Tensor};
 
 use super::state::Location;
 use crate::error::{Error, Result};
@@ -17,15 +17,10 @@ pub(crate) fn open(location: &str) -> Result<Arc<dyn Storage>> {
 }
 
 /// The end marker: `None` while the run goes on; `Some(reason)` once it ended, with the reason
-/// our writer stores in it (Python smdebug writes an empty marker).
-pub(crate) fn end_marker(storage: &dyn Storage) -> Result<Option<Option<String>>> {
+/// our writer stores in it (`None` inside for Python smdebug's empty marker).
+pub(crate) fn end_marker(storage: &dyn Storage) -> Result<Option<Option<EndReason>>> {
     match storage.get(layout::END_MARKER) {
-        Ok(bytes) => {
-            let reason = serde_json::from_slice::<serde_json::Value>(&bytes)
-                .ok()
-                .and_then(|v| v.get("reason").and_then(|r| r.as_str()).map(str::to_string));
-            Ok(Some(reason))
-        }
+        Ok(bytes) => Ok(Some(crate::format::parse_end_marker(&bytes))),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e),
     }

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
 
-use smdebug_core::{Collection, Mode, Reduction};
+use smdebug_core::{Collection, EndReason, Mode, Reduction};
 
 use super::StepSelector;
 use super::source;
@@ -65,7 +65,7 @@ pub(crate) struct State {
     /// Per worker, the highest global step it has published.
     worker_last_step: HashMap<String, u64>,
     pub complete: bool,
-    pub end_reason: Option<String>,
+    pub end_reason: Option<EndReason>,
     pub last_refresh: Option<Instant>,
 }
 

@@ -160,6 +160,7 @@ impl Loop {
         );
         let act = match self.activation {
             Activation::Relu => "relu",
+            Activation::LeakyRelu => "leaky_relu",
             Activation::Sigmoid => "sigmoid",
         };
         let mut hook = hook_for(dir, SaveConfig::every(1));
