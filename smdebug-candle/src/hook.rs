@@ -1,0 +1,414 @@
+//! [`CandleHook`]: a [`Hook`] that takes candle tensors, walks a [`VarMap`] and a [`GradStore`],
+//! and records the outputs of the modules it wraps.
+
+use candle_core::backprop::GradStore;
+use candle_core::{Module, Tensor, Var};
+use candle_nn::VarMap;
+use smdebug_core::{
+    Hook, HookBuilder, Mode, Record, Reduction, Sink, StepKey, StopSignal, TensorRecord,
+};
+
+use crate::error::{Error, Result};
+use crate::host::with_host_view;
+use crate::output::{OUTPUT_SUFFIX, OutputTap, Recorded};
+use crate::reduce;
+use crate::sink::SharedSink;
+
+/// Prefix of gradient tensor names (`gradient/fc1.weight`), as Python smdebug writes them.
+pub const GRADIENT_PREFIX: &str = "gradient/";
+
+/// The collection a parameter belongs to by its name: `biases` when its last path segment is
+/// `bias` (or ends in `_bias`), `weights` otherwise (weights, embeddings, norm scales).
+pub fn parameter_collection(name: &str) -> &'static str {
+    let last = name.rsplit('.').next().unwrap_or(name);
+    if last == "bias" || last.ends_with("_bias") {
+        "biases"
+    } else {
+        "weights"
+    }
+}
+
+/// What is due for one tensor at the current step.
+#[derive(Debug, Default, PartialEq)]
+struct Due {
+    raw: bool,
+    reductions: Vec<Reduction>,
+}
+
+/// The capture hook of a candle training loop.
+///
+/// It owns a [`Hook`] and shares its sink: tensors that are due whole go through the hook (copied
+/// off the device once); when a tensor's collections ask only for reductions that candle can
+/// compute, the reductions run on the device and only the scalars are copied and sent.
+///
+/// Every `save_*` method first asks the hook whether the tensor is due (a flag when nothing is due
+/// this step, one hash lookup otherwise) and does nothing else when it is not. Errors are returned
+/// to the caller and leave the hook usable; nothing here panics.
+pub struct CandleHook {
+    hook: Hook,
+    sink: SharedSink,
+    tap: OutputTap,
+    /// Reductions were sent straight to the sink in the current step.
+    direct_in_step: bool,
+    closed: bool,
+}
+
+impl std::fmt::Debug for CandleHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CandleHook")
+            .field("hook", &self.hook)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CandleHook {
+    /// Builds the hook from a configured [`HookBuilder`] and the sink that stores the run
+    /// (smdebug-io's `Writer`, or a `MemorySink`).
+    pub fn new(builder: HookBuilder, sink: impl Sink + 'static) -> Result<CandleHook> {
+        let sink = SharedSink::new(sink);
+        let hook = builder.build(sink.clone())?;
+        Ok(CandleHook {
+            hook,
+            sink,
+            tap: OutputTap::default(),
+            direct_in_step: false,
+            closed: false,
+        })
+    }
+
+    /// The core hook: mode, step counters, configuration.
+    pub fn hook(&self) -> &Hook {
+        &self.hook
+    }
+
+    /// The core hook, to save host data (`save_tensor` with a `TensorView`) directly.
+    pub fn hook_mut(&mut self) -> &mut Hook {
+        &mut self.hook
+    }
+
+    /// The stop signal the hook watches; hand it to whatever may ask the job to stop.
+    pub fn stop_signal(&self) -> StopSignal {
+        self.hook.stop_signal()
+    }
+
+    /// The reason, when someone asked this job to stop. Check it once per step.
+    pub fn stop_requested(&self) -> Option<String> {
+        self.hook.stop_requested()
+    }
+
+    /// Whether `name` in `collections` is due now (cheap; adapters' own tensors are checked with
+    /// it before anything is copied).
+    pub fn is_due(&mut self, name: &str, collections: &[&str]) -> bool {
+        self.hook.is_due(name, collections)
+    }
+
+    /// Wraps `module` so that its forward output is recorded as `<name>.output` (collection
+    /// `outputs`) whenever that tensor is due.
+    pub fn wrap<M: Module>(&mut self, name: &str, module: M) -> Recorded<M> {
+        let tensor_name = format!("{name}{OUTPUT_SUFFIX}");
+        let wrapped = Recorded::new(module, tensor_name, self.tap.clone());
+        self.arm_outputs();
+        wrapped
+    }
+
+    /// Switches mode (TRAIN, EVAL, PREDICT); a step with records is closed first.
+    pub fn set_mode(&mut self, mode: Mode) -> Result<()> {
+        if mode == self.hook.mode() {
+            return Ok(());
+        }
+        let saved = self.save_outputs();
+        if self.direct_in_step {
+            // The core hook closes a step only when it recorded something itself.
+            self.end_step();
+        }
+        self.hook.set_mode(mode);
+        self.arm_outputs();
+        saved.map(|_| ())
+    }
+
+    /// Ends the step: saves the outputs the wrapped modules kept, publishes the step and advances
+    /// the step counters. An error saving an output is returned after the step has advanced.
+    pub fn step(&mut self) -> Result<()> {
+        let saved = self.save_outputs();
+        self.end_step();
+        self.arm_outputs();
+        saved.map(|_| ())
+    }
+
+    /// Ends the run: the last step, the collections and the end marker.
+    pub fn close(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        let saved = self.save_outputs();
+        if self.direct_in_step {
+            self.end_step();
+        }
+        self.hook.close();
+        self.closed = true;
+        saved.map(|_| ())
+    }
+
+    /// Saves a candle tensor under `name` in `collections` when due. Returns whether anything was
+    /// recorded.
+    pub fn save_tensor(
+        &mut self,
+        name: &str,
+        tensor: &Tensor,
+        collections: &[&str],
+    ) -> Result<bool> {
+        if self.closed || !self.hook.is_due(name, collections) {
+            return Ok(false);
+        }
+        let due = self.due(name);
+        if !due.raw && !due.reductions.is_empty() && reduce::on_device(&due.reductions) {
+            let values = reduce::compute(name, tensor, &due.reductions)?;
+            let key = StepKey {
+                step: self.hook.global_step(),
+                mode: self.hook.mode(),
+                mode_step: self.hook.mode_step(),
+            };
+            let tb = self.hook.config().export_tensorboard;
+            for (r, v) in due.reductions.iter().zip(values) {
+                self.sink.send(Record::Tensor(TensorRecord {
+                    name: r.tensor_name(name),
+                    key,
+                    tensor: smdebug_core::Tensor::scalar_f64(v),
+                    to_events: true,
+                    tb_histogram: false,
+                    tb_scalar: tb && r.op == smdebug_core::ReductionOp::Mean,
+                }));
+            }
+            self.direct_in_step = true;
+            return Ok(true);
+        }
+        let hook = &mut self.hook;
+        with_host_view(name, tensor, |view| {
+            hook.save_tensor(name, view, collections)
+        })
+    }
+
+    /// Saves every variable of `varmap` that is due, under its hierarchical name (`fc1.weight`),
+    /// in `weights` or `biases` (see [`parameter_collection`]). Returns how many were recorded.
+    pub fn save_parameters(&mut self, varmap: &VarMap) -> Result<usize> {
+        let due = self.due_vars(varmap, "", parameter_collection)?;
+        let mut saved = 0;
+        let mut first_error = None;
+        for (name, collection, var) in &due {
+            match self.save_tensor(name, var.as_tensor(), &[collection]) {
+                Ok(s) => saved += usize::from(s),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(saved), Err)
+    }
+
+    /// Saves the gradient of every variable of `varmap` found in `grads` (call it after
+    /// `backward()` and before the optimizer step), as `gradient/<name>` in `gradients`.
+    /// Returns how many were recorded.
+    pub fn save_gradients(&mut self, varmap: &VarMap, grads: &GradStore) -> Result<usize> {
+        let due = self.due_vars(varmap, GRADIENT_PREFIX, |_| "gradients")?;
+        let mut saved = 0;
+        let mut first_error = None;
+        for (name, collection, var) in &due {
+            let Some(grad) = grads.get(var.as_tensor()) else {
+                continue;
+            };
+            match self.save_tensor(name, grad, &[collection]) {
+                Ok(s) => saved += usize::from(s),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(saved), Err)
+    }
+
+    /// Saves a loss tensor (one element) as the scalar `name` in `losses`.
+    pub fn save_loss(&mut self, name: &str, loss: &Tensor) -> Result<bool> {
+        if self.closed || !self.hook.is_due(name, &["losses"]) {
+            return Ok(false);
+        }
+        let value = loss
+            .to_dtype(candle_core::DType::F64)
+            .and_then(|l| l.flatten_all())
+            .and_then(|l| l.to_vec1::<f64>())
+            .map_err(|source| Error::Candle {
+                tensor: name.to_string(),
+                source,
+            })?;
+        match value.as_slice() {
+            [v] => Ok(self.hook.save_scalar(name, *v, &["losses"])),
+            _ => self.save_tensor(name, loss, &["losses"]),
+        }
+    }
+
+    /// Saves a metric (accuracy, …) in `metrics`.
+    pub fn save_metric(&mut self, name: &str, value: f64) -> bool {
+        self.hook.save_scalar(name, value, &["metrics"])
+    }
+
+    /// Saves a scalar in the given collections.
+    pub fn save_scalar(&mut self, name: &str, value: f64, collections: &[&str]) -> bool {
+        self.hook.save_scalar(name, value, collections)
+    }
+
+    /// What the collections `name` belongs to ask for now. Mirrors the core hook's decision: a
+    /// scalar collection saves the raw value; others their reduction config, raw when it has no
+    /// reductions.
+    fn due(&self, name: &str) -> Due {
+        let config = self.hook.config();
+        let (mode, step) = (self.hook.mode(), self.hook.mode_step());
+        let mut due = Due::default();
+        for c in config.collections.iter().filter(|c| c.matches(name)) {
+            let schedule = c.save_config.as_ref().unwrap_or(&config.save_config);
+            if !schedule.should_save(mode, step) {
+                continue;
+            }
+            if c.is_scalar() {
+                due.raw = true;
+                continue;
+            }
+            let rc = c
+                .reduction_config
+                .as_ref()
+                .unwrap_or(&config.reduction_config);
+            due.raw |= rc.save_raw_tensor || rc.reductions.is_empty();
+            for r in &rc.reductions {
+                if !due.reductions.contains(r) {
+                    due.reductions.push(*r);
+                }
+            }
+        }
+        due
+    }
+
+    /// The variables whose tensor (`<prefix><name>`, in the collection `collection_of(name)`)
+    /// is due now, sorted by name. Nothing is cloned for variables that are not due.
+    fn due_vars(
+        &mut self,
+        varmap: &VarMap,
+        prefix: &str,
+        collection_of: fn(&str) -> &'static str,
+    ) -> Result<Vec<(String, &'static str, Var)>> {
+        let data = varmap.data().lock().map_err(|_| Error::PoisonedVarMap)?;
+        let mut due = Vec::new();
+        let mut name = String::from(prefix);
+        for (var_name, var) in data.iter() {
+            name.truncate(prefix.len());
+            name.push_str(var_name);
+            let collection = collection_of(var_name);
+            if self.hook.is_due(&name, &[collection]) {
+                due.push((name.clone(), collection, var.clone()));
+            }
+        }
+        due.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Ok(due)
+    }
+
+    fn end_step(&mut self) {
+        let step = self.hook.global_step();
+        self.hook.step();
+        if self.direct_in_step && !self.sink.ended(step) {
+            self.sink.send(Record::EndStep { step });
+        }
+        self.direct_in_step = false;
+    }
+
+    fn arm_outputs(&mut self) {
+        let hook = &mut self.hook;
+        self.tap.arm(|name| hook.is_due(name, &["outputs"]));
+    }
+
+    fn save_outputs(&mut self) -> Result<usize> {
+        let mut saved = 0;
+        let mut first_error = None;
+        for (name, tensor) in self.tap.take() {
+            match self.save_tensor(&name, &tensor, &["outputs"]) {
+                Ok(s) => saved += usize::from(s),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(saved), Err)
+    }
+}
+
+impl Drop for CandleHook {
+    /// A hook dropped without `close()` still publishes its last step and the end marker.
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+    use smdebug_core::{Collection, MemorySink, ReductionConfig, ReductionOp, SaveConfig, StepKey};
+
+    #[test]
+    fn steps_holding_only_device_reductions_are_ended_once_and_never_mix_modes() {
+        let sink = MemorySink::default();
+        let builder = Hook::builder()
+            .save_config(SaveConfig::every(1))
+            .collection(Collection::new("weights").with_reductions(
+                ReductionConfig::reductions_only([Reduction::new(ReductionOp::Mean)]),
+            ));
+        let mut hook = CandleHook::new(builder, sink.clone()).unwrap();
+        let w = Tensor::new(&[1.0f32, 3.0], &Device::Cpu).unwrap();
+        hook.set_mode(Mode::Train).unwrap();
+        assert!(hook.save_tensor("fc.weight", &w, &["weights"]).unwrap());
+        hook.step().unwrap();
+        assert!(hook.save_tensor("fc.weight", &w, &["weights"]).unwrap());
+        // Switching mode closes step 1, which only the adapter wrote to.
+        hook.set_mode(Mode::Eval).unwrap();
+        assert!(hook.save_tensor("fc.weight", &w, &["weights"]).unwrap());
+        hook.close().unwrap();
+        let records = sink.records.lock().unwrap().clone();
+        let ends: Vec<u64> = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::EndStep { step } => Some(*step),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ends, vec![0, 1, 2]);
+        let keys: Vec<(StepKey, f64)> = sink
+            .tensors()
+            .iter()
+            .map(|t| (t.key, t.tensor.to_f64_vec()[0]))
+            .collect();
+        let key = |step, mode, mode_step| StepKey {
+            step,
+            mode,
+            mode_step,
+        };
+        assert_eq!(
+            keys,
+            vec![
+                (key(0, Mode::Train, 0), 2.0),
+                (key(1, Mode::Train, 1), 2.0),
+                (key(2, Mode::Eval, 0), 2.0)
+            ]
+        );
+        assert!(matches!(records.last(), Some(Record::Close(_))));
+        assert!(
+            sink.tensors()
+                .iter()
+                .all(|t| t.name == "smdebug/reductions/mean/fc.weight")
+        );
+    }
+
+    #[test]
+    fn parameters_are_sorted_into_weights_and_biases_by_name() {
+        assert_eq!(parameter_collection("fc1.weight"), "weights");
+        assert_eq!(parameter_collection("encoder.layer0.attn.bias"), "biases");
+        assert_eq!(parameter_collection("lstm.hh_bias"), "biases");
+        assert_eq!(parameter_collection("emb.embeddings"), "weights");
+        assert_eq!(parameter_collection("bias_scale.weight"), "weights");
+    }
+}
