@@ -1,0 +1,48 @@
+//! Turns burn's [`TensorData`] (read back from the device) into smdebug [`TensorView`]s.
+
+use burn::tensor::{BoolStore, DType as BDType, TensorData};
+use smdebug_core::{DType, TensorView};
+
+use crate::error::{Error, Result};
+
+/// The smdebug dtype a burn dtype is recorded as (`None` for quantized data, which is
+/// dequantized to `f32` first).
+pub fn recorded_dtype(dtype: BDType) -> Option<DType> {
+    Some(match dtype {
+        BDType::F64 => DType::F64,
+        BDType::F32 | BDType::Flex32 => DType::F32,
+        BDType::F16 => DType::F16,
+        BDType::BF16 => DType::BF16,
+        BDType::I64 => DType::I64,
+        BDType::I32 => DType::I32,
+        BDType::I16 => DType::I16,
+        BDType::I8 => DType::I8,
+        BDType::U64 => DType::U64,
+        BDType::U32 => DType::U32,
+        BDType::U16 => DType::U16,
+        BDType::U8 => DType::U8,
+        BDType::Bool(BoolStore::Native | BoolStore::U8) => DType::Bool,
+        BDType::Bool(BoolStore::U32) => DType::U32,
+        BDType::QFloat(_) => return None,
+    })
+}
+
+/// Calls `f` with a view of `data` (named `name` in errors), borrowing its bytes when the dtype
+/// maps directly.
+pub(crate) fn with_view<R>(
+    name: &str,
+    data: TensorData,
+    f: impl FnOnce(&TensorView<'_>) -> R,
+) -> Result<R> {
+    let data = match recorded_dtype(data.dtype()) {
+        Some(_) => data,
+        None => data.convert::<f32>(),
+    };
+    let dtype = recorded_dtype(data.dtype()).ok_or_else(|| Error::UnsupportedDType {
+        tensor: name.to_string(),
+        dtype: format!("{:?}", data.dtype()),
+    })?;
+    let shape: Vec<usize> = data.shape().iter().copied().collect();
+    let view = TensorView::from_bytes(dtype, &shape, data.as_bytes())?;
+    Ok(f(&view))
+}

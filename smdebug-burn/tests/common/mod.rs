@@ -1,0 +1,2 @@
+#![allow(dead_code)] // each test binary uses its own share of the helpers
+pub mod model;
