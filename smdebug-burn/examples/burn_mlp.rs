@@ -6,6 +6,8 @@
 //! cargo run --release -p smdebug-burn --example burn_mlp -- --overhead
 //! ```
 //!
+//! Add `--python-compatible` to write the payload checksum Python smdebug 1.0.34 reads.
+//!
 //! The run goes to `target/smdebug-burn/run` (or `--out DIR`): weights, biases, gradients,
 //! relu1's output, the loss and accuracy every 50th train step, loss and accuracy at every eval
 //! step. `--overhead` times the same training loop without a hook, with weights, gradients and
@@ -21,6 +23,7 @@ use burn::tensor::Device;
 use model::{DigitsTensors, Mlp, accuracy, loss};
 use smdebug_burn::BurnHook;
 use smdebug_core::{Hook, Mode, SaveConfig, SaveConfigMode};
+use smdebug_io::format::record::PayloadChecksum;
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
 type BoxError = Box<dyn std::error::Error>;
@@ -49,7 +52,17 @@ fn main() -> Result<(), BoxError> {
     };
     let _ = std::fs::remove_dir_all(&out);
     let schedule = SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1));
-    let mut hook = BurnHook::new(Hook::builder().save_config(schedule), Writer::open(&out)?)?;
+    let mut hook = BurnHook::new(Hook::builder().save_config(schedule), {
+        // smdebug 1.0.34's reader accepts only its legacy constant payload checksum.
+        let checksum = if args.iter().any(|a| a == "--python-compatible") {
+            PayloadChecksum::SmdebugLegacy
+        } else {
+            PayloadChecksum::Crc32c
+        };
+        Writer::builder(smdebug_io::open_storage(&out)?)
+            .checksum(checksum)
+            .build()?
+    })?;
     let device = ndarray_autodiff();
     let data = DigitsTensors::load(&device)?;
     let mut model = Mlp::new(&device);

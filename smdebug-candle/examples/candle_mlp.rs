@@ -5,6 +5,8 @@
 //! cargo run --release -p smdebug-candle --example candle_mlp -- --overhead
 //! ```
 //!
+//! Add `--python-compatible` to write the payload checksum Python smdebug 1.0.34 reads.
+//!
 //! The run goes to `target/smdebug-candle/run` (or the directory given as `--out DIR`): weights,
 //! biases, gradients, relu1's output, the loss and accuracy every 50th train step, loss and
 //! accuracy at every eval step. `--overhead` times the same training loop without a hook, with
@@ -20,6 +22,7 @@ use candle_nn::{Optimizer, SGD};
 use model::{DigitsTensors, Mlp, accuracy, loss, varmap};
 use smdebug_candle::CandleHook;
 use smdebug_core::{Hook, MemorySink, Mode, SaveConfig, SaveConfigMode};
+use smdebug_io::format::record::PayloadChecksum;
 use smdebug_io::writer::Writer;
 
 type BoxError = Box<dyn std::error::Error>;
@@ -41,7 +44,17 @@ fn main() -> Result<(), BoxError> {
     };
     let _ = std::fs::remove_dir_all(&out);
     let schedule = SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1));
-    let mut hook = CandleHook::new(Hook::builder().save_config(schedule), Writer::open(&out)?)?;
+    let mut hook = CandleHook::new(Hook::builder().save_config(schedule), {
+        // smdebug 1.0.34's reader accepts only its legacy constant payload checksum.
+        let checksum = if args.iter().any(|a| a == "--python-compatible") {
+            PayloadChecksum::SmdebugLegacy
+        } else {
+            PayloadChecksum::Crc32c
+        };
+        Writer::builder(smdebug_io::open_storage(&out)?)
+            .checksum(checksum)
+            .build()?
+    })?;
     let dev = Device::Cpu;
     let data = DigitsTensors::load(DType::F32, &dev)?;
     let (vm, vb) = varmap(DType::F32, &dev);
