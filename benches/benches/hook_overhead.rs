@@ -11,7 +11,7 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use smdebug_core::{Collection, Hook, Mode, SaveConfig, SaveConfigMode};
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::mlp::{Activation, Mlp, Rng};
-use smdebug_examples::record_train_step;
+use smdebug_examples::{TensorNames, record_train_step};
 use smdebug_io::writer::Writer;
 use smdebug_io::{OverflowPolicy, open_storage};
 
@@ -49,6 +49,7 @@ fn bench(c: &mut Criterion) {
 
         for variant in ["no hook", "hook every step", "hook every 100th step"] {
             let mut model = Mlp::new(&widths, Activation::Relu, 1.0, 0.0, &mut Rng::new(1));
+            let names = TensorNames::for_model(&model);
             let dir = tempfile::tempdir().unwrap();
             let mut capture = match variant {
                 "no hook" => None,
@@ -67,7 +68,7 @@ fn bench(c: &mut Criterion) {
                     let (loss, acc) = Mlp::loss_and_accuracy(&fwd, y);
                     let grads = model.backward(&fwd, y);
                     if let Some((h, _)) = capture.as_mut() {
-                        record_train_step(h, &model, &fwd, &grads, loss, acc);
+                        record_train_step(h, &names, &model, &fwd, &grads, loss, acc);
                         h.step();
                     }
                     model.sgd(&grads, 0.01);

@@ -104,10 +104,46 @@ fn activation_name(model: &Mlp, layer: usize) -> String {
     }
 }
 
+/// The names a model's tensors are recorded under, made once rather than at every step.
+#[derive(Clone, Debug)]
+pub struct TensorNames {
+    weights: Vec<String>,
+    biases: Vec<String>,
+    weight_grads: Vec<String>,
+    bias_grads: Vec<String>,
+    activations: Vec<String>,
+}
+
+impl TensorNames {
+    /// `fc1.weight`, `fc1.bias`, `gradient/fc1.weight`, …, `relu1.output`, … for `model`.
+    pub fn for_model(model: &Mlp) -> TensorNames {
+        let layers = &model.layers;
+        TensorNames {
+            weights: layers
+                .iter()
+                .map(|l| format!("{}.weight", l.name))
+                .collect(),
+            biases: layers.iter().map(|l| format!("{}.bias", l.name)).collect(),
+            weight_grads: layers
+                .iter()
+                .map(|l| format!("gradient/{}.weight", l.name))
+                .collect(),
+            bias_grads: layers
+                .iter()
+                .map(|l| format!("gradient/{}.bias", l.name))
+                .collect(),
+            activations: (0..layers.len().saturating_sub(1))
+                .map(|i| activation_name(model, i))
+                .collect(),
+        }
+    }
+}
+
 /// Records the model's parameters, gradients and activations through the hook. Only what is
 /// due is copied: `save_tensor` borrows the arrays and returns at once when nothing is due.
 pub fn record_train_step(
     hook: &mut Hook,
+    names: &TensorNames,
     model: &Mlp,
     fwd: &mlp::Forward,
     grads: &mlp::Gradients,
@@ -115,26 +151,28 @@ pub fn record_train_step(
     accuracy: f32,
 ) {
     for (i, layer) in model.layers.iter().enumerate() {
-        let w = format!("{}.weight", layer.name);
-        let b = format!("{}.bias", layer.name);
-        hook.save_tensor(&w, &TensorView::from_ndarray(&layer.weight), &["weights"]);
-        hook.save_tensor(&b, &TensorView::from_ndarray(&layer.bias), &["biases"]);
         hook.save_tensor(
-            &format!("gradient/{w}"),
+            &names.weights[i],
+            &TensorView::from_ndarray(&layer.weight),
+            &["weights"],
+        );
+        hook.save_tensor(
+            &names.biases[i],
+            &TensorView::from_ndarray(&layer.bias),
+            &["biases"],
+        );
+        hook.save_tensor(
+            &names.weight_grads[i],
             &TensorView::from_ndarray(&grads.weight[i]),
             &["gradients"],
         );
         hook.save_tensor(
-            &format!("gradient/{b}"),
+            &names.bias_grads[i],
             &TensorView::from_ndarray(&grads.bias[i]),
             &["gradients"],
         );
-        if i + 1 < model.layers.len() {
-            hook.save_tensor(
-                &activation_name(model, i),
-                &TensorView::from_ndarray(&fwd.act[i]),
-                &["outputs"],
-            );
+        if let Some(act) = names.activations.get(i) {
+            hook.save_tensor(act, &TensorView::from_ndarray(&fwd.act[i]), &["outputs"]);
         }
     }
     hook.save_tensor(
@@ -157,6 +195,7 @@ pub fn train(
 ) -> TrainSummary {
     let mut rng = Rng::new(cfg.seed);
     let mut model = build_model(cfg, &mut rng);
+    let names = TensorNames::for_model(&model);
     let lr = match cfg.bug {
         Some(Bug::ExplodingLoss) => cfg.learning_rate * 10.0,
         _ => cfg.learning_rate,
@@ -177,7 +216,7 @@ pub fn train(
             let (loss, acc) = Mlp::loss_and_accuracy(&fwd, &y);
             let grads = model.backward(&fwd, &y);
             if let Some(h) = hook.as_deref_mut() {
-                record_train_step(h, &model, &fwd, &grads, loss, acc);
+                record_train_step(h, &names, &model, &fwd, &grads, loss, acc);
                 h.step();
             }
             model.sgd(&grads, lr);
