@@ -32,6 +32,20 @@ pub fn parameter_collection(name: &str) -> &'static str {
     }
 }
 
+/// Whether any collection (or a collection not created yet, which takes the default schedule)
+/// is due at the hook's current mode step. Lets a whole model walk be skipped on the steps where
+/// nothing is saved; the core hook would answer "not due" for every tensor anyway.
+fn anything_due(hook: &Hook) -> bool {
+    let config = hook.config();
+    let (mode, step) = (hook.mode(), hook.mode_step());
+    config.save_config.should_save(mode, step)
+        || config.collections.iter().any(|c| {
+            c.save_config
+                .as_ref()
+                .is_some_and(|s| s.should_save(mode, step))
+        })
+}
+
 /// What is due for one tensor at the current step.
 #[derive(Debug, Default)]
 struct Due {
@@ -333,7 +347,7 @@ impl BurnHook {
     }
 
     fn visit<M: Module>(&mut self, module: &M, grads: Option<&GradientsParams>) -> Result<usize> {
-        if self.closed {
+        if self.closed || !anything_due(&self.hook) {
             return Ok(0);
         }
         let mut batch = Batch::default();
@@ -517,6 +531,31 @@ mod tests {
         };
         assert_eq!((members("weights"), members("biases")), (3, 2));
         assert_eq!(parameter_collection("lstm.hh_bias"), "biases");
+    }
+
+    #[test]
+    fn a_collection_on_its_own_schedule_is_walked_when_the_default_is_never_due() {
+        use smdebug_core::SaveConfigMode;
+        let device = ndarray_device();
+        let net = Net {
+            encoder: vec![],
+            head: LinearConfig::new(2, 1).init(&device),
+        };
+        let sink = MemorySink::default();
+        let builder = Hook::builder()
+            .save_config(SaveConfig::new(SaveConfigMode::never()))
+            .collection(Collection::new("biases").with_save_config(SaveConfig::every(3)));
+        let mut hook = BurnHook::new(builder, sink.clone()).unwrap();
+        for _ in 0..5 {
+            hook.save_parameters(&net).unwrap();
+            hook.step();
+        }
+        let got: Vec<(u64, String)> = sink
+            .tensors()
+            .into_iter()
+            .map(|t| (t.key.step, t.name))
+            .collect();
+        assert_eq!(got, vec![(0, "head.bias".into()), (3, "head.bias".into())]);
     }
 
     #[test]

@@ -28,6 +28,20 @@ pub fn parameter_collection(name: &str) -> &'static str {
     }
 }
 
+/// Whether any collection (or a collection not created yet, which takes the default schedule)
+/// is due at the hook's current mode step. Lets a whole model walk be skipped on the steps where
+/// nothing is saved; the core hook would answer "not due" for every tensor anyway.
+fn anything_due(hook: &Hook) -> bool {
+    let config = hook.config();
+    let (mode, step) = (hook.mode(), hook.mode_step());
+    config.save_config.should_save(mode, step)
+        || config.collections.iter().any(|c| {
+            c.save_config
+                .as_ref()
+                .is_some_and(|s| s.should_save(mode, step))
+        })
+}
+
 /// What is due for one tensor at the current step.
 #[derive(Debug, Default, PartialEq)]
 struct Due {
@@ -293,6 +307,9 @@ impl CandleHook {
         prefix: &str,
         collection_of: fn(&str) -> &'static str,
     ) -> Result<Vec<(String, &'static str, Var)>> {
+        if self.closed || !anything_due(&self.hook) {
+            return Ok(Vec::new());
+        }
         let data = varmap.data().lock().map_err(|_| Error::PoisonedVarMap)?;
         let mut due = Vec::new();
         let mut name = String::from(prefix);
@@ -401,6 +418,48 @@ mod tests {
                 .iter()
                 .all(|t| t.name == "smdebug/reductions/mean/fc.weight")
         );
+    }
+
+    #[test]
+    fn a_collection_on_its_own_schedule_is_walked_when_the_default_is_never_due() {
+        use candle_nn::{Module as _, VarBuilder};
+        use smdebug_core::SaveConfigMode;
+        let sink = MemorySink::default();
+        let builder = Hook::builder()
+            .save_config(SaveConfig::new(SaveConfigMode::never()))
+            .collection(Collection::new("gradients").with_save_config(SaveConfig::every(3)));
+        let mut hook = CandleHook::new(builder, sink.clone()).unwrap();
+        let varmap = VarMap::new();
+        let vb = VarBuilder::from_varmap(&varmap, candle_core::DType::F32, &Device::Cpu);
+        let fc = candle_nn::linear(2, 1, vb.pp("fc")).unwrap();
+        let x = Tensor::ones((1, 2), candle_core::DType::F32, &Device::Cpu).unwrap();
+        for _ in 0..5 {
+            let grads = fc
+                .forward(&x)
+                .unwrap()
+                .sum_all()
+                .unwrap()
+                .backward()
+                .unwrap();
+            assert_eq!(hook.save_parameters(&varmap).unwrap(), 0);
+            hook.save_gradients(&varmap, &grads).unwrap();
+            hook.step().unwrap();
+        }
+        let got: Vec<(u64, String)> = sink
+            .tensors()
+            .into_iter()
+            .map(|t| (t.key.step, t.name))
+            .collect();
+        let want: Vec<(u64, String)> = [0, 3]
+            .into_iter()
+            .flat_map(|s| {
+                [
+                    (s, "gradient/fc.bias".into()),
+                    (s, "gradient/fc.weight".into()),
+                ]
+            })
+            .collect();
+        assert_eq!(got, want);
     }
 
     #[test]
