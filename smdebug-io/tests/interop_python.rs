@@ -253,43 +253,43 @@ fn write_run(dir: &Path, checksum: PayloadChecksum, workers: usize) -> Written {
     }
 }
 
-#[test]
-fn python_smdebug_create_trial_reads_our_run() {
+/// Writes a run into a fresh temporary folder, with its expected.json beside it.
+fn run_with_expected(
+    checksum: PayloadChecksum,
+    workers: usize,
+) -> (tempfile::TempDir, PathBuf, PathBuf, Written) {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
-    let w = write_run(&run, PayloadChecksum::SmdebugLegacy, 2);
+    let w = write_run(&run, checksum, workers);
     let expected = dir.path().join("expected.json");
     std::fs::write(&expected, serde_json::to_vec_pretty(&w.expected).unwrap()).unwrap();
+    (dir, run, expected, w)
+}
+
+fn check_with_smdebug(checksum: PayloadChecksum) {
+    let (_dir, run, expected, _) = run_with_expected(checksum, 2);
     run_python(&[
         script("check_with_smdebug.py").to_str().unwrap(),
         run.to_str().unwrap(),
         expected.to_str().unwrap(),
     ]);
+}
+
+#[test]
+fn python_smdebug_create_trial_reads_our_run() {
+    check_with_smdebug(PayloadChecksum::SmdebugLegacy);
 }
 
 #[test]
 fn python_smdebug_reads_names_and_crc_checked_records_of_a_real_crc_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let run = dir.path().join("run");
-    let w = write_run(&run, PayloadChecksum::Crc32c, 2);
-    let expected = dir.path().join("expected.json");
-    std::fs::write(&expected, serde_json::to_vec_pretty(&w.expected).unwrap()).unwrap();
-    run_python(&[
-        script("check_with_smdebug.py").to_str().unwrap(),
-        run.to_str().unwrap(),
-        expected.to_str().unwrap(),
-    ]);
+    check_with_smdebug(PayloadChecksum::Crc32c);
 }
 
 #[test]
 fn tensorboard_loads_our_event_files_and_summaries() {
-    let dir = tempfile::tempdir().unwrap();
-    let run = dir.path().join("run");
     // One worker: TensorBoard shows one series per (run, tag), so two workers' values at the same
     // step would be ambiguous to compare.
-    let w = write_run(&run, PayloadChecksum::Crc32c, 1);
-    let expected = dir.path().join("expected.json");
-    std::fs::write(&expected, serde_json::to_vec_pretty(&w.expected).unwrap()).unwrap();
+    let (dir, run, expected, w) = run_with_expected(PayloadChecksum::Crc32c, 1);
     // Every record of every event file passes TensorBoard's CRC-checking record reader and
     // holds the values we wrote.
     run_python(&[
