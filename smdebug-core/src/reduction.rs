@@ -78,6 +78,15 @@ impl ReductionOp {
         matches!(self, ReductionOp::L1 | ReductionOp::L2)
     }
 
+    /// True for the operations Python smdebug knows (min … prod, l1, l2); its reader rejects a
+    /// collections file that names any other in `reductions`.
+    pub const fn is_smdebug_native(self) -> bool {
+        !matches!(
+            self,
+            ReductionOp::NanCount | ReductionOp::InfCount | ReductionOp::ZeroFraction
+        )
+    }
+
     fn from_name(name: &str) -> Option<ReductionOp> {
         ReductionOp::ALL.into_iter().find(|op| op.name() == name)
     }
@@ -268,11 +277,21 @@ impl ReductionConfig {
     }
 
     /// smdebug's JSON form: `{"save_raw_tensor": .., "reductions": "mean,l2_norm", "save_shape": ..}`.
+    /// Reductions Python smdebug does not know (NaN/Inf counts, zero share) go under
+    /// `extra_reductions`, which its reader ignores and ours reads back.
     pub fn to_smdebug_json(&self) -> serde_json::Value {
-        let list: Vec<String> = self.reductions.iter().map(|r| r.to_string()).collect();
+        let list = |native: bool| -> String {
+            self.reductions
+                .iter()
+                .filter(|r| r.op.is_smdebug_native() == native)
+                .map(|r| r.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
         serde_json::json!({
             "save_raw_tensor": self.save_raw_tensor,
-            "reductions": list.join(","),
+            "reductions": list(true),
+            "extra_reductions": list(false),
             "save_shape": self.save_shape,
         })
     }
@@ -291,18 +310,19 @@ impl<'de> Deserialize<'de> for ReductionConfig {
             save_raw_tensor: Option<crate::config::Flexible<bool>>,
             #[serde(default)]
             reductions: Option<crate::config::StrList>,
+            #[serde(default)]
+            extra_reductions: Option<crate::config::StrList>,
             save_shape: Option<crate::config::Flexible<bool>>,
         }
         let raw = Raw::deserialize(d)?;
-        let reductions = match raw.reductions {
-            Some(list) => list
-                .0
-                .iter()
-                .map(|s| s.parse::<Reduction>())
-                .collect::<Result<Vec<_>>>()
-                .map_err(serde::de::Error::custom)?,
-            None => Vec::new(),
-        };
+        let reductions = raw
+            .reductions
+            .iter()
+            .chain(raw.extra_reductions.iter())
+            .flat_map(|list| list.0.iter())
+            .map(|s| s.parse::<Reduction>())
+            .collect::<Result<Vec<_>>>()
+            .map_err(serde::de::Error::custom)?;
         Ok(ReductionConfig {
             save_raw_tensor: raw
                 .save_raw_tensor
@@ -370,6 +390,25 @@ mod tests {
         );
         assert!("median".parse::<Reduction>().is_err());
         assert!("mean_norm".parse::<Reduction>().is_err());
+    }
+
+    #[test]
+    fn reductions_python_smdebug_does_not_know_are_kept_apart() {
+        let cfg = ReductionConfig {
+            save_raw_tensor: false,
+            reductions: ReductionConfig::parse_list("mean,zero_fraction,abs_nan_count,l1_norm")
+                .unwrap(),
+            save_shape: false,
+        };
+        let json = cfg.to_smdebug_json();
+        assert_eq!(json["reductions"], "mean,l1_norm");
+        assert_eq!(json["extra_reductions"], "zero_fraction,abs_nan_count");
+        let back: ReductionConfig = serde_json::from_value(json).unwrap();
+        let mut want = cfg.reductions.clone();
+        want.sort();
+        let mut got = back.reductions;
+        got.sort();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -182,7 +182,9 @@ fn write_run(dir: &Path, checksum: PayloadChecksum, workers: usize) -> Written {
             .collection(
                 Collection::new("gradients").with_reductions(ReductionConfig {
                     save_raw_tensor: true,
-                    reductions: ReductionConfig::parse_list("mean,abs_max,l2_norm").unwrap(),
+                    // zero_fraction is ours: the collections file must still load in Python.
+                    reductions: ReductionConfig::parse_list("mean,abs_max,l2_norm,zero_fraction")
+                        .unwrap(),
                     save_shape: false,
                 }),
             )
