@@ -107,11 +107,11 @@ impl State {
     /// end marker. Reading the marker before the final listing means a run that ends during a
     /// refresh is never reported complete with steps missing.
     pub fn refresh(&mut self, storage: &dyn Storage) -> Result<()> {
-        let ended = !self.complete && source::end_marker(storage)?.is_some();
-        let marker = if ended {
-            source::end_marker(storage)?
-        } else {
+        // `Some(reason)` once the run has ended; fetched once per refresh, and not at all after.
+        let marker = if self.complete {
             None
+        } else {
+            source::end_marker(storage)?
         };
 
         for (key, file) in source::new_collection_files(storage, &self.collection_files)? {
