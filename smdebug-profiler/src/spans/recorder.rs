@@ -137,6 +137,32 @@ struct Shared {
     tx: SyncSender<Message>,
     counters: Arc<Counters>,
     current_step: AtomicU64,
+    clock: SpanClock,
+}
+
+/// Span times on one clock: the monotonic clock, anchored to the epoch once. Reading the wall
+/// clock for starts and the monotonic clock for durations, each truncated to microseconds on
+/// its own, could put a nested span's end a microsecond past its parent's; with one clock and
+/// one truncation, a span that ends inside another is recorded inside it.
+struct SpanClock {
+    base: Instant,
+    base_epoch_us: u64,
+}
+
+impl SpanClock {
+    fn now() -> SpanClock {
+        SpanClock {
+            base: Instant::now(),
+            base_epoch_us: epoch_us(SystemTime::now()),
+        }
+    }
+
+    /// Microseconds since the Unix epoch at `at`.
+    fn epoch_us(&self, at: Instant) -> u64 {
+        let since = at.saturating_duration_since(self.base).as_micros();
+        self.base_epoch_us
+            .saturating_add(u64::try_from(since).unwrap_or(u64::MAX))
+    }
 }
 
 /// Records framework spans from the training loop.
@@ -177,7 +203,6 @@ pub struct SpanRecorder {
 pub struct OpenSpan {
     phase: Phase,
     name: Cow<'static, str>,
-    start_us: u64,
     started: Instant,
     step: Option<(Mode, u64)>,
 }
@@ -254,6 +279,7 @@ impl SpanRecorder {
                 tx: tx.clone(),
                 counters: Arc::clone(&counters),
                 current_step: AtomicU64::new(0),
+                clock: SpanClock::now(),
             }),
         };
         let guard = SpanWriterGuard {
@@ -328,7 +354,6 @@ impl SpanRecorder {
         OpenSpan {
             name: phase.default_event_name(),
             phase,
-            start_us: epoch_us(SystemTime::now()),
             started: Instant::now(),
             step: self.current_step(),
         }
@@ -338,12 +363,14 @@ impl SpanRecorder {
     /// queued; `false` means the queue was full or the writer stopped, and it was counted as
     /// dropped.
     pub fn end_span(&self, span: OpenSpan) -> bool {
-        let dur_us = u64::try_from(span.started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let clock = &self.shared.clock;
+        let start_us = clock.epoch_us(span.started);
+        let end_us = clock.epoch_us(Instant::now());
         self.enqueue(SpanEvent {
             phase: span.phase,
             name: span.name,
-            start_us: span.start_us,
-            dur_us,
+            start_us,
+            dur_us: end_us - start_us,
             step: span.step,
         })
     }
