@@ -132,6 +132,12 @@ impl HookBuilder {
         self
     }
 
+    /// The worker this process is, e.g. [`WorkerInfo::from_env`](crate::WorkerInfo::from_env)
+    /// (`RANK`/`WORLD_SIZE` and other launchers' variables).
+    pub fn worker_info(self, worker: crate::WorkerInfo) -> Self {
+        self.worker(worker.rank, worker.world_size)
+    }
+
     /// Shares a stop signal (e.g. one a rule runner sets).
     pub fn stop_signal(mut self, stop: StopSignal) -> Self {
         self.stop = stop;

@@ -19,6 +19,7 @@ pub mod reduction;
 pub mod save_config;
 pub mod sink;
 pub mod tensor;
+pub mod worker;
 
 pub use collection::{Collection, CollectionsFile};
 pub use config::HookConfig;
@@ -30,3 +31,4 @@ pub use reduction::{Reduction, ReductionConfig, ReductionOp};
 pub use save_config::{SaveConfig, SaveConfigMode};
 pub use sink::{EndReason, MemorySink, Record, Sink, StepKey, TensorRecord};
 pub use tensor::{Element, Tensor, TensorView};
+pub use worker::WorkerInfo;

@@ -20,6 +20,8 @@
 pub mod error;
 pub mod format;
 pub mod storage;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod trial;
 pub mod writer;
 

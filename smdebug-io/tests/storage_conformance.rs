@@ -1,15 +1,13 @@
 //! One conformance suite for every storage backend: local disk, `memory://`, and S3 through a
 //! real moto server started by the test (`python3 -m moto.server`).
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use smdebug_io::Error;
 use smdebug_io::storage::{Storage, StorageOptions, open_storage, open_storage_with};
+use smdebug_io::testing::{MotoServer, free_port, s3_options};
 
 /// Everything a backend must do, the same way.
 fn conformance(store: &dyn Storage) {
@@ -209,105 +207,10 @@ fn memory_store_conforms_and_is_shared_in_the_process() {
     );
 }
 
-/// A moto S3 server on a free loopback port, killed on drop.
-struct Moto {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn python() -> String {
-    std::env::var("SMDEBUG_PYTHON").unwrap_or_else(|_| "python3".to_string())
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn start_moto() -> Moto {
-    let py = python();
-    let probe = Command::new(&py)
-        .args(["-c", "import moto.server"])
-        .output();
-    match probe {
-        Ok(out) if out.status.success() => {}
-        Ok(out) => panic!(
-            "moto is not installed for `{py}` ({}): run `pip install 'moto[server]'` \
-             (or `bash .ci/setup-python` and set SMDEBUG_PYTHON)",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ),
-        Err(e) => {
-            panic!("cannot run `{py}` ({e}): install Python 3 and run `pip install 'moto[server]'`")
-        }
-    }
-    let port = free_port();
-    let child = Command::new(&py)
-        .args([
-            "-m",
-            "moto.server",
-            "-H",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start moto");
-    let mut moto = Moto { child, port };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Ok(Some(status)) = moto.child.try_wait() {
-            panic!("moto exited ({status}): run `pip install 'moto[server]'`");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "moto did not listen on port {port} within 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    moto
-}
-
-/// Creates a bucket with a plain HTTP PUT (moto accepts unsigned requests).
-fn create_bucket(port: u16, bucket: &str) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
-    let mut resp = String::new();
-    let _ = s.read_to_string(&mut resp);
-    assert!(
-        resp.starts_with("HTTP/1.1 200"),
-        "bucket creation failed: {resp}"
-    );
-}
-
-pub fn s3_options(port: u16) -> StorageOptions {
-    StorageOptions {
-        from_env: false,
-        ..Default::default()
-    }
-    .with("aws_endpoint", format!("http://127.0.0.1:{port}"))
-    .with("aws_allow_http", "true")
-    .with("aws_access_key_id", "testing")
-    .with("aws_secret_access_key", "testing")
-    .with("aws_region", "us-east-1")
-}
-
 #[test]
 fn s3_through_moto_conforms() {
-    let moto = start_moto();
-    create_bucket(moto.port, "smdebug-conformance");
+    let moto = MotoServer::start();
+    moto.create_bucket("smdebug-conformance");
     let store: Arc<dyn Storage> =
         open_storage_with("s3://smdebug-conformance/runs/one", &s3_options(moto.port)).unwrap();
     assert_eq!(store.describe(), "s3://smdebug-conformance/runs/one");

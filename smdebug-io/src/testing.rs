@@ -1,0 +1,144 @@
+//! Test support (feature `testing`): a real S3-compatible server for object-store tests.
+//!
+//! [`MotoServer::start`] runs moto's standalone server (`python -m moto.server`, Python from
+//! `$SMDEBUG_PYTHON`, else `python3`; `pip install 'moto[server]'`) on a free loopback port and
+//! kills it when dropped. Tests in several crates use it, so it lives here rather than being
+//! copied into each test file.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::storage::StorageOptions;
+
+/// The Python that test helpers run: `$SMDEBUG_PYTHON`, else `python3`.
+pub fn python() -> String {
+    std::env::var("SMDEBUG_PYTHON").unwrap_or_else(|_| "python3".to_string())
+}
+
+/// A loopback port nothing listens on at the moment of the call.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind a loopback port")
+}
+
+/// A moto S3 server on a free loopback port, killed on drop.
+pub struct MotoServer {
+    child: Child,
+    /// The port it listens on.
+    pub port: u16,
+}
+
+impl Drop for MotoServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl MotoServer {
+    /// Starts moto and waits (up to 30 s) until it accepts connections. Panics with the
+    /// install command when moto is missing: a test that needs S3 must not pass without it.
+    pub fn start() -> MotoServer {
+        let py = python();
+        match Command::new(&py)
+            .args(["-c", "import moto.server"])
+            .output()
+        {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => panic!(
+                "moto is not installed for `{py}` ({}): run `pip install 'moto[server]'` \
+                 (or `bash .ci/setup-python` and set SMDEBUG_PYTHON)",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+            Err(e) => panic!(
+                "cannot run `{py}` ({e}): install Python 3 and run `pip install 'moto[server]'`"
+            ),
+        }
+        let port = free_port();
+        let child = Command::new(&py)
+            .args([
+                "-m",
+                "moto.server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start moto");
+        let mut moto = MotoServer { child, port };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = moto.child.try_wait() {
+                panic!("moto exited ({status}): run `pip install 'moto[server]'`");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "moto did not listen on port {port} within 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        moto
+    }
+
+    /// The endpoint URL, `http://127.0.0.1:<port>`.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Creates a bucket with a plain HTTP PUT (moto accepts unsigned requests).
+    pub fn create_bucket(&self, bucket: &str) {
+        let port = self.port;
+        let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to moto");
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("set a read timeout");
+        write!(
+            s,
+            "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .expect("send the bucket request");
+        let mut resp = String::new();
+        let _ = s.read_to_string(&mut resp);
+        assert!(
+            resp.starts_with("HTTP/1.1 200"),
+            "bucket creation failed: {resp}"
+        );
+    }
+
+    /// Storage options that reach this server (and ignore the process environment).
+    pub fn options(&self) -> StorageOptions {
+        s3_options(self.port)
+    }
+
+    /// The same settings as environment variables, for child processes that open
+    /// `s3://` URLs with the default options.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT", self.endpoint()),
+            ("AWS_ALLOW_HTTP", "true".into()),
+            ("AWS_ACCESS_KEY_ID", "testing".into()),
+            ("AWS_SECRET_ACCESS_KEY", "testing".into()),
+            ("AWS_REGION", "us-east-1".into()),
+        ]
+    }
+}
+
+/// Storage options for an S3 endpoint on a loopback port (a moto server, or nothing at all to
+/// test an unreachable store).
+pub fn s3_options(port: u16) -> StorageOptions {
+    StorageOptions {
+        from_env: false,
+        ..Default::default()
+    }
+    .with("aws_endpoint", format!("http://127.0.0.1:{port}"))
+    .with("aws_allow_http", "true")
+    .with("aws_access_key_id", "testing")
+    .with("aws_secret_access_key", "testing")
+    .with("aws_region", "us-east-1")
+}
