@@ -1,6 +1,7 @@
 //! Shared pieces of the runnable examples: the digits data set, a hand-written MLP, and a
 //! training loop that records through an smdebug [`Hook`].
 
+pub mod allreduce;
 pub mod digits;
 pub mod mlp;
 

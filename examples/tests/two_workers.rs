@@ -1,0 +1,114 @@
+//! The two-worker example as a real multi-process job: two processes (RANK 0 and 1,
+//! WORLD_SIZE 2) average gradients over TCP and write one run, on local disk and on a real S3
+//! server (moto); the Trial shows both workers, marks steps complete only when both wrote them,
+//! and the workers' models agree at every saved step.
+
+use std::process::Command;
+use std::sync::Arc;
+
+use smdebug_core::Mode;
+use smdebug_io::Storage;
+use smdebug_io::storage::open_storage_with;
+use smdebug_io::testing::MotoServer;
+use smdebug_io::trial::{StepState, Trial, TrialOptions};
+
+const EXE: &str = env!("CARGO_BIN_EXE_two_workers");
+
+fn run_job(out: &str, env: &[(&'static str, String)]) {
+    let output = Command::new(EXE)
+        .args(["--out", out, "--epochs", "1", "--save-interval", "4"])
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .output()
+        .expect("run the two-worker example");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the job failed: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for rank in 0..2 {
+        assert!(
+            stdout.contains(&format!("worker {rank} of 2:")),
+            "worker {rank} did not report: {stdout}"
+        );
+    }
+}
+
+/// What every two-worker run must show through the Trial.
+fn check_run(trial: &Trial) {
+    assert_eq!(trial.workers().unwrap(), vec!["worker_0", "worker_1"]);
+    assert_eq!(trial.num_workers().unwrap(), 2);
+    assert!(trial.is_complete().unwrap(), "both workers wrote end markers");
+    let steps = trial.steps(Some(Mode::Train)).unwrap();
+    // 1,437 training examples, 718 per worker, batches of 32: 23 steps, every 4th saved for the
+    // tensors and every step for the loss.
+    assert_eq!(steps, (0..23).collect::<Vec<u64>>());
+    for &s in &steps {
+        assert_eq!(
+            trial.has_passed_step(s, Some(Mode::Train)).unwrap(),
+            StepState::Available,
+            "step {s}"
+        );
+    }
+    let weight = trial.tensor("fc1.weight").unwrap();
+    let weight_steps = weight.steps(Some(Mode::Train)).unwrap();
+    assert_eq!(weight_steps, vec![0, 4, 8, 12, 16, 20]);
+    for s in weight_steps {
+        assert_eq!(
+            weight.workers(s, Some(Mode::Train)).unwrap(),
+            vec!["worker_0", "worker_1"]
+        );
+        let w0 = weight.value(s, Some(Mode::Train), Some("worker_0")).unwrap();
+        let w1 = weight.value(s, Some(Mode::Train), Some("worker_1")).unwrap();
+        assert_eq!(w0, w1, "data parallel: one model on both workers at step {s}");
+        let g = trial.tensor("gradient/fc1.weight").unwrap();
+        let g0 = g.value(s, Some(Mode::Train), Some("worker_0")).unwrap();
+        let g1 = g.value(s, Some(Mode::Train), Some("worker_1")).unwrap();
+        assert_eq!(g0, g1, "averaged gradients agree at step {s}");
+        assert!(g0.iter().any(|x| *x != 0.0));
+    }
+    // The losses are each worker's own shard's: they differ.
+    let loss = trial.tensor("loss").unwrap();
+    let l0 = loss.value(0, Some(Mode::Train), Some("worker_0")).unwrap();
+    let l1 = loss.value(0, Some(Mode::Train), Some("worker_1")).unwrap();
+    assert_ne!(l0, l1);
+    // The model learned something between the first and the last step on both workers.
+    for w in ["worker_0", "worker_1"] {
+        let first = loss.value(0, Some(Mode::Train), Some(w)).unwrap()[[]];
+        let last = (18..23)
+            .map(|s| loss.value(s, Some(Mode::Train), Some(w)).unwrap()[[]])
+            .sum::<f64>()
+            / 5.0;
+        assert!(last < first, "{w}: loss {first} -> {last}");
+    }
+}
+
+#[test]
+fn two_processes_write_one_local_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    run_job(out.to_str().unwrap(), &[]);
+    let trial = Trial::open(out.to_str().unwrap()).unwrap();
+    check_run(&trial);
+    // The two workers' files sit side by side in one run.
+    let events = std::fs::read_dir(out.join("events/000000000000"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect::<Vec<_>>();
+    assert!(events.iter().any(|f| f.contains("worker_0")), "{events:?}");
+    assert!(events.iter().any(|f| f.contains("worker_1")), "{events:?}");
+}
+
+#[test]
+fn two_processes_write_one_run_on_s3() {
+    let moto = MotoServer::start();
+    moto.create_bucket("jobs");
+    let url = "s3://jobs/digits/two-workers";
+    run_job(url, &moto.env());
+    let storage: Arc<dyn Storage> = open_storage_with(url, &moto.options()).unwrap();
+    let trial = Trial::from_storage(url, storage, TrialOptions::default()).unwrap();
+    check_run(&trial);
+}
