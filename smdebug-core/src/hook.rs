@@ -188,6 +188,26 @@ impl HookBuilder {
     }
 }
 
+/// What is due for one tensor at the current step ([`Hook::due_tensor`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DueTensor {
+    /// The whole tensor is due.
+    pub raw: bool,
+    /// Reductions due, in the order their values are recorded.
+    pub reductions: Vec<Reduction>,
+    /// It belongs to a scalar collection (losses, metrics): saved whole, a TensorBoard scalar.
+    scalar: bool,
+    /// A TensorBoard histogram is due with the raw tensor.
+    histogram: bool,
+}
+
+impl DueTensor {
+    /// Only reductions are due: an adapter may compute them where the tensor lives.
+    pub fn reductions_only(&self) -> bool {
+        !self.raw && !self.reductions.is_empty()
+    }
+}
+
 /// Decides per step what to save and hands it to a sink. See the module docs for an example.
 ///
 /// Steps: tensors saved before [`step`](Hook::step) belong to the current global step; `step()`
@@ -300,63 +320,105 @@ impl Hook {
             // learnt when the tensor is first due (the collections file lists saved tensors).
             return false;
         }
-        let members = self.members(name, collections);
-        let due: Vec<usize> = members.into_iter().filter(|&i| self.due_now[i]).collect();
-        if due.is_empty() {
-            return false;
+        match self.due_tensor(name, collections) {
+            Some(due) => self.save_due(name, &due, view),
+            None => false,
         }
-        let key = StepKey {
-            step: self.global_step,
-            mode: self.mode,
-            mode_step: self.mode_step(),
-        };
-        let mut raw = false;
-        let mut reductions: Vec<Reduction> = Vec::new();
-        let mut scalar_collection = false;
-        let mut histogram = false;
-        for &i in &due {
+    }
+
+    /// What is due for the tensor `name` in `collections` at the current step: the raw tensor,
+    /// reductions, or both; `None` when nothing is. Adapters ask this before touching a device
+    /// tensor, then either copy it to the host and call [`save_due`](Self::save_due), or, when
+    /// only reductions are due, compute them on the device and call
+    /// [`save_reduction_values`](Self::save_reduction_values).
+    pub fn due_tensor(&mut self, name: &str, collections: &[&str]) -> Option<DueTensor> {
+        if self.closed || !self.any_due {
+            return None;
+        }
+        let members = self.members(name, collections);
+        let mut due = DueTensor::default();
+        let mut any = false;
+        for i in members.into_iter().filter(|&i| self.due_now[i]) {
+            any = true;
             let c = &self.config.collections[i];
+            if c.is_scalar() {
+                // Losses and metrics are saved whole; reductions of a scalar say nothing new.
+                due.scalar = true;
+                due.raw = true;
+                continue;
+            }
             let rc = c
                 .reduction_config
                 .as_ref()
                 .unwrap_or(&self.config.reduction_config);
-            if c.is_scalar() {
-                // Losses and metrics are saved whole; reductions of a scalar say nothing new.
-                scalar_collection = true;
-                raw = true;
-                continue;
-            }
-            raw |= rc.save_raw_tensor || rc.reductions.is_empty();
-            histogram |= c.save_histogram;
+            due.raw |= rc.save_raw_tensor || rc.reductions.is_empty();
+            due.histogram |= c.save_histogram;
             for r in &rc.reductions {
-                if !reductions.contains(r) {
-                    reductions.push(*r);
+                if !due.reductions.contains(r) {
+                    due.reductions.push(*r);
                 }
             }
         }
-        let tb = self.config.export_tensorboard;
-        for r in &reductions {
-            self.sink.send(Record::Tensor(TensorRecord {
-                name: r.tensor_name(name),
-                key,
-                tensor: Tensor::scalar_f64(r.compute(view)),
-                to_events: true,
-                tb_histogram: false,
-                tb_scalar: tb && !raw && r.op == ReductionOp::Mean,
-            }));
+        any.then_some(due)
+    }
+
+    /// Records what `due` (from [`due_tensor`](Self::due_tensor) at this step) asks for, from a
+    /// host view: the reductions, computed here, and the raw tensor when due.
+    pub fn save_due(&mut self, name: &str, due: &DueTensor, view: &TensorView<'_>) -> bool {
+        if self.closed {
+            return false;
         }
-        if raw {
+        let values: Vec<f64> = due.reductions.iter().map(|r| r.compute(view)).collect();
+        self.send_reductions(name, due, &values);
+        if due.raw {
+            let tb = self.config.export_tensorboard;
+            let key = self.key();
             self.sink.send(Record::Tensor(TensorRecord {
                 name: name.to_string(),
                 key,
                 tensor: view.to_owned(),
                 to_events: true,
-                tb_histogram: tb && histogram && !scalar_collection && !view.is_empty(),
-                tb_scalar: tb && view.len() == 1 && scalar_collection,
+                tb_histogram: tb && due.histogram && !due.scalar && !view.is_empty(),
+                tb_scalar: tb && view.len() == 1 && due.scalar,
             }));
         }
         self.step_has_records = true;
         true
+    }
+
+    /// Records reductions computed elsewhere (on a device): `values[i]` is the value of
+    /// `due.reductions[i]`. The raw tensor is not recorded, so call this only when `due.raw` is
+    /// false. Returns false (and records nothing) when the counts differ.
+    pub fn save_reduction_values(&mut self, name: &str, due: &DueTensor, values: &[f64]) -> bool {
+        if self.closed || values.len() != due.reductions.len() || values.is_empty() {
+            return false;
+        }
+        self.send_reductions(name, due, values);
+        self.step_has_records = true;
+        true
+    }
+
+    fn send_reductions(&mut self, name: &str, due: &DueTensor, values: &[f64]) {
+        let tb = self.config.export_tensorboard;
+        let key = self.key();
+        for (r, v) in due.reductions.iter().zip(values) {
+            self.sink.send(Record::Tensor(TensorRecord {
+                name: r.tensor_name(name),
+                key,
+                tensor: Tensor::scalar_f64(*v),
+                to_events: true,
+                tb_histogram: false,
+                tb_scalar: tb && !due.raw && r.op == ReductionOp::Mean,
+            }));
+        }
+    }
+
+    fn key(&self) -> StepKey {
+        StepKey {
+            step: self.global_step,
+            mode: self.mode,
+            mode_step: self.mode_step(),
+        }
     }
 
     /// Saves a scalar (a loss, a metric) as a one-element `f64` tensor.
@@ -579,6 +641,72 @@ mod tests {
                 ),
             ],
             "the gradients collection matched by its built-in regex, reductions only"
+        );
+    }
+
+    #[test]
+    fn reductions_computed_elsewhere_are_recorded_like_the_hooks_own() {
+        let sink = MemorySink::default();
+        let mut h = hook(
+            &sink,
+            Hook::builder()
+                .save_config(SaveConfig::every(2))
+                .collection(Collection::new("gradients").with_reductions(
+                    ReductionConfig::reductions_only([
+                        Reduction::new(ReductionOp::Mean),
+                        Reduction::abs(ReductionOp::Max),
+                    ]),
+                ))
+                .collection(Collection::new("weights")),
+        );
+        let due = h.due_tensor("gradient/fc.w", &["gradients"]).unwrap();
+        assert!(due.reductions_only());
+        assert_eq!(due.reductions.len(), 2);
+        assert!(
+            !h.due_tensor("fc.w", &["weights"])
+                .unwrap()
+                .reductions_only()
+        );
+        // A count that does not match the plan records nothing.
+        assert!(!h.save_reduction_values("gradient/fc.w", &due, &[1.0]));
+        assert!(h.save_reduction_values("gradient/fc.w", &due, &[-1.0, 3.0]));
+        h.step();
+        assert_eq!(
+            h.due_tensor("gradient/fc.w", &["gradients"]),
+            None,
+            "step 1 is not due"
+        );
+        h.close();
+        let got: Vec<(String, u64, Vec<f64>)> = sink
+            .tensors()
+            .into_iter()
+            .map(|t| (t.name, t.key.step, t.tensor.to_f64_vec()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "smdebug/reductions/mean/gradient/fc.w".to_string(),
+                    0,
+                    vec![-1.0]
+                ),
+                (
+                    "smdebug/reductions/abs_max/gradient/fc.w".to_string(),
+                    0,
+                    vec![3.0]
+                ),
+            ]
+        );
+        let ends = sink
+            .records
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| matches!(r, Record::EndStep { step: 0 }))
+            .count();
+        assert_eq!(
+            ends, 1,
+            "the step with device-computed reductions is published once"
         );
     }
 

@@ -25,7 +25,7 @@ pub use collection::{Collection, CollectionsFile};
 pub use config::HookConfig;
 pub use dtype::DType;
 pub use error::{Error, Result};
-pub use hook::{Hook, HookBuilder, StopSignal};
+pub use hook::{DueTensor, Hook, HookBuilder, StopSignal};
 pub use mode::Mode;
 pub use reduction::{Reduction, ReductionConfig, ReductionOp};
 pub use save_config::{SaveConfig, SaveConfigMode};
