@@ -10,7 +10,7 @@ use smdebug_core::{
 
 use crate::error::{Error, Result};
 use crate::host::with_host_view;
-use crate::output::{OUTPUT_SUFFIX, OutputTap, Recorded};
+use crate::output::{OUTPUT_SUFFIX, OutputTap, Probe, Recorded};
 use crate::reduce;
 use crate::sink::SharedSink;
 
@@ -125,6 +125,41 @@ impl CandleHook {
         wrapped
     }
 
+    /// A capture point for a tensor computed inside a forward pass (attention scores, a query
+    /// projection, …): the model keeps the [`Probe`] and calls [`Probe::record`] on the tensor.
+    /// It is saved under `name` when due, in `collections` plus every collection whose
+    /// `include_regex` matches `name`. With no collections named, only regex collections (and
+    /// `save_all`) select it, so a model can probe every layer and the configuration decides
+    /// which layers are recorded:
+    ///
+    /// ```
+    /// # use candle_core::{Device, Tensor};
+    /// # use smdebug_candle::CandleHook;
+    /// # use smdebug_core::{Hook, MemorySink, SaveConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let sink = MemorySink::default();
+    /// let builder = Hook::builder()
+    ///     .save_config(SaveConfig::every(1))
+    ///     .include_regex("attention", r"^layer0/attn/scores$");
+    /// let mut hook = CandleHook::new(builder, sink.clone())?;
+    /// let probes = [hook.probe("layer0/attn/scores", &[]), hook.probe("layer1/attn/scores", &[])];
+    /// assert!(probes[0].is_armed() && !probes[1].is_armed());
+    /// for p in &probes {
+    ///     p.record(&Tensor::ones((2, 2), candle_core::DType::F32, &Device::Cpu)?);
+    /// }
+    /// hook.step()?;
+    /// let names: Vec<String> = sink.tensors().into_iter().map(|t| t.name).collect();
+    /// assert_eq!(names, ["layer0/attn/scores"]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn probe(&mut self, name: &str, collections: &[&str]) -> Probe {
+        let collections = collections.iter().map(|c| c.to_string()).collect();
+        let probe = Probe::new(name.to_string(), collections, self.tap.clone());
+        self.arm_outputs();
+        probe
+    }
+
     /// Switches mode (TRAIN, EVAL, PREDICT); a step with records is closed first.
     pub fn set_mode(&mut self, mode: Mode) -> Result<()> {
         if mode == self.hook.mode() {
@@ -140,7 +175,7 @@ impl CandleHook {
         saved.map(|_| ())
     }
 
-    /// Ends the step: saves the outputs the wrapped modules kept, publishes the step and advances
+    /// Ends the step: saves the outputs the wrapped modules and the probes kept, publishes the step and advances
     /// the step counters. An error saving an output is returned after the step has advanced.
     pub fn step(&mut self) -> Result<()> {
         let saved = self.save_outputs();
@@ -160,6 +195,7 @@ impl CandleHook {
         }
         self.hook.close();
         self.closed = true;
+        self.arm_outputs();
         saved.map(|_| ())
     }
 
@@ -334,16 +370,18 @@ impl CandleHook {
         self.direct_in_step = false;
     }
 
+    /// Arms the wrappers and probes whose tensors are due now; after `close` none is.
     fn arm_outputs(&mut self) {
-        let hook = &mut self.hook;
-        self.tap.arm(|name| hook.is_due(name, &["outputs"]));
+        let (hook, closed) = (&mut self.hook, self.closed);
+        self.tap
+            .arm(|name, collections| !closed && hook.is_due(name, collections));
     }
 
     fn save_outputs(&mut self) -> Result<usize> {
         let mut saved = 0;
         let mut first_error = None;
-        for (name, tensor) in self.tap.take() {
-            match self.save_tensor(&name, &tensor, &["outputs"]) {
+        for (point, tensor) in self.tap.take() {
+            match self.save_tensor(&point.name, &tensor, &point.collection_refs()) {
                 Ok(s) => saved += usize::from(s),
                 Err(e) => {
                     first_error.get_or_insert(e);
@@ -460,6 +498,66 @@ mod tests {
             })
             .collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn probes_save_the_last_tensor_of_a_due_step_in_named_and_regex_collections() {
+        let sink = MemorySink::default();
+        let builder = Hook::builder()
+            .save_config(SaveConfig::every(2))
+            .include_regex("attention", "^l0/");
+        let mut hook = CandleHook::new(builder, sink.clone()).unwrap();
+        let regex = hook.probe("l0/scores", &[]);
+        let named = hook.probe("l1/gate", &["extras"]);
+        let unselected = hook.probe("l1/scores", &[]);
+        hook.set_mode(Mode::Train).unwrap();
+        let value = |v: f32| Tensor::new(&[v, v + 0.5], &Device::Cpu).unwrap();
+        let mut armed = Vec::new();
+        for step in 0..4u8 {
+            armed.push([&regex, &named, &unselected].map(|p| p.is_armed()));
+            for probe in [&regex, &named, &unselected] {
+                // Two forward passes in one step: the second one's tensor is the one saved.
+                probe.record(&value(f32::from(step)));
+                probe.record(&value(f32::from(step) + 10.0));
+            }
+            hook.step().unwrap();
+        }
+        hook.close().unwrap();
+        assert_eq!(
+            armed,
+            [
+                [true, true, false],
+                [false, false, false],
+                [true, true, false],
+                [false, false, false]
+            ]
+        );
+        let got: Vec<(u64, String, Vec<f64>)> = sink
+            .tensors()
+            .into_iter()
+            .map(|t| (t.key.step, t.name, t.tensor.to_f64_vec()))
+            .collect();
+        let want: Vec<(u64, String, Vec<f64>)> = [0u64, 2]
+            .into_iter()
+            .flat_map(|s| {
+                let v = vec![s as f64 + 10.0, s as f64 + 10.5];
+                [
+                    (s, "l0/scores".to_string(), v.clone()),
+                    (s, "l1/gate".to_string(), v),
+                ]
+            })
+            .collect();
+        assert_eq!(got, want);
+        let members = |name: &str| -> Vec<String> {
+            let c = hook.hook().config().collections.iter();
+            let found = c.into_iter().find(|c| c.name() == name).unwrap();
+            found.tensor_names().iter().cloned().collect()
+        };
+        assert_eq!(members("attention"), ["l0/scores"]);
+        assert_eq!(members("extras"), ["l1/gate"]);
+        // After the end nothing is armed, not even a probe made afterwards at a due step.
+        let late = hook.probe("l0/late", &[]);
+        assert!(!regex.is_armed() && !named.is_armed() && !late.is_armed());
     }
 
     #[test]

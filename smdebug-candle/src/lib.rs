@@ -2,7 +2,8 @@
 //!
 //! Capture for [candle](https://github.com/huggingface/candle) training loops: the parameters of a
 //! [`candle_nn::VarMap`] under their hierarchical names, their gradients from a
-//! [`candle_core::backprop::GradStore`], losses, metrics, and the outputs of the modules you wrap,
+//! [`candle_core::backprop::GradStore`], losses, metrics, the outputs of the modules you wrap and
+//! the tensors handed to [`Probe`]s inside a forward pass (attention scores, projections),
 //! written through smdebug-core's [`Hook`](smdebug_core::Hook) into a run directory that Python
 //! smdebug and `smdebug_io::trial::Trial` read.
 //!
@@ -53,4 +54,4 @@ mod sink;
 pub use error::{Error, Result};
 pub use hook::{CandleHook, GRADIENT_PREFIX, parameter_collection};
 pub use host::recorded_dtype;
-pub use output::{OUTPUT_SUFFIX, Recorded};
+pub use output::{OUTPUT_SUFFIX, Probe, Recorded};
