@@ -1,0 +1,215 @@
+//! The figures the report shows: percentiles, summaries, histograms, downsampling and the
+//! Jensen–Shannon distance. Non-finite values are left out of every figure.
+
+/// The `p`-th percentile (0–100) of sorted, finite values, interpolating linearly between the
+/// two nearest ranks (NumPy's default `linear` method): rank `p/100 · (n−1)`.
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
+    match sorted.len() {
+        0 => f64::NAN,
+        1 => sorted[0],
+        n => {
+            let rank = (p.clamp(0.0, 100.0) / 100.0) * (n - 1) as f64;
+            let low = rank.floor() as usize;
+            let high = rank.ceil() as usize;
+            let frac = rank - low as f64;
+            sorted[low] + (sorted[high] - sorted[low]) * frac
+        }
+    }
+}
+
+/// Count, extremes, mean, standard deviation (population) and percentiles of a set of values.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Summary {
+    pub count: usize,
+    pub min: f64,
+    pub max: f64,
+    pub mean: f64,
+    pub std: f64,
+    pub p5: f64,
+    pub p25: f64,
+    pub p50: f64,
+    pub p75: f64,
+    pub p95: f64,
+    pub p99: f64,
+}
+
+impl Summary {
+    /// The summary of the finite values among `values`; `None` when there are none.
+    pub(crate) fn of(values: impl IntoIterator<Item = f64>) -> Option<Summary> {
+        let mut sorted: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
+        if sorted.is_empty() {
+            return None;
+        }
+        sorted.sort_by(f64::total_cmp);
+        Some(Self::of_sorted(&sorted))
+    }
+
+    /// The summary of finite values already sorted ascending (not empty).
+    fn of_sorted(sorted: &[f64]) -> Summary {
+        let n = sorted.len() as f64;
+        let mean = sorted.iter().sum::<f64>() / n;
+        let var = sorted.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+        Summary {
+            count: sorted.len(),
+            min: sorted[0],
+            max: sorted[sorted.len() - 1],
+            mean,
+            std: var.sqrt(),
+            p5: percentile(sorted, 5.0),
+            p25: percentile(sorted, 25.0),
+            p50: percentile(sorted, 50.0),
+            p75: percentile(sorted, 75.0),
+            p95: percentile(sorted, 95.0),
+            p99: percentile(sorted, 99.0),
+        }
+    }
+}
+
+/// Counts of finite `values` in `bins` equal-width bins over `[lo, hi]`; values outside the
+/// range go to the first or last bin.
+pub(crate) fn histogram(
+    values: impl IntoIterator<Item = f64>,
+    bins: usize,
+    lo: f64,
+    hi: f64,
+) -> Vec<u64> {
+    let bins = bins.max(1);
+    let mut counts = vec![0u64; bins];
+    let width = (hi - lo) / bins as f64;
+    for v in values.into_iter().filter(|v| v.is_finite()) {
+        let index = if width > 0.0 {
+            (((v - lo) / width).floor().max(0.0) as usize).min(bins - 1)
+        } else {
+            0
+        };
+        counts[index] += 1;
+    }
+    counts
+}
+
+/// At most about `2 · buckets` points of a time-ordered series: the series is cut into
+/// `buckets` equal time intervals and each keeps its lowest and highest point, in time order,
+/// so spikes and dips survive the reduction. Non-finite values are dropped.
+pub(crate) fn downsample(points: &[(f64, f64)], buckets: usize) -> Vec<(f64, f64)> {
+    let finite: Vec<(f64, f64)> = points
+        .iter()
+        .copied()
+        .filter(|(x, y)| x.is_finite() && y.is_finite())
+        .collect();
+    if finite.len() <= buckets.saturating_mul(2) || buckets == 0 {
+        return finite;
+    }
+    let (first, last) = (finite[0].0, finite[finite.len() - 1].0);
+    let width = (last - first) / buckets as f64;
+    if width <= 0.0 {
+        return finite;
+    }
+    let mut out = Vec::with_capacity(buckets * 2);
+    let mut start = 0;
+    while start < finite.len() {
+        let bucket = (((finite[start].0 - first) / width).floor() as usize).min(buckets - 1);
+        let mut end = start + 1;
+        while end < finite.len()
+            && (((finite[end].0 - first) / width).floor() as usize).min(buckets - 1) == bucket
+        {
+            end += 1;
+        }
+        let slice = &finite[start..end];
+        let low = slice
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.1.total_cmp(&b.1.1))
+            .map_or(0, |(i, _)| i);
+        let high = slice
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.1.total_cmp(&b.1.1))
+            .map_or(0, |(i, _)| i);
+        let (a, b) = if low <= high {
+            (low, high)
+        } else {
+            (high, low)
+        };
+        out.push(slice[a]);
+        if b != a {
+            out.push(slice[b]);
+        }
+        start = end;
+    }
+    out
+}
+
+/// The Jensen–Shannon distance (base 2, so in `[0, 1]`) between two histograms given as counts;
+/// `None` when either is empty.
+pub(crate) fn js_distance(p: &[u64], q: &[u64]) -> Option<f64> {
+    let (sp, sq) = (p.iter().sum::<u64>() as f64, q.iter().sum::<u64>() as f64);
+    if sp == 0.0 || sq == 0.0 || p.len() != q.len() {
+        return None;
+    }
+    let mut divergence = 0.0;
+    for (&a, &b) in p.iter().zip(q) {
+        let (a, b) = (a as f64 / sp, b as f64 / sq);
+        let m = (a + b) / 2.0;
+        if a > 0.0 {
+            divergence += 0.5 * a * (a / m).log2();
+        }
+        if b > 0.0 {
+            divergence += 0.5 * b * (b / m).log2();
+        }
+    }
+    Some(divergence.max(0.0).sqrt())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_match_numpy_linear() {
+        let v: Vec<f64> = (1..=10).map(f64::from).collect();
+        // numpy.percentile(range(1, 11), [50, 95, 99]) == [5.5, 9.55, 9.91]
+        assert!((percentile(&v, 50.0) - 5.5).abs() < 1e-12);
+        assert!((percentile(&v, 95.0) - 9.55).abs() < 1e-12);
+        assert!((percentile(&v, 99.0) - 9.91).abs() < 1e-12);
+        assert_eq!(percentile(&v, 0.0), 1.0);
+        assert_eq!(percentile(&v, 100.0), 10.0);
+        assert!(percentile(&[], 50.0).is_nan());
+    }
+
+    #[test]
+    fn summary_ignores_non_finite_values() {
+        let s = Summary::of([2.0, f64::NAN, 4.0, f64::INFINITY]).unwrap();
+        assert_eq!(
+            (s.count, s.min, s.max, s.mean, s.std),
+            (2, 2.0, 4.0, 3.0, 1.0)
+        );
+        assert!(Summary::of([f64::NAN]).is_none());
+    }
+
+    #[test]
+    fn histogram_clamps_to_the_end_bins() {
+        assert_eq!(
+            histogram([-5.0, 0.0, 49.9, 50.0, 100.0, 250.0], 2, 0.0, 100.0),
+            vec![3, 3]
+        );
+        assert_eq!(histogram([1.0, 1.0], 4, 1.0, 1.0), vec![2, 0, 0, 0]);
+    }
+
+    #[test]
+    fn downsampling_keeps_extremes_and_order() {
+        let points: Vec<(f64, f64)> = (0..10_000)
+            .map(|i| (i as f64, if i == 5_000 { 1_000.0 } else { (i % 7) as f64 }))
+            .collect();
+        let reduced = downsample(&points, 100);
+        assert!(reduced.len() <= 200, "{}", reduced.len());
+        assert!(reduced.iter().any(|p| p.1 == 1_000.0));
+        assert!(reduced.windows(2).all(|w| w[0].0 <= w[1].0));
+    }
+
+    #[test]
+    fn js_distance_bounds() {
+        assert_eq!(js_distance(&[5, 5], &[1, 1]), Some(0.0));
+        assert!((js_distance(&[1, 0], &[0, 1]).unwrap() - 1.0).abs() < 1e-12);
+        assert_eq!(js_distance(&[0, 0], &[1, 1]), None);
+    }
+}
