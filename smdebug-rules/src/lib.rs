@@ -6,9 +6,11 @@
 //! - [`Rule`]: the trait every rule implements (built-in or custom): the tensors it needs at a
 //!   step and `invoke_at_step(trial, step) -> RuleResult`. A rule reports a finding by returning
 //!   a fired result, never by panicking or returning an error.
-//! - The twenty built-in debugging rules ([`rules`]) with SageMaker's names, parameters and
+//! - The twenty built-in debugging rules ([`rules`]) and eleven profiler rules ([`profiler`]:
+//!   CPUBottleneck, LowGPUUtilization, StepOutlier, ...) with SageMaker's names, parameters and
 //!   defaults, buildable from code, JSON or the command-line form `NAME:param=value,...`
-//!   ([`RuleSpec`], [`build_rule`]).
+//!   ([`RuleSpec`], [`build_rule`]). Profiler rules read the system metrics and framework spans
+//!   of `smdebug-profiler` and implement [`Rule::invoke_on_window`].
 //! - [`RuleRunner`]: evaluates rules over a finished run or follows a live one on its own thread
 //!   (or in its own process, through the CLI), keeps a [`RuleStatus`] per rule and writes
 //!   `<run>/rules/rule_job_summary.json` as the run progresses.
@@ -36,6 +38,7 @@
 pub mod actions;
 pub mod error;
 pub mod params;
+pub mod profiler;
 pub mod rule;
 pub mod rules;
 pub mod runner;
@@ -45,7 +48,10 @@ pub mod stop;
 pub use actions::ActionConfig;
 pub use error::{Error, Result};
 pub use params::RuleSpec;
-pub use rule::{Evidence, Rule, RuleResult};
-pub use rules::{BuiltinRule, build_rule, builtin_rules, find_builtin};
+pub use profiler::{ProfilerWindow, StepTimeline};
+pub use rule::{Evidence, Rule, RuleInput, RuleResult};
+pub use rules::{
+    BuiltinRule, all_builtin_rules, build_rule, builtin_profiler_rules, builtin_rules, find_builtin,
+};
 pub use runner::{RuleRunner, RuleStatus, RunnerHandle, Status, Summary, read_summary};
 pub use select::{TensorSelection, value_at};

@@ -1,4 +1,5 @@
-//! The [`Rule`] trait and what a rule returns at a step.
+//! The [`Rule`] trait and what a rule returns at a step (debugging rules) or over a window of
+//! profiler data (profiler rules).
 
 use std::time::Duration;
 
@@ -6,16 +7,50 @@ use serde::{Deserialize, Deserializer, Serialize};
 use smdebug_io::trial::Trial;
 
 use crate::error::Result;
+use crate::profiler::ProfilerWindow;
 
-/// A check evaluated at each step of a run.
+/// What a rule reads: saved tensors (debugging rules) or the profiler's system metrics and
+/// framework spans (profiler rules).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleInput {
+    /// Tensors of the trial, step by step: the runner calls
+    /// [`invoke_at_step`](Rule::invoke_at_step).
+    Tensors,
+    /// System metrics and framework spans, window by window: the runner calls
+    /// [`invoke_on_window`](Rule::invoke_on_window).
+    Profiler,
+}
+
+impl RuleInput {
+    /// `debugging` or `profiler`, as listings and summaries name the kind of rule.
+    pub fn kind(self) -> &'static str {
+        match self {
+            RuleInput::Tensors => "debugging",
+            RuleInput::Profiler => "profiler",
+        }
+    }
+}
+
+/// A check evaluated over a run.
 ///
-/// The runner calls [`invoke_at_step`](Rule::invoke_at_step) once per global step, in order,
-/// after every worker has written that step. A rule that finds its condition returns a
-/// [`RuleResult`] with `fired: true`; it never signals a finding by returning an error or by
-/// panicking. Errors are for failures (a corrupt file, an unreachable store).
+/// There are two kinds of rules, told apart by [`input`](Rule::input):
 ///
-/// Rules may keep state between steps (previous values, counters): the runner keeps one instance
-/// per run and calls it from one thread at a time.
+/// - Debugging rules (the default, [`RuleInput::Tensors`]) implement
+///   [`required_tensors`](Rule::required_tensors) and [`invoke_at_step`](Rule::invoke_at_step).
+///   The runner calls `invoke_at_step` once per global step, in order, after every worker has
+///   written that step.
+/// - Profiler rules ([`RuleInput::Profiler`]) implement
+///   [`invoke_on_window`](Rule::invoke_on_window): the runner hands them the system samples
+///   and closed framework spans that are new since the previous call, in time order, and a
+///   last window with `final_window: true` when no more data will come.
+///
+/// A rule that finds its condition returns a [`RuleResult`] with `fired: true`; it never
+/// signals a finding by returning an error or by panicking. Errors are for failures (a corrupt
+/// file, an unreachable store).
+///
+/// Rules may keep state between calls (previous values, counters, per-node tables): the runner
+/// keeps one instance per run and calls it from one thread at a time.
 ///
 /// A custom rule:
 ///
@@ -70,12 +105,39 @@ pub trait Rule: Send {
         serde_json::Value::Null
     }
 
+    /// What the rule reads. Default: tensors (a debugging rule).
+    fn input(&self) -> RuleInput {
+        RuleInput::Tensors
+    }
+
     /// The names of the tensors the rule reads at `step` (those it would check if saved there).
-    fn required_tensors(&self, trial: &Trial, step: u64) -> Result<Vec<String>>;
+    /// Debugging rules implement this; the default reads nothing.
+    fn required_tensors(&self, _trial: &Trial, _step: u64) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
 
     /// Evaluates the rule at global step `step`. Tensors not saved at this step are skipped
-    /// (the result then has no datapoints), never an error.
-    fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult>;
+    /// (the result then has no datapoints), never an error. Debugging rules implement this; the
+    /// default checks nothing.
+    fn invoke_at_step(&mut self, _trial: &Trial, step: u64) -> Result<RuleResult> {
+        Ok(RuleResult::new(step))
+    }
+
+    /// Evaluates a profiler rule over the profiler data that is new since the previous call.
+    ///
+    /// Every result counts its datapoints into the rule's status; each fired result is one
+    /// firing (with its `time_us`). A result that did not fire but carries a message tells why
+    /// the rule had nothing to check ("no GPU metrics in this run"). Profiler rules implement
+    /// this; the default checks nothing.
+    fn invoke_on_window(&mut self, _window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
+        Ok(Vec::new())
+    }
+
+    /// What the rule has found so far, for reports: percentiles, counts, per-node and per-GPU
+    /// tables, histograms. Recorded in the summary. Default: nothing.
+    fn details(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
 
     /// Called by a runner that follows a live run when no new step has arrived for `idle`;
     /// `last_step` is the last step the rule saw. Rules about progress (StalledTraining) fire
@@ -130,11 +192,15 @@ impl Evidence {
     }
 }
 
-/// What a rule found at one step.
+/// What a rule found at one step (debugging rules) or at one time (profiler rules).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RuleResult {
-    /// Global step evaluated.
+    /// Global step evaluated. For profiler rules: the step the finding concerns, or the step
+    /// that was running at `time_us` (0 when no step span covers it).
     pub step: u64,
+    /// When the condition was seen, microseconds since the Unix epoch (profiler rules); `None`
+    /// for results of debugging rules.
+    pub time_us: Option<u64>,
     /// Whether the rule's condition is present at this step.
     pub fired: bool,
     /// How many tensors (or values) the rule could check at this step; 0 means it had nothing
@@ -151,10 +217,19 @@ impl RuleResult {
     pub fn new(step: u64) -> Self {
         RuleResult {
             step,
+            time_us: None,
             fired: false,
             datapoints: 0,
             message: String::new(),
             evidence: Vec::new(),
+        }
+    }
+
+    /// A profiler rule's result at `time_us` (microseconds since the epoch), during `step`.
+    pub fn at_time(step: u64, time_us: u64) -> Self {
+        RuleResult {
+            time_us: Some(time_us),
+            ..RuleResult::new(step)
         }
     }
 

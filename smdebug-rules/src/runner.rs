@@ -2,6 +2,12 @@
 //! thread (or process), keeps a status per rule, triggers actions and writes a JSON summary
 //! into the run (`rules/rule_job_summary.json`).
 //!
+//! Debugging rules are evaluated step by step over the trial's tensors. Profiler rules are fed
+//! the run's system metrics and framework spans: offline in windows of 60 s of job time,
+//! following a live run as the sampler and the span writer publish them (see
+//! [`crate::profiler`]). A run may hold only profiler data (no tensors at all); then only the
+//! profiler rules have something to check.
+//!
 //! ```no_run
 //! use smdebug_rules::{RuleRunner, RuleSpec};
 //!
@@ -24,12 +30,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use smdebug_core::StopSignal;
 use smdebug_io::Storage;
+use smdebug_io::format::layout::END_MARKER;
 use smdebug_io::trial::{StepState, Trial, TrialOptions};
 
 use crate::actions::{ActionConfig, ActionContext, RuleEvent, execute};
 use crate::error::{Error, Result};
 use crate::params::RuleSpec;
-use crate::rule::{Evidence, Rule, RuleResult};
+use crate::profiler::feed::ProfilerFeed;
+use crate::profiler::{ProfilerWindow, StepTimeline};
+use crate::rule::{Evidence, Rule, RuleInput, RuleResult};
 use crate::rules::build_rule;
 
 /// The summary file, relative to the run.
@@ -49,21 +58,36 @@ pub enum Status {
     Error,
 }
 
+fn debugging_kind() -> String {
+    RuleInput::Tensors.kind().to_string()
+}
+
 /// A rule's status, as reported and written into the summary.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RuleStatus {
     pub rule: String,
+    /// `debugging` (a rule over tensors) or `profiler` (over system metrics and spans).
+    #[serde(default = "debugging_kind")]
+    pub kind: String,
     pub status: Status,
     pub parameters: serde_json::Value,
     /// The configured actions' types.
     pub actions: Vec<String>,
+    /// The step of the first firing. For profiler rules: the latest step that had started when
+    /// the condition was seen (none when no step span came before it).
     pub first_fired_step: Option<u64>,
     pub last_fired_step: Option<u64>,
-    /// Steps at which the rule fired.
+    /// When a profiler rule first saw its condition, microseconds since the Unix epoch.
+    #[serde(default)]
+    pub first_fired_time_us: Option<u64>,
+    /// When a profiler rule last saw its condition, microseconds since the Unix epoch.
+    #[serde(default)]
+    pub last_fired_time_us: Option<u64>,
+    /// Times the rule fired (steps for debugging rules; distinct findings for profiler rules).
     pub fired_count: u64,
-    /// Steps at which the rule was evaluated.
+    /// Steps (debugging rules) or windows of profiler data (profiler rules) evaluated.
     pub steps_evaluated: u64,
-    /// Tensors (or values) checked over all steps; 0 means the rule found nothing to check.
+    /// Tensors, values, samples or spans checked; 0 means the rule found nothing to check.
     pub datapoints: u64,
     /// The latest firing's message (or the error).
     pub message: String,
@@ -71,6 +95,14 @@ pub struct RuleStatus {
     pub evidence: Vec<Evidence>,
     /// Actions that failed, with why.
     pub action_errors: Vec<String>,
+    /// What the rule has found so far for reports ([`Rule::details`]): percentiles, tables,
+    /// histograms. Null for rules without details.
+    #[serde(default)]
+    pub details: serde_json::Value,
+    /// Problems with the run's data that the rule worked around (a corrupt metrics line was
+    /// skipped), so a verdict on partial data does not pass unnoticed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Every rule's status and where the run stands.
@@ -108,6 +140,7 @@ impl Summary {
 }
 
 struct Slot {
+    input: RuleInput,
     rule: Box<dyn Rule>,
     actions: Vec<ActionConfig>,
     actions_done: bool,
@@ -184,17 +217,27 @@ impl RunnerBuilder {
                 a.validate()?;
             }
         }
-        let open = |location: &str| -> Result<(Arc<dyn Storage>, Trial)> {
-            let storage = smdebug_io::open_storage(location).map_err(|e| Error::OpenRun {
+        let has_profiler = entries
+            .iter()
+            .any(|(r, _)| r.input() == RuleInput::Profiler);
+        let open = |location: &str| -> Result<(Arc<dyn Storage>, Option<Trial>)> {
+            let open_error = |e: smdebug_io::Error| Error::OpenRun {
                 location: location.to_string(),
                 source: Box::new(e),
-            })?;
-            let trial = Trial::from_storage(location, storage.clone(), TrialOptions::default())
-                .map_err(|e| Error::OpenRun {
-                    location: location.to_string(),
-                    source: Box::new(e),
-                })?;
-            Ok((storage, trial))
+            };
+            let storage = smdebug_io::open_storage(location).map_err(open_error)?;
+            match Trial::from_storage(location, storage.clone(), TrialOptions::default()) {
+                Ok(trial) => Ok((storage, Some(trial))),
+                // A run with profiler data and no tensors is a run for the profiler rules.
+                Err(e @ smdebug_io::Error::NoSuchRun { .. }) if has_profiler => {
+                    if has_profiler_data(storage.as_ref()).map_err(open_error)? {
+                        Ok((storage, None))
+                    } else {
+                        Err(open_error(e))
+                    }
+                }
+                Err(e) => Err(open_error(e)),
+            }
         };
         let deadline = Instant::now() + self.open_timeout;
         let (storage, trial) = loop {
@@ -207,25 +250,32 @@ impl RunnerBuilder {
         let slots = entries
             .into_iter()
             .map(|(rule, actions)| Slot {
+                input: rule.input(),
                 status: RuleStatus {
                     rule: rule.name().to_string(),
+                    kind: rule.input().kind().to_string(),
                     status: Status::InProgress,
                     parameters: rule.parameters(),
                     actions: actions.iter().map(|a| a.kind().to_string()).collect(),
                     first_fired_step: None,
                     last_fired_step: None,
+                    first_fired_time_us: None,
+                    last_fired_time_us: None,
                     fired_count: 0,
                     steps_evaluated: 0,
                     datapoints: 0,
                     message: String::new(),
                     evidence: Vec::new(),
                     action_errors: Vec::new(),
+                    details: serde_json::Value::Null,
+                    warnings: Vec::new(),
                 },
                 rule,
                 actions,
                 actions_done: false,
             })
             .collect();
+        let feed = has_profiler.then(|| ProfilerFeed::new(storage.clone()));
         Ok(RuleRunner {
             location: self.location,
             ctx: ActionContext {
@@ -235,6 +285,10 @@ impl RunnerBuilder {
             storage,
             trial,
             slots,
+            feed,
+            run_complete: false,
+            end_reason: None,
+            last_window_at: None,
             next_step: 0,
             last_step: None,
             poll_interval: self.poll_interval,
@@ -244,12 +298,37 @@ impl RunnerBuilder {
     }
 }
 
+/// Whether the run holds any system-metrics or framework trace file.
+fn has_profiler_data(storage: &dyn Storage) -> smdebug_io::Result<bool> {
+    Ok(!storage.list("system")?.is_empty()
+        || !storage
+            .list(smdebug_profiler::spans::TRACE_PREFIX)?
+            .is_empty())
+}
+
+fn wall_clock_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// How often a following runner hands profiler rules an empty window when no data arrived, so
+/// that rules about elapsed time (MaxInitializationTime) see the clock move.
+const IDLE_WINDOW_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Evaluates rules over one run. See the module docs.
 pub struct RuleRunner {
     location: String,
     storage: Arc<dyn Storage>,
-    trial: Trial,
+    /// `None` while the run holds no tensor data (a run with profiler data only).
+    trial: Option<Trial>,
     slots: Vec<Slot>,
+    /// The profiler data reader, when some rule is a profiler rule.
+    feed: Option<ProfilerFeed>,
+    run_complete: bool,
+    end_reason: Option<String>,
+    last_window_at: Option<Instant>,
     ctx: ActionContext,
     /// Steps below this were handled.
     next_step: u64,
@@ -273,17 +352,124 @@ impl RuleRunner {
         }
     }
 
-    /// The trial the rules read.
-    pub fn trial(&self) -> &Trial {
-        &self.trial
+    /// The trial the debugging rules read; `None` while the run holds no tensor data.
+    pub fn trial(&self) -> Option<&Trial> {
+        self.trial.as_ref()
     }
 
-    /// Evaluates every step available now and finishes: rules that never fired are
-    /// `NoIssuesFound`. For a finished run this is the whole evaluation.
+    /// Evaluates every step and all profiler data available now and finishes: rules that never
+    /// fired are `NoIssuesFound`. For a finished run this is the whole evaluation.
     pub fn run_offline(&mut self) -> Result<Summary> {
-        self.trial.refresh().map_err(|e| self.read_error(e))?;
+        self.refresh_run()?;
         self.process_available(true)?;
+        self.feed_profiler(true, None);
         self.finish()
+    }
+
+    /// Refreshes the trial (opening it once tensor data appeared) and learns whether the run
+    /// has ended.
+    fn refresh_run(&mut self) -> Result<()> {
+        if self.trial.is_none() && self.slots.iter().any(|s| s.input == RuleInput::Tensors) {
+            match Trial::from_storage(
+                &self.location,
+                self.storage.clone(),
+                TrialOptions::default(),
+            ) {
+                Ok(t) => self.trial = Some(t),
+                Err(smdebug_io::Error::NoSuchRun { .. }) => {}
+                Err(e) => return Err(self.read_error(e)),
+            }
+        }
+        match &self.trial {
+            Some(trial) => {
+                trial.refresh().map_err(|e| self.read_error(e))?;
+                self.run_complete = trial.is_complete().map_err(|e| self.read_error(e))?;
+                self.end_reason = trial
+                    .end_reason()
+                    .map_err(|e| self.read_error(e))?
+                    .map(|r| r.to_string());
+            }
+            None => match self.storage.get(END_MARKER) {
+                Ok(bytes) => {
+                    self.run_complete = true;
+                    self.end_reason =
+                        smdebug_io::format::parse_end_marker(&bytes).map(|r| r.to_string());
+                }
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(self.read_error(e)),
+            },
+        }
+        Ok(())
+    }
+
+    /// Reads new profiler data and hands it to the profiler rules. `final_window`: no more
+    /// data will come. `wall_us`: following a live run, the clock. Returns whether a status
+    /// changed.
+    fn feed_profiler(&mut self, final_window: bool, wall_us: Option<u64>) -> bool {
+        let Some(mut feed) = self.feed.take() else {
+            return false;
+        };
+        let changed = self.feed_profiler_from(&mut feed, final_window, wall_us);
+        self.feed = Some(feed);
+        changed
+    }
+
+    fn feed_profiler_from(
+        &mut self,
+        feed: &mut ProfilerFeed,
+        final_window: bool,
+        wall_us: Option<u64>,
+    ) -> bool {
+        let profiler_slots: Vec<usize> = (0..self.slots.len())
+            .filter(|i| self.slots[*i].input == RuleInput::Profiler)
+            .collect();
+        let arrived = match feed.poll() {
+            Ok(n) => n,
+            Err(e) => {
+                for i in &profiler_slots {
+                    let st = &mut self.slots[*i].status;
+                    if st.status != Status::Error {
+                        st.status = Status::Error;
+                        st.message = format!("reading the run's profiler data failed: {e}");
+                    }
+                }
+                return true;
+            }
+        };
+        let due = self
+            .last_window_at
+            .is_none_or(|t| t.elapsed() >= IDLE_WINDOW_INTERVAL);
+        if arrived == 0 && !final_window && !due {
+            return false;
+        }
+        self.last_window_at = Some(Instant::now());
+        let mut changed = false;
+        for chunk in feed.take_chunks(final_window, wall_us) {
+            let window = ProfilerWindow {
+                samples: &chunk.samples,
+                spans: &chunk.spans,
+                start_us: feed.start_us,
+                now_us: chunk.now_us,
+                final_window: chunk.final_window,
+                steps: &feed.steps,
+            };
+            for i in &profiler_slots {
+                if self.slots[*i].status.status == Status::Error {
+                    continue;
+                }
+                let outcome = self.slots[*i].rule.invoke_on_window(&window);
+                changed |= self.record_window(*i, outcome, &feed.steps);
+            }
+        }
+        let warnings = feed.warning_lines();
+        for i in &profiler_slots {
+            let st = &mut self.slots[*i].status;
+            if st.warnings != warnings {
+                st.warnings = warnings.clone();
+                changed = true;
+            }
+        }
+        changed
     }
 
     /// Follows the run until it writes its end marker (then evaluates the rest and finishes),
@@ -293,9 +479,10 @@ impl RuleRunner {
         let mut last_written = Instant::now();
         self.publish()?;
         loop {
-            self.trial.refresh().map_err(|e| self.read_error(e))?;
-            let complete = self.trial.is_complete().map_err(|e| self.read_error(e))?;
-            let (processed, changed) = self.process_available(complete)?;
+            self.refresh_run()?;
+            let complete = self.run_complete;
+            let (processed, mut changed) = self.process_available(complete)?;
+            changed |= self.feed_profiler(complete, (!complete).then(wall_clock_us));
             if complete {
                 return self.finish();
             }
@@ -338,20 +525,23 @@ impl RuleRunner {
     pub fn summary(&self) -> Summary {
         Summary {
             run: self.location.clone(),
-            run_complete: self.trial.is_complete().unwrap_or(false),
-            end_reason: self
-                .trial
-                .end_reason()
-                .ok()
-                .flatten()
-                .map(|r| r.to_string()),
+            run_complete: self.run_complete,
+            end_reason: self.end_reason.clone(),
             last_step: self.last_step,
             finished: false,
             updated_at: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_secs_f64())
                 .unwrap_or(0.0),
-            rules: self.slots.iter().map(|s| s.status.clone()).collect(),
+            rules: self
+                .slots
+                .iter()
+                .map(|s| {
+                    let mut status = s.status.clone();
+                    status.details = s.rule.details();
+                    status
+                })
+                .collect(),
         }
     }
 
@@ -365,19 +555,24 @@ impl RuleRunner {
     /// Evaluates the steps that every worker has written. With `all`, also steps some worker
     /// skipped (the run is over). Returns (steps processed, whether any status changed).
     fn process_available(&mut self, all: bool) -> Result<(usize, bool)> {
-        let steps = self
-            .trial
-            .global_steps(None)
-            .map_err(|e| self.read_error(e))?;
+        let Some(trial) = &self.trial else {
+            return Ok((0, false));
+        };
+        if !self.slots.iter().any(|s| s.input == RuleInput::Tensors) {
+            return Ok((0, false));
+        }
+        let steps = trial.global_steps(None).map_err(|e| self.read_error(e))?;
         let mut processed = 0;
         let mut changed = false;
         let from = self.next_step;
         for step in steps.into_iter().filter(|s| *s >= from) {
             if !all {
-                let state = self
-                    .trial
-                    .has_passed_step(step, None)
-                    .map_err(|e| self.read_error(e))?;
+                let state = match &self.trial {
+                    Some(trial) => trial
+                        .has_passed_step(step, None)
+                        .map_err(|e| self.read_error(e))?,
+                    None => break,
+                };
                 match state {
                     StepState::Available => {}
                     StepState::NotYetAvailable => break,
@@ -399,10 +594,15 @@ impl RuleRunner {
     fn evaluate(&mut self, step: u64) -> bool {
         let mut changed = false;
         for i in 0..self.slots.len() {
-            if self.slots[i].status.status == Status::Error {
+            if self.slots[i].status.status == Status::Error
+                || self.slots[i].input != RuleInput::Tensors
+            {
                 continue;
             }
-            let outcome = self.slots[i].rule.invoke_at_step(&self.trial, step);
+            let outcome = match &self.trial {
+                Some(trial) => self.slots[i].rule.invoke_at_step(trial, step),
+                None => continue,
+            };
             changed |= self.record(i, outcome.map(Some));
         }
         changed
@@ -411,11 +611,16 @@ impl RuleRunner {
     fn idle(&mut self, idle: Duration) -> Result<()> {
         let mut changed = false;
         for i in 0..self.slots.len() {
-            if self.slots[i].status.status == Status::Error {
+            if self.slots[i].status.status == Status::Error
+                || self.slots[i].input != RuleInput::Tensors
+            {
                 continue;
             }
             let last = self.last_step;
-            let outcome = self.slots[i].rule.on_idle(&self.trial, last, idle);
+            let outcome = match &self.trial {
+                Some(trial) => self.slots[i].rule.on_idle(trial, last, idle),
+                None => continue,
+            };
             changed |= self.record(i, outcome);
         }
         if changed {
@@ -425,53 +630,120 @@ impl RuleRunner {
     }
 
     fn record(&mut self, i: usize, outcome: Result<Option<RuleResult>>) -> bool {
-        let slot = &mut self.slots[i];
         match outcome {
             Ok(None) => false,
             Ok(Some(r)) => {
-                slot.status.steps_evaluated += 1;
-                slot.status.datapoints += r.datapoints as u64;
+                let st = &mut self.slots[i].status;
+                st.steps_evaluated += 1;
+                st.datapoints += r.datapoints as u64;
                 if !r.fired {
                     return false;
                 }
-                let st = &mut slot.status;
-                st.status = Status::IssuesFound;
-                st.first_fired_step.get_or_insert(r.step);
-                st.last_fired_step = Some(r.step);
-                st.fired_count += 1;
-                st.message = r.message.clone();
-                st.evidence = r.evidence.clone();
-                if !slot.actions_done && !slot.actions.is_empty() {
-                    slot.actions_done = true;
-                    let event = RuleEvent {
-                        rule: st.rule.clone(),
-                        run: self.location.clone(),
-                        step: r.step,
-                        message: r.message,
-                        evidence: r.evidence,
-                    };
-                    for a in &slot.actions {
-                        if let Err(e) = execute(a, &event, &self.ctx) {
-                            slot.status.action_errors.push(e.to_string());
-                        }
-                    }
-                }
+                let step = r.step;
+                self.fired(i, r, Some(step));
                 true
             }
             Err(e) => {
-                slot.status.status = Status::Error;
-                slot.status.message = e.to_string();
+                let st = &mut self.slots[i].status;
+                st.status = Status::Error;
+                st.message = e.to_string();
                 true
             }
         }
     }
 
+    /// Records a profiler rule's results over one window.
+    fn record_window(
+        &mut self,
+        i: usize,
+        outcome: Result<Vec<RuleResult>>,
+        steps: &StepTimeline,
+    ) -> bool {
+        let results = match outcome {
+            Ok(results) => results,
+            Err(e) => return self.record(i, Err(e)),
+        };
+        let mut changed = false;
+        self.slots[i].status.steps_evaluated += 1;
+        for r in results {
+            let st = &mut self.slots[i].status;
+            st.datapoints += r.datapoints as u64;
+            if !r.fired {
+                if !r.message.is_empty() && st.status != Status::IssuesFound {
+                    changed |= st.message != r.message;
+                    st.message = r.message;
+                }
+                continue;
+            }
+            let step = match r.time_us {
+                Some(t) => steps.step_at(t),
+                None => Some(r.step),
+            };
+            self.fired(i, r, step);
+            changed = true;
+        }
+        changed
+    }
+
+    /// Records a firing and runs the rule's actions (once).
+    fn fired(&mut self, i: usize, r: RuleResult, step: Option<u64>) {
+        let slot = &mut self.slots[i];
+        let st = &mut slot.status;
+        st.status = Status::IssuesFound;
+        if let Some(step) = step {
+            st.first_fired_step.get_or_insert(step);
+            st.last_fired_step = Some(step);
+        }
+        if let Some(t) = r.time_us {
+            st.first_fired_time_us.get_or_insert(t);
+            st.last_fired_time_us = Some(t);
+        }
+        st.fired_count += 1;
+        st.message = r.message.clone();
+        st.evidence = r.evidence.clone();
+        if !slot.actions_done && !slot.actions.is_empty() {
+            slot.actions_done = true;
+            let event = RuleEvent {
+                rule: st.rule.clone(),
+                run: self.location.clone(),
+                step: step.unwrap_or(0),
+                message: r.message,
+                evidence: r.evidence,
+            };
+            for a in &slot.actions {
+                if let Err(e) = execute(a, &event, &self.ctx) {
+                    slot.status.action_errors.push(e.to_string());
+                }
+            }
+        }
+    }
+
     fn finish(&mut self) -> Result<Summary> {
+        let profiler_seen = self.feed.as_ref().is_some_and(|f| f.seen_any);
         for s in &mut self.slots {
             if s.status.status == Status::InProgress {
                 s.status.status = Status::NoIssuesFound;
-                if s.status.datapoints == 0 && s.status.rule != "StalledTraining" {
-                    s.status.message = "no tensors of this run matched the rule's selection".into();
+                if s.status.datapoints > 0 {
+                    continue;
+                }
+                match s.input {
+                    RuleInput::Tensors if s.status.rule != "StalledTraining" => {
+                        s.status.message = if self.trial.is_some() {
+                            "no tensors of this run matched the rule's selection".into()
+                        } else {
+                            "no tensor data in this run".into()
+                        };
+                    }
+                    RuleInput::Profiler if !profiler_seen => {
+                        s.status.message = "no profiler data in this run (no system metrics \
+                            under system/ and no framework spans under framework/pevents/)"
+                            .into();
+                    }
+                    RuleInput::Profiler if s.status.message.is_empty() => {
+                        s.status.message =
+                            "nothing in this run's profiler data for this rule to check".into();
+                    }
+                    _ => {}
                 }
             }
         }

@@ -1,5 +1,6 @@
 //! The built-in debugging rules (SageMaker Debugger's names, parameters and defaults) and the
-//! registry that builds them from a [`RuleSpec`].
+//! registry that builds every built-in rule, debugging or profiler ([`crate::profiler`]), from a
+//! [`RuleSpec`].
 
 mod activations;
 mod data;
@@ -35,7 +36,14 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::params::{RuleSpec, parse_params};
-use crate::rule::Rule;
+use crate::profiler::{
+    BatchSize, BatchSizeParams, CPUBottleneck, CPUBottleneckParams, Dataloader, DataloaderParams,
+    GPUMemoryIncrease, GPUMemoryIncreaseParams, IOBottleneck, IOBottleneckParams, LoadBalancing,
+    LoadBalancingParams, LowGPUUtilization, LowGPUUtilizationParams, MaxInitializationTime,
+    MaxInitializationTimeParams, OverallFrameworkMetrics, OverallFrameworkMetricsParams,
+    OverallSystemUsage, OverallSystemUsageParams, StepOutlier, StepOutlierParams,
+};
+use crate::rule::{Rule, RuleInput};
 use crate::select::TensorSelection;
 
 /// At most this many evidence entries per result, so a rule firing on hundreds of tensors keeps
@@ -77,8 +85,14 @@ pub struct BuiltinRule {
     pub name: &'static str,
     /// SageMaker's `rule_configs` name, `vanishing_gradient`.
     pub config_name: &'static str,
+    /// `debugging` (reads tensors) or `profiler` (reads system metrics and spans).
+    pub kind: &'static str,
     /// One line: when it fires.
     pub fires_when: &'static str,
+    /// One line: what to do when it fires (profiler rules; empty for debugging rules, whose
+    /// messages say it).
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub recommendation: &'static str,
     /// Parameter names and their defaults.
     pub defaults: Value,
     #[serde(skip)]
@@ -97,10 +111,18 @@ impl BuiltinRule {
 
 macro_rules! builtin {
     ($rule:ident, $params:ident, $config:literal, $when:literal) => {
+        builtin!($rule, $params, $config, $when, "", RuleInput::Tensors)
+    };
+    ($rule:ident, $params:ident, $config:literal, $when:literal, $advice:literal) => {
+        builtin!($rule, $params, $config, $when, $advice, RuleInput::Profiler)
+    };
+    ($rule:ident, $params:ident, $config:literal, $when:literal, $advice:literal, $input:expr) => {
         BuiltinRule {
             name: $rule::NAME,
             config_name: $config,
+            kind: $input.kind(),
             fires_when: $when,
+            recommendation: $advice,
             defaults: to_json(&$params::default()),
             build: |m| {
                 Ok(Box::new($rule::new(parse_params::<$params>(
@@ -238,11 +260,102 @@ pub fn builtin_rules() -> Vec<BuiltinRule> {
     ]
 }
 
-/// Finds a built-in rule by its name (`VanishingGradient`, case-insensitive) or SageMaker config
-/// name (`vanishing_gradient`; `StalledTrainingRule`/`stalled_training_rule` too).
+/// Every built-in profiler rule (all of SageMaker's but ProfilerReport), in SPEC order.
+pub fn builtin_profiler_rules() -> Vec<BuiltinRule> {
+    vec![
+        builtin!(
+            BatchSize,
+            BatchSizeParams,
+            "batch_size",
+            "p95 of CPU, GPU and GPU memory utilization all below their thresholds: the batch could be larger",
+            "raise the batch size (and the learning rate with it), or use a smaller instance"
+        ),
+        builtin!(
+            CPUBottleneck,
+            CPUBottleneckParams,
+            "cpu_bottleneck",
+            "GPU idle (below gpu_threshold) while the CPU is above cpu_threshold in more than threshold % of the samples",
+            "move data preprocessing off the critical path (more data-loading workers, preprocessing on the GPU or ahead of time) or use an instance with more CPU"
+        ),
+        builtin!(
+            IOBottleneck,
+            IOBottleneckParams,
+            "io_bottleneck",
+            "GPU idle (below gpu_threshold) while I/O wait is above io_threshold in more than threshold % of the samples",
+            "prefetch, cache the data set on local disk, read fewer and larger files, or use faster storage"
+        ),
+        builtin!(
+            Dataloader,
+            DataloaderParams,
+            "dataloader",
+            "data-loading workers fewer than min_threshold % or more than max_threshold % of the CPU cores",
+            "set the number of data-loading workers near the number of CPU cores"
+        ),
+        builtin!(
+            GPUMemoryIncrease,
+            GPUMemoryIncreaseParams,
+            "gpu_memory_increase",
+            "moving average of GPU memory use rises more than increase points above its lowest",
+            "look for tensors kept across steps (losses accumulated with their graphs, growing caches) and for growing batch or sequence sizes"
+        ),
+        builtin!(
+            LoadBalancing,
+            LoadBalancingParams,
+            "load_balancing",
+            "Jensen–Shannon distance between two GPUs' utilization histograms above threshold",
+            "balance the work across GPUs: even shards and batch sizes, no extra work on one rank"
+        ),
+        builtin!(
+            LowGPUUtilization,
+            LowGPUUtilizationParams,
+            "low_gpu_utilization",
+            "p95 GPU utilization below threshold_p95 (underused), or above it with p5 below threshold_p5 (fluctuating)",
+            "underused: give the GPU more work (a larger batch) or use a smaller one; fluctuating: find the stalls between bursts (data loading, synchronization)"
+        ),
+        builtin!(
+            MaxInitializationTime,
+            MaxInitializationTimeParams,
+            "max_initialization_time",
+            "no first step within threshold minutes of the job's start",
+            "shorten initialization: pre-stage data and models, cache compiled kernels, start the loop earlier"
+        ),
+        builtin!(
+            OverallSystemUsage,
+            OverallSystemUsageParams,
+            "overall_system_usage",
+            "never fires; collects percentiles per node and metric",
+            "compare the usage of CPU, GPU, memory, disk and network with what the instance offers"
+        ),
+        builtin!(
+            OverallFrameworkMetrics,
+            OverallFrameworkMetricsParams,
+            "overall_framework_metrics",
+            "never fires; collects time per phase, forward vs backward, CPU vs GPU operators",
+            "look at where the time goes: a large share outside steps is initialization or evaluation overhead"
+        ),
+        builtin!(
+            StepOutlier,
+            StepOutlierParams,
+            "step_outlier",
+            "more than n_outliers steps slower than mean + stddev·σ (per node and mode)",
+            "find what the slow steps do differently: checkpoints, evaluation, data-loading stalls, garbage collection"
+        ),
+    ]
+}
+
+/// Every built-in rule: the debugging rules, then the profiler rules.
+pub fn all_builtin_rules() -> Vec<BuiltinRule> {
+    let mut rules = builtin_rules();
+    rules.extend(builtin_profiler_rules());
+    rules
+}
+
+/// Finds a built-in rule, debugging or profiler, by its name (`VanishingGradient`,
+/// case-insensitive) or SageMaker config name (`vanishing_gradient`;
+/// `StalledTrainingRule`/`stalled_training_rule` too).
 pub fn find_builtin(name: &str) -> Option<BuiltinRule> {
     let wanted = name.trim().to_ascii_lowercase().replace('_', "");
-    builtin_rules().into_iter().find(|r| {
+    all_builtin_rules().into_iter().find(|r| {
         let n = r.name.to_ascii_lowercase();
         let c = r.config_name.replace('_', "");
         wanted == n || wanted == c || wanted == format!("{n}rule")
@@ -262,7 +375,10 @@ pub fn find_builtin(name: &str) -> Option<BuiltinRule> {
 pub fn build_rule(spec: &RuleSpec) -> Result<Box<dyn Rule>> {
     let builtin = find_builtin(&spec.name).ok_or_else(|| Error::UnknownRule {
         name: spec.name.clone(),
-        available: builtin_rules().iter().map(|r| r.name.to_string()).collect(),
+        available: all_builtin_rules()
+            .iter()
+            .map(|r| r.name.to_string())
+            .collect(),
     })?;
     builtin.build(&spec.parameters)
 }
@@ -291,6 +407,49 @@ mod tests {
                 }
                 Err(e) => panic!("{}: {e}", r.name),
             }
+        }
+    }
+
+    #[test]
+    fn every_profiler_builtin_builds_with_defaults_and_reads_profiler_data() {
+        let rules = builtin_profiler_rules();
+        assert_eq!(rules.len(), 11);
+        for r in rules {
+            let rule = r.build(&Map::new()).unwrap();
+            assert_eq!(rule.name(), r.name);
+            assert_eq!(rule.parameters(), r.defaults, "{}", r.name);
+            assert_eq!(rule.input(), RuleInput::Profiler, "{}", r.name);
+            assert_eq!(r.kind, "profiler");
+            assert!(!r.recommendation.is_empty(), "{}", r.name);
+        }
+        let cpu = build_rule(&RuleSpec::parse("CPUBottleneck:threshold=30").unwrap()).unwrap();
+        assert_eq!(cpu.parameters()["threshold"], 30.0);
+        assert_eq!(cpu.parameters()["patience"], 1000);
+        assert_eq!(
+            find_builtin("low_gpu_utilization").unwrap().name,
+            "LowGPUUtilization"
+        );
+        assert!(builtin_rules().iter().all(|r| r.kind == "debugging"));
+    }
+
+    #[test]
+    fn bad_profiler_parameters_are_rejected() {
+        for spec in [
+            "CPUBottleneck:threshold=150",
+            "LowGPUUtilization:window=0",
+            "StepOutlier:mode=TRAINING",
+            "MaxInitializationTime:threshold=0",
+            "Dataloader:min_threshold=300,max_threshold=200",
+            "OverallSystemUsage:threshold=1",
+        ] {
+            let err = build_rule(&RuleSpec::parse(spec).unwrap()).err();
+            assert!(
+                matches!(
+                    err,
+                    Some(Error::BadParameter { .. } | Error::UnknownParameter { .. })
+                ),
+                "{spec}: {err:?}"
+            );
         }
     }
 

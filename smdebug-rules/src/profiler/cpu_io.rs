@@ -1,0 +1,648 @@
+//! CPUBottleneck, IOBottleneck and Dataloader: is the GPU waiting for the host?
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use smdebug_profiler::reader::Span;
+use smdebug_profiler::spans::Phase;
+use smdebug_profiler::system::vocab;
+
+use crate::error::{Error, Result};
+use crate::params::lenient;
+use crate::rule::{Evidence, Rule, RuleInput, RuleResult};
+use crate::rules::to_json;
+
+use super::stats::{Sketch, round4};
+use super::{NO_GPU, ProfilerWindow, Snapshot, SnapshotAssembler, check_percent, is_core, utc};
+
+/// At most this many bottleneck times are kept per node for the report.
+const MAX_KEPT_TIMES: usize = 1000;
+
+/// Parameters of [`CPUBottleneck`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CPUBottleneckParams {
+    /// Fires when more than this percentage of the samples are bottlenecks. Default `50`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub threshold: f64,
+    /// A GPU below this utilization (percent) is idle. Default `10`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub gpu_threshold: f64,
+    /// A CPU (any core, or the total) above this utilization (percent) is saturated. Default
+    /// `90`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub cpu_threshold: f64,
+    /// Samples skipped per node at the start (initialization). Default `1000`.
+    #[serde(deserialize_with = "lenient::u64")]
+    pub patience: u64,
+}
+
+impl Default for CPUBottleneckParams {
+    fn default() -> Self {
+        CPUBottleneckParams {
+            threshold: 50.0,
+            gpu_threshold: 10.0,
+            cpu_threshold: 90.0,
+            patience: 1000,
+        }
+    }
+}
+
+/// Parameters of [`IOBottleneck`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct IOBottleneckParams {
+    /// Fires when more than this percentage of the samples are bottlenecks. Default `50`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub threshold: f64,
+    /// A GPU below this utilization (percent) is idle. Default `10`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub gpu_threshold: f64,
+    /// I/O wait (any core, or the total) above this percentage is high. Default `50`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub io_threshold: f64,
+    /// Samples skipped per node at the start (initialization). Default `1000`.
+    #[serde(deserialize_with = "lenient::u64")]
+    pub patience: u64,
+}
+
+impl Default for IOBottleneckParams {
+    fn default() -> Self {
+        IOBottleneckParams {
+            threshold: 50.0,
+            gpu_threshold: 10.0,
+            io_threshold: 50.0,
+            patience: 1000,
+        }
+    }
+}
+
+/// Which host resource starves the GPU.
+#[derive(Clone, Copy, Debug)]
+enum Starver {
+    Cpu,
+    Io,
+}
+
+#[derive(Debug, Default)]
+struct NodeBottlenecks {
+    /// Snapshots with GPU readings, patience included.
+    seen: u64,
+    /// Snapshots evaluated (after patience).
+    counted: u64,
+    bottlenecks: u64,
+    low_gpu: u64,
+    firing: bool,
+    times: Vec<(u64, u64)>,
+}
+
+/// The counting shared by CPUBottleneck and IOBottleneck.
+#[derive(Debug)]
+struct Bottlenecks {
+    starver: Starver,
+    threshold: f64,
+    gpu_threshold: f64,
+    host_threshold: f64,
+    patience: u64,
+    snapshots: SnapshotAssembler,
+    nodes: BTreeMap<String, NodeBottlenecks>,
+}
+
+impl Bottlenecks {
+    fn host_reading(&self, snapshot: &Snapshot) -> Option<(String, f64)> {
+        let readings = match self.starver {
+            Starver::Cpu => &snapshot.cpu,
+            Starver::Io => &snapshot.io_wait,
+        };
+        readings
+            .iter()
+            .filter(|(_, v)| **v > self.host_threshold)
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(n, v)| (n.clone(), *v))
+    }
+
+    fn invoke(&mut self, window: &ProfilerWindow<'_>) -> Vec<RuleResult> {
+        let mut results = Vec::new();
+        let mut datapoints = 0;
+        for snapshot in self.snapshots.feed(window) {
+            if snapshot.gpu.is_empty() {
+                continue;
+            }
+            let host = self.host_reading(&snapshot);
+            let idle_gpus: Vec<(&String, &f64)> = snapshot
+                .gpu
+                .iter()
+                .filter(|(_, v)| **v < self.gpu_threshold)
+                .collect();
+            let node = self.nodes.entry(snapshot.node.clone()).or_default();
+            node.seen += 1;
+            if node.seen <= self.patience {
+                continue;
+            }
+            node.counted += 1;
+            datapoints += 1;
+            if !idle_gpus.is_empty() {
+                node.low_gpu += 1;
+            }
+            let bottleneck = !idle_gpus.is_empty() && host.is_some();
+            if bottleneck {
+                node.bottlenecks += 1;
+                if node.times.len() < MAX_KEPT_TIMES {
+                    node.times
+                        .push((snapshot.time_us, window.step_at(snapshot.time_us)));
+                }
+            }
+            let percent = node.bottlenecks as f64 * 100.0 / node.counted as f64;
+            let condition = percent > self.threshold;
+            if condition && !node.firing {
+                let step = window.step_at(snapshot.time_us);
+                let mut r = RuleResult::at_time(step, snapshot.time_us);
+                let (what, cure) = match self.starver {
+                    Starver::Cpu => (
+                        format!("the CPU was above {}%", self.host_threshold),
+                        "the host cannot prepare data fast enough: move preprocessing to the \
+                         GPU or offline, use more data-loading workers, or a larger instance",
+                    ),
+                    Starver::Io => (
+                        format!("I/O wait was above {}%", self.host_threshold),
+                        "the GPU waits for storage: prefetch, cache the data set locally, \
+                         read larger shards, or use faster storage",
+                    ),
+                };
+                r.fire(format!(
+                    "node {}: GPU idle (below {}%) while {what} in {:.0}% of {} samples \
+                     (more than {}%), first at {} (step {step}): {cure}",
+                    snapshot.node,
+                    self.gpu_threshold,
+                    percent,
+                    node.counted,
+                    self.threshold,
+                    utc(node.times.first().map_or(snapshot.time_us, |t| t.0)),
+                ));
+                let label = format!("{} bottleneck share", snapshot.node);
+                r.evidence.push(
+                    Evidence::new(&label, step, "percent_of_samples", percent)
+                        .limit(self.threshold),
+                );
+                if let (Some((gpu, g)), Some((name, h))) = (idle_gpus.first(), &host) {
+                    r.evidence.push(
+                        Evidence::new(&format!("{} {gpu}", snapshot.node), step, "gpu_util", **g)
+                            .limit(self.gpu_threshold),
+                    );
+                    r.evidence.push(
+                        Evidence::new(&format!("{} {name}", snapshot.node), step, "host", *h)
+                            .limit(self.host_threshold),
+                    );
+                }
+                results.push(r);
+            }
+            node.firing = condition;
+        }
+        if datapoints > 0 {
+            let mut r = RuleResult::at_time(window.step_at(window.now_us), window.now_us);
+            r.datapoints = datapoints;
+            results.push(r);
+        }
+        if window.final_window && self.nodes.is_empty() {
+            let mut r = RuleResult::at_time(0, window.now_us);
+            r.message = NO_GPU.into();
+            results.push(r);
+        } else if window.final_window && self.nodes.values().all(|n| n.counted == 0) {
+            let mut r = RuleResult::at_time(0, window.now_us);
+            let seen: u64 = self.nodes.values().map(|n| n.seen).max().unwrap_or(0);
+            r.message = format!(
+                "only {seen} samples with GPU readings per node, not more than patience \
+                 ({}): nothing evaluated",
+                self.patience
+            );
+            results.push(r);
+        }
+        results
+    }
+
+    fn details(&self) -> Value {
+        let nodes: serde_json::Map<String, Value> = self
+            .nodes
+            .iter()
+            .map(|(node, n)| {
+                (
+                    node.clone(),
+                    json!({
+                        "datapoints": n.counted,
+                        "skipped_for_patience": n.seen - n.counted,
+                        "bottlenecks": n.bottlenecks,
+                        "bottleneck_percent": if n.counted > 0 {
+                            round4(n.bottlenecks as f64 * 100.0 / n.counted as f64)
+                        } else { 0.0 },
+                        "low_gpu_utilization": n.low_gpu,
+                        "bottleneck_times_us": n.times.iter().map(|t| t.0).collect::<Vec<_>>(),
+                        "bottleneck_steps": n.times.iter().map(|t| t.1).collect::<Vec<_>>(),
+                    }),
+                )
+            })
+            .collect();
+        json!({ "nodes": nodes })
+    }
+}
+
+fn check_bottleneck(rule: &str, threshold: f64, gpu: f64, host: (&str, f64)) -> Result<()> {
+    check_percent(rule, "threshold", threshold, false)?;
+    check_percent(rule, "gpu_threshold", gpu, false)?;
+    check_percent(rule, host.0, host.1, false)
+}
+
+/// **CPUBottleneck** — fires when, per node, more than `threshold` % of the system samples
+/// (after the first `patience`) show a GPU below `gpu_threshold` % utilization while some CPU
+/// (a core or the total) is above `cpu_threshold` %. Fires once each time the share crosses
+/// the threshold. Without GPU metrics it checks nothing.
+pub struct CPUBottleneck {
+    params: CPUBottleneckParams,
+    inner: Bottlenecks,
+}
+
+impl CPUBottleneck {
+    pub const NAME: &'static str = "CPUBottleneck";
+
+    pub fn new(params: CPUBottleneckParams) -> Result<Self> {
+        check_bottleneck(
+            Self::NAME,
+            params.threshold,
+            params.gpu_threshold,
+            ("cpu_threshold", params.cpu_threshold),
+        )?;
+        let inner = Bottlenecks {
+            starver: Starver::Cpu,
+            threshold: params.threshold,
+            gpu_threshold: params.gpu_threshold,
+            host_threshold: params.cpu_threshold,
+            patience: params.patience,
+            snapshots: SnapshotAssembler::default(),
+            nodes: BTreeMap::new(),
+        };
+        Ok(CPUBottleneck { params, inner })
+    }
+}
+
+impl Rule for CPUBottleneck {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+    fn parameters(&self) -> Value {
+        to_json(&self.params)
+    }
+    fn input(&self) -> RuleInput {
+        RuleInput::Profiler
+    }
+    fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
+        Ok(self.inner.invoke(window))
+    }
+    fn details(&self) -> Value {
+        self.inner.details()
+    }
+}
+
+/// **IOBottleneck** — like [`CPUBottleneck`], with I/O wait above `io_threshold` % (on a core
+/// or the total) in place of a saturated CPU: the GPU idles while the host waits for storage.
+pub struct IOBottleneck {
+    params: IOBottleneckParams,
+    inner: Bottlenecks,
+}
+
+impl IOBottleneck {
+    pub const NAME: &'static str = "IOBottleneck";
+
+    pub fn new(params: IOBottleneckParams) -> Result<Self> {
+        check_bottleneck(
+            Self::NAME,
+            params.threshold,
+            params.gpu_threshold,
+            ("io_threshold", params.io_threshold),
+        )?;
+        let inner = Bottlenecks {
+            starver: Starver::Io,
+            threshold: params.threshold,
+            gpu_threshold: params.gpu_threshold,
+            host_threshold: params.io_threshold,
+            patience: params.patience,
+            snapshots: SnapshotAssembler::default(),
+            nodes: BTreeMap::new(),
+        };
+        Ok(IOBottleneck { params, inner })
+    }
+}
+
+impl Rule for IOBottleneck {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+    fn parameters(&self) -> Value {
+        to_json(&self.params)
+    }
+    fn input(&self) -> RuleInput {
+        RuleInput::Profiler
+    }
+    fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
+        Ok(self.inner.invoke(window))
+    }
+    fn details(&self) -> Value {
+        self.inner.details()
+    }
+}
+
+/// Parameters of [`Dataloader`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DataloaderParams {
+    /// Fires when the data-loading workers are fewer than this percentage of the cores.
+    /// Default `70`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub min_threshold: f64,
+    /// Fires when the data-loading workers are more than this percentage of the cores.
+    /// Default `200`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub max_threshold: f64,
+}
+
+impl Default for DataloaderParams {
+    fn default() -> Self {
+        DataloaderParams {
+            min_threshold: 70.0,
+            max_threshold: 200.0,
+        }
+    }
+}
+
+/// Data-loading spans seen before the worker count is judged from distinct loaders alone (no
+/// `num_workers` argument): fewer could miss workers that have not loaded yet.
+const MIN_LOADS_FOR_DISTINCT_COUNT: u64 = 10;
+
+#[derive(Debug, Default)]
+struct NodeLoading {
+    cores: BTreeSet<String>,
+    num_workers: Option<u64>,
+    loaders: BTreeSet<String>,
+    loads: u64,
+    load_seconds: Sketch,
+    load_total_us: u64,
+    first_step_us: Option<u64>,
+    last_step_end_us: u64,
+    step_total_us: u64,
+    last_load_end_us: u64,
+    fired: bool,
+}
+
+impl NodeLoading {
+    /// The worker count and how it was found.
+    fn workers(&self) -> (u64, &'static str) {
+        match self.num_workers {
+            Some(n) => (n, "num_workers argument"),
+            None => (self.loaders.len() as u64, "distinct loaders seen"),
+        }
+    }
+
+    fn loop_share(&self) -> Option<f64> {
+        let first = self.first_step_us?;
+        let length = self.last_step_end_us.saturating_sub(first);
+        (length > 0).then(|| (self.load_total_us as f64 / length as f64).min(1.0))
+    }
+}
+
+/// Whether a span is a data-loading span (ours: `DataLoaderIter`; PyTorch's smdebug hook also
+/// writes `DataLoaderWorker`).
+fn is_load(span: &Span) -> bool {
+    span.phase_kind() == Phase::DataLoading || span.phase == "DataLoaderWorker"
+}
+
+fn loader_id(span: &Span) -> String {
+    for key in ["worker_id", "thread", "tid", "pid"] {
+        if let Some(v) = span.args.get(key) {
+            return format!("{key}={v}");
+        }
+    }
+    format!("worker={}", span.worker.map_or(-1, i64::from))
+}
+
+fn arg_u64(span: &Span, key: &str) -> Option<u64> {
+    let v = span.args.get(key)?;
+    v.as_u64()
+        .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+}
+
+/// **Dataloader** — per node, compares the number of data-loading workers with the number of
+/// CPU cores; fires when the workers are fewer than `min_threshold` % or more than
+/// `max_threshold` % of the cores.
+///
+/// The worker count is the `num_workers` argument of data-loading spans when the loop records
+/// it (`spans.data_loading().arg("num_workers", 8)`), else the number of distinct loaders
+/// (`worker_id`, `thread`, `tid` or `pid` argument, else the span's worker) that recorded
+/// data-loading spans, judged once at least ten were seen or at the end. The cores are the
+/// node's `cpuN` series. Its details hold the load-time percentiles and the share of the
+/// training loop spent loading data.
+pub struct Dataloader {
+    params: DataloaderParams,
+    nodes: BTreeMap<String, NodeLoading>,
+}
+
+impl Dataloader {
+    pub const NAME: &'static str = "Dataloader";
+
+    pub fn new(params: DataloaderParams) -> Result<Self> {
+        check_percent(Self::NAME, "min_threshold", params.min_threshold, true)?;
+        check_percent(Self::NAME, "max_threshold", params.max_threshold, true)?;
+        if params.max_threshold < params.min_threshold {
+            return Err(Error::BadParameter {
+                rule: Self::NAME.into(),
+                param: "max_threshold".into(),
+                reason: format!(
+                    "{} is below min_threshold {}",
+                    params.max_threshold, params.min_threshold
+                ),
+            });
+        }
+        Ok(Dataloader {
+            params,
+            nodes: BTreeMap::new(),
+        })
+    }
+}
+
+impl Rule for Dataloader {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+    fn parameters(&self) -> Value {
+        to_json(&self.params)
+    }
+    fn input(&self) -> RuleInput {
+        RuleInput::Profiler
+    }
+
+    fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
+        for s in window.samples {
+            if s.metric_type == vocab::TYPE_CPU
+                && s.dimension == vocab::CPU_UTILIZATION
+                && is_core(&s.name)
+            {
+                let node = self.nodes.entry(s.node_id.clone()).or_default();
+                if !node.cores.contains(&s.name) {
+                    node.cores.insert(s.name.clone());
+                }
+            }
+        }
+        let mut datapoints = 0;
+        for span in window.spans {
+            let node = self.nodes.entry(span.node.clone()).or_default();
+            if span.phase.starts_with("DataLoader")
+                && let Some(n) = arg_u64(span, "num_workers")
+            {
+                node.num_workers = Some(n);
+            }
+            if let Phase::Step(_) = span.phase_kind() {
+                node.first_step_us = Some(
+                    node.first_step_us
+                        .map_or(span.start_us, |f| f.min(span.start_us)),
+                );
+                node.last_step_end_us = node.last_step_end_us.max(span.end_us);
+                node.step_total_us += span.duration_us();
+            }
+            if is_load(span) {
+                datapoints += 1;
+                node.loads += 1;
+                node.loaders.insert(loader_id(span));
+                node.load_seconds.add(span.duration_us() as f64 / 1e6);
+                node.load_total_us += span.duration_us();
+                node.last_load_end_us = node.last_load_end_us.max(span.end_us);
+            }
+        }
+        let mut results = Vec::new();
+        for (name, node) in &mut self.nodes {
+            if node.fired || node.loads == 0 || node.cores.is_empty() {
+                continue;
+            }
+            let (workers, source) = node.workers();
+            if node.num_workers.is_none()
+                && node.loads < MIN_LOADS_FOR_DISTINCT_COUNT
+                && !window.final_window
+            {
+                continue;
+            }
+            let cores = node.cores.len() as f64;
+            let low = (workers as f64) < cores * self.params.min_threshold / 100.0;
+            let high = (workers as f64) > cores * self.params.max_threshold / 100.0;
+            if !(low || high) {
+                continue;
+            }
+            node.fired = true;
+            let at = if node.last_load_end_us > 0 {
+                node.last_load_end_us
+            } else {
+                window.now_us
+            };
+            let step = window.step_at(at);
+            let mut r = RuleResult::at_time(step, at);
+            let advice = if low {
+                format!(
+                    "fewer than {}% of the cores: raise the worker count to about {}",
+                    self.params.min_threshold,
+                    node.cores.len()
+                )
+            } else {
+                format!(
+                    "more than {}% of the cores: lower the worker count to about {}",
+                    self.params.max_threshold,
+                    node.cores.len()
+                )
+            };
+            let mut message = format!(
+                "node {name}: {workers} data-loading workers ({source}) on {} cores, {advice}",
+                node.cores.len()
+            );
+            if let (Some(p50), Some(p95)) = (
+                node.load_seconds.quantile(0.5),
+                node.load_seconds.quantile(0.95),
+            ) {
+                message.push_str(&format!(
+                    "; a load took {:.1} ms at the median, {:.1} ms at p95",
+                    p50 * 1e3,
+                    p95 * 1e3
+                ));
+            }
+            if let Some(share) = node.loop_share() {
+                message.push_str(&format!(
+                    "; {:.0}% of the training loop was spent loading data",
+                    share * 100.0
+                ));
+            }
+            r.fire(message);
+            r.evidence.push(
+                Evidence::new(
+                    &format!("{name} data-loading workers"),
+                    step,
+                    "workers",
+                    workers as f64,
+                )
+                .limit(
+                    cores
+                        * if low {
+                            self.params.min_threshold
+                        } else {
+                            self.params.max_threshold
+                        }
+                        / 100.0,
+                ),
+            );
+            results.push(r);
+        }
+        if datapoints > 0 {
+            let mut r = RuleResult::at_time(window.step_at(window.now_us), window.now_us);
+            r.datapoints = datapoints;
+            results.push(r);
+        }
+        if window.final_window && self.nodes.values().all(|n| n.loads == 0) {
+            let mut r = RuleResult::at_time(0, window.now_us);
+            r.message = "no data-loading spans in this run (record them with \
+                         SpanRecorder::data_loading): nothing to check"
+                .into();
+            results.push(r);
+        } else if window.final_window
+            && self
+                .nodes
+                .values()
+                .all(|n| n.loads == 0 || n.cores.is_empty())
+        {
+            let mut r = RuleResult::at_time(0, window.now_us);
+            r.message = "no per-core CPU metrics on the nodes that loaded data: the core \
+                         count is unknown"
+                .into();
+            results.push(r);
+        }
+        Ok(results)
+    }
+
+    fn details(&self) -> Value {
+        let nodes: serde_json::Map<String, Value> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.loads > 0 || !n.cores.is_empty())
+            .map(|(name, n)| {
+                let (workers, source) = n.workers();
+                (
+                    name.clone(),
+                    json!({
+                        "cores": n.cores.len(),
+                        "workers": workers,
+                        "workers_from": source,
+                        "num_workers_argument": n.num_workers,
+                        "data_loading_spans": n.loads,
+                        "load_time_s": n.load_seconds.summary(),
+                        "data_loading_total_s": round4(n.load_total_us as f64 / 1e6),
+                        "step_total_s": round4(n.step_total_us as f64 / 1e6),
+                        "training_loop_share_loading": n.loop_share().map(round4),
+                    }),
+                )
+            })
+            .collect();
+        json!({ "nodes": nodes })
+    }
+}

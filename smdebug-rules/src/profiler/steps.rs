@@ -1,0 +1,432 @@
+//! MaxInitializationTime and StepOutlier: rules over the training loop's `Step` spans.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use smdebug_core::Mode;
+use smdebug_profiler::reader::TRACE_FILE_SLACK_US;
+use smdebug_profiler::spans::Phase;
+
+use crate::error::{Error, Result};
+use crate::params::lenient;
+use crate::rule::{Evidence, Rule, RuleInput, RuleResult};
+use crate::rules::to_json;
+
+use super::stats::round4;
+use super::{ProfilerWindow, utc};
+
+/// Parameters of [`MaxInitializationTime`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MaxInitializationTimeParams {
+    /// Minutes from the job's start within which the first step must start. Default `20`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub threshold: f64,
+}
+
+impl Default for MaxInitializationTimeParams {
+    fn default() -> Self {
+        MaxInitializationTimeParams { threshold: 20.0 }
+    }
+}
+
+/// **MaxInitializationTime** — fires when the first `Step` span starts more than `threshold`
+/// minutes after the job started (its earliest system sample or span), or, while a run is
+/// followed, when that long has passed with no step at all. Trace files are published about
+/// once a minute, so "no step yet" is only concluded three minutes after the limit (or at the
+/// end of the run); the firing's time is the limit itself.
+pub struct MaxInitializationTime {
+    params: MaxInitializationTimeParams,
+    first_step_us: Option<u64>,
+    last_step_us: Option<u64>,
+    start_us: Option<u64>,
+    steps: u64,
+    fired: bool,
+}
+
+impl MaxInitializationTime {
+    pub const NAME: &'static str = "MaxInitializationTime";
+
+    pub fn new(params: MaxInitializationTimeParams) -> Result<Self> {
+        if !(params.threshold.is_finite() && params.threshold > 0.0) {
+            return Err(Error::BadParameter {
+                rule: Self::NAME.into(),
+                param: "threshold".into(),
+                reason: format!(
+                    "must be a positive number of minutes, got {}",
+                    params.threshold
+                ),
+            });
+        }
+        Ok(MaxInitializationTime {
+            params,
+            first_step_us: None,
+            last_step_us: None,
+            start_us: None,
+            steps: 0,
+            fired: false,
+        })
+    }
+}
+
+impl Rule for MaxInitializationTime {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+    fn parameters(&self) -> Value {
+        to_json(&self.params)
+    }
+    fn input(&self) -> RuleInput {
+        RuleInput::Profiler
+    }
+
+    fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
+        let mut datapoints = 0;
+        for span in window.spans {
+            if let Phase::Step(_) = span.phase_kind() {
+                datapoints += 1;
+                self.steps += 1;
+                self.first_step_us = Some(
+                    self.first_step_us
+                        .map_or(span.start_us, |f| f.min(span.start_us)),
+                );
+                self.last_step_us = Some(
+                    self.last_step_us
+                        .map_or(span.start_us, |l| l.max(span.start_us)),
+                );
+            }
+        }
+        self.start_us = window.start_us;
+        let mut results = Vec::new();
+        if datapoints > 0 {
+            let mut r = RuleResult::at_time(window.step_at(window.now_us), window.now_us);
+            r.datapoints = datapoints;
+            results.push(r);
+        }
+        let Some(start) = window.start_us else {
+            return Ok(results);
+        };
+        let limit_us = (self.params.threshold * 60e6) as u64;
+        let deadline = start.saturating_add(limit_us);
+        let minutes = |us: u64| us as f64 / 60e6;
+        if !self.fired {
+            let message = match self.first_step_us {
+                Some(first) if first > deadline => Some(format!(
+                    "the first step started {:.1} min after the job started ({}), more than \
+                     {} min: initialization (data download, model build, compilation) takes \
+                     too long; cache or pre-stage the data and the model",
+                    minutes(first - start),
+                    utc(start),
+                    self.params.threshold
+                )),
+                None if window.now_us > deadline
+                    && (window.final_window
+                        || window.now_us > deadline.saturating_add(TRACE_FILE_SLACK_US)) =>
+                {
+                    Some(format!(
+                        "no training step within {} min of the job's start ({}); {:.1} min \
+                         of profiler data and still no step span: the job is stuck in \
+                         initialization, or the loop records no step spans",
+                        self.params.threshold,
+                        utc(start),
+                        minutes(window.now_us - start)
+                    ))
+                }
+                _ => None,
+            };
+            if let Some(message) = message {
+                self.fired = true;
+                let mut r = RuleResult::at_time(0, deadline);
+                r.fire(message);
+                let waited = self.first_step_us.unwrap_or(window.now_us) - start;
+                r.evidence.push(
+                    Evidence::new("first step", 0, "minutes_after_start", minutes(waited))
+                        .limit(self.params.threshold),
+                );
+                results.push(r);
+            }
+        }
+        if window.final_window && self.first_step_us.is_none() && !self.fired {
+            let mut r = RuleResult::at_time(0, window.now_us);
+            r.message = "no step span in this run (shorter than the threshold): nothing to \
+                         check"
+                .into();
+            results.push(r);
+        }
+        Ok(results)
+    }
+
+    fn details(&self) -> Value {
+        json!({
+            "job_start_us": self.start_us,
+            "first_step_start_us": self.first_step_us,
+            "last_step_start_us": self.last_step_us,
+            "initialization_s": match (self.start_us, self.first_step_us) {
+                (Some(s), Some(f)) => Some(round4(f.saturating_sub(s) as f64 / 1e6)),
+                _ => None,
+            },
+            "step_spans": self.steps,
+        })
+    }
+}
+
+/// Parameters of [`StepOutlier`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StepOutlierParams {
+    /// A step is an outlier when longer than mean + `stddev` standard deviations. Default `3`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub stddev: f64,
+    /// Only steps of this mode (TRAIN, EVAL, PREDICT, GLOBAL). Default: every mode, each on its
+    /// own.
+    #[serde(deserialize_with = "lenient::opt_string")]
+    pub mode: Option<String>,
+    /// Outliers tolerated before the rule fires. Default `10`.
+    #[serde(deserialize_with = "lenient::u64")]
+    pub n_outliers: u64,
+}
+
+impl Default for StepOutlierParams {
+    fn default() -> Self {
+        StepOutlierParams {
+            stddev: 3.0,
+            mode: None,
+            n_outliers: 10,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct StepDurations {
+    /// Duration (µs) → the (step, start_us) of the steps that took it.
+    by_duration: BTreeMap<u64, Vec<(u64, u64)>>,
+    count: u64,
+    sum: f64,
+    sum_sq: f64,
+    firing: bool,
+    fired: u64,
+}
+
+impl StepDurations {
+    fn add(&mut self, duration_us: u64, step: u64, start_us: u64) {
+        self.by_duration
+            .entry(duration_us)
+            .or_default()
+            .push((step, start_us));
+        let s = duration_us as f64 / 1e6;
+        self.count += 1;
+        self.sum += s;
+        self.sum_sq += s * s;
+    }
+
+    /// Mean and (population) standard deviation, seconds.
+    fn mean_std(&self) -> (f64, f64) {
+        let n = self.count as f64;
+        let mean = self.sum / n;
+        (mean, (self.sum_sq / n - mean * mean).max(0.0).sqrt())
+    }
+
+    /// The steps longer than `limit_s`, slowest first: (duration_us, step, start_us).
+    fn above(&self, limit_s: f64) -> Vec<(u64, u64, u64)> {
+        let from = (limit_s * 1e6).floor() as u64 + 1;
+        self.by_duration
+            .range(from..)
+            .rev()
+            .flat_map(|(d, steps)| steps.iter().map(move |(s, t)| (*d, *s, *t)))
+            .collect()
+    }
+
+    fn count_above(&self, limit_s: f64) -> u64 {
+        let from = (limit_s * 1e6).floor() as u64 + 1;
+        self.by_duration
+            .range(from..)
+            .map(|(_, steps)| steps.len() as u64)
+            .sum()
+    }
+
+    fn quantile_s(&self, q: f64) -> Option<f64> {
+        if self.count == 0 {
+            return None;
+        }
+        let rank = (q * (self.count - 1) as f64).round() as u64;
+        let mut seen = 0;
+        for (d, steps) in &self.by_duration {
+            seen += steps.len() as u64;
+            if seen > rank {
+                return Some(*d as f64 / 1e6);
+            }
+        }
+        None
+    }
+}
+
+/// **StepOutlier** — per node and mode (or only `mode`): fires when more than `n_outliers`
+/// steps took longer than the mean step duration plus `stddev` standard deviations, the mean
+/// and deviation being those of every step of that node and mode seen so far. Step durations
+/// come from the `Step` spans. Fires once each time the count crosses `n_outliers`.
+pub struct StepOutlier {
+    params: StepOutlierParams,
+    mode: Option<Mode>,
+    series: BTreeMap<(String, String), StepDurations>,
+}
+
+impl StepOutlier {
+    pub const NAME: &'static str = "StepOutlier";
+
+    pub fn new(params: StepOutlierParams) -> Result<Self> {
+        if !(params.stddev.is_finite() && params.stddev >= 0.0) {
+            return Err(Error::BadParameter {
+                rule: Self::NAME.into(),
+                param: "stddev".into(),
+                reason: format!("must be a number of at least 0, got {}", params.stddev),
+            });
+        }
+        let mode =
+            match &params.mode {
+                None => None,
+                Some(m) => Some(Mode::from_name(&m.trim().to_ascii_uppercase()).ok_or_else(
+                    || Error::BadParameter {
+                        rule: Self::NAME.into(),
+                        param: "mode".into(),
+                        reason: format!("expected TRAIN, EVAL, PREDICT or GLOBAL, got `{m}`"),
+                    },
+                )?),
+            };
+        Ok(StepOutlier {
+            params,
+            mode,
+            series: BTreeMap::new(),
+        })
+    }
+}
+
+impl Rule for StepOutlier {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+    fn parameters(&self) -> Value {
+        to_json(&self.params)
+    }
+    fn input(&self) -> RuleInput {
+        RuleInput::Profiler
+    }
+
+    fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
+        let k = self.params.stddev;
+        let mut results = Vec::new();
+        let mut datapoints = 0;
+        for span in window.spans {
+            let Phase::Step(phase_mode) = span.phase_kind() else {
+                continue;
+            };
+            let mode = span.mode.unwrap_or(phase_mode);
+            if self.mode.is_some_and(|m| m != mode) {
+                continue;
+            }
+            let Some(step) = span.step else {
+                continue;
+            };
+            datapoints += 1;
+            let series = self
+                .series
+                .entry((span.node.clone(), mode.name().to_string()))
+                .or_default();
+            series.add(span.duration_us(), step, span.start_us);
+            let (mean, std) = series.mean_std();
+            let limit = mean + k * std;
+            let outliers = series.count_above(limit);
+            let condition = outliers > self.params.n_outliers;
+            if condition && !series.firing {
+                series.fired += 1;
+                let slowest = series.above(limit);
+                let (d, s, _) = slowest[0];
+                let d = d as f64 / 1e6;
+                let sigmas = if std > 0.0 { (d - mean) / std } else { 0.0 };
+                let mut r = RuleResult::at_time(step, span.start_us);
+                r.fire(format!(
+                    "node {}, {}: {outliers} steps took longer than the mean {mean:.3} s + \
+                     {k}σ (σ = {std:.3} s) = {limit:.3} s, more than {} allowed; the slowest, \
+                     step {s}, took {d:.2} s, {sigmas:.1}σ above the mean: find what these \
+                     steps do differently (checkpoints, evaluation, data-loading stalls, \
+                     garbage collection)",
+                    span.node,
+                    mode.name(),
+                    self.params.n_outliers
+                ));
+                for (d, s, _) in slowest.iter().take(5) {
+                    r.evidence.push(
+                        Evidence::new(
+                            &format!("{} {} step duration", span.node, mode.name()),
+                            *s,
+                            "seconds",
+                            *d as f64 / 1e6,
+                        )
+                        .limit(limit),
+                    );
+                }
+                results.push(r);
+            }
+            series.firing = condition;
+        }
+        if datapoints > 0 {
+            let mut r = RuleResult::at_time(window.step_at(window.now_us), window.now_us);
+            r.datapoints = datapoints;
+            results.push(r);
+        }
+        if window.final_window && self.series.is_empty() {
+            let mut r = RuleResult::at_time(0, window.now_us);
+            r.message = match self.mode {
+                Some(m) => format!("no {} step spans in this run: nothing to check", m.name()),
+                None => "no step spans in this run: nothing to check".into(),
+            };
+            results.push(r);
+        }
+        Ok(results)
+    }
+
+    fn details(&self) -> Value {
+        let k = self.params.stddev;
+        let mut nodes: BTreeMap<&str, serde_json::Map<String, Value>> = BTreeMap::new();
+        for ((node, mode), s) in &self.series {
+            let (mean, std) = s.mean_std();
+            let limit = mean + k * std;
+            let outliers = s.above(limit);
+            let (lo, hi) = (
+                s.quantile_s(0.0).unwrap_or(0.0),
+                s.quantile_s(1.0).unwrap_or(0.0),
+            );
+            let bins = 20usize;
+            let width = (hi - lo) / bins as f64;
+            let mut histogram = vec![0u64; bins];
+            for (d, steps) in &s.by_duration {
+                let x = *d as f64 / 1e6;
+                let i = if width > 0.0 {
+                    (((x - lo) / width) as usize).min(bins - 1)
+                } else {
+                    0
+                };
+                histogram[i] += steps.len() as u64;
+            }
+            nodes.entry(node).or_default().insert(
+                mode.clone(),
+                json!({
+                    "steps": s.count,
+                    "mean_s": round4(mean),
+                    "stddev_s": round4(std),
+                    "min_s": round4(lo),
+                    "p50_s": s.quantile_s(0.5).map(round4),
+                    "p95_s": s.quantile_s(0.95).map(round4),
+                    "p99_s": s.quantile_s(0.99).map(round4),
+                    "max_s": round4(hi),
+                    "outlier_limit_s": round4(limit),
+                    "outliers": outliers.len(),
+                    "outlier_steps": outliers.iter().take(100).map(|o| o.1).collect::<Vec<_>>(),
+                    "histogram": {"min_s": round4(lo), "bin_width_s": round4(width), "counts": histogram},
+                    "times_fired": s.fired,
+                }),
+            );
+        }
+        json!({ "nodes": nodes })
+    }
+}
