@@ -112,7 +112,11 @@ pub(crate) struct SpanEvent {
     pub(crate) start_us: u64,
     pub(crate) dur_us: u64,
     pub(crate) step: Option<(Mode, u64)>,
+    pub(crate) args: SpanArgs,
 }
+
+/// Extra `args` of a span, written beside `step_num`, `mode` and `worker`.
+pub(crate) type SpanArgs = Vec<(Cow<'static, str>, serde_json::Value)>;
 
 /// Step numbers above this cannot be stored beside the mode in one atomic word.
 const STEP_MASK: u64 = (1 << 60) - 1;
@@ -205,9 +209,22 @@ pub struct OpenSpan {
     name: Cow<'static, str>,
     started: Instant,
     step: Option<(Mode, u64)>,
+    args: SpanArgs,
 }
 
 impl OpenSpan {
+    /// Adds an argument to the span's `args` in the trace (`step_num`, `mode` and `worker` are
+    /// the recorder's and cannot be replaced). Rules read some of them: a data-loading span's
+    /// `num_workers` tells the Dataloader rule how many workers load data.
+    pub fn arg(
+        mut self,
+        key: impl Into<Cow<'static, str>>,
+        value: impl Into<serde_json::Value>,
+    ) -> Self {
+        self.args.push((key.into(), value.into()));
+        self
+    }
+
     /// Replaces the event name (the phase's default otherwise).
     pub fn named(mut self, name: impl Into<Cow<'static, str>>) -> Self {
         self.name = name.into();
@@ -232,6 +249,17 @@ impl SpanGuard<'_> {
     /// Replaces the event name (the phase's default otherwise).
     pub fn named(mut self, name: impl Into<Cow<'static, str>>) -> Self {
         self.open = self.open.take().map(|open| open.named(name));
+        self
+    }
+
+    /// Adds an argument to the span's `args` (see [`OpenSpan::arg`]):
+    /// `spans.data_loading().arg("num_workers", 8)`.
+    pub fn arg(
+        mut self,
+        key: impl Into<Cow<'static, str>>,
+        value: impl Into<serde_json::Value>,
+    ) -> Self {
+        self.open = self.open.take().map(|open| open.arg(key, value));
         self
     }
 
@@ -356,6 +384,7 @@ impl SpanRecorder {
             phase,
             started: Instant::now(),
             step: self.current_step(),
+            args: Vec::new(),
         }
     }
 
@@ -372,6 +401,7 @@ impl SpanRecorder {
             start_us,
             dur_us: end_us - start_us,
             step: span.step,
+            args: span.args,
         })
     }
 
@@ -390,6 +420,7 @@ impl SpanRecorder {
             start_us: epoch_us(start),
             dur_us: u64::try_from(duration.as_micros()).unwrap_or(u64::MAX),
             step,
+            args: Vec::new(),
         })
     }
 

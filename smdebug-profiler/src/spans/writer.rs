@@ -57,6 +57,24 @@ struct EventArgs<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     mode: Option<&'a str>,
     worker: u32,
+    #[serde(flatten)]
+    extra: ExtraArgs<'a>,
+}
+
+/// The caller's own span arguments, as map entries; the recorder's keys win.
+struct ExtraArgs<'a>(&'a [(std::borrow::Cow<'static, str>, serde_json::Value)]);
+
+impl Serialize for ExtraArgs<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        for (key, value) in self.0 {
+            if !matches!(key.as_ref(), "step_num" | "mode" | "worker") {
+                map.serialize_entry(key.as_ref(), value)?;
+            }
+        }
+        map.end()
+    }
 }
 
 /// Builds one trace file at a time.
@@ -127,6 +145,7 @@ impl TraceFileBuilder {
                 step_num: span.step.map(|(_, step)| step.to_string()),
                 mode: span.step.map(|(mode, _)| mode.name()),
                 worker: self.worker,
+                extra: ExtraArgs(&span.args),
             },
         };
         self.push_json(&event);
@@ -236,5 +255,38 @@ pub(crate) fn run_writer(
 pub(crate) fn writer_stopped() -> ProfilerError {
     ProfilerError::WriterStopped {
         writer: "span trace",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use smdebug_core::Mode;
+
+    use super::*;
+    use crate::reader::parse_trace;
+    use crate::spans::{Phase, parse_trace_file_key};
+
+    #[test]
+    fn span_arguments_are_written_beside_the_recorder_keys_which_they_cannot_replace() {
+        let mut builder = TraceFileBuilder::new(1_000_000, 2, "algo-1".into());
+        builder.add(&SpanEvent {
+            phase: Phase::DataLoading,
+            name: Cow::Borrowed("DataLoaderIter::GetNext"),
+            start_us: 1_000_100,
+            dur_us: 50,
+            step: Some((Mode::Train, 7)),
+            args: vec![
+                (Cow::Borrowed("num_workers"), serde_json::json!(8)),
+                (Cow::Borrowed("worker"), serde_json::json!(99)),
+            ],
+        });
+        let (key, text) = builder.close().unwrap();
+        let spans = parse_trace(&parse_trace_file_key(&key).unwrap(), &text).unwrap();
+        assert_eq!(spans.len(), 1);
+        assert_eq!(spans[0].args["num_workers"], 8);
+        assert_eq!(spans[0].worker, Some(2));
+        assert_eq!(spans[0].step, Some(7));
     }
 }
