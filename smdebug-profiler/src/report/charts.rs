@@ -161,7 +161,7 @@ pub(crate) fn line_chart(
     };
     with_svg(|root| {
         let mut chart = ChartBuilder::on(root)
-            .caption(title, (FONT, 17))
+            .caption(title, (FONT, 20))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(64)
@@ -171,7 +171,10 @@ pub(crate) fn line_chart(
             XAxis::Elapsed => "time since job start",
             XAxis::Plain => "step",
         };
+        // Runs shorter than two minutes get tenths of seconds; longer ones a clock.
+        let short_run = x_hi - x_lo < 120.0;
         let x_format = |x: &f64| match x_axis {
+            XAxis::Elapsed if short_run => format!("{x:.1} s"),
             XAxis::Elapsed => clock(*x),
             XAxis::Plain => short_number(*x),
         };
@@ -181,7 +184,7 @@ pub(crate) fn line_chart(
             .y_desc(y_desc)
             .x_label_formatter(&x_format)
             .y_label_formatter(&|y| short_number(*y))
-            .label_style((FONT, 12))
+            .label_style((FONT, 14))
             .light_line_style(RGBColor(235, 235, 235))
             .draw()
             .map_err(err)?;
@@ -200,7 +203,7 @@ pub(crate) fn line_chart(
             .position(SeriesLabelPosition::UpperRight)
             .background_style(WHITE.mix(0.85))
             .border_style(RGBColor(180, 180, 180))
-            .label_font((FONT, 12))
+            .label_font((FONT, 14))
             .draw()
             .map_err(err)
     })
@@ -227,7 +230,7 @@ pub(crate) fn histogram_chart(
     let (x_lo, x_hi) = padded(edges[0], edges[bins]);
     with_svg(|root| {
         let mut chart = ChartBuilder::on(root)
-            .caption(title, (FONT, 17))
+            .caption(title, (FONT, 20))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(64)
@@ -239,7 +242,7 @@ pub(crate) fn histogram_chart(
             .y_desc("count")
             .x_label_formatter(&|x| short_number(*x))
             .y_label_formatter(&|y| short_number(*y))
-            .label_style((FONT, 12))
+            .label_style((FONT, 14))
             .light_line_style(RGBColor(235, 235, 235))
             .draw()
             .map_err(err)?;
@@ -270,7 +273,7 @@ pub(crate) fn histogram_chart(
                 .position(SeriesLabelPosition::UpperRight)
                 .background_style(WHITE.mix(0.85))
                 .border_style(RGBColor(180, 180, 180))
-                .label_font((FONT, 12))
+                .label_font((FONT, 14))
                 .draw()
                 .map_err(err)?;
         }
@@ -306,7 +309,7 @@ pub(crate) fn box_chart(
     let labels: Vec<String> = boxes.iter().map(|b| b.0.clone()).collect();
     with_svg(|root| {
         let mut chart = ChartBuilder::on(root)
-            .caption(title, (FONT, 17))
+            .caption(title, (FONT, 20))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(64)
@@ -327,7 +330,7 @@ pub(crate) fn box_chart(
             .y_desc(y_desc)
             .x_label_formatter(&x_format)
             .y_label_formatter(&|y| short_number(*y))
-            .label_style((FONT, 12))
+            .label_style((FONT, 14))
             .light_line_style(RGBColor(235, 235, 235))
             .draw()
             .map_err(err)?;
@@ -383,7 +386,7 @@ pub(crate) fn pie_chart(title: &str, slices: &[(String, f64)]) -> DrawResult<Str
     }
     let total: f64 = kept.iter().map(|k| k.1).sum();
     with_svg(|root| {
-        let area = root.titled(title, (FONT, 17)).map_err(err)?;
+        let area = root.titled(title, (FONT, 20)).map_err(err)?;
         let (w, h) = area.dim_in_pixel();
         let center = ((w / 2) as i32 - 120, (h / 2) as i32);
         let radius = (f64::from(h) / 2.0 - 20.0).max(20.0);
@@ -403,7 +406,7 @@ pub(crate) fn pie_chart(title: &str, slices: &[(String, f64)]) -> DrawResult<Str
             area.draw(&Rectangle::new([(x, y), (x + 14, y + 14)], c.filled()))
                 .map_err(err)?;
             let text = format!("{label}: {:.1}%", 100.0 * value / total);
-            area.draw(&Text::new(text, (x + 22, y), (FONT, 13).into_font()))
+            area.draw(&Text::new(text, (x + 22, y), (FONT, 16).into_font()))
                 .map_err(err)?;
         }
         Ok(())
@@ -423,7 +426,7 @@ pub(crate) fn bar_chart(title: &str, x_desc: &str, bars: &[(String, f64)]) -> Dr
     let n = kept.len();
     with_svg(|root| {
         let mut chart = ChartBuilder::on(root)
-            .caption(title, (FONT, 17))
+            .caption(title, (FONT, 20))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(10)
@@ -435,7 +438,7 @@ pub(crate) fn bar_chart(title: &str, x_desc: &str, bars: &[(String, f64)]) -> Dr
             .y_labels(0)
             .x_desc(x_desc)
             .x_label_formatter(&|x| short_number(*x))
-            .label_style((FONT, 12))
+            .label_style((FONT, 14))
             .light_line_style(RGBColor(235, 235, 235))
             .draw()
             .map_err(err)?;
@@ -457,7 +460,7 @@ pub(crate) fn bar_chart(title: &str, x_desc: &str, bars: &[(String, f64)]) -> Dr
                 .draw_series([Text::new(
                     name,
                     (max * 0.01, y + 0.62),
-                    (FONT, 12).into_font(),
+                    (FONT, 14).into_font(),
                 )])
                 .map_err(err)?;
         }

@@ -123,6 +123,9 @@ pub(crate) enum Cell {
     Text(String),
     Num(String),
     Code(String),
+    /// A name that may be very long (templated kernel names): cut to 120 characters, the
+    /// whole name in the cell's tooltip.
+    Name(String),
 }
 
 impl Cell {
@@ -152,6 +155,16 @@ pub(crate) fn table(out: &mut String, class: &str, headers: &[&str], rows: &[Vec
                 Cell::Text(t) => write!(out, "<td>{}</td>", escape(t)),
                 Cell::Num(t) => write!(out, "<td class=\"num\">{}</td>", escape(t)),
                 Cell::Code(t) => write!(out, "<td class=\"code\">{}</td>", escape(t)),
+                Cell::Name(t) if t.chars().count() > 120 => {
+                    let short: String = t.chars().take(119).chain(['…']).collect();
+                    write!(
+                        out,
+                        "<td class=\"code\" title=\"{}\">{}</td>",
+                        escape(t),
+                        escape(&short)
+                    )
+                }
+                Cell::Name(t) => write!(out, "<td class=\"code\">{}</td>", escape(t)),
             };
         }
         out.push_str("</tr>");

@@ -393,6 +393,9 @@ struct Page<'a> {
     charts: usize,
 }
 
+/// Steps are grouped by node, worker and mode.
+type StepGroup = (String, Option<u32>, Option<Mode>);
+
 enum Bottleneck {
     Cpu,
     Io,
@@ -434,9 +437,9 @@ impl Page<'_> {
     }
 
     fn tail(&mut self) {
-        let _ = write!(
+        let _ = writeln!(
             self.out,
-            "</main></div><script>{}</script></body></html>\n",
+            "</main></div><script>{}</script></body></html>",
             html::CHECK_SCRIPT
         );
     }
@@ -1058,7 +1061,7 @@ impl Page<'_> {
                     .take(10)
                     .map(|o| {
                         vec![
-                            Cell::Code(o.name.clone()),
+                            Cell::Name(o.name.clone()),
                             Cell::num(o.count.to_string()),
                             Cell::num(ms(o.total_us)),
                             Cell::num(format!("{:.1}", o.mean_us)),
@@ -1172,7 +1175,7 @@ impl Page<'_> {
             return;
         }
         self.lead("Per node and worker (one worker per GPU in data-parallel jobs) and mode. Outliers are steps longer than the group's mean plus three standard deviations.");
-        let mut groups: BTreeMap<(String, Option<u32>, Option<Mode>), Vec<&Span>> = BTreeMap::new();
+        let mut groups: BTreeMap<StepGroup, Vec<&Span>> = BTreeMap::new();
         for s in &self.view.steps {
             groups
                 .entry((s.node.clone(), s.worker, s.mode))
@@ -1701,7 +1704,7 @@ impl Page<'_> {
             }
             if total_bottleneck > 0 {
                 let mut hits: Vec<(&str, u64)> = phase_hits.into_iter().collect();
-                hits.sort_by(|a, b| b.1.cmp(&a.1));
+                hits.sort_by_key(|h| std::cmp::Reverse(h.1));
                 if hits.is_empty() {
                     self.lead("No span was running during the bottleneck samples: they fall outside the recorded training loop.");
                 } else {

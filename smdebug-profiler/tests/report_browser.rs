@@ -1,0 +1,382 @@
+//! The profiling report opened in a real browser (Debian's chromium, headless): every section
+//! renders in order, every chart draws, the page's self-check records no script error and no
+//! Content-Security-Policy violation, and nothing outside the file is referenced.
+//!
+//! Needs `/usr/bin/chromium` (`apt-get install -y chromium`); set `SMDEBUG_SKIP_BROWSER=1` to
+//! skip the browser part on a machine without it. A screenshot and a copy of the page are left
+//! under cargo's target directory (`target/tmp/report_browser/`), never in the repository.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use smdebug_core::{Hook, Mode, SaveConfig};
+use smdebug_io::writer::Writer;
+use smdebug_profiler::report::{LoadOptions, ReportInput, RuleOutcome, SECTIONS, write_report};
+use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
+use smdebug_profiler::system::{
+    LocalDirStore, NodeId, ProfilerStore, SamplerConfig, SystemSampler, system_file_key,
+};
+
+fn shared_trace(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/data/pytorch-profiler-traces")
+        .join(name)
+}
+
+fn now_s() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// Some CPU work so the sampler sees a busy core.
+fn spin(duration: Duration) -> u64 {
+    let end = Instant::now() + duration;
+    let mut x = 1u64;
+    while Instant::now() < end {
+        for i in 0..10_000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+        }
+    }
+    x
+}
+
+/// A real run: the system sampler at 100 ms, spans of a small training loop with scalars saved
+/// through the hook, then synthetic GPU records (two GPUs) in the sampler's own format.
+fn record_run(run: &Path) {
+    let sampler = SystemSampler::start_local(
+        SamplerConfig::default()
+            .interval(Duration::from_millis(100))
+            .node(NodeId::algo(1))
+            .gpu(false),
+        run,
+    )
+    .unwrap();
+    let (spans, span_writer) =
+        SpanRecorder::start_local(SpanConfig::default().node(NodeId::algo(1)).worker(0), run)
+            .unwrap();
+    let writer = Writer::open(run.to_str().unwrap()).unwrap();
+    let mut hook = Hook::builder()
+        .save_config(SaveConfig::every(1))
+        .build(writer)
+        .unwrap();
+    let start = now_s();
+    thread::sleep(Duration::from_millis(250)); // initialization
+    let mut sink = 0u64;
+    for step in 0..40u64 {
+        hook.set_mode(Mode::Train);
+        {
+            let _step = spans.step(Mode::Train, step);
+            {
+                let _load = spans.data_loading();
+                thread::sleep(Duration::from_millis(if step % 13 == 12 { 40 } else { 5 }));
+            }
+            {
+                let _forward = spans.forward();
+                sink ^= spin(Duration::from_millis(10));
+            }
+            {
+                let _backward = spans.backward();
+                sink ^= spin(Duration::from_millis(18));
+            }
+            let _optimizer = spans.optimizer();
+            sink ^= spin(Duration::from_millis(3));
+        }
+        hook.save_scalar("loss", 2.0 / (step + 1) as f64, &["losses"]);
+        hook.save_scalar("accuracy", step as f64 / 40.0, &["metrics"]);
+        hook.step();
+        if step % 10 == 9 {
+            hook.set_mode(Mode::Eval);
+            {
+                let _eval = spans.step(Mode::Eval, step / 10);
+                sink ^= spin(Duration::from_millis(15));
+            }
+            hook.save_scalar("loss", 2.5 / (step + 1) as f64, &["losses"]);
+            hook.step();
+        }
+    }
+    {
+        let _custom = spans.custom("<checkpoint & \"save\">");
+        thread::sleep(Duration::from_millis(30));
+    }
+    assert_ne!(sink, 42);
+    hook.close();
+    let report = span_writer.finish().unwrap();
+    assert_eq!(report.dropped, 0);
+    thread::sleep(Duration::from_millis(200)); // finalization
+    let end = now_s();
+    sampler.stop().unwrap();
+
+    // Two synthetic GPUs at 100 ms: gpu0 busy, gpu1 mostly idle with memory creeping up.
+    let mut lines = String::new();
+    let samples = ((end - start) * 10.0) as usize;
+    for i in 0..samples {
+        let t = start + i as f64 * 0.1;
+        let records = [
+            ("gpu0", "GPUUtilization", 80.0 + (i % 7) as f64 * 2.5),
+            ("gpu0", "GPUMemoryUtilization", 40.0),
+            (
+                "gpu1",
+                "GPUUtilization",
+                if i % 5 == 0 { 60.0 } else { 3.0 },
+            ),
+            ("gpu1", "GPUMemoryUtilization", 10.0 + i as f64 * 0.5),
+        ];
+        for (name, dimension, value) in records {
+            lines.push_str(
+                &json!({"Type": "gpu", "Name": name, "Dimension": dimension, "Value": value,
+                        "NodeId": "algo-1", "Timestamp": t})
+                .to_string(),
+            );
+            lines.push('\n');
+        }
+    }
+    let store = LocalDirStore::new(run);
+    let taken = store.list("system").unwrap();
+    let mut window = start as u64 - 1;
+    while taken.contains(&system_file_key(window, "algo-1")) {
+        window -= 1;
+    }
+    store
+        .put(&system_file_key(window, "algo-1"), lines.as_bytes())
+        .unwrap();
+}
+
+fn outcome(name: &str, kind: &str, status: &str, message: &str) -> RuleOutcome {
+    RuleOutcome {
+        name: name.into(),
+        kind: kind.into(),
+        description: format!("{name} checks something."),
+        recommendation: format!("Change what {name} points at."),
+        status: status.into(),
+        triggered: u64::from(status == "IssuesFound") * 3,
+        datapoints: 120,
+        parameters: json!({"threshold": 50, "patience": 1000}),
+        message: message.into(),
+        first_fired_step: (status == "IssuesFound").then_some(7),
+        first_fired_time_us: None,
+        details: json!({}),
+    }
+}
+
+fn rules() -> Vec<RuleOutcome> {
+    vec![
+        outcome(
+            "CPUBottleneck",
+            "profiler",
+            "IssuesFound",
+            "GPU idle while CPU busy <script>alert(1)</script>",
+        ),
+        outcome("LoadBalancing", "profiler", "NoIssuesFound", ""),
+        outcome("StepOutlier", "profiler", "InProgress", "still reading"),
+        outcome(
+            "LossNotDecreasing",
+            "debugging",
+            "NoIssuesFound",
+            "loss decreased",
+        ),
+    ]
+}
+
+/// The value of `data-selfcheck` on `<body>` in a dumped DOM, decoded.
+fn selfcheck(dom: &str) -> Value {
+    let start = dom.find("data-selfcheck=\"").unwrap_or_else(|| {
+        panic!(
+            "no self-check in the dumped DOM:\n{}",
+            &dom[..dom.len().min(2000)]
+        )
+    }) + "data-selfcheck=\"".len();
+    let end = start + dom[start..].find('"').unwrap();
+    let raw = dom[start..end]
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&");
+    serde_json::from_str(&raw).unwrap_or_else(|e| panic!("bad self-check JSON {raw}: {e}"))
+}
+
+fn chromium() -> Option<PathBuf> {
+    let path = PathBuf::from("/usr/bin/chromium");
+    if path.exists() {
+        return Some(path);
+    }
+    if std::env::var("SMDEBUG_SKIP_BROWSER").as_deref() == Ok("1") {
+        eprintln!("SMDEBUG_SKIP_BROWSER=1: skipping the browser checks");
+        return None;
+    }
+    panic!(
+        "/usr/bin/chromium is missing: install it with `apt-get install -y chromium`, or set \
+         SMDEBUG_SKIP_BROWSER=1 to skip the browser checks"
+    );
+}
+
+fn run_chromium(browser: &Path, profile: &Path, args: &[String]) -> (String, String) {
+    let output = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-default-apps",
+            "--disable-sync",
+            "--no-first-run",
+            "--enable-logging=stderr",
+            "--virtual-time-budget=10000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", browser.display()));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "chromium failed ({}): {stderr}",
+        output.status
+    );
+    (stdout, stderr)
+}
+
+/// Every URL-ish thing in the page: only the SVG and XHTML namespaces may appear.
+fn assert_references_nothing_outside(html: &str) {
+    let allowed = ["http://www.w3.org/2000/svg", "http://www.w3.org/1999/xhtml"];
+    for scheme in ["http://", "https://"] {
+        for (at, _) in html.match_indices(scheme) {
+            let rest = &html[at..];
+            assert!(
+                allowed.iter().any(|a| rest.starts_with(a)),
+                "external URL in the page: {}",
+                &rest[..rest.len().min(80)]
+            );
+        }
+    }
+    let lower = html.to_ascii_lowercase();
+    for forbidden in [
+        "<link",
+        " src=",
+        "<img",
+        "<iframe",
+        "<object",
+        "<embed",
+        "url(",
+        "@import",
+        "fetch(",
+        "xmlhttprequest",
+        "websocket",
+    ] {
+        assert!(
+            !lower.contains(forbidden),
+            "the page contains `{forbidden}`"
+        );
+    }
+    assert!(lower.contains("default-src 'none'"));
+}
+
+#[test]
+fn report_renders_every_section_and_chart_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    record_run(&run);
+    let options = LoadOptions {
+        traces: vec![
+            shared_trace("trace_filter__sampled_rank-0.json.gz"),
+            shared_trace("cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"),
+        ],
+        ..LoadOptions::default()
+    };
+    let input = ReportInput::load(run.to_str().unwrap(), &options).with_rules(rules());
+    // The pieces all arrived: no note other than the missing end marker (the hook wrote one).
+    assert!(input.notes.is_empty(), "{:#?}", input.notes);
+    assert_eq!(input.run_complete, Some(true));
+    assert_eq!(input.traces.len(), 2);
+    let names: Vec<&str> = input.scalars.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["accuracy", "loss"]);
+    let loss = &input.scalars[1];
+    let modes: Vec<Mode> = loss.modes.iter().map(|m| m.0).collect();
+    assert_eq!(modes, [Mode::Train, Mode::Eval]);
+    assert_eq!((loss.modes[0].1.len(), loss.modes[1].1.len()), (40, 4));
+
+    let html_path = dir.path().join("out/profiler-report.html");
+    let written = write_report(&input, &html_path).unwrap();
+    assert_eq!(written.rule_files.len(), 4);
+    for (file, rule) in written.rule_files.iter().zip(rules()) {
+        assert_eq!(file.parent(), html_path.parent());
+        let back: RuleOutcome = serde_json::from_slice(&fs::read(file).unwrap()).unwrap();
+        assert_eq!(back, rule);
+    }
+    let html = fs::read_to_string(&html_path).unwrap();
+    assert_references_nothing_outside(&html);
+    assert!(!html.contains("<script>alert(1)"));
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(html.contains("&lt;checkpoint &amp; &quot;save&quot;&gt;"));
+    // Sections in order in the source.
+    let mut at = 0;
+    for (id, _) in SECTIONS {
+        let found = html[at..]
+            .find(&format!("<section id=\"{id}\" class=\"report-section\""))
+            .unwrap_or_else(|| panic!("section {id} missing or out of order"));
+        at += found;
+    }
+
+    // Keep a copy and a screenshot under target/ for a human to look at.
+    let artifacts = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report_browser");
+    fs::create_dir_all(&artifacts).unwrap();
+    fs::copy(&html_path, artifacts.join("profiler-report.html")).unwrap();
+
+    let Some(browser) = chromium() else { return };
+    let url = format!("file://{}", html_path.display());
+    let (dom, stderr) = run_chromium(
+        &browser,
+        &dir.path().join("profile-dom"),
+        &["--dump-dom".into(), url.clone()],
+    );
+    let check = selfcheck(&dom);
+    let ids: Vec<&str> = check["section_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let expected: Vec<&str> = SECTIONS.iter().map(|s| s.0).collect();
+    assert_eq!(ids, expected, "{check}");
+    assert_eq!(check["errors"], json!([]), "{check}");
+    assert_eq!(check["csp_violations"], json!([]), "{check}");
+    assert_eq!(check["empty_charts"], json!([]), "{check}");
+    let charts = check["charts"].as_u64().unwrap();
+    assert_eq!(check["charts_drawn"].as_u64().unwrap(), charts, "{check}");
+    // Utilization, memory, disk/network, per-core boxes, donuts, step histogram and timeline,
+    // GPU boxes and workload, bottleneck donuts, load balance, GPU memory, data loading, Kineto
+    // bars, two scalars.
+    assert!(charts >= 20, "only {charts} charts: {check}");
+    let console: Vec<&str> = stderr.lines().filter(|l| l.contains("CONSOLE")).collect();
+    assert!(console.is_empty(), "browser console output: {console:#?}");
+    assert!(
+        !stderr.contains("Refused to") && !stderr.contains("Uncaught"),
+        "{stderr}"
+    );
+
+    let shot = artifacts.join("profiler-report.png");
+    let _ = fs::remove_file(&shot);
+    run_chromium(
+        &browser,
+        &dir.path().join("profile-shot"),
+        &[
+            format!("--screenshot={}", shot.display()),
+            "--window-size=1400,6000".into(),
+            url,
+        ],
+    );
+    let png = fs::read(&shot).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 20_000,
+        "{} bytes",
+        png.len()
+    );
+}
