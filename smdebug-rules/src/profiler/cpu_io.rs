@@ -429,6 +429,82 @@ fn arg_u64(span: &Span, key: &str) -> Option<u64> {
         .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
 }
 
+/// Compares a node's data-loading workers with its cores; a fired result the first time they
+/// are too few or too many.
+fn judge(
+    params: &DataloaderParams,
+    name: &str,
+    node: &mut NodeLoading,
+    window: &ProfilerWindow<'_>,
+) -> Option<RuleResult> {
+    if node.fired || node.loads == 0 || node.cores.is_empty() {
+        return None;
+    }
+    let (workers, source) = node.workers();
+    let cores = node.cores.len() as f64;
+    let low = (workers as f64) < cores * params.min_threshold / 100.0;
+    let high = (workers as f64) > cores * params.max_threshold / 100.0;
+    if !(low || high) {
+        return None;
+    }
+    node.fired = true;
+    let at = node.last_load_end_us;
+    let step = window.step_at(at);
+    let mut r = RuleResult::at_time(step, at);
+    let advice = if low {
+        format!(
+            "fewer than {}% of the cores: raise the worker count to about {}",
+            params.min_threshold,
+            node.cores.len()
+        )
+    } else {
+        format!(
+            "more than {}% of the cores: lower the worker count to about {}",
+            params.max_threshold,
+            node.cores.len()
+        )
+    };
+    let mut message = format!(
+        "node {name}: {workers} data-loading workers ({source}) on {} cores, {advice}",
+        node.cores.len()
+    );
+    if let (Some(p50), Some(p95)) = (
+        node.load_seconds.quantile(0.5),
+        node.load_seconds.quantile(0.95),
+    ) {
+        message.push_str(&format!(
+            "; a load took {:.1} ms at the median, {:.1} ms at p95",
+            p50 * 1e3,
+            p95 * 1e3
+        ));
+    }
+    if let Some(share) = node.loop_share() {
+        message.push_str(&format!(
+            "; {:.0}% of the training loop was spent loading data",
+            share * 100.0
+        ));
+    }
+    r.fire(message);
+    r.evidence.push(
+        Evidence::new(
+            &format!("{name} data-loading workers"),
+            step,
+            "workers",
+            workers as f64,
+        )
+        .limit(
+            cores
+                * if low {
+                    params.min_threshold
+                } else {
+                    params.max_threshold
+                }
+                / 100.0,
+        ),
+    );
+    Some(r)
+}
+
 /// **Dataloader** — per node, compares the number of data-loading workers with the number of
 /// CPU cores; fires when the workers are fewer than `min_threshold` % or more than
 /// `max_threshold` % of the cores.
@@ -491,6 +567,7 @@ impl Rule for Dataloader {
             }
         }
         let mut datapoints = 0;
+        let mut results = Vec::new();
         for span in window.spans {
             let node = self.nodes.entry(span.node.clone()).or_default();
             if span.phase.starts_with("DataLoader")
@@ -513,86 +590,21 @@ impl Rule for Dataloader {
                 node.load_seconds.add(span.duration_us() as f64 / 1e6);
                 node.load_total_us += span.duration_us();
                 node.last_load_end_us = node.last_load_end_us.max(span.end_us);
+                // Judged at each load once the count is known, so the verdict and its time do
+                // not depend on how the data was cut into windows.
+                if (node.num_workers.is_some() || node.loads >= MIN_LOADS_FOR_DISTINCT_COUNT)
+                    && let Some(r) = judge(&self.params, &span.node, node, window)
+                {
+                    results.push(r);
+                }
             }
         }
-        let mut results = Vec::new();
-        for (name, node) in &mut self.nodes {
-            if node.fired || node.loads == 0 || node.cores.is_empty() {
-                continue;
+        if window.final_window {
+            for (name, node) in &mut self.nodes {
+                if let Some(r) = judge(&self.params, name, node, window) {
+                    results.push(r);
+                }
             }
-            let (workers, source) = node.workers();
-            if node.num_workers.is_none()
-                && node.loads < MIN_LOADS_FOR_DISTINCT_COUNT
-                && !window.final_window
-            {
-                continue;
-            }
-            let cores = node.cores.len() as f64;
-            let low = (workers as f64) < cores * self.params.min_threshold / 100.0;
-            let high = (workers as f64) > cores * self.params.max_threshold / 100.0;
-            if !(low || high) {
-                continue;
-            }
-            node.fired = true;
-            let at = if node.last_load_end_us > 0 {
-                node.last_load_end_us
-            } else {
-                window.now_us
-            };
-            let step = window.step_at(at);
-            let mut r = RuleResult::at_time(step, at);
-            let advice = if low {
-                format!(
-                    "fewer than {}% of the cores: raise the worker count to about {}",
-                    self.params.min_threshold,
-                    node.cores.len()
-                )
-            } else {
-                format!(
-                    "more than {}% of the cores: lower the worker count to about {}",
-                    self.params.max_threshold,
-                    node.cores.len()
-                )
-            };
-            let mut message = format!(
-                "node {name}: {workers} data-loading workers ({source}) on {} cores, {advice}",
-                node.cores.len()
-            );
-            if let (Some(p50), Some(p95)) = (
-                node.load_seconds.quantile(0.5),
-                node.load_seconds.quantile(0.95),
-            ) {
-                message.push_str(&format!(
-                    "; a load took {:.1} ms at the median, {:.1} ms at p95",
-                    p50 * 1e3,
-                    p95 * 1e3
-                ));
-            }
-            if let Some(share) = node.loop_share() {
-                message.push_str(&format!(
-                    "; {:.0}% of the training loop was spent loading data",
-                    share * 100.0
-                ));
-            }
-            r.fire(message);
-            r.evidence.push(
-                Evidence::new(
-                    &format!("{name} data-loading workers"),
-                    step,
-                    "workers",
-                    workers as f64,
-                )
-                .limit(
-                    cores
-                        * if low {
-                            self.params.min_threshold
-                        } else {
-                            self.params.max_threshold
-                        }
-                        / 100.0,
-                ),
-            );
-            results.push(r);
         }
         if datapoints > 0 {
             let mut r = RuleResult::at_time(window.step_at(window.now_us), window.now_us);

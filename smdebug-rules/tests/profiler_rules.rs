@@ -1,0 +1,924 @@
+//! The profiler rules on recorded data: the real system sampler (100 ms) and the real span
+//! recorder run while the test does real work — an initialization pause, a training stage, a
+//! CPU-bound data-loading stage that keeps every core busy, and an evaluation stage with a few
+//! deliberately slow steps. This machine has no GPU, so GPU series are merged into the
+//! sampler's own files in its format, at the sampler's timestamps, shaped per test (idle during
+//! the CPU-bound stage, two GPUs with different loads, memory that grows).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::sleep;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use smdebug_core::Mode;
+use smdebug_profiler::reader::{ProfilerReader, SystemQuery};
+use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
+use smdebug_profiler::system::{
+    LocalDirStore, NodeId, ProfilerStore, SamplerConfig, SystemSample, SystemSampler,
+};
+use smdebug_rules::{ActionConfig, RuleRunner, RuleSpec, RuleStatus, Status, Summary};
+use tempfile::TempDir;
+
+const NODE: &str = "algo-1";
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+/// Stage boundaries, microseconds since the epoch.
+#[derive(Clone, Copy, Debug)]
+struct Stage {
+    start: u64,
+    end: u64,
+}
+
+impl Stage {
+    fn contains(&self, t: u64) -> bool {
+        (self.start..=self.end).contains(&t)
+    }
+}
+
+struct Recording {
+    dir: TempDir,
+    init: Stage,
+    train: Stage,
+    loading: Stage,
+    eval: Stage,
+    train_steps: u64,
+    eval_steps: u64,
+    slow_eval_steps: Vec<u64>,
+}
+
+fn cores_in_proc_stat() -> usize {
+    std::fs::read_to_string("/proc/stat")
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .count()
+}
+
+fn stage_while(until: u64, mut body: impl FnMut()) {
+    while now_us() < until {
+        body();
+    }
+}
+
+/// Records the shared run once per test binary.
+fn recording() -> &'static Recording {
+    static RECORDING: OnceLock<Recording> = OnceLock::new();
+    RECORDING.get_or_init(record)
+}
+
+fn record() -> Recording {
+    let dir = tempfile::tempdir().unwrap();
+    let sampler = SystemSampler::start_local(
+        SamplerConfig::default()
+            .interval(Duration::from_millis(100))
+            .publish_interval(Duration::from_millis(500))
+            .node(NodeId::algo(1))
+            .gpu(false),
+        dir.path(),
+    )
+    .unwrap();
+    let (spans, writer) = SpanRecorder::start_local(
+        SpanConfig::default()
+            .node(NodeId::algo(1))
+            .worker(0)
+            .close_interval(Duration::from_millis(500)),
+        dir.path(),
+    )
+    .unwrap();
+    // Initialization: only the sampler runs.
+    let init_start = now_us();
+    sleep(Duration::from_millis(1500));
+    let train_start = now_us();
+    let mut step = 0;
+    stage_while(train_start + 2_500_000, || {
+        let _step = spans.step(Mode::Train, step);
+        {
+            let _f = spans.forward();
+            sleep(Duration::from_millis(10));
+        }
+        {
+            let _b = spans.backward();
+            sleep(Duration::from_millis(10));
+        }
+        step += 1;
+    });
+    // CPU-bound data loading: busy threads on every core while the loop waits for batches.
+    let loading_start = now_us();
+    let stop = Arc::new(AtomicBool::new(false));
+    let busy: Vec<_> = (0..cores_in_proc_stat().max(2))
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 1u64;
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..10_000 {
+                        x = std::hint::black_box(
+                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                        );
+                    }
+                }
+            })
+        })
+        .collect();
+    stage_while(loading_start + 3_000_000, || {
+        {
+            let _load = spans.data_loading().arg("num_workers", 1);
+            sleep(Duration::from_millis(30));
+        }
+        let _step = spans.step(Mode::Train, step);
+        sleep(Duration::from_millis(20));
+        step += 1;
+    });
+    stop.store(true, Ordering::Relaxed);
+    for t in busy {
+        t.join().unwrap();
+    }
+    // Evaluation: 60 steps, four of them deliberately slow.
+    let eval_start = now_us();
+    let slow = vec![15, 30, 45, 58];
+    for i in 0..60u64 {
+        let _step = spans.step(Mode::Eval, i);
+        sleep(Duration::from_millis(if slow.contains(&i) {
+            300
+        } else {
+            10
+        }));
+    }
+    let eval_end = now_us();
+    sleep(Duration::from_millis(200));
+    writer.finish().unwrap();
+    sampler.stop().unwrap();
+    Recording {
+        dir,
+        init: Stage {
+            start: init_start,
+            end: train_start,
+        },
+        train: Stage {
+            start: train_start,
+            end: loading_start,
+        },
+        loading: Stage {
+            start: loading_start,
+            end: eval_start,
+        },
+        eval: Stage {
+            start: eval_start,
+            end: eval_end,
+        },
+        train_steps: step,
+        eval_steps: 60,
+        slow_eval_steps: slow,
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// A copy of the shared recording in a fresh run directory.
+fn run_copy() -> TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(recording().dir.path(), dir.path());
+    dir
+}
+
+/// One GPU reading: (name, utilization %, memory used %).
+type Gpu = (&'static str, f64, f64);
+
+/// Adds GPU records to every system file of the run, one set per sampler timestamp (taken from
+/// the `total` CPU record), as the sampler writes them when NVML finds GPUs.
+fn merge_gpus(run: &Path, gpus: impl Fn(u64, usize) -> Vec<Gpu>) {
+    let store = LocalDirStore::new(run);
+    let mut index = 0;
+    for key in store.list("system").unwrap() {
+        let text = String::from_utf8(store.get(&key).unwrap()).unwrap();
+        let mut out = text.clone();
+        for line in text.lines() {
+            let s: SystemSample = serde_json::from_str(line).unwrap();
+            if s.metric_type != "cpu" || s.name != "total" || s.dimension != "CPUUtilization" {
+                continue;
+            }
+            for (name, util, memory) in gpus(s.timestamp_us(), index) {
+                for (dimension, value) in
+                    [("GPUUtilization", util), ("GPUMemoryUtilization", memory)]
+                {
+                    let g = SystemSample {
+                        metric_type: "gpu".into(),
+                        name: name.into(),
+                        dimension: dimension.into(),
+                        value,
+                        node_id: s.node_id.clone(),
+                        timestamp: s.timestamp,
+                    };
+                    out.push_str(&serde_json::to_string(&g).unwrap());
+                    out.push('\n');
+                }
+            }
+            index += 1;
+        }
+        store.put(&key, out.as_bytes()).unwrap();
+    }
+}
+
+/// Replaces the value of matching system records for timestamps inside `stage`.
+fn override_values(run: &Path, dimension: &str, stage: Stage, value: f64) {
+    let store = LocalDirStore::new(run);
+    for key in store.list("system").unwrap() {
+        let text = String::from_utf8(store.get(&key).unwrap()).unwrap();
+        let mut out = String::new();
+        for line in text.lines() {
+            let mut s: SystemSample = serde_json::from_str(line).unwrap();
+            if s.dimension == dimension && stage.contains(s.timestamp_us()) {
+                s.value = value;
+            }
+            out.push_str(&serde_json::to_string(&s).unwrap());
+            out.push('\n');
+        }
+        store.put(&key, out.as_bytes()).unwrap();
+    }
+}
+
+fn evaluate(run: &Path, specs: &[&str]) -> Summary {
+    let mut builder = RuleRunner::builder(run.to_str().unwrap()).write_summary(false);
+    for spec in specs {
+        builder = builder.spec(RuleSpec::parse(spec).unwrap());
+    }
+    builder.build().unwrap().run_offline().unwrap()
+}
+
+fn only(summary: &Summary) -> &RuleStatus {
+    assert_eq!(summary.rules.len(), 1);
+    &summary.rules[0]
+}
+
+fn assert_fired_in(status: &RuleStatus, stage: Stage) {
+    assert_eq!(status.status, Status::IssuesFound, "{status:#?}");
+    assert_eq!(status.kind, "profiler");
+    let t = status.first_fired_time_us.expect("a firing time");
+    assert!(
+        stage.contains(t),
+        "{} fired at {t}, outside the injected period {stage:?}: {}",
+        status.rule,
+        status.message
+    );
+}
+
+fn assert_quiet(status: &RuleStatus) {
+    assert_eq!(status.status, Status::NoIssuesFound, "{status:#?}");
+    assert!(status.datapoints > 0, "{status:#?}");
+    assert_eq!(status.first_fired_time_us, None);
+}
+
+/// GPU busy (80-89 %) except idle (2 %) during `idle`; memory at 40 %.
+fn busy_gpu_idle_during(idle: Option<Stage>) -> impl Fn(u64, usize) -> Vec<Gpu> {
+    move |t, i| {
+        let util = if idle.is_some_and(|s| s.contains(t)) {
+            2.0
+        } else {
+            80.0 + (i % 10) as f64
+        };
+        vec![("gpu0", util, 40.0)]
+    }
+}
+
+#[test]
+fn cpu_bottleneck_fires_during_the_cpu_bound_loading_stage() {
+    let rec = recording();
+    let run = run_copy();
+    merge_gpus(run.path(), busy_gpu_idle_during(Some(rec.loading)));
+    let summary = evaluate(run.path(), &["CPUBottleneck:patience=3,threshold=30"]);
+    let status = only(&summary);
+    assert_fired_in(status, rec.loading);
+    assert!(status.message.contains("GPU idle"), "{}", status.message);
+    assert!(
+        status.details["nodes"][NODE]["bottlenecks"]
+            .as_u64()
+            .unwrap()
+            >= 5
+    );
+}
+
+#[test]
+fn cpu_bottleneck_stays_quiet_while_the_gpu_is_busy() {
+    let run = run_copy();
+    merge_gpus(run.path(), busy_gpu_idle_during(None));
+    let summary = evaluate(run.path(), &["CPUBottleneck:patience=3,threshold=30"]);
+    assert_quiet(only(&summary));
+}
+
+#[test]
+fn io_bottleneck_fires_when_io_wait_is_high_while_the_gpu_idles() {
+    let rec = recording();
+    let run = run_copy();
+    merge_gpus(run.path(), busy_gpu_idle_during(Some(rec.loading)));
+    // No disk here makes the kernel report high I/O wait on demand: the sampler's own
+    // I/O-wait records are set to 70 % during the loading stage.
+    override_values(run.path(), "I/OWaitPercentage", rec.loading, 70.0);
+    let status = evaluate(run.path(), &["IOBottleneck:patience=3,threshold=30"]).rules[0].clone();
+    assert_fired_in(&status, rec.loading);
+    assert!(status.message.contains("I/O wait"), "{}", status.message);
+}
+
+#[test]
+fn io_bottleneck_stays_quiet_with_the_machines_real_io_wait() {
+    let rec = recording();
+    let run = run_copy();
+    merge_gpus(run.path(), busy_gpu_idle_during(Some(rec.loading)));
+    let summary = evaluate(run.path(), &["IOBottleneck:patience=3,threshold=30"]);
+    assert_quiet(only(&summary));
+}
+
+#[test]
+fn low_gpu_utilization_fires_when_the_gpu_drops_and_not_while_it_is_busy() {
+    let rec = recording();
+    let run = run_copy();
+    let loading = rec.loading;
+    merge_gpus(run.path(), move |t, _| {
+        vec![("gpu0", if loading.contains(t) { 15.0 } else { 90.0 }, 50.0)]
+    });
+    let status = evaluate(run.path(), &["LowGPUUtilization:patience=3,window=5"]).rules[0].clone();
+    assert_fired_in(&status, rec.loading);
+    assert!(
+        status.message.contains("gpu0 is underused"),
+        "{}",
+        status.message
+    );
+
+    let busy = run_copy();
+    merge_gpus(busy.path(), busy_gpu_idle_during(None));
+    assert_quiet(only(&evaluate(
+        busy.path(),
+        &["LowGPUUtilization:patience=3,window=5"],
+    )));
+}
+
+#[test]
+fn batch_size_fires_when_gpu_and_its_memory_idle_in_the_light_training_stage() {
+    let rec = recording();
+    let run = run_copy();
+    let train = rec.train;
+    merge_gpus(run.path(), move |t, _| {
+        if train.contains(t) {
+            vec![("gpu0", 20.0, 15.0)]
+        } else {
+            vec![("gpu0", 90.0, 85.0)]
+        }
+    });
+    // The light stage's CPU records are set to 30 %: the machines these tests run on are
+    // shared with compilers that keep every core busy, so the recorded CPU cannot be relied on
+    // to be low. The next test shows that a busy CPU (the real one) keeps the rule quiet.
+    override_values(run.path(), "CPUUtilization", train, 30.0);
+    let status = evaluate(run.path(), &["BatchSize:patience=3,window=5"]).rules[0].clone();
+    let cpu = status.details["nodes"][NODE]["cpu"].clone();
+    assert_fired_in(&status, rec.train);
+    assert!(status.message.contains("batch"), "{} {cpu}", status.message);
+}
+
+#[test]
+fn batch_size_stays_quiet_when_the_cpu_is_busy_though_the_gpu_idles() {
+    let rec = recording();
+    let run = run_copy();
+    let loading = rec.loading;
+    // GPU and its memory idle only while every core is busy loading data.
+    merge_gpus(run.path(), move |t, _| {
+        if loading.contains(t) {
+            vec![("gpu0", 20.0, 15.0)]
+        } else {
+            vec![("gpu0", 90.0, 85.0)]
+        }
+    });
+    assert_quiet(only(&evaluate(
+        run.path(),
+        &["BatchSize:patience=3,window=5"],
+    )));
+}
+
+#[test]
+fn gpu_memory_increase_fires_when_memory_grows_and_not_when_flat() {
+    let rec = recording();
+    let run = run_copy();
+    let loading = rec.loading;
+    merge_gpus(run.path(), move |t, _| {
+        let memory = if t < loading.start {
+            30.0
+        } else if loading.contains(t) {
+            30.0 + 30.0 * (t - loading.start) as f64 / (loading.end - loading.start) as f64
+        } else {
+            60.0
+        };
+        vec![("gpu0", 85.0, memory)]
+    });
+    let spec = "GPUMemoryIncrease:patience=3,window=5,increase=5";
+    let status = evaluate(run.path(), &[spec]).rules[0].clone();
+    assert_fired_in(&status, rec.loading);
+    assert!(status.message.contains("rose from"), "{}", status.message);
+
+    let flat = run_copy();
+    merge_gpus(flat.path(), |_, i| {
+        vec![("gpu0", 85.0, 30.0 + (i % 3) as f64)]
+    });
+    assert_quiet(only(&evaluate(flat.path(), &[spec])));
+}
+
+#[test]
+fn load_balancing_fires_for_two_gpus_with_different_loads_and_not_for_even_ones() {
+    let rec = recording();
+    let run = run_copy();
+    let loading = rec.loading;
+    merge_gpus(run.path(), move |t, i| {
+        let other = if t >= loading.start {
+            (i % 5) as f64
+        } else {
+            85.0 + (i * 3 % 10) as f64
+        };
+        vec![
+            ("gpu0", 85.0 + (i * 7 % 10) as f64, 50.0),
+            ("gpu1", other, 50.0),
+        ]
+    });
+    let spec = "LoadBalancing:patience=0,threshold=0.3";
+    let status = evaluate(run.path(), &[spec]).rules[0].clone();
+    assert_eq!(status.status, Status::IssuesFound, "{status:#?}");
+    let t = status.first_fired_time_us.unwrap();
+    assert!(
+        t >= loading.start,
+        "fired at {t} before gpu1 went idle at {}",
+        loading.start
+    );
+    assert!(
+        status.message.contains("gpu1 is idle"),
+        "{}",
+        status.message
+    );
+
+    let even = run_copy();
+    merge_gpus(even.path(), |_, i| {
+        vec![
+            ("gpu0", 85.0 + (i * 7 % 10) as f64, 50.0),
+            ("gpu1", 85.0 + (i * 3 % 10) as f64, 50.0),
+        ]
+    });
+    assert_quiet(only(&evaluate(even.path(), &[spec])));
+}
+
+#[test]
+fn gpu_rules_without_gpu_metrics_check_nothing_and_say_so() {
+    let run = run_copy();
+    let summary = evaluate(
+        run.path(),
+        &[
+            "CPUBottleneck:patience=3",
+            "LowGPUUtilization:patience=3,window=5",
+            "BatchSize:patience=3,window=5",
+            "GPUMemoryIncrease:patience=3,window=5",
+            "LoadBalancing:patience=0",
+        ],
+    );
+    for status in &summary.rules {
+        assert_eq!(status.status, Status::NoIssuesFound, "{status:#?}");
+        assert_eq!(status.datapoints, 0, "{status:#?}");
+        assert!(status.message.contains("no GPU metrics"), "{status:#?}");
+    }
+}
+
+#[test]
+fn dataloader_fires_for_one_worker_on_several_cores() {
+    let rec = recording();
+    let run = run_copy();
+    let status = evaluate(run.path(), &["Dataloader"]).rules[0].clone();
+    let cores = status.details["nodes"][NODE]["cores"].as_u64().unwrap();
+    assert!(cores >= 2, "this test needs a machine with 2 cores or more");
+    assert_fired_in(&status, rec.loading);
+    assert!(
+        status.message.contains(&format!(
+            "1 data-loading workers (num_workers argument) on {cores} cores"
+        )),
+        "{}",
+        status.message
+    );
+    let load = &status.details["nodes"][NODE]["load_time_s"];
+    assert!(load["p50"].as_f64().unwrap() >= 0.029, "{load}");
+    assert!(
+        status.details["nodes"][NODE]["training_loop_share_loading"]
+            .as_f64()
+            .unwrap()
+            > 0.1
+    );
+}
+
+#[test]
+fn dataloader_stays_quiet_with_as_many_workers_as_cores() {
+    let run = run_copy();
+    let cores = cores_in_proc_stat();
+    // The recorded data-loading spans, with the worker count set to the core count.
+    let store = LocalDirStore::new(run.path());
+    for key in store.list("framework").unwrap() {
+        let text = String::from_utf8(store.get(&key).unwrap()).unwrap();
+        let text = text.replace("\"num_workers\":1", &format!("\"num_workers\":{cores}"));
+        store.put(&key, text.as_bytes()).unwrap();
+    }
+    let status = evaluate(run.path(), &["Dataloader"]).rules[0].clone();
+    assert_quiet(&status);
+    assert_eq!(status.details["nodes"][NODE]["workers"], cores as u64);
+}
+
+#[test]
+fn max_initialization_time_fires_when_the_first_step_comes_late() {
+    let rec = recording();
+    let run = run_copy();
+    // 0.02 min = 1.2 s; the first step came about 1.5 s after the sampler's first sample.
+    let status = evaluate(run.path(), &["MaxInitializationTime:threshold=0.02"]).rules[0].clone();
+    assert_fired_in(&status, rec.init);
+    assert!(
+        status.message.contains("first step started"),
+        "{}",
+        status.message
+    );
+    let quiet = evaluate(run.path(), &["MaxInitializationTime:threshold=0.05"]);
+    assert_quiet(only(&quiet));
+    assert!(quiet.rules[0].details["initialization_s"].as_f64().unwrap() > 1.2);
+}
+
+#[test]
+fn step_outlier_fires_on_the_slow_eval_steps_and_not_on_even_train_steps() {
+    let rec = recording();
+    let run = run_copy();
+    // Every mode on its own; the TRAIN steps of the CPU-bound stage are slowed too, so the
+    // EVAL steps are looked at alone here.
+    let status = evaluate(run.path(), &["StepOutlier:n_outliers=2,mode=EVAL"]).rules[0].clone();
+    assert_fired_in(&status, rec.eval);
+    // The third slow step is the one that makes more than two.
+    assert_eq!(status.first_fired_step, Some(rec.slow_eval_steps[2]));
+    assert!(status.message.contains("EVAL"), "{}", status.message);
+    assert!(
+        status
+            .message
+            .contains(&format!("step {}", rec.slow_eval_steps[0])),
+        "{}",
+        status.message
+    );
+    let eval = &status.details["nodes"][NODE]["EVAL"];
+    assert_eq!(eval["steps"], rec.eval_steps);
+    assert_eq!(eval["outliers"], 4);
+
+    let train = evaluate(run.path(), &["StepOutlier:mode=TRAIN"]);
+    assert_quiet(only(&train));
+    assert_eq!(
+        train.rules[0].details["nodes"][NODE]["TRAIN"]["steps"],
+        rec.train_steps
+    );
+}
+
+#[test]
+fn overall_system_usage_summarizes_every_metric_per_node() {
+    let run = run_copy();
+    let summary = evaluate(run.path(), &["OverallSystemUsage"]);
+    let status = only(&summary);
+    assert_quiet(status);
+    let samples = ProfilerReader::open_local(run.path())
+        .system_samples(
+            &SystemQuery::default()
+                .name("total")
+                .dimension("CPUUtilization"),
+        )
+        .unwrap();
+    let max = samples.iter().map(|s| s.value).fold(f64::MIN, f64::max);
+    let row = &status.details["nodes"][NODE]["CPUUtilization (total)"];
+    assert_eq!(row["unit"], "%");
+    assert_eq!(row["samples"], samples.len() as u64);
+    assert!((row["max"].as_f64().unwrap() - max).abs() < 1e-9, "{row}");
+    let (p50, p95, p99) = (
+        row["p50"].as_f64().unwrap(),
+        row["p95"].as_f64().unwrap(),
+        row["p99"].as_f64().unwrap(),
+    );
+    assert!(row["min"].as_f64().unwrap() <= p50 && p50 <= p95 && p95 <= p99 && p99 <= max);
+    assert!(
+        status.details["nodes"][NODE]["MemoryUsedPercent"]["max"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+}
+
+#[test]
+fn overall_framework_metrics_splits_the_job_by_phase_and_mode() {
+    let rec = recording();
+    let run = run_copy();
+    let summary = evaluate(run.path(), &["OverallFrameworkMetrics"]);
+    let status = only(&summary);
+    assert_quiet(status);
+    let d = &status.details;
+    assert_eq!(d["steps_by_mode"]["TRAIN"]["count"], rec.train_steps);
+    assert_eq!(d["steps_by_mode"]["EVAL"]["count"], rec.eval_steps);
+    // Forward and backward each slept 10 ms per training step of the first stage.
+    let forward = d["forward"]["total_s"].as_f64().unwrap();
+    let backward = d["backward"]["total_s"].as_f64().unwrap();
+    assert!(forward > 0.5 && backward > 0.5, "{d}");
+    assert!((d["forward_percent_of_forward_backward"].as_f64().unwrap() - 50.0).abs() < 10.0);
+    // The initialization pause lies outside every step.
+    assert!(
+        d["outside_steps"]["total_s"].as_f64().unwrap() >= 1.4,
+        "{d}"
+    );
+    assert!(d["phases"]["DataLoaderIter"]["count"].as_u64().unwrap() > 10);
+    assert_eq!(d["gpu_operators"], serde_json::Value::Null);
+}
+
+#[test]
+fn feeding_in_one_window_or_many_gives_the_same_verdict() {
+    let rec = recording();
+    let run = run_copy();
+    let loading = rec.loading;
+    merge_gpus(run.path(), move |t, i| {
+        let idle = loading.contains(t);
+        vec![
+            (
+                "gpu0",
+                if idle { 2.0 } else { 80.0 + (i % 10) as f64 },
+                40.0 + i as f64 * 0.2,
+            ),
+            (
+                "gpu1",
+                if t >= loading.start {
+                    (i % 5) as f64
+                } else {
+                    85.0
+                },
+                40.0,
+            ),
+        ]
+    });
+    let reader = ProfilerReader::open_local(run.path());
+    let samples = reader.system_samples(&SystemQuery::default()).unwrap();
+    let mut spans = reader.spans(&Default::default()).unwrap();
+    spans.sort_by_key(|s| (s.end_us, s.start_us));
+    let mut steps = smdebug_rules::StepTimeline::default();
+    steps.extend(&spans);
+    let start = samples[0].timestamp_us().min(spans[0].start_us);
+    let end = samples
+        .last()
+        .unwrap()
+        .timestamp_us()
+        .max(spans.last().unwrap().end_us);
+    let specs = [
+        "CPUBottleneck:patience=3,threshold=30",
+        "LowGPUUtilization:patience=3,window=5",
+        "GPUMemoryIncrease:patience=3,window=5",
+        "LoadBalancing:patience=0,threshold=0.3",
+        "StepOutlier:n_outliers=2",
+        "Dataloader",
+    ];
+    for spec in specs {
+        let build = || smdebug_rules::build_rule(&RuleSpec::parse(spec).unwrap()).unwrap();
+        let fired = |results: Vec<smdebug_rules::RuleResult>| -> Vec<(Option<u64>, String)> {
+            results
+                .into_iter()
+                .filter(|r| r.fired)
+                .map(|r| (r.time_us, r.message))
+                .collect()
+        };
+        let mut whole = build();
+        let one = fired(
+            whole
+                .invoke_on_window(&smdebug_rules::ProfilerWindow {
+                    samples: &samples,
+                    spans: &spans,
+                    start_us: Some(start),
+                    now_us: end,
+                    final_window: true,
+                    steps: &steps,
+                })
+                .unwrap(),
+        );
+        // Windows of 300 ms of job time.
+        let mut pieces = build();
+        let mut many = Vec::new();
+        let (mut si, mut pi) = (0, 0);
+        let mut t = start;
+        while t <= end {
+            let until = t + 300_000;
+            let s_end = si
+                + samples[si..]
+                    .iter()
+                    .take_while(|s| s.timestamp_us() < until)
+                    .count();
+            let p_end = pi + spans[pi..].iter().take_while(|s| s.end_us < until).count();
+            many.extend(fired(
+                pieces
+                    .invoke_on_window(&smdebug_rules::ProfilerWindow {
+                        samples: &samples[si..s_end],
+                        spans: &spans[pi..p_end],
+                        start_us: Some(start),
+                        now_us: until.min(end),
+                        final_window: until > end,
+                        steps: &steps,
+                    })
+                    .unwrap(),
+            ));
+            (si, pi, t) = (s_end, p_end, until);
+        }
+        assert!(!one.is_empty(), "{spec} should fire on this run");
+        assert_eq!(one, many, "{spec}");
+        assert_eq!(whole.details(), pieces.details(), "{spec}");
+    }
+}
+
+#[test]
+fn a_run_with_profiler_data_but_no_tensors_is_evaluated_offline_and_followed_to_its_end() {
+    let rec = recording();
+    let run = run_copy();
+    let location = run.path().to_str().unwrap();
+    // No tensor rule could open this run; the profiler rules can.
+    let summary = evaluate(
+        run.path(),
+        &["StepOutlier:n_outliers=2", "VanishingGradient"],
+    );
+    assert_eq!(summary.rules[0].status, Status::IssuesFound);
+    assert_eq!(summary.rules[1].status, Status::NoIssuesFound);
+    assert!(
+        summary.rules[1].message.contains("no tensor data"),
+        "{:?}",
+        summary.rules[1]
+    );
+    assert!(!summary.run_complete);
+    // A follower ends when the end marker appears, without a single tensor step.
+    std::fs::write(run.path().join("training_job_end.ts"), b"").unwrap();
+    let started = Instant::now();
+    let mut runner = RuleRunner::builder(location)
+        .spec(RuleSpec::parse("StepOutlier:n_outliers=2,mode=EVAL").unwrap())
+        .poll_interval(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let summary = runner.follow(&AtomicBool::new(false)).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(summary.run_complete && summary.finished);
+    assert_fired_in(&summary.rules[0], rec.eval);
+    let written = smdebug_rules::read_summary(location).unwrap().unwrap();
+    assert_eq!(
+        written.rules[0].first_fired_time_us,
+        summary.rules[0].first_fired_time_us
+    );
+}
+
+#[test]
+fn a_corrupt_metrics_line_is_skipped_and_reported() {
+    let run = run_copy();
+    let store = LocalDirStore::new(run.path());
+    let key = store.list("system").unwrap().remove(0);
+    let text = String::from_utf8(store.get(&key).unwrap()).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.insert(3, "{\"Type\": \"cpu\", this is not json");
+    store
+        .put(&key, (lines.join("\n") + "\n").as_bytes())
+        .unwrap();
+    let summary = evaluate(run.path(), &["OverallSystemUsage", "StepOutlier"]);
+    for status in &summary.rules {
+        assert_ne!(status.status, Status::Error, "{status:#?}");
+        assert!(status.datapoints > 0);
+        assert!(
+            status
+                .warnings
+                .iter()
+                .any(|w| w.contains(&key) && w.contains("line 4")),
+            "{status:#?}"
+        );
+    }
+}
+
+#[test]
+fn a_run_without_profiler_data_gives_profiler_rules_nothing_to_check() {
+    let dir = tempfile::tempdir().unwrap();
+    // A tensor-only run.
+    let writer = smdebug_io::writer::Writer::open(dir.path().to_str().unwrap()).unwrap();
+    let mut hook = smdebug_core::Hook::builder()
+        .save_config(smdebug_core::SaveConfig::every(1))
+        .build(writer)
+        .unwrap();
+    for step in 0..3 {
+        let value = [1.0f32 / (step + 1) as f32];
+        let view = smdebug_core::TensorView::from_slice(&value, &[1]).unwrap();
+        assert!(hook.save_tensor("loss", &view, &["losses"]));
+        hook.step();
+    }
+    hook.close();
+    drop(hook);
+    let summary = evaluate(
+        dir.path(),
+        &[
+            "LowGPUUtilization",
+            "StepOutlier",
+            "LossNotDecreasing:num_steps=1",
+        ],
+    );
+    for status in &summary.rules[..2] {
+        assert_eq!(status.status, Status::NoIssuesFound);
+        assert_eq!(status.datapoints, 0);
+        assert!(status.message.contains("no profiler data"), "{status:#?}");
+    }
+    assert_eq!(summary.rules[2].kind, "debugging");
+    assert!(summary.rules[2].datapoints > 0);
+}
+
+#[test]
+fn following_a_live_run_fires_and_stops_it_before_it_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = dir.path().to_str().unwrap().to_string();
+    let sampler = SystemSampler::start_local(
+        SamplerConfig::default()
+            .interval(Duration::from_millis(100))
+            .publish_interval(Duration::from_millis(200))
+            .node(NodeId::algo(1))
+            .gpu(false),
+        dir.path(),
+    )
+    .unwrap();
+    // A GPU at 5 %, published as a second file of the same node (as a separate GPU monitor
+    // would), republished whole as it grows.
+    let store = LocalDirStore::new(dir.path());
+    let start = now_us();
+    let gpu_key = format!(
+        "system/incremental/{}/{}.algo-1-gpu.json",
+        smdebug_profiler::system::hour_folder(start / 1_000_000),
+        start / 1_000_000
+    );
+    let mut lines = String::new();
+    let mut publish_gpu = || {
+        let g = SystemSample {
+            metric_type: "gpu".into(),
+            name: "gpu0".into(),
+            dimension: "GPUUtilization".into(),
+            value: 5.0,
+            node_id: NODE.into(),
+            timestamp: now_us() as f64 / 1e6,
+        };
+        lines.push_str(&serde_json::to_string(&g).unwrap());
+        lines.push('\n');
+        store.put(&gpu_key, lines.as_bytes()).unwrap();
+    };
+    publish_gpu();
+    let runner = RuleRunner::builder(&location)
+        .spec(
+            RuleSpec::parse("LowGPUUtilization:patience=2,window=3")
+                .unwrap()
+                .action(ActionConfig::StopTraining),
+        )
+        .poll_interval(Duration::from_millis(100))
+        .build()
+        .unwrap()
+        .spawn()
+        .unwrap();
+    let storage = smdebug_io::open_storage(&location).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut live = None;
+    while Instant::now() < deadline {
+        publish_gpu();
+        let stop = smdebug_rules::stop::read_stop_request(storage.as_ref()).unwrap();
+        let summary = runner.summary();
+        if stop.is_some()
+            && let Some(s) = summary.filter(|s| s.rules[0].status == Status::IssuesFound)
+        {
+            live = Some(s);
+            break;
+        }
+        sleep(Duration::from_millis(100));
+    }
+    let live = live.expect("the rule neither fired nor asked the run to stop within 30 s");
+    // Fired while the run was still being written.
+    assert!(!live.run_complete && !live.finished);
+    let fired = live.rules[0].first_fired_time_us.unwrap();
+    assert!(fired >= start && fired <= now_us(), "{fired}");
+    assert!(
+        live.rules[0].message.contains("underused"),
+        "{:?}",
+        live.rules[0]
+    );
+    // The loop honours the stop request: it ends the run, and the follower with it.
+    sampler.stop().unwrap();
+    std::fs::write(dir.path().join("training_job_end.ts"), b"").unwrap();
+    let done = runner.join().unwrap();
+    assert!(done.run_complete && done.finished);
+    assert_eq!(done.rules[0].status, Status::IssuesFound);
+    assert!(
+        done.rules[0].action_errors.is_empty(),
+        "{:?}",
+        done.rules[0].action_errors
+    );
+}
