@@ -41,7 +41,10 @@ fn run_job(out: &str, env: &[(&'static str, String)]) {
 fn check_run(trial: &Trial) {
     assert_eq!(trial.workers().unwrap(), vec!["worker_0", "worker_1"]);
     assert_eq!(trial.num_workers().unwrap(), 2);
-    assert!(trial.is_complete().unwrap(), "both workers wrote end markers");
+    assert!(
+        trial.is_complete().unwrap(),
+        "both workers wrote end markers"
+    );
     let steps = trial.steps(Some(Mode::Train)).unwrap();
     // 1,437 training examples, 718 per worker, batches of 32: 23 steps, every 4th saved for the
     // tensors and every step for the loss.
@@ -61,9 +64,16 @@ fn check_run(trial: &Trial) {
             weight.workers(s, Some(Mode::Train)).unwrap(),
             vec!["worker_0", "worker_1"]
         );
-        let w0 = weight.value(s, Some(Mode::Train), Some("worker_0")).unwrap();
-        let w1 = weight.value(s, Some(Mode::Train), Some("worker_1")).unwrap();
-        assert_eq!(w0, w1, "data parallel: one model on both workers at step {s}");
+        let w0 = weight
+            .value(s, Some(Mode::Train), Some("worker_0"))
+            .unwrap();
+        let w1 = weight
+            .value(s, Some(Mode::Train), Some("worker_1"))
+            .unwrap();
+        assert_eq!(
+            w0, w1,
+            "data parallel: one model on both workers at step {s}"
+        );
         let g = trial.tensor("gradient/fc1.weight").unwrap();
         let g0 = g.value(s, Some(Mode::Train), Some("worker_0")).unwrap();
         let g1 = g.value(s, Some(Mode::Train), Some("worker_1")).unwrap();

@@ -1,0 +1,204 @@
+//! A tch-rs (libtorch) training loop on the 8x8 digits set with smdebug capture: parameters and
+//! gradients every 10th step, the hidden ReLU's output, the loss and accuracy every step, eval
+//! loss per epoch. The run is read back with `Trial` at the end.
+//!
+//! ```sh
+//! bash .ci/test-tch          # once: sets up libtorch 2.13.0 from PyPI and runs the tests
+//! # then, with the same environment (see .ci/test-tch):
+//! cargo run --release --manifest-path smdebug-tch/Cargo.toml --example tch_mlp -- [--out DIR] [--epochs N] [--overhead]
+//! ```
+//!
+//! `--overhead` trains the same model three times (no hook, capture every step, capture every
+//! 100th step) and prints the time per step of each.
+
+use std::time::Instant;
+
+use smdebug_core::{Collection, Hook, Mode, SaveConfig};
+use smdebug_examples::digits::{self, Digits};
+use smdebug_io::trial::Trial;
+use smdebug_io::writer::{OverflowPolicy, Writer};
+use smdebug_tch::TchHook;
+use tch::nn::{self, Module, OptimizerConfig};
+use tch::{Device, Kind, Tensor};
+
+type AnyError = Box<dyn std::error::Error>;
+
+struct Split {
+    x: Tensor,
+    y: Tensor,
+}
+
+fn split(d: &Digits, device: Device) -> Split {
+    let x: Vec<f32> = d.images.iter().copied().collect();
+    let y: Vec<i64> = d.labels.iter().map(|l| *l as i64).collect();
+    Split {
+        x: Tensor::from_slice(&x)
+            .reshape([d.len() as i64, 64])
+            .to_device(device),
+        y: Tensor::from_slice(&y).to_device(device),
+    }
+}
+
+/// Trains for `epochs`; returns (steps, seconds in training steps, final eval accuracy).
+fn run(
+    epochs: usize,
+    device: Device,
+    train: &Split,
+    eval: &Split,
+    mut hook: Option<&mut TchHook>,
+) -> Result<(u64, f64, f64), AnyError> {
+    tch::manual_seed(42);
+    let vs = nn::VarStore::new(device);
+    let fc1 = nn::linear(vs.root() / "fc1", 64, 128, Default::default());
+    let fc2 = nn::linear(vs.root() / "fc2", 128, 10, Default::default());
+    let relu = nn::func(|x| x.relu());
+    let relu1 = match hook.as_deref_mut() {
+        Some(h) => nn::func_t({
+            let r = h.wrap("relu1", nn::func(|x| x.relu()));
+            move |x, _| r.forward(x)
+        }),
+        None => nn::func_t(move |x, _| relu.forward(x)),
+    };
+    let mut opt = nn::Adam::default().build(&vs, 1e-3)?;
+    let n = train.x.size()[0];
+    let batch = 32i64;
+    let (mut steps, mut seconds, mut accuracy) = (0u64, 0.0, 0.0);
+    for _ in 0..epochs {
+        if let Some(h) = hook.as_deref_mut() {
+            h.set_mode(Mode::Train)?;
+        }
+        let order = Tensor::randperm(n, (Kind::Int64, device));
+        for start in (0..n - batch + 1).step_by(batch as usize) {
+            if let Some(reason) = hook.as_deref().and_then(|h| h.stop_requested()) {
+                println!("stopping: {reason}");
+                return Ok((steps, seconds, accuracy));
+            }
+            let t0 = Instant::now();
+            let idx = order.narrow(0, start, batch);
+            let (x, y) = (train.x.index_select(0, &idx), train.y.index_select(0, &idx));
+            let logits = fc2.forward(&nn::ModuleT::forward_t(&relu1, &fc1.forward(&x), true));
+            let loss = logits.cross_entropy_for_logits(&y);
+            opt.zero_grad();
+            loss.backward();
+            if let Some(h) = hook.as_deref_mut() {
+                h.save_parameters(&vs)?;
+                h.save_gradients(&vs)?;
+                h.save_loss("loss", &loss)?;
+                h.save_metric("accuracy", logits.accuracy_for_logits(&y).double_value(&[]));
+            }
+            opt.step();
+            if let Some(h) = hook.as_deref_mut() {
+                h.step()?;
+            }
+            seconds += t0.elapsed().as_secs_f64();
+            steps += 1;
+        }
+        let _guard = tch::no_grad_guard();
+        if let Some(h) = hook.as_deref_mut() {
+            h.set_mode(Mode::Eval)?;
+        }
+        let logits = fc2.forward(&nn::ModuleT::forward_t(
+            &relu1,
+            &fc1.forward(&eval.x),
+            false,
+        ));
+        let loss = logits.cross_entropy_for_logits(&eval.y);
+        accuracy = logits.accuracy_for_logits(&eval.y).double_value(&[]);
+        if let Some(h) = hook.as_deref_mut() {
+            h.save_loss("loss", &loss)?;
+            h.save_metric("accuracy", accuracy);
+            h.step()?;
+        }
+    }
+    Ok((steps, seconds, accuracy))
+}
+
+fn hook_for(dir: &str, every: u64) -> Result<TchHook, AnyError> {
+    let writer = Writer::builder(smdebug_io::open_storage(dir)?)
+        .overflow(OverflowPolicy::Drop)
+        .build()?;
+    let every_n =
+        SaveConfig::every(every).with_mode(Mode::Eval, smdebug_core::SaveConfigMode::never());
+    Ok(TchHook::new(
+        Hook::builder()
+            .save_config(SaveConfig::every(1))
+            .collection(Collection::new("weights").with_save_config(every_n.clone()))
+            .collection(Collection::new("biases").with_save_config(every_n.clone()))
+            .collection(Collection::new("gradients").with_save_config(every_n.clone()))
+            .collection(Collection::new("outputs").with_save_config(every_n)),
+        writer,
+    )?)
+}
+
+fn main() -> Result<(), AnyError> {
+    let mut out = "target/smdebug-demo/tch_mlp".to_string();
+    let mut epochs = 10;
+    let mut overhead = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--out" => out = args.next().ok_or("--out needs a value")?,
+            "--epochs" => epochs = args.next().ok_or("--epochs needs a value")?.parse()?,
+            "--overhead" => overhead = true,
+            other => return Err(format!("unknown argument `{other}`").into()),
+        }
+    }
+    let device = Device::cuda_if_available();
+    let data = Digits::load(&digits::default_path())?;
+    let (tr, ev) = data.split(0.2, 1);
+    let (train, eval) = (split(&tr, device), split(&ev, device));
+    println!(
+        "tch {device:?}: training a 64-128-10 MLP on {} digits",
+        tr.len()
+    );
+
+    if overhead {
+        let base = run(epochs, device, &train, &eval, None)?;
+        let mut rows = vec![("no hook".to_string(), base)];
+        for every in [1, 100] {
+            let dir = tempfile_dir(&out, every)?;
+            let mut hook = hook_for(&dir, every)?;
+            let r = run(epochs, device, &train, &eval, Some(&mut hook))?;
+            hook.close()?;
+            rows.push((format!("weights, gradients, loss every {every}"), r));
+        }
+        for (what, (steps, secs, acc)) in rows {
+            println!(
+                "{what:>40}: {:>8.1} µs/step over {steps} steps (eval accuracy {:.1}%)",
+                secs * 1e6 / steps as f64,
+                acc * 100.0
+            );
+        }
+        return Ok(());
+    }
+
+    if std::path::Path::new(&out).exists() {
+        std::fs::remove_dir_all(&out)?;
+    }
+    std::fs::create_dir_all(&out)?;
+    let mut hook = hook_for(&out, 10)?;
+    let (steps, secs, acc) = run(epochs, device, &train, &eval, Some(&mut hook))?;
+    hook.close()?;
+    drop(hook);
+    println!(
+        "{steps} steps in {secs:.2} s, held-out accuracy {:.1}%",
+        acc * 100.0
+    );
+    let trial = Trial::open(&out)?;
+    println!(
+        "run {out}: {} tensors, TRAIN steps saved {}, EVAL steps {}",
+        trial.tensor_names()?.len(),
+        trial.steps(Some(Mode::Train))?.len(),
+        trial.steps(Some(Mode::Eval))?.len()
+    );
+    Ok(())
+}
+
+fn tempfile_dir(out: &str, every: u64) -> Result<String, AnyError> {
+    let dir = format!("{out}-overhead-every{every}");
+    if std::path::Path::new(&dir).exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}

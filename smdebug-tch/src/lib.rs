@@ -1,0 +1,52 @@
+//! # smdebug-tch
+//!
+//! Capture for [tch-rs](https://github.com/LaurentMazare/tch-rs) (libtorch) training loops: the
+//! parameters of a [`tch::nn::VarStore`] under their hierarchical names, their gradients after
+//! `backward()`, losses, metrics, and the outputs of the modules you wrap, written through
+//! smdebug-core's [`Hook`](smdebug_core::Hook) into a run directory that Python smdebug and
+//! `smdebug_io::trial::Trial` read.
+//!
+//! Building needs libtorch 2.13.0 (tch 0.26): `LIBTORCH=/path/to/libtorch`, or
+//! `LIBTORCH_USE_PYTORCH=1` with a Python whose `torch` is 2.13.0 first on `PATH`
+//! (`bash .ci/test-tch` sets one up and runs this crate's tests).
+//!
+//! ```no_run
+//! use smdebug_core::{Hook, MemorySink, Mode, SaveConfig};
+//! use smdebug_tch::TchHook;
+//! use tch::nn::{self, Module, OptimizerConfig};
+//! use tch::{Device, Kind, Tensor};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let vs = nn::VarStore::new(Device::Cpu);
+//! let fc1 = nn::linear(vs.root() / "fc1", 4, 3, Default::default());
+//! let mut opt = nn::Sgd::default().build(&vs, 0.1)?;
+//! let sink = MemorySink::default();
+//! let mut hook = TchHook::new(Hook::builder().save_config(SaveConfig::every(2)), sink.clone())?;
+//! let relu1 = hook.wrap("relu1", nn::func(|x| x.relu()));
+//! hook.set_mode(Mode::Train)?;
+//! let x = Tensor::ones([2, 4], (Kind::Float, Device::Cpu));
+//! for _ in 0..4 {
+//!     let loss = relu1.forward(&fc1.forward(&x)).square().mean(Kind::Float);
+//!     opt.zero_grad();
+//!     loss.backward();
+//!     hook.save_parameters(&vs)?;
+//!     hook.save_gradients(&vs)?;
+//!     hook.save_loss("loss", &loss)?;
+//!     opt.step();
+//!     hook.step()?;
+//! }
+//! hook.close()?;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod error;
+mod hook;
+mod host;
+mod output;
+pub mod reduce;
+
+pub use error::{Error, Result};
+pub use hook::{GRADIENT_PREFIX, TchHook, parameter_collection};
+pub use host::recorded_dtype;
+pub use output::{OUTPUT_SUFFIX, Recorded, RecordedT};
