@@ -1,4 +1,5 @@
-//! `smdebug rules`: evaluate debugging rules over a run, offline or following it live.
+//! `smdebug rules`: evaluate debugging and profiler rules over a run, offline or following it
+//! live.
 //!
 //! Exit status: 0 when no rule found an issue, 1 when some rule did, 2 on an error (bad rule,
 //! bad parameter, missing run, or a rule that failed while evaluating).
@@ -8,15 +9,18 @@ use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 
 use clap::Args;
-use smdebug_rules::{Error, RuleRunner, RuleSpec, Status, Summary, builtin_rules};
+use smdebug_rules::{
+    Error, RuleRunner, RuleSpec, Status, Summary, all_builtin_rules, builtin_profiler_rules,
+    builtin_rules,
+};
 
 #[derive(Args)]
 pub struct RulesArgs {
     /// Run directory or object-store URL.
     #[arg(required_unless_present = "list")]
     run: Option<String>,
-    /// A rule, `NAME` or `NAME:param=value,...` (repeatable). Default: every built-in rule that
-    /// needs no parameter.
+    /// A rule, `NAME` or `NAME:param=value,...` (repeatable). Default: every built-in debugging
+    /// rule that needs no parameter, and every profiler rule when the run has profiler data.
     #[arg(long = "rule")]
     rules: Vec<String>,
     /// A JSON file with a list of rule specs `{"name", "parameters", "actions"}`.
@@ -28,7 +32,7 @@ pub struct RulesArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
-    /// List the built-in rules with their parameters and defaults.
+    /// List the built-in rules (debugging and profiler) with their parameters and defaults.
     #[arg(long)]
     list: bool,
 }
@@ -66,22 +70,51 @@ fn specs(args: &RulesArgs) -> Result<Vec<RuleSpec>, Box<dyn std::error::Error>> 
                 specs.push(RuleSpec::new(b.name));
             }
         }
+        if let Some(run) = &args.run
+            && has_profiler_data(run)
+        {
+            specs.extend(
+                builtin_profiler_rules()
+                    .iter()
+                    .map(|b| RuleSpec::new(b.name)),
+            );
+        }
     }
     Ok(specs)
+}
+
+/// Whether the run holds system metrics or framework spans (an unreadable run holds none; the
+/// runner reports why it cannot open it).
+fn has_profiler_data(run: &str) -> bool {
+    smdebug_profiler::reader::ProfilerReader::open(run).is_ok_and(|r| {
+        r.system_files().is_ok_and(|f| !f.is_empty())
+            || r.trace_files().is_ok_and(|f| !f.is_empty())
+    })
 }
 
 fn evaluate(args: RulesArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.list {
-        let rules = builtin_rules();
+        let rules = all_builtin_rules();
         if args.json {
             serde_json::to_writer_pretty(&mut out, &rules)?;
             writeln!(out)?;
         } else {
             for r in rules {
-                writeln!(out, "{:28} fires when {}", r.name, r.fires_when)?;
-                writeln!(out, "{:28} parameters: {}", "", r.defaults)?;
+                writeln!(
+                    out,
+                    "{:28} {:9} fires when {}",
+                    r.name, r.kind, r.fires_when
+                )?;
+                writeln!(out, "{:28} {:9} parameters: {}", "", "", r.defaults)?;
+                if !r.recommendation.is_empty() {
+                    writeln!(
+                        out,
+                        "{:28} {:9} recommendation: {}",
+                        "", "", r.recommendation
+                    )?;
+                }
             }
         }
         out.flush()?;
@@ -124,8 +157,15 @@ fn print_summary(out: &mut impl Write, s: &Summary, json: bool) -> std::io::Resu
             Status::IssuesFound => "IssuesFound",
             Status::Error => "Error",
         };
-        let fired = match (r.first_fired_step, r.last_fired_step) {
-            (Some(f), Some(l)) => format!(" steps {f}..{l} ({} times)", r.fired_count),
+        let fired = match (r.first_fired_step, r.last_fired_step, r.first_fired_time_us) {
+            (_, _, Some(t)) if r.kind == "profiler" => {
+                format!(
+                    " first at {} ({} times)",
+                    smdebug_rules::profiler::utc(t),
+                    r.fired_count
+                )
+            }
+            (Some(f), Some(l), _) => format!(" steps {f}..{l} ({} times)", r.fired_count),
             _ => String::new(),
         };
         writeln!(out, "{:28} {status}{fired}", r.rule)?;
@@ -134,6 +174,9 @@ fn print_summary(out: &mut impl Write, s: &Summary, json: bool) -> std::io::Resu
         }
         for e in &r.action_errors {
             writeln!(out, "{:28} action failed: {e}", "")?;
+        }
+        for w in &r.warnings {
+            writeln!(out, "{:28} data warning: {w}", "")?;
         }
     }
     Ok(())

@@ -131,3 +131,102 @@ fn list_names_every_rule_with_its_defaults() {
         "VanishingGradient's default threshold"
     );
 }
+
+#[test]
+fn list_shows_profiler_rules_with_their_kind() {
+    let out = smdebug(&["rules", "--list"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for rule in [
+        "LowGPUUtilization",
+        "CPUBottleneck",
+        "StepOutlier",
+        "OverallSystemUsage",
+    ] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(rule))
+            .unwrap_or_else(|| panic!("{rule} missing from --list"));
+        assert!(line.contains("profiler"), "{line}");
+    }
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("VanishingGradient") && l.contains("debugging"))
+    );
+    let out = smdebug(&["rules", "--list", "--json"]);
+    let rules: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rules = rules.as_array().unwrap();
+    assert_eq!(rules.len(), 31);
+    let cpu = rules.iter().find(|r| r["name"] == "CPUBottleneck").unwrap();
+    assert_eq!(cpu["kind"], "profiler");
+    assert_eq!(cpu["config_name"], "cpu_bottleneck");
+    assert_eq!(cpu["defaults"]["cpu_threshold"], 90.0);
+    assert!(!cpu["recommendation"].as_str().unwrap().is_empty());
+}
+
+/// A run with nothing but a GPU at 5 % for 3 s, in the system-metrics format.
+fn write_idle_gpu_run(dir: &std::path::Path) -> String {
+    use smdebug_profiler::system::{SystemSample, system_file_key};
+    let start_s = 1_700_000_000u64;
+    let mut text = String::new();
+    for i in 0..30 {
+        let sample = SystemSample {
+            metric_type: "gpu".into(),
+            name: "gpu0".into(),
+            dimension: "GPUUtilization".into(),
+            value: 5.0,
+            node_id: "algo-1".into(),
+            timestamp: start_s as f64 + i as f64 * 0.1,
+        };
+        text.push_str(&serde_json::to_string(&sample).unwrap());
+        text.push('\n');
+    }
+    let path = dir.join("run").join(system_file_key(start_s, "algo-1"));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+    dir.join("run").to_str().unwrap().to_string()
+}
+
+#[test]
+fn profiler_rules_run_on_a_run_with_only_profiler_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = write_idle_gpu_run(dir.path());
+    let out = smdebug(&[
+        "rules",
+        &run,
+        "--rule",
+        "LowGPUUtilization:patience=2,window=3",
+        "--json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rule = &summary["rules"][0];
+    assert_eq!(rule["kind"], "profiler");
+    assert_eq!(rule["status"], "IssuesFound");
+    // The third sample is the first past patience.
+    assert_eq!(rule["first_fired_time_us"], 1_700_000_000_200_000u64);
+    assert!(rule["message"].as_str().unwrap().contains("underused"));
+
+    // Without --rule: the profiler rules join the default set on a run with profiler data.
+    let out = smdebug(&["rules", &run]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("LowGPUUtilization"), "{text}");
+    assert!(text.contains("OverallSystemUsage"), "{text}");
+    assert!(text.contains("none past patience (1000)"), "{text}");
+    let out = smdebug(&[
+        "rules",
+        &run,
+        "--rule",
+        "LowGPUUtilization:patience=2,window=3",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("IssuesFound first at 2023-11-14 22:13:20.200 UTC (1 times)"),
+        "{text}"
+    );
+}

@@ -238,8 +238,8 @@ impl SnapshotAssembler {
     }
 }
 
-/// Formats microseconds since the epoch as UTC, for messages.
-pub(crate) fn utc(time_us: u64) -> String {
+/// Formats microseconds since the epoch as UTC (`2020-06-10 00:15:09.250 UTC`), for messages.
+pub fn utc(time_us: u64) -> String {
     i64::try_from(time_us)
         .ok()
         .and_then(chrono::DateTime::from_timestamp_micros)
