@@ -4,15 +4,12 @@
 use candle_core::backprop::GradStore;
 use candle_core::{Module, Tensor, Var};
 use candle_nn::VarMap;
-use smdebug_core::{
-    Hook, HookBuilder, Mode, Record, Reduction, Sink, StepKey, StopSignal, TensorRecord,
-};
+use smdebug_core::{Hook, HookBuilder, Mode, Sink, StopSignal};
 
 use crate::error::{Error, Result};
 use crate::host::with_host_view;
 use crate::output::{OUTPUT_SUFFIX, OutputTap, Probe, Recorded};
 use crate::reduce;
-use crate::sink::SharedSink;
 
 /// Prefix of gradient tensor names (`gradient/fc1.weight`), as Python smdebug writes them.
 pub const GRADIENT_PREFIX: &str = "gradient/";
@@ -42,28 +39,19 @@ fn anything_due(hook: &Hook) -> bool {
         })
 }
 
-/// What is due for one tensor at the current step.
-#[derive(Debug, Default, PartialEq)]
-struct Due {
-    raw: bool,
-    reductions: Vec<Reduction>,
-}
-
 /// The capture hook of a candle training loop.
 ///
-/// It owns a [`Hook`] and shares its sink: tensors that are due whole go through the hook (copied
-/// off the device once); when a tensor's collections ask only for reductions that candle can
-/// compute, the reductions run on the device and only the scalars are copied and sent.
+/// It owns a [`Hook`] and asks it what is due for each tensor ([`Hook::due_tensor`]): tensors
+/// that are due whole are copied off the device once and handed to the hook; when a tensor's
+/// collections ask only for reductions that candle can compute, the reductions run on the device
+/// and only the scalars are copied and handed over ([`Hook::save_reduction_values`]).
 ///
 /// Every `save_*` method first asks the hook whether the tensor is due (a flag when nothing is due
 /// this step, one hash lookup otherwise) and does nothing else when it is not. Errors are returned
 /// to the caller and leave the hook usable; nothing here panics.
 pub struct CandleHook {
     hook: Hook,
-    sink: SharedSink,
     tap: OutputTap,
-    /// Reductions were sent straight to the sink in the current step.
-    direct_in_step: bool,
     closed: bool,
 }
 
@@ -79,13 +67,9 @@ impl CandleHook {
     /// Builds the hook from a configured [`HookBuilder`] and the sink that stores the run
     /// (smdebug-io's `Writer`, or a `MemorySink`).
     pub fn new(builder: HookBuilder, sink: impl Sink + 'static) -> Result<CandleHook> {
-        let sink = SharedSink::new(sink);
-        let hook = builder.build(sink.clone())?;
         Ok(CandleHook {
-            hook,
-            sink,
+            hook: builder.build(sink)?,
             tap: OutputTap::default(),
-            direct_in_step: false,
             closed: false,
         })
     }
@@ -166,10 +150,6 @@ impl CandleHook {
             return Ok(());
         }
         let saved = self.save_outputs();
-        if self.direct_in_step {
-            // The core hook closes a step only when it recorded something itself.
-            self.end_step();
-        }
         self.hook.set_mode(mode);
         self.arm_outputs();
         saved.map(|_| ())
@@ -179,7 +159,7 @@ impl CandleHook {
     /// the step counters. An error saving an output is returned after the step has advanced.
     pub fn step(&mut self) -> Result<()> {
         let saved = self.save_outputs();
-        self.end_step();
+        self.hook.step();
         self.arm_outputs();
         saved.map(|_| ())
     }
@@ -190,9 +170,6 @@ impl CandleHook {
             return Ok(());
         }
         let saved = self.save_outputs();
-        if self.direct_in_step {
-            self.end_step();
-        }
         self.hook.close();
         self.closed = true;
         self.arm_outputs();
@@ -207,35 +184,18 @@ impl CandleHook {
         tensor: &Tensor,
         collections: &[&str],
     ) -> Result<bool> {
-        if self.closed || !self.hook.is_due(name, collections) {
+        if self.closed {
             return Ok(false);
         }
-        let due = self.due(name);
-        if !due.raw && !due.reductions.is_empty() && reduce::on_device(&due.reductions) {
+        let Some(due) = self.hook.due_tensor(name, collections) else {
+            return Ok(false);
+        };
+        if due.reductions_only() && reduce::on_device(&due.reductions) {
             let values = reduce::compute(name, tensor, &due.reductions)?;
-            let key = StepKey {
-                step: self.hook.global_step(),
-                mode: self.hook.mode(),
-                mode_step: self.hook.mode_step(),
-            };
-            let tb = self.hook.config().export_tensorboard;
-            for (r, v) in due.reductions.iter().zip(values) {
-                self.sink.send(Record::Tensor(TensorRecord {
-                    name: r.tensor_name(name),
-                    key,
-                    tensor: smdebug_core::Tensor::scalar_f64(v),
-                    to_events: true,
-                    tb_histogram: false,
-                    tb_scalar: tb && r.op == smdebug_core::ReductionOp::Mean,
-                }));
-            }
-            self.direct_in_step = true;
-            return Ok(true);
+            return Ok(self.hook.save_reduction_values(name, &due, &values));
         }
         let hook = &mut self.hook;
-        with_host_view(name, tensor, |view| {
-            hook.save_tensor(name, view, collections)
-        })
+        with_host_view(name, tensor, |view| hook.save_due(name, &due, view))
     }
 
     /// Saves every variable of `varmap` that is due, under its hierarchical name (`fc1.weight`),
@@ -305,36 +265,6 @@ impl CandleHook {
         self.hook.save_scalar(name, value, collections)
     }
 
-    /// What the collections `name` belongs to ask for now. Mirrors the core hook's decision: a
-    /// scalar collection saves the raw value; others their reduction config, raw when it has no
-    /// reductions.
-    fn due(&self, name: &str) -> Due {
-        let config = self.hook.config();
-        let (mode, step) = (self.hook.mode(), self.hook.mode_step());
-        let mut due = Due::default();
-        for c in config.collections.iter().filter(|c| c.matches(name)) {
-            let schedule = c.save_config.as_ref().unwrap_or(&config.save_config);
-            if !schedule.should_save(mode, step) {
-                continue;
-            }
-            if c.is_scalar() {
-                due.raw = true;
-                continue;
-            }
-            let rc = c
-                .reduction_config
-                .as_ref()
-                .unwrap_or(&config.reduction_config);
-            due.raw |= rc.save_raw_tensor || rc.reductions.is_empty();
-            for r in &rc.reductions {
-                if !due.reductions.contains(r) {
-                    due.reductions.push(*r);
-                }
-            }
-        }
-        due
-    }
-
     /// The variables whose tensor (`<prefix><name>`, in the collection `collection_of(name)`)
     /// is due now, sorted by name. Nothing is cloned for variables that are not due.
     fn due_vars(
@@ -361,16 +291,6 @@ impl CandleHook {
         Ok(due)
     }
 
-    fn end_step(&mut self) {
-        let step = self.hook.global_step();
-        self.hook.step();
-        if self.direct_in_step && !self.sink.ended(step) {
-            self.sink.send(Record::EndStep { step });
-        }
-        self.direct_in_step = false;
-    }
-
-    /// Arms the wrappers and probes whose tensors are due now; after `close` none is.
     fn arm_outputs(&mut self) {
         let (hook, closed) = (&mut self.hook, self.closed);
         self.tap
@@ -403,7 +323,10 @@ impl Drop for CandleHook {
 mod tests {
     use super::*;
     use candle_core::Device;
-    use smdebug_core::{Collection, MemorySink, ReductionConfig, ReductionOp, SaveConfig, StepKey};
+    use smdebug_core::{
+        Collection, MemorySink, Record, Reduction, ReductionConfig, ReductionOp, SaveConfig,
+        StepKey,
+    };
 
     #[test]
     fn steps_holding_only_device_reductions_are_ended_once_and_never_mix_modes() {

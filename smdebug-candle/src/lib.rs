@@ -49,7 +49,6 @@ mod hook;
 mod host;
 mod output;
 pub mod reduce;
-mod sink;
 
 pub use error::{Error, Result};
 pub use hook::{CandleHook, GRADIENT_PREFIX, parameter_collection};
