@@ -188,6 +188,9 @@ pub fn is_core(name: &str) -> bool {
         .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// Which of a snapshot's tables a sample goes into.
+type Reading = fn(&mut Snapshot) -> &mut BTreeMap<String, f64>;
+
 /// Groups a node's samples into [`Snapshot`]s across windows. A snapshot is complete when a
 /// later sample of its node arrives, or at the final window.
 #[derive(Clone, Debug, Default)]
@@ -200,7 +203,7 @@ impl SnapshotAssembler {
     pub fn feed(&mut self, window: &ProfilerWindow<'_>) -> Vec<Snapshot> {
         let mut done = Vec::new();
         for sample in window.samples {
-            let (map, value): (fn(&mut Snapshot) -> &mut BTreeMap<String, f64>, f64) =
+            let (map, value): (Reading, f64) =
                 match (sample.metric_type.as_str(), sample.dimension.as_str()) {
                     (vocab::TYPE_CPU, vocab::CPU_UTILIZATION) => (|s| &mut s.cpu, sample.value),
                     (vocab::TYPE_CPU, vocab::IO_WAIT_PERCENTAGE) => {

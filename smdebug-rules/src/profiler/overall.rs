@@ -226,7 +226,7 @@ impl OverallFrameworkMetrics {
             return Value::Null;
         }
         let total: u64 = ops.iter().map(|(_, t)| t.total_us).sum();
-        ops.sort_by(|a, b| b.1.total_us.cmp(&a.1.total_us));
+        ops.sort_by_key(|(_, t)| std::cmp::Reverse(t.total_us));
         let top: Vec<Value> = ops
             .iter()
             .take(10)
