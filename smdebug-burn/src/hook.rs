@@ -5,15 +5,11 @@
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::{Tensor, Transaction};
-use smdebug_core::{
-    Hook, HookBuilder, Mode, Record, Reduction, ReductionOp, Sink, StepKey, StopSignal,
-    TensorRecord,
-};
+use smdebug_core::{DueTensor, Hook, HookBuilder, Mode, Sink, StopSignal};
 
 use crate::error::{Error, Result};
 use crate::host::with_view;
 use crate::reduce;
-use crate::sink::SharedSink;
 
 /// Prefix of gradient tensor names (`gradient/fc1.weight`), as Python smdebug writes them.
 pub const GRADIENT_PREFIX: &str = "gradient/";
@@ -46,59 +42,13 @@ fn anything_due(hook: &Hook) -> bool {
         })
 }
 
-/// What is due for one tensor at the current step.
-#[derive(Debug, Default)]
-struct Due {
-    raw: bool,
-    reductions: Vec<Reduction>,
-}
-
-/// What the collections `name` belongs to ask for now (call after `hook.is_due`, which records
-/// the membership). Mirrors the core hook: a scalar collection saves the raw value; others their
-/// reduction config, raw when it has no reductions.
-fn due(hook: &Hook, name: &str) -> Due {
-    let config = hook.config();
-    let (mode, step) = (hook.mode(), hook.mode_step());
-    let mut due = Due::default();
-    for c in config.collections.iter().filter(|c| c.matches(name)) {
-        let schedule = c.save_config.as_ref().unwrap_or(&config.save_config);
-        if !schedule.should_save(mode, step) {
-            continue;
-        }
-        if c.is_scalar() {
-            due.raw = true;
-            continue;
-        }
-        let rc = c
-            .reduction_config
-            .as_ref()
-            .unwrap_or(&config.reduction_config);
-        due.raw |= rc.save_raw_tensor || rc.reductions.is_empty();
-        for r in &rc.reductions {
-            if !due.reductions.contains(r) {
-                due.reductions.push(*r);
-            }
-        }
-    }
-    due
-}
-
 enum Entry {
     /// The whole tensor was registered in the transaction.
-    Raw {
-        name: String,
-        collection: &'static str,
-    },
+    Raw { name: String, due: DueTensor },
     /// A tensor of reductions (see [`reduce::on_device_tensor`]) was registered.
-    Reduced {
-        name: String,
-        reductions: Vec<Reduction>,
-    },
+    Reduced { name: String, due: DueTensor },
     /// An empty tensor's reductions, known without the device.
-    Empty {
-        name: String,
-        reductions: Vec<Reduction>,
-    },
+    Empty { name: String, due: DueTensor },
 }
 
 /// The tensors due in one call, read back together.
@@ -111,50 +61,34 @@ struct Batch {
 impl Batch {
     /// Registers a due tensor: whole, or only its reductions when that is all its collections
     /// ask for.
-    fn add<const D: usize>(
-        &mut self,
-        hook: &Hook,
-        name: String,
-        collection: &'static str,
-        tensor: Tensor<D>,
-    ) {
-        let due = due(hook, &name);
+    fn add<const D: usize>(&mut self, due: DueTensor, name: String, tensor: Tensor<D>) {
         let tx = self.tx.take().unwrap_or_default();
-        if !due.raw && !due.reductions.is_empty() && reduce::on_device(&due.reductions) {
+        if due.reductions_only() && reduce::on_device(&due.reductions) {
             let n: usize = tensor.dims().iter().product();
             if n == 0 {
                 self.tx = Some(tx);
-                self.entries.push(Entry::Empty {
-                    name,
-                    reductions: due.reductions,
-                });
+                self.entries.push(Entry::Empty { name, due });
                 return;
             }
             let flat: Tensor<1> = tensor.detach().reshape([n]);
             self.tx = Some(tx.register(reduce::on_device_tensor(flat, &due.reductions)));
-            self.entries.push(Entry::Reduced {
-                name,
-                reductions: due.reductions,
-            });
+            self.entries.push(Entry::Reduced { name, due });
         } else {
             self.tx = Some(tx.register(tensor));
-            self.entries.push(Entry::Raw { name, collection });
+            self.entries.push(Entry::Raw { name, due });
         }
     }
 }
 
 /// The capture hook of a burn training loop.
 ///
-/// It owns a [`Hook`] and shares its sink. Each `save_*` call asks the hook which tensors are due
+/// It owns a [`Hook`]. Each `save_*` call asks the hook which tensors are due
 /// (a flag when nothing is due this step), registers only those in one burn [`Transaction`], and
 /// reads them back in one go. Tensors whose collections ask only for reductions are reduced on
 /// the device and only the scalars come back. Errors are returned to the caller and leave the
 /// hook usable.
 pub struct BurnHook {
     hook: Hook,
-    sink: SharedSink,
-    /// Reductions were sent straight to the sink in the current step.
-    direct_in_step: bool,
     closed: bool,
 }
 
@@ -192,9 +126,9 @@ impl ModuleVisitor for ParamVisitor<'_> {
                 (path, c)
             }
         };
-        if !self.hook.is_due(&name, &[collection]) {
+        let Some(due) = self.hook.due_tensor(&name, &[collection]) else {
             return;
-        }
+        };
         let tensor = match self.grads {
             Some(grads) => match grads.get::<D>(param.id) {
                 Some(g) => g,
@@ -202,7 +136,7 @@ impl ModuleVisitor for ParamVisitor<'_> {
             },
             None => param.val(),
         };
-        self.batch.add(self.hook, name, collection, tensor);
+        self.batch.add(due, name, tensor);
     }
 }
 
@@ -210,12 +144,8 @@ impl BurnHook {
     /// Builds the hook from a configured [`HookBuilder`] and the sink that stores the run
     /// (smdebug-io's `Writer`, or a `MemorySink`).
     pub fn new(builder: HookBuilder, sink: impl Sink + 'static) -> Result<BurnHook> {
-        let sink = SharedSink::new(sink);
-        let hook = builder.build(sink.clone())?;
         Ok(BurnHook {
-            hook,
-            sink,
-            direct_in_step: false,
+            hook: builder.build(sink)?,
             closed: false,
         })
     }
@@ -250,25 +180,18 @@ impl BurnHook {
         if mode == self.hook.mode() {
             return;
         }
-        if self.direct_in_step {
-            // The core hook closes a step only when it recorded something itself.
-            self.end_step();
-        }
         self.hook.set_mode(mode);
     }
 
     /// Ends the step: publishes it and advances the step counters.
     pub fn step(&mut self) {
-        self.end_step();
+        self.hook.step();
     }
 
     /// Ends the run: the last step, the collections and the end marker.
     pub fn close(&mut self) {
         if self.closed {
             return;
-        }
-        if self.direct_in_step {
-            self.end_step();
         }
         self.hook.close();
         self.closed = true;
@@ -298,11 +221,14 @@ impl BurnHook {
         tensor: &Tensor<D>,
         collection: &'static str,
     ) -> Result<bool> {
-        if self.closed || !self.hook.is_due(name, &[collection]) {
+        if self.closed {
             return Ok(false);
         }
+        let Some(due) = self.hook.due_tensor(name, &[collection]) else {
+            return Ok(false);
+        };
         let mut batch = Batch::default();
-        batch.add(&self.hook, name.to_string(), collection, tensor.clone());
+        batch.add(due, name.to_string(), tensor.clone());
         Ok(self.read(batch)? > 0)
     }
 
@@ -385,18 +311,15 @@ impl BurnHook {
         let mut first_error = None;
         for entry in entries {
             let outcome = match entry {
-                Entry::Raw { name, collection } => match data.next() {
-                    Some(d) => with_view(&name, d, |view| {
-                        self.hook.save_tensor(&name, view, &[collection])
-                    }),
+                Entry::Raw { name, due } => match data.next() {
+                    Some(d) => with_view(&name, d, |view| self.hook.save_due(&name, &due, view)),
                     None => Ok(false),
                 },
-                Entry::Reduced { name, reductions } => match data.next() {
+                Entry::Reduced { name, due } => match data.next() {
                     Some(d) => match d.convert::<f64>().try_to_vec::<f64>() {
                         Ok(values) => {
-                            let values = reduce::finish(values, &reductions);
-                            self.send_reductions(&name, &reductions, values);
-                            Ok(true)
+                            let values = reduce::finish(values, &due.reductions);
+                            Ok(self.hook.save_reduction_values(&name, &due, &values))
                         }
                         Err(e) => Err(Error::Read {
                             first: name,
@@ -406,13 +329,13 @@ impl BurnHook {
                     },
                     None => Ok(false),
                 },
-                Entry::Empty { name, reductions } => {
-                    let values = reductions
+                Entry::Empty { name, due } => {
+                    let values: Vec<f64> = due
+                        .reductions
                         .iter()
                         .map(|r| reduce::empty_value(r.op))
                         .collect();
-                    self.send_reductions(&name, &reductions, values);
-                    Ok(true)
+                    Ok(self.hook.save_reduction_values(&name, &due, &values))
                 }
             };
             match outcome {
@@ -423,35 +346,6 @@ impl BurnHook {
             }
         }
         first_error.map_or(Ok(saved), Err)
-    }
-
-    fn send_reductions(&mut self, name: &str, reductions: &[Reduction], values: Vec<f64>) {
-        let key = StepKey {
-            step: self.hook.global_step(),
-            mode: self.hook.mode(),
-            mode_step: self.hook.mode_step(),
-        };
-        let tb = self.hook.config().export_tensorboard;
-        for (r, v) in reductions.iter().zip(values) {
-            self.sink.send(Record::Tensor(TensorRecord {
-                name: r.tensor_name(name),
-                key,
-                tensor: smdebug_core::Tensor::scalar_f64(v),
-                to_events: true,
-                tb_histogram: false,
-                tb_scalar: tb && r.op == ReductionOp::Mean,
-            }));
-        }
-        self.direct_in_step = true;
-    }
-
-    fn end_step(&mut self) {
-        let step = self.hook.global_step();
-        self.hook.step();
-        if self.direct_in_step && !self.sink.ended(step) {
-            self.sink.send(Record::EndStep { step });
-        }
-        self.direct_in_step = false;
     }
 }
 
@@ -473,7 +367,9 @@ mod tests {
     use super::*;
     use burn::nn::{Linear, LinearConfig};
     use burn::tensor::Device;
-    use smdebug_core::{Collection, MemorySink, ReductionConfig, SaveConfig};
+    use smdebug_core::{
+        Collection, MemorySink, Record, Reduction, ReductionConfig, ReductionOp, SaveConfig,
+    };
 
     // burn 0.22 deprecates the ndarray backend in favour of `flex`; the tests use ndarray, the
     // CPU backend the workspace builds (the adapter itself is backend-free).

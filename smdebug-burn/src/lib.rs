@@ -51,7 +51,6 @@ pub mod error;
 mod hook;
 mod host;
 pub mod reduce;
-mod sink;
 
 pub use error::{Error, Result};
 pub use hook::{BurnHook, GRADIENT_PREFIX, OUTPUT_SUFFIX, parameter_collection};
