@@ -7,6 +7,7 @@ pub mod mlp;
 
 use ndarray::Array1;
 use smdebug_core::{Hook, Mode, TensorView};
+use smdebug_profiler::spans::SpanRecorder;
 
 use crate::digits::Digits;
 use crate::mlp::{Activation, Mlp, Rng};
@@ -192,7 +193,19 @@ pub fn train(
     cfg: &TrainConfig,
     train: &Digits,
     eval: &Digits,
+    hook: Option<&mut Hook>,
+) -> TrainSummary {
+    train_profiled(cfg, train, eval, hook, None)
+}
+
+/// [`train`], also recording the loop's phases as framework spans: each step, its data loading,
+/// forward, backward and optimizer parts, in TRAIN and EVAL mode.
+pub fn train_profiled(
+    cfg: &TrainConfig,
+    train: &Digits,
+    eval: &Digits,
     mut hook: Option<&mut Hook>,
+    spans: Option<&SpanRecorder>,
 ) -> TrainSummary {
     let mut rng = Rng::new(cfg.seed);
     let mut model = build_model(cfg, &mut rng);
@@ -202,29 +215,53 @@ pub fn train(
         _ => cfg.learning_rate,
     };
     let mut summary = TrainSummary::default();
+    let (mut train_steps, mut eval_steps) = (0u64, 0u64);
     'epochs: for _epoch in 0..cfg.epochs {
         if let Some(h) = hook.as_deref_mut() {
             h.set_mode(Mode::Train);
         }
         let order = rng.permutation(train.len());
-        for batch in order.chunks(cfg.batch_size) {
+        for (mode_step, batch) in order.chunks(cfg.batch_size).enumerate() {
             if let Some(reason) = hook.as_deref().and_then(|h| h.stop_requested()) {
                 summary.stopped = Some(reason);
                 break 'epochs;
             }
-            let (x, y) = train.batch(batch);
-            let fwd = model.forward(&x);
+            let step_span = spans.map(|s| s.step(Mode::Train, train_steps + mode_step as u64));
+            let (x, y) = {
+                let _load = spans.map(|s| s.data_loading());
+                train.batch(batch)
+            };
+            let fwd = {
+                let _f = spans.map(|s| s.forward());
+                model.forward(&x)
+            };
             let (loss, acc) = Mlp::loss_and_accuracy(&fwd, &y);
-            let grads = model.backward(&fwd, &y);
+            let grads = {
+                let _b = spans.map(|s| s.backward());
+                model.backward(&fwd, &y)
+            };
             if let Some(h) = hook.as_deref_mut() {
+                let _c = spans.map(|s| s.custom("Capture"));
                 record_train_step(h, &names, &model, &fwd, &grads, loss, acc);
                 h.step();
             }
-            model.sgd(&grads, lr);
+            {
+                let _o = spans.map(|s| s.optimizer());
+                model.sgd(&grads, lr);
+            }
+            drop(step_span);
             summary.final_train_loss = loss;
             summary.steps += 1;
         }
-        let (loss, acc) = evaluate(&model, eval, cfg.batch_size, hook.as_deref_mut());
+        train_steps = summary.steps;
+        let (loss, acc) = evaluate(
+            &model,
+            eval,
+            cfg.batch_size,
+            hook.as_deref_mut(),
+            spans,
+            &mut eval_steps,
+        );
         summary.eval_loss.push(loss);
         summary.eval_accuracy.push(acc);
     }
@@ -237,6 +274,8 @@ fn evaluate(
     data: &Digits,
     batch_size: usize,
     mut hook: Option<&mut Hook>,
+    spans: Option<&SpanRecorder>,
+    eval_steps: &mut u64,
 ) -> (f32, f32) {
     if let Some(h) = hook.as_deref_mut() {
         h.set_mode(Mode::Eval);
@@ -244,8 +283,16 @@ fn evaluate(
     let (mut loss_sum, mut acc_sum, mut n) = (0.0, 0.0, 0.0);
     let indices: Vec<usize> = (0..data.len()).collect();
     for batch in indices.chunks(batch_size) {
-        let (x, y): (_, Array1<usize>) = data.batch(batch);
-        let fwd = model.forward(&x);
+        let _step = spans.map(|s| s.step(Mode::Eval, *eval_steps));
+        *eval_steps += 1;
+        let (x, y): (_, Array1<usize>) = {
+            let _load = spans.map(|s| s.data_loading());
+            data.batch(batch)
+        };
+        let fwd = {
+            let _f = spans.map(|s| s.forward());
+            model.forward(&x)
+        };
         let (loss, acc) = Mlp::loss_and_accuracy(&fwd, &y);
         let w = batch.len() as f32;
         loss_sum += loss * w;
