@@ -923,3 +923,47 @@ fn following_a_live_run_fires_and_stops_it_before_it_ends() {
         done.rules[0].action_errors
     );
 }
+
+/// Python smdebug's own timeline writer (smdebug 1.0.34, `$SMDEBUG_PYTHON`, else `python3`):
+/// four TRAIN steps of 8 ms with a 3 ms forward pass each.
+#[test]
+fn framework_rules_read_a_timeline_written_by_python_smdebug() {
+    let interpreter = std::env::var("SMDEBUG_PYTHON").unwrap_or_else(|_| "python3".to_owned());
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../smdebug-profiler/tests/interop_python/smdebug_readers.py"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(&interpreter)
+        .arg(script)
+        .arg("write")
+        .arg(dir.path())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run `{interpreter}` (set SMDEBUG_PYTHON): {e}"));
+    assert!(
+        out.status.success(),
+        "{script} write failed (SMDEBUG_PYTHON needs smdebug 1.0.34): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = evaluate(dir.path(), &["OverallFrameworkMetrics", "StepOutlier"]);
+    let framework = &summary.rules[0];
+    assert_quiet(framework);
+    let d = &framework.details;
+    assert_eq!(d["steps_by_mode"]["TRAIN"]["count"], 4, "{d}");
+    assert!((d["steps_by_mode"]["TRAIN"]["total_s"].as_f64().unwrap() - 0.032).abs() < 1e-5);
+    assert_eq!(d["forward"]["count"], 4);
+    assert!((d["forward"]["total_s"].as_f64().unwrap() - 0.012).abs() < 1e-5);
+    let steps = &summary.rules[1];
+    assert_quiet(steps);
+    assert_eq!(steps.datapoints, 4);
+    let train = &steps.details["nodes"]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap()["TRAIN"];
+    assert!(
+        (train["mean_s"].as_f64().unwrap() - 0.008).abs() < 1e-5,
+        "{train}"
+    );
+}
