@@ -4,7 +4,8 @@
 //! own layout by its own writers. Measured: loading the run and rendering the page (the
 //! target is under 5 s), and rendering alone.
 //!
-//! `cargo bench -p smdebug-benches --bench report`
+//! `cargo bench -p smdebug-benches --bench report` (one quick pass: append `-- --test`; set
+//! `SMDEBUG_REPORT_BENCH_HTML=<path>` to keep the page).
 
 use std::fmt::Write as _;
 use std::hint::black_box;
@@ -263,6 +264,10 @@ fn bench(c: &mut Criterion) {
         html.len() as f64 / (1 << 20) as f64
     );
     assert_eq!(input.spans.len() as u64, STEPS * 5);
+    // To look at the page: SMDEBUG_REPORT_BENCH_HTML=target/report-1h.html
+    if let Some(path) = std::env::var_os("SMDEBUG_REPORT_BENCH_HTML") {
+        std::fs::write(&path, &html).expect("page written");
+    }
 
     let mut g = c.benchmark_group("report_1h_500ms_8cpu_2gpu_10k_steps");
     g.sample_size(10);

@@ -11,13 +11,13 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::stats::{Summary, downsample};
+use super::stats::{Bucket, Summary, buckets};
 
 /// Chart size in pixels.
 pub(crate) const WIDTH: u32 = 820;
 /// Chart height in pixels.
 pub(crate) const HEIGHT: u32 = 320;
-/// Time buckets per line series (each keeps its lowest and highest point).
+/// Time slices per long line series (each drawn as its mean, with a min–max band).
 const LINE_BUCKETS: usize = 400;
 
 /// Data colours: the Okabe–Ito palette, readable by colour-blind readers, then a few more.
@@ -119,9 +119,31 @@ fn with_svg(
     Ok(svg)
 }
 
-/// A line chart with one line per series and a legend. Long series are downsampled to
-/// about 2 × 400 points (lowest and highest point of each time bucket). `y_range` fixes the
-/// y axis (e.g. 0–100 for percentages); otherwise it spans the data.
+/// Width of the legend column beside line charts and multi-series histograms, pixels.
+const LEGEND_WIDTH: u32 = 200;
+
+/// A legend in its own column (never over the data): a swatch and the label per series.
+fn side_legend(area: &DrawingArea<SVGBackend<'_>, Shift>, labels: &[&str]) -> DrawResult<()> {
+    for (i, label) in labels.iter().enumerate() {
+        let c = color(i);
+        let y = 44 + i as i32 * 24;
+        area.draw(&Rectangle::new([(6, y), (22, y + 12)], c.filled()))
+            .map_err(err)?;
+        let text: String = if label.chars().count() > 22 {
+            label.chars().take(21).chain(['…']).collect()
+        } else {
+            (*label).to_owned()
+        };
+        area.draw(&Text::new(text, (28, y - 1), (FONT, 15).into_font()))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// A line chart with one line per series and a legend beside it. A series longer than 400
+/// points is cut into 400 equal time slices: the line follows each slice's mean and a light
+/// band of the series' colour spans its lowest to highest value. `y_range` fixes the y axis
+/// (e.g. 0–100 for percentages; data above it widens it); otherwise it spans the data.
 pub(crate) fn line_chart(
     title: &str,
     x_axis: XAxis,
@@ -129,38 +151,32 @@ pub(crate) fn line_chart(
     series: &[Series],
     y_range: Option<(f64, f64)>,
 ) -> DrawResult<String> {
-    let reduced: Vec<(String, Vec<(f64, f64)>)> = series
+    let reduced: Vec<(&str, Vec<Bucket>)> = series
         .iter()
-        .map(|s| (s.label.clone(), downsample(&s.points, LINE_BUCKETS)))
-        .filter(|(_, p)| !p.is_empty())
+        .map(|s| (s.label.as_str(), buckets(&s.points, LINE_BUCKETS)))
+        .filter(|(_, b)| !b.is_empty())
         .collect();
     if reduced.is_empty() {
         return Err("no finite values to draw".to_owned());
     }
-    let xs = reduced.iter().flat_map(|(_, p)| p.iter().map(|q| q.0));
+    let all = || reduced.iter().flat_map(|(_, b)| b.iter());
     let (x_lo, x_hi) = padded(
-        xs.clone().fold(f64::INFINITY, f64::min),
-        xs.fold(f64::NEG_INFINITY, f64::max),
+        all().map(|b| b.x).fold(f64::INFINITY, f64::min),
+        all().map(|b| b.x).fold(f64::NEG_INFINITY, f64::max),
     );
+    let data_lo = all().map(|b| b.lo).fold(f64::INFINITY, f64::min);
+    let data_hi = all().map(|b| b.hi).fold(f64::NEG_INFINITY, f64::max);
     let (y_lo, y_hi) = match y_range {
-        Some((lo, hi)) => {
-            let data_hi = reduced
-                .iter()
-                .flat_map(|(_, p)| p.iter().map(|q| q.1))
-                .fold(hi, f64::max);
-            padded(lo, data_hi)
-        }
+        Some((lo, hi)) => padded(lo.min(data_lo), hi.max(data_hi)),
         None => {
-            let ys = reduced.iter().flat_map(|(_, p)| p.iter().map(|q| q.1));
-            let lo = ys.clone().fold(f64::INFINITY, f64::min);
-            let hi = ys.fold(f64::NEG_INFINITY, f64::max);
-            let (lo, hi) = padded(lo, hi);
+            let (lo, hi) = padded(data_lo, data_hi);
             let margin = (hi - lo) * 0.05;
             (lo - margin, hi + margin)
         }
     };
     with_svg(|root| {
-        let mut chart = ChartBuilder::on(root)
+        let (plot, legend) = root.split_horizontally(WIDTH - LEGEND_WIDTH);
+        let mut chart = ChartBuilder::on(&plot)
             .caption(title, (FONT, 20))
             .margin(12)
             .x_label_area_size(40)
@@ -185,27 +201,27 @@ pub(crate) fn line_chart(
             .x_label_formatter(&x_format)
             .y_label_formatter(&|y| short_number(*y))
             .label_style((FONT, 14))
-            .light_line_style(RGBColor(235, 235, 235))
+            .light_line_style(RGBColor(238, 238, 238))
             .draw()
             .map_err(err)?;
-        for (i, (label, points)) in reduced.iter().enumerate() {
+        for (i, (_, b)) in reduced.iter().enumerate() {
             let c = color(i);
-            chart
-                .draw_series(LineSeries::new(points.iter().copied(), c.stroke_width(2)))
-                .map_err(err)?
-                .label(label.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3))
-                });
+            if b.iter().any(|k| k.hi > k.lo) {
+                let mut outline: Vec<(f64, f64)> = b.iter().map(|k| (k.x, k.hi)).collect();
+                outline.extend(b.iter().rev().map(|k| (k.x, k.lo)));
+                chart
+                    .draw_series(std::iter::once(Polygon::new(outline, c.mix(0.2).filled())))
+                    .map_err(err)?;
+            }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(180, 180, 180))
-            .label_font((FONT, 14))
-            .draw()
-            .map_err(err)
+        for (i, (_, b)) in reduced.iter().enumerate() {
+            let line = b.iter().map(|k| (k.x, k.mean));
+            chart
+                .draw_series(LineSeries::new(line, color(i).stroke_width(2)))
+                .map_err(err)?;
+        }
+        let labels: Vec<&str> = reduced.iter().map(|r| r.0).collect();
+        side_legend(&legend, &labels)
     })
 }
 
@@ -229,7 +245,13 @@ pub(crate) fn histogram_chart(
         .max(1) as f64;
     let (x_lo, x_hi) = padded(edges[0], edges[bins]);
     with_svg(|root| {
-        let mut chart = ChartBuilder::on(root)
+        let (plot, legend) = if series.len() > 1 {
+            let (p, l) = root.split_horizontally(WIDTH - LEGEND_WIDTH);
+            (p, Some(l))
+        } else {
+            (root.clone(), None)
+        };
+        let mut chart = ChartBuilder::on(&plot)
             .caption(title, (FONT, 20))
             .margin(12)
             .x_label_area_size(40)
@@ -247,7 +269,7 @@ pub(crate) fn histogram_chart(
             .draw()
             .map_err(err)?;
         let groups = series.len() as f64;
-        for (s, (label, counts)) in series.iter().enumerate() {
+        for (s, (_, counts)) in series.iter().enumerate() {
             let c = color(s);
             let bars = counts
                 .iter()
@@ -260,22 +282,11 @@ pub(crate) fn histogram_chart(
                     let gap = width * 0.06;
                     Rectangle::new([(x0 + gap, 0.0), (x0 + width - gap, n as f64)], c.filled())
                 });
-            let drawn = chart.draw_series(bars).map_err(err)?;
-            if series.len() > 1 {
-                drawn.label(label.as_str()).legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled())
-                });
-            }
+            chart.draw_series(bars).map_err(err)?;
         }
-        if series.len() > 1 {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(RGBColor(180, 180, 180))
-                .label_font((FONT, 14))
-                .draw()
-                .map_err(err)?;
+        if let Some(legend) = legend {
+            let labels: Vec<&str> = series.iter().map(|s| s.0.as_str()).collect();
+            side_legend(&legend, &labels)?;
         }
         Ok(())
     })
@@ -493,8 +504,9 @@ mod tests {
         let line = line_chart("CPU", XAxis::Elapsed, "%", &series, Some((0.0, 100.0))).unwrap();
         assert!(line.starts_with("<svg") && marks(&line) > 0);
         assert!(line.contains("cpu &lt;total&gt;") && !line.contains("<total>"));
-        // Downsampled: the polyline holds at most 2 points per bucket.
+        // Reduced to 400 slices: one polygon for the band, one polyline for the means.
         assert!(line.len() < 60_000, "{}", line.len());
+        assert!(line.contains("<polygon"));
         let summary = Summary::of((0..100).map(f64::from)).unwrap();
         let boxes = box_chart("b", "%", &[("gpu0".into(), summary)], None).unwrap();
         assert!(marks(&boxes) >= 5);

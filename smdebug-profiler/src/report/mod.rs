@@ -30,9 +30,9 @@
 //! **The page.** The sections of [`SECTIONS`], in that order, each a
 //! `<section id="…" class="report-section">`; a section without data says what is missing in a
 //! `<p class="missing">`. Charts are inline SVG drawn with plotters (no font files needed), each
-//! in a `<figure class="chart">`. Long time series are reduced to the lowest and highest point
-//! of each of 400 time buckets per series. Every string from the data is HTML-escaped. The page
-//! loads nothing: its Content-Security-Policy forbids every source except inline style and
+//! in a `<figure class="chart">`. A time series longer than 400 points is cut into 400 time
+//! slices, drawn as the slice means with a band from each slice's lowest to highest value.
+//! Every string from the data is HTML-escaped. The page loads nothing: its Content-Security-Policy forbids every source except inline style and
 //! script and `data:` images, and it names no URL other than the SVG/XHTML namespaces. A small
 //! inline script checks the page once loaded and stores the result in
 //! `document.body.dataset.selfcheck` (JSON: `sections`, `section_ids`, `charts`,

@@ -783,7 +783,7 @@ impl Page<'_> {
                 &util,
                 Some((0.0, 100.0)),
             );
-            self.chart(drawn, "Utilization over time, percent. Each line keeps the lowest and highest sample of every time slice.");
+            self.chart(drawn, "Utilization over time, percent. Over long runs each line is the mean of a time slice and the light band its lowest to highest sample.");
         }
         if !memory.is_empty() {
             let drawn = charts::line_chart(

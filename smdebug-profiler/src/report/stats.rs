@@ -87,53 +87,56 @@ pub(crate) fn histogram(
     counts
 }
 
-/// At most about `2 · buckets` points of a time-ordered series: the series is cut into
-/// `buckets` equal time intervals and each keeps its lowest and highest point, in time order,
-/// so spikes and dips survive the reduction. Non-finite values are dropped.
-pub(crate) fn downsample(points: &[(f64, f64)], buckets: usize) -> Vec<(f64, f64)> {
+/// One time slice of a reduced series: its middle, lowest, mean and highest value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Bucket {
+    pub x: f64,
+    pub lo: f64,
+    pub mean: f64,
+    pub hi: f64,
+}
+
+/// A time-ordered series reduced to at most `buckets` slices of equal time, each with its
+/// lowest, mean and highest value, so a chart can draw the mean as a line and the range as a
+/// band (spikes and dips stay visible in the band). A series with at most `buckets` points is
+/// kept as it is (one point per slice). Non-finite values are dropped.
+pub(crate) fn buckets(points: &[(f64, f64)], buckets: usize) -> Vec<Bucket> {
     let finite: Vec<(f64, f64)> = points
         .iter()
         .copied()
         .filter(|(x, y)| x.is_finite() && y.is_finite())
         .collect();
-    if finite.len() <= buckets.saturating_mul(2) || buckets == 0 {
-        return finite;
+    let single = |&(x, y): &(f64, f64)| Bucket {
+        x,
+        lo: y,
+        mean: y,
+        hi: y,
+    };
+    if finite.len() <= buckets || buckets == 0 {
+        return finite.iter().map(single).collect();
     }
     let (first, last) = (finite[0].0, finite[finite.len() - 1].0);
     let width = (last - first) / buckets as f64;
     if width <= 0.0 {
-        return finite;
+        return finite.iter().map(single).collect();
     }
-    let mut out = Vec::with_capacity(buckets * 2);
+    let index = |x: f64| (((x - first) / width).floor() as usize).min(buckets - 1);
+    let mut out = Vec::with_capacity(buckets);
     let mut start = 0;
     while start < finite.len() {
-        let bucket = (((finite[start].0 - first) / width).floor() as usize).min(buckets - 1);
+        let bucket = index(finite[start].0);
         let mut end = start + 1;
-        while end < finite.len()
-            && (((finite[end].0 - first) / width).floor() as usize).min(buckets - 1) == bucket
-        {
+        while end < finite.len() && index(finite[end].0) == bucket {
             end += 1;
         }
         let slice = &finite[start..end];
-        let low = slice
-            .iter()
-            .enumerate()
-            .min_by(|a, b| a.1.1.total_cmp(&b.1.1))
-            .map_or(0, |(i, _)| i);
-        let high = slice
-            .iter()
-            .enumerate()
-            .max_by(|a, b| a.1.1.total_cmp(&b.1.1))
-            .map_or(0, |(i, _)| i);
-        let (a, b) = if low <= high {
-            (low, high)
-        } else {
-            (high, low)
-        };
-        out.push(slice[a]);
-        if b != a {
-            out.push(slice[b]);
-        }
+        let n = slice.len() as f64;
+        out.push(Bucket {
+            x: slice.iter().map(|p| p.0).sum::<f64>() / n,
+            lo: slice.iter().map(|p| p.1).fold(f64::INFINITY, f64::min),
+            mean: slice.iter().map(|p| p.1).sum::<f64>() / n,
+            hi: slice.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max),
+        });
         start = end;
     }
     out
@@ -196,14 +199,30 @@ mod tests {
     }
 
     #[test]
-    fn downsampling_keeps_extremes_and_order() {
+    fn buckets_keep_extremes_means_and_order() {
         let points: Vec<(f64, f64)> = (0..10_000)
-            .map(|i| (i as f64, if i == 5_000 { 1_000.0 } else { (i % 7) as f64 }))
+            .map(|i| (i as f64, if i == 5_000 { 1_000.0 } else { (i % 2) as f64 }))
             .collect();
-        let reduced = downsample(&points, 100);
-        assert!(reduced.len() <= 200, "{}", reduced.len());
-        assert!(reduced.iter().any(|p| p.1 == 1_000.0));
-        assert!(reduced.windows(2).all(|w| w[0].0 <= w[1].0));
+        let reduced = buckets(&points, 100);
+        assert_eq!(reduced.len(), 100);
+        assert!(reduced.iter().any(|b| b.hi == 1_000.0));
+        assert!(
+            reduced
+                .iter()
+                .all(|b| b.lo == 0.0 && b.lo <= b.mean && b.mean <= b.hi)
+        );
+        assert!((reduced[0].mean - 0.5).abs() < 0.02, "{:?}", reduced[0]);
+        assert!(reduced.windows(2).all(|w| w[0].x < w[1].x));
+        let short = buckets(&[(1.0, 2.0), (2.0, f64::NAN)], 100);
+        assert_eq!(
+            short,
+            vec![Bucket {
+                x: 1.0,
+                lo: 2.0,
+                mean: 2.0,
+                hi: 2.0
+            }]
+        );
     }
 
     #[test]
