@@ -81,4 +81,83 @@ impl Digits {
             self.labels.select(Axis(0), indices),
         )
     }
+
+    /// The images at `indices` resampled to `side`×`side` pixels (bilinear), each under a random
+    /// rotation of up to ±`max_degrees` and a random shift of up to ±`max_shift` source pixels:
+    /// the on-the-fly augmentation of an input pipeline. Without `rng`, the images are only
+    /// resampled (evaluation). Rows are `side * side` long, row-major.
+    pub fn resampled_batch(
+        &self,
+        indices: &[usize],
+        side: usize,
+        augment: Option<(&mut crate::mlp::Rng, f32, f32)>,
+    ) -> (Array2<f32>, Array1<usize>) {
+        let mut out = Array2::<f32>::zeros((indices.len(), side * side));
+        let mut augment = augment;
+        let scale = 8.0 / side as f32;
+        for (row, &i) in indices.iter().enumerate() {
+            let (angle, dx, dy) = match augment.as_mut() {
+                Some((rng, max_degrees, max_shift)) => (
+                    (rng.uniform() * 2.0 - 1.0) * max_degrees.to_radians(),
+                    (rng.uniform() * 2.0 - 1.0) * *max_shift,
+                    (rng.uniform() * 2.0 - 1.0) * *max_shift,
+                ),
+                None => (0.0, 0.0, 0.0),
+            };
+            let (sin, cos) = angle.sin_cos();
+            let src = self.images.row(i);
+            let pixel = |x: isize, y: isize| -> f32 {
+                if (0..8).contains(&x) && (0..8).contains(&y) {
+                    src[(y * 8 + x) as usize]
+                } else {
+                    0.0
+                }
+            };
+            let mut dst = out.row_mut(row);
+            for oy in 0..side {
+                for ox in 0..side {
+                    // The output pixel's centre in source coordinates, rotated about the centre.
+                    let u = (ox as f32 + 0.5) * scale - 4.0;
+                    let v = (oy as f32 + 0.5) * scale - 4.0;
+                    let x = cos * u - sin * v + 4.0 - 0.5 - dx;
+                    let y = sin * u + cos * v + 4.0 - 0.5 - dy;
+                    let (x0, y0) = (x.floor(), y.floor());
+                    let (fx, fy) = (x - x0, y - y0);
+                    let (x0, y0) = (x0 as isize, y0 as isize);
+                    dst[oy * side + ox] = (1.0 - fy)
+                        * ((1.0 - fx) * pixel(x0, y0) + fx * pixel(x0 + 1, y0))
+                        + fy * ((1.0 - fx) * pixel(x0, y0 + 1) + fx * pixel(x0 + 1, y0 + 1));
+                }
+            }
+        }
+        (out, self.labels.select(Axis(0), indices))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resampling_keeps_the_picture_and_augmentation_moves_it() {
+        let d = Digits::load(&default_path()).unwrap();
+        let (plain, labels) = d.resampled_batch(&[0, 5], 8, None);
+        // At the source resolution without augmentation, resampling is the identity.
+        for (r, i) in [0usize, 5].iter().enumerate() {
+            for k in 0..64 {
+                assert!((plain[[r, k]] - d.images[[*i, k]]).abs() < 1e-5);
+            }
+        }
+        assert_eq!(labels, d.labels.select(Axis(0), &[0, 5]));
+        let (big, _) = d.resampled_batch(&[0], 32, None);
+        assert_eq!(big.shape(), &[1, 1024]);
+        // Same ink, spread over 16 times as many pixels.
+        let ink8: f32 = d.images.row(0).sum();
+        let ink32: f32 = big.row(0).sum() / 16.0;
+        assert!((ink8 - ink32).abs() / ink8 < 0.15, "{ink8} vs {ink32}");
+        let mut rng = crate::mlp::Rng::new(3);
+        let (moved, _) = d.resampled_batch(&[0], 32, Some((&mut rng, 10.0, 1.0)));
+        let diff: f32 = (&moved - &big).mapv(f32::abs).sum();
+        assert!(diff > 1.0, "augmentation changed the image: {diff}");
+    }
 }

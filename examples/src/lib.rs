@@ -47,6 +47,10 @@ pub struct TrainConfig {
     pub hidden: Vec<usize>,
     pub seed: u64,
     pub bug: Option<Bug>,
+    /// Feed the model `side`×`side` images resampled from the 8×8 originals, with random
+    /// rotation and shift while training (an input pipeline's augmentation). `None`: the raw
+    /// 64 pixels.
+    pub input_side: Option<usize>,
 }
 
 impl Default for TrainConfig {
@@ -58,6 +62,7 @@ impl Default for TrainConfig {
             hidden: vec![32],
             seed: 42,
             bug: None,
+            input_side: None,
         }
     }
 }
@@ -75,7 +80,7 @@ pub struct TrainSummary {
 
 /// Builds the model a config asks for (bugs change the architecture or the initialisation).
 pub fn build_model(cfg: &TrainConfig, rng: &mut Rng) -> Mlp {
-    let mut widths = vec![64];
+    let mut widths = vec![cfg.input_side.map_or(64, |s| s * s)];
     let (activation, init_scale, bias) = match cfg.bug {
         Some(Bug::VanishingGradients) => {
             widths.extend([32; 6]);
@@ -216,6 +221,7 @@ pub fn train_profiled(
     };
     let mut summary = TrainSummary::default();
     let (mut train_steps, mut eval_steps) = (0u64, 0u64);
+    let mut aug_rng = Rng::new(cfg.seed ^ 0xA5A5);
     'epochs: for _epoch in 0..cfg.epochs {
         if let Some(h) = hook.as_deref_mut() {
             h.set_mode(Mode::Train);
@@ -229,7 +235,12 @@ pub fn train_profiled(
             let step_span = spans.map(|s| s.step(Mode::Train, train_steps + mode_step as u64));
             let (x, y) = {
                 let _load = spans.map(|s| s.data_loading());
-                train.batch(batch)
+                match cfg.input_side {
+                    Some(side) => {
+                        train.resampled_batch(batch, side, Some((&mut aug_rng, 10.0, 1.0)))
+                    }
+                    None => train.batch(batch),
+                }
             };
             let fwd = {
                 let _f = spans.map(|s| s.forward());
@@ -258,6 +269,7 @@ pub fn train_profiled(
             &model,
             eval,
             cfg.batch_size,
+            cfg.input_side,
             hook.as_deref_mut(),
             spans,
             &mut eval_steps,
@@ -273,6 +285,7 @@ fn evaluate(
     model: &Mlp,
     data: &Digits,
     batch_size: usize,
+    input_side: Option<usize>,
     mut hook: Option<&mut Hook>,
     spans: Option<&SpanRecorder>,
     eval_steps: &mut u64,
@@ -287,7 +300,10 @@ fn evaluate(
         *eval_steps += 1;
         let (x, y): (_, Array1<usize>) = {
             let _load = spans.map(|s| s.data_loading());
-            data.batch(batch)
+            match input_side {
+                Some(side) => data.resampled_batch(batch, side, None),
+                None => data.batch(batch),
+            }
         };
         let fwd = {
             let _f = spans.map(|s| s.forward());

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+mod report_cmd;
 mod rules_cmd;
 use smdebug_core::Mode;
 use smdebug_io::trial::{StepSelector, Trial, TrialOptions};
@@ -28,6 +29,10 @@ enum Command {
     /// Evaluate debugging rules over a run (offline, or --follow a live one); exit 0 no
     /// issues, 1 issues found, 2 on error.
     Rules(rules_cmd::RulesArgs),
+    /// Write the profiling report of a run: one self-contained HTML file (system usage, framework
+    /// metrics, every rule's result, step durations, GPU sections, scalars) and one JSON result
+    /// per rule beside it; --follow regenerates it while the run is written.
+    Report(report_cmd::ReportArgs),
     /// Summary of a run as JSON: workers, modes, number of steps, collections, completeness.
     Info {
         /// Run directory or object-store URL (s3://bucket/prefix, gs://, az://, memory://).
@@ -127,6 +132,7 @@ fn run(cli: Cli) -> CliResult {
     let mut out = std::io::BufWriter::new(stdout.lock());
     match cli.command {
         Command::Rules(args) => return Ok(rules_cmd::run(args)),
+        Command::Report(args) => return Ok(report_cmd::run(args)),
         Command::Info { run } => {
             let trial = open(&run)?;
             serde_json::to_writer_pretty(&mut out, &trial.info()?)?;

@@ -39,6 +39,7 @@ pub mod actions;
 pub mod error;
 pub mod params;
 pub mod profiler;
+pub mod report;
 pub mod rule;
 pub mod rules;
 pub mod runner;

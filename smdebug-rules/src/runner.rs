@@ -38,8 +38,15 @@ use crate::error::{Error, Result};
 use crate::params::RuleSpec;
 use crate::profiler::feed::ProfilerFeed;
 use crate::profiler::{ProfilerWindow, StepTimeline};
+use crate::report::{
+    DEFAULT_REPORT_DIR, ProfilerReportRule, REPORT_FILE, ReportTarget, expand_profiler_report,
+    is_profiler_report,
+};
 use crate::rule::{Evidence, Rule, RuleInput, RuleResult};
 use crate::rules::build_rule;
+use smdebug_profiler::report::{
+    LoadOptions, ReportInput, render_html, rule_file_name, write_report,
+};
 
 /// The summary file, relative to the run.
 pub const SUMMARY_FILE: &str = "rules/rule_job_summary.json";
@@ -156,6 +163,7 @@ pub struct RunnerBuilder {
     write_summary: bool,
     stop_signal: Option<StopSignal>,
     open_timeout: Duration,
+    report: Option<ReportTarget>,
 }
 
 impl RunnerBuilder {
@@ -197,11 +205,108 @@ impl RunnerBuilder {
         self
     }
 
+    /// Writes the profiling report (smdebug-profiler's HTML page, with every rule's result,
+    /// and one JSON file per rule beside it) to `html` when the runner finishes. A
+    /// `ProfilerReport` spec turns the report on by itself, into the run
+    /// ([`DEFAULT_REPORT_DIR`](crate::report::DEFAULT_REPORT_DIR)).
+    pub fn report(mut self, html: impl Into<std::path::PathBuf>) -> Self {
+        self.report_target().html = Some(html.into());
+        self
+    }
+
+    /// Kineto (PyTorch profiler) traces the report adds to its operator sections.
+    pub fn report_traces(mut self, traces: Vec<std::path::PathBuf>) -> Self {
+        self.report_target().load.traces = traces;
+        self
+    }
+
+    /// While following a live run, regenerate the report this often (default: at the end only).
+    pub fn report_every(mut self, every: Duration) -> Self {
+        self.report_target().every = Some(every);
+        self
+    }
+
+    fn report_target(&mut self) -> &mut ReportTarget {
+        self.report.get_or_insert_with(|| ReportTarget {
+            html: None,
+            load: LoadOptions::default(),
+            every: None,
+        })
+    }
+
     /// Builds every rule (unknown rules, bad parameters and bad actions fail here) and opens
     /// the run.
     pub fn build(self) -> Result<RuleRunner> {
-        let mut entries = self.rules;
+        self.build_until(None)
+    }
+
+    /// Checks every rule here and now, then opens the run and follows it on a thread of its
+    /// own: for a runner started beside a training job that has not written anything yet. The
+    /// thread waits up to [`open_timeout`](Self::open_timeout) for the run to appear (the
+    /// handle's `cancel` stops the wait); that it never appeared is the thread's error.
+    pub fn spawn(self) -> Result<RunnerHandle> {
         for spec in &self.specs {
+            if is_profiler_report(&spec.name) {
+                expand_profiler_report(spec)?;
+            } else {
+                build_rule(spec)?;
+            }
+            for a in &spec.actions {
+                a.validate()?;
+            }
+        }
+        for (_, actions) in &self.rules {
+            for a in actions {
+                a.validate()?;
+            }
+        }
+        let cancel = Arc::new(AtomicBool::new(false));
+        let flag = cancel.clone();
+        let shared = Arc::new(Mutex::new(None));
+        let published = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("smdebug-rules".into())
+            .spawn(move || {
+                let mut runner = self.build_until(Some(&flag))?;
+                runner.shared = published;
+                runner.follow(&flag)
+            })
+            .map_err(|e| Error::Runner(format!("cannot start the runner thread: {e}")))?;
+        Ok(RunnerHandle {
+            cancel,
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    fn build_until(mut self, cancel: Option<&AtomicBool>) -> Result<RuleRunner> {
+        let mut entries = std::mem::take(&mut self.rules);
+        let mut specs = Vec::new();
+        let mut report_slots = Vec::new();
+        for spec in std::mem::take(&mut self.specs) {
+            if !is_profiler_report(&spec.name) {
+                specs.push(spec);
+                continue;
+            }
+            for a in &spec.actions {
+                a.validate()?;
+            }
+            report_slots.push(ProfilerReportRule {
+                parameters: spec.parameters.clone(),
+            });
+            specs.extend(expand_profiler_report(&spec)?);
+            self.report_target();
+        }
+        // A rule named twice (explicitly and through ProfilerReport) runs once, as first given.
+        let mut seen = std::collections::HashSet::new();
+        specs.retain(|s| {
+            let key = crate::rules::find_builtin(&s.name).map_or(s.name.clone(), |b| b.name.into());
+            seen.insert(key)
+        });
+        for r in report_slots.into_iter().take(1) {
+            entries.push((Box::new(r), Vec::new()));
+        }
+        for spec in &specs {
             let rule = build_rule(spec)?;
             let mut actions = spec.actions.clone();
             if crate::rules::find_builtin(&spec.name).is_some_and(|b| b.name == "StalledTraining")
@@ -244,6 +349,7 @@ impl RunnerBuilder {
             match open(&self.location) {
                 Ok(x) => break x,
                 Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(e) if cancel.is_some_and(|c| c.load(Ordering::Acquire)) => return Err(e),
                 Err(_) => std::thread::sleep(self.poll_interval),
             }
         };
@@ -294,6 +400,8 @@ impl RunnerBuilder {
             poll_interval: self.poll_interval,
             write_summary: self.write_summary,
             shared: Arc::new(Mutex::new(None)),
+            report: self.report,
+            last_report: None,
         })
     }
 }
@@ -336,6 +444,9 @@ pub struct RuleRunner {
     poll_interval: Duration,
     write_summary: bool,
     shared: Arc<Mutex<Option<Summary>>>,
+    /// Where the profiling report goes, when one is wanted.
+    report: Option<ReportTarget>,
+    last_report: Option<Instant>,
 }
 
 impl RuleRunner {
@@ -349,6 +460,7 @@ impl RuleRunner {
             write_summary: true,
             stop_signal: None,
             open_timeout: Duration::ZERO,
+            report: None,
         }
     }
 
@@ -494,6 +606,11 @@ impl RuleRunner {
             if changed || last_written.elapsed() >= Duration::from_secs(2) {
                 self.publish()?;
                 last_written = Instant::now();
+            }
+            if let Some(every) = self.report.as_ref().and_then(|r| r.every)
+                && self.last_report.is_none_or(|t| t.elapsed() >= every)
+            {
+                self.write_report();
             }
             if cancel.load(Ordering::Acquire) {
                 return self.finish();
@@ -747,10 +864,76 @@ impl RuleRunner {
                 }
             }
         }
+        self.write_report();
         let mut summary = self.summary();
         summary.finished = true;
         self.store(&summary)?;
         Ok(summary)
+    }
+
+    /// Writes the profiling report with every rule's current status; the `ProfilerReport`
+    /// slot's message says where it went (or why it could not be written). Never fails the
+    /// runner: a report that cannot be written is that slot's error.
+    fn write_report(&mut self) {
+        let Some(target) = self.report.clone() else {
+            return;
+        };
+        self.last_report = Some(Instant::now());
+        let slot = self
+            .slots
+            .iter()
+            .position(|s| is_profiler_report(&s.status.rule));
+        if let Some(i) = slot
+            && self.slots[i].status.status == Status::InProgress
+        {
+            self.slots[i].status.message = "writing the report".into();
+        }
+        let input = ReportInput::load(&self.location, &target.load)
+            .with_rules(crate::report::outcomes(&self.summary()));
+        let written = match &target.html {
+            Some(path) => write_report(&input, path)
+                .map(|w| w.html.display().to_string())
+                .map_err(|e| e.to_string()),
+            None if !self.location.contains("://") => {
+                let path = std::path::Path::new(&self.location)
+                    .join(DEFAULT_REPORT_DIR)
+                    .join(REPORT_FILE);
+                write_report(&input, &path)
+                    .map(|w| w.html.display().to_string())
+                    .map_err(|e| e.to_string())
+            }
+            None => self.upload_report(&input),
+        };
+        if let Some(i) = slot {
+            let st = &mut self.slots[i].status;
+            match written {
+                Ok(path) => {
+                    st.message = format!("report: {path}");
+                    st.details = serde_json::json!({ "report": path });
+                }
+                Err(e) => {
+                    st.status = Status::Error;
+                    st.message = format!("the report could not be written: {e}");
+                }
+            }
+        }
+    }
+
+    /// An object-store run gets its report inside the run, like a local one.
+    fn upload_report(&self, input: &ReportInput) -> std::result::Result<String, String> {
+        let put = |name: &str, bytes: Vec<u8>| {
+            let key = format!("{DEFAULT_REPORT_DIR}/{name}");
+            self.storage
+                .put(&key, bytes.into())
+                .map(|()| key)
+                .map_err(|e| e.to_string())
+        };
+        for rule in &input.rules {
+            let json = serde_json::to_vec_pretty(rule).map_err(|e| e.to_string())?;
+            put(&rule_file_name(&rule.name), json)?;
+        }
+        let key = put(REPORT_FILE, render_html(input).into_bytes())?;
+        Ok(format!("{}/{key}", self.location.trim_end_matches('/')))
     }
 
     fn publish(&mut self) -> Result<()> {

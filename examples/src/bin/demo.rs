@@ -1,9 +1,12 @@
-//! The main job: trains an MLP on the 8x8 digits set with capture on, writes a run directory on
-//! local disk, then reads the run back and prints what it contains.
+//! The main job: trains an MLP on the digits set (resampled to 28×28 with on-the-fly
+//! augmentation) with everything on — tensor capture, system sampling and framework spans —
+//! while debugging and profiler rules follow the run in real time beside it. A rule configured
+//! to stop (VanishingGradient, ExplodingTensor, DeadRelu) stops the job at its next step. At the
+//! end the run is read back, the rules' verdicts are printed and the profiling report is written.
 //!
 //! ```sh
 //! cargo run --release -p smdebug-examples --bin demo -- [--out DIR] [--epochs N]
-//!     [--bug vanishing|dead-relu|exploding] [--python-compatible]
+//!     [--bug vanishing|dead-relu|exploding] [--side N] [--python-compatible]
 //! ```
 
 use std::path::PathBuf;
@@ -14,16 +17,20 @@ use smdebug_core::{
     Collection, Hook, Mode, Reduction, ReductionConfig, ReductionOp, SaveConfig, SaveConfigMode,
 };
 use smdebug_examples::digits::{self, Digits};
-use smdebug_examples::{Bug, TrainConfig, train};
+use smdebug_examples::{Bug, TrainConfig, train_profiled};
 use smdebug_io::format::record::PayloadChecksum;
 use smdebug_io::trial::Trial;
 use smdebug_io::writer::Writer;
 use smdebug_io::{OverflowPolicy, open_storage};
+use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
+use smdebug_profiler::system::{SamplerConfig, SystemSampler};
+use smdebug_rules::{ActionConfig, RuleRunner, RuleSpec};
 
 struct Args {
     out: PathBuf,
     epochs: usize,
     bug: Option<Bug>,
+    side: usize,
     python_compatible: bool,
 }
 
@@ -32,6 +39,7 @@ fn parse_args() -> Result<Args, String> {
         out: PathBuf::from("target/smdebug-demo/run"),
         epochs: 10,
         bug: None,
+        side: 28,
         python_compatible: false,
     };
     let mut it = std::env::args().skip(1);
@@ -45,10 +53,18 @@ fn parse_args() -> Result<Args, String> {
                     .map_err(|e| format!("--epochs: {e}"))?
             }
             "--bug" => args.bug = Some(value("--bug")?.parse()?),
+            "--side" => {
+                args.side = value("--side")?
+                    .parse()
+                    .map_err(|e| format!("--side: {e}"))?;
+                if args.side == 0 {
+                    return Err("--side must be at least 1 (8 is the original resolution)".into());
+                }
+            }
             "--python-compatible" => args.python_compatible = true,
             "-h" | "--help" => {
                 println!(
-                    "demo [--out DIR] [--epochs N] [--bug vanishing|dead-relu|exploding] [--python-compatible]"
+                    "demo [--out DIR] [--epochs N] [--bug vanishing|dead-relu|exploding] [--side N] [--python-compatible]"
                 );
                 std::process::exit(0);
             }
@@ -110,6 +126,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     std::fs::create_dir_all(&args.out)?;
     let location = args.out.canonicalize()?.to_string_lossy().into_owned();
+    let report_path = args
+        .out
+        .canonicalize()?
+        .join("report")
+        .join("profiler-report.html");
 
     let checksum = if args.python_compatible {
         PayloadChecksum::SmdebugLegacy
@@ -126,13 +147,51 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let status = writer.status();
     let mut hook = build_hook(writer)?;
 
+    // Hardware and the loop's phases: the sampler (every 100 ms, republished every second so
+    // the profiler rules see it live) and framework spans (files closed every second).
+    let sampler = SystemSampler::start_local(
+        SamplerConfig::default()
+            .interval(Duration::from_millis(100))
+            .publish_interval(Duration::from_secs(1)),
+        &args.out,
+    )?;
+    let (spans, span_writer) = SpanRecorder::start_local(
+        SpanConfig::default().close_interval(Duration::from_secs(1)),
+        &args.out,
+    )?;
+
+    // The rules, following the run on their own thread as it is written. Those that mean the
+    // job is broken stop it (the hook sees the request at its next step); ProfilerReport runs
+    // every profiler rule, with patience and windows sized for a job of seconds, and writes the
+    // report when the run ends.
+    let stop = || ActionConfig::StopTraining;
+    let runner = RuleRunner::builder(&location)
+        .spec(RuleSpec::parse("VanishingGradient")?.action(stop()))
+        .spec(RuleSpec::parse("ExplodingTensor")?.action(stop()))
+        .spec(RuleSpec::parse("DeadRelu")?.action(stop()))
+        .spec(RuleSpec::parse("PoorWeightInitialization")?)
+        .spec(RuleSpec::parse("WeightUpdateRatio")?)
+        .spec(RuleSpec::parse("Overfit")?)
+        .spec(RuleSpec::parse(
+            "ProfilerReport:CPUBottleneck_patience=5,IOBottleneck_patience=5,\
+             LowGPUUtilization_patience=5,LowGPUUtilization_window=20,BatchSize_patience=5,\
+             BatchSize_window=20,GPUMemoryIncrease_patience=5,LoadBalancing_patience=5,\
+             StepOutlier_n_outliers=5",
+        )?)
+        .stop_signal(hook.stop_signal())
+        .poll_interval(Duration::from_millis(20))
+        .report(&report_path)
+        .open_timeout(Duration::from_secs(60))
+        .spawn()?;
+
     let cfg = TrainConfig {
         epochs: args.epochs,
         bug: args.bug,
+        input_side: (args.side != 8).then_some(args.side),
         ..TrainConfig::default()
     };
     println!(
-        "training a {}-layer MLP on {} digits ({} held out) for {} epochs{}",
+        "training a {}-layer MLP on {} digits at {side}x{side} ({} held out) for {} epochs{}",
         smdebug_examples::build_model(&cfg, &mut smdebug_examples::mlp::Rng::new(cfg.seed))
             .layers
             .len(),
@@ -142,13 +201,20 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         match cfg.bug {
             Some(b) => format!(", with bug {b:?}"),
             None => String::new(),
-        }
+        },
+        side = args.side,
     );
+    println!("capture, system sampling, spans and rules on; run directory {location}");
     let started = Instant::now();
-    let summary = train(&cfg, &train_set, &eval_set, Some(&mut hook));
+    let summary = train_profiled(&cfg, &train_set, &eval_set, Some(&mut hook), Some(&spans));
+    let elapsed = started.elapsed();
+    // Publish the profiler data first, then end the run: the end marker tells the rules that
+    // everything is in.
+    let span_report = span_writer.finish()?;
+    let sampler_report = sampler.stop()?;
     hook.close();
     drop(hook); // the writer publishes everything and stops its thread
-    let elapsed = started.elapsed();
+    let rules = runner.join()?;
 
     for (epoch, (loss, acc)) in summary
         .eval_loss
@@ -241,11 +307,44 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             println!("  {act}: share of zeros at step {last}: {:.1}%", zf * 100.0);
         }
     }
-    if let Some(reason) = summary.stopped {
-        println!("  the job stopped early: {reason}");
-    }
     println!(
-        "\nlook closer:\n  cargo run -q -p smdebug-cli -- info {location}\n  cargo run -q -p smdebug-cli -- value {location} loss --all-steps --mode EVAL\n  tensorboard --logdir {location}/tensorboard"
+        "  profiler: {} system samples ({} records), {} spans in {} trace files",
+        sampler_report.samples, sampler_report.records, span_report.written, span_report.files
+    );
+
+    println!("\nrules (followed the run while it trained):");
+    for r in &rules.rules {
+        let when = match (r.first_fired_step, r.first_fired_time_us) {
+            (Some(step), _) if r.kind == "debugging" => format!(" first at step {step}"),
+            (_, Some(_)) | (Some(_), None) => format!(
+                " first during step {}",
+                r.first_fired_step.unwrap_or_default()
+            ),
+            _ => String::new(),
+        };
+        println!(
+            "  {:<26} {:<13}{when}{}",
+            r.rule,
+            format!("{:?}", r.status),
+            if r.message.is_empty() {
+                String::new()
+            } else {
+                format!("\n  {:<26} {}", "", truncate(&r.message, 150))
+            }
+        );
+    }
+    match &summary.stopped {
+        Some(reason) => println!(
+            "\nthe job STOPPED EARLY after {} of {} planned training steps: {reason}",
+            summary.steps,
+            planned_steps(&cfg, train_set.len())
+        ),
+        None => println!("\nthe job ran to the end: no rule asked it to stop"),
+    }
+    println!("profiling report: {}", report_path.display());
+    println!(
+        "\nlook closer:\n  open {} in a browser\n  cargo run -q -p smdebug-cli -- info {location}\n  cargo run -q -p smdebug-cli -- value {location} loss --all-steps --mode EVAL\n  tensorboard --logdir {location}/tensorboard",
+        report_path.display()
     );
     Ok(())
 }
@@ -258,4 +357,17 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// At most `n` characters of `text`, with an ellipsis when cut.
+fn truncate(text: &str, n: usize) -> String {
+    match text.char_indices().nth(n) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+/// Training steps the configuration plans (every epoch's batches).
+fn planned_steps(cfg: &TrainConfig, examples: usize) -> u64 {
+    (cfg.epochs * examples.div_ceil(cfg.batch_size)) as u64
 }
