@@ -35,7 +35,14 @@ fn sigkill_leaves_every_published_step_readable() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     let mut child = Command::new(env!("CARGO_BIN_EXE_demo"))
-        .args(["--out", run.to_str().unwrap(), "--epochs", "100000"])
+        .args([
+            "--out",
+            run.to_str().unwrap(),
+            "--epochs",
+            "100000",
+            "--side",
+            "8",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

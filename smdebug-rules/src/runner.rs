@@ -883,57 +883,56 @@ impl RuleRunner {
             .slots
             .iter()
             .position(|s| is_profiler_report(&s.status.rule));
-        if let Some(i) = slot
-            && self.slots[i].status.status == Status::InProgress
-        {
-            self.slots[i].status.message = "writing the report".into();
+        let local = match &target.html {
+            Some(path) => Some(path.clone()),
+            None if !self.location.contains("://") => Some(
+                std::path::Path::new(&self.location)
+                    .join(DEFAULT_REPORT_DIR)
+                    .join(REPORT_FILE),
+            ),
+            None => None,
+        };
+        let destination = match &local {
+            Some(path) => path.display().to_string(),
+            None => format!(
+                "{}/{DEFAULT_REPORT_DIR}/{REPORT_FILE}",
+                self.location.trim_end_matches('/')
+            ),
+        };
+        // The page shows this slot too: say where the report goes before drawing it.
+        if let Some(i) = slot {
+            let st = &mut self.slots[i].status;
+            st.message = format!("report: {destination}");
+            st.details = serde_json::json!({ "report": destination });
         }
         let input = ReportInput::load(&self.location, &target.load)
             .with_rules(crate::report::outcomes(&self.summary()));
-        let written = match &target.html {
+        let written = match &local {
             Some(path) => write_report(&input, path)
-                .map(|w| w.html.display().to_string())
+                .map(|_| ())
                 .map_err(|e| e.to_string()),
-            None if !self.location.contains("://") => {
-                let path = std::path::Path::new(&self.location)
-                    .join(DEFAULT_REPORT_DIR)
-                    .join(REPORT_FILE);
-                write_report(&input, &path)
-                    .map(|w| w.html.display().to_string())
-                    .map_err(|e| e.to_string())
-            }
             None => self.upload_report(&input),
         };
-        if let Some(i) = slot {
+        if let (Some(i), Err(e)) = (slot, written) {
             let st = &mut self.slots[i].status;
-            match written {
-                Ok(path) => {
-                    st.message = format!("report: {path}");
-                    st.details = serde_json::json!({ "report": path });
-                }
-                Err(e) => {
-                    st.status = Status::Error;
-                    st.message = format!("the report could not be written: {e}");
-                }
-            }
+            st.status = Status::Error;
+            st.message = format!("the report could not be written to {destination}: {e}");
         }
     }
 
     /// An object-store run gets its report inside the run, like a local one.
-    fn upload_report(&self, input: &ReportInput) -> std::result::Result<String, String> {
+    fn upload_report(&self, input: &ReportInput) -> std::result::Result<(), String> {
         let put = |name: &str, bytes: Vec<u8>| {
             let key = format!("{DEFAULT_REPORT_DIR}/{name}");
             self.storage
                 .put(&key, bytes.into())
-                .map(|()| key)
                 .map_err(|e| e.to_string())
         };
         for rule in &input.rules {
             let json = serde_json::to_vec_pretty(rule).map_err(|e| e.to_string())?;
             put(&rule_file_name(&rule.name), json)?;
         }
-        let key = put(REPORT_FILE, render_html(input).into_bytes())?;
-        Ok(format!("{}/{key}", self.location.trim_end_matches('/')))
+        put(REPORT_FILE, render_html(input).into_bytes())
     }
 
     fn publish(&mut self) -> Result<()> {

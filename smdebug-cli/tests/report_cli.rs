@@ -1,0 +1,246 @@
+//! `smdebug report` on real runs: a digits training run recorded with capture, the system
+//! sampler and framework spans; offline, following the run live, with Kineto traces, and on bad
+//! input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use smdebug_core::{Collection, Hook, SaveConfig};
+use smdebug_examples::digits::{self, Digits};
+use smdebug_examples::{Bug, TrainConfig, train_profiled};
+use smdebug_io::writer::{OverflowPolicy, Writer};
+use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
+use smdebug_profiler::system::{SamplerConfig, SystemSampler};
+
+fn smdebug(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_smdebug"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Trains the digits MLP into `run` with capture, sampler (100 ms) and spans on.
+fn record(run: &Path, bug: Option<Bug>, epochs: usize) {
+    std::fs::create_dir_all(run).unwrap();
+    let writer = Writer::builder(smdebug_io::open_storage(run.to_str().unwrap()).unwrap())
+        .overflow(OverflowPolicy::Block)
+        .build()
+        .unwrap();
+    let mut hook = Hook::builder()
+        .save_config(SaveConfig::every(1))
+        .collection(Collection::new("gradients").with_save_config(SaveConfig::every(5)))
+        .collection(Collection::new("weights").with_save_config(SaveConfig::every(5)))
+        .build(writer)
+        .unwrap();
+    let sampler = SystemSampler::start_local(
+        SamplerConfig::default()
+            .interval(Duration::from_millis(100))
+            .publish_interval(Duration::from_millis(500)),
+        run,
+    )
+    .unwrap();
+    let (spans, guard) = SpanRecorder::start_local(
+        SpanConfig::default().close_interval(Duration::from_millis(500)),
+        run,
+    )
+    .unwrap();
+    let data = Digits::load(&digits::default_path()).unwrap();
+    let (tr, ev) = data.split(0.2, 1);
+    let cfg = TrainConfig {
+        epochs,
+        bug,
+        input_side: Some(16),
+        ..TrainConfig::default()
+    };
+    // Long enough for a few system samples.
+    std::thread::sleep(Duration::from_millis(300));
+    train_profiled(&cfg, &tr, &ev, Some(&mut hook), Some(&spans));
+    std::thread::sleep(Duration::from_millis(300));
+    guard.finish().unwrap();
+    sampler.stop().unwrap();
+    hook.close();
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn section_ids(html: &str) -> Vec<String> {
+    html.match_indices("<section id=\"")
+        .map(|(at, m)| {
+            let rest = &html[at + m.len()..];
+            rest[..rest.find('"').unwrap()].to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn a_recorded_run_gets_a_report_with_every_section_and_one_json_per_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    record(&run, Some(Bug::ExplodingLoss), 2);
+    let out_dir = dir.path().join("out");
+    let html_path = out_dir.join("report.html");
+    let out = smdebug(&[
+        "report",
+        run.to_str().unwrap(),
+        "-o",
+        html_path.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("ExplodingTensor"), "{stdout}");
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    let ids = section_ids(&html);
+    let want: Vec<String> = smdebug_profiler::report::SECTIONS
+        .iter()
+        .map(|(id, _)| id.to_string())
+        .collect();
+    assert_eq!(ids, want);
+    // The rules' verdicts are in the page and in one JSON file each.
+    let exploding = read_json(&out_dir.join("ExplodingTensor.json"));
+    assert_eq!(exploding["status"], "IssuesFound");
+    assert_eq!(exploding["kind"], "debugging");
+    assert!(!exploding["recommendation"].as_str().unwrap().is_empty());
+    let overall = read_json(&out_dir.join("OverallSystemUsage.json"));
+    assert_eq!(overall["kind"], "profiler");
+    assert!(overall["datapoints"].as_u64().unwrap() > 0);
+    let report = read_json(&out_dir.join("ProfilerReport.json"));
+    assert_eq!(report["status"], "NoIssuesFound");
+    assert!(
+        report["message"]
+            .as_str()
+            .unwrap()
+            .contains("report.html")
+    );
+    for name in ["CPUBottleneck", "StepOutlier", "Dataloader", "VanishingGradient"] {
+        assert!(out_dir.join(format!("{name}.json")).exists(), "{name}");
+    }
+    // The loss curve is drawn, the page asks for nothing outside itself.
+    assert!(html.contains("loss"));
+    for needle in ["<link", "src=\"http", "https://", "<script src"] {
+        assert!(!html.contains(needle), "{needle}");
+    }
+    // The run's own rule summary was not touched.
+    assert!(!run.join("rules/rule_job_summary.json").exists());
+}
+
+#[test]
+fn follow_regenerates_the_report_while_the_run_is_written_and_ends_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    let html_path = dir.path().join("live/report.html");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_smdebug"))
+        .args([
+            "report",
+            run.to_str().unwrap(),
+            "-o",
+            html_path.to_str().unwrap(),
+            "--follow",
+            "--interval",
+            "1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A slow loop: the report must appear before the run ends.
+    let mut hook = Hook::builder()
+        .save_config(SaveConfig::every(1))
+        .build(Writer::open(run.to_str().unwrap()).unwrap())
+        .unwrap();
+    let mut seen_live = false;
+    let started = Instant::now();
+    for step in 0..200u64 {
+        hook.save_scalar("loss", 1.0 / (step as f64 + 1.0), &["losses"]);
+        hook.step();
+        std::thread::sleep(Duration::from_millis(25));
+        if html_path.exists() {
+            let html = std::fs::read_to_string(&html_path).unwrap();
+            if html.contains("still being written") {
+                seen_live = true;
+                break;
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(60));
+    }
+    assert!(seen_live, "no report while the run was written");
+    hook.close();
+    drop(hook);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "report --follow did not end with the run");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert!(!html.contains("still being written"), "the final report knows the run ended");
+}
+
+#[test]
+fn kineto_traces_alone_or_beside_a_run_fill_the_operator_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/data/pytorch-profiler-traces/trace_filter__sampled_rank-0.json.gz");
+    assert!(trace.exists(), "{}", trace.display());
+    let html_path = dir.path().join("traces.html");
+    let out = smdebug(&[
+        "report",
+        "--trace",
+        trace.to_str().unwrap(),
+        "-o",
+        html_path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    let top = &html[html.find("id=\"top-operators\"").unwrap()..];
+    let top = &top[..top.find("</section>").unwrap()];
+    assert!(top.contains("<svg") || top.contains("<table"), "operators drawn");
+    assert!(!top.contains("class=\"missing\""), "{top}");
+}
+
+#[test]
+fn a_missing_run_or_a_bad_rule_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("r.html");
+    let out = smdebug(&[
+        "report",
+        dir.path().join("nothing").to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nothing"), "{err}");
+    assert!(!html.exists());
+
+    let run = dir.path().join("run");
+    record(&run, None, 1);
+    let out = smdebug(&[
+        "report",
+        run.to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+        "--rule",
+        "ProfilerReport:CPUBottleneck_nope=3",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nope"), "{err}");
+}
