@@ -114,13 +114,13 @@ fn a_recorded_run_gets_a_report_with_every_section_and_one_json_per_rule() {
     assert!(overall["datapoints"].as_u64().unwrap() > 0);
     let report = read_json(&out_dir.join("ProfilerReport.json"));
     assert_eq!(report["status"], "NoIssuesFound");
-    assert!(
-        report["message"]
-            .as_str()
-            .unwrap()
-            .contains("report.html")
-    );
-    for name in ["CPUBottleneck", "StepOutlier", "Dataloader", "VanishingGradient"] {
+    assert!(report["message"].as_str().unwrap().contains("report.html"));
+    for name in [
+        "CPUBottleneck",
+        "StepOutlier",
+        "Dataloader",
+        "VanishingGradient",
+    ] {
         assert!(out_dir.join(format!("{name}.json")).exists(), "{name}");
     }
     // The loss curve is drawn, the page asks for nothing outside itself.
@@ -180,17 +180,19 @@ fn follow_regenerates_the_report_while_the_run_is_written_and_ends_with_it() {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        assert!(Instant::now() < deadline, "report --follow did not end with the run");
+        assert!(
+            Instant::now() < deadline,
+            "report --follow did not end with the run"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     let out = child.wait_with_output().unwrap();
-    assert!(
-        status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let html = std::fs::read_to_string(&html_path).unwrap();
-    assert!(!html.contains("still being written"), "the final report knows the run ended");
+    assert!(
+        !html.contains("still being written"),
+        "the final report knows the run ended"
+    );
 }
 
 #[test]
@@ -207,11 +209,18 @@ fn kineto_traces_alone_or_beside_a_run_fill_the_operator_section() {
         "-o",
         html_path.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let html = std::fs::read_to_string(&html_path).unwrap();
     let top = &html[html.find("id=\"top-operators\"").unwrap()..];
     let top = &top[..top.find("</section>").unwrap()];
-    assert!(top.contains("<svg") || top.contains("<table"), "operators drawn");
+    assert!(
+        top.contains("<svg") || top.contains("<table"),
+        "operators drawn"
+    );
     assert!(!top.contains("class=\"missing\""), "{top}");
 }
 
