@@ -2,7 +2,8 @@
 //! node with 8 cores and 2 GPUs (7,200 samples × 36 records), and 10,000 training steps with
 //! data-loading, forward, backward and optimizer spans (50,000 spans), written in this crate's
 //! own layout by its own writers. Measured: loading the run and rendering the page (the
-//! target is under 5 s), and rendering alone.
+//! target is under 5 s), rendering alone, and the whole of `smdebug report` (the eleven
+//! profiler rules over the hour, then the page and the rules' JSON files).
 //!
 //! `cargo bench -p smdebug-benches --bench report` (one quick pass: append `-- --test`; set
 //! `SMDEBUG_REPORT_BENCH_HTML=<path>` to keep the page).
@@ -16,6 +17,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use smdebug_core::Mode;
 use smdebug_profiler::report::{LoadOptions, ReportInput, render_html};
 use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
+use smdebug_rules::{RuleRunner, RuleSpec, Status};
 use smdebug_profiler::system::{LocalDirStore, NodeId, ProfilerStore, system_file_key};
 
 const START_S: u64 = 1_700_000_000;
@@ -280,6 +282,23 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("render only", |b| {
         b.iter(|| black_box(render_html(&input).len()))
+    });
+    // What `smdebug report RUN -o FILE` does on this run: every profiler rule over the whole
+    // hour (ProfilerReport), then the report with the rules' results and one JSON per rule.
+    let page = dir.path().join("out/profiler-report.html");
+    g.bench_function("profiler rules + report (smdebug report)", |b| {
+        b.iter(|| {
+            let summary = RuleRunner::builder(&location)
+                .spec(RuleSpec::new("ProfilerReport"))
+                .report(&page)
+                .write_summary(false)
+                .build()
+                .expect("runner")
+                .run_offline()
+                .expect("rules");
+            assert!(summary.rules.iter().all(|r| r.status != Status::Error));
+            black_box(summary.rules.len())
+        })
     });
     g.finish();
 }

@@ -281,9 +281,18 @@ impl RunnerBuilder {
 
     fn build_until(mut self, cancel: Option<&AtomicBool>) -> Result<RuleRunner> {
         let mut entries = std::mem::take(&mut self.rules);
+        let key = |name: &str| {
+            crate::rules::find_builtin(name).map_or(name.to_string(), |b| b.name.into())
+        };
+        let given = std::mem::take(&mut self.specs);
+        let explicit: std::collections::HashSet<String> = given
+            .iter()
+            .filter(|s| !is_profiler_report(&s.name))
+            .map(|s| key(&s.name))
+            .collect();
         let mut specs = Vec::new();
-        let mut report_slots = Vec::new();
-        for spec in std::mem::take(&mut self.specs) {
+        let mut report_slot = None;
+        for spec in given {
             if !is_profiler_report(&spec.name) {
                 specs.push(spec);
                 continue;
@@ -291,19 +300,19 @@ impl RunnerBuilder {
             for a in &spec.actions {
                 a.validate()?;
             }
-            report_slots.push(ProfilerReportRule {
+            // A profiler rule also given on its own runs once, as given on its own.
+            let expanded = expand_profiler_report(&spec)?;
+            specs.extend(
+                expanded
+                    .into_iter()
+                    .filter(|s| !explicit.contains(&key(&s.name))),
+            );
+            report_slot.get_or_insert(ProfilerReportRule {
                 parameters: spec.parameters.clone(),
             });
-            specs.extend(expand_profiler_report(&spec)?);
             self.report_target();
         }
-        // A rule named twice (explicitly and through ProfilerReport) runs once, as first given.
-        let mut seen = std::collections::HashSet::new();
-        specs.retain(|s| {
-            let key = crate::rules::find_builtin(&s.name).map_or(s.name.clone(), |b| b.name.into());
-            seen.insert(key)
-        });
-        for r in report_slots.into_iter().take(1) {
+        if let Some(r) = report_slot {
             entries.push((Box::new(r), Vec::new()));
         }
         for spec in &specs {
