@@ -17,8 +17,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use smdebug_core::Mode;
 use smdebug_profiler::report::{LoadOptions, ReportInput, render_html};
 use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
-use smdebug_rules::{RuleRunner, RuleSpec, Status};
 use smdebug_profiler::system::{LocalDirStore, NodeId, ProfilerStore, system_file_key};
+use smdebug_rules::{RuleRunner, RuleSpec, Status};
 
 const START_S: u64 = 1_700_000_000;
 const DURATION_S: u64 = 3_600;
