@@ -10,14 +10,14 @@
 //! ([`RunnerBuilder::report`](crate::runner::RunnerBuilder::report)).
 //!
 //! ```
-//! use smdebug_rules::RuleSpec;
+//! use smdebug_rules::{RuleSpec, build_rule};
 //! use smdebug_rules::report::expand_profiler_report;
 //!
 //! let spec = RuleSpec::parse("ProfilerReport:CPUBottleneck_threshold=30,StepOutlier_n_outliers=3").unwrap();
 //! let specs = expand_profiler_report(&spec).unwrap();
 //! assert_eq!(specs.len(), 11);
 //! let cpu = specs.iter().find(|s| s.name == "CPUBottleneck").unwrap();
-//! assert_eq!(cpu.parameters["threshold"], 30);
+//! assert_eq!(build_rule(cpu).unwrap().parameters()["threshold"], 30.0);
 //! assert!(expand_profiler_report(&RuleSpec::parse("ProfilerReport:Nope_x=1").unwrap()).is_err());
 //! ```
 
