@@ -28,20 +28,6 @@ pub fn parameter_collection(name: &str) -> &'static str {
     }
 }
 
-/// Whether any collection (or a collection not created yet, which takes the default schedule)
-/// is due at the hook's current mode step. Lets a whole model walk be skipped on the steps where
-/// nothing is saved; the core hook would answer "not due" for every tensor anyway.
-fn anything_due(hook: &Hook) -> bool {
-    let config = hook.config();
-    let (mode, step) = (hook.mode(), hook.mode_step());
-    config.save_config.should_save(mode, step)
-        || config.collections.iter().any(|c| {
-            c.save_config
-                .as_ref()
-                .is_some_and(|s| s.should_save(mode, step))
-        })
-}
-
 enum Entry {
     /// The whole tensor was registered in the transaction.
     Raw { name: String, due: DueTensor },
@@ -273,7 +259,7 @@ impl BurnHook {
     }
 
     fn visit<M: Module>(&mut self, module: &M, grads: Option<&GradientsParams>) -> Result<usize> {
-        if self.closed || !anything_due(&self.hook) {
+        if self.closed || !self.hook.anything_due() {
             return Ok(0);
         }
         let mut batch = Batch::default();

@@ -25,20 +25,6 @@ pub fn parameter_collection(name: &str) -> &'static str {
     }
 }
 
-/// Whether any collection (or a collection not created yet, which takes the default schedule)
-/// is due at the hook's current mode step. Lets a whole model walk be skipped on the steps where
-/// nothing is saved; the core hook would answer "not due" for every tensor anyway.
-fn anything_due(hook: &Hook) -> bool {
-    let config = hook.config();
-    let (mode, step) = (hook.mode(), hook.mode_step());
-    config.save_config.should_save(mode, step)
-        || config.collections.iter().any(|c| {
-            c.save_config
-                .as_ref()
-                .is_some_and(|s| s.should_save(mode, step))
-        })
-}
-
 /// The capture hook of a candle training loop.
 ///
 /// It owns a [`Hook`] and asks it what is due for each tensor ([`Hook::due_tensor`]): tensors
@@ -273,7 +259,7 @@ impl CandleHook {
         prefix: &str,
         collection_of: fn(&str) -> &'static str,
     ) -> Result<Vec<(String, &'static str, Var)>> {
-        if self.closed || !anything_due(&self.hook) {
+        if self.closed || !self.hook.anything_due() {
             return Ok(Vec::new());
         }
         let data = varmap.data().lock().map_err(|_| Error::PoisonedVarMap)?;

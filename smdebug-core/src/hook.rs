@@ -300,6 +300,18 @@ impl Hook {
         self.refresh_due();
     }
 
+    /// Whether anything at all may be saved at the current step: some collection (or a
+    /// collection not created yet, which takes the default schedule) is due. Adapters check it
+    /// before walking a model, so steps where nothing is due cost one call.
+    pub fn anything_due(&self) -> bool {
+        !self.closed
+            && (self.any_due
+                || self
+                    .config
+                    .save_config
+                    .should_save(self.mode, self.mode_step()))
+    }
+
     /// Whether a tensor of this name, in these collections, would be saved at the current step.
     /// Cheap: a boolean when nothing is due, one hash lookup otherwise. Adapters ask this before
     /// copying a tensor off the device.
@@ -708,6 +720,27 @@ mod tests {
             ends, 1,
             "the step with device-computed reductions is published once"
         );
+    }
+
+    #[test]
+    fn anything_due_follows_the_schedules_and_ends_with_close() {
+        let sink = MemorySink::default();
+        let mut h = hook(
+            &sink,
+            Hook::builder()
+                .save_config(SaveConfig::every(100))
+                .collection(Collection::new("gradients").with_save_config(SaveConfig::every(3))),
+        );
+        let due: Vec<bool> = (0..7)
+            .map(|_| {
+                let d = h.anything_due();
+                h.step();
+                d
+            })
+            .collect();
+        assert_eq!(due, [true, false, false, true, false, false, true]);
+        h.close();
+        assert!(!h.anything_due());
     }
 
     #[test]

@@ -146,7 +146,7 @@ impl TchHook {
     /// Saves every variable of `vs` that is due, under its hierarchical name (`fc1.weight`), in
     /// `weights` or `biases` (see [`parameter_collection`]). Returns how many were recorded.
     pub fn save_parameters(&mut self, vs: &VarStore) -> Result<usize> {
-        if self.closed {
+        if self.closed || !self.hook.anything_due() {
             return Ok(0);
         }
         let mut saved = 0;
@@ -170,7 +170,7 @@ impl TchHook {
     /// before the optimizer step, which zeroes them in `zero_grad`), as `gradient/<name>` in
     /// `gradients`. Returns how many were recorded.
     pub fn save_gradients(&mut self, vs: &VarStore) -> Result<usize> {
-        if self.closed {
+        if self.closed || !self.hook.anything_due() {
             return Ok(0);
         }
         let batch: Vec<(String, Tensor)> = sorted(vs)
