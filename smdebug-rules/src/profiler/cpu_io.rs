@@ -10,8 +10,7 @@ use smdebug_profiler::system::vocab;
 
 use crate::error::{Error, Result};
 use crate::params::lenient;
-use crate::rule::{Evidence, Rule, RuleInput, RuleResult};
-use crate::rules::to_json;
+use crate::rule::{Evidence, Rule, RuleResult};
 
 use super::stats::{Sketch, round4};
 use super::{NO_GPU, ProfilerWindow, Snapshot, SnapshotAssembler, check_percent, is_core, utc};
@@ -285,15 +284,7 @@ impl CPUBottleneck {
 }
 
 impl Rule for CPUBottleneck {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-    fn parameters(&self) -> Value {
-        to_json(&self.params)
-    }
-    fn input(&self) -> RuleInput {
-        RuleInput::Profiler
-    }
+    profiler_rule_identity!();
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         Ok(self.inner.invoke(window))
     }
@@ -333,15 +324,7 @@ impl IOBottleneck {
 }
 
 impl Rule for IOBottleneck {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-    fn parameters(&self) -> Value {
-        to_json(&self.params)
-    }
-    fn input(&self) -> RuleInput {
-        RuleInput::Profiler
-    }
+    profiler_rule_identity!();
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         Ok(self.inner.invoke(window))
     }
@@ -544,15 +527,7 @@ impl Dataloader {
 }
 
 impl Rule for Dataloader {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-    fn parameters(&self) -> Value {
-        to_json(&self.params)
-    }
-    fn input(&self) -> RuleInput {
-        RuleInput::Profiler
-    }
+    profiler_rule_identity!();
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         for s in window.samples {

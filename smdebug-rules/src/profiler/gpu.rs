@@ -7,8 +7,7 @@ use serde_json::{Value, json};
 
 use crate::error::Result;
 use crate::params::lenient;
-use crate::rule::{Evidence, Rule, RuleInput, RuleResult};
-use crate::rules::to_json;
+use crate::rule::{Evidence, Rule, RuleResult};
 
 use super::stats::{RollingWindow, Sketch, round4};
 use super::{NO_GPU, ProfilerWindow, SnapshotAssembler, check_percent, check_positive};
@@ -116,15 +115,7 @@ impl LowGPUUtilization {
 }
 
 impl Rule for LowGPUUtilization {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-    fn parameters(&self) -> Value {
-        to_json(&self.params)
-    }
-    fn input(&self) -> RuleInput {
-        RuleInput::Profiler
-    }
+    profiler_rule_identity!();
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;
@@ -314,15 +305,7 @@ impl BatchSize {
 }
 
 impl Rule for BatchSize {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-    fn parameters(&self) -> Value {
-        to_json(&self.params)
-    }
-    fn input(&self) -> RuleInput {
-        RuleInput::Profiler
-    }
+    profiler_rule_identity!();
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;
@@ -527,15 +510,7 @@ impl GPUMemoryIncrease {
 }
 
 impl Rule for GPUMemoryIncrease {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-    fn parameters(&self) -> Value {
-        to_json(&self.params)
-    }
-    fn input(&self) -> RuleInput {
-        RuleInput::Profiler
-    }
+    profiler_rule_identity!();
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;
@@ -731,15 +706,7 @@ impl LoadBalancing {
 }
 
 impl Rule for LoadBalancing {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-    fn parameters(&self) -> Value {
-        to_json(&self.params)
-    }
-    fn input(&self) -> RuleInput {
-        RuleInput::Profiler
-    }
+    profiler_rule_identity!();
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;

@@ -38,6 +38,22 @@
 //! assert!(results.iter().any(|r| r.fired && r.message.contains("gpu0")));
 //! ```
 
+/// The parts of `impl Rule` every built-in profiler rule shares: its name (`Self::NAME`), its
+/// parameters (`self.params` as JSON) and its input (profiler data).
+macro_rules! profiler_rule_identity {
+    () => {
+        fn name(&self) -> &str {
+            Self::NAME
+        }
+        fn parameters(&self) -> serde_json::Value {
+            crate::rules::to_json(&self.params)
+        }
+        fn input(&self) -> crate::rule::RuleInput {
+            crate::rule::RuleInput::Profiler
+        }
+    };
+}
+
 mod cpu_io;
 pub(crate) mod feed;
 mod gpu;

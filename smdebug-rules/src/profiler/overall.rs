@@ -10,8 +10,7 @@ use smdebug_profiler::spans::Phase;
 use smdebug_profiler::system::{SystemSample, vocab};
 
 use crate::error::Result;
-use crate::rule::{Rule, RuleInput, RuleResult};
-use crate::rules::to_json;
+use crate::rule::{Rule, RuleResult};
 
 use super::stats::{Sketch, round4};
 use super::{ProfilerWindow, is_core};
@@ -95,15 +94,7 @@ impl OverallSystemUsage {
 }
 
 impl Rule for OverallSystemUsage {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-    fn parameters(&self) -> Value {
-        to_json(&self.params)
-    }
-    fn input(&self) -> RuleInput {
-        RuleInput::Profiler
-    }
+    profiler_rule_identity!();
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         for s in window.samples {
@@ -239,15 +230,7 @@ impl OverallFrameworkMetrics {
 }
 
 impl Rule for OverallFrameworkMetrics {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-    fn parameters(&self) -> Value {
-        to_json(&self.params)
-    }
-    fn input(&self) -> RuleInput {
-        RuleInput::Profiler
-    }
+    profiler_rule_identity!();
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         for span in window.spans {

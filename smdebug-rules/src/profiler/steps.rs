@@ -10,8 +10,7 @@ use smdebug_profiler::spans::Phase;
 
 use crate::error::{Error, Result};
 use crate::params::lenient;
-use crate::rule::{Evidence, Rule, RuleInput, RuleResult};
-use crate::rules::to_json;
+use crate::rule::{Evidence, Rule, RuleResult};
 
 use super::stats::round4;
 use super::{ProfilerWindow, utc};
@@ -71,15 +70,7 @@ impl MaxInitializationTime {
 }
 
 impl Rule for MaxInitializationTime {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-    fn parameters(&self) -> Value {
-        to_json(&self.params)
-    }
-    fn input(&self) -> RuleInput {
-        RuleInput::Profiler
-    }
+    profiler_rule_identity!();
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let mut datapoints = 0;
@@ -302,15 +293,7 @@ impl StepOutlier {
 }
 
 impl Rule for StepOutlier {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-    fn parameters(&self) -> Value {
-        to_json(&self.params)
-    }
-    fn input(&self) -> RuleInput {
-        RuleInput::Profiler
-    }
+    profiler_rule_identity!();
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let k = self.params.stddev;
