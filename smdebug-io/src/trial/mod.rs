@@ -407,7 +407,7 @@ impl Trial {
                     step: loc.step,
                     mode: loc.mode,
                     mode_step: loc.mode_step,
-                    worker: loc.worker.clone(),
+                    worker: loc.worker.to_string(),
                     dtype: t.dtype().name().to_string(),
                     shape: t.shape().to_vec(),
                     values: t.to_f64_vec().into_iter().map(JsonNumber).collect(),

@@ -193,7 +193,7 @@ fn slice_record(file: bytes::Bytes, loc: &Location) -> Result<bytes::Bytes> {
     let end = loc.start + loc.length;
     if (file.len() as u64) < end {
         return Err(Error::IncompleteRecord {
-            path: loc.event_file.clone(),
+            path: loc.event_file.to_string(),
             offset: loc.start,
             needed: loc.length,
             available: (file.len() as u64).saturating_sub(loc.start),

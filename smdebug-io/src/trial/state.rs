@@ -29,15 +29,17 @@ pub(crate) struct Location {
     pub step: u64,
     pub mode: Mode,
     pub mode_step: u64,
-    pub worker: String,
-    pub event_file: String,
+    pub worker: std::sync::Arc<str>,
+    pub event_file: std::sync::Arc<str>,
     pub start: u64,
     pub length: u64,
 }
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct WorkerStep {
-    pub event_file: String,
+    /// Shared with every `Location` handed out for it: reading a value clones no string.
+    pub worker: std::sync::Arc<str>,
+    pub event_file: std::sync::Arc<str>,
     /// The end of the file's last record, as the index describes it.
     pub file_len: u64,
     pub tensors: HashMap<String, (u64, u64)>,
@@ -170,9 +172,10 @@ impl State {
             *last = (*last).max(idx.step);
             let file_len = idx.tensors.values().map(|(s, l)| s + l).max().unwrap_or(0);
             entry.workers.insert(
-                idx.worker,
+                idx.worker.clone(),
                 WorkerStep {
-                    event_file: idx.event_file,
+                    worker: idx.worker.into(),
+                    event_file: idx.event_file.into(),
                     file_len,
                     tensors: idx.tensors,
                 },
@@ -256,42 +259,35 @@ impl State {
 
     fn location_at(&self, name: &str, g: u64, worker: Option<&str>, run: &str) -> Result<Location> {
         let e = &self.steps[&g];
-        let (wname, ws) = match worker {
-            Some(w) => (
-                w,
-                e.workers.get(w).ok_or_else(|| Error::WorkerNotFound {
+        let not_available = || Error::StepNotAvailable {
+            tensor: name.to_string(),
+            step: g,
+            mode: e.mode,
+            location: run.to_string(),
+        };
+        // One lookup of the name per worker tried (the first worker that has it, when none is
+        // asked for).
+        let (ws, &(start, length)) = match worker {
+            Some(w) => {
+                let ws = e.workers.get(w).ok_or_else(|| Error::WorkerNotFound {
                     worker: w.to_string(),
                     step: g,
                     available: e.workers.keys().cloned().collect(),
-                })?,
-            ),
+                })?;
+                (ws, ws.tensors.get(name).ok_or_else(not_available)?)
+            }
             None => e
                 .workers
-                .iter()
-                .find(|(_, ws)| ws.tensors.contains_key(name))
-                .map(|(n, ws)| (n.as_str(), ws))
-                .ok_or_else(|| Error::StepNotAvailable {
-                    tensor: name.to_string(),
-                    step: g,
-                    mode: e.mode,
-                    location: run.to_string(),
-                })?,
+                .values()
+                .find_map(|ws| ws.tensors.get(name).map(|at| (ws, at)))
+                .ok_or_else(not_available)?,
         };
-        let (start, length) = *ws
-            .tensors
-            .get(name)
-            .ok_or_else(|| Error::StepNotAvailable {
-                tensor: name.to_string(),
-                step: g,
-                mode: e.mode,
-                location: run.to_string(),
-            })?;
         Ok(Location {
             file_len: ws.file_len,
             step: g,
             mode: e.mode,
             mode_step: e.mode_step,
-            worker: wname.to_string(),
+            worker: ws.worker.clone(),
             event_file: ws.event_file.clone(),
             start,
             length,
