@@ -9,9 +9,9 @@ use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 
 use clap::Args;
+use smdebug_rules::report::default_specs;
 use smdebug_rules::{
-    Error, RuleRunner, RuleSpec, Status, Summary, all_builtin_rules, builtin_profiler_rules,
-    builtin_rules,
+    RuleRunner, RuleSpec, Status, Summary, all_builtin_rules, builtin_profiler_rules,
 };
 
 #[derive(Args)]
@@ -59,17 +59,8 @@ fn specs(args: &RulesArgs) -> Result<Vec<RuleSpec>, Box<dyn std::error::Error>> 
         specs.extend(list);
     }
     if specs.is_empty() {
-        for b in builtin_rules() {
-            // Rules that need a value (TensorVariance's thresholds, SimilarAcrossRuns' other
-            // run) and StalledTraining on a finished run say nothing by default.
-            let needs_value = matches!(
-                b.build(&Default::default()),
-                Err(Error::BadParameter { .. })
-            );
-            if !needs_value && (args.follow || b.name != "StalledTraining") {
-                specs.push(RuleSpec::new(b.name));
-            }
-        }
+        // The parameter-free debugging rules; the profiler rules below, without the report.
+        specs = default_specs(args.follow, false);
         if let Some(run) = &args.run
             && has_profiler_data(run)
         {
