@@ -11,22 +11,12 @@ use crate::error::{Error, Result};
 use crate::host::with_view;
 use crate::reduce;
 
-/// Prefix of gradient tensor names (`gradient/fc1.weight`), as Python smdebug writes them.
-pub const GRADIENT_PREFIX: &str = "gradient/";
+pub use smdebug_core::collection::GRADIENT_PREFIX;
 
 /// Suffix of a module's output tensor (`relu1` records `relu1.output`).
 pub const OUTPUT_SUFFIX: &str = ".output";
 
-/// The collection a parameter belongs to by its path: `biases` when its last segment is `bias`
-/// (or ends in `_bias`), `weights` otherwise (weights, embeddings, norm scales).
-pub fn parameter_collection(name: &str) -> &'static str {
-    let last = name.rsplit('.').next().unwrap_or(name);
-    if last == "bias" || last.ends_with("_bias") {
-        "biases"
-    } else {
-        "weights"
-    }
-}
+pub use smdebug_core::collection::parameter_collection;
 
 enum Entry {
     /// The whole tensor was registered in the transaction.

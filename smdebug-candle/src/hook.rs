@@ -11,19 +11,9 @@ use crate::host::with_host_view;
 use crate::output::{OUTPUT_SUFFIX, OutputTap, Probe, Recorded};
 use crate::reduce;
 
-/// Prefix of gradient tensor names (`gradient/fc1.weight`), as Python smdebug writes them.
-pub const GRADIENT_PREFIX: &str = "gradient/";
+pub use smdebug_core::collection::GRADIENT_PREFIX;
 
-/// The collection a parameter belongs to by its name: `biases` when its last path segment is
-/// `bias` (or ends in `_bias`), `weights` otherwise (weights, embeddings, norm scales).
-pub fn parameter_collection(name: &str) -> &'static str {
-    let last = name.rsplit('.').next().unwrap_or(name);
-    if last == "bias" || last.ends_with("_bias") {
-        "biases"
-    } else {
-        "weights"
-    }
-}
+pub use smdebug_core::collection::parameter_collection;
 
 /// The capture hook of a candle training loop.
 ///

@@ -27,6 +27,24 @@ pub const SCALAR_COLLECTIONS: [&str; 2] = ["losses", "metrics"];
 /// Name prefix of gradient tensors, as smdebug's hooks write them (`gradient/fc1.weight`).
 pub const GRADIENT_PREFIX: &str = "gradient/";
 
+/// The collection a model parameter belongs to by its name, for framework adapters: `biases`
+/// when its last dotted segment is `bias` (or ends in `_bias`), `weights` otherwise (weights,
+/// embeddings, norm scales).
+///
+/// ```
+/// use smdebug_core::collection::parameter_collection;
+/// assert_eq!(parameter_collection("encoder.fc1.bias"), "biases");
+/// assert_eq!(parameter_collection("fc1.weight"), "weights");
+/// ```
+pub fn parameter_collection(name: &str) -> &'static str {
+    let last = name.rsplit('.').next().unwrap_or(name);
+    if last == "bias" || last.ends_with("_bias") {
+        "biases"
+    } else {
+        "weights"
+    }
+}
+
 /// A named group of tensors. A tensor belongs to a collection when it was saved into it by name,
 /// or when its name matches one of the collection's `include_regex` patterns (searched anywhere in
 /// the name, as Python's `re.search` does).
