@@ -4,7 +4,7 @@
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
-use burn::tensor::{Tensor, Transaction};
+use burn::tensor::{DType, Tensor, Transaction};
 use smdebug_core::{DueTensor, Hook, HookBuilder, Mode, Sink, StopSignal};
 
 use crate::error::{Error, Result};
@@ -18,42 +18,145 @@ pub const OUTPUT_SUFFIX: &str = ".output";
 
 pub use smdebug_core::collection::parameter_collection;
 
-enum Entry {
-    /// The whole tensor was registered in the transaction.
-    Raw { name: String, due: DueTensor },
-    /// A tensor of reductions (see [`reduce::on_device_tensor`]) was registered.
-    Reduced { name: String, due: DueTensor },
+/// How a due tensor comes back from the device.
+enum Plan {
+    /// The whole tensor.
+    Whole,
+    /// A tensor of reductions (see [`reduce::on_device_tensor`]).
+    Reduced,
     /// An empty tensor's reductions, known without the device.
-    Empty { name: String, due: DueTensor },
+    Empty,
 }
 
+struct Entry {
+    name: String,
+    due: DueTensor,
+    plan: Plan,
+    shape: Vec<usize>,
+    /// The flattened tensor, or its reductions; `None` for [`Plan::Empty`] and once registered.
+    tensor: Option<Tensor<1>>,
+}
+
+/// Where an entry's values land in the transaction's results: elements `offset..offset + len`
+/// of result `slot`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Place {
+    pub slot: usize,
+    pub offset: usize,
+    pub len: usize,
+}
+
+/// Largest flat tensor one packed read makes on the device, in bytes: bigger batches are split
+/// so the temporary copy stays bounded.
+const MAX_PACK_BYTES: usize = 256 << 20;
+
 /// The tensors due in one call, read back together.
-#[derive(Default)]
 struct Batch {
-    tx: Option<Transaction>,
     entries: Vec<Entry>,
+    /// See [`MAX_PACK_BYTES`].
+    max_pack_bytes: usize,
+}
+
+impl Default for Batch {
+    fn default() -> Batch {
+        Batch {
+            entries: Vec::new(),
+            max_pack_bytes: MAX_PACK_BYTES,
+        }
+    }
 }
 
 impl Batch {
-    /// Registers a due tensor: whole, or only its reductions when that is all its collections
-    /// ask for.
+    /// Adds a due tensor: whole, or only its reductions when that is all its collections ask
+    /// for.
     fn add<const D: usize>(&mut self, due: DueTensor, name: String, tensor: Tensor<D>) {
-        let tx = self.tx.take().unwrap_or_default();
-        if due.reductions_only() && reduce::on_device(&due.reductions) {
-            let n: usize = tensor.dims().iter().product();
+        let shape = tensor.dims().to_vec();
+        let n: usize = shape.iter().product();
+        let (plan, tensor) = if due.reductions_only() && reduce::on_device(&due.reductions) {
             if n == 0 {
-                self.tx = Some(tx);
-                self.entries.push(Entry::Empty { name, due });
-                return;
+                (Plan::Empty, None)
+            } else {
+                let flat = tensor.without_autodiff().reshape([n]);
+                let reduced = reduce::on_device_tensor(flat, &due.reductions);
+                (Plan::Reduced, Some(reduced))
             }
-            let flat: Tensor<1> = tensor.detach().reshape([n]);
-            self.tx = Some(tx.register(reduce::on_device_tensor(flat, &due.reductions)));
-            self.entries.push(Entry::Reduced { name, due });
         } else {
-            self.tx = Some(tx.register(tensor));
-            self.entries.push(Entry::Raw { name, due });
-        }
+            (Plan::Whole, Some(tensor.without_autodiff().reshape([n])))
+        };
+        self.entries.push(Entry {
+            name,
+            due,
+            plan,
+            shape,
+            tensor,
+        });
     }
+
+    /// Builds one transaction for the batch and says where each entry's values come back.
+    ///
+    /// Whole tensors of one float dtype are concatenated on the device into one flat tensor and
+    /// read as one: one transfer per dtype instead of one per tensor, and on burn's ndarray
+    /// backend a block copy instead of its element-by-element copy of arrays the model still
+    /// holds. Other dtypes and reductions are registered alone.
+    fn plan(&mut self) -> (Transaction, Vec<Place>, usize) {
+        // Each read is the entries it carries; packed reads are open per dtype until full.
+        let mut reads: Vec<(bool, Vec<usize>)> = Vec::new();
+        let mut open: Vec<(DType, usize, usize)> = Vec::new();
+        for (i, entry) in self.entries.iter().enumerate() {
+            let Some(t) = &entry.tensor else { continue };
+            let dtype = t.dtype();
+            let bytes = t.dims()[0] * dtype.size();
+            if !matches!(entry.plan, Plan::Whole) || !packable(dtype) {
+                reads.push((false, vec![i]));
+                continue;
+            }
+            match open.iter_mut().find(|o| o.0 == dtype) {
+                Some(o) if o.2 + bytes <= self.max_pack_bytes => {
+                    reads[o.1].1.push(i);
+                    o.2 += bytes;
+                }
+                Some(o) => {
+                    reads.push((true, vec![i]));
+                    (o.1, o.2) = (reads.len() - 1, bytes);
+                }
+                None => {
+                    reads.push((true, vec![i]));
+                    open.push((dtype, reads.len() - 1, bytes));
+                }
+            }
+        }
+        let mut places = vec![Place::default(); self.entries.len()];
+        let mut tx = Transaction::default();
+        let count = reads.len();
+        for (slot, (packed, members)) in reads.into_iter().enumerate() {
+            let mut parts = Vec::with_capacity(members.len());
+            let mut offset = 0;
+            for i in members {
+                if let Some(t) = self.entries[i].tensor.take() {
+                    let len = t.dims()[0];
+                    places[i] = Place { slot, offset, len };
+                    offset += len;
+                    parts.push(t);
+                }
+            }
+            let read = match (packed, parts.pop()) {
+                (true, Some(last)) => {
+                    parts.push(last);
+                    Tensor::cat(parts, 0)
+                }
+                (false, Some(alone)) => alone,
+                (_, None) => continue,
+            };
+            tx = tx.register(read);
+        }
+        (tx, places, count)
+    }
+}
+
+/// Dtypes whose tensors are packed into one read: the plain float types, whose bytes are their
+/// values.
+fn packable(dtype: DType) -> bool {
+    matches!(dtype, DType::F64 | DType::F32 | DType::F16 | DType::BF16)
 }
 
 /// The capture hook of a burn training loop.
@@ -265,47 +368,35 @@ impl BurnHook {
 
     /// Reads a batch back in one transaction and records it. Returns how many tensors (or sets
     /// of reductions) were recorded.
-    fn read(&mut self, batch: Batch) -> Result<usize> {
-        let Batch { tx, entries } = batch;
-        if entries.is_empty() {
+    fn read(&mut self, mut batch: Batch) -> Result<usize> {
+        if batch.entries.is_empty() {
             return Ok(0);
         }
-        let registered = entries
-            .iter()
-            .filter(|e| !matches!(e, Entry::Empty { .. }))
-            .count();
-        let mut data = match tx {
-            Some(tx) if registered > 0 => tx.try_execute().map_err(|e| Error::Read {
-                first: entry_name(&entries[0]).to_string(),
-                count: registered,
+        let (tx, places, count) = batch.plan();
+        let data = if count > 0 {
+            tx.try_execute().map_err(|e| Error::Read {
+                first: batch.entries[0].name.clone(),
+                count,
                 message: format!("{e:?}"),
-            })?,
-            _ => Vec::new(),
-        }
-        .into_iter();
+            })?
+        } else {
+            Vec::new()
+        };
         let mut saved = 0;
         let mut first_error = None;
-        for entry in entries {
-            let outcome = match entry {
-                Entry::Raw { name, due } => match data.next() {
-                    Some(d) => with_view(&name, d, |view| self.hook.save_due(&name, &due, view)),
-                    None => Ok(false),
-                },
-                Entry::Reduced { name, due } => match data.next() {
-                    Some(d) => match d.convert::<f64>().try_to_vec::<f64>() {
-                        Ok(values) => {
-                            let values = reduce::finish(values, &due.reductions);
-                            Ok(self.hook.save_reduction_values(&name, &due, &values))
-                        }
-                        Err(e) => Err(Error::Read {
-                            first: name,
-                            count: 1,
-                            message: format!("{e:?}"),
-                        }),
-                    },
-                    None => Ok(false),
-                },
-                Entry::Empty { name, due } => {
+        for (entry, place) in batch.entries.into_iter().zip(places) {
+            let Entry {
+                name, due, shape, ..
+            } = entry;
+            let outcome = match (entry.plan, data.get(place.slot)) {
+                (Plan::Whole, Some(d)) => with_view(&name, d, place, &shape, |v| {
+                    self.hook.save_due(&name, &due, v)
+                }),
+                (Plan::Reduced, Some(d)) => {
+                    let values = reduce::finish(d.iter::<f64>().collect(), &due.reductions);
+                    Ok(self.hook.save_reduction_values(&name, &due, &values))
+                }
+                (Plan::Empty, _) => {
                     let values: Vec<f64> = due
                         .reductions
                         .iter()
@@ -313,6 +404,7 @@ impl BurnHook {
                         .collect();
                     Ok(self.hook.save_reduction_values(&name, &due, &values))
                 }
+                (_, None) => Ok(false),
             };
             match outcome {
                 Ok(s) => saved += usize::from(s),
@@ -322,12 +414,6 @@ impl BurnHook {
             }
         }
         first_error.map_or(Ok(saved), Err)
-    }
-}
-
-fn entry_name(entry: &Entry) -> &str {
-    match entry {
-        Entry::Raw { name, .. } | Entry::Reduced { name, .. } | Entry::Empty { name, .. } => name,
     }
 }
 
@@ -475,6 +561,86 @@ mod tests {
                 (0, Mode::Train, 0, 2.0),
                 (1, Mode::Train, 1, 2.0),
                 (2, Mode::Eval, 0, 2.0)
+            ]
+        );
+    }
+
+    #[test]
+    fn whole_tensors_are_packed_per_dtype_and_split_at_the_size_limit() {
+        let device = ndarray_device();
+        let f32s: Vec<Tensor<2>> = (0..3)
+            .map(|i| Tensor::from_floats([[i as f32, 0.5], [1.5, -2.0]], &device))
+            .collect();
+        let f64s: Tensor<1> = Tensor::<1>::from_floats([7.0, 8.0, 9.0], &device).cast(DType::F64);
+        let sink = MemorySink::default();
+        let mut hook = Hook::builder()
+            .save_config(SaveConfig::every(1))
+            .build(sink.clone())
+            .unwrap();
+        let due = |hook: &mut Hook, n: &str| hook.due_tensor(n, &["weights"]).unwrap();
+        // 16 bytes per f32 tensor and a 40-byte limit: two f32 tensors fit in one read.
+        let mut batch = Batch {
+            entries: Vec::new(),
+            max_pack_bytes: 40,
+        };
+        batch.add(due(&mut hook, "a"), "a".into(), f32s[0].clone());
+        batch.add(due(&mut hook, "d"), "d".into(), f64s.clone());
+        batch.add(due(&mut hook, "b"), "b".into(), f32s[1].clone());
+        batch.add(due(&mut hook, "c"), "c".into(), f32s[2].clone());
+        let (tx, places, count) = batch.plan();
+        let at = |slot, offset, len| Place { slot, offset, len };
+        assert_eq!(
+            places,
+            vec![at(0, 0, 4), at(1, 0, 3), at(0, 4, 4), at(2, 0, 4)]
+        );
+        assert_eq!(count, 3);
+        let data = tx.try_execute().unwrap();
+        assert_eq!(data.len(), 3);
+        assert_eq!(data[1].dtype(), DType::F64);
+
+        // Read back through the hook: each tensor keeps its own shape, dtype and values.
+        let mut burn_hook = BurnHook::new(
+            Hook::builder().save_config(SaveConfig::every(1)),
+            sink.clone(),
+        )
+        .unwrap();
+        for (name, t) in [("a", &f32s[0]), ("b", &f32s[1]), ("c", &f32s[2])] {
+            assert!(burn_hook.save_tensor(name, t, "weights").unwrap());
+        }
+        assert!(burn_hook.save_tensor("d", &f64s, "weights").unwrap());
+        burn_hook.close();
+        let got: Vec<(String, Vec<usize>, smdebug_core::DType, Vec<f64>)> = sink
+            .tensors()
+            .into_iter()
+            .map(|t| {
+                (
+                    t.name,
+                    t.tensor.shape().to_vec(),
+                    t.tensor.dtype(),
+                    t.tensor.to_f64_vec(),
+                )
+            })
+            .collect();
+        let f32_case = |name: &str, i: f64| {
+            (
+                name.to_string(),
+                vec![2, 2],
+                smdebug_core::DType::F32,
+                vec![i, 0.5, 1.5, -2.0],
+            )
+        };
+        assert_eq!(
+            got,
+            vec![
+                f32_case("a", 0.0),
+                f32_case("b", 1.0),
+                f32_case("c", 2.0),
+                (
+                    "d".to_string(),
+                    vec![3],
+                    smdebug_core::DType::F64,
+                    vec![7.0, 8.0, 9.0]
+                ),
             ]
         );
     }

@@ -4,6 +4,7 @@ use burn::tensor::{BoolStore, DType as BDType, TensorData};
 use smdebug_core::{DType, TensorView};
 
 use crate::error::{Error, Result};
+use crate::hook::Place;
 
 /// The smdebug dtype a burn dtype is recorded as (`None` for quantized data, which is
 /// dequantized to `f32` first).
@@ -27,22 +28,39 @@ pub fn recorded_dtype(dtype: BDType) -> Option<DType> {
     })
 }
 
-/// Calls `f` with a view of `data` (named `name` in errors), borrowing its bytes when the dtype
-/// maps directly.
+/// Calls `f` with a view of the `place` part of `data` (one entry of a read, named `name` in
+/// errors) as a tensor of `shape`, borrowing its bytes when the dtype maps directly.
 pub(crate) fn with_view<R>(
     name: &str,
-    data: TensorData,
+    data: &TensorData,
+    place: Place,
+    shape: &[usize],
     f: impl FnOnce(&TensorView<'_>) -> R,
 ) -> Result<R> {
+    let converted;
     let data = match recorded_dtype(data.dtype()) {
         Some(_) => data,
-        None => data.convert::<f32>(),
+        None => {
+            converted = data.clone().convert::<f32>();
+            &converted
+        }
     };
     let dtype = recorded_dtype(data.dtype()).ok_or_else(|| Error::UnsupportedDType {
         tensor: name.to_string(),
         dtype: format!("{:?}", data.dtype()),
     })?;
-    let shape: Vec<usize> = data.shape().iter().copied().collect();
-    let view = TensorView::from_bytes(dtype, &shape, data.as_bytes())?;
+    let size = dtype.size();
+    let bytes = data
+        .as_bytes()
+        .get(place.offset * size..(place.offset + place.len) * size)
+        .ok_or_else(|| Error::Read {
+            first: name.to_string(),
+            count: 1,
+            message: format!(
+                "the device returned {} bytes, fewer than this tensor's place needs",
+                data.as_bytes().len()
+            ),
+        })?;
+    let view = TensorView::from_bytes(dtype, shape, bytes)?;
     Ok(f(&view))
 }

@@ -27,6 +27,11 @@ struct State {
     bytes: usize,
     /// The writer thread has exited: nothing will drain the queue any more.
     consumer_gone: bool,
+    /// The writer thread waits on `not_empty`; senders wake it only then (a wake is a system
+    /// call, paid per record otherwise).
+    consumer_waiting: bool,
+    /// Senders waiting on `not_full` (`OverflowPolicy::Block`).
+    producers_waiting: usize,
 }
 
 pub(crate) struct Queue {
@@ -46,6 +51,8 @@ impl Queue {
                 tensors: 0,
                 bytes: 0,
                 consumer_gone: false,
+                consumer_waiting: false,
+                producers_waiting: 0,
             }),
             not_empty: Condvar::new(),
             not_full: Condvar::new(),
@@ -82,15 +89,25 @@ impl Queue {
                     return;
                 }
                 OverflowPolicy::Block => {
+                    st.producers_waiting += 1;
                     st = self.not_full.wait(st).unwrap_or_else(|p| p.into_inner());
+                    st.producers_waiting -= 1;
                 }
             }
         }
         st.tensors += 1;
         st.bytes += size;
         st.items.push_back((Msg::Record(record), size));
+        self.wake_consumer(st);
+    }
+
+    /// Unlocks, then wakes the writer thread if it is waiting.
+    fn wake_consumer(&self, st: MutexGuard<'_, State>) {
+        let waiting = st.consumer_waiting;
         drop(st);
-        self.not_empty.notify_one();
+        if waiting {
+            self.not_empty.notify_one();
+        }
     }
 
     /// Enqueues a control message (never dropped while the writer thread runs). Returns false
@@ -101,8 +118,7 @@ impl Queue {
             return false;
         }
         st.items.push_back((msg, 0));
-        drop(st);
-        self.not_empty.notify_one();
+        self.wake_consumer(st);
         true
     }
 
@@ -114,12 +130,17 @@ impl Queue {
                 if matches!(&msg, Msg::Record(Record::Tensor(_))) {
                     st.tensors -= 1;
                     st.bytes -= size;
+                    let waiting = st.producers_waiting > 0;
                     drop(st);
-                    self.not_full.notify_all();
+                    if waiting {
+                        self.not_full.notify_all();
+                    }
                 }
                 return msg;
             }
+            st.consumer_waiting = true;
             st = self.not_empty.wait(st).unwrap_or_else(|p| p.into_inner());
+            st.consumer_waiting = false;
         }
     }
 
