@@ -1,7 +1,7 @@
 //! Local disk: atomic writes through a temporary file and a rename in the same folder.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -70,13 +70,12 @@ impl LocalStorage {
     }
 
     fn write_temp(&self, temp: &Path, parts: &[Bytes]) -> io::Result<()> {
-        let file = File::create(temp)?;
-        // Small parts (record headers and footers) are gathered; large ones pass straight through.
-        let mut w = BufWriter::with_capacity(1 << 20, file);
+        // The writer gathers small records into one part already, so the parts go out as they
+        // are: no staging buffer to allocate and copy through.
+        let mut file = File::create(temp)?;
         for p in parts {
-            w.write_all(p)?;
+            file.write_all(p)?;
         }
-        w.into_inner().map_err(|e| e.into_error())?;
         Ok(())
     }
 

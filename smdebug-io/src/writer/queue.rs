@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use smdebug_core::Record;
+use smdebug_core::{Record, TensorRecord};
 
 use super::{OverflowPolicy, Shared};
 
@@ -32,6 +32,10 @@ struct State {
     consumer_waiting: bool,
     /// Senders waiting on `not_full` (`OverflowPolicy::Block`).
     producers_waiting: usize,
+    /// Records the writer thread is done with, freed by the next control message's sender. The
+    /// training thread allocated them; freeing them there keeps the two threads off each other's
+    /// allocator locks (glibc's arenas: a cross-thread free takes the owner's arena lock).
+    spent: Vec<TensorRecord>,
 }
 
 pub(crate) struct Queue {
@@ -53,6 +57,7 @@ impl Queue {
                 consumer_gone: false,
                 consumer_waiting: false,
                 producers_waiting: 0,
+                spent: Vec::new(),
             }),
             not_empty: Condvar::new(),
             not_full: Condvar::new(),
@@ -118,13 +123,17 @@ impl Queue {
             return false;
         }
         st.items.push_back((msg, 0));
+        let spent: Vec<TensorRecord> = st.spent.drain(..).collect();
         self.wake_consumer(st);
+        drop(spent);
         true
     }
 
-    /// Takes the next message, waiting for one.
-    pub fn pop(&self) -> Msg {
+    /// Takes the next message, waiting for one, and hands over the records in `spent` (see
+    /// `State::spent`).
+    pub fn pop(&self, spent: &mut Vec<TensorRecord>) -> Msg {
         let mut st = self.lock();
+        st.spent.append(spent);
         loop {
             if let Some((msg, size)) = st.items.pop_front() {
                 if matches!(&msg, Msg::Record(Record::Tensor(_))) {

@@ -41,13 +41,15 @@ struct StepBuffer {
 }
 
 impl StepBuffer {
-    fn new(step: u64, mode: Mode, mode_step: u64) -> StepBuffer {
+    /// A buffer whose small-record part starts with `capacity` bytes (the last step's size, so
+    /// that steps of one size do not grow it again and again).
+    fn new(step: u64, mode: Mode, mode_step: u64, capacity: usize) -> StepBuffer {
         StepBuffer {
             step,
             mode,
             mode_step,
             parts: Vec::new(),
-            small: Vec::new(),
+            small: Vec::with_capacity(capacity),
             len: 0,
             index: Vec::new(),
         }
@@ -58,11 +60,7 @@ impl StepBuffer {
         self.len += bytes.len() as u64;
     }
 
-    fn push_owned(&mut self, bytes: Vec<u8>) {
-        if bytes.len() < ZERO_COPY_MIN {
-            self.push_small(&bytes);
-            return;
-        }
+    fn push_large(&mut self, bytes: Vec<u8>) {
         if !self.small.is_empty() {
             self.parts
                 .push(Bytes::from(std::mem::take(&mut self.small)));
@@ -114,6 +112,8 @@ pub(crate) struct WriterThread {
     tb_file_bytes: u64,
     shared: Arc<Shared>,
     step: Option<StepBuffer>,
+    /// Bytes of the last published step, capped (see [`StepBuffer::new`]).
+    step_size_hint: usize,
     tb: BTreeMap<Mode, TbFile>,
 }
 
@@ -147,6 +147,7 @@ impl WriterThread {
             tb_file_bytes,
             shared,
             step: None,
+            step_size_hint: 0,
             tb: BTreeMap::new(),
         }
     }
@@ -156,11 +157,12 @@ impl WriterThread {
             queue: queue.clone(),
             done,
         };
+        let mut spent = Vec::new();
         loop {
-            let msg = queue.pop();
+            let msg = queue.pop(&mut spent);
             let stop = matches!(msg, Msg::Shutdown);
             // A bug here must not take the training process down, nor stop the draining.
-            let outcome = catch_unwind(AssertUnwindSafe(|| self.handle(msg)));
+            let outcome = catch_unwind(AssertUnwindSafe(|| self.handle(msg, &mut spent)));
             if outcome.is_err() {
                 self.discard_step();
                 self.shared
@@ -183,7 +185,9 @@ impl WriterThread {
         }
     }
 
-    fn handle(&mut self, msg: Msg) {
+    /// Handles one message. Tensor records whose bytes were copied are put in `spent`, to be
+    /// freed by the training thread that allocated them (see [`Queue::pop`]).
+    fn handle(&mut self, msg: Msg, spent: &mut Vec<TensorRecord>) {
         match msg {
             Msg::Flush(ack) => {
                 let _ = ack.try_send(());
@@ -195,7 +199,7 @@ impl WriterThread {
                     self.shared.discarded.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            Msg::Record(Record::Tensor(t)) => self.tensor(t),
+            Msg::Record(Record::Tensor(t)) => spent.extend(self.tensor(t)),
             Msg::Record(Record::EndStep { step }) => {
                 if self.step.as_ref().is_some_and(|b| b.step <= step) {
                     self.publish_step();
@@ -211,21 +215,24 @@ impl WriterThread {
         }
     }
 
-    fn tensor(&mut self, t: TensorRecord) {
+    /// Buffers a tensor record. Returns it when it is done with it (its bytes were copied), and
+    /// keeps it when its bytes go to storage without a copy.
+    fn tensor(&mut self, t: TensorRecord) -> Option<TensorRecord> {
         let wall_time = now();
         if self.tensorboard && (t.tb_scalar || t.tb_histogram) {
             self.tensorboard_record(&t, wall_time);
         }
         if !t.to_events {
-            return;
+            return Some(t);
         }
         if self.step.as_ref().is_some_and(|b| b.step != t.key.step) {
             // The previous step was never ended: publish it before starting this one.
             self.publish_step();
         }
+        let hint = self.step_size_hint;
         let buf = self
             .step
-            .get_or_insert_with(|| StepBuffer::new(t.key.step, t.key.mode, t.key.mode_step));
+            .get_or_insert_with(|| StepBuffer::new(t.key.step, t.key.mode, t.key.mode_step, hint));
         let stamp = EventStamp {
             wall_time,
             step: t.key.step,
@@ -246,13 +253,21 @@ impl WriterThread {
         };
         buf.push_small(&header);
         buf.push_small(&prefix);
-        buf.push_owned(t.tensor.into_bytes());
+        let large = t.tensor.bytes().len() >= ZERO_COPY_MIN;
+        let (name, back) = if large {
+            buf.push_large(t.tensor.into_bytes());
+            (t.name, None)
+        } else {
+            buf.push_small(t.tensor.bytes());
+            (t.name.clone(), Some(t))
+        };
         buf.push_small(&footer);
         buf.index.push(TensorLocation {
-            tensorname: t.name,
+            tensorname: name,
             start_idx: start,
             length: buf.len - start,
         });
+        back
     }
 
     /// Forgets the buffered step, counting its tensors as discarded.
@@ -279,6 +294,7 @@ impl WriterThread {
         let (step, mode, mode_step) = (buf.step, buf.mode, buf.mode_step);
         let records = buf.index.len() as u64;
         let (parts, index, len) = buf.into_parts();
+        self.step_size_hint = (len as usize).min(ZERO_COPY_MIN * 16);
         let event_file = layout::event_file(step, &self.worker);
         if let Err(e) = self.storage.put_parts(&event_file, parts) {
             self.shared.disable(e.to_string());
