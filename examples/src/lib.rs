@@ -4,6 +4,7 @@
 pub mod allreduce;
 pub mod digits;
 pub mod mlp;
+pub mod overhead;
 
 use ndarray::Array1;
 use smdebug_core::{Hook, Mode, TensorView};

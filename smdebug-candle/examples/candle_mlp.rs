@@ -2,7 +2,7 @@
 //!
 //! ```sh
 //! cargo run --release -p smdebug-candle --example candle_mlp            # train, write the run
-//! cargo run --release -p smdebug-candle --example candle_mlp -- --overhead
+//! cargo run --release -p smdebug-candle --example candle_mlp -- --overhead [--rounds N] [--steps N]
 //! ```
 //!
 //! Add `--python-compatible` to write the payload checksum Python smdebug 1.0.34 reads.
@@ -10,7 +10,8 @@
 //! The run goes to `target/smdebug-candle/run` (or the directory given as `--out DIR`): weights,
 //! biases, gradients, relu1's output, the loss and accuracy every 50th train step, loss and
 //! accuracy at every eval step. `--overhead` times the same training loop without a hook, with
-//! weights, gradients and loss recorded every step, and every 100th step, in one process.
+//! weights, gradients and loss recorded every step and every 100th step (run files in
+//! `$TMPDIR`), and every step into a sink that drops records, variants alternating per round.
 
 #[path = "../tests/common/model.rs"]
 mod model;
@@ -21,16 +22,24 @@ use candle_core::{DType, Device};
 use candle_nn::{Optimizer, SGD};
 use model::{DigitsTensors, Mlp, accuracy, loss, varmap};
 use smdebug_candle::CandleHook;
-use smdebug_core::{Collection, Hook, MemorySink, Mode, SaveConfig, SaveConfigMode};
+use smdebug_core::{Collection, Hook, MemorySink, Mode, Record, SaveConfig, SaveConfigMode, Sink};
 use smdebug_io::format::record::PayloadChecksum;
-use smdebug_io::writer::Writer;
+use smdebug_io::writer::{OverflowPolicy, Writer};
 
 type BoxError = Box<dyn std::error::Error>;
 
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--overhead") {
-        return overhead();
+        let rounds = match args.iter().position(|a| a == "--rounds") {
+            Some(i) => args.get(i + 1).ok_or("--rounds needs a number")?.parse()?,
+            None => 7,
+        };
+        let steps = match args.iter().position(|a| a == "--steps") {
+            Some(i) => args.get(i + 1).ok_or("--steps needs a number")?.parse()?,
+            None => 2000,
+        };
+        return overhead(rounds, steps);
     }
     let out = match args.iter().position(|a| a == "--out") {
         Some(i) => args.get(i + 1).cloned().ok_or("--out needs a directory")?,
@@ -149,65 +158,60 @@ fn timed_loop(
     Ok(start.elapsed().as_secs_f64() / steps as f64)
 }
 
-fn overhead() -> Result<(), BoxError> {
+fn overhead(rounds: usize, steps: usize) -> Result<(), BoxError> {
     let data = DigitsTensors::load(DType::F32, &Device::Cpu)?;
-    let steps = 2000;
     let dir = std::env::temp_dir().join(format!("smdebug-candle-overhead-{}", std::process::id()));
-    let mut results = Vec::new();
-    // Warm up once, then alternate the three variants so that drift hits them alike.
+    // Weights, gradients and the loss; relu1's output is left out.
+    let builder = |interval: u64| {
+        Hook::builder()
+            .save_config(SaveConfig::every(interval))
+            .collection(
+                Collection::new("outputs")
+                    .with_save_config(SaveConfig::new(SaveConfigMode::never())),
+            )
+    };
+    let to_disk = |interval: u64, name: String| -> Result<CandleHook, BoxError> {
+        // Back-pressure instead of dropping: every tensor is written and paid for.
+        let writer = Writer::builder(smdebug_io::open_storage(
+            dir.join(name).to_str().ok_or("path")?,
+        )?)
+        .overflow(OverflowPolicy::Block)
+        .build()?;
+        Ok(CandleHook::new(builder(interval), writer)?)
+    };
+    // Warm up once, then alternate the variants so that drift hits them alike.
     timed_loop(&data, None, 200)?;
-    for round in 0..3 {
+    let mut rows = Vec::new();
+    for round in 0..rounds {
         let base = timed_loop(&data, None, steps)?;
-        let mut every = Vec::new();
-        for interval in [1u64, 100] {
-            let run = dir.join(format!("every{interval}-{round}"));
-            let mut hook = CandleHook::new(
-                // Weights, gradients and the loss; relu1's output is left out.
-                Hook::builder()
-                    .save_config(SaveConfig::every(interval))
-                    .collection(
-                        Collection::new("outputs")
-                            .with_save_config(SaveConfig::new(SaveConfigMode::never())),
-                    ),
-                // Back-pressure instead of dropping: every tensor is written and paid for.
-                Writer::builder(smdebug_io::storage::open_storage(
-                    run.to_str().ok_or("path")?,
-                )?)
-                .overflow(smdebug_io::writer::OverflowPolicy::Block)
-                .build()?,
-            )?;
-            let t = timed_loop(&data, Some(&mut hook), steps)?;
-            drop(hook);
-            every.push(t);
-        }
-        // The adapter and hook alone: every step, into memory instead of the writer.
-        let mut in_memory = CandleHook::new(
-            Hook::builder()
-                .save_config(SaveConfig::every(1))
-                .collection(
-                    Collection::new("outputs")
-                        .with_save_config(SaveConfig::new(SaveConfigMode::never())),
-                ),
-            MemorySink::default(),
+        let every = timed_loop(
+            &data,
+            Some(&mut to_disk(1, format!("every1-{round}"))?),
+            steps,
         )?;
-        let memory = timed_loop(&data, Some(&mut in_memory), steps)?;
-        results.push((base, every[0], every[1], memory));
+        let hundredth = timed_loop(
+            &data,
+            Some(&mut to_disk(100, format!("every100-{round}"))?),
+            steps,
+        )?;
+        let mut discard = CandleHook::new(builder(1), Discard)?;
+        let adapter = timed_loop(&data, Some(&mut discard), steps)?;
+        rows.push([base, every, hundredth, adapter]);
     }
     let _ = std::fs::remove_dir_all(&dir);
-    println!("per step, {steps} steps of batch 32, 64-32-10 MLP, f32, CPU:");
-    println!("round   no hook     every step          every 100th step    every step, MemorySink");
-    for (i, (base, e1, e100, mem)) in results.iter().enumerate() {
-        let pct = |t: f64| (t / base - 1.0) * 100.0;
-        println!(
-            "{i}    {:8.1} µs  {:8.1} µs ({:+5.1}%)  {:8.1} µs ({:+5.1}%)  {:8.1} µs ({:+5.1}%)",
-            base * 1e6,
-            e1 * 1e6,
-            pct(*e1),
-            e100 * 1e6,
-            pct(*e100),
-            mem * 1e6,
-            pct(*mem)
-        );
-    }
+    let title = format!(
+        "per step, {steps} steps of batch 32, 64-32-10 MLP, f32, candle CPU, run files in {}:",
+        std::env::temp_dir().display()
+    );
+    smdebug_examples::overhead::print_table(&title, &rows);
     Ok(())
+}
+
+/// A sink that drops every record: what the adapter and hook cost without storage.
+struct Discard;
+
+impl Sink for Discard {
+    fn send(&mut self, record: Record) {
+        drop(record);
+    }
 }

@@ -5,16 +5,17 @@
 //! ```sh
 //! bash .ci/test-tch          # once: sets up libtorch 2.13.0 from PyPI and runs the tests
 //! # then, with the same environment (see .ci/test-tch):
-//! cargo run --release --manifest-path smdebug-tch/Cargo.toml --example tch_mlp -- [--out DIR] [--epochs N] [--overhead]
+//! cargo run --release --manifest-path smdebug-tch/Cargo.toml --example tch_mlp -- [--out DIR] [--epochs N] [--overhead [--rounds N]]
 //! ```
 //!
-//! `--overhead` trains the same model three times (no hook; weights, gradients and loss every
-//! step; the same every 100th step) with one libtorch thread and prints the time per step of
-//! each.
+//! `--overhead` trains the same model in alternating variants per round, with one libtorch
+//! thread: no hook; weights, gradients, output, loss and accuracy every step and every 100th step
+//! (run files in `$TMPDIR`, writer in block mode, closing included); every step into a sink that
+//! drops records. It prints the time per step of each and the medians.
 
 use std::time::Instant;
 
-use smdebug_core::{Collection, Hook, Mode, SaveConfig};
+use smdebug_core::{Collection, Hook, Mode, Record, SaveConfig, Sink};
 use smdebug_examples::digits::{self, Digits};
 use smdebug_io::trial::Trial;
 use smdebug_io::writer::{OverflowPolicy, Writer};
@@ -116,33 +117,46 @@ fn run(
     Ok((steps, seconds, accuracy))
 }
 
-fn hook_for(dir: &str, every: u64) -> Result<TchHook, AnyError> {
-    let writer = Writer::builder(smdebug_io::open_storage(dir)?)
-        .overflow(OverflowPolicy::Drop)
-        .build()?;
+/// Parameters, gradients, outputs, loss and metrics every `every` train steps, nothing in eval.
+fn builder(every: u64) -> smdebug_core::HookBuilder {
     let every_n =
         SaveConfig::every(every).with_mode(Mode::Eval, smdebug_core::SaveConfigMode::never());
-    Ok(TchHook::new(
-        Hook::builder()
-            .save_config(every_n.clone())
-            .collection(Collection::new("weights").with_save_config(every_n.clone()))
-            .collection(Collection::new("biases").with_save_config(every_n.clone()))
-            .collection(Collection::new("gradients").with_save_config(every_n.clone()))
-            .collection(Collection::new("outputs").with_save_config(every_n)),
-        writer,
-    )?)
+    Hook::builder()
+        .save_config(every_n.clone())
+        .collection(Collection::new("weights").with_save_config(every_n.clone()))
+        .collection(Collection::new("biases").with_save_config(every_n.clone()))
+        .collection(Collection::new("gradients").with_save_config(every_n.clone()))
+        .collection(Collection::new("outputs").with_save_config(every_n))
+}
+
+fn hook_for(dir: &str, every: u64, overflow: OverflowPolicy) -> Result<TchHook, AnyError> {
+    let writer = Writer::builder(smdebug_io::open_storage(dir)?)
+        .overflow(overflow)
+        .build()?;
+    Ok(TchHook::new(builder(every), writer)?)
+}
+
+/// A sink that drops every record: what the adapter and hook cost without storage.
+struct Discard;
+
+impl Sink for Discard {
+    fn send(&mut self, record: Record) {
+        drop(record);
+    }
 }
 
 fn main() -> Result<(), AnyError> {
     let mut out = "target/smdebug-demo/tch_mlp".to_string();
     let mut epochs = 10;
     let mut overhead = false;
+    let mut rounds = 7;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--out" => out = args.next().ok_or("--out needs a value")?,
             "--epochs" => epochs = args.next().ok_or("--epochs needs a value")?.parse()?,
             "--overhead" => overhead = true,
+            "--rounds" => rounds = args.next().ok_or("--rounds needs a value")?.parse()?,
             other => return Err(format!("unknown argument `{other}`").into()),
         }
     }
@@ -159,43 +173,42 @@ fn main() -> Result<(), AnyError> {
         // libtorch's OpenMP workers spin while they wait for work; on a 2-core machine they
         // would take the core the capture writer runs on. One intra-op thread leaves it free.
         tch::set_num_threads(1);
+        let base_dir =
+            std::env::temp_dir().join(format!("smdebug-tch-overhead-{}", std::process::id()));
         // Variants alternate within each round, so a slow moment of the machine does not fall
-        // on one variant only.
-        let labels = [
-            "no hook",
-            "weights, gradients, loss every step",
-            "the same every 100th step",
-        ];
-        let mut rows: Vec<Vec<f64>> = vec![Vec::new(); labels.len()];
-        let mut accuracy = 0.0;
-        for _round in 0..3 {
-            for (v, every) in [None, Some(1), Some(100)].into_iter().enumerate() {
-                let (steps, secs, acc) = match every {
-                    None => run(epochs, device, &train, &eval, None)?,
-                    Some(n) => {
-                        let dir = tempfile_dir(&out, n)?;
-                        let mut hook = hook_for(&dir, n)?;
-                        let r = run(epochs, device, &train, &eval, Some(&mut hook))?;
-                        hook.close()?;
-                        r
-                    }
-                };
-                rows[v].push(secs * 1e6 / steps as f64);
-                accuracy = acc;
+        // on one variant only. Closing (waiting for the writer) counts as part of the cost.
+        let timed = |hook: Option<TchHook>| -> Result<f64, AnyError> {
+            match hook {
+                None => {
+                    let (steps, secs, _) = run(epochs, device, &train, &eval, None)?;
+                    Ok(secs / steps as f64)
+                }
+                Some(mut h) => {
+                    let (steps, secs, _) = run(epochs, device, &train, &eval, Some(&mut h))?;
+                    let t0 = Instant::now();
+                    h.close()?;
+                    Ok((secs + t0.elapsed().as_secs_f64()) / steps as f64)
+                }
             }
+        };
+        let mut rows = Vec::new();
+        for round in 0..rounds {
+            let to_disk = |every: u64| -> Result<TchHook, AnyError> {
+                let dir = base_dir.join(format!("every{every}-{round}"));
+                hook_for(dir.to_str().ok_or("path")?, every, OverflowPolicy::Block)
+            };
+            let base = timed(None)?;
+            let every = timed(Some(to_disk(1)?))?;
+            let hundredth = timed(Some(to_disk(100)?))?;
+            let adapter = timed(Some(TchHook::new(builder(1), Discard)?))?;
+            rows.push([base, every, hundredth, adapter]);
         }
-        println!(
-            "µs per training step, 3 rounds (eval accuracy {:.1}%):",
-            accuracy * 100.0
+        let _ = std::fs::remove_dir_all(&base_dir);
+        let title = format!(
+            "per step, {epochs} epochs of batch 32, 64-128-10 MLP with Adam, f32, libtorch CPU (1 thread), run files in {}:",
+            std::env::temp_dir().display()
         );
-        for (label, times) in labels.iter().zip(&rows) {
-            let cells: Vec<String> = times
-                .iter()
-                .zip(&rows[0])
-                .map(|(t, base)| format!("{t:8.1} ({:+5.1}%)", (t / base - 1.0) * 100.0))
-                .collect();
-            println!("{label:>40}: {}", cells.join("  "));
-        }
+        smdebug_examples::overhead::print_table(&title, &rows);
         return Ok(());
     }
 
@@ -203,7 +216,7 @@ fn main() -> Result<(), AnyError> {
         std::fs::remove_dir_all(&out)?;
     }
     std::fs::create_dir_all(&out)?;
-    let mut hook = hook_for(&out, 10)?;
+    let mut hook = hook_for(&out, 10, OverflowPolicy::Drop)?;
     let (steps, secs, acc) = run(epochs, device, &train, &eval, Some(&mut hook))?;
     hook.close()?;
     drop(hook);
@@ -219,13 +232,4 @@ fn main() -> Result<(), AnyError> {
         trial.steps(Some(Mode::Eval))?.len()
     );
     Ok(())
-}
-
-fn tempfile_dir(out: &str, every: u64) -> Result<String, AnyError> {
-    let dir = format!("{out}-overhead-every{every}");
-    if std::path::Path::new(&dir).exists() {
-        std::fs::remove_dir_all(&dir)?;
-    }
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
 }

@@ -1,0 +1,76 @@
+//! The table the adapters' `--overhead` modes print: seconds per step for four variants of one
+//! training loop, measured in alternating rounds.
+
+/// The variants, in the order of each row's values.
+pub const VARIANTS: [&str; 4] = [
+    "no hook",
+    "every step, to files",
+    "every 100th step, to files",
+    "every step, records dropped",
+];
+
+/// The median of `values` (the mean of the middle two for an even count); NaN when empty.
+pub fn median(values: &[f64]) -> f64 {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    }
+}
+
+/// Each variant's cost over the no-hook loop of the same round, in percent, per round.
+pub fn overheads(rows: &[[f64; 4]]) -> Vec<[f64; 3]> {
+    rows.iter()
+        .map(|r| [1, 2, 3].map(|i| (r[i] / r[0] - 1.0) * 100.0))
+        .collect()
+}
+
+/// Prints one line per round (µs per step, and each variant's cost over that round's no-hook
+/// loop), then the medians.
+pub fn print_table(title: &str, rows: &[[f64; 4]]) {
+    println!("{title}");
+    println!(
+        "round  {:>10}  {:>22}  {:>26}  {:>27}",
+        VARIANTS[0], VARIANTS[1], VARIANTS[2], VARIANTS[3]
+    );
+    let pct = overheads(rows);
+    let line = |label: &str, us: [f64; 4], p: [f64; 3]| {
+        println!(
+            "{label:<5}  {:>7.1} µs  {:>9.1} µs ({:>+7.1}%)  {:>13.1} µs ({:>+7.1}%)  {:>14.1} µs ({:>+7.1}%)",
+            us[0], us[1], p[0], us[2], p[1], us[3], p[2]
+        );
+    };
+    for (i, (r, p)) in rows.iter().zip(&pct).enumerate() {
+        line(&i.to_string(), r.map(|s| s * 1e6), *p);
+    }
+    let col = |i: usize| median(&rows.iter().map(|r| r[i] * 1e6).collect::<Vec<_>>());
+    let pcol = |i: usize| median(&pct.iter().map(|p| p[i]).collect::<Vec<_>>());
+    line(
+        "med.",
+        [col(0), col(1), col(2), col(3)],
+        [pcol(0), pcol(1), pcol(2)],
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_and_overheads_are_taken_per_round() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+        let rows = [[1.0, 1.5, 1.01, 1.1], [2.0, 2.0, 2.2, 1.0]];
+        let p = overheads(&rows);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        assert!(close(p[0][0], 50.0) && close(p[0][1], 1.0) && close(p[0][2], 10.0));
+        assert!(close(p[1][0], 0.0) && close(p[1][1], 10.0) && close(p[1][2], -50.0));
+    }
+}

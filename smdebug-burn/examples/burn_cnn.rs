@@ -1,0 +1,278 @@
+//! Trains a small convolutional network with burn (ndarray + autodiff) on the digits resampled
+//! to 28×28, with smdebug capture on, and measures what capture costs on a step of realistic
+//! length.
+//!
+//! ```sh
+//! cargo run --release -p smdebug-burn --example burn_cnn            # train, write the run
+//! cargo run --release -p smdebug-burn --example burn_cnn -- --overhead [--rounds N]
+//! ```
+//!
+//! The network: conv 5×5 (1→16) → ReLU → max-pool 2 → conv 5×5 (16→32) → ReLU → max-pool 2 →
+//! linear (512→10), 18.4k parameters, batch 32. The images are the 8×8 digits set resampled to
+//! 28×28 with a random rotation and shift (the demo's input pipeline), so a step does the work of
+//! an MNIST-sized LeNet. The run goes to `target/smdebug-burn/cnn-run` (or `--out DIR`).
+//!
+//! `--overhead` times the loop without a hook; with weights, gradients and the loss recorded
+//! every step and every 100th step through the writer (block mode: nothing is dropped, every
+//! tensor is paid for) into `$TMPDIR`; and every step into a sink that drops records (the
+//! adapter's own cost). The variants alternate within each round.
+
+use std::time::Instant;
+
+use burn::module::Module;
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
+use burn::nn::{Linear, LinearConfig, Relu};
+use burn::optim::{GradientsParams, SgdConfig};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use smdebug_burn::BurnHook;
+use smdebug_core::{Hook, Mode, Record, SaveConfig, SaveConfigMode, Sink};
+use smdebug_examples::digits::{Digits, default_path};
+use smdebug_examples::mlp::Rng;
+use smdebug_io::writer::{OverflowPolicy, Writer};
+
+type BoxError = Box<dyn std::error::Error>;
+
+const SIDE: usize = 28;
+const BATCH: usize = 32;
+
+/// burn 0.22 deprecates the ndarray backend in favour of `flex`; this crate builds ndarray, the
+/// CPU backend the workspace already uses.
+#[allow(deprecated)]
+fn ndarray_autodiff() -> Device {
+    Device::ndarray().autodiff()
+}
+
+#[derive(Module, Debug)]
+struct Cnn {
+    conv1: Conv2d,
+    conv2: Conv2d,
+    pool: MaxPool2d,
+    relu: Relu,
+    fc: Linear,
+}
+
+impl Cnn {
+    fn new(device: &Device) -> Cnn {
+        Cnn {
+            conv1: Conv2dConfig::new([1, 16], [5, 5]).init(device),
+            conv2: Conv2dConfig::new([16, 32], [5, 5]).init(device),
+            pool: MaxPool2dConfig::new([2, 2]).with_strides([2, 2]).init(),
+            relu: Relu::new(),
+            fc: LinearConfig::new(32 * 4 * 4, 10).init(device),
+        }
+    }
+
+    fn forward(&self, x: Tensor<4>) -> Tensor<2> {
+        let x = self.pool.forward(self.relu.forward(self.conv1.forward(x)));
+        let x = self.pool.forward(self.relu.forward(self.conv2.forward(x)));
+        self.fc.forward(x.flatten(1, 3))
+    }
+}
+
+fn loss(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
+    CrossEntropyLossConfig::new()
+        .init(&logits.device())
+        .forward(logits, labels)
+}
+
+fn accuracy(logits: Tensor<2>, labels: Tensor<1, Int>) -> f64 {
+    let n = labels.dims()[0];
+    let predicted: Tensor<1, Int> = logits.argmax(1).reshape([n]);
+    let hits: i64 = predicted.equal(labels).int().sum().into_scalar();
+    hits as f64 / n as f64
+}
+
+/// Images `(n, 1, 28, 28)` and labels as burn tensors.
+fn tensors(x: Vec<f32>, y: &[usize], device: &Device) -> (Tensor<4>, Tensor<1, Int>) {
+    let n = y.len();
+    let x = Tensor::from_data(TensorData::new(x, [n, 1, SIDE, SIDE]), device);
+    let labels: Vec<i64> = y.iter().map(|&l| l as i64).collect();
+    (x, Tensor::from_data(TensorData::new(labels, [n]), device))
+}
+
+/// Training images resampled to 28×28, a fresh random rotation and shift per batch.
+struct Pipeline {
+    train: Digits,
+    test: (Tensor<4>, Tensor<1, Int>),
+    rng: Rng,
+    order: Vec<usize>,
+    device: Device,
+}
+
+impl Pipeline {
+    fn load(device: &Device) -> Result<Pipeline, BoxError> {
+        let (train, test) = Digits::load(&default_path())?.split(0.2, 7);
+        let all: Vec<usize> = (0..test.len()).collect();
+        let (x, y) = test.resampled_batch(&all, SIDE, None);
+        let test = tensors(
+            x.into_raw_vec_and_offset().0,
+            y.as_slice().unwrap_or(&[]),
+            device,
+        );
+        Ok(Pipeline {
+            train,
+            test,
+            rng: Rng::new(11),
+            order: Vec::new(),
+            device: device.clone(),
+        })
+    }
+
+    fn batch(&mut self) -> (Tensor<4>, Tensor<1, Int>) {
+        let (x, y) = self.host_batch();
+        tensors(x, &y, &self.device)
+    }
+
+    /// The next batch's pixels and labels, before they become tensors.
+    fn host_batch(&mut self) -> (Vec<f32>, Vec<usize>) {
+        if self.order.len() < BATCH {
+            self.order = self.rng.permutation(self.train.len());
+        }
+        let idx: Vec<usize> = self.order.drain(..BATCH).collect();
+        let (x, y) = self
+            .train
+            .resampled_batch(&idx, SIDE, Some((&mut self.rng, 12.0, 1.0)));
+        (x.into_raw_vec_and_offset().0, y.to_vec())
+    }
+}
+
+fn main() -> Result<(), BoxError> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--overhead") {
+        let rounds = match args.iter().position(|a| a == "--rounds") {
+            Some(i) => args.get(i + 1).ok_or("--rounds needs a number")?.parse()?,
+            None => 5,
+        };
+        return overhead(rounds);
+    }
+    let out = match args.iter().position(|a| a == "--out") {
+        Some(i) => args.get(i + 1).cloned().ok_or("--out needs a directory")?,
+        None => concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../target/smdebug-burn/cnn-run"
+        )
+        .to_string(),
+    };
+    let _ = std::fs::remove_dir_all(&out);
+    let schedule = SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1));
+    let mut hook = BurnHook::new(
+        Hook::builder().save_config(schedule),
+        Writer::builder(smdebug_io::open_storage(&out)?).build()?,
+    )?;
+    let device = ndarray_autodiff();
+    let mut data = Pipeline::load(&device)?;
+    let mut model = Cnn::new(&device);
+    let mut optim = SgdConfig::new().init();
+    for epoch in 0..4u64 {
+        hook.set_mode(Mode::Train);
+        for _ in 0..data.train.len() / BATCH {
+            if let Some(reason) = hook.stop_requested() {
+                println!("stopping: {reason}");
+                break;
+            }
+            let (x, y) = data.batch();
+            let l = loss(model.forward(x), y);
+            let grads = GradientsParams::from_grads(l.backward(), &model);
+            // Capture problems are reported, never allowed to stop training.
+            if let Err(e) = hook
+                .save_parameters(&model)
+                .and_then(|_| hook.save_gradients(&model, &grads))
+                .and_then(|_| hook.save_loss("loss", &l))
+            {
+                eprintln!("capture: {e}");
+            }
+            model = optim.step(0.05, model, grads);
+            hook.step();
+        }
+        hook.set_mode(Mode::Eval);
+        let (x, y) = data.test.clone();
+        let logits = model.forward(x);
+        let l = loss(logits.clone(), y.clone());
+        let acc = accuracy(logits, y);
+        hook.save_loss("loss", &l)?;
+        hook.save_metric("accuracy", acc);
+        hook.step();
+        let value: f32 = l.into_scalar();
+        println!("epoch {epoch}: eval loss {value:.4}, accuracy {acc:.3}");
+    }
+    hook.close();
+    println!("wrote {out}; read it with `cargo run -q -p smdebug-cli -- info {out}`");
+    Ok(())
+}
+
+/// A sink that drops every record: what the adapter and hook cost without storage.
+struct Discard;
+
+impl Sink for Discard {
+    fn send(&mut self, record: Record) {
+        drop(record);
+    }
+}
+
+type Batch = (Vec<f32>, Vec<usize>);
+
+/// Times training steps on pre-made batches, recording weights, gradients and the loss through
+/// `hook` (none without one). Returns seconds per step, closing the hook included. Each step
+/// makes its input tensors afresh from host data, as a data loader does.
+fn timed_loop(batches: &[Batch], mut hook: Option<BurnHook>) -> Result<f64, BoxError> {
+    let device = ndarray_autodiff();
+    let mut model = Cnn::new(&device);
+    let mut optim = SgdConfig::new().init();
+    if let Some(h) = hook.as_mut() {
+        h.set_mode(Mode::Train);
+    }
+    let start = Instant::now();
+    for (x, y) in batches {
+        let (x, y) = tensors(x.clone(), y, &device);
+        let l = loss(model.forward(x), y);
+        let grads = GradientsParams::from_grads(l.backward(), &model);
+        if let Some(h) = hook.as_mut() {
+            h.save_parameters(&model)?;
+            h.save_gradients(&model, &grads)?;
+            h.save_loss("loss", &l)?;
+        }
+        model = optim.step(0.05, model, grads);
+        if let Some(h) = hook.as_mut() {
+            h.step();
+        }
+    }
+    if let Some(mut h) = hook {
+        h.close();
+    }
+    Ok(start.elapsed().as_secs_f64() / batches.len() as f64)
+}
+
+fn overhead(rounds: usize) -> Result<(), BoxError> {
+    let device = ndarray_autodiff();
+    let mut data = Pipeline::load(&device)?;
+    let steps = 100;
+    let batches: Vec<Batch> = (0..steps).map(|_| data.host_batch()).collect();
+    let dir = std::env::temp_dir().join(format!("smdebug-burn-cnn-{}", std::process::id()));
+    let to_disk = |interval: u64, name: String| -> Result<BurnHook, BoxError> {
+        let path = dir.join(name);
+        let writer = Writer::builder(smdebug_io::open_storage(path.to_str().ok_or("path")?)?)
+            .overflow(OverflowPolicy::Block)
+            .build()?;
+        let builder = Hook::builder().save_config(SaveConfig::every(interval));
+        Ok(BurnHook::new(builder, writer)?)
+    };
+    timed_loop(&batches[..10], None)?;
+    let mut rows: Vec<[f64; 4]> = Vec::new();
+    for round in 0..rounds {
+        let base = timed_loop(&batches, None)?;
+        let every = timed_loop(&batches, Some(to_disk(1, format!("every1-{round}"))?))?;
+        let hundredth = timed_loop(&batches, Some(to_disk(100, format!("every100-{round}"))?))?;
+        let discard = BurnHook::new(Hook::builder().save_config(SaveConfig::every(1)), Discard)?;
+        let adapter = timed_loop(&batches, Some(discard))?;
+        rows.push([base, every, hundredth, adapter]);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let title = format!(
+        "per step, {steps} steps of batch {BATCH}, 28x28 CNN (18.4k parameters), f32, burn ndarray + autodiff, run files in {}:",
+        std::env::temp_dir().display()
+    );
+    smdebug_examples::overhead::print_table(&title, &rows);
+    Ok(())
+}
