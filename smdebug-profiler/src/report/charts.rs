@@ -93,6 +93,15 @@ fn short_number(v: f64) -> String {
     }
 }
 
+/// Decimals for tick labels in seconds on an axis spanning `span` seconds: enough to tell apart
+/// plotters' ticks (about a tenth of the span apart), at most milliseconds.
+fn seconds_decimals(span: f64) -> usize {
+    if !(span.is_finite() && span > 0.0) {
+        return 1;
+    }
+    (-(span / 10.0).log10()).ceil().clamp(0.0, 3.0) as usize
+}
+
 /// A non-empty range around `[lo, hi]`.
 fn padded(lo: f64, hi: f64) -> (f64, f64) {
     if !(lo.is_finite() && hi.is_finite()) {
@@ -187,10 +196,13 @@ pub(crate) fn line_chart(
             XAxis::Elapsed => "time since job start",
             XAxis::Plain => "step",
         };
-        // Runs shorter than two minutes get tenths of seconds; longer ones a clock.
-        let short_run = x_hi - x_lo < 120.0;
+        // Runs shorter than two minutes get seconds, with as many decimals as the tick spacing
+        // needs to keep labels apart; longer ones a clock.
+        let span = x_hi - x_lo;
+        let short_run = span < 120.0;
+        let decimals = seconds_decimals(span);
         let x_format = |x: &f64| match x_axis {
-            XAxis::Elapsed if short_run => format!("{x:.1} s"),
+            XAxis::Elapsed if short_run => format!("{x:.decimals$} s"),
             XAxis::Elapsed => clock(*x),
             XAxis::Plain => short_number(*x),
         };
@@ -537,5 +549,32 @@ mod tests {
         assert!(bar_chart("t", "", &[]).is_err());
         assert_eq!(clock(3_725.0), "1:02:05");
         assert_eq!(clock(65.0), "1:05");
+    }
+
+    #[test]
+    fn time_axis_labels_of_short_runs_are_distinct() {
+        assert_eq!(
+            [0.3, 2.0, 30.0, 100.0, 0.001].map(seconds_decimals),
+            [2, 1, 0, 0, 3]
+        );
+        for end in [0.3, 0.9, 4.0, 70.0] {
+            let series = vec![Series {
+                label: "cpu".into(),
+                points: (0..=100)
+                    .map(|i| (end * f64::from(i) / 100.0, 1.0))
+                    .collect(),
+            }];
+            let svg = line_chart("CPU", XAxis::Elapsed, "%", &series, None).unwrap();
+            let labels: Vec<&str> = svg
+                .split("</text>")
+                .filter_map(|t| t.rsplit('>').next().map(str::trim))
+                .filter(|t| t.ends_with(" s"))
+                .collect();
+            assert!(labels.len() >= 3, "{end}: {labels:?}");
+            let mut unique = labels.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            assert_eq!(unique.len(), labels.len(), "{end}: {labels:?}");
+        }
     }
 }
