@@ -313,6 +313,17 @@ fn cpu_bottleneck_fires_during_the_cpu_bound_loading_stage() {
             .unwrap()
             >= 5
     );
+    // The loop spent 30 ms of every 50 ms of the stage in data loading, the rest in step spans
+    // (left out): the details name data loading as what ran while the GPU waited.
+    let phases = status.details["nodes"][NODE]["phases_during_bottlenecks"]
+        .as_object()
+        .unwrap();
+    let top = phases.iter().max_by_key(|(_, n)| n.as_u64().unwrap_or(0));
+    assert_eq!(
+        top.map(|(p, _)| p.as_str()),
+        Some("DataLoaderIter"),
+        "{phases:?}"
+    );
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! CPUBottleneck, IOBottleneck and Dataloader: is the GPU waiting for the host?
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -93,7 +93,11 @@ struct NodeBottlenecks {
     bottlenecks: u64,
     low_gpu: u64,
     firing: bool,
+    /// (time, step) of the first [`MAX_KEPT_TIMES`] bottleneck samples, in time order.
     times: Vec<(u64, u64)>,
+    /// Per framework phase (Step spans left out), how many kept bottleneck samples fell inside
+    /// one of its spans: what the loop was doing while the GPU waited.
+    phases: BTreeMap<String, u64>,
 }
 
 /// The counting shared by CPUBottleneck and IOBottleneck.
@@ -106,7 +110,22 @@ struct Bottlenecks {
     patience: u64,
     snapshots: SnapshotAssembler,
     nodes: BTreeMap<String, NodeBottlenecks>,
+    /// Phase spans (Step spans left out) of earlier windows, newest last, at most
+    /// [`MAX_RECENT_SPANS`]: a sample read after the span it fell in is matched against them.
+    recent_spans: VecDeque<PhaseSpan>,
 }
+
+/// A framework span's extent, phase and node, kept to match later samples.
+#[derive(Debug)]
+struct PhaseSpan {
+    start_us: u64,
+    end_us: u64,
+    phase: String,
+    node: String,
+}
+
+/// How many earlier windows' phase spans [`Bottlenecks`] keeps.
+const MAX_RECENT_SPANS: usize = 4096;
 
 impl Bottlenecks {
     fn host_reading(&self, snapshot: &Snapshot) -> Option<(String, f64)> {
@@ -134,6 +153,11 @@ impl Bottlenecks {
                 .iter()
                 .filter(|(_, v)| **v < self.gpu_threshold)
                 .collect();
+            let single = match self.nodes.len() {
+                0 => true,
+                1 => self.nodes.contains_key(&snapshot.node),
+                _ => false,
+            };
             let node = self.nodes.entry(snapshot.node.clone()).or_default();
             node.seen += 1;
             if node.seen <= self.patience {
@@ -150,6 +174,15 @@ impl Bottlenecks {
                 if node.times.len() < MAX_KEPT_TIMES {
                     node.times
                         .push((snapshot.time_us, window.step_at(snapshot.time_us)));
+                    // Spans of earlier windows this sample fell in (this window's are matched
+                    // in `attribute_phases`, so no pair is counted twice).
+                    for s in &self.recent_spans {
+                        if (single || s.node == snapshot.node)
+                            && (s.start_us..=s.end_us).contains(&snapshot.time_us)
+                        {
+                            *node.phases.entry(s.phase.clone()).or_default() += 1;
+                        }
+                    }
                 }
             }
             let percent = node.bottlenecks as f64 * 100.0 / node.counted as f64;
@@ -198,6 +231,7 @@ impl Bottlenecks {
             }
             node.firing = condition;
         }
+        self.attribute_phases(window);
         if datapoints > 0 {
             let mut r = RuleResult::at_time(window.step_at(window.now_us), window.now_us);
             r.datapoints = datapoints;
@@ -220,6 +254,40 @@ impl Bottlenecks {
         results
     }
 
+    /// Counts the kept bottleneck samples inside each of this window's spans, by the span's
+    /// phase, then keeps the spans for samples still to come: each (sample, span) pair is
+    /// counted once, whichever arrives first, so the verdict does not depend on how the data was
+    /// cut into windows. With one node, spans count whatever node their file names (the sampler
+    /// and the span writer may name a host differently).
+    fn attribute_phases(&mut self, window: &ProfilerWindow<'_>) {
+        let single = self.nodes.len() == 1;
+        for span in window.spans {
+            if span.phase.starts_with("Step") {
+                continue;
+            }
+            if self.recent_spans.len() == MAX_RECENT_SPANS {
+                self.recent_spans.pop_front();
+            }
+            self.recent_spans.push_back(PhaseSpan {
+                start_us: span.start_us,
+                end_us: span.end_us,
+                phase: span.phase.clone(),
+                node: span.node.clone(),
+            });
+            let node = if single {
+                self.nodes.values_mut().next()
+            } else {
+                self.nodes.get_mut(&span.node)
+            };
+            let Some(node) = node else { continue };
+            let from = node.times.partition_point(|t| t.0 < span.start_us);
+            let to = node.times.partition_point(|t| t.0 <= span.end_us);
+            if to > from {
+                *node.phases.entry(span.phase.clone()).or_default() += (to - from) as u64;
+            }
+        }
+    }
+
     fn details(&self) -> Value {
         let nodes: serde_json::Map<String, Value> = self
             .nodes
@@ -237,6 +305,7 @@ impl Bottlenecks {
                         "low_gpu_utilization": n.low_gpu,
                         "bottleneck_times_us": n.times.iter().map(|t| t.0).collect::<Vec<_>>(),
                         "bottleneck_steps": n.times.iter().map(|t| t.1).collect::<Vec<_>>(),
+                        "phases_during_bottlenecks": n.phases,
                     }),
                 )
             })
@@ -278,6 +347,7 @@ impl CPUBottleneck {
             patience: params.patience,
             snapshots: SnapshotAssembler::default(),
             nodes: BTreeMap::new(),
+            recent_spans: VecDeque::new(),
         };
         Ok(CPUBottleneck { params, inner })
     }
@@ -318,6 +388,7 @@ impl IOBottleneck {
             patience: params.patience,
             snapshots: SnapshotAssembler::default(),
             nodes: BTreeMap::new(),
+            recent_spans: VecDeque::new(),
         };
         Ok(IOBottleneck { params, inner })
     }
