@@ -1,5 +1,33 @@
-//! The table the adapters' `--overhead` modes print: seconds per step for four variants of one
-//! training loop, measured in alternating rounds.
+//! What the adapters' `--overhead` modes share: the sink that drops records, their command-line
+//! numbers, and the table they print (seconds per step for four variants of one training loop,
+//! measured in alternating rounds).
+
+use smdebug_core::{Record, Sink};
+
+/// A sink that drops every record: what an adapter and the hook cost without storage.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Discard;
+
+impl Sink for Discard {
+    fn send(&mut self, record: Record) {
+        drop(record);
+    }
+}
+
+/// The value after `flag` in `args`, parsed; `default` when the flag is absent.
+pub fn number_arg<T: std::str::FromStr>(
+    args: &[String],
+    flag: &str,
+    default: T,
+) -> Result<T, String> {
+    match args.iter().position(|a| a == flag) {
+        None => Ok(default),
+        Some(i) => args
+            .get(i + 1)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| format!("{flag} needs a number")),
+    }
+}
 
 /// The variants, in the order of each row's values.
 pub const VARIANTS: [&str; 4] = [
@@ -61,6 +89,19 @@ pub fn print_table(title: &str, rows: &[[f64; 4]]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn number_args_parse_or_say_which_flag_is_wrong() {
+        let args: Vec<String> = ["--overhead", "--rounds", "3", "--steps", "x"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(number_arg(&args, "--rounds", 7), Ok(3));
+        assert_eq!(number_arg(&args, "--epochs", 10), Ok(10));
+        assert_eq!(
+            number_arg::<usize>(&args, "--steps", 1),
+            Err("--steps needs a number".to_string())
+        );
+    }
 
     #[test]
     fn medians_and_overheads_are_taken_per_round() {

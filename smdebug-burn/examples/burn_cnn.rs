@@ -27,9 +27,10 @@ use burn::nn::{Linear, LinearConfig, Relu};
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use smdebug_burn::BurnHook;
-use smdebug_core::{Hook, Mode, Record, SaveConfig, SaveConfigMode, Sink};
+use smdebug_core::{Hook, Mode, SaveConfig, SaveConfigMode};
 use smdebug_examples::digits::{Digits, default_path};
 use smdebug_examples::mlp::Rng;
+use smdebug_examples::overhead::{Discard, number_arg};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
 type BoxError = Box<dyn std::error::Error>;
@@ -141,10 +142,7 @@ impl Pipeline {
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--overhead") {
-        let rounds = match args.iter().position(|a| a == "--rounds") {
-            Some(i) => args.get(i + 1).ok_or("--rounds needs a number")?.parse()?,
-            None => 5,
-        };
+        let rounds = number_arg(&args, "--rounds", 5)?;
         return overhead(rounds);
     }
     let out = match args.iter().position(|a| a == "--out") {
@@ -200,15 +198,6 @@ fn main() -> Result<(), BoxError> {
     hook.close();
     println!("wrote {out}; read it with `cargo run -q -p smdebug-cli -- info {out}`");
     Ok(())
-}
-
-/// A sink that drops every record: what the adapter and hook cost without storage.
-struct Discard;
-
-impl Sink for Discard {
-    fn send(&mut self, record: Record) {
-        drop(record);
-    }
 }
 
 type Batch = (Vec<f32>, Vec<usize>);

@@ -21,9 +21,10 @@ use std::time::Instant;
 use candle_core::{D, DType, Device, Module, Tensor};
 use candle_nn::{Conv2d, Linear, Optimizer, SGD, VarBuilder, VarMap};
 use smdebug_candle::CandleHook;
-use smdebug_core::{Hook, Mode, Record, SaveConfig, SaveConfigMode, Sink};
+use smdebug_core::{Hook, Mode, SaveConfig, SaveConfigMode};
 use smdebug_examples::digits::{Digits, default_path};
 use smdebug_examples::mlp::Rng;
+use smdebug_examples::overhead::{Discard, number_arg};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
 type BoxError = Box<dyn std::error::Error>;
@@ -122,10 +123,7 @@ fn accuracy(logits: &Tensor, labels: &Tensor) -> candle_core::Result<f64> {
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--overhead") {
-        let rounds = match args.iter().position(|a| a == "--rounds") {
-            Some(i) => args.get(i + 1).ok_or("--rounds needs a number")?.parse()?,
-            None => 7,
-        };
+        let rounds = number_arg(&args, "--rounds", 7)?;
         return overhead(rounds);
     }
     let out = match args.iter().position(|a| a == "--out") {
@@ -183,15 +181,6 @@ fn main() -> Result<(), BoxError> {
     hook.close()?;
     println!("wrote {out}; read it with `cargo run -q -p smdebug-cli -- info {out}`");
     Ok(())
-}
-
-/// A sink that drops every record: what the adapter and hook cost without storage.
-struct Discard;
-
-impl Sink for Discard {
-    fn send(&mut self, record: Record) {
-        drop(record);
-    }
 }
 
 /// Times `steps` training steps on pre-made batches, recording weights, gradients and the loss

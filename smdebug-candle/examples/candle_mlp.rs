@@ -22,7 +22,8 @@ use candle_core::{DType, Device};
 use candle_nn::{Optimizer, SGD};
 use model::{DigitsTensors, Mlp, accuracy, loss, varmap};
 use smdebug_candle::CandleHook;
-use smdebug_core::{Collection, Hook, MemorySink, Mode, Record, SaveConfig, SaveConfigMode, Sink};
+use smdebug_core::{Collection, Hook, MemorySink, Mode, SaveConfig, SaveConfigMode};
+use smdebug_examples::overhead::{Discard, number_arg};
 use smdebug_io::format::record::PayloadChecksum;
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
@@ -31,14 +32,8 @@ type BoxError = Box<dyn std::error::Error>;
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--overhead") {
-        let rounds = match args.iter().position(|a| a == "--rounds") {
-            Some(i) => args.get(i + 1).ok_or("--rounds needs a number")?.parse()?,
-            None => 7,
-        };
-        let steps = match args.iter().position(|a| a == "--steps") {
-            Some(i) => args.get(i + 1).ok_or("--steps needs a number")?.parse()?,
-            None => 2000,
-        };
+        let rounds = number_arg(&args, "--rounds", 7)?;
+        let steps = number_arg(&args, "--steps", 2000)?;
         return overhead(rounds, steps);
     }
     let out = match args.iter().position(|a| a == "--out") {
@@ -205,13 +200,4 @@ fn overhead(rounds: usize, steps: usize) -> Result<(), BoxError> {
     );
     smdebug_examples::overhead::print_table(&title, &rows);
     Ok(())
-}
-
-/// A sink that drops every record: what the adapter and hook cost without storage.
-struct Discard;
-
-impl Sink for Discard {
-    fn send(&mut self, record: Record) {
-        drop(record);
-    }
 }

@@ -19,9 +19,10 @@
 
 use std::time::Instant;
 
-use smdebug_core::{Hook, Mode, Record, SaveConfig, SaveConfigMode, Sink};
+use smdebug_core::{Hook, Mode, SaveConfig, SaveConfigMode};
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::mlp::Rng;
+use smdebug_examples::overhead::{Discard, number_arg};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 use smdebug_tch::TchHook;
 use tch::nn::{self, Module, OptimizerConfig};
@@ -87,15 +88,6 @@ impl Pipeline {
     }
 }
 
-/// A sink that drops every record: what the adapter and hook cost without storage.
-struct Discard;
-
-impl Sink for Discard {
-    fn send(&mut self, record: Record) {
-        drop(record);
-    }
-}
-
 fn main() -> Result<(), AnyError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |flag: &str| {
@@ -104,7 +96,7 @@ fn main() -> Result<(), AnyError> {
             .and_then(|i| args.get(i + 1).cloned())
     };
     if args.iter().any(|a| a == "--overhead") {
-        let rounds = arg("--rounds").map(|r| r.parse()).transpose()?.unwrap_or(7);
+        let rounds = number_arg(&args, "--rounds", 7)?;
         return overhead(rounds);
     }
     let out = arg("--out").unwrap_or_else(|| "target/smdebug-demo/tch_cnn".to_string());

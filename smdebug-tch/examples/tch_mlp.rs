@@ -15,8 +15,9 @@
 
 use std::time::Instant;
 
-use smdebug_core::{Collection, Hook, Mode, Record, SaveConfig, Sink};
+use smdebug_core::{Collection, Hook, Mode, SaveConfig};
 use smdebug_examples::digits::{self, Digits};
+use smdebug_examples::overhead::Discard;
 use smdebug_io::trial::Trial;
 use smdebug_io::writer::{OverflowPolicy, Writer};
 use smdebug_tch::TchHook;
@@ -134,15 +135,6 @@ fn hook_for(dir: &str, every: u64, overflow: OverflowPolicy) -> Result<TchHook, 
         .overflow(overflow)
         .build()?;
     Ok(TchHook::new(builder(every), writer)?)
-}
-
-/// A sink that drops every record: what the adapter and hook cost without storage.
-struct Discard;
-
-impl Sink for Discard {
-    fn send(&mut self, record: Record) {
-        drop(record);
-    }
 }
 
 fn main() -> Result<(), AnyError> {
