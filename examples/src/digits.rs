@@ -134,6 +134,60 @@ impl Digits {
     }
 }
 
+/// Images as consecutive rows of `side * side` pixels, and their labels.
+pub type HostBatch = (Vec<f32>, Vec<usize>);
+
+/// The CNN examples' input pipeline: the digits split 80/20 (seed 7); the held-out images
+/// resampled to `side`×`side`; training batches drawn without replacement, reshuffled each pass,
+/// each image resampled under a fresh random rotation (±12°) and shift (±1 source pixel).
+/// Framework-free: each example turns the host batches into its own tensors.
+pub struct AugmentedDigits {
+    train: Digits,
+    test: Digits,
+    side: usize,
+    rng: crate::mlp::Rng,
+    order: Vec<usize>,
+}
+
+impl AugmentedDigits {
+    /// Loads the shipped data set.
+    pub fn load(side: usize) -> std::io::Result<AugmentedDigits> {
+        let (train, test) = Digits::load(&default_path())?.split(0.2, 7);
+        Ok(AugmentedDigits {
+            train,
+            test,
+            side,
+            rng: crate::mlp::Rng::new(11),
+            order: Vec::new(),
+        })
+    }
+
+    /// Training images.
+    pub fn train_len(&self) -> usize {
+        self.train.len()
+    }
+
+    /// The held-out images, resampled without augmentation.
+    pub fn test(&self) -> HostBatch {
+        let all: Vec<usize> = (0..self.test.len()).collect();
+        let (x, y) = self.test.resampled_batch(&all, self.side, None);
+        (x.into_raw_vec_and_offset().0, y.to_vec())
+    }
+
+    /// The next `size` training images, augmented. A pass's last rows that do not fill a batch
+    /// are skipped and the rows reshuffled.
+    pub fn batch(&mut self, size: usize) -> HostBatch {
+        if self.order.len() < size {
+            self.order = self.rng.permutation(self.train.len());
+        }
+        let idx: Vec<usize> = self.order.drain(..size).collect();
+        let (x, y) = self
+            .train
+            .resampled_batch(&idx, self.side, Some((&mut self.rng, 12.0, 1.0)));
+        (x.into_raw_vec_and_offset().0, y.to_vec())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,5 +213,37 @@ mod tests {
         let (moved, _) = d.resampled_batch(&[0], 32, Some((&mut rng, 10.0, 1.0)));
         let diff: f32 = (&moved - &big).mapv(f32::abs).sum();
         assert!(diff > 1.0, "augmentation changed the image: {diff}");
+    }
+
+    #[test]
+    fn augmented_batches_cover_a_pass_without_repeats_and_differ_each_time() {
+        let mut data = AugmentedDigits::load(28).unwrap();
+        let (n, size) = (data.train_len(), 32);
+        let count = |labels: &[usize]| {
+            let mut c = [0usize; 10];
+            labels.iter().for_each(|&l| c[l] += 1);
+            c
+        };
+        let mut pass = Vec::new();
+        for _ in 0..n / size {
+            let (x, y) = data.batch(size);
+            assert_eq!((x.len(), y.len()), (size * 28 * 28, size));
+            pass.extend(y);
+        }
+        // One pass draws each training row at most once.
+        let (all, seen) = (count(data.train.labels.as_slice().unwrap()), count(&pass));
+        assert!(
+            all.iter().zip(&seen).all(|(a, s)| s <= a),
+            "{all:?} {seen:?}"
+        );
+        assert_eq!(pass.len(), n - n % size);
+        // The test set is the same every time; training batches are not.
+        let (tx, ty) = data.test();
+        assert_eq!(
+            (tx.len(), ty.len()),
+            (data.test.len() * 28 * 28, data.test.len())
+        );
+        assert_eq!(data.test(), (tx, ty));
+        assert_ne!(data.batch(size).0, data.batch(size).0);
     }
 }

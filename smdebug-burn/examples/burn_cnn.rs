@@ -28,8 +28,7 @@ use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use smdebug_burn::BurnHook;
 use smdebug_core::{Hook, Mode, SaveConfig, SaveConfigMode};
-use smdebug_examples::digits::{Digits, default_path};
-use smdebug_examples::mlp::Rng;
+use smdebug_examples::digits::{AugmentedDigits, HostBatch};
 use smdebug_examples::overhead::{Discard, number_arg};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
@@ -86,57 +85,11 @@ fn accuracy(logits: Tensor<2>, labels: Tensor<1, Int>) -> f64 {
 }
 
 /// Images `(n, 1, 28, 28)` and labels as burn tensors.
-fn tensors(x: Vec<f32>, y: &[usize], device: &Device) -> (Tensor<4>, Tensor<1, Int>) {
+fn tensors((x, y): HostBatch, device: &Device) -> (Tensor<4>, Tensor<1, Int>) {
     let n = y.len();
     let x = Tensor::from_data(TensorData::new(x, [n, 1, SIDE, SIDE]), device);
     let labels: Vec<i64> = y.iter().map(|&l| l as i64).collect();
     (x, Tensor::from_data(TensorData::new(labels, [n]), device))
-}
-
-/// Training images resampled to 28×28, a fresh random rotation and shift per batch.
-struct Pipeline {
-    train: Digits,
-    test: (Tensor<4>, Tensor<1, Int>),
-    rng: Rng,
-    order: Vec<usize>,
-    device: Device,
-}
-
-impl Pipeline {
-    fn load(device: &Device) -> Result<Pipeline, BoxError> {
-        let (train, test) = Digits::load(&default_path())?.split(0.2, 7);
-        let all: Vec<usize> = (0..test.len()).collect();
-        let (x, y) = test.resampled_batch(&all, SIDE, None);
-        let test = tensors(
-            x.into_raw_vec_and_offset().0,
-            y.as_slice().unwrap_or(&[]),
-            device,
-        );
-        Ok(Pipeline {
-            train,
-            test,
-            rng: Rng::new(11),
-            order: Vec::new(),
-            device: device.clone(),
-        })
-    }
-
-    fn batch(&mut self) -> (Tensor<4>, Tensor<1, Int>) {
-        let (x, y) = self.host_batch();
-        tensors(x, &y, &self.device)
-    }
-
-    /// The next batch's pixels and labels, before they become tensors.
-    fn host_batch(&mut self) -> (Vec<f32>, Vec<usize>) {
-        if self.order.len() < BATCH {
-            self.order = self.rng.permutation(self.train.len());
-        }
-        let idx: Vec<usize> = self.order.drain(..BATCH).collect();
-        let (x, y) = self
-            .train
-            .resampled_batch(&idx, SIDE, Some((&mut self.rng, 12.0, 1.0)));
-        (x.into_raw_vec_and_offset().0, y.to_vec())
-    }
 }
 
 fn main() -> Result<(), BoxError> {
@@ -160,17 +113,18 @@ fn main() -> Result<(), BoxError> {
         Writer::builder(smdebug_io::open_storage(&out)?).build()?,
     )?;
     let device = ndarray_autodiff();
-    let mut data = Pipeline::load(&device)?;
+    let mut data = AugmentedDigits::load(SIDE)?;
+    let test = tensors(data.test(), &device);
     let mut model = Cnn::new(&device);
     let mut optim = SgdConfig::new().init();
     for epoch in 0..4u64 {
         hook.set_mode(Mode::Train);
-        for _ in 0..data.train.len() / BATCH {
+        for _ in 0..data.train_len() / BATCH {
             if let Some(reason) = hook.stop_requested() {
                 println!("stopping: {reason}");
                 break;
             }
-            let (x, y) = data.batch();
+            let (x, y) = tensors(data.batch(BATCH), &device);
             let l = loss(model.forward(x), y);
             let grads = GradientsParams::from_grads(l.backward(), &model);
             // Capture problems are reported, never allowed to stop training.
@@ -185,7 +139,7 @@ fn main() -> Result<(), BoxError> {
             hook.step();
         }
         hook.set_mode(Mode::Eval);
-        let (x, y) = data.test.clone();
+        let (x, y) = test.clone();
         let logits = model.forward(x);
         let l = loss(logits.clone(), y.clone());
         let acc = accuracy(logits, y);
@@ -200,12 +154,10 @@ fn main() -> Result<(), BoxError> {
     Ok(())
 }
 
-type Batch = (Vec<f32>, Vec<usize>);
-
 /// Times training steps on pre-made batches, recording weights, gradients and the loss through
 /// `hook` (none without one). Returns seconds per step, closing the hook included. Each step
 /// makes its input tensors afresh from host data, as a data loader does.
-fn timed_loop(batches: &[Batch], mut hook: Option<BurnHook>) -> Result<f64, BoxError> {
+fn timed_loop(batches: &[HostBatch], mut hook: Option<BurnHook>) -> Result<f64, BoxError> {
     let device = ndarray_autodiff();
     let mut model = Cnn::new(&device);
     let mut optim = SgdConfig::new().init();
@@ -213,8 +165,8 @@ fn timed_loop(batches: &[Batch], mut hook: Option<BurnHook>) -> Result<f64, BoxE
         h.set_mode(Mode::Train);
     }
     let start = Instant::now();
-    for (x, y) in batches {
-        let (x, y) = tensors(x.clone(), y, &device);
+    for batch in batches {
+        let (x, y) = tensors(batch.clone(), &device);
         let l = loss(model.forward(x), y);
         let grads = GradientsParams::from_grads(l.backward(), &model);
         if let Some(h) = hook.as_mut() {
@@ -234,10 +186,9 @@ fn timed_loop(batches: &[Batch], mut hook: Option<BurnHook>) -> Result<f64, BoxE
 }
 
 fn overhead(rounds: usize) -> Result<(), BoxError> {
-    let device = ndarray_autodiff();
-    let mut data = Pipeline::load(&device)?;
+    let mut data = AugmentedDigits::load(SIDE)?;
     let steps = 100;
-    let batches: Vec<Batch> = (0..steps).map(|_| data.host_batch()).collect();
+    let batches: Vec<HostBatch> = (0..steps).map(|_| data.batch(BATCH)).collect();
     let dir = std::env::temp_dir().join(format!("smdebug-burn-cnn-{}", std::process::id()));
     let to_disk = |interval: u64, name: String| -> Result<BurnHook, BoxError> {
         let path = dir.join(name);

@@ -22,8 +22,7 @@ use candle_core::{D, DType, Device, Module, Tensor};
 use candle_nn::{Conv2d, Linear, Optimizer, SGD, VarBuilder, VarMap};
 use smdebug_candle::CandleHook;
 use smdebug_core::{Hook, Mode, SaveConfig, SaveConfigMode};
-use smdebug_examples::digits::{Digits, default_path};
-use smdebug_examples::mlp::Rng;
+use smdebug_examples::digits::{AugmentedDigits, HostBatch};
 use smdebug_examples::overhead::{Discard, number_arg};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
@@ -55,59 +54,14 @@ impl Cnn {
     }
 }
 
-/// Training images resampled to 28×28, a fresh random rotation and shift per batch.
-struct Pipeline {
-    train: Digits,
-    test_x: Tensor,
-    test_y: Tensor,
-    rng: Rng,
-    order: Vec<usize>,
-}
-
-impl Pipeline {
-    fn load() -> Result<Pipeline, BoxError> {
-        let (train, test) = Digits::load(&default_path())?.split(0.2, 7);
-        let all: Vec<usize> = (0..test.len()).collect();
-        let (x, y) = test.resampled_batch(&all, SIDE, None);
-        let test_x = Tensor::from_vec(
-            x.into_raw_vec_and_offset().0,
-            (test.len(), 1, SIDE, SIDE),
-            &Device::Cpu,
-        )?;
-        let test_y = Tensor::from_vec(
-            y.iter().map(|&l| l as u32).collect::<Vec<u32>>(),
-            test.len(),
-            &Device::Cpu,
-        )?;
-        Ok(Pipeline {
-            train,
-            test_x,
-            test_y,
-            rng: Rng::new(11),
-            order: Vec::new(),
-        })
-    }
-
-    fn batch(&mut self) -> Result<(Tensor, Tensor), BoxError> {
-        if self.order.len() < BATCH {
-            self.order = self.rng.permutation(self.train.len());
-        }
-        let idx: Vec<usize> = self.order.drain(..BATCH).collect();
-        let (x, y) = self
-            .train
-            .resampled_batch(&idx, SIDE, Some((&mut self.rng, 12.0, 1.0)));
-        let x = Tensor::from_vec(
-            x.into_raw_vec_and_offset().0,
-            (BATCH, 1, SIDE, SIDE),
-            &Device::Cpu,
-        )?;
-        let y = Tensor::from_vec(
-            y.iter().map(|&l| l as u32).collect::<Vec<u32>>(),
-            BATCH,
-            &Device::Cpu,
-        )?;
-        Ok((x, y))
-    }
+/// Images `(n, 1, 28, 28)` and labels as candle tensors.
+fn tensors((x, y): HostBatch) -> candle_core::Result<(Tensor, Tensor)> {
+    let n = y.len();
+    let labels: Vec<u32> = y.iter().map(|&l| l as u32).collect();
+    Ok((
+        Tensor::from_vec(x, (n, 1, SIDE, SIDE), &Device::Cpu)?,
+        Tensor::from_vec(labels, n, &Device::Cpu)?,
+    ))
 }
 
 fn accuracy(logits: &Tensor, labels: &Tensor) -> candle_core::Result<f64> {
@@ -140,18 +94,19 @@ fn main() -> Result<(), BoxError> {
         Hook::builder().save_config(schedule),
         Writer::builder(smdebug_io::open_storage(&out)?).build()?,
     )?;
-    let mut data = Pipeline::load()?;
+    let mut data = AugmentedDigits::load(SIDE)?;
+    let (test_x, test_y) = tensors(data.test())?;
     let vm = VarMap::new();
     let model = Cnn::new(VarBuilder::from_varmap(&vm, DType::F32, &Device::Cpu))?;
     let mut sgd = SGD::new(vm.all_vars(), 0.05)?;
     for epoch in 0..4u64 {
         hook.set_mode(Mode::Train)?;
-        for _ in 0..data.train.len() / BATCH {
+        for _ in 0..data.train_len() / BATCH {
             if let Some(reason) = hook.stop_requested() {
                 println!("stopping: {reason}");
                 break;
             }
-            let (x, y) = data.batch()?;
+            let (x, y) = tensors(data.batch(BATCH))?;
             let logits = model.forward(&x)?;
             let l = candle_nn::loss::cross_entropy(&logits, &y)?;
             let grads = l.backward()?;
@@ -167,9 +122,9 @@ fn main() -> Result<(), BoxError> {
             hook.step()?;
         }
         hook.set_mode(Mode::Eval)?;
-        let logits = model.forward(&data.test_x)?;
-        let l = candle_nn::loss::cross_entropy(&logits, &data.test_y)?;
-        let acc = accuracy(&logits, &data.test_y)?;
+        let logits = model.forward(&test_x)?;
+        let l = candle_nn::loss::cross_entropy(&logits, &test_y)?;
+        let acc = accuracy(&logits, &test_y)?;
         hook.save_loss("loss", &l)?;
         hook.save_metric("accuracy", acc);
         hook.step()?;
@@ -213,10 +168,11 @@ fn timed_loop(batches: &[(Tensor, Tensor)], mut hook: Option<CandleHook>) -> Res
 }
 
 fn overhead(rounds: usize) -> Result<(), BoxError> {
-    let mut data = Pipeline::load()?;
+    let mut data = AugmentedDigits::load(SIDE)?;
     let steps = 100;
-    let batches: Vec<(Tensor, Tensor)> =
-        (0..steps).map(|_| data.batch()).collect::<Result<_, _>>()?;
+    let batches: Vec<(Tensor, Tensor)> = (0..steps)
+        .map(|_| tensors(data.batch(BATCH)))
+        .collect::<Result<_, _>>()?;
     let dir = std::env::temp_dir().join(format!("smdebug-candle-cnn-{}", std::process::id()));
     let to_disk = |interval: u64, name: String| -> Result<CandleHook, BoxError> {
         let writer = Writer::builder(smdebug_io::open_storage(

@@ -20,8 +20,7 @@
 use std::time::Instant;
 
 use smdebug_core::{Hook, Mode, SaveConfig, SaveConfigMode};
-use smdebug_examples::digits::{self, Digits};
-use smdebug_examples::mlp::Rng;
+use smdebug_examples::digits::{AugmentedDigits, HostBatch};
 use smdebug_examples::overhead::{Discard, number_arg};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 use smdebug_tch::TchHook;
@@ -54,40 +53,6 @@ fn tensors(x: &[f32], y: &[usize]) -> (Tensor, Tensor) {
     )
 }
 
-/// Training images resampled to 28×28, a fresh random rotation and shift per batch.
-struct Pipeline {
-    train: Digits,
-    test: (Tensor, Tensor),
-    rng: Rng,
-    order: Vec<usize>,
-}
-
-impl Pipeline {
-    fn load() -> Result<Pipeline, AnyError> {
-        let (train, test) = Digits::load(&digits::default_path())?.split(0.2, 7);
-        let all: Vec<usize> = (0..test.len()).collect();
-        let (x, y) = test.resampled_batch(&all, SIDE as usize, None);
-        let test = tensors(&x.into_raw_vec_and_offset().0, &y.to_vec());
-        Ok(Pipeline {
-            train,
-            test,
-            rng: Rng::new(11),
-            order: Vec::new(),
-        })
-    }
-
-    fn host_batch(&mut self) -> (Vec<f32>, Vec<usize>) {
-        if self.order.len() < BATCH {
-            self.order = self.rng.permutation(self.train.len());
-        }
-        let idx: Vec<usize> = self.order.drain(..BATCH).collect();
-        let (x, y) =
-            self.train
-                .resampled_batch(&idx, SIDE as usize, Some((&mut self.rng, 12.0, 1.0)));
-        (x.into_raw_vec_and_offset().0, y.to_vec())
-    }
-}
-
 fn main() -> Result<(), AnyError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |flag: &str| {
@@ -106,18 +71,22 @@ fn main() -> Result<(), AnyError> {
         Hook::builder().save_config(schedule),
         Writer::builder(smdebug_io::open_storage(&out)?).build()?,
     )?;
-    let mut data = Pipeline::load()?;
+    let mut data = AugmentedDigits::load(SIDE as usize)?;
+    let (test_x, test_y) = {
+        let (x, y) = data.test();
+        tensors(&x, &y)
+    };
     let vs = nn::VarStore::new(Device::Cpu);
     let model = cnn(&vs.root());
     let mut opt = nn::Sgd::default().build(&vs, 0.05)?;
     for epoch in 0..4 {
         hook.set_mode(Mode::Train)?;
-        for _ in 0..data.train.len() / BATCH {
+        for _ in 0..data.train_len() / BATCH {
             if let Some(reason) = hook.stop_requested() {
                 println!("stopping: {reason}");
                 break;
             }
-            let (x, y) = data.host_batch();
+            let (x, y) = data.batch(BATCH);
             let (x, y) = tensors(&x, &y);
             let loss = model.forward(&x).cross_entropy_for_logits(&y);
             opt.zero_grad();
@@ -135,9 +104,9 @@ fn main() -> Result<(), AnyError> {
         }
         let _guard = tch::no_grad_guard();
         hook.set_mode(Mode::Eval)?;
-        let logits = model.forward(&data.test.0);
-        let loss = logits.cross_entropy_for_logits(&data.test.1);
-        let acc = logits.accuracy_for_logits(&data.test.1).double_value(&[]);
+        let logits = model.forward(&test_x);
+        let loss = logits.cross_entropy_for_logits(&test_y);
+        let acc = logits.accuracy_for_logits(&test_y).double_value(&[]);
         hook.save_loss("loss", &loss)?;
         hook.save_metric("accuracy", acc);
         hook.step()?;
@@ -153,10 +122,7 @@ fn main() -> Result<(), AnyError> {
 
 /// Times training steps on pre-made host batches, recording weights, gradients and the loss
 /// through `hook` (none without one). Returns seconds per step, closing the hook included.
-fn timed_loop(
-    batches: &[(Vec<f32>, Vec<usize>)],
-    mut hook: Option<TchHook>,
-) -> Result<f64, AnyError> {
+fn timed_loop(batches: &[HostBatch], mut hook: Option<TchHook>) -> Result<f64, AnyError> {
     tch::manual_seed(42);
     let vs = nn::VarStore::new(Device::Cpu);
     let model = cnn(&vs.root());
@@ -194,9 +160,9 @@ fn overhead(rounds: usize) -> Result<(), AnyError> {
     // libtorch's OpenMP workers spin while they wait for work; on a 2-core machine they would
     // take the core the capture writer runs on. One intra-op thread leaves it free.
     tch::set_num_threads(1);
-    let mut data = Pipeline::load()?;
+    let mut data = AugmentedDigits::load(SIDE as usize)?;
     let steps = 200;
-    let batches: Vec<(Vec<f32>, Vec<usize>)> = (0..steps).map(|_| data.host_batch()).collect();
+    let batches: Vec<HostBatch> = (0..steps).map(|_| data.batch(BATCH)).collect();
     let dir = std::env::temp_dir().join(format!("smdebug-tch-cnn-{}", std::process::id()));
     let to_disk = |interval: u64, name: String| -> Result<TchHook, AnyError> {
         let path = dir.join(name);
