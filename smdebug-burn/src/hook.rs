@@ -33,7 +33,7 @@ struct Entry {
     due: DueTensor,
     plan: Plan,
     shape: Vec<usize>,
-    /// The flattened tensor, or its reductions; `None` for [`Plan::Empty`] and once registered.
+    /// The flattened tensor, or its reductions; `None` for [`Plan::Empty`] and once planned.
     tensor: Option<Tensor<1>>,
 }
 
@@ -99,28 +99,31 @@ impl Batch {
     /// backend a block copy instead of its element-by-element copy of arrays the model still
     /// holds. Other dtypes and reductions are registered alone.
     fn plan(&mut self) -> (Transaction, Vec<Place>, usize) {
-        // Each read is the entries it carries; packed reads are open per dtype until full.
-        let mut reads: Vec<(bool, Vec<usize>)> = Vec::new();
+        // Each read: whether it is packed, and the (entry, tensor) pairs it carries. Packed
+        // reads stay open per dtype until full.
+        let mut reads: Vec<(bool, Vec<(usize, Tensor<1>)>)> = Vec::new();
         let mut open: Vec<(DType, usize, usize)> = Vec::new();
-        for (i, entry) in self.entries.iter().enumerate() {
-            let Some(t) = &entry.tensor else { continue };
+        for (i, entry) in self.entries.iter_mut().enumerate() {
+            let Some(t) = entry.tensor.take() else {
+                continue;
+            };
             let dtype = t.dtype();
             let bytes = t.dims()[0] * dtype.size();
             if !matches!(entry.plan, Plan::Whole) || !packable(dtype) {
-                reads.push((false, vec![i]));
+                reads.push((false, vec![(i, t)]));
                 continue;
             }
             match open.iter_mut().find(|o| o.0 == dtype) {
                 Some(o) if o.2 + bytes <= self.max_pack_bytes => {
-                    reads[o.1].1.push(i);
+                    reads[o.1].1.push((i, t));
                     o.2 += bytes;
                 }
                 Some(o) => {
-                    reads.push((true, vec![i]));
+                    reads.push((true, vec![(i, t)]));
                     (o.1, o.2) = (reads.len() - 1, bytes);
                 }
                 None => {
-                    reads.push((true, vec![i]));
+                    reads.push((true, vec![(i, t)]));
                     open.push((dtype, reads.len() - 1, bytes));
                 }
             }
@@ -129,25 +132,22 @@ impl Batch {
         let mut tx = Transaction::default();
         let count = reads.len();
         for (slot, (packed, members)) in reads.into_iter().enumerate() {
-            let mut parts = Vec::with_capacity(members.len());
             let mut offset = 0;
-            for i in members {
-                if let Some(t) = self.entries[i].tensor.take() {
+            let mut parts: Vec<Tensor<1>> = members
+                .into_iter()
+                .map(|(i, t)| {
                     let len = t.dims()[0];
                     places[i] = Place { slot, offset, len };
                     offset += len;
-                    parts.push(t);
-                }
-            }
-            let read = match (packed, parts.pop()) {
-                (true, Some(last)) => {
-                    parts.push(last);
-                    Tensor::cat(parts, 0)
-                }
-                (false, Some(alone)) => alone,
-                (_, None) => continue,
-            };
-            tx = tx.register(read);
+                    t
+                })
+                .collect();
+            // Every read carries at least one tensor; an unpacked one carries exactly one.
+            tx = tx.register(if packed {
+                Tensor::cat(parts, 0)
+            } else {
+                parts.swap_remove(0)
+            });
         }
         (tx, places, count)
     }
