@@ -6,8 +6,10 @@ Usage:
     python make_hook_runs.py --only NAME [OUT_DIR]
 
 Needs smdebug==1.0.34, 'numpy<2', protobuf==3.20.3, torch (CPU; 2.2.2 was used), xgboost 1.7.x
-and pandas, psutil, requests (smdebug's imports) in the interpreter that runs it; DEVELOPERS.md
-("The hook corpus") has the pip line. CI never runs this: it reads the committed output.
+and pandas, psutil, requests (smdebug's imports) in the interpreter that runs it, and for
+tf_keras a second interpreter in $HOOKS_TF_PYTHON with smdebug 1.0.34 and a TensorFlow it
+supports (below 2.12); DEVELOPERS.md ("The hook corpus") has the pip lines. CI never runs this:
+it reads the committed output.
 
 Every run is made in a fresh Python process (the hooks are per-process singletons with atexit
 cleanup; the two-worker run is two processes joined through torch.distributed's gloo backend),
@@ -26,6 +28,8 @@ The runs (DEVELOPERS.md has the table):
   pt_exploding     a learning rate that drives the weights to Inf/NaN
   pt_overfit       the hook's default collections only (losses), memorising random labels
   pt_two_workers   two gloo workers, gradients saved as reductions (a ReductionConfig)
+  tf_keras         TF2 Keras (KerasHook, model.fit with validation data), TRAIN and EVAL;
+                   made with $HOOKS_TF_PYTHON (Python 3.10, tensorflow-cpu 2.11.1)
   xgb_healthy      XGBoost, every collection (trees included), balanced separable classes
   xgb_bugs         imbalanced classes, one leaking feature, max_depth 3, learning rate 0
 """
@@ -287,6 +291,51 @@ def pt_two_workers(out):
         raise SystemExit(f"pt_two_workers: worker exit codes {codes}")
 
 
+# ----------------------------------------------------------------------------- TensorFlow run
+
+
+def tf_keras(out):
+    """Runs under $HOOKS_TF_PYTHON: smdebug 1.0.34 supports TensorFlow below 2.12, which has no
+    wheels for Python 3.11."""
+    import numpy as np
+    import tensorflow as tf
+
+    import smdebug.tensorflow as smd
+
+    tf.random.set_seed(0)
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    rng = np.random.default_rng(7)
+    x, y = blobs(rng, 5 * 16)
+    hook = smd.KerasHook(
+        out_dir=out,
+        save_config=smd.SaveConfig(save_interval=1),
+        include_collections=["weights", "biases", "gradients", "losses", "metrics"],
+    )
+    model = tf.keras.Sequential(
+        [
+            tf.keras.layers.Dense(HIDDEN, activation="relu", input_shape=(IN_FEATURES,)),
+            tf.keras.layers.Dense(CLASSES),
+        ]
+    )
+    model.compile(
+        optimizer=hook.wrap_optimizer(tf.keras.optimizers.SGD(0.1)),
+        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    model.fit(
+        x[:64],
+        y[:64],
+        batch_size=16,
+        epochs=2,
+        shuffle=False,
+        validation_data=(x[64:], y[64:]),
+        callbacks=[hook],
+        verbose=0,
+    )
+    hook.close()
+
+
 # ----------------------------------------------------------------------------- XGBoost runs
 
 XGB_FEATURES = 6
@@ -382,6 +431,7 @@ RUNS = {
     "pt_exploding": pt_exploding,
     "pt_overfit": pt_overfit,
     "pt_two_workers": pt_two_workers,
+    "tf_keras": tf_keras,
     "xgb_healthy": xgb_healthy,
     "xgb_bugs": xgb_bugs,
 }
@@ -474,7 +524,12 @@ def dump_expected(run):
 def make(name, out_dir):
     run = os.path.join(out_dir, name)
     shutil.rmtree(run, ignore_errors=True)
-    subprocess.run([sys.executable, __file__, "--make", name, run], check=True)
+    python = sys.executable
+    if name.startswith("tf_"):
+        python = os.environ.get("HOOKS_TF_PYTHON")
+        if not python:
+            raise SystemExit(f"{name}: set HOOKS_TF_PYTHON to a Python with TensorFlow < 2.12")
+    subprocess.run([python, __file__, "--make", name, run], check=True)
     expected = dump_expected(run)
     path = os.path.join(out_dir, f"{name}.expected.json")
     with open(path, "w") as f:
