@@ -410,17 +410,22 @@ fn a_reduction_is_read_only_under_its_own_tag() {
     assert_eq!(found, "`smdebug/reductions/max/fc2.weight`");
 }
 
-/// An index whose event file is another step's: the tag matches, the step does not.
+/// An event file whose records are another step's (step 0's file copied over step 1's, with
+/// step 0's index entries): the tags match, the step does not.
 #[test]
-fn an_index_entry_pointing_at_another_steps_record_is_refused() {
+fn a_record_of_another_step_is_refused() {
     let dir = golden_copy("pysmdebug_multi");
     let run = run_of(&dir);
     let step0 = read_json(&run, &layout::index_file(0, "worker_0"));
     let rel = layout::index_file(1, "worker_0");
     let mut index = read_json(&run, &rel);
-    index["meta"]["event_file_name"] = step0["meta"]["event_file_name"].clone();
     index["tensor_payload"] = step0["tensor_payload"].clone();
     write_json(&run, &rel, &index);
+    std::fs::copy(
+        Path::new(&run).join(layout::event_file(0, "worker_0")),
+        Path::new(&run).join(layout::event_file(1, "worker_0")),
+    )
+    .unwrap();
     let trial = Trial::open(&run).unwrap();
     let err = trial
         .tensor("fc1.weight")
@@ -435,6 +440,23 @@ fn an_index_entry_pointing_at_another_steps_record_is_refused() {
     };
     assert_eq!(expected, "`fc1.weight` at step 1");
     assert_eq!(found, "`fc1.weight` at step 0");
+}
+
+/// An index that names another step's event file is refused when the run is opened.
+#[test]
+fn an_index_naming_another_steps_event_file_is_a_bad_index() {
+    let dir = golden_copy("pysmdebug_multi");
+    let run = run_of(&dir);
+    let rel = layout::index_file(1, "worker_0");
+    let mut index = read_json(&run, &rel);
+    index["meta"]["event_file_name"] = json!(layout::event_file(0, "worker_0"));
+    write_json(&run, &rel, &index);
+    let err = Trial::open(&run).err().expect("another step's event file");
+    assert!(
+        matches!(&err, Error::BadIndex { path, reason, .. }
+                 if *path == rel && reason.contains("step 1")),
+        "{err}"
+    );
 }
 
 /// One name listed twice in an index file used to mean "the last one wins", silently.
@@ -487,7 +509,7 @@ fn two_index_files_for_one_step_of_one_worker_conflict() {
     };
     let mut both = [first.as_str(), second.as_str()];
     both.sort();
-    assert_eq!(both, [other, rel.as_str()]);
+    assert_eq!(both, [rel.as_str(), other]);
     assert!(
         reason.contains("step 0") && reason.contains("worker_0"),
         "{err}"
