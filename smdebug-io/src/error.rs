@@ -57,6 +57,42 @@ pub enum Error {
         available: u64,
     },
 
+    /// A record whose tensor (or the record itself) is larger than the reader's budget for one
+    /// tensor. Nothing of that size was allocated.
+    #[error(
+        "{path}: record at byte {offset}: tensor `{tensor}` ({detail}) claims {claimed} bytes, more than the reader's limit of {limit} bytes (raise it with TrialOptions::max_tensor_bytes)"
+    )]
+    TensorTooLarge {
+        path: String,
+        offset: u64,
+        tensor: String,
+        /// What claims the size: the dtype and shape, or the record's length in the index.
+        detail: String,
+        claimed: u128,
+        limit: u64,
+    },
+
+    /// The record an index entry points at holds another tensor (its tag is not the name the
+    /// index lists), or the same tensor of another step.
+    #[error("{path}: record at byte {offset} is not {expected}: it holds {found}")]
+    WrongTensor {
+        path: String,
+        offset: u64,
+        /// The tensor (and step) the index promised: "`loss` at step 5".
+        expected: String,
+        /// What the record holds: "`accuracy`", "`loss` at step 4".
+        found: String,
+    },
+
+    /// Two index entries that cannot both be true: one tensor listed twice, two index files for
+    /// one step of one worker, or workers that disagree on a step's mode.
+    #[error("conflicting index entries: {first} and {second}: {reason}")]
+    ConflictingIndex {
+        first: String,
+        second: String,
+        reason: String,
+    },
+
     /// An index file that is not the JSON smdebug writes.
     #[error("{path}: bad index file at byte {offset}: {reason}")]
     BadIndex {

@@ -12,7 +12,7 @@ use smdebug_io::format::proto::{
     Event, Summary, TensorProto, TensorShapeProto, event, summary, tensor_shape_proto,
 };
 use smdebug_io::format::record::{self, ChecksumKind, Decoded, PayloadCrcPolicy};
-use smdebug_io::format::tensor::{decode_tensor_event, mode_metadata};
+use smdebug_io::format::tensor::{DEFAULT_MAX_TENSOR_BYTES, decode_tensor_event, mode_metadata};
 use smdebug_io::format::{self, IndexFile, layout};
 
 fn golden() -> PathBuf {
@@ -509,7 +509,7 @@ fn tensorflow_typed_value_fields_are_read() {
             })),
         }
         .encode_to_vec();
-        let ev = decode_tensor_event(&payload).unwrap();
+        let ev = decode_tensor_event(&payload, DEFAULT_MAX_TENSOR_BYTES).unwrap();
         assert_eq!(ev.tensor.dtype(), dtype);
         assert_eq!(ev.tensor.to_f64_vec(), want, "{dtype}");
         assert_eq!((ev.mode, ev.mode_step), (Mode::Eval, 1));
@@ -534,8 +534,9 @@ fn tensorflow_typed_value_fields_are_read() {
     }
     .encode_to_vec();
     assert!(
-        decode_tensor_event(&payload)
+        decode_tensor_event(&payload, DEFAULT_MAX_TENSOR_BYTES)
             .unwrap_err()
+            .to_string()
             .contains("2 values for 1 elements")
     );
 }
@@ -558,7 +559,7 @@ fn an_event_without_mode_metadata_reads_as_global() {
         })),
     }
     .encode_to_vec();
-    let ev = decode_tensor_event(&payload).unwrap();
+    let ev = decode_tensor_event(&payload, DEFAULT_MAX_TENSOR_BYTES).unwrap();
     assert_eq!((ev.mode, ev.mode_step, ev.step), (Mode::Global, 12, 12));
     assert_eq!(ev.tensor.to_f64_vec(), vec![2.0]);
 }

@@ -16,6 +16,10 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(path, "index/000000000/000000000001_worker_0.json");
             assert!(offset <= data.len() as u64);
         }
+        Err(Error::ConflictingIndex { first, second, .. }) => {
+            assert!(first.starts_with("index/000000000/000000000001_worker_0.json: "));
+            assert!(second.starts_with("index/000000000/000000000001_worker_0.json: "));
+        }
         Err(other) => panic!("unexpected error kind: {other}"),
     }
     if let Ok(text) = std::str::from_utf8(data) {

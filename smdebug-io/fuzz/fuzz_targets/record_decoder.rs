@@ -17,15 +17,21 @@ fuzz_target!(|data: &[u8]| {
             end = rec.end();
             assert!(end <= data.len() as u64);
             // The payload as an event and as a tensor: errors are fine, panics are not.
-            let _ = tensor::decode_tensor_event(rec.payload);
+            let _ = tensor::decode_tensor_event(rec.payload, 1 << 20);
+            let _ = tensor::decode_tagged_tensor_event(rec.payload, "loss", 1 << 20);
             let framed = &data[rec.offset as usize..end as usize];
             let _ = read_tensor_record(framed, "fuzz.tfevents", rec.offset, policy);
         }
-        if let Some(Tail::Incomplete { offset, needed, available }) = it.tail() {
+        if let Some(Tail::Incomplete {
+            offset,
+            needed,
+            available,
+        }) = it.tail()
+        {
             assert!(available < needed);
             assert_eq!(*offset + *available, data.len() as u64);
         }
     }
     // The payload decoder alone, on raw protobuf bytes.
-    let _ = tensor::decode_tensor_event(data);
+    let _ = tensor::decode_tensor_event(data, 1 << 20);
 });

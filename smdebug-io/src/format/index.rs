@@ -11,6 +11,8 @@
 //! `start_idx` is the byte offset of the record's first byte in the event file and `length` the
 //! record's whole length, framing included (what smdebug's `TSAccessFile.write` returns).
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use smdebug_core::Mode;
 
@@ -52,6 +54,24 @@ pub struct TensorLocation {
     pub length: u64,
 }
 
+impl TensorLocation {
+    /// The offset of the byte after the record; `None` when `start_idx + length` overflows
+    /// (never for an index that [`IndexFile::parse`] accepted).
+    pub fn end(&self) -> Option<u64> {
+        self.start_idx.checked_add(self.length)
+    }
+}
+
+impl std::fmt::Display for TensorLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "`{}` at byte {} ({} bytes)",
+            self.tensorname, self.start_idx, self.length
+        )
+    }
+}
+
 fn mode_ser<S: Serializer>(mode: &Mode, s: S) -> std::result::Result<S::Ok, S::Error> {
     s.serialize_str(mode.name())
 }
@@ -88,7 +108,9 @@ fn byte_offset(text: &[u8], line: usize, column: usize) -> u64 {
 }
 
 impl IndexFile {
-    /// Parses an index file; `path` names it in errors, which carry the byte offset.
+    /// Parses an index file; `path` names it in errors, which carry the byte offset. Every entry
+    /// is checked: at least a record's framing long, `start_idx + length` within `u64`, and no
+    /// name listed twice ([`Error::ConflictingIndex`], naming both entries).
     pub fn parse(bytes: &[u8], path: &str) -> Result<IndexFile> {
         let bad = |offset: u64, reason: String| Error::BadIndex {
             path: path.to_string(),
@@ -109,6 +131,8 @@ impl IndexFile {
                 "tensor_payload without meta.event_file_name".to_string(),
             ));
         }
+        let mut seen: HashMap<&str, &TensorLocation> =
+            HashMap::with_capacity(index.tensor_payload.len());
         for loc in &index.tensor_payload {
             if loc.length < super::record::FRAMING_BYTES as u64 {
                 return Err(bad(
@@ -118,6 +142,23 @@ impl IndexFile {
                         loc.tensorname, loc.length
                     ),
                 ));
+            }
+            if loc.end().is_none() {
+                return Err(bad(
+                    0,
+                    format!(
+                        "tensor `{}`: start_idx {} + length {} overflows",
+                        loc.tensorname, loc.start_idx, loc.length
+                    ),
+                ));
+            }
+            // One name, two records: which one is the tensor cannot be told.
+            if let Some(first) = seen.insert(&loc.tensorname, loc) {
+                return Err(Error::ConflictingIndex {
+                    first: format!("{path}: {first}"),
+                    second: format!("{path}: {loc}"),
+                    reason: format!("tensor `{}` is listed twice", loc.tensorname),
+                });
             }
         }
         Ok(index)

@@ -58,7 +58,8 @@ pub fn frame_tensor(
     out
 }
 
-/// Decodes the bytes an index entry points at (exactly one record) as a tensor event. `path` and
+/// Decodes the bytes an index entry points at (exactly one record) as a tensor event holding one
+/// tensor value, decoding no tensor over [`tensor::DEFAULT_MAX_TENSOR_BYTES`]. `path` and
 /// `offset` (the record's offset in the file) name it in errors.
 pub fn read_tensor_record(
     bytes: &[u8],
@@ -67,15 +68,29 @@ pub fn read_tensor_record(
     policy: PayloadCrcPolicy,
 ) -> Result<TensorEvent> {
     let rec = record::decode_exact_record(bytes, path, offset, policy)?;
-    tensor::decode_tensor_event(rec.payload).map_err(|reason| Error::CorruptRecord {
-        path: path.to_string(),
-        offset,
-        reason,
-    })
+    tensor::decode_tensor_event(rec.payload, tensor::DEFAULT_MAX_TENSOR_BYTES)
+        .map_err(|e| e.at(path, offset))
 }
 
-/// Every tensor event of a whole event file, in order. A damaged record is an error; a file that
-/// ends inside a record is [`Error::IncompleteRecord`].
+/// Decodes the bytes an index entry points at (exactly one record) as the tensor tagged `tag`:
+/// what a reader does with an index entry named `tag`. A record holding other tags only is
+/// [`Error::WrongTensor`]; a tensor over `max_tensor_bytes` is [`Error::TensorTooLarge`].
+pub fn read_tagged_tensor_record(
+    bytes: &[u8],
+    path: &str,
+    offset: u64,
+    tag: &str,
+    policy: PayloadCrcPolicy,
+    max_tensor_bytes: u64,
+) -> Result<TensorEvent> {
+    let rec = record::decode_exact_record(bytes, path, offset, policy)?;
+    tensor::decode_tagged_tensor_event(rec.payload, tag, max_tensor_bytes)
+        .map_err(|e| e.at(path, offset))
+}
+
+/// Every tensor event of a whole event file, in order (no tensor over
+/// [`tensor::DEFAULT_MAX_TENSOR_BYTES`]). A damaged record is an error; a file that ends inside a
+/// record is [`Error::IncompleteRecord`].
 pub fn read_tensor_file(
     bytes: &[u8],
     path: &str,
@@ -85,13 +100,10 @@ pub fn read_tensor_file(
     let mut out = Vec::new();
     for rec in it.by_ref() {
         let rec = rec.map_err(|c| c.in_file(path))?;
-        out.push(tensor::decode_tensor_event(rec.payload).map_err(|reason| {
-            Error::CorruptRecord {
-                path: path.to_string(),
-                offset: rec.offset,
-                reason,
-            }
-        })?);
+        out.push(
+            tensor::decode_tensor_event(rec.payload, tensor::DEFAULT_MAX_TENSOR_BYTES)
+                .map_err(|e| e.at(path, rec.offset))?,
+        );
     }
     if let Some(record::Tail::Incomplete {
         offset,

@@ -175,32 +175,184 @@ pub struct TensorEvent {
     pub tensor: Tensor,
 }
 
+/// The largest tensor a reader decodes unless told otherwise: 1 GiB of values in the tensor's
+/// own dtype (2^28 float32 values). A record may claim any shape in a few bytes (TensorFlow's
+/// typed value fields repeat their last value to fill the shape), so the claim is checked
+/// against this budget before anything is allocated.
+pub const DEFAULT_MAX_TENSOR_BYTES: u64 = 1 << 30;
+
+/// Why a record's payload is not the tensor a reader asked for. Callers add the file and the
+/// offset ([`DecodeError::at`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Not a tensor event as smdebug or TensorFlow write them; the reason.
+    Malformed(String),
+    /// The tensor's shape and dtype claim more bytes than the budget.
+    TooLarge {
+        tag: String,
+        detail: String,
+        claimed: u128,
+        limit: u64,
+    },
+    /// No tensor value under the asked tag; the tags the summary holds.
+    OtherTag { wanted: String, found: Vec<String> },
+    /// Several tensor values where one was expected (the same tag twice, or several tags when
+    /// none was asked for).
+    Ambiguous { tags: Vec<String> },
+}
+
+impl From<String> for DecodeError {
+    fn from(reason: String) -> Self {
+        DecodeError::Malformed(reason)
+    }
+}
+
+impl From<&str> for DecodeError {
+    fn from(reason: &str) -> Self {
+        DecodeError::Malformed(reason.to_string())
+    }
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::Malformed(reason) => f.write_str(reason),
+            DecodeError::TooLarge {
+                tag,
+                detail,
+                claimed,
+                limit,
+            } => write!(
+                f,
+                "tensor `{tag}` ({detail}) claims {claimed} bytes, more than the limit of {limit}"
+            ),
+            DecodeError::OtherTag { wanted, found } => write!(
+                f,
+                "no tensor tagged `{wanted}`; the record holds {}",
+                tag_list(found)
+            ),
+            DecodeError::Ambiguous { tags } => {
+                write!(f, "several tensor values: {}", tag_list(tags))
+            }
+        }
+    }
+}
+
+fn tag_list(tags: &[String]) -> String {
+    if tags.is_empty() {
+        return "no tensor value".to_string();
+    }
+    tags.iter()
+        .map(|t| format!("`{t}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl DecodeError {
+    /// The crate error for this payload, the record at byte `offset` of `path`.
+    pub fn at(self, path: &str, offset: u64) -> crate::error::Error {
+        use crate::error::Error;
+        let path = path.to_string();
+        match self {
+            DecodeError::TooLarge {
+                tag,
+                detail,
+                claimed,
+                limit,
+            } => Error::TensorTooLarge {
+                path,
+                offset,
+                tensor: tag,
+                detail,
+                claimed,
+                limit,
+            },
+            DecodeError::OtherTag { wanted, found } => Error::WrongTensor {
+                path,
+                offset,
+                expected: format!("`{wanted}`"),
+                found: tag_list(&found),
+            },
+            other => Error::CorruptRecord {
+                path,
+                offset,
+                reason: other.to_string(),
+            },
+        }
+    }
+}
+
 /// Parses a record payload as an `Event`.
 pub fn decode_event(payload: &[u8]) -> Result<Event, String> {
     Event::decode(payload).map_err(|e| format!("not an Event protobuf: {e}"))
 }
 
-/// Parses a record payload as a tensor event (the first tensor value of its summary).
-/// The error is a reason; callers add the file and offset.
-pub fn decode_tensor_event(payload: &[u8]) -> Result<TensorEvent, String> {
+/// Parses a record payload as a tensor event holding one tensor value (smdebug writes one per
+/// record); a summary with several tensor values is [`DecodeError::Ambiguous`]. No tensor larger
+/// than `max_tensor_bytes` is decoded.
+pub fn decode_tensor_event(
+    payload: &[u8],
+    max_tensor_bytes: u64,
+) -> Result<TensorEvent, DecodeError> {
+    decode_selected(payload, None, max_tensor_bytes)
+}
+
+/// Parses a record payload as the tensor event tagged `tag`: the one tensor value of the
+/// summary whose tag is `tag`. Other values of the summary are ignored (TensorFlow's writers may
+/// batch several tags into one event); none with that tag is [`DecodeError::OtherTag`], two are
+/// [`DecodeError::Ambiguous`]. No tensor larger than `max_tensor_bytes` is decoded.
+pub fn decode_tagged_tensor_event(
+    payload: &[u8],
+    tag: &str,
+    max_tensor_bytes: u64,
+) -> Result<TensorEvent, DecodeError> {
+    decode_selected(payload, Some(tag), max_tensor_bytes)
+}
+
+fn decode_selected(
+    payload: &[u8],
+    tag: Option<&str>,
+    max_tensor_bytes: u64,
+) -> Result<TensorEvent, DecodeError> {
     let event = decode_event(payload)?;
     if event.step < 0 {
-        return Err(format!("negative step {}", event.step));
+        return Err(format!("negative step {}", event.step).into());
     }
     let step = event.step as u64;
     let Some(event::What::Summary(summary)) = event.what else {
-        return Err("the event holds no summary".to_string());
+        return Err("the event holds no summary".into());
     };
-    let value = summary
+    let is_tensor = |v: &summary::Value| matches!(v.value, Some(summary::value::Value::Tensor(_)));
+    let mut candidates: Vec<summary::Value> = summary
         .value
         .into_iter()
-        .find(|v| matches!(v.value, Some(summary::value::Value::Tensor(_))))
-        .ok_or("the summary holds no tensor value")?;
+        .filter(|v| is_tensor(v) || tag.is_some())
+        .collect();
+    let tags_of = |values: &[summary::Value]| values.iter().map(|v| v.tag.clone()).collect();
+    if let Some(wanted) = tag {
+        let found = tags_of(&candidates);
+        candidates.retain(|v| v.tag == wanted && is_tensor(v));
+        if candidates.is_empty() {
+            return Err(DecodeError::OtherTag {
+                wanted: wanted.to_string(),
+                found,
+            });
+        }
+    }
+    let value = match candidates.len() {
+        0 => return Err("the summary holds no tensor value".into()),
+        1 => candidates.pop().expect("one value"),
+        _ => {
+            return Err(DecodeError::Ambiguous {
+                tags: tags_of(&candidates),
+            });
+        }
+    };
     let (mode, mode_step) = mode_of(value.metadata.as_ref(), step)?;
     let Some(summary::value::Value::Tensor(proto)) = value.value else {
         unreachable!("filtered for tensor values above")
     };
-    let tensor = tensor_from_proto(proto).map_err(|e| format!("tensor `{}`: {e}", value.tag))?;
+    let tensor = tensor_from_proto_tagged(proto, &value.tag, max_tensor_bytes)?;
     Ok(TensorEvent {
         name: value.tag,
         step,
@@ -263,43 +415,95 @@ fn le_bytes<T: Copy, const W: usize>(vals: Vec<T>, to: impl Fn(T) -> [u8; W]) ->
 }
 
 /// Converts a `TensorProto` (raw `tensor_content` or TensorFlow's typed value fields) into a
-/// [`Tensor`].
-pub fn tensor_from_proto(mut proto: TensorProto) -> Result<Tensor, String> {
-    let dtype = DType::from_tf_datatype(proto.dtype).ok_or_else(|| {
-        if proto.dtype == 7 || (proto.dtype == 0 && !proto.string_val.is_empty()) {
-            "string tensors are not supported".to_string()
+/// [`Tensor`], refusing a shape that needs more than `max_tensor_bytes` (checked before anything
+/// is allocated).
+pub fn tensor_from_proto(proto: TensorProto, max_tensor_bytes: u64) -> Result<Tensor, DecodeError> {
+    tensor_from_proto_tagged(proto, "", max_tensor_bytes)
+}
+
+fn tensor_from_proto_tagged(
+    mut proto: TensorProto,
+    tag: &str,
+    max_tensor_bytes: u64,
+) -> Result<Tensor, DecodeError> {
+    let named = |reason: String| -> DecodeError {
+        if tag.is_empty() {
+            reason.into()
         } else {
-            format!("unsupported TensorFlow dtype {}", proto.dtype)
+            format!("tensor `{tag}`: {reason}").into()
         }
+    };
+    let dtype = DType::from_tf_datatype(proto.dtype).ok_or_else(|| {
+        named(
+            if proto.dtype == 7 || (proto.dtype == 0 && !proto.string_val.is_empty()) {
+                "string tensors are not supported".to_string()
+            } else {
+                format!("unsupported TensorFlow dtype {}", proto.dtype)
+            },
+        )
     })?;
     let shape_proto = proto.tensor_shape.take().unwrap_or_default();
     if shape_proto.unknown_rank {
-        return Err("the tensor's rank is unknown".to_string());
+        return Err(named("the tensor's rank is unknown".to_string()));
     }
-    let shape = shape_proto
+    let dims = shape_proto
         .dim
         .iter()
-        .map(|d| usize::try_from(d.size).map_err(|_| format!("bad dimension {}", d.size)))
-        .collect::<Result<Vec<usize>, String>>()?;
-    let n = shape
+        .map(|d| u64::try_from(d.size).map_err(|_| named(format!("bad dimension {}", d.size))))
+        .collect::<Result<Vec<u64>, DecodeError>>()?;
+    let claimed = claimed_bytes(&dims, dtype);
+    // No allocation can exceed isize::MAX bytes, whatever the budget says.
+    if claimed > u128::from(max_tensor_bytes.min(isize::MAX as u64)) {
+        return Err(DecodeError::TooLarge {
+            tag: tag.to_string(),
+            detail: format!("{dtype}, shape {dims:?}"),
+            claimed,
+            limit: max_tensor_bytes,
+        });
+    }
+    // An empty tensor claims no bytes, but ndarray still needs the product of its non-zero
+    // dimensions to fit in isize.
+    let extent = dims
         .iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .filter(|&n| n.checked_mul(dtype.size()).is_some())
-        .ok_or_else(|| format!("shape {shape:?} is too large"))?;
-
+        .filter(|&&d| d != 0)
+        .try_fold(1u128, |acc, &d| acc.checked_mul(u128::from(d)));
+    if extent.is_none_or(|e| e > isize::MAX as u128) {
+        return Err(named(format!(
+            "shape {dims:?} has more elements than memory can address"
+        )));
+    }
+    let shape = dims
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| named(format!("bad dimension {d}"))))
+        .collect::<Result<Vec<usize>, DecodeError>>()?;
+    // `claimed` fits in isize, and so does the element count.
+    let n = (claimed / dtype.size() as u128) as usize;
     let data = if !proto.tensor_content.is_empty() || n == 0 {
         std::mem::take(&mut proto.tensor_content)
     } else {
-        typed_values(dtype, &proto, n)?
+        typed_values(dtype, &proto, n).map_err(named)?
     };
     if data.len() != n * dtype.size() {
-        return Err(format!(
+        return Err(named(format!(
             "{} content bytes for shape {shape:?} of {dtype} (expected {})",
             data.len(),
             n * dtype.size()
-        ));
+        )));
     }
-    Tensor::from_bytes(dtype, shape, data).map_err(|e| e.to_string())
+    Tensor::from_bytes(dtype, shape, data).map_err(|e| named(e.to_string()))
+}
+
+/// Bytes a tensor of `dims` and `dtype` takes, saturating at `u128::MAX` (which no budget
+/// allows). A zero dimension makes it empty whatever the others say.
+fn claimed_bytes(dims: &[u64], dtype: DType) -> u128 {
+    if dims.contains(&0) {
+        return 0;
+    }
+    dims.iter()
+        .try_fold(dtype.size() as u128, |acc, &d| {
+            acc.checked_mul(u128::from(d))
+        })
+        .unwrap_or(u128::MAX)
 }
 
 fn typed_values(dtype: DType, p: &TensorProto, n: usize) -> Result<Vec<u8>, String> {
@@ -340,7 +544,7 @@ mod tests {
         };
         let enc = encode_tensor("fc.w", &t, stamp);
         let payload = enc.to_vec();
-        let ev = decode_tensor_event(&payload).unwrap();
+        let ev = decode_tensor_event(&payload, DEFAULT_MAX_TENSOR_BYTES).unwrap();
         assert_eq!(ev.name, "fc.w");
         assert_eq!((ev.step, ev.mode, ev.mode_step), (7, Mode::Eval, 2));
         assert_eq!(ev.tensor, t);
@@ -374,7 +578,7 @@ mod tests {
             float_val: vec![1.0, 2.0],
             ..Default::default()
         };
-        let t = tensor_from_proto(p).unwrap();
+        let t = tensor_from_proto(p, DEFAULT_MAX_TENSOR_BYTES).unwrap();
         assert_eq!(t.to_f64_vec(), vec![1.0, 2.0, 2.0, 2.0]);
     }
 }

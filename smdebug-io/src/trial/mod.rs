@@ -20,6 +20,7 @@ use serde::Serialize;
 use smdebug_core::{Collection, EndReason, Mode, PyRegex, Reduction, Tensor};
 
 use crate::error::{Error, Result};
+pub use crate::format::tensor::DEFAULT_MAX_TENSOR_BYTES;
 use crate::storage::Storage;
 pub use state::StepState;
 use state::{Location, State};
@@ -37,6 +38,13 @@ pub struct TrialOptions {
     /// Memory for whole event files kept after a read (files up to 1 MiB are fetched whole, so
     /// the other tensors of a step cost no further I/O). Default: 64 MiB.
     pub file_cache_bytes: usize,
+    /// The most bytes one read may hold for a tensor: a tensor whose shape and dtype claim more
+    /// (or whose record is longer) is [`Error::TensorTooLarge`], naming the file, the offset and
+    /// the size, and nothing of that size is allocated. Runs come from other machines and other
+    /// tools: a record of a few bytes can claim a tensor of any size, which would otherwise be
+    /// expanded in full. Counted in the tensor's own dtype ([`TrialTensor::value`] converts to
+    /// `f64`, up to 8× that). Default: [`DEFAULT_MAX_TENSOR_BYTES`] (1 GiB).
+    pub max_tensor_bytes: u64,
 }
 
 impl Default for TrialOptions {
@@ -46,6 +54,7 @@ impl Default for TrialOptions {
             refresh_interval: Duration::from_millis(100),
             poll_interval: Duration::from_millis(100),
             file_cache_bytes: 64 << 20,
+            max_tensor_bytes: DEFAULT_MAX_TENSOR_BYTES,
         }
     }
 }
@@ -361,8 +370,15 @@ impl Trial {
         st.locate(name, step, mode, worker, &self.location)
     }
 
-    fn read(&self, loc: &Location) -> Result<Tensor> {
-        source::read_tensor(self.storage.as_ref(), &self.files, loc)
+    /// Tensor `name`'s record at `loc`: only a record tagged `name` gives a value.
+    fn read(&self, name: &str, loc: &Location) -> Result<Tensor> {
+        source::read_tensor(
+            self.storage.as_ref(),
+            &self.files,
+            loc,
+            name,
+            self.options.max_tensor_bytes,
+        )
     }
 
     /// The summary the CLI's `info` prints.
@@ -414,7 +430,7 @@ impl Trial {
         locations
             .into_iter()
             .map(|loc| {
-                let t = self.read(&loc)?;
+                let t = self.read(name, &loc)?;
                 Ok(TensorRecordJson {
                     name: name.to_string(),
                     step: loc.step,
@@ -462,7 +478,7 @@ impl TrialTensor<'_> {
         let loc = self
             .trial
             .locate(&self.name, step, mode.unwrap_or(Mode::Global), worker)?;
-        self.trial.read(&loc)
+        self.trial.read(&self.name, &loc)
     }
 
     /// A saved reduction of this tensor at a step (e.g. `"mean".parse()?`, `"abs_l2_norm"`).
@@ -485,15 +501,24 @@ impl TrialTensor<'_> {
                 },
                 other => other,
             })?;
-        let t = self.trial.read(&loc)?;
-        t.to_f64_vec()
-            .first()
-            .copied()
-            .ok_or_else(|| Error::ReductionNotSaved {
+        let t = self.trial.read(&name, &loc)?;
+        // A reduction is one number; more than one is not a value to pick from silently.
+        match t.to_f64_vec()[..] {
+            [v] => Ok(v),
+            [] => Err(Error::ReductionNotSaved {
                 tensor: self.name.clone(),
                 reduction: reduction.to_string(),
                 step,
-            })
+            }),
+            ref values => Err(Error::CorruptRecord {
+                path: loc.event_file.to_string(),
+                offset: loc.start,
+                reason: format!(
+                    "reduction `{name}` holds {} values; a reduction is one value",
+                    values.len()
+                ),
+            }),
+        }
     }
 
     /// Every saved value of this tensor in a mode, keyed by step (smdebug numbering). Reads
@@ -524,7 +549,7 @@ impl TrialTensor<'_> {
         let read_chunk = |chunk: &[(u64, Location)]| -> Result<Values> {
             chunk
                 .iter()
-                .map(|(s, loc)| Ok((*s, self.trial.read(loc)?.to_array_f64())))
+                .map(|(s, loc)| Ok((*s, self.trial.read(&self.name, loc)?.to_array_f64())))
                 .collect()
         };
         if threads <= 1 {

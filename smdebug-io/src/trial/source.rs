@@ -68,6 +68,8 @@ pub(crate) fn new_collection_files(
 
 /// One index file, decoded.
 pub(crate) struct IndexEntry {
+    /// The index file's path: conflicting entries are reported by it.
+    pub path: String,
     pub step: u64,
     pub worker: String,
     pub mode: Mode,
@@ -97,12 +99,26 @@ pub(crate) fn index_files_from(
             .event_file_name
             .clone()
             .unwrap_or_else(|| layout::event_file(step, &worker));
+        // smdebug names both files after the same step and worker: an index pointing into
+        // another worker's or another step's event file would hand out that worker's values.
+        if layout::parse_event_file(&event_file).as_ref() != Some(&(step, worker.clone())) {
+            return Err(Error::BadIndex {
+                path,
+                offset: 0,
+                reason: format!(
+                    "event_file_name `{event_file}` is not the event file of step {step} of \
+                     worker `{worker}` ({})",
+                    layout::event_file(step, &worker)
+                ),
+            });
+        }
         let tensors = index
             .tensor_payload
             .into_iter()
             .map(|t| (t.tensorname, (t.start_idx, t.length)))
             .collect();
         out.push(IndexEntry {
+            path,
             step,
             worker,
             mode: index.meta.mode,
@@ -159,45 +175,113 @@ impl FileCache {
     }
 }
 
-/// Reads one tensor record where the index says it is, checking its framing and checksums.
+/// Reads tensor `name`'s record where the index says it is, checking its framing and checksums,
+/// that the record's tag is `name` and its step the index's step, and that nothing larger than
+/// `max_tensor_bytes` is read or decoded.
 pub(crate) fn read_tensor(
     storage: &dyn Storage,
     cache: &std::sync::Mutex<FileCache>,
     loc: &Location,
+    name: &str,
+    max_tensor_bytes: u64,
 ) -> Result<Tensor> {
-    let range = loc.start..loc.start + loc.length;
-    let cached = cache.lock().ok().and_then(|c| c.get(&loc.event_file));
+    let end = loc
+        .start
+        .checked_add(loc.length)
+        .ok_or_else(|| Error::CorruptRecord {
+            path: loc.event_file.to_string(),
+            offset: loc.start,
+            reason: format!(
+                "the index's offset {} + length {} overflows",
+                loc.start, loc.length
+            ),
+        })?;
+    if loc.length > max_tensor_bytes {
+        return Err(Error::TensorTooLarge {
+            path: loc.event_file.to_string(),
+            offset: loc.start,
+            tensor: name.to_string(),
+            detail: "the length of its record in the index".to_string(),
+            claimed: loc.length.into(),
+            limit: max_tensor_bytes,
+        });
+    }
+    let cached = cache
+        .lock()
+        .ok()
+        .and_then(|c| c.get(&loc.event_file))
+        .filter(|file| file.len() as u64 >= end);
     let bytes = match cached {
-        Some(file) => slice_record(file, loc)?,
+        Some(file) => slice_record(file, loc, end)?,
         None if loc.file_len <= WHOLE_FILE_MAX => {
-            let file = storage.get(&loc.event_file)?;
+            // Only as much as the index says the file holds: a file larger than its index (or
+            // one that is not an event file at all) is never read whole.
+            let file = get_range(storage, loc, 0..loc.file_len)?;
             if let Ok(mut c) = cache.lock() {
                 c.insert(&loc.event_file, file.clone());
             }
-            slice_record(file, loc)?
+            slice_record(file, loc, end)?
         }
-        None => storage.get_range(&loc.event_file, range)?,
+        None => {
+            let bytes = get_range(storage, loc, loc.start..end)?;
+            if (bytes.len() as u64) < loc.length {
+                return Err(short_file(loc, bytes.len() as u64));
+            }
+            bytes
+        }
     };
-    let event = crate::format::read_tensor_record(
+    let event = crate::format::read_tagged_tensor_record(
         &bytes,
         &loc.event_file,
         loc.start,
+        name,
         PayloadCrcPolicy::AcceptBoth,
+        max_tensor_bytes,
     )?;
+    if event.step != loc.step {
+        return Err(Error::WrongTensor {
+            path: loc.event_file.to_string(),
+            offset: loc.start,
+            expected: format!("`{name}` at step {}", loc.step),
+            found: format!("`{name}` at step {}", event.step),
+        });
+    }
     Ok(event.tensor)
 }
 
-/// The record's bytes within a whole event file; a file shorter than its index says is
-/// reported like a truncated record.
-fn slice_record(file: bytes::Bytes, loc: &Location) -> Result<bytes::Bytes> {
-    let end = loc.start + loc.length;
+/// Bytes `range` of the location's event file. Storage refuses a range that starts past the
+/// file's end; that is a file shorter than its index says, reported as such.
+fn get_range(
+    storage: &dyn Storage,
+    loc: &Location,
+    range: std::ops::Range<u64>,
+) -> Result<bytes::Bytes> {
+    let start = range.start;
+    storage
+        .get_range(&loc.event_file, range)
+        .map_err(|e| match storage.size(&loc.event_file) {
+            Ok(Some(size)) if size <= start => short_file(loc, 0),
+            _ => e,
+        })
+}
+
+/// The record's bytes within a whole event file, checked against the file's real length first.
+fn slice_record(file: bytes::Bytes, loc: &Location, end: u64) -> Result<bytes::Bytes> {
     if (file.len() as u64) < end {
-        return Err(Error::IncompleteRecord {
-            path: loc.event_file.to_string(),
-            offset: loc.start,
-            needed: loc.length,
-            available: (file.len() as u64).saturating_sub(loc.start),
-        });
+        return Err(short_file(
+            loc,
+            (file.len() as u64).saturating_sub(loc.start),
+        ));
     }
     Ok(file.slice(loc.start as usize..end as usize))
+}
+
+/// A file shorter than its index says, reported like a truncated record.
+fn short_file(loc: &Location, available: u64) -> Error {
+    Error::IncompleteRecord {
+        path: loc.event_file.to_string(),
+        offset: loc.start,
+        needed: loc.length,
+        available,
+    }
 }

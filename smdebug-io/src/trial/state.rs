@@ -40,6 +40,8 @@ pub(crate) struct WorkerStep {
     /// Shared with every `Location` handed out for it: reading a value clones no string.
     pub worker: std::sync::Arc<str>,
     pub event_file: std::sync::Arc<str>,
+    /// The index file that described this step of this worker.
+    pub index_file: String,
     /// The end of the file's last record, as the index describes it.
     pub file_len: u64,
     pub tensors: HashMap<String, (u64, u64)>,
@@ -150,12 +152,37 @@ impl State {
             None => self.steps.keys().next_back().map(|s| s + 1),
         };
         for idx in source::index_files_from(storage, resume)? {
-            if self
-                .steps
-                .get(&idx.step)
-                .is_some_and(|e| e.workers.contains_key(&idx.worker))
-            {
-                continue;
+            if let Some(e) = self.steps.get(&idx.step) {
+                match e.workers.get(&idx.worker) {
+                    // Listed again: listing resumes at the first step not complete everywhere.
+                    Some(known) if known.index_file == idx.path => continue,
+                    Some(known) => {
+                        return Err(Error::ConflictingIndex {
+                            first: known.index_file.clone(),
+                            second: idx.path,
+                            reason: format!(
+                                "both describe step {} of worker `{}`",
+                                idx.step, idx.worker
+                            ),
+                        });
+                    }
+                    None => {}
+                }
+                if (e.mode, e.mode_step) != (idx.mode, idx.mode_step) {
+                    let first = e
+                        .workers
+                        .values()
+                        .next()
+                        .map_or_else(String::new, |w| w.index_file.clone());
+                    return Err(Error::ConflictingIndex {
+                        first,
+                        second: idx.path,
+                        reason: format!(
+                            "global step {} is {} step {} in the first and {} step {} in the second",
+                            idx.step, e.mode, e.mode_step, idx.mode, idx.mode_step
+                        ),
+                    });
+                }
             }
             let entry = self.steps.entry(idx.step).or_insert_with(|| StepEntry {
                 mode: idx.mode,
@@ -179,12 +206,19 @@ impl State {
             self.workers.insert(idx.worker.clone());
             let last = self.worker_last_step.entry(idx.worker.clone()).or_insert(0);
             *last = (*last).max(idx.step);
-            let file_len = idx.tensors.values().map(|(s, l)| s + l).max().unwrap_or(0);
+            // `IndexFile::parse` checked that no entry's end overflows.
+            let file_len = idx
+                .tensors
+                .values()
+                .map(|(s, l)| s.saturating_add(*l))
+                .max()
+                .unwrap_or(0);
             entry.workers.insert(
                 idx.worker.clone(),
                 WorkerStep {
                     worker: idx.worker.into(),
                     event_file: idx.event_file.into(),
+                    index_file: idx.path,
                     file_len,
                     tensors: idx.tensors,
                 },

@@ -1,0 +1,621 @@
+//! Runs from other machines, other tools and object stores other people can write to: the
+//! Trial returns a tensor's correct value or a clear error, never a panic, an abort, another
+//! tensor's data, or an allocation a record merely claims.
+//!
+//! Most cases are Python smdebug's golden run with one file tampered with; the rest are one-record
+//! runs built here (with real payload CRCs, so only what the test means to change differs).
+
+use std::path::{Path, PathBuf};
+
+use prost::Message;
+use serde_json::{Value, json};
+use smdebug_core::{DType, Mode, Reduction};
+use smdebug_io::Error;
+use smdebug_io::format::proto::{
+    Event, Summary, TensorProto, TensorShapeProto, event, summary, tensor_shape_proto,
+};
+use smdebug_io::format::record::{PayloadChecksum, encode_record};
+use smdebug_io::format::tensor::mode_metadata;
+use smdebug_io::format::{layout, tensor::DEFAULT_MAX_TENSOR_BYTES};
+use smdebug_io::trial::{Trial, TrialOptions};
+
+/// A copy of one of Python smdebug's golden runs, to tamper with.
+fn golden_copy(name: &str) -> tempfile::TempDir {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/golden")
+        .join(name);
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&src, &dir.path().join("run"));
+    dir
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn run_of(dir: &tempfile::TempDir) -> String {
+    dir.path().join("run").to_str().unwrap().to_string()
+}
+
+fn read_json(run: &str, rel: &str) -> Value {
+    serde_json::from_slice(&std::fs::read(Path::new(run).join(rel)).unwrap()).unwrap()
+}
+
+fn write_json(run: &str, rel: &str, v: &Value) {
+    let path = Path::new(run).join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, serde_json::to_vec(v).unwrap()).unwrap();
+}
+
+/// The index entry of `name` in an index file's JSON.
+fn entry_mut<'a>(index: &'a mut Value, name: &str) -> &'a mut Value {
+    index["tensor_payload"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|e| e["tensorname"] == name)
+        .unwrap_or_else(|| panic!("no index entry `{name}`"))
+}
+
+fn shape(dims: &[i64]) -> Option<TensorShapeProto> {
+    Some(TensorShapeProto {
+        dim: dims
+            .iter()
+            .map(|&size| tensor_shape_proto::Dim {
+                size,
+                name: String::new(),
+            })
+            .collect(),
+        unknown_rank: false,
+    })
+}
+
+fn tensor_value(tag: &str, proto: TensorProto) -> summary::Value {
+    summary::Value {
+        tag: tag.to_string(),
+        metadata: Some(mode_metadata(Mode::Train, 0)),
+        value: Some(summary::value::Value::Tensor(proto)),
+        ..Default::default()
+    }
+}
+
+fn f32_proto(values: &[f32]) -> TensorProto {
+    TensorProto {
+        dtype: DType::F32.tf_datatype(),
+        tensor_shape: shape(&[values.len() as i64]),
+        tensor_content: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ..Default::default()
+    }
+}
+
+/// A run of one step holding one event record (real payload CRC) with these summary values,
+/// listed in the index under `name`.
+fn one_record_run(name: &str, values: Vec<summary::Value>) -> (tempfile::TempDir, String) {
+    let payload = Event {
+        wall_time: 1.0,
+        step: 0,
+        what: Some(event::What::Summary(Summary { value: values })),
+    }
+    .encode_to_vec();
+    let record = encode_record(&payload, PayloadChecksum::Crc32c);
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_of(&dir);
+    let event_file = layout::event_file(0, "worker_0");
+    let path = Path::new(&run).join(&event_file);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, &record).unwrap();
+    write_json(
+        &run,
+        &layout::index_file(0, "worker_0"),
+        &json!({"meta": {"mode": "TRAIN", "mode_step": 0, "event_file_name": event_file},
+                "tensor_payload": [{"tensorname": name, "start_idx": 0, "length": record.len()}],
+                "shape_payload": []}),
+    );
+    (dir, run)
+}
+
+fn value_err(run: &str, name: &str, options: TrialOptions) -> Error {
+    let trial = Trial::open_with(run, options).unwrap();
+    trial
+        .tensor(name)
+        .unwrap()
+        .value(0, None, None)
+        .expect_err("a value from a record that is not the tensor asked for")
+}
+
+// ---- 1. a record that claims a huge tensor ----
+
+/// The 53-byte record of the issue: shape [2^33] and no values, which TensorFlow's fill rule
+/// would expand to 32 GiB of zeros. Also one `float_val`, and the 8-byte dtypes (64 GiB).
+#[test]
+fn a_record_claiming_a_huge_tensor_is_refused_before_anything_is_allocated() {
+    let huge = 1i64 << 33;
+    let cases = [
+        (DType::F32, TensorProto::default(), 4u128),
+        (
+            DType::F32,
+            TensorProto {
+                float_val: vec![1.0],
+                ..Default::default()
+            },
+            4,
+        ),
+        (
+            DType::F64,
+            TensorProto {
+                double_val: vec![1.0],
+                ..Default::default()
+            },
+            8,
+        ),
+        (
+            DType::I64,
+            TensorProto {
+                int64_val: vec![7],
+                ..Default::default()
+            },
+            8,
+        ),
+    ];
+    for (dtype, proto, width) in cases {
+        let proto = TensorProto {
+            dtype: dtype.tf_datatype(),
+            tensor_shape: shape(&[huge]),
+            ..proto
+        };
+        let (_dir, run) = one_record_run("loss", vec![tensor_value("loss", proto)]);
+        let err = value_err(&run, "loss", TrialOptions::default());
+        let Error::TensorTooLarge {
+            path,
+            offset,
+            tensor,
+            claimed,
+            limit,
+            ..
+        } = &err
+        else {
+            panic!("{dtype}: {err}")
+        };
+        assert_eq!(path, &layout::event_file(0, "worker_0"));
+        assert_eq!((*offset, tensor.as_str()), (0, "loss"));
+        assert_eq!(*claimed, width << 33, "{dtype}");
+        assert_eq!(*limit, DEFAULT_MAX_TENSOR_BYTES);
+        let text = err.to_string();
+        for part in [
+            path.as_str(),
+            "byte 0",
+            &claimed.to_string(),
+            "max_tensor_bytes",
+        ] {
+            assert!(text.contains(part), "`{part}` missing from: {text}");
+        }
+    }
+}
+
+/// The budget is the reader's: a tensor one byte over it is refused, and raising it reads the
+/// same record (TensorFlow's fill rule: the last value repeats).
+#[test]
+fn the_tensor_budget_can_be_raised() {
+    let proto = TensorProto {
+        dtype: DType::F32.tf_datatype(),
+        tensor_shape: shape(&[1000]),
+        float_val: vec![1.5],
+        ..Default::default()
+    };
+    let (_dir, run) = one_record_run("w", vec![tensor_value("w", proto)]);
+    let tight = TrialOptions {
+        max_tensor_bytes: 3999,
+        ..TrialOptions::default()
+    };
+    let err = value_err(&run, "w", tight);
+    assert!(
+        matches!(
+            err,
+            Error::TensorTooLarge {
+                claimed: 4000,
+                limit: 3999,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let enough = TrialOptions {
+        max_tensor_bytes: 4000,
+        ..TrialOptions::default()
+    };
+    let v = Trial::open_with(&run, enough)
+        .unwrap()
+        .tensor("w")
+        .unwrap()
+        .value(0, None, None)
+        .unwrap();
+    assert_eq!(v.len(), 1000);
+    assert!(v.iter().all(|&x| x == 1.5));
+}
+
+/// An index entry whose record is longer than the budget is not even fetched.
+#[test]
+fn a_record_longer_than_the_budget_is_not_read() {
+    let (_dir, run) = one_record_run("w", vec![tensor_value("w", f32_proto(&[1.0; 64]))]);
+    let options = TrialOptions {
+        max_tensor_bytes: 100,
+        ..TrialOptions::default()
+    };
+    let err = value_err(&run, "w", options);
+    let Error::TensorTooLarge {
+        detail, claimed, ..
+    } = &err
+    else {
+        panic!("{err}")
+    };
+    assert!(detail.contains("record"), "{err}");
+    assert!(*claimed > 256, "{err}");
+}
+
+// ---- 2. offsets ----
+
+/// `start_idx + length` beyond u64: the index file is refused when the run is opened, naming the
+/// file and the tensor (it used to panic in `Bytes::slice` when the value was read).
+#[test]
+fn an_index_offset_that_overflows_is_a_bad_index_not_a_panic() {
+    let dir = golden_copy("pysmdebug_multi");
+    let run = run_of(&dir);
+    let rel = layout::index_file(0, "worker_0");
+    let mut index = read_json(&run, &rel);
+    entry_mut(&mut index, "loss")["start_idx"] = json!(u64::MAX - 10);
+    write_json(&run, &rel, &index);
+    let err = Trial::open(&run).err().expect("an index that overflows");
+    let Error::BadIndex { path, reason, .. } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(path, &rel);
+    assert!(
+        reason.contains("loss") && reason.contains("overflows"),
+        "{err}"
+    );
+}
+
+/// An index entry past the end of its event file, and an empty event file: incomplete records
+/// with the file and offset, before any slicing.
+#[test]
+fn an_index_entry_past_the_end_of_its_event_file_is_an_incomplete_record() {
+    let dir = golden_copy("pysmdebug_multi");
+    let run = run_of(&dir);
+    let rel = layout::index_file(0, "worker_0");
+    let mut index = read_json(&run, &rel);
+    let event_file = index["meta"]["event_file_name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let file_len = std::fs::metadata(Path::new(&run).join(&event_file))
+        .unwrap()
+        .len();
+    entry_mut(&mut index, "loss")["start_idx"] = json!(file_len - 10);
+    write_json(&run, &rel, &index);
+    let trial = Trial::open(&run).unwrap();
+    let err = trial
+        .tensor("loss")
+        .unwrap()
+        .value(0, None, Some("worker_0"))
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::IncompleteRecord { path, offset, .. }
+                 if *path == event_file && *offset == file_len - 10),
+        "{err}"
+    );
+
+    std::fs::write(Path::new(&run).join(&event_file), b"").unwrap();
+    let trial = Trial::open(&run).unwrap();
+    let err = trial
+        .tensor("fc1.bias")
+        .unwrap()
+        .value(0, None, Some("worker_0"))
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::IncompleteRecord { path, available: 0, .. } if *path == event_file),
+        "{err}"
+    );
+}
+
+// ---- 3. another tensor's data under the asked name ----
+
+/// The issue's case: `loss` pointing at `fc1.bias`'s record used to print fc1.bias's value.
+#[test]
+fn an_index_entry_pointing_at_another_tensors_record_is_refused() {
+    let dir = golden_copy("pysmdebug_multi");
+    let run = run_of(&dir);
+    let rel = layout::index_file(0, "worker_0");
+    let mut index = read_json(&run, &rel);
+    let bias = entry_mut(&mut index, "fc1.bias").clone();
+    let loss = entry_mut(&mut index, "loss");
+    loss["start_idx"] = bias["start_idx"].clone();
+    loss["length"] = bias["length"].clone();
+    write_json(&run, &rel, &index);
+    let trial = Trial::open(&run).unwrap();
+    let err = trial
+        .tensor("loss")
+        .unwrap()
+        .value(0, None, Some("worker_0"))
+        .unwrap_err();
+    let Error::WrongTensor {
+        expected, found, ..
+    } = &err
+    else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        (expected.as_str(), found.as_str()),
+        ("`loss`", "`fc1.bias`")
+    );
+    // The same through the CLI's JSON path.
+    let err = trial
+        .tensor_records(
+            "loss",
+            smdebug_io::trial::StepSelector::One(0),
+            None,
+            Some("worker_0"),
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::WrongTensor { .. }), "{err}");
+    // The other worker's untouched index still reads.
+    let v = trial
+        .tensor("loss")
+        .unwrap()
+        .value(0, None, Some("worker_1"))
+        .unwrap();
+    assert_eq!(v.len(), 1);
+}
+
+/// Reductions are stored (and tagged) as `smdebug/reductions/<red>/<tensor>`, which is the name
+/// the tag is checked against: `mean` pointing at `max`'s record is refused.
+#[test]
+fn a_reduction_is_read_only_under_its_own_tag() {
+    let dir = golden_copy("pysmdebug_multi");
+    let run = run_of(&dir);
+    let trial = Trial::open(&run).unwrap();
+    let mean: Reduction = "mean".parse().unwrap();
+    let w = trial.tensor("fc2.weight").unwrap();
+    let good = w.reduction_value(0, mean, None, Some("worker_0")).unwrap();
+    assert!(good.is_finite());
+
+    let rel = layout::index_file(0, "worker_0");
+    let mut index = read_json(&run, &rel);
+    let max = entry_mut(&mut index, "smdebug/reductions/max/fc2.weight").clone();
+    let e = entry_mut(&mut index, "smdebug/reductions/mean/fc2.weight");
+    e["start_idx"] = max["start_idx"].clone();
+    e["length"] = max["length"].clone();
+    write_json(&run, &rel, &index);
+    let trial = Trial::open(&run).unwrap();
+    let err = trial
+        .tensor("fc2.weight")
+        .unwrap()
+        .reduction_value(0, mean, None, Some("worker_0"))
+        .unwrap_err();
+    let Error::WrongTensor {
+        expected, found, ..
+    } = &err
+    else {
+        panic!("{err}")
+    };
+    assert_eq!(expected, "`smdebug/reductions/mean/fc2.weight`");
+    assert_eq!(found, "`smdebug/reductions/max/fc2.weight`");
+}
+
+/// An event file whose records are another step's (step 0's file copied over step 1's, with
+/// step 0's index entries): the tags match, the step does not.
+#[test]
+fn a_record_of_another_step_is_refused() {
+    let dir = golden_copy("pysmdebug_multi");
+    let run = run_of(&dir);
+    let step0 = read_json(&run, &layout::index_file(0, "worker_0"));
+    let rel = layout::index_file(1, "worker_0");
+    let mut index = read_json(&run, &rel);
+    index["tensor_payload"] = step0["tensor_payload"].clone();
+    write_json(&run, &rel, &index);
+    std::fs::copy(
+        Path::new(&run).join(layout::event_file(0, "worker_0")),
+        Path::new(&run).join(layout::event_file(1, "worker_0")),
+    )
+    .unwrap();
+    let trial = Trial::open(&run).unwrap();
+    let err = trial
+        .tensor("fc1.weight")
+        .unwrap()
+        .value(1, None, Some("worker_0"))
+        .unwrap_err();
+    let Error::WrongTensor {
+        expected, found, ..
+    } = &err
+    else {
+        panic!("{err}")
+    };
+    assert_eq!(expected, "`fc1.weight` at step 1");
+    assert_eq!(found, "`fc1.weight` at step 0");
+}
+
+/// An index that names another step's event file is refused when the run is opened.
+#[test]
+fn an_index_naming_another_steps_event_file_is_a_bad_index() {
+    let dir = golden_copy("pysmdebug_multi");
+    let run = run_of(&dir);
+    let rel = layout::index_file(1, "worker_0");
+    let mut index = read_json(&run, &rel);
+    index["meta"]["event_file_name"] = json!(layout::event_file(0, "worker_0"));
+    write_json(&run, &rel, &index);
+    let err = Trial::open(&run).err().expect("another step's event file");
+    assert!(
+        matches!(&err, Error::BadIndex { path, reason, .. }
+                 if *path == rel && reason.contains("step 1")),
+        "{err}"
+    );
+}
+
+/// One name listed twice in an index file used to mean "the last one wins", silently.
+#[test]
+fn a_tensor_listed_twice_in_an_index_file_is_a_conflict_naming_both() {
+    let dir = golden_copy("pysmdebug_multi");
+    let run = run_of(&dir);
+    let rel = layout::index_file(0, "worker_0");
+    let mut index = read_json(&run, &rel);
+    let mut twin = entry_mut(&mut index, "fc1.bias").clone();
+    twin["tensorname"] = json!("loss");
+    index["tensor_payload"].as_array_mut().unwrap().push(twin);
+    write_json(&run, &rel, &index);
+    let err = Trial::open(&run).err().expect("a duplicate entry");
+    let Error::ConflictingIndex {
+        first,
+        second,
+        reason,
+    } = &err
+    else {
+        panic!("{err}")
+    };
+    assert!(first.contains(&rel) && first.contains("byte 1114"), "{err}");
+    assert!(
+        second.contains(&rel) && second.contains("byte 164"),
+        "{err}"
+    );
+    assert!(reason.contains("`loss`"), "{err}");
+}
+
+/// Two index files that both describe step 0 of worker_0 (`0_worker_0.json` parses as step 0
+/// too): the second was skipped silently.
+#[test]
+fn two_index_files_for_one_step_of_one_worker_conflict() {
+    let dir = golden_copy("pysmdebug_multi");
+    let run = run_of(&dir);
+    let rel = layout::index_file(0, "worker_0");
+    let other = "index/000000000/0_worker_0.json";
+    write_json(&run, other, &read_json(&run, &rel));
+    let err = Trial::open(&run)
+        .err()
+        .expect("two index files for one step");
+    let Error::ConflictingIndex {
+        first,
+        second,
+        reason,
+    } = &err
+    else {
+        panic!("{err}")
+    };
+    let mut both = [first.as_str(), second.as_str()];
+    both.sort();
+    assert_eq!(both, [rel.as_str(), other]);
+    assert!(
+        reason.contains("step 0") && reason.contains("worker_0"),
+        "{err}"
+    );
+}
+
+/// Workers that disagree on what a global step is.
+#[test]
+fn workers_that_disagree_on_a_steps_mode_conflict() {
+    let dir = golden_copy("pysmdebug_multi");
+    let run = run_of(&dir);
+    let rel = layout::index_file(2, "worker_1");
+    let mut index = read_json(&run, &rel);
+    index["meta"]["mode"] = json!("EVAL");
+    write_json(&run, &rel, &index);
+    let err = Trial::open(&run).err().expect("a mode conflict");
+    let Error::ConflictingIndex { second, reason, .. } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(second, &rel);
+    assert!(reason.contains("TRAIN") && reason.contains("EVAL"), "{err}");
+}
+
+/// A summary with several values: the one under the asked tag, wherever it is (it used to be the
+/// first one); two under the asked tag are an error, and none is another tensor's record.
+#[test]
+fn a_summary_with_several_values_gives_the_value_under_the_asked_tag() {
+    let (_dir, run) = one_record_run(
+        "loss",
+        vec![
+            tensor_value("accuracy", f32_proto(&[0.9])),
+            tensor_value("loss", f32_proto(&[2.5])),
+        ],
+    );
+    let v = Trial::open(&run)
+        .unwrap()
+        .tensor("loss")
+        .unwrap()
+        .value(0, None, None)
+        .unwrap();
+    assert_eq!(v.iter().copied().collect::<Vec<_>>(), vec![2.5]);
+
+    let (_dir, run) = one_record_run(
+        "loss",
+        vec![
+            tensor_value("loss", f32_proto(&[2.5])),
+            tensor_value("loss", f32_proto(&[3.5])),
+        ],
+    );
+    let err = value_err(&run, "loss", TrialOptions::default());
+    assert!(
+        matches!(&err, Error::CorruptRecord { reason, .. } if reason.contains("several")),
+        "{err}"
+    );
+
+    let (_dir, run) = one_record_run(
+        "loss",
+        vec![
+            tensor_value("accuracy", f32_proto(&[0.9])),
+            tensor_value("lr", f32_proto(&[0.1])),
+        ],
+    );
+    let err = value_err(&run, "loss", TrialOptions::default());
+    assert!(
+        matches!(&err, Error::WrongTensor { found, .. } if found == "`accuracy`, `lr`"),
+        "{err}"
+    );
+}
+
+/// A reduction is one number: a record of several values under a reduction's name is an error,
+/// not its first value.
+#[test]
+fn a_reduction_holding_several_values_is_an_error() {
+    let name = "smdebug/reductions/mean/w";
+    let (_dir, run) = one_record_run(name, vec![tensor_value(name, f32_proto(&[1.0, 2.0]))]);
+    let trial = Trial::open(&run).unwrap();
+    let err = trial
+        .tensor("w")
+        .unwrap()
+        .reduction_value(0, "mean".parse().unwrap(), None, None)
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::CorruptRecord { reason, .. } if reason.contains("2 values")),
+        "{err}"
+    );
+}
+
+/// An index that names another worker's event file of the same step: tags and steps match
+/// there, so only the file name tells the values apart.
+#[test]
+fn an_index_naming_another_workers_event_file_is_a_bad_index() {
+    let dir = golden_copy("pysmdebug_multi");
+    let run = run_of(&dir);
+    let rel = layout::index_file(0, "worker_0");
+    let mut index = read_json(&run, &rel);
+    index["meta"]["event_file_name"] = json!(layout::event_file(0, "worker_1"));
+    write_json(&run, &rel, &index);
+    let err = Trial::open(&run)
+        .err()
+        .expect("another worker's event file");
+    let Error::BadIndex { path, reason, .. } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(path, &rel);
+    assert!(
+        reason.contains("worker_1") && reason.contains("worker_0"),
+        "{err}"
+    );
+}
