@@ -291,7 +291,7 @@ fn bench(c: &mut Criterion) {
             let summary = RuleRunner::builder(&location)
                 .spec(RuleSpec::new("ProfilerReport"))
                 .report(&page)
-                .write_summary(false)
+                .write_into_run(false)
                 .build()
                 .expect("runner")
                 .run_offline()

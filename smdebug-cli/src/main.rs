@@ -1,7 +1,8 @@
 //! `smdebug`: inspect runs recorded by smdebug (Rust or Python) from the command line.
 //!
 //! Output is meant for scripts: JSON objects or one item per line on stdout, errors on stderr
-//! with a non-zero exit status.
+//! with a non-zero exit status: 0 clean, 1 a rule found issues (`rules`, `report`), 2 an error.
+//! No subcommand but `profile` writes into a run unless asked to.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -13,11 +14,18 @@ mod rules_cmd;
 use smdebug_core::Mode;
 use smdebug_io::trial::{StepSelector, Trial, TrialOptions};
 
+/// The exit statuses of the reading subcommands, as `--help` shows them.
+const READ_EXIT_STATUS: &str = "Exit status: 0 success; 2 an error (no such run, a corrupt \
+or unreadable file, a bad argument). The run is only read.";
+
 #[derive(Parser)]
 #[command(
     name = "smdebug",
     version,
-    about = "Inspect smdebug runs: tensors, steps, values"
+    about = "Inspect smdebug runs: tensors, steps, values",
+    after_help = "Exit status: 0 clean; 1 a rule found issues (rules, report); 2 an error, an \
+error in any rule included; profile exits with its command's status. Nothing is written into a \
+run unless asked (rules --write-into-run, profile --out)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -27,18 +35,20 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Evaluate debugging rules over a run (offline, or --follow a live one); exit 0 no
-    /// issues, 1 issues found, 2 on error.
+    /// issues, 1 issues found, 2 on any error.
     Rules(rules_cmd::RulesArgs),
     /// Write the profiling report of a run: one self-contained HTML file (system usage, framework
     /// metrics, every rule's result, step durations, GPU sections, scalars) and one JSON result
     /// per rule beside it; --follow regenerates it while the run is written.
     Report(report_cmd::ReportArgs),
     /// Summary of a run as JSON: workers, modes, number of steps, collections, completeness.
+    #[command(after_help = READ_EXIT_STATUS)]
     Info {
         /// Run directory or object-store URL (s3://bucket/prefix, gs://, az://, memory://).
         run: String,
     },
-    /// Tensor names, one per line.
+    /// Tensor names, one per line (control characters shown escaped, as `\u{1b}`).
+    #[command(after_help = READ_EXIT_STATUS)]
     Tensors {
         run: String,
         /// Only tensors of this collection.
@@ -49,6 +59,7 @@ enum Command {
         regex: Option<String>,
     },
     /// Global steps, one per line, in order.
+    #[command(after_help = READ_EXIT_STATUS)]
     Steps {
         run: String,
         /// Only steps recorded in this mode (TRAIN, EVAL, PREDICT, GLOBAL).
@@ -56,8 +67,14 @@ enum Command {
         mode: Option<Mode>,
     },
     /// A tensor's value as JSON {name, step, mode, mode_step, worker, dtype, shape, values}.
+    #[command(after_help = READ_EXIT_STATUS)]
     Value(ValueArgs),
     /// Operator and GPU-kernel breakdowns of PyTorch profiler (Kineto) traces (.json or .json.gz).
+    #[command(
+        after_help = "Exit status: 0 success; 2 an error (a trace that cannot be read). \
+Events whose ts or end lie beyond ±2^53 µs are counted as skipped, not summed; control \
+characters in names are shown escaped in the tables."
+    )]
     Trace {
         /// Trace files, one per rank.
         #[arg(required = true)]
@@ -71,6 +88,11 @@ enum Command {
     },
     /// Run a command under the system sampler (host metrics and the command's process tree);
     /// exits with the command's status.
+    #[command(
+        after_help = "Exit status: the command's (128 + N when signal N ended it); 2 \
+when it could not be profiled at all (a bad option, an --out that cannot be a run directory, a \
+command that cannot start)."
+    )]
     Profile {
         /// Sampling interval in milliseconds (100 to 60000).
         #[arg(long, default_value_t = 500)]
@@ -150,7 +172,7 @@ fn run(cli: Cli) -> CliResult {
             let trial = open(&run)?;
             let names = trial.tensor_names_filtered(collection.as_deref(), regex.as_deref())?;
             for n in names {
-                writeln!(out, "{n}")?;
+                writeln!(out, "{}", smdebug_core::text::escape_controls(&n))?;
             }
         }
         Command::Steps { run, mode } => {
@@ -204,7 +226,8 @@ fn profile(interval_ms: u64, out: &str, node: Option<&str>, command: &[String]) 
         }
         config.validate()?;
         if !out.contains("://") {
-            std::fs::create_dir_all(out)?;
+            std::fs::create_dir_all(out)
+                .map_err(|e| format!("--out {out}: cannot create the run directory: {e}"))?;
         }
         Ok((config, std::sync::Arc::new(IoStore::open(out)?)))
     };

@@ -2,27 +2,36 @@
 //! per rule beside it), offline or regenerated while the run is being written.
 //!
 //! The rules are evaluated as `smdebug rules` evaluates them (the default set, or `--rule`), plus
-//! `ProfilerReport` (every profiler rule); the run's own `rules/rule_job_summary.json` is left
-//! alone. Exit status: 0 when the report was written, 2 when it could not be (no such run, a bad
-//! rule, an unwritable output).
+//! `ProfilerReport` (every profiler rule); nothing is written into the run (unless `-o` points
+//! there). Exit status: see [`EXIT_STATUS`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use clap::Args;
+use smdebug_core::text::escape_controls;
 use smdebug_profiler::report::{LoadOptions, ReportInput, write_report};
-use smdebug_rules::report::{PROFILER_REPORT, default_specs, is_profiler_report};
+use smdebug_rules::report::{PROFILER_REPORT, REPORT_FILE, default_specs, is_profiler_report};
 use smdebug_rules::{RuleRunner, RuleSpec, Status, Summary};
 
+/// The exit statuses, as `--help` shows them.
+pub const EXIT_STATUS: &str = "Exit status: 0 the report was written and no rule found an \
+issue; 1 it was written and some rule found issues; 2 an error: the report could not be \
+written, a --trace could not be read (the page is still written, without it), a bad rule or \
+run, any rule that ended in Error (the page shows it), or --follow giving up after \
+--idle-timeout. The run is only read.";
+
 #[derive(Args)]
+#[command(after_help = EXIT_STATUS)]
 pub struct ReportArgs {
     /// Run directory or object-store URL. May be left out when `--trace` is given: the report
     /// then shows the traces' operator breakdowns only.
     #[arg(required_unless_present = "traces")]
     run: Option<String>,
-    /// The HTML file to write; the rules' JSON results go beside it.
+    /// The HTML file to write; the rules' JSON results go beside it. An existing directory
+    /// gets `profiler-report.html` inside it.
     #[arg(short, long)]
     out: PathBuf,
     /// Follow a live run: regenerate the report every `--interval` seconds until the run ends
@@ -32,6 +41,11 @@ pub struct ReportArgs {
     /// Seconds between regenerations with `--follow`.
     #[arg(long, default_value_t = 10)]
     interval: u64,
+    /// With --follow: give up (exit 2, the report as it stands written) when nothing new
+    /// arrives for this many seconds, as when the writer died without writing its end marker;
+    /// 0 waits forever.
+    #[arg(long, value_name = "SECS", default_value_t = 1800, requires = "follow")]
+    idle_timeout: u64,
     /// A PyTorch profiler (Kineto) trace to include, .json or .json.gz (repeatable).
     #[arg(long = "trace")]
     traces: Vec<PathBuf>,
@@ -51,7 +65,17 @@ pub fn run(args: ReportArgs) -> ExitCode {
     }
 }
 
+/// Where the page goes: `out`, or `profiler-report.html` in it when it is a directory.
+fn html_path(out: &Path) -> PathBuf {
+    if out.is_dir() {
+        out.join(REPORT_FILE)
+    } else {
+        out.to_path_buf()
+    }
+}
+
 fn report(args: ReportArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let out = html_path(&args.out);
     let Some(run) = args.run.clone() else {
         // Traces only: no rules, every run section says its data is missing.
         let input = ReportInput::load(
@@ -62,9 +86,17 @@ fn report(args: ReportArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
                 ..LoadOptions::default()
             },
         );
-        let written = write_report(&input, &args.out)?;
+        let written = write_report(&input, &out)?;
         println!("report: {}", written.html.display());
-        return Ok(ExitCode::SUCCESS);
+        let failures = input.trace_failures();
+        for f in &failures {
+            eprintln!("smdebug: {}", escape_controls(f));
+        }
+        return Ok(if failures.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(2)
+        });
     };
     let mut specs = Vec::new();
     for r in &args.rules {
@@ -76,57 +108,63 @@ fn report(args: ReportArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         specs.push(RuleSpec::new(PROFILER_REPORT));
     }
     let mut builder = RuleRunner::builder(&run)
-        .write_summary(false)
-        .report(&args.out)
+        .write_into_run(false)
+        .report(&out)
         .report_traces(args.traces.clone());
     for s in specs {
         builder = builder.spec(s);
     }
     let summary = if args.follow {
-        let mut runner = builder
+        builder = builder
             .open_timeout(Duration::from_secs(600))
-            .report_every(Duration::from_secs(args.interval.max(1)))
-            .build()?;
+            .report_every(Duration::from_secs(args.interval.max(1)));
+        if args.idle_timeout > 0 {
+            builder = builder.idle_timeout(Duration::from_secs(args.idle_timeout));
+        }
+        let mut runner = builder.build()?;
         eprintln!(
             "following {run}; the report at {} is regenerated every {} s until the run ends",
-            args.out.display(),
+            out.display(),
             args.interval.max(1)
         );
         runner.follow(&AtomicBool::new(false))?
     } else {
         builder.build()?.run_offline()?
     };
-    print_outcome(&summary, &args.out)
+    print_outcome(&summary)
 }
 
-fn print_outcome(
-    summary: &Summary,
-    out: &std::path::Path,
-) -> Result<ExitCode, Box<dyn std::error::Error>> {
+/// Prints where the report went and what the rules found; the exit status counts every rule,
+/// `ProfilerReport`'s own slot (the report's writing, the traces) included.
+fn print_outcome(summary: &Summary) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let report = summary
         .rules
         .iter()
         .find(|r| is_profiler_report(&r.rule))
         .ok_or("the runner ran without ProfilerReport")?;
-    if report.status == Status::Error {
-        return Err(report.message.clone().into());
+    if let Some(path) = report.details["report"].as_str() {
+        println!("report: {path}");
     }
-    let fired: Vec<&str> = summary
-        .rules
-        .iter()
-        .filter(|r| r.status == Status::IssuesFound)
-        .map(|r| r.rule.as_str())
-        .collect();
-    println!("report: {}", out.display());
-    println!(
-        "rules: {} evaluated, {} found issues{}",
-        summary.rules.len() - 1,
-        fired.len(),
-        if fired.is_empty() {
+    let rules = || summary.rules.iter().filter(|r| r.rule != PROFILER_REPORT);
+    let named = |status: Status| {
+        let names: Vec<&str> = rules()
+            .filter(|r| r.status == status)
+            .map(|r| r.rule.as_str())
+            .collect();
+        if names.is_empty() {
             String::new()
         } else {
-            format!(" ({})", fired.join(", "))
+            format!(" ({})", names.join(", "))
         }
+    };
+    let count = |status: Status| rules().filter(|r| r.status == status).count();
+    println!(
+        "rules: {} evaluated, {} found issues{}, {} failed{}",
+        rules().count(),
+        count(Status::IssuesFound),
+        named(Status::IssuesFound),
+        count(Status::Error),
+        named(Status::Error),
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(crate::rules_cmd::exit_status(summary, false))
 }

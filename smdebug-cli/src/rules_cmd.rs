@@ -1,20 +1,34 @@
 //! `smdebug rules`: evaluate debugging and profiler rules over a run, offline or following it
 //! live.
 //!
-//! Exit status: 0 when no rule found an issue, 1 when some rule did, 2 on an error (bad rule,
-//! bad parameter, missing run, or a rule that failed while evaluating).
+//! Read-only unless asked: the run is only read, its `rules/rule_job_summary.json` (the live
+//! follower's) is left as it is; `--write-into-run` writes the summary there, `--out` to a file.
+//! Exit status: see [`EXIT_STATUS`].
 
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use clap::Args;
+use smdebug_core::text::escape_controls;
 use smdebug_rules::report::default_specs;
 use smdebug_rules::{
     RuleRunner, RuleSpec, Status, Summary, all_builtin_rules, builtin_profiler_rules,
 };
 
+/// The exit statuses, as `--help` shows them.
+pub const EXIT_STATUS: &str = "Exit status: 0 every rule ran and none found an issue; 1 some \
+rule found issues; 2 an error: a bad rule, parameter or run, any rule that ended in Error, a \
+summary that could not be written, or --follow giving up after --idle-timeout. Every rule's \
+verdict is printed before the exit, errors or not.
+
+The run is only read: its rules/rule_job_summary.json (the one the live follower wrote) is left \
+as it is. --write-into-run writes the summary there (and ProfilerReport's report into \
+rules/ProfilerReport/profiler-output/); --out writes it to a file.";
+
 #[derive(Args)]
+#[command(after_help = EXIT_STATUS)]
 pub struct RulesArgs {
     /// Run directory or object-store URL.
     #[arg(required_unless_present = "list")]
@@ -29,6 +43,18 @@ pub struct RulesArgs {
     /// Follow a live run until it ends (waits up to 10 minutes for it to appear).
     #[arg(long)]
     follow: bool,
+    /// With --follow: give up (exit 2) when nothing new arrives for this many seconds, as
+    /// when the writer died without writing its end marker. The default matches
+    /// StalledTraining's default threshold, so that rule fires first; 0 waits forever.
+    #[arg(long, value_name = "SECS", default_value_t = 1800, requires = "follow")]
+    idle_timeout: u64,
+    /// Write the summary into the run (rules/rule_job_summary.json), as the live follower in
+    /// the training job does, replacing the one there.
+    #[arg(long)]
+    write_into_run: bool,
+    /// Write the summary (the --json form) to this file.
+    #[arg(long, short, value_name = "FILE")]
+    out: Option<std::path::PathBuf>,
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
@@ -112,12 +138,15 @@ fn evaluate(args: RulesArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         return Ok(ExitCode::SUCCESS);
     }
     let run = args.run.clone().unwrap_or_default();
-    let mut builder = RuleRunner::builder(&run);
+    let mut builder = RuleRunner::builder(&run).write_into_run(args.write_into_run);
     for spec in specs(&args)? {
         builder = builder.spec(spec);
     }
     if args.follow {
-        builder = builder.open_timeout(std::time::Duration::from_secs(600));
+        builder = builder.open_timeout(Duration::from_secs(600));
+        if args.idle_timeout > 0 {
+            builder = builder.idle_timeout(Duration::from_secs(args.idle_timeout));
+        }
     }
     let mut runner = builder.build()?;
     let summary = if args.follow {
@@ -127,13 +156,45 @@ fn evaluate(args: RulesArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     };
     print_summary(&mut out, &summary, args.json)?;
     out.flush()?;
-    Ok(if summary.has_errors() {
+    let mut failed = false;
+    if let Some(path) = &args.out {
+        let written = serde_json::to_vec_pretty(&summary)
+            .map_err(std::io::Error::other)
+            .and_then(|json| std::fs::write(path, json));
+        if let Err(e) = written {
+            eprintln!("smdebug: --out {}: {e}", path.display());
+            failed = true;
+        }
+    }
+    Ok(exit_status(&summary, failed))
+}
+
+/// 2 for any error (a rule's, the runner's, or `failed` outside it), else 1 when a rule found
+/// issues, else 0. Says on stderr what the error was.
+pub fn exit_status(summary: &Summary, failed: bool) -> ExitCode {
+    let mut error = failed;
+    for r in summary.errors() {
+        eprintln!(
+            "smdebug: rule {} failed: {}",
+            r.rule,
+            escape_controls(&r.message)
+        );
+        error = true;
+    }
+    for problem in [&summary.write_error, &summary.gave_up]
+        .into_iter()
+        .flatten()
+    {
+        eprintln!("smdebug: {}", escape_controls(problem));
+        error = true;
+    }
+    if error {
         ExitCode::from(2)
     } else if summary.issues_found() {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
-    })
+    }
 }
 
 fn print_summary(out: &mut impl Write, s: &Summary, json: bool) -> std::io::Result<()> {
@@ -161,13 +222,13 @@ fn print_summary(out: &mut impl Write, s: &Summary, json: bool) -> std::io::Resu
         };
         writeln!(out, "{:28} {status}{fired}", r.rule)?;
         if !r.message.is_empty() {
-            writeln!(out, "{:28} {}", "", r.message)?;
+            writeln!(out, "{:28} {}", "", escape_controls(&r.message))?;
         }
         for e in &r.action_errors {
-            writeln!(out, "{:28} action failed: {e}", "")?;
+            writeln!(out, "{:28} action failed: {}", "", escape_controls(e))?;
         }
         for w in &r.warnings {
-            writeln!(out, "{:28} data warning: {w}", "")?;
+            writeln!(out, "{:28} data warning: {}", "", escape_controls(w))?;
         }
     }
     Ok(())

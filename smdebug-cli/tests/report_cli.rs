@@ -91,8 +91,10 @@ fn a_recorded_run_gets_a_report_with_every_section_and_one_json_per_rule() {
         html_path.to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
+    // Written, and rules found issues: exit 1.
+    assert_eq!(
+        out.status.code(),
+        Some(1),
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -20,6 +20,7 @@ pub mod reduction;
 pub mod save_config;
 pub mod sink;
 pub mod tensor;
+pub mod text;
 pub mod worker;
 
 pub use collection::{Collection, CollectionsFile, UnusablePattern};

@@ -167,17 +167,27 @@ pub mod lenient {
         s.is_empty() || s.eq_ignore_ascii_case("none") || s.eq_ignore_ascii_case("null")
     }
 
+    /// A finite number. Every number parameter is a threshold, a tolerance, a share or a
+    /// count, and against NaN or an infinity a comparison is always false (or always true):
+    /// a rule given one could never fire, or would fire at every step.
     fn number<E: serde::de::Error>(v: &Value) -> Result<f64, E> {
-        match v {
+        let x = match v {
             Value::Number(n) => n
                 .as_f64()
-                .ok_or_else(|| E::custom(format!("`{n}` is not a number"))),
+                .ok_or_else(|| E::custom(format!("`{n}` is not a number")))?,
             Value::String(s) => s
                 .trim()
                 .parse::<f64>()
-                .map_err(|_| E::custom(format!("expected a number, got `{s}`"))),
-            other => Err(E::custom(format!("expected a number, got {other}"))),
+                .map_err(|_| E::custom(format!("expected a number, got `{s}`")))?,
+            other => return Err(E::custom(format!("expected a number, got {other}"))),
+        };
+        if !x.is_finite() {
+            return Err(E::custom(format!(
+                "expected a finite number, got {x} (compared against it, the rule could never \
+                 fire or would always fire)"
+            )));
         }
+        Ok(x)
     }
 
     fn integer<E: serde::de::Error>(v: &Value) -> Result<u64, E> {
@@ -353,6 +363,21 @@ mod tests {
         let spec = RuleSpec::parse("X:num_steps=-3").unwrap();
         let err = parse_params::<P>("X", &spec.parameters).unwrap_err();
         assert!(err.to_string().contains("num_steps"), "{err}");
+    }
+
+    #[test]
+    fn nan_and_infinite_numbers_are_rejected_naming_rule_and_parameter() {
+        for value in ["NaN", "nan", "inf", "-inf", "infinity", "1e400"] {
+            let spec = RuleSpec::parse(&format!("X:threshold={value}")).unwrap();
+            let err = parse_params::<P>("X", &spec.parameters).unwrap_err();
+            assert!(
+                matches!(&err, Error::BadParameter { rule, param, .. } if rule == "X" && param == "threshold"),
+                "{value}: {err}"
+            );
+            assert!(err.to_string().contains("finite"), "{value}: {err}");
+            let spec = RuleSpec::parse(&format!("X:num_steps={value}")).unwrap();
+            assert!(parse_params::<P>("X", &spec.parameters).is_err(), "{value}");
+        }
     }
 
     #[test]

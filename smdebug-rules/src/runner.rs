@@ -1,6 +1,7 @@
 //! The rule runner: evaluates rules over a finished run, or follows a live run in its own
 //! thread (or process), keeps a status per rule, triggers actions and writes a JSON summary
-//! into the run (`rules/rule_job_summary.json`).
+//! into the run (`rules/rule_job_summary.json`) unless told not to write into the run
+//! ([`RunnerBuilder::write_into_run`]).
 //!
 //! Debugging rules are evaluated step by step over the trial's tensors. Profiler rules are fed
 //! the run's system metrics and framework spans: offline in windows of 60 s of job time,
@@ -127,6 +128,14 @@ pub struct Summary {
     /// When the summary was written, seconds since the Unix epoch.
     pub updated_at: f64,
     pub rules: Vec<RuleStatus>,
+    /// Why the runner stopped following before the run ended (nothing new arrived within the
+    /// idle time-out); the rules that had not fired are still `InProgress`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gave_up: Option<String>,
+    /// The latest failure to write the summary into the run. Evaluation goes on without it:
+    /// a run the runner cannot write to is still checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_error: Option<String>,
 }
 
 impl Summary {
@@ -138,6 +147,11 @@ impl Summary {
     /// True when some rule failed.
     pub fn has_errors(&self) -> bool {
         self.rules.iter().any(|r| r.status == Status::Error)
+    }
+
+    /// The rules that failed.
+    pub fn errors(&self) -> impl Iterator<Item = &RuleStatus> {
+        self.rules.iter().filter(|r| r.status == Status::Error)
     }
 
     /// The status of the rule called `name`.
@@ -160,9 +174,10 @@ pub struct RunnerBuilder {
     rules: Vec<(Box<dyn Rule>, Vec<ActionConfig>)>,
     specs: Vec<RuleSpec>,
     poll_interval: Duration,
-    write_summary: bool,
+    write_into_run: bool,
     stop_signal: Option<StopSignal>,
     open_timeout: Duration,
+    idle_timeout: Option<Duration>,
     report: Option<ReportTarget>,
 }
 
@@ -185,9 +200,13 @@ impl RunnerBuilder {
         self
     }
 
-    /// Write `rules/rule_job_summary.json` into the run. Default true.
-    pub fn write_summary(mut self, on: bool) -> Self {
-        self.write_summary = on;
+    /// Write into the run: `rules/rule_job_summary.json` as the run progresses, and the
+    /// `ProfilerReport` report when no other path is given ([`report`](Self::report)).
+    /// Default true: the follower beside a training job keeps its summary in the run. With
+    /// false nothing is written into the run (actions still run: a `stop_training` action
+    /// writes its stop request).
+    pub fn write_into_run(mut self, on: bool) -> Self {
+        self.write_into_run = on;
         self
     }
 
@@ -202,6 +221,14 @@ impl RunnerBuilder {
     /// training job). Default: 0, fail at once.
     pub fn open_timeout(mut self, timeout: Duration) -> Self {
         self.open_timeout = timeout;
+        self
+    }
+
+    /// Stop following a run when nothing new (no step complete on every worker, no profiler
+    /// data) arrived for this long: its writer most likely died. The runner then finishes with
+    /// [`Summary::gave_up`] set. Default: none, follow until the end marker (or the cancel).
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = Some(timeout);
         self
     }
 
@@ -407,7 +434,11 @@ impl RunnerBuilder {
             next_step: 0,
             last_step: None,
             poll_interval: self.poll_interval,
-            write_summary: self.write_summary,
+            write_into_run: self.write_into_run,
+            idle_timeout: self.idle_timeout,
+            last_arrival: Instant::now(),
+            gave_up: None,
+            write_error: None,
             shared: Arc::new(Mutex::new(None)),
             report: self.report,
             last_report: None,
@@ -451,7 +482,12 @@ pub struct RuleRunner {
     next_step: u64,
     last_step: Option<u64>,
     poll_interval: Duration,
-    write_summary: bool,
+    write_into_run: bool,
+    idle_timeout: Option<Duration>,
+    /// When a step was last evaluated or profiler data last arrived (the idle time-out's clock).
+    last_arrival: Instant,
+    gave_up: Option<String>,
+    write_error: Option<String>,
     shared: Arc<Mutex<Option<Summary>>>,
     /// Where the profiling report goes, when one is wanted.
     report: Option<ReportTarget>,
@@ -466,9 +502,10 @@ impl RuleRunner {
             rules: Vec::new(),
             specs: Vec::new(),
             poll_interval: Duration::from_millis(200),
-            write_summary: true,
+            write_into_run: true,
             stop_signal: None,
             open_timeout: Duration::ZERO,
+            idle_timeout: None,
             report: None,
         }
     }
@@ -560,6 +597,9 @@ impl RuleRunner {
         let due = self
             .last_window_at
             .is_none_or(|t| t.elapsed() >= IDLE_WINDOW_INTERVAL);
+        if arrived > 0 {
+            self.last_arrival = Instant::now();
+        }
         if arrived == 0 && !final_window && !due {
             return false;
         }
@@ -595,10 +635,14 @@ impl RuleRunner {
 
     /// Follows the run until it writes its end marker (then evaluates the rest and finishes),
     /// or until `cancel` is set. Never blocks the training job: it only reads.
+    ///
+    /// With an [idle time-out](RunnerBuilder::idle_timeout), also stops when nothing new
+    /// arrived for that long, and says so in [`Summary::gave_up`].
     pub fn follow(&mut self, cancel: &AtomicBool) -> Result<Summary> {
         let mut last_progress = Instant::now();
         let mut last_written = Instant::now();
-        self.publish()?;
+        self.last_arrival = Instant::now();
+        self.publish();
         loop {
             self.refresh_run()?;
             let complete = self.run_complete;
@@ -610,11 +654,22 @@ impl RuleRunner {
             if processed > 0 {
                 last_progress = Instant::now();
             } else {
-                self.idle(last_progress.elapsed())?;
+                self.idle(last_progress.elapsed());
             }
             if changed || last_written.elapsed() >= Duration::from_secs(2) {
-                self.publish()?;
+                self.publish();
                 last_written = Instant::now();
+            }
+            // After the idle rules had their look, so StalledTraining can fire first.
+            if let Some(limit) = self.idle_timeout
+                && self.last_arrival.elapsed() >= limit
+            {
+                self.gave_up = Some(format!(
+                    "nothing new arrived for {} s and the run has no end marker \
+                     ({END_MARKER}): its writer seems to have stopped; stopped following",
+                    limit.as_secs_f64()
+                ));
+                return self.finish();
             }
             if let Some(every) = self.report.as_ref().and_then(|r| r.every)
                 && self.last_report.is_none_or(|t| t.elapsed() >= every)
@@ -668,6 +723,8 @@ impl RuleRunner {
                     status
                 })
                 .collect(),
+            gave_up: self.gave_up.clone(),
+            write_error: self.write_error.clone(),
         }
     }
 
@@ -709,6 +766,7 @@ impl RuleRunner {
                 }
             }
             changed |= self.evaluate(step);
+            self.last_arrival = Instant::now();
             self.next_step = step + 1;
             self.last_step = Some(step);
             processed += 1;
@@ -734,7 +792,7 @@ impl RuleRunner {
         changed
     }
 
-    fn idle(&mut self, idle: Duration) -> Result<()> {
+    fn idle(&mut self, idle: Duration) {
         let mut changed = false;
         for i in 0..self.slots.len() {
             if self.slots[i].status.status == Status::Error
@@ -750,9 +808,8 @@ impl RuleRunner {
             changed |= self.record(i, outcome);
         }
         if changed {
-            self.publish()?;
+            self.publish();
         }
-        Ok(())
     }
 
     fn record(&mut self, i: usize, outcome: Result<Option<RuleResult>>) -> bool {
@@ -846,8 +903,10 @@ impl RuleRunner {
 
     fn finish(&mut self) -> Result<Summary> {
         let profiler_seen = self.feed.as_ref().is_some_and(|f| f.seen_any);
+        // A runner that gave up on a live run cannot say that a rule found nothing.
+        let over = self.gave_up.is_none();
         for s in &mut self.slots {
-            if s.status.status == Status::InProgress {
+            if over && s.status.status == Status::InProgress {
                 s.status.status = Status::NoIssuesFound;
                 if s.status.datapoints > 0 {
                     continue;
@@ -876,7 +935,8 @@ impl RuleRunner {
         self.write_report();
         let mut summary = self.summary();
         summary.finished = true;
-        self.store(&summary)?;
+        self.store(&summary);
+        summary.write_error = self.write_error.clone();
         Ok(summary)
     }
 
@@ -894,6 +954,17 @@ impl RuleRunner {
             .position(|s| is_profiler_report(&s.status.rule));
         let local = match &target.html {
             Some(path) => Some(path.clone()),
+            None if !self.write_into_run => {
+                if let Some(i) = slot {
+                    let st = &mut self.slots[i].status;
+                    st.message = "report not written: the runner does not write into the run \
+                        (`smdebug rules --write-into-run` does) and no other path was given \
+                        (`smdebug report -o FILE`)"
+                        .into();
+                    st.details = serde_json::Value::Null;
+                }
+                return;
+            }
             None if !self.location.contains("://") => Some(
                 std::path::Path::new(&self.location)
                     .join(DEFAULT_REPORT_DIR)
@@ -908,14 +979,22 @@ impl RuleRunner {
                 self.location.trim_end_matches('/')
             ),
         };
+        let input = ReportInput::load(&self.location, &target.load);
+        // Traces were named by the caller: one that cannot be read fails this slot (the page
+        // is still written, without it, and says why).
+        let failed_traces = input.trace_failures().join(" ");
         // The page shows this slot too: say where the report goes before drawing it.
         if let Some(i) = slot {
             let st = &mut self.slots[i].status;
-            st.message = format!("report: {destination}");
             st.details = serde_json::json!({ "report": destination });
+            if failed_traces.is_empty() {
+                st.message = format!("report: {destination}");
+            } else {
+                st.status = Status::Error;
+                st.message = format!("report: {destination}; {failed_traces}");
+            }
         }
-        let input = ReportInput::load(&self.location, &target.load)
-            .with_rules(crate::report::outcomes(&self.summary()));
+        let input = input.with_rules(crate::report::outcomes(&self.summary()));
         let written = match &local {
             Some(path) => write_report(&input, path)
                 .map(|_| ())
@@ -926,6 +1005,7 @@ impl RuleRunner {
             let st = &mut self.slots[i].status;
             st.status = Status::Error;
             st.message = format!("the report could not be written to {destination}: {e}");
+            st.details = serde_json::Value::Null;
         }
     }
 
@@ -944,30 +1024,33 @@ impl RuleRunner {
         put(REPORT_FILE, render_html(input).into_bytes())
     }
 
-    fn publish(&mut self) -> Result<()> {
+    fn publish(&mut self) {
         let summary = self.summary();
-        self.store(&summary)
+        self.store(&summary);
     }
 
-    fn store(&mut self, summary: &Summary) -> Result<()> {
+    /// Publishes the summary to [`RunnerHandle::summary`] and, when writing into the run,
+    /// stores it there; a failed write is kept in [`Summary::write_error`], not fatal.
+    fn store(&mut self, summary: &Summary) {
         if let Ok(mut s) = self.shared.lock() {
             *s = Some(summary.clone());
         }
-        if !self.write_summary {
-            return Ok(());
+        if !self.write_into_run {
+            return;
         }
-        let json = serde_json::to_vec_pretty(summary).map_err(|e| Error::BadFile {
-            path: SUMMARY_FILE.into(),
-            reason: e.to_string(),
-        })?;
-        self.storage
-            .put(SUMMARY_FILE, json.into())
-            .map_err(|e| Error::Store {
-                location: self.location.clone(),
-                op: "put",
-                path: SUMMARY_FILE.into(),
-                source: Box::new(e),
-            })
+        let written = serde_json::to_vec_pretty(summary)
+            .map_err(|e| e.to_string())
+            .and_then(|json| {
+                self.storage
+                    .put(SUMMARY_FILE, json.into())
+                    .map_err(|e| e.to_string())
+            });
+        if let Err(e) = written {
+            self.write_error = Some(format!(
+                "{}: writing {SUMMARY_FILE} failed: {e}",
+                self.location
+            ));
+        }
     }
 }
 

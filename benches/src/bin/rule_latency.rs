@@ -34,7 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     hook.step();
 
     let handle = RuleRunner::builder(&run)
-        .write_summary(false)
+        .write_into_run(false)
         // The writer publishes asynchronously: give the run a moment to appear.
         .open_timeout(Duration::from_secs(10))
         .spec(RuleSpec::parse("ExplodingTensor")?)

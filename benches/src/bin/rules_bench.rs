@@ -9,7 +9,7 @@ use smdebug_rules::{RuleRunner, RuleSpec, Status, builtin_rules};
 
 fn run(dir: &str, names: &[&str]) -> Result<(f64, usize, usize), Box<dyn std::error::Error>> {
     let t = Instant::now();
-    let mut builder = RuleRunner::builder(dir).write_summary(false);
+    let mut builder = RuleRunner::builder(dir).write_into_run(false);
     for n in names {
         builder = builder.spec(RuleSpec::parse(n)?);
     }

@@ -281,9 +281,11 @@ impl Trial {
         Ok(self.maybe_refresh()?.workers.iter().cloned().collect())
     }
 
-    /// The number of workers the job declared (from the collections files).
+    /// The number of workers the job declared (from the collections files), or as many as
+    /// wrote steps when that is more (a run whose collections file is missing declares none).
     pub fn num_workers(&self) -> Result<usize> {
-        Ok(self.maybe_refresh()?.num_workers)
+        let st = self.maybe_refresh()?;
+        Ok(st.num_workers.max(st.workers.len()))
     }
 
     /// The collections, merged over workers.
@@ -394,7 +396,7 @@ impl Trial {
         Ok(TrialInfo {
             location: self.location.clone(),
             workers: st.workers.iter().cloned().collect(),
-            num_workers: st.num_workers,
+            num_workers: st.num_workers.max(st.workers.len()),
             modes,
             num_steps: st.steps.len(),
             steps_per_mode,

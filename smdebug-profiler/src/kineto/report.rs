@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
+use smdebug_core::text::escape_controls;
 
 /// Summary of a set of trace files, one entry per file (= per rank).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,7 +59,8 @@ pub struct RankSummary {
     pub event_count: u64,
     /// Complete (`"ph": "X"`) events counted.
     pub complete_event_count: u64,
-    /// Complete events dropped for a missing/non-numeric `ts` or a negative/non-finite `dur`.
+    /// Complete events dropped for a missing/non-numeric `ts`, a negative `dur`, or a `ts` or
+    /// end beyond ±2^53 µs (not a time a profiler wrote).
     pub skipped_event_count: u64,
 }
 
@@ -97,7 +99,8 @@ pub struct GpuDeviceSummary {
 }
 
 /// Renders `report` as plain-text tables: per rank, its headline figures and the `top_n`
-/// rows of each table (kernels, memcpy, memset, CPU operators, user annotations).
+/// rows of each table (kernels, memcpy, memset, CPU operators, user annotations). Control
+/// characters in names and file names are shown escaped, so a trace cannot drive the terminal.
 pub fn render_text(report: &TraceReport, top_n: usize) -> String {
     let mut out = String::new();
     if report.ranks.is_empty() {
@@ -114,7 +117,7 @@ pub fn render_text(report: &TraceReport, top_n: usize) -> String {
 
 fn render_rank(out: &mut String, r: &RankSummary, top_n: usize) {
     // Writing into a String cannot fail, so the fmt::Results below are ignored on purpose.
-    let _ = writeln!(out, "== rank {} ({})", r.rank, r.file);
+    let _ = writeln!(out, "== rank {} ({})", r.rank, escape_controls(&r.file));
     let _ = writeln!(
         out,
         "span {} | {} events ({} complete, {} skipped)",
@@ -173,7 +176,7 @@ fn table(out: &mut String, title: &str, rows: &[OpStats], top_n: usize) {
             row.min_us,
             row.max_us,
             row.share * 100.0,
-            shorten(&row.name, 100)
+            escape_controls(&shorten(&row.name, 100))
         );
     }
 }

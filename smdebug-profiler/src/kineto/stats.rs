@@ -200,8 +200,8 @@ pub(crate) struct Accumulator {
     pub(crate) events: u64,
     /// Complete (`"ph": "X"`) events that were counted.
     pub(crate) complete_events: u64,
-    /// Complete events dropped because `ts` was missing or not a finite number, or `dur` was
-    /// negative or not finite.
+    /// Complete events dropped because `ts` was missing or not a number within ±2^53 µs, or
+    /// `dur` was negative or ended the event past that.
     pub(crate) skipped_events: u64,
 }
 
@@ -215,6 +215,11 @@ pub(crate) struct EventFields<'a> {
     pub(crate) pid: Option<i64>,
     pub(crate) device: Option<i64>,
 }
+
+/// The largest `ts`, `dur` and end (`ts + dur`) an event may have: 2^53 µs (about 285 years
+/// from the epoch), past which an f64 no longer holds whole microseconds. Larger values are not
+/// times a profiler wrote; summed, they would print as `inf` or `NaN`.
+const MAX_TIME_US: f64 = 9_007_199_254_740_992.0;
 
 /// Device key used when a GPU event names neither `args.device` nor a numeric `pid`.
 pub(crate) const UNKNOWN_DEVICE: i64 = -1;
@@ -243,13 +248,13 @@ impl Accumulator {
         if ev.ph != "X" {
             return;
         }
-        let Some(ts) = ev.ts.filter(|t| t.is_finite()) else {
+        let Some(ts) = ev.ts.filter(|t| t.abs() <= MAX_TIME_US) else {
             self.skipped_events += 1;
             return;
         };
         let dur = match ev.dur {
             None => 0.0,
-            Some(d) if d.is_finite() && d >= 0.0 => d,
+            Some(d) if (0.0..=MAX_TIME_US).contains(&d) && (ts + d).abs() <= MAX_TIME_US => d,
             Some(_) => {
                 self.skipped_events += 1;
                 return;

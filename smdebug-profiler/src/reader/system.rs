@@ -1,13 +1,16 @@
 //! Decoding system-metrics files (JSON lines).
 
-use crate::system::{ProfilerError, Result, SystemSample};
+use crate::system::{ProfilerError, Result, SystemSample, parse_system_file_key};
 
 /// Decodes one system-metrics file.
 ///
 /// Blank lines are skipped. A last line without its newline that does not parse is a record
 /// still being appended (SageMaker's monitor appends in place) and is skipped; any other bad
-/// line is an error naming the file and line.
+/// line is an error naming the file and line. When `key` is a system-metrics file name, a
+/// sample stamped outside the file's window is such a bad line
+/// ([`SystemFileName::holds`](crate::system::SystemFileName::holds)).
 pub fn parse_system_lines(key: &str, bytes: &[u8]) -> Result<Vec<SystemSample>> {
+    let file = parse_system_file_key(key);
     let mut samples = Vec::new();
     let ends_complete = bytes.ends_with(b"\n");
     let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
@@ -17,7 +20,16 @@ pub fn parse_system_lines(key: &str, bytes: &[u8]) -> Result<Vec<SystemSample>> 
             continue;
         }
         match serde_json::from_slice::<SystemSample>(line) {
-            Ok(sample) => samples.push(sample),
+            Ok(sample) => {
+                if let Some(why) = file.as_ref().and_then(|f| f.misplaced(sample.timestamp)) {
+                    return Err(ProfilerError::MalformedSystemLine {
+                        key: key.to_owned(),
+                        line: index + 1,
+                        message: why,
+                    });
+                }
+                samples.push(sample)
+            }
             Err(_) if index == last && !ends_complete => break,
             Err(e) => {
                 return Err(ProfilerError::MalformedSystemLine {
@@ -48,6 +60,23 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().contains("sys/f.json"));
+    }
+
+    #[test]
+    fn a_sample_outside_its_files_window_is_a_bad_line() {
+        let key = "system/incremental/2020061000/1591748100.algo-1.json";
+        let good = format!("{LINE}\n");
+        assert_eq!(parse_system_lines(key, good.as_bytes()).unwrap().len(), 1);
+        for stamp in ["0", "-1e308", "1e308", "1591740000.5", "1591752000"] {
+            let line = LINE.replace("1591748109.2321954", stamp);
+            let text = format!("{LINE}\n{line}\n");
+            let err = parse_system_lines(key, text.as_bytes()).unwrap_err();
+            assert!(
+                matches!(&err, ProfilerError::MalformedSystemLine { line: 2, message, .. }
+                    if message.contains("window")),
+                "{stamp}: {err}"
+            );
+        }
     }
 
     #[test]

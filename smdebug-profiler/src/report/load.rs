@@ -11,7 +11,7 @@ use smdebug_io::trial::{Trial, TrialOptions};
 use super::{LoadOptions, MetricSeries, NoteArea, ReportInput, ScalarSeries};
 use crate::kineto::{summarize_trace, summarize_traces};
 use crate::reader::{ProfilerReader, parse_trace};
-use crate::system::{IoStore, ProfilerStore, SystemSample};
+use crate::system::{IoStore, ProfilerStore, SystemFileName, SystemSample};
 
 /// The end-of-run marker's key.
 const END_MARKER: &str = "training_job_end.ts";
@@ -63,9 +63,13 @@ impl ReportInput {
 }
 
 /// Decodes the JSON lines of a system-metrics file, keeping the good records: returns them,
-/// the number of bad lines and the first bad line's number and error. A last line without a
-/// newline that does not parse is a record still being appended: skipped, not counted.
-fn tolerant_system_lines(bytes: &[u8]) -> (Vec<SystemSample>, usize, Option<(usize, String)>) {
+/// the number of bad lines and the first bad line's number and error. A record stamped outside
+/// the file's window is a bad line. A last line without a newline that does not parse is a
+/// record still being appended: skipped, not counted.
+fn tolerant_system_lines(
+    file: &SystemFileName,
+    bytes: &[u8],
+) -> (Vec<SystemSample>, usize, Option<(usize, String)>) {
     let mut samples = Vec::new();
     let (mut bad, mut first_bad) = (0, None);
     let ends_complete = bytes.ends_with(b"\n");
@@ -76,7 +80,13 @@ fn tolerant_system_lines(bytes: &[u8]) -> (Vec<SystemSample>, usize, Option<(usi
             continue;
         }
         match serde_json::from_slice::<SystemSample>(line) {
-            Ok(sample) => samples.push(sample),
+            Ok(sample) => match file.misplaced(sample.timestamp) {
+                None => samples.push(sample),
+                Some(why) => {
+                    bad += 1;
+                    first_bad.get_or_insert((index + 1, why));
+                }
+            },
             Err(_) if index == last && !ends_complete => {}
             Err(e) => {
                 bad += 1;
@@ -120,7 +130,7 @@ fn load_system(input: &mut ReportInput, store: &Arc<dyn ProfilerStore>) {
                 continue;
             }
         };
-        let (samples, bad, first_bad) = tolerant_system_lines(&bytes);
+        let (samples, bad, first_bad) = tolerant_system_lines(&file, &bytes);
         if let Some((line, message)) = first_bad {
             input.note(
                 NoteArea::System,
@@ -349,10 +359,15 @@ mod tests {
 
     #[test]
     fn tolerant_lines_keep_good_records_and_skip_a_torn_tail() {
-        let line = r#"{"Type":"cpu","Name":"cpu0","Dimension":"CPUUtilization","Value":1.5,"NodeId":"n","Timestamp":1.0}"#;
+        let line = r#"{"Type":"cpu","Name":"cpu0","Dimension":"CPUUtilization","Value":1.5,"NodeId":"n","Timestamp":1000.5}"#;
+        let file = crate::system::parse_system_file_key("system/x/1000.n.json").unwrap();
         let text = format!("{line}\nnot json\n{line}\n{{\"Type\":\"cp");
-        let (samples, bad, first) = tolerant_system_lines(text.as_bytes());
+        let (samples, bad, first) = tolerant_system_lines(&file, text.as_bytes());
         assert_eq!((samples.len(), bad), (2, 1));
         assert_eq!(first.unwrap().0, 2);
+        let stamped_zero = format!("{line}\n{}\n", line.replace("1000.5", "0"));
+        let (samples, bad, first) = tolerant_system_lines(&file, stamped_zero.as_bytes());
+        assert_eq!((samples.len(), bad), (1, 1));
+        assert!(first.unwrap().1.contains("window"));
     }
 }

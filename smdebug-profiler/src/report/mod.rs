@@ -223,6 +223,16 @@ impl ReportInput {
             message: message.into(),
         });
     }
+
+    /// The trace files that could not be read (one note each). Unlike missing run data, these
+    /// were asked for by name, so their failure is an error for the caller to report.
+    pub fn trace_failures(&self) -> Vec<&str> {
+        self.notes
+            .iter()
+            .filter(|n| n.area == NoteArea::Traces)
+            .map(|n| n.message.as_str())
+            .collect()
+    }
 }
 
 /// The report page for `input`.
@@ -287,6 +297,16 @@ pub fn rule_file_name(rule: &str) -> String {
 /// [`rule_file_name`]; a second rule with the same file name gets `-2`, `-3`, … appended).
 /// The folder is created when missing; every file is written atomically.
 pub fn write_report(input: &ReportInput, html_path: &Path) -> Result<WrittenReport, ReportError> {
+    // Checked before anything is written: the rule files would otherwise land beside it.
+    if html_path.is_dir() {
+        return Err(ReportError::Write {
+            path: html_path.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::IsADirectory,
+                "is a directory, not the report's HTML file",
+            ),
+        });
+    }
     let dir = match html_path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),

@@ -50,7 +50,7 @@ pub enum ProfilerError {
         key: String,
         /// The 1-based line number.
         line: usize,
-        /// What the JSON decoder said.
+        /// What is wrong with it (the JSON decoder's message, or the misplaced timestamp).
         message: String,
     },
     /// A framework trace file is not a valid Chrome trace.

@@ -144,6 +144,38 @@ pub struct SystemFileName {
     pub node: String,
 }
 
+/// The longest window one system-metrics file covers: rotations divide an hour, and SageMaker
+/// keeps each hour's files in a folder of its own.
+pub const MAX_FILE_WINDOW_S: u64 = 3600;
+
+/// How far outside its file's window a sample may lie (a clock step, the name's rounding).
+const FILE_WINDOW_SLACK_S: u64 = 60;
+
+impl SystemFileName {
+    /// Whether a sample stamped `timestamp` (seconds since the epoch) can be in this file: at
+    /// most [`MAX_FILE_WINDOW_S`] after the start its name gives, with a minute's slack either
+    /// side. A sample stamped 0 or 1e308 is not a measurement of this window; taken at its
+    /// word it would move the job's start to 1970 or its end past the year 9999.
+    pub fn holds(&self, timestamp: f64) -> bool {
+        let first = self.start_s.saturating_sub(FILE_WINDOW_SLACK_S) as f64;
+        let last = self
+            .start_s
+            .saturating_add(MAX_FILE_WINDOW_S + FILE_WINDOW_SLACK_S) as f64;
+        (first..=last).contains(&timestamp)
+    }
+
+    /// Why a sample at `timestamp` cannot be in this file, or `None` when it can.
+    pub fn misplaced(&self, timestamp: f64) -> Option<String> {
+        (!self.holds(timestamp)).then(|| {
+            format!(
+                "Timestamp {timestamp} is not within the file's window (its name says it starts \
+                 at {}; a file covers at most {MAX_FILE_WINDOW_S} s)",
+                self.start_s
+            )
+        })
+    }
+}
+
 /// Parses a key named `.../system/.../<digits>.<node>.json`; `None` for anything else.
 pub fn parse_system_file_key(key: &str) -> Option<SystemFileName> {
     let (folder, file) = key.rsplit_once('/').unwrap_or(("", key));
