@@ -59,7 +59,10 @@ pub fn tensor_to_numpy(py: Python<'_>, tensor: Tensor) -> PyResult<Bound<'_, PyA
 }
 
 /// A serializable Rust value as the Python object `json.loads` makes of it.
-pub fn to_python<'py, T: serde::Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
+pub fn to_python<'py, T: serde::Serialize>(
+    py: Python<'py>,
+    value: &T,
+) -> PyResult<Bound<'py, PyAny>> {
     let text = serde_json::to_string(value)
         .map_err(|e| PyValueError::new_err(format!("cannot convert to Python: {e}")))?;
     py.import("json")?.call_method1("loads", (text,))

@@ -3,7 +3,7 @@
 //! The exception classes live in Python (`smdebug_rs.exceptions`, same names, arguments and
 //! messages as `smdebug.exceptions`); this module picks the class and builds the instance.
 
-use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTimeoutError, PyValueError};
+use pyo3::exceptions::{PyKeyError, PyTimeoutError, PyValueError};
 use pyo3::prelude::*;
 use smdebug_core::Mode;
 use smdebug_io::{Error, StepState, Trial};
@@ -60,46 +60,57 @@ pub fn lookup_error(
         Ok(m) => m,
         Err(e) => return e,
     };
-    let saved_here = || {
-        trial
-            .tensor(tensor)
-            .and_then(|t| t.steps(Some(mode)))
-            .is_ok_and(|steps| steps.contains(&step))
-    };
+    let workers_here = crate::trial::workers_of(trial, tensor, step, mode).unwrap_or_default();
     match err {
+        // smdebug looks the worker up among those that saved the tensor at the step first.
+        Error::OnlyReductionsSaved { .. } | Error::StepNotAvailable { .. }
+            if worker.is_some_and(|w| {
+                !workers_here.is_empty() && !workers_here.iter().any(|x| x == w)
+            }) =>
+        {
+            smdebug_exception(
+                py,
+                "InvalidWorker",
+                (worker.unwrap_or_default().to_string(),),
+            )
+        }
         // Only reductions of the tensor were saved at this step: smdebug says so in the message.
-        Error::OnlyReductionsSaved { .. } if saved_here() => smdebug_exception(
+        Error::OnlyReductionsSaved { .. } if !workers_here.is_empty() => smdebug_exception(
             py,
             "TensorUnavailableForStep",
             (tensor.to_string(), step, mode_obj, true),
         ),
         Error::OnlyReductionsSaved { .. } | Error::StepNotAvailable { .. } => {
-            // smdebug checks the worker against the workers that saved this tensor at the step.
-            if let Some(w) = worker
-                && saved_here()
-            {
-                return smdebug_exception(py, "InvalidWorker", (w.to_string(),));
-            }
-            match trial.has_passed_step(step, Some(mode)) {
-                Ok(StepState::Available) => smdebug_exception(
-                    py,
-                    "TensorUnavailableForStep",
-                    (tensor.to_string(), step, mode_obj),
-                ),
-                Ok(StepState::Unavailable) => {
-                    smdebug_exception(py, "StepUnavailable", (step, mode_obj))
-                }
-                Ok(StepState::NotYetAvailable) => {
-                    smdebug_exception(py, "StepNotYetAvailable", (step, mode_obj))
-                }
-                Err(e) => io_error(py, e),
-            }
+            step_error(py, trial, tensor, step, mode, mode_obj)
+        }
+        // A worker that did not write a step where the tensor is not saved anyway: smdebug
+        // reports the step, not the worker.
+        Error::WorkerNotFound { .. } if workers_here.is_empty() => {
+            step_error(py, trial, tensor, step, mode, mode_obj)
         }
         other => io_error(py, other),
     }
 }
 
-/// A failure inside the package's own plumbing (a Python callback raised, a thread died).
-pub fn internal(message: impl Into<String>) -> PyErr {
-    PyRuntimeError::new_err(message.into())
+/// What smdebug raises for a step where the tensor is not: it asks where the step stands.
+fn step_error(
+    py: Python<'_>,
+    trial: &Trial,
+    tensor: &str,
+    step: u64,
+    mode: Mode,
+    mode_obj: Bound<'_, PyAny>,
+) -> PyErr {
+    match trial.has_passed_step(step, Some(mode)) {
+        Ok(StepState::Available) => smdebug_exception(
+            py,
+            "TensorUnavailableForStep",
+            (tensor.to_string(), step, mode_obj),
+        ),
+        Ok(StepState::Unavailable) => smdebug_exception(py, "StepUnavailable", (step, mode_obj)),
+        Ok(StepState::NotYetAvailable) => {
+            smdebug_exception(py, "StepNotYetAvailable", (step, mode_obj))
+        }
+        Err(e) => io_error(py, e),
+    }
 }

@@ -49,7 +49,7 @@ impl PythonRule {
             return Ok(result);
         }
         if let Ok(message) = out.cast::<PyString>() {
-            result.fire(message.to_str()?);
+            result.fire(message.extract::<String>()?);
             return Ok(result);
         }
         if let Ok(dict) = out.cast::<PyDict>() {
@@ -65,7 +65,8 @@ impl PythonRule {
                 None => message.is_some(),
             };
             if fired {
-                result.fire(message.unwrap_or_else(|| format!("{} fired at step {step}", self.name)));
+                result
+                    .fire(message.unwrap_or_else(|| format!("{} fired at step {step}", self.name)));
             }
             if let Some(evidence) = dict.get_item("evidence")? {
                 for e in evidence.try_iter()? {
@@ -114,8 +115,9 @@ impl Rule for PythonRule {
                     return Err(self.failure(step, describe(py, &err)));
                 }
             };
-            self.result_from(step, &out)
-                .map_err(|err| self.failure(step, format!("bad return value: {}", describe(py, &err))))
+            self.result_from(step, &out).map_err(|err| {
+                self.failure(step, format!("bad return value: {}", describe(py, &err)))
+            })
         })
     }
 }

@@ -13,6 +13,28 @@ use smdebug_io::{StepState, Trial};
 use crate::convert::{mode, tensor_to_numpy, to_python};
 use crate::errors::{io_error, lookup_error};
 
+/// The workers that saved `name` (or, as smdebug counts them, only reductions of it) at a step.
+pub fn workers_of(
+    trial: &Trial,
+    name: &str,
+    step: u64,
+    mode: Mode,
+) -> smdebug_io::Result<Vec<String>> {
+    let mut workers: BTreeSet<String> = trial
+        .tensor(name)?
+        .workers(step, Some(mode))?
+        .into_iter()
+        .collect();
+    for op in ReductionOp::ALL {
+        for reduction in [Reduction::new(op), Reduction::abs(op)] {
+            if let Ok(stored) = trial.tensor(&reduction.tensor_name(name)) {
+                workers.extend(stored.workers(step, Some(mode))?);
+            }
+        }
+    }
+    Ok(workers.into_iter().collect())
+}
+
 #[pyclass(frozen, module = "smdebug_rs._native")]
 pub struct NativeTrial {
     trial: Trial,
@@ -209,24 +231,7 @@ impl NativeTrial {
         mode: Option<&str>,
     ) -> PyResult<Vec<String>> {
         let mode = self::mode(mode)?;
-        let tensor = self.trial.tensor(name).map_err(|e| io_error(py, e))?;
-        let mut workers: BTreeSet<String> = tensor
-            .workers(step, Some(mode))
-            .map_err(|e| io_error(py, e))?
-            .into_iter()
-            .collect();
-        // smdebug counts a worker that saved only reductions of the tensor at the step.
-        for op in ReductionOp::ALL {
-            for reduction in [Reduction::new(op), Reduction::abs(op)] {
-                if let Ok(stored) = self.trial.tensor(&reduction.tensor_name(name)) {
-                    let found = stored
-                        .workers(step, Some(mode))
-                        .map_err(|e| io_error(py, e))?;
-                    workers.extend(found);
-                }
-            }
-        }
-        Ok(workers.into_iter().collect())
+        workers_of(&self.trial, name, step, mode).map_err(|e| io_error(py, e))
     }
 
     /// The value of `name` at a step, as a numpy array of the stored dtype and shape.

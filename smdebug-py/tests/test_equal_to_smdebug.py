@@ -82,7 +82,7 @@ def _runs_and_demo():
 
 @pytest.mark.parametrize("run", _runs_and_demo())
 def test_every_value_equals_smdebug(run, request):
-    need("smdebug")
+    need("smdebug.trials")
     from smdebug.trials import create_trial as sm_create_trial
 
     if run == "demo":
@@ -163,7 +163,7 @@ def _raised(fn):
 
 @pytest.mark.parametrize("run", [pytest.param(r, id=r.name) for r in smdebug_runs()])
 def test_missing_data_raises_what_smdebug_raises(run):
-    need("smdebug")
+    need("smdebug.trials")
     from smdebug import modes as sm_modes
     from smdebug.trials import create_trial as sm_create_trial
 
