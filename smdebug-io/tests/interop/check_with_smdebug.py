@@ -310,6 +310,15 @@ class Checker:
         self.paths[path] = self.paths.get(path, 0) + 1
 
     def compare(self, what, got, r):
+        if r["dtype"] == "str":
+            # DT_STRING (XGBoost's trees/ID, trees/Feature, ...): smdebug returns a numpy
+            # unicode array.
+            if got.dtype.kind != "U":
+                self.err(f"{what}: dtype {got.dtype} is not a string dtype")
+                return
+            self.eq(f"{what}: shape", list(got.shape), list(r["shape"]))
+            self.eq(f"{what}: values", [str(v) for v in got.reshape(-1)], r["values"])
+            return
         want_dtype = np.dtype(r["dtype"])
         if got.dtype != want_dtype:
             self.err(f"{what}: dtype {got.dtype} != {want_dtype}")
@@ -325,9 +334,10 @@ class Checker:
             self.err(f"{what}: {flat.size} values, expected {want.size}")
             return
         if want_dtype.kind == "f":
-            same = (flat == want) | (np.isnan(flat) & np.isnan(want))
-            # -0.0 == 0.0 compares equal; check the sign bit too.
-            same &= np.signbit(flat) == np.signbit(want)
+            nan = np.isnan(flat) & np.isnan(want)
+            # -0.0 == 0.0 compares equal; check the sign bit too (not a NaN's: the schema's
+            # "nan" has none, and 0/0 on x86 gives a NaN with the sign bit set).
+            same = nan | ((flat == want) & (np.signbit(flat) == np.signbit(want)))
         else:
             same = flat == want
         if not np.all(same):

@@ -1,6 +1,6 @@
 //! Rules about tree models, on the tensors Python smdebug's XGBoost hook writes:
 //! FeatureImportanceOverweight (`feature_importance/<type>/<feature>`), TreeDepth
-//! (`trees/Node`, the node ids of the tree built at that step).
+//! (`trees/Node` and `trees/Split`, columns of the tree built at that step).
 
 use serde::{Deserialize, Serialize};
 use smdebug_io::trial::Trial;
@@ -121,6 +121,29 @@ impl Rule for FeatureImportanceOverweight {
     }
 }
 
+/// The depth of one XGBoost tree from its node ids (ascending, as the hook writes them) and
+/// their split values (NaN for a leaf): the root is node 0, and each split node's children are
+/// the next two ids not yet given, taken in id order. `None` when the columns do not fit that
+/// numbering (different lengths, an id no split created).
+fn depth_from_splits(nodes: &[f64], splits: &[f64]) -> Option<u32> {
+    if nodes.len() != splits.len() || nodes.first() != Some(&0.0) {
+        return None;
+    }
+    let mut depth_of: std::collections::HashMap<u64, u32> = [(0, 0)].into();
+    let mut next_id = 1u64;
+    let mut deepest = 0;
+    for (&id, &split) in nodes.iter().zip(splits) {
+        let depth = *depth_of.get(&(id as u64))?;
+        deepest = deepest.max(depth);
+        if !split.is_nan() {
+            depth_of.insert(next_id, depth + 1);
+            depth_of.insert(next_id + 1, depth + 1);
+            next_id += 2;
+        }
+    }
+    Some(deepest)
+}
+
 /// Parameters of [`TreeDepth`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -136,9 +159,16 @@ impl Default for TreeDepthParams {
     }
 }
 
-/// **TreeDepth** — at each step, the depth of the tree built there, computed as SageMaker did
-/// from the largest node id: `floor(log2(max id + 1))` over the `trees/Node` tensor; fires when
-/// it differs from `depth`.
+/// **TreeDepth** — at each step, the depth of the tree built there; fires when it differs from
+/// `depth`.
+///
+/// Python smdebug's XGBoost hook writes the tree as columns (`trees/Node`, `trees/Split`, ...,
+/// sorted by node id). XGBoost numbers nodes as it grows them: a split node's two children take
+/// the next two free ids, level by level, so ids are not heap positions (a depth-4 tree of 13
+/// nodes has ids 0–12). With `trees/Split` (NaN for leaves) next to `trees/Node`, the depth is
+/// rebuilt from that numbering; without it (a run holding only node ids) it is SageMaker's
+/// estimate from the largest id, `floor(log2(max id + 1))`, exact for full trees only. A
+/// categorical split also has a NaN `Split` and is taken for a leaf.
 ///
 /// When it fires: trees grow shallower than `max_depth` when further splits do not reduce the
 /// loss (lower `max_depth`, or `min_child_weight`/`gamma` are too strict) and deeper than
@@ -187,10 +217,23 @@ impl Rule for TreeDepth {
                 continue;
             };
             result.datapoints += 1;
-            let depth = (max_id.max(0.0) + 1.0).log2().floor();
+            let split_name = format!("{}Split", name.trim_end_matches("Node"));
+            let from_splits = value_at(Self::NAME, trial, &split_name, step)?.and_then(|splits| {
+                depth_from_splits(
+                    &nodes.iter().copied().collect::<Vec<_>>(),
+                    &splits.iter().copied().collect::<Vec<_>>(),
+                )
+            });
+            let (depth, how) = match from_splits {
+                Some(d) => (d as f64, format!("rebuilt from {name} and {split_name}")),
+                None => (
+                    (max_id.max(0.0) + 1.0).log2().floor(),
+                    format!("estimated from the largest node id {max_id}"),
+                ),
+            };
             if depth != self.params.depth.floor() {
                 result.fire(format!(
-                    "{name}: tree depth {depth} (largest node id {max_id}) differs from {}",
+                    "{name}: tree depth {depth} ({how}) differs from {}",
                     self.params.depth
                 ));
                 result
@@ -199,5 +242,33 @@ impl Rule for TreeDepth {
             }
         }
         Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::depth_from_splits;
+
+    const LEAF: f64 = f64::NAN;
+
+    #[test]
+    fn depth_follows_xgboost_node_numbering() {
+        // 0 splits into 1, 2; 1 is a leaf; 2 splits into 3, 4; 4 splits into 5, 6.
+        let nodes = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let splits = [0.5, LEAF, 1.5, LEAF, -0.2, LEAF, LEAF];
+        assert_eq!(depth_from_splits(&nodes, &splits), Some(3));
+        // The largest id alone says floor(log2(7)) = 2.
+        assert_eq!(depth_from_splits(&[0.0], &[LEAF]), Some(0));
+    }
+
+    #[test]
+    fn columns_that_do_not_fit_the_numbering_give_none() {
+        assert_eq!(depth_from_splits(&[0.0, 1.0], &[0.5]), None);
+        // node 3 exists but no split created it
+        assert_eq!(
+            depth_from_splits(&[0.0, 1.0, 2.0, 3.0], &[0.5, LEAF, LEAF, LEAF]),
+            None
+        );
+        assert_eq!(depth_from_splits(&[], &[]), None);
     }
 }
