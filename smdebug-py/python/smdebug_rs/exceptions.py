@@ -1,0 +1,164 @@
+"""The exceptions of Python smdebug 1.0.34 (``smdebug.exceptions``): same names, constructor
+arguments and messages, so ``except`` clauses port with the import."""
+
+from ._modes import ModeKeys
+
+
+class SMDebugError(Exception):
+    pass
+
+
+class SMDebugCustomerError(SMDebugError):
+    pass
+
+
+class SMDebugTypeError(SMDebugError, TypeError):
+    pass
+
+
+class SMDebugRuntimeError(SMDebugError, RuntimeError):
+    pass
+
+
+class SMDebugNotImplementedError(SMDebugError, NotImplementedError):
+    pass
+
+
+class SMDebugValueError(SMDebugError, ValueError):
+    pass
+
+
+class InvalidCollectionConfiguration(SMDebugError):
+    def __init__(self, c_name):
+        self.c_name = c_name
+
+    def __str__(self):
+        return (
+            f"Collection {self.c_name} has not been configured. "
+            "Please fill in tensor_name or include_regex"
+        )
+
+
+class StepNotYetAvailable(SMDebugError):
+    def __init__(self, step, mode):
+        self.step = step
+        self.mode = mode
+
+    def __str__(self):
+        return f"Step {self.step} of mode {self.mode.name} not yet available"
+
+
+class MissingCollectionFiles(SMDebugError):
+    def __str__(self):
+        return "Training job has ended. All the collection files could not be loaded"
+
+
+class IndexReaderException(SMDebugError):
+    def __init__(self, message):
+        self.message = message
+
+    def __str__(self):
+        return self.message
+
+
+class StepUnavailable(SMDebugError):
+    def __init__(self, step, mode):
+        self.step = step
+        self.mode = mode
+
+    def __str__(self):
+        return f"Step {self.step} of mode {self.mode.name} is not available as it was not saved"
+
+
+class TensorUnavailableForStep(SMDebugError):
+    def __init__(self, tname, step, mode=ModeKeys.GLOBAL, has_reductions=False):
+        self.step = step
+        self.mode = mode
+        self.tname = tname
+        self.has_reductions = has_reductions
+
+    def __str__(self):
+        msg = (
+            f"Value for tensor {self.tname} is not available for step {self.step} "
+            f"with mode {self.mode.name} as it was not saved."
+        )
+        if self.has_reductions:
+            msg += (
+                "This tensor has reductions saved for this step. "
+                "You might want to query for the reductions."
+            )
+        return msg
+
+
+class ShapeUnavailableForStep(SMDebugError):
+    def __init__(self, tname, step, mode=ModeKeys.GLOBAL):
+        self.step = step
+        self.mode = mode
+        self.tname = tname
+
+    def __str__(self):
+        return (
+            f"Shape for tensor {self.tname} is not available for step {self.step} "
+            f"with mode {self.mode.name} as it was not saved."
+        )
+
+
+class TensorUnavailable(SMDebugError):
+    def __init__(self, tname):
+        self.tname = tname
+
+    def __str__(self):
+        return f"Tensor {self.tname} was not saved."
+
+
+class InvalidWorker(SMDebugError):
+    def __init__(self, worker):
+        self.worker = worker
+
+    def __str__(self):
+        return f"Invalid Worker: {self.worker}"
+
+
+class NoMoreProfilerData(SMDebugError):
+    def __init__(self, timestamp):
+        self.timestamp = timestamp
+        self.msg = f"Looking for timestamp {timestamp} and reached end of training."
+
+    def __str__(self):
+        return self.msg
+
+
+class NoMoreData(SMDebugError):
+    def __init__(self, step, mode, last_step):
+        self.step = step
+        self.mode = mode
+        self.last_step = last_step
+        self.msg = (
+            f"Looking for step {step} of mode {mode.name} and reached "
+            f"end of training. Max step available is {last_step}"
+        )
+
+    def __str__(self):
+        return self.msg
+
+
+class RuleEvaluationConditionMet(SMDebugError):
+    def __init__(self, rule_name, step, end_of_rule=False):
+        self.rule_name = rule_name
+        self.step = step
+        self.end_of_rule = end_of_rule
+
+    def __str__(self):
+        return (
+            f"Evaluation of the rule {self.rule_name} at step {self.step} "
+            "resulted in the condition being met"
+        )
+
+
+class InsufficientInformationForRuleInvocation(SMDebugError):
+    def __init__(self, rule_name, message):
+        self.rule_name = rule_name
+        self.message = message
+
+    def __str__(self):
+        return f"Insufficient information to invoke rule {self.rule_name}: {self.message}"

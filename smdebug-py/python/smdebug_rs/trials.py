@@ -1,0 +1,332 @@
+"""smdebug's ``smdebug.trials`` API on the Rust reader.
+
+``from smdebug_rs.trials import create_trial`` replaces ``from smdebug.trials import
+create_trial``: the same methods, arguments, defaults, step numbering (GLOBAL steps unless a
+mode is given, then steps counted within that mode) and exceptions.
+"""
+
+import os
+import re
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _native
+from ._modes import ModeKeys, ModeLike, StepState, mode_key, mode_name
+from .exceptions import (
+    NoMoreData,
+    ShapeUnavailableForStep,
+    SMDebugValueError,
+    StepNotYetAvailable,
+    StepUnavailable,
+    TensorUnavailable,
+    TensorUnavailableForStep,
+)
+
+REDUCTIONS_PREFIX = "smdebug/reductions/"
+# smdebug's ReductionConfig: ALLOWED_REDUCTIONS and ALLOWED_NORMS.
+ALLOWED_REDUCTIONS = ["min", "max", "mean", "std", "variance", "sum", "prod"]
+ALLOWED_NORMS = ["l1", "l2"]
+
+
+def create_trial(path: str, name: Optional[str] = None, **kwargs) -> "Trial":
+    """Opens the run at ``path``: a directory or an object-store URL (``s3://bucket/run``,
+    ``gs://…``, ``az://…``), with credentials from the environment as the Rust reader takes
+    them. Keyword arguments smdebug accepts for its own reader (``parallel``, ``check``,
+    ``index_mode``, ``cache``, ``range_steps``) are accepted and have no effect."""
+    return Trial(path, name=name)
+
+
+def reduction_tensor_name(tname: str, reduction_name: str, abs: bool) -> str:
+    """The stored name of a reduction (``smdebug.core.reductions.get_reduction_tensor_name``)."""
+    name = re.sub(r":\d+", "", f"{reduction_name}/{tname}")
+    if abs:
+        name = "abs_" + name
+    return REDUCTIONS_PREFIX + name
+
+
+def numpy_reduction(reduction_name: str, data, abs: bool = False):
+    """A reduction computed from a value, as smdebug computes one that was not saved."""
+    if reduction_name not in ALLOWED_REDUCTIONS and reduction_name not in ALLOWED_NORMS:
+        raise SMDebugValueError("Invalid reduction type %s" % reduction_name)
+    if abs:
+        data = np.absolute(data)
+    if reduction_name in ("min", "max"):
+        return getattr(np, "a" + reduction_name)(data)
+    if reduction_name in ALLOWED_REDUCTIONS:
+        return getattr(np, "var" if reduction_name == "variance" else reduction_name)(data)
+    if np.isscalar(data):
+        data = [data]
+    return np.linalg.norm(data, ord=int(reduction_name[1]))
+
+
+class Collection:
+    """A collection as the run's collections file describes it."""
+
+    def __init__(self, doc: dict):
+        self.name: str = doc["name"]
+        self.include_regex: List[str] = list(doc.get("include_regex") or [])
+        self.tensor_names = set(doc.get("tensor_names") or [])
+        self.reduction_config = doc.get("reduction_config")
+        self.save_config = doc.get("save_config")
+        self.save_histogram = doc.get("save_histogram")
+
+    @property
+    def tensor_names_list(self) -> List[str]:
+        return sorted(self.tensor_names)
+
+    def __repr__(self):
+        return (
+            f"<Collection {self.name}: tensor_names={sorted(self.tensor_names)}, "
+            f"include_regex={self.include_regex}>"
+        )
+
+
+class Trial:
+    """A run, opened for reading. See ``create_trial``."""
+
+    def __init__(self, path: str, name: Optional[str] = None):
+        path = path.strip()
+        self.path = path
+        self.name = name if name is not None else os.path.basename(path.rstrip("/"))
+        self._native = _native.NativeTrial(path)
+        self._tensors: Dict[str, Tensor] = {}
+
+    def __repr__(self):
+        return (
+            f"<smdebug_rs.trials.Trial object at {hex(id(self))}>:(\n"
+            f"    name={self.name},\n"
+            f"    path={self.path},\n"
+            f"    steps={self.steps()},\n"
+            f"    collections={list(self.collections().keys())},\n"
+            f"    tensor_names={self.tensor_names()},\n"
+            f")"
+        )
+
+    # ---- where the run stands ----
+
+    def refresh(self) -> None:
+        """Looks for new steps, workers and the end of training now (queries also do this on
+        their own, at most every 100 ms)."""
+        self._native.refresh()
+
+    @property
+    def loaded_all_steps(self) -> bool:
+        """True once the run wrote its end marker and every step is loaded."""
+        return self._native.is_complete()
+
+    def is_complete(self) -> bool:
+        """Whether the run wrote its end marker (``training_job_end.ts``)."""
+        return self._native.is_complete()
+
+    def end_reason(self) -> Optional[str]:
+        """Why the run ended, when its end marker says (runs written by smdebug for Rust)."""
+        return self._native.end_reason()
+
+    @property
+    def num_workers(self) -> int:
+        return self._native.num_workers()
+
+    @property
+    def last_complete_step(self) -> int:
+        """The last global step every worker wrote (-1 for none), as smdebug's attribute."""
+        last = self._native.last_complete_step()
+        return -1 if last is None else last
+
+    def has_passed_step(self, step: int, mode: ModeLike = ModeKeys.GLOBAL) -> StepState:
+        return StepState[self._native.has_passed_step(step, mode_name(mode))]
+
+    def wait_for_steps(
+        self,
+        required_steps: Sequence[int],
+        mode: ModeLike = ModeKeys.GLOBAL,
+        timeout: Optional[float] = None,
+    ) -> None:
+        """Waits until every step in ``required_steps`` is available. Raises StepUnavailable
+        for a step that will never come and NoMoreData for one past the end of a finished run,
+        as smdebug does; with ``timeout`` (seconds; smdebug waits forever), raises
+        StepNotYetAvailable when a step is still not there after it."""
+        key = mode_key(mode)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for step in required_steps:
+            while True:
+                state = self.has_passed_step(step, key)
+                if state == StepState.AVAILABLE:
+                    break
+                if state == StepState.UNAVAILABLE:
+                    if not self.loaded_all_steps:
+                        raise StepUnavailable(step, key)
+                    available = self.steps(key, show_incomplete_steps=True)
+                    last_step = available[-1] if available else -1
+                    if step < last_step:
+                        raise StepUnavailable(step, key)
+                    raise NoMoreData(step, key, last_step)
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise StepNotYetAvailable(step, key)
+                time.sleep(0.1)
+
+    # ---- steps, modes, workers ----
+
+    def steps(self, mode: ModeLike = ModeKeys.GLOBAL, show_incomplete_steps: bool = False) -> List[int]:
+        """Steps in ``mode`` (global steps for GLOBAL); only those every worker wrote unless
+        ``show_incomplete_steps``."""
+        return self._native.steps(mode_name(mode), show_incomplete_steps)
+
+    def modes(self) -> List[ModeKeys]:
+        """The modes the run recorded steps in (never GLOBAL)."""
+        return [ModeKeys[m] for m in self._native.modes() if m != "GLOBAL"]
+
+    def workers(self) -> List[str]:
+        return self._native.workers()
+
+    def global_step(self, mode: ModeLike, mode_step: int) -> Optional[int]:
+        return self._native.global_step(mode_name(mode), mode_step)
+
+    def mode_modestep(self, global_step: int) -> Tuple[Optional[ModeKeys], Optional[int]]:
+        found = self._native.mode_modestep(global_step)
+        if found is None:
+            return None, None
+        return ModeKeys[found[0]], found[1]
+
+    def mode_step(self, global_step: int) -> Optional[int]:
+        return self.mode_modestep(global_step)[1]
+
+    def mode(self, global_step: int) -> Optional[ModeKeys]:
+        return self.mode_modestep(global_step)[0]
+
+    # ---- collections and tensor names ----
+
+    def collections(self) -> Dict[str, Collection]:
+        return {c["name"]: Collection(c) for c in self._native.collections()}
+
+    def collection(self, coll_name: str) -> Collection:
+        collections = self.collections()
+        if coll_name not in collections:
+            raise KeyError(coll_name)
+        return collections[coll_name]
+
+    def _tensors_in_collection(self, collection, names: List[str]) -> set:
+        coll = self.collection(collection if isinstance(collection, str) else collection.name)
+        found = set(coll.tensor_names)
+        if coll.include_regex:
+            found.update(n for n in names if any(re.search(r, n) for r in coll.include_regex))
+        return found
+
+    def tensor_names(
+        self,
+        show_prefixed_tensors: bool = False,
+        *,
+        step: Optional[int] = None,
+        mode: ModeLike = ModeKeys.GLOBAL,
+        regex=None,
+        collection=None,
+    ) -> List[str]:
+        """Tensor names, sorted; reductions are listed under their tensor's name. ``step`` and
+        ``mode`` keep the tensors saved at that step / in that mode; ``regex`` (one pattern or
+        a list, searched anywhere in the name) or ``collection`` (a name or a Collection)
+        keep the matching ones."""
+        if regex is not None and collection is not None:
+            raise ValueError("Only one of `regex` or `collection` can be passed to this method")
+        names = self._native.tensor_names()
+        key = mode_key(mode)
+        if step is None and key == ModeKeys.GLOBAL:
+            selected = set(names)
+        elif step is None:
+            selected = {n for n in names if self._native.tensor_steps(n, key.name, True)}
+        else:
+            selected = {n for n in names if step in self._native.tensor_steps(n, key.name, True)}
+        if collection is not None:
+            selected &= self._tensors_in_collection(collection, names)
+        elif regex is not None:
+            patterns = regex if isinstance(regex, list) else [regex]
+            selected = {n for n in selected if any(re.search(p, n) for p in patterns)}
+        return sorted(selected)
+
+    def has_tensor(self, tname: str) -> bool:
+        return self._native.has_tensor(tname)
+
+    def tensor(self, tname: str) -> "Tensor":
+        if tname not in self._tensors:
+            if not self._native.has_tensor(tname):
+                raise TensorUnavailable(tname)
+            self._tensors[tname] = Tensor(tname, self)
+        return self._tensors[tname]
+
+
+class Tensor:
+    """One tensor of a trial (``trial.tensor(name)``)."""
+
+    def __init__(self, name: str, trial: Trial):
+        self.name = name
+        self.trial = trial
+        self._native = trial._native
+
+    def __repr__(self):
+        return f"<smdebug_rs.trials.Tensor {self.name}>"
+
+    def steps(self, mode: ModeLike = ModeKeys.GLOBAL, show_incomplete_steps: bool = False) -> List[int]:
+        return self._native.tensor_steps(self.name, mode_name(mode), show_incomplete_steps)
+
+    def value(self, step_num: int, mode: ModeLike = ModeKeys.GLOBAL, worker: Optional[str] = None) -> np.ndarray:
+        """The value at a step, a numpy array of the stored dtype and shape."""
+        return self._native.value(self.name, step_num, mode_name(mode), worker)
+
+    def values(self, mode: ModeLike = ModeKeys.GLOBAL, worker: Optional[str] = None) -> Dict[int, np.ndarray]:
+        """Every value in ``mode``, ``{step: array}``."""
+        return self._native.values(self.name, mode_name(mode), worker)
+
+    def shape(self, step_num: int, mode: ModeLike = ModeKeys.GLOBAL, worker: Optional[str] = None) -> tuple:
+        try:
+            return self.value(step_num, mode, worker).shape
+        except TensorUnavailableForStep:
+            raise ShapeUnavailableForStep(self.name, step_num, mode_key(mode)) from None
+
+    def workers(self, step_num: int, mode: ModeLike = ModeKeys.GLOBAL) -> List[str]:
+        workers = self._native.tensor_workers(self.name, step_num, mode_name(mode))
+        if not workers:
+            raise TensorUnavailableForStep(self.name, step_num, mode_key(mode))
+        return workers
+
+    def reduction_value(
+        self,
+        step_num: int,
+        reduction_name: str,
+        mode: ModeLike = ModeKeys.GLOBAL,
+        worker: Optional[str] = None,
+        abs: bool = False,
+    ):
+        """A reduction at a step: the saved one (``smdebug/reductions/...``), else computed
+        from the saved value, as smdebug does."""
+        stored = reduction_tensor_name(self.name, reduction_name, abs)
+        if self._native.has_tensor(stored):
+            try:
+                return self._native.value(stored, step_num, mode_name(mode), worker)
+            except TensorUnavailableForStep:
+                pass
+        try:
+            value = self.value(step_num, mode, worker)
+        except TensorUnavailableForStep:
+            raise TensorUnavailableForStep(stored, step_num, mode_key(mode)) from None
+        return numpy_reduction(reduction_name, value, abs)
+
+    def reduction_values(
+        self, step_num: int, mode: ModeLike = ModeKeys.GLOBAL, worker: Optional[str] = None
+    ) -> Dict[Tuple[str, bool], np.ndarray]:
+        """Every reduction saved at a step, ``{(reduction_name, abs): value}``."""
+        out = {}
+        for red in ALLOWED_REDUCTIONS + ALLOWED_NORMS:
+            for abs_ in (False, True):
+                stored = reduction_tensor_name(self.name, red, abs_)
+                if not self._native.has_tensor(stored):
+                    continue
+                try:
+                    out[(red, abs_)] = self._native.value(stored, step_num, mode_name(mode), worker)
+                except TensorUnavailableForStep:
+                    pass
+        return out
+
+    def prev_steps(self, step: int, n: Optional[int] = None, mode: ModeLike = ModeKeys.GLOBAL) -> List[int]:
+        """Steps up to and including ``step``; the last ``n`` of them when ``n`` is given."""
+        earlier = [s for s in self.steps(mode) if s <= step]
+        return earlier[-n:] if n else earlier

@@ -1,0 +1,25 @@
+//! `smdebug_rs._native`: the Rust half of the `smdebug-rs` Python package.
+//!
+//! The Python half (`python/smdebug_rs/`) gives notebooks smdebug's names and signatures; this
+//! module gives it the Rust reader ([`trial`]), the rule runner ([`rules`]) and the profiler
+//! readers ([`profiler`]). Values cross as numpy arrays that own the bytes the reader decoded
+//! (no copy after the decode), errors as the exceptions of `smdebug_rs.exceptions`.
+
+mod convert;
+mod errors;
+mod profiler;
+mod rules;
+mod trial;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<trial::NativeTrial>()?;
+    m.add_function(wrap_pyfunction!(rules::run_rules, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::builtin_rules, m)?)?;
+    m.add_function(wrap_pyfunction!(profiler::system_metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(profiler::framework_spans, m)?)?;
+    m.add_function(wrap_pyfunction!(profiler::kineto_summary, m)?)?;
+    Ok(())
+}

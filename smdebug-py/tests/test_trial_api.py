@@ -1,0 +1,162 @@
+"""The smdebug.trials API on the golden runs, without Python smdebug: runs in every venv (numpy
+1.x with protobuf 3, numpy 2 with protobuf 5). Expected values come from the runs'
+expected.json, written by the generator that wrote the runs with Python smdebug 1.0.34."""
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import RUN_DATA
+import smdebug_rs
+from smdebug_rs import exceptions, modes
+from smdebug_rs.trials import create_trial
+
+GOLDEN = RUN_DATA / "golden"
+MULTI = GOLDEN / "pysmdebug_multi"
+
+
+@pytest.fixture(scope="module")
+def multi():
+    return create_trial(str(MULTI))
+
+
+@pytest.fixture(scope="module")
+def expected():
+    return json.loads((GOLDEN / "pysmdebug_multi.expected.json").read_text())
+
+
+def test_needs_no_protobuf_and_no_smdebug():
+    # A fresh interpreter: other tests of this session import smdebug.
+    code = (
+        "import sys; from smdebug_rs.trials import create_trial; "
+        f"t = create_trial({str(MULTI)!r}); t.tensor('loss').value(0); "
+        "assert not [m for m in sys.modules if m == 'smdebug' or m.startswith(('google.protobuf', 'smdebug.'))]"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_run_summary_matches_expected(multi, expected):
+    run = expected["run"]
+    assert multi.workers() == run["workers"]
+    assert multi.num_workers == run["num_workers"]
+    assert multi.loaded_all_steps is run["complete"]
+    assert sorted(m.name for m in multi.modes()) == sorted(run["modes"])
+    assert multi.steps() == run["steps"]["GLOBAL"]
+    assert multi.steps(mode=modes.TRAIN) == run["steps"]["TRAIN"]
+    assert multi.steps(modes.EVAL) == run["steps"]["EVAL"]
+    assert sorted(multi.collections()) == sorted(run["collections"])
+
+
+def test_values_have_their_dtype_shape_and_bits(multi, expected):
+    special = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+    checked = 0
+    for rec in expected["tensors"]:
+        if rec["name"].startswith("smdebug/reductions/"):
+            continue
+        got = multi.tensor(rec["name"]).value(rec["step"], worker=rec["worker"])
+        want = np.array(
+            [special.get(v, v) if isinstance(v, str) else v for v in rec["values"]], dtype=rec["dtype"]
+        ).reshape(rec["shape"])
+        assert got.dtype == want.dtype and got.shape == want.shape, rec["name"]
+        assert got.tobytes() == want.tobytes(), rec["name"]
+        checked += 1
+    assert checked > 100
+
+
+def test_mode_steps_and_global_steps_read_the_same_value(multi):
+    loss = multi.tensor("loss")
+    for mode_step in loss.steps(mode=modes.TRAIN):
+        g = multi.global_step(modes.TRAIN, mode_step)
+        assert multi.mode_modestep(g) == (modes.TRAIN, mode_step)
+        assert loss.value(mode_step, mode=modes.TRAIN).tobytes() == loss.value(g).tobytes()
+    # Python smdebug's own ModeKeys and plain names work too.
+    assert loss.steps(mode="train") == loss.steps(mode=modes.TRAIN)
+
+
+def test_values_returns_every_step(multi):
+    loss = multi.tensor("loss")
+    values = loss.values(mode=modes.TRAIN)
+    assert list(values) == loss.steps(mode=modes.TRAIN)
+    assert all(v.dtype == np.float32 and v.shape == () for v in values.values())
+
+
+def test_regex_and_collection_filters(multi):
+    assert multi.tensor_names(regex="^gradient/") == ["gradient/fc1.bias", "gradient/fc1.weight"]
+    assert multi.tensor_names(regex=["^loss$", r"fc1\.bias$"]) == ["fc1.bias", "gradient/fc1.bias", "loss"]
+    assert multi.tensor_names(collection="losses") == ["loss"]
+    assert multi.tensor_names(collection=multi.collection("gradients")) == [
+        "gradient/fc1.bias",
+        "gradient/fc1.weight",
+    ]
+    with pytest.raises(ValueError):
+        multi.tensor_names(regex="x", collection="losses")
+    with pytest.raises(KeyError):
+        multi.tensor_names(collection="no_such_collection")
+
+
+def test_saved_and_computed_reductions(multi):
+    w = multi.tensor("fc2.weight")
+    # Only reductions of fc2.weight were saved: its value is unavailable, with smdebug's hint.
+    with pytest.raises(exceptions.TensorUnavailableForStep) as e:
+        w.value(0)
+    assert e.value.has_reductions and "reductions saved" in str(e.value)
+    l2 = w.reduction_value(0, "l2", abs=True)
+    assert l2.dtype == np.float32 and l2.shape == ()
+    assert set(w.reduction_values(0)) == {
+        ("mean", False),
+        ("max", False),
+        ("l2", False),
+        ("mean", True),
+        ("l2", True),
+    }
+    # A reduction that was not saved is computed from the value, as smdebug does.
+    fc1 = multi.tensor("fc1.weight")
+    assert fc1.reduction_value(0, "max") == np.amax(fc1.value(0))
+    assert fc1.reduction_value(0, "mean", abs=True) == np.mean(np.abs(fc1.value(0)))
+
+
+def test_errors_are_smdebugs(multi):
+    with pytest.raises(exceptions.TensorUnavailable):
+        multi.tensor("no/such/tensor")
+    # Global step 6 is an EVAL step, where only the loss of the model tensors was saved.
+    with pytest.raises(exceptions.TensorUnavailableForStep):
+        multi.tensor("fc1.weight").value(6)
+    loss = multi.tensor("loss")
+    assert multi.has_passed_step(11) == smdebug_rs.StepState.AVAILABLE
+    assert multi.has_passed_step(500) == smdebug_rs.StepState.UNAVAILABLE
+    with pytest.raises(exceptions.StepUnavailable):
+        loss.value(500)
+    with pytest.raises(exceptions.InvalidWorker):
+        loss.value(0, worker="worker_9")
+    with pytest.raises(exceptions.NoMoreData):
+        multi.wait_for_steps([500])
+    multi.wait_for_steps([0, 11])
+    assert issubclass(exceptions.SMDebugRuntimeError, RuntimeError)
+
+
+def test_incomplete_run_waits_with_a_timeout():
+    trial = create_trial(str(GOLDEN / "pysmdebug_incomplete"))
+    assert not trial.is_complete() and not trial.loaded_all_steps
+    assert trial.has_passed_step(10) == smdebug_rs.StepState.NOT_YET_AVAILABLE
+    with pytest.raises(exceptions.StepNotYetAvailable):
+        trial.tensor(trial.tensor_names()[0]).value(10)
+    with pytest.raises(exceptions.StepNotYetAvailable):
+        trial.wait_for_steps([10], timeout=0.3)
+
+
+def test_missing_run_is_a_clear_error(tmp_path):
+    with pytest.raises(exceptions.SMDebugRuntimeError, match="no smdebug run"):
+        create_trial(str(tmp_path / "nothing-here"))
+
+
+def test_values_are_numpy_owned_without_copy(multi):
+    v = multi.tensor("fc1.weight").value(0)
+    # The array is a view of the buffer the reader decoded into (a uint8 array made from the
+    # Rust Vec), not a copy.
+    assert v.base is not None and v.flags.writeable
+    assert np.shares_memory(v, v.base)
