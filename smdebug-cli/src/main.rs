@@ -124,7 +124,11 @@ fn main() -> ExitCode {
 type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
 fn open(run: &str) -> Result<Trial, Box<dyn std::error::Error>> {
-    Ok(Trial::open_with(run, TrialOptions::default())?)
+    let trial = Trial::open_with(run, TrialOptions::default())?;
+    for w in trial.warnings()? {
+        eprintln!("smdebug: warning: {w}");
+    }
+    Ok(trial)
 }
 
 fn run(cli: Cli) -> CliResult {

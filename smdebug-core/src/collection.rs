@@ -2,10 +2,10 @@
 //! with its own save schedule and reductions.
 
 use std::collections::BTreeSet;
-
-use regex::RegexSet;
+use std::fmt;
 
 use crate::error::{Error, Result};
+use crate::pyregex::PyRegex;
 use crate::reduction::ReductionConfig;
 use crate::save_config::SaveConfig;
 
@@ -46,13 +46,15 @@ pub fn parameter_collection(name: &str) -> &'static str {
 }
 
 /// A named group of tensors. A tensor belongs to a collection when it was saved into it by name,
-/// or when its name matches one of the collection's `include_regex` patterns (searched anywhere in
-/// the name, as Python's `re.search` does).
+/// or when its name matches one of the collection's `include_regex` patterns (Python `re`
+/// syntax, searched anywhere in the name as `re.search` does; see [`PyRegex`]).
 #[derive(Clone, Debug)]
 pub struct Collection {
     name: String,
+    /// Every pattern as given or read, the unusable ones included (they are written back).
     include_regex: Vec<String>,
-    regex: Option<RegexSet>,
+    regexes: Vec<PyRegex>,
+    unusable: Vec<UnusablePattern>,
     tensor_names: BTreeSet<String>,
     /// What to save; `None` means the hook's default (raw tensors unless configured otherwise).
     pub reduction_config: Option<ReductionConfig>,
@@ -69,7 +71,8 @@ impl Collection {
         let mut c = Collection {
             name,
             include_regex: Vec::new(),
-            regex: None,
+            regexes: Vec::new(),
+            unusable: Vec::new(),
             tensor_names: BTreeSet::new(),
             reduction_config: None,
             save_config: None,
@@ -86,17 +89,16 @@ impl Collection {
         &self.name
     }
 
-    /// Adds a regex; fails with the pattern and the collection named when it does not compile.
+    /// Adds a regex (Python `re` syntax); fails with the pattern and the collection named when
+    /// it does not compile.
     pub fn include(&mut self, pattern: &str) -> Result<&mut Self> {
-        let mut patterns = self.include_regex.clone();
-        patterns.push(pattern.to_string());
-        let set = RegexSet::new(&patterns).map_err(|source| Error::BadRegex {
+        let regex = PyRegex::new(pattern).map_err(|source| Error::BadRegex {
             pattern: pattern.to_string(),
             context: format!("collection `{}`", self.name),
             source,
         })?;
-        self.include_regex = patterns;
-        self.regex = Some(set);
+        self.include_regex.push(pattern.to_string());
+        self.regexes.push(regex);
         Ok(self)
     }
 
@@ -122,6 +124,12 @@ impl Collection {
         &self.include_regex
     }
 
+    /// Patterns read from a run's collections file that do not compile: they select nothing, and
+    /// the collection keeps the tensor names its file lists.
+    pub fn unusable_patterns(&self) -> &[UnusablePattern] {
+        &self.unusable
+    }
+
     /// Names saved into this collection explicitly (or seen matching its regexes).
     pub fn tensor_names(&self) -> &BTreeSet<String> {
         &self.tensor_names
@@ -137,8 +145,7 @@ impl Collection {
 
     /// Whether a tensor of this name belongs here.
     pub fn matches(&self, tensor: &str) -> bool {
-        self.tensor_names.contains(tensor)
-            || self.regex.as_ref().is_some_and(|r| r.is_match(tensor))
+        self.tensor_names.contains(tensor) || self.regexes.iter().any(|r| r.is_match(tensor))
     }
 
     /// Whether this is one of the scalar collections (losses, metrics).
@@ -158,7 +165,9 @@ impl Collection {
         })
     }
 
-    /// Reads smdebug's JSON form (as written by Python smdebug or by us).
+    /// Reads smdebug's JSON form (as written by Python smdebug or by us). A pattern that does
+    /// not compile does not fail the read: it is kept in [`include_regex`](Self::include_regex),
+    /// selects nothing, and is listed by [`unusable_patterns`](Self::unusable_patterns).
     pub fn from_smdebug_json(value: &serde_json::Value) -> Result<Collection> {
         let obj = value
             .as_object()
@@ -169,10 +178,18 @@ impl Collection {
             .ok_or_else(|| Error::Config("collection without a name".into()))?;
         let mut c = Collection::new(name);
         c.include_regex.clear();
-        c.regex = None;
+        c.regexes.clear();
         if let Some(patterns) = obj.get("include_regex").and_then(|v| v.as_array()) {
             for p in patterns.iter().filter_map(|p| p.as_str()) {
-                c.include(p)?;
+                match PyRegex::new(p) {
+                    Ok(regex) => c.regexes.push(regex),
+                    Err(e) => c.unusable.push(UnusablePattern {
+                        collection: name.to_string(),
+                        pattern: p.to_string(),
+                        reason: e.to_string(),
+                    }),
+                }
+                c.include_regex.push(p.to_string());
             }
         }
         if let Some(names) = obj.get("tensor_names").and_then(|v| v.as_array()) {
@@ -192,6 +209,25 @@ impl Collection {
             .and_then(|v| v.as_bool())
             .unwrap_or(true);
         Ok(c)
+    }
+}
+
+/// A pattern in a run's collections file that no engine accepts. Reading goes on without it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnusablePattern {
+    pub collection: String,
+    pub pattern: String,
+    /// Why it does not compile.
+    pub reason: String,
+}
+
+impl fmt::Display for UnusablePattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "collection `{}`: regex `{}` is ignored ({}); the collection keeps the tensor names its file lists",
+            self.collection, self.pattern, self.reason
+        )
     }
 }
 
@@ -262,6 +298,44 @@ mod tests {
             msg.contains("relu(") && msg.contains("collection `relu`"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn python_hook_patterns_select_what_python_selects() {
+        // PyTorch's and XGBoost's default collections, as their hooks write them.
+        let biases = Collection::new("biases")
+            .with_regex("^(?!gradient).*bias")
+            .unwrap();
+        assert!(biases.matches("fc1.bias") && !biases.matches("gradient/fc1.bias"));
+        let losses = Collection::new("losses")
+            .with_regex("^[a-zA-z]+-.+(?<!(auc|map))$")
+            .unwrap();
+        assert!(losses.matches("train-rmse") && !losses.matches("train-auc"));
+    }
+
+    #[test]
+    fn unusable_pattern_in_a_file_keeps_the_collection_and_its_names() {
+        let json = serde_json::json!({"collections": {"odd": {
+            "name": "odd", "include_regex": ["(?a)relu", "^conv"], "tensor_names": ["fc1.weight"],
+            "reduction_config": null, "save_config": null, "save_histogram": true}},
+            "_meta": {"num_workers": 1}});
+        let file = CollectionsFile::from_json(&json).unwrap();
+        let odd = &file.collections[0];
+        assert!(odd.matches("fc1.weight") && odd.matches("conv1.weight"));
+        assert!(!odd.matches("relu1"));
+        assert_eq!(odd.include_regex(), ["(?a)relu", "^conv"]);
+        assert_eq!(odd.unusable_patterns().len(), 1);
+        let warning = odd.unusable_patterns()[0].to_string();
+        assert!(
+            warning.contains("collection `odd`") && warning.contains("`(?a)relu`"),
+            "{warning}"
+        );
+        assert_eq!(
+            odd.to_smdebug_json()["include_regex"],
+            serde_json::json!(["(?a)relu", "^conv"])
+        );
+        // A user's own pattern is still refused.
+        assert!(Collection::new("odd").with_regex("(?a)relu").is_err());
     }
 
     #[test]

@@ -7,13 +7,13 @@ pub enum Error {
     /// A tensor's bytes do not match its dtype and shape.
     #[error("invalid tensor: {0}")]
     InvalidTensor(String),
-    /// A regular expression in a collection or config does not compile.
+    /// A regular expression (Python `re` syntax) in a collection or config does not compile.
     #[error("bad regex `{pattern}` in {context}: {source}")]
     BadRegex {
         pattern: String,
         context: String,
         #[source]
-        source: regex::Error,
+        source: crate::pyregex::PyRegexError,
     },
     /// A configuration value is missing, ill-typed or out of range.
     #[error("bad configuration: {0}")]

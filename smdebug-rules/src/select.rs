@@ -3,19 +3,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ndarray::ArrayD;
-use regex::Regex;
-use smdebug_core::{Mode, Reduction, ReductionOp};
+use smdebug_core::{Mode, PyRegex, Reduction, ReductionOp};
 use smdebug_io::trial::Trial;
 
 use crate::error::{Error, Result, is_absent};
 
 /// Which tensors a rule looks at: the union of some collections and of the tensor names that
-/// match some regexes (searched anywhere in the name, like `Trial::tensor_names_filtered`).
+/// match some regexes (Python `re` syntax, searched anywhere in the name like
+/// `Trial::tensor_names_filtered` and Python smdebug's rules).
 /// A collection the run does not have (yet) selects nothing.
 #[derive(Clone, Debug, Default)]
 pub struct TensorSelection {
     collections: Vec<String>,
-    regexes: Vec<Regex>,
+    regexes: Vec<PyRegex>,
 }
 
 impl TensorSelection {
@@ -64,27 +64,18 @@ impl TensorSelection {
     }
 }
 
-/// Compiles regexes, naming the rule and the pattern on failure.
-pub fn compile_all(rule: &str, patterns: &[String]) -> Result<Vec<Regex>> {
+/// Compiles regexes (Python `re` syntax), naming the rule and the pattern on failure.
+pub fn compile_all(rule: &str, patterns: &[String]) -> Result<Vec<PyRegex>> {
     patterns
         .iter()
         .map(|p| {
-            Regex::new(p).map_err(|e| Error::BadRegex {
+            PyRegex::new(p).map_err(|e| Error::BadRegex {
                 rule: rule.to_string(),
                 pattern: p.clone(),
                 reason: e.to_string(),
             })
         })
         .collect()
-}
-
-/// Compiles one regex, naming the rule and the pattern on failure.
-pub fn compile(rule: &str, pattern: &str) -> Result<Regex> {
-    Regex::new(pattern).map_err(|e| Error::BadRegex {
-        rule: rule.to_string(),
-        pattern: pattern.to_string(),
-        reason: e.to_string(),
-    })
 }
 
 /// The value of `name` at global step `step`, or `None` when it was not saved there.

@@ -16,9 +16,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use ndarray::ArrayD;
-use regex::Regex;
 use serde::Serialize;
-use smdebug_core::{Collection, EndReason, Mode, Reduction, Tensor};
+use smdebug_core::{Collection, EndReason, Mode, PyRegex, Reduction, Tensor};
 
 use crate::error::{Error, Result};
 use crate::storage::Storage;
@@ -118,6 +117,10 @@ pub struct TrialInfo {
     /// Why the run ended: `completed`, `stopped: <message>`, or null (still running, or a
     /// Python smdebug run whose marker says nothing).
     pub end_reason: Option<String>,
+    /// What the reader had to ignore, e.g. a regex in a collections file that does not compile
+    /// (see [`Trial::warnings`]). Left out of the JSON when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl Trial {
@@ -193,7 +196,8 @@ impl Trial {
         Ok(self.maybe_refresh()?.listed.keys().cloned().collect())
     }
 
-    /// Tensor names of a collection and/or matching a regex (searched anywhere in the name).
+    /// Tensor names of a collection and/or matching a regex (Python `re` syntax, searched
+    /// anywhere in the name as Python smdebug's `tensor_names(regex=…)` does).
     pub fn tensor_names_filtered(
         &self,
         collection: Option<&str>,
@@ -201,7 +205,7 @@ impl Trial {
     ) -> Result<Vec<String>> {
         let re = regex
             .map(|r| {
-                Regex::new(r).map_err(|e| Error::BadRegex {
+                PyRegex::new(r).map_err(|e| Error::BadRegex {
                     pattern: r.to_string(),
                     reason: e.to_string(),
                 })
@@ -382,7 +386,16 @@ impl Trial {
             num_tensors: st.listed.len(),
             complete: st.complete,
             end_reason: st.end_reason.as_ref().map(|r| r.to_string()),
+            warnings: st.unusable_patterns.iter().map(|p| p.to_string()).collect(),
         })
+    }
+
+    /// What reading had to ignore, one line each: a regex in the run's collections files that
+    /// does not compile selects nothing (its collection keeps the tensor names the files list),
+    /// where Python smdebug would have used it. Also logged (`log::warn!`) when first seen.
+    pub fn warnings(&self) -> Result<Vec<String>> {
+        let st = self.maybe_refresh()?;
+        Ok(st.unusable_patterns.iter().map(|p| p.to_string()).collect())
     }
 
     /// Values of `name` in the CLI's JSON shape: one global step, or every step (in order),

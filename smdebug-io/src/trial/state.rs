@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
 
-use smdebug_core::{Collection, EndReason, Mode, Reduction};
+use smdebug_core::{Collection, EndReason, Mode, Reduction, UnusablePattern};
 
 use super::StepSelector;
 use super::source;
@@ -56,6 +56,9 @@ pub(crate) struct StepEntry {
 pub(crate) struct State {
     pub collections: BTreeMap<String, Collection>,
     collection_files: BTreeSet<String>,
+    /// Patterns in the collections files that do not compile, each once however many workers'
+    /// files carry it.
+    pub unusable_patterns: Vec<UnusablePattern>,
     pub num_workers: usize,
     pub workers: BTreeSet<String>,
     pub steps: BTreeMap<u64, StepEntry>,
@@ -117,12 +120,18 @@ impl State {
         };
 
         for (key, file) in source::new_collection_files(storage, &self.collection_files)? {
-            self.collection_files.insert(key);
+            self.collection_files.insert(key.clone());
             self.num_workers = self.num_workers.max(file.num_workers);
             if let Some(w) = file.worker {
                 self.workers.insert(w);
             }
             for c in file.collections {
+                for p in c.unusable_patterns() {
+                    if !self.unusable_patterns.contains(p) {
+                        log::warn!("{key}: {p}");
+                        self.unusable_patterns.push(p.clone());
+                    }
+                }
                 match self.collections.get_mut(c.name()) {
                     Some(existing) => {
                         for n in c.tensor_names() {
