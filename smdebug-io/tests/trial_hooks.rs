@@ -19,10 +19,7 @@ fn open(name: &str) -> Trial {
 #[test]
 fn reads_pytorch_hook_run_with_train_and_eval() {
     let checked = check_run("hooks", "pt_healthy");
-    assert_eq!(
-        checked.dtypes.into_iter().collect::<Vec<_>>(),
-        [DType::F32]
-    );
+    assert_eq!(checked.dtypes.into_iter().collect::<Vec<_>>(), [DType::F32]);
     let trial = open("pt_healthy");
     assert_eq!(trial.modes().unwrap(), [Mode::Train, Mode::Eval]);
     // The names the PyTorch hook gives module parameters, gradients and module outputs.
@@ -82,7 +79,10 @@ fn reads_keras_hook_run_with_train_and_eval() {
     let trial = open("tf_keras");
     assert_eq!(
         trial.tensor_names_filtered(Some("biases"), None).unwrap(),
-        ["dense/weights/dense/bias:0", "dense_1/weights/dense_1/bias:0"]
+        [
+            "dense/weights/dense/bias:0",
+            "dense_1/weights/dense_1/bias:0"
+        ]
     );
 }
 

@@ -8,8 +8,9 @@ built in release: ``pip install ./smdebug-py``). Times, for each reader, the sam
 benches/python_trial_bench.py:
 
 - open + list: create_trial(RUN), steps(), tensor_names();
-- read every value: tensor(name).value(step) for every tensor and step, summed with numpy
-  (so the numpy conversion is included); for smdebug_rs also Tensor.values() per tensor.
+- read every value: tensor(name).value(step) for every tensor and step, each a numpy array
+  (the conversion is included); for smdebug_rs also Tensor.values() per tensor. The arrays are
+  summed after the clock stops, and the sums of both readers must agree.
 
 Every file of the run is read once first, so both readers start with a warm page cache. The
 best of --repeat runs (default 3) is reported; the sums must agree, or the script fails.
@@ -48,23 +49,22 @@ def open_and_list(create_trial, run):
 
 def read_every_value(trial, names):
     clock = Clock()
-    values, checksum = 0, 0.0
+    arrays = []
     for name in names:
         t = trial.tensor(name)
         for step in t.steps():
-            checksum += float(t.value(step).sum())
-            values += 1
-    return clock.stop(), values, checksum
+            arrays.append(t.value(step))
+    elapsed = clock.stop()
+    return elapsed, len(arrays), sum(float(a.sum()) for a in arrays)
 
 
 def read_values_per_tensor(trial, names):
     clock = Clock()
-    values, checksum = 0, 0.0
+    arrays = []
     for name in names:
-        for v in trial.tensor(name).values().values():
-            checksum += float(v.sum())
-            values += 1
-    return clock.stop(), values, checksum
+        arrays.extend(trial.tensor(name).values().values())
+    elapsed = clock.stop()
+    return elapsed, len(arrays), sum(float(a.sum()) for a in arrays)
 
 
 def main():

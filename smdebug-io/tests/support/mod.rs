@@ -16,8 +16,7 @@ pub fn expected_run(corpus: &str, name: &str) -> (PathBuf, Value) {
         .join("tests/data")
         .join(corpus);
     let path = dir.join(format!("{name}.expected.json"));
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     (dir.join(name), serde_json::from_str(&text).unwrap())
 }
 
@@ -52,8 +51,8 @@ pub struct Checked {
 /// mode step) against its expected.json.
 pub fn check_run(corpus: &str, name: &str) -> Checked {
     let (path, expected) = expected_run(corpus, name);
-    let trial = Trial::open(path.to_str().unwrap())
-        .unwrap_or_else(|e| panic!("{name}: Trial::open: {e}"));
+    let trial =
+        Trial::open(path.to_str().unwrap()).unwrap_or_else(|e| panic!("{name}: Trial::open: {e}"));
     let run = &expected["run"];
 
     let workers: Vec<String> = serde_json::from_value(run["workers"].clone()).unwrap();
@@ -122,7 +121,10 @@ pub fn check_run(corpus: &str, name: &str) -> Checked {
         .collect();
     let got_names = trial.tensor_names().unwrap();
     assert_eq!(
-        got_names.iter().map(String::as_str).collect::<BTreeSet<_>>(),
+        got_names
+            .iter()
+            .map(String::as_str)
+            .collect::<BTreeSet<_>>(),
         want_names,
         "{name}: tensor names"
     );
@@ -135,7 +137,11 @@ pub fn check_run(corpus: &str, name: &str) -> Checked {
         let mode_step = t["mode_step"].as_u64().unwrap();
         let tensor = trial.tensor(tname).unwrap();
         assert!(
-            tensor.workers(step, None).unwrap().iter().any(|w| w == worker),
+            tensor
+                .workers(step, None)
+                .unwrap()
+                .iter()
+                .any(|w| w == worker),
             "{name}: {tname}@{step}: worker {worker} not listed"
         );
         if t["dtype"] == "str" {
