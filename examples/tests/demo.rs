@@ -90,3 +90,71 @@ fn an_exploding_loss_is_stopped_early_by_the_rule_that_saw_it() {
     let report = std::fs::read_to_string(run.join("report/profiler-report.html")).unwrap();
     assert!(report.contains("ExplodingTensor"));
 }
+
+/// The number after `label` in the demo's summary line
+/// `profiler: N system samples (R records), S spans in F trace files`.
+fn summary_count(stdout: &str, before: &str) -> u64 {
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("profiler:"))
+        .unwrap_or_else(|| panic!("no profiler line in {stdout}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words
+        .iter()
+        .position(|w| *w == before)
+        .unwrap_or_else(|| panic!("no `{before}` in `{line}`"));
+    words[at - 1]
+        .trim_start_matches('(')
+        .parse()
+        .unwrap_or_else(|e| panic!("`{line}`: {e}"))
+}
+
+/// Tensor records the run's index files list (raw tensors and reductions, every worker).
+fn indexed_tensor_records(run: &Path) -> u64 {
+    let mut count = 0;
+    let mut dirs = vec![run.join("index")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "json") {
+                let index: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+                count += index["tensor_payload"].as_array().unwrap().len() as u64;
+            }
+        }
+    }
+    count
+}
+
+#[test]
+fn a_python_compatible_run_is_read_whole_by_python_smdebug() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let stdout = demo(&run, &["--epochs", "1", "--python-compatible"]);
+    let system_records = summary_count(&stdout, "records),");
+    let spans = summary_count(&stdout, "spans");
+    let tensors = indexed_tensor_records(&run);
+    assert!(system_records > 0 && spans > 0 && tensors > 0, "{stdout}");
+
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../smdebug-profiler/tests/interop_python/smdebug_readers.py");
+    let python = smdebug_io::testing::python();
+    let out = Command::new(&python)
+        .arg(script)
+        .args(["count", run.to_str().unwrap()])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {python}: {e} (set SMDEBUG_PYTHON)"));
+    assert!(
+        out.status.success(),
+        "smdebug_readers.py count failed (bash .ci/setup-python): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // smdebug logs to stdout on import; the answer is the last line.
+    let stdout_py = String::from_utf8_lossy(&out.stdout);
+    let read: Value = serde_json::from_str(stdout_py.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {stdout_py}"));
+    assert_eq!(read["system"], system_records, "system records");
+    assert_eq!(read["framework"], spans, "framework spans");
+    assert_eq!(read["tensors"], tensors, "tensor records");
+}

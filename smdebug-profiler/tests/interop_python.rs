@@ -10,7 +10,7 @@ use serde_json::Value;
 use smdebug_core::Mode;
 use smdebug_profiler::reader::{ProfilerReader, SpanQuery, SystemQuery};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
-use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
+use smdebug_profiler::system::{SamplerConfig, SystemSampler};
 
 const SCRIPT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -53,15 +53,16 @@ fn python(action: &str, run: &Path) -> Value {
 #[test]
 fn python_smdebug_readers_load_our_system_metrics_and_spans() {
     let dir = tempfile::tempdir().unwrap();
+    // The library's compatible mode: node `algo-1`, which Python's system reader requires.
     let sampler = SystemSampler::start_local(
         SamplerConfig::default()
             .interval(Duration::from_millis(100))
-            .node(NodeId::algo(1)),
+            .python_compatible(0),
         dir.path(),
     )
     .unwrap();
     let (spans, writer) = SpanRecorder::start_local(
-        SpanConfig::default().node(NodeId::algo(1)).worker(0),
+        SpanConfig::default().python_compatible(0).worker(0),
         dir.path(),
     )
     .unwrap();

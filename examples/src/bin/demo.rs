@@ -149,16 +149,18 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     // Hardware and the loop's phases: the sampler (every 100 ms, republished every second so
     // the profiler rules see it live) and framework spans (files closed every second).
-    let sampler = SystemSampler::start_local(
-        SamplerConfig::default()
-            .interval(Duration::from_millis(100))
-            .publish_interval(Duration::from_secs(1)),
-        &args.out,
-    )?;
-    let (spans, span_writer) = SpanRecorder::start_local(
-        SpanConfig::default().close_interval(Duration::from_secs(1)),
-        &args.out,
-    )?;
+    // With --python-compatible the node is SageMaker's `algo-1`, the only node id Python
+    // smdebug's system-metrics reader lists.
+    let mut sampler_config = SamplerConfig::default()
+        .interval(Duration::from_millis(100))
+        .publish_interval(Duration::from_secs(1));
+    let mut span_config = SpanConfig::default().close_interval(Duration::from_secs(1));
+    if args.python_compatible {
+        sampler_config = sampler_config.python_compatible(0);
+        span_config = span_config.python_compatible(0);
+    }
+    let sampler = SystemSampler::start_local(sampler_config, &args.out)?;
+    let (spans, span_writer) = SpanRecorder::start_local(span_config, &args.out)?;
 
     // The rules, following the run on their own thread as it is written. Those that mean the
     // job is broken stop it (the hook sees the request at its next step); ProfilerReport runs

@@ -1,6 +1,9 @@
 """Reads a run directory with Python smdebug's profiler readers and prints what they see as JSON.
 
 Usage: smdebug_readers.py read RUN_DIR
+       smdebug_readers.py count RUN_DIR   (how many system records, framework spans and tensor
+                                           records - raw values and saved reductions, every
+                                           worker - smdebug's readers return)
        smdebug_readers.py write RUN_DIR   (writes a pythontimeline file with smdebug's own writer)
 """
 import json
@@ -31,6 +34,28 @@ def read(run):
     }))
 
 
+def count(run):
+    from smdebug.exceptions import TensorUnavailableForStep
+    from smdebug.trials import create_trial
+
+    end_us = int(time.time() * 1e6) + 3600 * 1_000_000
+    system = LocalSystemMetricsReader(run).get_events(0, end_us)
+    framework = LocalAlgorithmMetricsReader(run).get_events(0, end_us)
+    trial = create_trial(run)
+    tensors = 0
+    for name in trial.tensor_names():
+        tensor = trial.tensor(name)
+        for step in tensor.steps():
+            for worker in tensor.workers(step):
+                try:
+                    tensor.value(step, worker=worker)
+                    tensors += 1
+                except TensorUnavailableForStep:
+                    pass  # saved as reductions only
+                tensors += len(tensor.reduction_values(step, worker=worker))
+    print(json.dumps({"system": len(system), "framework": len(framework), "tensors": tensors}))
+
+
 def write(run):
     # The writer wants a profiler-config parser; these are the only fields it reads.
     rotation = types.SimpleNamespace(file_close_interval=60, file_max_size=10 * 1024 * 1024)
@@ -57,4 +82,4 @@ def write(run):
 
 
 if __name__ == "__main__":
-    {"read": read, "write": write}[sys.argv[1]](sys.argv[2])
+    {"read": read, "count": count, "write": write}[sys.argv[1]](sys.argv[2])
