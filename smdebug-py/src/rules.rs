@@ -136,19 +136,19 @@ fn describe(py: Python<'_>, err: &PyErr) -> String {
 /// `(name, rule object, trial object)` triples. With `follow`, waits for a live run to end
 /// (Ctrl-C stops following and returns the statuses so far).
 #[pyfunction]
-#[pyo3(signature = (path, specs, custom, follow=false, write_summary=true, poll_interval_s=0.2))]
+#[pyo3(signature = (path, specs, custom, follow=false, write_into_run=false, poll_interval_s=0.2))]
 pub fn run_rules<'py>(
     py: Python<'py>,
     path: &str,
     specs: Vec<String>,
     custom: Vec<(String, Py<PyAny>, Py<PyAny>)>,
     follow: bool,
-    write_summary: bool,
+    write_into_run: bool,
     poll_interval_s: f64,
 ) -> PyResult<Bound<'py, PyAny>> {
     let rule_error = |e: smdebug_rules::Error| PyValueError::new_err(e.to_string());
     let mut builder = RuleRunner::builder(path)
-        .write_summary(write_summary)
+        .write_into_run(write_into_run)
         .poll_interval(Duration::from_secs_f64(poll_interval_s));
     for spec in &specs {
         builder = builder.spec(RuleSpec::parse(spec).map_err(rule_error)?);

@@ -20,16 +20,7 @@ from smdebug_rs.trials import create_trial as rs_create_trial
 
 
 def _open_ours(run):
-    """Our trial on `run`. Runs by smdebug's real hooks carry smdebug's default collections, whose
-    include_regex use Python's look-around (`^(?!gradient).*bias`), which the Rust reader's
-    regex dialect does not parse yet; such runs are expected failures until it does (strict
-    is off, so they pass as soon as it can)."""
-    try:
-        return rs_create_trial(str(run))
-    except rs_exceptions.SMDebugRuntimeError as e:
-        if "look-around" in str(e):
-            pytest.xfail(f"Rust reader cannot parse a Python regex of this run: {e}")
-        raise
+    return rs_create_trial(str(run))
 
 
 def _modes(sm_modes):

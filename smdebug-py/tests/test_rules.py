@@ -52,7 +52,7 @@ def test_same_statuses_as_the_cli(demo_copy):
     )
     assert out.returncode in (0, 1), out.stderr
     theirs = json.loads(out.stdout)["rules"]
-    ours = rules.run(str(demo_copy), specs, write_summary=False).rules
+    ours = rules.run(str(demo_copy), specs).rules
     for a, b in zip(ours, theirs):
         assert (a.rule, a.status, a.fired_count, a.steps_evaluated, a.datapoints, a.message) == (
             b["rule"],
@@ -95,7 +95,7 @@ def test_custom_python_rule_runs_beside_builtin_rules(tmp_path):
     losses = {s: float(trial.tensor("loss").value(s)) for s in trial.tensor("loss").steps()}
     limit = float(np.median(list(losses.values())))
     custom = LossAbove(limit)
-    summary = rules.run(str(run), [custom, "LossNotDecreasing:num_steps=3"], write_summary=False)
+    summary = rules.run(str(run), [custom, "LossNotDecreasing:num_steps=3"])
     status = summary.rule("LossAbove")
     above = sorted(s for s, v in losses.items() if v > limit)
     assert custom.seen == sorted(losses)  # every global step with a loss, in order
@@ -113,16 +113,16 @@ def test_custom_rule_that_raises_is_an_error_status(tmp_path):
 
     run = tmp_path / "run"
     shutil.copytree(MULTI, run)
-    status = rules.run(str(run), [Broken()], write_summary=False).rule("Broken")
+    status = rules.run(str(run), [Broken()]).rule("Broken")
     assert status.status == "Error"
     assert "ZeroDivisionError: boom" in status.message
 
 
 def test_bad_specs_are_clear_errors():
     with pytest.raises(ValueError, match="NoSuchRule"):
-        rules.run(str(MULTI), ["NoSuchRule"], write_summary=False)
+        rules.run(str(MULTI), ["NoSuchRule"])
     with pytest.raises(TypeError):
-        rules.run(str(MULTI), [42], write_summary=False)
+        rules.run(str(MULTI), [42])
     names = {r["name"] for r in rules.builtin_rules()}
     assert {"VanishingGradient", "LossNotDecreasing", "CPUBottleneck"} <= names
 

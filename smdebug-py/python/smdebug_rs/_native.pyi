@@ -37,7 +37,7 @@ def run_rules(
     specs: List[str],
     custom: List[Tuple[str, Any, Any]],
     follow: bool = False,
-    write_summary: bool = True,
+    write_into_run: bool = False,
     poll_interval_s: float = 0.2,
 ) -> Dict[str, Any]: ...
 def builtin_rules() -> List[Dict[str, Any]]: ...

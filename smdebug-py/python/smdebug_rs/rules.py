@@ -97,7 +97,7 @@ def run(
     path: str,
     rules: Sequence[Any] = (),
     follow: bool = False,
-    write_summary: bool = True,
+    write_into_run: bool = False,
     poll_interval: float = 0.2,
 ) -> Summary:
     """Evaluates ``rules`` over the run at ``path`` (a directory or object-store URL) and
@@ -106,8 +106,8 @@ def run(
     Each rule is a built-in rule's spec (``"VanishingGradient"``,
     ``"LossNotDecreasing:num_steps=20"``) or a custom rule object (see the module docs).
     ``follow=False`` evaluates what the run holds now and finishes; ``follow=True`` follows a
-    live run until it writes its end marker (Ctrl-C stops following). With ``write_summary``
-    the statuses also go to ``<run>/rules/rule_job_summary.json``, as the CLI writes them.
+    live run until it writes its end marker (Ctrl-C stops following). With ``write_into_run``
+    the statuses also go to ``<run>/rules/rule_job_summary.json`` (as ``smdebug rules --write-into-run`` does); by default nothing is written into the run.
     """
     specs = []
     custom = []
@@ -122,7 +122,7 @@ def run(
             trial = Trial(path)
         name = getattr(rule, "name", None) or type(rule).__name__
         custom.append((str(name), rule, trial))
-    doc = _native.run_rules(path, specs, custom, follow, write_summary, poll_interval)
+    doc = _native.run_rules(path, specs, custom, follow, write_into_run, poll_interval)
     doc["rules"] = [_status(r) for r in doc["rules"]]
     known = Summary.__dataclass_fields__
     return Summary(**{k: v for k, v in doc.items() if k in known})
