@@ -54,6 +54,7 @@ class Tally:
         self.equal = 0
         self.int8_as_uint8 = 0
         self.via_expected = 0
+        self.strings_refused = 0
 
 
 def _compare_value(tally, ours, read_theirs, expected, key):
@@ -137,6 +138,14 @@ def test_every_value_equals_smdebug(run, request):
                             sm_t.value(step, mode=mode, worker=worker)
                         assert type(theirs.value).__name__ == "TensorUnavailableForStep"
                         assert str(theirs.value) == str(e)
+                    except rs_exceptions.SMDebugRuntimeError as e:
+                        # The Rust reader has no string dtype yet (XGBoost's `trees/*` text
+                        # columns): it must say so clearly, and only for what smdebug reads as
+                        # strings.
+                        assert "string tensors are not supported" in str(e), str(e)
+                        theirs = np.asarray(sm_t.value(step, mode=mode, worker=worker))
+                        assert theirs.dtype.kind in "OSU", (name, theirs.dtype)
+                        tally.strings_refused += 1
                     else:
                         _compare_value(
                             tally,
@@ -153,7 +162,8 @@ def test_every_value_equals_smdebug(run, request):
     print(
         f"{run.name}: {tally.equal} values bit-identical to smdebug's, {tally.int8_as_uint8} int8 "
         f"(smdebug reads uint8), {tally.via_expected} compared with expected.json where smdebug "
-        f"1.0.34 cannot read; {reductions} saved reductions identical"
+        f"1.0.34 cannot read; {reductions} saved reductions identical; {tally.strings_refused} "
+        f"string values refused (no string dtype in the Rust reader yet)"
     )
 
 

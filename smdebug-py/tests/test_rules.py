@@ -24,7 +24,9 @@ def demo_copy(demo_run, tmp_path):
 
 
 def test_builtin_rules_return_statuses_with_evidence(demo_copy):
-    summary = rules.run(str(demo_copy), ["VanishingGradient", "LossNotDecreasing:num_steps=20"])
+    summary = rules.run(
+        str(demo_copy), ["VanishingGradient", "LossNotDecreasing:num_steps=20"], write_into_run=True
+    )
     assert [r.rule for r in summary.rules] == ["VanishingGradient", "LossNotDecreasing"]
     assert summary.finished and summary.run_complete
     steps = create_trial(str(demo_copy)).steps()

@@ -109,8 +109,8 @@ fn byte_offset(text: &[u8], line: usize, column: usize) -> u64 {
 
 impl IndexFile {
     /// Parses an index file; `path` names it in errors, which carry the byte offset. Every entry
-    /// is checked: at least a record's framing long, `start_idx + length` within `u64`, and no
-    /// name listed twice ([`Error::ConflictingIndex`], naming both entries).
+    /// is checked: at least a record's framing long and `start_idx + length` within `u64`. A
+    /// name listed twice is not an error here: see [`IndexFile::repeated_names`].
     pub fn parse(bytes: &[u8], path: &str) -> Result<IndexFile> {
         let bad = |offset: u64, reason: String| Error::BadIndex {
             path: path.to_string(),
@@ -131,8 +131,6 @@ impl IndexFile {
                 "tensor_payload without meta.event_file_name".to_string(),
             ));
         }
-        let mut seen: HashMap<&str, &TensorLocation> =
-            HashMap::with_capacity(index.tensor_payload.len());
         for loc in &index.tensor_payload {
             if loc.length < super::record::FRAMING_BYTES as u64 {
                 return Err(bad(
@@ -152,16 +150,24 @@ impl IndexFile {
                     ),
                 ));
             }
-            // One name, two records: which one is the tensor cannot be told.
-            if let Some(first) = seen.insert(&loc.tensorname, loc) {
-                return Err(Error::ConflictingIndex {
-                    first: format!("{path}: {first}"),
-                    second: format!("{path}: {loc}"),
-                    reason: format!("tensor `{}` is listed twice", loc.tensorname),
-                });
-            }
         }
         Ok(index)
+    }
+
+    /// Entries that repeat an earlier entry's name, each with the entry it repeats (earlier
+    /// first). smdebug's Keras hook writes a metric twice in one step (`accuracy` as a float32
+    /// batch value, then as the float64 value of the epoch), and Python smdebug's reader keeps the
+    /// later entry; so does the `Trial`, which reports every pair in [`crate::Trial::warnings`].
+    pub fn repeated_names(&self) -> Vec<(&TensorLocation, &TensorLocation)> {
+        let mut seen: HashMap<&str, &TensorLocation> =
+            HashMap::with_capacity(self.tensor_payload.len());
+        let mut out = Vec::new();
+        for loc in &self.tensor_payload {
+            if let Some(first) = seen.insert(&loc.tensorname, loc) {
+                out.push((first, loc));
+            }
+        }
+        out
     }
 
     /// The JSON smdebug writes (compact, one line).

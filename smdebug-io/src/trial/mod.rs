@@ -404,16 +404,18 @@ impl Trial {
             num_tensors: st.listed.len(),
             complete: st.complete,
             end_reason: st.end_reason.as_ref().map(|r| r.to_string()),
-            warnings: st.unusable_patterns.iter().map(|p| p.to_string()).collect(),
+            warnings: st.warnings(),
         })
     }
 
-    /// What reading had to ignore, one line each: a regex in the run's collections files that
-    /// does not compile selects nothing (its collection keeps the tensor names the files list),
-    /// where Python smdebug would have used it. Also logged (`log::warn!`) when first seen.
+    /// What reading had to work around, one line each: a regex in the run's collections files
+    /// that does not compile selects nothing (its collection keeps the tensor names the files
+    /// list), where Python smdebug would have used it; a name listed twice in one index file is
+    /// read from its later entry, as Python smdebug does (smdebug's Keras hook writes metrics
+    /// twice a step). Also logged (`log::warn!`) when first seen.
     pub fn warnings(&self) -> Result<Vec<String>> {
         let st = self.maybe_refresh()?;
-        Ok(st.unusable_patterns.iter().map(|p| p.to_string()).collect())
+        Ok(st.warnings())
     }
 
     /// Values of `name` in the CLI's JSON shape: one global step, or every step (in order),

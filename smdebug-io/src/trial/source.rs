@@ -75,7 +75,10 @@ pub(crate) struct IndexEntry {
     pub mode: Mode,
     pub mode_step: u64,
     pub event_file: String,
+    /// Later entries win, as in Python smdebug's reader.
     pub tensors: HashMap<String, (u64, u64)>,
+    /// One line per name listed twice, naming both entries.
+    pub repeated: Vec<String>,
 }
 
 /// Index files of steps `>= from` (every index file when `from` is `None`), in key order.
@@ -112,6 +115,17 @@ pub(crate) fn index_files_from(
                 ),
             });
         }
+        let repeated = index
+            .repeated_names()
+            .into_iter()
+            .map(|(first, later)| {
+                format!(
+                    "{path}: tensor `{}` is listed twice, {first} and {later}; the later entry is \
+                     read, as Python smdebug does",
+                    later.tensorname
+                )
+            })
+            .collect();
         let tensors = index
             .tensor_payload
             .into_iter()
@@ -125,6 +139,7 @@ pub(crate) fn index_files_from(
             mode_step: index.meta.mode_step,
             event_file,
             tensors,
+            repeated,
         });
     }
     Ok(out)

@@ -61,6 +61,8 @@ pub(crate) struct State {
     /// Patterns in the collections files that do not compile, each once however many workers'
     /// files carry it.
     pub unusable_patterns: Vec<UnusablePattern>,
+    /// Index entries that repeat a name within one index file (the later one is read).
+    pub repeated_entries: Vec<String>,
     pub num_workers: usize,
     pub workers: BTreeSet<String>,
     pub steps: BTreeMap<u64, StepEntry>,
@@ -77,6 +79,15 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// What reading had to work around, one line each (see `Trial::warnings`).
+    pub fn warnings(&self) -> Vec<String> {
+        self.unusable_patterns
+            .iter()
+            .map(|p| p.to_string())
+            .chain(self.repeated_entries.iter().cloned())
+            .collect()
+    }
+
     pub fn has_anything(&self) -> bool {
         !self.collections.is_empty() || !self.steps.is_empty() || self.complete
     }
@@ -184,6 +195,10 @@ impl State {
                     });
                 }
             }
+            for line in &idx.repeated {
+                log::warn!("{line}");
+            }
+            self.repeated_entries.extend(idx.repeated.iter().cloned());
             let entry = self.steps.entry(idx.step).or_insert_with(|| StepEntry {
                 mode: idx.mode,
                 mode_step: idx.mode_step,
