@@ -491,8 +491,7 @@ fn a_tensor_listed_twice_in_an_index_file_is_a_warning_naming_both_and_never_ano
         .tensor("loss")
         .unwrap()
         .value(0, Some(Mode::Train), Some("worker_0"))
-        .err()
-        .expect("the later entry points at another tensor's record");
+        .expect_err("the later entry points at another tensor's record");
     assert!(matches!(err, Error::WrongTensor { .. }), "{err}");
 }
 
