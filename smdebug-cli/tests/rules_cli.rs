@@ -230,3 +230,44 @@ fn profiler_rules_run_on_a_run_with_only_profiler_data() {
         "{text}"
     );
 }
+
+/// Every default rule on the runs Python smdebug wrote (its `FileWriter` golden runs and the real
+/// hooks' corpus) ends without `Error`: a tensor saved only as reductions (`fc2.weight` in
+/// `pysmdebug_multi`, the gradients of `pt_two_workers`) is skipped where a rule needs its raw
+/// value, as Python's rule invoker skips `TensorUnavailableForStep`; it used to put
+/// ExplodingTensor, WeightUpdateRatio, AllZero and UnchangedTensor in `Error` and exit 2.
+#[test]
+fn default_rules_end_without_error_on_every_python_written_run() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../smdebug-io/tests/data");
+    let mut runs = Vec::new();
+    for corpus in ["golden", "hooks"] {
+        for entry in std::fs::read_dir(data.join(corpus)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.join("index").is_dir() {
+                runs.push(path);
+            }
+        }
+    }
+    runs.sort();
+    assert!(runs.len() >= 10, "{runs:?}");
+    for run in &runs {
+        let out = smdebug(&["rules", run.to_str().unwrap(), "--json"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let summary: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{}: {e}: {stderr}", run.display()));
+        let failed: Vec<_> = summary["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["status"] == "Error")
+            .map(|r| format!("{}: {}", r["rule"], r["message"]))
+            .collect();
+        assert!(failed.is_empty(), "{}: {failed:#?}", run.display());
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "{}: exit {:?}: {stderr}",
+            run.display(),
+            out.status.code()
+        );
+    }
+}

@@ -72,6 +72,16 @@ pub enum Error {
         limit: u64,
     },
 
+    /// A well-formed record of a tensor whose dtype this reader cannot represent (string
+    /// tensors: XGBoost's `trees/*` text columns). Not corruption: the rest of the run reads.
+    #[error("{path}: record at byte {offset}: tensor `{tensor}`: {dtype} are not supported")]
+    UnsupportedDtype {
+        path: String,
+        offset: u64,
+        tensor: String,
+        dtype: String,
+    },
+
     /// The record an index entry points at holds another tensor (its tag is not the name the
     /// index lists), or the same tensor of another step.
     #[error("{path}: record at byte {offset} is not {expected}: it holds {found}")]

@@ -105,7 +105,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// True for reader errors that mean "this tensor is not there at this step (yet)": a rule treats
 /// them as "nothing to check", as Python smdebug's rule invoker does with
-/// `TensorUnavailableForStep`.
+/// `TensorUnavailableForStep` (which its Trial also raises for a tensor saved only as
+/// reductions: `OnlyReductionsSaved` here). A tensor of a dtype the reader has no type for
+/// (`UnsupportedDtype`: XGBoost's string columns) has no numbers for a rule to check either.
 pub(crate) fn is_absent(e: &smdebug_io::Error) -> bool {
     matches!(
         e,
@@ -113,6 +115,8 @@ pub(crate) fn is_absent(e: &smdebug_io::Error) -> bool {
             | smdebug_io::Error::StepNotAvailable { .. }
             | smdebug_io::Error::WorkerNotFound { .. }
             | smdebug_io::Error::ReductionNotSaved { .. }
+            | smdebug_io::Error::OnlyReductionsSaved { .. }
+            | smdebug_io::Error::UnsupportedDtype { .. }
             | smdebug_io::Error::CollectionNotFound { .. }
     )
 }

@@ -199,6 +199,9 @@ pub enum DecodeError {
     /// Several tensor values where one was expected (the same tag twice, or several tags when
     /// none was asked for).
     Ambiguous { tags: Vec<String> },
+    /// A well-formed tensor of a dtype this reader has no type for (strings: XGBoost's hook
+    /// writes its `trees/*` text columns as `DT_STRING`).
+    UnsupportedDtype { tag: String, dtype: String },
 }
 
 impl From<String> for DecodeError {
@@ -233,6 +236,9 @@ impl std::fmt::Display for DecodeError {
             ),
             DecodeError::Ambiguous { tags } => {
                 write!(f, "several tensor values: {}", tag_list(tags))
+            }
+            DecodeError::UnsupportedDtype { tag, dtype } => {
+                write!(f, "tensor `{tag}`: {dtype} are not supported")
             }
         }
     }
@@ -272,6 +278,12 @@ impl DecodeError {
                 offset,
                 expected: format!("`{wanted}`"),
                 found: tag_list(&found),
+            },
+            DecodeError::UnsupportedDtype { tag, dtype } => Error::UnsupportedDtype {
+                path,
+                offset,
+                tensor: tag,
+                dtype,
             },
             other => Error::CorruptRecord {
                 path,
@@ -434,13 +446,14 @@ fn tensor_from_proto_tagged(
         }
     };
     let dtype = DType::from_tf_datatype(proto.dtype).ok_or_else(|| {
-        named(
-            if proto.dtype == 7 || (proto.dtype == 0 && !proto.string_val.is_empty()) {
-                "string tensors are not supported".to_string()
-            } else {
-                format!("unsupported TensorFlow dtype {}", proto.dtype)
-            },
-        )
+        if proto.dtype == 7 || (proto.dtype == 0 && !proto.string_val.is_empty()) {
+            DecodeError::UnsupportedDtype {
+                tag: tag.to_string(),
+                dtype: "string tensors".to_string(),
+            }
+        } else {
+            named(format!("unsupported TensorFlow dtype {}", proto.dtype))
+        }
     })?;
     let shape_proto = proto.tensor_shape.take().unwrap_or_default();
     if shape_proto.unknown_rank {
