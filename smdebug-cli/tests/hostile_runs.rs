@@ -354,7 +354,16 @@ fn tensor_names_with_control_characters_print_escaped() {
     let run = dir.path().join("run");
     let mut hook = Hook::builder()
         .save_config(SaveConfig::every(1))
-        .build(smdebug_io::writer::Writer::open(run.to_str().unwrap()).unwrap())
+        .build(
+            // Block, not the default drop: on a loaded machine the queue must not decide what
+            // this test sees (it once listed nothing).
+            smdebug_io::writer::Writer::builder(
+                smdebug_io::storage::open_storage(run.to_str().unwrap()).unwrap(),
+            )
+            .overflow(smdebug_io::writer::OverflowPolicy::Block)
+            .build()
+            .unwrap(),
+        )
         .unwrap();
     let v = [1.0f32, 2.0];
     let view = TensorView::from_slice(&v, &[2]).unwrap();
