@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use clap::Args;
 use smdebug_core::text::escape_controls;
-use smdebug_profiler::report::{LoadOptions, ReportInput, write_report};
+use smdebug_report::{LoadOptions, ReportInput, ReportWriter, write_report_to};
 use smdebug_rules::report::{PROFILER_REPORT, REPORT_FILE, default_specs, is_profiler_report};
 use smdebug_rules::{RuleRunner, RuleSpec, Status, Summary};
 
@@ -86,8 +86,8 @@ fn report(args: ReportArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
                 ..LoadOptions::default()
             },
         );
-        let written = write_report(&input, &out)?;
-        println!("report: {}", written.html.display());
+        let written = write_report_to(&input, &out)?;
+        println!("report: {}", written.html);
         let failures = input.trace_failures();
         for f in &failures {
             eprintln!("smdebug: {}", escape_controls(f));
@@ -109,8 +109,7 @@ fn report(args: ReportArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     }
     let mut builder = RuleRunner::builder(&run)
         .write_into_run(false)
-        .report(&out)
-        .report_traces(args.traces.clone());
+        .reporter(ReportWriter::to_file(&out).traces(args.traces.clone()));
     for s in specs {
         builder = builder.spec(s);
     }

@@ -12,10 +12,11 @@ use std::time::Duration;
 
 use clap::Args;
 use smdebug_core::text::escape_controls;
-use smdebug_rules::report::default_specs;
-use smdebug_rules::{
-    RuleRunner, RuleSpec, Status, Summary, all_builtin_rules, builtin_profiler_rules,
-};
+use smdebug_profiler::reader::{system_files_among, trace_files_among};
+use smdebug_profiler::spans::TRACE_PREFIX;
+use smdebug_report::ReportWriter;
+use smdebug_rules::report::{default_specs, is_profiler_report};
+use smdebug_rules::{RuleRunner, RuleSpec, Summary, all_builtin_rules, builtin_profiler_rules};
 
 /// The exit statuses, as `--help` shows them.
 pub const EXIT_STATUS: &str = "Exit status: 0 every rule ran and none found an issue; 1 some \
@@ -103,9 +104,10 @@ fn specs(args: &RulesArgs) -> Result<Vec<RuleSpec>, Box<dyn std::error::Error>> 
 /// Whether the run holds system metrics or framework spans (an unreadable run holds none; the
 /// runner reports why it cannot open it).
 fn has_profiler_data(run: &str) -> bool {
-    smdebug_profiler::reader::ProfilerReader::open(run).is_ok_and(|r| {
-        r.system_files().is_ok_and(|f| !f.is_empty())
-            || r.trace_files().is_ok_and(|f| !f.is_empty())
+    smdebug_io::open_storage(run).is_ok_and(|storage| {
+        let listed = |prefix: &str| storage.list(prefix).unwrap_or_default();
+        !system_files_among(&listed("system")).is_empty()
+            || !trace_files_among(&listed(TRACE_PREFIX)).is_empty()
     })
 }
 
@@ -140,6 +142,9 @@ fn evaluate(args: RulesArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let run = args.run.clone().unwrap_or_default();
     let mut builder = RuleRunner::builder(&run).write_into_run(args.write_into_run);
     for spec in specs(&args)? {
+        if is_profiler_report(&spec.name) {
+            builder = builder.reporter(ReportWriter::into_run());
+        }
         builder = builder.spec(spec);
     }
     if args.follow {
@@ -203,12 +208,7 @@ fn print_summary(out: &mut impl Write, s: &Summary, json: bool) -> std::io::Resu
         return writeln!(out);
     }
     for r in &s.rules {
-        let status = match r.status {
-            Status::InProgress => "InProgress",
-            Status::NoIssuesFound => "NoIssuesFound",
-            Status::IssuesFound => "IssuesFound",
-            Status::Error => "Error",
-        };
+        let status = r.status.name();
         let fired = match (r.first_fired_step, r.last_fired_step, r.first_fired_time_us) {
             (_, _, Some(t)) if r.kind == "profiler" => {
                 format!(

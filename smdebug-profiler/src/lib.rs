@@ -10,13 +10,12 @@
 //! - [`reader`]: both back, by time range, step range, node and worker.
 //! - [`kineto`]: PyTorch profiler (Kineto) traces, streamed in bounded memory, into operator and
 //!   GPU-kernel breakdowns per rank.
-//! - [`report`]: the profiling report, one self-contained HTML page per run with a JSON result
-//!   per rule.
+//! - [`stats`]: the percentile every figure of the profiler rules and the report uses.
 
 pub mod kineto;
 pub mod reader;
-pub mod report;
 pub mod spans;
+pub mod stats;
 pub mod system;
 
 pub use kineto::{

@@ -54,5 +54,8 @@ pub use rule::{Evidence, Rule, RuleInput, RuleResult};
 pub use rules::{
     BuiltinRule, all_builtin_rules, build_rule, builtin_profiler_rules, builtin_rules, find_builtin,
 };
-pub use runner::{RuleRunner, RuleStatus, RunnerHandle, Status, Summary, read_summary};
+pub use runner::{
+    ReportPlan, Reporter, RuleRunner, RuleStatus, RunState, RunnerHandle, Status, Summary,
+    read_summary,
+};
 pub use select::{TensorSelection, value_at};

@@ -1,13 +1,13 @@
-//! The profiling report from the rules' side: the `ProfilerReport` rule, which runs every
-//! profiler rule and writes smdebug-profiler's HTML report with every rule's result, and the
-//! conversion of rule statuses into the report's [`RuleOutcome`]s.
+//! The `ProfilerReport` rule: it runs every profiler rule, and the runner hands its state to
+//! the report writer attached to it ([`RunnerBuilder::report_writer`]; smdebug-report's
+//! `ReportWriter` draws the HTML page). This crate does not draw the report.
 //!
 //! `ProfilerReport` takes SageMaker's parameter form: a profiler rule's parameter is overridden
 //! as `<Rule>_<param>` (`CPUBottleneck_threshold=30`, `StepOutlier_mode=TRAIN`). Actions given
-//! to `ProfilerReport` apply to every profiler rule it runs. The report goes to
-//! `<run>/rules/ProfilerReport/profiler-output/profiler-report.html` (uploaded beside the run
-//! for object-store runs) unless the runner is told another path
-//! ([`RunnerBuilder::report`](crate::runner::RunnerBuilder::report)).
+//! to `ProfilerReport` apply to every profiler rule it runs. A report written into the run goes
+//! to `<run>/`[`DEFAULT_REPORT_DIR`]`/`[`REPORT_FILE`].
+//!
+//! [`RunnerBuilder::report_writer`]: crate::runner::RunnerBuilder::report_writer
 //!
 //! ```
 //! use smdebug_rules::{RuleSpec, build_rule};
@@ -21,17 +21,12 @@
 //! assert!(expand_profiler_report(&RuleSpec::parse("ProfilerReport:Nope_x=1").unwrap()).is_err());
 //! ```
 
-use std::path::PathBuf;
-use std::time::Duration;
-
 use serde_json::{Map, Value};
-use smdebug_profiler::report::{LoadOptions, RuleOutcome};
 
 use crate::error::{Error, Result};
 use crate::params::RuleSpec;
 use crate::rule::{Rule, RuleInput, RuleResult};
-use crate::rules::{builtin_profiler_rules, find_builtin};
-use crate::runner::{RuleStatus, Status, Summary};
+use crate::rules::builtin_profiler_rules;
 
 /// The rule's name.
 pub const PROFILER_REPORT: &str = "ProfilerReport";
@@ -84,17 +79,6 @@ pub fn expand_profiler_report(spec: &RuleSpec) -> Result<Vec<RuleSpec>> {
     Ok(specs)
 }
 
-/// Where and how a runner writes the report.
-#[derive(Clone, Debug)]
-pub struct ReportTarget {
-    /// The HTML file on local disk; `None`: [`DEFAULT_REPORT_DIR`] inside the run.
-    pub html: Option<PathBuf>,
-    /// What the report reads besides the run (Kineto traces, scalar limits).
-    pub load: LoadOptions,
-    /// While following a live run, regenerate this often (`None`: only at the end).
-    pub every: Option<Duration>,
-}
-
 /// The `ProfilerReport` rule's slot in the runner: it checks nothing itself (its profiler rules
 /// run beside it) and never fires; its status says where the report went.
 pub(crate) struct ProfilerReportRule {
@@ -126,71 +110,6 @@ impl Rule for ProfilerReportRule {
             Vec::new()
         })
     }
-}
-
-/// The report's view of one rule status: its description and recommendation come from the
-/// built-in registry (empty for custom rules).
-pub fn outcome(status: &RuleStatus) -> RuleOutcome {
-    let builtin = find_builtin(&status.rule);
-    let (description, recommendation) = if is_profiler_report(&status.rule) {
-        (
-            "runs every profiler rule and writes this report".to_string(),
-            String::new(),
-        )
-    } else {
-        builtin.map_or((String::new(), String::new()), |b| {
-            (b.fires_when.to_string(), b.recommendation.to_string())
-        })
-    };
-    let status_name = match status.status {
-        Status::InProgress => "InProgress",
-        Status::NoIssuesFound => "NoIssuesFound",
-        Status::IssuesFound => "IssuesFound",
-        Status::Error => "Error",
-    };
-    let mut details = status.details.clone();
-    if !status.evidence.is_empty() || !status.warnings.is_empty() {
-        let mut extra = Map::new();
-        if !status.evidence.is_empty() {
-            extra.insert(
-                "evidence".into(),
-                serde_json::to_value(&status.evidence).unwrap_or(Value::Null),
-            );
-        }
-        if !status.warnings.is_empty() {
-            extra.insert("warnings".into(), Value::from(status.warnings.clone()));
-        }
-        details = match details {
-            Value::Object(mut m) => {
-                m.extend(extra);
-                Value::Object(m)
-            }
-            Value::Null => Value::Object(extra),
-            other => {
-                extra.insert("details".into(), other);
-                Value::Object(extra)
-            }
-        };
-    }
-    RuleOutcome {
-        name: status.rule.clone(),
-        kind: status.kind.clone(),
-        description,
-        recommendation,
-        status: status_name.to_string(),
-        triggered: status.fired_count,
-        datapoints: status.datapoints,
-        parameters: status.parameters.clone(),
-        message: status.message.clone(),
-        first_fired_step: status.first_fired_step,
-        first_fired_time_us: status.first_fired_time_us,
-        details,
-    }
-}
-
-/// Every rule's outcome, in the summary's order.
-pub fn outcomes(summary: &Summary) -> Vec<RuleOutcome> {
-    summary.rules.iter().map(outcome).collect()
 }
 
 /// The default rule set for a run: every built-in debugging rule that needs no parameter

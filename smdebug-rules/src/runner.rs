@@ -39,15 +39,10 @@ use crate::error::{Error, Result};
 use crate::params::RuleSpec;
 use crate::profiler::feed::ProfilerFeed;
 use crate::profiler::{ProfilerWindow, StepTimeline};
-use crate::report::{
-    DEFAULT_REPORT_DIR, ProfilerReportRule, REPORT_FILE, ReportTarget, expand_profiler_report,
-    is_profiler_report,
-};
+use crate::report::{ProfilerReportRule, expand_profiler_report, is_profiler_report};
 use crate::rule::{Evidence, Rule, RuleInput, RuleResult};
 use crate::rules::build_rule;
-use smdebug_profiler::report::{
-    LoadOptions, ReportInput, render_html, rule_file_name, write_report,
-};
+use smdebug_profiler::reader::ProfileData;
 
 /// The summary file, relative to the run.
 pub const SUMMARY_FILE: &str = "rules/rule_job_summary.json";
@@ -64,6 +59,18 @@ pub enum Status {
     /// The rule failed (a read error, a bad configuration found at run time); it is no longer
     /// evaluated. The other rules go on.
     Error,
+}
+
+impl Status {
+    /// The status's name, as the summary file writes it (`IssuesFound`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::InProgress => "InProgress",
+            Status::NoIssuesFound => "NoIssuesFound",
+            Status::IssuesFound => "IssuesFound",
+            Status::Error => "Error",
+        }
+    }
 }
 
 fn debugging_kind() -> String {
@@ -160,6 +167,47 @@ impl Summary {
     }
 }
 
+/// The runner's state as a reporter sees it: the statuses, the run's storage and trial, and
+/// the profiler data read so far. Built by the runner for each report.
+#[non_exhaustive]
+pub struct RunState<'a> {
+    /// The run location, as given.
+    pub location: &'a str,
+    /// The run's storage (a report written into the run goes through it).
+    pub storage: &'a Arc<dyn Storage>,
+    /// Whether the runner may write into the run ([`RunnerBuilder::write_into_run`]).
+    pub write_into_run: bool,
+    /// The trial the debugging rules read; `None` while the run holds no tensor data.
+    pub trial: Option<&'a Trial>,
+    /// Every rule's status now, with the parameters in force.
+    pub summary: &'a Summary,
+    /// The system metrics and framework spans read so far.
+    pub profile: &'a ProfileData,
+    /// Problems with the profiler data that the rules worked around (a corrupt line skipped).
+    pub data_warnings: Vec<String>,
+}
+
+/// Where a report will go, and what it has to leave out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportPlan {
+    /// Where the report goes (a path or URL, shown in `ProfilerReport`'s status), or why it
+    /// will not be written.
+    pub destination: std::result::Result<String, String>,
+    /// Inputs of the report's own that cannot be read (a named trace file): the report is
+    /// written without them and `ProfilerReport` ends in `Error`.
+    pub problems: Vec<String>,
+}
+
+/// Draws a report from the runner's state ([`RunnerBuilder::reporter`]). The runner calls
+/// [`prepare`](Self::prepare), records the plan in `ProfilerReport`'s status, then calls
+/// [`write`](Self::write), so the report shows its own status.
+pub trait Reporter: Send {
+    /// Where the report of `run` will go and what it has to leave out.
+    fn prepare(&mut self, run: &RunState<'_>) -> ReportPlan;
+    /// Writes the report of `run` (after a [`prepare`](Self::prepare) that gave a destination).
+    fn write(&mut self, run: &RunState<'_>) -> std::result::Result<(), String>;
+}
+
 struct Slot {
     input: RuleInput,
     rule: Box<dyn Rule>,
@@ -178,7 +226,8 @@ pub struct RunnerBuilder {
     stop_signal: Option<StopSignal>,
     open_timeout: Duration,
     idle_timeout: Option<Duration>,
-    report: Option<ReportTarget>,
+    reporter: Option<Box<dyn Reporter>>,
+    report_every: Option<Duration>,
 }
 
 impl RunnerBuilder {
@@ -201,7 +250,7 @@ impl RunnerBuilder {
     }
 
     /// Write into the run: `rules/rule_job_summary.json` as the run progresses, and the
-    /// `ProfilerReport` report when no other path is given ([`report`](Self::report)).
+    /// report when the [reporter](Self::reporter) was given no other place for it.
     /// Default true: the follower beside a training job keeps its summary in the run. With
     /// false nothing is written into the run (actions still run: a `stop_training` action
     /// writes its stop request).
@@ -232,33 +281,20 @@ impl RunnerBuilder {
         self
     }
 
-    /// Writes the profiling report (smdebug-profiler's HTML page, with every rule's result,
-    /// and one JSON file per rule beside it) to `html` when the runner finishes. A
-    /// `ProfilerReport` spec turns the report on by itself, into the run
-    /// ([`DEFAULT_REPORT_DIR`](crate::report::DEFAULT_REPORT_DIR)).
-    pub fn report(mut self, html: impl Into<std::path::PathBuf>) -> Self {
-        self.report_target().html = Some(html.into());
+    /// Hands the runner's state to `reporter` when the runner finishes (and every
+    /// [`report_every`](Self::report_every) while following): smdebug-report's `ReportWriter`
+    /// draws the profiling report from it. The runner keeps the profiler data it reads for the
+    /// reporter (system metrics as time series, 16 bytes a value, and the spans).
+    pub fn reporter(mut self, reporter: impl Reporter + 'static) -> Self {
+        self.reporter = Some(Box::new(reporter));
         self
     }
 
-    /// Kineto (PyTorch profiler) traces the report adds to its operator sections.
-    pub fn report_traces(mut self, traces: Vec<std::path::PathBuf>) -> Self {
-        self.report_target().load.traces = traces;
-        self
-    }
-
-    /// While following a live run, regenerate the report this often (default: at the end only).
+    /// While following a live run, hand the state to the reporter this often (default: at the
+    /// end only).
     pub fn report_every(mut self, every: Duration) -> Self {
-        self.report_target().every = Some(every);
+        self.report_every = Some(every);
         self
-    }
-
-    fn report_target(&mut self) -> &mut ReportTarget {
-        self.report.get_or_insert_with(|| ReportTarget {
-            html: None,
-            load: LoadOptions::default(),
-            every: None,
-        })
     }
 
     /// Builds every rule (unknown rules, bad parameters and bad actions fail here) and opens
@@ -337,7 +373,6 @@ impl RunnerBuilder {
             report_slot.get_or_insert(ProfilerReportRule {
                 parameters: spec.parameters.clone(),
             });
-            self.report_target();
         }
         if let Some(r) = report_slot {
             entries.push((Box::new(r), Vec::new()));
@@ -358,9 +393,11 @@ impl RunnerBuilder {
                 a.validate()?;
             }
         }
-        let has_profiler = entries
-            .iter()
-            .any(|(r, _)| r.input() == RuleInput::Profiler);
+        // A report draws the profiler data even when no profiler rule runs.
+        let has_profiler = self.reporter.is_some()
+            || entries
+                .iter()
+                .any(|(r, _)| r.input() == RuleInput::Profiler);
         let open = |location: &str| -> Result<(Arc<dyn Storage>, Option<Trial>)> {
             let open_error = |e: smdebug_io::Error| Error::OpenRun {
                 location: location.to_string(),
@@ -440,7 +477,9 @@ impl RunnerBuilder {
             gave_up: None,
             write_error: None,
             shared: Arc::new(Mutex::new(None)),
-            report: self.report,
+            profile: ProfileData::default(),
+            reporter: self.reporter,
+            report_every: self.report_every,
             last_report: None,
         })
     }
@@ -489,8 +528,10 @@ pub struct RuleRunner {
     gave_up: Option<String>,
     write_error: Option<String>,
     shared: Arc<Mutex<Option<Summary>>>,
-    /// Where the profiling report goes, when one is wanted.
-    report: Option<ReportTarget>,
+    /// The profiler data read so far, kept for the reporter (empty without one).
+    profile: ProfileData,
+    reporter: Option<Box<dyn Reporter>>,
+    report_every: Option<Duration>,
     last_report: Option<Instant>,
 }
 
@@ -506,7 +547,8 @@ impl RuleRunner {
             stop_signal: None,
             open_timeout: Duration::ZERO,
             idle_timeout: None,
-            report: None,
+            reporter: None,
+            report_every: None,
         }
     }
 
@@ -606,6 +648,10 @@ impl RuleRunner {
         self.last_window_at = Some(Instant::now());
         let mut changed = false;
         for chunk in feed.take_chunks(final_window, wall_us) {
+            if self.reporter.is_some() {
+                self.profile.add_samples(&chunk.samples);
+                self.profile.add_spans(&chunk.spans);
+            }
             let window = ProfilerWindow {
                 samples: &chunk.samples,
                 spans: &chunk.spans,
@@ -671,7 +717,7 @@ impl RuleRunner {
                 ));
                 return self.finish();
             }
-            if let Some(every) = self.report.as_ref().and_then(|r| r.every)
+            if let Some(every) = self.report_every
                 && self.last_report.is_none_or(|t| t.elapsed() >= every)
             {
                 self.write_report();
@@ -940,88 +986,75 @@ impl RuleRunner {
         Ok(summary)
     }
 
-    /// Writes the profiling report with every rule's current status; the `ProfilerReport`
-    /// slot's message says where it went (or why it could not be written). Never fails the
-    /// runner: a report that cannot be written is that slot's error.
+    /// Hands the state to the reporter; the `ProfilerReport` slot's message says where the
+    /// report went (or why it was not written). Never fails the runner: a report that cannot
+    /// be written is that slot's error.
     fn write_report(&mut self) {
-        let Some(target) = self.report.clone() else {
-            return;
-        };
-        self.last_report = Some(Instant::now());
         let slot = self
             .slots
             .iter()
             .position(|s| is_profiler_report(&s.status.rule));
-        let local = match &target.html {
-            Some(path) => Some(path.clone()),
-            None if !self.write_into_run => {
+        let Some(mut reporter) = self.reporter.take() else {
+            if let Some(i) = slot {
+                self.slots[i].status.message = "the profiler rules ran; no report was drawn: no \
+                    report writer is attached to the runner (smdebug-report's ReportWriter)"
+                    .into();
+            }
+            return;
+        };
+        self.last_report = Some(Instant::now());
+        let summary = self.summary();
+        let plan = reporter.prepare(&self.state(&summary));
+        let destination = match plan.destination {
+            Ok(d) => d,
+            Err(why) => {
                 if let Some(i) = slot {
                     let st = &mut self.slots[i].status;
-                    st.message = "report not written: the runner does not write into the run \
-                        (`smdebug rules --write-into-run` does) and no other path was given \
-                        (`smdebug report -o FILE`)"
-                        .into();
+                    st.message = why;
                     st.details = serde_json::Value::Null;
                 }
+                self.reporter = Some(reporter);
                 return;
             }
-            None if !self.location.contains("://") => Some(
-                std::path::Path::new(&self.location)
-                    .join(DEFAULT_REPORT_DIR)
-                    .join(REPORT_FILE),
-            ),
-            None => None,
         };
-        let destination = match &local {
-            Some(path) => path.display().to_string(),
-            None => format!(
-                "{}/{DEFAULT_REPORT_DIR}/{REPORT_FILE}",
-                self.location.trim_end_matches('/')
-            ),
-        };
-        let input = ReportInput::load(&self.location, &target.load);
-        // Traces were named by the caller: one that cannot be read fails this slot (the page
-        // is still written, without it, and says why).
-        let failed_traces = input.trace_failures().join(" ");
-        // The page shows this slot too: say where the report goes before drawing it.
+        // The page shows this slot too: say where the report goes, and what it had to leave
+        // out, before it is drawn.
         if let Some(i) = slot {
             let st = &mut self.slots[i].status;
             st.details = serde_json::json!({ "report": destination });
-            if failed_traces.is_empty() {
+            if plan.problems.is_empty() {
                 st.message = format!("report: {destination}");
             } else {
                 st.status = Status::Error;
-                st.message = format!("report: {destination}; {failed_traces}");
+                st.message = format!("report: {destination}; {}", plan.problems.join(" "));
             }
         }
-        let input = input.with_rules(crate::report::outcomes(&self.summary()));
-        let written = match &local {
-            Some(path) => write_report(&input, path)
-                .map(|_| ())
-                .map_err(|e| e.to_string()),
-            None => self.upload_report(&input),
-        };
+        let summary = self.summary();
+        let written = reporter.write(&self.state(&summary));
         if let (Some(i), Err(e)) = (slot, written) {
             let st = &mut self.slots[i].status;
             st.status = Status::Error;
             st.message = format!("the report could not be written to {destination}: {e}");
             st.details = serde_json::Value::Null;
         }
+        self.reporter = Some(reporter);
     }
 
-    /// An object-store run gets its report inside the run, like a local one.
-    fn upload_report(&self, input: &ReportInput) -> std::result::Result<(), String> {
-        let put = |name: &str, bytes: Vec<u8>| {
-            let key = format!("{DEFAULT_REPORT_DIR}/{name}");
-            self.storage
-                .put(&key, bytes.into())
-                .map_err(|e| e.to_string())
-        };
-        for rule in &input.rules {
-            let json = serde_json::to_vec_pretty(rule).map_err(|e| e.to_string())?;
-            put(&rule_file_name(&rule.name), json)?;
+    /// What the reporter sees.
+    fn state<'a>(&'a self, summary: &'a Summary) -> RunState<'a> {
+        RunState {
+            location: &self.location,
+            storage: &self.storage,
+            write_into_run: self.write_into_run,
+            trial: self.trial.as_ref(),
+            summary,
+            profile: &self.profile,
+            data_warnings: self
+                .feed
+                .as_ref()
+                .map(ProfilerFeed::warning_lines)
+                .unwrap_or_default(),
         }
-        put(REPORT_FILE, render_html(input).into_bytes())
     }
 
     fn publish(&mut self) {

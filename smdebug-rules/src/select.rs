@@ -228,18 +228,6 @@ impl StepModes {
     }
 }
 
-/// Percentile with linear interpolation (numpy's default), of already sorted values.
-pub(crate) fn percentile_sorted(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let pos = q / 100.0 * (sorted.len() - 1) as f64;
-    let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
-    let frac = pos - lo as f64;
-    sorted[lo] + (sorted[hi] - sorted[lo]) * frac
-}
-
 /// numpy's `allclose(a, b, rtol, atol, equal_nan)` for arrays of the same shape.
 pub(crate) fn allclose(
     a: &ArrayD<f64>,
@@ -265,14 +253,6 @@ pub(crate) fn allclose(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percentiles_interpolate_like_numpy() {
-        let v = [1.0, 2.0, 3.0, 4.0];
-        assert_eq!(percentile_sorted(&v, 50.0), 2.5);
-        assert!((percentile_sorted(&v, 95.0) - 3.85).abs() < 1e-12);
-        assert!((percentile_sorted(&v, 5.0) - 1.15).abs() < 1e-12);
-    }
 
     #[test]
     fn allclose_follows_numpy() {

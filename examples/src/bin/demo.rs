@@ -24,6 +24,7 @@ use smdebug_io::writer::Writer;
 use smdebug_io::{OverflowPolicy, open_storage};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{SamplerConfig, SystemSampler};
+use smdebug_report::ReportWriter;
 use smdebug_rules::{ActionConfig, RuleRunner, RuleSpec};
 
 struct Args {
@@ -182,7 +183,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         )?)
         .stop_signal(hook.stop_signal())
         .poll_interval(Duration::from_millis(20))
-        .report(&report_path)
+        .reporter(ReportWriter::to_file(&report_path))
         .open_timeout(Duration::from_secs(60))
         .spawn()?;
 

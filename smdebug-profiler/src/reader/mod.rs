@@ -12,6 +12,7 @@
 //! # Ok::<(), smdebug_profiler::ProfilerError>(())
 //! ```
 
+mod collected;
 mod export;
 mod spans;
 mod system;
@@ -22,9 +23,10 @@ use std::sync::Arc;
 
 use smdebug_core::Mode;
 
+pub use collected::{MetricSeries, ProfileData};
 pub use export::chrome_trace;
 pub use spans::{Span, parse_trace};
-pub use system::parse_system_lines;
+pub use system::{SystemLines, parse_system_lines, parse_system_lines_lenient};
 
 use crate::spans::{PYTHONTIMELINE_SUFFIX, TRACE_PREFIX, TraceFileName, parse_trace_file_key};
 use crate::system::{
@@ -161,6 +163,29 @@ impl SpanQuery {
     }
 }
 
+/// The system-metrics files among `keys` (a listing of `system/`), ordered by window start,
+/// then node.
+pub fn system_files_among(keys: &[String]) -> Vec<SystemFileName> {
+    let mut files: Vec<SystemFileName> = keys
+        .iter()
+        .filter_map(|key| parse_system_file_key(key))
+        .collect();
+    files.sort_by(|a, b| (a.start_s, &a.node).cmp(&(b.start_s, &b.node)));
+    files
+}
+
+/// The framework trace files among `keys` (a listing of
+/// [`TRACE_PREFIX`](crate::spans::TRACE_PREFIX)), ordered by end time.
+pub fn trace_files_among(keys: &[String]) -> Vec<TraceFileName> {
+    let mut files: Vec<TraceFileName> = keys
+        .iter()
+        .filter_map(|key| parse_trace_file_key(key))
+        .filter(|f| f.suffix == PYTHONTIMELINE_SUFFIX || f.suffix == "model_timeline.json")
+        .collect();
+    files.sort_by(|a, b| (a.end_us, &a.key).cmp(&(b.end_us, &b.key)));
+    files
+}
+
 /// Reads a run's profiler files through a [`ProfilerStore`].
 #[derive(Clone)]
 pub struct ProfilerReader {
@@ -186,27 +211,12 @@ impl ProfilerReader {
 
     /// Every system-metrics file, ordered by window start, then node.
     pub fn system_files(&self) -> Result<Vec<SystemFileName>> {
-        let mut files: Vec<SystemFileName> = self
-            .store
-            .list("system")?
-            .iter()
-            .filter_map(|key| parse_system_file_key(key))
-            .collect();
-        files.sort_by(|a, b| (a.start_s, &a.node).cmp(&(b.start_s, &b.node)));
-        Ok(files)
+        Ok(system_files_among(&self.store.list("system")?))
     }
 
     /// Every framework trace file, ordered by end time.
     pub fn trace_files(&self) -> Result<Vec<TraceFileName>> {
-        let mut files: Vec<TraceFileName> = self
-            .store
-            .list(TRACE_PREFIX)?
-            .iter()
-            .filter_map(|key| parse_trace_file_key(key))
-            .filter(|f| f.suffix == PYTHONTIMELINE_SUFFIX || f.suffix == "model_timeline.json")
-            .collect();
-        files.sort_by(|a, b| (a.end_us, &a.key).cmp(&(b.end_us, &b.key)));
-        Ok(files)
+        Ok(trace_files_among(&self.store.list(TRACE_PREFIX)?))
     }
 
     /// The samples matching `query`, ordered by time (file order within one time).

@@ -2,16 +2,24 @@
 
 use crate::system::{ProfilerError, Result, SystemSample, parse_system_file_key};
 
-/// Decodes one system-metrics file.
+/// A lenient read of one system-metrics file: the good records and the lines left out.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SystemLines {
+    /// The records that decoded, in file order.
+    pub samples: Vec<SystemSample>,
+    /// The bad lines, in file order: the 1-based line number and why it is not a record.
+    pub bad: Vec<(usize, String)>,
+}
+
+/// Decodes one system-metrics file, keeping every good record.
 ///
 /// Blank lines are skipped. A last line without its newline that does not parse is a record
-/// still being appended (SageMaker's monitor appends in place) and is skipped; any other bad
-/// line is an error naming the file and line. When `key` is a system-metrics file name, a
-/// sample stamped outside the file's window is such a bad line
-/// ([`SystemFileName::holds`](crate::system::SystemFileName::holds)).
-pub fn parse_system_lines(key: &str, bytes: &[u8]) -> Result<Vec<SystemSample>> {
+/// still being appended (SageMaker's monitor appends in place): skipped, not a bad line. When
+/// `key` is a system-metrics file name, a sample stamped outside the file's window is a bad
+/// line ([`SystemFileName::holds`](crate::system::SystemFileName::holds)).
+pub fn parse_system_lines_lenient(key: &str, bytes: &[u8]) -> SystemLines {
     let file = parse_system_file_key(key);
-    let mut samples = Vec::new();
+    let mut out = SystemLines::default();
     let ends_complete = bytes.ends_with(b"\n");
     let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
     let last = lines.len().saturating_sub(1);
@@ -20,27 +28,29 @@ pub fn parse_system_lines(key: &str, bytes: &[u8]) -> Result<Vec<SystemSample>> 
             continue;
         }
         match serde_json::from_slice::<SystemSample>(line) {
-            Ok(sample) => {
-                if let Some(why) = file.as_ref().and_then(|f| f.misplaced(sample.timestamp)) {
-                    return Err(ProfilerError::MalformedSystemLine {
-                        key: key.to_owned(),
-                        line: index + 1,
-                        message: why,
-                    });
-                }
-                samples.push(sample)
-            }
-            Err(_) if index == last && !ends_complete => break,
-            Err(e) => {
-                return Err(ProfilerError::MalformedSystemLine {
-                    key: key.to_owned(),
-                    line: index + 1,
-                    message: e.to_string(),
-                });
-            }
+            Ok(sample) => match file.as_ref().and_then(|f| f.misplaced(sample.timestamp)) {
+                None => out.samples.push(sample),
+                Some(why) => out.bad.push((index + 1, why)),
+            },
+            Err(_) if index == last && !ends_complete => {}
+            Err(e) => out.bad.push((index + 1, e.to_string())),
         }
     }
-    Ok(samples)
+    out
+}
+
+/// Decodes one system-metrics file strictly: as [`parse_system_lines_lenient`], but the first
+/// bad line is an error naming the file and line.
+pub fn parse_system_lines(key: &str, bytes: &[u8]) -> Result<Vec<SystemSample>> {
+    let mut read = parse_system_lines_lenient(key, bytes);
+    match read.bad.drain(..).next() {
+        Some((line, message)) => Err(ProfilerError::MalformedSystemLine {
+            key: key.to_owned(),
+            line,
+            message,
+        }),
+        None => Ok(read.samples),
+    }
 }
 
 #[cfg(test)]
@@ -77,6 +87,19 @@ mod tests {
                 "{stamp}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn lenient_lines_keep_good_records_and_skip_a_torn_tail() {
+        let key = "system/incremental/2020061000/1591748100.algo-1.json";
+        let text = format!("{LINE}\nnot json\n{LINE}\n{{\"Type\":\"cp");
+        let read = parse_system_lines_lenient(key, text.as_bytes());
+        assert_eq!((read.samples.len(), read.bad.len()), (2, 1));
+        assert_eq!(read.bad[0].0, 2);
+        let stamped_zero = format!("{LINE}\n{}\n", LINE.replace("1591748109.2321954", "0"));
+        let read = parse_system_lines_lenient(key, stamped_zero.as_bytes());
+        assert_eq!((read.samples.len(), read.bad.len()), (1, 1));
+        assert!(read.bad[0].1.contains("window"));
     }
 
     #[test]

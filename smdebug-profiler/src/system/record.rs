@@ -110,6 +110,36 @@ pub mod vocab {
     pub const PROCESS_RSS_BYTES: &str = "ProcessRSSBytes";
     /// Number of live processes in the watched tree.
     pub const PROCESS_COUNT: &str = "ProcessCount";
+
+    /// The unit of a metric's values: `%`, `% of one core`, `B/s`, `B`, `W`, `°C`, `ops/s`,
+    /// `processes`, or `""` when the record's names do not say. CPU and GPU records carry the
+    /// quantity in their dimension (their name is the device), the others in their name.
+    pub fn unit(metric_type: &str, name: &str, dimension: &str) -> &'static str {
+        let key = if metric_type == TYPE_CPU || metric_type == TYPE_GPU {
+            dimension
+        } else {
+            name
+        };
+        if key == PROCESS_CPU_UTILIZATION {
+            "% of one core"
+        } else if key.contains("Percent") || key.contains("Utilization") {
+            "%"
+        } else if key.ends_with("BytesPerSecond") {
+            "B/s"
+        } else if key.ends_with("Bytes") {
+            "B"
+        } else if key.ends_with("Watts") {
+            "W"
+        } else if key.ends_with("Celsius") {
+            "°C"
+        } else if key == IOPS {
+            "ops/s"
+        } else if key == PROCESS_COUNT {
+            "processes"
+        } else {
+            ""
+        }
+    }
 }
 
 /// The storage folder of system-metrics files.

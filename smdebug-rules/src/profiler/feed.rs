@@ -11,8 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use smdebug_io::Storage;
-use smdebug_profiler::ProfilerError;
-use smdebug_profiler::reader::{ProfilerReader, Span, parse_system_lines, parse_trace};
+use smdebug_profiler::reader::{ProfilerReader, Span, parse_system_lines_lenient, parse_trace};
 use smdebug_profiler::system::{IoStore, SystemSample};
 
 use super::StepTimeline;
@@ -108,31 +107,13 @@ impl ProfilerFeed {
 
     /// Decodes a system file; a bad line is reported and skipped, the others are kept.
     fn parse_system(&mut self, key: &str, bytes: &[u8]) -> Vec<SystemSample> {
-        if let Ok(samples) = parse_system_lines(key, bytes) {
-            return samples;
+        let read = parse_system_lines_lenient(key, bytes);
+        for (line, message) in read.bad {
+            let text =
+                format!("{key} line {line}: not a system-metrics record ({message}); line skipped");
+            self.warn(key, line, text);
         }
-        let ends_complete = bytes.ends_with(b"\n");
-        let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
-        let last = lines.len().saturating_sub(1);
-        let mut samples = Vec::new();
-        for (index, line) in lines.iter().enumerate() {
-            let mut one = line.to_vec();
-            if index < last || ends_complete {
-                one.push(b'\n');
-            }
-            match parse_system_lines(key, &one) {
-                Ok(parsed) => samples.extend(parsed),
-                Err(ProfilerError::MalformedSystemLine { message, .. }) => {
-                    let text = format!(
-                        "{key} line {}: not a system-metrics record ({message}); line skipped",
-                        index + 1
-                    );
-                    self.warn(key, index + 1, text);
-                }
-                Err(e) => self.warn(key, index + 1, format!("{key} line {}: {e}", index + 1)),
-            }
-        }
-        samples
+        read.samples
     }
 
     /// Reads what is new in storage into the pending buffers. Returns how many samples and

@@ -41,30 +41,7 @@ fn metric_row(s: &SystemSample) -> (String, &'static str) {
             .trim()
             .to_string(),
     };
-    let key = if s.metric_type == vocab::TYPE_CPU || s.metric_type == vocab::TYPE_GPU {
-        s.dimension.as_str()
-    } else {
-        s.name.as_str()
-    };
-    let unit = if key == vocab::PROCESS_CPU_UTILIZATION {
-        "% of one core"
-    } else if key.contains("Percent") || key.contains("Utilization") {
-        "%"
-    } else if key.ends_with("BytesPerSecond") {
-        "bytes/s"
-    } else if key.ends_with("Bytes") {
-        "bytes"
-    } else if key.ends_with("Watts") {
-        "W"
-    } else if key.ends_with("Celsius") {
-        "°C"
-    } else if key == vocab::IOPS {
-        "operations/s"
-    } else if key == vocab::PROCESS_COUNT {
-        "processes"
-    } else {
-        ""
-    };
+    let unit = vocab::unit(&s.metric_type, &s.name, &s.dimension);
     (label, unit)
 }
 

@@ -4,15 +4,12 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use serde_json::{Value, json};
+use smdebug_profiler::stats::percentile;
 
 /// The `q` quantile (0..=1) of sorted `values`, interpolated linearly between the two nearest
 /// ranks (numpy's default); `None` for no values.
 pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
-    let last = sorted.len().checked_sub(1)?;
-    let pos = q.clamp(0.0, 1.0) * last as f64;
-    let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
-    Some(sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64))
+    (!sorted.is_empty()).then(|| percentile(sorted, q * 100.0))
 }
 
 /// The last `capacity` values of a series, kept sorted as well, so quantiles over the window

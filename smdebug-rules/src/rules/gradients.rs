@@ -7,11 +7,12 @@ use ndarray::ArrayD;
 use serde::{Deserialize, Serialize};
 use smdebug_core::{Reduction, ReductionOp};
 use smdebug_io::trial::Trial;
+use smdebug_profiler::stats::percentile;
 
 use crate::error::Result;
 use crate::params::lenient;
 use crate::rule::{Evidence, Rule, RuleResult};
-use crate::select::{TensorSelection, percentile_sorted, reduction_at, scalar_at, value_at};
+use crate::select::{TensorSelection, reduction_at, scalar_at, value_at};
 
 use super::{MAX_EVIDENCE, gradient_selection, loss_selection, to_json};
 
@@ -380,7 +381,7 @@ impl Rule for PoorWeightInitialization {
             }
             let mut sorted: Vec<f64> = g.iter().copied().filter(|x| !x.is_nan()).collect();
             sorted.sort_by(f64::total_cmp);
-            let spread = percentile_sorted(&sorted, 95.0) - percentile_sorted(&sorted, 5.0);
+            let spread = percentile(&sorted, 95.0) - percentile(&sorted, 5.0);
             result.datapoints += 1;
             if spread < p.distribution_range {
                 if result.evidence.len() < MAX_EVIDENCE {

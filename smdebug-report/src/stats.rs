@@ -1,21 +1,7 @@
 //! The figures the report shows: percentiles, summaries, histograms, downsampling and the
 //! Jensen–Shannon distance. Non-finite values are left out of every figure.
 
-/// The `p`-th percentile (0–100) of sorted, finite values, interpolating linearly between the
-/// two nearest ranks (NumPy's default `linear` method): rank `p/100 · (n−1)`.
-pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
-    match sorted.len() {
-        0 => f64::NAN,
-        1 => sorted[0],
-        n => {
-            let rank = (p.clamp(0.0, 100.0) / 100.0) * (n - 1) as f64;
-            let low = rank.floor() as usize;
-            let high = rank.ceil() as usize;
-            let frac = rank - low as f64;
-            sorted[low] + (sorted[high] - sorted[low]) * frac
-        }
-    }
-}
+use smdebug_profiler::stats::percentile;
 
 /// Count, extremes, mean, standard deviation (population) and percentiles of a set of values.
 #[derive(Clone, Debug, PartialEq)]
@@ -166,18 +152,6 @@ pub(crate) fn js_distance(p: &[u64], q: &[u64]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percentiles_match_numpy_linear() {
-        let v: Vec<f64> = (1..=10).map(f64::from).collect();
-        // numpy.percentile(range(1, 11), [50, 95, 99]) == [5.5, 9.55, 9.91]
-        assert!((percentile(&v, 50.0) - 5.5).abs() < 1e-12);
-        assert!((percentile(&v, 95.0) - 9.55).abs() < 1e-12);
-        assert!((percentile(&v, 99.0) - 9.91).abs() < 1e-12);
-        assert_eq!(percentile(&v, 0.0), 1.0);
-        assert_eq!(percentile(&v, 100.0), 10.0);
-        assert!(percentile(&[], 50.0).is_nan());
-    }
 
     #[test]
     fn summary_ignores_non_finite_values() {

@@ -3,24 +3,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+use serde_json::Map;
 use smdebug_core::Mode;
+use smdebug_profiler::reader::Span;
+use smdebug_profiler::spans::Phase;
+use smdebug_profiler::system::vocab;
+use smdebug_rules::{Status, find_builtin};
 
-use super::charts::{self, Series, XAxis, clock};
-use super::html::{self, Cell, escape, table};
-use super::stats::{self, Summary};
-use super::{MetricSeries, NoteArea, ReportInput, RuleOutcome, SECTIONS};
-use crate::reader::Span;
-use crate::spans::Phase;
-use crate::system::vocab;
+use crate::charts::{self, Series, XAxis, clock};
+use crate::html::{self, Cell, escape, table};
+use crate::output::RuleFile;
+use crate::stats::{self, Summary};
+use crate::{MetricSeries, NoteArea, ReportInput, SECTIONS};
 
-/// GPU utilization under which a GPU counts as idle in the bottleneck checks, percent.
-const GPU_IDLE: f64 = 10.0;
-/// CPU utilization over which the CPU counts as saturated, percent.
-const CPU_BUSY: f64 = 90.0;
-/// I/O wait over which I/O counts as the bottleneck, percent.
-const IO_BUSY: f64 = 50.0;
-/// Utilization p95 under which a resource counts as underused (batch size, GPU use), percent.
-const LOW_P95: f64 = 70.0;
 /// Most series in one chart; more are left to the tables.
 const MAX_SERIES: usize = 8;
 /// Longest gap between a CPU sample and the GPU sample paired with it, µs.
@@ -31,6 +26,7 @@ pub(crate) fn render(input: &ReportInput) -> String {
     let mut page = Page {
         input,
         view,
+        rules: input.rules.iter().map(RuleFile::of).collect(),
         out: String::with_capacity(1 << 20),
         charts: 0,
     };
@@ -389,6 +385,8 @@ fn contains(intervals: &[(u64, u64)], t: u64) -> bool {
 struct Page<'a> {
     input: &'a ReportInput,
     view: View<'a>,
+    /// The rule statuses as the report shows them.
+    rules: Vec<RuleFile>,
     out: String,
     charts: usize,
 }
@@ -493,11 +491,25 @@ impl Page<'_> {
         }
     }
 
-    fn rule(&self, name: &str) -> Option<&RuleOutcome> {
-        self.input
-            .rules
+    fn rule(&self, name: &str) -> Option<&RuleFile> {
+        self.rules
             .iter()
             .find(|r| r.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The parameter `param` of the rule `rule` as the rule ran, or its default when the rule
+    /// did not run: a figure that judges what a rule judges uses the same threshold.
+    fn param(&self, rule: &str, param: &str) -> f64 {
+        let given = self
+            .rule(rule)
+            .and_then(|r| r.parameters.get(param))
+            .and_then(serde_json::Value::as_f64);
+        given
+            .or_else(|| {
+                let built = find_builtin(rule)?.build(&Map::new()).ok()?;
+                built.parameters().get(param)?.as_f64()
+            })
+            .unwrap_or(f64::NAN)
     }
 
     /// The verdict of the rule `name` when one was given; a quiet line when not.
@@ -510,15 +522,12 @@ impl Page<'_> {
             );
             return;
         };
-        let class = match rule.status.as_str() {
-            s @ ("IssuesFound" | "NoIssuesFound" | "InProgress" | "Error") => s,
-            _ => "other",
-        };
+        let class = rule.status.name();
         let mut text = format!(
             "<div class=\"verdict {class}\"><strong>{}</strong> rule: <span class=\"status\">{}</span>, \
              fired {} time(s) over {} datapoint(s)",
             escape(&rule.name),
-            escape(&rule.status),
+            class,
             rule.triggered,
             rule.datapoints
         );
@@ -529,7 +538,7 @@ impl Page<'_> {
         if !rule.message.is_empty() {
             let _ = write!(text, " {}", escape(&rule.message));
         }
-        if rule.status == "IssuesFound" && !rule.recommendation.is_empty() {
+        if rule.status == Status::IssuesFound && !rule.recommendation.is_empty() {
             let _ = write!(
                 text,
                 "<br><strong>Recommendation:</strong> {}",
@@ -1056,7 +1065,7 @@ impl Page<'_> {
         let input = self.input;
         for r in input.traces.iter().take(MAX_SERIES) {
             self.h3(&format!("Rank {} ({})", r.rank, r.file));
-            let op_rows = |ops: &[crate::kineto::OpStats]| -> Vec<Vec<Cell>> {
+            let op_rows = |ops: &[smdebug_profiler::kineto::OpStats]| -> Vec<Vec<Cell>> {
                 ops.iter()
                     .take(10)
                     .map(|o| {
@@ -1117,29 +1126,28 @@ impl Page<'_> {
 
     fn rules_summary(&mut self) {
         self.notes(NoteArea::Rules);
-        if self.input.rules.is_empty() {
+        if self.rules.is_empty() {
             self.missing("No rule results were given to the report, so there is no rules summary. Run the profiler and debugging rules over the run and pass their results.");
             return;
         }
         let issues = self
-            .input
             .rules
             .iter()
-            .filter(|r| r.status == "IssuesFound")
+            .filter(|r| r.status == Status::IssuesFound)
             .count();
         self.lead(&format!(
             "{} rule(s); {issues} found issues. Rules that found issues come first.",
-            self.input.rules.len()
+            self.rules.len()
         ));
-        let mut rules: Vec<&RuleOutcome> = self.input.rules.iter().collect();
-        rules.sort_by_key(|r| r.status != "IssuesFound");
+        let mut rules: Vec<&RuleFile> = self.rules.iter().collect();
+        rules.sort_by_key(|r| r.status != Status::IssuesFound);
         let rows: Vec<Vec<Cell>> = rules
             .iter()
             .map(|r| {
                 vec![
                     Cell::text(&r.name),
                     Cell::text(&r.kind),
-                    Cell::text(&r.status),
+                    Cell::text(r.status.name()),
                     Cell::num(r.triggered.to_string()),
                     Cell::num(r.datapoints.to_string()),
                     Cell::text(&r.description),
@@ -1403,14 +1411,16 @@ impl Page<'_> {
                 "Number of samples in each 10% band of utilization, per GPU.",
             );
         }
+        let low_p95 = self.param("LowGPUUtilization", "threshold_p95");
+        let low_p5 = self.param("LowGPUUtilization", "threshold_p5");
         let mut advice = Vec::new();
         let rows: Vec<Vec<Cell>> = gpus
             .iter()
             .map(|(l, _, s, _)| {
-                let finding = if s.p95 < LOW_P95 {
+                let finding = if s.p95 < low_p95 {
                     advice.push(format!("{l} is underused (p95 {:.0}%)", s.p95));
                     "underused"
-                } else if s.p5 < GPU_IDLE {
+                } else if s.p95 > low_p95 && s.p5 < low_p5 {
                     advice.push(format!(
                         "{l} fluctuates (p95 {:.0}%, p5 {:.0}%)",
                         s.p95, s.p5
@@ -1455,9 +1465,15 @@ impl Page<'_> {
             self.verdict("BatchSize");
             return;
         }
+        let limits = [
+            self.param("BatchSize", "cpu_threshold_p95"),
+            self.param("BatchSize", "gpu_threshold_p95"),
+            self.param("BatchSize", "gpu_memory_threshold_p95"),
+        ];
         self.lead(&format!(
-            "When CPU, GPU and GPU memory p95 all stay under {LOW_P95:.0}%, every resource has room \
-             and a larger batch would use the hardware better."
+            "When CPU p95 stays under {:.0}%, GPU p95 under {:.0}% and GPU memory p95 under \
+             {:.0}%, every resource has room and a larger batch would use the hardware better.",
+            limits[0], limits[1], limits[2]
         ));
         let mut rows = Vec::new();
         let mut boxes = Vec::new();
@@ -1484,7 +1500,8 @@ impl Page<'_> {
             };
             let all_low = [&cpu, &gpu, &mem]
                 .iter()
-                .all(|s| s.as_ref().is_some_and(|s| s.p95 < LOW_P95));
+                .zip(limits)
+                .all(|(s, limit)| s.as_ref().is_some_and(|s| s.p95 < limit));
             if all_low {
                 low_nodes.push(n.node.clone());
             }
@@ -1552,10 +1569,17 @@ impl Page<'_> {
     // 9, 10. CPU and I/O bottlenecks
 
     fn bottleneck(&mut self, kind: Bottleneck) {
-        let (rule, what, busy, busy_label) = match kind {
-            Bottleneck::Cpu => ("CPUBottleneck", "CPU utilization", CPU_BUSY, "CPU busy"),
-            Bottleneck::Io => ("IOBottleneck", "I/O wait", IO_BUSY, "I/O wait high"),
+        let (rule, what, busy_param, busy_label) = match kind {
+            Bottleneck::Cpu => (
+                "CPUBottleneck",
+                "CPU utilization",
+                "cpu_threshold",
+                "CPU busy",
+            ),
+            Bottleneck::Io => ("IOBottleneck", "I/O wait", "io_threshold", "I/O wait high"),
         };
+        let busy = self.param(rule, busy_param);
+        let gpu_idle = self.param(rule, "gpu_threshold");
         let series_of = |n: &NodeView| -> Vec<(u64, f64)> {
             match kind {
                 Bottleneck::Cpu => n.cpu.clone(),
@@ -1570,7 +1594,7 @@ impl Page<'_> {
             return;
         }
         self.lead(&format!(
-            "A sample is a bottleneck when the node's GPUs average under {GPU_IDLE:.0}% utilization \
+            "A sample is a bottleneck when the node's GPUs average under {gpu_idle:.0}% utilization \
              while {what} is over {busy:.0}%: the GPU waits on the {}. Each {what} sample is paired \
              with the GPU sample nearest in time.",
             match kind {
@@ -1621,7 +1645,7 @@ impl Page<'_> {
                     continue;
                 };
                 paired += 1;
-                if g < GPU_IDLE && v > busy {
+                if g < gpu_idle && v > busy {
                     hits += 1;
                     slices[0] += 1.0;
                     for (p, iv) in &phase_intervals {
@@ -1629,7 +1653,7 @@ impl Page<'_> {
                             *phase_hits.entry(p).or_default() += 1;
                         }
                     }
-                } else if g < GPU_IDLE {
+                } else if g < gpu_idle {
                     slices[1] += 1.0;
                 } else {
                     slices[2] += 1.0;
@@ -2045,11 +2069,11 @@ impl Page<'_> {
     // Debugging rules, scalars, notes
 
     fn debugging_rules(&mut self) {
-        let rules: Vec<&RuleOutcome> = self
-            .input
+        let rules: Vec<RuleFile> = self
             .rules
             .iter()
             .filter(|r| r.kind.eq_ignore_ascii_case("debugging"))
+            .cloned()
             .collect();
         if rules.is_empty() {
             self.missing("No debugging-rule results were given (rules over the saved tensors, such as LossNotDecreasing or VanishingGradient).");
@@ -2064,7 +2088,7 @@ impl Page<'_> {
             .map(|r| {
                 vec![
                     Cell::text(&r.name),
-                    Cell::text(&r.status),
+                    Cell::text(r.status.name()),
                     Cell::num(r.triggered.to_string()),
                     Cell::num(r.first_fired_step.map_or("-".into(), |s| s.to_string())),
                     Cell::text(r.first_fired_time_us.map_or("-".into(), fmt_time)),

@@ -9,11 +9,12 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 use smdebug_profiler::kineto::summarize_trace;
-use smdebug_profiler::report::{
-    LoadOptions, NoteArea, ReportInput, RuleOutcome, SECTIONS, render_html, write_report,
-};
 use smdebug_profiler::spans::trace_file_key;
 use smdebug_profiler::system::{LocalDirStore, ProfilerStore, system_file_key};
+use smdebug_report::{
+    LoadOptions, NoteArea, ReportInput, RuleFile, SECTIONS, render_html, write_report_to,
+};
+use smdebug_rules::{RuleStatus, Status};
 
 const T0: f64 = 1_700_000_000.0;
 
@@ -87,7 +88,7 @@ fn a_run_without_profiler_data_gets_a_report_saying_what_is_missing() {
             input.notes
         );
     }
-    let written = write_report(&input, &dir.path().join("report/index.html")).unwrap();
+    let written = write_report_to(&input, &dir.path().join("report/index.html")).unwrap();
     assert!(written.rule_files.is_empty());
     let html = fs::read_to_string(&written.html).unwrap();
     assert_sections_in_order(&html);
@@ -298,7 +299,7 @@ fn a_run_written_by_python_smdebug_timeline_writer_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/tests/interop_python/smdebug_readers.py"
+        "/../smdebug-profiler/tests/interop_python/smdebug_readers.py"
     );
     let python = python_interpreter();
     let output = Command::new(&python)
@@ -348,33 +349,44 @@ fn a_run_written_by_python_smdebug_timeline_writer_is_reported() {
 #[test]
 fn rule_results_are_written_beside_the_page_atomically() {
     let dir = tempfile::tempdir().unwrap();
-    let rule = |name: &str, status: &str| RuleOutcome {
-        name: name.into(),
+    let rule = |name: &str, status: Status| RuleStatus {
+        rule: name.into(),
         kind: "profiler".into(),
-        description: "d".into(),
-        recommendation: "r".into(),
-        status: status.into(),
-        triggered: 1,
-        datapoints: 2,
+        status,
         parameters: json!({"threshold": 0.5}),
-        message: "m".into(),
+        actions: Vec::new(),
         first_fired_step: Some(3),
+        last_fired_step: Some(3),
         first_fired_time_us: Some(4),
+        last_fired_time_us: Some(4),
+        fired_count: 1,
+        steps_evaluated: 1,
+        datapoints: 2,
+        message: "m".into(),
+        evidence: Vec::new(),
+        action_errors: Vec::new(),
         details: json!({"gpus": [0, 1]}),
+        warnings: Vec::new(),
     };
     let rules = vec![
-        rule("LoadBalancing", "IssuesFound"),
-        rule("my rule/../x", "NoIssuesFound"),
-        rule("LoadBalancing", "Error"),
+        rule("LoadBalancing", Status::IssuesFound),
+        rule("my rule/../x", Status::NoIssuesFound),
+        rule("LoadBalancing", Status::Error),
     ];
     let input = ReportInput::default().with_rules(rules.clone());
     let out = dir.path().join("out");
     let html_path = out.join("report.html");
-    let first = write_report(&input, &html_path).unwrap();
+    let first = write_report_to(&input, &html_path).unwrap();
     let names: Vec<String> = first
         .rule_files
         .iter()
-        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .map(|p| {
+            Path::new(p)
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     assert_eq!(
         names,
@@ -385,11 +397,11 @@ fn rule_results_are_written_beside_the_page_atomically() {
         ]
     );
     for (path, rule) in first.rule_files.iter().zip(&rules) {
-        let back: RuleOutcome = serde_json::from_slice(&fs::read(path).unwrap()).unwrap();
-        assert_eq!(&back, rule);
+        let back: RuleFile = serde_json::from_slice(&fs::read(path).unwrap()).unwrap();
+        assert_eq!(back, RuleFile::of(rule));
     }
     // Regenerating (as `--follow` does) replaces the files and leaves no temporary behind.
-    write_report(&input, &html_path).unwrap();
+    write_report_to(&input, &html_path).unwrap();
     let mut listed: Vec<String> = fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

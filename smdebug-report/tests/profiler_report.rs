@@ -1,6 +1,7 @@
-//! ProfilerReport through the runner: it runs every profiler rule, takes their `<Rule>_<param>`
-//! overrides, and writes the report with every rule's result — on local disk inside the run or
-//! at a chosen path, and into the store itself for object-store runs.
+//! ProfilerReport through the runner with a ReportWriter attached: it runs every profiler rule,
+//! takes their `<Rule>_<param>` overrides, and the report is drawn from the runner's state with
+//! every rule's result — on local disk inside the run or at a chosen path, and into the store
+//! itself for object-store runs.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +10,7 @@ use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
 use smdebug_io::writer::Writer;
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{IoStore, SamplerConfig, SystemSampler};
+use smdebug_report::ReportWriter;
 use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE};
 use smdebug_rules::{RuleRunner, RuleSpec, Status};
 
@@ -59,6 +61,7 @@ fn profiler_report_runs_every_profiler_rule_and_writes_the_report_into_the_run()
             RuleSpec::parse("ProfilerReport:StepOutlier_n_outliers=0,StepOutlier_stddev=0.5")
                 .unwrap(),
         )
+        .reporter(ReportWriter::into_run())
         .build()
         .unwrap()
         .run_offline()
@@ -93,6 +96,7 @@ fn an_object_store_run_gets_its_report_inside_the_store() {
     record(location);
     let summary = RuleRunner::builder(location)
         .spec(RuleSpec::parse("ProfilerReport").unwrap())
+        .reporter(ReportWriter::into_run())
         .build()
         .unwrap()
         .run_offline()
@@ -122,7 +126,7 @@ fn a_report_that_cannot_be_written_is_the_report_rules_error_not_the_runners() {
     std::fs::write(&blocker, b"not a folder").unwrap();
     let summary = RuleRunner::builder(run.to_str().unwrap())
         .spec(RuleSpec::parse("ProfilerReport").unwrap())
-        .report(blocker.join("report.html"))
+        .reporter(ReportWriter::to_file(blocker.join("report.html")))
         .build()
         .unwrap()
         .run_offline()

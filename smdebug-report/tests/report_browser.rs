@@ -15,11 +15,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 use smdebug_core::{Hook, Mode, SaveConfig};
 use smdebug_io::writer::Writer;
-use smdebug_profiler::report::{LoadOptions, ReportInput, RuleOutcome, SECTIONS, write_report};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{
     LocalDirStore, NodeId, ProfilerStore, SamplerConfig, SystemSampler, system_file_key,
 };
+use smdebug_report::{LoadOptions, ReportInput, RuleFile, SECTIONS, write_report_to};
+use smdebug_rules::{RuleStatus, Status};
 
 fn shared_trace(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -147,37 +148,48 @@ fn record_run(run: &Path) {
         .unwrap();
 }
 
-fn outcome(name: &str, kind: &str, status: &str, message: &str) -> RuleOutcome {
-    RuleOutcome {
-        name: name.into(),
+fn status(name: &str, kind: &str, status: Status, message: &str) -> RuleStatus {
+    let fired = status == Status::IssuesFound;
+    RuleStatus {
+        rule: name.into(),
         kind: kind.into(),
-        description: format!("{name} checks something."),
-        recommendation: format!("Change what {name} points at."),
-        status: status.into(),
-        triggered: u64::from(status == "IssuesFound") * 3,
-        datapoints: 120,
+        status,
         parameters: json!({"threshold": 50, "patience": 1000}),
-        message: message.into(),
-        first_fired_step: (status == "IssuesFound").then_some(7),
+        actions: Vec::new(),
+        first_fired_step: fired.then_some(7),
+        last_fired_step: fired.then_some(9),
         first_fired_time_us: None,
+        last_fired_time_us: None,
+        fired_count: u64::from(fired) * 3,
+        steps_evaluated: 10,
+        datapoints: 120,
+        message: message.into(),
+        evidence: Vec::new(),
+        action_errors: Vec::new(),
         details: json!({}),
+        warnings: Vec::new(),
     }
 }
 
-fn rules() -> Vec<RuleOutcome> {
+fn rules() -> Vec<RuleStatus> {
     vec![
-        outcome(
+        status(
             "CPUBottleneck",
             "profiler",
-            "IssuesFound",
+            Status::IssuesFound,
             "GPU idle while CPU busy <script>alert(1)</script>",
         ),
-        outcome("LoadBalancing", "profiler", "NoIssuesFound", ""),
-        outcome("StepOutlier", "profiler", "InProgress", "still reading"),
-        outcome(
+        status("LoadBalancing", "profiler", Status::NoIssuesFound, ""),
+        status(
+            "StepOutlier",
+            "profiler",
+            Status::InProgress,
+            "still reading",
+        ),
+        status(
             "LossNotDecreasing",
             "debugging",
-            "NoIssuesFound",
+            Status::NoIssuesFound,
             "loss decreased",
         ),
     ]
@@ -304,12 +316,12 @@ fn report_renders_every_section_and_chart_in_chromium() {
     assert_eq!((loss.modes[0].1.len(), loss.modes[1].1.len()), (40, 4));
 
     let html_path = dir.path().join("out/profiler-report.html");
-    let written = write_report(&input, &html_path).unwrap();
+    let written = write_report_to(&input, &html_path).unwrap();
     assert_eq!(written.rule_files.len(), 4);
     for (file, rule) in written.rule_files.iter().zip(rules()) {
-        assert_eq!(file.parent(), html_path.parent());
-        let back: RuleOutcome = serde_json::from_slice(&fs::read(file).unwrap()).unwrap();
-        assert_eq!(back, rule);
+        assert_eq!(Path::new(file).parent(), html_path.parent());
+        let back: RuleFile = serde_json::from_slice(&fs::read(file).unwrap()).unwrap();
+        assert_eq!(back, RuleFile::of(&rule));
     }
     let html = fs::read_to_string(&html_path).unwrap();
     assert_references_nothing_outside(&html);

@@ -11,7 +11,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::stats::{Bucket, Summary, buckets};
+use crate::stats::{Bucket, Summary, buckets};
 
 /// Chart size in pixels.
 pub(crate) const WIDTH: u32 = 820;

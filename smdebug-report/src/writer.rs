@@ -1,0 +1,104 @@
+//! The report as the rule runner's [`Reporter`]: drawn from the runner's state when it
+//! finishes (and, following a live run, as often as the runner is told).
+
+use std::path::{Path, PathBuf};
+
+use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE};
+use smdebug_rules::{ReportPlan, Reporter, RunState};
+
+use crate::{LoadOptions, ReportInput, write_report, write_report_to};
+
+/// Writes the profiling report of the run a `RuleRunner` evaluates, from the runner's own
+/// data. Attach it with `RunnerBuilder::reporter`.
+#[derive(Clone, Debug)]
+pub struct ReportWriter {
+    /// The page on local disk; `None`: [`DEFAULT_REPORT_DIR`] inside the run, through the
+    /// run's storage (local or object store), when the runner writes into the run.
+    html: Option<PathBuf>,
+    options: LoadOptions,
+    /// The input [`Reporter::prepare`] built, drawn by [`Reporter::write`].
+    prepared: Option<ReportInput>,
+}
+
+impl ReportWriter {
+    /// The report goes into the run (`<run>/`[`DEFAULT_REPORT_DIR`]`/`[`REPORT_FILE`]) when
+    /// the runner writes into the run; otherwise it is not written and `ProfilerReport` says so.
+    pub fn into_run() -> ReportWriter {
+        ReportWriter {
+            html: None,
+            options: LoadOptions::default(),
+            prepared: None,
+        }
+    }
+
+    /// The page goes to `html` on local disk, the rules' JSON files beside it.
+    pub fn to_file(html: impl Into<PathBuf>) -> ReportWriter {
+        ReportWriter {
+            html: Some(html.into()),
+            ..ReportWriter::into_run()
+        }
+    }
+
+    /// Kineto (PyTorch profiler) traces the report adds to its operator sections.
+    pub fn traces(mut self, traces: Vec<PathBuf>) -> ReportWriter {
+        self.options.traces = traces;
+        self
+    }
+}
+
+impl Reporter for ReportWriter {
+    fn prepare(&mut self, run: &RunState<'_>) -> ReportPlan {
+        let destination = match &self.html {
+            Some(path) => Ok(path.display().to_string()),
+            None if !run.write_into_run => Err("report not written: the runner does not write \
+                into the run (`smdebug rules --write-into-run` does) and no other path was given \
+                (`smdebug report -o FILE`)"
+                .to_owned()),
+            None if !run.location.contains("://") => Ok(Path::new(run.location)
+                .join(DEFAULT_REPORT_DIR)
+                .join(REPORT_FILE)
+                .display()
+                .to_string()),
+            None => Ok(format!(
+                "{}/{DEFAULT_REPORT_DIR}/{REPORT_FILE}",
+                run.location.trim_end_matches('/')
+            )),
+        };
+        if destination.is_err() {
+            return ReportPlan {
+                destination,
+                problems: Vec::new(),
+            };
+        }
+        let input = ReportInput::from_run(run, &self.options);
+        // Traces were named by the caller: one that cannot be read is the report's problem
+        // (the page is still written, without it, and says why).
+        let problems = input
+            .trace_failures()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        self.prepared = Some(input);
+        ReportPlan {
+            destination,
+            problems,
+        }
+    }
+
+    fn write(&mut self, run: &RunState<'_>) -> Result<(), String> {
+        let input = self
+            .prepared
+            .take()
+            .unwrap_or_else(|| ReportInput::from_run(run, &self.options))
+            .with_rules(run.summary.rules.clone());
+        let written = match &self.html {
+            Some(path) => write_report_to(&input, path),
+            None => write_report(
+                &input,
+                run.storage.as_ref(),
+                &format!("{DEFAULT_REPORT_DIR}/{REPORT_FILE}"),
+            ),
+        };
+        written.map(|_| ()).map_err(|e| e.to_string())
+    }
+}
