@@ -276,27 +276,6 @@ fn pct(share: f64) -> String {
     }
 }
 
-fn unit_of(s: &MetricSeries) -> &'static str {
-    let t = format!("{} {}", s.name, s.dimension);
-    if t.contains("BytesPerSecond") {
-        "B/s"
-    } else if t.contains("Bytes") {
-        "B"
-    } else if t.contains("Percent") || t.contains("Utilization") {
-        "%"
-    } else if t.contains("IOPS") {
-        "ops/s"
-    } else if t.contains("Watts") {
-        "W"
-    } else if t.contains("Celsius") {
-        "°C"
-    } else if t.contains("Count") {
-        "count"
-    } else {
-        ""
-    }
-}
-
 fn fmt_value(v: f64, unit: &str) -> String {
     if !v.is_finite() {
         return "-".to_owned();
@@ -690,7 +669,7 @@ impl Page<'_> {
             .iter()
             .filter_map(|s| {
                 let sum = Summary::of(values(&s.points))?;
-                let unit = unit_of(s);
+                let unit = s.unit();
                 Some(vec![
                     Cell::text(&s.node),
                     Cell::text(metric_label(s)),
@@ -1471,8 +1450,8 @@ impl Page<'_> {
             self.param("BatchSize", "gpu_memory_threshold_p95"),
         ];
         self.lead(&format!(
-            "When CPU p95 stays under {:.0}%, GPU p95 under {:.0}% and GPU memory p95 under \
-             {:.0}%, every resource has room and a larger batch would use the hardware better.",
+            "When CPU p95 stays under {}%, GPU p95 under {}% and GPU memory p95 under \
+             {}%, every resource has room and a larger batch would use the hardware better.",
             limits[0], limits[1], limits[2]
         ));
         let mut rows = Vec::new();
@@ -1594,8 +1573,8 @@ impl Page<'_> {
             return;
         }
         self.lead(&format!(
-            "A sample is a bottleneck when the node's GPUs average under {gpu_idle:.0}% utilization \
-             while {what} is over {busy:.0}%: the GPU waits on the {}. Each {what} sample is paired \
+            "A sample is a bottleneck when the node's GPUs average under {gpu_idle}% utilization \
+             while {what} is over {busy}%: the GPU waits on the {}. Each {what} sample is paired \
              with the GPU sample nearest in time.",
             match kind {
                 Bottleneck::Cpu => "CPU",
@@ -2184,16 +2163,16 @@ mod tests {
 
     #[test]
     fn units_and_values() {
-        let s = |name: &str, dim: &str| MetricSeries {
+        let s = |metric_type: &str, name: &str, dim: &str| MetricSeries {
             node: "n".into(),
-            metric_type: "x".into(),
+            metric_type: metric_type.into(),
             name: name.into(),
             dimension: dim.into(),
             points: vec![],
         };
-        assert_eq!(unit_of(&s("gpu0", "GPUMemoryUtilization")), "%");
-        assert_eq!(unit_of(&s("ReadThroughputInBytesPerSecond", "")), "B/s");
-        assert_eq!(unit_of(&s("gpu0", "GPUMemoryUsedBytes")), "B");
+        assert_eq!(s("gpu", "gpu0", "GPUMemoryUtilization").unit(), "%");
+        assert_eq!(s("i/o", "ReadThroughputInBytesPerSecond", "").unit(), "B/s");
+        assert_eq!(s("gpu", "gpu0", "GPUMemoryUsedBytes").unit(), "B");
         assert_eq!(fmt_value(3.0 * 1024.0 * 1024.0, "B/s"), "3.00 MiB/s");
         assert_eq!(trailing_number("cpu12"), 12);
     }
