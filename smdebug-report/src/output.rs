@@ -109,7 +109,7 @@ pub enum ReportError {
         path: String,
         /// The storage's error.
         #[source]
-        source: smdebug_io::Error,
+        source: Box<smdebug_io::Error>,
     },
     /// The page's path names a directory.
     #[error("cannot write {}: is a directory, not the report's HTML file", .0.display())]
@@ -175,7 +175,7 @@ pub fn write_report(
             .put(key, bytes.into())
             .map_err(|source| ReportError::Write {
                 path: format!("{} {key}", storage.describe()),
-                source,
+                source: Box::new(source),
             })
     };
     let mut rule_files = Vec::with_capacity(input.rules.len());
@@ -224,7 +224,7 @@ pub fn write_report_to(
     let storage =
         smdebug_io::storage::LocalStorage::new(dir).map_err(|source| ReportError::Write {
             path: html_path.display().to_string(),
-            source,
+            source: Box::new(source),
         })?;
     let written = write_report(input, &storage, &file_name)?;
     let local = |key: &str| dir.join(key).display().to_string();

@@ -1,0 +1,52 @@
+//! Debugging rules.
+
+use crate::html::{Cell, table};
+use crate::output::RuleFile;
+
+use super::Page;
+use super::format::fmt_time;
+
+impl Page<'_> {
+    pub(super) fn debugging_rules(&mut self) {
+        let rules: Vec<RuleFile> = self
+            .rules
+            .iter()
+            .filter(|r| r.kind.eq_ignore_ascii_case("debugging"))
+            .cloned()
+            .collect();
+        if rules.is_empty() {
+            self.missing("No debugging-rule results were given (rules over the saved tensors, such as LossNotDecreasing or VanishingGradient).");
+            return;
+        }
+        for r in &rules {
+            let name = r.name.clone();
+            self.verdict(&name);
+        }
+        let rows: Vec<Vec<Cell>> = rules
+            .iter()
+            .map(|r| {
+                vec![
+                    Cell::text(&r.name),
+                    Cell::text(r.status.name()),
+                    Cell::num(r.triggered.to_string()),
+                    Cell::num(r.first_fired_step.map_or("-".into(), |s| s.to_string())),
+                    Cell::text(r.first_fired_time_us.map_or("-".into(), fmt_time)),
+                    Cell::Code(r.details.to_string()),
+                ]
+            })
+            .collect();
+        table(
+            &mut self.out,
+            "debugging-rules",
+            &[
+                "rule",
+                "status",
+                "triggered",
+                "first step",
+                "first time",
+                "details",
+            ],
+            &rows,
+        );
+    }
+}

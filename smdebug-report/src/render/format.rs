@@ -1,0 +1,156 @@
+//! Formatting and small helpers over time series and intervals.
+
+use smdebug_core::Mode;
+use smdebug_profiler::system::vocab;
+
+use crate::MetricSeries;
+use crate::charts::clock;
+
+/// Longest gap between a CPU sample and the GPU sample paired with it, µs.
+const PAIRING_TOLERANCE_US: u64 = 2_000_000;
+
+pub(super) fn fmt_time(us: u64) -> String {
+    i64::try_from(us)
+        .ok()
+        .and_then(chrono::DateTime::from_timestamp_micros)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string())
+        .unwrap_or_else(|| "-".to_owned())
+}
+
+pub(super) fn fmt_secs(s: f64) -> String {
+    if s >= 120.0 {
+        format!("{s:.1} s ({})", clock(s))
+    } else {
+        format!("{s:.3} s")
+    }
+}
+
+pub(super) fn ms(us: f64) -> String {
+    format!("{:.3}", us / 1000.0)
+}
+
+pub(super) fn pct(share: f64) -> String {
+    if share.is_finite() {
+        format!("{:.1}%", share * 100.0)
+    } else {
+        "-".to_owned()
+    }
+}
+
+pub(super) fn fmt_value(v: f64, unit: &str) -> String {
+    if !v.is_finite() {
+        return "-".to_owned();
+    }
+    if unit == "B" || unit == "B/s" {
+        let suffix = if unit == "B/s" { "/s" } else { "" };
+        let a = v.abs();
+        let (scaled, prefix) = if a >= 1024f64.powi(3) {
+            (v / 1024f64.powi(3), "GiB")
+        } else if a >= 1024f64.powi(2) {
+            (v / 1024f64.powi(2), "MiB")
+        } else if a >= 1024.0 {
+            (v / 1024.0, "KiB")
+        } else {
+            (v, "B")
+        };
+        format!("{scaled:.2} {prefix}{suffix}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+pub(super) fn type_rank(t: &str) -> u8 {
+    match t {
+        vocab::TYPE_CPU => 0,
+        vocab::TYPE_GPU => 1,
+        vocab::TYPE_MEMORY => 2,
+        vocab::TYPE_IO => 3,
+        vocab::TYPE_NETWORK => 4,
+        vocab::TYPE_PROCESS => 5,
+        _ => 6,
+    }
+}
+
+pub(super) fn metric_label(s: &MetricSeries) -> String {
+    let parts: Vec<&str> = [s.name.as_str(), s.dimension.as_str()]
+        .into_iter()
+        .filter(|p| !p.is_empty())
+        .collect();
+    format!("{}: {}", s.metric_type, parts.join(" "))
+}
+
+pub(super) fn mode_name(mode: Option<Mode>) -> &'static str {
+    mode.map_or("unknown mode", Mode::name)
+}
+
+pub(super) fn values(points: &[(u64, f64)]) -> impl Iterator<Item = f64> + '_ {
+    points.iter().map(|p| p.1)
+}
+
+/// The value of the point of `series` (time-ordered) nearest to `t`, within the tolerance.
+pub(super) fn nearest(series: &[(u64, f64)], t: u64) -> Option<f64> {
+    let i = series.partition_point(|p| p.0 < t);
+    let candidates = [i.checked_sub(1), Some(i)];
+    candidates
+        .into_iter()
+        .flatten()
+        .filter_map(|j| series.get(j))
+        .filter(|p| p.0.abs_diff(t) <= PAIRING_TOLERANCE_US)
+        .min_by_key(|p| p.0.abs_diff(t))
+        .map(|p| p.1)
+}
+
+/// Merged, sorted intervals of a set of spans, for "was this phase running at time t".
+pub(super) fn merged(spans: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
+    let mut v: Vec<(u64, u64)> = spans.collect();
+    v.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+    for (a, b) in v {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
+pub(super) fn contains(intervals: &[(u64, u64)], t: u64) -> bool {
+    let i = intervals.partition_point(|iv| iv.0 <= t);
+    i > 0 && intervals[i - 1].1 >= t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_respects_the_tolerance() {
+        let s = [(1_000_000, 1.0), (3_000_000, 3.0)];
+        assert_eq!(nearest(&s, 1_400_000), Some(1.0));
+        assert_eq!(nearest(&s, 2_600_000), Some(3.0));
+        assert_eq!(nearest(&s, 9_000_000), None);
+        assert_eq!(nearest(&[], 1), None);
+    }
+
+    #[test]
+    fn merged_intervals_answer_containment() {
+        let iv = merged([(5, 10), (1, 3), (8, 12)].into_iter());
+        assert_eq!(iv, vec![(1, 3), (5, 12)]);
+        assert!(contains(&iv, 2) && contains(&iv, 12) && !contains(&iv, 4) && !contains(&iv, 13));
+    }
+
+    #[test]
+    fn units_and_values() {
+        let s = |metric_type: &str, name: &str, dim: &str| MetricSeries {
+            node: "n".into(),
+            metric_type: metric_type.into(),
+            name: name.into(),
+            dimension: dim.into(),
+            points: vec![],
+        };
+        assert_eq!(s("gpu", "gpu0", "GPUMemoryUtilization").unit(), "%");
+        assert_eq!(s("i/o", "ReadThroughputInBytesPerSecond", "").unit(), "B/s");
+        assert_eq!(s("gpu", "gpu0", "GPUMemoryUsedBytes").unit(), "B");
+        assert_eq!(fmt_value(3.0 * 1024.0 * 1024.0, "B/s"), "3.00 MiB/s");
+    }
+}

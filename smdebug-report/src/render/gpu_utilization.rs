@@ -1,0 +1,109 @@
+//! 7. GPU utilization, judged with LowGPUUtilization's parameters.
+
+use std::collections::BTreeSet;
+
+use crate::charts::{self};
+use crate::html::{Cell, table};
+use crate::stats::{self, Summary};
+
+use super::format::values;
+use super::{MAX_SERIES, Page};
+
+impl Page<'_> {
+    pub(super) fn gpu_utilization(&mut self) {
+        let many = self.view.many_nodes;
+        let gpus: Vec<(String, String, Summary, Vec<u64>)> = self
+            .view
+            .gpus()
+            .filter_map(|g| {
+                let u = g.util?;
+                let sum = Summary::of(values(&u.points))?;
+                Some((
+                    g.label(many),
+                    g.node.clone(),
+                    sum,
+                    stats::histogram(values(&u.points), 10, 0.0, 100.0),
+                ))
+            })
+            .collect();
+        if gpus.is_empty() {
+            self.missing("No GPU utilization was recorded: the job ran without a GPU, or NVML was not available to the sampler.");
+            self.verdict("LowGPUUtilization");
+            return;
+        }
+        self.lead("Per GPU: distribution of utilization samples (box plots) and how often each utilization band occurred (workload histogram).");
+        let boxes: Vec<(String, Summary)> = gpus
+            .iter()
+            .take(16)
+            .map(|g| (g.0.clone(), g.2.clone()))
+            .collect();
+        let drawn = charts::box_chart("GPU utilization", "%", &boxes, Some((0.0, 100.0)));
+        self.chart(
+            drawn,
+            "Box from p25 to p75 with the median, whiskers p5 to p95, dots at min and max.",
+        );
+        let nodes: BTreeSet<&str> = gpus.iter().map(|g| g.1.as_str()).collect();
+        let edges: Vec<f64> = (0..=10).map(|i| f64::from(i) * 10.0).collect();
+        for node in nodes {
+            let series: Vec<(String, Vec<u64>)> = gpus
+                .iter()
+                .filter(|g| g.1 == node)
+                .take(MAX_SERIES)
+                .map(|g| (g.0.clone(), g.3.clone()))
+                .collect();
+            let drawn = charts::histogram_chart(
+                &format!("GPU workload: {node}"),
+                "utilization (%)",
+                &edges,
+                &series,
+            );
+            self.chart(
+                drawn,
+                "Number of samples in each 10% band of utilization, per GPU.",
+            );
+        }
+        let low_p95 = self.param("LowGPUUtilization", "threshold_p95");
+        let low_p5 = self.param("LowGPUUtilization", "threshold_p5");
+        let mut advice = Vec::new();
+        let rows: Vec<Vec<Cell>> = gpus
+            .iter()
+            .map(|(l, _, s, _)| {
+                let finding = if s.p95 < low_p95 {
+                    advice.push(format!("{l} is underused (p95 {:.0}%)", s.p95));
+                    "underused"
+                } else if s.p95 > low_p95 && s.p5 < low_p5 {
+                    advice.push(format!(
+                        "{l} fluctuates (p95 {:.0}%, p5 {:.0}%)",
+                        s.p95, s.p5
+                    ));
+                    "fluctuating"
+                } else {
+                    "busy"
+                };
+                vec![
+                    Cell::text(l),
+                    Cell::num(format!("{:.1}", s.p5)),
+                    Cell::num(format!("{:.1}", s.p50)),
+                    Cell::num(format!("{:.1}", s.p95)),
+                    Cell::num(format!("{:.1}", s.max)),
+                    Cell::text(finding),
+                ]
+            })
+            .collect();
+        table(
+            &mut self.out,
+            "gpu-util",
+            &["GPU", "p5 %", "p50 %", "p95 %", "max %", "reading"],
+            &rows,
+        );
+        if !advice.is_empty() {
+            self.advice(&format!(
+                "{}. An underused GPU waits for work: increase the batch size, feed data faster (more \
+                 loader workers, prefetching) or use a smaller GPU. A fluctuating one idles between \
+                 bursts: look for synchronisation points and data stalls in the step.",
+                advice.join("; ")
+            ));
+        }
+        self.verdict("LowGPUUtilization");
+    }
+}

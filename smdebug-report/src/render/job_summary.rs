@@ -1,0 +1,124 @@
+//! 1. Training job summary.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::NoteArea;
+use crate::charts::{self};
+use crate::html::{Cell, table};
+
+use super::Page;
+use super::format::{fmt_secs, fmt_time, mode_name, pct};
+
+impl Page<'_> {
+    pub(super) fn job_summary(&mut self) {
+        self.notes(NoteArea::Run);
+        let (Some(t0), Some(t1)) = (self.view.t0_us, self.view.t1_us) else {
+            self.missing(
+                "No system metrics and no framework spans were found, so the job's start, end and \
+                 phases cannot be dated. Record them with the system sampler and SpanRecorder.",
+            );
+            self.verdict("MaxInitializationTime");
+            return;
+        };
+        self.lead(
+            "The job runs from its first record (system sample or span) to its last; the training \
+             loop from the start of the first step to the end of the last one. Initialization is \
+             the time before the loop, finalization the time after it.",
+        );
+        let job = (t1 - t0) as f64 / 1e6;
+        let mut rows = vec![
+            vec![Cell::text("Job start"), Cell::text(fmt_time(t0))],
+            vec![Cell::text("Job end"), Cell::text(fmt_time(t1))],
+            vec![Cell::text("Job duration"), Cell::text(fmt_secs(job))],
+        ];
+        let loop_range = self
+            .view
+            .steps
+            .iter()
+            .map(|s| (s.start_us, s.end_us))
+            .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
+        let mut slices = Vec::new();
+        if let Some((l0, l1)) = loop_range {
+            let init = (l0.saturating_sub(t0)) as f64 / 1e6;
+            let fin = (t1.saturating_sub(l1)) as f64 / 1e6;
+            let looped = (l1 - l0) as f64 / 1e6;
+            let share = |s: f64| if job > 0.0 { s / job } else { f64::NAN };
+            rows.extend([
+                vec![Cell::text("Training loop start"), Cell::text(fmt_time(l0))],
+                vec![Cell::text("Training loop end"), Cell::text(fmt_time(l1))],
+                vec![
+                    Cell::text("Training loop duration"),
+                    Cell::text(format!(
+                        "{} ({} of the job)",
+                        fmt_secs(looped),
+                        pct(share(looped))
+                    )),
+                ],
+                vec![
+                    Cell::text("Initialization"),
+                    Cell::text(format!(
+                        "{} ({} of the job)",
+                        fmt_secs(init),
+                        pct(share(init))
+                    )),
+                ],
+                vec![
+                    Cell::text("Finalization"),
+                    Cell::text(format!(
+                        "{} ({} of the job)",
+                        fmt_secs(fin),
+                        pct(share(fin))
+                    )),
+                ],
+            ]);
+            slices = vec![
+                ("Initialization".to_owned(), init),
+                ("Training loop".to_owned(), looped),
+                ("Finalization".to_owned(), fin),
+            ];
+        } else {
+            rows.push(vec![
+                Cell::text("Training loop"),
+                Cell::text("unknown: no step spans were recorded"),
+            ]);
+        }
+        let mut per_mode: BTreeMap<&str, usize> = BTreeMap::new();
+        for s in &self.view.steps {
+            *per_mode.entry(mode_name(s.mode)).or_default() += 1;
+        }
+        if !per_mode.is_empty() {
+            let text: Vec<String> = per_mode.iter().map(|(m, n)| format!("{m}: {n}")).collect();
+            rows.push(vec![Cell::text("Step spans"), Cell::text(text.join(", "))]);
+        }
+        let nodes: BTreeSet<&str> = self
+            .input
+            .metrics
+            .iter()
+            .map(|s| s.node.as_str())
+            .chain(self.input.spans.iter().map(|s| s.node.as_str()))
+            .collect();
+        rows.push(vec![
+            Cell::text("Nodes"),
+            Cell::text(nodes.into_iter().collect::<Vec<_>>().join(", ")),
+        ]);
+        table(&mut self.out, "summary", &["", "value"], &rows);
+        if !slices.is_empty() {
+            let drawn = charts::pie_chart("Where the job's time went", &slices);
+            self.chart(
+                drawn,
+                "Initialization, training loop and finalization, share of the job's duration.",
+            );
+            let init = slices[0].1;
+            if job > 0.0 && (init / job > 0.2 || init > 1200.0) {
+                self.advice(&format!(
+                    "Initialization took {} ({} of the job). Look at what runs before the first \
+                     step: data download or decompression, dataset indexing, model compilation or \
+                     checkpoint loading; cache or overlap them with training.",
+                    fmt_secs(init),
+                    pct(init / job)
+                ));
+            }
+        }
+        self.verdict("MaxInitializationTime");
+    }
+}

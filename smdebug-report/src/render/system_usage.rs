@@ -1,0 +1,178 @@
+//! 2. System usage statistics, with per-node charts.
+
+use smdebug_profiler::system::vocab;
+
+use crate::charts::{self, Series, XAxis};
+use crate::html::{Cell, table};
+use crate::stats::Summary;
+use crate::{MetricSeries, NoteArea};
+
+use super::format::{fmt_value, metric_label, type_rank, values};
+use super::view::trailing_number;
+use super::{MAX_SERIES, Page};
+
+impl Page<'_> {
+    pub(super) fn system_usage(&mut self) {
+        self.notes(NoteArea::System);
+        if self.input.metrics.is_empty() {
+            self.missing("No system metrics to summarize: the system sampler did not run for this job, or its files could not be read.");
+            self.verdict("OverallSystemUsage");
+            return;
+        }
+        self.lead("Per node and metric over the whole job. Percentiles interpolate between ranks.");
+        let mut sorted: Vec<&MetricSeries> = self.input.metrics.iter().collect();
+        sorted.sort_by_key(|s| {
+            (
+                s.node.clone(),
+                type_rank(&s.metric_type),
+                s.name != vocab::CPU_TOTAL,
+                trailing_number(&s.name),
+                s.name.clone(),
+                s.dimension.clone(),
+            )
+        });
+        let rows: Vec<Vec<Cell>> = sorted
+            .iter()
+            .filter_map(|s| {
+                let sum = Summary::of(values(&s.points))?;
+                let unit = s.unit();
+                Some(vec![
+                    Cell::text(&s.node),
+                    Cell::text(metric_label(s)),
+                    Cell::text(unit),
+                    Cell::num(fmt_value(sum.max, unit)),
+                    Cell::num(fmt_value(sum.p99, unit)),
+                    Cell::num(fmt_value(sum.p95, unit)),
+                    Cell::num(fmt_value(sum.p50, unit)),
+                    Cell::num(fmt_value(sum.min, unit)),
+                    Cell::num(sum.count.to_string()),
+                ])
+            })
+            .collect();
+        table(
+            &mut self.out,
+            "system-usage",
+            &[
+                "node", "metric", "unit", "max", "p99", "p95", "p50", "min", "samples",
+            ],
+            &rows,
+        );
+        for i in 0..self.view.nodes.len() {
+            self.node_charts(i);
+        }
+        self.verdict("OverallSystemUsage");
+    }
+
+    fn node_charts(&mut self, index: usize) {
+        let many = self.view.many_nodes;
+        let name = self.view.nodes[index].node.clone();
+        self.h3(&format!("Node {name}"));
+        let node = &self.view.nodes[index];
+        let mut util = Vec::new();
+        if !node.cpu.is_empty() {
+            util.push(Series {
+                label: "CPU (all cores)".into(),
+                points: self.view.timeline(&node.cpu),
+            });
+        }
+        if !node.io_wait.is_empty() {
+            util.push(Series {
+                label: "I/O wait".into(),
+                points: self.view.timeline(&node.io_wait),
+            });
+        }
+        for g in node
+            .gpus
+            .iter()
+            .filter_map(|g| Some((g, g.util?)))
+            .take(MAX_SERIES)
+        {
+            util.push(Series {
+                label: format!("{} utilization", g.0.label(many)),
+                points: self.view.timeline(&g.1.points),
+            });
+        }
+        let mut memory = Vec::new();
+        if let Some(m) = node.memory {
+            memory.push(Series {
+                label: "host memory".into(),
+                points: self.view.timeline(&m.points),
+            });
+        }
+        for g in node
+            .gpus
+            .iter()
+            .filter_map(|g| Some((g, g.mem?)))
+            .take(MAX_SERIES)
+        {
+            memory.push(Series {
+                label: format!("{} memory", g.0.label(many)),
+                points: self.view.timeline(&g.1.points),
+            });
+        }
+        let traffic: Vec<Series> = node
+            .traffic
+            .iter()
+            .take(MAX_SERIES)
+            .map(|s| Series {
+                label: s.name.clone(),
+                points: s
+                    .points
+                    .iter()
+                    .map(|&(t, v)| (self.view.elapsed(t), v / 1e6))
+                    .collect(),
+            })
+            .collect();
+        let cores: Vec<(String, Summary)> = node
+            .cores
+            .iter()
+            .take(64)
+            .filter_map(|s| Some((s.name.clone(), Summary::of(values(&s.points))?)))
+            .collect();
+        if !util.is_empty() {
+            let drawn = charts::line_chart(
+                &format!("CPU and GPU utilization: {name}"),
+                XAxis::Elapsed,
+                "%",
+                &util,
+                Some((0.0, 100.0)),
+            );
+            self.chart(drawn, "Utilization over time, percent. Over long runs each line is the mean of a time slice and the light band its lowest to highest sample.");
+        }
+        if !memory.is_empty() {
+            let drawn = charts::line_chart(
+                &format!("Memory used: {name}"),
+                XAxis::Elapsed,
+                "% used",
+                &memory,
+                Some((0.0, 100.0)),
+            );
+            self.chart(
+                drawn,
+                "Host and GPU memory in use, percent of their capacity.",
+            );
+        }
+        if !traffic.is_empty() {
+            let drawn = charts::line_chart(
+                &format!("Disk and network: {name}"),
+                XAxis::Elapsed,
+                "MB/s",
+                &traffic,
+                None,
+            );
+            self.chart(
+                drawn,
+                "Disk reads and writes and network traffic, megabytes per second.",
+            );
+        }
+        if !cores.is_empty() {
+            let drawn = charts::box_chart(
+                &format!("CPU utilization per core: {name}"),
+                "%",
+                &cores,
+                Some((0.0, 100.0)),
+            );
+            self.chart(drawn, "Per core: box from p25 to p75 with the median, whiskers p5 to p95, dots at min and max.");
+        }
+    }
+}
