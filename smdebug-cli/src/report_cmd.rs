@@ -17,7 +17,7 @@ use smdebug_rules::report::{PROFILER_REPORT, REPORT_FILE, default_specs, is_prof
 use smdebug_rules::{RuleRunner, RuleSpec, Status, Summary};
 
 /// The exit statuses, as `--help` shows them.
-pub const EXIT_STATUS: &str = "Exit status: 0 the report was written and no rule found an \
+pub(crate) const EXIT_STATUS: &str = "Exit status: 0 the report was written and no rule found an \
 issue; 1 it was written and some rule found issues; 2 an error: the report could not be \
 written, a --trace could not be read (the page is still written, without it), a bad rule or \
 run, any rule that ended in Error (the page shows it), or --follow giving up after \
@@ -25,7 +25,7 @@ run, any rule that ended in Error (the page shows it), or --follow giving up aft
 
 #[derive(Args)]
 #[command(after_help = EXIT_STATUS)]
-pub struct ReportArgs {
+pub(crate) struct ReportArgs {
     /// Run directory or object-store URL. May be left out when `--trace` is given: the report
     /// then shows the traces' operator breakdowns only.
     #[arg(required_unless_present = "traces")]
@@ -55,7 +55,7 @@ pub struct ReportArgs {
     rules: Vec<String>,
 }
 
-pub fn run(args: ReportArgs) -> ExitCode {
+pub(crate) fn run(args: ReportArgs) -> ExitCode {
     match report(args) {
         Ok(code) => code,
         Err(e) => {

@@ -19,7 +19,8 @@ use smdebug_rules::report::{default_specs, is_profiler_report};
 use smdebug_rules::{RuleRunner, RuleSpec, Summary, all_builtin_rules, builtin_profiler_rules};
 
 /// The exit statuses, as `--help` shows them.
-pub const EXIT_STATUS: &str = "Exit status: 0 every rule ran and none found an issue; 1 some \
+pub(crate) const EXIT_STATUS: &str =
+    "Exit status: 0 every rule ran and none found an issue; 1 some \
 rule found issues; 2 an error: a bad rule, parameter or run, any rule that ended in Error, a \
 summary that could not be written, or --follow giving up after --idle-timeout. Every rule's \
 verdict is printed before the exit, errors or not.
@@ -30,7 +31,7 @@ rules/ProfilerReport/profiler-output/); --out writes it to a file.";
 
 #[derive(Args)]
 #[command(after_help = EXIT_STATUS)]
-pub struct RulesArgs {
+pub(crate) struct RulesArgs {
     /// Run directory or object-store URL.
     #[arg(required_unless_present = "list")]
     run: Option<String>,
@@ -64,7 +65,7 @@ pub struct RulesArgs {
     list: bool,
 }
 
-pub fn run(args: RulesArgs) -> ExitCode {
+pub(crate) fn run(args: RulesArgs) -> ExitCode {
     match evaluate(args) {
         Ok(code) => code,
         Err(e) => {
@@ -176,7 +177,7 @@ fn evaluate(args: RulesArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
 
 /// 2 for any error (a rule's, the runner's, or `failed` outside it), else 1 when a rule found
 /// issues, else 0. Says on stderr what the error was.
-pub fn exit_status(summary: &Summary, failed: bool) -> ExitCode {
+pub(crate) fn exit_status(summary: &Summary, failed: bool) -> ExitCode {
     let mut error = failed;
     for r in summary.errors() {
         eprintln!(

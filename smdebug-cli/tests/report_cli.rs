@@ -99,9 +99,14 @@ fn a_recorded_run_gets_a_report_with_every_section_and_one_json_per_rule() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("ExplodingTensor"), "{stdout}");
+    // Where the page went (ProfilerReport's details used to be lost in the summary).
+    assert!(
+        stdout.contains(&format!("report: {}", html_path.display())),
+        "{stdout}"
+    );
     let html = std::fs::read_to_string(&html_path).unwrap();
     let ids = section_ids(&html);
-    let want: Vec<String> = smdebug_profiler::report::SECTIONS
+    let want: Vec<String> = smdebug_report::SECTIONS
         .iter()
         .map(|(id, _)| id.to_string())
         .collect();

@@ -30,6 +30,20 @@ impl Summary {
         Some(Self::of_sorted(&sorted))
     }
 
+    /// `bins` equal-width bins over the values' range (a range of one value is widened by 0.5
+    /// each way): its low and high ends and the `bins + 1` edges.
+    pub(crate) fn bin_edges(&self, bins: usize) -> (f64, f64, Vec<f64>) {
+        let (lo, hi) = if self.max > self.min {
+            (self.min, self.max)
+        } else {
+            (self.min - 0.5, self.max + 0.5)
+        };
+        let edges = (0..=bins)
+            .map(|i| lo + (hi - lo) * i as f64 / bins as f64)
+            .collect();
+        (lo, hi, edges)
+    }
+
     /// The summary of finite values already sorted ascending (not empty).
     fn of_sorted(sorted: &[f64]) -> Summary {
         let n = sorted.len() as f64;
@@ -161,6 +175,10 @@ mod tests {
             (2, 2.0, 4.0, 3.0, 1.0)
         );
         assert!(Summary::of([f64::NAN]).is_none());
+        let (lo, hi, edges) = s.bin_edges(4);
+        assert_eq!((lo, hi, edges), (2.0, 4.0, vec![2.0, 2.5, 3.0, 3.5, 4.0]));
+        let one = Summary::of([7.0]).unwrap().bin_edges(2);
+        assert_eq!(one, (6.5, 7.5, vec![6.5, 7.0, 7.5]));
     }
 
     #[test]

@@ -765,7 +765,12 @@ impl RuleRunner {
                 .iter()
                 .map(|s| {
                     let mut status = s.status.clone();
-                    status.details = s.rule.details();
+                    // A rule without details of its own keeps what the runner put there
+                    // (where ProfilerReport's report went).
+                    let details = s.rule.details();
+                    if !details.is_null() {
+                        status.details = details;
+                    }
                     status
                 })
                 .collect(),

@@ -111,7 +111,9 @@ mod tests {
     fn samples_become_time_ordered_series_without_non_finite_values() {
         let mut data = ProfileData::default();
         data.add_samples(&[sample("cpu1", 2.0, 5.0), sample("cpu0", 3.0, 1.0)]);
-        data.add_samples(&[sample("cpu1", 1.0, 4.0), sample("cpu1", 4.0, f64::NAN)]);
+        let mut not_a_number = sample("cpu1", 4.0, 0.0);
+        not_a_number.value = f64::NAN;
+        data.add_samples(&[sample("cpu1", 1.0, 4.0), not_a_number]);
         let metrics = data.metrics();
         assert_eq!(metrics.len(), 2);
         assert_eq!(metrics[0].name, "cpu0");

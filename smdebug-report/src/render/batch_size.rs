@@ -1,6 +1,6 @@
 //! 8. Batch size, judged with BatchSize's parameters.
 
-use crate::charts::{self};
+use crate::charts;
 use crate::html::{Cell, table};
 use crate::stats::Summary;
 

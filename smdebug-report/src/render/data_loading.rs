@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 use smdebug_profiler::reader::Span;
 use smdebug_profiler::spans::Phase;
 
-use crate::charts::{self};
+use crate::charts;
 use crate::html::{Cell, table};
 use crate::stats::{self, Summary};
 
 use super::Page;
-use super::format::{ms, pct};
+use super::format::{DURATION_COLUMNS, duration_cells};
 
 impl Page<'_> {
     pub(super) fn data_loading(&mut self) {
@@ -71,42 +71,32 @@ impl Page<'_> {
                     worker.map_or(String::new(), |w| format!(" worker {w}"))
                 ));
             }
-            rows.push(vec![
+            let mut row = vec![
                 Cell::text(match worker {
                     Some(w) => format!("{node} worker {w}"),
                     None => (*node).to_owned(),
                 }),
                 Cell::num(sum.count.to_string()),
-                Cell::num(format!("{:.3}", total as f64 / 1e6)),
-                Cell::num(share.map_or("-".into(), pct)),
-                Cell::num(ms(sum.mean)),
-                Cell::num(ms(sum.p50)),
-                Cell::num(ms(sum.p95)),
-                Cell::num(ms(sum.max)),
-                Cell::num(most.to_string()),
-                Cell::num(
-                    cores
-                        .get(node)
-                        .filter(|&&c| c > 0)
-                        .map_or("-".into(), |c| c.to_string()),
-                ),
-            ]);
+            ];
+            row.extend(duration_cells(&sum, total as f64, share));
+            row.push(Cell::num(most.to_string()));
+            row.push(Cell::num(
+                cores
+                    .get(node)
+                    .filter(|&&c| c > 0)
+                    .map_or("-".into(), |c| c.to_string()),
+            ));
+            rows.push(row);
         }
         table(
             &mut self.out,
             "data-loading",
             &[
-                "node / worker",
-                "loads",
-                "total s",
-                "share of step time",
-                "mean ms",
-                "p50 ms",
-                "p95 ms",
-                "max ms",
-                "most in parallel",
-                "cores",
-            ],
+                &["node / worker", "loads"][..],
+                &DURATION_COLUMNS,
+                &["most in parallel", "cores"],
+            ]
+            .concat(),
             &rows,
         );
         let durations: Vec<f64> = loads
@@ -115,14 +105,7 @@ impl Page<'_> {
             .collect();
         if let Some(all) = Summary::of(durations.iter().copied()) {
             let bins = 30;
-            let (lo, hi) = if all.max > all.min {
-                (all.min, all.max)
-            } else {
-                (all.min - 0.5, all.max + 0.5)
-            };
-            let edges: Vec<f64> = (0..=bins)
-                .map(|i| lo + (hi - lo) * i as f64 / bins as f64)
-                .collect();
+            let (lo, hi, edges) = all.bin_edges(bins);
             let series = vec![(
                 "data loading".to_owned(),
                 stats::histogram(durations.iter().copied(), bins, lo, hi),

@@ -1,10 +1,11 @@
 //! Debugging rules.
 
+use smdebug_rules::profiler::utc;
+
 use crate::html::{Cell, table};
 use crate::output::RuleFile;
 
 use super::Page;
-use super::format::fmt_time;
 
 impl Page<'_> {
     pub(super) fn debugging_rules(&mut self) {
@@ -30,7 +31,7 @@ impl Page<'_> {
                     Cell::text(r.status.name()),
                     Cell::num(r.triggered.to_string()),
                     Cell::num(r.first_fired_step.map_or("-".into(), |s| s.to_string())),
-                    Cell::text(r.first_fired_time_us.map_or("-".into(), fmt_time)),
+                    Cell::text(r.first_fired_time_us.map_or("-".into(), utc)),
                     Cell::Code(r.details.to_string()),
                 ]
             })

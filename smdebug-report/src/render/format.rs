@@ -5,16 +5,33 @@ use smdebug_profiler::system::vocab;
 
 use crate::MetricSeries;
 use crate::charts::clock;
+use crate::html::Cell;
+use crate::stats::Summary;
 
 /// Longest gap between a CPU sample and the GPU sample paired with it, µs.
 const PAIRING_TOLERANCE_US: u64 = 2_000_000;
 
-pub(super) fn fmt_time(us: u64) -> String {
-    i64::try_from(us)
-        .ok()
-        .and_then(chrono::DateTime::from_timestamp_micros)
-        .map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string())
-        .unwrap_or_else(|| "-".to_owned())
+/// The columns [`duration_cells`] fills.
+pub(super) const DURATION_COLUMNS: [&str; 6] = [
+    "total s",
+    "share of step time",
+    "mean ms",
+    "p50 ms",
+    "p95 ms",
+    "max ms",
+];
+
+/// A row's cells for a set of span durations (µs): their total in seconds, their share of
+/// the step time (`-` when none applies), and their mean, p50, p95 and max in milliseconds.
+pub(super) fn duration_cells(sum: &Summary, total_us: f64, share: Option<f64>) -> [Cell; 6] {
+    [
+        Cell::num(format!("{:.3}", total_us / 1e6)),
+        Cell::num(share.map_or("-".into(), pct)),
+        Cell::num(ms(sum.mean)),
+        Cell::num(ms(sum.p50)),
+        Cell::num(ms(sum.p95)),
+        Cell::num(ms(sum.max)),
+    ]
 }
 
 pub(super) fn fmt_secs(s: f64) -> String {

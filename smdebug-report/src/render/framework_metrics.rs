@@ -6,11 +6,11 @@ use std::fmt::Write as _;
 use smdebug_profiler::spans::Phase;
 
 use crate::NoteArea;
-use crate::charts::{self};
+use crate::charts;
 use crate::html::{Cell, table};
 use crate::stats::Summary;
 
-use super::format::{mode_name, ms, pct};
+use super::format::{DURATION_COLUMNS, duration_cells, mode_name, ms, pct};
 use super::{MAX_SERIES, Page};
 
 impl Page<'_> {
@@ -164,20 +164,10 @@ impl Page<'_> {
                 continue;
             };
             let is_step = phase.starts_with("Step:");
-            rows.push(vec![
-                Cell::text(*phase),
-                Cell::num(sum.count.to_string()),
-                Cell::num(format!("{:.3}", total / 1e6)),
-                Cell::num(if is_step || step_total <= 0.0 {
-                    "-".into()
-                } else {
-                    pct(total / step_total)
-                }),
-                Cell::num(ms(sum.mean)),
-                Cell::num(ms(sum.p50)),
-                Cell::num(ms(sum.p95)),
-                Cell::num(ms(sum.max)),
-            ]);
+            let share = (!is_step && step_total > 0.0).then(|| total / step_total);
+            let mut row = vec![Cell::text(*phase), Cell::num(sum.count.to_string())];
+            row.extend(duration_cells(&sum, *total, share));
+            rows.push(row);
             if !is_step {
                 slices.push(((*phase).to_owned(), *total / 1e6));
             }
@@ -186,16 +176,7 @@ impl Page<'_> {
         table(
             &mut self.out,
             "phases",
-            &[
-                "phase",
-                "spans",
-                "total s",
-                "share of step time",
-                "mean ms",
-                "p50 ms",
-                "p95 ms",
-                "max ms",
-            ],
+            &[&["phase", "spans"][..], &DURATION_COLUMNS].concat(),
             &rows,
         );
         if slices.len() > MAX_SERIES {

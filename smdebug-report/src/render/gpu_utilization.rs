@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::charts::{self};
+use crate::charts;
 use crate::html::{Cell, table};
 use crate::stats::{self, Summary};
 

@@ -2,12 +2,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use smdebug_rules::profiler::utc;
+
 use crate::NoteArea;
-use crate::charts::{self};
+use crate::charts;
 use crate::html::{Cell, table};
 
 use super::Page;
-use super::format::{fmt_secs, fmt_time, mode_name, pct};
+use super::format::{fmt_secs, mode_name, pct};
 
 impl Page<'_> {
     pub(super) fn job_summary(&mut self) {
@@ -27,8 +29,8 @@ impl Page<'_> {
         );
         let job = (t1 - t0) as f64 / 1e6;
         let mut rows = vec![
-            vec![Cell::text("Job start"), Cell::text(fmt_time(t0))],
-            vec![Cell::text("Job end"), Cell::text(fmt_time(t1))],
+            vec![Cell::text("Job start"), Cell::text(utc(t0))],
+            vec![Cell::text("Job end"), Cell::text(utc(t1))],
             vec![Cell::text("Job duration"), Cell::text(fmt_secs(job))],
         ];
         let loop_range = self
@@ -44,8 +46,8 @@ impl Page<'_> {
             let looped = (l1 - l0) as f64 / 1e6;
             let share = |s: f64| if job > 0.0 { s / job } else { f64::NAN };
             rows.extend([
-                vec![Cell::text("Training loop start"), Cell::text(fmt_time(l0))],
-                vec![Cell::text("Training loop end"), Cell::text(fmt_time(l1))],
+                vec![Cell::text("Training loop start"), Cell::text(utc(l0))],
+                vec![Cell::text("Training loop end"), Cell::text(utc(l1))],
                 vec![
                     Cell::text("Training loop duration"),
                     Cell::text(format!(

@@ -1,8 +1,8 @@
 //! 11. Load balancing across GPUs.
 
-use crate::charts::{self};
+use crate::charts;
 use crate::html::{Cell, table};
-use crate::stats::{self};
+use crate::stats;
 
 use super::format::values;
 use super::{MAX_SERIES, Page};

@@ -23,12 +23,12 @@ mod view;
 use std::fmt::Write as _;
 
 use serde_json::Map;
+use smdebug_rules::profiler::utc;
 use smdebug_rules::{Status, find_builtin};
 
 use crate::html::{self, escape};
 use crate::output::RuleFile;
 use crate::{NoteArea, ReportInput, SECTIONS};
-use format::fmt_time;
 use view::View;
 
 /// Most series in one chart; more are left to the tables.
@@ -112,7 +112,7 @@ impl Page<'_> {
              <div class=\"layout\"><nav id=\"toc\"><strong>Contents</strong><ol>",
             escape(&self.input.location),
             status,
-            fmt_time(self.input.generated_at_us)
+            utc(self.input.generated_at_us)
         );
         for (id, title) in SECTIONS {
             let _ = write!(self.out, "<li><a href=\"#{id}\">{}</a></li>", escape(title));

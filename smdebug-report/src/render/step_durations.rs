@@ -101,14 +101,7 @@ impl Page<'_> {
             .collect();
         if let Some(all) = Summary::of(durations.iter().copied()) {
             let bins = 30;
-            let (lo, hi) = if all.max > all.min {
-                (all.min, all.max)
-            } else {
-                (all.min - 0.5, all.max + 0.5)
-            };
-            let edges: Vec<f64> = (0..=bins)
-                .map(|i| lo + (hi - lo) * i as f64 / bins as f64)
-                .collect();
+            let (lo, hi, edges) = all.bin_edges(bins);
             let series: Vec<(String, Vec<u64>)> = shown
                 .iter()
                 .map(|(l, v)| {

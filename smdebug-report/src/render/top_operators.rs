@@ -1,7 +1,7 @@
 //! 4. Top CPU and GPU operators from Kineto traces.
 
 use crate::NoteArea;
-use crate::charts::{self};
+use crate::charts;
 use crate::html::{Cell, table};
 
 use super::format::{ms, pct};

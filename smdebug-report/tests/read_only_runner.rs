@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
 use smdebug_io::writer::Writer;
+use smdebug_report::ReportWriter;
 use smdebug_rules::runner::SUMMARY_FILE;
 use smdebug_rules::{RuleRunner, RuleSpec, Status, read_summary};
 
@@ -47,6 +48,7 @@ fn runner(location: &str) -> smdebug_rules::runner::RunnerBuilder {
     RuleRunner::builder(location)
         .spec(RuleSpec::parse("ExplodingTensor").unwrap())
         .spec(RuleSpec::parse("ProfilerReport").unwrap())
+        .reporter(ReportWriter::into_run())
 }
 
 #[test]
