@@ -17,7 +17,7 @@ use smdebug_profiler::reader::{
 use smdebug_profiler::spans::TRACE_PREFIX;
 use smdebug_rules::RunState;
 
-use super::{LoadOptions, NoteArea, ReportInput, ScalarSeries};
+use crate::input::{LoadOptions, NoteArea, ReportInput, ScalarSeries};
 
 /// Collections whose tensors are scalars by convention.
 const SCALAR_COLLECTIONS: [&str; 4] = ["losses", "metrics", "sm_metrics", "scalars"];

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE};
 use smdebug_rules::{ReportPlan, Reporter, RunState};
 
-use crate::{LoadOptions, ReportInput, write_report, write_report_to};
+use crate::input::{LoadOptions, ReportInput};
+use crate::output::{write_report, write_report_to};
 
 /// Writes the profiling report of the run a `RuleRunner` evaluates, from the runner's own
 /// data. Attach it with `RunnerBuilder::reporter`.

@@ -3,7 +3,7 @@
 use smdebug_rules::profiler::utc;
 
 use crate::html::{Cell, table};
-use crate::output::RuleFile;
+use crate::rule_file::RuleFile;
 
 use super::Page;
 

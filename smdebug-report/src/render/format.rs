@@ -3,10 +3,10 @@
 use smdebug_core::Mode;
 use smdebug_profiler::system::vocab;
 
-use crate::MetricSeries;
 use crate::charts::clock;
 use crate::html::Cell;
 use crate::stats::Summary;
+use smdebug_profiler::reader::MetricSeries;
 
 /// Longest gap between a CPU sample and the GPU sample paired with it, µs.
 const PAIRING_TOLERANCE_US: u64 = 2_000_000;

@@ -5,9 +5,9 @@ use std::fmt::Write as _;
 
 use smdebug_profiler::spans::Phase;
 
-use crate::NoteArea;
 use crate::charts;
 use crate::html::{Cell, table};
+use crate::input::NoteArea;
 use crate::stats::Summary;
 
 use super::format::{DURATION_COLUMNS, duration_cells, mode_name, ms, pct};

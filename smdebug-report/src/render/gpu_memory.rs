@@ -2,9 +2,9 @@
 
 use std::collections::BTreeSet;
 
-use crate::MetricSeries;
 use crate::charts::{self, Series, XAxis};
 use crate::html::{Cell, table};
+use smdebug_profiler::reader::MetricSeries;
 
 use super::format::values;
 use super::{MAX_SERIES, Page};

@@ -4,9 +4,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use smdebug_rules::profiler::utc;
 
-use crate::NoteArea;
 use crate::charts;
 use crate::html::{Cell, table};
+use crate::input::NoteArea;
 
 use super::Page;
 use super::format::{fmt_secs, mode_name, pct};

@@ -27,14 +27,15 @@ use smdebug_rules::profiler::utc;
 use smdebug_rules::{Status, find_builtin};
 
 use crate::html::{self, escape};
-use crate::output::RuleFile;
-use crate::{NoteArea, ReportInput, SECTIONS};
+use crate::input::{NoteArea, ReportInput, SECTIONS};
+use crate::rule_file::RuleFile;
 use view::View;
 
 /// Most series in one chart; more are left to the tables.
 const MAX_SERIES: usize = 8;
 
-pub(crate) fn render(input: &ReportInput) -> String {
+/// The report page for `input`.
+pub fn render_html(input: &ReportInput) -> String {
     let view = View::new(input);
     let mut page = Page {
         input,

@@ -2,9 +2,9 @@
 
 use smdebug_rules::Status;
 
-use crate::NoteArea;
 use crate::html::{Cell, table};
-use crate::output::RuleFile;
+use crate::input::NoteArea;
+use crate::rule_file::RuleFile;
 
 use super::Page;
 

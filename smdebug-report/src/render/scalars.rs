@@ -2,9 +2,9 @@
 
 use std::fmt::Write as _;
 
-use crate::NoteArea;
 use crate::charts::{self, Series, XAxis};
 use crate::html::escape;
+use crate::input::NoteArea;
 
 use super::Page;
 

@@ -4,8 +4,9 @@ use smdebug_profiler::system::vocab;
 
 use crate::charts::{self, Series, XAxis};
 use crate::html::{Cell, table};
+use crate::input::NoteArea;
 use crate::stats::Summary;
-use crate::{MetricSeries, NoteArea};
+use smdebug_profiler::reader::MetricSeries;
 
 use super::format::{fmt_value, metric_label, type_rank, values};
 use super::view::trailing_number;

@@ -1,8 +1,8 @@
 //! 4. Top CPU and GPU operators from Kineto traces.
 
-use crate::NoteArea;
 use crate::charts;
 use crate::html::{Cell, table};
+use crate::input::NoteArea;
 
 use super::format::{ms, pct};
 use super::{MAX_SERIES, Page};

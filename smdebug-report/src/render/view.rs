@@ -7,7 +7,8 @@ use smdebug_profiler::reader::Span;
 use smdebug_profiler::spans::Phase;
 use smdebug_profiler::system::vocab;
 
-use crate::{MetricSeries, ReportInput};
+use crate::input::ReportInput;
+use smdebug_profiler::reader::MetricSeries;
 
 pub(super) struct GpuView<'a> {
     pub(super) node: String,

@@ -1,0 +1,140 @@
+//! What the report shows: the sections, the input (metrics, spans, scalars, traces, rule
+//! statuses) and the notes on what was missing.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use smdebug_core::Mode;
+use smdebug_profiler::RankSummary;
+use smdebug_profiler::reader::{MetricSeries, Span};
+use smdebug_rules::RuleStatus;
+
+/// The page's sections, in order: `(id, title)`. SPEC §6's thirteen first, then the debugging
+/// rules, the scalar curves and the notes on missing or unreadable data.
+pub const SECTIONS: &[(&str, &str)] = &[
+    ("job-summary", "Training job summary"),
+    ("system-usage", "System usage statistics"),
+    ("framework-metrics", "Framework metrics summary"),
+    ("top-operators", "Top CPU and GPU operators"),
+    ("rules-summary", "Rules summary"),
+    ("step-durations", "Step durations"),
+    ("gpu-utilization", "GPU utilization"),
+    ("batch-size", "Batch size"),
+    ("cpu-bottlenecks", "CPU bottlenecks"),
+    ("io-bottlenecks", "I/O bottlenecks"),
+    ("load-balancing", "Load balancing across GPUs"),
+    ("gpu-memory", "GPU memory"),
+    ("data-loading", "Data loading"),
+    ("debugging-rules", "Debugging rules"),
+    ("scalars", "Scalars"),
+    ("data-notes", "Notes on the data"),
+];
+
+/// What [`ReportInput::load`] reads besides the run itself.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    /// Kineto (PyTorch profiler) trace files, plain or gzip-compressed, one per rank.
+    pub traces: Vec<PathBuf>,
+    /// Read scalar tensors through the `Trial` (default true).
+    pub tensors: bool,
+    /// At most this many scalar tensors are drawn (default 32); the rest are named in a note.
+    pub max_scalars: usize,
+    /// Tensors outside the `losses`/`metrics` collections are probed (one value read each) to
+    /// find scalars, up to this many names (default 256).
+    pub max_probed_tensors: usize,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            traces: Vec::new(),
+            tensors: true,
+            max_scalars: 32,
+            max_probed_tensors: 256,
+        }
+    }
+}
+
+/// Which kind of data a [`Note`] is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum NoteArea {
+    /// The run as a whole (location, end marker).
+    Run,
+    /// System metrics.
+    System,
+    /// Framework spans.
+    Spans,
+    /// Tensors and scalars.
+    Tensors,
+    /// Kineto traces.
+    Traces,
+    /// Rule results.
+    Rules,
+}
+
+/// Something missing, unreadable or partial in the input, shown in the report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Note {
+    /// What the note is about.
+    pub area: NoteArea,
+    /// What happened and what was left out, in a sentence.
+    pub message: String,
+}
+
+/// One scalar tensor (a loss, a metric) per mode.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScalarSeries {
+    /// The tensor's name.
+    pub name: String,
+    /// Per mode, `(global step, value)` ordered by step.
+    pub modes: Vec<(Mode, Vec<(u64, f64)>)>,
+}
+
+/// Everything the report shows.
+#[derive(Clone, Debug, Default)]
+pub struct ReportInput {
+    /// The run location, as given.
+    pub location: String,
+    /// Whether the run's end marker is there; `None` when that could not be told.
+    pub run_complete: Option<bool>,
+    /// System metrics, one series per (node, type, name, dimension).
+    pub metrics: Vec<MetricSeries>,
+    /// Framework spans, ordered by start.
+    pub spans: Vec<Span>,
+    /// Scalar tensors.
+    pub scalars: Vec<ScalarSeries>,
+    /// Kineto trace summaries, one per trace file.
+    pub traces: Vec<RankSummary>,
+    /// Every rule's status, with the parameters it ran with.
+    pub rules: Vec<RuleStatus>,
+    /// What was missing or unreadable.
+    pub notes: Vec<Note>,
+    /// When the input was loaded, µs since the epoch (shown as the report's time).
+    pub generated_at_us: u64,
+}
+
+impl ReportInput {
+    /// Adds rule statuses (kept in the given order).
+    pub fn with_rules(mut self, rules: Vec<RuleStatus>) -> Self {
+        self.rules.extend(rules);
+        self
+    }
+
+    /// Adds a note.
+    pub fn note(&mut self, area: NoteArea, message: impl Into<String>) {
+        self.notes.push(Note {
+            area,
+            message: message.into(),
+        });
+    }
+
+    /// The trace files that could not be read (one note each). Unlike missing run data, these
+    /// were asked for by name, so their failure is an error for the caller to report.
+    pub fn trace_failures(&self) -> Vec<&str> {
+        self.notes
+            .iter()
+            .filter(|n| n.area == NoteArea::Traces)
+            .map(|n| n.message.as_str())
+            .collect()
+    }
+}

@@ -1,0 +1,94 @@
+//! One rule's result as the report shows it and writes it beside the page.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use smdebug_rules::report::is_profiler_report;
+use smdebug_rules::{RuleStatus, Status, find_builtin};
+
+/// One rule's result file (`<RuleName>.json` beside the page): the status with the rule's
+/// description and recommendation from the built-in registry (empty for custom rules).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RuleFile {
+    /// The rule's name (`CPUBottleneck`, `LossNotDecreasing`, …).
+    pub name: String,
+    /// `debugging` or `profiler`.
+    pub kind: String,
+    /// What the rule checks.
+    pub description: String,
+    /// What to change when it fires.
+    pub recommendation: String,
+    /// Where the rule stands.
+    pub status: Status,
+    /// How many times the rule fired.
+    pub triggered: u64,
+    /// How many datapoints (steps, samples) it looked at.
+    pub datapoints: u64,
+    /// The parameters it ran with.
+    pub parameters: Value,
+    /// Its last message (the finding, or the error).
+    pub message: String,
+    /// The first step it fired at.
+    pub first_fired_step: Option<u64>,
+    /// When it first fired, microseconds since the epoch.
+    pub first_fired_time_us: Option<u64>,
+    /// Rule-specific evidence: the rule's details, with its latest evidence and its data
+    /// warnings added.
+    pub details: Value,
+}
+
+impl RuleFile {
+    /// The file of one rule status.
+    pub fn of(status: &RuleStatus) -> RuleFile {
+        let (description, recommendation) = describe(&status.rule);
+        RuleFile {
+            name: status.rule.clone(),
+            kind: status.kind.clone(),
+            description: description.to_owned(),
+            recommendation: recommendation.to_owned(),
+            status: status.status,
+            triggered: status.fired_count,
+            datapoints: status.datapoints,
+            parameters: status.parameters.clone(),
+            message: status.message.clone(),
+            first_fired_step: status.first_fired_step,
+            first_fired_time_us: status.first_fired_time_us,
+            details: details(status),
+        }
+    }
+}
+
+/// What a rule checks and what to change when it fires, from the built-in registry.
+pub(crate) fn describe(rule: &str) -> (&'static str, &'static str) {
+    if is_profiler_report(rule) {
+        return ("runs every profiler rule and writes this report", "");
+    }
+    find_builtin(rule).map_or(("", ""), |b| (b.fires_when, b.recommendation))
+}
+
+/// A status's details with its evidence and warnings added.
+pub(crate) fn details(status: &RuleStatus) -> Value {
+    let mut extra = Map::new();
+    if !status.evidence.is_empty() {
+        extra.insert(
+            "evidence".into(),
+            serde_json::to_value(&status.evidence).unwrap_or(Value::Null),
+        );
+    }
+    if !status.warnings.is_empty() {
+        extra.insert("warnings".into(), Value::from(status.warnings.clone()));
+    }
+    if extra.is_empty() {
+        return status.details.clone();
+    }
+    match status.details.clone() {
+        Value::Object(mut m) => {
+            m.extend(extra);
+            Value::Object(m)
+        }
+        Value::Null => Value::Object(extra),
+        other => {
+            extra.insert("details".into(), other);
+            Value::Object(extra)
+        }
+    }
+}
