@@ -79,10 +79,11 @@ impl ReportInput {
         let mut input = ReportInput::empty(run.location);
         input.run_complete(Some(run.summary.run_complete));
         for warning in &run.data_warnings {
-            let area = if warning.starts_with(TRACE_PREFIX) {
-                NoteArea::Spans
-            } else {
+            // The feed names the system file a bad line is in; other problems are its traces'.
+            let area = if warning.starts_with("system/") || warning.starts_with("...") {
                 NoteArea::System
+            } else {
+                NoteArea::Spans
             };
             input.note(area, warning.clone());
         }

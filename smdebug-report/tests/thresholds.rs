@@ -1,6 +1,7 @@
 //! The report's figures judge with the parameters the rules ran with: an overridden threshold
 //! moves the chart and the table with the verdict (they used fixed constants before: a rule
-//! verdict at 80 % beside a chart at 90 %).
+//! verdict at 80 % beside a chart at 90 %). The page also lists the data problems the runner
+//! worked around.
 
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
@@ -123,4 +124,38 @@ fn io_gpu_and_batch_size_figures_use_the_parameters_in_force() {
     // GPU p95 5 % is above the overridden 4 %: not underused (the default 70 % would say so).
     let gpu = section(&html, "gpu-utilization");
     assert!(!gpu.contains("<td>underused</td>"), "{gpu}");
+}
+
+#[test]
+fn data_problems_the_runner_worked_around_are_noted_on_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    record(&run);
+    let storage = LocalStorage::new(&run).unwrap();
+    let key = system_file_key(START_S + 60, "algo-1");
+    let good = format!(
+        "{{\"Type\":\"cpu\",\"Name\":\"total\",\"Dimension\":\"CPUUtilization\",\"Value\":50,\
+         \"NodeId\":\"algo-1\",\"Timestamp\":{}}}\n",
+        START_S + 61
+    );
+    storage
+        .put(&key, format!("{good}not json\n{good}").into_bytes().into())
+        .unwrap();
+    let page = dir.path().join("out/report.html");
+    RuleRunner::builder(run.to_str().unwrap())
+        .spec(RuleSpec::parse("ProfilerReport").unwrap())
+        .reporter(ReportWriter::to_file(&page))
+        .write_into_run(false)
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap();
+    let html = std::fs::read_to_string(&page).unwrap();
+    let notes = section(&html, "data-notes");
+    assert!(
+        notes.contains(&format!(
+            "<strong>System</strong>: {key} line 2: not a system-metrics record"
+        )),
+        "{notes}"
+    );
 }
