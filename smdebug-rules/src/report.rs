@@ -1,5 +1,5 @@
 //! The `ProfilerReport` rule: it runs every profiler rule, and the runner hands its state to
-//! the report writer attached to it ([`RunnerBuilder::report_writer`]; smdebug-report's
+//! the report writer attached to it ([`RunnerBuilder::reporter`]; smdebug-report's
 //! `ReportWriter` draws the HTML page). This crate does not draw the report.
 //!
 //! `ProfilerReport` takes SageMaker's parameter form: a profiler rule's parameter is overridden
@@ -7,7 +7,7 @@
 //! to `ProfilerReport` apply to every profiler rule it runs. A report written into the run goes
 //! to `<run>/`[`DEFAULT_REPORT_DIR`]`/`[`REPORT_FILE`].
 //!
-//! [`RunnerBuilder::report_writer`]: crate::runner::RunnerBuilder::report_writer
+//! [`RunnerBuilder::reporter`]: crate::runner::RunnerBuilder::reporter
 //!
 //! ```
 //! use smdebug_rules::{RuleSpec, build_rule};

@@ -174,8 +174,8 @@ pub fn system_files_among(keys: &[String]) -> Vec<SystemFileName> {
     files
 }
 
-/// The framework trace files among `keys` (a listing of
-/// [`TRACE_PREFIX`](crate::spans::TRACE_PREFIX)), ordered by end time.
+/// The framework trace files among `keys` (a listing of [`TRACE_PREFIX`]), ordered by end
+/// time.
 pub fn trace_files_among(keys: &[String]) -> Vec<TraceFileName> {
     let mut files: Vec<TraceFileName> = keys
         .iter()
