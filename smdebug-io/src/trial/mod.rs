@@ -22,8 +22,9 @@ use smdebug_core::{Collection, EndReason, Mode, PyRegex, Reduction, Tensor};
 use crate::error::{Error, Result};
 pub use crate::format::tensor::DEFAULT_MAX_TENSOR_BYTES;
 use crate::storage::Storage;
-pub use state::StepState;
-use state::{Location, State};
+use source::Location;
+use state::State;
+pub use state::{StepSelector, StepState};
 
 /// How a trial reads.
 #[derive(Clone, Debug)]
@@ -68,15 +69,6 @@ pub struct Trial {
     options: TrialOptions,
     state: Mutex<State>,
     files: Mutex<source::FileCache>,
-}
-
-/// What a step selection in [`Trial::tensor_records`] asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StepSelector {
-    /// One global step.
-    One(u64),
-    /// Every step the tensor was saved at.
-    All,
 }
 
 /// One saved value of a tensor, in the CLI's JSON shape.

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use smdebug_core::{Collection, CollectionsFile, EndReason, Mode, Tensor};
 
-use super::state::Location;
 use crate::error::{Error, Result};
 use crate::format::index::IndexFile;
 use crate::format::layout;
@@ -187,6 +186,20 @@ fn read_index_file(
         tensors,
         repeated,
     })
+}
+
+/// Where one tensor of one step of one worker lives.
+#[derive(Clone, Debug)]
+pub(crate) struct Location {
+    /// Size of the whole event file as the index describes it (the end of its last record).
+    pub file_len: u64,
+    pub step: u64,
+    pub mode: Mode,
+    pub mode_step: u64,
+    pub worker: std::sync::Arc<str>,
+    pub event_file: std::sync::Arc<str>,
+    pub start: u64,
+    pub length: u64,
 }
 
 /// Event files up to this size are fetched whole and kept while the cache has room, so reading
