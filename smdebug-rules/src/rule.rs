@@ -7,7 +7,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use smdebug_io::trial::Trial;
 
 use crate::error::Result;
-use crate::profiler::ProfilerWindow;
+use crate::window::ProfilerWindow;
 
 /// What a rule reads: saved tensors (debugging rules) or the profiler's system metrics and
 /// framework spans (profiler rules).
@@ -152,6 +152,89 @@ pub trait Rule: Send {
     }
 }
 
+/// Writes the identity part of `impl Rule` — [`name`](Rule::name),
+/// [`parameters`](Rule::parameters), and [`required_tensors`](Rule::required_tensors) or
+/// [`input`](Rule::input) — the same way for every rule, built-in or custom.
+///
+/// - `rule_identity!()`: the name is `Self::NAME`, the parameters are the field `params`
+///   (any `Serialize` type) as JSON; the rule writes `required_tensors` itself.
+/// - `rule_identity!(tensors: field)`: the same, and the rule reads the tensors that the
+///   [`TensorSelection`](crate::TensorSelection) in `field` selects.
+/// - `rule_identity!(profiler)`: the same, for a profiler rule
+///   ([`RuleInput::Profiler`]).
+/// - `rule_identity!(name: "AccuracyDrop", params: [drop, patience], tensors: ["accuracy"])`:
+///   a rule without a `NAME` constant or a parameter struct: the listed fields are its
+///   parameters and the listed names its tensors (`params` and `tensors` may be left out).
+///
+/// ```
+/// use smdebug_io::trial::Trial;
+/// use smdebug_rules::{Result, Rule, RuleResult, rule_identity};
+///
+/// struct Watch {
+///     limit: f64,
+/// }
+///
+/// impl Rule for Watch {
+///     rule_identity!(name: "Watch", params: [limit], tensors: ["loss"]);
+///
+///     fn invoke_at_step(&mut self, _trial: &Trial, step: u64) -> Result<RuleResult> {
+///         Ok(RuleResult::new(step))
+///     }
+/// }
+///
+/// let rule = Watch { limit: 2.0 };
+/// assert_eq!(rule.name(), "Watch");
+/// assert_eq!(rule.parameters()["limit"], 2.0);
+/// ```
+#[macro_export]
+macro_rules! rule_identity {
+    () => {
+        fn name(&self) -> &str {
+            Self::NAME
+        }
+        fn parameters(&self) -> $crate::__private::Value {
+            $crate::params::to_json(&self.params)
+        }
+    };
+    (tensors: $selection:ident) => {
+        $crate::rule_identity!();
+        fn required_tensors(
+            &self,
+            trial: &$crate::__private::Trial,
+            _step: u64,
+        ) -> $crate::Result<Vec<String>> {
+            self.$selection.names(Self::NAME, trial)
+        }
+    };
+    (profiler) => {
+        $crate::rule_identity!();
+        fn input(&self) -> $crate::RuleInput {
+            $crate::RuleInput::Profiler
+        }
+    };
+    (name: $name:expr $(, params: [$($param:ident),* $(,)?])? $(, tensors: [$($tensor:expr),* $(,)?])? $(,)?) => {
+        fn name(&self) -> &str {
+            $name
+        }
+        fn parameters(&self) -> $crate::__private::Value {
+            #[allow(unused_mut)]
+            let mut params = $crate::__private::Map::new();
+            $($(params.insert(
+                stringify!($param).to_string(),
+                $crate::params::to_json(&self.$param),
+            );)*)?
+            $crate::__private::Value::Object(params)
+        }
+        $(fn required_tensors(
+            &self,
+            _trial: &$crate::__private::Trial,
+            _step: u64,
+        ) -> $crate::Result<Vec<String>> {
+            Ok(vec![$(String::from($tensor)),*])
+        })?
+    };
+}
+
 /// One measurement behind a rule's verdict: which tensor, at which step, what was measured, the
 /// value and the limit it was compared with.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -175,6 +258,7 @@ fn null_as_nan<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::E
 }
 
 impl Evidence {
+    /// `measure` of `tensor` at `step` was `value`.
     pub fn new(tensor: &str, step: u64, measure: &str, value: f64) -> Self {
         Evidence {
             tensor: tensor.to_string(),
@@ -191,6 +275,9 @@ impl Evidence {
         self
     }
 }
+
+/// At most this many evidence entries per result through [`RuleResult::add_evidence`].
+pub const MAX_EVIDENCE: usize = 10;
 
 /// What a rule found at one step (debugging rules) or at one time (profiler rules).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -230,6 +317,14 @@ impl RuleResult {
         RuleResult {
             time_us: Some(time_us),
             ..RuleResult::new(step)
+        }
+    }
+
+    /// Adds a measurement unless the result holds [`MAX_EVIDENCE`] already, so a rule firing
+    /// on hundreds of tensors keeps its summary readable.
+    pub fn add_evidence(&mut self, evidence: Evidence) {
+        if self.evidence.len() < MAX_EVIDENCE {
+            self.evidence.push(evidence);
         }
     }
 

@@ -39,12 +39,12 @@ use crate::error::{Error, Result};
 use crate::params::RuleSpec;
 use crate::profiler::feed::ProfilerFeed;
 use crate::profiler::{ProfilerWindow, StepTimeline};
+use crate::registry::build_rule;
 use crate::report::{
     DEFAULT_REPORT_DIR, ProfilerReportRule, REPORT_FILE, ReportTarget, expand_profiler_report,
     is_profiler_report,
 };
 use crate::rule::{Evidence, Rule, RuleInput, RuleResult};
-use crate::rules::build_rule;
 use smdebug_profiler::report::{
     LoadOptions, ReportInput, render_html, rule_file_name, write_report,
 };
@@ -309,7 +309,7 @@ impl RunnerBuilder {
     fn build_until(mut self, cancel: Option<&AtomicBool>) -> Result<RuleRunner> {
         let mut entries = std::mem::take(&mut self.rules);
         let key = |name: &str| {
-            crate::rules::find_builtin(name).map_or(name.to_string(), |b| b.name.into())
+            crate::registry::find_builtin(name).map_or(name.to_string(), |b| b.name.into())
         };
         let given = std::mem::take(&mut self.specs);
         let explicit: std::collections::HashSet<String> = given
@@ -345,7 +345,8 @@ impl RunnerBuilder {
         for spec in &specs {
             let rule = build_rule(spec)?;
             let mut actions = spec.actions.clone();
-            if crate::rules::find_builtin(&spec.name).is_some_and(|b| b.name == "StalledTraining")
+            if crate::registry::find_builtin(&spec.name)
+                .is_some_and(|b| b.name == "StalledTraining")
                 && rule.parameters()["stop_training_on_fire"] == serde_json::Value::Bool(true)
                 && !actions.contains(&ActionConfig::StopTraining)
             {

@@ -16,15 +16,52 @@ use crate::error::{Error, Result, is_absent};
 pub struct TensorSelection {
     collections: Vec<String>,
     regexes: Vec<PyRegex>,
+    /// With neither collections nor regexes: `true` selects every tensor, `false` none.
+    empty_selects_all: bool,
 }
 
 impl TensorSelection {
-    /// Compiles the regexes; a bad one is reported with the rule's name.
+    /// Compiles the regexes; a bad one is reported with the rule's name. With neither
+    /// collections nor regexes, the selection is every tensor.
     pub fn new(rule: &str, collections: &[String], patterns: &[String]) -> Result<Self> {
         Ok(TensorSelection {
             collections: collections.to_vec(),
             regexes: compile_all(rule, patterns)?,
+            empty_selects_all: true,
         })
+    }
+
+    /// Like [`new`](Self::new), but with neither collections nor regexes nothing is selected
+    /// (a rule about one kind of tensor, found by its default regex, that the user emptied).
+    pub fn only(rule: &str, collections: &[String], patterns: &[String]) -> Result<Self> {
+        Ok(TensorSelection {
+            empty_selects_all: false,
+            ..TensorSelection::new(rule, collections, patterns)?
+        })
+    }
+
+    /// The gradients: the `gradients` collection and names starting with `gradient/`.
+    pub fn gradients(rule: &str) -> Result<Self> {
+        TensorSelection::new(rule, &["gradients".into()], &["^gradient/".into()])
+    }
+
+    /// Losses: given collections and regexes, plus the `losses` collection when asked; with
+    /// nothing given, names containing `loss` as well (runs without a `losses` collection).
+    pub fn losses(
+        rule: &str,
+        collections: &[String],
+        regexes: &[String],
+        use_losses_collection: bool,
+    ) -> Result<Self> {
+        let mut c = collections.to_vec();
+        let mut r = regexes.to_vec();
+        if use_losses_collection {
+            c.push("losses".into());
+        }
+        if collections.is_empty() && regexes.is_empty() {
+            r.push("(?i)loss".into());
+        }
+        TensorSelection::new(rule, &c, &r)
     }
 
     /// True when neither a collection nor a regex was given.
@@ -37,13 +74,12 @@ impl TensorSelection {
         self.regexes.iter().any(|r| r.is_match(name))
     }
 
-    /// The selected tensor names, sorted. An empty selection selects every tensor.
+    /// The selected tensor names, sorted.
     pub fn names(&self, rule: &str, trial: &Trial) -> Result<Vec<String>> {
-        let read = |e| Error::Read {
-            rule: rule.to_string(),
-            step: 0,
-            source: Box::new(e),
-        };
+        if self.is_empty() && !self.empty_selects_all {
+            return Ok(Vec::new());
+        }
+        let read = |e| read_error(rule, 0, e);
         let all = trial.tensor_names().map_err(read)?;
         if self.is_empty() {
             return Ok(all);
@@ -61,6 +97,71 @@ impl TensorSelection {
             }
         }
         Ok(out.into_iter().collect())
+    }
+
+    /// Each selected tensor saved at global step `step`, with its value, in name order.
+    /// Tensors not saved there are skipped; a failed read ends the loop with its error.
+    ///
+    /// ```no_run
+    /// # use smdebug_rules::{Result, TensorSelection};
+    /// # fn check(selection: &TensorSelection, trial: &smdebug_io::trial::Trial) -> Result<()> {
+    /// for reading in selection.values_at("MyRule", trial, 10)? {
+    ///     let (name, value) = reading?;
+    ///     println!("{name}: {} values", value.len());
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn values_at<'a>(
+        &self,
+        rule: &'a str,
+        trial: &'a Trial,
+        step: u64,
+    ) -> Result<impl Iterator<Item = Result<(String, ArrayD<f64>)>> + use<'a>> {
+        self.read_each(rule, trial, move |name| value_at(rule, trial, name, step))
+    }
+
+    /// Like [`values_at`](Self::values_at), with each tensor's first value (for scalars).
+    pub fn scalars_at<'a>(
+        &self,
+        rule: &'a str,
+        trial: &'a Trial,
+        step: u64,
+    ) -> Result<impl Iterator<Item = Result<(String, f64)>> + use<'a>> {
+        self.read_each(rule, trial, move |name| {
+            scalar_at(rule, trial, name, step, None)
+        })
+    }
+
+    /// Like [`values_at`](Self::values_at), with a reduction of each tensor (see
+    /// [`reduction_at`]).
+    pub fn reductions_at<'a>(
+        &self,
+        rule: &'a str,
+        trial: &'a Trial,
+        step: u64,
+        reduction: Reduction,
+    ) -> Result<impl Iterator<Item = Result<(String, f64)>> + use<'a>> {
+        self.read_each(rule, trial, move |name| {
+            reduction_at(rule, trial, name, step, reduction)
+        })
+    }
+
+    /// The selected names, each with what `read` finds for it (skipping `None`). The iterator
+    /// borrows neither the selection nor the rule, so the rule may update its state meanwhile.
+    fn read_each<T, F>(
+        &self,
+        rule: &str,
+        trial: &Trial,
+        mut read: F,
+    ) -> Result<impl Iterator<Item = Result<(String, T)>> + use<T, F>>
+    where
+        F: FnMut(&str) -> Result<Option<T>>,
+    {
+        let names = self.names(rule, trial)?;
+        Ok(names
+            .into_iter()
+            .filter_map(move |name| read(&name).transpose().map(|r| r.map(|v| (name, v)))))
     }
 }
 

@@ -15,7 +15,7 @@ use smdebug_profiler::ProfilerError;
 use smdebug_profiler::reader::{ProfilerReader, Span, parse_system_lines, parse_trace};
 use smdebug_profiler::system::{IoStore, SystemSample};
 
-use super::StepTimeline;
+use crate::window::StepTimeline;
 
 /// Offline evaluations (and large backlogs when following) are fed in windows of this much
 /// job time, so that a firing's time says when in the job the condition was seen.

@@ -6,11 +6,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::Result;
-use crate::params::lenient;
+use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Rule, RuleResult};
+use crate::window::ProfilerWindow;
 
+use super::snapshot::{NO_GPU, SnapshotAssembler};
 use super::stats::{RollingWindow, Sketch, round4};
-use super::{NO_GPU, ProfilerWindow, SnapshotAssembler, check_percent, check_positive};
 
 /// A node and one of its GPUs.
 type GpuKey = (String, String);
@@ -100,12 +101,15 @@ pub struct LowGPUUtilization {
 }
 
 impl LowGPUUtilization {
+    /// The rule's name.
     pub const NAME: &'static str = "LowGPUUtilization";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: LowGPUUtilizationParams) -> Result<Self> {
-        check_percent(Self::NAME, "threshold_p95", params.threshold_p95, false)?;
-        check_percent(Self::NAME, "threshold_p5", params.threshold_p5, false)?;
-        check_positive(Self::NAME, "window", params.window)?;
+        let check = Check::new(Self::NAME);
+        check.percent("threshold_p95", params.threshold_p95)?;
+        check.percent("threshold_p5", params.threshold_p5)?;
+        check.at_least("window", params.window, 1)?;
         Ok(LowGPUUtilization {
             params,
             snapshots: SnapshotAssembler::default(),
@@ -115,7 +119,7 @@ impl LowGPUUtilization {
 }
 
 impl Rule for LowGPUUtilization {
-    profiler_rule_identity!();
+    crate::rule_identity!(profiler);
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;
@@ -274,28 +278,16 @@ pub struct BatchSize {
 }
 
 impl BatchSize {
+    /// The rule's name.
     pub const NAME: &'static str = "BatchSize";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: BatchSizeParams) -> Result<Self> {
-        check_percent(
-            Self::NAME,
-            "cpu_threshold_p95",
-            params.cpu_threshold_p95,
-            false,
-        )?;
-        check_percent(
-            Self::NAME,
-            "gpu_threshold_p95",
-            params.gpu_threshold_p95,
-            false,
-        )?;
-        check_percent(
-            Self::NAME,
-            "gpu_memory_threshold_p95",
-            params.gpu_memory_threshold_p95,
-            false,
-        )?;
-        check_positive(Self::NAME, "window", params.window)?;
+        let check = Check::new(Self::NAME);
+        check.percent("cpu_threshold_p95", params.cpu_threshold_p95)?;
+        check.percent("gpu_threshold_p95", params.gpu_threshold_p95)?;
+        check.percent("gpu_memory_threshold_p95", params.gpu_memory_threshold_p95)?;
+        check.at_least("window", params.window, 1)?;
         Ok(BatchSize {
             params,
             snapshots: SnapshotAssembler::default(),
@@ -305,7 +297,7 @@ impl BatchSize {
 }
 
 impl Rule for BatchSize {
-    profiler_rule_identity!();
+    crate::rule_identity!(profiler);
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;
@@ -496,11 +488,14 @@ pub struct GPUMemoryIncrease {
 }
 
 impl GPUMemoryIncrease {
+    /// The rule's name.
     pub const NAME: &'static str = "GPUMemoryIncrease";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: GPUMemoryIncreaseParams) -> Result<Self> {
-        check_percent(Self::NAME, "increase", params.increase, false)?;
-        check_positive(Self::NAME, "window", params.window)?;
+        let check = Check::new(Self::NAME);
+        check.percent("increase", params.increase)?;
+        check.at_least("window", params.window, 1)?;
         Ok(GPUMemoryIncrease {
             params,
             snapshots: SnapshotAssembler::default(),
@@ -510,7 +505,7 @@ impl GPUMemoryIncrease {
 }
 
 impl Rule for GPUMemoryIncrease {
-    profiler_rule_identity!();
+    crate::rule_identity!(profiler);
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;
@@ -685,16 +680,12 @@ pub struct LoadBalancing {
 }
 
 impl LoadBalancing {
+    /// The rule's name.
     pub const NAME: &'static str = "LoadBalancing";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: LoadBalancingParams) -> Result<Self> {
-        if !(params.threshold.is_finite() && params.threshold >= 0.0) {
-            return Err(crate::error::Error::BadParameter {
-                rule: Self::NAME.into(),
-                param: "threshold".into(),
-                reason: format!("must be a distance of at least 0, got {}", params.threshold),
-            });
-        }
+        Check::new(Self::NAME).non_negative("threshold", params.threshold, "a distance")?;
         Ok(LoadBalancing {
             params,
             snapshots: SnapshotAssembler::default(),
@@ -706,7 +697,7 @@ impl LoadBalancing {
 }
 
 impl Rule for LoadBalancing {
-    profiler_rule_identity!();
+    crate::rule_identity!(profiler);
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;

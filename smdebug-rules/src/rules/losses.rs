@@ -8,25 +8,10 @@ use serde::{Deserialize, Serialize};
 use smdebug_core::Mode;
 use smdebug_io::trial::Trial;
 
-use crate::error::{Error, Result};
-use crate::params::lenient;
+use crate::error::Result;
+use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Rule, RuleResult};
 use crate::select::{StepModes, TensorSelection, read_error, scalar_at};
-
-use super::{loss_selection, to_json};
-
-fn parse_mode(rule: &str, mode: &Option<String>) -> Result<Option<Mode>> {
-    match mode {
-        None => Ok(None),
-        Some(m) => Mode::from_name(&m.trim().to_ascii_uppercase())
-            .map(Some)
-            .ok_or_else(|| Error::BadParameter {
-                rule: rule.into(),
-                param: "mode".into(),
-                reason: format!("expected TRAIN, EVAL, PREDICT or GLOBAL, got `{m}`"),
-            }),
-    }
-}
 
 /// Parameters of [`LossNotDecreasing`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -105,19 +90,21 @@ pub struct LossNotDecreasing {
 }
 
 impl LossNotDecreasing {
+    /// The rule's name.
     pub const NAME: &'static str = "LossNotDecreasing";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: LossNotDecreasingParams) -> Result<Self> {
-        if params.num_steps == 0 {
-            return Err(Error::BadParameter {
-                rule: Self::NAME.into(),
-                param: "num_steps".into(),
-                reason: "must be at least 1".into(),
-            });
-        }
+        let check = Check::new(Self::NAME);
+        check.at_least("num_steps", params.num_steps, 1)?;
+        check.finite("diff_percent", params.diff_percent)?;
+        check.finite(
+            "increase_threshold_percent",
+            params.increase_threshold_percent,
+        )?;
         Ok(LossNotDecreasing {
-            mode: parse_mode(Self::NAME, &params.mode)?,
-            losses: loss_selection(
+            mode: check.mode("mode", params.mode.as_deref())?,
+            losses: TensorSelection::losses(
                 Self::NAME,
                 &params.collection_names,
                 &params.tensor_regex,
@@ -150,17 +137,7 @@ impl LossNotDecreasing {
 }
 
 impl Rule for LossNotDecreasing {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        self.losses.names(Self::NAME, trial)
-    }
+    crate::rule_identity!(tensors: losses);
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
@@ -169,10 +146,8 @@ impl Rule for LossNotDecreasing {
             return Ok(result);
         };
         let p = self.params.clone();
-        for name in self.required_tensors(trial, step)? {
-            let Some(loss) = scalar_at(Self::NAME, trial, &name, step, None)? else {
-                continue;
-            };
+        for reading in self.losses.scalars_at(Self::NAME, trial, step)? {
+            let (name, loss) = reading?;
             if self.tracks.get(&name).is_none_or(|t| t.mode.is_none()) {
                 let m = self.pick_mode(trial, &name, step)?;
                 self.tracks.entry(name.clone()).or_default().mode = Some(m);
@@ -294,18 +269,16 @@ pub struct Overfit {
 }
 
 impl Overfit {
+    /// The rule's name.
     pub const NAME: &'static str = "Overfit";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: OverfitParams) -> Result<Self> {
-        if params.patience == 0 {
-            return Err(Error::BadParameter {
-                rule: Self::NAME.into(),
-                param: "patience".into(),
-                reason: "must be at least 1".into(),
-            });
-        }
+        let check = Check::new(Self::NAME);
+        check.at_least("patience", params.patience, 1)?;
+        check.finite("ratio_threshold", params.ratio_threshold)?;
         Ok(Overfit {
-            losses: loss_selection(Self::NAME, &[], &params.tensor_regex, true)?,
+            losses: TensorSelection::losses(Self::NAME, &[], &params.tensor_regex, true)?,
             params,
             modes: StepModes::default(),
             phases: HashMap::new(),
@@ -314,17 +287,7 @@ impl Overfit {
 }
 
 impl Rule for Overfit {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        self.losses.names(Self::NAME, trial)
-    }
+    crate::rule_identity!(tensors: losses);
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
@@ -332,8 +295,8 @@ impl Rule for Overfit {
         let Some((mode, _)) = self.modes.get(step) else {
             return Ok(result);
         };
-        let p = self.params.clone();
-        for name in self.required_tensors(trial, step)? {
+        let p = &self.params;
+        for name in self.losses.names(Self::NAME, trial)? {
             let ph = self.phases.entry(name.clone()).or_default();
             // Block boundaries follow the run's modes, whether or not the loss was saved here.
             if ph.last_mode != Some(mode) {
@@ -452,11 +415,14 @@ pub struct Overtraining {
 }
 
 impl Overtraining {
+    /// The rule's name.
     pub const NAME: &'static str = "Overtraining";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: OvertrainingParams) -> Result<Self> {
+        Check::new(Self::NAME).finite("delta", params.delta)?;
         Ok(Overtraining {
-            losses: loss_selection(Self::NAME, &[], &[], true)?,
+            losses: TensorSelection::losses(Self::NAME, &[], &[], true)?,
             params,
             modes: StepModes::default(),
             state: HashMap::new(),
@@ -465,17 +431,7 @@ impl Overtraining {
 }
 
 impl Rule for Overtraining {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        self.losses.names(Self::NAME, trial)
-    }
+    crate::rule_identity!(tensors: losses);
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
@@ -483,11 +439,9 @@ impl Rule for Overtraining {
         let Some((mode, _)) = self.modes.get(step) else {
             return Ok(result);
         };
-        let p = self.params.clone();
-        for name in self.required_tensors(trial, step)? {
-            let Some(loss) = scalar_at(Self::NAME, trial, &name, step, None)? else {
-                continue;
-            };
+        let p = &self.params;
+        for reading in self.losses.scalars_at(Self::NAME, trial, step)? {
+            let (name, loss) = reading?;
             let (train, eval) = self.state.entry(name.clone()).or_default();
             match mode {
                 Mode::Train => {
@@ -590,19 +544,12 @@ pub struct StalledTraining {
 }
 
 impl StalledTraining {
+    /// The rule's name.
     pub const NAME: &'static str = "StalledTraining";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: StalledTrainingParams) -> Result<Self> {
-        if params.threshold <= 0.0 || params.threshold.is_nan() {
-            return Err(Error::BadParameter {
-                rule: Self::NAME.into(),
-                param: "threshold".into(),
-                reason: format!(
-                    "must be a positive number of seconds, got {}",
-                    params.threshold
-                ),
-            });
-        }
+        Check::new(Self::NAME).positive("threshold", params.threshold, "number of seconds")?;
         Ok(StalledTraining {
             params,
             fired_for: None,
@@ -616,17 +563,7 @@ impl StalledTraining {
 }
 
 impl Rule for StalledTraining {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, _trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        Ok(Vec::new())
-    }
+    crate::rule_identity!();
 
     fn invoke_at_step(&mut self, _trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
