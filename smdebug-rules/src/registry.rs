@@ -473,4 +473,87 @@ mod tests {
             );
         }
     }
+
+    /// Parameters built in code skip the parsers' finiteness check; every rule's constructor
+    /// rejects NaN and the infinities itself, naming the rule and the parameter.
+    #[test]
+    fn non_finite_parameters_built_in_code_are_rejected_naming_rule_and_parameter() {
+        use crate::profiler::*;
+        macro_rules! case {
+            ($rule:ident, $params:ident, $field:ident, $value:expr) => {
+                (
+                    $rule::new($params {
+                        $field: $value,
+                        ..Default::default()
+                    })
+                    .err(),
+                    $rule::NAME,
+                    stringify!($field),
+                )
+            };
+        }
+        for x in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let cases = [
+                case!(VanishingGradient, VanishingGradientParams, threshold, x),
+                case!(
+                    PoorWeightInitialization,
+                    PoorWeightInitializationParams,
+                    threshold,
+                    x
+                ),
+                case!(
+                    SaturatedActivation,
+                    SaturatedActivationParams,
+                    threshold_tanh_min,
+                    x
+                ),
+                case!(DeadRelu, DeadReluParams, threshold_layer, x),
+                case!(WeightUpdateRatio, WeightUpdateRatioParams, epsilon, x),
+                case!(AllZero, AllZeroParams, threshold, x),
+                case!(ClassImbalance, ClassImbalanceParams, threshold_imbalance, x),
+                case!(LossNotDecreasing, LossNotDecreasingParams, diff_percent, x),
+                case!(Overfit, OverfitParams, ratio_threshold, x),
+                case!(Overtraining, OvertrainingParams, delta, x),
+                case!(StalledTraining, StalledTrainingParams, threshold, x),
+                case!(TensorVariance, TensorVarianceParams, min_threshold, Some(x)),
+                case!(UnchangedTensor, UnchangedTensorParams, atol, x),
+                case!(CheckInputImages, CheckInputImagesParams, threshold_mean, x),
+                case!(
+                    NLPSequenceRatio,
+                    NLPSequenceRatioParams,
+                    token_thresholds_percent,
+                    x.to_string()
+                ),
+                case!(Confusion, ConfusionParams, max_off_diag, x),
+                case!(
+                    FeatureImportanceOverweight,
+                    FeatureImportanceOverweightParams,
+                    threshold,
+                    x
+                ),
+                case!(TreeDepth, TreeDepthParams, depth, x),
+                case!(BatchSize, BatchSizeParams, gpu_memory_threshold_p95, x),
+                case!(CPUBottleneck, CPUBottleneckParams, cpu_threshold, x),
+                case!(IOBottleneck, IOBottleneckParams, io_threshold, x),
+                case!(Dataloader, DataloaderParams, min_threshold, x),
+                case!(GPUMemoryIncrease, GPUMemoryIncreaseParams, increase, x),
+                case!(LoadBalancing, LoadBalancingParams, threshold, x),
+                case!(LowGPUUtilization, LowGPUUtilizationParams, threshold_p5, x),
+                case!(
+                    MaxInitializationTime,
+                    MaxInitializationTimeParams,
+                    threshold,
+                    x
+                ),
+                case!(StepOutlier, StepOutlierParams, stddev, x),
+            ];
+            for (err, name, field) in cases {
+                assert!(
+                    matches!(&err, Some(Error::BadParameter { rule, param, reason })
+                        if rule == name && param == field && reason.contains("finite")),
+                    "{name}.{field} = {x}: {err:?}"
+                );
+            }
+        }
+    }
 }

@@ -278,54 +278,35 @@ pub(crate) fn read_error(rule: &str, step: u64, e: smdebug_io::Error) -> Error {
     }
 }
 
-/// Global step -> (mode, mode step), learned from the trial and extended as the run grows.
+/// Global step -> mode, learned from the trial and extended as the run grows.
 #[derive(Debug, Default)]
 pub struct StepModes {
-    map: BTreeMap<u64, (Mode, u64)>,
+    map: BTreeMap<u64, Mode>,
     known: usize,
 }
 
 impl StepModes {
-    /// Learns the steps written since the last call.
-    pub fn update(&mut self, rule: &str, trial: &Trial) -> Result<()> {
+    /// The mode of global step `step` (learning the steps written since the last call), or
+    /// `None` when the run has no such step.
+    pub fn mode_at(&mut self, rule: &str, trial: &Trial, step: u64) -> Result<Option<Mode>> {
         let all = trial
             .global_steps(None)
             .map_err(|e| read_error(rule, 0, e))?;
-        if all.len() == self.known {
-            return Ok(());
-        }
-        let mut map = BTreeMap::new();
-        for mode in [Mode::Train, Mode::Eval, Mode::Predict] {
-            let globals = trial
-                .global_steps(Some(mode))
-                .map_err(|e| read_error(rule, 0, e))?;
-            let mode_steps = trial
-                .steps(Some(mode))
-                .map_err(|e| read_error(rule, 0, e))?;
-            // Both lists come from the same ordered step table, filtered by mode.
-            for (g, m) in globals.into_iter().zip(mode_steps) {
-                map.insert(g, (mode, m));
+        if all.len() != self.known {
+            let mut map = BTreeMap::new();
+            for mode in [Mode::Train, Mode::Eval, Mode::Predict] {
+                let globals = trial
+                    .global_steps(Some(mode))
+                    .map_err(|e| read_error(rule, 0, e))?;
+                map.extend(globals.into_iter().map(|g| (g, mode)));
             }
+            for g in &all {
+                map.entry(*g).or_insert(Mode::Global);
+            }
+            self.known = all.len();
+            self.map = map;
         }
-        for g in &all {
-            map.entry(*g).or_insert((Mode::Global, *g));
-        }
-        self.known = all.len();
-        self.map = map;
-        Ok(())
-    }
-
-    /// The mode and mode step of a global step.
-    pub fn get(&self, step: u64) -> Option<(Mode, u64)> {
-        self.map.get(&step).copied()
-    }
-
-    /// The known global steps up to and including `step`, newest first, with their modes.
-    pub fn before(&self, step: u64) -> impl Iterator<Item = (u64, Mode, u64)> + '_ {
-        self.map
-            .range(..=step)
-            .rev()
-            .map(|(g, (m, s))| (*g, *m, *s))
+        Ok(self.map.get(&step).copied())
     }
 }
 

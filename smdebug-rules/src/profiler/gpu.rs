@@ -13,8 +13,71 @@ use crate::window::ProfilerWindow;
 use super::snapshot::{NO_GPU, SnapshotAssembler};
 use super::stats::{RollingWindow, Sketch, round4};
 
-/// A node and one of its GPUs.
-type GpuKey = (String, String);
+/// State per node and GPU, created at the GPU's first reading.
+#[derive(Debug)]
+struct PerGpu<S>(BTreeMap<(String, String), S>);
+
+impl<S> Default for PerGpu<S> {
+    fn default() -> Self {
+        PerGpu(BTreeMap::new())
+    }
+}
+
+impl<S> PerGpu<S> {
+    /// The state of `gpu` on `node`, made by `new` at its first reading.
+    fn get(&mut self, node: &str, gpu: &str, new: impl FnOnce() -> S) -> &mut S {
+        self.0
+            .entry((node.to_string(), gpu.to_string()))
+            .or_insert_with(new)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn values(&self) -> impl Iterator<Item = &S> {
+        self.0.values()
+    }
+
+    /// `{"nodes": {node: {gpu: details(state)}}}`, for [`Rule::details`].
+    fn details(&self, details: impl Fn(&S) -> Value) -> Value {
+        let mut nodes: BTreeMap<&str, serde_json::Map<String, Value>> = BTreeMap::new();
+        for ((node, gpu), state) in &self.0 {
+            nodes
+                .entry(node)
+                .or_default()
+                .insert(gpu.clone(), details(state));
+        }
+        json!({ "nodes": nodes })
+    }
+}
+
+/// One GPU's readings of a metric: how many were seen, a sketch of all of them, and a rolling
+/// window of the latest.
+#[derive(Debug)]
+struct GpuSeries {
+    seen: u64,
+    window: RollingWindow,
+    all: Sketch,
+}
+
+impl GpuSeries {
+    fn new(window: u64) -> Self {
+        GpuSeries {
+            seen: 0,
+            window: RollingWindow::new(window as usize),
+            all: Sketch::default(),
+        }
+    }
+
+    /// Counts `value` in (the sketch, not the window); whether more than `patience` readings
+    /// were seen, so that the rule may judge.
+    fn count(&mut self, value: f64, patience: u64) -> bool {
+        self.seen += 1;
+        self.all.add(value);
+        self.seen > patience
+    }
+}
 
 /// The results every GPU rule ends a window with: the datapoints it evaluated, and at the end
 /// of the run why it had nothing to check.
@@ -82,9 +145,7 @@ enum Usage {
 
 #[derive(Debug)]
 struct GpuUsage {
-    seen: u64,
-    window: RollingWindow,
-    all: Sketch,
+    utilization: GpuSeries,
     state: Option<Usage>,
     violations: u64,
 }
@@ -97,7 +158,7 @@ struct GpuUsage {
 pub struct LowGPUUtilization {
     params: LowGPUUtilizationParams,
     snapshots: SnapshotAssembler,
-    gpus: BTreeMap<GpuKey, GpuUsage>,
+    gpus: PerGpu<GpuUsage>,
 }
 
 impl LowGPUUtilization {
@@ -113,7 +174,7 @@ impl LowGPUUtilization {
         Ok(LowGPUUtilization {
             params,
             snapshots: SnapshotAssembler::default(),
-            gpus: BTreeMap::new(),
+            gpus: PerGpu::default(),
         })
     }
 }
@@ -127,24 +188,18 @@ impl Rule for LowGPUUtilization {
         let mut datapoints = 0;
         for snapshot in self.snapshots.feed(window) {
             for (gpu, value) in &snapshot.gpu {
-                let g = self
-                    .gpus
-                    .entry((snapshot.node.clone(), gpu.clone()))
-                    .or_insert_with(|| GpuUsage {
-                        seen: 0,
-                        window: RollingWindow::new(p.window as usize),
-                        all: Sketch::default(),
-                        state: None,
-                        violations: 0,
-                    });
-                g.seen += 1;
-                g.window.push(*value);
-                g.all.add(*value);
-                if g.seen <= p.patience {
+                let g = self.gpus.get(&snapshot.node, gpu, || GpuUsage {
+                    utilization: GpuSeries::new(p.window),
+                    state: None,
+                    violations: 0,
+                });
+                let u = &mut g.utilization;
+                u.window.push(*value);
+                if !u.count(*value, p.patience) {
                     continue;
                 }
                 datapoints += 1;
-                let (Some(p95), Some(p5)) = (g.window.quantile(0.95), g.window.quantile(0.05))
+                let (Some(p95), Some(p5)) = (u.window.quantile(0.95), u.window.quantile(0.05))
                 else {
                     continue;
                 };
@@ -159,7 +214,7 @@ impl Rule for LowGPUUtilization {
                     g.violations += 1;
                     let step = window.step_at(snapshot.time_us);
                     let mut r = RuleResult::at_time(step, snapshot.time_us);
-                    let n = g.window.len();
+                    let n = u.window.len();
                     let node = &snapshot.node;
                     r.fire(match state {
                         Some(Usage::Underused) => format!(
@@ -186,7 +241,7 @@ impl Rule for LowGPUUtilization {
                 g.state = state;
             }
         }
-        let evaluated = self.gpus.values().any(|g| g.seen > p.patience);
+        let evaluated = self.gpus.values().any(|g| g.utilization.seen > p.patience);
         closing_results(
             window,
             datapoints,
@@ -199,20 +254,16 @@ impl Rule for LowGPUUtilization {
     }
 
     fn details(&self) -> Value {
-        let mut nodes: BTreeMap<&str, serde_json::Map<String, Value>> = BTreeMap::new();
-        for ((node, gpu), g) in &self.gpus {
-            nodes.entry(node).or_default().insert(
-                gpu.clone(),
-                json!({
-                    "utilization": g.all.summary(),
-                    "window_p95": g.window.quantile(0.95).map(round4),
-                    "window_p5": g.window.quantile(0.05).map(round4),
-                    "state": g.state,
-                    "violations": g.violations,
-                }),
-            );
-        }
-        json!({ "nodes": nodes })
+        self.gpus.details(|g| {
+            let u = &g.utilization;
+            json!({
+                "utilization": u.all.summary(),
+                "window_p95": u.window.quantile(0.95).map(round4),
+                "window_p5": u.window.quantile(0.05).map(round4),
+                "state": g.state,
+                "violations": g.violations,
+            })
+        })
     }
 }
 
@@ -469,9 +520,8 @@ impl Default for GPUMemoryIncreaseParams {
 
 #[derive(Debug)]
 struct GpuMemory {
-    seen: u64,
-    window: RollingWindow,
-    all: Sketch,
+    /// The window holds only readings after patience.
+    memory: GpuSeries,
     /// The lowest moving average since patience (reset to the current one after a firing).
     baseline: Option<f64>,
     increases: Vec<Value>,
@@ -484,7 +534,7 @@ struct GpuMemory {
 pub struct GPUMemoryIncrease {
     params: GPUMemoryIncreaseParams,
     snapshots: SnapshotAssembler,
-    gpus: BTreeMap<GpuKey, GpuMemory>,
+    gpus: PerGpu<GpuMemory>,
 }
 
 impl GPUMemoryIncrease {
@@ -499,7 +549,7 @@ impl GPUMemoryIncrease {
         Ok(GPUMemoryIncrease {
             params,
             snapshots: SnapshotAssembler::default(),
-            gpus: BTreeMap::new(),
+            gpus: PerGpu::default(),
         })
     }
 }
@@ -513,27 +563,20 @@ impl Rule for GPUMemoryIncrease {
         let mut datapoints = 0;
         for snapshot in self.snapshots.feed(window) {
             for (gpu, value) in &snapshot.gpu_memory {
-                let g = self
-                    .gpus
-                    .entry((snapshot.node.clone(), gpu.clone()))
-                    .or_insert_with(|| GpuMemory {
-                        seen: 0,
-                        window: RollingWindow::new(p.window as usize),
-                        all: Sketch::default(),
-                        baseline: None,
-                        increases: Vec::new(),
-                    });
-                g.seen += 1;
-                g.all.add(*value);
-                if g.seen <= p.patience {
+                let g = self.gpus.get(&snapshot.node, gpu, || GpuMemory {
+                    memory: GpuSeries::new(p.window),
+                    baseline: None,
+                    increases: Vec::new(),
+                });
+                if !g.memory.count(*value, p.patience) {
                     continue;
                 }
-                g.window.push(*value);
-                if !g.window.is_full() {
+                g.memory.window.push(*value);
+                if !g.memory.window.is_full() {
                     continue;
                 }
                 datapoints += 1;
-                let Some(average) = g.window.mean() else {
+                let Some(average) = g.memory.window.mean() else {
                     continue;
                 };
                 let baseline = *g.baseline.get_or_insert(average);
@@ -575,7 +618,7 @@ impl Rule for GPUMemoryIncrease {
                 }
             }
         }
-        let evaluated = self.gpus.values().any(|g| g.window.is_full());
+        let evaluated = self.gpus.values().any(|g| g.memory.window.is_full());
         closing_results(
             window,
             datapoints,
@@ -588,14 +631,8 @@ impl Rule for GPUMemoryIncrease {
     }
 
     fn details(&self) -> Value {
-        let mut nodes: BTreeMap<&str, serde_json::Map<String, Value>> = BTreeMap::new();
-        for ((node, gpu), g) in &self.gpus {
-            nodes.entry(node).or_default().insert(
-                gpu.clone(),
-                json!({"memory": g.all.summary(), "increases": g.increases}),
-            );
-        }
-        json!({ "nodes": nodes })
+        self.gpus
+            .details(|g| json!({"memory": g.memory.all.summary(), "increases": g.increases}))
     }
 }
 

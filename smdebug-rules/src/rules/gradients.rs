@@ -298,35 +298,33 @@ impl Rule for PoorWeightInitialization {
         let p = &self.params;
 
         // Variance of activation inputs across layers.
-        {
-            let variance = Reduction::new(ReductionOp::Variance);
-            let variances = self
-                .activations
-                .reductions_at(Self::NAME, trial, step, variance)?
-                .collect::<Result<Vec<_>>>()?;
-            if variances.len() >= 2 {
-                result.datapoints += variances.len();
-                let (min_n, min_v) = variances
-                    .iter()
-                    .min_by(|a, b| a.1.total_cmp(&b.1))
-                    .cloned()
-                    .unwrap_or_default();
-                let (max_n, max_v) = variances
-                    .iter()
-                    .max_by(|a, b| a.1.total_cmp(&b.1))
-                    .cloned()
-                    .unwrap_or_default();
-                let ratio = max_v / min_v;
-                if ratio > p.threshold || ratio.is_nan() {
-                    result.fire(format!(
-                        "activation-input variance ranges from {min_v:.3e} ({min_n}) to {max_v:.3e} ({max_n}): ratio {ratio:.3e} > {}",
-                        p.threshold
-                    ));
-                    result.evidence.push(
-                        Evidence::new(&format!("{max_n} / {min_n}"), step, "variance_ratio", ratio)
-                            .limit(p.threshold),
-                    );
-                }
+        let variance = Reduction::new(ReductionOp::Variance);
+        let variances = self
+            .activations
+            .reductions_at(Self::NAME, trial, step, variance)?
+            .collect::<Result<Vec<_>>>()?;
+        if variances.len() >= 2 {
+            result.datapoints += variances.len();
+            let (min_n, min_v) = variances
+                .iter()
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .cloned()
+                .unwrap_or_default();
+            let (max_n, max_v) = variances
+                .iter()
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .cloned()
+                .unwrap_or_default();
+            let ratio = max_v / min_v;
+            if ratio > p.threshold || ratio.is_nan() {
+                result.fire(format!(
+                    "activation-input variance ranges from {min_v:.3e} ({min_n}) to {max_v:.3e} ({max_n}): ratio {ratio:.3e} > {}",
+                    p.threshold
+                ));
+                result.evidence.push(
+                    Evidence::new(&format!("{max_n} / {min_n}"), step, "variance_ratio", ratio)
+                        .limit(p.threshold),
+                );
             }
         }
 

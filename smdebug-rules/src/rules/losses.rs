@@ -141,8 +141,7 @@ impl Rule for LossNotDecreasing {
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        self.modes.update(Self::NAME, trial)?;
-        let Some((step_mode, _)) = self.modes.get(step) else {
+        let Some(step_mode) = self.modes.mode_at(Self::NAME, trial, step)? else {
             return Ok(result);
         };
         let p = self.params.clone();
@@ -291,8 +290,7 @@ impl Rule for Overfit {
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        self.modes.update(Self::NAME, trial)?;
-        let Some((mode, _)) = self.modes.get(step) else {
+        let Some(mode) = self.modes.mode_at(Self::NAME, trial, step)? else {
             return Ok(result);
         };
         let p = &self.params;
@@ -435,8 +433,7 @@ impl Rule for Overtraining {
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        self.modes.update(Self::NAME, trial)?;
-        let Some((mode, _)) = self.modes.get(step) else {
+        let Some(mode) = self.modes.mode_at(Self::NAME, trial, step)? else {
             return Ok(result);
         };
         let p = &self.params;
