@@ -35,6 +35,9 @@
 //! println!("{}", serde_json::to_string_pretty(&summary).unwrap());
 //! ```
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod actions;
 pub mod error;
 pub mod params;

@@ -73,17 +73,21 @@ fn debugging_kind() -> String {
 /// A rule's status, as reported and written into the summary.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RuleStatus {
+    /// The rule's name.
     pub rule: String,
     /// `debugging` (a rule over tensors) or `profiler` (over system metrics and spans).
     #[serde(default = "debugging_kind")]
     pub kind: String,
+    /// Where the rule stands.
     pub status: Status,
+    /// The parameters in force.
     pub parameters: serde_json::Value,
     /// The configured actions' types.
     pub actions: Vec<String>,
     /// The step of the first firing. For profiler rules: the latest step that had started when
     /// the condition was seen (none when no step span came before it).
     pub first_fired_step: Option<u64>,
+    /// The step of the latest firing (for profiler rules, as `first_fired_step`).
     pub last_fired_step: Option<u64>,
     /// When a profiler rule first saw its condition, microseconds since the Unix epoch.
     #[serde(default)]
@@ -116,6 +120,7 @@ pub struct RuleStatus {
 /// Every rule's status and where the run stands.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
+    /// The run's location.
     pub run: String,
     /// Whether the run had written its end marker when the summary was made.
     pub run_complete: bool,
@@ -127,6 +132,7 @@ pub struct Summary {
     pub finished: bool,
     /// When the summary was written, seconds since the Unix epoch.
     pub updated_at: f64,
+    /// Every rule's status.
     pub rules: Vec<RuleStatus>,
     /// Why the runner stopped following before the run ended (nothing new arrived within the
     /// idle time-out); the rules that had not fired are still `InProgress`.

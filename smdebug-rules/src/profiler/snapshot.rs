@@ -14,6 +14,7 @@ pub const SNAPSHOT_TOLERANCE_US: u64 = 20_000;
 /// The CPU and GPU readings of one node at one time.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Snapshot {
+    /// The node the samples came from.
     pub node: String,
     /// Time of the snapshot's first sample, microseconds since the epoch.
     pub time_us: u64,
