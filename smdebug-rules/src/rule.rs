@@ -56,7 +56,7 @@ impl RuleInput {
 ///
 /// ```
 /// use smdebug_io::trial::Trial;
-/// use smdebug_rules::{Evidence, Result, Rule, RuleResult, TensorSelection};
+/// use smdebug_rules::{Evidence, Result, Rule, RuleResult, TensorSelection, rule_identity};
 ///
 /// /// Fires when any gradient's largest absolute value exceeds `limit`.
 /// struct GradientTooLarge {
@@ -65,25 +65,18 @@ impl RuleInput {
 /// }
 ///
 /// impl Rule for GradientTooLarge {
-///     fn name(&self) -> &str {
-///         "GradientTooLarge"
-///     }
-///
-///     fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-///         self.gradients.names(self.name(), trial)
-///     }
+///     rule_identity!(name: "GradientTooLarge", params: [limit], selection: gradients);
 ///
 ///     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
 ///         let mut result = RuleResult::new(step);
-///         for name in self.required_tensors(trial, step)? {
-///             let Some(v) = smdebug_rules::value_at(self.name(), trial, &name, step)? else {
-///                 continue; // not saved at this step
-///             };
+///         // Each selected tensor saved at this step; the others are skipped.
+///         for reading in self.gradients.values_at(self.name(), trial, step)? {
+///             let (name, v) = reading?;
 ///             result.datapoints += 1;
 ///             let max = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
 ///             if max > self.limit {
 ///                 result.fire(format!("{name}: max |g| = {max}"));
-///                 result.evidence.push(Evidence::new(&name, step, "abs_max", max).limit(self.limit));
+///                 result.add_evidence(Evidence::new(&name, step, "abs_max", max).limit(self.limit));
 ///             }
 ///         }
 ///         Ok(result)
@@ -92,9 +85,10 @@ impl RuleInput {
 ///
 /// let rule = GradientTooLarge {
 ///     limit: 100.0,
-///     gradients: TensorSelection::new("GradientTooLarge", &["gradients".into()], &[]).unwrap(),
+///     gradients: TensorSelection::gradients("GradientTooLarge").unwrap(),
 /// };
 /// assert_eq!(rule.name(), "GradientTooLarge");
+/// assert_eq!(rule.parameters()["limit"], 100.0);
 /// ```
 pub trait Rule: Send {
     /// The rule's name as users see it in statuses and summaries (`VanishingGradient`).
@@ -164,7 +158,9 @@ pub trait Rule: Send {
 ///   ([`RuleInput::Profiler`]).
 /// - `rule_identity!(name: "AccuracyDrop", params: [drop, patience], tensors: ["accuracy"])`:
 ///   a rule without a `NAME` constant or a parameter struct: the listed fields are its
-///   parameters and the listed names its tensors (`params` and `tensors` may be left out).
+///   parameters and the listed names its tensors. `selection: field` in place of `tensors`
+///   reads what the [`TensorSelection`](crate::TensorSelection) in `field` selects; `params`,
+///   `tensors` and `selection` may be left out.
 ///
 /// ```
 /// use smdebug_io::trial::Trial;
@@ -212,7 +208,7 @@ macro_rules! rule_identity {
             $crate::RuleInput::Profiler
         }
     };
-    (name: $name:expr $(, params: [$($param:ident),* $(,)?])? $(, tensors: [$($tensor:expr),* $(,)?])? $(,)?) => {
+    (name: $name:expr $(, params: [$($param:ident),* $(,)?])? $(, tensors: [$($tensor:expr),* $(,)?])? $(, selection: $selection:ident)? $(,)?) => {
         fn name(&self) -> &str {
             $name
         }
@@ -231,6 +227,13 @@ macro_rules! rule_identity {
             _step: u64,
         ) -> $crate::Result<Vec<String>> {
             Ok(vec![$(String::from($tensor)),*])
+        })?
+        $(fn required_tensors(
+            &self,
+            trial: &$crate::__private::Trial,
+            _step: u64,
+        ) -> $crate::Result<Vec<String>> {
+            self.$selection.names($name, trial)
         })?
     };
 }
