@@ -10,39 +10,109 @@ use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Rule, RuleResult};
 use crate::window::ProfilerWindow;
 
-use super::snapshot::{NO_GPU, SnapshotAssembler};
+use super::snapshot::{NO_GPU, Snapshot, SnapshotAssembler};
 use super::stats::{RollingWindow, Sketch, round4};
 
-/// State per node and GPU, created at the GPU's first reading.
-#[derive(Debug)]
-struct PerGpu<S>(BTreeMap<(String, String), S>);
-
-impl<S> Default for PerGpu<S> {
-    fn default() -> Self {
-        PerGpu(BTreeMap::new())
+/// The results every GPU rule ends a window with: the datapoints it evaluated, and at the end
+/// of the run why it had nothing to check.
+fn closing_results(
+    window: &ProfilerWindow<'_>,
+    datapoints: usize,
+    gpus_seen: bool,
+    evaluated_any: bool,
+    patience: u64,
+    results: &mut Vec<RuleResult>,
+) {
+    if datapoints > 0 {
+        let mut r = RuleResult::at_time(window.step_at(window.now_us), window.now_us);
+        r.datapoints = datapoints;
+        results.push(r);
+    }
+    if window.final_window && !gpus_seen {
+        let mut r = RuleResult::at_time(0, window.now_us);
+        r.message = NO_GPU.into();
+        results.push(r);
+    } else if window.final_window && !evaluated_any {
+        let mut r = RuleResult::at_time(0, window.now_us);
+        r.message = format!(
+            "too few GPU samples to evaluate: none past patience ({patience}) and the window"
+        );
+        results.push(r);
     }
 }
 
+/// What a GPU rule made of one reading.
+enum Judged {
+    /// Not evaluated (within patience, or the window is not full yet).
+    Skipped,
+    /// Evaluated; nothing found.
+    Checked,
+    /// Evaluated, and the rule fired.
+    Fired(RuleResult),
+}
+
+/// One metric's readings per node and GPU, with each GPU's state `S` (created at its first
+/// reading): the frame of LowGPUUtilization and GPUMemoryIncrease.
+struct PerGpu<S> {
+    snapshots: SnapshotAssembler,
+    /// The snapshot's table of the metric (`gpu`, `gpu_memory`).
+    table: fn(&Snapshot) -> &BTreeMap<String, f64>,
+    gpus: BTreeMap<(String, String), S>,
+}
+
 impl<S> PerGpu<S> {
-    /// The state of `gpu` on `node`, made by `new` at its first reading.
-    fn get(&mut self, node: &str, gpu: &str, new: impl FnOnce() -> S) -> &mut S {
-        self.0
-            .entry((node.to_string(), gpu.to_string()))
-            .or_insert_with(new)
+    fn new(table: fn(&Snapshot) -> &BTreeMap<String, f64>) -> Self {
+        PerGpu {
+            snapshots: SnapshotAssembler::default(),
+            table,
+            gpus: BTreeMap::new(),
+        }
     }
 
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    fn values(&self) -> impl Iterator<Item = &S> {
-        self.0.values()
+    /// Hands `judge` every reading `window` completes, in time order, with its GPU's state
+    /// (made by `new` at the first reading); then ends the window as every GPU rule does,
+    /// `evaluated` telling whether a GPU's state was ever judged.
+    fn feed(
+        &mut self,
+        window: &ProfilerWindow<'_>,
+        patience: u64,
+        new: impl Fn() -> S,
+        mut judge: impl FnMut(&Snapshot, &str, f64, &mut S) -> Judged,
+        evaluated: impl Fn(&S) -> bool,
+    ) -> Vec<RuleResult> {
+        let mut results = Vec::new();
+        let mut datapoints = 0;
+        for snapshot in self.snapshots.feed(window) {
+            for (gpu, value) in (self.table)(&snapshot) {
+                let state = self
+                    .gpus
+                    .entry((snapshot.node.clone(), gpu.clone()))
+                    .or_insert_with(&new);
+                match judge(&snapshot, gpu, *value, state) {
+                    Judged::Skipped => {}
+                    Judged::Checked => datapoints += 1,
+                    Judged::Fired(r) => {
+                        datapoints += 1;
+                        results.push(r);
+                    }
+                }
+            }
+        }
+        closing_results(
+            window,
+            datapoints,
+            !self.gpus.is_empty(),
+            self.gpus.values().any(evaluated),
+            patience,
+            &mut results,
+        );
+        results
     }
 
     /// `{"nodes": {node: {gpu: details(state)}}}`, for [`Rule::details`].
     fn details(&self, details: impl Fn(&S) -> Value) -> Value {
         let mut nodes: BTreeMap<&str, serde_json::Map<String, Value>> = BTreeMap::new();
-        for ((node, gpu), state) in &self.0 {
+        for ((node, gpu), state) in &self.gpus {
             nodes
                 .entry(node)
                 .or_default()
@@ -76,34 +146,6 @@ impl GpuSeries {
         self.seen += 1;
         self.all.add(value);
         self.seen > patience
-    }
-}
-
-/// The results every GPU rule ends a window with: the datapoints it evaluated, and at the end
-/// of the run why it had nothing to check.
-fn closing_results(
-    window: &ProfilerWindow<'_>,
-    datapoints: usize,
-    gpus_seen: bool,
-    evaluated_any: bool,
-    patience: u64,
-    results: &mut Vec<RuleResult>,
-) {
-    if datapoints > 0 {
-        let mut r = RuleResult::at_time(window.step_at(window.now_us), window.now_us);
-        r.datapoints = datapoints;
-        results.push(r);
-    }
-    if window.final_window && !gpus_seen {
-        let mut r = RuleResult::at_time(0, window.now_us);
-        r.message = NO_GPU.into();
-        results.push(r);
-    } else if window.final_window && !evaluated_any {
-        let mut r = RuleResult::at_time(0, window.now_us);
-        r.message = format!(
-            "too few GPU samples to evaluate: none past patience ({patience}) and the window"
-        );
-        results.push(r);
     }
 }
 
@@ -157,7 +199,6 @@ struct GpuUsage {
 /// enters either state.
 pub struct LowGPUUtilization {
     params: LowGPUUtilizationParams,
-    snapshots: SnapshotAssembler,
     gpus: PerGpu<GpuUsage>,
 }
 
@@ -173,8 +214,7 @@ impl LowGPUUtilization {
         check.at_least("window", params.window, 1)?;
         Ok(LowGPUUtilization {
             params,
-            snapshots: SnapshotAssembler::default(),
-            gpus: PerGpu::default(),
+            gpus: PerGpu::new(|s| &s.gpu),
         })
     }
 }
@@ -184,73 +224,61 @@ impl Rule for LowGPUUtilization {
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;
-        let mut results = Vec::new();
-        let mut datapoints = 0;
-        for snapshot in self.snapshots.feed(window) {
-            for (gpu, value) in &snapshot.gpu {
-                let g = self.gpus.get(&snapshot.node, gpu, || GpuUsage {
-                    utilization: GpuSeries::new(p.window),
-                    state: None,
-                    violations: 0,
-                });
-                let u = &mut g.utilization;
-                u.window.push(*value);
-                if !u.count(*value, p.patience) {
-                    continue;
-                }
-                datapoints += 1;
-                let (Some(p95), Some(p5)) = (u.window.quantile(0.95), u.window.quantile(0.05))
-                else {
-                    continue;
-                };
-                let state = if p95 < p.threshold_p95 {
-                    Some(Usage::Underused)
-                } else if p95 > p.threshold_p95 && p5 < p.threshold_p5 {
-                    Some(Usage::Fluctuating)
-                } else {
-                    None
-                };
-                if state.is_some() && state != g.state {
-                    g.violations += 1;
-                    let step = window.step_at(snapshot.time_us);
-                    let mut r = RuleResult::at_time(step, snapshot.time_us);
-                    let n = u.window.len();
-                    let node = &snapshot.node;
-                    r.fire(match state {
-                        Some(Usage::Underused) => format!(
-                            "node {node} {gpu} is underused: p95 utilization {p95:.1}% over the \
-                             last {n} samples, below {}% (step {step}): give it more work per \
-                             step (a larger batch), overlap data loading, or use a smaller GPU",
-                            p.threshold_p95
-                        ),
-                        _ => format!(
-                            "node {node} {gpu} utilization fluctuates: p95 {p95:.1}% but p5 \
-                             {p5:.1}% (below {}%) over the last {n} samples (step {step}): the \
-                             GPU idles between bursts; look for data-loading or synchronization \
-                             stalls (see CPUBottleneck, IOBottleneck, Dataloader)",
-                            p.threshold_p5
-                        ),
-                    });
-                    let label = format!("{node} {gpu} GPUUtilization");
-                    r.evidence
-                        .push(Evidence::new(&label, step, "p95", p95).limit(p.threshold_p95));
-                    r.evidence
-                        .push(Evidence::new(&label, step, "p5", p5).limit(p.threshold_p5));
-                    results.push(r);
-                }
-                g.state = state;
+        let new = || GpuUsage {
+            utilization: GpuSeries::new(p.window),
+            state: None,
+            violations: 0,
+        };
+        let judge = |snapshot: &Snapshot, gpu: &str, value: f64, g: &mut GpuUsage| {
+            let u = &mut g.utilization;
+            u.window.push(value);
+            if !u.count(value, p.patience) {
+                return Judged::Skipped;
             }
-        }
-        let evaluated = self.gpus.values().any(|g| g.utilization.seen > p.patience);
-        closing_results(
-            window,
-            datapoints,
-            !self.gpus.is_empty(),
-            evaluated,
-            p.patience,
-            &mut results,
-        );
-        Ok(results)
+            let (Some(p95), Some(p5)) = (u.window.quantile(0.95), u.window.quantile(0.05)) else {
+                return Judged::Checked;
+            };
+            let state = if p95 < p.threshold_p95 {
+                Some(Usage::Underused)
+            } else if p95 > p.threshold_p95 && p5 < p.threshold_p5 {
+                Some(Usage::Fluctuating)
+            } else {
+                None
+            };
+            let entered = state.is_some() && state != g.state;
+            g.state = state;
+            if !entered {
+                return Judged::Checked;
+            }
+            g.violations += 1;
+            let step = window.step_at(snapshot.time_us);
+            let mut r = RuleResult::at_time(step, snapshot.time_us);
+            let n = u.window.len();
+            let node = &snapshot.node;
+            r.fire(match state {
+                Some(Usage::Underused) => format!(
+                    "node {node} {gpu} is underused: p95 utilization {p95:.1}% over the \
+                     last {n} samples, below {}% (step {step}): give it more work per \
+                     step (a larger batch), overlap data loading, or use a smaller GPU",
+                    p.threshold_p95
+                ),
+                _ => format!(
+                    "node {node} {gpu} utilization fluctuates: p95 {p95:.1}% but p5 \
+                     {p5:.1}% (below {}%) over the last {n} samples (step {step}): the \
+                     GPU idles between bursts; look for data-loading or synchronization \
+                     stalls (see CPUBottleneck, IOBottleneck, Dataloader)",
+                    p.threshold_p5
+                ),
+            });
+            let label = format!("{node} {gpu} GPUUtilization");
+            r.evidence
+                .push(Evidence::new(&label, step, "p95", p95).limit(p.threshold_p95));
+            r.evidence
+                .push(Evidence::new(&label, step, "p5", p5).limit(p.threshold_p5));
+            Judged::Fired(r)
+        };
+        let evaluated = |g: &GpuUsage| g.utilization.seen > p.patience;
+        Ok(self.gpus.feed(window, p.patience, new, judge, evaluated))
     }
 
     fn details(&self) -> Value {
@@ -533,7 +561,6 @@ struct GpuMemory {
 /// becomes the new baseline, so a steady leak fires again for every further `increase` points.
 pub struct GPUMemoryIncrease {
     params: GPUMemoryIncreaseParams,
-    snapshots: SnapshotAssembler,
     gpus: PerGpu<GpuMemory>,
 }
 
@@ -548,8 +575,7 @@ impl GPUMemoryIncrease {
         check.at_least("window", params.window, 1)?;
         Ok(GPUMemoryIncrease {
             params,
-            snapshots: SnapshotAssembler::default(),
-            gpus: PerGpu::default(),
+            gpus: PerGpu::new(|s| &s.gpu_memory),
         })
     }
 }
@@ -559,75 +585,63 @@ impl Rule for GPUMemoryIncrease {
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;
-        let mut results = Vec::new();
-        let mut datapoints = 0;
-        for snapshot in self.snapshots.feed(window) {
-            for (gpu, value) in &snapshot.gpu_memory {
-                let g = self.gpus.get(&snapshot.node, gpu, || GpuMemory {
-                    memory: GpuSeries::new(p.window),
-                    baseline: None,
-                    increases: Vec::new(),
-                });
-                if !g.memory.count(*value, p.patience) {
-                    continue;
-                }
-                g.memory.window.push(*value);
-                if !g.memory.window.is_full() {
-                    continue;
-                }
-                datapoints += 1;
-                let Some(average) = g.memory.window.mean() else {
-                    continue;
-                };
-                let baseline = *g.baseline.get_or_insert(average);
-                if average < baseline {
-                    g.baseline = Some(average);
-                    continue;
-                }
-                let rise = average - baseline;
-                if rise > p.increase {
-                    g.baseline = Some(average);
-                    let step = window.step_at(snapshot.time_us);
-                    let mut r = RuleResult::at_time(step, snapshot.time_us);
-                    let node = &snapshot.node;
-                    r.fire(format!(
-                        "node {node} {gpu}: the average GPU memory use over the last {} \
-                         samples rose from {baseline:.1}% to {average:.1}% (+{rise:.1} points, \
-                         more than {}) by step {step}: look for tensors kept across steps \
-                         (a leak) or growing batch/sequence sizes before it runs out",
-                        p.window, p.increase
-                    ));
-                    r.evidence.push(
-                        Evidence::new(
-                            &format!("{node} {gpu} GPUMemoryUtilization"),
-                            step,
-                            "increase",
-                            rise,
-                        )
-                        .limit(p.increase),
-                    );
-                    if g.increases.len() < 100 {
-                        g.increases.push(json!({
-                            "time_us": snapshot.time_us,
-                            "step": step,
-                            "from": round4(baseline),
-                            "to": round4(average),
-                        }));
-                    }
-                    results.push(r);
-                }
+        let new = || GpuMemory {
+            memory: GpuSeries::new(p.window),
+            baseline: None,
+            increases: Vec::new(),
+        };
+        let judge = |snapshot: &Snapshot, gpu: &str, value: f64, g: &mut GpuMemory| {
+            if !g.memory.count(value, p.patience) {
+                return Judged::Skipped;
             }
-        }
-        let evaluated = self.gpus.values().any(|g| g.memory.window.is_full());
-        closing_results(
-            window,
-            datapoints,
-            !self.gpus.is_empty(),
-            evaluated,
-            p.patience,
-            &mut results,
-        );
-        Ok(results)
+            g.memory.window.push(value);
+            if !g.memory.window.is_full() {
+                return Judged::Skipped;
+            }
+            let Some(average) = g.memory.window.mean() else {
+                return Judged::Checked;
+            };
+            let baseline = *g.baseline.get_or_insert(average);
+            if average < baseline {
+                g.baseline = Some(average);
+                return Judged::Checked;
+            }
+            let rise = average - baseline;
+            if rise <= p.increase {
+                return Judged::Checked;
+            }
+            g.baseline = Some(average);
+            let step = window.step_at(snapshot.time_us);
+            let mut r = RuleResult::at_time(step, snapshot.time_us);
+            let node = &snapshot.node;
+            r.fire(format!(
+                "node {node} {gpu}: the average GPU memory use over the last {} \
+                 samples rose from {baseline:.1}% to {average:.1}% (+{rise:.1} points, \
+                 more than {}) by step {step}: look for tensors kept across steps \
+                 (a leak) or growing batch/sequence sizes before it runs out",
+                p.window, p.increase
+            ));
+            r.evidence.push(
+                Evidence::new(
+                    &format!("{node} {gpu} GPUMemoryUtilization"),
+                    step,
+                    "increase",
+                    rise,
+                )
+                .limit(p.increase),
+            );
+            if g.increases.len() < 100 {
+                g.increases.push(json!({
+                    "time_us": snapshot.time_us,
+                    "step": step,
+                    "from": round4(baseline),
+                    "to": round4(average),
+                }));
+            }
+            Judged::Fired(r)
+        };
+        let evaluated = |g: &GpuMemory| g.memory.window.is_full();
+        Ok(self.gpus.feed(window, p.patience, new, judge, evaluated))
     }
 
     fn details(&self) -> Value {
