@@ -558,4 +558,29 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn shared_selection_parameters_stay_flat_in_specs_and_summaries() {
+        let rule = build_rule(
+            &RuleSpec::parse("AllZero:collection_names=weights,biases,tensor_regex=fc[12]")
+                .unwrap(),
+        )
+        .unwrap();
+        let p = rule.parameters();
+        assert_eq!(
+            p["collection_names"],
+            serde_json::json!(["weights", "biases"])
+        );
+        assert_eq!(p["tensor_regex"], serde_json::json!(["fc[12]"]));
+        assert!(p.get("selection").is_none(), "{p}");
+        let err = build_rule(&RuleSpec::parse("ExplodingTensor:tensor_regex=relu[").unwrap())
+            .err()
+            .unwrap();
+        assert!(
+            matches!(&err, Error::BadRegex { rule, .. } if rule == "ExplodingTensor"),
+            "{err}"
+        );
+        let err = build_rule(&RuleSpec::parse("UnchangedTensor:collection_names=1,2").unwrap());
+        assert!(err.is_ok(), "numbers read as collection names, as before");
+    }
 }

@@ -6,7 +6,38 @@ use ndarray::ArrayD;
 use smdebug_core::{Mode, PyRegex, Reduction, ReductionOp};
 use smdebug_io::trial::Trial;
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::{Error, Result, is_absent};
+use crate::params::lenient;
+
+/// The tensors a rule checks, as users name them: the `collection_names` and `tensor_regex`
+/// parameters many rules share (flattened into their parameter structs). Flattened, the
+/// fields take these defaults (none), not the parameter struct's: a rule with a default regex
+/// keeps its own fields.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SelectionParams {
+    /// Collections to check. Default: none.
+    #[serde(deserialize_with = "lenient::list")]
+    pub collection_names: Vec<String>,
+    /// Regexes of tensor names to check (Python `re` syntax). Default: none.
+    #[serde(deserialize_with = "lenient::regexes")]
+    pub tensor_regex: Vec<String>,
+}
+
+impl SelectionParams {
+    /// The selection, compiled; with neither collections nor regexes given, the
+    /// `default_collections` (every tensor when there are none).
+    pub fn selection(&self, rule: &str, default_collections: &[&str]) -> Result<TensorSelection> {
+        let collections = if self.collection_names.is_empty() && self.tensor_regex.is_empty() {
+            default_collections.iter().map(|c| c.to_string()).collect()
+        } else {
+            self.collection_names.clone()
+        };
+        TensorSelection::new(rule, &collections, &self.tensor_regex)
+    }
+}
 
 /// Which tensors a rule looks at: the union of some collections and of the tensor names that
 /// match some regexes (Python `re` syntax, searched anywhere in the name like

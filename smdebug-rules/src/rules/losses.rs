@@ -11,18 +11,16 @@ use smdebug_io::trial::Trial;
 use crate::error::Result;
 use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Rule, RuleResult};
-use crate::select::{StepModes, TensorSelection, read_error, scalar_at};
+use crate::select::{SelectionParams, StepModes, TensorSelection, read_error, scalar_at};
 
 /// Parameters of [`LossNotDecreasing`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct LossNotDecreasingParams {
-    /// Collections of losses besides `losses`. Default: none.
-    #[serde(deserialize_with = "lenient::list")]
-    pub collection_names: Vec<String>,
-    /// Regexes of loss tensors. Default: none.
-    #[serde(deserialize_with = "lenient::regexes")]
-    pub tensor_regex: Vec<String>,
+    /// Loss tensors besides the `losses` collection (`collection_names`, `tensor_regex`).
+    /// Default: none.
+    #[serde(flatten)]
+    pub selection: SelectionParams,
     /// Also check the `losses` collection. Default `true`.
     #[serde(deserialize_with = "lenient::bool")]
     pub use_losses_collection: bool,
@@ -44,8 +42,7 @@ pub struct LossNotDecreasingParams {
 impl Default for LossNotDecreasingParams {
     fn default() -> Self {
         LossNotDecreasingParams {
-            collection_names: Vec::new(),
-            tensor_regex: Vec::new(),
+            selection: SelectionParams::default(),
             use_losses_collection: true,
             num_steps: 10,
             diff_percent: 0.1,
@@ -106,8 +103,8 @@ impl LossNotDecreasing {
             mode: check.mode("mode", params.mode.as_deref())?,
             losses: TensorSelection::losses(
                 Self::NAME,
-                &params.collection_names,
-                &params.tensor_regex,
+                &params.selection.collection_names,
+                &params.selection.tensor_regex,
                 params.use_losses_collection,
             )?,
             params,

@@ -11,18 +11,15 @@ use smdebug_io::trial::Trial;
 use crate::error::Result;
 use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Rule, RuleResult};
-use crate::select::{TensorSelection, allclose, reduction_at, value_at};
+use crate::select::{SelectionParams, TensorSelection, allclose, reduction_at, value_at};
 
 /// Parameters of [`ExplodingTensor`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ExplodingTensorParams {
-    /// Collections to check. Default: none (with no regex either, every tensor).
-    #[serde(deserialize_with = "lenient::list")]
-    pub collection_names: Vec<String>,
-    /// Regexes of tensor names to check. Default: none.
-    #[serde(deserialize_with = "lenient::regexes")]
-    pub tensor_regex: Vec<String>,
+    /// The tensors to check (`collection_names`, `tensor_regex`); with neither, every tensor.
+    #[serde(flatten)]
+    pub selection: SelectionParams,
     /// Only NaN counts as exploding, not ±Inf. Default `false`.
     #[serde(deserialize_with = "lenient::bool")]
     pub only_nan: bool,
@@ -46,11 +43,7 @@ impl ExplodingTensor {
     /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: ExplodingTensorParams) -> Result<Self> {
         Ok(ExplodingTensor {
-            selection: TensorSelection::new(
-                Self::NAME,
-                &params.collection_names,
-                &params.tensor_regex,
-            )?,
+            selection: params.selection.selection(Self::NAME, &[])?,
             params,
         })
     }
@@ -113,13 +106,10 @@ impl Rule for ExplodingTensor {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct AllZeroParams {
-    /// Collections to check. Default: none; with no regex either, `weights`, `gradients` and
-    /// `outputs`.
-    #[serde(deserialize_with = "lenient::list")]
-    pub collection_names: Vec<String>,
-    /// Regexes of tensor names to check. Default: none.
-    #[serde(deserialize_with = "lenient::regexes")]
-    pub tensor_regex: Vec<String>,
+    /// The tensors to check (`collection_names`, `tensor_regex`); with neither, the `weights`,
+    /// `gradients` and `outputs` collections.
+    #[serde(flatten)]
+    pub selection: SelectionParams,
     /// Fires when at least this percentage of a tensor's values are zero. Default `100`.
     #[serde(deserialize_with = "lenient::f64")]
     pub threshold: f64,
@@ -128,8 +118,7 @@ pub struct AllZeroParams {
 impl Default for AllZeroParams {
     fn default() -> Self {
         AllZeroParams {
-            collection_names: Vec::new(),
-            tensor_regex: Vec::new(),
+            selection: SelectionParams::default(),
             threshold: 100.0,
         }
     }
@@ -154,13 +143,10 @@ impl AllZero {
     /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: AllZeroParams) -> Result<Self> {
         Check::new(Self::NAME).percent("threshold", params.threshold)?;
-        let collections = if params.collection_names.is_empty() && params.tensor_regex.is_empty() {
-            vec!["weights".into(), "gradients".into(), "outputs".into()]
-        } else {
-            params.collection_names.clone()
-        };
         Ok(AllZero {
-            selection: TensorSelection::new(Self::NAME, &collections, &params.tensor_regex)?,
+            selection: params
+                .selection
+                .selection(Self::NAME, &["weights", "gradients", "outputs"])?,
             params,
         })
     }
@@ -206,12 +192,9 @@ impl Rule for AllZero {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TensorVarianceParams {
-    /// Collections to check. Default: none (with no regex either, every tensor).
-    #[serde(deserialize_with = "lenient::list")]
-    pub collection_names: Vec<String>,
-    /// Regexes of tensor names to check. Default: none.
-    #[serde(deserialize_with = "lenient::regexes")]
-    pub tensor_regex: Vec<String>,
+    /// The tensors to check (`collection_names`, `tensor_regex`); with neither, every tensor.
+    #[serde(flatten)]
+    pub selection: SelectionParams,
     /// Fires when a tensor's variance is above this. Default: none.
     #[serde(deserialize_with = "lenient::opt_f64")]
     pub max_threshold: Option<f64>,
@@ -247,11 +230,7 @@ impl TensorVariance {
             || "set max_threshold and/or min_threshold".into(),
         )?;
         Ok(TensorVariance {
-            selection: TensorSelection::new(
-                Self::NAME,
-                &params.collection_names,
-                &params.tensor_regex,
-            )?,
+            selection: params.selection.selection(Self::NAME, &[])?,
             params,
         })
     }
@@ -297,12 +276,10 @@ impl Rule for TensorVariance {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct UnchangedTensorParams {
-    /// Collections to check. Default: none; with no regex either, `weights` and `biases`.
-    #[serde(deserialize_with = "lenient::list")]
-    pub collection_names: Vec<String>,
-    /// Regexes of tensor names to check. Default: none.
-    #[serde(deserialize_with = "lenient::regexes")]
-    pub tensor_regex: Vec<String>,
+    /// The tensors to check (`collection_names`, `tensor_regex`); with neither, the `weights`
+    /// and `biases` collections.
+    #[serde(flatten)]
+    pub selection: SelectionParams,
     /// Fires when the last `num_steps` saved values are all close. Default 3.
     #[serde(deserialize_with = "lenient::u64")]
     pub num_steps: u64,
@@ -320,8 +297,7 @@ pub struct UnchangedTensorParams {
 impl Default for UnchangedTensorParams {
     fn default() -> Self {
         UnchangedTensorParams {
-            collection_names: Vec::new(),
-            tensor_regex: Vec::new(),
+            selection: SelectionParams::default(),
             num_steps: 3,
             rtol: 1e-5,
             atol: 1e-8,
@@ -353,13 +329,10 @@ impl UnchangedTensor {
         check.at_least("num_steps", params.num_steps, 2)?;
         check.finite("rtol", params.rtol)?;
         check.finite("atol", params.atol)?;
-        let collections = if params.collection_names.is_empty() && params.tensor_regex.is_empty() {
-            vec!["weights".into(), "biases".into()]
-        } else {
-            params.collection_names.clone()
-        };
         Ok(UnchangedTensor {
-            selection: TensorSelection::new(Self::NAME, &collections, &params.tensor_regex)?,
+            selection: params
+                .selection
+                .selection(Self::NAME, &["weights", "biases"])?,
             params,
             history: HashMap::new(),
         })
@@ -415,12 +388,9 @@ pub struct SimilarAcrossRunsParams {
     /// The other run's location (path or URL). Required.
     #[serde(deserialize_with = "lenient::string")]
     pub other_trials: String,
-    /// Collections to compare. Default: none (with no regex either, every tensor).
-    #[serde(deserialize_with = "lenient::list")]
-    pub collection_names: Vec<String>,
-    /// Regexes of tensor names to compare. Default: none.
-    #[serde(deserialize_with = "lenient::regexes")]
-    pub tensor_regex: Vec<String>,
+    /// The tensors to compare (`collection_names`, `tensor_regex`); with neither, every tensor.
+    #[serde(flatten)]
+    pub selection: SelectionParams,
 }
 
 /// **SimilarAcrossRuns** — fires when a selected tensor differs (numpy `allclose` with its
@@ -451,11 +421,7 @@ impl SimilarAcrossRuns {
             source: Box::new(e),
         })?;
         Ok(SimilarAcrossRuns {
-            selection: TensorSelection::new(
-                Self::NAME,
-                &params.collection_names,
-                &params.tensor_regex,
-            )?,
+            selection: params.selection.selection(Self::NAME, &[])?,
             params,
             other,
         })
