@@ -1,5 +1,5 @@
 //! The built-in debugging rules, with SageMaker Debugger's names, parameters and defaults.
-//! [`crate::registry`] builds them (and the profiler rules) from a [`RuleSpec`](crate::RuleSpec).
+//! The registry (`registry.rs`) builds them, and the profiler rules, from a `RuleSpec`.
 
 mod activations;
 mod data;
