@@ -48,15 +48,13 @@ impl BuiltinRule {
     }
 }
 
+/// A built-in rule's entry; its kind is set by the list it is in.
 macro_rules! builtin {
     ($rule:ident, $params:ident, $config:literal, $when:literal, $advice:literal) => {
-        builtin!($rule, $params, $config, $when, $advice, RuleInput::Profiler)
-    };
-    ($rule:ident, $params:ident, $config:literal, $when:literal, $advice:literal, $input:expr) => {
         BuiltinRule {
             name: $rule::NAME,
             config_name: $config,
-            kind: $input.kind(),
+            kind: RuleInput::Tensors.kind(),
             fires_when: $when,
             recommendation: $advice,
             defaults: to_json(&$params::default()),
@@ -78,167 +76,151 @@ pub fn builtin_rules() -> Vec<BuiltinRule> {
             VanishingGradientParams,
             "vanishing_gradient",
             "mean(|gradient|) < threshold",
-            "use ReLU-family activations, residual connections or normalization layers, initialize with He/Xavier scaling, or raise the learning rate",
-            RuleInput::Tensors
+            "use ReLU-family activations, residual connections or normalization layers, initialize with He/Xavier scaling, or raise the learning rate"
         ),
         builtin!(
             ExplodingTensor,
             ExplodingTensorParams,
             "exploding_tensor",
             "a tensor holds NaN (or ±Inf unless only_nan)",
-            "lower the learning rate, clip gradients, check the input data and the loss for divisions by zero or log(0)",
-            RuleInput::Tensors
+            "lower the learning rate, clip gradients, check the input data and the loss for divisions by zero or log(0)"
         ),
         builtin!(
             PoorWeightInitialization,
             PoorWeightInitializationParams,
             "poor_weight_initialization",
             "activation-input variance ratio across layers > threshold, gradient p95-p5 < distribution_range, or no early loss decrease",
-            "initialize with He (ReLU) or Xavier/Glorot (tanh, sigmoid) scaling for each layer's fan-in",
-            RuleInput::Tensors
+            "initialize with He (ReLU) or Xavier/Glorot (tanh, sigmoid) scaling for each layer's fan-in"
         ),
         builtin!(
             SaturatedActivation,
             SaturatedActivationParams,
             "saturated_activation",
             "more than threshold_layer % of a tanh/sigmoid layer's units saturated",
-            "scale the inputs, lower the initial weights or the learning rate, or switch to ReLU-family activations",
-            RuleInput::Tensors
+            "scale the inputs, lower the initial weights or the learning rate, or switch to ReLU-family activations"
         ),
         builtin!(
             DeadRelu,
             DeadReluParams,
             "dead_relu",
             "more than threshold_layer % of a ReLU layer's units active less than threshold_inactivity %",
-            "lower the learning rate, initialize biases at or slightly above zero, or use leaky ReLU",
-            RuleInput::Tensors
+            "lower the learning rate, initialize biases at or slightly above zero, or use leaky ReLU"
         ),
         builtin!(
             WeightUpdateRatio,
             WeightUpdateRatioParams,
             "weight_update_ratio",
             "‖Δw‖/‖w‖ outside [small_threshold, large_threshold]",
-            "tune the learning rate: updates near 1e-3 of the weights' size are typical; too small stalls, too large diverges",
-            RuleInput::Tensors
+            "tune the learning rate: updates near 1e-3 of the weights' size are typical; too small stalls, too large diverges"
         ),
         builtin!(
             AllZero,
             AllZeroParams,
             "all_zero",
             "at least threshold % of a tensor's values are zero",
-            "check that the tensor is wired into the graph and that its inputs are not all zero (masks, data loading, dead units)",
-            RuleInput::Tensors
+            "check that the tensor is wired into the graph and that its inputs are not all zero (masks, data loading, dead units)"
         ),
         builtin!(
             ClassImbalance,
             ClassImbalanceParams,
             "class_imbalance",
             "class count ratio > threshold_imbalance or a class's misprediction share > threshold_misprediction",
-            "resample or weight the classes in the loss, or collect more data for the rare classes",
-            RuleInput::Tensors
+            "resample or weight the classes in the loss, or collect more data for the rare classes"
         ),
         builtin!(
             LossNotDecreasing,
             LossNotDecreasingParams,
             "loss_not_decreasing",
             "loss not lower by diff_percent % after num_steps, or more than increase_threshold_percent % above its lowest",
-            "tune the learning rate, check the labels and the loss function, or stop training if the loss has converged",
-            RuleInput::Tensors
+            "tune the learning rate, check the labels and the loss function, or stop training if the loss has converged"
         ),
         builtin!(
             Overfit,
             OverfitParams,
             "overfit",
             "(validation − training loss)/training loss > ratio_threshold for patience evaluation steps",
-            "add regularization (weight decay, dropout, augmentation), use more data, or stop earlier",
-            RuleInput::Tensors
+            "add regularization (weight decay, dropout, augmentation), use more data, or stop earlier"
         ),
         builtin!(
             Overtraining,
             OvertrainingParams,
             "overtraining",
             "training and validation loss stop improving by delta",
-            "stop training at the best validation loss (early stopping)",
-            RuleInput::Tensors
+            "stop training at the best validation loss (early stopping)"
         ),
         builtin!(
             SimilarAcrossRuns,
             SimilarAcrossRunsParams,
             "similar_across_runs",
             "tensors differ from another run at the same step",
-            "check what changed between the runs: data order, seeds, hyperparameters, code",
-            RuleInput::Tensors
+            "check what changed between the runs: data order, seeds, hyperparameters, code"
         ),
         builtin!(
             StalledTraining,
             StalledTrainingParams,
             "stalled_training_rule",
             "no new step for threshold seconds (live runs)",
-            "look for a hang: a stuck data loader, a deadlock between workers, a full disk",
-            RuleInput::Tensors
+            "look for a hang: a stuck data loader, a deadlock between workers, a full disk"
         ),
         builtin!(
             TensorVariance,
             TensorVarianceParams,
             "tensor_variance",
             "a tensor's variance outside [min_threshold, max_threshold]",
-            "normalize inputs and activations, and check the initialization and the learning rate",
-            RuleInput::Tensors
+            "normalize inputs and activations, and check the initialization and the learning rate"
         ),
         builtin!(
             UnchangedTensor,
             UnchangedTensorParams,
             "unchanged_tensor",
             "a tensor unchanged (allclose) over num_steps saved steps",
-            "check that the parameter is trainable, receives gradients and is in the optimizer, and that the learning rate is not zero",
-            RuleInput::Tensors
+            "check that the parameter is trainable, receives gradients and is in the optimizer, and that the learning rate is not zero"
         ),
         builtin!(
             CheckInputImages,
             CheckInputImagesParams,
             "check_input_images",
             "input channel mean further than threshold_mean from 0",
-            "normalize the input images (subtract the mean, divide by the standard deviation per channel)",
-            RuleInput::Tensors
+            "normalize the input images (subtract the mean, divide by the standard deviation per channel)"
         ),
         builtin!(
             NLPSequenceRatio,
             NLPSequenceRatioParams,
             "nlp_sequence_ratio",
             "too many padding/unknown tokens",
-            "shorten the padding (bucket sequences by length) and enlarge the vocabulary if unknown tokens dominate",
-            RuleInput::Tensors
+            "shorten the padding (bucket sequences by length) and enlarge the vocabulary if unknown tokens dominate"
         ),
         builtin!(
             Confusion,
             ConfusionParams,
             "confusion",
             "confusion-matrix diagonal share < min_diag or an off-diagonal share > max_off_diag",
-            "look at the classes confused most: more or cleaner data for them, class weights, or a larger model",
-            RuleInput::Tensors
+            "look at the classes confused most: more or cleaner data for them, class weights, or a larger model"
         ),
         builtin!(
             FeatureImportanceOverweight,
             FeatureImportanceOverweightParams,
             "feature_importance_overweight",
             "the nfeatures largest importances hold more than threshold (tree models)",
-            "check the dominant features for target leakage, and regularize the trees",
-            RuleInput::Tensors
+            "check the dominant features for target leakage, and regularize the trees"
         ),
         builtin!(
             TreeDepth,
             TreeDepthParams,
             "tree_depth",
             "tree depth differs from depth (tree models)",
-            "tune max_depth: deeper trees overfit, shallower ones underfit",
-            RuleInput::Tensors
+            "tune max_depth: deeper trees overfit, shallower ones underfit"
         ),
     ]
 }
 
 /// Every built-in profiler rule (all of SageMaker's but ProfilerReport), in SPEC order.
 pub fn builtin_profiler_rules() -> Vec<BuiltinRule> {
-    vec![
+    let profiler = |b| BuiltinRule {
+        kind: RuleInput::Profiler.kind(),
+        ..b
+    };
+    [
         builtin!(
             BatchSize,
             BatchSizeParams,
@@ -317,6 +299,9 @@ pub fn builtin_profiler_rules() -> Vec<BuiltinRule> {
             "find what the slow steps do differently: checkpoints, evaluation, data-loading stalls, garbage collection"
         ),
     ]
+    .into_iter()
+    .map(profiler)
+    .collect()
 }
 
 /// Every built-in rule: the debugging rules, then the profiler rules.
