@@ -29,8 +29,8 @@ use smdebug_profiler::report::{LoadOptions, RuleOutcome};
 
 use crate::error::{Error, Result};
 use crate::params::RuleSpec;
+use crate::registry::{builtin_profiler_rules, find_builtin};
 use crate::rule::{Rule, RuleInput, RuleResult};
-use crate::rules::{builtin_profiler_rules, find_builtin};
 use crate::runner::{RuleStatus, Status, Summary};
 
 /// The rule's name.
@@ -79,7 +79,7 @@ pub fn expand_profiler_report(spec: &RuleSpec) -> Result<Vec<RuleSpec>> {
     }
     // Building checks every override now, not when the run is evaluated.
     for s in &specs {
-        crate::rules::build_rule(s)?;
+        crate::registry::build_rule(s)?;
     }
     Ok(specs)
 }
@@ -198,7 +198,7 @@ pub fn outcomes(summary: &Summary) -> Vec<RuleOutcome> {
 /// `ProfilerReport` (all profiler rules and the report) when `profiler` is set.
 pub fn default_specs(follow: bool, profiler: bool) -> Vec<RuleSpec> {
     let mut specs = Vec::new();
-    for b in crate::rules::builtin_rules() {
+    for b in crate::registry::builtin_rules() {
         let needs_value = matches!(b.build(&Map::new()), Err(Error::BadParameter { .. }));
         if !needs_value && (follow || b.name != "StalledTraining") {
             specs.push(RuleSpec::new(b.name));
