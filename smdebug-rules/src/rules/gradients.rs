@@ -5,13 +5,13 @@ use std::collections::HashMap;
 
 use ndarray::ArrayD;
 use serde::{Deserialize, Serialize};
-use smdebug_core::{Reduction, ReductionOp};
+use smdebug_core::{Mode, Reduction, ReductionOp};
 use smdebug_io::trial::Trial;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Rule, RuleResult};
-use crate::select::{TensorSelection, percentile_sorted};
+use crate::select::{StepModes, TensorSelection, percentile_sorted};
 
 /// Parameters of [`VanishingGradient`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -123,7 +123,10 @@ impl Default for WeightUpdateRatioParams {
 /// compared value at least `num_steps` steps earlier.
 ///
 /// Reads the `weights` collection and tensors whose names end in `weight` (`fc1.weight`,
-/// `Net_fc1.weight`). Save weights every `num_steps` steps in TRAIN mode.
+/// `Net_fc1.weight`). Save weights every `num_steps` steps in TRAIN mode. Only training steps
+/// are compared (TRAIN, or GLOBAL in a run without modes): weights do not change in EVAL and
+/// PREDICT steps, and the PyTorch hook saves them there too, so comparing across them would
+/// report an update ratio of 0.
 ///
 /// When it fires: large ratios mean the learning rate is too high (or gradients explode; clip
 /// them); tiny ratios mean the weights barely move (learning rate too small, frozen layer,
@@ -132,6 +135,7 @@ pub struct WeightUpdateRatio {
     params: WeightUpdateRatioParams,
     weights: TensorSelection,
     reference: HashMap<String, (u64, ArrayD<f64>)>,
+    modes: StepModes,
 }
 
 impl WeightUpdateRatio {
@@ -152,6 +156,7 @@ impl WeightUpdateRatio {
             )?,
             params,
             reference: HashMap::new(),
+            modes: StepModes::default(),
         })
     }
 }
@@ -161,6 +166,12 @@ impl Rule for WeightUpdateRatio {
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
+        if matches!(
+            self.modes.mode_at(Self::NAME, trial, step)?,
+            Some(Mode::Eval | Mode::Predict)
+        ) {
+            return Ok(result);
+        }
         let p = &self.params;
         for reading in self.weights.values_at(Self::NAME, trial, step)? {
             let (name, w) = reading?;
