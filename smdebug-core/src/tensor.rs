@@ -96,6 +96,33 @@ fn element_f64(dtype: DType, bytes: &[u8], i: usize) -> f64 {
     }
 }
 
+/// Converts little-endian `bytes` of `dtype` to `f64`, one loop per dtype: the dtype is matched
+/// once, not per element, so each loop is a plain conversion the compiler vectorizes (reading a
+/// run converts tens of millions of elements).
+fn bytes_to_f64(dtype: DType, bytes: &[u8]) -> Vec<f64> {
+    fn convert<T: Element>(bytes: &[u8]) -> Vec<f64> {
+        bytes
+            .chunks_exact(std::mem::size_of::<T>())
+            .map(|b| T::read_le(b).to_f64())
+            .collect()
+    }
+    match dtype {
+        DType::F16 => convert::<f16>(bytes),
+        DType::BF16 => convert::<bf16>(bytes),
+        DType::F32 => convert::<f32>(bytes),
+        DType::F64 => convert::<f64>(bytes),
+        DType::I8 => convert::<i8>(bytes),
+        DType::I16 => convert::<i16>(bytes),
+        DType::I32 => convert::<i32>(bytes),
+        DType::I64 => convert::<i64>(bytes),
+        DType::U8 => convert::<u8>(bytes),
+        DType::U16 => convert::<u16>(bytes),
+        DType::U32 => convert::<u32>(bytes),
+        DType::U64 => convert::<u64>(bytes),
+        DType::Bool => convert::<bool>(bytes),
+    }
+}
+
 fn checked_len(dtype: DType, shape: &[usize], bytes: usize) -> Result<()> {
     let elements = shape
         .iter()
@@ -281,9 +308,7 @@ impl Tensor {
 
     /// The values as `f64`, row-major.
     pub fn to_f64_vec(&self) -> Vec<f64> {
-        (0..self.len())
-            .map(|i| element_f64(self.dtype, &self.data, i))
-            .collect()
+        bytes_to_f64(self.dtype, &self.data)
     }
 
     /// The tensor as an `f64` ndarray (every dtype converts; 64-bit integers beyond 2^53 round).
@@ -347,5 +372,42 @@ mod tests {
             .to_owned();
         assert_eq!(b.to_f64_vec(), vec![1.0, 0.0, 1.0]);
         assert!(b.to_array::<u8>().is_err());
+    }
+
+    #[test]
+    fn every_dtype_converts_to_f64_as_each_element_does() {
+        fn check<T: Element>(values: &[T]) {
+            let t = TensorView::from_slice(values, &[values.len()])
+                .unwrap()
+                .to_owned();
+            let expected: Vec<f64> = values.iter().map(|v| v.to_f64()).collect();
+            assert_eq!(t.to_f64_vec(), expected, "{}", T::DTYPE);
+            let view = TensorView::from_slice(values, &[values.len()]).unwrap();
+            assert_eq!(
+                view.iter_f64().collect::<Vec<_>>(),
+                expected,
+                "{}",
+                T::DTYPE
+            );
+        }
+        check(&[1.5f32, -0.25, f32::MAX, f32::MIN_POSITIVE]);
+        check(&[1e300f64, -2.5, 0.0]);
+        check(&[f16::from_f32(0.5), f16::MAX]);
+        check(&[bf16::from_f32(-3.0), bf16::from_f32(1e30)]);
+        check(&[i8::MIN, 0, i8::MAX]);
+        check(&[i16::MIN, i16::MAX]);
+        check(&[i32::MIN, 7, i32::MAX]);
+        check(&[i64::MIN, -1, i64::MAX]);
+        check(&[u8::MAX, 1]);
+        check(&[u16::MAX, 2]);
+        check(&[u32::MAX, 3]);
+        check(&[u64::MAX, 4]);
+        check(&[true, false]);
+        assert!(
+            Tensor::from_vec::<f32>(&[], vec![0])
+                .unwrap()
+                .to_f64_vec()
+                .is_empty()
+        );
     }
 }

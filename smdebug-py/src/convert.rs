@@ -1,7 +1,7 @@
 //! Values and names crossing into Python: tensors as numpy arrays, modes by name, JSON
 //! documents as Python objects.
 
-use numpy::PyArray1;
+use numpy::{PyArray1, PyArrayDyn, PyArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -19,43 +19,95 @@ pub fn mode(name: Option<&str>) -> PyResult<Mode> {
     }
 }
 
-/// The numpy dtype of a stored dtype, little-endian as the bytes are; `None` for bfloat16,
-/// which numpy does not have.
-fn numpy_dtype(dtype: DType) -> Option<&'static str> {
-    Some(match dtype {
-        DType::F16 => "<f2",
-        DType::BF16 => return None,
-        DType::F32 => "<f4",
-        DType::F64 => "<f8",
-        DType::I8 => "i1",
-        DType::I16 => "<i2",
-        DType::I32 => "<i4",
-        DType::I64 => "<i8",
-        DType::U8 => "u1",
-        DType::U16 => "<u2",
-        DType::U32 => "<u4",
-        DType::U64 => "<u8",
-        DType::Bool => "?",
-    })
-}
-
 /// A tensor as a numpy array of its own dtype and shape.
 ///
-/// The array owns the decoded bytes (a `u8` array made from the `Vec` without copying, viewed
-/// as the dtype and reshaped): no copy after the decode. numpy records whether the buffer is
-/// aligned for the dtype, so an unaligned buffer still reads correctly. bfloat16 has no numpy
-/// dtype and comes back as float32 (exact: every bfloat16 is a float32).
+/// Numeric dtypes numpy knows natively become an array over the decoded bytes without copying
+/// them, when their allocation is aligned for the element type (it practically always is): the
+/// bytes become a `uint8` array that owns them and is the typed array's base. Otherwise, and for
+/// `bool` (a stored byte may be any value, and numpy's bool must be 0 or 1), the elements are
+/// converted into an array of their own. Either way it is one or two numpy C-API calls, no
+/// Python-level `view`/`reshape`: reading a long run makes tens of thousands of arrays.
+/// float16 is the decoded bytes viewed as `<f2`. bfloat16 has no numpy dtype and comes back as
+/// float32 (exact: every bfloat16 is a float32).
 pub fn tensor_to_numpy(py: Python<'_>, tensor: Tensor) -> PyResult<Bound<'_, PyAny>> {
-    let shape = PyTuple::new(py, tensor.shape())?;
-    let Some(dtype) = numpy_dtype(tensor.dtype()) else {
-        let values: Vec<f32> = tensor.to_f64_vec().into_iter().map(|v| v as f32).collect();
-        return PyArray1::from_vec(py, values)
-            .into_any()
-            .call_method1("reshape", (shape,));
-    };
-    PyArray1::from_vec(py, tensor.into_bytes())
-        .call_method1("view", (dtype,))?
-        .call_method1("reshape", (shape,))
+    match tensor.dtype() {
+        DType::F32 => over_bytes::<f32>(py, tensor),
+        DType::F64 => over_bytes::<f64>(py, tensor),
+        DType::I8 => over_bytes::<i8>(py, tensor),
+        DType::I16 => over_bytes::<i16>(py, tensor),
+        DType::I32 => over_bytes::<i32>(py, tensor),
+        DType::I64 => over_bytes::<i64>(py, tensor),
+        DType::U8 => over_bytes::<u8>(py, tensor),
+        DType::U16 => over_bytes::<u16>(py, tensor),
+        DType::U32 => over_bytes::<u32>(py, tensor),
+        DType::U64 => over_bytes::<u64>(py, tensor),
+        DType::Bool => owned_array::<bool>(py, &tensor),
+        DType::F16 => {
+            let shape = PyTuple::new(py, tensor.shape())?;
+            PyArray1::from_vec(py, tensor.into_bytes())
+                .call_method1("view", ("<f2",))?
+                .call_method1("reshape", (shape,))
+        }
+        DType::BF16 => {
+            let values: Vec<f32> = tensor.to_f64_vec().into_iter().map(|v| v as f32).collect();
+            shaped(py, tensor.shape(), values)
+        }
+    }
+}
+
+/// A typed array over the tensor's own bytes (see [`tensor_to_numpy`]); a converted copy when the
+/// bytes are not aligned for `T` or the host is big-endian (the stored bytes are little-endian).
+fn over_bytes<T>(py: Python<'_>, tensor: Tensor) -> PyResult<Bound<'_, PyAny>>
+where
+    T: smdebug_core::Element + numpy::Element + bytemuck::Pod,
+{
+    let aligned = cfg!(target_endian = "little")
+        && tensor
+            .bytes()
+            .as_ptr()
+            .align_offset(std::mem::align_of::<T>())
+            == 0;
+    if !aligned {
+        return owned_array::<T>(py, &tensor);
+    }
+    let shape = tensor.shape().to_vec();
+    let base = PyArray1::from_vec(py, tensor.into_bytes());
+    // SAFETY: `base` was made just now and no other reference to its buffer exists, so reading
+    // it as a slice cannot race a write.
+    let bytes: &[u8] = unsafe { base.as_slice() }
+        .map_err(|e| PyValueError::new_err(format!("decoded tensor buffer: {e}")))?;
+    // Checks the alignment and that the length is a whole number of elements.
+    let elements: &[T] = bytemuck::try_cast_slice(bytes)
+        .map_err(|e| PyValueError::new_err(format!("decoded tensor buffer: {e}")))?;
+    let view = numpy::ndarray::ArrayView::from_shape(numpy::ndarray::IxDyn(&shape), elements)
+        .map_err(|e| PyValueError::new_err(format!("tensor of shape {shape:?}: {e}")))?;
+    // SAFETY: the new array reads `base`'s buffer and holds `base` as its base object, which
+    // keeps the buffer alive as long as the array (or any view of it) lives.
+    let array = unsafe { PyArrayDyn::<T>::borrow_from_array(&view, base.clone().into_any()) };
+    Ok(array.into_any())
+}
+
+/// The tensor's elements converted into an array of `T` (the tensor's own element type).
+fn owned_array<'py, T>(py: Python<'py>, tensor: &Tensor) -> PyResult<Bound<'py, PyAny>>
+where
+    T: smdebug_core::Element + numpy::Element,
+{
+    let values: Vec<T> = tensor
+        .bytes()
+        .chunks_exact(std::mem::size_of::<T>())
+        .map(T::read_le)
+        .collect();
+    shaped(py, tensor.shape(), values)
+}
+
+fn shaped<'py, T: numpy::Element>(
+    py: Python<'py>,
+    shape: &[usize],
+    values: Vec<T>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let array = numpy::ndarray::ArrayD::from_shape_vec(numpy::ndarray::IxDyn(shape), values)
+        .map_err(|e| PyValueError::new_err(format!("tensor of shape {shape:?}: {e}")))?;
+    Ok(PyArrayDyn::from_owned_array(py, array).into_any())
 }
 
 /// A serializable Rust value as the Python object `json.loads` makes of it.

@@ -269,13 +269,26 @@ impl NativeTrial {
         let mode_name = mode;
         let mode = self::mode(mode)?;
         let steps = self.tensor_steps(py, name, mode_name, false)?;
-        let out = PyDict::new(py);
-        for step in steps {
-            let read = py.detach(|| {
+        // Every step at once, read on the Rust reader's threads without the GIL. Should that
+        // fail, or miss a step (another worker's), the step-by-step reads below raise the error
+        // smdebug would for the step it concerns.
+        let mut all = py
+            .detach(|| {
                 self.trial
                     .tensor(name)
-                    .and_then(|t| t.raw(step, Some(mode), worker))
-            });
+                    .and_then(|t| t.raw_values(Some(mode), worker))
+            })
+            .unwrap_or_default();
+        let out = PyDict::new(py);
+        for step in steps {
+            let read = match all.remove(&step) {
+                Some(tensor) => Ok(tensor),
+                None => py.detach(|| {
+                    self.trial
+                        .tensor(name)
+                        .and_then(|t| t.raw(step, Some(mode), worker))
+                }),
+            };
             match read {
                 Ok(tensor) => out.set_item(step, tensor_to_numpy(py, tensor)?)?,
                 Err(e) => return Err(lookup_error(py, &self.trial, e, name, step, mode, worker)),

@@ -11,7 +11,7 @@ use smdebug_examples::{TrainConfig, train};
 use smdebug_io::trial::Trial;
 use smdebug_io::writer::Writer;
 use smdebug_rules::select::scalar_at;
-use smdebug_rules::{Evidence, Result, Rule, RuleResult, RuleRunner, RuleSpec};
+use smdebug_rules::{Evidence, Result, Rule, RuleResult, RuleRunner, RuleSpec, rule_identity};
 
 /// Fires when the accuracy (metrics collection) is more than `drop` below its best so far.
 struct AccuracyDrop {
@@ -20,17 +20,7 @@ struct AccuracyDrop {
 }
 
 impl Rule for AccuracyDrop {
-    fn name(&self) -> &str {
-        "AccuracyDrop"
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        serde_json::json!({ "drop": self.drop })
-    }
-
-    fn required_tensors(&self, _trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        Ok(vec!["accuracy".to_string()])
-    }
+    rule_identity!(name: "AccuracyDrop", params: [drop], tensors: ["accuracy"]);
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
@@ -44,9 +34,9 @@ impl Rule for AccuracyDrop {
                 "accuracy {acc:.3} is more than {} below its best {best:.3}",
                 self.drop
             ));
-            result
-                .evidence
-                .push(Evidence::new("accuracy", step, "accuracy", acc).limit(best - self.drop));
+            result.add_evidence(
+                Evidence::new("accuracy", step, "accuracy", acc).limit(best - self.drop),
+            );
         }
         self.best = Some(best.max(acc));
         Ok(result)

@@ -55,6 +55,7 @@ pub enum ActionConfig {
     StopTraining,
     /// POSTs Slack-compatible JSON (`{"text": …}` plus an `smdebug` object with the details).
     Webhook {
+        /// The address to POST to.
         url: String,
         /// Seconds. Default 10.
         #[serde(default = "default_timeout")]
@@ -62,12 +63,15 @@ pub enum ActionConfig {
     },
     /// Sends a plain-text e-mail over SMTP.
     Email {
+        /// The SMTP server.
         smtp_host: String,
         /// Default: 25 without TLS, 587 with STARTTLS, 465 with TLS.
         #[serde(default)]
         smtp_port: Option<u16>,
+        /// How the connection is encrypted. Default: none.
         #[serde(default)]
         tls: SmtpTls,
+        /// The SMTP login, if the server wants one.
         #[serde(default)]
         username: Option<String>,
         /// The password itself; prefer `password_env`.
@@ -76,7 +80,9 @@ pub enum ActionConfig {
         /// The environment variable holding the password.
         #[serde(default)]
         password_env: Option<String>,
+        /// The sender address.
         from: String,
+        /// The recipient addresses.
         to: Vec<String>,
         /// Seconds. Default 10.
         #[serde(default = "default_timeout")]
@@ -85,7 +91,9 @@ pub enum ActionConfig {
     /// Runs a program (no shell) with the event in `SMDEBUG_*` environment variables and as JSON
     /// on its standard input. A non-zero exit or a timeout is a failure.
     Command {
+        /// The program to run (found on `PATH` when not a path).
         program: String,
+        /// Its arguments. Default: none.
         #[serde(default)]
         args: Vec<String>,
         /// Seconds. Default 10.
@@ -144,11 +152,15 @@ impl ActionConfig {
 /// What an action is told about a firing.
 #[derive(Clone, Debug, Serialize)]
 pub struct RuleEvent {
+    /// The rule that fired.
     pub rule: String,
     /// The run's location.
     pub run: String,
+    /// The step it fired at.
     pub step: u64,
+    /// What it found.
     pub message: String,
+    /// The measurements behind the finding.
     pub evidence: Vec<Evidence>,
 }
 

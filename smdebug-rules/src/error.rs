@@ -12,42 +12,60 @@ pub enum Error {
     /// No built-in rule has this name.
     #[error("unknown rule `{name}` (built-in rules: {})", .available.join(", "))]
     UnknownRule {
+        /// The name asked for.
         name: String,
+        /// The built-in rules' names.
         available: Vec<String>,
     },
 
     /// A parameter the rule does not have.
     #[error("rule {rule}: unknown parameter `{param}` (its parameters: {})", .expected.join(", "))]
     UnknownParameter {
+        /// The rule's name.
         rule: String,
+        /// The parameter's name.
         param: String,
+        /// The parameters the rule has.
         expected: Vec<String>,
     },
 
     /// A parameter whose value has the wrong type or is out of range.
     #[error("rule {rule}: parameter `{param}`: {reason}")]
     BadParameter {
+        /// The rule's name.
         rule: String,
+        /// The parameter's name.
         param: String,
+        /// What is wrong.
         reason: String,
     },
 
     /// A rule specification (`NAME:param=value,...` or JSON) that cannot be parsed.
     #[error("bad rule specification `{spec}`: {reason}")]
-    BadSpec { spec: String, reason: String },
+    BadSpec {
+        /// The specification as given.
+        spec: String,
+        /// What is wrong.
+        reason: String,
+    },
 
     /// A regular expression parameter that does not compile.
     #[error("rule {rule}: bad regex `{pattern}`: {reason}")]
     BadRegex {
+        /// The rule's name.
         rule: String,
+        /// The regex as given.
         pattern: String,
+        /// What is wrong.
         reason: String,
     },
 
     /// The run could not be opened (missing, unreachable, not an smdebug run).
     #[error("cannot open run `{location}`: {source}")]
     OpenRun {
+        /// The run's location.
         location: String,
+        /// The reader's or the store's error.
         #[source]
         source: Box<smdebug_io::Error>,
     },
@@ -55,8 +73,11 @@ pub enum Error {
     /// Reading the run failed while a rule was evaluated (corrupt file, storage error, …).
     #[error("rule {rule} at step {step}: {source}")]
     Read {
+        /// The rule's name.
         rule: String,
+        /// The step being evaluated.
         step: u64,
+        /// The reader's or the store's error.
         #[source]
         source: Box<smdebug_io::Error>,
     },
@@ -64,36 +85,56 @@ pub enum Error {
     /// A custom rule reported a failure of its own.
     #[error("rule {rule} at step {step}: {reason}")]
     Rule {
+        /// The rule's name.
         rule: String,
+        /// The step being evaluated.
         step: u64,
+        /// What is wrong.
         reason: String,
     },
 
     /// An action could not be carried out (server unreachable, command failed, …).
     #[error("action `{action}` of rule {rule} failed: {reason}")]
     Action {
+        /// The rule's name.
         rule: String,
+        /// The action's type.
         action: String,
+        /// What is wrong.
         reason: String,
     },
 
     /// An action's configuration is incomplete or invalid.
     #[error("bad action configuration `{action}`: {reason}")]
-    BadAction { action: String, reason: String },
+    BadAction {
+        /// The action's type.
+        action: String,
+        /// What is wrong.
+        reason: String,
+    },
 
     /// Reading or writing a file in the run directory (stop request, rule summary) failed.
     #[error("{location}: {op} `{path}` failed: {source}")]
     Store {
+        /// The run's location.
         location: String,
+        /// What was done (`read`, `write`, ...).
         op: &'static str,
+        /// The file.
         path: String,
+        /// The reader's or the store's error.
         #[source]
         source: Box<smdebug_io::Error>,
     },
 
     /// A file the rules crate owns (stop request, summary) holds something unexpected.
     #[error("{path}: {reason}")]
-    BadFile { path: String, reason: String },
+    BadFile {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
 
     /// The runner's thread could not be started or panicked.
     #[error("runner: {0}")]

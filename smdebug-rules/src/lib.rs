@@ -35,27 +35,40 @@
 //! println!("{}", serde_json::to_string_pretty(&summary).unwrap());
 //! ```
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod actions;
 pub mod error;
 pub mod params;
 pub mod profiler;
+pub mod registry;
 pub mod report;
 pub mod rule;
 pub mod rules;
 pub mod runner;
 pub mod select;
 pub mod stop;
+pub mod window;
 
 pub use actions::ActionConfig;
 pub use error::{Error, Result};
 pub use params::RuleSpec;
-pub use profiler::{ProfilerWindow, StepTimeline};
-pub use rule::{Evidence, Rule, RuleInput, RuleResult};
-pub use rules::{
+pub use registry::{
     BuiltinRule, all_builtin_rules, build_rule, builtin_profiler_rules, builtin_rules, find_builtin,
 };
+pub use rule::{Evidence, Rule, RuleInput, RuleResult};
 pub use runner::{
     ReportPlan, Reporter, RuleRunner, RuleStatus, RunState, RunnerHandle, Status, Summary,
     read_summary,
 };
 pub use select::{TensorSelection, value_at};
+pub use window::{ProfilerWindow, StepTimeline};
+
+/// What [`rule_identity!`] expands to names, so that a crate using the macro needs neither
+/// `serde_json` nor `smdebug-io` in scope.
+#[doc(hidden)]
+pub mod __private {
+    pub use serde_json::{Map, Value};
+    pub use smdebug_io::trial::Trial;
+}

@@ -9,6 +9,7 @@
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
+use smdebug_core::Mode;
 
 use crate::error::{Error, Result};
 
@@ -152,9 +153,127 @@ where
 
 /// The parameter names of a parameter struct (its serialized keys).
 pub fn param_names<P: Serialize>(params: &P) -> Vec<String> {
-    match serde_json::to_value(params) {
-        Ok(Value::Object(m)) => m.keys().cloned().collect(),
+    match to_json(params) {
+        Value::Object(m) => m.keys().cloned().collect(),
         _ => Vec::new(),
+    }
+}
+
+/// A parameter struct as JSON, as [`Rule::parameters`](crate::Rule::parameters) reports it.
+pub fn to_json<P: Serialize>(params: &P) -> Value {
+    serde_json::to_value(params).unwrap_or(Value::Null)
+}
+
+/// The checks a rule's constructor runs on its parameters. Every failure is an
+/// [`Error::BadParameter`] naming the rule and the parameter.
+///
+/// Parameters parsed from JSON or the command line are finite already ([`lenient`]); these
+/// checks also hold for parameters built in code, where NaN or an infinity would make every
+/// comparison false (or true): a rule given one could never fire, or would fire at every step.
+///
+/// ```
+/// use smdebug_rules::params::Check;
+/// let check = Check::new("MyRule");
+/// assert!(check.percent("threshold", 50.0).is_ok());
+/// let err = check.percent("threshold", f64::NAN).unwrap_err();
+/// assert_eq!(err.to_string(), "rule MyRule: parameter `threshold`: must be a finite number, got NaN");
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Check<'a> {
+    rule: &'a str,
+}
+
+impl<'a> Check<'a> {
+    /// The checks of the rule named `rule`.
+    pub fn new(rule: &'a str) -> Self {
+        Check { rule }
+    }
+
+    /// The error for `param`, with `reason`.
+    pub fn error(&self, param: &str, reason: impl Into<String>) -> Error {
+        Error::BadParameter {
+            rule: self.rule.to_string(),
+            param: param.to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Fails with `reason` unless `ok`.
+    pub fn that(&self, ok: bool, param: &str, reason: impl FnOnce() -> String) -> Result<()> {
+        if ok {
+            Ok(())
+        } else {
+            Err(self.error(param, reason()))
+        }
+    }
+
+    /// A finite number (not NaN, not ±infinity).
+    pub fn finite(&self, param: &str, value: f64) -> Result<()> {
+        self.that(value.is_finite(), param, || {
+            format!("must be a finite number, got {value}")
+        })
+    }
+
+    /// A finite number when there is one.
+    pub fn finite_opt(&self, param: &str, value: Option<f64>) -> Result<()> {
+        value.map_or(Ok(()), |v| self.finite(param, v))
+    }
+
+    /// A finite number in `low..=high`; `what` names the kind of value in the message
+    /// ("a percentage", "a share").
+    pub fn within(&self, param: &str, value: f64, low: f64, high: f64, what: &str) -> Result<()> {
+        self.finite(param, value)?;
+        self.that((low..=high).contains(&value), param, || {
+            format!("must be {what} between {low} and {high}, got {value}")
+        })
+    }
+
+    /// A percentage, `0..=100`.
+    pub fn percent(&self, param: &str, value: f64) -> Result<()> {
+        self.within(param, value, 0.0, 100.0, "a percentage")
+    }
+
+    /// A share, `0..=1`.
+    pub fn share(&self, param: &str, value: f64) -> Result<()> {
+        self.within(param, value, 0.0, 1.0, "a share")
+    }
+
+    /// A finite number of at least 0; `what` names it in the message ("a number", "a
+    /// percentage").
+    pub fn non_negative(&self, param: &str, value: f64, what: &str) -> Result<()> {
+        self.finite(param, value)?;
+        self.that(value >= 0.0, param, || {
+            format!("must be {what} of at least 0, got {value}")
+        })
+    }
+
+    /// A finite number above 0; `what` names it in the message ("a number of seconds").
+    pub fn positive(&self, param: &str, value: f64, what: &str) -> Result<()> {
+        self.finite(param, value)?;
+        self.that(value > 0.0, param, || {
+            format!("must be a positive {what}, got {value}")
+        })
+    }
+
+    /// A count of at least `min`.
+    pub fn at_least(&self, param: &str, value: u64, min: u64) -> Result<()> {
+        self.that(value >= min, param, || {
+            format!("must be at least {min}, got {value}")
+        })
+    }
+
+    /// A mode name (`TRAIN`, `EVAL`, `PREDICT` or `GLOBAL`, any case); `None` when not given.
+    pub fn mode(&self, param: &str, value: Option<&str>) -> Result<Option<Mode>> {
+        value
+            .map(|m| {
+                Mode::from_name(&m.trim().to_ascii_uppercase()).ok_or_else(|| {
+                    self.error(
+                        param,
+                        format!("expected TRAIN, EVAL, PREDICT or GLOBAL, got `{m}`"),
+                    )
+                })
+            })
+            .transpose()
     }
 }
 

@@ -25,8 +25,8 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::params::RuleSpec;
+use crate::registry::builtin_profiler_rules;
 use crate::rule::{Rule, RuleInput, RuleResult};
-use crate::rules::builtin_profiler_rules;
 
 /// The rule's name.
 pub const PROFILER_REPORT: &str = "ProfilerReport";
@@ -74,7 +74,7 @@ pub fn expand_profiler_report(spec: &RuleSpec) -> Result<Vec<RuleSpec>> {
     }
     // Building checks every override now, not when the run is evaluated.
     for s in &specs {
-        crate::rules::build_rule(s)?;
+        crate::registry::build_rule(s)?;
     }
     Ok(specs)
 }
@@ -117,7 +117,7 @@ impl Rule for ProfilerReportRule {
 /// `ProfilerReport` (all profiler rules and the report) when `profiler` is set.
 pub fn default_specs(follow: bool, profiler: bool) -> Vec<RuleSpec> {
     let mut specs = Vec::new();
-    for b in crate::rules::builtin_rules() {
+    for b in crate::registry::builtin_rules() {
         let needs_value = matches!(b.build(&Map::new()), Err(Error::BadParameter { .. }));
         if !needs_value && (follow || b.name != "StalledTraining") {
             specs.push(RuleSpec::new(b.name));

@@ -7,7 +7,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use smdebug_io::trial::Trial;
 
 use crate::error::Result;
-use crate::profiler::ProfilerWindow;
+use crate::window::ProfilerWindow;
 
 /// What a rule reads: saved tensors (debugging rules) or the profiler's system metrics and
 /// framework spans (profiler rules).
@@ -56,7 +56,7 @@ impl RuleInput {
 ///
 /// ```
 /// use smdebug_io::trial::Trial;
-/// use smdebug_rules::{Evidence, Result, Rule, RuleResult, TensorSelection};
+/// use smdebug_rules::{Evidence, Result, Rule, RuleResult, TensorSelection, rule_identity};
 ///
 /// /// Fires when any gradient's largest absolute value exceeds `limit`.
 /// struct GradientTooLarge {
@@ -65,25 +65,18 @@ impl RuleInput {
 /// }
 ///
 /// impl Rule for GradientTooLarge {
-///     fn name(&self) -> &str {
-///         "GradientTooLarge"
-///     }
-///
-///     fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-///         self.gradients.names(self.name(), trial)
-///     }
+///     rule_identity!(name: "GradientTooLarge", params: [limit], selection: gradients);
 ///
 ///     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
 ///         let mut result = RuleResult::new(step);
-///         for name in self.required_tensors(trial, step)? {
-///             let Some(v) = smdebug_rules::value_at(self.name(), trial, &name, step)? else {
-///                 continue; // not saved at this step
-///             };
+///         // Each selected tensor saved at this step; the others are skipped.
+///         for reading in self.gradients.values_at(self.name(), trial, step)? {
+///             let (name, v) = reading?;
 ///             result.datapoints += 1;
 ///             let max = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
 ///             if max > self.limit {
 ///                 result.fire(format!("{name}: max |g| = {max}"));
-///                 result.evidence.push(Evidence::new(&name, step, "abs_max", max).limit(self.limit));
+///                 result.add_evidence(Evidence::new(&name, step, "abs_max", max).limit(self.limit));
 ///             }
 ///         }
 ///         Ok(result)
@@ -92,9 +85,10 @@ impl RuleInput {
 ///
 /// let rule = GradientTooLarge {
 ///     limit: 100.0,
-///     gradients: TensorSelection::new("GradientTooLarge", &["gradients".into()], &[]).unwrap(),
+///     gradients: TensorSelection::gradients("GradientTooLarge").unwrap(),
 /// };
 /// assert_eq!(rule.name(), "GradientTooLarge");
+/// assert_eq!(rule.parameters()["limit"], 100.0);
 /// ```
 pub trait Rule: Send {
     /// The rule's name as users see it in statuses and summaries (`VanishingGradient`).
@@ -152,6 +146,98 @@ pub trait Rule: Send {
     }
 }
 
+/// Writes the identity part of `impl Rule` — [`name`](Rule::name),
+/// [`parameters`](Rule::parameters), and [`required_tensors`](Rule::required_tensors) or
+/// [`input`](Rule::input) — the same way for every rule, built-in or custom.
+///
+/// - `rule_identity!()`: the name is `Self::NAME`, the parameters are the field `params`
+///   (any `Serialize` type) as JSON; the rule writes `required_tensors` itself.
+/// - `rule_identity!(tensors: field)`: the same, and the rule reads the tensors that the
+///   [`TensorSelection`](crate::TensorSelection) in `field` selects.
+/// - `rule_identity!(profiler)`: the same, for a profiler rule
+///   ([`RuleInput::Profiler`]).
+/// - `rule_identity!(name: "AccuracyDrop", params: [drop, patience], tensors: ["accuracy"])`:
+///   a rule without a `NAME` constant or a parameter struct: the listed fields are its
+///   parameters and the listed names its tensors. `selection: field` in place of `tensors`
+///   reads what the [`TensorSelection`](crate::TensorSelection) in `field` selects; `params`,
+///   `tensors` and `selection` may be left out.
+///
+/// ```
+/// use smdebug_io::trial::Trial;
+/// use smdebug_rules::{Result, Rule, RuleResult, rule_identity};
+///
+/// struct Watch {
+///     limit: f64,
+/// }
+///
+/// impl Rule for Watch {
+///     rule_identity!(name: "Watch", params: [limit], tensors: ["loss"]);
+///
+///     fn invoke_at_step(&mut self, _trial: &Trial, step: u64) -> Result<RuleResult> {
+///         Ok(RuleResult::new(step))
+///     }
+/// }
+///
+/// let rule = Watch { limit: 2.0 };
+/// assert_eq!(rule.name(), "Watch");
+/// assert_eq!(rule.parameters()["limit"], 2.0);
+/// ```
+#[macro_export]
+macro_rules! rule_identity {
+    () => {
+        fn name(&self) -> &str {
+            Self::NAME
+        }
+        fn parameters(&self) -> $crate::__private::Value {
+            $crate::params::to_json(&self.params)
+        }
+    };
+    (tensors: $selection:ident) => {
+        $crate::rule_identity!();
+        fn required_tensors(
+            &self,
+            trial: &$crate::__private::Trial,
+            _step: u64,
+        ) -> $crate::Result<Vec<String>> {
+            self.$selection.names(Self::NAME, trial)
+        }
+    };
+    (profiler) => {
+        $crate::rule_identity!();
+        fn input(&self) -> $crate::RuleInput {
+            $crate::RuleInput::Profiler
+        }
+    };
+    (name: $name:expr $(, params: [$($param:ident),* $(,)?])? $(, tensors: [$($tensor:expr),* $(,)?])? $(, selection: $selection:ident)? $(,)?) => {
+        fn name(&self) -> &str {
+            $name
+        }
+        fn parameters(&self) -> $crate::__private::Value {
+            #[allow(unused_mut)]
+            let mut params = $crate::__private::Map::new();
+            $($(params.insert(
+                stringify!($param).to_string(),
+                $crate::params::to_json(&self.$param),
+            );)*)?
+            $crate::__private::Value::Object(params)
+        }
+        $(fn required_tensors(
+            &self,
+            _trial: &$crate::__private::Trial,
+            _step: u64,
+        ) -> $crate::Result<Vec<String>> {
+            Ok(vec![$(String::from($tensor)),*])
+        })?
+        $(fn required_tensors(
+            &self,
+            trial: &$crate::__private::Trial,
+            _step: u64,
+        ) -> $crate::Result<Vec<String>> {
+            self.$selection.names($name, trial)
+        })?
+    };
+}
+
 /// One measurement behind a rule's verdict: which tensor, at which step, what was measured, the
 /// value and the limit it was compared with.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -175,6 +261,7 @@ fn null_as_nan<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::E
 }
 
 impl Evidence {
+    /// `measure` of `tensor` at `step` was `value`.
     pub fn new(tensor: &str, step: u64, measure: &str, value: f64) -> Self {
         Evidence {
             tensor: tensor.to_string(),
@@ -191,6 +278,9 @@ impl Evidence {
         self
     }
 }
+
+/// At most this many evidence entries per result through [`RuleResult::add_evidence`].
+pub const MAX_EVIDENCE: usize = 10;
 
 /// What a rule found at one step (debugging rules) or at one time (profiler rules).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -230,6 +320,14 @@ impl RuleResult {
         RuleResult {
             time_us: Some(time_us),
             ..RuleResult::new(step)
+        }
+    }
+
+    /// Adds a measurement unless the result holds [`MAX_EVIDENCE`] already, so a rule firing
+    /// on hundreds of tensors keeps its summary readable.
+    pub fn add_evidence(&mut self, evidence: Evidence) {
+        if self.evidence.len() < MAX_EVIDENCE {
+            self.evidence.push(evidence);
         }
     }
 

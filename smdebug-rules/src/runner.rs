@@ -39,9 +39,9 @@ use crate::error::{Error, Result};
 use crate::params::RuleSpec;
 use crate::profiler::feed::ProfilerFeed;
 use crate::profiler::{ProfilerWindow, StepTimeline};
+use crate::registry::build_rule;
 use crate::report::{ProfilerReportRule, expand_profiler_report, is_profiler_report};
 use crate::rule::{Evidence, Rule, RuleInput, RuleResult};
-use crate::rules::build_rule;
 use smdebug_profiler::reader::ProfileData;
 
 /// The summary file, relative to the run.
@@ -80,17 +80,21 @@ fn debugging_kind() -> String {
 /// A rule's status, as reported and written into the summary.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RuleStatus {
+    /// The rule's name.
     pub rule: String,
     /// `debugging` (a rule over tensors) or `profiler` (over system metrics and spans).
     #[serde(default = "debugging_kind")]
     pub kind: String,
+    /// Where the rule stands.
     pub status: Status,
+    /// The parameters in force.
     pub parameters: serde_json::Value,
     /// The configured actions' types.
     pub actions: Vec<String>,
     /// The step of the first firing. For profiler rules: the latest step that had started when
     /// the condition was seen (none when no step span came before it).
     pub first_fired_step: Option<u64>,
+    /// The step of the latest firing (for profiler rules, as `first_fired_step`).
     pub last_fired_step: Option<u64>,
     /// When a profiler rule first saw its condition, microseconds since the Unix epoch.
     #[serde(default)]
@@ -123,6 +127,7 @@ pub struct RuleStatus {
 /// Every rule's status and where the run stands.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
+    /// The run's location.
     pub run: String,
     /// Whether the run had written its end marker when the summary was made.
     pub run_complete: bool,
@@ -134,6 +139,7 @@ pub struct Summary {
     pub finished: bool,
     /// When the summary was written, seconds since the Unix epoch.
     pub updated_at: f64,
+    /// Every rule's status.
     pub rules: Vec<RuleStatus>,
     /// Why the runner stopped following before the run ended (nothing new arrived within the
     /// idle time-out); the rules that had not fired are still `InProgress`.
@@ -345,7 +351,7 @@ impl RunnerBuilder {
     fn build_until(mut self, cancel: Option<&AtomicBool>) -> Result<RuleRunner> {
         let mut entries = std::mem::take(&mut self.rules);
         let key = |name: &str| {
-            crate::rules::find_builtin(name).map_or(name.to_string(), |b| b.name.into())
+            crate::registry::find_builtin(name).map_or(name.to_string(), |b| b.name.into())
         };
         let given = std::mem::take(&mut self.specs);
         let explicit: std::collections::HashSet<String> = given
@@ -380,7 +386,8 @@ impl RunnerBuilder {
         for spec in &specs {
             let rule = build_rule(spec)?;
             let mut actions = spec.actions.clone();
-            if crate::rules::find_builtin(&spec.name).is_some_and(|b| b.name == "StalledTraining")
+            if crate::registry::find_builtin(&spec.name)
+                .is_some_and(|b| b.name == "StalledTraining")
                 && rule.parameters()["stop_training_on_fire"] == serde_json::Value::Bool(true)
                 && !actions.contains(&ActionConfig::StopTraining)
             {

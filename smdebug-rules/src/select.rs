@@ -6,7 +6,38 @@ use ndarray::ArrayD;
 use smdebug_core::{Mode, PyRegex, Reduction, ReductionOp};
 use smdebug_io::trial::Trial;
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::{Error, Result, is_absent};
+use crate::params::lenient;
+
+/// The tensors a rule checks, as users name them: the `collection_names` and `tensor_regex`
+/// parameters many rules share (flattened into their parameter structs). Flattened, the
+/// fields take these defaults (none), not the parameter struct's: a rule with a default regex
+/// keeps its own fields.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SelectionParams {
+    /// Collections to check. Default: none.
+    #[serde(deserialize_with = "lenient::list")]
+    pub collection_names: Vec<String>,
+    /// Regexes of tensor names to check (Python `re` syntax). Default: none.
+    #[serde(deserialize_with = "lenient::regexes")]
+    pub tensor_regex: Vec<String>,
+}
+
+impl SelectionParams {
+    /// The selection, compiled; with neither collections nor regexes given, the
+    /// `default_collections` (every tensor when there are none).
+    pub fn selection(&self, rule: &str, default_collections: &[&str]) -> Result<TensorSelection> {
+        let collections = if self.collection_names.is_empty() && self.tensor_regex.is_empty() {
+            default_collections.iter().map(|c| c.to_string()).collect()
+        } else {
+            self.collection_names.clone()
+        };
+        TensorSelection::new(rule, &collections, &self.tensor_regex)
+    }
+}
 
 /// Which tensors a rule looks at: the union of some collections and of the tensor names that
 /// match some regexes (Python `re` syntax, searched anywhere in the name like
@@ -16,15 +47,52 @@ use crate::error::{Error, Result, is_absent};
 pub struct TensorSelection {
     collections: Vec<String>,
     regexes: Vec<PyRegex>,
+    /// With neither collections nor regexes: `true` selects every tensor, `false` none.
+    empty_selects_all: bool,
 }
 
 impl TensorSelection {
-    /// Compiles the regexes; a bad one is reported with the rule's name.
+    /// Compiles the regexes; a bad one is reported with the rule's name. With neither
+    /// collections nor regexes, the selection is every tensor.
     pub fn new(rule: &str, collections: &[String], patterns: &[String]) -> Result<Self> {
         Ok(TensorSelection {
             collections: collections.to_vec(),
             regexes: compile_all(rule, patterns)?,
+            empty_selects_all: true,
         })
+    }
+
+    /// Like [`new`](Self::new), but with neither collections nor regexes nothing is selected
+    /// (a rule about one kind of tensor, found by its default regex, that the user emptied).
+    pub fn only(rule: &str, collections: &[String], patterns: &[String]) -> Result<Self> {
+        Ok(TensorSelection {
+            empty_selects_all: false,
+            ..TensorSelection::new(rule, collections, patterns)?
+        })
+    }
+
+    /// The gradients: the `gradients` collection and names starting with `gradient/`.
+    pub fn gradients(rule: &str) -> Result<Self> {
+        TensorSelection::new(rule, &["gradients".into()], &["^gradient/".into()])
+    }
+
+    /// Losses: given collections and regexes, plus the `losses` collection when asked; with
+    /// nothing given, names containing `loss` as well (runs without a `losses` collection).
+    pub fn losses(
+        rule: &str,
+        collections: &[String],
+        regexes: &[String],
+        use_losses_collection: bool,
+    ) -> Result<Self> {
+        let mut c = collections.to_vec();
+        let mut r = regexes.to_vec();
+        if use_losses_collection {
+            c.push("losses".into());
+        }
+        if collections.is_empty() && regexes.is_empty() {
+            r.push("(?i)loss".into());
+        }
+        TensorSelection::new(rule, &c, &r)
     }
 
     /// True when neither a collection nor a regex was given.
@@ -37,13 +105,12 @@ impl TensorSelection {
         self.regexes.iter().any(|r| r.is_match(name))
     }
 
-    /// The selected tensor names, sorted. An empty selection selects every tensor.
+    /// The selected tensor names, sorted.
     pub fn names(&self, rule: &str, trial: &Trial) -> Result<Vec<String>> {
-        let read = |e| Error::Read {
-            rule: rule.to_string(),
-            step: 0,
-            source: Box::new(e),
-        };
+        if self.is_empty() && !self.empty_selects_all {
+            return Ok(Vec::new());
+        }
+        let read = |e| read_error(rule, 0, e);
         let all = trial.tensor_names().map_err(read)?;
         if self.is_empty() {
             return Ok(all);
@@ -61,6 +128,71 @@ impl TensorSelection {
             }
         }
         Ok(out.into_iter().collect())
+    }
+
+    /// Each selected tensor saved at global step `step`, with its value, in name order.
+    /// Tensors not saved there are skipped; a failed read ends the loop with its error.
+    ///
+    /// ```no_run
+    /// # use smdebug_rules::{Result, TensorSelection};
+    /// # fn check(selection: &TensorSelection, trial: &smdebug_io::trial::Trial) -> Result<()> {
+    /// for reading in selection.values_at("MyRule", trial, 10)? {
+    ///     let (name, value) = reading?;
+    ///     println!("{name}: {} values", value.len());
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn values_at<'a>(
+        &self,
+        rule: &'a str,
+        trial: &'a Trial,
+        step: u64,
+    ) -> Result<impl Iterator<Item = Result<(String, ArrayD<f64>)>> + use<'a>> {
+        self.read_each(rule, trial, move |name| value_at(rule, trial, name, step))
+    }
+
+    /// Like [`values_at`](Self::values_at), with each tensor's first value (for scalars).
+    pub fn scalars_at<'a>(
+        &self,
+        rule: &'a str,
+        trial: &'a Trial,
+        step: u64,
+    ) -> Result<impl Iterator<Item = Result<(String, f64)>> + use<'a>> {
+        self.read_each(rule, trial, move |name| {
+            scalar_at(rule, trial, name, step, None)
+        })
+    }
+
+    /// Like [`values_at`](Self::values_at), with a reduction of each tensor (see
+    /// [`reduction_at`]).
+    pub fn reductions_at<'a>(
+        &self,
+        rule: &'a str,
+        trial: &'a Trial,
+        step: u64,
+        reduction: Reduction,
+    ) -> Result<impl Iterator<Item = Result<(String, f64)>> + use<'a>> {
+        self.read_each(rule, trial, move |name| {
+            reduction_at(rule, trial, name, step, reduction)
+        })
+    }
+
+    /// The selected names, each with what `read` finds for it (skipping `None`). The iterator
+    /// borrows neither the selection nor the rule, so the rule may update its state meanwhile.
+    fn read_each<T, F>(
+        &self,
+        rule: &str,
+        trial: &Trial,
+        mut read: F,
+    ) -> Result<impl Iterator<Item = Result<(String, T)>> + use<T, F>>
+    where
+        F: FnMut(&str) -> Result<Option<T>>,
+    {
+        let names = self.names(rule, trial)?;
+        Ok(names
+            .into_iter()
+            .filter_map(move |name| read(&name).transpose().map(|r| r.map(|v| (name, v)))))
     }
 }
 
@@ -177,54 +309,35 @@ pub(crate) fn read_error(rule: &str, step: u64, e: smdebug_io::Error) -> Error {
     }
 }
 
-/// Global step -> (mode, mode step), learned from the trial and extended as the run grows.
+/// Global step -> mode, learned from the trial and extended as the run grows.
 #[derive(Debug, Default)]
 pub struct StepModes {
-    map: BTreeMap<u64, (Mode, u64)>,
+    map: BTreeMap<u64, Mode>,
     known: usize,
 }
 
 impl StepModes {
-    /// Learns the steps written since the last call.
-    pub fn update(&mut self, rule: &str, trial: &Trial) -> Result<()> {
+    /// The mode of global step `step` (learning the steps written since the last call), or
+    /// `None` when the run has no such step.
+    pub fn mode_at(&mut self, rule: &str, trial: &Trial, step: u64) -> Result<Option<Mode>> {
         let all = trial
             .global_steps(None)
             .map_err(|e| read_error(rule, 0, e))?;
-        if all.len() == self.known {
-            return Ok(());
-        }
-        let mut map = BTreeMap::new();
-        for mode in [Mode::Train, Mode::Eval, Mode::Predict] {
-            let globals = trial
-                .global_steps(Some(mode))
-                .map_err(|e| read_error(rule, 0, e))?;
-            let mode_steps = trial
-                .steps(Some(mode))
-                .map_err(|e| read_error(rule, 0, e))?;
-            // Both lists come from the same ordered step table, filtered by mode.
-            for (g, m) in globals.into_iter().zip(mode_steps) {
-                map.insert(g, (mode, m));
+        if all.len() != self.known {
+            let mut map = BTreeMap::new();
+            for mode in [Mode::Train, Mode::Eval, Mode::Predict] {
+                let globals = trial
+                    .global_steps(Some(mode))
+                    .map_err(|e| read_error(rule, 0, e))?;
+                map.extend(globals.into_iter().map(|g| (g, mode)));
             }
+            for g in &all {
+                map.entry(*g).or_insert(Mode::Global);
+            }
+            self.known = all.len();
+            self.map = map;
         }
-        for g in &all {
-            map.entry(*g).or_insert((Mode::Global, *g));
-        }
-        self.known = all.len();
-        self.map = map;
-        Ok(())
-    }
-
-    /// The mode and mode step of a global step.
-    pub fn get(&self, step: u64) -> Option<(Mode, u64)> {
-        self.map.get(&step).copied()
-    }
-
-    /// The known global steps up to and including `step`, newest first, with their modes.
-    pub fn before(&self, step: u64) -> impl Iterator<Item = (u64, Mode, u64)> + '_ {
-        self.map
-            .range(..=step)
-            .rev()
-            .map(|(g, (m, s))| (*g, *m, *s))
+        Ok(self.map.get(&step).copied())
     }
 }
 

@@ -1,36 +1,105 @@
 //! `trial_bench DIR`: the Rust side of the Trial comparison with Python smdebug
 //! (`benches/python_trial_bench.py DIR` is the other side). Times, from a cold start of the
-//! process: open the run and list its steps and tensor names; then read every value.
+//! process: open the run and list its steps and tensor names; then read every value of every
+//! tensor, tensor by tensor as a notebook does, in the dtype it was saved in (what Python
+//! smdebug's `value()` returns); then the same read converted to `f64` arrays.
+//!
+//! `TRIAL_CACHE_MIB=N` sets the trial's whole-file cache budget (`TrialOptions::file_cache_bytes`);
+//! `TRIAL_BENCH_OPEN_ONLY=1` stops after open+list (for profiling the open).
 
 use std::time::Instant;
 
-use smdebug_io::trial::Trial;
+use smdebug_core::{DType, Tensor};
+use smdebug_io::trial::{Trial, TrialOptions};
+
+fn open(dir: &str) -> Result<Trial, Box<dyn std::error::Error>> {
+    let mut options = TrialOptions::default();
+    if let Ok(mib) = std::env::var("TRIAL_CACHE_MIB") {
+        options.file_cache_bytes = mib.parse::<usize>()? << 20;
+    }
+    Ok(Trial::open_with(dir, options)?)
+}
+
+/// The sum of a tensor's elements, read in place (as numpy's `sum()` on the array Python gets).
+fn sum_native(t: &Tensor) -> f64 {
+    match t.dtype() {
+        DType::F32 => t
+            .bytes()
+            .chunks_exact(4)
+            .map(|b| f64::from(f32::from_le_bytes(b.try_into().expect("4 bytes"))))
+            .sum(),
+        _ => t.to_f64_vec().iter().sum(),
+    }
+}
+
+/// CPU time (user + system, all threads) this process has used, from `/proc/self/stat` (Linux;
+/// zero elsewhere): the machine may be loaded, and CPU time shows the work done whatever the wait.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name; 100 ticks/s.
+    (ticks(11) + ticks(12)) / 100.0
+}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::args().nth(1).ok_or("usage: trial_bench DIR")?;
-    let t0 = Instant::now();
-    let trial = Trial::open(&dir)?;
+    let (t0, c0) = (Instant::now(), cpu_seconds());
+    let trial = open(&dir)?;
     let steps = trial.steps(None)?;
     let names = trial.tensor_names()?;
     let open_list = t0.elapsed();
+    println!(
+        "rust: open+list {} steps, {} tensors: {:.3} s (cpu {:.2} s)",
+        steps.len(),
+        names.len(),
+        open_list.as_secs_f64(),
+        cpu_seconds() - c0
+    );
+    if std::env::var_os("TRIAL_BENCH_OPEN_ONLY").is_some() {
+        return Ok(());
+    }
 
-    let t1 = Instant::now();
-    let mut values = 0usize;
-    let mut checksum = 0.0f64;
+    let (t1, c1) = (Instant::now(), cpu_seconds());
+    let (mut values, mut checksum) = (0usize, 0.0f64);
     for name in &names {
-        let t = trial.tensor(name)?;
-        for (_, v) in t.values(None, None)? {
+        for t in trial.tensor(name)?.raw_values(None, None)?.values() {
+            values += 1;
+            checksum += sum_native(t);
+        }
+    }
+    println!(
+        "rust: read {values} values (saved dtype): {:.3} s (cpu {:.2} s, sum {checksum:.6e})",
+        t1.elapsed().as_secs_f64(),
+        cpu_seconds() - c1
+    );
+
+    // A fresh trial, so the f64 read starts with an empty cache as the first one did.
+    let trial = open(&dir)?;
+    let (t2, c2) = (Instant::now(), cpu_seconds());
+    let (mut values, mut checksum) = (0usize, 0.0f64);
+    for name in &names {
+        for v in trial.tensor(name)?.values(None, None)?.values() {
             values += 1;
             checksum += v.sum();
         }
     }
-    let read_all = t1.elapsed();
     println!(
-        "rust: open+list {} steps, {} tensors: {:.3} s; read {values} values: {:.3} s (sum {checksum:.6e})",
-        steps.len(),
-        names.len(),
-        open_list.as_secs_f64(),
-        read_all.as_secs_f64()
+        "rust: read {values} values (as f64): {:.3} s (cpu {:.2} s, sum {checksum:.6e})",
+        t2.elapsed().as_secs_f64(),
+        cpu_seconds() - c2
     );
     Ok(())
 }

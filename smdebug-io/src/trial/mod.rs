@@ -22,8 +22,9 @@ use smdebug_core::{Collection, EndReason, Mode, PyRegex, Reduction, Tensor};
 use crate::error::{Error, Result};
 pub use crate::format::tensor::DEFAULT_MAX_TENSOR_BYTES;
 use crate::storage::Storage;
-pub use state::StepState;
-use state::{Location, State};
+use source::Location;
+use state::State;
+pub use state::{StepSelector, StepState};
 
 /// How a trial reads.
 #[derive(Clone, Debug)]
@@ -35,8 +36,10 @@ pub struct TrialOptions {
     pub refresh_interval: Duration,
     /// Poll interval of [`Trial::wait_for_steps`]. Default: 100 ms.
     pub poll_interval: Duration,
-    /// Memory for whole event files kept after a read (files up to 1 MiB are fetched whole, so
-    /// the other tensors of a step cost no further I/O). Default: 64 MiB.
+    /// Memory for whole event files kept after a read: files up to 1 MiB are fetched whole while
+    /// this budget lasts, so the other tensors of a step cost no further I/O; once it is spent,
+    /// other files are read record by record. Nothing is evicted before the trial is dropped.
+    /// Default: 256 MiB (a 10,000-step PyTorch run of 7 small tensors a step is 236 MB).
     pub file_cache_bytes: usize,
     /// The most bytes one read may hold for a tensor: a tensor whose shape and dtype claim more
     /// (or whose record is longer) is [`Error::TensorTooLarge`], naming the file, the offset and
@@ -53,7 +56,7 @@ impl Default for TrialOptions {
             auto_refresh: true,
             refresh_interval: Duration::from_millis(100),
             poll_interval: Duration::from_millis(100),
-            file_cache_bytes: 64 << 20,
+            file_cache_bytes: 256 << 20,
             max_tensor_bytes: DEFAULT_MAX_TENSOR_BYTES,
         }
     }
@@ -66,15 +69,6 @@ pub struct Trial {
     options: TrialOptions,
     state: Mutex<State>,
     files: Mutex<source::FileCache>,
-}
-
-/// What a step selection in [`Trial::tensor_records`] asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StepSelector {
-    /// One global step.
-    One(u64),
-    /// Every step the tensor was saved at.
-    All,
 }
 
 /// One saved value of a tensor, in the CLI's JSON shape.
@@ -525,13 +519,34 @@ impl TrialTensor<'_> {
         }
     }
 
-    /// Every saved value of this tensor in a mode, keyed by step (smdebug numbering). Reads
-    /// on a few threads when there are many steps: each step is its own event file.
+    /// Every saved value of this tensor in a mode, keyed by step (smdebug numbering), as `f64`
+    /// arrays. Reads on a few threads when there are many steps: each step is its own event file.
     pub fn values(
         &self,
         mode: Option<Mode>,
         worker: Option<&str>,
     ) -> Result<BTreeMap<u64, ArrayD<f64>>> {
+        self.read_every_step(mode, worker, |t| t.to_array_f64())
+    }
+
+    /// Every saved value of this tensor in a mode, keyed by step, in the dtype it was saved in
+    /// (what Python smdebug's `Tensor.values` returns). Reads on a few threads like
+    /// [`TrialTensor::values`].
+    pub fn raw_values(
+        &self,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+    ) -> Result<BTreeMap<u64, Tensor>> {
+        self.read_every_step(mode, worker, |t| t)
+    }
+
+    /// Reads every step of this tensor and converts each value on the reading thread.
+    fn read_every_step<T: Send>(
+        &self,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+        convert: impl Fn(Tensor) -> T + Sync,
+    ) -> Result<BTreeMap<u64, T>> {
         let mode_or_global = mode.unwrap_or(Mode::Global);
         let locations: Vec<(u64, Location)> = {
             let st = self.trial.maybe_refresh()?;
@@ -545,25 +560,21 @@ impl TrialTensor<'_> {
                 })
                 .collect::<Result<_>>()?
         };
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .clamp(1, 8)
-            .min(locations.len() / 256 + 1);
-        type Values = Vec<(u64, ArrayD<f64>)>;
-        let read_chunk = |chunk: &[(u64, Location)]| -> Result<Values> {
+        let threads = source::reader_threads(locations.len());
+        let read_chunk = |chunk: &[(u64, Location)]| -> Result<Vec<(u64, T)>> {
             chunk
                 .iter()
-                .map(|(s, loc)| Ok((*s, self.trial.read(&self.name, loc)?.to_array_f64())))
+                .map(|(s, loc)| Ok((*s, convert(self.trial.read(&self.name, loc)?))))
                 .collect()
         };
         if threads <= 1 {
             return Ok(read_chunk(&locations)?.into_iter().collect());
         }
         let chunk_len = locations.len().div_ceil(threads);
-        let parts: Vec<Result<Values>> = std::thread::scope(|scope| {
+        let parts: Vec<Result<Vec<(u64, T)>>> = std::thread::scope(|scope| {
             let handles: Vec<_> = locations
                 .chunks(chunk_len)
-                .map(|c| scope.spawn(move || read_chunk(c)))
+                .map(|c| scope.spawn(|| read_chunk(c)))
                 .collect();
             handles
                 .into_iter()

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use smdebug_core::{Collection, CollectionsFile, EndReason, Mode, Tensor};
 
-use super::state::Location;
 use crate::error::{Error, Result};
 use crate::format::index::IndexFile;
 use crate::format::layout;
@@ -90,70 +89,133 @@ pub(crate) fn index_files_from(
         Some(step) => storage.list_after(layout::INDEX_DIR, &layout::index_list_offset(step))?,
         None => storage.list(layout::INDEX_DIR)?,
     };
+    // Fetching and parsing is most of the cost of opening a long run (one small file a step), so
+    // a long listing is split over a few threads; the entries keep key order.
+    let paths: Vec<(String, u64, String)> = paths
+        .into_iter()
+        .filter_map(|path| layout::parse_index_file(&path).map(|(s, w)| (path, s, w)))
+        .collect();
+    let parse_all = |chunk: &[(String, u64, String)]| -> Result<Vec<IndexEntry>> {
+        chunk
+            .iter()
+            .map(|(path, step, worker)| read_index_file(storage, path, *step, worker))
+            .collect()
+    };
+    let threads = reader_threads(paths.len());
+    if threads <= 1 {
+        return parse_all(&paths);
+    }
+    let parts = std::thread::scope(|scope| {
+        let handles: Vec<_> = paths
+            .chunks(paths.len().div_ceil(threads))
+            .map(|chunk| scope.spawn(move || parse_all(chunk)))
+            .collect();
+        handles
+            .into_iter()
+            // A panic in a reader thread is a bug: re-raise it here rather than hide it.
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect::<Vec<_>>()
+    });
     let mut out = Vec::with_capacity(paths.len());
-    for path in paths {
-        let Some((step, worker)) = layout::parse_index_file(&path) else {
-            continue;
-        };
-        let bytes = storage.get(&path)?;
-        let index = IndexFile::parse(&bytes, &path)?;
-        let event_file = index
-            .meta
-            .event_file_name
-            .clone()
-            .unwrap_or_else(|| layout::event_file(step, &worker));
-        // smdebug names both files after the same step and worker: an index pointing into
-        // another worker's or another step's event file would hand out that worker's values.
-        if layout::parse_event_file(&event_file).as_ref() != Some(&(step, worker.clone())) {
-            return Err(Error::BadIndex {
-                path,
-                offset: 0,
-                reason: format!(
-                    "event_file_name `{event_file}` is not the event file of step {step} of \
-                     worker `{worker}` ({})",
-                    layout::event_file(step, &worker)
-                ),
-            });
-        }
-        let repeated = index
-            .repeated_names()
-            .into_iter()
-            .map(|(first, later)| {
-                format!(
-                    "{path}: tensor `{}` is listed twice, {first} and {later}; the later entry is \
-                     read, as Python smdebug does",
-                    later.tensorname
-                )
-            })
-            .collect();
-        let tensors = index
-            .tensor_payload
-            .into_iter()
-            .map(|t| (t.tensorname, (t.start_idx, t.length)))
-            .collect();
-        out.push(IndexEntry {
-            path,
-            step,
-            worker,
-            mode: index.meta.mode,
-            mode_step: index.meta.mode_step,
-            event_file,
-            tensors,
-            repeated,
-        });
+    for part in parts {
+        out.extend(part?);
     }
     Ok(out)
 }
 
-/// Event files up to this size are fetched whole and kept, so reading the other tensors of the
-/// same step (the usual access pattern: several tensors over many steps) costs no I/O.
+/// How many threads read `items` small files: one per 256 files, at most one per core (and 8).
+pub(crate) fn reader_threads(items: usize) -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 8)
+        .min(items / 256 + 1)
+}
+
+/// One index file, fetched, parsed and checked against its path.
+fn read_index_file(
+    storage: &dyn Storage,
+    path: &str,
+    step: u64,
+    worker: &str,
+) -> Result<IndexEntry> {
+    let path = path.to_string();
+    let worker = worker.to_string();
+    let bytes = storage.get(&path)?;
+    let index = IndexFile::parse(&bytes, &path)?;
+    let event_file = index
+        .meta
+        .event_file_name
+        .clone()
+        .unwrap_or_else(|| layout::event_file(step, &worker));
+    // smdebug names both files after the same step and worker: an index pointing into
+    // another worker's or another step's event file would hand out that worker's values.
+    if layout::parse_event_file(&event_file).as_ref() != Some(&(step, worker.clone())) {
+        return Err(Error::BadIndex {
+            path,
+            offset: 0,
+            reason: format!(
+                "event_file_name `{event_file}` is not the event file of step {step} of \
+                 worker `{worker}` ({})",
+                layout::event_file(step, &worker)
+            ),
+        });
+    }
+    let repeated = index
+        .repeated_names()
+        .into_iter()
+        .map(|(first, later)| {
+            format!(
+                "{path}: tensor `{}` is listed twice, {first} and {later}; the later entry is \
+                 read, as Python smdebug does",
+                later.tensorname
+            )
+        })
+        .collect();
+    let tensors = index
+        .tensor_payload
+        .into_iter()
+        .map(|t| (t.tensorname, (t.start_idx, t.length)))
+        .collect();
+    Ok(IndexEntry {
+        path,
+        step,
+        worker,
+        mode: index.meta.mode,
+        mode_step: index.meta.mode_step,
+        event_file,
+        tensors,
+        repeated,
+    })
+}
+
+/// Where one tensor of one step of one worker lives.
+#[derive(Clone, Debug)]
+pub(crate) struct Location {
+    /// Size of the whole event file as the index describes it (the end of its last record).
+    pub file_len: u64,
+    pub step: u64,
+    pub mode: Mode,
+    pub mode_step: u64,
+    pub worker: std::sync::Arc<str>,
+    pub event_file: std::sync::Arc<str>,
+    pub start: u64,
+    pub length: u64,
+}
+
+/// Event files up to this size are fetched whole and kept while the cache has room, so reading
+/// the other tensors of the same step (the usual access pattern: several tensors over many steps)
+/// costs no I/O.
 const WHOLE_FILE_MAX: u64 = 1 << 20;
 
-/// Whole event files kept in memory, oldest evicted first once over the byte budget.
+/// Whole event files kept in memory up to a byte budget.
+///
+/// Nothing is evicted: once the budget is spent, records of files not kept are read by range,
+/// exactly their bytes. Readers usually sweep a run tensor by tensor, each sweep visiting every
+/// step's file in the same order; evicting the oldest file would then evict each file just before
+/// the next sweep needs it, and every read would fetch a whole file for one record.
 #[derive(Debug)]
 pub(crate) struct FileCache {
     files: HashMap<String, bytes::Bytes>,
-    order: std::collections::VecDeque<String>,
     bytes: usize,
     budget: usize,
 }
@@ -162,7 +224,6 @@ impl FileCache {
     pub(crate) fn new(budget: usize) -> Self {
         FileCache {
             files: HashMap::new(),
-            order: std::collections::VecDeque::new(),
             bytes: 0,
             budget,
         }
@@ -172,21 +233,16 @@ impl FileCache {
         self.files.get(path).cloned()
     }
 
+    fn has_room_for(&self, len: u64) -> bool {
+        (self.bytes as u64).saturating_add(len) <= self.budget as u64
+    }
+
     fn insert(&mut self, path: &str, data: bytes::Bytes) {
-        if data.len() > self.budget || self.files.contains_key(path) {
+        if !self.has_room_for(data.len() as u64) || self.files.contains_key(path) {
             return;
         }
         self.bytes += data.len();
         self.files.insert(path.to_string(), data);
-        self.order.push_back(path.to_string());
-        while self.bytes > self.budget {
-            let Some(old) = self.order.pop_front() else {
-                break;
-            };
-            if let Some(d) = self.files.remove(&old) {
-                self.bytes -= d.len();
-            }
-        }
     }
 }
 
@@ -221,14 +277,13 @@ pub(crate) fn read_tensor(
             limit: max_tensor_bytes,
         });
     }
-    let cached = cache
-        .lock()
-        .ok()
-        .and_then(|c| c.get(&loc.event_file))
-        .filter(|file| file.len() as u64 >= end);
-    let bytes = match cached {
+    let (cached, room) = match cache.lock() {
+        Ok(c) => (c.get(&loc.event_file), c.has_room_for(loc.file_len)),
+        Err(_) => (None, false),
+    };
+    let bytes = match cached.filter(|file| file.len() as u64 >= end) {
         Some(file) => slice_record(file, loc, end)?,
-        None if loc.file_len <= WHOLE_FILE_MAX => {
+        None if loc.file_len <= WHOLE_FILE_MAX && room => {
             // Only as much as the index says the file holds: a file larger than its index (or
             // one that is not an event file at all) is never read whole.
             let file = get_range(storage, loc, 0..loc.file_len)?;

@@ -5,10 +5,18 @@ use std::time::Instant;
 
 use smdebug_core::{Collection, EndReason, Mode, Reduction, UnusablePattern};
 
-use super::StepSelector;
-use super::source;
+use super::source::{self, Location};
 use crate::error::{Error, Result};
 use crate::storage::Storage;
+
+/// What a step selection in [`Trial::tensor_records`](crate::trial::Trial::tensor_records) asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepSelector {
+    /// One global step.
+    One(u64),
+    /// Every step the tensor was saved at.
+    All,
+}
 
 /// Where a step stands for a reader (smdebug's `StepState`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -19,20 +27,6 @@ pub enum StepState {
     NotYetAvailable,
     /// The step will never come: the run ended, or every worker has moved past it.
     Unavailable,
-}
-
-/// Where one tensor of one step of one worker lives.
-#[derive(Clone, Debug)]
-pub(crate) struct Location {
-    /// Size of the whole event file as the index describes it (the end of its last record).
-    pub file_len: u64,
-    pub step: u64,
-    pub mode: Mode,
-    pub mode_step: u64,
-    pub worker: std::sync::Arc<str>,
-    pub event_file: std::sync::Arc<str>,
-    pub start: u64,
-    pub length: u64,
 }
 
 #[derive(Clone, Debug, Default)]

@@ -8,12 +8,13 @@ use smdebug_profiler::reader::Span;
 use smdebug_profiler::spans::Phase;
 use smdebug_profiler::system::vocab;
 
-use crate::error::{Error, Result};
-use crate::params::lenient;
+use crate::error::Result;
+use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Rule, RuleResult};
+use crate::window::ProfilerWindow;
 
+use super::snapshot::{NO_GPU, Snapshot, SnapshotAssembler, is_core, utc};
 use super::stats::{Sketch, round4};
-use super::{NO_GPU, ProfilerWindow, Snapshot, SnapshotAssembler, check_percent, is_core, utc};
 
 /// At most this many bottleneck times are kept per node for the report.
 const MAX_KEPT_TIMES: usize = 1000;
@@ -315,9 +316,10 @@ impl Bottlenecks {
 }
 
 fn check_bottleneck(rule: &str, threshold: f64, gpu: f64, host: (&str, f64)) -> Result<()> {
-    check_percent(rule, "threshold", threshold, false)?;
-    check_percent(rule, "gpu_threshold", gpu, false)?;
-    check_percent(rule, host.0, host.1, false)
+    let check = Check::new(rule);
+    check.percent("threshold", threshold)?;
+    check.percent("gpu_threshold", gpu)?;
+    check.percent(host.0, host.1)
 }
 
 /// **CPUBottleneck** — fires when, per node, more than `threshold` % of the system samples
@@ -330,8 +332,10 @@ pub struct CPUBottleneck {
 }
 
 impl CPUBottleneck {
+    /// The rule's name.
     pub const NAME: &'static str = "CPUBottleneck";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: CPUBottleneckParams) -> Result<Self> {
         check_bottleneck(
             Self::NAME,
@@ -354,7 +358,7 @@ impl CPUBottleneck {
 }
 
 impl Rule for CPUBottleneck {
-    profiler_rule_identity!();
+    crate::rule_identity!(profiler);
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         Ok(self.inner.invoke(window))
     }
@@ -371,8 +375,10 @@ pub struct IOBottleneck {
 }
 
 impl IOBottleneck {
+    /// The rule's name.
     pub const NAME: &'static str = "IOBottleneck";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: IOBottleneckParams) -> Result<Self> {
         check_bottleneck(
             Self::NAME,
@@ -395,7 +401,7 @@ impl IOBottleneck {
 }
 
 impl Rule for IOBottleneck {
-    profiler_rule_identity!();
+    crate::rule_identity!(profiler);
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         Ok(self.inner.invoke(window))
     }
@@ -575,21 +581,24 @@ pub struct Dataloader {
 }
 
 impl Dataloader {
+    /// The rule's name.
     pub const NAME: &'static str = "Dataloader";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: DataloaderParams) -> Result<Self> {
-        check_percent(Self::NAME, "min_threshold", params.min_threshold, true)?;
-        check_percent(Self::NAME, "max_threshold", params.max_threshold, true)?;
-        if params.max_threshold < params.min_threshold {
-            return Err(Error::BadParameter {
-                rule: Self::NAME.into(),
-                param: "max_threshold".into(),
-                reason: format!(
+        let check = Check::new(Self::NAME);
+        check.non_negative("min_threshold", params.min_threshold, "a percentage")?;
+        check.non_negative("max_threshold", params.max_threshold, "a percentage")?;
+        check.that(
+            params.max_threshold >= params.min_threshold,
+            "max_threshold",
+            || {
+                format!(
                     "{} is below min_threshold {}",
                     params.max_threshold, params.min_threshold
-                ),
-            });
-        }
+                )
+            },
+        )?;
         Ok(Dataloader {
             params,
             nodes: BTreeMap::new(),
@@ -598,7 +607,7 @@ impl Dataloader {
 }
 
 impl Rule for Dataloader {
-    profiler_rule_identity!();
+    crate::rule_identity!(profiler);
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         for s in window.samples {

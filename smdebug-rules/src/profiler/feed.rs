@@ -14,7 +14,7 @@ use smdebug_io::Storage;
 use smdebug_profiler::reader::{ProfilerReader, Span, parse_system_lines_lenient, parse_trace};
 use smdebug_profiler::system::{IoStore, SystemSample};
 
-use super::StepTimeline;
+use crate::window::StepTimeline;
 
 /// Offline evaluations (and large backlogs when following) are fed in windows of this much
 /// job time, so that a firing's time says when in the job the condition was seen.
@@ -118,6 +118,22 @@ impl ProfilerFeed {
 
     /// Reads what is new in storage into the pending buffers. Returns how many samples and
     /// spans arrived.
+    /// The bytes of `key`, counted as a fetch; `None` when it is gone (a file replaced or
+    /// removed between listing and reading).
+    fn fetch(
+        &mut self,
+        key: &str,
+    ) -> Result<Option<impl std::ops::Deref<Target = [u8]> + use<>>, String> {
+        match self.storage.get(key) {
+            Ok(bytes) => {
+                self.fetches += 1;
+                Ok(Some(bytes))
+            }
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(format!("{key}: {e}")),
+        }
+    }
+
     pub(crate) fn poll(&mut self) -> Result<usize, String> {
         let mut arrived = 0;
         let files = self.reader.system_files().map_err(|e| e.to_string())?;
@@ -144,12 +160,9 @@ impl ProfilerFeed {
                 state.sealed = superseded;
                 continue;
             }
-            let bytes = match self.storage.get(&file.key) {
-                Ok(b) => b,
-                Err(e) if e.is_not_found() => continue,
-                Err(e) => return Err(format!("{}: {e}", file.key)),
+            let Some(bytes) = self.fetch(&file.key)? else {
+                continue;
             };
-            self.fetches += 1;
             let samples = self.parse_system(&file.key, &bytes);
             let state = self.system.entry(file.key.clone()).or_default();
             state.size = Some(bytes.len() as u64);
@@ -165,12 +178,9 @@ impl ProfilerFeed {
             if self.traces.contains(&file.key) {
                 continue;
             }
-            let bytes = match self.storage.get(&file.key) {
-                Ok(b) => b,
-                Err(e) if e.is_not_found() => continue,
-                Err(e) => return Err(format!("{}: {e}", file.key)),
+            let Some(bytes) = self.fetch(&file.key)? else {
+                continue;
             };
-            self.fetches += 1;
             self.traces.insert(file.key.clone());
             match parse_trace(&file, &bytes) {
                 Ok(spans) => new_spans.extend(spans),

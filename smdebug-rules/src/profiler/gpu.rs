@@ -6,14 +6,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::Result;
-use crate::params::lenient;
+use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Rule, RuleResult};
+use crate::window::ProfilerWindow;
 
+use super::snapshot::{NO_GPU, Snapshot, SnapshotAssembler};
 use super::stats::{RollingWindow, Sketch, round4};
-use super::{NO_GPU, ProfilerWindow, SnapshotAssembler, check_percent, check_positive};
-
-/// A node and one of its GPUs.
-type GpuKey = (String, String);
 
 /// The results every GPU rule ends a window with: the datapoints it evaluated, and at the end
 /// of the run why it had nothing to check.
@@ -40,6 +38,114 @@ fn closing_results(
             "too few GPU samples to evaluate: none past patience ({patience}) and the window"
         );
         results.push(r);
+    }
+}
+
+/// What a GPU rule made of one reading.
+enum Judged {
+    /// Not evaluated (within patience, or the window is not full yet).
+    Skipped,
+    /// Evaluated; nothing found.
+    Checked,
+    /// Evaluated, and the rule fired.
+    Fired(RuleResult),
+}
+
+/// One metric's readings per node and GPU, with each GPU's state `S` (created at its first
+/// reading): the frame of LowGPUUtilization and GPUMemoryIncrease.
+struct PerGpu<S> {
+    snapshots: SnapshotAssembler,
+    /// The snapshot's table of the metric (`gpu`, `gpu_memory`).
+    table: fn(&Snapshot) -> &BTreeMap<String, f64>,
+    gpus: BTreeMap<(String, String), S>,
+}
+
+impl<S> PerGpu<S> {
+    fn new(table: fn(&Snapshot) -> &BTreeMap<String, f64>) -> Self {
+        PerGpu {
+            snapshots: SnapshotAssembler::default(),
+            table,
+            gpus: BTreeMap::new(),
+        }
+    }
+
+    /// Hands `judge` every reading `window` completes, in time order, with its GPU's state
+    /// (made by `new` at the first reading); then ends the window as every GPU rule does,
+    /// `evaluated` telling whether a GPU's state was ever judged.
+    fn feed(
+        &mut self,
+        window: &ProfilerWindow<'_>,
+        patience: u64,
+        new: impl Fn() -> S,
+        mut judge: impl FnMut(&Snapshot, &str, f64, &mut S) -> Judged,
+        evaluated: impl Fn(&S) -> bool,
+    ) -> Vec<RuleResult> {
+        let mut results = Vec::new();
+        let mut datapoints = 0;
+        for snapshot in self.snapshots.feed(window) {
+            for (gpu, value) in (self.table)(&snapshot) {
+                let state = self
+                    .gpus
+                    .entry((snapshot.node.clone(), gpu.clone()))
+                    .or_insert_with(&new);
+                match judge(&snapshot, gpu, *value, state) {
+                    Judged::Skipped => {}
+                    Judged::Checked => datapoints += 1,
+                    Judged::Fired(r) => {
+                        datapoints += 1;
+                        results.push(r);
+                    }
+                }
+            }
+        }
+        closing_results(
+            window,
+            datapoints,
+            !self.gpus.is_empty(),
+            self.gpus.values().any(evaluated),
+            patience,
+            &mut results,
+        );
+        results
+    }
+
+    /// `{"nodes": {node: {gpu: details(state)}}}`, for [`Rule::details`].
+    fn details(&self, details: impl Fn(&S) -> Value) -> Value {
+        let mut nodes: BTreeMap<&str, serde_json::Map<String, Value>> = BTreeMap::new();
+        for ((node, gpu), state) in &self.gpus {
+            nodes
+                .entry(node)
+                .or_default()
+                .insert(gpu.clone(), details(state));
+        }
+        json!({ "nodes": nodes })
+    }
+}
+
+/// One GPU's readings of a metric: how many were seen, a sketch of all of them, and a rolling
+/// window of the latest.
+#[derive(Debug)]
+struct GpuSeries {
+    seen: u64,
+    window: RollingWindow,
+    all: Sketch,
+}
+
+impl GpuSeries {
+    fn new(window: u64) -> Self {
+        GpuSeries {
+            seen: 0,
+            window: RollingWindow::new(window as usize),
+            all: Sketch::default(),
+        }
+    }
+
+    /// Counts `value` in (the sketch, not the window); whether more than `patience` readings
+    /// were seen, so that the rule may judge.
+    fn count(&mut self, value: f64, patience: u64) -> bool {
+        self.seen += 1;
+        self.all.add(value);
+        self.seen > patience
     }
 }
 
@@ -81,9 +187,7 @@ enum Usage {
 
 #[derive(Debug)]
 struct GpuUsage {
-    seen: u64,
-    window: RollingWindow,
-    all: Sketch,
+    utilization: GpuSeries,
     state: Option<Usage>,
     violations: u64,
 }
@@ -95,120 +199,99 @@ struct GpuUsage {
 /// enters either state.
 pub struct LowGPUUtilization {
     params: LowGPUUtilizationParams,
-    snapshots: SnapshotAssembler,
-    gpus: BTreeMap<GpuKey, GpuUsage>,
+    gpus: PerGpu<GpuUsage>,
 }
 
 impl LowGPUUtilization {
+    /// The rule's name.
     pub const NAME: &'static str = "LowGPUUtilization";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: LowGPUUtilizationParams) -> Result<Self> {
-        check_percent(Self::NAME, "threshold_p95", params.threshold_p95, false)?;
-        check_percent(Self::NAME, "threshold_p5", params.threshold_p5, false)?;
-        check_positive(Self::NAME, "window", params.window)?;
+        let check = Check::new(Self::NAME);
+        check.percent("threshold_p95", params.threshold_p95)?;
+        check.percent("threshold_p5", params.threshold_p5)?;
+        check.at_least("window", params.window, 1)?;
         Ok(LowGPUUtilization {
             params,
-            snapshots: SnapshotAssembler::default(),
-            gpus: BTreeMap::new(),
+            gpus: PerGpu::new(|s| &s.gpu),
         })
     }
 }
 
 impl Rule for LowGPUUtilization {
-    profiler_rule_identity!();
+    crate::rule_identity!(profiler);
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;
-        let mut results = Vec::new();
-        let mut datapoints = 0;
-        for snapshot in self.snapshots.feed(window) {
-            for (gpu, value) in &snapshot.gpu {
-                let g = self
-                    .gpus
-                    .entry((snapshot.node.clone(), gpu.clone()))
-                    .or_insert_with(|| GpuUsage {
-                        seen: 0,
-                        window: RollingWindow::new(p.window as usize),
-                        all: Sketch::default(),
-                        state: None,
-                        violations: 0,
-                    });
-                g.seen += 1;
-                g.window.push(*value);
-                g.all.add(*value);
-                if g.seen <= p.patience {
-                    continue;
-                }
-                datapoints += 1;
-                let (Some(p95), Some(p5)) = (g.window.quantile(0.95), g.window.quantile(0.05))
-                else {
-                    continue;
-                };
-                let state = if p95 < p.threshold_p95 {
-                    Some(Usage::Underused)
-                } else if p95 > p.threshold_p95 && p5 < p.threshold_p5 {
-                    Some(Usage::Fluctuating)
-                } else {
-                    None
-                };
-                if state.is_some() && state != g.state {
-                    g.violations += 1;
-                    let step = window.step_at(snapshot.time_us);
-                    let mut r = RuleResult::at_time(step, snapshot.time_us);
-                    let n = g.window.len();
-                    let node = &snapshot.node;
-                    r.fire(match state {
-                        Some(Usage::Underused) => format!(
-                            "node {node} {gpu} is underused: p95 utilization {p95:.1}% over the \
-                             last {n} samples, below {}% (step {step}): give it more work per \
-                             step (a larger batch), overlap data loading, or use a smaller GPU",
-                            p.threshold_p95
-                        ),
-                        _ => format!(
-                            "node {node} {gpu} utilization fluctuates: p95 {p95:.1}% but p5 \
-                             {p5:.1}% (below {}%) over the last {n} samples (step {step}): the \
-                             GPU idles between bursts; look for data-loading or synchronization \
-                             stalls (see CPUBottleneck, IOBottleneck, Dataloader)",
-                            p.threshold_p5
-                        ),
-                    });
-                    let label = format!("{node} {gpu} GPUUtilization");
-                    r.evidence
-                        .push(Evidence::new(&label, step, "p95", p95).limit(p.threshold_p95));
-                    r.evidence
-                        .push(Evidence::new(&label, step, "p5", p5).limit(p.threshold_p5));
-                    results.push(r);
-                }
-                g.state = state;
+        let new = || GpuUsage {
+            utilization: GpuSeries::new(p.window),
+            state: None,
+            violations: 0,
+        };
+        let judge = |snapshot: &Snapshot, gpu: &str, value: f64, g: &mut GpuUsage| {
+            let u = &mut g.utilization;
+            u.window.push(value);
+            if !u.count(value, p.patience) {
+                return Judged::Skipped;
             }
-        }
-        let evaluated = self.gpus.values().any(|g| g.seen > p.patience);
-        closing_results(
-            window,
-            datapoints,
-            !self.gpus.is_empty(),
-            evaluated,
-            p.patience,
-            &mut results,
-        );
-        Ok(results)
+            let (Some(p95), Some(p5)) = (u.window.quantile(0.95), u.window.quantile(0.05)) else {
+                return Judged::Checked;
+            };
+            let state = if p95 < p.threshold_p95 {
+                Some(Usage::Underused)
+            } else if p95 > p.threshold_p95 && p5 < p.threshold_p5 {
+                Some(Usage::Fluctuating)
+            } else {
+                None
+            };
+            let entered = state.is_some() && state != g.state;
+            g.state = state;
+            if !entered {
+                return Judged::Checked;
+            }
+            g.violations += 1;
+            let step = window.step_at(snapshot.time_us);
+            let mut r = RuleResult::at_time(step, snapshot.time_us);
+            let n = u.window.len();
+            let node = &snapshot.node;
+            r.fire(match state {
+                Some(Usage::Underused) => format!(
+                    "node {node} {gpu} is underused: p95 utilization {p95:.1}% over the \
+                     last {n} samples, below {}% (step {step}): give it more work per \
+                     step (a larger batch), overlap data loading, or use a smaller GPU",
+                    p.threshold_p95
+                ),
+                _ => format!(
+                    "node {node} {gpu} utilization fluctuates: p95 {p95:.1}% but p5 \
+                     {p5:.1}% (below {}%) over the last {n} samples (step {step}): the \
+                     GPU idles between bursts; look for data-loading or synchronization \
+                     stalls (see CPUBottleneck, IOBottleneck, Dataloader)",
+                    p.threshold_p5
+                ),
+            });
+            let label = format!("{node} {gpu} GPUUtilization");
+            r.evidence
+                .push(Evidence::new(&label, step, "p95", p95).limit(p.threshold_p95));
+            r.evidence
+                .push(Evidence::new(&label, step, "p5", p5).limit(p.threshold_p5));
+            Judged::Fired(r)
+        };
+        let evaluated = |g: &GpuUsage| g.utilization.seen > p.patience;
+        Ok(self.gpus.feed(window, p.patience, new, judge, evaluated))
     }
 
     fn details(&self) -> Value {
-        let mut nodes: BTreeMap<&str, serde_json::Map<String, Value>> = BTreeMap::new();
-        for ((node, gpu), g) in &self.gpus {
-            nodes.entry(node).or_default().insert(
-                gpu.clone(),
-                json!({
-                    "utilization": g.all.summary(),
-                    "window_p95": g.window.quantile(0.95).map(round4),
-                    "window_p5": g.window.quantile(0.05).map(round4),
-                    "state": g.state,
-                    "violations": g.violations,
-                }),
-            );
-        }
-        json!({ "nodes": nodes })
+        self.gpus.details(|g| {
+            let u = &g.utilization;
+            json!({
+                "utilization": u.all.summary(),
+                "window_p95": u.window.quantile(0.95).map(round4),
+                "window_p5": u.window.quantile(0.05).map(round4),
+                "state": g.state,
+                "violations": g.violations,
+            })
+        })
     }
 }
 
@@ -274,28 +357,16 @@ pub struct BatchSize {
 }
 
 impl BatchSize {
+    /// The rule's name.
     pub const NAME: &'static str = "BatchSize";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: BatchSizeParams) -> Result<Self> {
-        check_percent(
-            Self::NAME,
-            "cpu_threshold_p95",
-            params.cpu_threshold_p95,
-            false,
-        )?;
-        check_percent(
-            Self::NAME,
-            "gpu_threshold_p95",
-            params.gpu_threshold_p95,
-            false,
-        )?;
-        check_percent(
-            Self::NAME,
-            "gpu_memory_threshold_p95",
-            params.gpu_memory_threshold_p95,
-            false,
-        )?;
-        check_positive(Self::NAME, "window", params.window)?;
+        let check = Check::new(Self::NAME);
+        check.percent("cpu_threshold_p95", params.cpu_threshold_p95)?;
+        check.percent("gpu_threshold_p95", params.gpu_threshold_p95)?;
+        check.percent("gpu_memory_threshold_p95", params.gpu_memory_threshold_p95)?;
+        check.at_least("window", params.window, 1)?;
         Ok(BatchSize {
             params,
             snapshots: SnapshotAssembler::default(),
@@ -305,7 +376,7 @@ impl BatchSize {
 }
 
 impl Rule for BatchSize {
-    profiler_rule_identity!();
+    crate::rule_identity!(profiler);
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;
@@ -477,9 +548,8 @@ impl Default for GPUMemoryIncreaseParams {
 
 #[derive(Debug)]
 struct GpuMemory {
-    seen: u64,
-    window: RollingWindow,
-    all: Sketch,
+    /// The window holds only readings after patience.
+    memory: GpuSeries,
     /// The lowest moving average since patience (reset to the current one after a firing).
     baseline: Option<f64>,
     increases: Vec<Value>,
@@ -491,116 +561,92 @@ struct GpuMemory {
 /// becomes the new baseline, so a steady leak fires again for every further `increase` points.
 pub struct GPUMemoryIncrease {
     params: GPUMemoryIncreaseParams,
-    snapshots: SnapshotAssembler,
-    gpus: BTreeMap<GpuKey, GpuMemory>,
+    gpus: PerGpu<GpuMemory>,
 }
 
 impl GPUMemoryIncrease {
+    /// The rule's name.
     pub const NAME: &'static str = "GPUMemoryIncrease";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: GPUMemoryIncreaseParams) -> Result<Self> {
-        check_percent(Self::NAME, "increase", params.increase, false)?;
-        check_positive(Self::NAME, "window", params.window)?;
+        let check = Check::new(Self::NAME);
+        check.percent("increase", params.increase)?;
+        check.at_least("window", params.window, 1)?;
         Ok(GPUMemoryIncrease {
             params,
-            snapshots: SnapshotAssembler::default(),
-            gpus: BTreeMap::new(),
+            gpus: PerGpu::new(|s| &s.gpu_memory),
         })
     }
 }
 
 impl Rule for GPUMemoryIncrease {
-    profiler_rule_identity!();
+    crate::rule_identity!(profiler);
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;
-        let mut results = Vec::new();
-        let mut datapoints = 0;
-        for snapshot in self.snapshots.feed(window) {
-            for (gpu, value) in &snapshot.gpu_memory {
-                let g = self
-                    .gpus
-                    .entry((snapshot.node.clone(), gpu.clone()))
-                    .or_insert_with(|| GpuMemory {
-                        seen: 0,
-                        window: RollingWindow::new(p.window as usize),
-                        all: Sketch::default(),
-                        baseline: None,
-                        increases: Vec::new(),
-                    });
-                g.seen += 1;
-                g.all.add(*value);
-                if g.seen <= p.patience {
-                    continue;
-                }
-                g.window.push(*value);
-                if !g.window.is_full() {
-                    continue;
-                }
-                datapoints += 1;
-                let Some(average) = g.window.mean() else {
-                    continue;
-                };
-                let baseline = *g.baseline.get_or_insert(average);
-                if average < baseline {
-                    g.baseline = Some(average);
-                    continue;
-                }
-                let rise = average - baseline;
-                if rise > p.increase {
-                    g.baseline = Some(average);
-                    let step = window.step_at(snapshot.time_us);
-                    let mut r = RuleResult::at_time(step, snapshot.time_us);
-                    let node = &snapshot.node;
-                    r.fire(format!(
-                        "node {node} {gpu}: the average GPU memory use over the last {} \
-                         samples rose from {baseline:.1}% to {average:.1}% (+{rise:.1} points, \
-                         more than {}) by step {step}: look for tensors kept across steps \
-                         (a leak) or growing batch/sequence sizes before it runs out",
-                        p.window, p.increase
-                    ));
-                    r.evidence.push(
-                        Evidence::new(
-                            &format!("{node} {gpu} GPUMemoryUtilization"),
-                            step,
-                            "increase",
-                            rise,
-                        )
-                        .limit(p.increase),
-                    );
-                    if g.increases.len() < 100 {
-                        g.increases.push(json!({
-                            "time_us": snapshot.time_us,
-                            "step": step,
-                            "from": round4(baseline),
-                            "to": round4(average),
-                        }));
-                    }
-                    results.push(r);
-                }
+        let new = || GpuMemory {
+            memory: GpuSeries::new(p.window),
+            baseline: None,
+            increases: Vec::new(),
+        };
+        let judge = |snapshot: &Snapshot, gpu: &str, value: f64, g: &mut GpuMemory| {
+            if !g.memory.count(value, p.patience) {
+                return Judged::Skipped;
             }
-        }
-        let evaluated = self.gpus.values().any(|g| g.window.is_full());
-        closing_results(
-            window,
-            datapoints,
-            !self.gpus.is_empty(),
-            evaluated,
-            p.patience,
-            &mut results,
-        );
-        Ok(results)
+            g.memory.window.push(value);
+            if !g.memory.window.is_full() {
+                return Judged::Skipped;
+            }
+            let Some(average) = g.memory.window.mean() else {
+                return Judged::Checked;
+            };
+            let baseline = *g.baseline.get_or_insert(average);
+            if average < baseline {
+                g.baseline = Some(average);
+                return Judged::Checked;
+            }
+            let rise = average - baseline;
+            if rise <= p.increase {
+                return Judged::Checked;
+            }
+            g.baseline = Some(average);
+            let step = window.step_at(snapshot.time_us);
+            let mut r = RuleResult::at_time(step, snapshot.time_us);
+            let node = &snapshot.node;
+            r.fire(format!(
+                "node {node} {gpu}: the average GPU memory use over the last {} \
+                 samples rose from {baseline:.1}% to {average:.1}% (+{rise:.1} points, \
+                 more than {}) by step {step}: look for tensors kept across steps \
+                 (a leak) or growing batch/sequence sizes before it runs out",
+                p.window, p.increase
+            ));
+            r.evidence.push(
+                Evidence::new(
+                    &format!("{node} {gpu} GPUMemoryUtilization"),
+                    step,
+                    "increase",
+                    rise,
+                )
+                .limit(p.increase),
+            );
+            if g.increases.len() < 100 {
+                g.increases.push(json!({
+                    "time_us": snapshot.time_us,
+                    "step": step,
+                    "from": round4(baseline),
+                    "to": round4(average),
+                }));
+            }
+            Judged::Fired(r)
+        };
+        let evaluated = |g: &GpuMemory| g.memory.window.is_full();
+        Ok(self.gpus.feed(window, p.patience, new, judge, evaluated))
     }
 
     fn details(&self) -> Value {
-        let mut nodes: BTreeMap<&str, serde_json::Map<String, Value>> = BTreeMap::new();
-        for ((node, gpu), g) in &self.gpus {
-            nodes.entry(node).or_default().insert(
-                gpu.clone(),
-                json!({"memory": g.all.summary(), "increases": g.increases}),
-            );
-        }
-        json!({ "nodes": nodes })
+        self.gpus
+            .details(|g| json!({"memory": g.memory.all.summary(), "increases": g.increases}))
     }
 }
 
@@ -685,16 +731,12 @@ pub struct LoadBalancing {
 }
 
 impl LoadBalancing {
+    /// The rule's name.
     pub const NAME: &'static str = "LoadBalancing";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: LoadBalancingParams) -> Result<Self> {
-        if !(params.threshold.is_finite() && params.threshold >= 0.0) {
-            return Err(crate::error::Error::BadParameter {
-                rule: Self::NAME.into(),
-                param: "threshold".into(),
-                reason: format!("must be a distance of at least 0, got {}", params.threshold),
-            });
-        }
+        Check::new(Self::NAME).non_negative("threshold", params.threshold, "a distance")?;
         Ok(LoadBalancing {
             params,
             snapshots: SnapshotAssembler::default(),
@@ -706,7 +748,7 @@ impl LoadBalancing {
 }
 
 impl Rule for LoadBalancing {
-    profiler_rule_identity!();
+    crate::rule_identity!(profiler);
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;

@@ -12,8 +12,10 @@ use smdebug_profiler::system::{SystemSample, vocab};
 use crate::error::Result;
 use crate::rule::{Rule, RuleResult};
 
+use crate::window::ProfilerWindow;
+
+use super::snapshot::is_core;
 use super::stats::{Sketch, round4};
-use super::{ProfilerWindow, is_core};
 
 /// Parameters of [`OverallSystemUsage`]: none.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -60,8 +62,10 @@ pub struct OverallSystemUsage {
 }
 
 impl OverallSystemUsage {
+    /// The rule's name.
     pub const NAME: &'static str = "OverallSystemUsage";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: OverallSystemUsageParams) -> Result<Self> {
         Ok(OverallSystemUsage {
             params,
@@ -71,7 +75,7 @@ impl OverallSystemUsage {
 }
 
 impl Rule for OverallSystemUsage {
-    profiler_rule_identity!();
+    crate::rule_identity!(profiler);
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         for s in window.samples {
@@ -174,8 +178,10 @@ pub struct OverallFrameworkMetrics {
 }
 
 impl OverallFrameworkMetrics {
+    /// The rule's name.
     pub const NAME: &'static str = "OverallFrameworkMetrics";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: OverallFrameworkMetricsParams) -> Result<Self> {
         Ok(OverallFrameworkMetrics {
             params,
@@ -207,7 +213,7 @@ impl OverallFrameworkMetrics {
 }
 
 impl Rule for OverallFrameworkMetrics {
-    profiler_rule_identity!();
+    crate::rule_identity!(profiler);
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         for span in window.spans {

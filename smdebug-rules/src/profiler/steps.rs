@@ -8,12 +8,13 @@ use smdebug_core::Mode;
 use smdebug_profiler::reader::TRACE_FILE_SLACK_US;
 use smdebug_profiler::spans::Phase;
 
-use crate::error::{Error, Result};
-use crate::params::lenient;
+use crate::error::Result;
+use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Rule, RuleResult};
+use crate::window::ProfilerWindow;
 
+use super::snapshot::utc;
 use super::stats::round4;
-use super::{ProfilerWindow, utc};
 
 /// Parameters of [`MaxInitializationTime`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -45,19 +46,12 @@ pub struct MaxInitializationTime {
 }
 
 impl MaxInitializationTime {
+    /// The rule's name.
     pub const NAME: &'static str = "MaxInitializationTime";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: MaxInitializationTimeParams) -> Result<Self> {
-        if !(params.threshold.is_finite() && params.threshold > 0.0) {
-            return Err(Error::BadParameter {
-                rule: Self::NAME.into(),
-                param: "threshold".into(),
-                reason: format!(
-                    "must be a positive number of minutes, got {}",
-                    params.threshold
-                ),
-            });
-        }
+        Check::new(Self::NAME).positive("threshold", params.threshold, "number of minutes")?;
         Ok(MaxInitializationTime {
             params,
             first_step_us: None,
@@ -70,7 +64,7 @@ impl MaxInitializationTime {
 }
 
 impl Rule for MaxInitializationTime {
-    profiler_rule_identity!();
+    crate::rule_identity!(profiler);
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let mut datapoints = 0;
@@ -263,27 +257,14 @@ pub struct StepOutlier {
 }
 
 impl StepOutlier {
+    /// The rule's name.
     pub const NAME: &'static str = "StepOutlier";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: StepOutlierParams) -> Result<Self> {
-        if !(params.stddev.is_finite() && params.stddev >= 0.0) {
-            return Err(Error::BadParameter {
-                rule: Self::NAME.into(),
-                param: "stddev".into(),
-                reason: format!("must be a number of at least 0, got {}", params.stddev),
-            });
-        }
-        let mode =
-            match &params.mode {
-                None => None,
-                Some(m) => Some(Mode::from_name(&m.trim().to_ascii_uppercase()).ok_or_else(
-                    || Error::BadParameter {
-                        rule: Self::NAME.into(),
-                        param: "mode".into(),
-                        reason: format!("expected TRAIN, EVAL, PREDICT or GLOBAL, got `{m}`"),
-                    },
-                )?),
-            };
+        let check = Check::new(Self::NAME);
+        check.non_negative("stddev", params.stddev, "a number")?;
+        let mode = check.mode("mode", params.mode.as_deref())?;
         Ok(StepOutlier {
             params,
             mode,
@@ -293,7 +274,7 @@ impl StepOutlier {
 }
 
 impl Rule for StepOutlier {
-    profiler_rule_identity!();
+    crate::rule_identity!(profiler);
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let k = self.params.stddev;

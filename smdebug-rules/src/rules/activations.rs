@@ -5,12 +5,9 @@ use serde::{Deserialize, Serialize};
 use smdebug_io::trial::Trial;
 
 use crate::error::Result;
-use crate::params::lenient;
+use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Rule, RuleResult};
-use crate::select::{TensorSelection, value_at};
-
-use super::tensors::check_percent;
-use super::to_json;
+use crate::select::TensorSelection;
 
 /// Per unit of an activation tensor `[batch, units...]`, the percentage of samples for which
 /// `active` holds. A tensor of rank 0 or 1 is one sample.
@@ -32,6 +29,14 @@ fn unit_activity(v: &ArrayD<f64>, active: impl Fn(f64) -> bool) -> Vec<f64> {
         .into_iter()
         .map(|c| c as f64 * 100.0 / samples as f64)
         .collect()
+}
+
+/// The two thresholds DeadRelu and SaturatedActivation share: percentages of samples and of
+/// units.
+fn check_activity_thresholds(rule: &str, inactivity: f64, layer: f64) -> Result<()> {
+    let check = Check::new(rule);
+    check.percent("threshold_inactivity", inactivity)?;
+    check.percent("threshold_layer", layer)
 }
 
 /// Parameters of [`DeadRelu`].
@@ -73,44 +78,30 @@ pub struct DeadRelu {
 }
 
 impl DeadRelu {
+    /// The rule's name.
     pub const NAME: &'static str = "DeadRelu";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: DeadReluParams) -> Result<Self> {
-        check_percent(
+        check_activity_thresholds(
             Self::NAME,
-            "threshold_inactivity",
             params.threshold_inactivity,
+            params.threshold_layer,
         )?;
-        check_percent(Self::NAME, "threshold_layer", params.threshold_layer)?;
         Ok(DeadRelu {
-            selection: TensorSelection::new(Self::NAME, &[], &params.tensor_regex)?,
+            selection: TensorSelection::only(Self::NAME, &[], &params.tensor_regex)?,
             params,
         })
     }
 }
 
 impl Rule for DeadRelu {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        if self.selection.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.selection.names(Self::NAME, trial)
-    }
+    crate::rule_identity!(tensors: selection);
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        for name in self.required_tensors(trial, step)? {
-            let Some(v) = value_at(Self::NAME, trial, &name, step)? else {
-                continue;
-            };
+        for reading in self.selection.values_at(Self::NAME, trial, step)? {
+            let (name, v) = reading?;
             let activity = unit_activity(&v, |x| x > 0.0);
             if activity.is_empty() {
                 continue;
@@ -200,17 +191,27 @@ pub struct SaturatedActivation {
 }
 
 impl SaturatedActivation {
+    /// The rule's name.
     pub const NAME: &'static str = "SaturatedActivation";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: SaturatedActivationParams) -> Result<Self> {
-        check_percent(
+        let check = Check::new(Self::NAME);
+        for (param, value) in [
+            ("threshold_tanh_min", params.threshold_tanh_min),
+            ("threshold_tanh_max", params.threshold_tanh_max),
+            ("threshold_sigmoid_min", params.threshold_sigmoid_min),
+            ("threshold_sigmoid_max", params.threshold_sigmoid_max),
+        ] {
+            check.finite(param, value)?;
+        }
+        check_activity_thresholds(
             Self::NAME,
-            "threshold_inactivity",
             params.threshold_inactivity,
+            params.threshold_layer,
         )?;
-        check_percent(Self::NAME, "threshold_layer", params.threshold_layer)?;
         Ok(SaturatedActivation {
-            selection: TensorSelection::new(
+            selection: TensorSelection::only(
                 Self::NAME,
                 &params.collection_names,
                 &params.tensor_regex,
@@ -242,28 +243,15 @@ impl SaturatedActivation {
 }
 
 impl Rule for SaturatedActivation {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        if self.selection.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.selection.names(Self::NAME, trial)
-    }
+    crate::rule_identity!(tensors: selection);
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        for name in self.required_tensors(trial, step)? {
+        for name in self.selection.names(Self::NAME, trial)? {
             let Some((lo, hi)) = self.bounds(&name) else {
                 continue;
             };
-            let Some(v) = value_at(Self::NAME, trial, &name, step)? else {
+            let Some(v) = crate::select::value_at(Self::NAME, trial, &name, step)? else {
                 continue;
             };
             let activity = unit_activity(&v, |x| x > lo && x < hi);

@@ -8,11 +8,9 @@ use serde::{Deserialize, Serialize};
 use smdebug_io::trial::Trial;
 
 use crate::error::{Error, Result};
-use crate::params::lenient;
+use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Rule, RuleResult};
 use crate::select::{TensorSelection, value_at};
-
-use super::to_json;
 
 /// Class indices from a labels or predictions tensor: the values themselves, or the argmax of
 /// each row when `argmax` (a `[samples, classes]` tensor of scores).
@@ -106,9 +104,14 @@ pub struct ClassImbalance {
 }
 
 impl ClassImbalance {
+    /// The rule's name.
     pub const NAME: &'static str = "ClassImbalance";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: ClassImbalanceParams) -> Result<Self> {
+        let check = Check::new(Self::NAME);
+        check.finite("threshold_imbalance", params.threshold_imbalance)?;
+        check.finite("threshold_misprediction", params.threshold_misprediction)?;
         Ok(ClassImbalance {
             labels: TensorSelection::new(
                 Self::NAME,
@@ -128,13 +131,7 @@ impl ClassImbalance {
 }
 
 impl Rule for ClassImbalance {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
+    crate::rule_identity!();
 
     fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
         let mut n = self.labels.names(Self::NAME, trial)?;
@@ -281,27 +278,16 @@ pub struct Confusion {
 }
 
 impl Confusion {
+    /// The rule's name.
     pub const NAME: &'static str = "Confusion";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: ConfusionParams) -> Result<Self> {
-        for (name, v) in [
-            ("min_diag", params.min_diag),
-            ("max_off_diag", params.max_off_diag),
-        ] {
-            if !(0.0..=1.0).contains(&v) {
-                return Err(Error::BadParameter {
-                    rule: Self::NAME.into(),
-                    param: name.into(),
-                    reason: format!("a share between 0 and 1, got {v}"),
-                });
-            }
-        }
-        if params.category_no.is_some_and(|n| n < 2) {
-            return Err(Error::BadParameter {
-                rule: Self::NAME.into(),
-                param: "category_no".into(),
-                reason: "at least 2 categories".into(),
-            });
+        let check = Check::new(Self::NAME);
+        check.share("min_diag", params.min_diag)?;
+        check.share("max_off_diag", params.max_off_diag)?;
+        if let Some(n) = params.category_no {
+            check.at_least("category_no", n, 2)?;
         }
         Ok(Confusion { params })
     }
@@ -320,13 +306,7 @@ impl Confusion {
 }
 
 impl Rule for Confusion {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
+    crate::rule_identity!();
 
     fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
         let mut n = self.find(trial, &self.params.labels, &self.params.labels_collection)?;
@@ -480,9 +460,12 @@ pub struct CheckInputImages {
 }
 
 impl CheckInputImages {
+    /// The rule's name.
     pub const NAME: &'static str = "CheckInputImages";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: CheckInputImagesParams) -> Result<Self> {
+        Check::new(Self::NAME).finite("threshold_mean", params.threshold_mean)?;
         Ok(CheckInputImages {
             selection: TensorSelection::new(Self::NAME, &[], std::slice::from_ref(&params.regex))?,
             params,
@@ -492,24 +475,12 @@ impl CheckInputImages {
 }
 
 impl Rule for CheckInputImages {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        self.selection.names(Self::NAME, trial)
-    }
+    crate::rule_identity!(tensors: selection);
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        for name in self.required_tensors(trial, step)? {
-            let Some(v) = value_at(Self::NAME, trial, &name, step)? else {
-                continue;
-            };
+        for reading in self.selection.values_at(Self::NAME, trial, step)? {
+            let (name, v) = reading?;
             if v.is_empty() {
                 continue;
             }
@@ -521,11 +492,10 @@ impl Rule for CheckInputImages {
             let per_channel: Vec<(f64, u64)> = if v.ndim() > 2 {
                 let axis = self.params.channel as usize;
                 if axis >= v.ndim() {
-                    return Err(Error::BadParameter {
-                        rule: Self::NAME.into(),
-                        param: "channel".into(),
-                        reason: format!("axis {axis} of {name} with shape {:?}", v.shape()),
-                    });
+                    return Err(Check::new(Self::NAME).error(
+                        "channel",
+                        format!("axis {axis} of {name} with shape {:?}", v.shape()),
+                    ));
                 }
                 v.axis_iter(Axis(axis))
                     .map(|c| (c.sum(), c.len() as u64))
@@ -606,35 +576,41 @@ pub struct NLPSequenceRatio {
 }
 
 impl NLPSequenceRatio {
+    /// The rule's name.
     pub const NAME: &'static str = "NLPSequenceRatio";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: NLPSequenceRatioParams) -> Result<Self> {
+        let check = Check::new(Self::NAME);
         let parse = |param: &str, s: &str| -> Result<Vec<f64>> {
             s.split(',')
                 .map(|p| {
-                    p.trim().parse::<f64>().map_err(|_| Error::BadParameter {
-                        rule: Self::NAME.into(),
-                        param: param.into(),
-                        reason: format!("`{p}` is not a number (expected e.g. \"0,3\")"),
-                    })
+                    let x = p.trim().parse::<f64>().map_err(|_| {
+                        check.error(
+                            param,
+                            format!("`{p}` is not a number (expected e.g. \"0,3\")"),
+                        )
+                    })?;
+                    check.finite(param, x)?;
+                    Ok(x)
                 })
                 .collect()
         };
         let values = parse("token_values", &params.token_values)?;
         let limits = parse("token_thresholds_percent", &params.token_thresholds_percent)?;
-        if values.len() != limits.len() {
-            return Err(Error::BadParameter {
-                rule: Self::NAME.into(),
-                param: "token_thresholds_percent".into(),
-                reason: format!(
+        check.that(
+            values.len() == limits.len(),
+            "token_thresholds_percent",
+            || {
+                format!(
                     "{} thresholds for {} token values",
                     limits.len(),
                     values.len()
-                ),
-            });
-        }
+                )
+            },
+        )?;
         Ok(NLPSequenceRatio {
-            selection: TensorSelection::new(Self::NAME, &[], &params.tensor_regex)?,
+            selection: TensorSelection::only(Self::NAME, &[], &params.tensor_regex)?,
             tokens: values.into_iter().zip(limits).collect(),
             params,
         })
@@ -642,27 +618,12 @@ impl NLPSequenceRatio {
 }
 
 impl Rule for NLPSequenceRatio {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        if self.selection.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.selection.names(Self::NAME, trial)
-    }
+    crate::rule_identity!(tensors: selection);
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        for name in self.required_tensors(trial, step)? {
-            let Some(v) = value_at(Self::NAME, trial, &name, step)? else {
-                continue;
-            };
+        for reading in self.selection.values_at(Self::NAME, trial, step)? {
+            let (name, v) = reading?;
             if v.is_empty() {
                 continue;
             }

@@ -5,16 +5,14 @@ use std::collections::HashMap;
 
 use ndarray::ArrayD;
 use serde::{Deserialize, Serialize};
-use smdebug_core::{Reduction, ReductionOp};
+use smdebug_core::{Mode, Reduction, ReductionOp};
 use smdebug_io::trial::Trial;
 use smdebug_profiler::stats::percentile;
 
 use crate::error::Result;
-use crate::params::lenient;
+use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Rule, RuleResult};
-use crate::select::{TensorSelection, reduction_at, scalar_at, value_at};
-
-use super::{MAX_EVIDENCE, gradient_selection, loss_selection, to_json};
+use crate::select::{StepModes, TensorSelection};
 
 /// Parameters of [`VanishingGradient`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -46,51 +44,36 @@ pub struct VanishingGradient {
 }
 
 impl VanishingGradient {
+    /// The rule's name.
     pub const NAME: &'static str = "VanishingGradient";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: VanishingGradientParams) -> Result<Self> {
+        Check::new(Self::NAME).finite("threshold", params.threshold)?;
         Ok(VanishingGradient {
-            gradients: gradient_selection(Self::NAME)?,
+            gradients: TensorSelection::gradients(Self::NAME)?,
             params,
         })
     }
 }
 
 impl Rule for VanishingGradient {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        self.gradients.names(Self::NAME, trial)
-    }
+    crate::rule_identity!(tensors: gradients);
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
         let mut vanishing = Vec::new();
-        for name in self.required_tensors(trial, step)? {
-            let Some(abs_mean) = reduction_at(
-                Self::NAME,
-                trial,
-                &name,
-                step,
-                Reduction::abs(ReductionOp::Mean),
-            )?
-            else {
-                continue;
-            };
+        let abs_mean = Reduction::abs(ReductionOp::Mean);
+        for reading in self
+            .gradients
+            .reductions_at(Self::NAME, trial, step, abs_mean)?
+        {
+            let (name, abs_mean) = reading?;
             result.datapoints += 1;
             if abs_mean < self.params.threshold {
-                if result.evidence.len() < MAX_EVIDENCE {
-                    result.evidence.push(
-                        Evidence::new(&name, step, "abs_mean", abs_mean)
-                            .limit(self.params.threshold),
-                    );
-                }
+                result.add_evidence(
+                    Evidence::new(&name, step, "abs_mean", abs_mean).limit(self.params.threshold),
+                );
                 vanishing.push(format!("{name} ({abs_mean:.3e})"));
             }
         }
@@ -141,7 +124,10 @@ impl Default for WeightUpdateRatioParams {
 /// compared value at least `num_steps` steps earlier.
 ///
 /// Reads the `weights` collection and tensors whose names end in `weight` (`fc1.weight`,
-/// `Net_fc1.weight`). Save weights every `num_steps` steps in TRAIN mode.
+/// `Net_fc1.weight`). Save weights every `num_steps` steps in TRAIN mode. Only training steps
+/// are compared (TRAIN, or GLOBAL in a run without modes): weights do not change in EVAL and
+/// PREDICT steps, and the PyTorch hook saves them there too, so comparing across them would
+/// report an update ratio of 0.
 ///
 /// When it fires: large ratios mean the learning rate is too high (or gradients explode; clip
 /// them); tiny ratios mean the weights barely move (learning rate too small, frozen layer,
@@ -150,12 +136,19 @@ pub struct WeightUpdateRatio {
     params: WeightUpdateRatioParams,
     weights: TensorSelection,
     reference: HashMap<String, (u64, ArrayD<f64>)>,
+    modes: StepModes,
 }
 
 impl WeightUpdateRatio {
+    /// The rule's name.
     pub const NAME: &'static str = "WeightUpdateRatio";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: WeightUpdateRatioParams) -> Result<Self> {
+        let check = Check::new(Self::NAME);
+        check.finite("large_threshold", params.large_threshold)?;
+        check.finite("small_threshold", params.small_threshold)?;
+        check.finite("epsilon", params.epsilon)?;
         Ok(WeightUpdateRatio {
             weights: TensorSelection::new(
                 Self::NAME,
@@ -164,34 +157,29 @@ impl WeightUpdateRatio {
             )?,
             params,
             reference: HashMap::new(),
+            modes: StepModes::default(),
         })
     }
 }
 
 impl Rule for WeightUpdateRatio {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        self.weights.names(Self::NAME, trial)
-    }
+    crate::rule_identity!(tensors: weights);
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        let p = self.params.clone();
-        for name in self.required_tensors(trial, step)? {
+        if matches!(
+            self.modes.mode_at(Self::NAME, trial, step)?,
+            Some(Mode::Eval | Mode::Predict)
+        ) {
+            return Ok(result);
+        }
+        let p = &self.params;
+        for reading in self.weights.values_at(Self::NAME, trial, step)? {
+            let (name, w) = reading?;
             // `gradient/fc1.weight` ends in `weight` too, but it is not a weight.
             if name.starts_with("gradient") {
                 continue;
             }
-            let Some(w) = value_at(Self::NAME, trial, &name, step)? else {
-                continue;
-            };
             let Some((ref_step, reference)) = self.reference.get(&name) else {
                 self.reference.insert(name, (step, w));
                 continue;
@@ -223,11 +211,7 @@ impl Rule for WeightUpdateRatio {
                 result.fire(format!(
                     "{name}: update ratio {ratio:.3e} between steps {ref_step} and {step} is too {too}"
                 ));
-                if result.evidence.len() < MAX_EVIDENCE {
-                    result
-                        .evidence
-                        .push(Evidence::new(&name, step, "update_ratio", ratio).limit(limit));
-                }
+                result.add_evidence(Evidence::new(&name, step, "update_ratio", ratio).limit(limit));
             }
             self.reference.insert(name, (step, w));
         }
@@ -290,13 +274,18 @@ pub struct PoorWeightInitialization {
 }
 
 impl PoorWeightInitialization {
+    /// The rule's name.
     pub const NAME: &'static str = "PoorWeightInitialization";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: PoorWeightInitializationParams) -> Result<Self> {
+        let check = Check::new(Self::NAME);
+        check.finite("threshold", params.threshold)?;
+        check.finite("distribution_range", params.distribution_range)?;
         Ok(PoorWeightInitialization {
-            activations: TensorSelection::new(Self::NAME, &[], &params.activation_inputs_regex)?,
-            gradients: gradient_selection(Self::NAME)?,
-            losses: loss_selection(Self::NAME, &[], &[], true)?,
+            activations: TensorSelection::only(Self::NAME, &[], &params.activation_inputs_regex)?,
+            gradients: TensorSelection::gradients(Self::NAME)?,
+            losses: TensorSelection::losses(Self::NAME, &[], &[], true)?,
             params,
             first_loss: HashMap::new(),
         })
@@ -304,20 +293,10 @@ impl PoorWeightInitialization {
 }
 
 impl Rule for PoorWeightInitialization {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
+    crate::rule_identity!();
 
     fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        let mut names = if self.activations.is_empty() {
-            Vec::new()
-        } else {
-            self.activations.names(Self::NAME, trial)?
-        };
+        let mut names = self.activations.names(Self::NAME, trial)?;
         names.extend(self.gradients.names(Self::NAME, trial)?);
         names.extend(self.losses.names(Self::NAME, trial)?);
         Ok(names)
@@ -328,54 +307,43 @@ impl Rule for PoorWeightInitialization {
         if step >= self.params.steps {
             return Ok(result);
         }
-        let p = self.params.clone();
+        let p = &self.params;
 
         // Variance of activation inputs across layers.
-        if !self.activations.is_empty() {
-            let mut variances = Vec::new();
-            for name in self.activations.names(Self::NAME, trial)? {
-                if let Some(v) = reduction_at(
-                    Self::NAME,
-                    trial,
-                    &name,
-                    step,
-                    Reduction::new(ReductionOp::Variance),
-                )? {
-                    variances.push((name, v));
-                }
-            }
-            if variances.len() >= 2 {
-                result.datapoints += variances.len();
-                let (min_n, min_v) = variances
-                    .iter()
-                    .min_by(|a, b| a.1.total_cmp(&b.1))
-                    .cloned()
-                    .unwrap_or_default();
-                let (max_n, max_v) = variances
-                    .iter()
-                    .max_by(|a, b| a.1.total_cmp(&b.1))
-                    .cloned()
-                    .unwrap_or_default();
-                let ratio = max_v / min_v;
-                if ratio > p.threshold || ratio.is_nan() {
-                    result.fire(format!(
-                        "activation-input variance ranges from {min_v:.3e} ({min_n}) to {max_v:.3e} ({max_n}): ratio {ratio:.3e} > {}",
-                        p.threshold
-                    ));
-                    result.evidence.push(
-                        Evidence::new(&format!("{max_n} / {min_n}"), step, "variance_ratio", ratio)
-                            .limit(p.threshold),
-                    );
-                }
+        let variance = Reduction::new(ReductionOp::Variance);
+        let variances = self
+            .activations
+            .reductions_at(Self::NAME, trial, step, variance)?
+            .collect::<Result<Vec<_>>>()?;
+        if variances.len() >= 2 {
+            result.datapoints += variances.len();
+            let (min_n, min_v) = variances
+                .iter()
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .cloned()
+                .unwrap_or_default();
+            let (max_n, max_v) = variances
+                .iter()
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .cloned()
+                .unwrap_or_default();
+            let ratio = max_v / min_v;
+            if ratio > p.threshold || ratio.is_nan() {
+                result.fire(format!(
+                    "activation-input variance ranges from {min_v:.3e} ({min_n}) to {max_v:.3e} ({max_n}): ratio {ratio:.3e} > {}",
+                    p.threshold
+                ));
+                result.evidence.push(
+                    Evidence::new(&format!("{max_n} / {min_n}"), step, "variance_ratio", ratio)
+                        .limit(p.threshold),
+                );
             }
         }
 
         // Spread of each gradient's distribution.
         let mut narrow = Vec::new();
-        for name in self.gradients.names(Self::NAME, trial)? {
-            let Some(g) = value_at(Self::NAME, trial, &name, step)? else {
-                continue;
-            };
+        for reading in self.gradients.values_at(Self::NAME, trial, step)? {
+            let (name, g) = reading?;
             if g.len() < 2 {
                 continue;
             }
@@ -384,12 +352,9 @@ impl Rule for PoorWeightInitialization {
             let spread = percentile(&sorted, 95.0) - percentile(&sorted, 5.0);
             result.datapoints += 1;
             if spread < p.distribution_range {
-                if result.evidence.len() < MAX_EVIDENCE {
-                    result.evidence.push(
-                        Evidence::new(&name, step, "p95_minus_p5", spread)
-                            .limit(p.distribution_range),
-                    );
-                }
+                result.add_evidence(
+                    Evidence::new(&name, step, "p95_minus_p5", spread).limit(p.distribution_range),
+                );
                 narrow.push(format!("{name} ({spread:.3e})"));
             }
         }
@@ -402,10 +367,8 @@ impl Rule for PoorWeightInitialization {
         }
 
         // Early loss decrease.
-        for name in self.losses.names(Self::NAME, trial)? {
-            let Some(loss) = scalar_at(Self::NAME, trial, &name, step, None)? else {
-                continue;
-            };
+        for reading in self.losses.scalars_at(Self::NAME, trial, step)? {
+            let (name, loss) = reading?;
             result.datapoints += 1;
             let &mut (first_step, first) =
                 self.first_loss.entry(name.clone()).or_insert((step, loss));

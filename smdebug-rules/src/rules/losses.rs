@@ -8,36 +8,19 @@ use serde::{Deserialize, Serialize};
 use smdebug_core::Mode;
 use smdebug_io::trial::Trial;
 
-use crate::error::{Error, Result};
-use crate::params::lenient;
+use crate::error::Result;
+use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Rule, RuleResult};
-use crate::select::{StepModes, TensorSelection, read_error, scalar_at};
-
-use super::{loss_selection, to_json};
-
-fn parse_mode(rule: &str, mode: &Option<String>) -> Result<Option<Mode>> {
-    match mode {
-        None => Ok(None),
-        Some(m) => Mode::from_name(&m.trim().to_ascii_uppercase())
-            .map(Some)
-            .ok_or_else(|| Error::BadParameter {
-                rule: rule.into(),
-                param: "mode".into(),
-                reason: format!("expected TRAIN, EVAL, PREDICT or GLOBAL, got `{m}`"),
-            }),
-    }
-}
+use crate::select::{SelectionParams, StepModes, TensorSelection, read_error, scalar_at};
 
 /// Parameters of [`LossNotDecreasing`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct LossNotDecreasingParams {
-    /// Collections of losses besides `losses`. Default: none.
-    #[serde(deserialize_with = "lenient::list")]
-    pub collection_names: Vec<String>,
-    /// Regexes of loss tensors. Default: none.
-    #[serde(deserialize_with = "lenient::regexes")]
-    pub tensor_regex: Vec<String>,
+    /// Loss tensors besides the `losses` collection (`collection_names`, `tensor_regex`).
+    /// Default: none.
+    #[serde(flatten)]
+    pub selection: SelectionParams,
     /// Also check the `losses` collection. Default `true`.
     #[serde(deserialize_with = "lenient::bool")]
     pub use_losses_collection: bool,
@@ -59,8 +42,7 @@ pub struct LossNotDecreasingParams {
 impl Default for LossNotDecreasingParams {
     fn default() -> Self {
         LossNotDecreasingParams {
-            collection_names: Vec::new(),
-            tensor_regex: Vec::new(),
+            selection: SelectionParams::default(),
             use_losses_collection: true,
             num_steps: 10,
             diff_percent: 0.1,
@@ -105,22 +87,24 @@ pub struct LossNotDecreasing {
 }
 
 impl LossNotDecreasing {
+    /// The rule's name.
     pub const NAME: &'static str = "LossNotDecreasing";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: LossNotDecreasingParams) -> Result<Self> {
-        if params.num_steps == 0 {
-            return Err(Error::BadParameter {
-                rule: Self::NAME.into(),
-                param: "num_steps".into(),
-                reason: "must be at least 1".into(),
-            });
-        }
+        let check = Check::new(Self::NAME);
+        check.at_least("num_steps", params.num_steps, 1)?;
+        check.finite("diff_percent", params.diff_percent)?;
+        check.finite(
+            "increase_threshold_percent",
+            params.increase_threshold_percent,
+        )?;
         Ok(LossNotDecreasing {
-            mode: parse_mode(Self::NAME, &params.mode)?,
-            losses: loss_selection(
+            mode: check.mode("mode", params.mode.as_deref())?,
+            losses: TensorSelection::losses(
                 Self::NAME,
-                &params.collection_names,
-                &params.tensor_regex,
+                &params.selection.collection_names,
+                &params.selection.tensor_regex,
                 params.use_losses_collection,
             )?,
             params,
@@ -150,29 +134,16 @@ impl LossNotDecreasing {
 }
 
 impl Rule for LossNotDecreasing {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        self.losses.names(Self::NAME, trial)
-    }
+    crate::rule_identity!(tensors: losses);
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        self.modes.update(Self::NAME, trial)?;
-        let Some((step_mode, _)) = self.modes.get(step) else {
+        let Some(step_mode) = self.modes.mode_at(Self::NAME, trial, step)? else {
             return Ok(result);
         };
         let p = self.params.clone();
-        for name in self.required_tensors(trial, step)? {
-            let Some(loss) = scalar_at(Self::NAME, trial, &name, step, None)? else {
-                continue;
-            };
+        for reading in self.losses.scalars_at(Self::NAME, trial, step)? {
+            let (name, loss) = reading?;
             if self.tracks.get(&name).is_none_or(|t| t.mode.is_none()) {
                 let m = self.pick_mode(trial, &name, step)?;
                 self.tracks.entry(name.clone()).or_default().mode = Some(m);
@@ -294,18 +265,16 @@ pub struct Overfit {
 }
 
 impl Overfit {
+    /// The rule's name.
     pub const NAME: &'static str = "Overfit";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: OverfitParams) -> Result<Self> {
-        if params.patience == 0 {
-            return Err(Error::BadParameter {
-                rule: Self::NAME.into(),
-                param: "patience".into(),
-                reason: "must be at least 1".into(),
-            });
-        }
+        let check = Check::new(Self::NAME);
+        check.at_least("patience", params.patience, 1)?;
+        check.finite("ratio_threshold", params.ratio_threshold)?;
         Ok(Overfit {
-            losses: loss_selection(Self::NAME, &[], &params.tensor_regex, true)?,
+            losses: TensorSelection::losses(Self::NAME, &[], &params.tensor_regex, true)?,
             params,
             modes: StepModes::default(),
             phases: HashMap::new(),
@@ -314,26 +283,15 @@ impl Overfit {
 }
 
 impl Rule for Overfit {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        self.losses.names(Self::NAME, trial)
-    }
+    crate::rule_identity!(tensors: losses);
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        self.modes.update(Self::NAME, trial)?;
-        let Some((mode, _)) = self.modes.get(step) else {
+        let Some(mode) = self.modes.mode_at(Self::NAME, trial, step)? else {
             return Ok(result);
         };
-        let p = self.params.clone();
-        for name in self.required_tensors(trial, step)? {
+        let p = &self.params;
+        for name in self.losses.names(Self::NAME, trial)? {
             let ph = self.phases.entry(name.clone()).or_default();
             // Block boundaries follow the run's modes, whether or not the loss was saved here.
             if ph.last_mode != Some(mode) {
@@ -452,11 +410,14 @@ pub struct Overtraining {
 }
 
 impl Overtraining {
+    /// The rule's name.
     pub const NAME: &'static str = "Overtraining";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: OvertrainingParams) -> Result<Self> {
+        Check::new(Self::NAME).finite("delta", params.delta)?;
         Ok(Overtraining {
-            losses: loss_selection(Self::NAME, &[], &[], true)?,
+            losses: TensorSelection::losses(Self::NAME, &[], &[], true)?,
             params,
             modes: StepModes::default(),
             state: HashMap::new(),
@@ -465,29 +426,16 @@ impl Overtraining {
 }
 
 impl Rule for Overtraining {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        self.losses.names(Self::NAME, trial)
-    }
+    crate::rule_identity!(tensors: losses);
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        self.modes.update(Self::NAME, trial)?;
-        let Some((mode, _)) = self.modes.get(step) else {
+        let Some(mode) = self.modes.mode_at(Self::NAME, trial, step)? else {
             return Ok(result);
         };
-        let p = self.params.clone();
-        for name in self.required_tensors(trial, step)? {
-            let Some(loss) = scalar_at(Self::NAME, trial, &name, step, None)? else {
-                continue;
-            };
+        let p = &self.params;
+        for reading in self.losses.scalars_at(Self::NAME, trial, step)? {
+            let (name, loss) = reading?;
             let (train, eval) = self.state.entry(name.clone()).or_default();
             match mode {
                 Mode::Train => {
@@ -590,19 +538,12 @@ pub struct StalledTraining {
 }
 
 impl StalledTraining {
+    /// The rule's name.
     pub const NAME: &'static str = "StalledTraining";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: StalledTrainingParams) -> Result<Self> {
-        if params.threshold <= 0.0 || params.threshold.is_nan() {
-            return Err(Error::BadParameter {
-                rule: Self::NAME.into(),
-                param: "threshold".into(),
-                reason: format!(
-                    "must be a positive number of seconds, got {}",
-                    params.threshold
-                ),
-            });
-        }
+        Check::new(Self::NAME).positive("threshold", params.threshold, "number of seconds")?;
         Ok(StalledTraining {
             params,
             fired_for: None,
@@ -616,17 +557,7 @@ impl StalledTraining {
 }
 
 impl Rule for StalledTraining {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, _trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        Ok(Vec::new())
-    }
+    crate::rule_identity!();
 
     fn invoke_at_step(&mut self, _trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);

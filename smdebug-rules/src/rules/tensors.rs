@@ -8,23 +8,18 @@ use serde::{Deserialize, Serialize};
 use smdebug_core::{Reduction, ReductionOp};
 use smdebug_io::trial::Trial;
 
-use crate::error::{Error, Result};
-use crate::params::lenient;
+use crate::error::Result;
+use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Rule, RuleResult};
-use crate::select::{TensorSelection, allclose, reduction_at, value_at};
-
-use super::{MAX_EVIDENCE, to_json};
+use crate::select::{SelectionParams, TensorSelection, allclose, reduction_at, value_at};
 
 /// Parameters of [`ExplodingTensor`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ExplodingTensorParams {
-    /// Collections to check. Default: none (with no regex either, every tensor).
-    #[serde(deserialize_with = "lenient::list")]
-    pub collection_names: Vec<String>,
-    /// Regexes of tensor names to check. Default: none.
-    #[serde(deserialize_with = "lenient::regexes")]
-    pub tensor_regex: Vec<String>,
+    /// The tensors to check (`collection_names`, `tensor_regex`); with neither, every tensor.
+    #[serde(flatten)]
+    pub selection: SelectionParams,
     /// Only NaN counts as exploding, not ±Inf. Default `false`.
     #[serde(deserialize_with = "lenient::bool")]
     pub only_nan: bool,
@@ -42,37 +37,25 @@ pub struct ExplodingTensor {
 }
 
 impl ExplodingTensor {
+    /// The rule's name.
     pub const NAME: &'static str = "ExplodingTensor";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: ExplodingTensorParams) -> Result<Self> {
         Ok(ExplodingTensor {
-            selection: TensorSelection::new(
-                Self::NAME,
-                &params.collection_names,
-                &params.tensor_regex,
-            )?,
+            selection: params.selection.selection(Self::NAME, &[])?,
             params,
         })
     }
 }
 
 impl Rule for ExplodingTensor {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        self.selection.names(Self::NAME, trial)
-    }
+    crate::rule_identity!(tensors: selection);
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
         let mut bad = Vec::new();
-        for name in self.required_tensors(trial, step)? {
+        for name in self.selection.names(Self::NAME, trial)? {
             let (nans, infs) = match value_at(Self::NAME, trial, &name, step)? {
                 Some(v) => (
                     v.iter().filter(|x| x.is_nan()).count() as f64,
@@ -103,17 +86,11 @@ impl Rule for ExplodingTensor {
             result.datapoints += 1;
             let infs = if self.params.only_nan { 0.0 } else { infs };
             if nans > 0.0 || infs > 0.0 {
-                if result.evidence.len() < MAX_EVIDENCE {
-                    if nans > 0.0 {
-                        result
-                            .evidence
-                            .push(Evidence::new(&name, step, "nan_count", nans));
-                    }
-                    if infs > 0.0 {
-                        result
-                            .evidence
-                            .push(Evidence::new(&name, step, "inf_count", infs));
-                    }
+                if nans > 0.0 {
+                    result.add_evidence(Evidence::new(&name, step, "nan_count", nans));
+                }
+                if infs > 0.0 {
+                    result.add_evidence(Evidence::new(&name, step, "inf_count", infs));
                 }
                 bad.push(format!("{name} ({nans} NaN, {infs} Inf)"));
             }
@@ -129,13 +106,10 @@ impl Rule for ExplodingTensor {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct AllZeroParams {
-    /// Collections to check. Default: none; with no regex either, `weights`, `gradients` and
-    /// `outputs`.
-    #[serde(deserialize_with = "lenient::list")]
-    pub collection_names: Vec<String>,
-    /// Regexes of tensor names to check. Default: none.
-    #[serde(deserialize_with = "lenient::regexes")]
-    pub tensor_regex: Vec<String>,
+    /// The tensors to check (`collection_names`, `tensor_regex`); with neither, the `weights`,
+    /// `gradients` and `outputs` collections.
+    #[serde(flatten)]
+    pub selection: SelectionParams,
     /// Fires when at least this percentage of a tensor's values are zero. Default `100`.
     #[serde(deserialize_with = "lenient::f64")]
     pub threshold: f64,
@@ -144,8 +118,7 @@ pub struct AllZeroParams {
 impl Default for AllZeroParams {
     fn default() -> Self {
         AllZeroParams {
-            collection_names: Vec::new(),
-            tensor_regex: Vec::new(),
+            selection: SelectionParams::default(),
             threshold: 100.0,
         }
     }
@@ -164,61 +137,43 @@ pub struct AllZero {
 }
 
 impl AllZero {
+    /// The rule's name.
     pub const NAME: &'static str = "AllZero";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: AllZeroParams) -> Result<Self> {
-        check_percent(Self::NAME, "threshold", params.threshold)?;
-        let collections = if params.collection_names.is_empty() && params.tensor_regex.is_empty() {
-            vec!["weights".into(), "gradients".into(), "outputs".into()]
-        } else {
-            params.collection_names.clone()
-        };
+        Check::new(Self::NAME).percent("threshold", params.threshold)?;
         Ok(AllZero {
-            selection: TensorSelection::new(Self::NAME, &collections, &params.tensor_regex)?,
+            selection: params
+                .selection
+                .selection(Self::NAME, &["weights", "gradients", "outputs"])?,
             params,
         })
     }
 }
 
 impl Rule for AllZero {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        self.selection.names(Self::NAME, trial)
-    }
+    crate::rule_identity!(tensors: selection);
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
         let mut zero = Vec::new();
-        for name in self.required_tensors(trial, step)? {
-            let Some(share) = reduction_at(
-                Self::NAME,
-                trial,
-                &name,
-                step,
-                Reduction::new(ReductionOp::ZeroFraction),
-            )?
-            else {
-                continue;
-            };
+        let zero_fraction = Reduction::new(ReductionOp::ZeroFraction);
+        for reading in self
+            .selection
+            .reductions_at(Self::NAME, trial, step, zero_fraction)?
+        {
+            let (name, share) = reading?;
             if share.is_nan() {
                 continue; // an empty tensor
             }
             result.datapoints += 1;
             let percent = share * 100.0;
             if percent >= self.params.threshold {
-                if result.evidence.len() < MAX_EVIDENCE {
-                    result.evidence.push(
-                        Evidence::new(&name, step, "zero_percent", percent)
-                            .limit(self.params.threshold),
-                    );
-                }
+                result.add_evidence(
+                    Evidence::new(&name, step, "zero_percent", percent)
+                        .limit(self.params.threshold),
+                );
                 zero.push(format!("{name} ({percent:.1} % zeros)"));
             }
         }
@@ -237,12 +192,9 @@ impl Rule for AllZero {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TensorVarianceParams {
-    /// Collections to check. Default: none (with no regex either, every tensor).
-    #[serde(deserialize_with = "lenient::list")]
-    pub collection_names: Vec<String>,
-    /// Regexes of tensor names to check. Default: none.
-    #[serde(deserialize_with = "lenient::regexes")]
-    pub tensor_regex: Vec<String>,
+    /// The tensors to check (`collection_names`, `tensor_regex`); with neither, every tensor.
+    #[serde(flatten)]
+    pub selection: SelectionParams,
     /// Fires when a tensor's variance is above this. Default: none.
     #[serde(deserialize_with = "lenient::opt_f64")]
     pub max_threshold: Option<f64>,
@@ -264,43 +216,32 @@ pub struct TensorVariance {
 }
 
 impl TensorVariance {
+    /// The rule's name.
     pub const NAME: &'static str = "TensorVariance";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: TensorVarianceParams) -> Result<Self> {
-        if params.max_threshold.is_none() && params.min_threshold.is_none() {
-            return Err(Error::BadParameter {
-                rule: Self::NAME.into(),
-                param: "max_threshold".into(),
-                reason: "set max_threshold and/or min_threshold".into(),
-            });
-        }
+        let check = Check::new(Self::NAME);
+        check.finite_opt("max_threshold", params.max_threshold)?;
+        check.finite_opt("min_threshold", params.min_threshold)?;
+        check.that(
+            params.max_threshold.is_some() || params.min_threshold.is_some(),
+            "max_threshold",
+            || "set max_threshold and/or min_threshold".into(),
+        )?;
         Ok(TensorVariance {
-            selection: TensorSelection::new(
-                Self::NAME,
-                &params.collection_names,
-                &params.tensor_regex,
-            )?,
+            selection: params.selection.selection(Self::NAME, &[])?,
             params,
         })
     }
 }
 
 impl Rule for TensorVariance {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        self.selection.names(Self::NAME, trial)
-    }
+    crate::rule_identity!(tensors: selection);
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        for name in self.required_tensors(trial, step)? {
+        for name in self.selection.names(Self::NAME, trial)? {
             let variance = match value_at(Self::NAME, trial, &name, step)? {
                 Some(v) if v.len() < 2 => continue,
                 Some(v) => crate::select::reduce(&v, Reduction::new(ReductionOp::Variance)),
@@ -324,11 +265,7 @@ impl Rule for TensorVariance {
             if let Some(limit) = high.or(low) {
                 let dir = if high.is_some() { "above" } else { "below" };
                 result.fire(format!("{name}: variance {variance:.3e} {dir} {limit}"));
-                if result.evidence.len() < MAX_EVIDENCE {
-                    result
-                        .evidence
-                        .push(Evidence::new(&name, step, "variance", variance).limit(limit));
-                }
+                result.add_evidence(Evidence::new(&name, step, "variance", variance).limit(limit));
             }
         }
         Ok(result)
@@ -339,12 +276,10 @@ impl Rule for TensorVariance {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct UnchangedTensorParams {
-    /// Collections to check. Default: none; with no regex either, `weights` and `biases`.
-    #[serde(deserialize_with = "lenient::list")]
-    pub collection_names: Vec<String>,
-    /// Regexes of tensor names to check. Default: none.
-    #[serde(deserialize_with = "lenient::regexes")]
-    pub tensor_regex: Vec<String>,
+    /// The tensors to check (`collection_names`, `tensor_regex`); with neither, the `weights`
+    /// and `biases` collections.
+    #[serde(flatten)]
+    pub selection: SelectionParams,
     /// Fires when the last `num_steps` saved values are all close. Default 3.
     #[serde(deserialize_with = "lenient::u64")]
     pub num_steps: u64,
@@ -362,8 +297,7 @@ pub struct UnchangedTensorParams {
 impl Default for UnchangedTensorParams {
     fn default() -> Self {
         UnchangedTensorParams {
-            collection_names: Vec::new(),
-            tensor_regex: Vec::new(),
+            selection: SelectionParams::default(),
             num_steps: 3,
             rtol: 1e-5,
             atol: 1e-8,
@@ -386,23 +320,19 @@ pub struct UnchangedTensor {
 }
 
 impl UnchangedTensor {
+    /// The rule's name.
     pub const NAME: &'static str = "UnchangedTensor";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: UnchangedTensorParams) -> Result<Self> {
-        if params.num_steps < 2 {
-            return Err(Error::BadParameter {
-                rule: Self::NAME.into(),
-                param: "num_steps".into(),
-                reason: format!("must be at least 2, got {}", params.num_steps),
-            });
-        }
-        let collections = if params.collection_names.is_empty() && params.tensor_regex.is_empty() {
-            vec!["weights".into(), "biases".into()]
-        } else {
-            params.collection_names.clone()
-        };
+        let check = Check::new(Self::NAME);
+        check.at_least("num_steps", params.num_steps, 2)?;
+        check.finite("rtol", params.rtol)?;
+        check.finite("atol", params.atol)?;
         Ok(UnchangedTensor {
-            selection: TensorSelection::new(Self::NAME, &collections, &params.tensor_regex)?,
+            selection: params
+                .selection
+                .selection(Self::NAME, &["weights", "biases"])?,
             params,
             history: HashMap::new(),
         })
@@ -410,25 +340,13 @@ impl UnchangedTensor {
 }
 
 impl Rule for UnchangedTensor {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        self.selection.names(Self::NAME, trial)
-    }
+    crate::rule_identity!(tensors: selection);
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        let p = self.params.clone();
-        for name in self.required_tensors(trial, step)? {
-            let Some(v) = value_at(Self::NAME, trial, &name, step)? else {
-                continue;
-            };
+        let p = &self.params;
+        for reading in self.selection.values_at(Self::NAME, trial, step)? {
+            let (name, v) = reading?;
             let hist = self.history.entry(name.clone()).or_default();
             if hist.back().is_some_and(|(s, _)| *s >= step) {
                 continue;
@@ -451,14 +369,12 @@ impl Rule for UnchangedTensor {
                     "{name} unchanged over {} saved steps ({first}..={step})",
                     p.num_steps
                 ));
-                if result.evidence.len() < MAX_EVIDENCE {
-                    result.evidence.push(Evidence::new(
-                        &name,
-                        step,
-                        "unchanged_since_step",
-                        first as f64,
-                    ));
-                }
+                result.add_evidence(Evidence::new(
+                    &name,
+                    step,
+                    "unchanged_since_step",
+                    first as f64,
+                ));
             }
         }
         Ok(result)
@@ -472,12 +388,9 @@ pub struct SimilarAcrossRunsParams {
     /// The other run's location (path or URL). Required.
     #[serde(deserialize_with = "lenient::string")]
     pub other_trials: String,
-    /// Collections to compare. Default: none (with no regex either, every tensor).
-    #[serde(deserialize_with = "lenient::list")]
-    pub collection_names: Vec<String>,
-    /// Regexes of tensor names to compare. Default: none.
-    #[serde(deserialize_with = "lenient::regexes")]
-    pub tensor_regex: Vec<String>,
+    /// The tensors to compare (`collection_names`, `tensor_regex`); with neither, every tensor.
+    #[serde(flatten)]
+    pub selection: SelectionParams,
 }
 
 /// **SimilarAcrossRuns** — fires when a selected tensor differs (numpy `allclose` with its
@@ -493,26 +406,22 @@ pub struct SimilarAcrossRuns {
 }
 
 impl SimilarAcrossRuns {
+    /// The rule's name.
     pub const NAME: &'static str = "SimilarAcrossRuns";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: SimilarAcrossRunsParams) -> Result<Self> {
-        if params.other_trials.trim().is_empty() {
-            return Err(Error::BadParameter {
-                rule: Self::NAME.into(),
-                param: "other_trials".into(),
-                reason: "the other run's location is required".into(),
-            });
-        }
-        let other = Trial::open(&params.other_trials).map_err(|e| Error::OpenRun {
+        Check::new(Self::NAME).that(
+            !params.other_trials.trim().is_empty(),
+            "other_trials",
+            || "the other run's location is required".into(),
+        )?;
+        let other = Trial::open(&params.other_trials).map_err(|e| crate::Error::OpenRun {
             location: params.other_trials.clone(),
             source: Box::new(e),
         })?;
         Ok(SimilarAcrossRuns {
-            selection: TensorSelection::new(
-                Self::NAME,
-                &params.collection_names,
-                &params.tensor_regex,
-            )?,
+            selection: params.selection.selection(Self::NAME, &[])?,
             params,
             other,
         })
@@ -520,24 +429,12 @@ impl SimilarAcrossRuns {
 }
 
 impl Rule for SimilarAcrossRuns {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        self.selection.names(Self::NAME, trial)
-    }
+    crate::rule_identity!(tensors: selection);
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        for name in self.required_tensors(trial, step)? {
-            let Some(mine) = value_at(Self::NAME, trial, &name, step)? else {
-                continue;
-            };
+        for reading in self.selection.values_at(Self::NAME, trial, step)? {
+            let (name, mine) = reading?;
             let Some(theirs) = value_at(Self::NAME, &self.other, &name, step)? else {
                 continue;
             };
@@ -555,28 +452,9 @@ impl Rule for SimilarAcrossRuns {
                     "{name} differs from {} (max |difference| {max_diff:.3e})",
                     self.params.other_trials
                 ));
-                if result.evidence.len() < MAX_EVIDENCE {
-                    result.evidence.push(Evidence::new(
-                        &name,
-                        step,
-                        "max_abs_difference",
-                        max_diff,
-                    ));
-                }
+                result.add_evidence(Evidence::new(&name, step, "max_abs_difference", max_diff));
             }
         }
         Ok(result)
     }
-}
-
-/// Checks that a percentage parameter is within [0, 100].
-pub(crate) fn check_percent(rule: &str, param: &str, value: f64) -> Result<()> {
-    if !(0.0..=100.0).contains(&value) {
-        return Err(Error::BadParameter {
-            rule: rule.into(),
-            param: param.into(),
-            reason: format!("a percentage between 0 and 100, got {value}"),
-        });
-    }
-    Ok(())
 }

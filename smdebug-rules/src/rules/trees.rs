@@ -5,12 +5,10 @@
 use serde::{Deserialize, Serialize};
 use smdebug_io::trial::Trial;
 
-use crate::error::{Error, Result};
-use crate::params::lenient;
+use crate::error::Result;
+use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Rule, RuleResult};
-use crate::select::{TensorSelection, scalar_at, value_at};
-
-use super::to_json;
+use crate::select::{TensorSelection, value_at};
 
 /// Parameters of [`FeatureImportanceOverweight`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -50,47 +48,30 @@ pub struct FeatureImportanceOverweight {
 }
 
 impl FeatureImportanceOverweight {
+    /// The rule's name.
     pub const NAME: &'static str = "FeatureImportanceOverweight";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: FeatureImportanceOverweightParams) -> Result<Self> {
-        if params.nfeatures == 0 {
-            return Err(Error::BadParameter {
-                rule: Self::NAME.into(),
-                param: "nfeatures".into(),
-                reason: "must be at least 1".into(),
-            });
-        }
+        let check = Check::new(Self::NAME);
+        check.at_least("nfeatures", params.nfeatures, 1)?;
+        check.finite("threshold", params.threshold)?;
         Ok(FeatureImportanceOverweight {
-            selection: TensorSelection::new(Self::NAME, &[], &params.tensor_regex)?,
+            selection: TensorSelection::only(Self::NAME, &[], &params.tensor_regex)?,
             params,
         })
     }
 }
 
 impl Rule for FeatureImportanceOverweight {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        if self.selection.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.selection.names(Self::NAME, trial)
-    }
+    crate::rule_identity!(tensors: selection);
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        let mut importances = Vec::new();
-        for name in self.required_tensors(trial, step)? {
-            if let Some(v) = scalar_at(Self::NAME, trial, &name, step, None)? {
-                importances.push((name, v));
-            }
-        }
+        let mut importances = self
+            .selection
+            .scalars_at(Self::NAME, trial, step)?
+            .collect::<Result<Vec<_>>>()?;
         result.datapoints = importances.len();
         let n = self.params.nfeatures as usize;
         if importances.len() <= n {
@@ -179,9 +160,12 @@ pub struct TreeDepth {
 }
 
 impl TreeDepth {
+    /// The rule's name.
     pub const NAME: &'static str = "TreeDepth";
 
+    /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: TreeDepthParams) -> Result<Self> {
+        Check::new(Self::NAME).finite("depth", params.depth)?;
         Ok(TreeDepth {
             selection: TensorSelection::new(Self::NAME, &[], &["(^|/)trees/Node$".into()])?,
             params,
@@ -190,24 +174,12 @@ impl TreeDepth {
 }
 
 impl Rule for TreeDepth {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        to_json(&self.params)
-    }
-
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        self.selection.names(Self::NAME, trial)
-    }
+    crate::rule_identity!(tensors: selection);
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        for name in self.required_tensors(trial, step)? {
-            let Some(nodes) = value_at(Self::NAME, trial, &name, step)? else {
-                continue;
-            };
+        for reading in self.selection.values_at(Self::NAME, trial, step)? {
+            let (name, nodes) = reading?;
             let Some(max_id) = nodes
                 .iter()
                 .copied()

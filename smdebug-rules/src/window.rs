@@ -1,0 +1,104 @@
+//! What a profiler rule reads at each call: [`ProfilerWindow`], the system samples and framework
+//! spans that are new since the rule's previous call, and the [`StepTimeline`] of the steps
+//! seen so far.
+
+use smdebug_profiler::reader::Span;
+use smdebug_profiler::spans::Phase;
+use smdebug_profiler::system::SystemSample;
+
+/// The profiler data that is new since a rule's previous call.
+#[derive(Clone, Copy, Debug)]
+pub struct ProfilerWindow<'a> {
+    /// New system samples, ordered by time.
+    pub samples: &'a [SystemSample],
+    /// New closed framework spans, ordered by end time.
+    pub spans: &'a [Span],
+    /// The earliest timestamp of the whole job seen so far (sample or span start),
+    /// microseconds since the epoch; `None` while no profiler data has been seen.
+    pub start_us: Option<u64>,
+    /// The latest time seen: the latest sample or span end, and when following a live run
+    /// also the wall clock. Microseconds since the epoch.
+    pub now_us: u64,
+    /// No more data will come: the run ended, or this is the end of an offline evaluation.
+    pub final_window: bool,
+    /// Every step span seen so far (this window's included), to tell which step ran when.
+    pub steps: &'a StepTimeline,
+}
+
+impl ProfilerWindow<'_> {
+    /// The latest step that started at or before `time_us` (0 when none did).
+    pub fn step_at(&self, time_us: u64) -> u64 {
+        self.steps.step_at(time_us).unwrap_or(0)
+    }
+}
+
+/// The `Step` spans seen so far, by start time: which step the loop was in at a given time.
+#[derive(Clone, Debug, Default)]
+pub struct StepTimeline {
+    /// (start_us, end_us, step), sorted by start.
+    steps: Vec<(u64, u64, u64)>,
+}
+
+impl StepTimeline {
+    /// Adds the step spans among `spans` (spans of other phases are ignored).
+    pub fn extend(&mut self, spans: &[Span]) {
+        let before = self.steps.len();
+        for span in spans {
+            if let (Phase::Step(_), Some(step)) = (span.phase_kind(), span.step) {
+                self.steps.push((span.start_us, span.end_us, step));
+            }
+        }
+        if self.steps.len() > before {
+            self.steps.sort_unstable();
+        }
+    }
+
+    /// The latest step that started at or before `time_us`.
+    pub fn step_at(&self, time_us: u64) -> Option<u64> {
+        let after = self.steps.partition_point(|s| s.0 <= time_us);
+        after.checked_sub(1).map(|i| self.steps[i].2)
+    }
+
+    /// The start of the first step span, microseconds since the epoch.
+    pub fn first_start_us(&self) -> Option<u64> {
+        self.steps.first().map(|s| s.0)
+    }
+
+    /// How many step spans were seen.
+    pub fn len(&self) -> usize {
+        self.steps.len()
+    }
+
+    /// Whether no step span was seen.
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_timeline_answers_the_latest_step_started() {
+        let mut t = StepTimeline::default();
+        assert_eq!(t.step_at(5), None);
+        let span = |start, end, step| Span {
+            phase: "Step:ModeKeys.TRAIN".into(),
+            name: "Step:ModeKeys.TRAIN".into(),
+            start_us: start,
+            end_us: end,
+            node: "n".into(),
+            worker: Some(0),
+            step: Some(step),
+            mode: None,
+            args: Default::default(),
+        };
+        t.extend(&[span(20, 30, 2), span(10, 20, 1)]);
+        assert_eq!(t.step_at(5), None);
+        assert_eq!(t.step_at(15), Some(1));
+        assert_eq!(t.step_at(25), Some(2));
+        assert_eq!(t.step_at(99), Some(2));
+        assert_eq!(t.first_start_us(), Some(10));
+    }
+}
