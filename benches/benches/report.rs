@@ -15,9 +15,11 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use smdebug_core::Mode;
+use smdebug_io::Storage;
+use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::report::{LoadOptions, ReportInput, render_html};
 use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
-use smdebug_profiler::system::{LocalDirStore, NodeId, ProfilerStore, system_file_key};
+use smdebug_profiler::system::{NodeId, system_file_key};
 use smdebug_rules::{RuleRunner, RuleSpec, Status};
 
 const START_S: u64 = 1_700_000_000;
@@ -51,7 +53,7 @@ fn record(out: &mut String, t: f64, kind: &str, name: &str, dimension: &str, val
 
 /// System-metrics files, one per minute, in the sampler's layout and vocabulary.
 fn write_system(run: &Path) {
-    let store = LocalDirStore::new(run);
+    let store = LocalStorage::new(run).unwrap();
     let mut noise = Noise(0x9e37_79b9_7f4a_7c15);
     let per_file = 60_000 / INTERVAL_MS;
     let samples = DURATION_S * 1000 / INTERVAL_MS;
@@ -189,7 +191,10 @@ fn write_system(run: &Path) {
         if (i + 1) % per_file == 0 || i + 1 == samples {
             let window = START_S + (i / per_file) * 60;
             store
-                .put(&system_file_key(window, "algo-1"), text.as_bytes())
+                .put(
+                    &system_file_key(window, "algo-1"),
+                    std::mem::take(&mut text).into_bytes().into(),
+                )
                 .expect("system file written");
             text.clear();
         }

@@ -6,15 +6,14 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use smdebug_core::Mode;
+use smdebug_io::Storage;
+use smdebug_io::format::layout::END_MARKER;
 use smdebug_io::trial::{Trial, TrialOptions};
 
 use super::{LoadOptions, MetricSeries, NoteArea, ReportInput, ScalarSeries};
 use crate::kineto::{summarize_trace, summarize_traces};
 use crate::reader::{ProfilerReader, parse_trace};
-use crate::system::{IoStore, ProfilerStore, SystemFileName, SystemSample};
-
-/// The end-of-run marker's key.
-const END_MARKER: &str = "training_job_end.ts";
+use crate::system::{SystemFileName, SystemSample};
 /// Collections whose tensors are scalars by convention.
 const SCALAR_COLLECTIONS: [&str; 4] = ["losses", "metrics", "sm_metrics", "scalars"];
 
@@ -32,9 +31,8 @@ impl ReportInput {
                 .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
             ..ReportInput::default()
         };
-        match IoStore::open(location) {
+        match smdebug_io::open_storage(location) {
             Ok(store) => {
-                let store: Arc<dyn ProfilerStore> = Arc::new(store);
                 input.run_complete = Some(store.get(END_MARKER).is_ok());
                 if input.run_complete == Some(false) {
                     input.note(
@@ -97,7 +95,7 @@ fn tolerant_system_lines(
     (samples, bad, first_bad)
 }
 
-fn load_system(input: &mut ReportInput, store: &Arc<dyn ProfilerStore>) {
+fn load_system(input: &mut ReportInput, store: &Arc<dyn Storage>) {
     let reader = ProfilerReader::new(Arc::clone(store));
     let files = match reader.system_files() {
         Ok(files) => files,
@@ -168,7 +166,7 @@ fn load_system(input: &mut ReportInput, store: &Arc<dyn ProfilerStore>) {
         .collect();
 }
 
-fn load_spans(input: &mut ReportInput, store: &Arc<dyn ProfilerStore>) {
+fn load_spans(input: &mut ReportInput, store: &Arc<dyn Storage>) {
     let reader = ProfilerReader::new(Arc::clone(store));
     let files = match reader.trace_files() {
         Ok(files) => files,
@@ -192,6 +190,7 @@ fn load_spans(input: &mut ReportInput, store: &Arc<dyn ProfilerStore>) {
     for file in files {
         let parsed = store
             .get(&file.key)
+            .map_err(crate::ProfilerError::from)
             .and_then(|bytes| parse_trace(&file, &bytes));
         match parsed {
             Ok(spans) => input.spans.extend(spans),
