@@ -905,7 +905,7 @@ fn following_a_live_run_fires_and_stops_it_before_it_ends() {
     let mut live = None;
     while Instant::now() < deadline {
         publish_gpu();
-        let stop = smdebug_rules::stop::read_stop_request(storage.as_ref()).unwrap();
+        let stop = smdebug_io::stop::read_stop_request(storage.as_ref()).unwrap();
         let summary = runner.summary();
         if stop.is_some()
             && let Some(s) = summary.filter(|s| s.rules[0].status == Status::IssuesFound)
