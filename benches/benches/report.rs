@@ -53,7 +53,7 @@ fn record(out: &mut String, t: f64, kind: &str, name: &str, dimension: &str, val
 
 /// System-metrics files, one per minute, in the sampler's layout and vocabulary.
 fn write_system(run: &Path) {
-    let store = LocalStorage::new(run).expect("run folder");
+    let store = LocalStorage::new(run).unwrap();
     let mut noise = Noise(0x9e37_79b9_7f4a_7c15);
     let per_file = 60_000 / INTERVAL_MS;
     let samples = DURATION_S * 1000 / INTERVAL_MS;
@@ -193,7 +193,7 @@ fn write_system(run: &Path) {
             store
                 .put(
                     &system_file_key(window, "algo-1"),
-                    text.clone().into_bytes().into(),
+                    std::mem::take(&mut text).into_bytes().into(),
                 )
                 .expect("system file written");
             text.clear();

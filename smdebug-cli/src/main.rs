@@ -219,7 +219,7 @@ fn run(cli: Cli) -> CliResult {
 /// `smdebug profile`: the exit status is the command's (128 + signal when a signal ended it), or
 /// 2 when the command could not be profiled at all.
 fn profile(interval_ms: u64, out: &str, node: Option<&str>, command: &[String]) -> ExitCode {
-    use smdebug_profiler::system::{IoStore, NodeId, SamplerConfig};
+    use smdebug_profiler::system::{NodeId, SamplerConfig};
     let setup = || -> Result<_, Box<dyn std::error::Error>> {
         let mut config =
             SamplerConfig::default().interval(std::time::Duration::from_millis(interval_ms));
@@ -231,7 +231,7 @@ fn profile(interval_ms: u64, out: &str, node: Option<&str>, command: &[String]) 
             std::fs::create_dir_all(out)
                 .map_err(|e| format!("--out {out}: cannot create the run directory: {e}"))?;
         }
-        Ok((config, std::sync::Arc::new(IoStore::open(out)?)))
+        Ok((config, smdebug_io::open_storage(out)?))
     };
     let (config, store) = match setup() {
         Ok(s) => s,

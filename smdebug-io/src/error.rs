@@ -119,6 +119,25 @@ pub enum Error {
     #[error("capture disabled: {0}")]
     CaptureDisabled(String),
 
+    /// A stop request (`stop_request.json`) that is not the JSON [`crate::stop`] writes.
+    #[error("{location}: bad stop request (stop_request.json): {reason}")]
+    BadStopRequest {
+        /// The storage's root.
+        location: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A background thread (the stop watcher) could not be started.
+    #[error("cannot start the {thread} thread: {source}")]
+    Thread {
+        /// Which thread.
+        thread: &'static str,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+
     /// The writer thread could not be started or has gone away.
     #[error("writer: {0}")]
     Writer(String),

@@ -2,8 +2,9 @@
 //!
 //! The I/O side of smdebug for Rust: the on-disk format shared with Python smdebug 1.0.34 and
 //! TensorBoard ([`format`](mod@format)), storage on local disk or any object store
-//! ([`storage`]), the background [`writer`] that the capture hook hands its records to, and the
-//! [`trial`] reader.
+//! ([`storage`]), the background [`writer`] that the capture hook hands its records to, the
+//! [`trial`] reader, and [`stop`] requests (a rule runner asks, the training loop's watcher
+//! hears).
 //!
 //! ```
 //! use smdebug_core::{Hook, SaveConfig};
@@ -19,6 +20,7 @@
 
 pub mod error;
 pub mod format;
+pub mod stop;
 pub mod storage;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -80,7 +80,7 @@ fn python_smdebug_readers_load_our_system_metrics_and_spans() {
     sampler.stop().unwrap();
 
     let seen = python("read", dir.path());
-    let reader = ProfilerReader::open_local(dir.path());
+    let reader = ProfilerReader::open_local(dir.path()).unwrap();
 
     // System metrics: the same records, value for value.
     let ours = reader.system_samples(&SystemQuery::default()).unwrap();
@@ -182,7 +182,7 @@ fn our_reader_loads_python_smdebug_timeline_files() {
             )
         })
         .collect();
-    let reader = ProfilerReader::open_local(dir.path());
+    let reader = ProfilerReader::open_local(dir.path()).unwrap();
     let files = reader.trace_files().unwrap();
     assert_eq!(files.len(), 1);
     let spans = reader.spans(&SpanQuery::default()).unwrap();

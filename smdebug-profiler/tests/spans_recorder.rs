@@ -7,9 +7,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use smdebug_core::Mode;
+use smdebug_io::Storage;
+use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::reader::{ProfilerReader, SpanQuery};
 use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder, parse_trace_file_key};
-use smdebug_profiler::system::{LocalDirStore, NodeId, ProfilerStore};
+use smdebug_profiler::system::NodeId;
 
 fn now_us() -> u64 {
     SystemTime::now()
@@ -58,7 +60,7 @@ fn guards_record_nested_phases_with_steps_in_absolute_time() {
         (22, 0, 0)
     );
 
-    let reader = ProfilerReader::open_local(dir.path());
+    let reader = ProfilerReader::open_local(dir.path()).unwrap();
     let all = reader.spans(&SpanQuery::default()).unwrap();
     assert_eq!(all.len(), 22);
     for span in &all {
@@ -111,7 +113,7 @@ fn queries_filter_by_step_time_worker_node_and_phase() {
         run_training_loop(&spans, 0..6);
         writer.finish().unwrap();
     }
-    let reader = ProfilerReader::open_local(dir.path());
+    let reader = ProfilerReader::open_local(dir.path()).unwrap();
     let steps_2_to_3 = reader
         .spans(&SpanQuery::default().steps(Mode::Train, 2..=3))
         .unwrap();
@@ -201,6 +203,7 @@ fn explicit_start_end_and_measured_spans() {
     writer.finish().unwrap();
 
     let all = ProfilerReader::open_local(dir.path())
+        .unwrap()
         .spans(&SpanQuery::default())
         .unwrap();
     assert_eq!(all.len(), 2);
@@ -224,10 +227,10 @@ fn explicit_start_end_and_measured_spans() {
 #[test]
 fn files_are_chrome_trace_arrays_in_smdebug_layout_and_rotate_by_size() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(LocalDirStore::new(dir.path()));
+    let store = Arc::new(LocalStorage::new(dir.path()).unwrap());
     let (spans, writer) = SpanRecorder::start(
         config(0).max_file_bytes(4096),
-        Arc::clone(&store) as Arc<dyn ProfilerStore>,
+        Arc::clone(&store) as Arc<dyn Storage>,
     )
     .unwrap();
     for step in 0..200 {
@@ -282,6 +285,7 @@ fn files_are_chrome_trace_arrays_in_smdebug_layout_and_rotate_by_size() {
     assert_eq!(complete_events, 400);
     assert_eq!(
         ProfilerReader::open_local(dir.path())
+            .unwrap()
             .spans(&SpanQuery::default())
             .unwrap()
             .len(),
@@ -297,7 +301,7 @@ fn files_rotate_by_age_and_flush_publishes_the_open_file() {
         dir.path(),
     )
     .unwrap();
-    let reader = ProfilerReader::open_local(dir.path());
+    let reader = ProfilerReader::open_local(dir.path()).unwrap();
     {
         let _a = spans.custom("a");
     }
@@ -338,6 +342,7 @@ fn a_full_queue_drops_and_counts_instead_of_blocking() {
     // After the writer stopped, spans are dropped too, never an error or a hang.
     assert!(!spans.end_span(spans.start_span(Phase::Forward)));
     let read = ProfilerReader::open_local(dir.path())
+        .unwrap()
         .spans(&SpanQuery::default())
         .unwrap();
     assert_eq!(read.len() as u64, queued);

@@ -6,14 +6,15 @@ use std::thread;
 use std::time::Duration;
 
 use smdebug_core::Mode;
+use smdebug_io::Storage;
 use smdebug_profiler::reader::{ProfilerReader, SpanQuery, SystemQuery, parse_system_lines};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
-use smdebug_profiler::system::{IoStore, NodeId, ProfilerStore, SamplerConfig, SystemSampler};
+use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
 
 #[test]
 fn sampler_and_spans_write_through_an_object_store() {
     let location = "memory://smdebug-profiler-tests/run-1";
-    let store: Arc<dyn ProfilerStore> = Arc::new(IoStore::open(location).unwrap());
+    let store: Arc<dyn Storage> = smdebug_io::open_storage(location).unwrap();
     let sampler = SystemSampler::start(
         SamplerConfig::default()
             .interval(Duration::from_millis(100))
@@ -58,7 +59,9 @@ fn sampler_and_spans_write_through_an_object_store() {
 
 #[test]
 fn an_unusable_location_is_an_error_naming_it() {
-    let err = IoStore::open("nosuchscheme://bucket/run").unwrap_err();
+    let Err(err) = ProfilerReader::open("nosuchscheme://bucket/run") else {
+        panic!("a location no backend can open was accepted");
+    };
     assert!(
         err.to_string().contains("nosuchscheme://bucket/run"),
         "{err}"

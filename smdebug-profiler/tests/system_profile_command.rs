@@ -4,9 +4,10 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::ProfilerError;
 use smdebug_profiler::reader::{ProfilerReader, SystemQuery};
-use smdebug_profiler::system::{LocalDirStore, NodeId, SamplerConfig, profile_command, vocab};
+use smdebug_profiler::system::{NodeId, SamplerConfig, profile_command, vocab};
 
 #[test]
 fn profiles_a_child_tree_until_it_exits_and_returns_its_status() {
@@ -24,13 +25,14 @@ fn profiles_a_child_tree_until_it_exits_and_returns_its_status() {
         SamplerConfig::default()
             .interval(Duration::from_millis(100))
             .node(NodeId::algo(1)),
-        Arc::new(LocalDirStore::new(dir.path())),
+        Arc::new(LocalStorage::new(dir.path()).unwrap()),
     )
     .unwrap();
     assert_eq!(outcome.status.code(), Some(3));
     assert!(outcome.sampler.samples >= 5, "{:?}", outcome.sampler);
 
     let samples = ProfilerReader::open_local(dir.path())
+        .unwrap()
         .system_samples(&SystemQuery::default().metric_type(vocab::TYPE_PROCESS))
         .unwrap();
     let series = |dimension: &str| -> Vec<f64> {
@@ -63,7 +65,7 @@ fn invalid_configuration_runs_nothing_and_a_missing_program_is_a_spawn_error() {
     let err = profile_command(
         command,
         SamplerConfig::default().interval(Duration::from_millis(10)),
-        Arc::new(LocalDirStore::new(dir.path())),
+        Arc::new(LocalStorage::new(dir.path()).unwrap()),
     )
     .unwrap_err();
     assert!(matches!(err, ProfilerError::InvalidInterval { .. }));
@@ -75,7 +77,7 @@ fn invalid_configuration_runs_nothing_and_a_missing_program_is_a_spawn_error() {
     let err = profile_command(
         Command::new("/nonexistent/smdebug-no-such-program"),
         SamplerConfig::default(),
-        Arc::new(LocalDirStore::new(dir.path())),
+        Arc::new(LocalStorage::new(dir.path()).unwrap()),
     )
     .unwrap_err();
     assert!(

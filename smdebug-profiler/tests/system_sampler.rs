@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use smdebug_io::Storage;
+use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::ProfilerError;
 use smdebug_profiler::reader::{ProfilerReader, SystemQuery, parse_system_lines};
-use smdebug_profiler::system::{
-    LocalDirStore, NodeId, ProfilerStore, SamplerConfig, SystemSample, SystemSampler, vocab,
-};
+use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSample, SystemSampler, vocab};
 
 /// The tests of this file run one at a time: they measure this process and this host, and
 /// one test's load (spinning threads, a 64 MiB transfer) must not land in another's window.
@@ -115,6 +115,7 @@ fn records_use_smdebug_vocabulary_for_every_core_and_device_class() {
     assert_eq!(report.write_errors, 0, "{report:?}");
 
     let samples = ProfilerReader::open_local(dir.path())
+        .unwrap()
         .system_samples(&SystemQuery::default())
         .unwrap();
     let cores = std::fs::read_to_string("/proc/stat")
@@ -196,7 +197,7 @@ fn cpu_figures_rise_when_a_busy_loop_runs() {
     }
     sampler.stop().unwrap();
 
-    let reader = ProfilerReader::open_local(dir.path());
+    let reader = ProfilerReader::open_local(dir.path()).unwrap();
     let window = |start, end| {
         reader
             .system_samples(&SystemQuery::default().time_range(start, end))
@@ -250,6 +251,7 @@ fn disk_write_bytes_rise_when_a_file_is_written_and_fsynced() {
     sampler.stop().unwrap();
 
     let samples = ProfilerReader::open_local(dir.path())
+        .unwrap()
         .system_samples(
             &SystemQuery::default()
                 .metric_type(vocab::TYPE_IO)
@@ -303,6 +305,7 @@ fn network_bytes_rise_on_loopback_traffic() {
     sampler.stop().unwrap();
 
     let samples = ProfilerReader::open_local(dir.path())
+        .unwrap()
         .system_samples(
             &SystemQuery::default()
                 .metric_type(vocab::TYPE_NETWORK)
@@ -330,6 +333,7 @@ fn machine_without_gpu_degrades_to_host_metrics() {
     thread::sleep(Duration::from_millis(350));
     let report = sampler.stop().unwrap();
     let samples = ProfilerReader::open_local(dir.path())
+        .unwrap()
         .system_samples(&SystemQuery::default())
         .unwrap();
     let gpu_records = samples
@@ -365,15 +369,15 @@ fn machine_without_gpu_degrades_to_host_metrics() {
 fn files_rotate_by_time_and_each_is_complete_and_readable_while_growing() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(LocalDirStore::new(dir.path()));
+    let store = Arc::new(LocalStorage::new(dir.path()).unwrap());
     let sampler = SystemSampler::start(
         fast_config().rotation(Duration::from_secs(1)),
-        Arc::clone(&store) as Arc<dyn ProfilerStore>,
+        Arc::clone(&store) as Arc<dyn Storage>,
     )
     .unwrap();
     thread::sleep(Duration::from_millis(1500));
     // While the sampler runs, the published files already hold whole records.
-    let reader = ProfilerReader::open_local(dir.path());
+    let reader = ProfilerReader::open_local(dir.path()).unwrap();
     let early = reader.system_samples(&SystemQuery::default()).unwrap();
     assert!(!early.is_empty());
     thread::sleep(Duration::from_millis(2000));

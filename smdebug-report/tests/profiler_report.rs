@@ -3,13 +3,12 @@
 //! every rule's result — on local disk inside the run or at a chosen path, and into the store
 //! itself for object-store runs.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
 use smdebug_io::writer::Writer;
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
-use smdebug_profiler::system::{IoStore, SamplerConfig, SystemSampler};
+use smdebug_profiler::system::{SamplerConfig, SystemSampler};
 use smdebug_report::ReportWriter;
 use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE};
 use smdebug_rules::{RuleRunner, RuleSpec, Status};
@@ -17,7 +16,7 @@ use smdebug_rules::{RuleRunner, RuleSpec, Status};
 /// A short real run at `location`: 30 steps with a NaN gradient from step 20, the sampler at
 /// 100 ms and step spans.
 fn record(location: &str) {
-    let store = Arc::new(IoStore::open(location).unwrap());
+    let store = smdebug_io::open_storage(location).unwrap();
     let sampler = SystemSampler::start(
         SamplerConfig::default().interval(Duration::from_millis(100)),
         store.clone(),

@@ -14,11 +14,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use smdebug_core::{Hook, Mode, SaveConfig};
+use smdebug_io::Storage;
+use smdebug_io::storage::LocalStorage;
 use smdebug_io::writer::Writer;
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
-use smdebug_profiler::system::{
-    LocalDirStore, NodeId, ProfilerStore, SamplerConfig, SystemSampler, system_file_key,
-};
+use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler, system_file_key};
 use smdebug_report::{LoadOptions, ReportInput, RuleFile, SECTIONS, write_report_to};
 use smdebug_rules::{RuleStatus, Status};
 
@@ -137,14 +137,17 @@ fn record_run(run: &Path) {
             lines.push('\n');
         }
     }
-    let store = LocalDirStore::new(run);
+    let store = LocalStorage::new(run).unwrap();
     let taken = store.list("system").unwrap();
     let mut window = start as u64 - 1;
     while taken.contains(&system_file_key(window, "algo-1")) {
         window -= 1;
     }
     store
-        .put(&system_file_key(window, "algo-1"), lines.as_bytes())
+        .put(
+            &system_file_key(window, "algo-1"),
+            lines.into_bytes().into(),
+        )
         .unwrap();
 }
 

@@ -8,9 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
+use smdebug_io::Storage;
+use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::kineto::summarize_trace;
 use smdebug_profiler::spans::trace_file_key;
-use smdebug_profiler::system::{LocalDirStore, ProfilerStore, system_file_key};
+use smdebug_profiler::system::system_file_key;
 use smdebug_report::{
     LoadOptions, NoteArea, ReportInput, RuleFile, SECTIONS, render_html, write_report_to,
 };
@@ -49,7 +51,7 @@ fn line(t: f64, metric_type: &str, name: &str, dimension: &str, value: f64) -> S
 }
 
 /// A Python-timeline trace file of TRAIN steps with the given durations (µs), back to back.
-fn write_steps(store: &LocalDirStore, durations_us: &[u64]) {
+fn write_steps(store: &LocalStorage, durations_us: &[u64]) {
     let base = (T0 * 1e6) as u64;
     let mut events = vec![
         json!({"name": "process_name", "ph": "M", "pid": 0,
@@ -65,7 +67,7 @@ fn write_steps(store: &LocalDirStore, durations_us: &[u64]) {
     }
     let key = trace_file_key(base + ts, 0, "algo-1");
     store
-        .put(&key, serde_json::to_vec(&events).unwrap().as_slice())
+        .put(&key, serde_json::to_vec(&events).unwrap().into())
         .unwrap();
 }
 
@@ -115,7 +117,7 @@ fn a_run_without_profiler_data_gets_a_report_saying_what_is_missing() {
 #[test]
 fn corrupt_lines_and_files_are_left_out_with_a_note_and_the_rest_is_shown() {
     let dir = tempfile::tempdir().unwrap();
-    let store = LocalDirStore::new(dir.path());
+    let store = LocalStorage::new(dir.path()).unwrap();
     let key = system_file_key(T0 as u64, "algo-1");
     let hostile = json!({"Type": "cpu", "Name": "total", "Dimension": "CPUUtilization",
                          "Value": 5.0, "NodeId": "<img src=x onerror=alert(1)>", "Timestamp": T0})
@@ -126,12 +128,12 @@ fn corrupt_lines_and_files_are_left_out_with_a_note_and_the_rest_is_shown() {
         line(T0 + 0.5, "cpu", "total", "CPUUtilization", 20.0),
         line(T0 + 1.0, "cpu", "total", "CPUUtilization", 30.0),
     );
-    store.put(&key, text.as_bytes()).unwrap();
+    store.put(&key, text.as_bytes().to_vec().into()).unwrap();
     write_steps(&store, &[1000, 2000]);
     store
         .put(
             &trace_file_key((T0 * 1e6) as u64 + 9_000_000, 0, "algo-1"),
-            b"[{\"name\": \"x\", \"ph\": ",
+            b"[{\"name\": \"x\", \"ph\": ".to_vec().into(),
         )
         .unwrap();
 
@@ -171,11 +173,13 @@ fn corrupt_lines_and_files_are_left_out_with_a_note_and_the_rest_is_shown() {
 #[test]
 fn a_run_still_being_written_is_reported_so_until_its_end_marker_appears() {
     let dir = tempfile::tempdir().unwrap();
-    let store = LocalDirStore::new(dir.path());
+    let store = LocalStorage::new(dir.path()).unwrap();
     store
         .put(
             &system_file_key(T0 as u64, "algo-1"),
-            format!("{}\n", line(T0, "cpu", "total", "CPUUtilization", 10.0)).as_bytes(),
+            format!("{}\n", line(T0, "cpu", "total", "CPUUtilization", 10.0))
+                .into_bytes()
+                .into(),
         )
         .unwrap();
     write_steps(&store, &[1000, 1000, 1000]);
@@ -196,7 +200,7 @@ fn a_run_still_being_written_is_reported_so_until_its_end_marker_appears() {
 #[test]
 fn tables_match_an_independent_computation() {
     let dir = tempfile::tempdir().unwrap();
-    let store = LocalDirStore::new(dir.path());
+    let store = LocalStorage::new(dir.path()).unwrap();
     // CPU total takes each value 0..=100 once, in a scrambled order over time.
     let text: String = (0..101u32)
         .map(|i| {
@@ -211,7 +215,10 @@ fn tables_match_an_independent_computation() {
         })
         .collect();
     store
-        .put(&system_file_key(T0 as u64, "algo-1"), text.as_bytes())
+        .put(
+            &system_file_key(T0 as u64, "algo-1"),
+            text.into_bytes().into(),
+        )
         .unwrap();
     // Steps of 1..=100 ms, scrambled.
     let durations: Vec<u64> = (0..100u64).map(|i| ((i * 31) % 100 + 1) * 1000).collect();

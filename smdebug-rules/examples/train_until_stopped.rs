@@ -13,8 +13,8 @@
 use smdebug_core::{Hook, SaveConfig};
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::{Bug, TrainConfig, train};
+use smdebug_io::stop::StopWatcher;
 use smdebug_io::writer::Writer;
-use smdebug_rules::stop::StopWatcher;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();

@@ -26,7 +26,7 @@ use smdebug_io::Storage;
 
 use crate::error::{Error, Result};
 use crate::rule::Evidence;
-use crate::stop::{StopRequest, request_stop};
+use smdebug_io::stop::{StopRequest, request_stop};
 
 fn default_timeout() -> f64 {
     10.0
@@ -50,7 +50,7 @@ pub enum SmtpTls {
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ActionConfig {
     /// Asks the training job to stop: writes the run's stop request (seen by a
-    /// [`StopWatcher`](crate::stop::StopWatcher)) and sets the runner's in-process
+    /// [`StopWatcher`](smdebug_io::stop::StopWatcher)) and sets the runner's in-process
     /// [`StopSignal`] if it has one.
     StopTraining,
     /// POSTs Slack-compatible JSON (`{"text": …}` plus an `smdebug` object with the details).

@@ -16,7 +16,7 @@
 //!   `<run>/rules/rule_job_summary.json` as the run progresses.
 //! - [`actions`]: stop training, webhook (Slack-compatible JSON), e-mail over SMTP, command.
 //!   Stopping a job in another process goes through the run directory: the runner writes
-//!   `<run>/stop_request.json`; a [`stop::StopWatcher`] in the training process sets the hook's
+//!   `<run>/stop_request.json`; a [`smdebug_io::stop::StopWatcher`] in the training process sets the hook's
 //!   stop signal, and the loop sees it at its next step.
 //!
 //! ```no_run
@@ -48,7 +48,6 @@ pub mod rule;
 pub mod rules;
 pub mod runner;
 pub mod select;
-pub mod stop;
 pub mod window;
 
 pub use actions::ActionConfig;

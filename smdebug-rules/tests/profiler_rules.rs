@@ -12,11 +12,11 @@ use std::thread::sleep;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use smdebug_core::Mode;
+use smdebug_io::Storage;
+use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::reader::{ProfilerReader, SystemQuery};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
-use smdebug_profiler::system::{
-    LocalDirStore, NodeId, ProfilerStore, SamplerConfig, SystemSample, SystemSampler,
-};
+use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSample, SystemSampler};
 use smdebug_rules::{ActionConfig, RuleRunner, RuleSpec, RuleStatus, Status, Summary};
 use tempfile::TempDir;
 
@@ -205,10 +205,10 @@ type Gpu = (&'static str, f64, f64);
 /// Adds GPU records to every system file of the run, one set per sampler timestamp (taken from
 /// the `total` CPU record), as the sampler writes them when NVML finds GPUs.
 fn merge_gpus(run: &Path, gpus: impl Fn(u64, usize) -> Vec<Gpu>) {
-    let store = LocalDirStore::new(run);
+    let store = LocalStorage::new(run).unwrap();
     let mut index = 0;
     for key in store.list("system").unwrap() {
-        let text = String::from_utf8(store.get(&key).unwrap()).unwrap();
+        let text = String::from_utf8(store.get(&key).unwrap().to_vec()).unwrap();
         let mut out = text.clone();
         for line in text.lines() {
             let s: SystemSample = serde_json::from_str(line).unwrap();
@@ -233,15 +233,15 @@ fn merge_gpus(run: &Path, gpus: impl Fn(u64, usize) -> Vec<Gpu>) {
             }
             index += 1;
         }
-        store.put(&key, out.as_bytes()).unwrap();
+        store.put(&key, out.as_bytes().to_vec().into()).unwrap();
     }
 }
 
 /// Replaces the value of matching system records for timestamps inside `stage`.
 fn override_values(run: &Path, dimension: &str, stage: Stage, value: f64) {
-    let store = LocalDirStore::new(run);
+    let store = LocalStorage::new(run).unwrap();
     for key in store.list("system").unwrap() {
-        let text = String::from_utf8(store.get(&key).unwrap()).unwrap();
+        let text = String::from_utf8(store.get(&key).unwrap().to_vec()).unwrap();
         let mut out = String::new();
         for line in text.lines() {
             let mut s: SystemSample = serde_json::from_str(line).unwrap();
@@ -251,7 +251,7 @@ fn override_values(run: &Path, dimension: &str, stage: Stage, value: f64) {
             out.push_str(&serde_json::to_string(&s).unwrap());
             out.push('\n');
         }
-        store.put(&key, out.as_bytes()).unwrap();
+        store.put(&key, out.as_bytes().to_vec().into()).unwrap();
     }
 }
 
@@ -539,11 +539,11 @@ fn dataloader_stays_quiet_with_as_many_workers_as_cores() {
     let run = run_copy();
     let cores = cores_in_proc_stat();
     // The recorded data-loading spans, with the worker count set to the core count.
-    let store = LocalDirStore::new(run.path());
+    let store = LocalStorage::new(run.path()).unwrap();
     for key in store.list("framework").unwrap() {
-        let text = String::from_utf8(store.get(&key).unwrap()).unwrap();
+        let text = String::from_utf8(store.get(&key).unwrap().to_vec()).unwrap();
         let text = text.replace("\"num_workers\":1", &format!("\"num_workers\":{cores}"));
-        store.put(&key, text.as_bytes()).unwrap();
+        store.put(&key, text.as_bytes().to_vec().into()).unwrap();
     }
     let status = evaluate(run.path(), &["Dataloader"]).rules[0].clone();
     assert_quiet(&status);
@@ -605,6 +605,7 @@ fn overall_system_usage_summarizes_every_metric_per_node() {
     let status = only(&summary);
     assert_quiet(status);
     let samples = ProfilerReader::open_local(run.path())
+        .unwrap()
         .system_samples(
             &SystemQuery::default()
                 .name("total")
@@ -678,7 +679,7 @@ fn feeding_in_one_window_or_many_gives_the_same_verdict() {
             ),
         ]
     });
-    let reader = ProfilerReader::open_local(run.path());
+    let reader = ProfilerReader::open_local(run.path()).unwrap();
     let samples = reader.system_samples(&SystemQuery::default()).unwrap();
     let mut spans = reader.spans(&Default::default()).unwrap();
     spans.sort_by_key(|s| (s.end_us, s.start_us));
@@ -793,13 +794,13 @@ fn a_run_with_profiler_data_but_no_tensors_is_evaluated_offline_and_followed_to_
 #[test]
 fn a_corrupt_metrics_line_is_skipped_and_reported() {
     let run = run_copy();
-    let store = LocalDirStore::new(run.path());
+    let store = LocalStorage::new(run.path()).unwrap();
     let key = store.list("system").unwrap().remove(0);
-    let text = String::from_utf8(store.get(&key).unwrap()).unwrap();
+    let text = String::from_utf8(store.get(&key).unwrap().to_vec()).unwrap();
     let mut lines: Vec<&str> = text.lines().collect();
     lines.insert(3, "{\"Type\": \"cpu\", this is not json");
     store
-        .put(&key, (lines.join("\n") + "\n").as_bytes())
+        .put(&key, (lines.join("\n") + "\n").into_bytes().into())
         .unwrap();
     let summary = evaluate(run.path(), &["OverallSystemUsage", "StepOutlier"]);
     for status in &summary.rules {
@@ -864,7 +865,7 @@ fn following_a_live_run_fires_and_stops_it_before_it_ends() {
     .unwrap();
     // A GPU at 5 %, published as a second file of the same node (as a separate GPU monitor
     // would), republished whole as it grows.
-    let store = LocalDirStore::new(dir.path());
+    let store = LocalStorage::new(dir.path()).unwrap();
     let start = now_us();
     let gpu_key = format!(
         "system/incremental/{}/{}.algo-1-gpu.json",
@@ -883,7 +884,9 @@ fn following_a_live_run_fires_and_stops_it_before_it_ends() {
         };
         lines.push_str(&serde_json::to_string(&g).unwrap());
         lines.push('\n');
-        store.put(&gpu_key, lines.as_bytes()).unwrap();
+        store
+            .put(&gpu_key, lines.as_bytes().to_vec().into())
+            .unwrap();
     };
     publish_gpu();
     let runner = RuleRunner::builder(&location)
@@ -902,7 +905,7 @@ fn following_a_live_run_fires_and_stops_it_before_it_ends() {
     let mut live = None;
     while Instant::now() < deadline {
         publish_gpu();
-        let stop = smdebug_rules::stop::read_stop_request(storage.as_ref()).unwrap();
+        let stop = smdebug_io::stop::read_stop_request(storage.as_ref()).unwrap();
         let summary = runner.summary();
         if stop.is_some()
             && let Some(s) = summary.filter(|s| s.rules[0].status == Status::IssuesFound)

@@ -26,6 +26,19 @@ fn is_temp_name(name: &str) -> bool {
     name.starts_with('.') && name.ends_with(TEMP_SUFFIX)
 }
 
+/// The temporary file a `put` of `target` writes first: hidden (a leading `.`), ending in
+/// [`TEMP_SUFFIX`], and without the target's extension (`.json` becomes `_json`), so that no
+/// reader that matches names by pattern (Python smdebug's readers `re.search` for `(.+)\.json`)
+/// picks up a file still being written.
+fn temp_name(target: &Path, n: u64) -> String {
+    let name = target
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("file")
+        .replace('.', "_");
+    format!(".{name}.{}-{n}{TEMP_SUFFIX}", std::process::id())
+}
+
 impl LocalStorage {
     /// Storage rooted at `root`. The folder need not exist yet: the first `put` creates it.
     pub fn new(root: impl Into<PathBuf>) -> Result<LocalStorage> {
@@ -148,12 +161,8 @@ impl Storage for LocalStorage {
         let target = self.resolve(path)?;
         let dir = target.parent().unwrap_or(&self.root);
         fs::create_dir_all(dir).map_err(|e| self.io_err("put", path, e))?;
-        let name = target
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("file");
         let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
-        let temp = dir.join(format!(".{name}.{}-{n}{TEMP_SUFFIX}", std::process::id()));
+        let temp = dir.join(temp_name(&target, n));
         let result = self
             .write_temp(&temp, &parts)
             .and_then(|()| fs::rename(&temp, &target));
@@ -240,5 +249,18 @@ impl Storage for LocalStorage {
                 .write_all(data)
         };
         write().map_err(|e| self.io_err("append", path, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temporary_files_are_hidden_and_never_look_like_json() {
+        let name = temp_name(Path::new("/run/system/incremental/1.algo-1.json"), 7);
+        assert!(is_temp_name(&name), "{name}");
+        assert!(!name.contains(".json"), "{name}");
+        assert!(name.starts_with(".1_algo-1_json."), "{name}");
     }
 }

@@ -6,7 +6,7 @@
 //! use smdebug_core::Mode;
 //! use smdebug_profiler::reader::{ProfilerReader, SpanQuery, SystemQuery};
 //!
-//! let reader = ProfilerReader::open_local("/tmp/run");
+//! let reader = ProfilerReader::open_local("/tmp/run")?;
 //! let cpu = reader.system_samples(&SystemQuery::default().metric_type("cpu"))?;
 //! let steps = reader.spans(&SpanQuery::default().steps(Mode::Train, 10..=20))?;
 //! # Ok::<(), smdebug_profiler::ProfilerError>(())
@@ -22,6 +22,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use smdebug_core::Mode;
+use smdebug_io::Storage;
+use smdebug_io::storage::LocalStorage;
 
 pub use collected::{MetricSeries, ProfileData};
 pub use export::chrome_trace;
@@ -29,10 +31,7 @@ pub use spans::{Span, parse_trace};
 pub use system::{SystemLines, parse_system_lines, parse_system_lines_lenient};
 
 use crate::spans::{PYTHONTIMELINE_SUFFIX, TRACE_PREFIX, TraceFileName, parse_trace_file_key};
-use crate::system::{
-    IoStore, LocalDirStore, ProfilerStore, Result, SystemFileName, SystemSample,
-    parse_system_file_key,
-};
+use crate::system::{Result, SystemFileName, SystemSample, parse_system_file_key};
 
 /// How far before a query's start, and after its end, trace files are considered: a file is
 /// named after its last event's end, so an event overlapping the query can sit in a file
@@ -186,37 +185,36 @@ pub fn trace_files_among(keys: &[String]) -> Vec<TraceFileName> {
     files
 }
 
-/// Reads a run's profiler files through a [`ProfilerStore`].
+/// Reads a run's profiler files through its smdebug-io [`Storage`].
 #[derive(Clone)]
 pub struct ProfilerReader {
-    store: Arc<dyn ProfilerStore>,
+    storage: Arc<dyn Storage>,
 }
 
 impl ProfilerReader {
-    /// A reader over `store`.
-    pub fn new(store: Arc<dyn ProfilerStore>) -> Self {
-        Self { store }
+    /// A reader over the run `storage`.
+    pub fn new(storage: Arc<dyn Storage>) -> Self {
+        Self { storage }
     }
 
-    /// A reader over a run location: a local path or an object-store URL (through
-    /// smdebug-io's storage).
+    /// A reader over a run location: a local path or an object-store URL.
     pub fn open(location: &str) -> Result<Self> {
-        Ok(Self::new(Arc::new(IoStore::open(location)?)))
+        Ok(Self::new(smdebug_io::open_storage(location)?))
     }
 
     /// A reader over the run directory `run_dir` on local disk.
-    pub fn open_local(run_dir: impl Into<PathBuf>) -> Self {
-        Self::new(Arc::new(LocalDirStore::new(run_dir)))
+    pub fn open_local(run_dir: impl Into<PathBuf>) -> Result<Self> {
+        Ok(Self::new(Arc::new(LocalStorage::new(run_dir)?)))
     }
 
     /// Every system-metrics file, ordered by window start, then node.
     pub fn system_files(&self) -> Result<Vec<SystemFileName>> {
-        Ok(system_files_among(&self.store.list("system")?))
+        Ok(system_files_among(&self.storage.list("system")?))
     }
 
     /// Every framework trace file, ordered by end time.
     pub fn trace_files(&self) -> Result<Vec<TraceFileName>> {
-        Ok(trace_files_among(&self.store.list(TRACE_PREFIX)?))
+        Ok(trace_files_among(&self.storage.list(TRACE_PREFIX)?))
     }
 
     /// The samples matching `query`, ordered by time (file order within one time).
@@ -245,7 +243,7 @@ impl ProfilerReader {
                     continue;
                 }
             }
-            let bytes = self.store.get(&file.key)?;
+            let bytes = self.storage.get(&file.key)?;
             samples.extend(
                 parse_system_lines(&file.key, &bytes)?
                     .into_iter()
@@ -277,7 +275,7 @@ impl ProfilerReader {
             if !query.nodes.is_empty() && !query.nodes.contains(&file.node) {
                 continue;
             }
-            let bytes = self.store.get(&file.key)?;
+            let bytes = self.storage.get(&file.key)?;
             spans.extend(
                 parse_trace(&file, &bytes)?
                     .into_iter()

@@ -15,6 +15,7 @@
 //! Files close when they reach the size limit or the age limit, and are published whole
 //! (written, then renamed into place), so a reader never sees half a file.
 
+mod event;
 mod layout;
 mod phase;
 mod recorder;

@@ -9,11 +9,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use smdebug_core::Mode;
 
+use smdebug_io::Storage;
+use smdebug_io::storage::LocalStorage;
+
+use super::event::{SpanArgs, SpanEvent};
 use super::phase::Phase;
 use super::writer::{
     Counters, Message, TraceFileBuilder, WriterSettings, run_writer, writer_stopped,
 };
-use crate::system::{LocalDirStore, NodeId, ProfilerError, ProfilerStore, Result};
+use crate::system::{NodeId, ProfilerError, Result};
 
 /// Default capacity of the queue between the training loop and the writer.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 16_384;
@@ -111,19 +115,6 @@ impl SpanConfig {
         Ok(())
     }
 }
-
-/// One finished span on its way to the writer.
-pub(crate) struct SpanEvent {
-    pub(crate) phase: Phase,
-    pub(crate) name: Cow<'static, str>,
-    pub(crate) start_us: u64,
-    pub(crate) dur_us: u64,
-    pub(crate) step: Option<(Mode, u64)>,
-    pub(crate) args: SpanArgs,
-}
-
-/// Extra `args` of a span, written beside `step_num`, `mode` and `worker`.
-pub(crate) type SpanArgs = Vec<(Cow<'static, str>, serde_json::Value)>;
 
 /// Step numbers above this cannot be stored beside the mode in one atomic word.
 const STEP_MASK: u64 = (1 << 60) - 1;
@@ -283,11 +274,12 @@ impl Drop for SpanGuard<'_> {
 }
 
 impl SpanRecorder {
-    /// Starts the writer thread. Spans go to `store` until the returned guard is finished or
-    /// dropped; after that, spans are dropped and counted.
+    /// Starts the writer thread. Spans go to the run `storage` (local disk or an object store)
+    /// until the returned guard is finished or dropped; after that, spans are dropped and
+    /// counted.
     pub fn start(
         config: SpanConfig,
-        store: Arc<dyn ProfilerStore>,
+        storage: Arc<dyn Storage>,
     ) -> Result<(SpanRecorder, SpanWriterGuard)> {
         config.validate()?;
         let (tx, rx) = mpsc::sync_channel(config.queue_capacity);
@@ -304,7 +296,7 @@ impl SpanRecorder {
         let thread_counters = Arc::clone(&counters);
         let thread = std::thread::Builder::new()
             .name("smdebug-spans".to_owned())
-            .spawn(move || run_writer(rx, builder, store, settings, thread_counters))
+            .spawn(move || run_writer(rx, builder, storage, settings, thread_counters))
             .map_err(|source| ProfilerError::Thread {
                 thread: "span writer",
                 source,
@@ -330,7 +322,7 @@ impl SpanRecorder {
         config: SpanConfig,
         run_dir: impl Into<std::path::PathBuf>,
     ) -> Result<(SpanRecorder, SpanWriterGuard)> {
-        Self::start(config, Arc::new(LocalDirStore::new(run_dir)))
+        Self::start(config, Arc::new(LocalStorage::new(run_dir)?))
     }
 
     /// Sets the current step: spans opened from now on belong to it.

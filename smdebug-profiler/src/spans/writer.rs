@@ -17,9 +17,11 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::json;
 
+use smdebug_io::Storage;
+
+use super::event::SpanEvent;
 use super::layout::trace_file_key;
-use super::recorder::SpanEvent;
-use crate::system::{ProfilerError, ProfilerStore};
+use crate::system::ProfilerError;
 
 /// Messages to the writer thread.
 pub(crate) enum Message {
@@ -190,7 +192,7 @@ pub(crate) struct WriterSettings {
 pub(crate) fn run_writer(
     rx: Receiver<Message>,
     mut builder: TraceFileBuilder,
-    store: Arc<dyn ProfilerStore>,
+    storage: Arc<dyn Storage>,
     settings: WriterSettings,
     counters: Arc<Counters>,
 ) -> Option<String> {
@@ -199,7 +201,7 @@ pub(crate) fn run_writer(
         let Some((key, text)) = builder.close() else {
             return;
         };
-        match store.put(&key, &text) {
+        match storage.put(&key, text.into()) {
             Ok(()) => {
                 counters.files.fetch_add(1, Ordering::Relaxed);
             }

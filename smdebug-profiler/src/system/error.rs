@@ -32,17 +32,10 @@ pub enum ProfilerError {
         /// What is wrong with it.
         reason: &'static str,
     },
-    /// Storing, fetching or listing a file failed.
-    #[error("storage {operation} failed for `{key}`: {source}")]
-    Storage {
-        /// `open`, `put`, `get` or `list`.
-        operation: &'static str,
-        /// The key (path relative to the run directory).
-        key: String,
-        /// The underlying error.
-        #[source]
-        source: io::Error,
-    },
+    /// Opening the run's storage, or storing, fetching or listing a file, failed; smdebug-io's
+    /// error names the storage, the operation and the path.
+    #[error(transparent)]
+    Storage(#[from] smdebug_io::Error),
     /// A line of a system-metrics file is not a valid metric record.
     #[error("{key}: line {line}: malformed system metric: {message}")]
     MalformedSystemLine {

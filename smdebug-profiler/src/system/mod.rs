@@ -32,7 +32,6 @@ mod probe;
 mod profile;
 mod record;
 mod sampler;
-mod store;
 #[cfg(target_os = "linux")]
 mod writer;
 
@@ -47,7 +46,6 @@ pub use sampler::{
     DEFAULT_INTERVAL, DEFAULT_PUBLISH_INTERVAL, DEFAULT_ROTATION, MAX_INTERVAL, MIN_INTERVAL,
     SamplerConfig, SamplerHandle, SamplerReport, SystemSampler,
 };
-pub use store::{IoStore, LocalDirStore, ProfilerStore};
 
 /// Rounds to two decimals, as SageMaker's system monitor writes percentages and rates.
 pub(crate) fn round2(value: f64) -> f64 {

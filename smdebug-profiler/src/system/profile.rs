@@ -3,9 +3,10 @@
 use std::process::{Command, ExitStatus};
 use std::sync::Arc;
 
+use smdebug_io::Storage;
+
 use super::error::{ProfilerError, Result};
 use super::sampler::{SamplerConfig, SamplerReport, SystemSampler};
-use super::store::ProfilerStore;
 
 /// How a profiled command ended and what the sampler recorded meanwhile.
 #[derive(Debug)]
@@ -17,7 +18,7 @@ pub struct ProfiledCommand {
 }
 
 /// Spawns `command` (inheriting this process's standard streams), samples the host and the
-/// command's process tree (the child and every descendant) with `config` into `store` until
+/// command's process tree (the child and every descendant) with `config` into `storage` until
 /// the command exits, and returns its exit status.
 ///
 /// The configuration is validated before anything runs. Once the command is running it is
@@ -27,14 +28,14 @@ pub struct ProfiledCommand {
 /// ```no_run
 /// use std::process::Command;
 /// use std::sync::Arc;
-/// use smdebug_profiler::system::{LocalDirStore, SamplerConfig, profile_command};
+/// use smdebug_profiler::system::{SamplerConfig, profile_command};
 ///
 /// let mut command = Command::new("python3");
 /// command.args(["train.py", "--epochs", "1"]);
 /// let outcome = profile_command(
 ///     command,
 ///     SamplerConfig::default(),
-///     Arc::new(LocalDirStore::new("/tmp/run")),
+///     smdebug_io::open_storage("/tmp/run")?,
 /// )?;
 /// println!("exit: {}, {} samples", outcome.status, outcome.sampler.samples);
 /// # Ok::<(), smdebug_profiler::ProfilerError>(())
@@ -42,7 +43,7 @@ pub struct ProfiledCommand {
 pub fn profile_command(
     mut command: Command,
     config: SamplerConfig,
-    store: Arc<dyn ProfilerStore>,
+    storage: Arc<dyn Storage>,
 ) -> Result<ProfiledCommand> {
     config.validate()?;
     let program = command.get_program().to_string_lossy().into_owned();
@@ -51,7 +52,7 @@ pub fn profile_command(
         program: program.clone(),
         source,
     })?;
-    let sampler = SystemSampler::start(config.watch_pid(child.id()), store);
+    let sampler = SystemSampler::start(config.watch_pid(child.id()), storage);
     let status = child.wait().map_err(|source| ProfilerError::Command {
         action: "wait for",
         program,

@@ -6,9 +6,11 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use smdebug_io::Storage;
+use smdebug_io::storage::LocalStorage;
+
 use super::error::{ProfilerError, Result};
 use super::node::NodeId;
-use super::store::{LocalDirStore, ProfilerStore};
 
 /// Shortest sampling interval.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
@@ -182,8 +184,8 @@ impl SamplerReport {
 pub struct SystemSampler;
 
 impl SystemSampler {
-    /// Starts sampling into `store` on a new thread.
-    pub fn start(config: SamplerConfig, store: Arc<dyn ProfilerStore>) -> Result<SamplerHandle> {
+    /// Starts sampling into the run `storage` (local disk or an object store) on a new thread.
+    pub fn start(config: SamplerConfig, storage: Arc<dyn Storage>) -> Result<SamplerHandle> {
         config.validate()?;
         if !cfg!(target_os = "linux") {
             return Err(ProfilerError::UnsupportedPlatform);
@@ -191,7 +193,7 @@ impl SystemSampler {
         let (stop_tx, stop_rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("smdebug-sampler".to_owned())
-            .spawn(move || run(config, store, stop_rx))
+            .spawn(move || run(config, storage, stop_rx))
             .map_err(|source| ProfilerError::Thread {
                 thread: "system sampler",
                 source,
@@ -207,7 +209,7 @@ impl SystemSampler {
         config: SamplerConfig,
         run_dir: impl Into<std::path::PathBuf>,
     ) -> Result<SamplerHandle> {
-        Self::start(config, Arc::new(LocalDirStore::new(run_dir)))
+        Self::start(config, Arc::new(LocalStorage::new(run_dir)?))
     }
 }
 
@@ -254,7 +256,7 @@ fn epoch_seconds() -> f64 {
 #[cfg(target_os = "linux")]
 fn run(
     config: SamplerConfig,
-    store: Arc<dyn ProfilerStore>,
+    storage: Arc<dyn Storage>,
     stop: mpsc::Receiver<()>,
 ) -> SamplerReport {
     use super::gpu::GpuProbe;
@@ -271,7 +273,7 @@ fn run(
     let node = config.node.as_str().to_owned();
     let mut probe = HostProbe::new(config.watch_pid);
     let mut writer = SystemFileWriter::new(
-        store,
+        storage,
         node.clone(),
         config.rotation,
         config.publish_interval,
@@ -336,7 +338,7 @@ fn run(
 #[cfg(not(target_os = "linux"))]
 fn run(
     _config: SamplerConfig,
-    _store: Arc<dyn ProfilerStore>,
+    _storage: Arc<dyn Storage>,
     _stop: mpsc::Receiver<()>,
 ) -> SamplerReport {
     SamplerReport::default()

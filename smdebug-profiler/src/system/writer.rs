@@ -8,9 +8,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+use smdebug_io::Storage;
+
 use super::error::Result;
 use super::record::{SystemSample, system_file_key};
-use super::store::ProfilerStore;
 
 struct OpenFile {
     window_start: u64,
@@ -22,7 +24,7 @@ struct OpenFile {
 
 /// Accumulates records into the current window's file and publishes it.
 pub(crate) struct SystemFileWriter {
-    store: Arc<dyn ProfilerStore>,
+    storage: Arc<dyn Storage>,
     node: String,
     rotation_s: u64,
     publish_interval: Duration,
@@ -34,13 +36,13 @@ pub(crate) struct SystemFileWriter {
 
 impl SystemFileWriter {
     pub(crate) fn new(
-        store: Arc<dyn ProfilerStore>,
+        storage: Arc<dyn Storage>,
         node: String,
         rotation: Duration,
         publish_interval: Duration,
     ) -> Self {
         Self {
-            store,
+            storage,
             node,
             rotation_s: rotation.as_secs().max(1),
             publish_interval,
@@ -104,7 +106,9 @@ impl SystemFileWriter {
         if !file.dirty {
             return Ok(());
         }
-        self.store.put(&file.key, &file.text)?;
+        // The open file keeps growing after this publication, so the store gets a copy.
+        self.storage
+            .put(&file.key, Bytes::copy_from_slice(&file.text))?;
         file.dirty = false;
         self.publications += 1;
         Ok(())

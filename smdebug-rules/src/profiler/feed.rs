@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use smdebug_io::Storage;
 use smdebug_profiler::reader::{ProfilerReader, Span, parse_system_lines_lenient, parse_trace};
-use smdebug_profiler::system::{IoStore, SystemSample};
+use smdebug_profiler::system::SystemSample;
 
 use crate::window::StepTimeline;
 
@@ -63,7 +63,7 @@ pub(crate) struct ProfilerFeed {
 
 impl ProfilerFeed {
     pub(crate) fn new(storage: Arc<dyn Storage>) -> Self {
-        let reader = ProfilerReader::new(Arc::new(IoStore::new(storage.clone())));
+        let reader = ProfilerReader::new(storage.clone());
         ProfilerFeed {
             storage,
             reader,

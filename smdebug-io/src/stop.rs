@@ -1,14 +1,16 @@
 //! Stopping a training job from a rule runner in another thread, process or machine.
 //!
-//! The runner writes `<run>/stop_request.json` through the run's storage (local disk or an
-//! object store); the training process runs a [`StopWatcher`] that looks for that file every
-//! 200 ms and sets the hook's [`StopSignal`]. The training loop sees
+//! A rule runner (smdebug-rules) writes `<run>/stop_request.json` through the run's storage
+//! (local disk or an object store); the training process runs a [`StopWatcher`] that looks for
+//! that file every 200 ms and sets the hook's [`StopSignal`]. Both halves live here, beside the
+//! storage, so that a training loop honours stop requests with smdebug-core and smdebug-io
+//! alone. The training loop sees
 //! `hook.stop_requested()` at its next step, stops, and `hook.close()` writes the end marker
 //! with the reason.
 //!
 //! ```
 //! use smdebug_core::StopSignal;
-//! use smdebug_rules::stop::{StopRequest, StopWatcher, request_stop};
+//! use smdebug_io::stop::{StopRequest, StopWatcher, request_stop};
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! let run = dir.path().to_str().unwrap();
@@ -31,11 +33,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::error::{Error, Result};
+use crate::storage::{Storage, open_storage};
 use serde::{Deserialize, Serialize};
 use smdebug_core::StopSignal;
-use smdebug_io::Storage;
-
-use crate::error::{Error, Result};
 
 /// The stop-request file, relative to the run.
 pub const STOP_REQUEST_FILE: &str = "stop_request.json";
@@ -73,18 +74,11 @@ impl StopRequest {
 
 /// Writes the stop request into the run (atomically: a watcher never reads half of it).
 pub fn request_stop(storage: &dyn Storage, request: &StopRequest) -> Result<()> {
-    let json = serde_json::to_vec_pretty(request).map_err(|e| Error::BadFile {
-        path: STOP_REQUEST_FILE.into(),
+    let json = serde_json::to_vec_pretty(request).map_err(|e| Error::BadStopRequest {
+        location: storage.describe().to_string(),
         reason: e.to_string(),
     })?;
-    storage
-        .put(STOP_REQUEST_FILE, json.into())
-        .map_err(|e| Error::Store {
-            location: storage.describe().to_string(),
-            op: "put",
-            path: STOP_REQUEST_FILE.into(),
-            source: Box::new(e),
-        })
+    storage.put(STOP_REQUEST_FILE, json.into())
 }
 
 /// The run's stop request, if one was written.
@@ -92,17 +86,12 @@ pub fn read_stop_request(storage: &dyn Storage) -> Result<Option<StopRequest>> {
     match storage.get(STOP_REQUEST_FILE) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
-            .map_err(|e| Error::BadFile {
-                path: format!("{}/{STOP_REQUEST_FILE}", storage.describe()),
+            .map_err(|e| Error::BadStopRequest {
+                location: storage.describe().to_string(),
                 reason: e.to_string(),
             }),
         Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(Error::Store {
-            location: storage.describe().to_string(),
-            op: "get",
-            path: STOP_REQUEST_FILE.into(),
-            source: Box::new(e),
-        }),
+        Err(e) => Err(e),
     }
 }
 
@@ -119,13 +108,7 @@ impl StopWatcher {
 
     /// Watches the run at `location` (path or URL) every 200 ms.
     pub fn spawn(location: &str, signal: StopSignal) -> Result<StopWatcher> {
-        let storage = smdebug_io::open_storage(location).map_err(|e| Error::Store {
-            location: location.to_string(),
-            op: "open",
-            path: String::new(),
-            source: Box::new(e),
-        })?;
-        StopWatcher::with_storage(storage, signal, Self::DEFAULT_INTERVAL)
+        StopWatcher::with_storage(open_storage(location)?, signal, Self::DEFAULT_INTERVAL)
     }
 
     /// Watches an already-open storage. A stop request left in the run by an earlier job is
@@ -135,14 +118,7 @@ impl StopWatcher {
         signal: StopSignal,
         interval: Duration,
     ) -> Result<StopWatcher> {
-        storage
-            .delete(STOP_REQUEST_FILE)
-            .map_err(|e| Error::Store {
-                location: storage.describe().to_string(),
-                op: "delete",
-                path: STOP_REQUEST_FILE.into(),
-                source: Box::new(e),
-            })?;
+        storage.delete(STOP_REQUEST_FILE)?;
         let done = Arc::new(AtomicBool::new(false));
         let flag = done.clone();
         let thread = std::thread::Builder::new()
@@ -162,7 +138,10 @@ impl StopWatcher {
                     std::thread::park_timeout(interval);
                 }
             })
-            .map_err(|e| Error::Runner(format!("cannot start the stop watcher: {e}")))?;
+            .map_err(|source| Error::Thread {
+                thread: "stop watcher",
+                source,
+            })?;
         Ok(StopWatcher {
             done,
             thread: Some(thread),

@@ -1,0 +1,81 @@
+//! Stop requests through a run's storage: what the runner writes, what the watcher hears.
+
+use std::time::{Duration, Instant};
+
+use smdebug_core::StopSignal;
+use smdebug_io::stop::{
+    STOP_REQUEST_FILE, StopRequest, StopWatcher, read_stop_request, request_stop,
+};
+use smdebug_io::{Error, open_storage};
+
+fn wait_for(signal: &StopSignal) -> Option<String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Some(reason) = signal.requested() {
+            return Some(reason);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
+#[test]
+fn a_request_round_trips_with_its_rule_and_step() {
+    let store = open_storage("memory://stop-tests/round-trip").unwrap();
+    assert_eq!(read_stop_request(store.as_ref()).unwrap(), None);
+    let mut request = StopRequest::new("VanishingGradient fired at step 12");
+    request.rule = Some("VanishingGradient".into());
+    request.step = Some(12);
+    request_stop(store.as_ref(), &request).unwrap();
+    assert_eq!(read_stop_request(store.as_ref()).unwrap(), Some(request));
+}
+
+#[test]
+fn a_watcher_on_an_object_store_sets_the_signal() {
+    let location = "memory://stop-tests/watched";
+    let signal = StopSignal::default();
+    let watcher = StopWatcher::with_storage(
+        open_storage(location).unwrap(),
+        signal.clone(),
+        Duration::from_millis(20),
+    )
+    .unwrap();
+    request_stop(
+        open_storage(location).unwrap().as_ref(),
+        &StopRequest::new("asked by a test"),
+    )
+    .unwrap();
+    assert_eq!(wait_for(&signal).as_deref(), Some("asked by a test"));
+    watcher.stop();
+}
+
+#[test]
+fn a_request_left_by_an_earlier_job_does_not_stop_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().to_str().unwrap();
+    let store = open_storage(run).unwrap();
+    request_stop(store.as_ref(), &StopRequest::new("the previous job")).unwrap();
+    let signal = StopSignal::default();
+    let watcher =
+        StopWatcher::with_storage(store.clone(), signal.clone(), Duration::from_millis(10))
+            .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(signal.requested(), None);
+    assert!(!dir.path().join(STOP_REQUEST_FILE).exists());
+    watcher.stop();
+}
+
+#[test]
+fn a_damaged_request_is_an_error_naming_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_storage(dir.path().to_str().unwrap()).unwrap();
+    store
+        .put(STOP_REQUEST_FILE, "{\"reason\": ".into())
+        .unwrap();
+    let err = read_stop_request(store.as_ref()).unwrap_err();
+    assert!(matches!(err, Error::BadStopRequest { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains(dir.path().to_str().unwrap()),
+        "{err}"
+    );
+}
