@@ -12,8 +12,6 @@ use std::time::Duration;
 
 use clap::Args;
 use smdebug_core::text::escape_controls;
-use smdebug_profiler::reader::{system_files_among, trace_files_among};
-use smdebug_profiler::spans::TRACE_PREFIX;
 use smdebug_report::ReportWriter;
 use smdebug_rules::report::{default_specs, is_profiler_report};
 use smdebug_rules::{RuleRunner, RuleSpec, Summary, all_builtin_rules, builtin_profiler_rules};
@@ -105,10 +103,9 @@ fn specs(args: &RulesArgs) -> Result<Vec<RuleSpec>, Box<dyn std::error::Error>> 
 /// Whether the run holds system metrics or framework spans (an unreadable run holds none; the
 /// runner reports why it cannot open it).
 fn has_profiler_data(run: &str) -> bool {
-    smdebug_io::open_storage(run).is_ok_and(|storage| {
-        let listed = |prefix: &str| storage.list(prefix).unwrap_or_default();
-        !system_files_among(&listed("system")).is_empty()
-            || !trace_files_among(&listed(TRACE_PREFIX)).is_empty()
+    smdebug_profiler::reader::ProfilerReader::open(run).is_ok_and(|r| {
+        r.system_files().is_ok_and(|f| !f.is_empty())
+            || r.trace_files().is_ok_and(|f| !f.is_empty())
     })
 }
 

@@ -12,9 +12,8 @@ use smdebug_io::format::layout::END_MARKER;
 use smdebug_io::trial::{Trial, TrialOptions};
 use smdebug_profiler::kineto::{summarize_trace, summarize_traces};
 use smdebug_profiler::reader::{
-    ProfileData, parse_system_lines_lenient, parse_trace, system_files_among, trace_files_among,
+    ProfileData, ProfilerReader, parse_system_lines_lenient, parse_trace,
 };
-use smdebug_profiler::spans::TRACE_PREFIX;
 use smdebug_rules::RunState;
 
 use crate::input::{LoadOptions, NoteArea, ReportInput, ScalarSeries};
@@ -37,8 +36,9 @@ impl ReportInput {
                 };
                 input.run_complete(complete);
                 let mut data = ProfileData::default();
-                load_system(&mut input, &mut data, storage.as_ref());
-                load_spans(&mut input, &mut data, storage.as_ref());
+                let reader = ProfilerReader::new(Arc::clone(&storage));
+                load_system(&mut input, &mut data, &reader, storage.as_ref());
+                load_spans(&mut input, &mut data, &reader, storage.as_ref());
                 input.profile(&data);
                 if options.tensors {
                     let trial_options = TrialOptions {
@@ -153,9 +153,14 @@ impl ReportInput {
     }
 }
 
-fn load_system(input: &mut ReportInput, data: &mut ProfileData, storage: &dyn Storage) {
-    let files = match storage.list("system") {
-        Ok(keys) => system_files_among(&keys),
+fn load_system(
+    input: &mut ReportInput,
+    data: &mut ProfileData,
+    reader: &ProfilerReader,
+    storage: &dyn Storage,
+) {
+    let files = match reader.system_files() {
+        Ok(files) => files,
         Err(e) => {
             input.note(
                 NoteArea::System,
@@ -192,9 +197,14 @@ fn load_system(input: &mut ReportInput, data: &mut ProfileData, storage: &dyn St
     }
 }
 
-fn load_spans(input: &mut ReportInput, data: &mut ProfileData, storage: &dyn Storage) {
-    let files = match storage.list(TRACE_PREFIX) {
-        Ok(keys) => trace_files_among(&keys),
+fn load_spans(
+    input: &mut ReportInput,
+    data: &mut ProfileData,
+    reader: &ProfilerReader,
+    storage: &dyn Storage,
+) {
+    let files = match reader.trace_files() {
+        Ok(files) => files,
         Err(e) => {
             input.note(
                 NoteArea::Spans,

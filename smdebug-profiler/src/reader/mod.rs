@@ -162,29 +162,6 @@ impl SpanQuery {
     }
 }
 
-/// The system-metrics files among `keys` (a listing of `system/`), ordered by window start,
-/// then node.
-pub fn system_files_among(keys: &[String]) -> Vec<SystemFileName> {
-    let mut files: Vec<SystemFileName> = keys
-        .iter()
-        .filter_map(|key| parse_system_file_key(key))
-        .collect();
-    files.sort_by(|a, b| (a.start_s, &a.node).cmp(&(b.start_s, &b.node)));
-    files
-}
-
-/// The framework trace files among `keys` (a listing of [`TRACE_PREFIX`]), ordered by end
-/// time.
-pub fn trace_files_among(keys: &[String]) -> Vec<TraceFileName> {
-    let mut files: Vec<TraceFileName> = keys
-        .iter()
-        .filter_map(|key| parse_trace_file_key(key))
-        .filter(|f| f.suffix == PYTHONTIMELINE_SUFFIX || f.suffix == "model_timeline.json")
-        .collect();
-    files.sort_by(|a, b| (a.end_us, &a.key).cmp(&(b.end_us, &b.key)));
-    files
-}
-
 /// Reads a run's profiler files through its smdebug-io [`Storage`].
 #[derive(Clone)]
 pub struct ProfilerReader {
@@ -209,12 +186,27 @@ impl ProfilerReader {
 
     /// Every system-metrics file, ordered by window start, then node.
     pub fn system_files(&self) -> Result<Vec<SystemFileName>> {
-        Ok(system_files_among(&self.storage.list("system")?))
+        let mut files: Vec<SystemFileName> = self
+            .storage
+            .list("system")?
+            .iter()
+            .filter_map(|key| parse_system_file_key(key))
+            .collect();
+        files.sort_by(|a, b| (a.start_s, &a.node).cmp(&(b.start_s, &b.node)));
+        Ok(files)
     }
 
     /// Every framework trace file, ordered by end time.
     pub fn trace_files(&self) -> Result<Vec<TraceFileName>> {
-        Ok(trace_files_among(&self.storage.list(TRACE_PREFIX)?))
+        let mut files: Vec<TraceFileName> = self
+            .storage
+            .list(TRACE_PREFIX)?
+            .iter()
+            .filter_map(|key| parse_trace_file_key(key))
+            .filter(|f| f.suffix == PYTHONTIMELINE_SUFFIX || f.suffix == "model_timeline.json")
+            .collect();
+        files.sort_by(|a, b| (a.end_us, &a.key).cmp(&(b.end_us, &b.key)));
+        Ok(files)
     }
 
     /// The samples matching `query`, ordered by time (file order within one time).
