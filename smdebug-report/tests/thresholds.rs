@@ -44,7 +44,12 @@ fn report(spec: &str) -> (Summary, String) {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     record(&run);
-    let page = dir.path().join("out/report.html");
+    report_of(&run, spec)
+}
+
+/// The rules' summary and the report page for `spec` over the run at `run`.
+fn report_of(run: &std::path::Path, spec: &str) -> (Summary, String) {
+    let page = run.with_file_name("out").join("report.html");
     let summary = RuleRunner::builder(run.to_str().unwrap())
         .spec(RuleSpec::parse(spec).unwrap())
         .reporter(ReportWriter::to_file(&page))
@@ -141,16 +146,7 @@ fn data_problems_the_runner_worked_around_are_noted_on_the_page() {
     storage
         .put(&key, format!("{good}not json\n{good}").into_bytes().into())
         .unwrap();
-    let page = dir.path().join("out/report.html");
-    RuleRunner::builder(run.to_str().unwrap())
-        .spec(RuleSpec::parse("ProfilerReport").unwrap())
-        .reporter(ReportWriter::to_file(&page))
-        .write_into_run(false)
-        .build()
-        .unwrap()
-        .run_offline()
-        .unwrap();
-    let html = std::fs::read_to_string(&page).unwrap();
+    let (_, html) = report_of(&run, "ProfilerReport");
     let notes = section(&html, "data-notes");
     assert!(
         notes.contains(&format!(
