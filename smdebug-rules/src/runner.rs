@@ -44,6 +44,20 @@ use crate::report::{ProfilerReportRule, expand_profiler_report, is_profiler_repo
 use crate::rule::{Evidence, Rule, RuleInput, RuleResult};
 use smdebug_profiler::reader::ProfileData;
 
+/// How the runner's trial reads. The runner reads each step's tensors once, as the steps come,
+/// often inside the training process: a small whole-file cache holds the current steps' files,
+/// where the default (sized for notebooks sweeping a whole run tensor by tensor) would keep up
+/// to 256 MiB of old steps in the training job's memory.
+fn runner_trial_options() -> TrialOptions {
+    TrialOptions {
+        file_cache_bytes: RUNNER_FILE_CACHE_BYTES,
+        ..TrialOptions::default()
+    }
+}
+
+/// The runner's whole-file cache budget: 32 MiB.
+const RUNNER_FILE_CACHE_BYTES: usize = 32 << 20;
+
 /// The summary file, relative to the run.
 pub const SUMMARY_FILE: &str = "rules/rule_job_summary.json";
 
@@ -411,7 +425,7 @@ impl RunnerBuilder {
                 source: Box::new(e),
             };
             let storage = smdebug_io::open_storage(location).map_err(open_error)?;
-            match Trial::from_storage(location, storage.clone(), TrialOptions::default()) {
+            match Trial::from_storage(location, storage.clone(), runner_trial_options()) {
                 Ok(trial) => Ok((storage, Some(trial))),
                 // A run with profiler data and no tensors is a run for the profiler rules.
                 Err(e @ smdebug_io::Error::NoSuchRun { .. }) if has_profiler => {
@@ -577,11 +591,8 @@ impl RuleRunner {
     /// has ended.
     fn refresh_run(&mut self) -> Result<()> {
         if self.trial.is_none() && self.slots.iter().any(|s| s.input == RuleInput::Tensors) {
-            match Trial::from_storage(
-                &self.location,
-                self.storage.clone(),
-                TrialOptions::default(),
-            ) {
+            match Trial::from_storage(&self.location, self.storage.clone(), runner_trial_options())
+            {
                 Ok(t) => self.trial = Some(t),
                 Err(smdebug_io::Error::NoSuchRun { .. }) => {}
                 Err(e) => return Err(self.read_error(e)),
