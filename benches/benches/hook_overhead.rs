@@ -5,6 +5,8 @@
 //!
 //! `cargo bench -p smdebug-benches --bench hook_overhead`
 
+#![forbid(unsafe_code)]
+
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};

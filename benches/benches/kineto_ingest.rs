@@ -2,6 +2,8 @@
 //! end to end from the `.json.gz` file, and from the decompressed JSON already in memory
 //! (parsing and aggregation alone).
 
+#![forbid(unsafe_code)]
+
 use std::hint::black_box;
 use std::io::Read;
 use std::path::PathBuf;

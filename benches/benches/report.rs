@@ -8,6 +8,8 @@
 //! `cargo bench -p smdebug-benches --bench report` (one quick pass: append `-- --test`; set
 //! `SMDEBUG_REPORT_BENCH_HTML=<path>` to keep the page).
 
+#![forbid(unsafe_code)]
+
 use std::fmt::Write as _;
 use std::hint::black_box;
 use std::path::Path;

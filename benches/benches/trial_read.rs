@@ -4,6 +4,8 @@
 //!
 //! `cargo bench -p smdebug-benches --bench trial_read`
 
+#![forbid(unsafe_code)]
+
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};

@@ -5,6 +5,8 @@
 //!
 //! `cargo bench -p smdebug-benches --bench write_path`
 
+#![forbid(unsafe_code)]
+
 use std::hint::black_box;
 use std::time::Duration;
 

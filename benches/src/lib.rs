@@ -1,5 +1,8 @@
 //! Shared set-up for the benchmarks and the side-by-side comparison commands.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
 use smdebug_io::format::record::PayloadChecksum;
 use smdebug_io::writer::Writer;

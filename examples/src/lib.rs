@@ -1,6 +1,9 @@
 //! Shared pieces of the runnable examples: the digits data set, a hand-written MLP, and a
 //! training loop that records through an smdebug [`Hook`].
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod allreduce;
 pub mod digits;
 pub mod mlp;

@@ -85,6 +85,7 @@ impl Collection {
         c
     }
 
+    /// The collection's name (`weights`, `gradients`, a custom name).
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -120,6 +121,7 @@ impl Collection {
         self
     }
 
+    /// The collection's include patterns, as given (Python `re` syntax).
     pub fn include_regex(&self) -> &[String] {
         &self.include_regex
     }
@@ -215,7 +217,9 @@ impl Collection {
 /// A pattern in a run's collections file that no engine accepts. Reading goes on without it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnusablePattern {
+    /// The collection whose pattern it is.
     pub collection: String,
+    /// The pattern as the file has it.
     pub pattern: String,
     /// Why it does not compile.
     pub reason: String,
@@ -235,11 +239,14 @@ impl fmt::Display for UnusablePattern {
 /// smdebug's `CollectionManager` JSON, `{"collections": {name: collection}, "_meta": {"num_workers": n}}`.
 #[derive(Clone, Debug, Default)]
 pub struct CollectionsFile {
+    /// Every collection of the file.
     pub collections: Vec<Collection>,
+    /// The number of workers the run was written by (`_meta.num_workers`).
     pub num_workers: usize,
 }
 
 impl CollectionsFile {
+    /// The file's JSON, as smdebug's `CollectionManager` writes it.
     pub fn to_json(&self) -> serde_json::Value {
         let collections: serde_json::Map<String, serde_json::Value> = self
             .collections
@@ -252,6 +259,8 @@ impl CollectionsFile {
         })
     }
 
+    /// Reads a collections file's JSON; collections with patterns no engine accepts keep their
+    /// names (see [`UnusablePattern`]).
     pub fn from_json(value: &serde_json::Value) -> Result<CollectionsFile> {
         let collections = value
             .get("collections")

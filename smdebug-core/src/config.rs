@@ -14,100 +14,13 @@
 //! }
 //! ```
 
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
 use crate::collection::{BUILTIN_COLLECTIONS, Collection};
 use crate::error::{Error, Result};
+use crate::lenient::{Flexible, StrList};
 use crate::reduction::ReductionConfig;
 use crate::save_config::SaveConfig;
-
-/// A value given natively or as a string (`10` or `"10"`, `true` or `"true"`), as smdebug's
-/// string-typed configs do.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Flexible<T>(pub T);
-
-impl<'de, T> Deserialize<'de> for Flexible<T>
-where
-    T: Deserialize<'de> + std::str::FromStr,
-    T::Err: std::fmt::Display,
-{
-    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Either<T> {
-            Native(T),
-            Text(String),
-        }
-        match Either::<T>::deserialize(d)? {
-            Either::Native(v) => Ok(Flexible(v)),
-            Either::Text(s) => {
-                let t = s.trim();
-                // Python writes booleans as "True"/"False".
-                let lowered = t.to_ascii_lowercase();
-                let candidate = if lowered == "true" || lowered == "false" {
-                    lowered.as_str()
-                } else {
-                    t
-                };
-                candidate
-                    .parse()
-                    .map(Flexible)
-                    .map_err(|e| serde::de::Error::custom(format!("`{s}`: {e}")))
-            }
-        }
-    }
-}
-
-/// A list given as an array of strings or as one comma-separated string.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct StrList(pub Vec<String>);
-
-impl<'de> Deserialize<'de> for StrList {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Either {
-            List(Vec<String>),
-            Text(String),
-        }
-        Ok(StrList(match Either::deserialize(d)? {
-            Either::List(v) => v,
-            Either::Text(s) => s
-                .split(',')
-                .map(|p| p.trim().to_string())
-                .filter(|p| !p.is_empty())
-                .collect(),
-        }))
-    }
-}
-
-/// A list of steps given as numbers, an array of strings or one comma-separated string.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct StepList(pub Vec<u64>);
-
-impl<'de> Deserialize<'de> for StepList {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Either {
-            Steps(Vec<Flexible<u64>>),
-            Text(String),
-        }
-        match Either::deserialize(d)? {
-            Either::Steps(v) => Ok(StepList(v.into_iter().map(|f| f.0).collect())),
-            Either::Text(s) => s
-                .split(',')
-                .map(str::trim)
-                .filter(|p| !p.is_empty())
-                .map(|p| {
-                    p.parse::<u64>()
-                        .map_err(|e| serde::de::Error::custom(format!("step `{p}`: {e}")))
-                })
-                .collect::<std::result::Result<Vec<_>, _>>()
-                .map(StepList),
-        }
-    }
-}
 
 /// Everything a hook needs to decide what to save. Build it in code with [`HookConfig::default`]
 /// and the setters of [`crate::hook::HookBuilder`], or read smdebug's JSON with

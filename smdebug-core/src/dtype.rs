@@ -10,18 +10,31 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
+    /// IEEE half precision (`float16`).
     F16,
+    /// bfloat16 (`bfloat16`).
     BF16,
+    /// `float32`.
     F32,
+    /// `float64`.
     F64,
+    /// `int8`.
     I8,
+    /// `int16`.
     I16,
+    /// `int32`.
     I32,
+    /// `int64`.
     I64,
+    /// `uint8`.
     U8,
+    /// `uint16`.
     U16,
+    /// `uint32`.
     U32,
+    /// `uint64`.
     U64,
+    /// `bool`, one byte per element.
     Bool,
 }
 

@@ -10,8 +10,11 @@ pub enum Error {
     /// A regular expression (Python `re` syntax) in a collection or config does not compile.
     #[error("bad regex `{pattern}` in {context}: {source}")]
     BadRegex {
+        /// The pattern as given.
         pattern: String,
+        /// Where it was given (a collection, a config key).
         context: String,
+        /// What the regex engines said.
         #[source]
         source: crate::pyregex::PyRegexError,
     },
@@ -23,4 +26,5 @@ pub enum Error {
     Json(#[from] serde_json::Error),
 }
 
+/// A result with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

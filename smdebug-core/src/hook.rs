@@ -246,6 +246,7 @@ impl std::fmt::Debug for Hook {
 }
 
 impl Hook {
+    /// A builder with smdebug's defaults (see [`HookBuilder`]).
     pub fn builder() -> HookBuilder {
         HookBuilder::default()
     }
@@ -265,10 +266,12 @@ impl Hook {
         self.mode_steps[self.mode as usize - 1]
     }
 
+    /// This worker's rank among [`num_workers`](Self::num_workers).
     pub fn worker_rank(&self) -> usize {
         self.worker_rank
     }
 
+    /// How many workers write the run.
     pub fn num_workers(&self) -> usize {
         self.num_workers
     }

@@ -9,11 +9,15 @@
 //! view into an owned [`Tensor`], computes the configured [`Reduction`]s, and sends
 //! [`Record`]s to the sink without waiting on any I/O.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod collection;
 pub mod config;
 pub mod dtype;
 pub mod error;
 pub mod hook;
+mod lenient;
 pub mod mode;
 pub mod pyregex;
 pub mod reduction;

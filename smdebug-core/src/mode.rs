@@ -7,9 +7,13 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Mode {
+    /// Training steps (`TRAIN`).
     Train = 1,
+    /// Evaluation steps (`EVAL`).
     Eval = 2,
+    /// Prediction steps (`PREDICT`).
     Predict = 3,
+    /// Steps outside any mode (`GLOBAL`), smdebug's default.
     Global = 4,
 }
 

@@ -17,14 +17,19 @@ pub const REDUCTIONS_PREFIX: &str = "smdebug/reductions/";
 /// What a reduction computes over all elements of a tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ReductionOp {
+    /// Smallest element.
     Min,
+    /// Largest element.
     Max,
+    /// Arithmetic mean.
     Mean,
     /// Population standard deviation (numpy's `std`, ddof = 0).
     Std,
     /// Population variance.
     Variance,
+    /// Sum of the elements.
     Sum,
+    /// Product of the elements.
     Prod,
     /// Sum of absolute values.
     L1,
@@ -95,15 +100,19 @@ impl ReductionOp {
 /// One reduction to save: an operation, applied to the tensor or to its absolute values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Reduction {
+    /// The operation.
     pub op: ReductionOp,
+    /// Apply it to the absolute values (`abs_l2`, …).
     pub abs: bool,
 }
 
 impl Reduction {
+    /// `op` over the tensor's values.
     pub const fn new(op: ReductionOp) -> Self {
         Reduction { op, abs: false }
     }
 
+    /// `op` over the absolute values.
     pub const fn abs(op: ReductionOp) -> Self {
         Reduction { op, abs: true }
     }
@@ -242,6 +251,7 @@ impl std::str::FromStr for Reduction {
 pub struct ReductionConfig {
     /// Save the whole tensor. Defaults to true when no reduction is configured.
     pub save_raw_tensor: bool,
+    /// The reductions to save.
     pub reductions: Vec<Reduction>,
     /// Save the shape in the index (smdebug's `save_shape`).
     pub save_shape: bool,
@@ -307,12 +317,12 @@ impl<'de> Deserialize<'de> for ReductionConfig {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         #[derive(Deserialize)]
         struct Raw {
-            save_raw_tensor: Option<crate::config::Flexible<bool>>,
+            save_raw_tensor: Option<crate::lenient::Flexible<bool>>,
             #[serde(default)]
-            reductions: Option<crate::config::StrList>,
+            reductions: Option<crate::lenient::StrList>,
             #[serde(default)]
-            extra_reductions: Option<crate::config::StrList>,
-            save_shape: Option<crate::config::Flexible<bool>>,
+            extra_reductions: Option<crate::lenient::StrList>,
+            save_shape: Option<crate::lenient::Flexible<bool>>,
         }
         let raw = Raw::deserialize(d)?;
         let reductions = raw

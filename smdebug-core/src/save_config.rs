@@ -2,8 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Flexible, StepList};
 use crate::error::{Error, Result};
+use crate::lenient::{Flexible, StepList};
 use crate::mode::Mode;
 
 /// smdebug's default interval: every 500th step of each mode.

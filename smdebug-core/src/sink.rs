@@ -9,8 +9,11 @@ use crate::tensor::Tensor;
 /// Where a step's record sits: global step, mode and the step counted within that mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct StepKey {
+    /// The global step.
     pub step: u64,
+    /// The mode the step belongs to.
     pub mode: Mode,
+    /// The step counted within that mode.
     pub mode_step: u64,
 }
 
@@ -19,7 +22,9 @@ pub struct StepKey {
 pub struct TensorRecord {
     /// Tensor name as readers see it (`fc1.weight`, `smdebug/reductions/mean/fc1.weight`).
     pub name: String,
+    /// The step it belongs to.
     pub key: StepKey,
+    /// The value (owned bytes, dtype and shape).
     pub tensor: Tensor,
     /// Write it into the run's event/index files (false for TensorBoard-only summaries).
     pub to_events: bool,
@@ -54,7 +59,10 @@ pub enum Record {
     /// A tensor due at a step.
     Tensor(TensorRecord),
     /// Every tensor of global step `step` has been handed over; the sink may publish the step.
-    EndStep { step: u64 },
+    EndStep {
+        /// The global step that ended.
+        step: u64,
+    },
     /// The collections file content (smdebug's CollectionManager JSON), sent when it changes.
     Collections(serde_json::Value),
     /// The run is over: flush, publish and write the end marker.
@@ -64,12 +72,14 @@ pub enum Record {
 /// A consumer of hook output. `send` must not block on I/O: a sink that cannot keep up drops
 /// (and counts) or applies the back-pressure policy it was built with.
 pub trait Sink: Send {
+    /// Takes one record; must return without waiting on I/O.
     fn send(&mut self, record: Record);
 }
 
 /// A sink that keeps every record in memory, for tests and for inspecting what a hook emits.
 #[derive(Debug, Default, Clone)]
 pub struct MemorySink {
+    /// Every record received, in order.
     pub records: std::sync::Arc<std::sync::Mutex<Vec<Record>>>,
 }
 

@@ -201,10 +201,12 @@ impl<'a> TensorView<'a> {
         }
     }
 
+    /// The element type.
     pub fn dtype(&self) -> DType {
         self.dtype
     }
 
+    /// The dimensions (empty for a scalar).
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }
@@ -219,6 +221,7 @@ impl<'a> TensorView<'a> {
         self.data.len() / self.dtype.size()
     }
 
+    /// Whether the view has no elements.
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()
     }
@@ -272,14 +275,17 @@ impl Tensor {
         }
     }
 
+    /// The element type.
     pub fn dtype(&self) -> DType {
         self.dtype
     }
 
+    /// The dimensions (empty for a scalar).
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }
 
+    /// Little-endian row-major bytes.
     pub fn bytes(&self) -> &[u8] {
         &self.data
     }
@@ -289,10 +295,12 @@ impl Tensor {
         self.data
     }
 
+    /// Number of elements.
     pub fn len(&self) -> usize {
         self.data.len() / self.dtype.size()
     }
 
+    /// Whether the tensor has no elements.
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()
     }

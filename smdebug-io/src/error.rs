@@ -19,29 +19,55 @@ pub enum Error {
     NotFound {
         /// The storage's root (`/tmp/run`, `s3://bucket/run`).
         location: String,
+        /// The file, relative to the run.
         path: String,
     },
 
     /// A storage operation failed (disk full, permission denied, store unreachable, …).
     #[error("{location}: {op} `{path}` failed: {source}")]
     Storage {
+        /// The storage's root (`/tmp/run`, `s3://bucket/run`).
         location: String,
         /// What was attempted: `put`, `get`, `list`, …
         op: &'static str,
+        /// The file, relative to the run.
         path: String,
+        /// The backend's error.
         #[source]
         source: BoxError,
     },
 
     /// A path or URL that no storage backend can open, or bad backend options.
     #[error("cannot open storage `{location}`: {reason}")]
-    InvalidLocation { location: String, reason: String },
+    InvalidLocation {
+        /// The location as given.
+        location: String,
+        /// Why it cannot be opened.
+        reason: String,
+    },
+
+    /// A location whose object-store backend this build leaves out: a cargo feature of
+    /// smdebug-io (see [`Backend`](crate::storage::Backend)) brings it in.
+    #[error(
+        "cannot open storage `{location}`: {backend} needs smdebug-io's `{feature}` feature, which this build leaves out (enable it: smdebug-io = {{ features = [\"{feature}\"] }})"
+    )]
+    BackendNotCompiled {
+        /// The location as given.
+        location: String,
+        /// The backend's name (`Amazon S3`).
+        backend: &'static str,
+        /// The cargo feature to enable (`aws`).
+        feature: &'static str,
+    },
 
     /// A TFRecord whose framing or payload is damaged (bad CRC, bad protobuf, bad tensor).
     #[error("{path}: corrupt record at byte {offset}: {reason}")]
     CorruptRecord {
+        /// The file, relative to the run.
         path: String,
+        /// The record's byte offset in the file.
         offset: u64,
+        /// What is wrong.
         reason: String,
     },
 
@@ -51,9 +77,13 @@ pub enum Error {
         "{path}: record at byte {offset} is incomplete: it needs {needed} bytes, {available} are there"
     )]
     IncompleteRecord {
+        /// The file, relative to the run.
         path: String,
+        /// The record's byte offset in the file.
         offset: u64,
+        /// Bytes the record declares.
         needed: u64,
+        /// Bytes there are.
         available: u64,
     },
 
@@ -63,12 +93,17 @@ pub enum Error {
         "{path}: record at byte {offset}: tensor `{tensor}` ({detail}) claims {claimed} bytes, more than the reader's limit of {limit} bytes (raise it with TrialOptions::max_tensor_bytes)"
     )]
     TensorTooLarge {
+        /// The file, relative to the run.
         path: String,
+        /// The record's byte offset in the file.
         offset: u64,
+        /// The tensor's name.
         tensor: String,
         /// What claims the size: the dtype and shape, or the record's length in the index.
         detail: String,
+        /// The size it claims, in bytes.
         claimed: u128,
+        /// The reader's limit, in bytes.
         limit: u64,
     },
 
@@ -76,9 +111,13 @@ pub enum Error {
     /// tensors: XGBoost's `trees/*` text columns). Not corruption: the rest of the run reads.
     #[error("{path}: record at byte {offset}: tensor `{tensor}`: {dtype} are not supported")]
     UnsupportedDtype {
+        /// The file, relative to the run.
         path: String,
+        /// The record's byte offset in the file.
         offset: u64,
+        /// The tensor's name.
         tensor: String,
+        /// The dtype as the record names it.
         dtype: String,
     },
 
@@ -86,7 +125,9 @@ pub enum Error {
     /// index lists), or the same tensor of another step.
     #[error("{path}: record at byte {offset} is not {expected}: it holds {found}")]
     WrongTensor {
+        /// The file, relative to the run.
         path: String,
+        /// The record's byte offset in the file.
         offset: u64,
         /// The tensor (and step) the index promised: "`loss` at step 5".
         expected: String,
@@ -98,22 +139,33 @@ pub enum Error {
     /// one step of one worker, or workers that disagree on a step's mode.
     #[error("conflicting index entries: {first} and {second}: {reason}")]
     ConflictingIndex {
+        /// One of the entries.
         first: String,
+        /// The entry that contradicts it.
         second: String,
+        /// What is wrong.
         reason: String,
     },
 
     /// An index file that is not the JSON smdebug writes.
     #[error("{path}: bad index file at byte {offset}: {reason}")]
     BadIndex {
+        /// The file, relative to the run.
         path: String,
+        /// Where in the file the problem is.
         offset: u64,
+        /// What is wrong.
         reason: String,
     },
 
     /// A collections file that is not smdebug's CollectionManager JSON.
     #[error("{path}: bad collections file: {reason}")]
-    BadCollections { path: String, reason: String },
+    BadCollections {
+        /// The file, relative to the run.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
 
     /// Capture was disabled after a storage error; the message is the first error.
     #[error("capture disabled: {0}")]
@@ -149,41 +201,68 @@ pub enum Error {
     // ---- reader (Trial) lookups ----
     /// Nothing of a run is at the location (no collections, index files or end marker).
     #[error("no smdebug run at `{location}`")]
-    NoSuchRun { location: String },
+    NoSuchRun {
+        /// Where the run was looked for.
+        location: String,
+    },
 
     /// A regular expression in a query does not compile.
     #[error("bad regex `{pattern}`: {reason}")]
-    BadRegex { pattern: String, reason: String },
+    BadRegex {
+        /// The pattern as given.
+        pattern: String,
+        /// What is wrong.
+        reason: String,
+    },
 
     /// A collection name the run does not have.
     #[error("collection `{name}` not found (the run has: {})", .available.join(", "))]
     CollectionNotFound {
+        /// The name asked for.
         name: String,
+        /// The collections the run has.
         available: Vec<String>,
     },
 
     /// Waiting for data took longer than allowed.
     #[error("timed out after {waited:?} waiting for {what}")]
-    Timeout { what: String, waited: Duration },
+    Timeout {
+        /// What was waited for.
+        what: String,
+        /// How long.
+        waited: Duration,
+    },
 
     /// A tensor name the run never saved.
     #[error("tensor `{name}` not found in `{location}`")]
-    TensorNotFound { name: String, location: String },
+    TensorNotFound {
+        /// The name asked for.
+        name: String,
+        /// The storage's root (`/tmp/run`, `s3://bucket/run`).
+        location: String,
+    },
 
     /// The tensor exists but not at this step (or not yet).
     #[error("tensor `{tensor}` is not available at step {step} ({mode}) in `{location}`")]
     StepNotAvailable {
+        /// The tensor's name.
         tensor: String,
+        /// The step (global, or within `mode` where there is one).
         step: u64,
+        /// The mode asked for.
         mode: Mode,
+        /// The storage's root (`/tmp/run`, `s3://bucket/run`).
         location: String,
     },
 
     /// A worker that did not write this step.
     #[error("worker `{worker}` did not write step {step} (workers there: {})", .available.join(", "))]
     WorkerNotFound {
+        /// The worker asked for.
         worker: String,
+        /// The step (global, or within `mode` where there is one).
         step: u64,
+        /// The workers that wrote the step.
         available: Vec<String>,
     },
 
@@ -191,13 +270,21 @@ pub enum Error {
     #[error(
         "only reductions of `{tensor}` were saved (at step {step}): read them with reduction_value"
     )]
-    OnlyReductionsSaved { tensor: String, step: u64 },
+    OnlyReductionsSaved {
+        /// The tensor's name.
+        tensor: String,
+        /// The step (global, or within `mode` where there is one).
+        step: u64,
+    },
 
     /// The reduction was not saved for this tensor at this step.
     #[error("reduction `{reduction}` of `{tensor}` was not saved at step {step}")]
     ReductionNotSaved {
+        /// The tensor's name.
         tensor: String,
+        /// The reduction's name (`mean`, `abs_l2`).
         reduction: String,
+        /// The step (global, or within `mode` where there is one).
         step: u64,
     },
 }

@@ -18,6 +18,9 @@
 //! hook.close();
 //! ```
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod error;
 pub mod format;
 pub mod stop;
@@ -28,6 +31,6 @@ pub mod trial;
 pub mod writer;
 
 pub use error::{Error, Result};
-pub use storage::{Storage, StorageOptions, open_storage, open_storage_with};
+pub use storage::{Backend, Storage, StorageOptions, open_storage, open_storage_with};
 pub use trial::{StepState, Trial, TrialOptions};
 pub use writer::{OverflowPolicy, Writer, WriterBuilder, WriterStatus};

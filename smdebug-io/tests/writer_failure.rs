@@ -170,12 +170,17 @@ fn a_failing_disk_disables_capture_with_one_error_and_sending_never_blocks() {
     assert!(!dir.path().join(layout::END_MARKER).exists());
 }
 
-/// Run in a child process by the test below, which reads its stderr.
+/// Run in a child process by the test below, which reads its stderr. The writer logs through
+/// the `log` facade; the child installs a logger that writes to stderr, as an application does.
 #[test]
 fn child_failing_writer_scenario() {
     if std::env::var_os("SMDEBUG_IO_CHILD_SCENARIO").is_none() {
         return;
     }
+    env_logger::Builder::new()
+        .filter_level(log::LevelFilter::Warn)
+        .target(env_logger::Target::Stderr)
+        .init();
     let (_dir, store) = broken_local_run();
     let mut writer = Writer::builder(store).build().unwrap();
     for step in 0..50 {

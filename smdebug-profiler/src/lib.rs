@@ -12,6 +12,9 @@
 //!   GPU-kernel breakdowns per rank.
 //! - [`stats`]: the percentile every figure of the profiler rules and the report uses.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod kineto;
 pub mod reader;
 pub mod spans;

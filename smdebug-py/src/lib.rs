@@ -5,6 +5,13 @@
 //! readers ([`profiler`]). Values cross as numpy arrays that own the bytes the reader decoded
 //! (no copy after the decode), errors as the exceptions of `smdebug_rs.exceptions`.
 
+// Unsafe code is refused everywhere but in `convert`: handing numpy a buffer it does not copy
+// (`PyArray::as_slice`, `borrow_from_array`) has no safe form in the numpy crate. Each use there
+// carries its SAFETY argument.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+#[allow(unsafe_code)]
 mod convert;
 mod errors;
 mod profiler;

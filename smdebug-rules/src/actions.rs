@@ -4,6 +4,12 @@
 //! (server down, command exits non-zero) is recorded in the rule's status; it never stops the
 //! runner.
 //!
+//! `stop_training` and `command` are always there. `webhook` and `email` bring in an HTTP
+//! client and a mail stack (each with TLS), so they are cargo features of smdebug-rules, off by
+//! default: `webhook`, `email`, or `notify` for both. A rule spec with an action whose feature
+//! this build leaves out is refused when the runner is built ([`ActionConfig::validate`]), with
+//! the feature to enable in the message.
+//!
 //! In JSON (inside a rule spec's `actions`):
 //!
 //! ```json
@@ -113,12 +119,37 @@ impl ActionConfig {
         }
     }
 
-    /// Checks what can be checked before anything fires (addresses parse, URL scheme, …).
+    /// The smdebug-rules cargo feature this action needs (`webhook`, `email`), `None` for the
+    /// actions that are always there.
+    pub fn required_feature(&self) -> Option<&'static str> {
+        match self {
+            ActionConfig::Webhook { .. } => Some("webhook"),
+            ActionConfig::Email { .. } => Some("email"),
+            ActionConfig::StopTraining | ActionConfig::Command { .. } => None,
+        }
+    }
+
+    /// Whether this build can carry the action out (its feature, if any, is compiled in).
+    pub fn is_compiled(&self) -> bool {
+        match self {
+            ActionConfig::Webhook { .. } => cfg!(feature = "webhook"),
+            ActionConfig::Email { .. } => cfg!(feature = "email"),
+            ActionConfig::StopTraining | ActionConfig::Command { .. } => true,
+        }
+    }
+
+    /// Checks what can be checked before anything fires (the action is compiled in, addresses
+    /// parse, URL scheme, …).
     pub fn validate(&self) -> Result<()> {
         let bad = |reason: String| Error::BadAction {
             action: self.kind().into(),
             reason,
         };
+        if let Some(feature) = self.required_feature()
+            && !self.is_compiled()
+        {
+            return Err(bad(not_compiled(self.kind(), feature)));
+        }
         match self {
             ActionConfig::StopTraining => Ok(()),
             ActionConfig::Webhook { url, .. } => {
@@ -132,10 +163,13 @@ impl ActionConfig {
                 if to.is_empty() {
                     return Err(bad("no recipients (`to`)".into()));
                 }
+                #[cfg(feature = "email")]
                 for a in std::iter::once(from).chain(to) {
                     a.parse::<lettre::message::Mailbox>()
                         .map_err(|e| bad(format!("address `{a}`: {e}")))?;
                 }
+                #[cfg(not(feature = "email"))]
+                let _ = from;
                 Ok(())
             }
             ActionConfig::Command { program, .. } => {
@@ -147,6 +181,14 @@ impl ActionConfig {
             }
         }
     }
+}
+
+/// The message for an action whose feature this build leaves out.
+fn not_compiled(kind: &str, feature: &str) -> String {
+    format!(
+        "the {kind} action needs smdebug-rules' `{feature}` feature, which this build leaves out \
+         (enable it: smdebug-rules = {{ features = [\"{feature}\"] }}; the smdebug command has it)"
+    )
 }
 
 /// What an action is told about a firing.
@@ -205,32 +247,11 @@ pub fn execute(action: &ActionConfig, event: &RuleEvent, ctx: &ActionContext) ->
             req.step = Some(event.step);
             request_stop(ctx.storage.as_ref(), &req).map_err(|e| fail(e.to_string()))
         }
+        #[cfg(feature = "webhook")]
         ActionConfig::Webhook { url, timeout_s } => {
-            let body = serde_json::json!({
-                "text": event.summary_line(),
-                "smdebug": event,
-            });
-            let client = reqwest::blocking::Client::builder()
-                .timeout(secs(*timeout_s))
-                .build()
-                .map_err(|e| fail(format!("HTTP client: {e}")))?;
-            let resp = client
-                .post(url)
-                .header("content-type", "application/json")
-                .body(body.to_string())
-                .send()
-                .map_err(|e| fail(format!("POST {url}: {e}")))?;
-            if resp.status().is_success() {
-                Ok(())
-            } else {
-                let status = resp.status();
-                let text = resp.text().unwrap_or_default();
-                Err(fail(format!(
-                    "POST {url}: HTTP {status}: {}",
-                    text.chars().take(200).collect::<String>()
-                )))
-            }
+            post_webhook(url, secs(*timeout_s), event).map_err(fail)
         }
+        #[cfg(feature = "email")]
         ActionConfig::Email {
             smtp_host,
             smtp_port,
@@ -261,9 +282,47 @@ pub fn execute(action: &ActionConfig, event: &RuleEvent, ctx: &ActionContext) ->
             args,
             timeout_s,
         } => run_command(program, args, secs(*timeout_s), event).map_err(fail),
+        #[cfg(not(all(feature = "webhook", feature = "email")))]
+        _ => Err(fail(not_compiled(
+            action.kind(),
+            action.required_feature().unwrap_or_default(),
+        ))),
     }
 }
 
+#[cfg(feature = "webhook")]
+fn post_webhook(
+    url: &str,
+    timeout: Duration,
+    event: &RuleEvent,
+) -> std::result::Result<(), String> {
+    let body = serde_json::json!({
+        "text": event.summary_line(),
+        "smdebug": event,
+    });
+    let client = reqwest::blocking::Client::builder()
+        .timeout(timeout)
+        .build()
+        .map_err(|e| format!("HTTP client: {e}"))?;
+    let resp = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .map_err(|e| format!("POST {url}: {e}"))?;
+    if resp.status().is_success() {
+        Ok(())
+    } else {
+        let status = resp.status();
+        let text = resp.text().unwrap_or_default();
+        Err(format!(
+            "POST {url}: HTTP {status}: {}",
+            text.chars().take(200).collect::<String>()
+        ))
+    }
+}
+
+#[cfg(feature = "email")]
 struct EmailSettings<'a> {
     host: &'a str,
     port: Option<u16>,
@@ -276,6 +335,7 @@ struct EmailSettings<'a> {
     timeout: Duration,
 }
 
+#[cfg(feature = "email")]
 fn send_email(s: &EmailSettings<'_>, event: &RuleEvent) -> std::result::Result<(), String> {
     use lettre::message::{Mailbox, header::ContentType};
     use lettre::transport::smtp::authentication::Credentials;

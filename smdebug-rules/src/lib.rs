@@ -14,7 +14,9 @@
 //! - [`RuleRunner`]: evaluates rules over a finished run or follows a live one on its own thread
 //!   (or in its own process, through the CLI), keeps a [`RuleStatus`] per rule and writes
 //!   `<run>/rules/rule_job_summary.json` as the run progresses.
-//! - [`actions`]: stop training, webhook (Slack-compatible JSON), e-mail over SMTP, command.
+//! - [`actions`]: stop training, command, and behind cargo features (off by default, so that
+//!   this crate compiles no HTTP client or mail stack unless asked) webhook (Slack-compatible
+//!   JSON; feature `webhook`) and e-mail over SMTP (feature `email`; `notify` for both).
 //!   Stopping a job in another process goes through the run directory: the runner writes
 //!   `<run>/stop_request.json`; a [`smdebug_io::stop::StopWatcher`] in the training process sets the hook's
 //!   stop signal, and the loop sees it at its next step.

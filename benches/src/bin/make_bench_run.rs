@@ -1,5 +1,7 @@
 //! `make_bench_run DIR [STEPS]`: writes the comparison run (default 10,000 steps x 7 tensors).
 
+#![forbid(unsafe_code)]
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let dir = args.next().expect("usage: make_bench_run DIR [STEPS]");

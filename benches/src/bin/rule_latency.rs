@@ -4,6 +4,8 @@
 //! the time from the loop's `hook.step()` to the runner's status showing that step fired is
 //! measured for every injected step.
 
+#![forbid(unsafe_code)]
+
 use std::time::{Duration, Instant};
 
 use smdebug_core::{Hook, Mode, SaveConfig, TensorView};

@@ -3,6 +3,8 @@
 //! the three rules the Python side also implements (VanishingGradient, ExplodingTensor, AllZero
 //! with SageMaker's definitions), then every built-in rule that needs no parameter.
 
+#![forbid(unsafe_code)]
+
 use std::time::Instant;
 
 use smdebug_rules::{RuleRunner, RuleSpec, Status, builtin_rules};

@@ -7,6 +7,8 @@
 //! `TRIAL_CACHE_MIB=N` sets the trial's whole-file cache budget (`TrialOptions::file_cache_bytes`);
 //! `TRIAL_BENCH_OPEN_ONLY=1` stops after open+list (for profiling the open).
 
+#![forbid(unsafe_code)]
+
 use std::time::Instant;
 
 use smdebug_core::{DType, Tensor};

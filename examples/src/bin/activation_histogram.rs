@@ -8,6 +8,8 @@
 //! cargo run --release -p smdebug-examples --bin activation_histogram -- --run DIR|URL --tensor relu1.output
 //! ```
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use smdebug_core::{Collection, Hook, Mode, SaveConfig};
@@ -71,6 +73,9 @@ fn parse_args() -> Result<Args, String> {
 }
 
 fn main() -> ExitCode {
+    // The libraries report through `log` (a storage error that disables capture is an error);
+    // show errors on stderr unless RUST_LOG asks for more.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("error")).init();
     match parse_args().map_err(Into::into).and_then(run) {
         Ok(()) => ExitCode::SUCCESS,
         // `| head` closed the pipe: not an error of this program.

@@ -9,6 +9,8 @@
 //!     [--bug vanishing|dead-relu|exploding] [--side N] [--python-compatible]
 //! ```
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -353,6 +355,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn main() -> ExitCode {
+    // The libraries report through `log` (a storage error that disables capture is an error);
+    // show errors on stderr unless RUST_LOG asks for more.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("error")).init();
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

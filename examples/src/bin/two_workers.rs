@@ -13,6 +13,8 @@
 //! Object stores take their settings from the usual environment (`AWS_ENDPOINT`,
 //! `AWS_ACCESS_KEY_ID`, … for `s3://`).
 
+#![forbid(unsafe_code)]
+
 use std::net::TcpListener;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
@@ -70,6 +72,9 @@ fn parse_args() -> Result<Args, String> {
 }
 
 fn main() -> ExitCode {
+    // The libraries report through `log` (a storage error that disables capture is an error);
+    // show errors on stderr unless RUST_LOG asks for more.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("error")).init();
     let result = parse_args().map_err(Into::into).and_then(|args| {
         if std::env::var_os("RANK").is_some() {
             worker(&args)

@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 /// The content of one index file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IndexFile {
+    /// The step the file describes.
     pub meta: IndexMeta,
     /// Where each tensor's record is.
     #[serde(default)]
@@ -33,8 +34,10 @@ pub struct IndexFile {
 /// The step an index file describes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexMeta {
+    /// The step's mode (written as its upper-case name).
     #[serde(serialize_with = "mode_ser", deserialize_with = "mode_de")]
     pub mode: Mode,
+    /// The step within the mode.
     #[serde(deserialize_with = "u64_lenient")]
     pub mode_step: u64,
     /// The event file, relative to the run root; absent when only shapes were saved.
@@ -45,6 +48,7 @@ pub struct IndexMeta {
 /// One tensor record in an event file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TensorLocation {
+    /// The tensor's name.
     pub tensorname: String,
     /// Byte offset of the record's first byte.
     #[serde(deserialize_with = "u64_lenient")]

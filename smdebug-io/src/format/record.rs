@@ -47,6 +47,7 @@ impl MaskedCrc {
         MaskedCrc::of(SMDEBUG_CHECKSUM_MAGIC_BYTES)
     }
 
+    /// The checksum as it is stored in a record (little-endian).
     pub const fn to_le_bytes(self) -> [u8; 4] {
         self.0.to_le_bytes()
     }
@@ -157,8 +158,11 @@ pub enum Decoded<'a> {
     /// The record is not all there: `needed` bytes from `offset` make it whole, `available`
     /// are present. A file still being written ends like this; so does a truncated one.
     Incomplete {
+        /// The record's byte offset in the file.
         offset: u64,
+        /// Bytes the record declares.
         needed: u64,
+        /// Bytes there are.
         available: u64,
     },
 }
@@ -168,6 +172,7 @@ pub enum Decoded<'a> {
 pub struct Corruption {
     /// Absolute offset of the record that is damaged.
     pub offset: u64,
+    /// What is wrong.
     pub reason: String,
 }
 
@@ -295,8 +300,11 @@ pub enum Tail {
     Clean,
     /// In the middle of a record starting at `offset`.
     Incomplete {
+        /// The record's byte offset in the file.
         offset: u64,
+        /// Bytes the record declares.
         needed: u64,
+        /// Bytes there are.
         available: u64,
     },
 }

@@ -22,9 +22,13 @@ pub const MODE_PLUGIN: &str = "mode";
 /// Where and when a tensor event belongs.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EventStamp {
+    /// Seconds since the epoch.
     pub wall_time: f64,
+    /// The global step.
     pub step: u64,
+    /// The mode.
     pub mode: Mode,
+    /// The step within the mode.
     pub mode_step: u64,
 }
 
@@ -32,7 +36,9 @@ pub struct EventStamp {
 /// `prefix ++ data`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EncodedTensorEvent<'a> {
+    /// The serialized event up to the tensor's bytes.
     pub prefix: Vec<u8>,
+    /// The tensor's bytes, borrowed.
     pub data: &'a [u8],
 }
 
@@ -42,6 +48,7 @@ impl EncodedTensorEvent<'_> {
         self.prefix.len() + self.data.len()
     }
 
+    /// Whether the payload is empty (never, for an encoded event).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -167,11 +174,13 @@ pub struct TensorEvent {
     pub name: String,
     /// The global step.
     pub step: u64,
+    /// Seconds since the epoch.
     pub wall_time: f64,
     /// The mode (GLOBAL when the event carries none, as smdebug reads it).
     pub mode: Mode,
     /// The step within the mode (the global step when the event carries none).
     pub mode_step: u64,
+    /// The value.
     pub tensor: Tensor,
 }
 
@@ -189,19 +198,36 @@ pub enum DecodeError {
     Malformed(String),
     /// The tensor's shape and dtype claim more bytes than the budget.
     TooLarge {
+        /// The record's tag (tensor name).
         tag: String,
+        /// What claims the size: the dtype and shape, or the record's length.
         detail: String,
+        /// The size it claims, in bytes.
         claimed: u128,
+        /// The reader's limit, in bytes.
         limit: u64,
     },
     /// No tensor value under the asked tag; the tags the summary holds.
-    OtherTag { wanted: String, found: Vec<String> },
+    OtherTag {
+        /// The tag asked for.
+        wanted: String,
+        /// The tags the record holds.
+        found: Vec<String>,
+    },
     /// Several tensor values where one was expected (the same tag twice, or several tags when
     /// none was asked for).
-    Ambiguous { tags: Vec<String> },
+    Ambiguous {
+        /// The tags the record holds.
+        tags: Vec<String>,
+    },
     /// A well-formed tensor of a dtype this reader has no type for (strings: XGBoost's hook
     /// writes its `trees/*` text columns as `DT_STRING`).
-    UnsupportedDtype { tag: String, dtype: String },
+    UnsupportedDtype {
+        /// The record's tag (tensor name).
+        tag: String,
+        /// The dtype as the record names it.
+        dtype: String,
+    },
 }
 
 impl From<String> for DecodeError {

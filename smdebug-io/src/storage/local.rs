@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 
-use super::{Storage, check_relative, trim_prefix};
+use super::store::{Storage, check_relative, trim_prefix};
 use crate::error::{Error, Result};
 
 /// Suffix of temporary files; with a leading `.` in the name they are never listed.

@@ -10,11 +10,12 @@ use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::{
-    ClientOptions, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig, WriteMultipart,
-};
+#[cfg(any(feature = "aws", feature = "gcp", feature = "azure"))]
+use object_store::{ClientOptions, RetryConfig};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 
-use super::{Storage, StorageOptions, check_relative, trim_prefix};
+use super::backend::Backend;
+use super::store::{Storage, StorageOptions, check_relative, trim_prefix};
 use crate::error::{Error, Result};
 
 /// Objects larger than this are uploaded in parts (S3 caps a single PUT at 5 GiB); a multipart
@@ -62,6 +63,7 @@ impl Drop for ObjectStorage {
     }
 }
 
+#[cfg(any(feature = "aws", feature = "gcp", feature = "azure"))]
 fn env_options(prefix: &str) -> Vec<(String, String)> {
     std::env::vars()
         .filter(|(k, _)| k.starts_with(prefix))
@@ -69,6 +71,7 @@ fn env_options(prefix: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+#[cfg(any(feature = "aws", feature = "gcp", feature = "azure"))]
 macro_rules! build_cloud {
     ($builder:ty, $key:ty, $env:expr, $url:expr, $opts:expr, $client:expr, $retry:expr) => {{
         let mut b = <$builder>::new()
@@ -95,16 +98,29 @@ macro_rules! build_cloud {
 }
 
 impl ObjectStorage {
-    /// Opens the store named by `url` (see [`super::open_storage`]).
+    /// Opens the store named by `url` (see [`open_storage`](crate::storage::open_storage)).
     pub fn open(url: &url::Url, options: &StorageOptions) -> Result<ObjectStorage> {
         let location = url.as_str().trim_end_matches('/').to_string();
         let invalid = |reason: String| Error::InvalidLocation {
             location: location.clone(),
             reason,
         };
+        // A backend this build leaves out is refused before anything else, naming the feature
+        // that brings it in.
+        if let Some(backend) = Backend::of_url(url)
+            && !backend.is_compiled()
+        {
+            return Err(Error::BackendNotCompiled {
+                location,
+                backend: backend.name(),
+                feature: backend.feature(),
+            });
+        }
+        #[cfg(any(feature = "aws", feature = "gcp", feature = "azure"))]
         let client = ClientOptions::new()
             .with_connect_timeout(options.connect_timeout)
             .with_timeout(options.request_timeout);
+        #[cfg(any(feature = "aws", feature = "gcp", feature = "azure"))]
         let retry = RetryConfig {
             max_retries: options.max_retries,
             retry_timeout: options.retry_timeout,
@@ -115,6 +131,7 @@ impl ObjectStorage {
                 let name = url.host_str().unwrap_or_default();
                 (memory_store(name), url.path().to_string())
             }
+            #[cfg(feature = "aws")]
             "s3" | "s3a" => {
                 let (store, unknown) = build_cloud!(
                     object_store::aws::AmazonS3Builder,
@@ -131,6 +148,7 @@ impl ObjectStorage {
                     url.path().to_string(),
                 )
             }
+            #[cfg(feature = "gcp")]
             "gs" => {
                 let (store, unknown) = build_cloud!(
                     object_store::gcp::GoogleCloudStorageBuilder,
@@ -147,6 +165,7 @@ impl ObjectStorage {
                     url.path().to_string(),
                 )
             }
+            #[cfg(feature = "azure")]
             "az" | "azure" | "abfs" | "abfss" | "adl" => {
                 let (store, unknown) = build_cloud!(
                     object_store::azure::MicrosoftAzureBuilder,
@@ -324,6 +343,7 @@ impl ObjectStorage {
     }
 }
 
+#[cfg(any(feature = "aws", feature = "gcp", feature = "azure"))]
 fn reject_unknown(
     unknown: &[String],
     options: &StorageOptions,

@@ -71,15 +71,23 @@ pub struct Trial {
     files: Mutex<source::FileCache>,
 }
 
-/// One saved value of a tensor, in the CLI's JSON shape.
+/// One saved value of a tensor, in the JSON shape of the interop checkers' `expected.json`
+/// (`smdebug value --json` prints it too).
 #[derive(Clone, Debug, Serialize)]
 pub struct TensorRecordJson {
+    /// The tensor's name.
     pub name: String,
+    /// The global step.
     pub step: u64,
+    /// The step's mode.
     pub mode: Mode,
+    /// The step within the mode.
     pub mode_step: u64,
+    /// The worker that saved it (`worker_0`).
     pub worker: String,
+    /// numpy's dtype name (`float32`).
     pub dtype: String,
+    /// The dimensions.
     pub shape: Vec<usize>,
     /// Row-major values; NaN and ±Inf are written as the strings "nan", "inf", "-inf".
     pub values: Vec<JsonNumber>,
@@ -104,18 +112,26 @@ impl Serialize for JsonNumber {
     }
 }
 
-/// A run summary (the CLI's `info`).
+/// A run summary, as `smdebug info` prints it.
 #[derive(Clone, Debug, Serialize)]
 pub struct TrialInfo {
+    /// The run's location.
     pub location: String,
+    /// The workers that wrote it.
     pub workers: Vec<String>,
+    /// How many workers the collections file declares.
     pub num_workers: usize,
+    /// The modes present.
     pub modes: Vec<Mode>,
+    /// Number of global steps.
     pub num_steps: usize,
     /// Number of steps per mode.
     pub steps_per_mode: BTreeMap<String, usize>,
+    /// The collection names.
     pub collections: Vec<String>,
+    /// Number of tensor names (reductions folded into their tensor).
     pub num_tensors: usize,
+    /// Whether the end marker (`training_job_end.ts`) exists.
     pub complete: bool,
     /// Why the run ended: `completed`, `stopped: <message>`, or null (still running, or a
     /// Python smdebug run whose marker says nothing).
@@ -451,6 +467,7 @@ pub struct TrialTensor<'t> {
 }
 
 impl TrialTensor<'_> {
+    /// The tensor's name.
     pub fn name(&self) -> &str {
         &self.name
     }

@@ -7,8 +7,8 @@
 //! a reader never sees an index entry whose event file is not complete. It also writes the
 //! collections file, TensorBoard scalars and histograms, and on [`Record::Close`] the end marker.
 //!
-//! When storage fails (disk full, store unreachable), capture is disabled with one message on
-//! stderr; [`WriterStatus::error`] keeps it. The thread goes on draining the queue without
+//! When storage fails (disk full, store unreachable), capture is disabled with one message
+//! logged at error level (the `log` facade); [`WriterStatus::error`] keeps it. The thread goes on draining the queue without
 //! writing, so the training loop is never blocked or crashed by storage.
 //!
 //! ```
@@ -35,10 +35,11 @@
 //! ```
 
 mod queue;
+mod shared;
 mod thread;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -49,40 +50,8 @@ use crate::format::layout;
 use crate::format::record::PayloadChecksum;
 use crate::storage::{Storage, open_storage};
 use queue::{Msg, Queue};
-
-/// What [`Writer::send`] does with a tensor when the queue is full.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum OverflowPolicy {
-    /// Drop the tensor and count it ([`WriterStatus::dropped`]); never wait. The default.
-    #[default]
-    Drop,
-    /// Wait until the writer thread has made room (back-pressure on the training loop).
-    Block,
-}
-
-/// Counters and the error state shared by the writer thread and [`WriterStatus`] handles.
-#[derive(Debug, Default)]
-pub(crate) struct Shared {
-    pub dropped: AtomicU64,
-    pub discarded: AtomicU64,
-    pub steps_written: AtomicU64,
-    pub records_written: AtomicU64,
-    pub bytes_written: AtomicU64,
-    pub disabled: AtomicBool,
-    pub error: Mutex<Option<String>>,
-}
-
-impl Shared {
-    /// Disables capture with its first error (logged once to stderr).
-    pub fn disable(&self, message: String) {
-        let mut err = self.error.lock().unwrap_or_else(|p| p.into_inner());
-        if err.is_none() {
-            eprintln!("smdebug: capture disabled: {message}");
-            *err = Some(message);
-        }
-        self.disabled.store(true, Ordering::Release);
-    }
-}
+pub use shared::OverflowPolicy;
+use shared::Shared;
 
 /// A cheap, cloneable view of a writer's state, for the hook's owner or a monitoring thread.
 #[derive(Clone, Debug)]
@@ -322,7 +291,7 @@ impl Drop for Writer {
         if self.queue.push_control(Msg::Shutdown)
             && self.done.recv_timeout(self.shutdown_timeout).is_err()
         {
-            eprintln!(
+            log::warn!(
                 "smdebug: the writer did not finish within {:?}; leaving it behind",
                 self.shutdown_timeout
             );

@@ -11,7 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use smdebug_core::{Record, TensorRecord};
 
-use super::{OverflowPolicy, Shared};
+use super::shared::{OverflowPolicy, Shared};
 
 pub(crate) enum Msg {
     Record(Record),

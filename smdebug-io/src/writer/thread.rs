@@ -10,8 +10,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use smdebug_core::{EndReason, Mode, Record, TensorRecord};
 
-use super::Shared;
 use super::queue::{Msg, Queue};
+use super::shared::Shared;
 use crate::error::Result;
 use crate::format::record::{self, PayloadChecksum};
 use crate::format::tensor::{EventStamp, encode_tensor_event};

@@ -1,0 +1,227 @@
+//! The lean training side: what a training loop links, and what a build without the optional
+//! backends and actions says when asked for one.
+//!
+//! In the workspace's test run, features are unified across every member (the CLI turns all
+//! backends and actions on), so the "left out" checks below take their other branch there.
+//! CI therefore also runs this crate alone, `SMDEBUG_LEAN_ALONE=1 cargo nextest run -p
+//! smdebug-lean-training`, where smdebug-io and smdebug-rules have their default features and
+//! every optional part must be left out (`.ci/test`).
+
+use std::process::Command;
+use std::sync::Arc;
+
+use smdebug_io::stop::{StopRequest, request_stop};
+use smdebug_io::storage::Backend;
+use smdebug_io::trial::Trial;
+use smdebug_io::{Error, open_storage};
+use smdebug_rules::{ActionConfig, RuleRunner, RuleSpec};
+
+/// Crates of an HTTP, TLS, mail or chart stack.
+const HEAVY: &[&str] = &[
+    "reqwest",
+    "hyper",
+    "h2",
+    "rustls",
+    "tokio-rustls",
+    "aws-lc-rs",
+    "aws-lc-sys",
+    "ring",
+    "openssl",
+    "native-tls",
+    "lettre",
+    "plotters",
+];
+
+/// The crate names in `cargo tree -p PACKAGE -e normal` (this workspace's lock file, offline).
+fn normal_dependencies(package: &str) -> Vec<String> {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "--offline",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "-p",
+            package,
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run cargo tree");
+    assert!(
+        out.status.success(),
+        "cargo tree -p {package} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[test]
+fn the_training_side_links_no_http_tls_mail_or_chart_stack() {
+    for package in ["smdebug-lean-training", "smdebug-io", "smdebug-core"] {
+        let names = normal_dependencies(package);
+        assert!(
+            names.iter().any(|n| n == "smdebug-core"),
+            "cargo tree -p {package} listed {names:?}"
+        );
+        let heavy: Vec<&String> = names
+            .iter()
+            .filter(|n| HEAVY.contains(&n.as_str()))
+            .collect();
+        assert!(heavy.is_empty(), "{package} pulls in {heavy:?}");
+    }
+    // The same check catches the stack where it is wanted: the CLI turns every backend and
+    // action on.
+    let cli = normal_dependencies("smdebug-cli");
+    for wanted in ["reqwest", "hyper", "rustls", "lettre", "plotters"] {
+        assert!(
+            cli.iter().any(|n| n == wanted),
+            "smdebug-cli lacks {wanted}"
+        );
+    }
+}
+
+#[test]
+fn the_loop_captures_to_disk_and_stops_when_a_stop_request_arrives() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let run = run.to_str().unwrap();
+    let store = open_storage(run).unwrap();
+    // Asked to stop after step 3 as a rule runner would: through the run directory. The loop
+    // sleeps between steps like a real one does work, so that the watcher, which looks every
+    // 200 ms, is heard long before the step limit.
+    let outcome = smdebug_lean_training::train(run, 10_000, |step| {
+        if step == 3 {
+            let mut req = StopRequest::new("LossNotDecreasing fired at step 3");
+            req.step = Some(3);
+            request_stop(store.as_ref(), &req).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    })
+    .unwrap();
+    assert_eq!(
+        outcome.stopped.as_deref(),
+        Some("LossNotDecreasing fired at step 3")
+    );
+    assert!(outcome.steps > 3 && outcome.steps < 10_000, "{outcome:?}");
+
+    let trial = Trial::open(run).unwrap();
+    assert!(trial.is_complete().unwrap());
+    assert_eq!(
+        trial.end_reason().unwrap().map(|r| r.to_string()),
+        Some("stopped: LossNotDecreasing fired at step 3".to_string())
+    );
+    let mut names = trial.tensor_names().unwrap();
+    names.sort();
+    assert_eq!(names, ["b", "grad/b", "grad/w", "loss", "w"]);
+    let loss = trial.tensor("loss").unwrap();
+    let steps = loss.steps(None).unwrap();
+    assert_eq!(steps, (0..outcome.steps).collect::<Vec<_>>());
+    let last = loss.value(outcome.steps - 1, None, None).unwrap();
+    assert_eq!(last.iter().copied().collect::<Vec<f64>>(), [outcome.loss]);
+    // Gradient descent on a line: the loss went down.
+    let first = loss.value(0, None, None).unwrap()[[]];
+    assert!(outcome.loss < first, "{} !< {first}", outcome.loss);
+}
+
+fn alone() -> bool {
+    std::env::var_os("SMDEBUG_LEAN_ALONE").is_some()
+}
+
+#[test]
+fn an_object_store_left_out_of_the_build_is_a_clear_error() {
+    let locations = [
+        (Backend::Aws, "s3://bucket/run"),
+        (Backend::Gcp, "gs://bucket/run"),
+        (Backend::Azure, "az://container/run"),
+        (Backend::Http, "https://example.invalid/run"),
+    ];
+    for (backend, location) in locations {
+        assert_eq!(Backend::for_location(location), Some(backend));
+        if alone() {
+            assert!(!backend.is_compiled(), "{backend:?} is compiled in");
+        }
+        let opened = open_storage(location);
+        if backend.is_compiled() {
+            // Built in (the workspace run): whatever else goes wrong, it is not this.
+            if let Err(e) = opened {
+                assert!(!matches!(e, Error::BackendNotCompiled { .. }), "{e}");
+            }
+            continue;
+        }
+        let err = opened.unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            matches!(err, Error::BackendNotCompiled { feature, .. } if feature == backend.feature()),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(location)
+                && msg.contains(&format!("`{}` feature", backend.feature()))
+                && msg.contains("smdebug-io"),
+            "{msg}"
+        );
+    }
+    // Local disk and the in-process store are always there.
+    let dir = tempfile::tempdir().unwrap();
+    open_storage(dir.path().to_str().unwrap()).unwrap();
+    let mem: Arc<dyn smdebug_io::Storage> = open_storage("memory://lean/run").unwrap();
+    mem.put("a", b"1".to_vec().into()).unwrap();
+    assert_eq!(&mem.get("a").unwrap()[..], b"1");
+}
+
+#[test]
+fn a_notification_action_left_out_of_the_build_fails_when_the_runner_is_built() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().to_str().unwrap();
+    smdebug_lean_training::train(run, 3, |_| {}).unwrap();
+    let actions = [
+        ActionConfig::Webhook {
+            url: "http://127.0.0.1:9/hook".into(),
+            timeout_s: 1.0,
+        },
+        ActionConfig::Email {
+            smtp_host: "127.0.0.1".into(),
+            smtp_port: Some(9),
+            tls: smdebug_rules::actions::SmtpTls::None,
+            username: None,
+            password: None,
+            password_env: None,
+            from: "smdebug@example.com".into(),
+            to: vec!["me@example.com".into()],
+            timeout_s: 1.0,
+        },
+    ];
+    for action in actions {
+        let feature = action.required_feature().unwrap();
+        if alone() {
+            assert!(!action.is_compiled(), "{feature} is compiled in");
+        }
+        let built = RuleRunner::builder(run)
+            .spec(RuleSpec::new("LossNotDecreasing").action(action.clone()))
+            .build();
+        if action.is_compiled() {
+            built.unwrap();
+            continue;
+        }
+        let msg = built.unwrap_err().to_string();
+        assert!(
+            msg.contains(action.kind())
+                && msg.contains(&format!("`{feature}` feature"))
+                && msg.contains("smdebug-rules"),
+            "{msg}"
+        );
+        // The actions that need no feature are always there.
+        RuleRunner::builder(run)
+            .spec(RuleSpec::new("LossNotDecreasing").action(ActionConfig::StopTraining))
+            .build()
+            .unwrap();
+    }
+}

@@ -1,0 +1,42 @@
+//! The writer's state shared by the training thread's [`Writer`](super::Writer), the writer
+//! thread, the queue and [`WriterStatus`](super::WriterStatus) handles, and the policy for a
+//! full queue.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// What [`Writer::send`](super::Writer::send) does with a tensor when the queue is full.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OverflowPolicy {
+    /// Drop the tensor and count it
+    /// ([`WriterStatus::dropped`](super::WriterStatus::dropped)); never wait. The default.
+    #[default]
+    Drop,
+    /// Wait until the writer thread has made room (back-pressure on the training loop).
+    Block,
+}
+
+/// Counters and the error state shared by the writer thread and
+/// [`WriterStatus`](super::WriterStatus) handles.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    pub dropped: AtomicU64,
+    pub discarded: AtomicU64,
+    pub steps_written: AtomicU64,
+    pub records_written: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub disabled: AtomicBool,
+    pub error: Mutex<Option<String>>,
+}
+
+impl Shared {
+    /// Disables capture with its first error (logged once, at error level, through `log`).
+    pub fn disable(&self, message: String) {
+        let mut err = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if err.is_none() {
+            log::error!("smdebug: capture disabled: {message}");
+            *err = Some(message);
+        }
+        self.disabled.store(true, Ordering::Release);
+    }
+}
