@@ -17,9 +17,15 @@ pub enum AllReduce {
     /// A job of one process: the mean is the buffer itself.
     Single,
     /// Rank 0, connected to every other rank (in rank order).
-    Root { peers: Vec<TcpStream> },
+    Root {
+        /// Connections to ranks 1, 2, ….
+        peers: Vec<TcpStream>,
+    },
     /// Any other rank, connected to rank 0.
-    Peer { root: TcpStream },
+    Peer {
+        /// The connection to rank 0.
+        root: TcpStream,
+    },
 }
 
 impl AllReduce {

@@ -8,7 +8,9 @@ use ndarray::{Array1, Array2, Axis};
 /// Images scaled to [0, 1] (one row of 64 pixels each) and their labels 0..9.
 #[derive(Clone, Debug)]
 pub struct Digits {
+    /// One row of 64 pixels per image, scaled to [0, 1].
     pub images: Array2<f32>,
+    /// The digit each image shows, 0..9.
     pub labels: Array1<usize>,
 }
 
@@ -53,10 +55,12 @@ impl Digits {
         })
     }
 
+    /// Number of images.
     pub fn len(&self) -> usize {
         self.labels.len()
     }
 
+    /// Whether there are no images.
     pub fn is_empty(&self) -> bool {
         self.labels.is_empty()
     }

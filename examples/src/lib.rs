@@ -45,11 +45,17 @@ impl std::str::FromStr for Bug {
 /// Training settings.
 #[derive(Clone, Debug)]
 pub struct TrainConfig {
+    /// Passes over the training set.
     pub epochs: usize,
+    /// Images per training step.
     pub batch_size: usize,
+    /// The SGD step size.
     pub learning_rate: f32,
+    /// Widths of the hidden layers.
     pub hidden: Vec<usize>,
+    /// Seeds the initialisation and the shuffling.
     pub seed: u64,
+    /// A bug to plant in the model, to give the rules something to find.
     pub bug: Option<Bug>,
     /// Feed the model `side`×`side` images resampled from the 8×8 originals, with random
     /// rotation and shift while training (an input pipeline's augmentation). `None`: the raw
@@ -74,9 +80,13 @@ impl Default for TrainConfig {
 /// What a training run did.
 #[derive(Clone, Debug, Default)]
 pub struct TrainSummary {
+    /// Training steps run.
     pub steps: u64,
+    /// The loss of the last training step.
     pub final_train_loss: f32,
+    /// The loss of each evaluation pass (one per epoch).
     pub eval_loss: Vec<f32>,
+    /// The accuracy of each evaluation pass.
     pub eval_accuracy: Vec<f32>,
     /// Set when the run stopped because a stop was requested.
     pub stopped: Option<String>,

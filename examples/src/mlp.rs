@@ -8,10 +8,12 @@ use ndarray::{Array1, Array2, Axis};
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator started from `seed` (the same seed gives the same numbers).
     pub fn new(seed: u64) -> Self {
         Rng(seed)
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -46,17 +48,22 @@ impl Rng {
 /// The hidden layers' activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Activation {
+    /// max(x, 0).
     Relu,
     /// max(x, 0.01 x): units never die, so a bad step size shows up as divergence.
     LeakyRelu,
+    /// 1 / (1 + e^-x).
     Sigmoid,
 }
 
 /// One dense layer `y = x W + b`.
 #[derive(Clone, Debug)]
 pub struct Linear {
+    /// The layer's name (`fc1`), the prefix of its tensors' names.
     pub name: String,
+    /// Weights, inputs × outputs.
     pub weight: Array2<f32>,
+    /// Biases, one per output.
     pub bias: Array1<f32>,
 }
 
@@ -76,14 +83,18 @@ pub struct Forward {
 /// Gradients of every parameter, in layer order.
 #[derive(Clone, Debug)]
 pub struct Gradients {
+    /// Weight gradients, one per layer.
     pub weight: Vec<Array2<f32>>,
+    /// Bias gradients, one per layer.
     pub bias: Vec<Array1<f32>>,
 }
 
 /// A multi-layer perceptron with softmax cross-entropy loss.
 #[derive(Clone, Debug)]
 pub struct Mlp {
+    /// The layers, input first.
     pub layers: Vec<Linear>,
+    /// The activation between hidden layers.
     pub activation: Activation,
 }
 

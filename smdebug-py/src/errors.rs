@@ -60,7 +60,7 @@ pub fn lookup_error(
         Ok(m) => m,
         Err(e) => return e,
     };
-    let workers_here = crate::trial::workers_of(trial, tensor, step, mode).unwrap_or_default();
+    let workers_here = crate::workers::workers_of(trial, tensor, step, mode).unwrap_or_default();
     match err {
         // smdebug looks the worker up among those that saved the tensor at the step first.
         Error::OnlyReductionsSaved { .. } | Error::StepNotAvailable { .. }

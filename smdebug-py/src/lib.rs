@@ -17,6 +17,7 @@ mod errors;
 mod profiler;
 mod rules;
 mod trial;
+mod workers;
 
 use pyo3::prelude::*;
 

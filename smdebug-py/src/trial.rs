@@ -3,37 +3,16 @@
 //! Modes cross as smdebug names (`"TRAIN"`, `None` for GLOBAL); step numbers follow smdebug
 //! (global steps for GLOBAL, mode steps otherwise). The reader runs with the GIL released.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use smdebug_core::{Mode, Reduction, ReductionOp};
+use smdebug_core::Mode;
 use smdebug_io::{StepState, Trial};
 
 use crate::convert::{mode, tensor_to_numpy, to_python};
 use crate::errors::{io_error, lookup_error};
-
-/// The workers that saved `name` (or, as smdebug counts them, only reductions of it) at a step.
-pub fn workers_of(
-    trial: &Trial,
-    name: &str,
-    step: u64,
-    mode: Mode,
-) -> smdebug_io::Result<Vec<String>> {
-    let mut workers: BTreeSet<String> = trial
-        .tensor(name)?
-        .workers(step, Some(mode))?
-        .into_iter()
-        .collect();
-    for op in ReductionOp::ALL {
-        for reduction in [Reduction::new(op), Reduction::abs(op)] {
-            if let Ok(stored) = trial.tensor(&reduction.tensor_name(name)) {
-                workers.extend(stored.workers(step, Some(mode))?);
-            }
-        }
-    }
-    Ok(workers.into_iter().collect())
-}
+use crate::workers::workers_of;
 
 #[pyclass(frozen, module = "smdebug_rs._native")]
 pub struct NativeTrial {
