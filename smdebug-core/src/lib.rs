@@ -9,6 +9,7 @@
 //! view into an owned [`Tensor`], computes the configured [`Reduction`]s, and sends
 //! [`Record`]s to the sink without waiting on any I/O.
 
+pub mod adapter;
 pub mod collection;
 pub mod config;
 pub mod dtype;
