@@ -697,6 +697,9 @@ pub fn probes_save_the_last_tensor_of_a_due_step_in_named_and_regex_collections<
     assert!(!regex.is_armed() && !named.is_armed() && !late.is_armed());
 }
 
+/// A record as the scalar test compares it: step, name, shape, dtype, values.
+type Saved = (u64, String, Vec<usize>, DType, Vec<f64>);
+
 /// A one-element loss is a scalar `f64` in `losses`, a larger one a tensor; metrics go to
 /// `metrics`, scalars to the collections named, and nothing is saved at steps that are not due.
 pub fn losses_metrics_and_scalars_land_in_their_collections<F: Fixture>(fx: &F) {
@@ -712,7 +715,7 @@ pub fn losses_metrics_and_scalars_land_in_their_collections<F: Fixture>(fx: &F) 
         ok(hook.step());
     }
     ok(hook.close());
-    let got: Vec<(u64, String, Vec<usize>, DType, Vec<f64>)> = sink
+    let got: Vec<Saved> = sink
         .tensors()
         .into_iter()
         .map(|t| {
@@ -726,7 +729,7 @@ pub fn losses_metrics_and_scalars_land_in_their_collections<F: Fixture>(fx: &F) 
             )
         })
         .collect();
-    let want: Vec<(u64, String, Vec<usize>, DType, Vec<f64>)> = [0u64, 2]
+    let want: Vec<Saved> = [0u64, 2]
         .into_iter()
         .flat_map(|s| {
             [
