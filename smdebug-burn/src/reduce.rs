@@ -61,14 +61,3 @@ fn variance(x: Tensor<1>) -> Tensor<1> {
     let mean = x.clone().mean().expand([n]);
     x.sub(mean).square().mean()
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn products_are_left_to_the_host() {
-        assert!(!on_device(&[Reduction::new(ReductionOp::Prod)]));
-        assert!(on_device(&[Reduction::abs(ReductionOp::L2)]));
-    }
-}
