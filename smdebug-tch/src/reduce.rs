@@ -101,5 +101,4 @@ mod tests {
             assert_same(g, r.compute(&host), &format!("i64 {r}"));
         }
     }
-
 }

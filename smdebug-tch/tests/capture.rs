@@ -40,7 +40,11 @@ impl Fixture for TchFixture {
     type Hook = TchHook;
     type Model = Model;
 
-    fn hook(&self, builder: HookBuilder, sink: impl Sink + 'static) -> smdebug_tch::Result<TchHook> {
+    fn hook(
+        &self,
+        builder: HookBuilder,
+        sink: impl Sink + 'static,
+    ) -> smdebug_tch::Result<TchHook> {
         TchHook::new(builder, sink)
     }
 
@@ -144,4 +148,3 @@ fn half_bfloat_and_integer_tensors_keep_their_dtype() {
         assert_eq!(got.to_f64_vec(), values, "{name}");
     }
 }
-
