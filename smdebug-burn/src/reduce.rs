@@ -61,3 +61,100 @@ fn variance(x: Tensor<1>) -> Tensor<1> {
     let mean = x.clone().mean().expand([n]);
     x.sub(mean).square().mean()
 }
+
+/// The host's value of a reduction of an empty tensor.
+pub(crate) fn empty_value(op: ReductionOp) -> f64 {
+    match op {
+        ReductionOp::Min
+        | ReductionOp::Max
+        | ReductionOp::Mean
+        | ReductionOp::Std
+        | ReductionOp::Variance => f64::NAN,
+        ReductionOp::Prod => 1.0,
+        ReductionOp::Sum
+        | ReductionOp::L1
+        | ReductionOp::L2
+        | ReductionOp::NanCount
+        | ReductionOp::InfCount
+        | ReductionOp::ZeroFraction => 0.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::{Device, TensorData};
+    use smdebug_core::TensorView;
+
+    // burn 0.22 deprecates the ndarray backend in favour of `flex`; the tests use ndarray, the
+    // CPU backend the workspace builds (the adapter itself is backend-free).
+    #[allow(deprecated)]
+    fn ndarray_device() -> Device {
+        Device::ndarray()
+    }
+
+    fn every_device_reduction() -> Vec<Reduction> {
+        ReductionOp::ALL
+            .into_iter()
+            .filter(|op| *op != ReductionOp::Prod)
+            .flat_map(|op| [Reduction::new(op), Reduction::abs(op)])
+            .collect()
+    }
+
+    fn device_values(values: &[f32], reductions: &[Reduction]) -> Vec<f64> {
+        let x: Tensor<1> = Tensor::from_data(
+            TensorData::new(values.to_vec(), [values.len()]),
+            &ndarray_device(),
+        );
+        let data = on_device_tensor(x, reductions).into_data();
+        finish(data.iter::<f64>().collect(), reductions)
+    }
+
+    #[test]
+    fn device_reductions_equal_the_host_ones_with_nan_inf_and_zeros() {
+        let values = [1.5f32, -2.0, 0.0, f32::NAN, f32::INFINITY, -3.25, 0.0];
+        let host = TensorView::from_slice(&values, &[values.len()]).unwrap();
+        let rs = every_device_reduction();
+        for (r, got) in rs.iter().zip(device_values(&values, &rs)) {
+            let want = r.compute(&host);
+            if want.is_nan() {
+                assert!(got.is_nan(), "{r}: {got} vs NaN");
+            } else {
+                // Computed in f32 on the device.
+                assert!(
+                    (got - want).abs() <= 1e-6 * want.abs().max(1.0),
+                    "{r}: {got} vs {want}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn device_reductions_of_finite_values_match_to_f32_precision() {
+        let values: Vec<f32> = (0..500)
+            .map(|i| ((i * 37) % 101) as f32 * 0.25 - 12.0)
+            .collect();
+        let host = TensorView::from_slice(&values, &[values.len()]).unwrap();
+        let rs = every_device_reduction();
+        for (r, got) in rs.iter().zip(device_values(&values, &rs)) {
+            let want = r.compute(&host);
+            assert!(
+                (got - want).abs() <= 1e-5 * want.abs().max(1.0),
+                "{r}: {got} vs {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn empty_tensors_and_products_are_left_to_known_values_and_the_host() {
+        let empty: [f32; 0] = [];
+        let host = TensorView::from_slice(&empty, &[0]).unwrap();
+        for op in ReductionOp::ALL {
+            let want = Reduction::new(op).compute(&host);
+            let got = empty_value(op);
+            assert!(got == want || (got.is_nan() && want.is_nan()), "{op:?}");
+        }
+        assert!(!on_device(&[Reduction::new(ReductionOp::Prod)]));
+        assert!(on_device(&[Reduction::abs(ReductionOp::L2)]));
+    }
+}
