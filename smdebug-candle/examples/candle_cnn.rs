@@ -23,7 +23,7 @@ use candle_nn::{Conv2d, Linear, Optimizer, SGD, VarBuilder, VarMap};
 use smdebug_candle::CandleHook;
 use smdebug_core::{Hook, Mode, SaveConfig, SaveConfigMode};
 use smdebug_examples::digits::{AugmentedDigits, HostBatch};
-use smdebug_examples::overhead::{Discard, number_arg};
+use smdebug_examples::overhead::{Discard, number_arg, run_dir, run_writer};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
 type BoxError = Box<dyn std::error::Error>;
@@ -80,20 +80,10 @@ fn main() -> Result<(), BoxError> {
         let rounds = number_arg(&args, "--rounds", 7)?;
         return overhead(rounds);
     }
-    let out = match args.iter().position(|a| a == "--out") {
-        Some(i) => args.get(i + 1).cloned().ok_or("--out needs a directory")?,
-        None => concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../target/smdebug-candle/cnn-run"
-        )
-        .to_string(),
-    };
-    let _ = std::fs::remove_dir_all(&out);
+    let out = run_dir(&args, "smdebug-candle/cnn-run")?;
     let schedule = SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1));
-    let mut hook = CandleHook::new(
-        Hook::builder().save_config(schedule),
-        Writer::builder(smdebug_io::open_storage(&out)?).build()?,
-    )?;
+    let writer = run_writer(&args, &out)?;
+    let mut hook = CandleHook::new(Hook::builder().save_config(schedule), writer)?;
     let mut data = AugmentedDigits::load(SIDE)?;
     let (test_x, test_y) = tensors(data.test())?;
     let vm = VarMap::new();

@@ -23,8 +23,7 @@ use candle_nn::{Optimizer, SGD};
 use model::{DigitsTensors, Mlp, accuracy, loss, varmap};
 use smdebug_candle::CandleHook;
 use smdebug_core::{Collection, Hook, MemorySink, Mode, SaveConfig, SaveConfigMode};
-use smdebug_examples::overhead::{Discard, number_arg};
-use smdebug_io::format::record::PayloadChecksum;
+use smdebug_examples::overhead::{Discard, number_arg, run_dir, run_writer};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
 type BoxError = Box<dyn std::error::Error>;
@@ -36,29 +35,10 @@ fn main() -> Result<(), BoxError> {
         let steps = number_arg(&args, "--steps", 2000)?;
         return overhead(rounds, steps);
     }
-    let out = match args.iter().position(|a| a == "--out") {
-        Some(i) => args.get(i + 1).cloned().ok_or("--out needs a directory")?,
-        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .ok_or("the crate sits in the workspace")?
-            .join("target/smdebug-candle/run")
-            .to_str()
-            .ok_or("non-UTF-8 path")?
-            .to_string(),
-    };
-    let _ = std::fs::remove_dir_all(&out);
+    let out = run_dir(&args, "smdebug-candle/run")?;
     let schedule = SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1));
-    let mut hook = CandleHook::new(Hook::builder().save_config(schedule), {
-        // smdebug 1.0.34's reader accepts only its legacy constant payload checksum.
-        let checksum = if args.iter().any(|a| a == "--python-compatible") {
-            PayloadChecksum::SmdebugLegacy
-        } else {
-            PayloadChecksum::Crc32c
-        };
-        Writer::builder(smdebug_io::open_storage(&out)?)
-            .checksum(checksum)
-            .build()?
-    })?;
+    let writer = run_writer(&args, &out)?;
+    let mut hook = CandleHook::new(Hook::builder().save_config(schedule), writer)?;
     let dev = Device::Cpu;
     let data = DigitsTensors::load(DType::F32, &dev)?;
     let (vm, vb) = varmap(DType::F32, &dev);

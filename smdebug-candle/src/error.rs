@@ -8,7 +8,9 @@ pub enum Error {
     /// A candle operation (a dtype conversion, a reduction, a copy to the host) failed.
     #[error("candle failed on tensor `{tensor}`: {source}")]
     Candle {
+        /// The tensor's name.
         tensor: String,
+        /// What candle said.
         #[source]
         source: candle_core::Error,
     },
@@ -20,6 +22,7 @@ pub enum Error {
     PoisonedVarMap,
 }
 
+/// The result of a capture call.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 pub(crate) trait CandleContext<T> {

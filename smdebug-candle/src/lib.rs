@@ -44,6 +44,9 @@
 //! # }
 //! ```
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod error;
 mod hook;
 mod host;
@@ -51,6 +54,8 @@ mod output;
 pub mod reduce;
 
 pub use error::{Error, Result};
-pub use hook::{CandleHook, GRADIENT_PREFIX, parameter_collection};
+pub use hook::{Candle, CandleHook};
 pub use host::recorded_dtype;
-pub use output::{OUTPUT_SUFFIX, Probe, Recorded};
+pub use output::{Probe, Recorded};
+pub use smdebug_core::adapter::OUTPUT_SUFFIX;
+pub use smdebug_core::collection::{GRADIENT_PREFIX, parameter_collection};

@@ -22,7 +22,7 @@ pub fn on_device(reductions: &[Reduction]) -> bool {
 pub fn compute(name: &str, tensor: &Tensor, reductions: &[Reduction]) -> Result<Vec<f64>> {
     let n = tensor.elem_count();
     if n == 0 {
-        return Ok(reductions.iter().map(|r| empty_value(r.op)).collect());
+        return Ok(reductions.iter().map(|r| r.op.empty_value()).collect());
     }
     let acc = if tensor.device().is_cpu() {
         CDType::F64
@@ -109,90 +109,9 @@ fn variance(x: &Tensor) -> candle_core::Result<Tensor> {
     x.broadcast_sub(&mean)?.sqr()?.mean_all()
 }
 
-fn empty_value(op: ReductionOp) -> f64 {
-    match op {
-        ReductionOp::Min
-        | ReductionOp::Max
-        | ReductionOp::Mean
-        | ReductionOp::Std
-        | ReductionOp::Variance => f64::NAN,
-        ReductionOp::Prod => 1.0,
-        ReductionOp::Sum
-        | ReductionOp::L1
-        | ReductionOp::L2
-        | ReductionOp::NanCount
-        | ReductionOp::InfCount
-        | ReductionOp::ZeroFraction => 0.0,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::Device;
-    use smdebug_core::TensorView;
-
-    fn every_device_reduction() -> Vec<Reduction> {
-        ReductionOp::ALL
-            .into_iter()
-            .filter(|op| *op != ReductionOp::Prod)
-            .flat_map(|op| [Reduction::new(op), Reduction::abs(op)])
-            .collect()
-    }
-
-    fn assert_same(got: f64, want: f64, what: &str) {
-        if want.is_nan() {
-            assert!(got.is_nan(), "{what}: {got} vs NaN");
-        } else {
-            let tol = 1e-12 * want.abs().max(1.0);
-            assert!((got - want).abs() <= tol, "{what}: {got} vs {want}");
-        }
-    }
-
-    #[test]
-    fn device_reductions_equal_the_host_ones_with_nan_inf_and_zeros() {
-        let values = [1.5f32, -2.0, 0.0, f32::NAN, f32::INFINITY, -3.25, 0.0];
-        let t = Tensor::new(&values, &Device::Cpu).unwrap();
-        let host = TensorView::from_slice(&values, &[values.len()]).unwrap();
-        let rs = every_device_reduction();
-        let got = compute("t", &t, &rs).unwrap();
-        for (r, g) in rs.iter().zip(got) {
-            assert_same(g, r.compute(&host), &r.to_string());
-        }
-    }
-
-    #[test]
-    fn device_reductions_of_finite_half_and_integer_tensors() {
-        let values: Vec<f32> = (0..50).map(|i| (i as f32 - 20.0) * 0.37).collect();
-        let dev = Device::Cpu;
-        let rs = every_device_reduction();
-        let f16s: Vec<half::f16> = values.iter().map(|v| half::f16::from_f32(*v)).collect();
-        let t = Tensor::new(f16s.as_slice(), &dev).unwrap();
-        let host = TensorView::from_slice(&f16s, &[50]).unwrap();
-        for (r, g) in rs.iter().zip(compute("h", &t, &rs).unwrap()) {
-            assert_same(g, r.compute(&host), &format!("f16 {r}"));
-        }
-        let ints: Vec<i64> = (0..50).map(|i| i * i - 300).collect();
-        let t = Tensor::new(ints.as_slice(), &dev)
-            .unwrap()
-            .reshape((5, 10))
-            .unwrap();
-        let host = TensorView::from_slice(&ints, &[5, 10]).unwrap();
-        for (r, g) in rs.iter().zip(compute("i", &t, &rs).unwrap()) {
-            assert_same(g, r.compute(&host), &format!("i64 {r}"));
-        }
-    }
-
-    #[test]
-    fn empty_tensors_reduce_like_the_host() {
-        let t = Tensor::zeros((0, 3), candle_core::DType::F32, &Device::Cpu).unwrap();
-        let empty: [f32; 0] = [];
-        let host = TensorView::from_slice(&empty, &[0, 3]).unwrap();
-        let rs = every_device_reduction();
-        for (r, g) in rs.iter().zip(compute("e", &t, &rs).unwrap()) {
-            assert_same(g, r.compute(&host), &r.to_string());
-        }
-    }
 
     #[test]
     fn products_are_left_to_the_host() {

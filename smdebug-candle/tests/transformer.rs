@@ -15,7 +15,6 @@ use common::transformer::{Config, SEQ, Transformer, probe_names};
 use smdebug_candle::CandleHook;
 use smdebug_core::{Hook, HookBuilder, Mode, SaveConfig, SaveConfigMode};
 use smdebug_io::trial::Trial;
-use smdebug_io::writer::{OverflowPolicy, Writer};
 
 const SMALL: Config = Config {
     d_model: 16,
@@ -27,12 +26,7 @@ const BATCH: usize = 8;
 const PATTERN: &str = r"^layer0/attn/(scores|query|key)$";
 
 fn hook_at(dir: &Path, builder: HookBuilder) -> CandleHook {
-    let storage = smdebug_io::open_storage(dir.to_str().unwrap()).unwrap();
-    let writer = Writer::builder(storage)
-        .overflow(OverflowPolicy::Block)
-        .build()
-        .unwrap();
-    CandleHook::new(builder, writer).unwrap()
+    CandleHook::new(builder, smdebug_adapter_conformance::writer(dir)).unwrap()
 }
 
 /// Shape and every element as f64 (exact for f32).

@@ -290,6 +290,15 @@ mod tests {
     use crate::reduction::Reduction;
 
     #[test]
+    fn parameters_are_sorted_into_weights_and_biases_by_name() {
+        assert_eq!(parameter_collection("fc1.weight"), "weights");
+        assert_eq!(parameter_collection("encoder.layer0.attn.bias"), "biases");
+        assert_eq!(parameter_collection("lstm.hh_bias"), "biases");
+        assert_eq!(parameter_collection("emb.embeddings"), "weights");
+        assert_eq!(parameter_collection("bias_scale.weight"), "weights");
+    }
+
+    #[test]
     fn regex_membership_searches_anywhere_in_the_name() {
         let c = Collection::new("attention")
             .with_regex(r"layers\.0\.attn\.(q|k)_proj")

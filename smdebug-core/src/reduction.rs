@@ -92,6 +92,13 @@ impl ReductionOp {
         )
     }
 
+    /// The value of this reduction over an empty tensor, as [`Reduction::compute`] gives it:
+    /// NaN for min, max, mean, std and variance, 1 for the product, 0 for sums, norms, counts and
+    /// the zero fraction. Adapters that reduce on a device use it instead of asking the device.
+    pub fn empty_value(self) -> f64 {
+        reduce(self, std::iter::empty())
+    }
+
     fn from_name(name: &str) -> Option<ReductionOp> {
         ReductionOp::ALL.into_iter().find(|op| op.name() == name)
     }
@@ -351,6 +358,23 @@ mod tests {
 
     fn view(values: &[f64]) -> TensorView<'_> {
         TensorView::from_slice(values, &[values.len()]).unwrap()
+    }
+
+    #[test]
+    fn empty_values_are_what_compute_gives_for_an_empty_tensor() {
+        let empty = view(&[]);
+        let want = |op| Reduction::new(op).compute(&empty);
+        for op in ReductionOp::ALL {
+            let got = op.empty_value();
+            assert!(
+                got == want(op) || (got.is_nan() && want(op).is_nan()),
+                "{op:?}"
+            );
+        }
+        assert!(ReductionOp::Min.empty_value().is_nan() && ReductionOp::Std.empty_value().is_nan());
+        assert_eq!(ReductionOp::Prod.empty_value(), 1.0);
+        assert_eq!(ReductionOp::L2.empty_value(), 0.0);
+        assert_eq!(ReductionOp::ZeroFraction.empty_value(), 0.0);
     }
 
     #[test]

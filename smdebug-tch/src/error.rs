@@ -8,18 +8,26 @@ pub enum Error {
     /// A libtorch operation (a dtype conversion, a reduction, a copy to the host) failed.
     #[error("libtorch failed on tensor `{tensor}`: {source}")]
     Torch {
+        /// The tensor's name.
         tensor: String,
+        /// What libtorch said.
         #[source]
         source: tch::TchError,
     },
     /// The tensor's element type has no smdebug dtype (complex or quantized tensors).
     #[error("tensor `{tensor}` has element type {kind:?}, which smdebug cannot record")]
-    UnsupportedKind { tensor: String, kind: tch::Kind },
+    UnsupportedKind {
+        /// The tensor's name.
+        tensor: String,
+        /// Its element type.
+        kind: tch::Kind,
+    },
     /// smdebug-core refused to build the hook or a tensor view.
     #[error("smdebug: {0}")]
     Core(#[from] smdebug_core::Error),
 }
 
+/// The result of a capture call.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 pub(crate) trait TorchContext<T> {

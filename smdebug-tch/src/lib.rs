@@ -40,6 +40,9 @@
 //! # }
 //! ```
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod error;
 mod hook;
 mod host;
@@ -47,6 +50,8 @@ mod output;
 pub mod reduce;
 
 pub use error::{Error, Result};
-pub use hook::{GRADIENT_PREFIX, TchHook, parameter_collection};
+pub use hook::{Tch, TchHook};
 pub use host::recorded_dtype;
-pub use output::{OUTPUT_SUFFIX, Recorded, RecordedT};
+pub use output::{Probe, Recorded, RecordedT};
+pub use smdebug_core::adapter::OUTPUT_SUFFIX;
+pub use smdebug_core::collection::{GRADIENT_PREFIX, parameter_collection};

@@ -1,0 +1,480 @@
+//! The kit every framework adapter is built from (smdebug-candle, smdebug-burn, smdebug-tch).
+//!
+//! [`AdapterHook`] is the part of an adapter's hook that does not depend on the framework: the
+//! core [`Hook`], the step and mode calls, stop requests, losses, metrics and scalars, closing on
+//! drop, and the capture points ([`Probe`]s) that keep tensors met inside a forward pass until the
+//! step ends. What differs per framework sits behind the [`Framework`] trait: how a tensor is
+//! kept, how a one-element tensor becomes a number, and how the tensors due at a step are read
+//! (copied to the host as a [`TensorView`](crate::TensorView), or reduced on their device).
+//!
+//! An adapter wraps an `AdapterHook<ItsFramework>` in its own hook type, dereferences to it for
+//! the shared calls, and adds what only it knows: walking a model's parameters and gradients
+//! (asking [`AdapterHook::due`] per tensor, then handing the due ones to
+//! [`AdapterHook::record`]) and wrapping the framework's module type.
+//!
+//! Like the rest of smdebug-core this module does no I/O and starts no threads.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::{DueTensor, Hook, HookBuilder, Mode, Sink, StopSignal};
+
+/// Suffix of a module's output tensor (`relu1` records `relu1.output`, in `outputs`).
+pub const OUTPUT_SUFFIX: &str = ".output";
+
+/// What an adapter knows about its framework. Implemented once per adapter (for a marker type);
+/// [`AdapterHook`] does the rest.
+pub trait Framework {
+    /// A tensor of the framework, as the adapter hands it over.
+    type Tensor;
+    /// The adapter's error type. Never a panic: errors go back to the training loop.
+    type Error: From<crate::Error> + std::fmt::Display;
+
+    /// A handle on `tensor` to hold until the step ends: it shares the tensor's storage (nothing
+    /// is copied) and keeps no autograd graph alive.
+    fn keep(tensor: &Self::Tensor) -> Self::Tensor;
+
+    /// The value of a one-element tensor (a loss) as `f64`; `None` when it has more elements.
+    /// `name` is the tensor's name, for errors.
+    fn scalar(&mut self, name: &str, tensor: &Self::Tensor) -> Result<Option<f64>, Self::Error>;
+
+    /// Records what is due of each tensor in `hook`: reductions computed on the tensor's device
+    /// ([`Hook::save_reduction_values`]) when that is all that is due and the framework can, the
+    /// tensor copied to the host ([`Hook::save_due`]) otherwise. Returns how many tensors were
+    /// recorded; on errors, tries every tensor and returns the first error ([`tally`]).
+    fn record(
+        &mut self,
+        hook: &mut Hook,
+        due: Vec<Due<Self::Tensor>>,
+    ) -> Result<usize, Self::Error>;
+}
+
+/// A tensor that is due at the current step, with what is due of it.
+#[derive(Debug)]
+pub struct Due<T> {
+    /// The name it is recorded under.
+    pub name: String,
+    /// What is due: the raw tensor, reductions, or both.
+    pub due: DueTensor,
+    /// The tensor.
+    pub tensor: T,
+}
+
+/// Adds up outcomes of saving several tensors (whether each was recorded, or how many) after
+/// every one of them was tried; the first error, if any, is returned instead of the count.
+pub fn tally<N: Into<usize>, E>(
+    outcomes: impl IntoIterator<Item = Result<N, E>>,
+) -> Result<usize, E> {
+    let mut saved = 0;
+    let mut first_error = None;
+    for outcome in outcomes {
+        match outcome {
+            Ok(n) => saved += n.into(),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    first_error.map_or(Ok(saved), Err)
+}
+
+/// One place in the forward pass whose tensor may be recorded.
+#[derive(Debug)]
+struct Point {
+    /// The name the tensor is recorded under.
+    name: String,
+    /// The collections it is saved in, besides those whose `include_regex` matches the name.
+    collections: Vec<String>,
+    armed: AtomicBool,
+}
+
+impl Point {
+    fn collection_refs(&self) -> Vec<&str> {
+        self.collections.iter().map(String::as_str).collect()
+    }
+}
+
+/// The capture points and what they kept during the current step.
+struct Tap<T> {
+    /// Every capture point.
+    registered: Mutex<Vec<Arc<Point>>>,
+    /// Tensors kept during the current step, the latest per point.
+    kept: Mutex<Vec<(Arc<Point>, T)>>,
+}
+
+impl<T> Tap<T> {
+    fn new() -> Self {
+        Tap {
+            registered: Mutex::new(Vec::new()),
+            kept: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn register(&self, name: String, collections: Vec<String>) -> Arc<Point> {
+        let point = Arc::new(Point {
+            name,
+            collections,
+            armed: AtomicBool::new(false),
+        });
+        if let Ok(mut r) = self.registered.lock() {
+            r.push(point.clone());
+        }
+        point
+    }
+
+    /// Arms each point whose tensor `due(name, collections)` says is due now, disarms the rest.
+    fn arm(&self, mut due: impl FnMut(&str, &[&str]) -> bool) {
+        if let Ok(r) = self.registered.lock() {
+            for point in r.iter() {
+                let on = due(&point.name, &point.collection_refs());
+                point.armed.store(on, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The tensors kept since the last call.
+    fn take(&self) -> Vec<(Arc<Point>, T)> {
+        self.kept
+            .lock()
+            .map(|mut k| std::mem::take(&mut *k))
+            .unwrap_or_default()
+    }
+
+    fn keep(&self, point: &Arc<Point>, tensor: T) {
+        if let Ok(mut k) = self.kept.lock() {
+            match k.iter_mut().find(|(p, _)| Arc::ptr_eq(p, point)) {
+                Some(slot) => slot.1 = tensor,
+                None => k.push((point.clone(), tensor)),
+            }
+        }
+    }
+}
+
+/// A named capture point inside a forward pass, for a tensor the training loop does not hold
+/// itself: a module's output, the softmax of an attention layer, a projection, a gate. Built by
+/// [`AdapterHook::probe`] and kept by the model; `forward` hands it the tensor with
+/// [`record`](Probe::record).
+///
+/// The tensor is saved under the probe's name exactly, in the collections given when the probe was
+/// made plus every collection whose `include_regex` matches the name, at the steps where one of
+/// them is due; at other steps `record` is one relaxed atomic load. Clones share the capture point.
+pub struct Probe<F: Framework> {
+    point: Arc<Point>,
+    tap: Arc<Tap<F::Tensor>>,
+}
+
+impl<F: Framework> Probe<F> {
+    /// The name the tensor is recorded under.
+    pub fn name(&self) -> &str {
+        &self.point.name
+    }
+
+    /// Whether the tensor is due at the current step (what [`record`](Probe::record) will keep).
+    /// Lets a model skip computing a tensor that exists only to be recorded.
+    pub fn is_armed(&self) -> bool {
+        self.point.armed.load(Ordering::Relaxed)
+    }
+
+    /// Keeps `tensor` to be saved when the step ends, if it is due; otherwise does nothing. When
+    /// called several times in one step (several forward passes), the last tensor is saved.
+    pub fn record(&self, tensor: &F::Tensor) {
+        if self.is_armed() {
+            self.tap.keep(&self.point, F::keep(tensor));
+        }
+    }
+}
+
+impl<F: Framework> Clone for Probe<F> {
+    fn clone(&self) -> Self {
+        Probe {
+            point: self.point.clone(),
+            tap: self.tap.clone(),
+        }
+    }
+}
+
+impl<F: Framework> std::fmt::Debug for Probe<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Probe")
+            .field("name", &self.point.name)
+            .field("collections", &self.point.collections)
+            .field("armed", &self.is_armed())
+            .finish()
+    }
+}
+
+/// The framework-independent half of an adapter's hook. See the [module docs](self).
+///
+/// It owns a [`Hook`] and asks it what is due for each tensor before the framework touches it:
+/// steps where nothing is due cost a flag check per call. Errors are returned to the caller and
+/// leave the hook usable; nothing here panics. Dropping it without [`close`](Self::close) still
+/// publishes the last step and the end marker.
+pub struct AdapterHook<F: Framework> {
+    hook: Hook,
+    framework: F,
+    tap: Arc<Tap<F::Tensor>>,
+    closed: bool,
+}
+
+impl<F: Framework> std::fmt::Debug for AdapterHook<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdapterHook")
+            .field("hook", &self.hook)
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F: Framework> AdapterHook<F> {
+    /// Builds the hook from a configured [`HookBuilder`] (configuration errors surface here) and
+    /// the sink that stores the run (smdebug-io's `Writer`, or a [`MemorySink`](crate::MemorySink)).
+    pub fn new(
+        builder: HookBuilder,
+        sink: impl Sink + 'static,
+        framework: F,
+    ) -> Result<Self, F::Error> {
+        Ok(AdapterHook {
+            hook: builder.build(sink)?,
+            framework,
+            tap: Arc::new(Tap::new()),
+            closed: false,
+        })
+    }
+
+    /// The core hook: mode, step counters, configuration.
+    pub fn hook(&self) -> &Hook {
+        &self.hook
+    }
+
+    /// The core hook, to save host data (`save_tensor` with a `TensorView`) directly.
+    pub fn hook_mut(&mut self) -> &mut Hook {
+        &mut self.hook
+    }
+
+    /// The stop signal the hook watches; hand it to whatever may ask the job to stop (a rule
+    /// runner, a `StopWatcher`).
+    pub fn stop_signal(&self) -> StopSignal {
+        self.hook.stop_signal()
+    }
+
+    /// The reason, when someone asked this job to stop. Check it once per step.
+    pub fn stop_requested(&self) -> Option<String> {
+        self.hook.stop_requested()
+    }
+
+    /// Whether `name` in `collections` is due now (cheap: a flag when nothing is due this step,
+    /// one hash lookup otherwise). Always false once closed.
+    pub fn is_due(&mut self, name: &str, collections: &[&str]) -> bool {
+        !self.closed && self.hook.is_due(name, collections)
+    }
+
+    /// Whether anything at all may be saved at this step; adapters check it before walking a
+    /// model. Always false once closed.
+    pub fn anything_due(&self) -> bool {
+        !self.closed && self.hook.anything_due()
+    }
+
+    /// What is due of the tensor `name` in `collections` now, `None` when nothing is (or the hook
+    /// is closed). Adapters ask before they touch the tensor, and hand the due ones to
+    /// [`record`](Self::record).
+    pub fn due(&mut self, name: &str, collections: &[&str]) -> Option<DueTensor> {
+        if self.closed {
+            return None;
+        }
+        self.hook.due_tensor(name, collections)
+    }
+
+    /// Records tensors found due at this step with [`due`](Self::due), all in one go (the
+    /// framework may read them back together). Returns how many were recorded; on errors, the
+    /// first one, after every tensor was tried.
+    pub fn record(&mut self, due: Vec<Due<F::Tensor>>) -> Result<usize, F::Error> {
+        if self.closed || due.is_empty() {
+            return Ok(0);
+        }
+        self.framework.record(&mut self.hook, due)
+    }
+
+    /// Saves a framework tensor under `name` in `collections` (plus every collection whose
+    /// `include_regex` matches the name) when due. Returns whether anything was recorded.
+    pub fn save_tensor(
+        &mut self,
+        name: &str,
+        tensor: &F::Tensor,
+        collections: &[&str],
+    ) -> Result<bool, F::Error> {
+        let Some(due) = self.due(name, collections) else {
+            return Ok(false);
+        };
+        let entry = Due {
+            name: name.to_string(),
+            due,
+            tensor: F::keep(tensor),
+        };
+        Ok(self.record(vec![entry])? > 0)
+    }
+
+    /// Saves a loss in `losses`: a one-element tensor as the scalar `name` (an `f64` of shape
+    /// `[]`, as Python smdebug stores it), a larger one as a tensor.
+    pub fn save_loss(&mut self, name: &str, loss: &F::Tensor) -> Result<bool, F::Error> {
+        if !self.is_due(name, &["losses"]) {
+            return Ok(false);
+        }
+        match self.framework.scalar(name, loss)? {
+            Some(value) => Ok(self.hook.save_scalar(name, value, &["losses"])),
+            None => self.save_tensor(name, loss, &["losses"]),
+        }
+    }
+
+    /// Saves a metric (accuracy, …) in `metrics`. Returns whether it was recorded.
+    pub fn save_metric(&mut self, name: &str, value: f64) -> bool {
+        self.hook.save_scalar(name, value, &["metrics"])
+    }
+
+    /// Saves a scalar in the given collections. Returns whether it was recorded.
+    pub fn save_scalar(&mut self, name: &str, value: f64, collections: &[&str]) -> bool {
+        self.hook.save_scalar(name, value, collections)
+    }
+
+    /// A capture point for a tensor computed inside a forward pass, saved under `name` when due,
+    /// in `collections` plus every collection whose `include_regex` matches `name`. With no
+    /// collections named, only regex collections (and `save_all`) select it, so a model can probe
+    /// every layer and the configuration decides which layers are recorded.
+    pub fn probe(&mut self, name: &str, collections: &[&str]) -> Probe<F> {
+        let collections = collections.iter().map(|c| c.to_string()).collect();
+        let point = self.tap.register(name.to_string(), collections);
+        self.arm_probes();
+        Probe {
+            point,
+            tap: self.tap.clone(),
+        }
+    }
+
+    /// Switches mode (TRAIN, EVAL, PREDICT); a step with records is closed first. An error saving
+    /// a kept tensor is returned after the mode has changed.
+    pub fn set_mode(&mut self, mode: Mode) -> Result<(), F::Error> {
+        if mode == self.hook.mode() {
+            return Ok(());
+        }
+        let saved = self.save_kept();
+        self.hook.set_mode(mode);
+        self.arm_probes();
+        saved.map(|_| ())
+    }
+
+    /// Ends the step: saves what the probes kept, publishes the step and advances the step
+    /// counters. An error saving a kept tensor is returned after the step has advanced.
+    pub fn step(&mut self) -> Result<(), F::Error> {
+        let saved = self.save_kept();
+        self.hook.step();
+        self.arm_probes();
+        saved.map(|_| ())
+    }
+
+    /// Ends the run: the last step, the collections and the end marker (with the stop reason, if
+    /// one was requested). Closing again does nothing; afterwards nothing is saved.
+    pub fn close(&mut self) -> Result<(), F::Error> {
+        if self.closed {
+            return Ok(());
+        }
+        let saved = self.save_kept();
+        self.hook.close();
+        self.closed = true;
+        self.arm_probes();
+        saved.map(|_| ())
+    }
+
+    /// Sets each probe's flag to whether its tensor is due at the current step.
+    fn arm_probes(&mut self) {
+        let (hook, closed) = (&mut self.hook, self.closed);
+        self.tap
+            .arm(|name, collections| !closed && hook.is_due(name, collections));
+    }
+
+    /// Records the tensors the probes kept during this step.
+    fn save_kept(&mut self) -> Result<usize, F::Error> {
+        let kept = self.tap.take();
+        let mut due = Vec::with_capacity(kept.len());
+        for (point, tensor) in kept {
+            if let Some(d) = self.due(&point.name, &point.collection_refs()) {
+                due.push(Due {
+                    name: point.name.clone(),
+                    due: d,
+                    tensor,
+                });
+            }
+        }
+        self.record(due)
+    }
+}
+
+impl<F: Framework> Drop for AdapterHook<F> {
+    /// A hook dropped without `close()` still publishes its last step and the end marker.
+    fn drop(&mut self) {
+        if let Err(e) = self.close() {
+            log::warn!("smdebug: closing the hook on drop: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{MemorySink, SaveConfig, TensorView};
+
+    /// A framework whose tensors are host vectors: enough to exercise the kit.
+    struct Host;
+
+    impl Framework for Host {
+        type Tensor = Vec<f32>;
+        type Error = crate::Error;
+
+        fn keep(tensor: &Vec<f32>) -> Vec<f32> {
+            tensor.clone()
+        }
+
+        fn scalar(&mut self, _name: &str, tensor: &Vec<f32>) -> crate::Result<Option<f64>> {
+            Ok(match tensor.as_slice() {
+                [v] => Some(f64::from(*v)),
+                _ => None,
+            })
+        }
+
+        fn record(&mut self, hook: &mut Hook, due: Vec<Due<Vec<f32>>>) -> crate::Result<usize> {
+            tally(due.into_iter().map(|d| -> crate::Result<bool> {
+                let view = TensorView::from_slice(&d.tensor, &[d.tensor.len()])?;
+                Ok(hook.save_due(&d.name, &d.due, &view))
+            }))
+        }
+    }
+
+    #[test]
+    fn tally_tries_everything_and_returns_the_first_error() {
+        let all: Vec<Result<bool, &str>> = vec![Ok(true), Err("a"), Ok(true), Err("b")];
+        assert_eq!(tally(all), Err("a"));
+        assert_eq!(tally([Ok::<_, ()>(2usize), Ok(3)]), Ok(5));
+        assert_eq!(tally([Ok::<_, ()>(true), Ok(false), Ok(true)]), Ok(2));
+    }
+
+    #[test]
+    fn probes_keep_the_last_tensor_of_due_steps_and_are_disarmed_after_close() {
+        let sink = MemorySink::default();
+        let builder = Hook::builder().save_config(SaveConfig::every(2));
+        let mut hook = AdapterHook::new(builder, sink.clone(), Host).unwrap();
+        let probe = hook.probe("relu1.output", &["outputs"]);
+        for step in 0..3u8 {
+            assert_eq!(probe.is_armed(), step % 2 == 0);
+            probe.record(&vec![f32::from(step)]);
+            probe.record(&vec![f32::from(step), 1.0]);
+            hook.step().unwrap();
+        }
+        hook.close().unwrap();
+        assert!(!probe.is_armed() && !hook.is_due("relu1.output", &["outputs"]));
+        let got: Vec<(u64, Vec<f64>)> = sink
+            .tensors()
+            .into_iter()
+            .map(|t| (t.key.step, t.tensor.to_f64_vec()))
+            .collect();
+        assert_eq!(got, vec![(0, vec![0.0, 1.0]), (2, vec![2.0, 1.0])]);
+        assert!(!hook.save_tensor("late", &vec![1.0], &["outputs"]).unwrap());
+    }
+}
