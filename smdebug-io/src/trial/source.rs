@@ -184,8 +184,21 @@ fn read_index_file(
             ),
         });
     }
-    let repeated = index
-        .repeated_names()
+    // A short list is checked for repeated names by comparing them (most steps hold a few
+    // tensors); a long one by the index's own table.
+    let names = &index.tensor_payload;
+    let may_repeat = names.len() > 16
+        || (1..names.len()).any(|i| {
+            names[..i]
+                .iter()
+                .any(|n| n.tensorname == names[i].tensorname)
+        });
+    let repeated = if may_repeat {
+        index.repeated_names()
+    } else {
+        Vec::new()
+    };
+    let repeated = repeated
         .into_iter()
         .map(|(first, later)| {
             format!(
@@ -195,7 +208,7 @@ fn read_index_file(
             )
         })
         .collect();
-    let tensors = index
+    let tensors: TensorTable = index
         .tensor_payload
         .into_iter()
         .map(|t| (t.tensorname, (t.start_idx, t.length)))
