@@ -594,6 +594,9 @@ fn decode_selected_ref<'a>(
     })
 }
 
+/// A tensor's dtype, shape and values (little-endian, row-major).
+type TensorLayout<'a> = (DType, Vec<usize>, std::borrow::Cow<'a, [u8]>);
+
 /// A `TensorProto` read in place: dtype, shape and the values, borrowed from `bytes` when they
 /// are raw `tensor_content`; TensorFlow's typed value fields (rare: small tensors written by
 /// TensorFlow itself) are decoded through the prost message.
@@ -601,7 +604,7 @@ fn tensor_ref<'a>(
     bytes: &'a [u8],
     tag: &str,
     max_tensor_bytes: u64,
-) -> Result<(DType, Vec<usize>, std::borrow::Cow<'a, [u8]>), DecodeError> {
+) -> Result<TensorLayout<'a>, DecodeError> {
     let bad = |e: String| DecodeError::Malformed(format!("bad protobuf: {e}"));
     let (mut dtype, mut shape, mut content) = (0i32, None, &[][..]);
     let mut has_strings = false;
