@@ -64,15 +64,23 @@ fn write_run(dir: &std::path::Path) -> String {
     run
 }
 
-fn budgets() -> [(&'static str, usize); 3] {
+/// Every way a trial reads event files: mapped (the default for local runs), and fetched into
+/// memory with room for every file, a few, or none.
+fn budgets() -> [(&'static str, TrialOptions); 4] {
+    let unmapped = |file_cache_bytes| TrialOptions {
+        map_files: false,
+        file_cache_bytes,
+        ..TrialOptions::default()
+    };
     [
+        ("mapped files", TrialOptions::default()),
         (
             "the default cache",
-            TrialOptions::default().file_cache_bytes,
+            unmapped(TrialOptions::default().file_cache_bytes),
         ),
         // A few event files fit; the rest are read record by record.
-        ("a cache of 8 KiB", 8 << 10),
-        ("no cache", 0),
+        ("a cache of 8 KiB", unmapped(8 << 10)),
+        ("no cache", unmapped(0)),
     ]
 }
 
@@ -103,9 +111,21 @@ fn check_bulk_reads_match_step_reads(trial: &Trial, what: &str) -> usize {
                 steps,
                 "{what}: {name}"
             );
+            let bytes = t.raw_bytes_values(mode, None).unwrap();
+            assert_eq!(
+                bytes.keys().copied().collect::<Vec<_>>(),
+                steps,
+                "{what}: {name}"
+            );
             for (step, value) in &raw {
                 let one = t.raw(*step, mode, None).unwrap();
                 assert_eq!(value, &one, "{what}: {name} at {mode:?} step {step}");
+                assert_eq!(&bytes[step].to_tensor(), &one, "{what}: {name} {step}");
+                assert_eq!(
+                    t.raw_bytes(*step, mode, None).unwrap(),
+                    bytes[step],
+                    "{what}: {name} {step}"
+                );
                 let bits =
                     |a: &ndarray::ArrayD<f64>| a.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                 assert_eq!(floats[step].shape(), one.shape(), "{what}: {name} {step}");
@@ -125,11 +145,7 @@ fn check_bulk_reads_match_step_reads(trial: &Trial, what: &str) -> usize {
 fn whole_tensor_reads_match_step_reads_on_a_long_run_with_any_cache() {
     let dir = tempfile::tempdir().unwrap();
     let run = write_run(dir.path());
-    for (what, budget) in budgets() {
-        let options = TrialOptions {
-            file_cache_bytes: budget,
-            ..TrialOptions::default()
-        };
+    for (what, options) in budgets() {
         let trial = Trial::open_with(&run, options).unwrap();
         assert_eq!(
             trial.steps(None).unwrap(),
@@ -188,14 +204,56 @@ fn whole_tensor_reads_match_step_reads_on_runs_written_by_python_hooks() {
         "tf_keras",
     ] {
         let (path, _) = support::expected_run("hooks", name);
-        for (what, budget) in budgets() {
-            let options = TrialOptions {
-                file_cache_bytes: budget,
-                ..TrialOptions::default()
-            };
+        for (what, options) in budgets() {
             let trial = Trial::open_with(path.to_str().unwrap(), options).unwrap();
             let checked = check_bulk_reads_match_step_reads(&trial, &format!("{name}, {what}"));
             assert!(checked > 0, "{name}: nothing read");
         }
     }
+}
+
+/// Every value of every golden run and every run of the hook corpus, read from mapped event
+/// files, equals the value read from files fetched into memory and record by record.
+#[test]
+fn mapped_files_give_the_values_reading_gives() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut runs = Vec::new();
+    for set in ["golden", "hooks"] {
+        for entry in std::fs::read_dir(data.join(set)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() && Trial::open(path.to_str().unwrap()).is_ok() {
+                runs.push(path);
+            }
+        }
+    }
+    assert!(runs.len() >= 10, "{runs:?}");
+    let mut compared = 0;
+    for run in &runs {
+        let run = run.to_str().unwrap();
+        let trials: Vec<(&str, Trial)> = budgets()
+            .into_iter()
+            .map(|(what, options)| (what, Trial::open_with(run, options).unwrap()))
+            .collect();
+        let (_, mapped) = &trials[0];
+        for name in mapped.tensor_names().unwrap() {
+            let t = mapped.tensor(&name).unwrap();
+            for step in t.steps(None).unwrap() {
+                for worker in t.workers(step, None).unwrap() {
+                    let want = t.raw(step, None, Some(&worker));
+                    for (what, other) in &trials[1..] {
+                        let got = other.tensor(&name).unwrap().raw(step, None, Some(&worker));
+                        match (&want, &got) {
+                            (Ok(a), Ok(b)) => assert_eq!(a, b, "{run} {name} {step} {what}"),
+                            (Err(a), Err(b)) => {
+                                assert_eq!(a.to_string(), b.to_string(), "{run} {name} {what}")
+                            }
+                            _ => panic!("{run} {name} {step} {worker} {what}: {want:?} / {got:?}"),
+                        }
+                    }
+                    compared += 1;
+                }
+            }
+        }
+    }
+    assert!(compared > 1000, "{compared} values compared");
 }

@@ -627,3 +627,94 @@ fn an_index_naming_another_workers_event_file_is_a_bad_index() {
         "{err}"
     );
 }
+
+// ---- 4. event files that change under a reader ----
+
+/// An event file cut short after the trial listed the run, before it was read: with event files
+/// mapped (the default) and read into memory alike, the records past the cut are incomplete
+/// records naming the file, the records before it still read, and nothing faults.
+#[test]
+fn an_event_file_cut_short_after_listing_is_an_incomplete_record_not_a_crash() {
+    for map_files in [true, false] {
+        let dir = golden_copy("pysmdebug_multi");
+        let run = run_of(&dir);
+        let index = read_json(&run, &layout::index_file(0, "worker_0"));
+        let event_file = index["meta"]["event_file_name"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let entries = index["tensor_payload"].as_array().unwrap();
+        let at = |e: &Value| e["start_idx"].as_u64().unwrap();
+        let first = entries.iter().min_by_key(|e| at(e)).unwrap();
+        let last = entries.iter().max_by_key(|e| at(e)).unwrap();
+        let (first_name, last_name) = (
+            first["tensorname"].as_str().unwrap(),
+            last["tensorname"].as_str().unwrap(),
+        );
+        let cut = at(last) + 5;
+
+        let options = TrialOptions {
+            map_files,
+            ..TrialOptions::default()
+        };
+        let trial = Trial::open_with(&run, options).unwrap();
+        let want_first = Trial::open(&run)
+            .unwrap()
+            .tensor(first_name)
+            .unwrap()
+            .raw(0, None, Some("worker_0"))
+            .unwrap();
+        let path = Path::new(&run).join(&event_file);
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(cut).unwrap();
+        drop(file);
+
+        let err = trial
+            .tensor(last_name)
+            .unwrap()
+            .raw(0, None, Some("worker_0"))
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::IncompleteRecord { path, offset, available: 5, .. }
+                     if *path == event_file && *offset == at(last)),
+            "map_files {map_files}: {err}"
+        );
+        let got = trial
+            .tensor(first_name)
+            .unwrap()
+            .raw(0, None, Some("worker_0"))
+            .unwrap();
+        assert_eq!(got, want_first, "map_files {map_files}");
+        // The whole tensor at once reports the same error.
+        let err = trial
+            .tensor(last_name)
+            .unwrap()
+            .raw_values(None, Some("worker_0"))
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::IncompleteRecord { .. }),
+            "map_files {map_files}: {err}"
+        );
+    }
+}
+
+/// An event file replaced (as smdebug's writers publish files: a new file renamed over the old)
+/// after the trial mapped it: the trial keeps reading the file it mapped.
+#[test]
+fn an_event_file_replaced_after_it_was_read_keeps_its_values() {
+    let dir = golden_copy("pysmdebug_multi");
+    let run = run_of(&dir);
+    let trial = Trial::open(&run).unwrap();
+    let t = trial.tensor("loss").unwrap();
+    let before = t.raw(0, None, Some("worker_0")).unwrap();
+    let index = read_json(&run, &layout::index_file(0, "worker_0"));
+    let event_file = Path::new(&run).join(index["meta"]["event_file_name"].as_str().unwrap());
+    let replacement = event_file.with_extension("new");
+    std::fs::write(&replacement, b"not an event file").unwrap();
+    std::fs::rename(&replacement, &event_file).unwrap();
+    assert_eq!(t.raw(0, None, Some("worker_0")).unwrap(), before);
+    assert_eq!(
+        t.raw_bytes(0, None, Some("worker_0")).unwrap().to_tensor(),
+        before
+    );
+}

@@ -6,6 +6,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use smdebug_core::{DType, Mode, Tensor};
+use smdebug_io::trial::TensorBytes;
 
 /// A mode from its smdebug name (`TRAIN`, `EVAL`, `PREDICT`, `GLOBAL`); `None` is `GLOBAL`.
 pub fn mode(name: Option<&str>) -> PyResult<Mode> {
@@ -52,6 +53,56 @@ pub fn tensor_to_numpy(py: Python<'_>, tensor: Tensor) -> PyResult<Bound<'_, PyA
             let values: Vec<f32> = tensor.to_f64_vec().into_iter().map(|v| v as f32).collect();
             shaped(py, tensor.shape(), values)
         }
+    }
+}
+
+/// A saved value as a numpy array of its own dtype and shape: one new array, the value's bytes
+/// copied into it once (from the event file as read or mapped). `bool`, float16 and bfloat16
+/// take [`tensor_to_numpy`]'s way, as do big-endian hosts (the stored bytes are little-endian).
+pub fn bytes_to_numpy<'py>(py: Python<'py>, value: &TensorBytes) -> PyResult<Bound<'py, PyAny>> {
+    if cfg!(target_endian = "big") {
+        return tensor_to_numpy(py, value.to_tensor());
+    }
+    match value.dtype {
+        DType::F32 => copied::<f32>(py, value),
+        DType::F64 => copied::<f64>(py, value),
+        DType::I8 => copied::<i8>(py, value),
+        DType::I16 => copied::<i16>(py, value),
+        DType::I32 => copied::<i32>(py, value),
+        DType::I64 => copied::<i64>(py, value),
+        DType::U8 => copied::<u8>(py, value),
+        DType::U16 => copied::<u16>(py, value),
+        DType::U32 => copied::<u32>(py, value),
+        DType::U64 => copied::<u64>(py, value),
+        DType::Bool | DType::F16 | DType::BF16 => tensor_to_numpy(py, value.to_tensor()),
+    }
+}
+
+/// A new C-ordered array of `T` holding `value`'s bytes (little-endian host).
+fn copied<'py, T: numpy::Element>(
+    py: Python<'py>,
+    value: &TensorBytes,
+) -> PyResult<Bound<'py, PyAny>> {
+    let elements: usize = value.shape.iter().product();
+    if elements.checked_mul(std::mem::size_of::<T>()) != Some(value.data.len()) {
+        return Err(PyValueError::new_err(format!(
+            "{} bytes for shape {:?} of {}",
+            value.data.len(),
+            value.shape,
+            value.dtype
+        )));
+    }
+    // SAFETY: the array is new and C-contiguous with exactly `value.data.len()` bytes of
+    // elements (checked above), every one of them written below before Python can see it; any
+    // bit pattern is a valid value of these numeric types.
+    unsafe {
+        let array = PyArrayDyn::<T>::new(py, numpy::ndarray::IxDyn(&value.shape), false);
+        std::ptr::copy_nonoverlapping(
+            value.data.as_ptr(),
+            array.data().cast::<u8>(),
+            value.data.len(),
+        );
+        Ok(array.into_any())
     }
 }
 

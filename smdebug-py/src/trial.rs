@@ -10,7 +10,7 @@ use pyo3::types::PyDict;
 use smdebug_core::Mode;
 use smdebug_io::{StepState, Trial};
 
-use crate::convert::{mode, tensor_to_numpy, to_python};
+use crate::convert::{bytes_to_numpy, mode, to_python};
 use crate::errors::{io_error, lookup_error};
 use crate::workers::workers_of;
 
@@ -227,10 +227,10 @@ impl NativeTrial {
         let read = py.detach(|| {
             self.trial
                 .tensor(name)
-                .and_then(|t| t.raw(step, Some(mode), worker))
+                .and_then(|t| t.raw_bytes(step, Some(mode), worker))
         });
         match read {
-            Ok(tensor) => tensor_to_numpy(py, tensor),
+            Ok(value) => bytes_to_numpy(py, &value),
             Err(e) => Err(lookup_error(py, &self.trial, e, name, step, mode, worker)),
         }
     }
@@ -255,21 +255,21 @@ impl NativeTrial {
             .detach(|| {
                 self.trial
                     .tensor(name)
-                    .and_then(|t| t.raw_values(Some(mode), worker))
+                    .and_then(|t| t.raw_bytes_values(Some(mode), worker))
             })
             .unwrap_or_default();
         let out = PyDict::new(py);
         for step in steps {
             let read = match all.remove(&step) {
-                Some(tensor) => Ok(tensor),
+                Some(value) => Ok(value),
                 None => py.detach(|| {
                     self.trial
                         .tensor(name)
-                        .and_then(|t| t.raw(step, Some(mode), worker))
+                        .and_then(|t| t.raw_bytes(step, Some(mode), worker))
                 }),
             };
             match read {
-                Ok(tensor) => out.set_item(step, tensor_to_numpy(py, tensor)?)?,
+                Ok(value) => out.set_item(step, bytes_to_numpy(py, &value)?)?,
                 Err(e) => return Err(lookup_error(py, &self.trial, e, name, step, mode, worker)),
             }
         }

@@ -154,9 +154,16 @@ def test_missing_run_is_a_clear_error(tmp_path):
         create_trial(str(tmp_path / "nothing-here"))
 
 
-def test_values_are_numpy_owned_without_copy(multi):
-    v = multi.tensor("fc1.weight").value(0)
-    # The array is a view of the buffer the reader decoded into (a uint8 array made from the
-    # Rust Vec), not a copy.
-    assert v.base is not None and v.flags.writeable
-    assert np.shares_memory(v, v.base)
+def test_values_are_writable_arrays_of_their_own(multi):
+    t = multi.tensor("fc1.weight")
+    v = t.value(0)
+    # One copy, straight from the (mapped) event file into an array that owns its memory:
+    # aligned, C-ordered and writable, as smdebug's arrays are, and never shared by two reads.
+    assert v.base is None and v.flags.owndata and v.flags.writeable
+    assert v.flags.c_contiguous and v.flags.aligned
+    again = t.value(0)
+    assert not np.shares_memory(v, again)
+    v[...] = 0
+    assert np.array_equal(t.value(0), again) and again.any()
+    for arr in t.values().values():
+        assert arr.base is None and arr.flags.owndata and arr.flags.writeable

@@ -30,6 +30,7 @@ pub mod proto;
 pub mod record;
 pub mod tensor;
 pub mod tensorboard;
+mod wire;
 
 use smdebug_core::{EndReason, Tensor};
 
@@ -39,7 +40,7 @@ pub use record::{
     ChecksumKind, Corruption, Decoded, MaskedCrc, PayloadChecksum, PayloadCrcPolicy, RecordIter,
     RecordRef, decode_record,
 };
-pub use tensor::{EventStamp, TensorEvent};
+pub use tensor::{EventStamp, TensorEvent, TensorEventRef};
 
 /// One framed record holding tensor `name` (copies the tensor's bytes once; the writer avoids
 /// even that by keeping the parts apart).
@@ -85,6 +86,21 @@ pub fn read_tagged_tensor_record(
 ) -> Result<TensorEvent> {
     let rec = record::decode_exact_record(bytes, path, offset, policy)?;
     tensor::decode_tagged_tensor_event(rec.payload, tag, max_tensor_bytes)
+        .map_err(|e| e.at(path, offset))
+}
+
+/// [`read_tagged_tensor_record`] without copying the values: they stay in `bytes` when the
+/// record stores them raw (as smdebug always does).
+pub fn read_tagged_tensor_record_ref<'a>(
+    bytes: &'a [u8],
+    path: &str,
+    offset: u64,
+    tag: &str,
+    policy: PayloadCrcPolicy,
+    max_tensor_bytes: u64,
+) -> Result<tensor::TensorEventRef<'a>> {
+    let rec = record::decode_exact_record(bytes, path, offset, policy)?;
+    tensor::decode_tensor_event_ref(rec.payload, Some(tag), max_tensor_bytes)
         .map_err(|e| e.at(path, offset))
 }
 

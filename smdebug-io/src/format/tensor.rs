@@ -10,9 +10,9 @@ use prost::Message;
 use smdebug_core::{DType, Mode, Tensor};
 
 use super::proto::{
-    Event, PluginData, SummaryMetadata, TensorProto, TensorShapeProto, event, summary,
-    tensor_shape_proto,
+    Event, PluginData, SummaryMetadata, TensorProto, TensorShapeProto, summary, tensor_shape_proto,
 };
+use super::wire::Fields;
 
 /// Plugin name of the mode step in a tensor's summary metadata (smdebug's `MODE_STEP_PLUGIN_NAME`).
 pub const MODE_STEP_PLUGIN: &str = "mode_step";
@@ -352,78 +352,399 @@ fn decode_selected(
     tag: Option<&str>,
     max_tensor_bytes: u64,
 ) -> Result<TensorEvent, DecodeError> {
-    let event = decode_event(payload)?;
-    if event.step < 0 {
-        return Err(format!("negative step {}", event.step).into());
+    decode_selected_ref(payload, tag, max_tensor_bytes)?.into_owned()
+}
+
+/// One tensor read back from an event without copying its values: `data` is a slice of the
+/// payload when the event stores the values as raw bytes (`tensor_content`, what smdebug
+/// writes), and converted from TensorFlow's typed value fields otherwise.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorEventRef<'a> {
+    /// The tensor name (the summary value's tag).
+    pub name: &'a str,
+    /// The global step.
+    pub step: u64,
+    pub wall_time: f64,
+    /// The mode (GLOBAL when the event carries none, as smdebug reads it).
+    pub mode: Mode,
+    /// The step within the mode (the global step when the event carries none).
+    pub mode_step: u64,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    /// The values: little-endian, row-major, exactly as many bytes as dtype and shape need.
+    pub data: std::borrow::Cow<'a, [u8]>,
+}
+
+impl TensorEventRef<'_> {
+    /// The event with the values copied into a [`Tensor`] of its own.
+    pub fn into_owned(self) -> Result<TensorEvent, DecodeError> {
+        let tensor = Tensor::from_bytes(self.dtype, self.shape, self.data.into_owned())
+            .map_err(|e| format!("tensor `{}`: {e}", self.name))?;
+        Ok(TensorEvent {
+            name: self.name.to_string(),
+            step: self.step,
+            wall_time: self.wall_time,
+            mode: self.mode,
+            mode_step: self.mode_step,
+            tensor,
+        })
     }
-    let step = event.step as u64;
-    let Some(event::What::Summary(summary)) = event.what else {
+}
+
+/// [`decode_tagged_tensor_event`] without copying the values: the tensor value tagged `tag`
+/// (the only tensor value when `tag` is `None`), with the same checks.
+pub fn decode_tensor_event_ref<'a>(
+    payload: &'a [u8],
+    tag: Option<&str>,
+    max_tensor_bytes: u64,
+) -> Result<TensorEventRef<'a>, DecodeError> {
+    decode_selected_ref(payload, tag, max_tensor_bytes)
+}
+
+/// One `Summary.Value`, read in place: its tag and, when it holds a tensor, the tensor's bytes.
+struct ValueRef<'a> {
+    bytes: &'a [u8],
+    tag: &'a str,
+    tensor: Option<&'a [u8]>,
+}
+
+fn parse_value(bytes: &[u8]) -> Result<ValueRef<'_>, String> {
+    let mut value = ValueRef {
+        bytes,
+        tag: "",
+        tensor: None,
+    };
+    // Which member of the `value` oneof came last: a later member replaces an earlier one.
+    let mut last = 0;
+    for field in Fields::new(bytes) {
+        let (number, v) = field?;
+        match number {
+            1 => value.tag = v.text("Summary.Value.tag")?,
+            7 => {
+                v.text("Summary.Value.node_name")?;
+            }
+            9 => {
+                v.bytes("Summary.Value.metadata")?;
+            }
+            2 => {
+                v.fixed32("Summary.Value.simple_value")?;
+                value.tensor = None;
+            }
+            5 => {
+                v.bytes("Summary.Value.histo")?;
+                value.tensor = None;
+            }
+            8 => {
+                let t = v.bytes("Summary.Value.tensor")?;
+                // Protobuf would merge the two messages; no writer sends a tensor in pieces.
+                if last == 8 {
+                    return Err(format!(
+                        "summary value `{}` holds its tensor twice",
+                        value.tag
+                    ));
+                }
+                value.tensor = Some(t);
+            }
+            _ => continue,
+        }
+        if matches!(number, 2 | 5 | 8) {
+            last = number;
+        }
+    }
+    Ok(value)
+}
+
+/// The `(plugin_name, content)` pairs of a value's metadata, in order.
+fn plugins<'a>(value: &ValueRef<'a>) -> Result<Vec<(&'a str, &'a [u8])>, String> {
+    let mut out = Vec::new();
+    for field in Fields::new(value.bytes) {
+        let (number, v) = field?;
+        if number != 9 {
+            continue;
+        }
+        for field in Fields::new(v.bytes("Summary.Value.metadata")?) {
+            let (number, v) = field?;
+            match number {
+                1 => {
+                    let (mut name, mut content): (&str, &[u8]) = ("", &[]);
+                    for field in Fields::new(v.bytes("SummaryMetadata.plugin_data")?) {
+                        let (number, v) = field?;
+                        match number {
+                            1 => name = v.text("PluginData.plugin_name")?,
+                            2 => content = v.bytes("PluginData.content")?,
+                            _ => {}
+                        }
+                    }
+                    out.push((name, content));
+                }
+                2 => {
+                    v.text("SummaryMetadata.display_name")?;
+                }
+                3 => {
+                    v.text("SummaryMetadata.summary_description")?;
+                }
+                4 => {
+                    v.varint("SummaryMetadata.data_class")?;
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The summary values of an event that count: those of the summaries after the last other
+/// member of the `what` oneof (consecutive summaries merge, so all of their values count).
+fn summary_values<'a>(
+    payload: &'a [u8],
+    from: usize,
+) -> impl Iterator<Item = Result<ValueRef<'a>, String>> {
+    Fields::new(&payload[from..])
+        .filter_map(|field| match field {
+            Ok((5, v)) => Some(v.bytes("Event.summary")),
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        })
+        .flat_map(|summary| {
+            let (fields, err) = match summary {
+                Ok(bytes) => (Some(Fields::new(bytes)), None),
+                Err(e) => (None, Some(Err(e))),
+            };
+            err.into_iter().chain(
+                fields
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|field| match field {
+                        Ok((1, v)) => Some(v.bytes("Summary.value").and_then(parse_value)),
+                        Ok(_) => None,
+                        Err(e) => Some(Err(e)),
+                    }),
+            )
+        })
+}
+
+fn decode_selected_ref<'a>(
+    payload: &'a [u8],
+    tag: Option<&str>,
+    max_tensor_bytes: u64,
+) -> Result<TensorEventRef<'a>, DecodeError> {
+    let not_event = |e: String| DecodeError::Malformed(format!("not an Event protobuf: {e}"));
+    let (mut wall_time, mut step) = (0.0, 0i64);
+    // The `what` oneof: the member that came last, and where its run of summaries starts.
+    let (mut what, mut summaries_from) = (0, 0);
+    let mut fields = Fields::new(payload);
+    loop {
+        let at = payload.len() - fields.rest();
+        let Some(field) = fields.next() else { break };
+        let (number, v) = field.map_err(not_event)?;
+        match number {
+            1 => wall_time = f64::from_le_bytes(v.fixed64("Event.wall_time").map_err(not_event)?),
+            2 => step = v.varint("Event.step").map_err(not_event)? as i64,
+            3 => {
+                v.text("Event.file_version").map_err(not_event)?;
+            }
+            4 => {
+                v.bytes("Event.graph_def").map_err(not_event)?;
+            }
+            5 => {
+                v.bytes("Event.summary").map_err(not_event)?;
+                if what != 5 {
+                    summaries_from = at;
+                }
+            }
+            _ => continue,
+        }
+        if matches!(number, 3..=5) {
+            what = number;
+        }
+    }
+    if step < 0 {
+        return Err(format!("negative step {step}").into());
+    }
+    let step = step as u64;
+    if what != 5 {
         return Err("the event holds no summary".into());
-    };
-    let is_tensor = |v: &summary::Value| matches!(v.value, Some(summary::value::Value::Tensor(_)));
-    let mut candidates: Vec<summary::Value> = summary
-        .value
-        .into_iter()
-        .filter(|v| is_tensor(v) || tag.is_some())
-        .collect();
-    let tags_of = |values: &[summary::Value]| values.iter().map(|v| v.tag.clone()).collect();
-    if let Some(wanted) = tag {
-        let found = tags_of(&candidates);
-        candidates.retain(|v| v.tag == wanted && is_tensor(v));
-        if candidates.is_empty() {
-            return Err(DecodeError::OtherTag {
-                wanted: wanted.to_string(),
-                found,
-            });
+    }
+    let selected = |v: &ValueRef<'_>| v.tensor.is_some() && tag.is_none_or(|t| v.tag == t);
+    let mut found = None;
+    let mut count = 0usize;
+    for value in summary_values(payload, summaries_from) {
+        let value = value.map_err(not_event)?;
+        if selected(&value) {
+            count += 1;
+            found.get_or_insert(value);
         }
     }
-    let value = match candidates.len() {
-        0 => return Err("the summary holds no tensor value".into()),
-        1 => candidates.pop().expect("one value"),
-        _ => {
+    // The names in errors; only computed for one.
+    let tags = |keep: &dyn Fn(&ValueRef<'_>) -> bool| -> Vec<String> {
+        summary_values(payload, summaries_from)
+            .flatten()
+            .filter(|v| keep(v))
+            .map(|v| v.tag.to_string())
+            .collect()
+    };
+    let value = match (found, count) {
+        (Some(value), 1) => value,
+        (None, _) => {
+            return Err(match tag {
+                Some(wanted) => DecodeError::OtherTag {
+                    wanted: wanted.to_string(),
+                    found: tags(&|_| true),
+                },
+                None => "the summary holds no tensor value".into(),
+            });
+        }
+        (Some(_), _) => {
             return Err(DecodeError::Ambiguous {
-                tags: tags_of(&candidates),
+                tags: tags(&selected),
             });
         }
     };
-    let (mode, mode_step) = mode_of(value.metadata.as_ref(), step)?;
-    let Some(summary::value::Value::Tensor(proto)) = value.value else {
-        unreachable!("filtered for tensor values above")
-    };
-    let tensor = tensor_from_proto_tagged(proto, &value.tag, max_tensor_bytes)?;
-    Ok(TensorEvent {
+    let plugins = plugins(&value).map_err(not_event)?;
+    let (mode, mode_step) = mode_of_plugins(plugins.iter().copied(), step)?;
+    let tensor = value.tensor.expect("selected values hold a tensor");
+    let (dtype, shape, data) =
+        tensor_ref(tensor, value.tag, max_tensor_bytes).map_err(|e| match e {
+            DecodeError::Malformed(m) if m.starts_with("bad protobuf: ") => not_event(m),
+            other => other,
+        })?;
+    Ok(TensorEventRef {
         name: value.tag,
         step,
-        wall_time: event.wall_time,
+        wall_time,
         mode,
         mode_step,
-        tensor,
+        dtype,
+        shape,
+        data,
     })
+}
+
+/// A tensor's dtype, shape and values (little-endian, row-major).
+type TensorLayout<'a> = (DType, Vec<usize>, std::borrow::Cow<'a, [u8]>);
+
+/// A `TensorProto` read in place: dtype, shape and the values, borrowed from `bytes` when they
+/// are raw `tensor_content`; TensorFlow's typed value fields (rare: small tensors written by
+/// TensorFlow itself) are decoded through the prost message.
+fn tensor_ref<'a>(
+    bytes: &'a [u8],
+    tag: &str,
+    max_tensor_bytes: u64,
+) -> Result<TensorLayout<'a>, DecodeError> {
+    let bad = |e: String| DecodeError::Malformed(format!("bad protobuf: {e}"));
+    let (mut dtype, mut shape, mut content) = (0i32, None, &[][..]);
+    let mut has_strings = false;
+    for field in Fields::new(bytes) {
+        let (number, v) = field.map_err(bad)?;
+        match number {
+            1 => dtype = v.varint("TensorProto.dtype").map_err(bad)? as i32,
+            2 => {
+                let s = v.bytes("TensorProto.tensor_shape").map_err(bad)?;
+                // Protobuf would merge the two shapes; no writer sends a shape in pieces.
+                if shape.replace(s).is_some() {
+                    return Err(format!("tensor `{tag}`: its shape is given twice").into());
+                }
+            }
+            3 => {
+                v.varint("TensorProto.version_number").map_err(bad)?;
+            }
+            4 => content = v.bytes("TensorProto.tensor_content").map_err(bad)?,
+            8 => has_strings = true,
+            _ => {}
+        }
+    }
+    let (mut dims, mut unknown_rank) = (Vec::new(), false);
+    for field in Fields::new(shape.unwrap_or_default()) {
+        let (number, v) = field.map_err(bad)?;
+        match number {
+            2 => {
+                let mut size = 0i64;
+                for field in Fields::new(v.bytes("TensorShapeProto.dim").map_err(bad)?) {
+                    let (number, v) = field.map_err(bad)?;
+                    match number {
+                        1 => size = v.varint("Dim.size").map_err(bad)? as i64,
+                        2 => {
+                            v.text("Dim.name").map_err(bad)?;
+                        }
+                        _ => {}
+                    }
+                }
+                dims.push(size);
+            }
+            3 => unknown_rank = v.varint("TensorShapeProto.unknown_rank").map_err(bad)? != 0,
+            _ => {}
+        }
+    }
+    let (dtype, shape, n) = checked_layout(
+        dtype,
+        has_strings,
+        unknown_rank,
+        &dims,
+        tag,
+        max_tensor_bytes,
+    )?;
+    let data = if !content.is_empty() || n == 0 {
+        std::borrow::Cow::Borrowed(content)
+    } else {
+        let proto = TensorProto::decode(bytes).map_err(|e| bad(e.to_string()))?;
+        std::borrow::Cow::Owned(typed_values(dtype, &proto, n).map_err(|r| named(tag, r))?)
+    };
+    if data.len() != n * dtype.size() {
+        return Err(named(
+            tag,
+            format!(
+                "{} content bytes for shape {shape:?} of {dtype} (expected {})",
+                data.len(),
+                n * dtype.size()
+            ),
+        ));
+    }
+    Ok((dtype, shape, data))
+}
+
+fn named(tag: &str, reason: String) -> DecodeError {
+    if tag.is_empty() {
+        reason.into()
+    } else {
+        format!("tensor `{tag}`: {reason}").into()
+    }
 }
 
 /// Mode and mode step from smdebug's plugin data; GLOBAL and the global step when absent.
 pub fn mode_of(metadata: Option<&SummaryMetadata>, step: u64) -> Result<(Mode, u64), String> {
+    mode_of_plugins(
+        metadata
+            .map(|m| m.plugin_data.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .map(|p| (p.plugin_name.as_str(), p.content.as_slice())),
+        step,
+    )
+}
+
+/// [`mode_of`] over `(plugin_name, content)` pairs.
+fn mode_of_plugins<'a>(
+    plugins: impl Iterator<Item = (&'a str, &'a [u8])>,
+    step: u64,
+) -> Result<(Mode, u64), String> {
     let mut mode = Mode::Global;
     let mut mode_step = step;
-    for p in metadata
-        .map(|m| m.plugin_data.as_slice())
-        .unwrap_or_default()
-    {
-        let text = || String::from_utf8_lossy(&p.content).trim().to_string();
-        match p.plugin_name.as_str() {
+    for (name, content) in plugins {
+        let text = String::from_utf8_lossy(content);
+        let text = text.trim();
+        match name {
             MODE_STEP_PLUGIN => {
-                mode_step = text()
+                mode_step = text
                     .parse()
-                    .map_err(|_| format!("bad mode_step `{}`", text()))?;
+                    .map_err(|_| format!("bad mode_step `{text}`"))?;
             }
             MODE_PLUGIN => {
-                let t = text();
-                mode = t
+                mode = text
                     .parse::<i32>()
                     .ok()
                     .and_then(Mode::from_value)
-                    .or_else(|| Mode::from_name(&t))
-                    .ok_or_else(|| format!("bad mode `{t}`"))?;
+                    .or_else(|| Mode::from_name(text))
+                    .ok_or_else(|| format!("bad mode `{text}`"))?;
             }
             _ => {}
         }
@@ -464,31 +785,61 @@ fn tensor_from_proto_tagged(
     tag: &str,
     max_tensor_bytes: u64,
 ) -> Result<Tensor, DecodeError> {
-    let named = |reason: String| -> DecodeError {
-        if tag.is_empty() {
-            reason.into()
-        } else {
-            format!("tensor `{tag}`: {reason}").into()
-        }
+    let shape_proto = proto.tensor_shape.take().unwrap_or_default();
+    let dims: Vec<i64> = shape_proto.dim.iter().map(|d| d.size).collect();
+    let (dtype, shape, n) = checked_layout(
+        proto.dtype,
+        !proto.string_val.is_empty(),
+        shape_proto.unknown_rank,
+        &dims,
+        tag,
+        max_tensor_bytes,
+    )?;
+    let data = if !proto.tensor_content.is_empty() || n == 0 {
+        std::mem::take(&mut proto.tensor_content)
+    } else {
+        typed_values(dtype, &proto, n).map_err(|r| named(tag, r))?
     };
-    let dtype = DType::from_tf_datatype(proto.dtype).ok_or_else(|| {
-        if proto.dtype == 7 || (proto.dtype == 0 && !proto.string_val.is_empty()) {
+    if data.len() != n * dtype.size() {
+        return Err(named(
+            tag,
+            format!(
+                "{} content bytes for shape {shape:?} of {dtype} (expected {})",
+                data.len(),
+                n * dtype.size()
+            ),
+        ));
+    }
+    Tensor::from_bytes(dtype, shape, data).map_err(|e| named(tag, e.to_string()))
+}
+
+/// The dtype, shape and element count a tensor's header claims, checked: a dtype this reader
+/// has (strings are [`DecodeError::UnsupportedDtype`]), a known rank, non-negative dimensions,
+/// and no more than `max_tensor_bytes` (checked before anything is allocated).
+fn checked_layout(
+    tf_dtype: i32,
+    has_strings: bool,
+    unknown_rank: bool,
+    dims: &[i64],
+    tag: &str,
+    max_tensor_bytes: u64,
+) -> Result<(DType, Vec<usize>, usize), DecodeError> {
+    let dtype = DType::from_tf_datatype(tf_dtype).ok_or_else(|| {
+        if tf_dtype == 7 || (tf_dtype == 0 && has_strings) {
             DecodeError::UnsupportedDtype {
                 tag: tag.to_string(),
                 dtype: "string tensors".to_string(),
             }
         } else {
-            named(format!("unsupported TensorFlow dtype {}", proto.dtype))
+            named(tag, format!("unsupported TensorFlow dtype {tf_dtype}"))
         }
     })?;
-    let shape_proto = proto.tensor_shape.take().unwrap_or_default();
-    if shape_proto.unknown_rank {
-        return Err(named("the tensor's rank is unknown".to_string()));
+    if unknown_rank {
+        return Err(named(tag, "the tensor's rank is unknown".to_string()));
     }
-    let dims = shape_proto
-        .dim
+    let dims = dims
         .iter()
-        .map(|d| u64::try_from(d.size).map_err(|_| named(format!("bad dimension {}", d.size))))
+        .map(|&d| u64::try_from(d).map_err(|_| named(tag, format!("bad dimension {d}"))))
         .collect::<Result<Vec<u64>, DecodeError>>()?;
     let claimed = claimed_bytes(&dims, dtype);
     // No allocation can exceed isize::MAX bytes, whatever the budget says.
@@ -507,29 +858,18 @@ fn tensor_from_proto_tagged(
         .filter(|&&d| d != 0)
         .try_fold(1u128, |acc, &d| acc.checked_mul(u128::from(d)));
     if extent.is_none_or(|e| e > isize::MAX as u128) {
-        return Err(named(format!(
-            "shape {dims:?} has more elements than memory can address"
-        )));
+        return Err(named(
+            tag,
+            format!("shape {dims:?} has more elements than memory can address"),
+        ));
     }
     let shape = dims
         .iter()
-        .map(|&d| usize::try_from(d).map_err(|_| named(format!("bad dimension {d}"))))
+        .map(|&d| usize::try_from(d).map_err(|_| named(tag, format!("bad dimension {d}"))))
         .collect::<Result<Vec<usize>, DecodeError>>()?;
     // `claimed` fits in isize, and so does the element count.
     let n = (claimed / dtype.size() as u128) as usize;
-    let data = if !proto.tensor_content.is_empty() || n == 0 {
-        std::mem::take(&mut proto.tensor_content)
-    } else {
-        typed_values(dtype, &proto, n).map_err(named)?
-    };
-    if data.len() != n * dtype.size() {
-        return Err(named(format!(
-            "{} content bytes for shape {shape:?} of {dtype} (expected {})",
-            data.len(),
-            n * dtype.size()
-        )));
-    }
-    Tensor::from_bytes(dtype, shape, data).map_err(|e| named(e.to_string()))
+    Ok((dtype, shape, n))
 }
 
 /// Bytes a tensor of `dims` and `dtype` takes, saturating at `u128::MAX` (which no budget
@@ -570,7 +910,7 @@ fn typed_values(dtype: DType, p: &TensorProto, n: usize) -> Result<Vec<u8>, Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::proto::Summary;
+    use crate::format::proto::{Summary, event};
 
     #[test]
     fn encoded_event_decodes_with_prost_like_a_normal_message() {

@@ -23,6 +23,7 @@ use crate::error::{Error, Result};
 pub use crate::format::tensor::DEFAULT_MAX_TENSOR_BYTES;
 use crate::storage::Storage;
 use source::Location;
+pub use source::TensorBytes;
 use state::State;
 pub use state::{StepSelector, StepState};
 
@@ -36,7 +37,18 @@ pub struct TrialOptions {
     pub refresh_interval: Duration,
     /// Poll interval of [`Trial::wait_for_steps`]. Default: 100 ms.
     pub poll_interval: Duration,
-    /// Memory for whole event files kept after a read: files up to 1 MiB are fetched whole while
+    /// Memory-map the event files of a run on local disk: records are read straight from the
+    /// page cache, with no copy into fresh memory, and each map is kept until the trial is
+    /// dropped (at most 32,768 maps for all trials of a process; past that, files are read as
+    /// when this is off). A file's length is checked when it is mapped, so a file cut short
+    /// before that gives [`Error::IncompleteRecord`] for the records it lost. A file cut short
+    /// in place *while mapped* makes the process fault (SIGBUS) when the lost bytes are read:
+    /// smdebug's writers, ours and Python's, never do that (they publish a file by renaming a
+    /// finished temporary file, and never change it after); turn this off for a run whose
+    /// event files something else rewrites in place. Default: true.
+    pub map_files: bool,
+    /// Memory for whole event files kept after a read when they are not mapped (object stores,
+    /// or [`map_files`](TrialOptions::map_files) off): files up to 1 MiB are fetched whole while
     /// this budget lasts, so the other tensors of a step cost no further I/O; once it is spent,
     /// other files are read record by record. Nothing is evicted before the trial is dropped.
     /// Default: 256 MiB (a 10,000-step PyTorch run of 7 small tensors a step is 236 MB).
@@ -56,6 +68,7 @@ impl Default for TrialOptions {
             auto_refresh: true,
             refresh_interval: Duration::from_millis(100),
             poll_interval: Duration::from_millis(100),
+            map_files: true,
             file_cache_bytes: 256 << 20,
             max_tensor_bytes: DEFAULT_MAX_TENSOR_BYTES,
         }
@@ -68,7 +81,7 @@ pub struct Trial {
     storage: Arc<dyn Storage>,
     options: TrialOptions,
     state: Mutex<State>,
-    files: Mutex<source::FileCache>,
+    files: source::Files,
 }
 
 /// One saved value of a tensor, in the JSON shape of the interop checkers' `expected.json`
@@ -151,8 +164,8 @@ impl Trial {
 
     /// Opens with explicit options.
     pub fn open_with(location: &str, options: TrialOptions) -> Result<Trial> {
-        let storage = source::open(location)?;
-        Trial::from_storage(location, storage, options)
+        let (storage, dir) = source::open(location)?;
+        Trial::build(location, storage, dir, options)
     }
 
     /// Opens a run on an already-built storage (rooted at the run).
@@ -161,10 +174,21 @@ impl Trial {
         storage: Arc<dyn Storage>,
         options: TrialOptions,
     ) -> Result<Trial> {
+        Trial::build(location, storage, None, options)
+    }
+
+    /// `dir`: the run's directory when it is on local disk (its event files may be mapped).
+    fn build(
+        location: &str,
+        storage: Arc<dyn Storage>,
+        dir: Option<std::path::PathBuf>,
+        options: TrialOptions,
+    ) -> Result<Trial> {
+        let map_root = dir.filter(|_| options.map_files);
         let trial = Trial {
             location: location.to_string(),
             storage,
-            files: Mutex::new(source::FileCache::new(options.file_cache_bytes)),
+            files: source::Files::new(map_root, options.file_cache_bytes),
             options,
             state: Mutex::new(State::default()),
         };
@@ -393,6 +417,17 @@ impl Trial {
         )
     }
 
+    /// Tensor `name`'s record at `loc`, its values not copied.
+    fn read_bytes(&self, name: &str, loc: &Location) -> Result<TensorBytes> {
+        source::read_tensor_bytes(
+            self.storage.as_ref(),
+            &self.files,
+            loc,
+            name,
+            self.options.max_tensor_bytes,
+        )
+    }
+
     /// The summary the CLI's `info` prints.
     pub fn info(&self) -> Result<TrialInfo> {
         let st = self.maybe_refresh()?;
@@ -450,7 +485,7 @@ impl Trial {
                     step: loc.step,
                     mode: loc.mode,
                     mode_step: loc.mode_step,
-                    worker: loc.worker.to_string(),
+                    worker: loc.file.worker.to_string(),
                     dtype: t.dtype().name().to_string(),
                     shape: t.shape().to_vec(),
                     values: t.to_f64_vec().into_iter().map(JsonNumber).collect(),
@@ -496,6 +531,20 @@ impl TrialTensor<'_> {
         self.trial.read(&self.name, &loc)
     }
 
+    /// The value at a step with its own dtype, its bytes not copied: a slice of the event file
+    /// as it was read or mapped (for a caller that copies them into an array of its own).
+    pub fn raw_bytes(
+        &self,
+        step: u64,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+    ) -> Result<TensorBytes> {
+        let loc = self
+            .trial
+            .locate(&self.name, step, mode.unwrap_or(Mode::Global), worker)?;
+        self.trial.read_bytes(&self.name, &loc)
+    }
+
     /// A saved reduction of this tensor at a step (e.g. `"mean".parse()?`, `"abs_l2_norm"`).
     pub fn reduction_value(
         &self,
@@ -526,7 +575,7 @@ impl TrialTensor<'_> {
                 step,
             }),
             ref values => Err(Error::CorruptRecord {
-                path: loc.event_file.to_string(),
+                path: loc.file.path.to_string(),
                 offset: loc.start,
                 reason: format!(
                     "reduction `{name}` holds {} values; a reduction is one value",
@@ -543,7 +592,9 @@ impl TrialTensor<'_> {
         mode: Option<Mode>,
         worker: Option<&str>,
     ) -> Result<BTreeMap<u64, ArrayD<f64>>> {
-        self.read_every_step(mode, worker, |t| t.to_array_f64())
+        self.read_every_step(mode, worker, |loc| {
+            Ok(self.trial.read(&self.name, loc)?.to_array_f64())
+        })
     }
 
     /// Every saved value of this tensor in a mode, keyed by step, in the dtype it was saved in
@@ -554,15 +605,25 @@ impl TrialTensor<'_> {
         mode: Option<Mode>,
         worker: Option<&str>,
     ) -> Result<BTreeMap<u64, Tensor>> {
-        self.read_every_step(mode, worker, |t| t)
+        self.read_every_step(mode, worker, |loc| self.trial.read(&self.name, loc))
     }
 
-    /// Reads every step of this tensor and converts each value on the reading thread.
+    /// Every saved value of this tensor in a mode, keyed by step, their bytes not copied (see
+    /// [`TrialTensor::raw_bytes`]). Reads on a few threads like [`TrialTensor::values`].
+    pub fn raw_bytes_values(
+        &self,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+    ) -> Result<BTreeMap<u64, TensorBytes>> {
+        self.read_every_step(mode, worker, |loc| self.trial.read_bytes(&self.name, loc))
+    }
+
+    /// Reads every step of this tensor with `read`, on a few threads when there are many.
     fn read_every_step<T: Send>(
         &self,
         mode: Option<Mode>,
         worker: Option<&str>,
-        convert: impl Fn(Tensor) -> T + Sync,
+        read: impl Fn(&Location) -> Result<T> + Sync,
     ) -> Result<BTreeMap<u64, T>> {
         let mode_or_global = mode.unwrap_or(Mode::Global);
         let locations: Vec<(u64, Location)> = {
@@ -579,10 +640,7 @@ impl TrialTensor<'_> {
         };
         let threads = source::reader_threads(locations.len());
         let read_chunk = |chunk: &[(u64, Location)]| -> Result<Vec<(u64, T)>> {
-            chunk
-                .iter()
-                .map(|(s, loc)| Ok((*s, convert(self.trial.read(&self.name, loc)?))))
-                .collect()
+            chunk.iter().map(|(s, loc)| Ok((*s, read(loc)?))).collect()
         };
         if threads <= 1 {
             return Ok(read_chunk(&locations)?.into_iter().collect());

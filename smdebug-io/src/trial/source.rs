@@ -1,18 +1,39 @@
 //! The trial's only contact with storage and the format: list, fetch and decode.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
-use smdebug_core::{Collection, CollectionsFile, EndReason, Mode, Tensor};
+use bytes::Bytes;
+
+use smdebug_core::{Collection, CollectionsFile, DType, EndReason, Mode, Tensor};
 
 use crate::error::{Error, Result};
 use crate::format::index::IndexFile;
 use crate::format::layout;
 use crate::format::record::PayloadCrcPolicy;
-use crate::storage::{Storage, open_storage};
+use crate::storage::{LocalStorage, Storage, open_storage};
 
-pub(crate) fn open(location: &str) -> Result<Arc<dyn Storage>> {
-    open_storage(location)
+/// The run's storage, and its directory when it is on local disk (where event files can be
+/// mapped).
+pub(crate) fn open(location: &str) -> Result<(Arc<dyn Storage>, Option<PathBuf>)> {
+    let local = if !location.contains("://") {
+        Some(PathBuf::from(location))
+    } else {
+        url::Url::parse(location)
+            .ok()
+            .filter(|u| u.scheme() == "file")
+            .and_then(|u| u.to_file_path().ok())
+    };
+    match local {
+        Some(dir) => {
+            let storage = LocalStorage::new(&dir)?;
+            let root = storage.root().to_path_buf();
+            Ok((Arc::new(storage), Some(root)))
+        }
+        None => Ok((open_storage(location)?, None)),
+    }
 }
 
 /// The end marker: `None` while the run goes on; `Some(reason)` once it ended, with the reason
@@ -65,6 +86,9 @@ pub(crate) fn new_collection_files(
     Ok(out)
 }
 
+/// Where each tensor of one step of one worker is: name -> (start, length) of its record.
+pub(crate) type TensorTable = foldhash::HashMap<String, (u64, u64)>;
+
 /// One index file, decoded.
 pub(crate) struct IndexEntry {
     /// The index file's path: conflicting entries are reported by it.
@@ -75,7 +99,7 @@ pub(crate) struct IndexEntry {
     pub mode_step: u64,
     pub event_file: String,
     /// Later entries win, as in Python smdebug's reader.
-    pub tensors: HashMap<String, (u64, u64)>,
+    pub tensors: TensorTable,
     /// One line per name listed twice, naming both entries.
     pub repeated: Vec<String>,
 }
@@ -160,8 +184,21 @@ fn read_index_file(
             ),
         });
     }
-    let repeated = index
-        .repeated_names()
+    // A short list is checked for repeated names by comparing them (most steps hold a few
+    // tensors); a long one by the index's own table.
+    let names = &index.tensor_payload;
+    let may_repeat = names.len() > 16
+        || (1..names.len()).any(|i| {
+            names[..i]
+                .iter()
+                .any(|n| n.tensorname == names[i].tensorname)
+        });
+    let repeated = if may_repeat {
+        index.repeated_names()
+    } else {
+        Vec::new()
+    };
+    let repeated = repeated
         .into_iter()
         .map(|(first, later)| {
             format!(
@@ -171,7 +208,7 @@ fn read_index_file(
             )
         })
         .collect();
-    let tensors = index
+    let tensors: TensorTable = index
         .tensor_payload
         .into_iter()
         .map(|t| (t.tensorname, (t.start_idx, t.length)))
@@ -188,61 +225,174 @@ fn read_index_file(
     })
 }
 
+/// One step's event file of one worker. Every location in it shares it, and with it the file's
+/// bytes once they were fetched or mapped: reading the other tensors of the step (the usual
+/// pattern: several tensors over many steps) looks nothing up and costs no I/O.
+#[derive(Debug)]
+pub(crate) struct EventFile {
+    /// The file, relative to the run.
+    pub path: Box<str>,
+    pub worker: Arc<str>,
+    /// Size of the file as the index describes it (the end of its last record).
+    pub len: u64,
+    /// The whole file (up to `len`), once kept: mapped, or fetched while the heap budget lasted.
+    data: OnceLock<Bytes>,
+}
+
+impl EventFile {
+    pub(crate) fn new(path: String, worker: Arc<str>, len: u64) -> EventFile {
+        EventFile {
+            path: path.into(),
+            worker,
+            len,
+            data: OnceLock::new(),
+        }
+    }
+}
+
 /// Where one tensor of one step of one worker lives.
 #[derive(Clone, Debug)]
 pub(crate) struct Location {
-    /// Size of the whole event file as the index describes it (the end of its last record).
-    pub file_len: u64,
+    pub file: Arc<EventFile>,
     pub step: u64,
     pub mode: Mode,
     pub mode_step: u64,
-    pub worker: std::sync::Arc<str>,
-    pub event_file: std::sync::Arc<str>,
     pub start: u64,
     pub length: u64,
 }
 
-/// Event files up to this size are fetched whole and kept while the cache has room, so reading
-/// the other tensors of the same step (the usual access pattern: several tensors over many steps)
-/// costs no I/O.
+/// Event files up to this size are fetched whole into memory and kept while the heap budget
+/// lasts (when they cannot be mapped), so reading the other tensors of the same step costs no
+/// I/O.
 const WHOLE_FILE_MAX: u64 = 1 << 20;
 
-/// Whole event files kept in memory up to a byte budget.
-///
-/// Nothing is evicted: once the budget is spent, records of files not kept are read by range,
-/// exactly their bytes. Readers usually sweep a run tensor by tensor, each sweep visiting every
-/// step's file in the same order; evicting the oldest file would then evict each file just before
-/// the next sweep needs it, and every read would fetch a whole file for one record.
-#[derive(Debug)]
-pub(crate) struct FileCache {
-    files: HashMap<String, bytes::Bytes>,
-    bytes: usize,
-    budget: usize,
+/// Mappings every trial of the process may hold together. Linux allows a process 65,530 maps
+/// by default (`vm.max_map_count`), and its allocator needs some of them: trials keep to half.
+/// Past this, files are read into memory as when mapping is off.
+const MAX_MAPPED_FILES: usize = 32 << 10;
+
+/// Mappings left for the process's trials (see [`MAX_MAPPED_FILES`]).
+static MAPS_LEFT: AtomicUsize = AtomicUsize::new(MAX_MAPPED_FILES);
+
+/// A mapped event file; gives its slot back to [`MAPS_LEFT`] when unmapped.
+struct MappedFile(memmap2::Mmap);
+
+impl AsRef<[u8]> for MappedFile {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
 }
 
-impl FileCache {
-    pub(crate) fn new(budget: usize) -> Self {
-        FileCache {
-            files: HashMap::new(),
-            bytes: 0,
+impl Drop for MappedFile {
+    fn drop(&mut self) {
+        MAPS_LEFT.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// How a trial gets at event files, and the memory it may keep for them.
+///
+/// Local event files are memory-mapped (when [`TrialOptions::map_files`](super::TrialOptions)
+/// is on): a record is read straight from the page cache, with no copy into fresh memory, and
+/// the map is kept with the file until the trial is dropped. Other files up to 1 MiB are fetched
+/// whole and kept while the heap budget lasts; once it is spent, records are read by range,
+/// exactly their bytes. Nothing is evicted: readers usually sweep a run tensor by tensor, each
+/// sweep visiting every step's file in the same order, and evicting the oldest file would evict
+/// each file just before the next sweep needs it.
+#[derive(Debug)]
+pub(crate) struct Files {
+    /// The run's directory when it is on local disk and files may be mapped.
+    map_root: Option<PathBuf>,
+    budget: usize,
+    kept: AtomicUsize,
+}
+
+impl Files {
+    pub(crate) fn new(map_root: Option<PathBuf>, budget: usize) -> Self {
+        Files {
+            map_root,
             budget,
+            kept: AtomicUsize::new(0),
         }
     }
 
-    fn get(&self, path: &str) -> Option<bytes::Bytes> {
-        self.files.get(path).cloned()
+    /// Takes `len` bytes of the heap budget; false (and nothing taken) when they do not fit.
+    fn reserve(&self, len: u64) -> bool {
+        let Ok(len) = usize::try_from(len) else {
+            return false;
+        };
+        self.kept
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |kept| {
+                kept.checked_add(len).filter(|&k| k <= self.budget)
+            })
+            .is_ok()
     }
 
-    fn has_room_for(&self, len: u64) -> bool {
-        (self.bytes as u64).saturating_add(len) <= self.budget as u64
-    }
-
-    fn insert(&mut self, path: &str, data: bytes::Bytes) {
-        if !self.has_room_for(data.len() as u64) || self.files.contains_key(path) {
-            return;
+    /// Maps the location's event file (up to the length the index gives it) and keeps the map
+    /// with the file. `None` when mapping is off, the process has no mapping left, or the file
+    /// cannot be opened or mapped: the caller then reads through storage, which reports a
+    /// missing file as such.
+    ///
+    /// The file's size is taken from the open file itself, so a file cut short before it is
+    /// mapped maps only what it holds, and a record past its end is an
+    /// [`Error::IncompleteRecord`] like a short read. A file cut short *after* it was mapped
+    /// would fault (SIGBUS) when the cut pages are read: smdebug's writers (ours and Python's)
+    /// never change a published event file (they write a temporary file and rename it), so only
+    /// a file rewritten in place by something else can do that, and
+    /// [`TrialOptions::map_files`](super::TrialOptions) turns mapping off for such runs.
+    fn map(&self, file: &EventFile) -> Option<Bytes> {
+        let root = self.map_root.as_ref()?;
+        // The path comes from an index file: it must stay inside the run.
+        crate::storage::check_relative("", &file.path).ok()?;
+        if MAPS_LEFT
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_err()
+        {
+            return None;
         }
-        self.bytes += data.len();
-        self.files.insert(path.to_string(), data);
+        let mapped = (|| {
+            let f = std::fs::File::open(root.join(&*file.path)).ok()?;
+            let meta = f.metadata().ok()?;
+            let len = meta.len().min(file.len);
+            if !meta.is_file() || len == 0 {
+                return None;
+            }
+            // SAFETY: the map is read-only and private to this trial. Its bytes are only read;
+            // the file is published and never changed by smdebug's writers, and its length was
+            // taken from the open file just now (see above for a file cut short later).
+            let map = unsafe {
+                memmap2::MmapOptions::new()
+                    .len(usize::try_from(len).ok()?)
+                    .populate()
+                    .map(&f)
+            }
+            .ok()?;
+            Some(map)
+        })();
+        match mapped {
+            Some(map) => Some(Bytes::from_owner(MappedFile(map))),
+            None => {
+                MAPS_LEFT.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+}
+
+/// A saved value in the dtype it was saved in, its bytes not copied yet: when the record holds
+/// them raw (smdebug always does), `data` is a slice of the event file as read or mapped.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorBytes {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    /// Little-endian, row-major; exactly as many bytes as dtype and shape need (checked).
+    pub data: Bytes,
+}
+
+impl TensorBytes {
+    /// The value as a [`Tensor`] (one copy of the bytes).
+    pub fn to_tensor(&self) -> Tensor {
+        Tensor::from_bytes(self.dtype, self.shape.clone(), self.data.to_vec())
+            .expect("dtype, shape and length were checked when the record was decoded")
     }
 }
 
@@ -251,16 +401,87 @@ impl FileCache {
 /// `max_tensor_bytes` is read or decoded.
 pub(crate) fn read_tensor(
     storage: &dyn Storage,
-    cache: &std::sync::Mutex<FileCache>,
+    files: &Files,
     loc: &Location,
     name: &str,
     max_tensor_bytes: u64,
 ) -> Result<Tensor> {
+    read_with(storage, files, loc, name, max_tensor_bytes, |_, event| {
+        Tensor::from_bytes(event.dtype, event.shape, event.data.into_owned())
+            .expect("dtype, shape and length were checked when the record was decoded")
+    })
+}
+
+/// [`read_tensor`] without copying the values.
+pub(crate) fn read_tensor_bytes(
+    storage: &dyn Storage,
+    files: &Files,
+    loc: &Location,
+    name: &str,
+    max_tensor_bytes: u64,
+) -> Result<TensorBytes> {
+    read_with(
+        storage,
+        files,
+        loc,
+        name,
+        max_tensor_bytes,
+        |record, event| {
+            let data = match event.data {
+                std::borrow::Cow::Borrowed(d) => record.slice_ref(d),
+                std::borrow::Cow::Owned(v) => Bytes::from(v),
+            };
+            TensorBytes {
+                dtype: event.dtype,
+                shape: event.shape,
+                data,
+            }
+        },
+    )
+}
+
+fn read_with<T>(
+    storage: &dyn Storage,
+    files: &Files,
+    loc: &Location,
+    name: &str,
+    max_tensor_bytes: u64,
+    finish: impl FnOnce(&Bytes, crate::format::TensorEventRef<'_>) -> T,
+) -> Result<T> {
+    let bytes = record_bytes(storage, files, loc, name, max_tensor_bytes)?;
+    let event = crate::format::read_tagged_tensor_record_ref(
+        &bytes,
+        &loc.file.path,
+        loc.start,
+        name,
+        PayloadCrcPolicy::AcceptBoth,
+        max_tensor_bytes,
+    )?;
+    if event.step != loc.step {
+        return Err(Error::WrongTensor {
+            path: loc.file.path.to_string(),
+            offset: loc.start,
+            expected: format!("`{name}` at step {}", loc.step),
+            found: format!("`{name}` at step {}", event.step),
+        });
+    }
+    Ok(finish(&bytes, event))
+}
+
+/// The bytes of the record at `loc` (exactly `loc.length` of them), from the kept file, a new
+/// map of it, the whole file fetched and kept, or a range read.
+fn record_bytes(
+    storage: &dyn Storage,
+    files: &Files,
+    loc: &Location,
+    name: &str,
+    max_tensor_bytes: u64,
+) -> Result<Bytes> {
     let end = loc
         .start
         .checked_add(loc.length)
         .ok_or_else(|| Error::CorruptRecord {
-            path: loc.event_file.to_string(),
+            path: loc.file.path.to_string(),
             offset: loc.start,
             reason: format!(
                 "the index's offset {} + length {} overflows",
@@ -269,7 +490,7 @@ pub(crate) fn read_tensor(
         })?;
     if loc.length > max_tensor_bytes {
         return Err(Error::TensorTooLarge {
-            path: loc.event_file.to_string(),
+            path: loc.file.path.to_string(),
             offset: loc.start,
             tensor: name.to_string(),
             detail: "the length of its record in the index".to_string(),
@@ -277,46 +498,25 @@ pub(crate) fn read_tensor(
             limit: max_tensor_bytes,
         });
     }
-    let (cached, room) = match cache.lock() {
-        Ok(c) => (c.get(&loc.event_file), c.has_room_for(loc.file_len)),
-        Err(_) => (None, false),
-    };
-    let bytes = match cached.filter(|file| file.len() as u64 >= end) {
-        Some(file) => slice_record(file, loc, end)?,
-        None if loc.file_len <= WHOLE_FILE_MAX && room => {
-            // Only as much as the index says the file holds: a file larger than its index (or
-            // one that is not an event file at all) is never read whole.
-            let file = get_range(storage, loc, 0..loc.file_len)?;
-            if let Ok(mut c) = cache.lock() {
-                c.insert(&loc.event_file, file.clone());
-            }
-            slice_record(file, loc, end)?
-        }
-        None => {
-            let bytes = get_range(storage, loc, loc.start..end)?;
-            if (bytes.len() as u64) < loc.length {
-                return Err(short_file(loc, bytes.len() as u64));
-            }
-            bytes
-        }
-    };
-    let event = crate::format::read_tagged_tensor_record(
-        &bytes,
-        &loc.event_file,
-        loc.start,
-        name,
-        PayloadCrcPolicy::AcceptBoth,
-        max_tensor_bytes,
-    )?;
-    if event.step != loc.step {
-        return Err(Error::WrongTensor {
-            path: loc.event_file.to_string(),
-            offset: loc.start,
-            expected: format!("`{name}` at step {}", loc.step),
-            found: format!("`{name}` at step {}", event.step),
-        });
+    if let Some(file) = loc.file.data.get() {
+        return slice_record(file, loc, end);
     }
-    Ok(event.tensor)
+    if let Some(map) = files.map(&loc.file) {
+        // Another reader may have kept the file first; both hold the same bytes.
+        return slice_record(loc.file.data.get_or_init(|| map), loc, end);
+    }
+    if loc.file.len <= WHOLE_FILE_MAX && files.reserve(loc.file.len) {
+        // Only as much as the index says the file holds: a file larger than its index (or
+        // one that is not an event file at all) is never read whole.
+        let whole = get_range(storage, loc, 0..loc.file.len)?;
+        let kept = loc.file.data.get_or_init(|| whole);
+        return slice_record(kept, loc, end);
+    }
+    let bytes = get_range(storage, loc, loc.start..end)?;
+    if (bytes.len() as u64) < loc.length {
+        return Err(short_file(loc, bytes.len() as u64));
+    }
+    Ok(bytes)
 }
 
 /// Bytes `range` of the location's event file. Storage refuses a range that starts past the
@@ -328,15 +528,15 @@ fn get_range(
 ) -> Result<bytes::Bytes> {
     let start = range.start;
     storage
-        .get_range(&loc.event_file, range)
-        .map_err(|e| match storage.size(&loc.event_file) {
+        .get_range(&loc.file.path, range)
+        .map_err(|e| match storage.size(&loc.file.path) {
             Ok(Some(size)) if size <= start => short_file(loc, 0),
             _ => e,
         })
 }
 
 /// The record's bytes within a whole event file, checked against the file's real length first.
-fn slice_record(file: bytes::Bytes, loc: &Location, end: u64) -> Result<bytes::Bytes> {
+fn slice_record(file: &Bytes, loc: &Location, end: u64) -> Result<Bytes> {
     if (file.len() as u64) < end {
         return Err(short_file(
             loc,
@@ -349,7 +549,7 @@ fn slice_record(file: bytes::Bytes, loc: &Location, end: u64) -> Result<bytes::B
 /// A file shorter than its index says, reported like a truncated record.
 fn short_file(loc: &Location, available: u64) -> Error {
     Error::IncompleteRecord {
-        path: loc.event_file.to_string(),
+        path: loc.file.path.to_string(),
         offset: loc.start,
         needed: loc.length,
         available,

@@ -5,7 +5,9 @@ use std::time::Instant;
 
 use smdebug_core::{Collection, EndReason, Mode, Reduction, UnusablePattern};
 
-use super::source::{self, Location};
+use std::sync::Arc;
+
+use super::source::{self, EventFile, Location, TensorTable};
 use crate::error::{Error, Result};
 use crate::storage::Storage;
 
@@ -29,16 +31,13 @@ pub enum StepState {
     Unavailable,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(crate) struct WorkerStep {
-    /// Shared with every `Location` handed out for it: reading a value clones no string.
-    pub worker: std::sync::Arc<str>,
-    pub event_file: std::sync::Arc<str>,
+    /// Shared with every `Location` handed out for it, with the file's bytes once read.
+    pub file: Arc<EventFile>,
     /// The index file that described this step of this worker.
     pub index_file: String,
-    /// The end of the file's last record, as the index describes it.
-    pub file_len: u64,
-    pub tensors: HashMap<String, (u64, u64)>,
+    pub tensors: TensorTable,
 }
 
 #[derive(Clone, Debug)]
@@ -199,7 +198,15 @@ impl State {
                 workers: BTreeMap::new(),
             });
             for name in idx.tensors.keys() {
-                self.names.entry(name.clone()).or_default().insert(idx.step);
+                // Most names are known already: look them up without copying them.
+                match self.names.get_mut(name.as_str()) {
+                    Some(steps) => {
+                        steps.insert(idx.step);
+                    }
+                    None => {
+                        self.names.insert(name.clone(), BTreeSet::from([idx.step]));
+                    }
+                }
                 let public =
                     Reduction::parse_tensor_name(name).map_or(name.as_str(), |(_, base)| base);
                 match self.listed.get_mut(public) {
@@ -212,9 +219,15 @@ impl State {
                     }
                 }
             }
-            self.workers.insert(idx.worker.clone());
-            let last = self.worker_last_step.entry(idx.worker.clone()).or_insert(0);
-            *last = (*last).max(idx.step);
+            if !self.workers.contains(&idx.worker) {
+                self.workers.insert(idx.worker.clone());
+            }
+            match self.worker_last_step.get_mut(&idx.worker) {
+                Some(last) => *last = (*last).max(idx.step),
+                None => {
+                    self.worker_last_step.insert(idx.worker.clone(), idx.step);
+                }
+            }
             // `IndexFile::parse` checked that no entry's end overflows.
             let file_len = idx
                 .tensors
@@ -225,10 +238,8 @@ impl State {
             entry.workers.insert(
                 idx.worker.clone(),
                 WorkerStep {
-                    worker: idx.worker.into(),
-                    event_file: idx.event_file.into(),
+                    file: Arc::new(EventFile::new(idx.event_file, idx.worker.into(), file_len)),
                     index_file: idx.path,
-                    file_len,
                     tensors: idx.tensors,
                 },
             );
@@ -335,12 +346,10 @@ impl State {
                 .ok_or_else(not_available)?,
         };
         Ok(Location {
-            file_len: ws.file_len,
+            file: ws.file.clone(),
             step: g,
             mode: e.mode,
             mode_step: e.mode_step,
-            worker: ws.worker.clone(),
-            event_file: ws.event_file.clone(),
             start,
             length,
         })

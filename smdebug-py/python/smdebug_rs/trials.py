@@ -261,6 +261,8 @@ class Tensor:
         self.name = name
         self.trial = trial
         self._native = trial._native
+        # The bound method, looked up once: a notebook calls value() once per step.
+        self._read = trial._native.value
 
     def __repr__(self):
         return f"<smdebug_rs.trials.Tensor {self.name}>"
@@ -270,7 +272,7 @@ class Tensor:
 
     def value(self, step_num: int, mode: ModeLike = ModeKeys.GLOBAL, worker: Optional[str] = None) -> np.ndarray:
         """The value at a step, a numpy array of the stored dtype and shape."""
-        return self._native.value(self.name, step_num, mode_name(mode), worker)
+        return self._read(self.name, step_num, None if mode is ModeKeys.GLOBAL else mode_name(mode), worker)
 
     def values(self, mode: ModeLike = ModeKeys.GLOBAL, worker: Optional[str] = None) -> Dict[int, np.ndarray]:
         """Every value in ``mode``, ``{step: array}``."""
