@@ -364,12 +364,15 @@ pub struct TensorEventRef<'a> {
     pub name: &'a str,
     /// The global step.
     pub step: u64,
+    /// The event's wall time, seconds since the Unix epoch.
     pub wall_time: f64,
     /// The mode (GLOBAL when the event carries none, as smdebug reads it).
     pub mode: Mode,
     /// The step within the mode (the global step when the event carries none).
     pub mode_step: u64,
+    /// The element type the values were saved in.
     pub dtype: DType,
+    /// The dimensions, outermost first (empty for a scalar).
     pub shape: Vec<usize>,
     /// The values: little-endian, row-major, exactly as many bytes as dtype and shape need.
     pub data: std::borrow::Cow<'a, [u8]>,

@@ -38,6 +38,7 @@ pub use backend::Backend;
 pub use local::LocalStorage;
 pub use object::ObjectStorage;
 pub use store::{Storage, StorageOptions};
+pub(crate) use store::check_relative;
 
 /// Opens the storage at `location` with default [`StorageOptions`]: a plain path or `file://`
 /// URL is local disk; `memory://name/...` is an in-process store shared by every handle opened

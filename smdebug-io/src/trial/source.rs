@@ -359,6 +359,7 @@ impl Files {
             // SAFETY: the map is read-only and private to this trial. Its bytes are only read;
             // the file is published and never changed by smdebug's writers, and its length was
             // taken from the open file just now (see above for a file cut short later).
+            #[allow(unsafe_code)]
             let map = unsafe {
                 memmap2::MmapOptions::new()
                     .len(usize::try_from(len).ok()?)
@@ -382,7 +383,9 @@ impl Files {
 /// them raw (smdebug always does), `data` is a slice of the event file as read or mapped.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TensorBytes {
+    /// The element type the value was saved in.
     pub dtype: DType,
+    /// The dimensions, outermost first (empty for a scalar).
     pub shape: Vec<usize>,
     /// Little-endian, row-major; exactly as many bytes as dtype and shape need (checked).
     pub data: Bytes,
