@@ -585,10 +585,13 @@ async fn spans(
     }
 }
 
+// Query structs list the window's fields themselves: serde's `flatten` hands the
+// query-string deserializer strings where numbers are wanted.
 #[derive(Deserialize)]
 struct StepsQuery {
-    #[serde(flatten)]
-    window: Window,
+    from: Option<f64>,
+    to: Option<f64>,
+    points: Option<usize>,
     last: Option<usize>,
 }
 
@@ -598,15 +601,23 @@ async fn steps(
     Query(q): Query<StepsQuery>,
 ) -> Response {
     match find_run(&state, id) {
-        Ok(run) => axum::Json(api::steps(&run, &q.window, q.last.unwrap_or(30))).into_response(),
+        Ok(run) => {
+            let window = Window {
+                from: q.from,
+                to: q.to,
+                points: q.points,
+            };
+            axum::Json(api::steps(&run, &window, q.last.unwrap_or(30))).into_response()
+        }
         Err(e) => *e,
     }
 }
 
 #[derive(Deserialize)]
 struct ScalarQuery {
-    #[serde(flatten)]
-    window: Window,
+    from: Option<f64>,
+    to: Option<f64>,
+    points: Option<usize>,
     regex: Option<String>,
 }
 
@@ -619,7 +630,12 @@ async fn scalars(
         Ok(r) => r,
         Err(e) => return *e,
     };
-    match api::scalars(&run, q.regex.as_deref(), &q.window) {
+    let window = Window {
+        from: q.from,
+        to: q.to,
+        points: q.points,
+    };
+    match api::scalars(&run, q.regex.as_deref(), &window) {
         Ok(v) => axum::Json(v).into_response(),
         Err(e) => error(StatusCode::BAD_REQUEST, e),
     }

@@ -29,6 +29,7 @@ fn quick_job(steps: u64) -> JobConfig {
         step_time: Duration::from_millis(4),
         sampler: false,
         start_delay: Duration::ZERO,
+        slow_steps: Vec::new(),
     }
 }
 
@@ -40,28 +41,39 @@ fn base(server: &Server) -> String {
     server.url().trim_end_matches('/').to_owned()
 }
 
-/// Writes one system-metrics file of `n` samples of one core at 100 ms from `start_s`.
-fn write_samples(store: &dyn Storage, start_s: u64, n: usize, spike_at: usize) {
-    let mut lines = String::new();
-    for i in 0..n {
-        let value = if i == spike_at {
-            100.0
-        } else {
-            (i % 50) as f64
-        };
-        lines.push_str(
-            &json!({"Type": "cpu", "Name": "cpu0", "Dimension": "CPUUtilization",
-                    "Value": value, "NodeId": "algo-1", "Timestamp": start_s as f64 + i as f64 * 0.1})
-            .to_string(),
-        );
-        lines.push('\n');
+/// Writes `n` samples of `name` on node algo-1 at 100 ms from `start_s`, in one file a minute
+/// as the sampler does (a file holds one window), with `spike` at sample `spike_at`.
+fn write_samples(
+    store: &dyn Storage,
+    name: &str,
+    start_s: u64,
+    n: usize,
+    spike_at: usize,
+    spike: f64,
+) {
+    for (minute, chunk_start) in (0..n).step_by(600).enumerate() {
+        let file_start = start_s + minute as u64 * 60;
+        let mut lines = String::new();
+        for i in chunk_start..(chunk_start + 600).min(n) {
+            let value = if i == spike_at {
+                spike
+            } else {
+                (i % 50) as f64
+            };
+            lines.push_str(
+                &json!({"Type": "cpu", "Name": name, "Dimension": "CPUUtilization",
+                        "Value": value, "NodeId": "algo-1",
+                        "Timestamp": start_s as f64 + i as f64 * 0.1})
+                .to_string(),
+            );
+            lines.push('\n');
+        }
+        let key = system_file_key(file_start, "algo-1");
+        // A second series of the same minutes goes into the same files.
+        let mut text = store.get(&key).map(|b| b.to_vec()).unwrap_or_default();
+        text.extend_from_slice(lines.as_bytes());
+        store.put(&key, text.into()).unwrap();
     }
-    store
-        .put(
-            &system_file_key(start_s, "algo-1"),
-            lines.into_bytes().into(),
-        )
-        .unwrap();
 }
 
 #[test]
@@ -70,7 +82,7 @@ fn long_series_are_downsampled_and_a_zoom_gets_the_raw_samples() {
     let store = local(dir.path());
     // 50,000 samples at 100 ms (83 minutes) in one file, one spike.
     let start = 1_700_000_000;
-    write_samples(store.as_ref(), start, 50_000, 31_337);
+    write_samples(store.as_ref(), "cpu0", start, 50_000, 31_337, 100.0);
     let server = serve(vec![dir.path().to_str().unwrap().into()]);
     let url = base(&server);
     let runs = wait_for(Duration::from_secs(20), "the samples", || {
@@ -79,35 +91,14 @@ fn long_series_are_downsampled_and_a_zoom_gets_the_raw_samples() {
     });
     assert_eq!(runs["runs"][0]["exists"], true);
     let sys = get_json(&format!("{url}/api/runs/0/system"));
-    let cpu = sys["series"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "cpu0")
-        .unwrap_or_else(|| panic!("no cpu0 series: {sys}"));
-    let _ = cpu;
-    // Per-core utilization is drawn in the heatmap, not as a timeline: ask the heatmap.
+    // Per-core utilization is drawn in the heatmap (one row a core), not as a timeline.
+    assert!(sys["series"].as_array().unwrap().is_empty(), "{sys}");
     let heat = &sys["heatmap"]["rows"];
     assert_eq!(heat.as_array().unwrap().len(), 1, "{heat}");
     assert!(heat[0]["values"].as_array().unwrap().len() <= 300);
 
-    // A total series for the timeline: write one and check its bounds.
-    let mut lines = String::new();
-    for i in 0..20_000 {
-        lines.push_str(
-            &json!({"Type": "cpu", "Name": "total", "Dimension": "CPUUtilization",
-                    "Value": if i == 12_345 { 99.0 } else { 10.0 }, "NodeId": "algo-1",
-                    "Timestamp": (start + 10_000) as f64 + i as f64 * 0.1})
-            .to_string(),
-        );
-        lines.push('\n');
-    }
-    store
-        .put(
-            &system_file_key(start + 10_000, "algo-1"),
-            lines.into_bytes().into(),
-        )
-        .unwrap();
+    // A total series for the timeline: 20,000 samples 1,000 s later, one spike.
+    write_samples(store.as_ref(), "total", start + 1_020, 20_000, 12_345, 99.0);
     wait_for(Duration::from_secs(20), "the total series", || {
         (get_json(&format!("{url}/api/runs"))["runs"][0]["samples"] == 70_000).then_some(())
     });
@@ -134,7 +125,7 @@ fn long_series_are_downsampled_and_a_zoom_gets_the_raw_samples() {
         assert!(s["data"]["t"].as_array().unwrap().len() <= MAX_POINTS);
     }
     // Zoom on 10 s around the spike: the 101 raw samples.
-    let spike_t = (start + 10_000) as f64 + 12_345.0 * 0.1;
+    let spike_t = (start + 1_020) as f64 + 12_345.0 * 0.1;
     let zoom = get_json(&format!(
         "{url}/api/runs/0/system?from={}&to={}",
         spike_t - 5.0,
@@ -204,6 +195,7 @@ fn a_live_run_is_followed_from_before_it_exists_to_its_end() {
             step_time: Duration::from_millis(20),
             sampler: true,
             start_delay: Duration::from_millis(300),
+            slow_steps: vec![16, 33],
         },
     );
     // Steps appear in the pushed events while the job runs (not only at its end).
@@ -260,7 +252,7 @@ fn a_live_run_is_followed_from_before_it_exists_to_its_end() {
         .iter()
         .find(|s| s["mode"] == "TRAIN")
         .unwrap();
-    // Steps 16 and 33 ran a long backward pass: outliers.
+    // Steps 16 and 33 slept through a long backward pass: outliers.
     let outliers: Vec<u64> = train["outliers"]
         .as_array()
         .unwrap()
@@ -269,7 +261,7 @@ fn a_live_run_is_followed_from_before_it_exists_to_its_end() {
         .collect();
     assert!(
         outliers.contains(&16) && outliers.contains(&33),
-        "{outliers:?}"
+        "{outliers:?} {train}"
     );
     let phases = &steps["phases"];
     assert_eq!(phases["steps"].as_array().unwrap().len(), 10);
@@ -312,7 +304,20 @@ fn a_live_run_is_followed_from_before_it_exists_to_its_end() {
             )
         })
         .collect();
-    assert_eq!(modes, [("TRAIN", 40), ("EVAL", 4)]);
+    assert_eq!(modes, [("EVAL", 4), ("TRAIN", 40)]);
+    let zoomed = get_json(&format!(
+        "{url}/api/runs/0/scalars?regex=loss&from=10&to=19.5&points=50"
+    ));
+    let train = &zoomed["scalars"][0]["modes"][1];
+    assert_eq!(
+        train["steps"],
+        json!([10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0])
+    );
+    let steps_zoomed = client()
+        .get(format!("{url}/api/runs/0/steps?from=1&to=2.5&last=5"))
+        .send()
+        .unwrap();
+    assert_eq!(steps_zoomed.status(), 200);
     let bad = client()
         .get(format!("{url}/api/runs/0/scalars?regex=("))
         .send()
@@ -455,6 +460,7 @@ fn a_stop_request_from_the_dashboard_stops_a_live_job() {
             step_time: Duration::from_millis(10),
             sampler: false,
             start_delay: Duration::ZERO,
+            slow_steps: Vec::new(),
         },
     );
     let server = serve(vec![run.to_str().unwrap().into()]);
@@ -622,6 +628,7 @@ fn an_s3_run_is_followed_live() {
             step_time: Duration::from_millis(30),
             sampler: false,
             start_delay: Duration::from_millis(200),
+            slow_steps: Vec::new(),
         },
     );
     wait_for(

@@ -130,10 +130,11 @@ impl Cdp {
         let rest = ws_url.strip_prefix("ws://").unwrap();
         let host = &rest[..rest.find('/').unwrap()];
         let stream = TcpStream::connect(host).unwrap();
-        stream
+        let (ws, _) = tungstenite::client(ws_url, stream).unwrap();
+        // Reads give up after 100 ms, so that waits stay bounded.
+        ws.get_ref()
             .set_read_timeout(Some(Duration::from_millis(100)))
             .unwrap();
-        let (ws, _) = tungstenite::client(ws_url, stream).unwrap();
         Cdp {
             ws,
             next: 1,
@@ -204,7 +205,7 @@ impl Cdp {
 
     /// The page's self-reported status (`document.body.dataset.status`).
     fn status(&mut self) -> Value {
-        let s = self.eval("document.body.dataset.status || 'null'");
+        let s = self.eval("(document.body && document.body.dataset.status) || 'null'");
         serde_json::from_str(s.as_str().unwrap_or("null")).unwrap()
     }
 
@@ -302,6 +303,7 @@ fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
             step_time: Duration::from_millis(40),
             sampler: true,
             start_delay: Duration::from_millis(500),
+            slow_steps: vec![50, 120],
         },
     );
 

@@ -29,6 +29,9 @@ pub struct JobConfig {
     pub sampler: bool,
     /// Wait this long before the first step (the page can open on a run that does not exist).
     pub start_delay: Duration,
+    /// Train steps whose backward pass sleeps 15 step times (step-duration outliers whatever
+    /// the machine's load).
+    pub slow_steps: Vec<u64>,
 }
 
 /// The job's thread; `stop` ends it early (as a finished job would).
@@ -132,9 +135,11 @@ pub fn start_job(storage: Arc<dyn Storage>, local: Option<&Path>, config: JobCon
                 }
                 {
                     let _b = spans.backward();
-                    spin(Duration::from_secs_f64(
-                        t * if step % 17 == 16 { 2.0 } else { 0.4 },
-                    ));
+                    if config.slow_steps.contains(&step) {
+                        thread::sleep(Duration::from_secs_f64(t * 15.0));
+                    } else {
+                        spin(Duration::from_secs_f64(t * 0.4));
+                    }
                 }
                 let _o = spans.optimizer();
                 spin(Duration::from_secs_f64(t * 0.1));
