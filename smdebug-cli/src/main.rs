@@ -13,6 +13,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod report_cmd;
 mod rules_cmd;
+mod serve_cmd;
 use smdebug_core::Mode;
 use smdebug_io::trial::{StepSelector, Trial, TrialOptions};
 
@@ -43,6 +44,9 @@ enum Command {
     /// metrics, every rule's result, step durations, GPU sections, scalars) and one JSON result
     /// per rule beside it; --follow regenerates it while the run is written.
     Report(report_cmd::ReportArgs),
+    /// Serve a live dashboard of one or more runs (system, steps, tensors, rules, Kineto) on
+    /// 127.0.0.1; prints its URL on the first line and serves until interrupted.
+    Serve(serve_cmd::ServeArgs),
     /// Summary of a run as JSON: workers, modes, number of steps, collections, completeness.
     #[command(after_help = READ_EXIT_STATUS)]
     Info {
@@ -161,6 +165,7 @@ fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Rules(args) => return Ok(rules_cmd::run(args)),
         Command::Report(args) => return Ok(report_cmd::run(args)),
+        Command::Serve(args) => return Ok(serve_cmd::run(args)),
         Command::Info { run } => {
             let trial = open(&run)?;
             serde_json::to_writer_pretty(&mut out, &trial.info()?)?;

@@ -351,6 +351,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         "\nlook closer:\n  open {} in a browser\n  cargo run -q -p smdebug-cli -- info {location}\n  cargo run -q -p smdebug-cli -- value {location} loss --all-steps --mode EVAL\n  tensorboard --logdir {location}/tensorboard",
         report_path.display()
     );
+    // Last line: the dashboard of this run (live while a run is written, here after it ended).
+    println!("\nthe dashboard of this run:\n  cargo run -q -p smdebug-cli -- serve {location}");
     Ok(())
 }
 

@@ -37,8 +37,8 @@ use crate::error::{Error, Result};
 pub use backend::Backend;
 pub use local::LocalStorage;
 pub use object::ObjectStorage;
-pub use store::{Storage, StorageOptions};
 pub(crate) use store::check_relative;
+pub use store::{Storage, StorageOptions};
 
 /// Opens the storage at `location` with default [`StorageOptions`]: a plain path or `file://`
 /// URL is local disk; `memory://name/...` is an in-process store shared by every handle opened

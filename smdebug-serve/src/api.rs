@@ -1,0 +1,579 @@
+//! The JSON views of a run that the page draws, computed from [`RunData`] (no I/O) or, for
+//! tensor values, through the run's `Trial`. Every series is downsampled on the server
+//! ([`crate::downsample`]); times are seconds since the epoch (the page's charts' unit).
+
+use std::collections::BTreeMap;
+
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use smdebug_core::Mode;
+use smdebug_io::trial::Trial;
+use smdebug_profiler::reader::{MetricSeries, Span};
+use smdebug_profiler::spans::Phase;
+use smdebug_profiler::stats::percentile;
+use smdebug_profiler::system::vocab;
+use smdebug_report::RuleFile;
+
+use crate::downsample::{MAX_POINTS, min_max};
+use crate::run::{Run, RunData};
+
+/// A window and a point budget, from the query string.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Window {
+    /// Window start, seconds since the epoch (or a step, for step-indexed series).
+    pub from: Option<f64>,
+    /// Window end.
+    pub to: Option<f64>,
+    /// Points wanted per series (at most [`MAX_POINTS`]).
+    pub points: Option<usize>,
+}
+
+impl Window {
+    fn budget(&self) -> usize {
+        self.points.unwrap_or(MAX_POINTS).clamp(2, MAX_POINTS)
+    }
+
+    fn start_us(&self) -> Option<f64> {
+        self.from.map(|s| s * 1e6)
+    }
+
+    fn end_us(&self) -> Option<f64> {
+        self.to.map(|s| s * 1e6)
+    }
+}
+
+fn secs(us: u64) -> f64 {
+    us as f64 / 1e6
+}
+
+/// A number for JSON: non-finite values become `null`.
+fn num(x: f64) -> Value {
+    if x.is_finite() { json!(x) } else { Value::Null }
+}
+
+/// `{t: [...], v: [...]}` of time-stamped points, downsampled over the window.
+fn time_series(points: &[(u64, f64)], window: &Window) -> Value {
+    let kept = min_max(points, window.start_us(), window.end_us(), window.budget());
+    let t: Vec<Value> = kept.iter().map(|p| num(secs(p.0))).collect();
+    let v: Vec<Value> = kept.iter().map(|p| num(p.1)).collect();
+    json!({"t": t, "v": v, "total": points.len()})
+}
+
+/// The list of runs with their live state (also the body of each SSE update).
+pub fn runs(runs: &[std::sync::Arc<Run>]) -> Value {
+    let list: Vec<Value> = runs
+        .iter()
+        .map(|run| {
+            let d = run.data.read().expect("run data lock");
+            let range = d.time_range();
+            json!({
+                "id": run.id,
+                "name": run.name,
+                "location": run.location,
+                "version": d.version,
+                "exists": d.exists,
+                "open_error": d.open_error,
+                "complete": d.complete,
+                "end_reason": d.end_reason,
+                "writable": d.writable,
+                "stop_requested": d.stop_request.as_ref().map(|r| r.reason.clone()),
+                "steps": d.steps.len(),
+                "last_step": d.steps.last(),
+                "samples": d.samples,
+                "spans": d.spans.len(),
+                "start": range.map(|r| secs(r.0)),
+                "end": range.map(|r| secs(r.1)),
+                "rules": d.rules.as_ref().map(|s| s.rules.len()),
+                "issues": d.rules.as_ref().map(|s| s.rules.iter().filter(|r| r.status == smdebug_rules::Status::IssuesFound).count()),
+            })
+        })
+        .collect();
+    json!({ "runs": list })
+}
+
+/// The rows of the per-node statistics table: `(label, type, dimension-or-name filter)`.
+fn node_rows(node: &[&MetricSeries]) -> Vec<(String, Vec<f64>, &'static str)> {
+    let mut rows = Vec::new();
+    let mut pick = |label: &str, unit: &'static str, f: &dyn Fn(&MetricSeries) -> bool| {
+        let mut values: Vec<f64> = node
+            .iter()
+            .filter(|m| f(m))
+            .flat_map(|m| m.points.iter().map(|p| p.1))
+            .collect();
+        if !values.is_empty() {
+            values.sort_by(f64::total_cmp);
+            rows.push((label.to_owned(), values, unit));
+        }
+    };
+    pick("CPU utilization", "%", &|m| {
+        m.metric_type == vocab::TYPE_CPU
+            && m.name == vocab::CPU_TOTAL
+            && m.dimension == vocab::CPU_UTILIZATION
+    });
+    pick("I/O wait", "%", &|m| {
+        m.metric_type == vocab::TYPE_CPU
+            && m.name == vocab::CPU_TOTAL
+            && m.dimension == vocab::IO_WAIT_PERCENTAGE
+    });
+    pick("GPU utilization", "%", &|m| {
+        m.metric_type == vocab::TYPE_GPU && m.dimension == vocab::GPU_UTILIZATION
+    });
+    pick("GPU memory", "%", &|m| {
+        m.metric_type == vocab::TYPE_GPU && m.dimension == vocab::GPU_MEMORY_UTILIZATION
+    });
+    pick("Memory used", "%", &|m| {
+        m.metric_type == vocab::TYPE_MEMORY && m.name == vocab::MEMORY_USED_PERCENT
+    });
+    pick("Network receive", "B/s", &|m| {
+        m.metric_type == vocab::TYPE_NETWORK && m.name == vocab::RECEIVE_BYTES_PER_SECOND
+    });
+    pick("Network transmit", "B/s", &|m| {
+        m.metric_type == vocab::TYPE_NETWORK && m.name == vocab::TRANSMIT_BYTES_PER_SECOND
+    });
+    pick("Disk read", "B/s", &|m| {
+        m.metric_type == vocab::TYPE_IO && m.name == vocab::READ_BYTES_PER_SECOND
+    });
+    pick("Disk write", "B/s", &|m| {
+        m.metric_type == vocab::TYPE_IO && m.name == vocab::WRITE_BYTES_PER_SECOND
+    });
+    rows
+}
+
+fn is_step(span: &Span) -> Option<Mode> {
+    match span.phase_kind() {
+        Phase::Step(mode) => Some(mode),
+        _ => None,
+    }
+}
+
+/// The overview: job summary, per-node statistics and rule statuses.
+pub fn overview(run: &Run) -> Value {
+    let d = run.data.read().expect("run data lock");
+    let range = d.time_range();
+    // Initialization, training loop, finalization: before the first step span, from it to the
+    // end of the last, after.
+    let first_step = d.spans.iter().find(|s| is_step(s).is_some());
+    let last_step_end = d
+        .spans
+        .iter()
+        .filter(|s| is_step(s).is_some())
+        .map(|s| s.end_us)
+        .max();
+    let phases = match (range, first_step, last_step_end) {
+        (Some((start, end)), Some(first), Some(last)) => json!({
+            "initialization": secs(first.start_us.saturating_sub(start)),
+            "training_loop": secs(last.saturating_sub(first.start_us)),
+            "finalization": secs(end.saturating_sub(last)),
+            "loop_start": secs(first.start_us),
+            "loop_end": secs(last),
+        }),
+        _ => Value::Null,
+    };
+    let mut by_node: BTreeMap<&str, Vec<&MetricSeries>> = BTreeMap::new();
+    for m in &d.metrics {
+        by_node.entry(&m.node).or_default().push(m);
+    }
+    let nodes: Vec<Value> = by_node
+        .iter()
+        .map(|(node, series)| {
+            let rows: Vec<Value> = node_rows(series)
+                .into_iter()
+                .map(|(label, values, unit)| {
+                    json!({
+                        "metric": label, "unit": unit,
+                        "min": num(values[0]), "max": num(values[values.len() - 1]),
+                        "p99": num(percentile(&values, 99.0)),
+                        "p90": num(percentile(&values, 90.0)),
+                        "p50": num(percentile(&values, 50.0)),
+                    })
+                })
+                .collect();
+            json!({"node": node, "rows": rows})
+        })
+        .collect();
+    let rules: Vec<Value> = d
+        .rules
+        .as_ref()
+        .map(|s| {
+            s.rules
+                .iter()
+                .map(|status| {
+                    let file = RuleFile::of(status);
+                    json!({
+                        "name": file.name, "kind": file.kind, "status": status.status.name(),
+                        "description": file.description, "recommendation": file.recommendation,
+                        "message": file.message, "triggered": file.triggered,
+                        "datapoints": file.datapoints, "parameters": file.parameters,
+                        "first_fired_step": file.first_fired_step,
+                        "evidence": status.evidence,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    // The most time-consuming phases (resource-intensive operations).
+    let mut phase_totals: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for s in &d.spans {
+        let e = phase_totals.entry(&s.phase).or_default();
+        e.0 += s.duration_us();
+        e.1 += 1;
+    }
+    let mut top: Vec<(&str, (u64, u64))> = phase_totals.into_iter().collect();
+    top.sort_by_key(|t| std::cmp::Reverse(t.1.0));
+    let top: Vec<Value> = top
+        .iter()
+        .take(10)
+        .map(|(p, (total, count))| json!({"phase": p, "total_s": secs(*total), "count": count}))
+        .collect();
+    json!({
+        "id": run.id, "name": run.name, "location": run.location,
+        "exists": d.exists, "open_error": d.open_error, "complete": d.complete,
+        "end_reason": d.end_reason, "writable": d.writable,
+        "stop_requested": d.stop_request.as_ref().map(|r| r.reason.clone()),
+        "start": range.map(|r| secs(r.0)), "end": range.map(|r| secs(r.1)),
+        "steps": d.steps.len(), "last_step": d.steps.last(), "samples": d.samples,
+        "spans": d.spans.len(), "tensors": d.tensors.len(), "phases": phases,
+        "nodes": nodes, "rules": rules, "top_phases": top,
+        "rules_written": d.rules.is_some(), "warnings": d.warnings,
+    })
+}
+
+/// System timelines (downsampled over the window) and the per-core / per-GPU heatmap.
+pub fn system(run: &Run, window: &Window) -> Value {
+    let d = run.data.read().expect("run data lock");
+    let series: Vec<Value> = d
+        .metrics
+        .iter()
+        .filter(|m| {
+            // Per-core utilization goes to the heatmap; totals and the rest to timelines.
+            let per_core = m.metric_type == vocab::TYPE_CPU && m.name != vocab::CPU_TOTAL;
+            let capacity = m.name.ends_with("TotalBytes") || m.dimension.ends_with("TotalBytes");
+            !(per_core || capacity)
+        })
+        .map(|m| {
+            json!({
+                "node": m.node, "type": m.metric_type, "name": m.name,
+                "dimension": m.dimension, "unit": m.unit(), "data": time_series(&m.points, window),
+            })
+        })
+        .collect();
+    json!({
+        "series": series,
+        "heatmap": heatmap(&d, window),
+    })
+}
+
+/// One row per CPU core and per GPU (utilization), the window cut into at most 300 columns of
+/// mean values.
+fn heatmap(d: &RunData, window: &Window) -> Value {
+    let rows: Vec<&MetricSeries> = d
+        .metrics
+        .iter()
+        .filter(|m| {
+            (m.metric_type == vocab::TYPE_CPU
+                && m.name != vocab::CPU_TOTAL
+                && m.dimension == vocab::CPU_UTILIZATION)
+                || (m.metric_type == vocab::TYPE_GPU && m.dimension == vocab::GPU_UTILIZATION)
+        })
+        .collect();
+    let Some((start, end)) = d.time_range() else {
+        return json!({"rows": [], "columns": 0});
+    };
+    let from = window.start_us().unwrap_or(start as f64);
+    let to = window.end_us().unwrap_or(end as f64).max(from + 1.0);
+    let columns = 300usize;
+    let width = (to - from) / columns as f64;
+    let out: Vec<Value> = rows
+        .iter()
+        .map(|m| {
+            let mut sum = vec![0.0; columns];
+            let mut count = vec![0u32; columns];
+            let lo = m.points.partition_point(|p| (p.0 as f64) < from);
+            for p in &m.points[lo..] {
+                let at = p.0 as f64;
+                if at > to {
+                    break;
+                }
+                let c = (((at - from) / width) as usize).min(columns - 1);
+                sum[c] += p.1;
+                count[c] += 1;
+            }
+            let values: Vec<Value> = sum
+                .iter()
+                .zip(&count)
+                .map(|(s, &c)| {
+                    if c == 0 {
+                        Value::Null
+                    } else {
+                        num(s / f64::from(c))
+                    }
+                })
+                .collect();
+            json!({"label": format!("{} {}", m.node, m.name), "values": values})
+        })
+        .collect();
+    json!({"rows": out, "columns": columns, "from": from / 1e6, "to": to / 1e6})
+}
+
+/// The spans inside a window: each one when they fit in the budget, and per-phase totals.
+pub fn spans(run: &Run, window: &Window) -> Value {
+    let d = run.data.read().expect("run data lock");
+    let from = window.start_us().unwrap_or(0.0);
+    let to = window.end_us().unwrap_or(f64::INFINITY);
+    let inside: Vec<&Span> = d
+        .spans
+        .iter()
+        .filter(|s| (s.end_us as f64) >= from && (s.start_us as f64) <= to)
+        .collect();
+    let mut totals: BTreeMap<&str, (f64, u64)> = BTreeMap::new();
+    for s in &inside {
+        let e = totals.entry(&s.phase).or_default();
+        e.0 += secs(s.duration_us());
+        e.1 += 1;
+    }
+    let limit = window.budget();
+    let list: Vec<Value> = inside
+        .iter()
+        .take(limit)
+        .map(|s| {
+            json!({"phase": s.phase, "name": s.name, "start": secs(s.start_us),
+                   "end": secs(s.end_us), "node": s.node, "worker": s.worker, "step": s.step})
+        })
+        .collect();
+    let totals: Vec<Value> = totals
+        .iter()
+        .map(|(p, (t, c))| json!({"phase": p, "total_s": t, "count": c}))
+        .collect();
+    json!({"count": inside.len(), "spans": list, "truncated": inside.len() > limit, "totals": totals})
+}
+
+/// `(mode, node, worker)` of a step-duration series.
+type StepGroup = (String, String, Option<u32>);
+
+/// Step durations per mode and node/worker, outliers, a histogram, and time per phase over
+/// the last `last` steps.
+pub fn steps(run: &Run, window: &Window, last: usize) -> Value {
+    let d = run.data.read().expect("run data lock");
+    // (mode, node, worker) → [(step, start µs, duration s)]
+    let mut groups: BTreeMap<StepGroup, Vec<(u64, u64, f64)>> = BTreeMap::new();
+    for s in &d.spans {
+        if let (Some(mode), Some(step)) = (is_step(s), s.step) {
+            groups
+                .entry((mode.name().to_owned(), s.node.clone(), s.worker))
+                .or_default()
+                .push((step, s.start_us, secs(s.duration_us())));
+        }
+    }
+    let mut all: Vec<f64> = Vec::new();
+    let series: Vec<Value> = groups
+        .iter()
+        .map(|((mode, node, worker), rows)| {
+            let mut durations: Vec<f64> = rows.iter().map(|r| r.2).collect();
+            all.extend_from_slice(&durations);
+            durations.sort_by(f64::total_cmp);
+            let p50 = percentile(&durations, 50.0);
+            let mean = durations.iter().sum::<f64>() / durations.len() as f64;
+            let var =
+                durations.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / durations.len() as f64;
+            // StepOutlier's rule: more than 3 standard deviations above the mean.
+            let limit = mean + 3.0 * var.sqrt();
+            let points: Vec<(u64, f64)> = rows.iter().map(|r| (r.1, r.2)).collect();
+            let outliers: Vec<Value> = rows
+                .iter()
+                .filter(|r| durations.len() > 2 && r.2 > limit)
+                .take(200)
+                .map(|r| json!({"step": r.0, "t": secs(r.1), "duration": r.2}))
+                .collect();
+            json!({
+                "mode": mode, "node": node, "worker": worker, "count": rows.len(),
+                "p50": num(p50), "mean": num(mean), "outlier_limit": num(limit),
+                "data": time_series(&points, window), "outliers": outliers,
+            })
+        })
+        .collect();
+    // Histogram of all step durations, 30 bins.
+    all.sort_by(f64::total_cmp);
+    let histogram = match (all.first(), all.last()) {
+        (Some(&lo), Some(&hi)) => {
+            let bins = 30usize;
+            let width = ((hi - lo) / bins as f64).max(1e-9);
+            let mut counts = vec![0u64; bins];
+            for x in &all {
+                counts[(((x - lo) / width) as usize).min(bins - 1)] += 1;
+            }
+            json!({"lo": lo, "width": width, "counts": counts})
+        }
+        _ => Value::Null,
+    };
+    json!({"series": series, "histogram": histogram, "phases": last_steps(&d.spans, last)})
+}
+
+/// Time per phase within each of the last `n` step spans (of any mode, node, worker).
+fn last_steps(spans: &[Span], n: usize) -> Value {
+    let step_spans: Vec<&Span> = spans.iter().filter(|s| is_step(s).is_some()).collect();
+    let recent = &step_spans[step_spans.len().saturating_sub(n.clamp(1, 500))..];
+    let Some(first) = recent.first() else {
+        return json!({"steps": [], "phases": []});
+    };
+    let lo = spans.partition_point(|s| s.start_us < first.start_us);
+    let mut phase_names: Vec<String> = Vec::new();
+    let mut table: Vec<BTreeMap<String, f64>> = vec![BTreeMap::new(); recent.len()];
+    for s in &spans[lo..] {
+        if is_step(s).is_some() {
+            continue;
+        }
+        // The step span on the same node and worker that contains it.
+        if let Some(i) = recent.iter().position(|st| {
+            st.node == s.node
+                && st.worker == s.worker
+                && s.start_us >= st.start_us
+                && s.end_us <= st.end_us
+        }) {
+            if !phase_names.contains(&s.phase) {
+                phase_names.push(s.phase.clone());
+            }
+            *table[i].entry(s.phase.clone()).or_default() += secs(s.duration_us());
+        }
+    }
+    let steps: Vec<Value> = recent
+        .iter()
+        .zip(&table)
+        .map(|(st, row)| {
+            let other = secs(st.duration_us()) - row.values().sum::<f64>();
+            json!({"step": st.step, "mode": is_step(st).map(|m| m.name()),
+                   "duration": secs(st.duration_us()), "phases": row, "other": other.max(0.0)})
+        })
+        .collect();
+    json!({"steps": steps, "phases": phase_names})
+}
+
+/// Scalars whose names match `regex`, per mode, downsampled by step.
+pub fn scalars(run: &Run, regex: Option<&str>, window: &Window) -> Result<Value, String> {
+    let filter = match regex.filter(|r| !r.is_empty()) {
+        Some(r) => Some(Regex::new(r).map_err(|e| format!("bad regex: {e}"))?),
+        None => None,
+    };
+    let d = run.data.read().expect("run data lock");
+    let mut out = Vec::new();
+    for (name, track) in &d.scalars {
+        if filter.as_ref().is_some_and(|f| !f.is_match(name)) {
+            continue;
+        }
+        let mut modes: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+        for &(step, mode, v) in &track.points {
+            modes.entry(mode.name()).or_default().push((step as f64, v));
+        }
+        let modes: Vec<Value> = modes
+            .iter()
+            .map(|(mode, pts)| {
+                let kept = min_max(pts, window.from, window.to, window.budget());
+                json!({"mode": mode, "total": pts.len(),
+                       "steps": kept.iter().map(|p| p.0).collect::<Vec<_>>(),
+                       "values": kept.iter().map(|p| num(p.1)).collect::<Vec<_>>()})
+            })
+            .collect();
+        out.push(json!({"name": name, "modes": modes}));
+    }
+    Ok(json!({"scalars": out, "tensors": d.tensors}))
+}
+
+/// Quantiles drawn as TensorBoard's distribution bands.
+const BANDS: [f64; 9] = [0.0, 6.68, 15.87, 30.85, 50.0, 69.15, 84.13, 93.32, 100.0];
+
+/// Reductions and a distribution of a tensor over (at most `max_steps` evenly chosen) steps.
+pub fn tensor_over_steps(trial: &Trial, name: &str, max_steps: usize) -> Result<Value, String> {
+    let tensor = trial.tensor(name).map_err(|e| e.to_string())?;
+    let steps = tensor.steps(None).map_err(|e| e.to_string())?;
+    let take = max_steps.clamp(1, 500);
+    let chosen: Vec<u64> = if steps.len() <= take {
+        steps.clone()
+    } else {
+        (0..take)
+            .map(|i| steps[i * (steps.len() - 1) / (take - 1).max(1)])
+            .collect()
+    };
+    let mut rows = Vec::new();
+    let mut shape = Vec::new();
+    for step in chosen {
+        let value = match tensor.value(step, None, None) {
+            Ok(v) => v,
+            Err(_) => continue,
+        };
+        shape = value.shape().to_vec();
+        let mut xs: Vec<f64> = value.iter().copied().filter(|x| x.is_finite()).collect();
+        if xs.is_empty() {
+            continue;
+        }
+        xs.sort_by(f64::total_cmp);
+        let n = xs.len() as f64;
+        let mean = xs.iter().sum::<f64>() / n;
+        let std = (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+        let l2 = xs.iter().map(|x| x * x).sum::<f64>().sqrt();
+        let bands: Vec<Value> = BANDS.iter().map(|&p| num(percentile(&xs, p))).collect();
+        rows.push(
+            json!({"step": step, "min": num(xs[0]), "max": num(xs[xs.len() - 1]),
+                         "mean": num(mean), "std": num(std), "l2": num(l2), "bands": bands}),
+        );
+    }
+    Ok(
+        json!({"name": name, "shape": shape, "total_steps": steps.len(), "steps": rows,
+              "band_percentiles": BANDS}),
+    )
+}
+
+/// A tensor at one step as a 2-D grid (rows × the last dimension), averaged down to at most
+/// `max_side` × `max_side` cells.
+pub fn tensor_2d(
+    trial: &Trial,
+    name: &str,
+    step: Option<u64>,
+    max_side: usize,
+) -> Result<Value, String> {
+    let tensor = trial.tensor(name).map_err(|e| e.to_string())?;
+    let steps = tensor.steps(None).map_err(|e| e.to_string())?;
+    let step = match step {
+        Some(s) => s,
+        None => *steps.last().ok_or("the tensor has no steps")?,
+    };
+    let value = tensor.value(step, None, None).map_err(|e| e.to_string())?;
+    let shape = value.shape().to_vec();
+    let cols = *shape.last().unwrap_or(&1);
+    let rows = value.len().checked_div(cols).unwrap_or(0);
+    let flat: Vec<f64> = value.iter().copied().collect();
+    let side = max_side.clamp(1, 512);
+    let out_rows = rows.min(side);
+    let out_cols = cols.min(side);
+    let mut grid = vec![vec![0.0f64; out_cols]; out_rows];
+    let mut count = vec![vec![0u32; out_cols]; out_rows];
+    for r in 0..rows {
+        for c in 0..cols {
+            let x = flat[r * cols + c];
+            if x.is_finite() {
+                let (gr, gc) = (r * out_rows / rows, c * out_cols / cols);
+                grid[gr][gc] += x;
+                count[gr][gc] += 1;
+            }
+        }
+    }
+    let cells: Vec<Vec<Value>> = grid
+        .iter()
+        .zip(&count)
+        .map(|(g, c)| {
+            g.iter()
+                .zip(c)
+                .map(|(s, &n)| {
+                    if n == 0 {
+                        Value::Null
+                    } else {
+                        num(s / f64::from(n))
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    Ok(
+        json!({"name": name, "step": step, "steps": steps, "shape": shape,
+              "rows": rows, "cols": cols, "cells": cells}),
+    )
+}

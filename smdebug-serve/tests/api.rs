@@ -1,0 +1,653 @@
+//! The dashboard's HTTP API against real runs: written by the hook, the writer, the span
+//! recorder and the rule runner, on local disk and on a real S3 server (moto), followed live.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use smdebug_io::Storage;
+use smdebug_io::storage::LocalStorage;
+use smdebug_io::testing::MotoServer;
+use smdebug_profiler::system::system_file_key;
+use smdebug_rules::{RuleRunner, RuleSpec};
+use smdebug_serve::downsample::MAX_POINTS;
+use smdebug_serve::{ServeOptions, Server, expand_runs};
+use support::{JobConfig, client, get_json, start_job, wait_for};
+
+fn local(dir: &Path) -> Arc<dyn Storage> {
+    Arc::new(LocalStorage::new(dir).unwrap())
+}
+
+fn quick_job(steps: u64) -> JobConfig {
+    JobConfig {
+        steps,
+        step_time: Duration::from_millis(4),
+        sampler: false,
+        start_delay: Duration::ZERO,
+        slow_steps: Vec::new(),
+    }
+}
+
+fn serve(runs: Vec<String>) -> Server {
+    Server::start(ServeOptions::new(runs)).unwrap()
+}
+
+fn base(server: &Server) -> String {
+    server.url().trim_end_matches('/').to_owned()
+}
+
+/// Writes `n` samples of `name` on node algo-1 at 100 ms from `start_s`, in one file a minute
+/// as the sampler does (a file holds one window), with `spike` at sample `spike_at`.
+fn write_samples(
+    store: &dyn Storage,
+    name: &str,
+    start_s: u64,
+    n: usize,
+    spike_at: usize,
+    spike: f64,
+) {
+    for (minute, chunk_start) in (0..n).step_by(600).enumerate() {
+        let file_start = start_s + minute as u64 * 60;
+        let mut lines = String::new();
+        for i in chunk_start..(chunk_start + 600).min(n) {
+            let value = if i == spike_at {
+                spike
+            } else {
+                (i % 50) as f64
+            };
+            lines.push_str(
+                &json!({"Type": "cpu", "Name": name, "Dimension": "CPUUtilization",
+                        "Value": value, "NodeId": "algo-1",
+                        "Timestamp": start_s as f64 + i as f64 * 0.1})
+                .to_string(),
+            );
+            lines.push('\n');
+        }
+        let key = system_file_key(file_start, "algo-1");
+        // A second series of the same minutes goes into the same files.
+        let mut text = store.get(&key).map(|b| b.to_vec()).unwrap_or_default();
+        text.extend_from_slice(lines.as_bytes());
+        store.put(&key, text.into()).unwrap();
+    }
+}
+
+#[test]
+fn long_series_are_downsampled_and_a_zoom_gets_the_raw_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = local(dir.path());
+    // 50,000 samples at 100 ms (83 minutes) in one file, one spike.
+    let start = 1_700_000_000;
+    write_samples(store.as_ref(), "cpu0", start, 50_000, 31_337, 100.0);
+    let server = serve(vec![dir.path().to_str().unwrap().into()]);
+    let url = base(&server);
+    let runs = wait_for(Duration::from_secs(20), "the samples", || {
+        let v = get_json(&format!("{url}/api/runs"));
+        (v["runs"][0]["samples"] == 50_000).then_some(v)
+    });
+    assert_eq!(runs["runs"][0]["exists"], true);
+    let sys = get_json(&format!("{url}/api/runs/0/system"));
+    // Per-core utilization is drawn in the heatmap (one row a core), not as a timeline.
+    assert!(sys["series"].as_array().unwrap().is_empty(), "{sys}");
+    let heat = &sys["heatmap"]["rows"];
+    assert_eq!(heat.as_array().unwrap().len(), 1, "{heat}");
+    assert!(heat[0]["values"].as_array().unwrap().len() <= 300);
+
+    // A total series for the timeline: 20,000 samples 1,000 s later, one spike.
+    write_samples(store.as_ref(), "total", start + 1_020, 20_000, 12_345, 99.0);
+    wait_for(Duration::from_secs(20), "the total series", || {
+        (get_json(&format!("{url}/api/runs"))["runs"][0]["samples"] == 70_000).then_some(())
+    });
+    let sys = get_json(&format!("{url}/api/runs/0/system"));
+    let total = sys["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "total")
+        .unwrap()
+        .clone();
+    let t = total["data"]["t"].as_array().unwrap();
+    let v = total["data"]["v"].as_array().unwrap();
+    assert_eq!(total["data"]["total"], 20_000);
+    assert!(
+        t.len() <= MAX_POINTS && t.len() > MAX_POINTS / 2,
+        "{}",
+        t.len()
+    );
+    assert!(v.iter().any(|x| x == 99.0), "the spike was lost");
+    // Asking for more than the cap still gets the cap.
+    let big = get_json(&format!("{url}/api/runs/0/system?points=1000000"));
+    for s in big["series"].as_array().unwrap() {
+        assert!(s["data"]["t"].as_array().unwrap().len() <= MAX_POINTS);
+    }
+    // Zoom on 10 s around the spike: the 101 raw samples.
+    let spike_t = (start + 1_020) as f64 + 12_345.0 * 0.1;
+    let zoom = get_json(&format!(
+        "{url}/api/runs/0/system?from={}&to={}",
+        spike_t - 5.0,
+        spike_t + 5.0
+    ));
+    let total = zoom["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "total")
+        .unwrap();
+    let zt = total["data"]["t"].as_array().unwrap();
+    assert!((100..=101).contains(&zt.len()), "{}", zt.len());
+    assert!(zt.iter().all(|x| {
+        let x = x.as_f64().unwrap();
+        x >= spike_t - 5.0 - 1e-6 && x <= spike_t + 5.0 + 1e-6
+    }));
+    server.shutdown();
+}
+
+#[test]
+fn a_live_run_is_followed_from_before_it_exists_to_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("not-yet");
+    let server = serve(vec![run.to_str().unwrap().into()]);
+    let url = base(&server);
+    let first = get_json(&format!("{url}/api/runs"));
+    assert_eq!(first["runs"][0]["exists"], false, "{first}");
+    assert_eq!(first["runs"][0]["name"], "not-yet");
+
+    // Server-sent events in a thread: each `runs` event's body.
+    let (tx, rx) = mpsc::channel::<Value>();
+    let events_url = format!("{url}/api/events");
+    let reader = std::thread::spawn(move || {
+        let response = reqwest::blocking::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap()
+            .get(events_url)
+            .send()
+            .unwrap();
+        assert_eq!(
+            response.headers()["content-type"].to_str().unwrap(),
+            "text/event-stream"
+        );
+        for line in BufReader::new(response).lines() {
+            let Ok(line) = line else { break };
+            if let Some(data) = line.strip_prefix("data: ") {
+                let v: Value = serde_json::from_str(data).unwrap();
+                let done = v["runs"][0]["complete"] == true;
+                if tx.send(v).is_err() || done {
+                    break;
+                }
+            }
+        }
+    });
+    let initial = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(initial["runs"][0]["exists"], false);
+
+    std::fs::create_dir_all(&run).unwrap();
+    let job = start_job(
+        local(&run),
+        Some(&run),
+        JobConfig {
+            steps: 40,
+            step_time: Duration::from_millis(20),
+            sampler: true,
+            start_delay: Duration::from_millis(300),
+            slow_steps: vec![16, 33],
+        },
+    );
+    // Steps appear in the pushed events while the job runs (not only at its end).
+    let mut seen_running = false;
+    let mut last = initial;
+    while last["runs"][0]["complete"] != true {
+        last = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("an event within 30 s");
+        let steps = last["runs"][0]["steps"].as_u64().unwrap();
+        if steps > 0 && last["runs"][0]["complete"] == false {
+            seen_running = true;
+        }
+    }
+    assert!(seen_running, "no event showed the run in progress");
+    assert_eq!(job.join(), None);
+    reader.join().unwrap();
+    // 40 train steps and 4 eval steps, as global steps.
+    let end = wait_for(Duration::from_secs(10), "the last spans", || {
+        let v = get_json(&format!("{url}/api/runs/0/overview"));
+        (v["steps"] == 44 && v["samples"].as_u64().unwrap() > 0).then_some(v)
+    });
+    assert_eq!(end["complete"], true);
+    assert_eq!(end["end_reason"], "completed");
+    let nodes = end["nodes"].as_array().unwrap();
+    assert_eq!(nodes[0]["node"], "algo-1");
+    let cpu = nodes[0]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == "CPU utilization")
+        .unwrap();
+    for k in ["min", "p50", "p90", "p99", "max"] {
+        assert!(cpu[k].is_number(), "{cpu}");
+    }
+    assert!(
+        cpu["min"].as_f64() <= cpu["p50"].as_f64() && cpu["p99"].as_f64() <= cpu["max"].as_f64()
+    );
+    assert!(end["phases"]["training_loop"].as_f64().unwrap() > 0.0);
+
+    let steps = wait_for(Duration::from_secs(10), "all step spans", || {
+        let v = get_json(&format!("{url}/api/runs/0/steps?last=10"));
+        let train = v["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["mode"] == "TRAIN")
+            .cloned()?;
+        (train["count"] == 40).then_some(v)
+    });
+    let train = steps["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["mode"] == "TRAIN")
+        .unwrap();
+    // Steps 16 and 33 slept through a long backward pass: outliers.
+    let outliers: Vec<u64> = train["outliers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["step"].as_u64().unwrap())
+        .collect();
+    assert!(
+        outliers.contains(&16) && outliers.contains(&33),
+        "{outliers:?} {train}"
+    );
+    let phases = &steps["phases"];
+    assert_eq!(phases["steps"].as_array().unwrap().len(), 10);
+    for p in [
+        "DataLoaderIter",
+        "Forward",
+        "Backward(post-forward)",
+        "Optimizer",
+    ] {
+        assert!(
+            phases["phases"].as_array().unwrap().iter().any(|x| x == p),
+            "{phases}"
+        );
+    }
+    let hist: u64 = steps["histogram"]["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .sum();
+    assert_eq!(hist, 44);
+
+    // Scalars per mode, with a regex; tensors over steps and as a 2-D grid.
+    let sc = get_json(&format!("{url}/api/runs/0/scalars?regex=^lo"));
+    let names: Vec<&str> = sc["scalars"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["loss"]);
+    let modes: Vec<(&str, usize)> = sc["scalars"][0]["modes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["mode"].as_str().unwrap(),
+                m["steps"].as_array().unwrap().len(),
+            )
+        })
+        .collect();
+    assert_eq!(modes, [("EVAL", 4), ("TRAIN", 40)]);
+    let zoomed = get_json(&format!(
+        "{url}/api/runs/0/scalars?regex=loss&from=10&to=19.5&points=50"
+    ));
+    // x is the global step: global step 10 is the first eval step.
+    let train = &zoomed["scalars"][0]["modes"][1];
+    assert_eq!(
+        train["steps"],
+        json!([11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0])
+    );
+    let steps_zoomed = client()
+        .get(format!("{url}/api/runs/0/steps?from=1&to=2.5&last=5"))
+        .send()
+        .unwrap();
+    assert_eq!(steps_zoomed.status(), 200);
+    let bad = client()
+        .get(format!("{url}/api/runs/0/scalars?regex=("))
+        .send()
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    let t = get_json(&format!("{url}/api/runs/0/tensor?name=fc.weight&steps=5"));
+    assert_eq!(t["steps"].as_array().unwrap().len(), 5);
+    let first = &t["steps"][0];
+    assert_eq!(first["min"], -1.0);
+    assert_eq!(first["bands"].as_array().unwrap().len(), 9);
+    let grid = get_json(&format!("{url}/api/runs/0/tensor2d?name=attention&step=0"));
+    assert_eq!(grid["shape"], json!([8, 8]));
+    assert_eq!(grid["cells"][0][7], 7.0);
+    assert_eq!(grid["cells"][3][3], 0.0);
+
+    // Spans in a window around the custom span, whose name is returned as data, verbatim.
+    let spans = get_json(&format!("{url}/api/runs/0/spans"));
+    assert!(
+        spans["spans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["phase"] == support::HOSTILE_NAME),
+        "{spans}"
+    );
+    server.shutdown();
+}
+
+#[test]
+fn rule_verdicts_report_download_and_stop_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("job");
+    std::fs::create_dir_all(&run).unwrap();
+    start_job(local(&run), Some(&run), quick_job(30)).join();
+    let location = run.to_str().unwrap().to_owned();
+    let server = serve(vec![location.clone()]);
+    let url = base(&server);
+    wait_for(Duration::from_secs(20), "the run", || {
+        (get_json(&format!("{url}/api/runs"))["runs"][0]["complete"] == true).then_some(())
+    });
+    let before = get_json(&format!("{url}/api/runs/0/overview"));
+    assert_eq!(before["rules_written"], false);
+
+    // A rule runner writes its verdicts into the run: they appear in the overview.
+    RuleRunner::builder(&location)
+        .spec(RuleSpec::parse("LossNotDecreasing:num_steps=5").unwrap())
+        .spec(RuleSpec::parse("StepOutlier").unwrap())
+        .write_into_run(true)
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap();
+    let over = wait_for(Duration::from_secs(10), "the rule statuses", || {
+        let v = get_json(&format!("{url}/api/runs/0/overview"));
+        (v["rules"].as_array().unwrap().len() == 2).then_some(v)
+    });
+    let loss = over["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "LossNotDecreasing")
+        .unwrap();
+    assert_eq!(loss["status"], "NoIssuesFound", "{loss}");
+    assert!(!loss["recommendation"].as_str().unwrap().is_empty());
+    assert!(!loss["description"].as_str().unwrap().is_empty());
+
+    // The report, generated on demand.
+    let report = client()
+        .get(format!("{url}/api/runs/0/report"))
+        .send()
+        .unwrap();
+    assert_eq!(report.status(), 200);
+    assert!(
+        report.headers()["content-disposition"]
+            .to_str()
+            .unwrap()
+            .contains("job-profiler-report.html")
+    );
+    let html = report.text().unwrap();
+    assert!(html.contains("<section id=\"job-summary\""));
+    assert!(html.contains("LossNotDecreasing"));
+
+    // Stop: refused without confirmation, written with it, as smdebug_io::stop reads it.
+    assert_eq!(over["writable"], true);
+    let unconfirmed = client()
+        .post(format!("{url}/api/runs/0/stop"))
+        .json(&json!({}))
+        .send()
+        .unwrap();
+    assert_eq!(unconfirmed.status(), 400);
+    assert!(!run.join("stop_request.json").exists());
+    let confirmed = client()
+        .post(format!("{url}/api/runs/0/stop"))
+        .json(&json!({"confirm": true, "reason": "from the test"}))
+        .send()
+        .unwrap();
+    assert_eq!(confirmed.status(), 200);
+    let request = smdebug_io::stop::read_stop_request(local(&run).as_ref())
+        .unwrap()
+        .unwrap();
+    assert_eq!(request.reason, "from the test");
+    let seen = wait_for(Duration::from_secs(10), "the stop request", || {
+        let v = get_json(&format!("{url}/api/runs"));
+        v["runs"][0]["stop_requested"].as_str().map(str::to_owned)
+    });
+    assert_eq!(seen, "from the test");
+    server.shutdown();
+
+    // A read-only server cannot stop anything.
+    let mut options = ServeOptions::new(vec![location]);
+    options.read_only = true;
+    let ro = Server::start(options).unwrap();
+    let url = base(&ro);
+    wait_for(Duration::from_secs(20), "the run", || {
+        (get_json(&format!("{url}/api/runs"))["runs"][0]["complete"] == true).then_some(())
+    });
+    assert_eq!(
+        get_json(&format!("{url}/api/runs"))["runs"][0]["writable"],
+        false
+    );
+    let refused = client()
+        .post(format!("{url}/api/runs/0/stop"))
+        .json(&json!({"confirm": true}))
+        .send()
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    ro.shutdown();
+}
+
+#[test]
+fn a_stop_request_from_the_dashboard_stops_a_live_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("long");
+    std::fs::create_dir_all(&run).unwrap();
+    let job = start_job(
+        local(&run),
+        Some(&run),
+        JobConfig {
+            steps: 100_000,
+            step_time: Duration::from_millis(10),
+            sampler: false,
+            start_delay: Duration::ZERO,
+            slow_steps: Vec::new(),
+        },
+    );
+    let server = serve(vec![run.to_str().unwrap().into()]);
+    let url = base(&server);
+    wait_for(Duration::from_secs(30), "steps and the write check", || {
+        let v = get_json(&format!("{url}/api/runs"));
+        (v["runs"][0]["steps"].as_u64().unwrap() > 3 && v["runs"][0]["writable"] == true)
+            .then_some(())
+    });
+    let r = client()
+        .post(format!("{url}/api/runs/0/stop"))
+        .json(&json!({"confirm": true, "reason": "enough"}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // Bounded: if the job ignored the request, this fails and dropping the job ends it.
+    let ended = wait_for(Duration::from_secs(30), "the end marker", || {
+        let v = get_json(&format!("{url}/api/runs"));
+        (v["runs"][0]["complete"] == true && !v["runs"][0]["end_reason"].is_null()).then_some(v)
+    });
+    assert_eq!(job.join().as_deref(), Some("enough"));
+    assert_eq!(ended["runs"][0]["end_reason"], "stopped: enough");
+    server.shutdown();
+}
+
+#[test]
+fn the_token_is_required_and_headers_are_strict() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = ServeOptions::new(vec![dir.path().to_str().unwrap().into()]);
+    options.token = Some("s3cret-token".into());
+    let server = Server::start(options).unwrap();
+    assert!(
+        server.url().ends_with("/?token=s3cret-token"),
+        "{}",
+        server.url()
+    );
+    let root = format!("http://{}", server.addr());
+    let c = client();
+    // The page itself holds no run data and loads without the token (then asks for it).
+    let page = c.get(format!("{root}/")).send().unwrap();
+    assert_eq!(page.status(), 200);
+    let csp = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"));
+    assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"));
+    assert_eq!(page.headers()["x-content-type-options"], "nosniff");
+    let html = page.text().unwrap();
+    // No inline script or style, nothing from another host.
+    assert!(!html.contains("<script>") && !html.contains("style="));
+    assert!(!html.contains("http://") && !html.contains("https://"));
+    for path in [
+        "/api/runs",
+        "/api/runs/0/overview",
+        "/api/events",
+        "/api/kineto",
+    ] {
+        let r = c.get(format!("{root}{path}")).send().unwrap();
+        assert_eq!(r.status(), 401, "{path}");
+        let r = c
+            .get(format!("{root}{path}?token=wrong-token!"))
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 401, "{path}");
+    }
+    let r = c
+        .get(format!("{root}/api/runs"))
+        .header("x-smdebug-token", "s3cret-token")
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = c
+        .get(format!("{root}/api/runs?token=s3cret-token"))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "application/json");
+    let stop = c
+        .post(format!("{root}/api/runs/0/stop"))
+        .json(&json!({"confirm": true}))
+        .send()
+        .unwrap();
+    assert_eq!(stop.status(), 401);
+    server.shutdown();
+
+    // Without a token (loopback), a foreign Host header is refused: no DNS rebinding.
+    let open = serve(vec![dir.path().to_str().unwrap().into()]);
+    assert!(open.token().is_none());
+    let url = base(&open);
+    let r = c
+        .get(format!("{url}/api/runs"))
+        .header("host", "attacker.example:80")
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert_eq!(
+        c.get(format!("{url}/api/runs")).send().unwrap().status(),
+        200
+    );
+    // The page's script never writes markup.
+    let js = c
+        .get(format!("{url}/assets/app.js"))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        !js.contains("innerHTML")
+            && !js.contains("outerHTML")
+            && !js.contains("insertAdjacentHTML")
+    );
+    assert!(!js.contains("eval(") && !js.contains("document.write"));
+    open.shutdown();
+}
+
+#[test]
+fn a_folder_of_runs_is_served_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["run-a", "run-b"] {
+        let run = dir.path().join(name);
+        std::fs::create_dir_all(&run).unwrap();
+        start_job(local(&run), Some(&run), quick_job(5)).join();
+    }
+    std::fs::create_dir_all(dir.path().join("not-a-run")).unwrap();
+    let expanded = expand_runs(&[dir.path().to_str().unwrap().into()]);
+    let names: Vec<&str> = expanded.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(names, ["run-a", "run-b"]);
+    let server = serve(vec![dir.path().to_str().unwrap().into()]);
+    let url = base(&server);
+    let runs = wait_for(Duration::from_secs(20), "both runs", || {
+        let v = get_json(&format!("{url}/api/runs"));
+        v["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["complete"] == true && r["steps"] == 5)
+            .then_some(v)
+    });
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(runs["runs"][1]["name"], "run-b");
+    let missing = client()
+        .get(format!("{url}/api/runs/7/overview"))
+        .send()
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    server.shutdown();
+}
+
+#[test]
+fn an_s3_run_is_followed_live() {
+    let moto = MotoServer::start();
+    moto.create_bucket("dash");
+    let url = "s3://dash/jobs/live";
+    let storage = smdebug_io::open_storage_with(url, &moto.options()).unwrap();
+    let mut options = ServeOptions::new(vec![url.into()]);
+    options.storage = moto.options();
+    let server = Server::start(options).unwrap();
+    let base = base(&server);
+    let job = start_job(
+        storage,
+        None,
+        JobConfig {
+            steps: 12,
+            step_time: Duration::from_millis(30),
+            sampler: false,
+            start_delay: Duration::from_millis(200),
+            slow_steps: Vec::new(),
+        },
+    );
+    wait_for(
+        Duration::from_secs(60),
+        "steps on S3 while the job runs",
+        || {
+            let v = get_json(&format!("{base}/api/runs"));
+            (v["runs"][0]["steps"].as_u64().unwrap() > 0 && v["runs"][0]["complete"] == false)
+                .then_some(())
+        },
+    );
+    job.join();
+    let done = wait_for(Duration::from_secs(60), "the end on S3", || {
+        let v = get_json(&format!("{base}/api/runs/0/overview"));
+        (v["complete"] == true && v["steps"] == 13 && v["spans"].as_u64().unwrap() > 0).then_some(v)
+    });
+    assert_eq!(done["writable"], true);
+    let sc = get_json(&format!("{base}/api/runs/0/scalars"));
+    assert_eq!(sc["scalars"].as_array().unwrap().len(), 2, "{sc}");
+    server.shutdown();
+}

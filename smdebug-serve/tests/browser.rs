@@ -1,0 +1,505 @@
+//! The dashboard in a real browser (Debian's chromium, headless), driven over the Chrome
+//! DevTools Protocol: it opens on a run that does not exist yet, watches a demo job write it
+//! (the step count and the CPU chart's last point advance, pushed by server-sent events), sees
+//! the "run ended" state, zooms one chart and checks that the others follow and the span list
+//! narrows to the window, and checks that every panel is drawn, that no script error, console
+//! error or Content-Security-Policy violation occurred, that no request left the server, and
+//! that a span named with markup shows as text.
+//!
+//! Why CDP over a WebSocket (tungstenite) rather than `--dump-dom`: the page is live. A dumped
+//! DOM is one snapshot after a virtual-time budget, and an open event stream keeps virtual time
+//! from advancing; the test has to watch the page change over real seconds, read every network
+//! request and console message as events, and drag the mouse across a chart. The protocol
+//! needs only a handful of commands, so a small client on a well-kept WebSocket crate is
+//! sturdier than a browser-automation framework tied to browser versions, and nothing is
+//! downloaded: it drives `/usr/bin/chromium` (`bash .ci/setup-browser`).
+//!
+//! Set `SMDEBUG_SKIP_BROWSER=1` to skip on a machine without chromium. Screenshots are left in
+//! cargo's target directory (`target/tmp/serve_browser/`).
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use serde_json::{Value, json};
+use smdebug_io::storage::LocalStorage;
+use smdebug_serve::{ServeOptions, Server};
+use support::{HOSTILE_NAME, JobConfig, start_job};
+use tungstenite::{Message, WebSocket};
+
+fn chromium() -> Option<PathBuf> {
+    let path = PathBuf::from("/usr/bin/chromium");
+    if path.exists() {
+        return Some(path);
+    }
+    if std::env::var("SMDEBUG_SKIP_BROWSER").as_deref() == Ok("1") {
+        eprintln!("SMDEBUG_SKIP_BROWSER=1: skipping the browser checks");
+        return None;
+    }
+    panic!(
+        "/usr/bin/chromium is missing: run `bash .ci/setup-browser` (apt-get install chromium), \
+         or set SMDEBUG_SKIP_BROWSER=1 to skip the browser checks"
+    );
+}
+
+/// Headless chromium with its DevTools endpoint on a free loopback port; killed on drop.
+struct Browser {
+    child: Child,
+    ws_url: String,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl Browser {
+    fn launch(binary: &Path, profile: &Path) -> Browser {
+        let mut child = Command::new(binary)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-default-apps",
+                "--disable-sync",
+                "--disable-extensions",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--remote-debugging-address=127.0.0.1",
+                "--remote-debugging-port=0",
+                "--window-size=1400,1000",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg("about:blank")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+        let stderr = child.stderr.take().unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        let keep = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(at) = line.find("ws://") {
+                    let _ = tx.send(line[at..].trim().to_owned());
+                }
+                keep.lock().unwrap().push(line);
+            }
+        });
+        let ws_url = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(url) => url,
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "chromium printed no DevTools address within 30 s: {:?}",
+                    lines.lock().unwrap()
+                );
+            }
+        };
+        Browser {
+            child,
+            ws_url,
+            stderr: lines,
+        }
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A minimal Chrome DevTools Protocol client: commands on one page session, events kept.
+struct Cdp {
+    ws: WebSocket<TcpStream>,
+    next: u64,
+    session: Option<String>,
+    events: Vec<Value>,
+}
+
+impl Cdp {
+    fn connect(ws_url: &str) -> Cdp {
+        let rest = ws_url.strip_prefix("ws://").unwrap();
+        let host = &rest[..rest.find('/').unwrap()];
+        let stream = TcpStream::connect(host).unwrap();
+        let (ws, _) = tungstenite::client(ws_url, stream).unwrap();
+        // Reads give up after 100 ms, so that waits stay bounded.
+        ws.get_ref()
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        Cdp {
+            ws,
+            next: 1,
+            session: None,
+            events: Vec::new(),
+        }
+    }
+
+    /// One message, or `None` after the read timeout.
+    fn read(&mut self) -> Option<Value> {
+        match self.ws.read() {
+            Ok(Message::Text(text)) => Some(serde_json::from_str(&text).unwrap()),
+            Ok(_) => None,
+            Err(tungstenite::Error::Io(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                None
+            }
+            Err(e) => panic!("DevTools connection: {e}"),
+        }
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        let mut msg = json!({"id": id, "method": method, "params": params});
+        if let Some(s) = &self.session {
+            msg["sessionId"] = json!(s);
+        }
+        self.ws.send(Message::text(msg.to_string())).unwrap();
+        let end = Instant::now() + Duration::from_secs(30);
+        loop {
+            assert!(Instant::now() < end, "no answer to {method} within 30 s");
+            let Some(v) = self.read() else { continue };
+            if v["id"] == id {
+                assert!(v.get("error").is_none(), "{method}: {v}");
+                return v["result"].clone();
+            }
+            if v.get("method").is_some() {
+                self.events.push(v);
+            }
+        }
+    }
+
+    /// Reads events for `d`.
+    fn pump(&mut self, d: Duration) {
+        let end = Instant::now() + d;
+        while Instant::now() < end {
+            if let Some(v) = self.read()
+                && v.get("method").is_some()
+            {
+                self.events.push(v);
+            }
+        }
+    }
+
+    fn eval(&mut self, expression: &str) -> Value {
+        let r = self.call(
+            "Runtime.evaluate",
+            json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
+        );
+        assert!(r.get("exceptionDetails").is_none(), "{expression}: {r}");
+        r["result"]["value"].clone()
+    }
+
+    /// The page's self-reported status (`document.body.dataset.status`).
+    fn status(&mut self) -> Value {
+        let s = self.eval("(document.body && document.body.dataset.status) || 'null'");
+        serde_json::from_str(s.as_str().unwrap_or("null")).unwrap()
+    }
+
+    fn wait(&mut self, limit: Duration, what: &str, mut f: impl FnMut(&mut Cdp) -> bool) {
+        let end = Instant::now() + limit;
+        while !f(self) {
+            assert!(
+                Instant::now() < end,
+                "timed out after {limit:?} waiting for {what}; status {}",
+                self.status()
+            );
+            self.pump(Duration::from_millis(100));
+        }
+    }
+
+    fn screenshot(&mut self, path: &Path) {
+        let shot = self.call(
+            "Page.captureScreenshot",
+            json!({"format": "png", "captureBeyondViewport": true}),
+        );
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(shot["data"].as_str().unwrap())
+            .unwrap();
+        assert!(
+            png.starts_with(b"\x89PNG") && png.len() > 20_000,
+            "{} bytes",
+            png.len()
+        );
+        std::fs::write(path, png).unwrap();
+    }
+}
+
+fn shared_trace(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/data/pytorch-profiler-traces")
+        .join(name)
+}
+
+fn as_f64(v: &Value) -> Option<f64> {
+    v.as_f64()
+}
+
+#[test]
+fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
+    let Some(binary) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("live-run");
+    let mut options = ServeOptions::new(vec![run.to_str().unwrap().into()]);
+    options.traces = vec![
+        shared_trace("trace_filter__sampled_rank-0.json.gz"),
+        shared_trace("cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"),
+    ];
+    let server = Server::start(options).unwrap();
+    let origin = server.url().trim_end_matches('/').to_owned();
+
+    let browser = Browser::launch(&binary, &dir.path().join("profile"));
+    let mut cdp = Cdp::connect(&browser.ws_url);
+    let target = cdp.call("Target.createTarget", json!({"url": "about:blank"}));
+    let session = cdp.call(
+        "Target.attachToTarget",
+        json!({"targetId": target["targetId"], "flatten": true}),
+    );
+    cdp.session = Some(session["sessionId"].as_str().unwrap().to_owned());
+    for domain in [
+        "Page.enable",
+        "Runtime.enable",
+        "Log.enable",
+        "Network.enable",
+    ] {
+        cdp.call(domain, json!({}));
+    }
+    cdp.call(
+        "Emulation.setDeviceMetricsOverride",
+        json!({"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": false}),
+    );
+    cdp.call("Page.navigate", json!({"url": server.url()}));
+
+    // The page opens before the run exists and says it is waiting.
+    cdp.wait(Duration::from_secs(30), "the first drawing", |c| {
+        c.status()["updates"].as_u64().unwrap_or(0) >= 1
+    });
+    let state = cdp.eval("document.getElementById('run-state').textContent");
+    assert!(
+        state.as_str().unwrap().contains("waiting for the run"),
+        "{state}"
+    );
+
+    // The job starts while the page is open.
+    std::fs::create_dir_all(&run).unwrap();
+    let job = start_job(
+        Arc::new(LocalStorage::new(&run).unwrap()),
+        Some(&run),
+        JobConfig {
+            steps: 160,
+            step_time: Duration::from_millis(40),
+            sampler: true,
+            start_delay: Duration::from_millis(500),
+            slow_steps: vec![50, 120],
+        },
+    );
+
+    // Live: the step count and the CPU chart's last point advance while the run is written,
+    // pushed to the open page.
+    let mut step_counts = Vec::new();
+    let mut last_points = Vec::new();
+    let mut stop_enabled_while_live = false;
+    cdp.wait(Duration::from_secs(90), "the run to end", |c| {
+        let s = c.status();
+        if s["ended"] == true {
+            return true;
+        }
+        if let Some(n) = s["steps"].as_u64().filter(|&n| n > 0)
+            && step_counts.last() != Some(&n)
+        {
+            step_counts.push(n);
+        }
+        if let Some(p) = as_f64(&s["last_point"])
+            && last_points.last() != Some(&p)
+        {
+            last_points.push(p);
+        }
+        if c.eval("document.getElementById('stop').disabled") == false {
+            stop_enabled_while_live = true;
+        }
+        false
+    });
+    assert!(
+        step_counts.len() >= 3,
+        "the step count advanced only through {step_counts:?}"
+    );
+    assert!(
+        step_counts.windows(2).all(|w| w[0] < w[1]),
+        "{step_counts:?}"
+    );
+    assert!(
+        last_points.len() >= 2,
+        "the CPU chart's last point advanced only through {last_points:?}"
+    );
+    assert!(stop_enabled_while_live, "the stop button was never enabled");
+    assert_eq!(job.join(), None);
+
+    // Ended: the header says so, the stop button is off, and the final numbers arrive.
+    cdp.wait(Duration::from_secs(20), "the final state", |c| {
+        let s = c.status();
+        s["steps"] == 176 && s["panels"]["tensors"] == true
+    });
+    let state = cdp.eval("document.getElementById('run-state').textContent");
+    assert!(
+        state.as_str().unwrap().starts_with("run ended (completed)"),
+        "{state}"
+    );
+    assert_eq!(cdp.eval("document.getElementById('stop').disabled"), true);
+
+    // Every panel is drawn.
+    let counts = cdp.eval(
+        "JSON.stringify(Object.fromEntries(['system-charts','step-charts','phase-chart',\
+         'scalar-charts','tensor-charts'].map(id => [id, document.querySelectorAll('#' + id + \
+         ' .uplot canvas').length])))",
+    );
+    let counts: Value = serde_json::from_str(counts.as_str().unwrap()).unwrap();
+    assert!(counts["system-charts"].as_u64().unwrap() >= 3, "{counts}"); // CPU, memory, network/disk
+    assert!(counts["step-charts"].as_u64().unwrap() >= 3, "{counts}"); // TRAIN, EVAL, histogram
+    assert_eq!(counts["phase-chart"], 1, "{counts}");
+    assert_eq!(counts["scalar-charts"], 2, "{counts}"); // accuracy, loss
+    assert_eq!(counts["tensor-charts"], 2, "{counts}"); // reductions, distribution
+    let overview = cdp.eval(
+        "[document.querySelectorAll('#overview-runs .card').length, \
+          document.querySelectorAll('#node-stats table tr').length, \
+          document.querySelectorAll('#kineto-tables table tr').length, \
+          document.getElementById('heatmap').height]",
+    );
+    assert_eq!(overview[0], 1, "{overview}");
+    assert!(overview[1].as_u64().unwrap() >= 3, "{overview}");
+    assert!(overview[2].as_u64().unwrap() >= 10, "{overview}");
+    assert!(overview[3].as_u64().unwrap() >= 10, "{overview}");
+
+    // A 2-D tensor at a chosen step.
+    cdp.eval(
+        "(() => { const s = document.getElementById('tensor-select'); s.value = 'attention'; \
+         s.dispatchEvent(new Event('change')); })()",
+    );
+    cdp.wait(Duration::from_secs(20), "the attention heatmap", |c| {
+        c.eval("document.getElementById('tensor2d-info').textContent")
+            .as_str()
+            .unwrap_or("")
+            .contains("shape [8, 8]")
+    });
+
+    // The span named with markup is text: no element was made of it, the title is untouched.
+    let escaped = cdp.eval(&format!(
+        "[Array.from(document.querySelectorAll('#spans td')).some(td => td.textContent === {}), \
+          document.querySelectorAll('main img').length, document.title]",
+        serde_json::to_string(HOSTILE_NAME).unwrap()
+    ));
+    assert_eq!(escaped, json!([true, 0, "smdebug serve"]));
+
+    let artifacts = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve_browser");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    cdp.screenshot(&artifacts.join("dashboard.png"));
+
+    // Linked zoom: drag across the first system chart; every time chart takes the window and
+    // the span list narrows to it.
+    let before = cdp.status();
+    let all_spans = before["window_spans"].as_u64().unwrap();
+    let rect = cdp.eval(
+        "(() => { const o = document.querySelector('#system-charts .u-over'); \
+         o.scrollIntoView(); const r = o.getBoundingClientRect(); \
+         return [r.left, r.top, r.width, r.height]; })()",
+    );
+    let (x, y, w, h) = (
+        rect[0].as_f64().unwrap(),
+        rect[1].as_f64().unwrap(),
+        rect[2].as_f64().unwrap(),
+        rect[3].as_f64().unwrap(),
+    );
+    let (x0, x1, ym) = (x + w * 0.4, x + w * 0.6, y + h / 2.0);
+    for (kind, at) in [
+        ("mouseMoved", x0),
+        ("mousePressed", x0),
+        ("mouseMoved", (x0 + x1) / 2.0),
+        ("mouseMoved", x1),
+        ("mouseReleased", x1),
+    ] {
+        cdp.call(
+            "Input.dispatchMouseEvent",
+            json!({"type": kind, "x": at, "y": ym, "button": "left", "clickCount": 1,
+                   "buttons": if kind == "mouseReleased" { 0 } else { 1 }}),
+        );
+    }
+    cdp.wait(Duration::from_secs(20), "the zoomed views", |c| {
+        let s = c.status();
+        s["zoom"].is_array()
+            && s["window_spans"]
+                .as_u64()
+                .is_some_and(|n| n > 0 && n < all_spans)
+    });
+    let s = cdp.status();
+    let zoom = (
+        s["zoom"][0].as_f64().unwrap(),
+        s["zoom"][1].as_f64().unwrap(),
+    );
+    let scales = s["time_scales"].as_array().unwrap();
+    assert!(scales.len() >= 4, "{s}");
+    for scale in scales {
+        let (lo, hi) = (scale[0].as_f64().unwrap(), scale[1].as_f64().unwrap());
+        assert!(
+            (lo - zoom.0).abs() < 1e-3 && (hi - zoom.1).abs() < 1e-3,
+            "a time chart did not follow the zoom {zoom:?}: {scales:?}"
+        );
+    }
+    cdp.screenshot(&artifacts.join("dashboard-zoomed.png"));
+
+    // Nothing went wrong on the way, and nothing left the server.
+    cdp.pump(Duration::from_millis(300));
+    let s = cdp.status();
+    assert_eq!(s["errors"], json!([]), "{s}");
+    assert_eq!(s["csp"], json!([]), "{s}");
+    let mut requests = Vec::new();
+    for e in &cdp.events {
+        let p = &e["params"];
+        match e["method"].as_str().unwrap() {
+            "Network.requestWillBeSent" => {
+                requests.push(p["request"]["url"].as_str().unwrap().to_owned())
+            }
+            "Runtime.exceptionThrown" => panic!("script error: {p}"),
+            "Runtime.consoleAPICalled" => {
+                assert!(
+                    !["error", "warning", "assert"].contains(&p["type"].as_str().unwrap()),
+                    "console: {p}"
+                )
+            }
+            "Log.entryAdded" => {
+                assert!(
+                    !["error", "warning"].contains(&p["entry"]["level"].as_str().unwrap()),
+                    "browser log: {p}"
+                )
+            }
+            _ => {}
+        }
+    }
+    assert!(requests.len() >= 10, "{requests:?}");
+    for url in &requests {
+        assert!(
+            url.starts_with(&format!("{origin}/")),
+            "a request left the server: {url}"
+        );
+    }
+    assert!(
+        requests.iter().any(|u| u.contains("/api/events")),
+        "no event stream: {requests:?}"
+    );
+    let log = browser.stderr.lock().unwrap().join("\n");
+    assert!(!log.contains("Refused to"), "{log}");
+    drop(cdp);
+    drop(browser);
+    server.shutdown();
+}

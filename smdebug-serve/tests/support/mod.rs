@@ -1,0 +1,222 @@
+//! Shared by the API and browser tests: a small real training job (the hook and writer, the
+//! span recorder, optionally the system sampler) writing a run while it is served, and an HTTP
+//! client for the server.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
+use smdebug_io::Storage;
+use smdebug_io::writer::Writer;
+use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
+use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
+
+/// A custom span whose name is markup: the page must show it as text.
+pub const HOSTILE_NAME: &str = "<img src=x onerror=\"document.title='pwned'\">&amp;";
+
+/// How a demo job runs.
+#[derive(Clone)]
+pub struct JobConfig {
+    pub steps: u64,
+    pub step_time: Duration,
+    /// Run the real system sampler (100 ms samples, republished every 200 ms).
+    pub sampler: bool,
+    /// Wait this long before the first step (the page can open on a run that does not exist).
+    pub start_delay: Duration,
+    /// Train steps whose backward pass sleeps 15 step times (step-duration outliers whatever
+    /// the machine's load).
+    pub slow_steps: Vec<u64>,
+}
+
+/// The job's thread; `stop` ends it early (as a finished job would).
+pub struct Job {
+    pub handle: Option<JoinHandle<Option<String>>>,
+    pub cancel: Arc<AtomicBool>,
+}
+
+impl Job {
+    /// Waits for the job; returns the stop reason it honoured, if any.
+    pub fn join(mut self) -> Option<String> {
+        self.handle.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Release);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn spin(d: Duration) {
+    let end = Instant::now() + d;
+    let mut x = 1u64;
+    while Instant::now() < end {
+        for i in 0..1000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+        }
+    }
+    std::hint::black_box(x);
+}
+
+/// Starts a job writing the run in `storage` (a local folder or an object store): train steps
+/// with data loading, forward, backward and optimizer spans, a loss and an accuracy, an 8×8
+/// "attention" tensor and a 64-value "fc.weight" a step, an eval step every 10, and it honours
+/// stop requests through smdebug-io's StopWatcher.
+pub fn start_job(storage: Arc<dyn Storage>, local: Option<&Path>, config: JobConfig) -> Job {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let stop = Arc::clone(&cancel);
+    let local = local.map(Path::to_path_buf);
+    let handle = thread::spawn(move || {
+        thread::sleep(config.start_delay);
+        let sampler = match (&local, config.sampler) {
+            (Some(dir), true) => Some(
+                SystemSampler::start_local(
+                    SamplerConfig::default()
+                        .interval(Duration::from_millis(100))
+                        .publish_interval(Duration::from_millis(100))
+                        .node(NodeId::algo(1))
+                        .gpu(false),
+                    dir,
+                )
+                .unwrap(),
+            ),
+            _ => None,
+        };
+        let (spans, span_writer) = SpanRecorder::start(
+            SpanConfig::default()
+                .node(NodeId::algo(1))
+                .worker(0)
+                .close_interval(Duration::from_millis(150)),
+            Arc::clone(&storage),
+        )
+        .unwrap();
+        let signal = smdebug_core::StopSignal::default();
+        let watcher = smdebug_io::stop::StopWatcher::with_storage(
+            Arc::clone(&storage),
+            signal.clone(),
+            Duration::from_millis(100),
+        )
+        .unwrap();
+        let writer = Writer::builder(Arc::clone(&storage)).build().unwrap();
+        let mut hook = Hook::builder()
+            .save_config(SaveConfig::every(1))
+            .stop_signal(signal.clone())
+            .build(writer)
+            .unwrap();
+        let mut honoured = None;
+        for step in 0..config.steps {
+            if stop.load(Ordering::Acquire) {
+                break;
+            }
+            if let Some(reason) = hook.stop_requested() {
+                honoured = Some(reason);
+                break;
+            }
+            hook.set_mode(Mode::Train);
+            let t = config.step_time.as_secs_f64();
+            {
+                let _step = spans.step(Mode::Train, step);
+                {
+                    let _load = spans.data_loading();
+                    thread::sleep(Duration::from_secs_f64(t * 0.2));
+                }
+                {
+                    let _f = spans.forward();
+                    spin(Duration::from_secs_f64(t * 0.3));
+                }
+                {
+                    let _b = spans.backward();
+                    if config.slow_steps.contains(&step) {
+                        thread::sleep(Duration::from_secs_f64(t * 15.0));
+                    } else {
+                        spin(Duration::from_secs_f64(t * 0.4));
+                    }
+                }
+                let _o = spans.optimizer();
+                spin(Duration::from_secs_f64(t * 0.1));
+            }
+            hook.save_scalar("loss", 2.0 / (step + 1) as f64, &["losses"]);
+            hook.save_scalar("accuracy", 1.0 - 1.0 / (step + 2) as f64, &["metrics"]);
+            let attention: Vec<f32> = (0..64)
+                .map(|i| ((i / 8) as f32 - (i % 8) as f32).abs() + step as f32 * 0.01)
+                .collect();
+            hook.save_tensor(
+                "attention",
+                &TensorView::from_slice(&attention, &[8, 8]).unwrap(),
+                &["weights"],
+            );
+            let weight: Vec<f32> = (0..64)
+                .map(|i| (i as f32 - 32.0) / (32.0 + step as f32))
+                .collect();
+            hook.save_tensor(
+                "fc.weight",
+                &TensorView::from_slice(&weight, &[64]).unwrap(),
+                &["weights"],
+            );
+            hook.step();
+            if step % 10 == 9 {
+                hook.set_mode(Mode::Eval);
+                {
+                    let _eval = spans.step(Mode::Eval, step / 10);
+                    spin(Duration::from_secs_f64(t * 0.5));
+                }
+                hook.save_scalar("loss", 2.5 / (step + 1) as f64, &["losses"]);
+                hook.step();
+            }
+            if step == 3 {
+                let _custom = spans.custom(HOSTILE_NAME);
+                thread::sleep(Duration::from_millis(5));
+            }
+        }
+        hook.close();
+        span_writer.finish().unwrap();
+        if let Some(s) = sampler {
+            s.stop().unwrap();
+        }
+        watcher.stop();
+        honoured
+    });
+    Job {
+        handle: Some(handle),
+        cancel,
+    }
+}
+
+/// A blocking HTTP client for the server under test.
+pub fn client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .no_proxy()
+        .build()
+        .unwrap()
+}
+
+pub fn get_json(url: &str) -> Value {
+    let r = client().get(url).send().unwrap();
+    assert!(r.status().is_success(), "{url}: {}", r.status());
+    r.json().unwrap()
+}
+
+/// Polls `f` every 50 ms until it gives `Some`, for at most `limit`.
+pub fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < end,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
