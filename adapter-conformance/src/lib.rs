@@ -570,15 +570,7 @@ pub fn steps_holding_only_device_reductions_are_ended_once_and_never_mix_modes<F
     ok(hook.set_mode(Mode::Eval));
     assert!(ok(hook.save_tensor("fc.weight", &w, &["weights"])));
     ok(hook.close());
-    let records = sink.records.lock().unwrap().clone();
-    let ends: Vec<u64> = records
-        .iter()
-        .filter_map(|r| match r {
-            Record::EndStep { step } => Some(*step),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(ends, vec![0, 1, 2]);
+    assert_eq!(sink.ended_steps(), vec![0, 1, 2]);
     let key = |step, mode, mode_step| StepKey {
         step,
         mode,
@@ -598,7 +590,10 @@ pub fn steps_holding_only_device_reductions_are_ended_once_and_never_mix_modes<F
             (mean, key(2, Mode::Eval, 0), 2.0)
         ]
     );
-    assert!(matches!(records.last(), Some(Record::Close(_))));
+    assert!(matches!(
+        sink.records.lock().unwrap().last(),
+        Some(Record::Close(_))
+    ));
 }
 
 /// A collection with a schedule of its own is saved at its steps even when the default schedule
@@ -859,26 +854,12 @@ pub fn closing_is_idempotent_stops_saving_and_happens_on_drop<F: Fixture>(fx: &F
     let data = Data::load();
     let mut model = fx.model(&mut hook);
     let batches = data.train_batches(16, 2, 4);
-    run_step(
-        fx,
-        &mut model,
-        &mut hook,
-        &batches[0].0,
-        &batches[0].1,
-        true,
-        false,
-    );
+    let (x, y) = &batches[0];
+    run_step(fx, &mut model, &mut hook, x, y, true, false);
     let before = sink.records.lock().unwrap().len();
     ok(hook.close());
     ok(hook.close());
-    let closes = |sink: &MemorySink| {
-        let records = sink.records.lock().unwrap();
-        records
-            .iter()
-            .filter(|r| matches!(r, Record::Close(_)))
-            .count()
-    };
-    assert_eq!(closes(&sink), 1);
+    assert_eq!(sink.closes(), 1);
     let after_close = sink.records.lock().unwrap().len();
     assert!(after_close > before);
     // A whole step after the end: nothing is recorded, nothing fails.
@@ -888,19 +869,12 @@ pub fn closing_is_idempotent_stops_saving_and_happens_on_drop<F: Fixture>(fx: &F
     assert!(!hook.save_metric("accuracy", 1.0));
     assert!(!hook.save_scalar("lr", 0.1, &["schedule"]));
     assert!(!hook.is_due("late", &["weights"]) && !hook.anything_due());
-    run_step(
-        fx,
-        &mut model,
-        &mut hook,
-        &batches[1].0,
-        &batches[1].1,
-        true,
-        false,
-    );
+    let (x, y) = &batches[1];
+    run_step(fx, &mut model, &mut hook, x, y, true, false);
     ok(hook.set_mode(Mode::Eval));
     assert_eq!(sink.records.lock().unwrap().len(), after_close);
     drop(hook);
-    assert_eq!(closes(&sink), 1);
+    assert_eq!(sink.closes(), 1);
 
     // Dropped without `close()`: the last step and the end marker are still written.
     let dir = tempfile::tempdir().unwrap();
@@ -911,14 +885,8 @@ pub fn closing_is_idempotent_stops_saving_and_happens_on_drop<F: Fixture>(fx: &F
     );
     let mut model = fx.model(&mut hook);
     ok(hook.set_mode(Mode::Train));
-    let pass = fx.pass(
-        &mut model,
-        &mut hook,
-        &batches[0].0,
-        &batches[0].1,
-        true,
-        false,
-    );
+    let (x, y) = &batches[0];
+    let pass = fx.pass(&mut model, &mut hook, x, y, true, false);
     ok(hook.save_loss("loss", &pass.loss));
     drop(hook);
     let trial = Trial::open(dir.path().to_str().unwrap()).unwrap();

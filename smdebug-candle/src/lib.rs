@@ -48,13 +48,15 @@
 #![warn(missing_docs)]
 
 pub mod error;
+mod framework;
 mod hook;
 mod host;
 mod output;
 pub mod reduce;
 
 pub use error::{Error, Result};
-pub use hook::{Candle, CandleHook};
+pub use framework::Candle;
+pub use hook::CandleHook;
 pub use host::recorded_dtype;
 pub use output::{Probe, Recorded};
 pub use smdebug_core::adapter::OUTPUT_SUFFIX;

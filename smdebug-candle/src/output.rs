@@ -8,7 +8,7 @@
 
 use candle_core::{Module, Tensor};
 
-use crate::hook::Candle;
+use crate::framework::Candle;
 
 /// A named capture point inside a forward pass, for tensors that are not a module's output: the
 /// softmax of an attention layer, its query and key projections, a gate, a residual. Built by

@@ -571,6 +571,39 @@ mod tests {
         b.build(sink.clone()).unwrap()
     }
 
+    /// A collection saved only as its mean and its largest absolute value.
+    fn mean_and_abs_max(name: &str) -> Collection {
+        Collection::new(name).with_reductions(ReductionConfig::reductions_only([
+            Reduction::new(ReductionOp::Mean),
+            Reduction::abs(ReductionOp::Max),
+        ]))
+    }
+
+    /// Name, step and values of every tensor record.
+    fn saved(sink: &MemorySink) -> Vec<(String, u64, Vec<f64>)> {
+        sink.tensors()
+            .into_iter()
+            .map(|t| (t.name, t.key.step, t.tensor.to_f64_vec()))
+            .collect()
+    }
+
+    /// The two reductions of `gradient/fc.w` at `step`, as [`mean_and_abs_max`] saves them
+    /// for the gradient `[-3, 1]`.
+    fn fc_w_reductions(step: u64) -> Vec<(String, u64, Vec<f64>)> {
+        vec![
+            (
+                "smdebug/reductions/mean/gradient/fc.w".into(),
+                step,
+                vec![-1.0],
+            ),
+            (
+                "smdebug/reductions/abs_max/gradient/fc.w".into(),
+                step,
+                vec![3.0],
+            ),
+        ]
+    }
+
     #[test]
     fn per_mode_schedules_and_step_counters() {
         let sink = MemorySink::default();
@@ -602,19 +635,11 @@ mod tests {
             keys,
             vec![(0, Mode::Train, 0), (2, Mode::Train, 2), (5, Mode::Eval, 1)]
         );
-        let records = sink.records.lock().unwrap();
         assert!(matches!(
-            records.last(),
+            sink.records.lock().unwrap().last(),
             Some(Record::Close(EndReason::Completed))
         ));
-        let ends: Vec<u64> = records
-            .iter()
-            .filter_map(|r| match r {
-                Record::EndStep { step } => Some(*step),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(ends, vec![0, 2, 5]);
+        assert_eq!(sink.ended_steps(), vec![0, 2, 5]);
     }
 
     #[test]
@@ -624,12 +649,7 @@ mod tests {
             &sink,
             Hook::builder()
                 .save_config(SaveConfig::every(1))
-                .collection(Collection::new("gradients").with_reductions(
-                    ReductionConfig::reductions_only([
-                        Reduction::new(ReductionOp::Mean),
-                        Reduction::abs(ReductionOp::Max),
-                    ]),
-                )),
+                .collection(mean_and_abs_max("gradients")),
         );
         let g = [-3.0f32, 1.0];
         h.save_tensor(
@@ -638,23 +658,9 @@ mod tests {
             &[],
         );
         h.step();
-        let got: Vec<(String, Vec<f64>)> = sink
-            .tensors()
-            .into_iter()
-            .map(|t| (t.name, t.tensor.to_f64_vec()))
-            .collect();
         assert_eq!(
-            got,
-            vec![
-                (
-                    "smdebug/reductions/mean/gradient/fc.w".to_string(),
-                    vec![-1.0]
-                ),
-                (
-                    "smdebug/reductions/abs_max/gradient/fc.w".to_string(),
-                    vec![3.0]
-                ),
-            ],
+            saved(&sink),
+            fc_w_reductions(0),
             "the gradients collection matched by its built-in regex, reductions only"
         );
     }
@@ -666,12 +672,7 @@ mod tests {
             &sink,
             Hook::builder()
                 .save_config(SaveConfig::every(2))
-                .collection(Collection::new("gradients").with_reductions(
-                    ReductionConfig::reductions_only([
-                        Reduction::new(ReductionOp::Mean),
-                        Reduction::abs(ReductionOp::Max),
-                    ]),
-                ))
+                .collection(mean_and_abs_max("gradients"))
                 .collection(Collection::new("weights")),
         );
         let due = h.due_tensor("gradient/fc.w", &["gradients"]).unwrap();
@@ -692,35 +693,10 @@ mod tests {
             "step 1 is not due"
         );
         h.close();
-        let got: Vec<(String, u64, Vec<f64>)> = sink
-            .tensors()
-            .into_iter()
-            .map(|t| (t.name, t.key.step, t.tensor.to_f64_vec()))
-            .collect();
+        assert_eq!(saved(&sink), fc_w_reductions(0));
         assert_eq!(
-            got,
-            vec![
-                (
-                    "smdebug/reductions/mean/gradient/fc.w".to_string(),
-                    0,
-                    vec![-1.0]
-                ),
-                (
-                    "smdebug/reductions/abs_max/gradient/fc.w".to_string(),
-                    0,
-                    vec![3.0]
-                ),
-            ]
-        );
-        let ends = sink
-            .records
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|r| matches!(r, Record::EndStep { step: 0 }))
-            .count();
-        assert_eq!(
-            ends, 1,
+            sink.ended_steps(),
+            vec![0],
             "the step with device-computed reductions is published once"
         );
     }

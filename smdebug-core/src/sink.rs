@@ -98,6 +98,33 @@ impl MemorySink {
             })
             .unwrap_or_default()
     }
+
+    /// The steps ended so far (`Record::EndStep`), in order.
+    pub fn ended_steps(&self) -> Vec<u64> {
+        self.records
+            .lock()
+            .map(|r| {
+                r.iter()
+                    .filter_map(|rec| match rec {
+                        Record::EndStep { step } => Some(*step),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// How many times the run was closed (`Record::Close`); a well-behaved hook closes once.
+    pub fn closes(&self) -> usize {
+        self.records
+            .lock()
+            .map(|r| {
+                r.iter()
+                    .filter(|rec| matches!(rec, Record::Close(_)))
+                    .count()
+            })
+            .unwrap_or_default()
+    }
 }
 
 impl Sink for MemorySink {

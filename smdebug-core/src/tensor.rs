@@ -12,6 +12,36 @@ use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
+/// The accessors [`TensorView`] and [`Tensor`] share (both hold `dtype`, `shape` and `data`).
+macro_rules! accessors {
+    () => {
+        /// The element type.
+        pub fn dtype(&self) -> DType {
+            self.dtype
+        }
+
+        /// The dimensions (empty for a scalar).
+        pub fn shape(&self) -> &[usize] {
+            &self.shape
+        }
+
+        /// Little-endian row-major bytes.
+        pub fn bytes(&self) -> &[u8] {
+            &self.data
+        }
+
+        /// Number of elements.
+        pub fn len(&self) -> usize {
+            self.data.len() / self.dtype.size()
+        }
+
+        /// Whether it has no elements.
+        pub fn is_empty(&self) -> bool {
+            self.data.is_empty()
+        }
+    };
+}
+
 /// A Rust element type that maps to one [`DType`].
 ///
 /// Implemented for `f32`, `f64`, `half::f16`, `half::bf16`, all fixed-size integers and `bool`.
@@ -44,25 +74,22 @@ impl_element_num!(
     u8 => DType::U8, u16 => DType::U16, u32 => DType::U32, u64 => DType::U64,
 );
 
-impl Element for f16 {
-    const DTYPE: DType = DType::F16;
-    fn read_le(bytes: &[u8]) -> Self {
-        f16::from_bits(u16::from_le_bytes(bytes.try_into().expect("element width")))
-    }
-    fn to_f64(self) -> f64 {
-        f64::from(self)
-    }
+/// The two 16-bit float types, read from their bit patterns.
+macro_rules! impl_element_half {
+    ($($t:ty => $d:expr),* $(,)?) => {$(
+        impl Element for $t {
+            const DTYPE: DType = $d;
+            fn read_le(bytes: &[u8]) -> Self {
+                <$t>::from_bits(u16::from_le_bytes(bytes.try_into().expect("element width")))
+            }
+            fn to_f64(self) -> f64 {
+                f64::from(self)
+            }
+        }
+    )*};
 }
 
-impl Element for bf16 {
-    const DTYPE: DType = DType::BF16;
-    fn read_le(bytes: &[u8]) -> Self {
-        bf16::from_bits(u16::from_le_bytes(bytes.try_into().expect("element width")))
-    }
-    fn to_f64(self) -> f64 {
-        f64::from(self)
-    }
-}
+impl_element_half!(f16 => DType::F16, bf16 => DType::BF16);
 
 impl Element for bool {
     const DTYPE: DType = DType::Bool;
@@ -201,30 +228,7 @@ impl<'a> TensorView<'a> {
         }
     }
 
-    /// The element type.
-    pub fn dtype(&self) -> DType {
-        self.dtype
-    }
-
-    /// The dimensions (empty for a scalar).
-    pub fn shape(&self) -> &[usize] {
-        &self.shape
-    }
-
-    /// Little-endian row-major bytes.
-    pub fn bytes(&self) -> &[u8] {
-        &self.data
-    }
-
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.data.len() / self.dtype.size()
-    }
-
-    /// Whether the view has no elements.
-    pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
-    }
+    accessors!();
 
     /// Element `i` (row-major) as `f64`.
     pub fn get_f64(&self, i: usize) -> f64 {
@@ -275,34 +279,11 @@ impl Tensor {
         }
     }
 
-    /// The element type.
-    pub fn dtype(&self) -> DType {
-        self.dtype
-    }
-
-    /// The dimensions (empty for a scalar).
-    pub fn shape(&self) -> &[usize] {
-        &self.shape
-    }
-
-    /// Little-endian row-major bytes.
-    pub fn bytes(&self) -> &[u8] {
-        &self.data
-    }
+    accessors!();
 
     /// Gives up the bytes without copying.
     pub fn into_bytes(self) -> Vec<u8> {
         self.data
-    }
-
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.data.len() / self.dtype.size()
-    }
-
-    /// Whether the tensor has no elements.
-    pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
     }
 
     /// A borrowed view of this tensor.

@@ -152,6 +152,19 @@ impl TensorSelection {
         self.read_each(rule, trial, move |name| value_at(rule, trial, name, step))
     }
 
+    /// Like [`values_at`](Self::values_at), leaving out tensors with no elements (for rules
+    /// that look at the samples inside a batch).
+    pub fn nonempty_at<'a>(
+        &self,
+        rule: &'a str,
+        trial: &'a Trial,
+        step: u64,
+    ) -> Result<impl Iterator<Item = Result<(String, ArrayD<f64>)>> + use<'a>> {
+        Ok(self
+            .values_at(rule, trial, step)?
+            .filter(|reading| reading.as_ref().map_or(true, |(_, v)| !v.is_empty())))
+    }
+
     /// Like [`values_at`](Self::values_at), with each tensor's first value (for scalars).
     pub fn scalars_at<'a>(
         &self,

@@ -44,13 +44,15 @@
 #![warn(missing_docs)]
 
 pub mod error;
+mod framework;
 mod hook;
 mod host;
 mod output;
 pub mod reduce;
 
 pub use error::{Error, Result};
-pub use hook::{Tch, TchHook};
+pub use framework::Tch;
+pub use hook::TchHook;
 pub use host::recorded_dtype;
 pub use output::{Probe, Recorded, RecordedT};
 pub use smdebug_core::adapter::OUTPUT_SUFFIX;

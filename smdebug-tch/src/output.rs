@@ -9,7 +9,7 @@
 use tch::Tensor;
 use tch::nn::{Module, ModuleT};
 
-use crate::hook::Tch;
+use crate::framework::Tch;
 
 /// A named capture point inside a forward pass, for tensors that are not a module's output
 /// (attention scores, a gate): built by

@@ -73,7 +73,7 @@ fn env_options(prefix: &str) -> Vec<(String, String)> {
 
 #[cfg(any(feature = "aws", feature = "gcp", feature = "azure"))]
 macro_rules! build_cloud {
-    ($builder:ty, $key:ty, $env:expr, $url:expr, $opts:expr, $client:expr, $retry:expr) => {{
+    ($builder:ty, $key:ty, $env:expr, $url:expr, $opts:expr, $client:expr, $retry:expr, $invalid:expr) => {{
         let mut b = <$builder>::new()
             .with_client_options($client)
             .with_retry($retry);
@@ -89,10 +89,14 @@ macro_rules! build_cloud {
                 Err(_) => unknown.push(k.clone()),
             }
         }
-        b = b.with_url($url.as_str());
+        reject_unknown(&unknown, $opts, &$invalid)?;
+        let store = b
+            .with_url($url.as_str())
+            .build()
+            .map_err(|e| $invalid(e.to_string()))?;
         (
-            b.build().map(|s| Arc::new(s) as Arc<dyn ObjectStore>),
-            unknown,
+            Arc::new(store) as Arc<dyn ObjectStore>,
+            $url.path().to_string(),
         )
     }};
 }
@@ -133,54 +137,18 @@ impl ObjectStorage {
             }
             #[cfg(feature = "aws")]
             "s3" | "s3a" => {
-                let (store, unknown) = build_cloud!(
-                    object_store::aws::AmazonS3Builder,
-                    object_store::aws::AmazonS3ConfigKey,
-                    "AWS_",
-                    url,
-                    options,
-                    client,
-                    retry
-                );
-                reject_unknown(&unknown, options, &invalid)?;
-                (
-                    store.map_err(|e| invalid(e.to_string()))?,
-                    url.path().to_string(),
-                )
+                use object_store::aws::{AmazonS3Builder as B, AmazonS3ConfigKey as K};
+                build_cloud!(B, K, "AWS_", url, options, client, retry, invalid)
             }
             #[cfg(feature = "gcp")]
             "gs" => {
-                let (store, unknown) = build_cloud!(
-                    object_store::gcp::GoogleCloudStorageBuilder,
-                    object_store::gcp::GoogleConfigKey,
-                    "GOOGLE_",
-                    url,
-                    options,
-                    client,
-                    retry
-                );
-                reject_unknown(&unknown, options, &invalid)?;
-                (
-                    store.map_err(|e| invalid(e.to_string()))?,
-                    url.path().to_string(),
-                )
+                use object_store::gcp::{GoogleCloudStorageBuilder as B, GoogleConfigKey as K};
+                build_cloud!(B, K, "GOOGLE_", url, options, client, retry, invalid)
             }
             #[cfg(feature = "azure")]
             "az" | "azure" | "abfs" | "abfss" | "adl" => {
-                let (store, unknown) = build_cloud!(
-                    object_store::azure::MicrosoftAzureBuilder,
-                    object_store::azure::AzureConfigKey,
-                    "AZURE_",
-                    url,
-                    options,
-                    client,
-                    retry
-                );
-                reject_unknown(&unknown, options, &invalid)?;
-                (
-                    store.map_err(|e| invalid(e.to_string()))?,
-                    url.path().to_string(),
-                )
+                use object_store::azure::{AzureConfigKey as K, MicrosoftAzureBuilder as B};
+                build_cloud!(B, K, "AZURE_", url, options, client, retry, invalid)
             }
             _ => {
                 // Anything else object_store knows (http(s)://, cloud https URLs).

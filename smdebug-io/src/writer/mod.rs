@@ -181,14 +181,13 @@ impl WriterBuilder {
             shared.clone(),
         ));
         let (done_tx, done_rx) = mpsc::sync_channel(1);
-        let worker = thread::WriterThread::new(
-            self.storage,
-            self.worker,
-            self.checksum,
-            self.tensorboard,
-            self.tensorboard_file_bytes,
-            shared.clone(),
-        );
+        let settings = thread::Settings {
+            worker: self.worker,
+            checksum: self.checksum,
+            tensorboard: self.tensorboard,
+            tb_file_bytes: self.tensorboard_file_bytes,
+        };
+        let worker = thread::WriterThread::new(self.storage, settings, shared.clone());
         let q = queue.clone();
         let handle = std::thread::Builder::new()
             .name("smdebug-writer".to_string())

@@ -104,12 +104,21 @@ impl TbFile {
     }
 }
 
+/// What the writer thread writes, fixed when the writer is built.
+pub(crate) struct Settings {
+    /// The worker name in file names.
+    pub worker: String,
+    /// The payload checksum of event files.
+    pub checksum: PayloadChecksum,
+    /// Whether TensorBoard files are written.
+    pub tensorboard: bool,
+    /// The size at which a TensorBoard file is closed and a new one started.
+    pub tb_file_bytes: u64,
+}
+
 pub(crate) struct WriterThread {
     storage: Arc<dyn Storage>,
-    worker: String,
-    checksum: PayloadChecksum,
-    tensorboard: bool,
-    tb_file_bytes: u64,
+    settings: Settings,
     shared: Arc<Shared>,
     step: Option<StepBuffer>,
     /// Bytes of the last published step, capped (see [`StepBuffer::new`]).
@@ -131,20 +140,10 @@ impl Drop for ExitGuard {
 }
 
 impl WriterThread {
-    pub fn new(
-        storage: Arc<dyn Storage>,
-        worker: String,
-        checksum: PayloadChecksum,
-        tensorboard: bool,
-        tb_file_bytes: u64,
-        shared: Arc<Shared>,
-    ) -> WriterThread {
+    pub fn new(storage: Arc<dyn Storage>, settings: Settings, shared: Arc<Shared>) -> WriterThread {
         WriterThread {
             storage,
-            worker,
-            checksum,
-            tensorboard,
-            tb_file_bytes,
+            settings,
             shared,
             step: None,
             step_size_hint: 0,
@@ -207,7 +206,7 @@ impl WriterThread {
                 self.flush_tensorboard();
             }
             Msg::Record(Record::Collections(json)) => {
-                let path = layout::collections_file(&self.worker);
+                let path = layout::collections_file(&self.settings.worker);
                 let body = serde_json::to_vec(&json).unwrap_or_default();
                 self.io(self.storage.put(&path, Bytes::from(body)));
             }
@@ -219,7 +218,7 @@ impl WriterThread {
     /// keeps it when its bytes go to storage without a copy.
     fn tensor(&mut self, t: TensorRecord) -> Option<TensorRecord> {
         let wall_time = now();
-        if self.tensorboard && (t.tb_scalar || t.tb_histogram) {
+        if self.settings.tensorboard && (t.tb_scalar || t.tb_histogram) {
             self.tensorboard_record(&t, wall_time);
         }
         if !t.to_events {
@@ -248,7 +247,10 @@ impl WriterThread {
                 t.tensor.bytes(),
                 stamp,
             );
-            let footer = self.checksum.footer([enc.prefix.as_slice(), enc.data]);
+            let footer = self
+                .settings
+                .checksum
+                .footer([enc.prefix.as_slice(), enc.data]);
             (record::header(enc.len() as u64), enc.prefix, footer)
         };
         buf.push_small(&header);
@@ -295,7 +297,7 @@ impl WriterThread {
         let records = buf.index.len() as u64;
         let (parts, index, len) = buf.into_parts();
         self.step_size_hint = (len as usize).min(ZERO_COPY_MIN * 16);
-        let event_file = layout::event_file(step, &self.worker);
+        let event_file = layout::event_file(step, &self.settings.worker);
         if let Err(e) = self.storage.put_parts(&event_file, parts) {
             self.shared.disable(e.to_string());
             self.shared.discarded.fetch_add(records, Ordering::Relaxed);
@@ -310,7 +312,7 @@ impl WriterThread {
             tensor_payload: index,
             shape_payload: Vec::new(),
         };
-        let index_path = layout::index_file(step, &self.worker);
+        let index_path = layout::index_file(step, &self.settings.worker);
         if let Err(e) = self
             .storage
             .put(&index_path, Bytes::from(index.to_json_bytes()))
@@ -343,8 +345,8 @@ impl WriterThread {
         if events.is_empty() {
             return;
         }
-        let tb_file_bytes = self.tb_file_bytes;
-        let worker = &self.worker;
+        let tb_file_bytes = self.settings.tb_file_bytes;
+        let worker = &self.settings.worker;
         let mode = t.key.mode;
         let file = self
             .tb

@@ -479,11 +479,8 @@ impl Rule for CheckInputImages {
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        for reading in self.selection.values_at(Self::NAME, trial, step)? {
+        for reading in self.selection.nonempty_at(Self::NAME, trial, step)? {
             let (name, v) = reading?;
-            if v.is_empty() {
-                continue;
-            }
             let samples = if v.ndim() >= 2 {
                 v.shape()[0] as u64
             } else {
@@ -622,11 +619,8 @@ impl Rule for NLPSequenceRatio {
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        for reading in self.selection.values_at(Self::NAME, trial, step)? {
+        for reading in self.selection.nonempty_at(Self::NAME, trial, step)? {
             let (name, v) = reading?;
-            if v.is_empty() {
-                continue;
-            }
             result.datapoints += 1;
             for (token, limit) in &self.tokens {
                 let share =
