@@ -29,7 +29,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use smdebug_burn::BurnHook;
 use smdebug_core::{Hook, Mode, SaveConfig, SaveConfigMode};
 use smdebug_examples::digits::{AugmentedDigits, HostBatch};
-use smdebug_examples::overhead::{Discard, number_arg};
+use smdebug_examples::overhead::{Discard, number_arg, run_dir, run_writer};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
 type BoxError = Box<dyn std::error::Error>;
@@ -98,27 +98,17 @@ fn main() -> Result<(), BoxError> {
         let rounds = number_arg(&args, "--rounds", 5)?;
         return overhead(rounds);
     }
-    let out = match args.iter().position(|a| a == "--out") {
-        Some(i) => args.get(i + 1).cloned().ok_or("--out needs a directory")?,
-        None => concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../target/smdebug-burn/cnn-run"
-        )
-        .to_string(),
-    };
-    let _ = std::fs::remove_dir_all(&out);
+    let out = run_dir(&args, "smdebug-burn/cnn-run")?;
     let schedule = SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1));
-    let mut hook = BurnHook::new(
-        Hook::builder().save_config(schedule),
-        Writer::builder(smdebug_io::open_storage(&out)?).build()?,
-    )?;
+    let writer = run_writer(&args, &out)?;
+    let mut hook = BurnHook::new(Hook::builder().save_config(schedule), writer)?;
     let device = ndarray_autodiff();
     let mut data = AugmentedDigits::load(SIDE)?;
     let test = tensors(data.test(), &device);
     let mut model = Cnn::new(&device);
     let mut optim = SgdConfig::new().init();
     for epoch in 0..4u64 {
-        hook.set_mode(Mode::Train);
+        hook.set_mode(Mode::Train)?;
         for _ in 0..data.train_len() / BATCH {
             if let Some(reason) = hook.stop_requested() {
                 println!("stopping: {reason}");
@@ -136,20 +126,20 @@ fn main() -> Result<(), BoxError> {
                 eprintln!("capture: {e}");
             }
             model = optim.step(0.05, model, grads);
-            hook.step();
+            hook.step()?;
         }
-        hook.set_mode(Mode::Eval);
+        hook.set_mode(Mode::Eval)?;
         let (x, y) = test.clone();
         let logits = model.forward(x);
         let l = loss(logits.clone(), y.clone());
         let acc = accuracy(logits, y);
         hook.save_loss("loss", &l)?;
         hook.save_metric("accuracy", acc);
-        hook.step();
+        hook.step()?;
         let value: f32 = l.into_scalar();
         println!("epoch {epoch}: eval loss {value:.4}, accuracy {acc:.3}");
     }
-    hook.close();
+    hook.close()?;
     println!("wrote {out}; read it with `cargo run -q -p smdebug-cli -- info {out}`");
     Ok(())
 }
@@ -162,7 +152,7 @@ fn timed_loop(batches: &[HostBatch], mut hook: Option<BurnHook>) -> Result<f64, 
     let mut model = Cnn::new(&device);
     let mut optim = SgdConfig::new().init();
     if let Some(h) = hook.as_mut() {
-        h.set_mode(Mode::Train);
+        h.set_mode(Mode::Train)?;
     }
     let start = Instant::now();
     for batch in batches {
@@ -176,11 +166,11 @@ fn timed_loop(batches: &[HostBatch], mut hook: Option<BurnHook>) -> Result<f64, 
         }
         model = optim.step(0.05, model, grads);
         if let Some(h) = hook.as_mut() {
-            h.step();
+            h.step()?;
         }
     }
     if let Some(mut h) = hook {
-        h.close();
+        h.close()?;
     }
     Ok(start.elapsed().as_secs_f64() / batches.len() as f64)
 }

@@ -24,8 +24,7 @@ use burn::tensor::Device;
 use model::{DigitsTensors, Mlp, accuracy, loss};
 use smdebug_burn::BurnHook;
 use smdebug_core::{Hook, Mode, SaveConfig, SaveConfigMode};
-use smdebug_examples::overhead::{Discard, number_arg};
-use smdebug_io::format::record::PayloadChecksum;
+use smdebug_examples::overhead::{Discard, number_arg, run_dir, run_writer};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
 type BoxError = Box<dyn std::error::Error>;
@@ -44,40 +43,21 @@ fn main() -> Result<(), BoxError> {
         let steps = number_arg(&args, "--steps", 2000)?;
         return overhead(rounds, steps);
     }
-    let out = match args.iter().position(|a| a == "--out") {
-        Some(i) => args.get(i + 1).cloned().ok_or("--out needs a directory")?,
-        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .ok_or("the crate sits in the workspace")?
-            .join("target/smdebug-burn/run")
-            .to_str()
-            .ok_or("non-UTF-8 path")?
-            .to_string(),
-    };
-    let _ = std::fs::remove_dir_all(&out);
+    let out = run_dir(&args, "smdebug-burn/run")?;
     let schedule = SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1));
-    let mut hook = BurnHook::new(Hook::builder().save_config(schedule), {
-        // smdebug 1.0.34's reader accepts only its legacy constant payload checksum.
-        let checksum = if args.iter().any(|a| a == "--python-compatible") {
-            PayloadChecksum::SmdebugLegacy
-        } else {
-            PayloadChecksum::Crc32c
-        };
-        Writer::builder(smdebug_io::open_storage(&out)?)
-            .checksum(checksum)
-            .build()?
-    })?;
+    let writer = run_writer(&args, &out)?;
+    let mut hook = BurnHook::new(Hook::builder().save_config(schedule), writer)?;
     let device = ndarray_autodiff();
     let data = DigitsTensors::load(&device)?;
     let mut model = Mlp::new(&device);
     let mut optim = SgdConfig::new().init();
     let batches_per_epoch = data.n_train / 32;
     for epoch in 0..10u64 {
-        hook.set_mode(Mode::Train);
+        hook.set_mode(Mode::Train)?;
         for idx in data.train_batches(32, batches_per_epoch, epoch) {
             if let Some(reason) = hook.stop_requested() {
                 println!("stopping: {reason}");
-                hook.close();
+                hook.close()?;
                 return Ok(());
             }
             let x = data.train_x.clone().select(0, idx.clone());
@@ -98,19 +78,19 @@ fn main() -> Result<(), BoxError> {
                 hook.save_metric("accuracy", accuracy(logits, y));
             }
             model = optim.step(0.2, model, grads);
-            hook.step();
+            hook.step()?;
         }
-        hook.set_mode(Mode::Eval);
+        hook.set_mode(Mode::Eval)?;
         let (_, logits) = model.forward(data.test_x.clone());
         let l = loss(logits.clone(), data.test_y.clone());
         let acc = accuracy(logits, data.test_y.clone());
         hook.save_loss("loss", &l)?;
         hook.save_metric("accuracy", acc);
-        hook.step();
+        hook.step()?;
         let l: f32 = l.into_scalar();
         println!("epoch {epoch}: eval loss {l:.4}, accuracy {acc:.3}");
     }
-    hook.close();
+    hook.close()?;
     let steps = hook.hook().global_step();
     drop(hook);
     println!(
@@ -131,7 +111,7 @@ fn timed_loop(
     let mut optim = SgdConfig::new().init();
     let batches = data.train_batches(32, steps, 5);
     if let Some(h) = hook.as_deref_mut() {
-        h.set_mode(Mode::Train);
+        h.set_mode(Mode::Train)?;
     }
     let start = Instant::now();
     for idx in batches {
@@ -147,14 +127,14 @@ fn timed_loop(
         }
         model = optim.step(0.1, model, grads);
         if let Some(h) = hook.as_deref_mut() {
-            h.step();
+            h.step()?;
         }
     }
     // burn may run lazily: make sure the last step's work is done before stopping the clock.
     let _ = model.fc1.weight.val().into_data();
     // Closing waits for the writer to finish: its backlog is part of the cost.
     if let Some(h) = hook {
-        h.close();
+        h.close()?;
     }
     Ok(start.elapsed().as_secs_f64() / steps as f64)
 }

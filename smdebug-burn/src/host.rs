@@ -4,7 +4,15 @@ use burn::tensor::{BoolStore, DType as BDType, TensorData};
 use smdebug_core::{DType, TensorView};
 
 use crate::error::{Error, Result};
-use crate::hook::Place;
+
+/// Where an entry's values land in the transaction's results: elements `offset..offset + len`
+/// of result `slot`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Place {
+    pub slot: usize,
+    pub offset: usize,
+    pub len: usize,
+}
 
 /// The smdebug dtype a burn dtype is recorded as (`None` for quantized data, which is
 /// dequantized to `f32` first).

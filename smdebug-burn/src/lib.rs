@@ -26,7 +26,7 @@
 //! let mut optim = SgdConfig::new().init();
 //! let sink = MemorySink::default();
 //! let mut hook = BurnHook::new(Hook::builder().save_config(SaveConfig::every(2)), sink.clone())?;
-//! hook.set_mode(Mode::Train);
+//! hook.set_mode(Mode::Train)?;
 //! let x: Tensor<2> = Tensor::ones([2, 4], &device);
 //! for _ in 0..4 {
 //!     let out = burn::tensor::activation::relu(net.fc1.forward(x.clone()));
@@ -37,9 +37,9 @@
 //!     hook.save_output("relu1", &out)?;
 //!     hook.save_loss("loss", &loss)?;
 //!     net = optim.step(0.1, net, grads);
-//!     hook.step();
+//!     hook.step()?;
 //! }
-//! hook.close();
+//! hook.close()?;
 //! let names: Vec<String> = sink.tensors().into_iter().map(|t| t.name).collect();
 //! // Steps 0 and 2: weight, bias, their gradients, relu1's output and the loss.
 //! assert_eq!(names.len(), 12);
@@ -47,11 +47,16 @@
 //! # Ok::<(), smdebug_burn::Error>(())
 //! ```
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod error;
 mod hook;
 mod host;
 pub mod reduce;
 
 pub use error::{Error, Result};
-pub use hook::{BurnHook, GRADIENT_PREFIX, OUTPUT_SUFFIX, parameter_collection};
+pub use hook::{Burn, BurnHook, Flat};
 pub use host::recorded_dtype;
+pub use smdebug_core::adapter::OUTPUT_SUFFIX;
+pub use smdebug_core::collection::{GRADIENT_PREFIX, parameter_collection};
