@@ -184,13 +184,13 @@ impl Trial {
         dir: Option<std::path::PathBuf>,
         options: TrialOptions,
     ) -> Result<Trial> {
-        let map_root = dir.filter(|_| options.map_files);
+        let map_root = dir.clone().filter(|_| options.map_files);
         let trial = Trial {
             location: location.to_string(),
             storage,
             files: source::Files::new(map_root, options.file_cache_bytes),
             options,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State::new(dir)),
         };
         {
             let mut st = trial.lock();
