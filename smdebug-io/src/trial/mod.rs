@@ -401,6 +401,22 @@ impl Trial {
         })
     }
 
+    /// Tensor `name`'s value at a step, its bytes not copied: what
+    /// `trial.tensor(name)?.raw_bytes(step, mode, worker)` gives, looked up in one go (one lock,
+    /// no handle), for callers that read one value per call (the Python binding's `value`).
+    /// An unknown name is [`Error::TensorNotFound`], a tensor saved only as reductions
+    /// [`Error::OnlyReductionsSaved`].
+    pub fn raw_bytes(
+        &self,
+        name: &str,
+        step: u64,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+    ) -> Result<TensorBytes> {
+        let loc = self.locate(name, step, mode.unwrap_or(Mode::Global), worker)?;
+        self.read_bytes(name, &loc)
+    }
+
     fn locate(&self, name: &str, step: u64, mode: Mode, worker: Option<&str>) -> Result<Location> {
         let st = self.maybe_refresh()?;
         st.locate(name, step, mode, worker, &self.location)
