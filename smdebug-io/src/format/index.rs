@@ -335,6 +335,47 @@ mod tests {
         assert_eq!(again, idx);
     }
 
+    /// The in-place parse a reader uses accepts and refuses what `IndexFile::parse` does.
+    #[test]
+    fn the_in_place_parse_agrees_with_the_owned_one() {
+        let with = |mode_step: &str, start: &str| {
+            format!(
+                r#"{{"meta": {{"mode": " EVAL", "mode_step": {mode_step}, "event_file_name": "events/000000000003/000000000003_worker_0.tfevents"}}, "tensor_payload": [{{"tensorname": "a\u00e9", "start_idx": {start}, "length": 143}}], "shape_payload": [{{"x": 1}}]}}"#
+            )
+        };
+        for (mode_step, start, ok) in [
+            ("3", "0", true),
+            ("\" 3 \"", "\"12\"", true),
+            ("-1", "0", false),
+            ("3.0", "0", false),
+            ("null", "0", false),
+            ("[3]", "0", false),
+            ("{\"n\": 3}", "0", false),
+            ("true", "0", false),
+            ("3", "18446744073709551615", false),
+        ] {
+            let text = with(mode_step, start);
+            let owned = IndexFile::parse(text.as_bytes(), "i.json");
+            let borrowed = IndexRef::parse(text.as_bytes(), "i.json");
+            match (&owned, &borrowed) {
+                (Ok(o), Ok(b)) => {
+                    assert!(ok, "{text}");
+                    assert_eq!(
+                        (o.meta.mode, o.meta.mode_step),
+                        (b.meta.mode, b.meta.mode_step)
+                    );
+                    assert_eq!(b.tensor_payload[0].tensorname, "aé");
+                    assert_eq!(o.tensor_payload[0].start_idx, b.tensor_payload[0].start_idx);
+                }
+                (Err(o), Err(b)) => {
+                    assert!(!ok, "{text}");
+                    assert_eq!(o.to_string(), b.to_string(), "{text}");
+                }
+                _ => panic!("{text}: {owned:?} vs {borrowed:?}"),
+            }
+        }
+    }
+
     #[test]
     fn error_offset_points_into_the_text() {
         let text = b"{\"meta\": {\"mode\": \"TRAIN\",\n \"mode_step\": oops}}";

@@ -684,3 +684,74 @@ fn short_file(loc: &Location, available: u64) -> Error {
         available,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Short tables (searched in order) and long ones (with a hash index) answer alike: every
+    /// name found, a repeated name read from its later entry with the earlier one reported,
+    /// and the file's end the end of the last record.
+    #[test]
+    fn tables_short_and_long_keep_the_later_entry_of_a_repeated_name() {
+        for n in [3usize, TensorTable::SCAN_MAX, TensorTable::SCAN_MAX + 1, 40] {
+            let mut names = Interner::default();
+            let mut table = TensorTable::with_capacity(n);
+            for i in 0..n as u64 {
+                let name = names.get(&format!("t{i}"));
+                assert_eq!(table.insert(name, i * 100, 50), None, "{n}");
+            }
+            assert_eq!(table.index.is_some(), n > TensorTable::SCAN_MAX, "{n}");
+            // `t1` again, later in the file: it wins, and the earlier place comes back.
+            let again = names.get("t1");
+            assert!(Arc::ptr_eq(&again, &names.get("t1")), "one Arc per name");
+            assert_eq!(table.insert(again, 10_000, 20), Some((100, 50)), "{n}");
+            assert_eq!(table.get("t1"), Some((10_000, 20)), "{n}");
+            assert_eq!(table.names().count(), n, "{n}: no second entry");
+            for i in (0..n as u64).filter(|&i| i != 1) {
+                assert_eq!(table.get(&format!("t{i}")), Some((i * 100, 50)), "{n}");
+            }
+            assert!(!table.contains_key("t"), "{n}");
+            assert!(!table.contains_key(&format!("t{n}")), "{n}");
+            assert_eq!(table.end(), 10_020, "{n}");
+        }
+    }
+
+    #[test]
+    fn a_repeated_name_in_an_index_file_is_reported_with_both_entries() {
+        let json = br#"{"meta": {"mode": "TRAIN", "mode_step": "4", "event_file_name": "events/000000000004/000000000004_worker_0.tfevents"}, "tensor_payload": [{"tensorname": "acc", "start_idx": 0, "length": 100}, {"tensorname": "loss", "start_idx": 100, "length": 90}, {"tensorname": "acc", "start_idx": 190, "length": 110}], "shape_payload": []}"#;
+        let path = "index/000000000/000000000004_worker_0.json";
+        let entry = read_index_file(
+            std::borrow::Cow::Borrowed(json),
+            path,
+            4,
+            "worker_0",
+            &mut Interner::default(),
+        )
+        .unwrap();
+        assert_eq!((entry.mode, entry.mode_step), (Mode::Train, 4));
+        assert_eq!(entry.tensors.get("acc"), Some((190, 110)));
+        assert_eq!(entry.tensors.get("loss"), Some((100, 90)));
+        assert_eq!(
+            entry.repeated,
+            [format!(
+                "{path}: tensor `acc` is listed twice, `acc` at byte 0 (100 bytes) and `acc` at \
+                 byte 190 (110 bytes); the later entry is read, as Python smdebug does"
+            )]
+        );
+        // Another step's event file is refused, as before.
+        let Err(err) = read_index_file(
+            std::borrow::Cow::Borrowed(json),
+            path,
+            5,
+            "worker_0",
+            &mut Interner::default(),
+        ) else {
+            panic!("step 4's event file accepted for step 5");
+        };
+        assert!(
+            err.to_string().contains("is not the event file of step 5"),
+            "{err}"
+        );
+    }
+}
