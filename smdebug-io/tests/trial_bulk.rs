@@ -97,6 +97,8 @@ fn check_bulk_reads_match_step_reads(trial: &Trial, what: &str) -> usize {
                 Err(e) => {
                     let one = t.raw(steps[0], mode, None).unwrap_err();
                     assert_eq!(one.to_string(), e.to_string(), "{what}: {name}");
+                    let bytes = trial.raw_bytes(&name, steps[0], mode, None).unwrap_err();
+                    assert_eq!(bytes.to_string(), e.to_string(), "{what}: {name}");
                     continue;
                 }
             };
@@ -123,6 +125,12 @@ fn check_bulk_reads_match_step_reads(trial: &Trial, what: &str) -> usize {
                 assert_eq!(&bytes[step].to_tensor(), &one, "{what}: {name} {step}");
                 assert_eq!(
                     t.raw_bytes(*step, mode, None).unwrap(),
+                    bytes[step],
+                    "{what}: {name} {step}"
+                );
+                // The one-call form the Python binding's `value` uses.
+                assert_eq!(
+                    trial.raw_bytes(&name, *step, mode, None).unwrap(),
                     bytes[step],
                     "{what}: {name} {step}"
                 );
@@ -173,6 +181,20 @@ fn whole_tensor_reads_match_step_reads_on_a_long_run_with_any_cache() {
             .raw_values(None, None)
             .unwrap();
         assert_eq!(count[&699].dtype(), DType::I64, "{what}");
+        assert!(
+            matches!(
+                trial.raw_bytes("no_such_tensor", 0, None, None),
+                Err(smdebug_io::Error::TensorNotFound { .. })
+            ),
+            "{what}"
+        );
+        assert!(
+            matches!(
+                trial.raw_bytes("count", STEPS, None, None),
+                Err(smdebug_io::Error::StepNotAvailable { .. })
+            ),
+            "{what}"
+        );
         assert_eq!(count[&699].to_f64_vec(), [2097.0], "{what}");
         let half = trial
             .tensor("h")

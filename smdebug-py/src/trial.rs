@@ -224,11 +224,8 @@ impl NativeTrial {
         worker: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let mode = self::mode(mode)?;
-        let read = py.detach(|| {
-            self.trial
-                .tensor(name)
-                .and_then(|t| t.raw_bytes(step, Some(mode), worker))
-        });
+        // One lookup and one lock per value (`Trial::raw_bytes`), the GIL released meanwhile.
+        let read = py.detach(|| self.trial.raw_bytes(name, step, Some(mode), worker));
         match read {
             Ok(value) => bytes_to_numpy(py, &value),
             Err(e) => Err(lookup_error(py, &self.trial, e, name, step, mode, worker)),

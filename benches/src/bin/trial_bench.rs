@@ -4,8 +4,15 @@
 //! tensor, tensor by tensor as a notebook does, in the dtype it was saved in (what Python
 //! smdebug's `value()` returns); then the same read converted to `f64` arrays.
 //!
+//! Then value by value, as Python's loop reads (`raw(step)` per step, each value summed and
+//! dropped). Last, the same read once more without copying the values (`raw_bytes_values`: each value read
+//! where it lies in the mapped event file, as a Rust caller that only looks at the values can).
+//! Each read phase runs on a trial of its own, opened afresh, so each one maps the event files.
+//!
 //! `TRIAL_CACHE_MIB=N` sets the trial's whole-file cache budget (`TrialOptions::file_cache_bytes`);
-//! `TRIAL_BENCH_OPEN_ONLY=1` stops after open+list (for profiling the open).
+//! `TRIAL_MAP=0` turns mapping off (`TrialOptions::map_files`);
+//! `TRIAL_BENCH_OPEN_ONLY=1` stops after open+list (for profiling the open);
+//! `TRIAL_BENCH_PHASES=raw,f64,step,bytes` runs only the named read phases (default: all four).
 
 #![forbid(unsafe_code)]
 
@@ -19,18 +26,44 @@ fn open(dir: &str) -> Result<Trial, Box<dyn std::error::Error>> {
     if let Ok(mib) = std::env::var("TRIAL_CACHE_MIB") {
         options.file_cache_bytes = mib.parse::<usize>()? << 20;
     }
+    if std::env::var("TRIAL_MAP").is_ok_and(|v| v == "0") {
+        options.map_files = false;
+    }
     Ok(Trial::open_with(dir, options)?)
 }
 
 /// The sum of a tensor's elements, read in place (as numpy's `sum()` on the array Python gets).
 fn sum_native(t: &Tensor) -> f64 {
     match t.dtype() {
-        DType::F32 => t
-            .bytes()
-            .chunks_exact(4)
-            .map(|b| f64::from(f32::from_le_bytes(b.try_into().expect("4 bytes"))))
-            .sum(),
+        DType::F32 => sum_f32(t.bytes()),
         _ => t.to_f64_vec().iter().sum(),
+    }
+}
+
+/// The sum of little-endian f32s, in eight independent running sums (which the compiler turns
+/// into vector adds, as numpy's `sum` is): the checksum is the harness's cost, not the reader's.
+fn sum_f32(bytes: &[u8]) -> f64 {
+    let mut lanes = [0.0f64; 8];
+    let chunks = bytes.chunks_exact(32);
+    let rest = chunks.remainder();
+    for chunk in chunks {
+        for (lane, b) in lanes.iter_mut().zip(chunk.chunks_exact(4)) {
+            *lane += f64::from(f32::from_le_bytes(b.try_into().expect("4 bytes")));
+        }
+    }
+    let tail: f64 = rest
+        .chunks_exact(4)
+        .map(|b| f64::from(f32::from_le_bytes(b.try_into().expect("4 bytes"))))
+        .sum();
+    lanes.iter().sum::<f64>() + tail
+}
+
+/// The sum of a value's elements read in place from its bytes (f32 as the common case).
+fn sum_bytes(dtype: DType, bytes: &[u8], shape: &[usize]) -> f64 {
+    match dtype {
+        DType::F32 => sum_f32(bytes),
+        _ => Tensor::from_bytes(dtype, shape.to_vec(), bytes.to_vec())
+            .map_or(0.0, |t| t.to_f64_vec().iter().sum()),
     }
 }
 
@@ -74,34 +107,78 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
 
-    let (t1, c1) = (Instant::now(), cpu_seconds());
-    let (mut values, mut checksum) = (0usize, 0.0f64);
-    for name in &names {
-        for t in trial.tensor(name)?.raw_values(None, None)?.values() {
-            values += 1;
-            checksum += sum_native(t);
-        }
-    }
-    println!(
-        "rust: read {values} values (saved dtype): {:.3} s (cpu {:.2} s, sum {checksum:.6e})",
-        t1.elapsed().as_secs_f64(),
-        cpu_seconds() - c1
-    );
+    let phases =
+        std::env::var("TRIAL_BENCH_PHASES").unwrap_or_else(|_| "raw,f64,step,bytes".into());
+    let phases: Vec<&str> = phases.split(',').collect();
 
-    // A fresh trial, so the f64 read starts with an empty cache as the first one did.
-    let trial = open(&dir)?;
-    let (t2, c2) = (Instant::now(), cpu_seconds());
-    let (mut values, mut checksum) = (0usize, 0.0f64);
-    for name in &names {
-        for v in trial.tensor(name)?.values(None, None)?.values() {
-            values += 1;
-            checksum += v.sum();
+    if phases.contains(&"raw") {
+        let (t1, c1) = (Instant::now(), cpu_seconds());
+        let (mut values, mut checksum) = (0usize, 0.0f64);
+        for name in &names {
+            for t in trial.tensor(name)?.raw_values(None, None)?.values() {
+                values += 1;
+                checksum += sum_native(t);
+            }
         }
+        println!(
+            "rust: read {values} values (saved dtype): {:.3} s (cpu {:.2} s, sum {checksum:.6e})",
+            t1.elapsed().as_secs_f64(),
+            cpu_seconds() - c1
+        );
     }
-    println!(
-        "rust: read {values} values (as f64): {:.3} s (cpu {:.2} s, sum {checksum:.6e})",
-        t2.elapsed().as_secs_f64(),
-        cpu_seconds() - c2
-    );
+
+    if phases.contains(&"f64") {
+        // A fresh trial, so this read maps the event files as the first one did.
+        let trial = open(&dir)?;
+        let (t2, c2) = (Instant::now(), cpu_seconds());
+        let (mut values, mut checksum) = (0usize, 0.0f64);
+        for name in &names {
+            for v in trial.tensor(name)?.values(None, None)?.values() {
+                values += 1;
+                checksum += v.sum();
+            }
+        }
+        println!(
+            "rust: read {values} values (as f64): {:.3} s (cpu {:.2} s, sum {checksum:.6e})",
+            t2.elapsed().as_secs_f64(),
+            cpu_seconds() - c2
+        );
+    }
+
+    if phases.contains(&"step") {
+        // Python's loop exactly: one value at a time, summed and dropped.
+        let trial = open(&dir)?;
+        let (t4, c4) = (Instant::now(), cpu_seconds());
+        let (mut values, mut checksum) = (0usize, 0.0f64);
+        for name in &names {
+            let tensor = trial.tensor(name)?;
+            for step in tensor.steps(None)? {
+                values += 1;
+                checksum += sum_native(&tensor.raw(step, None, None)?);
+            }
+        }
+        println!(
+            "rust: read {values} values (value by value, saved dtype): {:.3} s (cpu {:.2} s, sum {checksum:.6e})",
+            t4.elapsed().as_secs_f64(),
+            cpu_seconds() - c4
+        );
+    }
+
+    if phases.contains(&"bytes") {
+        let trial = open(&dir)?;
+        let (t3, c3) = (Instant::now(), cpu_seconds());
+        let (mut values, mut checksum) = (0usize, 0.0f64);
+        for name in &names {
+            for v in trial.tensor(name)?.raw_bytes_values(None, None)?.values() {
+                values += 1;
+                checksum += sum_bytes(v.dtype, &v.data, &v.shape);
+            }
+        }
+        println!(
+            "rust: read {values} values (in place): {:.3} s (cpu {:.2} s, sum {checksum:.6e})",
+            t3.elapsed().as_secs_f64(),
+            cpu_seconds() - c3
+        );
+    }
     Ok(())
 }

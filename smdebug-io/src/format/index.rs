@@ -11,6 +11,7 @@
 //! `start_idx` is the byte offset of the record's first byte in the event file and `length` the
 //! record's whole length, framing included (what smdebug's `TSAccessFile.write` returns).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -86,14 +87,118 @@ fn mode_de<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Mode, D::Erro
         .ok_or_else(|| serde::de::Error::custom(format!("unknown mode `{text}`")))
 }
 
+/// A non-negative integer, or a string holding one (Python smdebug writes numbers; other tools
+/// have written strings). Read without building a `serde_json::Value` first: index files are
+/// parsed once per step, and a long run has tens of thousands of them.
 fn u64_lenient<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u64, D::Error> {
-    let v = serde_json::Value::deserialize(d)?;
-    let n = match &v {
-        serde_json::Value::Number(n) => n.as_u64(),
-        serde_json::Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    };
-    n.ok_or_else(|| serde::de::Error::custom(format!("expected a non-negative integer, found {v}")))
+    struct Lenient;
+
+    fn refuse<E: serde::de::Error>(found: impl std::fmt::Display) -> E {
+        E::custom(format!("expected a non-negative integer, found {found}"))
+    }
+
+    impl<'de> serde::de::Visitor<'de> for Lenient {
+        type Value = u64;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a non-negative integer")
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<u64, E> {
+            Ok(v)
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<u64, E> {
+            u64::try_from(v).map_err(|_| refuse(v))
+        }
+
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<u64, E> {
+            Err(refuse(serde_json::Value::from(v)))
+        }
+
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<u64, E> {
+            v.trim()
+                .parse()
+                .map_err(|_| refuse(serde_json::Value::from(v)))
+        }
+
+        fn visit_bool<E: serde::de::Error>(self, v: bool) -> std::result::Result<u64, E> {
+            Err(refuse(v))
+        }
+
+        fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<u64, E> {
+            Err(refuse("null"))
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> std::result::Result<u64, A::Error> {
+            let mut items = Vec::new();
+            while let Some(v) = seq.next_element::<serde_json::Value>()? {
+                items.push(v);
+            }
+            Err(refuse(serde_json::Value::Array(items)))
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> std::result::Result<u64, A::Error> {
+            let mut object = serde_json::Map::new();
+            while let Some((k, v)) = map.next_entry::<String, serde_json::Value>()? {
+                object.insert(k, v);
+            }
+            Err(refuse(serde_json::Value::Object(object)))
+        }
+    }
+
+    d.deserialize_any(Lenient)
+}
+
+/// A string borrowed from the JSON when it holds no escapes.
+#[derive(Deserialize)]
+struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+
+fn mode_de_borrowed<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Mode, D::Error> {
+    let Text(text) = Text::deserialize(d)?;
+    Mode::from_name(text.trim())
+        .ok_or_else(|| serde::de::Error::custom(format!("unknown mode `{text}`")))
+}
+
+/// An index file read in place: what a reader needs of it, its strings borrowed from the
+/// file's bytes where JSON allows (a string with escapes is unescaped into its own). The same
+/// checks as [`IndexFile::parse`]; `shape_payload` is skipped (readers do not use it).
+#[derive(Debug, Deserialize)]
+pub(crate) struct IndexRef<'a> {
+    #[serde(borrow)]
+    pub meta: IndexMetaRef<'a>,
+    #[serde(default, borrow)]
+    pub tensor_payload: Vec<TensorLocationRef<'a>>,
+    #[serde(default, rename = "shape_payload")]
+    _shape_payload: serde::de::IgnoredAny,
+}
+
+/// [`IndexMeta`], borrowed.
+#[derive(Debug, Deserialize)]
+pub(crate) struct IndexMetaRef<'a> {
+    #[serde(deserialize_with = "mode_de_borrowed")]
+    pub mode: Mode,
+    #[serde(deserialize_with = "u64_lenient")]
+    pub mode_step: u64,
+    #[serde(default, borrow)]
+    pub event_file_name: Option<Cow<'a, str>>,
+}
+
+/// [`TensorLocation`], borrowed.
+#[derive(Debug, Deserialize)]
+pub(crate) struct TensorLocationRef<'a> {
+    #[serde(borrow)]
+    pub tensorname: Cow<'a, str>,
+    #[serde(deserialize_with = "u64_lenient")]
+    pub start_idx: u64,
+    #[serde(deserialize_with = "u64_lenient")]
+    pub length: u64,
 }
 
 /// The byte offset of serde_json's (line, column) position in `text`.
@@ -111,50 +216,85 @@ fn byte_offset(text: &[u8], line: usize, column: usize) -> u64 {
     text.len() as u64
 }
 
+/// Deserializes an index file's JSON, an error carrying the byte offset where it went wrong.
+fn from_json<'a, T: Deserialize<'a>>(bytes: &'a [u8], path: &str) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        let offset = if e.is_eof() {
+            bytes.len() as u64
+        } else {
+            byte_offset(bytes, e.line(), e.column())
+        };
+        Error::BadIndex {
+            path: path.to_string(),
+            offset,
+            reason: e.to_string(),
+        }
+    })
+}
+
+/// The checks every parsed index passes: entries need an event file, and each entry is at
+/// least a record's framing long with `start_idx + length` within `u64`.
+fn check_entries<'n>(
+    path: &str,
+    has_event_file: bool,
+    entries: impl Iterator<Item = (&'n str, u64, u64)>,
+) -> Result<()> {
+    let bad = |reason: String| Error::BadIndex {
+        path: path.to_string(),
+        offset: 0,
+        reason,
+    };
+    let mut entries = entries.peekable();
+    if entries.peek().is_some() && !has_event_file {
+        return Err(bad(
+            "tensor_payload without meta.event_file_name".to_string()
+        ));
+    }
+    for (name, start, length) in entries {
+        if length < super::record::FRAMING_BYTES as u64 {
+            return Err(bad(format!(
+                "tensor `{name}` has length {length}, less than a record's framing"
+            )));
+        }
+        if start.checked_add(length).is_none() {
+            return Err(bad(format!(
+                "tensor `{name}`: start_idx {start} + length {length} overflows"
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl<'a> IndexRef<'a> {
+    /// [`IndexFile::parse`] without copying the strings out of `bytes`.
+    pub(crate) fn parse(bytes: &'a [u8], path: &str) -> Result<IndexRef<'a>> {
+        let index: IndexRef<'a> = from_json(bytes, path)?;
+        check_entries(
+            path,
+            index.meta.event_file_name.is_some(),
+            index
+                .tensor_payload
+                .iter()
+                .map(|t| (&*t.tensorname, t.start_idx, t.length)),
+        )?;
+        Ok(index)
+    }
+}
+
 impl IndexFile {
     /// Parses an index file; `path` names it in errors, which carry the byte offset. Every entry
     /// is checked: at least a record's framing long and `start_idx + length` within `u64`. A
     /// name listed twice is not an error here: see [`IndexFile::repeated_names`].
     pub fn parse(bytes: &[u8], path: &str) -> Result<IndexFile> {
-        let bad = |offset: u64, reason: String| Error::BadIndex {
-            path: path.to_string(),
-            offset,
-            reason,
-        };
-        let index: IndexFile = serde_json::from_slice(bytes).map_err(|e| {
-            let offset = if e.is_eof() {
-                bytes.len() as u64
-            } else {
-                byte_offset(bytes, e.line(), e.column())
-            };
-            bad(offset, e.to_string())
-        })?;
-        if !index.tensor_payload.is_empty() && index.meta.event_file_name.is_none() {
-            return Err(bad(
-                0,
-                "tensor_payload without meta.event_file_name".to_string(),
-            ));
-        }
-        for loc in &index.tensor_payload {
-            if loc.length < super::record::FRAMING_BYTES as u64 {
-                return Err(bad(
-                    0,
-                    format!(
-                        "tensor `{}` has length {}, less than a record's framing",
-                        loc.tensorname, loc.length
-                    ),
-                ));
-            }
-            if loc.end().is_none() {
-                return Err(bad(
-                    0,
-                    format!(
-                        "tensor `{}`: start_idx {} + length {} overflows",
-                        loc.tensorname, loc.start_idx, loc.length
-                    ),
-                ));
-            }
-        }
+        let index: IndexFile = from_json(bytes, path)?;
+        check_entries(
+            path,
+            index.meta.event_file_name.is_some(),
+            index
+                .tensor_payload
+                .iter()
+                .map(|t| (t.tensorname.as_str(), t.start_idx, t.length)),
+        )?;
         Ok(index)
     }
 
@@ -193,6 +333,47 @@ mod tests {
         assert_eq!(idx.tensor_payload[0].length, 143);
         let again = IndexFile::parse(&idx.to_json_bytes(), "x").unwrap();
         assert_eq!(again, idx);
+    }
+
+    /// The in-place parse a reader uses accepts and refuses what `IndexFile::parse` does.
+    #[test]
+    fn the_in_place_parse_agrees_with_the_owned_one() {
+        let with = |mode_step: &str, start: &str| {
+            format!(
+                r#"{{"meta": {{"mode": " EVAL", "mode_step": {mode_step}, "event_file_name": "events/000000000003/000000000003_worker_0.tfevents"}}, "tensor_payload": [{{"tensorname": "a\u00e9", "start_idx": {start}, "length": 143}}], "shape_payload": [{{"x": 1}}]}}"#
+            )
+        };
+        for (mode_step, start, ok) in [
+            ("3", "0", true),
+            ("\" 3 \"", "\"12\"", true),
+            ("-1", "0", false),
+            ("3.0", "0", false),
+            ("null", "0", false),
+            ("[3]", "0", false),
+            ("{\"n\": 3}", "0", false),
+            ("true", "0", false),
+            ("3", "18446744073709551615", false),
+        ] {
+            let text = with(mode_step, start);
+            let owned = IndexFile::parse(text.as_bytes(), "i.json");
+            let borrowed = IndexRef::parse(text.as_bytes(), "i.json");
+            match (&owned, &borrowed) {
+                (Ok(o), Ok(b)) => {
+                    assert!(ok, "{text}");
+                    assert_eq!(
+                        (o.meta.mode, o.meta.mode_step),
+                        (b.meta.mode, b.meta.mode_step)
+                    );
+                    assert_eq!(b.tensor_payload[0].tensorname, "aé");
+                    assert_eq!(o.tensor_payload[0].start_idx, b.tensor_payload[0].start_idx);
+                }
+                (Err(o), Err(b)) => {
+                    assert!(!ok, "{text}");
+                    assert_eq!(o.to_string(), b.to_string(), "{text}");
+                }
+                _ => panic!("{text}: {owned:?} vs {borrowed:?}"),
+            }
+        }
     }
 
     #[test]

@@ -184,13 +184,13 @@ impl Trial {
         dir: Option<std::path::PathBuf>,
         options: TrialOptions,
     ) -> Result<Trial> {
-        let map_root = dir.filter(|_| options.map_files);
+        let map_root = dir.clone().filter(|_| options.map_files);
         let trial = Trial {
             location: location.to_string(),
             storage,
             files: source::Files::new(map_root, options.file_cache_bytes),
             options,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State::new(dir)),
         };
         {
             let mut st = trial.lock();
@@ -399,6 +399,22 @@ impl Trial {
             trial: self,
             name: name.to_string(),
         })
+    }
+
+    /// Tensor `name`'s value at a step, its bytes not copied: what
+    /// `trial.tensor(name)?.raw_bytes(step, mode, worker)` gives, looked up in one go (one lock,
+    /// no handle), for callers that read one value per call (the Python binding's `value`).
+    /// An unknown name is [`Error::TensorNotFound`], a tensor saved only as reductions
+    /// [`Error::OnlyReductionsSaved`].
+    pub fn raw_bytes(
+        &self,
+        name: &str,
+        step: u64,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+    ) -> Result<TensorBytes> {
+        let loc = self.locate(name, step, mode.unwrap_or(Mode::Global), worker)?;
+        self.read_bytes(name, &loc)
     }
 
     fn locate(&self, name: &str, step: u64, mode: Mode, worker: Option<&str>) -> Result<Location> {

@@ -1,7 +1,7 @@
 //! The trial's only contact with storage and the format: list, fetch and decode.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -10,7 +10,7 @@ use bytes::Bytes;
 use smdebug_core::{Collection, CollectionsFile, DType, EndReason, Mode, Tensor};
 
 use crate::error::{Error, Result};
-use crate::format::index::IndexFile;
+use crate::format::index::IndexRef;
 use crate::format::layout;
 use crate::format::record::PayloadCrcPolicy;
 use crate::storage::{LocalStorage, Storage, open_storage};
@@ -87,7 +87,107 @@ pub(crate) fn new_collection_files(
 }
 
 /// Where each tensor of one step of one worker is: name -> (start, length) of its record.
-pub(crate) type TensorTable = foldhash::HashMap<String, (u64, u64)>;
+///
+/// A step lists a few tensors, and the same names step after step: the names are shared with
+/// the other steps of the trial ([`Interner`]), and a short table is searched in order, which
+/// is faster than hashing the name. Long tables (more than [`TensorTable::SCAN_MAX`] names)
+/// keep a hash index as well.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TensorTable {
+    entries: Vec<(Arc<str>, u64, u64)>,
+    index: Option<foldhash::HashMap<Arc<str>, usize>>,
+}
+
+impl TensorTable {
+    /// Tables longer than this also keep a hash index.
+    const SCAN_MAX: usize = 16;
+
+    fn with_capacity(n: usize) -> Self {
+        TensorTable {
+            entries: Vec::with_capacity(n),
+            index: None,
+        }
+    }
+
+    fn position(&self, name: &str) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(name).copied(),
+            None => self.entries.iter().position(|(n, _, _)| &**n == name),
+        }
+    }
+
+    /// Adds an entry; a name already there takes the new place (later entries win, as in
+    /// Python smdebug's reader), and the place it had is returned.
+    fn insert(&mut self, name: Arc<str>, start: u64, length: u64) -> Option<(u64, u64)> {
+        if let Some(i) = self.position(&name) {
+            let e = &mut self.entries[i];
+            let earlier = (e.1, e.2);
+            (e.1, e.2) = (start, length);
+            return Some(earlier);
+        }
+        let i = self.entries.len();
+        self.entries.push((name.clone(), start, length));
+        match &mut self.index {
+            Some(index) => {
+                index.insert(name, i);
+            }
+            None if self.entries.len() > Self::SCAN_MAX => {
+                self.index = Some(
+                    self.entries
+                        .iter()
+                        .enumerate()
+                        .map(|(i, (n, _, _))| (n.clone(), i))
+                        .collect(),
+                );
+            }
+            None => {}
+        }
+        None
+    }
+
+    /// Where tensor `name`'s record is: `(start, length)`.
+    pub fn get(&self, name: &str) -> Option<(u64, u64)> {
+        self.position(name).map(|i| {
+            let e = &self.entries[i];
+            (e.1, e.2)
+        })
+    }
+
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.position(name).is_some()
+    }
+
+    /// The names, in index order.
+    pub fn names(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.entries.iter().map(|(n, _, _)| n)
+    }
+
+    /// The end of the last record: the length the event file must have.
+    pub fn end(&self) -> u64 {
+        // `IndexRef::parse` checked that no entry's end overflows.
+        self.entries
+            .iter()
+            .map(|(_, s, l)| s.saturating_add(*l))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// Tensor names seen so far, each kept once: index files repeat the same names step after
+/// step, and every table shares them.
+#[derive(Default)]
+pub(crate) struct Interner(foldhash::HashSet<Arc<str>>);
+
+impl Interner {
+    fn get(&mut self, name: &str) -> Arc<str> {
+        if let Some(known) = self.0.get(name) {
+            return known.clone();
+        }
+        let name: Arc<str> = name.into();
+        self.0.insert(name.clone());
+        name
+    }
+}
 
 /// One index file, decoded.
 pub(crate) struct IndexEntry {
@@ -105,8 +205,11 @@ pub(crate) struct IndexEntry {
 }
 
 /// Index files of steps `>= from` (every index file when `from` is `None`), in key order.
+/// `local`: the run's directory when it is on local disk, where index files are read directly
+/// (into one buffer, reused), not through storage.
 pub(crate) fn index_files_from(
     storage: &dyn Storage,
+    local: Option<&Path>,
     from: Option<u64>,
 ) -> Result<Vec<IndexEntry>> {
     let paths = match from {
@@ -120,9 +223,14 @@ pub(crate) fn index_files_from(
         .filter_map(|path| layout::parse_index_file(&path).map(|(s, w)| (path, s, w)))
         .collect();
     let parse_all = |chunk: &[(String, u64, String)]| -> Result<Vec<IndexEntry>> {
+        let mut buf = Vec::new();
+        let mut names = Interner::default();
         chunk
             .iter()
-            .map(|(path, step, worker)| read_index_file(storage, path, *step, worker))
+            .map(|(path, step, worker)| {
+                let bytes = fetch_index_file(storage, local, path, &mut buf)?;
+                read_index_file(bytes, path, *step, worker, &mut names)
+            })
             .collect()
     };
     let threads = reader_threads(paths.len());
@@ -147,6 +255,41 @@ pub(crate) fn index_files_from(
     Ok(out)
 }
 
+/// The bytes of index file `path`. On local disk it is read into `buf` (open, read, close:
+/// no size query, no new buffer per file); when that fails, or the run is elsewhere, storage
+/// fetches it (and reports a failure as it does for every file).
+fn fetch_index_file<'b>(
+    storage: &dyn Storage,
+    local: Option<&Path>,
+    path: &str,
+    buf: &'b mut Vec<u8>,
+) -> Result<std::borrow::Cow<'b, [u8]>> {
+    if let Some(root) = local
+        && let Ok(n) = read_whole(&root.join(path), buf)
+    {
+        return Ok(std::borrow::Cow::Borrowed(&buf[..n]));
+    }
+    Ok(std::borrow::Cow::Owned(storage.get(path)?.to_vec()))
+}
+
+/// Reads a whole file into the start of `buf` (grown as needed, never shrunk); its length.
+fn read_whole(path: &Path, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize((buf.len() * 2).max(16 << 10), 0);
+        }
+        match file.read(&mut buf[len..]) {
+            Ok(0) => return Ok(len),
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// How many threads read `items` small files: one per 256 files, at most one per core (and 8).
 pub(crate) fn reader_threads(items: usize) -> usize {
     std::thread::available_parallelism()
@@ -155,68 +298,51 @@ pub(crate) fn reader_threads(items: usize) -> usize {
         .min(items / 256 + 1)
 }
 
-/// One index file, fetched, parsed and checked against its path.
+/// One index file, parsed and checked against its path.
 fn read_index_file(
-    storage: &dyn Storage,
+    bytes: std::borrow::Cow<'_, [u8]>,
     path: &str,
     step: u64,
     worker: &str,
+    names: &mut Interner,
 ) -> Result<IndexEntry> {
-    let path = path.to_string();
-    let worker = worker.to_string();
-    let bytes = storage.get(&path)?;
-    let index = IndexFile::parse(&bytes, &path)?;
-    let event_file = index
-        .meta
-        .event_file_name
-        .clone()
-        .unwrap_or_else(|| layout::event_file(step, &worker));
+    let index = IndexRef::parse(&bytes, path)?;
+    let event_file = match index.meta.event_file_name {
+        Some(name) => name.into_owned(),
+        None => layout::event_file(step, worker),
+    };
     // smdebug names both files after the same step and worker: an index pointing into
     // another worker's or another step's event file would hand out that worker's values.
-    if layout::parse_event_file(&event_file).as_ref() != Some(&(step, worker.clone())) {
+    if layout::parse_event_file(&event_file).is_none_or(|(s, w)| s != step || w != worker) {
         return Err(Error::BadIndex {
-            path,
+            path: path.to_string(),
             offset: 0,
             reason: format!(
                 "event_file_name `{event_file}` is not the event file of step {step} of \
                  worker `{worker}` ({})",
-                layout::event_file(step, &worker)
+                layout::event_file(step, worker)
             ),
         });
     }
-    // A short list is checked for repeated names by comparing them (most steps hold a few
-    // tensors); a long one by the index's own table.
-    let names = &index.tensor_payload;
-    let may_repeat = names.len() > 16
-        || (1..names.len()).any(|i| {
-            names[..i]
-                .iter()
-                .any(|n| n.tensorname == names[i].tensorname)
-        });
-    let repeated = if may_repeat {
-        index.repeated_names()
-    } else {
-        Vec::new()
-    };
-    let repeated = repeated
-        .into_iter()
-        .map(|(first, later)| {
-            format!(
-                "{path}: tensor `{}` is listed twice, {first} and {later}; the later entry is \
-                 read, as Python smdebug does",
-                later.tensorname
-            )
-        })
-        .collect();
-    let tensors: TensorTable = index
-        .tensor_payload
-        .into_iter()
-        .map(|t| (t.tensorname, (t.start_idx, t.length)))
-        .collect();
+    let mut tensors = TensorTable::with_capacity(index.tensor_payload.len());
+    let mut repeated = Vec::new();
+    for t in &index.tensor_payload {
+        if let Some((start, length)) =
+            tensors.insert(names.get(&t.tensorname), t.start_idx, t.length)
+        {
+            let name = &t.tensorname;
+            repeated.push(format!(
+                "{path}: tensor `{name}` is listed twice, `{name}` at byte {start} ({length} \
+                 bytes) and `{name}` at byte {} ({} bytes); the later entry is read, as Python \
+                 smdebug does",
+                t.start_idx, t.length
+            ));
+        }
+    }
     Ok(IndexEntry {
-        path,
+        path: path.to_string(),
         step,
-        worker,
+        worker: worker.to_string(),
         mode: index.meta.mode,
         mode_step: index.meta.mode_step,
         event_file,
@@ -556,5 +682,76 @@ fn short_file(loc: &Location, available: u64) -> Error {
         offset: loc.start,
         needed: loc.length,
         available,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Short tables (searched in order) and long ones (with a hash index) answer alike: every
+    /// name found, a repeated name read from its later entry with the earlier one reported,
+    /// and the file's end the end of the last record.
+    #[test]
+    fn tables_short_and_long_keep_the_later_entry_of_a_repeated_name() {
+        for n in [3usize, TensorTable::SCAN_MAX, TensorTable::SCAN_MAX + 1, 40] {
+            let mut names = Interner::default();
+            let mut table = TensorTable::with_capacity(n);
+            for i in 0..n as u64 {
+                let name = names.get(&format!("t{i}"));
+                assert_eq!(table.insert(name, i * 100, 50), None, "{n}");
+            }
+            assert_eq!(table.index.is_some(), n > TensorTable::SCAN_MAX, "{n}");
+            // `t1` again, later in the file: it wins, and the earlier place comes back.
+            let again = names.get("t1");
+            assert!(Arc::ptr_eq(&again, &names.get("t1")), "one Arc per name");
+            assert_eq!(table.insert(again, 10_000, 20), Some((100, 50)), "{n}");
+            assert_eq!(table.get("t1"), Some((10_000, 20)), "{n}");
+            assert_eq!(table.names().count(), n, "{n}: no second entry");
+            for i in (0..n as u64).filter(|&i| i != 1) {
+                assert_eq!(table.get(&format!("t{i}")), Some((i * 100, 50)), "{n}");
+            }
+            assert!(!table.contains_key("t"), "{n}");
+            assert!(!table.contains_key(&format!("t{n}")), "{n}");
+            assert_eq!(table.end(), 10_020, "{n}");
+        }
+    }
+
+    #[test]
+    fn a_repeated_name_in_an_index_file_is_reported_with_both_entries() {
+        let json = br#"{"meta": {"mode": "TRAIN", "mode_step": "4", "event_file_name": "events/000000000004/000000000004_worker_0.tfevents"}, "tensor_payload": [{"tensorname": "acc", "start_idx": 0, "length": 100}, {"tensorname": "loss", "start_idx": 100, "length": 90}, {"tensorname": "acc", "start_idx": 190, "length": 110}], "shape_payload": []}"#;
+        let path = "index/000000000/000000000004_worker_0.json";
+        let entry = read_index_file(
+            std::borrow::Cow::Borrowed(json),
+            path,
+            4,
+            "worker_0",
+            &mut Interner::default(),
+        )
+        .unwrap();
+        assert_eq!((entry.mode, entry.mode_step), (Mode::Train, 4));
+        assert_eq!(entry.tensors.get("acc"), Some((190, 110)));
+        assert_eq!(entry.tensors.get("loss"), Some((100, 90)));
+        assert_eq!(
+            entry.repeated,
+            [format!(
+                "{path}: tensor `acc` is listed twice, `acc` at byte 0 (100 bytes) and `acc` at \
+                 byte 190 (110 bytes); the later entry is read, as Python smdebug does"
+            )]
+        );
+        // Another step's event file is refused, as before.
+        let Err(err) = read_index_file(
+            std::borrow::Cow::Borrowed(json),
+            path,
+            5,
+            "worker_0",
+            &mut Interner::default(),
+        ) else {
+            panic!("step 4's event file accepted for step 5");
+        };
+        assert!(
+            err.to_string().contains("is not the event file of step 5"),
+            "{err}"
+        );
     }
 }

@@ -69,9 +69,19 @@ pub(crate) struct State {
     pub complete: bool,
     pub end_reason: Option<EndReason>,
     pub last_refresh: Option<Instant>,
+    /// The run's directory when it is on local disk: index files are read from it directly.
+    pub local_root: Option<std::path::PathBuf>,
 }
 
 impl State {
+    /// Nothing known yet; `local_root` is the run's directory when it is on local disk.
+    pub fn new(local_root: Option<std::path::PathBuf>) -> State {
+        State {
+            local_root,
+            ..State::default()
+        }
+    }
+
     /// What reading had to work around, one line each (see `Trial::warnings`).
     pub fn warnings(&self) -> Vec<String> {
         self.unusable_patterns
@@ -155,7 +165,7 @@ impl State {
             Some(s) => Some(s),
             None => self.steps.keys().next_back().map(|s| s + 1),
         };
-        for idx in source::index_files_from(storage, resume)? {
+        for idx in source::index_files_from(storage, self.local_root.as_deref(), resume)? {
             if let Some(e) = self.steps.get(&idx.step) {
                 match e.workers.get(&idx.worker) {
                     // Listed again: listing resumes at the first step not complete everywhere.
@@ -197,18 +207,18 @@ impl State {
                 mode_step: idx.mode_step,
                 workers: BTreeMap::new(),
             });
-            for name in idx.tensors.keys() {
+            for name in idx.tensors.names() {
                 // Most names are known already: look them up without copying them.
-                match self.names.get_mut(name.as_str()) {
+                match self.names.get_mut(&**name) {
                     Some(steps) => {
                         steps.insert(idx.step);
                     }
                     None => {
-                        self.names.insert(name.clone(), BTreeSet::from([idx.step]));
+                        self.names
+                            .insert(name.to_string(), BTreeSet::from([idx.step]));
                     }
                 }
-                let public =
-                    Reduction::parse_tensor_name(name).map_or(name.as_str(), |(_, base)| base);
+                let public = Reduction::parse_tensor_name(name).map_or(&**name, |(_, base)| base);
                 match self.listed.get_mut(public) {
                     Some(steps) => {
                         steps.insert(idx.step);
@@ -228,13 +238,7 @@ impl State {
                     self.worker_last_step.insert(idx.worker.clone(), idx.step);
                 }
             }
-            // `IndexFile::parse` checked that no entry's end overflows.
-            let file_len = idx
-                .tensors
-                .values()
-                .map(|(s, l)| s.saturating_add(*l))
-                .max()
-                .unwrap_or(0);
+            let file_len = idx.tensors.end();
             entry.workers.insert(
                 idx.worker.clone(),
                 WorkerStep {
@@ -330,7 +334,7 @@ impl State {
         };
         // One lookup of the name per worker tried (the first worker that has it, when none is
         // asked for).
-        let (ws, &(start, length)) = match worker {
+        let (ws, (start, length)) = match worker {
             Some(w) => {
                 let ws = e.workers.get(w).ok_or_else(|| Error::WorkerNotFound {
                     worker: w.to_string(),
