@@ -7,6 +7,11 @@
   function publish() {
     // What a test (or a curious person) can read back: the time charts' x ranges and the zoom.
     status.zoom = zoom;
+    // First meaningful paint: the overview, system, steps and scalars panels all drawn with the
+    // run's data, in ms since navigation started.
+    if (status.first_paint_ms === undefined && ["overview", "system", "steps", "scalars"].every((p) => status.panels[p])) {
+      status.first_paint_ms = Math.round(performance.now());
+    }
     status.time_scales = [];
     for (const c of charts.values()) {
       if (c.plot.timeChart) status.time_scales.push([c.plot.scales.x.min, c.plot.scales.x.max]);
@@ -467,6 +472,7 @@
       await guarded("overview", drawOverview);
       await refreshTimeViews();
       await guarded("scalars", drawScalars);
+      publish();
       await guarded("tensors", drawTensor);
       status.updates++;
       publish();
