@@ -269,7 +269,10 @@
     status.panels.overview = true;
   }
 
-  function windowQuery() { return zoom ? "from=" + zoom[0] + "&to=" + zoom[1] : ""; }
+  // Points asked per series: a minimum and a maximum per pixel column of a chart (the server
+  // caps every series at 2,000 whatever is asked).
+  function pointsQuery() { return "points=" + Math.round(2 * chartWidth()); }
+  function windowQuery() { return pointsQuery() + (zoom ? "&from=" + zoom[0] + "&to=" + zoom[1] : ""); }
 
   async function drawSystem() {
     const r = runs[current];
@@ -365,7 +368,7 @@
     const box = $("scalar-charts");
     let results;
     try {
-      results = await Promise.all(runs.map((r) => get("runs/" + r.id + "/scalars?regex=" + encodeURIComponent(regex))));
+      results = await Promise.all(runs.map((r) => get("runs/" + r.id + "/scalars?" + pointsQuery() + "&regex=" + encodeURIComponent(regex))));
       $("scalar-error").textContent = "";
     } catch (e) { $("scalar-error").textContent = String(e.message); return; }
     tensorNames = results[current] ? results[current].tensors : [];
