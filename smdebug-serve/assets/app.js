@@ -459,6 +459,9 @@
 
   async function guarded(name, f) {
     try { await f(); } catch (e) { if (String(e.message) !== "token needed") { status.errors.push(name + ": " + e.message); } }
+    // When each panel was last drawn, ms since navigation started (for the scale figures).
+    status.panel_ms = status.panel_ms || {};
+    status.panel_ms[name] = Math.round(performance.now());
   }
   async function refreshTimeViews() {
     await guarded("system", drawSystem);

@@ -136,6 +136,7 @@ fn one_load(url: &str) -> Result<Value, Box<dyn std::error::Error>> {
                     "first_meaningful_paint_ms": status["first_paint_ms"],
                     "first_contentful_paint_ms": fcp,
                     "charts": status["charts"],
+                    "panels_drawn_at_ms": status["panel_ms"],
                     "errors": status["errors"],
                     "csp": status["csp"],
                     "wall_ms_from_navigate": started.elapsed().as_millis() as u64,

@@ -21,10 +21,13 @@ import re
 import subprocess
 import sys
 import time
+import os
 import urllib.request
 
 STEPS = 100_000
 LAST_STEP = STEPS - 1
+# Give up waiting for all data after this many seconds (SCALE_BENCH_LIMIT_S).
+LIMIT_S = float(os.environ.get("SCALE_BENCH_LIMIT_S", "900"))
 
 
 def get(url, timeout=60):
@@ -40,6 +43,21 @@ def rss_mb(pid):
             fields[k] = v.strip()
     kb = lambda k: int(fields.get(k, "0 kB").split()[0]) / 1024
     return kb("VmRSS"), kb("VmHWM")
+
+
+def tree_rss_mb(pid):
+    """VmRSS of a process and of all its descendants (TensorBoard's data server is a child)."""
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            total += rss_mb(p)[0]
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except FileNotFoundError:
+            pass
+    return total
 
 
 def uptime():
@@ -76,9 +94,9 @@ def serve(binary, run, paint):
                 out["spans"] = runs["spans"]
                 out["scalar_values"] = runs.get("scalar_values")
                 break
-            if now > 900:
+            if now > LIMIT_S:
                 out["all_loaded_s"] = None
-                out["after_900_s"] = {"steps": runs["steps"], "metric_49_values": total,
+                out["at_limit"] = {"seconds": round(now, 1),"steps": runs["steps"], "metric_49_values": total,
                                       "scalar_values": runs.get("scalar_values")}
                 break
             time.sleep(0.2)
@@ -131,7 +149,7 @@ def tensorboard(binary, run):
         peak = 0.0
         while True:
             now = time.monotonic() - started
-            rss, _ = rss_mb(proc.pid)
+            rss = tree_rss_mb(proc.pid)
             peak = max(peak, rss)
             try:
                 data = get(base + "/data/plugin/scalars/scalars?tag=loss&run=TRAIN")
@@ -143,14 +161,13 @@ def tensorboard(binary, run):
                 out["last_step_s"] = round(now, 3)
                 out["points_sent_for_loss"] = len(data)
                 break
-            if now > 900:
+            if now > LIMIT_S:
                 out["last_step_s"] = None
                 break
             time.sleep(0.2)
-        rss, hwm = rss_mb(proc.pid)
-        out["rss_loaded_mb"] = round(rss, 1)
-        out["rss_peak_sampled_mb"] = round(max(peak, rss), 1)
-        out["vmhwm_loaded_mb"] = round(hwm, 1)
+        rss = tree_rss_mb(proc.pid)
+        out["rss_with_data_server_loaded_mb"] = round(rss, 1)
+        out["rss_with_data_server_peak_sampled_mb"] = round(max(peak, rss), 1)
     finally:
         proc.terminate()
         proc.wait()
