@@ -12,7 +12,8 @@ use smdebug_serve::{ServeOptions, Server};
 #[derive(Args)]
 pub struct ServeArgs {
     /// Runs to show: run folders, folders of runs (each subfolder that is a run is compared
-    /// side by side), object-store URLs (s3://bucket/prefix, gs://, az://). A run may still be
+    /// side by side), object-store URLs of a run or of a prefix holding runs (s3://bucket/jobs/,
+    /// gs://, az://; each run under the prefix is compared side by side). A run may still be
     /// being written, or not exist yet.
     #[arg(required = true)]
     runs: Vec<String>,

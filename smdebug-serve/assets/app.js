@@ -7,6 +7,11 @@
   function publish() {
     // What a test (or a curious person) can read back: the time charts' x ranges and the zoom.
     status.zoom = zoom;
+    // First meaningful paint: the overview, system, steps and scalars panels all drawn with the
+    // run's data, in ms since navigation started.
+    if (status.first_paint_ms === undefined && ["overview", "system", "steps", "scalars"].every((p) => status.panels[p])) {
+      status.first_paint_ms = Math.round(performance.now());
+    }
     status.time_scales = [];
     for (const c of charts.values()) {
       if (c.plot.timeChart) status.time_scales.push([c.plot.scales.x.min, c.plot.scales.x.max]);
@@ -264,7 +269,10 @@
     status.panels.overview = true;
   }
 
-  function windowQuery() { return zoom ? "from=" + zoom[0] + "&to=" + zoom[1] : ""; }
+  // Points asked per series: a minimum and a maximum per pixel column of a chart (the server
+  // caps every series at 2,000 whatever is asked).
+  function pointsQuery() { return "points=" + Math.round(2 * chartWidth()); }
+  function windowQuery() { return pointsQuery() + (zoom ? "&from=" + zoom[0] + "&to=" + zoom[1] : ""); }
 
   async function drawSystem() {
     const r = runs[current];
@@ -360,7 +368,7 @@
     const box = $("scalar-charts");
     let results;
     try {
-      results = await Promise.all(runs.map((r) => get("runs/" + r.id + "/scalars?regex=" + encodeURIComponent(regex))));
+      results = await Promise.all(runs.map((r) => get("runs/" + r.id + "/scalars?" + pointsQuery() + "&regex=" + encodeURIComponent(regex))));
       $("scalar-error").textContent = "";
     } catch (e) { $("scalar-error").textContent = String(e.message); return; }
     tensorNames = results[current] ? results[current].tensors : [];
@@ -451,6 +459,9 @@
 
   async function guarded(name, f) {
     try { await f(); } catch (e) { if (String(e.message) !== "token needed") { status.errors.push(name + ": " + e.message); } }
+    // When each panel was last drawn, ms since navigation started (for the scale figures).
+    status.panel_ms = status.panel_ms || {};
+    status.panel_ms[name] = Math.round(performance.now());
   }
   async function refreshTimeViews() {
     await guarded("system", drawSystem);
@@ -467,6 +478,7 @@
       await guarded("overview", drawOverview);
       await refreshTimeViews();
       await guarded("scalars", drawScalars);
+      publish();
       await guarded("tensors", drawTensor);
       status.updates++;
       publish();

@@ -1,8 +1,17 @@
 //! Writes the synthetic 1-hour run the dashboard's scale figures (BENCHMARKS.md) are measured
-//! on, with the real writers: the system-metrics files of a node with 16 cores and 8 GPUs
-//! sampled every 100 ms, 100,000 training steps with their data-loading, forward, backward
-//! and optimizer spans (through `SpanRecorder::record`), and 50 scalar tensors a step through
-//! the hook and writer (TensorBoard export on, for the comparison).
+//! on, with the real writers:
+//!
+//! - system metrics of one node with 16 cores and 8 GPUs sampled every 100 ms (36,000 samples
+//!   of 55 records: per-core and total CPU utilization and I/O wait, per-GPU utilization and
+//!   memory, memory, network, disk), one file a minute as the sampler writes them;
+//! - 100,000 training steps with their data-loading, forward, backward and optimizer spans
+//!   (500,000 spans through `SpanRecorder::record`), one trace file a minute;
+//! - 50 scalar tensors a step (5 million values: a loss, an accuracy, 48 metrics) through the
+//!   hook and writer, in the smdebug format (one event and one index file a step) and, with the
+//!   hook's TensorBoard export, in `tensorboard/TRAIN/` for the side-by-side comparison.
+//!
+//! Scalars rather than large tensors keep it to ~2 GB and ~2 minutes; the dashboard's load is
+//! in the number of steps, values and files, not in tensor bytes.
 //!
 //! ```sh
 //! cargo run --release -p smdebug-serve --example synthetic_run -- /tmp/synthetic-run [STEPS]
@@ -110,8 +119,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         SpanConfig::default()
             .node(NodeId::algo(1))
             .worker(0)
-            .queue_capacity(1 << 22)
-            .max_file_bytes(8 << 20),
+            .queue_capacity(1 << 22),
         Arc::clone(&storage),
     )?;
     let step_us = HOUR_S * 1_000_000 / steps.max(1);
@@ -145,8 +153,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         recorded += 5;
-        // Keep the queue from overflowing: the writer drains it in the background.
-        if recorded % 500_000 == 0 {
+        // One trace file a minute of the run, as the recorder's 60 s close interval makes them
+        // in a real one-hour job (each flush closes the open file).
+        if (step + 1) % (steps / 60).max(1) == 0 {
             spans.flush()?;
         }
     }

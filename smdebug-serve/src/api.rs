@@ -9,14 +9,14 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use smdebug_core::Mode;
 use smdebug_io::trial::Trial;
-use smdebug_profiler::reader::{MetricSeries, Span};
-use smdebug_profiler::spans::Phase;
+use smdebug_profiler::reader::MetricSeries;
 use smdebug_profiler::stats::percentile;
 use smdebug_profiler::system::vocab;
 use smdebug_report::RuleFile;
 
 use crate::downsample::{MAX_POINTS, min_max};
 use crate::run::{Run, RunData};
+use crate::spans::{SpanRef, SpanStore};
 
 /// A window and a point budget, from the query string.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -81,6 +81,10 @@ pub fn runs(runs: &[std::sync::Arc<Run>]) -> Value {
                 "steps": d.steps.len(),
                 "last_step": d.steps.last(),
                 "samples": d.samples,
+                "tensors": d.tensors.len(),
+                "scalar_values": d.scalar_values,
+                "index_pending": d.index_pending,
+                "trial_open": run.trial_open(),
                 "spans": d.spans.len(),
                 "start": range.map(|r| secs(r.0)),
                 "end": range.map(|r| secs(r.1)),
@@ -140,11 +144,8 @@ fn node_rows(node: &[&MetricSeries]) -> Vec<(String, Vec<f64>, &'static str)> {
     rows
 }
 
-fn is_step(span: &Span) -> Option<Mode> {
-    match span.phase_kind() {
-        Phase::Step(mode) => Some(mode),
-        _ => None,
-    }
+fn is_step(span: &SpanRef<'_>) -> Option<Mode> {
+    span.step_mode
 }
 
 /// The overview: job summary, per-node statistics and rule statuses.
@@ -214,8 +215,8 @@ pub fn overview(run: &Run) -> Value {
         .unwrap_or_default();
     // The most time-consuming phases (resource-intensive operations).
     let mut phase_totals: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-    for s in &d.spans {
-        let e = phase_totals.entry(&s.phase).or_default();
+    for s in d.spans.iter() {
+        let e = phase_totals.entry(s.phase).or_default();
         e.0 += s.duration_us();
         e.1 += 1;
     }
@@ -321,31 +322,31 @@ pub fn spans(run: &Run, window: &Window) -> Value {
     let d = run.data.read().expect("run data lock");
     let from = window.start_us().unwrap_or(0.0);
     let to = window.end_us().unwrap_or(f64::INFINITY);
-    let inside: Vec<&Span> = d
+    let limit = window.budget();
+    let mut count = 0usize;
+    let mut list: Vec<Value> = Vec::new();
+    let mut totals: BTreeMap<&str, (f64, u64)> = BTreeMap::new();
+    for s in d
         .spans
         .iter()
         .filter(|s| (s.end_us as f64) >= from && (s.start_us as f64) <= to)
-        .collect();
-    let mut totals: BTreeMap<&str, (f64, u64)> = BTreeMap::new();
-    for s in &inside {
-        let e = totals.entry(&s.phase).or_default();
+    {
+        count += 1;
+        let e = totals.entry(s.phase).or_default();
         e.0 += secs(s.duration_us());
         e.1 += 1;
+        if list.len() < limit {
+            list.push(
+                json!({"phase": s.phase, "name": s.name, "start": secs(s.start_us),
+                       "end": secs(s.end_us), "node": s.node, "worker": s.worker, "step": s.step}),
+            );
+        }
     }
-    let limit = window.budget();
-    let list: Vec<Value> = inside
-        .iter()
-        .take(limit)
-        .map(|s| {
-            json!({"phase": s.phase, "name": s.name, "start": secs(s.start_us),
-                   "end": secs(s.end_us), "node": s.node, "worker": s.worker, "step": s.step})
-        })
-        .collect();
     let totals: Vec<Value> = totals
         .iter()
         .map(|(p, (t, c))| json!({"phase": p, "total_s": t, "count": c}))
         .collect();
-    json!({"count": inside.len(), "spans": list, "truncated": inside.len() > limit, "totals": totals})
+    json!({"count": count, "spans": list, "truncated": count > limit, "totals": totals})
 }
 
 /// `(mode, node, worker)` of a step-duration series.
@@ -357,10 +358,10 @@ pub fn steps(run: &Run, window: &Window, last: usize) -> Value {
     let d = run.data.read().expect("run data lock");
     // (mode, node, worker) → [(step, start µs, duration s)]
     let mut groups: BTreeMap<StepGroup, Vec<(u64, u64, f64)>> = BTreeMap::new();
-    for s in &d.spans {
-        if let (Some(mode), Some(step)) = (is_step(s), s.step) {
+    for s in d.spans.iter() {
+        if let (Some(mode), Some(step)) = (is_step(&s), s.step) {
             groups
-                .entry((mode.name().to_owned(), s.node.clone(), s.worker))
+                .entry((mode.name().to_owned(), s.node.to_owned(), s.worker))
                 .or_default()
                 .push((step, s.start_us, secs(s.duration_us())));
         }
@@ -410,17 +411,22 @@ pub fn steps(run: &Run, window: &Window, last: usize) -> Value {
 }
 
 /// Time per phase within each of the last `n` step spans (of any mode, node, worker).
-fn last_steps(spans: &[Span], n: usize) -> Value {
-    let step_spans: Vec<&Span> = spans.iter().filter(|s| is_step(s).is_some()).collect();
-    let recent = &step_spans[step_spans.len().saturating_sub(n.clamp(1, 500))..];
+fn last_steps(spans: &SpanStore, n: usize) -> Value {
+    let mut recent: Vec<SpanRef<'_>> = spans
+        .iter()
+        .rev()
+        .filter(|s| is_step(s).is_some())
+        .take(n.clamp(1, 500))
+        .collect();
+    recent.reverse();
     let Some(first) = recent.first() else {
         return json!({"steps": [], "phases": []});
     };
-    let lo = spans.partition_point(|s| s.start_us < first.start_us);
+    let lo = spans.first_starting_at(first.start_us);
     let mut phase_names: Vec<String> = Vec::new();
     let mut table: Vec<BTreeMap<String, f64>> = vec![BTreeMap::new(); recent.len()];
-    for s in &spans[lo..] {
-        if is_step(s).is_some() {
+    for s in spans.iter_from(lo) {
+        if is_step(&s).is_some() {
             continue;
         }
         // The step span on the same node and worker that contains it.
@@ -430,10 +436,10 @@ fn last_steps(spans: &[Span], n: usize) -> Value {
                 && s.start_us >= st.start_us
                 && s.end_us <= st.end_us
         }) {
-            if !phase_names.contains(&s.phase) {
-                phase_names.push(s.phase.clone());
+            if !phase_names.iter().any(|p| p == s.phase) {
+                phase_names.push(s.phase.to_owned());
             }
-            *table[i].entry(s.phase.clone()).or_default() += secs(s.duration_us());
+            *table[i].entry(s.phase.to_owned()).or_default() += secs(s.duration_us());
         }
     }
     let steps: Vec<Value> = recent
@@ -460,15 +466,14 @@ pub fn scalars(run: &Run, regex: Option<&str>, window: &Window) -> Result<Value,
         if filter.as_ref().is_some_and(|f| !f.is_match(name)) {
             continue;
         }
-        let mut modes: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
-        for &(step, mode, v) in &track.points {
-            modes.entry(mode.name()).or_default().push((step as f64, v));
-        }
-        let modes: Vec<Value> = modes
-            .iter()
+        // Modes in name order (EVAL, GLOBAL, PREDICT, TRAIN).
+        let mut by_name: Vec<(&Mode, &crate::tensors::Column)> = track.iter().collect();
+        by_name.sort_by_key(|(mode, _)| mode.name());
+        let modes: Vec<Value> = by_name
+            .into_iter()
             .map(|(mode, pts)| {
                 let kept = min_max(pts, window.from, window.to, window.budget());
-                json!({"mode": mode, "total": pts.len(),
+                json!({"mode": mode.name(), "total": pts.len(),
                        "steps": kept.iter().map(|p| p.0).collect::<Vec<_>>(),
                        "values": kept.iter().map(|p| num(p.1)).collect::<Vec<_>>()})
             })
@@ -476,6 +481,52 @@ pub fn scalars(run: &Run, regex: Option<&str>, window: &Window) -> Result<Value,
         out.push(json!({"name": name, "modes": modes}));
     }
     Ok(json!({"scalars": out, "tensors": d.tensors}))
+}
+
+/// [`tensor_over_steps`] of a scalar the follower holds (no tensor read): its value is its
+/// every reduction and quantile. `None` when `name` is not such a scalar.
+pub fn scalar_over_steps(run: &Run, name: &str, max_steps: usize) -> Option<Value> {
+    let d = run.data.read().expect("run data lock");
+    let track = d.scalars.get(name)?;
+    let mut points: Vec<(u64, f64)> = track.values().flatten().copied().collect();
+    points.sort_by_key(|p| p.0);
+    let take = max_steps.clamp(1, 500);
+    let chosen: Vec<(u64, f64)> = if points.len() <= take {
+        points.clone()
+    } else {
+        (0..take)
+            .map(|i| points[i * (points.len() - 1) / (take - 1).max(1)])
+            .collect()
+    };
+    let rows: Vec<Value> = chosen
+        .iter()
+        .filter(|p| p.1.is_finite())
+        .map(|&(step, v)| {
+            let bands: Vec<Value> = BANDS.iter().map(|_| num(v)).collect();
+            json!({"step": step, "min": num(v), "max": num(v), "mean": num(v), "std": 0.0,
+                   "l2": num(v.abs()), "bands": bands})
+        })
+        .collect();
+    Some(
+        json!({"name": name, "shape": [], "total_steps": points.len(), "steps": rows,
+                "band_percentiles": BANDS}),
+    )
+}
+
+/// [`tensor_2d`] of a scalar the follower holds: one cell. `None` when `name` is not such a
+/// scalar or has no value at `step`.
+pub fn scalar_2d(run: &Run, name: &str, step: Option<u64>) -> Option<Value> {
+    let d = run.data.read().expect("run data lock");
+    let track = d.scalars.get(name)?;
+    let mut points: Vec<(u64, f64)> = track.values().flatten().copied().collect();
+    points.sort_by_key(|p| p.0);
+    let step = step.or(points.last().map(|p| p.0))?;
+    let at = points.binary_search_by_key(&step, |p| p.0).ok()?;
+    let steps: Vec<u64> = points.iter().map(|p| p.0).collect();
+    Some(
+        json!({"name": name, "step": step, "steps": steps, "shape": [], "rows": 1, "cols": 1,
+                "cells": [[num(points[at].1)]]}),
+    )
 }
 
 /// Quantiles drawn as TensorBoard's distribution bands.

@@ -12,11 +12,15 @@
 //! # Ok::<(), smdebug_serve::ServeError>(())
 //! ```
 //!
-//! **Data.** Each run is followed by a thread of its own ([`run`] module): system metrics and
+//! **Data.** Each run is followed by a thread of its own (`run` module): system metrics and
 //! framework spans through smdebug-profiler's `ProfilerReader` and parsers into the report's
-//! `MetricSeries` and `Span`, tensors through smdebug-io's `Trial`, rule statuses from the
-//! summary a rule runner writes into the run, the end marker. Only what is new is read on each
-//! pass (every 200 ms by default). A run may not exist yet, be still written, or have ended.
+//! `MetricSeries` and `Span`; steps, tensor names and scalar values in bulk from the index
+//! files through smdebug-io's format layer, each new index file and its event file read once
+//! and scalars kept as compact columns (16 bytes a value); rule statuses from the summary a
+//! rule runner writes into the run; the end marker. Whole tensors (distributions, 2-D views)
+//! are read through smdebug-io's `Trial`, opened when a view first asks for one. Only what is
+//! new is read on each pass (every 200 ms by default). A run may not exist yet, be still
+//! written, or have ended.
 //!
 //! **API** (JSON; `/api/…` needs the token when there is one):
 //!
@@ -53,5 +57,7 @@ mod api;
 pub mod downsample;
 mod run;
 mod server;
+mod spans;
+mod tensors;
 
-pub use server::{ServeError, ServeOptions, Server, expand_runs};
+pub use server::{ServeError, ServeOptions, Server, expand_runs, expand_runs_with};

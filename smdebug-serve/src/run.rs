@@ -2,12 +2,13 @@
 //! new.
 //!
 //! The data are the report's model: system metrics as smdebug-profiler's [`MetricSeries`],
-//! framework spans as its [`Span`] (read through [`ProfilerReader`] and its parsers), tensors
-//! through smdebug-io's [`Trial`], rule statuses as smdebug-rules' [`Summary`] (the file a rule
-//! runner writes into the run). Nothing is read a second way: the follower lists the run's
-//! profiler files through the reader (system files again only when their size changed, trace
-//! files once), refreshes the trial (which lists only index files it has not seen) and reads
-//! each scalar tensor's new steps only.
+//! framework spans as its [`Span`] (read through [`ProfilerReader`] and its parsers), rule
+//! statuses as smdebug-rules' [`Summary`] (the file a rule runner writes into the run). The
+//! follower lists the run's profiler files through the reader (system files again only when
+//! their size changed, trace files once). Steps, tensor names and scalar values are followed in
+//! bulk from the index files through smdebug-io's format layer ([`crate::tensors`]: each new
+//! index file and its event file read once, scalars kept as compact columns); whole tensors
+//! are read through smdebug-io's [`Trial`], opened when a view first asks for one.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use smdebug_core::Mode;
 use smdebug_io::format::layout::END_MARKER;
+use smdebug_io::format::parse_end_marker;
 use smdebug_io::stop::{StopRequest, read_stop_request};
 use smdebug_io::trial::{Trial, TrialOptions};
 use smdebug_io::{Storage, StorageOptions};
@@ -25,15 +27,15 @@ use smdebug_profiler::reader::{
 use smdebug_rules::Summary;
 use smdebug_rules::runner::SUMMARY_FILE;
 
-/// Collections whose tensors are scalars by convention (as the report reads them).
-const SCALAR_COLLECTIONS: [&str; 4] = ["losses", "metrics", "sm_metrics", "scalars"];
+use crate::spans::SpanStore;
+use crate::tensors::{Column, TensorCursor, follow_tensors};
 
-/// Tensors outside those collections probed (one value each) for being scalars.
-const MAX_PROBED: usize = 256;
+/// Time spent reading a backlog of index files per follower pass (the rest on the next
+/// passes), so that a large backlog does not hold back new samples and the page sees progress.
+const TENSOR_BUDGET_PER_PASS: Duration = Duration::from_millis(1500);
 
-/// Scalar values read per follower pass (the rest on the next pass), so that a large backlog
-/// does not hold back new samples and steps.
-const SCALAR_READS_PER_PASS: usize = 20_000;
+/// The same for system files and for trace files.
+const SECTION_BUDGET_PER_PASS: Duration = Duration::from_millis(1000);
 
 /// At most this many data warnings are kept.
 const MAX_WARNINGS: usize = 50;
@@ -41,14 +43,8 @@ const MAX_WARNINGS: usize = 50;
 /// `(node, type, name, dimension)`.
 type SeriesKey = (String, String, String, String);
 
-/// `(global step, mode, value)`.
-pub(crate) type ScalarPoint = (u64, Mode, f64);
-
-/// One scalar tensor, in step order.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct ScalarTrack {
-    pub points: Vec<ScalarPoint>,
-}
+/// One scalar tensor: per mode, `(global step, value)` in step order.
+pub(crate) type ScalarTrack = BTreeMap<Mode, Column>;
 
 /// What is known of a run now.
 #[derive(Debug, Default)]
@@ -72,14 +68,18 @@ pub(crate) struct RunData {
     index: HashMap<SeriesKey, usize>,
     /// System samples read.
     pub samples: u64,
-    /// Framework spans, ordered by start (their `args` are dropped to save memory).
-    pub spans: Vec<Span>,
+    /// Framework spans, ordered by start, held compactly (their `args` dropped).
+    pub spans: SpanStore,
     /// Global steps saved by the hook, in order.
     pub steps: Vec<u64>,
-    /// Tensor names.
+    /// Tensor names, sorted.
     pub tensors: Vec<String>,
     /// Scalar tensors by name.
     pub scalars: BTreeMap<String, ScalarTrack>,
+    /// Scalar values held (in `scalars`).
+    pub scalar_values: usize,
+    /// Index files listed but not read yet.
+    pub index_pending: usize,
     /// The rule runner's statuses, when it wrote them into the run.
     pub rules: Option<Summary>,
     /// Problems with the data that were worked around.
@@ -145,13 +145,39 @@ impl RunData {
         }
     }
 
-    fn add_spans(&mut self, spans: Vec<Span>) {
-        for mut span in spans {
-            span.args = serde_json::Map::new();
-            self.spans.push(span);
+    /// `more`: about how many more values of this column are coming (index files not read yet),
+    /// so that its memory grows once to size instead of doubling.
+    fn add_scalars(&mut self, name: String, mode: Mode, points: Column, more: usize) {
+        let column = self
+            .scalars
+            .entry(name)
+            .or_default()
+            .entry(mode)
+            .or_default();
+        if column.capacity() - column.len() < points.len() {
+            column.reserve_exact(points.len() + more);
         }
-        // Stable sort of an almost sorted vector: cheap, and new files can interleave.
-        self.spans.sort_by_key(|s| (s.start_us, s.end_us));
+        for (step, value) in points {
+            match column.last() {
+                // A step saved by several workers: the first worker's value is kept.
+                Some(last) if last.0 == step => {}
+                Some(last) if last.0 > step => {
+                    let at = column.partition_point(|p| p.0 < step);
+                    if column.get(at).is_none_or(|p| p.0 != step) {
+                        column.insert(at, (step, value));
+                        self.scalar_values += 1;
+                    }
+                }
+                _ => {
+                    column.push((step, value));
+                    self.scalar_values += 1;
+                }
+            }
+        }
+    }
+
+    fn add_spans(&mut self, spans: Vec<Span>) {
+        self.spans.extend(spans);
     }
 }
 
@@ -165,7 +191,7 @@ pub(crate) struct Run {
     pub location: String,
     /// What is known so far.
     pub data: RwLock<RunData>,
-    /// Its trial, once the run has tensor data.
+    /// Its trial, opened when a view first reads a whole tensor.
     pub trial: RwLock<Option<Arc<Trial>>>,
     /// Its storage, once opened.
     pub storage: RwLock<Option<Arc<dyn Storage>>>,
@@ -186,8 +212,37 @@ impl Run {
         }
     }
 
-    pub fn trial(&self) -> Option<Arc<Trial>> {
-        self.trial.read().ok().and_then(|t| t.clone())
+    /// The run's trial, opened now if it is not yet (blocking I/O: call it off the async
+    /// runtime). An error when the run has no tensors (yet).
+    pub fn open_trial(&self) -> Result<Arc<Trial>, String> {
+        if let Some(t) = self.trial.read().ok().and_then(|t| t.clone()) {
+            return Ok(t);
+        }
+        let storage = self
+            .storage()
+            .ok_or_else(|| "the run cannot be opened (yet)".to_owned())?;
+        let mut slot = self.trial.write().map_err(|e| e.to_string())?;
+        if let Some(t) = slot.as_ref() {
+            return Ok(Arc::clone(t));
+        }
+        let options = TrialOptions {
+            auto_refresh: true,
+            ..TrialOptions::default()
+        };
+        match Trial::from_storage(&self.location, storage, options) {
+            Ok(t) => {
+                let t = Arc::new(t);
+                *slot = Some(Arc::clone(&t));
+                Ok(t)
+            }
+            Err(smdebug_io::Error::NoSuchRun { .. }) => Err("the run has no tensors (yet)".into()),
+            Err(e) => Err(format!("cannot open the run's tensors: {e}")),
+        }
+    }
+
+    /// Whether the trial was opened.
+    pub fn trial_open(&self) -> bool {
+        self.trial.read().is_ok_and(|t| t.is_some())
     }
 
     pub fn storage(&self) -> Option<Arc<dyn Storage>> {
@@ -204,10 +259,10 @@ struct Cursor {
     traces: BTreeSet<String>,
     /// Size of the rule summary at the last read.
     summary_size: Option<u64>,
-    /// Tensors checked for being scalars (probed or listed).
-    probed: BTreeSet<String>,
-    /// Per scalar: the last global step read (`None` before the first).
-    scalar_last: BTreeMap<String, Option<u64>>,
+    /// The index files read.
+    tensors: TensorCursor,
+    /// The end marker was read.
+    marker_read: bool,
     /// Writability checked.
     write_checked: bool,
 }
@@ -261,12 +316,19 @@ fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
     let mut changed = false;
     let reader = ProfilerReader::new(Arc::clone(&storage));
 
-    // System metrics: files whose size changed, from the samples not yet taken.
-    let mut new_samples = Vec::new();
+    // System metrics: files whose size changed, from the samples not yet taken. Each file's
+    // samples go into the series as soon as it is parsed (a file's parsed records are ~50× its
+    // points), and a backlog of files is read over several passes.
+    let started = Instant::now();
+    let mut new_samples = 0usize;
     let mut warnings = Vec::new();
     match reader.system_files() {
         Ok(files) => {
             for file in files {
+                if started.elapsed() >= SECTION_BUDGET_PER_PASS {
+                    changed = true;
+                    break;
+                }
                 let size = match storage.size(&file.key) {
                     Ok(Some(size)) => size,
                     _ => continue,
@@ -288,7 +350,13 @@ fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
                     ));
                 }
                 let taken = seen.map_or(0, |s| s.1).min(read.samples.len());
-                new_samples.extend_from_slice(&read.samples[taken..]);
+                if taken < read.samples.len() {
+                    new_samples += read.samples.len() - taken;
+                    run.data
+                        .write()
+                        .expect("run data lock")
+                        .add_samples(&read.samples[taken..]);
+                }
                 cursor
                     .system
                     .insert(file.key.clone(), (bytes.len() as u64, read.samples.len()));
@@ -298,19 +366,27 @@ fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
     }
 
     // Framework spans: trace files are written once each.
-    let mut new_spans = Vec::new();
+    let started = Instant::now();
+    let mut new_spans = 0usize;
     match reader.trace_files() {
         Ok(files) => {
             for file in files {
                 if cursor.traces.contains(&file.key) {
                     continue;
                 }
+                if started.elapsed() >= SECTION_BUDGET_PER_PASS {
+                    changed = true;
+                    break;
+                }
                 match storage
                     .get(&file.key)
                     .map_err(|e| e.to_string())
                     .and_then(|b| parse_trace(&file, &b).map_err(|e| e.to_string()))
                 {
-                    Ok(spans) => new_spans.extend(spans),
+                    Ok(spans) => {
+                        new_spans += spans.len();
+                        run.data.write().expect("run data lock").add_spans(spans);
+                    }
                     Err(e) => warnings.push(format!("{}: {e}; left out", file.key)),
                 }
                 cursor.traces.insert(file.key);
@@ -338,56 +414,43 @@ fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
     let stop_request = read_stop_request(storage.as_ref()).ok().flatten();
     let marker = matches!(storage.size(END_MARKER), Ok(Some(_)));
 
-    // Tensors through the trial.
-    let trial = match run.trial() {
-        Some(t) => Some(t),
-        None => {
-            let options = TrialOptions {
-                auto_refresh: false,
-                ..TrialOptions::default()
-            };
-            match Trial::from_storage(&run.location, Arc::clone(&storage), options) {
-                Ok(t) => {
-                    let t = Arc::new(t);
-                    if let Ok(mut slot) = run.trial.write() {
-                        *slot = Some(Arc::clone(&t));
-                    }
-                    Some(t)
-                }
-                Err(smdebug_io::Error::NoSuchRun { .. }) => None,
-                Err(e) => {
-                    warnings.push(format!("cannot open the run's tensors: {e}"));
-                    None
-                }
+    // Steps, tensor names and scalars from the index files.
+    let tensor_update = follow_tensors(
+        &storage,
+        &mut cursor.tensors,
+        TENSOR_BUDGET_PER_PASS,
+        &mut |values, more| {
+            let mut data = run.data.write().expect("run data lock");
+            for (name, mode, points) in values {
+                data.add_scalars(name, mode, points, more);
             }
+        },
+    );
+    let end_reason = if marker && !cursor.marker_read {
+        match storage.get(END_MARKER) {
+            Ok(bytes) => {
+                cursor.marker_read = true;
+                parse_end_marker(&bytes).map(|r| r.to_string())
+            }
+            Err(_) => None,
         }
+    } else {
+        None
     };
-    let mut tensor_update = None;
-    if let Some(trial) = &trial {
-        if let Err(e) = trial.refresh() {
-            warnings.push(format!("cannot refresh the run's tensors: {e}"));
-        }
-        tensor_update = Some(read_tensors(trial, cursor));
-    }
+    let has_tensors = tensor_update.found;
 
-    let writable =
-        if !cursor.write_checked && (marker || !new_samples.is_empty() || trial.is_some()) {
-            cursor.write_checked = true;
-            Some(run.allow_write && can_write(storage.as_ref()))
-        } else {
-            None
-        };
+    let writable = if !cursor.write_checked && (marker || new_samples > 0 || has_tensors) {
+        cursor.write_checked = true;
+        Some(run.allow_write && can_write(storage.as_ref()))
+    } else {
+        None
+    };
 
     let mut data = run.data.write().expect("run data lock");
     if data.open_error.take().is_some() {
         changed = true;
     }
-    if !new_samples.is_empty() {
-        data.add_samples(&new_samples);
-        changed = true;
-    }
-    if !new_spans.is_empty() {
-        data.add_spans(new_spans);
+    if new_samples > 0 || new_spans > 0 {
         changed = true;
     }
     if let Some(summary) = new_summary {
@@ -402,32 +465,39 @@ fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
         data.writable = w;
         changed = true;
     }
-    if let Some(update) = tensor_update {
-        if data.steps != update.steps {
-            data.steps = update.steps;
-            changed = true;
+    let update = tensor_update;
+    if !update.steps.is_empty() {
+        let sorted = data.steps.last().is_none_or(|&l| update.steps[0].0 > l);
+        data.steps.extend(update.steps.iter().map(|s| s.0));
+        if !sorted {
+            data.steps.sort_unstable();
+            data.steps.dedup();
         }
-        if data.tensors != update.tensors {
-            data.tensors = update.tensors;
-            changed = true;
-        }
-        for (name, points) in update.scalars {
-            if !points.is_empty() {
-                data.scalars.entry(name).or_default().points.extend(points);
-                changed = true;
-            }
-        }
-        if update.end_reason.is_some() && data.end_reason != update.end_reason {
-            data.end_reason = update.end_reason;
-            changed = true;
-        }
-        warnings.extend(update.warnings);
+        changed = true;
     }
+    if !update.names.is_empty() {
+        data.tensors.extend(update.names);
+        data.tensors.sort();
+        data.tensors.dedup();
+        changed = true;
+    }
+    if update.any_values {
+        changed = true;
+    }
+    if data.index_pending != update.pending {
+        data.index_pending = update.pending;
+        changed = true;
+    }
+    if end_reason.is_some() && data.end_reason != end_reason {
+        data.end_reason = end_reason;
+        changed = true;
+    }
+    warnings.extend(update.warnings);
     if marker && !data.complete {
         data.complete = true;
         changed = true;
     }
-    let exists = data.complete || data.samples > 0 || !data.spans.is_empty() || trial.is_some();
+    let exists = data.complete || data.samples > 0 || !data.spans.is_empty() || has_tensors;
     if exists != data.exists {
         data.exists = exists;
         changed = true;
@@ -449,90 +519,4 @@ fn can_write(storage: &dyn Storage) -> bool {
         .is_ok();
     let _ = storage.delete(PROBE);
     ok
-}
-
-struct TensorUpdate {
-    steps: Vec<u64>,
-    tensors: Vec<String>,
-    scalars: Vec<(String, Vec<ScalarPoint>)>,
-    end_reason: Option<String>,
-    warnings: Vec<String>,
-}
-
-fn read_tensors(trial: &Trial, cursor: &mut Cursor) -> TensorUpdate {
-    let mut update = TensorUpdate {
-        steps: trial.steps(None).unwrap_or_default(),
-        tensors: trial.tensor_names().unwrap_or_default(),
-        scalars: Vec::new(),
-        end_reason: trial.end_reason().ok().flatten().map(|r| r.to_string()),
-        warnings: Vec::new(),
-    };
-    // Which tensors are scalars: the scalar collections, and others whose first value is one
-    // number (probed once each, up to MAX_PROBED).
-    for collection in SCALAR_COLLECTIONS {
-        if let Ok(found) = trial.tensor_names_filtered(Some(collection), None) {
-            for name in found {
-                if cursor.probed.insert(name.clone()) {
-                    cursor.scalar_last.entry(name).or_insert(None);
-                }
-            }
-        }
-    }
-    for name in &update.tensors {
-        if cursor.probed.len() >= MAX_PROBED + cursor.scalar_last.len() {
-            break;
-        }
-        if cursor.probed.contains(name) {
-            continue;
-        }
-        let Ok(tensor) = trial.tensor(name) else {
-            continue;
-        };
-        let Some(first) = tensor.steps(None).ok().and_then(|s| s.first().copied()) else {
-            continue;
-        };
-        cursor.probed.insert(name.clone());
-        if tensor.value(first, None, None).is_ok_and(|v| v.len() == 1) {
-            cursor.scalar_last.insert(name.clone(), None);
-        }
-    }
-    // The mode of each global step.
-    let mut mode_of: BTreeMap<u64, Mode> = BTreeMap::new();
-    for mode in trial.modes().unwrap_or_default() {
-        for step in trial.global_steps(Some(mode)).unwrap_or_default() {
-            mode_of.insert(step, mode);
-        }
-    }
-    let mut budget = SCALAR_READS_PER_PASS;
-    let names: Vec<String> = cursor.scalar_last.keys().cloned().collect();
-    for name in names {
-        if budget == 0 {
-            break;
-        }
-        let Ok(tensor) = trial.tensor(&name) else {
-            continue;
-        };
-        let last = cursor.scalar_last.get(&name).copied().flatten();
-        let steps = tensor.steps(None).unwrap_or_default();
-        let mut points = Vec::new();
-        for step in steps.into_iter().filter(|&s| last.is_none_or(|l| s > l)) {
-            if budget == 0 {
-                break;
-            }
-            budget -= 1;
-            match tensor.value(step, None, None) {
-                Ok(v) => {
-                    if let Some(&x) = v.iter().next() {
-                        let mode = mode_of.get(&step).copied().unwrap_or(Mode::Global);
-                        points.push((step, mode, x));
-                    }
-                    cursor.scalar_last.insert(name.clone(), Some(step));
-                }
-                // Not fully written yet: read again on the next pass.
-                Err(_) => break,
-            }
-        }
-        update.scalars.push((name, points));
-    }
-    update
 }

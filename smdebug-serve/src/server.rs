@@ -102,31 +102,84 @@ impl ServeOptions {
     }
 }
 
+/// The entries at a run's root (any one of them makes a folder a run).
+const RUN_ENTRIES: [&str; 7] = [
+    "index",
+    "events",
+    "collections",
+    "system",
+    "framework",
+    "rules",
+    "training_job_end.ts",
+];
+
 /// Whether a local folder holds a run's own files (rather than runs in subfolders).
 fn looks_like_run(dir: &Path) -> bool {
-    [
-        "index",
-        "events",
-        "collections",
-        "system",
-        "framework",
-        "rules",
-        "training_job_end.ts",
-    ]
-    .iter()
-    .any(|entry| dir.join(entry).exists())
+    RUN_ENTRIES.iter().any(|entry| dir.join(entry).exists())
 }
 
-/// The runs behind the command's arguments, as `(name, location)`: a local folder that is not
-/// itself a run but has subfolders that are becomes one run per subfolder (sorted by name);
-/// anything else (a run, an empty or missing folder, an object-store URL) is one run. Names
-/// are the last path component, made unique.
+/// Whether an object-store prefix holds a run's own files: its end marker, collections,
+/// system or framework files (small listings; the index and event folders of a long run are
+/// not listed for this).
+fn store_looks_like_run(storage: &dyn smdebug_io::Storage) -> bool {
+    matches!(storage.size("training_job_end.ts"), Ok(Some(_)))
+        || ["collections", "system", "framework", "rules"]
+            .iter()
+            .any(|dir| storage.list(dir).is_ok_and(|l| !l.is_empty()))
+}
+
+/// The runs directly under an object-store prefix that is not itself a run: the first path
+/// component of every key that continues with a run's entry (one listing of the prefix).
+fn store_children(storage: &dyn smdebug_io::Storage) -> Vec<String> {
+    let Ok(keys) = storage.list("") else {
+        return Vec::new();
+    };
+    let mut children: Vec<String> = keys
+        .iter()
+        .filter_map(|key| {
+            let (child, rest) = key.split_once('/')?;
+            let entry = rest.split('/').next().unwrap_or(rest);
+            RUN_ENTRIES.contains(&entry).then(|| child.to_owned())
+        })
+        .collect();
+    children.dedup();
+    children.sort();
+    children.dedup();
+    children
+}
+
+/// The runs behind the command's arguments, as `(name, location)`: a local folder, or an
+/// object-store prefix (`s3://bucket/jobs/`), that is not itself a run but has subfolders that
+/// are becomes one run per subfolder (sorted by name); anything else (a run, an empty or
+/// missing folder or prefix) is one run. Names are the last path component, made unique.
+/// Object stores are reached with the default options (the environment's credentials); see
+/// [`expand_runs_with`].
 pub fn expand_runs(args: &[String]) -> Vec<(String, String)> {
+    expand_runs_with(args, &StorageOptions::default())
+}
+
+/// [`expand_runs`], object stores reached with `options`. A prefix that cannot be opened or
+/// listed is kept as one run (its follower reports why it cannot be read).
+pub fn expand_runs_with(args: &[String], options: &StorageOptions) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for arg in args {
         let path = Path::new(arg);
         let is_url = arg.contains("://");
         let mut children: Vec<PathBuf> = Vec::new();
+        if is_url
+            && !arg.starts_with("file://")
+            && let Ok(storage) = smdebug_io::open_storage_with(arg, options)
+            && !store_looks_like_run(storage.as_ref())
+        {
+            let found = store_children(storage.as_ref());
+            if !found.is_empty() {
+                let root = arg.trim_end_matches('/');
+                for child in found {
+                    out.push((child.clone(), format!("{root}/{child}")));
+                }
+                continue;
+            }
+        }
         if !is_url && path.is_dir() && !looks_like_run(path) {
             if let Ok(entries) = std::fs::read_dir(path) {
                 children = entries
@@ -211,7 +264,7 @@ pub struct Server {
 impl Server {
     /// Binds the address, starts following every run and serves in background threads.
     pub fn start(options: ServeOptions) -> Result<Server, ServeError> {
-        let runs = expand_runs(&options.runs);
+        let runs = expand_runs_with(&options.runs, &options.storage);
         if runs.is_empty() {
             return Err(ServeError::NoRuns);
         }
@@ -659,10 +712,7 @@ async fn with_trial(
         Ok(r) => r,
         Err(e) => return *e,
     };
-    let Some(trial) = run.trial() else {
-        return error(StatusCode::NOT_FOUND, "the run has no tensors (yet)");
-    };
-    match tokio::task::spawn_blocking(move || f(&trial)).await {
+    match tokio::task::spawn_blocking(move || f(&*run.open_trial()?)).await {
         Ok(Ok(v)) => axum::Json(v).into_response(),
         Ok(Err(e)) => error(StatusCode::NOT_FOUND, e),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
@@ -675,6 +725,11 @@ async fn tensor(
     Query(q): Query<TensorQuery>,
 ) -> Response {
     let steps = q.steps.unwrap_or(100);
+    if let Ok(run) = find_run(&state, id)
+        && let Some(v) = api::scalar_over_steps(&run, &q.name, steps)
+    {
+        return axum::Json(v).into_response();
+    }
     with_trial(&state, id, move |t| {
         api::tensor_over_steps(t, &q.name, steps)
     })
@@ -687,6 +742,11 @@ async fn tensor2d(
     Query(q): Query<TensorQuery>,
 ) -> Response {
     let side = q.side.unwrap_or(128);
+    if let Ok(run) = find_run(&state, id)
+        && let Some(v) = api::scalar_2d(&run, &q.name, q.step)
+    {
+        return axum::Json(v).into_response();
+    }
     with_trial(&state, id, move |t| {
         api::tensor_2d(t, &q.name, q.step, side)
     })

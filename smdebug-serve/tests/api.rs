@@ -310,10 +310,7 @@ fn a_live_run_is_followed_from_before_it_exists_to_its_end() {
     ));
     // x is the global step: global step 10 is the first eval step.
     let train = &zoomed["scalars"][0]["modes"][1];
-    assert_eq!(
-        train["steps"],
-        json!([11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0])
-    );
+    assert_eq!(train["steps"], json!([11, 12, 13, 14, 15, 16, 17, 18, 19]));
     let steps_zoomed = client()
         .get(format!("{url}/api/runs/0/steps?from=1&to=2.5&last=5"))
         .send()
@@ -649,5 +646,200 @@ fn an_s3_run_is_followed_live() {
     assert_eq!(done["writable"], true);
     let sc = get_json(&format!("{base}/api/runs/0/scalars"));
     assert_eq!(sc["scalars"].as_array().unwrap().len(), 2, "{sc}");
+    server.shutdown();
+}
+
+/// A scaled-down version of the benchmark's synthetic run (BENCHMARKS.md): `steps` train steps
+/// with a step span each and `tensors` scalars a step written by the hook and writer, an eval
+/// step every 500. Returns the number of scalar values written.
+fn write_large_run(dir: &Path, steps: u64, tensors: usize) -> usize {
+    use smdebug_core::{Hook, Mode, SaveConfig};
+    use smdebug_io::writer::{OverflowPolicy, Writer};
+    use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
+    use smdebug_profiler::system::NodeId;
+    use std::time::UNIX_EPOCH;
+
+    let storage = local(dir);
+    let (spans, guard) = SpanRecorder::start(
+        SpanConfig::default()
+            .node(NodeId::algo(1))
+            .worker(0)
+            .queue_capacity(1 << 16),
+        Arc::clone(&storage),
+    )
+    .unwrap();
+    let start_us = 1_700_000_000_000_000u64;
+    for step in 0..steps {
+        let at = UNIX_EPOCH + Duration::from_micros(start_us + step * 10_000);
+        let len = if step % 997 == 500 { 30_000 } else { 9_000 };
+        spans.record(
+            Phase::Step(Mode::Train),
+            None,
+            at,
+            Duration::from_micros(len),
+            Some((Mode::Train, step)),
+        );
+    }
+    guard.finish().unwrap();
+    let writer = Writer::builder(Arc::clone(&storage))
+        .overflow(OverflowPolicy::Block)
+        .build()
+        .unwrap();
+    let mut hook = Hook::builder()
+        .save_config(SaveConfig::every(1))
+        .build(writer)
+        .unwrap();
+    let mut written = 0;
+    for step in 0..steps {
+        let mode = if step % 500 == 499 {
+            Mode::Eval
+        } else {
+            Mode::Train
+        };
+        hook.set_mode(mode);
+        for i in 0..tensors {
+            let name = if i == 0 {
+                "loss".to_owned()
+            } else {
+                format!("metric_{i:02}")
+            };
+            let value = ((step as f64) / (10.0 + i as f64)).sin() + i as f64;
+            hook.save_scalar(&name, value, &[if i == 0 { "losses" } else { "metrics" }]);
+            written += 1;
+        }
+        hook.step();
+    }
+    hook.close();
+    written
+}
+
+#[test]
+fn a_large_run_is_read_in_bulk_held_compactly_and_never_sent_past_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let (steps, tensors) = (5_000u64, 8usize);
+    let written = write_large_run(dir.path(), steps, tensors);
+    let server = serve(vec![dir.path().to_str().unwrap().into()]);
+    let url = base(&server);
+    let run = wait_for(Duration::from_secs(120), "every scalar", || {
+        let v = get_json(&format!("{url}/api/runs"));
+        let r = &v["runs"][0];
+        (r["complete"] == true && r["index_pending"] == 0 && r["scalar_values"] == written)
+            .then_some(r.clone())
+    });
+    // Every value held once, in columns: no copy per mode, no second reader's index.
+    assert_eq!(run["steps"], steps);
+    assert_eq!(run["tensors"], tensors);
+    assert_eq!(run["trial_open"], false, "{run}");
+
+    // Every series of every view, at any asked budget, within the cap.
+    let capped = |v: &Value, what: &str| {
+        let n = v.as_array().unwrap().len();
+        assert!(n <= MAX_POINTS, "{what}: {n} points");
+        n
+    };
+    for query in ["", "?points=1000000"] {
+        let sc = get_json(&format!("{url}/api/runs/0/scalars{query}"));
+        let list = sc["scalars"].as_array().unwrap();
+        assert_eq!(list.len(), tensors);
+        for s in list {
+            let modes = s["modes"].as_array().unwrap();
+            let train = modes.iter().find(|m| m["mode"] == "TRAIN").unwrap();
+            let eval = modes.iter().find(|m| m["mode"] == "EVAL").unwrap();
+            assert_eq!(train["total"], steps - steps / 500);
+            assert_eq!(eval["total"], steps / 500);
+            let n = capped(&train["steps"], "a scalar");
+            assert!(n > MAX_POINTS / 2, "{n}");
+            assert_eq!(capped(&train["values"], "a scalar"), n);
+        }
+        let st = get_json(&format!("{url}/api/runs/0/steps{query}"));
+        let series = st["series"].as_array().unwrap();
+        assert!(!series.is_empty());
+        for s in series {
+            assert_eq!(s["count"], steps);
+            capped(&s["data"]["t"], "step durations");
+        }
+        let sys = get_json(&format!("{url}/api/runs/0/system{query}"));
+        for s in sys["series"].as_array().unwrap() {
+            capped(&s["data"]["t"], "a system series");
+        }
+        let spans = get_json(&format!("{url}/api/runs/0/spans{query}"));
+        assert_eq!(spans["count"], steps);
+        capped(&spans["spans"], "spans");
+        assert_eq!(spans["truncated"], true);
+    }
+    // A zoomed window gets every raw value inside it (finer than the whole-run view).
+    let zoom = get_json(&format!(
+        "{url}/api/runs/0/scalars?regex=^loss$&from=1000&to=1400"
+    ));
+    let train = &zoom["scalars"][0]["modes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mode"] == "TRAIN")
+        .unwrap()
+        .clone();
+    let xs: Vec<u64> = train["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap() as u64)
+        .collect();
+    // Global steps 1000..=1400 less the eval step 1499 (outside) and 999 (outside): 401.
+    assert_eq!(xs.len(), 401, "{xs:?}");
+    assert_eq!((xs[0], xs[400]), (1000, 1400));
+    let want = (1000f64 / 10.0).sin();
+    assert!((train["values"][0].as_f64().unwrap() - want).abs() < 1e-12);
+    // A scalar's reductions over steps come from the columns: the trial stays closed.
+    let t = get_json(&format!("{url}/api/runs/0/tensor?name=loss&steps=50"));
+    assert_eq!(t["steps"].as_array().unwrap().len(), 50);
+    assert_eq!(t["total_steps"], steps);
+    let runs = get_json(&format!("{url}/api/runs"));
+    assert_eq!(runs["runs"][0]["trial_open"], false);
+    server.shutdown();
+}
+
+#[test]
+fn an_s3_folder_of_runs_is_served_side_by_side() {
+    let moto = MotoServer::start();
+    moto.create_bucket("fleet");
+    for name in ["job-a", "job-b"] {
+        let storage =
+            smdebug_io::open_storage_with(&format!("s3://fleet/team/{name}"), &moto.options())
+                .unwrap();
+        start_job(storage, None, quick_job(4)).join();
+    }
+    // Something under the prefix that is not a run is not served.
+    let other = smdebug_io::open_storage_with("s3://fleet/team/notes", &moto.options()).unwrap();
+    other.put("readme.txt", "not a run".into()).unwrap();
+
+    let expanded = smdebug_serve::expand_runs_with(&["s3://fleet/team/".into()], &moto.options());
+    assert_eq!(
+        expanded,
+        [
+            ("job-a".to_owned(), "s3://fleet/team/job-a".to_owned()),
+            ("job-b".to_owned(), "s3://fleet/team/job-b".to_owned()),
+        ]
+    );
+    // A run itself is one run, not a folder of runs.
+    let one = smdebug_serve::expand_runs_with(&["s3://fleet/team/job-a".into()], &moto.options());
+    assert_eq!(one.len(), 1);
+
+    let mut options = ServeOptions::new(vec!["s3://fleet/team/".into()]);
+    options.storage = moto.options();
+    let server = Server::start(options).unwrap();
+    let url = base(&server);
+    let runs = wait_for(Duration::from_secs(60), "both S3 runs", || {
+        let v = get_json(&format!("{url}/api/runs"));
+        let list = v["runs"].as_array().unwrap().clone();
+        list.iter()
+            .all(|r| r["complete"] == true && r["steps"] == 4 && r["scalar_values"] == 8)
+            .then_some(list)
+    });
+    let names: Vec<&str> = runs.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["job-a", "job-b"]);
+    for id in 0..2 {
+        let sc = get_json(&format!("{url}/api/runs/{id}/scalars?regex=^loss$"));
+        assert_eq!(sc["scalars"][0]["modes"][0]["total"], 4, "{sc}");
+    }
     server.shutdown();
 }
