@@ -72,7 +72,9 @@ mod stats;
 mod writer;
 
 pub use input::{LoadOptions, Note, NoteArea, ReportInput, SECTIONS, ScalarSeries};
-pub use output::{ReportError, WrittenReport, rule_file_name, write_report, write_report_to};
+pub use output::{
+    ReportError, WrittenReport, rule_file_name, safe_file_stem, write_report, write_report_to,
+};
 pub use render::render_html;
 pub use rule_file::RuleFile;
 pub use smdebug_profiler::RankSummary;

@@ -44,11 +44,10 @@ pub struct WrittenReport {
     pub rule_files: Vec<String>,
 }
 
-/// The file name of a rule's JSON result: the rule name with every character other than ASCII
-/// letters, digits, `-` and `_` replaced by `_`, then `.json` (`rule` when the name is empty).
-pub fn rule_file_name(rule: &str) -> String {
-    let mut name: String = rule
-        .chars()
+/// `name` made safe as a file name: every character other than ASCII letters, digits, `-` and
+/// `_` becomes `_`.
+pub fn safe_file_stem(name: &str) -> String {
+    name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
                 c
@@ -56,7 +55,13 @@ pub fn rule_file_name(rule: &str) -> String {
                 '_'
             }
         })
-        .collect();
+        .collect()
+}
+
+/// The file name of a rule's JSON result: the rule name through [`safe_file_stem`], then `.json`
+/// (`rule.json` when the name is empty).
+pub fn rule_file_name(rule: &str) -> String {
+    let mut name = safe_file_stem(rule);
     if name.is_empty() {
         name.push_str("rule");
     }

@@ -24,6 +24,7 @@ use smdebug_io::{Storage, StorageOptions};
 use smdebug_profiler::reader::{
     MetricSeries, ProfilerReader, Span, parse_system_lines_lenient, parse_trace,
 };
+use smdebug_profiler::system::{SeriesKey, SystemSample};
 use smdebug_rules::Summary;
 use smdebug_rules::runner::SUMMARY_FILE;
 
@@ -39,9 +40,6 @@ const SECTION_BUDGET_PER_PASS: Duration = Duration::from_millis(1000);
 
 /// At most this many data warnings are kept.
 const MAX_WARNINGS: usize = 50;
-
-/// `(node, type, name, dimension)`.
-type SeriesKey = (String, String, String, String);
 
 /// One scalar tensor: per mode, `(global step, value)` in step order.
 pub(crate) type ScalarTrack = BTreeMap<Mode, Column>;
@@ -108,17 +106,8 @@ impl RunData {
         firsts.min().zip(lasts.max())
     }
 
-    fn add_samples(&mut self, samples: &[smdebug_profiler::system::SystemSample]) {
-        for s in samples {
-            if !s.value.is_finite() || !s.timestamp.is_finite() {
-                continue;
-            }
-            let key = (
-                s.node_id.clone(),
-                s.metric_type.clone(),
-                s.name.clone(),
-                s.dimension.clone(),
-            );
+    fn add_samples(&mut self, samples: &[SystemSample]) {
+        for (key, point) in samples.iter().filter_map(SystemSample::series_point) {
             let at = match self.index.get(&key) {
                 Some(&at) => at,
                 None => {
@@ -134,7 +123,6 @@ impl RunData {
                 }
             };
             let points = &mut self.metrics[at].points;
-            let point = (s.timestamp_us(), s.value);
             if points.last().is_some_and(|last| last.0 > point.0) {
                 let pos = points.partition_point(|p| p.0 <= point.0);
                 points.insert(pos, point);

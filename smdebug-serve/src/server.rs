@@ -776,16 +776,7 @@ async fn report(State(state): State<Shared>, UrlPath(id): UrlPath<usize>) -> Res
     .await;
     match built {
         Ok(html) => {
-            let file: String = name
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
+            let file = smdebug_report::safe_file_stem(&name);
             let mut headers = HeaderMap::new();
             headers.insert(
                 header::CONTENT_TYPE,

@@ -265,19 +265,44 @@ fn check_entries<'n>(
     Ok(())
 }
 
+/// What [`check_entries`] reads of a parsed index, owned ([`IndexFile`]) or borrowed
+/// ([`IndexRef`]).
+trait Entries {
+    /// Whether `meta.event_file_name` is given.
+    fn names_event_file(&self) -> bool;
+    /// `(name, start_idx, length)` of every entry.
+    fn entries(&self) -> impl Iterator<Item = (&str, u64, u64)>;
+}
+
+impl Entries for IndexRef<'_> {
+    fn names_event_file(&self) -> bool {
+        self.meta.event_file_name.is_some()
+    }
+    fn entries(&self) -> impl Iterator<Item = (&str, u64, u64)> {
+        (self.tensor_payload.iter()).map(|t| (&*t.tensorname, t.start_idx, t.length))
+    }
+}
+
+impl Entries for IndexFile {
+    fn names_event_file(&self) -> bool {
+        self.meta.event_file_name.is_some()
+    }
+    fn entries(&self) -> impl Iterator<Item = (&str, u64, u64)> {
+        (self.tensor_payload.iter()).map(|t| (t.tensorname.as_str(), t.start_idx, t.length))
+    }
+}
+
+/// Deserializes an index and runs [`check_entries`] on it.
+fn parse_checked<'a, T: Deserialize<'a> + Entries>(bytes: &'a [u8], path: &str) -> Result<T> {
+    let index: T = from_json(bytes, path)?;
+    check_entries(path, index.names_event_file(), index.entries())?;
+    Ok(index)
+}
+
 impl<'a> IndexRef<'a> {
     /// [`IndexFile::parse`] without copying the strings out of `bytes`.
     pub(crate) fn parse(bytes: &'a [u8], path: &str) -> Result<IndexRef<'a>> {
-        let index: IndexRef<'a> = from_json(bytes, path)?;
-        check_entries(
-            path,
-            index.meta.event_file_name.is_some(),
-            index
-                .tensor_payload
-                .iter()
-                .map(|t| (&*t.tensorname, t.start_idx, t.length)),
-        )?;
-        Ok(index)
+        parse_checked(bytes, path)
     }
 }
 
@@ -286,16 +311,7 @@ impl IndexFile {
     /// is checked: at least a record's framing long and `start_idx + length` within `u64`. A
     /// name listed twice is not an error here: see [`IndexFile::repeated_names`].
     pub fn parse(bytes: &[u8], path: &str) -> Result<IndexFile> {
-        let index: IndexFile = from_json(bytes, path)?;
-        check_entries(
-            path,
-            index.meta.event_file_name.is_some(),
-            index
-                .tensor_payload
-                .iter()
-                .map(|t| (t.tensorname.as_str(), t.start_idx, t.length)),
-        )?;
-        Ok(index)
+        parse_checked(bytes, path)
     }
 
     /// Entries that repeat an earlier entry's name, each with the entry it repeats (earlier

@@ -423,12 +423,8 @@ fn parse_value(bytes: &[u8]) -> Result<ValueRef<'_>, String> {
         let (number, v) = field?;
         match number {
             1 => value.tag = v.text("Summary.Value.tag")?,
-            7 => {
-                v.text("Summary.Value.node_name")?;
-            }
-            9 => {
-                v.bytes("Summary.Value.metadata")?;
-            }
+            7 => _ = v.text("Summary.Value.node_name")?,
+            9 => _ = v.bytes("Summary.Value.metadata")?,
             2 => {
                 v.fixed32("Summary.Value.simple_value")?;
                 value.tensor = None;
@@ -480,15 +476,9 @@ fn plugins<'a>(value: &ValueRef<'a>) -> Result<Vec<(&'a str, &'a [u8])>, String>
                     }
                     out.push((name, content));
                 }
-                2 => {
-                    v.text("SummaryMetadata.display_name")?;
-                }
-                3 => {
-                    v.text("SummaryMetadata.summary_description")?;
-                }
-                4 => {
-                    v.varint("SummaryMetadata.data_class")?;
-                }
+                2 => _ = v.text("SummaryMetadata.display_name")?,
+                3 => _ = v.text("SummaryMetadata.summary_description")?,
+                4 => _ = v.varint("SummaryMetadata.data_class")?,
                 _ => {}
             }
         }
@@ -692,17 +682,26 @@ fn tensor_ref<'a>(
         let proto = TensorProto::decode(bytes).map_err(|e| bad(e.to_string()))?;
         std::borrow::Cow::Owned(typed_values(dtype, &proto, n).map_err(|r| named(tag, r))?)
     };
-    if data.len() != n * dtype.size() {
-        return Err(named(
-            tag,
-            format!(
-                "{} content bytes for shape {shape:?} of {dtype} (expected {})",
-                data.len(),
-                n * dtype.size()
-            ),
-        ));
-    }
+    check_content_len(tag, data.len(), n, dtype, &shape)?;
     Ok((dtype, shape, data))
+}
+
+/// A tensor's content must be exactly its `n` elements of `dtype`.
+fn check_content_len(
+    tag: &str,
+    len: usize,
+    n: usize,
+    dtype: DType,
+    shape: &[usize],
+) -> Result<(), DecodeError> {
+    if len == n * dtype.size() {
+        return Ok(());
+    }
+    let expected = n * dtype.size();
+    Err(named(
+        tag,
+        format!("{len} content bytes for shape {shape:?} of {dtype} (expected {expected})"),
+    ))
 }
 
 fn named(tag: &str, reason: String) -> DecodeError {
@@ -803,16 +802,7 @@ fn tensor_from_proto_tagged(
     } else {
         typed_values(dtype, &proto, n).map_err(|r| named(tag, r))?
     };
-    if data.len() != n * dtype.size() {
-        return Err(named(
-            tag,
-            format!(
-                "{} content bytes for shape {shape:?} of {dtype} (expected {})",
-                data.len(),
-                n * dtype.size()
-            ),
-        ));
-    }
+    check_content_len(tag, data.len(), n, dtype, &shape)?;
     Tensor::from_bytes(dtype, shape, data).map_err(|e| named(tag, e.to_string()))
 }
 

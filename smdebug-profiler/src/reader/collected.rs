@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::Span;
-use crate::system::SystemSample;
+use crate::system::{SeriesKey, SystemSample};
 
 /// One system metric of one node over time.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,9 +29,6 @@ impl MetricSeries {
     }
 }
 
-/// `(node, type, name, dimension)`.
-type SeriesKey = (String, String, String, String);
-
 /// System samples as series (16 bytes a point) and spans, added in any order.
 #[derive(Clone, Debug, Default)]
 pub struct ProfileData {
@@ -42,20 +39,8 @@ pub struct ProfileData {
 impl ProfileData {
     /// Adds samples; a sample with a non-finite value or time is left out.
     pub fn add_samples<'s>(&mut self, samples: impl IntoIterator<Item = &'s SystemSample>) {
-        for s in samples {
-            if !s.value.is_finite() || !s.timestamp.is_finite() {
-                continue;
-            }
-            let key = (
-                s.node_id.clone(),
-                s.metric_type.clone(),
-                s.name.clone(),
-                s.dimension.clone(),
-            );
-            self.series
-                .entry(key)
-                .or_default()
-                .push((s.timestamp_us(), s.value));
+        for (key, point) in samples.into_iter().filter_map(SystemSample::series_point) {
+            self.series.entry(key).or_default().push(point);
         }
     }
 

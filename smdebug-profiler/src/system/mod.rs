@@ -39,7 +39,7 @@ pub use error::{ProfilerError, Result};
 pub use node::NodeId;
 pub use profile::{ProfiledCommand, profile_command};
 pub use record::{
-    SYSTEM_PREFIX, SystemFileName, SystemSample, hour_folder, parse_system_file_key,
+    SYSTEM_PREFIX, SeriesKey, SystemFileName, SystemSample, hour_folder, parse_system_file_key,
     system_file_key, vocab,
 };
 pub use sampler::{
