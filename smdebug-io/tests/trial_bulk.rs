@@ -24,7 +24,13 @@ fn weights_at(step: u64) -> Vec<f32> {
 /// int64 scalar and a float16 vector every step, so every read path meets several dtypes.
 fn write_run(dir: &std::path::Path) -> String {
     let run = dir.join("run").to_str().unwrap().to_string();
-    let writer = Writer::builder(open_storage(&run).unwrap())
+    write_run_at(&run);
+    run
+}
+
+/// [`write_run`] at any storage location (`memory://...` too).
+fn write_run_at(run: &str) {
+    let writer = Writer::builder(open_storage(run).unwrap())
         .overflow(OverflowPolicy::Block)
         .build()
         .unwrap();
@@ -61,7 +67,6 @@ fn write_run(dir: &std::path::Path) -> String {
         hook.step();
     }
     hook.close();
-    run
 }
 
 /// Every way a trial reads event files: mapped (the default for local runs), and fetched into
@@ -278,4 +283,219 @@ fn mapped_files_give_the_values_reading_gives() {
         }
     }
     assert!(compared > 1000, "{compared} values compared");
+}
+
+/// Everything `read_steps` gives, compared value by value with reading each one on its own
+/// (`Trial::raw_bytes` for the same stored name, step and worker; errors alike): the steps in
+/// order, each with its own mode numbering. Returns the values compared.
+fn check_step_reads_match_value_reads(
+    trial: &Trial,
+    mode: Option<Mode>,
+    names: Option<&[&str]>,
+    what: &str,
+) -> usize {
+    let mut seen = 0;
+    let mut last = None;
+    let mode_steps = trial.steps(mode).unwrap();
+    let global = trial.global_steps(mode).unwrap();
+    for step in trial.read_steps(mode, names).unwrap() {
+        let step = step.unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(last < Some(step.step), "{what}: steps out of order");
+        last = Some(step.step);
+        let i = global.binary_search(&step.step).unwrap();
+        if mode.is_some_and(|m| m != Mode::Global) {
+            assert_eq!(step.mode, mode.unwrap(), "{what}");
+            assert_eq!(step.mode_step, mode_steps[i], "{what}");
+        }
+        assert!(!step.values.is_empty(), "{what}: step {} empty", step.step);
+        for v in &step.values {
+            if let Some(names) = names {
+                assert!(
+                    names.contains(&&*v.name),
+                    "{what}: {} not asked for",
+                    v.name
+                );
+            }
+            let one = trial.raw_bytes(&v.name, step.step, None, Some(&v.worker));
+            match (&v.value, &one) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "{what}: {} at {}", v.name, step.step),
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{what}"),
+                (a, b) => panic!("{what}: {} at {}: {a:?} / {b:?}", v.name, step.step),
+            }
+            seen += 1;
+        }
+    }
+    seen
+}
+
+#[test]
+fn reading_step_by_step_gives_every_value_in_step_order_whatever_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = write_run(dir.path());
+    for (what, options) in budgets() {
+        let trial = Trial::open_with(&run, options).unwrap();
+        // w, count and h at every step; then EVAL (every 10th step) and one tensor.
+        assert_eq!(
+            check_step_reads_match_value_reads(&trial, None, None, what),
+            3 * STEPS as usize,
+            "{what}"
+        );
+        assert_eq!(
+            check_step_reads_match_value_reads(&trial, Some(Mode::Eval), Some(&["h"]), what),
+            STEPS as usize / 10,
+            "{what}"
+        );
+        let eval: Vec<(u64, u64)> = trial
+            .read_steps(Some(Mode::Eval), Some(&["h", "no_such_tensor"]))
+            .unwrap()
+            .map(|s| s.map(|s| (s.step, s.mode_step)).unwrap())
+            .collect();
+        assert_eq!(eval.len() as u64, STEPS / 10, "{what}");
+        // EVAL step 3 is global step 39.
+        assert_eq!(eval[3], (39, 3), "{what}");
+        assert_eq!(
+            trial
+                .read_steps(None, Some(&["no_such_tensor"]))
+                .unwrap()
+                .count(),
+            0,
+            "{what}"
+        );
+    }
+}
+
+#[test]
+fn reading_step_by_step_matches_value_reads_on_every_golden_and_hook_run() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut runs = 0;
+    for set in ["golden", "hooks"] {
+        for entry in std::fs::read_dir(data.join(set)).unwrap() {
+            let path = entry.unwrap().path();
+            let Ok(trial) = Trial::open(path.to_str().unwrap()) else {
+                continue;
+            };
+            let what = path.display().to_string();
+            let read = check_step_reads_match_value_reads(&trial, None, None, &what);
+            // Every (stored name, step, worker) the run lists is read, once.
+            let mut listed = 0;
+            for step in trial.steps(None).unwrap() {
+                for worker in trial.workers().unwrap() {
+                    for name in trial.tensor_names().unwrap() {
+                        listed += trial
+                            .tensor_records(
+                                &name,
+                                smdebug_io::trial::StepSelector::One(step),
+                                None,
+                                Some(&worker),
+                            )
+                            .map_or(0, |r| r.len());
+                    }
+                }
+            }
+            assert!(read > 0, "{what}: nothing read");
+            assert!(
+                read >= listed,
+                "{what}: {read} values read, {listed} listed"
+            );
+            runs += 1;
+        }
+    }
+    assert!(runs >= 10, "{runs} runs");
+}
+
+#[test]
+fn reading_step_by_step_from_object_storage_gives_what_the_local_run_gives() {
+    write_run_at("memory://bulk/steps");
+    let dir = tempfile::tempdir().unwrap();
+    let local = Trial::open(&write_run(dir.path())).unwrap();
+    let remote = Trial::open("memory://bulk/steps").unwrap();
+    let collect = |trial: &Trial| -> Vec<(u64, String, Vec<u8>)> {
+        let mut out = Vec::new();
+        for step in trial.read_steps(None, None).unwrap() {
+            let step = step.unwrap();
+            for v in step.values {
+                out.push((
+                    step.step,
+                    v.name.to_string(),
+                    v.value.unwrap().data.to_vec(),
+                ));
+            }
+        }
+        out
+    };
+    let (a, b) = (collect(&local), collect(&remote));
+    assert_eq!(a.len(), 3 * STEPS as usize);
+    assert_eq!(a, b);
+    assert_eq!(
+        check_step_reads_match_value_reads(&remote, None, None, "memory://"),
+        a.len()
+    );
+}
+
+/// A missing step file, one cut short and one damaged record: each costs exactly what it
+/// damaged (the step, the records past the cut, the record), named in its error; every other
+/// value is read, and the steps come in order. A stream dropped half-way stops its threads.
+#[test]
+fn reading_step_by_step_reports_damage_where_it_is_and_reads_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = write_run(dir.path());
+    let file_of = |step: u64| {
+        let events = std::path::Path::new(&run)
+            .join("events")
+            .join(format!("{step:012}"));
+        std::fs::read_dir(events)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+    };
+    std::fs::remove_file(file_of(100)).unwrap();
+    let cut = file_of(200);
+    let bytes = std::fs::read(&cut).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() - 10]).unwrap();
+    let damaged = file_of(300);
+    let mut bytes = std::fs::read(&damaged).unwrap();
+    bytes[40] ^= 0x55;
+    std::fs::write(&damaged, &bytes).unwrap();
+
+    let trial = Trial::open(&run).unwrap();
+    let (mut steps, mut good, mut bad) = (Vec::new(), 0, Vec::new());
+    for step in trial.read_steps(None, None).unwrap() {
+        match step {
+            Ok(step) => {
+                steps.push(step.step);
+                for v in &step.values {
+                    match &v.value {
+                        Ok(_) => good += 1,
+                        Err(e) => bad.push((step.step, v.name.to_string(), e.to_string())),
+                    }
+                }
+            }
+            Err(e) => {
+                assert!(e.to_string().contains("000000000100"), "{e}");
+                steps.push(100);
+            }
+        }
+    }
+    assert_eq!(steps, (0..STEPS).collect::<Vec<_>>());
+    // Step 200 loses its last record (cut short), step 300 its first (damaged).
+    assert_eq!(bad.len(), 2, "{bad:?}");
+    assert_eq!((bad[0].0, bad[1].0), (200, 300), "{bad:?}");
+    assert!(bad[0].2.contains("000000000200"), "{bad:?}");
+    assert!(bad[1].2.contains("000000000300"), "{bad:?}");
+    assert_eq!(good, 3 * STEPS as usize - 3 - 2);
+    // The same errors as reading those values one by one.
+    for (step, name, e) in &bad {
+        let one = trial.raw_bytes(name, *step, None, None).unwrap_err();
+        assert_eq!(&one.to_string(), e);
+    }
+
+    let mut stream = trial.read_steps(None, None).unwrap();
+    assert_eq!(stream.next().unwrap().unwrap().step, 0);
+    assert_eq!(
+        stream.size_hint(),
+        (STEPS as usize - 1, Some(STEPS as usize - 1))
+    );
+    drop(stream);
 }

@@ -7,12 +7,14 @@
 //! Then value by value, as Python's loop reads (`raw(step)` per step, each value summed and
 //! dropped). Last, the same read once more without copying the values (`raw_bytes_values`: each value read
 //! where it lies in the mapped event file, as a Rust caller that only looks at the values can).
+//! Last, the whole run step by step (`Trial::read_steps`: each step file read once, on the
+//! reader threads, each value read where it lies in the buffer).
 //! Each read phase runs on a trial of its own, opened afresh, so each one maps the event files.
 //!
 //! `TRIAL_CACHE_MIB=N` sets the trial's whole-file cache budget (`TrialOptions::file_cache_bytes`);
 //! `TRIAL_MAP=0` turns mapping off (`TrialOptions::map_files`);
 //! `TRIAL_BENCH_OPEN_ONLY=1` stops after open+list (for profiling the open);
-//! `TRIAL_BENCH_PHASES=raw,f64,step,bytes` runs only the named read phases (default: all four).
+//! `TRIAL_BENCH_PHASES=raw,f64,step,bytes,stream` runs only the named read phases (default: all five).
 
 #![forbid(unsafe_code)]
 
@@ -108,7 +110,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let phases =
-        std::env::var("TRIAL_BENCH_PHASES").unwrap_or_else(|_| "raw,f64,step,bytes".into());
+        std::env::var("TRIAL_BENCH_PHASES").unwrap_or_else(|_| "raw,f64,step,bytes,stream".into());
     let phases: Vec<&str> = phases.split(',').collect();
 
     if phases.contains(&"raw") {
@@ -178,6 +180,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "rust: read {values} values (in place): {:.3} s (cpu {:.2} s, sum {checksum:.6e})",
             t3.elapsed().as_secs_f64(),
             cpu_seconds() - c3
+        );
+    }
+    if phases.contains(&"stream") {
+        // The whole run step by step (`read_steps`): each step file read once, ahead of this
+        // loop on the reader threads, each value summed where it lies.
+        let trial = open(&dir)?;
+        let (t5, c5) = (Instant::now(), cpu_seconds());
+        let (mut values, mut checksum) = (0usize, 0.0f64);
+        for step in trial.read_steps(None, None)? {
+            for v in &step?.values {
+                let value = v.value.as_ref().map_err(|e| e.to_string())?;
+                values += 1;
+                checksum += sum_bytes(value.dtype, &value.data, &value.shape);
+            }
+        }
+        println!(
+            "rust: read {values} values (step by step): {:.3} s (cpu {:.2} s, sum {checksum:.6e})",
+            t5.elapsed().as_secs_f64(),
+            cpu_seconds() - c5
         );
     }
     Ok(())

@@ -10,6 +10,7 @@
 
 mod source;
 mod state;
+mod steps;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -26,6 +27,7 @@ use source::Location;
 pub use source::TensorBytes;
 use state::State;
 pub use state::{StepSelector, StepState};
+pub use steps::{StepStream, StepValue, StepValues};
 
 /// How a trial reads.
 #[derive(Clone, Debug)]
@@ -399,6 +401,41 @@ impl Trial {
             trial: self,
             name: name.to_string(),
         })
+    }
+
+    /// Every value of the run, step by step in step order: the way to read a whole run (or
+    /// several tensors across it) when each step's values can be handled together.
+    ///
+    /// `mode` picks the steps (`None` or `Global`: all of them); `names` the tensors, by stored
+    /// name (`None`: every record, saved reductions included). A few threads read the step
+    /// files ahead of the caller, each file once, into reused buffers, and decode the records
+    /// with the checks of [`TrialTensor::raw`]; the values are not copied out of the buffers.
+    /// Steps listed when this is called are read; steps written later need another call.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), smdebug_io::Error> {
+    /// let trial = smdebug_io::trial::Trial::open("/tmp/run")?;
+    /// for step in trial.read_steps(None, Some(&["loss"]))? {
+    ///     let step = step?;
+    ///     for v in &step.values {
+    ///         let value = v.value.as_ref().map_err(|e| e.to_string());
+    ///         println!("{} {}: {:?}", step.step, v.name, value.map(|b| b.to_tensor().to_f64_vec()));
+    ///     }
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn read_steps(&self, mode: Option<Mode>, names: Option<&[&str]>) -> Result<StepStream> {
+        let (plan, local_root) = {
+            let st = self.maybe_refresh()?;
+            (st.plan_steps(mode, names), st.local_root.clone())
+        };
+        StepStream::start(
+            self.storage.clone(),
+            local_root,
+            self.options.max_tensor_bytes,
+            plan,
+        )
     }
 
     /// Tensor `name`'s value at a step, its bytes not copied: what

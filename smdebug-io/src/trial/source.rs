@@ -162,6 +162,11 @@ impl TensorTable {
         self.entries.iter().map(|(n, _, _)| n)
     }
 
+    /// Every entry, in index order: name, start, length.
+    pub fn entries(&self) -> impl Iterator<Item = &(Arc<str>, u64, u64)> {
+        self.entries.iter()
+    }
+
     /// The end of the last record: the length the event file must have.
     pub fn end(&self) -> u64 {
         // `IndexRef::parse` checked that no entry's end overflows.
@@ -265,29 +270,32 @@ fn fetch_index_file<'b>(
     buf: &'b mut Vec<u8>,
 ) -> Result<std::borrow::Cow<'b, [u8]>> {
     if let Some(root) = local
-        && let Ok(n) = read_whole(&root.join(path), buf)
+        && let Ok(n) = read_whole(&root.join(path), buf, usize::MAX)
     {
         return Ok(std::borrow::Cow::Borrowed(&buf[..n]));
     }
     Ok(std::borrow::Cow::Owned(storage.get(path)?.to_vec()))
 }
 
-/// Reads a whole file into the start of `buf` (grown as needed, never shrunk); its length.
-fn read_whole(path: &Path, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+/// Reads a whole file, or its first `limit` bytes, into the start of `buf` (grown as the data
+/// arrive, never shrunk: a reused buffer is not cleared); how many bytes it read.
+pub(crate) fn read_whole(path: &Path, buf: &mut Vec<u8>, limit: usize) -> std::io::Result<usize> {
     use std::io::Read;
     let mut file = std::fs::File::open(path)?;
     let mut len = 0;
-    loop {
+    while len < limit {
         if len == buf.len() {
             buf.resize((buf.len() * 2).max(16 << 10), 0);
         }
-        match file.read(&mut buf[len..]) {
-            Ok(0) => return Ok(len),
+        let end = buf.len().min(limit);
+        match file.read(&mut buf[len..end]) {
+            Ok(0) => break,
             Ok(n) => len += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
+    Ok(len)
 }
 
 /// How many threads read `items` small files: one per 256 files, at most one per core (and 8).
@@ -373,6 +381,11 @@ impl EventFile {
             len,
             data: OnceLock::new(),
         }
+    }
+
+    /// The whole file, when a reader has kept it (mapped or fetched).
+    pub(crate) fn kept(&self) -> Option<&Bytes> {
+        self.data.get()
     }
 }
 
@@ -549,24 +562,34 @@ pub(crate) fn read_tensor_bytes(
     name: &str,
     max_tensor_bytes: u64,
 ) -> Result<TensorBytes> {
-    read_with(
-        storage,
-        files,
-        loc,
-        name,
-        max_tensor_bytes,
-        |record, event| {
-            let data = match event.data {
-                std::borrow::Cow::Borrowed(d) => record.slice_ref(d),
-                std::borrow::Cow::Owned(v) => Bytes::from(v),
-            };
-            TensorBytes {
-                dtype: event.dtype,
-                shape: event.shape,
-                data,
-            }
-        },
-    )
+    read_with(storage, files, loc, name, max_tensor_bytes, in_place)
+}
+
+/// Tensor `name`'s value at `loc` within `file`, the whole event file as read (or as much of it
+/// as there was), its bytes not copied; checked as [`read_tensor`] checks it.
+pub(crate) fn tensor_bytes_in(
+    file: &Bytes,
+    loc: &Location,
+    name: &str,
+    max_tensor_bytes: u64,
+) -> Result<TensorBytes> {
+    let end = record_end(loc, name, max_tensor_bytes)?;
+    let record = slice_record(file, loc, end)?;
+    decode_with(&record, loc, name, max_tensor_bytes, in_place)
+}
+
+/// A decoded value as a [`TensorBytes`] over the record's own bytes (copied only when the record
+/// held its values in typed fields rather than raw).
+fn in_place(record: &Bytes, event: crate::format::TensorEventRef<'_>) -> TensorBytes {
+    let data = match event.data {
+        std::borrow::Cow::Borrowed(d) => record.slice_ref(d),
+        std::borrow::Cow::Owned(v) => Bytes::from(v),
+    };
+    TensorBytes {
+        dtype: event.dtype,
+        shape: event.shape,
+        data,
+    }
 }
 
 fn read_with<T>(
@@ -578,8 +601,20 @@ fn read_with<T>(
     finish: impl FnOnce(&Bytes, crate::format::TensorEventRef<'_>) -> T,
 ) -> Result<T> {
     let bytes = record_bytes(storage, files, loc, name, max_tensor_bytes)?;
+    decode_with(&bytes, loc, name, max_tensor_bytes, finish)
+}
+
+/// Decodes the record `bytes` (exactly the record at `loc`): its tag must be `name` and its
+/// step the index's step.
+fn decode_with<T>(
+    bytes: &Bytes,
+    loc: &Location,
+    name: &str,
+    max_tensor_bytes: u64,
+    finish: impl FnOnce(&Bytes, crate::format::TensorEventRef<'_>) -> T,
+) -> Result<T> {
     let event = crate::format::read_tagged_tensor_record_ref(
-        &bytes,
+        bytes,
         &loc.file.path,
         loc.start,
         name,
@@ -594,18 +629,12 @@ fn read_with<T>(
             found: format!("`{name}` at step {}", event.step),
         });
     }
-    Ok(finish(&bytes, event))
+    Ok(finish(bytes, event))
 }
 
-/// The bytes of the record at `loc` (exactly `loc.length` of them), from the kept file, a new
-/// map of it, the whole file fetched and kept, or a range read.
-fn record_bytes(
-    storage: &dyn Storage,
-    files: &Files,
-    loc: &Location,
-    name: &str,
-    max_tensor_bytes: u64,
-) -> Result<Bytes> {
+/// Where the record at `loc` ends; refuses an index entry whose end overflows or whose record
+/// is longer than `max_tensor_bytes` before anything is read.
+fn record_end(loc: &Location, name: &str, max_tensor_bytes: u64) -> Result<u64> {
     let end = loc
         .start
         .checked_add(loc.length)
@@ -627,6 +656,19 @@ fn record_bytes(
             limit: max_tensor_bytes,
         });
     }
+    Ok(end)
+}
+
+/// The bytes of the record at `loc` (exactly `loc.length` of them), from the kept file, a new
+/// map of it, the whole file fetched and kept, or a range read.
+fn record_bytes(
+    storage: &dyn Storage,
+    files: &Files,
+    loc: &Location,
+    name: &str,
+    max_tensor_bytes: u64,
+) -> Result<Bytes> {
+    let end = record_end(loc, name, max_tensor_bytes)?;
     if let Some(file) = loc.file.data.get() {
         return slice_record(file, loc, end);
     }
@@ -650,7 +692,7 @@ fn record_bytes(
 
 /// Bytes `range` of the location's event file. Storage refuses a range that starts past the
 /// file's end; that is a file shorter than its index says, reported as such.
-fn get_range(
+pub(crate) fn get_range(
     storage: &dyn Storage,
     loc: &Location,
     range: std::ops::Range<u64>,

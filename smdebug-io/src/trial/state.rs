@@ -8,6 +8,7 @@ use smdebug_core::{Collection, EndReason, Mode, Reduction, UnusablePattern};
 use std::sync::Arc;
 
 use super::source::{self, EventFile, Location, TensorTable};
+use super::steps::PlannedStep;
 use crate::error::{Error, Result};
 use crate::storage::Storage;
 
@@ -292,6 +293,30 @@ impl State {
             return StepState::Unavailable;
         }
         StepState::NotYetAvailable
+    }
+
+    /// What [`Trial::read_steps`](super::Trial::read_steps) reads: every step in `mode` (all
+    /// steps for `None` or `Global`), with the records of `names` (stored names; every record
+    /// when `None`) from each worker's file. Steps holding none of them are left out.
+    pub fn plan_steps(&self, mode: Option<Mode>, names: Option<&[&str]>) -> Vec<PlannedStep> {
+        let wanted = |name: &str| names.is_none_or(|names| names.contains(&name));
+        self.steps
+            .iter()
+            .filter(|(_, e)| matches!(mode, None | Some(Mode::Global)) || Some(e.mode) == mode)
+            .filter_map(|(g, e)| {
+                let mut planned = PlannedStep::new(*g, e.mode, e.mode_step);
+                for w in e.workers.values() {
+                    let entries = w
+                        .tensors
+                        .entries()
+                        .filter(|(name, _, _)| wanted(name))
+                        .cloned()
+                        .collect();
+                    planned.add_file(w.file.clone(), entries);
+                }
+                (!planned.is_empty()).then_some(planned)
+            })
+            .collect()
     }
 
     /// Steps at which `name` (or a reduction of it) was saved.

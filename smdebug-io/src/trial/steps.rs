@@ -1,0 +1,306 @@
+//! Reading a whole run step by step: [`Trial::read_steps`](super::Trial::read_steps).
+//!
+//! Reading every value of a run tensor by tensor visits each step's event file once per
+//! tensor, so each file must be kept (mapped) between the sweeps. Read step by step, each file
+//! is needed once: a few threads read the step files ahead of the caller, a chunk of steps at
+//! a time, each file into a buffer taken from a small pool and given back when the caller drops
+//! the step's values, and decode their records there. Nothing is mapped or kept, and the caller gets the steps in order.
+
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use bytes::Bytes;
+use smdebug_core::Mode;
+
+use super::source::{self, EventFile, Location, TensorBytes};
+use crate::error::{Error, Result};
+use crate::storage::Storage;
+
+/// Every value one step saved, in the order its workers' index files list them.
+#[derive(Debug)]
+pub struct StepValues {
+    /// The global step.
+    pub step: u64,
+    /// The step's mode.
+    pub mode: Mode,
+    /// The step's number within its mode.
+    pub mode_step: u64,
+    /// The values, worker by worker (workers in name order).
+    pub values: Vec<StepValue>,
+}
+
+/// One saved value of a step.
+#[derive(Debug)]
+pub struct StepValue {
+    /// The tensor name as stored: a saved reduction keeps its `smdebug/reductions/...` name.
+    pub name: Arc<str>,
+    /// The worker that saved it.
+    pub worker: Arc<str>,
+    /// The value, its bytes not copied (a slice of the step file as read); or why this record
+    /// gives none: damaged, cut short, not the tensor its index names, or of a dtype without
+    /// a type here (strings). The step's other values are read all the same.
+    pub value: Result<TensorBytes>,
+}
+
+/// One event file to read for a step, and the records wanted from it.
+struct PlannedFile {
+    file: Arc<EventFile>,
+    entries: Vec<(Arc<str>, u64, u64)>,
+}
+
+/// One step to read.
+pub(super) struct PlannedStep {
+    pub step: u64,
+    pub mode: Mode,
+    pub mode_step: u64,
+    files: Vec<PlannedFile>,
+}
+
+impl PlannedStep {
+    /// A step with nothing planned yet.
+    pub fn new(step: u64, mode: Mode, mode_step: u64) -> PlannedStep {
+        PlannedStep {
+            step,
+            mode,
+            mode_step,
+            files: Vec::new(),
+        }
+    }
+
+    /// Adds a worker's file with the records wanted from it (nothing when none is wanted).
+    pub fn add_file(&mut self, file: Arc<EventFile>, entries: Vec<(Arc<str>, u64, u64)>) {
+        if !entries.is_empty() {
+            self.files.push(PlannedFile { file, entries });
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+}
+
+/// Steps a reader thread reads and hands over together: one hand-over per step would wake the
+/// caller (and a thread switch) per step, as costly as reading a small step file.
+const CHUNK: usize = 32;
+
+/// Chunks each reader thread may have read ahead of the caller.
+const READ_AHEAD: usize = 2;
+
+/// Bytes of buffers the pool keeps for reuse.
+const POOL_BYTES: usize = 64 << 20;
+
+/// What the reader threads share: where the files are and how large a record may be.
+struct Source {
+    storage: Arc<dyn Storage>,
+    local_root: Option<PathBuf>,
+    max_tensor_bytes: u64,
+    pool: Arc<Pool>,
+}
+
+/// Buffers given back by dropped steps, for the next files, up to [`POOL_BYTES`] of them.
+#[derive(Default)]
+struct Pool(Mutex<(Vec<Vec<u8>>, usize)>);
+
+impl Pool {
+    fn take(&self) -> Vec<u8> {
+        let Ok(mut pool) = self.0.lock() else {
+            return Vec::new();
+        };
+        let (buffers, bytes) = &mut *pool;
+        buffers
+            .pop()
+            .inspect(|b| *bytes -= b.len())
+            .unwrap_or_default()
+    }
+
+    fn give_back(&self, buf: Vec<u8>) {
+        if let Ok(mut pool) = self.0.lock() {
+            let (buffers, bytes) = &mut *pool;
+            if *bytes + buf.len() <= POOL_BYTES {
+                *bytes += buf.len();
+                buffers.push(buf);
+            }
+        }
+    }
+}
+
+/// A step file's bytes in a pooled buffer: the buffer goes back to the pool when the last
+/// value sliced from it is dropped.
+struct Pooled {
+    buf: Vec<u8>,
+    len: usize,
+    pool: Arc<Pool>,
+}
+
+impl AsRef<[u8]> for Pooled {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        self.pool.give_back(std::mem::take(&mut self.buf));
+    }
+}
+
+impl Source {
+    /// The bytes of `file` up to the length its index gives it (fewer when the file is
+    /// shorter: the records past its end are then reported as cut short). A file the trial
+    /// already keeps is not read again.
+    fn read(&self, file: &EventFile, loc: &Location) -> Result<Bytes> {
+        if let Some(kept) = file.kept() {
+            return Ok(kept.clone());
+        }
+        if let Some(root) = &self.local_root
+            && crate::storage::check_relative("", &file.path).is_ok()
+            && let Ok(limit) = usize::try_from(file.len)
+        {
+            let mut buf = self.pool.take();
+            // Growing with the data read, so an index claiming a huge file costs nothing.
+            if let Ok(len) = source::read_whole(&root.join(&*file.path), &mut buf, limit) {
+                return Ok(Bytes::from_owner(Pooled {
+                    buf,
+                    len,
+                    pool: self.pool.clone(),
+                }));
+            }
+        }
+        // Elsewhere, or the local read failed: storage fetches it, and reports a missing file.
+        source::get_range(self.storage.as_ref(), loc, 0..file.len)
+    }
+
+    /// Reads and decodes one step.
+    fn step(&self, planned: &PlannedStep) -> Result<StepValues> {
+        let mut values = Vec::with_capacity(planned.files.iter().map(|f| f.entries.len()).sum());
+        for pf in &planned.files {
+            let mut loc = Location {
+                file: pf.file.clone(),
+                step: planned.step,
+                mode: planned.mode,
+                mode_step: planned.mode_step,
+                start: 0,
+                length: 0,
+            };
+            let bytes = self.read(&pf.file, &loc)?;
+            for (name, start, length) in &pf.entries {
+                (loc.start, loc.length) = (*start, *length);
+                values.push(StepValue {
+                    name: name.clone(),
+                    worker: pf.file.worker.clone(),
+                    value: source::tensor_bytes_in(&bytes, &loc, name, self.max_tensor_bytes),
+                });
+            }
+        }
+        Ok(StepValues {
+            step: planned.step,
+            mode: planned.mode,
+            mode_step: planned.mode_step,
+            values,
+        })
+    }
+}
+
+/// The steps of a run in order, read ahead on a few threads
+/// ([`Trial::read_steps`](super::Trial::read_steps)).
+///
+/// Each item is one step's values, or the error that kept that step's files from being read
+/// (a file missing, storage failing): the steps after it are still read. A record that gives no
+/// value is an error in its own [`StepValue`]. Dropping the stream stops the reader threads at their
+/// next step.
+pub struct StepStream {
+    /// One channel per reader thread; thread `t` reads chunks `t`, `t + n`, `t + 2n`, ...
+    receivers: Vec<Receiver<Vec<Result<StepValues>>>>,
+    threads: Vec<Option<JoinHandle<()>>>,
+    /// The chunk being handed out, and the next chunk's number.
+    chunk: std::vec::IntoIter<Result<StepValues>>,
+    next_chunk: usize,
+    remaining: usize,
+}
+
+impl StepStream {
+    pub(super) fn start(
+        storage: Arc<dyn Storage>,
+        local_root: Option<PathBuf>,
+        max_tensor_bytes: u64,
+        plan: Vec<PlannedStep>,
+    ) -> Result<StepStream> {
+        let remaining = plan.len();
+        let n = source::reader_threads(remaining).max(1);
+        let source = Arc::new(Source {
+            storage,
+            local_root,
+            max_tensor_bytes,
+            pool: Arc::default(),
+        });
+        let plan = Arc::new(plan);
+        let mut receivers = Vec::with_capacity(n);
+        let mut threads = Vec::with_capacity(n);
+        for t in 0..n {
+            let (tx, rx): (SyncSender<Vec<Result<StepValues>>>, _) = sync_channel(READ_AHEAD);
+            let (source, plan) = (source.clone(), plan.clone());
+            let thread = std::thread::Builder::new()
+                .name("smdebug-step-reader".into())
+                .spawn(move || {
+                    for chunk in plan.chunks(CHUNK).skip(t).step_by(n) {
+                        let read = chunk.iter().map(|p| source.step(p)).collect();
+                        if tx.send(read).is_err() {
+                            return; // The stream was dropped.
+                        }
+                    }
+                })
+                .map_err(|source| Error::Thread {
+                    thread: "step reader",
+                    source,
+                })?;
+            threads.push(Some(thread));
+            receivers.push(rx);
+        }
+        Ok(StepStream {
+            receivers,
+            threads,
+            chunk: Vec::new().into_iter(),
+            next_chunk: 0,
+            remaining,
+        })
+    }
+}
+
+impl Iterator for StepStream {
+    type Item = Result<StepValues>;
+
+    fn next(&mut self) -> Option<Result<StepValues>> {
+        if self.remaining == 0 {
+            return None;
+        }
+        if self.chunk.len() == 0 {
+            let t = self.next_chunk % self.receivers.len();
+            match self.receivers[t].recv() {
+                Ok(chunk) => {
+                    self.next_chunk += 1;
+                    self.chunk = chunk.into_iter();
+                }
+                Err(_) => {
+                    // A thread ends before its last chunk only by panicking (a bug): re-raise it.
+                    self.remaining = 0;
+                    if let Some(Err(panic)) = self.threads[t].take().map(JoinHandle::join) {
+                        std::panic::resume_unwind(panic);
+                    }
+                    return Some(Err(Error::Thread {
+                        thread: "step reader",
+                        source: std::io::Error::other("it ended before its last step"),
+                    }));
+                }
+            }
+        }
+        let step = self.chunk.next()?;
+        self.remaining -= 1;
+        Some(step)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining, Some(self.remaining))
+    }
+}
