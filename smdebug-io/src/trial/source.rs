@@ -209,55 +209,74 @@ pub(crate) struct IndexEntry {
     pub repeated: Vec<String>,
 }
 
-/// Index files of steps `>= from` (every index file when `from` is `None`), in key order.
-/// `local`: the run's directory when it is on local disk, where index files are read directly
-/// (into one buffer, reused), not through storage.
+/// Index files of steps `>= from` (every index file when `from` is `None`), handed to `apply`
+/// one by one in key order. `local`: the run's directory when it is on local disk, where index
+/// files are read directly (into one buffer, reused), not through storage.
+///
+/// Fetching and parsing is most of the cost of opening a long run (one small file a step), so a
+/// long listing is read on a few threads, a chunk of files at a time, while `apply` takes in
+/// the chunks already parsed on the calling thread. The first error (from a file or from
+/// `apply`) ends the listing: the files before it were applied, none after.
 pub(crate) fn index_files_from(
     storage: &dyn Storage,
     local: Option<&Path>,
     from: Option<u64>,
-) -> Result<Vec<IndexEntry>> {
+    mut apply: impl FnMut(IndexEntry) -> Result<()>,
+) -> Result<()> {
+    /// Index files a thread parses and hands over together.
+    const CHUNK: usize = 256;
     let paths = match from {
         Some(step) => storage.list_after(layout::INDEX_DIR, &layout::index_list_offset(step))?,
         None => storage.list(layout::INDEX_DIR)?,
     };
-    // Fetching and parsing is most of the cost of opening a long run (one small file a step), so
-    // a long listing is split over a few threads; the entries keep key order.
     let paths: Vec<(String, u64, String)> = paths
         .into_iter()
         .filter_map(|path| layout::parse_index_file(&path).map(|(s, w)| (path, s, w)))
         .collect();
-    let parse_all = |chunk: &[(String, u64, String)]| -> Result<Vec<IndexEntry>> {
-        let mut buf = Vec::new();
-        let mut names = Interner::default();
+    let parse = |chunk: &[(String, u64, String)], names: &mut Interner, buf: &mut Vec<u8>| {
         chunk
             .iter()
             .map(|(path, step, worker)| {
-                let bytes = fetch_index_file(storage, local, path, &mut buf)?;
-                read_index_file(bytes, path, *step, worker, &mut names)
+                let bytes = fetch_index_file(storage, local, path, buf)?;
+                read_index_file(bytes, path, *step, worker, names)
             })
-            .collect()
+            .collect::<Result<Vec<IndexEntry>>>()
     };
     let threads = reader_threads(paths.len());
     if threads <= 1 {
-        return parse_all(&paths);
-    }
-    let parts = std::thread::scope(|scope| {
-        let handles: Vec<_> = paths
-            .chunks(paths.len().div_ceil(threads))
-            .map(|chunk| scope.spawn(move || parse_all(chunk)))
-            .collect();
-        handles
+        let (mut names, mut buf) = (Interner::default(), Vec::new());
+        return parse(&paths, &mut names, &mut buf)?
             .into_iter()
-            // A panic in a reader thread is a bug: re-raise it here rather than hide it.
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect::<Vec<_>>()
-    });
-    let mut out = Vec::with_capacity(paths.len());
-    for part in parts {
-        out.extend(part?);
+            .try_for_each(apply);
     }
-    Ok(out)
+    std::thread::scope(|scope| {
+        let receivers: Vec<_> = (0..threads)
+            .map(|t| {
+                let (tx, rx) = std::sync::mpsc::sync_channel(2);
+                let (paths, parse) = (&paths, &parse);
+                scope.spawn(move || {
+                    let (mut names, mut buf) = (Interner::default(), Vec::new());
+                    for chunk in paths.chunks(CHUNK).skip(t).step_by(threads) {
+                        let parsed = parse(chunk, &mut names, &mut buf);
+                        let failed = parsed.is_err();
+                        if tx.send(parsed).is_err() || failed {
+                            return; // The listing ended (an error here or before).
+                        }
+                    }
+                });
+                rx
+            })
+            .collect();
+        for c in 0..paths.len().div_ceil(CHUNK) {
+            let Ok(parsed) = receivers[c % threads].recv() else {
+                // A thread ends before its last chunk only by panicking (a bug): the scope
+                // re-raises the panic when it joins the thread.
+                break;
+            };
+            parsed?.into_iter().try_for_each(&mut apply)?;
+        }
+        Ok(())
+    })
 }
 
 /// The bytes of index file `path`. On local disk it is read into `buf` (open, read, close:

@@ -48,6 +48,38 @@ pub(crate) struct StepEntry {
     pub workers: BTreeMap<String, WorkerStep>,
 }
 
+/// The global steps a tensor was saved at, in order. Index files are listed in step order, so
+/// a new step is nearly always past the last one and is appended: cheaper than a tree when a
+/// long run is opened (two of these per name per step).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct StepSet(Vec<u64>);
+
+impl StepSet {
+    fn from(step: u64) -> StepSet {
+        StepSet(vec![step])
+    }
+
+    /// Adds a step; nothing when it is there already.
+    fn insert(&mut self, step: u64) {
+        match self.0.last() {
+            Some(&last) if last < step => self.0.push(step),
+            _ => {
+                if let Err(at) = self.0.binary_search(&step) {
+                    self.0.insert(at, step);
+                }
+            }
+        }
+    }
+
+    pub fn contains(&self, step: &u64) -> bool {
+        self.0.binary_search(step).is_ok()
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, u64> {
+        self.0.iter()
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct State {
     pub collections: BTreeMap<String, Collection>,
@@ -61,10 +93,10 @@ pub(crate) struct State {
     pub workers: BTreeSet<String>,
     pub steps: BTreeMap<u64, StepEntry>,
     /// Stored tensor name (reductions included) -> global steps it was saved at.
-    pub names: BTreeMap<String, BTreeSet<u64>>,
+    pub names: BTreeMap<String, StepSet>,
     /// Names a reader lists: like Python smdebug, a reduction `smdebug/reductions/mean/w` is
     /// listed as its tensor `w` (read it with `reduction_value`).
-    pub listed: BTreeMap<String, BTreeSet<u64>>,
+    pub listed: BTreeMap<String, StepSet>,
     /// Per worker, the highest global step it has published.
     worker_last_step: HashMap<String, u64>,
     pub complete: bool,
@@ -166,94 +198,102 @@ impl State {
             Some(s) => Some(s),
             None => self.steps.keys().next_back().map(|s| s + 1),
         };
-        for idx in source::index_files_from(storage, self.local_root.as_deref(), resume)? {
-            if let Some(e) = self.steps.get(&idx.step) {
-                match e.workers.get(&idx.worker) {
-                    // Listed again: listing resumes at the first step not complete everywhere.
-                    Some(known) if known.index_file == idx.path => continue,
-                    Some(known) => {
-                        return Err(Error::ConflictingIndex {
-                            first: known.index_file.clone(),
-                            second: idx.path,
-                            reason: format!(
-                                "both describe step {} of worker `{}`",
-                                idx.step, idx.worker
-                            ),
-                        });
-                    }
-                    None => {}
-                }
-                if (e.mode, e.mode_step) != (idx.mode, idx.mode_step) {
-                    let first = e
-                        .workers
-                        .values()
-                        .next()
-                        .map_or_else(String::new, |w| w.index_file.clone());
-                    return Err(Error::ConflictingIndex {
-                        first,
-                        second: idx.path,
-                        reason: format!(
-                            "global step {} is {} step {} in the first and {} step {} in the second",
-                            idx.step, e.mode, e.mode_step, idx.mode, idx.mode_step
-                        ),
-                    });
-                }
-            }
-            for line in &idx.repeated {
-                log::warn!("{line}");
-            }
-            self.repeated_entries.extend(idx.repeated.iter().cloned());
-            let entry = self.steps.entry(idx.step).or_insert_with(|| StepEntry {
-                mode: idx.mode,
-                mode_step: idx.mode_step,
-                workers: BTreeMap::new(),
-            });
-            for name in idx.tensors.names() {
-                // Most names are known already: look them up without copying them.
-                match self.names.get_mut(&**name) {
-                    Some(steps) => {
-                        steps.insert(idx.step);
-                    }
-                    None => {
-                        self.names
-                            .insert(name.to_string(), BTreeSet::from([idx.step]));
-                    }
-                }
-                let public = Reduction::parse_tensor_name(name).map_or(&**name, |(_, base)| base);
-                match self.listed.get_mut(public) {
-                    Some(steps) => {
-                        steps.insert(idx.step);
-                    }
-                    None => {
-                        self.listed
-                            .insert(public.to_string(), BTreeSet::from([idx.step]));
-                    }
-                }
-            }
-            if !self.workers.contains(&idx.worker) {
-                self.workers.insert(idx.worker.clone());
-            }
-            match self.worker_last_step.get_mut(&idx.worker) {
-                Some(last) => *last = (*last).max(idx.step),
-                None => {
-                    self.worker_last_step.insert(idx.worker.clone(), idx.step);
-                }
-            }
-            let file_len = idx.tensors.end();
-            entry.workers.insert(
-                idx.worker.clone(),
-                WorkerStep {
-                    file: Arc::new(EventFile::new(idx.event_file, idx.worker.into(), file_len)),
-                    index_file: idx.path,
-                    tensors: idx.tensors,
-                },
-            );
-        }
+        let local_root = self.local_root.clone();
+        source::index_files_from(storage, local_root.as_deref(), resume, |idx| {
+            self.apply_index(idx)
+        })?;
         if let Some(reason) = marker {
             self.complete = true;
             self.end_reason = reason;
         }
         self.last_refresh = Some(Instant::now());
+        Ok(())
+    }
+
+    /// Takes in one index file: its step, worker and tensors. Listed again (listing resumes at
+    /// the first step not complete everywhere), it changes nothing; a second index file for the
+    /// same step and worker, or workers disagreeing on a step's mode, is a conflict.
+    fn apply_index(&mut self, idx: source::IndexEntry) -> Result<()> {
+        if let Some(e) = self.steps.get(&idx.step) {
+            match e.workers.get(&idx.worker) {
+                // Listed again: listing resumes at the first step not complete everywhere.
+                Some(known) if known.index_file == idx.path => return Ok(()),
+                Some(known) => {
+                    return Err(Error::ConflictingIndex {
+                        first: known.index_file.clone(),
+                        second: idx.path,
+                        reason: format!(
+                            "both describe step {} of worker `{}`",
+                            idx.step, idx.worker
+                        ),
+                    });
+                }
+                None => {}
+            }
+            if (e.mode, e.mode_step) != (idx.mode, idx.mode_step) {
+                let first = e
+                    .workers
+                    .values()
+                    .next()
+                    .map_or_else(String::new, |w| w.index_file.clone());
+                return Err(Error::ConflictingIndex {
+                    first,
+                    second: idx.path,
+                    reason: format!(
+                        "global step {} is {} step {} in the first and {} step {} in the second",
+                        idx.step, e.mode, e.mode_step, idx.mode, idx.mode_step
+                    ),
+                });
+            }
+        }
+        for line in &idx.repeated {
+            log::warn!("{line}");
+        }
+        self.repeated_entries.extend(idx.repeated.iter().cloned());
+        let entry = self.steps.entry(idx.step).or_insert_with(|| StepEntry {
+            mode: idx.mode,
+            mode_step: idx.mode_step,
+            workers: BTreeMap::new(),
+        });
+        for name in idx.tensors.names() {
+            // Most names are known already: look them up without copying them.
+            match self.names.get_mut(&**name) {
+                Some(steps) => {
+                    steps.insert(idx.step);
+                }
+                None => {
+                    self.names.insert(name.to_string(), StepSet::from(idx.step));
+                }
+            }
+            let public = Reduction::parse_tensor_name(name).map_or(&**name, |(_, base)| base);
+            match self.listed.get_mut(public) {
+                Some(steps) => {
+                    steps.insert(idx.step);
+                }
+                None => {
+                    self.listed
+                        .insert(public.to_string(), StepSet::from(idx.step));
+                }
+            }
+        }
+        if !self.workers.contains(&idx.worker) {
+            self.workers.insert(idx.worker.clone());
+        }
+        match self.worker_last_step.get_mut(&idx.worker) {
+            Some(last) => *last = (*last).max(idx.step),
+            None => {
+                self.worker_last_step.insert(idx.worker.clone(), idx.step);
+            }
+        }
+        let file_len = idx.tensors.end();
+        entry.workers.insert(
+            idx.worker.clone(),
+            WorkerStep {
+                file: Arc::new(EventFile::new(idx.event_file, idx.worker.into(), file_len)),
+                index_file: idx.path,
+                tensors: idx.tensors,
+            },
+        );
         Ok(())
     }
 
