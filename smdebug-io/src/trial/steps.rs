@@ -81,12 +81,34 @@ impl PlannedStep {
     }
 }
 
-/// Steps a reader thread reads and hands over together: one hand-over per step would wake the
-/// caller (and a thread switch) per step, as costly as reading a small step file.
-const CHUNK: usize = 32;
+/// Steps a reader thread reads and hands over together (at most): one hand-over per step would
+/// wake the caller (and switch threads) per step, as costly as reading a small step file.
+const CHUNK_STEPS: usize = 32;
+
+/// Bytes of step files a chunk holds (at most, unless one step alone holds more): what each
+/// thread reads ahead is bounded by bytes, whatever the size of a step.
+const CHUNK_BYTES: u64 = 4 << 20;
 
 /// Chunks each reader thread may have read ahead of the caller.
 const READ_AHEAD: usize = 2;
+
+/// The plan cut into chunks of consecutive steps (see [`CHUNK_STEPS`] and [`CHUNK_BYTES`]).
+fn chunks(plan: &[PlannedStep]) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0u64);
+    for (i, step) in plan.iter().enumerate() {
+        let len: u64 = step.files.iter().map(|f| f.file.len).sum();
+        if i > start && (i - start == CHUNK_STEPS || bytes.saturating_add(len) > CHUNK_BYTES) {
+            out.push(start..i);
+            (start, bytes) = (i, 0);
+        }
+        bytes = bytes.saturating_add(len);
+    }
+    if start < plan.len() {
+        out.push(start..plan.len());
+    }
+    out
+}
 
 /// Bytes of buffers the pool keeps for reuse.
 const POOL_BYTES: usize = 64 << 20;
@@ -211,7 +233,8 @@ impl Source {
 /// value is an error in its own [`StepValue`]. Dropping the stream stops the reader threads at their
 /// next step.
 pub struct StepStream {
-    /// One channel per reader thread; thread `t` reads chunks `t`, `t + n`, `t + 2n`, ...
+    /// One channel per reader thread; thread `t` reads chunks `t`, `t + n`, `t + 2n`, ... of
+    /// the plan.
     receivers: Vec<Receiver<Vec<Result<StepValues>>>>,
     threads: Vec<Option<JoinHandle<()>>>,
     /// The chunk being handed out, and the next chunk's number.
@@ -235,17 +258,18 @@ impl StepStream {
             max_tensor_bytes,
             pool: Arc::default(),
         });
+        let chunks = Arc::new(chunks(&plan));
         let plan = Arc::new(plan);
         let mut receivers = Vec::with_capacity(n);
         let mut threads = Vec::with_capacity(n);
         for t in 0..n {
             let (tx, rx): (SyncSender<Vec<Result<StepValues>>>, _) = sync_channel(READ_AHEAD);
-            let (source, plan) = (source.clone(), plan.clone());
+            let (source, plan, chunks) = (source.clone(), plan.clone(), chunks.clone());
             let thread = std::thread::Builder::new()
                 .name("smdebug-step-reader".into())
                 .spawn(move || {
-                    for chunk in plan.chunks(CHUNK).skip(t).step_by(n) {
-                        let read = chunk.iter().map(|p| source.step(p)).collect();
+                    for chunk in chunks.iter().skip(t).step_by(n) {
+                        let read = plan[chunk.clone()].iter().map(|p| source.step(p)).collect();
                         if tx.send(read).is_err() {
                             return; // The stream was dropped.
                         }
@@ -302,5 +326,34 @@ impl Iterator for StepStream {
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         (self.remaining, Some(self.remaining))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step_of(bytes: &[u64]) -> PlannedStep {
+        let mut step = PlannedStep::new(0, Mode::Train, 0);
+        for (i, len) in bytes.iter().enumerate() {
+            let file = Arc::new(EventFile::new(format!("f{i}"), Arc::from("w"), *len));
+            step.add_file(file, vec![(Arc::from("t"), 0, *len)]);
+        }
+        step
+    }
+
+    /// Chunks cover the plan in order, each of at most CHUNK_STEPS steps and CHUNK_BYTES
+    /// bytes, unless one step alone is larger.
+    #[test]
+    fn chunks_are_bounded_by_steps_and_by_bytes() {
+        let small: Vec<_> = (0..100).map(|_| step_of(&[1000])).collect();
+        assert_eq!(chunks(&small), [0..32, 32..64, 64..96, 96..100]);
+        let mb = 1 << 20;
+        let large: Vec<_> = [3 * mb, mb, mb, 10 * mb, 1, 2 * mb, 2 * mb, 1]
+            .iter()
+            .map(|b| step_of(&[*b / 2, *b - *b / 2]))
+            .collect();
+        assert_eq!(chunks(&large), [0..2, 2..3, 3..4, 4..6, 6..8]);
+        assert!(chunks(&[]).is_empty());
     }
 }
