@@ -14,13 +14,14 @@
 //! `TRIAL_CACHE_MIB=N` sets the trial's whole-file cache budget (`TrialOptions::file_cache_bytes`);
 //! `TRIAL_MAP=0` turns mapping off (`TrialOptions::map_files`);
 //! `TRIAL_BENCH_OPEN_ONLY=1` stops after open+list (for profiling the open);
+//! `TRIAL_BENCH_MODE=TRAIN` (or `EVAL`) reads value by value with steps numbered in that mode;
 //! `TRIAL_BENCH_PHASES=raw,f64,step,bytes,stream` runs only the named read phases (default: all five).
 
 #![forbid(unsafe_code)]
 
 use std::time::Instant;
 
-use smdebug_core::{DType, Tensor};
+use smdebug_core::{DType, Mode, Tensor};
 use smdebug_io::trial::{Trial, TrialOptions};
 
 fn open(dir: &str) -> Result<Trial, Box<dyn std::error::Error>> {
@@ -150,13 +151,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if phases.contains(&"step") {
         // Python's loop exactly: one value at a time, summed and dropped.
         let trial = open(&dir)?;
+        let mode = match std::env::var("TRIAL_BENCH_MODE").as_deref() {
+            Ok("TRAIN") => Some(Mode::Train),
+            Ok("EVAL") => Some(Mode::Eval),
+            _ => None,
+        };
         let (t4, c4) = (Instant::now(), cpu_seconds());
         let (mut values, mut checksum) = (0usize, 0.0f64);
         for name in &names {
             let tensor = trial.tensor(name)?;
-            for step in tensor.steps(None)? {
+            for step in tensor.steps(mode)? {
                 values += 1;
-                checksum += sum_native(&tensor.raw(step, None, None)?);
+                checksum += sum_native(&tensor.raw(step, mode, None)?);
             }
         }
         println!(

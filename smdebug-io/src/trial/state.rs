@@ -92,6 +92,8 @@ pub(crate) struct State {
     pub num_workers: usize,
     pub workers: BTreeSet<String>,
     pub steps: BTreeMap<u64, StepEntry>,
+    /// (mode, step within the mode) -> the first global step numbered so, for reads by mode.
+    by_mode_step: HashMap<(Mode, u64), u64>,
     /// Stored tensor name (reductions included) -> global steps it was saved at.
     pub names: BTreeMap<String, StepSet>,
     /// Names a reader lists: like Python smdebug, a reduction `smdebug/reductions/mean/w` is
@@ -250,6 +252,11 @@ impl State {
             log::warn!("{line}");
         }
         self.repeated_entries.extend(idx.repeated.iter().cloned());
+        let first = self
+            .by_mode_step
+            .entry((idx.mode, idx.mode_step))
+            .or_insert(idx.step);
+        *first = (*first).min(idx.step);
         let entry = self.steps.entry(idx.step).or_insert_with(|| StepEntry {
             mode: idx.mode,
             mode_step: idx.mode_step,
@@ -302,10 +309,7 @@ impl State {
         if mode == Mode::Global {
             return self.steps.contains_key(&step).then_some(step);
         }
-        self.steps
-            .iter()
-            .find(|(_, e)| e.mode == mode && e.mode_step == step)
-            .map(|(s, _)| *s)
+        self.by_mode_step.get(&(mode, step)).copied()
     }
 
     pub fn step_state(&self, step: u64, mode: Mode) -> StepState {
