@@ -4,7 +4,8 @@
 //! tensor, so each file must be kept (mapped) between the sweeps. Read step by step, each file
 //! is needed once: a few threads read the step files ahead of the caller, a chunk of steps at
 //! a time, each file into a buffer taken from a small pool and given back when the caller drops
-//! the step's values, and decode their records there. Nothing is mapped or kept, and the caller gets the steps in order.
+//! the step's values, and decode their records there. Nothing is mapped or kept, and the caller
+//! gets the steps in order.
 
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
