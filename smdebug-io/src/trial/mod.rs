@@ -418,8 +418,10 @@ impl Trial {
     /// for step in trial.read_steps(None, Some(&["loss"]))? {
     ///     let step = step?;
     ///     for v in &step.values {
-    ///         let value = v.value.as_ref().map_err(|e| e.to_string());
-    ///         println!("{} {}: {:?}", step.step, v.name, value.map(|b| b.to_tensor().to_f64_vec()));
+    ///         match &v.value {
+    ///             Ok(value) => println!("{} {}: {:?}", step.step, v.name, value.to_tensor()),
+    ///             Err(e) => eprintln!("{} {}: {e}", step.step, v.name),
+    ///         }
     ///     }
     /// }
     /// # Ok(())

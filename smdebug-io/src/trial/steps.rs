@@ -231,8 +231,8 @@ impl Source {
 ///
 /// Each item is one step's values, or the error that kept that step's files from being read
 /// (a file missing, storage failing): the steps after it are still read. A record that gives no
-/// value is an error in its own [`StepValue`]. Dropping the stream stops the reader threads at their
-/// next step.
+/// value is an error in its own [`StepValue`]. Dropping the stream stops the reader threads at
+/// their next chunk.
 pub struct StepStream {
     /// One channel per reader thread; thread `t` reads chunks `t`, `t + n`, `t + 2n`, ... of
     /// the plan.
