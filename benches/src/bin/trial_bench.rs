@@ -92,6 +92,38 @@ fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+/// How many values a read phase read, and the sum of their elements.
+#[derive(Default)]
+struct Tally {
+    values: usize,
+    checksum: f64,
+}
+
+impl Tally {
+    fn add(&mut self, sum: f64) {
+        self.values += 1;
+        self.checksum += sum;
+    }
+}
+
+/// Runs one read phase and prints its wall and CPU time beside what it read.
+fn timed(
+    label: &str,
+    read: impl FnOnce(&mut Tally) -> Result<(), Box<dyn std::error::Error>>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let (wall, cpu) = (Instant::now(), cpu_seconds());
+    let mut tally = Tally::default();
+    read(&mut tally)?;
+    println!(
+        "rust: read {} values ({label}): {:.3} s (cpu {:.2} s, sum {:.6e})",
+        tally.values,
+        wall.elapsed().as_secs_f64(),
+        cpu_seconds() - cpu,
+        tally.checksum
+    );
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::args().nth(1).ok_or("usage: trial_bench DIR")?;
     let (t0, c0) = (Instant::now(), cpu_seconds());
@@ -115,37 +147,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let phases: Vec<&str> = phases.split(',').collect();
 
     if phases.contains(&"raw") {
-        let (t1, c1) = (Instant::now(), cpu_seconds());
-        let (mut values, mut checksum) = (0usize, 0.0f64);
-        for name in &names {
-            for t in trial.tensor(name)?.raw_values(None, None)?.values() {
-                values += 1;
-                checksum += sum_native(t);
+        timed("saved dtype", |tally| {
+            for name in &names {
+                for t in trial.tensor(name)?.raw_values(None, None)?.values() {
+                    tally.add(sum_native(t));
+                }
             }
-        }
-        println!(
-            "rust: read {values} values (saved dtype): {:.3} s (cpu {:.2} s, sum {checksum:.6e})",
-            t1.elapsed().as_secs_f64(),
-            cpu_seconds() - c1
-        );
+            Ok(())
+        })?;
     }
 
     if phases.contains(&"f64") {
         // A fresh trial, so this read maps the event files as the first one did.
         let trial = open(&dir)?;
-        let (t2, c2) = (Instant::now(), cpu_seconds());
-        let (mut values, mut checksum) = (0usize, 0.0f64);
-        for name in &names {
-            for v in trial.tensor(name)?.values(None, None)?.values() {
-                values += 1;
-                checksum += v.sum();
+        timed("as f64", |tally| {
+            for name in &names {
+                for v in trial.tensor(name)?.values(None, None)?.values() {
+                    tally.add(v.sum());
+                }
             }
-        }
-        println!(
-            "rust: read {values} values (as f64): {:.3} s (cpu {:.2} s, sum {checksum:.6e})",
-            t2.elapsed().as_secs_f64(),
-            cpu_seconds() - c2
-        );
+            Ok(())
+        })?;
     }
 
     if phases.contains(&"step") {
@@ -156,56 +178,42 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok("EVAL") => Some(Mode::Eval),
             _ => None,
         };
-        let (t4, c4) = (Instant::now(), cpu_seconds());
-        let (mut values, mut checksum) = (0usize, 0.0f64);
-        for name in &names {
-            let tensor = trial.tensor(name)?;
-            for step in tensor.steps(mode)? {
-                values += 1;
-                checksum += sum_native(&tensor.raw(step, mode, None)?);
+        timed("value by value, saved dtype", |tally| {
+            for name in &names {
+                let tensor = trial.tensor(name)?;
+                for step in tensor.steps(mode)? {
+                    tally.add(sum_native(&tensor.raw(step, mode, None)?));
+                }
             }
-        }
-        println!(
-            "rust: read {values} values (value by value, saved dtype): {:.3} s (cpu {:.2} s, sum {checksum:.6e})",
-            t4.elapsed().as_secs_f64(),
-            cpu_seconds() - c4
-        );
+            Ok(())
+        })?;
     }
 
     if phases.contains(&"bytes") {
         let trial = open(&dir)?;
-        let (t3, c3) = (Instant::now(), cpu_seconds());
-        let (mut values, mut checksum) = (0usize, 0.0f64);
-        for name in &names {
-            for v in trial.tensor(name)?.raw_bytes_values(None, None)?.values() {
-                values += 1;
-                checksum += sum_bytes(v.dtype, &v.data, &v.shape);
+        timed("in place", |tally| {
+            for name in &names {
+                for v in trial.tensor(name)?.raw_bytes_values(None, None)?.values() {
+                    tally.add(sum_bytes(v.dtype, &v.data, &v.shape));
+                }
             }
-        }
-        println!(
-            "rust: read {values} values (in place): {:.3} s (cpu {:.2} s, sum {checksum:.6e})",
-            t3.elapsed().as_secs_f64(),
-            cpu_seconds() - c3
-        );
+            Ok(())
+        })?;
     }
+
     if phases.contains(&"stream") {
         // The whole run step by step (`read_steps`): each step file read once, ahead of this
         // loop on the reader threads, each value summed where it lies.
         let trial = open(&dir)?;
-        let (t5, c5) = (Instant::now(), cpu_seconds());
-        let (mut values, mut checksum) = (0usize, 0.0f64);
-        for step in trial.read_steps(None, None)? {
-            for v in &step?.values {
-                let value = v.value.as_ref().map_err(|e| e.to_string())?;
-                values += 1;
-                checksum += sum_bytes(value.dtype, &value.data, &value.shape);
+        timed("step by step", |tally| {
+            for step in trial.read_steps(None, None)? {
+                for v in &step?.values {
+                    let value = v.value.as_ref().map_err(|e| e.to_string())?;
+                    tally.add(sum_bytes(value.dtype, &value.data, &value.shape));
+                }
             }
-        }
-        println!(
-            "rust: read {values} values (step by step): {:.3} s (cpu {:.2} s, sum {checksum:.6e})",
-            t5.elapsed().as_secs_f64(),
-            cpu_seconds() - c5
-        );
+            Ok(())
+        })?;
     }
     Ok(())
 }
