@@ -250,30 +250,26 @@ pub(crate) fn index_files_from(
             .try_for_each(apply);
     }
     std::thread::scope(|scope| {
-        let receivers: Vec<_> = (0..threads)
-            .map(|t| {
-                let (tx, rx) = std::sync::mpsc::sync_channel(2);
-                let (paths, parse) = (&paths, &parse);
-                scope.spawn(move || {
-                    let (mut names, mut buf) = (Interner::default(), Vec::new());
-                    for chunk in paths.chunks(CHUNK).skip(t).step_by(threads) {
-                        let parsed = parse(chunk, &mut names, &mut buf);
-                        let failed = parsed.is_err();
-                        if tx.send(parsed).is_err() || failed {
-                            return; // The listing ended (an error here or before).
-                        }
+        let (senders, mut parsed) = InOrder::new(threads, 2);
+        for (t, tx) in senders.into_iter().enumerate() {
+            let (paths, parse) = (&paths, &parse);
+            scope.spawn(move || {
+                let (mut names, mut buf) = (Interner::default(), Vec::new());
+                for chunk in paths.chunks(CHUNK).skip(t).step_by(threads) {
+                    let chunk = parse(chunk, &mut names, &mut buf);
+                    let failed = chunk.is_err();
+                    if tx.send(chunk).is_err() || failed {
+                        return; // The listing ended (an error here or before).
                     }
-                });
-                rx
-            })
-            .collect();
-        for c in 0..paths.len().div_ceil(CHUNK) {
-            let Ok(parsed) = receivers[c % threads].recv() else {
-                // A thread ends before its last chunk only by panicking (a bug): the scope
-                // re-raises the panic when it joins the thread.
+                }
+            });
+        }
+        for _ in 0..paths.len().div_ceil(CHUNK) {
+            let Ok(chunk) = parsed.recv() else {
+                // The thread panicked (a bug): the scope re-raises it when it joins the thread.
                 break;
             };
-            parsed?.into_iter().try_for_each(&mut apply)?;
+            chunk?.into_iter().try_for_each(&mut apply)?;
         }
         Ok(())
     })
@@ -323,6 +319,34 @@ pub(crate) fn reader_threads(items: usize) -> usize {
         .map_or(1, |n| n.get())
         .clamp(1, 8)
         .min(items / 256 + 1)
+}
+
+/// Work split round-robin over reader threads, taken back in the order it was split: of `n`
+/// threads, thread `t` does items `t`, `t + n`, `t + 2n`, ... and sends each result on a channel
+/// of its own, so the receiver takes them in item order from the threads in turn.
+pub(crate) struct InOrder<T> {
+    receivers: Vec<std::sync::mpsc::Receiver<T>>,
+    next: usize,
+}
+
+impl<T> InOrder<T> {
+    /// The receiving end for `threads` threads, each allowed `ahead` results not yet taken;
+    /// and the threads' senders, thread `t`'s at index `t`.
+    pub(crate) fn new(threads: usize, ahead: usize) -> (Vec<std::sync::mpsc::SyncSender<T>>, Self) {
+        let (senders, receivers) = (0..threads)
+            .map(|_| std::sync::mpsc::sync_channel(ahead))
+            .unzip();
+        (senders, InOrder { receivers, next: 0 })
+    }
+
+    /// The next result in order; `Err(t)` when thread `t`, whose turn it is, ended without
+    /// sending it (a thread that ends early has panicked: the caller re-raises that).
+    pub(crate) fn recv(&mut self) -> std::result::Result<T, usize> {
+        let t = self.next % self.receivers.len();
+        let item = self.receivers[t].recv().map_err(|_| t)?;
+        self.next += 1;
+        Ok(item)
+    }
 }
 
 /// One index file, parsed and checked against its path.

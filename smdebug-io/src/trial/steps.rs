@@ -8,14 +8,13 @@
 //! gets the steps in order.
 
 use std::path::PathBuf;
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use bytes::Bytes;
 use smdebug_core::Mode;
 
-use super::source::{self, EventFile, Location, TensorBytes};
+use super::source::{self, EventFile, InOrder, Location, TensorBytes};
 use crate::error::{Error, Result};
 use crate::storage::Storage;
 
@@ -234,13 +233,11 @@ impl Source {
 /// value is an error in its own [`StepValue`]. Dropping the stream stops the reader threads at
 /// their next chunk.
 pub struct StepStream {
-    /// One channel per reader thread; thread `t` reads chunks `t`, `t + n`, `t + 2n`, ... of
-    /// the plan.
-    receivers: Vec<Receiver<Vec<Result<StepValues>>>>,
+    /// The chunks of the plan, from the reader threads in order.
+    chunks: InOrder<Vec<Result<StepValues>>>,
     threads: Vec<Option<JoinHandle<()>>>,
-    /// The chunk being handed out, and the next chunk's number.
+    /// The chunk being handed out.
     chunk: std::vec::IntoIter<Result<StepValues>>,
-    next_chunk: usize,
     remaining: usize,
 }
 
@@ -252,7 +249,7 @@ impl StepStream {
         plan: Vec<PlannedStep>,
     ) -> Result<StepStream> {
         let remaining = plan.len();
-        let n = source::reader_threads(remaining).max(1);
+        let n = source::reader_threads(remaining);
         let source = Arc::new(Source {
             storage,
             local_root,
@@ -261,10 +258,9 @@ impl StepStream {
         });
         let chunks = Arc::new(chunks(&plan));
         let plan = Arc::new(plan);
-        let mut receivers = Vec::with_capacity(n);
+        let (senders, in_order) = InOrder::new(n, READ_AHEAD);
         let mut threads = Vec::with_capacity(n);
-        for t in 0..n {
-            let (tx, rx): (SyncSender<Vec<Result<StepValues>>>, _) = sync_channel(READ_AHEAD);
+        for (t, tx) in senders.into_iter().enumerate() {
             let (source, plan, chunks) = (source.clone(), plan.clone(), chunks.clone());
             let thread = std::thread::Builder::new()
                 .name("smdebug-step-reader".into())
@@ -281,13 +277,11 @@ impl StepStream {
                     source,
                 })?;
             threads.push(Some(thread));
-            receivers.push(rx);
         }
         Ok(StepStream {
-            receivers,
+            chunks: in_order,
             threads,
             chunk: Vec::new().into_iter(),
-            next_chunk: 0,
             remaining,
         })
     }
@@ -301,13 +295,9 @@ impl Iterator for StepStream {
             return None;
         }
         if self.chunk.len() == 0 {
-            let t = self.next_chunk % self.receivers.len();
-            match self.receivers[t].recv() {
-                Ok(chunk) => {
-                    self.next_chunk += 1;
-                    self.chunk = chunk.into_iter();
-                }
-                Err(_) => {
+            match self.chunks.recv() {
+                Ok(chunk) => self.chunk = chunk.into_iter(),
+                Err(t) => {
                     // A thread ends before its last chunk only by panicking (a bug): re-raise it.
                     self.remaining = 0;
                     if let Some(Err(panic)) = self.threads[t].take().map(JoinHandle::join) {
