@@ -81,8 +81,10 @@ fn mode_ser<S: Serializer>(mode: &Mode, s: S) -> std::result::Result<S::Ok, S::E
     s.serialize_str(mode.name())
 }
 
+/// A mode by name, its text borrowed from the JSON where it can be (owned and borrowed
+/// indexes alike).
 fn mode_de<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Mode, D::Error> {
-    let text = String::deserialize(d)?;
+    let Text(text) = Text::deserialize(d)?;
     Mode::from_name(text.trim())
         .ok_or_else(|| serde::de::Error::custom(format!("unknown mode `{text}`")))
 }
@@ -160,12 +162,6 @@ fn u64_lenient<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u64, D::E
 #[derive(Deserialize)]
 struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
 
-fn mode_de_borrowed<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Mode, D::Error> {
-    let Text(text) = Text::deserialize(d)?;
-    Mode::from_name(text.trim())
-        .ok_or_else(|| serde::de::Error::custom(format!("unknown mode `{text}`")))
-}
-
 /// An index file read in place: what a reader needs of it, its strings borrowed from the
 /// file's bytes where JSON allows (a string with escapes is unescaped into its own). The same
 /// checks as [`IndexFile::parse`]; `shape_payload` is skipped (readers do not use it).
@@ -182,7 +178,7 @@ pub(crate) struct IndexRef<'a> {
 /// [`IndexMeta`], borrowed.
 #[derive(Debug, Deserialize)]
 pub(crate) struct IndexMetaRef<'a> {
-    #[serde(deserialize_with = "mode_de_borrowed")]
+    #[serde(deserialize_with = "mode_de")]
     pub mode: Mode,
     #[serde(deserialize_with = "u64_lenient")]
     pub mode_step: u64,
