@@ -15,7 +15,9 @@
 //! `TRIAL_MAP=0` turns mapping off (`TrialOptions::map_files`);
 //! `TRIAL_BENCH_OPEN_ONLY=1` stops after open+list (for profiling the open);
 //! `TRIAL_BENCH_MODE=TRAIN` (or `EVAL`) reads value by value with steps numbered in that mode;
-//! `TRIAL_BENCH_PHASES=raw,f64,step,bytes,stream` runs only the named read phases (default: all five).
+//! `TRIAL_BENCH_PHASES=raw,f64,step,bytes,stream` runs only the named read phases (default: all five);
+//! `TRIAL_BENCH_REPEAT=N` runs each phase N times on its trial (for profiling a phase; the repeats
+//! after the first find the files a phase keeps already kept).
 
 #![forbid(unsafe_code)]
 
@@ -109,18 +111,21 @@ impl Tally {
 /// Runs one read phase and prints its wall and CPU time beside what it read.
 fn timed(
     label: &str,
-    read: impl FnOnce(&mut Tally) -> Result<(), Box<dyn std::error::Error>>,
+    mut read: impl FnMut(&mut Tally) -> Result<(), Box<dyn std::error::Error>>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let (wall, cpu) = (Instant::now(), cpu_seconds());
-    let mut tally = Tally::default();
-    read(&mut tally)?;
-    println!(
-        "rust: read {} values ({label}): {:.3} s (cpu {:.2} s, sum {:.6e})",
-        tally.values,
-        wall.elapsed().as_secs_f64(),
-        cpu_seconds() - cpu,
-        tally.checksum
-    );
+    let repeat = std::env::var("TRIAL_BENCH_REPEAT").map_or(Ok(1), |n| n.parse::<usize>())?;
+    for _ in 0..repeat {
+        let (wall, cpu) = (Instant::now(), cpu_seconds());
+        let mut tally = Tally::default();
+        read(&mut tally)?;
+        println!(
+            "rust: read {} values ({label}): {:.3} s (cpu {:.2} s, sum {:.6e})",
+            tally.values,
+            wall.elapsed().as_secs_f64(),
+            cpu_seconds() - cpu,
+            tally.checksum
+        );
+    }
     Ok(())
 }
 

@@ -453,9 +453,12 @@ fn parse_value(bytes: &[u8]) -> Result<ValueRef<'_>, String> {
     Ok(value)
 }
 
-/// The `(plugin_name, content)` pairs of a value's metadata, in order.
-fn plugins<'a>(value: &ValueRef<'a>) -> Result<Vec<(&'a str, &'a [u8])>, String> {
-    let mut out = Vec::new();
+/// Calls `each` with the `(plugin_name, content)` pairs of a value's metadata, in order (no
+/// vector per value: there is one per record read).
+fn for_each_plugin<'a>(
+    value: &ValueRef<'a>,
+    mut each: impl FnMut(&'a str, &'a [u8]),
+) -> Result<(), String> {
     for field in Fields::new(value.bytes) {
         let (number, v) = field?;
         if number != 9 {
@@ -474,7 +477,7 @@ fn plugins<'a>(value: &ValueRef<'a>) -> Result<Vec<(&'a str, &'a [u8])>, String>
                             _ => {}
                         }
                     }
-                    out.push((name, content));
+                    each(name, content);
                 }
                 2 => _ = v.text("SummaryMetadata.display_name")?,
                 3 => _ = v.text("SummaryMetadata.summary_description")?,
@@ -483,7 +486,7 @@ fn plugins<'a>(value: &ValueRef<'a>) -> Result<Vec<(&'a str, &'a [u8])>, String>
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The summary values of an event that count: those of the summaries after the last other
@@ -593,8 +596,20 @@ fn decode_selected_ref<'a>(
             });
         }
     };
-    let plugins = plugins(&value).map_err(not_event)?;
-    let (mode, mode_step) = mode_of_plugins(plugins.iter().copied(), step)?;
+    // The whole metadata is read before a plugin's content counts: a malformed field anywhere
+    // in it is the error, else the first plugin content that is not a mode or a step.
+    let (mut mode, mut mode_step, mut bad_plugin) = (Mode::Global, step, None);
+    for_each_plugin(&value, |name, content| {
+        if bad_plugin.is_none()
+            && let Err(e) = apply_plugin(name, content, &mut mode, &mut mode_step)
+        {
+            bad_plugin = Some(e);
+        }
+    })
+    .map_err(not_event)?;
+    if let Some(e) = bad_plugin {
+        return Err(e.into());
+    }
     let tensor = value.tensor.expect("selected values hold a tensor");
     let (dtype, shape, data) =
         tensor_ref(tensor, value.tag, max_tensor_bytes).map_err(|e| match e {
@@ -646,7 +661,7 @@ fn tensor_ref<'a>(
             _ => {}
         }
     }
-    let (mut dims, mut unknown_rank) = (Vec::new(), false);
+    let (mut dims, mut unknown_rank) = (Dims::default(), false);
     for field in Fields::new(shape.unwrap_or_default()) {
         let (number, v) = field.map_err(bad)?;
         match number {
@@ -672,7 +687,7 @@ fn tensor_ref<'a>(
         dtype,
         has_strings,
         unknown_rank,
-        &dims,
+        dims.as_slice(),
         tag,
         max_tensor_bytes,
     )?;
@@ -684,6 +699,37 @@ fn tensor_ref<'a>(
     };
     check_content_len(tag, data.len(), n, dtype, &shape)?;
     Ok((dtype, shape, data))
+}
+
+/// A shape's dimensions as read, the first eight on the stack (no vector for the usual ranks:
+/// the shape returned is the one allocation a value's header costs).
+#[derive(Default)]
+struct Dims {
+    stack: [i64; 8],
+    rank: usize,
+    heap: Vec<i64>,
+}
+
+impl Dims {
+    fn push(&mut self, d: i64) {
+        if self.rank < self.stack.len() {
+            self.stack[self.rank] = d;
+        } else {
+            if self.heap.is_empty() {
+                self.heap.extend_from_slice(&self.stack);
+            }
+            self.heap.push(d);
+        }
+        self.rank += 1;
+    }
+
+    fn as_slice(&self) -> &[i64] {
+        if self.rank <= self.stack.len() {
+            &self.stack[..self.rank]
+        } else {
+            &self.heap
+        }
+    }
 }
 
 /// A tensor's content must be exactly its `n` elements of `dtype`.
@@ -732,26 +778,36 @@ fn mode_of_plugins<'a>(
     let mut mode = Mode::Global;
     let mut mode_step = step;
     for (name, content) in plugins {
-        let text = String::from_utf8_lossy(content);
-        let text = text.trim();
-        match name {
-            MODE_STEP_PLUGIN => {
-                mode_step = text
-                    .parse()
-                    .map_err(|_| format!("bad mode_step `{text}`"))?;
-            }
-            MODE_PLUGIN => {
-                mode = text
-                    .parse::<i32>()
-                    .ok()
-                    .and_then(Mode::from_value)
-                    .or_else(|| Mode::from_name(text))
-                    .ok_or_else(|| format!("bad mode `{text}`"))?;
-            }
-            _ => {}
-        }
+        apply_plugin(name, content, &mut mode, &mut mode_step)?;
     }
     Ok((mode, mode_step))
+}
+
+/// Takes one plugin's content into the mode or the mode step (other plugins are not ours).
+fn apply_plugin(
+    name: &str,
+    content: &[u8],
+    mode: &mut Mode,
+    mode_step: &mut u64,
+) -> Result<(), String> {
+    if name != MODE_STEP_PLUGIN && name != MODE_PLUGIN {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(content);
+    let text = text.trim();
+    if name == MODE_STEP_PLUGIN {
+        *mode_step = text
+            .parse()
+            .map_err(|_| format!("bad mode_step `{text}`"))?;
+    } else {
+        *mode = text
+            .parse::<i32>()
+            .ok()
+            .and_then(Mode::from_value)
+            .or_else(|| Mode::from_name(text))
+            .ok_or_else(|| format!("bad mode `{text}`"))?;
+    }
+    Ok(())
 }
 
 /// Fills `n` elements from typed values the way TensorFlow does: a shorter list repeats its
@@ -830,11 +886,11 @@ fn checked_layout(
     if unknown_rank {
         return Err(named(tag, "the tensor's rank is unknown".to_string()));
     }
-    let dims = dims
-        .iter()
-        .map(|&d| u64::try_from(d).map_err(|_| named(tag, format!("bad dimension {d}"))))
-        .collect::<Result<Vec<u64>, DecodeError>>()?;
-    let claimed = claimed_bytes(&dims, dtype);
+    if let Some(d) = dims.iter().find(|&&d| d < 0) {
+        return Err(named(tag, format!("bad dimension {d}")));
+    }
+    // Non-negative from here: each dimension is its own u64.
+    let claimed = claimed_bytes(dims, dtype);
     // No allocation can exceed isize::MAX bytes, whatever the budget says.
     if claimed > u128::from(max_tensor_bytes.min(isize::MAX as u64)) {
         return Err(DecodeError::TooLarge {
@@ -849,7 +905,7 @@ fn checked_layout(
     let extent = dims
         .iter()
         .filter(|&&d| d != 0)
-        .try_fold(1u128, |acc, &d| acc.checked_mul(u128::from(d)));
+        .try_fold(1u128, |acc, &d| acc.checked_mul(d as u128));
     if extent.is_none_or(|e| e > isize::MAX as u128) {
         return Err(named(
             tag,
@@ -867,13 +923,13 @@ fn checked_layout(
 
 /// Bytes a tensor of `dims` and `dtype` takes, saturating at `u128::MAX` (which no budget
 /// allows). A zero dimension makes it empty whatever the others say.
-fn claimed_bytes(dims: &[u64], dtype: DType) -> u128 {
+fn claimed_bytes(dims: &[i64], dtype: DType) -> u128 {
     if dims.contains(&0) {
         return 0;
     }
     dims.iter()
         .try_fold(dtype.size() as u128, |acc, &d| {
-            acc.checked_mul(u128::from(d))
+            acc.checked_mul(u128::try_from(d).ok()?)
         })
         .unwrap_or(u128::MAX)
 }

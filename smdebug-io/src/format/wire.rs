@@ -78,7 +78,19 @@ impl<'a> Fields<'a> {
         self.buf.len()
     }
 
+    #[inline]
     fn varint(&mut self) -> Result<u64, String> {
+        // Most varints (keys, small lengths, dtypes, dimensions) are one byte.
+        if let Some((&b, rest)) = self.buf.split_first()
+            && b < 0x80
+        {
+            self.buf = rest;
+            return Ok(u64::from(b));
+        }
+        self.varint_long()
+    }
+
+    fn varint_long(&mut self) -> Result<u64, String> {
         let mut value = 0u64;
         for (i, &b) in self.buf.iter().take(10).enumerate() {
             // The tenth byte may only carry the top bit of a u64.
@@ -94,6 +106,7 @@ impl<'a> Fields<'a> {
         Err("a varint runs past the end of its message".to_string())
     }
 
+    #[inline]
     fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
         if self.buf.len() < n {
             return Err(format!(
@@ -106,6 +119,7 @@ impl<'a> Fields<'a> {
         Ok(head)
     }
 
+    #[inline]
     fn field(&mut self) -> Result<(u32, Wire<'a>), String> {
         let key = self.varint()?;
         let number = key >> 3;
@@ -131,6 +145,7 @@ impl<'a> Fields<'a> {
 impl<'a> Iterator for Fields<'a> {
     type Item = Result<(u32, Wire<'a>), String>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.buf.is_empty() {
             return None;
