@@ -194,9 +194,9 @@ impl Source {
         source::get_range(self.storage.as_ref(), loc, 0..file.len)
     }
 
-    /// Reads and decodes one step.
-    fn step(&self, planned: &PlannedStep) -> Result<StepValues> {
-        let mut values = Vec::with_capacity(planned.files.iter().map(|f| f.entries.len()).sum());
+    /// Reads and decodes one step, its values appended to `values`; how many there are.
+    fn step(&self, planned: &PlannedStep, values: &mut Vec<StepValue>) -> Result<usize> {
+        let before = values.len();
         for pf in &planned.files {
             let mut loc = Location {
                 file: pf.file.clone(),
@@ -206,7 +206,13 @@ impl Source {
                 start: 0,
                 length: 0,
             };
-            let bytes = self.read(&pf.file, &loc)?;
+            let bytes = match self.read(&pf.file, &loc) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    values.truncate(before);
+                    return Err(e);
+                }
+            };
             for (name, start, length) in &pf.entries {
                 (loc.start, loc.length) = (*start, *length);
                 values.push(StepValue {
@@ -216,13 +222,32 @@ impl Source {
                 });
             }
         }
-        Ok(StepValues {
-            step: planned.step,
-            mode: planned.mode,
-            mode_step: planned.mode_step,
-            values,
-        })
+        Ok(values.len() - before)
     }
+
+    /// Reads and decodes a chunk of steps.
+    fn chunk(&self, plan: &[PlannedStep]) -> Chunk {
+        let wanted = plan
+            .iter()
+            .flat_map(|p| &p.files)
+            .map(|f| f.entries.len())
+            .sum();
+        let mut values = Vec::with_capacity(wanted);
+        let steps = plan.iter().map(|p| self.step(p, &mut values)).collect();
+        Chunk {
+            steps,
+            values: values.into_iter(),
+        }
+    }
+}
+
+/// A chunk of steps as a reader thread hands it over: each step's value count (or the error
+/// that cost the step its values), and all the values in one vector. The caller's thread makes
+/// each step's own vector: memory one thread allocates and another frees makes the two threads
+/// contend for the allocator, once per step otherwise.
+struct Chunk {
+    steps: Vec<Result<usize>>,
+    values: std::vec::IntoIter<StepValue>,
 }
 
 /// The steps of a run in order, read ahead on a few threads
@@ -234,10 +259,13 @@ impl Source {
 /// their next chunk.
 pub struct StepStream {
     /// The chunks of the plan, from the reader threads in order.
-    chunks: InOrder<Vec<Result<StepValues>>>,
+    chunks: InOrder<Chunk>,
     threads: Vec<Option<JoinHandle<()>>>,
-    /// The chunk being handed out.
-    chunk: std::vec::IntoIter<Result<StepValues>>,
+    /// The plan: each step's number and mode.
+    plan: Arc<Vec<PlannedStep>>,
+    /// The chunk being handed out, and where its first step is in the plan.
+    chunk: Chunk,
+    at: usize,
     remaining: usize,
 }
 
@@ -266,8 +294,7 @@ impl StepStream {
                 .name("smdebug-step-reader".into())
                 .spawn(move || {
                     for chunk in chunks.iter().skip(t).step_by(n) {
-                        let read = plan[chunk.clone()].iter().map(|p| source.step(p)).collect();
-                        if tx.send(read).is_err() {
+                        if tx.send(source.chunk(&plan[chunk.clone()])).is_err() {
                             return; // The stream was dropped.
                         }
                     }
@@ -281,7 +308,12 @@ impl StepStream {
         Ok(StepStream {
             chunks: in_order,
             threads,
-            chunk: Vec::new().into_iter(),
+            plan,
+            chunk: Chunk {
+                steps: Vec::new(),
+                values: Vec::new().into_iter(),
+            },
+            at: 0,
             remaining,
         })
     }
@@ -294,9 +326,13 @@ impl Iterator for StepStream {
         if self.remaining == 0 {
             return None;
         }
-        if self.chunk.len() == 0 {
+        if self.chunk.steps.is_empty() {
             match self.chunks.recv() {
-                Ok(chunk) => self.chunk = chunk.into_iter(),
+                Ok(mut chunk) => {
+                    // Taken from the back, so the first step goes last.
+                    chunk.steps.reverse();
+                    self.chunk = chunk;
+                }
                 Err(t) => {
                     // A thread ends before its last chunk only by panicking (a bug): re-raise it.
                     self.remaining = 0;
@@ -310,9 +346,16 @@ impl Iterator for StepStream {
                 }
             }
         }
-        let step = self.chunk.next()?;
+        let read = self.chunk.steps.pop()?;
+        let planned = &self.plan[self.at];
+        self.at += 1;
         self.remaining -= 1;
-        Some(step)
+        Some(read.map(|n| StepValues {
+            step: planned.step,
+            mode: planned.mode,
+            mode_step: planned.mode_step,
+            values: self.chunk.values.by_ref().take(n).collect(),
+        }))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
