@@ -138,7 +138,31 @@ struct ValueArgs {
     worker: Option<String>,
 }
 
+/// Shows what the libraries log on stderr, each line as `smdebug: warning: ...`: warnings and
+/// errors, or what `SMDEBUG_LOG` asks for (`off`, `error`, `info`, `debug`, or per module as
+/// `RUST_LOG` takes it: `smdebug_io=debug`).
+fn install_logger() {
+    env_logger::Builder::new()
+        .filter_level(log::LevelFilter::Warn)
+        .parse_env(env_logger::Env::new().filter("SMDEBUG_LOG"))
+        .format(|out, record| {
+            let level = match record.level() {
+                log::Level::Error => "error",
+                log::Level::Warn => "warning",
+                log::Level::Info => "info",
+                log::Level::Debug => "debug",
+                log::Level::Trace => "trace",
+            };
+            let message = record.args().to_string();
+            // Some messages name smdebug already.
+            let message = message.strip_prefix("smdebug: ").unwrap_or(&message);
+            writeln!(out, "smdebug: {level}: {message}")
+        })
+        .init();
+}
+
 fn main() -> ExitCode {
+    install_logger();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
@@ -151,12 +175,9 @@ fn main() -> ExitCode {
 
 type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
+/// The run, its warnings on stderr as the reader logs them (once each, when first seen).
 fn open(run: &str) -> Result<Trial, Box<dyn std::error::Error>> {
-    let trial = Trial::open_with(run, TrialOptions::default())?;
-    for w in trial.warnings()? {
-        eprintln!("smdebug: warning: {w}");
-    }
-    Ok(trial)
+    Ok(Trial::open_with(run, TrialOptions::default())?)
 }
 
 fn run(cli: Cli) -> CliResult {
