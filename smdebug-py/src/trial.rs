@@ -175,6 +175,24 @@ impl NativeTrial {
         self.trial.last_complete_step().map_err(|e| io_error(py, e))
     }
 
+    /// The collections' regexes the Rust engines do not compile: `(collection, pattern,
+    /// reason)` each (`Trial::unusable_patterns`). Python's `re` may still take them.
+    fn unusable_patterns(&self, py: Python<'_>) -> PyResult<Vec<(String, String, String)>> {
+        let patterns = self
+            .trial
+            .unusable_patterns()
+            .map_err(|e| io_error(py, e))?;
+        Ok(patterns
+            .into_iter()
+            .map(|p| (p.collection, p.pattern, p.reason))
+            .collect())
+    }
+
+    /// Names listed twice in one index file, one line each (`Trial::repeated_entries`).
+    fn repeated_entries(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        self.trial.repeated_entries().map_err(|e| io_error(py, e))
+    }
+
     /// Whether `name` is a tensor name of the run (a listed name or a stored reduction name).
     fn has_tensor(&self, name: &str) -> bool {
         self.trial.tensor(name).is_ok()

@@ -167,3 +167,51 @@ def test_values_are_writable_arrays_of_their_own(multi):
     assert np.array_equal(t.value(0), again) and again.any()
     for arr in t.values().values():
         assert arr.base is None and arr.flags.owndata and arr.flags.writeable
+
+
+def _hook_run_with_weights_pattern(tmp_path, pattern):
+    # A run of the real PyTorch hook (default collections), its `weights` pattern replaced.
+    import shutil
+
+    run = tmp_path / "pt_healthy"
+    shutil.copytree(RUN_DATA / "hooks" / "pt_healthy", run)
+    coll = run / "collections" / "000000000" / "worker_0_collections.json"
+    doc = json.loads(coll.read_text())
+    doc["collections"]["weights"]["include_regex"] = [pattern]
+    coll.write_text(json.dumps(doc))
+    return str(run)
+
+
+WEIGHTS = ["Net_fc1.weight", "Net_fc2.weight", "Net_fc3.weight"]
+
+
+def test_collection_patterns_are_pythons_own(tmp_path, caplog):
+    # The ASCII flag: Python's `re` takes it, the Rust engines do not. Here it is applied as
+    # Python smdebug applies it (a search anywhere in the name), and nothing is logged.
+    import logging
+
+    run = _hook_run_with_weights_pattern(tmp_path, "(?a)weight")
+    with caplog.at_level(logging.WARNING, logger="smdebug_rs"):
+        trial = create_trial(run)
+        names = trial.tensor_names(collection="weights")
+    assert names == sorted(WEIGHTS + ["gradient/" + w for w in WEIGHTS])
+    assert trial.warnings() == []
+    assert [r for r in caplog.records if r.name == "smdebug_rs"] == []
+
+
+def test_a_pattern_no_engine_takes_is_one_logged_warning(tmp_path, caplog):
+    # A pattern Python rejects too: smdebug would raise; here the collection keeps the names
+    # its file lists, and the pattern is one warning, logged once however often it is asked.
+    import logging
+
+    run = _hook_run_with_weights_pattern(tmp_path, "(?<!fc")
+    with caplog.at_level(logging.WARNING, logger="smdebug_rs"):
+        trial = create_trial(run)
+        assert trial.tensor_names(collection="weights") == WEIGHTS
+        trial.refresh()
+        warnings = trial.warnings()
+        assert trial.warnings() == warnings
+    assert len(warnings) == 1 and "(?<!fc" in warnings[0], warnings
+    logged = [r.getMessage() for r in caplog.records if r.name == "smdebug_rs"]
+    assert len(logged) == 1 and "(?<!fc" in logged[0], logged
+    assert create_trial(str(RUN_DATA / "hooks" / "pt_healthy")).warnings() == []

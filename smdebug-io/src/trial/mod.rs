@@ -518,6 +518,21 @@ impl Trial {
         Ok(st.warnings())
     }
 
+    /// The regexes in the run's collections files that neither engine here compiles (the
+    /// first kind of [`warnings`](Trial::warnings)), each with its collection and the reason: a
+    /// reader with another regex engine (Python's `re`, in `smdebug_rs`) may still use them.
+    pub fn unusable_patterns(&self) -> Result<Vec<smdebug_core::UnusablePattern>> {
+        let st = self.maybe_refresh()?;
+        Ok(st.unusable_patterns.clone())
+    }
+
+    /// Names listed twice in one index file, one line each (the second kind of
+    /// [`warnings`](Trial::warnings)).
+    pub fn repeated_entries(&self) -> Result<Vec<String>> {
+        let st = self.maybe_refresh()?;
+        Ok(st.repeated_entries.clone())
+    }
+
     /// Values of `name` in the CLI's JSON shape: one global step, or every step (in order),
     /// optionally restricted to a mode and a worker.
     pub fn tensor_records(

@@ -5,6 +5,7 @@ create_trial``: the same methods, arguments, defaults, step numbering (GLOBAL st
 mode is given, then steps counted within that mode) and exceptions.
 """
 
+import logging
 import os
 import re
 import time
@@ -23,6 +24,17 @@ from .exceptions import (
     TensorUnavailable,
     TensorUnavailableForStep,
 )
+
+_logger = logging.getLogger("smdebug_rs")
+
+
+def _python_regex_error(pattern: str) -> Optional[str]:
+    """Why Python's ``re`` rejects ``pattern``, or None when it compiles (``re`` caches it)."""
+    try:
+        re.compile(pattern)
+        return None
+    except (re.error, TypeError) as e:
+        return str(e)
 
 REDUCTIONS_PREFIX = "smdebug/reductions/"
 # smdebug's ReductionConfig: ALLOWED_REDUCTIONS and ALLOWED_NORMS.
@@ -92,6 +104,38 @@ class Trial:
         self.name = name if name is not None else os.path.basename(path.rstrip("/"))
         self._native = _native.NativeTrial(path)
         self._tensors: Dict[str, Tensor] = {}
+        self._warned: set = set()
+        self._log_warnings()
+
+    def _log_warnings(self) -> List[str]:
+        lines = self._warnings()
+        for line in lines:
+            if line not in self._warned:
+                # Each once, on the "smdebug_rs" logger (smdebug logs on its own logger too).
+                _logger.warning("%s: %s", self.path, line)
+                self._warned.add(line)
+        return lines
+
+    def _warnings(self) -> List[str]:
+        # Collection regexes are Python's own here (see _tensors_in_collection): only those
+        # Python's `re` rejects as well are left out of a collection.
+        lines = []
+        for collection, pattern, _ in self._native.unusable_patterns():
+            error = _python_regex_error(pattern)
+            if error is not None:
+                lines.append(
+                    f"collection `{collection}`: regex `{pattern}` is ignored ({error}); the "
+                    "collection keeps the tensor names its file lists"
+                )
+        return lines + self._native.repeated_entries()
+
+    def warnings(self) -> List[str]:
+        """What reading had to work around, one line each: a regex in the run's collections
+        files that Python's ``re`` does not compile (its collection keeps the tensor names the
+        files list; smdebug would raise), a tensor listed twice in one index file (its later
+        entry is read, as smdebug does). Each is also logged once on the ``smdebug_rs`` logger,
+        when first seen."""
+        return self._log_warnings()
 
     def __repr__(self):
         return (
@@ -110,6 +154,7 @@ class Trial:
         """Looks for new steps, workers and the end of training now (queries also do this on
         their own, at most every 100 ms)."""
         self._native.refresh()
+        self._log_warnings()
 
     @property
     def loaded_all_steps(self) -> bool:
@@ -209,8 +254,11 @@ class Trial:
     def _tensors_in_collection(self, collection, names: List[str]) -> set:
         coll = self.collection(collection if isinstance(collection, str) else collection.name)
         found = set(coll.tensor_names)
-        if coll.include_regex:
-            found.update(n for n in names if any(re.search(r, n) for r in coll.include_regex))
+        # A pattern Python rejects selects nothing (a warning, see warnings()), where smdebug
+        # would raise: the run's files are not the caller's to fix.
+        patterns = [r for r in coll.include_regex if _python_regex_error(r) is None]
+        if patterns:
+            found.update(n for n in names if any(re.search(r, n) for r in patterns))
         return found
 
     def tensor_names(
