@@ -114,14 +114,16 @@ impl Storage for MemRun {
 }
 
 /// The value an index entry named `name` may give: the one tensor value tagged `name` in the
-/// record the index points at. `None` when there is no such single value (a read must fail).
+/// record the index points at (its last entry of that name, when it lists the name twice: the
+/// reader takes the later entry, as Python smdebug does). `None` when there is no such single
+/// value (a read must fail).
 fn oracle(
     index: &IndexFile,
     events: &Bytes,
     step: u64,
     name: &str,
 ) -> Option<smdebug_core::Tensor> {
-    let loc = index.tensor_payload.iter().find(|l| l.tensorname == name)?;
+    let loc = index.tensor_payload.iter().rfind(|l| l.tensorname == name)?;
     let end = usize::try_from(loc.end()?).ok()?;
     let bytes = events.get(loc.start_idx as usize..end)?;
     let rec =
