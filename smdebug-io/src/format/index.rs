@@ -164,7 +164,8 @@ struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
 
 /// An index file read in place: what a reader needs of it, its strings borrowed from the
 /// file's bytes where JSON allows (a string with escapes is unescaped into its own). The same
-/// checks as [`IndexFile::parse`]; `shape_payload` is skipped (readers do not use it).
+/// checks as [`IndexFile::parse`]; `shape_payload` must be a list there too, and its items are
+/// skipped (readers do not use them; a list of nothing-sized items allocates nothing).
 #[derive(Debug, Deserialize)]
 pub(crate) struct IndexRef<'a> {
     #[serde(borrow)]
@@ -172,7 +173,7 @@ pub(crate) struct IndexRef<'a> {
     #[serde(default, borrow)]
     pub tensor_payload: Vec<TensorLocationRef<'a>>,
     #[serde(default, rename = "shape_payload")]
-    _shape_payload: serde::de::IgnoredAny,
+    _shape_payload: Vec<serde::de::IgnoredAny>,
 }
 
 /// [`IndexMeta`], borrowed.
@@ -350,23 +351,30 @@ mod tests {
     /// The in-place parse a reader uses accepts and refuses what `IndexFile::parse` does.
     #[test]
     fn the_in_place_parse_agrees_with_the_owned_one() {
-        let with = |mode_step: &str, start: &str| {
+        let with = |mode_step: &str, start: &str, shapes: &str| {
             format!(
-                r#"{{"meta": {{"mode": " EVAL", "mode_step": {mode_step}, "event_file_name": "events/000000000003/000000000003_worker_0.tfevents"}}, "tensor_payload": [{{"tensorname": "a\u00e9", "start_idx": {start}, "length": 143}}], "shape_payload": [{{"x": 1}}]}}"#
+                r#"{{"meta": {{"mode": " EVAL", "mode_step": {mode_step}, "event_file_name": "events/000000000003/000000000003_worker_0.tfevents"}}, "tensor_payload": [{{"tensorname": "a\u00e9", "start_idx": {start}, "length": 143}}], "shape_payload": {shapes}}}"#
             )
         };
-        for (mode_step, start, ok) in [
-            ("3", "0", true),
-            ("\" 3 \"", "\"12\"", true),
-            ("-1", "0", false),
-            ("3.0", "0", false),
-            ("null", "0", false),
-            ("[3]", "0", false),
-            ("{\"n\": 3}", "0", false),
-            ("true", "0", false),
-            ("3", "18446744073709551615", false),
+        let shapes = r#"[{"x": 1}, 2, [3]]"#;
+        for (mode_step, start, shapes, ok) in [
+            ("3", "0", shapes, true),
+            ("\" 3 \"", "\"12\"", shapes, true),
+            ("-1", "0", shapes, false),
+            ("3.0", "0", shapes, false),
+            ("null", "0", shapes, false),
+            ("[3]", "0", shapes, false),
+            ("{\"n\": 3}", "0", shapes, false),
+            ("true", "0", shapes, false),
+            ("3", "18446744073709551615", shapes, false),
+            // Python smdebug iterates shape_payload: anything but a list is an error.
+            ("3", "0", "[]", true),
+            ("3", "0", "84", false),
+            ("3", "0", "null", false),
+            ("3", "0", "{}", false),
+            ("3", "0", "\"x\"", false),
         ] {
-            let text = with(mode_step, start);
+            let text = with(mode_step, start, shapes);
             let owned = IndexFile::parse(text.as_bytes(), "i.json");
             let borrowed = IndexRef::parse(text.as_bytes(), "i.json");
             match (&owned, &borrowed) {
