@@ -84,6 +84,34 @@ fn reads_keras_hook_run_with_train_and_eval() {
             "dense_1/weights/dense_1/bias:0"
         ]
     );
+    // The hook writes each epoch's metrics twice in the epoch's last step (steps 4 and 9): one
+    // warning per name, not one per index file.
+    let repeated = trial.repeated_names().unwrap();
+    let names: Vec<&str> = repeated.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["accuracy", "batch", "loss"]);
+    let mut files = Vec::new();
+    for r in &repeated {
+        assert!(
+            r.first.contains("000000000004_worker_0.json"),
+            "{}",
+            r.first
+        );
+        assert!(r.first.starts_with("index/") && r.first.contains(&format!("`{}`", r.name)));
+        files.push(r.index_files);
+    }
+    assert_eq!(files, [2, 2, 2]);
+    let warnings = trial.warnings().unwrap();
+    assert_eq!(warnings.len(), 3, "{warnings:#?}");
+    for (w, r) in warnings.iter().zip(&repeated) {
+        let more = format!(
+            "{} (1 more index file lists `{}` twice; its later entry is read too)",
+            r.first, r.name
+        );
+        assert_eq!(w, &more);
+    }
+    // A refresh lists the files again: nothing is counted twice.
+    trial.refresh().unwrap();
+    assert_eq!(trial.repeated_names().unwrap(), repeated);
 }
 
 #[test]

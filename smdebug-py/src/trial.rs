@@ -188,9 +188,18 @@ impl NativeTrial {
             .collect())
     }
 
-    /// Names listed twice in one index file, one line each (`Trial::repeated_entries`).
-    fn repeated_entries(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        self.trial.repeated_entries().map_err(|e| io_error(py, e))
+    /// Names an index file lists twice, one `(first file's line, line)` per name
+    /// (`Trial::repeated_names`): the first line stays the same as more files repeat the name,
+    /// the second counts them.
+    fn repeated_names(&self, py: Python<'_>) -> PyResult<Vec<(String, String)>> {
+        let names = self.trial.repeated_names().map_err(|e| io_error(py, e))?;
+        Ok(names
+            .into_iter()
+            .map(|r| {
+                let line = r.to_string();
+                (r.first, line)
+            })
+            .collect())
     }
 
     /// Whether `name` is a tensor name of the run (a listed name or a stored reduction name).

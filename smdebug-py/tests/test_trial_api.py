@@ -215,3 +215,21 @@ def test_a_pattern_no_engine_takes_is_one_logged_warning(tmp_path, caplog):
     logged = [r.getMessage() for r in caplog.records if r.name == "smdebug_rs"]
     assert len(logged) == 1 and "(?<!fc" in logged[0], logged
     assert create_trial(str(RUN_DATA / "hooks" / "pt_healthy")).warnings() == []
+
+
+def test_a_name_repeated_in_many_index_files_is_one_warning(caplog):
+    # smdebug's Keras hook lists an epoch's metrics twice in the epoch's last step (steps 4 and
+    # 9 here): one warning per name, counting the other files, logged once however often asked.
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="smdebug_rs"):
+        trial = create_trial(str(RUN_DATA / "hooks" / "tf_keras"))
+        trial.refresh()
+        warnings = trial.warnings()
+        assert trial.warnings() == warnings
+    assert len(warnings) == 3, warnings
+    for name, line in zip(["accuracy", "batch", "loss"], warnings):
+        assert line.startswith("index/000000000/000000000004_worker_0.json: tensor `%s`" % name), line
+        assert line.endswith("(1 more index file lists `%s` twice; its later entry is read too)" % name), line
+    logged = [r.getMessage() for r in caplog.records if r.name == "smdebug_rs"]
+    assert len(logged) == 3 and all("000000000004_worker_0.json" in m for m in logged), logged

@@ -26,7 +26,7 @@ use crate::storage::Storage;
 use source::Location;
 pub use source::TensorBytes;
 use state::State;
-pub use state::{StepSelector, StepState};
+pub use state::{RepeatedName, StepSelector, StepState};
 pub use steps::{StepStream, StepValue, StepValues};
 
 /// How a trial reads.
@@ -511,8 +511,9 @@ impl Trial {
     /// What reading had to work around, one line each: a regex in the run's collections files
     /// that does not compile selects nothing (its collection keeps the tensor names the files
     /// list), where Python smdebug would have used it; a name listed twice in one index file is
-    /// read from its later entry, as Python smdebug does (smdebug's Keras hook writes metrics
-    /// twice a step). Also logged (`log::warn!`) when first seen.
+    /// read from its later entry, as Python smdebug does (smdebug's Keras hook writes an
+    /// epoch's metrics twice in its last step): one line per name, however many index files
+    /// repeat it. Each is also logged (`log::warn!`) once, when first seen.
     pub fn warnings(&self) -> Result<Vec<String>> {
         let st = self.maybe_refresh()?;
         Ok(st.warnings())
@@ -526,11 +527,11 @@ impl Trial {
         Ok(st.unusable_patterns.clone())
     }
 
-    /// Names listed twice in one index file, one line each (the second kind of
-    /// [`warnings`](Trial::warnings)).
-    pub fn repeated_entries(&self) -> Result<Vec<String>> {
+    /// Names an index file lists twice, each once with the first file that does and how many
+    /// do (the second kind of [`warnings`](Trial::warnings)).
+    pub fn repeated_names(&self) -> Result<Vec<RepeatedName>> {
         let st = self.maybe_refresh()?;
-        Ok(st.repeated_entries.clone())
+        Ok(st.repeated_names.values().cloned().collect())
     }
 
     /// Values of `name` in the CLI's JSON shape: one global step, or every step (in order),

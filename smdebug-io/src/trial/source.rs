@@ -205,8 +205,8 @@ pub(crate) struct IndexEntry {
     pub event_file: String,
     /// Later entries win, as in Python smdebug's reader.
     pub tensors: TensorTable,
-    /// One line per name listed twice, naming both entries.
-    pub repeated: Vec<String>,
+    /// Each name listed twice, with a line naming both entries.
+    pub repeated: Vec<(String, String)>,
 }
 
 /// Index files of steps `>= from` (every index file when `from` is `None`), handed to `apply`
@@ -382,12 +382,13 @@ fn read_index_file(
             tensors.insert(names.get(&t.tensorname), t.start_idx, t.length)
         {
             let name = &t.tensorname;
-            repeated.push(format!(
+            let line = format!(
                 "{path}: tensor `{name}` is listed twice, `{name}` at byte {start} ({length} \
                  bytes) and `{name}` at byte {} ({} bytes); the later entry is read, as Python \
                  smdebug does",
                 t.start_idx, t.length
-            ));
+            );
+            repeated.push((name.to_string(), line));
         }
     }
     Ok(IndexEntry {
@@ -819,9 +820,12 @@ mod tests {
         assert_eq!(entry.tensors.get("loss"), Some((100, 90)));
         assert_eq!(
             entry.repeated,
-            [format!(
-                "{path}: tensor `acc` is listed twice, `acc` at byte 0 (100 bytes) and `acc` at \
-                 byte 190 (110 bytes); the later entry is read, as Python smdebug does"
+            [(
+                "acc".to_string(),
+                format!(
+                    "{path}: tensor `acc` is listed twice, `acc` at byte 0 (100 bytes) and `acc` \
+                     at byte 190 (110 bytes); the later entry is read, as Python smdebug does"
+                )
             )]
         );
         // Another step's event file is refused, as before.

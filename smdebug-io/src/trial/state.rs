@@ -80,6 +80,37 @@ impl StepSet {
     }
 }
 
+/// A tensor name that index files list twice (the later entry is read, as Python smdebug
+/// does): one per name, however many index files repeat it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepeatedName {
+    /// The name.
+    pub name: String,
+    /// The first index file's line, naming the file and both entries.
+    pub first: String,
+    /// How many index files list the name twice.
+    pub index_files: usize,
+}
+
+impl std::fmt::Display for RepeatedName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.first)?;
+        let name = &self.name;
+        match self.index_files {
+            0 | 1 => Ok(()),
+            2 => write!(
+                f,
+                " (1 more index file lists `{name}` twice; its later entry is read too)"
+            ),
+            n => write!(
+                f,
+                " ({} more index files list `{name}` twice; their later entries are read too)",
+                n - 1
+            ),
+        }
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct State {
     pub collections: BTreeMap<String, Collection>,
@@ -87,8 +118,9 @@ pub(crate) struct State {
     /// Patterns in the collections files that do not compile, each once however many workers'
     /// files carry it.
     pub unusable_patterns: Vec<UnusablePattern>,
-    /// Index entries that repeat a name within one index file (the later one is read).
-    pub repeated_entries: Vec<String>,
+    /// Names an index file lists twice (the later entry is read), each once however many
+    /// index files do it: a Keras run repeats its metrics at every epoch's end.
+    pub repeated_names: BTreeMap<String, RepeatedName>,
     pub num_workers: usize,
     pub workers: BTreeSet<String>,
     pub steps: BTreeMap<u64, StepEntry>,
@@ -122,7 +154,7 @@ impl State {
         self.unusable_patterns
             .iter()
             .map(|p| p.to_string())
-            .chain(self.repeated_entries.iter().cloned())
+            .chain(self.repeated_names.values().map(|r| r.to_string()))
             .collect()
     }
 
@@ -248,10 +280,21 @@ impl State {
                 });
             }
         }
-        for line in &idx.repeated {
-            log::warn!("{line}");
+        for (name, line) in &idx.repeated {
+            match self.repeated_names.get_mut(name) {
+                Some(seen) => seen.index_files += 1,
+                None => {
+                    // Logged when first seen; the later files only count.
+                    log::warn!("{line}");
+                    let first = RepeatedName {
+                        name: name.clone(),
+                        first: line.clone(),
+                        index_files: 1,
+                    };
+                    self.repeated_names.insert(name.clone(), first);
+                }
+            }
         }
-        self.repeated_entries.extend(idx.repeated.iter().cloned());
         let first = self
             .by_mode_step
             .entry((idx.mode, idx.mode_step))
@@ -500,5 +543,37 @@ impl State {
                 .map(|g| self.location_at(name, *g, worker, run))
                 .collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RepeatedName;
+
+    #[test]
+    fn a_repeated_name_is_one_line_that_counts_the_other_index_files() {
+        let mut r = RepeatedName {
+            name: "loss".into(),
+            first: "index/000000000/000000000004_worker_0.json: tensor `loss` is listed twice"
+                .into(),
+            index_files: 1,
+        };
+        assert_eq!(r.to_string(), r.first);
+        r.index_files = 2;
+        assert_eq!(
+            r.to_string(),
+            format!(
+                "{} (1 more index file lists `loss` twice; its later entry is read too)",
+                r.first
+            )
+        );
+        r.index_files = 200;
+        assert_eq!(
+            r.to_string(),
+            format!(
+                "{} (199 more index files list `loss` twice; their later entries are read too)",
+                r.first
+            )
+        );
     }
 }

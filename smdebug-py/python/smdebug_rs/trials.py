@@ -108,33 +108,36 @@ class Trial:
         self._log_warnings()
 
     def _log_warnings(self) -> List[str]:
-        lines = self._warnings()
-        for line in lines:
-            if line not in self._warned:
+        found = self._warnings()
+        for key, line in found:
+            if key not in self._warned:
                 # Each once, on the "smdebug_rs" logger (smdebug logs on its own logger too).
                 _logger.warning("%s: %s", self.path, line)
-                self._warned.add(line)
-        return lines
+                self._warned.add(key)
+        return [line for _, line in found]
 
-    def _warnings(self) -> List[str]:
+    def _warnings(self) -> List[Tuple[str, str]]:
+        # `(key, line)` each: the key stays the same while the line may grow (a name repeated
+        # in more index files of a live run is counted in its line, and not logged again).
         # Collection regexes are Python's own here (see _tensors_in_collection): only those
         # Python's `re` rejects as well are left out of a collection.
-        lines = []
+        found = []
         for collection, pattern, _ in self._native.unusable_patterns():
             error = _python_regex_error(pattern)
             if error is not None:
-                lines.append(
+                line = (
                     f"collection `{collection}`: regex `{pattern}` is ignored ({error}); the "
                     "collection keeps the tensor names its file lists"
                 )
-        return lines + self._native.repeated_entries()
+                found.append((line, line))
+        return found + self._native.repeated_names()
 
     def warnings(self) -> List[str]:
         """What reading had to work around, one line each: a regex in the run's collections
         files that Python's ``re`` does not compile (its collection keeps the tensor names the
         files list; smdebug would raise), a tensor listed twice in one index file (its later
-        entry is read, as smdebug does). Each is also logged once on the ``smdebug_rs`` logger,
-        when first seen."""
+        entry is read, as smdebug does; one line per name, however many index files repeat it).
+        Each is also logged once on the ``smdebug_rs`` logger, when first seen."""
         return self._log_warnings()
 
     def __repr__(self):
