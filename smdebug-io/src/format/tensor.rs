@@ -8,6 +8,7 @@
 use half::{bf16, f16};
 use prost::Message;
 use smdebug_core::{DType, Mode, Tensor};
+use smallvec::SmallVec;
 
 use super::proto::{
     Event, PluginData, SummaryMetadata, TensorProto, TensorShapeProto, summary, tensor_shape_proto,
@@ -661,7 +662,9 @@ fn tensor_ref<'a>(
             _ => {}
         }
     }
-    let (mut dims, mut unknown_rank) = (Dims::default(), false);
+    // The dimensions as read, the first eight on the stack: the shape returned is the one
+    // allocation a value's header costs for the usual ranks.
+    let (mut dims, mut unknown_rank) = (SmallVec::<[i64; 8]>::new(), false);
     for field in Fields::new(shape.unwrap_or_default()) {
         let (number, v) = field.map_err(bad)?;
         match number {
@@ -687,7 +690,7 @@ fn tensor_ref<'a>(
         dtype,
         has_strings,
         unknown_rank,
-        dims.as_slice(),
+        &dims,
         tag,
         max_tensor_bytes,
     )?;
@@ -699,37 +702,6 @@ fn tensor_ref<'a>(
     };
     check_content_len(tag, data.len(), n, dtype, &shape)?;
     Ok((dtype, shape, data))
-}
-
-/// A shape's dimensions as read, the first eight on the stack (no vector for the usual ranks:
-/// the shape returned is the one allocation a value's header costs).
-#[derive(Default)]
-struct Dims {
-    stack: [i64; 8],
-    rank: usize,
-    heap: Vec<i64>,
-}
-
-impl Dims {
-    fn push(&mut self, d: i64) {
-        if self.rank < self.stack.len() {
-            self.stack[self.rank] = d;
-        } else {
-            if self.heap.is_empty() {
-                self.heap.extend_from_slice(&self.stack);
-            }
-            self.heap.push(d);
-        }
-        self.rank += 1;
-    }
-
-    fn as_slice(&self) -> &[i64] {
-        if self.rank <= self.stack.len() {
-            &self.stack[..self.rank]
-        } else {
-            &self.heap
-        }
-    }
 }
 
 /// A tensor's content must be exactly its `n` elements of `dtype`.
