@@ -7,8 +7,8 @@
 
 use half::{bf16, f16};
 use prost::Message;
-use smdebug_core::{DType, Mode, Tensor};
 use smallvec::SmallVec;
+use smdebug_core::{DType, Mode, Tensor};
 
 use super::proto::{
     Event, PluginData, SummaryMetadata, TensorProto, TensorShapeProto, summary, tensor_shape_proto,
