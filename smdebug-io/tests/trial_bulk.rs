@@ -499,3 +499,98 @@ fn reading_step_by_step_reports_damage_where_it_is_and_reads_the_rest() {
     );
     drop(stream);
 }
+
+/// Storage that counts the reads of event files (`get_range` on `events/...`).
+#[derive(Debug)]
+struct CountingStorage {
+    inner: std::sync::Arc<dyn smdebug_io::storage::Storage>,
+    event_reads: std::sync::atomic::AtomicUsize,
+}
+
+impl smdebug_io::storage::Storage for CountingStorage {
+    fn describe(&self) -> &str {
+        self.inner.describe()
+    }
+    fn put_parts(&self, path: &str, parts: Vec<bytes::Bytes>) -> smdebug_io::Result<()> {
+        self.inner.put_parts(path, parts)
+    }
+    fn get(&self, path: &str) -> smdebug_io::Result<bytes::Bytes> {
+        self.inner.get(path)
+    }
+    fn get_range(
+        &self,
+        path: &str,
+        range: std::ops::Range<u64>,
+    ) -> smdebug_io::Result<bytes::Bytes> {
+        if path.starts_with("events/") {
+            self.event_reads
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.inner.get_range(path, range)
+    }
+    fn size(&self, path: &str) -> smdebug_io::Result<Option<u64>> {
+        self.inner.size(path)
+    }
+    fn list(&self, prefix: &str) -> smdebug_io::Result<Vec<String>> {
+        self.inner.list(prefix)
+    }
+    fn list_after(&self, prefix: &str, offset: &str) -> smdebug_io::Result<Vec<String>> {
+        self.inner.list_after(prefix, offset)
+    }
+    fn delete(&self, path: &str) -> smdebug_io::Result<()> {
+        self.inner.delete(path)
+    }
+}
+
+/// A reader going step by step with a file cache of a few files (the rule runner's way): once
+/// the budget is spent, every value was a read of its own, unless the reader lets go of the
+/// steps it is past. Then each step's file is read once, and the values are the same.
+#[test]
+fn letting_go_of_past_steps_keeps_a_small_file_cache_serving_the_steps_to_come() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = write_run(dir.path());
+    let names = ["count", "h", "w"];
+    let file_len = std::fs::metadata(
+        dir.path()
+            .join("run/events/000000000000/000000000000_worker_0.tfevents"),
+    )
+    .unwrap()
+    .len() as usize;
+    let read_step_by_step = |forget: bool| {
+        let storage = std::sync::Arc::new(CountingStorage {
+            inner: open_storage(&run).unwrap(),
+            event_reads: Default::default(),
+        });
+        let options = TrialOptions {
+            // Room for three of the step files.
+            file_cache_bytes: 3 * file_len + file_len / 2,
+            ..TrialOptions::default()
+        };
+        let trial = Trial::from_storage(&run, storage.clone(), options).unwrap();
+        let mut values = Vec::new();
+        for step in trial.global_steps(None).unwrap() {
+            for name in names {
+                let value = trial.tensor(name).unwrap().raw(step, None, None).unwrap();
+                values.push(value);
+            }
+            if forget {
+                trial.forget_files_before(step);
+            }
+        }
+        // Reading a step let go of again reads its file again.
+        let again = trial.tensor("w").unwrap().raw(0, None, None).unwrap();
+        assert_eq!(again, values[2]);
+        let reads = storage
+            .event_reads
+            .load(std::sync::atomic::Ordering::Relaxed);
+        (values, reads)
+    };
+    let (kept_first, reads_kept_first) = read_step_by_step(false);
+    let (let_go, reads_let_go) = read_step_by_step(true);
+    assert_eq!(kept_first, let_go);
+    assert_eq!(let_go.len(), STEPS as usize * names.len());
+    // One read per step file, plus step 0's again.
+    assert_eq!(reads_let_go, STEPS as usize + 1);
+    // The first three files kept, then one read per value.
+    assert_eq!(reads_kept_first, 3 + (STEPS as usize - 3) * names.len());
+}

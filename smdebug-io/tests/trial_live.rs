@@ -147,3 +147,65 @@ fn end_reason_carries_the_stop_message() {
         Some("stopped: LossNotDecreasing fired at step 0")
     );
 }
+
+/// A collection's members are worked out once and kept while nothing changes; a tensor that
+/// appears later (here `w2`, first saved at step 1 and listed once step 1's index file is
+/// there) joins the collection on the next refresh.
+#[test]
+fn a_collection_gains_the_tensors_that_appear_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = dir.path().join("full");
+    let writer = Writer::open(full.to_str().unwrap()).unwrap();
+    let mut hook = Hook::builder()
+        .save_config(SaveConfig::every(1))
+        .build(writer)
+        .unwrap();
+    for step in 0..2u64 {
+        let v = values_at(step);
+        let view = TensorView::from_slice(&v, &[16, 16]).unwrap();
+        hook.save_tensor("w", &view, &["weights"]);
+        if step == 1 {
+            hook.save_tensor("w2", &view, &["weights"]);
+        }
+        hook.save_scalar("loss", step as f64, &["losses"]);
+        hook.step();
+    }
+    hook.close();
+    drop(hook);
+    // The run as it stood before step 1's index file was published.
+    let live = dir.path().join("live");
+    let step1_index = smdebug_io::format::layout::index_file(1, "worker_0");
+    for entry in walk(&full) {
+        let rel = entry.strip_prefix(&full).unwrap();
+        let rel_str = rel.to_str().unwrap();
+        if rel_str == step1_index || rel_str.starts_with("training_job_end") {
+            continue;
+        }
+        std::fs::create_dir_all(live.join(rel).parent().unwrap()).unwrap();
+        std::fs::copy(&entry, live.join(rel)).unwrap();
+    }
+    let trial = Trial::open(live.to_str().unwrap()).unwrap();
+    let weights = || trial.tensor_names_filtered(Some("weights"), None).unwrap();
+    assert_eq!(weights(), ["w"]);
+    assert_eq!(weights(), ["w"]);
+    std::fs::copy(full.join(&step1_index), live.join(&step1_index)).unwrap();
+    trial.refresh().unwrap();
+    assert_eq!(weights(), ["w", "w2"]);
+    assert_eq!(
+        trial.tensor_names_filtered(Some("losses"), None).unwrap(),
+        ["loss"]
+    );
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}

@@ -835,6 +835,11 @@ impl RuleRunner {
                 }
             }
             changed |= self.evaluate(step);
+            if let Some(trial) = &self.trial {
+                // The rules are past the steps before this one: their files' memory serves the
+                // steps to come (the runner's cache is small, see `runner_trial_options`).
+                trial.forget_files_before(step);
+            }
             self.last_arrival = Instant::now();
             self.next_step = step + 1;
             self.last_step = Some(step);

@@ -1,6 +1,6 @@
 //! Choosing tensors and reading them at a step: the pieces every rule shares.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use ndarray::ArrayD;
 use smdebug_core::{Mode, PyRegex, Reduction, ReductionOp};
@@ -322,36 +322,10 @@ pub(crate) fn read_error(rule: &str, step: u64, e: smdebug_io::Error) -> Error {
     }
 }
 
-/// Global step -> mode, learned from the trial and extended as the run grows.
-#[derive(Debug, Default)]
-pub struct StepModes {
-    map: BTreeMap<u64, Mode>,
-    known: usize,
-}
-
-impl StepModes {
-    /// The mode of global step `step` (learning the steps written since the last call), or
-    /// `None` when the run has no such step.
-    pub fn mode_at(&mut self, rule: &str, trial: &Trial, step: u64) -> Result<Option<Mode>> {
-        let all = trial
-            .global_steps(None)
-            .map_err(|e| read_error(rule, 0, e))?;
-        if all.len() != self.known {
-            let mut map = BTreeMap::new();
-            for mode in [Mode::Train, Mode::Eval, Mode::Predict] {
-                let globals = trial
-                    .global_steps(Some(mode))
-                    .map_err(|e| read_error(rule, 0, e))?;
-                map.extend(globals.into_iter().map(|g| (g, mode)));
-            }
-            for g in &all {
-                map.entry(*g).or_insert(Mode::Global);
-            }
-            self.known = all.len();
-            self.map = map;
-        }
-        Ok(self.map.get(&step).copied())
-    }
+/// The mode of global step `step` (`Global` when the hook set none), or `None` when the run
+/// has no such step.
+pub fn mode_at(rule: &str, trial: &Trial, step: u64) -> Result<Option<Mode>> {
+    trial.step_mode(step).map_err(|e| read_error(rule, step, e))
 }
 
 /// numpy's `allclose(a, b, rtol, atol, equal_nan)` for arrays of the same shape.

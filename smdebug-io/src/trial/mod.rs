@@ -52,8 +52,9 @@ pub struct TrialOptions {
     /// Memory for whole event files kept after a read when they are not mapped (object stores,
     /// or [`map_files`](TrialOptions::map_files) off): files up to 1 MiB are fetched whole while
     /// this budget lasts, so the other tensors of a step cost no further I/O; once it is spent,
-    /// other files are read record by record. Nothing is evicted before the trial is dropped.
-    /// Default: 256 MiB (a 10,000-step PyTorch run of 7 small tensors a step is 236 MB).
+    /// other files are read record by record. Nothing is evicted on its own: a reader going step
+    /// by step gives old steps' files back with
+    /// [`forget_files_before`](Trial::forget_files_before). Default: 256 MiB (a 10,000-step PyTorch run of 7 small tensors a step is 236 MB).
     pub file_cache_bytes: usize,
     /// The most bytes one read may hold for a tensor: a tensor whose shape and dtype claim more
     /// (or whose record is longer) is [`Error::TensorTooLarge`], naming the file, the offset and
@@ -256,26 +257,15 @@ impl Trial {
                 })
             })
             .transpose()?;
-        let st = self.maybe_refresh()?;
-        let coll = match collection {
-            Some(c) => Some(
-                st.collections
-                    .get(c)
-                    .ok_or_else(|| Error::CollectionNotFound {
-                        name: c.to_string(),
-                        available: st.collections.keys().cloned().collect(),
-                    })?
-                    .clone(),
-            ),
-            None => None,
+        let mut st = self.maybe_refresh()?;
+        let names = match collection {
+            Some(c) => st.collection_members(c)?,
+            None => st.listed.keys().cloned().collect(),
         };
-        Ok(st
-            .listed
-            .keys()
-            .filter(|n| coll.as_ref().is_none_or(|c| c.matches(n)))
-            .filter(|n| re.as_ref().is_none_or(|r| r.is_match(n)))
-            .cloned()
-            .collect())
+        Ok(match re {
+            Some(re) => names.into_iter().filter(|n| re.is_match(n)).collect(),
+            None => names,
+        })
     }
 
     /// Steps in smdebug's sense: global steps for `None`/`Global`, mode steps for a mode.
@@ -301,6 +291,34 @@ impl Trial {
             .filter(|(_, e)| mode.is_none_or(|m| m == Mode::Global || e.mode == m))
             .map(|(s, _)| *s)
             .collect())
+    }
+
+    /// The mode global step `step` was recorded in (`Global` when the hook set none), or
+    /// `None` when the run has no such step: one lookup, for callers going step by step (where
+    /// [`global_steps`](Trial::global_steps) would list the whole run at each step).
+    pub fn step_mode(&self, step: u64) -> Result<Option<Mode>> {
+        let st = self.maybe_refresh()?;
+        Ok(st.steps.get(&step).map(|e| e.mode))
+    }
+
+    /// Lets go of the event files of global steps before `step` that reads kept (mapped, or
+    /// fetched within [`file_cache_bytes`](TrialOptions::file_cache_bytes)), so that the
+    /// budget serves the steps to come: for readers that go step by step and do not come back,
+    /// as the rule runner does. Without it, a small budget is spent on the first steps and
+    /// every later value is a read of its own. Reading those steps again still works (it
+    /// reads their files again); values already read keep their bytes.
+    pub fn forget_files_before(&self, step: u64) {
+        let mut st = self.lock();
+        let from = st.files_forgotten_before;
+        if step <= from {
+            return;
+        }
+        for entry in st.steps.range(from..step).map(|(_, e)| e) {
+            for w in entry.workers.values() {
+                w.file.forget(&self.files);
+            }
+        }
+        st.files_forgotten_before = step;
     }
 
     /// The modes the run recorded steps in.

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 
@@ -413,8 +413,9 @@ pub(crate) struct EventFile {
     pub worker: Arc<str>,
     /// Size of the file as the index describes it (the end of its last record).
     pub len: u64,
-    /// The whole file (up to `len`), once kept: mapped, or fetched while the heap budget lasted.
-    data: OnceLock<Bytes>,
+    /// The whole file (up to `len`) while kept: mapped, or fetched within the heap budget
+    /// (then `true`: its length counts against the budget until it is let go).
+    data: Mutex<Option<(Bytes, bool)>>,
 }
 
 impl EventFile {
@@ -423,13 +424,42 @@ impl EventFile {
             path: path.into(),
             worker,
             len,
-            data: OnceLock::new(),
+            data: Mutex::new(None),
         }
     }
 
+    fn data(&self) -> MutexGuard<'_, Option<(Bytes, bool)>> {
+        // Nothing can be left half-done under this lock: recover the guard.
+        self.data.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The whole file, when a reader has kept it (mapped or fetched).
-    pub(crate) fn kept(&self) -> Option<&Bytes> {
-        self.data.get()
+    pub(crate) fn kept(&self) -> Option<Bytes> {
+        self.data().as_ref().map(|(bytes, _)| bytes.clone())
+    }
+
+    /// Keeps `bytes` as the whole file, unless another reader kept it first: then its bytes
+    /// (the same) are returned and `bytes` is dropped, its budget (when `heap`) given back.
+    fn keep(&self, bytes: Bytes, heap: bool, files: &Files) -> Bytes {
+        let mut data = self.data();
+        if let Some((kept, _)) = data.as_ref() {
+            if heap {
+                files.release(self.len);
+            }
+            return kept.clone();
+        }
+        *data = Some((bytes.clone(), heap));
+        bytes
+    }
+
+    /// Lets go of the kept file, if any: a fetched file's length goes back to the budget, a
+    /// mapped file is unmapped once the values read from it are dropped too.
+    pub(crate) fn forget(&self, files: &Files) {
+        if let Some((_, heap)) = self.data().take()
+            && heap
+        {
+            files.release(self.len);
+        }
     }
 }
 
@@ -476,11 +506,12 @@ impl Drop for MappedFile {
 ///
 /// Local event files are memory-mapped (when [`TrialOptions::map_files`](super::TrialOptions)
 /// is on): a record is read straight from the page cache, with no copy into fresh memory, and
-/// the map is kept with the file until the trial is dropped. Other files up to 1 MiB are fetched
+/// the map is kept with the file until the trial is dropped (or the file let go). Other files up to 1 MiB are fetched
 /// whole and kept while the heap budget lasts; once it is spent, records are read by range,
-/// exactly their bytes. Nothing is evicted: readers usually sweep a run tensor by tensor, each
-/// sweep visiting every step's file in the same order, and evicting the oldest file would evict
-/// each file just before the next sweep needs it.
+/// exactly their bytes. Nothing is evicted on its own: readers usually sweep a run tensor by
+/// tensor, each sweep visiting every step's file in the same order, and evicting the oldest
+/// file would evict each file just before the next sweep needs it. A reader that goes step by
+/// step says when it is done with old steps (`Trial::forget_files_before`).
 #[derive(Debug)]
 pub(crate) struct Files {
     /// The run's directory when it is on local disk and files may be mapped.
@@ -495,6 +526,13 @@ impl Files {
             map_root,
             budget,
             kept: AtomicUsize::new(0),
+        }
+    }
+
+    /// Gives `len` bytes back to the heap budget (taken by [`reserve`](Files::reserve)).
+    fn release(&self, len: u64) {
+        if let Ok(len) = usize::try_from(len) {
+            self.kept.fetch_sub(len, Ordering::Relaxed);
         }
     }
 
@@ -713,19 +751,20 @@ fn record_bytes(
     max_tensor_bytes: u64,
 ) -> Result<Bytes> {
     let end = record_end(loc, name, max_tensor_bytes)?;
-    if let Some(file) = loc.file.data.get() {
-        return slice_record(file, loc, end);
+    if let Some(file) = loc.file.kept() {
+        return slice_record(&file, loc, end);
     }
     if let Some(map) = files.map(&loc.file) {
         // Another reader may have kept the file first; both hold the same bytes.
-        return slice_record(loc.file.data.get_or_init(|| map), loc, end);
+        return slice_record(&loc.file.keep(map, false, files), loc, end);
     }
     if loc.file.len <= WHOLE_FILE_MAX && files.reserve(loc.file.len) {
         // Only as much as the index says the file holds: a file larger than its index (or
         // one that is not an event file at all) is never read whole.
-        let whole = get_range(storage, loc, 0..loc.file.len)?;
-        let kept = loc.file.data.get_or_init(|| whole);
-        return slice_record(kept, loc, end);
+        let whole = get_range(storage, loc, 0..loc.file.len).inspect_err(|_| {
+            files.release(loc.file.len);
+        })?;
+        return slice_record(&loc.file.keep(whole, true, files), loc, end);
     }
     let bytes = get_range(storage, loc, loc.start..end)?;
     if (bytes.len() as u64) < loc.length {

@@ -133,6 +133,12 @@ pub(crate) struct State {
     pub listed: BTreeMap<String, StepSet>,
     /// Per worker, the highest global step it has published.
     worker_last_step: HashMap<String, u64>,
+    /// `Trial::forget_files_before` has let go of the files of every step before this one.
+    pub files_forgotten_before: u64,
+    /// Per collection, the listed names it selects, worked out when the collections files
+    /// read and the names listed numbered as the key says (both only grow): callers going step
+    /// by step (the rules) ask at every step, and matching is a regex per name.
+    members: HashMap<String, ((usize, usize), Vec<String>)>,
     pub complete: bool,
     pub end_reason: Option<EndReason>,
     pub last_refresh: Option<Instant>,
@@ -156,6 +162,30 @@ impl State {
             .map(|p| p.to_string())
             .chain(self.repeated_names.values().map(|r| r.to_string()))
             .collect()
+    }
+
+    /// The listed names collection `name` selects, sorted.
+    pub fn collection_members(&mut self, name: &str) -> Result<Vec<String>> {
+        let key = (self.collection_files.len(), self.listed.len());
+        if let Some((k, names)) = self.members.get(name)
+            && *k == key
+        {
+            return Ok(names.clone());
+        }
+        let Some(collection) = self.collections.get(name) else {
+            return Err(Error::CollectionNotFound {
+                name: name.to_string(),
+                available: self.collections.keys().cloned().collect(),
+            });
+        };
+        let names: Vec<String> = self
+            .listed
+            .keys()
+            .filter(|n| collection.matches(n))
+            .cloned()
+            .collect();
+        self.members.insert(name.to_string(), (key, names.clone()));
+        Ok(names)
     }
 
     pub fn has_anything(&self) -> bool {

@@ -174,7 +174,7 @@ impl Source {
     /// already keeps is not read again.
     fn read(&self, file: &EventFile, loc: &Location) -> Result<Bytes> {
         if let Some(kept) = file.kept() {
-            return Ok(kept.clone());
+            return Ok(kept);
         }
         if let Some(root) = &self.local_root
             && crate::storage::check_relative("", &file.path).is_ok()

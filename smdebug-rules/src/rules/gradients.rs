@@ -12,7 +12,7 @@ use smdebug_profiler::stats::percentile;
 use crate::error::Result;
 use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Rule, RuleResult};
-use crate::select::{StepModes, TensorSelection};
+use crate::select::{TensorSelection, mode_at};
 
 /// Parameters of [`VanishingGradient`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -136,7 +136,6 @@ pub struct WeightUpdateRatio {
     params: WeightUpdateRatioParams,
     weights: TensorSelection,
     reference: HashMap<String, (u64, ArrayD<f64>)>,
-    modes: StepModes,
 }
 
 impl WeightUpdateRatio {
@@ -157,7 +156,6 @@ impl WeightUpdateRatio {
             )?,
             params,
             reference: HashMap::new(),
-            modes: StepModes::default(),
         })
     }
 }
@@ -168,7 +166,7 @@ impl Rule for WeightUpdateRatio {
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
         if matches!(
-            self.modes.mode_at(Self::NAME, trial, step)?,
+            mode_at(Self::NAME, trial, step)?,
             Some(Mode::Eval | Mode::Predict)
         ) {
             return Ok(result);

@@ -11,7 +11,7 @@ use smdebug_io::trial::Trial;
 use crate::error::Result;
 use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Rule, RuleResult};
-use crate::select::{SelectionParams, StepModes, TensorSelection, read_error, scalar_at};
+use crate::select::{SelectionParams, TensorSelection, mode_at, read_error, scalar_at};
 
 /// Parameters of [`LossNotDecreasing`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -82,7 +82,6 @@ pub struct LossNotDecreasing {
     params: LossNotDecreasingParams,
     mode: Option<Mode>,
     losses: TensorSelection,
-    modes: StepModes,
     tracks: HashMap<String, LossTrack>,
 }
 
@@ -108,7 +107,6 @@ impl LossNotDecreasing {
                 params.use_losses_collection,
             )?,
             params,
-            modes: StepModes::default(),
             tracks: HashMap::new(),
         })
     }
@@ -138,7 +136,7 @@ impl Rule for LossNotDecreasing {
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        let Some(step_mode) = self.modes.mode_at(Self::NAME, trial, step)? else {
+        let Some(step_mode) = mode_at(Self::NAME, trial, step)? else {
             return Ok(result);
         };
         let p = self.params.clone();
@@ -260,7 +258,6 @@ struct Phases {
 pub struct Overfit {
     params: OverfitParams,
     losses: TensorSelection,
-    modes: StepModes,
     phases: HashMap<String, Phases>,
 }
 
@@ -276,7 +273,6 @@ impl Overfit {
         Ok(Overfit {
             losses: TensorSelection::losses(Self::NAME, &[], &params.tensor_regex, true)?,
             params,
-            modes: StepModes::default(),
             phases: HashMap::new(),
         })
     }
@@ -287,7 +283,7 @@ impl Rule for Overfit {
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        let Some(mode) = self.modes.mode_at(Self::NAME, trial, step)? else {
+        let Some(mode) = mode_at(Self::NAME, trial, step)? else {
             return Ok(result);
         };
         let p = &self.params;
@@ -405,7 +401,6 @@ impl Plateau {
 pub struct Overtraining {
     params: OvertrainingParams,
     losses: TensorSelection,
-    modes: StepModes,
     state: HashMap<String, (Plateau, Plateau)>,
 }
 
@@ -419,7 +414,6 @@ impl Overtraining {
         Ok(Overtraining {
             losses: TensorSelection::losses(Self::NAME, &[], &[], true)?,
             params,
-            modes: StepModes::default(),
             state: HashMap::new(),
         })
     }
@@ -430,7 +424,7 @@ impl Rule for Overtraining {
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        let Some(mode) = self.modes.mode_at(Self::NAME, trial, step)? else {
+        let Some(mode) = mode_at(Self::NAME, trial, step)? else {
             return Ok(result);
         };
         let p = &self.params;
