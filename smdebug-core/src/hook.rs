@@ -462,6 +462,11 @@ impl Hook {
 
     /// Ends the run: publishes the current step and the collections, and tells the sink to write
     /// the end marker. With a pending stop request, the marker carries its reason.
+    ///
+    /// It does not wait for the sink: capture never blocks training, so smdebug-io's `Writer`
+    /// writes what is queued on its own thread, and it is dropping the hook (with its sink)
+    /// that waits for the writer to finish (up to the writer's shutdown timeout). To read the
+    /// run in the same process, drop the hook first.
     pub fn close(&mut self) {
         if self.closed {
             return;
