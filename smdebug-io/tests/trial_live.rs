@@ -170,42 +170,24 @@ fn a_collection_gains_the_tensors_that_appear_later() {
         hook.save_scalar("loss", step as f64, &["losses"]);
         hook.step();
     }
-    hook.close();
+    // Dropping the hook closes the run and waits for the writer (`close()` alone does not).
     drop(hook);
-    // The run as it stood before step 1's index file was published.
-    let live = dir.path().join("live");
-    let step1_index = smdebug_io::format::layout::index_file(1, "worker_0");
-    for entry in walk(&full) {
-        let rel = entry.strip_prefix(&full).unwrap();
-        let rel_str = rel.to_str().unwrap();
-        if rel_str == step1_index || rel_str.starts_with("training_job_end") {
-            continue;
-        }
-        std::fs::create_dir_all(live.join(rel).parent().unwrap()).unwrap();
-        std::fs::copy(&entry, live.join(rel)).unwrap();
-    }
-    let trial = Trial::open(live.to_str().unwrap()).unwrap();
+    // The run as it stood before step 1's index file was published: that file and the end
+    // marker moved aside.
+    use smdebug_io::format::layout::{END_MARKER, index_file};
+    let step1_index = full.join(index_file(1, "worker_0"));
+    let aside = dir.path().join("step1_index.json");
+    std::fs::rename(&step1_index, &aside).unwrap();
+    std::fs::rename(full.join(END_MARKER), dir.path().join(END_MARKER)).unwrap();
+    let trial = Trial::open(full.to_str().unwrap()).unwrap();
     let weights = || trial.tensor_names_filtered(Some("weights"), None).unwrap();
     assert_eq!(weights(), ["w"]);
     assert_eq!(weights(), ["w"]);
-    std::fs::copy(full.join(&step1_index), live.join(&step1_index)).unwrap();
+    std::fs::rename(&aside, &step1_index).unwrap();
     trial.refresh().unwrap();
     assert_eq!(weights(), ["w", "w2"]);
     assert_eq!(
         trial.tensor_names_filtered(Some("losses"), None).unwrap(),
         ["loss"]
     );
-}
-
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
 }

@@ -21,9 +21,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let run = args.next().ok_or("usage: read_floor RUN [ROUNDS]")?;
     let rounds: usize = args.next().map_or(Ok(3), |r| r.parse())?;
-    let mut files = Vec::new();
-    event_files(&Path::new(&run).join("events"), &mut files)?;
-    files.sort();
+    let files: Vec<PathBuf> = smdebug_io::storage::open_storage(&run)?
+        .list("events")?
+        .into_iter()
+        .filter(|p| p.ends_with(".tfevents"))
+        .map(|p| Path::new(&run).join(p))
+        .collect();
     let bytes: u64 = files
         .iter()
         .map(|f| std::fs::metadata(f).map(|m| m.len()))
@@ -100,19 +103,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             per_value(fresh),
             per_value(touched)
         );
-    }
-    Ok(())
-}
-
-/// Every `.tfevents` file under `dir`.
-fn event_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
-            event_files(&path, out)?;
-        } else if path.extension().is_some_and(|e| e == "tfevents") {
-            out.push(path);
-        }
     }
     Ok(())
 }

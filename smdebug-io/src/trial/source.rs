@@ -506,9 +506,9 @@ impl Drop for MappedFile {
 ///
 /// Local event files are memory-mapped (when [`TrialOptions::map_files`](super::TrialOptions)
 /// is on): a record is read straight from the page cache, with no copy into fresh memory, and
-/// the map is kept with the file until the trial is dropped (or the file let go). Other files up to 1 MiB are fetched
-/// whole and kept while the heap budget lasts; once it is spent, records are read by range,
-/// exactly their bytes. Nothing is evicted on its own: readers usually sweep a run tensor by
+/// the map is kept with the file until the trial is dropped (or the file let go). Other files
+/// up to 1 MiB are fetched whole and kept while the heap budget lasts; once it is spent,
+/// records are read by range, exactly their bytes. Nothing is evicted on its own: readers usually sweep a run tensor by
 /// tensor, each sweep visiting every step's file in the same order, and evicting the oldest
 /// file would evict each file just before the next sweep needs it. A reader that goes step by
 /// step says when it is done with old steps (`Trial::forget_files_before`).
