@@ -115,17 +115,8 @@ impl NativeTrial {
 
     /// The mode and mode step of a global step, if the run has it.
     fn mode_modestep(&self, py: Python<'_>, step: u64) -> PyResult<Option<(&'static str, u64)>> {
-        for mode in self.trial.modes().map_err(|e| io_error(py, e))? {
-            let globals = self
-                .trial
-                .global_steps(Some(mode))
-                .map_err(|e| io_error(py, e))?;
-            if let Ok(i) = globals.binary_search(&step) {
-                let steps = self.trial.steps(Some(mode)).map_err(|e| io_error(py, e))?;
-                return Ok(Some((mode.name(), steps[i])));
-            }
-        }
-        Ok(None)
+        let found = self.trial.step_mode(step).map_err(|e| io_error(py, e))?;
+        Ok(found.map(|(mode, mode_step)| (mode.name(), mode_step)))
     }
 
     /// The modes the run recorded steps in (smdebug names).

@@ -325,7 +325,10 @@ pub(crate) fn read_error(rule: &str, step: u64, e: smdebug_io::Error) -> Error {
 /// The mode of global step `step` (`Global` when the hook set none), or `None` when the run
 /// has no such step.
 pub fn mode_at(rule: &str, trial: &Trial, step: u64) -> Result<Option<Mode>> {
-    trial.step_mode(step).map_err(|e| read_error(rule, step, e))
+    let found = trial
+        .step_mode(step)
+        .map_err(|e| read_error(rule, step, e))?;
+    Ok(found.map(|(mode, _)| mode))
 }
 
 /// numpy's `allclose(a, b, rtol, atol, equal_nan)` for arrays of the same shape.

@@ -54,7 +54,8 @@ pub struct TrialOptions {
     /// this budget lasts, so the other tensors of a step cost no further I/O; once it is spent,
     /// other files are read record by record. Nothing is evicted on its own: a reader going step
     /// by step gives old steps' files back with
-    /// [`forget_files_before`](Trial::forget_files_before). Default: 256 MiB (a 10,000-step PyTorch run of 7 small tensors a step is 236 MB).
+    /// [`forget_files_before`](Trial::forget_files_before). Default: 256 MiB (a 10,000-step
+    /// PyTorch run of 7 small tensors a step is 236 MB).
     pub file_cache_bytes: usize,
     /// The most bytes one read may hold for a tensor: a tensor whose shape and dtype claim more
     /// (or whose record is longer) is [`Error::TensorTooLarge`], naming the file, the offset and
@@ -293,12 +294,16 @@ impl Trial {
             .collect())
     }
 
-    /// The mode global step `step` was recorded in (`Global` when the hook set none), or
-    /// `None` when the run has no such step: one lookup, for callers going step by step (where
+    /// The mode global step `step` was recorded in and its step within that mode, as
+    /// [`steps`](Trial::steps) numbers them (a `Global` step is its own global step), or `None`
+    /// when the run has no such step: one lookup, for callers going step by step (where
     /// [`global_steps`](Trial::global_steps) would list the whole run at each step).
-    pub fn step_mode(&self, step: u64) -> Result<Option<Mode>> {
+    pub fn step_mode(&self, step: u64) -> Result<Option<(Mode, u64)>> {
         let st = self.maybe_refresh()?;
-        Ok(st.steps.get(&step).map(|e| e.mode))
+        Ok(st.steps.get(&step).map(|e| match e.mode {
+            Mode::Global => (Mode::Global, step),
+            mode => (mode, e.mode_step),
+        }))
     }
 
     /// Lets go of the event files of global steps before `step` that reads kept (mapped, or
