@@ -26,6 +26,7 @@ pub mod save_config;
 pub mod sink;
 pub mod tensor;
 pub mod text;
+pub mod window;
 pub mod worker;
 
 pub use collection::{Collection, CollectionsFile, UnusablePattern};
