@@ -31,6 +31,7 @@ use crate::reduction::{Reduction, ReductionConfig, ReductionOp};
 use crate::save_config::SaveConfig;
 use crate::sink::{EndReason, Record, Sink, StepKey, TensorRecord};
 use crate::tensor::{Tensor, TensorView};
+use crate::timeline::Timeline;
 
 /// A request to stop training, shared between the hook, the writer and anything that watches
 /// rules. Setting it is cheap and idempotent; the first reason wins.
@@ -72,6 +73,7 @@ pub struct HookBuilder {
     worker_rank: usize,
     num_workers: usize,
     stop: StopSignal,
+    timeline: Timeline,
     errors: Vec<Error>,
 }
 
@@ -144,6 +146,14 @@ impl HookBuilder {
         self
     }
 
+    /// Measures the loop's phases on `timeline` (see [`crate::timeline`]): the hook's
+    /// [`step`](Hook::step) is its step boundary, so every step gets its span, and the
+    /// profiling windows move with the hook's global step. Default: off.
+    pub fn timeline(mut self, timeline: Timeline) -> Self {
+        self.timeline = timeline;
+        self
+    }
+
     /// Validates the configuration and builds the hook. The first configuration error (a bad
     /// regex, an inconsistent schedule, a rank outside the worker count) is returned here, never
     /// later in the training loop.
@@ -181,9 +191,12 @@ impl HookBuilder {
             num_workers,
             worker_rank: self.worker_rank,
             stop: self.stop,
+            timeline: self.timeline,
             closed: false,
         };
         hook.refresh_due();
+        hook.timeline
+            .start(hook.mode, hook.mode_step(), hook.global_step);
         Ok(hook)
     }
 }
@@ -231,6 +244,7 @@ pub struct Hook {
     num_workers: usize,
     worker_rank: usize,
     stop: StopSignal,
+    timeline: Timeline,
     closed: bool,
 }
 
@@ -286,6 +300,12 @@ impl Hook {
         self.stop.clone()
     }
 
+    /// The loop's timeline: framework spans and profiling windows (off unless the builder was
+    /// given one).
+    pub fn timeline(&self) -> &Timeline {
+        &self.timeline
+    }
+
     /// The reason, when someone asked this job to stop. Check it once per step.
     pub fn stop_requested(&self) -> Option<String> {
         self.stop.requested()
@@ -300,6 +320,7 @@ impl Hook {
             self.step();
         }
         self.mode = mode;
+        self.timeline.set_mode(mode, self.mode_step());
         self.refresh_due();
     }
 
@@ -455,9 +476,12 @@ impl Hook {
             });
         }
         self.step_has_records = false;
+        let ended = (self.mode, self.mode_step());
         self.global_step += 1;
         self.mode_steps[self.mode as usize - 1] += 1;
         self.refresh_due();
+        self.timeline
+            .boundary(ended, (self.mode, self.mode_step()), self.global_step);
     }
 
     /// Ends the run: publishes the current step and the collections, and tells the sink to write
@@ -481,6 +505,7 @@ impl Hook {
             None => EndReason::Completed,
         };
         self.sink.send(Record::Close(reason));
+        self.timeline.close(self.global_step);
         self.closed = true;
     }
 

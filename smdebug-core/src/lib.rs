@@ -20,12 +20,14 @@ pub mod error;
 pub mod hook;
 mod lenient;
 pub mod mode;
+pub mod phase;
 pub mod pyregex;
 pub mod reduction;
 pub mod save_config;
 pub mod sink;
 pub mod tensor;
 pub mod text;
+pub mod timeline;
 pub mod window;
 pub mod worker;
 

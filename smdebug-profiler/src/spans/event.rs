@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use smdebug_core::Mode;
 
-use super::phase::Phase;
+use smdebug_core::phase::Phase;
 
 /// One finished span on its way to the writer.
 pub(crate) struct SpanEvent {
@@ -18,4 +18,4 @@ pub(crate) struct SpanEvent {
 }
 
 /// Extra `args` of a span, written beside `step_num`, `mode` and `worker`.
-pub(crate) type SpanArgs = Vec<(Cow<'static, str>, serde_json::Value)>;
+pub(crate) type SpanArgs = smdebug_core::timeline::SpanArgs;

@@ -17,15 +17,14 @@
 
 mod event;
 mod layout;
-mod phase;
 mod recorder;
 mod writer;
 
 pub use layout::{
     PYTHONTIMELINE_SUFFIX, TRACE_PREFIX, TraceFileName, parse_trace_file_key, trace_file_key,
 };
-pub use phase::Phase;
 pub use recorder::{
     DEFAULT_CLOSE_INTERVAL, DEFAULT_MAX_FILE_BYTES, DEFAULT_QUEUE_CAPACITY, OpenSpan, SpanConfig,
     SpanGuard, SpanRecorder, SpanWriterGuard, SpanWriterReport,
 };
+pub use smdebug_core::phase::Phase;

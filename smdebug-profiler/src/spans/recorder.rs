@@ -13,11 +13,12 @@ use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 
 use super::event::{SpanArgs, SpanEvent};
-use super::phase::Phase;
 use super::writer::{
     Counters, Message, TraceFileBuilder, WriterSettings, run_writer, writer_stopped,
 };
 use crate::system::{NodeId, ProfilerError, Result};
+use smdebug_core::phase::Phase;
+use smdebug_core::timeline::{Profiling, SpanRecord, SpanSink};
 
 /// Default capacity of the queue between the training loop and the writer.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 16_384;
@@ -450,6 +451,28 @@ impl SpanRecorder {
             .map_err(|_| writer_stopped())?;
         ack_rx.recv().map_err(|_| writer_stopped())
     }
+}
+
+/// The recorder is the sink of smdebug-core's [`Timeline`](smdebug_core::timeline::Timeline):
+/// a hook built with `Timeline::new(config, Arc::new(recorder))` has its step, phase,
+/// data-loading and module spans written by this recorder's writer. The recorder runs no
+/// windowed profiler of its own, so window changes need nothing from it.
+impl SpanSink for SpanRecorder {
+    fn record(&self, span: SpanRecord) {
+        let clock = &self.shared.clock;
+        let start_us = clock.epoch_us(span.start);
+        let end_us = clock.epoch_us(span.end).max(start_us);
+        self.enqueue(SpanEvent {
+            phase: span.phase,
+            name: span.name,
+            start_us,
+            dur_us: end_us - start_us,
+            step: span.step,
+            args: span.args,
+        });
+    }
+
+    fn window_changed(&self, _profiling: Profiling, _open: bool, _step: u64) {}
 }
 
 /// What the span writer did, returned by [`SpanWriterGuard::finish`].

@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use smdebug_core::Mode;
+use crate::mode::Mode;
 
 /// The part of the training loop a span covers.
 ///

@@ -1,0 +1,770 @@
+//! The training loop's timeline: framework spans measured where the loop's work happens, with
+//! no timing code in the loop.
+//!
+//! A [`Timeline`] is held by the [`Hook`](crate::Hook) (and so by every framework adapter's
+//! hook). It knows the step the loop is in, because the hook's `step()` is the step boundary,
+//! and it knows which profilers are on at this step, because it applies SageMaker's profiling
+//! [`Window`]s at each boundary:
+//!
+//! | spans | profiler | default window |
+//! | --- | --- | --- |
+//! | `Step:ModeKeys.<MODE>` (one per step, from the step's first activity to `step()`), forward, backward, optimizer, custom | [`Profiling::Phases`] | every step |
+//! | data loading (`next()` of an iterator wrapped by [`Timeline::data`]) | [`Profiling::DataLoading`] | every step |
+//! | one span per wrapped module's forward pass (adapters) | [`Profiling::Detailed`] | never |
+//! | none: the code profile, started and stopped by the [`SpanSink`] | [`Profiling::Code`] | never |
+//!
+//! Measured spans go to a [`SpanSink`] (smdebug-profiler's span recorder, which writes them on
+//! its own thread). The timeline itself does no I/O and starts no thread: asking whether a
+//! profiler is on is one atomic load, a span is two clock reads and a non-blocking hand-over,
+//! and a profiler whose window is closed costs that one load.
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//! use smdebug_core::phase::Phase;
+//! use smdebug_core::timeline::{Profiling, SpanRecord, SpanSink, Timeline, TimelineConfig};
+//! use smdebug_core::window::Window;
+//! use smdebug_core::Mode;
+//!
+//! #[derive(Default)]
+//! struct Kept(Mutex<Vec<String>>);
+//! impl SpanSink for Kept {
+//!     fn record(&self, span: SpanRecord) {
+//!         self.0.lock().unwrap().push(format!("{}@{:?}", span.phase.trace_name(), span.step));
+//!     }
+//!     fn window_changed(&self, _: Profiling, _: bool, _: u64) {}
+//! }
+//!
+//! let kept = Arc::new(Kept::default());
+//! let config = TimelineConfig { data_loading: Window::steps(1, 1), ..TimelineConfig::default() };
+//! let timeline = Timeline::new(config, kept.clone());
+//! timeline.start(Mode::Train, 0, 0);
+//! for step in 0..3u64 {
+//!     for _batch in timeline.data(std::iter::once(step)) {}
+//!     timeline.scope(Phase::Forward, || ());
+//!     timeline.boundary((Mode::Train, step), (Mode::Train, step + 1), step + 1);
+//! }
+//! let spans = kept.0.lock().unwrap().clone();
+//! assert_eq!(spans.iter().filter(|s| s.starts_with("Step:")).count(), 3);
+//! assert_eq!(spans.iter().filter(|s| s.starts_with("DataLoaderIter")).count(), 1);
+//! ```
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use crate::mode::Mode;
+use crate::phase::Phase;
+use crate::window::{Window, WindowState};
+
+/// A profiler a window governs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Profiling {
+    /// Step, forward, backward, optimizer and custom spans.
+    Phases,
+    /// Data-loading spans (SageMaker's `DataloaderProfilingConfig`).
+    DataLoading,
+    /// Per-module spans (SageMaker's `DetailedProfilingConfig`).
+    Detailed,
+    /// The sampling code profile (SageMaker's `PythonProfilingConfig`).
+    Code,
+}
+
+impl Profiling {
+    /// Every profiler, in the order of their bits.
+    pub const ALL: [Profiling; 4] = [
+        Profiling::Phases,
+        Profiling::DataLoading,
+        Profiling::Detailed,
+        Profiling::Code,
+    ];
+
+    fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+
+    /// The name users see (`detailed`, `data loading`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Profiling::Phases => "phases",
+            Profiling::DataLoading => "data loading",
+            Profiling::Detailed => "detailed",
+            Profiling::Code => "code",
+        }
+    }
+}
+
+/// When each profiler runs. Settings in code; SageMaker's profiler file may replace windows
+/// while the job runs ([`Timeline::set_window`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimelineConfig {
+    /// Step, forward, backward, optimizer and custom spans. Default: every step.
+    pub phases: Window,
+    /// Data-loading spans. Default: every step.
+    pub data_loading: Window,
+    /// Per-module spans. Default: never.
+    pub detailed: Window,
+    /// The code profile. Default: never.
+    pub code: Window,
+}
+
+impl Default for TimelineConfig {
+    fn default() -> Self {
+        TimelineConfig {
+            phases: Window::Always,
+            data_loading: Window::Always,
+            detailed: Window::Never,
+            code: Window::Never,
+        }
+    }
+}
+
+impl TimelineConfig {
+    /// The window of `profiling`.
+    pub fn window(&self, profiling: Profiling) -> &Window {
+        match profiling {
+            Profiling::Phases => &self.phases,
+            Profiling::DataLoading => &self.data_loading,
+            Profiling::Detailed => &self.detailed,
+            Profiling::Code => &self.code,
+        }
+    }
+
+    /// Sets the window of `profiling`.
+    pub fn set(&mut self, profiling: Profiling, window: Window) {
+        match profiling {
+            Profiling::Phases => self.phases = window,
+            Profiling::DataLoading => self.data_loading = window,
+            Profiling::Detailed => self.detailed = window,
+            Profiling::Code => self.code = window,
+        }
+    }
+}
+
+/// Arguments of a span (`num_workers` of a data-loading span, for instance).
+pub type SpanArgs = Vec<(Cow<'static, str>, serde_json::Value)>;
+
+/// A finished span, as the timeline hands it to its [`SpanSink`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpanRecord {
+    /// What the span measured.
+    pub phase: Phase,
+    /// The event's name (the phase's default, a module's name, ...).
+    pub name: Cow<'static, str>,
+    /// When it started.
+    pub start: Instant,
+    /// When it ended.
+    pub end: Instant,
+    /// The step it belongs to: its mode and the step counted within that mode.
+    pub step: Option<(Mode, u64)>,
+    /// Extra arguments for the trace.
+    pub args: SpanArgs,
+}
+
+/// Where a timeline's spans go. Both calls come from the training loop's threads and must not
+/// block or panic.
+pub trait SpanSink: Send + Sync {
+    /// Takes a finished span.
+    fn record(&self, span: SpanRecord);
+
+    /// `profiling`'s window opened (`open`) or closed at global step `step`. Called at a step
+    /// boundary; for [`Profiling::Code`] this is where the sink starts or stops the sampler.
+    fn window_changed(&self, profiling: Profiling, open: bool, step: u64);
+}
+
+/// Step numbers above this cannot be kept beside the mode in one atomic word.
+const STEP_MASK: u64 = (1 << 60) - 1;
+
+fn pack(mode: Mode, step: u64) -> u64 {
+    ((mode.value() as u64) << 60) | (step & STEP_MASK)
+}
+
+fn unpack(packed: u64) -> Option<(Mode, u64)> {
+    let mode = Mode::from_value(i32::try_from(packed >> 60).ok()?)?;
+    Some((mode, packed & STEP_MASK))
+}
+
+struct Control {
+    windows: Vec<WindowState>,
+    pending: Vec<Option<Window>>,
+    started: bool,
+    closed: bool,
+}
+
+struct Inner {
+    sink: Arc<dyn SpanSink>,
+    base: Instant,
+    /// Bits of the profilers open at the current step.
+    open: AtomicU8,
+    /// The current (mode, mode step), packed; 0 before the first step.
+    step: AtomicU64,
+    /// When the current step's first activity happened: nanoseconds since `base`, plus one;
+    /// 0 while the step has not started.
+    step_start: AtomicU64,
+    /// When the previous step ended (or the timeline started): nanoseconds since `base`.
+    last_boundary: AtomicU64,
+    control: Mutex<Control>,
+}
+
+/// The loop's timeline: which profilers are on at this step, and the spans they measure. Cheap
+/// to clone (every clone is the same timeline). The default timeline is off: it measures
+/// nothing and every call on it costs a branch.
+#[derive(Clone, Default)]
+pub struct Timeline {
+    inner: Option<Arc<Inner>>,
+}
+
+impl std::fmt::Debug for Timeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.inner {
+            None => f.write_str("Timeline(off)"),
+            Some(inner) => f
+                .debug_struct("Timeline")
+                .field("step", &unpack(inner.step.load(Ordering::Relaxed)))
+                .field("open", &inner.open.load(Ordering::Relaxed))
+                .finish(),
+        }
+    }
+}
+
+impl Timeline {
+    /// A timeline whose spans go to `sink`, with `config`'s windows. Nothing is measured until
+    /// [`start`](Self::start) (the hook calls it when it is built).
+    pub fn new(config: TimelineConfig, sink: Arc<dyn SpanSink>) -> Timeline {
+        let windows = Profiling::ALL
+            .iter()
+            .map(|p| WindowState::new(config.window(*p).clone()))
+            .collect();
+        Timeline {
+            inner: Some(Arc::new(Inner {
+                sink,
+                base: Instant::now(),
+                open: AtomicU8::new(0),
+                step: AtomicU64::new(0),
+                step_start: AtomicU64::new(0),
+                last_boundary: AtomicU64::new(0),
+                control: Mutex::new(Control {
+                    windows,
+                    pending: vec![None; Profiling::ALL.len()],
+                    started: false,
+                    closed: false,
+                }),
+            })),
+        }
+    }
+
+    /// A timeline that measures nothing.
+    pub fn off() -> Timeline {
+        Timeline::default()
+    }
+
+    /// Whether this timeline has a sink (it may still have every window closed).
+    pub fn is_on(&self) -> bool {
+        self.inner.is_some()
+    }
+
+    /// Whether `profiling` is on at the current step: one atomic load.
+    #[inline]
+    pub fn is_open(&self, profiling: Profiling) -> bool {
+        self.inner
+            .as_ref()
+            .is_some_and(|i| i.open.load(Ordering::Relaxed) & profiling.bit() != 0)
+    }
+
+    /// The current step: its mode and the step counted within the mode.
+    pub fn current_step(&self) -> Option<(Mode, u64)> {
+        self.inner
+            .as_ref()
+            .and_then(|i| unpack(i.step.load(Ordering::Relaxed)))
+    }
+
+    /// Replaces `profiling`'s window from the next step boundary on (a window opened on a
+    /// running job by an edited profiler configuration file). Its open parts settle at that
+    /// boundary.
+    pub fn set_window(&self, profiling: Profiling, window: Window) {
+        if let Some(inner) = &self.inner
+            && let Ok(mut c) = inner.control.lock()
+        {
+            c.pending[profiling as usize] = Some(window);
+        }
+    }
+
+    /// The windows in force (pending replacements included).
+    pub fn windows(&self) -> Option<TimelineConfig> {
+        let inner = self.inner.as_ref()?;
+        let c = inner.control.lock().ok()?;
+        let mut config = TimelineConfig::default();
+        for p in Profiling::ALL {
+            let w = c.pending[p as usize]
+                .clone()
+                .unwrap_or_else(|| c.windows[p as usize].window().clone());
+            config.set(p, w);
+        }
+        Some(config)
+    }
+
+    /// Starts the timeline at `(mode, mode_step)`, global step `global`: the windows are
+    /// settled for this step. The hook calls it when it is built.
+    pub fn start(&self, mode: Mode, mode_step: u64, global: u64) {
+        let Some(inner) = &self.inner else { return };
+        inner.step.store(pack(mode, mode_step), Ordering::Relaxed);
+        if let Ok(mut c) = inner.control.lock()
+            && !c.started
+        {
+            c.started = true;
+            inner
+                .last_boundary
+                .store(inner.since_base(Instant::now()), Ordering::Relaxed);
+            inner.settle(&mut c, global);
+        }
+    }
+
+    /// The mode changed without a step boundary (nothing was saved in the step yet).
+    pub fn set_mode(&self, mode: Mode, mode_step: u64) {
+        if let Some(inner) = &self.inner {
+            inner.step.store(pack(mode, mode_step), Ordering::Relaxed);
+        }
+    }
+
+    /// The step boundary: `ended` (mode, mode step) is over, `next` begins at global step
+    /// `next_global`. Records the ended step's span and settles the windows for the next step,
+    /// telling the sink which opened or closed.
+    ///
+    /// A step's span starts at its first measured activity (a data-loading `next()`, a phase
+    /// span), as Python smdebug's step spans start at the forward pass; a step with none starts
+    /// where the previous one ended (or where the timeline started).
+    pub fn boundary(&self, ended: (Mode, u64), next: (Mode, u64), next_global: u64) {
+        let Some(inner) = &self.inner else { return };
+        let now = Instant::now();
+        let started = inner.step_start.swap(0, Ordering::Relaxed);
+        let previous = inner
+            .last_boundary
+            .swap(inner.since_base(now), Ordering::Relaxed);
+        if self.is_open(Profiling::Phases) {
+            let from = if started != 0 { started - 1 } else { previous };
+            let start = inner.base + std::time::Duration::from_nanos(from);
+            inner.sink.record(SpanRecord {
+                phase: Phase::Step(ended.0),
+                name: Phase::Step(ended.0).default_event_name(),
+                start,
+                end: now,
+                step: Some(ended),
+                args: Vec::new(),
+            });
+        }
+        inner.step.store(pack(next.0, next.1), Ordering::Relaxed);
+        if let Ok(mut c) = inner.control.lock() {
+            inner.settle(&mut c, next_global);
+        }
+    }
+
+    /// Closes every open window (the sink stops its code profile) and measures nothing more.
+    /// The hook calls it when it closes.
+    pub fn close(&self, global: u64) {
+        let Some(inner) = &self.inner else { return };
+        if let Ok(mut c) = inner.control.lock() {
+            if c.closed {
+                return;
+            }
+            c.closed = true;
+        }
+        let was = inner.open.swap(0, Ordering::Relaxed);
+        for p in Profiling::ALL {
+            if was & p.bit() != 0 {
+                inner.sink.window_changed(p, false, global);
+            }
+        }
+    }
+
+    /// Marks the current step as started now, if it has not started yet. Every measured
+    /// activity does this; a loop may call it where its step begins.
+    #[inline]
+    pub fn mark_step_start(&self) {
+        if let Some(inner) = &self.inner
+            && inner.step_start.load(Ordering::Relaxed) == 0
+        {
+            inner.mark(Instant::now());
+        }
+    }
+
+    /// Runs `f` inside a span of `phase` when `phase`'s profiler is on; just runs it otherwise.
+    /// Data-loading phases follow [`Profiling::DataLoading`], every other phase
+    /// [`Profiling::Phases`].
+    pub fn scope<R>(&self, phase: Phase, f: impl FnOnce() -> R) -> R {
+        let guard = self.span(phase);
+        let out = f();
+        drop(guard);
+        out
+    }
+
+    /// Runs a module's forward pass `f` inside a span named `module` when detailed profiling
+    /// is on (adapters call this from wrapped modules).
+    pub fn module_scope<R>(&self, module: &str, f: impl FnOnce() -> R) -> R {
+        if !self.is_open(Profiling::Detailed) {
+            return f();
+        }
+        let start = Instant::now();
+        let out = f();
+        self.record(
+            Phase::Custom(Cow::Borrowed(MODULE_ROW)),
+            Cow::Owned(module.to_string()),
+            start,
+            Vec::new(),
+        );
+        out
+    }
+
+    /// A span of `phase` that ends when the guard drops (or nothing, when its profiler is off).
+    pub fn span(&self, phase: Phase) -> PhaseGuard<'_> {
+        let profiling = match phase {
+            Phase::DataLoading => Profiling::DataLoading,
+            _ => Profiling::Phases,
+        };
+        if !self.is_open(profiling) {
+            self.mark_step_start();
+            return PhaseGuard {
+                timeline: self,
+                open: None,
+            };
+        }
+        let start = Instant::now();
+        if let Some(inner) = &self.inner {
+            inner.mark_if_unset(start);
+        }
+        PhaseGuard {
+            timeline: self,
+            open: Some((phase, start, Vec::new())),
+        }
+    }
+
+    /// Wraps a data iterator: each `next()` that yields an item is a data-loading span while
+    /// [`Profiling::DataLoading`] is on, and marks the start of the step.
+    pub fn data<I: IntoIterator>(&self, iter: I) -> TimedIter<I::IntoIter> {
+        TimedIter {
+            iter: iter.into_iter(),
+            timeline: self.clone(),
+            args: Vec::new(),
+        }
+    }
+
+    fn record(&self, phase: Phase, name: Cow<'static, str>, start: Instant, args: SpanArgs) {
+        let Some(inner) = &self.inner else { return };
+        let end = Instant::now();
+        inner.mark_if_unset(start);
+        inner.sink.record(SpanRecord {
+            phase,
+            name,
+            start,
+            end,
+            step: unpack(inner.step.load(Ordering::Relaxed)),
+            args,
+        });
+    }
+}
+
+/// The trace row of per-module spans ([`Timeline::module_scope`]).
+pub const MODULE_ROW: &str = "Module";
+
+impl Inner {
+    fn since_base(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.base).as_nanos()).unwrap_or(u64::MAX - 1)
+    }
+
+    fn mark(&self, at: Instant) {
+        let ns = self.since_base(at);
+        // Only the first activity of a step sets its start.
+        let _ = self
+            .step_start
+            .compare_exchange(0, ns + 1, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    fn mark_if_unset(&self, at: Instant) {
+        if self.step_start.load(Ordering::Relaxed) == 0 {
+            self.mark(at);
+        }
+    }
+
+    /// Applies pending windows and works out which profilers are open at `global`.
+    fn settle(&self, c: &mut Control, global: u64) {
+        if c.closed {
+            return;
+        }
+        let now = SystemTime::now();
+        let mut bits = 0u8;
+        for p in Profiling::ALL {
+            let i = p as usize;
+            if let Some(w) = c.pending[i].take() {
+                c.windows[i] = WindowState::new(w);
+            }
+            if c.windows[i].contains(global, now) {
+                bits |= p.bit();
+            }
+        }
+        let was = self.open.swap(bits, Ordering::Relaxed);
+        for p in Profiling::ALL {
+            let (before, after) = (was & p.bit() != 0, bits & p.bit() != 0);
+            if before != after {
+                self.sink.window_changed(p, after, global);
+            }
+        }
+    }
+}
+
+/// A span that ends when dropped ([`Timeline::span`]).
+#[must_use = "the span ends when this guard is dropped"]
+pub struct PhaseGuard<'a> {
+    timeline: &'a Timeline,
+    open: Option<(Phase, Instant, SpanArgs)>,
+}
+
+impl PhaseGuard<'_> {
+    /// Adds an argument to the span.
+    pub fn arg(mut self, key: impl Into<Cow<'static, str>>, value: serde_json::Value) -> Self {
+        if let Some((_, _, args)) = &mut self.open {
+            args.push((key.into(), value));
+        }
+        self
+    }
+}
+
+impl Drop for PhaseGuard<'_> {
+    fn drop(&mut self) {
+        if let Some((phase, start, args)) = self.open.take() {
+            let name = phase.default_event_name();
+            self.timeline.record(phase, name, start, args);
+        }
+    }
+}
+
+/// An iterator whose `next()` is timed as data loading ([`Timeline::data`]).
+pub struct TimedIter<I> {
+    iter: I,
+    timeline: Timeline,
+    args: SpanArgs,
+}
+
+impl<I> TimedIter<I> {
+    /// How many worker threads or processes load the data: recorded on each data-loading span
+    /// (`num_workers`), which the Dataloader rule compares with the core count.
+    pub fn workers(mut self, n: usize) -> Self {
+        self.args.retain(|(k, _)| k != "num_workers");
+        self.args.push(("num_workers".into(), n.into()));
+        self
+    }
+
+    /// The wrapped iterator.
+    pub fn into_inner(self) -> I {
+        self.iter
+    }
+}
+
+impl<I: Iterator> Iterator for TimedIter<I> {
+    type Item = I::Item;
+
+    fn next(&mut self) -> Option<I::Item> {
+        let start = Instant::now();
+        let item = self.iter.next();
+        if item.is_some() {
+            if self.timeline.is_open(Profiling::DataLoading) {
+                self.timeline.record(
+                    Phase::DataLoading,
+                    Phase::DataLoading.default_event_name(),
+                    start,
+                    self.args.clone(),
+                );
+            } else if let Some(inner) = &self.timeline.inner {
+                inner.mark_if_unset(start);
+            }
+        }
+        item
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.iter.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Kept {
+        spans: Mutex<Vec<SpanRecord>>,
+        changes: Mutex<Vec<(Profiling, bool, u64)>>,
+    }
+
+    impl SpanSink for Kept {
+        fn record(&self, span: SpanRecord) {
+            self.spans.lock().unwrap().push(span);
+        }
+        fn window_changed(&self, profiling: Profiling, open: bool, step: u64) {
+            self.changes.lock().unwrap().push((profiling, open, step));
+        }
+    }
+
+    impl Kept {
+        fn rows(&self) -> Vec<(String, String, Option<(Mode, u64)>)> {
+            self.spans
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|s| {
+                    (
+                        s.phase.trace_name().into_owned(),
+                        s.name.to_string(),
+                        s.step,
+                    )
+                })
+                .collect()
+        }
+    }
+
+    /// `steps` TRAIN steps of a loop that loads a batch, runs a module inside its forward
+    /// pass, and runs backward and the optimizer.
+    fn run(timeline: &Timeline, steps: u64) {
+        timeline.start(Mode::Train, 0, 0);
+        let mut data = timeline.data(0..steps).workers(2);
+        for step in 0..steps {
+            data.next().unwrap();
+            timeline.scope(Phase::Forward, || {
+                timeline.module_scope("fc1", || ());
+            });
+            timeline.scope(Phase::Backward, || ());
+            drop(timeline.span(Phase::Optimizer));
+            timeline.boundary((Mode::Train, step), (Mode::Train, step + 1), step + 1);
+        }
+        timeline.close(steps);
+    }
+
+    #[test]
+    fn every_step_gets_its_phases_by_default() {
+        let kept = Arc::new(Kept::default());
+        run(&Timeline::new(TimelineConfig::default(), kept.clone()), 3);
+        let rows = kept.rows();
+        for step in 0..3 {
+            let at = Some((Mode::Train, step));
+            for row in [
+                "DataLoaderIter",
+                "Forward",
+                "Backward(post-forward)",
+                "Optimizer",
+                "Step:ModeKeys.TRAIN",
+            ] {
+                assert_eq!(
+                    rows.iter().filter(|r| r.0 == row && r.2 == at).count(),
+                    1,
+                    "{row} at step {step}: {rows:?}"
+                );
+            }
+        }
+        assert!(!rows.iter().any(|r| r.0 == MODULE_ROW), "detailed is off");
+        let data = kept.spans.lock().unwrap()[0].clone();
+        assert_eq!(data.args, [("num_workers".into(), 2.into())]);
+    }
+
+    #[test]
+    fn a_step_span_runs_from_the_first_activity_to_the_boundary() {
+        let kept = Arc::new(Kept::default());
+        let timeline = Timeline::new(TimelineConfig::default(), kept.clone());
+        timeline.start(Mode::Train, 0, 0);
+        let mut data = timeline.data(0..1);
+        data.next();
+        timeline.scope(Phase::Forward, || ());
+        timeline.boundary((Mode::Train, 0), (Mode::Train, 1), 1);
+        // A step without measured activity runs from the previous boundary.
+        timeline.boundary((Mode::Train, 1), (Mode::Train, 2), 2);
+        let spans = kept.spans.lock().unwrap();
+        let steps: Vec<&SpanRecord> = spans
+            .iter()
+            .filter(|s| matches!(s.phase, Phase::Step(_)))
+            .collect();
+        assert_eq!(steps.len(), 2);
+        let load = &spans[0];
+        assert_eq!(load.phase, Phase::DataLoading);
+        assert_eq!(
+            steps[0].start, load.start,
+            "the step starts where loading did"
+        );
+        assert!(
+            steps[0].end >= spans[1].end,
+            "and ends after the forward pass"
+        );
+        assert_eq!(
+            steps[1].start, steps[0].end,
+            "the idle step follows the first"
+        );
+        assert_eq!(steps[1].step, Some((Mode::Train, 1)));
+    }
+
+    #[test]
+    fn windows_decide_which_spans_are_measured_and_the_sink_hears_of_changes() {
+        let kept = Arc::new(Kept::default());
+        let config = TimelineConfig {
+            data_loading: Window::steps(1, 2),
+            detailed: Window::steps(2, 1),
+            code: Window::steps(3, 1),
+            ..TimelineConfig::default()
+        };
+        run(&Timeline::new(config, kept.clone()), 5);
+        let rows = kept.rows();
+        let steps_of = |row: &str| -> Vec<u64> {
+            rows.iter()
+                .filter(|r| r.0 == row)
+                .map(|r| r.2.unwrap().1)
+                .collect()
+        };
+        assert_eq!(steps_of("DataLoaderIter"), [1, 2]);
+        assert_eq!(steps_of(MODULE_ROW), [2]);
+        assert_eq!(steps_of("Forward"), [0, 1, 2, 3, 4]);
+        let changes = kept.changes.lock().unwrap().clone();
+        assert_eq!(
+            changes,
+            [
+                (Profiling::Phases, true, 0),
+                (Profiling::DataLoading, true, 1),
+                (Profiling::Detailed, true, 2),
+                (Profiling::DataLoading, false, 3),
+                (Profiling::Detailed, false, 3),
+                (Profiling::Code, true, 3),
+                (Profiling::Code, false, 4),
+                (Profiling::Phases, false, 5),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_window_set_while_running_opens_at_the_next_boundary() {
+        let kept = Arc::new(Kept::default());
+        let timeline = Timeline::new(TimelineConfig::default(), kept.clone());
+        timeline.start(Mode::Train, 0, 0);
+        assert!(!timeline.is_open(Profiling::Detailed));
+        // No start step: it opens at the step where it is first asked about.
+        timeline.set_window(Profiling::Detailed, Window::next_steps(2));
+        assert!(
+            !timeline.is_open(Profiling::Detailed),
+            "not before the boundary"
+        );
+        timeline.boundary((Mode::Train, 0), (Mode::Train, 1), 1);
+        assert!(timeline.is_open(Profiling::Detailed));
+        timeline.boundary((Mode::Train, 1), (Mode::Train, 2), 2);
+        assert!(timeline.is_open(Profiling::Detailed));
+        timeline.boundary((Mode::Train, 2), (Mode::Train, 3), 3);
+        assert!(!timeline.is_open(Profiling::Detailed));
+        assert_eq!(
+            timeline.windows().unwrap().detailed,
+            Window::next_steps(2),
+            "the window in force"
+        );
+    }
+
+    #[test]
+    fn an_off_timeline_measures_nothing_and_runs_the_work() {
+        let timeline = Timeline::off();
+        assert_eq!(timeline.scope(Phase::Forward, || 41 + 1), 42);
+        assert_eq!(timeline.data(0..3).count(), 3);
+        assert!(!timeline.is_open(Profiling::Phases));
+        timeline.boundary((Mode::Train, 0), (Mode::Train, 1), 1);
+        assert_eq!(timeline.current_step(), None);
+    }
+}
