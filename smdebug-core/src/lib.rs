@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod adapter;
+pub mod capture;
 pub mod collection;
 pub mod config;
 pub mod dtype;
@@ -31,6 +32,7 @@ pub mod timeline;
 pub mod window;
 pub mod worker;
 
+pub use capture::Capture;
 pub use collection::{Collection, CollectionsFile, UnusablePattern};
 pub use config::HookConfig;
 pub use dtype::DType;
