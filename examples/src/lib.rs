@@ -10,8 +10,10 @@ pub mod mlp;
 pub mod overhead;
 
 use ndarray::Array1;
+use smdebug::Session;
+use smdebug_core::phase::Phase;
+use smdebug_core::timeline::Timeline;
 use smdebug_core::{Hook, Mode, TensorView};
-use smdebug_profiler::spans::SpanRecorder;
 
 use crate::digits::Digits;
 use crate::mlp::{Activation, Mlp, Rng};
@@ -214,17 +216,29 @@ pub fn train(
     eval: &Digits,
     hook: Option<&mut Hook>,
 ) -> TrainSummary {
-    train_profiled(cfg, train, eval, hook, None)
+    run(cfg, train, eval, hook, &Timeline::off())
 }
 
-/// [`train`], also recording the loop's phases as framework spans: each step, its data loading,
-/// forward, backward and optimizer parts, in TRAIN and EVAL mode.
-pub fn train_profiled(
+/// [`train`] inside a [`Session`]: the session's hook records the tensors, and its timeline
+/// the loop's phases (each step, its data loading, forward, backward, capture and optimizer
+/// parts, in TRAIN and EVAL mode) with no timing code here. Stops when the session is asked to
+/// (a rule, the dashboard's Stop, another job).
+pub fn train_in_session(
+    cfg: &TrainConfig,
+    train: &Digits,
+    eval: &Digits,
+    session: &mut Session,
+) -> TrainSummary {
+    let timeline = session.timeline().clone();
+    run(cfg, train, eval, Some(session.hook()), &timeline)
+}
+
+fn run(
     cfg: &TrainConfig,
     train: &Digits,
     eval: &Digits,
     mut hook: Option<&mut Hook>,
-    spans: Option<&SpanRecorder>,
+    timeline: &Timeline,
 ) -> TrainSummary {
     let mut rng = Rng::new(cfg.seed);
     let mut model = build_model(cfg, &mut rng);
@@ -234,60 +248,39 @@ pub fn train_profiled(
         _ => cfg.learning_rate,
     };
     let mut summary = TrainSummary::default();
-    let (mut train_steps, mut eval_steps) = (0u64, 0u64);
     let mut aug_rng = Rng::new(cfg.seed ^ 0xA5A5);
     'epochs: for _epoch in 0..cfg.epochs {
         if let Some(h) = hook.as_deref_mut() {
             h.set_mode(Mode::Train);
         }
         let order = rng.permutation(train.len());
-        for (mode_step, batch) in order.chunks(cfg.batch_size).enumerate() {
-            if let Some(reason) = hook.as_deref().and_then(|h| h.stop_requested()) {
-                summary.stopped = Some(reason);
-                break 'epochs;
-            }
-            let step_span = spans.map(|s| s.step(Mode::Train, train_steps + mode_step as u64));
-            let (x, y) = {
-                let _load = spans.map(|s| s.data_loading());
-                match cfg.input_side {
-                    Some(side) => {
-                        train.resampled_batch(batch, side, Some((&mut aug_rng, 10.0, 1.0)))
-                    }
-                    None => train.batch(batch),
-                }
-            };
-            let fwd = {
-                let _f = spans.map(|s| s.forward());
-                model.forward(&x)
-            };
+        let batches = order
+            .chunks(cfg.batch_size)
+            .map(|batch| match cfg.input_side {
+                Some(side) => train.resampled_batch(batch, side, Some((&mut aug_rng, 10.0, 1.0))),
+                None => train.batch(batch),
+            });
+        for (x, y) in timeline.data(batches) {
+            let fwd = timeline.scope(Phase::Forward, || model.forward(&x));
             let (loss, acc) = Mlp::loss_and_accuracy(&fwd, &y);
-            let grads = {
-                let _b = spans.map(|s| s.backward());
-                model.backward(&fwd, &y)
-            };
+            let grads = timeline.scope(Phase::Backward, || model.backward(&fwd, &y));
             if let Some(h) = hook.as_deref_mut() {
-                let _c = spans.map(|s| s.custom("Capture"));
-                record_train_step(h, &names, &model, &fwd, &grads, loss, acc);
-                h.step();
+                timeline.scope(Phase::Custom("Capture".into()), || {
+                    record_train_step(h, &names, &model, &fwd, &grads, loss, acc)
+                });
             }
-            {
-                let _o = spans.map(|s| s.optimizer());
-                model.sgd(&grads, lr);
-            }
-            drop(step_span);
+            timeline.scope(Phase::Optimizer, || model.sgd(&grads, lr));
             summary.final_train_loss = loss;
             summary.steps += 1;
+            if let Some(h) = hook.as_deref_mut() {
+                h.step();
+                if let Some(reason) = h.stop_requested() {
+                    summary.stopped = Some(reason);
+                    break 'epochs;
+                }
+            }
         }
-        train_steps = summary.steps;
-        let (loss, acc) = evaluate(
-            &model,
-            eval,
-            cfg.batch_size,
-            cfg.input_side,
-            hook.as_deref_mut(),
-            spans,
-            &mut eval_steps,
-        );
+        let (loss, acc) = evaluate(&model, eval, cfg, hook.as_deref_mut(), timeline);
         summary.eval_loss.push(loss);
         summary.eval_accuracy.push(acc);
     }
@@ -298,33 +291,26 @@ pub fn train_profiled(
 fn evaluate(
     model: &Mlp,
     data: &Digits,
-    batch_size: usize,
-    input_side: Option<usize>,
+    cfg: &TrainConfig,
     mut hook: Option<&mut Hook>,
-    spans: Option<&SpanRecorder>,
-    eval_steps: &mut u64,
+    timeline: &Timeline,
 ) -> (f32, f32) {
     if let Some(h) = hook.as_deref_mut() {
         h.set_mode(Mode::Eval);
     }
     let (mut loss_sum, mut acc_sum, mut n) = (0.0, 0.0, 0.0);
     let indices: Vec<usize> = (0..data.len()).collect();
-    for batch in indices.chunks(batch_size) {
-        let _step = spans.map(|s| s.step(Mode::Eval, *eval_steps));
-        *eval_steps += 1;
-        let (x, y): (_, Array1<usize>) = {
-            let _load = spans.map(|s| s.data_loading());
-            match input_side {
-                Some(side) => data.resampled_batch(batch, side, None),
-                None => data.batch(batch),
-            }
+    let batches = indices.chunks(cfg.batch_size).map(|batch| {
+        let (x, y): (_, Array1<usize>) = match cfg.input_side {
+            Some(side) => data.resampled_batch(batch, side, None),
+            None => data.batch(batch),
         };
-        let fwd = {
-            let _f = spans.map(|s| s.forward());
-            model.forward(&x)
-        };
+        (x, y, batch.len())
+    });
+    for (x, y, len) in timeline.data(batches) {
+        let fwd = timeline.scope(Phase::Forward, || model.forward(&x));
         let (loss, acc) = Mlp::loss_and_accuracy(&fwd, &y);
-        let w = batch.len() as f32;
+        let w = len as f32;
         loss_sum += loss * w;
         acc_sum += acc * w;
         n += w;

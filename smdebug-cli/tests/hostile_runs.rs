@@ -464,26 +464,26 @@ fn every_subcommand_documents_its_exit_status() {
 
 #[test]
 fn a_system_record_stamped_0_does_not_move_the_jobs_start() {
+    use smdebug_core::{SaveConfig, SaveConfigMode};
     use smdebug_examples::digits::{self, Digits};
-    use smdebug_examples::{TrainConfig, train_profiled};
-    use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
-    use smdebug_profiler::system::{SamplerConfig, SystemSampler};
+    use smdebug_examples::{TrainConfig, train_in_session};
+    use smdebug_profiler::spans::SpanConfig;
+    use smdebug_profiler::system::SamplerConfig;
 
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     std::fs::create_dir_all(&run).unwrap();
-    let sampler = SystemSampler::start_local(
-        SamplerConfig::default()
-            .interval(Duration::from_millis(100))
-            .publish_interval(Duration::from_millis(500)),
-        &run,
-    )
-    .unwrap();
-    let (spans, guard) = SpanRecorder::start_local(
-        SpanConfig::default().close_interval(Duration::from_millis(500)),
-        &run,
-    )
-    .unwrap();
+    // Spans and system metrics only: nothing is captured.
+    let mut session = smdebug::Session::builder(run.to_str().unwrap())
+        .save(SaveConfig::new(SaveConfigMode::never()))
+        .system(
+            SamplerConfig::default()
+                .interval(Duration::from_millis(100))
+                .publish_interval(Duration::from_millis(500)),
+        )
+        .spans(SpanConfig::default().close_interval(Duration::from_millis(500)))
+        .start()
+        .unwrap();
     let data = Digits::load(&digits::default_path()).unwrap();
     let (train, eval) = data.split(0.2, 1);
     std::thread::sleep(Duration::from_millis(300));
@@ -491,10 +491,9 @@ fn a_system_record_stamped_0_does_not_move_the_jobs_start() {
         epochs: 1,
         ..TrainConfig::default()
     };
-    train_profiled(&cfg, &train, &eval, None, Some(&spans));
-    guard.finish().unwrap();
-    sampler.stop().unwrap();
-    std::fs::write(run.join("training_job_end.ts"), b"").unwrap();
+    train_in_session(&cfg, &train, &eval, &mut session);
+    session.finish().unwrap();
+    assert!(run.join("training_job_end.ts").exists());
 
     let rule = ["--rule", "MaxInitializationTime", "--json"];
     let judge = |run: &Path| {

@@ -7,12 +7,14 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use smdebug::Session;
 use smdebug_core::{Collection, Hook, SaveConfig};
 use smdebug_examples::digits::{self, Digits};
-use smdebug_examples::{Bug, TrainConfig, train_profiled};
-use smdebug_io::writer::{OverflowPolicy, Writer};
-use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
-use smdebug_profiler::system::{SamplerConfig, SystemSampler};
+use smdebug_examples::{Bug, TrainConfig, train_in_session};
+use smdebug_io::OverflowPolicy;
+use smdebug_io::writer::Writer;
+use smdebug_profiler::spans::SpanConfig;
+use smdebug_profiler::system::SamplerConfig;
 
 fn smdebug(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_smdebug"))
@@ -21,31 +23,22 @@ fn smdebug(args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// Trains the digits MLP into `run` with capture, sampler (100 ms) and spans on.
+/// Trains the digits MLP into `run` in a session: capture, sampler (100 ms) and spans on.
 fn record(run: &Path, bug: Option<Bug>, epochs: usize) {
     std::fs::create_dir_all(run).unwrap();
-    let writer = Writer::builder(smdebug_io::open_storage(run.to_str().unwrap()).unwrap())
-        .overflow(OverflowPolicy::Block)
-        .build()
-        .unwrap();
-    let mut hook = Hook::builder()
-        .save_config(SaveConfig::every(1))
+    let mut session = Session::builder(run.to_str().unwrap())
+        .save(SaveConfig::every(1))
         .collection(Collection::new("gradients").with_save_config(SaveConfig::every(5)))
         .collection(Collection::new("weights").with_save_config(SaveConfig::every(5)))
-        .build(writer)
+        .overflow(OverflowPolicy::Block)
+        .system(
+            SamplerConfig::default()
+                .interval(Duration::from_millis(100))
+                .publish_interval(Duration::from_millis(500)),
+        )
+        .spans(SpanConfig::default().close_interval(Duration::from_millis(500)))
+        .start()
         .unwrap();
-    let sampler = SystemSampler::start_local(
-        SamplerConfig::default()
-            .interval(Duration::from_millis(100))
-            .publish_interval(Duration::from_millis(500)),
-        run,
-    )
-    .unwrap();
-    let (spans, guard) = SpanRecorder::start_local(
-        SpanConfig::default().close_interval(Duration::from_millis(500)),
-        run,
-    )
-    .unwrap();
     let data = Digits::load(&digits::default_path()).unwrap();
     let (tr, ev) = data.split(0.2, 1);
     let cfg = TrainConfig {
@@ -56,11 +49,10 @@ fn record(run: &Path, bug: Option<Bug>, epochs: usize) {
     };
     // Long enough for a few system samples.
     std::thread::sleep(Duration::from_millis(300));
-    train_profiled(&cfg, &tr, &ev, Some(&mut hook), Some(&spans));
+    train_in_session(&cfg, &tr, &ev, &mut session);
     std::thread::sleep(Duration::from_millis(300));
-    guard.finish().unwrap();
-    sampler.stop().unwrap();
-    hook.close();
+    let summary = session.finish().unwrap();
+    assert!(summary.problems.is_empty(), "{summary}");
 }
 
 fn read_json(path: &Path) -> Value {

@@ -239,6 +239,7 @@ struct Slot {
 /// Builds a [`RuleRunner`].
 pub struct RunnerBuilder {
     location: String,
+    storage: Option<Arc<dyn Storage>>,
     rules: Vec<(Box<dyn Rule>, Vec<ActionConfig>)>,
     specs: Vec<RuleSpec>,
     poll_interval: Duration,
@@ -260,6 +261,13 @@ impl RunnerBuilder {
     /// Adds a rule object (a custom rule) with its actions.
     pub fn rule(mut self, rule: Box<dyn Rule>, actions: Vec<ActionConfig>) -> Self {
         self.rules.push((rule, actions));
+        self
+    }
+
+    /// Reads the run through `storage` (already open, with its own options: an object store's
+    /// endpoint and credentials) instead of opening `location` with the defaults.
+    pub fn storage(mut self, storage: Arc<dyn Storage>) -> Self {
+        self.storage = Some(storage);
         self
     }
 
@@ -419,12 +427,16 @@ impl RunnerBuilder {
             || entries
                 .iter()
                 .any(|(r, _)| r.input() == RuleInput::Profiler);
+        let given_storage = self.storage.take();
         let open = |location: &str| -> Result<(Arc<dyn Storage>, Option<Trial>)> {
             let open_error = |e: smdebug_io::Error| Error::OpenRun {
                 location: location.to_string(),
                 source: Box::new(e),
             };
-            let storage = smdebug_io::open_storage(location).map_err(open_error)?;
+            let storage = match &given_storage {
+                Some(s) => s.clone(),
+                None => smdebug_io::open_storage(location).map_err(open_error)?,
+            };
             match Trial::from_storage(location, storage.clone(), runner_trial_options()) {
                 Ok(trial) => Ok((storage, Some(trial))),
                 // A run with profiler data and no tensors is a run for the profiler rules.
@@ -561,6 +573,7 @@ impl RuleRunner {
     pub fn builder(location: &str) -> RunnerBuilder {
         RunnerBuilder {
             location: location.to_string(),
+            storage: None,
             rules: Vec::new(),
             specs: Vec::new(),
             poll_interval: Duration::from_millis(200),

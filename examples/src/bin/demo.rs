@@ -11,26 +11,18 @@
 
 #![forbid(unsafe_code)]
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use smdebug_core::{
-    Collection, Hook, Mode, Reduction, ReductionConfig, ReductionOp, SaveConfig, SaveConfigMode,
-};
+use smdebug::prelude::*;
+use smdebug::profiler::spans::SpanConfig;
+use smdebug::profiler::system::SamplerConfig;
 use smdebug_examples::digits::{self, Digits};
-use smdebug_examples::{Bug, TrainConfig, train_profiled};
-use smdebug_io::format::record::PayloadChecksum;
-use smdebug_io::trial::Trial;
-use smdebug_io::writer::Writer;
-use smdebug_io::{OverflowPolicy, open_storage};
-use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
-use smdebug_profiler::system::{SamplerConfig, SystemSampler};
-use smdebug_report::ReportWriter;
-use smdebug_rules::{ActionConfig, RuleRunner, RuleSpec};
+use smdebug_examples::{Bug, TrainConfig, train_in_session};
 
 struct Args {
-    out: PathBuf,
+    /// A directory, or an object-store URL (`s3://bucket/run`, with `AWS_*` in the environment).
+    out: String,
     epochs: usize,
     bug: Option<Bug>,
     side: usize,
@@ -39,7 +31,7 @@ struct Args {
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
-        out: PathBuf::from("target/smdebug-demo/run"),
+        out: "target/smdebug-demo/run".to_string(),
         epochs: 10,
         bug: None,
         side: 28,
@@ -49,7 +41,7 @@ fn parse_args() -> Result<Args, String> {
     while let Some(a) = it.next() {
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
         match a.as_str() {
-            "--out" => args.out = PathBuf::from(value("--out")?),
+            "--out" => args.out = value("--out")?,
             "--epochs" => {
                 args.epochs = value("--epochs")?
                     .parse()
@@ -79,15 +71,15 @@ fn parse_args() -> Result<Args, String> {
 
 /// The capture plan: parameters and gradients every 10th training step with reductions beside
 /// them, activations every 10th step, losses and metrics at every step of every mode.
-fn build_hook(writer: Writer) -> smdebug_core::Result<Hook> {
+fn capture_plan(session: SessionBuilder) -> smdebug_core::Result<SessionBuilder> {
     let stats = ReductionConfig {
         save_raw_tensor: true,
         reductions: ReductionConfig::parse_list("mean,std,abs_mean,l2_norm,zero_fraction")?,
         save_shape: false,
     };
     let every10 = SaveConfig::every(10).with_mode(Mode::Eval, SaveConfigMode::never());
-    Hook::builder()
-        .save_config(SaveConfig::every(1))
+    Ok(session
+        .save(SaveConfig::every(1))
         .collection(
             Collection::new("weights")
                 .with_save_config(every10.clone())
@@ -97,11 +89,11 @@ fn build_hook(writer: Writer) -> smdebug_core::Result<Hook> {
         .collection(
             Collection::new("gradients")
                 .with_save_config(every10.clone())
-                .with_reductions(stats.clone()),
+                .with_reductions(stats),
         )
         .collection(
             Collection::new("outputs")
-                .with_save_config(every10.clone())
+                .with_save_config(every10)
                 .with_reductions(ReductionConfig {
                     save_raw_tensor: true,
                     reductions: vec![
@@ -114,8 +106,7 @@ fn build_hook(writer: Writer) -> smdebug_core::Result<Hook> {
         .collection(
             Collection::new("inputs").with_save_config(SaveConfig::new(SaveConfigMode::steps([0]))),
         )
-        .export_tensorboard(true)
-        .build(writer)
+        .tensorboard(true))
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -123,71 +114,47 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let data = Digits::load(&digits::default_path())?;
     let (train_set, eval_set) = data.split(0.2, 1);
 
-    if args.out.join("training_job_end.ts").exists() || args.out.join("index").exists() {
-        // A previous demo run: start afresh so the run holds one job.
-        std::fs::remove_dir_all(&args.out)?;
-    }
-    std::fs::create_dir_all(&args.out)?;
-    let location = args.out.canonicalize()?.to_string_lossy().into_owned();
-    let report_path = args
-        .out
-        .canonicalize()?
-        .join("report")
-        .join("profiler-report.html");
-
-    let checksum = if args.python_compatible {
-        PayloadChecksum::SmdebugLegacy
+    let location = if args.out.contains("://") {
+        args.out.clone()
     } else {
-        PayloadChecksum::Crc32c
+        let dir = std::path::Path::new(&args.out);
+        if dir.join("training_job_end.ts").exists() || dir.join("index").exists() {
+            // A previous demo run: start afresh so the run holds one job.
+            std::fs::remove_dir_all(dir)?;
+        }
+        std::fs::create_dir_all(dir)?;
+        dir.canonicalize()?.to_string_lossy().into_owned()
     };
-    let writer = Writer::builder(open_storage(&location)?)
-        .checksum(checksum)
-        // This toy model trains a step in ~0.15 ms, faster than files can be created; a deep
-        // queue absorbs the burst (the byte bound still caps memory) so nothing is dropped.
-        .queue_capacity(1 << 16)
-        .overflow(OverflowPolicy::Drop)
-        .build()?;
-    let status = writer.status();
-    let mut hook = build_hook(writer)?;
 
-    // Hardware and the loop's phases: the sampler (every 100 ms, republished every second so
-    // the profiler rules see it live) and framework spans (files closed every second).
-    // With --python-compatible the node is SageMaker's `algo-1`, the only node id Python
-    // smdebug's system-metrics reader lists.
-    let mut sampler_config = SamplerConfig::default()
-        .interval(Duration::from_millis(100))
-        .publish_interval(Duration::from_secs(1));
-    let mut span_config = SpanConfig::default().close_interval(Duration::from_secs(1));
-    if args.python_compatible {
-        sampler_config = sampler_config.python_compatible(0);
-        span_config = span_config.python_compatible(0);
-    }
-    let sampler = SystemSampler::start_local(sampler_config, &args.out)?;
-    let (spans, span_writer) = SpanRecorder::start_local(span_config, &args.out)?;
-
-    // The rules, following the run on their own thread as it is written. Those that mean the
-    // job is broken stop it (the hook sees the request at its next step); ProfilerReport runs
+    // Everything beside the loop, in one session: capture (this toy model trains a step in
+    // ~0.15 ms, faster than files can be created, so a deep queue absorbs the burst), system
+    // sampling every 100 ms, the loop's phases, and the rules following the run as it is
+    // written. Those that mean the job is broken stop it at its next step; ProfilerReport runs
     // every profiler rule, with patience and windows sized for a job of seconds, and writes the
-    // report when the run ends.
+    // report when the run ends. With --python-compatible the files are the ones Python
+    // smdebug 1.0.34 reads (legacy checksums, SageMaker's `algo-1` node id).
     let stop = || ActionConfig::StopTraining;
-    let runner = RuleRunner::builder(&location)
-        .spec(RuleSpec::parse("VanishingGradient")?.action(stop()))
-        .spec(RuleSpec::parse("ExplodingTensor")?.action(stop()))
-        .spec(RuleSpec::parse("DeadRelu")?.action(stop()))
-        .spec(RuleSpec::parse("PoorWeightInitialization")?)
-        .spec(RuleSpec::parse("WeightUpdateRatio")?)
-        .spec(RuleSpec::parse("Overfit")?)
-        .spec(RuleSpec::parse(
+    let session = capture_plan(Session::builder(&location))?
+        .writer_queue(1 << 16)
+        .python_compatible(args.python_compatible)
+        .system(
+            SamplerConfig::default()
+                .interval(Duration::from_millis(100))
+                .publish_interval(Duration::from_secs(1)),
+        )
+        .spans(SpanConfig::default().close_interval(Duration::from_secs(1)))
+        .rule_spec(RuleSpec::parse("VanishingGradient")?.action(stop()))
+        .rule_spec(RuleSpec::parse("ExplodingTensor")?.action(stop()))
+        .rule_spec(RuleSpec::parse("DeadRelu")?.action(stop()))
+        .rules(["PoorWeightInitialization", "WeightUpdateRatio", "Overfit"])
+        .rule(
             "ProfilerReport:CPUBottleneck_patience=5,IOBottleneck_patience=5,\
              LowGPUUtilization_patience=5,LowGPUUtilization_window=20,BatchSize_patience=5,\
              BatchSize_window=20,GPUMemoryIncrease_patience=5,LoadBalancing_patience=5,\
              StepOutlier_n_outliers=5",
-        )?)
-        .stop_signal(hook.stop_signal())
-        .poll_interval(Duration::from_millis(20))
-        .reporter(ReportWriter::to_file(&report_path))
-        .open_timeout(Duration::from_secs(60))
-        .spawn()?;
+        )
+        .rules_poll_interval(Duration::from_millis(20));
+    let mut session = session.start()?;
 
     let cfg = TrainConfig {
         epochs: args.epochs,
@@ -209,17 +176,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         },
         side = args.side,
     );
-    println!("capture, system sampling, spans and rules on; run directory {location}");
+    println!("capture, system sampling, spans and rules on; run {location}");
     let started = Instant::now();
-    let summary = train_profiled(&cfg, &train_set, &eval_set, Some(&mut hook), Some(&spans));
+    let summary = train_in_session(&cfg, &train_set, &eval_set, &mut session);
     let elapsed = started.elapsed();
-    // Publish the profiler data first, then end the run: the end marker tells the rules that
-    // everything is in.
-    let span_report = span_writer.finish()?;
-    let sampler_report = sampler.stop()?;
-    hook.close();
-    drop(hook); // the writer publishes everything and stops its thread
-    let rules = runner.join()?;
+    // Spans, system metrics, the end marker, then the rules' last look and the report.
+    let done = session.finish()?;
 
     for (epoch, (loss, acc)) in summary
         .eval_loss
@@ -234,18 +196,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!(
-        "trained {} steps in {:.2?}; the writer wrote {} records ({} bytes) in {} steps, dropped {}{}",
-        summary.steps,
-        elapsed,
-        status.records_written(),
-        status.bytes_written(),
-        status.steps_written(),
-        status.dropped(),
-        status
-            .error()
-            .map(|e| format!(", error: {e}"))
-            .unwrap_or_default()
+        "trained {} steps in {:.2?}; the writer wrote {} records ({} bytes), dropped {}",
+        summary.steps, elapsed, done.records_written, done.bytes_written, done.records_dropped,
     );
+    for problem in &done.problems {
+        println!("  problem: {problem}");
+    }
 
     // Read the run back, as an analysis tool would.
     let trial = Trial::open(&location)?;
@@ -313,12 +269,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!(
-        "  profiler: {} system samples ({} records), {} spans in {} trace files",
-        sampler_report.samples, sampler_report.records, span_report.written, span_report.files
+        "  profiler: {} system samples, {} spans written ({} dropped)",
+        done.system_samples, done.spans_written, done.spans_dropped
     );
 
     println!("\nrules (followed the run while it trained):");
-    for r in &rules.rules {
+    for r in &done.rules {
         let when = match (r.first_fired_step, r.first_fired_time_us) {
             (Some(step), _) if r.kind == "debugging" => format!(" first at step {step}"),
             (_, Some(_)) | (Some(_), None) => format!(
@@ -346,10 +302,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         ),
         None => println!("\nthe job ran to the end: no rule asked it to stop"),
     }
-    println!("profiling report: {}", report_path.display());
+    if let Some(report) = &done.report {
+        println!("profiling report: {report}");
+    }
     println!(
         "\nlook closer:\n  open {} in a browser\n  cargo run -q -p smdebug-cli -- info {location}\n  cargo run -q -p smdebug-cli -- value {location} loss --all-steps --mode EVAL\n  tensorboard --logdir {location}/tensorboard",
-        report_path.display()
+        done.report.as_deref().unwrap_or("the report")
     );
     // Last line: the dashboard of this run (live while a run is written, here after it ended).
     println!("\nthe dashboard of this run:\n  cargo run -q -p smdebug-cli -- serve {location}");

@@ -1,0 +1,91 @@
+//! # smdebug
+//!
+//! smdebug for Rust in one dependency: what Amazon SageMaker Debugger and Debugger Profiling
+//! did for Python training jobs, for a Rust training loop (a hand-written loop, candle, burn or
+//! tch-rs). A [`Session`] captures tensors, samples the hardware, times the loop's phases with
+//! no timing code in the loop, runs rules while the job trains (stopping it when one fires),
+//! watches for stop requests from other processes, and writes the profiling report when the
+//! run ends. Runs go to a local directory or an object store, in smdebug's layout, so Python
+//! smdebug's `create_trial`, TensorBoard and the `smdebug` command read them.
+//!
+//! ```no_run
+//! use smdebug::prelude::*;
+//!
+//! let mut session = Session::builder("runs/mlp")
+//!     .save(SaveConfig::every(100))
+//!     .rules(["VanishingGradient", "ExplodingTensor", "ProfilerReport"])
+//!     .start()?;
+//! # let batches = vec![(0.0f32, 1.0f32); 10];
+//! for (x, y) in session.data(batches) {
+//!     let loss = session.forward(|| (x - y).powi(2));
+//!     session.backward(|| ());
+//!     session.hook().save_scalar("loss", f64::from(loss), &["losses"]);
+//!     if session.step()?.stop_requested() {
+//!         break;
+//!     }
+//! }
+//! let summary = session.finish()?; // verdicts, drops, why it stopped, where the report is
+//! println!("{summary}");
+//! # Ok::<(), smdebug::Error>(())
+//! ```
+//!
+//! ## Features
+//!
+//! | feature | what it adds |
+//! | --- | --- |
+//! | (default) | capture, system sampling, framework spans and stop requests, to local disk; no HTTP, TLS, mail or chart crate in the build |
+//! | `rules` | rules in the training process, with their stop and command actions |
+//! | `report` | the profiling report at the end (implies `rules`) |
+//! | `serve` | the live dashboard, served from the training process (implies `report`) |
+//! | `notify` | webhook and e-mail actions |
+//! | `s3`, `gcs`, `azure` | runs in S3, Google Cloud Storage, Azure Blob Storage |
+//! | `candle`, `burn` | the framework adapters |
+//!
+//! ## The crates underneath
+//!
+//! Re-exported whole, for what the session does not cover: [`capture`] (smdebug-core: tensor
+//! views, collections, save configs, the hook, the timeline and its windows), [`io`]
+//! (smdebug-io: the run format, storage, the writer, the `Trial` reader), [`profiler`]
+//! (smdebug-profiler: sampler, spans, their readers, Kineto traces), and with their features
+//! `rules`, `report`, `serve`, `candle`, `burn`.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod error;
+mod session;
+
+pub use error::{Error, Result};
+#[cfg(feature = "report")]
+pub use session::ReportTarget;
+pub use session::{Session, SessionBuilder, SessionSummary, StepStatus};
+
+pub use smdebug_core as capture;
+pub use smdebug_io as io;
+pub use smdebug_profiler as profiler;
+
+#[cfg(feature = "burn")]
+pub use smdebug_burn as burn;
+#[cfg(feature = "candle")]
+pub use smdebug_candle as candle;
+#[cfg(feature = "report")]
+pub use smdebug_report as report;
+#[cfg(feature = "rules")]
+pub use smdebug_rules as rules;
+#[cfg(feature = "serve")]
+pub use smdebug_serve as serve;
+
+/// What a training loop and a small analysis script use, in one `use`.
+pub mod prelude {
+    #[cfg(feature = "report")]
+    pub use crate::ReportTarget;
+    pub use crate::{Error, Session, SessionBuilder, SessionSummary, StepStatus};
+    pub use smdebug_core::window::Window;
+    pub use smdebug_core::{
+        Capture, Collection, Mode, Reduction, ReductionConfig, ReductionOp, SaveConfig,
+        SaveConfigMode, TensorView, WorkerInfo,
+    };
+    pub use smdebug_io::Trial;
+    #[cfg(feature = "rules")]
+    pub use smdebug_rules::{ActionConfig, RuleSpec, Status};
+}

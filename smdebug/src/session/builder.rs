@@ -1,0 +1,498 @@
+//! [`SessionBuilder`]: everything a session runs, with documented defaults, and `start()`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use smdebug_core::timeline::{Profiling, Timeline, TimelineConfig};
+use smdebug_core::window::Window;
+use smdebug_core::{
+    Capture, Collection, Hook, HookBuilder, HookConfig, ReductionConfig, SaveConfig, StopSignal,
+    WorkerInfo,
+};
+use smdebug_io::format::record::PayloadChecksum;
+use smdebug_io::stop::StopWatcher;
+use smdebug_io::writer::Writer;
+use smdebug_io::{OverflowPolicy, Storage, StorageOptions, open_storage_with};
+use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
+use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
+
+use super::profiling::SessionSink;
+use super::{Parts, Session};
+use crate::error::{Error, Result};
+
+/// Builds the capture hook `H` from the configured hook builder and the run's writer.
+type MakeCapture<H> = Box<dyn FnOnce(HookBuilder, Writer) -> Result<H>>;
+
+/// Where the profiling report goes at the end of a session.
+#[cfg(feature = "report")]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReportTarget {
+    /// `<run>/profiler-output/profiler-report.html`, through the run's storage (local disk or
+    /// the object store), with one JSON result per rule beside it.
+    IntoRun,
+    /// A page on local disk (the rules' JSON files beside it).
+    File(std::path::PathBuf),
+    /// No report.
+    Off,
+}
+
+/// Configures a [`Session`]. Every setting has a default; settings made here are themselves
+/// defaults that SageMaker's configuration files override when present (the order is
+/// documented on [`Session`]).
+///
+/// Defaults:
+///
+/// | setting | default |
+/// | --- | --- |
+/// | capture | smdebug's: the built-in collections, every 500th step of each mode, raw tensors |
+/// | worker | from the launcher's environment (`RANK`/`WORLD_SIZE`, Open MPI, Slurm); one worker otherwise |
+/// | writer | a 65 536-record queue (1 GiB of tensor data at most), dropping (and counting) what does not fit; real CRC-32C payload checksums |
+/// | system sampling | every 500 ms, in the process of local rank 0 |
+/// | framework spans | on: steps, forward, backward, optimizer and data loading at every step; per-module spans (detailed) and the code profile off |
+/// | rules | none |
+/// | report | into the run, when rules run (feature `report`) |
+/// | stop requests | watched every 200 ms (the dashboard's Stop, another job's rules) |
+pub struct SessionBuilder<H: Capture = Hook> {
+    pub(super) location: String,
+    pub(super) storage_options: StorageOptions,
+    pub(super) hook: HookConfig,
+    pub(super) worker: Option<WorkerInfo>,
+    pub(super) checksum: PayloadChecksum,
+    pub(super) queue_capacity: usize,
+    pub(super) overflow: OverflowPolicy,
+    pub(super) sampler: Option<SamplerConfig>,
+    pub(super) sample_here: Option<bool>,
+    pub(super) spans: Option<SpanConfig>,
+    pub(super) timeline: TimelineConfig,
+    pub(super) python_compatible: bool,
+    pub(super) stop_poll: Duration,
+    pub(super) finish_timeout: Duration,
+    #[cfg(feature = "rules")]
+    pub(super) rules: Vec<smdebug_rules::RuleSpec>,
+    #[cfg(feature = "rules")]
+    pub(super) custom_rules: Vec<(
+        Box<dyn smdebug_rules::Rule>,
+        Vec<smdebug_rules::ActionConfig>,
+    )>,
+    #[cfg(feature = "rules")]
+    pub(super) rule_errors: Vec<smdebug_rules::Error>,
+    #[cfg(feature = "rules")]
+    pub(super) rules_poll: Duration,
+    #[cfg(feature = "report")]
+    pub(super) report: ReportTarget,
+    #[cfg(feature = "serve")]
+    pub(super) dashboard: Option<smdebug_serve::ServeOptions>,
+    pub(super) make: MakeCapture<H>,
+}
+
+impl<H: Capture> std::fmt::Debug for SessionBuilder<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionBuilder")
+            .field("location", &self.location)
+            .field("worker", &self.worker)
+            .field("sampler", &self.sampler.is_some())
+            .field("spans", &self.spans.is_some())
+            .field("timeline", &self.timeline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionBuilder<Hook> {
+    pub(super) fn new(location: &str) -> SessionBuilder<Hook> {
+        SessionBuilder {
+            location: location.to_string(),
+            storage_options: StorageOptions::default(),
+            hook: HookConfig::default(),
+            worker: None,
+            checksum: PayloadChecksum::Crc32c,
+            queue_capacity: 1 << 16,
+            overflow: OverflowPolicy::Drop,
+            sampler: Some(SamplerConfig::default()),
+            sample_here: None,
+            spans: Some(SpanConfig::default()),
+            timeline: TimelineConfig::default(),
+            python_compatible: false,
+            stop_poll: StopWatcher::DEFAULT_INTERVAL,
+            finish_timeout: Duration::from_secs(120),
+            #[cfg(feature = "rules")]
+            rules: Vec::new(),
+            #[cfg(feature = "rules")]
+            custom_rules: Vec::new(),
+            #[cfg(feature = "rules")]
+            rule_errors: Vec::new(),
+            #[cfg(feature = "rules")]
+            rules_poll: Duration::from_millis(200),
+            #[cfg(feature = "report")]
+            report: ReportTarget::IntoRun,
+            #[cfg(feature = "serve")]
+            dashboard: None,
+            make: Box::new(|builder: HookBuilder, writer: Writer| Ok(builder.build(writer)?)),
+        }
+    }
+}
+
+impl<H: Capture> SessionBuilder<H> {
+    /// Captures through another hook type, built by `make` from the configured hook builder
+    /// and the run's writer: a framework adapter's hook
+    /// (`.capture_with(|b, w| CandleHook::new(b, w))`; the framework features give shortcuts).
+    pub fn capture_with<H2: Capture + 'static>(
+        self,
+        make: impl FnOnce(HookBuilder, Writer) -> std::result::Result<H2, H2::Error> + 'static,
+    ) -> SessionBuilder<H2> {
+        SessionBuilder {
+            location: self.location,
+            storage_options: self.storage_options,
+            hook: self.hook,
+            worker: self.worker,
+            checksum: self.checksum,
+            queue_capacity: self.queue_capacity,
+            overflow: self.overflow,
+            sampler: self.sampler,
+            sample_here: self.sample_here,
+            spans: self.spans,
+            timeline: self.timeline,
+            python_compatible: self.python_compatible,
+            stop_poll: self.stop_poll,
+            finish_timeout: self.finish_timeout,
+            #[cfg(feature = "rules")]
+            rules: self.rules,
+            #[cfg(feature = "rules")]
+            custom_rules: self.custom_rules,
+            #[cfg(feature = "rules")]
+            rule_errors: self.rule_errors,
+            #[cfg(feature = "rules")]
+            rules_poll: self.rules_poll,
+            #[cfg(feature = "report")]
+            report: self.report,
+            #[cfg(feature = "serve")]
+            dashboard: self.dashboard,
+            make: Box::new(move |b, w| make(b, w).map_err(|e| Error::Capture(Box::new(e)))),
+        }
+    }
+
+    /// Options for an object-store location (endpoint, credentials); by default they come from
+    /// the environment (`AWS_*`, `GOOGLE_*`, `AZURE_*`).
+    pub fn storage_options(mut self, options: StorageOptions) -> Self {
+        self.storage_options = options;
+        self
+    }
+
+    /// Starts from a whole capture configuration (collections, schedules, reductions).
+    pub fn hook_config(mut self, config: HookConfig) -> Self {
+        self.hook = config;
+        self
+    }
+
+    /// The default schedule: collections without their own are saved on these steps.
+    pub fn save(mut self, save: SaveConfig) -> Self {
+        self.hook.save_config = save;
+        self
+    }
+
+    /// What collections without their own reduction config save.
+    pub fn reductions(mut self, reductions: ReductionConfig) -> Self {
+        self.hook.reduction_config = reductions;
+        self
+    }
+
+    /// Adds a collection (or replaces a built-in of the same name).
+    pub fn collection(mut self, collection: Collection) -> Self {
+        self.hook
+            .collections
+            .retain(|c| c.name() != collection.name());
+        self.hook.collections.push(collection);
+        self
+    }
+
+    /// Also writes TensorBoard scalars and histograms under `<run>/tensorboard/`.
+    pub fn tensorboard(mut self, on: bool) -> Self {
+        self.hook.export_tensorboard = on;
+        self
+    }
+
+    /// This process's rank and the job's size (default: from the launcher's environment).
+    pub fn worker(mut self, worker: WorkerInfo) -> Self {
+        self.worker = Some(worker);
+        self
+    }
+
+    /// How many records may wait for the writer before new ones are dropped and counted
+    /// (default 65 536; the queue also holds at most 1 GiB of tensor data).
+    pub fn writer_queue(mut self, records: usize) -> Self {
+        self.queue_capacity = records;
+        self
+    }
+
+    /// What a full writer queue does: drop and count (the default; training never waits), or
+    /// block the training loop.
+    pub fn overflow(mut self, policy: OverflowPolicy) -> Self {
+        self.overflow = policy;
+        self
+    }
+
+    /// Files that Python smdebug 1.0.34 reads as well: its legacy constant payload checksum
+    /// instead of CRC-32C, and SageMaker node ids (`algo-<n>`) for system metrics and spans.
+    pub fn python_compatible(mut self, on: bool) -> Self {
+        self.python_compatible = on;
+        self
+    }
+
+    /// System sampling with `config` (interval, node id, rotation, GPUs).
+    pub fn system(mut self, config: SamplerConfig) -> Self {
+        self.sampler = Some(config);
+        self
+    }
+
+    /// No system sampling.
+    pub fn no_system(mut self) -> Self {
+        self.sampler = None;
+        self
+    }
+
+    /// Whether this process samples the host. Default: the process of local rank 0
+    /// (`LOCAL_RANK`, `OMPI_COMM_WORLD_LOCAL_RANK`, `SLURM_LOCALID`; the job's rank when none is
+    /// set), so the processes of one host do not sample it twice.
+    pub fn sample_on_this_worker(mut self, on: bool) -> Self {
+        self.sample_here = Some(on);
+        self
+    }
+
+    /// Framework spans written with `config` (node id, queue, file rotation).
+    pub fn spans(mut self, config: SpanConfig) -> Self {
+        self.spans = Some(config);
+        self
+    }
+
+    /// No framework spans and no code profile: the timeline is off.
+    pub fn no_spans(mut self) -> Self {
+        self.spans = None;
+        self
+    }
+
+    /// When each profiler runs (step and phase spans, data loading, detailed, code).
+    pub fn profiling(mut self, config: TimelineConfig) -> Self {
+        self.timeline = config;
+        self
+    }
+
+    /// When per-module spans are recorded (SageMaker's detailed profiling). Default: never.
+    pub fn detailed_profiling(mut self, window: Window) -> Self {
+        self.timeline.set(Profiling::Detailed, window);
+        self
+    }
+
+    /// When data-loading spans are recorded. Default: every step.
+    pub fn dataloader_profiling(mut self, window: Window) -> Self {
+        self.timeline.set(Profiling::DataLoading, window);
+        self
+    }
+
+    /// When the sampling code profile runs (SageMaker's Python profiling). Default: never.
+    pub fn code_profiling(mut self, window: Window) -> Self {
+        self.timeline.set(Profiling::Code, window);
+        self
+    }
+
+    /// How often stop requests written into the run are looked for. Default: 200 ms.
+    pub fn stop_poll_interval(mut self, interval: Duration) -> Self {
+        self.stop_poll = interval;
+        self
+    }
+
+    /// How long [`Session::finish`] waits for the rules to evaluate the last steps and write
+    /// the report before it stops them. Default: 120 s.
+    pub fn finish_timeout(mut self, timeout: Duration) -> Self {
+        self.finish_timeout = timeout;
+        self
+    }
+
+    /// Runs a built-in rule in the training process, given as the command line gives it:
+    /// `"VanishingGradient"`, `"LossNotDecreasing:num_steps=20"`, `"ProfilerReport"`. A spec
+    /// that does not parse is an error of [`start`](Self::start).
+    #[cfg(feature = "rules")]
+    pub fn rule(mut self, spec: &str) -> Self {
+        match smdebug_rules::RuleSpec::parse(spec) {
+            Ok(s) => self.rules.push(s),
+            Err(e) => self.rule_errors.push(e),
+        }
+        self
+    }
+
+    /// Runs each of these built-in rules (see [`rule`](Self::rule)).
+    #[cfg(feature = "rules")]
+    pub fn rules<'a>(self, specs: impl IntoIterator<Item = &'a str>) -> Self {
+        specs.into_iter().fold(self, |b, s| b.rule(s))
+    }
+
+    /// Runs a built-in rule given as a spec, with its actions
+    /// (`RuleSpec::parse("ExplodingTensor")?.action(ActionConfig::StopTraining)`).
+    #[cfg(feature = "rules")]
+    pub fn rule_spec(mut self, spec: smdebug_rules::RuleSpec) -> Self {
+        self.rules.push(spec);
+        self
+    }
+
+    /// Runs a rule of the caller's own, with its actions.
+    #[cfg(feature = "rules")]
+    pub fn custom_rule(
+        mut self,
+        rule: Box<dyn smdebug_rules::Rule>,
+        actions: Vec<smdebug_rules::ActionConfig>,
+    ) -> Self {
+        self.custom_rules.push((rule, actions));
+        self
+    }
+
+    /// How often the in-process rules look for new steps and profiler data. Default: 200 ms.
+    #[cfg(feature = "rules")]
+    pub fn rules_poll_interval(mut self, interval: Duration) -> Self {
+        self.rules_poll = interval;
+        self
+    }
+
+    /// Where the profiling report goes at the end. Default: into the run.
+    #[cfg(feature = "report")]
+    pub fn report(mut self, target: ReportTarget) -> Self {
+        self.report = target;
+        self
+    }
+
+    /// Serves the live dashboard of this run from the training process (rank 0 only), on
+    /// `options`' address, port and token (its `runs` are replaced by this run); the URL is
+    /// in [`Session::dashboard_url`] and the summary.
+    #[cfg(feature = "serve")]
+    pub fn dashboard(mut self, options: smdebug_serve::ServeOptions) -> Self {
+        self.dashboard = Some(options);
+        self
+    }
+
+    /// Starts everything: the writer, the stop-request watcher, the span writer and the
+    /// timeline, the system sampler, the rules and the dashboard. Every configuration error is
+    /// returned here, before the first step; nothing is left running after an error.
+    pub fn start(self) -> Result<Session<H>> {
+        #[cfg(feature = "rules")]
+        if let Some(e) = self.rule_errors.into_iter().next() {
+            return Err(e.into());
+        }
+        let worker = match self.worker {
+            Some(w) => w,
+            None => WorkerInfo::from_env()?,
+        };
+        let storage: Arc<dyn Storage> = open_storage_with(&self.location, &self.storage_options)?;
+        let stop = StopSignal::default();
+        let mut parts = Parts {
+            stop_watcher: Some(StopWatcher::with_storage(
+                storage.clone(),
+                stop.clone(),
+                self.stop_poll,
+            )?),
+            ..Parts::default()
+        };
+
+        let writer = Writer::builder(storage.clone())
+            .worker_rank(worker.rank)
+            .checksum(if self.python_compatible {
+                PayloadChecksum::SmdebugLegacy
+            } else {
+                self.checksum
+            })
+            .queue_capacity(self.queue_capacity)
+            .overflow(self.overflow)
+            .build()?;
+        parts.writer = Some(writer.status());
+
+        let node_of = |node: &NodeId| {
+            if self.python_compatible {
+                NodeId::algo(1)
+            } else {
+                node.clone()
+            }
+        };
+        let timeline = match self.spans {
+            Some(config) => {
+                let node = node_of(&NodeId::from_hostname());
+                let worker_id = u32::try_from(worker.rank).unwrap_or(u32::MAX);
+                let (recorder, guard) =
+                    SpanRecorder::start(config.node(node).worker(worker_id), storage.clone())?;
+                parts.span_writer = Some(guard);
+                let sink = Arc::new(SessionSink::new(recorder));
+                parts.sink = Some(sink.clone());
+                Timeline::new(self.timeline.clone(), sink)
+            }
+            None => Timeline::off(),
+        };
+
+        let builder = HookBuilder::from_config(self.hook)
+            .worker_info(worker)
+            .stop_signal(stop.clone())
+            .timeline(timeline.clone());
+        let capture = (self.make)(builder, writer)?;
+
+        let sample_here = self
+            .sample_here
+            .unwrap_or_else(|| local_rank(worker.rank) == 0);
+        if let (Some(config), true) = (self.sampler, sample_here) {
+            let node = node_of(config.node_id());
+            parts.sampler = Some(SystemSampler::start(config.node(node), storage.clone())?);
+        }
+
+        let location = self.location.clone();
+        #[cfg(feature = "rules")]
+        if worker.rank == 0 && (!self.rules.is_empty() || !self.custom_rules.is_empty()) {
+            let mut runner = smdebug_rules::RuleRunner::builder(&location)
+                .storage(storage.clone())
+                .stop_signal(stop.clone())
+                .poll_interval(self.rules_poll)
+                .open_timeout(Duration::from_secs(24 * 3600));
+            for spec in self.rules {
+                runner = runner.spec(spec);
+            }
+            for (rule, actions) in self.custom_rules {
+                runner = runner.rule(rule, actions);
+            }
+            #[cfg(feature = "report")]
+            {
+                runner = match &self.report {
+                    ReportTarget::IntoRun => {
+                        parts.report = Some(super::report_location(&location));
+                        runner.reporter(smdebug_report::ReportWriter::into_run())
+                    }
+                    ReportTarget::File(path) => {
+                        parts.report = Some(path.display().to_string());
+                        runner.reporter(smdebug_report::ReportWriter::to_file(path))
+                    }
+                    ReportTarget::Off => runner,
+                };
+            }
+            parts.runner = Some(runner.spawn()?);
+        }
+
+        #[cfg(feature = "serve")]
+        if let (Some(mut options), 0) = (self.dashboard, worker.rank) {
+            options.runs = vec![location.clone()];
+            options.storage = self.storage_options.clone();
+            let server = smdebug_serve::Server::start(options)?;
+            parts.dashboard_url = Some(server.url().to_string());
+            parts.dashboard = Some(server);
+        }
+
+        Ok(Session::assemble(
+            capture,
+            location,
+            storage,
+            stop,
+            timeline,
+            worker,
+            self.finish_timeout,
+            parts,
+        ))
+    }
+}
+
+/// This process's rank among the processes of its host: the launcher's local rank, or `rank`.
+fn local_rank(rank: usize) -> usize {
+    ["LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+        .unwrap_or(rank)
+}

@@ -1,0 +1,397 @@
+//! The [`Session`]: everything that runs beside a training loop, owned by one value and shut
+//! down in the right order.
+//!
+//! A session owns, for the run at one location (a path or an object-store URL):
+//!
+//! - capture: the hook (the core [`Hook`] or a framework adapter's) and the background writer;
+//! - framework profiling: the timeline (step spans from the step boundary, data loading from
+//!   [`Session::data`], forward/backward/optimizer from the scope helpers or the adapter, per
+//!   module while the detailed window is open) and the span writer;
+//! - system sampling (in one process per host);
+//! - a watcher of stop requests written into the run (the dashboard's Stop button, another
+//!   job's rules), which the loop sees at its next step;
+//! - with feature `rules`: the rules, following the run in the training process on their own
+//!   thread, with their actions; with `report`, the profiling report when the run ends; with
+//!   `serve`, the live dashboard.
+//!
+//! [`Session::finish`] (or dropping the session) shuts them down in this order: the profiling
+//! windows close, the span writer publishes, the sampler stops, the hook closes the run and the
+//! writer publishes the last step and the end marker, the rules evaluate what is left and write
+//! the report, the dashboard and the stop watcher stop. It returns a [`SessionSummary`].
+
+mod builder;
+mod profiling;
+mod summary;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use smdebug_core::phase::Phase;
+use smdebug_core::timeline::{TimedIter, Timeline};
+use smdebug_core::{Capture, Hook, Mode, StopSignal, WorkerInfo};
+use smdebug_io::Storage;
+use smdebug_io::stop::StopWatcher;
+use smdebug_io::writer::WriterStatus;
+use smdebug_profiler::spans::SpanWriterGuard;
+use smdebug_profiler::system::SamplerHandle;
+
+#[cfg(feature = "report")]
+pub use builder::ReportTarget;
+pub use builder::SessionBuilder;
+use profiling::SessionSink;
+pub use summary::SessionSummary;
+
+use crate::error::{Error, Result};
+
+/// The parts a session started, each shut down by [`Session::finish`].
+#[derive(Default)]
+pub(crate) struct Parts {
+    pub(crate) writer: Option<WriterStatus>,
+    pub(crate) stop_watcher: Option<StopWatcher>,
+    pub(crate) span_writer: Option<SpanWriterGuard>,
+    pub(crate) sink: Option<Arc<SessionSink>>,
+    pub(crate) sampler: Option<SamplerHandle>,
+    #[cfg(feature = "rules")]
+    pub(crate) runner: Option<smdebug_rules::RunnerHandle>,
+    #[cfg(feature = "rules")]
+    pub(crate) report: Option<String>,
+    #[cfg(feature = "serve")]
+    pub(crate) dashboard: Option<smdebug_serve::Server>,
+    pub(crate) dashboard_url: Option<String>,
+}
+
+/// What [`Session::step`] says about the step that just ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepStatus {
+    /// The global step that ended.
+    pub step: u64,
+    /// Why the job was asked to stop, once someone asked (a rule, the dashboard, another job).
+    pub stop: Option<String>,
+}
+
+impl StepStatus {
+    /// Whether the loop should stop now.
+    pub fn stop_requested(&self) -> bool {
+        self.stop.is_some()
+    }
+}
+
+/// Everything that runs beside a training loop: capture, system sampling, framework
+/// profiling, rules and their actions, the report. See the [module docs](self).
+///
+/// ```no_run
+/// use smdebug::prelude::*;
+///
+/// let mut session = Session::builder("runs/demo")
+///     .save(SaveConfig::every(10))
+///     .start()?;
+/// for (step, batch) in session.data(0..100).enumerate() {
+///     let loss = session.forward(|| 1.0 / (batch as f64 + 1.0));
+///     session.hook().save_scalar("loss", loss, &["losses"]);
+///     if session.step()?.stop_requested() {
+///         break;
+///     }
+///     let _ = step;
+/// }
+/// println!("{}", session.finish()?);
+/// # Ok::<(), smdebug::Error>(())
+/// ```
+///
+/// **Settings and SageMaker's files.** What the builder sets is the default; SageMaker's
+/// configuration files, when present, override what they state (see
+/// [`SessionBuilder::config_files`]).
+pub struct Session<H: Capture = Hook> {
+    capture: Option<H>,
+    location: String,
+    storage: Arc<dyn Storage>,
+    stop: StopSignal,
+    timeline: Timeline,
+    worker: WorkerInfo,
+    #[cfg_attr(not(feature = "rules"), allow(dead_code))]
+    finish_timeout: Duration,
+    parts: Parts,
+    started: Instant,
+    capture_errors: Vec<String>,
+    finished: bool,
+}
+
+impl<H: Capture> std::fmt::Debug for Session<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("location", &self.location)
+            .field("worker", &self.worker)
+            .field("timeline", &self.timeline)
+            .field("finished", &self.finished)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session<Hook> {
+    /// A session for the run at `location`: a directory, or an object-store URL (`s3://`,
+    /// `gs://`, `az://`; features `s3`, `gcs`, `azure`).
+    pub fn builder(location: &str) -> SessionBuilder<Hook> {
+        SessionBuilder::new(location)
+    }
+}
+
+/// Where the report goes inside the run at `location`.
+#[cfg(feature = "report")]
+fn report_location(location: &str) -> String {
+    use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE};
+    if location.contains("://") {
+        format!(
+            "{}/{DEFAULT_REPORT_DIR}/{REPORT_FILE}",
+            location.trim_end_matches('/')
+        )
+    } else {
+        std::path::Path::new(location)
+            .join(DEFAULT_REPORT_DIR)
+            .join(REPORT_FILE)
+            .display()
+            .to_string()
+    }
+}
+
+impl<H: Capture> Session<H> {
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        capture: H,
+        location: String,
+        storage: Arc<dyn Storage>,
+        stop: StopSignal,
+        timeline: Timeline,
+        worker: WorkerInfo,
+        finish_timeout: Duration,
+        parts: Parts,
+    ) -> Session<H> {
+        Session {
+            capture: Some(capture),
+            location,
+            storage,
+            stop,
+            timeline,
+            worker,
+            finish_timeout,
+            parts,
+            started: Instant::now(),
+            capture_errors: Vec::new(),
+            finished: false,
+        }
+    }
+
+    /// The capture hook: the core [`Hook`] (`save_tensor`, `save_scalar`, `set_mode`), or the
+    /// framework adapter's (`save_parameters`, `save_gradients`, `wrap`, `probe`, ...).
+    ///
+    /// # Panics
+    ///
+    /// Never: the hook is there until [`finish`](Self::finish), which consumes the session.
+    pub fn hook(&mut self) -> &mut H {
+        self.capture
+            .as_mut()
+            .expect("the hook is taken only by finish(), which consumes the session")
+    }
+
+    /// The run's location, as given.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// The run's storage.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    /// This process's worker.
+    pub fn worker(&self) -> WorkerInfo {
+        self.worker
+    }
+
+    /// The loop's timeline (spans and profiling windows).
+    pub fn timeline(&self) -> &Timeline {
+        &self.timeline
+    }
+
+    /// The stop signal the hook, the rules and the stop watcher share; a loop's own code may
+    /// request a stop through it too.
+    pub fn stop_signal(&self) -> StopSignal {
+        self.stop.clone()
+    }
+
+    /// Why the job was asked to stop, once someone asked.
+    pub fn stop_requested(&self) -> Option<String> {
+        self.stop.requested()
+    }
+
+    /// The dashboard's URL, when the session serves one (feature `serve`).
+    pub fn dashboard_url(&self) -> Option<&str> {
+        self.parts.dashboard_url.as_deref()
+    }
+
+    /// Ends the step: the hook publishes it (and the adapter saves what its probes kept), the
+    /// step's span closes and the profiling windows move on. Says whether someone asked the
+    /// job to stop. An error saving a kept tensor is returned after the step advanced;
+    /// training may go on.
+    pub fn step(&mut self) -> Result<StepStatus> {
+        let capture = self.hook();
+        let result = capture.end_step();
+        let step = capture.core().global_step().saturating_sub(1);
+        result.map_err(|e| Error::Capture(Box::new(e)))?;
+        Ok(StepStatus {
+            step,
+            stop: self.stop.requested(),
+        })
+    }
+
+    /// Switches mode (TRAIN, EVAL, PREDICT); the step counters of each mode are kept.
+    pub fn set_mode(&mut self, mode: Mode) -> Result<()> {
+        self.hook()
+            .switch_mode(mode)
+            .map_err(|e| Error::Capture(Box::new(e)))
+    }
+
+    /// Wraps the loop's data: each `next()` is a data-loading span while data-loading
+    /// profiling is on, and marks where the step begins. The iterator holds no borrow of the
+    /// session.
+    pub fn data<I: IntoIterator>(&self, data: I) -> TimedIter<I::IntoIter> {
+        self.timeline.data(data)
+    }
+
+    /// Runs the forward pass `f` inside a forward span.
+    pub fn forward<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.timeline.scope(Phase::Forward, f)
+    }
+
+    /// Runs the backward pass `f` inside a backward span.
+    pub fn backward<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.timeline.scope(Phase::Backward, f)
+    }
+
+    /// Runs the optimizer step `f` inside an optimizer span.
+    pub fn optimizer<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.timeline.scope(Phase::Optimizer, f)
+    }
+
+    /// Runs `f` inside a span of a phase of the caller's own (its own row in the trace).
+    pub fn scope<R>(&self, phase: &'static str, f: impl FnOnce() -> R) -> R {
+        self.timeline.scope(Phase::Custom(phase.into()), f)
+    }
+
+    /// Shuts everything down in order (see the [module docs](self)) and says what happened.
+    ///
+    /// Problems met on the way (a storage error that disabled capture, a sampler that could not
+    /// publish, a rule runner that failed) are in [`SessionSummary::problems`]; they do not make
+    /// this fail, so the summary of a damaged run is still there to read.
+    pub fn finish(mut self) -> Result<SessionSummary> {
+        Ok(self.shut_down())
+    }
+
+    fn shut_down(&mut self) -> SessionSummary {
+        self.finished = true;
+        let mut problems = std::mem::take(&mut self.capture_errors);
+        let steps = self.capture.as_ref().map_or(0, |c| c.core().global_step());
+        // 1. The profiling windows close (the code profile stops) and the spans are published,
+        //    then the sampler: the rules must see all profiler data before the end marker.
+        self.timeline.close(steps);
+        let mut summary = SessionSummary {
+            location: self.location.clone(),
+            steps,
+            ..SessionSummary::default()
+        };
+        drop(self.parts.sink.take());
+        if let Some(spans) = self.parts.span_writer.take() {
+            match spans.finish() {
+                Ok(r) => {
+                    summary.spans_written = r.written;
+                    summary.spans_dropped = r.dropped;
+                    if let Some(e) = r.last_write_error {
+                        problems.push(format!("span writer: {e}"));
+                    }
+                }
+                Err(e) => problems.push(format!("span writer: {e}")),
+            }
+        }
+        if let Some(sampler) = self.parts.sampler.take() {
+            match sampler.stop() {
+                Ok(r) => {
+                    summary.system_samples = r.samples;
+                    if let Some(e) = r.last_write_error {
+                        problems.push(format!("system sampler: {e}"));
+                    }
+                }
+                Err(e) => problems.push(format!("system sampler: {e}")),
+            }
+        }
+        // 2. The run ends: the last step and the end marker (with the stop reason), then the
+        //    writer thread drains and stops when the hook is dropped.
+        if let Some(mut capture) = self.capture.take() {
+            if let Err(e) = capture.close_run() {
+                problems.push(format!("capture: {e}"));
+            }
+            drop(capture);
+        }
+        summary.stopped = self.stop.requested();
+        if let Some(status) = self.parts.writer.take() {
+            summary.records_written = status.records_written();
+            summary.records_dropped = status.dropped();
+            summary.bytes_written = status.bytes_written();
+            if let Some(e) = status.error() {
+                problems.push(format!("capture writer: {e}"));
+            }
+        }
+        // 3. The rules see the end marker, evaluate the rest and write the report.
+        #[cfg(feature = "rules")]
+        if let Some(runner) = self.parts.runner.take() {
+            let deadline = Instant::now() + self.finish_timeout;
+            while !runner.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let timed_out = !runner.is_finished();
+            let result = if timed_out {
+                runner.cancel()
+            } else {
+                runner.join()
+            };
+            match result {
+                Ok(rules) => {
+                    if timed_out {
+                        problems.push(format!(
+                            "the rules had not finished {} s after the run ended; their \
+                             statuses are as far as they got",
+                            self.finish_timeout.as_secs_f64()
+                        ));
+                    }
+                    summary.report = self.parts.report.take();
+                    summary.rules = rules.rules;
+                }
+                Err(e) => problems.push(format!("rules: {e}")),
+            }
+        }
+        // 4. The dashboard and the stop watcher.
+        #[cfg(feature = "serve")]
+        if let Some(server) = self.parts.dashboard.take() {
+            server.shutdown();
+        }
+        summary.dashboard = self.parts.dashboard_url.take();
+        if let Some(watcher) = self.parts.stop_watcher.take() {
+            watcher.stop();
+        }
+        summary.duration = self.started.elapsed();
+        summary.problems = problems;
+        summary
+    }
+}
+
+impl<H: Capture> Drop for Session<H> {
+    /// A session dropped without [`finish`](Session::finish) shuts down the same way; its
+    /// summary goes to the log (`log::info!`, problems at `warn`).
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let summary = self.shut_down();
+        for p in &summary.problems {
+            log::warn!("smdebug session {}: {p}", summary.location);
+        }
+        log::info!("smdebug session ended: {summary}");
+    }
+}

@@ -1,0 +1,104 @@
+//! What a session did, returned by [`Session::finish`](super::Session::finish).
+
+use std::fmt;
+use std::time::Duration;
+
+/// What happened during a session: steps, what capture and profiling wrote and dropped, the
+/// rules' verdicts, why the job stopped, and where the report and the dashboard are.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct SessionSummary {
+    /// The run's location.
+    pub location: String,
+    /// Global steps the loop ended.
+    pub steps: u64,
+    /// Tensor records written.
+    pub records_written: u64,
+    /// Tensor records dropped because the writer's queue was full (or capture was disabled).
+    pub records_dropped: u64,
+    /// Bytes of event files written.
+    pub bytes_written: u64,
+    /// Framework spans written.
+    pub spans_written: u64,
+    /// Framework spans dropped (queue full or writer stopped).
+    pub spans_dropped: u64,
+    /// System samples taken by this process (0 where another process samples the host).
+    pub system_samples: u64,
+    /// Why the job was asked to stop (a rule, the dashboard, another job); `None`: it ran to
+    /// its end.
+    pub stopped: Option<String>,
+    /// Every rule's final status (rank 0; other workers run no rules).
+    #[cfg(feature = "rules")]
+    pub rules: Vec<smdebug_rules::RuleStatus>,
+    /// Where the profiling report was written.
+    pub report: Option<String>,
+    /// The dashboard's URL, when the session served one.
+    pub dashboard: Option<String>,
+    /// How long the session ran, from start to the end of `finish`.
+    pub duration: Duration,
+    /// What went wrong on the way (capture disabled by a storage error, a span file that could
+    /// not be published, rules that did not finish).
+    pub problems: Vec<String>,
+}
+
+impl SessionSummary {
+    /// Whether some rule found issues.
+    #[cfg(feature = "rules")]
+    pub fn issues_found(&self) -> bool {
+        self.rules
+            .iter()
+            .any(|r| r.status == smdebug_rules::Status::IssuesFound)
+    }
+}
+
+impl fmt::Display for SessionSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "run {}: {} steps in {:.1} s; {} records written ({} bytes), {} dropped; {} spans \
+             written, {} dropped; {} system samples",
+            self.location,
+            self.steps,
+            self.duration.as_secs_f64(),
+            self.records_written,
+            self.bytes_written,
+            self.records_dropped,
+            self.spans_written,
+            self.spans_dropped,
+            self.system_samples
+        )?;
+        match &self.stopped {
+            Some(reason) => writeln!(f, "stopped early: {reason}")?,
+            None => writeln!(f, "ran to its end")?,
+        }
+        #[cfg(feature = "rules")]
+        for r in &self.rules {
+            write!(f, "  {:<26} {}", r.rule, r.status.name())?;
+            if !r.message.is_empty() {
+                write!(f, ": {}", first_line(&r.message, 160))?;
+            }
+            writeln!(f)?;
+        }
+        if let Some(report) = &self.report {
+            writeln!(f, "report: {report}")?;
+        }
+        if let Some(url) = &self.dashboard {
+            writeln!(f, "dashboard: {url}")?;
+        }
+        for p in &self.problems {
+            writeln!(f, "problem: {p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The first line of `text`, at most `n` characters, with an ellipsis when cut.
+#[cfg(feature = "rules")]
+fn first_line(text: &str, n: usize) -> String {
+    let line = text.lines().next().unwrap_or("");
+    match line.char_indices().nth(n) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None if line.len() < text.len() => format!("{line}…"),
+        None => line.to_string(),
+    }
+}
