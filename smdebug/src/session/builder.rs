@@ -389,18 +389,6 @@ impl<H: Capture> SessionBuilder<H> {
             ..Parts::default()
         };
 
-        let writer = Writer::builder(storage.clone())
-            .worker_rank(worker.rank)
-            .checksum(if self.python_compatible {
-                PayloadChecksum::SmdebugLegacy
-            } else {
-                self.checksum
-            })
-            .queue_capacity(self.queue_capacity)
-            .overflow(self.overflow)
-            .build()?;
-        parts.writer = Some(writer.status());
-
         let node_of = |node: &NodeId| {
             if self.python_compatible {
                 NodeId::algo(1)
@@ -421,12 +409,6 @@ impl<H: Capture> SessionBuilder<H> {
             }
             None => Timeline::off(),
         };
-
-        let builder = HookBuilder::from_config(self.hook)
-            .worker_info(worker)
-            .stop_signal(stop.clone())
-            .timeline(timeline.clone());
-        let capture = (self.make)(builder, writer)?;
 
         let sample_here = self
             .sample_here
@@ -475,6 +457,26 @@ impl<H: Capture> SessionBuilder<H> {
             parts.dashboard_url = Some(server.url().to_string());
             parts.dashboard = Some(server);
         }
+
+        // Capture last: a hook ends its run when dropped, so a session that fails to start
+        // before this point leaves no end marker behind.
+        let writer = Writer::builder(storage.clone())
+            .worker_rank(worker.rank)
+            .checksum(if self.python_compatible {
+                PayloadChecksum::SmdebugLegacy
+            } else {
+                self.checksum
+            })
+            .queue_capacity(self.queue_capacity)
+            .overflow(self.overflow)
+            .build()?;
+        parts.writer = Some(writer.status());
+
+        let builder = HookBuilder::from_config(self.hook)
+            .worker_info(worker)
+            .stop_signal(stop.clone())
+            .timeline(timeline.clone());
+        let capture = (self.make)(builder, writer)?;
 
         Ok(Session::assemble(
             capture,

@@ -1,0 +1,252 @@
+//! The Session on real training: the digits MLP trained through one session, then read back
+//! with the Trial, the profiler reader and the rules' summary, as a user would.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use smdebug::prelude::*;
+use smdebug::profiler::reader::{ProfilerReader, SpanQuery, SystemQuery};
+use smdebug::profiler::spans::SpanConfig;
+use smdebug::profiler::system::SamplerConfig;
+use smdebug::rules::Status;
+use smdebug_examples::digits::{self, Digits};
+use smdebug_examples::{Bug, TrainConfig, train_in_session};
+use smdebug_io::stop::{StopRequest, request_stop};
+
+fn digits() -> (Digits, Digits) {
+    Digits::load(&digits::default_path()).unwrap().split(0.2, 1)
+}
+
+/// A session on `run` with the system sampled every 100 ms and span files closed every 500 ms.
+fn builder(run: &Path) -> SessionBuilder {
+    Session::builder(run.to_str().unwrap())
+        .system(
+            SamplerConfig::default()
+                .interval(Duration::from_millis(100))
+                .publish_interval(Duration::from_millis(500)),
+        )
+        .spans(SpanConfig::default().close_interval(Duration::from_millis(500)))
+        .rules_poll_interval(Duration::from_millis(20))
+}
+
+fn status<'a>(summary: &'a SessionSummary, rule: &str) -> &'a smdebug::rules::RuleStatus {
+    summary
+        .rules
+        .iter()
+        .find(|r| r.rule == rule)
+        .unwrap_or_else(|| panic!("no status for {rule}: {summary}"))
+}
+
+#[test]
+fn one_session_records_tensors_spans_and_system_metrics_runs_the_rules_and_writes_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let (train, eval) = digits();
+    let mut session = builder(&run)
+        .save(SaveConfig::every(5))
+        .rules(["VanishingGradient", "LossNotDecreasing", "ProfilerReport"])
+        .start()
+        .unwrap();
+    let cfg = TrainConfig {
+        epochs: 2,
+        ..TrainConfig::default()
+    };
+    // Long enough for the sampler to take a few samples.
+    std::thread::sleep(Duration::from_millis(300));
+    let trained = train_in_session(&cfg, &train, &eval, &mut session);
+    let summary = session.finish().unwrap();
+
+    let eval_steps = 2 * eval.len().div_ceil(cfg.batch_size) as u64;
+    assert_eq!(summary.steps, trained.steps + eval_steps, "{summary}");
+    assert!(summary.problems.is_empty(), "{summary}");
+    assert!(summary.records_written > 0 && summary.records_dropped == 0);
+    assert!(summary.system_samples >= 2, "{summary}");
+    assert_eq!(summary.stopped, None);
+    for rule in ["VanishingGradient", "LossNotDecreasing"] {
+        let s = status(&summary, rule);
+        assert!(s.steps_evaluated > 0, "{rule} evaluated nothing: {s:?}");
+        assert_ne!(s.status, Status::InProgress, "{s:?}");
+    }
+    assert_ne!(status(&summary, "StepOutlier").status, Status::InProgress);
+
+    // The report is where the summary says, drawn from this run.
+    let report = summary.report.as_deref().expect("a report");
+    let html = std::fs::read_to_string(report).unwrap();
+    assert!(html.contains("<section id=\"step-durations\""), "{report}");
+
+    // The run reads back: every step, both modes, the end marker.
+    let trial = Trial::open(run.to_str().unwrap()).unwrap();
+    assert!(trial.is_complete().unwrap());
+    assert_eq!(trial.modes().unwrap(), [Mode::Train, Mode::Eval]);
+    let losses = trial
+        .tensor("loss")
+        .unwrap()
+        .steps(Some(Mode::Eval))
+        .unwrap();
+    let every_fifth: Vec<u64> = (0..eval_steps).step_by(5).collect();
+    assert_eq!(losses, every_fifth, "every 5th EVAL step saves its loss");
+
+    // One step span per step, each with its mode and mode step; forward, backward and
+    // optimizer spans inside the training steps; data loading spans in both modes.
+    let reader = ProfilerReader::open(run.to_str().unwrap()).unwrap();
+    let spans = reader.spans(&SpanQuery::default()).unwrap();
+    assert_eq!(spans.len() as u64, summary.spans_written);
+    let mut per_row: BTreeMap<&str, u64> = BTreeMap::new();
+    for s in &spans {
+        *per_row.entry(s.phase.as_str()).or_default() += 1;
+    }
+    assert_eq!(per_row["Step:ModeKeys.TRAIN"], trained.steps, "{per_row:?}");
+    assert_eq!(per_row["Step:ModeKeys.EVAL"], eval_steps, "{per_row:?}");
+    assert_eq!(per_row["Backward(post-forward)"], trained.steps);
+    assert_eq!(per_row["Optimizer"], trained.steps);
+    assert_eq!(per_row["Forward"], trained.steps + eval_steps);
+    assert_eq!(per_row["DataLoaderIter"], trained.steps + eval_steps);
+    let train_steps: Vec<u64> = spans
+        .iter()
+        .filter(|s| s.phase == "Step:ModeKeys.TRAIN")
+        .filter_map(|s| s.step)
+        .collect();
+    assert_eq!(train_steps, (0..trained.steps).collect::<Vec<_>>());
+    for fwd in spans.iter().filter(|s| s.phase == "Forward") {
+        let step = spans
+            .iter()
+            .find(|s| s.phase.starts_with("Step:") && s.step == fwd.step && s.mode == fwd.mode)
+            .unwrap_or_else(|| panic!("no step span for {fwd:?}"));
+        assert!(
+            step.start_us <= fwd.start_us && fwd.end_us <= step.end_us,
+            "forward {fwd:?} outside its step {step:?}"
+        );
+    }
+    let samples = reader.system_samples(&SystemQuery::default()).unwrap();
+    assert!(!samples.is_empty());
+}
+
+#[test]
+fn a_stop_request_written_by_another_process_reaches_the_loop_at_its_next_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let mut session = builder(&run)
+        .no_system()
+        .stop_poll_interval(Duration::from_millis(20))
+        .start()
+        .unwrap();
+    // Another process (the dashboard's Stop, `smdebug rules --follow` in another job) writes
+    // the request through its own handle on the run.
+    let other = smdebug_io::open_storage(run.to_str().unwrap()).unwrap();
+    let started = Instant::now();
+    let mut step = 0u64;
+    let stopped_at = loop {
+        session.hook().save_scalar("loss", 1.0, &["losses"]);
+        let status = session.step().unwrap();
+        assert_eq!(status.step, step);
+        if step == 3 {
+            request_stop(other.as_ref(), &StopRequest::new("stop from the dashboard")).unwrap();
+        }
+        if status.stop_requested() {
+            break step;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the request never reached the loop"
+        );
+        step += 1;
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(stopped_at > 3);
+    let summary = session.finish().unwrap();
+    assert_eq!(summary.stopped.as_deref(), Some("stop from the dashboard"));
+    assert_eq!(summary.steps, stopped_at + 1);
+    let trial = Trial::open(run.to_str().unwrap()).unwrap();
+    assert_eq!(
+        trial.end_reason().unwrap().map(|r| r.to_string()),
+        Some("stopped: stop from the dashboard".to_string())
+    );
+}
+
+#[test]
+fn a_rule_that_fires_with_a_stop_action_stops_the_job_early() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let (train, eval) = digits();
+    let mut session = builder(&run)
+        .no_system()
+        .save(SaveConfig::every(1))
+        .rule_spec(
+            RuleSpec::parse("ExplodingTensor")
+                .unwrap()
+                .action(ActionConfig::StopTraining),
+        )
+        .start()
+        .unwrap();
+    let cfg = TrainConfig {
+        epochs: 20,
+        bug: Some(Bug::ExplodingLoss),
+        ..TrainConfig::default()
+    };
+    let trained = train_in_session(&cfg, &train, &eval, &mut session);
+    let summary = session.finish().unwrap();
+    let planned = (cfg.epochs * train.len().div_ceil(cfg.batch_size)) as u64;
+    assert!(trained.stopped.is_some(), "{summary}");
+    assert!(trained.steps < planned);
+    assert_eq!(
+        status(&summary, "ExplodingTensor").status,
+        Status::IssuesFound
+    );
+    let reason = summary.stopped.as_deref().unwrap();
+    assert!(reason.contains("ExplodingTensor"), "{reason}");
+}
+
+#[test]
+fn dropping_a_session_ends_the_run_like_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    {
+        let mut session = builder(&run).no_system().start().unwrap();
+        for _ in session.data(0..4) {
+            session.forward(|| ());
+            session.hook().save_scalar("loss", 0.5, &["losses"]);
+            session.step().unwrap();
+        }
+    }
+    let trial = Trial::open(run.to_str().unwrap()).unwrap();
+    assert!(trial.is_complete().unwrap());
+    let reader = ProfilerReader::open(run.to_str().unwrap()).unwrap();
+    let steps = reader
+        .spans(&SpanQuery::default().phase("Step:ModeKeys.GLOBAL"))
+        .unwrap();
+    assert_eq!(steps.len(), 4, "the spans were published before the end");
+}
+
+#[test]
+fn configuration_errors_and_an_unreachable_store_fail_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let err = builder(&run).rule("NoSuchRule").start().unwrap_err();
+    assert!(err.to_string().contains("NoSuchRule"), "{err}");
+    let err = builder(&run)
+        .rule("LossNotDecreasing:num_steps=often")
+        .start()
+        .unwrap_err();
+    assert!(err.to_string().contains("num_steps"), "{err}");
+    let bad_regex = Collection::new("relus").with_regex("relu[");
+    assert!(
+        bad_regex.is_err(),
+        "a bad regex is refused where it is given"
+    );
+    assert!(
+        !run.join("training_job_end.ts").exists(),
+        "a session that did not start ends no run"
+    );
+
+    // An object store nobody listens on: a clear error naming the store, before any step.
+    let port = smdebug_io::testing::free_port();
+    let err = Session::builder("s3://nobody/run")
+        .storage_options(smdebug_io::testing::s3_options(port))
+        .start()
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("nobody"),
+        "the error names the store: {err}"
+    );
+}
