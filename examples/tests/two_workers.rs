@@ -1,7 +1,8 @@
 //! The two-worker example as a real multi-process job: two processes (RANK 0 and 1,
 //! WORLD_SIZE 2) average gradients over TCP and write one run, on local disk and on a real S3
 //! server (moto); the Trial shows both workers, marks steps complete only when both wrote them,
-//! and the workers' models agree at every saved step.
+//! and the workers' models agree at every saved step; each worker's session adds its spans,
+//! rank 0 the host's system metrics, the rules' summary and the report, in the same store.
 
 use std::process::Command;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use smdebug_io::Storage;
 use smdebug_io::storage::open_storage_with;
 use smdebug_io::testing::MotoServer;
 use smdebug_io::trial::{StepState, Trial, TrialOptions};
+use smdebug_profiler::reader::{ProfilerReader, SpanQuery, SystemQuery};
 
 const EXE: &str = env!("CARGO_BIN_EXE_two_workers");
 
@@ -96,6 +98,53 @@ fn check_run(trial: &Trial) {
     }
 }
 
+/// What every worker's session adds to the run: spans of both workers (one step span per
+/// training step each), the host's system metrics (sampled once, by rank 0), the rules' summary
+/// over both workers' data and the profiling report, all through the run's own storage.
+fn check_profiling(storage: Arc<dyn Storage>) {
+    let reader = ProfilerReader::new(storage.clone());
+    let spans = reader.spans(&SpanQuery::default()).unwrap();
+    for worker in [0, 1] {
+        let steps: Vec<u64> = spans
+            .iter()
+            .filter(|s| s.worker == Some(worker) && s.phase == "Step:ModeKeys.TRAIN")
+            .filter_map(|s| s.step)
+            .collect();
+        assert_eq!(steps, (0..23).collect::<Vec<u64>>(), "worker {worker}");
+        for row in [
+            "Forward",
+            "Backward(post-forward)",
+            "AllReduce",
+            "DataLoaderIter",
+        ] {
+            let n = spans
+                .iter()
+                .filter(|s| s.worker == Some(worker) && s.phase == row)
+                .count();
+            assert_eq!(n, 23, "worker {worker}: {row} spans");
+        }
+    }
+    let samples = reader.system_samples(&SystemQuery::default()).unwrap();
+    assert!(!samples.is_empty(), "no system metrics");
+    let nodes: std::collections::BTreeSet<&str> =
+        samples.iter().map(|s| s.node_id.as_str()).collect();
+    assert_eq!(nodes.len(), 1, "one sampler per host: {nodes:?}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&storage.get("rules/rule_job_summary.json").unwrap()).unwrap();
+    assert_eq!(summary["finished"], true, "{summary}");
+    let loss = summary["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["rule"] == "LossNotDecreasing")
+        .unwrap();
+    assert!(loss["datapoints"].as_u64().unwrap() > 0, "{loss}");
+    let report = storage
+        .get("rules/ProfilerReport/profiler-output/profiler-report.html")
+        .unwrap();
+    assert!(String::from_utf8_lossy(&report).contains("<section id=\"step-durations\""));
+}
+
 #[test]
 fn two_processes_write_one_local_run() {
     let dir = tempfile::tempdir().unwrap();
@@ -103,6 +152,7 @@ fn two_processes_write_one_local_run() {
     run_job(out.to_str().unwrap(), &[]);
     let trial = Trial::open(out.to_str().unwrap()).unwrap();
     check_run(&trial);
+    check_profiling(smdebug_io::open_storage(out.to_str().unwrap()).unwrap());
     // The two workers' files sit side by side in one run.
     let events = std::fs::read_dir(out.join("events/000000000000"))
         .unwrap()
@@ -119,6 +169,7 @@ fn two_processes_write_one_run_on_s3() {
     let url = "s3://jobs/digits/two-workers";
     run_job(url, &moto.env());
     let storage: Arc<dyn Storage> = open_storage_with(url, &moto.options()).unwrap();
-    let trial = Trial::from_storage(url, storage, TrialOptions::default()).unwrap();
+    let trial = Trial::from_storage(url, storage.clone(), TrialOptions::default()).unwrap();
     check_run(&trial);
+    check_profiling(storage);
 }

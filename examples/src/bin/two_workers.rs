@@ -1,7 +1,9 @@
 //! A data-parallel training job of several processes writing one run: each worker trains the
 //! digits MLP on its own shard, gradients are averaged across workers at every step (so all
-//! workers hold the same model), and every worker records through its own hook into
-//! `worker_<rank>` files of the same run directory or object-store prefix.
+//! workers hold the same model), and every worker records through its own session into
+//! `worker_<rank>` files of the same run directory or object-store prefix: tensors, framework
+//! spans (every worker), system metrics (one process per host) and, on rank 0, the rules over
+//! every worker's data with the profiling report.
 //!
 //! ```sh
 //! # launches 2 worker processes (RANK=0,1 WORLD_SIZE=2), waits, then reads the run back
@@ -20,14 +22,14 @@ use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use ndarray::{Array1, Array2};
-use smdebug_core::{Collection, Hook, Mode, SaveConfig, WorkerInfo};
+use smdebug::prelude::*;
+use smdebug::profiler::spans::SpanConfig;
+use smdebug::profiler::system::SamplerConfig;
 use smdebug_examples::allreduce::AllReduce;
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::mlp::{Activation, Gradients, Mlp, Rng};
 use smdebug_examples::{TensorNames, record_train_step};
-use smdebug_io::trial::{StepState, Trial};
-use smdebug_io::writer::Writer;
-use smdebug_io::{OverflowPolicy, open_storage};
+use smdebug_io::trial::StepState;
 
 struct Args {
     out: String,
@@ -174,7 +176,8 @@ fn summarize(location: &str) -> Result<(), AnyError> {
     Ok(())
 }
 
-/// One worker: its shard of the data, gradient averaging with the others, its own hook.
+/// One worker: its shard of the data, gradient averaging with the others, its own session
+/// (capture, spans and, on rank 0, the host's system metrics and the rules with the report).
 fn worker(args: &Args) -> Result<(), AnyError> {
     let me = WorkerInfo::from_env()?;
     let addr = format!(
@@ -184,21 +187,20 @@ fn worker(args: &Args) -> Result<(), AnyError> {
     );
     let mut allreduce = AllReduce::connect(me.rank, me.world_size, &addr, Duration::from_secs(30))?;
 
-    let writer = Writer::builder(open_storage(&args.out)?)
-        .worker_rank(me.rank)
-        .queue_capacity(1 << 14)
-        .overflow(OverflowPolicy::Drop)
-        .build()?;
-    let status = writer.status();
     let every = SaveConfig::every(args.save_interval);
-    let mut hook = Hook::builder()
-        .worker_info(me)
-        .save_config(SaveConfig::every(1))
+    let mut session = Session::builder(&args.out)
+        .worker(me)
+        .save(SaveConfig::every(1))
         .collection(Collection::new("weights").with_save_config(every.clone()))
         .collection(Collection::new("biases").with_save_config(every.clone()))
         .collection(Collection::new("gradients").with_save_config(every.clone()))
         .collection(Collection::new("outputs").with_save_config(every))
-        .build(writer)?;
+        .writer_queue(1 << 14)
+        .system(SamplerConfig::default().interval(Duration::from_millis(100)))
+        .spans(SpanConfig::default().close_interval(Duration::from_secs(1)))
+        // Rank 0 runs the rules over every worker's data and writes the report into the run.
+        .rules(["LossNotDecreasing", "ProfilerReport"])
+        .start()?;
 
     let data = Digits::load(&digits::default_path())?;
     let (train_set, _) = data.split(0.2, 1);
@@ -217,18 +219,21 @@ fn worker(args: &Args) -> Result<(), AnyError> {
     let lr = 0.1;
     let mut flat = Vec::new();
     let mut steps = 0u64;
-    hook.set_mode(Mode::Train);
+    session.set_mode(Mode::Train)?;
     'epochs: for _ in 0..args.epochs {
         let order = order_rng.permutation(shard.len());
-        for batch in order.chunks(batch_size) {
+        let batches = order.chunks(batch_size).map(|batch| {
             let indices: Vec<usize> = batch.iter().map(|i| shard[*i]).collect();
-            let (x, y): (Array2<f32>, Array1<usize>) = train_set.batch(&indices);
-            let fwd = model.forward(&x);
+            let xy: (Array2<f32>, Array1<usize>) = train_set.batch(&indices);
+            xy
+        });
+        for (x, y) in session.data(batches) {
+            let fwd = session.forward(|| model.forward(&x));
             let (loss, acc) = Mlp::loss_and_accuracy(&fwd, &y);
-            let mut grads = model.backward(&fwd, &y);
-            let stop_here = hook.stop_requested().is_some();
+            let mut grads = session.backward(|| model.backward(&fwd, &y));
+            let stop_here = session.stop_requested().is_some();
             flatten(&grads, &mut flat);
-            let stop_all = allreduce.mean(&mut flat, stop_here)?;
+            let stop_all = session.scope("AllReduce", || allreduce.mean(&mut flat, stop_here))?;
             unflatten(&flat, &mut grads);
             if stop_all {
                 println!(
@@ -238,25 +243,28 @@ fn worker(args: &Args) -> Result<(), AnyError> {
                 break 'epochs;
             }
             // The averaged gradients are the ones the optimizer applies, as in DDP.
-            record_train_step(&mut hook, &names, &model, &fwd, &grads, loss, acc);
-            hook.step();
-            model.sgd(&grads, lr);
+            record_train_step(session.hook(), &names, &model, &fwd, &grads, loss, acc);
+            session.step()?;
+            session.optimizer(|| model.sgd(&grads, lr));
             steps += 1;
         }
     }
-    hook.close();
-    drop(hook);
-    if let Some(e) = status.error() {
-        return Err(format!("worker {}: capture failed: {e}", me.rank).into());
+    let summary = session.finish()?;
+    if !summary.problems.is_empty() {
+        return Err(format!("worker {}: {}", me.rank, summary.problems.join("; ")).into());
     }
     println!(
-        "worker {} of {}: {steps} steps on {} examples, {} records written, {} dropped",
+        "worker {} of {}: {steps} steps on {} examples, {} records written, {} dropped, {} spans",
         me.rank,
         me.world_size,
         shard.len(),
-        status.records_written(),
-        status.dropped()
+        summary.records_written,
+        summary.records_dropped,
+        summary.spans_written,
     );
+    if me.rank == 0 {
+        print!("{summary}");
+    }
     Ok(())
 }
 
