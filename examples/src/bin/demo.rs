@@ -154,6 +154,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
              StepOutlier_n_outliers=5",
         )
         .rules_poll_interval(Duration::from_millis(20));
+    // On local disk the report goes beside the run's own folders, where the README says.
+    let session = match location.contains("://") {
+        true => session,
+        false => session.report(ReportTarget::File(
+            std::path::Path::new(&location)
+                .join("report")
+                .join("profiler-report.html"),
+        )),
+    };
     let mut session = session.start()?;
 
     let cfg = TrainConfig {
@@ -269,8 +278,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!(
-        "  profiler: {} system samples, {} spans written ({} dropped)",
-        done.system_samples, done.spans_written, done.spans_dropped
+        "  profiler: {} system samples ({} records), {} spans in {} trace files ({} dropped)",
+        done.system_samples,
+        done.system_records,
+        done.spans_written,
+        done.span_files,
+        done.spans_dropped
     );
 
     println!("\nrules (followed the run while it trained):");

@@ -303,6 +303,7 @@ impl<H: Capture> Session<H> {
                 Ok(r) => {
                     summary.spans_written = r.written;
                     summary.spans_dropped = r.dropped;
+                    summary.span_files = r.files;
                     if let Some(e) = r.last_write_error {
                         problems.push(format!("span writer: {e}"));
                     }
@@ -314,6 +315,7 @@ impl<H: Capture> Session<H> {
             match sampler.stop() {
                 Ok(r) => {
                     summary.system_samples = r.samples;
+                    summary.system_records = r.records;
                     if let Some(e) = r.last_write_error {
                         problems.push(format!("system sampler: {e}"));
                     }

@@ -22,8 +22,12 @@ pub struct SessionSummary {
     pub spans_written: u64,
     /// Framework spans dropped (queue full or writer stopped).
     pub spans_dropped: u64,
+    /// Trace files the spans were published in.
+    pub span_files: u64,
     /// System samples taken by this process (0 where another process samples the host).
     pub system_samples: u64,
+    /// System-metric records written (one per metric per sample).
+    pub system_records: u64,
     /// Why the job was asked to stop (a rule, the dashboard, another job); `None`: it ran to
     /// its end.
     pub stopped: Option<String>,
