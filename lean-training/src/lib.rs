@@ -1,8 +1,9 @@
 //! The smallest training side of smdebug for Rust, kept as a crate so that CI proves it stays
-//! small: a training loop that captures tensors to local disk and honours stop requests with
-//! `smdebug-core` and `smdebug-io` alone, both with their default features, so no HTTP, TLS,
-//! mail or chart stack is compiled (`tests/lean.rs` checks the dependency tree with
-//! `cargo tree`). BENCHMARKS.md measures its crate count and cold build time.
+//! small: a training loop with the one `smdebug` dependency and its default features — a
+//! session capturing tensors to local disk, sampling the host, timing the loop's phases and
+//! honouring stop requests — with no HTTP, TLS, mail or chart stack compiled (`tests/lean.rs`
+//! checks the dependency tree with `cargo tree`). BENCHMARKS.md measures its crate count and
+//! cold build time.
 //!
 //! The model is a straight line fitted by gradient descent, enough to give the hook weights,
 //! gradients and a loss to save.
@@ -17,9 +18,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-use smdebug_core::{Hook, Mode, SaveConfig, StopSignal, TensorView};
-use smdebug_io::stop::StopWatcher;
-use smdebug_io::writer::Writer;
+use smdebug::prelude::*;
 
 /// How a [`train`] call ended.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,20 +34,17 @@ pub struct Outcome {
 /// Fits `y = 2x + 1` for up to `steps` steps, saving the weights and their gradients every
 /// step and the loss (collection `losses`) into the run at `location` (a directory, or an
 /// object-store URL when smdebug-io's backend for it is compiled in). A stop request written
-/// into the run (`smdebug_io::stop::request_stop`, as a rule runner does) ends the loop at its
+/// into the run (`smdebug::io::stop::request_stop`, as a rule runner does) ends the loop at its
 /// next step. `after_step` is called with the step number after every step.
 pub fn train(
     location: &str,
     steps: u64,
     mut after_step: impl FnMut(u64),
-) -> smdebug_io::Result<Outcome> {
-    let signal = StopSignal::default();
-    let watcher = StopWatcher::spawn(location, signal.clone())?;
-    let mut hook = Hook::builder()
-        .save_config(SaveConfig::every(1))
-        .stop_signal(signal)
-        .build(Writer::open(location)?)?;
-    hook.set_mode(Mode::Train);
+) -> smdebug::Result<Outcome> {
+    let mut session = Session::builder(location)
+        .save(SaveConfig::every(1))
+        .start()?;
+    session.set_mode(Mode::Train)?;
 
     let xs: Vec<f64> = (0..16).map(|i| f64::from(i) / 8.0 - 1.0).collect();
     let (mut w, mut b) = (0.0f64, 0.0f64);
@@ -58,31 +54,36 @@ pub fn train(
         loss: f64::NAN,
     };
     for step in 0..steps {
-        if let Some(reason) = hook.stop_requested() {
+        if let Some(reason) = session.stop_requested() {
             outcome.stopped = Some(reason);
             break;
         }
         let n = xs.len() as f64;
-        let (mut loss, mut gw, mut gb) = (0.0, 0.0, 0.0);
-        for &x in &xs {
-            let err = w * x + b - (2.0 * x + 1.0);
-            loss += err * err / n;
-            gw += 2.0 * err * x / n;
-            gb += 2.0 * err / n;
-        }
+        let (loss, gw, gb) = session.backward(|| {
+            let (mut loss, mut gw, mut gb) = (0.0, 0.0, 0.0);
+            for &x in &xs {
+                let err = w * x + b - (2.0 * x + 1.0);
+                loss += err * err / n;
+                gw += 2.0 * err * x / n;
+                gb += 2.0 * err / n;
+            }
+            (loss, gw, gb)
+        });
+        let hook = session.hook();
         hook.save_tensor("w", &TensorView::scalar(w), &["weights"]);
         hook.save_tensor("b", &TensorView::scalar(b), &["biases"]);
         hook.save_tensor("grad/w", &TensorView::scalar(gw), &["gradients"]);
         hook.save_tensor("grad/b", &TensorView::scalar(gb), &["gradients"]);
         hook.save_scalar("loss", loss, &["losses"]);
-        w -= 0.1 * gw;
-        b -= 0.1 * gb;
+        session.optimizer(|| {
+            w -= 0.1 * gw;
+            b -= 0.1 * gb;
+        });
         outcome.loss = loss;
         outcome.steps = step + 1;
-        hook.step();
+        session.step()?;
         after_step(step);
     }
-    hook.close();
-    watcher.stop();
+    session.finish()?;
     Ok(outcome)
 }

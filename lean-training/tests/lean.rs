@@ -65,7 +65,13 @@ fn normal_dependencies(package: &str) -> Vec<String> {
 
 #[test]
 fn the_training_side_links_no_http_tls_mail_or_chart_stack() {
-    for package in ["smdebug-lean-training", "smdebug-io", "smdebug-core"] {
+    for package in [
+        "smdebug-lean-training",
+        "smdebug",
+        "smdebug-profiler",
+        "smdebug-io",
+        "smdebug-core",
+    ] {
         let names = normal_dependencies(package);
         assert!(
             names.iter().any(|n| n == "smdebug-core"),
