@@ -25,6 +25,16 @@ pub enum Error {
     /// The framework adapter failed to save what its probes kept, or to build its hook.
     #[error("capture: {0}")]
     Capture(Box<dyn std::error::Error + Send + Sync>),
+    /// The location holds a run that ended (its end marker is there): a new job would mix its
+    /// steps with the old one's. Python smdebug refuses it too.
+    #[error(
+        "{location} holds a run that ended already: choose another location, or replace it \
+         with SessionBuilder::overwrite(true)"
+    )]
+    RunExists {
+        /// The location.
+        location: String,
+    },
     /// A part of the session could not be started.
     #[error("cannot start {part}: {reason}")]
     Start {

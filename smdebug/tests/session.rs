@@ -250,3 +250,53 @@ fn configuration_errors_and_an_unreachable_store_fail_at_start() {
         "the error names the store: {err}"
     );
 }
+
+#[test]
+fn a_location_holding_an_ended_run_is_refused_unless_told_to_replace_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let first = |n: u64| {
+        let mut session = builder(&run)
+            .no_system()
+            .save(SaveConfig::every(1))
+            .overwrite(true)
+            .start()
+            .unwrap();
+        for _ in 0..n {
+            session.hook().save_scalar("loss", 1.0, &["losses"]);
+            session.step().unwrap();
+        }
+        session.finish().unwrap();
+    };
+    first(5);
+    let err = builder(&run).no_system().start().unwrap_err();
+    assert!(
+        matches!(err, smdebug::Error::RunExists { .. }),
+        "a second job would mix its steps with the first's: {err}"
+    );
+    assert!(err.to_string().contains("overwrite"), "{err}");
+    // Replaced: only the second job's steps are left.
+    first(2);
+    let trial = Trial::open(run.to_str().unwrap()).unwrap();
+    assert_eq!(trial.steps(None).unwrap(), [0, 1]);
+}
+
+/// The README's loop is the quickstart example's, line for line, so the README shows code that
+/// compiles (the example is built by clippy's `--all-targets` and run in CI below).
+#[test]
+fn the_readme_shows_the_quickstart_example() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("../README.md")).unwrap();
+    let example = std::fs::read_to_string(root.join("examples/quickstart.rs")).unwrap();
+    let body = example
+        .split("    let mut session = Session::builder")
+        .nth(1)
+        .expect("the example builds a session")
+        .split("    Ok(())")
+        .next()
+        .unwrap();
+    for line in body.lines().filter(|l| !l.trim().is_empty()) {
+        let line = line.strip_prefix("    ").unwrap_or(line);
+        assert!(readme.contains(line.trim()), "README lacks `{line}`");
+    }
+}

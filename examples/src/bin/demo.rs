@@ -118,10 +118,6 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         args.out.clone()
     } else {
         let dir = std::path::Path::new(&args.out);
-        if dir.join("training_job_end.ts").exists() || dir.join("index").exists() {
-            // A previous demo run: start afresh so the run holds one job.
-            std::fs::remove_dir_all(dir)?;
-        }
         std::fs::create_dir_all(dir)?;
         dir.canonicalize()?.to_string_lossy().into_owned()
     };
@@ -135,6 +131,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // smdebug 1.0.34 reads (legacy checksums, SageMaker's `algo-1` node id).
     let stop = || ActionConfig::StopTraining;
     let session = capture_plan(Session::builder(&location))?
+        // A previous demo run there is replaced: the run holds one job.
+        .overwrite(true)
         .writer_queue(1 << 16)
         .python_compatible(args.python_compatible)
         .system(

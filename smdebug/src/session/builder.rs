@@ -9,6 +9,7 @@ use smdebug_core::{
     Capture, Collection, Hook, HookBuilder, HookConfig, ReductionConfig, SaveConfig, StopSignal,
     WorkerInfo,
 };
+use smdebug_io::format::layout::END_MARKER;
 use smdebug_io::format::record::PayloadChecksum;
 use smdebug_io::stop::StopWatcher;
 use smdebug_io::writer::Writer;
@@ -67,6 +68,7 @@ pub struct SessionBuilder<H: Capture = Hook> {
     pub(super) python_compatible: bool,
     pub(super) stop_poll: Duration,
     pub(super) finish_timeout: Duration,
+    pub(super) overwrite: bool,
     #[cfg(feature = "rules")]
     pub(super) rules: Vec<smdebug_rules::RuleSpec>,
     #[cfg(feature = "rules")]
@@ -114,6 +116,7 @@ impl SessionBuilder<Hook> {
             python_compatible: false,
             stop_poll: StopWatcher::DEFAULT_INTERVAL,
             finish_timeout: Duration::from_secs(120),
+            overwrite: false,
             #[cfg(feature = "rules")]
             rules: Vec::new(),
             #[cfg(feature = "rules")]
@@ -154,6 +157,7 @@ impl<H: Capture> SessionBuilder<H> {
             python_compatible: self.python_compatible,
             stop_poll: self.stop_poll,
             finish_timeout: self.finish_timeout,
+            overwrite: self.overwrite,
             #[cfg(feature = "rules")]
             rules: self.rules,
             #[cfg(feature = "rules")]
@@ -306,6 +310,15 @@ impl<H: Capture> SessionBuilder<H> {
         self
     }
 
+    /// Replaces a run that ended at this location (rank 0 deletes it before the job starts).
+    /// Default: false, and a location holding an ended run is an error of
+    /// [`start`](Self::start), as in Python smdebug: a new job must not mix its steps with an
+    /// old one's.
+    pub fn overwrite(mut self, on: bool) -> Self {
+        self.overwrite = on;
+        self
+    }
+
     /// Runs a built-in rule in the training process, given as the command line gives it:
     /// `"VanishingGradient"`, `"LossNotDecreasing:num_steps=20"`, `"ProfilerReport"`. A spec
     /// that does not parse is an error of [`start`](Self::start).
@@ -379,6 +392,17 @@ impl<H: Capture> SessionBuilder<H> {
             None => WorkerInfo::from_env()?,
         };
         let storage: Arc<dyn Storage> = open_storage_with(&self.location, &self.storage_options)?;
+        // Only rank 0 judges and clears an old run: the other workers may start after it did.
+        if worker.rank == 0 && storage.size(END_MARKER)?.is_some() {
+            if !self.overwrite {
+                return Err(Error::RunExists {
+                    location: self.location,
+                });
+            }
+            for key in storage.list("")? {
+                storage.delete(&key)?;
+            }
+        }
         let stop = StopSignal::default();
         let mut parts = Parts {
             stop_watcher: Some(StopWatcher::with_storage(
