@@ -10,18 +10,18 @@ pub enum Error {
     Config(#[from] smdebug_core::Error),
     /// The run's storage or a reader or writer of it failed.
     #[error(transparent)]
-    Io(#[from] smdebug_io::Error),
+    Io(Box<smdebug_io::Error>),
     /// The system sampler or the span writer failed.
     #[error(transparent)]
-    Profiler(#[from] smdebug_profiler::ProfilerError),
+    Profiler(Box<smdebug_profiler::ProfilerError>),
     /// A rule, its parameters or its actions are wrong, or the rule runner failed.
     #[cfg(feature = "rules")]
     #[error(transparent)]
-    Rules(#[from] smdebug_rules::Error),
+    Rules(Box<smdebug_rules::Error>),
     /// The dashboard could not start.
     #[cfg(feature = "serve")]
     #[error(transparent)]
-    Serve(#[from] smdebug_serve::ServeError),
+    Serve(Box<smdebug_serve::ServeError>),
     /// The framework adapter failed to save what its probes kept, or to build its hook.
     #[error("capture: {0}")]
     Capture(Box<dyn std::error::Error + Send + Sync>),
@@ -47,3 +47,26 @@ pub enum Error {
 
 /// A result with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The errors of the crates underneath, kept boxed so that a `Result` of this crate stays small.
+macro_rules! boxed_from {
+    ($($(#[$cfg:meta])? $variant:ident($source:ty)),* $(,)?) => {
+        $(
+            $(#[$cfg])?
+            impl From<$source> for Error {
+                fn from(e: $source) -> Self {
+                    Error::$variant(Box::new(e))
+                }
+            }
+        )*
+    };
+}
+
+boxed_from!(
+    Io(smdebug_io::Error),
+    Profiler(smdebug_profiler::ProfilerError),
+    #[cfg(feature = "rules")]
+    Rules(smdebug_rules::Error),
+    #[cfg(feature = "serve")]
+    Serve(smdebug_serve::ServeError),
+);
