@@ -177,9 +177,11 @@ impl HookConfig {
     /// ```
     /// use smdebug_core::{HookConfig, Mode, SaveConfig};
     ///
-    /// let mut code = HookConfig::default();
-    /// code.save_config = SaveConfig::every(50);
-    /// code.export_tensorboard = true;
+    /// let code = HookConfig {
+    ///     save_config: SaveConfig::every(50),
+    ///     export_tensorboard: true,
+    ///     ..HookConfig::default()
+    /// };
     /// let file = r#"{"HookParameters": {"eval.save_interval": "5"},
     ///                "CollectionConfigurations": [{"CollectionName": "gradients"}]}"#;
     /// let cfg = code.with_smdebug_json(file)?;
@@ -590,13 +592,15 @@ mod tests {
 
     #[test]
     fn a_file_overrides_only_what_it_states() {
-        let mut code = HookConfig::default();
-        code.out_dir = Some("runs/code".into());
-        code.save_config = SaveConfig::every(7);
-        code.export_tensorboard = true;
-        code.reduction_config = ReductionConfig {
-            save_shape: true,
-            ..ReductionConfig::default()
+        let mut code = HookConfig {
+            out_dir: Some("runs/code".into()),
+            save_config: SaveConfig::every(7),
+            export_tensorboard: true,
+            reduction_config: ReductionConfig {
+                save_shape: true,
+                ..ReductionConfig::default()
+            },
+            ..HookConfig::default()
         };
         code.collections.push(
             Collection::new("attention")

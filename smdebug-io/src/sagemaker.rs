@@ -27,8 +27,7 @@
 //!     "SMDEBUG_CONFIG_FILE_PATH" => Some(path.display().to_string()),
 //!     _ => None,
 //! });
-//! let mut code = HookConfig::default();
-//! code.save_config = SaveConfig::every(100);
+//! let code = HookConfig { save_config: SaveConfig::every(100), ..HookConfig::default() };
 //! let config = match sources.load_hook_config()? {
 //!     Some(file) => file.over(code)?,   // the file's settings over the code's
 //!     None => code,                     // no file: the code's settings

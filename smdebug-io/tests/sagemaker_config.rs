@@ -346,9 +346,11 @@ fn the_file_the_environment_names_is_laid_over_the_code() {
         ConfigSources::from_vars(|var| (var == HOOK_CONFIG_ENV).then(|| env_value.clone()));
     let file = sources.load_hook_config().unwrap().unwrap();
     assert_eq!(file.path(), path);
-    let mut code = HookConfig::default();
-    code.out_dir = Some("runs/code".into());
-    code.save_all = true;
+    let code = HookConfig {
+        out_dir: Some("runs/code".into()),
+        save_all: true,
+        ..HookConfig::default()
+    };
     let cfg = file.over(code).unwrap();
     assert_eq!(cfg.out_dir.as_deref(), Some("/data/run"));
     assert!(cfg.save_all, "not stated in the file: the code's");
