@@ -41,20 +41,27 @@
 //!
 //! [`HookConfig::with_smdebug_json`] lays a file over a configuration built in code: what the
 //! file states replaces what the code set, field by field (one schedule field, one flag, one
-//! collection's reductions), and what it does not state stays as the code set it.
-//! [`HookConfig::from_smdebug_json`] lays it over [`HookConfig::default`].
+//! collection's reductions), and what it does not state stays as the code set it. A
+//! collection's schedule keys start from that collection's schedule in code, if it has one
+//! (smdebug, having no code, starts from the hook's). [`HookConfig::from_smdebug_json`] lays
+//! the file over [`HookConfig::default`].
 //!
 //! # Where this differs from smdebug, and why
 //!
-//! - A value smdebug would crash on later, or take in a way that cannot be meant, is an error
-//!   naming the key and the value here: an unknown reduction, a regex that does not compile, a
-//!   `save_interval` of `0` is accepted (it means "only `save_steps`"; smdebug divides by it),
-//!   an `include_workers` other than `one`/`all` (smdebug takes anything else as `one`), a
-//!   `CollectionConfigurations` entry without `CollectionName` (smdebug: an error too).
+//! - Every bad value is an error here, at start, naming the section, the key and the value.
+//!   smdebug refuses some at start too (an unknown reduction, an entry without
+//!   `CollectionName`), and others later or never: a regex that does not compile fails at the
+//!   first tensor it is matched against, a section of the wrong type or a non-string
+//!   `include_regex` with a Python exception, and an `include_workers` other than `one`/`all`
+//!   is taken as `one`.
+//! - `save_interval: 0` means "only `save_steps`" (smdebug divides by it at the first step).
 //! - Booleans may be strings (`"true"`, `"False"`), as SageMaker writes every value; smdebug's
 //!   `save_raw_tensor` and `save_shape` only take JSON booleans.
 //! - `save_raw_tensor` and `save_shape` are read without `reductions` too; smdebug reads them
-//!   only beside `reductions`.
+//!   only beside `reductions` (though its own test of `{"save_shape": true}` expects shapes).
+//! - On SageMaker, smdebug takes TensorBoard's folder from another file
+//!   (`tensorboardoutputconfig.json`), which is not read here; `export_tensorboard` and
+//!   `tensorboard_dir` are read from `HookParameters` everywhere.
 //! - Lists may be JSON arrays as well as comma-separated strings.
 //! - Without `CollectionConfigurations`, every collection the loop saves into is saved (this
 //!   crate's default, [`HookConfig::include_collections`] `None`); a smdebug hook without it
