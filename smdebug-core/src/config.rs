@@ -1,6 +1,7 @@
 //! Hook configuration: typed, with documented defaults, and readable from smdebug's JSON shape.
 //!
-//! smdebug's hook config (`debughookconfig.json`) looks like this; every value may be a string:
+//! smdebug's hook config (`debughookconfig.json`, which SageMaker writes from a training job's
+//! `DebugHookConfig`) looks like this; every value may be a string:
 //!
 //! ```json
 //! {
@@ -13,18 +14,76 @@
 //!   ]
 //! }
 //! ```
+//!
+//! # What is read, as Python smdebug 1.0.34's `json_config.py` reads it
+//!
+//! Keys are case-sensitive, as in smdebug. Top level: `LocalPath` (where the run goes),
+//! `HookParameters`, `CollectionConfigurations`; other keys (`S3OutputPath`, `S3Path`: SageMaker
+//! uploads `LocalPath` there) are ignored. A `null` section is an absent one.
+//!
+//! `HookParameters`:
+//! - the schedule: `save_interval`, `save_steps` (`"1,2,3"`), `start_step`, `end_step`, each also
+//!   per mode (`train.`, `eval.`, `predict.`, `global.`): see [`SaveConfig::from_flat_params`];
+//! - `reductions` (`"mean,abs_l2_norm"`), with `save_raw_tensor` and `save_shape`;
+//! - `include_regex` (comma-separated Python `re` patterns, added to the `default` collection);
+//! - `save_all`, `include_workers` (`one` or `all`), `export_tensorboard`, `tensorboard_dir`.
+//!
+//! `CollectionConfigurations`: a list of `{"CollectionName", "CollectionParameters"}`. A
+//! collection's parameters are its schedule (starting, per mode and per field, from the hook's:
+//! an unprefixed `save_interval` replaces the hook's `eval.save_interval` too), `reductions`,
+//! `save_raw_tensor`, `save_shape`, `include_regex` and `save_histogram`. Listing collections
+//! also chooses them: as in smdebug, only the collections listed are saved, besides `losses`
+//! and `metrics` (the scalar collections every smdebug hook includes), `default` when
+//! `HookParameters.include_regex` is given and `all` with `save_all`
+//! ([`HookConfig::include_collections`]).
+//!
+//! # A file over the code's settings
+//!
+//! [`HookConfig::with_smdebug_json`] lays a file over a configuration built in code: what the
+//! file states replaces what the code set, field by field (one schedule field, one flag, one
+//! collection's reductions), and what it does not state stays as the code set it. A
+//! collection's schedule keys start from that collection's schedule in code, if it has one
+//! (smdebug, having no code, starts from the hook's). [`HookConfig::from_smdebug_json`] lays
+//! the file over [`HookConfig::default`].
+//!
+//! # Where this differs from smdebug, and why
+//!
+//! - Every bad value is an error here, at start, naming the section, the key and the value.
+//!   smdebug refuses some at start too (an unknown reduction, an entry without
+//!   `CollectionName`), and others later or never: a regex that does not compile fails at the
+//!   first tensor it is matched against, a section of the wrong type or a non-string
+//!   `include_regex` with a Python exception, and an `include_workers` other than `one`/`all`
+//!   is taken as `one`.
+//! - `save_interval: 0` means "only `save_steps`" (smdebug divides by it at the first step).
+//! - Booleans may be strings (`"true"`, `"False"`), as SageMaker writes every value; smdebug's
+//!   `save_raw_tensor` and `save_shape` only take JSON booleans.
+//! - `save_raw_tensor` and `save_shape` are read without `reductions` too; smdebug reads them
+//!   only beside `reductions` (though its own test of `{"save_shape": true}` expects shapes).
+//! - On SageMaker, smdebug takes TensorBoard's folder from another file
+//!   (`tensorboardoutputconfig.json`), which is not read here; `export_tensorboard` and
+//!   `tensorboard_dir` are read from `HookParameters` everywhere.
+//! - Lists may be JSON arrays as well as comma-separated strings.
+//! - Without `CollectionConfigurations`, every collection the loop saves into is saved (this
+//!   crate's default, [`HookConfig::include_collections`] `None`); a smdebug hook without it
+//!   saves only its framework's default collections (`losses` for PyTorch).
+//! - `include_workers` defaults to `all` here (every worker saves: this crate's default);
+//!   smdebug's default is `one`.
 
-use serde::Deserialize;
+use serde_json::{Map, Value};
 
-use crate::collection::{BUILTIN_COLLECTIONS, Collection};
+use crate::collection::{BUILTIN_COLLECTIONS, Collection, SCALAR_COLLECTIONS};
 use crate::error::{Error, Result};
 use crate::lenient::{Flexible, StrList};
 use crate::reduction::ReductionConfig;
 use crate::save_config::SaveConfig;
 
+/// The schedule keys of smdebug's flat parameters (also after a mode prefix).
+const SCHEDULE_KEYS: [&str; 4] = ["save_interval", "save_steps", "start_step", "end_step"];
+
 /// Everything a hook needs to decide what to save. Build it in code with [`HookConfig::default`]
 /// and the setters of [`crate::hook::HookBuilder`], or read smdebug's JSON with
-/// [`HookConfig::from_smdebug_json`].
+/// [`HookConfig::from_smdebug_json`] (or over a configuration from code with
+/// [`HookConfig::with_smdebug_json`]).
 #[derive(Clone, Debug)]
 pub struct HookConfig {
     /// Where the run goes (`LocalPath`): a directory or an object-store URL. Used by smdebug-io.
@@ -36,8 +95,16 @@ pub struct HookConfig {
     pub reduction_config: ReductionConfig,
     /// The collections, built-ins first. Default: the eight built-ins, empty.
     pub collections: Vec<Collection>,
+    /// The collections saved, when not all of them are (smdebug's `include_collections`, which
+    /// a hook-config file's `CollectionConfigurations` sets). `None`: every collection.
+    /// `Some(names)`: these, plus `losses` and `metrics`, plus `all` with
+    /// [`save_all`](Self::save_all); see [`HookConfig::includes`]. Default: `None`.
+    pub include_collections: Option<Vec<String>>,
     /// Save every tensor the loop offers, in the `all` collection. Default: false.
     pub save_all: bool,
+    /// Every worker saves (smdebug's `include_workers: "all"`); when false, only worker 0 saves
+    /// and its collections file says one worker (`"one"`). Default: true.
+    pub save_all_workers: bool,
     /// Also write TensorBoard scalars (losses, metrics) and histograms. Default: false.
     pub export_tensorboard: bool,
     /// Where TensorBoard files go; default `<run>/tensorboard`.
@@ -54,7 +121,9 @@ impl Default for HookConfig {
                 .iter()
                 .map(|n| Collection::new(*n))
                 .collect(),
+            include_collections: None,
             save_all: false,
+            save_all_workers: true,
             export_tensorboard: false,
             tensorboard_dir: None,
         }
@@ -74,127 +143,313 @@ impl HookConfig {
         &mut self.collections[idx]
     }
 
-    /// Reads smdebug's hook-config JSON. Unknown top-level keys are ignored (SageMaker put other
-    /// things there); a bad value, an unknown reduction or a regex that does not compile is an
-    /// error naming the key.
-    pub fn from_smdebug_json(text: &str) -> Result<HookConfig> {
-        #[derive(Deserialize)]
-        struct Raw {
-            #[serde(rename = "LocalPath")]
-            local_path: Option<String>,
-            #[serde(rename = "HookParameters", default)]
-            hook_parameters: Option<serde_json::Map<String, serde_json::Value>>,
-            #[serde(rename = "CollectionConfigurations", default)]
-            collection_configurations: Option<Vec<RawCollection>>,
-        }
-        #[derive(Deserialize)]
-        struct RawCollection {
-            #[serde(rename = "CollectionName")]
-            name: String,
-            #[serde(rename = "CollectionParameters", default)]
-            parameters: Option<serde_json::Map<String, serde_json::Value>>,
-        }
-
-        let raw: Raw = serde_json::from_str(text)?;
-        let mut cfg = HookConfig {
-            out_dir: raw.local_path,
-            ..HookConfig::default()
-        };
-        let params = raw.hook_parameters.unwrap_or_default();
-        cfg.save_config = SaveConfig::from_flat_params(&params, &SaveConfig::default())?;
-        if let Some(r) = parse_reductions(&params, "HookParameters")? {
-            cfg.reduction_config = r;
-        }
-        cfg.save_all = flag(&params, "save_all", "HookParameters")?.unwrap_or(false);
-        cfg.export_tensorboard =
-            flag(&params, "export_tensorboard", "HookParameters")?.unwrap_or(false);
-        cfg.tensorboard_dir = params
-            .get("tensorboard_dir")
-            .and_then(|v| v.as_str())
-            .map(str::to_string);
-        if let Some(v) = params.get("include_regex") {
-            let patterns: StrList = serde_json::from_value(v.clone())
-                .map_err(|e| Error::Config(format!("HookParameters.include_regex: {e}")))?;
-            let default = cfg.collection_mut("default");
-            for p in &patterns.0 {
-                default.include(p)?;
+    /// Whether the collection `name` is saved at all (its schedule decides when): always when
+    /// [`include_collections`](Self::include_collections) is `None`; otherwise when it is
+    /// listed, is `losses` or `metrics`, or is `all` with [`save_all`](Self::save_all).
+    pub fn includes(&self, name: &str) -> bool {
+        match &self.include_collections {
+            None => true,
+            Some(list) => {
+                list.iter().any(|n| n == name)
+                    || SCALAR_COLLECTIONS.contains(&name)
+                    || (self.save_all && name == "all")
             }
         }
+    }
 
-        for rc in raw.collection_configurations.unwrap_or_default() {
-            let p = rc.parameters.unwrap_or_default();
-            let context = format!("collection `{}`", rc.name);
-            let base = cfg.save_config.clone();
-            let has_schedule = p.keys().any(|k| {
-                let bare = k.rsplit('.').next().unwrap_or(k);
-                ["save_interval", "save_steps", "start_step", "end_step"].contains(&bare)
-            });
-            let save = if has_schedule {
-                Some(
-                    SaveConfig::from_flat_params(&p, &base)
-                        .map_err(|e| Error::Config(format!("{context}: {e}")))?,
-                )
-            } else {
-                None
-            };
-            let reductions = parse_reductions(&p, &context)?;
-            let histogram = flag(&p, "save_histogram", &context)?;
-            let c = cfg.collection_mut(&rc.name);
-            if let Some(v) = p.get("include_regex") {
-                let patterns: StrList = serde_json::from_value(v.clone())
-                    .map_err(|e| Error::Config(format!("{context}.include_regex: {e}")))?;
-                for pat in &patterns.0 {
-                    c.include(pat)?;
+    /// Makes sure the collection `name` is saved: adds it to
+    /// [`include_collections`](Self::include_collections) when that lists collections (with
+    /// `None`, every collection already is). For a rule that needs a collection the file did
+    /// not list, as SageMaker adds a rule's collections to the hook's configuration.
+    pub fn include_collection(&mut self, name: &str) {
+        if let Some(list) = &mut self.include_collections
+            && !list.iter().any(|n| n == name)
+        {
+            list.push(name.to_string());
+        }
+    }
+
+    /// Reads smdebug's hook-config JSON over [`HookConfig::default`]. Unknown keys are ignored
+    /// (SageMaker puts other things there); a bad value, an unknown reduction or a regex that
+    /// does not compile is an error naming the key. See the [module docs](self).
+    pub fn from_smdebug_json(text: &str) -> Result<HookConfig> {
+        HookConfig::default().with_smdebug_json(text)
+    }
+
+    /// This configuration with smdebug's hook-config JSON laid over it: what the file states
+    /// replaces what `self` has, what it does not state stays (see the [module docs](self)).
+    /// Errors name the section and key (`HookParameters: `save_interval`: ...`,
+    /// ``CollectionConfigurations[1] `weights`: ...``) and the value.
+    ///
+    /// ```
+    /// use smdebug_core::{HookConfig, Mode, SaveConfig};
+    ///
+    /// let code = HookConfig {
+    ///     save_config: SaveConfig::every(50),
+    ///     export_tensorboard: true,
+    ///     ..HookConfig::default()
+    /// };
+    /// let file = r#"{"HookParameters": {"eval.save_interval": "5"},
+    ///                "CollectionConfigurations": [{"CollectionName": "gradients"}]}"#;
+    /// let cfg = code.with_smdebug_json(file)?;
+    /// assert!(cfg.save_config.should_save(Mode::Train, 100));   // the code's schedule
+    /// assert!(cfg.save_config.should_save(Mode::Eval, 5));      // the file's, for EVAL
+    /// assert!(cfg.export_tensorboard);                          // not stated: the code's
+    /// assert!(cfg.includes("gradients") && cfg.includes("losses") && !cfg.includes("weights"));
+    /// # Ok::<(), smdebug_core::Error>(())
+    /// ```
+    pub fn with_smdebug_json(mut self, text: &str) -> Result<HookConfig> {
+        let root: Value = serde_json::from_str(text)?;
+        let root = root.as_object().ok_or_else(|| {
+            Error::Config(format!(
+                "the hook configuration must be a JSON object, not {}",
+                kind(&root)
+            ))
+        })?;
+        if let Some(v) = stated(root, "LocalPath") {
+            self.out_dir = Some(string(v, "LocalPath")?);
+        }
+        let params = match stated(root, "HookParameters") {
+            Some(v) => object(v, "HookParameters")?.clone(),
+            None => Map::new(),
+        };
+        self.apply_hook_parameters(&params)
+            .map_err(|e| in_context("HookParameters", e))?;
+
+        if let Some(list) = stated(root, "CollectionConfigurations") {
+            let list = list.as_array().ok_or_else(|| {
+                Error::Config(format!(
+                    "CollectionConfigurations: expected a list, found {}",
+                    kind(list)
+                ))
+            })?;
+            let mut included: Vec<String> = Vec::with_capacity(list.len() + 1);
+            for (i, entry) in list.iter().enumerate() {
+                let name = self
+                    .apply_collection(entry)
+                    .map_err(|e| in_context(&format!("CollectionConfigurations[{i}]"), e))?;
+                if !included.contains(&name) {
+                    included.push(name);
                 }
             }
-            if save.is_some() {
-                c.save_config = save;
+            // smdebug's hook adds `default` to the included collections when HookParameters
+            // has `include_regex`.
+            if params.contains_key("include_regex") && !included.iter().any(|n| n == "default") {
+                included.push("default".to_string());
             }
-            if reductions.is_some() {
-                c.reduction_config = reductions;
-            }
-            if let Some(h) = histogram {
-                c.save_histogram = h;
+            self.include_collections = Some(included);
+        } else if params.contains_key("include_regex") {
+            self.include_collection("default");
+        }
+        Ok(self)
+    }
+
+    fn apply_hook_parameters(&mut self, params: &Map<String, Value>) -> Result<()> {
+        self.save_config = SaveConfig::from_flat_params(params, &self.save_config)?;
+        if let Some(r) = parse_reductions(params, &self.reduction_config)? {
+            self.reduction_config = r;
+        }
+        if let Some(on) = flag(params, "save_all")? {
+            self.save_all = on;
+        }
+        if let Some(v) = params.get("include_workers") {
+            let text = string(v, "include_workers")?;
+            self.save_all_workers = match text.trim().to_ascii_lowercase().as_str() {
+                "all" => true,
+                "one" => false,
+                _ => {
+                    return Err(Error::Config(format!(
+                        "`include_workers`: `{text}` is neither `one` nor `all`"
+                    )));
+                }
+            };
+        }
+        if let Some(on) = flag(params, "export_tensorboard")? {
+            self.export_tensorboard = on;
+        }
+        if let Some(v) = params.get("tensorboard_dir").filter(|v| !v.is_null()) {
+            self.tensorboard_dir = Some(string(v, "tensorboard_dir")?);
+        }
+        if let Some(v) = params.get("include_regex") {
+            let patterns = str_list(v, "include_regex")?;
+            let default = self.collection_mut("default");
+            for p in &patterns {
+                default
+                    .include(p)
+                    .map_err(|e| in_context("`include_regex`", e))?;
             }
         }
-        Ok(cfg)
+        Ok(())
+    }
+
+    /// Applies one `CollectionConfigurations` entry; returns the collection's name.
+    fn apply_collection(&mut self, entry: &Value) -> Result<String> {
+        let entry = object(entry, "the entry")?;
+        let name = match entry.get("CollectionName") {
+            Some(v) => string(v, "CollectionName")?,
+            None => {
+                return Err(Error::Config(
+                    "`CollectionName` is missing (every entry names its collection)".into(),
+                ));
+            }
+        };
+        let context = format!("`{name}`");
+        let p = match stated(entry, "CollectionParameters") {
+            Some(v) => object(v, "CollectionParameters")
+                .map_err(|e| in_context(&context, e))?
+                .clone(),
+            None => Map::new(),
+        };
+        let has_schedule = p.keys().any(|k| {
+            let bare = k.rsplit('.').next().unwrap_or(k);
+            SCHEDULE_KEYS.contains(&bare)
+        });
+        let own_schedule = self
+            .collections
+            .iter()
+            .find(|c| c.name() == name)
+            .and_then(|c| c.save_config.clone());
+        let own_reductions = self
+            .collections
+            .iter()
+            .find(|c| c.name() == name)
+            .and_then(|c| c.reduction_config.clone());
+        let save = if has_schedule {
+            // The collection's schedule from code, else the hook's (smdebug: the hook's).
+            let base = own_schedule.unwrap_or_else(|| self.save_config.clone());
+            Some(SaveConfig::from_flat_params(&p, &base).map_err(|e| in_context(&context, e))?)
+        } else {
+            None
+        };
+        let base_reductions = own_reductions.unwrap_or_else(|| self.reduction_config.clone());
+        let reductions =
+            parse_reductions(&p, &base_reductions).map_err(|e| in_context(&context, e))?;
+        let histogram = flag(&p, "save_histogram").map_err(|e| in_context(&context, e))?;
+        let patterns = match p.get("include_regex") {
+            Some(v) => str_list(v, "include_regex").map_err(|e| in_context(&context, e))?,
+            None => Vec::new(),
+        };
+        let c = self.collection_mut(&name);
+        for pat in &patterns {
+            c.include(pat)
+                .map_err(|e| in_context(&format!("{context}: `include_regex`"), e))?;
+        }
+        if save.is_some() {
+            c.save_config = save;
+        }
+        if reductions.is_some() {
+            c.reduction_config = reductions;
+        }
+        if let Some(h) = histogram {
+            c.save_histogram = h;
+        }
+        Ok(name)
     }
 }
 
-fn flag(
-    params: &serde_json::Map<String, serde_json::Value>,
-    key: &str,
-    context: &str,
-) -> Result<Option<bool>> {
+/// `map[key]` unless absent or `null` (smdebug treats `null` sections as absent).
+fn stated<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    map.get(key).filter(|v| !v.is_null())
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn object<'a>(v: &'a Value, key: &str) -> Result<&'a Map<String, Value>> {
+    v.as_object().ok_or_else(|| {
+        Error::Config(format!(
+            "`{key}`: expected an object, found {} `{v}`",
+            kind(v)
+        ))
+    })
+}
+
+fn string(v: &Value, key: &str) -> Result<String> {
+    v.as_str().map(str::to_string).ok_or_else(|| {
+        Error::Config(format!(
+            "`{key}`: expected a string, found {} `{v}`",
+            kind(v)
+        ))
+    })
+}
+
+fn str_list(v: &Value, key: &str) -> Result<Vec<String>> {
+    serde_json::from_value::<StrList>(v.clone())
+        .map(|l| l.0)
+        .map_err(|_| {
+            Error::Config(format!(
+                "`{key}`: expected a comma-separated string or a list of strings, found {} `{v}`",
+                kind(v)
+            ))
+        })
+}
+
+/// Puts `context` (a section, an entry) in front of what an error says.
+fn in_context(context: &str, e: Error) -> Error {
+    match e {
+        Error::Config(m) => Error::Config(format!("{context}: {m}")),
+        Error::Json(e) => Error::Config(format!("{context}: {e}")),
+        Error::BadRegex {
+            pattern,
+            context: inner,
+            source,
+        } => Error::BadRegex {
+            pattern,
+            context: format!("{context}: {inner}"),
+            source,
+        },
+        other => other,
+    }
+}
+
+fn flag(params: &Map<String, Value>, key: &str) -> Result<Option<bool>> {
     params
         .get(key)
+        .filter(|v| !v.is_null())
         .map(|v| {
             serde_json::from_value::<Flexible<bool>>(v.clone())
                 .map(|f| f.0)
-                .map_err(|e| Error::Config(format!("{context}.{key}: {e}")))
+                .map_err(|e| Error::Config(format!("`{key}`: {e}")))
         })
         .transpose()
 }
 
+/// The reduction config the keys state, over `base`; `None` when they state none of
+/// `reductions`, `save_raw_tensor` and `save_shape`.
 fn parse_reductions(
-    params: &serde_json::Map<String, serde_json::Value>,
-    context: &str,
+    params: &Map<String, Value>,
+    base: &ReductionConfig,
 ) -> Result<Option<ReductionConfig>> {
-    if !params.contains_key("reductions") && !params.contains_key("save_raw_tensor") {
+    if !["reductions", "save_raw_tensor", "save_shape"]
+        .iter()
+        .any(|k| params.contains_key(*k))
+    {
         return Ok(None);
     }
     let list = match params.get("reductions") {
-        Some(v) => serde_json::from_value::<StrList>(v.clone())
-            .map_err(|e| Error::Config(format!("{context}.reductions: {e}")))?
-            .0
+        Some(v) => str_list(v, "reductions")?
             .iter()
             .map(|s| s.parse())
             .collect::<Result<Vec<_>>>()
-            .map_err(|e| Error::Config(format!("{context}.reductions: {e}")))?,
-        None => Vec::new(),
+            .map_err(|e| in_context("`reductions`", e))?,
+        None => base.reductions.clone(),
     };
-    let raw = flag(params, "save_raw_tensor", context)?.unwrap_or(list.is_empty());
-    let save_shape = flag(params, "save_shape", context)?.unwrap_or(false);
+    // As smdebug: stating reductions without `save_raw_tensor` saves only the reductions.
+    let raw_default = if params.contains_key("reductions") {
+        list.is_empty()
+    } else {
+        base.save_raw_tensor
+    };
+    let raw = flag(params, "save_raw_tensor")?.unwrap_or(raw_default);
+    let save_shape = flag(params, "save_shape")?.unwrap_or(base.save_shape);
     Ok(Some(ReductionConfig {
         save_raw_tensor: raw,
         reductions: list,
@@ -232,8 +487,8 @@ mod tests {
         let ws = w.save_config.as_ref().unwrap();
         assert!(ws.should_save(Mode::Train, 100) && !ws.should_save(Mode::Train, 10));
         assert!(
-            ws.should_save(Mode::Eval, 3),
-            "a collection schedule starts from the hook's per-mode schedule"
+            !ws.should_save(Mode::Eval, 3) && ws.should_save(Mode::Eval, 200),
+            "as smdebug: the collection's unprefixed interval replaces the hook's eval interval"
         );
         let r = w.reduction_config.as_ref().unwrap();
         assert!(!r.save_raw_tensor && r.reductions.len() == 2);
@@ -265,10 +520,138 @@ mod tests {
             ),
             (r#"{"HookParameters": {"save_all": "maybe"}}"#, "save_all"),
             (r#"{"HookParameters": "#, "JSON"),
+            (
+                r#"{"HookParameters": {"include_workers": "some"}}"#,
+                "HookParameters: `include_workers`: `some`",
+            ),
+            (
+                r#"{"HookParameters": ["save_interval"]}"#,
+                "`HookParameters`: expected an object, found a list",
+            ),
+            (
+                r#"{"CollectionConfigurations": {"CollectionName": "x"}}"#,
+                "CollectionConfigurations: expected a list",
+            ),
+            (
+                r#"{"CollectionConfigurations": [{"CollectionParameters": {}}]}"#,
+                "CollectionConfigurations[0]: `CollectionName` is missing",
+            ),
+            (
+                r#"{"CollectionConfigurations": [{"CollectionName": "w"},
+                    {"CollectionName": "g", "CollectionParameters": {"train.end_step": "x1"}}]}"#,
+                "CollectionConfigurations[1]: `g`: `train.end_step`: `x1`",
+            ),
+            (
+                r#"{"HookParameters": {"include_regex": "ok,(bad"}}"#,
+                "bad regex `(bad` in HookParameters: `include_regex`: collection `default`",
+            ),
+            (
+                r#"{"HookParameters": {"tensorboard_dir": 3}}"#,
+                "`tensorboard_dir`: expected a string, found a number `3`",
+            ),
+            (r#"{"LocalPath": ["/a"]}"#, "`LocalPath`: expected a string"),
+            ("[1, 2]", "must be a JSON object, not a list"),
         ];
         for (text, needle) in cases {
             let err = HookConfig::from_smdebug_json(text).unwrap_err().to_string();
             assert!(err.contains(needle), "`{text}` gave `{err}`");
         }
+    }
+
+    #[test]
+    fn listed_collections_are_the_ones_saved_besides_losses_and_metrics() {
+        let cfg = HookConfig::from_smdebug_json(
+            r#"{"HookParameters": {"include_regex": "relu", "save_all": "true"},
+                "CollectionConfigurations": [{"CollectionName": "gradients"},
+                                             {"CollectionName": "custom"}]}"#,
+        )
+        .unwrap();
+        let included: Vec<&str> = ["gradients", "custom", "losses", "metrics", "default", "all"]
+            .into_iter()
+            .filter(|n| cfg.includes(n))
+            .collect();
+        assert_eq!(included.len(), 6, "{included:?}");
+        assert!(!cfg.includes("weights") && !cfg.includes("biases"));
+
+        // No list: every collection, as this crate saves by default.
+        let all = HookConfig::from_smdebug_json(r#"{"HookParameters": {}}"#).unwrap();
+        assert!(all.include_collections.is_none() && all.includes("weights"));
+        // An empty list: the scalar collections only.
+        let none = HookConfig::from_smdebug_json(r#"{"CollectionConfigurations": []}"#).unwrap();
+        assert!(none.includes("losses") && !none.includes("gradients"));
+        let mut with_rule = none.clone();
+        with_rule.include_collection("gradients");
+        assert!(with_rule.includes("gradients"));
+    }
+
+    #[test]
+    fn include_workers_chooses_who_saves() {
+        let one =
+            HookConfig::from_smdebug_json(r#"{"HookParameters": {"include_workers": "one"}}"#)
+                .unwrap();
+        assert!(!one.save_all_workers);
+        let all =
+            HookConfig::from_smdebug_json(r#"{"HookParameters": {"include_workers": "all"}}"#)
+                .unwrap();
+        assert!(all.save_all_workers);
+        assert!(HookConfig::default().save_all_workers);
+    }
+
+    #[test]
+    fn a_file_overrides_only_what_it_states() {
+        let mut code = HookConfig {
+            out_dir: Some("runs/code".into()),
+            save_config: SaveConfig::every(7),
+            export_tensorboard: true,
+            reduction_config: ReductionConfig {
+                save_shape: true,
+                ..ReductionConfig::default()
+            },
+            ..HookConfig::default()
+        };
+        code.collections.push(
+            Collection::new("attention")
+                .with_regex("attn")
+                .unwrap()
+                .with_save_config(SaveConfig::every(3)),
+        );
+        let cfg = code
+            .with_smdebug_json(
+                r#"{"HookParameters": {"start_step": "14", "reductions": "mean"},
+                    "CollectionConfigurations": [
+                      {"CollectionName": "attention", "CollectionParameters": {"end_step": 10}}]}"#,
+            )
+            .unwrap();
+        assert_eq!(cfg.out_dir.as_deref(), Some("runs/code"));
+        assert!(cfg.export_tensorboard);
+        let hook_steps: Vec<u64> = (0..30)
+            .filter(|s| cfg.save_config.should_save(Mode::Train, *s))
+            .collect();
+        assert_eq!(
+            hook_steps,
+            [14, 21, 28],
+            "the code's interval from the file's start step"
+        );
+        assert!(cfg.reduction_config.save_shape && !cfg.reduction_config.save_raw_tensor);
+        let attention = cfg
+            .collections
+            .iter()
+            .find(|c| c.name() == "attention")
+            .unwrap();
+        let steps: Vec<u64> = (0..20)
+            .filter(|s| {
+                attention
+                    .save_config
+                    .as_ref()
+                    .unwrap()
+                    .should_save(Mode::Train, *s)
+            })
+            .collect();
+        assert_eq!(
+            steps,
+            [0, 3, 6, 9],
+            "the collection's own schedule, ended by the file"
+        );
+        assert!(attention.matches("layer.attn.q"));
     }
 }

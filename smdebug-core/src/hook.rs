@@ -329,6 +329,7 @@ impl Hook {
     /// before walking a model, so steps where nothing is due cost one call.
     pub fn anything_due(&self) -> bool {
         !self.closed
+            && self.saves_on_this_worker()
             && (self.any_due
                 || self
                     .config
@@ -509,16 +510,27 @@ impl Hook {
         self.closed = true;
     }
 
-    /// The collections file content for this worker.
+    /// The collections file content for this worker. When only one worker saves
+    /// ([`HookConfig::save_all_workers`] false), it says one worker, as smdebug's does.
     pub fn collections_file(&self) -> CollectionsFile {
         CollectionsFile {
             collections: self.config.collections.clone(),
-            num_workers: self.num_workers,
+            num_workers: if self.config.save_all_workers {
+                self.num_workers
+            } else {
+                1
+            },
         }
     }
 
+    /// Whether this worker saves anything: every worker does, unless the configuration says
+    /// only one (smdebug's `include_workers: "one"`), which is worker 0.
+    fn saves_on_this_worker(&self) -> bool {
+        self.config.save_all_workers || self.worker_rank == 0
+    }
+
     fn flush_collections(&mut self) {
-        if self.collections_dirty {
+        if self.collections_dirty && self.saves_on_this_worker() {
             self.collections_dirty = false;
             let json = self.collections_file().to_json();
             self.sink.send(Record::Collections(json));
@@ -568,16 +580,18 @@ impl Hook {
     fn refresh_due(&mut self) {
         let mode = self.mode;
         let step = self.mode_step();
-        let default = &self.config.save_config;
-        self.due_now = self
-            .config
+        let saves = self.saves_on_this_worker();
+        let config = &self.config;
+        self.due_now = config
             .collections
             .iter()
             .map(|c| {
-                c.save_config
-                    .as_ref()
-                    .unwrap_or(default)
-                    .should_save(mode, step)
+                saves
+                    && config.includes(c.name())
+                    && c.save_config
+                        .as_ref()
+                        .unwrap_or(&config.save_config)
+                        .should_save(mode, step)
             })
             .collect();
         self.any_due = self.due_now.iter().any(|d| *d);
@@ -670,6 +684,71 @@ mod tests {
             Some(Record::Close(EndReason::Completed))
         ));
         assert_eq!(sink.ended_steps(), vec![0, 2, 5]);
+    }
+
+    #[test]
+    fn collections_left_out_of_the_included_list_are_not_saved() {
+        let sink = MemorySink::default();
+        let config = HookConfig::from_smdebug_json(
+            r#"{"HookParameters": {"save_interval": "1"},
+                "CollectionConfigurations": [{"CollectionName": "gradients"}]}"#,
+        )
+        .unwrap();
+        let mut h = hook(&sink, HookBuilder::from_config(config));
+        let x = [1.0f32, 2.0];
+        let v = TensorView::from_slice(&x, &[2]).unwrap();
+        assert!(h.save_tensor("gradient/fc.w", &v, &[]));
+        assert!(!h.save_tensor("fc.w", &v, &["weights"]));
+        assert!(
+            h.save_scalar("loss", 0.5, &["losses"]),
+            "losses are always included"
+        );
+        h.step();
+        let names: Vec<String> = sink.tensors().into_iter().map(|t| t.name).collect();
+        assert_eq!(names, ["gradient/fc.w", "loss"]);
+    }
+
+    #[test]
+    fn with_include_workers_one_only_worker_0_saves_and_says_one_worker() {
+        let config = HookConfig::from_smdebug_json(
+            r#"{"HookParameters": {"save_interval": "1", "include_workers": "one"}}"#,
+        )
+        .unwrap();
+        let x = [1.0f32];
+        let v = TensorView::from_slice(&x, &[1]).unwrap();
+        let mut collections_files = Vec::new();
+        for rank in 0..2 {
+            let sink = MemorySink::default();
+            let mut h = hook(
+                &sink,
+                HookBuilder::from_config(config.clone()).worker(rank, 2),
+            );
+            assert_eq!(h.anything_due(), rank == 0);
+            assert_eq!(h.save_tensor("fc.w", &v, &["weights"]), rank == 0);
+            h.step();
+            h.close();
+            assert_eq!(
+                sink.tensors().len(),
+                usize::from(rank == 0),
+                "worker {rank}"
+            );
+            collections_files.push(
+                sink.records
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|r| match r {
+                        Record::Collections(json) => Some(json["_meta"]["num_workers"].clone()),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>(),
+            );
+        }
+        assert!(
+            collections_files[0].iter().all(|n| n == 1),
+            "{collections_files:?}"
+        );
+        assert!(!collections_files[0].is_empty() && collections_files[1].is_empty());
     }
 
     #[test]

@@ -131,6 +131,11 @@ impl SaveConfig {
     /// Parses smdebug's flat keys: `save_interval`, `save_steps` ("1,2,3"), `start_step`, `end_step`,
     /// and the same prefixed with a mode (`train.save_interval`, `eval.save_steps`). Unknown keys are
     /// ignored (they belong to other parts of the config); bad values are errors.
+    ///
+    /// The result starts from `base`: for each mode and each field, the base's schedule for that
+    /// mode, replaced by an unprefixed key, replaced by that mode's key (the order of smdebug's
+    /// `parse_save_config_modes_dict`, whose base is the hook's schedule when it reads a
+    /// collection's parameters).
     pub fn from_flat_params(
         params: &serde_json::Map<String, serde_json::Value>,
         base: &SaveConfig,
@@ -139,9 +144,13 @@ impl SaveConfig {
         apply_flat(&mut out.default, params, "")?;
         for mode in Mode::ALL {
             let prefix = format!("{}.", mode.name().to_ascii_lowercase());
-            if params.keys().any(|k| k.starts_with(&prefix)) {
-                let mut cfg = out.for_mode(mode).clone();
-                // A mode-specific schedule starts from the collection's default schedule.
+            let own = base.modes[mode as usize - 1].is_some();
+            if own || params.keys().any(|k| k.starts_with(&prefix)) {
+                // As smdebug's `parse_save_config_modes_dict`: per field, the base's schedule for
+                // this mode, overridden by the unprefixed keys, overridden by this mode's keys.
+                // So an unprefixed `save_interval` also replaces a base's `eval.save_interval`.
+                let mut cfg = base.for_mode(mode).clone();
+                apply_flat(&mut cfg, params, "")?;
                 apply_flat(&mut cfg, params, &prefix)?;
                 out = out.with_mode(mode, cfg);
             }
@@ -272,6 +281,29 @@ mod tests {
         assert!(c.should_save(Mode::Eval, 5));
         assert!(c.should_save(Mode::Predict, 10));
         assert!(!c.should_save(Mode::Predict, 5));
+    }
+
+    #[test]
+    fn unprefixed_keys_replace_a_base_mode_schedule_field_by_field() {
+        // The hook says eval every step; a collection says every 100th step: smdebug gives the
+        // collection every 100th step in EVAL too, and keeps the hook's EVAL start step.
+        let hook = SaveConfig::every(10).with_mode(
+            Mode::Eval,
+            SaveConfigMode {
+                save_interval: 1,
+                start_step: 3,
+                ..Default::default()
+            },
+        );
+        let params = json!({"save_interval": 100, "train.end_step": 250});
+        let c = SaveConfig::from_flat_params(params.as_object().unwrap(), &hook).unwrap();
+        let eval: Vec<u64> = (0..400).filter(|s| c.should_save(Mode::Eval, *s)).collect();
+        assert_eq!(eval, [100, 200, 300]);
+        let train: Vec<u64> = (0..400)
+            .filter(|s| c.should_save(Mode::Train, *s))
+            .collect();
+        assert_eq!(train, [0, 100, 200]);
+        assert!(c.should_save(Mode::Predict, 300));
     }
 
     #[test]

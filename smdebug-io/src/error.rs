@@ -190,6 +190,28 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A configuration file (SageMaker's hook config) that does not parse: the source names
+    /// the key and the value.
+    #[error("{path}: {source}")]
+    BadConfigFile {
+        /// The file.
+        path: String,
+        /// What is wrong, with the section and key.
+        #[source]
+        source: smdebug_core::Error,
+    },
+
+    /// A configuration file that exists but cannot be read (a directory, no permission, not
+    /// UTF-8).
+    #[error("cannot read the configuration file {path}: {source}")]
+    UnreadableConfigFile {
+        /// The file.
+        path: String,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+
     /// The writer thread could not be started or has gone away.
     #[error("writer: {0}")]
     Writer(String),

@@ -11,10 +11,13 @@
 //! - [`kineto`]: PyTorch profiler (Kineto) traces, streamed in bounded memory, into operator and
 //!   GPU-kernel breakdowns per rank.
 //! - [`stats`]: the percentile every figure of the profiler rules and the report uses.
+//! - [`config`]: SageMaker's profiler configuration (`profilerconfig.json`), read as Python
+//!   smdebug reads it, laid over the settings from code, and watched while the job runs.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod config;
 pub mod kineto;
 pub mod reader;
 pub mod spans;

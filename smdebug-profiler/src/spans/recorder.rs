@@ -90,6 +90,16 @@ impl SpanConfig {
         self
     }
 
+    /// The configured size at which a trace file is closed.
+    pub fn max_file_size(&self) -> usize {
+        self.max_file_bytes
+    }
+
+    /// The configured age at which a trace file is closed.
+    pub fn file_close_interval(&self) -> Duration {
+        self.close_interval
+    }
+
     /// Checks every setting's range.
     pub fn validate(&self) -> Result<()> {
         let invalid =

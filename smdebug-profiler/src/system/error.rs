@@ -58,6 +58,21 @@ pub enum ProfilerError {
         /// What is wrong.
         message: String,
     },
+    /// A profiler configuration (SageMaker's `profilerconfig.json`) that does not parse, or
+    /// states a value the profilers cannot take: the file, the key (its path, in SageMaker's
+    /// spelling, e.g. `ProfilingParameters.DetailedProfilingConfig.StartStep`; empty for the
+    /// whole file), the value as written and the reason.
+    #[error("{}", describe_bad_config(.file.as_deref(), .key, .value.as_deref(), .reason))]
+    BadProfilerConfig {
+        /// The file, when the configuration came from one.
+        file: Option<std::path::PathBuf>,
+        /// Where in the configuration.
+        key: String,
+        /// The value as written, when one is at fault.
+        value: Option<String>,
+        /// What is wrong.
+        reason: String,
+    },
     /// A background thread could not be started.
     #[error("cannot start the {thread} thread: {source}")]
     Thread {
@@ -97,3 +112,20 @@ pub enum ProfilerError {
 
 /// Result alias of the profiler's sampler, spans and reader.
 pub type Result<T, E = ProfilerError> = std::result::Result<T, E>;
+
+fn describe_bad_config(
+    file: Option<&std::path::Path>,
+    key: &str,
+    value: Option<&str>,
+    reason: &str,
+) -> String {
+    let file = file.map_or_else(
+        || "profiler configuration".to_string(),
+        |f| f.display().to_string(),
+    );
+    match (key.is_empty(), value) {
+        (true, _) => format!("{file}: {reason}"),
+        (false, Some(v)) => format!("{file}: {key} = `{v}`: {reason}"),
+        (false, None) => format!("{file}: {key}: {reason}"),
+    }
+}
