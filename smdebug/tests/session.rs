@@ -300,3 +300,47 @@ fn the_readme_shows_the_quickstart_example() {
         assert!(readme.contains(line.trim()), "README lacks `{line}`");
     }
 }
+
+#[test]
+fn the_dashboards_stop_button_stops_a_loop_that_checks_its_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let mut session = builder(&run)
+        .no_system()
+        .stop_poll_interval(Duration::from_millis(20))
+        .dashboard(smdebug::serve::ServeOptions::new(Vec::new()))
+        .start()
+        .unwrap();
+    let url = session.dashboard_url().expect("a dashboard").to_string();
+    let root = url.trim_end_matches('/').to_string();
+    let client = reqwest::blocking::Client::new();
+    let started = Instant::now();
+    let mut pressed = false;
+    let mut steps = 0u64;
+    loop {
+        session.hook().save_scalar("loss", 1.0, &["losses"]);
+        let status = session.step().unwrap();
+        steps += 1;
+        if status.stop_requested() {
+            break;
+        }
+        if !pressed && steps >= 5 {
+            // What the page's Stop button sends, after its confirmation.
+            let r = client
+                .post(format!("{root}/api/runs/0/stop"))
+                .json(&serde_json::json!({"confirm": true, "reason": "pressed Stop"}))
+                .send()
+                .unwrap();
+            pressed = r.status() == 200;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the button never stopped the loop (pressed: {pressed})"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(pressed);
+    let summary = session.finish().unwrap();
+    assert_eq!(summary.stopped.as_deref(), Some("pressed Stop"));
+    assert_eq!(summary.dashboard.as_deref(), Some(url.as_str()));
+}
