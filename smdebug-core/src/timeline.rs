@@ -120,6 +120,16 @@ impl Default for TimelineConfig {
 }
 
 impl TimelineConfig {
+    /// Every profiler off (what SageMaker's `DisableProfiler` asks for).
+    pub fn off() -> TimelineConfig {
+        TimelineConfig {
+            phases: Window::Never,
+            data_loading: Window::Never,
+            detailed: Window::Never,
+            code: Window::Never,
+        }
+    }
+
     /// The window of `profiling`.
     pub fn window(&self, profiling: Profiling) -> &Window {
         match profiling {

@@ -10,11 +10,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
+use smdebug_core::timeline::TimelineConfig;
 use smdebug_core::window::{Window, WindowState};
 use smdebug_io::sagemaker::{ConfigSources, PROFILER_CONFIG_ENV};
 use smdebug_profiler::ProfilerError;
 use smdebug_profiler::config::{
-    CProfileTimer, ProfilerConfig, ProfilerConfigWatcher, ProfilingWindows, PythonProfilerName,
+    CProfileTimer, ProfilerConfig, ProfilerConfigWatcher, PythonProfilerName,
 };
 use smdebug_profiler::spans::SpanConfig;
 use smdebug_profiler::system::SamplerConfig;
@@ -171,14 +172,14 @@ fn every_example_opens_the_windows_python_smdebug_opens() {
         let config = ProfilerConfig::read(path)
             .unwrap_or_else(|e| panic!("{name}: {e}"))
             .unwrap();
-        let windows = config.windows_over(&ProfilingWindows::default());
+        let windows = config.windows_over(&TimelineConfig::off());
         if !READ_DIFFERENTLY.iter().any(|(n, _)| *n == name) {
             for (i, sweep) in sweeps.iter().enumerate() {
-                for (category, window) in CATEGORIES.iter().zip([
-                    &windows.detailed,
-                    &windows.dataloader,
-                    &windows.code_profile,
-                ]) {
+                for (category, window) in
+                    CATEGORIES
+                        .iter()
+                        .zip([&windows.detailed, &windows.data_loading, &windows.code])
+                {
                     let ours = open_at(window, sweep);
                     let theirs: Vec<bool> =
                         serde_json::from_value(py["sweeps"][i][category].clone()).unwrap();
@@ -314,9 +315,9 @@ fn documentation_examples_parse_to_the_values_they_state() {
     assert_eq!(p.rotate_max_file_size, Some(10_485_760));
     assert_eq!(p.rotate_file_close_interval, Some(Duration::from_secs(60)));
     assert_eq!(p.file_open_fail_threshold, Some(50));
-    let w = c.windows_over(&ProfilingWindows::default());
+    let w = c.windows_over(&TimelineConfig::off());
     assert_eq!(
-        (w.detailed, w.dataloader, w.code_profile),
+        (w.detailed, w.data_loading, w.code),
         (
             Window::steps(5, 1),
             Window::steps(7, 1),
@@ -353,9 +354,9 @@ fn documentation_examples_parse_to_the_values_they_state() {
     // Only the system monitor: no ProfilingParameters, so the code's windows stand.
     let c = fixture("sdk_system_monitor_only.json");
     assert!(c.profiling_parameters.is_none() && !c.framework_profiling_off());
-    let code = ProfilingWindows {
+    let code = TimelineConfig {
         detailed: Window::steps(1, 2),
-        ..Default::default()
+        ..TimelineConfig::off()
     };
     assert_eq!(c.windows_over(&code), code);
 }
@@ -578,18 +579,18 @@ fn a_missing_file_is_none_and_the_environment_names_the_file() {
 
 #[test]
 fn disable_profiler_and_empty_parameters_turn_profiling_off() {
-    let code = ProfilingWindows {
+    let code = TimelineConfig {
+        phases: Window::Always,
         detailed: Window::steps(3, 2),
-        dataloader: Window::Always,
-        dataloader_metrics: None,
-        code_profile: Window::next_steps(1),
+        data_loading: Window::Always,
+        code: Window::next_steps(1),
     };
     let off = ProfilerConfig::from_json(
         r#"{"ProfilingParameters": {"DisableProfiler": true, "DetailedProfilingConfig": "{\"StartStep\": 1}"}}"#,
     )
     .unwrap();
     assert!(off.system_profiling_off());
-    assert_eq!(off.windows_over(&code), ProfilingWindows::default());
+    assert_eq!(off.windows_over(&code), TimelineConfig::off());
     for text in [
         r#"{"ProfilingParameters": {}}"#,
         r#"{"ProfilingParameters": null}"#,
@@ -599,26 +600,26 @@ fn disable_profiler_and_empty_parameters_turn_profiling_off() {
             empty.framework_profiling_off() && !empty.system_profiling_off(),
             "{text}"
         );
-        assert_eq!(empty.windows_over(&code), ProfilingWindows::default());
+        assert_eq!(empty.windows_over(&code), TimelineConfig::off());
     }
     // Stated parameters without sub-configs keep the code's windows.
     let rotation_only =
         ProfilerConfig::from_json(r#"{"ProfilingParameters": {"LocalPath": "/x"}}"#).unwrap();
     assert_eq!(rotation_only.windows_over(&code), code);
     // A stated sub-config replaces the code's window, the regex with it.
-    let dataloader = ProfilerConfig::from_json(
+    let file = ProfilerConfig::from_json(
         r#"{"ProfilingParameters": {"DataloaderProfilingConfig": "{\"StartStep\": 4, \"MetricsRegex\": \"GetNext\"}"}}"#,
     )
-    .unwrap()
-    .windows_over(&code);
+    .unwrap();
+    let dataloader = file.windows_over(&code);
     assert_eq!(
-        dataloader.dataloader,
+        dataloader.data_loading,
         Window::Steps {
             start: Some(4),
             num_steps: None
         }
     );
-    assert_eq!(dataloader.dataloader_metrics.unwrap().as_str(), "GetNext");
+    assert_eq!(file.dataloader_metrics().unwrap().as_str(), "GetNext");
     assert_eq!(dataloader.detailed, code.detailed);
 }
 
@@ -681,7 +682,7 @@ fn replace(path: &Path, text: &str) {
 }
 
 fn detailed(config: &ProfilerConfig) -> Window {
-    config.windows_over(&ProfilingWindows::default()).detailed
+    config.windows_over(&TimelineConfig::off()).detailed
 }
 
 const TWO_STEPS: &str = r#"{"ProfilingParameters": {"DetailedProfilingConfig": "{\"StartStep\": 10, \"NumSteps\": 2}"}}"#;

@@ -5,7 +5,9 @@ use std::path::Path;
 
 use smdebug_core::window::Window;
 
-use super::model::{ProfilerConfig, ProfilingWindows};
+use smdebug_core::timeline::TimelineConfig;
+
+use super::model::{MetricsRegex, ProfilerConfig};
 use super::parse::parse;
 use crate::spans::SpanConfig;
 use crate::system::{ProfilerError, SamplerConfig};
@@ -39,27 +41,35 @@ impl ProfilerConfig {
     }
 
     /// The windows in force: `code`'s, with each profiler's window replaced by the file's when
-    /// the file states that profiler's config; all closed when the file turns framework
-    /// profiling off ([`framework_profiling_off`](Self::framework_profiling_off)). A stated
-    /// `DataloaderProfilingConfig` also replaces the metrics regex (without `MetricsRegex`:
-    /// every event, smdebug's `.*`).
-    pub fn windows_over(&self, code: &ProfilingWindows) -> ProfilingWindows {
+    /// the file states that profiler's config (the detailed, data-loader and Python-profiling
+    /// windows); every profiler off, the step and phase spans too, when the file turns
+    /// framework profiling off ([`framework_profiling_off`](Self::framework_profiling_off)), as
+    /// Python smdebug records no framework event then.
+    pub fn windows_over(&self, code: &TimelineConfig) -> TimelineConfig {
         if self.framework_profiling_off() {
-            return ProfilingWindows::default();
+            return TimelineConfig::off();
         }
         let Some(p) = &self.profiling_parameters else {
             return code.clone();
         };
         let pick = |file: Option<&Window>, code: &Window| file.unwrap_or(code).clone();
-        ProfilingWindows {
+        TimelineConfig {
+            phases: code.phases.clone(),
             detailed: pick(p.detailed.as_ref().map(|d| &d.window), &code.detailed),
-            dataloader: pick(p.dataloader.as_ref().map(|d| &d.window), &code.dataloader),
-            dataloader_metrics: match &p.dataloader {
-                Some(d) => d.metrics_regex.clone(),
-                None => code.dataloader_metrics.clone(),
-            },
-            code_profile: pick(p.python.as_ref().map(|c| &c.window), &code.code_profile),
+            data_loading: pick(p.dataloader.as_ref().map(|d| &d.window), &code.data_loading),
+            code: pick(p.python.as_ref().map(|c| &c.window), &code.code),
         }
+    }
+
+    /// Which data-loading events are recorded: the `MetricsRegex` of a stated
+    /// `DataloaderProfilingConfig` (smdebug's `.*` when it names none); `None`: every event.
+    pub fn dataloader_metrics(&self) -> Option<&MetricsRegex> {
+        self.profiling_parameters
+            .as_ref()?
+            .dataloader
+            .as_ref()?
+            .metrics_regex
+            .as_ref()
     }
 
     /// `code` with the file's rotation settings: `RotateMaxFileSizeInBytes` as

@@ -114,17 +114,18 @@
 //!   of the process whichever profiler the file names.
 //!
 //! ```
+//! use smdebug_core::timeline::TimelineConfig;
 //! use smdebug_core::window::Window;
-//! use smdebug_profiler::config::{ProfilerConfig, ProfilingWindows};
+//! use smdebug_profiler::config::ProfilerConfig;
 //!
 //! let file = ProfilerConfig::from_json(r#"{"profilingparameters": {
 //!     "DetailedProfilingConfig": "{\"StartStep\": 10, \"NumSteps\": 5, }",
 //!     "dataloaderprofilingconfig": {"StartTimeInSecSinceEpoch": "1700000000", "DurationInSeconds": 60}}}"#)?;
-//! let code = ProfilingWindows { code_profile: Window::steps(100, 3), ..Default::default() };
+//! let code = TimelineConfig { code: Window::steps(100, 3), ..TimelineConfig::default() };
 //! let windows = file.windows_over(&code);
 //! assert_eq!(windows.detailed, Window::steps(10, 5));
-//! assert!(matches!(windows.dataloader, Window::Time { start: Some(_), duration: Some(_) }));
-//! assert_eq!(windows.code_profile, Window::steps(100, 3), "not in the file: the code's");
+//! assert!(matches!(windows.data_loading, Window::Time { start: Some(_), duration: Some(_) }));
+//! assert_eq!(windows.code, Window::steps(100, 3), "not in the file: the code's");
 //! # Ok::<(), smdebug_profiler::ProfilerError>(())
 //! ```
 
@@ -136,7 +137,6 @@ mod watch;
 
 pub use model::{
     CProfileTimer, DataloaderProfilingConfig, DetailedProfilingConfig, MetricsRegex,
-    ProfilerConfig, ProfilingParameters, ProfilingWindows, PythonProfilerName,
-    PythonProfilingConfig,
+    ProfilerConfig, ProfilingParameters, PythonProfilerName, PythonProfilingConfig,
 };
 pub use watch::ProfilerConfigWatcher;

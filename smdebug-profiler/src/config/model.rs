@@ -156,17 +156,3 @@ impl fmt::Debug for MetricsRegex {
         f.debug_tuple("MetricsRegex").field(&self.pattern).finish()
     }
 }
-
-/// The framework profilers' windows in force: the code's, with a file's laid over them by
-/// [`ProfilerConfig::windows_over`].
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ProfilingWindows {
-    /// Detailed framework spans (forward, backward, operators).
-    pub detailed: Window,
-    /// Data-loading spans.
-    pub dataloader: Window,
-    /// Which data-loading events are recorded (`None`: all).
-    pub dataloader_metrics: Option<MetricsRegex>,
-    /// The code profile (SageMaker's Python profiling).
-    pub code_profile: Window,
-}

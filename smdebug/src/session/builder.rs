@@ -11,12 +11,15 @@ use smdebug_core::{
 };
 use smdebug_io::format::layout::END_MARKER;
 use smdebug_io::format::record::PayloadChecksum;
+use smdebug_io::sagemaker::ConfigSources;
 use smdebug_io::stop::StopWatcher;
 use smdebug_io::writer::Writer;
 use smdebug_io::{OverflowPolicy, Storage, StorageOptions, open_storage_with};
+use smdebug_profiler::config::ProfilerConfigWatcher;
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
 
+use super::config_follower::{self, ConfigFollower};
 use super::profiling::SessionSink;
 use super::{Parts, Session};
 use crate::error::{Error, Result};
@@ -69,6 +72,7 @@ pub struct SessionBuilder<H: Capture = Hook> {
     pub(super) stop_poll: Duration,
     pub(super) finish_timeout: Duration,
     pub(super) overwrite: bool,
+    pub(super) config_files: Option<ConfigSources>,
     #[cfg(feature = "rules")]
     pub(super) rules: Vec<smdebug_rules::RuleSpec>,
     #[cfg(feature = "rules")]
@@ -117,6 +121,7 @@ impl SessionBuilder<Hook> {
             stop_poll: StopWatcher::DEFAULT_INTERVAL,
             finish_timeout: Duration::from_secs(120),
             overwrite: false,
+            config_files: Some(ConfigSources::from_env()),
             #[cfg(feature = "rules")]
             rules: Vec::new(),
             #[cfg(feature = "rules")]
@@ -158,6 +163,7 @@ impl<H: Capture> SessionBuilder<H> {
             stop_poll: self.stop_poll,
             finish_timeout: self.finish_timeout,
             overwrite: self.overwrite,
+            config_files: self.config_files,
             #[cfg(feature = "rules")]
             rules: self.rules,
             #[cfg(feature = "rules")]
@@ -310,6 +316,22 @@ impl<H: Capture> SessionBuilder<H> {
         self
     }
 
+    /// Reads SageMaker's configuration files from `sources` (default:
+    /// [`ConfigSources::from_env`]: `SMDEBUG_CONFIG_FILE_PATH`, else
+    /// `/opt/ml/input/config/debughookconfig.json`, and `SMPROFILER_CONFIG_PATH`, else
+    /// `/opt/ml/input/config/profilerconfig.json`). What a file states overrides what this
+    /// builder set; see [`Session`] for the order.
+    pub fn config_files(mut self, sources: ConfigSources) -> Self {
+        self.config_files = Some(sources);
+        self
+    }
+
+    /// Reads no configuration file: the job is configured by this builder alone.
+    pub fn without_config_files(mut self) -> Self {
+        self.config_files = None;
+        self
+    }
+
     /// Replaces a run that ended at this location (rank 0 deletes it before the job starts).
     /// Default: false, and a location holding an ended run is an error of
     /// [`start`](Self::start), as in Python smdebug: a new job must not mix its steps with an
@@ -382,7 +404,7 @@ impl<H: Capture> SessionBuilder<H> {
     /// Starts everything: the writer, the stop-request watcher, the span writer and the
     /// timeline, the system sampler, the rules and the dashboard. Every configuration error is
     /// returned here, before the first step; nothing is left running after an error.
-    pub fn start(self) -> Result<Session<H>> {
+    pub fn start(mut self) -> Result<Session<H>> {
         #[cfg(feature = "rules")]
         if let Some(e) = self.rule_errors.into_iter().next() {
             return Err(e.into());
@@ -391,13 +413,52 @@ impl<H: Capture> SessionBuilder<H> {
             Some(w) => w,
             None => WorkerInfo::from_env()?,
         };
-        let storage: Arc<dyn Storage> = open_storage_with(&self.location, &self.storage_options)?;
+        // SageMaker's files over the builder's settings: each states what it overrides.
+        let mut location = self.location.clone();
+        let mut profiler_file = None;
+        if let Some(sources) = &self.config_files {
+            if let Some(file) = sources.load_hook_config()? {
+                log::info!("capture configured by {}", file.path().display());
+                if let Some(path) = &file.config().out_dir {
+                    location = path.clone();
+                }
+                self.hook = file.over(self.hook)?;
+            }
+            let watcher = ProfilerConfigWatcher::from_sources(sources)?;
+            if let Some(file) = watcher.current() {
+                log::info!("profiling configured by {}", watcher.path().display());
+                let in_file = |e: smdebug_profiler::ProfilerError| e.in_config_file(watcher.path());
+                self.timeline = file.windows_over(&self.timeline);
+                if let Some(spans) = self.spans {
+                    self.spans = Some(file.span_config(spans).map_err(in_file)?);
+                }
+                self.sampler = match self.sampler {
+                    _ if file.system_profiling_off() => None,
+                    Some(sampler) => Some(file.sampler_config(sampler).map_err(in_file)?),
+                    None => None,
+                };
+                // The profiler's own LocalPath names the run when the hook's file did not.
+                let hook_named = self.hook.out_dir.is_some();
+                if let (false, Some(path)) = (
+                    hook_named,
+                    file.profiling_parameters
+                        .as_ref()
+                        .and_then(|p| p.local_path.clone()),
+                ) {
+                    location = path;
+                }
+            }
+            profiler_file = Some((watcher, self.timeline.clone()));
+        }
+        let dataloader_metrics = profiler_file
+            .as_ref()
+            .and_then(|(w, _)| w.current())
+            .and_then(|f| f.dataloader_metrics().cloned());
+        let storage: Arc<dyn Storage> = open_storage_with(&location, &self.storage_options)?;
         // Only rank 0 judges and clears an old run: the other workers may start after it did.
         if worker.rank == 0 && storage.size(END_MARKER)?.is_some() {
             if !self.overwrite {
-                return Err(Error::RunExists {
-                    location: self.location,
-                });
+                return Err(Error::RunExists { location });
             }
             for key in storage.list("")? {
                 storage.delete(&key)?;
@@ -427,7 +488,7 @@ impl<H: Capture> SessionBuilder<H> {
                 let (recorder, guard) =
                     SpanRecorder::start(config.node(node).worker(worker_id), storage.clone())?;
                 parts.span_writer = Some(guard);
-                let sink = Arc::new(SessionSink::new(recorder));
+                let sink = Arc::new(SessionSink::new(recorder, dataloader_metrics));
                 parts.sink = Some(sink.clone());
                 Timeline::new(self.timeline.clone(), sink)
             }
@@ -442,7 +503,22 @@ impl<H: Capture> SessionBuilder<H> {
             parts.sampler = Some(SystemSampler::start(config.node(node), storage.clone())?);
         }
 
-        let location = self.location.clone();
+        if let Some((watcher, code)) = profiler_file {
+            parts.config_follower = Some(
+                ConfigFollower::spawn(
+                    watcher,
+                    code,
+                    timeline.clone(),
+                    parts.sink.clone(),
+                    config_follower::POLL_INTERVAL,
+                )
+                .map_err(|e| Error::Start {
+                    part: "the profiler configuration follower",
+                    reason: e.to_string(),
+                })?,
+            );
+        }
+
         #[cfg(feature = "rules")]
         if worker.rank == 0 && (!self.rules.is_empty() || !self.custom_rules.is_empty()) {
             let mut runner = smdebug_rules::RuleRunner::builder(&location)

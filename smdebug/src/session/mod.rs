@@ -20,6 +20,7 @@
 //! the report, the dashboard and the stop watcher stop. It returns a [`SessionSummary`].
 
 mod builder;
+mod config_follower;
 mod profiling;
 mod summary;
 
@@ -48,6 +49,7 @@ use crate::error::{Error, Result};
 pub(crate) struct Parts {
     pub(crate) writer: Option<WriterStatus>,
     pub(crate) stop_watcher: Option<StopWatcher>,
+    pub(crate) config_follower: Option<config_follower::ConfigFollower>,
     pub(crate) span_writer: Option<SpanWriterGuard>,
     pub(crate) sink: Option<Arc<SessionSink>>,
     pub(crate) sampler: Option<SamplerHandle>,
@@ -97,9 +99,31 @@ impl StepStatus {
 /// # Ok::<(), smdebug::Error>(())
 /// ```
 ///
-/// **Settings and SageMaker's files.** What the builder sets is the default; SageMaker's
-/// configuration files, when present, override what they state (see
-/// [`SessionBuilder::config_files`]).
+/// **Settings and SageMaker's files.** A job configured by SageMaker (or by anyone who writes
+/// its two files) changes without a rebuild. The order, each later one overriding what it
+/// states:
+///
+/// 1. the defaults ([`SessionBuilder`] lists them);
+/// 2. the builder's settings in code;
+/// 3. the hook configuration file (`SMDEBUG_CONFIG_FILE_PATH`, else
+///    `/opt/ml/input/config/debughookconfig.json`): `LocalPath` names the run, `HookParameters`
+///    and `CollectionConfigurations` replace schedules, reductions and collections, key by key
+///    (`smdebug_core::config` has the details);
+/// 4. the profiler configuration file (`SMPROFILER_CONFIG_PATH`, else
+///    `/opt/ml/input/config/profilerconfig.json`): `DisableProfiler` turns sampling and spans
+///    off, a stated `DetailedProfilingConfig`, `DataloaderProfilingConfig` or
+///    `PythonProfilingConfig` replaces that profiler's window, the rotation settings replace
+///    the span writer's, `ProfilingIntervalInMilliseconds` the sampler's interval, and its
+///    `LocalPath` names the run when the hook file did not (one run holds tensors and profiler
+///    data, where SageMaker kept two folders);
+/// 5. while the job runs, edits of the profiler file: every second the file is looked at, and
+///    a window it changed applies from the next step (a window without `StartStep` opens
+///    there), as Python smdebug re-reads the file at each step. A later edit that does not
+///    parse is logged and the last good configuration kept.
+///
+/// A missing file means the settings before it; a file that does not parse is an error of
+/// [`SessionBuilder::start`] naming the file and the key.
+/// [`SessionBuilder::without_config_files`] ignores both files.
 pub struct Session<H: Capture = Hook> {
     capture: Option<H>,
     location: String,
@@ -291,6 +315,9 @@ impl<H: Capture> Session<H> {
         let steps = self.capture.as_ref().map_or(0, |c| c.core().global_step());
         // 1. The profiling windows close (the code profile stops) and the spans are published,
         //    then the sampler: the rules must see all profiler data before the end marker.
+        if let Some(follower) = self.parts.config_follower.take() {
+            follower.stop();
+        }
         self.timeline.close(steps);
         let mut summary = SessionSummary {
             location: self.location.clone(),

@@ -1,0 +1,194 @@
+//! SageMaker's configuration files in a session: what they state overrides the builder, a
+//! window edited in the profiler file reaches a running loop, broken files fail at start.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use smdebug::io::sagemaker::ConfigSources;
+use smdebug::prelude::*;
+use smdebug::profiler::reader::{ProfilerReader, SpanQuery};
+use smdebug::profiler::spans::SpanConfig;
+use smdebug_core::timeline::Profiling;
+
+/// Writes `text` to a scratch file beside `path` and renames it over `path`, as SageMaker and
+/// editors replace a file.
+fn replace(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// The steps (TRAIN mode steps) that have a span in `row`.
+fn steps_with(run: &Path, row: &str) -> Vec<u64> {
+    let reader = ProfilerReader::open(run.to_str().unwrap()).unwrap();
+    let mut steps: Vec<u64> = reader
+        .spans(&SpanQuery::default().phase(row))
+        .unwrap()
+        .into_iter()
+        .filter_map(|s| s.step)
+        .collect();
+    steps.sort_unstable();
+    steps
+}
+
+fn builder(location: &Path, sources: ConfigSources) -> SessionBuilder {
+    Session::builder(location.to_str().unwrap())
+        .config_files(sources)
+        .no_system()
+        .spans(SpanConfig::default().close_interval(Duration::from_millis(200)))
+}
+
+/// `steps` TRAIN steps, each loading a batch and saving the loss.
+fn train(session: &mut Session, steps: u64) {
+    session.set_mode(Mode::Train).unwrap();
+    for _ in session.data(0..steps) {
+        session.hook().save_scalar("loss", 1.0, &["losses"]);
+        session.step().unwrap();
+    }
+}
+
+#[test]
+fn what_the_files_state_overrides_the_builder_and_the_rest_stands() {
+    let dir = tempfile::tempdir().unwrap();
+    let from_code = dir.path().join("from-code");
+    let from_file = dir.path().join("from-file");
+    let hook_file = dir.path().join("debughookconfig.json");
+    let profiler_file = dir.path().join("profilerconfig.json");
+    std::fs::write(
+        &hook_file,
+        serde_json::json!({
+            "LocalPath": from_file.to_str().unwrap(),
+            "HookParameters": {"save_interval": "2"},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    // As the SageMaker SDK writes it: the sub-config is a string, keys in any case.
+    std::fs::write(
+        &profiler_file,
+        r#"{"ProfilingParameters": {"dataloaderprofilingconfig": "{\"StartStep\": 2, \"NumSteps\": 2, }"}}"#,
+    )
+    .unwrap();
+    let mut session = builder(&from_code, ConfigSources::new(&hook_file, &profiler_file))
+        .save(SaveConfig::every(5))
+        .start()
+        .unwrap();
+    assert_eq!(session.location(), from_file.to_str().unwrap());
+    train(&mut session, 6);
+    session.finish().unwrap();
+
+    assert!(!from_code.exists(), "the file's LocalPath names the run");
+    let trial = Trial::open(from_file.to_str().unwrap()).unwrap();
+    assert_eq!(
+        trial.tensor("loss").unwrap().steps(None).unwrap(),
+        [0, 2, 4],
+        "the file's save_interval, not the builder's"
+    );
+    assert_eq!(steps_with(&from_file, "DataLoaderIter"), [2, 3]);
+    // Not in the file: the builder's (step spans at every step).
+    assert_eq!(
+        steps_with(&from_file, "Step:ModeKeys.TRAIN"),
+        (0..6).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_window_opened_in_the_profiler_file_while_the_job_runs_reaches_the_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let profiler_file = dir.path().join("profilerconfig.json");
+    // Data loading stated off ("{}") at start.
+    replace(
+        &profiler_file,
+        r#"{"ProfilingParameters": {"DataloaderProfilingConfig": "{}"}}"#,
+    );
+    let sources = ConfigSources::new(dir.path().join("no-hook-config.json"), &profiler_file);
+    let mut session = builder(&run, sources).start().unwrap();
+    session.set_mode(Mode::Train).unwrap();
+    let started = Instant::now();
+    let mut data = session.data(0u64..);
+    let mut opened_at = None;
+    let mut step = 0u64;
+    while opened_at.is_none() || step < opened_at.unwrap() + 5 {
+        data.next();
+        session.hook().save_scalar("loss", 1.0, &["losses"]);
+        session.step().unwrap();
+        step += 1;
+        if step == 3 {
+            // Three steps from the next one, as a user edits the file of a running job.
+            replace(
+                &profiler_file,
+                r#"{"ProfilingParameters": {"DataloaderProfilingConfig": "{\"NumSteps\": 3}"}}"#,
+            );
+        }
+        if opened_at.is_none() && session.timeline().is_open(Profiling::DataLoading) {
+            opened_at = Some(step);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the edited window never opened"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    session.finish().unwrap();
+    let first = opened_at.unwrap();
+    assert!(first > 3);
+    assert_eq!(
+        steps_with(&run, "DataLoaderIter"),
+        [first, first + 1, first + 2]
+    );
+}
+
+#[test]
+fn disable_profiler_turns_spans_and_sampling_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let profiler_file = dir.path().join("profilerconfig.json");
+    std::fs::write(&profiler_file, r#"{"DisableProfiler": true}"#).unwrap();
+    let sources = ConfigSources::new(dir.path().join("absent.json"), &profiler_file);
+    let mut session = Session::builder(run.to_str().unwrap())
+        .config_files(sources)
+        .start()
+        .unwrap();
+    train(&mut session, 4);
+    let summary = session.finish().unwrap();
+    assert_eq!((summary.spans_written, summary.system_samples), (0, 0));
+    assert_eq!(summary.steps, 4, "capture goes on: {summary}");
+}
+
+#[test]
+fn a_broken_file_is_an_error_at_start_naming_the_file_and_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let hook_file = dir.path().join("debughookconfig.json");
+    let profiler_file = dir.path().join("profilerconfig.json");
+    std::fs::write(
+        &hook_file,
+        r#"{"HookParameters": {"save_interval": "often"}}"#,
+    )
+    .unwrap();
+    let err = builder(&run, ConfigSources::new(&hook_file, &profiler_file))
+        .start()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(hook_file.to_str().unwrap()) && err.contains("save_interval"),
+        "{err}"
+    );
+
+    std::fs::remove_file(&hook_file).unwrap();
+    std::fs::write(
+        &profiler_file,
+        r#"{"ProfilingParameters": {"DetailedProfilingConfig": "{\"StartStep\": \"soon\"}"}}"#,
+    )
+    .unwrap();
+    let err = builder(&run, ConfigSources::new(&hook_file, &profiler_file))
+        .start()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(profiler_file.to_str().unwrap()) && err.to_lowercase().contains("startstep"),
+        "{err}"
+    );
+    assert!(!run.join("training_job_end.ts").exists());
+}
