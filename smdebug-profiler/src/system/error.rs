@@ -93,6 +93,47 @@ pub enum ProfilerError {
     /// Host metrics cannot be sampled on this operating system.
     #[error("system metrics sampling is supported on Linux only")]
     UnsupportedPlatform,
+    /// Code profiles cannot be taken in this build.
+    #[error("code profiling is not available: {reason}")]
+    CodeProfileUnsupported {
+        /// Why (the `code-profile` feature is off, or the platform is not Linux).
+        reason: &'static str,
+    },
+    /// A code-profile window is already open in this process: the sampler (a `SIGPROF` timer)
+    /// is process-wide, so one window samples at a time.
+    #[error(
+        "a code-profile window is already open in this process (the CPU sampler is \
+         process-wide: one window at a time)"
+    )]
+    CodeProfileBusy,
+    /// `end` was called with no code-profile window open.
+    #[error("no code-profile window is open")]
+    CodeProfileNoWindow,
+    /// Earlier windows are still being symbolized and written; no new window was opened.
+    #[error(
+        "{pending} code-profile window(s) are still being written; the new window was not opened"
+    )]
+    CodeProfileBacklog {
+        /// Windows waiting for the writer.
+        pending: u64,
+    },
+    /// The code-profile writer did not finish within its timeout.
+    #[error("the code-profile writer did not finish within {waited:?}")]
+    CodeProfileTimeout {
+        /// How long it was given.
+        waited: Duration,
+    },
+    /// Some code-profile windows could not be sampled or written.
+    #[error(
+        "{} of {} code-profile window(s) failed: {}",
+        report.failed,
+        report.windows,
+        report.last_error.as_deref().unwrap_or("no error recorded")
+    )]
+    CodeProfileFailed {
+        /// What the profiler did, the failures included.
+        report: Box<crate::code::CodeProfileReport>,
+    },
 }
 
 /// Result alias of the profiler's sampler, spans and reader.
