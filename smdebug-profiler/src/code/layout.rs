@@ -38,6 +38,12 @@ pub struct CodeProfileFile {
 }
 
 impl CodeProfileFile {
+    /// The window's name: its key's last part without the extension,
+    /// `<start_us>-<end_us>_<worker>-<node>` (unique within a run).
+    pub fn id(&self) -> &str {
+        self.base_key.rsplit('/').next().unwrap_or(&self.base_key)
+    }
+
     /// The summary's key.
     pub fn summary_key(&self) -> String {
         format!("{}.{SUMMARY_EXTENSION}", self.base_key)
@@ -102,6 +108,7 @@ mod tests {
             assert_eq!(file.start_us, 1_594_662_624_718_694);
             assert_eq!(file.end_us, 1_594_662_630_000_000);
             assert_eq!(file.summary_key(), format!("{base}.json"));
+            assert_eq!(file.id(), "1594662624718694-1594662630000000_3-algo-2");
             assert_eq!(file.pprof_key(), format!("{base}.pb.gz"));
         }
     }

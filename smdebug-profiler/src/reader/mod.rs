@@ -1,4 +1,4 @@
-//! Reading system metrics and framework spans back: time-range and step-range queries with
+//! Reading system metrics, framework spans and code profiles back: time-range and step-range queries with
 //! node, worker, type and phase filters, over files written by this crate or by Python
 //! smdebug / SageMaker Debugger.
 //!
@@ -12,6 +12,7 @@
 //! # Ok::<(), smdebug_profiler::ProfilerError>(())
 //! ```
 
+mod code;
 mod collected;
 mod export;
 mod spans;
@@ -25,6 +26,7 @@ use smdebug_core::Mode;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 
+pub use code::{CodeProfileWindow, CodeProfiles, MAX_CODE_PROFILE_BYTES, MAX_CODE_SUMMARY_BYTES};
 pub use collected::{MetricSeries, ProfileData};
 pub use export::chrome_trace;
 pub use spans::{Span, parse_trace};

@@ -58,6 +58,14 @@ pub enum ProfilerError {
         /// What is wrong.
         message: String,
     },
+    /// A code-profile file is damaged or too large.
+    #[error("{key}: malformed code profile: {message}")]
+    MalformedCodeProfile {
+        /// The file's key.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A background thread could not be started.
     #[error("cannot start the {thread} thread: {source}")]
     Thread {
