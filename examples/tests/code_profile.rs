@@ -78,7 +78,10 @@ fn a_window_over_mlp_training_names_its_forward_and_backward_passes() {
         forward.share + backward.share > 0.5,
         "{forward:?} {backward:?}"
     );
-    let svg = reader.code_profile_flamegraph(&window.file).unwrap().unwrap();
+    let svg = reader
+        .code_profile_flamegraph(&window.file)
+        .unwrap()
+        .unwrap();
     let svg = String::from_utf8(svg.to_vec()).unwrap();
     assert!(svg.contains("::backward") && svg.contains("TRAIN steps 20–319"));
 }
