@@ -96,9 +96,9 @@ impl Page<'_> {
         }
         let _ = write!(title, " · node {}, worker {}", s.node_id, s.worker);
         self.h3(&title);
-        let cpu = s
-            .process_cpu_seconds
-            .map_or(String::new(), |c| format!(" ({c:.2} CPU seconds of the process)"));
+        let cpu = s.process_cpu_seconds.map_or(String::new(), |c| {
+            format!(" ({c:.2} CPU seconds of the process)")
+        });
         let threads: Vec<String> = s
             .threads
             .iter()
