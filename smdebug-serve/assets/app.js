@@ -477,7 +477,8 @@
       const when = new Date(w.start * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC";
       box.append(el("h3", { text: (w.steps ? w.steps + " · " : "") + "node " + w.node + ", worker " + w.worker }),
         el("p", { text: when + " · " + fmt(w.end - w.start, 2) + " s · " + w.samples + " samples at " + w.frequency_hz + " Hz" +
-          (w.process_cpu_seconds === null ? "" : " (" + fmt(w.process_cpu_seconds, 2) + " CPU s)") + " · " + w.functions + " functions" }));
+          (w.process_cpu_seconds === null ? "" : " (" + fmt(w.process_cpu_seconds, 2) + " CPU s)") + " · " + w.functions + " functions" +
+          (w.shared_root_functions ? " (the total list leaves out the " + w.shared_root_functions + " start-up functions every sample shared)" : "") }));
       const tables = el("div", { className: "code-tables" });
       for (const [title, rows] of [["self samples", w.top_self], ["total samples", w.top_total]]) {
         const table = el("table", { className: "code-top" }, el("tr", null, ...["function", title, "share", ""].map((h) => el("th", { text: h }))));

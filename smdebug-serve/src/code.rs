@@ -47,6 +47,8 @@ pub(crate) struct CodeWindow {
     pub threads: Vec<ThreadSamples>,
     pub top_self: Vec<FunctionSamples>,
     pub top_total: Vec<FunctionSamples>,
+    /// Functions of the shared start-up chain left out of `top_total`.
+    pub shared_root_functions: u64,
     /// Whether the window has a flame graph and a pprof profile.
     pub flamegraph: bool,
     pub pprof: bool,
@@ -89,6 +91,7 @@ pub(crate) fn windows(storage: Option<std::sync::Arc<dyn Storage>>) -> CodeWindo
                 threads: s.threads,
                 top_self: s.top_self.into_iter().take(TOP).collect(),
                 top_total: s.top_total.into_iter().take(TOP).collect(),
+                shared_root_functions: s.shared_root_functions,
                 flamegraph: s.files.flamegraph.is_some(),
                 pprof: s.files.pprof.is_some(),
             }

@@ -607,6 +607,7 @@ mod sampler {
                 threads: figures.threads,
                 top_self: figures.top_self,
                 top_total: figures.top_total,
+                shared_root_functions: figures.shared_root_functions,
                 files: CodeProfileFiles::default(),
             };
             let label = match summary.steps_label() {

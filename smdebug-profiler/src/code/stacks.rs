@@ -53,11 +53,37 @@ pub(crate) struct StackFigures {
     pub(crate) threads: Vec<ThreadSamples>,
     pub(crate) top_self: Vec<FunctionSamples>,
     pub(crate) top_total: Vec<FunctionSamples>,
+    pub(crate) shared_root_functions: u64,
+}
+
+/// The functions every sampled stack shares from its root down, but the deepest: the thread's
+/// start-up chain (`thread_start`, `call_once`, `main`, …) that holds 100 % of the samples and
+/// says nothing. The deepest shared function is kept: everything ran under it.
+fn shared_root(stacks: &[Stack]) -> HashSet<&str> {
+    let paths: Vec<Vec<&str>> = stacks
+        .iter()
+        .filter(|s| s.count > 0)
+        .map(|s| {
+            s.frames
+                .iter()
+                .rev()
+                .flat_map(|frame| frame.iter().rev())
+                .map(|symbol| symbol.name.as_str())
+                .collect()
+        })
+        .collect();
+    let Some(first) = paths.first() else {
+        return HashSet::new();
+    };
+    let shared = paths.iter().skip(1).fold(first.len(), |n, path| {
+        n.min(first.iter().zip(path).take_while(|(a, b)| a == b).count())
+    });
+    first[..shared.saturating_sub(1)].iter().copied().collect()
 }
 
 /// Samples, threads and the `top` functions by self and by total samples. A function on a
 /// stack more than once (recursion, or inlined into itself) counts once per sample in its
-/// total.
+/// total. The total list leaves out the [`shared_root`] chain (counted instead).
 pub(crate) fn summarize(stacks: &[Stack], top: usize) -> StackFigures {
     let samples: u64 = stacks.iter().map(|s| s.count).sum();
     let mut threads: HashMap<&str, u64> = HashMap::new();
@@ -97,6 +123,9 @@ pub(crate) fn summarize(stacks: &[Stack], top: usize) -> StackFigures {
             .collect()
     };
     let functions = total_samples.len() as u64;
+    let root = shared_root(stacks);
+    let shared_root_functions = root.len() as u64;
+    total_samples.retain(|name, _| !root.contains(name));
     let mut threads: Vec<ThreadSamples> = threads
         .into_iter()
         .map(|(thread, samples)| ThreadSamples {
@@ -111,6 +140,7 @@ pub(crate) fn summarize(stacks: &[Stack], top: usize) -> StackFigures {
         threads,
         top_self: ranked(self_samples),
         top_total: ranked(total_samples),
+        shared_root_functions,
     }
 }
 
@@ -163,8 +193,30 @@ pub(crate) mod tests {
             [("main".into(), 9), ("step".into(), 9), ("hot".into(), 8)]
         );
         assert!((figures.top_total[0].share - 0.9).abs() < 1e-12);
+        // Two threads share no root: nothing is left out.
+        assert_eq!(figures.shared_root_functions, 0);
         assert_eq!(figures.threads[0].thread, "main");
         assert_eq!(figures.threads[0].samples, 9);
+    }
+
+    #[test]
+    fn the_start_up_chain_every_stack_shares_is_left_out_of_the_total_list_but_its_deepest() {
+        let stacks = [
+            stack("main", &["hot", "step", "train", "main", "start"], 6),
+            stack("main", &["load", "train", "main", "start"], 2),
+        ];
+        let figures = summarize(&stacks, 10);
+        assert_eq!(figures.shared_root_functions, 2);
+        let names: Vec<&str> = figures
+            .top_total
+            .iter()
+            .map(|f| f.function.as_str())
+            .collect();
+        assert_eq!(names, ["train", "hot", "step", "load"]);
+        // One stack alone: its whole chain is shared, its leaf is kept.
+        let one = summarize(&[stack("main", &["hot", "main", "start"], 3)], 10);
+        assert_eq!(one.top_total.len(), 1);
+        assert_eq!(one.top_total[0].function, "hot");
     }
 
     #[test]

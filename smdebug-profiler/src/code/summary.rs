@@ -66,8 +66,11 @@ pub struct CodeProfileSummary {
     pub frequency_hz: u32,
     /// Samples taken in the window (every thread of the process).
     pub samples: u64,
-    /// CPU time the process used during the window, seconds; about `samples / frequency_hz`
-    /// (the timer counts CPU time, not wall time). `None` where it could not be read.
+    /// CPU time the process used during the window, seconds. The timer counts CPU time, not
+    /// wall time, so `samples` is about `process_cpu_seconds × frequency_hz` for time spent in
+    /// the program's own code; samples that land in libc, a system call or the vDSO are
+    /// dropped (unwinding from there could deadlock), so a process busy in the kernel has
+    /// fewer. `None` where it could not be read.
     pub process_cpu_seconds: Option<f64>,
     /// Distinct functions seen in the window's stacks.
     pub functions: u64,
@@ -75,8 +78,14 @@ pub struct CodeProfileSummary {
     pub threads: Vec<ThreadSamples>,
     /// Functions by self samples (the sampled instruction was in them), most first.
     pub top_self: Vec<FunctionSamples>,
-    /// Functions by total samples (they were anywhere on the sampled stack), most first.
+    /// Functions by total samples (they were anywhere on the sampled stack), most first;
+    /// without the start-up chain that every sampled stack shares from its root (the deepest
+    /// function of that chain is kept: everything ran under it).
     pub top_total: Vec<FunctionSamples>,
+    /// Functions of that shared start-up chain left out of `top_total` (each was on every
+    /// sampled stack).
+    #[serde(default)]
+    pub shared_root_functions: u64,
     /// The window's other files.
     pub files: CodeProfileFiles,
 }

@@ -137,6 +137,7 @@ mod tests {
             threads: Vec::new(),
             top_self: Vec::new(),
             top_total: Vec::new(),
+            shared_root_functions: 0,
             files: CodeProfileFiles::default(),
         }
     }

@@ -146,8 +146,17 @@ impl Page<'_> {
             &["function", "self samples", "share"],
             &rows(&s.top_self),
         );
-        self.out
-            .push_str("<p><strong>Top functions by total samples</strong></p>");
+        let hidden = match s.shared_root_functions {
+            0 => String::new(),
+            n => format!(
+                " ({n} functions of the start-up chain that every sample shared are left out)"
+            ),
+        };
+        let _ = write!(
+            self.out,
+            "<p><strong>Top functions by total samples</strong>{}</p>",
+            escape(&hidden)
+        );
         table(
             &mut self.out,
             "code-top-total",
