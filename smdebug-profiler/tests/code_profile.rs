@@ -365,10 +365,14 @@ fn a_store_that_fails_makes_finish_return_an_error() {
     burn(0.05);
     profiler.end(Some((Mode::Train, 0))).unwrap();
     match profiler.finish() {
-        Err(ProfilerError::CodeProfileFailed { report }) => {
-            assert_eq!((report.windows, report.failed, report.written), (1, 1, 0));
-            let message = report.last_error.unwrap();
-            assert!(message.contains("framework/code/"), "{message}");
+        Err(ProfilerError::CodeProfileFailed {
+            failed,
+            windows,
+            written,
+            last_error,
+        }) => {
+            assert_eq!((windows, failed, written), (1, 1, 0));
+            assert!(last_error.contains("framework/code/"), "{last_error}");
         }
         other => panic!("expected CodeProfileFailed, got {other:?}"),
     }

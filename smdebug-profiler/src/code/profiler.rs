@@ -184,13 +184,19 @@ impl CodeProfiler {
     }
 
     /// Ends an open window, writes every pending window, stops the writer thread and reports.
-    /// [`ProfilerError::CodeProfileFailed`] when any window failed (the report is inside),
+    /// [`ProfilerError::CodeProfileFailed`] when any window failed (with the counts and the
+    /// last failure),
     /// [`ProfilerError::CodeProfileTimeout`] when the writer did not finish in time.
     pub fn finish(mut self) -> Result<CodeProfileReport> {
         let report = self.inner.stop()?;
         if report.failed > 0 {
             return Err(ProfilerError::CodeProfileFailed {
-                report: Box::new(report),
+                failed: report.failed,
+                windows: report.windows,
+                written: report.written,
+                last_error: report
+                    .last_error
+                    .unwrap_or_else(|| "no error recorded".to_owned()),
             });
         }
         Ok(report)

@@ -1,8 +1,8 @@
 //! Code profiles back: the windows of a run, their summaries, flame graphs and profiles.
 
 use bytes::Bytes;
+use smdebug_io::Storage;
 
-use super::ProfilerReader;
 use crate::code::{CODE_PREFIX, CodeProfileFile, CodeProfileSummary, parse_code_profile_key};
 use crate::system::{ProfilerError, Result};
 
@@ -36,90 +36,77 @@ fn malformed(key: &str, message: impl Into<String>) -> ProfilerError {
     }
 }
 
-impl ProfilerReader {
-    /// Every code-profile window that has a summary, ordered by start, then node and worker
-    /// (a window's summary is written after its other files).
-    pub fn code_profile_files(&self) -> Result<Vec<CodeProfileFile>> {
-        let mut files: Vec<CodeProfileFile> = self
-            .storage
-            .list(CODE_PREFIX)?
-            .iter()
-            .filter_map(|key| parse_code_profile_key(key))
-            .filter(|(_, extension)| *extension == crate::code::SUMMARY_EXTENSION)
-            .map(|(file, _)| file)
-            .collect();
-        files.sort_by(|a, b| {
-            (a.start_us, &a.node, a.worker, a.end_us)
-                .cmp(&(b.start_us, &b.node, b.worker, b.end_us))
-        });
-        Ok(files)
-    }
+/// Every code-profile window that has a summary, ordered by start, then node and worker
+/// (a window's summary is written after its other files).
+pub(super) fn code_profile_files(storage: &dyn Storage) -> Result<Vec<CodeProfileFile>> {
+    let mut files: Vec<CodeProfileFile> = storage
+        .list(CODE_PREFIX)?
+        .iter()
+        .filter_map(|key| parse_code_profile_key(key))
+        .filter(|(_, extension)| *extension == crate::code::SUMMARY_EXTENSION)
+        .map(|(file, _)| file)
+        .collect();
+    files.sort_by(|a, b| {
+        (a.start_us, &a.node, a.worker, a.end_us).cmp(&(b.start_us, &b.node, b.worker, b.end_us))
+    });
+    Ok(files)
+}
 
-    /// The summary of `file`'s window; [`ProfilerError::MalformedCodeProfile`] when it is not
-    /// a summary or is larger than [`MAX_CODE_SUMMARY_BYTES`].
-    pub fn code_profile_summary(&self, file: &CodeProfileFile) -> Result<CodeProfileSummary> {
-        let key = file.summary_key();
-        let bytes = self.bounded(&key, MAX_CODE_SUMMARY_BYTES)?;
-        serde_json::from_slice(&bytes).map_err(|e| malformed(&key, e.to_string()))
-    }
+/// The summary of `file`'s window.
+pub(super) fn code_profile_summary(
+    storage: &dyn Storage,
+    file: &CodeProfileFile,
+) -> Result<CodeProfileSummary> {
+    let key = file.summary_key();
+    let bytes = bounded(storage, &key, MAX_CODE_SUMMARY_BYTES)?;
+    serde_json::from_slice(&bytes).map_err(|e| malformed(&key, e.to_string()))
+}
 
-    /// Every window with its summary. A summary that cannot be read or parsed is a warning and
-    /// its window is left out; only failing to list the folder is an error.
-    pub fn code_profiles(&self) -> Result<CodeProfiles> {
-        let mut profiles = CodeProfiles::default();
-        for file in self.code_profile_files()? {
-            match self.code_profile_summary(&file) {
-                Ok(summary) => profiles.windows.push(CodeProfileWindow { file, summary }),
-                Err(e) => profiles
-                    .warnings
-                    .push(format!("{e}; this code-profile window is left out")),
-            }
-        }
-        Ok(profiles)
-    }
-
-    /// The window's flame graph (SVG); `None` when it has none (a window without samples).
-    /// It comes from the run: show it as an image (`<img>`), where its script does not run.
-    pub fn code_profile_flamegraph(&self, file: &CodeProfileFile) -> Result<Option<Bytes>> {
-        self.optional(&file.flamegraph_key())
-    }
-
-    /// The window's profile in pprof's protobuf format, gzip-compressed; `None` when absent.
-    pub fn code_profile_pprof(&self, file: &CodeProfileFile) -> Result<Option<Bytes>> {
-        self.optional(&file.pprof_key())
-    }
-
-    fn optional(&self, key: &str) -> Result<Option<Bytes>> {
-        match self.bounded(key, MAX_CODE_PROFILE_BYTES) {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(ProfilerError::Storage(e)) if e.is_not_found() => Ok(None),
-            Err(e) => Err(e),
+/// Every window with its summary; an unreadable summary is a warning.
+pub(super) fn code_profiles(storage: &dyn Storage) -> Result<CodeProfiles> {
+    let mut profiles = CodeProfiles::default();
+    for file in code_profile_files(storage)? {
+        match code_profile_summary(storage, &file) {
+            Ok(summary) => profiles.windows.push(CodeProfileWindow { file, summary }),
+            Err(e) => profiles
+                .warnings
+                .push(format!("{e}; this code-profile window is left out")),
         }
     }
+    Ok(profiles)
+}
 
-    /// The file, refused without reading it when it is larger than `limit`.
-    fn bounded(&self, key: &str, limit: u64) -> Result<Bytes> {
-        if let Some(size) = self.storage.size(key)?
-            && size > limit
-        {
-            return Err(malformed(
-                key,
-                format!("{size} bytes, more than the {limit} read"),
-            ));
-        }
-        Ok(self.storage.get(key)?)
+/// The file at `key`, `None` when it does not exist.
+pub(super) fn optional(storage: &dyn Storage, key: &str) -> Result<Option<Bytes>> {
+    match bounded(storage, key, MAX_CODE_PROFILE_BYTES) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(ProfilerError::Storage(e)) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
     }
+}
+
+/// The file, refused without reading it when it is larger than `limit`.
+fn bounded(storage: &dyn Storage, key: &str, limit: u64) -> Result<Bytes> {
+    if let Some(size) = storage.size(key)?
+        && size > limit
+    {
+        return Err(malformed(
+            key,
+            format!("{size} bytes, more than the {limit} read"),
+        ));
+    }
+    Ok(storage.get(key)?)
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
-    use smdebug_io::Storage;
     use smdebug_io::storage::LocalStorage;
 
     use super::*;
     use crate::code::{CodeProfileFiles, code_profile_base_key};
+    use crate::reader::ProfilerReader;
 
     fn summary(node: &str, start_us: u64) -> CodeProfileSummary {
         CodeProfileSummary {

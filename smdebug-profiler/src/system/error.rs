@@ -132,15 +132,16 @@ pub enum ProfilerError {
         waited: Duration,
     },
     /// Some code-profile windows could not be sampled or written.
-    #[error(
-        "{} of {} code-profile window(s) failed: {}",
-        report.failed,
-        report.windows,
-        report.last_error.as_deref().unwrap_or("no error recorded")
-    )]
+    #[error("{failed} of {windows} code-profile window(s) failed: {last_error}")]
     CodeProfileFailed {
-        /// What the profiler did, the failures included.
-        report: Box<crate::code::CodeProfileReport>,
+        /// Windows that failed.
+        failed: u64,
+        /// Windows opened.
+        windows: u64,
+        /// Windows written.
+        written: u64,
+        /// The last failure.
+        last_error: String,
     },
 }
 

@@ -1,5 +1,5 @@
-//! 14. Code profile: the sampled CPU stacks of code-profiling windows, as top functions and a
-//! flame graph per window.
+//! Section 14, the code profile: the sampled CPU stacks of code-profiling windows, as top
+//! functions and a flame graph per window.
 
 use std::fmt::Write as _;
 
