@@ -303,8 +303,32 @@ mod sampler {
     /// unwinder itself takes locks in libc and libgcc, and a signal arriving while they are
     /// held must not unwind through them (pprof-rs's advice).
     const BLOCKLIST: [&str; 4] = ["libc", "libgcc", "pthread", "vdso"];
-    /// How long the writer retries when another profiler's timer is still being removed.
+    /// How long the writer retries when the sampler is held outside this crate.
     const BUSY_RETRY: Duration = Duration::from_secs(2);
+    /// Longest wait for another profiler of this process to hand the sampler over: its window
+    /// has ended (a new one could not begin otherwise), so its writer is only installing or
+    /// removing the timer.
+    const HANDOVER_WAIT: Duration = Duration::from_secs(120);
+
+    /// Set while a writer thread of this process installs, holds or removes pprof-rs's
+    /// sampler. A window's `end` releases [`PROCESS_WINDOW`] at once, but its writer may still
+    /// hold the timer for a moment; the next window's writer waits for it here.
+    static SAMPLER_HELD: AtomicBool = AtomicBool::new(false);
+
+    /// Takes [`SAMPLER_HELD`], waiting for another writer to release it.
+    fn hold_sampler() -> bool {
+        let deadline = Instant::now() + HANDOVER_WAIT;
+        while SAMPLER_HELD
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        true
+    }
 
     enum Message {
         Begin(Option<WindowStep>),
@@ -523,9 +547,22 @@ mod sampler {
             }
         }
 
-        /// Installs the timer. Another profiler's timer may still be on its way out (its
-        /// window ended, its writer has not removed it yet): that is retried for a while.
+        /// Installs the timer, once no other writer of this process holds the sampler. A
+        /// sampler held outside this crate (pprof-rs used directly) is retried for a while.
         fn open(&self, start: Option<WindowStep>) -> std::result::Result<Open, String> {
+            if !hold_sampler() {
+                return Err(format!(
+                    "another code profiler of this process held the CPU sampler for over {HANDOVER_WAIT:?}"
+                ));
+            }
+            let opened = self.install(start);
+            if opened.is_err() {
+                SAMPLER_HELD.store(false, Ordering::Release);
+            }
+            opened
+        }
+
+        fn install(&self, start: Option<WindowStep>) -> std::result::Result<Open, String> {
             let deadline = Instant::now() + BUSY_RETRY;
             loop {
                 let cpu_start = process_cpu_seconds();
@@ -556,6 +593,7 @@ mod sampler {
             let end_us = epoch_us();
             let cpu_end = process_cpu_seconds();
             drop(window.guard);
+            SAMPLER_HELD.store(false, Ordering::Release);
             self.shared.sampling.store(false, Ordering::Release);
             let outcome = match report {
                 Ok(report) => {
