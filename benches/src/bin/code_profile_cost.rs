@@ -78,10 +78,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let report = profiler.finish()?;
     println!(
-        "{} windows written, {} samples (about {:.0} a second of the sampled blocks' CPU time)",
+        "{} windows written (the warm-up's included), {} samples at {} Hz",
         report.written,
         report.samples,
-        f64::from(smdebug_profiler::code::DEFAULT_FREQUENCY_HZ)
+        smdebug_profiler::code::DEFAULT_FREQUENCY_HZ
     );
     Ok(())
 }
