@@ -7,7 +7,10 @@
 //!   `<run>/system/incremental/`. [`profile_command`] runs any command under it.
 //! - [`spans`]: framework spans (step per mode, data loading, forward, backward, optimizer,
 //!   custom) as RAII guards, written as Chrome traces under `<run>/framework/pevents/`.
-//! - [`reader`]: both back, by time range, step range, node and worker.
+//! - [`code`]: code profiles, a sampling CPU profile of the process over a window (pprof
+//!   protobuf, flame graph, summary) under `<run>/framework/code/`; sampling needs the
+//!   `code-profile` feature on Linux.
+//! - [`reader`]: all of them back, by time range, step range, node and worker.
 //! - [`kineto`]: PyTorch profiler (Kineto) traces, streamed in bounded memory, into operator and
 //!   GPU-kernel breakdowns per rank.
 //! - [`stats`]: the percentile every figure of the profiler rules and the report uses.
@@ -17,6 +20,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod code;
 pub mod config;
 pub mod kineto;
 pub mod reader;

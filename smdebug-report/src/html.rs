@@ -60,6 +60,9 @@ td.code, code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; fon
 figure.chart { margin: 10px 0; }
 figure.chart svg { max-width: 100%; height: auto; border: 1px solid var(--line); border-radius: 4px; background: #fff; }
 figure.chart figcaption { color: var(--muted); font-size: 13px; }
+figure.flamegraph { margin: 10px 0; }
+figure.flamegraph img { display: block; width: 100%; height: auto; border: 1px solid var(--line); border-radius: 4px; background: #fff; }
+figure.flamegraph figcaption { color: var(--muted); font-size: 13px; }
 ul.notes li { margin: 4px 0; }
 "#;
 
@@ -108,9 +111,17 @@ pub(crate) const CHECK_SCRIPT: &str = r#"
       if (svg && box.width > 0 && box.height > 0 && dataMarks(svg) > 0) { drawn++; }
       else { empty.push(figures[j].id); }
     }
+    var images = document.querySelectorAll('figure.flamegraph img');
+    var loaded = 0, broken = [];
+    for (var k = 0; k < images.length; k++) {
+      if (images[k].complete && images[k].naturalWidth > 0) { loaded++; }
+      else { broken.push(images[k].parentNode.id); }
+    }
     document.body.setAttribute('data-selfcheck', JSON.stringify({
       sections: sections.length, section_ids: ids, charts: figures.length,
-      charts_drawn: drawn, empty_charts: empty, errors: state.errors, csp_violations: state.csp
+      charts_drawn: drawn, empty_charts: empty, flamegraphs: images.length,
+      flamegraphs_loaded: loaded, broken_flamegraphs: broken, errors: state.errors,
+      csp_violations: state.csp
     }));
   }
   window.__reportCheck = check;

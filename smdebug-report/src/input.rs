@@ -6,11 +6,12 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use smdebug_core::Mode;
 use smdebug_profiler::RankSummary;
+use smdebug_profiler::code::{CodeProfileFile, CodeProfileSummary};
 use smdebug_profiler::reader::{MetricSeries, Span};
 use smdebug_rules::RuleStatus;
 
-/// The page's sections, in order: `(id, title)`. SPEC §6's thirteen first, then the debugging
-/// rules, the scalar curves and the notes on missing or unreadable data.
+/// The page's sections, in order: `(id, title)`. SPEC §6's thirteen first, then the code
+/// profile, the debugging rules, the scalar curves and the notes on missing or unreadable data.
 pub const SECTIONS: &[(&str, &str)] = &[
     ("job-summary", "Training job summary"),
     ("system-usage", "System usage statistics"),
@@ -25,6 +26,7 @@ pub const SECTIONS: &[(&str, &str)] = &[
     ("load-balancing", "Load balancing across GPUs"),
     ("gpu-memory", "GPU memory"),
     ("data-loading", "Data loading"),
+    ("code-profile", "Code profile"),
     ("debugging-rules", "Debugging rules"),
     ("scalars", "Scalars"),
     ("data-notes", "Notes on the data"),
@@ -70,6 +72,8 @@ pub enum NoteArea {
     Traces,
     /// Rule results.
     Rules,
+    /// Code profiles (sampled CPU stacks).
+    CodeProfiles,
 }
 
 /// Something missing, unreadable or partial in the input, shown in the report.
@@ -90,6 +94,21 @@ pub struct ScalarSeries {
     pub modes: Vec<(Mode, Vec<(u64, f64)>)>,
 }
 
+/// The code-profile windows whose flame graphs the report embeds (the latest ones); the
+/// others are counted.
+pub const CODE_PROFILE_WINDOWS_SHOWN: usize = 8;
+
+/// A code-profile window as the report shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CodeProfile {
+    /// Where the window's files are.
+    pub file: CodeProfileFile,
+    /// The window's summary: its steps, samples and top functions.
+    pub summary: CodeProfileSummary,
+    /// The flame graph (SVG) of the window, for the windows shown, when it could be read.
+    pub flamegraph: Option<Vec<u8>>,
+}
+
 /// Everything the report shows.
 #[derive(Clone, Debug, Default)]
 pub struct ReportInput {
@@ -107,6 +126,8 @@ pub struct ReportInput {
     pub traces: Vec<RankSummary>,
     /// Every rule's status, with the parameters it ran with.
     pub rules: Vec<RuleStatus>,
+    /// Code-profile windows, ordered by start.
+    pub code_profiles: Vec<CodeProfile>,
     /// What was missing or unreadable.
     pub notes: Vec<Note>,
     /// When the input was loaded, µs since the epoch (shown as the report's time).

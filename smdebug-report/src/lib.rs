@@ -23,7 +23,8 @@
 //!
 //! **By itself.** [`ReportInput::load`] reads a run through smdebug-io's `Storage` (a local
 //! path or an object-store URL): system metrics and framework spans (files of smdebug-profiler
-//! or of Python smdebug / SageMaker Debugger), scalar tensors per mode through the `Trial` (the
+//! or of Python smdebug / SageMaker Debugger), code profiles (smdebug-profiler's sampled CPU
+//! stacks under `framework/code/`), scalar tensors per mode through the `Trial` (the
 //! `losses` and `metrics` collections and any other tensor saved as a single value), and Kineto
 //! traces named in [`LoadOptions::traces`]. Rule statuses come in through
 //! [`ReportInput::with_rules`]. Loading never fails as a whole: a missing folder, a corrupt
@@ -42,7 +43,9 @@
 //! **The page.** The sections of [`SECTIONS`], in that order, each a
 //! `<section id="…" class="report-section">`; a section without data says what is missing in a
 //! `<p class="missing">`. Charts are inline SVG drawn with plotters (no font files needed), each
-//! in a `<figure class="chart">`. A time series longer than 400 points is cut into 400 time
+//! in a `<figure class="chart">`. A code profile's flame graph is the SVG written into the run,
+//! embedded as a `data:` image (`<img>` in a `<figure class="flamegraph">`): an image's script
+//! never runs, so a flame graph from a hostile run cannot act on the page. A time series longer than 400 points is cut into 400 time
 //! slices, drawn as the slice means with a band from each slice's lowest to highest value.
 //! Every string from the data is HTML-escaped. The page loads nothing: its
 //! Content-Security-Policy forbids every source except inline style and script and `data:`
@@ -71,7 +74,10 @@ mod rule_file;
 mod stats;
 mod writer;
 
-pub use input::{LoadOptions, Note, NoteArea, ReportInput, SECTIONS, ScalarSeries};
+pub use input::{
+    CODE_PROFILE_WINDOWS_SHOWN, CodeProfile, LoadOptions, Note, NoteArea, ReportInput, SECTIONS,
+    ScalarSeries,
+};
 pub use output::{
     ReportError, WrittenReport, rule_file_name, safe_file_stem, write_report, write_report_to,
 };

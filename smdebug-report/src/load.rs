@@ -16,7 +16,9 @@ use smdebug_profiler::reader::{
 };
 use smdebug_rules::RunState;
 
-use crate::input::{LoadOptions, NoteArea, ReportInput, ScalarSeries};
+use crate::input::{
+    CODE_PROFILE_WINDOWS_SHOWN, CodeProfile, LoadOptions, NoteArea, ReportInput, ScalarSeries,
+};
 
 /// Collections whose tensors are scalars by convention.
 const SCALAR_COLLECTIONS: [&str; 4] = ["losses", "metrics", "sm_metrics", "scalars"];
@@ -40,6 +42,7 @@ impl ReportInput {
                 load_system(&mut input, &mut data, &reader, storage.as_ref());
                 load_spans(&mut input, &mut data, &reader, storage.as_ref());
                 input.profile(&data);
+                load_code_profiles(&mut input, &reader);
                 if options.tensors {
                     let trial_options = TrialOptions {
                         auto_refresh: false,
@@ -88,6 +91,7 @@ impl ReportInput {
             input.note(area, warning.clone());
         }
         input.profile(run.profile);
+        load_code_profiles(&mut input, &ProfilerReader::new(Arc::clone(run.storage)));
         if options.tensors {
             match run.trial {
                 Some(trial) => load_scalars(&mut input, trial, options),
@@ -225,6 +229,50 @@ fn load_spans(
                 format!("{e}; the spans of this file are left out."),
             ),
         }
+    }
+}
+
+/// Every code-profile window's summary, and the flame graphs of the latest
+/// [`CODE_PROFILE_WINDOWS_SHOWN`]. A damaged file is a note; its window (or its flame graph)
+/// is left out.
+fn load_code_profiles(input: &mut ReportInput, reader: &ProfilerReader) {
+    let profiles = match reader.code_profiles() {
+        Ok(profiles) => profiles,
+        Err(e) => {
+            input.note(
+                NoteArea::CodeProfiles,
+                format!("Cannot list the code profiles: {e}."),
+            );
+            return;
+        }
+    };
+    for warning in profiles.warnings {
+        input.note(NoteArea::CodeProfiles, format!("{warning}."));
+    }
+    let first_shown = profiles
+        .windows
+        .len()
+        .saturating_sub(CODE_PROFILE_WINDOWS_SHOWN);
+    for (i, window) in profiles.windows.into_iter().enumerate() {
+        let flamegraph = if i < first_shown {
+            None
+        } else {
+            match reader.code_profile_flamegraph(&window.file) {
+                Ok(svg) => svg.map(|b| b.to_vec()),
+                Err(e) => {
+                    input.note(
+                        NoteArea::CodeProfiles,
+                        format!("{e}; the window's flame graph is left out."),
+                    );
+                    None
+                }
+            }
+        };
+        input.code_profiles.push(CodeProfile {
+            file: window.file,
+            summary: window.summary,
+            flamegraph,
+        });
     }
 }
 

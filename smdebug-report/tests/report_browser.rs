@@ -17,6 +17,7 @@ use smdebug_core::{Hook, Mode, SaveConfig};
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_io::writer::Writer;
+use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler, system_file_key};
 use smdebug_report::{LoadOptions, ReportInput, RuleFile, SECTIONS, write_report_to};
@@ -48,7 +49,8 @@ fn spin(duration: Duration) -> u64 {
 }
 
 /// A real run: the system sampler at 100 ms, spans of a small training loop with scalars saved
-/// through the hook, then synthetic GPU records (two GPUs) in the sampler's own format.
+/// through the hook, a code-profile window over steps 10–29, then synthetic GPU records (two
+/// GPUs) in the sampler's own format.
 fn record_run(run: &Path) {
     let sampler = SystemSampler::start_local(
         SamplerConfig::default()
@@ -61,6 +63,11 @@ fn record_run(run: &Path) {
     let (spans, span_writer) =
         SpanRecorder::start_local(SpanConfig::default().node(NodeId::algo(1)).worker(0), run)
             .unwrap();
+    let code = CodeProfiler::start(
+        CodeProfileConfig::default().node(NodeId::algo(1)),
+        std::sync::Arc::new(LocalStorage::new(run).unwrap()),
+    )
+    .unwrap();
     let writer = Writer::open(run.to_str().unwrap()).unwrap();
     let mut hook = Hook::builder()
         .save_config(SaveConfig::every(1))
@@ -71,6 +78,12 @@ fn record_run(run: &Path) {
     let mut sink = 0u64;
     for step in 0..40u64 {
         hook.set_mode(Mode::Train);
+        if step == 10 {
+            code.begin(Some((Mode::Train, step))).unwrap();
+        }
+        if step == 30 {
+            code.end(Some((Mode::Train, step - 1))).unwrap();
+        }
         {
             let _step = spans.step(Mode::Train, step);
             {
@@ -106,6 +119,7 @@ fn record_run(run: &Path) {
         thread::sleep(Duration::from_millis(30));
     }
     assert_ne!(sink, 42);
+    assert_eq!(code.finish().unwrap().written, 1);
     hook.close();
     let report = span_writer.finish().unwrap();
     assert_eq!(report.dropped, 0);
@@ -260,6 +274,15 @@ fn run_chromium(browser: &Path, profile: &Path, args: &[String]) -> (String, Str
 }
 
 /// Every URL-ish thing in the page: only the SVG and XHTML namespaces may appear.
+/// The HTML of one section, from its opening tag to its end.
+fn section<'h>(html: &'h str, id: &str) -> &'h str {
+    let start = html
+        .find(&format!("<section id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no section {id}"));
+    let end = start + html[start..].find("</section>").unwrap();
+    &html[start..end]
+}
+
 fn assert_references_nothing_outside(html: &str) {
     let allowed = ["http://www.w3.org/2000/svg", "http://www.w3.org/1999/xhtml"];
     for scheme in ["http://", "https://"] {
@@ -273,10 +296,16 @@ fn assert_references_nothing_outside(html: &str) {
         }
     }
     let lower = html.to_ascii_lowercase();
+    // Images only from data: URIs (the code profile's flame graph).
+    for (at, _) in lower.match_indices(" src=") {
+        assert!(
+            lower[at..].starts_with(" src=\"data:image/svg+xml;base64,"),
+            "an image from elsewhere: {}",
+            &html[at..(at + 80).min(html.len())]
+        );
+    }
     for forbidden in [
         "<link",
-        " src=",
-        "<img",
         "<iframe",
         "<object",
         "<embed",
@@ -331,6 +360,17 @@ fn report_renders_every_section_and_chart_in_chromium() {
     assert!(!html.contains("<script>alert(1)"));
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
     assert!(html.contains("&lt;checkpoint &amp; &quot;save&quot;&gt;"));
+    // The code profile's window: the busy function leads its tables, its flame graph is an image.
+    assert_eq!(input.code_profiles.len(), 1);
+    let code = section(&html, "code-profile");
+    assert!(code.contains("Window 1 of 1: TRAIN steps 10–29"), "{code}");
+    // (The leaves of a debug build are the iterator's inlined functions; `spin` is their caller.)
+    let total_table = &code[code.find("code-top-total").unwrap()..];
+    assert!(
+        total_table[..total_table.find("</table>").unwrap()].contains("report_browser::spin"),
+        "{code}"
+    );
+    assert!(code.contains("<img alt=\"Flame graph of window 1\" src=\"data:image/svg+xml;base64,"));
     // Sections in order in the source.
     let mut at = 0;
     for (id, _) in SECTIONS {
@@ -364,6 +404,8 @@ fn report_renders_every_section_and_chart_in_chromium() {
     assert_eq!(check["errors"], json!([]), "{check}");
     assert_eq!(check["csp_violations"], json!([]), "{check}");
     assert_eq!(check["empty_charts"], json!([]), "{check}");
+    assert_eq!(check["flamegraphs"], 1, "{check}");
+    assert_eq!(check["flamegraphs_loaded"], 1, "{check}");
     let charts = check["charts"].as_u64().unwrap();
     assert_eq!(check["charts_drawn"].as_u64().unwrap(), charts, "{check}");
     // Utilization, memory, disk/network, per-core boxes, donuts, step histogram and timeline,

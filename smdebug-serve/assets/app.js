@@ -457,6 +457,51 @@
     status.panels.kineto = true;
   }
 
+  // Code-profile windows: listed again at most every 10 s (each listing reads the summaries).
+  let codeDrawn = { run: null, at: 0 };
+  async function drawCode(force) {
+    const r = runs[current];
+    if (!r) return;
+    if (!force && codeDrawn.run === r.id && performance.now() - codeDrawn.at < 10000) return;
+    codeDrawn = { run: r.id, at: performance.now() };
+    const c = await get("runs/" + r.id + "/code");
+    const box = $("code-windows");
+    clear(box);
+    for (const w of c.warnings) box.append(el("p", { className: "error", text: w }));
+    if (!c.windows.length) {
+      box.append(el("p", { className: "missing", text: "No code profile in this run: open a code-profiling window (smdebug-profiler's CodeProfiler, or PythonProfilingConfig in the session) to see where the CPU time goes." }));
+    }
+    if (c.total > c.windows.length) box.append(el("p", { className: "hint", text: "The last " + c.windows.length + " of " + c.total + " windows." }));
+    for (const w of c.windows.slice().reverse()) {
+      const base = "runs/" + r.id + "/code/" + encodeURIComponent(w.id);
+      const when = new Date(w.start * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC";
+      box.append(el("h3", { text: (w.steps ? w.steps + " · " : "") + "node " + w.node + ", worker " + w.worker }),
+        el("p", { text: when + " · " + fmt(w.end - w.start, 2) + " s · " + w.samples + " samples at " + w.frequency_hz + " Hz" +
+          (w.process_cpu_seconds === null ? "" : " (" + fmt(w.process_cpu_seconds, 2) + " CPU s)") + " · " + w.functions + " functions" +
+          (w.shared_root_functions ? " (the total list leaves out the " + w.shared_root_functions + " start-up functions every sample shared)" : "") }));
+      const tables = el("div", { className: "code-tables" });
+      for (const [title, rows] of [["self samples", w.top_self], ["total samples", w.top_total]]) {
+        const table = el("table", { className: "code-top" }, el("tr", null, ...["function", title, "share", ""].map((h) => el("th", { text: h }))));
+        for (const f of rows) {
+          const bar = el("span", { className: "bar" });
+          bar.style.width = Math.round(f.share * 120) + "px";
+          table.append(el("tr", null, el("td", { className: "fn", text: f.function, title: f.function }), el("td", { text: f.samples }), el("td", { text: fmt(f.share * 100, 1) + "%" }), el("td", null, bar)));
+        }
+        tables.append(table);
+      }
+      box.append(tables);
+      const links = el("p");
+      if (w.flamegraph) {
+        box.append(el("img", { className: "flamegraph", src: api(base + "/flamegraph.svg"), alt: "flame graph of " + (w.steps || w.id) }));
+        links.append(el("a", { href: api(base + "/flamegraph.svg"), target: "_blank", rel: "noopener", text: "open the flame graph" }), " · ");
+      }
+      if (w.pprof) links.append(el("a", { href: api(base + "/profile.pb.gz"), download: w.id + ".pb.gz", text: "download the pprof profile" }));
+      box.append(links);
+    }
+    status.panels.code = true;
+    status.code_windows = c.windows.length;
+  }
+
   async function guarded(name, f) {
     try { await f(); } catch (e) { if (String(e.message) !== "token needed") { status.errors.push(name + ": " + e.message); } }
     // When each panel was last drawn, ms since navigation started (for the scale figures).
@@ -480,6 +525,7 @@
       await guarded("scalars", drawScalars);
       publish();
       await guarded("tensors", drawTensor);
+      await guarded("code", () => drawCode(false));
       status.updates++;
       publish();
     } while (again);
@@ -513,7 +559,7 @@
     dropCharts($("system-charts")); dropCharts($("step-charts"));
     refreshAll();
   });
-  $("refresh").addEventListener("click", () => refreshAll());
+  $("refresh").addEventListener("click", () => { codeDrawn.at = 0; refreshAll(); });
   $("last-n").addEventListener("change", () => guarded("steps", drawSteps));
   $("scalar-regex").addEventListener("input", () => guarded("scalars", drawScalars));
   $("smoothing").addEventListener("input", () => guarded("scalars", drawScalars));

@@ -35,6 +35,9 @@
 //! GET  /api/runs/{id}/tensor?name&steps   reductions and distribution over steps
 //! GET  /api/runs/{id}/tensor2d?name&step  a tensor at one step as a 2-D grid
 //! GET  /api/kineto                        Kineto summaries of the `--trace` files
+//! GET  /api/runs/{id}/code                code-profile windows: top functions by self and total samples
+//! GET  /api/runs/{id}/code/{window}/flamegraph.svg   a window's flame graph (sandboxed, no script)
+//! GET  /api/runs/{id}/code/{window}/profile.pb.gz    a window's pprof profile (a download)
 //! GET  /api/runs/{id}/report              the profiling report (HTML), generated now
 //! POST /api/runs/{id}/stop                {"confirm": true, "reason": "…"}: a stop request
 //! ```
@@ -54,6 +57,7 @@
 #![warn(missing_docs)]
 
 mod api;
+mod code;
 pub mod downsample;
 mod run;
 mod server;

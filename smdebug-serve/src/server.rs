@@ -26,6 +26,7 @@ use smdebug_report::{LoadOptions, ReportInput, render_html};
 use tokio::sync::{oneshot, watch};
 
 use crate::api::{self, Window};
+use crate::code::{self, CodeFile};
 use crate::run::{Run, follow};
 
 /// The page's Content-Security-Policy: nothing but this server's own scripts, styles and API.
@@ -436,6 +437,12 @@ fn router(state: Shared) -> Router {
         .route("/runs/{id}/tensor", get(tensor))
         .route("/runs/{id}/tensor2d", get(tensor2d))
         .route("/runs/{id}/report", get(report))
+        .route("/runs/{id}/code", get(code_windows))
+        .route(
+            "/runs/{id}/code/{window}/flamegraph.svg",
+            get(code_flamegraph),
+        )
+        .route("/runs/{id}/code/{window}/profile.pb.gz", get(code_pprof))
         .route("/runs/{id}/stop", post(stop))
         .layer(middleware::from_fn_with_state(
             Arc::clone(&state),
@@ -486,10 +493,10 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 async fn security_headers(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
+    // A response with a policy of its own (a flame graph's, stricter) keeps it.
+    headers
+        .entry(header::CONTENT_SECURITY_POLICY)
+        .or_insert(HeaderValue::from_static(CSP));
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
@@ -791,6 +798,69 @@ async fn report(State(state): State<Shared>, UrlPath(id): UrlPath<usize>) -> Res
         }
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
+}
+
+async fn code_windows(State(state): State<Shared>, UrlPath(id): UrlPath<usize>) -> Response {
+    let run = match find_run(&state, id) {
+        Ok(r) => r,
+        Err(e) => return *e,
+    };
+    match tokio::task::spawn_blocking(move || code::windows(run.storage())).await {
+        Ok(windows) => axum::Json(windows).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+async fn code_file(state: &AppState, id: usize, window: String, which: CodeFile) -> Response {
+    let run = match find_run(state, id) {
+        Ok(r) => r,
+        Err(e) => return *e,
+    };
+    let read = tokio::task::spawn_blocking(move || code::file(run.storage(), &window, which)).await;
+    let bytes = match read {
+        Ok(Ok(Some(bytes))) => bytes,
+        Ok(Ok(None)) => return error(StatusCode::NOT_FOUND, "no such code-profile file"),
+        Ok(Err(e)) => return error(StatusCode::BAD_GATEWAY, e),
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    let mut headers = HeaderMap::new();
+    match which {
+        CodeFile::Flamegraph => {
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("image/svg+xml"),
+            );
+            headers.insert(
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(code::FLAMEGRAPH_CSP),
+            );
+        }
+        CodeFile::Pprof => {
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            );
+            headers.insert(
+                header::CONTENT_DISPOSITION,
+                HeaderValue::from_static("attachment; filename=\"profile.pb.gz\""),
+            );
+        }
+    }
+    (headers, bytes).into_response()
+}
+
+async fn code_flamegraph(
+    State(state): State<Shared>,
+    UrlPath((id, window)): UrlPath<(usize, String)>,
+) -> Response {
+    code_file(&state, id, window, CodeFile::Flamegraph).await
+}
+
+async fn code_pprof(
+    State(state): State<Shared>,
+    UrlPath((id, window)): UrlPath<(usize, String)>,
+) -> Response {
+    code_file(&state, id, window, CodeFile::Pprof).await
 }
 
 #[derive(Deserialize)]

@@ -1,4 +1,4 @@
-//! Reading system metrics and framework spans back: time-range and step-range queries with
+//! Reading system metrics, framework spans and code profiles back: time-range and step-range queries with
 //! node, worker, type and phase filters, over files written by this crate or by Python
 //! smdebug / SageMaker Debugger.
 //!
@@ -12,6 +12,7 @@
 //! # Ok::<(), smdebug_profiler::ProfilerError>(())
 //! ```
 
+mod code;
 mod collected;
 mod export;
 mod spans;
@@ -25,11 +26,13 @@ use smdebug_core::Mode;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 
+pub use code::{CodeProfileWindow, CodeProfiles, MAX_CODE_PROFILE_BYTES, MAX_CODE_SUMMARY_BYTES};
 pub use collected::{MetricSeries, ProfileData};
 pub use export::chrome_trace;
 pub use spans::{Span, parse_trace};
 pub use system::{SystemLines, parse_system_lines, parse_system_lines_lenient};
 
+use crate::code::{CodeProfileFile, CodeProfileSummary};
 use crate::spans::{PYTHONTIMELINE_SUFFIX, TRACE_PREFIX, TraceFileName, parse_trace_file_key};
 use crate::system::{Result, SystemFileName, SystemSample, parse_system_file_key};
 
@@ -182,6 +185,35 @@ impl ProfilerReader {
     /// A reader over the run directory `run_dir` on local disk.
     pub fn open_local(run_dir: impl Into<PathBuf>) -> Result<Self> {
         Ok(Self::new(Arc::new(LocalStorage::new(run_dir)?)))
+    }
+
+    /// Every code-profile window that has a summary, ordered by start, then node and worker
+    /// (a window's summary is written after its other files).
+    pub fn code_profile_files(&self) -> Result<Vec<CodeProfileFile>> {
+        code::code_profile_files(self.storage.as_ref())
+    }
+
+    /// The summary of `file`'s window; [`ProfilerError::MalformedCodeProfile`](crate::ProfilerError::MalformedCodeProfile)
+    /// when it is not a summary or is larger than [`MAX_CODE_SUMMARY_BYTES`].
+    pub fn code_profile_summary(&self, file: &CodeProfileFile) -> Result<CodeProfileSummary> {
+        code::code_profile_summary(self.storage.as_ref(), file)
+    }
+
+    /// Every window with its summary. A summary that cannot be read or parsed is a warning and
+    /// its window is left out; only failing to list the folder is an error.
+    pub fn code_profiles(&self) -> Result<CodeProfiles> {
+        code::code_profiles(self.storage.as_ref())
+    }
+
+    /// The window's flame graph (SVG); `None` when it has none (a window without samples).
+    /// It comes from the run: show it as an image (`<img>`), where its script does not run.
+    pub fn code_profile_flamegraph(&self, file: &CodeProfileFile) -> Result<Option<bytes::Bytes>> {
+        code::optional(self.storage.as_ref(), &file.flamegraph_key())
+    }
+
+    /// The window's profile in pprof's protobuf format, gzip-compressed; `None` when absent.
+    pub fn code_profile_pprof(&self, file: &CodeProfileFile) -> Result<Option<bytes::Bytes>> {
+        code::optional(self.storage.as_ref(), &file.pprof_key())
     }
 
     /// Every system-metrics file, ordered by window start, then node.

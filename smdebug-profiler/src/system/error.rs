@@ -73,6 +73,14 @@ pub enum ProfilerError {
         /// What is wrong.
         reason: String,
     },
+    /// A code-profile file is damaged or too large.
+    #[error("{key}: malformed code profile: {message}")]
+    MalformedCodeProfile {
+        /// The file's key.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A background thread could not be started.
     #[error("cannot start the {thread} thread: {source}")]
     Thread {
@@ -108,6 +116,48 @@ pub enum ProfilerError {
     /// Host metrics cannot be sampled on this operating system.
     #[error("system metrics sampling is supported on Linux only")]
     UnsupportedPlatform,
+    /// Code profiles cannot be taken in this build.
+    #[error("code profiling is not available: {reason}")]
+    CodeProfileUnsupported {
+        /// Why (the `code-profile` feature is off, or the platform is not Linux).
+        reason: &'static str,
+    },
+    /// A code-profile window is already open in this process: the sampler (a `SIGPROF` timer)
+    /// is process-wide, so one window samples at a time.
+    #[error(
+        "a code-profile window is already open in this process (the CPU sampler is \
+         process-wide: one window at a time)"
+    )]
+    CodeProfileBusy,
+    /// `end` was called with no code-profile window open.
+    #[error("no code-profile window is open")]
+    CodeProfileNoWindow,
+    /// Earlier windows are still being symbolized and written; no new window was opened.
+    #[error(
+        "{pending} code-profile window(s) are still being written; the new window was not opened"
+    )]
+    CodeProfileBacklog {
+        /// Windows waiting for the writer.
+        pending: u64,
+    },
+    /// The code-profile writer did not finish within its timeout.
+    #[error("the code-profile writer did not finish within {waited:?}")]
+    CodeProfileTimeout {
+        /// How long it was given.
+        waited: Duration,
+    },
+    /// Some code-profile windows could not be sampled or written.
+    #[error("{failed} of {windows} code-profile window(s) failed: {last_error}")]
+    CodeProfileFailed {
+        /// Windows that failed.
+        failed: u64,
+        /// Windows opened.
+        windows: u64,
+        /// Windows written.
+        written: u64,
+        /// The last failure.
+        last_error: String,
+    },
 }
 
 /// Result alias of the profiler's sampler, spans and reader.

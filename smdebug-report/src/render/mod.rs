@@ -4,6 +4,7 @@
 
 mod batch_size;
 mod bottlenecks;
+mod code_profile;
 mod data_loading;
 mod data_notes;
 mod debugging_rules;
@@ -66,6 +67,7 @@ pub fn render_html(input: &ReportInput) -> String {
             "load-balancing" => page.load_balancing(),
             "gpu-memory" => page.gpu_memory(),
             "data-loading" => page.data_loading(),
+            "code-profile" => page.code_profile(),
             "debugging-rules" => page.debugging_rules(),
             "scalars" => page.scalars(),
             _ => page.data_notes(),

@@ -1,0 +1,134 @@
+//! Code profiles of a run for the dashboard: the windows with their top functions, and each
+//! window's flame graph and pprof profile, read through smdebug-profiler's reader.
+
+use serde::Serialize;
+use smdebug_io::Storage;
+use smdebug_profiler::code::{CodeProfileFile, FunctionSamples, ThreadSamples, WindowStep};
+use smdebug_profiler::reader::ProfilerReader;
+
+/// Functions sent per top list.
+const TOP: usize = 15;
+/// Windows sent, the latest ones.
+const MAX_WINDOWS: usize = 50;
+
+/// The Content-Security-Policy of a flame graph opened by itself: its own inline style and
+/// nothing else; sandboxed, so its script never runs on the dashboard's origin.
+pub(crate) const FLAMEGRAPH_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; sandbox";
+
+/// `GET /api/runs/{id}/code`.
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct CodeWindows {
+    /// The latest windows, ordered by start.
+    pub windows: Vec<CodeWindow>,
+    /// Windows in the run (more than sent when there are over [`MAX_WINDOWS`]).
+    pub total: usize,
+    /// Summaries that could not be read.
+    pub warnings: Vec<String>,
+}
+
+/// One window.
+#[derive(Debug, Serialize)]
+pub(crate) struct CodeWindow {
+    /// The window's name, for its flame graph and profile URLs.
+    pub id: String,
+    pub node: String,
+    pub worker: u32,
+    /// Seconds since the epoch.
+    pub start: f64,
+    pub end: f64,
+    pub start_step: Option<WindowStep>,
+    pub end_step: Option<WindowStep>,
+    /// `TRAIN steps 10–14`, or empty.
+    pub steps: String,
+    pub samples: u64,
+    pub frequency_hz: u32,
+    pub process_cpu_seconds: Option<f64>,
+    pub functions: u64,
+    pub threads: Vec<ThreadSamples>,
+    pub top_self: Vec<FunctionSamples>,
+    pub top_total: Vec<FunctionSamples>,
+    /// Functions of the shared start-up chain left out of `top_total`.
+    pub shared_root_functions: u64,
+    /// Whether the window has a flame graph and a pprof profile.
+    pub flamegraph: bool,
+    pub pprof: bool,
+}
+
+/// The run's windows; an unreadable listing is a warning.
+pub(crate) fn windows(storage: Option<std::sync::Arc<dyn Storage>>) -> CodeWindows {
+    let Some(storage) = storage else {
+        return CodeWindows::default();
+    };
+    let profiles = match ProfilerReader::new(storage).code_profiles() {
+        Ok(p) => p,
+        Err(e) => {
+            return CodeWindows {
+                warnings: vec![format!("cannot list the code profiles: {e}")],
+                ..CodeWindows::default()
+            };
+        }
+    };
+    let total = profiles.windows.len();
+    let windows = profiles
+        .windows
+        .into_iter()
+        .skip(total.saturating_sub(MAX_WINDOWS))
+        .map(|w| {
+            let s = w.summary;
+            CodeWindow {
+                id: w.file.id().to_owned(),
+                node: s.node_id.clone(),
+                worker: s.worker,
+                start: s.start_time_since_epoch_in_micros as f64 / 1e6,
+                end: s.end_time_since_epoch_in_micros as f64 / 1e6,
+                steps: s.steps_label(),
+                start_step: s.start_step,
+                end_step: s.end_step,
+                samples: s.samples,
+                frequency_hz: s.frequency_hz,
+                process_cpu_seconds: s.process_cpu_seconds,
+                functions: s.functions,
+                threads: s.threads,
+                top_self: s.top_self.into_iter().take(TOP).collect(),
+                top_total: s.top_total.into_iter().take(TOP).collect(),
+                shared_root_functions: s.shared_root_functions,
+                flamegraph: s.files.flamegraph.is_some(),
+                pprof: s.files.pprof.is_some(),
+            }
+        })
+        .collect();
+    CodeWindows {
+        windows,
+        total,
+        warnings: profiles.warnings,
+    }
+}
+
+/// Which file of a window.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum CodeFile {
+    Flamegraph,
+    Pprof,
+}
+
+/// The window named `id` (looked up among the run's windows, never turned into a path), and
+/// the file asked for: `Ok(None)` when there is no such window or file.
+pub(crate) fn file(
+    storage: Option<std::sync::Arc<dyn Storage>>,
+    id: &str,
+    which: CodeFile,
+) -> Result<Option<bytes::Bytes>, String> {
+    let Some(storage) = storage else {
+        return Ok(None);
+    };
+    let reader = ProfilerReader::new(storage);
+    let files = reader.code_profile_files().map_err(|e| e.to_string())?;
+    let Some(window): Option<&CodeProfileFile> = files.iter().find(|f| f.id() == id) else {
+        return Ok(None);
+    };
+    match which {
+        CodeFile::Flamegraph => reader.code_profile_flamegraph(window),
+        CodeFile::Pprof => reader.code_profile_pprof(window),
+    }
+    .map_err(|e| e.to_string())
+}
