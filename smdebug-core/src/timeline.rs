@@ -21,7 +21,7 @@
 //! ```
 //! use std::sync::{Arc, Mutex};
 //! use smdebug_core::phase::Phase;
-//! use smdebug_core::timeline::{Profiling, SpanRecord, SpanSink, Timeline, TimelineConfig};
+//! use smdebug_core::timeline::{SpanRecord, SpanSink, Timeline, TimelineConfig, WindowChange};
 //! use smdebug_core::window::Window;
 //! use smdebug_core::Mode;
 //!
@@ -31,7 +31,7 @@
 //!     fn record(&self, span: SpanRecord) {
 //!         self.0.lock().unwrap().push(format!("{}@{:?}", span.phase.trace_name(), span.step));
 //!     }
-//!     fn window_changed(&self, _: Profiling, _: bool, _: u64) {}
+//!     fn window_changed(&self, _: WindowChange) {}
 //! }
 //!
 //! let kept = Arc::new(Kept::default());
@@ -171,15 +171,29 @@ pub struct SpanRecord {
     pub args: SpanArgs,
 }
 
+/// A profiler's window opened or closed ([`SpanSink::window_changed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowChange {
+    /// Which profiler.
+    pub profiling: Profiling,
+    /// Whether its window opened (or closed).
+    pub open: bool,
+    /// The global step from which the window is open, or at which it is closed.
+    pub global_step: u64,
+    /// The step it concerns, with its mode: the window's first step when it opens, its last
+    /// when it closes (`None` before the loop's first step boundary is known).
+    pub step: Option<(Mode, u64)>,
+}
+
 /// Where a timeline's spans go. Both calls come from the training loop's threads and must not
 /// block or panic.
 pub trait SpanSink: Send + Sync {
     /// Takes a finished span.
     fn record(&self, span: SpanRecord);
 
-    /// `profiling`'s window opened (`open`) or closed at global step `step`. Called at a step
-    /// boundary; for [`Profiling::Code`] this is where the sink starts or stops the sampler.
-    fn window_changed(&self, profiling: Profiling, open: bool, step: u64);
+    /// A profiler's window opened or closed. Called at a step boundary (and when the timeline
+    /// closes); for [`Profiling::Code`] this is where the sink starts or stops the sampler.
+    fn window_changed(&self, change: WindowChange);
 }
 
 /// Step numbers above this cannot be kept beside the mode in one atomic word.
@@ -325,7 +339,8 @@ impl Timeline {
             inner
                 .last_boundary
                 .store(inner.since_base(Instant::now()), Ordering::Relaxed);
-            inner.settle(&mut c, global);
+            let at = Some((mode, mode_step));
+            inner.settle(&mut c, global, at, at);
         }
     }
 
@@ -364,7 +379,7 @@ impl Timeline {
         }
         inner.step.store(pack(next.0, next.1), Ordering::Relaxed);
         if let Ok(mut c) = inner.control.lock() {
-            inner.settle(&mut c, next_global);
+            inner.settle(&mut c, next_global, Some(ended), Some(next));
         }
     }
 
@@ -379,9 +394,15 @@ impl Timeline {
             c.closed = true;
         }
         let was = inner.open.swap(0, Ordering::Relaxed);
+        let step = unpack(inner.step.load(Ordering::Relaxed));
         for p in Profiling::ALL {
             if was & p.bit() != 0 {
-                inner.sink.window_changed(p, false, global);
+                inner.sink.window_changed(WindowChange {
+                    profiling: p,
+                    open: false,
+                    global_step: global,
+                    step,
+                });
             }
         }
     }
@@ -494,8 +515,15 @@ impl Inner {
         }
     }
 
-    /// Applies pending windows and works out which profilers are open at `global`.
-    fn settle(&self, c: &mut Control, global: u64) {
+    /// Applies pending windows and works out which profilers are open at `global`; `ended` is
+    /// the step that just ended (a closing window's last), `next` the one beginning.
+    fn settle(
+        &self,
+        c: &mut Control,
+        global: u64,
+        ended: Option<(Mode, u64)>,
+        next: Option<(Mode, u64)>,
+    ) {
         if c.closed {
             return;
         }
@@ -514,7 +542,12 @@ impl Inner {
         for p in Profiling::ALL {
             let (before, after) = (was & p.bit() != 0, bits & p.bit() != 0);
             if before != after {
-                self.sink.window_changed(p, after, global);
+                self.sink.window_changed(WindowChange {
+                    profiling: p,
+                    open: after,
+                    global_step: global,
+                    step: if after { next } else { ended },
+                });
             }
         }
     }
@@ -601,15 +634,20 @@ mod tests {
     #[derive(Default)]
     struct Kept {
         spans: Mutex<Vec<SpanRecord>>,
-        changes: Mutex<Vec<(Profiling, bool, u64)>>,
+        changes: Mutex<Vec<(Profiling, bool, u64, Option<u64>)>>,
     }
 
     impl SpanSink for Kept {
         fn record(&self, span: SpanRecord) {
             self.spans.lock().unwrap().push(span);
         }
-        fn window_changed(&self, profiling: Profiling, open: bool, step: u64) {
-            self.changes.lock().unwrap().push((profiling, open, step));
+        fn window_changed(&self, c: WindowChange) {
+            self.changes.lock().unwrap().push((
+                c.profiling,
+                c.open,
+                c.global_step,
+                c.step.map(|s| s.1),
+            ));
         }
     }
 
@@ -730,15 +768,16 @@ mod tests {
         let changes = kept.changes.lock().unwrap().clone();
         assert_eq!(
             changes,
+            // A window names its first step when it opens and its last when it closes.
             [
-                (Profiling::Phases, true, 0),
-                (Profiling::DataLoading, true, 1),
-                (Profiling::Detailed, true, 2),
-                (Profiling::DataLoading, false, 3),
-                (Profiling::Detailed, false, 3),
-                (Profiling::Code, true, 3),
-                (Profiling::Code, false, 4),
-                (Profiling::Phases, false, 5),
+                (Profiling::Phases, true, 0, Some(0)),
+                (Profiling::DataLoading, true, 1, Some(1)),
+                (Profiling::Detailed, true, 2, Some(2)),
+                (Profiling::DataLoading, false, 3, Some(2)),
+                (Profiling::Detailed, false, 3, Some(2)),
+                (Profiling::Code, true, 3, Some(3)),
+                (Profiling::Code, false, 4, Some(3)),
+                (Profiling::Phases, false, 5, Some(5)),
             ]
         );
     }

@@ -344,3 +344,58 @@ fn the_dashboards_stop_button_stops_a_loop_that_checks_its_steps() {
     assert_eq!(summary.stopped.as_deref(), Some("pressed Stop"));
     assert_eq!(summary.dashboard.as_deref(), Some(url.as_str()));
 }
+
+/// Burns about `ms` milliseconds of CPU: the loop's "forward pass" in the code-profile test.
+#[inline(never)]
+fn busy_forward_pass(ms: u64) -> f64 {
+    let started = Instant::now();
+    let mut x = 1.0f64;
+    while started.elapsed() < Duration::from_millis(ms) {
+        for _ in 0..10_000 {
+            x = (x * 1.000_001 + 0.5).sqrt();
+        }
+    }
+    x
+}
+
+#[test]
+fn the_code_profile_samples_the_loop_inside_its_window_and_lands_in_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let mut session = builder(&run)
+        .no_system()
+        .save(SaveConfig::every(5))
+        .code_profiling(Window::steps(3, 40))
+        .rule("ProfilerReport")
+        .start()
+        .unwrap();
+    session.set_mode(Mode::Train).unwrap();
+    for _ in session.data(0..50) {
+        let loss = session.forward(|| busy_forward_pass(25));
+        session.hook().save_scalar("loss", loss, &["losses"]);
+        session.step().unwrap();
+    }
+    let summary = session.finish().unwrap();
+    assert_eq!(summary.code_profiles, 1, "{summary}");
+    assert!(summary.problems.is_empty(), "{summary}");
+
+    let reader = ProfilerReader::open(run.to_str().unwrap()).unwrap();
+    let profiles = reader.code_profiles().unwrap();
+    assert_eq!(profiles.windows.len(), 1);
+    let window = &profiles.windows[0].summary;
+    assert_eq!(window.steps_label(), "TRAIN steps 3–42");
+    // The first window of a process starts sampling some 150 ms after it opens (pprof-rs
+    // installs its timer on the profiler's thread); the window runs for about a second.
+    assert!(window.samples > 0);
+    let hot = window
+        .top_total
+        .iter()
+        .find(|f| f.function.contains("busy_forward_pass"))
+        .unwrap_or_else(|| panic!("the hot function is not on top: {:?}", window.top_total));
+    assert!(hot.share > 0.5, "{hot:?}");
+    let html = std::fs::read_to_string(summary.report.unwrap()).unwrap();
+    assert!(
+        html.contains("TRAIN steps 3–42"),
+        "the report shows the window"
+    );
+}

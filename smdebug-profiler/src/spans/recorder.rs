@@ -18,7 +18,7 @@ use super::writer::{
 };
 use crate::system::{NodeId, ProfilerError, Result};
 use smdebug_core::phase::Phase;
-use smdebug_core::timeline::{Profiling, SpanRecord, SpanSink};
+use smdebug_core::timeline::{SpanRecord, SpanSink, WindowChange};
 
 /// Default capacity of the queue between the training loop and the writer.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 16_384;
@@ -482,7 +482,7 @@ impl SpanSink for SpanRecorder {
         });
     }
 
-    fn window_changed(&self, _profiling: Profiling, _open: bool, _step: u64) {}
+    fn window_changed(&self, _change: WindowChange) {}
 }
 
 /// What the span writer did, returned by [`SpanWriterGuard::finish`].

@@ -15,6 +15,7 @@ use smdebug_io::sagemaker::ConfigSources;
 use smdebug_io::stop::StopWatcher;
 use smdebug_io::writer::Writer;
 use smdebug_io::{OverflowPolicy, Storage, StorageOptions, open_storage_with};
+use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler, code_profile_support};
 use smdebug_profiler::config::ProfilerConfigWatcher;
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
@@ -485,10 +486,20 @@ impl<H: Capture> SessionBuilder<H> {
             Some(config) => {
                 let node = node_of(&NodeId::from_hostname());
                 let worker_id = u32::try_from(worker.rank).unwrap_or(u32::MAX);
-                let (recorder, guard) =
-                    SpanRecorder::start(config.node(node).worker(worker_id), storage.clone())?;
+                let (recorder, guard) = SpanRecorder::start(
+                    config.node(node.clone()).worker(worker_id),
+                    storage.clone(),
+                )?;
                 parts.span_writer = Some(guard);
-                let sink = Arc::new(SessionSink::new(recorder, dataloader_metrics));
+                let code = match code_profile_support() {
+                    Ok(()) => Some(CodeProfiler::start(
+                        CodeProfileConfig::default().node(node).worker(worker_id),
+                        storage.clone(),
+                    )?),
+                    Err(e) if self.timeline.code.is_enabled() => return Err(e.into()),
+                    Err(_) => None,
+                };
+                let sink = Arc::new(SessionSink::new(recorder, dataloader_metrics, code));
                 parts.sink = Some(sink.clone());
                 Timeline::new(self.timeline.clone(), sink)
             }

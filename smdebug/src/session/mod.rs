@@ -324,7 +324,13 @@ impl<H: Capture> Session<H> {
             steps,
             ..SessionSummary::default()
         };
-        drop(self.parts.sink.take());
+        if let Some(sink) = self.parts.sink.take() {
+            match sink.finish_code_profiles() {
+                Some(Ok(r)) => summary.code_profiles = r.written,
+                Some(Err(e)) => problems.push(format!("code profile: {e}")),
+                None => {}
+            }
+        }
         if let Some(spans) = self.parts.span_writer.take() {
             match spans.finish() {
                 Ok(r) => {

@@ -1,10 +1,11 @@
 //! The session's span sink: spans go to the span recorder (which writes them on its own
-//! thread); window changes start and stop the profilers that need starting.
+//! thread); the code profile's window starts and stops the code profiler.
 
-use std::sync::RwLock;
+use std::sync::{Mutex, RwLock};
 
 use smdebug_core::phase::Phase;
-use smdebug_core::timeline::{Profiling, SpanRecord, SpanSink};
+use smdebug_core::timeline::{Profiling, SpanRecord, SpanSink, WindowChange};
+use smdebug_profiler::code::{CodeProfileReport, CodeProfiler};
 use smdebug_profiler::config::MetricsRegex;
 use smdebug_profiler::spans::SpanRecorder;
 
@@ -13,13 +14,20 @@ pub(crate) struct SessionSink {
     recorder: SpanRecorder,
     /// Which data-loading events are recorded (SageMaker's `MetricsRegex`); `None`: all.
     dataloader_metrics: RwLock<Option<MetricsRegex>>,
+    /// The code profiler, when this build and platform can sample; taken when it finishes.
+    code: Mutex<Option<CodeProfiler>>,
 }
 
 impl SessionSink {
-    pub(crate) fn new(recorder: SpanRecorder, dataloader_metrics: Option<MetricsRegex>) -> Self {
+    pub(crate) fn new(
+        recorder: SpanRecorder,
+        dataloader_metrics: Option<MetricsRegex>,
+        code: Option<CodeProfiler>,
+    ) -> Self {
         SessionSink {
             recorder,
             dataloader_metrics: RwLock::new(dataloader_metrics),
+            code: Mutex::new(code),
         }
     }
 
@@ -28,6 +36,15 @@ impl SessionSink {
         if let Ok(mut r) = self.dataloader_metrics.write() {
             *r = regex;
         }
+    }
+
+    /// Writes the code profiles still pending and stops the code profiler (the timeline has
+    /// closed its windows already). `None` when there was no code profiler.
+    pub(crate) fn finish_code_profiles(
+        &self,
+    ) -> Option<Result<CodeProfileReport, smdebug_profiler::ProfilerError>> {
+        let profiler = self.code.lock().ok()?.take()?;
+        Some(profiler.finish())
     }
 
     fn wanted(&self, span: &SpanRecord) -> bool {
@@ -48,11 +65,34 @@ impl SpanSink for SessionSink {
         }
     }
 
-    fn window_changed(&self, profiling: Profiling, open: bool, step: u64) {
+    fn window_changed(&self, change: WindowChange) {
         log::debug!(
-            "{} profiling {} at step {step}",
-            profiling.name(),
-            if open { "starts" } else { "stops" }
+            "{} profiling {} at step {}",
+            change.profiling.name(),
+            if change.open { "starts" } else { "stops" },
+            change.global_step
         );
+        if change.profiling != Profiling::Code {
+            return;
+        }
+        let Ok(code) = self.code.lock() else { return };
+        let Some(profiler) = code.as_ref() else {
+            log::warn!(
+                "the code profile's window opened at step {}, but this build cannot sample \
+                 (smdebug's `code-profile` feature, Linux)",
+                change.global_step
+            );
+            return;
+        };
+        // Never a failure of the training loop: a window that cannot open is logged and the
+        // run goes on without it.
+        let outcome = if change.open {
+            profiler.begin(change.step)
+        } else {
+            profiler.end(change.step)
+        };
+        if let Err(e) = outcome {
+            log::warn!("code profile at step {}: {e}", change.global_step);
+        }
     }
 }

@@ -28,6 +28,8 @@ pub struct SessionSummary {
     pub system_samples: u64,
     /// System-metric records written (one per metric per sample).
     pub system_records: u64,
+    /// Code-profile windows written (`<run>/framework/code/`).
+    pub code_profiles: u64,
     /// Why the job was asked to stop (a rule, the dashboard, another job); `None`: it ran to
     /// its end.
     pub stopped: Option<String>,
@@ -60,7 +62,7 @@ impl fmt::Display for SessionSummary {
         writeln!(
             f,
             "run {}: {} steps in {:.1} s; {} records written ({} bytes), {} dropped; {} spans \
-             written, {} dropped; {} system samples",
+             written, {} dropped; {} system samples; {} code profiles",
             self.location,
             self.steps,
             self.duration.as_secs_f64(),
@@ -69,7 +71,8 @@ impl fmt::Display for SessionSummary {
             self.records_dropped,
             self.spans_written,
             self.spans_dropped,
-            self.system_samples
+            self.system_samples,
+            self.code_profiles
         )?;
         match &self.stopped {
             Some(reason) => writeln!(f, "stopped early: {reason}")?,
