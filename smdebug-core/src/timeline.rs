@@ -631,10 +631,15 @@ impl<I: Iterator> Iterator for TimedIter<I> {
 mod tests {
     use super::*;
 
+    /// A window change: the profiler, open or closed, the global step, the mode step.
+    type Change = (Profiling, bool, u64, Option<u64>);
+    /// A span as the tests compare it: its row, its name and its step.
+    type Row = (String, String, Option<(Mode, u64)>);
+
     #[derive(Default)]
     struct Kept {
         spans: Mutex<Vec<SpanRecord>>,
-        changes: Mutex<Vec<(Profiling, bool, u64, Option<u64>)>>,
+        changes: Mutex<Vec<Change>>,
     }
 
     impl SpanSink for Kept {
@@ -652,7 +657,7 @@ mod tests {
     }
 
     impl Kept {
-        fn rows(&self) -> Vec<(String, String, Option<(Mode, u64)>)> {
+        fn rows(&self) -> Vec<Row> {
             self.spans
                 .lock()
                 .unwrap()
