@@ -29,7 +29,7 @@ pub mod text;
 pub mod worker;
 
 pub use collection::{Collection, CollectionsFile, UnusablePattern};
-pub use config::HookConfig;
+pub use config::{CaptureRequest, HookConfig};
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use hook::{DueTensor, Hook, HookBuilder, StopSignal};
