@@ -206,10 +206,7 @@ fn evaluate(args: RulesArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
 /// error was.
 pub(crate) fn exit_status(summary: &Summary, failed: bool, asked_for: &[String]) -> ExitCode {
     let mut error = failed;
-    for r in summary
-        .no_data()
-        .filter(|r| asked_for.iter().any(|a| *a == r.rule))
-    {
+    for r in summary.no_data().filter(|r| asked_for.contains(&r.rule)) {
         eprintln!(
             "smdebug: rule {} had no data to check: {}",
             r.rule,
