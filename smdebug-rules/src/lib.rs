@@ -77,10 +77,9 @@ pub use smdebug_core::CaptureRequest;
 pub use status::{RuleStatus, Status, Summary, read_summary};
 pub use window::{ProfilerWindow, StepTimeline};
 
-/// What [`rule_identity!`] expands to names, so that a crate using the macro needs neither
-/// `serde_json` nor `smdebug-io` in scope.
+/// What [`rule_identity!`] expands to names, so that a crate using the macro needs no
+/// `serde_json` in scope.
 #[doc(hidden)]
 pub mod __private {
     pub use serde_json::{Map, Value};
-    pub use smdebug_io::trial::Trial;
 }
