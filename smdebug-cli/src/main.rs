@@ -27,8 +27,9 @@ or unreadable file, a bad argument). The run is only read.";
     version,
     about = "Inspect smdebug runs: tensors, steps, values",
     after_help = "Exit status: 0 clean; 1 a rule found issues (rules, report); 2 an error, an \
-error in any rule included; profile exits with its command's status. Nothing is written into a \
-run unless asked (rules --write-into-run, profile --out)."
+error in any rule included, or a rule asked for with --rule that had no data to check \
+(NoData); profile exits with its command's status. Nothing is written into a run unless asked \
+(rules --write-into-run, profile --out)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -38,7 +39,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Evaluate debugging rules over a run (offline, or --follow a live one); exit 0 no
-    /// issues, 1 issues found, 2 on any error.
+    /// issues, 1 issues found, 2 on any error or when a rule asked for had no data.
     Rules(rules_cmd::RulesArgs),
     /// Write the profiling report of a run: one self-contained HTML file (system usage, framework
     /// metrics, every rule's result, step durations, GPU sections, scalars) and one JSON result

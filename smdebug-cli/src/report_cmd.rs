@@ -20,8 +20,8 @@ use smdebug_rules::{RuleRunner, RuleSpec, Status, Summary};
 pub(crate) const EXIT_STATUS: &str = "Exit status: 0 the report was written and no rule found an \
 issue; 1 it was written and some rule found issues; 2 an error: the report could not be \
 written, a --trace could not be read (the page is still written, without it), a bad rule or \
-run, any rule that ended in Error (the page shows it), or --follow giving up after \
---idle-timeout. The run is only read.";
+run, any rule that ended in Error (the page shows it), a rule asked for with --rule that had no \
+data to check (NoData), or --follow giving up after --idle-timeout. The run is only read.";
 
 #[derive(Args)]
 #[command(after_help = EXIT_STATUS)]
@@ -102,6 +102,7 @@ fn report(args: ReportArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     for r in &args.rules {
         specs.push(RuleSpec::parse(r)?);
     }
+    let asked_for = crate::rules_cmd::summary_names(&specs);
     if specs.is_empty() {
         specs = default_specs(args.follow, true);
     } else if !specs.iter().any(|s| is_profiler_report(&s.name)) {
@@ -130,12 +131,15 @@ fn report(args: ReportArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     } else {
         builder.build()?.run_offline()?
     };
-    print_outcome(&summary)
+    print_outcome(&summary, &asked_for)
 }
 
 /// Prints where the report went and what the rules found; the exit status counts every rule,
 /// `ProfilerReport`'s own slot (the report's writing, the traces) included.
-fn print_outcome(summary: &Summary) -> Result<ExitCode, Box<dyn std::error::Error>> {
+fn print_outcome(
+    summary: &Summary,
+    asked_for: &[String],
+) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let report = summary
         .rules
         .iter()
@@ -158,12 +162,14 @@ fn print_outcome(summary: &Summary) -> Result<ExitCode, Box<dyn std::error::Erro
     };
     let count = |status: Status| rules().filter(|r| r.status == status).count();
     println!(
-        "rules: {} evaluated, {} found issues{}, {} failed{}",
+        "rules: {} evaluated, {} found issues{}, {} failed{}, {} had no data{}",
         rules().count(),
         count(Status::IssuesFound),
         named(Status::IssuesFound),
         count(Status::Error),
         named(Status::Error),
+        count(Status::NoData),
+        named(Status::NoData),
     );
-    Ok(crate::rules_cmd::exit_status(summary, false))
+    Ok(crate::rules_cmd::exit_status(summary, false, asked_for))
 }

@@ -13,15 +13,20 @@ use std::time::Duration;
 use clap::Args;
 use smdebug_core::text::escape_controls;
 use smdebug_report::ReportWriter;
-use smdebug_rules::report::{default_specs, is_profiler_report};
-use smdebug_rules::{RuleRunner, RuleSpec, Summary, all_builtin_rules, builtin_profiler_rules};
+use smdebug_rules::report::{PROFILER_REPORT, default_specs, is_profiler_report};
+use smdebug_rules::{
+    RuleRunner, RuleSpec, Status, Summary, all_builtin_rules, builtin_profiler_rules, find_builtin,
+};
 
 /// The exit statuses, as `--help` shows them.
 pub(crate) const EXIT_STATUS: &str =
     "Exit status: 0 every rule ran and none found an issue; 1 some \
 rule found issues; 2 an error: a bad rule, parameter or run, any rule that ended in Error, a \
-summary that could not be written, or --follow giving up after --idle-timeout. Every rule's \
-verdict is printed before the exit, errors or not.
+rule asked for with --rule or --rules-file that had no data to check (NoData: no tensor matched \
+its selection, no GPU metrics in the run, ...), a summary that could not be written, or \
+--follow giving up after --idle-timeout. Rules of the default set that had no data (tree rules \
+on a network's run, GPU rules on a CPU-only run) do not change the status. Every rule's verdict \
+is printed before the exit, errors or not.
 
 The run is only read: its rules/rule_job_summary.json (the one the live follower wrote) is left \
 as it is. --write-into-run writes the summary there (and ProfilerReport's report into \
@@ -73,7 +78,9 @@ pub(crate) fn run(args: RulesArgs) -> ExitCode {
     }
 }
 
-fn specs(args: &RulesArgs) -> Result<Vec<RuleSpec>, Box<dyn std::error::Error>> {
+/// The rules to run, and whether the user named them (`--rule`, `--rules-file`) rather than
+/// taking the default set.
+fn specs(args: &RulesArgs) -> Result<(Vec<RuleSpec>, bool), Box<dyn std::error::Error>> {
     let mut specs = Vec::new();
     for r in &args.rules {
         specs.push(RuleSpec::parse(r)?);
@@ -84,6 +91,7 @@ fn specs(args: &RulesArgs) -> Result<Vec<RuleSpec>, Box<dyn std::error::Error>> 
             serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         specs.extend(list);
     }
+    let explicit = !specs.is_empty();
     if specs.is_empty() {
         // The parameter-free debugging rules; the profiler rules below, without the report.
         specs = default_specs(args.follow, false);
@@ -97,7 +105,22 @@ fn specs(args: &RulesArgs) -> Result<Vec<RuleSpec>, Box<dyn std::error::Error>> 
             );
         }
     }
-    Ok(specs)
+    Ok((specs, explicit))
+}
+
+/// The names the summary gives the rules of `specs` (`vanishing_gradient` is
+/// `VanishingGradient` there).
+pub(crate) fn summary_names(specs: &[RuleSpec]) -> Vec<String> {
+    specs
+        .iter()
+        .map(|s| {
+            if is_profiler_report(&s.name) {
+                PROFILER_REPORT.to_string()
+            } else {
+                find_builtin(&s.name).map_or_else(|| s.name.clone(), |b| b.name.to_string())
+            }
+        })
+        .collect()
 }
 
 /// Whether the run holds system metrics or framework spans (an unreadable run holds none; the
@@ -139,7 +162,13 @@ fn evaluate(args: RulesArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     }
     let run = args.run.clone().unwrap_or_default();
     let mut builder = RuleRunner::builder(&run).write_into_run(args.write_into_run);
-    for spec in specs(&args)? {
+    let (specs, explicit) = specs(&args)?;
+    let asked_for = if explicit {
+        summary_names(&specs)
+    } else {
+        Vec::new()
+    };
+    for spec in specs {
         if is_profiler_report(&spec.name) {
             builder = builder.reporter(ReportWriter::into_run());
         }
@@ -169,13 +198,22 @@ fn evaluate(args: RulesArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
             failed = true;
         }
     }
-    Ok(exit_status(&summary, failed))
+    Ok(exit_status(&summary, failed, &asked_for))
 }
 
-/// 2 for any error (a rule's, the runner's, or `failed` outside it), else 1 when a rule found
-/// issues, else 0. Says on stderr what the error was.
-pub(crate) fn exit_status(summary: &Summary, failed: bool) -> ExitCode {
+/// 2 for any error (a rule's, the runner's, `failed` outside it, or a rule of `asked_for` that
+/// had no data to check), else 1 when a rule found issues, else 0. Says on stderr what the
+/// error was.
+pub(crate) fn exit_status(summary: &Summary, failed: bool, asked_for: &[String]) -> ExitCode {
     let mut error = failed;
+    for r in summary.no_data().filter(|r| asked_for.contains(&r.rule)) {
+        eprintln!(
+            "smdebug: rule {} had no data to check: {}",
+            r.rule,
+            escape_controls(&r.message)
+        );
+        error = true;
+    }
     for r in summary.errors() {
         eprintln!(
             "smdebug: rule {} failed: {}",
@@ -206,7 +244,10 @@ fn print_summary(out: &mut impl Write, s: &Summary, json: bool) -> std::io::Resu
         return writeln!(out);
     }
     for r in &s.rules {
-        let status = r.status.name();
+        let status = match r.status {
+            Status::NoData => "NoData (not checked)",
+            other => other.name(),
+        };
         let fired = match (r.first_fired_step, r.last_fired_step, r.first_fired_time_us) {
             (_, _, Some(t)) if r.kind == "profiler" => {
                 format!(

@@ -75,6 +75,64 @@ fn exit_status_and_json_follow_what_the_rules_found() {
     );
 }
 
+/// VanishingGradient asked for on the XGBoost hook's run: it checked nothing (the run has no
+/// gradients), which is not a pass: exit 2, with the reason. The same rule in the default set
+/// does not change the exit status, and a rule that checked something keeps 0 or 1.
+#[test]
+fn a_rule_asked_for_that_had_no_data_exits_2_and_says_why() {
+    let xgb = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../smdebug-io/tests/data/hooks/xgb_healthy");
+    let xgb = xgb.to_str().unwrap();
+    let out = smdebug(&["rules", xgb, "--rule", "VanishingGradient"]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("VanishingGradient") && stdout.contains("NoData"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("rule VanishingGradient had no data to check")
+            && stderr.contains("`gradients`"),
+        "{stderr}"
+    );
+    let out = smdebug(&[
+        "rules",
+        xgb,
+        "--rule",
+        "vanishing_gradient",
+        "--rule",
+        "TreeDepth",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["rules"][0]["status"], "NoData");
+    assert!(
+        summary["rules"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no tensor of this run matched the rule's selection")
+    );
+    assert_ne!(summary["rules"][1]["status"], "NoData");
+    // A rule with data: its own verdict decides.
+    let out = smdebug(&["rules", xgb, "--rule", "TreeDepth"]);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{:?}", out.status);
+    // The default set holds VanishingGradient too; there it only reports.
+    let out = smdebug(&["rules", xgb, "--json"]);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{:?}", out.status);
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let vanishing = summary["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["rule"] == "VanishingGradient")
+        .unwrap();
+    assert_eq!(vanishing["status"], "NoData");
+}
+
 #[test]
 fn bad_input_exits_2_with_a_message() {
     let dir = tempfile::tempdir().unwrap();

@@ -68,12 +68,19 @@
 //!   saves only its framework's default collections (`losses` for PyTorch).
 //! - `include_workers` defaults to `all` here (every worker saves: this crate's default);
 //!   smdebug's default is `one`.
+//!
+//! # What rules ask for
+//!
+//! Rules ask for what they need as [`CaptureRequest`]s (SageMaker's `collections_to_save`), which
+//! [`HookConfig::apply`] adds to the configuration without taking anything away from it.
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::collection::{BUILTIN_COLLECTIONS, Collection, SCALAR_COLLECTIONS};
 use crate::error::{Error, Result};
 use crate::lenient::{Flexible, StrList};
+use crate::pyregex::PyRegex;
 use crate::reduction::ReductionConfig;
 use crate::save_config::SaveConfig;
 
@@ -130,7 +137,110 @@ impl Default for HookConfig {
     }
 }
 
+/// What a rule asks the hook to save: the collection `collection` (a built-in one by name, or a
+/// custom one whose tensors `include_regex` selects) at least at the steps of `save_config`
+/// (mode steps, per mode). SageMaker's rules say the same in their `collections_to_save`.
+///
+/// ```
+/// use smdebug_core::{CaptureRequest, HookConfig, Mode, SaveConfig};
+///
+/// let mut config = HookConfig::default();
+/// config.save_config = SaveConfig::every(100);
+/// config.apply(&CaptureRequest::new("relu_output", SaveConfig::every(30), "DeadRelu")
+///     .with_regex(r"relu\d*\.output"))?;
+/// let relu = config.collections.iter().find(|c| c.name() == "relu_output").unwrap();
+/// assert!(relu.matches("relu1.output"));
+/// let schedule = relu.save_config.as_ref().unwrap();
+/// assert!(schedule.should_save(Mode::Train, 30) && schedule.should_save(Mode::Train, 100));
+/// # Ok::<(), smdebug_core::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CaptureRequest {
+    /// The collection to save (`gradients`, or a name of the rule's own such as `relu_output`).
+    pub collection: String,
+    /// Patterns (Python `re` syntax, searched in the tensor name) that put tensors into the
+    /// collection, besides the names saved into it. Empty for a built-in collection.
+    #[serde(default)]
+    pub include_regex: Vec<String>,
+    /// The steps the collection must at least be saved at.
+    pub save_config: SaveConfig,
+    /// Who asks (a rule's name), for messages.
+    pub requested_by: String,
+}
+
+impl CaptureRequest {
+    /// `collection` at the steps of `save_config`, asked by `requested_by`.
+    pub fn new(
+        collection: impl Into<String>,
+        save_config: SaveConfig,
+        requested_by: impl Into<String>,
+    ) -> Self {
+        CaptureRequest {
+            collection: collection.into(),
+            include_regex: Vec::new(),
+            save_config,
+            requested_by: requested_by.into(),
+        }
+    }
+
+    /// Adds a pattern that puts tensors into the collection.
+    pub fn with_regex(mut self, pattern: impl Into<String>) -> Self {
+        self.include_regex.push(pattern.into());
+        self
+    }
+}
+
 impl HookConfig {
+    /// Adds what `request` asks for, keeping what is configured: the collection is created if
+    /// it does not exist, gains the request's patterns it lacks, and from then on saves at the
+    /// steps of its schedule in force (its own, else the hook's default [`save_config`]) and
+    /// at the requested steps: the union of both ([`SaveConfig::union`]). Its reductions,
+    /// histograms and other patterns stay as they are.
+    ///
+    /// The collection's schedule is fixed here from the default in force: apply requests
+    /// after the rest of the configuration (the [`HookBuilder`](crate::HookBuilder) applies its
+    /// [`capture`](crate::HookBuilder::capture) requests last). A pattern that does not compile
+    /// or a bad schedule is an error naming the collection and who asked, and changes nothing.
+    ///
+    /// [`save_config`]: Self::save_config
+    pub fn apply(&mut self, request: &CaptureRequest) -> Result<()> {
+        let context = || {
+            format!(
+                "collection `{}` requested by {}",
+                request.collection, request.requested_by
+            )
+        };
+        if request.collection.trim().is_empty() {
+            return Err(Error::Config(format!(
+                "a capture request by {} names no collection",
+                request.requested_by
+            )));
+        }
+        request
+            .save_config
+            .validate()
+            .map_err(|e| Error::Config(format!("{}: {e}", context())))?;
+        for pattern in &request.include_regex {
+            PyRegex::new(pattern).map_err(|source| Error::BadRegex {
+                pattern: pattern.clone(),
+                context: context(),
+                source,
+            })?;
+        }
+        let default = self.save_config.clone();
+        let collection = self.collection_mut(&request.collection);
+        for pattern in &request.include_regex {
+            if !collection.include_regex().contains(pattern) {
+                collection.include(pattern)?;
+            }
+        }
+        let in_force = collection.save_config.take().unwrap_or(default);
+        collection.save_config = Some(in_force.union(&request.save_config));
+        // A configuration file that lists its collections saves only those: a rule's is added.
+        self.include_collection(&request.collection);
+        Ok(())
+    }
+
     /// The collection called `name`, created (with defaults) if it does not exist yet.
     pub fn collection_mut(&mut self, name: &str) -> &mut Collection {
         let idx = match self.collections.iter().position(|c| c.name() == name) {
@@ -461,6 +571,7 @@ fn parse_reductions(
 mod tests {
     use super::*;
     use crate::mode::Mode;
+    use crate::save_config::SaveConfigMode;
 
     const SAMPLE: &str = r#"{
         "LocalPath": "/tmp/run",
@@ -582,6 +693,16 @@ mod tests {
         let mut with_rule = none.clone();
         with_rule.include_collection("gradients");
         assert!(with_rule.includes("gradients"));
+        // A rule's capture request includes its collection in a file's list too.
+        let mut requested = none.clone();
+        requested
+            .apply(&CaptureRequest::new(
+                "relu_output",
+                SaveConfig::every(500),
+                "DeadRelu",
+            ))
+            .unwrap();
+        assert!(requested.includes("relu_output"));
     }
 
     #[test]
@@ -636,6 +757,35 @@ mod tests {
         let attention = cfg
             .collections
             .iter()
+            .find(|c| c.name() == "weights")
+            .unwrap()
+            .clone();
+        cfg.apply(&CaptureRequest::new(
+            "weights",
+            SaveConfig::new(SaveConfigMode::never())
+                .with_mode(Mode::Train, SaveConfigMode::every(30)),
+            "WeightUpdateRatio",
+        ))
+        .unwrap();
+        cfg.apply(
+            &CaptureRequest::new("attention", SaveConfig::every(7), "Mine").with_regex("attn\\.v"),
+        )
+        .unwrap();
+        let w = cfg
+            .collections
+            .iter()
+            .find(|c| c.name() == "weights")
+            .unwrap();
+        assert_eq!(w.reduction_config, before.reduction_config);
+        let s = w.save_config.as_ref().unwrap();
+        assert!(s.should_save(Mode::Train, 100) && s.should_save(Mode::Train, 30));
+        assert!(
+            s.should_save(Mode::Eval, 3),
+            "the user's EVAL schedule (every step) stays"
+        );
+        let a = cfg
+            .collections
+            .iter()
             .find(|c| c.name() == "attention")
             .unwrap();
         let steps: Vec<u64> = (0..20)
@@ -653,5 +803,150 @@ mod tests {
             "the collection's own schedule, ended by the file"
         );
         assert!(attention.matches("layer.attn.q"));
+    }
+
+    fn schedule_of<'a>(cfg: &'a HookConfig, name: &str) -> &'a SaveConfig {
+        cfg.collections
+            .iter()
+            .find(|c| c.name() == name)
+            .and_then(|c| c.save_config.as_ref())
+            .unwrap_or(&cfg.save_config)
+    }
+
+    fn due(schedule: &SaveConfig, mode: Mode) -> Vec<u64> {
+        (0..=1000)
+            .filter(|s| schedule.should_save(mode, *s))
+            .collect()
+    }
+
+    /// Each row: the user's schedule for `gradients` (none: the hook's default every 100),
+    /// the rule's, and the TRAIN steps saved after applying the request.
+    #[test]
+    fn applying_a_request_saves_at_the_union_of_the_users_and_the_rules_steps() {
+        let every = |n| SaveConfig::every(n);
+        let never = SaveConfig::new(SaveConfigMode::never());
+        let first_three = SaveConfig::new(SaveConfigMode::steps([0, 1, 2]));
+        let multiples = |n: u64| (0..=1000).filter(move |s| s % n == 0);
+        let table: Vec<(Option<SaveConfig>, SaveConfig, Vec<u64>)> = vec![
+            (None, every(500), multiples(100).collect()),
+            (None, every(30), {
+                let mut v: Vec<u64> = multiples(100).chain(multiples(30)).collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            }),
+            (Some(never.clone()), every(500), vec![0, 500, 1000]),
+            (Some(every(250)), first_three.clone(), {
+                let mut v: Vec<u64> = multiples(250).chain([1, 2]).collect();
+                v.sort_unstable();
+                v
+            }),
+            (Some(never), first_three, vec![0, 1, 2]),
+        ];
+        for (user, rule, want) in table {
+            let mut cfg = HookConfig {
+                save_config: SaveConfig::every(100),
+                ..HookConfig::default()
+            };
+            if let Some(user) = &user {
+                cfg.collection_mut("gradients").save_config = Some(user.clone());
+            }
+            cfg.apply(&CaptureRequest::new(
+                "gradients",
+                rule.clone(),
+                "VanishingGradient",
+            ))
+            .unwrap();
+            let got = schedule_of(&cfg, "gradients");
+            assert_eq!(due(got, Mode::Train), want, "user {user:?}, rule {rule:?}");
+            // Other collections keep the hook's default.
+            assert_eq!(
+                due(schedule_of(&cfg, "weights"), Mode::Train),
+                multiples(100).collect::<Vec<_>>()
+            );
+        }
+    }
+
+    #[test]
+    fn a_request_keeps_the_users_modes_reductions_and_patterns() {
+        let mut cfg = HookConfig::from_smdebug_json(SAMPLE).unwrap();
+        let before = cfg
+            .collections
+            .iter()
+            .find(|c| c.name() == "weights")
+            .unwrap()
+            .clone();
+        cfg.apply(&CaptureRequest::new(
+            "weights",
+            SaveConfig::new(SaveConfigMode::never())
+                .with_mode(Mode::Train, SaveConfigMode::every(30)),
+            "WeightUpdateRatio",
+        ))
+        .unwrap();
+        cfg.apply(
+            &CaptureRequest::new("attention", SaveConfig::every(7), "Mine").with_regex("attn\\.v"),
+        )
+        .unwrap();
+        let w = cfg
+            .collections
+            .iter()
+            .find(|c| c.name() == "weights")
+            .unwrap();
+        assert!(a.matches("layer0.attn.k_proj") && a.matches("layer0.attn.v"));
+        assert!(!a.save_histogram, "the user's histogram switch stays");
+        // The same request twice adds nothing.
+        let once = cfg.clone();
+        cfg.apply(
+            &CaptureRequest::new("attention", SaveConfig::every(7), "Mine").with_regex("attn\\.v"),
+        )
+        .unwrap();
+        let twice = |c: &HookConfig| {
+            let a = c
+                .collections
+                .iter()
+                .find(|c| c.name() == "attention")
+                .unwrap();
+            (a.include_regex().to_vec(), a.save_config.clone())
+        };
+        assert_eq!(twice(&cfg), twice(&once));
+    }
+
+    #[test]
+    fn a_bad_request_is_an_error_naming_who_asked_and_changes_nothing() {
+        let mut cfg = HookConfig::default();
+        let err = cfg
+            .apply(
+                &CaptureRequest::new("relu_output", SaveConfig::every(5), "DeadRelu")
+                    .with_regex("relu")
+                    .with_regex("relu("),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("relu(") && err.contains("DeadRelu") && err.contains("relu_output"),
+            "{err}"
+        );
+        assert!(cfg.collections.iter().all(|c| c.name() != "relu_output"));
+        let backwards = SaveConfig::new(SaveConfigMode {
+            start_step: 10,
+            end_step: Some(5),
+            ..Default::default()
+        });
+        let err = cfg
+            .apply(&CaptureRequest::new(
+                "losses",
+                backwards,
+                "LossNotDecreasing",
+            ))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("LossNotDecreasing") && err.contains("end_step"),
+            "{err}"
+        );
+        assert!(
+            cfg.apply(&CaptureRequest::new(" ", SaveConfig::every(5), "X"))
+                .is_err()
+        );
     }
 }

@@ -24,7 +24,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::collection::{Collection, CollectionsFile};
-use crate::config::HookConfig;
+use crate::config::{CaptureRequest, HookConfig};
 use crate::error::{Error, Result};
 use crate::mode::Mode;
 use crate::reduction::{Reduction, ReductionConfig, ReductionOp};
@@ -75,6 +75,7 @@ pub struct HookBuilder {
     stop: StopSignal,
     timeline: Timeline,
     errors: Vec<Error>,
+    requests: Vec<CaptureRequest>,
 }
 
 impl HookBuilder {
@@ -154,6 +155,15 @@ impl HookBuilder {
         self
     }
 
+    /// Also saves what a rule asks for (smdebug-rules' `capture_requests`). Requests are
+    /// applied by [`build`](Self::build), after every other setting, with
+    /// [`HookConfig::apply`]: the collection is saved at the union of its schedule and the
+    /// requested steps.
+    pub fn capture(mut self, request: CaptureRequest) -> Self {
+        self.requests.push(request);
+        self
+    }
+
     /// Validates the configuration and builds the hook. The first configuration error (a bad
     /// regex, an inconsistent schedule, a rank outside the worker count) is returned here, never
     /// later in the training loop.
@@ -169,6 +179,9 @@ impl HookBuilder {
             )));
         }
         self.config.save_config.validate()?;
+        for request in &self.requests {
+            self.config.apply(request)?;
+        }
         for c in &self.config.collections {
             if let Some(s) = &c.save_config {
                 s.validate()?;
@@ -929,5 +942,53 @@ mod tests {
                 "LossNotDecreasing fired at step 40".into()
             )))
         );
+    }
+
+    /// A rule's request saves what the user's configuration would not: the loop offers
+    /// `relu1.output` in `outputs` (never due here), the request's regex collection takes it at
+    /// the requested steps, and a request given before the default schedule still unions with it.
+    #[test]
+    fn capture_requests_save_what_rules_ask_for_at_their_steps() {
+        let sink = MemorySink::default();
+        let mut h = hook(
+            &sink,
+            Hook::builder()
+                .capture(
+                    CaptureRequest::new("relu_output", SaveConfig::every(3), "DeadRelu")
+                        .with_regex(r"relu\d*\.output"),
+                )
+                .capture(CaptureRequest::new(
+                    "gradients",
+                    SaveConfig::every(4),
+                    "VanishingGradient",
+                ))
+                .save_config(SaveConfig::new(SaveConfigMode::never())),
+        );
+        let x = [1.0f32, 0.0];
+        let v = TensorView::from_slice(&x, &[2]).unwrap();
+        h.set_mode(Mode::Train);
+        for _ in 0..7 {
+            h.save_tensor("relu1.output", &v, &["outputs"]);
+            h.save_tensor("gradient/fc1.weight", &v, &["gradients"]);
+            h.save_tensor("fc1.weight", &v, &["weights"]);
+            h.step();
+        }
+        h.close();
+        let got: Vec<(String, u64)> = saved(&sink).into_iter().map(|(n, s, _)| (n, s)).collect();
+        let want: Vec<(String, u64)> = [
+            ("relu1.output", 0),
+            ("gradient/fc1.weight", 0),
+            ("relu1.output", 3),
+            ("gradient/fc1.weight", 4),
+            ("relu1.output", 6),
+        ]
+        .iter()
+        .map(|(n, s)| (n.to_string(), *s))
+        .collect();
+        assert_eq!(got, want);
+        let bad = Hook::builder()
+            .capture(CaptureRequest::new("x", SaveConfig::every(1), "Rule").with_regex("("))
+            .build(MemorySink::default());
+        assert!(bad.is_err_and(|e| e.to_string().contains("Rule")));
     }
 }

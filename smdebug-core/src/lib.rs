@@ -8,6 +8,11 @@
 //! [`SaveConfig`]s whether the tensor is due at the current (mode, mode step); if so it copies the
 //! view into an owned [`Tensor`], computes the configured [`Reduction`]s, and sends
 //! [`Record`]s to the sink without waiting on any I/O.
+//!
+//! Rules ask for what they read as [`CaptureRequest`]s (a collection, its patterns, the steps);
+//! [`HookConfig::apply`] and [`HookBuilder::capture`] add them to a configuration, and the
+//! collection is then saved at the union ([`SaveConfig::union`]) of its own schedule and the
+//! requested steps.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -34,7 +39,7 @@ pub mod worker;
 
 pub use capture::Capture;
 pub use collection::{Collection, CollectionsFile, UnusablePattern};
-pub use config::HookConfig;
+pub use config::{CaptureRequest, HookConfig};
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use hook::{DueTensor, Hook, HookBuilder, StopSignal};

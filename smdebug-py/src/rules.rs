@@ -7,7 +7,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use smdebug_io::Trial;
-use smdebug_rules::{Evidence, Rule, RuleResult, RuleRunner, RuleSpec};
+use smdebug_rules::{Evidence, Needs, Rule, RuleResult, RuleRunner, RuleSpec, TensorRule};
 
 use crate::convert::to_python;
 
@@ -20,7 +20,11 @@ const NOT_SAVED_HERE: [&str; 4] = [
     "InvalidWorker",
 ];
 
-/// A rule written in Python: an object with `invoke_at_step(trial, step)`.
+/// A rule written in Python: an object with `invoke_at_step(trial, step)`, a debugging rule
+/// ([`TensorRule`]). It reads through its own trial, so it declares no tensor selection and asks
+/// no hook for anything; a call that returns (rather than raising one of [`NOT_SAVED_HERE`])
+/// checked one datapoint unless the result says otherwise, and a rule that checked none over
+/// the whole run ends in `NoData`.
 ///
 /// The rule reads through its own `smdebug_rs.trials.Trial` on the same run (handed to every
 /// call), so it sees the steps the runner evaluates. What `invoke_at_step` returns decides the
@@ -94,9 +98,16 @@ impl PythonRule {
     }
 }
 
-impl Rule for PythonRule {
+impl TensorRule for PythonRule {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn needs(&self) -> Needs {
+        Needs::default().requiring(
+            "a step where invoke_at_step returned a result instead of raising \
+             TensorUnavailableForStep (or another not-saved-here exception)",
+        )
     }
 
     fn invoke_at_step(&mut self, _trial: &Trial, step: u64) -> smdebug_rules::Result<RuleResult> {
@@ -154,7 +165,7 @@ pub fn run_rules<'py>(
         builder = builder.spec(RuleSpec::parse(spec).map_err(rule_error)?);
     }
     for (name, rule, trial) in custom {
-        builder = builder.rule(Box::new(PythonRule { name, rule, trial }), Vec::new());
+        builder = builder.rule(Rule::tensor(PythonRule { name, rule, trial }), Vec::new());
     }
     let mut runner = py.detach(|| builder.build()).map_err(rule_error)?;
     let summary = if follow {

@@ -120,6 +120,25 @@ def test_custom_rule_that_raises_is_an_error_status(tmp_path):
     assert "ZeroDivisionError: boom" in status.message
 
 
+def test_rules_with_nothing_to_check_say_no_data_and_why(demo_copy):
+    class NeverSaved:
+        name = "NeverSaved"
+
+        def invoke_at_step(self, trial, step):
+            raise exceptions.TensorUnavailableForStep("attention", step)
+
+    summary = rules.run(str(demo_copy), ["TreeDepth", "LowGPUUtilization", "VanishingGradient", NeverSaved()])
+    tree, gpu, vanishing, never = (summary.rule(n) for n in ("TreeDepth", "LowGPUUtilization", "VanishingGradient", "NeverSaved"))
+    assert tree.status == "NoData" and tree.no_data
+    assert "no tensor of this run matched" in tree.message and "trees/Node" in tree.message
+    assert gpu.status == "NoData" and "no GPU metrics" in gpu.message
+    assert never.status == "NoData" and never.datapoints == 0
+    # A rule that checked something is not NoData.
+    assert vanishing.status in ("NoIssuesFound", "IssuesFound") and vanishing.datapoints > 0
+    assert sorted(r.rule for r in summary.no_data()) == ["LowGPUUtilization", "NeverSaved", "TreeDepth"]
+    assert not summary.issues_found() or vanishing.issues_found
+
+
 def test_bad_specs_are_clear_errors():
     with pytest.raises(ValueError, match="NoSuchRule"):
         rules.run(str(MULTI), ["NoSuchRule"])

@@ -49,8 +49,15 @@ div.verdict.IssuesFound { border-left: 6px solid #d55e00; background: #fff1ea; }
 div.verdict.NoIssuesFound { border-left: 6px solid #009e73; background: #eefaf5; }
 div.verdict.InProgress { border-left: 6px solid #56b4e9; }
 div.verdict.Error { border-left: 6px solid #a01e3c; background: #fbeef1; }
+div.verdict.NoData { border-left: 6px dashed #9aa3b5; background: #f1f3f7; color: var(--muted); }
 div.verdict.absent { color: var(--muted); font-size: 13px; }
 span.status { font-weight: 600; }
+td.status { font-weight: 600; white-space: nowrap; }
+td.status.IssuesFound { color: #b34700; }
+td.status.NoIssuesFound { color: #00785a; }
+td.status.Error { color: #a01e3c; }
+td.status.InProgress { color: #2a7fb8; }
+td.status.NoData { color: var(--muted); font-weight: 400; font-style: italic; }
 table { border-collapse: collapse; margin: 8px 0 12px; font-size: 13px; }
 th, td { border-bottom: 1px solid var(--line); padding: 4px 10px; text-align: left; vertical-align: top; }
 th { background: #f1f3f7; font-weight: 600; }
@@ -129,11 +136,13 @@ pub(crate) const CHECK_SCRIPT: &str = r#"
 })();
 "#;
 
-/// A cell of a table: text (escaped when rendered), a right-aligned number, or code.
+/// A cell of a table: text (escaped when rendered), a right-aligned number, code, or a rule's
+/// status (drawn in its status's colour; `NoData` greyed).
 pub(crate) enum Cell {
     Text(String),
     Num(String),
     Code(String),
+    Status(smdebug_rules::Status),
     /// A name that may be very long (templated kernel names): cut to 120 characters, the
     /// whole name in the cell's tooltip.
     Name(String),
@@ -166,6 +175,13 @@ pub(crate) fn table(out: &mut String, class: &str, headers: &[&str], rows: &[Vec
                 Cell::Text(t) => write!(out, "<td>{}</td>", escape(t)),
                 Cell::Num(t) => write!(out, "<td class=\"num\">{}</td>", escape(t)),
                 Cell::Code(t) => write!(out, "<td class=\"code\">{}</td>", escape(t)),
+                Cell::Status(s) => write!(
+                    out,
+                    "<td class=\"status {}\" title=\"{}\">{}</td>",
+                    s.name(),
+                    s.meaning(),
+                    s.name()
+                ),
                 Cell::Name(t) if t.chars().count() > 120 => {
                     let short: String = t.chars().take(119).chain(['…']).collect();
                     write!(

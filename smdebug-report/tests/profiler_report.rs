@@ -70,12 +70,45 @@ fn profiler_report_runs_every_profiler_rule_and_writes_the_report_into_the_run()
     let outlier = summary.rule("StepOutlier").unwrap();
     assert_eq!(outlier.parameters["n_outliers"], 0);
     assert_eq!(outlier.parameters["stddev"], 0.5);
+    // ProfilerReport's status is its rules': IssuesFound when one of them found issues.
     let report = summary.rule("ProfilerReport").unwrap();
-    assert_eq!(report.status, Status::NoIssuesFound, "{}", report.message);
+    let fired: Vec<&str> = summary
+        .rules
+        .iter()
+        .filter(|r| r.kind == "profiler" && r.rule != "ProfilerReport")
+        .filter(|r| r.status == Status::IssuesFound)
+        .map(|r| r.rule.as_str())
+        .collect();
+    if fired.is_empty() {
+        assert_eq!(report.status, Status::NoIssuesFound, "{}", report.message);
+    } else {
+        assert_eq!(report.status, Status::IssuesFound, "{}", report.message);
+        assert!(
+            report
+                .message
+                .contains(&format!("found issues ({})", fired.join(", "))),
+            "{}",
+            report.message
+        );
+    }
     let page = run.join(DEFAULT_REPORT_DIR).join(REPORT_FILE);
     assert!(report.message.contains(&page.display().to_string()));
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("ExplodingTensor"));
+    // The rules that had nothing to check (Dataloader: no data-loading spans were recorded) are
+    // in the page as NoData, with their reasons.
+    let dataloader = summary.rule("Dataloader").unwrap();
+    assert_eq!(dataloader.status, Status::NoData, "{dataloader:#?}");
+    for r in summary.no_data() {
+        let reason: String = r.message.chars().take(30).collect();
+        assert!(
+            html.contains(&reason),
+            "{}: `{reason}` not in the page",
+            r.rule
+        );
+    }
+    assert!(html.contains("<td class=\"status NoData\""));
+    assert!(html.contains("div class=\"verdict NoData\""));
     let exploding: serde_json::Value = serde_json::from_slice(
         &std::fs::read(run.join(DEFAULT_REPORT_DIR).join("ExplodingTensor.json")).unwrap(),
     )

@@ -67,9 +67,15 @@ fn a_runner_that_does_not_write_into_the_run_changes_no_object_of_it() {
         summary.rule("ExplodingTensor").unwrap().status,
         Status::IssuesFound
     );
+    // A tensor-only run: none of ProfilerReport's rules had anything to check.
     let report = summary.rule("ProfilerReport").unwrap();
-    assert_eq!(report.status, Status::NoIssuesFound);
+    assert_eq!(report.status, Status::NoData);
     assert!(report.message.contains("not written"), "{}", report.message);
+    assert!(
+        report.message.contains("11 had no data to check"),
+        "{}",
+        report.message
+    );
     assert!(objects(location) == before, "the runner wrote into the run");
 
     // The default writes the summary (and the report) into the run.

@@ -11,7 +11,9 @@ use smdebug_examples::{TrainConfig, train};
 use smdebug_io::trial::Trial;
 use smdebug_io::writer::Writer;
 use smdebug_rules::select::scalar_at;
-use smdebug_rules::{Evidence, Result, Rule, RuleResult, RuleRunner, RuleSpec, rule_identity};
+use smdebug_rules::{
+    Evidence, Needs, Result, Rule, RuleResult, RuleRunner, RuleSpec, TensorRule, rule_identity,
+};
 
 /// Fires when the accuracy (metrics collection) is more than `drop` below its best so far.
 struct AccuracyDrop {
@@ -19,8 +21,14 @@ struct AccuracyDrop {
     best: Option<f64>,
 }
 
-impl Rule for AccuracyDrop {
-    rule_identity!(name: "AccuracyDrop", params: [drop], tensors: ["accuracy"]);
+impl TensorRule for AccuracyDrop {
+    rule_identity!(name: "AccuracyDrop", params: [drop]);
+
+    /// Reads the tensor `accuracy`; a hook that applies this rule's capture requests saves it
+    /// (in a collection `metrics`, where the loop puts it) at the rules' interval.
+    fn needs(&self) -> Needs {
+        Needs::tensors(self.name(), &["accuracy"], "metrics")
+    }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
@@ -64,7 +72,7 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
 
     let summary = RuleRunner::builder(run)
         .rule(
-            Box::new(AccuracyDrop {
+            Rule::tensor(AccuracyDrop {
                 drop: 0.5,
                 best: None,
             }),

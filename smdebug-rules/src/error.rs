@@ -60,6 +60,26 @@ pub enum Error {
         reason: String,
     },
 
+    /// A rule given to a runner that cannot be registered (no name).
+    #[error("rule `{rule}`: {reason}")]
+    BadRule {
+        /// The rule's name.
+        rule: String,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// A rule asks for a capture no hook can make (a pattern that does not compile, a schedule
+    /// that ends before it starts).
+    #[error("rule {rule}: bad capture request: {source}")]
+    Capture {
+        /// The rule's name.
+        rule: String,
+        /// What the hook's configuration said.
+        #[source]
+        source: smdebug_core::Error,
+    },
+
     /// The run could not be opened (missing, unreachable, not an smdebug run).
     #[error("cannot open run `{location}`: {source}")]
     OpenRun {

@@ -3,17 +3,26 @@
 //! Rules that check a run while it trains or after it ended, and the actions they trigger — the
 //! Rust counterpart of SageMaker Debugger's rules.
 //!
-//! - [`Rule`]: the trait every rule implements (built-in or custom): the tensors it needs at a
-//!   step and `invoke_at_step(trial, step) -> RuleResult`. A rule reports a finding by returning
-//!   a fired result, never by panicking or returning an error.
+//! - [`TensorRule`]: the trait every debugging rule implements (built-in or custom): what it
+//!   [`needs`](TensorRule::needs) (the tensors it reads and what the hook must save for it) and
+//!   `invoke_at_step(trial, step) -> RuleResult`; [`ProfilerRule`]: the same for profiler rules,
+//!   with `invoke_on_window`. Both are registered as a [`Rule`]; what a rule consumes is part of
+//!   its trait, so a rule that leaves it out does not compile. A rule reports a finding by
+//!   returning a fired result, never by panicking or returning an error.
 //! - The twenty built-in debugging rules ([`rules`]) and eleven profiler rules ([`profiler`]:
 //!   CPUBottleneck, LowGPUUtilization, StepOutlier, ...) with SageMaker's names, parameters and
 //!   defaults, buildable from code, JSON or the command-line form `NAME:param=value,...`
 //!   ([`RuleSpec`], [`build_rule`]). Profiler rules read the system metrics and framework spans
-//!   of `smdebug-profiler` and implement [`Rule::invoke_on_window`].
+//!   of `smdebug-profiler` and implement [`ProfilerRule::invoke_on_window`].
+//! - Rules ask for what they need ([`capture`]): [`capture_requests`] gives what a training
+//!   job's hook must save for a set of rules (SageMaker's `collections_to_save`), which
+//!   `smdebug_core::HookConfig::apply` (or `HookBuilder::capture`) adds to the hook's
+//!   configuration, saving each collection at the union of the user's and the rules' steps.
 //! - [`RuleRunner`]: evaluates rules over a finished run or follows a live one on its own thread
 //!   (or in its own process, through the CLI), keeps a [`RuleStatus`] per rule and writes
-//!   `<run>/rules/rule_job_summary.json` as the run progresses.
+//!   `<run>/rules/rule_job_summary.json` as the run progresses. A rule that checked nothing
+//!   over a finished run is [`Status::NoData`], with the reason (no tensor matched its
+//!   selection, no GPU metrics in the run, ...), never `NoIssuesFound`.
 //! - [`actions`]: stop training, command, and behind cargo features (off by default, so that
 //!   this crate compiles no HTTP client or mail stack unless asked) webhook (Slack-compatible
 //!   JSON; feature `webhook`) and e-mail over SMTP (feature `email`; `notify` for both).
@@ -41,6 +50,7 @@
 #![warn(missing_docs)]
 
 pub mod actions;
+pub mod capture;
 pub mod error;
 pub mod params;
 pub mod profiler;
@@ -50,26 +60,26 @@ pub mod rule;
 pub mod rules;
 pub mod runner;
 pub mod select;
+pub mod status;
 pub mod window;
 
 pub use actions::ActionConfig;
+pub use capture::{RULE_SAVE_INTERVAL, capture_requests, rules_capture_requests};
 pub use error::{Error, Result};
 pub use params::RuleSpec;
 pub use registry::{
     BuiltinRule, all_builtin_rules, build_rule, builtin_profiler_rules, builtin_rules, find_builtin,
 };
-pub use rule::{Evidence, Rule, RuleInput, RuleResult};
-pub use runner::{
-    ReportPlan, Reporter, RuleRunner, RuleStatus, RunState, RunnerHandle, Status, Summary,
-    read_summary,
-};
+pub use rule::{Evidence, Needs, ProfilerRule, Rule, RuleInput, RuleResult, TensorRule};
+pub use runner::{ReportPlan, Reporter, RuleRunner, RunState, RunnerHandle};
 pub use select::{TensorSelection, value_at};
+pub use smdebug_core::CaptureRequest;
+pub use status::{RuleStatus, Status, Summary, read_summary};
 pub use window::{ProfilerWindow, StepTimeline};
 
-/// What [`rule_identity!`] expands to names, so that a crate using the macro needs neither
-/// `serde_json` nor `smdebug-io` in scope.
+/// What [`rule_identity!`] expands to names, so that a crate using the macro needs no
+/// `serde_json` in scope.
 #[doc(hidden)]
 pub mod __private {
     pub use serde_json::{Map, Value};
-    pub use smdebug_io::trial::Trial;
 }

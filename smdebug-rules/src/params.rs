@@ -159,7 +159,7 @@ pub fn param_names<P: Serialize>(params: &P) -> Vec<String> {
     }
 }
 
-/// A parameter struct as JSON, as [`Rule::parameters`](crate::Rule::parameters) reports it.
+/// A parameter struct as JSON, as [`TensorRule::parameters`](crate::TensorRule::parameters) reports it.
 pub fn to_json<P: Serialize>(params: &P) -> Value {
     serde_json::to_value(params).unwrap_or(Value::Null)
 }

@@ -39,32 +39,39 @@ pub struct BuiltinRule {
 }
 
 /// Builds a rule from its parameter overrides.
-type BuildFn = fn(&Map<String, Value>) -> Result<Box<dyn Rule>>;
+type BuildFn = fn(&Map<String, Value>) -> Result<Rule>;
 
 impl BuiltinRule {
     /// Builds the rule with `params` overriding its defaults.
-    pub fn build(&self, params: &Map<String, Value>) -> Result<Box<dyn Rule>> {
+    pub fn build(&self, params: &Map<String, Value>) -> Result<Rule> {
         (self.build)(params)
     }
 }
 
-/// A built-in rule's entry; its kind is set by the list it is in.
+/// A built-in rule's entry: `tensor:` for a [`TensorRule`](crate::TensorRule), `profiler:`
+/// for a [`ProfilerRule`](crate::ProfilerRule).
 macro_rules! builtin {
-    ($rule:ident, $params:ident, $config:literal, $when:literal, $advice:literal) => {
+    (@ $input:expr, $wrap:ident, $rule:ident, $params:ident, $config:literal, $when:literal, $advice:literal) => {
         BuiltinRule {
             name: $rule::NAME,
             config_name: $config,
-            kind: RuleInput::Tensors.kind(),
+            kind: $input.kind(),
             fires_when: $when,
             recommendation: $advice,
             defaults: to_json(&$params::default()),
             build: |m| {
-                Ok(Box::new($rule::new(parse_params::<$params>(
+                Ok(Rule::$wrap($rule::new(parse_params::<$params>(
                     $rule::NAME,
                     m,
                 )?)?))
             },
         }
+    };
+    (tensor: $($rest:tt)*) => {
+        builtin!(@ RuleInput::Tensors, tensor, $($rest)*)
+    };
+    (profiler: $($rest:tt)*) => {
+        builtin!(@ RuleInput::Profiler, profiler, $($rest)*)
     };
 }
 
@@ -72,140 +79,140 @@ macro_rules! builtin {
 pub fn builtin_rules() -> Vec<BuiltinRule> {
     vec![
         builtin!(
-            VanishingGradient,
+            tensor: VanishingGradient,
             VanishingGradientParams,
             "vanishing_gradient",
             "mean(|gradient|) < threshold",
             "use ReLU-family activations, residual connections or normalization layers, initialize with He/Xavier scaling, or raise the learning rate"
         ),
         builtin!(
-            ExplodingTensor,
+            tensor: ExplodingTensor,
             ExplodingTensorParams,
             "exploding_tensor",
             "a tensor holds NaN (or ±Inf unless only_nan)",
             "lower the learning rate, clip gradients, check the input data and the loss for divisions by zero or log(0)"
         ),
         builtin!(
-            PoorWeightInitialization,
+            tensor: PoorWeightInitialization,
             PoorWeightInitializationParams,
             "poor_weight_initialization",
             "activation-input variance ratio across layers > threshold, gradient p95-p5 < distribution_range, or no early loss decrease",
             "initialize with He (ReLU) or Xavier/Glorot (tanh, sigmoid) scaling for each layer's fan-in"
         ),
         builtin!(
-            SaturatedActivation,
+            tensor: SaturatedActivation,
             SaturatedActivationParams,
             "saturated_activation",
             "more than threshold_layer % of a tanh/sigmoid layer's units saturated",
             "scale the inputs, lower the initial weights or the learning rate, or switch to ReLU-family activations"
         ),
         builtin!(
-            DeadRelu,
+            tensor: DeadRelu,
             DeadReluParams,
             "dead_relu",
             "more than threshold_layer % of a ReLU layer's units active less than threshold_inactivity %",
             "lower the learning rate, initialize biases at or slightly above zero, or use leaky ReLU"
         ),
         builtin!(
-            WeightUpdateRatio,
+            tensor: WeightUpdateRatio,
             WeightUpdateRatioParams,
             "weight_update_ratio",
             "‖Δw‖/‖w‖ outside [small_threshold, large_threshold]",
             "tune the learning rate: updates near 1e-3 of the weights' size are typical; too small stalls, too large diverges"
         ),
         builtin!(
-            AllZero,
+            tensor: AllZero,
             AllZeroParams,
             "all_zero",
             "at least threshold % of a tensor's values are zero",
             "check that the tensor is wired into the graph and that its inputs are not all zero (masks, data loading, dead units)"
         ),
         builtin!(
-            ClassImbalance,
+            tensor: ClassImbalance,
             ClassImbalanceParams,
             "class_imbalance",
             "class count ratio > threshold_imbalance or a class's misprediction share > threshold_misprediction",
             "resample or weight the classes in the loss, or collect more data for the rare classes"
         ),
         builtin!(
-            LossNotDecreasing,
+            tensor: LossNotDecreasing,
             LossNotDecreasingParams,
             "loss_not_decreasing",
             "loss not lower by diff_percent % after num_steps, or more than increase_threshold_percent % above its lowest",
             "tune the learning rate, check the labels and the loss function, or stop training if the loss has converged"
         ),
         builtin!(
-            Overfit,
+            tensor: Overfit,
             OverfitParams,
             "overfit",
             "(validation − training loss)/training loss > ratio_threshold for patience evaluation steps",
             "add regularization (weight decay, dropout, augmentation), use more data, or stop earlier"
         ),
         builtin!(
-            Overtraining,
+            tensor: Overtraining,
             OvertrainingParams,
             "overtraining",
             "training and validation loss stop improving by delta",
             "stop training at the best validation loss (early stopping)"
         ),
         builtin!(
-            SimilarAcrossRuns,
+            tensor: SimilarAcrossRuns,
             SimilarAcrossRunsParams,
             "similar_across_runs",
             "tensors differ from another run at the same step",
             "check what changed between the runs: data order, seeds, hyperparameters, code"
         ),
         builtin!(
-            StalledTraining,
+            tensor: StalledTraining,
             StalledTrainingParams,
             "stalled_training_rule",
             "no new step for threshold seconds (live runs)",
             "look for a hang: a stuck data loader, a deadlock between workers, a full disk"
         ),
         builtin!(
-            TensorVariance,
+            tensor: TensorVariance,
             TensorVarianceParams,
             "tensor_variance",
             "a tensor's variance outside [min_threshold, max_threshold]",
             "normalize inputs and activations, and check the initialization and the learning rate"
         ),
         builtin!(
-            UnchangedTensor,
+            tensor: UnchangedTensor,
             UnchangedTensorParams,
             "unchanged_tensor",
             "a tensor unchanged (allclose) over num_steps saved steps",
             "check that the parameter is trainable, receives gradients and is in the optimizer, and that the learning rate is not zero"
         ),
         builtin!(
-            CheckInputImages,
+            tensor: CheckInputImages,
             CheckInputImagesParams,
             "check_input_images",
             "input channel mean further than threshold_mean from 0",
             "normalize the input images (subtract the mean, divide by the standard deviation per channel)"
         ),
         builtin!(
-            NLPSequenceRatio,
+            tensor: NLPSequenceRatio,
             NLPSequenceRatioParams,
             "nlp_sequence_ratio",
             "too many padding/unknown tokens",
             "shorten the padding (bucket sequences by length) and enlarge the vocabulary if unknown tokens dominate"
         ),
         builtin!(
-            Confusion,
+            tensor: Confusion,
             ConfusionParams,
             "confusion",
             "confusion-matrix diagonal share < min_diag or an off-diagonal share > max_off_diag",
             "look at the classes confused most: more or cleaner data for them, class weights, or a larger model"
         ),
         builtin!(
-            FeatureImportanceOverweight,
+            tensor: FeatureImportanceOverweight,
             FeatureImportanceOverweightParams,
             "feature_importance_overweight",
             "the nfeatures largest importances hold more than threshold (tree models)",
             "check the dominant features for target leakage, and regularize the trees"
         ),
         builtin!(
-            TreeDepth,
+            tensor: TreeDepth,
             TreeDepthParams,
             "tree_depth",
             "tree depth differs from depth (tree models)",
@@ -216,92 +223,85 @@ pub fn builtin_rules() -> Vec<BuiltinRule> {
 
 /// Every built-in profiler rule (all of SageMaker's but ProfilerReport), in SPEC order.
 pub fn builtin_profiler_rules() -> Vec<BuiltinRule> {
-    let profiler = |b| BuiltinRule {
-        kind: RuleInput::Profiler.kind(),
-        ..b
-    };
-    [
+    vec![
         builtin!(
-            BatchSize,
+            profiler: BatchSize,
             BatchSizeParams,
             "batch_size",
             "p95 of CPU, GPU and GPU memory utilization all below their thresholds: the batch could be larger",
             "raise the batch size (and the learning rate with it), or use a smaller instance"
         ),
         builtin!(
-            CPUBottleneck,
+            profiler: CPUBottleneck,
             CPUBottleneckParams,
             "cpu_bottleneck",
             "GPU idle (below gpu_threshold) while the CPU is above cpu_threshold in more than threshold % of the samples",
             "move data preprocessing off the critical path (more data-loading workers, preprocessing on the GPU or ahead of time) or use an instance with more CPU"
         ),
         builtin!(
-            IOBottleneck,
+            profiler: IOBottleneck,
             IOBottleneckParams,
             "io_bottleneck",
             "GPU idle (below gpu_threshold) while I/O wait is above io_threshold in more than threshold % of the samples",
             "prefetch, cache the data set on local disk, read fewer and larger files, or use faster storage"
         ),
         builtin!(
-            Dataloader,
+            profiler: Dataloader,
             DataloaderParams,
             "dataloader",
             "data-loading workers fewer than min_threshold % or more than max_threshold % of the CPU cores",
             "set the number of data-loading workers near the number of CPU cores"
         ),
         builtin!(
-            GPUMemoryIncrease,
+            profiler: GPUMemoryIncrease,
             GPUMemoryIncreaseParams,
             "gpu_memory_increase",
             "moving average of GPU memory use rises more than increase points above its lowest",
             "look for tensors kept across steps (losses accumulated with their graphs, growing caches) and for growing batch or sequence sizes"
         ),
         builtin!(
-            LoadBalancing,
+            profiler: LoadBalancing,
             LoadBalancingParams,
             "load_balancing",
             "Jensen–Shannon distance between two GPUs' utilization histograms above threshold",
             "balance the work across GPUs: even shards and batch sizes, no extra work on one rank"
         ),
         builtin!(
-            LowGPUUtilization,
+            profiler: LowGPUUtilization,
             LowGPUUtilizationParams,
             "low_gpu_utilization",
             "p95 GPU utilization below threshold_p95 (underused), or above it with p5 below threshold_p5 (fluctuating)",
             "underused: give the GPU more work (a larger batch) or use a smaller one; fluctuating: find the stalls between bursts (data loading, synchronization)"
         ),
         builtin!(
-            MaxInitializationTime,
+            profiler: MaxInitializationTime,
             MaxInitializationTimeParams,
             "max_initialization_time",
             "no first step within threshold minutes of the job's start",
             "shorten initialization: pre-stage data and models, cache compiled kernels, start the loop earlier"
         ),
         builtin!(
-            OverallSystemUsage,
+            profiler: OverallSystemUsage,
             OverallSystemUsageParams,
             "overall_system_usage",
             "never fires; collects percentiles per node and metric",
             "compare the usage of CPU, GPU, memory, disk and network with what the instance offers"
         ),
         builtin!(
-            OverallFrameworkMetrics,
+            profiler: OverallFrameworkMetrics,
             OverallFrameworkMetricsParams,
             "overall_framework_metrics",
             "never fires; collects time per phase, forward vs backward, CPU vs GPU operators",
             "look at where the time goes: a large share outside steps is initialization or evaluation overhead"
         ),
         builtin!(
-            StepOutlier,
+            profiler: StepOutlier,
             StepOutlierParams,
             "step_outlier",
             "more than n_outliers steps slower than mean + stddev·σ (per node and mode)",
             "find what the slow steps do differently: checkpoints, evaluation, data-loading stalls, garbage collection"
         ),
     ]
-    .into_iter()
-    .map(profiler)
-    .collect()
 }
 
 /// Every built-in rule: the debugging rules, then the profiler rules.
@@ -333,7 +333,7 @@ pub fn find_builtin(name: &str) -> Option<BuiltinRule> {
 /// let err = build_rule(&RuleSpec::new("NoSuchRule")).err().unwrap();
 /// assert!(err.to_string().contains("VanishingGradient"));
 /// ```
-pub fn build_rule(spec: &RuleSpec) -> Result<Box<dyn Rule>> {
+pub fn build_rule(spec: &RuleSpec) -> Result<Rule> {
     let builtin = find_builtin(&spec.name).ok_or_else(|| Error::UnknownRule {
         name: spec.name.clone(),
         available: all_builtin_rules()

@@ -7,6 +7,11 @@
 //! to `ProfilerReport` apply to every profiler rule it runs. A report written into the run goes
 //! to `<run>/`[`DEFAULT_REPORT_DIR`]`/`[`REPORT_FILE`].
 //!
+//! `ProfilerReport`'s own status sums up its profiler rules' ([`report_verdict`]): `Error` when
+//! one of them failed, `IssuesFound` when one found issues, `NoIssuesFound` when at least one
+//! checked something and none found issues, `NoData` when none had anything to check. Its
+//! message names the rules behind the verdict and says where the report went.
+//!
 //! [`RunnerBuilder::reporter`]: crate::runner::RunnerBuilder::reporter
 //!
 //! ```
@@ -26,7 +31,8 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 use crate::params::RuleSpec;
 use crate::registry::builtin_profiler_rules;
-use crate::rule::{Rule, RuleInput, RuleResult};
+use crate::rule::{ProfilerRule, RuleResult};
+use crate::status::{RuleStatus, Status};
 
 /// The rule's name.
 pub const PROFILER_REPORT: &str = "ProfilerReport";
@@ -85,17 +91,13 @@ pub(crate) struct ProfilerReportRule {
     pub(crate) parameters: Map<String, Value>,
 }
 
-impl Rule for ProfilerReportRule {
+impl ProfilerRule for ProfilerReportRule {
     fn name(&self) -> &str {
         PROFILER_REPORT
     }
 
     fn parameters(&self) -> Value {
         Value::Object(self.parameters.clone())
-    }
-
-    fn input(&self) -> RuleInput {
-        RuleInput::Profiler
     }
 
     fn invoke_on_window(
@@ -110,6 +112,70 @@ impl Rule for ProfilerReportRule {
             Vec::new()
         })
     }
+}
+
+/// What became of a report, as `ProfilerReport`'s status says it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ReportOutcome {
+    /// Written (or being written) to this destination.
+    Written(String),
+    /// Written without some of its inputs, or not written: `ProfilerReport` is in `Error`.
+    Failed(String),
+    /// Not drawn, and why (no report writer, nowhere to write it).
+    NotDrawn(String),
+}
+
+/// `ProfilerReport`'s status and message from its profiler rules' statuses. `final_verdicts`:
+/// the run is over (or the offline evaluation finished), so rules that never fired have their
+/// verdicts; before, the report is `InProgress` unless a rule found issues or failed.
+pub fn report_verdict(rules: &[&RuleStatus], final_verdicts: bool) -> (Status, String) {
+    let named = |status: Status| -> Vec<&str> {
+        rules
+            .iter()
+            .filter(|r| r.status == status)
+            .map(|r| r.rule.as_str())
+            .collect()
+    };
+    let (issues, errors, no_data, clean) = (
+        named(Status::IssuesFound),
+        named(Status::Error),
+        named(Status::NoData),
+        named(Status::NoIssuesFound),
+    );
+    let status = if !errors.is_empty() {
+        Status::Error
+    } else if !issues.is_empty() {
+        Status::IssuesFound
+    } else if !final_verdicts {
+        Status::InProgress
+    } else if !clean.is_empty() {
+        Status::NoIssuesFound
+    } else {
+        Status::NoData
+    };
+    let mut parts = Vec::new();
+    for (list, what) in [
+        (&issues, "found issues"),
+        (&errors, "failed"),
+        (&no_data, "had no data to check"),
+    ] {
+        if !list.is_empty() {
+            parts.push(format!("{} {what} ({})", list.len(), list.join(", ")));
+        }
+    }
+    if !clean.is_empty() {
+        parts.push(format!("{} checked and found no issues", clean.len()));
+    }
+    let running = named(Status::InProgress).len();
+    if running > 0 {
+        parts.push(format!("{running} in progress"));
+    }
+    let message = if rules.is_empty() {
+        "no profiler rule ran".to_string()
+    } else {
+        format!("of {} profiler rules, {}", rules.len(), parts.join("; "))
+    };
+    (status, message)
 }
 
 /// The default rule set for a run: every built-in debugging rule that needs no parameter

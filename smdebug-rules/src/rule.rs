@@ -1,12 +1,15 @@
-//! The [`Rule`] trait and what a rule returns at a step (debugging rules) or over a window of
-//! profiler data (profiler rules).
+//! What a rule is: a [`TensorRule`] (a debugging rule, over saved tensors step by step) or a
+//! [`ProfilerRule`] (over system metrics and framework spans), registered as a [`Rule`]; what a
+//! tensor rule consumes ([`Needs`]); and what a rule returns ([`RuleResult`]).
 
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize};
+use smdebug_core::CaptureRequest;
 use smdebug_io::trial::Trial;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::select::TensorSelection;
 use crate::window::ProfilerWindow;
 
 /// What a rule reads: saved tensors (debugging rules) or the profiler's system metrics and
@@ -14,11 +17,9 @@ use crate::window::ProfilerWindow;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RuleInput {
-    /// Tensors of the trial, step by step: the runner calls
-    /// [`invoke_at_step`](Rule::invoke_at_step).
+    /// Tensors of the trial, step by step: a [`TensorRule`].
     Tensors,
-    /// System metrics and framework spans, window by window: the runner calls
-    /// [`invoke_on_window`](Rule::invoke_on_window).
+    /// System metrics and framework spans, window by window: a [`ProfilerRule`].
     Profiler,
 }
 
@@ -32,31 +33,29 @@ impl RuleInput {
     }
 }
 
-/// A check evaluated over a run.
+/// A debugging rule: a check over the saved tensors of a run, step by step.
 ///
-/// There are two kinds of rules, told apart by [`input`](Rule::input):
-///
-/// - Debugging rules (the default, [`RuleInput::Tensors`]) implement
-///   [`required_tensors`](Rule::required_tensors) and [`invoke_at_step`](Rule::invoke_at_step).
-///   The runner calls `invoke_at_step` once per global step, in order, after every worker has
-///   written that step.
-/// - Profiler rules ([`RuleInput::Profiler`]) implement
-///   [`invoke_on_window`](Rule::invoke_on_window): the runner hands them the system samples
-///   and closed framework spans that are new since the previous call, in time order, and a
-///   last window with `final_window: true` when no more data will come.
+/// What it consumes is part of the trait and cannot be left out: [`needs`](Self::needs) says
+/// which tensors it reads and what the hook must save for it (SageMaker's
+/// `collections_to_save`), and [`invoke_at_step`](Self::invoke_at_step) evaluates it. The
+/// runner calls `invoke_at_step` once per global step, in order, after every worker has written
+/// that step.
 ///
 /// A rule that finds its condition returns a [`RuleResult`] with `fired: true`; it never
 /// signals a finding by returning an error or by panicking. Errors are for failures (a corrupt
-/// file, an unreachable store).
+/// file, an unreachable store). A result's `datapoints` counts what the rule could check: a
+/// rule that checked nothing over a whole run ends in [`Status::NoData`](crate::Status::NoData)
+/// (with the reason, from its `needs`), never in `NoIssuesFound`.
 ///
-/// Rules may keep state between calls (previous values, counters, per-node tables): the runner
-/// keeps one instance per run and calls it from one thread at a time.
+/// Rules may keep state between calls (previous values, counters): the runner keeps one
+/// instance per run and calls it from one thread at a time. Register one with
+/// [`Rule::tensor`].
 ///
 /// A custom rule:
 ///
 /// ```
 /// use smdebug_io::trial::Trial;
-/// use smdebug_rules::{Evidence, Result, Rule, RuleResult, TensorSelection, rule_identity};
+/// use smdebug_rules::{Evidence, Needs, Result, RuleResult, TensorRule, TensorSelection, rule_identity};
 ///
 /// /// Fires when any gradient's largest absolute value exceeds `limit`.
 /// struct GradientTooLarge {
@@ -64,8 +63,13 @@ impl RuleInput {
 ///     gradients: TensorSelection,
 /// }
 ///
-/// impl Rule for GradientTooLarge {
-///     rule_identity!(name: "GradientTooLarge", params: [limit], selection: gradients);
+/// impl TensorRule for GradientTooLarge {
+///     rule_identity!(name: "GradientTooLarge", params: [limit]);
+///
+///     fn needs(&self) -> Needs {
+///         // Reads the gradients; the hook saves the `gradients` collection for it.
+///         Needs::of(self.name(), &self.gradients, "gradients")
+///     }
 ///
 ///     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
 ///         let mut result = RuleResult::new(step);
@@ -89,8 +93,9 @@ impl RuleInput {
 /// };
 /// assert_eq!(rule.name(), "GradientTooLarge");
 /// assert_eq!(rule.parameters()["limit"], 100.0);
+/// assert_eq!(rule.needs().capture[0].collection, "gradients");
 /// ```
-pub trait Rule: Send {
+pub trait TensorRule: Send {
     /// The rule's name as users see it in statuses and summaries (`VanishingGradient`).
     fn name(&self) -> &str;
 
@@ -99,43 +104,22 @@ pub trait Rule: Send {
         serde_json::Value::Null
     }
 
-    /// What the rule reads. Default: tensors (a debugging rule).
-    fn input(&self) -> RuleInput {
-        RuleInput::Tensors
-    }
-
-    /// The names of the tensors the rule reads at `step` (those it would check if saved there).
-    /// Debugging rules implement this; the default reads nothing.
-    fn required_tensors(&self, _trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        Ok(Vec::new())
-    }
+    /// The tensors the rule reads and what the hook must save for it.
+    fn needs(&self) -> Needs;
 
     /// Evaluates the rule at global step `step`. Tensors not saved at this step are skipped
-    /// (the result then has no datapoints), never an error. Debugging rules implement this; the
-    /// default checks nothing.
-    fn invoke_at_step(&mut self, _trial: &Trial, step: u64) -> Result<RuleResult> {
-        Ok(RuleResult::new(step))
-    }
+    /// (the result then has no datapoints), never an error.
+    fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult>;
 
-    /// Evaluates a profiler rule over the profiler data that is new since the previous call.
-    ///
-    /// Every result counts its datapoints into the rule's status; each fired result is one
-    /// firing (with its `time_us`). A result that did not fire but carries a message tells why
-    /// the rule had nothing to check ("no GPU metrics in this run"). Profiler rules implement
-    /// this; the default checks nothing.
-    fn invoke_on_window(&mut self, _window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
-        Ok(Vec::new())
-    }
-
-    /// What the rule has found so far, for reports: percentiles, counts, per-node and per-GPU
-    /// tables, histograms. Recorded in the summary. Default: nothing.
+    /// What the rule has found so far, for reports: counts, per-tensor tables. Recorded in the
+    /// summary. Default: nothing.
     fn details(&self) -> serde_json::Value {
         serde_json::Value::Null
     }
 
     /// Called by a runner that follows a live run when no new step has arrived for `idle`;
     /// `last_step` is the last step the rule saw. Rules about progress (StalledTraining) fire
-    /// here; the default does nothing.
+    /// here; the others have nothing to do then (the default).
     fn on_idle(
         &mut self,
         _trial: &Trial,
@@ -146,32 +130,261 @@ pub trait Rule: Send {
     }
 }
 
-/// Writes the identity part of `impl Rule` — [`name`](Rule::name),
-/// [`parameters`](Rule::parameters), and [`required_tensors`](Rule::required_tensors) or
-/// [`input`](Rule::input) — the same way for every rule, built-in or custom.
+/// A profiler rule: a check over the system metrics and framework spans of a run.
+///
+/// [`invoke_on_window`](Self::invoke_on_window) is its evaluation: the runner hands it the
+/// system samples and closed framework spans that are new since the previous call, in time
+/// order, and a last window with `final_window: true` when no more data will come. Every
+/// result counts its datapoints into the rule's status; each fired result is one firing (with
+/// its `time_us`). A result that did not fire but carries a message tells why the rule had
+/// nothing to check ("no GPU metrics in this run"): a rule that checked no datapoint over the
+/// whole run ends in [`Status::NoData`](crate::Status::NoData) with that message. Profiler
+/// rules ask the hook for nothing. Register one with [`Rule::profiler`].
+pub trait ProfilerRule: Send {
+    /// The rule's name as users see it in statuses and summaries (`CPUBottleneck`).
+    fn name(&self) -> &str;
+
+    /// The rule's parameters as JSON, recorded in the summary. Default: none.
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+
+    /// Evaluates the rule over the profiler data that is new since the previous call.
+    fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>>;
+
+    /// What the rule has found so far, for reports: percentiles, counts, per-node and per-GPU
+    /// tables, histograms. Recorded in the summary. Default: nothing.
+    fn details(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+}
+
+/// A rule as the runner takes it: a [`TensorRule`] or a [`ProfilerRule`]. Which one it is
+/// decides what the runner hands it; the traits make sure it has what it needs for that.
+///
+/// ```
+/// use smdebug_rules::{Rule, RuleInput, RuleSpec, build_rule};
+/// let rule: Rule = build_rule(&RuleSpec::new("VanishingGradient")).unwrap();
+/// assert_eq!(rule.input(), RuleInput::Tensors);
+/// assert_eq!(rule.capture_requests()[0].collection, "gradients");
+/// let cpu = build_rule(&RuleSpec::new("CPUBottleneck")).unwrap();
+/// assert!(cpu.capture_requests().is_empty());
+/// ```
+pub enum Rule {
+    /// A debugging rule over saved tensors.
+    Tensor(Box<dyn TensorRule>),
+    /// A profiler rule over system metrics and framework spans.
+    Profiler(Box<dyn ProfilerRule>),
+}
+
+impl Rule {
+    /// Registers a debugging rule.
+    pub fn tensor(rule: impl TensorRule + 'static) -> Rule {
+        Rule::Tensor(Box::new(rule))
+    }
+
+    /// Registers a profiler rule.
+    pub fn profiler(rule: impl ProfilerRule + 'static) -> Rule {
+        Rule::Profiler(Box::new(rule))
+    }
+
+    /// The rule's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Rule::Tensor(r) => r.name(),
+            Rule::Profiler(r) => r.name(),
+        }
+    }
+
+    /// The rule's parameters as JSON.
+    pub fn parameters(&self) -> serde_json::Value {
+        match self {
+            Rule::Tensor(r) => r.parameters(),
+            Rule::Profiler(r) => r.parameters(),
+        }
+    }
+
+    /// What the rule has found so far, for reports.
+    pub fn details(&self) -> serde_json::Value {
+        match self {
+            Rule::Tensor(r) => r.details(),
+            Rule::Profiler(r) => r.details(),
+        }
+    }
+
+    /// What the rule reads.
+    pub fn input(&self) -> RuleInput {
+        match self {
+            Rule::Tensor(_) => RuleInput::Tensors,
+            Rule::Profiler(_) => RuleInput::Profiler,
+        }
+    }
+
+    /// The debugging rule, to call it by hand; `None` for a profiler rule.
+    pub fn as_tensor(&mut self) -> Option<&mut (dyn TensorRule + 'static)> {
+        match self {
+            Rule::Tensor(r) => Some(r.as_mut()),
+            Rule::Profiler(_) => None,
+        }
+    }
+
+    /// The profiler rule, to feed it windows by hand; `None` for a debugging rule.
+    pub fn as_profiler(&mut self) -> Option<&mut (dyn ProfilerRule + 'static)> {
+        match self {
+            Rule::Profiler(r) => Some(r.as_mut()),
+            Rule::Tensor(_) => None,
+        }
+    }
+
+    /// A tensor rule's [`needs`](TensorRule::needs); `None` for a profiler rule.
+    pub fn needs(&self) -> Option<Needs> {
+        match self {
+            Rule::Tensor(r) => Some(r.needs()),
+            Rule::Profiler(_) => None,
+        }
+    }
+
+    /// What the hook must save for the rule: a tensor rule's [`Needs::capture`]; nothing for a
+    /// profiler rule.
+    pub fn capture_requests(&self) -> Vec<CaptureRequest> {
+        self.needs().map(|n| n.capture).unwrap_or_default()
+    }
+
+    /// The checks made when a rule is registered with a runner: a name, and capture requests
+    /// that a hook can apply (patterns that compile, schedules that hold together).
+    pub fn validate(&self) -> Result<()> {
+        let name = self.name();
+        if name.trim().is_empty() {
+            return Err(Error::BadRule {
+                rule: name.to_string(),
+                reason: "a rule needs a name".into(),
+            });
+        }
+        let mut scratch = smdebug_core::HookConfig::default();
+        for request in self.capture_requests() {
+            scratch.apply(&request).map_err(|source| Error::Capture {
+                rule: name.to_string(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+impl From<Box<dyn TensorRule>> for Rule {
+    fn from(rule: Box<dyn TensorRule>) -> Rule {
+        Rule::Tensor(rule)
+    }
+}
+
+impl From<Box<dyn ProfilerRule>> for Rule {
+    fn from(rule: Box<dyn ProfilerRule>) -> Rule {
+        Rule::Profiler(rule)
+    }
+}
+
+/// What a [`TensorRule`] consumes: the tensors it reads and what the hook must save for it.
+///
+/// - `reads`: the runner uses them to say why a rule that checked nothing had nothing to check
+///   (no tensor of the run matched them, naming them), and [`tensor_names`](Self::tensor_names)
+///   lists what they select in a run. Empty: the rule reads no tensor (StalledTraining watches
+///   steps arrive).
+/// - `capture`: the collections (built-in ones by name, or regex collections of the rule's
+///   own) and the steps the hook must save them at, applied to a hook's configuration with
+///   `smdebug_core::HookConfig::apply` (see [`crate::capture`]).
+/// - `requires`: what the rule needs besides matching tensors to have something to check
+///   (`each weight at two saved TRAIN steps`), for that same explanation.
+#[derive(Clone, Debug, Default)]
+pub struct Needs {
+    /// The tensors the rule reads (the union of these selections).
+    pub reads: Vec<TensorSelection>,
+    /// What the hook must save for the rule.
+    pub capture: Vec<CaptureRequest>,
+    /// What else the rule needs to have something to check, for people; `None` when matching
+    /// tensors saved at any step are enough.
+    pub requires: Option<String>,
+}
+
+impl Needs {
+    /// Reads `selection` and asks the hook for what it selects at the rules' interval
+    /// ([`TensorSelection::capture`]; its regexes in the collection `regex_collection`).
+    pub fn of(rule: &str, selection: &TensorSelection, regex_collection: &str) -> Needs {
+        Needs {
+            reads: vec![selection.clone()],
+            capture: selection.capture(rule, regex_collection),
+            requires: None,
+        }
+    }
+
+    /// Reads the tensors called `names` and asks the hook to save them, in the collection
+    /// `collection` (each name as a pattern of it), at the rules' interval.
+    pub fn tensors(rule: &str, names: &[&str], collection: &str) -> Needs {
+        Needs::of(rule, &TensorSelection::exact(names), collection)
+    }
+
+    /// Also reads `selection` (asking the hook for nothing more).
+    pub fn reading(mut self, selection: &TensorSelection) -> Needs {
+        self.reads.push(selection.clone());
+        self
+    }
+
+    /// Also asks the hook for `request`.
+    pub fn capturing(mut self, request: CaptureRequest) -> Needs {
+        self.capture.push(request);
+        self
+    }
+
+    /// Says what else the rule needs to have something to check.
+    pub fn requiring(mut self, what: impl Into<String>) -> Needs {
+        self.requires = Some(what.into());
+        self
+    }
+
+    /// The run's tensors the rule reads (every selection's), sorted.
+    pub fn tensor_names(&self, rule: &str, trial: &Trial) -> Result<Vec<String>> {
+        let mut names = std::collections::BTreeSet::new();
+        for selection in &self.reads {
+            names.extend(selection.names(rule, trial)?);
+        }
+        Ok(names.into_iter().collect())
+    }
+
+    /// What the rule reads, for people: `collection `gradients`, or names matching
+    /// `^gradient/``; the selections joined with `; `.
+    pub fn describe(&self) -> String {
+        self.reads
+            .iter()
+            .map(TensorSelection::describe)
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// Writes the identity part of a rule's trait impl ([`TensorRule`] or [`ProfilerRule`]) —
+/// [`name`](TensorRule::name) and [`parameters`](TensorRule::parameters) — the same way for
+/// every rule, built-in or custom. What the rule consumes ([`TensorRule::needs`],
+/// [`TensorRule::invoke_at_step`], [`ProfilerRule::invoke_on_window`]) it writes itself.
 ///
 /// - `rule_identity!()`: the name is `Self::NAME`, the parameters are the field `params`
-///   (any `Serialize` type) as JSON; the rule writes `required_tensors` itself.
-/// - `rule_identity!(tensors: field)`: the same, and the rule reads the tensors that the
-///   [`TensorSelection`](crate::TensorSelection) in `field` selects.
-/// - `rule_identity!(profiler)`: the same, for a profiler rule
-///   ([`RuleInput::Profiler`]).
-/// - `rule_identity!(name: "AccuracyDrop", params: [drop, patience], tensors: ["accuracy"])`:
-///   a rule without a `NAME` constant or a parameter struct: the listed fields are its
-///   parameters and the listed names its tensors. `selection: field` in place of `tensors`
-///   reads what the [`TensorSelection`](crate::TensorSelection) in `field` selects; `params`,
-///   `tensors` and `selection` may be left out.
+///   (any `Serialize` type) as JSON.
+/// - `rule_identity!(name: "AccuracyDrop", params: [drop, patience])`: a rule without a `NAME`
+///   constant or a parameter struct: the listed fields are its parameters (`params` may be
+///   left out).
 ///
 /// ```
 /// use smdebug_io::trial::Trial;
-/// use smdebug_rules::{Result, Rule, RuleResult, rule_identity};
+/// use smdebug_rules::{Needs, Result, RuleResult, TensorRule, rule_identity};
 ///
 /// struct Watch {
 ///     limit: f64,
 /// }
 ///
-/// impl Rule for Watch {
-///     rule_identity!(name: "Watch", params: [limit], tensors: ["loss"]);
+/// impl TensorRule for Watch {
+///     rule_identity!(name: "Watch", params: [limit]);
+///
+///     fn needs(&self) -> Needs {
+///         Needs::tensors(self.name(), &["loss"], "losses")
+///     }
 ///
 ///     fn invoke_at_step(&mut self, _trial: &Trial, step: u64) -> Result<RuleResult> {
 ///         Ok(RuleResult::new(step))
@@ -192,23 +405,7 @@ macro_rules! rule_identity {
             $crate::params::to_json(&self.params)
         }
     };
-    (tensors: $selection:ident) => {
-        $crate::rule_identity!();
-        fn required_tensors(
-            &self,
-            trial: &$crate::__private::Trial,
-            _step: u64,
-        ) -> $crate::Result<Vec<String>> {
-            self.$selection.names(Self::NAME, trial)
-        }
-    };
-    (profiler) => {
-        $crate::rule_identity!();
-        fn input(&self) -> $crate::RuleInput {
-            $crate::RuleInput::Profiler
-        }
-    };
-    (name: $name:expr $(, params: [$($param:ident),* $(,)?])? $(, tensors: [$($tensor:expr),* $(,)?])? $(, selection: $selection:ident)? $(,)?) => {
+    (name: $name:expr $(, params: [$($param:ident),* $(,)?])? $(,)?) => {
         fn name(&self) -> &str {
             $name
         }
@@ -221,20 +418,6 @@ macro_rules! rule_identity {
             );)*)?
             $crate::__private::Value::Object(params)
         }
-        $(fn required_tensors(
-            &self,
-            _trial: &$crate::__private::Trial,
-            _step: u64,
-        ) -> $crate::Result<Vec<String>> {
-            Ok(vec![$(String::from($tensor)),*])
-        })?
-        $(fn required_tensors(
-            &self,
-            trial: &$crate::__private::Trial,
-            _step: u64,
-        ) -> $crate::Result<Vec<String>> {
-            self.$selection.names($name, trial)
-        })?
     };
 }
 

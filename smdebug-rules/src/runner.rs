@@ -9,6 +9,11 @@
 //! [`crate::profiler`]). A run may hold only profiler data (no tensors at all); then only the
 //! profiler rules have something to check.
 //!
+//! A rule that never fired ends in `NoIssuesFound` when it checked something, and in `NoData`
+//! (with the reason in its message) when it checked nothing, once the run is over or the
+//! offline evaluation finished ([`crate::status`]). `ProfilerReport`'s status sums up its
+//! profiler rules': `IssuesFound` when one of them found issues, `Error` when one failed.
+//!
 //! ```no_run
 //! use smdebug_rules::{RuleRunner, RuleSpec};
 //!
@@ -28,8 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
-use smdebug_core::StopSignal;
+use smdebug_core::{CaptureRequest, StopSignal};
 use smdebug_io::Storage;
 use smdebug_io::format::layout::END_MARKER;
 use smdebug_io::trial::{StepState, Trial, TrialOptions};
@@ -40,9 +44,14 @@ use crate::params::RuleSpec;
 use crate::profiler::feed::ProfilerFeed;
 use crate::profiler::{ProfilerWindow, StepTimeline};
 use crate::registry::build_rule;
-use crate::report::{ProfilerReportRule, expand_profiler_report, is_profiler_report};
-use crate::rule::{Evidence, Rule, RuleInput, RuleResult};
+use crate::report::{
+    ProfilerReportRule, ReportOutcome, expand_profiler_report, is_profiler_report, report_verdict,
+};
+use crate::rule::{Needs, Rule, RuleInput, RuleResult};
+use crate::status::{profiler_no_data_reason, tensor_no_data_reason};
 use smdebug_profiler::reader::ProfileData;
+
+pub use crate::status::{RuleStatus, SUMMARY_FILE, Status, Summary, read_summary};
 
 /// How the runner's trial reads. The runner reads each step's tensors once, as the steps come,
 /// often inside the training process: a small whole-file cache holds the current steps' files,
@@ -57,135 +66,6 @@ fn runner_trial_options() -> TrialOptions {
 
 /// The runner's whole-file cache budget: 32 MiB.
 const RUNNER_FILE_CACHE_BYTES: usize = 32 << 20;
-
-/// The summary file, relative to the run.
-pub const SUMMARY_FILE: &str = "rules/rule_job_summary.json";
-
-/// Where a rule stands (SageMaker's `RuleEvaluationStatus`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Status {
-    /// The run goes on and the rule has not fired.
-    InProgress,
-    /// The run is over (or the offline evaluation finished) and the rule never fired.
-    NoIssuesFound,
-    /// The rule fired at least once.
-    IssuesFound,
-    /// The rule failed (a read error, a bad configuration found at run time); it is no longer
-    /// evaluated. The other rules go on.
-    Error,
-}
-
-impl Status {
-    /// The status's name, as the summary file writes it (`IssuesFound`, …).
-    pub fn name(self) -> &'static str {
-        match self {
-            Status::InProgress => "InProgress",
-            Status::NoIssuesFound => "NoIssuesFound",
-            Status::IssuesFound => "IssuesFound",
-            Status::Error => "Error",
-        }
-    }
-}
-
-fn debugging_kind() -> String {
-    RuleInput::Tensors.kind().to_string()
-}
-
-/// A rule's status, as reported and written into the summary.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RuleStatus {
-    /// The rule's name.
-    pub rule: String,
-    /// `debugging` (a rule over tensors) or `profiler` (over system metrics and spans).
-    #[serde(default = "debugging_kind")]
-    pub kind: String,
-    /// Where the rule stands.
-    pub status: Status,
-    /// The parameters in force.
-    pub parameters: serde_json::Value,
-    /// The configured actions' types.
-    pub actions: Vec<String>,
-    /// The step of the first firing. For profiler rules: the latest step that had started when
-    /// the condition was seen (none when no step span came before it).
-    pub first_fired_step: Option<u64>,
-    /// The step of the latest firing (for profiler rules, as `first_fired_step`).
-    pub last_fired_step: Option<u64>,
-    /// When a profiler rule first saw its condition, microseconds since the Unix epoch.
-    #[serde(default)]
-    pub first_fired_time_us: Option<u64>,
-    /// When a profiler rule last saw its condition, microseconds since the Unix epoch.
-    #[serde(default)]
-    pub last_fired_time_us: Option<u64>,
-    /// Times the rule fired (steps for debugging rules; distinct findings for profiler rules).
-    pub fired_count: u64,
-    /// Steps (debugging rules) or windows of profiler data (profiler rules) evaluated.
-    pub steps_evaluated: u64,
-    /// Tensors, values, samples or spans checked; 0 means the rule found nothing to check.
-    pub datapoints: u64,
-    /// The latest firing's message (or the error).
-    pub message: String,
-    /// The latest firing's evidence.
-    pub evidence: Vec<Evidence>,
-    /// Actions that failed, with why.
-    pub action_errors: Vec<String>,
-    /// What the rule has found so far for reports ([`Rule::details`]): percentiles, tables,
-    /// histograms. Null for rules without details.
-    #[serde(default)]
-    pub details: serde_json::Value,
-    /// Problems with the run's data that the rule worked around (a corrupt metrics line was
-    /// skipped), so a verdict on partial data does not pass unnoticed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
-}
-
-/// Every rule's status and where the run stands.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Summary {
-    /// The run's location.
-    pub run: String,
-    /// Whether the run had written its end marker when the summary was made.
-    pub run_complete: bool,
-    /// The end marker's reason, if any (a stop request's reason shows here).
-    pub end_reason: Option<String>,
-    /// The last global step evaluated.
-    pub last_step: Option<u64>,
-    /// Whether the runner has finished (no more updates will come).
-    pub finished: bool,
-    /// When the summary was written, seconds since the Unix epoch.
-    pub updated_at: f64,
-    /// Every rule's status.
-    pub rules: Vec<RuleStatus>,
-    /// Why the runner stopped following before the run ended (nothing new arrived within the
-    /// idle time-out); the rules that had not fired are still `InProgress`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gave_up: Option<String>,
-    /// The latest failure to write the summary into the run. Evaluation goes on without it:
-    /// a run the runner cannot write to is still checked.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub write_error: Option<String>,
-}
-
-impl Summary {
-    /// True when some rule fired.
-    pub fn issues_found(&self) -> bool {
-        self.rules.iter().any(|r| r.status == Status::IssuesFound)
-    }
-
-    /// True when some rule failed.
-    pub fn has_errors(&self) -> bool {
-        self.rules.iter().any(|r| r.status == Status::Error)
-    }
-
-    /// The rules that failed.
-    pub fn errors(&self) -> impl Iterator<Item = &RuleStatus> {
-        self.rules.iter().filter(|r| r.status == Status::Error)
-    }
-
-    /// The status of the rule called `name`.
-    pub fn rule(&self, name: &str) -> Option<&RuleStatus> {
-        self.rules.iter().find(|r| r.rule == name)
-    }
-}
 
 /// The runner's state as a reporter sees it: the statuses, the run's storage and trial, and
 /// the profiler data read so far. Built by the runner for each report.
@@ -229,18 +109,25 @@ pub trait Reporter: Send {
 }
 
 struct Slot {
-    input: RuleInput,
-    rule: Box<dyn Rule>,
+    rule: Rule,
+    /// A tensor rule's needs, asked once when the runner is built.
+    needs: Option<Needs>,
     actions: Vec<ActionConfig>,
     actions_done: bool,
     status: RuleStatus,
+}
+
+impl Slot {
+    fn input(&self) -> RuleInput {
+        self.rule.input()
+    }
 }
 
 /// Builds a [`RuleRunner`].
 pub struct RunnerBuilder {
     location: String,
     storage: Option<Arc<dyn Storage>>,
-    rules: Vec<(Box<dyn Rule>, Vec<ActionConfig>)>,
+    rules: Vec<(Rule, Vec<ActionConfig>)>,
     specs: Vec<RuleSpec>,
     poll_interval: Duration,
     write_into_run: bool,
@@ -258,8 +145,9 @@ impl RunnerBuilder {
         self
     }
 
-    /// Adds a rule object (a custom rule) with its actions.
-    pub fn rule(mut self, rule: Box<dyn Rule>, actions: Vec<ActionConfig>) -> Self {
+    /// Adds a rule object (a custom rule: [`Rule::tensor`] or [`Rule::profiler`]) with its
+    /// actions. It is checked ([`Rule::validate`]) when the runner is built or spawned.
+    pub fn rule(mut self, rule: Rule, actions: Vec<ActionConfig>) -> Self {
         self.rules.push((rule, actions));
         self
     }
@@ -269,6 +157,18 @@ impl RunnerBuilder {
     pub fn storage(mut self, storage: Arc<dyn Storage>) -> Self {
         self.storage = Some(storage);
         self
+    }
+
+    /// What the hook of the run must save for the rules given so far (built-in ones from their
+    /// specs, custom ones from their [`needs`](crate::TensorRule::needs)): apply them to the
+    /// hook before it is built (`smdebug_core::HookBuilder::capture`). See [`crate::capture`].
+    pub fn capture_requests(&self) -> Result<Vec<CaptureRequest>> {
+        let mut out = crate::capture::capture_requests(&self.specs)?;
+        for (rule, _) in &self.rules {
+            rule.validate()?;
+            out.extend(rule.capture_requests());
+        }
+        Ok(out)
     }
 
     /// How often a following runner looks for new steps. Default 200 ms.
@@ -346,7 +246,8 @@ impl RunnerBuilder {
                 a.validate()?;
             }
         }
-        for (_, actions) in &self.rules {
+        for (rule, actions) in &self.rules {
+            rule.validate()?;
             for a in actions {
                 a.validate()?;
             }
@@ -403,7 +304,7 @@ impl RunnerBuilder {
             });
         }
         if let Some(r) = report_slot {
-            entries.push((Box::new(r), Vec::new()));
+            entries.push((Rule::profiler(r), Vec::new()));
         }
         for spec in &specs {
             let rule = build_rule(spec)?;
@@ -417,7 +318,8 @@ impl RunnerBuilder {
             }
             entries.push((rule, actions));
         }
-        for (_, actions) in &entries {
+        for (rule, actions) in &entries {
+            rule.validate()?;
             for a in actions {
                 a.validate()?;
             }
@@ -462,7 +364,7 @@ impl RunnerBuilder {
         let slots = entries
             .into_iter()
             .map(|(rule, actions)| Slot {
-                input: rule.input(),
+                needs: rule.needs(),
                 status: RuleStatus {
                     rule: rule.name().to_string(),
                     kind: rule.input().kind().to_string(),
@@ -514,6 +416,8 @@ impl RunnerBuilder {
             reporter: self.reporter,
             report_every: self.report_every,
             last_report: None,
+            report_outcome: None,
+            verdicts_final: false,
         })
     }
 }
@@ -566,6 +470,11 @@ pub struct RuleRunner {
     reporter: Option<Box<dyn Reporter>>,
     report_every: Option<Duration>,
     last_report: Option<Instant>,
+    /// What became of the latest report (for `ProfilerReport`'s status).
+    report_outcome: Option<ReportOutcome>,
+    /// The run is over (or the offline evaluation finished): rules that never fired have
+    /// their verdicts.
+    verdicts_final: bool,
 }
 
 impl RuleRunner {
@@ -603,7 +512,7 @@ impl RuleRunner {
     /// Refreshes the trial (opening it once tensor data appeared) and learns whether the run
     /// has ended.
     fn refresh_run(&mut self) -> Result<()> {
-        if self.trial.is_none() && self.slots.iter().any(|s| s.input == RuleInput::Tensors) {
+        if self.trial.is_none() && self.slots.iter().any(|s| s.input() == RuleInput::Tensors) {
             match Trial::from_storage(&self.location, self.storage.clone(), runner_trial_options())
             {
                 Ok(t) => self.trial = Some(t),
@@ -652,7 +561,7 @@ impl RuleRunner {
         wall_us: Option<u64>,
     ) -> bool {
         let profiler_slots: Vec<usize> = (0..self.slots.len())
-            .filter(|i| self.slots[*i].input == RuleInput::Profiler)
+            .filter(|i| self.slots[*i].input() == RuleInput::Profiler)
             .collect();
         let arrived = match feed.poll() {
             Ok(n) => n,
@@ -664,6 +573,7 @@ impl RuleRunner {
                         st.message = format!("reading the run's profiler data failed: {e}");
                     }
                 }
+                self.settle_profiler_report();
                 return true;
             }
         };
@@ -695,7 +605,10 @@ impl RuleRunner {
                 if self.slots[*i].status.status == Status::Error {
                     continue;
                 }
-                let outcome = self.slots[*i].rule.invoke_on_window(&window);
+                let outcome = match &mut self.slots[*i].rule {
+                    Rule::Profiler(rule) => rule.invoke_on_window(&window),
+                    Rule::Tensor(_) => continue,
+                };
                 changed |= self.record_window(*i, outcome, &feed.steps);
             }
         }
@@ -706,6 +619,9 @@ impl RuleRunner {
                 st.warnings = warnings.clone();
                 changed = true;
             }
+        }
+        if changed {
+            self.settle_profiler_report();
         }
         changed
     }
@@ -823,7 +739,7 @@ impl RuleRunner {
         let Some(trial) = &self.trial else {
             return Ok((0, false));
         };
-        if !self.slots.iter().any(|s| s.input == RuleInput::Tensors) {
+        if !self.slots.iter().any(|s| s.input() == RuleInput::Tensors) {
             return Ok((0, false));
         }
         let steps = trial.global_steps(None).map_err(|e| self.read_error(e))?;
@@ -866,13 +782,13 @@ impl RuleRunner {
         let mut changed = false;
         for i in 0..self.slots.len() {
             if self.slots[i].status.status == Status::Error
-                || self.slots[i].input != RuleInput::Tensors
+                || self.slots[i].input() != RuleInput::Tensors
             {
                 continue;
             }
-            let outcome = match &self.trial {
-                Some(trial) => self.slots[i].rule.invoke_at_step(trial, step),
-                None => continue,
+            let outcome = match (&self.trial, &mut self.slots[i].rule) {
+                (Some(trial), Rule::Tensor(rule)) => rule.invoke_at_step(trial, step),
+                _ => continue,
             };
             changed |= self.record(i, outcome.map(Some));
         }
@@ -883,14 +799,14 @@ impl RuleRunner {
         let mut changed = false;
         for i in 0..self.slots.len() {
             if self.slots[i].status.status == Status::Error
-                || self.slots[i].input != RuleInput::Tensors
+                || self.slots[i].input() != RuleInput::Tensors
             {
                 continue;
             }
             let last = self.last_step;
-            let outcome = match &self.trial {
-                Some(trial) => self.slots[i].rule.on_idle(trial, last, idle),
-                None => continue,
+            let outcome = match (&self.trial, &mut self.slots[i].rule) {
+                (Some(trial), Rule::Tensor(rule)) => rule.on_idle(trial, last, idle),
+                _ => continue,
             };
             changed |= self.record(i, outcome);
         }
@@ -990,35 +906,30 @@ impl RuleRunner {
 
     fn finish(&mut self) -> Result<Summary> {
         let profiler_seen = self.feed.as_ref().is_some_and(|f| f.seen_any);
-        // A runner that gave up on a live run cannot say that a rule found nothing.
-        let over = self.gave_up.is_none();
-        for s in &mut self.slots {
-            if over && s.status.status == Status::InProgress {
-                s.status.status = Status::NoIssuesFound;
-                if s.status.datapoints > 0 {
+        // A runner that gave up on a live run cannot say that a rule found nothing, nor that
+        // it had nothing to check: those stay InProgress.
+        if self.gave_up.is_none() {
+            self.verdicts_final = true;
+            let trial = self.trial.as_ref();
+            for s in &mut self.slots {
+                let st = &mut s.status;
+                if st.status != Status::InProgress {
                     continue;
                 }
-                match s.input {
-                    RuleInput::Tensors if s.status.rule != "StalledTraining" => {
-                        s.status.message = if self.trial.is_some() {
-                            "no tensors of this run matched the rule's selection".into()
-                        } else {
-                            "no tensor data in this run".into()
-                        };
-                    }
-                    RuleInput::Profiler if !profiler_seen => {
-                        s.status.message = "no profiler data in this run (no system metrics \
-                            under system/ and no framework spans under framework/pevents/)"
-                            .into();
-                    }
-                    RuleInput::Profiler if s.status.message.is_empty() => {
-                        s.status.message =
-                            "nothing in this run's profiler data for this rule to check".into();
-                    }
-                    _ => {}
+                if st.datapoints > 0 {
+                    st.status = Status::NoIssuesFound;
+                    continue;
                 }
+                st.status = Status::NoData;
+                st.message = match &s.needs {
+                    Some(needs) => {
+                        tensor_no_data_reason(&st.rule, needs, trial, st.steps_evaluated)
+                    }
+                    None => profiler_no_data_reason(&st.message, profiler_seen),
+                };
             }
         }
+        self.settle_profiler_report();
         self.write_report();
         let mut summary = self.summary();
         summary.finished = true;
@@ -1027,20 +938,57 @@ impl RuleRunner {
         Ok(summary)
     }
 
-    /// Hands the state to the reporter; the `ProfilerReport` slot's message says where the
-    /// report went (or why it was not written). Never fails the runner: a report that cannot
-    /// be written is that slot's error.
+    /// Sets `ProfilerReport`'s status from its profiler rules' ([`report_verdict`]) and what
+    /// became of the report.
+    fn settle_profiler_report(&mut self) {
+        let Some(i) = self
+            .slots
+            .iter()
+            .position(|s| is_profiler_report(&s.status.rule))
+        else {
+            return;
+        };
+        let members: Vec<&RuleStatus> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(j, s)| *j != i && s.input() == RuleInput::Profiler)
+            .map(|(_, s)| &s.status)
+            .collect();
+        let (status, mut message) = report_verdict(&members, self.verdicts_final);
+        let fired = members.iter().map(|m| m.fired_count).sum();
+        let st = &mut self.slots[i].status;
+        st.status = status;
+        st.fired_count = fired;
+        match &self.report_outcome {
+            Some(ReportOutcome::Written(destination)) => {
+                message.push_str(&format!("; report: {destination}"));
+            }
+            Some(ReportOutcome::Failed(why)) => {
+                st.status = Status::Error;
+                message.push_str(&format!("; {why}"));
+            }
+            Some(ReportOutcome::NotDrawn(why)) => message.push_str(&format!("; {why}")),
+            None => {}
+        }
+        st.message = message;
+    }
+
+    /// Hands the state to the reporter; `ProfilerReport`'s message says where the report went
+    /// (or why it was not written). Never fails the runner: a report that cannot be written is
+    /// `ProfilerReport`'s error.
     fn write_report(&mut self) {
         let slot = self
             .slots
             .iter()
             .position(|s| is_profiler_report(&s.status.rule));
         let Some(mut reporter) = self.reporter.take() else {
-            if let Some(i) = slot {
-                self.slots[i].status.message = "the profiler rules ran; no report was drawn: no \
-                    report writer is attached to the runner (smdebug-report's ReportWriter)"
-                    .into();
-            }
+            self.report_outcome = Some(ReportOutcome::NotDrawn(
+                "no report was drawn: no report writer is attached to the runner \
+                 (smdebug-report's ReportWriter)"
+                    .into(),
+            ));
+            self.settle_profiler_report();
             return;
         };
         self.last_report = Some(Instant::now());
@@ -1050,10 +998,10 @@ impl RuleRunner {
             Ok(d) => d,
             Err(why) => {
                 if let Some(i) = slot {
-                    let st = &mut self.slots[i].status;
-                    st.message = why;
-                    st.details = serde_json::Value::Null;
+                    self.slots[i].status.details = serde_json::Value::Null;
                 }
+                self.report_outcome = Some(ReportOutcome::NotDrawn(why));
+                self.settle_profiler_report();
                 self.reporter = Some(reporter);
                 return;
             }
@@ -1061,22 +1009,26 @@ impl RuleRunner {
         // The page shows this slot too: say where the report goes, and what it had to leave
         // out, before it is drawn.
         if let Some(i) = slot {
-            let st = &mut self.slots[i].status;
-            st.details = serde_json::json!({ "report": destination });
-            if plan.problems.is_empty() {
-                st.message = format!("report: {destination}");
-            } else {
-                st.status = Status::Error;
-                st.message = format!("report: {destination}; {}", plan.problems.join(" "));
-            }
+            self.slots[i].status.details = serde_json::json!({ "report": destination });
         }
+        self.report_outcome = Some(if plan.problems.is_empty() {
+            ReportOutcome::Written(destination.clone())
+        } else {
+            ReportOutcome::Failed(format!(
+                "report: {destination}; {}",
+                plan.problems.join(" ")
+            ))
+        });
+        self.settle_profiler_report();
         let summary = self.summary();
-        let written = reporter.write(&self.state(&summary));
-        if let (Some(i), Err(e)) = (slot, written) {
-            let st = &mut self.slots[i].status;
-            st.status = Status::Error;
-            st.message = format!("the report could not be written to {destination}: {e}");
-            st.details = serde_json::Value::Null;
+        if let Err(e) = reporter.write(&self.state(&summary)) {
+            if let Some(i) = slot {
+                self.slots[i].status.details = serde_json::Value::Null;
+            }
+            self.report_outcome = Some(ReportOutcome::Failed(format!(
+                "the report could not be written to {destination}: {e}"
+            )));
+            self.settle_profiler_report();
         }
         self.reporter = Some(reporter);
     }
@@ -1125,29 +1077,6 @@ impl RuleRunner {
                 self.location
             ));
         }
-    }
-}
-
-/// Reads the summary a runner wrote into a run.
-pub fn read_summary(location: &str) -> Result<Option<Summary>> {
-    let storage = smdebug_io::open_storage(location).map_err(|e| Error::OpenRun {
-        location: location.to_string(),
-        source: Box::new(e),
-    })?;
-    match storage.get(SUMMARY_FILE) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| Error::BadFile {
-                path: format!("{location}/{SUMMARY_FILE}"),
-                reason: e.to_string(),
-            }),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(Error::Store {
-            location: location.to_string(),
-            op: "get",
-            path: SUMMARY_FILE.into(),
-            source: Box::new(e),
-        }),
     }
 }
 

@@ -1,15 +1,33 @@
-//! Choosing tensors and reading them at a step: the pieces every rule shares.
+//! Choosing tensors, asking the hook to save them, and reading them at a step: the pieces every
+//! rule shares.
 
 use std::collections::BTreeSet;
 
 use ndarray::ArrayD;
-use smdebug_core::{Mode, PyRegex, Reduction, ReductionOp};
+use smdebug_core::{CaptureRequest, Mode, PyRegex, Reduction, ReductionOp, SaveConfig};
 use smdebug_io::trial::Trial;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result, is_absent};
 use crate::params::lenient;
+
+/// Every how many steps (of each mode) a rule asks for its collections: SageMaker's
+/// `collections_to_save` interval for every built-in rule, and the hook's own default.
+pub const RULE_SAVE_INTERVAL: u64 = 500;
+
+/// A request by `rule` for `collection` at every [`RULE_SAVE_INTERVAL`]th step of every mode.
+pub fn request(collection: &str, rule: &str) -> CaptureRequest {
+    CaptureRequest::new(
+        collection,
+        SaveConfig::every(RULE_SAVE_INTERVAL),
+        rule.to_string(),
+    )
+}
+
+/// The collections a rule that reads every tensor asks the hook for: what every adapter and
+/// hand-written loop records (parameters, gradients, losses).
+pub const EVERY_TENSOR_COLLECTIONS: [&str; 4] = ["weights", "biases", "gradients", "losses"];
 
 /// The tensors a rule checks, as users name them: the `collection_names` and `tensor_regex`
 /// parameters many rules share (flattened into their parameter structs). Flattened, the
@@ -39,14 +57,16 @@ impl SelectionParams {
     }
 }
 
-/// Which tensors a rule looks at: the union of some collections and of the tensor names that
+/// Which tensors a rule looks at: the union of some collections, of the tensor names that
 /// match some regexes (Python `re` syntax, searched anywhere in the name like
-/// `Trial::tensor_names_filtered` and Python smdebug's rules).
+/// `Trial::tensor_names_filtered` and Python smdebug's rules), and of tensors named exactly.
 /// A collection the run does not have (yet) selects nothing.
 #[derive(Clone, Debug, Default)]
 pub struct TensorSelection {
     collections: Vec<String>,
     regexes: Vec<PyRegex>,
+    /// Tensors selected by their exact name.
+    exact: Vec<String>,
     /// With neither collections nor regexes: `true` selects every tensor, `false` none.
     empty_selects_all: bool,
 }
@@ -58,6 +78,7 @@ impl TensorSelection {
         Ok(TensorSelection {
             collections: collections.to_vec(),
             regexes: compile_all(rule, patterns)?,
+            exact: Vec::new(),
             empty_selects_all: true,
         })
     }
@@ -95,9 +116,116 @@ impl TensorSelection {
         TensorSelection::new(rule, &c, &r)
     }
 
-    /// True when neither a collection nor a regex was given.
+    /// Exactly the tensors called `names` (nothing when `names` is empty).
+    pub fn exact(names: &[&str]) -> Self {
+        TensorSelection {
+            empty_selects_all: false,
+            ..TensorSelection::default()
+        }
+        .with_names(names)
+    }
+
+    /// Also the tensors called `names`.
+    pub fn with_names(mut self, names: &[&str]) -> Self {
+        self.exact.extend(names.iter().map(|n| n.to_string()));
+        self
+    }
+
+    /// The collections selected.
+    pub fn collections(&self) -> &[String] {
+        &self.collections
+    }
+
+    /// The regexes selecting by name, as given (Python `re` syntax).
+    pub fn patterns(&self) -> impl Iterator<Item = &str> {
+        self.regexes.iter().map(PyRegex::as_str)
+    }
+
+    /// Whether the selection is every tensor of the run (neither collections nor regexes, and
+    /// made by [`new`](Self::new)).
+    pub fn selects_everything(&self) -> bool {
+        self.is_empty() && self.empty_selects_all
+    }
+
+    /// The selection for people: `collection `gradients`, or names matching `^gradient/``.
+    pub fn describe(&self) -> String {
+        if self.selects_everything() {
+            return "every tensor".into();
+        }
+        if self.is_empty() {
+            return "no tensor (an empty selection)".into();
+        }
+        let quote = |items: Vec<&str>| {
+            items
+                .iter()
+                .map(|i| format!("`{i}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut parts = Vec::new();
+        if !self.exact.is_empty() {
+            let word = if self.exact.len() == 1 {
+                "tensor"
+            } else {
+                "tensors"
+            };
+            parts.push(format!(
+                "{word} {}",
+                quote(self.exact.iter().map(String::as_str).collect())
+            ));
+        }
+        if !self.collections.is_empty() {
+            let word = if self.collections.len() == 1 {
+                "collection"
+            } else {
+                "collections"
+            };
+            parts.push(format!(
+                "{word} {}",
+                quote(self.collections.iter().map(String::as_str).collect())
+            ));
+        }
+        if !self.regexes.is_empty() {
+            parts.push(format!(
+                "names matching {}",
+                quote(self.patterns().collect())
+            ));
+        }
+        parts.join(", or ")
+    }
+
+    /// What the hook must save for a rule reading this selection, at the rules' interval
+    /// ([`RULE_SAVE_INTERVAL`]): each collection by name, and the regexes as
+    /// the collection `regex_collection`. A selection of every tensor asks for
+    /// [`EVERY_TENSOR_COLLECTIONS`]; an emptied one for nothing.
+    pub fn capture(&self, rule: &str, regex_collection: &str) -> Vec<CaptureRequest> {
+        if self.selects_everything() {
+            return EVERY_TENSOR_COLLECTIONS
+                .iter()
+                .map(|c| request(c, rule))
+                .collect();
+        }
+        let mut out: Vec<CaptureRequest> = self
+            .collections
+            .iter()
+            .filter(|c| !c.trim().is_empty())
+            .map(|c| request(c, rule))
+            .collect();
+        if !self.regexes.is_empty() || !self.exact.is_empty() {
+            let mut r = request(regex_collection, rule);
+            r.include_regex = self
+                .patterns()
+                .map(str::to_string)
+                .chain(self.exact.iter().map(|n| exact_name_pattern(n)))
+                .collect();
+            out.push(r);
+        }
+        out
+    }
+
+    /// True when neither a collection, a regex nor a name was given.
     pub fn is_empty(&self) -> bool {
-        self.collections.is_empty() && self.regexes.is_empty()
+        self.collections.is_empty() && self.regexes.is_empty() && self.exact.is_empty()
     }
 
     /// Whether `name` matches one of the regexes (collections are not consulted).
@@ -117,7 +245,7 @@ impl TensorSelection {
         }
         let mut out: BTreeSet<String> = all
             .iter()
-            .filter(|n| self.matches_regex(n))
+            .filter(|n| self.matches_regex(n) || self.exact.contains(n))
             .cloned()
             .collect();
         for c in &self.collections {
@@ -207,6 +335,21 @@ impl TensorSelection {
             .into_iter()
             .filter_map(move |name| read(&name).transpose().map(|r| r.map(|v| (name, v)))))
     }
+}
+
+/// The regex (Python `re` syntax) that matches the tensor name `name` and nothing else:
+/// `^name$` with the characters special to Python's and Rust's regex syntax escaped.
+pub fn exact_name_pattern(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 2);
+    out.push('^');
+    for c in name.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('$');
+    out
 }
 
 /// Compiles regexes (Python `re` syntax), naming the rule and the pattern on failure.

@@ -489,24 +489,88 @@ fn load_balancing_fires_for_two_gpus_with_different_loads_and_not_for_even_ones(
     assert_quiet(only(&evaluate(even.path(), &[spec])));
 }
 
+/// The recording is this CPU-only machine's: every rule about GPUs had nothing to check, and
+/// says so with a status of its own (not a green NoIssuesFound); `ProfilerReport` names them,
+/// and the rules that had data keep their verdicts.
 #[test]
-fn gpu_rules_without_gpu_metrics_check_nothing_and_say_so() {
+fn gpu_rules_on_a_cpu_only_run_have_no_data_and_say_there_are_no_gpu_metrics() {
     let run = run_copy();
     let summary = evaluate(
         run.path(),
         &[
             "CPUBottleneck:patience=3",
+            "IOBottleneck:patience=3",
             "LowGPUUtilization:patience=3,window=5",
             "BatchSize:patience=3,window=5",
             "GPUMemoryIncrease:patience=3,window=5",
             "LoadBalancing:patience=0",
+            "OverallSystemUsage",
         ],
     );
-    for status in &summary.rules {
-        assert_eq!(status.status, Status::NoIssuesFound, "{status:#?}");
+    let (gpu, others) = summary.rules.split_at(6);
+    for status in gpu {
+        assert_eq!(status.status, Status::NoData, "{status:#?}");
         assert_eq!(status.datapoints, 0, "{status:#?}");
         assert!(status.message.contains("no GPU metrics"), "{status:#?}");
     }
+    assert_eq!(others[0].status, Status::NoIssuesFound, "{:#?}", others[0]);
+    assert!(others[0].datapoints > 0);
+    assert_eq!(summary.no_data().count(), 6);
+}
+
+/// `ProfilerReport` sums up its rules honestly: on this CPU-only run with slow EVAL steps and one
+/// data-loading worker, StepOutlier and Dataloader find issues, so the report does too (it said
+/// NoIssuesFound before), and its message names them and the GPU rules that had nothing to
+/// check. With neither condition, the report passes on what its rules could check.
+#[test]
+fn profiler_report_reports_the_issues_and_the_missing_data_of_its_rules() {
+    let run = run_copy();
+    let summary = evaluate(run.path(), &["ProfilerReport:StepOutlier_n_outliers=2"]);
+    let report = summary.rule("ProfilerReport").unwrap();
+    assert_eq!(report.status, Status::IssuesFound, "{report:#?}");
+    let fired: Vec<(&str, u64)> = summary
+        .rules
+        .iter()
+        .filter(|r| r.fired_count > 0 && r.rule != "ProfilerReport")
+        .map(|r| (r.rule.as_str(), r.fired_count))
+        .collect();
+    assert_eq!(
+        fired.iter().map(|f| f.0).collect::<Vec<_>>(),
+        ["Dataloader", "StepOutlier"]
+    );
+    assert_eq!(report.fired_count, fired.iter().map(|f| f.1).sum::<u64>());
+    for needle in [
+        "of 11 profiler rules, 2 found issues (Dataloader, StepOutlier)",
+        "6 had no data to check (BatchSize, CPUBottleneck, IOBottleneck, GPUMemoryIncrease, \
+         LoadBalancing, LowGPUUtilization)",
+    ] {
+        assert!(
+            report.message.contains(needle),
+            "{needle}: {}",
+            report.message
+        );
+    }
+
+    // As many data-loading workers as cores, and outliers allowed.
+    let cores = cores_in_proc_stat();
+    let store = LocalStorage::new(run.path()).unwrap();
+    for key in store.list("framework").unwrap() {
+        let text = String::from_utf8(store.get(&key).unwrap().to_vec()).unwrap();
+        let text = text.replace("\"num_workers\":1", &format!("\"num_workers\":{cores}"));
+        store.put(&key, text.as_bytes().to_vec().into()).unwrap();
+    }
+    let summary = evaluate(
+        run.path(),
+        &["ProfilerReport:StepOutlier_n_outliers=100000"],
+    );
+    let report = summary.rule("ProfilerReport").unwrap();
+    assert_eq!(report.status, Status::NoIssuesFound, "{report:#?}");
+    assert!(
+        report.message.contains("6 had no data to check")
+            && report.message.contains("5 checked and found no issues"),
+        "{}",
+        report.message
+    );
 }
 
 #[test]
@@ -711,6 +775,8 @@ fn feeding_in_one_window_or_many_gives_the_same_verdict() {
         let mut whole = build();
         let one = fired(
             whole
+                .as_profiler()
+                .unwrap()
                 .invoke_on_window(&smdebug_rules::ProfilerWindow {
                     samples: &samples,
                     spans: &spans,
@@ -736,6 +802,8 @@ fn feeding_in_one_window_or_many_gives_the_same_verdict() {
             let p_end = pi + spans[pi..].iter().take_while(|s| s.end_us < until).count();
             many.extend(fired(
                 pieces
+                    .as_profiler()
+                    .unwrap()
                     .invoke_on_window(&smdebug_rules::ProfilerWindow {
                         samples: &samples[si..s_end],
                         spans: &spans[pi..p_end],
@@ -765,7 +833,7 @@ fn a_run_with_profiler_data_but_no_tensors_is_evaluated_offline_and_followed_to_
         &["StepOutlier:n_outliers=2", "VanishingGradient"],
     );
     assert_eq!(summary.rules[0].status, Status::IssuesFound);
-    assert_eq!(summary.rules[1].status, Status::NoIssuesFound);
+    assert_eq!(summary.rules[1].status, Status::NoData);
     assert!(
         summary.rules[1].message.contains("no tensor data"),
         "{:?}",
@@ -842,12 +910,13 @@ fn a_run_without_profiler_data_gives_profiler_rules_nothing_to_check() {
         ],
     );
     for status in &summary.rules[..2] {
-        assert_eq!(status.status, Status::NoIssuesFound);
+        assert_eq!(status.status, Status::NoData);
         assert_eq!(status.datapoints, 0);
         assert!(status.message.contains("no profiler data"), "{status:#?}");
     }
     assert_eq!(summary.rules[2].kind, "debugging");
     assert!(summary.rules[2].datapoints > 0);
+    assert_eq!(summary.rules[2].status, Status::NoIssuesFound);
 }
 
 #[test]

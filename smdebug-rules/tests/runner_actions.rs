@@ -15,8 +15,8 @@ use smdebug_core::{Mode, SaveConfig};
 use smdebug_examples::Bug;
 use smdebug_io::trial::Trial;
 use smdebug_rules::{
-    ActionConfig, Error, Result as RulesResult, Rule, RuleResult, RuleRunner, RuleSpec, Status,
-    read_summary,
+    ActionConfig, Error, Needs, Result as RulesResult, Rule, RuleResult, RuleRunner, RuleSpec,
+    Status, TensorRule, read_summary,
 };
 use support::{example_run, hook_for};
 use tempfile::tempdir;
@@ -83,8 +83,13 @@ fn offline_run_writes_statuses_and_the_summary_file() {
         Status::NoIssuesFound
     );
     let nlp = summary.rule("NLPSequenceRatio").unwrap();
-    assert_eq!((nlp.status, nlp.datapoints), (Status::NoIssuesFound, 0));
-    assert!(nlp.message.contains("no tensors"), "{}", nlp.message);
+    assert_eq!((nlp.status, nlp.datapoints), (Status::NoData, 0));
+    assert!(
+        nlp.message.contains("no tensor of this run matched") && nlp.message.contains("embedding"),
+        "{}",
+        nlp.message
+    );
+    assert!(!summary.has_errors());
 
     let on_disk = read_summary(loc(run.path())).unwrap().unwrap();
     assert_eq!(on_disk, summary);
@@ -139,12 +144,12 @@ fn bad_input_gives_clear_errors() {
 /// A custom rule that fails at step 3: its status becomes Error; the others go on.
 struct FailsAtThree;
 
-impl Rule for FailsAtThree {
+impl TensorRule for FailsAtThree {
     fn name(&self) -> &str {
         "FailsAtThree"
     }
-    fn required_tensors(&self, _t: &Trial, _s: u64) -> RulesResult<Vec<String>> {
-        Ok(Vec::new())
+    fn needs(&self) -> Needs {
+        Needs::default()
     }
     fn invoke_at_step(&mut self, _t: &Trial, step: u64) -> RulesResult<RuleResult> {
         if step == 3 {
@@ -165,7 +170,7 @@ fn a_failing_rule_is_reported_and_the_others_go_on() {
     let run = tempdir().unwrap();
     example_run(run.path(), 1, Some(Bug::DeadRelu));
     let summary = RuleRunner::builder(loc(run.path()))
-        .rule(Box::new(FailsAtThree), Vec::new())
+        .rule(Rule::tensor(FailsAtThree), Vec::new())
         .spec(RuleSpec::new("DeadRelu"))
         .build()
         .unwrap()

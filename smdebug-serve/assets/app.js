@@ -255,10 +255,15 @@
       rules.append(el("p", { className: "missing", text: o && o.rules_written ? "No rules ran." :
         "No rule statuses in the run yet (run `smdebug rules --follow --write-into-run` or a RuleRunner with the job)." }));
     }
-    for (const r of (o ? o.rules : [])) {
+    // Rules that found issues or failed first, rules that had nothing to check last (greyed).
+    const rank = { IssuesFound: 0, Error: 1, NoData: 3 };
+    const ordered = (o ? o.rules : []).slice().sort((a, b) => (rank[a.status] ?? 2) - (rank[b.status] ?? 2));
+    for (const r of ordered) {
+      const noData = r.status === "NoData";
       const box = el("div", { className: "rule " + r.status, "data-rule": r.name },
-        el("strong", { text: r.name }), " ", el("span", { text: r.status }), " · triggered " + r.triggered + " of " + r.datapoints);
-      if (r.message) box.append(el("div", { text: r.message }));
+        el("strong", { text: r.name }), " ", el("span", { className: "status", text: r.status }),
+        noData ? " · nothing checked in this run (not a pass)" : " · triggered " + r.triggered + " of " + r.datapoints);
+      if (r.message) box.append(el("div", { className: noData ? "reason" : "", text: (noData ? "Why: " : "") + r.message }));
       if (r.description) box.append(el("div", { className: "why", text: "Checks: " + r.description }));
       if (r.recommendation) box.append(el("div", { className: "why", text: "Recommendation: " + r.recommendation }));
       for (const e of r.evidence.slice(0, 5)) {

@@ -90,6 +90,7 @@ pub fn runs(runs: &[std::sync::Arc<Run>]) -> Value {
                 "end": range.map(|r| secs(r.1)),
                 "rules": d.rules.as_ref().map(|s| s.rules.len()),
                 "issues": d.rules.as_ref().map(|s| s.rules.iter().filter(|r| r.status == smdebug_rules::Status::IssuesFound).count()),
+                "no_data": d.rules.as_ref().map(|s| s.no_data().count()),
             })
         })
         .collect();

@@ -363,6 +363,8 @@ fn rule_verdicts_report_download_and_stop_requests() {
     RuleRunner::builder(&location)
         .spec(RuleSpec::parse("LossNotDecreasing:num_steps=5").unwrap())
         .spec(RuleSpec::parse("StepOutlier").unwrap())
+        // A tree model's rule on a network's run: it has nothing to check.
+        .spec(RuleSpec::parse("TreeDepth").unwrap())
         .write_into_run(true)
         .build()
         .unwrap()
@@ -370,7 +372,7 @@ fn rule_verdicts_report_download_and_stop_requests() {
         .unwrap();
     let over = wait_for(Duration::from_secs(10), "the rule statuses", || {
         let v = get_json(&format!("{url}/api/runs/0/overview"));
-        (v["rules"].as_array().unwrap().len() == 2).then_some(v)
+        (v["rules"].as_array().unwrap().len() == 3).then_some(v)
     });
     let loss = over["rules"]
         .as_array()
@@ -381,6 +383,22 @@ fn rule_verdicts_report_download_and_stop_requests() {
     assert_eq!(loss["status"], "NoIssuesFound", "{loss}");
     assert!(!loss["recommendation"].as_str().unwrap().is_empty());
     assert!(!loss["description"].as_str().unwrap().is_empty());
+    // A rule that checked nothing says so, and why; the run list counts it.
+    let tree = over["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "TreeDepth")
+        .unwrap();
+    assert_eq!(tree["status"], "NoData", "{tree}");
+    let reason = tree["message"].as_str().unwrap();
+    assert!(
+        reason.contains("no tensor of this run matched") && reason.contains("trees/Node"),
+        "{reason}"
+    );
+    let listed = get_json(&format!("{url}/api/runs"));
+    assert_eq!(listed["runs"][0]["no_data"], 1, "{listed}");
+    assert_eq!(listed["runs"][0]["issues"], 0, "{listed}");
 
     // The report, generated on demand.
     let report = client()
@@ -397,6 +415,10 @@ fn rule_verdicts_report_download_and_stop_requests() {
     let html = report.text().unwrap();
     assert!(html.contains("<section id=\"job-summary\""));
     assert!(html.contains("LossNotDecreasing"));
+    assert!(
+        html.contains("<td class=\"status NoData\"") && html.contains("trees/Node"),
+        "the report shows TreeDepth's NoData and its reason"
+    );
 
     // Stop: refused without confirmation, written with it, as smdebug_io::stop reads it.
     assert_eq!(over["writable"], true);

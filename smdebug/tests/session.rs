@@ -399,3 +399,47 @@ fn the_code_profile_samples_the_loop_inside_its_window_and_lands_in_the_report()
         "the report shows the window"
     );
 }
+
+#[test]
+fn rules_in_the_session_make_the_hook_save_what_they_read_and_say_when_nothing_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let (train, eval) = digits();
+    // The loop's own schedule saves nothing at all: what is saved is what the rules asked for.
+    let mut session = builder(&run)
+        .no_system()
+        .save(SaveConfig::new(SaveConfigMode::never()))
+        .rules(["VanishingGradient", "LossNotDecreasing", "TreeDepth"])
+        .start()
+        .unwrap();
+    let cfg = TrainConfig {
+        epochs: 1,
+        ..TrainConfig::default()
+    };
+    train_in_session(&cfg, &train, &eval, &mut session);
+    let summary = session.finish().unwrap();
+    let vanishing = status(&summary, "VanishingGradient");
+    assert_eq!(vanishing.status, Status::NoIssuesFound, "{vanishing:?}");
+    assert!(vanishing.datapoints > 0);
+    assert!(status(&summary, "LossNotDecreasing").datapoints > 0);
+    // No tree model here: a status of its own, with the reason, and never a pass.
+    let tree = status(&summary, "TreeDepth");
+    assert_eq!(tree.status, Status::NoData, "{tree:?}");
+    assert!(!tree.message.is_empty());
+
+    let trial = Trial::open(run.to_str().unwrap()).unwrap();
+    let gradients = trial
+        .tensor_names_filtered(Some("gradients"), None)
+        .unwrap();
+    assert!(
+        !gradients.is_empty(),
+        "the gradients VanishingGradient reads were saved"
+    );
+    assert!(
+        trial
+            .tensor_names_filtered(Some("weights"), None)
+            .unwrap()
+            .is_empty(),
+        "nothing else was"
+    );
+}

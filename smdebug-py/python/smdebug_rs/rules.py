@@ -7,13 +7,20 @@ Python, evaluated together over a finished run or following a live one.
     for status in summary.rules:
         print(status.rule, status.status, status.message, status.evidence)
 
+Every rule ends in one status: ``NoIssuesFound`` (it checked something and found nothing),
+``IssuesFound``, ``Error``, ``InProgress`` (a live run goes on), or ``NoData``: it checked
+nothing in this run (no tensor matched its selection, no GPU metrics in the run, ...), which is
+not a pass; its ``message`` says why.
+
 A custom rule is any object with ``invoke_at_step(trial, step)`` (``trial`` is a
 ``smdebug_rs.trials.Trial`` on the run, ``step`` a global step every worker has written). It
 returns false/None (nothing found), true (fired), a string (fired, with that message), or a dict
 with ``fired``, ``message``, ``evidence`` (a list of dicts with ``tensor``, ``step``,
 ``measure``, ``value`` and optionally ``limit``) and ``datapoints``. Raising
 TensorUnavailableForStep, TensorUnavailable or StepUnavailable skips the step for that rule;
-any other exception puts the rule in the Error status with the exception as its message.
+any other exception puts the rule in the Error status with the exception as its message. A
+custom rule whose every call raised one of those (or returned ``datapoints: 0``) ends in
+``NoData``.
 """
 
 from dataclasses import dataclass, field
@@ -36,7 +43,8 @@ class Evidence:
 
 @dataclass
 class RuleStatus:
-    """Where a rule stands: InProgress, NoIssuesFound, IssuesFound or Error."""
+    """Where a rule stands: InProgress, NoIssuesFound, IssuesFound, NoData or Error. With
+    NoData, ``message`` says why the rule had nothing to check."""
 
     rule: str
     kind: str
@@ -60,6 +68,11 @@ class RuleStatus:
     def issues_found(self) -> bool:
         return self.status == "IssuesFound"
 
+    @property
+    def no_data(self) -> bool:
+        """The rule checked nothing in this run (``message`` says why): not a pass."""
+        return self.status == "NoData"
+
 
 @dataclass
 class Summary:
@@ -81,6 +94,10 @@ class Summary:
 
     def issues_found(self) -> bool:
         return any(r.status == "IssuesFound" for r in self.rules)
+
+    def no_data(self) -> List[RuleStatus]:
+        """The rules that checked nothing in this run (status NoData)."""
+        return [r for r in self.rules if r.status == "NoData"]
 
 
 def _status(doc: dict) -> RuleStatus:

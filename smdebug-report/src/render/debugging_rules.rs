@@ -28,7 +28,8 @@ impl Page<'_> {
             .map(|r| {
                 vec![
                     Cell::text(&r.name),
-                    Cell::text(r.status.name()),
+                    Cell::Status(r.status),
+                    Cell::text(&r.message),
                     Cell::num(r.triggered.to_string()),
                     Cell::num(r.first_fired_step.map_or("-".into(), |s| s.to_string())),
                     Cell::text(r.first_fired_time_us.map_or("-".into(), utc)),
@@ -42,6 +43,7 @@ impl Page<'_> {
             &[
                 "rule",
                 "status",
+                "finding (or why nothing was checked)",
                 "triggered",
                 "first step",
                 "first time",

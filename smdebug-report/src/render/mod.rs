@@ -212,6 +212,16 @@ impl Page<'_> {
             return;
         };
         let class = rule.status.name();
+        if rule.status == Status::NoData {
+            let _ = write!(
+                self.out,
+                "<div class=\"verdict NoData\"><strong>{}</strong> rule: <span class=\"status\">\
+                 NoData</span>, nothing checked in this run (not a pass): {}</div>",
+                escape(&rule.name),
+                escape(&rule.message)
+            );
+            return;
+        }
         let mut text = format!(
             "<div class=\"verdict {class}\"><strong>{}</strong> rule: <span class=\"status\">{}</span>, \
              fired {} time(s) over {} datapoint(s)",

@@ -10,7 +10,7 @@ use smdebug_profiler::system::vocab;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};
-use crate::rule::{Evidence, Rule, RuleResult};
+use crate::rule::{Evidence, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 
 use super::snapshot::{NO_GPU, Snapshot, SnapshotAssembler, is_core, utc};
@@ -357,8 +357,8 @@ impl CPUBottleneck {
     }
 }
 
-impl Rule for CPUBottleneck {
-    crate::rule_identity!(profiler);
+impl ProfilerRule for CPUBottleneck {
+    crate::rule_identity!();
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         Ok(self.inner.invoke(window))
     }
@@ -400,8 +400,8 @@ impl IOBottleneck {
     }
 }
 
-impl Rule for IOBottleneck {
-    crate::rule_identity!(profiler);
+impl ProfilerRule for IOBottleneck {
+    crate::rule_identity!();
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         Ok(self.inner.invoke(window))
     }
@@ -606,8 +606,8 @@ impl Dataloader {
     }
 }
 
-impl Rule for Dataloader {
-    crate::rule_identity!(profiler);
+impl ProfilerRule for Dataloader {
+    crate::rule_identity!();
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         for s in window.samples {

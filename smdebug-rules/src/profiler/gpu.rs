@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::error::Result;
 use crate::params::{Check, lenient};
-use crate::rule::{Evidence, Rule, RuleResult};
+use crate::rule::{Evidence, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 
 use super::snapshot::{NO_GPU, Snapshot, SnapshotAssembler};
@@ -109,7 +109,7 @@ impl<S> PerGpu<S> {
         results
     }
 
-    /// `{"nodes": {node: {gpu: details(state)}}}`, for [`Rule::details`].
+    /// `{"nodes": {node: {gpu: details(state)}}}`, for [`ProfilerRule::details`](crate::ProfilerRule::details).
     fn details(&self, details: impl Fn(&S) -> Value) -> Value {
         let mut nodes: BTreeMap<&str, serde_json::Map<String, Value>> = BTreeMap::new();
         for ((node, gpu), state) in &self.gpus {
@@ -219,8 +219,8 @@ impl LowGPUUtilization {
     }
 }
 
-impl Rule for LowGPUUtilization {
-    crate::rule_identity!(profiler);
+impl ProfilerRule for LowGPUUtilization {
+    crate::rule_identity!();
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;
@@ -375,8 +375,8 @@ impl BatchSize {
     }
 }
 
-impl Rule for BatchSize {
-    crate::rule_identity!(profiler);
+impl ProfilerRule for BatchSize {
+    crate::rule_identity!();
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;
@@ -580,8 +580,8 @@ impl GPUMemoryIncrease {
     }
 }
 
-impl Rule for GPUMemoryIncrease {
-    crate::rule_identity!(profiler);
+impl ProfilerRule for GPUMemoryIncrease {
+    crate::rule_identity!();
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;
@@ -747,8 +747,8 @@ impl LoadBalancing {
     }
 }
 
-impl Rule for LoadBalancing {
-    crate::rule_identity!(profiler);
+impl ProfilerRule for LoadBalancing {
+    crate::rule_identity!();
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;

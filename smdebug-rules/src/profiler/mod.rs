@@ -34,7 +34,7 @@
 //!     final_window: true,
 //!     steps: &steps,
 //! };
-//! let results = rule.invoke_on_window(&window).unwrap();
+//! let results = rule.as_profiler().unwrap().invoke_on_window(&window).unwrap();
 //! assert!(results.iter().any(|r| r.fired && r.message.contains("gpu0")));
 //! ```
 

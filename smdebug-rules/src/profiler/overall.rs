@@ -10,7 +10,7 @@ use smdebug_profiler::spans::Phase;
 use smdebug_profiler::system::{SystemSample, vocab};
 
 use crate::error::Result;
-use crate::rule::{Rule, RuleResult};
+use crate::rule::{ProfilerRule, RuleResult};
 
 use crate::window::ProfilerWindow;
 
@@ -74,8 +74,8 @@ impl OverallSystemUsage {
     }
 }
 
-impl Rule for OverallSystemUsage {
-    crate::rule_identity!(profiler);
+impl ProfilerRule for OverallSystemUsage {
+    crate::rule_identity!();
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         for s in window.samples {
@@ -212,8 +212,8 @@ impl OverallFrameworkMetrics {
     }
 }
 
-impl Rule for OverallFrameworkMetrics {
-    crate::rule_identity!(profiler);
+impl ProfilerRule for OverallFrameworkMetrics {
+    crate::rule_identity!();
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         for span in window.spans {

@@ -10,7 +10,7 @@ use smdebug_profiler::spans::Phase;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};
-use crate::rule::{Evidence, Rule, RuleResult};
+use crate::rule::{Evidence, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 
 use super::snapshot::utc;
@@ -63,8 +63,8 @@ impl MaxInitializationTime {
     }
 }
 
-impl Rule for MaxInitializationTime {
-    crate::rule_identity!(profiler);
+impl ProfilerRule for MaxInitializationTime {
+    crate::rule_identity!();
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let mut datapoints = 0;
@@ -273,8 +273,8 @@ impl StepOutlier {
     }
 }
 
-impl Rule for StepOutlier {
-    crate::rule_identity!(profiler);
+impl ProfilerRule for StepOutlier {
+    crate::rule_identity!();
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let k = self.params.stddev;

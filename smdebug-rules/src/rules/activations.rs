@@ -6,7 +6,7 @@ use smdebug_io::trial::Trial;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};
-use crate::rule::{Evidence, Rule, RuleResult};
+use crate::rule::{Evidence, Needs, RuleResult, TensorRule};
 use crate::select::TensorSelection;
 
 /// Per unit of an activation tensor `[batch, units...]`, the percentage of samples for which
@@ -95,8 +95,12 @@ impl DeadRelu {
     }
 }
 
-impl Rule for DeadRelu {
-    crate::rule_identity!(tensors: selection);
+impl TensorRule for DeadRelu {
+    crate::rule_identity!();
+
+    fn needs(&self) -> Needs {
+        Needs::of(Self::NAME, &self.selection, "relu_output").requiring("non-empty ReLU outputs")
+    }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
@@ -242,8 +246,13 @@ impl SaturatedActivation {
     }
 }
 
-impl Rule for SaturatedActivation {
-    crate::rule_identity!(tensors: selection);
+impl TensorRule for SaturatedActivation {
+    crate::rule_identity!();
+
+    fn needs(&self) -> Needs {
+        Needs::of(Self::NAME, &self.selection, "tanh_sigmoid_activations")
+            .requiring("non-empty tensors whose names say `tanh` or `sigmoid`")
+    }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);

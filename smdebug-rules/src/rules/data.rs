@@ -9,7 +9,7 @@ use smdebug_io::trial::Trial;
 
 use crate::error::{Error, Result};
 use crate::params::{Check, lenient};
-use crate::rule::{Evidence, Rule, RuleResult};
+use crate::rule::{Evidence, Needs, RuleResult, TensorRule};
 use crate::select::{TensorSelection, value_at};
 
 /// Class indices from a labels or predictions tensor: the values themselves, or the argmax of
@@ -130,13 +130,17 @@ impl ClassImbalance {
     }
 }
 
-impl Rule for ClassImbalance {
+impl TensorRule for ClassImbalance {
     crate::rule_identity!();
 
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        let mut n = self.labels.names(Self::NAME, trial)?;
-        n.extend(self.predictions.names(Self::NAME, trial)?);
-        Ok(n)
+    fn needs(&self) -> Needs {
+        let both = Needs::of(Self::NAME, &self.labels, "labels");
+        let predictions = Needs::of(Self::NAME, &self.predictions, "predictions");
+        Needs {
+            reads: [both.reads, predictions.reads].concat(),
+            capture: [both.capture, predictions.capture].concat(),
+            requires: Some("labels and predictions saved at the same steps".into()),
+        }
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
@@ -275,6 +279,10 @@ impl Default for ConfusionParams {
 /// examples, features and label quality; rebalance or weight classes.
 pub struct Confusion {
     params: ConfusionParams,
+    /// The labels tensor by name, and the labels collection.
+    labels: TensorSelection,
+    /// The predictions tensor by name, and the predictions collection.
+    predictions: TensorSelection,
 }
 
 impl Confusion {
@@ -289,7 +297,20 @@ impl Confusion {
         if let Some(n) = params.category_no {
             check.at_least("category_no", n, 2)?;
         }
-        Ok(Confusion { params })
+        let by_name_or_collection = |name: &str, collection: &str| {
+            Ok::<_, crate::Error>(
+                TensorSelection::only(Self::NAME, &[collection.to_string()], &[])?
+                    .with_names(&[name]),
+            )
+        };
+        Ok(Confusion {
+            labels: by_name_or_collection(&params.labels, &params.labels_collection)?,
+            predictions: by_name_or_collection(
+                &params.predictions,
+                &params.predictions_collection,
+            )?,
+            params,
+        })
     }
 
     fn find(&self, trial: &Trial, name: &str, collection: &str) -> Result<Vec<String>> {
@@ -305,17 +326,22 @@ impl Confusion {
     }
 }
 
-impl Rule for Confusion {
+impl TensorRule for Confusion {
     crate::rule_identity!();
 
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        let mut n = self.find(trial, &self.params.labels, &self.params.labels_collection)?;
-        n.extend(self.find(
-            trial,
-            &self.params.predictions,
-            &self.params.predictions_collection,
-        )?);
-        Ok(n)
+    fn needs(&self) -> Needs {
+        let mut needs =
+            Needs::default().requiring("labels and predictions saved at the same steps");
+        for (selection, collection) in [
+            (&self.labels, &self.params.labels_collection),
+            (&self.predictions, &self.params.predictions_collection),
+        ] {
+            needs.reads.push(selection.clone());
+            needs
+                .capture
+                .extend(selection.capture(Self::NAME, collection));
+        }
+        needs
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
@@ -474,8 +500,12 @@ impl CheckInputImages {
     }
 }
 
-impl Rule for CheckInputImages {
-    crate::rule_identity!(tensors: selection);
+impl TensorRule for CheckInputImages {
+    crate::rule_identity!();
+
+    fn needs(&self) -> Needs {
+        Needs::of(Self::NAME, &self.selection, "input_image")
+    }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
@@ -614,8 +644,12 @@ impl NLPSequenceRatio {
     }
 }
 
-impl Rule for NLPSequenceRatio {
-    crate::rule_identity!(tensors: selection);
+impl TensorRule for NLPSequenceRatio {
+    crate::rule_identity!();
+
+    fn needs(&self) -> Needs {
+        Needs::of(Self::NAME, &self.selection, "input_sequence")
+    }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);

@@ -5,13 +5,14 @@ use std::collections::HashMap;
 
 use ndarray::ArrayD;
 use serde::{Deserialize, Serialize};
-use smdebug_core::{Mode, Reduction, ReductionOp};
+use smdebug_core::{CaptureRequest, Mode, Reduction, ReductionOp, SaveConfig, SaveConfigMode};
 use smdebug_io::trial::Trial;
 use smdebug_profiler::stats::percentile;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};
-use crate::rule::{Evidence, Rule, RuleResult};
+use crate::rule::{Evidence, Needs, RuleResult, TensorRule};
+use crate::select::request;
 use crate::select::{TensorSelection, mode_at};
 
 /// Parameters of [`VanishingGradient`].
@@ -57,8 +58,13 @@ impl VanishingGradient {
     }
 }
 
-impl Rule for VanishingGradient {
-    crate::rule_identity!(tensors: gradients);
+impl TensorRule for VanishingGradient {
+    crate::rule_identity!();
+
+    fn needs(&self) -> Needs {
+        // The `gradients` collection holds `^gradient/` names by itself.
+        Needs::of(Self::NAME, &self.gradients, "gradients")
+    }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
@@ -160,8 +166,22 @@ impl WeightUpdateRatio {
     }
 }
 
-impl Rule for WeightUpdateRatio {
-    crate::rule_identity!(tensors: weights);
+impl TensorRule for WeightUpdateRatio {
+    crate::rule_identity!();
+
+    fn needs(&self) -> Needs {
+        // The `weights` collection by name: adapters save parameters into it. Its regex finds
+        // weights in runs without that collection; as a pattern of the hook's it would also
+        // take `gradient/fc1.weight` into `weights`.
+        let steps = match self.params.num_steps {
+            Some(n) => format!("two saved TRAIN (or GLOBAL) steps at least {n} apart"),
+            None => "two saved TRAIN (or GLOBAL) steps".into(),
+        };
+        Needs::default()
+            .reading(&self.weights)
+            .capturing(request("weights", Self::NAME))
+            .requiring(format!("each weight at {steps}"))
+    }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
@@ -290,14 +310,36 @@ impl PoorWeightInitialization {
     }
 }
 
-impl Rule for PoorWeightInitialization {
+impl TensorRule for PoorWeightInitialization {
     crate::rule_identity!();
 
-    fn required_tensors(&self, trial: &Trial, _step: u64) -> Result<Vec<String>> {
-        let mut names = self.activations.names(Self::NAME, trial)?;
-        names.extend(self.gradients.names(Self::NAME, trial)?);
-        names.extend(self.losses.names(Self::NAME, trial)?);
-        Ok(names)
+    fn needs(&self) -> Needs {
+        // Only the first `steps` steps are analysed: it asks for each of them, where the
+        // rules' interval would give it step 0 alone.
+        let first_steps = SaveConfig::new(SaveConfigMode {
+            save_interval: 1,
+            end_step: Some(self.params.steps),
+            ..SaveConfigMode::default()
+        });
+        let at_first_steps = |mut r: CaptureRequest| {
+            r.save_config = first_steps.clone();
+            r
+        };
+        let mut capture = self.activations.capture(Self::NAME, "relu_input");
+        capture.push(request("gradients", Self::NAME));
+        capture.push(request("losses", Self::NAME));
+        Needs {
+            reads: vec![
+                self.activations.clone(),
+                self.gradients.clone(),
+                self.losses.clone(),
+            ],
+            capture: capture.into_iter().map(at_first_steps).collect(),
+            requires: Some(format!(
+                "tensors saved at the first {} global steps",
+                self.params.steps
+            )),
+        }
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {

@@ -5,12 +5,13 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use smdebug_core::Mode;
+use smdebug_core::{CaptureRequest, Mode};
 use smdebug_io::trial::Trial;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};
-use crate::rule::{Evidence, Rule, RuleResult};
+use crate::rule::{Evidence, Needs, RuleResult, TensorRule};
+use crate::select::request;
 use crate::select::{SelectionParams, TensorSelection, mode_at, read_error, scalar_at};
 
 /// Parameters of [`LossNotDecreasing`].
@@ -131,8 +132,41 @@ impl LossNotDecreasing {
     }
 }
 
-impl Rule for LossNotDecreasing {
-    crate::rule_identity!(tensors: losses);
+impl TensorRule for LossNotDecreasing {
+    crate::rule_identity!();
+
+    fn needs(&self) -> Needs {
+        let p = &self.params;
+        let given = &p.selection;
+        // Without a selection of its own, the rule reads the `losses` collection (and names
+        // containing `loss`): the hook saves `losses` for it.
+        let nothing_given = given.collection_names.is_empty() && given.tensor_regex.is_empty();
+        let mut capture = Vec::new();
+        if p.use_losses_collection || nothing_given {
+            capture.push(request("losses", Self::NAME));
+        }
+        for c in given
+            .collection_names
+            .iter()
+            .filter(|c| !c.trim().is_empty())
+        {
+            capture.push(request(c, Self::NAME));
+        }
+        if !given.tensor_regex.is_empty() {
+            capture.push(CaptureRequest {
+                include_regex: given.tensor_regex.clone(),
+                ..request(Self::NAME, Self::NAME)
+            });
+        }
+        Needs {
+            reads: vec![self.losses.clone()],
+            capture,
+            requires: Some(match &self.mode {
+                Some(m) => format!("losses saved at {} steps", m.name()),
+                None => "losses saved at TRAIN, EVAL or GLOBAL steps".into(),
+            }),
+        }
+    }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
@@ -278,8 +312,26 @@ impl Overfit {
     }
 }
 
-impl Rule for Overfit {
-    crate::rule_identity!(tensors: losses);
+impl TensorRule for Overfit {
+    crate::rule_identity!();
+
+    fn needs(&self) -> Needs {
+        let mut capture = vec![request("losses", Self::NAME)];
+        if !self.params.tensor_regex.is_empty() {
+            capture.push(CaptureRequest {
+                include_regex: self.params.tensor_regex.clone(),
+                ..request(Self::NAME, Self::NAME)
+            });
+        }
+        Needs {
+            reads: vec![self.losses.clone()],
+            capture,
+            requires: Some(format!(
+                "a loss saved at EVAL steps from step {} on, after TRAIN steps that saved it too",
+                self.params.start_step
+            )),
+        }
+    }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
@@ -419,8 +471,18 @@ impl Overtraining {
     }
 }
 
-impl Rule for Overtraining {
-    crate::rule_identity!(tensors: losses);
+impl TensorRule for Overtraining {
+    crate::rule_identity!();
+
+    fn needs(&self) -> Needs {
+        Needs::default()
+            .reading(&self.losses)
+            .capturing(request("losses", Self::NAME))
+            .requiring(format!(
+                "a loss saved at an EVAL step, or at {} TRAIN steps",
+                self.params.patience_train.max(1)
+            ))
+    }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
@@ -550,8 +612,16 @@ impl StalledTraining {
     }
 }
 
-impl Rule for StalledTraining {
+impl TensorRule for StalledTraining {
     crate::rule_identity!();
+
+    fn needs(&self) -> Needs {
+        // It reads no tensor: it watches saved steps arrive, so the hook must save something
+        // regularly; losses cost the least.
+        Needs::default()
+            .capturing(request("losses", Self::NAME))
+            .requiring("saved steps")
+    }
 
     fn invoke_at_step(&mut self, _trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);

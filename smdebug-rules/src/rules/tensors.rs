@@ -10,7 +10,7 @@ use smdebug_io::trial::Trial;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};
-use crate::rule::{Evidence, Rule, RuleResult};
+use crate::rule::{Evidence, Needs, RuleResult, TensorRule};
 use crate::select::{SelectionParams, TensorSelection, allclose, reduction_at, value_at};
 
 /// Parameters of [`ExplodingTensor`].
@@ -49,8 +49,12 @@ impl ExplodingTensor {
     }
 }
 
-impl Rule for ExplodingTensor {
-    crate::rule_identity!(tensors: selection);
+impl TensorRule for ExplodingTensor {
+    crate::rule_identity!();
+
+    fn needs(&self) -> Needs {
+        Needs::of(Self::NAME, &self.selection, Self::NAME)
+    }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
@@ -152,8 +156,12 @@ impl AllZero {
     }
 }
 
-impl Rule for AllZero {
-    crate::rule_identity!(tensors: selection);
+impl TensorRule for AllZero {
+    crate::rule_identity!();
+
+    fn needs(&self) -> Needs {
+        Needs::of(Self::NAME, &self.selection, Self::NAME)
+    }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
@@ -236,8 +244,13 @@ impl TensorVariance {
     }
 }
 
-impl Rule for TensorVariance {
-    crate::rule_identity!(tensors: selection);
+impl TensorRule for TensorVariance {
+    crate::rule_identity!();
+
+    fn needs(&self) -> Needs {
+        Needs::of(Self::NAME, &self.selection, Self::NAME)
+            .requiring("tensors of at least two values (or their saved variance)")
+    }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
@@ -339,8 +352,15 @@ impl UnchangedTensor {
     }
 }
 
-impl Rule for UnchangedTensor {
-    crate::rule_identity!(tensors: selection);
+impl TensorRule for UnchangedTensor {
+    crate::rule_identity!();
+
+    fn needs(&self) -> Needs {
+        Needs::of(Self::NAME, &self.selection, Self::NAME).requiring(format!(
+            "each tensor at {} saved steps",
+            self.params.num_steps
+        ))
+    }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
@@ -428,8 +448,15 @@ impl SimilarAcrossRuns {
     }
 }
 
-impl Rule for SimilarAcrossRuns {
-    crate::rule_identity!(tensors: selection);
+impl TensorRule for SimilarAcrossRuns {
+    crate::rule_identity!();
+
+    fn needs(&self) -> Needs {
+        Needs::of(Self::NAME, &self.selection, Self::NAME).requiring(format!(
+            "tensors that {} saved at the same steps",
+            self.params.other_trials
+        ))
+    }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);

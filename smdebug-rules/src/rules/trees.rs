@@ -7,7 +7,8 @@ use smdebug_io::trial::Trial;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};
-use crate::rule::{Evidence, Rule, RuleResult};
+use crate::rule::{Evidence, Needs, RuleResult, TensorRule};
+use crate::select::request;
 use crate::select::{TensorSelection, value_at};
 
 /// Parameters of [`FeatureImportanceOverweight`].
@@ -63,8 +64,15 @@ impl FeatureImportanceOverweight {
     }
 }
 
-impl Rule for FeatureImportanceOverweight {
-    crate::rule_identity!(tensors: selection);
+impl TensorRule for FeatureImportanceOverweight {
+    crate::rule_identity!();
+
+    fn needs(&self) -> Needs {
+        Needs::of(Self::NAME, &self.selection, "feature_importance").requiring(format!(
+            "importances of more than {} features",
+            self.params.nfeatures
+        ))
+    }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
@@ -173,8 +181,16 @@ impl TreeDepth {
     }
 }
 
-impl Rule for TreeDepth {
-    crate::rule_identity!(tensors: selection);
+impl TensorRule for TreeDepth {
+    crate::rule_identity!();
+
+    fn needs(&self) -> Needs {
+        // The whole tree (`trees/Split` beside `trees/Node`), which XGBoost's hook saves as the
+        // collection `trees`.
+        Needs::default()
+            .reading(&self.selection)
+            .capturing(request("trees", Self::NAME).with_regex("(^|/)trees/"))
+    }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);

@@ -77,10 +77,7 @@ pub struct SessionBuilder<H: Capture = Hook> {
     #[cfg(feature = "rules")]
     pub(super) rules: Vec<smdebug_rules::RuleSpec>,
     #[cfg(feature = "rules")]
-    pub(super) custom_rules: Vec<(
-        Box<dyn smdebug_rules::Rule>,
-        Vec<smdebug_rules::ActionConfig>,
-    )>,
+    pub(super) custom_rules: Vec<(smdebug_rules::Rule, Vec<smdebug_rules::ActionConfig>)>,
     #[cfg(feature = "rules")]
     pub(super) rule_errors: Vec<smdebug_rules::Error>,
     #[cfg(feature = "rules")]
@@ -368,11 +365,12 @@ impl<H: Capture> SessionBuilder<H> {
         self
     }
 
-    /// Runs a rule of the caller's own, with its actions.
+    /// Runs a rule of the caller's own (`Rule::tensor(my_rule)` or `Rule::profiler(...)`), with
+    /// its actions.
     #[cfg(feature = "rules")]
     pub fn custom_rule(
         mut self,
-        rule: Box<dyn smdebug_rules::Rule>,
+        rule: smdebug_rules::Rule,
         actions: Vec<smdebug_rules::ActionConfig>,
     ) -> Self {
         self.custom_rules.push((rule, actions));
@@ -450,6 +448,19 @@ impl<H: Capture> SessionBuilder<H> {
                 }
             }
             profiler_file = Some((watcher, self.timeline.clone()));
+        }
+        // Rules ask for what they read: every worker's hook saves it, at the union of the
+        // schedule in force and the rule's (SageMaker's `collections_to_save`).
+        #[cfg(feature = "rules")]
+        {
+            let mut requests = smdebug_rules::capture_requests(&self.rules)?;
+            for (rule, _) in &self.custom_rules {
+                rule.validate()?;
+                requests.extend(rule.capture_requests());
+            }
+            for request in &requests {
+                self.hook.apply(request)?;
+            }
         }
         let dataloader_metrics = profiler_file
             .as_ref()

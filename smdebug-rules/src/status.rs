@@ -1,0 +1,260 @@
+//! Rule statuses and the summary a runner keeps (`<run>/rules/rule_job_summary.json`), and how
+//! a rule that checked nothing is told apart from one that checked and found nothing.
+
+use serde::{Deserialize, Serialize};
+use smdebug_io::trial::Trial;
+
+use crate::error::{Error, Result};
+use crate::rule::{Evidence, Needs, RuleInput};
+
+/// The summary file, relative to the run.
+pub const SUMMARY_FILE: &str = "rules/rule_job_summary.json";
+
+/// Where a rule stands (SageMaker's `RuleEvaluationStatus`, and `NoData`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Status {
+    /// The run goes on and the rule has not fired (whether or not it checked anything yet).
+    InProgress,
+    /// The run is over (or the offline evaluation finished), the rule checked something and
+    /// never fired.
+    NoIssuesFound,
+    /// The rule fired at least once.
+    IssuesFound,
+    /// The run is over (or the offline evaluation finished) and the rule checked nothing: no
+    /// tensor matched its selection, the run has no GPU metrics, no step was saved. Not a
+    /// pass: the status's `message` says why (see [`RuleStatus::message`]).
+    NoData,
+    /// The rule failed (a read error, a bad configuration found at run time); it is no longer
+    /// evaluated. The other rules go on.
+    Error,
+}
+
+impl Status {
+    /// Every status, in the order above.
+    pub const ALL: [Status; 5] = [
+        Status::InProgress,
+        Status::NoIssuesFound,
+        Status::IssuesFound,
+        Status::NoData,
+        Status::Error,
+    ];
+
+    /// The status's name, as the summary file writes it (`IssuesFound`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::InProgress => "InProgress",
+            Status::NoIssuesFound => "NoIssuesFound",
+            Status::IssuesFound => "IssuesFound",
+            Status::NoData => "NoData",
+            Status::Error => "Error",
+        }
+    }
+
+    /// What the status means, in a few words for people (`no data: nothing to check`).
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Status::InProgress => "in progress",
+            Status::NoIssuesFound => "checked, no issues found",
+            Status::IssuesFound => "issues found",
+            Status::NoData => "no data: nothing to check",
+            Status::Error => "the rule failed",
+        }
+    }
+}
+
+fn debugging_kind() -> String {
+    RuleInput::Tensors.kind().to_string()
+}
+
+/// A rule's status, as reported and written into the summary.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RuleStatus {
+    /// The rule's name.
+    pub rule: String,
+    /// `debugging` (a rule over tensors) or `profiler` (over system metrics and spans).
+    #[serde(default = "debugging_kind")]
+    pub kind: String,
+    /// Where the rule stands.
+    pub status: Status,
+    /// The parameters in force.
+    pub parameters: serde_json::Value,
+    /// The configured actions' types.
+    pub actions: Vec<String>,
+    /// The step of the first firing. For profiler rules: the latest step that had started when
+    /// the condition was seen (none when no step span came before it).
+    pub first_fired_step: Option<u64>,
+    /// The step of the latest firing (for profiler rules, as `first_fired_step`).
+    pub last_fired_step: Option<u64>,
+    /// When a profiler rule first saw its condition, microseconds since the Unix epoch.
+    #[serde(default)]
+    pub first_fired_time_us: Option<u64>,
+    /// When a profiler rule last saw its condition, microseconds since the Unix epoch.
+    #[serde(default)]
+    pub last_fired_time_us: Option<u64>,
+    /// Times the rule fired (steps for debugging rules; distinct findings for profiler rules).
+    pub fired_count: u64,
+    /// Steps (debugging rules) or windows of profiler data (profiler rules) evaluated.
+    pub steps_evaluated: u64,
+    /// Tensors, values, samples or spans checked; 0 means the rule found nothing to check.
+    pub datapoints: u64,
+    /// The latest firing's message, the error, or with [`Status::NoData`] why the rule had
+    /// nothing to check.
+    pub message: String,
+    /// The latest firing's evidence.
+    pub evidence: Vec<Evidence>,
+    /// Actions that failed, with why.
+    pub action_errors: Vec<String>,
+    /// What the rule has found so far for reports ([`Rule::details`](crate::Rule::details)): percentiles, tables,
+    /// histograms. Null for rules without details.
+    #[serde(default)]
+    pub details: serde_json::Value,
+    /// Problems with the run's data that the rule worked around (a corrupt metrics line was
+    /// skipped), so a verdict on partial data does not pass unnoticed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// Every rule's status and where the run stands.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// The run's location.
+    pub run: String,
+    /// Whether the run had written its end marker when the summary was made.
+    pub run_complete: bool,
+    /// The end marker's reason, if any (a stop request's reason shows here).
+    pub end_reason: Option<String>,
+    /// The last global step evaluated.
+    pub last_step: Option<u64>,
+    /// Whether the runner has finished (no more updates will come).
+    pub finished: bool,
+    /// When the summary was written, seconds since the Unix epoch.
+    pub updated_at: f64,
+    /// Every rule's status.
+    pub rules: Vec<RuleStatus>,
+    /// Why the runner stopped following before the run ended (nothing new arrived within the
+    /// idle time-out); the rules that had not fired are still `InProgress`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gave_up: Option<String>,
+    /// The latest failure to write the summary into the run. Evaluation goes on without it:
+    /// a run the runner cannot write to is still checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_error: Option<String>,
+}
+
+impl Summary {
+    /// True when some rule fired.
+    pub fn issues_found(&self) -> bool {
+        self.rules.iter().any(|r| r.status == Status::IssuesFound)
+    }
+
+    /// True when some rule failed.
+    pub fn has_errors(&self) -> bool {
+        self.rules.iter().any(|r| r.status == Status::Error)
+    }
+
+    /// The rules that failed.
+    pub fn errors(&self) -> impl Iterator<Item = &RuleStatus> {
+        self.rules.iter().filter(|r| r.status == Status::Error)
+    }
+
+    /// The rules that checked nothing ([`Status::NoData`]).
+    pub fn no_data(&self) -> impl Iterator<Item = &RuleStatus> {
+        self.rules.iter().filter(|r| r.status == Status::NoData)
+    }
+
+    /// The status of the rule called `name`.
+    pub fn rule(&self, name: &str) -> Option<&RuleStatus> {
+        self.rules.iter().find(|r| r.rule == name)
+    }
+}
+
+/// Reads the summary a runner wrote into a run.
+pub fn read_summary(location: &str) -> Result<Option<Summary>> {
+    let storage = smdebug_io::open_storage(location).map_err(|e| Error::OpenRun {
+        location: location.to_string(),
+        source: Box::new(e),
+    })?;
+    match storage.get(SUMMARY_FILE) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| Error::BadFile {
+                path: format!("{location}/{SUMMARY_FILE}"),
+                reason: e.to_string(),
+            }),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(Error::Store {
+            location: location.to_string(),
+            op: "get",
+            path: SUMMARY_FILE.into(),
+            source: Box::new(e),
+        }),
+    }
+}
+
+/// Why a debugging rule that checked nothing over a finished run had nothing to check. `trial`
+/// is `None` when the run holds no tensor data; `steps` is how many steps the runner evaluated.
+pub(crate) fn tensor_no_data_reason(
+    rule: &str,
+    needs: &Needs,
+    trial: Option<&Trial>,
+    steps: u64,
+) -> String {
+    let Some(trial) = trial else {
+        return "no tensor data in this run (no steps under index/): nothing to check".into();
+    };
+    if steps == 0 {
+        return "no step of this run was complete on every worker: nothing to check".into();
+    }
+    if needs.reads.is_empty() {
+        return match &needs.requires {
+            Some(what) => format!("nothing to check: the rule needs {what}"),
+            None => "nothing to check in this run's steps".into(),
+        };
+    }
+    let selection = needs.describe();
+    match needs.tensor_names(rule, trial) {
+        Ok(names) if names.is_empty() => {
+            format!("no tensor of this run matched the rule's selection ({selection})")
+        }
+        Ok(names) => {
+            const SHOWN: usize = 5;
+            let mut shown = names
+                .iter()
+                .take(SHOWN)
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            if names.len() > SHOWN {
+                shown.push_str(&format!(" and {} more", names.len() - SHOWN));
+            }
+            let needed = needs
+                .requires
+                .as_deref()
+                .map_or(String::new(), |w| format!(": it needs {w}"));
+            format!(
+                "{} tensor(s) matched the rule's selection ({selection}): {shown}, but none \
+                 was saved where the rule could check it{needed}",
+                names.len()
+            )
+        }
+        Err(e) => format!(
+            "nothing was checked, and listing the tensors of its selection ({selection}) \
+             failed: {e}"
+        ),
+    }
+}
+
+/// Why a profiler rule that checked nothing over a finished run had nothing to check: that the
+/// run has no profiler data at all, else the rule's own last word (`no GPU metrics in this
+/// run`).
+pub(crate) fn profiler_no_data_reason(message: &str, profiler_data_seen: bool) -> String {
+    if !profiler_data_seen {
+        "no profiler data in this run (no system metrics under system/ and no framework spans \
+         under framework/pevents/): nothing to check"
+            .into()
+    } else if !message.is_empty() {
+        message.to_string()
+    } else {
+        "nothing in this run's profiler data for this rule to check".into()
+    }
+}
