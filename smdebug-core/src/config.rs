@@ -616,7 +616,6 @@ mod tests {
             .unwrap();
         assert!(d.matches("block3.relu_output_0"));
     }
-
     #[test]
     fn bad_configs_are_clear_errors() {
         let cases = [
@@ -668,7 +667,6 @@ mod tests {
             assert!(err.contains(needle), "`{text}` gave `{err}`");
         }
     }
-
     #[test]
     fn listed_collections_are_the_ones_saved_besides_losses_and_metrics() {
         let cfg = HookConfig::from_smdebug_json(
@@ -704,7 +702,6 @@ mod tests {
             .unwrap();
         assert!(requested.includes("relu_output"));
     }
-
     #[test]
     fn include_workers_chooses_who_saves() {
         let one =
@@ -717,7 +714,6 @@ mod tests {
         assert!(all.save_all_workers);
         assert!(HookConfig::default().save_all_workers);
     }
-
     #[test]
     fn a_file_overrides_only_what_it_states() {
         let mut code = HookConfig {
@@ -757,35 +753,6 @@ mod tests {
         let attention = cfg
             .collections
             .iter()
-            .find(|c| c.name() == "weights")
-            .unwrap()
-            .clone();
-        cfg.apply(&CaptureRequest::new(
-            "weights",
-            SaveConfig::new(SaveConfigMode::never())
-                .with_mode(Mode::Train, SaveConfigMode::every(30)),
-            "WeightUpdateRatio",
-        ))
-        .unwrap();
-        cfg.apply(
-            &CaptureRequest::new("attention", SaveConfig::every(7), "Mine").with_regex("attn\\.v"),
-        )
-        .unwrap();
-        let w = cfg
-            .collections
-            .iter()
-            .find(|c| c.name() == "weights")
-            .unwrap();
-        assert_eq!(w.reduction_config, before.reduction_config);
-        let s = w.save_config.as_ref().unwrap();
-        assert!(s.should_save(Mode::Train, 100) && s.should_save(Mode::Train, 30));
-        assert!(
-            s.should_save(Mode::Eval, 3),
-            "the user's EVAL schedule (every step) stays"
-        );
-        let a = cfg
-            .collections
-            .iter()
             .find(|c| c.name() == "attention")
             .unwrap();
         let steps: Vec<u64> = (0..20)
@@ -804,7 +771,6 @@ mod tests {
         );
         assert!(attention.matches("layer.attn.q"));
     }
-
     fn schedule_of<'a>(cfg: &'a HookConfig, name: &str) -> &'a SaveConfig {
         cfg.collections
             .iter()
@@ -812,13 +778,11 @@ mod tests {
             .and_then(|c| c.save_config.as_ref())
             .unwrap_or(&cfg.save_config)
     }
-
     fn due(schedule: &SaveConfig, mode: Mode) -> Vec<u64> {
         (0..=1000)
             .filter(|s| schedule.should_save(mode, *s))
             .collect()
     }
-
     /// Each row: the user's schedule for `gradients` (none: the hook's default every 100),
     /// the rule's, and the TRAIN steps saved after applying the request.
     #[test]
@@ -866,7 +830,6 @@ mod tests {
             );
         }
     }
-
     #[test]
     fn a_request_keeps_the_users_modes_reductions_and_patterns() {
         let mut cfg = HookConfig::from_smdebug_json(SAMPLE).unwrap();
@@ -892,6 +855,19 @@ mod tests {
             .iter()
             .find(|c| c.name() == "weights")
             .unwrap();
+        assert_eq!(w.reduction_config, before.reduction_config);
+        let s = w.save_config.as_ref().unwrap();
+        assert!(s.should_save(Mode::Train, 100) && s.should_save(Mode::Train, 30));
+        let eval = |c: &Collection| -> Vec<u64> {
+            let s = c.save_config.as_ref().unwrap();
+            (0..1000).filter(|n| s.should_save(Mode::Eval, *n)).collect()
+        };
+        assert_eq!(eval(w), eval(&before), "the user's EVAL schedule stays");
+        let a = cfg
+            .collections
+            .iter()
+            .find(|c| c.name() == "attention")
+            .unwrap();
         assert!(a.matches("layer0.attn.k_proj") && a.matches("layer0.attn.v"));
         assert!(!a.save_histogram, "the user's histogram switch stays");
         // The same request twice adds nothing.
@@ -910,7 +886,6 @@ mod tests {
         };
         assert_eq!(twice(&cfg), twice(&once));
     }
-
     #[test]
     fn a_bad_request_is_an_error_naming_who_asked_and_changes_nothing() {
         let mut cfg = HookConfig::default();
