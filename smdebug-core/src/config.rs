@@ -191,11 +191,12 @@ impl CaptureRequest {
 }
 
 impl HookConfig {
-    /// Adds what `request` asks for, keeping what is configured: the collection is created if
-    /// it does not exist, gains the request's patterns it lacks, and from then on saves at the
-    /// steps of its schedule in force (its own, else the hook's default [`save_config`]) and
-    /// at the requested steps: the union of both ([`SaveConfig::union`]). Its reductions,
-    /// histograms and other patterns stay as they are.
+    /// Adds what `request` asks for, keeping what is configured. A collection that does not
+    /// exist yet is created and saved on the requested steps. One that exists gains the
+    /// request's patterns it lacks, and from then on saves at the steps of its schedule in force
+    /// (its own, else the hook's default [`save_config`]) and at the requested steps: the union
+    /// of both ([`SaveConfig::union`]). Its reductions, histograms and other patterns stay as
+    /// they are.
     ///
     /// The collection's schedule is fixed here from the default in force: apply requests
     /// after the rest of the configuration (the [`HookBuilder`](crate::HookBuilder) applies its
@@ -228,14 +229,22 @@ impl HookConfig {
             })?;
         }
         let default = self.save_config.clone();
+        let existed = self
+            .collections
+            .iter()
+            .any(|c| c.name() == request.collection);
         let collection = self.collection_mut(&request.collection);
         for pattern in &request.include_regex {
             if !collection.include_regex().contains(pattern) {
                 collection.include(pattern)?;
             }
         }
-        let in_force = collection.save_config.take().unwrap_or(default);
-        collection.save_config = Some(in_force.union(&request.save_config));
+        // A collection the rule brings is saved on the rule's steps; one that was there keeps
+        // its schedule (its own, or the hook's default) and gains the rule's steps.
+        collection.save_config = Some(match (existed, collection.save_config.take()) {
+            (false, _) => request.save_config.clone(),
+            (true, own) => own.unwrap_or(default).union(&request.save_config),
+        });
         // A configuration file that lists its collections saves only those: a rule's is added.
         self.include_collection(&request.collection);
         Ok(())
@@ -831,6 +840,28 @@ mod tests {
         }
     }
     #[test]
+    fn a_collection_a_rule_brings_is_saved_on_the_rules_steps_only() {
+        let mut cfg = HookConfig {
+            save_config: SaveConfig::every(1),
+            ..HookConfig::default()
+        };
+        cfg.apply(
+            &CaptureRequest::new("relu_output", SaveConfig::every(500), "DeadRelu")
+                .with_regex("relu"),
+        )
+        .unwrap();
+        assert_eq!(
+            due(schedule_of(&cfg, "relu_output"), Mode::Train),
+            [0, 500, 1000],
+            "not the hook's every step"
+        );
+        assert_eq!(
+            due(schedule_of(&cfg, "relu_output"), Mode::Eval),
+            [0, 500, 1000]
+        );
+    }
+
+    #[test]
     fn a_request_keeps_the_users_modes_reductions_and_patterns() {
         let mut cfg = HookConfig::from_smdebug_json(SAMPLE).unwrap();
         let before = cfg
@@ -860,7 +891,9 @@ mod tests {
         assert!(s.should_save(Mode::Train, 100) && s.should_save(Mode::Train, 30));
         let eval = |c: &Collection| -> Vec<u64> {
             let s = c.save_config.as_ref().unwrap();
-            (0..1000).filter(|n| s.should_save(Mode::Eval, *n)).collect()
+            (0..1000)
+                .filter(|n| s.should_save(Mode::Eval, *n))
+                .collect()
         };
         assert_eq!(eval(w), eval(&before), "the user's EVAL schedule stays");
         let a = cfg

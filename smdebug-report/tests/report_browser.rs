@@ -364,10 +364,12 @@ fn report_renders_every_section_and_chart_in_chromium() {
     assert_eq!(input.code_profiles.len(), 1);
     let code = section(&html, "code-profile");
     assert!(code.contains("Window 1 of 1: TRAIN steps 10–29"), "{code}");
-    // (The leaves of a debug build are the iterator's inlined functions; `spin` is their caller.)
+    // (The leaves of a debug build are the iterator's inlined functions; `spin` is their caller.
+    // With line tables only, as the workspace's dev profile builds, names carry no module path.)
     let total_table = &code[code.find("code-top-total").unwrap()..];
+    let total_table = &total_table[..total_table.find("</table>").unwrap()];
     assert!(
-        total_table[..total_table.find("</table>").unwrap()].contains("report_browser::spin"),
+        total_table.contains("report_browser::spin") || total_table.contains(">spin<"),
         "{code}"
     );
     assert!(code.contains("<img alt=\"Flame graph of window 1\" src=\"data:image/svg+xml;base64,"));
