@@ -27,9 +27,9 @@ use crate::output::{Recorded, TimedModel};
 /// A session drives it through [`Capture`].
 ///
 /// With a timeline (`HookBuilder::timeline`), the loop's spans need no timing code: the step
-/// boundary is `step()`, [`backward`](Self::backward) is the backward span, a
-/// [`wrap_model`](Self::wrap_model)ped model (or `forward(|| ..)`) the forward span, and each
-/// [`wrap`](Self::wrap)ped module a span of its own while the detailed window is open. On a
+/// boundary is `step()`, [`backward`](Self::backward) is the backward span, a model wrapped with
+/// [`wrap_model`](Self::wrap_model) (or `forward(|| ..)`) the forward span, and each module
+/// wrapped with [`wrap`](Self::wrap) a span of its own while the detailed window is open. On a
 /// CUDA or Metal device candle queues kernels asynchronously: a span is the host's time to
 /// issue the work, not the device's time to run it (see
 /// [`smdebug_core::adapter`](smdebug_core::adapter#framework-spans)).
