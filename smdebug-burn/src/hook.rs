@@ -267,10 +267,10 @@ fn packable(dtype: DType) -> bool {
 /// boundary is `step()` and [`backward`](Self::backward) the backward span. burn's modules are
 /// derived (`#[derive(Module)]`), so the adapter cannot wrap them: the loop runs its forward
 /// pass inside `forward(|| ..)`, and a model times its submodules for detailed profiling with
-/// `timeline.module_scope("fc1", || ..)` in its own `forward` (given the hook's `timeline()`). On a GPU backend (wgpu, CUDA, with or without
-/// fusion) burn queues work asynchronously and may defer it until a result is read: a span is
-/// the host's time to issue the work, not the device's time to run it (see
-/// [`smdebug_core::adapter`](smdebug_core::adapter#framework-spans)).
+/// `timeline.module_scope("fc1", || ..)` in its own `forward` (given the hook's `timeline()`).
+/// On a GPU backend (wgpu, CUDA, with or without fusion) burn queues work asynchronously and may
+/// defer it until a result is read: a span is the host's time to issue the work, not the
+/// device's time to run it (see [`smdebug_core::adapter`](smdebug_core::adapter#framework-spans)).
 ///
 /// Each `save_*` call asks the hook which tensors are due (a flag when nothing is due this step),
 /// registers only those in one burn [`Transaction`], and reads them back in one go. Tensors whose

@@ -21,8 +21,9 @@
 //! wraps around its forward pass and optimizer step (for models an adapter cannot wrap), an
 //! adapter's backward call is the backward span, and each wrapped module's forward pass is a
 //! span of its own while the detailed-profiling window is open ([`ModuleProbe::forward`]; a
-//! model whose modules cannot be wrapped calls [`Timeline::module_scope`] in its forward pass). Which of them are measured at a step is decided by the
-//! timeline's windows; a closed window costs one atomic load per call.
+//! model whose modules cannot be wrapped calls [`Timeline::module_scope`] in its forward
+//! pass). The timeline's windows decide which of them are measured at a step; a closed window
+//! costs one atomic load per call.
 //!
 //! A span is host time: from when the call started to when it returned. On a CPU backend that
 //! is the work itself. On a device backend (CUDA, Metal, wgpu) kernels are queued
