@@ -23,6 +23,7 @@ use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::Device;
 use model::{DigitsTensors, Mlp, accuracy, loss};
 use smdebug_burn::BurnHook;
+use smdebug_core::timeline::Timeline;
 use smdebug_core::{Hook, Mode, SaveConfig, SaveConfigMode};
 use smdebug_examples::overhead::{Discard, number_arg, run_dir, run_writer};
 use smdebug_io::writer::{OverflowPolicy, Writer};
@@ -62,7 +63,7 @@ fn main() -> Result<(), BoxError> {
             }
             let x = data.train_x.clone().select(0, idx.clone());
             let y = data.train_y.clone().select(0, idx);
-            let (hidden, logits) = model.forward(x);
+            let (hidden, logits) = model.forward(x, hook.timeline());
             let l = loss(logits.clone(), y.clone());
             let grads = GradientsParams::from_grads(l.backward(), &model);
             // Capture problems are reported, never allowed to stop training.
@@ -81,7 +82,7 @@ fn main() -> Result<(), BoxError> {
             hook.step()?;
         }
         hook.set_mode(Mode::Eval)?;
-        let (_, logits) = model.forward(data.test_x.clone());
+        let (_, logits) = model.forward(data.test_x.clone(), hook.timeline());
         let l = loss(logits.clone(), data.test_y.clone());
         let acc = accuracy(logits, data.test_y.clone());
         hook.save_loss("loss", &l)?;
@@ -117,7 +118,7 @@ fn timed_loop(
     for idx in batches {
         let x = data.train_x.clone().select(0, idx.clone());
         let y = data.train_y.clone().select(0, idx);
-        let (_, logits) = model.forward(x);
+        let (_, logits) = model.forward(x, &Timeline::off());
         let l = loss(logits, y);
         let grads = GradientsParams::from_grads(l.backward(), &model);
         if let Some(h) = hook.as_deref_mut() {

@@ -1,15 +1,17 @@
 //! [`BurnHook`]: smdebug-core's [`AdapterHook`] for burn tensors, which also walks a module's
-//! parameters with their paths and records gradients from [`GradientsParams`]. Everything due in
-//! one call is read back from the device with one [`Transaction`].
+//! parameters with their paths, records gradients from [`GradientsParams`], and runs the
+//! backward pass as the step's backward span. Everything due in one call is read back from the
+//! device with one [`Transaction`].
 
 use std::ops::{Deref, DerefMut};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
-use burn::tensor::{DType, Tensor, Transaction};
+use burn::tensor::{DType, Gradients, Tensor, Transaction};
 use smdebug_core::adapter::{AdapterHook, Due, Framework, OUTPUT_SUFFIX};
 use smdebug_core::collection::{GRADIENT_PREFIX, parameter_collection};
-use smdebug_core::{DueTensor, Hook, HookBuilder, Sink};
+use smdebug_core::phase::Phase;
+use smdebug_core::{Capture, DueTensor, Hook, HookBuilder, Mode, Sink};
 
 use crate::error::{Error, Result};
 use crate::host::{Place, with_view};
@@ -253,11 +255,22 @@ fn packable(dtype: DType) -> bool {
 /// The capture hook of a burn training loop.
 ///
 /// The calls every adapter shares (`set_mode`, `step`, `close`, `save_metric`, `save_scalar`,
-/// stop requests) come from smdebug-core's [`AdapterHook`], which this hook dereferences to; it
-/// adds what is particular to burn: [`save_parameters`](Self::save_parameters),
-/// [`save_gradients`](Self::save_gradients), and saving burn's `Tensor<D>` of any rank
+/// stop requests, and the timeline's `data`, `forward` and `optimizer` scopes) come
+/// from smdebug-core's [`AdapterHook`], which this hook dereferences to; it adds what is
+/// particular to burn: [`save_parameters`](Self::save_parameters),
+/// [`save_gradients`](Self::save_gradients), saving burn's `Tensor<D>` of any rank
 /// ([`save_tensor`](Self::save_tensor), [`save_output`](Self::save_output),
-/// [`save_loss`](Self::save_loss)).
+/// [`save_loss`](Self::save_loss)), and [`backward`](Self::backward). A session drives it
+/// through [`Capture`].
+///
+/// With a timeline (`HookBuilder::timeline`), the loop's spans need no timing code: the step
+/// boundary is `step()` and [`backward`](Self::backward) the backward span. burn's modules are
+/// derived (`#[derive(Module)]`), so the adapter cannot wrap them: the loop runs its forward
+/// pass inside `forward(|| ..)`, and a model times its submodules for detailed profiling with
+/// `timeline.module_scope("fc1", || ..)` in its own `forward` (given the hook's `timeline()`).
+/// On a GPU backend (wgpu, CUDA, with or without fusion) burn queues work asynchronously and may
+/// defer it until a result is read: a span is the host's time to issue the work, not the
+/// device's time to run it (see [`smdebug_core::adapter`](smdebug_core::adapter#framework-spans)).
 ///
 /// Each `save_*` call asks the hook which tensors are due (a flag when nothing is due this step),
 /// registers only those in one burn [`Transaction`], and reads them back in one go. Tensors whose
@@ -386,6 +399,17 @@ impl BurnHook {
         self.0.save_loss(name, &Flat::new(loss))
     }
 
+    /// Runs burn's backward pass from `loss` as the step's backward span and returns its
+    /// gradients (`loss.backward()`; hand them to `GradientsParams::from_grads`).
+    ///
+    /// # Panics
+    ///
+    /// Where burn's `Tensor::backward` panics: a loss that is not tracked by autodiff, or whose
+    /// graph an earlier backward consumed. Nothing the hook adds panics.
+    pub fn backward<const D: usize>(&self, loss: &Tensor<D>) -> Gradients {
+        self.0.scope(Phase::Backward, || loss.backward())
+    }
+
     fn visit<M: Module>(&mut self, module: &M, grads: Option<&GradientsParams>) -> Result<usize> {
         if !self.0.anything_due() {
             return Ok(0);
@@ -399,6 +423,28 @@ impl BurnHook {
         module.visit(&mut visitor);
         let due = visitor.due;
         self.0.record(due)
+    }
+}
+
+/// What a session drives: the step boundary, mode switches and the end of the run, through the
+/// kit's [`AdapterHook`].
+impl Capture for BurnHook {
+    type Error = Error;
+
+    fn core(&self) -> &Hook {
+        self.0.hook()
+    }
+
+    fn end_step(&mut self) -> Result<()> {
+        self.0.step()
+    }
+
+    fn switch_mode(&mut self, mode: Mode) -> Result<()> {
+        self.0.set_mode(mode)
+    }
+
+    fn close_run(&mut self) -> Result<()> {
+        self.0.close()
     }
 }
 

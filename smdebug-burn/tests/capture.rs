@@ -66,7 +66,7 @@ impl Fixture for BurnFixture {
         let n = labels.len();
         let x: Tensor<2> = Tensor::from_data(TensorData::new(x.to_vec(), [n, 64]), &device);
         let y: Tensor<1, Int> = Tensor::from_data(TensorData::new(labels.to_vec(), [n]), &device);
-        let (hidden, logits) = m.mlp.forward(x);
+        let (hidden, logits) = hook.forward(|| m.mlp.forward(x, hook.timeline()));
         hook.save_output("relu1", &hidden).unwrap();
         let l = loss(logits.clone(), y.clone());
         let mut tensors = BTreeMap::new();
@@ -74,7 +74,7 @@ impl Fixture for BurnFixture {
             tensors.insert("relu1.output".to_string(), own(&hidden));
         }
         if train {
-            let grads = GradientsParams::from_grads(l.backward(), &m.mlp);
+            let grads = GradientsParams::from_grads(hook.backward(&l), &m.mlp);
             hook.save_parameters(&m.mlp).unwrap();
             hook.save_gradients(&m.mlp, &grads).unwrap();
             if want_own {
@@ -89,7 +89,7 @@ impl Fixture for BurnFixture {
                     tensors.insert(format!("gradient/{name}.bias"), own(&gb));
                 }
             }
-            m.mlp = m.optim.step(0.1, m.mlp.clone(), grads);
+            m.mlp = hook.optimizer(|| m.optim.step(0.1, m.mlp.clone(), grads));
         }
         let loss_value = own(&l).1[0];
         Pass {
@@ -113,6 +113,11 @@ impl Fixture for BurnFixture {
     fn reduction_tolerance(&self) -> f64 {
         // burn accumulates in the tensor's own dtype: f32.
         1e-5
+    }
+
+    fn timed_modules(&self) -> &'static [&'static str] {
+        // Derived modules cannot be wrapped: the model times its layers itself.
+        &["fc1", "relu1", "fc2"]
     }
 }
 

@@ -14,6 +14,14 @@ pub enum Error {
         #[source]
         source: candle_core::Error,
     },
+    /// candle's backward pass failed (the loss is not part of a graph of variables, or an
+    /// operation on the way back failed).
+    #[error("candle's backward pass failed: {source}")]
+    Backward {
+        /// What candle said.
+        #[source]
+        source: candle_core::Error,
+    },
     /// smdebug-core refused to build the hook or a tensor view.
     #[error("smdebug: {0}")]
     Core(#[from] smdebug_core::Error),

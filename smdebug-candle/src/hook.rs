@@ -1,26 +1,38 @@
 //! [`CandleHook`]: smdebug-core's [`AdapterHook`] for candle tensors, which also walks a
-//! [`VarMap`] and a [`GradStore`] and wraps candle modules so that their outputs are recorded.
+//! [`VarMap`] and a [`GradStore`], wraps candle modules so that their outputs are recorded and
+//! their forward passes timed, and runs the backward pass as the step's backward span.
 
 use std::ops::{Deref, DerefMut};
 
 use candle_core::backprop::GradStore;
 use candle_core::{Module, Tensor, Var};
 use candle_nn::VarMap;
-use smdebug_core::adapter::{AdapterHook, Due, OUTPUT_SUFFIX};
+use smdebug_core::adapter::{AdapterHook, Due};
 use smdebug_core::collection::{GRADIENT_PREFIX, parameter_collection};
-use smdebug_core::{HookBuilder, Sink};
+use smdebug_core::phase::Phase;
+use smdebug_core::{Capture, Hook, HookBuilder, Mode, Sink};
 
 use crate::error::{Error, Result};
 use crate::framework::Candle;
-use crate::output::Recorded;
+use crate::output::{Recorded, TimedModel};
 
 /// The capture hook of a candle training loop.
 ///
 /// The calls every adapter shares (`set_mode`, `step`, `close`, `save_tensor`, `save_loss`,
-/// `save_metric`, `save_scalar`, `probe`, stop requests) come from smdebug-core's
-/// [`AdapterHook`], which this hook dereferences to; it adds what is particular to candle:
-/// [`save_parameters`](Self::save_parameters), [`save_gradients`](Self::save_gradients) and
-/// [`wrap`](Self::wrap).
+/// `save_metric`, `save_scalar`, `probe`, stop requests, and the timeline's `data`, `forward`
+/// and `optimizer` scopes) come from smdebug-core's [`AdapterHook`], which this hook
+/// dereferences to; it adds what is particular to candle:
+/// [`save_parameters`](Self::save_parameters), [`save_gradients`](Self::save_gradients),
+/// [`wrap`](Self::wrap), [`wrap_model`](Self::wrap_model) and [`backward`](Self::backward).
+/// A session drives it through [`Capture`].
+///
+/// With a timeline (`HookBuilder::timeline`), the loop's spans need no timing code: the step
+/// boundary is `step()`, [`backward`](Self::backward) is the backward span, a model wrapped with
+/// [`wrap_model`](Self::wrap_model) (or `forward(|| ..)`) the forward span, and each module
+/// wrapped with [`wrap`](Self::wrap) a span of its own while the detailed window is open. On a
+/// CUDA or Metal device candle queues kernels asynchronously: a span is the host's time to
+/// issue the work, not the device's time to run it (see
+/// [`smdebug_core::adapter`](smdebug_core::adapter#framework-spans)).
 ///
 /// Every `save_*` method first asks the hook whether the tensor is due (a flag when nothing is due
 /// this step, one hash lookup otherwise) and does nothing else when it is not. Errors are returned
@@ -77,12 +89,24 @@ impl CandleHook {
     }
 
     /// Wraps `module` so that its forward output is recorded as `<name>.output` (collection
-    /// `outputs`) whenever that tensor is due.
+    /// `outputs`) whenever that tensor is due, and its forward pass is a span named `name`
+    /// while the detailed window is open.
     pub fn wrap<M: Module>(&mut self, name: &str, module: M) -> Recorded<M> {
-        let probe = self
-            .0
-            .probe(&format!("{name}{OUTPUT_SUFFIX}"), &["outputs"]);
-        Recorded::new(module, probe)
+        Recorded::new(module, self.0.module_probe(name))
+    }
+
+    /// Wraps the whole model so that its forward pass is the step's forward span (use it or
+    /// `forward(|| ..)`, not both).
+    pub fn wrap_model<M: Module>(&self, model: M) -> TimedModel<M> {
+        TimedModel::new(model, self.0.timeline().clone())
+    }
+
+    /// Runs candle's backward pass from `loss` as the step's backward span and returns its
+    /// gradients (`loss.backward()`).
+    pub fn backward(&self, loss: &Tensor) -> Result<GradStore> {
+        self.0
+            .scope(Phase::Backward, || loss.backward())
+            .map_err(|source| Error::Backward { source })
     }
 
     /// Saves every variable of `varmap` that is due, under its hierarchical name (`fc1.weight`),
@@ -138,5 +162,27 @@ impl CandleHook {
         }
         due.sort_unstable_by(|a, b| a.name.cmp(&b.name));
         Ok(due)
+    }
+}
+
+/// What a session drives: the step boundary, mode switches and the end of the run, through the
+/// kit's [`AdapterHook`].
+impl Capture for CandleHook {
+    type Error = Error;
+
+    fn core(&self) -> &Hook {
+        self.0.hook()
+    }
+
+    fn end_step(&mut self) -> Result<()> {
+        self.0.step()
+    }
+
+    fn switch_mode(&mut self, mode: Mode) -> Result<()> {
+        self.0.set_mode(mode)
+    }
+
+    fn close_run(&mut self) -> Result<()> {
+        self.0.close()
     }
 }

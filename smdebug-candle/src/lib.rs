@@ -58,6 +58,6 @@ pub use error::{Error, Result};
 pub use framework::Candle;
 pub use hook::CandleHook;
 pub use host::recorded_dtype;
-pub use output::{Probe, Recorded};
+pub use output::{Probe, Recorded, TimedModel};
 pub use smdebug_core::adapter::OUTPUT_SUFFIX;
 pub use smdebug_core::collection::{GRADIENT_PREFIX, parameter_collection};

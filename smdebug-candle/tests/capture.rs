@@ -6,14 +6,19 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use candle_core::{DType as CDType, Device, Tensor};
-use candle_nn::{Optimizer, SGD, VarMap};
+use candle_core::{DType as CDType, Device, Module, Tensor};
+use candle_nn::{Activation, Optimizer, SGD, VarMap};
 use common::model::{Mlp, accuracy, loss, varmap};
 use smdebug_adapter_conformance::{
-    Fixture, Own, Pass, assert_run_matches, every_device_reduction, train, writer,
+    Fixture, Own, Pass, assert_run_matches, every_device_reduction, finish_profiled, profiled_hook,
+    train, writer,
 };
 use smdebug_candle::{Candle, CandleHook, recorded_dtype};
-use smdebug_core::{DType, Hook, HookBuilder, SaveConfig, Sink, TensorView};
+use smdebug_core::timeline::{MODULE_ROW, TimelineConfig};
+use smdebug_core::window::Window;
+use smdebug_core::{
+    Capture, DType, Hook, HookBuilder, Mode, SaveConfig, SaveConfigMode, Sink, TensorView,
+};
 
 /// candle on the CPU, the model in `dtype`.
 struct CandleFixture {
@@ -68,14 +73,14 @@ impl Fixture for CandleFixture {
         let x = self.tensor(x, &[labels.len(), 64]);
         let labels: Vec<u32> = labels.iter().map(|&l| l as u32).collect();
         let y = Tensor::new(labels, &Device::Cpu).unwrap();
-        let (hidden, logits) = m.mlp.forward(&x).unwrap();
+        let (hidden, logits) = hook.forward(|| m.mlp.forward(&x)).unwrap();
         let l = loss(&logits, &y).unwrap();
         let mut tensors = BTreeMap::new();
         if want_own {
             tensors.insert("relu1.output".to_string(), own(&hidden));
         }
         if train {
-            let grads = l.backward().unwrap();
+            let grads = hook.backward(&l).unwrap();
             hook.save_parameters(&m.vm).unwrap();
             hook.save_gradients(&m.vm, &grads).unwrap();
             if want_own {
@@ -85,7 +90,7 @@ impl Fixture for CandleFixture {
                     tensors.insert(format!("gradient/{name}"), own(g));
                 }
             }
-            m.sgd.step(&grads).unwrap();
+            hook.optimizer(|| m.sgd.step(&grads)).unwrap();
         }
         let loss_value = own(&l).1[0];
         Pass {
@@ -109,6 +114,11 @@ impl Fixture for CandleFixture {
     fn reduction_tolerance(&self) -> f64 {
         // Accumulated in f64 on the CPU.
         1e-12
+    }
+
+    fn timed_modules(&self) -> &'static [&'static str] {
+        // The wrapped ReLU.
+        &["relu1"]
     }
 }
 
@@ -176,4 +186,71 @@ fn device_reductions_of_finite_half_and_integer_tensors() {
     for (r, g) in rs.iter().zip(got) {
         assert_same(g, r.compute(&host), &format!("i64 {r}"));
     }
+}
+
+#[test]
+fn a_wrapped_model_is_the_forward_span_with_its_wrapped_layers_timed_inside() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = CandleFixture { dtype: CDType::F32 };
+    let windows = TimelineConfig {
+        detailed: Window::steps(1, 1),
+        ..TimelineConfig::default()
+    };
+    let builder = Hook::builder().save_config(SaveConfig::new(SaveConfigMode::never()));
+    let (mut hook, writer) = profiled_hook(&fx, dir.path(), builder, windows);
+    let (_varmap, vb) = varmap(CDType::F32, &Device::Cpu);
+    let fc1 = hook.wrap("fc1", candle_nn::linear(64, 10, vb.pp("fc1")).unwrap());
+    let model = hook.wrap_model(candle_nn::seq().add(fc1).add(Activation::Relu));
+    let x = Tensor::ones((4, 64), CDType::F32, &Device::Cpu).unwrap();
+    hook.switch_mode(Mode::Train).unwrap();
+    for _ in 0..3 {
+        assert_eq!(model.forward(&x).unwrap().dims(), [4, 10]);
+        hook.end_step().unwrap();
+    }
+    let spans = finish_profiled::<CandleFixture>(hook, writer, dir.path());
+    let mut rows: Vec<(&str, &str, u64)> = spans
+        .iter()
+        .map(|s| (s.phase.as_str(), s.name.as_str(), s.step.unwrap()))
+        .collect();
+    rows.sort_unstable();
+    let step = "Step:ModeKeys.TRAIN";
+    assert_eq!(
+        rows,
+        [
+            ("Forward", "forward", 0),
+            ("Forward", "forward", 1),
+            ("Forward", "forward", 2),
+            (MODULE_ROW, "fc1", 1),
+            (step, step, 0),
+            (step, step, 1),
+            (step, step, 2),
+        ]
+    );
+    let at_1 = |phase: &str| spans.iter().find(|s| s.phase == phase && s.step == Some(1));
+    let (forward, fc1) = (at_1("Forward").unwrap(), at_1(MODULE_ROW).unwrap());
+    assert!(forward.start_us <= fc1.start_us && fc1.end_us <= forward.end_us);
+}
+
+#[test]
+fn a_backward_pass_candle_cannot_run_is_an_error_and_the_hook_carries_on() {
+    let sink = smdebug_core::MemorySink::default();
+    let builder = Hook::builder().save_config(SaveConfig::every(1));
+    let mut hook = CandleHook::new(builder, sink.clone()).unwrap();
+    let x = candle_core::Var::ones((1, 2, 4), CDType::F32, &Device::Cpu).unwrap();
+    let kernel = Tensor::ones((2, 1, 3), CDType::F32, &Device::Cpu).unwrap();
+    // candle has no backward for a transposed 1-d convolution.
+    let loss = x
+        .conv_transpose1d(&kernel, 0, 0, 1, 1, 1)
+        .and_then(|c| c.sum_all())
+        .unwrap();
+    let err = hook.backward(&loss).unwrap_err();
+    assert!(
+        matches!(err, smdebug_candle::Error::Backward { .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("conv-transpose1d"), "{err}");
+    assert!(hook.save_loss("loss", &loss).unwrap());
+    hook.step().unwrap();
+    hook.close().unwrap();
+    assert_eq!(sink.ended_steps(), [0]);
 }

@@ -10,13 +10,37 @@
 //! An adapter wraps an `AdapterHook<ItsFramework>` in its own hook type, dereferences to it for
 //! the shared calls, and adds what only it knows: walking a model's parameters and gradients
 //! (asking [`AdapterHook::due`] per tensor, then handing the due ones to
-//! [`AdapterHook::record`]) and wrapping the framework's module type.
+//! [`AdapterHook::record`]), wrapping the framework's module type (a [`ModuleProbe`] per wrapped
+//! module), and its backward call.
+//!
+//! ## Framework spans
+//!
+//! The hook's [`Timeline`] measures the loop's phases with no timing code in the loop: the
+//! step boundary ([`AdapterHook::step`]) gives the step span, [`AdapterHook::data`] times each
+//! batch's loading, [`AdapterHook::forward`] and [`AdapterHook::optimizer`] are scopes the loop
+//! wraps around its forward pass and optimizer step (for models an adapter cannot wrap), an
+//! adapter's backward call is the backward span, and each wrapped module's forward pass is a
+//! span of its own while the detailed-profiling window is open ([`ModuleProbe::forward`]; a
+//! model whose modules cannot be wrapped calls [`Timeline::module_scope`] in its forward
+//! pass). The timeline's windows decide which of them are measured at a step; a closed window
+//! costs one atomic load per call.
+//!
+//! A span is host time: from when the call started to when it returned. On a CPU backend that
+//! is the work itself. On a device backend (CUDA, Metal, wgpu) kernels are queued
+//! asynchronously, so a span measures the time the host spent issuing the work plus whatever
+//! the framework waited for inside the call (a copy to the host, a synchronisation, a full
+//! queue), not the device's execution time; the device catches up in a later span, typically
+//! the one that reads a result back. To attribute device time to a phase, synchronise the
+//! device at the end of the scope (at the cost of the overlap the queue gave). The adapters
+//! were tested on CPU backends only.
 //!
 //! Like the rest of smdebug-core this module does no I/O and starts no threads.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::phase::Phase;
+use crate::timeline::{TimedIter, Timeline};
 use crate::{DueTensor, Hook, HookBuilder, Mode, Sink, StopSignal};
 
 /// Suffix of a module's output tensor (`relu1` records `relu1.output`, in `outputs`).
@@ -203,6 +227,56 @@ impl<F: Framework> std::fmt::Debug for Probe<F> {
     }
 }
 
+/// What a wrapped module holds: the capture point of its output (`<module>.output`, collection
+/// `outputs`) and the timeline its forward pass is measured on. Built by
+/// [`AdapterHook::module_probe`]; an adapter's module wrapper runs the wrapped module's forward
+/// pass through [`forward`](Self::forward). Clones share the capture point.
+pub struct ModuleProbe<F: Framework> {
+    module: String,
+    output: Probe<F>,
+    timeline: Timeline,
+}
+
+impl<F: Framework> ModuleProbe<F> {
+    /// The module's name (its span's name, and the prefix of its output's tensor name).
+    pub fn module(&self) -> &str {
+        &self.module
+    }
+
+    /// The capture point of the module's output.
+    pub fn output(&self) -> &Probe<F> {
+        &self.output
+    }
+
+    /// Runs the module's forward pass `f`: a span named after the module while the detailed
+    /// window is open, and its output kept to be saved when the step ends if it is due. An error
+    /// from `f` is returned as it is (nothing is kept).
+    pub fn forward<E>(&self, f: impl FnOnce() -> Result<F::Tensor, E>) -> Result<F::Tensor, E> {
+        let out = self.timeline.module_scope(&self.module, f)?;
+        self.output.record(&out);
+        Ok(out)
+    }
+}
+
+impl<F: Framework> Clone for ModuleProbe<F> {
+    fn clone(&self) -> Self {
+        ModuleProbe {
+            module: self.module.clone(),
+            output: self.output.clone(),
+            timeline: self.timeline.clone(),
+        }
+    }
+}
+
+impl<F: Framework> std::fmt::Debug for ModuleProbe<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModuleProbe")
+            .field("module", &self.module)
+            .field("output", &self.output)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The framework-independent half of an adapter's hook. See the [module docs](self).
 ///
 /// It owns a [`Hook`] and asks it what is due for each tensor before the framework touches it:
@@ -349,6 +423,46 @@ impl<F: Framework> AdapterHook<F> {
         }
     }
 
+    /// The capture point and span of a wrapped module called `module`: its output is saved as
+    /// `<module>.output` in `outputs` when due, and its forward pass is a span of its own while
+    /// the detailed window is open. Adapters build their module wrappers on it.
+    pub fn module_probe(&mut self, module: &str) -> ModuleProbe<F> {
+        ModuleProbe {
+            module: module.to_string(),
+            output: self.probe(&format!("{module}{OUTPUT_SUFFIX}"), &["outputs"]),
+            timeline: self.hook.timeline().clone(),
+        }
+    }
+
+    /// The loop's timeline (off unless the builder was given one): its spans and windows.
+    pub fn timeline(&self) -> &Timeline {
+        self.hook.timeline()
+    }
+
+    /// Wraps the loop's data iterator: each `next()` that yields a batch is a data-loading span
+    /// while the data-loading window is open, and the start of the step's span. The iterator
+    /// holds no borrow of the hook.
+    pub fn data<I: IntoIterator>(&self, batches: I) -> TimedIter<I::IntoIter> {
+        self.hook.timeline().data(batches)
+    }
+
+    /// Runs the forward pass `f` as the step's forward span (for models the adapter cannot
+    /// wrap). Returns what `f` returns.
+    pub fn forward<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.hook.timeline().scope(Phase::Forward, f)
+    }
+
+    /// Runs the optimizer step `f` as the step's optimizer span.
+    pub fn optimizer<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.hook.timeline().scope(Phase::Optimizer, f)
+    }
+
+    /// Runs `f` inside a span of `phase` (an adapter's backward call, a phase of the loop's
+    /// own with [`Phase::Custom`]).
+    pub fn scope<R>(&self, phase: Phase, f: impl FnOnce() -> R) -> R {
+        self.hook.timeline().scope(phase, f)
+    }
+
     /// Switches mode (TRAIN, EVAL, PREDICT); a step with records is closed first. An error saving
     /// a kept tensor is returned after the mode has changed.
     pub fn set_mode(&mut self, mode: Mode) -> Result<(), F::Error> {
@@ -419,6 +533,8 @@ impl<F: Framework> Drop for AdapterHook<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::timeline::{Profiling, SpanRecord, SpanSink, TimelineConfig};
+    use crate::window::Window;
     use crate::{MemorySink, SaveConfig, TensorView};
 
     /// A framework whose tensors are host vectors: enough to exercise the kit.
@@ -445,6 +561,105 @@ mod tests {
                 Ok(hook.save_due(&d.name, &d.due, &view))
             }))
         }
+    }
+
+    #[derive(Default)]
+    struct Spans(Mutex<Vec<SpanRecord>>);
+
+    impl SpanSink for Spans {
+        fn record(&self, span: SpanRecord) {
+            self.0.lock().unwrap().push(span);
+        }
+        fn window_changed(&self, _: Profiling, _: bool, _: u64) {}
+    }
+
+    #[test]
+    fn the_kits_scopes_and_module_probes_measure_the_loop_and_keep_due_outputs() {
+        let spans = Arc::new(Spans::default());
+        let config = TimelineConfig {
+            detailed: Window::steps(1, 1),
+            ..TimelineConfig::default()
+        };
+        let builder = Hook::builder()
+            .save_config(SaveConfig::every(2))
+            .timeline(Timeline::new(config, spans.clone()));
+        let sink = MemorySink::default();
+        let mut hook = AdapterHook::new(builder, sink.clone(), Host).unwrap();
+        let relu = hook.module_probe("relu1");
+        assert_eq!(relu.output().name(), "relu1.output");
+        hook.set_mode(Mode::Train).unwrap();
+        for batch in hook.data([1.0f32, 2.0, 3.0]) {
+            let out = hook.forward(|| relu.forward(|| Ok::<_, crate::Error>(vec![batch])));
+            assert_eq!(out.unwrap(), [batch]);
+            let failed = relu.forward(|| Err(crate::Error::Config("relu1 failed".into())));
+            assert!(failed.is_err());
+            hook.scope(Phase::Backward, || ());
+            hook.optimizer(|| ());
+            hook.timeline().module_scope("fc2", || ());
+            hook.step().unwrap();
+        }
+        hook.close().unwrap();
+        let rows: Vec<(String, String, u64)> = spans
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s.phase.trace_name().into_owned(),
+                    s.name.to_string(),
+                    s.step.unwrap().1,
+                )
+            })
+            .collect();
+        let at = |step: u64| -> Vec<(String, String)> {
+            rows.iter()
+                .filter(|r| r.2 == step)
+                .map(|r| (r.0.clone(), r.1.clone()))
+                .collect()
+        };
+        let row = |phase: &str, name: &str| (phase.to_string(), name.to_string());
+        let (data, forward) = (
+            row("DataLoaderIter", "DataLoaderIter::GetNext"),
+            row("Forward", "forward"),
+        );
+        let (backward, optimizer) = (
+            row("Backward(post-forward)", "backward"),
+            row("Optimizer", "optimizer_step"),
+        );
+        let step = row("Step:ModeKeys.TRAIN", "Step:ModeKeys.TRAIN");
+        let plain = vec![
+            data.clone(),
+            forward.clone(),
+            backward.clone(),
+            optimizer.clone(),
+            step.clone(),
+        ];
+        assert_eq!(at(0), plain);
+        // Step 1 is the detailed window: relu1 inside the forward span (so it ends first), the
+        // failed relu1 call (still measured), and fc2.
+        let relu1 = row("Module", "relu1");
+        assert_eq!(
+            at(1),
+            [
+                data,
+                relu1.clone(),
+                forward,
+                relu1,
+                backward,
+                optimizer,
+                row("Module", "fc2"),
+                step
+            ]
+        );
+        assert_eq!(at(2), plain);
+        // Outputs are kept at the due steps only, and a failed forward keeps nothing.
+        let kept: Vec<(u64, Vec<f64>)> = sink
+            .tensors()
+            .into_iter()
+            .map(|t| (t.key.step, t.tensor.to_f64_vec()))
+            .collect();
+        assert_eq!(kept, [(0, vec![1.0]), (2, vec![3.0])]);
     }
 
     #[test]

@@ -656,6 +656,9 @@ mod tests {
         }
     }
 
+    /// A span as the tests compare it: its row, its name and its step.
+    type Row = (String, String, Option<(Mode, u64)>);
+
     impl Kept {
         fn rows(&self) -> Vec<Row> {
             self.spans

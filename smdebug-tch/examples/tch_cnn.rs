@@ -2,9 +2,9 @@
 //! with smdebug capture on, and measures what capture costs on a step of realistic length.
 //!
 //! ```sh
-//! # with .ci/test-tch's environment (libtorch 2.13.0 from PyPI):
-//! cargo run --release --manifest-path smdebug-tch/Cargo.toml --example tch_cnn -- [--out DIR]
-//! cargo run --release --manifest-path smdebug-tch/Cargo.toml --example tch_cnn -- --overhead [--rounds N]
+//! # with .ci/test-tch's environment (libtorch 2.9.0 from PyPI):
+//! cargo run --release -p smdebug-tch --example tch_cnn -- [--out DIR]
+//! cargo run --release -p smdebug-tch --example tch_cnn -- --overhead [--rounds N]
 //! ```
 //!
 //! The network: conv 5×5 (1→16) → ReLU → max-pool 2 → conv 5×5 (16→32) → ReLU → max-pool 2 →

@@ -3,9 +3,9 @@
 //! loss per epoch. The run is read back with `Trial` at the end.
 //!
 //! ```sh
-//! bash .ci/test-tch          # once: sets up libtorch 2.13.0 from PyPI and runs the tests
+//! bash .ci/test-tch          # once: sets up libtorch 2.9.0 from PyPI and runs the tests
 //! # then, with the same environment (see .ci/test-tch):
-//! cargo run --release --manifest-path smdebug-tch/Cargo.toml --example tch_mlp -- [--out DIR] [--epochs N] [--overhead [--rounds N]]
+//! cargo run --release -p smdebug-tch --example tch_mlp -- [--out DIR] [--epochs N] [--overhead [--rounds N]]
 //! ```
 //!
 //! `--overhead` trains the same model in alternating variants per round, with one libtorch

@@ -22,6 +22,14 @@ pub enum Error {
         /// Its element type.
         kind: tch::Kind,
     },
+    /// libtorch's backward pass failed (the loss needs no gradient, or its graph was freed by an
+    /// earlier backward).
+    #[error("libtorch's backward pass failed: {source}")]
+    Backward {
+        /// What libtorch said.
+        #[source]
+        source: tch::TchError,
+    },
     /// smdebug-core refused to build the hook or a tensor view.
     #[error("smdebug: {0}")]
     Core(#[from] smdebug_core::Error),

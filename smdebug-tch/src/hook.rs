@@ -1,26 +1,39 @@
-//! [`TchHook`]: smdebug-core's [`AdapterHook`] for tch tensors, which also walks a [`VarStore`]
-//! and wraps tch modules so that their outputs are recorded.
+//! [`TchHook`]: smdebug-core's [`AdapterHook`] for tch tensors, which also walks a [`VarStore`],
+//! wraps tch modules so that their outputs are recorded and their forward passes timed, and runs
+//! the backward pass as the step's backward span.
 
 use std::ops::{Deref, DerefMut};
 
-use smdebug_core::adapter::{AdapterHook, Due, OUTPUT_SUFFIX};
+use smdebug_core::adapter::{AdapterHook, Due};
 use smdebug_core::collection::{GRADIENT_PREFIX, parameter_collection};
-use smdebug_core::{HookBuilder, Sink};
+use smdebug_core::phase::Phase;
+use smdebug_core::{Capture, Hook, HookBuilder, Mode, Sink};
 use tch::Tensor;
 use tch::nn::VarStore;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::framework::Tch;
-use crate::output::{Recorded, RecordedT};
+use crate::output::{Recorded, RecordedT, TimedModel, TimedModelT};
 
 /// The capture hook of a tch training loop.
 ///
 /// The calls every adapter shares (`set_mode`, `step`, `close`, `save_tensor`, `save_loss`,
-/// `save_metric`, `save_scalar`, `probe`, stop requests) come from smdebug-core's
-/// [`AdapterHook`], which this hook dereferences to; it adds what is particular to tch:
+/// `save_metric`, `save_scalar`, `probe`, stop requests, and the timeline's `data`, `forward`
+/// and `optimizer` scopes) come from smdebug-core's [`AdapterHook`], which this hook
+/// dereferences to; it adds what is particular to tch:
 /// [`save_parameters`](Self::save_parameters), [`save_gradients`](Self::save_gradients),
-/// [`wrap`](Self::wrap) and [`wrap_t`](Self::wrap_t). Errors are returned to the caller and leave
-/// the hook usable; nothing here panics.
+/// [`wrap`](Self::wrap), [`wrap_t`](Self::wrap_t), [`wrap_model`](Self::wrap_model),
+/// [`wrap_model_t`](Self::wrap_model_t) and [`backward`](Self::backward). A session drives it
+/// through [`Capture`]. Errors are returned to the caller and leave the hook usable; nothing
+/// here panics.
+///
+/// With a timeline (`HookBuilder::timeline`), the loop's spans need no timing code: the step
+/// boundary is `step()`, [`backward`](Self::backward) is the backward span, a wrapped model (or
+/// `forward(|| ..)`) the forward span, and each wrapped module a span of its own while the
+/// detailed window is open. On a CUDA device libtorch queues kernels asynchronously: a span is
+/// the host's time to issue the work (for backward, libtorch's autograd engine returns once it
+/// has run the graph's operations, which on CUDA launch kernels), not the device's time to run
+/// it (see [`smdebug_core::adapter`](smdebug_core::adapter#framework-spans)).
 #[derive(Debug)]
 pub struct TchHook(AdapterHook<Tch>);
 
@@ -46,20 +59,35 @@ impl TchHook {
     }
 
     /// Wraps a module so its forward output is recorded as `<name>.output` (collection
-    /// `outputs`) at the steps where that is due.
+    /// `outputs`) at the steps where that is due, and its forward pass is a span named `name`
+    /// while the detailed window is open.
     pub fn wrap<M: tch::nn::Module>(&mut self, name: &str, module: M) -> Recorded<M> {
-        let probe = self
-            .0
-            .probe(&format!("{name}{OUTPUT_SUFFIX}"), &["outputs"]);
-        Recorded::new(module, probe)
+        Recorded::new(module, self.0.module_probe(name))
     }
 
     /// Like [`wrap`](Self::wrap), for modules with a train flag (`ModuleT`: dropout, batch norm).
     pub fn wrap_t<M: tch::nn::ModuleT>(&mut self, name: &str, module: M) -> RecordedT<M> {
-        let probe = self
-            .0
-            .probe(&format!("{name}{OUTPUT_SUFFIX}"), &["outputs"]);
-        RecordedT::new(Recorded::new(module, probe))
+        RecordedT::new(Recorded::new(module, self.0.module_probe(name)))
+    }
+
+    /// Wraps the whole model so that its forward pass is the step's forward span (use it or
+    /// `forward(|| ..)`, not both).
+    pub fn wrap_model<M: tch::nn::Module>(&self, model: M) -> TimedModel<M> {
+        TimedModel::new(model, self.0.timeline().clone())
+    }
+
+    /// Like [`wrap_model`](Self::wrap_model), for models with a train flag (`ModuleT`).
+    pub fn wrap_model_t<M: tch::nn::ModuleT>(&self, model: M) -> TimedModelT<M> {
+        TimedModelT::new(TimedModel::new(model, self.0.timeline().clone()))
+    }
+
+    /// Runs libtorch's backward pass from `loss` as the step's backward span
+    /// (`loss.backward()`, which accumulates the gradients into the variables). Its failure
+    /// (a loss that needs no gradient, a graph already freed) is returned, not a panic.
+    pub fn backward(&self, loss: &Tensor) -> Result<()> {
+        self.0
+            .scope(Phase::Backward, || loss.f_backward())
+            .map_err(|source| Error::Backward { source })
     }
 
     /// Saves every variable of `vs` that is due, under its hierarchical name (`fc1.weight`), in
@@ -112,4 +140,26 @@ fn sorted(vs: &VarStore) -> Vec<(String, Tensor)> {
     let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
     vars.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     vars
+}
+
+/// What a session drives: the step boundary, mode switches and the end of the run, through the
+/// kit's [`AdapterHook`].
+impl Capture for TchHook {
+    type Error = Error;
+
+    fn core(&self) -> &Hook {
+        self.0.hook()
+    }
+
+    fn end_step(&mut self) -> Result<()> {
+        self.0.step()
+    }
+
+    fn switch_mode(&mut self, mode: Mode) -> Result<()> {
+        self.0.set_mode(mode)
+    }
+
+    fn close_run(&mut self) -> Result<()> {
+        self.0.close()
+    }
 }

@@ -6,8 +6,8 @@
 //! smdebug-core's [`Hook`](smdebug_core::Hook) into a run directory that Python smdebug and
 //! `smdebug_io::trial::Trial` read.
 //!
-//! Building needs libtorch 2.13.0 (tch 0.26): `LIBTORCH=/path/to/libtorch`, or
-//! `LIBTORCH_USE_PYTORCH=1` with a Python whose `torch` is 2.13.0 first on `PATH`
+//! Building needs libtorch 2.9.0 (tch 0.22): `LIBTORCH=/path/to/libtorch`, or
+//! `LIBTORCH_USE_PYTORCH=1` with a Python whose `torch` is 2.9.0 first on `PATH`
 //! (`bash .ci/test-tch` sets one up and runs this crate's tests).
 //!
 //! ```no_run
@@ -54,6 +54,6 @@ pub use error::{Error, Result};
 pub use framework::Tch;
 pub use hook::TchHook;
 pub use host::recorded_dtype;
-pub use output::{Probe, Recorded, RecordedT};
+pub use output::{Probe, Recorded, RecordedT, TimedModel, TimedModelT};
 pub use smdebug_core::adapter::OUTPUT_SUFFIX;
 pub use smdebug_core::collection::{GRADIENT_PREFIX, parameter_collection};

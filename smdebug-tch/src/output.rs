@@ -1,11 +1,19 @@
-//! Module outputs: a wrapper module that keeps its forward output when the hook says it is due.
+//! Wrapped modules: outputs recorded and forward passes timed from inside a forward pass.
 //!
 //! tch's [`Module::forward`](tch::nn::Module::forward) takes `&self` and has no forward hooks, so
-//! the wrapper cannot reach the hook. It holds a capture point of smdebug-core's adapter kit
-//! instead: the hook arms it at the start of each step where its output is due (one atomic flag),
-//! an armed wrapper keeps a detached handle on its output (libtorch tensors are
+//! the wrapper cannot reach the hook. It holds a [`ModuleProbe`] of smdebug-core's adapter kit
+//! instead: the hook arms its capture point at the start of each step where the output is due
+//! (one atomic flag), an armed wrapper keeps a detached handle on its output (libtorch tensors are
 //! reference-counted: nothing is copied), and the hook saves the kept outputs when the step ends.
+//! The same wrapper times the module's forward pass as a span of its own while the timeline's
+//! detailed window is open. [`TimedModel`] and [`TimedModelT`] are the whole model: its forward
+//! pass is the step's forward span.
 
+use std::convert::Infallible;
+
+use smdebug_core::adapter::ModuleProbe;
+use smdebug_core::phase::Phase;
+use smdebug_core::timeline::Timeline;
 use tch::Tensor;
 use tch::nn::{Module, ModuleT};
 
@@ -18,11 +26,12 @@ use crate::framework::Tch;
 pub type Probe = smdebug_core::adapter::Probe<Tch>;
 
 /// A module whose forward output is recorded (as `<name>.output`, collection `outputs`) at the
-/// steps where it is due. Built by [`TchHook::wrap`](crate::TchHook::wrap); forwards exactly like
-/// the module it wraps.
+/// steps where it is due, and whose forward pass is a span named `<name>` while the detailed
+/// window is open. Built by [`TchHook::wrap`](crate::TchHook::wrap); forwards exactly like the
+/// module it wraps.
 pub struct Recorded<M> {
     module: M,
-    probe: Probe,
+    probe: ModuleProbe<Tch>,
 }
 
 // `Module` requires `Send`: the kit keeps tensors behind a mutex, and tch marks `Tensor` `Send`.
@@ -36,7 +45,7 @@ impl<M: std::fmt::Debug> std::fmt::Debug for Recorded<M> {
 }
 
 impl<M> Recorded<M> {
-    pub(crate) fn new(module: M, probe: Probe) -> Self {
+    pub(crate) fn new(module: M, probe: ModuleProbe<Tch>) -> Self {
         Recorded { module, probe }
     }
 
@@ -47,18 +56,19 @@ impl<M> Recorded<M> {
 
     /// The name its output is recorded under.
     pub fn tensor_name(&self) -> &str {
-        self.probe.name()
+        self.probe.output().name()
     }
 
-    fn observe(&self, output: Tensor) -> Tensor {
-        self.probe.record(&output);
-        output
+    /// Runs the wrapped module's forward pass `f` through the probe.
+    fn run(&self, f: impl FnOnce() -> Tensor) -> Tensor {
+        let Ok(out) = self.probe.forward(|| Ok::<_, Infallible>(f()));
+        out
     }
 }
 
 impl<M: Module> Module for Recorded<M> {
     fn forward(&self, xs: &Tensor) -> Tensor {
-        self.observe(self.module.forward(xs))
+        self.run(|| self.module.forward(xs))
     }
 }
 
@@ -85,6 +95,71 @@ impl<M> RecordedT<M> {
 
 impl<M: ModuleT> ModuleT for RecordedT<M> {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
-        self.0.observe(self.0.module.forward_t(xs, train))
+        self.0.run(|| self.0.module.forward_t(xs, train))
+    }
+}
+
+/// The whole model: its forward pass is the step's forward span (`Forward`), so the loop needs
+/// no scope around it. Built by [`TchHook::wrap_model`](crate::TchHook::wrap_model); forwards
+/// exactly like the model it wraps. Use it or
+/// [`AdapterHook::forward`](smdebug_core::adapter::AdapterHook::forward), not both: nested,
+/// they would measure the pass twice.
+pub struct TimedModel<M> {
+    model: M,
+    timeline: Timeline,
+}
+
+impl<M: std::fmt::Debug> std::fmt::Debug for TimedModel<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TimedModel")
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<M> TimedModel<M> {
+    pub(crate) fn new(model: M, timeline: Timeline) -> Self {
+        TimedModel { model, timeline }
+    }
+
+    /// The wrapped model.
+    pub fn inner(&self) -> &M {
+        &self.model
+    }
+}
+
+impl<M: Module> Module for TimedModel<M> {
+    fn forward(&self, xs: &Tensor) -> Tensor {
+        self.timeline
+            .scope(Phase::Forward, || self.model.forward(xs))
+    }
+}
+
+/// [`TimedModel`] for models with a train flag (`ModuleT`-only: dropout, batch norm). Built by
+/// [`TchHook::wrap_model_t`](crate::TchHook::wrap_model_t).
+pub struct TimedModelT<M>(TimedModel<M>);
+
+impl<M: std::fmt::Debug> std::fmt::Debug for TimedModelT<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<M> TimedModelT<M> {
+    pub(crate) fn new(inner: TimedModel<M>) -> Self {
+        TimedModelT(inner)
+    }
+
+    /// The wrapped model.
+    pub fn inner(&self) -> &M {
+        self.0.inner()
+    }
+}
+
+impl<M: ModuleT> ModuleT for TimedModelT<M> {
+    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        self.0
+            .timeline
+            .scope(Phase::Forward, || self.0.model.forward_t(xs, train))
     }
 }

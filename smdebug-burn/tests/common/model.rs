@@ -4,6 +4,7 @@ use burn::module::Module;
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Linear, LinearConfig, Relu};
 use burn::tensor::{Device, Int, Tensor, TensorData};
+use smdebug_core::timeline::Timeline;
 use smdebug_examples::digits::{Digits, default_path};
 use smdebug_examples::mlp::Rng;
 
@@ -71,10 +72,13 @@ impl Mlp {
         }
     }
 
-    /// The hidden activation (relu1's output) and the logits.
-    pub fn forward(&self, x: Tensor<2>) -> (Tensor<2>, Tensor<2>) {
-        let hidden = self.relu1.forward(self.fc1.forward(x));
-        let logits = self.fc2.forward(hidden.clone());
+    /// The hidden activation (relu1's output) and the logits. Each layer's forward pass is a
+    /// span of its own on `timeline` while its detailed window is open (burn's derived modules
+    /// cannot be wrapped, so the model says where they run).
+    pub fn forward(&self, x: Tensor<2>, timeline: &Timeline) -> (Tensor<2>, Tensor<2>) {
+        let fc1 = timeline.module_scope("fc1", || self.fc1.forward(x));
+        let hidden = timeline.module_scope("relu1", || self.relu1.forward(fc1));
+        let logits = timeline.module_scope("fc2", || self.fc2.forward(hidden.clone()));
         (hidden, logits)
     }
 }
