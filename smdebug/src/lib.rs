@@ -39,7 +39,7 @@
 //! | `serve` | the live dashboard, served from the training process (implies `report`) |
 //! | `notify` | webhook and e-mail actions |
 //! | `s3`, `gcs`, `azure` | runs in S3, Google Cloud Storage, Azure Blob Storage |
-//! | `candle`, `burn` | the framework adapters |
+//! | `candle`, `burn`, `tch` | the framework adapters: `Session::builder(..).candle()` (or `.burn()`, `.tch()`) captures through the adapter's hook, reached with `session.hook()` |
 //!
 //! ## The crates underneath
 //!
@@ -47,7 +47,7 @@
 //! views, collections, save configs, the hook, the timeline and its windows), [`io`]
 //! (smdebug-io: the run format, storage, the writer, the `Trial` reader), [`profiler`]
 //! (smdebug-profiler: sampler, spans, their readers, Kineto traces), and with their features
-//! `rules`, `report`, `serve`, `candle`, `burn`.
+//! `rules`, `report`, `serve`, `candle`, `burn`, `tch`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -74,6 +74,8 @@ pub use smdebug_report as report;
 pub use smdebug_rules as rules;
 #[cfg(feature = "serve")]
 pub use smdebug_serve as serve;
+#[cfg(feature = "tch")]
+pub use smdebug_tch as tch;
 
 /// What a training loop and a small analysis script use, in one `use`.
 pub mod prelude {

@@ -137,6 +137,30 @@ impl SessionBuilder<Hook> {
     }
 }
 
+impl SessionBuilder<Hook> {
+    /// Captures through candle's adapter: `session.hook()` is a
+    /// [`CandleHook`](smdebug_candle::CandleHook) (`save_parameters`, `save_gradients`,
+    /// `backward`, `wrap`, `wrap_model`, `probe`).
+    #[cfg(feature = "candle")]
+    pub fn candle(self) -> SessionBuilder<smdebug_candle::CandleHook> {
+        self.capture_with(smdebug_candle::CandleHook::new)
+    }
+
+    /// Captures through burn's adapter: `session.hook()` is a
+    /// [`BurnHook`](smdebug_burn::BurnHook).
+    #[cfg(feature = "burn")]
+    pub fn burn(self) -> SessionBuilder<smdebug_burn::BurnHook> {
+        self.capture_with(smdebug_burn::BurnHook::new)
+    }
+
+    /// Captures through tch-rs's adapter: `session.hook()` is a
+    /// [`TchHook`](smdebug_tch::TchHook).
+    #[cfg(feature = "tch")]
+    pub fn tch(self) -> SessionBuilder<smdebug_tch::TchHook> {
+        self.capture_with(smdebug_tch::TchHook::new)
+    }
+}
+
 impl<H: Capture> SessionBuilder<H> {
     /// Captures through another hook type, built by `make` from the configured hook builder
     /// and the run's writer: a framework adapter's hook
