@@ -533,7 +533,7 @@ impl<F: Framework> Drop for AdapterHook<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::timeline::{Profiling, SpanRecord, SpanSink, TimelineConfig};
+    use crate::timeline::{SpanRecord, SpanSink, TimelineConfig, WindowChange};
     use crate::window::Window;
     use crate::{MemorySink, SaveConfig, TensorView};
 
@@ -570,7 +570,7 @@ mod tests {
         fn record(&self, span: SpanRecord) {
             self.0.lock().unwrap().push(span);
         }
-        fn window_changed(&self, _: Profiling, _: bool, _: u64) {}
+        fn window_changed(&self, _: WindowChange) {}
     }
 
     #[test]

@@ -656,8 +656,6 @@ mod tests {
         }
     }
 
-    /// A span as the tests compare it: its row, its name and its step.
-    type Row = (String, String, Option<(Mode, u64)>);
 
     impl Kept {
         fn rows(&self) -> Vec<Row> {
