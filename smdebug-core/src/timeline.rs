@@ -656,7 +656,6 @@ mod tests {
         }
     }
 
-
     impl Kept {
         fn rows(&self) -> Vec<Row> {
             self.spans
