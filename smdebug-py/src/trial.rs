@@ -2,67 +2,66 @@
 //!
 //! Modes cross as smdebug names (`"TRAIN"`, `None` for GLOBAL); step numbers follow smdebug
 //! (global steps for GLOBAL, mode steps otherwise). The reader runs with the GIL released.
+//! Every answer about steps, workers and where a step stands is the `Trial`'s own (Python
+//! smdebug 1.0.34's semantics live there); this module only converts.
 
-use std::collections::HashMap;
+use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use smdebug_core::Mode;
-use smdebug_io::{StepState, Trial};
+use smdebug_io::trial::{StepRange, TrialOptions};
+use smdebug_io::{Error, StepState, Trial};
 
 use crate::convert::{bytes_to_numpy, mode, to_python};
-use crate::errors::{io_error, lookup_error};
-use crate::workers::workers_of;
+use crate::errors::{io_error, read_error};
+
+/// How long a blocking call waits with the GIL released before it checks for a signal
+/// (Ctrl-C) and waits again.
+const SIGNAL_CHECK: Duration = Duration::from_millis(200);
 
 #[pyclass(frozen, module = "smdebug_rs._native")]
 pub struct NativeTrial {
     trial: Trial,
 }
 
-impl NativeTrial {
-    /// The global steps of `mode`'s steps, to tell complete steps from incomplete ones.
-    fn global_of(&self, py: Python<'_>, mode: Mode) -> PyResult<HashMap<u64, u64>> {
-        let steps = self.trial.steps(Some(mode)).map_err(|e| io_error(py, e))?;
-        let globals = self
-            .trial
-            .global_steps(Some(mode))
-            .map_err(|e| io_error(py, e))?;
-        Ok(steps.into_iter().zip(globals).collect())
-    }
-
-    /// Keeps the steps smdebug shows by default: all of them once the run ended, else those
-    /// whose global step is at or before the last step every worker wrote.
-    fn completed(&self, py: Python<'_>, steps: Vec<u64>, mode: Mode) -> PyResult<Vec<u64>> {
-        if self.trial.is_complete().map_err(|e| io_error(py, e))? {
-            return Ok(steps);
-        }
-        let Some(last) = self
-            .trial
-            .last_complete_step()
-            .map_err(|e| io_error(py, e))?
-        else {
-            return Ok(Vec::new());
-        };
-        if mode == Mode::Global {
-            return Ok(steps.into_iter().filter(|s| *s <= last).collect());
-        }
-        let global = self.global_of(py, mode)?;
-        Ok(steps
-            .into_iter()
-            .filter(|s| global.get(s).is_some_and(|g| *g <= last))
-            .collect())
-    }
-}
-
 #[pymethods]
 impl NativeTrial {
     /// Opens a run directory or object-store URL (`s3://…`, `gs://…`, `az://…`).
+    ///
+    /// `range_start`/`range_end`: Python smdebug's `range_steps`. `window`: its
+    /// `SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW`. With `wait_for_collections`, waits (as Python
+    /// smdebug's `create_trial` does) until the run's collections files are all there, and raises
+    /// `MissingCollectionFiles` when the run ends without them.
     #[new]
-    fn new(py: Python<'_>, location: &str) -> PyResult<Self> {
-        let trial = py
-            .detach(|| Trial::open(location))
-            .map_err(|e| io_error(py, e))?;
-        Ok(NativeTrial { trial })
+    #[pyo3(signature = (location, range_start=None, range_end=None, window=1000, wait_for_collections=false))]
+    fn new(
+        py: Python<'_>,
+        location: &str,
+        range_start: Option<u64>,
+        range_end: Option<u64>,
+        window: u64,
+        wait_for_collections: bool,
+    ) -> PyResult<Self> {
+        let options = TrialOptions {
+            range_steps: StepRange {
+                start: range_start,
+                end: range_end,
+            },
+            incomplete_step_window: window,
+            require_collections: wait_for_collections,
+            ..TrialOptions::default()
+        };
+        loop {
+            match py.detach(|| Trial::open_with(location, options.clone())) {
+                Ok(trial) => return Ok(NativeTrial { trial }),
+                Err(Error::MissingCollectionFiles { ended: false, .. }) => {
+                    py.detach(|| std::thread::sleep(SIGNAL_CHECK));
+                    py.check_signals()?;
+                }
+                Err(e) => return Err(io_error(py, e)),
+            }
+        }
     }
 
     fn location(&self) -> String {
@@ -76,7 +75,21 @@ impl NativeTrial {
 
     /// Every tensor name, sorted; reductions listed under their tensor's name.
     fn tensor_names(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        self.trial.tensor_names().map_err(|e| io_error(py, e))
+        py.detach(|| self.trial.tensor_names())
+            .map_err(|e| io_error(py, e))
+    }
+
+    /// Python's `tensor_names(step=…, mode=…)` before its regex or collection filter.
+    #[pyo3(signature = (step=None, mode=None))]
+    fn tensor_names_in(
+        &self,
+        py: Python<'_>,
+        step: Option<u64>,
+        mode: Option<&str>,
+    ) -> PyResult<Vec<String>> {
+        let mode = Some(self::mode(mode)?);
+        py.detach(|| self.trial.tensor_names_in(step, mode))
+            .map_err(|e| io_error(py, e))
     }
 
     /// The collections as smdebug's collections file stores them (one dict per collection).
@@ -88,6 +101,7 @@ impl NativeTrial {
             .collect()
     }
 
+    /// Python's `steps(mode, show_incomplete_steps)`.
     #[pyo3(signature = (mode=None, show_incomplete_steps=false))]
     fn steps(
         &self,
@@ -95,38 +109,47 @@ impl NativeTrial {
         mode: Option<&str>,
         show_incomplete_steps: bool,
     ) -> PyResult<Vec<u64>> {
-        let mode = self::mode(mode)?;
-        let steps = self.trial.steps(Some(mode)).map_err(|e| io_error(py, e))?;
-        if show_incomplete_steps {
-            return Ok(steps);
-        }
-        self.completed(py, steps, mode)
+        let mode = Some(self::mode(mode)?);
+        py.detach(|| {
+            if show_incomplete_steps {
+                self.trial.all_steps(mode)
+            } else {
+                self.trial.steps(mode)
+            }
+        })
+        .map_err(|e| io_error(py, e))
     }
 
     /// The global step of a mode step, if the run has it.
     fn global_step(&self, py: Python<'_>, mode: Option<&str>, step: u64) -> PyResult<Option<u64>> {
         let mode = self::mode(mode)?;
-        if mode == Mode::Global {
-            let steps = self.trial.steps(None).map_err(|e| io_error(py, e))?;
-            return Ok(steps.binary_search(&step).ok().map(|_| step));
-        }
-        Ok(self.global_of(py, mode)?.get(&step).copied())
+        py.detach(|| self.trial.global_step(mode, step))
+            .map_err(|e| io_error(py, e))
     }
 
     /// The mode and mode step of a global step, if the run has it.
     fn mode_modestep(&self, py: Python<'_>, step: u64) -> PyResult<Option<(&'static str, u64)>> {
-        let found = self.trial.step_mode(step).map_err(|e| io_error(py, e))?;
+        let found = py
+            .detach(|| self.trial.step_mode(step))
+            .map_err(|e| io_error(py, e))?;
         Ok(found.map(|(mode, mode_step)| (mode.name(), mode_step)))
     }
 
-    /// The modes the run recorded steps in (smdebug names).
+    /// The modes the run recorded steps in (smdebug names, GLOBAL left out as smdebug does).
     fn modes(&self, py: Python<'_>) -> PyResult<Vec<&'static str>> {
-        let modes = self.trial.modes().map_err(|e| io_error(py, e))?;
-        Ok(modes.into_iter().map(Mode::name).collect())
+        let modes = py
+            .detach(|| self.trial.modes())
+            .map_err(|e| io_error(py, e))?;
+        Ok(modes
+            .into_iter()
+            .filter(|m| *m != Mode::Global)
+            .map(Mode::name)
+            .collect())
     }
 
     fn workers(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        self.trial.workers().map_err(|e| io_error(py, e))
+        py.detach(|| self.trial.workers())
+            .map_err(|e| io_error(py, e))
     }
 
     fn num_workers(&self, py: Python<'_>) -> PyResult<usize> {
@@ -151,15 +174,59 @@ impl NativeTrial {
         step: u64,
         mode: Option<&str>,
     ) -> PyResult<&'static str> {
-        let state = self
-            .trial
-            .has_passed_step(step, Some(self::mode(mode)?))
+        let mode = Some(self::mode(mode)?);
+        let state = py
+            .detach(|| self.trial.has_passed_step(step, mode))
             .map_err(|e| io_error(py, e))?;
         Ok(match state {
             StepState::Available => "AVAILABLE",
             StepState::NotYetAvailable => "NOT_YET_AVAILABLE",
             StepState::Unavailable => "UNAVAILABLE",
         })
+    }
+
+    /// Waits for `steps` as Python's `wait_for_steps` does (the Trial decides; this releases the
+    /// GIL and checks for signals between short waits). `timeout` in seconds, `None` for ever:
+    /// past it, `StepNotYetAvailable` for the first step still missing.
+    #[pyo3(signature = (steps, mode=None, timeout=None))]
+    fn wait_for_steps(
+        &self,
+        py: Python<'_>,
+        steps: Vec<u64>,
+        mode: Option<&str>,
+        timeout: Option<f64>,
+    ) -> PyResult<()> {
+        let mode = self::mode(mode)?;
+        let deadline =
+            timeout.map(|t| std::time::Instant::now() + Duration::from_secs_f64(t.max(0.0)));
+        for step in steps {
+            loop {
+                let wait = deadline.map_or(SIGNAL_CHECK, |d| {
+                    d.saturating_duration_since(std::time::Instant::now())
+                        .min(SIGNAL_CHECK)
+                });
+                match py.detach(|| self.trial.wait_for_steps(&[step], Some(mode), wait)) {
+                    Ok(()) => break,
+                    Err(Error::Timeout { .. }) => {
+                        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                            return Err(read_error(
+                                py,
+                                Error::StepNotYetAvailable {
+                                    tensor: None,
+                                    step,
+                                    mode,
+                                    location: self.trial.location().to_string(),
+                                },
+                                mode,
+                            ));
+                        }
+                        py.check_signals()?;
+                    }
+                    Err(e) => return Err(read_error(py, e, mode)),
+                }
+            }
+        }
+        Ok(())
     }
 
     fn last_complete_step(&self, py: Python<'_>) -> PyResult<Option<u64>> {
@@ -193,11 +260,17 @@ impl NativeTrial {
             .collect())
     }
 
-    /// Whether `name` is a tensor name of the run (a listed name or a stored reduction name).
-    fn has_tensor(&self, name: &str) -> bool {
-        self.trial.tensor(name).is_ok()
+    /// Whether `name` is a tensor name of the run (a listed name or a stored reduction name);
+    /// a name not known yet is looked for in new files.
+    fn has_tensor(&self, py: Python<'_>, name: &str) -> PyResult<bool> {
+        match py.detach(|| self.trial.tensor(name).map(|_| ())) {
+            Ok(()) => Ok(true),
+            Err(Error::TensorNotFound { .. }) => Ok(false),
+            Err(e) => Err(io_error(py, e)),
+        }
     }
 
+    /// Python's `Tensor.steps(mode, show_incomplete_steps)`.
     #[pyo3(signature = (name, mode=None, show_incomplete_steps=false))]
     fn tensor_steps(
         &self,
@@ -206,19 +279,19 @@ impl NativeTrial {
         mode: Option<&str>,
         show_incomplete_steps: bool,
     ) -> PyResult<Vec<u64>> {
-        let mode = self::mode(mode)?;
-        let steps = self
-            .trial
-            .tensor(name)
-            .and_then(|t| t.steps(Some(mode)))
-            .map_err(|e| io_error(py, e))?;
-        if show_incomplete_steps {
-            return Ok(steps);
-        }
-        self.completed(py, steps, mode)
+        let mode = Some(self::mode(mode)?);
+        py.detach(|| {
+            let t = self.trial.tensor(name)?;
+            if show_incomplete_steps {
+                t.all_steps(mode)
+            } else {
+                t.steps(mode)
+            }
+        })
+        .map_err(|e| io_error(py, e))
     }
 
-    /// Workers that saved `name` at a step.
+    /// Workers that saved `name` (or reductions of it) at a step.
     #[pyo3(signature = (name, step, mode=None))]
     fn tensor_workers(
         &self,
@@ -227,8 +300,11 @@ impl NativeTrial {
         step: u64,
         mode: Option<&str>,
     ) -> PyResult<Vec<String>> {
-        let mode = self::mode(mode)?;
-        workers_of(&self.trial, name, step, mode).map_err(|e| io_error(py, e))
+        let mode = Some(self::mode(mode)?);
+        self.trial
+            .tensor(name)
+            .and_then(|t| t.workers(step, mode))
+            .map_err(|e| io_error(py, e))
     }
 
     /// The value of `name` at a step, as a numpy array of the stored dtype and shape.
@@ -246,12 +322,12 @@ impl NativeTrial {
         let read = py.detach(|| self.trial.raw_bytes(name, step, Some(mode), worker));
         match read {
             Ok(value) => bytes_to_numpy(py, &value),
-            Err(e) => Err(lookup_error(py, &self.trial, e, name, step, mode, worker)),
+            Err(e) => Err(read_error(py, e, mode)),
         }
     }
 
-    /// Every value of `name` in a mode, `{step: array}` in step order (completed steps only,
-    /// as smdebug's `Tensor.values`).
+    /// Every value of `name` at its complete steps in a mode, `{step: array}` in step order
+    /// (smdebug's `Tensor.values`).
     #[pyo3(signature = (name, mode=None, worker=None))]
     fn values<'py>(
         &self,
@@ -260,33 +336,18 @@ impl NativeTrial {
         mode: Option<&str>,
         worker: Option<&str>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let mode_name = mode;
         let mode = self::mode(mode)?;
-        let steps = self.tensor_steps(py, name, mode_name, false)?;
-        // Every step at once, read on the Rust reader's threads without the GIL. Should that
-        // fail, or miss a step (another worker's), the step-by-step reads below raise the error
-        // smdebug would for the step it concerns.
-        let mut all = py
+        // Every step at once, read on the Rust reader's threads without the GIL.
+        let all = py
             .detach(|| {
                 self.trial
                     .tensor(name)
                     .and_then(|t| t.raw_bytes_values(Some(mode), worker))
             })
-            .unwrap_or_default();
+            .map_err(|e| read_error(py, e, mode))?;
         let out = PyDict::new(py);
-        for step in steps {
-            let read = match all.remove(&step) {
-                Some(value) => Ok(value),
-                None => py.detach(|| {
-                    self.trial
-                        .tensor(name)
-                        .and_then(|t| t.raw_bytes(step, Some(mode), worker))
-                }),
-            };
-            match read {
-                Ok(value) => out.set_item(step, bytes_to_numpy(py, &value)?)?,
-                Err(e) => return Err(lookup_error(py, &self.trial, e, name, step, mode, worker)),
-            }
+        for (step, value) in all {
+            out.set_item(step, bytes_to_numpy(py, &value)?)?;
         }
         Ok(out)
     }

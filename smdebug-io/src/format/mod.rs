@@ -35,7 +35,7 @@ mod wire;
 use smdebug_core::{EndReason, Tensor};
 
 use crate::error::{Error, Result};
-pub use index::{IndexFile, IndexMeta, TensorLocation};
+pub use index::{IndexFile, IndexMeta, TensorLocation, UnusableEntry};
 pub use record::{
     ChecksumKind, Corruption, Decoded, MaskedCrc, PayloadChecksum, PayloadCrcPolicy, RecordIter,
     RecordRef, decode_record,

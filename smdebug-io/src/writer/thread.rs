@@ -311,6 +311,7 @@ impl WriterThread {
             },
             tensor_payload: index,
             shape_payload: Vec::new(),
+            unusable_entries: Vec::new(),
         };
         let index_path = layout::index_file(step, &self.settings.worker);
         if let Err(e) = self

@@ -1,0 +1,121 @@
+//! What a trial reports as JSON: a run's summary (`smdebug info`) and saved values in the
+//! interop checkers' `expected.json` shape (`smdebug value`).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use smdebug_core::Mode;
+
+use super::Trial;
+use super::state::StepSelector;
+use crate::error::Result;
+
+/// One saved value of a tensor, in the JSON shape of the interop checkers' `expected.json`
+/// (`smdebug value --json` prints it too).
+#[derive(Clone, Debug, Serialize)]
+pub struct TensorRecordJson {
+    /// The tensor's name.
+    pub name: String,
+    /// The global step.
+    pub step: u64,
+    /// The step's mode.
+    pub mode: Mode,
+    /// The step within the mode.
+    pub mode_step: u64,
+    /// The worker that saved it (`worker_0`).
+    pub worker: String,
+    /// numpy's dtype name (`float32`).
+    pub dtype: String,
+    /// The dimensions.
+    pub shape: Vec<usize>,
+    /// Row-major values; NaN and ±Inf are written as the strings "nan", "inf", "-inf".
+    pub values: Vec<JsonNumber>,
+}
+
+/// A number that JSON can carry, with NaN/Inf as strings.
+#[derive(Clone, Copy, Debug)]
+pub struct JsonNumber(pub f64);
+
+impl Serialize for JsonNumber {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let v = self.0;
+        if v.is_nan() {
+            s.serialize_str("nan")
+        } else if v.is_infinite() {
+            s.serialize_str(if v > 0.0 { "inf" } else { "-inf" })
+        } else if v.fract() == 0.0 && v.abs() < 9.0e15 {
+            s.serialize_i64(v as i64)
+        } else {
+            s.serialize_f64(v)
+        }
+    }
+}
+
+/// A run summary, as `smdebug info` prints it.
+#[derive(Clone, Debug, Serialize)]
+pub struct TrialInfo {
+    /// The run's location.
+    pub location: String,
+    /// The run's workers as Python smdebug names them: those its collections files are named
+    /// after (see [`Trial::workers`]).
+    pub workers: Vec<String>,
+    /// The workers that wrote steps (see [`Trial::step_workers`]).
+    pub step_workers: Vec<String>,
+    /// How many workers the collections file declares: a step is complete once that many
+    /// wrote it.
+    pub num_workers: usize,
+    /// The modes present.
+    pub modes: Vec<Mode>,
+    /// Number of global steps, complete or not.
+    pub num_steps: usize,
+    /// The last complete step (see [`Trial::last_complete_step`]).
+    pub last_complete_step: Option<u64>,
+    /// Number of steps per mode, complete or not.
+    pub steps_per_mode: BTreeMap<String, usize>,
+    /// The collection names.
+    pub collections: Vec<String>,
+    /// Number of tensor names (reductions folded into their tensor).
+    pub num_tensors: usize,
+    /// Whether the end marker (`training_job_end.ts`) exists.
+    pub complete: bool,
+    /// Why the run ended: `completed`, `stopped: <message>`, or null (still running, or a
+    /// Python smdebug run whose marker says nothing).
+    pub end_reason: Option<String>,
+    /// What the reader had to ignore, e.g. a regex in a collections file that does not compile
+    /// (see [`Trial::warnings`]). Left out of the JSON when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl Trial {
+    /// Values of `name` in the CLI's JSON shape: one global step, or every complete step (in
+    /// order), optionally restricted to a mode and a worker.
+    pub fn tensor_records(
+        &self,
+        name: &str,
+        steps: StepSelector,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+    ) -> Result<Vec<TensorRecordJson>> {
+        let locations = {
+            let st = self.fresh()?;
+            st.locations_for(name, steps, mode, worker, self.location())?
+        };
+        locations
+            .into_iter()
+            .map(|loc| {
+                let t = self.read(name, &loc)?;
+                Ok(TensorRecordJson {
+                    name: name.to_string(),
+                    step: loc.step,
+                    mode: loc.mode,
+                    mode_step: loc.mode_step,
+                    worker: loc.file.worker.to_string(),
+                    dtype: t.dtype().name().to_string(),
+                    shape: t.shape().to_vec(),
+                    values: t.to_f64_vec().into_iter().map(JsonNumber).collect(),
+                })
+            })
+            .collect()
+    }
+}
