@@ -29,7 +29,8 @@ use crate::error::{Error, Result};
 use crate::mode::Mode;
 use crate::reduction::{Reduction, ReductionConfig, ReductionOp};
 use crate::save_config::SaveConfig;
-use crate::sink::{EndReason, Record, Sink, StepKey, TensorRecord};
+use crate::sink::{EndReason, Record, Sink, StepKey, StringRecord, TensorRecord};
+use crate::strings::StringTensor;
 use crate::tensor::{Tensor, TensorView};
 
 /// A request to stop training, shared between the hook, the writer and anything that watches
@@ -434,6 +435,25 @@ impl Hook {
             mode: self.mode,
             mode_step: self.mode_step(),
         }
+    }
+
+    /// Saves a string tensor (labels, tree columns, notes) under `name` if any of its
+    /// collections is due now, as [`save_tensor`](Self::save_tensor) decides for numbers. Strings
+    /// have no reductions or histograms; with TensorBoard output on, they are also a text
+    /// summary. Returns whether it was recorded.
+    pub fn save_strings(&mut self, name: &str, value: &StringTensor, collections: &[&str]) -> bool {
+        if self.closed || !self.any_due || self.due_tensor(name, collections).is_none() {
+            return false;
+        }
+        let key = self.key();
+        self.sink.send(Record::Strings(StringRecord {
+            name: name.to_string(),
+            key,
+            value: value.clone(),
+            tb_text: self.config.export_tensorboard,
+        }));
+        self.step_has_records = true;
+        true
     }
 
     /// Saves a scalar (a loss, a metric) as a one-element `f64` tensor.

@@ -107,18 +107,18 @@ pub enum Error {
         limit: u64,
     },
 
-    /// A well-formed record of a tensor whose dtype this reader cannot represent (string
-    /// tensors: XGBoost's `trees/*` text columns). Not corruption: the rest of the run reads.
-    #[error("{path}: record at byte {offset}: tensor `{tensor}`: {dtype} are not supported")]
-    UnsupportedDtype {
+    /// A string tensor (`DT_STRING`: XGBoost's `trees/*` text columns) read as numbers. Not
+    /// corruption: read it as a [`TensorValue`](crate::trial::TensorValue) (`TrialTensor::read`).
+    #[error(
+        "{path}: record at byte {offset}: tensor `{tensor}` holds strings, not numbers (read it with TrialTensor::read)"
+    )]
+    StringTensor {
         /// The file, relative to the run.
         path: String,
         /// The record's byte offset in the file.
         offset: u64,
         /// The tensor's name.
         tensor: String,
-        /// The dtype as the record names it.
-        dtype: String,
     },
 
     /// The record an index entry points at holds another tensor (its tag is not the name the
@@ -405,5 +405,32 @@ impl Error {
     /// True for [`Error::NotFound`].
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::NotFound { .. })
+    }
+
+    /// The exception Python smdebug 1.0.34 raises in this case: a class of `smdebug.exceptions`
+    /// (`StepUnavailable`, `TensorUnavailableForStep`, …) or a Python builtin (`KeyError`,
+    /// `AssertionError`, …); `SMDebugRuntimeError` for what smdebug has no class of its own
+    /// for. `smdebug_rs` raises this class; the differential scenarios compare with it.
+    pub fn smdebug_exception(&self) -> &'static str {
+        match self {
+            Error::TensorNotFound { .. } => "TensorUnavailable",
+            Error::StepNotAvailable { .. }
+            | Error::OnlyReductionsSaved { .. }
+            | Error::ReductionNotSaved { .. } => "TensorUnavailableForStep",
+            Error::StepUnavailable { .. } => "StepUnavailable",
+            Error::StepNotYetAvailable { .. } => "StepNotYetAvailable",
+            Error::NoMoreData { .. } => "NoMoreData",
+            Error::WorkerNotFound { .. } => "InvalidWorker",
+            Error::MissingCollectionFiles { .. } => "MissingCollectionFiles",
+            // Python smdebug fails deep in its record reader (`struct.error`); smdebug's own
+            // class for a bad index file names the entry.
+            Error::BadIndexEntry { .. } => "IndexReaderException",
+            // smdebug asserts its range_steps; it looks collections and steps up in dicts.
+            Error::BadRangeSteps { .. } => "AssertionError",
+            Error::UnknownStep { .. } | Error::CollectionNotFound { .. } => "KeyError",
+            Error::BadRegex { .. } => "ValueError",
+            Error::Timeout { .. } => "TimeoutError",
+            _ => "SMDebugRuntimeError",
+        }
     }
 }

@@ -13,7 +13,7 @@ use smdebug_core::Mode;
 use smdebug_io::trial::{StepRange, TrialOptions};
 use smdebug_io::{Error, StepState, Trial};
 
-use crate::convert::{bytes_to_numpy, mode, to_python};
+use crate::convert::{mode, to_python, value_to_numpy};
 use crate::errors::{io_error, read_error};
 
 /// How long a blocking call waits with the GIL released before it checks for a signal
@@ -307,7 +307,8 @@ impl NativeTrial {
             .map_err(|e| io_error(py, e))
     }
 
-    /// The value of `name` at a step, as a numpy array of the stored dtype and shape.
+    /// The value of `name` at a step, as a numpy array of the stored dtype and shape (a string
+    /// tensor as numpy's `<U…` array, as smdebug returns it).
     #[pyo3(signature = (name, step, mode=None, worker=None))]
     fn value<'py>(
         &self,
@@ -318,10 +319,10 @@ impl NativeTrial {
         worker: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let mode = self::mode(mode)?;
-        // One lookup and one lock per value (`Trial::raw_bytes`), the GIL released meanwhile.
-        let read = py.detach(|| self.trial.raw_bytes(name, step, Some(mode), worker));
+        // One lookup and one lock per value (`Trial::raw_value`), the GIL released meanwhile.
+        let read = py.detach(|| self.trial.raw_value(name, step, Some(mode), worker));
         match read {
-            Ok(value) => bytes_to_numpy(py, &value),
+            Ok(value) => value_to_numpy(py, &value, self.trial.options().max_tensor_bytes),
             Err(e) => Err(read_error(py, e, mode)),
         }
     }
@@ -342,12 +343,13 @@ impl NativeTrial {
             .detach(|| {
                 self.trial
                     .tensor(name)
-                    .and_then(|t| t.raw_bytes_values(Some(mode), worker))
+                    .and_then(|t| t.read_values(Some(mode), worker))
             })
             .map_err(|e| read_error(py, e, mode))?;
+        let budget = self.trial.options().max_tensor_bytes;
         let out = PyDict::new(py);
         for (step, value) in all {
-            out.set_item(step, bytes_to_numpy(py, &value)?)?;
+            out.set_item(step, value_to_numpy(py, &value, budget)?)?;
         }
         Ok(out)
     }

@@ -221,13 +221,11 @@ pub enum DecodeError {
         /// The tags the record holds.
         tags: Vec<String>,
     },
-    /// A well-formed tensor of a dtype this reader has no type for (strings: XGBoost's hook
-    /// writes its `trees/*` text columns as `DT_STRING`).
-    UnsupportedDtype {
+    /// A well-formed string tensor where numbers were asked for (XGBoost's hook writes its
+    /// `trees/*` text columns as strings): [`super::strings`] decodes it.
+    Strings {
         /// The record's tag (tensor name).
         tag: String,
-        /// The dtype as the record names it.
-        dtype: String,
     },
 }
 
@@ -264,8 +262,8 @@ impl std::fmt::Display for DecodeError {
             DecodeError::Ambiguous { tags } => {
                 write!(f, "several tensor values: {}", tag_list(tags))
             }
-            DecodeError::UnsupportedDtype { tag, dtype } => {
-                write!(f, "tensor `{tag}`: {dtype} are not supported")
+            DecodeError::Strings { tag } => {
+                write!(f, "tensor `{tag}` holds strings, not numbers")
             }
         }
     }
@@ -306,11 +304,10 @@ impl DecodeError {
                 expected: format!("`{wanted}`"),
                 found: tag_list(&found),
             },
-            DecodeError::UnsupportedDtype { tag, dtype } => Error::UnsupportedDtype {
+            DecodeError::Strings { tag } => Error::StringTensor {
                 path,
                 offset,
                 tensor: tag,
-                dtype,
             },
             other => Error::CorruptRecord {
                 path,
@@ -520,11 +517,24 @@ fn summary_values<'a>(
         })
 }
 
-fn decode_selected_ref<'a>(
+/// The tensor value a reader asked for in a record payload, with the event's step and wall time
+/// and the value's mode and mode step: what every tensor decoder reads first.
+pub(super) struct Selected<'a> {
+    pub tag: &'a str,
+    pub step: u64,
+    pub wall_time: f64,
+    pub mode: Mode,
+    pub mode_step: u64,
+    /// The serialized `TensorProto`.
+    pub tensor: &'a [u8],
+}
+
+/// Finds the one tensor value tagged `tag` (the only tensor value when `None`) in a record
+/// payload, checking the event around it (see [`decode_tagged_tensor_event`]).
+pub(super) fn select_value<'a>(
     payload: &'a [u8],
     tag: Option<&str>,
-    max_tensor_bytes: u64,
-) -> Result<TensorEventRef<'a>, DecodeError> {
+) -> Result<Selected<'a>, DecodeError> {
     let not_event = |e: String| DecodeError::Malformed(format!("not an Event protobuf: {e}"));
     let (mut wall_time, mut step) = (0.0, 0i64);
     // The `what` oneof: the member that came last, and where its run of summaries starts.
@@ -612,17 +622,40 @@ fn decode_selected_ref<'a>(
         return Err(e.into());
     }
     let tensor = value.tensor.expect("selected values hold a tensor");
-    let (dtype, shape, data) =
-        tensor_ref(tensor, value.tag, max_tensor_bytes).map_err(|e| match e {
-            DecodeError::Malformed(m) if m.starts_with("bad protobuf: ") => not_event(m),
-            other => other,
-        })?;
-    Ok(TensorEventRef {
-        name: value.tag,
+    Ok(Selected {
+        tag: value.tag,
         step,
         wall_time,
         mode,
         mode_step,
+        tensor,
+    })
+}
+
+/// Maps a `TensorProto` decoder's protobuf error to the event's ("not an Event protobuf").
+pub(super) fn in_event(e: DecodeError) -> DecodeError {
+    match e {
+        DecodeError::Malformed(m) if m.starts_with("bad protobuf: ") => {
+            DecodeError::Malformed(format!("not an Event protobuf: {m}"))
+        }
+        other => other,
+    }
+}
+
+fn decode_selected_ref<'a>(
+    payload: &'a [u8],
+    tag: Option<&str>,
+    max_tensor_bytes: u64,
+) -> Result<TensorEventRef<'a>, DecodeError> {
+    let value = select_value(payload, tag)?;
+    let (dtype, shape, data) =
+        tensor_ref(value.tensor, value.tag, max_tensor_bytes).map_err(in_event)?;
+    Ok(TensorEventRef {
+        name: value.tag,
+        step: value.step,
+        wall_time: value.wall_time,
+        mode: value.mode,
+        mode_step: value.mode_step,
         dtype,
         shape,
         data,
@@ -662,10 +695,32 @@ fn tensor_ref<'a>(
             _ => {}
         }
     }
-    // The dimensions as read, the first eight on the stack: the shape returned is the one
-    // allocation a value's header costs for the usual ranks.
+    let (dims, unknown_rank) = parse_shape(shape.unwrap_or_default())?;
+    let (dtype, shape, n) = checked_layout(
+        dtype,
+        has_strings,
+        unknown_rank,
+        &dims,
+        tag,
+        max_tensor_bytes,
+    )?;
+    let data = if !content.is_empty() || n == 0 {
+        std::borrow::Cow::Borrowed(content)
+    } else {
+        let proto = TensorProto::decode(bytes).map_err(|e| bad(e.to_string()))?;
+        std::borrow::Cow::Owned(typed_values(dtype, &proto, n).map_err(|r| named(tag, r))?)
+    };
+    check_content_len(tag, data.len(), n, dtype, &shape)?;
+    Ok((dtype, shape, data))
+}
+
+/// A serialized `TensorShapeProto`: its dimensions as read (the first eight on the stack: the
+/// shape a reader returns is the one allocation a value's header costs for the usual ranks) and
+/// whether its rank is unknown.
+pub(super) fn parse_shape(bytes: &[u8]) -> Result<(SmallVec<[i64; 8]>, bool), DecodeError> {
+    let bad = |e: String| DecodeError::Malformed(format!("bad protobuf: {e}"));
     let (mut dims, mut unknown_rank) = (SmallVec::<[i64; 8]>::new(), false);
-    for field in Fields::new(shape.unwrap_or_default()) {
+    for field in Fields::new(bytes) {
         let (number, v) = field.map_err(bad)?;
         match number {
             2 => {
@@ -686,22 +741,7 @@ fn tensor_ref<'a>(
             _ => {}
         }
     }
-    let (dtype, shape, n) = checked_layout(
-        dtype,
-        has_strings,
-        unknown_rank,
-        &dims,
-        tag,
-        max_tensor_bytes,
-    )?;
-    let data = if !content.is_empty() || n == 0 {
-        std::borrow::Cow::Borrowed(content)
-    } else {
-        let proto = TensorProto::decode(bytes).map_err(|e| bad(e.to_string()))?;
-        std::borrow::Cow::Owned(typed_values(dtype, &proto, n).map_err(|r| named(tag, r))?)
-    };
-    check_content_len(tag, data.len(), n, dtype, &shape)?;
-    Ok((dtype, shape, data))
+    Ok((dims, unknown_rank))
 }
 
 /// A tensor's content must be exactly its `n` elements of `dtype`.
@@ -834,8 +874,8 @@ fn tensor_from_proto_tagged(
     Tensor::from_bytes(dtype, shape, data).map_err(|e| named(tag, e.to_string()))
 }
 
-/// The dtype, shape and element count a tensor's header claims, checked: a dtype this reader
-/// has (strings are [`DecodeError::UnsupportedDtype`]), a known rank, non-negative dimensions,
+/// The dtype, shape and element count a tensor's header claims, checked: a numeric dtype
+/// (strings are [`DecodeError::Strings`]), a known rank, non-negative dimensions,
 /// and no more than `max_tensor_bytes` (checked before anything is allocated).
 fn checked_layout(
     tf_dtype: i32,
@@ -846,10 +886,9 @@ fn checked_layout(
     max_tensor_bytes: u64,
 ) -> Result<(DType, Vec<usize>, usize), DecodeError> {
     let dtype = DType::from_tf_datatype(tf_dtype).ok_or_else(|| {
-        if tf_dtype == 7 || (tf_dtype == 0 && has_strings) {
-            DecodeError::UnsupportedDtype {
+        if super::strings::is_string_dtype(tf_dtype, has_strings) {
+            DecodeError::Strings {
                 tag: tag.to_string(),
-                dtype: "string tensors".to_string(),
             }
         } else {
             named(tag, format!("unsupported TensorFlow dtype {tf_dtype}"))

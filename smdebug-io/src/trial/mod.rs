@@ -45,6 +45,8 @@
 //! - A value whose index file appears during the lookup is returned at once (Python, which then
 //!   asks where the step stands, raises `StepNotYetAvailable` for a step still incomplete).
 //! - Collections files are merged over workers (Python reads the first one only).
+//! - An unknown collection is [`Error::CollectionNotFound`] (Python's `collection(name)` creates
+//!   it, empty, so its `tensor_names(collection=name)` is empty).
 
 mod lookup;
 mod progress;
@@ -64,9 +66,9 @@ use crate::error::{Error, Result};
 pub use crate::format::tensor::DEFAULT_MAX_TENSOR_BYTES;
 use crate::storage::Storage;
 pub use progress::{StepRange, StepState};
-pub use report::{JsonNumber, TensorRecordJson, TrialInfo};
+pub use report::{JsonElement, JsonNumber, TensorRecordJson, TrialInfo};
 use source::Location;
-pub use source::TensorBytes;
+pub use source::{TensorBytes, TensorValue};
 use state::State;
 pub use state::{RepeatedName, StepSelector};
 pub use steps::{StepStream, StepValue, StepValues};
@@ -258,6 +260,11 @@ impl Trial {
         }
         st.refresh(self.storage.as_ref())?;
         Ok(true)
+    }
+
+    /// The options the trial reads with.
+    pub fn options(&self) -> &TrialOptions {
+        &self.options
     }
 
     /// Where the run is.
@@ -554,6 +561,31 @@ impl Trial {
     ) -> Result<TensorBytes> {
         let loc = self.locate(name, step, mode.unwrap_or(Mode::Global), worker)?;
         self.read_bytes(name, &loc)
+    }
+
+    /// Tensor `name`'s value at a step, numbers or strings (a string tensor is
+    /// [`Error::StringTensor`] for [`raw_bytes`](Trial::raw_bytes)); otherwise as
+    /// [`raw_bytes`](Trial::raw_bytes).
+    pub fn raw_value(
+        &self,
+        name: &str,
+        step: u64,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+    ) -> Result<TensorValue> {
+        let loc = self.locate(name, step, mode.unwrap_or(Mode::Global), worker)?;
+        self.read_value(name, &loc)
+    }
+
+    /// Tensor `name`'s record at `loc`, numbers or strings.
+    fn read_value(&self, name: &str, loc: &Location) -> Result<TensorValue> {
+        source::read_value(
+            self.storage.as_ref(),
+            &self.files,
+            loc,
+            name,
+            self.options.max_tensor_bytes,
+        )
     }
 
     /// Where `name`'s record at `step` is. A step not known for the tensor is looked for in new

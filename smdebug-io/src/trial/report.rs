@@ -7,11 +7,12 @@ use serde::Serialize;
 use smdebug_core::Mode;
 
 use super::Trial;
+use super::source::TensorValue;
 use super::state::StepSelector;
 use crate::error::Result;
 
 /// One saved value of a tensor, in the JSON shape of the interop checkers' `expected.json`
-/// (`smdebug value --json` prints it too).
+/// (`smdebug value` prints it).
 #[derive(Clone, Debug, Serialize)]
 pub struct TensorRecordJson {
     /// The tensor's name.
@@ -24,12 +25,31 @@ pub struct TensorRecordJson {
     pub mode_step: u64,
     /// The worker that saved it (`worker_0`).
     pub worker: String,
-    /// numpy's dtype name (`float32`).
+    /// numpy's dtype name (`float32`), or `string` for a string tensor.
     pub dtype: String,
     /// The dimensions.
     pub shape: Vec<usize>,
-    /// Row-major values; NaN and ±Inf are written as the strings "nan", "inf", "-inf".
-    pub values: Vec<JsonNumber>,
+    /// Row-major values: numbers (NaN and ±Inf as the strings "nan", "inf", "-inf"), or the
+    /// strings of a string tensor (bytes that are not UTF-8 replaced by U+FFFD).
+    pub values: Vec<JsonElement>,
+}
+
+/// One element of a value in JSON: a number, or a string tensor's element.
+#[derive(Clone, Debug, PartialEq)]
+pub enum JsonElement {
+    /// A number (see [`JsonNumber`]).
+    Number(f64),
+    /// A string tensor's element.
+    Text(String),
+}
+
+impl Serialize for JsonElement {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            JsonElement::Number(v) => JsonNumber(*v).serialize(s),
+            JsonElement::Text(t) => s.serialize_str(t),
+        }
+    }
 }
 
 /// A number that JSON can carry, with NaN/Inf as strings.
@@ -104,16 +124,37 @@ impl Trial {
         locations
             .into_iter()
             .map(|loc| {
-                let t = self.read(name, &loc)?;
+                let (dtype, shape, values) = match self.read_value(name, &loc)? {
+                    TensorValue::Numbers(bytes) => {
+                        let t = bytes.to_tensor();
+                        let values = t.to_f64_vec().into_iter().map(JsonElement::Number);
+                        (
+                            t.dtype().name().to_string(),
+                            t.shape().to_vec(),
+                            values.collect(),
+                        )
+                    }
+                    TensorValue::Strings(strings) => {
+                        let values = strings
+                            .values()
+                            .iter()
+                            .map(|v| JsonElement::Text(String::from_utf8_lossy(v).into_owned()));
+                        (
+                            "string".to_string(),
+                            strings.shape().to_vec(),
+                            values.collect(),
+                        )
+                    }
+                };
                 Ok(TensorRecordJson {
                     name: name.to_string(),
                     step: loc.step,
                     mode: loc.mode,
                     mode_step: loc.mode_step,
                     worker: loc.file.worker.to_string(),
-                    dtype: t.dtype().name().to_string(),
-                    shape: t.shape().to_vec(),
-                    values: t.to_f64_vec().into_iter().map(JsonNumber).collect(),
+                    dtype,
+                    shape,
+                    values,
                 })
             })
             .collect()

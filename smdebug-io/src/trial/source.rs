@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 
-use smdebug_core::{Collection, CollectionsFile, DType, EndReason, Mode, Tensor};
+use smdebug_core::{Collection, CollectionsFile, DType, EndReason, Mode, StringTensor, Tensor};
 
 use crate::error::{Error, Result};
 use crate::format::index::IndexRef;
@@ -679,6 +679,63 @@ pub(crate) fn read_tensor(
         Tensor::from_bytes(event.dtype, event.shape, event.data.into_owned())
             .expect("dtype, shape and length were checked when the record was decoded")
     })
+}
+
+/// A saved value: numbers (their bytes not copied, see [`TensorBytes`]), or strings
+/// (`DT_STRING`: XGBoost's `trees/*` text columns, any numpy `str` array smdebug saved).
+#[derive(Clone, Debug, PartialEq)]
+pub enum TensorValue {
+    /// A numeric tensor.
+    Numbers(TensorBytes),
+    /// A string tensor.
+    Strings(StringTensor),
+}
+
+/// Tensor `name`'s record at `loc`, numbers or strings, checked as [`read_tensor`] checks it
+/// (a string tensor's strings and their per-element overhead count against
+/// `max_tensor_bytes`).
+pub(crate) fn read_value(
+    storage: &dyn Storage,
+    files: &Files,
+    loc: &Location,
+    name: &str,
+    max_tensor_bytes: u64,
+) -> Result<TensorValue> {
+    let bytes = record_bytes(storage, files, loc, name, max_tensor_bytes)?;
+    match decode_with(&bytes, loc, name, max_tensor_bytes, in_place) {
+        Ok(numbers) => Ok(TensorValue::Numbers(numbers)),
+        Err(Error::StringTensor { .. }) => {
+            decode_strings(&bytes, loc, name, max_tensor_bytes).map(TensorValue::Strings)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The string tensor in record `bytes` (exactly the record at `loc`): its tag must be `name` and
+/// its step the index's step.
+fn decode_strings(
+    bytes: &Bytes,
+    loc: &Location,
+    name: &str,
+    max_tensor_bytes: u64,
+) -> Result<StringTensor> {
+    let event = crate::format::read_tagged_string_record_ref(
+        bytes,
+        &loc.file.path,
+        loc.start,
+        name,
+        PayloadCrcPolicy::AcceptBoth,
+        max_tensor_bytes,
+    )?;
+    if event.step != loc.step {
+        return Err(Error::WrongTensor {
+            path: loc.file.path.to_string(),
+            offset: loc.start,
+            expected: format!("`{name}` at step {}", loc.step),
+            found: format!("`{name}` at step {}", event.step),
+        });
+    }
+    Ok(event.to_tensor())
 }
 
 /// [`read_tensor`] without copying the values.

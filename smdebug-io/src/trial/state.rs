@@ -199,8 +199,10 @@ impl State {
         Ok(names)
     }
 
+    /// Whether anything of a run is there: a collections file (even one with no collection),
+    /// a step or the end marker.
     pub fn has_anything(&self) -> bool {
-        !self.collections.is_empty() || !self.steps.is_empty() || self.complete
+        !self.collection_files.is_empty() || !self.steps.is_empty() || self.complete
     }
 
     /// Nothing can change any more: the end marker was seen and a final listing done after it.

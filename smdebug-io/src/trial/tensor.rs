@@ -6,7 +6,7 @@ use ndarray::ArrayD;
 use smdebug_core::{Mode, Reduction, Tensor};
 
 use super::Trial;
-use super::source::{self, Location, TensorBytes};
+use super::source::{self, Location, TensorBytes, TensorValue};
 use crate::error::{Error, Result};
 
 /// One tensor of a trial.
@@ -38,6 +38,27 @@ impl<'t> TrialTensor<'t> {
     /// `steps(mode, show_incomplete_steps=True)`).
     pub fn all_steps(&self, mode: Option<Mode>) -> Result<Vec<u64>> {
         self.trial.tensor_steps(&self.name, mode, true)
+    }
+
+    /// The value at a step: numbers or strings. The numeric reads below ([`value`](Self::value),
+    /// [`raw`](Self::raw), …) take numbers only: a string tensor is [`Error::StringTensor`]
+    /// there.
+    pub fn read(&self, step: u64, mode: Option<Mode>, worker: Option<&str>) -> Result<TensorValue> {
+        let loc = self
+            .trial
+            .locate(&self.name, step, mode.unwrap_or(Mode::Global), worker)?;
+        self.trial.read_value(&self.name, &loc)
+    }
+
+    /// Every saved value of this tensor at its complete steps in a mode, keyed by step, numbers
+    /// or strings (see [`read`](Self::read)). Reads on a few threads like
+    /// [`TrialTensor::values`].
+    pub fn read_values(
+        &self,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+    ) -> Result<BTreeMap<u64, TensorValue>> {
+        self.read_every_step(mode, worker, |loc| self.trial.read_value(&self.name, loc))
     }
 
     /// The value at a step as an `f64` array (every dtype converts).

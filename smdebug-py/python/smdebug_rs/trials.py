@@ -263,9 +263,11 @@ class Trial:
         return {c["name"]: Collection(c) for c in self._native.collections()}
 
     def collection(self, coll_name: str) -> Collection:
+        """The collection of that name; an empty one for a name the run does not have (smdebug's
+        CollectionManager creates it; here it is not added to ``collections()``)."""
         collections = self.collections()
         if coll_name not in collections:
-            raise KeyError(coll_name)
+            return Collection({"name": coll_name})
         return collections[coll_name]
 
     def _tensors_in_collection(self, collection, names: List[str]) -> set:
