@@ -132,7 +132,7 @@ struct ValueArgs {
         required_unless_present = "all_steps"
     )]
     step: Option<u64>,
-    /// Every step of the tensor, one JSON object per line, in step order.
+    /// Every complete step of the tensor, one JSON object per line, in step order.
     #[arg(long)]
     all_steps: bool,
     /// Only steps of this mode (with --step: the step must be of this mode).
