@@ -667,6 +667,42 @@ mod tests {
         assert_eq!(sink.ended_steps(), vec![0, 2, 5]);
     }
 
+    /// String tensors follow their collections' schedule like numbers, end their step, join
+    /// their collections and become text summaries when TensorBoard output is on.
+    #[test]
+    fn string_tensors_are_saved_when_their_collection_is_due() {
+        let sink = MemorySink::default();
+        let mut h = hook(
+            &sink,
+            Hook::builder()
+                .save_config(SaveConfig::every(2))
+                .export_tensorboard(true),
+        );
+        let labels = StringTensor::from_strs(&["cat", "dog"]);
+        let mut saved = Vec::new();
+        for _ in 0..4 {
+            saved.push(h.save_strings("labels", &labels, &["labels"]));
+            h.step();
+        }
+        h.close();
+        assert_eq!(saved, [true, false, true, false]);
+        let records = sink.records.lock().unwrap();
+        let strings: Vec<&StringRecord> = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Strings(s) => Some(s),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(strings.len(), 2);
+        assert_eq!((strings[1].key.step, strings[1].value.clone()), (2, labels));
+        assert!(strings.iter().all(|s| s.tb_text && s.name == "labels"));
+        drop(records);
+        assert_eq!(sink.ended_steps(), [0, 2]);
+        // A closed hook saves nothing.
+        assert!(!h.save_strings("labels", &StringTensor::from_strs(&["x"]), &["labels"]));
+    }
+
     #[test]
     fn reductions_replace_or_join_raw_tensors() {
         let sink = MemorySink::default();
