@@ -389,6 +389,8 @@ fn read_step(
                 Err(e) => read.warnings.push(format!("{file}: {e}")),
             },
             Ok(_) => read.not_scalar.push(name.to_owned()),
+            // Strings (XGBoost's tree columns) are not numbers to draw.
+            Err(smdebug_io::Error::StringTensor { .. }) => read.not_scalar.push(name.to_owned()),
             Err(e) => read.warnings.push(e.to_string()),
         }
     }
