@@ -19,20 +19,14 @@ use super::proto::{
     Event, PluginData, Summary, SummaryMetadata, TensorProto, TensorShapeProto, event, summary,
     tensor_shape_proto,
 };
-use super::tensor::{DecodeError, EventStamp, in_event, mode_metadata, parse_shape, select_value};
+use super::tensor::{
+    DT_STRING, DecodeError, EventStamp, in_event, is_string_dtype, mode_metadata, parse_shape,
+    select_value,
+};
 use super::wire::Fields;
-
-/// TensorFlow's `DT_STRING`.
-pub const DT_STRING: i32 = 7;
 
 /// The plugin TensorBoard shows string tensors with.
 pub const TEXT_PLUGIN: &str = "text";
-
-/// Whether a `TensorProto` of `dtype`, with or without `string_val` entries, holds strings:
-/// `DT_STRING`, or smdebug's unset dtype with strings.
-pub fn is_string_dtype(dtype: i32, has_strings: bool) -> bool {
-    dtype == DT_STRING || (dtype == 0 && has_strings)
-}
 
 /// One string tensor read back from an event, its strings borrowed from the payload.
 #[derive(Clone, Debug, PartialEq)]

@@ -20,6 +20,15 @@ pub const MODE_STEP_PLUGIN: &str = "mode_step";
 /// Plugin name of the mode (smdebug's `MODE_PLUGIN_NAME`); the content is the mode's number.
 pub const MODE_PLUGIN: &str = "mode";
 
+/// TensorFlow's `DT_STRING`.
+pub const DT_STRING: i32 = 7;
+
+/// Whether a `TensorProto` of `dtype`, with or without `string_val` entries, holds strings:
+/// `DT_STRING`, or Python smdebug's unset dtype with strings (see the `strings` module).
+pub fn is_string_dtype(dtype: i32, has_strings: bool) -> bool {
+    dtype == DT_STRING || (dtype == 0 && has_strings)
+}
+
 /// Where and when a tensor event belongs.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EventStamp {
@@ -222,7 +231,7 @@ pub enum DecodeError {
         tags: Vec<String>,
     },
     /// A well-formed string tensor where numbers were asked for (XGBoost's hook writes its
-    /// `trees/*` text columns as strings): [`super::strings`] decodes it.
+    /// `trees/*` text columns as strings): `format::strings` decodes it.
     Strings {
         /// The record's tag (tensor name).
         tag: String,
@@ -886,7 +895,7 @@ fn checked_layout(
     max_tensor_bytes: u64,
 ) -> Result<(DType, Vec<usize>, usize), DecodeError> {
     let dtype = DType::from_tf_datatype(tf_dtype).ok_or_else(|| {
-        if super::strings::is_string_dtype(tf_dtype, has_strings) {
+        if is_string_dtype(tf_dtype, has_strings) {
             DecodeError::Strings {
                 tag: tag.to_string(),
             }

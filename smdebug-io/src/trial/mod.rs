@@ -48,13 +48,14 @@
 //! - An unknown collection is [`Error::CollectionNotFound`] (Python's `collection(name)` creates
 //!   it, empty, so its `tensor_names(collection=name)` is empty).
 
+mod handle;
+mod listing;
 mod lookup;
 mod progress;
 mod report;
 mod source;
 mod state;
 mod steps;
-mod tensor;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -65,14 +66,13 @@ use smdebug_core::{Collection, EndReason, Mode, PyRegex};
 use crate::error::{Error, Result};
 pub use crate::format::tensor::DEFAULT_MAX_TENSOR_BYTES;
 use crate::storage::Storage;
-pub use progress::{StepRange, StepState};
+pub use progress::{DEFAULT_INCOMPLETE_STEP_WINDOW, StepProgress, StepRange, StepState};
 pub use report::{JsonElement, JsonNumber, TensorRecordJson, TrialInfo};
 use source::Location;
 pub use source::{TensorBytes, TensorValue};
 use state::State;
 pub use state::{RepeatedName, StepSelector};
 pub use steps::{StepStream, StepValue, StepValues};
-pub use tensor::TrialTensor;
 
 /// How a trial reads.
 #[derive(Clone, Debug)]
@@ -130,13 +130,27 @@ impl Default for TrialOptions {
             refresh_interval: Duration::from_millis(100),
             poll_interval: Duration::from_millis(100),
             range_steps: StepRange::ALL,
-            incomplete_step_window: 1000,
+            incomplete_step_window: DEFAULT_INCOMPLETE_STEP_WINDOW,
             require_collections: false,
             map_files: true,
             file_cache_bytes: 256 << 20,
             max_tensor_bytes: DEFAULT_MAX_TENSOR_BYTES,
         }
     }
+}
+
+/// One tensor of a trial (Python smdebug's `Tensor`): [`Trial::tensor`] gives it; its methods
+/// read its steps, workers and values.
+pub struct TrialTensor<'t> {
+    trial: &'t Trial,
+    name: String,
+}
+
+/// How many workers the run declares, or (no collections file) wrote steps.
+fn num_workers(progress: &StepProgress) -> usize {
+    progress
+        .declared_workers()
+        .unwrap_or(progress.step_workers().len())
 }
 
 /// A run, opened for reading. Cheap to share across threads (`Arc<Trial>`); queries lock briefly.
@@ -195,7 +209,7 @@ impl Trial {
             st.refresh(trial.storage.as_ref())?;
             if trial.options.require_collections {
                 let found = st.collection_files();
-                let declared = st.declared_workers.unwrap_or(1);
+                let declared = st.progress.declared_workers().unwrap_or(1);
                 if found == 0 || found < declared {
                     return Err(Error::MissingCollectionFiles {
                         location: location.to_string(),
@@ -401,20 +415,26 @@ impl Trial {
     /// named after (`worker_0`, …), or, for a run without a collections file, the workers that
     /// wrote steps. See [`step_workers`](Trial::step_workers) for the latter always.
     pub fn workers(&self) -> Result<Vec<String>> {
-        Ok(self.fresh()?.workers())
+        Ok(self.fresh()?.progress.workers())
     }
 
     /// The workers whose index files were read: those that wrote steps (a collections file may
     /// name a worker that wrote none).
     pub fn step_workers(&self) -> Result<Vec<String>> {
-        Ok(self.fresh()?.step_workers.iter().cloned().collect())
+        Ok(self
+            .fresh()?
+            .progress
+            .step_workers()
+            .iter()
+            .cloned()
+            .collect())
     }
 
     /// How many workers must write a step for it to be complete: the collections file's
     /// `num_workers`, or, for a run without one, how many workers wrote steps.
     pub fn num_workers(&self) -> Result<usize> {
         let st = self.throttled()?;
-        Ok(st.declared_workers.unwrap_or(st.step_workers.len()))
+        Ok(num_workers(&st.progress))
     }
 
     /// The collections, merged over workers.
@@ -450,7 +470,7 @@ impl Trial {
     /// Python's `last_complete_step`: the last global step every worker wrote, or (the run
     /// ended) the last step; `None` for none (Python's -1).
     pub fn last_complete_step(&self) -> Result<Option<u64>> {
-        Ok(self.throttled()?.last_complete)
+        Ok(self.throttled()?.progress.last_complete())
     }
 
     /// Waits until every step in `steps` (in `mode`'s numbering) is available, looking for new
@@ -505,7 +525,10 @@ impl Trial {
                 location: self.location.clone(),
             });
         }
-        Ok(TrialTensor::new(self, name))
+        Ok(TrialTensor {
+            trial: self,
+            name: name.to_string(),
+        })
     }
 
     /// Every value of the run, step by step in step order: the way to read a whole run (or
@@ -682,6 +705,58 @@ impl Trial {
             .collect()
     }
 
+    /// Values of `name` in the CLI's JSON shape: one global step, or every complete step (in
+    /// order), optionally restricted to a mode and a worker.
+    pub fn tensor_records(
+        &self,
+        name: &str,
+        steps: StepSelector,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+    ) -> Result<Vec<TensorRecordJson>> {
+        let locations = {
+            let st = self.fresh()?;
+            st.locations_for(name, steps, mode, worker, self.location())?
+        };
+        locations
+            .into_iter()
+            .map(|loc| {
+                let (dtype, shape, values) = match self.read_value(name, &loc)? {
+                    TensorValue::Numbers(bytes) => {
+                        let t = bytes.to_tensor();
+                        let values = t.to_f64_vec().into_iter().map(JsonElement::Number);
+                        (
+                            t.dtype().name().to_string(),
+                            t.shape().to_vec(),
+                            values.collect(),
+                        )
+                    }
+                    TensorValue::Strings(strings) => {
+                        let values = strings
+                            .values()
+                            .iter()
+                            .map(|v| JsonElement::Text(String::from_utf8_lossy(v).into_owned()));
+                        (
+                            "string".to_string(),
+                            strings.shape().to_vec(),
+                            values.collect(),
+                        )
+                    }
+                };
+                Ok(TensorRecordJson {
+                    name: name.to_string(),
+                    step: loc.step,
+                    mode: loc.mode,
+                    mode_step: loc.mode_step,
+                    worker: loc.file.worker.to_string(),
+                    dtype,
+                    shape,
+                    values,
+                })
+            })
+            .collect()
+    }
+
     fn info_of(&self, st: &State) -> TrialInfo {
         let mut steps_per_mode = BTreeMap::new();
         for e in st.steps.values() {
@@ -692,12 +767,12 @@ impl Trial {
         modes.dedup();
         TrialInfo {
             location: self.location.clone(),
-            workers: st.workers(),
-            step_workers: st.step_workers.iter().cloned().collect(),
-            num_workers: st.declared_workers.unwrap_or(st.step_workers.len()),
+            workers: st.progress.workers(),
+            step_workers: st.progress.step_workers().iter().cloned().collect(),
+            num_workers: num_workers(&st.progress),
             modes,
             num_steps: st.steps.len(),
-            last_complete_step: st.last_complete,
+            last_complete_step: st.progress.last_complete(),
             steps_per_mode,
             collections: st.collections.keys().cloned().collect(),
             num_tensors: st.listed.len(),

@@ -20,9 +20,8 @@
 //!   without it.
 //! - **`range_steps`**: only index files of global steps in `[start, end)` are read.
 
-use smdebug_core::Mode;
+use std::collections::{BTreeMap, BTreeSet};
 
-use super::state::State;
 use crate::error::{Error, Result};
 
 /// Where a step stands for a reader (smdebug's `StepState`).
@@ -74,12 +73,74 @@ impl StepRange {
     }
 }
 
-impl State {
+/// Python smdebug 1.0.34's step completeness for one run (see the [module docs](self)), fed
+/// with what a reader reads: the collections files, and each worker's index file of each step.
+/// The `Trial` keeps one; so does the dashboard's scalar follower, which reads index files in
+/// bulk on its own. A reader reports each worker's index file of a step once, in step order, and
+/// lists again from [`resume_step`](Self::resume_step) (no index file of an earlier step is
+/// read again, as in Python smdebug).
+#[derive(Clone, Debug)]
+pub struct StepProgress {
+    /// `num_workers` of the first collections file.
+    declared: Option<usize>,
+    /// The workers the collections files are named after.
+    collection_workers: BTreeSet<String>,
+    /// The workers whose index files were read.
+    step_workers: BTreeSet<String>,
+    /// Steps past the last complete step, with the workers that wrote them.
+    open: BTreeMap<u64, BTreeSet<String>>,
+    /// How many distinct steps were read (Python's `len(_global_to_mode)`).
+    known_steps: usize,
+    last_complete: Option<u64>,
+    window: u64,
+    ended: bool,
+}
+
+/// Python smdebug's default incomplete-step window (`SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW`).
+pub const DEFAULT_INCOMPLETE_STEP_WINDOW: u64 = 1000;
+
+impl Default for StepProgress {
+    /// Nothing read yet, with Python smdebug's default window.
+    fn default() -> StepProgress {
+        StepProgress::new(DEFAULT_INCOMPLETE_STEP_WINDOW)
+    }
+}
+
+impl StepProgress {
+    /// Nothing read yet; `window`: the incomplete-step window (Python's
+    /// `SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW`, 1000 by default).
+    pub fn new(window: u64) -> StepProgress {
+        StepProgress {
+            declared: None,
+            collection_workers: BTreeSet::new(),
+            step_workers: BTreeSet::new(),
+            open: BTreeMap::new(),
+            known_steps: 0,
+            last_complete: None,
+            window,
+            ended: false,
+        }
+    }
+
+    /// A collections file was read: `worker` (from its name) and its `num_workers`. The first
+    /// file's `num_workers` is the run's.
+    pub fn collections_file(&mut self, worker: Option<&str>, num_workers: usize) {
+        self.declared.get_or_insert(num_workers);
+        if let Some(w) = worker {
+            self.collection_workers.insert(w.to_string());
+        }
+    }
+
     /// How many workers must write a step for it to be complete: the collections file's
     /// `num_workers`, or (no collections file) the workers that wrote steps so far.
-    pub(super) fn expected_workers(&self) -> usize {
-        self.declared_workers
+    pub fn expected_workers(&self) -> usize {
+        self.declared
             .unwrap_or_else(|| self.step_workers.len().max(1))
+    }
+
+    /// The `num_workers` the collections file declares, if one was read.
+    pub fn declared_workers(&self) -> Option<usize> {
+        self.declared
     }
 
     /// The run's workers as Python smdebug names them: the collections files' workers (the
@@ -92,174 +153,96 @@ impl State {
         }
     }
 
-    /// A worker's index file of `step` was read: `written` workers have written it now. The step
-    /// is the last complete one when that is the count the run declares (Python's `==`: a
-    /// collections file declaring 0 workers completes nothing before the end).
-    pub(super) fn worker_wrote(&mut self, step: u64, written: usize, expected: usize) {
-        if written == expected && self.last_complete.is_none_or(|l| step > l) {
-            self.last_complete = Some(step);
+    /// The workers whose index files were read.
+    pub fn step_workers(&self) -> &BTreeSet<String> {
+        &self.step_workers
+    }
+
+    /// Whether `worker`'s index file of `step` was read, or need not be: the step is at or
+    /// before the last complete step.
+    pub fn has_read(&self, step: u64, worker: &str) -> bool {
+        self.last_complete.is_some_and(|l| step <= l)
+            || self.open.get(&step).is_some_and(|w| w.contains(worker))
+    }
+
+    /// `worker`'s index file of `step` (one listing at least one tensor) was read. The step is
+    /// the last complete one when that makes as many workers as the run declares (Python's
+    /// `==`: a collections file declaring 0 workers completes nothing before the end).
+    pub fn step_written(&mut self, step: u64, worker: &str) {
+        if !self.step_workers.contains(worker) {
+            self.step_workers.insert(worker.to_string());
+        }
+        if self.last_complete.is_some_and(|l| step <= l) {
+            return;
+        }
+        let expected = self.expected_workers();
+        let workers = self.open.entry(step).or_insert_with(|| {
+            self.known_steps += 1;
+            BTreeSet::new()
+        });
+        if !workers.contains(worker) {
+            workers.insert(worker.to_string());
+        }
+        if workers.len() == expected {
+            self.complete_up_to(step);
         }
     }
 
-    /// Python smdebug's incomplete-step window: while more than `window` known steps are past
-    /// the last complete step (its formula: the number of steps minus the last complete step
-    /// plus one), the last complete step moves on by half the window. Python moves once per
-    /// refresh; this moves until the window holds, so the answer does not depend on how many
-    /// queries came before.
-    pub(super) fn apply_window(&mut self) {
+    fn complete_up_to(&mut self, step: u64) {
+        if self.last_complete.is_none_or(|l| step > l) {
+            self.last_complete = Some(step);
+            self.open = self.open.split_off(&step.saturating_add(1));
+        }
+    }
+
+    /// A listing is done: Python smdebug's incomplete-step window. While more than `window`
+    /// known steps are past the last complete step (its formula: the number of steps minus the
+    /// last complete step plus one), the last complete step moves on by half the window.
+    /// Python moves once per refresh; this moves until the window holds, so the answer does not
+    /// depend on how many queries came before.
+    pub fn listed(&mut self) {
         let half = i128::from(self.window / 2);
         if half == 0 {
             return;
         }
-        let known = self.steps.len() as i128;
+        let known = self.known_steps as i128;
         let mut last = self.last_complete.map_or(-1, i128::from);
         while known - (last + 1) > i128::from(self.window) {
             last += half;
         }
-        if let Ok(last) = u64::try_from(last)
-            && self.last_complete.is_none_or(|l| last > l)
-        {
-            self.last_complete = Some(last);
+        if let Ok(last) = u64::try_from(last) {
+            self.complete_up_to(last);
         }
     }
 
-    /// Whether global step `g` (a known step) is complete.
-    pub fn is_complete_step(&self, g: u64) -> bool {
-        self.complete || self.last_complete.is_some_and(|l| g <= l)
-    }
-
-    /// The global step of a step number in smdebug's numbering (the first global step of a mode
-    /// step, as Python's `_mode_to_global`).
-    pub fn global_step(&self, step: u64, mode: Mode) -> Option<u64> {
-        if mode == Mode::Global {
-            return self.steps.contains_key(&step).then_some(step);
+    /// The run's end marker was read and every index file before it listed: every step is
+    /// complete, and the last complete step is the last step (Python's `loaded_all_steps`).
+    pub fn ended(&mut self, last_step: Option<u64>) {
+        self.ended = true;
+        if let Some(last) = last_step {
+            self.complete_up_to(last);
         }
-        self.by_mode_step.get(&(mode, step)).copied()
+        self.open.clear();
     }
 
-    /// The known steps of `mode` in its numbering, each with its global step, in order.
-    fn numbered(&self, mode: Mode) -> Box<dyn Iterator<Item = (u64, u64)> + '_> {
-        match mode {
-            Mode::Global => Box::new(self.steps.keys().map(|g| (*g, *g))),
-            m => Box::new(
-                self.by_mode_step
-                    .range((m, 0)..=(m, u64::MAX))
-                    .map(|((_, s), g)| (*s, *g)),
-            ),
-        }
+    /// Whether the end marker was read.
+    pub fn is_ended(&self) -> bool {
+        self.ended
     }
 
-    /// Steps of `mode` in smdebug's numbering (global steps for `Global`): the complete ones,
-    /// or all of them with `incomplete`.
-    pub fn steps_of(&self, mode: Mode, incomplete: bool) -> Vec<u64> {
-        self.numbered(mode)
-            .filter(|(_, g)| incomplete || self.is_complete_step(*g))
-            .map(|(s, _)| s)
-            .collect()
+    /// Python's `last_complete_step` (`None` for its -1).
+    pub fn last_complete(&self) -> Option<u64> {
+        self.last_complete
     }
 
-    /// Global steps recorded in `mode` (every step for `Global`): the complete ones, or all
-    /// of them with `incomplete`.
-    pub fn global_steps_of(&self, mode: Mode, incomplete: bool) -> Vec<u64> {
-        self.steps
-            .iter()
-            .filter(|(g, e)| {
-                (mode == Mode::Global || e.mode == mode)
-                    && (incomplete || self.is_complete_step(**g))
-            })
-            .map(|(g, _)| *g)
-            .collect()
+    /// Whether global step `step` (a known step) is complete.
+    pub fn is_complete(&self, step: u64) -> bool {
+        self.ended || self.last_complete.is_some_and(|l| step <= l)
     }
 
-    /// The last known step of `mode` in its numbering, complete or not.
-    pub fn last_step(&self, mode: Mode) -> Option<u64> {
-        match mode {
-            Mode::Global => self.steps.keys().next_back().copied(),
-            m => self
-                .by_mode_step
-                .range((m, 0)..=(m, u64::MAX))
-                .next_back()
-                .map(|((_, s), _)| *s),
-        }
-    }
-
-    /// Python smdebug's `has_passed_step`: where `step` (in `mode`'s numbering) stands.
-    pub fn step_state(&self, step: u64, mode: Mode) -> StepState {
-        // The first known step at or after `step`, with its global step.
-        let next = match mode {
-            Mode::Global => self.steps.range(step..).next().map(|(g, _)| (*g, *g)),
-            m => self
-                .by_mode_step
-                .range((m, step)..=(m, u64::MAX))
-                .next()
-                .map(|((_, s), g)| (*s, *g)),
-        };
-        match next {
-            Some((s, g)) if s == step => {
-                if self.is_complete_step(g) {
-                    StepState::Available
-                } else {
-                    StepState::NotYetAvailable
-                }
-            }
-            // A later step: this one is skipped for good once the later one is complete.
-            Some((_, g)) => {
-                if self.last_complete.is_some_and(|l| l >= g) {
-                    StepState::Unavailable
-                } else {
-                    StepState::NotYetAvailable
-                }
-            }
-            None if self.complete => StepState::Unavailable,
-            None => StepState::NotYetAvailable,
-        }
-    }
-
-    /// What waiting for `step` ends with when it will never come (Python's `wait_for_steps`):
-    /// before the end of the run, or before the run's last step, [`Error::StepUnavailable`];
-    /// past the last step of a finished run, [`Error::NoMoreData`].
-    pub fn unavailable_error(&self, step: u64, mode: Mode, location: &str) -> Error {
-        let last = self.last_step(mode);
-        if self.complete && last.is_none_or(|l| step >= l) {
-            Error::NoMoreData {
-                step,
-                mode,
-                last_step: last,
-                location: location.to_string(),
-            }
-        } else {
-            Error::StepUnavailable {
-                tensor: None,
-                step,
-                mode,
-                location: location.to_string(),
-            }
-        }
-    }
-
-    /// Steps at which `name` (or a reduction of it) was saved, in `mode`'s numbering: the
-    /// complete ones, or all with `incomplete`.
-    pub fn tensor_steps(&self, name: &str, mode: Option<Mode>, incomplete: bool) -> Vec<u64> {
-        let Some(steps) = self.names.get(name).or_else(|| self.listed.get(name)) else {
-            return Vec::new();
-        };
-        let kept = steps
-            .iter()
-            .filter(|g| incomplete || self.is_complete_step(**g));
-        match mode {
-            None | Some(Mode::Global) => kept.copied().collect(),
-            Some(m) => {
-                let mut out: Vec<u64> = kept
-                    .filter_map(|g| {
-                        let e = &self.steps[g];
-                        (e.mode == m).then_some(e.mode_step)
-                    })
-                    .collect();
-                out.sort_unstable();
-                out.dedup();
-                out
-            }
-        }
+    /// The first global step a listing reads: the one after the last complete step.
+    pub fn resume_step(&self) -> u64 {
+        self.last_complete.map_or(0, |l| l.saturating_add(1))
     }
 }
 
@@ -288,28 +271,78 @@ mod tests {
     /// formula does, until no more than a window of steps is past it.
     #[test]
     fn the_incomplete_step_window_moves_the_last_complete_step_by_half_windows() {
-        let mut st = State::new(None, StepRange::ALL, 4);
+        let mut p = StepProgress::new(4);
+        p.collections_file(Some("worker_0"), 2);
         for g in 0..10 {
-            st.steps.insert(
-                g,
-                super::super::state::StepEntry {
-                    mode: Mode::Global,
-                    mode_step: g,
-                    workers: Default::default(),
-                },
-            );
+            p.step_written(g, "worker_0");
         }
-        st.apply_window();
-        // 10 - (-1 + 1) > 4 -> 1; 10 - 2 > 4 -> 3; 10 - 4 > 4 -> 5; 10 - 6 = 4 stops.
-        assert_eq!(st.last_complete, Some(5));
-        assert_eq!(st.step_state(5, Mode::Global), StepState::Available);
-        assert_eq!(st.step_state(6, Mode::Global), StepState::NotYetAvailable);
-        let mut tiny = State::new(None, StepRange::ALL, 1);
-        tiny.steps = st.steps.clone();
-        tiny.apply_window();
         assert_eq!(
-            tiny.last_complete, None,
+            p.last_complete(),
+            None,
+            "one of two workers wrote each step"
+        );
+        p.listed();
+        // 10 - (-1 + 1) > 4 -> 1; 10 - 2 > 4 -> 3; 10 - 4 > 4 -> 5; 10 - 6 = 4 stops.
+        assert_eq!(p.last_complete(), Some(5));
+        assert!(p.is_complete(5) && !p.is_complete(6));
+        assert_eq!(p.resume_step(), 6);
+        let mut tiny = StepProgress::new(1);
+        tiny.collections_file(None, 2);
+        for g in 0..10 {
+            tiny.step_written(g, "w");
+        }
+        tiny.listed();
+        assert_eq!(
+            tiny.last_complete(),
+            None,
             "half of a window of 1 moves nothing"
+        );
+    }
+
+    /// A worker named only by a collections file holds nothing back; the declared count does;
+    /// the end completes every step.
+    #[test]
+    fn completeness_counts_the_declared_workers_not_the_names() {
+        let mut p = StepProgress::new(1000);
+        p.collections_file(Some("worker_0"), 1);
+        p.step_written(0, "algo-1");
+        assert_eq!(p.last_complete(), Some(0));
+        assert_eq!(p.workers(), ["worker_0"]);
+        assert_eq!(p.step_workers().iter().collect::<Vec<_>>(), ["algo-1"]);
+        let mut two = StepProgress::new(1000);
+        two.collections_file(Some("worker_0"), 2);
+        // A second collections file does not change the count.
+        two.collections_file(Some("worker_1"), 5);
+        two.step_written(0, "worker_0");
+        two.step_written(1, "worker_0");
+        two.step_written(0, "worker_0");
+        assert_eq!(
+            two.last_complete(),
+            None,
+            "the same worker twice is one worker"
+        );
+        two.step_written(1, "worker_1");
+        assert_eq!(
+            two.last_complete(),
+            Some(1),
+            "step 0 is passed: complete too"
+        );
+        assert!(two.is_complete(0) && two.has_read(0, "worker_1"));
+        two.step_written(2, "worker_0");
+        assert!(!two.is_complete(2) && two.has_read(2, "worker_0") && !two.has_read(2, "worker_1"));
+        two.ended(Some(3));
+        assert!(two.is_ended() && two.is_complete(3) && two.last_complete() == Some(3));
+        // Declared 0: nothing completes before the end (Python's `==`).
+        let mut zero = StepProgress::new(1000);
+        zero.collections_file(Some("worker_0"), 0);
+        zero.step_written(0, "worker_0");
+        assert_eq!(zero.last_complete(), None);
+        // No collections file: the workers that wrote steps.
+        let mut none = StepProgress::new(1000);
+        none.step_written(0, "a");
+        assert_eq!(
+            (none.last_complete(), none.workers()),
+            (Some(0), vec!["a".to_string()])
         );
     }
 }

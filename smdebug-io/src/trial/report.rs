@@ -6,11 +6,6 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use smdebug_core::Mode;
 
-use super::Trial;
-use super::source::TensorValue;
-use super::state::StepSelector;
-use crate::error::Result;
-
 /// One saved value of a tensor, in the JSON shape of the interop checkers' `expected.json`
 /// (`smdebug value` prints it).
 #[derive(Clone, Debug, Serialize)]
@@ -105,58 +100,4 @@ pub struct TrialInfo {
     /// (see [`Trial::warnings`]). Left out of the JSON when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
-}
-
-impl Trial {
-    /// Values of `name` in the CLI's JSON shape: one global step, or every complete step (in
-    /// order), optionally restricted to a mode and a worker.
-    pub fn tensor_records(
-        &self,
-        name: &str,
-        steps: StepSelector,
-        mode: Option<Mode>,
-        worker: Option<&str>,
-    ) -> Result<Vec<TensorRecordJson>> {
-        let locations = {
-            let st = self.fresh()?;
-            st.locations_for(name, steps, mode, worker, self.location())?
-        };
-        locations
-            .into_iter()
-            .map(|loc| {
-                let (dtype, shape, values) = match self.read_value(name, &loc)? {
-                    TensorValue::Numbers(bytes) => {
-                        let t = bytes.to_tensor();
-                        let values = t.to_f64_vec().into_iter().map(JsonElement::Number);
-                        (
-                            t.dtype().name().to_string(),
-                            t.shape().to_vec(),
-                            values.collect(),
-                        )
-                    }
-                    TensorValue::Strings(strings) => {
-                        let values = strings
-                            .values()
-                            .iter()
-                            .map(|v| JsonElement::Text(String::from_utf8_lossy(v).into_owned()));
-                        (
-                            "string".to_string(),
-                            strings.shape().to_vec(),
-                            values.collect(),
-                        )
-                    }
-                };
-                Ok(TensorRecordJson {
-                    name: name.to_string(),
-                    step: loc.step,
-                    mode: loc.mode,
-                    mode_step: loc.mode_step,
-                    worker: loc.file.worker.to_string(),
-                    dtype,
-                    shape,
-                    values,
-                })
-            })
-            .collect()
-    }
 }

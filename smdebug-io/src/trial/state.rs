@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use smdebug_core::{Collection, EndReason, Mode, Reduction, UnusablePattern};
 
-use super::progress::StepRange;
+use super::progress::{StepProgress, StepRange};
 use super::source::{self, EventFile, Slot, TensorTable};
 use super::steps::PlannedStep;
 use crate::error::{Error, Result};
@@ -114,13 +114,8 @@ pub(crate) struct State {
     /// Names an index file lists twice (the later entry is read), each once however many
     /// index files do it: a Keras run repeats its metrics at every epoch's end.
     pub repeated_names: BTreeMap<String, RepeatedName>,
-    /// `num_workers` of the first collections file read (Python smdebug takes the first file's);
-    /// `None` while no collections file was read.
-    pub declared_workers: Option<usize>,
-    /// The workers collections files are named after (Python smdebug's `workers()`).
-    pub collection_workers: BTreeSet<String>,
-    /// The workers whose index files were read: those that wrote steps.
-    pub step_workers: BTreeSet<String>,
+    /// Workers, and which steps are complete (Python smdebug's rules).
+    pub progress: StepProgress,
     pub steps: BTreeMap<u64, StepEntry>,
     /// (mode, step within the mode) -> the first global step numbered so, for reads by mode
     /// (Python smdebug's `_mode_to_global`), in order for `has_passed_step`'s search.
@@ -130,16 +125,11 @@ pub(crate) struct State {
     /// Names a reader lists: like Python smdebug, a reduction `smdebug/reductions/mean/w` is
     /// listed as its tensor `w` (read it with `reduction_value`).
     pub listed: BTreeMap<String, StepSet>,
-    /// Python smdebug's `last_complete_step` (`None` for its -1): every step up to it counts as
-    /// complete. See [`progress`](super::progress).
-    pub last_complete: Option<u64>,
-    /// Index files read for steps past `last_complete`, by step: listing resumes after
-    /// `last_complete`, and these are not read again (Python smdebug's read-files cache).
+    /// Index files read for steps past the last complete step, by step: listing resumes after
+    /// it, and these are not read again (Python smdebug's read-files cache).
     pending: BTreeMap<u64, BTreeSet<String>>,
     /// The global steps the trial reads (Python smdebug's `range_steps`).
     pub range: StepRange,
-    /// Python smdebug's `INCOMPLETE_STEP_WAIT_WINDOW` (see [`progress`](super::progress)).
-    pub window: u64,
     /// `Trial::forget_files_before` has let go of the files of every step before this one.
     pub files_forgotten_before: u64,
     /// Per collection, the listed names it selects, worked out when the collections files
@@ -161,7 +151,7 @@ impl State {
         State {
             local_root,
             range,
-            window,
+            progress: StepProgress::new(window),
             ..State::default()
         }
     }
@@ -228,10 +218,8 @@ impl State {
 
         for (key, file) in source::new_collection_files(storage, &self.collection_files)? {
             self.collection_files.insert(key.clone());
-            self.declared_workers.get_or_insert(file.num_workers);
-            if let Some(w) = file.worker {
-                self.collection_workers.insert(w);
-            }
+            self.progress
+                .collections_file(file.worker.as_deref(), file.num_workers);
             for c in file.collections {
                 for p in c.unusable_patterns() {
                     if !self.unusable_patterns.contains(p) {
@@ -270,14 +258,12 @@ impl State {
             self.pending.entry(step).or_default().extend(paths);
         }
         listed?;
-        self.apply_window();
+        self.progress.listed();
         if let Some(reason) = marker {
             self.complete = true;
             self.end_reason = reason;
             // Python smdebug: every step counts once the run ended.
-            if let Some(&last) = self.steps.keys().next_back() {
-                self.last_complete = Some(last);
-            }
+            self.progress.ended(self.steps.keys().next_back().copied());
         }
         self.forget_pending();
         self.last_refresh = Some(Instant::now());
@@ -287,15 +273,15 @@ impl State {
     /// The first global step a listing reads: the one after the last complete step (no index
     /// file of an earlier step is read again, as in Python smdebug), not before the range.
     fn resume_step(&self) -> u64 {
-        self.last_complete
-            .map_or(0, |l| l.saturating_add(1))
+        self.progress
+            .resume_step()
             .max(self.range.start.unwrap_or(0))
     }
 
     /// Index files at or before the last complete step are never listed again: no need to
     /// remember them.
     fn forget_pending(&mut self) {
-        if let Some(last) = self.last_complete {
+        if let Some(last) = self.progress.last_complete() {
             self.pending = self.pending.split_off(&last.saturating_add(1));
         }
     }
@@ -382,11 +368,8 @@ impl State {
                 }
             }
         }
-        if !self.step_workers.contains(&idx.worker) {
-            self.step_workers.insert(idx.worker.clone());
-        }
+        self.progress.step_written(idx.step, &idx.worker);
         let file_len = idx.tensors.end();
-        let expected = self.expected_workers();
         let entry = self.steps.entry(idx.step).or_insert_with(|| StepEntry {
             mode: idx.mode,
             mode_step: idx.mode_step,
@@ -400,8 +383,6 @@ impl State {
                 tensors: idx.tensors,
             },
         );
-        let written = entry.workers.len();
-        self.worker_wrote(idx.step, written, expected);
         self.read_once(idx.step, idx.path);
         Ok(())
     }

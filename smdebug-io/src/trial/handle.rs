@@ -1,28 +1,16 @@
-//! One tensor of a trial: its steps, workers and values (Python smdebug's `Tensor`).
+//! One tensor of a trial, [`TrialTensor`]: its steps, workers and values (Python smdebug's
+//! `Tensor`).
 
 use std::collections::BTreeMap;
 
 use ndarray::ArrayD;
 use smdebug_core::{Mode, Reduction, Tensor};
 
-use super::Trial;
+use super::TrialTensor;
 use super::source::{self, Location, TensorBytes, TensorValue};
 use crate::error::{Error, Result};
 
-/// One tensor of a trial.
-pub struct TrialTensor<'t> {
-    trial: &'t Trial,
-    name: String,
-}
-
-impl<'t> TrialTensor<'t> {
-    pub(super) fn new(trial: &'t Trial, name: &str) -> TrialTensor<'t> {
-        TrialTensor {
-            trial,
-            name: name.to_string(),
-        }
-    }
-
+impl TrialTensor<'_> {
     /// The tensor's name.
     pub fn name(&self) -> &str {
         &self.name
