@@ -11,9 +11,29 @@
 //! # Python smdebug's semantics
 //!
 //! Workers, step completeness, `range_steps` and the states of [`Trial::has_passed_step`] and
-//! [`Trial::wait_for_steps`] are Python smdebug 1.0.34's (see the [`progress`] module for the
-//! rules): [`steps`](Trial::steps) lists complete steps, as Python's `steps()` does, and
-//! [`all_steps`](Trial::all_steps) adds the incomplete ones (`show_incomplete_steps=True`).
+//! [`Trial::wait_for_steps`] are Python smdebug 1.0.34's, kept in [`StepProgress`] (which the
+//! dashboard's follower uses too): [`steps`](Trial::steps) lists complete steps, as Python's
+//! `steps()` does, and [`all_steps`](Trial::all_steps) adds the incomplete ones
+//! (`show_incomplete_steps=True`).
+//!
+//! - **Workers.** The number of workers is the `num_workers` of the run's (first) collections
+//!   file. A step is complete once that many workers wrote it. The names of the collections
+//!   files are the run's workers (`workers()`); they never hold a step back: a run whose
+//!   collections file is `worker_0_collections.json` with `num_workers: 1` and whose steps
+//!   `algo-1` wrote has every step complete. A run without a collections file (Python cannot
+//!   open one) counts the workers that wrote steps.
+//! - **The last complete step** (`last_complete_step`) is the highest step that many workers
+//!   wrote. Every step up to it counts as complete: a worker that skipped it never will write
+//!   it. When more than `incomplete_step_window` steps (Python's
+//!   `SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW`, 1000) are past it, it moves on by half the window
+//!   (Python's formula, which counts steps against a step number), so a job that lost a worker
+//!   still shows its steps, half a window late. Once the run's end marker is read, every step
+//!   is complete and the last complete step is the last step (Python's `loaded_all_steps`).
+//! - **`has_passed_step(s)`**: `Available` when `s` is a complete step; `NotYetAvailable` when
+//!   it is known but not complete, or later than every known step while the run goes on;
+//!   `Unavailable` when a later step is at or before the last complete step, or the run ended
+//!   without it.
+//! - **`range_steps`**: only index files of global steps in `[start, end)` are read.
 //!
 //! **When a trial looks for new files.** A query whose answer new files could change looks for
 //! them at once, as Python's does: [`steps`](Trial::steps) and the other step listings,
@@ -47,6 +67,12 @@
 //! - Collections files are merged over workers (Python reads the first one only).
 //! - An unknown collection is [`Error::CollectionNotFound`] (Python's `collection(name)` creates
 //!   it, empty, so its `tensor_names(collection=name)` is empty).
+//! - An index entry that locates no record (a 1-byte placeholder, a negative offset, an end past
+//!   `u64::MAX`) is [`Error::BadIndexEntry`] for that tensor at that step, naming the index file
+//!   and the entry (Python's reader fails inside its record reader, with `struct.error` or
+//!   worse). Like Python, the run opens and the tensor is listed.
+//! - String tensors read in any shape, in smdebug's form (dtype unset) and TensorFlow's
+//!   (`DT_STRING`); Python reads smdebug's 1-D form only.
 
 mod handle;
 mod listing;
@@ -89,8 +115,8 @@ pub struct TrialOptions {
     /// The global steps to read (Python smdebug's `range_steps`). Default: every step.
     pub range_steps: StepRange,
     /// Python smdebug's `SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW`: how many steps may be past the
-    /// last complete step before it moves on by half this many (see [`progress`]). Default:
-    /// 1000.
+    /// last complete step before it moves on by half this many (see the [module docs](self)).
+    /// Default: [`DEFAULT_INCOMPLETE_STEP_WINDOW`] (1000).
     pub incomplete_step_window: u64,
     /// Refuse to open a run whose collections files are not all there (at least one, and as
     /// many as the first one's `num_workers`), as Python smdebug's `create_trial` does:
@@ -455,8 +481,8 @@ impl Trial {
     }
 
     /// Where `step` (in `mode`'s numbering; global for `None`) stands (Python's
-    /// `has_passed_step`; the rules are in [`progress`]). A step not available yet is looked for
-    /// again at once.
+    /// `has_passed_step`; the rules are in the [module docs](self)). A step not available yet is
+    /// looked for again at once.
     pub fn has_passed_step(&self, step: u64, mode: Option<Mode>) -> Result<StepState> {
         let mode = mode.unwrap_or(Mode::Global);
         let mut st = self.throttled()?;
@@ -573,8 +599,9 @@ impl Trial {
     /// `trial.tensor(name)?.raw_bytes(step, mode, worker)` gives, looked up in one go (one lock,
     /// no handle), for callers that read one value per call (the Python binding's `value`).
     /// An unknown name is [`Error::TensorNotFound`], a tensor saved only as reductions
-    /// [`Error::OnlyReductionsSaved`], a step without it the error its state says (see
-    /// [`lookup`]).
+    /// [`Error::OnlyReductionsSaved`], a step without it the error its state says:
+    /// [`Error::StepNotAvailable`] (a complete step without it), [`Error::StepUnavailable`] or
+    /// [`Error::StepNotYetAvailable`], as Python's `Tensor.value` raises them.
     pub fn raw_bytes(
         &self,
         name: &str,

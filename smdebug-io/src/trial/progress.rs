@@ -1,24 +1,5 @@
-//! Python smdebug 1.0.34's step semantics, in one place: which workers a run has, which steps
-//! are complete, where a step stands, and which steps a trial reads.
-//!
-//! - **Workers.** The number of workers is the `num_workers` of the run's (first) collections
-//!   file. A step is complete once that many workers wrote it. The names of the collections
-//!   files are the run's workers (`workers()`); they never hold a step back: a run whose
-//!   collections file is `worker_0_collections.json` with `num_workers: 1` and whose steps
-//!   `algo-1` wrote has every step complete. A run without a collections file (Python cannot
-//!   open one) counts the workers that wrote steps.
-//! - **The last complete step** (`last_complete_step`) is the highest step that many workers
-//!   wrote. Every step up to it counts as complete: a worker that skipped it never will write
-//!   it. When more than `incomplete_step_window` steps (Python's
-//!   `SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW`, 1000) are past it, it moves on by half the window
-//!   (Python's formula, which counts steps against a step number), so a job that lost a worker
-//!   still shows its steps, half a window late. Once the run's end marker is read, every step
-//!   is complete and the last complete step is the last step (Python's `loaded_all_steps`).
-//! - **`has_passed_step(s)`**: `Available` when `s` is a complete step; `NotYetAvailable` when
-//!   it is known but not complete, or later than every known step while the run goes on;
-//!   `Unavailable` when a later step is at or before the last complete step, or the run ended
-//!   without it.
-//! - **`range_steps`**: only index files of global steps in `[start, end)` are read.
+//! Python smdebug 1.0.34's step completeness in one type, [`StepProgress`] (the rules are in the
+//! [`trial`](crate::trial) module's docs), and the step range a trial reads, [`StepRange`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -73,7 +54,7 @@ impl StepRange {
     }
 }
 
-/// Python smdebug 1.0.34's step completeness for one run (see the [module docs](self)), fed
+/// Python smdebug 1.0.34's step completeness for one run (see the [`trial`](crate::trial) module docs), fed
 /// with what a reader reads: the collections files, and each worker's index file of each step.
 /// The `Trial` keeps one; so does the dashboard's scalar follower, which reads index files in
 /// bulk on its own. A reader reports each worker's index file of a step once, in step order, and

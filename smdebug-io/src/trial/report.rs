@@ -72,9 +72,9 @@ pub struct TrialInfo {
     /// The run's location.
     pub location: String,
     /// The run's workers as Python smdebug names them: those its collections files are named
-    /// after (see [`Trial::workers`]).
+    /// after (see [`Trial::workers`](crate::trial::Trial::workers)).
     pub workers: Vec<String>,
-    /// The workers that wrote steps (see [`Trial::step_workers`]).
+    /// The workers that wrote steps (see [`Trial::step_workers`](crate::trial::Trial::step_workers)).
     pub step_workers: Vec<String>,
     /// How many workers the collections file declares: a step is complete once that many
     /// wrote it.
@@ -83,7 +83,7 @@ pub struct TrialInfo {
     pub modes: Vec<Mode>,
     /// Number of global steps, complete or not.
     pub num_steps: usize,
-    /// The last complete step (see [`Trial::last_complete_step`]).
+    /// The last complete step (see [`Trial::last_complete_step`](crate::trial::Trial::last_complete_step)).
     pub last_complete_step: Option<u64>,
     /// Number of steps per mode, complete or not.
     pub steps_per_mode: BTreeMap<String, usize>,
@@ -97,7 +97,7 @@ pub struct TrialInfo {
     /// Python smdebug run whose marker says nothing).
     pub end_reason: Option<String>,
     /// What the reader had to ignore, e.g. a regex in a collections file that does not compile
-    /// (see [`Trial::warnings`]). Left out of the JSON when empty.
+    /// (see [`Trial::warnings`](crate::trial::Trial::warnings)). Left out of the JSON when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
