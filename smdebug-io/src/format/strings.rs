@@ -21,7 +21,7 @@ use super::proto::{
 };
 use super::tensor::{
     DT_STRING, DecodeError, EventStamp, in_event, is_string_dtype, mode_metadata, parse_shape,
-    select_value,
+    select_value, typed_field,
 };
 use super::wire::Fields;
 
@@ -107,7 +107,7 @@ fn string_tensor_ref<'a>(
                 count += 1;
                 held = held.saturating_add(s.len() as u64 + STRING_ELEMENT_OVERHEAD);
             }
-            _ => {}
+            n => typed_field(n, v).map_err(bad)?,
         }
     }
     if !is_string_dtype(dtype, count > 0) {

@@ -13,7 +13,7 @@ use smdebug_core::{DType, Mode, Tensor};
 use super::proto::{
     Event, PluginData, SummaryMetadata, TensorProto, TensorShapeProto, summary, tensor_shape_proto,
 };
-use super::wire::Fields;
+use super::wire::{Fields, Wire};
 
 /// Plugin name of the mode step in a tensor's summary metadata (smdebug's `MODE_STEP_PLUGIN_NAME`).
 pub const MODE_STEP_PLUGIN: &str = "mode_step";
@@ -700,8 +700,11 @@ fn tensor_ref<'a>(
                 v.varint("TensorProto.version_number").map_err(bad)?;
             }
             4 => content = v.bytes("TensorProto.tensor_content").map_err(bad)?,
-            8 => has_strings = true,
-            _ => {}
+            8 => {
+                v.bytes("TensorProto.string_val").map_err(bad)?;
+                has_strings = true;
+            }
+            n => typed_field(n, v).map_err(bad)?,
         }
     }
     let (dims, unknown_rank) = parse_shape(shape.unwrap_or_default())?;
@@ -721,6 +724,47 @@ fn tensor_ref<'a>(
     };
     check_content_len(tag, data.len(), n, dtype, &shape)?;
     Ok((dtype, shape, data))
+}
+
+/// Checks the wire type of a `TensorProto` field a decoder does not read itself: a typed value
+/// field (`float_val`, `int_val`, …) packed (length-delimited) or one element of its own wire
+/// type, the others their own, as protobuf's parsers (prost's `TensorProto`, which
+/// TensorFlow-written values go through) require. Field numbers that are not `TensorProto`'s
+/// are skipped.
+pub(super) fn typed_field(number: u32, value: Wire<'_>) -> Result<(), String> {
+    let own = |name: &str, ok: bool| {
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "field `TensorProto.{name}` has a wire type that is not its own"
+            ))
+        }
+    };
+    match number {
+        1 => return own("dtype", matches!(value, Wire::Varint(_))),
+        3 => return own("version_number", matches!(value, Wire::Varint(_))),
+        2 | 4 | 8 => return own("a length-delimited field", matches!(value, Wire::Bytes(_))),
+        _ => {}
+    }
+    let (name, scalar): (&str, fn(&Wire<'_>) -> bool) = match number {
+        5 => ("float_val", |w| matches!(w, Wire::Fixed32(_))),
+        6 => ("double_val", |w| matches!(w, Wire::Fixed64(_))),
+        7 => ("int_val", |w| matches!(w, Wire::Varint(_))),
+        10 => ("int64_val", |w| matches!(w, Wire::Varint(_))),
+        11 => ("bool_val", |w| matches!(w, Wire::Varint(_))),
+        13 => ("half_val", |w| matches!(w, Wire::Varint(_))),
+        16 => ("uint32_val", |w| matches!(w, Wire::Varint(_))),
+        17 => ("uint64_val", |w| matches!(w, Wire::Varint(_))),
+        _ => return Ok(()),
+    };
+    if matches!(value, Wire::Bytes(_)) || scalar(&value) {
+        Ok(())
+    } else {
+        Err(format!(
+            "field `TensorProto.{name}` has a wire type that is not its own"
+        ))
+    }
 }
 
 /// A serialized `TensorShapeProto`: its dimensions as read (the first eight on the stack: the
@@ -1016,6 +1060,29 @@ mod tests {
         };
         assert_eq!(Event::decode(payload.as_slice()).unwrap(), built);
         assert_eq!(built.encoded_len(), payload.len());
+    }
+
+    /// A typed value field with a wire type that is not its own (a fuzzed record: `float_val`
+    /// as a varint beside raw content) is refused, as prost's `TensorProto` refuses it; the
+    /// record's content is not taken as its value.
+    #[test]
+    fn a_typed_value_field_of_the_wrong_wire_type_is_refused_as_prost_refuses_it() {
+        let mut tensor = Vec::new();
+        // dtype DT_INT8 (6), float_val (5) as a varint, tensor_content (4) = one byte.
+        tensor.extend_from_slice(&[0x08, 0x06, 0x28, 0x00, 0x22, 0x01, 0x7d]);
+        let err = tensor_ref(&tensor, "t", DEFAULT_MAX_TENSOR_BYTES).unwrap_err();
+        assert!(err.to_string().contains("TensorProto.float_val"), "{err}");
+        assert!(TensorProto::decode(tensor.as_slice()).is_err());
+        // string_val as a varint, in a float32 record: refused the same way.
+        let strings = [0x08, 0x01, 0x40, 0x00];
+        let err = tensor_ref(&strings, "t", DEFAULT_MAX_TENSOR_BYTES).unwrap_err();
+        assert!(err.to_string().contains("string_val"), "{err}");
+        assert!(TensorProto::decode(&strings[..]).is_err());
+        // Packed, it is a field like any other (its values are ignored beside raw content).
+        let packed = [0x08, 0x06, 0x2a, 0x04, 0, 0, 0x80, 0x3f, 0x22, 0x01, 0x7d];
+        let (dtype, shape, data) = tensor_ref(&packed, "t", DEFAULT_MAX_TENSOR_BYTES).unwrap();
+        assert_eq!((dtype, shape, &data[..]), (DType::I8, vec![], &[0x7d][..]));
+        assert!(TensorProto::decode(&packed[..]).is_ok());
     }
 
     #[test]
