@@ -65,13 +65,18 @@ enum Command {
         #[arg(long)]
         regex: Option<String>,
     },
-    /// Global steps, one per line, in order.
+    /// Global steps, one per line, in order: the complete ones (every worker the run declares
+    /// wrote them, or the run ended), as Python smdebug's `steps()` lists them.
     #[command(after_help = READ_EXIT_STATUS)]
     Steps {
         run: String,
         /// Only steps recorded in this mode (TRAIN, EVAL, PREDICT, GLOBAL).
         #[arg(long)]
         mode: Option<Mode>,
+        /// Also steps not every worker has written yet (Python smdebug's
+        /// `show_incomplete_steps`).
+        #[arg(long)]
+        incomplete: bool,
     },
     /// A tensor's value as JSON {name, step, mode, mode_step, worker, dtype, shape, values}.
     #[command(after_help = READ_EXIT_STATUS)]
@@ -128,7 +133,7 @@ struct ValueArgs {
         required_unless_present = "all_steps"
     )]
     step: Option<u64>,
-    /// Every step of the tensor, one JSON object per line, in step order.
+    /// Every complete step of the tensor, one JSON object per line, in step order.
     #[arg(long)]
     all_steps: bool,
     /// Only steps of this mode (with --step: the step must be of this mode).
@@ -204,9 +209,18 @@ fn run(cli: Cli) -> CliResult {
                 writeln!(out, "{}", smdebug_core::text::escape_controls(&n))?;
             }
         }
-        Command::Steps { run, mode } => {
+        Command::Steps {
+            run,
+            mode,
+            incomplete,
+        } => {
             let trial = open(&run)?;
-            for s in trial.global_steps(mode)? {
+            let steps = if incomplete {
+                trial.all_global_steps(mode)?
+            } else {
+                trial.global_steps(mode)?
+            };
+            for s in steps {
                 writeln!(out, "{s}")?;
             }
         }

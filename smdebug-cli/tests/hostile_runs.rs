@@ -371,6 +371,8 @@ fn tensor_names_with_control_characters_print_escaped() {
     hook.save_tensor("fc1.weight", &view, &["weights"]);
     hook.step();
     hook.close();
+    // Dropping the hook waits for its writer (`close` does not): the run is on disk after.
+    drop(hook);
     let out = smdebug(&["tensors", run.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(

@@ -29,7 +29,8 @@ use crate::error::{Error, Result};
 use crate::mode::Mode;
 use crate::reduction::{Reduction, ReductionConfig, ReductionOp};
 use crate::save_config::SaveConfig;
-use crate::sink::{EndReason, Record, Sink, StepKey, TensorRecord};
+use crate::sink::{EndReason, Record, Sink, StepKey, StringRecord, TensorRecord};
+use crate::strings::StringTensor;
 use crate::tensor::{Tensor, TensorView};
 use crate::timeline::Timeline;
 
@@ -471,6 +472,25 @@ impl Hook {
         }
     }
 
+    /// Saves a string tensor (labels, tree columns, notes) under `name` if any of its
+    /// collections is due now, as [`save_tensor`](Self::save_tensor) decides for numbers. Strings
+    /// have no reductions or histograms; with TensorBoard output on, they are also a text
+    /// summary. Returns whether it was recorded.
+    pub fn save_strings(&mut self, name: &str, value: &StringTensor, collections: &[&str]) -> bool {
+        if self.closed || !self.any_due || self.due_tensor(name, collections).is_none() {
+            return false;
+        }
+        let key = self.key();
+        self.sink.send(Record::Strings(StringRecord {
+            name: name.to_string(),
+            key,
+            value: value.clone(),
+            tb_text: self.config.export_tensorboard,
+        }));
+        self.step_has_records = true;
+        true
+    }
+
     /// Saves a scalar (a loss, a metric) as a one-element `f64` tensor.
     pub fn save_scalar(&mut self, name: &str, value: f64, collections: &[&str]) -> bool {
         let data = [value];
@@ -697,6 +717,42 @@ mod tests {
             Some(Record::Close(EndReason::Completed))
         ));
         assert_eq!(sink.ended_steps(), vec![0, 2, 5]);
+    }
+
+    /// String tensors follow their collections' schedule like numbers, end their step, join
+    /// their collections and become text summaries when TensorBoard output is on.
+    #[test]
+    fn string_tensors_are_saved_when_their_collection_is_due() {
+        let sink = MemorySink::default();
+        let mut h = hook(
+            &sink,
+            Hook::builder()
+                .save_config(SaveConfig::every(2))
+                .export_tensorboard(true),
+        );
+        let labels = StringTensor::from_strs(&["cat", "dog"]);
+        let mut saved = Vec::new();
+        for _ in 0..4 {
+            saved.push(h.save_strings("labels", &labels, &["labels"]));
+            h.step();
+        }
+        h.close();
+        assert_eq!(saved, [true, false, true, false]);
+        let records = sink.records.lock().unwrap();
+        let strings: Vec<&StringRecord> = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Strings(s) => Some(s),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(strings.len(), 2);
+        assert_eq!((strings[1].key.step, strings[1].value.clone()), (2, labels));
+        assert!(strings.iter().all(|s| s.tb_text && s.name == "labels"));
+        drop(records);
+        assert_eq!(sink.ended_steps(), [0, 2]);
+        // A closed hook saves nothing.
+        assert!(!h.save_strings("labels", &StringTensor::from_strs(&["x"]), &["labels"]));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! writer is the sink that matters; tests use [`MemorySink`].
 
 use crate::mode::Mode;
+use crate::strings::StringTensor;
 use crate::tensor::Tensor;
 
 /// Where a step's record sits: global step, mode and the step counted within that mode.
@@ -34,6 +35,19 @@ pub struct TensorRecord {
     pub tb_scalar: bool,
 }
 
+/// A string tensor the hook decided to save at a step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StringRecord {
+    /// Tensor name as readers see it.
+    pub name: String,
+    /// The step it belongs to.
+    pub key: StepKey,
+    /// The strings.
+    pub value: StringTensor,
+    /// Also write it as a TensorBoard text summary.
+    pub tb_text: bool,
+}
+
 /// Why a run ended, written into the end-of-run marker.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EndReason {
@@ -58,6 +72,8 @@ impl std::fmt::Display for EndReason {
 pub enum Record {
     /// A tensor due at a step.
     Tensor(TensorRecord),
+    /// A string tensor due at a step.
+    Strings(StringRecord),
     /// Every tensor of global step `step` has been handed over; the sink may publish the step.
     EndStep {
         /// The global step that ended.

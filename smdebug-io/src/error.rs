@@ -107,18 +107,18 @@ pub enum Error {
         limit: u64,
     },
 
-    /// A well-formed record of a tensor whose dtype this reader cannot represent (string
-    /// tensors: XGBoost's `trees/*` text columns). Not corruption: the rest of the run reads.
-    #[error("{path}: record at byte {offset}: tensor `{tensor}`: {dtype} are not supported")]
-    UnsupportedDtype {
+    /// A string tensor (`DT_STRING`: XGBoost's `trees/*` text columns) read as numbers. Not
+    /// corruption: read it as a [`TensorValue`](crate::trial::TensorValue) (`TrialTensor::read`).
+    #[error(
+        "{path}: record at byte {offset}: tensor `{tensor}` holds strings, not numbers (read it with TrialTensor::read)"
+    )]
+    StringTensor {
         /// The file, relative to the run.
         path: String,
         /// The record's byte offset in the file.
         offset: u64,
         /// The tensor's name.
         tensor: String,
-        /// The dtype as the record names it.
-        dtype: String,
     },
 
     /// The record an index entry points at holds another tensor (its tag is not the name the
@@ -155,6 +155,21 @@ pub enum Error {
         /// Where in the file the problem is.
         offset: u64,
         /// What is wrong.
+        reason: String,
+    },
+
+    /// An index entry that locates no record (a placeholder of 1 byte, a negative or fractional
+    /// number, an end past `u64::MAX`): an error for that tensor at that step only, raised when
+    /// it is read; the rest of the run reads.
+    #[error("{path}: tensor_payload entry {position} (`{tensor}`) locates no record: {reason}")]
+    BadIndexEntry {
+        /// The index file, relative to the run.
+        path: String,
+        /// The entry's position in the file's `tensor_payload` (0 for the first).
+        position: usize,
+        /// The tensor it names.
+        tensor: String,
+        /// What is wrong with it.
         reason: String,
     },
 
@@ -255,6 +270,48 @@ pub enum Error {
         waited: Duration,
     },
 
+    /// A `range_steps` whose end is not past its start.
+    #[error("range_steps ({start}, {end}): the end must be past the start")]
+    BadRangeSteps {
+        /// The first step asked for.
+        start: u64,
+        /// The first step not asked for.
+        end: u64,
+    },
+
+    /// Fewer collections files than the run's collections file declares workers (a trial that
+    /// requires them, as Python smdebug's does). `ended`: the run wrote its end marker, so they
+    /// will never come.
+    #[error(
+        "`{location}` has {found} collections files where {declared} workers are declared{}",
+        if *.ended { "; the run has ended" } else { "" }
+    )]
+    MissingCollectionFiles {
+        /// The run's location.
+        location: String,
+        /// The collections files found.
+        found: usize,
+        /// The workers declared (`num_workers`; 1 when no collections file was found).
+        declared: usize,
+        /// Whether the run has ended.
+        ended: bool,
+    },
+
+    /// A mode the run recorded no step in, or a step of a mode the run does not have, asked
+    /// for by name (Python smdebug's `tensor_names(step=…, mode=…)` raises `KeyError`).
+    #[error(
+        "`{location}` has no {}",
+        .step.map_or_else(|| format!("{mode} steps"), |s| format!("step {s} of mode {mode}"))
+    )]
+    UnknownStep {
+        /// The step asked for, if one was.
+        step: Option<u64>,
+        /// The mode asked for.
+        mode: Mode,
+        /// The run's location.
+        location: String,
+    },
+
     /// A tensor name the run never saved.
     #[error("tensor `{name}` not found in `{location}`")]
     TensorNotFound {
@@ -264,7 +321,8 @@ pub enum Error {
         location: String,
     },
 
-    /// The tensor exists but not at this step (or not yet).
+    /// The step is complete but this tensor was not saved there (Python smdebug's
+    /// `TensorUnavailableForStep`).
     #[error("tensor `{tensor}` is not available at step {step} ({mode}) in `{location}`")]
     StepNotAvailable {
         /// The tensor's name.
@@ -277,14 +335,65 @@ pub enum Error {
         location: String,
     },
 
-    /// A worker that did not write this step.
-    #[error("worker `{worker}` did not write step {step} (workers there: {})", .available.join(", "))]
+    /// A step that will never come: the run is past it, or ended without it (Python smdebug's
+    /// `StepUnavailable`).
+    #[error(
+        "step {step} ({mode}) of `{location}` is not available: it was not saved{}",
+        .tensor.as_ref().map_or_else(String::new, |t| format!(" (reading `{t}`)"))
+    )]
+    StepUnavailable {
+        /// The tensor being read, when a read asked.
+        tensor: Option<String>,
+        /// The step (global, or within `mode` where there is one).
+        step: u64,
+        /// The mode asked for.
+        mode: Mode,
+        /// The run's location.
+        location: String,
+    },
+
+    /// A step not written (by every worker) yet, while the run goes on (Python smdebug's
+    /// `StepNotYetAvailable`).
+    #[error(
+        "step {step} ({mode}) of `{location}` is not yet available{}",
+        .tensor.as_ref().map_or_else(String::new, |t| format!(" (reading `{t}`)"))
+    )]
+    StepNotYetAvailable {
+        /// The tensor being read, when a read asked.
+        tensor: Option<String>,
+        /// The step (global, or within `mode` where there is one).
+        step: u64,
+        /// The mode asked for.
+        mode: Mode,
+        /// The run's location.
+        location: String,
+    },
+
+    /// Waiting for a step past the last step of a run that has ended (Python smdebug's
+    /// `NoMoreData`).
+    #[error(
+        "step {step} ({mode}) of `{location}`: the run has ended; its last step is {}",
+        .last_step.map_or_else(|| "none".to_string(), |s| s.to_string())
+    )]
+    NoMoreData {
+        /// The step waited for.
+        step: u64,
+        /// The mode asked for.
+        mode: Mode,
+        /// The run's last step in that mode, if it has any.
+        last_step: Option<u64>,
+        /// The run's location.
+        location: String,
+    },
+
+    /// A worker that did not save the tensor at this step (Python smdebug's `InvalidWorker`).
+    #[error("worker `{worker}` did not save it at step {step} (workers that did: {})", .available.join(", "))]
     WorkerNotFound {
         /// The worker asked for.
         worker: String,
         /// The step (global, or within `mode` where there is one).
         step: u64,
-        /// The workers that wrote the step.
+        /// The workers that saved the tensor (or reductions of it) at the step.
         available: Vec<String>,
     },
 
@@ -318,5 +427,32 @@ impl Error {
     /// True for [`Error::NotFound`].
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::NotFound { .. })
+    }
+
+    /// The exception Python smdebug 1.0.34 raises in this case: a class of `smdebug.exceptions`
+    /// (`StepUnavailable`, `TensorUnavailableForStep`, …) or a Python builtin (`KeyError`,
+    /// `AssertionError`, …); `SMDebugRuntimeError` for what smdebug has no class of its own
+    /// for. `smdebug_rs` raises this class; the differential scenarios compare with it.
+    pub fn smdebug_exception(&self) -> &'static str {
+        match self {
+            Error::TensorNotFound { .. } => "TensorUnavailable",
+            Error::StepNotAvailable { .. }
+            | Error::OnlyReductionsSaved { .. }
+            | Error::ReductionNotSaved { .. } => "TensorUnavailableForStep",
+            Error::StepUnavailable { .. } => "StepUnavailable",
+            Error::StepNotYetAvailable { .. } => "StepNotYetAvailable",
+            Error::NoMoreData { .. } => "NoMoreData",
+            Error::WorkerNotFound { .. } => "InvalidWorker",
+            Error::MissingCollectionFiles { .. } => "MissingCollectionFiles",
+            // Python smdebug fails deep in its record reader (`struct.error`); smdebug's own
+            // class for a bad index file names the entry.
+            Error::BadIndexEntry { .. } => "IndexReaderException",
+            // smdebug asserts its range_steps; it looks collections and steps up in dicts.
+            Error::BadRangeSteps { .. } => "AssertionError",
+            Error::UnknownStep { .. } | Error::CollectionNotFound { .. } => "KeyError",
+            Error::BadRegex { .. } => "ValueError",
+            Error::Timeout { .. } => "TimeoutError",
+            _ => "SMDebugRuntimeError",
+        }
     }
 }

@@ -318,13 +318,27 @@ fn bad_index_json_names_file_and_offset() {
         r#"{"meta": {"mode": "EVAL", "mode_step": 1}, "tensor_payload": [{"tensorname": "x", "start_idx": 0, "length": 20}]}"#,
     );
     assert!(reason.contains("event_file_name"), "{reason}");
-    let (offset, reason) = bad_index(
-        r#"{"meta": {"mode": "EVAL", "mode_step": 1, "event_file_name": "e"}, "tensor_payload": [{"tensorname": "x", "start_idx": -4, "length": 20}]}"#,
-    );
+    // A bad number in one entry is that entry's problem, not the file's: it is kept aside
+    // (reading that tensor at that step fails), and the file parses.
+    let index = IndexFile::parse(
+        br#"{"meta": {"mode": "EVAL", "mode_step": 1, "event_file_name": "e"}, "tensor_payload": [{"tensorname": "x", "start_idx": -4, "length": 20}]}"#,
+        "i.json",
+    )
+    .unwrap();
+    assert!(index.tensor_payload.is_empty());
+    assert_eq!(index.unusable_entries.len(), 1);
     assert!(
-        offset > 0 && reason.contains("start_idx") || reason.contains("-4"),
-        "{offset} {reason}"
+        index.unusable_entries[0].reason.contains("start_idx")
+            && index.unusable_entries[0].reason.contains("-4"),
+        "{:?}",
+        index.unusable_entries
     );
+    // A mode step that is not a number still makes the file unreadable: it says which step
+    // the file is.
+    let (offset, reason) = bad_index(
+        r#"{"meta": {"mode": "EVAL", "mode_step": -1, "event_file_name": "e"}, "tensor_payload": []}"#,
+    );
+    assert!(offset > 0 && reason.contains("-1"), "{offset} {reason}");
 }
 
 #[test]

@@ -196,7 +196,7 @@ fn whole_tensor_reads_match_step_reads_on_a_long_run_with_any_cache() {
         assert!(
             matches!(
                 trial.raw_bytes("count", STEPS, None, None),
-                Err(smdebug_io::Error::StepNotAvailable { .. })
+                Err(smdebug_io::Error::StepUnavailable { .. })
             ),
             "{what}"
         );

@@ -263,25 +263,77 @@ fn a_record_longer_than_the_budget_is_not_read() {
 
 // ---- 2. offsets ----
 
-/// `start_idx + length` beyond u64: the index file is refused when the run is opened, naming the
-/// file and the tensor (it used to panic in `Bytes::slice` when the value was read).
+/// `start_idx + length` beyond u64, a 1-byte placeholder, a negative offset: each is an error
+/// for that tensor at that step, raised when it is read and naming the index file and the entry
+/// (it used to panic in `Bytes::slice`, then to make the whole run unreadable). The run opens;
+/// the other tensors of the step, and the tensor at its other steps, read as before.
 #[test]
-fn an_index_offset_that_overflows_is_a_bad_index_not_a_panic() {
-    let dir = golden_copy("pysmdebug_multi");
-    let run = run_of(&dir);
-    let rel = layout::index_file(0, "worker_0");
-    let mut index = read_json(&run, &rel);
-    entry_mut(&mut index, "loss")["start_idx"] = json!(u64::MAX - 10);
-    write_json(&run, &rel, &index);
-    let err = Trial::open(&run).err().expect("an index that overflows");
-    let Error::BadIndex { path, reason, .. } = &err else {
-        panic!("{err}")
-    };
-    assert_eq!(path, &rel);
-    assert!(
-        reason.contains("loss") && reason.contains("overflows"),
-        "{err}"
-    );
+fn an_index_entry_that_locates_no_record_fails_only_that_read() {
+    for (name, field, bad, reason) in [
+        ("loss", "start_idx", json!(u64::MAX - 10), "overflows"),
+        ("loss", "length", json!(1), "less than a record's framing"),
+        ("fc1.bias", "start_idx", json!(-3), "non-negative integer"),
+    ] {
+        let dir = golden_copy("pysmdebug_multi");
+        let run = run_of(&dir);
+        let rel = layout::index_file(0, "worker_0");
+        let mut index = read_json(&run, &rel);
+        let position = index["tensor_payload"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|e| e["tensorname"] == name)
+            .unwrap();
+        entry_mut(&mut index, name)[field] = bad;
+        write_json(&run, &rel, &index);
+        let trial = Trial::open(&run).unwrap_or_else(|e| panic!("{name} {field}: {e}"));
+        assert!(trial.tensor_names().unwrap().contains(&name.to_string()));
+        let err = trial
+            .tensor(name)
+            .unwrap()
+            .value(0, None, Some("worker_0"))
+            .unwrap_err();
+        let Error::BadIndexEntry {
+            path,
+            position: at,
+            tensor,
+            reason: why,
+        } = &err
+        else {
+            panic!("{name} {field}: {err}")
+        };
+        assert_eq!((path, *at, tensor.as_str()), (&rel, position, name));
+        assert!(why.contains(reason) && why.contains(field), "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains(&rel) && msg.contains(name), "{msg}");
+        // The same step from the other worker, the next step, and the other tensors of the
+        // step read as before.
+        trial
+            .tensor(name)
+            .unwrap()
+            .value(0, None, Some("worker_1"))
+            .unwrap();
+        trial.tensor(name).unwrap().value(1, None, None).unwrap();
+        trial
+            .tensor("fc1.weight")
+            .unwrap()
+            .value(0, None, Some("worker_0"))
+            .unwrap();
+        // Read step by step, the entry is an error of its own value.
+        let step0 = trial
+            .read_steps(None, None)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        let bad: Vec<_> = step0
+            .values
+            .iter()
+            .filter(|v| v.value.is_err())
+            .map(|v| (v.name.to_string(), v.worker.to_string()))
+            .collect();
+        assert_eq!(bad, [(name.to_string(), "worker_0".to_string())]);
+    }
 }
 
 /// An index entry past the end of its event file, and an empty event file: incomplete records

@@ -89,9 +89,18 @@ fn follow(location: &str) {
         assert_eq!(loss.sum(), step as f64);
     }
     trainer.join().unwrap();
-    trial
+    // Past the last step of a run that has ended: Python smdebug's NoMoreData.
+    let err = trial
         .wait_for_steps(&[STEPS], None, Duration::from_secs(30))
-        .unwrap();
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            smdebug_io::Error::NoMoreData { step, last_step: Some(last), .. }
+                if step == STEPS && last == STEPS - 1
+        ),
+        "{err}"
+    );
     assert!(trial.is_complete().unwrap());
     assert_eq!(
         trial.has_passed_step(STEPS, None).unwrap(),

@@ -9,7 +9,8 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 use smdebug_core::{
-    Collection, CollectionsFile, EndReason, Mode, Record, Sink, StepKey, Tensor, TensorRecord,
+    Collection, CollectionsFile, EndReason, Hook, Mode, Record, SaveConfig, Sink, StepKey,
+    StringTensor, Tensor, TensorRecord,
 };
 use smdebug_io::format::record::PayloadChecksum;
 use smdebug_io::storage::open_storage;
@@ -350,4 +351,118 @@ fn tensorboard_loads_our_scalars_and_histograms() {
         tb.to_str().unwrap(),
         expected_path.to_str().unwrap(),
     ]);
+}
+
+/// String tensors saved through the hook (`Hook::save_strings`): Python smdebug's Trial reads
+/// them from the event files (as numpy unicode arrays), TensorBoard's record reader and
+/// `make_ndarray` read the same records, and TensorBoard's text dashboard gets them from the
+/// TensorBoard files.
+#[test]
+fn python_smdebug_and_tensorboard_read_our_string_tensors() {
+    require_python_modules();
+    let column = |step: u64| -> Vec<String> {
+        vec![
+            format!("{step}-0"),
+            "Leaf".into(),
+            String::new(),
+            "é∑".into(),
+        ]
+    };
+    for checksum in [PayloadChecksum::SmdebugLegacy, PayloadChecksum::Crc32c] {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        let writer = Writer::builder(open_storage(run.to_str().unwrap()).unwrap())
+            .checksum(checksum)
+            .tensorboard(true)
+            .build()
+            .unwrap();
+        let mut hook = Hook::builder()
+            .save_config(SaveConfig::every(1))
+            .export_tensorboard(true)
+            .build(writer)
+            .unwrap();
+        hook.set_mode(Mode::Train);
+        let mut expected = Vec::new();
+        let mut tb = Vec::new();
+        for step in 0..3u64 {
+            let strings = StringTensor::from_strs(&column(step));
+            assert!(hook.save_strings("trees/ID", &strings, &["trees"]));
+            hook.save_scalar("loss", 1.0 / (step as f64 + 1.0), &["losses"]);
+            for (name, dtype, values) in [
+                ("trees/ID", "str", json!(column(step))),
+                ("loss", "float64", json!([1.0 / (step as f64 + 1.0)])),
+            ] {
+                expected.push(json!({
+                    "name": name, "step": step, "mode": "TRAIN", "mode_step": step,
+                    "worker": "worker_0", "dtype": dtype,
+                    "shape": if dtype == "str" { json!([4]) } else { json!([]) },
+                    "values": values,
+                }));
+            }
+            tb.push(json!({
+                "run": "TRAIN", "tag": "trees/ID", "step": step, "dtype": "str", "shape": [4],
+                "values": column(step), "plugin": "text",
+            }));
+            hook.step();
+        }
+        hook.close();
+        drop(hook);
+        // The hook's own collections (its defaults, `trees` and `losses`), as it wrote them.
+        let written: Value = serde_json::from_slice(
+            &std::fs::read(run.join("collections/000000000/worker_0_collections.json")).unwrap(),
+        )
+        .unwrap();
+        let collections: serde_json::Map<String, Value> = written["collections"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(name, c)| {
+                let fields =
+                    json!({"tensor_names": c["tensor_names"], "include_regex": c["include_regex"]});
+                (name.clone(), fields)
+            })
+            .collect();
+        assert_eq!(collections["trees"]["tensor_names"], json!(["trees/ID"]));
+        let expected = json!({
+            "run": {
+                "workers": ["worker_0"], "num_workers": 1, "complete": true,
+                "write_checksum": checksum == PayloadChecksum::Crc32c, "modes": ["TRAIN"],
+                "steps": {"GLOBAL": [0, 1, 2], "TRAIN": [0, 1, 2]},
+                "collections": collections,
+            },
+            "tensors": expected,
+        });
+        let expected_path = dir.path().join("run.expected.json");
+        std::fs::write(&expected_path, serde_json::to_vec(&expected).unwrap()).unwrap();
+        if checksum == PayloadChecksum::SmdebugLegacy {
+            // smdebug's Trial reads only its legacy checksum.
+            run_check(&[
+                &interop_script("check_with_smdebug.py"),
+                run.to_str().unwrap(),
+                expected_path.to_str().unwrap(),
+            ]);
+            continue;
+        }
+        // The event files alone (the text summaries in tensorboard/ are other tensor records).
+        let raw = dir.path().join("raw");
+        std::fs::create_dir(&raw).unwrap();
+        std::fs::rename(run.join("events"), raw.join("events")).unwrap();
+        run_check(&[
+            &interop_script("check_with_tensorboard.py"),
+            "--raw",
+            raw.to_str().unwrap(),
+            expected_path.to_str().unwrap(),
+        ]);
+        let tb_path = dir.path().join("tb.expected.json");
+        std::fs::write(
+            &tb_path,
+            serde_json::to_vec(&json!({"scalars": [], "histograms": [], "tensors": tb})).unwrap(),
+        )
+        .unwrap();
+        run_check(&[
+            &interop_script("check_with_tensorboard.py"),
+            run.join("tensorboard").to_str().unwrap(),
+            tb_path.to_str().unwrap(),
+        ]);
+    }
 }

@@ -2,11 +2,11 @@
 //! documents as Python objects.
 
 use numpy::{PyArray1, PyArrayDyn, PyArrayMethods};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyUnicodeDecodeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyList, PyTuple};
 use smdebug_core::{DType, Mode, Tensor};
-use smdebug_io::trial::TensorBytes;
+use smdebug_io::trial::{TensorBytes, TensorValue};
 
 /// A mode from its smdebug name (`TRAIN`, `EVAL`, `PREDICT`, `GLOBAL`); `None` is `GLOBAL`.
 pub fn mode(name: Option<&str>) -> PyResult<Mode> {
@@ -76,6 +76,44 @@ pub fn bytes_to_numpy<'py>(py: Python<'py>, value: &TensorBytes) -> PyResult<Bou
         DType::U64 => copied::<u64>(py, value),
         DType::Bool | DType::F16 | DType::BF16 => tensor_to_numpy(py, value.to_tensor()),
     }
+}
+
+/// A saved value, numbers or strings, as the numpy array Python smdebug returns: numbers as
+/// [`bytes_to_numpy`]; strings as `numpy.array(list_of_str)` makes them (`<U{longest}`, UTF-8
+/// decoded; an element that is not UTF-8 raises `UnicodeDecodeError`, as smdebug's
+/// `bytes.decode("utf-8")` does), reshaped to the stored shape. `max_bytes`: the reader's
+/// budget, which the unicode array (4 bytes per character) must fit too.
+pub fn value_to_numpy<'py>(
+    py: Python<'py>,
+    value: &TensorValue,
+    max_bytes: u64,
+) -> PyResult<Bound<'py, PyAny>> {
+    let strings = match value {
+        TensorValue::Numbers(bytes) => return bytes_to_numpy(py, bytes),
+        TensorValue::Strings(s) => s,
+    };
+    let mut texts = Vec::with_capacity(strings.len());
+    for v in strings.values() {
+        match std::str::from_utf8(v) {
+            Ok(t) => texts.push(t),
+            Err(e) => return Err(PyUnicodeDecodeError::new_utf8(py, v, e)?.into()),
+        }
+    }
+    let needed = strings.unicode_array_bytes().unwrap_or(u64::MAX);
+    if needed > max_bytes {
+        return Err(PyValueError::new_err(format!(
+            "a string tensor of {} elements needs {needed} bytes as a numpy unicode array, more \
+             than the reader's limit of {max_bytes} bytes",
+            strings.len()
+        )));
+    }
+    let np = py.import("numpy")?;
+    let array = if texts.is_empty() {
+        np.call_method1("array", (PyList::empty(py), "<U1"))?
+    } else {
+        np.call_method1("array", (texts,))?
+    };
+    array.call_method1("reshape", (PyTuple::new(py, strings.shape())?,))
 }
 
 /// A new C-ordered array of `T` holding `value`'s bytes (little-endian host).

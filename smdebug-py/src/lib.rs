@@ -17,7 +17,6 @@ mod errors;
 mod profiler;
 mod rules;
 mod trial;
-mod workers;
 
 use pyo3::prelude::*;
 

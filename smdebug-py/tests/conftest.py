@@ -22,8 +22,16 @@ REQUIRED = {p.strip() for p in os.environ.get("SMDEBUG_RS_REQUIRE", "").split(",
 def smdebug_runs():
     """Every run directory under smdebug-io/tests/data: the golden runs written by Python
     smdebug 1.0.34 and the corpus written by its real framework hooks. A run is a directory
-    with an ``index/`` directory (TensorBoard-only directories have none)."""
-    runs = sorted({p.parent for p in RUN_DATA.rglob("index") if p.is_dir()})
+    with an ``index/`` directory (TensorBoard-only directories have none). The differential
+    scenarios' stages (``scenarios/``) are parts of runs, replayed by test_scenarios.py."""
+    scenarios = RUN_DATA / "scenarios"
+    runs = sorted(
+        {
+            p.parent
+            for p in RUN_DATA.rglob("index")
+            if p.is_dir() and scenarios not in p.parents
+        }
+    )
     assert runs, f"no runs under {RUN_DATA}"
     return runs
 

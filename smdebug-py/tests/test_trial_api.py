@@ -4,10 +4,12 @@ expected.json, written by the generator that wrote the runs with Python smdebug 
 
 import json
 import math
+import os
 import subprocess
 import sys
 
 import numpy as np
+
 import pytest
 
 from conftest import RUN_DATA
@@ -95,8 +97,9 @@ def test_regex_and_collection_filters(multi):
     ]
     with pytest.raises(ValueError):
         multi.tensor_names(regex="x", collection="losses")
-    with pytest.raises(KeyError):
-        multi.tensor_names(collection="no_such_collection")
+    # smdebug's CollectionManager makes an unknown collection, empty: no names.
+    assert multi.tensor_names(collection="no_such_collection") == []
+    assert multi.collection("no_such_collection").tensor_names == set()
 
 
 def test_saved_and_computed_reductions(multi):
@@ -149,9 +152,46 @@ def test_incomplete_run_waits_with_a_timeout():
         trial.wait_for_steps([10], timeout=0.3)
 
 
-def test_missing_run_is_a_clear_error(tmp_path):
+def test_missing_run_is_a_clear_error_when_not_waiting(tmp_path):
     with pytest.raises(exceptions.SMDebugRuntimeError, match="no smdebug run"):
-        create_trial(str(tmp_path / "nothing-here"))
+        create_trial(str(tmp_path / "nothing-here"), wait_for_collections=False)
+
+
+def test_create_trial_waits_for_the_collections_file_as_smdebug_does(tmp_path):
+    """Like smdebug's create_trial, ours waits for the run's collections file (the trial may
+    be made before the training job writes anything), and opens once it is there."""
+    import threading
+
+    run = tmp_path / "run"
+    opened = {}
+
+    def open_it():
+        try:
+            opened["trial"] = create_trial(str(run))
+        except Exception as e:  # reported below
+            opened["error"] = e
+
+    waiter = threading.Thread(target=open_it, daemon=True)
+    waiter.start()
+    folder = run / "collections" / "000000000"
+    folder.mkdir(parents=True)
+    doc = '{"collections": {}, "_meta": {"num_workers": 1}}'
+    # Written aside and renamed, as smdebug's writers publish files.
+    (folder / ".partial").write_text(doc)
+    os.replace(folder / ".partial", folder / "worker_0_collections.json")
+    waiter.join(timeout=60)
+    assert not waiter.is_alive(), "create_trial did not return once the collections file was there"
+    assert "error" not in opened, opened
+    assert opened["trial"].steps() == []
+    assert opened["trial"].workers() == ["worker_0"]
+
+
+def test_a_run_that_ended_without_its_collections_file_is_missing_collection_files(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "training_job_end.ts").write_text("")
+    with pytest.raises(exceptions.MissingCollectionFiles):
+        create_trial(str(run))
 
 
 def test_values_are_writable_arrays_of_their_own(multi):

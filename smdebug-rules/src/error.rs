@@ -167,17 +167,21 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// True for reader errors that mean "this tensor is not there at this step (yet)": a rule treats
 /// them as "nothing to check", as Python smdebug's rule invoker does with
 /// `TensorUnavailableForStep` (which its Trial also raises for a tensor saved only as
-/// reductions: `OnlyReductionsSaved` here). A tensor of a dtype the reader has no type for
-/// (`UnsupportedDtype`: XGBoost's string columns) has no numbers for a rule to check either.
+/// reductions: `OnlyReductionsSaved` here), and a step that is not (yet) there
+/// (`StepUnavailable`, `StepNotYetAvailable`: an offline evaluation of a run that has not ended
+/// reads its incomplete steps too). A string tensor (`StringTensor`: XGBoost's text columns)
+/// has no numbers for a rule to check either.
 pub(crate) fn is_absent(e: &smdebug_io::Error) -> bool {
     matches!(
         e,
         smdebug_io::Error::TensorNotFound { .. }
             | smdebug_io::Error::StepNotAvailable { .. }
+            | smdebug_io::Error::StepUnavailable { .. }
+            | smdebug_io::Error::StepNotYetAvailable { .. }
             | smdebug_io::Error::WorkerNotFound { .. }
             | smdebug_io::Error::ReductionNotSaved { .. }
             | smdebug_io::Error::OnlyReductionsSaved { .. }
-            | smdebug_io::Error::UnsupportedDtype { .. }
+            | smdebug_io::Error::StringTensor { .. }
             | smdebug_io::Error::CollectionNotFound { .. }
     )
 }

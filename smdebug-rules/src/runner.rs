@@ -60,6 +60,9 @@ pub use crate::status::{RuleStatus, SUMMARY_FILE, Status, Summary, read_summary}
 fn runner_trial_options() -> TrialOptions {
     TrialOptions {
         file_cache_bytes: RUNNER_FILE_CACHE_BYTES,
+        // The runner looks for new files itself, once per poll (`refresh_run`): the rules'
+        // own queries at every step (tensor names, collections) need not list the run again.
+        auto_refresh: false,
         ..TrialOptions::default()
     }
 }
@@ -742,7 +745,9 @@ impl RuleRunner {
         if !self.slots.iter().any(|s| s.input() == RuleInput::Tensors) {
             return Ok((0, false));
         }
-        let steps = trial.global_steps(None).map_err(|e| self.read_error(e))?;
+        let steps = trial
+            .all_global_steps(None)
+            .map_err(|e| self.read_error(e))?;
         let mut processed = 0;
         let mut changed = false;
         let from = self.next_step;

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use ndarray::ArrayD;
 use smdebug_core::{CaptureRequest, Mode, PyRegex, Reduction, ReductionOp, SaveConfig};
-use smdebug_io::trial::Trial;
+use smdebug_io::trial::{TensorValue, Trial};
 
 use serde::{Deserialize, Serialize};
 
@@ -387,6 +387,27 @@ pub fn mode_value_at(
     };
     match t.value(step, mode, None) {
         Ok(v) => Ok(Some(v)),
+        Err(e) if is_absent(&e) => Ok(None),
+        Err(e) => Err(read_error(rule, step, e)),
+    }
+}
+
+/// A string tensor's elements at global step `step` (UTF-8, anything else replaced by U+FFFD),
+/// or `None` when `name` is not saved there or holds numbers.
+pub fn strings_at(rule: &str, trial: &Trial, name: &str, step: u64) -> Result<Option<Vec<String>>> {
+    let t = match trial.tensor(name) {
+        Ok(t) => t,
+        Err(e) if is_absent(&e) => return Ok(None),
+        Err(e) => return Err(read_error(rule, step, e)),
+    };
+    match t.read(step, None, None) {
+        Ok(TensorValue::Strings(s)) => Ok(Some(
+            s.values()
+                .iter()
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .collect(),
+        )),
+        Ok(TensorValue::Numbers(_)) => Ok(None),
         Err(e) if is_absent(&e) => Ok(None),
         Err(e) => Err(read_error(rule, step, e)),
     }

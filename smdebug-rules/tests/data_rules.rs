@@ -17,7 +17,14 @@ fn python() -> String {
 }
 
 fn write_xgboost_run(dir: &Path, importances: &[Vec<f64>], depths: &[u32]) {
-    let spec = serde_json::json!({"importances": importances, "depths": depths});
+    write_xgboost_spec(
+        dir,
+        serde_json::json!({"importances": importances, "depths": depths}),
+    );
+}
+
+/// Writes a run with `write_xgboost_run.py` from its JSON spec.
+fn write_xgboost_spec(dir: &Path, spec: serde_json::Value) {
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/interop/write_xgboost_run.py"
@@ -85,6 +92,83 @@ fn tree_rules_read_python_smdebug_xgboost_tensors() {
         assert_eq!(st.status, Status::NoIssuesFound, "{st:?}");
         assert!(st.datapoints > 0);
     }
+}
+
+/// With the trees' string columns (`trees/ID`, `trees/Feature`, `trees/Yes`, `trees/No`, which
+/// Python smdebug writes as string tensors), TreeDepth walks each tree from its root.
+#[test]
+fn tree_depth_walks_the_string_columns_of_the_trees() {
+    let dir = tempdir().unwrap();
+    let even = vec![1.0; 4];
+    write_xgboost_spec(
+        dir.path(),
+        serde_json::json!({"importances": [even, even, even], "depths": [3, 3, 1], "strings": true}),
+    );
+    let s = check(dir.path(), "TreeDepth:depth=3");
+    let st = s.rule("TreeDepth").unwrap();
+    assert_eq!(
+        (st.status, st.first_fired_step, st.fired_count),
+        (Status::IssuesFound, Some(2), 1),
+        "{st:?}"
+    );
+    assert_eq!(st.evidence[0].value, 1.0);
+    assert!(
+        st.message.contains("walked from the root through trees/ID"),
+        "{}",
+        st.message
+    );
+    assert_eq!(st.datapoints, 3);
+}
+
+/// Without feature importances, FeatureImportanceOverweight counts the splits of the trees'
+/// `trees/Feature` strings (XGBoost's `weight` importance) over the trees seen so far.
+#[test]
+fn feature_importance_overweight_counts_splits_without_importances() {
+    let dir = tempdir().unwrap();
+    let spread: Vec<String> = (0..7).map(|i| format!("f{i}")).collect();
+    let skewed = ["f3", "f5"];
+    write_xgboost_spec(
+        dir.path(),
+        serde_json::json!({
+            "importances": [null, null, null, null, null, null],
+            "depths": [3, 3, 3, 3, 3, 3],
+            "strings": true,
+            // Seven splits a tree: spread over f0-f6 twice, then f3, f5, f3, ... (4 on f3 and 3
+            // on f5 a tree).
+            "split_features": [spread, spread, skewed, skewed, skewed, skewed],
+        }),
+    );
+    let s = check(dir.path(), "FeatureImportanceOverweight");
+    let st = s.rule("FeatureImportanceOverweight").unwrap();
+    // After k skewed trees: f3 2 + 4k, f5 2 + 3k, the five others 2 each, of 14 + 7k splits;
+    // the top three hold (7k + 6) / (7k + 14), past 0.8 first at k = 4 (step 5): 34 / 42.
+    assert_eq!(
+        (st.status, st.first_fired_step, st.fired_count),
+        (Status::IssuesFound, Some(5), 1),
+        "{st:?}"
+    );
+    assert!((st.evidence[0].value - 34.0 / 42.0).abs() < 1e-12, "{st:?}");
+    assert!(
+        st.message.contains("splits on f3") && st.message.contains("splits on f5"),
+        "{}",
+        st.message
+    );
+    // Steps 0 and 1 alone (14 splits spread over 7 features) are healthy.
+    let healthy = tempdir().unwrap();
+    write_xgboost_spec(
+        healthy.path(),
+        serde_json::json!({
+            "importances": [null, null],
+            "depths": [3, 3],
+            "strings": true,
+            "split_features": [spread, spread],
+        }),
+    );
+    let s = check(healthy.path(), "FeatureImportanceOverweight");
+    let st = s.rule("FeatureImportanceOverweight").unwrap();
+    assert_eq!(st.status, Status::NoIssuesFound, "{st:?}");
+    // Seven features judged at each of the two steps.
+    assert_eq!(st.datapoints, 14);
 }
 
 /// Token ids of this crate's own source lines (0 = padding, 1 = unknown word), batched 16

@@ -204,3 +204,19 @@ fn tree_depth_rebuilds_the_depth_of_xgboost_trees() {
     // id alone (12 or 14) they would be 3 deep.
     silent("xgb_healthy", "TreeDepth");
 }
+
+/// Rules that expect numbers, pointed at every column of the XGBoost hook's trees (six of them
+/// string tensors: `trees/ID`, `trees/Feature`, `trees/Yes`, ...): the strings are skipped, the
+/// numeric columns checked, and no rule ends in an error.
+#[test]
+fn rules_that_expect_numbers_skip_string_tensors() {
+    for spec in [
+        "ExplodingTensor:tensor_regex=^trees/",
+        "AllZero:tensor_regex=^trees/",
+        "TensorVariance:tensor_regex=^trees/,max_threshold=1e30",
+    ] {
+        let st = status("xgb_healthy", spec);
+        assert_ne!(st.status, Status::Error, "{spec}: {st:?}");
+        assert!(st.datapoints > 0, "{spec} checked nothing: {st:?}");
+    }
+}

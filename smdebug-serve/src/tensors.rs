@@ -11,8 +11,13 @@
 //! 100,000-step run of 50 tensors of BENCHMARKS.md the old follower (the `Trial` held, values in
 //! rows) took 194 s to read the 5 million values and held 1.7 GB; this one 22–28 s and 224 MB. The `Trial` is still what the
 //! server reads whole tensors with (the distribution and 2-D views), opened on demand.
+//!
+//! Which steps are complete, and so where listing resumes, is the `Trial`'s own
+//! [`StepProgress`] (Python smdebug's rules: the collections file's `num_workers`, the last
+//! complete step, the incomplete-step window). Values are drawn as they arrive, complete step or
+//! not: a live view shows the first worker's value of a step as soon as it is there.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,6 +31,7 @@ use smdebug_io::format::layout::{
 use smdebug_io::format::read_tagged_tensor_record_ref;
 use smdebug_io::format::record::PayloadCrcPolicy;
 use smdebug_io::format::tensor::DEFAULT_MAX_TENSOR_BYTES;
+use smdebug_io::trial::StepProgress;
 
 /// A record longer than this cannot hold a single number (a scalar's record is ~100 bytes:
 /// framing, tag, step, mode metadata, dtype, shape, 8 bytes of value).
@@ -64,13 +70,8 @@ pub(crate) struct TensorUpdate {
 #[derive(Default)]
 pub(crate) struct TensorCursor {
     collections: BTreeSet<String>,
-    num_workers: usize,
-    workers: BTreeSet<String>,
-    /// Global step → (mode, workers whose index file was read), for steps not yet read from
-    /// every worker (complete steps are dropped: only `last_complete` is kept of them).
-    open_steps: BTreeMap<u64, (Mode, BTreeSet<String>)>,
-    /// The highest global step read from every worker.
-    last_complete: Option<u64>,
+    /// Which steps are complete and which index files were read (the `Trial`'s rules).
+    progress: StepProgress,
     /// Every global step seen.
     seen_steps: BTreeSet<u64>,
     /// Names listed so far (reductions folded).
@@ -84,17 +85,11 @@ pub(crate) struct TensorCursor {
 }
 
 impl TensorCursor {
-    fn expected_workers(&self) -> usize {
-        self.num_workers.max(self.workers.len()).max(1)
-    }
-
-    /// The first global step that listing resumes at.
+    /// The first global step that listing resumes at (`None`: from the first).
     fn resume(&self) -> Option<u64> {
-        self.open_steps
-            .keys()
-            .next()
-            .copied()
-            .or(self.last_complete.map(|s| s + 1))
+        self.progress
+            .last_complete()
+            .map(|_| self.progress.resume_step())
     }
 }
 
@@ -136,12 +131,7 @@ pub(crate) fn follow_tensors(
                     let Some((step, worker)) = parse_index_file(&path) else {
                         continue;
                     };
-                    let read = cursor
-                        .open_steps
-                        .get(&step)
-                        .is_some_and(|(_, w)| w.contains(&worker))
-                        || cursor.last_complete.is_some_and(|l| step <= l);
-                    if !read {
+                    if !cursor.progress.has_read(step, &worker) {
                         cursor.backlog.push_back((path, step, worker));
                     }
                 }
@@ -171,6 +161,9 @@ pub(crate) fn follow_tensors(
             break;
         }
     }
+    if cursor.backlog.is_empty() {
+        cursor.progress.listed();
+    }
     update.pending = cursor.backlog.len();
     update.found = cursor.found;
     update
@@ -194,8 +187,9 @@ fn read_collections(storage: &dyn Storage, cursor: &mut TensorCursor, update: &m
             .and_then(|v| CollectionsFile::from_json(&v).map_err(|e| e.to_string()));
         match parsed {
             Ok(file) => {
-                cursor.num_workers = cursor.num_workers.max(file.num_workers);
-                cursor.workers.insert(worker);
+                cursor
+                    .progress
+                    .collections_file(Some(&worker), file.num_workers);
                 cursor.found = true;
             }
             Err(e) => update.warnings.push(format!("{path}: {e}")),
@@ -206,23 +200,12 @@ fn read_collections(storage: &dyn Storage, cursor: &mut TensorCursor, update: &m
 
 fn absorb(cursor: &mut TensorCursor, update: &mut TensorUpdate, read: StepRead) {
     cursor.found = true;
-    cursor.workers.insert(read.worker.clone());
     if cursor.seen_steps.insert(read.step) {
         update.steps.push((read.step, read.mode));
     }
-    let expected = cursor.expected_workers();
-    let entry = cursor
-        .open_steps
-        .entry(read.step)
-        .or_insert_with(|| (read.mode, BTreeSet::new()));
-    entry.1.insert(read.worker);
-    // Steps read from every worker leave the open set, in order.
-    while let Some((&first, (_, workers))) = cursor.open_steps.iter().next() {
-        if workers.len() < expected {
-            break;
-        }
-        cursor.open_steps.remove(&first);
-        cursor.last_complete = Some(cursor.last_complete.map_or(first, |l| l.max(first)));
+    // Python smdebug learns steps from tensors: an index file listing none is no step.
+    if !read.names.is_empty() {
+        cursor.progress.step_written(read.step, &read.worker);
     }
     for name in read.names {
         if !cursor.names.contains(&name) {
@@ -389,8 +372,53 @@ fn read_step(
                 Err(e) => read.warnings.push(format!("{file}: {e}")),
             },
             Ok(_) => read.not_scalar.push(name.to_owned()),
+            // Strings (XGBoost's tree columns) are not numbers to draw.
+            Err(smdebug_io::Error::StringTensor { .. }) => read.not_scalar.push(name.to_owned()),
             Err(e) => read.warnings.push(e.to_string()),
         }
     }
     Ok(read)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 24's first case, as the dashboard's follower reads it: the collections file names
+    /// `worker_0` and declares one worker, `algo-1` writes the steps. Every step is complete
+    /// (the `Trial`'s rules), so the next listing resumes after the last one instead of reading
+    /// the run from its start again.
+    #[test]
+    fn the_follower_takes_step_completeness_from_the_trials_rules() {
+        let stages = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
+            "../smdebug-io/tests/data/scenarios/issue_workers_from_the_collections_file/stage_0",
+        );
+        let storage: Arc<dyn Storage> =
+            Arc::new(smdebug_io::storage::LocalStorage::new(&stages).unwrap());
+        let mut cursor = TensorCursor::default();
+        let mut sunk = 0;
+        let update = follow_tensors(
+            &storage,
+            &mut cursor,
+            Duration::from_secs(60),
+            &mut |values, _| sunk += values.len(),
+        );
+        assert_eq!(update.steps.len(), 4);
+        assert!(
+            sunk > 0 && update.warnings.is_empty(),
+            "{:?}",
+            update.warnings
+        );
+        assert_eq!(cursor.progress.last_complete(), Some(3));
+        assert_eq!(cursor.progress.workers(), ["worker_0"]);
+        assert_eq!(cursor.resume(), Some(4));
+        // Nothing new: the next pass reads nothing.
+        let again = follow_tensors(
+            &storage,
+            &mut cursor,
+            Duration::from_secs(60),
+            &mut |_, _| panic!("no new values"),
+        );
+        assert!(again.steps.is_empty() && again.pending == 0);
+    }
 }

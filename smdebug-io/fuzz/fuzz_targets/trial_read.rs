@@ -116,14 +116,32 @@ impl Storage for MemRun {
 /// The value an index entry named `name` may give: the one tensor value tagged `name` in the
 /// record the index points at (its last entry of that name, when it lists the name twice: the
 /// reader takes the later entry, as Python smdebug does). `None` when there is no such single
-/// value (a read must fail).
+/// value, or when that last entry locates no record (a read must fail).
 fn oracle(
     index: &IndexFile,
     events: &Bytes,
     step: u64,
     name: &str,
 ) -> Option<smdebug_core::Tensor> {
-    let loc = index.tensor_payload.iter().rfind(|l| l.tensorname == name)?;
+    // The positions in the file of the usable entries (those not set aside as unusable).
+    let unusable: Vec<usize> = index.unusable_entries.iter().map(|e| e.position).collect();
+    let positions = (0usize..).filter(|p| !unusable.contains(p));
+    let last_usable = index
+        .tensor_payload
+        .iter()
+        .zip(positions)
+        .filter(|(l, _)| l.tensorname == name)
+        .last();
+    let last_unusable = index
+        .unusable_entries
+        .iter()
+        .filter(|e| e.tensorname == name)
+        .map(|e| e.position)
+        .max();
+    let (loc, at) = last_usable?;
+    if last_unusable.is_some_and(|u| u > at) {
+        return None;
+    }
     let end = usize::try_from(loc.end()?).ok()?;
     let bytes = events.get(loc.start_idx as usize..end)?;
     let rec =

@@ -20,16 +20,95 @@ use smdebug_core::Mode;
 use crate::error::{Error, Result};
 
 /// The content of one index file.
+///
+/// An entry of `tensor_payload` whose `start_idx` or `length` cannot locate a record (not a
+/// non-negative integer, shorter than a record's framing, or an end past `u64::MAX`) does not
+/// make the file unreadable: it is kept in [`unusable_entries`](IndexFile::unusable_entries),
+/// and reading that tensor at that step is the error (a placeholder entry, or a writer that
+/// failed mid-entry, costs one value, as in Python smdebug). The other entries are in
+/// `tensor_payload`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "RawIndexFile")]
 pub struct IndexFile {
     /// The step the file describes.
     pub meta: IndexMeta,
-    /// Where each tensor's record is.
+    /// Where each tensor's record is (the usable entries, in file order).
     #[serde(default)]
     pub tensor_payload: Vec<TensorLocation>,
     /// Shapes saved without values (smdebug's `save_shape`), kept as they are.
     #[serde(default)]
     pub shape_payload: Vec<serde_json::Value>,
+    /// The entries of `tensor_payload` that locate no record, with why (never written).
+    #[serde(skip_serializing)]
+    pub unusable_entries: Vec<UnusableEntry>,
+}
+
+/// An entry of an index file's `tensor_payload` that locates no record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnusableEntry {
+    /// Its position in `tensor_payload` (0 for the first entry).
+    pub position: usize,
+    /// The tensor it names.
+    pub tensorname: String,
+    /// Why it locates no record.
+    pub reason: String,
+}
+
+impl std::fmt::Display for UnusableEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "tensor_payload entry {} (`{}`): {}",
+            self.position, self.tensorname, self.reason
+        )
+    }
+}
+
+/// [`IndexFile`] as the JSON holds it: entries whose numbers are checked one by one.
+#[derive(Deserialize)]
+struct RawIndexFile {
+    meta: IndexMeta,
+    #[serde(default)]
+    tensor_payload: Vec<RawLocation>,
+    #[serde(default)]
+    shape_payload: Vec<serde_json::Value>,
+}
+
+/// One entry of `tensor_payload` as found: its numbers, or why they are not numbers.
+#[derive(Deserialize)]
+struct RawLocation {
+    tensorname: String,
+    #[serde(deserialize_with = "entry_number")]
+    start_idx: EntryNumber,
+    #[serde(deserialize_with = "entry_number")]
+    length: EntryNumber,
+}
+
+impl From<RawIndexFile> for IndexFile {
+    fn from(raw: RawIndexFile) -> IndexFile {
+        let mut tensor_payload = Vec::with_capacity(raw.tensor_payload.len());
+        let mut unusable_entries = Vec::new();
+        for (position, entry) in raw.tensor_payload.into_iter().enumerate() {
+            match locate(&entry.start_idx, &entry.length) {
+                Ok((start_idx, length)) => tensor_payload.push(TensorLocation {
+                    tensorname: entry.tensorname,
+                    start_idx,
+                    length,
+                }),
+                Err(reason) => unusable_entries.push(UnusableEntry {
+                    position,
+                    tensorname: entry.tensorname,
+                    reason,
+                }),
+            }
+        }
+        IndexFile {
+            meta: raw.meta,
+            tensor_payload,
+            shape_payload: raw.shape_payload,
+            unusable_entries,
+        }
+    }
 }
 
 /// The step an index file describes.
@@ -93,69 +172,102 @@ fn mode_de<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Mode, D::Erro
 /// have written strings). Read without building a `serde_json::Value` first: index files are
 /// parsed once per step, and a long run has tens of thousands of them.
 fn u64_lenient<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u64, D::Error> {
-    struct Lenient;
+    d.deserialize_any(Lenient)?
+        .map_err(serde::de::Error::custom)
+}
 
-    fn refuse<E: serde::de::Error>(found: impl std::fmt::Display) -> E {
-        E::custom(format!("expected a non-negative integer, found {found}"))
+/// Reads any JSON value as a non-negative integer (or a string holding one), or the reason it
+/// is not one: `Ok(Err(reason))` for a well-formed value of another kind.
+struct Lenient;
+
+fn refuse(found: impl std::fmt::Display) -> EntryNumber {
+    Err(format!("expected a non-negative integer, found {found}"))
+}
+
+impl<'de> serde::de::Visitor<'de> for Lenient {
+    type Value = EntryNumber;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a non-negative integer")
     }
 
-    impl<'de> serde::de::Visitor<'de> for Lenient {
-        type Value = u64;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a non-negative integer")
-        }
-
-        fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<u64, E> {
-            Ok(v)
-        }
-
-        fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<u64, E> {
-            u64::try_from(v).map_err(|_| refuse(v))
-        }
-
-        fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<u64, E> {
-            Err(refuse(serde_json::Value::from(v)))
-        }
-
-        fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<u64, E> {
-            v.trim()
-                .parse()
-                .map_err(|_| refuse(serde_json::Value::from(v)))
-        }
-
-        fn visit_bool<E: serde::de::Error>(self, v: bool) -> std::result::Result<u64, E> {
-            Err(refuse(v))
-        }
-
-        fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<u64, E> {
-            Err(refuse("null"))
-        }
-
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(
-            self,
-            mut seq: A,
-        ) -> std::result::Result<u64, A::Error> {
-            let mut items = Vec::new();
-            while let Some(v) = seq.next_element::<serde_json::Value>()? {
-                items.push(v);
-            }
-            Err(refuse(serde_json::Value::Array(items)))
-        }
-
-        fn visit_map<A: serde::de::MapAccess<'de>>(
-            self,
-            mut map: A,
-        ) -> std::result::Result<u64, A::Error> {
-            let mut object = serde_json::Map::new();
-            while let Some((k, v)) = map.next_entry::<String, serde_json::Value>()? {
-                object.insert(k, v);
-            }
-            Err(refuse(serde_json::Value::Object(object)))
-        }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<EntryNumber, E> {
+        Ok(Ok(v))
     }
 
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<EntryNumber, E> {
+        Ok(u64::try_from(v).or_else(|_| refuse(v)))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<EntryNumber, E> {
+        Ok(refuse(serde_json::Value::from(v)))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<EntryNumber, E> {
+        Ok(v.trim()
+            .parse()
+            .or_else(|_| refuse(serde_json::Value::from(v))))
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> std::result::Result<EntryNumber, E> {
+        Ok(refuse(v))
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<EntryNumber, E> {
+        Ok(refuse("null"))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<EntryNumber, A::Error> {
+        let mut items = Vec::new();
+        while let Some(v) = seq.next_element::<serde_json::Value>()? {
+            items.push(v);
+        }
+        Ok(refuse(serde_json::Value::Array(items)))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<EntryNumber, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some((k, v)) = map.next_entry::<String, serde_json::Value>()? {
+            object.insert(k, v);
+        }
+        Ok(refuse(serde_json::Value::Object(object)))
+    }
+}
+
+/// A number of an index entry: a non-negative integer (or a string holding one), or why it is
+/// not one. Anything JSON holds is accepted here: the entry is judged when it is read.
+pub(crate) type EntryNumber = std::result::Result<u64, String>;
+
+/// [`u64_lenient`] for an entry's number: what does not parse is kept as the reason, so that one
+/// bad entry does not make its index file unreadable.
+fn entry_number<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<EntryNumber, D::Error> {
     d.deserialize_any(Lenient)
+}
+
+/// Where an entry's record is, `(start_idx, length)`; or why the entry locates none: a number
+/// that is not one, a length shorter than a record's framing, an end past `u64::MAX`.
+pub(crate) fn locate(
+    start: &EntryNumber,
+    length: &EntryNumber,
+) -> std::result::Result<(u64, u64), String> {
+    let start = start.clone().map_err(|e| format!("start_idx: {e}"))?;
+    let length = length.clone().map_err(|e| format!("length: {e}"))?;
+    if length < super::record::FRAMING_BYTES as u64 {
+        return Err(format!(
+            "length {length} is less than a record's framing ({} bytes)",
+            super::record::FRAMING_BYTES
+        ));
+    }
+    if start.checked_add(length).is_none() {
+        return Err(format!("start_idx {start} + length {length} overflows"));
+    }
+    Ok((start, length))
 }
 
 /// A string borrowed from the JSON when it holds no escapes.
@@ -192,10 +304,17 @@ pub(crate) struct IndexMetaRef<'a> {
 pub(crate) struct TensorLocationRef<'a> {
     #[serde(borrow)]
     pub tensorname: Cow<'a, str>,
-    #[serde(deserialize_with = "u64_lenient")]
-    pub start_idx: u64,
-    #[serde(deserialize_with = "u64_lenient")]
-    pub length: u64,
+    #[serde(deserialize_with = "entry_number")]
+    pub start_idx: EntryNumber,
+    #[serde(deserialize_with = "entry_number")]
+    pub length: EntryNumber,
+}
+
+impl TensorLocationRef<'_> {
+    /// Where the entry's record is, `(start_idx, length)`, or why it locates none.
+    pub fn location(&self) -> std::result::Result<(u64, u64), String> {
+        locate(&self.start_idx, &self.length)
+    }
 }
 
 /// The byte offset of serde_json's (line, column) position in `text`.
@@ -229,35 +348,16 @@ fn from_json<'a, T: Deserialize<'a>>(bytes: &'a [u8], path: &str) -> Result<T> {
     })
 }
 
-/// The checks every parsed index passes: entries need an event file, and each entry is at
-/// least a record's framing long with `start_idx + length` within `u64`.
-fn check_entries<'n>(
-    path: &str,
-    has_event_file: bool,
-    entries: impl Iterator<Item = (&'n str, u64, u64)>,
-) -> Result<()> {
-    let bad = |reason: String| Error::BadIndex {
-        path: path.to_string(),
-        offset: 0,
-        reason,
-    };
-    let mut entries = entries.peekable();
-    if entries.peek().is_some() && !has_event_file {
-        return Err(bad(
-            "tensor_payload without meta.event_file_name".to_string()
-        ));
-    }
-    for (name, start, length) in entries {
-        if length < super::record::FRAMING_BYTES as u64 {
-            return Err(bad(format!(
-                "tensor `{name}` has length {length}, less than a record's framing"
-            )));
-        }
-        if start.checked_add(length).is_none() {
-            return Err(bad(format!(
-                "tensor `{name}`: start_idx {start} + length {length} overflows"
-            )));
-        }
+/// The check every parsed index passes: entries need an event file. Each entry's numbers are
+/// judged on their own ([`locate`]): an entry that locates no record is an error for that tensor
+/// at that step only.
+fn check_entries(path: &str, has_event_file: bool, has_entries: bool) -> Result<()> {
+    if has_entries && !has_event_file {
+        return Err(Error::BadIndex {
+            path: path.to_string(),
+            offset: 0,
+            reason: "tensor_payload without meta.event_file_name".to_string(),
+        });
     }
     Ok(())
 }
@@ -267,16 +367,16 @@ fn check_entries<'n>(
 trait Entries {
     /// Whether `meta.event_file_name` is given.
     fn names_event_file(&self) -> bool;
-    /// `(name, start_idx, length)` of every entry.
-    fn entries(&self) -> impl Iterator<Item = (&str, u64, u64)>;
+    /// Whether `tensor_payload` lists anything, usable or not.
+    fn has_entries(&self) -> bool;
 }
 
 impl Entries for IndexRef<'_> {
     fn names_event_file(&self) -> bool {
         self.meta.event_file_name.is_some()
     }
-    fn entries(&self) -> impl Iterator<Item = (&str, u64, u64)> {
-        (self.tensor_payload.iter()).map(|t| (&*t.tensorname, t.start_idx, t.length))
+    fn has_entries(&self) -> bool {
+        !self.tensor_payload.is_empty()
     }
 }
 
@@ -284,15 +384,15 @@ impl Entries for IndexFile {
     fn names_event_file(&self) -> bool {
         self.meta.event_file_name.is_some()
     }
-    fn entries(&self) -> impl Iterator<Item = (&str, u64, u64)> {
-        (self.tensor_payload.iter()).map(|t| (t.tensorname.as_str(), t.start_idx, t.length))
+    fn has_entries(&self) -> bool {
+        !self.tensor_payload.is_empty() || !self.unusable_entries.is_empty()
     }
 }
 
 /// Deserializes an index and runs [`check_entries`] on it.
 fn parse_checked<'a, T: Deserialize<'a> + Entries>(bytes: &'a [u8], path: &str) -> Result<T> {
     let index: T = from_json(bytes, path)?;
-    check_entries(path, index.names_event_file(), index.entries())?;
+    check_entries(path, index.names_event_file(), index.has_entries())?;
     Ok(index)
 }
 
@@ -305,8 +405,10 @@ impl<'a> IndexRef<'a> {
 
 impl IndexFile {
     /// Parses an index file; `path` names it in errors, which carry the byte offset. Every entry
-    /// is checked: at least a record's framing long and `start_idx + length` within `u64`. A
-    /// name listed twice is not an error here: see [`IndexFile::repeated_names`].
+    /// is checked on its own: one that is not at least a record's framing long with
+    /// `start_idx + length` within `u64` goes to
+    /// [`unusable_entries`](IndexFile::unusable_entries). A name listed twice is not an error
+    /// here: see [`IndexFile::repeated_names`].
     pub fn parse(bytes: &[u8], path: &str) -> Result<IndexFile> {
         parse_checked(bytes, path)
     }
@@ -366,7 +468,10 @@ mod tests {
             ("[3]", "0", shapes, false),
             ("{\"n\": 3}", "0", shapes, false),
             ("true", "0", shapes, false),
-            ("3", "18446744073709551615", shapes, false),
+            // An entry that locates no record is judged when it is read: the file parses.
+            ("3", "18446744073709551615", shapes, true),
+            ("3", "-4", shapes, true),
+            ("3", "\"x\"", shapes, true),
             // Python smdebug iterates shape_payload: anything but a list is an error.
             ("3", "0", "[]", true),
             ("3", "0", "84", false),
@@ -385,7 +490,15 @@ mod tests {
                         (b.meta.mode, b.meta.mode_step)
                     );
                     assert_eq!(b.tensor_payload[0].tensorname, "aé");
-                    assert_eq!(o.tensor_payload[0].start_idx, b.tensor_payload[0].start_idx);
+                    match (b.tensor_payload[0].location(), &o.unusable_entries[..]) {
+                        (Ok((start, _)), []) => assert_eq!(o.tensor_payload[0].start_idx, start),
+                        (Err(reason), [entry]) => {
+                            assert!(o.tensor_payload.is_empty(), "{text}");
+                            assert_eq!((entry.position, &entry.reason), (0, &reason), "{text}");
+                            assert_eq!(entry.tensorname, "aé");
+                        }
+                        other => panic!("{text}: {other:?}"),
+                    }
                 }
                 (Err(o), Err(b)) => {
                     assert!(!ok, "{text}");
@@ -394,6 +507,71 @@ mod tests {
                 _ => panic!("{text}: {owned:?} vs {borrowed:?}"),
             }
         }
+    }
+
+    /// One entry that locates no record (a 1-byte placeholder, a negative or fractional
+    /// number, an end past u64::MAX) leaves the file and its other entries readable; the entry is
+    /// kept with its position and the reason.
+    #[test]
+    fn an_entry_that_locates_no_record_leaves_the_other_entries_usable() {
+        let entry = |name: &str, start: &str, length: &str| {
+            format!(r#"{{"tensorname": "{name}", "start_idx": {start}, "length": {length}}}"#)
+        };
+        let text = format!(
+            r#"{{"meta": {{"mode": "TRAIN", "mode_step": 0, "event_file_name": "events/000000000000/000000000000_worker_0.tfevents"}}, "tensor_payload": [{}, {}, {}, {}, {}, {}], "shape_payload": []}}"#,
+            entry("loss", "0", "40"),
+            entry("gradients/dummy:0", "40", "1"),
+            entry("neg", "-3", "40"),
+            entry("frac", "40", "40.5"),
+            entry("far", "18446744073709551610", "40"),
+            entry("w", "\"40\"", "40"),
+        );
+        let index = IndexFile::parse(text.as_bytes(), "i.json").unwrap();
+        let usable: Vec<_> = index
+            .tensor_payload
+            .iter()
+            .map(|t| (t.tensorname.as_str(), t.start_idx, t.length))
+            .collect();
+        assert_eq!(usable, [("loss", 0, 40), ("w", 40, 40)]);
+        let unusable: Vec<_> = index
+            .unusable_entries
+            .iter()
+            .map(|e| (e.position, e.tensorname.as_str(), e.reason.as_str()))
+            .collect();
+        assert_eq!(
+            unusable,
+            [
+                (
+                    1,
+                    "gradients/dummy:0",
+                    "length 1 is less than a record's framing (16 bytes)"
+                ),
+                (
+                    2,
+                    "neg",
+                    "start_idx: expected a non-negative integer, found -3"
+                ),
+                (
+                    3,
+                    "frac",
+                    "length: expected a non-negative integer, found 40.5"
+                ),
+                (
+                    4,
+                    "far",
+                    "start_idx 18446744073709551610 + length 40 overflows"
+                ),
+            ]
+        );
+        assert_eq!(
+            index.unusable_entries[0].to_string(),
+            "tensor_payload entry 1 (`gradients/dummy:0`): length 1 is less than a record's \
+             framing (16 bytes)"
+        );
+        // Never written back: the writer's own files have no such entries.
+        let again = IndexFile::parse(&index.to_json_bytes(), "again").unwrap();
+        assert!(again.unusable_entries.is_empty());
+        assert_eq!(again.tensor_payload, index.tensor_payload);
     }
 
     #[test]

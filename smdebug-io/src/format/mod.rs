@@ -28,6 +28,7 @@ pub mod index;
 pub mod layout;
 pub mod proto;
 pub mod record;
+pub mod strings;
 pub mod tensor;
 pub mod tensorboard;
 mod wire;
@@ -35,7 +36,7 @@ mod wire;
 use smdebug_core::{EndReason, Tensor};
 
 use crate::error::{Error, Result};
-pub use index::{IndexFile, IndexMeta, TensorLocation};
+pub use index::{IndexFile, IndexMeta, TensorLocation, UnusableEntry};
 pub use record::{
     ChecksumKind, Corruption, Decoded, MaskedCrc, PayloadChecksum, PayloadCrcPolicy, RecordIter,
     RecordRef, decode_record,
@@ -86,6 +87,21 @@ pub fn read_tagged_tensor_record(
 ) -> Result<TensorEvent> {
     let rec = record::decode_exact_record(bytes, path, offset, policy)?;
     tensor::decode_tagged_tensor_event(rec.payload, tag, max_tensor_bytes)
+        .map_err(|e| e.at(path, offset))
+}
+
+/// Decodes the bytes an index entry points at (exactly one record) as the string tensor tagged
+/// `tag`, with the checks of [`read_tagged_tensor_record`]; its strings stay in `bytes`.
+pub fn read_tagged_string_record_ref<'a>(
+    bytes: &'a [u8],
+    path: &str,
+    offset: u64,
+    tag: &str,
+    policy: PayloadCrcPolicy,
+    max_tensor_bytes: u64,
+) -> Result<strings::StringEventRef<'a>> {
+    let rec = record::decode_exact_record(bytes, path, offset, policy)?;
+    strings::decode_string_event_ref(rec.payload, Some(tag), max_tensor_bytes)
         .map_err(|e| e.at(path, offset))
 }
 

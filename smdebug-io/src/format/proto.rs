@@ -167,7 +167,8 @@ pub struct TensorProto {
     /// int32, int16, int8, uint16, uint8.
     #[prost(int32, repeated, packed = "true", tag = "7")]
     pub int_val: Vec<i32>,
-    /// String values (XGBoost's `trees/*` columns); this reader does not decode them.
+    /// String values (XGBoost's `trees/*` columns), one per element; `format::strings` decodes
+    /// them in place.
     #[prost(bytes = "vec", repeated, tag = "8")]
     pub string_val: Vec<Vec<u8>>,
     /// int64 values.

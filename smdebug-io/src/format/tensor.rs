@@ -13,12 +13,21 @@ use smdebug_core::{DType, Mode, Tensor};
 use super::proto::{
     Event, PluginData, SummaryMetadata, TensorProto, TensorShapeProto, summary, tensor_shape_proto,
 };
-use super::wire::Fields;
+use super::wire::{Fields, Wire};
 
 /// Plugin name of the mode step in a tensor's summary metadata (smdebug's `MODE_STEP_PLUGIN_NAME`).
 pub const MODE_STEP_PLUGIN: &str = "mode_step";
 /// Plugin name of the mode (smdebug's `MODE_PLUGIN_NAME`); the content is the mode's number.
 pub const MODE_PLUGIN: &str = "mode";
+
+/// TensorFlow's `DT_STRING`.
+pub const DT_STRING: i32 = 7;
+
+/// Whether a `TensorProto` of `dtype`, with or without `string_val` entries, holds strings:
+/// `DT_STRING`, or Python smdebug's unset dtype with strings (see the `strings` module).
+pub fn is_string_dtype(dtype: i32, has_strings: bool) -> bool {
+    dtype == DT_STRING || (dtype == 0 && has_strings)
+}
 
 /// Where and when a tensor event belongs.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -221,13 +230,11 @@ pub enum DecodeError {
         /// The tags the record holds.
         tags: Vec<String>,
     },
-    /// A well-formed tensor of a dtype this reader has no type for (strings: XGBoost's hook
-    /// writes its `trees/*` text columns as `DT_STRING`).
-    UnsupportedDtype {
+    /// A well-formed string tensor where numbers were asked for (XGBoost's hook writes its
+    /// `trees/*` text columns as strings): `format::strings` decodes it.
+    Strings {
         /// The record's tag (tensor name).
         tag: String,
-        /// The dtype as the record names it.
-        dtype: String,
     },
 }
 
@@ -264,8 +271,8 @@ impl std::fmt::Display for DecodeError {
             DecodeError::Ambiguous { tags } => {
                 write!(f, "several tensor values: {}", tag_list(tags))
             }
-            DecodeError::UnsupportedDtype { tag, dtype } => {
-                write!(f, "tensor `{tag}`: {dtype} are not supported")
+            DecodeError::Strings { tag } => {
+                write!(f, "tensor `{tag}` holds strings, not numbers")
             }
         }
     }
@@ -306,11 +313,10 @@ impl DecodeError {
                 expected: format!("`{wanted}`"),
                 found: tag_list(&found),
             },
-            DecodeError::UnsupportedDtype { tag, dtype } => Error::UnsupportedDtype {
+            DecodeError::Strings { tag } => Error::StringTensor {
                 path,
                 offset,
                 tensor: tag,
-                dtype,
             },
             other => Error::CorruptRecord {
                 path,
@@ -520,11 +526,24 @@ fn summary_values<'a>(
         })
 }
 
-fn decode_selected_ref<'a>(
+/// The tensor value a reader asked for in a record payload, with the event's step and wall time
+/// and the value's mode and mode step: what every tensor decoder reads first.
+pub(super) struct Selected<'a> {
+    pub tag: &'a str,
+    pub step: u64,
+    pub wall_time: f64,
+    pub mode: Mode,
+    pub mode_step: u64,
+    /// The serialized `TensorProto`.
+    pub tensor: &'a [u8],
+}
+
+/// Finds the one tensor value tagged `tag` (the only tensor value when `None`) in a record
+/// payload, checking the event around it (see [`decode_tagged_tensor_event`]).
+pub(super) fn select_value<'a>(
     payload: &'a [u8],
     tag: Option<&str>,
-    max_tensor_bytes: u64,
-) -> Result<TensorEventRef<'a>, DecodeError> {
+) -> Result<Selected<'a>, DecodeError> {
     let not_event = |e: String| DecodeError::Malformed(format!("not an Event protobuf: {e}"));
     let (mut wall_time, mut step) = (0.0, 0i64);
     // The `what` oneof: the member that came last, and where its run of summaries starts.
@@ -612,17 +631,40 @@ fn decode_selected_ref<'a>(
         return Err(e.into());
     }
     let tensor = value.tensor.expect("selected values hold a tensor");
-    let (dtype, shape, data) =
-        tensor_ref(tensor, value.tag, max_tensor_bytes).map_err(|e| match e {
-            DecodeError::Malformed(m) if m.starts_with("bad protobuf: ") => not_event(m),
-            other => other,
-        })?;
-    Ok(TensorEventRef {
-        name: value.tag,
+    Ok(Selected {
+        tag: value.tag,
         step,
         wall_time,
         mode,
         mode_step,
+        tensor,
+    })
+}
+
+/// Maps a `TensorProto` decoder's protobuf error to the event's ("not an Event protobuf").
+pub(super) fn in_event(e: DecodeError) -> DecodeError {
+    match e {
+        DecodeError::Malformed(m) if m.starts_with("bad protobuf: ") => {
+            DecodeError::Malformed(format!("not an Event protobuf: {m}"))
+        }
+        other => other,
+    }
+}
+
+fn decode_selected_ref<'a>(
+    payload: &'a [u8],
+    tag: Option<&str>,
+    max_tensor_bytes: u64,
+) -> Result<TensorEventRef<'a>, DecodeError> {
+    let value = select_value(payload, tag)?;
+    let (dtype, shape, data) =
+        tensor_ref(value.tensor, value.tag, max_tensor_bytes).map_err(in_event)?;
+    Ok(TensorEventRef {
+        name: value.tag,
+        step: value.step,
+        wall_time: value.wall_time,
+        mode: value.mode,
+        mode_step: value.mode_step,
         dtype,
         shape,
         data,
@@ -658,14 +700,80 @@ fn tensor_ref<'a>(
                 v.varint("TensorProto.version_number").map_err(bad)?;
             }
             4 => content = v.bytes("TensorProto.tensor_content").map_err(bad)?,
-            8 => has_strings = true,
-            _ => {}
+            8 => {
+                v.bytes("TensorProto.string_val").map_err(bad)?;
+                has_strings = true;
+            }
+            n => typed_field(n, v).map_err(bad)?,
         }
     }
-    // The dimensions as read, the first eight on the stack: the shape returned is the one
-    // allocation a value's header costs for the usual ranks.
+    let (dims, unknown_rank) = parse_shape(shape.unwrap_or_default())?;
+    let (dtype, shape, n) = checked_layout(
+        dtype,
+        has_strings,
+        unknown_rank,
+        &dims,
+        tag,
+        max_tensor_bytes,
+    )?;
+    let data = if !content.is_empty() || n == 0 {
+        std::borrow::Cow::Borrowed(content)
+    } else {
+        let proto = TensorProto::decode(bytes).map_err(|e| bad(e.to_string()))?;
+        std::borrow::Cow::Owned(typed_values(dtype, &proto, n).map_err(|r| named(tag, r))?)
+    };
+    check_content_len(tag, data.len(), n, dtype, &shape)?;
+    Ok((dtype, shape, data))
+}
+
+/// Checks the wire type of a `TensorProto` field a decoder does not read itself: a typed value
+/// field (`float_val`, `int_val`, …) packed (length-delimited) or one element of its own wire
+/// type, the others their own, as protobuf's parsers (prost's `TensorProto`, which
+/// TensorFlow-written values go through) require. Field numbers that are not `TensorProto`'s
+/// are skipped.
+pub(super) fn typed_field(number: u32, value: Wire<'_>) -> Result<(), String> {
+    let own = |name: &str, ok: bool| {
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "field `TensorProto.{name}` has a wire type that is not its own"
+            ))
+        }
+    };
+    match number {
+        1 => return own("dtype", matches!(value, Wire::Varint(_))),
+        3 => return own("version_number", matches!(value, Wire::Varint(_))),
+        2 | 4 | 8 => return own("a length-delimited field", matches!(value, Wire::Bytes(_))),
+        _ => {}
+    }
+    let (name, scalar): (&str, fn(&Wire<'_>) -> bool) = match number {
+        5 => ("float_val", |w| matches!(w, Wire::Fixed32(_))),
+        6 => ("double_val", |w| matches!(w, Wire::Fixed64(_))),
+        7 => ("int_val", |w| matches!(w, Wire::Varint(_))),
+        10 => ("int64_val", |w| matches!(w, Wire::Varint(_))),
+        11 => ("bool_val", |w| matches!(w, Wire::Varint(_))),
+        13 => ("half_val", |w| matches!(w, Wire::Varint(_))),
+        16 => ("uint32_val", |w| matches!(w, Wire::Varint(_))),
+        17 => ("uint64_val", |w| matches!(w, Wire::Varint(_))),
+        _ => return Ok(()),
+    };
+    if matches!(value, Wire::Bytes(_)) || scalar(&value) {
+        Ok(())
+    } else {
+        Err(format!(
+            "field `TensorProto.{name}` has a wire type that is not its own"
+        ))
+    }
+}
+
+/// A serialized `TensorShapeProto`: its dimensions as read (the first eight on the stack: the
+/// shape a reader returns is the one allocation a value's header costs for the usual ranks) and
+/// whether its rank is unknown.
+pub(super) fn parse_shape(bytes: &[u8]) -> Result<(SmallVec<[i64; 8]>, bool), DecodeError> {
+    let bad = |e: String| DecodeError::Malformed(format!("bad protobuf: {e}"));
     let (mut dims, mut unknown_rank) = (SmallVec::<[i64; 8]>::new(), false);
-    for field in Fields::new(shape.unwrap_or_default()) {
+    for field in Fields::new(bytes) {
         let (number, v) = field.map_err(bad)?;
         match number {
             2 => {
@@ -686,22 +794,7 @@ fn tensor_ref<'a>(
             _ => {}
         }
     }
-    let (dtype, shape, n) = checked_layout(
-        dtype,
-        has_strings,
-        unknown_rank,
-        &dims,
-        tag,
-        max_tensor_bytes,
-    )?;
-    let data = if !content.is_empty() || n == 0 {
-        std::borrow::Cow::Borrowed(content)
-    } else {
-        let proto = TensorProto::decode(bytes).map_err(|e| bad(e.to_string()))?;
-        std::borrow::Cow::Owned(typed_values(dtype, &proto, n).map_err(|r| named(tag, r))?)
-    };
-    check_content_len(tag, data.len(), n, dtype, &shape)?;
-    Ok((dtype, shape, data))
+    Ok((dims, unknown_rank))
 }
 
 /// A tensor's content must be exactly its `n` elements of `dtype`.
@@ -834,8 +927,8 @@ fn tensor_from_proto_tagged(
     Tensor::from_bytes(dtype, shape, data).map_err(|e| named(tag, e.to_string()))
 }
 
-/// The dtype, shape and element count a tensor's header claims, checked: a dtype this reader
-/// has (strings are [`DecodeError::UnsupportedDtype`]), a known rank, non-negative dimensions,
+/// The dtype, shape and element count a tensor's header claims, checked: a numeric dtype
+/// (strings are [`DecodeError::Strings`]), a known rank, non-negative dimensions,
 /// and no more than `max_tensor_bytes` (checked before anything is allocated).
 fn checked_layout(
     tf_dtype: i32,
@@ -846,10 +939,9 @@ fn checked_layout(
     max_tensor_bytes: u64,
 ) -> Result<(DType, Vec<usize>, usize), DecodeError> {
     let dtype = DType::from_tf_datatype(tf_dtype).ok_or_else(|| {
-        if tf_dtype == 7 || (tf_dtype == 0 && has_strings) {
-            DecodeError::UnsupportedDtype {
+        if is_string_dtype(tf_dtype, has_strings) {
+            DecodeError::Strings {
                 tag: tag.to_string(),
-                dtype: "string tensors".to_string(),
             }
         } else {
             named(tag, format!("unsupported TensorFlow dtype {tf_dtype}"))
@@ -968,6 +1060,29 @@ mod tests {
         };
         assert_eq!(Event::decode(payload.as_slice()).unwrap(), built);
         assert_eq!(built.encoded_len(), payload.len());
+    }
+
+    /// A typed value field with a wire type that is not its own (a fuzzed record: `float_val`
+    /// as a varint beside raw content) is refused, as prost's `TensorProto` refuses it; the
+    /// record's content is not taken as its value.
+    #[test]
+    fn a_typed_value_field_of_the_wrong_wire_type_is_refused_as_prost_refuses_it() {
+        let mut tensor = Vec::new();
+        // dtype DT_INT8 (6), float_val (5) as a varint, tensor_content (4) = one byte.
+        tensor.extend_from_slice(&[0x08, 0x06, 0x28, 0x00, 0x22, 0x01, 0x7d]);
+        let err = tensor_ref(&tensor, "t", DEFAULT_MAX_TENSOR_BYTES).unwrap_err();
+        assert!(err.to_string().contains("TensorProto.float_val"), "{err}");
+        assert!(TensorProto::decode(tensor.as_slice()).is_err());
+        // string_val as a varint, in a float32 record: refused the same way.
+        let strings = [0x08, 0x01, 0x40, 0x00];
+        let err = tensor_ref(&strings, "t", DEFAULT_MAX_TENSOR_BYTES).unwrap_err();
+        assert!(err.to_string().contains("string_val"), "{err}");
+        assert!(TensorProto::decode(&strings[..]).is_err());
+        // Packed, it is a field like any other (its values are ignored beside raw content).
+        let packed = [0x08, 0x06, 0x2a, 0x04, 0, 0, 0x80, 0x3f, 0x22, 0x01, 0x7d];
+        let (dtype, shape, data) = tensor_ref(&packed, "t", DEFAULT_MAX_TENSOR_BYTES).unwrap();
+        assert_eq!((dtype, shape, &data[..]), (DType::I8, vec![], &[0x7d][..]));
+        assert!(TensorProto::decode(&packed[..]).is_ok());
     }
 
     #[test]

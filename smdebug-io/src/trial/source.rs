@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 
-use smdebug_core::{Collection, CollectionsFile, DType, EndReason, Mode, Tensor};
+use smdebug_core::{Collection, CollectionsFile, DType, EndReason, Mode, StringTensor, Tensor};
 
 use crate::error::{Error, Result};
 use crate::format::index::IndexRef;
@@ -86,7 +86,36 @@ pub(crate) fn new_collection_files(
     Ok(out)
 }
 
-/// Where each tensor of one step of one worker is: name -> (start, length) of its record.
+/// Where one tensor's record is in its step's event file, as an index entry says.
+#[derive(Clone, Debug)]
+pub(crate) enum Slot {
+    /// The record's start and length.
+    Record(u64, u64),
+    /// The entry locates no record: reading the tensor there is this error.
+    Unusable(Arc<UnusableSlot>),
+}
+
+/// An index entry that locates no record: the index file, the entry's position and why.
+#[derive(Debug)]
+pub(crate) struct UnusableSlot {
+    index_file: Box<str>,
+    position: usize,
+    reason: String,
+}
+
+impl UnusableSlot {
+    /// What reading tensor `name` from this entry is.
+    pub(crate) fn error(&self, name: &str) -> Error {
+        Error::BadIndexEntry {
+            path: self.index_file.to_string(),
+            position: self.position,
+            tensor: name.to_string(),
+            reason: self.reason.clone(),
+        }
+    }
+}
+
+/// Where each tensor of one step of one worker is: name -> its [`Slot`].
 ///
 /// A step lists a few tensors, and the same names step after step: the names are shared with
 /// the other steps of the trial ([`Interner`]), and a short table is searched in order, which
@@ -94,7 +123,7 @@ pub(crate) fn new_collection_files(
 /// keep a hash index as well.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TensorTable {
-    entries: Vec<(Arc<str>, u64, u64)>,
+    entries: Vec<(Arc<str>, Slot)>,
     index: Option<foldhash::HashMap<Arc<str>, usize>>,
 }
 
@@ -112,21 +141,18 @@ impl TensorTable {
     fn position(&self, name: &str) -> Option<usize> {
         match &self.index {
             Some(index) => index.get(name).copied(),
-            None => self.entries.iter().position(|(n, _, _)| &**n == name),
+            None => self.entries.iter().position(|(n, _)| &**n == name),
         }
     }
 
-    /// Adds an entry; a name already there takes the new place (later entries win, as in
-    /// Python smdebug's reader), and the place it had is returned.
-    fn insert(&mut self, name: Arc<str>, start: u64, length: u64) -> Option<(u64, u64)> {
+    /// Adds an entry; a name already there takes the new slot (later entries win, as in
+    /// Python smdebug's reader), and the slot it had is returned.
+    fn insert(&mut self, name: Arc<str>, slot: Slot) -> Option<Slot> {
         if let Some(i) = self.position(&name) {
-            let e = &mut self.entries[i];
-            let earlier = (e.1, e.2);
-            (e.1, e.2) = (start, length);
-            return Some(earlier);
+            return Some(std::mem::replace(&mut self.entries[i].1, slot));
         }
         let i = self.entries.len();
-        self.entries.push((name.clone(), start, length));
+        self.entries.push((name.clone(), slot));
         match &mut self.index {
             Some(index) => {
                 index.insert(name, i);
@@ -136,7 +162,7 @@ impl TensorTable {
                     self.entries
                         .iter()
                         .enumerate()
-                        .map(|(i, (n, _, _))| (n.clone(), i))
+                        .map(|(i, (n, _))| (n.clone(), i))
                         .collect(),
                 );
             }
@@ -145,12 +171,9 @@ impl TensorTable {
         None
     }
 
-    /// Where tensor `name`'s record is: `(start, length)`.
-    pub fn get(&self, name: &str) -> Option<(u64, u64)> {
-        self.position(name).map(|i| {
-            let e = &self.entries[i];
-            (e.1, e.2)
-        })
+    /// Where tensor `name`'s record is.
+    pub fn get(&self, name: &str) -> Option<&Slot> {
+        self.position(name).map(|i| &self.entries[i].1)
     }
 
     pub fn contains_key(&self, name: &str) -> bool {
@@ -159,20 +182,23 @@ impl TensorTable {
 
     /// The names, in index order.
     pub fn names(&self) -> impl Iterator<Item = &Arc<str>> {
-        self.entries.iter().map(|(n, _, _)| n)
+        self.entries.iter().map(|(n, _)| n)
     }
 
-    /// Every entry, in index order: name, start, length.
-    pub fn entries(&self) -> impl Iterator<Item = &(Arc<str>, u64, u64)> {
+    /// Every entry, in index order: name and slot.
+    pub fn entries(&self) -> impl Iterator<Item = &(Arc<str>, Slot)> {
         self.entries.iter()
     }
 
     /// The end of the last record: the length the event file must have.
     pub fn end(&self) -> u64 {
-        // `IndexRef::parse` checked that no entry's end overflows.
+        // `locate` checked that no usable entry's end overflows.
         self.entries
             .iter()
-            .map(|(_, s, l)| s.saturating_add(*l))
+            .filter_map(|(_, slot)| match slot {
+                Slot::Record(s, l) => Some(s.saturating_add(*l)),
+                Slot::Unusable(_) => None,
+            })
             .max()
             .unwrap_or(0)
     }
@@ -209,9 +235,10 @@ pub(crate) struct IndexEntry {
     pub repeated: Vec<(String, String)>,
 }
 
-/// Index files of steps `>= from` (every index file when `from` is `None`), handed to `apply`
-/// one by one in key order. `local`: the run's directory when it is on local disk, where index
-/// files are read directly (into one buffer, reused), not through storage.
+/// Index files of steps `>= from` (every index file when `from` is `None`) that `skip` does not
+/// refuse (it is given the path and the step), handed to `apply` one by one in key order.
+/// `local`: the run's directory when it is on local disk, where index files are read directly
+/// (into one buffer, reused), not through storage.
 ///
 /// Fetching and parsing is most of the cost of opening a long run (one small file a step), so a
 /// long listing is read on a few threads, a chunk of files at a time, while `apply` takes in
@@ -221,6 +248,7 @@ pub(crate) fn index_files_from(
     storage: &dyn Storage,
     local: Option<&Path>,
     from: Option<u64>,
+    skip: impl Fn(&str, u64) -> bool,
     mut apply: impl FnMut(IndexEntry) -> Result<()>,
 ) -> Result<()> {
     /// Index files a thread parses and hands over together.
@@ -232,6 +260,7 @@ pub(crate) fn index_files_from(
     let paths: Vec<(String, u64, String)> = paths
         .into_iter()
         .filter_map(|path| layout::parse_index_file(&path).map(|(s, w)| (path, s, w)))
+        .filter(|(path, step, _)| !skip(path, *step))
         .collect();
     let parse = |chunk: &[(String, u64, String)], names: &mut Interner, buf: &mut Vec<u8>| {
         chunk
@@ -377,18 +406,34 @@ fn read_index_file(
     }
     let mut tensors = TensorTable::with_capacity(index.tensor_payload.len());
     let mut repeated = Vec::new();
-    for t in &index.tensor_payload {
-        if let Some((start, length)) =
-            tensors.insert(names.get(&t.tensorname), t.start_idx, t.length)
-        {
-            let name = &t.tensorname;
-            let line = format!(
-                "{path}: tensor `{name}` is listed twice, `{name}` at byte {start} ({length} \
-                 bytes) and `{name}` at byte {} ({} bytes); the later entry is read, as Python \
-                 smdebug does",
-                t.start_idx, t.length
-            );
-            repeated.push((name.to_string(), line));
+    let place = |slot: &Slot, position: usize| match slot {
+        Slot::Record(start, length) => format!("at byte {start} ({length} bytes)"),
+        Slot::Unusable(_) => format!("in entry {position}, which locates no record"),
+    };
+    let mut positions: Vec<usize> = Vec::new();
+    for (position, t) in index.tensor_payload.iter().enumerate() {
+        let slot = match t.location() {
+            Ok((start, length)) => Slot::Record(start, length),
+            Err(reason) => Slot::Unusable(Arc::new(UnusableSlot {
+                index_file: path.into(),
+                position,
+                reason,
+            })),
+        };
+        let new_place = place(&slot, position);
+        let name = names.get(&t.tensorname);
+        match tensors.insert(name.clone(), slot) {
+            Some(earlier) => {
+                let i = tensors.position(&name).expect("just inserted");
+                let earlier_place = place(&earlier, positions[i]);
+                positions[i] = position;
+                let line = format!(
+                    "{path}: tensor `{name}` is listed twice, `{name}` {earlier_place} and \
+                     `{name}` {new_place}; the later entry is read, as Python smdebug does"
+                );
+                repeated.push((name.to_string(), line));
+            }
+            None => positions.push(position),
         }
     }
     Ok(IndexEntry {
@@ -636,6 +681,63 @@ pub(crate) fn read_tensor(
     })
 }
 
+/// A saved value: numbers (their bytes not copied, see [`TensorBytes`]), or strings
+/// (`DT_STRING`: XGBoost's `trees/*` text columns, any numpy `str` array smdebug saved).
+#[derive(Clone, Debug, PartialEq)]
+pub enum TensorValue {
+    /// A numeric tensor.
+    Numbers(TensorBytes),
+    /// A string tensor.
+    Strings(StringTensor),
+}
+
+/// Tensor `name`'s record at `loc`, numbers or strings, checked as [`read_tensor`] checks it
+/// (a string tensor's strings and their per-element overhead count against
+/// `max_tensor_bytes`).
+pub(crate) fn read_value(
+    storage: &dyn Storage,
+    files: &Files,
+    loc: &Location,
+    name: &str,
+    max_tensor_bytes: u64,
+) -> Result<TensorValue> {
+    let bytes = record_bytes(storage, files, loc, name, max_tensor_bytes)?;
+    match decode_with(&bytes, loc, name, max_tensor_bytes, in_place) {
+        Ok(numbers) => Ok(TensorValue::Numbers(numbers)),
+        Err(Error::StringTensor { .. }) => {
+            decode_strings(&bytes, loc, name, max_tensor_bytes).map(TensorValue::Strings)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The string tensor in record `bytes` (exactly the record at `loc`): its tag must be `name` and
+/// its step the index's step.
+fn decode_strings(
+    bytes: &Bytes,
+    loc: &Location,
+    name: &str,
+    max_tensor_bytes: u64,
+) -> Result<StringTensor> {
+    let event = crate::format::read_tagged_string_record_ref(
+        bytes,
+        &loc.file.path,
+        loc.start,
+        name,
+        PayloadCrcPolicy::AcceptBoth,
+        max_tensor_bytes,
+    )?;
+    if event.step != loc.step {
+        return Err(Error::WrongTensor {
+            path: loc.file.path.to_string(),
+            offset: loc.start,
+            expected: format!("`{name}` at step {}", loc.step),
+            found: format!("`{name}` at step {}", event.step),
+        });
+    }
+    Ok(event.to_tensor())
+}
+
 /// [`read_tensor`] without copying the values.
 pub(crate) fn read_tensor_bytes(
     storage: &dyn Storage,
@@ -824,17 +926,28 @@ mod tests {
             let mut table = TensorTable::with_capacity(n);
             for i in 0..n as u64 {
                 let name = names.get(&format!("t{i}"));
-                assert_eq!(table.insert(name, i * 100, 50), None, "{n}");
+                assert!(
+                    table.insert(name, Slot::Record(i * 100, 50)).is_none(),
+                    "{n}"
+                );
             }
             assert_eq!(table.index.is_some(), n > TensorTable::SCAN_MAX, "{n}");
             // `t1` again, later in the file: it wins, and the earlier place comes back.
             let again = names.get("t1");
             assert!(Arc::ptr_eq(&again, &names.get("t1")), "one Arc per name");
-            assert_eq!(table.insert(again, 10_000, 20), Some((100, 50)), "{n}");
-            assert_eq!(table.get("t1"), Some((10_000, 20)), "{n}");
+            let at = |slot: Option<&Slot>| match slot {
+                Some(Slot::Record(start, length)) => Some((*start, *length)),
+                _ => None,
+            };
+            assert_eq!(
+                at(table.insert(again, Slot::Record(10_000, 20)).as_ref()),
+                Some((100, 50)),
+                "{n}"
+            );
+            assert_eq!(at(table.get("t1")), Some((10_000, 20)), "{n}");
             assert_eq!(table.names().count(), n, "{n}: no second entry");
             for i in (0..n as u64).filter(|&i| i != 1) {
-                assert_eq!(table.get(&format!("t{i}")), Some((i * 100, 50)), "{n}");
+                assert_eq!(at(table.get(&format!("t{i}"))), Some((i * 100, 50)), "{n}");
             }
             assert!(!table.contains_key("t"), "{n}");
             assert!(!table.contains_key(&format!("t{n}")), "{n}");
@@ -855,8 +968,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!((entry.mode, entry.mode_step), (Mode::Train, 4));
-        assert_eq!(entry.tensors.get("acc"), Some((190, 110)));
-        assert_eq!(entry.tensors.get("loss"), Some((100, 90)));
+        assert!(matches!(
+            entry.tensors.get("acc"),
+            Some(Slot::Record(190, 110))
+        ));
+        assert!(matches!(
+            entry.tensors.get("loss"),
+            Some(Slot::Record(100, 90))
+        ));
         assert_eq!(
             entry.repeated,
             [(

@@ -1,13 +1,17 @@
 //! What a trial knows about its run, and how it learns more.
+//!
+//! Which steps are complete, where a step stands and which workers count are Python smdebug
+//! 1.0.34's rules; they live in [`progress`](super::progress). Looking a value up (and what a
+//! miss raises) lives in [`lookup`](super::lookup).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Instant;
 
 use smdebug_core::{Collection, EndReason, Mode, Reduction, UnusablePattern};
 
-use std::sync::Arc;
-
-use super::source::{self, EventFile, Location, TensorTable};
+use super::progress::{StepProgress, StepRange};
+use super::source::{self, EventFile, Slot, TensorTable};
 use super::steps::PlannedStep;
 use crate::error::{Error, Result};
 use crate::storage::Storage;
@@ -19,17 +23,6 @@ pub enum StepSelector {
     One(u64),
     /// Every step the tensor was saved at.
     All,
-}
-
-/// Where a step stands for a reader (smdebug's `StepState`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub enum StepState {
-    /// Every worker has written the step.
-    Available,
-    /// Not written (or not by every worker) yet, and the run goes on.
-    NotYetAvailable,
-    /// The step will never come: the run ended, or every worker has moved past it.
-    Unavailable,
 }
 
 #[derive(Clone, Debug)]
@@ -121,24 +114,30 @@ pub(crate) struct State {
     /// Names an index file lists twice (the later entry is read), each once however many
     /// index files do it: a Keras run repeats its metrics at every epoch's end.
     pub repeated_names: BTreeMap<String, RepeatedName>,
-    pub num_workers: usize,
-    pub workers: BTreeSet<String>,
+    /// Workers, and which steps are complete (Python smdebug's rules).
+    pub progress: StepProgress,
     pub steps: BTreeMap<u64, StepEntry>,
-    /// (mode, step within the mode) -> the first global step numbered so, for reads by mode.
-    by_mode_step: HashMap<(Mode, u64), u64>,
+    /// (mode, step within the mode) -> the first global step numbered so, for reads by mode
+    /// (Python smdebug's `_mode_to_global`), in order for `has_passed_step`'s search.
+    pub by_mode_step: BTreeMap<(Mode, u64), u64>,
     /// Stored tensor name (reductions included) -> global steps it was saved at.
     pub names: BTreeMap<String, StepSet>,
     /// Names a reader lists: like Python smdebug, a reduction `smdebug/reductions/mean/w` is
     /// listed as its tensor `w` (read it with `reduction_value`).
     pub listed: BTreeMap<String, StepSet>,
-    /// Per worker, the highest global step it has published.
-    worker_last_step: HashMap<String, u64>,
+    /// Index files read for steps past the last complete step, by step: listing resumes after
+    /// it, and these are not read again (Python smdebug's read-files cache).
+    pending: BTreeMap<u64, BTreeSet<String>>,
+    /// The global steps the trial reads (Python smdebug's `range_steps`).
+    pub range: StepRange,
     /// `Trial::forget_files_before` has let go of the files of every step before this one.
     pub files_forgotten_before: u64,
     /// Per collection, the listed names it selects, worked out when the collections files
     /// read and the names listed numbered as the key says (both only grow): callers going step
     /// by step (the rules) ask at every step, and matching is a regex per name.
     members: HashMap<String, ((usize, usize), Vec<String>)>,
+    /// The end marker was seen, and every index file written before it was read (Python
+    /// smdebug's `loaded_all_steps`).
     pub complete: bool,
     pub end_reason: Option<EndReason>,
     pub last_refresh: Option<Instant>,
@@ -148,9 +147,11 @@ pub(crate) struct State {
 
 impl State {
     /// Nothing known yet; `local_root` is the run's directory when it is on local disk.
-    pub fn new(local_root: Option<std::path::PathBuf>) -> State {
+    pub fn new(local_root: Option<std::path::PathBuf>, range: StepRange, window: u64) -> State {
         State {
             local_root,
+            range,
+            progress: StepProgress::new(window),
             ..State::default()
         }
     }
@@ -188,40 +189,23 @@ impl State {
         Ok(names)
     }
 
+    /// Whether anything of a run is there: a collections file (even one with no collection),
+    /// a step or the end marker.
     pub fn has_anything(&self) -> bool {
-        !self.collections.is_empty() || !self.steps.is_empty() || self.complete
+        !self.collection_files.is_empty() || !self.steps.is_empty() || self.complete
     }
 
-    /// Nothing can change any more: the end marker was seen and a final refresh done after it.
+    /// Nothing can change any more: the end marker was seen and a final listing done after it.
     pub fn finished(&self) -> bool {
         self.complete
     }
 
-    fn expected_workers(&self) -> usize {
-        self.num_workers.max(self.workers.len()).max(1)
+    /// How many collections files were read.
+    pub fn collection_files(&self) -> usize {
+        self.collection_files.len()
     }
 
-    fn step_complete(&self, e: &StepEntry) -> bool {
-        e.workers.len() >= self.expected_workers()
-    }
-
-    /// The first global step not yet written by every worker: listing resumes there.
-    fn first_incomplete_step(&self) -> Option<u64> {
-        self.steps
-            .iter()
-            .find(|(_, e)| !self.step_complete(e))
-            .map(|(s, _)| *s)
-    }
-
-    pub fn last_complete_step(&self) -> Option<u64> {
-        self.steps
-            .iter()
-            .rev()
-            .find(|(_, e)| self.step_complete(e))
-            .map(|(s, _)| *s)
-    }
-
-    /// Learns what is new: collections files, index files after the first incomplete step, the
+    /// Learns what is new: collections files, index files after the last complete step, the
     /// end marker. Reading the marker before the final listing means a run that ends during a
     /// refresh is never reported complete with steps missing.
     pub fn refresh(&mut self, storage: &dyn Storage) -> Result<()> {
@@ -234,10 +218,8 @@ impl State {
 
         for (key, file) in source::new_collection_files(storage, &self.collection_files)? {
             self.collection_files.insert(key.clone());
-            self.num_workers = self.num_workers.max(file.num_workers);
-            if let Some(w) = file.worker {
-                self.workers.insert(w);
-            }
+            self.progress
+                .collections_file(file.worker.as_deref(), file.num_workers);
             for c in file.collections {
                 for p in c.unusable_patterns() {
                     if !self.unusable_patterns.contains(p) {
@@ -258,30 +240,67 @@ impl State {
             }
         }
 
-        let resume = match self.first_incomplete_step() {
-            Some(s) => Some(s),
-            None => self.steps.keys().next_back().map(|s| s + 1),
-        };
+        let resume = self.resume_step();
         let local_root = self.local_root.clone();
-        source::index_files_from(storage, local_root.as_deref(), resume, |idx| {
-            self.apply_index(idx)
-        })?;
+        let pending = std::mem::take(&mut self.pending);
+        let range = self.range;
+        let listed = source::index_files_from(
+            storage,
+            local_root.as_deref(),
+            Some(resume),
+            |path, step| {
+                !range.contains(step) || pending.get(&step).is_some_and(|p| p.contains(path))
+            },
+            |idx| self.apply_index(idx),
+        );
+        // What was read before an error stays read.
+        for (step, paths) in pending {
+            self.pending.entry(step).or_default().extend(paths);
+        }
+        listed?;
+        self.progress.listed();
         if let Some(reason) = marker {
             self.complete = true;
             self.end_reason = reason;
+            // Python smdebug: every step counts once the run ended.
+            self.progress.ended(self.steps.keys().next_back().copied());
         }
+        self.forget_pending();
         self.last_refresh = Some(Instant::now());
         Ok(())
     }
 
-    /// Takes in one index file: its step, worker and tensors. Listed again (listing resumes at
-    /// the first step not complete everywhere), it changes nothing; a second index file for the
-    /// same step and worker, or workers disagreeing on a step's mode, is a conflict.
+    /// The first global step a listing reads: the one after the last complete step (no index
+    /// file of an earlier step is read again, as in Python smdebug), not before the range.
+    fn resume_step(&self) -> u64 {
+        self.progress
+            .resume_step()
+            .max(self.range.start.unwrap_or(0))
+    }
+
+    /// Index files at or before the last complete step are never listed again: no need to
+    /// remember them.
+    fn forget_pending(&mut self) {
+        if let Some(last) = self.progress.last_complete() {
+            self.pending = self.pending.split_off(&last.saturating_add(1));
+        }
+    }
+
+    /// Takes in one index file: its step, worker and tensors. A file listing no tensor adds
+    /// nothing (Python smdebug learns steps from tensors). Listed again, it changes nothing; a
+    /// second index file for the same step and worker, or workers disagreeing on a step's mode,
+    /// is a conflict.
     fn apply_index(&mut self, idx: source::IndexEntry) -> Result<()> {
+        if idx.tensors.names().next().is_none() {
+            self.read_once(idx.step, idx.path);
+            return Ok(());
+        }
         if let Some(e) = self.steps.get(&idx.step) {
             match e.workers.get(&idx.worker) {
-                // Listed again: listing resumes at the first step not complete everywhere.
-                Some(known) if known.index_file == idx.path => return Ok(()),
+                Some(known) if known.index_file == idx.path => {
+                    self.read_once(idx.step, idx.path);
+                    return Ok(());
+                }
                 Some(known) => {
                     return Err(Error::ConflictingIndex {
                         first: known.index_file.clone(),
@@ -325,91 +344,53 @@ impl State {
                 }
             }
         }
-        let first = self
-            .by_mode_step
-            .entry((idx.mode, idx.mode_step))
-            .or_insert(idx.step);
-        *first = (*first).min(idx.step);
-        let entry = self.steps.entry(idx.step).or_insert_with(|| StepEntry {
-            mode: idx.mode,
-            mode_step: idx.mode_step,
-            workers: BTreeMap::new(),
-        });
+        if idx.mode != Mode::Global {
+            let first = self
+                .by_mode_step
+                .entry((idx.mode, idx.mode_step))
+                .or_insert(idx.step);
+            *first = (*first).min(idx.step);
+        }
         for name in idx.tensors.names() {
             // Most names are known already: look them up without copying them.
             match self.names.get_mut(&**name) {
-                Some(steps) => {
-                    steps.insert(idx.step);
-                }
+                Some(steps) => steps.insert(idx.step),
                 None => {
                     self.names.insert(name.to_string(), StepSet::from(idx.step));
                 }
             }
             let public = Reduction::parse_tensor_name(name).map_or(&**name, |(_, base)| base);
             match self.listed.get_mut(public) {
-                Some(steps) => {
-                    steps.insert(idx.step);
-                }
+                Some(steps) => steps.insert(idx.step),
                 None => {
                     self.listed
                         .insert(public.to_string(), StepSet::from(idx.step));
                 }
             }
         }
-        if !self.workers.contains(&idx.worker) {
-            self.workers.insert(idx.worker.clone());
-        }
-        match self.worker_last_step.get_mut(&idx.worker) {
-            Some(last) => *last = (*last).max(idx.step),
-            None => {
-                self.worker_last_step.insert(idx.worker.clone(), idx.step);
-            }
-        }
+        self.progress.step_written(idx.step, &idx.worker);
         let file_len = idx.tensors.end();
+        let entry = self.steps.entry(idx.step).or_insert_with(|| StepEntry {
+            mode: idx.mode,
+            mode_step: idx.mode_step,
+            workers: BTreeMap::new(),
+        });
         entry.workers.insert(
             idx.worker.clone(),
             WorkerStep {
                 file: Arc::new(EventFile::new(idx.event_file, idx.worker.into(), file_len)),
-                index_file: idx.path,
+                index_file: idx.path.clone(),
                 tensors: idx.tensors,
             },
         );
+        self.read_once(idx.step, idx.path);
         Ok(())
     }
 
-    /// The global step for a step number in smdebug's numbering.
-    fn global_step(&self, step: u64, mode: Mode) -> Option<u64> {
-        if mode == Mode::Global {
-            return self.steps.contains_key(&step).then_some(step);
-        }
-        self.by_mode_step.get(&(mode, step)).copied()
-    }
-
-    pub fn step_state(&self, step: u64, mode: Mode) -> StepState {
-        if let Some(g) = self.global_step(step, mode)
-            && self.step_complete(&self.steps[&g])
-        {
-            return StepState::Available;
-        }
-        if self.complete {
-            return StepState::Unavailable;
-        }
-        // Every worker has published a later step (of this mode, for mode steps): this one is not
-        // coming.
-        let passed = |w: &String| -> bool {
-            self.steps.iter().rev().any(|(g, e)| {
-                e.workers.contains_key(w)
-                    && match mode {
-                        Mode::Global => *g > step,
-                        m => e.mode == m && e.mode_step > step,
-                    }
-            })
-        };
-        let workers: Vec<&String> = self.workers.iter().collect();
-        if workers.len() >= self.expected_workers() && workers.iter().all(|w| passed(w)) {
-            return StepState::Unavailable;
-        }
-        StepState::NotYetAvailable
+    /// Index file `path` of `step` was taken in: later listings skip it. (A file that failed,
+    /// a conflict, is not: it fails again, naming both files, at every refresh.)
+    fn read_once(&mut self, step: u64, path: String) {
+        self.pending.entry(step).or_default().insert(path);
     }
 
     /// What [`Trial::read_steps`](super::Trial::read_steps) reads: every step in `mode` (all
@@ -423,10 +404,10 @@ impl State {
             .filter_map(|(g, e)| {
                 let mut planned = PlannedStep::new(*g, e.mode, e.mode_step);
                 for w in e.workers.values() {
-                    let entries = w
+                    let entries: Vec<(Arc<str>, Slot)> = w
                         .tensors
                         .entries()
-                        .filter(|(name, _, _)| wanted(name))
+                        .filter(|(name, _)| wanted(name))
                         .cloned()
                         .collect();
                     planned.add_file(w.file.clone(), entries);
@@ -434,145 +415,6 @@ impl State {
                 (!planned.is_empty()).then_some(planned)
             })
             .collect()
-    }
-
-    /// Steps at which `name` (or a reduction of it) was saved.
-    pub fn tensor_steps(&self, name: &str, mode: Option<Mode>) -> Vec<u64> {
-        let Some(steps) = self.names.get(name).or_else(|| self.listed.get(name)) else {
-            return Vec::new();
-        };
-        steps
-            .iter()
-            .filter_map(|g| {
-                let e = &self.steps[g];
-                match mode {
-                    None | Some(Mode::Global) => Some(*g),
-                    Some(m) => (e.mode == m).then_some(e.mode_step),
-                }
-            })
-            .collect()
-    }
-
-    pub fn tensor_workers(&self, name: &str, step: u64, mode: Mode) -> Vec<String> {
-        self.global_step(step, mode)
-            .map(|g| {
-                self.steps[&g]
-                    .workers
-                    .iter()
-                    .filter(|(_, w)| w.tensors.contains_key(name))
-                    .map(|(n, _)| n.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    fn location_at(&self, name: &str, g: u64, worker: Option<&str>, run: &str) -> Result<Location> {
-        let e = &self.steps[&g];
-        let not_available = || Error::StepNotAvailable {
-            tensor: name.to_string(),
-            step: g,
-            mode: e.mode,
-            location: run.to_string(),
-        };
-        // One lookup of the name per worker tried (the first worker that has it, when none is
-        // asked for).
-        let (ws, (start, length)) = match worker {
-            Some(w) => {
-                let ws = e.workers.get(w).ok_or_else(|| Error::WorkerNotFound {
-                    worker: w.to_string(),
-                    step: g,
-                    available: e.workers.keys().cloned().collect(),
-                })?;
-                (ws, ws.tensors.get(name).ok_or_else(not_available)?)
-            }
-            None => e
-                .workers
-                .values()
-                .find_map(|ws| ws.tensors.get(name).map(|at| (ws, at)))
-                .ok_or_else(not_available)?,
-        };
-        Ok(Location {
-            file: ws.file.clone(),
-            step: g,
-            mode: e.mode,
-            mode_step: e.mode_step,
-            start,
-            length,
-        })
-    }
-
-    pub fn locate(
-        &self,
-        name: &str,
-        step: u64,
-        mode: Mode,
-        worker: Option<&str>,
-        run: &str,
-    ) -> Result<Location> {
-        if !self.names.contains_key(name) {
-            if self.listed.contains_key(name) {
-                return Err(Error::OnlyReductionsSaved {
-                    tensor: name.to_string(),
-                    step,
-                });
-            }
-            return Err(Error::TensorNotFound {
-                name: name.to_string(),
-                location: run.to_string(),
-            });
-        }
-        let g = self
-            .global_step(step, mode)
-            .ok_or_else(|| Error::StepNotAvailable {
-                tensor: name.to_string(),
-                step,
-                mode,
-                location: run.to_string(),
-            })?;
-        self.location_at(name, g, worker, run)
-    }
-
-    pub fn locations_for(
-        &self,
-        name: &str,
-        steps: StepSelector,
-        mode: Option<Mode>,
-        worker: Option<&str>,
-        run: &str,
-    ) -> Result<Vec<Location>> {
-        let Some(saved) = self.names.get(name) else {
-            return Err(Error::TensorNotFound {
-                name: name.to_string(),
-                location: run.to_string(),
-            });
-        };
-        let mode_ok = |g: &u64| mode.is_none_or(|m| m == Mode::Global || self.steps[g].mode == m);
-        match steps {
-            StepSelector::One(g) => {
-                if !saved.contains(&g) || !mode_ok(&g) {
-                    return Err(Error::StepNotAvailable {
-                        tensor: name.to_string(),
-                        step: g,
-                        mode: mode.unwrap_or(Mode::Global),
-                        location: run.to_string(),
-                    });
-                }
-                Ok(vec![self.location_at(name, g, worker, run)?])
-            }
-            StepSelector::All => saved
-                .iter()
-                .filter(|g| mode_ok(g))
-                .filter(|g| {
-                    worker.is_none_or(|w| {
-                        self.steps[g]
-                            .workers
-                            .get(w)
-                            .is_some_and(|ws| ws.tensors.contains_key(name))
-                    })
-                })
-                .map(|g| self.location_at(name, *g, worker, run))
-                .collect(),
-        }
     }
 }
 

@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use bytes::Bytes;
 use smdebug_core::Mode;
 
-use super::source::{self, EventFile, InOrder, Location, TensorBytes};
+use super::source::{self, EventFile, InOrder, Location, Slot, TensorBytes};
 use crate::error::{Error, Result};
 use crate::storage::Storage;
 
@@ -39,15 +39,15 @@ pub struct StepValue {
     /// The worker that saved it.
     pub worker: Arc<str>,
     /// The value, its bytes not copied (a slice of the step file as read); or why this record
-    /// gives none: damaged, cut short, not the tensor its index names, or of a dtype without
-    /// a type here (strings). The step's other values are read all the same.
+    /// gives none: damaged, cut short, not the tensor its index names, an index entry that
+    /// locates no record, or strings. The step's other values are read all the same.
     pub value: Result<TensorBytes>,
 }
 
 /// One event file to read for a step, and the records wanted from it.
 struct PlannedFile {
     file: Arc<EventFile>,
-    entries: Vec<(Arc<str>, u64, u64)>,
+    entries: Vec<(Arc<str>, Slot)>,
 }
 
 /// One step to read.
@@ -70,7 +70,7 @@ impl PlannedStep {
     }
 
     /// Adds a worker's file with the records wanted from it (nothing when none is wanted).
-    pub fn add_file(&mut self, file: Arc<EventFile>, entries: Vec<(Arc<str>, u64, u64)>) {
+    pub fn add_file(&mut self, file: Arc<EventFile>, entries: Vec<(Arc<str>, Slot)>) {
         if !entries.is_empty() {
             self.files.push(PlannedFile { file, entries });
         }
@@ -213,12 +213,18 @@ impl Source {
                     return Err(e);
                 }
             };
-            for (name, start, length) in &pf.entries {
-                (loc.start, loc.length) = (*start, *length);
+            for (name, slot) in &pf.entries {
+                let value = match slot {
+                    Slot::Record(start, length) => {
+                        (loc.start, loc.length) = (*start, *length);
+                        source::tensor_bytes_in(&bytes, &loc, name, self.max_tensor_bytes)
+                    }
+                    Slot::Unusable(entry) => Err(entry.error(name)),
+                };
                 values.push(StepValue {
                     name: name.clone(),
                     worker: pf.file.worker.clone(),
-                    value: source::tensor_bytes_in(&bytes, &loc, name, self.max_tensor_bytes),
+                    value,
                 });
             }
         }
@@ -371,7 +377,7 @@ mod tests {
         let mut step = PlannedStep::new(0, Mode::Train, 0);
         for (i, len) in bytes.iter().enumerate() {
             let file = Arc::new(EventFile::new(format!("f{i}"), Arc::from("w"), *len));
-            step.add_file(file, vec![(Arc::from("t"), 0, *len)]);
+            step.add_file(file, vec![(Arc::from("t"), Slot::Record(0, *len))]);
         }
         step
     }

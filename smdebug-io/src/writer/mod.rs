@@ -5,7 +5,8 @@
 //! (checksums over the tensor's bytes in place, no copy), gathers a step's records, and on
 //! [`Record::EndStep`] writes the step's event file and then its index file, each atomically, so
 //! a reader never sees an index entry whose event file is not complete. It also writes the
-//! collections file, TensorBoard scalars and histograms, and on [`Record::Close`] the end marker.
+//! collections file, TensorBoard scalars, histograms and text (string tensors), and on
+//! [`Record::Close`] the end marker.
 //!
 //! When storage fails (disk full, store unreachable), capture is disabled with one message
 //! logged at error level (the `log` facade); [`WriterStatus::error`] keeps it. The thread goes on draining the queue without
@@ -277,6 +278,11 @@ impl Sink for Writer {
                 let size = t.tensor.bytes().len() + t.name.len();
                 self.queue
                     .push_tensor(Record::Tensor(t), size, self.overflow);
+            }
+            Record::Strings(s) => {
+                let size = s.value.held_bytes() as usize + s.name.len();
+                self.queue
+                    .push_tensor(Record::Strings(s), size, self.overflow);
             }
             other => {
                 self.queue.push_control(Msg::Record(other));

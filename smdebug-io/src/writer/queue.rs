@@ -21,6 +21,12 @@ pub(crate) enum Msg {
     Shutdown,
 }
 
+/// Whether `msg` holds data (a tensor or string tensor record): data counts against the
+/// queue's capacity and may be dropped; control messages never are.
+fn is_data(msg: &Msg) -> bool {
+    matches!(msg, Msg::Record(Record::Tensor(_) | Record::Strings(_)))
+}
+
 struct State {
     items: VecDeque<(Msg, usize)>,
     tensors: usize,
@@ -77,7 +83,7 @@ impl Queue {
             && (st.bytes == 0 || st.bytes.saturating_add(size) <= self.max_bytes)
     }
 
-    /// Enqueues a tensor record of `size` bytes under `policy`.
+    /// Enqueues a data record (tensor or strings) of `size` bytes under `policy`.
     pub fn push_tensor(&self, record: Record, size: usize, policy: OverflowPolicy) {
         let mut st = self.lock();
         loop {
@@ -136,7 +142,7 @@ impl Queue {
         st.spent.append(spent);
         loop {
             if let Some((msg, size)) = st.items.pop_front() {
-                if matches!(&msg, Msg::Record(Record::Tensor(_))) {
+                if is_data(&msg) {
                     st.tensors -= 1;
                     st.bytes -= size;
                     let waiting = st.producers_waiting > 0;
@@ -157,11 +163,7 @@ impl Queue {
     pub fn consumer_gone(&self) {
         let mut st = self.lock();
         st.consumer_gone = true;
-        let dropped = st
-            .items
-            .iter()
-            .filter(|(m, _)| matches!(m, Msg::Record(Record::Tensor(_))))
-            .count();
+        let dropped = st.items.iter().filter(|(m, _)| is_data(m)).count();
         st.items.clear();
         st.tensors = 0;
         st.bytes = 0;

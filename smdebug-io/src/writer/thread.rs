@@ -8,12 +8,13 @@ use std::sync::mpsc::SyncSender;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use smdebug_core::{EndReason, Mode, Record, TensorRecord};
+use smdebug_core::{EndReason, Mode, Record, StringRecord, TensorRecord};
 
 use super::queue::{Msg, Queue};
 use super::shared::Shared;
 use crate::error::Result;
 use crate::format::record::{self, PayloadChecksum};
+use crate::format::strings::{encode_string_event, text_summary_event};
 use crate::format::tensor::{EventStamp, encode_tensor_event};
 use crate::format::{IndexFile, IndexMeta, TensorLocation, end_marker_body, layout, tensorboard};
 use crate::storage::Storage;
@@ -194,11 +195,12 @@ impl WriterThread {
             Msg::Shutdown => self.publish_all(),
             Msg::Record(r) if self.disabled() => {
                 self.discard_step();
-                if matches!(r, Record::Tensor(_)) {
+                if matches!(r, Record::Tensor(_) | Record::Strings(_)) {
                     self.shared.discarded.fetch_add(1, Ordering::Relaxed);
                 }
             }
             Msg::Record(Record::Tensor(t)) => spent.extend(self.tensor(t)),
+            Msg::Record(Record::Strings(s)) => self.strings(s),
             Msg::Record(Record::EndStep { step }) => {
                 if self.step.as_ref().is_some_and(|b| b.step <= step) {
                     self.publish_step();
@@ -224,14 +226,8 @@ impl WriterThread {
         if !t.to_events {
             return Some(t);
         }
-        if self.step.as_ref().is_some_and(|b| b.step != t.key.step) {
-            // The previous step was never ended: publish it before starting this one.
-            self.publish_step();
-        }
-        let hint = self.step_size_hint;
-        let buf = self
-            .step
-            .get_or_insert_with(|| StepBuffer::new(t.key.step, t.key.mode, t.key.mode_step, hint));
+        let checksum = self.settings.checksum;
+        let buf = self.step_buffer(t.key);
         let stamp = EventStamp {
             wall_time,
             step: t.key.step,
@@ -247,10 +243,7 @@ impl WriterThread {
                 t.tensor.bytes(),
                 stamp,
             );
-            let footer = self
-                .settings
-                .checksum
-                .footer([enc.prefix.as_slice(), enc.data]);
+            let footer = checksum.footer([enc.prefix.as_slice(), enc.data]);
             (record::header(enc.len() as u64), enc.prefix, footer)
         };
         buf.push_small(&header);
@@ -270,6 +263,50 @@ impl WriterThread {
             length: buf.len - start,
         });
         back
+    }
+
+    /// The step buffer for a record of `key`'s step: the current one, or a new one after
+    /// publishing a previous step that was never ended.
+    fn step_buffer(&mut self, key: smdebug_core::StepKey) -> &mut StepBuffer {
+        if self.step.as_ref().is_some_and(|b| b.step != key.step) {
+            self.publish_step();
+        }
+        let hint = self.step_size_hint;
+        self.step
+            .get_or_insert_with(|| StepBuffer::new(key.step, key.mode, key.mode_step, hint))
+    }
+
+    /// Buffers a string tensor record, in Python smdebug's encoding (which its reader and
+    /// ours read); with TensorBoard output, also a text summary.
+    fn strings(&mut self, s: StringRecord) {
+        let wall_time = now();
+        if self.settings.tensorboard && s.tb_text {
+            let event = text_summary_event(
+                &tensorboard::clean_tag(&s.name),
+                &s.value,
+                s.key.step,
+                wall_time,
+            );
+            self.tensorboard_events(s.key.mode, s.key.step, wall_time, vec![event]);
+        }
+        let stamp = EventStamp {
+            wall_time,
+            step: s.key.step,
+            mode: s.key.mode,
+            mode_step: s.key.mode_step,
+        };
+        let payload = encode_string_event(&s.name, &s.value, stamp);
+        let checksum = self.settings.checksum;
+        let buf = self.step_buffer(s.key);
+        let start = buf.len;
+        buf.push_small(&record::header(payload.len() as u64));
+        buf.push_small(&payload);
+        buf.push_small(&checksum.footer([payload.as_slice()]));
+        buf.index.push(TensorLocation {
+            tensorname: s.name,
+            start_idx: start,
+            length: buf.len - start,
+        });
     }
 
     /// Forgets the buffered step, counting its tensors as discarded.
@@ -311,6 +348,7 @@ impl WriterThread {
             },
             tensor_payload: index,
             shape_payload: Vec::new(),
+            unusable_entries: Vec::new(),
         };
         let index_path = layout::index_file(step, &self.settings.worker);
         if let Err(e) = self
@@ -342,12 +380,22 @@ impl WriterThread {
         {
             events.push(tensorboard::histogram_event(&t.name, h, step, wall_time));
         }
+        self.tensorboard_events(t.key.mode, step, wall_time, events);
+    }
+
+    /// Appends `events` to the TensorBoard file of `mode` (written at the step's end).
+    fn tensorboard_events(
+        &mut self,
+        mode: Mode,
+        step: u64,
+        wall_time: f64,
+        events: Vec<crate::format::proto::Event>,
+    ) {
         if events.is_empty() {
             return;
         }
         let tb_file_bytes = self.settings.tb_file_bytes;
         let worker = &self.settings.worker;
-        let mode = t.key.mode;
         let file = self
             .tb
             .entry(mode)

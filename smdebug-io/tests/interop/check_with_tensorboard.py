@@ -6,16 +6,21 @@ Usage:
         TensorBoard summaries (scalars, histograms, tensors) under LOGDIR.
         EXPECTED_JSON: {"scalars":    [{"run"?, "tag", "step", "value"}],
                         "histograms": [{"run"?, "tag", "step", "num", "min", "max", "sum"?}],
-                        "tensors":    [{"run"?, "tag", "step", "dtype", "shape", "values"}]}
+                        "tensors":    [{"run"?, "tag", "step", "dtype", "shape", "values",
+                                        "plugin"?}]}
         "run" is the sub-directory of LOGDIR holding the file (TensorBoard's run name,
         "." for LOGDIR itself); without it any run may hold the value.  Tensor values use
-        the expected.json encoding of make_golden.py (row-major, "nan"/"inf"/"-inf").
+        the expected.json encoding of make_golden.py (row-major, "nan"/"inf"/"-inf"; a
+        string tensor has dtype "str" and its strings as values: TensorBoard's text plugin
+        stores them as tensors). "plugin": the plugin TensorBoard files the tag under
+        (its summary metadata's plugin_name: "text" for the text dashboard).
 
     python check_with_tensorboard.py --raw PATH [EXPECTED_JSON]
         PATH is one .tfevents file, or a directory whose **/*.tfevents files are all read
         (e.g. an smdebug run: events/<step>/<step>_<worker>.tfevents).  Every record must
         pass TensorBoard's record reader (length CRC and payload CRC) and parse as an
-        Event proto; tensor summaries must decode with tensorboard.util.tensor_util.
+        Event proto; tensor summaries must decode with tensorboard.util.tensor_util
+        (smdebug's string tensors, dtype unset, are decoded as DT_STRING: see decode_tensor).
         With EXPECTED_JSON (the smdebug expected.json schema of make_golden.py), every
         expected record must be found in events/<step:012>/<step:012>_<worker>.tfevents
         with the same tag, step, dtype, shape and values, and there must be no others.
@@ -118,7 +123,28 @@ def parse_values(values, dtype):
     return np.array([conv(v) for v in values], dtype=np.float64).astype(dtype)
 
 
+def decode_tensor(t):
+    """TensorBoard's make_ndarray of a TensorProto. smdebug writes a string tensor with its dtype
+    unset (0) and the strings in string_val (smdebug's reader takes only that form); TensorFlow's
+    form is DT_STRING (7), the only one make_ndarray takes: such a tensor is read as DT_STRING."""
+    if t.dtype == 0 and len(t.string_val) > 0:
+        t2 = type(t)()
+        t2.CopyFrom(t)
+        t2.dtype = 7  # DT_STRING
+        t = t2
+    return tensor_util.make_ndarray(t)
+
+
 def compare_array(what, got, want_rec, errors):
+    if want_rec["dtype"] == "str":
+        # Strings: make_ndarray gives an object array of bytes.
+        if list(got.shape) != list(want_rec["shape"]):
+            errors.add(f"{what}: shape {list(got.shape)} != {want_rec['shape']}")
+            return
+        texts = [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in got.reshape(-1)]
+        if texts != want_rec["values"]:
+            errors.add(f"{what}: strings {texts!r} != {want_rec['values']!r}")
+        return
     want_dtype = np.dtype(want_rec["dtype"])
     if got.dtype != want_dtype:
         errors.add(f"{what}: dtype {got.dtype} != {want_dtype}")
@@ -163,7 +189,7 @@ def check_raw(path, expected_path):
                 if v.WhichOneof("value") == "tensor":
                     n_tensors += 1
                     try:
-                        tensor_util.make_ndarray(v.tensor)
+                        decode_tensor(v.tensor)
                     except Exception as e:  # noqa: BLE001
                         errors.add(f"{f}@{off}: tensor {v.tag!r} does not decode: {type(e).__name__}: {e}")
     if expected_path:
@@ -193,7 +219,7 @@ def check_raw(path, expected_path):
             if ev.step != r["step"]:
                 errors.add(f"{what}: event step {ev.step}")
             try:
-                arr = tensor_util.make_ndarray(v.tensor)
+                arr = decode_tensor(v.tensor)
             except Exception:  # noqa: BLE001  (already reported above)
                 continue
             compare_array(what, arr, r, errors)
@@ -235,7 +261,12 @@ def check_logdir(logdir, expected_path):
             if acc is None or item["tag"] not in acc.Tags().get(kind, []):
                 continue
             getter = {"scalars": acc.Scalars, "histograms": acc.Histograms, "tensors": acc.Tensors}[kind]
-            hits += [e for e in getter(item["tag"]) if e.step == item["step"]]
+            found = [e for e in getter(item["tag"]) if e.step == item["step"]]
+            if found and "plugin" in item:
+                plugin = acc.SummaryMetadata(item["tag"]).plugin_data.plugin_name
+                if plugin != item["plugin"]:
+                    errors.add(f"{rn}/{item['tag']}: plugin {plugin!r}, expected {item['plugin']!r}")
+            hits += found
         return hits
 
     counts = {}
@@ -263,7 +294,7 @@ def check_logdir(logdir, expected_path):
                     if key in item and not close(getattr(h, key), item[key]):
                         errors.add(f"{what}: {key} {getattr(h, key)!r}, expected {item[key]!r}")
             else:
-                compare_array(what, tensor_util.make_ndarray(e.tensor_proto), item, errors)
+                compare_array(what, decode_tensor(e.tensor_proto), item, errors)
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing"
     return errors, f"{summary} found in runs {runs}; {n_records} records in {len(files)} files, all CRCs valid"
 

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use smdebug_core::{DType, Mode};
-use smdebug_io::trial::Trial;
+use smdebug_io::Error;
+use smdebug_io::trial::{TensorValue, Trial};
 
 /// `tests/data/<corpus>/<name>` and its parsed expected.json.
 pub fn expected_run(corpus: &str, name: &str) -> (PathBuf, Value) {
@@ -41,8 +42,7 @@ fn same(a: f64, b: f64) -> bool {
 pub struct Checked {
     /// Every numeric dtype whose values were compared.
     pub dtypes: BTreeSet<DType>,
-    /// String tensors (XGBoost's `trees/ID`, `trees/Feature`, ...): listed with their steps and
-    /// workers, but our reader has no string dtype, so reading one must fail with that reason.
+    /// String tensors (XGBoost's `trees/ID`, `trees/Feature`, ...): every string compared.
     pub string_tensors: usize,
 }
 
@@ -145,11 +145,28 @@ pub fn check_run(corpus: &str, name: &str) -> Checked {
             "{name}: {tname}@{step}: worker {worker} not listed"
         );
         if t["dtype"] == "str" {
+            // Read as numbers, a string tensor is an error of its own kind.
             let err = tensor
                 .raw(step, None, Some(worker))
-                .expect_err("string tensors have no numeric dtype")
-                .to_string();
-            assert!(err.contains("string tensors are not supported"), "{err}");
+                .expect_err("string tensors have no numeric dtype");
+            assert!(matches!(err, Error::StringTensor { .. }), "{err}");
+            let Ok(TensorValue::Strings(strings)) = tensor.read(step, None, Some(worker)) else {
+                panic!("{name}: {tname}@{step}/{worker}: not read as strings");
+            };
+            let shape: Vec<usize> = serde_json::from_value(t["shape"].clone()).unwrap();
+            assert_eq!(strings.shape(), &shape[..], "{name}: shape of {tname}");
+            let want: Vec<String> = serde_json::from_value(t["values"].clone()).unwrap();
+            assert_eq!(
+                strings.to_strings().unwrap(),
+                want,
+                "{name}: {tname}@{step}"
+            );
+            let by_mode = tensor.read(mode_step, Some(mode), Some(worker)).unwrap();
+            assert_eq!(
+                by_mode,
+                TensorValue::Strings(strings),
+                "{name}: {tname} by mode step"
+            );
             checked.string_tensors += 1;
             continue;
         }

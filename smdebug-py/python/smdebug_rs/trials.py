@@ -8,7 +8,6 @@ mode is given, then steps counted within that mode) and exceptions.
 import logging
 import os
 import re
-import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -16,11 +15,8 @@ import numpy as np
 from . import _native
 from ._modes import ModeKeys, ModeLike, StepState, mode_key, mode_name
 from .exceptions import (
-    NoMoreData,
     ShapeUnavailableForStep,
     SMDebugValueError,
-    StepNotYetAvailable,
-    StepUnavailable,
     TensorUnavailable,
     TensorUnavailableForStep,
 )
@@ -42,12 +38,37 @@ ALLOWED_REDUCTIONS = ["min", "max", "mean", "std", "variance", "sum", "prod"]
 ALLOWED_NORMS = ["l1", "l2"]
 
 
-def create_trial(path: str, name: Optional[str] = None, **kwargs) -> "Trial":
+def create_trial(
+    path: str,
+    name: Optional[str] = None,
+    range_steps=None,
+    wait_for_collections: bool = True,
+    **kwargs,
+) -> "Trial":
     """Opens the run at ``path``: a directory or an object-store URL (``s3://bucket/run``,
     ``gs://…``, ``az://…``), with credentials from the environment as the Rust reader takes
-    them. Keyword arguments smdebug accepts for its own reader (``parallel``, ``check``,
-    ``index_mode``, ``cache``, ``range_steps``) are accepted and have no effect."""
-    return Trial(path, name=name)
+    them.
+
+    ``range_steps=(begin, end)`` reads only global steps ``begin <= step < end`` (either may be
+    None), as smdebug does. Like smdebug's ``create_trial``, it waits until the run's
+    collections files are all there (``wait_for_collections=False``, an extension, opens with
+    what the run holds) and raises ``MissingCollectionFiles`` when the run ended without them;
+    ``SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW`` is read as smdebug reads it. The other keyword
+    arguments smdebug accepts for its own reader (``parallel``, ``check``, ``index_mode``,
+    ``cache``) are accepted and have no effect."""
+    return Trial(path, name=name, range_steps=range_steps, wait_for_collections=wait_for_collections)
+
+
+def _range_ends(range_steps) -> Tuple[Optional[int], Optional[int]]:
+    """``range_steps`` checked as smdebug asserts it (non-negative ints or None)."""
+    if range_steps is None:
+        return None, None
+    begin, end = range_steps[0], range_steps[1]
+    for x in (begin, end):
+        assert x is None or (isinstance(x, int) and x >= 0), (
+            "range_steps should be of the form (begin, end) with non-negative integers or None"
+        )
+    return begin, end
 
 
 def reduction_tensor_name(tname: str, reduction_name: str, abs: bool) -> str:
@@ -98,11 +119,20 @@ class Collection:
 class Trial:
     """A run, opened for reading. See ``create_trial``."""
 
-    def __init__(self, path: str, name: Optional[str] = None):
+    def __init__(
+        self,
+        path: str,
+        name: Optional[str] = None,
+        range_steps=None,
+        wait_for_collections: bool = False,
+    ):
         path = path.strip()
         self.path = path
         self.name = name if name is not None else os.path.basename(path.rstrip("/"))
-        self._native = _native.NativeTrial(path)
+        self.range_steps = range_steps
+        begin, end = _range_ends(range_steps)
+        window = int(os.getenv("SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW", "1000"))
+        self._native = _native.NativeTrial(path, begin, end, window, wait_for_collections)
         self._tensors: Dict[str, Tensor] = {}
         self._warned: set = set()
         self._log_warnings()
@@ -155,13 +185,14 @@ class Trial:
 
     def refresh(self) -> None:
         """Looks for new steps, workers and the end of training now (queries also do this on
-        their own, at most every 100 ms)."""
+        their own: see the Rust ``Trial``'s docs)."""
         self._native.refresh()
         self._log_warnings()
 
     @property
     def loaded_all_steps(self) -> bool:
-        """True once the run wrote its end marker and every step is loaded."""
+        """True once the run wrote its end marker and every step is loaded (every step is
+        then complete)."""
         return self._native.is_complete()
 
     def is_complete(self) -> bool:
@@ -195,24 +226,7 @@ class Trial:
         for a step that will never come and NoMoreData for one past the end of a finished run,
         as smdebug does; with ``timeout`` (seconds; smdebug waits forever), raises
         StepNotYetAvailable when a step is still not there after it."""
-        key = mode_key(mode)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for step in required_steps:
-            while True:
-                state = self.has_passed_step(step, key)
-                if state == StepState.AVAILABLE:
-                    break
-                if state == StepState.UNAVAILABLE:
-                    if not self.loaded_all_steps:
-                        raise StepUnavailable(step, key)
-                    available = self.steps(key, show_incomplete_steps=True)
-                    last_step = available[-1] if available else -1
-                    if step < last_step:
-                        raise StepUnavailable(step, key)
-                    raise NoMoreData(step, key, last_step)
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise StepNotYetAvailable(step, key)
-                time.sleep(0.1)
+        self._native.wait_for_steps(list(required_steps), mode_name(mode), timeout)
 
     # ---- steps, modes, workers ----
 
@@ -249,9 +263,11 @@ class Trial:
         return {c["name"]: Collection(c) for c in self._native.collections()}
 
     def collection(self, coll_name: str) -> Collection:
+        """The collection of that name; an empty one for a name the run does not have (smdebug's
+        CollectionManager creates it; here it is not added to ``collections()``)."""
         collections = self.collections()
         if coll_name not in collections:
-            raise KeyError(coll_name)
+            return Collection({"name": coll_name})
         return collections[coll_name]
 
     def _tensors_in_collection(self, collection, names: List[str]) -> set:
@@ -279,16 +295,10 @@ class Trial:
         keep the matching ones."""
         if regex is not None and collection is not None:
             raise ValueError("Only one of `regex` or `collection` can be passed to this method")
-        names = self._native.tensor_names()
         key = mode_key(mode)
-        if step is None and key == ModeKeys.GLOBAL:
-            selected = set(names)
-        elif step is None:
-            selected = {n for n in names if self._native.tensor_steps(n, key.name, True)}
-        else:
-            selected = {n for n in names if step in self._native.tensor_steps(n, key.name, True)}
+        selected = set(self._native.tensor_names_in(step, None if key == ModeKeys.GLOBAL else key.name))
         if collection is not None:
-            selected &= self._tensors_in_collection(collection, names)
+            selected &= self._tensors_in_collection(collection, self._native.tensor_names())
         elif regex is not None:
             patterns = regex if isinstance(regex, list) else [regex]
             selected = {n for n in selected if any(re.search(p, n) for p in patterns)}
