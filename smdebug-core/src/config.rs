@@ -150,7 +150,14 @@ impl Default for HookConfig {
 ///     .with_regex(r"relu\d*\.output"))?;
 /// let relu = config.collections.iter().find(|c| c.name() == "relu_output").unwrap();
 /// assert!(relu.matches("relu1.output"));
+/// // A collection the rule brings is saved on the rule's steps, not the hook's default.
 /// let schedule = relu.save_config.as_ref().unwrap();
+/// assert!(schedule.should_save(Mode::Train, 30) && !schedule.should_save(Mode::Train, 100));
+///
+/// // One that was there keeps its schedule and gains the rule's steps.
+/// config.apply(&CaptureRequest::new("gradients", SaveConfig::every(30), "VanishingGradient"))?;
+/// let gradients = config.collections.iter().find(|c| c.name() == "gradients").unwrap();
+/// let schedule = gradients.save_config.as_ref().unwrap();
 /// assert!(schedule.should_save(Mode::Train, 30) && schedule.should_save(Mode::Train, 100));
 /// # Ok::<(), smdebug_core::Error>(())
 /// ```
