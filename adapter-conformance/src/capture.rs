@@ -29,7 +29,7 @@ pub fn recorded_tensors_equal_the_models_own_at_due_steps<F: Fixture>(fx: &F) {
         Hook::builder().save_config(SaveConfig::every(5)),
     );
     let expected = train(fx, &mut hook, 12, |s| s % 5 == 0);
-    ok(hook.close());
+    ok(hook.as_mut().close());
     drop(hook);
     assert_run_matches(dir.path(), &expected, fx.dtype());
     let trial = Trial::open(dir.path().to_str().unwrap()).unwrap();
@@ -72,20 +72,20 @@ pub fn per_mode_schedules_are_honoured_in_train_and_eval<F: Fixture>(fx: &F) {
     let mut model = fx.model(&mut hook);
     let mut eval_losses = BTreeMap::new();
     for epoch in 0..2u64 {
-        ok(hook.set_mode(Mode::Train));
+        ok(hook.as_mut().set_mode(Mode::Train));
         for (x, y) in data.train_batches(64, 4, epoch) {
             run_step(fx, &mut model, &mut hook, &x, &y, true, false);
         }
-        ok(hook.set_mode(Mode::Eval));
+        ok(hook.as_mut().set_mode(Mode::Eval));
         for (x, y) in data.test_batches(120) {
-            let eval_step = hook.hook().mode_step();
+            let eval_step = hook.as_ref().hook().mode_step();
             let pass = run_step(fx, &mut model, &mut hook, x, y, false, false);
             if eval_step % 2 == 0 {
                 eval_losses.insert(eval_step, pass.loss_value);
             }
         }
     }
-    ok(hook.close());
+    ok(hook.as_mut().close());
     drop(hook);
     let trial = Trial::open(dir.path().to_str().unwrap()).unwrap();
     let w = trial.tensor("fc1.weight").unwrap();
@@ -139,7 +139,7 @@ pub fn reductions_only_collections_are_reduced_on_the_device_and_match_the_host<
         );
     let mut hook = hook_at(fx, dir.path(), builder);
     let expected = train(fx, &mut hook, 3, |s| s % 2 == 0);
-    ok(hook.close());
+    ok(hook.as_mut().close());
     drop(hook);
     let trial = Trial::open(dir.path().to_str().unwrap()).unwrap();
     for name in ["gradient/fc1.weight", "gradient/fc2.bias", "fc1.bias"] {
@@ -201,11 +201,17 @@ pub fn device_reductions_equal_the_host_ones_with_nan_inf_zeros_and_empty_tensor
     // Apart: a tensor asked for a product as well would go to the host whole on candle and burn.
     for (name, values, shape) in &cases {
         let t = fx.tensor(values, shape);
-        assert!(ok(hook.save_tensor(name, &t, &["device"])), "{name}");
+        assert!(
+            ok(hook.as_mut().save_tensor(name, &t, &["device"])),
+            "{name}"
+        );
         let prod_name = format!("{name}/prod");
-        assert!(ok(hook.save_tensor(&prod_name, &t, &["prod"])), "{name}");
+        assert!(
+            ok(hook.as_mut().save_tensor(&prod_name, &t, &["prod"])),
+            "{name}"
+        );
     }
-    ok(hook.close());
+    ok(hook.as_mut().close());
     let got: BTreeMap<String, f64> = sink
         .tensors()
         .into_iter()
@@ -240,14 +246,14 @@ pub fn steps_holding_only_device_reductions_are_ended_once_and_never_mix_modes<F
             ));
     let (mut hook, sink) = memory_hook(fx, builder);
     let w = fx.tensor(&[1.0, 3.0], &[2]);
-    ok(hook.set_mode(Mode::Train));
-    assert!(ok(hook.save_tensor("fc.weight", &w, &["weights"])));
-    ok(hook.step());
-    assert!(ok(hook.save_tensor("fc.weight", &w, &["weights"])));
+    ok(hook.as_mut().set_mode(Mode::Train));
+    assert!(ok(hook.as_mut().save_tensor("fc.weight", &w, &["weights"])));
+    ok(hook.as_mut().step());
+    assert!(ok(hook.as_mut().save_tensor("fc.weight", &w, &["weights"])));
     // Switching mode closes step 1, which only the adapter wrote to.
-    ok(hook.set_mode(Mode::Eval));
-    assert!(ok(hook.save_tensor("fc.weight", &w, &["weights"])));
-    ok(hook.close());
+    ok(hook.as_mut().set_mode(Mode::Eval));
+    assert!(ok(hook.as_mut().save_tensor("fc.weight", &w, &["weights"])));
+    ok(hook.as_mut().close());
     assert_eq!(sink.ended_steps(), vec![0, 1, 2]);
     let key = |step, mode, mode_step| StepKey {
         step,
@@ -286,11 +292,11 @@ pub fn a_collection_on_its_own_schedule_is_walked_when_the_default_is_never_due<
     let (mut hook, sink) = memory_hook(fx, builder);
     let data = Data::load();
     let mut model = fx.model(&mut hook);
-    ok(hook.set_mode(Mode::Train));
+    ok(hook.as_mut().set_mode(Mode::Train));
     for (x, y) in data.train_batches(32, 5, 2) {
         run_step(fx, &mut model, &mut hook, &x, &y, true, false);
     }
-    ok(hook.close());
+    ok(hook.as_mut().close());
     let got: Vec<(u64, String)> = sink
         .tensors()
         .into_iter()
@@ -321,10 +327,10 @@ pub fn probes_save_the_last_tensor_of_a_due_step_in_named_and_regex_collections<
         .save_config(SaveConfig::every(2))
         .include_regex("attention", "^l0/");
     let (mut hook, sink) = memory_hook(fx, builder);
-    let regex = hook.probe("l0/scores", &[]);
-    let named = hook.probe("l1/gate", &["extras"]);
-    let unselected = hook.probe("l1/scores", &[]);
-    ok(hook.set_mode(Mode::Train));
+    let regex = hook.as_mut().probe("l0/scores", &[]);
+    let named = hook.as_mut().probe("l1/gate", &["extras"]);
+    let unselected = hook.as_mut().probe("l1/scores", &[]);
+    ok(hook.as_mut().set_mode(Mode::Train));
     let value = |v: f32| fx.tensor(&[v, v + 0.5], &[2]);
     let mut armed = Vec::new();
     for step in 0..4u8 {
@@ -334,9 +340,9 @@ pub fn probes_save_the_last_tensor_of_a_due_step_in_named_and_regex_collections<
             probe.record(&value(f32::from(step)));
             probe.record(&value(f32::from(step) + 10.0));
         }
-        ok(hook.step());
+        ok(hook.as_mut().step());
     }
-    ok(hook.close());
+    ok(hook.as_mut().close());
     assert_eq!(
         armed,
         [
@@ -362,11 +368,11 @@ pub fn probes_save_the_last_tensor_of_a_due_step_in_named_and_regex_collections<
         })
         .collect();
     assert_eq!(got, want);
-    let members = |name: &str| hook_members(hook.hook(), name);
+    let members = |name: &str| hook_members(hook.as_ref().hook(), name);
     assert_eq!(members("attention"), ["l0/scores"]);
     assert_eq!(members("extras"), ["l1/gate"]);
     // After the end nothing is armed, not even a probe made afterwards at a due step.
-    let late = hook.probe("l0/late", &[]);
+    let late = hook.as_mut().probe("l0/late", &[]);
     assert!(!regex.is_armed() && !named.is_armed() && !late.is_armed());
 }
 
@@ -379,15 +385,17 @@ pub fn losses_metrics_and_scalars_land_in_their_collections<F: Fixture>(fx: &F) 
     let (mut hook, sink) = memory_hook(fx, Hook::builder().save_config(SaveConfig::every(2)));
     for _ in 0..3 {
         assert_eq!(
-            ok(hook.save_loss("loss", &fx.tensor(&[0.25], &[1]))),
-            hook.hook().mode_step() % 2 == 0
+            ok(hook.as_mut().save_loss("loss", &fx.tensor(&[0.25], &[1]))),
+            hook.as_ref().hook().mode_step() % 2 == 0
         );
-        ok(hook.save_loss("per_sample", &fx.tensor(&[0.5, 1.5], &[2])));
-        hook.save_metric("accuracy", 0.75);
-        hook.save_scalar("lr", 0.125, &["schedule"]);
-        ok(hook.step());
+        ok(hook
+            .as_mut()
+            .save_loss("per_sample", &fx.tensor(&[0.5, 1.5], &[2])));
+        hook.as_mut().save_metric("accuracy", 0.75);
+        hook.as_mut().save_scalar("lr", 0.125, &["schedule"]);
+        ok(hook.as_mut().step());
     }
-    ok(hook.close());
+    ok(hook.as_mut().close());
     let got: Vec<Saved> = sink
         .tensors()
         .into_iter()
@@ -420,7 +428,7 @@ pub fn losses_metrics_and_scalars_land_in_their_collections<F: Fixture>(fx: &F) 
         })
         .collect();
     assert_eq!(got, want);
-    let members = |name: &str| hook_members(hook.hook(), name);
+    let members = |name: &str| hook_members(hook.as_ref().hook(), name);
     assert_eq!(members("losses"), ["loss", "per_sample"]);
     assert_eq!(members("metrics"), ["accuracy"]);
     assert_eq!(members("schedule"), ["lr"]);
@@ -435,20 +443,22 @@ pub fn a_stop_request_is_seen_at_the_next_step<F: Fixture>(fx: &F) {
         dir.path(),
         Hook::builder().save_config(SaveConfig::every(1)),
     );
-    let stop = hook.stop_signal();
+    let stop = hook.as_ref().stop_signal();
     let mut ran = 0;
     for step in 0..100 {
-        if hook.stop_requested().is_some() {
+        if hook.as_ref().stop_requested().is_some() {
             break;
         }
-        ok(hook.save_loss("loss", &fx.tensor(&[step as f32], &[1])));
+        ok(hook
+            .as_mut()
+            .save_loss("loss", &fx.tensor(&[step as f32], &[1])));
         if step == 4 {
             stop.request("ExplodingTensor fired at step 4");
         }
-        ok(hook.step());
+        ok(hook.as_mut().step());
         ran += 1;
     }
-    ok(hook.close());
+    ok(hook.as_mut().close());
     drop(hook);
     assert_eq!(ran, 5, "the loop saw the request at the next step");
     let trial = Trial::open(dir.path().to_str().unwrap()).unwrap();
@@ -473,7 +483,7 @@ pub fn a_stop_request_from_a_watcher_stops_the_loop_within_one_step<F: Fixture>(
     );
     let data = Data::load();
     let mut model = fx.model(&mut hook);
-    ok(hook.set_mode(Mode::Train));
+    ok(hook.as_mut().set_mode(Mode::Train));
     // The loop's step, as the watcher sees it when it asks to stop.
     let progress = Arc::new(AtomicU64::new(0));
     let watcher = {
@@ -498,16 +508,16 @@ pub fn a_stop_request_from_a_watcher_stops_the_loop_within_one_step<F: Fixture>(
     };
     let mut steps_run = 0;
     for (x, y) in data.train_batches(32, 2_000, 3) {
-        if hook.stop_requested().is_some() {
+        if hook.as_ref().stop_requested().is_some() {
             break;
         }
         run_step(fx, &mut model, &mut hook, &x, &y, true, false);
         steps_run += 1;
-        progress.store(hook.hook().global_step(), Ordering::SeqCst);
+        progress.store(hook.as_ref().hook().global_step(), Ordering::SeqCst);
     }
     let step_at_request = watcher.join().unwrap();
-    let stopped_at = hook.hook().global_step();
-    ok(hook.close());
+    let stopped_at = hook.as_ref().hook().global_step();
+    ok(hook.as_mut().close());
     drop(hook);
     assert!(steps_run < 2_000, "the loop stopped");
     let trial = Trial::open(dir.path().to_str().unwrap()).unwrap();
@@ -535,21 +545,23 @@ pub fn closing_is_idempotent_stops_saving_and_happens_on_drop<F: Fixture>(fx: &F
     let (x, y) = &batches[0];
     run_step(fx, &mut model, &mut hook, x, y, true, false);
     let before = sink.records.lock().unwrap().len();
-    ok(hook.close());
-    ok(hook.close());
+    ok(hook.as_mut().close());
+    ok(hook.as_mut().close());
     assert_eq!(sink.closes(), 1);
     let after_close = sink.records.lock().unwrap().len();
     assert!(after_close > before);
     // A whole step after the end: nothing is recorded, nothing fails.
     let t = fx.tensor(&[1.0, 2.0], &[2]);
-    assert!(!ok(hook.save_tensor("late", &t, &["weights"])));
-    assert!(!ok(hook.save_loss("loss", &fx.tensor(&[1.0], &[1]))));
-    assert!(!hook.save_metric("accuracy", 1.0));
-    assert!(!hook.save_scalar("lr", 0.1, &["schedule"]));
-    assert!(!hook.is_due("late", &["weights"]) && !hook.anything_due());
+    assert!(!ok(hook.as_mut().save_tensor("late", &t, &["weights"])));
+    assert!(!ok(hook
+        .as_mut()
+        .save_loss("loss", &fx.tensor(&[1.0], &[1]))));
+    assert!(!hook.as_mut().save_metric("accuracy", 1.0));
+    assert!(!hook.as_mut().save_scalar("lr", 0.1, &["schedule"]));
+    assert!(!hook.as_mut().is_due("late", &["weights"]) && !hook.as_ref().anything_due());
     let (x, y) = &batches[1];
     run_step(fx, &mut model, &mut hook, x, y, true, false);
-    ok(hook.set_mode(Mode::Eval));
+    ok(hook.as_mut().set_mode(Mode::Eval));
     assert_eq!(sink.records.lock().unwrap().len(), after_close);
     drop(hook);
     assert_eq!(sink.closes(), 1);
@@ -562,10 +574,10 @@ pub fn closing_is_idempotent_stops_saving_and_happens_on_drop<F: Fixture>(fx: &F
         Hook::builder().save_config(SaveConfig::every(1)),
     );
     let mut model = fx.model(&mut hook);
-    ok(hook.set_mode(Mode::Train));
+    ok(hook.as_mut().set_mode(Mode::Train));
     let (x, y) = &batches[0];
     let pass = fx.pass(&mut model, &mut hook, x, y, true, false);
-    ok(hook.save_loss("loss", &pass.loss));
+    ok(hook.as_mut().save_loss("loss", &pass.loss));
     drop(hook);
     let trial = Trial::open(dir.path().to_str().unwrap()).unwrap();
     assert!(trial.is_complete().unwrap());

@@ -2,7 +2,6 @@
 //! data, the run writer, the training loop, and checks of a run against the model's own tensors.
 
 use std::collections::BTreeMap;
-use std::ops::DerefMut;
 use std::path::Path;
 
 use smdebug_core::adapter::{AdapterHook, Framework};
@@ -44,9 +43,9 @@ pub struct Pass<T> {
 pub trait Fixture {
     /// The adapter's framework, as smdebug-core's adapter kit sees it.
     type Framework: Framework;
-    /// The adapter's hook; it dereferences to the kit's [`AdapterHook`], and a session drives it
-    /// through [`Capture`].
-    type Hook: DerefMut<Target = AdapterHook<Self::Framework>> + Capture;
+    /// The adapter's hook: the kit's [`AdapterHook`] through `AsRef`/`AsMut` (what
+    /// `smdebug_core::adapter_hook_methods!` gives it), driven by a session through [`Capture`].
+    type Hook: AsRef<AdapterHook<Self::Framework>> + AsMut<AdapterHook<Self::Framework>> + Capture;
     /// A 64-32-10 MLP (`fc1`, `relu1`, `fc2`) on 8x8 digits, with its optimizer.
     type Model;
 
@@ -196,9 +195,9 @@ pub(crate) fn run_step<F: Fixture>(
     own: bool,
 ) -> Pass<TensorOf<F>> {
     let pass = fx.pass(model, hook, x, y, train, own);
-    ok(hook.save_loss("loss", &pass.loss));
-    hook.save_metric("accuracy", pass.accuracy);
-    ok(hook.step());
+    ok(hook.as_mut().save_loss("loss", &pass.loss));
+    hook.as_mut().save_metric("accuracy", pass.accuracy);
+    ok(hook.as_mut().step());
     pass
 }
 
@@ -213,7 +212,7 @@ pub fn train<F: Fixture>(
     let data = Data::load();
     let mut model = fx.model(hook);
     let mut expected = Expected::new();
-    ok(hook.set_mode(Mode::Train));
+    ok(hook.as_mut().set_mode(Mode::Train));
     for (step, (x, y)) in data.train_batches(32, steps, 1).iter().enumerate() {
         let step = step as u64;
         let want = expect_at(step);

@@ -76,18 +76,18 @@ fn profiled_loop<F: Fixture>(
     let data = Data::load();
     let mut model = fx.model(hook);
     ok(hook.switch_mode(Mode::Train));
-    for (x, y) in hook.data(data.train_batches(32, train, 11)) {
+    for (x, y) in hook.as_ref().data(data.train_batches(32, train, 11)) {
         let pass = fx.pass(&mut model, hook, &x, &y, true, false);
-        ok(hook.save_loss("loss", &pass.loss));
+        ok(hook.as_mut().save_loss("loss", &pass.loss));
         during(hook, hook.core().global_step());
         ok(hook.end_step());
     }
     ok(hook.switch_mode(Mode::Eval));
     let test = data.test_batches(64);
     assert!(test.len() >= eval, "{} test batches", test.len());
-    for (x, y) in hook.data(test.into_iter().take(eval)) {
+    for (x, y) in hook.as_ref().data(test.into_iter().take(eval)) {
         let pass = fx.pass(&mut model, hook, x, y, false, false);
-        ok(hook.save_loss("loss", &pass.loss));
+        ok(hook.as_mut().save_loss("loss", &pass.loss));
         during(hook, hook.core().global_step());
         ok(hook.end_step());
     }

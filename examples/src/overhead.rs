@@ -1,5 +1,5 @@
-//! What the adapters' `--overhead` modes share: the sink that drops records, their command-line
-//! numbers, and the table they print (seconds per step for four variants of one training loop,
+//! What the adapter examples share: where their run goes, and for their `--overhead` modes the
+//! sink that drops records, their command-line numbers, and the table they print (seconds per step for four variants of one training loop,
 //! measured in alternating rounds).
 
 use smdebug_core::{Record, Sink};
@@ -29,40 +29,23 @@ pub fn number_arg<T: std::str::FromStr>(
     }
 }
 
-/// The run directory of an adapter example: the value after `--out` in `args`, or
-/// `target/<default>` in the workspace. Whatever is there is removed, so the run starts fresh.
-pub fn run_dir(args: &[String], default: &str) -> Result<String, String> {
-    let dir = match args.iter().position(|a| a == "--out") {
-        Some(i) => args.get(i + 1).cloned().ok_or("--out needs a directory")?,
+/// Where an adapter example writes its run: the value after `--out` in `args` (a directory or
+/// an object-store URL), or `target/<default>` in the workspace. The example's session replaces
+/// a run left there by an earlier start (`SessionBuilder::overwrite`).
+pub fn run_location(args: &[String], default: &str) -> Result<String, String> {
+    match args.iter().position(|a| a == "--out") {
+        Some(i) => args
+            .get(i + 1)
+            .cloned()
+            .ok_or_else(|| "--out needs a location".into()),
         None => {
             let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .parent()
                 .ok_or("the examples crate sits in the workspace")?;
             let dir = workspace.join("target").join(default);
-            dir.to_str().ok_or("non-UTF-8 path")?.to_string()
+            Ok(dir.to_str().ok_or("non-UTF-8 path")?.to_string())
         }
-    };
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(dir)
-}
-
-/// The writer of an adapter example's run in `dir`. With `--python-compatible` in `args` it
-/// writes the payload checksum Python smdebug 1.0.34's reader accepts (its legacy constant),
-/// CRC-32C otherwise.
-pub fn run_writer(
-    args: &[String],
-    dir: &str,
-) -> Result<smdebug_io::writer::Writer, Box<dyn std::error::Error>> {
-    use smdebug_io::format::record::PayloadChecksum;
-    let checksum = if args.iter().any(|a| a == "--python-compatible") {
-        PayloadChecksum::SmdebugLegacy
-    } else {
-        PayloadChecksum::Crc32c
-    };
-    let writer = smdebug_io::writer::Writer::builder(smdebug_io::open_storage(dir)?)
-        .checksum(checksum)
-        .build()?;
-    Ok(writer)
+    }
 }
 
 /// The variants, in the order of each row's values.

@@ -1,5 +1,6 @@
 //! Trains a small convolutional network with burn (ndarray + autodiff) on the digits resampled
-//! to 28×28, with smdebug capture on, and measures what capture costs on a step of realistic
+//! to 28×28, in an smdebug session (tensors, framework spans, a code profile, system metrics,
+//! rules in the process, the report), and measures what capture costs on a step of realistic
 //! length.
 //!
 //! ```sh
@@ -10,7 +11,8 @@
 //! The network: conv 5×5 (1→16) → ReLU → max-pool 2 → conv 5×5 (16→32) → ReLU → max-pool 2 →
 //! linear (512→10), 18.4k parameters, batch 32. The images are the 8×8 digits set resampled to
 //! 28×28 with a random rotation and shift (the demo's input pipeline), so a step does the work of
-//! an MNIST-sized LeNet. The run goes to `target/smdebug-burn/cnn-run` (or `--out DIR`).
+//! an MNIST-sized LeNet. The run goes to `target/smdebug-burn/cnn-run` (or `--out`, a
+//! directory or an object-store URL).
 //!
 //! `--overhead` times the loop without a hook; with weights, gradients and the loss recorded
 //! every step and every 100th step through the writer (block mode: nothing is dropped, every
@@ -26,10 +28,11 @@ use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::nn::{Linear, LinearConfig, Relu};
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::{Device, Int, Tensor, TensorData};
+use smdebug::prelude::*;
 use smdebug_burn::BurnHook;
-use smdebug_core::{Hook, Mode, SaveConfig, SaveConfigMode};
+use smdebug_core::Hook;
 use smdebug_examples::digits::{AugmentedDigits, HostBatch};
-use smdebug_examples::overhead::{Discard, number_arg, run_dir, run_writer};
+use smdebug_examples::overhead::{Discard, number_arg, run_location};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
 type BoxError = Box<dyn std::error::Error>;
@@ -98,25 +101,29 @@ fn main() -> Result<(), BoxError> {
         let rounds = number_arg(&args, "--rounds", 5)?;
         return overhead(rounds);
     }
-    let out = run_dir(&args, "smdebug-burn/cnn-run")?;
-    let schedule = SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1));
-    let writer = run_writer(&args, &out)?;
-    let mut hook = BurnHook::new(Hook::builder().save_config(schedule), writer)?;
+    let out = run_location(&args, "smdebug-burn/cnn-run")?;
+    let mut session = Session::builder(&out)
+        .burn()
+        .overwrite(true)
+        .python_compatible(args.iter().any(|a| a == "--python-compatible"))
+        .save(SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1)))
+        .code_profiling(Window::steps(40, 20)) // a sampling CPU profile, steps 40-59
+        .rules(["VanishingGradient", "ExplodingTensor", "LossNotDecreasing"])
+        .rules(["StepOutlier", "Dataloader", "ProfilerReport"])
+        .start()?;
     let device = ndarray_autodiff();
     let mut data = AugmentedDigits::load(SIDE)?;
     let test = tensors(data.test(), &device);
     let mut model = Cnn::new(&device);
     let mut optim = SgdConfig::new().init();
-    for epoch in 0..4u64 {
-        hook.set_mode(Mode::Train)?;
-        for _ in 0..data.train_len() / BATCH {
-            if let Some(reason) = hook.stop_requested() {
-                println!("stopping: {reason}");
-                break;
-            }
-            let (x, y) = tensors(data.batch(BATCH), &device);
-            let l = loss(model.forward(x), y);
-            let grads = GradientsParams::from_grads(l.backward(), &model);
+    let steps_per_epoch = data.train_len() / BATCH;
+    'training: for epoch in 0..4u64 {
+        session.set_mode(Mode::Train)?;
+        let batches = (0..steps_per_epoch).map(|_| tensors(data.batch(BATCH), &device));
+        for (x, y) in session.data(batches) {
+            let l = loss(session.forward(|| model.forward(x)), y);
+            let hook = session.hook();
+            let grads = GradientsParams::from_grads(hook.backward(&l), &model);
             // Capture problems are reported, never allowed to stop training.
             if let Err(e) = hook
                 .save_parameters(&model)
@@ -125,22 +132,25 @@ fn main() -> Result<(), BoxError> {
             {
                 eprintln!("capture: {e}");
             }
-            model = optim.step(0.05, model, grads);
-            hook.step()?;
+            model = session.optimizer(|| optim.step(0.05, model, grads));
+            if session.step()?.stop_requested() {
+                break 'training; // a rule fired, or someone pressed Stop
+            }
         }
-        hook.set_mode(Mode::Eval)?;
+        session.set_mode(Mode::Eval)?;
         let (x, y) = test.clone();
-        let logits = model.forward(x);
+        let logits = session.forward(|| model.forward(x));
         let l = loss(logits.clone(), y.clone());
         let acc = accuracy(logits, y);
-        hook.save_loss("loss", &l)?;
-        hook.save_metric("accuracy", acc);
-        hook.step()?;
+        session.hook().save_loss("loss", &l)?;
+        session.hook().save_metric("accuracy", acc);
+        session.step()?;
         let value: f32 = l.into_scalar();
         println!("epoch {epoch}: eval loss {value:.4}, accuracy {acc:.3}");
     }
-    hook.close()?;
-    println!("wrote {out}; read it with `cargo run -q -p smdebug-cli -- info {out}`");
+    let summary = session.finish()?;
+    print!("{summary}");
+    println!("read it with `cargo run -q -p smdebug-cli -- info {out}`");
     Ok(())
 }
 

@@ -1,5 +1,5 @@
-//! Trains a 64-32-10 MLP with burn (ndarray backend, autodiff) on the 8x8 digits set, with
-//! smdebug capture on.
+//! Trains a 64-32-10 MLP with burn (ndarray backend, autodiff) on the 8x8 digits set, in an
+//! smdebug session (tensors, framework spans, system metrics, rules in the process, the report).
 //!
 //! ```sh
 //! cargo run --release -p smdebug-burn --example burn_mlp            # train, write the run
@@ -8,7 +8,7 @@
 //!
 //! Add `--python-compatible` to write the payload checksum Python smdebug 1.0.34 reads.
 //!
-//! The run goes to `target/smdebug-burn/run` (or `--out DIR`): weights, biases, gradients,
+//! The run goes to `target/smdebug-burn/run` (or `--out`, a directory or an object-store URL): weights, biases, gradients,
 //! relu1's output, the loss and accuracy every 50th train step, loss and accuracy at every eval
 //! step. `--overhead` times the same training loop without a hook, with weights, gradients and
 //! loss recorded every step and every 100th step (run files in `$TMPDIR`), and every step into a
@@ -22,10 +22,11 @@ use std::time::Instant;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::Device;
 use model::{DigitsTensors, Mlp, accuracy, loss};
+use smdebug::prelude::*;
 use smdebug_burn::BurnHook;
+use smdebug_core::Hook;
 use smdebug_core::timeline::Timeline;
-use smdebug_core::{Hook, Mode, SaveConfig, SaveConfigMode};
-use smdebug_examples::overhead::{Discard, number_arg, run_dir, run_writer};
+use smdebug_examples::overhead::{Discard, number_arg, run_location};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
 type BoxError = Box<dyn std::error::Error>;
@@ -44,28 +45,31 @@ fn main() -> Result<(), BoxError> {
         let steps = number_arg(&args, "--steps", 2000)?;
         return overhead(rounds, steps);
     }
-    let out = run_dir(&args, "smdebug-burn/run")?;
-    let schedule = SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1));
-    let writer = run_writer(&args, &out)?;
-    let mut hook = BurnHook::new(Hook::builder().save_config(schedule), writer)?;
+    let out = run_location(&args, "smdebug-burn/run")?;
+    let mut session = Session::builder(&out)
+        .burn()
+        .overwrite(true)
+        .python_compatible(args.iter().any(|a| a == "--python-compatible"))
+        .save(SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1)))
+        .rules(["VanishingGradient", "ExplodingTensor", "LossNotDecreasing"])
+        .rules(["StepOutlier", "ProfilerReport"])
+        .start()?;
     let device = ndarray_autodiff();
     let data = DigitsTensors::load(&device)?;
     let mut model = Mlp::new(&device);
     let mut optim = SgdConfig::new().init();
     let batches_per_epoch = data.n_train / 32;
-    for epoch in 0..10u64 {
-        hook.set_mode(Mode::Train)?;
-        for idx in data.train_batches(32, batches_per_epoch, epoch) {
-            if let Some(reason) = hook.stop_requested() {
-                println!("stopping: {reason}");
-                hook.close()?;
-                return Ok(());
-            }
+    'training: for epoch in 0..10u64 {
+        session.set_mode(Mode::Train)?;
+        for idx in session.data(data.train_batches(32, batches_per_epoch, epoch)) {
             let x = data.train_x.clone().select(0, idx.clone());
             let y = data.train_y.clone().select(0, idx);
-            let (hidden, logits) = model.forward(x, hook.timeline());
+            // The model's forward pass is the forward span, each layer a span in the detailed
+            // window.
+            let (hidden, logits) = model.forward(x, session.timeline());
             let l = loss(logits.clone(), y.clone());
-            let grads = GradientsParams::from_grads(l.backward(), &model);
+            let hook = session.hook();
+            let grads = GradientsParams::from_grads(hook.backward(&l), &model);
             // Capture problems are reported, never allowed to stop training.
             if let Err(e) = hook
                 .save_parameters(&model)
@@ -78,25 +82,24 @@ fn main() -> Result<(), BoxError> {
             if hook.is_due("accuracy", &["metrics"]) {
                 hook.save_metric("accuracy", accuracy(logits, y));
             }
-            model = optim.step(0.2, model, grads);
-            hook.step()?;
+            model = session.optimizer(|| optim.step(0.2, model, grads));
+            if session.step()?.stop_requested() {
+                break 'training; // a rule fired, or someone pressed Stop
+            }
         }
-        hook.set_mode(Mode::Eval)?;
-        let (_, logits) = model.forward(data.test_x.clone(), hook.timeline());
+        session.set_mode(Mode::Eval)?;
+        let (_, logits) = model.forward(data.test_x.clone(), session.timeline());
         let l = loss(logits.clone(), data.test_y.clone());
         let acc = accuracy(logits, data.test_y.clone());
-        hook.save_loss("loss", &l)?;
-        hook.save_metric("accuracy", acc);
-        hook.step()?;
+        session.hook().save_loss("loss", &l)?;
+        session.hook().save_metric("accuracy", acc);
+        session.step()?;
         let l: f32 = l.into_scalar();
         println!("epoch {epoch}: eval loss {l:.4}, accuracy {acc:.3}");
     }
-    hook.close()?;
-    let steps = hook.hook().global_step();
-    drop(hook);
-    println!(
-        "wrote {out} ({steps} steps); read it with `cargo run -q -p smdebug-cli -- info {out}`"
-    );
+    let summary = session.finish()?;
+    print!("{summary}");
+    println!("read it with `cargo run -q -p smdebug-cli -- info {out}`");
     Ok(())
 }
 

@@ -3,8 +3,6 @@
 //! backward pass as the step's backward span. Everything due in one call is read back from the
 //! device with one [`Transaction`].
 
-use std::ops::{Deref, DerefMut};
-
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::{DType, Gradients, Tensor, Transaction};
@@ -256,7 +254,8 @@ fn packable(dtype: DType) -> bool {
 ///
 /// The calls every adapter shares (`set_mode`, `step`, `close`, `save_metric`, `save_scalar`,
 /// stop requests, and the timeline's `data`, `forward` and `optimizer` scopes) come
-/// from smdebug-core's [`AdapterHook`], which this hook dereferences to; it adds what is
+/// from smdebug-core's [`AdapterHook`] (inherent methods stamped by
+/// `smdebug_core::adapter_hook_methods!`); it adds what is
 /// particular to burn: [`save_parameters`](Self::save_parameters),
 /// [`save_gradients`](Self::save_gradients), saving burn's `Tensor<D>` of any rank
 /// ([`save_tensor`](Self::save_tensor), [`save_output`](Self::save_output),
@@ -278,20 +277,6 @@ fn packable(dtype: DType) -> bool {
 /// Errors are returned to the caller and leave the hook usable.
 #[derive(Debug)]
 pub struct BurnHook(AdapterHook<Burn>);
-
-impl Deref for BurnHook {
-    type Target = AdapterHook<Burn>;
-
-    fn deref(&self) -> &AdapterHook<Burn> {
-        &self.0
-    }
-}
-
-impl DerefMut for BurnHook {
-    fn deref_mut(&mut self) -> &mut AdapterHook<Burn> {
-        &mut self.0
-    }
-}
 
 /// Walks a module's float parameters, keeping the path of module names.
 struct ParamVisitor<'a> {
@@ -336,6 +321,8 @@ impl ModuleVisitor for ParamVisitor<'_> {
         });
     }
 }
+
+smdebug_core::adapter_hook_methods!(BurnHook, Burn);
 
 impl BurnHook {
     /// Builds the hook from a configured [`HookBuilder`] and the sink that stores the run

@@ -1,78 +1,42 @@
-//! Trains a small convolutional network with candle on the digits resampled to 28×28, with
-//! smdebug capture on, and measures what capture costs on a step of realistic length.
+//! Trains a small convolutional network with candle on the digits resampled to 28×28, in an
+//! smdebug session: tensors, framework spans (per module in a detailed window), a code profile,
+//! system metrics, rules in the process and the profiling report, with no timing code in the loop.
+//! `--overhead` measures what capture alone costs on a step of realistic length.
 //!
 //! ```sh
 //! cargo run --release -p smdebug-candle --example candle_cnn            # train, write the run
+//! cargo run --release -p smdebug-candle --example candle_cnn -- --out s3://bucket/cnn
 //! cargo run --release -p smdebug-candle --example candle_cnn -- --overhead [--rounds N]
 //! ```
 //!
-//! The network: conv 5×5 (1→16) → ReLU → max-pool 2 → conv 5×5 (16→32) → ReLU → max-pool 2 →
-//! linear (512→10), 18.4k parameters, batch 32. The images are the 8×8 digits set resampled to
-//! 28×28 with a random rotation and shift (the demo's input pipeline), so a step does the work of
-//! an MNIST-sized LeNet. The run goes to `target/smdebug-candle/cnn-run` (or `--out DIR`).
+//! The network (`common/cnn.rs`): conv 5×5 (1→16) → ReLU → max-pool 2 → conv 5×5 (16→32) → ReLU
+//! → max-pool 2 → linear (512→10), 18.4k parameters, batch 32. The images are the 8×8 digits set
+//! resampled to 28×28 with a random rotation and shift (the demo's input pipeline), so a step does
+//! the work of an MNIST-sized LeNet. The run goes to `target/smdebug-candle/cnn-run` (or `--out`,
+//! a directory or an object-store URL).
 //!
 //! `--overhead` times the loop without a hook; with weights, gradients and the loss recorded
 //! every step and every 100th step through the writer (block mode: nothing is dropped, every
 //! tensor is paid for) into `$TMPDIR`; and every step into a sink that drops records (the
-//! adapter's own cost). The variants alternate within each round.
+//! adapter's own cost). The variants alternate within each round. What a whole session costs is
+//! measured by the `session_cost` example.
 
 use std::time::Instant;
 
-use candle_core::{D, DType, Device, Module, Tensor};
-use candle_nn::{Conv2d, Linear, Optimizer, SGD, VarBuilder, VarMap};
+use candle_core::{DType, Device, Module, Tensor};
+use candle_nn::{Optimizer, SGD, VarBuilder, VarMap};
+use smdebug::prelude::*;
 use smdebug_candle::CandleHook;
-use smdebug_core::{Hook, Mode, SaveConfig, SaveConfigMode};
-use smdebug_examples::digits::{AugmentedDigits, HostBatch};
-use smdebug_examples::overhead::{Discard, number_arg, run_dir, run_writer};
+use smdebug_core::Hook;
+use smdebug_examples::digits::AugmentedDigits;
+use smdebug_examples::overhead::{Discard, number_arg, run_location};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
+#[path = "common/cnn.rs"]
+mod cnn;
+use cnn::{BATCH, Cnn, SIDE};
+
 type BoxError = Box<dyn std::error::Error>;
-
-const SIDE: usize = 28;
-const BATCH: usize = 32;
-
-struct Cnn {
-    conv1: Conv2d,
-    conv2: Conv2d,
-    fc: Linear,
-}
-
-impl Cnn {
-    fn new(vb: VarBuilder) -> candle_core::Result<Cnn> {
-        let cfg = Default::default();
-        Ok(Cnn {
-            conv1: candle_nn::conv2d(1, 16, 5, cfg, vb.pp("conv1"))?,
-            conv2: candle_nn::conv2d(16, 32, 5, cfg, vb.pp("conv2"))?,
-            fc: candle_nn::linear(32 * 4 * 4, 10, vb.pp("fc"))?,
-        })
-    }
-
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let x = self.conv1.forward(x)?.relu()?.max_pool2d(2)?;
-        let x = self.conv2.forward(&x)?.relu()?.max_pool2d(2)?;
-        self.fc.forward(&x.flatten_from(1)?)
-    }
-}
-
-/// Images `(n, 1, 28, 28)` and labels as candle tensors.
-fn tensors((x, y): HostBatch) -> candle_core::Result<(Tensor, Tensor)> {
-    let n = y.len();
-    let labels: Vec<u32> = y.iter().map(|&l| l as u32).collect();
-    Ok((
-        Tensor::from_vec(x, (n, 1, SIDE, SIDE), &Device::Cpu)?,
-        Tensor::from_vec(labels, n, &Device::Cpu)?,
-    ))
-}
-
-fn accuracy(logits: &Tensor, labels: &Tensor) -> candle_core::Result<f64> {
-    let hits = logits
-        .argmax(D::Minus1)?
-        .eq(labels)?
-        .to_dtype(DType::F32)?
-        .sum_all()?
-        .to_scalar::<f32>()?;
-    Ok(f64::from(hits) / labels.dim(0)? as f64)
-}
 
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -80,51 +44,78 @@ fn main() -> Result<(), BoxError> {
         let rounds = number_arg(&args, "--rounds", 7)?;
         return overhead(rounds);
     }
-    let out = run_dir(&args, "smdebug-candle/cnn-run")?;
-    let schedule = SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1));
-    let writer = run_writer(&args, &out)?;
-    let mut hook = CandleHook::new(Hook::builder().save_config(schedule), writer)?;
+    let out = run_location(&args, "smdebug-candle/cnn-run")?;
+    let mut session =
+        Session::builder(&out)
+            .candle()
+            .overwrite(true)
+            .python_compatible(args.iter().any(|a| a == "--python-compatible"))
+            .save(SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1)))
+            // The layers' outputs in training only: on the 359 test images they are 13 MB a step.
+            .collection(Collection::new("outputs").with_save_config(
+                SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::never()),
+            ))
+            .detailed_profiling(Window::steps(20, 10)) // a span per layer, steps 20-29
+            .code_profiling(Window::steps(40, 20)) // a sampling CPU profile, steps 40-59
+            .rules(["VanishingGradient", "ExplodingTensor", "LossNotDecreasing"])
+            .rules([
+                "StepOutlier",
+                "Dataloader",
+                "LowGPUUtilization",
+                "ProfilerReport",
+            ])
+            .start()?;
     let mut data = AugmentedDigits::load(SIDE)?;
-    let (test_x, test_y) = tensors(data.test())?;
+    let (test_x, test_y) = cnn::tensors(data.test())?;
     let vm = VarMap::new();
-    let model = Cnn::new(VarBuilder::from_varmap(&vm, DType::F32, &Device::Cpu))?;
+    let (conv1, conv2, fc) =
+        Cnn::new(VarBuilder::from_varmap(&vm, DType::F32, &Device::Cpu))?.into_layers();
+    let hook = session.hook();
+    // Each layer's output is recorded when due, and is a span of its own in the detailed window.
+    let (conv1, conv2, fc) = (
+        hook.wrap("conv1", conv1),
+        hook.wrap("conv2", conv2),
+        hook.wrap("fc", fc),
+    );
     let mut sgd = SGD::new(vm.all_vars(), 0.05)?;
-    for epoch in 0..4u64 {
-        hook.set_mode(Mode::Train)?;
-        for _ in 0..data.train_len() / BATCH {
-            if let Some(reason) = hook.stop_requested() {
-                println!("stopping: {reason}");
-                break;
-            }
-            let (x, y) = tensors(data.batch(BATCH))?;
-            let logits = model.forward(&x)?;
-            let l = candle_nn::loss::cross_entropy(&logits, &y)?;
-            let grads = l.backward()?;
+    let steps_per_epoch = data.train_len() / BATCH;
+    'training: for epoch in 0..4u64 {
+        session.set_mode(Mode::Train)?;
+        let batches = (0..steps_per_epoch).map(|_| cnn::tensors(data.batch(BATCH)));
+        for batch in session.data(batches) {
+            let (x, y) = batch?;
+            let logits = session.forward(|| cnn::forward(&conv1, &conv2, &fc, &x))?;
+            let loss = candle_nn::loss::cross_entropy(&logits, &y)?;
+            let hook = session.hook();
+            let grads = hook.backward(&loss)?;
             // Capture problems are reported, never allowed to stop training.
             if let Err(e) = hook
                 .save_parameters(&vm)
                 .and_then(|_| hook.save_gradients(&vm, &grads))
-                .and_then(|_| hook.save_loss("loss", &l))
+                .and_then(|_| hook.save_loss("loss", &loss))
             {
                 eprintln!("capture: {e}");
             }
-            sgd.step(&grads)?;
-            hook.step()?;
+            session.optimizer(|| sgd.step(&grads))?;
+            if session.step()?.stop_requested() {
+                break 'training; // a rule fired, or someone pressed Stop
+            }
         }
-        hook.set_mode(Mode::Eval)?;
-        let logits = model.forward(&test_x)?;
-        let l = candle_nn::loss::cross_entropy(&logits, &test_y)?;
-        let acc = accuracy(&logits, &test_y)?;
-        hook.save_loss("loss", &l)?;
-        hook.save_metric("accuracy", acc);
-        hook.step()?;
+        session.set_mode(Mode::Eval)?;
+        let logits = session.forward(|| cnn::forward(&conv1, &conv2, &fc, &test_x))?;
+        let loss = candle_nn::loss::cross_entropy(&logits, &test_y)?;
+        let acc = cnn::accuracy(&logits, &test_y)?;
+        session.hook().save_loss("loss", &loss)?;
+        session.hook().save_metric("accuracy", acc);
+        session.step()?;
         println!(
             "epoch {epoch}: eval loss {:.4}, accuracy {acc:.3}",
-            l.to_scalar::<f32>()?
+            loss.to_scalar::<f32>()?
         );
     }
-    hook.close()?;
-    println!("wrote {out}; read it with `cargo run -q -p smdebug-cli -- info {out}`");
+    let summary = session.finish()?;
+    print!("{summary}");
+    println!("read it with `cargo run -q -p smdebug-cli -- info {out}`");
     Ok(())
 }
 
@@ -161,7 +152,7 @@ fn overhead(rounds: usize) -> Result<(), BoxError> {
     let mut data = AugmentedDigits::load(SIDE)?;
     let steps = 100;
     let batches: Vec<(Tensor, Tensor)> = (0..steps)
-        .map(|_| tensors(data.batch(BATCH)))
+        .map(|_| cnn::tensors(data.batch(BATCH)))
         .collect::<Result<_, _>>()?;
     let dir = std::env::temp_dir().join(format!("smdebug-candle-cnn-{}", std::process::id()));
     let to_disk = |interval: u64, name: String| -> Result<CandleHook, BoxError> {

@@ -1,4 +1,5 @@
-//! Trains a 64-32-10 MLP with candle on the 8x8 digits set, with smdebug capture on.
+//! Trains a 64-32-10 MLP with candle on the 8x8 digits set, in an smdebug session (tensors,
+//! framework spans, system metrics, rules in the process, the report).
 //!
 //! ```sh
 //! cargo run --release -p smdebug-candle --example candle_mlp            # train, write the run
@@ -7,10 +8,10 @@
 //!
 //! Add `--python-compatible` to write the payload checksum Python smdebug 1.0.34 reads.
 //!
-//! The run goes to `target/smdebug-candle/run` (or the directory given as `--out DIR`): weights,
-//! biases, gradients, relu1's output, the loss and accuracy every 50th train step, loss and
-//! accuracy at every eval step. `--overhead` times the same training loop without a hook, with
-//! weights, gradients and loss recorded every step and every 100th step (run files in
+//! The run goes to `target/smdebug-candle/run` (or `--out`, a directory or an object-store URL):
+//! weights, biases, gradients, relu1's output, the loss and accuracy every 50th train step, loss
+//! and accuracy at every eval step. `--overhead` times the same training loop without a hook,
+//! with weights, gradients and loss recorded every step and every 100th step (run files in
 //! `$TMPDIR`), and every step into a sink that drops records, variants alternating per round.
 
 #[path = "../tests/common/model.rs"]
@@ -21,9 +22,10 @@ use std::time::Instant;
 use candle_core::{DType, Device};
 use candle_nn::{Optimizer, SGD};
 use model::{DigitsTensors, Mlp, accuracy, loss, varmap};
+use smdebug::prelude::*;
 use smdebug_candle::CandleHook;
-use smdebug_core::{Collection, Hook, MemorySink, Mode, SaveConfig, SaveConfigMode};
-use smdebug_examples::overhead::{Discard, number_arg, run_dir, run_writer};
+use smdebug_core::{Hook, MemorySink};
+use smdebug_examples::overhead::{Discard, number_arg, run_location};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
 type BoxError = Box<dyn std::error::Error>;
@@ -35,29 +37,31 @@ fn main() -> Result<(), BoxError> {
         let steps = number_arg(&args, "--steps", 2000)?;
         return overhead(rounds, steps);
     }
-    let out = run_dir(&args, "smdebug-candle/run")?;
-    let schedule = SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1));
-    let writer = run_writer(&args, &out)?;
-    let mut hook = CandleHook::new(Hook::builder().save_config(schedule), writer)?;
+    let out = run_location(&args, "smdebug-candle/run")?;
+    let mut session = Session::builder(&out)
+        .candle()
+        .overwrite(true)
+        .python_compatible(args.iter().any(|a| a == "--python-compatible"))
+        .save(SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1)))
+        .rules(["VanishingGradient", "ExplodingTensor", "LossNotDecreasing"])
+        .rules(["StepOutlier", "ProfilerReport"])
+        .start()?;
     let dev = Device::Cpu;
     let data = DigitsTensors::load(DType::F32, &dev)?;
     let (vm, vb) = varmap(DType::F32, &dev);
-    let model = Mlp::new(vb, &mut hook)?;
+    let model = Mlp::new(vb, session.hook())?; // relu1's output is recorded when due
     let mut sgd = SGD::new(vm.all_vars(), 0.2)?;
     let batches_per_epoch = data.train_y.dim(0)? / 32;
-    for epoch in 0..10u64 {
-        hook.set_mode(Mode::Train)?;
-        for idx in data.train_batches(32, batches_per_epoch, epoch)? {
-            if let Some(reason) = hook.stop_requested() {
-                println!("stopping: {reason}");
-                hook.close()?;
-                return Ok(());
-            }
+    'training: for epoch in 0..10u64 {
+        session.set_mode(Mode::Train)?;
+        let batches = data.train_batches(32, batches_per_epoch, epoch)?;
+        for idx in session.data(batches) {
             let x = data.train_x.index_select(&idx, 0)?;
             let y = data.train_y.index_select(&idx, 0)?;
-            let (_, logits) = model.forward(&x)?;
+            let (_, logits) = session.forward(|| model.forward(&x))?;
             let l = loss(&logits, &y)?;
-            let grads = l.backward()?;
+            let hook = session.hook();
+            let grads = hook.backward(&l)?;
             // Capture problems are reported, never allowed to stop training.
             if let Err(e) = hook
                 .save_parameters(&vm)
@@ -67,28 +71,27 @@ fn main() -> Result<(), BoxError> {
                 eprintln!("capture: {e}");
             }
             hook.save_metric("accuracy", accuracy(&logits, &y)?);
-            sgd.step(&grads)?;
-            hook.step()?;
+            session.optimizer(|| sgd.step(&grads))?;
+            if session.step()?.stop_requested() {
+                break 'training; // a rule fired, or someone pressed Stop
+            }
         }
-        hook.set_mode(Mode::Eval)?;
-        let (_, logits) = model.forward(&data.test_x)?;
+        session.set_mode(Mode::Eval)?;
+        let (_, logits) = session.forward(|| model.forward(&data.test_x))?;
         let l = loss(&logits, &data.test_y)?;
         let acc = accuracy(&logits, &data.test_y)?;
-        hook.save_loss("loss", &l)?;
-        hook.save_metric("accuracy", acc);
-        hook.step()?;
+        session.hook().save_loss("loss", &l)?;
+        session.hook().save_metric("accuracy", acc);
+        session.step()?;
         println!(
             "epoch {epoch}: eval loss {:.4}, accuracy {:.3}",
             l.to_scalar::<f32>()?,
             acc
         );
     }
-    hook.close()?;
-    let steps = hook.hook().global_step();
-    drop(hook);
-    println!(
-        "wrote {out} ({steps} steps); read it with `cargo run -q -p smdebug-cli -- info {out}`"
-    );
+    let summary = session.finish()?;
+    print!("{summary}");
+    println!("read it with `cargo run -q -p smdebug-cli -- info {out}`");
     Ok(())
 }
 

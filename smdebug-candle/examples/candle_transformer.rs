@@ -39,10 +39,8 @@ use candle_core::{DType, Device};
 use candle_nn::{AdamW, Optimizer, ParamsAdamW};
 use heatmap::Grid;
 use model::{DigitsTensors, accuracy, loss, varmap};
+use smdebug::prelude::*;
 use smdebug_candle::CandleHook;
-use smdebug_core::{Collection, Hook, Mode, SaveConfig, SaveConfigMode};
-use smdebug_io::trial::Trial;
-use smdebug_io::writer::Writer;
 use transformer::{Config, Transformer};
 
 type BoxError = Box<dyn std::error::Error>;
@@ -91,18 +89,18 @@ fn args() -> Result<Args, BoxError> {
 
 /// Loss and accuracy of the model on the held-out images, recorded as one EVAL step.
 fn evaluate(
-    hook: &mut CandleHook,
+    session: &mut Session<CandleHook>,
     model: &Transformer,
     data: &DigitsTensors,
 ) -> Result<(f32, f64), BoxError> {
-    hook.set_mode(Mode::Eval)?;
-    let logits = model.forward(&data.test_x)?.logits;
+    session.set_mode(Mode::Eval)?;
+    let logits = session.forward(|| model.forward(&data.test_x))?.logits;
     let l = loss(&logits, &data.test_y)?;
     let acc = accuracy(&logits, &data.test_y)?;
-    hook.save_loss("loss", &l)?;
-    hook.save_metric("accuracy", acc);
-    hook.step()?;
-    hook.set_mode(Mode::Train)?;
+    session.hook().save_loss("loss", &l)?;
+    session.hook().save_metric("accuracy", acc);
+    session.step()?;
+    session.set_mode(Mode::Train)?;
     Ok((l.to_scalar::<f32>()?, acc))
 }
 
@@ -127,19 +125,22 @@ fn main() -> Result<(), BoxError> {
         ..SaveConfigMode::every(interval)
     };
     let attention = SaveConfig::new(train.clone()).with_mode(Mode::Eval, SaveConfigMode::never());
-    let builder = Hook::builder()
-        .save_config(SaveConfig::new(train).with_mode(Mode::Eval, SaveConfigMode::every(1)))
-        .collection(Collection::new("attention").with_save_config(attention))
-        .include_regex("attention", PATTERN);
-    let mut hook = CandleHook::new(
-        builder,
-        Writer::builder(smdebug_io::open_storage(run_str)?).build()?,
-    )?;
+    let mut session = Session::builder(run_str)
+        .candle()
+        .overwrite(true)
+        .save(SaveConfig::new(train).with_mode(Mode::Eval, SaveConfigMode::every(1)))
+        .collection(
+            Collection::new("attention")
+                .with_save_config(attention)
+                .with_regex(PATTERN)?,
+        )
+        .rules(["VanishingGradient", "ExplodingTensor", "StepOutlier"])
+        .start()?;
 
     let dev = Device::Cpu;
     let data = DigitsTensors::load(DType::F32, &dev)?;
     let (vm, vb) = varmap(DType::F32, &dev);
-    let model = Transformer::new(CONFIG, vb, &mut hook)?;
+    let model = Transformer::new(CONFIG, vb, session.hook())?;
     let mut opt = AdamW::new(
         vm.all_vars(),
         ParamsAdamW {
@@ -159,20 +160,17 @@ fn main() -> Result<(), BoxError> {
         data.test_y.dim(0)?
     );
     let start = Instant::now();
-    hook.set_mode(Mode::Train)?;
+    session.set_mode(Mode::Train)?;
     let mut recent: Vec<f64> = Vec::new();
     let mut final_eval = (f32::NAN, f64::NAN);
-    for (step, idx) in batches.iter().enumerate() {
+    for (step, idx) in session.data(&batches).enumerate() {
         let step = step as u64;
-        if let Some(reason) = hook.stop_requested() {
-            println!("stopping: {reason}");
-            break;
-        }
         let x = data.train_x.index_select(idx, 0)?;
         let y = data.train_y.index_select(idx, 0)?;
-        let logits = model.forward(&x)?.logits;
+        let logits = session.forward(|| model.forward(&x))?.logits;
         let l = loss(&logits, &y)?;
-        let grads = l.backward()?;
+        let hook = session.hook();
+        let grads = hook.backward(&l)?;
         // Capture problems are reported, never allowed to stop training.
         if let Err(e) = hook
             .save_parameters(&vm)
@@ -184,12 +182,15 @@ fn main() -> Result<(), BoxError> {
         let acc = accuracy(&logits, &y)?;
         hook.save_metric("accuracy", acc);
         recent.push(acc);
-        opt.step(&grads)?;
-        hook.step()?;
+        session.optimizer(|| opt.step(&grads))?;
+        if session.step()?.stop_requested() {
+            println!("stopping: a rule fired, or someone pressed Stop");
+            break;
+        }
         if (step + 1) % evaluate_every == 0 || step + 1 == steps {
             let train_acc = recent.iter().sum::<f64>() / recent.len() as f64;
             recent.clear();
-            final_eval = evaluate(&mut hook, &model, &data)?;
+            final_eval = evaluate(&mut session, &model, &data)?;
             println!(
                 "step {:>4}: train loss {:.4}, train accuracy (last {} batches) {:.3}, eval loss {:.4}, eval accuracy {:.3}",
                 step + 1,
@@ -203,8 +204,7 @@ fn main() -> Result<(), BoxError> {
     }
     let train_secs = start.elapsed().as_secs_f64();
     // The run ends here; the pass over the whole training set below is not recorded.
-    hook.close()?;
-    drop(hook);
+    print!("{}", session.finish()?);
     let full = model.forward(&data.train_x)?.logits;
     println!(
         "trained in {train_secs:.1} s; accuracy on all training images {:.3}, on held-out images {:.3}",

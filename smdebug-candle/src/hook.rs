@@ -2,8 +2,6 @@
 //! [`VarMap`] and a [`GradStore`], wraps candle modules so that their outputs are recorded and
 //! their forward passes timed, and runs the backward pass as the step's backward span.
 
-use std::ops::{Deref, DerefMut};
-
 use candle_core::backprop::GradStore;
 use candle_core::{Module, Tensor, Var};
 use candle_nn::VarMap;
@@ -20,8 +18,8 @@ use crate::output::{Recorded, TimedModel};
 ///
 /// The calls every adapter shares (`set_mode`, `step`, `close`, `save_tensor`, `save_loss`,
 /// `save_metric`, `save_scalar`, `probe`, stop requests, and the timeline's `data`, `forward`
-/// and `optimizer` scopes) come from smdebug-core's [`AdapterHook`], which this hook
-/// dereferences to; it adds what is particular to candle:
+/// and `optimizer` scopes) come from smdebug-core's [`AdapterHook`] (as inherent methods,
+/// stamped by `smdebug_core::adapter_hook_methods!`); it adds what is particular to candle:
 /// [`save_parameters`](Self::save_parameters), [`save_gradients`](Self::save_gradients),
 /// [`wrap`](Self::wrap), [`wrap_model`](Self::wrap_model) and [`backward`](Self::backward).
 /// A session drives it through [`Capture`].
@@ -67,19 +65,7 @@ use crate::output::{Recorded, TimedModel};
 #[derive(Debug)]
 pub struct CandleHook(AdapterHook<Candle>);
 
-impl Deref for CandleHook {
-    type Target = AdapterHook<Candle>;
-
-    fn deref(&self) -> &AdapterHook<Candle> {
-        &self.0
-    }
-}
-
-impl DerefMut for CandleHook {
-    fn deref_mut(&mut self) -> &mut AdapterHook<Candle> {
-        &mut self.0
-    }
-}
+smdebug_core::adapter_hook_methods!(CandleHook, Candle, tensors);
 
 impl CandleHook {
     /// Builds the hook from a configured [`HookBuilder`] and the sink that stores the run

@@ -7,8 +7,9 @@
 //! kept, how a one-element tensor becomes a number, and how the tensors due at a step are read
 //! (copied to the host as a [`TensorView`](crate::TensorView), or reduced on their device).
 //!
-//! An adapter wraps an `AdapterHook<ItsFramework>` in its own hook type, dereferences to it for
-//! the shared calls, and adds what only it knows: walking a model's parameters and gradients
+//! An adapter wraps an `AdapterHook<ItsFramework>` in its own hook type, gets the shared calls
+//! as inherent methods from [`adapter_hook_methods!`](crate::adapter_hook_methods) (no `Deref`),
+//! and adds what only it knows: walking a model's parameters and gradients
 //! (asking [`AdapterHook::due`] per tensor, then handing the due ones to
 //! [`AdapterHook::record`]), wrapping the framework's module type (a [`ModuleProbe`] per wrapped
 //! module), and its backward call.
@@ -38,6 +39,8 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+
+mod methods;
 
 use crate::phase::Phase;
 use crate::timeline::{TimedIter, Timeline};

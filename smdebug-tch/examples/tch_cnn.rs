@@ -1,5 +1,6 @@
 //! Trains a small convolutional network with tch-rs (libtorch) on the digits resampled to 28×28,
-//! with smdebug capture on, and measures what capture costs on a step of realistic length.
+//! in an smdebug session (tensors, framework spans, a code profile, system metrics, rules in the
+//! process, the report), and measures what capture costs on a step of realistic length.
 //!
 //! ```sh
 //! # with .ci/test-tch's environment (libtorch 2.9.0 from PyPI):
@@ -19,7 +20,8 @@
 
 use std::time::Instant;
 
-use smdebug_core::{Hook, Mode, SaveConfig, SaveConfigMode};
+use smdebug::prelude::*;
+use smdebug_core::Hook;
 use smdebug_examples::digits::{AugmentedDigits, HostBatch};
 use smdebug_examples::overhead::{Discard, number_arg};
 use smdebug_io::writer::{OverflowPolicy, Writer};
@@ -65,32 +67,33 @@ fn main() -> Result<(), AnyError> {
         return overhead(rounds);
     }
     let out = arg("--out").unwrap_or_else(|| "target/smdebug-demo/tch_cnn".to_string());
-    let _ = std::fs::remove_dir_all(&out);
-    let schedule = SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1));
-    let mut hook = TchHook::new(
-        Hook::builder().save_config(schedule),
-        Writer::builder(smdebug_io::open_storage(&out)?).build()?,
-    )?;
+    let mut session = Session::builder(&out)
+        .tch()
+        .overwrite(true)
+        .save(SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1)))
+        .code_profiling(Window::steps(40, 20)) // a sampling CPU profile, steps 40-59
+        .rules(["VanishingGradient", "ExplodingTensor", "LossNotDecreasing"])
+        .rules(["StepOutlier", "Dataloader", "ProfilerReport"])
+        .start()?;
     let mut data = AugmentedDigits::load(SIDE as usize)?;
     let (test_x, test_y) = {
         let (x, y) = data.test();
         tensors(&x, &y)
     };
     let vs = nn::VarStore::new(Device::Cpu);
-    let model = cnn(&vs.root());
+    // The model's forward pass is the step's forward span.
+    let model = session.hook().wrap_model(cnn(&vs.root()));
     let mut opt = nn::Sgd::default().build(&vs, 0.05)?;
-    for epoch in 0..4 {
-        hook.set_mode(Mode::Train)?;
-        for _ in 0..data.train_len() / BATCH {
-            if let Some(reason) = hook.stop_requested() {
-                println!("stopping: {reason}");
-                break;
-            }
-            let (x, y) = data.batch(BATCH);
+    let steps_per_epoch = data.train_len() / BATCH;
+    'training: for epoch in 0..4 {
+        session.set_mode(Mode::Train)?;
+        let batches = (0..steps_per_epoch).map(|_| data.batch(BATCH));
+        for (x, y) in session.data(batches) {
             let (x, y) = tensors(&x, &y);
             let loss = model.forward(&x).cross_entropy_for_logits(&y);
             opt.zero_grad();
-            loss.backward();
+            let hook = session.hook();
+            hook.backward(&loss)?; // loss.backward() as the backward span
             // Capture problems are reported, never allowed to stop training.
             if let Err(e) = hook
                 .save_parameters(&vs)
@@ -99,24 +102,27 @@ fn main() -> Result<(), AnyError> {
             {
                 eprintln!("capture: {e}");
             }
-            opt.step();
-            hook.step()?;
+            session.optimizer(|| opt.step());
+            if session.step()?.stop_requested() {
+                break 'training; // a rule fired, or someone pressed Stop
+            }
         }
         let _guard = tch::no_grad_guard();
-        hook.set_mode(Mode::Eval)?;
+        session.set_mode(Mode::Eval)?;
         let logits = model.forward(&test_x);
         let loss = logits.cross_entropy_for_logits(&test_y);
         let acc = logits.accuracy_for_logits(&test_y).double_value(&[]);
-        hook.save_loss("loss", &loss)?;
-        hook.save_metric("accuracy", acc);
-        hook.step()?;
+        session.hook().save_loss("loss", &loss)?;
+        session.hook().save_metric("accuracy", acc);
+        session.step()?;
         println!(
             "epoch {epoch}: eval loss {:.4}, accuracy {acc:.3}",
             loss.double_value(&[])
         );
     }
-    hook.close()?;
-    println!("wrote {out}; read it with `cargo run -q -p smdebug-cli -- info {out}`");
+    let summary = session.finish()?;
+    print!("{summary}");
+    println!("read it with `cargo run -q -p smdebug-cli -- info {out}`");
     Ok(())
 }
 

@@ -1,6 +1,7 @@
-//! A tch-rs (libtorch) training loop on the 8x8 digits set with smdebug capture: parameters and
-//! gradients every 10th step, the hidden ReLU's output, the loss and accuracy every step, eval
-//! loss per epoch. The run is read back with `Trial` at the end.
+//! A tch-rs (libtorch) training loop on the 8x8 digits set in an smdebug session: parameters,
+//! gradients, the hidden ReLU's output, the loss and accuracy every 10th training step; the
+//! step, data-loading, forward, backward and optimizer spans of every step; system metrics; rules
+//! in the process and the report. The run is read back with `Trial` at the end.
 //!
 //! ```sh
 //! bash .ci/test-tch          # once: sets up libtorch 2.9.0 from PyPI and runs the tests
@@ -15,10 +16,12 @@
 
 use std::time::Instant;
 
-use smdebug_core::{Collection, Hook, Mode, SaveConfig};
+use smdebug::prelude::*;
+use smdebug_core::Hook;
+use smdebug_core::phase::Phase;
+use smdebug_core::timeline::Timeline;
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::overhead::Discard;
-use smdebug_io::trial::Trial;
 use smdebug_io::writer::{OverflowPolicy, Writer};
 use smdebug_tch::TchHook;
 use tch::nn::{self, Module, OptimizerConfig};
@@ -63,6 +66,10 @@ fn run(
         None => nn::func_t(move |x, _| relu.forward(x)),
     };
     let mut opt = nn::Adam::default().build(&vs, 1e-3)?;
+    // The hook's timeline (the session's) times the phases; without a hook, one that is off.
+    let timeline = hook
+        .as_deref()
+        .map_or_else(Timeline::off, |h| h.timeline().clone());
     let n = train.x.size()[0];
     let batch = 32i64;
     let (mut steps, mut seconds, mut accuracy) = (0u64, 0.0, 0.0);
@@ -71,18 +78,18 @@ fn run(
             h.set_mode(Mode::Train)?;
         }
         let order = Tensor::randperm(n, (Kind::Int64, device));
-        for start in (0..n - batch + 1).step_by(batch as usize) {
-            if let Some(reason) = hook.as_deref().and_then(|h| h.stop_requested()) {
-                println!("stopping: {reason}");
-                return Ok((steps, seconds, accuracy));
-            }
-            let t0 = Instant::now();
+        let batches = (0..n - batch + 1).step_by(batch as usize).map(|start| {
             let idx = order.narrow(0, start, batch);
-            let (x, y) = (train.x.index_select(0, &idx), train.y.index_select(0, &idx));
-            let logits = fc2.forward(&nn::ModuleT::forward_t(&relu1, &fc1.forward(&x), true));
+            (train.x.index_select(0, &idx), train.y.index_select(0, &idx))
+        });
+        let mut t0 = Instant::now();
+        for (x, y) in timeline.data(batches) {
+            let logits = timeline.scope(Phase::Forward, || {
+                fc2.forward(&nn::ModuleT::forward_t(&relu1, &fc1.forward(&x), true))
+            });
             let loss = logits.cross_entropy_for_logits(&y);
             opt.zero_grad();
-            loss.backward();
+            timeline.scope(Phase::Backward, || loss.backward());
             // Every variant computes the metric, so the comparison is about capture alone.
             let batch_accuracy = logits.accuracy_for_logits(&y).double_value(&[]);
             if let Some(h) = hook.as_deref_mut() {
@@ -91,12 +98,17 @@ fn run(
                 h.save_loss("loss", &loss)?;
                 h.save_metric("accuracy", batch_accuracy);
             }
-            opt.step();
+            timeline.scope(Phase::Optimizer, || opt.step());
             if let Some(h) = hook.as_deref_mut() {
                 h.step()?;
             }
             seconds += t0.elapsed().as_secs_f64();
             steps += 1;
+            if let Some(reason) = hook.as_deref().and_then(|h| h.stop_requested()) {
+                println!("stopping: {reason}");
+                return Ok((steps, seconds, accuracy));
+            }
+            t0 = Instant::now();
         }
         let _guard = tch::no_grad_guard();
         if let Some(h) = hook.as_deref_mut() {
@@ -118,16 +130,21 @@ fn run(
     Ok((steps, seconds, accuracy))
 }
 
+/// Every `every` train steps, nothing in eval.
+fn every_n(every: u64) -> SaveConfig {
+    SaveConfig::every(every).with_mode(Mode::Eval, SaveConfigMode::never())
+}
+
+/// The collections saved: parameters, gradients and outputs (besides losses and metrics).
+const COLLECTIONS: [&str; 4] = ["weights", "biases", "gradients", "outputs"];
+
 /// Parameters, gradients, outputs, loss and metrics every `every` train steps, nothing in eval.
 fn builder(every: u64) -> smdebug_core::HookBuilder {
-    let every_n =
-        SaveConfig::every(every).with_mode(Mode::Eval, smdebug_core::SaveConfigMode::never());
-    Hook::builder()
-        .save_config(every_n.clone())
-        .collection(Collection::new("weights").with_save_config(every_n.clone()))
-        .collection(Collection::new("biases").with_save_config(every_n.clone()))
-        .collection(Collection::new("gradients").with_save_config(every_n.clone()))
-        .collection(Collection::new("outputs").with_save_config(every_n))
+    COLLECTIONS
+        .iter()
+        .fold(Hook::builder().save_config(every_n(every)), |b, name| {
+            b.collection(Collection::new(*name).with_save_config(every_n(every)))
+        })
 }
 
 fn hook_for(dir: &str, every: u64, overflow: OverflowPolicy) -> Result<TchHook, AnyError> {
@@ -204,14 +221,18 @@ fn main() -> Result<(), AnyError> {
         return Ok(());
     }
 
-    if std::path::Path::new(&out).exists() {
-        std::fs::remove_dir_all(&out)?;
-    }
-    std::fs::create_dir_all(&out)?;
-    let mut hook = hook_for(&out, 10, OverflowPolicy::Drop)?;
-    let (steps, secs, acc) = run(epochs, device, &train, &eval, Some(&mut hook))?;
-    hook.close()?;
-    drop(hook);
+    let mut session = COLLECTIONS
+        .iter()
+        .fold(Session::builder(&out).tch(), |b, name| {
+            b.collection(Collection::new(*name).with_save_config(every_n(10)))
+        })
+        .overwrite(true)
+        .save(every_n(10))
+        .rules(["VanishingGradient", "ExplodingTensor", "LossNotDecreasing"])
+        .rules(["StepOutlier", "Dataloader", "ProfilerReport"])
+        .start()?;
+    let (steps, secs, acc) = run(epochs, device, &train, &eval, Some(session.hook()))?;
+    print!("{}", session.finish()?);
     println!(
         "{steps} steps in {secs:.2} s, held-out accuracy {:.1}%",
         acc * 100.0

@@ -2,8 +2,6 @@
 //! wraps tch modules so that their outputs are recorded and their forward passes timed, and runs
 //! the backward pass as the step's backward span.
 
-use std::ops::{Deref, DerefMut};
-
 use smdebug_core::adapter::{AdapterHook, Due};
 use smdebug_core::collection::{GRADIENT_PREFIX, parameter_collection};
 use smdebug_core::phase::Phase;
@@ -19,8 +17,8 @@ use crate::output::{Recorded, RecordedT, TimedModel, TimedModelT};
 ///
 /// The calls every adapter shares (`set_mode`, `step`, `close`, `save_tensor`, `save_loss`,
 /// `save_metric`, `save_scalar`, `probe`, stop requests, and the timeline's `data`, `forward`
-/// and `optimizer` scopes) come from smdebug-core's [`AdapterHook`], which this hook
-/// dereferences to; it adds what is particular to tch:
+/// and `optimizer` scopes) come from smdebug-core's [`AdapterHook`] (as inherent methods,
+/// stamped by `smdebug_core::adapter_hook_methods!`); it adds what is particular to tch:
 /// [`save_parameters`](Self::save_parameters), [`save_gradients`](Self::save_gradients),
 /// [`wrap`](Self::wrap), [`wrap_t`](Self::wrap_t), [`wrap_model`](Self::wrap_model),
 /// [`wrap_model_t`](Self::wrap_model_t) and [`backward`](Self::backward). A session drives it
@@ -37,19 +35,7 @@ use crate::output::{Recorded, RecordedT, TimedModel, TimedModelT};
 #[derive(Debug)]
 pub struct TchHook(AdapterHook<Tch>);
 
-impl Deref for TchHook {
-    type Target = AdapterHook<Tch>;
-
-    fn deref(&self) -> &AdapterHook<Tch> {
-        &self.0
-    }
-}
-
-impl DerefMut for TchHook {
-    fn deref_mut(&mut self) -> &mut AdapterHook<Tch> {
-        &mut self.0
-    }
-}
+smdebug_core::adapter_hook_methods!(TchHook, Tch, tensors);
 
 impl TchHook {
     /// Builds the hook (configuration errors surface here) over `sink` (smdebug-io's `Writer`

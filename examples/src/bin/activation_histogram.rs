@@ -12,12 +12,10 @@
 
 use std::process::ExitCode;
 
-use smdebug_core::{Collection, Hook, Mode, SaveConfig};
+use smdebug::prelude::*;
 use smdebug_examples::digits::{self, Digits};
-use smdebug_examples::{TrainConfig, train};
-use smdebug_io::trial::Trial;
-use smdebug_io::writer::Writer;
-use smdebug_io::{OverflowPolicy, open_storage};
+use smdebug_examples::{TrainConfig, train_in_session};
+use smdebug_io::OverflowPolicy;
 
 struct Args {
     run: Option<String>,
@@ -150,14 +148,12 @@ fn record_run(args: &Args) -> Result<String, AnyError> {
     }
     std::fs::create_dir_all(dir)?;
     let location = dir.canonicalize()?.to_string_lossy().into_owned();
-    let writer = Writer::builder(open_storage(&location)?)
-        .queue_capacity(1 << 14)
+    let mut session = Session::builder(&location)
+        .writer_queue(1 << 14)
         .overflow(OverflowPolicy::Block)
-        .build()?;
-    let mut hook: Hook = Hook::builder()
-        .save_config(SaveConfig::every(1))
+        .save(SaveConfig::every(1))
         .collection(Collection::new("outputs").with_save_config(SaveConfig::every(10)))
-        .build(writer)?;
+        .start()?;
     let data = Digits::load(&digits::default_path())?;
     let (train_set, eval_set) = data.split(0.2, 1);
     let cfg = TrainConfig {
@@ -169,9 +165,11 @@ fn record_run(args: &Args) -> Result<String, AnyError> {
         "training the digits MLP for {} epochs at learning rate {} into {location}",
         cfg.epochs, cfg.learning_rate
     );
-    let summary = train(&cfg, &train_set, &eval_set, Some(&mut hook));
-    hook.close();
-    drop(hook);
+    let summary = train_in_session(&cfg, &train_set, &eval_set, &mut session);
+    let run = session.finish()?;
+    if !run.problems.is_empty() || run.records_dropped > 0 {
+        return Err(format!("the run is incomplete:\n{run}").into());
+    }
     println!(
         "held-out accuracy after each epoch: {:?}",
         summary

@@ -1,0 +1,73 @@
+//! The LeNet-sized network of `candle_cnn` and `session_cost`, and the digits as candle tensors.
+
+use candle_core::{D, DType, Device, Module, Tensor};
+use candle_nn::{Conv2d, Linear, VarBuilder};
+use smdebug_examples::digits::HostBatch;
+
+/// Image side after resampling the 8×8 digits.
+pub const SIDE: usize = 28;
+/// Images per training step.
+pub const BATCH: usize = 32;
+
+/// conv 5×5 (1→16) → ReLU → max-pool 2 → conv 5×5 (16→32) → ReLU → max-pool 2 → linear
+/// (512→10): 18.4k parameters.
+pub struct Cnn {
+    conv1: Conv2d,
+    conv2: Conv2d,
+    fc: Linear,
+}
+
+impl Cnn {
+    pub fn new(vb: VarBuilder) -> candle_core::Result<Cnn> {
+        let cfg = Default::default();
+        Ok(Cnn {
+            conv1: candle_nn::conv2d(1, 16, 5, cfg, vb.pp("conv1"))?,
+            conv2: candle_nn::conv2d(16, 32, 5, cfg, vb.pp("conv2"))?,
+            fc: candle_nn::linear(32 * 4 * 4, 10, vb.pp("fc"))?,
+        })
+    }
+
+    /// The layers, for wrapping each in a module span (`CandleHook::wrap`): conv1, conv2, fc.
+    pub fn into_layers(self) -> (Conv2d, Conv2d, Linear) {
+        (self.conv1, self.conv2, self.fc)
+    }
+}
+
+impl Module for Cnn {
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        forward(&self.conv1, &self.conv2, &self.fc, x)
+    }
+}
+
+/// The network's forward pass over any three layers with its shapes (plain or wrapped).
+pub fn forward(
+    conv1: &impl Module,
+    conv2: &impl Module,
+    fc: &impl Module,
+    x: &Tensor,
+) -> candle_core::Result<Tensor> {
+    let x = conv1.forward(x)?.relu()?.max_pool2d(2)?;
+    let x = conv2.forward(&x)?.relu()?.max_pool2d(2)?;
+    fc.forward(&x.flatten_from(1)?)
+}
+
+/// Images `(n, 1, 28, 28)` and labels as candle tensors.
+pub fn tensors((x, y): HostBatch) -> candle_core::Result<(Tensor, Tensor)> {
+    let n = y.len();
+    let labels: Vec<u32> = y.iter().map(|&l| l as u32).collect();
+    Ok((
+        Tensor::from_vec(x, (n, 1, SIDE, SIDE), &Device::Cpu)?,
+        Tensor::from_vec(labels, n, &Device::Cpu)?,
+    ))
+}
+
+/// The fraction of `labels` the logits' argmax gets right.
+pub fn accuracy(logits: &Tensor, labels: &Tensor) -> candle_core::Result<f64> {
+    let hits = logits
+        .argmax(D::Minus1)?
+        .eq(labels)?
+        .to_dtype(DType::F32)?
+        .sum_all()?
+        .to_scalar::<f32>()?;
+    Ok(f64::from(hits) / labels.dim(0)? as f64)
+}

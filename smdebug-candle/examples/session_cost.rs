@@ -1,0 +1,223 @@
+//! What a whole smdebug session costs a candle training loop, measured side by side: the
+//! `candle_cnn` network (18.4k parameters, batch 32 of 28×28 digits, about 40 ms a step on two
+//! cores) trained for the same steps on the same batches, in alternating rounds:
+//!
+//! | variant | the session |
+//! | --- | --- |
+//! | no session | none: the bare loop |
+//! | everything on | weights, gradients and the loss every 100th step; phase and data-loading spans every step; system metrics every 100 ms; VanishingGradient, ExplodingTensor, LossNotDecreasing and StepOutlier in the process; the report at the end |
+//! | windows closed | the same, with every profiling window closed (no spans, no code profile) |
+//! | detailed window | everything on, with a 100-step detailed window (a span per layer) |
+//! | code profile | everything on, with the code profile sampling the whole measured stretch |
+//!
+//! Each step is timed alone, from asking for its batch to the end of `session.step()`; a
+//! variant's figure is the median step. Starting and finishing the session (the report
+//! included) are timed apart, outside the steps.
+//!
+//! ```sh
+//! cargo run --release -p smdebug-candle --example session_cost -- [--rounds 5] [--steps 150]
+//! ```
+
+use std::time::{Duration, Instant};
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::{Optimizer, SGD, VarBuilder, VarMap};
+use smdebug::prelude::*;
+use smdebug::profiler::system::SamplerConfig;
+use smdebug_examples::digits::AugmentedDigits;
+use smdebug_examples::overhead::{median, number_arg};
+
+#[path = "common/cnn.rs"]
+#[allow(dead_code)] // accuracy: this example measures time only
+mod cnn;
+use cnn::{BATCH, Cnn, SIDE};
+
+type BoxError = Box<dyn std::error::Error>;
+
+/// The variants of a round, in the order of the table's columns.
+const VARIANTS: [&str; 5] = [
+    "no session",
+    "everything on",
+    "windows closed",
+    "detailed window",
+    "code profile",
+];
+
+/// What one variant's run measured.
+struct Timing {
+    /// Seconds per step, one entry per step.
+    steps: Vec<f64>,
+    /// Seconds to start the session (0 without one).
+    start: f64,
+    /// Seconds to finish it, the report included (0 without one).
+    finish: f64,
+}
+
+fn main() -> Result<(), BoxError> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let rounds: usize = number_arg(&args, "--rounds", 5)?;
+    let steps: usize = number_arg(&args, "--steps", 150)?;
+    let mut data = AugmentedDigits::load(SIDE)?;
+    let batches: Vec<(Tensor, Tensor)> = (0..steps)
+        .map(|_| cnn::tensors(data.batch(BATCH)))
+        .collect::<Result<_, _>>()?;
+    let scratch = std::env::temp_dir().join(format!("smdebug-session-cost-{}", std::process::id()));
+    train(&batches[..20], None)?; // warm-up: allocator, thread pools, page cache
+    let mut medians: Vec<[f64; 5]> = Vec::new();
+    let mut edges: Vec<[(f64, f64); 5]> = Vec::new();
+    for round in 0..rounds {
+        let mut row = [0.0; 5];
+        let mut edge = [(0.0, 0.0); 5];
+        for (v, name) in VARIANTS.iter().enumerate() {
+            let session = match v {
+                0 => None,
+                _ => {
+                    let dir = scratch.join(format!("{round}-{}", name.replace(' ', "-")));
+                    Some(builder(dir.to_str().ok_or("non-UTF-8 temp dir")?, v, steps))
+                }
+            };
+            let t = train(&batches, session)?;
+            row[v] = median(&t.steps);
+            edge[v] = (t.start, t.finish);
+        }
+        println!(
+            "round {round}: {}",
+            row.iter()
+                .zip(VARIANTS)
+                .map(|(s, n)| format!("{n} {:.2} ms", s * 1e3))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        medians.push(row);
+        edges.push(edge);
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    print_table(steps, &medians, &edges);
+    Ok(())
+}
+
+/// The session of variant `v` (1 to 4) writing into `dir`.
+fn builder(
+    dir: &str,
+    v: usize,
+    steps: usize,
+) -> smdebug::SessionBuilder<smdebug_candle::CandleHook> {
+    let b = Session::builder(dir)
+        .candle()
+        .without_config_files()
+        .save(SaveConfig::every(100))
+        .system(SamplerConfig::default().interval(Duration::from_millis(100)))
+        .rules([
+            "VanishingGradient",
+            "ExplodingTensor",
+            "LossNotDecreasing",
+            "StepOutlier",
+        ]);
+    match v {
+        2 => b.profiling(smdebug::capture::timeline::TimelineConfig::off()),
+        3 => b.detailed_profiling(Window::steps(0, 100)),
+        4 => b.code_profiling(Window::steps(0, steps as u64)),
+        _ => b,
+    }
+}
+
+/// Trains a fresh network on `batches`, in `session` when there is one.
+fn train(
+    batches: &[(Tensor, Tensor)],
+    session: Option<smdebug::SessionBuilder<smdebug_candle::CandleHook>>,
+) -> Result<Timing, BoxError> {
+    let vm = VarMap::new();
+    let (conv1, conv2, fc) =
+        Cnn::new(VarBuilder::from_varmap(&vm, DType::F32, &Device::Cpu))?.into_layers();
+    let mut sgd = SGD::new(vm.all_vars(), 0.05)?;
+    let mut steps = Vec::with_capacity(batches.len());
+    let Some(builder) = session else {
+        for (x, y) in batches {
+            let began = Instant::now();
+            let logits = cnn::forward(&conv1, &conv2, &fc, x)?;
+            let loss = candle_nn::loss::cross_entropy(&logits, y)?;
+            let grads = loss.backward()?;
+            sgd.step(&grads)?;
+            steps.push(began.elapsed().as_secs_f64());
+        }
+        return Ok(Timing {
+            steps,
+            start: 0.0,
+            finish: 0.0,
+        });
+    };
+    let began = Instant::now();
+    let mut session = builder.start()?;
+    let start = began.elapsed().as_secs_f64();
+    let hook = session.hook();
+    let (conv1, conv2, fc) = (
+        hook.wrap("conv1", conv1),
+        hook.wrap("conv2", conv2),
+        hook.wrap("fc", fc),
+    );
+    let mut began = Instant::now();
+    for (x, y) in session.data(batches) {
+        let logits = session.forward(|| cnn::forward(&conv1, &conv2, &fc, x))?;
+        let loss = candle_nn::loss::cross_entropy(&logits, y)?;
+        let hook = session.hook();
+        let grads = hook.backward(&loss)?;
+        hook.save_parameters(&vm)?;
+        hook.save_gradients(&vm, &grads)?;
+        hook.save_loss("loss", &loss)?;
+        session.optimizer(|| sgd.step(&grads))?;
+        let stop = session.step()?.stop_requested();
+        steps.push(began.elapsed().as_secs_f64());
+        began = Instant::now();
+        if stop {
+            return Err("a rule stopped the measured run; its figures would not compare".into());
+        }
+    }
+    let closing = Instant::now();
+    let summary = session.finish()?;
+    let finish = closing.elapsed().as_secs_f64();
+    if !summary.problems.is_empty() || summary.records_dropped > 0 {
+        return Err(format!("the measured session was not clean:\n{summary}").into());
+    }
+    Ok(Timing {
+        steps,
+        start,
+        finish,
+    })
+}
+
+/// The median step of each variant over the rounds, its cost over the same round's bare loop
+/// (the median of the rounds' differences), and the sessions' start and finish times.
+fn print_table(steps: usize, medians: &[[f64; 5]], edges: &[[(f64, f64); 5]]) {
+    println!(
+        "\nmedian step over {} rounds of {steps} steps, batch {BATCH}, 28x28 CNN (18.4k parameters), candle CPU:",
+        medians.len()
+    );
+    println!(
+        "{:<16} {:>10} {:>12} {:>10} {:>11}",
+        "variant", "step", "over bare", "start", "finish"
+    );
+    for (v, name) in VARIANTS.iter().enumerate() {
+        let step = median(&medians.iter().map(|r| r[v]).collect::<Vec<_>>());
+        let over = median(
+            &medians
+                .iter()
+                .map(|r| (r[v] / r[0] - 1.0) * 100.0)
+                .collect::<Vec<_>>(),
+        );
+        let start = median(&edges.iter().map(|e| e[v].0).collect::<Vec<_>>());
+        let finish = median(&edges.iter().map(|e| e[v].1).collect::<Vec<_>>());
+        println!(
+            "{name:<16} {:>7.2} ms {:>+10.2} % {:>7.0} ms {:>8.0} ms",
+            step * 1e3,
+            over,
+            start * 1e3,
+            finish * 1e3
+        );
+    }
+    let spread: Vec<f64> = medians
+        .iter()
+        .map(|r| (r[0] / median(&medians.iter().map(|r| r[0]).collect::<Vec<_>>()) - 1.0) * 100.0)
+        .collect();
+    let noise = spread.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    println!("noise: the bare loop's rounds differ from their median by up to {noise:.2} %");
+}
