@@ -78,6 +78,7 @@ pub use input::{
     CODE_PROFILE_WINDOWS_SHOWN, CodeProfile, LoadOptions, Note, NoteArea, ReportInput, SECTIONS,
     ScalarSeries,
 };
+pub use load::FollowedRun;
 pub use output::{
     ReportError, WrittenReport, rule_file_name, safe_file_stem, write_report, write_report_to,
 };

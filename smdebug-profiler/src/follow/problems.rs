@@ -151,6 +151,14 @@ pub struct DataProblems {
 }
 
 impl DataProblems {
+    /// None yet.
+    pub const fn new() -> DataProblems {
+        DataProblems {
+            list: Vec::new(),
+            dropped: 0,
+        }
+    }
+
     /// Records `problem` unless it is already there; `true` when it is new.
     pub fn push(&mut self, problem: DataProblem) -> bool {
         if self.list.contains(&problem) {
