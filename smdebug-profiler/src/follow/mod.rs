@@ -108,6 +108,7 @@ pub struct ProfilerFollower {
     code: BTreeSet<String>,
     kineto: KinetoTraces,
     budget: Option<Duration>,
+    items: Option<usize>,
     problems: DataProblems,
     fetches: u64,
     bytes: u64,
@@ -124,6 +125,7 @@ impl ProfilerFollower {
             code: BTreeSet::new(),
             kineto: KinetoTraces::default(),
             budget: None,
+            items: None,
             problems: DataProblems::default(),
             fetches: 0,
             bytes: 0,
@@ -146,6 +148,14 @@ impl ProfilerFollower {
     /// everything new.
     pub fn budget(mut self, budget: Duration) -> ProfilerFollower {
         self.budget = Some(budget);
+        self
+    }
+
+    /// Hands out about `items` samples (and as many spans) per poll at most, the rest at the
+    /// next polls ([`Increment::more`]): a consumer that takes a backlog in pieces holds
+    /// a bounded number of parsed records at a time.
+    pub fn items_per_poll(mut self, items: usize) -> ProfilerFollower {
+        self.items = Some(items.max(1));
         self
     }
 
@@ -210,6 +220,7 @@ impl ProfilerFollower {
             self.storage.as_ref(),
             &files,
             self.deadline(),
+            self.items,
             &mut out.samples,
             &mut out.problems,
         );
@@ -234,7 +245,9 @@ impl ProfilerFollower {
             if self.traces.contains(&file.key) {
                 continue;
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if deadline.is_some_and(|d| Instant::now() >= d)
+                || self.items.is_some_and(|n| out.spans.len() >= n)
+            {
                 out.more = true;
                 break;
             }

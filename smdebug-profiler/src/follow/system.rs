@@ -4,8 +4,9 @@
 //! crate's sampler republishes it with more lines (every 5 s by default). A file whose size
 //! changed is read from the end of its last complete line (a byte-range read), so each byte is
 //! decoded once; a file that shrank was rewritten and is read again from its start, with the
-//! samples already handed out skipped. A file is not looked at again once a later file of the
-//! same node exists and its size did not change since.
+//! samples already handed out skipped. Once a later file of the same node exists and a file's
+//! size did not change since, it is sealed: its size is looked at again only every
+//! [`RECHECK_SEALED_EVERY`]th pass (on an object store, a size is a request).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -15,6 +16,9 @@ use smdebug_io::Storage;
 use super::problems::{DataArea, DataProblem};
 use crate::reader::parse_system_chunk;
 use crate::system::{SystemFileName, SystemSample};
+
+/// A sealed file's size is looked at again every this many passes.
+pub(super) const RECHECK_SEALED_EVERY: u64 = 25;
 
 /// What was read of one file.
 #[derive(Debug, Default)]
@@ -37,6 +41,7 @@ struct FileCursor {
 #[derive(Debug, Default)]
 pub(super) struct SystemFiles {
     files: BTreeMap<String, FileCursor>,
+    passes: u64,
 }
 
 /// What one pass over the files found.
@@ -51,12 +56,13 @@ pub(super) struct SystemRead {
 
 impl SystemFiles {
     /// Reads what is new in `files` (ordered by window start, then node) into `samples`, until
-    /// `deadline` passes.
+    /// `deadline` passes or `items` samples were read.
     pub(super) fn read(
         &mut self,
         storage: &dyn Storage,
         files: &[SystemFileName],
         deadline: Option<Instant>,
+        items: Option<usize>,
         samples: &mut Vec<SystemSample>,
         problems: &mut Vec<DataProblem>,
     ) -> SystemRead {
@@ -70,12 +76,16 @@ impl SystemFiles {
             bytes: 0,
             more: false,
         };
+        self.passes += 1;
+        let recheck = self.passes.is_multiple_of(RECHECK_SEALED_EVERY);
         for file in files {
             let cursor = self.files.entry(file.key.clone()).or_default();
-            if cursor.sealed {
+            if cursor.sealed && !recheck {
                 continue;
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if deadline.is_some_and(|d| Instant::now() >= d)
+                || items.is_some_and(|n| samples.len() >= n)
+            {
                 out.more = true;
                 break;
             }

@@ -148,6 +148,14 @@ fn a_live_run_read_poll_by_poll_gives_what_one_offline_read_gives() {
     storage.put(&key, Bytes::from(text)).unwrap();
     written_system += more.len() as u64;
     gathered.add(live.poll());
+    // A line appended to a sealed file (an older window) is seen at the next re-check.
+    let old = system_file_key(T0, "algo-2");
+    let late = line("algo-2", "cpu0", (T0 + 30) as f64, 7.0);
+    append(dir.path(), &old, late.as_bytes());
+    written_system += late.len() as u64;
+    for _ in 0..system::RECHECK_SEALED_EVERY {
+        gathered.add(live.poll());
+    }
     // Nothing new: nothing fetched.
     let fetched = live.fetches();
     assert!(live.poll().is_empty());
@@ -163,7 +171,7 @@ fn a_live_run_read_poll_by_poll_gives_what_one_offline_read_gives() {
         once.data.spans().to_spans()
     );
     assert_eq!(gathered.windows, once.windows);
-    assert_eq!(gathered.data.sample_count(), 2 * 3 * 40 + 1);
+    assert_eq!(gathered.data.sample_count(), 2 * 3 * 40 + 2);
     assert_eq!(once.data.spans().len(), 30);
     assert_eq!(once.windows.len(), 3);
     let cpu0 = &once.metrics()[0];

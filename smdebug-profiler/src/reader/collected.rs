@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 
-use super::{Span, SpanStore};
+use super::{Span, SpanBatch, SpanStore};
 use crate::system::{SeriesKey, SystemSample};
 
 /// One system metric of one node over time.
@@ -63,6 +63,27 @@ fn merge_points(points: &mut Vec<(u64, f64)>, mut batch: Vec<(u64, f64)>) {
     points.extend_from_slice(&batch[j..]);
 }
 
+/// Samples grouped by series and sorted, ready to merge into a [`ProfileData`]: built
+/// without holding a lock on the data.
+#[derive(Debug, Default)]
+pub struct SampleBatch(BTreeMap<SeriesKey, Vec<(u64, f64)>>);
+
+impl SampleBatch {
+    /// Groups and sorts `samples`; a sample with a non-finite value or time is left out.
+    pub fn new<'s>(samples: impl IntoIterator<Item = &'s SystemSample>) -> SampleBatch {
+        let mut batches: BTreeMap<SeriesKey, Vec<(u64, f64)>> = BTreeMap::new();
+        for (key, point) in samples.into_iter().filter_map(SystemSample::series_point) {
+            batches.entry(key).or_default().push(point);
+        }
+        for batch in batches.values_mut() {
+            if !batch.is_sorted_by(|a, b| point_order(a, b).is_le()) {
+                batch.sort_by(point_order);
+            }
+        }
+        SampleBatch(batches)
+    }
+}
+
 /// System samples as series (16 bytes a point) and compact spans, added in any order.
 #[derive(Clone, Debug, Default)]
 pub struct ProfileData {
@@ -74,11 +95,12 @@ pub struct ProfileData {
 impl ProfileData {
     /// Adds samples; a sample with a non-finite value or time is left out.
     pub fn add_samples<'s>(&mut self, samples: impl IntoIterator<Item = &'s SystemSample>) {
-        let mut batches: BTreeMap<SeriesKey, Vec<(u64, f64)>> = BTreeMap::new();
-        for (key, point) in samples.into_iter().filter_map(SystemSample::series_point) {
-            batches.entry(key).or_default().push(point);
-        }
-        for (key, batch) in batches {
+        self.add_sample_batch(SampleBatch::new(samples));
+    }
+
+    /// Adds samples grouped and sorted beforehand.
+    pub fn add_sample_batch(&mut self, batch: SampleBatch) {
+        for (key, batch) in batch.0 {
             self.samples += batch.len() as u64;
             let series = match self.series.entry(key) {
                 Entry::Occupied(e) => e.into_mut(),
@@ -100,6 +122,11 @@ impl ProfileData {
     /// Adds spans.
     pub fn add_spans<'s>(&mut self, spans: impl IntoIterator<Item = &'s Span>) {
         self.spans.extend(spans);
+    }
+
+    /// Adds spans sorted beforehand.
+    pub fn add_span_batch(&mut self, batch: SpanBatch<'_>) {
+        self.spans.extend(batch.0);
     }
 
     /// Whether nothing was added.

@@ -28,9 +28,9 @@ use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 
 pub use code::{CodeProfileWindow, CodeProfiles, MAX_CODE_PROFILE_BYTES, MAX_CODE_SUMMARY_BYTES};
-pub use collected::{MetricSeries, ProfileData};
+pub use collected::{MetricSeries, ProfileData, SampleBatch};
 pub use export::chrome_trace;
-pub use span_store::{SpanRef, SpanStore};
+pub use span_store::{SpanBatch, SpanRef, SpanStore};
 pub use spans::{Span, parse_trace};
 pub use system::{
     SystemChunk, SystemLines, parse_system_chunk, parse_system_lines, parse_system_lines_lenient,

@@ -84,6 +84,33 @@ impl SpanRef<'_> {
     }
 }
 
+/// The store's order of two spans (see [`SpanStore`]).
+fn span_order(a: &Span, b: &Span) -> Ordering {
+    (a.start_us, a.end_us)
+        .cmp(&(b.start_us, b.end_us))
+        .then_with(|| a.node.cmp(&b.node))
+        .then_with(|| a.worker.cmp(&b.worker))
+        .then_with(|| a.phase.cmp(&b.phase))
+        .then_with(|| a.name.cmp(&b.name))
+        .then_with(|| a.step.cmp(&b.step))
+}
+
+/// Spans sorted in a [`SpanStore`]'s order, ready to merge into one: built without holding a
+/// lock on the store.
+#[derive(Debug, Default)]
+pub struct SpanBatch<'s>(pub(super) Vec<&'s Span>);
+
+impl<'s> SpanBatch<'s> {
+    /// Sorts `spans`.
+    pub fn new(spans: impl IntoIterator<Item = &'s Span>) -> SpanBatch<'s> {
+        let mut spans: Vec<&Span> = spans.into_iter().collect();
+        if !spans.is_sorted_by(|a, b| span_order(a, b).is_le()) {
+            spans.sort_by(|a, b| span_order(a, b));
+        }
+        SpanBatch(spans)
+    }
+}
+
 /// Spans ordered by start and end (then node, worker, phase, name, step), strings interned.
 #[derive(Clone, Debug, Default)]
 pub struct SpanStore {
@@ -142,7 +169,9 @@ impl SpanStore {
             })
             .collect();
         let Some(_) = batch.first() else { return };
-        batch.sort_by(|a, b| self.order(a, b));
+        if !batch.is_sorted_by(|a, b| self.order(a, b).is_le()) {
+            batch.sort_by(|a, b| self.order(a, b));
+        }
         let at = self
             .spans
             .partition_point(|p| self.order(p, &batch[0]) != Ordering::Greater);
