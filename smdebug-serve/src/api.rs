@@ -84,6 +84,7 @@ pub fn runs(runs: &[std::sync::Arc<Run>]) -> Value {
                 "scalar_values": d.scalar_values,
                 "index_pending": d.index_pending,
                 "trial_open": run.trial_open(),
+                "report": run.report_stage(),
                 "spans": d.profile.spans().len(),
                 "start": range.map(|r| secs(r.0)),
                 "end": range.map(|r| secs(r.1)),

@@ -145,6 +145,8 @@ pub(crate) struct Run {
     pub storage: RwLock<Option<Arc<dyn Storage>>>,
     /// Whether stop requests may be written (`false` with `--read-only`).
     pub allow_write: bool,
+    /// What the report being built is doing (shown by the page), `None` when none is.
+    pub report_stage: std::sync::Mutex<Option<&'static str>>,
 }
 
 impl Run {
@@ -157,6 +159,7 @@ impl Run {
             trial: RwLock::new(None),
             storage: RwLock::new(None),
             allow_write,
+            report_stage: std::sync::Mutex::new(None),
         }
     }
 
@@ -191,6 +194,11 @@ impl Run {
     /// Whether the trial was opened.
     pub fn trial_open(&self) -> bool {
         self.trial.read().is_ok_and(|t| t.is_some())
+    }
+
+    /// The report build's stage now.
+    pub fn report_stage(&self) -> Option<&'static str> {
+        self.report_stage.lock().ok().and_then(|s| *s)
     }
 
     pub fn storage(&self) -> Option<Arc<dyn Storage>> {
@@ -286,6 +294,7 @@ fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
             data.profile.add_sample_batch(samples);
             data.profile.add_span_batch(spans);
             merge_code_windows(&mut data.code_windows, increment.code_windows);
+            data.exists |= !data.profile.is_empty();
             changed = true;
         }
         if !increment.more {

@@ -245,6 +245,8 @@ struct AppState {
     loopback: bool,
     traces: Vec<RankSummary>,
     updates: watch::Receiver<u64>,
+    /// Wakes the event streams up (a report's stage changed).
+    notify: Arc<watch::Sender<u64>>,
     /// Report builds allowed at once.
     report_slots: tokio::sync::Semaphore,
 }
@@ -328,6 +330,7 @@ impl Server {
             loopback,
             traces,
             updates: rx,
+            notify: Arc::clone(&tx),
             report_slots: tokio::sync::Semaphore::new(1),
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -771,9 +774,19 @@ async fn report(State(state): State<Shared>, UrlPath(id): UrlPath<usize>) -> Res
         return error(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping");
     };
     let name = run.name.clone();
+    let held = Arc::clone(&run);
     let state = Arc::clone(&state);
-    let built =
-        tokio::task::spawn_blocking(move || crate::report::build(&run, &state.traces)).await;
+    let built = tokio::task::spawn_blocking(move || {
+        // Each stage is shown by the page (the `report` field of the runs, sent on change).
+        let progress = |stage: Option<&'static str>| {
+            if let Ok(mut s) = run.report_stage.lock() {
+                *s = stage;
+            }
+            state.notify.send_modify(|v| *v += 1);
+        };
+        crate::report::build(&run, &state.traces, &progress)
+    })
+    .await;
     match built {
         Ok(html) => {
             let file = smdebug_report::safe_file_stem(&name);
@@ -789,7 +802,12 @@ async fn report(State(state): State<Shared>, UrlPath(id): UrlPath<usize>) -> Res
             }
             (headers, html).into_response()
         }
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => {
+            if let Ok(mut s) = held.report_stage.lock() {
+                *s = None;
+            }
+            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        }
     }
 }
 
