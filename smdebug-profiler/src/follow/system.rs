@@ -77,7 +77,7 @@ impl SystemFiles {
             more: false,
         };
         self.passes += 1;
-        let recheck = self.passes.is_multiple_of(RECHECK_SEALED_EVERY);
+        let recheck = self.passes % RECHECK_SEALED_EVERY == 0;
         for file in files {
             let cursor = self.files.entry(file.key.clone()).or_default();
             if cursor.sealed && !recheck {
