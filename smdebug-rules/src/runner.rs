@@ -600,8 +600,9 @@ impl RuleRunner {
         }
         self.last_window_at = Some(Instant::now());
         let mut changed = false;
+        let code_windows = feed.take_code_windows();
         if self.reporter.is_some() {
-            merge_code_windows(&mut self.code_profiles, feed.take_code_windows());
+            merge_code_windows(&mut self.code_profiles, code_windows);
         }
         for chunk in feed.take_chunks(final_window, wall_us) {
             if self.reporter.is_some() {
