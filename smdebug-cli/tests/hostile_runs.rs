@@ -531,7 +531,7 @@ fn a_system_record_stamped_0_does_not_move_the_jobs_start() {
     assert_eq!(forged["status"], "NoIssuesFound", "{forged}");
     let warnings = forged["warnings"].to_string();
     assert!(
-        warnings.contains("window") && warnings.contains("line skipped"),
+        warnings.contains("window") && warnings.contains("skipped"),
         "{forged}"
     );
 }

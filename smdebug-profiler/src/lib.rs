@@ -11,6 +11,8 @@
 //!   protobuf, flame graph, summary) under `<run>/framework/code/`; sampling needs the
 //!   `code-profile` feature on Linux.
 //! - [`reader`]: all of them back, by time range, step range, node and worker.
+//! - [`follow`]: the one incremental reader of a run's profiler data, for rules, the report
+//!   and the dashboard: offline to the end once, live only what is new.
 //! - [`kineto`]: PyTorch profiler (Kineto) traces, streamed in bounded memory, into operator and
 //!   GPU-kernel breakdowns per rank.
 //! - [`stats`]: the percentile every figure of the profiler rules and the report uses.
@@ -22,6 +24,7 @@
 
 pub mod code;
 pub mod config;
+pub mod follow;
 pub mod kineto;
 pub mod reader;
 pub mod spans;

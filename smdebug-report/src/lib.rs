@@ -21,8 +21,12 @@
 //! # Ok::<(), smdebug_rules::Error>(())
 //! ```
 //!
+//! **From a follower.** [`ReportInput::from_followed`] draws from what a smdebug-profiler
+//! `ProfilerFollower` gathered ([`FollowedRun`]): the dashboard's "Download report" uses the
+//! state its follower holds, without reading the run again.
+//!
 //! **By itself.** [`ReportInput::load`] reads a run through smdebug-io's `Storage` (a local
-//! path or an object-store URL): system metrics and framework spans (files of smdebug-profiler
+//! path or an object-store URL), in one full pass of a `ProfilerFollower`: system metrics and framework spans (files of smdebug-profiler
 //! or of Python smdebug / SageMaker Debugger), code profiles (smdebug-profiler's sampled CPU
 //! stacks under `framework/code/`), scalar tensors per mode through the `Trial` (the
 //! `losses` and `metrics` collections and any other tensor saved as a single value), and Kineto
@@ -78,6 +82,7 @@ pub use input::{
     CODE_PROFILE_WINDOWS_SHOWN, CodeProfile, LoadOptions, Note, NoteArea, ReportInput, SECTIONS,
     ScalarSeries,
 };
+pub use load::FollowedRun;
 pub use output::{
     ReportError, WrittenReport, rule_file_name, safe_file_stem, write_report, write_report_to,
 };

@@ -1,8 +1,8 @@
-//! Building a [`ReportInput`]: from the rule runner's state, or by reading a run through its
-//! `Storage`. Each source that fails or is missing becomes a note.
+//! Building a [`ReportInput`]: from what a profiler follower gathered (the rule runner's, the
+//! dashboard's, or one full pass of its own over a run read through its `Storage`). Each
+//! source that fails or is missing becomes a note.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -10,10 +10,9 @@ use smdebug_core::Mode;
 use smdebug_io::Storage;
 use smdebug_io::format::layout::END_MARKER;
 use smdebug_io::trial::{Trial, TrialOptions};
-use smdebug_profiler::kineto::{summarize_trace, summarize_traces};
-use smdebug_profiler::reader::{
-    ProfileData, ProfilerReader, parse_system_lines_lenient, parse_trace,
-};
+use smdebug_profiler::RankSummary;
+use smdebug_profiler::follow::{DataArea, DataProblems, KinetoTraces, ProfilerFollower};
+use smdebug_profiler::reader::{CodeProfileWindow, ProfileData, ProfilerReader};
 use smdebug_rules::RunState;
 
 use crate::input::{
@@ -23,12 +22,32 @@ use crate::input::{
 /// Collections whose tensors are scalars by convention.
 const SCALAR_COLLECTIONS: [&str; 4] = ["losses", "metrics", "sm_metrics", "scalars"];
 
+/// What a profiler follower gathered of a run, as the report reads it: the rule runner's, the
+/// dashboard's, or [`ReportInput::load`]'s own.
+pub struct FollowedRun<'a> {
+    /// The run location, as given.
+    pub location: &'a str,
+    /// The run's storage (the flame graphs of the latest code-profile windows are read
+    /// through it); `None` when the run could not be opened.
+    pub storage: Option<&'a Arc<dyn Storage>>,
+    /// Whether the run's end marker is there; `None` when that could not be told.
+    pub complete: Option<bool>,
+    /// System metrics and spans.
+    pub profile: &'a ProfileData,
+    /// Code-profile windows, ordered by start, node and worker.
+    pub code_profiles: &'a [CodeProfileWindow],
+    /// Kineto trace summaries, ordered by rank.
+    pub kineto: &'a [RankSummary],
+    /// The problems the follower met.
+    pub problems: &'a DataProblems,
+}
+
 impl ReportInput {
     /// Reads what there is of the run at `location` (a local path or an object-store URL,
-    /// through smdebug-io's `Storage`) and the trace files in `options`. Never fails: whatever
+    /// through smdebug-io's `Storage`) in one full pass of a
+    /// [`ProfilerFollower`], and the Kineto trace files in `options`. Never fails: whatever
     /// cannot be read is described in [`ReportInput::notes`].
     pub fn load(location: &str, options: &LoadOptions) -> ReportInput {
-        let mut input = ReportInput::empty(location);
         match smdebug_io::open_storage(location) {
             Ok(storage) => {
                 let complete = match storage.get(END_MARKER) {
@@ -36,32 +55,51 @@ impl ReportInput {
                     Err(e) if e.is_not_found() => Some(false),
                     Err(_) => None,
                 };
-                input.run_complete(complete);
-                let mut data = ProfileData::default();
-                let reader = ProfilerReader::new(Arc::clone(&storage));
-                load_system(&mut input, &mut data, &reader, storage.as_ref());
-                load_spans(&mut input, &mut data, &reader, storage.as_ref());
-                input.profile(&data);
-                load_code_profiles(&mut input, &reader);
+                let mut follower = ProfilerFollower::new(Arc::clone(&storage))
+                    .kineto_traces(options.traces.clone());
+                let read = follower.read_to_end();
+                let mut profile = ProfileData::default();
+                profile.add_samples(&read.samples);
+                profile.add_spans(&read.spans);
+                drop((read.samples, read.spans));
+                let mut input = ReportInput::from_followed(&FollowedRun {
+                    location,
+                    storage: Some(&storage),
+                    complete,
+                    profile: &profile,
+                    code_profiles: &read.code_windows,
+                    kineto: read.kineto.as_deref().unwrap_or_default(),
+                    problems: follower.problems(),
+                });
                 if options.tensors {
-                    let trial_options = TrialOptions {
-                        auto_refresh: false,
-                        ..TrialOptions::default()
-                    };
-                    match Trial::from_storage(location, Arc::clone(&storage), trial_options) {
-                        Ok(trial) => load_scalars(&mut input, &trial, options),
-                        Err(smdebug_io::Error::NoSuchRun { .. }) => input.no_tensors(),
-                        Err(e) => input.note(
-                            NoteArea::Tensors,
-                            format!("Cannot open the run's tensors: {e}."),
-                        ),
-                    }
+                    input.scalars_of_run(location, &storage, options);
                 }
+                input
             }
             Err(e) => {
-                input.note(
-                    NoteArea::Run,
-                    format!("Cannot open the run location: {e}. No profiler data was read."),
+                let mut problems = Vec::new();
+                let kineto = KinetoTraces::new(options.traces.clone()).poll(&mut problems);
+                let mut followed = DataProblems::default();
+                for p in problems {
+                    followed.push(p);
+                }
+                let mut input = ReportInput::from_followed(&FollowedRun {
+                    location,
+                    storage: None,
+                    complete: None,
+                    profile: &ProfileData::default(),
+                    code_profiles: &[],
+                    kineto: kineto.as_deref().unwrap_or_default(),
+                    problems: &followed,
+                });
+                input.notes.insert(
+                    0,
+                    crate::input::Note {
+                        area: NoteArea::Run,
+                        message: format!(
+                            "Cannot open the run location: {e}. No profiler data was read."
+                        ),
+                    },
                 );
                 if options.tensors {
                     input.note(
@@ -69,37 +107,99 @@ impl ReportInput {
                         format!("Cannot open the run's tensors: {e}."),
                     );
                 }
+                input
             }
         }
-        load_traces(&mut input, &options.traces);
-        input
     }
 
     /// The report of the run a rule runner holds: its profiler data, its trial's scalars and
-    /// the trace files in `options`; nothing of the run is read again but the scalar values.
-    /// The rule statuses are not added (see [`ReportInput::with_rules`]).
+    /// the Kineto trace files in `options`; nothing of the run is read again but the scalar
+    /// values and the latest flame graphs. The rule statuses are not added (see
+    /// [`ReportInput::with_rules`]).
     pub fn from_run(run: &RunState<'_>, options: &LoadOptions) -> ReportInput {
-        let mut input = ReportInput::empty(run.location);
-        input.run_complete(Some(run.summary.run_complete));
-        for warning in &run.data_warnings {
-            // The feed names the system file a bad line is in; other problems are its traces'.
-            let area = if warning.starts_with("system/") || warning.starts_with("...") {
-                NoteArea::System
-            } else {
-                NoteArea::Spans
-            };
-            input.note(area, warning.clone());
+        let mut problems = Vec::new();
+        let kineto = KinetoTraces::new(options.traces.clone()).poll(&mut problems);
+        let mut followed = run.data_problems.clone();
+        for p in problems {
+            followed.push(p);
         }
-        input.profile(run.profile);
-        load_code_profiles(&mut input, &ProfilerReader::new(Arc::clone(run.storage)));
+        let mut input = ReportInput::from_followed(&FollowedRun {
+            location: run.location,
+            storage: Some(run.storage),
+            complete: Some(run.summary.run_complete),
+            profile: run.profile,
+            code_profiles: run.code_profiles,
+            kineto: kineto.as_deref().unwrap_or_default(),
+            problems: &followed,
+        });
         if options.tensors {
             match run.trial {
                 Some(trial) => load_scalars(&mut input, trial, options),
                 None => input.no_tensors(),
             }
         }
-        load_traces(&mut input, &options.traces);
         input
+    }
+
+    /// The report of what a follower gathered: no scalars and no rule statuses (see
+    /// [`ReportInput::scalars_of_run`] and [`ReportInput::with_rules`]).
+    pub fn from_followed(run: &FollowedRun<'_>) -> ReportInput {
+        let mut input = ReportInput::empty(run.location);
+        if run.storage.is_some() {
+            input.run_complete(run.complete);
+        }
+        for problem in run.problems.list() {
+            let area = match problem.area() {
+                DataArea::System => NoteArea::System,
+                DataArea::Spans => NoteArea::Spans,
+                DataArea::CodeProfiles => NoteArea::CodeProfiles,
+                DataArea::Traces => NoteArea::Traces,
+            };
+            input.note(area, sentence(&problem.to_string()));
+        }
+        if run.problems.dropped() > 0 {
+            input.note(
+                NoteArea::Run,
+                format!(
+                    "... and {} more problems with the profiler data.",
+                    run.problems.dropped()
+                ),
+            );
+        }
+        if run.storage.is_some() {
+            input.profile(run.profile);
+        }
+        if let Some(storage) = run.storage {
+            load_code_profiles(
+                &mut input,
+                &ProfilerReader::new(Arc::clone(storage)),
+                run.code_profiles,
+            );
+        }
+        input.traces = run.kineto.to_vec();
+        input
+    }
+
+    /// Adds the scalar tensors of the run at `location`, read through a `Trial` opened for
+    /// this report (and dropped with it).
+    pub fn scalars_of_run(
+        &mut self,
+        location: &str,
+        storage: &Arc<dyn Storage>,
+        options: &LoadOptions,
+    ) {
+        let trial_options = TrialOptions {
+            auto_refresh: false,
+            ..TrialOptions::default()
+        };
+        match Trial::from_storage(location, Arc::clone(storage), trial_options) {
+            Ok(trial) => load_scalars(self, &trial, options),
+            Err(smdebug_io::Error::NoSuchRun { .. }) => self.no_tensors(),
+            Err(e) => self.note(
+                NoteArea::Tensors,
+                format!("Cannot open the run's tensors: {e}."),
+            ),
+        }
     }
 
     fn empty(location: &str) -> ReportInput {
@@ -128,8 +228,8 @@ impl ReportInput {
 
     /// Takes the metrics and spans of `data`, with a note for each kind that is missing.
     fn profile(&mut self, data: &ProfileData) {
-        self.metrics = data.metrics();
-        self.spans = data.spans();
+        self.metrics = data.metrics().cloned().collect();
+        self.spans = data.spans().to_spans();
         if self.metrics.is_empty() && !self.notes.iter().any(|n| n.area == NoteArea::System) {
             self.note(
                 NoteArea::System,
@@ -157,103 +257,24 @@ impl ReportInput {
     }
 }
 
-fn load_system(
-    input: &mut ReportInput,
-    data: &mut ProfileData,
-    reader: &ProfilerReader,
-    storage: &dyn Storage,
-) {
-    let files = match reader.system_files() {
-        Ok(files) => files,
-        Err(e) => {
-            input.note(
-                NoteArea::System,
-                format!("Cannot list the system metrics: {e}."),
-            );
-            return;
-        }
-    };
-    for file in files {
-        let bytes = match storage.get(&file.key) {
-            Ok(b) => b,
-            Err(e) => {
-                input.note(
-                    NoteArea::System,
-                    format!("{}: cannot be read ({e}); left out.", file.key),
-                );
-                continue;
-            }
-        };
-        let read = parse_system_lines_lenient(&file.key, &bytes);
-        if let Some((line, message)) = read.bad.first() {
-            input.note(
-                NoteArea::System,
-                format!(
-                    "{}: {} line(s) are not metric records and were left out (first at line \
-                     {line}: {message}); {} good record(s) of that file are shown.",
-                    file.key,
-                    read.bad.len(),
-                    read.samples.len()
-                ),
-            );
-        }
-        data.add_samples(&read.samples);
+/// A problem's line as a note, ending with a full stop.
+fn sentence(line: &str) -> String {
+    let mut out = line.to_owned();
+    if !out.ends_with('.') {
+        out.push('.');
     }
-}
-
-fn load_spans(
-    input: &mut ReportInput,
-    data: &mut ProfileData,
-    reader: &ProfilerReader,
-    storage: &dyn Storage,
-) {
-    let files = match reader.trace_files() {
-        Ok(files) => files,
-        Err(e) => {
-            input.note(
-                NoteArea::Spans,
-                format!("Cannot list the framework trace files: {e}."),
-            );
-            return;
-        }
-    };
-    for file in files {
-        let parsed = storage
-            .get(&file.key)
-            .map_err(|e| format!("{}: cannot be read ({e})", file.key))
-            .and_then(|bytes| parse_trace(&file, &bytes).map_err(|e| e.to_string()));
-        match parsed {
-            Ok(spans) => data.add_spans(&spans),
-            Err(e) => input.note(
-                NoteArea::Spans,
-                format!("{e}; the spans of this file are left out."),
-            ),
-        }
-    }
+    out
 }
 
 /// Every code-profile window's summary, and the flame graphs of the latest
-/// [`CODE_PROFILE_WINDOWS_SHOWN`]. A damaged file is a note; its window (or its flame graph)
-/// is left out.
-fn load_code_profiles(input: &mut ReportInput, reader: &ProfilerReader) {
-    let profiles = match reader.code_profiles() {
-        Ok(profiles) => profiles,
-        Err(e) => {
-            input.note(
-                NoteArea::CodeProfiles,
-                format!("Cannot list the code profiles: {e}."),
-            );
-            return;
-        }
-    };
-    for warning in profiles.warnings {
-        input.note(NoteArea::CodeProfiles, format!("{warning}."));
-    }
-    let first_shown = profiles
-        .windows
-        .len()
-        .saturating_sub(CODE_PROFILE_WINDOWS_SHOWN);
-    for (i, window) in profiles.windows.into_iter().enumerate() {
+/// [`CODE_PROFILE_WINDOWS_SHOWN`]. A flame graph that cannot be read is a note.
+fn load_code_profiles(
+    input: &mut ReportInput,
+    reader: &ProfilerReader,
+    windows: &[CodeProfileWindow],
+) {
+    let first_shown = windows.len().saturating_sub(CODE_PROFILE_WINDOWS_SHOWN);
+    for (i, window) in windows.iter().enumerate() {
         let flamegraph = if i < first_shown {
             None
         } else {
@@ -269,8 +290,8 @@ fn load_code_profiles(input: &mut ReportInput, reader: &ProfilerReader) {
             }
         };
         input.code_profiles.push(CodeProfile {
-            file: window.file,
-            summary: window.summary,
+            file: window.file.clone(),
+            summary: window.summary.clone(),
             flamegraph,
         });
     }
@@ -381,24 +402,5 @@ fn load_scalars(input: &mut ReportInput, trial: &Trial, options: &LoadOptions) {
             NoteArea::Tensors,
             format!("Cannot read scalar {p}; left out."),
         );
-    }
-}
-
-fn load_traces(input: &mut ReportInput, traces: &[PathBuf]) {
-    if traces.is_empty() {
-        return;
-    }
-    match summarize_traces(traces) {
-        Ok(report) => input.traces = report.ranks,
-        Err(_) => {
-            // One bad file fails the batch: summarize one by one to keep the good ones.
-            for path in traces {
-                match summarize_trace(path) {
-                    Ok(summary) => input.traces.push(summary),
-                    Err(e) => input.note(NoteArea::Traces, format!("{e}; this trace is left out.")),
-                }
-            }
-            input.traces.sort_by_key(|r| r.rank);
-        }
     }
 }

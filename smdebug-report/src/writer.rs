@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE};
-use smdebug_rules::{ReportPlan, Reporter, RunState};
+use smdebug_rules::{ReportPlan, ReportWriteError, Reporter, RunState};
 
 use crate::input::{LoadOptions, ReportInput};
 use crate::output::{write_report, write_report_to};
@@ -86,7 +86,7 @@ impl Reporter for ReportWriter {
         }
     }
 
-    fn write(&mut self, run: &RunState<'_>) -> Result<(), String> {
+    fn write(&mut self, run: &RunState<'_>) -> Result<(), ReportWriteError> {
         let input = self
             .prepared
             .take()
@@ -100,6 +100,6 @@ impl Reporter for ReportWriter {
                 &format!("{DEFAULT_REPORT_DIR}/{REPORT_FILE}"),
             ),
         };
-        written.map(|_| ()).map_err(|e| e.to_string())
+        written.map(|_| ()).map_err(ReportWriteError::new)
     }
 }

@@ -185,3 +185,16 @@ pub(crate) fn is_absent(e: &smdebug_io::Error) -> bool {
             | smdebug_io::Error::CollectionNotFound { .. }
     )
 }
+
+/// Why a [`Reporter`](crate::Reporter) could not write its report: the writer's own error,
+/// kept as its source.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct ReportWriteError(Box<dyn std::error::Error + Send + Sync + 'static>);
+
+impl ReportWriteError {
+    /// Wraps the writer's error.
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> ReportWriteError {
+        ReportWriteError(Box::new(error))
+    }
+}

@@ -65,7 +65,7 @@ pub mod window;
 
 pub use actions::ActionConfig;
 pub use capture::{RULE_SAVE_INTERVAL, capture_requests, rules_capture_requests};
-pub use error::{Error, Result};
+pub use error::{Error, ReportWriteError, Result};
 pub use params::RuleSpec;
 pub use registry::{
     BuiltinRule, all_builtin_rules, build_rule, builtin_profiler_rules, builtin_rules, find_builtin,

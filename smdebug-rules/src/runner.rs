@@ -39,7 +39,7 @@ use smdebug_io::format::layout::END_MARKER;
 use smdebug_io::trial::{StepState, Trial, TrialOptions};
 
 use crate::actions::{ActionConfig, ActionContext, RuleEvent, execute};
-use crate::error::{Error, Result};
+use crate::error::{Error, ReportWriteError, Result};
 use crate::params::RuleSpec;
 use crate::profiler::feed::ProfilerFeed;
 use crate::profiler::{ProfilerWindow, StepTimeline};
@@ -49,7 +49,8 @@ use crate::report::{
 };
 use crate::rule::{Needs, Rule, RuleInput, RuleResult};
 use crate::status::{profiler_no_data_reason, tensor_no_data_reason};
-use smdebug_profiler::reader::ProfileData;
+use smdebug_profiler::follow::{DataProblems, merge_code_windows};
+use smdebug_profiler::reader::{CodeProfileWindow, ProfileData};
 
 pub use crate::status::{RuleStatus, SUMMARY_FILE, Status, Summary, read_summary};
 
@@ -86,8 +87,10 @@ pub struct RunState<'a> {
     pub summary: &'a Summary,
     /// The system metrics and framework spans read so far.
     pub profile: &'a ProfileData,
+    /// The code-profile windows read so far, ordered by start, node and worker.
+    pub code_profiles: &'a [CodeProfileWindow],
     /// Problems with the profiler data that the rules worked around (a corrupt line skipped).
-    pub data_warnings: Vec<String>,
+    pub data_problems: &'a DataProblems,
 }
 
 /// Where a report will go, and what it has to leave out.
@@ -108,7 +111,7 @@ pub trait Reporter: Send {
     /// Where the report of `run` will go and what it has to leave out.
     fn prepare(&mut self, run: &RunState<'_>) -> ReportPlan;
     /// Writes the report of `run` (after a [`prepare`](Self::prepare) that gave a destination).
-    fn write(&mut self, run: &RunState<'_>) -> std::result::Result<(), String>;
+    fn write(&mut self, run: &RunState<'_>) -> std::result::Result<(), ReportWriteError>;
 }
 
 struct Slot {
@@ -416,6 +419,7 @@ impl RunnerBuilder {
             write_error: None,
             shared: Arc::new(Mutex::new(None)),
             profile: ProfileData::default(),
+            code_profiles: Vec::new(),
             reporter: self.reporter,
             report_every: self.report_every,
             last_report: None,
@@ -444,6 +448,9 @@ fn wall_clock_us() -> u64 {
 /// that rules about elapsed time (MaxInitializationTime) see the clock move.
 const IDLE_WINDOW_INTERVAL: Duration = Duration::from_secs(1);
 
+/// The data problems of a runner without profiler rules.
+static NO_PROBLEMS: DataProblems = DataProblems::new();
+
 /// Evaluates rules over one run. See the module docs.
 pub struct RuleRunner {
     location: String,
@@ -470,6 +477,8 @@ pub struct RuleRunner {
     shared: Arc<Mutex<Option<Summary>>>,
     /// The profiler data read so far, kept for the reporter (empty without one).
     profile: ProfileData,
+    /// The code-profile windows read so far, kept for the reporter (empty without one).
+    code_profiles: Vec<CodeProfileWindow>,
     reporter: Option<Box<dyn Reporter>>,
     report_every: Option<Duration>,
     last_report: Option<Instant>,
@@ -591,6 +600,10 @@ impl RuleRunner {
         }
         self.last_window_at = Some(Instant::now());
         let mut changed = false;
+        let code_windows = feed.take_code_windows();
+        if self.reporter.is_some() {
+            merge_code_windows(&mut self.code_profiles, code_windows);
+        }
         for chunk in feed.take_chunks(final_window, wall_us) {
             if self.reporter.is_some() {
                 self.profile.add_samples(&chunk.samples);
@@ -615,7 +628,7 @@ impl RuleRunner {
                 changed |= self.record_window(*i, outcome, &feed.steps);
             }
         }
-        let warnings = feed.warning_lines();
+        let warnings = feed.problems().lines();
         for i in &profiler_slots {
             let st = &mut self.slots[*i].status;
             if st.warnings != warnings {
@@ -1047,11 +1060,11 @@ impl RuleRunner {
             trial: self.trial.as_ref(),
             summary,
             profile: &self.profile,
-            data_warnings: self
+            code_profiles: &self.code_profiles,
+            data_problems: self
                 .feed
                 .as_ref()
-                .map(ProfilerFeed::warning_lines)
-                .unwrap_or_default(),
+                .map_or(&NO_PROBLEMS, ProfilerFeed::problems),
         }
     }
 

@@ -59,10 +59,10 @@ struct Recorder {
 impl Reporter for Recorder {
     fn prepare(&mut self, run: &RunState<'_>) -> ReportPlan {
         let cpu = run.summary.rule("CPUBottleneck").unwrap();
-        let points: usize = run.profile.metrics().iter().map(|m| m.points.len()).sum();
+        let points: usize = run.profile.metrics().map(|m| m.points.len()).sum();
         self.seen.lock().unwrap().prepared.push((
             cpu.status,
-            run.profile.metrics().len(),
+            run.profile.series_count(),
             points,
             run.trial.is_some(),
             cpu.parameters["cpu_threshold"].clone(),
@@ -73,7 +73,7 @@ impl Reporter for Recorder {
         }
     }
 
-    fn write(&mut self, run: &RunState<'_>) -> Result<(), String> {
+    fn write(&mut self, run: &RunState<'_>) -> Result<(), smdebug_rules::ReportWriteError> {
         let own = run.summary.rule("ProfilerReport").unwrap();
         self.seen
             .lock()

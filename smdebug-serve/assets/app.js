@@ -211,7 +211,11 @@
     stop.disabled = !r.writable || r.complete || !!r.stop_requested;
     stop.title = !r.writable ? "this server cannot write into the run" :
       r.stop_requested ? "stop requested: " + r.stop_requested : "";
-    $("download").setAttribute("href", api("runs/" + r.id + "/report"));
+    const download = $("download");
+    download.setAttribute("href", api("runs/" + r.id + "/report"));
+    // While the server draws the report, its stage replaces the button's label.
+    download.textContent = r.report ? "Building report: " + r.report + "…" : "Download report";
+    download.classList.toggle("busy", !!r.report);
   }
 
   // ---- panels -------------------------------------------------------------------------------

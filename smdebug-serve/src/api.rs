@@ -9,14 +9,13 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use smdebug_core::Mode;
 use smdebug_io::trial::Trial;
-use smdebug_profiler::reader::MetricSeries;
+use smdebug_profiler::reader::{MetricSeries, SpanRef, SpanStore};
 use smdebug_profiler::stats::percentile;
 use smdebug_profiler::system::vocab;
 use smdebug_report::RuleFile;
 
 use crate::downsample::{MAX_POINTS, min_max};
 use crate::run::{Run, RunData};
-use crate::spans::{SpanRef, SpanStore};
 
 /// A window and a point budget, from the query string.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -80,12 +79,13 @@ pub fn runs(runs: &[std::sync::Arc<Run>]) -> Value {
                 "stop_requested": d.stop_request.as_ref().map(|r| r.reason.clone()),
                 "steps": d.steps.len(),
                 "last_step": d.steps.last(),
-                "samples": d.samples,
+                "samples": d.profile.sample_count(),
                 "tensors": d.tensors.len(),
                 "scalar_values": d.scalar_values,
                 "index_pending": d.index_pending,
                 "trial_open": run.trial_open(),
-                "spans": d.spans.len(),
+                "report": run.report_stage(),
+                "spans": d.profile.spans().len(),
                 "start": range.map(|r| secs(r.0)),
                 "end": range.map(|r| secs(r.1)),
                 "rules": d.rules.as_ref().map(|s| s.rules.len()),
@@ -155,9 +155,10 @@ pub fn overview(run: &Run) -> Value {
     let range = d.time_range();
     // Initialization, training loop, finalization: before the first step span, from it to the
     // end of the last, after.
-    let first_step = d.spans.iter().find(|s| is_step(s).is_some());
+    let first_step = d.profile.spans().iter().find(|s| is_step(s).is_some());
     let last_step_end = d
-        .spans
+        .profile
+        .spans()
         .iter()
         .filter(|s| is_step(s).is_some())
         .map(|s| s.end_us)
@@ -173,7 +174,7 @@ pub fn overview(run: &Run) -> Value {
         _ => Value::Null,
     };
     let mut by_node: BTreeMap<&str, Vec<&MetricSeries>> = BTreeMap::new();
-    for m in &d.metrics {
+    for m in d.profile.metrics() {
         by_node.entry(&m.node).or_default().push(m);
     }
     let nodes: Vec<Value> = by_node
@@ -216,7 +217,7 @@ pub fn overview(run: &Run) -> Value {
         .unwrap_or_default();
     // The most time-consuming phases (resource-intensive operations).
     let mut phase_totals: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-    for s in d.spans.iter() {
+    for s in d.profile.spans().iter() {
         let e = phase_totals.entry(s.phase).or_default();
         e.0 += s.duration_us();
         e.1 += 1;
@@ -234,8 +235,8 @@ pub fn overview(run: &Run) -> Value {
         "end_reason": d.end_reason, "writable": d.writable,
         "stop_requested": d.stop_request.as_ref().map(|r| r.reason.clone()),
         "start": range.map(|r| secs(r.0)), "end": range.map(|r| secs(r.1)),
-        "steps": d.steps.len(), "last_step": d.steps.last(), "samples": d.samples,
-        "spans": d.spans.len(), "tensors": d.tensors.len(), "phases": phases,
+        "steps": d.steps.len(), "last_step": d.steps.last(), "samples": d.profile.sample_count(),
+        "spans": d.profile.spans().len(), "tensors": d.tensors.len(), "phases": phases,
         "nodes": nodes, "rules": rules, "top_phases": top,
         "rules_written": d.rules.is_some(), "warnings": d.warnings,
     })
@@ -245,8 +246,8 @@ pub fn overview(run: &Run) -> Value {
 pub fn system(run: &Run, window: &Window) -> Value {
     let d = run.data.read().expect("run data lock");
     let series: Vec<Value> = d
-        .metrics
-        .iter()
+        .profile
+        .metrics()
         .filter(|m| {
             // Per-core utilization goes to the heatmap; totals and the rest to timelines.
             let per_core = m.metric_type == vocab::TYPE_CPU && m.name != vocab::CPU_TOTAL;
@@ -270,8 +271,8 @@ pub fn system(run: &Run, window: &Window) -> Value {
 /// mean values.
 fn heatmap(d: &RunData, window: &Window) -> Value {
     let rows: Vec<&MetricSeries> = d
-        .metrics
-        .iter()
+        .profile
+        .metrics()
         .filter(|m| {
             (m.metric_type == vocab::TYPE_CPU
                 && m.name != vocab::CPU_TOTAL
@@ -328,7 +329,8 @@ pub fn spans(run: &Run, window: &Window) -> Value {
     let mut list: Vec<Value> = Vec::new();
     let mut totals: BTreeMap<&str, (f64, u64)> = BTreeMap::new();
     for s in d
-        .spans
+        .profile
+        .spans()
         .iter()
         .filter(|s| (s.end_us as f64) >= from && (s.start_us as f64) <= to)
     {
@@ -359,7 +361,7 @@ pub fn steps(run: &Run, window: &Window, last: usize) -> Value {
     let d = run.data.read().expect("run data lock");
     // (mode, node, worker) → [(step, start µs, duration s)]
     let mut groups: BTreeMap<StepGroup, Vec<(u64, u64, f64)>> = BTreeMap::new();
-    for s in d.spans.iter() {
+    for s in d.profile.spans().iter() {
         if let (Some(mode), Some(step)) = (is_step(&s), s.step) {
             groups
                 .entry((mode.name().to_owned(), s.node.to_owned(), s.worker))
@@ -408,7 +410,7 @@ pub fn steps(run: &Run, window: &Window, last: usize) -> Value {
         }
         _ => Value::Null,
     };
-    json!({"series": series, "histogram": histogram, "phases": last_steps(&d.spans, last)})
+    json!({"series": series, "histogram": histogram, "phases": last_steps(d.profile.spans(), last)})
 }
 
 /// Time per phase within each of the last `n` step spans (of any mode, node, worker).

@@ -1,10 +1,11 @@
-//! Code profiles of a run for the dashboard: the windows with their top functions, and each
-//! window's flame graph and pprof profile, read through smdebug-profiler's reader.
+//! Code profiles of a run for the dashboard: the windows with their top functions (as the
+//! run's follower read them), and each window's flame graph and pprof profile, read through
+//! smdebug-profiler's reader when asked for.
 
 use serde::Serialize;
 use smdebug_io::Storage;
-use smdebug_profiler::code::{CodeProfileFile, FunctionSamples, ThreadSamples, WindowStep};
-use smdebug_profiler::reader::ProfilerReader;
+use smdebug_profiler::code::{FunctionSamples, ThreadSamples, WindowStep};
+use smdebug_profiler::reader::{CodeProfileWindow, ProfilerReader};
 
 /// Functions sent per top list.
 const TOP: usize = 15;
@@ -54,27 +55,14 @@ pub(crate) struct CodeWindow {
     pub pprof: bool,
 }
 
-/// The run's windows; an unreadable listing is a warning.
-pub(crate) fn windows(storage: Option<std::sync::Arc<dyn Storage>>) -> CodeWindows {
-    let Some(storage) = storage else {
-        return CodeWindows::default();
-    };
-    let profiles = match ProfilerReader::new(storage).code_profiles() {
-        Ok(p) => p,
-        Err(e) => {
-            return CodeWindows {
-                warnings: vec![format!("cannot list the code profiles: {e}")],
-                ..CodeWindows::default()
-            };
-        }
-    };
-    let total = profiles.windows.len();
-    let windows = profiles
-        .windows
-        .into_iter()
-        .skip(total.saturating_sub(MAX_WINDOWS))
+/// The run's windows, as its follower read them; `warnings` are the follower's problems with
+/// code profiles.
+pub(crate) fn windows(held: &[CodeProfileWindow], warnings: Vec<String>) -> CodeWindows {
+    let total = held.len();
+    let windows = held[total.saturating_sub(MAX_WINDOWS)..]
+        .iter()
         .map(|w| {
-            let s = w.summary;
+            let s = &w.summary;
             CodeWindow {
                 id: w.file.id().to_owned(),
                 node: s.node_id.clone(),
@@ -88,9 +76,9 @@ pub(crate) fn windows(storage: Option<std::sync::Arc<dyn Storage>>) -> CodeWindo
                 frequency_hz: s.frequency_hz,
                 process_cpu_seconds: s.process_cpu_seconds,
                 functions: s.functions,
-                threads: s.threads,
-                top_self: s.top_self.into_iter().take(TOP).collect(),
-                top_total: s.top_total.into_iter().take(TOP).collect(),
+                threads: s.threads.clone(),
+                top_self: s.top_self.iter().take(TOP).cloned().collect(),
+                top_total: s.top_total.iter().take(TOP).cloned().collect(),
                 shared_root_functions: s.shared_root_functions,
                 flamegraph: s.files.flamegraph.is_some(),
                 pprof: s.files.pprof.is_some(),
@@ -100,7 +88,7 @@ pub(crate) fn windows(storage: Option<std::sync::Arc<dyn Storage>>) -> CodeWindo
     CodeWindows {
         windows,
         total,
-        warnings: profiles.warnings,
+        warnings,
     }
 }
 
@@ -115,20 +103,20 @@ pub(crate) enum CodeFile {
 /// the file asked for: `Ok(None)` when there is no such window or file.
 pub(crate) fn file(
     storage: Option<std::sync::Arc<dyn Storage>>,
+    held: &[CodeProfileWindow],
     id: &str,
     which: CodeFile,
 ) -> Result<Option<bytes::Bytes>, String> {
     let Some(storage) = storage else {
         return Ok(None);
     };
-    let reader = ProfilerReader::new(storage);
-    let files = reader.code_profile_files().map_err(|e| e.to_string())?;
-    let Some(window): Option<&CodeProfileFile> = files.iter().find(|f| f.id() == id) else {
+    let Some(window) = held.iter().find(|w| w.file.id() == id) else {
         return Ok(None);
     };
+    let reader = ProfilerReader::new(storage);
     match which {
-        CodeFile::Flamegraph => reader.code_profile_flamegraph(window),
-        CodeFile::Pprof => reader.code_profile_pprof(window),
+        CodeFile::Flamegraph => reader.code_profile_flamegraph(&window.file),
+        CodeFile::Pprof => reader.code_profile_pprof(&window.file),
     }
     .map_err(|e| e.to_string())
 }

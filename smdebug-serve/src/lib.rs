@@ -12,9 +12,9 @@
 //! # Ok::<(), smdebug_serve::ServeError>(())
 //! ```
 //!
-//! **Data.** Each run is followed by a thread of its own (`run` module): system metrics and
-//! framework spans through smdebug-profiler's `ProfilerReader` and parsers into the report's
-//! `MetricSeries` and `Span`; steps, tensor names and scalar values in bulk from the index
+//! **Data.** Each run is followed by a thread of its own (`run` module): system metrics,
+//! framework spans and code-profile windows through smdebug-profiler's `ProfilerFollower` (the
+//! one incremental reader the rule runner and the report use too) into its `ProfileData`; steps, tensor names and scalar values in bulk from the index
 //! files through smdebug-io's format layer, each new index file and its event file read once
 //! and scalars kept as compact columns (16 bytes a value); rule statuses from the summary a
 //! rule runner writes into the run; the end marker. Whole tensors (distributions, 2-D views)
@@ -59,9 +59,9 @@
 mod api;
 mod code;
 pub mod downsample;
+mod report;
 mod run;
 mod server;
-mod spans;
 mod tensors;
 
 pub use server::{ServeError, ServeOptions, Server, expand_runs, expand_runs_with};

@@ -1,16 +1,16 @@
 //! One served run: what has been read of it so far, and the follower thread that reads what is
 //! new.
 //!
-//! The data are the report's model: system metrics as smdebug-profiler's [`MetricSeries`],
-//! framework spans as its [`Span`] (read through [`ProfilerReader`] and its parsers), rule
-//! statuses as smdebug-rules' [`Summary`] (the file a rule runner writes into the run). The
-//! follower lists the run's profiler files through the reader (system files again only when
-//! their size changed, trace files once). Steps, tensor names and scalar values are followed in
+//! The data are the report's model: system metrics, framework spans and code-profile windows
+//! as smdebug-profiler's [`ProfileData`] and [`CodeProfileWindow`], read by its
+//! [`ProfilerFollower`] (the one incremental reader the rule runner and the report use too),
+//! rule statuses as smdebug-rules' [`Summary`] (the file a rule runner writes into the run).
+//! Steps, tensor names and scalar values are followed in
 //! bulk from the index files through smdebug-io's format layer ([`crate::tensors`]: each new
 //! index file and its event file read once, scalars kept as compact columns); whole tensors
 //! are read through smdebug-io's [`Trial`], opened when a view first asks for one.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -21,22 +21,23 @@ use smdebug_io::format::parse_end_marker;
 use smdebug_io::stop::{StopRequest, read_stop_request};
 use smdebug_io::trial::{Trial, TrialOptions};
 use smdebug_io::{Storage, StorageOptions};
-use smdebug_profiler::reader::{
-    MetricSeries, ProfilerReader, Span, parse_system_lines_lenient, parse_trace,
-};
-use smdebug_profiler::system::{SeriesKey, SystemSample};
+use smdebug_profiler::follow::{DataProblems, ProfilerFollower, merge_code_windows};
+use smdebug_profiler::reader::{CodeProfileWindow, ProfileData, SampleBatch, SpanBatch};
 use smdebug_rules::Summary;
 use smdebug_rules::runner::SUMMARY_FILE;
 
-use crate::spans::SpanStore;
 use crate::tensors::{Column, TensorCursor, follow_tensors};
 
 /// Time spent reading a backlog of index files per follower pass (the rest on the next
 /// passes), so that a large backlog does not hold back new samples and the page sees progress.
 const TENSOR_BUDGET_PER_PASS: Duration = Duration::from_millis(1500);
 
-/// The same for system files and for trace files.
-const SECTION_BUDGET_PER_PASS: Duration = Duration::from_millis(1000);
+/// The same for profiler files.
+const PROFILER_BUDGET_PER_PASS: Duration = Duration::from_millis(1000);
+
+/// Samples (and spans) the profiler follower hands out at a time: their parsed records are
+/// ~50× their points, so a backlog is taken in pieces.
+const PROFILER_ITEMS_PER_POLL: usize = 50_000;
 
 /// At most this many data warnings are kept.
 const MAX_WARNINGS: usize = 50;
@@ -61,13 +62,13 @@ pub(crate) struct RunData {
     pub writable: bool,
     /// A stop request already in the run.
     pub stop_request: Option<StopRequest>,
-    /// System metrics, one series per (node, type, name, dimension), points time-ordered.
-    pub metrics: Vec<MetricSeries>,
-    index: HashMap<SeriesKey, usize>,
-    /// System samples read.
-    pub samples: u64,
-    /// Framework spans, ordered by start, held compactly (their `args` dropped).
-    pub spans: SpanStore,
+    /// System metrics (one series per node, type, name and dimension, points time-ordered)
+    /// and framework spans (ordered by start, held compactly, their `args` dropped).
+    pub profile: ProfileData,
+    /// Code-profile windows, ordered by start, node and worker.
+    pub code_windows: Vec<CodeProfileWindow>,
+    /// The profiler follower's problems with the data, typed.
+    pub problems: DataProblems,
     /// Global steps saved by the hook, in order.
     pub steps: Vec<u64>,
     /// Tensor names, sorted.
@@ -93,44 +94,7 @@ impl RunData {
 
     /// First and last time of any sample or span, µs since the epoch.
     pub fn time_range(&self) -> Option<(u64, u64)> {
-        let firsts = self
-            .metrics
-            .iter()
-            .filter_map(|m| m.points.first().map(|p| p.0))
-            .chain(self.spans.first().map(|s| s.start_us));
-        let lasts = self
-            .metrics
-            .iter()
-            .filter_map(|m| m.points.last().map(|p| p.0))
-            .chain(self.spans.iter().rev().take(64).map(|s| s.end_us));
-        firsts.min().zip(lasts.max())
-    }
-
-    fn add_samples(&mut self, samples: &[SystemSample]) {
-        for (key, point) in samples.iter().filter_map(SystemSample::series_point) {
-            let at = match self.index.get(&key) {
-                Some(&at) => at,
-                None => {
-                    self.metrics.push(MetricSeries {
-                        node: key.0.clone(),
-                        metric_type: key.1.clone(),
-                        name: key.2.clone(),
-                        dimension: key.3.clone(),
-                        points: Vec::new(),
-                    });
-                    self.index.insert(key, self.metrics.len() - 1);
-                    self.metrics.len() - 1
-                }
-            };
-            let points = &mut self.metrics[at].points;
-            if points.last().is_some_and(|last| last.0 > point.0) {
-                let pos = points.partition_point(|p| p.0 <= point.0);
-                points.insert(pos, point);
-            } else {
-                points.push(point);
-            }
-            self.samples += 1;
-        }
+        self.profile.time_range()
     }
 
     /// `more`: about how many more values of this column are coming (index files not read yet),
@@ -163,10 +127,6 @@ impl RunData {
             }
         }
     }
-
-    fn add_spans(&mut self, spans: Vec<Span>) {
-        self.spans.extend(spans);
-    }
 }
 
 /// A run as the server holds it.
@@ -185,6 +145,8 @@ pub(crate) struct Run {
     pub storage: RwLock<Option<Arc<dyn Storage>>>,
     /// Whether stop requests may be written (`false` with `--read-only`).
     pub allow_write: bool,
+    /// What the report being built is doing (shown by the page), `None` when none is.
+    pub report_stage: std::sync::Mutex<Option<&'static str>>,
 }
 
 impl Run {
@@ -197,6 +159,7 @@ impl Run {
             trial: RwLock::new(None),
             storage: RwLock::new(None),
             allow_write,
+            report_stage: std::sync::Mutex::new(None),
         }
     }
 
@@ -233,6 +196,11 @@ impl Run {
         self.trial.read().is_ok_and(|t| t.is_some())
     }
 
+    /// The report build's stage now.
+    pub fn report_stage(&self) -> Option<&'static str> {
+        self.report_stage.lock().ok().and_then(|s| *s)
+    }
+
     pub fn storage(&self) -> Option<Arc<dyn Storage>> {
         self.storage.read().ok().and_then(|s| s.clone())
     }
@@ -241,10 +209,8 @@ impl Run {
 /// The follower's memory of what it has read.
 #[derive(Default)]
 struct Cursor {
-    /// System file key → (size at the last read, samples taken).
-    system: BTreeMap<String, (u64, usize)>,
-    /// Trace files read.
-    traces: BTreeSet<String>,
+    /// The profiler files' reader, once the storage is open.
+    profiler: Option<ProfilerFollower>,
     /// Size of the rule summary at the last read.
     summary_size: Option<u64>,
     /// The index files read.
@@ -302,85 +268,42 @@ fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
         },
     };
     let mut changed = false;
-    let reader = ProfilerReader::new(Arc::clone(&storage));
 
-    // System metrics: files whose size changed, from the samples not yet taken. Each file's
-    // samples go into the series as soon as it is parsed (a file's parsed records are ~50× its
-    // points), and a backlog of files is read over several passes.
+    // System metrics, spans and code-profile windows: what is new, in pieces of a bounded
+    // size (each added as soon as it is read, its batches sorted outside the lock), a backlog
+    // over several passes.
     let started = Instant::now();
     let mut new_samples = 0usize;
-    let mut warnings = Vec::new();
-    match reader.system_files() {
-        Ok(files) => {
-            for file in files {
-                if started.elapsed() >= SECTION_BUDGET_PER_PASS {
-                    changed = true;
-                    break;
-                }
-                let size = match storage.size(&file.key) {
-                    Ok(Some(size)) => size,
-                    _ => continue,
-                };
-                let seen = cursor.system.get(&file.key).copied();
-                if seen.is_some_and(|(s, _)| s == size) {
-                    continue;
-                }
-                let Ok(bytes) = storage.get(&file.key) else {
-                    continue;
-                };
-                let read = parse_system_lines_lenient(&file.key, &bytes);
-                if let Some((line, message)) = read.bad.first() {
-                    warnings.push(format!(
-                        "{}: {} line(s) are not metric records (first at line {line}: \
-                         {message}); left out",
-                        file.key,
-                        read.bad.len()
-                    ));
-                }
-                let taken = seen.map_or(0, |s| s.1).min(read.samples.len());
-                if taken < read.samples.len() {
-                    new_samples += read.samples.len() - taken;
-                    run.data
-                        .write()
-                        .expect("run data lock")
-                        .add_samples(&read.samples[taken..]);
-                }
-                cursor
-                    .system
-                    .insert(file.key.clone(), (bytes.len() as u64, read.samples.len()));
-            }
-        }
-        Err(e) => warnings.push(format!("cannot list the system metrics: {e}")),
-    }
-
-    // Framework spans: trace files are written once each.
-    let started = Instant::now();
     let mut new_spans = 0usize;
-    match reader.trace_files() {
-        Ok(files) => {
-            for file in files {
-                if cursor.traces.contains(&file.key) {
-                    continue;
-                }
-                if started.elapsed() >= SECTION_BUDGET_PER_PASS {
-                    changed = true;
-                    break;
-                }
-                match storage
-                    .get(&file.key)
-                    .map_err(|e| e.to_string())
-                    .and_then(|b| parse_trace(&file, &b).map_err(|e| e.to_string()))
-                {
-                    Ok(spans) => {
-                        new_spans += spans.len();
-                        run.data.write().expect("run data lock").add_spans(spans);
-                    }
-                    Err(e) => warnings.push(format!("{}: {e}; left out", file.key)),
-                }
-                cursor.traces.insert(file.key);
+    let mut warnings = Vec::new();
+    let follower = cursor.profiler.get_or_insert_with(|| {
+        ProfilerFollower::new(Arc::clone(&storage)).items_per_poll(PROFILER_ITEMS_PER_POLL)
+    });
+    loop {
+        let increment = follower.poll();
+        new_samples += increment.samples.len();
+        new_spans += increment.spans.len();
+        warnings.extend(increment.problems.iter().map(ToString::to_string));
+        if !increment.is_empty() || !increment.problems.is_empty() {
+            let samples = SampleBatch::new(&increment.samples);
+            let spans = SpanBatch::new(&increment.spans);
+            let mut data = run.data.write().expect("run data lock");
+            if !increment.problems.is_empty() {
+                data.problems = follower.problems().clone();
             }
+            data.profile.add_sample_batch(samples);
+            data.profile.add_span_batch(spans);
+            merge_code_windows(&mut data.code_windows, increment.code_windows);
+            data.exists |= !data.profile.is_empty();
+            changed = true;
         }
-        Err(e) => warnings.push(format!("cannot list the trace files: {e}")),
+        if !increment.more {
+            break;
+        }
+        if started.elapsed() >= PROFILER_BUDGET_PER_PASS {
+            changed = true;
+            break;
+        }
     }
 
     // Rule statuses, re-read when the summary file changes.
@@ -485,7 +408,7 @@ fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
         data.complete = true;
         changed = true;
     }
-    let exists = data.complete || data.samples > 0 || !data.spans.is_empty() || has_tensors;
+    let exists = data.complete || !data.profile.is_empty() || has_tensors;
     if exists != data.exists {
         data.exists = exists;
         changed = true;

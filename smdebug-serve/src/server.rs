@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use smdebug_io::StorageOptions;
 use smdebug_io::stop::{StopRequest, request_stop};
 use smdebug_profiler::RankSummary;
-use smdebug_report::{LoadOptions, ReportInput, render_html};
+use smdebug_profiler::follow::DataArea;
 use tokio::sync::{oneshot, watch};
 
 use crate::api::{self, Window};
@@ -244,8 +244,11 @@ struct AppState {
     port: u16,
     loopback: bool,
     traces: Vec<RankSummary>,
-    trace_paths: Vec<PathBuf>,
     updates: watch::Receiver<u64>,
+    /// Wakes the event streams up (a report's stage changed).
+    notify: Arc<watch::Sender<u64>>,
+    /// Report builds allowed at once.
+    report_slots: tokio::sync::Semaphore,
 }
 
 type Shared = Arc<AppState>;
@@ -326,8 +329,9 @@ impl Server {
             port: addr.port(),
             loopback,
             traces,
-            trace_paths: options.traces.clone(),
             updates: rx,
+            notify: Arc::clone(&tx),
+            report_slots: tokio::sync::Semaphore::new(1),
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -765,20 +769,22 @@ async fn report(State(state): State<Shared>, UrlPath(id): UrlPath<usize>) -> Res
         Ok(r) => r,
         Err(e) => return *e,
     };
-    let traces = state.trace_paths.clone();
-    let rules = run
-        .data
-        .read()
-        .ok()
-        .and_then(|d| d.rules.as_ref().map(|s| s.rules.clone()))
-        .unwrap_or_default();
+    // One report at a time: each holds a copy of its run's data while it is drawn.
+    let Ok(_permit) = state.report_slots.acquire().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping");
+    };
     let name = run.name.clone();
+    let held = Arc::clone(&run);
+    let state = Arc::clone(&state);
     let built = tokio::task::spawn_blocking(move || {
-        let options = LoadOptions {
-            traces,
-            ..LoadOptions::default()
+        // Each stage is shown by the page (the `report` field of the runs, sent on change).
+        let progress = |stage: Option<&'static str>| {
+            if let Ok(mut s) = run.report_stage.lock() {
+                *s = stage;
+            }
+            state.notify.send_modify(|v| *v += 1);
         };
-        render_html(&ReportInput::load(&run.location, &options).with_rules(rules))
+        crate::report::build(&run, &state.traces, &progress)
     })
     .await;
     match built {
@@ -796,7 +802,12 @@ async fn report(State(state): State<Shared>, UrlPath(id): UrlPath<usize>) -> Res
             }
             (headers, html).into_response()
         }
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => {
+            if let Ok(mut s) = held.report_stage.lock() {
+                *s = None;
+            }
+            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        }
     }
 }
 
@@ -805,10 +816,15 @@ async fn code_windows(State(state): State<Shared>, UrlPath(id): UrlPath<usize>) 
         Ok(r) => r,
         Err(e) => return *e,
     };
-    match tokio::task::spawn_blocking(move || code::windows(run.storage())).await {
-        Ok(windows) => axum::Json(windows).into_response(),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    }
+    let d = run.data.read().expect("run data lock");
+    let warnings = d
+        .problems
+        .list()
+        .iter()
+        .filter(|p| p.area() == DataArea::CodeProfiles)
+        .map(ToString::to_string)
+        .collect();
+    axum::Json(code::windows(&d.code_windows, warnings)).into_response()
 }
 
 async fn code_file(state: &AppState, id: usize, window: String, which: CodeFile) -> Response {
@@ -816,7 +832,17 @@ async fn code_file(state: &AppState, id: usize, window: String, which: CodeFile)
         Ok(r) => r,
         Err(e) => return *e,
     };
-    let read = tokio::task::spawn_blocking(move || code::file(run.storage(), &window, which)).await;
+    let held: Vec<_> = run
+        .data
+        .read()
+        .expect("run data lock")
+        .code_windows
+        .iter()
+        .filter(|w| w.file.id() == window)
+        .cloned()
+        .collect();
+    let read =
+        tokio::task::spawn_blocking(move || code::file(run.storage(), &held, &window, which)).await;
     let bytes = match read {
         Ok(Ok(Some(bytes))) => bytes,
         Ok(Ok(None)) => return error(StatusCode::NOT_FOUND, "no such code-profile file"),

@@ -1,10 +1,12 @@
-//! A run's profiler data gathered in memory, in the shape the report draws: one time series
-//! per metric and the spans. The rule runner fills one as its profiler feed hands out windows;
-//! the report fills one when it reads a run by itself.
+//! A run's profiler data gathered in memory, in the shape the report and the dashboard draw:
+//! one time series per metric and the spans. Filled from a
+//! [`ProfilerFollower`](crate::follow::ProfilerFollower)'s increments, in any order and in any
+//! batches: the result does not depend on how the data arrived.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 
-use super::Span;
+use super::{Span, SpanBatch, SpanStore};
 use crate::system::{SeriesKey, SystemSample};
 
 /// One system metric of one node over time.
@@ -18,7 +20,7 @@ pub struct MetricSeries {
     pub name: String,
     /// `CPUUtilization`, `GPUMemoryUtilization`, …
     pub dimension: String,
-    /// `(timestamp µs since the epoch, value)`, ordered by time.
+    /// `(timestamp µs since the epoch, value)`, ordered by time (then value).
     pub points: Vec<(u64, f64)>,
 }
 
@@ -29,24 +31,102 @@ impl MetricSeries {
     }
 }
 
-/// System samples as series (16 bytes a point) and spans, added in any order.
+fn point_order(a: &(u64, f64), b: &(u64, f64)) -> std::cmp::Ordering {
+    a.0.cmp(&b.0).then_with(|| a.1.total_cmp(&b.1))
+}
+
+/// Merges the sorted `batch` into the sorted `points`: `O(k log k)` for the batch and
+/// `O(tail + k)` for the points after the batch's first, never one insertion per point.
+fn merge_points(points: &mut Vec<(u64, f64)>, mut batch: Vec<(u64, f64)>) {
+    if !batch.is_sorted_by(|a, b| point_order(a, b).is_le()) {
+        batch.sort_by(point_order);
+    }
+    let Some(first) = batch.first() else { return };
+    let at = points.partition_point(|p| point_order(p, first).is_le());
+    if at == points.len() {
+        points.append(&mut batch);
+        return;
+    }
+    let tail = points.split_off(at);
+    points.reserve(tail.len() + batch.len());
+    let (mut i, mut j) = (0, 0);
+    while i < tail.len() && j < batch.len() {
+        if point_order(&batch[j], &tail[i]).is_lt() {
+            points.push(batch[j]);
+            j += 1;
+        } else {
+            points.push(tail[i]);
+            i += 1;
+        }
+    }
+    points.extend_from_slice(&tail[i..]);
+    points.extend_from_slice(&batch[j..]);
+}
+
+/// Samples grouped by series and sorted, ready to merge into a [`ProfileData`]: built
+/// without holding a lock on the data.
+#[derive(Debug, Default)]
+pub struct SampleBatch(BTreeMap<SeriesKey, Vec<(u64, f64)>>);
+
+impl SampleBatch {
+    /// Groups and sorts `samples`; a sample with a non-finite value or time is left out.
+    pub fn new<'s>(samples: impl IntoIterator<Item = &'s SystemSample>) -> SampleBatch {
+        let mut batches: BTreeMap<SeriesKey, Vec<(u64, f64)>> = BTreeMap::new();
+        for (key, point) in samples.into_iter().filter_map(SystemSample::series_point) {
+            batches.entry(key).or_default().push(point);
+        }
+        for batch in batches.values_mut() {
+            if !batch.is_sorted_by(|a, b| point_order(a, b).is_le()) {
+                batch.sort_by(point_order);
+            }
+        }
+        SampleBatch(batches)
+    }
+}
+
+/// System samples as series (16 bytes a point) and compact spans, added in any order.
 #[derive(Clone, Debug, Default)]
 pub struct ProfileData {
-    series: BTreeMap<SeriesKey, Vec<(u64, f64)>>,
-    spans: Vec<Span>,
+    series: BTreeMap<SeriesKey, MetricSeries>,
+    samples: u64,
+    spans: SpanStore,
 }
 
 impl ProfileData {
     /// Adds samples; a sample with a non-finite value or time is left out.
     pub fn add_samples<'s>(&mut self, samples: impl IntoIterator<Item = &'s SystemSample>) {
-        for (key, point) in samples.into_iter().filter_map(SystemSample::series_point) {
-            self.series.entry(key).or_default().push(point);
+        self.add_sample_batch(SampleBatch::new(samples));
+    }
+
+    /// Adds samples grouped and sorted beforehand.
+    pub fn add_sample_batch(&mut self, batch: SampleBatch) {
+        for (key, batch) in batch.0 {
+            self.samples += batch.len() as u64;
+            let series = match self.series.entry(key) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => {
+                    let (node, metric_type, name, dimension) = e.key().clone();
+                    e.insert(MetricSeries {
+                        node,
+                        metric_type,
+                        name,
+                        dimension,
+                        points: Vec::new(),
+                    })
+                }
+            };
+            merge_points(&mut series.points, batch);
         }
     }
 
     /// Adds spans.
     pub fn add_spans<'s>(&mut self, spans: impl IntoIterator<Item = &'s Span>) {
-        self.spans.extend(spans.into_iter().cloned());
+        self.spans.extend(spans);
+    }
+
+    /// Adds spans sorted beforehand.
+    pub fn add_span_batch(&mut self, batch: SpanBatch<'_>) {
+        self.spans.extend(batch.0);
     }
 
     /// Whether nothing was added.
@@ -55,28 +135,40 @@ impl ProfileData {
     }
 
     /// One series per (node, type, name, dimension), in that order, points ordered by time.
-    pub fn metrics(&self) -> Vec<MetricSeries> {
-        self.series
-            .iter()
-            .map(|((node, metric_type, name, dimension), points)| {
-                let mut points = points.clone();
-                points.sort_by_key(|p| p.0);
-                MetricSeries {
-                    node: node.clone(),
-                    metric_type: metric_type.clone(),
-                    name: name.clone(),
-                    dimension: dimension.clone(),
-                    points,
-                }
-            })
-            .collect()
+    pub fn metrics(&self) -> impl Iterator<Item = &MetricSeries> + '_ {
+        self.series.values()
+    }
+
+    /// How many series there are.
+    pub fn series_count(&self) -> usize {
+        self.series.len()
+    }
+
+    /// How many samples the series hold.
+    pub fn sample_count(&self) -> u64 {
+        self.samples
     }
 
     /// The spans, ordered by start, then end.
-    pub fn spans(&self) -> Vec<Span> {
-        let mut spans = self.spans.clone();
-        spans.sort_by_key(|s| (s.start_us, s.end_us));
-        spans
+    pub fn spans(&self) -> &SpanStore {
+        &self.spans
+    }
+
+    /// First and last time of any sample or span, µs since the epoch.
+    pub fn time_range(&self) -> Option<(u64, u64)> {
+        let firsts = self
+            .series
+            .values()
+            .filter_map(|m| m.points.first().map(|p| p.0))
+            .chain(self.spans.first().map(|s| s.start_us));
+        // Spans are ordered by start: the last end is among the last few (a long span
+        // started earlier is found by the scan's bound of 64).
+        let lasts = self
+            .series
+            .values()
+            .filter_map(|m| m.points.last().map(|p| p.0))
+            .chain(self.spans.iter().rev().take(64).map(|s| s.end_us));
+        firsts.min().zip(lasts.max())
     }
 }
 
@@ -99,10 +191,31 @@ mod tests {
         let mut not_a_number = sample("cpu1", 4.0, 0.0);
         not_a_number.value = f64::NAN;
         data.add_samples(&[sample("cpu1", 1.0, 4.0), not_a_number]);
-        let metrics = data.metrics();
+        let metrics: Vec<&MetricSeries> = data.metrics().collect();
         assert_eq!(metrics.len(), 2);
         assert_eq!(metrics[0].name, "cpu0");
         assert_eq!(metrics[1].points, vec![(1_000_000, 4.0), (2_000_000, 5.0)]);
         assert_eq!(metrics[1].unit(), "%");
+        assert_eq!(data.sample_count(), 3);
+        assert_eq!(data.time_range(), Some((1_000_000, 3_000_000)));
+    }
+
+    #[test]
+    fn out_of_order_batches_give_the_series_one_read_gives() {
+        // Times descending within batches, batches overlapping, ties on time.
+        let all: Vec<SystemSample> = (0..3000u64)
+            .map(|i| sample("cpu0", ((i * 7919) % 1000) as f64, (i % 7) as f64))
+            .collect();
+        let mut whole = ProfileData::default();
+        whole.add_samples(&all);
+        let mut pieces = ProfileData::default();
+        for chunk in all.rchunks(211) {
+            pieces.add_samples(chunk);
+        }
+        let a: Vec<&MetricSeries> = whole.metrics().collect();
+        let b: Vec<&MetricSeries> = pieces.metrics().collect();
+        assert_eq!(a, b);
+        assert!(a[0].points.is_sorted_by(|x, y| point_order(x, y).is_le()));
+        assert_eq!(a[0].points.len(), 3000);
     }
 }

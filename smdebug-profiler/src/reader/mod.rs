@@ -15,6 +15,7 @@
 mod code;
 mod collected;
 mod export;
+mod span_store;
 mod spans;
 mod system;
 
@@ -27,10 +28,13 @@ use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 
 pub use code::{CodeProfileWindow, CodeProfiles, MAX_CODE_PROFILE_BYTES, MAX_CODE_SUMMARY_BYTES};
-pub use collected::{MetricSeries, ProfileData};
+pub use collected::{MetricSeries, ProfileData, SampleBatch};
 pub use export::chrome_trace;
+pub use span_store::{SpanBatch, SpanRef, SpanStore};
 pub use spans::{Span, parse_trace};
-pub use system::{SystemLines, parse_system_lines, parse_system_lines_lenient};
+pub use system::{
+    SystemChunk, SystemLines, parse_system_chunk, parse_system_lines, parse_system_lines_lenient,
+};
 
 use crate::code::{CodeProfileFile, CodeProfileSummary};
 use crate::spans::{PYTHONTIMELINE_SUFFIX, TRACE_PREFIX, TraceFileName, parse_trace_file_key};

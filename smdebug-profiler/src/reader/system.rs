@@ -11,6 +11,18 @@ pub struct SystemLines {
     pub bad: Vec<(usize, String)>,
 }
 
+/// What [`parse_system_chunk`] read of a piece of a system-metrics file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SystemChunk {
+    /// The good records and the bad lines (numbered from the file's start).
+    pub lines: SystemLines,
+    /// Bytes taken: every complete line, and a last line without its newline when it decoded.
+    /// A torn last line is left for the next read.
+    pub consumed: usize,
+    /// Newlines among the bytes taken.
+    pub newlines: usize,
+}
+
 /// Decodes one system-metrics file, keeping every good record.
 ///
 /// Blank lines are skipped. A last line without its newline that does not parse is a record
@@ -18,23 +30,46 @@ pub struct SystemLines {
 /// `key` is a system-metrics file name, a sample stamped outside the file's window is a bad
 /// line ([`SystemFileName::holds`](crate::system::SystemFileName::holds)).
 pub fn parse_system_lines_lenient(key: &str, bytes: &[u8]) -> SystemLines {
+    parse_system_chunk(key, bytes, 0).lines
+}
+
+/// Decodes the bytes of a system-metrics file that follow its first `newlines_before` lines
+/// (as [`parse_system_lines_lenient`] decodes a whole file), and says how much of them was
+/// taken: a follower reads the file on from `consumed` next time.
+pub fn parse_system_chunk(key: &str, bytes: &[u8], newlines_before: usize) -> SystemChunk {
     let file = parse_system_file_key(key);
-    let mut out = SystemLines::default();
+    let mut out = SystemChunk::default();
     let ends_complete = bytes.ends_with(b"\n");
     let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
     let last = lines.len().saturating_sub(1);
+    let mut offset = 0usize;
     for (index, line) in lines.iter().enumerate() {
+        if index == last && ends_complete {
+            // The nothing after the last newline.
+            break;
+        }
+        let torn_tail = index == last && !ends_complete;
+        let end = offset + line.len() + usize::from(!torn_tail);
+        let number = newlines_before + index + 1;
         if line.iter().all(u8::is_ascii_whitespace) {
+            if !torn_tail {
+                out.consumed = end;
+                out.newlines += 1;
+            }
+            offset = end;
             continue;
         }
         match serde_json::from_slice::<SystemSample>(line) {
             Ok(sample) => match file.as_ref().and_then(|f| f.misplaced(sample.timestamp)) {
-                None => out.samples.push(sample),
-                Some(why) => out.bad.push((index + 1, why)),
+                None => out.lines.samples.push(sample),
+                Some(why) => out.lines.bad.push((number, why)),
             },
-            Err(_) if index == last && !ends_complete => {}
-            Err(e) => out.bad.push((index + 1, e.to_string())),
+            Err(_) if torn_tail => break,
+            Err(e) => out.lines.bad.push((number, e.to_string())),
         }
+        out.consumed = end;
+        out.newlines += usize::from(!torn_tail);
+        offset = end;
     }
     out
 }
@@ -100,6 +135,25 @@ mod tests {
         let read = parse_system_lines_lenient(key, stamped_zero.as_bytes());
         assert_eq!((read.samples.len(), read.bad.len()), (1, 1));
         assert!(read.bad[0].1.contains("window"));
+    }
+
+    #[test]
+    fn a_file_read_in_pieces_gives_what_one_read_gives() {
+        let key = "system/incremental/2020061000/1591748100.algo-1.json";
+        let text = format!("{LINE}\n\nnot json\n{LINE}\n{LINE}");
+        let whole = parse_system_lines_lenient(key, text.as_bytes());
+        for cut in 0..=text.len() {
+            let first = parse_system_chunk(key, &text.as_bytes()[..cut], 0);
+            let rest = parse_system_chunk(key, &text.as_bytes()[first.consumed..], first.newlines);
+            let mut samples = first.lines.samples.clone();
+            samples.extend(rest.lines.samples);
+            let mut bad = first.lines.bad.clone();
+            bad.extend(rest.lines.bad);
+            assert_eq!(samples, whole.samples, "cut at {cut}");
+            assert_eq!(bad, whole.bad, "cut at {cut}");
+            assert_eq!(first.consumed + rest.consumed, text.len(), "cut at {cut}");
+        }
+        assert_eq!(whole.bad, vec![(3, whole.bad[0].1.clone())]);
     }
 
     #[test]

@@ -1,17 +1,12 @@
-//! The runner's side of the profiler rules: reads the run's system-metrics and trace files as
-//! they appear and cuts what is new into time-ordered windows.
-//!
-//! System-metrics files grow: the sampler republishes the file of the current window (every
-//! 5 s by default) with more lines. Each file's samples are remembered by count, so a re-read
-//! yields only the lines added since; a file is not fetched again while its size is unchanged,
-//! and not looked at again once a later file of the same node exists and it was read after
-//! that. Trace files are written once each and read once.
+//! The runner's side of the profiler rules: what smdebug-profiler's
+//! [`ProfilerFollower`] reads of the run, cut into time-ordered windows.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use smdebug_io::Storage;
-use smdebug_profiler::reader::{ProfilerReader, Span, parse_system_lines_lenient, parse_trace};
+use smdebug_profiler::follow::{DataArea, DataProblems, ProfilerFollower};
+use smdebug_profiler::reader::{CodeProfileWindow, Span};
 use smdebug_profiler::system::SystemSample;
 
 use crate::window::StepTimeline;
@@ -19,19 +14,6 @@ use crate::window::StepTimeline;
 /// Offline evaluations (and large backlogs when following) are fed in windows of this much
 /// job time, so that a firing's time says when in the job the condition was seen.
 pub(crate) const CHUNK_US: u64 = 60 * 1_000_000;
-
-/// At most this many data warnings are kept (the rest are counted).
-const MAX_WARNINGS: usize = 20;
-
-#[derive(Debug, Default)]
-struct SystemFile {
-    /// Samples already handed out.
-    consumed: usize,
-    /// Size at the last read.
-    size: Option<u64>,
-    /// No more lines will come.
-    sealed: bool,
-}
 
 /// One window's worth of new data.
 pub(crate) struct Chunk {
@@ -42,156 +24,58 @@ pub(crate) struct Chunk {
 }
 
 pub(crate) struct ProfilerFeed {
-    storage: Arc<dyn Storage>,
-    reader: ProfilerReader,
-    system: BTreeMap<String, SystemFile>,
-    traces: BTreeSet<String>,
+    follower: ProfilerFollower,
     pending_samples: Vec<SystemSample>,
     pending_spans: Vec<Span>,
+    /// Code-profile windows that appeared since the last [`take_code_windows`](Self::take_code_windows).
+    pending_code: Vec<CodeProfileWindow>,
     pub start_us: Option<u64>,
     pub latest_us: u64,
     pub steps: StepTimeline,
-    /// Problems with the data that did not stop the evaluation (a corrupt line or file).
-    pub warnings: Vec<String>,
-    warnings_dropped: usize,
-    warned: BTreeSet<(String, usize)>,
     /// Whether any profiler data was ever seen.
     pub seen_any: bool,
-    /// Files fetched (for tests and diagnostics).
-    pub fetches: u64,
 }
 
 impl ProfilerFeed {
     pub(crate) fn new(storage: Arc<dyn Storage>) -> Self {
-        let reader = ProfilerReader::new(storage.clone());
         ProfilerFeed {
-            storage,
-            reader,
-            system: BTreeMap::new(),
-            traces: BTreeSet::new(),
+            follower: ProfilerFollower::new(storage),
             pending_samples: Vec::new(),
             pending_spans: Vec::new(),
+            pending_code: Vec::new(),
             start_us: None,
             latest_us: 0,
             steps: StepTimeline::default(),
-            warnings: Vec::new(),
-            warnings_dropped: 0,
-            warned: BTreeSet::new(),
             seen_any: false,
-            fetches: 0,
         }
     }
 
-    fn warn(&mut self, key: &str, line: usize, message: String) {
-        if !self.warned.insert((key.to_string(), line)) {
-            return;
-        }
-        if self.warnings.len() < MAX_WARNINGS {
-            self.warnings.push(message);
-        } else {
-            self.warnings_dropped += 1;
-        }
+    /// Problems with the data that did not stop the evaluation (a corrupt line or file).
+    pub(crate) fn problems(&self) -> &DataProblems {
+        self.follower.problems()
     }
 
-    /// The warnings, with a count of those left out.
-    pub(crate) fn warning_lines(&self) -> Vec<String> {
-        let mut w = self.warnings.clone();
-        if self.warnings_dropped > 0 {
-            w.push(format!(
-                "... and {} more data problems",
-                self.warnings_dropped
-            ));
-        }
-        w
+    /// The code-profile windows that appeared since the last call.
+    pub(crate) fn take_code_windows(&mut self) -> Vec<CodeProfileWindow> {
+        std::mem::take(&mut self.pending_code)
     }
 
-    /// Decodes a system file; a bad line is reported and skipped, the others are kept.
-    fn parse_system(&mut self, key: &str, bytes: &[u8]) -> Vec<SystemSample> {
-        let read = parse_system_lines_lenient(key, bytes);
-        for (line, message) in read.bad {
-            let text =
-                format!("{key} line {line}: not a system-metrics record ({message}); line skipped");
-            self.warn(key, line, text);
-        }
-        read.samples
-    }
-
-    /// Reads what is new in storage into the pending buffers. Returns how many samples and
-    /// spans arrived.
-    /// The bytes of `key`, counted as a fetch; `None` when it is gone (a file replaced or
-    /// removed between listing and reading).
-    fn fetch(
-        &mut self,
-        key: &str,
-    ) -> Result<Option<impl std::ops::Deref<Target = [u8]> + use<>>, String> {
-        match self.storage.get(key) {
-            Ok(bytes) => {
-                self.fetches += 1;
-                Ok(Some(bytes))
-            }
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(format!("{key}: {e}")),
-        }
-    }
-
+    /// Reads what is new into the pending buffers. Returns how many samples and spans
+    /// arrived; an error when system metrics or trace files could not be listed or read.
     pub(crate) fn poll(&mut self) -> Result<usize, String> {
-        let mut arrived = 0;
-        let files = self.reader.system_files().map_err(|e| e.to_string())?;
-        let mut newest: BTreeMap<&str, u64> = BTreeMap::new();
-        for f in &files {
-            let n = newest.entry(f.node.as_str()).or_insert(f.start_s);
-            *n = (*n).max(f.start_s);
+        let increment = self.follower.poll();
+        if let Some(failure) = increment
+            .problems
+            .iter()
+            .find(|p| p.is_read_failure() && matches!(p.area(), DataArea::System | DataArea::Spans))
+        {
+            return Err(failure.to_string());
         }
-        let newest: BTreeMap<String, u64> = newest
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-        for file in &files {
-            let superseded = newest.get(&file.node).is_some_and(|n| *n > file.start_s);
-            let state = self.system.entry(file.key.clone()).or_default();
-            if state.sealed {
-                continue;
-            }
-            let size = self
-                .storage
-                .size(&file.key)
-                .map_err(|e| format!("{}: {e}", file.key))?;
-            if size.is_some() && size == state.size {
-                state.sealed = superseded;
-                continue;
-            }
-            let Some(bytes) = self.fetch(&file.key)? else {
-                continue;
-            };
-            let samples = self.parse_system(&file.key, &bytes);
-            let state = self.system.entry(file.key.clone()).or_default();
-            state.size = Some(bytes.len() as u64);
-            state.sealed = superseded;
-            let from = state.consumed.min(samples.len());
-            state.consumed = samples.len();
-            arrived += samples.len() - from;
-            self.pending_samples.extend(samples.into_iter().skip(from));
-        }
-        let traces = self.reader.trace_files().map_err(|e| e.to_string())?;
-        let mut new_spans = Vec::new();
-        for file in traces {
-            if self.traces.contains(&file.key) {
-                continue;
-            }
-            let Some(bytes) = self.fetch(&file.key)? else {
-                continue;
-            };
-            self.traces.insert(file.key.clone());
-            match parse_trace(&file, &bytes) {
-                Ok(spans) => new_spans.extend(spans),
-                Err(e) => {
-                    self.warn(&file.key, 0, format!("{e}; trace file skipped"));
-                }
-            }
-        }
-        arrived += new_spans.len();
-        self.steps.extend(&new_spans);
-        self.pending_spans.extend(new_spans);
+        let arrived = increment.samples.len() + increment.spans.len();
+        self.steps.extend(&increment.spans);
+        self.pending_samples.extend(increment.samples);
+        self.pending_spans.extend(increment.spans);
+        self.pending_code.extend(increment.code_windows);
         let first = self
             .pending_samples
             .iter()

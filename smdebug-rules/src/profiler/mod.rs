@@ -4,8 +4,9 @@
 //!
 //! Rules keep their own state per node and per GPU across windows, so a run fed in one window or
 //! in many gives the same verdict. The runner ([`crate::RuleRunner`]) reads the run's profiler
-//! files (`system/incremental/...` and `framework/pevents/...`) and feeds them in windows of
-//! 60 s of job time offline, or as they appear when following a live run.
+//! files (`system/incremental/...` and `framework/pevents/...`) through smdebug-profiler's
+//! `ProfilerFollower` and feeds them in windows of 60 s of job time offline, or as they
+//! appear when following a live run.
 //!
 //! A profiler rule can be run by hand over any samples and spans:
 //!
