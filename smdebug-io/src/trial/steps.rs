@@ -217,7 +217,7 @@ impl Source {
                 let value = match slot {
                     Slot::Record(start, length) => {
                         (loc.start, loc.length) = (*start, *length);
-                        source::tensor_bytes_in(&bytes, &loc, name, self.max_tensor_bytes)
+                        source::tensor_bytes_in(&bytes, &loc, name, self.max_tensor_bytes.into())
                     }
                     Slot::Unusable(entry) => Err(entry.error(name)),
                 };
