@@ -3,68 +3,11 @@
 //! within the budget, but whose conversion to f64 (or to JSON numbers) is not, is refused
 //! before anything is decoded, naming the file, the tensor and the size. Peak memory is measured.
 
-use std::path::Path;
-
-use prost::Message;
-use serde_json::json;
-use smdebug_core::{DType, Mode};
+use smdebug_core::DType;
 use smdebug_io::Error;
+use smdebug_io::crafted::fill_record_run;
 use smdebug_io::format::layout;
-use smdebug_io::format::proto::{
-    Event, Summary, TensorProto, TensorShapeProto, event, summary, tensor_shape_proto,
-};
-use smdebug_io::format::record::{PayloadChecksum, encode_record};
-use smdebug_io::format::tensor::mode_metadata;
 use smdebug_io::trial::{Conversion, StepSelector, Trial, TrialOptions};
-
-/// A one-step run whose only record is `name`: `dtype`, shape `dims`, one typed fill value.
-fn fill_run(dir: &Path, name: &str, dtype: DType, dims: &[i64]) -> (String, usize) {
-    let mut proto = TensorProto {
-        dtype: dtype.tf_datatype(),
-        tensor_shape: Some(TensorShapeProto {
-            dim: dims
-                .iter()
-                .map(|&size| tensor_shape_proto::Dim {
-                    size,
-                    name: String::new(),
-                })
-                .collect(),
-            unknown_rank: false,
-        }),
-        ..Default::default()
-    };
-    match dtype {
-        DType::Bool => proto.bool_val = vec![true],
-        DType::F16 => proto.half_val = vec![0x3c00], // 1.0
-        _ => proto.int_val = vec![7],
-    }
-    let payload = Event {
-        wall_time: 1.0,
-        step: 0,
-        what: Some(event::What::Summary(Summary {
-            value: vec![summary::Value {
-                tag: name.to_string(),
-                metadata: Some(mode_metadata(Mode::Train, 0)),
-                value: Some(summary::value::Value::Tensor(proto)),
-                ..Default::default()
-            }],
-        })),
-    }
-    .encode_to_vec();
-    let record = encode_record(&payload, PayloadChecksum::Crc32c);
-    let run = dir.join("run");
-    let event_file = layout::event_file(0, "worker_0");
-    let path = run.join(&event_file);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, &record).unwrap();
-    let index = run.join(layout::index_file(0, "worker_0"));
-    std::fs::create_dir_all(index.parent().unwrap()).unwrap();
-    let json = json!({"meta": {"mode": "TRAIN", "mode_step": 0, "event_file_name": event_file},
-            "tensor_payload": [{"tensorname": name, "start_idx": 0, "length": record.len()}],
-            "shape_payload": []});
-    std::fs::write(index, serde_json::to_vec(&json).unwrap()).unwrap();
-    (run.to_str().unwrap().to_string(), record.len())
-}
 
 /// The process's peak resident memory so far (Linux `VmHWM`), in bytes; `None` elsewhere.
 fn peak_rss() -> Option<u64> {
@@ -94,7 +37,7 @@ fn a_fill_record_whose_f64_conversion_is_over_the_budget_is_refused_before_decod
     let n: i64 = 1 << 29;
     for dtype in [DType::U8, DType::Bool, DType::F16] {
         let dir = tempfile::tempdir().unwrap();
-        let (run, record_len) = fill_run(dir.path(), "mask", dtype, &[n]);
+        let (run, record_len) = fill_record_run(dir.path(), "mask", dtype, &[n]);
         assert!(record_len < 100, "{dtype}: a {record_len}-byte record");
         let trial = Trial::open(&run).unwrap();
         let stored = n as u128 * dtype.size() as u128;
@@ -140,7 +83,7 @@ fn a_fill_record_whose_f64_conversion_is_over_the_budget_is_refused_before_decod
 fn a_fill_record_within_the_budget_reads_in_its_own_dtype_and_as_f64() {
     for (dtype, fill) in [(DType::U8, 7.0), (DType::Bool, 1.0), (DType::F16, 1.0)] {
         let dir = tempfile::tempdir().unwrap();
-        let (run, _) = fill_run(dir.path(), "mask", dtype, &[30, 40]);
+        let (run, _) = fill_record_run(dir.path(), "mask", dtype, &[30, 40]);
         let options = TrialOptions {
             max_tensor_bytes: 1200 * (dtype.size() as u64 + 8),
             ..TrialOptions::default()

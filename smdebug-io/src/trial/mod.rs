@@ -783,47 +783,63 @@ impl Trial {
         mode: Option<Mode>,
         worker: Option<&str>,
     ) -> Result<Vec<TensorRecordJson>> {
+        self.tensor_records_iter(name, steps, mode, worker)?
+            .collect()
+    }
+
+    /// [`tensor_records`](Trial::tensor_records) one step at a time: each value is read when
+    /// the iterator reaches it, so a caller that prints and drops each record holds one value
+    /// at a time (each within [`TrialOptions::max_tensor_bytes`], counted as JSON numbers).
+    pub fn tensor_records_iter<'t>(
+        &'t self,
+        name: &'t str,
+        steps: StepSelector,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+    ) -> Result<impl Iterator<Item = Result<TensorRecordJson>> + 't> {
         let locations = {
             let st = self.fresh()?;
             st.locations_for(name, steps, mode, worker, self.location())?
         };
-        locations
+        Ok(locations
             .into_iter()
-            .map(|loc| {
-                let (dtype, shape, values) = match self.read_value(name, &loc, Conversion::Json)? {
-                    TensorValue::Numbers(bytes) => {
-                        let t = bytes.to_tensor();
-                        let values = t.to_f64_vec().into_iter().map(JsonElement::Number);
-                        (
-                            t.dtype().name().to_string(),
-                            t.shape().to_vec(),
-                            values.collect(),
-                        )
-                    }
-                    TensorValue::Strings(strings) => {
-                        let values = strings
-                            .values()
-                            .iter()
-                            .map(|v| JsonElement::Text(String::from_utf8_lossy(v).into_owned()));
-                        (
-                            "string".to_string(),
-                            strings.shape().to_vec(),
-                            values.collect(),
-                        )
-                    }
-                };
-                Ok(TensorRecordJson {
-                    name: name.to_string(),
-                    step: loc.step,
-                    mode: loc.mode,
-                    mode_step: loc.mode_step,
-                    worker: loc.file.worker.to_string(),
-                    dtype,
-                    shape,
-                    values,
-                })
-            })
-            .collect()
+            .map(move |loc| self.record_json(name, &loc)))
+    }
+
+    /// The value of `name` at `loc` in the CLI's JSON shape.
+    fn record_json(&self, name: &str, loc: &Location) -> Result<TensorRecordJson> {
+        let (dtype, shape, values) = match self.read_value(name, loc, Conversion::Json)? {
+            TensorValue::Numbers(bytes) => {
+                let t = bytes.to_tensor();
+                let values = t.to_f64_vec().into_iter().map(JsonElement::Number);
+                (
+                    t.dtype().name().to_string(),
+                    t.shape().to_vec(),
+                    values.collect(),
+                )
+            }
+            TensorValue::Strings(strings) => {
+                let values = strings
+                    .values()
+                    .iter()
+                    .map(|v| JsonElement::Text(String::from_utf8_lossy(v).into_owned()));
+                (
+                    "string".to_string(),
+                    strings.shape().to_vec(),
+                    values.collect(),
+                )
+            }
+        };
+        Ok(TensorRecordJson {
+            name: name.to_string(),
+            step: loc.step,
+            mode: loc.mode,
+            mode_step: loc.mode_step,
+            worker: loc.file.worker.to_string(),
+            dtype,
+            shape,
+            values,
+        })
     }
 
     fn info_of(&self, st: &State) -> TrialInfo {

@@ -50,6 +50,7 @@ def run_rules(
     follow: bool = False,
     write_into_run: bool = False,
     poll_interval_s: float = 0.2,
+    max_tensor_bytes: Optional[int] = None,
 ) -> Dict[str, Any]: ...
 def builtin_rules() -> List[Dict[str, Any]]: ...
 def system_metrics(
