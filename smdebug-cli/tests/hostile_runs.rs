@@ -611,3 +611,40 @@ fn a_fill_record_over_the_budget_once_converted_is_an_error_not_an_abort() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("limit of 41999 bytes"));
 }
+
+/// A FIFO in place of an index file: `info` and `steps` exit 2 at once, naming it (they used to
+/// block in `open` for ever). Killed after 30 s, which fails the test.
+#[cfg(unix)]
+#[test]
+fn a_fifo_in_place_of_an_index_file_does_not_hang_info_or_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    copy_tree(&golden("pysmdebug_multi"), &run);
+    let index = run.join("index/000000000/000000000000_worker_0.json");
+    std::fs::remove_file(&index).unwrap();
+    let made = Command::new("mkfifo").arg(&index).status().unwrap();
+    assert!(made.success());
+    for cmd in ["info", "steps"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_smdebug"))
+            .args([cmd, run.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > Duration::from_secs(30) {
+                child.kill().unwrap();
+                panic!("`smdebug {cmd}` hung on a FIFO");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd}: {err}");
+        assert!(
+            err.contains("index/000000000/000000000000_worker_0.json") && err.contains("FIFO"),
+            "{cmd}: {err}"
+        );
+    }
+}

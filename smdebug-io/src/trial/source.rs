@@ -315,18 +315,27 @@ fn fetch_index_file<'b>(
     buf: &'b mut Vec<u8>,
 ) -> Result<std::borrow::Cow<'b, [u8]>> {
     if let Some(root) = local
-        && let Ok(n) = read_whole(&root.join(path), buf, usize::MAX)
+        && let Ok(n) = read_whole(root, path, buf, usize::MAX)
     {
         return Ok(std::borrow::Cow::Borrowed(&buf[..n]));
     }
     Ok(std::borrow::Cow::Owned(storage.get(path)?.to_vec()))
 }
 
-/// Reads a whole file, or its first `limit` bytes, into the start of `buf` (grown as the data
-/// arrive, never shrunk: a reused buffer is not cleared); how many bytes it read.
-pub(crate) fn read_whole(path: &Path, buf: &mut Vec<u8>, limit: usize) -> std::io::Result<usize> {
+/// Reads a whole file of the run at `root`, or its first `limit` bytes, into the start of `buf`
+/// (grown as the data arrive, never shrunk: a reused buffer is not cleared); how many bytes it
+/// read. Only a regular file inside the run is opened, and no more than it held when opened is
+/// read (a FIFO, a device or a link out of the run is an error: the caller's storage read then
+/// reports it, naming the file).
+pub(crate) fn read_whole(
+    root: &Path,
+    rel: &str,
+    buf: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<usize> {
     use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
+    let (mut file, size) = crate::storage::regular::open(root, rel)?;
+    let limit = limit.min(usize::try_from(size).unwrap_or(usize::MAX));
     let mut len = 0;
     while len < limit {
         if len == buf.len() {
@@ -617,10 +626,10 @@ impl Files {
             return None;
         }
         let mapped = (|| {
-            let f = std::fs::File::open(root.join(&*file.path)).ok()?;
-            let meta = f.metadata().ok()?;
-            let len = meta.len().min(file.len);
-            if !meta.is_file() || len == 0 {
+            // Only a regular file inside the run (never a FIFO, which would block the open).
+            let (f, size) = crate::storage::regular::open(root, &file.path).ok()?;
+            let len = size.min(file.len);
+            if len == 0 {
                 return None;
             }
             // SAFETY: the map is read-only and private to this trial. Its bytes are only read;
