@@ -38,7 +38,7 @@ def _in_child(code: str, *args: str):
         [sys.executable, "-c", prelude + textwrap.dedent(code), *args],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=120,
     )
 
 
@@ -46,20 +46,24 @@ def _in_child(code: str, *args: str):
 
 
 @pytest.mark.parametrize(
-    "dtype,fill,itemsize",
-    [(crafted.DT_UINT8, 7, 1), (crafted.DT_BOOL, 1, 1), (crafted.DT_HALF, 0x3C00, 2)],
+    "dtype,fill,itemsize,n",
+    [
+        (crafted.DT_UINT8, 7, 1, 3 << 28),
+        (crafted.DT_BOOL, 1, 1, 1 << 29),
+        (crafted.DT_HALF, 0x3C00, 2, 1 << 29),
+    ],
 )
-def test_a_fill_record_whose_numpy_copy_is_over_the_budget_is_a_memory_error(tmp_path, dtype, fill, itemsize):
-    # 2^29 elements: 512 MiB (1 GiB for half) as stored, inside the default 1 GiB budget; its
-    # numpy copy doubles that (and more for bool and half, which go through a copy of their own).
-    n = 1 << 29
+def test_a_fill_record_whose_numpy_copy_is_over_the_budget_is_a_memory_error(tmp_path, dtype, fill, itemsize, n):
+    # 768 MiB of uint8, 512 MiB of bool, 1 GiB of half as stored: inside the default 1 GiB
+    # budget; the numpy copy doubles that (bool and half go through a copy of their own, 2 bytes
+    # an element more).
     run = crafted.one_record_run(tmp_path, "mask", crafted.tensor_proto(dtype, [n], fill=fill))
     assert (run / EVENT_FILE).stat().st_size < 100
     child = _in_child(
         """
         from smdebug_rs.trials import create_trial
         from smdebug_rs.exceptions import TensorTooLarge, SMDebugError
-        trial = create_trial(sys.argv[1])
+        trial = create_trial(sys.argv[1], wait_for_collections=False)
         before = peak()
         for read in (lambda: trial.tensor("mask").value(0), lambda: trial.tensor("mask").values()):
             try:
@@ -87,14 +91,14 @@ def test_a_fill_record_whose_numpy_copy_is_over_the_budget_is_a_memory_error(tmp
 def test_max_tensor_bytes_is_where_the_line_is(tmp_path):
     run = crafted.one_record_run(tmp_path, "mask", crafted.tensor_proto(crafted.DT_UINT8, [1000], fill=7))
     # 1000 bytes decoded + 1000 bytes of numpy array.
-    value = create_trial(str(run), max_tensor_bytes=2000).tensor("mask").value(0)
+    value = create_trial(str(run), wait_for_collections=False, max_tensor_bytes=2000).tensor("mask").value(0)
     assert value.dtype == np.uint8 and value.shape == (1000,) and (value == 7).all()
     with pytest.raises(MemoryError) as err:
-        create_trial(str(run), max_tensor_bytes=1999).tensor("mask").value(0)
+        create_trial(str(run), wait_for_collections=False, max_tensor_bytes=1999).tensor("mask").value(0)
     assert isinstance(err.value, exceptions.TensorTooLarge)
     assert "limit of 1999 bytes" in str(err.value)
     with pytest.raises(exceptions.SMDebugValueError):
-        create_trial(str(run), max_tensor_bytes=-1)
+        create_trial(str(run), wait_for_collections=False, max_tensor_bytes=-1)
 
 
 def test_rules_count_the_budget_too(tmp_path):
@@ -117,7 +121,7 @@ def test_rules_count_the_budget_too(tmp_path):
 def test_shapes_numpy_refuses_are_typed_errors(tmp_path, dims):
     n = 0 if 0 in dims else 1
     run = crafted.one_record_run(tmp_path, "odd", crafted.tensor_proto(crafted.DT_FLOAT, dims, content=b"\0" * 4 * n))
-    trial = create_trial(str(run))
+    trial = create_trial(str(run), wait_for_collections=False)
     for read in (lambda: trial.tensor("odd").value(0), lambda: trial.tensor("odd").values()):
         with pytest.raises(exceptions.SMDebugError) as err:
             read()
@@ -138,7 +142,7 @@ def test_a_shape_error_needs_no_except_baseexception():
             with tempfile.TemporaryDirectory() as d:
                 run = crafted.one_record_run(pathlib.Path(d), "odd", crafted.tensor_proto(crafted.DT_FLOAT, dims, content=b"\\0" * 4 * (0 not in dims)))
                 try:
-                    create_trial(str(run)).tensor("odd").value(0)
+                    create_trial(str(run), wait_for_collections=False).tensor("odd").value(0)
                 except Exception as e:
                     print(type(e).__name__)
         """,
@@ -154,7 +158,8 @@ def test_a_shape_error_needs_no_except_baseexception():
 
 def test_an_event_file_truncated_in_place_after_open_is_an_exception_not_sigbus(tmp_path):
     """What ``cp`` over a run does: the file is cut short in place while the trial has it open.
-    The interpreter survives; each value read after is its correct data or an exception."""
+    The interpreter survives; each value read after is its correct data or an exception. (With
+    ``map_files=True`` the same child dies of SIGBUS: reading is the default for that reason.)"""
     run = tmp_path / "run"
     shutil.copytree(MULTI, run)
     child = _in_child(
@@ -168,14 +173,18 @@ def test_an_event_file_truncated_in_place_after_open_is_an_exception_not_sigbus(
         for name in names:
             t = trial.tensor(name)
             for step in t.steps():
-                before[(name, step)] = t.value(step).copy()
+                try:
+                    before[(name, step)] = t.value(step).copy()
+                except Exception:  # only reductions saved there
+                    pass
         trial = create_trial(str(run))
         trial.tensor_names()
-        # Read one value (its file may now be kept), then cut every event file in place.
-        trial.tensor(names[0]).value(trial.tensor(names[0]).steps()[0])
+        # Read one value (its file may now be kept), then empty every event file in place.
+        first = next(iter(before))
+        trial.tensor(first[0]).value(first[1])
         for f in (run / "events").rglob("*.tfevents"):
             with open(f, "r+b") as fh:
-                fh.truncate(f.stat().st_size // 3)
+                fh.truncate(0)
         same = errors = 0
         for (name, step), want in before.items():
             try:
