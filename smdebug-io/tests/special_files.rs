@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use smdebug_io::Trial;
 use smdebug_io::format::layout;
-use smdebug_io::storage::{Storage, open_storage};
+use smdebug_io::storage::open_storage;
 
 /// A copy of Python smdebug's golden run `pysmdebug_multi`.
 fn golden_copy() -> (tempfile::TempDir, PathBuf) {
