@@ -15,7 +15,7 @@ mod report_cmd;
 mod rules_cmd;
 mod serve_cmd;
 use smdebug_core::Mode;
-use smdebug_io::trial::{StepSelector, Trial, TrialOptions};
+use smdebug_io::trial::{DEFAULT_MAX_TENSOR_BYTES, StepSelector, Trial, TrialOptions};
 
 /// The exit statuses of the reading subcommands, as `--help` shows them.
 const READ_EXIT_STATUS: &str = "Exit status: 0 success; 2 an error (no such run, a corrupt \
@@ -34,6 +34,12 @@ error in any rule included, or a rule asked for with --rule that had no data to 
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// The most bytes reading one tensor may allocate: its decoded values and what the command
+    /// makes of them (f64 values, JSON numbers), counted from the record's header before
+    /// anything is decoded. A tensor over it is an error naming the file, the tensor and the
+    /// size. Default 1 GiB.
+    #[arg(long, global = true, value_name = "BYTES", default_value_t = DEFAULT_MAX_TENSOR_BYTES)]
+    max_tensor_bytes: u64,
 }
 
 #[derive(Subcommand)]
@@ -182,19 +188,23 @@ fn main() -> ExitCode {
 type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
 /// The run, its warnings on stderr as the reader logs them (once each, when first seen).
-fn open(run: &str) -> Result<Trial, Box<dyn std::error::Error>> {
-    Ok(Trial::open_with(run, TrialOptions::default())?)
+fn open(run: &str, max_tensor_bytes: u64) -> Result<Trial, Box<dyn std::error::Error>> {
+    let options = TrialOptions {
+        max_tensor_bytes,
+        ..TrialOptions::default()
+    };
+    Ok(Trial::open_with(run, options)?)
 }
 
 fn run(cli: Cli) -> CliResult {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     match cli.command {
-        Command::Rules(args) => return Ok(rules_cmd::run(args)),
-        Command::Report(args) => return Ok(report_cmd::run(args)),
+        Command::Rules(args) => return Ok(rules_cmd::run(args, cli.max_tensor_bytes)),
+        Command::Report(args) => return Ok(report_cmd::run(args, cli.max_tensor_bytes)),
         Command::Serve(args) => return Ok(serve_cmd::run(args)),
         Command::Info { run } => {
-            let trial = open(&run)?;
+            let trial = open(&run, cli.max_tensor_bytes)?;
             serde_json::to_writer_pretty(&mut out, &trial.info()?)?;
             writeln!(out)?;
         }
@@ -203,7 +213,7 @@ fn run(cli: Cli) -> CliResult {
             collection,
             regex,
         } => {
-            let trial = open(&run)?;
+            let trial = open(&run, cli.max_tensor_bytes)?;
             let names = trial.tensor_names_filtered(collection.as_deref(), regex.as_deref())?;
             for n in names {
                 writeln!(out, "{}", smdebug_core::text::escape_controls(&n))?;
@@ -214,7 +224,7 @@ fn run(cli: Cli) -> CliResult {
             mode,
             incomplete,
         } => {
-            let trial = open(&run)?;
+            let trial = open(&run, cli.max_tensor_bytes)?;
             let steps = if incomplete {
                 trial.all_global_steps(mode)?
             } else {
@@ -225,15 +235,20 @@ fn run(cli: Cli) -> CliResult {
             }
         }
         Command::Value(args) => {
-            let trial = open(&args.run)?;
+            let trial = open(&args.run, cli.max_tensor_bytes)?;
             let selector = match args.step {
                 Some(s) => StepSelector::One(s),
                 None => StepSelector::All,
             };
-            let records =
-                trial.tensor_records(&args.tensor, selector, args.mode, args.worker.as_deref())?;
+            // One value read, printed and dropped at a time.
+            let records = trial.tensor_records_iter(
+                &args.tensor,
+                selector,
+                args.mode,
+                args.worker.as_deref(),
+            )?;
             for r in records {
-                serde_json::to_writer(&mut out, &r)?;
+                serde_json::to_writer(&mut out, &r?)?;
                 writeln!(out)?;
             }
         }

@@ -55,8 +55,8 @@ pub(crate) struct ReportArgs {
     rules: Vec<String>,
 }
 
-pub(crate) fn run(args: ReportArgs) -> ExitCode {
-    match report(args) {
+pub(crate) fn run(args: ReportArgs, max_tensor_bytes: u64) -> ExitCode {
+    match report(args, max_tensor_bytes) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("smdebug: {e}");
@@ -74,7 +74,7 @@ fn html_path(out: &Path) -> PathBuf {
     }
 }
 
-fn report(args: ReportArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
+fn report(args: ReportArgs, max_tensor_bytes: u64) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let out = html_path(&args.out);
     let Some(run) = args.run.clone() else {
         // Traces only: no rules, every run section says its data is missing.
@@ -109,6 +109,7 @@ fn report(args: ReportArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         specs.push(RuleSpec::new(PROFILER_REPORT));
     }
     let mut builder = RuleRunner::builder(&run)
+        .max_tensor_bytes(max_tensor_bytes)
         .write_into_run(false)
         .reporter(ReportWriter::to_file(&out).traces(args.traces.clone()));
     for s in specs {

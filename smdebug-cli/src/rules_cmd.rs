@@ -68,8 +68,8 @@ pub(crate) struct RulesArgs {
     list: bool,
 }
 
-pub(crate) fn run(args: RulesArgs) -> ExitCode {
-    match evaluate(args) {
+pub(crate) fn run(args: RulesArgs, max_tensor_bytes: u64) -> ExitCode {
+    match evaluate(args, max_tensor_bytes) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("smdebug: {e}");
@@ -132,7 +132,10 @@ fn has_profiler_data(run: &str) -> bool {
     })
 }
 
-fn evaluate(args: RulesArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
+fn evaluate(
+    args: RulesArgs,
+    max_tensor_bytes: u64,
+) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.list {
@@ -161,7 +164,9 @@ fn evaluate(args: RulesArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         return Ok(ExitCode::SUCCESS);
     }
     let run = args.run.clone().unwrap_or_default();
-    let mut builder = RuleRunner::builder(&run).write_into_run(args.write_into_run);
+    let mut builder = RuleRunner::builder(&run)
+        .max_tensor_bytes(max_tensor_bytes)
+        .write_into_run(args.write_into_run);
     let (specs, explicit) = specs(&args)?;
     let asked_for = if explicit {
         summary_names(&specs)

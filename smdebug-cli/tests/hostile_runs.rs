@@ -535,3 +535,116 @@ fn a_system_record_stamped_0_does_not_move_the_jobs_start() {
         "{forged}"
     );
 }
+
+/// `smdebug ARGS` with its address space limited to `limit_mib` MiB (`ulimit -v`): an
+/// allocation past it fails, which Rust's allocator turns into an abort (exit 134). A command
+/// that stays within it proves it never allocated what a record claims.
+fn smdebug_within(limit_mib: u64, args: &[&str]) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {}; exec \"$0\" \"$@\"", limit_mib << 10))
+        .arg(env!("CARGO_BIN_EXE_smdebug"))
+        .args(args)
+        .output()
+        .expect("sh runs")
+}
+
+/// A record of under 100 bytes of uint8, bool or half with one fill value and 2^29 elements:
+/// inside the 1 GiB budget as stored (512 MiB or 1 GiB), 4.5-5 GiB as f64 and more as JSON.
+/// `value` and `rules` refuse it before decoding, naming the file, the tensor and the size,
+/// and exit 2 — under a 1 GiB address-space limit, where decoding it would abort. A smaller
+/// shape reads, and `--max-tensor-bytes` decides where the line is.
+#[test]
+fn a_fill_record_over_the_budget_once_converted_is_an_error_not_an_abort() {
+    use smdebug_core::DType;
+    use smdebug_io::crafted::fill_record_run;
+    for dtype in [DType::U8, DType::Bool, DType::F16] {
+        let dir = tempfile::tempdir().unwrap();
+        let (run, len) = fill_record_run(dir.path(), "mask", dtype, &[1 << 29]);
+        assert!(len < 100);
+        let out = smdebug_within(1024, &["value", &run, "mask", "--step", "0"]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{dtype}: {err}");
+        for part in [
+            "events/000000000000/000000000000_worker_0.tfevents",
+            "`mask`",
+            "JSON",
+            "--max-tensor-bytes",
+        ] {
+            assert!(err.contains(part), "{dtype}: `{part}` missing from: {err}");
+        }
+        let claimed = (1u128 << 29) * (2 * dtype.size() as u128 + 8 + 32);
+        assert!(err.contains(&claimed.to_string()), "{dtype}: {err}");
+        // The rules read it as f64: the rule that read it ends in Error, naming it.
+        let out = smdebug_within(
+            1024,
+            &["rules", &run, "--rule", "AllZero:tensor_regex=mask"],
+        );
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{dtype}: {err}");
+        assert!(err.contains("AllZero failed"), "{dtype}: {err}");
+        assert!(
+            err.contains("`mask`") && err.contains("f64"),
+            "{dtype}: {err}"
+        );
+    }
+    // 1000 uint8 values cost 1000 * (1 + 1 + 8 + 32) bytes as JSON: the limit decides.
+    let dir = tempfile::tempdir().unwrap();
+    let (run, _) = fill_record_run(dir.path(), "mask", DType::U8, &[1000]);
+    let at = |limit: u64| {
+        smdebug(&[
+            "value",
+            &run,
+            "mask",
+            "--step",
+            "0",
+            "--max-tensor-bytes",
+            &limit.to_string(),
+        ])
+    };
+    let out = at(42_000);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["values"].as_array().unwrap().len(), 1000);
+    assert!(v["values"].as_array().unwrap().iter().all(|x| x == 7.0));
+    let out = at(41_999);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("limit of 41999 bytes"));
+}
+
+/// A FIFO in place of an index file: `info` and `steps` exit 2 at once, naming it (they used to
+/// block in `open` for ever). Killed after 30 s, which fails the test.
+#[cfg(unix)]
+#[test]
+fn a_fifo_in_place_of_an_index_file_does_not_hang_info_or_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    copy_tree(&golden("pysmdebug_multi"), &run);
+    let index = run.join("index/000000000/000000000000_worker_0.json");
+    std::fs::remove_file(&index).unwrap();
+    let made = Command::new("mkfifo").arg(&index).status().unwrap();
+    assert!(made.success());
+    for cmd in ["info", "steps"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_smdebug"))
+            .args([cmd, run.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > Duration::from_secs(30) {
+                child.kill().unwrap();
+                panic!("`smdebug {cmd}` hung on a FIFO");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd}: {err}");
+        assert!(
+            err.contains("index/000000000/000000000000_worker_0.json") && err.contains("FIFO"),
+            "{cmd}: {err}"
+        );
+    }
+}

@@ -90,7 +90,7 @@ pub enum Error {
     /// A record whose tensor (or the record itself) is larger than the reader's budget for one
     /// tensor. Nothing of that size was allocated.
     #[error(
-        "{path}: record at byte {offset}: tensor `{tensor}` ({detail}) claims {claimed} bytes, more than the reader's limit of {limit} bytes (raise it with TrialOptions::max_tensor_bytes)"
+        "{path}: record at byte {offset}: tensor `{tensor}` ({detail}) claims {claimed} bytes, more than the reader's limit of {limit} bytes (raise it with --max-tensor-bytes, max_tensor_bytes= in Python, or TrialOptions::max_tensor_bytes)"
     )]
     TensorTooLarge {
         /// The file, relative to the run.

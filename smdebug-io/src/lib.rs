@@ -24,6 +24,8 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "testing")]
+pub mod crafted;
 pub mod error;
 pub mod format;
 pub mod sagemaker;

@@ -187,7 +187,8 @@ fn a_record_claiming_a_huge_tensor_is_refused_before_anything_is_allocated() {
         };
         assert_eq!(path, &layout::event_file(0, "worker_0"));
         assert_eq!((*offset, tensor.as_str()), (0, "loss"));
-        assert_eq!(*claimed, width << 33, "{dtype}");
+        // The read converts to f64: 8 more bytes an element, counted before decoding.
+        assert_eq!(*claimed, (width + 8) << 33, "{dtype}");
         assert_eq!(*limit, DEFAULT_MAX_TENSOR_BYTES);
         let text = err.to_string();
         for part in [
@@ -202,7 +203,8 @@ fn a_record_claiming_a_huge_tensor_is_refused_before_anything_is_allocated() {
 }
 
 /// The budget is the reader's: a tensor one byte over it is refused, and raising it reads the
-/// same record (TensorFlow's fill rule: the last value repeats).
+/// same record (TensorFlow's fill rule: the last value repeats). `value` converts to f64, so
+/// 1000 float32 values cost 12,000 bytes: 4,000 decoded and 8,000 as f64.
 #[test]
 fn the_tensor_budget_can_be_raised() {
     let proto = TensorProto {
@@ -213,7 +215,7 @@ fn the_tensor_budget_can_be_raised() {
     };
     let (_dir, run) = one_record_run("w", vec![tensor_value("w", proto)]);
     let tight = TrialOptions {
-        max_tensor_bytes: 3999,
+        max_tensor_bytes: 11_999,
         ..TrialOptions::default()
     };
     let err = value_err(&run, "w", tight);
@@ -221,15 +223,15 @@ fn the_tensor_budget_can_be_raised() {
         matches!(
             err,
             Error::TensorTooLarge {
-                claimed: 4000,
-                limit: 3999,
+                claimed: 12_000,
+                limit: 11_999,
                 ..
             }
         ),
         "{err}"
     );
     let enough = TrialOptions {
-        max_tensor_bytes: 4000,
+        max_tensor_bytes: 12_000,
         ..TrialOptions::default()
     };
     let v = Trial::open_with(&run, enough)

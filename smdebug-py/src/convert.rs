@@ -8,6 +8,8 @@ use pyo3::types::{PyList, PyTuple};
 use smdebug_core::{DType, Mode, Tensor};
 use smdebug_io::trial::{TensorBytes, TensorValue};
 
+use crate::errors::smdebug_exception;
+
 /// A mode from its smdebug name (`TRAIN`, `EVAL`, `PREDICT`, `GLOBAL`); `None` is `GLOBAL`.
 pub fn mode(name: Option<&str>) -> PyResult<Mode> {
     match name {
@@ -56,10 +58,64 @@ pub fn tensor_to_numpy(py: Python<'_>, tensor: Tensor) -> PyResult<Bound<'_, PyA
     }
 }
 
+/// The most dimensions an array may have: numpy 1's `NPY_MAXDIMS` (numpy 2 allows 64; one limit
+/// for both keeps a run readable the same way in either).
+pub const MAX_DIMS: usize = 32;
+
+/// Checks that numpy can make an array of `shape` with elements of `itemsize` bytes, before any
+/// numpy call: at most [`MAX_DIMS`] dimensions, and the product of the non-zero dimensions
+/// times the item size within `isize` (numpy's own check, which it applies to empty arrays too:
+/// `[2**62, 0]` of float32 is refused). A shape numpy would refuse is `SMDebugValueError` naming
+/// the tensor, never a failed array that aborts the conversion.
+pub fn check_numpy_shape(
+    py: Python<'_>,
+    name: &str,
+    shape: &[usize],
+    itemsize: usize,
+) -> PyResult<()> {
+    let refuse = |why: String| {
+        Err(smdebug_exception(
+            py,
+            "SMDebugValueError",
+            (format!("tensor `{name}` of shape {shape:?}: {why}"),),
+        ))
+    };
+    if shape.len() > MAX_DIMS {
+        return refuse(format!(
+            "{} dimensions, more than numpy's {MAX_DIMS}",
+            shape.len()
+        ));
+    }
+    let bytes = shape
+        .iter()
+        .filter(|&&d| d != 0)
+        .try_fold(itemsize as u128, |acc, &d| acc.checked_mul(d as u128));
+    if bytes.is_none_or(|b| b > isize::MAX as u128) {
+        return refuse(format!(
+            "numpy cannot make an array this large ({itemsize}-byte elements)"
+        ));
+    }
+    Ok(())
+}
+
+/// The item size of the numpy array a value of `dtype` becomes.
+fn numpy_itemsize(dtype: DType) -> usize {
+    match dtype {
+        DType::BF16 => 4,
+        d => d.size(),
+    }
+}
+
 /// A saved value as a numpy array of its own dtype and shape: one new array, the value's bytes
 /// copied into it once (from the event file as read or mapped). `bool`, float16 and bfloat16
 /// take [`tensor_to_numpy`]'s way, as do big-endian hosts (the stored bytes are little-endian).
-pub fn bytes_to_numpy<'py>(py: Python<'py>, value: &TensorBytes) -> PyResult<Bound<'py, PyAny>> {
+/// The shape is checked first ([`check_numpy_shape`]).
+pub fn bytes_to_numpy<'py>(
+    py: Python<'py>,
+    name: &str,
+    value: &TensorBytes,
+) -> PyResult<Bound<'py, PyAny>> {
+    check_numpy_shape(py, name, &value.shape, numpy_itemsize(value.dtype))?;
     if cfg!(target_endian = "big") {
         return tensor_to_numpy(py, value.to_tensor());
     }
@@ -82,16 +138,20 @@ pub fn bytes_to_numpy<'py>(py: Python<'py>, value: &TensorBytes) -> PyResult<Bou
 /// [`bytes_to_numpy`]; strings as `numpy.array(list_of_str)` makes them (`<U{longest}`, UTF-8
 /// decoded; an element that is not UTF-8 raises `UnicodeDecodeError`, as smdebug's
 /// `bytes.decode("utf-8")` does), reshaped to the stored shape. `max_bytes`: the reader's
-/// budget, which the unicode array (4 bytes per character) must fit too.
+/// budget, which the unicode array (4 bytes per character) must fit too: over it is
+/// `TensorTooLarge` (a `MemoryError`). `name`: the tensor, for errors.
 pub fn value_to_numpy<'py>(
     py: Python<'py>,
+    name: &str,
     value: &TensorValue,
     max_bytes: u64,
 ) -> PyResult<Bound<'py, PyAny>> {
     let strings = match value {
-        TensorValue::Numbers(bytes) => return bytes_to_numpy(py, bytes),
+        TensorValue::Numbers(bytes) => return bytes_to_numpy(py, name, bytes),
         TensorValue::Strings(s) => s,
     };
+    // numpy's `<U1` for an empty array: 4 bytes an element.
+    check_numpy_shape(py, name, strings.shape(), 4)?;
     let mut texts = Vec::with_capacity(strings.len());
     for v in strings.values() {
         match std::str::from_utf8(v) {
@@ -101,11 +161,16 @@ pub fn value_to_numpy<'py>(
     }
     let needed = strings.unicode_array_bytes().unwrap_or(u64::MAX);
     if needed > max_bytes {
-        return Err(PyValueError::new_err(format!(
-            "a string tensor of {} elements needs {needed} bytes as a numpy unicode array, more \
-             than the reader's limit of {max_bytes} bytes",
-            strings.len()
-        )));
+        return Err(smdebug_exception(
+            py,
+            "TensorTooLarge",
+            (format!(
+                "string tensor `{name}` of {} elements needs {needed} bytes as a numpy unicode \
+                 array, more than the reader's limit of {max_bytes} bytes (raise it with \
+                 create_trial(path, max_tensor_bytes=...))",
+                strings.len()
+            ),),
+        ));
     }
     let np = py.import("numpy")?;
     let array = if texts.is_empty() {

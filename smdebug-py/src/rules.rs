@@ -1,9 +1,11 @@
 //! Rules from Python: built-in rules by spec (`"LossNotDecreasing:num_steps=20"`) and custom
 //! rules written in Python, evaluated together by smdebug-rules' [`RuleRunner`].
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use smdebug_io::Trial;
@@ -35,6 +37,34 @@ struct PythonRule {
     name: String,
     rule: Py<PyAny>,
     trial: Py<PyAny>,
+    stop: Stop,
+}
+
+/// What stops an offline evaluation from inside a Python rule: an exception that is not an
+/// `Exception` (`KeyboardInterrupt` from Ctrl-C, `SystemExit` from `sys.exit`,
+/// `GeneratorExit`) is not a rule's error. The first one is kept here and the runner's
+/// interrupt flag set, so no step or rule is evaluated after it; `run_rules` raises it again
+/// once the runner has returned.
+#[derive(Clone, Default)]
+struct Stop {
+    flag: Arc<AtomicBool>,
+    raised: Arc<Mutex<Option<PyErr>>>,
+}
+
+impl Stop {
+    fn set(&self, err: PyErr) {
+        let mut raised = self.raised.lock().unwrap_or_else(|p| p.into_inner());
+        raised.get_or_insert(err);
+        self.flag.store(true, Ordering::Release);
+    }
+
+    fn is_set(&self) -> bool {
+        self.flag.load(Ordering::Acquire)
+    }
+
+    fn take(&self) -> Option<PyErr> {
+        self.raised.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
 }
 
 impl PythonRule {
@@ -112,6 +142,10 @@ impl TensorRule for PythonRule {
 
     fn invoke_at_step(&mut self, _trial: &Trial, step: u64) -> smdebug_rules::Result<RuleResult> {
         Python::attach(|py| {
+            if self.stop.is_set() {
+                // Another rule was interrupted: nothing more is evaluated.
+                return Err(self.failure(step, "the evaluation was interrupted".to_string()));
+            }
             let out = self
                 .rule
                 .bind(py)
@@ -119,6 +153,11 @@ impl TensorRule for PythonRule {
             let out = match out {
                 Ok(out) => out,
                 Err(err) => {
+                    if !err.is_instance_of::<PyException>(py) {
+                        // KeyboardInterrupt, SystemExit: the caller's, not the rule's.
+                        self.stop.set(err);
+                        return Err(self.failure(step, "interrupted".to_string()));
+                    }
                     let class = err.get_type(py).name().map(|n| n.to_string());
                     if class.is_ok_and(|c| NOT_SAVED_HERE.contains(&c.as_str())) {
                         return Ok(RuleResult::new(step));
@@ -145,9 +184,12 @@ fn describe(py: Python<'_>, err: &PyErr) -> String {
 /// Runs rules over the run at `path` and returns the summary (every rule's status, firings and
 /// evidence) as a dict. `specs` are built-in rules in the CLI's form; `custom` are
 /// `(name, rule object, trial object)` triples. With `follow`, waits for a live run to end
-/// (Ctrl-C stops following and returns the statuses so far).
+/// (Ctrl-C stops following and returns the statuses so far). A `KeyboardInterrupt` or
+/// `SystemExit` raised inside a custom rule stops the evaluation and is raised from here.
+/// `max_tensor_bytes`: the runner's budget for one tensor read (`None`: 1 GiB).
 #[pyfunction]
-#[pyo3(signature = (path, specs, custom, follow=false, write_into_run=false, poll_interval_s=0.2))]
+#[pyo3(signature = (path, specs, custom, follow=false, write_into_run=false, poll_interval_s=0.2, max_tensor_bytes=None))]
+#[allow(clippy::too_many_arguments)]
 pub fn run_rules<'py>(
     py: Python<'py>,
     path: &str,
@@ -156,16 +198,31 @@ pub fn run_rules<'py>(
     follow: bool,
     write_into_run: bool,
     poll_interval_s: f64,
+    max_tensor_bytes: Option<u64>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let rule_error = |e: smdebug_rules::Error| PyValueError::new_err(e.to_string());
+    let stop = Stop::default();
     let mut builder = RuleRunner::builder(path)
         .write_into_run(write_into_run)
-        .poll_interval(Duration::from_secs_f64(poll_interval_s));
+        .poll_interval(Duration::from_secs_f64(poll_interval_s))
+        .interrupt(stop.flag.clone());
+    if let Some(limit) = max_tensor_bytes {
+        builder = builder.max_tensor_bytes(limit);
+    }
     for spec in &specs {
         builder = builder.spec(RuleSpec::parse(spec).map_err(rule_error)?);
     }
     for (name, rule, trial) in custom {
-        builder = builder.rule(Rule::tensor(PythonRule { name, rule, trial }), Vec::new());
+        let stop = stop.clone();
+        builder = builder.rule(
+            Rule::tensor(PythonRule {
+                name,
+                rule,
+                trial,
+                stop,
+            }),
+            Vec::new(),
+        );
     }
     let mut runner = py.detach(|| builder.build()).map_err(rule_error)?;
     let summary = if follow {
@@ -173,6 +230,10 @@ pub fn run_rules<'py>(
         loop {
             if handle.is_finished() {
                 break py.detach(|| handle.join());
+            }
+            if let Some(raised) = stop.take() {
+                py.detach(|| handle.cancel()).map_err(rule_error)?;
+                return Err(raised);
             }
             if let Err(interrupt) = py.check_signals() {
                 py.detach(|| handle.cancel()).map_err(rule_error)?;
@@ -182,8 +243,11 @@ pub fn run_rules<'py>(
         }
     } else {
         py.detach(|| runner.run_offline())
+    };
+    if let Some(raised) = stop.take() {
+        return Err(raised);
     }
-    .map_err(rule_error)?;
+    let summary = summary.map_err(rule_error)?;
     to_python(py, &summary)
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use smdebug_core::Mode;
-use smdebug_io::trial::{StepRange, TrialOptions};
+use smdebug_io::trial::{Conversion, StepRange, TrialOptions};
 use smdebug_io::{Error, StepState, Trial};
 
 use crate::convert::{mode, to_python, value_to_numpy};
@@ -36,8 +36,14 @@ impl NativeTrial {
     /// `SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW`. With `wait_for_collections`, waits (as Python
     /// smdebug's `create_trial` does) until the run's collections files are all there, and raises
     /// `MissingCollectionFiles` when the run ends without them.
+    ///
+    /// `max_tensor_bytes`: the most bytes one value may cost, decoded and copied into its numpy
+    /// array (`TrialOptions::max_tensor_bytes`, 1 GiB by default); over it a read raises
+    /// `TensorTooLarge`, a `MemoryError`. `map_files`: memory-map the event files (off by
+    /// default: a file cut short in place while mapped would kill the interpreter with SIGBUS).
     #[new]
-    #[pyo3(signature = (location, range_start=None, range_end=None, window=1000, wait_for_collections=false))]
+    #[pyo3(signature = (location, range_start=None, range_end=None, window=1000, wait_for_collections=false, max_tensor_bytes=None, map_files=false))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         location: &str,
@@ -45,15 +51,20 @@ impl NativeTrial {
         range_end: Option<u64>,
         window: u64,
         wait_for_collections: bool,
+        max_tensor_bytes: Option<u64>,
+        map_files: bool,
     ) -> PyResult<Self> {
+        let defaults = TrialOptions::default();
         let options = TrialOptions {
+            max_tensor_bytes: max_tensor_bytes.unwrap_or(defaults.max_tensor_bytes),
+            map_files,
             range_steps: StepRange {
                 start: range_start,
                 end: range_end,
             },
             incomplete_step_window: window,
             require_collections: wait_for_collections,
-            ..TrialOptions::default()
+            ..defaults
         };
         for attempt in 0u64.. {
             match py.detach(|| Trial::open_with(location, options.clone())) {
@@ -338,9 +349,13 @@ impl NativeTrial {
     ) -> PyResult<Bound<'py, PyAny>> {
         let mode = self::mode(mode)?;
         // One lookup and one lock per value (`Trial::raw_value`), the GIL released meanwhile.
-        let read = py.detach(|| self.trial.raw_value(name, step, Some(mode), worker));
+        // The budget counts the numpy copy too (`Conversion::Array`), before decoding.
+        let read = py.detach(|| {
+            self.trial
+                .raw_value_as(name, step, Some(mode), worker, Conversion::Array)
+        });
         match read {
-            Ok(value) => value_to_numpy(py, &value, self.trial.options().max_tensor_bytes),
+            Ok(value) => value_to_numpy(py, name, &value, self.trial.options().max_tensor_bytes),
             Err(e) => Err(read_error(py, e, mode)),
         }
     }
@@ -361,13 +376,13 @@ impl NativeTrial {
             .detach(|| {
                 self.trial
                     .tensor(name)
-                    .and_then(|t| t.read_values(Some(mode), worker))
+                    .and_then(|t| t.read_values_as(Some(mode), worker, Conversion::Array))
             })
             .map_err(|e| read_error(py, e, mode))?;
         let budget = self.trial.options().max_tensor_bytes;
         let out = PyDict::new(py);
         for (step, value) in all {
-            out.set_item(step, value_to_numpy(py, &value, budget)?)?;
+            out.set_item(step, value_to_numpy(py, name, &value, budget)?)?;
         }
         Ok(out)
     }

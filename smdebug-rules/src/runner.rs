@@ -58,13 +58,15 @@ pub use crate::status::{RuleStatus, SUMMARY_FILE, Status, Summary, read_summary}
 /// often inside the training process: a small whole-file cache holds the current steps' files,
 /// where the default (sized for notebooks sweeping a whole run tensor by tensor) would keep up
 /// to 256 MiB of old steps in the training job's memory.
-fn runner_trial_options() -> TrialOptions {
+fn runner_trial_options(max_tensor_bytes: Option<u64>) -> TrialOptions {
+    let defaults = TrialOptions::default();
     TrialOptions {
+        max_tensor_bytes: max_tensor_bytes.unwrap_or(defaults.max_tensor_bytes),
         file_cache_bytes: RUNNER_FILE_CACHE_BYTES,
         // The runner looks for new files itself, once per poll (`refresh_run`): the rules'
         // own queries at every step (tensor names, collections) need not list the run again.
         auto_refresh: false,
-        ..TrialOptions::default()
+        ..defaults
     }
 }
 
@@ -142,9 +144,28 @@ pub struct RunnerBuilder {
     idle_timeout: Option<Duration>,
     reporter: Option<Box<dyn Reporter>>,
     report_every: Option<Duration>,
+    max_tensor_bytes: Option<u64>,
+    interrupt: Option<Arc<AtomicBool>>,
 }
 
 impl RunnerBuilder {
+    /// The most bytes one tensor read may allocate, decoded and converted to `f64` as the rules
+    /// read it (`TrialOptions::max_tensor_bytes`; default 1 GiB). A value over it is an error of
+    /// the rule that read it, naming the file, the tensor and the size; nothing of that size
+    /// is allocated.
+    pub fn max_tensor_bytes(mut self, limit: u64) -> Self {
+        self.max_tensor_bytes = Some(limit);
+        self
+    }
+
+    /// A flag that, once set (by a rule, a signal handler, another thread), makes the runner
+    /// evaluate no further step or profiler window: [`RuleRunner::run_offline`] finishes with
+    /// what was evaluated so far. A host that must stop now (Ctrl-C in a Python rule) sets it.
+    pub fn interrupt(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.interrupt = Some(flag);
+        self
+    }
+
     /// Adds a built-in rule from a spec (with its actions).
     pub fn spec(mut self, spec: RuleSpec) -> Self {
         self.specs.push(spec);
@@ -336,6 +357,7 @@ impl RunnerBuilder {
                 .iter()
                 .any(|(r, _)| r.input() == RuleInput::Profiler);
         let given_storage = self.storage.take();
+        let trial_options = runner_trial_options(self.max_tensor_bytes);
         let open = |location: &str| -> Result<(Arc<dyn Storage>, Option<Trial>)> {
             let open_error = |e: smdebug_io::Error| Error::OpenRun {
                 location: location.to_string(),
@@ -345,7 +367,7 @@ impl RunnerBuilder {
                 Some(s) => s.clone(),
                 None => smdebug_io::open_storage(location).map_err(open_error)?,
             };
-            match Trial::from_storage(location, storage.clone(), runner_trial_options()) {
+            match Trial::from_storage(location, storage.clone(), trial_options.clone()) {
                 Ok(trial) => Ok((storage, Some(trial))),
                 // A run with profiler data and no tensors is a run for the profiler rules.
                 Err(e @ smdebug_io::Error::NoSuchRun { .. }) if has_profiler => {
@@ -425,6 +447,8 @@ impl RunnerBuilder {
             last_report: None,
             report_outcome: None,
             verdicts_final: false,
+            trial_options,
+            interrupt: self.interrupt,
         })
     }
 }
@@ -487,6 +511,10 @@ pub struct RuleRunner {
     /// The run is over (or the offline evaluation finished): rules that never fired have
     /// their verdicts.
     verdicts_final: bool,
+    /// How the runner's trial reads.
+    trial_options: TrialOptions,
+    /// Set: evaluate nothing more ([`RunnerBuilder::interrupt`]).
+    interrupt: Option<Arc<AtomicBool>>,
 }
 
 impl RuleRunner {
@@ -504,6 +532,8 @@ impl RuleRunner {
             idle_timeout: None,
             reporter: None,
             report_every: None,
+            max_tensor_bytes: None,
+            interrupt: None,
         }
     }
 
@@ -517,16 +547,28 @@ impl RuleRunner {
     pub fn run_offline(&mut self) -> Result<Summary> {
         self.refresh_run()?;
         self.process_available(true)?;
-        self.feed_profiler(true, None);
+        if !self.interrupted() {
+            self.feed_profiler(true, None);
+        }
         self.finish()
+    }
+
+    /// Whether the [interrupt flag](RunnerBuilder::interrupt) is set.
+    fn interrupted(&self) -> bool {
+        self.interrupt
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Acquire))
     }
 
     /// Refreshes the trial (opening it once tensor data appeared) and learns whether the run
     /// has ended.
     fn refresh_run(&mut self) -> Result<()> {
         if self.trial.is_none() && self.slots.iter().any(|s| s.input() == RuleInput::Tensors) {
-            match Trial::from_storage(&self.location, self.storage.clone(), runner_trial_options())
-            {
+            match Trial::from_storage(
+                &self.location,
+                self.storage.clone(),
+                self.trial_options.clone(),
+            ) {
                 Ok(t) => self.trial = Some(t),
                 Err(smdebug_io::Error::NoSuchRun { .. }) => {}
                 Err(e) => return Err(self.read_error(e)),
@@ -765,6 +807,9 @@ impl RuleRunner {
         let mut changed = false;
         let from = self.next_step;
         for step in steps.into_iter().filter(|s| *s >= from) {
+            if self.interrupted() {
+                break;
+            }
             if !all {
                 let state = match &self.trial {
                     Some(trial) => trial

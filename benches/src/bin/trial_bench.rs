@@ -12,7 +12,8 @@
 //! Each read phase runs on a trial of its own, opened afresh, so each one maps the event files.
 //!
 //! `TRIAL_CACHE_MIB=N` sets the trial's whole-file cache budget (`TrialOptions::file_cache_bytes`);
-//! `TRIAL_MAP=0` turns mapping off (`TrialOptions::map_files`);
+//! `TRIAL_MAP=1` maps the event files (`TrialOptions::map_files`, off by default), `TRIAL_MAP=0`
+//! reads them;
 //! `TRIAL_BENCH_OPEN_ONLY=1` stops after open+list (for profiling the open);
 //! `TRIAL_BENCH_MODE=TRAIN` (or `EVAL`) reads value by value with steps numbered in that mode;
 //! `TRIAL_BENCH_PHASES=raw,f64,step,bytes,stream` runs only the named read phases (default: all five);
@@ -31,8 +32,10 @@ fn open(dir: &str) -> Result<Trial, Box<dyn std::error::Error>> {
     if let Ok(mib) = std::env::var("TRIAL_CACHE_MIB") {
         options.file_cache_bytes = mib.parse::<usize>()? << 20;
     }
-    if std::env::var("TRIAL_MAP").is_ok_and(|v| v == "0") {
-        options.map_files = false;
+    match std::env::var("TRIAL_MAP").as_deref() {
+        Ok("1") => options.map_files = true,
+        Ok("0") => options.map_files = false,
+        _ => {}
     }
     Ok(Trial::open_with(dir, options)?)
 }

@@ -24,6 +24,7 @@
 //! assert_eq!(ev.tensor, t);
 //! ```
 
+pub mod budget;
 pub mod index;
 pub mod layout;
 pub mod proto;
@@ -76,18 +77,18 @@ pub fn read_tensor_record(
 
 /// Decodes the bytes an index entry points at (exactly one record) as the tensor tagged `tag`:
 /// what a reader does with an index entry named `tag`. A record holding other tags only is
-/// [`Error::WrongTensor`]; a tensor over `max_tensor_bytes` is [`Error::TensorTooLarge`].
+/// [`Error::WrongTensor`]; a tensor whose read costs more than `budget` (its decoded value and
+/// the reader's conversion of it, see [`budget`]) is [`Error::TensorTooLarge`].
 pub fn read_tagged_tensor_record(
     bytes: &[u8],
     path: &str,
     offset: u64,
     tag: &str,
     policy: PayloadCrcPolicy,
-    max_tensor_bytes: u64,
+    budget: impl Into<budget::Budget>,
 ) -> Result<TensorEvent> {
     let rec = record::decode_exact_record(bytes, path, offset, policy)?;
-    tensor::decode_tagged_tensor_event(rec.payload, tag, max_tensor_bytes)
-        .map_err(|e| e.at(path, offset))
+    tensor::decode_tagged_tensor_event(rec.payload, tag, budget).map_err(|e| e.at(path, offset))
 }
 
 /// Decodes the bytes an index entry points at (exactly one record) as the string tensor tagged
@@ -113,11 +114,10 @@ pub fn read_tagged_tensor_record_ref<'a>(
     offset: u64,
     tag: &str,
     policy: PayloadCrcPolicy,
-    max_tensor_bytes: u64,
+    budget: impl Into<budget::Budget>,
 ) -> Result<tensor::TensorEventRef<'a>> {
     let rec = record::decode_exact_record(bytes, path, offset, policy)?;
-    tensor::decode_tensor_event_ref(rec.payload, Some(tag), max_tensor_bytes)
-        .map_err(|e| e.at(path, offset))
+    tensor::decode_tensor_event_ref(rec.payload, Some(tag), budget).map_err(|e| e.at(path, offset))
 }
 
 /// Every tensor event of a whole event file, in order (no tensor over

@@ -200,6 +200,8 @@ pub struct TensorEvent {
 /// against this budget before anything is allocated.
 pub const DEFAULT_MAX_TENSOR_BYTES: u64 = 1 << 30;
 
+pub use super::budget::{Budget, Conversion};
+
 /// Why a record's payload is not the tensor a reader asked for. Callers add the file and the
 /// offset ([`DecodeError::at`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -334,32 +336,32 @@ pub fn decode_event(payload: &[u8]) -> Result<Event, String> {
 
 /// Parses a record payload as a tensor event holding one tensor value (smdebug writes one per
 /// record); a summary with several tensor values is [`DecodeError::Ambiguous`]. No tensor larger
-/// than `max_tensor_bytes` is decoded.
+/// than the budget allows (its decoded value and the reader's conversion) is decoded.
 pub fn decode_tensor_event(
     payload: &[u8],
-    max_tensor_bytes: u64,
+    budget: impl Into<Budget>,
 ) -> Result<TensorEvent, DecodeError> {
-    decode_selected(payload, None, max_tensor_bytes)
+    decode_selected(payload, None, budget.into())
 }
 
 /// Parses a record payload as the tensor event tagged `tag`: the one tensor value of the
 /// summary whose tag is `tag`. Other values of the summary are ignored (TensorFlow's writers may
 /// batch several tags into one event); none with that tag is [`DecodeError::OtherTag`], two are
-/// [`DecodeError::Ambiguous`]. No tensor larger than `max_tensor_bytes` is decoded.
+/// [`DecodeError::Ambiguous`]. No tensor whose read costs more than the budget is decoded.
 pub fn decode_tagged_tensor_event(
     payload: &[u8],
     tag: &str,
-    max_tensor_bytes: u64,
+    budget: impl Into<Budget>,
 ) -> Result<TensorEvent, DecodeError> {
-    decode_selected(payload, Some(tag), max_tensor_bytes)
+    decode_selected(payload, Some(tag), budget.into())
 }
 
 fn decode_selected(
     payload: &[u8],
     tag: Option<&str>,
-    max_tensor_bytes: u64,
+    budget: Budget,
 ) -> Result<TensorEvent, DecodeError> {
-    decode_selected_ref(payload, tag, max_tensor_bytes)?.into_owned()
+    decode_selected_ref(payload, tag, budget)?.into_owned()
 }
 
 /// One tensor read back from an event without copying its values: `data` is a slice of the
@@ -406,9 +408,9 @@ impl TensorEventRef<'_> {
 pub fn decode_tensor_event_ref<'a>(
     payload: &'a [u8],
     tag: Option<&str>,
-    max_tensor_bytes: u64,
+    budget: impl Into<Budget>,
 ) -> Result<TensorEventRef<'a>, DecodeError> {
-    decode_selected_ref(payload, tag, max_tensor_bytes)
+    decode_selected_ref(payload, tag, budget.into())
 }
 
 /// One `Summary.Value`, read in place: its tag and, when it holds a tensor, the tensor's bytes.
@@ -654,11 +656,10 @@ pub(super) fn in_event(e: DecodeError) -> DecodeError {
 fn decode_selected_ref<'a>(
     payload: &'a [u8],
     tag: Option<&str>,
-    max_tensor_bytes: u64,
+    budget: Budget,
 ) -> Result<TensorEventRef<'a>, DecodeError> {
     let value = select_value(payload, tag)?;
-    let (dtype, shape, data) =
-        tensor_ref(value.tensor, value.tag, max_tensor_bytes).map_err(in_event)?;
+    let (dtype, shape, data) = tensor_ref(value.tensor, value.tag, budget).map_err(in_event)?;
     Ok(TensorEventRef {
         name: value.tag,
         step: value.step,
@@ -680,7 +681,7 @@ type TensorLayout<'a> = (DType, Vec<usize>, std::borrow::Cow<'a, [u8]>);
 fn tensor_ref<'a>(
     bytes: &'a [u8],
     tag: &str,
-    max_tensor_bytes: u64,
+    budget: Budget,
 ) -> Result<TensorLayout<'a>, DecodeError> {
     let bad = |e: String| DecodeError::Malformed(format!("bad protobuf: {e}"));
     let (mut dtype, mut shape, mut content) = (0i32, None, &[][..]);
@@ -708,14 +709,7 @@ fn tensor_ref<'a>(
         }
     }
     let (dims, unknown_rank) = parse_shape(shape.unwrap_or_default())?;
-    let (dtype, shape, n) = checked_layout(
-        dtype,
-        has_strings,
-        unknown_rank,
-        &dims,
-        tag,
-        max_tensor_bytes,
-    )?;
+    let (dtype, shape, n) = checked_layout(dtype, has_strings, unknown_rank, &dims, tag, budget)?;
     let data = if !content.is_empty() || n == 0 {
         std::borrow::Cow::Borrowed(content)
     } else {
@@ -875,38 +869,47 @@ fn apply_plugin(
     Ok(())
 }
 
-/// Fills `n` elements from typed values the way TensorFlow does: a shorter list repeats its
-/// last value, an empty list means zeros.
-fn fill<T: Copy + Default>(vals: &[T], n: usize) -> Result<Vec<T>, String> {
+/// `n` elements from typed values, little-endian, filled the way TensorFlow does: a shorter list
+/// repeats its last value, an empty list means zeros. Written straight into the value's bytes:
+/// nothing wider than the stored dtype is allocated (a `uint8` value stored in `int_val` is
+/// never held as 4-byte integers).
+fn fill_le<T: Copy + Default, const W: usize>(
+    vals: &[T],
+    n: usize,
+    to: impl Fn(T) -> [u8; W],
+) -> Result<Vec<u8>, String> {
     if vals.len() > n {
         return Err(format!("{} values for {n} elements", vals.len()));
     }
-    let mut out = Vec::with_capacity(n);
-    out.extend_from_slice(vals);
-    let last = vals.last().copied().unwrap_or_default();
-    out.resize(n, last);
+    let mut out = Vec::with_capacity(n * W);
+    for &v in vals {
+        out.extend_from_slice(&to(v));
+    }
+    let last = to(vals.last().copied().unwrap_or_default());
+    if W == 1 {
+        out.resize(n, last[0]);
+    } else {
+        for _ in vals.len()..n {
+            out.extend_from_slice(&last);
+        }
+    }
     Ok(out)
 }
 
-fn le_bytes<T: Copy, const W: usize>(vals: Vec<T>, to: impl Fn(T) -> [u8; W]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(vals.len() * W);
-    for v in vals {
-        out.extend_from_slice(&to(v));
-    }
-    out
-}
-
 /// Converts a `TensorProto` (raw `tensor_content` or TensorFlow's typed value fields) into a
-/// [`Tensor`], refusing a shape that needs more than `max_tensor_bytes` (checked before anything
+/// [`Tensor`], refusing a shape whose read costs more than `budget` (checked before anything
 /// is allocated).
-pub fn tensor_from_proto(proto: TensorProto, max_tensor_bytes: u64) -> Result<Tensor, DecodeError> {
-    tensor_from_proto_tagged(proto, "", max_tensor_bytes)
+pub fn tensor_from_proto(
+    proto: TensorProto,
+    budget: impl Into<Budget>,
+) -> Result<Tensor, DecodeError> {
+    tensor_from_proto_tagged(proto, "", budget.into())
 }
 
 fn tensor_from_proto_tagged(
     mut proto: TensorProto,
     tag: &str,
-    max_tensor_bytes: u64,
+    budget: Budget,
 ) -> Result<Tensor, DecodeError> {
     let shape_proto = proto.tensor_shape.take().unwrap_or_default();
     let dims: Vec<i64> = shape_proto.dim.iter().map(|d| d.size).collect();
@@ -916,7 +919,7 @@ fn tensor_from_proto_tagged(
         shape_proto.unknown_rank,
         &dims,
         tag,
-        max_tensor_bytes,
+        budget,
     )?;
     let data = if !proto.tensor_content.is_empty() || n == 0 {
         std::mem::take(&mut proto.tensor_content)
@@ -929,14 +932,15 @@ fn tensor_from_proto_tagged(
 
 /// The dtype, shape and element count a tensor's header claims, checked: a numeric dtype
 /// (strings are [`DecodeError::Strings`]), a known rank, non-negative dimensions,
-/// and no more than `max_tensor_bytes` (checked before anything is allocated).
+/// and no more than the budget: the decoded value and what the reader makes of it (checked
+/// before anything is allocated).
 fn checked_layout(
     tf_dtype: i32,
     has_strings: bool,
     unknown_rank: bool,
     dims: &[i64],
     tag: &str,
-    max_tensor_bytes: u64,
+    budget: Budget,
 ) -> Result<(DType, Vec<usize>, usize), DecodeError> {
     let dtype = DType::from_tf_datatype(tf_dtype).ok_or_else(|| {
         if is_string_dtype(tf_dtype, has_strings) {
@@ -954,14 +958,15 @@ fn checked_layout(
         return Err(named(tag, format!("bad dimension {d}")));
     }
     // Non-negative from here: each dimension is its own u64.
-    let claimed = claimed_bytes(dims, dtype);
+    let stored = claimed_bytes(dims, dtype);
+    let claimed = budget.cost(dtype, stored / dtype.size() as u128);
     // No allocation can exceed isize::MAX bytes, whatever the budget says.
-    if claimed > u128::from(max_tensor_bytes.min(isize::MAX as u64)) {
+    if stored > isize::MAX as u128 || claimed > u128::from(budget.limit) {
         return Err(DecodeError::TooLarge {
             tag: tag.to_string(),
-            detail: format!("{dtype}, shape {dims:?}"),
+            detail: budget.detail(dtype, dims),
             claimed,
-            limit: max_tensor_bytes,
+            limit: budget.limit,
         });
     }
     // An empty tensor claims no bytes, but ndarray still needs the product of its non-zero
@@ -980,8 +985,8 @@ fn checked_layout(
         .iter()
         .map(|&d| usize::try_from(d).map_err(|_| named(tag, format!("bad dimension {d}"))))
         .collect::<Result<Vec<usize>, DecodeError>>()?;
-    // `claimed` fits in isize, and so does the element count.
-    let n = (claimed / dtype.size() as u128) as usize;
+    // `stored` fits in isize, and so does the element count.
+    let n = (stored / dtype.size() as u128) as usize;
     Ok((dtype, shape, n))
 }
 
@@ -999,25 +1004,21 @@ fn claimed_bytes(dims: &[i64], dtype: DType) -> u128 {
 }
 
 fn typed_values(dtype: DType, p: &TensorProto, n: usize) -> Result<Vec<u8>, String> {
-    Ok(match dtype {
-        DType::F32 => le_bytes(fill(&p.float_val, n)?, f32::to_le_bytes),
-        DType::F64 => le_bytes(fill(&p.double_val, n)?, f64::to_le_bytes),
-        DType::F16 => le_bytes(fill(&p.half_val, n)?, |v| {
-            f16::from_bits(v as u16).to_le_bytes()
-        }),
-        DType::BF16 => le_bytes(fill(&p.half_val, n)?, |v| {
-            bf16::from_bits(v as u16).to_le_bytes()
-        }),
-        DType::I32 => le_bytes(fill(&p.int_val, n)?, i32::to_le_bytes),
-        DType::I16 => le_bytes(fill(&p.int_val, n)?, |v| (v as i16).to_le_bytes()),
-        DType::I8 => le_bytes(fill(&p.int_val, n)?, |v| (v as i8).to_le_bytes()),
-        DType::U16 => le_bytes(fill(&p.int_val, n)?, |v| (v as u16).to_le_bytes()),
-        DType::U8 => le_bytes(fill(&p.int_val, n)?, |v| (v as u8).to_le_bytes()),
-        DType::I64 => le_bytes(fill(&p.int64_val, n)?, i64::to_le_bytes),
-        DType::U32 => le_bytes(fill(&p.uint32_val, n)?, u32::to_le_bytes),
-        DType::U64 => le_bytes(fill(&p.uint64_val, n)?, u64::to_le_bytes),
-        DType::Bool => le_bytes(fill(&p.bool_val, n)?, |v| [u8::from(v)]),
-    })
+    match dtype {
+        DType::F32 => fill_le(&p.float_val, n, f32::to_le_bytes),
+        DType::F64 => fill_le(&p.double_val, n, f64::to_le_bytes),
+        DType::F16 => fill_le(&p.half_val, n, |v| f16::from_bits(v as u16).to_le_bytes()),
+        DType::BF16 => fill_le(&p.half_val, n, |v| bf16::from_bits(v as u16).to_le_bytes()),
+        DType::I32 => fill_le(&p.int_val, n, i32::to_le_bytes),
+        DType::I16 => fill_le(&p.int_val, n, |v| (v as i16).to_le_bytes()),
+        DType::I8 => fill_le(&p.int_val, n, |v| (v as i8).to_le_bytes()),
+        DType::U16 => fill_le(&p.int_val, n, |v| (v as u16).to_le_bytes()),
+        DType::U8 => fill_le(&p.int_val, n, |v| (v as u8).to_le_bytes()),
+        DType::I64 => fill_le(&p.int64_val, n, i64::to_le_bytes),
+        DType::U32 => fill_le(&p.uint32_val, n, u32::to_le_bytes),
+        DType::U64 => fill_le(&p.uint64_val, n, u64::to_le_bytes),
+        DType::Bool => fill_le(&p.bool_val, n, |v| [u8::from(v)]),
+    }
 }
 
 #[cfg(test)]

@@ -174,8 +174,8 @@ impl Storage for LocalStorage {
     }
 
     fn get(&self, path: &str) -> Result<Bytes> {
-        let p = self.resolve(path)?;
-        fs::read(p)
+        check_relative(&self.describe, path)?;
+        super::regular::read_whole(&self.root, path)
             .map(Bytes::from)
             .map_err(|e| self.io_err("get", path, e))
     }
@@ -184,10 +184,9 @@ impl Storage for LocalStorage {
         if range.start >= range.end {
             return Ok(Bytes::new());
         }
-        let p = self.resolve(path)?;
+        check_relative(&self.describe, path)?;
         let read = || -> io::Result<Vec<u8>> {
-            let mut f = File::open(&p)?;
-            let size = f.metadata()?.len();
+            let (mut f, size) = super::regular::open(&self.root, path)?;
             if range.start >= size {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,

@@ -29,6 +29,7 @@
 mod backend;
 mod local;
 mod object;
+pub(crate) mod regular;
 mod store;
 
 use std::sync::Arc;

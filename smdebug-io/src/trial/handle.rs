@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use ndarray::ArrayD;
 use smdebug_core::{Mode, Reduction, Tensor};
 
-use super::TrialTensor;
 use super::source::{self, Location, TensorBytes, TensorValue};
+use super::{Conversion, TrialTensor};
 use crate::error::{Error, Result};
 
 impl TrialTensor<'_> {
@@ -35,7 +35,7 @@ impl TrialTensor<'_> {
         let loc = self
             .trial
             .locate(&self.name, step, mode.unwrap_or(Mode::Global), worker)?;
-        self.trial.read_value(&self.name, &loc)
+        self.trial.read_value(&self.name, &loc, Conversion::Stored)
     }
 
     /// Every saved value of this tensor at its complete steps in a mode, keyed by step, numbers
@@ -46,7 +46,21 @@ impl TrialTensor<'_> {
         mode: Option<Mode>,
         worker: Option<&str>,
     ) -> Result<BTreeMap<u64, TensorValue>> {
-        self.read_every_step(mode, worker, |loc| self.trial.read_value(&self.name, loc))
+        self.read_values_as(mode, worker, Conversion::Stored)
+    }
+
+    /// [`read_values`](Self::read_values) for a caller that converts every value as
+    /// `conversion` says (counted in the budget before each value is decoded, see
+    /// [`Trial::raw_value_as`](super::Trial::raw_value_as)).
+    pub fn read_values_as(
+        &self,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+        conversion: Conversion,
+    ) -> Result<BTreeMap<u64, TensorValue>> {
+        self.read_every_step(mode, worker, |loc| {
+            self.trial.read_value(&self.name, loc, conversion)
+        })
     }
 
     /// The value at a step as an `f64` array (every dtype converts).
@@ -56,7 +70,13 @@ impl TrialTensor<'_> {
         mode: Option<Mode>,
         worker: Option<&str>,
     ) -> Result<ArrayD<f64>> {
-        Ok(self.raw(step, mode, worker)?.to_array_f64())
+        let loc = self
+            .trial
+            .locate(&self.name, step, mode.unwrap_or(Mode::Global), worker)?;
+        Ok(self
+            .trial
+            .read(&self.name, &loc, Conversion::F64)?
+            .to_array_f64())
     }
 
     /// The value at a step with its own dtype.
@@ -64,7 +84,7 @@ impl TrialTensor<'_> {
         let loc = self
             .trial
             .locate(&self.name, step, mode.unwrap_or(Mode::Global), worker)?;
-        self.trial.read(&self.name, &loc)
+        self.trial.read(&self.name, &loc, Conversion::Stored)
     }
 
     /// The value at a step with its own dtype, its bytes not copied: a slice of the event file
@@ -78,7 +98,7 @@ impl TrialTensor<'_> {
         let loc = self
             .trial
             .locate(&self.name, step, mode.unwrap_or(Mode::Global), worker)?;
-        self.trial.read_bytes(&self.name, &loc)
+        self.trial.read_bytes(&self.name, &loc, Conversion::Stored)
     }
 
     /// A saved reduction of this tensor at a step (e.g. `"mean".parse()?`, `"abs_l2_norm"`).
@@ -103,7 +123,7 @@ impl TrialTensor<'_> {
                 }
                 other => other,
             })?;
-        let t = self.trial.read(&name, &loc)?;
+        let t = self.trial.read(&name, &loc, Conversion::F64)?;
         // A reduction is one number; more than one is not a value to pick from silently.
         match t.to_f64_vec()[..] {
             [v] => Ok(v),
@@ -132,7 +152,10 @@ impl TrialTensor<'_> {
         worker: Option<&str>,
     ) -> Result<BTreeMap<u64, ArrayD<f64>>> {
         self.read_every_step(mode, worker, |loc| {
-            Ok(self.trial.read(&self.name, loc)?.to_array_f64())
+            Ok(self
+                .trial
+                .read(&self.name, loc, Conversion::F64)?
+                .to_array_f64())
         })
     }
 
@@ -144,7 +167,9 @@ impl TrialTensor<'_> {
         mode: Option<Mode>,
         worker: Option<&str>,
     ) -> Result<BTreeMap<u64, Tensor>> {
-        self.read_every_step(mode, worker, |loc| self.trial.read(&self.name, loc))
+        self.read_every_step(mode, worker, |loc| {
+            self.trial.read(&self.name, loc, Conversion::Stored)
+        })
     }
 
     /// Every saved value of this tensor at its complete steps in a mode, keyed by step, their
@@ -155,7 +180,9 @@ impl TrialTensor<'_> {
         mode: Option<Mode>,
         worker: Option<&str>,
     ) -> Result<BTreeMap<u64, TensorBytes>> {
-        self.read_every_step(mode, worker, |loc| self.trial.read_bytes(&self.name, loc))
+        self.read_every_step(mode, worker, |loc| {
+            self.trial.read_bytes(&self.name, loc, Conversion::Stored)
+        })
     }
 
     /// Reads every complete step of this tensor with `read`, on a few threads when there are

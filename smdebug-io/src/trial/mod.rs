@@ -90,6 +90,7 @@ use std::time::{Duration, Instant};
 use smdebug_core::{Collection, EndReason, Mode, PyRegex};
 
 use crate::error::{Error, Result};
+pub use crate::format::budget::{Budget, Conversion};
 pub use crate::format::tensor::DEFAULT_MAX_TENSOR_BYTES;
 use crate::storage::Storage;
 pub use progress::{DEFAULT_INCOMPLETE_STEP_WINDOW, StepProgress, StepRange, StepState};
@@ -126,11 +127,14 @@ pub struct TrialOptions {
     /// page cache, with no copy into fresh memory, and each map is kept until the trial is
     /// dropped (at most 32,768 maps for all trials of a process; past that, files are read as
     /// when this is off). A file's length is checked when it is mapped, so a file cut short
-    /// before that gives [`Error::IncompleteRecord`] for the records it lost. A file cut short
-    /// in place *while mapped* makes the process fault (SIGBUS) when the lost bytes are read:
-    /// smdebug's writers, ours and Python's, never do that (they publish a file by renaming a
-    /// finished temporary file, and never change it after); turn this off for a run whose
-    /// event files something else rewrites in place. Default: true.
+    /// before that gives [`Error::IncompleteRecord`] for the records it lost. But a file cut
+    /// short in place *while mapped* (`cp` over a run, a tool rewriting it) makes the process
+    /// fault (SIGBUS) when the lost bytes are read, which no error handling can catch: a run's
+    /// bytes could kill the host process (a notebook's interpreter, a dashboard). So this is
+    /// opt-in: turn it on for runs nothing rewrites in place (smdebug's writers, ours and
+    /// Python's, publish a file by renaming a finished temporary file and never change it
+    /// after). Its gain is small (see BENCHMARKS.md, "Reading event files: read or map").
+    /// Default: false.
     pub map_files: bool,
     /// Memory for whole event files kept after a read when they are not mapped (object stores,
     /// or [`map_files`](TrialOptions::map_files) off): files up to 1 MiB are fetched whole while
@@ -140,12 +144,15 @@ pub struct TrialOptions {
     /// [`forget_files_before`](Trial::forget_files_before). Default: 256 MiB (a 10,000-step
     /// PyTorch run of 7 small tensors a step is 236 MB).
     pub file_cache_bytes: usize,
-    /// The most bytes one read may hold for a tensor: a tensor whose shape and dtype claim more
-    /// (or whose record is longer) is [`Error::TensorTooLarge`], naming the file, the offset and
-    /// the size, and nothing of that size is allocated. Runs come from other machines and other
-    /// tools: a record of a few bytes can claim a tensor of any size, which would otherwise be
-    /// expanded in full. Counted in the tensor's own dtype ([`TrialTensor::value`] converts to
-    /// `f64`, up to 8× that). Default: [`DEFAULT_MAX_TENSOR_BYTES`] (1 GiB).
+    /// The most bytes one read may allocate for a tensor: its decoded value *and* what the
+    /// reader makes of it ([`Conversion`]: [`TrialTensor::value`] converts to `f64`, 8 bytes an
+    /// element whatever the stored dtype; the CLI's JSON and `smdebug_rs`'s numpy copy count
+    /// theirs). A read whose tensor claims more (or whose record is longer) is
+    /// [`Error::TensorTooLarge`], naming the file, the offset, the tensor and the size, and is
+    /// refused from the record's header, before anything is decoded. Runs come from other
+    /// machines and other tools: a record of a few bytes can claim a tensor of any size
+    /// (TensorFlow's fill rule), and a `uint8` value within 1 GiB as stored is 9 GiB as `f64`.
+    /// Default: [`DEFAULT_MAX_TENSOR_BYTES`] (1 GiB).
     pub max_tensor_bytes: u64,
 }
 
@@ -158,7 +165,7 @@ impl Default for TrialOptions {
             range_steps: StepRange::ALL,
             incomplete_step_window: DEFAULT_INCOMPLETE_STEP_WINDOW,
             require_collections: false,
-            map_files: true,
+            map_files: false,
             file_cache_bytes: 256 << 20,
             max_tensor_bytes: DEFAULT_MAX_TENSOR_BYTES,
         }
@@ -610,7 +617,7 @@ impl Trial {
         worker: Option<&str>,
     ) -> Result<TensorBytes> {
         let loc = self.locate(name, step, mode.unwrap_or(Mode::Global), worker)?;
-        self.read_bytes(name, &loc)
+        self.read_bytes(name, &loc, Conversion::Stored)
     }
 
     /// Tensor `name`'s value at a step, numbers or strings (a string tensor is
@@ -623,19 +630,44 @@ impl Trial {
         mode: Option<Mode>,
         worker: Option<&str>,
     ) -> Result<TensorValue> {
+        self.raw_value_as(name, step, mode, worker, Conversion::Stored)
+    }
+
+    /// [`raw_value`](Trial::raw_value) for a caller that converts the value as `conversion`
+    /// says: the budget ([`TrialOptions::max_tensor_bytes`]) counts the conversion too, before
+    /// the value is decoded (`smdebug_rs` copies every value into a numpy array:
+    /// [`Conversion::Array`]).
+    pub fn raw_value_as(
+        &self,
+        name: &str,
+        step: u64,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+        conversion: Conversion,
+    ) -> Result<TensorValue> {
         let loc = self.locate(name, step, mode.unwrap_or(Mode::Global), worker)?;
-        self.read_value(name, &loc)
+        self.read_value(name, &loc, conversion)
     }
 
     /// Tensor `name`'s record at `loc`, numbers or strings.
-    fn read_value(&self, name: &str, loc: &Location) -> Result<TensorValue> {
+    fn read_value(
+        &self,
+        name: &str,
+        loc: &Location,
+        conversion: Conversion,
+    ) -> Result<TensorValue> {
         source::read_value(
             self.storage.as_ref(),
             &self.files,
             loc,
             name,
-            self.options.max_tensor_bytes,
+            self.budget(conversion),
         )
+    }
+
+    /// The budget of one read whose value the reader converts as `conversion` says.
+    fn budget(&self, conversion: Conversion) -> Budget {
+        Budget::new(self.options.max_tensor_bytes, conversion)
     }
 
     /// Where `name`'s record at `step` is. A step not known for the tensor is looked for in new
@@ -654,24 +686,34 @@ impl Trial {
     }
 
     /// Tensor `name`'s record at `loc`: only a record tagged `name` gives a value.
-    fn read(&self, name: &str, loc: &Location) -> Result<smdebug_core::Tensor> {
+    fn read(
+        &self,
+        name: &str,
+        loc: &Location,
+        conversion: Conversion,
+    ) -> Result<smdebug_core::Tensor> {
         source::read_tensor(
             self.storage.as_ref(),
             &self.files,
             loc,
             name,
-            self.options.max_tensor_bytes,
+            self.budget(conversion),
         )
     }
 
     /// Tensor `name`'s record at `loc`, its values not copied.
-    fn read_bytes(&self, name: &str, loc: &Location) -> Result<TensorBytes> {
+    fn read_bytes(
+        &self,
+        name: &str,
+        loc: &Location,
+        conversion: Conversion,
+    ) -> Result<TensorBytes> {
         source::read_tensor_bytes(
             self.storage.as_ref(),
             &self.files,
             loc,
             name,
-            self.options.max_tensor_bytes,
+            self.budget(conversion),
         )
     }
 
@@ -741,47 +783,63 @@ impl Trial {
         mode: Option<Mode>,
         worker: Option<&str>,
     ) -> Result<Vec<TensorRecordJson>> {
+        self.tensor_records_iter(name, steps, mode, worker)?
+            .collect()
+    }
+
+    /// [`tensor_records`](Trial::tensor_records) one step at a time: each value is read when
+    /// the iterator reaches it, so a caller that prints and drops each record holds one value
+    /// at a time (each within [`TrialOptions::max_tensor_bytes`], counted as JSON numbers).
+    pub fn tensor_records_iter<'t>(
+        &'t self,
+        name: &'t str,
+        steps: StepSelector,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+    ) -> Result<impl Iterator<Item = Result<TensorRecordJson>> + 't> {
         let locations = {
             let st = self.fresh()?;
             st.locations_for(name, steps, mode, worker, self.location())?
         };
-        locations
+        Ok(locations
             .into_iter()
-            .map(|loc| {
-                let (dtype, shape, values) = match self.read_value(name, &loc)? {
-                    TensorValue::Numbers(bytes) => {
-                        let t = bytes.to_tensor();
-                        let values = t.to_f64_vec().into_iter().map(JsonElement::Number);
-                        (
-                            t.dtype().name().to_string(),
-                            t.shape().to_vec(),
-                            values.collect(),
-                        )
-                    }
-                    TensorValue::Strings(strings) => {
-                        let values = strings
-                            .values()
-                            .iter()
-                            .map(|v| JsonElement::Text(String::from_utf8_lossy(v).into_owned()));
-                        (
-                            "string".to_string(),
-                            strings.shape().to_vec(),
-                            values.collect(),
-                        )
-                    }
-                };
-                Ok(TensorRecordJson {
-                    name: name.to_string(),
-                    step: loc.step,
-                    mode: loc.mode,
-                    mode_step: loc.mode_step,
-                    worker: loc.file.worker.to_string(),
-                    dtype,
-                    shape,
-                    values,
-                })
-            })
-            .collect()
+            .map(move |loc| self.record_json(name, &loc)))
+    }
+
+    /// The value of `name` at `loc` in the CLI's JSON shape.
+    fn record_json(&self, name: &str, loc: &Location) -> Result<TensorRecordJson> {
+        let (dtype, shape, values) = match self.read_value(name, loc, Conversion::Json)? {
+            TensorValue::Numbers(bytes) => {
+                let t = bytes.to_tensor();
+                let values = t.to_f64_vec().into_iter().map(JsonElement::Number);
+                (
+                    t.dtype().name().to_string(),
+                    t.shape().to_vec(),
+                    values.collect(),
+                )
+            }
+            TensorValue::Strings(strings) => {
+                let values = strings
+                    .values()
+                    .iter()
+                    .map(|v| JsonElement::Text(String::from_utf8_lossy(v).into_owned()));
+                (
+                    "string".to_string(),
+                    strings.shape().to_vec(),
+                    values.collect(),
+                )
+            }
+        };
+        Ok(TensorRecordJson {
+            name: name.to_string(),
+            step: loc.step,
+            mode: loc.mode,
+            mode_step: loc.mode_step,
+            worker: loc.file.worker.to_string(),
+            dtype,
+            shape,
+            values,
+        })
     }
 
     fn info_of(&self, st: &State) -> TrialInfo {

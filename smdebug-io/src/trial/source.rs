@@ -10,6 +10,7 @@ use bytes::Bytes;
 use smdebug_core::{Collection, CollectionsFile, DType, EndReason, Mode, StringTensor, Tensor};
 
 use crate::error::{Error, Result};
+use crate::format::budget::Budget;
 use crate::format::index::IndexRef;
 use crate::format::layout;
 use crate::format::record::PayloadCrcPolicy;
@@ -314,18 +315,27 @@ fn fetch_index_file<'b>(
     buf: &'b mut Vec<u8>,
 ) -> Result<std::borrow::Cow<'b, [u8]>> {
     if let Some(root) = local
-        && let Ok(n) = read_whole(&root.join(path), buf, usize::MAX)
+        && let Ok(n) = read_whole(root, path, buf, usize::MAX)
     {
         return Ok(std::borrow::Cow::Borrowed(&buf[..n]));
     }
     Ok(std::borrow::Cow::Owned(storage.get(path)?.to_vec()))
 }
 
-/// Reads a whole file, or its first `limit` bytes, into the start of `buf` (grown as the data
-/// arrive, never shrunk: a reused buffer is not cleared); how many bytes it read.
-pub(crate) fn read_whole(path: &Path, buf: &mut Vec<u8>, limit: usize) -> std::io::Result<usize> {
+/// Reads a whole file of the run at `root`, or its first `limit` bytes, into the start of `buf`
+/// (grown as the data arrive, never shrunk: a reused buffer is not cleared); how many bytes it
+/// read. Only a regular file inside the run is opened, and no more than it held when opened is
+/// read (a FIFO, a device or a link out of the run is an error: the caller's storage read then
+/// reports it, naming the file).
+pub(crate) fn read_whole(
+    root: &Path,
+    rel: &str,
+    buf: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<usize> {
     use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
+    let (mut file, size) = crate::storage::regular::open(root, rel)?;
+    let limit = limit.min(usize::try_from(size).unwrap_or(usize::MAX));
     let mut len = 0;
     while len < limit {
         if len == buf.len() {
@@ -616,10 +626,10 @@ impl Files {
             return None;
         }
         let mapped = (|| {
-            let f = std::fs::File::open(root.join(&*file.path)).ok()?;
-            let meta = f.metadata().ok()?;
-            let len = meta.len().min(file.len);
-            if !meta.is_file() || len == 0 {
+            // Only a regular file inside the run (never a FIFO, which would block the open).
+            let (f, size) = crate::storage::regular::open(root, &file.path).ok()?;
+            let len = size.min(file.len);
+            if len == 0 {
                 return None;
             }
             // SAFETY: the map is read-only and private to this trial. Its bytes are only read;
@@ -667,15 +677,15 @@ impl TensorBytes {
 
 /// Reads tensor `name`'s record where the index says it is, checking its framing and checksums,
 /// that the record's tag is `name` and its step the index's step, and that nothing larger than
-/// `max_tensor_bytes` is read or decoded.
+/// `budget` is read or decoded.
 pub(crate) fn read_tensor(
     storage: &dyn Storage,
     files: &Files,
     loc: &Location,
     name: &str,
-    max_tensor_bytes: u64,
+    budget: Budget,
 ) -> Result<Tensor> {
-    read_with(storage, files, loc, name, max_tensor_bytes, |_, event| {
+    read_with(storage, files, loc, name, budget, |_, event| {
         Tensor::from_bytes(event.dtype, event.shape, event.data.into_owned())
             .expect("dtype, shape and length were checked when the record was decoded")
     })
@@ -693,19 +703,19 @@ pub enum TensorValue {
 
 /// Tensor `name`'s record at `loc`, numbers or strings, checked as [`read_tensor`] checks it
 /// (a string tensor's strings and their per-element overhead count against
-/// `max_tensor_bytes`).
+/// `budget`).
 pub(crate) fn read_value(
     storage: &dyn Storage,
     files: &Files,
     loc: &Location,
     name: &str,
-    max_tensor_bytes: u64,
+    budget: Budget,
 ) -> Result<TensorValue> {
-    let bytes = record_bytes(storage, files, loc, name, max_tensor_bytes)?;
-    match decode_with(&bytes, loc, name, max_tensor_bytes, in_place) {
+    let bytes = record_bytes(storage, files, loc, name, budget)?;
+    match decode_with(&bytes, loc, name, budget, in_place) {
         Ok(numbers) => Ok(TensorValue::Numbers(numbers)),
         Err(Error::StringTensor { .. }) => {
-            decode_strings(&bytes, loc, name, max_tensor_bytes).map(TensorValue::Strings)
+            decode_strings(&bytes, loc, name, budget).map(TensorValue::Strings)
         }
         Err(e) => Err(e),
     }
@@ -717,7 +727,7 @@ fn decode_strings(
     bytes: &Bytes,
     loc: &Location,
     name: &str,
-    max_tensor_bytes: u64,
+    budget: Budget,
 ) -> Result<StringTensor> {
     let event = crate::format::read_tagged_string_record_ref(
         bytes,
@@ -725,7 +735,7 @@ fn decode_strings(
         loc.start,
         name,
         PayloadCrcPolicy::AcceptBoth,
-        max_tensor_bytes,
+        budget.limit,
     )?;
     if event.step != loc.step {
         return Err(Error::WrongTensor {
@@ -744,9 +754,9 @@ pub(crate) fn read_tensor_bytes(
     files: &Files,
     loc: &Location,
     name: &str,
-    max_tensor_bytes: u64,
+    budget: Budget,
 ) -> Result<TensorBytes> {
-    read_with(storage, files, loc, name, max_tensor_bytes, in_place)
+    read_with(storage, files, loc, name, budget, in_place)
 }
 
 /// Tensor `name`'s value at `loc` within `file`, the whole event file as read (or as much of it
@@ -755,11 +765,11 @@ pub(crate) fn tensor_bytes_in(
     file: &Bytes,
     loc: &Location,
     name: &str,
-    max_tensor_bytes: u64,
+    budget: Budget,
 ) -> Result<TensorBytes> {
-    let end = record_end(loc, name, max_tensor_bytes)?;
+    let end = record_end(loc, name, budget)?;
     let record = slice_record(file, loc, end)?;
-    decode_with(&record, loc, name, max_tensor_bytes, in_place)
+    decode_with(&record, loc, name, budget, in_place)
 }
 
 /// A decoded value as a [`TensorBytes`] over the record's own bytes (copied only when the record
@@ -781,11 +791,11 @@ fn read_with<T>(
     files: &Files,
     loc: &Location,
     name: &str,
-    max_tensor_bytes: u64,
+    budget: Budget,
     finish: impl FnOnce(&Bytes, crate::format::TensorEventRef<'_>) -> T,
 ) -> Result<T> {
-    let bytes = record_bytes(storage, files, loc, name, max_tensor_bytes)?;
-    decode_with(&bytes, loc, name, max_tensor_bytes, finish)
+    let bytes = record_bytes(storage, files, loc, name, budget)?;
+    decode_with(&bytes, loc, name, budget, finish)
 }
 
 /// Decodes the record `bytes` (exactly the record at `loc`): its tag must be `name` and its
@@ -794,7 +804,7 @@ fn decode_with<T>(
     bytes: &Bytes,
     loc: &Location,
     name: &str,
-    max_tensor_bytes: u64,
+    budget: Budget,
     finish: impl FnOnce(&Bytes, crate::format::TensorEventRef<'_>) -> T,
 ) -> Result<T> {
     let event = crate::format::read_tagged_tensor_record_ref(
@@ -803,7 +813,7 @@ fn decode_with<T>(
         loc.start,
         name,
         PayloadCrcPolicy::AcceptBoth,
-        max_tensor_bytes,
+        budget,
     )?;
     if event.step != loc.step {
         return Err(Error::WrongTensor {
@@ -817,8 +827,8 @@ fn decode_with<T>(
 }
 
 /// Where the record at `loc` ends; refuses an index entry whose end overflows or whose record
-/// is longer than `max_tensor_bytes` before anything is read.
-fn record_end(loc: &Location, name: &str, max_tensor_bytes: u64) -> Result<u64> {
+/// is longer than the budget's limit before anything is read.
+fn record_end(loc: &Location, name: &str, budget: Budget) -> Result<u64> {
     let end = loc
         .start
         .checked_add(loc.length)
@@ -830,14 +840,14 @@ fn record_end(loc: &Location, name: &str, max_tensor_bytes: u64) -> Result<u64> 
                 loc.start, loc.length
             ),
         })?;
-    if loc.length > max_tensor_bytes {
+    if loc.length > budget.limit {
         return Err(Error::TensorTooLarge {
             path: loc.file.path.to_string(),
             offset: loc.start,
             tensor: name.to_string(),
             detail: "the length of its record in the index".to_string(),
             claimed: loc.length.into(),
-            limit: max_tensor_bytes,
+            limit: budget.limit,
         });
     }
     Ok(end)
@@ -850,9 +860,9 @@ fn record_bytes(
     files: &Files,
     loc: &Location,
     name: &str,
-    max_tensor_bytes: u64,
+    budget: Budget,
 ) -> Result<Bytes> {
-    let end = record_end(loc, name, max_tensor_bytes)?;
+    let end = record_end(loc, name, budget)?;
     if let Some(file) = loc.file.kept() {
         return slice_record(&file, loc, end);
     }

@@ -182,7 +182,7 @@ impl Source {
         {
             let mut buf = self.pool.take();
             // Growing with the data read, so an index claiming a huge file costs nothing.
-            if let Ok(len) = source::read_whole(&root.join(&*file.path), &mut buf, limit) {
+            if let Ok(len) = source::read_whole(root, &file.path, &mut buf, limit) {
                 return Ok(Bytes::from_owner(Pooled {
                     buf,
                     len,
@@ -217,7 +217,7 @@ impl Source {
                 let value = match slot {
                     Slot::Record(start, length) => {
                         (loc.start, loc.length) = (*start, *length);
-                        source::tensor_bytes_in(&bytes, &loc, name, self.max_tensor_bytes)
+                        source::tensor_bytes_in(&bytes, &loc, name, self.max_tensor_bytes.into())
                     }
                     Slot::Unusable(entry) => Err(entry.error(name)),
                 };

@@ -5,7 +5,16 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 class NativeTrial:
-    def __init__(self, location: str) -> None: ...
+    def __init__(
+        self,
+        location: str,
+        range_start: Optional[int] = None,
+        range_end: Optional[int] = None,
+        window: int = 1000,
+        wait_for_collections: bool = False,
+        max_tensor_bytes: Optional[int] = None,
+        map_files: bool = False,
+    ) -> None: ...
     def location(self) -> str: ...
     def refresh(self) -> None: ...
     def tensor_names(self) -> List[str]: ...
@@ -41,6 +50,7 @@ def run_rules(
     follow: bool = False,
     write_into_run: bool = False,
     poll_interval_s: float = 0.2,
+    max_tensor_bytes: Optional[int] = None,
 ) -> Dict[str, Any]: ...
 def builtin_rules() -> List[Dict[str, Any]]: ...
 def system_metrics(

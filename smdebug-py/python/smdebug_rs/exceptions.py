@@ -28,6 +28,19 @@ class SMDebugValueError(SMDebugError, ValueError):
     pass
 
 
+class TensorTooLarge(SMDebugError, MemoryError):
+    """(smdebug_rs only) Reading a value would allocate more than the reader's budget
+    (``create_trial(path, max_tensor_bytes=...)``, 1 GiB by default): its decoded bytes and the
+    numpy array it becomes. Nothing of that size was allocated. The message names the event
+    file, the record's offset, the tensor and the size."""
+
+    def __init__(self, message):
+        self.message = message
+
+    def __str__(self):
+        return self.message
+
+
 class InvalidCollectionConfiguration(SMDebugError):
     def __init__(self, c_name):
         self.c_name = c_name

@@ -20,7 +20,8 @@ with ``fired``, ``message``, ``evidence`` (a list of dicts with ``tensor``, ``st
 TensorUnavailableForStep, TensorUnavailable or StepUnavailable skips the step for that rule;
 any other exception puts the rule in the Error status with the exception as its message. A
 custom rule whose every call raised one of those (or returned ``datapoints: 0``) ends in
-``NoData``.
+``NoData``. ``KeyboardInterrupt`` (Ctrl-C) and ``SystemExit`` (``sys.exit``) are not a rule's
+errors: raised inside a rule, they stop the evaluation and propagate out of ``run``.
 """
 
 from dataclasses import dataclass, field
@@ -116,6 +117,7 @@ def run(
     follow: bool = False,
     write_into_run: bool = False,
     poll_interval: float = 0.2,
+    max_tensor_bytes: Optional[int] = None,
 ) -> Summary:
     """Evaluates ``rules`` over the run at ``path`` (a directory or object-store URL) and
     returns every rule's status with its evidence.
@@ -125,6 +127,9 @@ def run(
     ``follow=False`` evaluates what the run holds now and finishes; ``follow=True`` follows a
     live run until it writes its end marker (Ctrl-C stops following). With ``write_into_run``
     the statuses also go to ``<run>/rules/rule_job_summary.json`` (as ``smdebug rules --write-into-run`` does); by default nothing is written into the run.
+    ``max_tensor_bytes``: the most bytes one tensor read may allocate, for the built-in rules
+    and the custom rules' trial alike (default 1 GiB; see ``create_trial``); a read over it is
+    an error of the rule that made it.
     """
     specs = []
     custom = []
@@ -136,10 +141,10 @@ def run(
         if not callable(getattr(rule, "invoke_at_step", None)):
             raise TypeError(f"a rule is a spec string or an object with invoke_at_step(trial, step), not {rule!r}")
         if trial is None:
-            trial = Trial(path)
+            trial = Trial(path, max_tensor_bytes=max_tensor_bytes)
         name = getattr(rule, "name", None) or type(rule).__name__
         custom.append((str(name), rule, trial))
-    doc = _native.run_rules(path, specs, custom, follow, write_into_run, poll_interval)
+    doc = _native.run_rules(path, specs, custom, follow, write_into_run, poll_interval, max_tensor_bytes)
     doc["rules"] = [_status(r) for r in doc["rules"]]
     known = Summary.__dataclass_fields__
     return Summary(**{k: v for k, v in doc.items() if k in known})

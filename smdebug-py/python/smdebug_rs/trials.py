@@ -43,6 +43,8 @@ def create_trial(
     name: Optional[str] = None,
     range_steps=None,
     wait_for_collections: bool = True,
+    max_tensor_bytes: Optional[int] = None,
+    map_files: bool = False,
     **kwargs,
 ) -> "Trial":
     """Opens the run at ``path``: a directory or an object-store URL (``s3://bucket/run``,
@@ -55,8 +57,22 @@ def create_trial(
     what the run holds) and raises ``MissingCollectionFiles`` when the run ended without them;
     ``SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW`` is read as smdebug reads it. The other keyword
     arguments smdebug accepts for its own reader (``parallel``, ``check``, ``index_mode``,
-    ``cache``) are accepted and have no effect."""
-    return Trial(path, name=name, range_steps=range_steps, wait_for_collections=wait_for_collections)
+    ``cache``) are accepted and have no effect.
+
+    ``max_tensor_bytes`` (an extension): the most bytes reading one value may allocate, its
+    decoded bytes and the numpy array it becomes counted together, before anything is decoded
+    (default 1 GiB). A value over it raises ``TensorTooLarge``, a ``MemoryError`` naming the
+    event file, the tensor and the size. ``map_files=True`` (an extension) memory-maps the
+    event files instead of reading them: a little faster on large runs, but a file cut short in
+    place while mapped (``cp`` over a run) kills the interpreter with SIGBUS."""
+    return Trial(
+        path,
+        name=name,
+        range_steps=range_steps,
+        wait_for_collections=wait_for_collections,
+        max_tensor_bytes=max_tensor_bytes,
+        map_files=map_files,
+    )
 
 
 def _range_ends(range_steps) -> Tuple[Optional[int], Optional[int]]:
@@ -125,6 +141,8 @@ class Trial:
         name: Optional[str] = None,
         range_steps=None,
         wait_for_collections: bool = False,
+        max_tensor_bytes: Optional[int] = None,
+        map_files: bool = False,
     ):
         path = path.strip()
         self.path = path
@@ -132,7 +150,13 @@ class Trial:
         self.range_steps = range_steps
         begin, end = _range_ends(range_steps)
         window = int(os.getenv("SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW", "1000"))
-        self._native = _native.NativeTrial(path, begin, end, window, wait_for_collections)
+        if max_tensor_bytes is not None and (
+            isinstance(max_tensor_bytes, bool) or not isinstance(max_tensor_bytes, int) or max_tensor_bytes < 0
+        ):
+            raise SMDebugValueError(f"max_tensor_bytes must be a non-negative int, not {max_tensor_bytes!r}")
+        self._native = _native.NativeTrial(
+            path, begin, end, window, wait_for_collections, max_tensor_bytes, bool(map_files)
+        )
         self._tensors: Dict[str, Tensor] = {}
         self._warned: set = set()
         self._log_warnings()

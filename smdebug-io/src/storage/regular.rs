@@ -1,0 +1,115 @@
+//! Opening a run's file for reading: only regular files inside the run, and never more bytes
+//! than the file held when it was opened.
+//!
+//! A run's folder comes from other people and other tools. A FIFO in place of an index file
+//! would block `open` forever; a device (`/dev/zero`) or a file that keeps growing would be
+//! read until memory runs out; a symbolic link could hand out any file of the machine. So a
+//! read checks each part of the path inside the run without following links (`lstat`): a link
+//! is followed only when where it points is inside the run, and what the path names in the end
+//! must be a regular file, checked before it is opened (a FIFO is never opened) and again on
+//! the open file.
+
+use std::fs::{self, File};
+use std::io;
+use std::path::Path;
+
+/// The most bytes one whole-file read takes (`Storage::get`): no file of a run that is read
+/// whole (index, collections, system metrics, traces) comes near it.
+pub(crate) const MAX_WHOLE_FILE_BYTES: u64 = 4 << 30;
+
+fn refused(why: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, why)
+}
+
+/// What a file type is, for an error.
+#[cfg(unix)]
+fn kind_of(ft: &fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_dir() {
+        "a directory"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else if ft.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+#[cfg(not(unix))]
+fn kind_of(ft: &fs::FileType) -> &'static str {
+    if ft.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Checks that `rel` (a relative path of plain names, already checked) under `root` names a
+/// regular file inside the run, following links only to places inside it.
+fn check(root: &Path, rel: &str) -> io::Result<()> {
+    let mut path = root.to_path_buf();
+    let mut last = None;
+    for part in rel.split('/') {
+        path.push(part);
+        let meta = fs::symlink_metadata(&path)?;
+        if meta.file_type().is_symlink() {
+            // Where it points, with every link resolved, must be inside the run.
+            let target = fs::canonicalize(&path)?;
+            let inside = fs::canonicalize(root).is_ok_and(|r| target.starts_with(&r));
+            if !inside {
+                return Err(refused(format!(
+                    "a symbolic link to {}, outside the run: not read",
+                    target.display()
+                )));
+            }
+            last = Some(fs::metadata(&path)?);
+        } else {
+            last = Some(meta);
+        }
+    }
+    match last {
+        Some(meta) if meta.is_file() => Ok(()),
+        Some(meta) => Err(refused(format!(
+            "{}, not a regular file: not read",
+            kind_of(&meta.file_type())
+        ))),
+        None => Err(refused("an empty path".to_string())),
+    }
+}
+
+/// Opens `rel` under `root` for reading, a regular file inside the run (see the module docs);
+/// returns it and its size when opened.
+pub(crate) fn open(root: &Path, rel: &str) -> io::Result<(File, u64)> {
+    check(root, rel)?;
+    let file = File::open(root.join(rel))?;
+    let meta = file.metadata()?;
+    // Replaced between the check and the open.
+    if !meta.is_file() {
+        return Err(refused(format!(
+            "{}, not a regular file: not read",
+            kind_of(&meta.file_type())
+        )));
+    }
+    Ok((file, meta.len()))
+}
+
+/// The whole of `rel`: at most the size it had when opened, and at most
+/// [`MAX_WHOLE_FILE_BYTES`].
+pub(crate) fn read_whole(root: &Path, rel: &str) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let (file, size) = open(root, rel)?;
+    if size > MAX_WHOLE_FILE_BYTES {
+        return Err(refused(format!(
+            "{size} bytes, more than the {MAX_WHOLE_FILE_BYTES} bytes a file of a run is read \
+             whole up to"
+        )));
+    }
+    let mut buf = Vec::with_capacity(size as usize);
+    file.take(size).read_to_end(&mut buf)?;
+    Ok(buf)
+}
