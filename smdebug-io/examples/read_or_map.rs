@@ -24,7 +24,10 @@ fn sweep(run: &str, map_files: bool) -> Result<(f64, f64, f64, f64), smdebug_io:
     let mut sum = 0.0;
     for name in &names {
         // The stored names (a tensor saved only as reductions has no value of its own).
-        let Ok(values) = trial.tensor(name).and_then(|t| t.raw_bytes_values(None, None)) else {
+        let Ok(values) = trial
+            .tensor(name)
+            .and_then(|t| t.raw_bytes_values(None, None))
+        else {
             continue;
         };
         for v in values.values() {
