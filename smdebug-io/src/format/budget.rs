@@ -126,7 +126,7 @@ mod tests {
         assert_eq!(f64s.cost(DType::F64, u128::MAX), u128::MAX, "saturates");
         assert!(
             f64s.detail(DType::U8, &[4])
-                .contains("converted to f64: 9 bytes")
+                .contains("converted to f64 by the reader: 9 bytes an element")
         );
         assert_eq!(Budget::from(1).detail(DType::U8, &[4]), "uint8, shape [4]");
     }

@@ -1071,17 +1071,18 @@ mod tests {
         let mut tensor = Vec::new();
         // dtype DT_INT8 (6), float_val (5) as a varint, tensor_content (4) = one byte.
         tensor.extend_from_slice(&[0x08, 0x06, 0x28, 0x00, 0x22, 0x01, 0x7d]);
-        let err = tensor_ref(&tensor, "t", DEFAULT_MAX_TENSOR_BYTES).unwrap_err();
+        let err = tensor_ref(&tensor, "t", DEFAULT_MAX_TENSOR_BYTES.into()).unwrap_err();
         assert!(err.to_string().contains("TensorProto.float_val"), "{err}");
         assert!(TensorProto::decode(tensor.as_slice()).is_err());
         // string_val as a varint, in a float32 record: refused the same way.
         let strings = [0x08, 0x01, 0x40, 0x00];
-        let err = tensor_ref(&strings, "t", DEFAULT_MAX_TENSOR_BYTES).unwrap_err();
+        let err = tensor_ref(&strings, "t", DEFAULT_MAX_TENSOR_BYTES.into()).unwrap_err();
         assert!(err.to_string().contains("string_val"), "{err}");
         assert!(TensorProto::decode(&strings[..]).is_err());
         // Packed, it is a field like any other (its values are ignored beside raw content).
         let packed = [0x08, 0x06, 0x2a, 0x04, 0, 0, 0x80, 0x3f, 0x22, 0x01, 0x7d];
-        let (dtype, shape, data) = tensor_ref(&packed, "t", DEFAULT_MAX_TENSOR_BYTES).unwrap();
+        let (dtype, shape, data) =
+            tensor_ref(&packed, "t", DEFAULT_MAX_TENSOR_BYTES.into()).unwrap();
         assert_eq!((dtype, shape, &data[..]), (DType::I8, vec![], &[0x7d][..]));
         assert!(TensorProto::decode(&packed[..]).is_ok());
     }
