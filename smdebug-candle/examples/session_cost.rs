@@ -9,6 +9,7 @@
 //! | windows closed | the same, with every profiling window closed (no spans, no code profile) |
 //! | detailed window | everything on, with a 100-step detailed window (a span per layer) |
 //! | code profile | everything on, with the code profile sampling the whole measured stretch |
+//! | capture only | windows closed, no system sampler, no rules: the capture alone |
 //! | no session again | the bare loop once more, last in the round: the noise floor |
 //!
 //! Each step is timed alone, from asking for its batch to the end of `session.step()`; a
@@ -44,12 +45,13 @@ type BoxError = Box<dyn std::error::Error>;
 
 /// The variants of a round, in the order they run. The bare loop runs again last: how far
 /// apart its two runs in one round are is the noise the other differences stand against.
-const VARIANTS: [&str; 6] = [
+const VARIANTS: [&str; 7] = [
     "no session",
     "everything on",
     "windows closed",
     "detailed window",
     "code profile",
+    "capture only",
     "no session again",
 ];
 
@@ -106,16 +108,16 @@ fn main() -> Result<(), BoxError> {
         .collect::<Result<_, _>>()?;
     let scratch = std::env::temp_dir().join(format!("smdebug-session-cost-{}", std::process::id()));
     train(&batches[..20], None)?; // warm-up: allocator, thread pools, page cache
-    let mut medians: Vec<[f64; 6]> = Vec::new();
-    let mut edges: Vec<[(f64, f64); 6]> = Vec::new();
-    let mut own: Vec<[(f64, f64); 6]> = Vec::new();
+    let mut medians: Vec<[f64; 7]> = Vec::new();
+    let mut edges: Vec<[(f64, f64); 7]> = Vec::new();
+    let mut own: Vec<[(f64, f64); 7]> = Vec::new();
     for round in 0..rounds {
-        let mut row = [0.0; 6];
-        let mut edge = [(0.0, 0.0); 6];
-        let mut spent = [(0.0, 0.0); 6];
+        let mut row = [0.0; 7];
+        let mut edge = [(0.0, 0.0); 7];
+        let mut spent = [(0.0, 0.0); 7];
         for (v, name) in VARIANTS.iter().enumerate() {
             let session = match v {
-                0 | 5 => None,
+                0 | 6 => None,
                 _ => {
                     let dir = scratch.join(format!("{round}-{}", name.replace(' ', "-")));
                     Some(builder(dir.to_str().ok_or("non-UTF-8 temp dir")?, v, steps))
@@ -153,7 +155,13 @@ fn builder(
     let b = Session::builder(dir)
         .candle()
         .without_config_files()
-        .save(SaveConfig::every(100))
+        .save(SaveConfig::every(100));
+    if v == 5 {
+        return b
+            .profiling(smdebug::capture::timeline::TimelineConfig::off())
+            .no_system();
+    }
+    let b = b
         .system(SamplerConfig::default().interval(Duration::from_millis(100)))
         .rules([
             "VanishingGradient",
@@ -251,9 +259,9 @@ fn train(
 /// (the median of the rounds' differences), and the sessions' start and finish times.
 fn print_table(
     steps: usize,
-    medians: &[[f64; 6]],
-    edges: &[[(f64, f64); 6]],
-    own: &[[(f64, f64); 6]],
+    medians: &[[f64; 7]],
+    edges: &[[(f64, f64); 7]],
+    own: &[[(f64, f64); 7]],
 ) {
     println!(
         "\nmedian step over {} rounds of {steps} steps, batch {BATCH}, 28x28 CNN (18.4k parameters), candle CPU:",
@@ -296,7 +304,7 @@ fn print_table(
     }
     let apart: Vec<f64> = medians
         .iter()
-        .map(|r| ((r[5] / r[0] - 1.0) * 100.0).abs())
+        .map(|r| ((r[6] / r[0] - 1.0) * 100.0).abs())
         .collect();
     println!(
         "noise: the bare loop's two runs in a round differ by {:.2} % (median), {:.2} % at most",
