@@ -60,8 +60,12 @@ fn a_window_over_mlp_training_names_its_forward_and_backward_passes() {
     let cpu = summary.process_cpu_seconds.unwrap();
     let expected = cpu * f64::from(summary.frequency_hz);
     let samples = summary.samples as f64;
+    // The process's CPU time counts every thread, and SIGPROF ticks that fall due while a
+    // signal is pending merge into one, so fewer samples than CPU time × frequency is normal
+    // (156 for 3.19 CPU s was seen on a 2-core machine); the bounds catch a profile that did not
+    // sample the window, or sampled outside it.
     assert!(
-        samples > 0.5 * expected && samples < 1.5 * expected + 10.0,
+        samples > 0.25 * expected && samples < 1.5 * expected + 10.0,
         "{samples} samples for {cpu} CPU seconds"
     );
 
