@@ -368,8 +368,12 @@ fn report_renders_every_section_and_chart_in_chromium() {
     // With line tables only, as the workspace's dev profile builds, names carry no module path.)
     let total_table = &code[code.find("code-top-total").unwrap()..];
     let total_table = &total_table[..total_table.find("</table>").unwrap()];
+    // `spin`, or `record_run` that calls it: with a few dozen samples, frames of the test
+    // harness that tie with them can fill the table's rows before `spin`.
     assert!(
-        total_table.contains("report_browser::spin") || total_table.contains(">spin<"),
+        total_table.contains("report_browser::spin")
+            || total_table.contains(">spin<")
+            || total_table.contains("record_run"),
         "{code}"
     );
     assert!(code.contains("<img alt=\"Flame graph of window 1\" src=\"data:image/svg+xml;base64,"));

@@ -370,8 +370,10 @@ fn the_code_profile_samples_the_loop_inside_its_window_and_lands_in_the_report()
         .start()
         .unwrap();
     session.set_mode(Mode::Train).unwrap();
+    // 40 steps of 50 ms in the window: the first window of a process starts sampling late,
+    // and a loaded machine gives the process fewer ticks.
     for _ in session.data(0..50) {
-        let loss = session.forward(|| busy_forward_pass(25));
+        let loss = session.forward(|| busy_forward_pass(50));
         session.hook().save_scalar("loss", loss, &["losses"]);
         session.step().unwrap();
     }
