@@ -77,7 +77,10 @@ fn code_windows_their_flame_graphs_and_profiles_are_served_from_a_real_profile()
     // By total samples: in a debug build the sampled leaves (self) are the iterator's inlined
     // functions the hot function calls, and which of them are sampled varies from run to run.
     assert!(hot(&window["top_total"]), "{window}");
-    assert!(!window["top_self"].as_array().unwrap().is_empty(), "{window}");
+    assert!(
+        !window["top_self"].as_array().unwrap().is_empty(),
+        "{window}"
+    );
     let id = window["id"].as_str().unwrap();
 
     let svg = client
