@@ -1,6 +1,6 @@
 //! What a whole smdebug session costs a candle training loop, measured side by side: the
-//! `candle_cnn` network (18.4k parameters, batch 32 of 28×28 digits, about 40 ms a step on two
-//! cores) trained for the same steps on the same batches, in alternating rounds:
+//! `candle_cnn` network (18.4k parameters, batch 32 of 28×28 digits, about 46 ms a step on two
+//! cores) trained for the same steps on the same batches, with and without a session:
 //!
 //! | variant | the session |
 //! | --- | --- |
@@ -10,21 +10,29 @@
 //! | detailed window | everything on, with a 100-step detailed window (a span per layer) |
 //! | code profile | everything on, with the code profile sampling the whole measured stretch |
 //! | capture only | windows closed, no system sampler, no rules: the capture alone |
-//! | no session again | the bare loop once more, last in the round: the noise floor |
 //!
-//! Each step is timed alone, from asking for its batch to the end of `session.step()`; a
-//! variant's figure is the median step. Starting and finishing the session (the report
-//! included) are timed apart, outside the steps. On a shared machine the side-by-side medians
-//! move by a few percent between runs of the same loop (the table's last line says by how
-//! much), so the session's own cost is also counted directly: the time the loop's thread
-//! spends inside the session's calls between the framework's work (the next batch, the saves,
-//! the step boundary; the forward, backward and optimizer scopes add two clock reads each,
-//! not counted), and the CPU time of the session's threads (writer, sampler, span writer,
-//! rules, stop watcher, config follower, code profiler), per step and as a share of the bare
-//! loop's median step.
+//! Every run is a fresh process, as a training job runs its one session: a round ("quad") is
+//! the bare loop, the variant twice, the bare loop again (ABBA, so that drift over the quad
+//! cancels). A variant's cost is the median over quads of its mean median step against the
+//! same quad's bare mean; how far apart the quad's two bare processes land is the noise it
+//! stands against. (Sessions run one after another in one process get slower round by round;
+//! a job never does that, so the figures do not either.)
+//!
+//! Each step is timed alone, from asking for its batch to the end of `session.step()`.
+//! Starting and finishing the session (the report included) are timed apart. The session's
+//! own cost is also counted directly: the time the loop's thread spends inside the session's
+//! calls between the framework's work (the next batch, the saves, the step boundary; the
+//! forward, backward and optimizer scopes add two clock reads each, not counted), and the CPU
+//! time of the session's threads (writer, sampler, span writer, rules, stop watcher, config
+//! follower, code profiler), per step and as a share of the bare loop's median step.
+//!
+//! `--only <variant>` runs one variant in this process and prints its figures on one line
+//! (what the quads run); besides the table's variants it takes `idle session`, `steps only`
+//! and `wrapped layers`, which make fewer of the session's calls, to find where a difference
+//! comes from.
 //!
 //! ```sh
-//! cargo run --release -p smdebug-candle --example session_cost -- [--rounds 5] [--steps 150]
+//! cargo run --release -p smdebug-candle --example session_cost -- [--rounds 4] [--steps 150] [--variants "everything on,capture only"]
 //! ```
 
 use std::time::{Duration, Instant};
@@ -43,16 +51,16 @@ use cnn::{BATCH, Cnn, SIDE};
 
 type BoxError = Box<dyn std::error::Error>;
 
-/// The variants of a round, in the order they run. The bare loop runs again last: how far
-/// apart its two runs in one round are is the noise the other differences stand against.
-const VARIANTS: [&str; 7] = [
+/// The variants the table compares with the bare loop, each run in a fresh process (as a
+/// training job runs its one session): `no session`, then the variant twice, then `no session`
+/// again. The two bare runs of a quad tell how far apart two identical processes land.
+const VARIANTS: [&str; 6] = [
     "no session",
     "everything on",
     "windows closed",
     "detailed window",
     "code profile",
     "capture only",
-    "no session again",
 ];
 
 /// What one variant's run measured.
@@ -100,53 +108,146 @@ fn session_threads_cpu() -> f64 {
 
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let rounds: usize = number_arg(&args, "--rounds", 5)?;
+    let quads: usize = number_arg(&args, "--rounds", 4)?;
     let steps: usize = number_arg(&args, "--steps", 150)?;
+    if let Some(i) = args.iter().position(|a| a == "--only") {
+        let name = args.get(i + 1).ok_or("--only needs a variant's name")?;
+        return only(name, steps);
+    }
+    let variants: Vec<String> = match args.iter().position(|a| a == "--variants") {
+        Some(i) => args
+            .get(i + 1)
+            .ok_or("--variants needs a comma-separated list")?
+            .split(',')
+            .map(str::to_owned)
+            .collect(),
+        None => VARIANTS[1..].iter().map(|v| v.to_string()).collect(),
+    };
+    let mut quads_of: Vec<Vec<Quad>> = vec![Vec::new(); variants.len()];
+    for q in 0..quads {
+        for (v, name) in variants.iter().enumerate() {
+            let bare = child("no session", steps)?;
+            let first = child(name, steps)?;
+            let second = child(name, steps)?;
+            let bare_again = child("no session", steps)?;
+            println!(
+                "quad {q}: no session {:.2} ms, {name} {:.2} and {:.2} ms, no session {:.2} ms",
+                bare.step * 1e3,
+                first.step * 1e3,
+                second.step * 1e3,
+                bare_again.step * 1e3
+            );
+            quads_of[v].push(Quad {
+                bare: [bare, bare_again],
+                variant: [first, second],
+            });
+        }
+    }
+    print_table(steps, &variants, &quads_of);
+    Ok(())
+}
+
+/// What one process measured: its median step and the session's own costs.
+#[derive(Clone, Copy)]
+struct Measured {
+    /// Median seconds per step.
+    step: f64,
+    /// Seconds to start and to finish the session.
+    start: f64,
+    finish: f64,
+    /// Seconds per step on the loop's thread inside the session's calls.
+    in_loop: f64,
+    /// CPU seconds per step of the session's threads.
+    threads: f64,
+}
+
+/// Two bare processes around two of a variant.
+#[derive(Clone)]
+struct Quad {
+    bare: [Measured; 2],
+    variant: [Measured; 2],
+}
+
+/// Runs this example again as `--only name`, in a fresh process, and reads what it measured.
+fn child(name: &str, steps: usize) -> Result<Measured, BoxError> {
+    let exe = std::env::current_exe()?;
+    let out = std::process::Command::new(exe)
+        .args(["--only", name, "--steps", &steps.to_string()])
+        .output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "the {name:?} process failed ({}): {}{}",
+            out.status,
+            stdout,
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("measured "))
+        .ok_or_else(|| format!("the {name:?} process printed no figures: {stdout}"))?;
+    let f: Vec<f64> = line
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
+    let [step, start, finish, in_loop, threads] = f[..] else {
+        return Err(format!("the {name:?} process printed {line:?}").into());
+    };
+    Ok(Measured {
+        step,
+        start,
+        finish,
+        in_loop,
+        threads,
+    })
+}
+
+/// Runs variant `name` once, in this process, after a warm-up, and prints what it measured on
+/// one line (`measured <median step> <start> <finish> <in loop> <threads>`, seconds). Besides
+/// the table's variants: `idle session` (a capture-only session started, the loop making none
+/// of its calls), `steps only` (only `session.step()`), `wrapped layers` (that and the hook's
+/// layer wrappers).
+fn only(name: &str, steps: usize) -> Result<(), BoxError> {
     let mut data = AugmentedDigits::load(SIDE)?;
     let batches: Vec<(Tensor, Tensor)> = (0..steps)
         .map(|_| cnn::tensors(data.batch(BATCH)))
         .collect::<Result<_, _>>()?;
+    train(&batches[..20], None, Calls::ALL)?; // warm-up: allocator, thread pools, page cache
+    let calls = Calls::of(name);
+    let v = match name {
+        "idle session" | "steps only" | "wrapped layers" => 5,
+        _ => VARIANTS
+            .iter()
+            .position(|n| *n == name)
+            .ok_or_else(|| format!("no variant named {name:?}"))?,
+    };
     let scratch = std::env::temp_dir().join(format!("smdebug-session-cost-{}", std::process::id()));
-    train(&batches[..20], None)?; // warm-up: allocator, thread pools, page cache
-    let mut medians: Vec<[f64; 7]> = Vec::new();
-    let mut edges: Vec<[(f64, f64); 7]> = Vec::new();
-    let mut own: Vec<[(f64, f64); 7]> = Vec::new();
-    for round in 0..rounds {
-        let mut row = [0.0; 7];
-        let mut edge = [(0.0, 0.0); 7];
-        let mut spent = [(0.0, 0.0); 7];
-        for (v, name) in VARIANTS.iter().enumerate() {
-            let session = match v {
-                0 | 6 => None,
-                _ => {
-                    let dir = scratch.join(format!("{round}-{}", name.replace(' ', "-")));
-                    Some(builder(dir.to_str().ok_or("non-UTF-8 temp dir")?, v, steps))
-                }
-            };
-            let t = train(&batches, session)?;
-            row[v] = median(&t.steps);
-            edge[v] = (t.start, t.finish);
-            let n = t.steps.len() as f64;
-            spent[v] = (t.in_loop / n, t.background / n);
-        }
-        println!(
-            "round {round}: {}",
-            row.iter()
-                .zip(VARIANTS)
-                .map(|(s, n)| format!("{n} {:.2} ms", s * 1e3))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        medians.push(row);
-        edges.push(edge);
-        own.push(spent);
-    }
+    let session = match v {
+        0 => None,
+        _ => Some(builder(
+            scratch.to_str().ok_or("non-UTF-8 temp dir")?,
+            v,
+            steps,
+        )),
+    };
+    let t = train(&batches, session, calls);
     let _ = std::fs::remove_dir_all(&scratch);
-    print_table(steps, &medians, &edges, &own);
+    let t = t?;
+    let n = t.steps.len() as f64;
+    println!(
+        "measured {} {} {} {} {}",
+        median(&t.steps),
+        t.start,
+        t.finish,
+        t.in_loop / n,
+        t.background / n
+    );
     Ok(())
 }
 
-/// The session of variant `v` (1 to 4) writing into `dir`.
+/// The session of variant `v` (1 to 5) writing into `dir`.
 fn builder(
     dir: &str,
     v: usize,
@@ -177,36 +278,107 @@ fn builder(
     }
 }
 
-/// Trains a fresh network on `batches`, in `session` when there is one.
+/// Which of the session's calls a loop makes: everything, or fewer, to find where a
+/// difference comes from (`--only`, one variant per process).
+#[derive(Clone, Copy)]
+struct Calls {
+    /// Layers wrapped by the hook (per-layer probes).
+    wrap: bool,
+    /// Forward, backward and optimizer scopes, the data iterator and the saves.
+    scopes: bool,
+    /// `session.step()` at each step's end.
+    step: bool,
+}
+
+impl Calls {
+    const ALL: Calls = Calls {
+        wrap: true,
+        scopes: true,
+        step: true,
+    };
+
+    /// The calls of variant `name` (those of the table make them all).
+    fn of(name: &str) -> Calls {
+        match name {
+            "idle session" => Calls {
+                wrap: false,
+                scopes: false,
+                step: false,
+            },
+            "steps only" => Calls {
+                wrap: false,
+                scopes: false,
+                step: true,
+            },
+            "wrapped layers" => Calls {
+                wrap: true,
+                scopes: false,
+                step: true,
+            },
+            _ => Calls::ALL,
+        }
+    }
+}
+
+/// Trains a fresh network on `batches`, in `session` when there is one, making `calls`.
 fn train(
     batches: &[(Tensor, Tensor)],
     session: Option<smdebug::SessionBuilder<smdebug_candle::CandleHook>>,
+    calls: Calls,
 ) -> Result<Timing, BoxError> {
     let vm = VarMap::new();
     let (conv1, conv2, fc) =
         Cnn::new(VarBuilder::from_varmap(&vm, DType::F32, &Device::Cpu))?.into_layers();
     let mut sgd = SGD::new(vm.all_vars(), 0.05)?;
     let mut steps = Vec::with_capacity(batches.len());
-    let Some(builder) = session else {
-        for (x, y) in batches {
+    let session = match session {
+        Some(builder) => {
             let began = Instant::now();
-            let logits = cnn::forward(&conv1, &conv2, &fc, x)?;
-            let loss = candle_nn::loss::cross_entropy(&logits, y)?;
-            let grads = loss.backward()?;
-            sgd.step(&grads)?;
-            steps.push(began.elapsed().as_secs_f64());
+            let session = builder.start()?;
+            Some((session, began.elapsed().as_secs_f64()))
         }
-        return Ok(Timing {
-            steps,
-            start: 0.0,
-            finish: 0.0,
-            in_loop: 0.0,
-            background: 0.0,
-        });
+        None => None,
     };
-    let began = Instant::now();
-    let mut session = builder.start()?;
-    let start = began.elapsed().as_secs_f64();
+    let (mut session, start) = match session {
+        Some(session) if calls.scopes => session,
+        mut session => {
+            let hook = session.as_mut().map(|(s, _)| s.hook());
+            let layers = match hook {
+                Some(hook) if calls.wrap => Layers::Wrapped(
+                    hook.wrap("conv1", conv1),
+                    hook.wrap("conv2", conv2),
+                    hook.wrap("fc", fc),
+                ),
+                _ => Layers::Bare(conv1, conv2, fc),
+            };
+            for (x, y) in batches {
+                let began = Instant::now();
+                let logits = layers.forward(x)?;
+                let loss = candle_nn::loss::cross_entropy(&logits, y)?;
+                let grads = loss.backward()?;
+                sgd.step(&grads)?;
+                if let Some((s, _)) = session.as_mut().filter(|_| calls.step) {
+                    s.step()?;
+                }
+                steps.push(began.elapsed().as_secs_f64());
+            }
+            let (start, finish) = match session {
+                Some((s, start)) => {
+                    let closing = Instant::now();
+                    s.finish()?;
+                    (start, closing.elapsed().as_secs_f64())
+                }
+                None => (0.0, 0.0),
+            };
+            return Ok(Timing {
+                steps,
+                start,
+                finish,
+                in_loop: 0.0,
+                background: 0.0,
+            });
+        }
+    };
     let hook = session.hook();
     let (conv1, conv2, fc) = (
         hook.wrap("conv1", conv1),
@@ -255,17 +427,32 @@ fn train(
     })
 }
 
-/// The median step of each variant over the rounds, its cost over the same round's bare loop
-/// (the median of the rounds' differences), and the sessions' start and finish times.
-fn print_table(
-    steps: usize,
-    medians: &[[f64; 7]],
-    edges: &[[(f64, f64); 7]],
-    own: &[[(f64, f64); 7]],
-) {
+/// The network's three layers, bare or wrapped by the hook.
+enum Layers {
+    Bare(candle_nn::Conv2d, candle_nn::Conv2d, candle_nn::Linear),
+    Wrapped(
+        smdebug_candle::Recorded<candle_nn::Conv2d>,
+        smdebug_candle::Recorded<candle_nn::Conv2d>,
+        smdebug_candle::Recorded<candle_nn::Linear>,
+    ),
+}
+
+impl Layers {
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        match self {
+            Layers::Bare(a, b, c) => cnn::forward(a, b, c, x),
+            Layers::Wrapped(a, b, c) => cnn::forward(a, b, c, x),
+        }
+    }
+}
+
+/// Each variant's median step, its cost over the bare loop (the median over quads of the
+/// variant's mean against the same quad's bare mean), the session's start and finish, its
+/// own costs, and how far apart the bare processes of a quad landed.
+fn print_table(steps: usize, variants: &[String], quads_of: &[Vec<Quad>]) {
     println!(
-        "\nmedian step over {} rounds of {steps} steps, batch {BATCH}, 28x28 CNN (18.4k parameters), candle CPU:",
-        medians.len()
+        "\nmedian step, {} quads of fresh processes (bare, variant, variant, bare) of {steps} steps, batch {BATCH}, 28x28 CNN (18.4k parameters), candle CPU:",
+        quads_of.first().map_or(0, Vec::len)
     );
     println!(
         "{:<16} {:>10} {:>12} {:>10} {:>11} {:>12} {:>13} {:>11}",
@@ -278,36 +465,50 @@ fn print_table(
         "own threads",
         "of a step"
     );
-    let bare = median(&medians.iter().map(|r| r[0]).collect::<Vec<_>>());
-    for (v, name) in VARIANTS.iter().enumerate() {
-        let step = median(&medians.iter().map(|r| r[v]).collect::<Vec<_>>());
+    let all: Vec<&Quad> = quads_of.iter().flatten().collect();
+    let bare = median(
+        &all.iter()
+            .flat_map(|q| q.bare.map(|m| m.step))
+            .collect::<Vec<_>>(),
+    );
+    println!("{:<16} {:>7.2} ms", "no session", bare * 1e3);
+    for (name, quads) in variants.iter().zip(quads_of) {
+        let of = |f: fn(&Measured) -> f64| {
+            median(
+                &quads
+                    .iter()
+                    .flat_map(|q| q.variant.iter().map(f))
+                    .collect::<Vec<_>>(),
+            )
+        };
         let over = median(
-            &medians
+            &quads
                 .iter()
-                .map(|r| (r[v] / r[0] - 1.0) * 100.0)
+                .map(|q| {
+                    let v = (q.variant[0].step + q.variant[1].step) / 2.0;
+                    let b = (q.bare[0].step + q.bare[1].step) / 2.0;
+                    (v / b - 1.0) * 100.0
+                })
                 .collect::<Vec<_>>(),
         );
-        let start = median(&edges.iter().map(|e| e[v].0).collect::<Vec<_>>());
-        let finish = median(&edges.iter().map(|e| e[v].1).collect::<Vec<_>>());
-        let in_loop = median(&own.iter().map(|o| o[v].0).collect::<Vec<_>>());
-        let threads = median(&own.iter().map(|o| o[v].1).collect::<Vec<_>>());
+        let (in_loop, threads) = (of(|m| m.in_loop), of(|m| m.threads));
         println!(
             "{name:<16} {:>7.2} ms {:>+10.2} % {:>7.0} ms {:>8.0} ms {:>9.1} µs {:>10.1} µs {:>9.2} %",
-            step * 1e3,
+            of(|m| m.step) * 1e3,
             over,
-            start * 1e3,
-            finish * 1e3,
+            of(|m| m.start) * 1e3,
+            of(|m| m.finish) * 1e3,
             in_loop * 1e6,
             threads * 1e6,
             (in_loop + threads) / bare * 100.0
         );
     }
-    let apart: Vec<f64> = medians
+    let apart: Vec<f64> = all
         .iter()
-        .map(|r| ((r[6] / r[0] - 1.0) * 100.0).abs())
+        .map(|q| ((q.bare[1].step / q.bare[0].step - 1.0) * 100.0).abs())
         .collect();
     println!(
-        "noise: the bare loop's two runs in a round differ by {:.2} % (median), {:.2} % at most",
+        "noise: a quad's two bare processes differ by {:.2} % (median), {:.2} % at most",
         median(&apart),
         apart.iter().fold(0.0f64, |m, x| m.max(*x))
     );

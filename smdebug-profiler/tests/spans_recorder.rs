@@ -384,3 +384,23 @@ fn opening_and_closing_a_span_is_measured() {
     assert_eq!(report.recorded, u64::from(spans_per_round));
     assert_eq!(report.written + report.dropped, report.recorded);
 }
+
+#[test]
+fn the_resting_writer_is_woken_when_its_queue_is_half_full() {
+    // The writer rests 100 ms between batches. Bursts of 5 spans every 50 ms into an 8-span
+    // queue would overflow it within a rest, unless the fourth span of a burst (half the
+    // queue) calls the writer early.
+    let dir = tempfile::tempdir().unwrap();
+    let (spans, writer) =
+        SpanRecorder::start_local(config(0).queue_capacity(8), dir.path()).unwrap();
+    for _ in 0..12 {
+        for _ in 0..5 {
+            spans.end_span(spans.start_span(Phase::Forward));
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    let report = writer.finish().unwrap();
+    assert_eq!(report.recorded, 60);
+    assert_eq!(report.dropped, 0, "a burst found the queue full");
+    assert_eq!(report.written, 60);
+}

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
-use std::thread::JoinHandle;
+use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use smdebug_core::Mode;
@@ -148,6 +148,10 @@ fn epoch_us(time: SystemTime) -> u64 {
 
 struct Shared {
     tx: SyncSender<Message>,
+    /// The writer thread, woken early when the queue is half full (it rests between batches).
+    writer: Thread,
+    /// Half the queue's capacity.
+    wake_at: u64,
     counters: Arc<Counters>,
     current_step: AtomicU64,
     clock: SpanClock,
@@ -315,6 +319,8 @@ impl SpanRecorder {
         let recorder = SpanRecorder {
             shared: Arc::new(Shared {
                 tx: tx.clone(),
+                writer: thread.thread().clone(),
+                wake_at: (config.queue_capacity as u64 / 2).max(1),
                 counters: Arc::clone(&counters),
                 current_step: AtomicU64::new(0),
                 clock: SpanClock::now(),
@@ -438,7 +444,18 @@ impl SpanRecorder {
         let counters = &self.shared.counters;
         counters.recorded.fetch_add(1, Ordering::Relaxed);
         match self.shared.tx.try_send(Message::Span(span)) {
-            Ok(()) => true,
+            Ok(()) => {
+                // The writer rests between batches; a queue half full calls it early.
+                let queued = counters
+                    .recorded
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(counters.written.load(Ordering::Relaxed))
+                    .saturating_sub(counters.dropped.load(Ordering::Relaxed));
+                if queued >= self.shared.wake_at {
+                    self.shared.writer.unpark();
+                }
+                true
+            }
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                 counters.dropped.fetch_add(1, Ordering::Relaxed);
                 false
@@ -459,6 +476,7 @@ impl SpanRecorder {
             .tx
             .send(Message::Flush(ack_tx))
             .map_err(|_| writer_stopped())?;
+        self.shared.writer.unpark();
         ack_rx.recv().map_err(|_| writer_stopped())
     }
 }
@@ -522,6 +540,7 @@ impl SpanWriterGuard {
         };
         // Blocking is right here: this is the end of the run, and the writer drains the queue.
         let _ = self.tx.send(Message::Shutdown);
+        thread.thread().unpark();
         let last_write_error = thread.join().map_err(|_| ProfilerError::ThreadPanicked {
             thread: "span writer",
         })?;

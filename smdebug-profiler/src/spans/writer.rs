@@ -11,7 +11,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -188,6 +188,12 @@ pub(crate) struct WriterSettings {
     pub(crate) close_interval: Duration,
 }
 
+/// How long the writer rests after taking the queued spans, so that a loop's spans wake it
+/// about ten times a second rather than at each span (every wake-up of another thread takes a
+/// core from the training loop's compute threads). A flush, the shutdown or a queue half full
+/// wakes it early.
+pub(crate) const BATCH_INTERVAL: Duration = Duration::from_millis(100);
+
 /// The writer thread's body: returns the last publication error, if any.
 pub(crate) fn run_writer(
     rx: Receiver<Message>,
@@ -213,42 +219,54 @@ pub(crate) fn run_writer(
             }
         }
     };
+    let add = |builder: &mut TraceFileBuilder, last_error: &mut Option<String>, span| {
+        builder.add(&span);
+        counters.written.fetch_add(1, Ordering::Relaxed);
+        if builder.size() >= settings.max_file_bytes {
+            publish(builder, last_error);
+        }
+    };
     let tick = settings.close_interval.min(Duration::from_secs(1));
     loop {
-        let message = rx.recv_timeout(tick);
+        let mut next = Some(rx.recv_timeout(tick));
         if builder
             .open_for()
             .is_some_and(|open| open >= settings.close_interval)
         {
             publish(&mut builder, &mut last_error);
         }
-        match message {
-            Ok(Message::Span(span)) => {
-                builder.add(&span);
-                counters.written.fetch_add(1, Ordering::Relaxed);
-                if builder.size() >= settings.max_file_bytes {
-                    publish(&mut builder, &mut last_error);
+        let mut took_spans = false;
+        // Everything queued is handled in one go; then the thread rests.
+        while let Some(message) = next.take() {
+            match message {
+                Ok(Message::Span(span)) => {
+                    add(&mut builder, &mut last_error, span);
+                    took_spans = true;
                 }
-            }
-            Ok(Message::Flush(ack)) => {
-                publish(&mut builder, &mut last_error);
-                let _ = ack.send(());
-            }
-            Ok(Message::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
-                // Spans queued before the shutdown still go out.
-                while let Ok(message) = rx.try_recv() {
-                    if let Message::Span(span) = message {
-                        builder.add(&span);
-                        counters.written.fetch_add(1, Ordering::Relaxed);
-                        if builder.size() >= settings.max_file_bytes {
-                            publish(&mut builder, &mut last_error);
+                Ok(Message::Flush(ack)) => {
+                    publish(&mut builder, &mut last_error);
+                    let _ = ack.send(());
+                }
+                Ok(Message::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
+                    // Spans queued before the shutdown still go out.
+                    while let Ok(message) = rx.try_recv() {
+                        if let Message::Span(span) = message {
+                            add(&mut builder, &mut last_error, span);
                         }
                     }
+                    publish(&mut builder, &mut last_error);
+                    return last_error;
                 }
-                publish(&mut builder, &mut last_error);
-                return last_error;
+                Err(RecvTimeoutError::Timeout) => {}
             }
-            Err(RecvTimeoutError::Timeout) => {}
+            next = match rx.try_recv() {
+                Ok(message) => Some(Ok(message)),
+                Err(TryRecvError::Empty) => None,
+                Err(TryRecvError::Disconnected) => Some(Err(RecvTimeoutError::Disconnected)),
+            };
+        }
+        if took_spans {
+            std::thread::park_timeout(BATCH_INTERVAL);
         }
     }
 }
