@@ -12,7 +12,7 @@
 #![warn(missing_docs)]
 
 #[allow(unsafe_code)]
-mod convert;
+pub mod convert;
 mod errors;
 mod profiler;
 mod rules;
