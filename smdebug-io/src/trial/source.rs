@@ -10,7 +10,7 @@ use bytes::Bytes;
 use smdebug_core::{Collection, CollectionsFile, DType, EndReason, Mode, StringTensor, Tensor};
 
 use crate::error::{Error, Result};
-use crate::format::budget::Budget;
+use crate::format::budget::{Budget, Conversion};
 use crate::format::index::IndexRef;
 use crate::format::layout;
 use crate::format::record::PayloadCrcPolicy;
@@ -54,37 +54,48 @@ pub(crate) struct WorkerCollections {
     pub collections: Vec<Collection>,
 }
 
-/// Collections files not read yet.
+/// Collections files not read yet; the first one that cannot be read is the error.
 pub(crate) fn new_collection_files(
     storage: &dyn Storage,
     seen: &BTreeSet<String>,
 ) -> Result<Vec<(String, WorkerCollections)>> {
     let mut out = Vec::new();
-    for path in storage.list(layout::COLLECTIONS_DIR)? {
-        let Some(worker) = layout::parse_collections_file(&path) else {
-            continue;
-        };
-        if seen.contains(&path) {
-            continue;
-        }
-        let bytes = storage.get(&path)?;
-        let bad = |reason: String| Error::BadCollections {
-            path: path.clone(),
-            reason,
-        };
-        let json: serde_json::Value =
-            serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
-        let file = CollectionsFile::from_json(&json).map_err(|e| bad(e.to_string()))?;
-        out.push((
-            path.clone(),
-            WorkerCollections {
-                worker: Some(worker),
-                num_workers: file.num_workers,
-                collections: file.collections,
-            },
-        ));
+    for path in unread_collection_files(storage, seen)? {
+        let file = read_collections_file(storage, &path)?;
+        out.push((path, file));
     }
     Ok(out)
+}
+
+/// The paths of the collections files that `seen` does not hold, in key order.
+pub(crate) fn unread_collection_files(
+    storage: &dyn Storage,
+    seen: &BTreeSet<String>,
+) -> Result<Vec<String>> {
+    Ok(storage
+        .list(layout::COLLECTIONS_DIR)?
+        .into_iter()
+        .filter(|path| layout::parse_collections_file(path).is_some() && !seen.contains(path))
+        .collect())
+}
+
+/// One worker's collections file, read and parsed.
+pub(crate) fn read_collections_file(
+    storage: &dyn Storage,
+    path: &str,
+) -> Result<WorkerCollections> {
+    let bytes = storage.get(path)?;
+    let bad = |reason: String| Error::BadCollections {
+        path: path.to_string(),
+        reason,
+    };
+    let json: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+    let file = CollectionsFile::from_json(&json).map_err(|e| bad(e.to_string()))?;
+    Ok(WorkerCollections {
+        worker: layout::parse_collections_file(path),
+        num_workers: file.num_workers,
+        collections: file.collections,
+    })
 }
 
 /// Where one tensor's record is in its step's event file, as an index entry says.
@@ -239,11 +250,7 @@ pub(crate) struct IndexEntry {
 /// Index files of steps `>= from` (every index file when `from` is `None`) that `skip` does not
 /// refuse (it is given the path and the step), handed to `apply` one by one in key order.
 /// `local`: the run's directory when it is on local disk, where index files are read directly
-/// (into one buffer, reused), not through storage.
-///
-/// Fetching and parsing is most of the cost of opening a long run (one small file a step), so a
-/// long listing is read on a few threads, a chunk of files at a time, while `apply` takes in
-/// the chunks already parsed on the calling thread. The first error (from a file or from
+/// (into one buffer, reused), not through storage. The first error (from a file or from
 /// `apply`) ends the listing: the files before it were applied, none after.
 pub(crate) fn index_files_from(
     storage: &dyn Storage,
@@ -252,44 +259,72 @@ pub(crate) fn index_files_from(
     skip: impl Fn(&str, u64) -> bool,
     mut apply: impl FnMut(IndexEntry) -> Result<()>,
 ) -> Result<()> {
-    /// Index files a thread parses and hands over together.
-    const CHUNK: usize = 256;
+    let paths: Vec<IndexPath> = list_index_files(storage, from)?
+        .into_iter()
+        .filter(|(path, step, _)| !skip(path, *step))
+        .collect();
+    parse_index_files(storage, local, &paths, |entry| entry, |entry| apply(entry?))
+}
+
+/// An index file's path, with the step and worker its name gives.
+pub(crate) type IndexPath = (String, u64, String);
+
+/// The index files of steps `>= from` (every one when `from` is `None`), in key order.
+pub(crate) fn list_index_files(storage: &dyn Storage, from: Option<u64>) -> Result<Vec<IndexPath>> {
     let paths = match from {
         Some(step) => storage.list_after(layout::INDEX_DIR, &layout::index_list_offset(step))?,
         None => storage.list(layout::INDEX_DIR)?,
     };
-    let paths: Vec<(String, u64, String)> = paths
+    Ok(paths
         .into_iter()
         .filter_map(|path| layout::parse_index_file(&path).map(|(s, w)| (path, s, w)))
-        .filter(|(path, step, _)| !skip(path, *step))
-        .collect();
-    let parse = |chunk: &[(String, u64, String)], names: &mut Interner, buf: &mut Vec<u8>| {
+        .collect())
+}
+
+/// Reads and checks each index file of `paths` ([`read_index_file`]: an index naming another
+/// step's or worker's event file is an error), hands the result to `work` on a reader thread
+/// (a reader that also reads the step's event file does it there), and `work`'s results to
+/// `apply` on the calling thread, in the order of `paths`. An error from `apply` ends the
+/// reading: the results before it were applied, none after.
+///
+/// Fetching and parsing is most of the cost of opening a long run (one small file a step), so a
+/// long list is read on a few threads, a chunk of files at a time, while `apply` takes in
+/// the chunks already done.
+pub(crate) fn parse_index_files<T: Send>(
+    storage: &dyn Storage,
+    local: Option<&Path>,
+    paths: &[IndexPath],
+    work: impl Fn(Result<IndexEntry>) -> T + Sync,
+    mut apply: impl FnMut(T) -> Result<()>,
+) -> Result<()> {
+    /// Index files a thread reads and hands over together.
+    const CHUNK: usize = 256;
+    let parse = |chunk: &[IndexPath], names: &mut Interner, buf: &mut Vec<u8>| {
         chunk
             .iter()
             .map(|(path, step, worker)| {
-                let bytes = fetch_index_file(storage, local, path, buf)?;
-                read_index_file(bytes, path, *step, worker, names)
+                let entry = fetch_index_file(storage, local, path, buf)
+                    .and_then(|bytes| read_index_file(bytes, path, *step, worker, names));
+                work(entry)
             })
-            .collect::<Result<Vec<IndexEntry>>>()
+            .collect::<Vec<T>>()
     };
     let threads = reader_threads(paths.len());
     if threads <= 1 {
         let (mut names, mut buf) = (Interner::default(), Vec::new());
-        return parse(&paths, &mut names, &mut buf)?
+        return parse(paths, &mut names, &mut buf)
             .into_iter()
             .try_for_each(apply);
     }
     std::thread::scope(|scope| {
         let (senders, mut parsed) = InOrder::new(threads, 2);
         for (t, tx) in senders.into_iter().enumerate() {
-            let (paths, parse) = (&paths, &parse);
+            let parse = &parse;
             scope.spawn(move || {
                 let (mut names, mut buf) = (Interner::default(), Vec::new());
                 for chunk in paths.chunks(CHUNK).skip(t).step_by(threads) {
-                    let chunk = parse(chunk, &mut names, &mut buf);
-                    let failed = chunk.is_err();
-                    if tx.send(chunk).is_err() || failed {
-                        return; // The listing ended (an error here or before).
+                    if tx.send(parse(chunk, &mut names, &mut buf)).is_err() {
+                        return; // The reading ended (an error from `apply`).
                     }
                 }
             });
@@ -299,7 +334,7 @@ pub(crate) fn index_files_from(
                 // The thread panicked (a bug): the scope re-raises it when it joins the thread.
                 break;
             };
-            chunk?.into_iter().try_for_each(&mut apply)?;
+            chunk.into_iter().try_for_each(&mut apply)?;
         }
         Ok(())
     })
@@ -770,6 +805,56 @@ pub(crate) fn tensor_bytes_in(
     let end = record_end(loc, name, budget)?;
     let record = slice_record(file, loc, end)?;
     decode_with(&record, loc, name, budget, in_place)
+}
+
+/// Records longer than this cannot hold one number (a scalar's record is about 100 bytes:
+/// framing, tag, step, mode metadata, dtype, shape and at most 8 bytes of value).
+pub(crate) const MAX_NUMBER_RECORD: u64 = 4096;
+
+/// The budget of reading one number: one element of any dtype (at most 8 bytes) and its `f64`
+/// (8 more). A record whose header claims a second element, of any dtype, costs more and is
+/// refused from the header, before anything is decoded.
+const ONE_NUMBER: Budget = Budget {
+    limit: 16,
+    conversion: Conversion::F64,
+};
+
+/// The one number tensor `name`'s record at `loc` holds, its framing, checksums, tag and step
+/// checked as [`read_tensor`] checks them. `file`: the whole event file when it was read (else
+/// the record is read by range). `Ok(None)` when the record is not one number (its header
+/// claims another number of elements, or strings; or it is longer than [`MAX_NUMBER_RECORD`],
+/// then it is not read at all): nothing of its values is decoded then.
+pub(crate) fn number_at(
+    storage: &dyn Storage,
+    file: Option<&Bytes>,
+    loc: &Location,
+    name: &str,
+) -> Result<Option<f64>> {
+    if loc.length > MAX_NUMBER_RECORD {
+        return Ok(None);
+    }
+    let end = record_end(loc, name, Budget::from(MAX_NUMBER_RECORD))?;
+    let record = match file {
+        Some(file) => slice_record(file, loc, end)?,
+        None => {
+            let bytes = get_range(storage, loc, loc.start..end)?;
+            if (bytes.len() as u64) < loc.length {
+                return Err(short_file(loc, bytes.len() as u64));
+            }
+            bytes
+        }
+    };
+    let number = decode_with(&record, loc, name, ONE_NUMBER, |_, event| {
+        smdebug_core::TensorView::from_bytes(event.dtype, &event.shape, &event.data)
+            .ok()
+            .filter(|v| v.len() == 1)
+            .map(|v| v.get_f64(0))
+    });
+    match number {
+        Ok(n) => Ok(n),
+        Err(Error::TensorTooLarge { .. } | Error::StringTensor { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// A decoded value as a [`TensorBytes`] over the record's own bytes (copied only when the record
