@@ -308,7 +308,6 @@ impl TensorFollower {
         let storage = Arc::clone(&self.storage);
         let local = self.local.clone();
         let not_numbers = std::mem::take(&mut self.not_numbers);
-        let mut at = 0;
         let mut results = Vec::with_capacity(batch.len());
         let read = source::parse_index_files(
             storage.as_ref(),
@@ -322,9 +321,7 @@ impl TensorFollower {
         );
         self.not_numbers = not_numbers;
         debug_assert!(read.is_ok(), "taking in never fails");
-        for read in results {
-            let (path, step, _) = &batch[at];
-            at += 1;
+        for ((path, step, _), read) in batch.iter().zip(results) {
             match read {
                 Ok(read) => self.take_in(read, inc, values),
                 Err(e) => {
