@@ -9,6 +9,8 @@
 //! `write` writes STEPS (100,000 by default) training steps of 50 scalars each (a loss, an
 //! accuracy, 48 metrics; the tensors of the synthetic 1-hour run of `smdebug-serve`'s
 //! `synthetic_run` example) through the hook and writer, one event and one index file a step.
+//! `write-fill` writes issue 27's second case instead: STEPS (114) steps, each with a `loss` and
+//! a 50-byte record claiming `[2^28]` float32 (1 GiB; smdebug-io's `crafted::write_step`).
 //! `read` reads the run once with [`TensorFollower::read_to_end`] into [`ScalarColumns`], as the
 //! dashboard does, and prints the wall time, the values held and the process's peak resident
 //! memory (Linux `VmHWM`).
@@ -26,11 +28,15 @@ const TENSORS: usize = 50;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: follow_scalars write|read DIR [STEPS]";
+    let usage = "usage: follow_scalars write|write-fill|read DIR [STEPS]";
     let command = args.next().ok_or(usage)?;
     let dir = args.next().ok_or(usage)?;
     match command.as_str() {
         "write" => write(&dir, args.next().map_or(Ok(100_000), |s| s.parse())?),
+        "write-fill" => {
+            write_fill(&dir, args.next().map_or(Ok(114), |s| s.parse())?);
+            Ok(())
+        }
         "read" => read(&dir),
         _ => Err(usage.into()),
     }
@@ -73,6 +79,28 @@ fn write(dir: &str, steps: u64) -> Result<(), Box<dyn std::error::Error>> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+fn write_fill(dir: &str, steps: u64) {
+    use smdebug_io::crafted::{CraftedRecord, scalar, write_step};
+    for s in 0..steps {
+        let records = [
+            scalar("loss", s as f32),
+            CraftedRecord::Fill {
+                name: "mask".into(),
+                dtype: smdebug_core::DType::F32,
+                dims: vec![1 << 28],
+            },
+        ];
+        write_step(
+            std::path::Path::new(dir),
+            s,
+            "worker_0",
+            Mode::Train,
+            s,
+            &records,
+        );
+    }
 }
 
 fn read(dir: &str) -> Result<(), Box<dyn std::error::Error>> {

@@ -256,6 +256,7 @@ impl TensorFollower {
             let batch: Vec<IndexPath> = self.backlog.drain(..take).collect();
             let mut values = Values::default();
             self.read_batch(&batch, &mut inc, &mut values);
+            self.forget_complete();
             if !values.columns.is_empty() {
                 inc.values += values.count;
                 sink(values.columns, self.backlog.len());
@@ -270,14 +271,20 @@ impl TensorFollower {
                 self.end = Some(reason);
                 self.progress.ended(self.steps.last().copied());
             }
-            let last = self.progress.last_complete();
-            self.read.forget_through(last);
-            if let Some(last) = last {
-                self.open = self.open.split_off(&last.saturating_add(1));
-            }
+            self.forget_complete();
         }
         inc.pending = self.backlog.len();
         inc
+    }
+
+    /// Index files and steps at or before the last complete step are never listed again: what
+    /// is kept of them to check new files against goes.
+    fn forget_complete(&mut self) {
+        let last = self.progress.last_complete();
+        self.read.forget_through(last);
+        if let Some(last) = last {
+            self.open = self.open.split_off(&last.saturating_add(1));
+        }
     }
 
     fn read_collections(&mut self, inc: &mut TensorIncrement) {
