@@ -77,6 +77,7 @@
 mod columns;
 mod follow;
 mod handle;
+mod index_files;
 mod intake;
 mod listing;
 mod lookup;
