@@ -1,29 +1,4 @@
-//! The one incremental reader of a run's tensors: [`TensorFollower`].
-//!
-//! It reads what the `Trial` reads, with the `Trial`'s own machinery: the collections files,
-//! then the index files after the last complete step ([`StepProgress`]: Python smdebug's
-//! workers, step completeness and incomplete-step window), each checked as the `Trial` checks it
-//! (an index file naming another step's or another worker's event file is refused; a second
-//! index file for a step and worker, or workers disagreeing on a step's mode, is a conflict; a
-//! record whose tag or step is not the index's is refused), and the end marker. Offline,
-//! [`read_to_end`](TensorFollower::read_to_end) reads the run once; live,
-//! [`poll`](TensorFollower::poll) reads only the index files that are new. Unlike the `Trial`,
-//! whose queries fail on such a file, the follower leaves a bad file out and reports it as a
-//! typed [`TensorProblem`], and goes on.
-//!
-//! It keeps no table of a step's tensors: of a step it hands out its mode, the names seen for
-//! the first time (reductions listed under their tensor, as the `Trial` lists them), and the
-//! value of every tensor saved as one number, as columns ([`ScalarBatch`], kept by
-//! [`ScalarColumns`](super::ScalarColumns), 16 bytes a value). A record longer than a scalar's
-//! can be is never read; a record whose header claims more than one element (or strings) is
-//! never decoded (its header is checked against a one-number budget first), and the tensor is
-//! not read again at later steps.
-//!
-//! Why not the `Trial` itself: it keeps, for every step, a table of every tensor's name and
-//! record location, and reading through it looks up and decodes one value at a time. On a
-//! 100,000-step run of 50 scalars (BENCHMARKS.md) a follower holding the `Trial` took 194 s to
-//! read the 5 million values and held 1.7 GB; reading in bulk as this one does, 22–28 s and
-//! 224 MB.
+//! The one incremental reader of a run's tensors, [`TensorFollower`] (documented on the type).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -159,7 +134,32 @@ struct StepRead {
     problems: Vec<(Arc<str>, Error)>,
 }
 
-/// Follows a run's tensors (see the [module docs](self)).
+/// The one incremental reader of a run's tensors.
+///
+/// It reads what the `Trial` reads, with the `Trial`'s own machinery: the collections files,
+/// then the index files after the last complete step ([`StepProgress`]: Python smdebug's
+/// workers, step completeness and incomplete-step window), each checked as the `Trial` checks it
+/// (an index file naming another step's or another worker's event file is refused; a second
+/// index file for a step and worker, or workers disagreeing on a step's mode, is a conflict; a
+/// record whose tag or step is not the index's is refused), and the end marker. Offline,
+/// [`read_to_end`](TensorFollower::read_to_end) reads the run once; live,
+/// [`poll`](TensorFollower::poll) reads only the index files that are new. Unlike the `Trial`,
+/// whose queries fail on such a file, the follower leaves a bad file out and reports it as a
+/// typed [`TensorProblem`], and goes on.
+///
+/// It keeps no table of a step's tensors: of a step it hands out its mode, the names seen for
+/// the first time (reductions listed under their tensor, as the `Trial` lists them), and the
+/// value of every tensor saved as one number, as columns ([`ScalarBatch`], kept by
+/// [`ScalarColumns`](super::ScalarColumns), 16 bytes a value). A record longer than a scalar's
+/// can be is never read; a record whose header claims more than one element (or strings) is
+/// never decoded (its header is checked against a one-number budget first), and the tensor is
+/// not read again at later steps.
+///
+/// Why not the `Trial` itself: it keeps, for every step, a table of every tensor's name and
+/// record location, and reading through it looks up and decodes one value at a time. On a
+/// 100,000-step run of 50 scalars (BENCHMARKS.md) the dashboard's follower holding the `Trial`
+/// took 194 s to read the 5 million values and held 1.7 GB; this one reads them in 10–14 s
+/// with a peak of 117 MB (BENCHMARKS.md, "Following a run's tensors").
 pub struct TensorFollower {
     storage: Arc<dyn Storage>,
     /// The run's directory when it is on local disk: index files are read from it directly.
