@@ -15,9 +15,59 @@ use crate::format::tensor::mode_metadata;
 
 /// Writes `<dir>/run`, a one-step run (TRAIN, worker_0) whose only record is `name`: `dtype`,
 /// shape `dims`, and one typed fill value (TensorFlow's typed fields: `bool_val`, `half_val` 1.0,
-/// `int_val` 7), which readers repeat over the shape. Returns the run's path and the record's
+/// `float_val` 1.0, `int_val` 7), which readers repeat over the shape. Returns the run's path and the record's
 /// length (under 100 bytes, whatever the shape).
 pub fn fill_record_run(dir: &Path, name: &str, dtype: DType, dims: &[i64]) -> (String, usize) {
+    let record = fill_record(name, dtype, dims, 0, Mode::Train, 0);
+    let run = dir.join("run");
+    let event_file = layout::event_file(0, "worker_0");
+    let path = run.join(&event_file);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, &record).unwrap();
+    let index = run.join(layout::index_file(0, "worker_0"));
+    std::fs::create_dir_all(index.parent().unwrap()).unwrap();
+    let json = serde_json::json!({"meta": {"mode": "TRAIN", "mode_step": 0, "event_file_name": event_file},
+            "tensor_payload": [{"tensorname": name, "start_idx": 0, "length": record.len()}],
+            "shape_payload": []});
+    std::fs::write(index, serde_json::to_vec(&json).unwrap()).unwrap();
+    (run.to_str().unwrap().to_string(), record.len())
+}
+
+/// One record of a step written by [`write_step`].
+pub enum CraftedRecord {
+    /// A tensor, framed as the writer frames it.
+    Tensor(String, smdebug_core::Tensor),
+    /// A record of under 100 bytes claiming `dims` of `dtype`, with one typed fill value, as
+    /// [`fill_record_run`] writes it.
+    Fill {
+        /// The tensor name.
+        name: String,
+        /// The claimed dtype.
+        dtype: DType,
+        /// The claimed shape.
+        dims: Vec<i64>,
+    },
+}
+
+/// A one-element `f32` tensor record named `name`.
+pub fn scalar(name: &str, value: f32) -> CraftedRecord {
+    CraftedRecord::Tensor(
+        name.to_string(),
+        smdebug_core::Tensor::from_bytes(DType::F32, vec![], value.to_le_bytes().to_vec())
+            .expect("one f32"),
+    )
+}
+
+/// The framed record of a fill value (see [`fill_record_run`]) at `step`: `bool_val` true,
+/// `half_val` 1.0, `float_val` 1.0, else `int_val` 7.
+fn fill_record(
+    name: &str,
+    dtype: DType,
+    dims: &[i64],
+    step: u64,
+    mode: Mode,
+    mode_step: u64,
+) -> Vec<u8> {
     let mut proto = TensorProto {
         dtype: dtype.tf_datatype(),
         tensor_shape: Some(TensorShapeProto {
@@ -35,32 +85,87 @@ pub fn fill_record_run(dir: &Path, name: &str, dtype: DType, dims: &[i64]) -> (S
     match dtype {
         DType::Bool => proto.bool_val = vec![true],
         DType::F16 => proto.half_val = vec![0x3c00], // 1.0
+        DType::F32 => proto.float_val = vec![1.0],
         _ => proto.int_val = vec![7],
     }
     let payload = Event {
         wall_time: 1.0,
-        step: 0,
+        step: step as i64,
         what: Some(event::What::Summary(Summary {
             value: vec![summary::Value {
                 tag: name.to_string(),
-                metadata: Some(mode_metadata(Mode::Train, 0)),
+                metadata: Some(mode_metadata(mode, mode_step)),
                 value: Some(summary::value::Value::Tensor(proto)),
                 ..Default::default()
             }],
         })),
     }
     .encode_to_vec();
-    let record = encode_record(&payload, PayloadChecksum::Crc32c);
-    let run = dir.join("run");
-    let event_file = layout::event_file(0, "worker_0");
+    encode_record(&payload, PayloadChecksum::Crc32c)
+}
+
+/// Writes step `step` of `worker` into the run at `run` (created when missing): its event file
+/// holding `records` in order, and its index file (`mode`, `mode_step`) locating each.
+pub fn write_step(
+    run: &Path,
+    step: u64,
+    worker: &str,
+    mode: Mode,
+    mode_step: u64,
+    records: &[CraftedRecord],
+) {
+    let mut file = Vec::new();
+    let mut payload = Vec::new();
+    for record in records {
+        let (name, bytes) = match record {
+            CraftedRecord::Tensor(name, tensor) => {
+                let stamp = crate::format::tensor::EventStamp {
+                    wall_time: 1.0,
+                    step,
+                    mode,
+                    mode_step,
+                };
+                (
+                    name,
+                    crate::format::frame_tensor(name, tensor, stamp, PayloadChecksum::Crc32c),
+                )
+            }
+            CraftedRecord::Fill { name, dtype, dims } => {
+                (name, fill_record(name, *dtype, dims, step, mode, mode_step))
+            }
+        };
+        payload.push(
+            serde_json::json!({"tensorname": name, "start_idx": file.len(),
+                                        "length": bytes.len()}),
+        );
+        file.extend_from_slice(&bytes);
+    }
+    let event_file = layout::event_file(step, worker);
     let path = run.join(&event_file);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, &record).unwrap();
-    let index = run.join(layout::index_file(0, "worker_0"));
+    std::fs::write(&path, &file).unwrap();
+    let json = serde_json::json!({"meta": {"mode": mode.name(), "mode_step": mode_step,
+                                           "event_file_name": event_file},
+                                  "tensor_payload": payload, "shape_payload": []});
+    let index = run.join(layout::index_file(step, worker));
     std::fs::create_dir_all(index.parent().unwrap()).unwrap();
-    let json = serde_json::json!({"meta": {"mode": "TRAIN", "mode_step": 0, "event_file_name": event_file},
-            "tensor_payload": [{"tensorname": name, "start_idx": 0, "length": record.len()}],
-            "shape_payload": []});
     std::fs::write(index, serde_json::to_vec(&json).unwrap()).unwrap();
-    (run.to_str().unwrap().to_string(), record.len())
+}
+
+/// Writes `worker`'s collections file into the run at `run`, declaring `num_workers`.
+pub fn write_collections(run: &Path, worker: &str, num_workers: usize) {
+    let file = smdebug_core::CollectionsFile {
+        collections: Vec::new(),
+        num_workers,
+    };
+    let path = run.join(layout::collections_file(worker));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, serde_json::to_vec(&file.to_json()).unwrap()).unwrap();
+}
+
+/// Makes `worker`'s index file of step `step` name step `other`'s event file, with that step's
+/// entries (what makes a reader that skips the check show `other`'s values at `step`).
+pub fn point_index_at(run: &Path, step: u64, worker: &str, other: u64) {
+    let other_index = std::fs::read(run.join(layout::index_file(other, worker))).unwrap();
+    std::fs::write(run.join(layout::index_file(step, worker)), other_index).unwrap();
 }

@@ -81,7 +81,7 @@ pub fn runs(runs: &[std::sync::Arc<Run>]) -> Value {
                 "last_step": d.steps.last(),
                 "samples": d.profile.sample_count(),
                 "tensors": d.tensors.len(),
-                "scalar_values": d.scalar_values,
+                "scalar_values": d.scalars.values(),
                 "index_pending": d.index_pending,
                 "trial_open": run.trial_open(),
                 "report": run.report_stage(),
@@ -465,12 +465,12 @@ pub fn scalars(run: &Run, regex: Option<&str>, window: &Window) -> Result<Value,
     };
     let d = run.data.read().expect("run data lock");
     let mut out = Vec::new();
-    for (name, track) in &d.scalars {
+    for (name, track) in d.scalars.iter() {
         if filter.as_ref().is_some_and(|f| !f.is_match(name)) {
             continue;
         }
         // Modes in name order (EVAL, GLOBAL, PREDICT, TRAIN).
-        let mut by_name: Vec<(&Mode, &crate::tensors::Column)> = track.iter().collect();
+        let mut by_name: Vec<(&Mode, &smdebug_io::trial::Column)> = track.iter().collect();
         by_name.sort_by_key(|(mode, _)| mode.name());
         let modes: Vec<Value> = by_name
             .into_iter()

@@ -14,9 +14,10 @@
 //!
 //! **Data.** Each run is followed by a thread of its own (`run` module): system metrics,
 //! framework spans and code-profile windows through smdebug-profiler's `ProfilerFollower` (the
-//! one incremental reader the rule runner and the report use too) into its `ProfileData`; steps, tensor names and scalar values in bulk from the index
-//! files through smdebug-io's format layer, each new index file and its event file read once
-//! and scalars kept as compact columns (16 bytes a value); rule statuses from the summary a
+//! one incremental reader the rule runner and the report use too) into its `ProfileData`; steps,
+//! tensor names and scalar values through smdebug-io's `TensorFollower` (the `Trial`'s listing,
+//! step completeness and checks; each new index file and its event file read once, scalars
+//! kept as compact columns, 16 bytes a value); rule statuses from the summary a
 //! rule runner writes into the run; the end marker. Whole tensors (distributions, 2-D views)
 //! are read through smdebug-io's `Trial`, opened when a view first asks for one. Only what is
 //! new is read on each pass (every 200 ms by default). A run may not exist yet, be still
@@ -62,6 +63,5 @@ pub mod downsample;
 mod report;
 mod run;
 mod server;
-mod tensors;
 
 pub use server::{ServeError, ServeOptions, Server, expand_runs, expand_runs_with};

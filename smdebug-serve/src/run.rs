@@ -5,28 +5,24 @@
 //! as smdebug-profiler's [`ProfileData`] and [`CodeProfileWindow`], read by its
 //! [`ProfilerFollower`] (the one incremental reader the rule runner and the report use too),
 //! rule statuses as smdebug-rules' [`Summary`] (the file a rule runner writes into the run).
-//! Steps, tensor names and scalar values are followed in
-//! bulk from the index files through smdebug-io's format layer ([`crate::tensors`]: each new
-//! index file and its event file read once, scalars kept as compact columns); whole tensors
-//! are read through smdebug-io's [`Trial`], opened when a view first asks for one.
+//! Steps, tensor names and scalar values are followed by smdebug-io's [`TensorFollower`] (the
+//! `Trial`'s own listing, step completeness and checks; each new index file and its event file
+//! read once, scalars kept as compact [`ScalarColumns`]); whole tensors are read through
+//! smdebug-io's [`Trial`], opened when a view first asks for one.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use smdebug_core::Mode;
 use smdebug_io::format::layout::END_MARKER;
 use smdebug_io::format::parse_end_marker;
 use smdebug_io::stop::{StopRequest, read_stop_request};
-use smdebug_io::trial::{Trial, TrialOptions};
+use smdebug_io::trial::{ScalarColumns, TensorFollower, Trial, TrialOptions};
 use smdebug_io::{Storage, StorageOptions};
 use smdebug_profiler::follow::{DataProblems, ProfilerFollower, merge_code_windows};
 use smdebug_profiler::reader::{CodeProfileWindow, ProfileData, SampleBatch, SpanBatch};
 use smdebug_rules::Summary;
 use smdebug_rules::runner::SUMMARY_FILE;
-
-use crate::tensors::{Column, TensorCursor, follow_tensors};
 
 /// Time spent reading a backlog of index files per follower pass (the rest on the next
 /// passes), so that a large backlog does not hold back new samples and the page sees progress.
@@ -41,9 +37,6 @@ const PROFILER_ITEMS_PER_POLL: usize = 50_000;
 
 /// At most this many data warnings are kept.
 const MAX_WARNINGS: usize = 50;
-
-/// One scalar tensor: per mode, `(global step, value)` in step order.
-pub(crate) type ScalarTrack = BTreeMap<Mode, Column>;
 
 /// What is known of a run now.
 #[derive(Debug, Default)]
@@ -73,10 +66,8 @@ pub(crate) struct RunData {
     pub steps: Vec<u64>,
     /// Tensor names, sorted.
     pub tensors: Vec<String>,
-    /// Scalar tensors by name.
-    pub scalars: BTreeMap<String, ScalarTrack>,
-    /// Scalar values held (in `scalars`).
-    pub scalar_values: usize,
+    /// Scalar tensors by name: per mode, `(global step, value)` in step order.
+    pub scalars: ScalarColumns,
     /// Index files listed but not read yet.
     pub index_pending: usize,
     /// The rule runner's statuses, when it wrote them into the run.
@@ -95,37 +86,6 @@ impl RunData {
     /// First and last time of any sample or span, µs since the epoch.
     pub fn time_range(&self) -> Option<(u64, u64)> {
         self.profile.time_range()
-    }
-
-    /// `more`: about how many more values of this column are coming (index files not read yet),
-    /// so that its memory grows once to size instead of doubling.
-    fn add_scalars(&mut self, name: String, mode: Mode, points: Column, more: usize) {
-        let column = self
-            .scalars
-            .entry(name)
-            .or_default()
-            .entry(mode)
-            .or_default();
-        if column.capacity() - column.len() < points.len() {
-            column.reserve_exact(points.len() + more);
-        }
-        for (step, value) in points {
-            match column.last() {
-                // A step saved by several workers: the first worker's value is kept.
-                Some(last) if last.0 == step => {}
-                Some(last) if last.0 > step => {
-                    let at = column.partition_point(|p| p.0 < step);
-                    if column.get(at).is_none_or(|p| p.0 != step) {
-                        column.insert(at, (step, value));
-                        self.scalar_values += 1;
-                    }
-                }
-                _ => {
-                    column.push((step, value));
-                    self.scalar_values += 1;
-                }
-            }
-        }
     }
 }
 
@@ -213,8 +173,8 @@ struct Cursor {
     profiler: Option<ProfilerFollower>,
     /// Size of the rule summary at the last read.
     summary_size: Option<u64>,
-    /// The index files read.
-    tensors: TensorCursor,
+    /// The tensor reader, once the storage is open.
+    tensors: Option<TensorFollower>,
     /// The end marker was read.
     marker_read: bool,
     /// Writability checked.
@@ -326,17 +286,16 @@ fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
     let marker = matches!(storage.size(END_MARKER), Ok(Some(_)));
 
     // Steps, tensor names and scalars from the index files.
-    let tensor_update = follow_tensors(
-        &storage,
-        &mut cursor.tensors,
-        TENSOR_BUDGET_PER_PASS,
-        &mut |values, more| {
-            let mut data = run.data.write().expect("run data lock");
-            for (name, mode, points) in values {
-                data.add_scalars(name, mode, points, more);
-            }
-        },
-    );
+    let tensors = cursor
+        .tensors
+        .get_or_insert_with(|| TensorFollower::new(Arc::clone(&storage)));
+    let tensor_update = tensors.poll(TENSOR_BUDGET_PER_PASS, &mut |values, more| {
+        run.data
+            .write()
+            .expect("run data lock")
+            .scalars
+            .add(values, more);
+    });
     let end_reason = if marker && !cursor.marker_read {
         match storage.get(END_MARKER) {
             Ok(bytes) => {
@@ -348,7 +307,7 @@ fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
     } else {
         None
     };
-    let has_tensors = tensor_update.found;
+    let has_tensors = tensors.found();
 
     let writable = if !cursor.write_checked && (marker || new_samples > 0 || has_tensors) {
         cursor.write_checked = true;
@@ -378,8 +337,8 @@ fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
     }
     let update = tensor_update;
     if !update.steps.is_empty() {
-        let sorted = data.steps.last().is_none_or(|&l| update.steps[0].0 > l);
-        data.steps.extend(update.steps.iter().map(|s| s.0));
+        let sorted = data.steps.last().is_none_or(|&l| update.steps[0].step > l);
+        data.steps.extend(update.steps.iter().map(|s| s.step));
         if !sorted {
             data.steps.sort_unstable();
             data.steps.dedup();
@@ -392,7 +351,7 @@ fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
         data.tensors.dedup();
         changed = true;
     }
-    if update.any_values {
+    if update.values > 0 {
         changed = true;
     }
     if data.index_pending != update.pending {
@@ -403,7 +362,13 @@ fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
         data.end_reason = end_reason;
         changed = true;
     }
-    warnings.extend(update.warnings);
+    warnings.extend(update.problems.iter().map(ToString::to_string));
+    if update.problems_left_out > 0 {
+        warnings.push(format!(
+            "{} more problems with the tensor data were worked around",
+            update.problems_left_out
+        ));
+    }
     if marker && !data.complete {
         data.complete = true;
         changed = true;

@@ -12,7 +12,7 @@
 //!
 //! Workers, step completeness, `range_steps` and the states of [`Trial::has_passed_step`] and
 //! [`Trial::wait_for_steps`] are Python smdebug 1.0.34's, kept in [`StepProgress`] (which the
-//! dashboard's follower uses too): [`steps`](Trial::steps) lists complete steps, as Python's
+//! [`TensorFollower`] uses too): [`steps`](Trial::steps) lists complete steps, as Python's
 //! `steps()` does, and [`all_steps`](Trial::all_steps) adds the incomplete ones
 //! (`show_incomplete_steps=True`).
 //!
@@ -74,7 +74,11 @@
 //! - String tensors read in any shape, in smdebug's form (dtype unset) and TensorFlow's
 //!   (`DT_STRING`); Python reads smdebug's 1-D form only.
 
+mod columns;
+mod follow;
 mod handle;
+mod index_files;
+mod intake;
 mod listing;
 mod lookup;
 mod progress;
@@ -93,6 +97,8 @@ use crate::error::{Error, Result};
 pub use crate::format::budget::{Budget, Conversion};
 pub use crate::format::tensor::DEFAULT_MAX_TENSOR_BYTES;
 use crate::storage::Storage;
+pub use columns::{Column, ScalarBatch, ScalarColumns, ScalarTrack};
+pub use follow::{FollowedStep, TensorFollower, TensorIncrement, TensorProblem};
 pub use progress::{DEFAULT_INCOMPLETE_STEP_WINDOW, StepProgress, StepRange, StepState};
 pub use report::{JsonElement, JsonNumber, TensorRecordJson, TrialInfo};
 use source::Location;

@@ -56,8 +56,8 @@ impl StepRange {
 
 /// Python smdebug 1.0.34's step completeness for one run (see the [`trial`](crate::trial) module docs), fed
 /// with what a reader reads: the collections files, and each worker's index file of each step.
-/// The `Trial` keeps one; so does the dashboard's scalar follower, which reads index files in
-/// bulk on its own. A reader reports each worker's index file of a step once, in step order, and
+/// The `Trial` keeps one; so does the [`TensorFollower`](super::TensorFollower), which reads index
+/// files in bulk. A reader reports each worker's index file of a step once, in step order, and
 /// lists again from [`resume_step`](Self::resume_step) (no index file of an earlier step is
 /// read again, as in Python smdebug).
 #[derive(Clone, Debug)]

@@ -8,8 +8,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
-use smdebug_core::{Collection, EndReason, Mode, Reduction, UnusablePattern};
+use smdebug_core::{Collection, EndReason, Mode, UnusablePattern};
 
+use super::intake::{Admit, KnownStep, ReadFiles, admit, listed_name};
 use super::progress::{StepProgress, StepRange};
 use super::source::{self, EventFile, Slot, TensorTable};
 use super::steps::PlannedStep;
@@ -125,9 +126,9 @@ pub(crate) struct State {
     /// Names a reader lists: like Python smdebug, a reduction `smdebug/reductions/mean/w` is
     /// listed as its tensor `w` (read it with `reduction_value`).
     pub listed: BTreeMap<String, StepSet>,
-    /// Index files read for steps past the last complete step, by step: listing resumes after
-    /// it, and these are not read again (Python smdebug's read-files cache).
-    pending: BTreeMap<u64, BTreeSet<String>>,
+    /// Index files read for steps past the last complete step: listing resumes after it, and
+    /// these are not read again (Python smdebug's read-files cache).
+    pending: ReadFiles,
     /// The global steps the trial reads (Python smdebug's `range_steps`).
     pub range: StepRange,
     /// `Trial::forget_files_before` has let go of the files of every step before this one.
@@ -248,15 +249,11 @@ impl State {
             storage,
             local_root.as_deref(),
             Some(resume),
-            |path, step| {
-                !range.contains(step) || pending.get(&step).is_some_and(|p| p.contains(path))
-            },
+            |path, step| !range.contains(step) || pending.contains(step, path),
             |idx| self.apply_index(idx),
         );
         // What was read before an error stays read.
-        for (step, paths) in pending {
-            self.pending.entry(step).or_default().extend(paths);
-        }
+        self.pending.extend(pending);
         listed?;
         self.progress.listed();
         if let Some(reason) = marker {
@@ -281,9 +278,7 @@ impl State {
     /// Index files at or before the last complete step are never listed again: no need to
     /// remember them.
     fn forget_pending(&mut self) {
-        if let Some(last) = self.progress.last_complete() {
-            self.pending = self.pending.split_off(&last.saturating_add(1));
-        }
+        self.pending.forget_through(self.progress.last_complete());
     }
 
     /// Takes in one index file: its step, worker and tensors. A file listing no tensor adds
@@ -295,39 +290,15 @@ impl State {
             self.read_once(idx.step, idx.path);
             return Ok(());
         }
-        if let Some(e) = self.steps.get(&idx.step) {
-            match e.workers.get(&idx.worker) {
-                Some(known) if known.index_file == idx.path => {
-                    self.read_once(idx.step, idx.path);
-                    return Ok(());
-                }
-                Some(known) => {
-                    return Err(Error::ConflictingIndex {
-                        first: known.index_file.clone(),
-                        second: idx.path,
-                        reason: format!(
-                            "both describe step {} of worker `{}`",
-                            idx.step, idx.worker
-                        ),
-                    });
-                }
-                None => {}
-            }
-            if (e.mode, e.mode_step) != (idx.mode, idx.mode_step) {
-                let first = e
-                    .workers
-                    .values()
-                    .next()
-                    .map_or_else(String::new, |w| w.index_file.clone());
-                return Err(Error::ConflictingIndex {
-                    first,
-                    second: idx.path,
-                    reason: format!(
-                        "global step {} is {} step {} in the first and {} step {} in the second",
-                        idx.step, e.mode, e.mode_step, idx.mode, idx.mode_step
-                    ),
-                });
-            }
+        let known = self.steps.get(&idx.step).map(|e| KnownStep {
+            mode: e.mode,
+            mode_step: e.mode_step,
+            worker_file: e.workers.get(&idx.worker).map(|w| w.index_file.as_str()),
+            first_file: e.workers.values().next().map_or("", |w| &w.index_file),
+        });
+        if admit(known, &idx)? == Admit::Again {
+            self.read_once(idx.step, idx.path);
+            return Ok(());
         }
         for (name, line) in &idx.repeated {
             match self.repeated_names.get_mut(name) {
@@ -359,7 +330,7 @@ impl State {
                     self.names.insert(name.to_string(), StepSet::from(idx.step));
                 }
             }
-            let public = Reduction::parse_tensor_name(name).map_or(&**name, |(_, base)| base);
+            let public = listed_name(name);
             match self.listed.get_mut(public) {
                 Some(steps) => steps.insert(idx.step),
                 None => {
@@ -390,7 +361,7 @@ impl State {
     /// Index file `path` of `step` was taken in: later listings skip it. (A file that failed,
     /// a conflict, is not: it fails again, naming both files, at every refresh.)
     fn read_once(&mut self, step: u64, path: String) {
-        self.pending.entry(step).or_default().insert(path);
+        self.pending.insert(step, path);
     }
 
     /// What [`Trial::read_steps`](super::Trial::read_steps) reads: every step in `mode` (all

@@ -1,0 +1,524 @@
+//! The one incremental reader of a run's tensors, [`TensorFollower`] (documented on the type).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use smdebug_core::{EndReason, Mode, Reduction};
+
+use super::columns::{Column, ScalarBatch};
+use super::intake::{Admit, KnownStep, ReadFiles, admit, listed_name};
+use super::progress::StepProgress;
+use super::source::{self, EventFile, IndexEntry, IndexPath, Location, Slot};
+use crate::error::{Error, Result};
+use crate::storage::Storage;
+
+/// An event file up to this size is read whole when it holds a number to read; a larger one
+/// record by record (its short records only).
+const WHOLE_FILE_BYTES: u64 = 1 << 20;
+
+/// Index files read per batch (on a few threads); the values of a batch go out together.
+const BATCH: usize = 2048;
+
+/// Problems kept per increment; the others are counted.
+const MAX_PROBLEMS: usize = 100;
+
+/// A problem with the run's tensor data that the follower worked around.
+#[derive(Debug)]
+pub enum TensorProblem {
+    /// A listing failed (the run's index or collections folder, or the end marker); it is
+    /// tried again at the next poll.
+    Listing(Error),
+    /// A collections file could not be read or parsed; it is left out.
+    CollectionsFile(Error),
+    /// An index file could not be read, parsed, or does not describe its step (it names
+    /// another step's or another worker's event file): it is left out, and so is its step of
+    /// its worker.
+    IndexFile(Error),
+    /// An index file conflicts with one taken in before it (both describe the same step and
+    /// worker, or give the step different modes): it is left out.
+    ConflictingIndex(Error),
+    /// A tensor's record at a step could not be read (a bad checksum, a file shorter than its
+    /// index, another tensor or another step's record at that place): its value there is left
+    /// out.
+    Value {
+        /// The global step.
+        step: u64,
+        /// The tensor's stored name.
+        tensor: String,
+        /// What failed, naming the file.
+        error: Error,
+    },
+    /// An index file lists a tensor twice (the later entry is read, as Python smdebug does);
+    /// reported once per name.
+    RepeatedName(String),
+}
+
+impl std::fmt::Display for TensorProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TensorProblem::Listing(e) => write!(f, "{e}"),
+            TensorProblem::CollectionsFile(e) => write!(f, "{e}; the file is left out"),
+            TensorProblem::IndexFile(e) => write!(f, "{e}; the index file is left out"),
+            TensorProblem::ConflictingIndex(e) => {
+                write!(f, "{e}; the second index file is left out")
+            }
+            TensorProblem::Value {
+                step,
+                tensor,
+                error,
+            } => write!(
+                f,
+                "{error}; the value of `{tensor}` at step {step} is left out"
+            ),
+            TensorProblem::RepeatedName(line) => f.write_str(line),
+        }
+    }
+}
+
+/// A step taken in for the first time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FollowedStep {
+    /// The global step.
+    pub step: u64,
+    /// Its mode.
+    pub mode: Mode,
+    /// Its step within the mode.
+    pub mode_step: u64,
+}
+
+/// What one [`poll`](TensorFollower::poll) found.
+#[derive(Debug, Default)]
+pub struct TensorIncrement {
+    /// Steps taken in for the first time, in the order read (step order, but for a step a late
+    /// worker adds to a later listing).
+    pub steps: Vec<FollowedStep>,
+    /// Tensor names seen for the first time (reductions listed under their tensor).
+    pub names: Vec<String>,
+    /// How many values were handed to the sink.
+    pub values: usize,
+    /// Index files listed and not read yet (a backlog read over several polls).
+    pub pending: usize,
+    /// Problems worked around (at most 100; `problems_left_out` counts the others).
+    pub problems: Vec<TensorProblem>,
+    /// Problems not kept in `problems`.
+    pub problems_left_out: usize,
+}
+
+impl TensorIncrement {
+    fn problem(&mut self, problem: TensorProblem) {
+        if self.problems.len() < MAX_PROBLEMS {
+            self.problems.push(problem);
+        } else {
+            self.problems_left_out += 1;
+        }
+    }
+}
+
+/// What is known of a step past the last complete step: what [`admit`] checks a new index file
+/// of it against.
+struct OpenStep {
+    mode: Mode,
+    mode_step: u64,
+    /// Worker -> its index file of the step.
+    files: BTreeMap<String, String>,
+}
+
+/// One index file and the numbers of its event file, read on a reader thread.
+struct StepRead {
+    entry: IndexEntry,
+    numbers: Vec<(Arc<str>, f64)>,
+    /// Stored names whose record is not one number.
+    not_numbers: Vec<Arc<str>>,
+    problems: Vec<(Arc<str>, Error)>,
+}
+
+/// The one incremental reader of a run's tensors.
+///
+/// It reads what the `Trial` reads, with the `Trial`'s own machinery: the collections files,
+/// then the index files after the last complete step ([`StepProgress`]: Python smdebug's
+/// workers, step completeness and incomplete-step window), each checked as the `Trial` checks it
+/// (an index file naming another step's or another worker's event file is refused; a second
+/// index file for a step and worker, or workers disagreeing on a step's mode, is a conflict; a
+/// record whose tag or step is not the index's is refused), and the end marker. Offline,
+/// [`read_to_end`](TensorFollower::read_to_end) reads the run once; live,
+/// [`poll`](TensorFollower::poll) reads only the index files that are new. Unlike the `Trial`,
+/// whose queries fail on such a file, the follower leaves a bad file out and reports it as a
+/// typed [`TensorProblem`], and goes on.
+///
+/// It keeps no table of a step's tensors: of a step it hands out its mode, the names seen for
+/// the first time (reductions listed under their tensor, as the `Trial` lists them), and the
+/// value of every tensor saved as one number, as columns ([`ScalarBatch`], kept by
+/// [`ScalarColumns`](super::ScalarColumns), 16 bytes a value). A record longer than a scalar's
+/// can be is never read; a record whose header claims more than one element (or strings) is
+/// never decoded (its header is checked against a one-number budget first), and the tensor is
+/// not read again at later steps.
+///
+/// Why not the `Trial` itself: it keeps, for every step, a table of every tensor's name and
+/// record location, and reading through it looks up and decodes one value at a time. On a
+/// 100,000-step run of 50 scalars (BENCHMARKS.md) the dashboard's follower holding the `Trial`
+/// took 194 s to read the 5 million values and held 1.7 GB; this one reads them in 10–14 s
+/// with a peak of 117 MB (BENCHMARKS.md, "Following a run's tensors").
+pub struct TensorFollower {
+    storage: Arc<dyn Storage>,
+    /// The run's directory when it is on local disk: index files are read from it directly.
+    local: Option<std::path::PathBuf>,
+    progress: StepProgress,
+    collection_files: BTreeSet<String>,
+    read: ReadFiles,
+    backlog: VecDeque<IndexPath>,
+    /// Every global step taken in, in order (8 bytes a step).
+    steps: Vec<u64>,
+    open: BTreeMap<u64, OpenStep>,
+    names: BTreeSet<String>,
+    /// Stored names whose record is not one number: not read again.
+    not_numbers: HashSet<Arc<str>>,
+    repeated: BTreeSet<String>,
+    found: bool,
+    end: Option<Option<EndReason>>,
+}
+
+impl TensorFollower {
+    /// A follower of the run rooted at `storage`, nothing read yet.
+    pub fn new(storage: Arc<dyn Storage>) -> TensorFollower {
+        TensorFollower {
+            storage,
+            local: None,
+            progress: StepProgress::default(),
+            collection_files: BTreeSet::new(),
+            read: ReadFiles::default(),
+            backlog: VecDeque::new(),
+            steps: Vec::new(),
+            open: BTreeMap::new(),
+            names: BTreeSet::new(),
+            not_numbers: HashSet::new(),
+            repeated: BTreeSet::new(),
+            found: false,
+            end: None,
+        }
+    }
+
+    /// A follower of the run at `location` (a directory or an object-store URL), as
+    /// [`Trial::open`](super::Trial::open) opens it.
+    pub fn open(location: &str) -> Result<TensorFollower> {
+        let (storage, local) = source::open(location)?;
+        let mut follower = TensorFollower::new(storage);
+        follower.local = local;
+        Ok(follower)
+    }
+
+    /// Python smdebug's incomplete-step window (see [`StepProgress::new`]); set it before the
+    /// first poll.
+    pub fn incomplete_step_window(mut self, window: u64) -> TensorFollower {
+        self.progress = StepProgress::new(window);
+        self
+    }
+
+    /// Reads the run to its end as it is now: every index file, however long it takes.
+    pub fn read_to_end(&mut self, sink: &mut dyn FnMut(ScalarBatch, usize)) -> TensorIncrement {
+        self.poll(Duration::MAX, sink)
+    }
+
+    /// Reads what is new, spending about `budget` on index files (a longer backlog is read over
+    /// the next polls). The numbers of each batch of index files go to `sink` as soon as the
+    /// batch is read, with about how many index files are still to read.
+    pub fn poll(
+        &mut self,
+        budget: Duration,
+        sink: &mut dyn FnMut(ScalarBatch, usize),
+    ) -> TensorIncrement {
+        let started = Instant::now();
+        let mut inc = TensorIncrement::default();
+        // The end marker before the listing: a run that ends during the listing is not taken
+        // as ended with steps missing.
+        let marker = match self.end {
+            Some(_) => None,
+            None => source::end_marker(self.storage.as_ref()).unwrap_or_else(|e| {
+                inc.problem(TensorProblem::Listing(e));
+                None
+            }),
+        };
+        self.read_collections(&mut inc);
+        if self.backlog.is_empty() && self.end.is_none() {
+            match source::list_index_files(self.storage.as_ref(), Some(self.progress.resume_step()))
+            {
+                Ok(paths) => self.backlog.extend(
+                    paths
+                        .into_iter()
+                        .filter(|(path, step, _)| !self.read.contains(*step, path)),
+                ),
+                Err(e) => inc.problem(TensorProblem::Listing(e)),
+            }
+        }
+        while !self.backlog.is_empty() {
+            let take = self.backlog.len().min(BATCH);
+            let batch: Vec<IndexPath> = self.backlog.drain(..take).collect();
+            let mut values = Values::default();
+            self.read_batch(&batch, &mut inc, &mut values);
+            self.forget_complete();
+            if !values.columns.is_empty() {
+                inc.values += values.count;
+                sink(values.columns, self.backlog.len());
+            }
+            if started.elapsed() >= budget {
+                break;
+            }
+        }
+        if self.backlog.is_empty() {
+            self.progress.listed();
+            if let Some(reason) = marker {
+                self.end = Some(reason);
+                self.progress.ended(self.steps.last().copied());
+            }
+            self.forget_complete();
+        }
+        inc.pending = self.backlog.len();
+        inc
+    }
+
+    /// Index files and steps at or before the last complete step are never listed again: what
+    /// is kept of them to check new files against goes.
+    fn forget_complete(&mut self) {
+        let last = self.progress.last_complete();
+        self.read.forget_through(last);
+        if let Some(last) = last {
+            self.open = self.open.split_off(&last.saturating_add(1));
+        }
+    }
+
+    fn read_collections(&mut self, inc: &mut TensorIncrement) {
+        if self.end.is_some() {
+            return;
+        }
+        let storage = self.storage.as_ref();
+        let paths = match source::unread_collection_files(storage, &self.collection_files) {
+            Ok(paths) => paths,
+            Err(e) => return inc.problem(TensorProblem::Listing(e)),
+        };
+        for path in paths {
+            match source::read_collections_file(storage, &path) {
+                Ok(file) => {
+                    self.progress
+                        .collections_file(file.worker.as_deref(), file.num_workers);
+                    self.found = true;
+                }
+                Err(e) => inc.problem(TensorProblem::CollectionsFile(e)),
+            }
+            self.collection_files.insert(path);
+        }
+    }
+
+    /// Reads a batch of index files and their numbers on a few threads, and takes them in in
+    /// key order.
+    fn read_batch(&mut self, batch: &[IndexPath], inc: &mut TensorIncrement, values: &mut Values) {
+        let storage = Arc::clone(&self.storage);
+        let local = self.local.clone();
+        let not_numbers = std::mem::take(&mut self.not_numbers);
+        let mut results = Vec::with_capacity(batch.len());
+        let read = source::parse_index_files(
+            storage.as_ref(),
+            local.as_deref(),
+            batch,
+            |entry| entry.map(|e| read_numbers(storage.as_ref(), e, &not_numbers)),
+            |read| {
+                results.push(read);
+                Ok(())
+            },
+        );
+        self.not_numbers = not_numbers;
+        debug_assert!(read.is_ok(), "taking in never fails");
+        for ((path, step, _), read) in batch.iter().zip(results) {
+            match read {
+                Ok(read) => self.take_in(read, inc, values),
+                Err(e) => {
+                    inc.problem(TensorProblem::IndexFile(e));
+                    self.read.insert(*step, path.clone());
+                }
+            }
+        }
+    }
+
+    /// Takes in one index file and its numbers, unless it conflicts with what is known.
+    fn take_in(&mut self, read: StepRead, inc: &mut TensorIncrement, values: &mut Values) {
+        let idx = read.entry;
+        self.found = true;
+        // Python smdebug learns steps from tensors: an index file listing none is no step.
+        if idx.tensors.names().next().is_none() {
+            self.read.insert(idx.step, idx.path);
+            return;
+        }
+        let known = self.open.get(&idx.step).map(|o| KnownStep {
+            mode: o.mode,
+            mode_step: o.mode_step,
+            worker_file: o.files.get(&idx.worker).map(String::as_str),
+            first_file: o.files.values().next().map_or("", String::as_str),
+        });
+        match admit(known, &idx) {
+            Ok(Admit::New) => {}
+            Ok(Admit::Again) => return self.read.insert(idx.step, idx.path),
+            Err(e) => {
+                inc.problem(TensorProblem::ConflictingIndex(e));
+                return self.read.insert(idx.step, idx.path);
+            }
+        }
+        for (name, line) in idx.repeated {
+            if self.repeated.insert(name) {
+                inc.problem(TensorProblem::RepeatedName(line));
+            }
+        }
+        if let Err(at) = self.steps.binary_search(&idx.step) {
+            self.steps.insert(at, idx.step);
+            inc.steps.push(FollowedStep {
+                step: idx.step,
+                mode: idx.mode,
+                mode_step: idx.mode_step,
+            });
+        }
+        for name in idx.tensors.names() {
+            let listed = listed_name(name);
+            if !self.names.contains(listed) {
+                self.names.insert(listed.to_string());
+                inc.names.push(listed.to_string());
+            }
+        }
+        self.progress.step_written(idx.step, &idx.worker);
+        self.not_numbers.extend(read.not_numbers);
+        for (name, value) in read.numbers {
+            values.push(name, idx.mode, idx.step, value);
+        }
+        for (tensor, error) in read.problems {
+            inc.problem(TensorProblem::Value {
+                step: idx.step,
+                tensor: tensor.to_string(),
+                error,
+            });
+        }
+        self.open
+            .entry(idx.step)
+            .or_insert_with(|| OpenStep {
+                mode: idx.mode,
+                mode_step: idx.mode_step,
+                files: BTreeMap::new(),
+            })
+            .files
+            .insert(idx.worker, idx.path.clone());
+        self.read.insert(idx.step, idx.path);
+    }
+
+    /// Which steps are complete and which workers count (Python smdebug's rules).
+    pub fn progress(&self) -> &StepProgress {
+        &self.progress
+    }
+
+    /// Every global step taken in, in order.
+    pub fn steps(&self) -> &[u64] {
+        &self.steps
+    }
+
+    /// Every tensor name seen (reductions listed under their tensor), sorted.
+    pub fn names(&self) -> &BTreeSet<String> {
+        &self.names
+    }
+
+    /// Whether anything of a tensor run was found: a collections or an index file.
+    pub fn found(&self) -> bool {
+        self.found
+    }
+
+    /// `Some(reason)` once the run's end marker was read and every index file before it: then
+    /// nothing is listed again (the reason is `None` for Python smdebug's empty marker).
+    pub fn end(&self) -> Option<Option<&EndReason>> {
+        self.end.as_ref().map(Option::as_ref)
+    }
+}
+
+/// The values of one batch, as columns per stored name and mode.
+#[derive(Default)]
+struct Values {
+    columns: ScalarBatch,
+    at: HashMap<(Arc<str>, Mode), usize>,
+    count: usize,
+}
+
+impl Values {
+    fn push(&mut self, name: Arc<str>, mode: Mode, step: u64, value: f64) {
+        self.count += 1;
+        let columns = &mut self.columns;
+        let i = *self
+            .at
+            .entry((name, mode))
+            .or_insert_with_key(|(name, mode)| {
+                columns.push((name.to_string(), *mode, Column::new()));
+                columns.len() - 1
+            });
+        self.columns[i].2.push((step, value));
+    }
+}
+
+/// The numbers of `entry`'s event file: every tensor (not a reduction, not known to be other
+/// than one number) whose record is short enough to be one, read from the whole file (when it
+/// is small) or by range, each record's header checked before anything is decoded.
+fn read_numbers(
+    storage: &dyn Storage,
+    entry: IndexEntry,
+    not_numbers: &HashSet<Arc<str>>,
+) -> StepRead {
+    let mut read = StepRead {
+        numbers: Vec::new(),
+        not_numbers: Vec::new(),
+        problems: Vec::new(),
+        entry,
+    };
+    let entry = &read.entry;
+    let mut wanted: Vec<(&Arc<str>, u64, u64)> = Vec::new();
+    for (name, slot) in entry.tensors.entries() {
+        if Reduction::parse_tensor_name(name).is_some() || not_numbers.contains(name) {
+            continue; // A reduction, or known not to be one number.
+        }
+        match slot {
+            Slot::Record(start, length) if *length <= source::MAX_NUMBER_RECORD => {
+                wanted.push((name, *start, *length));
+            }
+            Slot::Record(..) => read.not_numbers.push(name.clone()),
+            Slot::Unusable(unusable) => read.problems.push((name.clone(), unusable.error(name))),
+        }
+    }
+    if wanted.is_empty() {
+        return read;
+    }
+    let file_len = entry.tensors.end();
+    let file = Arc::new(EventFile::new(
+        entry.event_file.clone(),
+        entry.worker.as_str().into(),
+        file_len,
+    ));
+    let at = |start: u64, length: u64| Location {
+        file: Arc::clone(&file),
+        step: entry.step,
+        mode: entry.mode,
+        mode_step: entry.mode_step,
+        start,
+        length,
+    };
+    let whole: Option<Bytes> = if file_len <= WHOLE_FILE_BYTES {
+        match source::get_range(storage, &at(0, file_len), 0..file_len) {
+            Ok(bytes) => Some(bytes),
+            Err(e) => {
+                // The file is not there (or not readable): one problem for the step.
+                read.problems.push((wanted[0].0.clone(), e));
+                return read;
+            }
+        }
+    } else {
+        None
+    };
+    for (name, start, length) in wanted {
+        match source::number_at(storage, whole.as_ref(), &at(start, length), name) {
+            Ok(Some(value)) => read.numbers.push((name.clone(), value)),
+            Ok(None) => read.not_numbers.push(name.clone()),
+            Err(e) => read.problems.push((name.clone(), e)),
+        }
+    }
+    read
+}

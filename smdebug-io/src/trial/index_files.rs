@@ -1,0 +1,499 @@
+//! The run's index files: listed, fetched (on a few threads for a long listing), parsed and
+//! checked against their path (an index naming another step's or another worker's event file
+//! is refused), each step's entries kept as a compact [`TensorTable`].
+
+use std::path::Path;
+use std::sync::Arc;
+
+use smdebug_core::Mode;
+
+use crate::error::{Error, Result};
+use crate::format::index::IndexRef;
+use crate::format::layout;
+use crate::storage::Storage;
+
+/// Where one tensor's record is in its step's event file, as an index entry says.
+#[derive(Clone, Debug)]
+pub(crate) enum Slot {
+    /// The record's start and length.
+    Record(u64, u64),
+    /// The entry locates no record: reading the tensor there is this error.
+    Unusable(Arc<UnusableSlot>),
+}
+
+/// An index entry that locates no record: the index file, the entry's position and why.
+#[derive(Debug)]
+pub(crate) struct UnusableSlot {
+    index_file: Box<str>,
+    position: usize,
+    reason: String,
+}
+
+impl UnusableSlot {
+    /// What reading tensor `name` from this entry is.
+    pub(crate) fn error(&self, name: &str) -> Error {
+        Error::BadIndexEntry {
+            path: self.index_file.to_string(),
+            position: self.position,
+            tensor: name.to_string(),
+            reason: self.reason.clone(),
+        }
+    }
+}
+
+/// Where each tensor of one step of one worker is: name -> its [`Slot`].
+///
+/// A step lists a few tensors, and the same names step after step: the names are shared with
+/// the other steps of the trial ([`Interner`]), and a short table is searched in order, which
+/// is faster than hashing the name. Long tables (more than [`TensorTable::SCAN_MAX`] names)
+/// keep a hash index as well.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TensorTable {
+    entries: Vec<(Arc<str>, Slot)>,
+    index: Option<foldhash::HashMap<Arc<str>, usize>>,
+}
+
+impl TensorTable {
+    /// Tables longer than this also keep a hash index.
+    const SCAN_MAX: usize = 16;
+
+    fn with_capacity(n: usize) -> Self {
+        TensorTable {
+            entries: Vec::with_capacity(n),
+            index: None,
+        }
+    }
+
+    fn position(&self, name: &str) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(name).copied(),
+            None => self.entries.iter().position(|(n, _)| &**n == name),
+        }
+    }
+
+    /// Adds an entry; a name already there takes the new slot (later entries win, as in
+    /// Python smdebug's reader), and the slot it had is returned.
+    fn insert(&mut self, name: Arc<str>, slot: Slot) -> Option<Slot> {
+        if let Some(i) = self.position(&name) {
+            return Some(std::mem::replace(&mut self.entries[i].1, slot));
+        }
+        let i = self.entries.len();
+        self.entries.push((name.clone(), slot));
+        match &mut self.index {
+            Some(index) => {
+                index.insert(name, i);
+            }
+            None if self.entries.len() > Self::SCAN_MAX => {
+                self.index = Some(
+                    self.entries
+                        .iter()
+                        .enumerate()
+                        .map(|(i, (n, _))| (n.clone(), i))
+                        .collect(),
+                );
+            }
+            None => {}
+        }
+        None
+    }
+
+    /// Where tensor `name`'s record is.
+    pub fn get(&self, name: &str) -> Option<&Slot> {
+        self.position(name).map(|i| &self.entries[i].1)
+    }
+
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.position(name).is_some()
+    }
+
+    /// The names, in index order.
+    pub fn names(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.entries.iter().map(|(n, _)| n)
+    }
+
+    /// Every entry, in index order: name and slot.
+    pub fn entries(&self) -> impl Iterator<Item = &(Arc<str>, Slot)> {
+        self.entries.iter()
+    }
+
+    /// The end of the last record: the length the event file must have.
+    pub fn end(&self) -> u64 {
+        // `locate` checked that no usable entry's end overflows.
+        self.entries
+            .iter()
+            .filter_map(|(_, slot)| match slot {
+                Slot::Record(s, l) => Some(s.saturating_add(*l)),
+                Slot::Unusable(_) => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// Tensor names seen so far, each kept once: index files repeat the same names step after
+/// step, and every table shares them.
+#[derive(Default)]
+pub(crate) struct Interner(foldhash::HashSet<Arc<str>>);
+
+impl Interner {
+    fn get(&mut self, name: &str) -> Arc<str> {
+        if let Some(known) = self.0.get(name) {
+            return known.clone();
+        }
+        let name: Arc<str> = name.into();
+        self.0.insert(name.clone());
+        name
+    }
+}
+
+/// One index file, decoded.
+pub(crate) struct IndexEntry {
+    /// The index file's path: conflicting entries are reported by it.
+    pub path: String,
+    pub step: u64,
+    pub worker: String,
+    pub mode: Mode,
+    pub mode_step: u64,
+    pub event_file: String,
+    /// Later entries win, as in Python smdebug's reader.
+    pub tensors: TensorTable,
+    /// Each name listed twice, with a line naming both entries.
+    pub repeated: Vec<(String, String)>,
+}
+
+/// Index files of steps `>= from` (every index file when `from` is `None`) that `skip` does not
+/// refuse (it is given the path and the step), handed to `apply` one by one in key order.
+/// `local`: the run's directory when it is on local disk, where index files are read directly
+/// (into one buffer, reused), not through storage. The first error (from a file or from
+/// `apply`) ends the listing: the files before it were applied, none after.
+pub(crate) fn index_files_from(
+    storage: &dyn Storage,
+    local: Option<&Path>,
+    from: Option<u64>,
+    skip: impl Fn(&str, u64) -> bool,
+    mut apply: impl FnMut(IndexEntry) -> Result<()>,
+) -> Result<()> {
+    let paths: Vec<IndexPath> = list_index_files(storage, from)?
+        .into_iter()
+        .filter(|(path, step, _)| !skip(path, *step))
+        .collect();
+    parse_index_files(storage, local, &paths, |entry| entry, |entry| apply(entry?))
+}
+
+/// An index file's path, with the step and worker its name gives.
+pub(crate) type IndexPath = (String, u64, String);
+
+/// The index files of steps `>= from` (every one when `from` is `None`), in key order.
+pub(crate) fn list_index_files(storage: &dyn Storage, from: Option<u64>) -> Result<Vec<IndexPath>> {
+    let paths = match from {
+        Some(step) => storage.list_after(layout::INDEX_DIR, &layout::index_list_offset(step))?,
+        None => storage.list(layout::INDEX_DIR)?,
+    };
+    Ok(paths
+        .into_iter()
+        .filter_map(|path| layout::parse_index_file(&path).map(|(s, w)| (path, s, w)))
+        .collect())
+}
+
+/// Reads and checks each index file of `paths` ([`read_index_file`]: an index naming another
+/// step's or worker's event file is an error), hands the result to `work` on a reader thread
+/// (a reader that also reads the step's event file does it there), and `work`'s results to
+/// `apply` on the calling thread, in the order of `paths`. An error from `apply` ends the
+/// reading: the results before it were applied, none after.
+///
+/// Fetching and parsing is most of the cost of opening a long run (one small file a step), so a
+/// long list is read on a few threads, a chunk of files at a time, while `apply` takes in
+/// the chunks already done.
+pub(crate) fn parse_index_files<T: Send>(
+    storage: &dyn Storage,
+    local: Option<&Path>,
+    paths: &[IndexPath],
+    work: impl Fn(Result<IndexEntry>) -> T + Sync,
+    mut apply: impl FnMut(T) -> Result<()>,
+) -> Result<()> {
+    /// Index files a thread reads and hands over together.
+    const CHUNK: usize = 256;
+    let parse = |chunk: &[IndexPath], names: &mut Interner, buf: &mut Vec<u8>| {
+        chunk
+            .iter()
+            .map(|(path, step, worker)| {
+                let entry = fetch_index_file(storage, local, path, buf)
+                    .and_then(|bytes| read_index_file(bytes, path, *step, worker, names));
+                work(entry)
+            })
+            .collect::<Vec<T>>()
+    };
+    let threads = reader_threads(paths.len());
+    if threads <= 1 {
+        let (mut names, mut buf) = (Interner::default(), Vec::new());
+        return parse(paths, &mut names, &mut buf)
+            .into_iter()
+            .try_for_each(apply);
+    }
+    std::thread::scope(|scope| {
+        let (senders, mut parsed) = InOrder::new(threads, 2);
+        for (t, tx) in senders.into_iter().enumerate() {
+            let parse = &parse;
+            scope.spawn(move || {
+                let (mut names, mut buf) = (Interner::default(), Vec::new());
+                for chunk in paths.chunks(CHUNK).skip(t).step_by(threads) {
+                    if tx.send(parse(chunk, &mut names, &mut buf)).is_err() {
+                        return; // The reading ended (an error from `apply`).
+                    }
+                }
+            });
+        }
+        for _ in 0..paths.len().div_ceil(CHUNK) {
+            let Ok(chunk) = parsed.recv() else {
+                // The thread panicked (a bug): the scope re-raises it when it joins the thread.
+                break;
+            };
+            chunk.into_iter().try_for_each(&mut apply)?;
+        }
+        Ok(())
+    })
+}
+
+/// The bytes of index file `path`. On local disk it is read into `buf` (open, read, close:
+/// no size query, no new buffer per file); when that fails, or the run is elsewhere, storage
+/// fetches it (and reports a failure as it does for every file).
+fn fetch_index_file<'b>(
+    storage: &dyn Storage,
+    local: Option<&Path>,
+    path: &str,
+    buf: &'b mut Vec<u8>,
+) -> Result<std::borrow::Cow<'b, [u8]>> {
+    if let Some(root) = local
+        && let Ok(n) = read_whole(root, path, buf, usize::MAX)
+    {
+        return Ok(std::borrow::Cow::Borrowed(&buf[..n]));
+    }
+    Ok(std::borrow::Cow::Owned(storage.get(path)?.to_vec()))
+}
+
+/// Reads a whole file of the run at `root`, or its first `limit` bytes, into the start of `buf`
+/// (grown as the data arrive, never shrunk: a reused buffer is not cleared); how many bytes it
+/// read. Only a regular file inside the run is opened, and no more than it held when opened is
+/// read (a FIFO, a device or a link out of the run is an error: the caller's storage read then
+/// reports it, naming the file).
+pub(crate) fn read_whole(
+    root: &Path,
+    rel: &str,
+    buf: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<usize> {
+    use std::io::Read;
+    let (mut file, size) = crate::storage::regular::open(root, rel)?;
+    let limit = limit.min(usize::try_from(size).unwrap_or(usize::MAX));
+    let mut len = 0;
+    while len < limit {
+        if len == buf.len() {
+            buf.resize((buf.len() * 2).max(16 << 10), 0);
+        }
+        let end = buf.len().min(limit);
+        match file.read(&mut buf[len..end]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(len)
+}
+
+/// How many threads read `items` small files: one per 256 files, at most one per core (and 8).
+pub(crate) fn reader_threads(items: usize) -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 8)
+        .min(items / 256 + 1)
+}
+
+/// Work split round-robin over reader threads, taken back in the order it was split: of `n`
+/// threads, thread `t` does items `t`, `t + n`, `t + 2n`, ... and sends each result on a channel
+/// of its own, so the receiver takes them in item order from the threads in turn.
+pub(crate) struct InOrder<T> {
+    receivers: Vec<std::sync::mpsc::Receiver<T>>,
+    next: usize,
+}
+
+impl<T> InOrder<T> {
+    /// The receiving end for `threads` threads, each allowed `ahead` results not yet taken;
+    /// and the threads' senders, thread `t`'s at index `t`.
+    pub(crate) fn new(threads: usize, ahead: usize) -> (Vec<std::sync::mpsc::SyncSender<T>>, Self) {
+        let (senders, receivers) = (0..threads)
+            .map(|_| std::sync::mpsc::sync_channel(ahead))
+            .unzip();
+        (senders, InOrder { receivers, next: 0 })
+    }
+
+    /// The next result in order; `Err(t)` when thread `t`, whose turn it is, ended without
+    /// sending it (a thread that ends early has panicked: the caller re-raises that).
+    pub(crate) fn recv(&mut self) -> std::result::Result<T, usize> {
+        let t = self.next % self.receivers.len();
+        let item = self.receivers[t].recv().map_err(|_| t)?;
+        self.next += 1;
+        Ok(item)
+    }
+}
+
+/// One index file, parsed and checked against its path.
+fn read_index_file(
+    bytes: std::borrow::Cow<'_, [u8]>,
+    path: &str,
+    step: u64,
+    worker: &str,
+    names: &mut Interner,
+) -> Result<IndexEntry> {
+    let index = IndexRef::parse(&bytes, path)?;
+    let event_file = match index.meta.event_file_name {
+        Some(name) => name.into_owned(),
+        None => layout::event_file(step, worker),
+    };
+    // smdebug names both files after the same step and worker: an index pointing into
+    // another worker's or another step's event file would hand out that worker's values.
+    if layout::parse_event_file(&event_file).is_none_or(|(s, w)| s != step || w != worker) {
+        return Err(Error::BadIndex {
+            path: path.to_string(),
+            offset: 0,
+            reason: format!(
+                "event_file_name `{event_file}` is not the event file of step {step} of \
+                 worker `{worker}` ({})",
+                layout::event_file(step, worker)
+            ),
+        });
+    }
+    let mut tensors = TensorTable::with_capacity(index.tensor_payload.len());
+    let mut repeated = Vec::new();
+    let place = |slot: &Slot, position: usize| match slot {
+        Slot::Record(start, length) => format!("at byte {start} ({length} bytes)"),
+        Slot::Unusable(_) => format!("in entry {position}, which locates no record"),
+    };
+    let mut positions: Vec<usize> = Vec::new();
+    for (position, t) in index.tensor_payload.iter().enumerate() {
+        let slot = match t.location() {
+            Ok((start, length)) => Slot::Record(start, length),
+            Err(reason) => Slot::Unusable(Arc::new(UnusableSlot {
+                index_file: path.into(),
+                position,
+                reason,
+            })),
+        };
+        let new_place = place(&slot, position);
+        let name = names.get(&t.tensorname);
+        match tensors.insert(name.clone(), slot) {
+            Some(earlier) => {
+                let i = tensors.position(&name).expect("just inserted");
+                let earlier_place = place(&earlier, positions[i]);
+                positions[i] = position;
+                let line = format!(
+                    "{path}: tensor `{name}` is listed twice, `{name}` {earlier_place} and \
+                     `{name}` {new_place}; the later entry is read, as Python smdebug does"
+                );
+                repeated.push((name.to_string(), line));
+            }
+            None => positions.push(position),
+        }
+    }
+    Ok(IndexEntry {
+        path: path.to_string(),
+        step,
+        worker: worker.to_string(),
+        mode: index.meta.mode,
+        mode_step: index.meta.mode_step,
+        event_file,
+        tensors,
+        repeated,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Short tables (searched in order) and long ones (with a hash index) answer alike: every
+    /// name found, a repeated name read from its later entry with the earlier one reported,
+    /// and the file's end the end of the last record.
+    #[test]
+    fn tables_short_and_long_keep_the_later_entry_of_a_repeated_name() {
+        for n in [3usize, TensorTable::SCAN_MAX, TensorTable::SCAN_MAX + 1, 40] {
+            let mut names = Interner::default();
+            let mut table = TensorTable::with_capacity(n);
+            for i in 0..n as u64 {
+                let name = names.get(&format!("t{i}"));
+                assert!(
+                    table.insert(name, Slot::Record(i * 100, 50)).is_none(),
+                    "{n}"
+                );
+            }
+            assert_eq!(table.index.is_some(), n > TensorTable::SCAN_MAX, "{n}");
+            // `t1` again, later in the file: it wins, and the earlier place comes back.
+            let again = names.get("t1");
+            assert!(Arc::ptr_eq(&again, &names.get("t1")), "one Arc per name");
+            let at = |slot: Option<&Slot>| match slot {
+                Some(Slot::Record(start, length)) => Some((*start, *length)),
+                _ => None,
+            };
+            assert_eq!(
+                at(table.insert(again, Slot::Record(10_000, 20)).as_ref()),
+                Some((100, 50)),
+                "{n}"
+            );
+            assert_eq!(at(table.get("t1")), Some((10_000, 20)), "{n}");
+            assert_eq!(table.names().count(), n, "{n}: no second entry");
+            for i in (0..n as u64).filter(|&i| i != 1) {
+                assert_eq!(at(table.get(&format!("t{i}"))), Some((i * 100, 50)), "{n}");
+            }
+            assert!(!table.contains_key("t"), "{n}");
+            assert!(!table.contains_key(&format!("t{n}")), "{n}");
+            assert_eq!(table.end(), 10_020, "{n}");
+        }
+    }
+
+    #[test]
+    fn a_repeated_name_in_an_index_file_is_reported_with_both_entries() {
+        let json = br#"{"meta": {"mode": "TRAIN", "mode_step": "4", "event_file_name": "events/000000000004/000000000004_worker_0.tfevents"}, "tensor_payload": [{"tensorname": "acc", "start_idx": 0, "length": 100}, {"tensorname": "loss", "start_idx": 100, "length": 90}, {"tensorname": "acc", "start_idx": 190, "length": 110}], "shape_payload": []}"#;
+        let path = "index/000000000/000000000004_worker_0.json";
+        let entry = read_index_file(
+            std::borrow::Cow::Borrowed(json),
+            path,
+            4,
+            "worker_0",
+            &mut Interner::default(),
+        )
+        .unwrap();
+        assert_eq!((entry.mode, entry.mode_step), (Mode::Train, 4));
+        assert!(matches!(
+            entry.tensors.get("acc"),
+            Some(Slot::Record(190, 110))
+        ));
+        assert!(matches!(
+            entry.tensors.get("loss"),
+            Some(Slot::Record(100, 90))
+        ));
+        assert_eq!(
+            entry.repeated,
+            [(
+                "acc".to_string(),
+                format!(
+                    "{path}: tensor `acc` is listed twice, `acc` at byte 0 (100 bytes) and `acc` \
+                     at byte 190 (110 bytes); the later entry is read, as Python smdebug does"
+                )
+            )]
+        );
+        // Another step's event file is refused, as before.
+        let Err(err) = read_index_file(
+            std::borrow::Cow::Borrowed(json),
+            path,
+            5,
+            "worker_0",
+            &mut Interner::default(),
+        ) else {
+            panic!("step 4's event file accepted for step 5");
+        };
+        assert!(
+            err.to_string().contains("is not the event file of step 5"),
+            "{err}"
+        );
+    }
+}

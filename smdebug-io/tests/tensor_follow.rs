@@ -1,0 +1,386 @@
+//! The `TensorFollower` on crafted runs: the `Trial`'s checks (an index file naming another
+//! step's event file, a record of another step, conflicting index files), the `Trial`'s step
+//! completeness, modes and folded reductions, records claiming huge shapes never decoded (peak
+//! heap measured), and a live run read incrementally.
+//!
+//! The heap is counted by this binary's allocator; nextest runs each test in a process of its
+//! own, so the counts are the test's.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::path::Path;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::{Duration, Instant};
+
+use smdebug_core::{DType, Mode, Tensor};
+use smdebug_io::Error;
+use smdebug_io::crafted::{CraftedRecord, point_index_at, scalar, write_collections, write_step};
+use smdebug_io::format::layout;
+use smdebug_io::trial::{ScalarColumns, TensorFollower, TensorIncrement, TensorProblem, Trial};
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+static PEAK: AtomicIsize = AtomicIsize::new(0);
+
+fn account(delta: isize) {
+    let now = LIVE.fetch_add(delta, Ordering::Relaxed) + delta;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+// SAFETY: forwards to the system allocator; only counts.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        account(layout.size() as isize);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        account(-(layout.size() as isize));
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        account(new_size as isize - layout.size() as isize);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// `f`'s result and the most heap it held at once beyond what was live before it.
+fn peak_during<T>(f: impl FnOnce() -> T) -> (T, isize) {
+    let base = LIVE.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let out = f();
+    (out, PEAK.load(Ordering::Relaxed) - base)
+}
+
+fn follower(run: &Path) -> TensorFollower {
+    TensorFollower::open(run.to_str().unwrap()).unwrap()
+}
+
+/// Reads what is new into `columns`.
+fn poll(f: &mut TensorFollower, columns: &mut ScalarColumns) -> TensorIncrement {
+    f.poll(Duration::from_secs(600), &mut |batch, more| {
+        columns.add(batch, more)
+    })
+}
+
+fn column(columns: &ScalarColumns, name: &str, mode: Mode) -> Vec<(u64, f64)> {
+    columns
+        .get(name)
+        .and_then(|t| t.get(&mode))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Steps `steps` of worker_0 in TRAIN, `loss` = the step.
+fn write_losses(run: &Path, steps: std::ops::Range<u64>) {
+    for s in steps {
+        write_step(
+            run,
+            s,
+            "worker_0",
+            Mode::Train,
+            s,
+            &[scalar("loss", s as f32)],
+        );
+    }
+}
+
+/// Issue 27's fourth case: the index file of step 60 names step 4's event file. The dashboard
+/// plotted step 4's loss at step 60; the `Trial` refuses the run. The follower leaves the file
+/// out, reports it, and shows no value at step 60.
+#[test]
+fn an_index_file_naming_another_steps_event_file_is_left_out_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    write_losses(&run, 0..61);
+    point_index_at(&run, 60, "worker_0", 4);
+    let err = Trial::open(run.to_str().unwrap())
+        .and_then(|t| t.steps(None))
+        .expect_err("the Trial refuses the run");
+    assert!(matches!(err, Error::BadIndex { .. }), "{err}");
+
+    let mut f = follower(&run);
+    let mut columns = ScalarColumns::default();
+    let inc = poll(&mut f, &mut columns);
+    let loss = column(&columns, "loss", Mode::Train);
+    assert_eq!(loss.len(), 60, "{loss:?}");
+    assert!(loss.iter().all(|&(step, v)| v == step as f64), "{loss:?}");
+    assert!(!f.steps().contains(&60));
+    let [TensorProblem::IndexFile(e)] = &inc.problems[..] else {
+        panic!("{:?}", inc.problems);
+    };
+    let text = inc.problems[0].to_string();
+    assert!(matches!(e, Error::BadIndex { .. }), "{text}");
+    for part in [
+        layout::index_file(60, "worker_0"),
+        layout::event_file(4, "worker_0"),
+        "is not the event file of step 60".to_string(),
+        "left out".to_string(),
+    ] {
+        assert!(text.contains(&part), "`{part}` missing from: {text}");
+    }
+    // Reported once: the file is not read again.
+    assert!(poll(&mut f, &mut columns).problems.is_empty());
+}
+
+/// The index names its own event file, but the file holds step 40's record (the same length):
+/// the record's step is checked against the index's, as the `Trial` checks it.
+#[test]
+fn a_record_of_another_step_is_left_out_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    write_losses(&run, 0..61);
+    std::fs::copy(
+        run.join(layout::event_file(40, "worker_0")),
+        run.join(layout::event_file(60, "worker_0")),
+    )
+    .unwrap();
+    let mut f = follower(&run);
+    let mut columns = ScalarColumns::default();
+    let inc = poll(&mut f, &mut columns);
+    let loss = column(&columns, "loss", Mode::Train);
+    assert!(!loss.iter().any(|p| p.0 == 60), "{loss:?}");
+    assert_eq!(loss.len(), 60);
+    assert!(f.steps().contains(&60), "the step itself is listed");
+    let [
+        TensorProblem::Value {
+            step: 60,
+            tensor,
+            error: Error::WrongTensor { .. },
+        },
+    ] = &inc.problems[..]
+    else {
+        panic!("{:?}", inc.problems);
+    };
+    assert_eq!(tensor, "loss");
+}
+
+/// Issue 27's second case: a 50-byte record claiming `[2^28]` float32 (1 GiB) in each of 114
+/// steps. It is never decoded (its header is checked against one number first), and after the
+/// first step never read again: the peak heap and the time stay within 10x of the same run
+/// without it (generous bounds: a decode costs 1 GiB).
+#[test]
+fn a_huge_fill_record_in_every_step_is_never_decoded() {
+    const STEPS: u64 = 114;
+    let dir = tempfile::tempdir().unwrap();
+    let (clean, hostile) = (dir.path().join("clean"), dir.path().join("hostile"));
+    for s in 0..STEPS {
+        let loss = scalar("loss", s as f32);
+        write_step(&clean, s, "worker_0", Mode::Train, s, &[loss]);
+        let records = [
+            scalar("loss", s as f32),
+            CraftedRecord::Fill {
+                name: "mask".into(),
+                dtype: DType::F32,
+                dims: vec![1 << 28],
+            },
+        ];
+        write_step(&hostile, s, "worker_0", Mode::Train, s, &records);
+    }
+    let read = |run: &Path| {
+        let started = Instant::now();
+        let ((f, columns, inc), peak) = peak_during(|| {
+            let mut f = follower(run);
+            let mut columns = ScalarColumns::default();
+            let inc = f.read_to_end(&mut |batch, more| columns.add(batch, more));
+            (f, columns, inc)
+        });
+        (f, columns, inc, peak, started.elapsed())
+    };
+    let (_, clean_columns, _, clean_peak, clean_time) = read(&clean);
+    let (f, columns, inc, peak, time) = read(&hostile);
+    eprintln!(
+        "clean: {clean_peak} bytes at peak, {clean_time:?}; with the fill records: {peak} bytes, \
+         {time:?}"
+    );
+    assert!(inc.problems.is_empty(), "{:?}", inc.problems);
+    assert_eq!(
+        f.names().iter().collect::<Vec<_>>(),
+        ["loss", "mask"],
+        "listed"
+    );
+    assert!(columns.get("mask").is_none(), "not a number: no column");
+    assert_eq!(
+        column(&columns, "loss", Mode::Train),
+        column(&clean_columns, "loss", Mode::Train)
+    );
+    assert_eq!(columns.values(), STEPS as usize);
+    assert!(
+        peak < 10 * clean_peak.max(1 << 20),
+        "peak heap {peak} bytes against {clean_peak} without the fill records"
+    );
+    assert!(
+        time < 10 * clean_time + Duration::from_secs(5),
+        "{time:?} against {clean_time:?}"
+    );
+}
+
+/// Completeness is the `Trial`'s: the collections file declares two workers, a step is complete
+/// once both wrote it; workers disagreeing on a step's mode is a conflict, the second file left
+/// out. A live run grows: each poll reads only the index files that are new.
+#[test]
+fn steps_complete_when_every_declared_worker_wrote_them_and_polls_read_only_what_is_new() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    write_collections(&run, "worker_0", 2);
+    for s in 0..4 {
+        write_step(
+            &run,
+            s,
+            "worker_0",
+            Mode::Train,
+            s,
+            &[scalar("loss", s as f32)],
+        );
+        if s < 3 {
+            let other = scalar("loss", 100.0 + s as f32);
+            write_step(&run, s, "worker_1", Mode::Train, s, &[other]);
+        }
+    }
+    let mut f = follower(&run);
+    let mut columns = ScalarColumns::default();
+    let inc = poll(&mut f, &mut columns);
+    assert!(inc.problems.is_empty(), "{:?}", inc.problems);
+    assert_eq!(inc.steps.len(), 4);
+    assert_eq!(f.progress().last_complete(), Some(2));
+    assert!(!f.progress().is_complete(3));
+    assert_eq!(inc.values, 7, "every index file's value");
+    // The first worker's value of each step is kept.
+    assert_eq!(
+        column(&columns, "loss", Mode::Train),
+        [(0, 0.0), (1, 1.0), (2, 2.0), (3, 3.0)]
+    );
+    // The same as the Trial's.
+    let trial = Trial::open(run.to_str().unwrap()).unwrap();
+    assert_eq!(trial.steps(None).unwrap(), [0, 1, 2]);
+    assert_eq!(trial.last_complete_step().unwrap(), Some(2));
+
+    // Worker 1 catches up on step 3 and both write step 4; worker 1 calls step 5 EVAL.
+    write_step(
+        &run,
+        3,
+        "worker_1",
+        Mode::Train,
+        3,
+        &[scalar("loss", 103.0)],
+    );
+    write_step(&run, 4, "worker_0", Mode::Train, 4, &[scalar("loss", 4.0)]);
+    write_step(
+        &run,
+        4,
+        "worker_1",
+        Mode::Train,
+        4,
+        &[scalar("loss", 104.0)],
+    );
+    write_step(&run, 5, "worker_0", Mode::Train, 5, &[scalar("loss", 5.0)]);
+    write_step(&run, 5, "worker_1", Mode::Eval, 0, &[scalar("loss", 105.0)]);
+    // A step already taken in, damaged now: not read again.
+    std::fs::write(run.join(layout::event_file(1, "worker_0")), b"damaged").unwrap();
+    let inc = poll(&mut f, &mut columns);
+    assert_eq!(inc.steps.iter().map(|s| s.step).collect::<Vec<_>>(), [4, 5]);
+    assert_eq!(
+        inc.values, 4,
+        "worker 1's step 3, both step 4s, worker 0's step 5"
+    );
+    let [TensorProblem::ConflictingIndex(e)] = &inc.problems[..] else {
+        panic!("{:?}", inc.problems);
+    };
+    let text = e.to_string();
+    assert!(
+        text.contains(&layout::index_file(5, "worker_1")) && text.contains("EVAL step 0"),
+        "{text}"
+    );
+    assert_eq!(f.progress().last_complete(), Some(4));
+    assert!(column(&columns, "loss", Mode::Eval).is_empty());
+
+    // Nothing new: nothing read. Then the end marker: every step complete.
+    let inc = poll(&mut f, &mut columns);
+    assert!(inc.steps.is_empty() && inc.values == 0 && inc.problems.is_empty());
+    std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
+    poll(&mut f, &mut columns);
+    assert!(f.end().is_some() && f.progress().is_complete(5));
+}
+
+/// Modes and reductions as the `Trial` has them: a reduction is listed under its tensor and is
+/// no scalar of its own; a tensor of more than one number is listed and has no column; each
+/// mode has its column, numbered by global step.
+#[test]
+fn modes_are_kept_per_step_and_reductions_are_folded_into_their_tensor() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let w = || {
+        let values: Vec<u8> = [1f32, 2.0, 3.0, 4.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        CraftedRecord::Tensor(
+            "w".into(),
+            Tensor::from_bytes(DType::F32, vec![2, 2], values).unwrap(),
+        )
+    };
+    let steps = [
+        (0, Mode::Train, 0),
+        (1, Mode::Train, 1),
+        (2, Mode::Eval, 0),
+        (3, Mode::Train, 2),
+    ];
+    for (s, mode, mode_step) in steps {
+        let records = [
+            scalar("loss", s as f32),
+            scalar("smdebug/reductions/mean/w", 2.5),
+            w(),
+        ];
+        write_step(&run, s, "worker_0", mode, mode_step, &records);
+    }
+    let mut f = follower(&run);
+    let mut columns = ScalarColumns::default();
+    let inc = poll(&mut f, &mut columns);
+    assert!(inc.problems.is_empty(), "{:?}", inc.problems);
+    assert_eq!(inc.names, ["loss", "w"]);
+    let got: Vec<(u64, Mode, u64)> = inc
+        .steps
+        .iter()
+        .map(|s| (s.step, s.mode, s.mode_step))
+        .collect();
+    assert_eq!(got, steps);
+    assert_eq!(
+        column(&columns, "loss", Mode::Train),
+        [(0, 0.0), (1, 1.0), (3, 3.0)]
+    );
+    assert_eq!(column(&columns, "loss", Mode::Eval), [(2, 2.0)]);
+    assert!(columns.get("w").is_none() && columns.get("smdebug/reductions/mean/w").is_none());
+    let trial = Trial::open(run.to_str().unwrap()).unwrap();
+    assert_eq!(
+        trial.tensor_names().unwrap(),
+        f.names().iter().cloned().collect::<Vec<_>>()
+    );
+    assert_eq!(trial.steps(Some(Mode::Train)).unwrap(), [0, 1, 2]);
+    assert_eq!(trial.global_steps(Some(Mode::Eval)).unwrap(), [2]);
+}
+
+/// Issue 24's first case: the collections file names `worker_0` and declares one worker,
+/// `algo-1` writes the steps. Every step is complete (the `Trial`'s rules), so the next listing
+/// resumes after the last one instead of reading the run from its start again.
+#[test]
+fn completeness_follows_the_declared_worker_count_not_the_names() {
+    let stage = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/scenarios/issue_workers_from_the_collections_file/stage_0");
+    let mut f = follower(&stage);
+    let mut columns = ScalarColumns::default();
+    let inc = poll(&mut f, &mut columns);
+    assert_eq!(inc.steps.len(), 4);
+    assert!(
+        inc.values > 0 && inc.problems.is_empty(),
+        "{:?}",
+        inc.problems
+    );
+    assert_eq!(f.progress().last_complete(), Some(3));
+    assert_eq!(f.progress().workers(), ["worker_0"]);
+    assert_eq!(f.progress().resume_step(), 4);
+    let again = poll(&mut f, &mut columns);
+    assert!(again.steps.is_empty() && again.values == 0 && again.pending == 0);
+}

@@ -1,0 +1,141 @@
+//! The dashboard reads tensors through smdebug-io's `TensorFollower`, with the `Trial`'s checks:
+//! an index file naming another step's event file is left out and reported (issue 27, case 4:
+//! the dashboard drew step 4's loss at step 60), and records claiming huge shapes are never
+//! decoded (case 2: 86.7 s and 4.2 GB for 114 steps).
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use smdebug_core::{DType, Mode};
+use smdebug_io::crafted::{CraftedRecord, point_index_at, scalar, write_step};
+use smdebug_io::format::layout;
+use smdebug_serve::{ServeOptions, Server};
+use support::{get_json, wait_for};
+
+fn serve(run: &Path) -> (Server, String) {
+    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().into()])).unwrap();
+    let url = server.url().trim_end_matches('/').to_owned();
+    (server, url)
+}
+
+/// The run's entry in `/api/runs` once it is complete and `done` holds.
+fn wait_loaded(url: &str, done: impl Fn(&Value) -> bool) -> Value {
+    wait_for(Duration::from_secs(120), "the run loaded", || {
+        let v = get_json(&format!("{url}/api/runs"));
+        let r = v["runs"][0].clone();
+        (r["complete"] == true && r["index_pending"] == 0 && done(&r)).then_some(r)
+    })
+}
+
+/// `loss`'s TRAIN series as served: (step, value) pairs.
+fn loss_series(url: &str) -> Vec<(u64, f64)> {
+    let sc = get_json(&format!("{url}/api/runs/0/scalars?regex=^loss$"));
+    let train = sc["scalars"][0]["modes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mode"] == "TRAIN")
+        .unwrap()
+        .clone();
+    let steps = train["steps"].as_array().unwrap();
+    let values = train["values"].as_array().unwrap();
+    steps
+        .iter()
+        .zip(values)
+        .map(|(s, v)| (s.as_u64().unwrap(), v.as_f64().unwrap()))
+        .collect()
+}
+
+/// The peak resident memory of this process so far (Linux `VmHWM`), in bytes.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+#[test]
+fn an_index_file_naming_another_steps_event_file_is_not_drawn_and_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    for s in 0..61 {
+        write_step(
+            &run,
+            s,
+            "worker_0",
+            Mode::Train,
+            s,
+            &[scalar("loss", s as f32)],
+        );
+    }
+    point_index_at(&run, 60, "worker_0", 4);
+    std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
+    let (server, url) = serve(&run);
+    let r = wait_loaded(&url, |r| r["scalar_values"] == 60);
+    assert_eq!(r["steps"], 60, "{r}");
+    assert_eq!(r["last_step"], 59, "{r}");
+    let loss = loss_series(&url);
+    assert_eq!(loss.len(), 60);
+    assert!(
+        loss.iter().all(|&(step, v)| v == step as f64 && step != 60),
+        "{loss:?}"
+    );
+    let overview = get_json(&format!("{url}/api/runs/0/overview"));
+    let warnings: Vec<&str> = overview["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains(&layout::index_file(60, "worker_0"))
+                && w.contains("is not the event file of step 60")
+                && w.contains("left out")),
+        "{warnings:?}"
+    );
+    server.shutdown();
+}
+
+#[test]
+fn records_claiming_huge_shapes_are_never_decoded_by_the_dashboard() {
+    const STEPS: u64 = 114;
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    for s in 0..STEPS {
+        let records = [
+            scalar("loss", s as f32),
+            CraftedRecord::Fill {
+                name: "mask".into(),
+                dtype: DType::F32,
+                dims: vec![1 << 28],
+            },
+        ];
+        write_step(&run, s, "worker_0", Mode::Train, s, &records);
+    }
+    std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
+    let before = peak_rss();
+    let (server, url) = serve(&run);
+    // Generous: a single decode of one record is 1 GiB; the former follower took 86.7 s.
+    let r = wait_loaded(&url, |r| r["scalar_values"] == STEPS);
+    assert_eq!(r["tensors"], 2, "{r}");
+    assert_eq!(loss_series(&url).len(), STEPS as usize);
+    let sc = get_json(&format!("{url}/api/runs/0/scalars"));
+    let names: Vec<&str> = sc["scalars"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["loss"], "`mask` is listed, and no scalar");
+    if let (Some(before), Some(after)) = (before, peak_rss()) {
+        let grown = after.saturating_sub(before);
+        eprintln!("peak RSS {before} -> {after} bytes");
+        assert!(grown < 256 << 20, "peak RSS grew by {grown} bytes");
+    }
+    server.shutdown();
+}
