@@ -44,6 +44,10 @@ pub struct LoadOptions {
     /// Tensors outside the `losses`/`metrics` collections are probed (one value read each) to
     /// find scalars, up to this many names (default 256).
     pub max_probed_tensors: usize,
+    /// The `Trial`'s allocation budget for one value, in bytes (default
+    /// [`DEFAULT_MAX_TENSOR_BYTES`](smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES)): a value
+    /// that would cost more is left out with a note, never decoded.
+    pub max_tensor_bytes: u64,
 }
 
 impl Default for LoadOptions {
@@ -53,6 +57,7 @@ impl Default for LoadOptions {
             tensors: true,
             max_scalars: 32,
             max_probed_tensors: 256,
+            max_tensor_bytes: smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES,
         }
     }
 }

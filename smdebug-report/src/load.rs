@@ -190,6 +190,7 @@ impl ReportInput {
     ) {
         let trial_options = TrialOptions {
             auto_refresh: false,
+            max_tensor_bytes: options.max_tensor_bytes,
             ..TrialOptions::default()
         };
         match Trial::from_storage(location, Arc::clone(storage), trial_options) {
@@ -343,8 +344,15 @@ fn load_scalars(input: &mut ReportInput, trial: &Trial, options: &LoadOptions) {
         else {
             continue;
         };
-        if tensor.value(first, None, None).is_ok_and(|v| v.len() == 1) {
-            scalar_names.insert(name.clone());
+        match tensor.value(first, None, None) {
+            Ok(v) if v.len() == 1 => {
+                scalar_names.insert(name.clone());
+            }
+            // Over the reader's allocation budget: said, not silently taken for a non-scalar.
+            Err(e @ smdebug_io::Error::TensorTooLarge { .. }) => {
+                problems.push(format!("{name}: {e}"));
+            }
+            _ => {}
         }
     }
     let modes = trial.modes().unwrap_or_default();

@@ -430,3 +430,44 @@ fn rule_results_are_written_beside_the_page_atomically() {
     // The load-balancing section shows the first matching verdict.
     assert!(section(&html, "load-balancing").contains("verdict IssuesFound"));
 }
+
+#[test]
+fn the_tensor_budget_is_the_callers_and_a_value_over_it_is_a_note() {
+    use smdebug_core::Mode;
+    use smdebug_io::crafted::{scalar, write_step};
+    let dir = tempfile::tempdir().unwrap();
+    for step in 0..5u64 {
+        write_step(
+            dir.path(),
+            step,
+            "worker_0",
+            Mode::Train,
+            step,
+            &[scalar("loss", 1.0 / (step + 1) as f32)],
+        );
+    }
+    let location = dir.path().to_str().unwrap();
+    let drawn = ReportInput::load(location, &LoadOptions::default());
+    let loss = drawn
+        .scalars
+        .iter()
+        .find(|s| s.name == "loss")
+        .expect("loss drawn");
+    assert_eq!(loss.modes[0].1.len(), 5);
+    // A budget smaller than one float32 and its f64: the value is never decoded, and the
+    // report says why the series is missing.
+    let tight = ReportInput::load(
+        location,
+        &LoadOptions {
+            max_tensor_bytes: 4,
+            ..LoadOptions::default()
+        },
+    );
+    assert!(tight.scalars.iter().all(|s| s.name != "loss"));
+    let note = tight
+        .notes
+        .iter()
+        .find(|n| n.message.contains("loss"))
+        .unwrap_or_else(|| panic!("no note names loss: {:?}", tight.notes));
+    assert!(note.message.contains("4"), "{}", note.message);
+}
