@@ -38,6 +38,7 @@ use smdebug_io::Storage;
 use smdebug_io::format::layout::END_MARKER;
 use smdebug_io::trial::{StepState, Trial, TrialOptions};
 
+use crate::folder::FolderWatch;
 use crate::actions::{ActionConfig, ActionContext, RuleEvent, execute};
 use crate::error::{Error, ReportWriteError, Result};
 use crate::params::RuleSpec;
@@ -438,6 +439,7 @@ impl RunnerBuilder {
             idle_timeout: self.idle_timeout,
             last_arrival: Instant::now(),
             gave_up: None,
+            folder: FolderWatch::default(),
             write_error: None,
             shared: Arc::new(Mutex::new(None)),
             profile: ProfileData::default(),
@@ -497,6 +499,8 @@ pub struct RuleRunner {
     /// When a step was last evaluated or profiler data last arrived (the idle time-out's clock).
     last_arrival: Instant,
     gave_up: Option<String>,
+    /// Whether the run's local folder was deleted while followed.
+    folder: FolderWatch,
     write_error: Option<String>,
     shared: Arc<Mutex<Option<Summary>>>,
     /// The profiler data read so far, kept for the reporter (empty without one).
@@ -695,6 +699,13 @@ impl RuleRunner {
         self.last_arrival = Instant::now();
         self.publish();
         loop {
+            if self.folder.gone(&self.location) {
+                self.gave_up = Some(format!(
+                    "the run folder {} was deleted while it was followed; stopped following",
+                    self.location
+                ));
+                return self.finish();
+            }
             self.refresh_run()?;
             let complete = self.run_complete;
             let (processed, mut changed) = self.process_available(complete)?;

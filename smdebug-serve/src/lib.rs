@@ -58,10 +58,15 @@
 
 mod api;
 mod code;
+mod conn;
 pub mod downsample;
+mod guard;
+mod identity;
+mod pool;
 mod report;
 mod run;
 mod server;
 mod tensors;
 
+pub use conn::{ConnectionLimits, ConnectionStats};
 pub use server::{ServeError, ServeOptions, Server, expand_runs, expand_runs_with};

@@ -1,0 +1,172 @@
+//! The followers' schedule: a few threads pass over all the runs, each run when it is due.
+//!
+//! A run whose pass found something new is due again after the poll interval. One that found
+//! nothing waits twice as long each time, up to [`LIVE_MAX_DELAY`] while it may still be
+//! written and [`FINISHED_MAX_DELAY`] once it has ended (or its folder is gone): a folder of a
+//! thousand finished runs costs a few threads and a pass per run every ten seconds, not a
+//! thread per run polling five times a second.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use smdebug_io::StorageOptions;
+
+use crate::run::{Cursor, Run, pass};
+
+/// The longest wait between passes over a run that may still be written.
+pub(crate) const LIVE_MAX_DELAY: Duration = Duration::from_secs(1);
+
+/// The longest wait between passes over a run that has ended or is gone.
+pub(crate) const FINISHED_MAX_DELAY: Duration = Duration::from_secs(10);
+
+/// Follower threads at most.
+const MAX_THREADS: usize = 4;
+
+/// When a run is next due, after a pass that took `delay` as its last wait.
+fn next_delay(poll: Duration, last: Duration, changed: bool, finished: bool) -> Duration {
+    if changed {
+        return poll;
+    }
+    let cap = if finished {
+        FINISHED_MAX_DELAY
+    } else {
+        LIVE_MAX_DELAY
+    };
+    (last * 2).min(cap.max(poll)).max(poll)
+}
+
+struct Slot {
+    run: Arc<Run>,
+    cursor: Mutex<Cursor>,
+    delay: Mutex<Duration>,
+}
+
+struct Queue {
+    /// `(due, slot)`, the earliest first.
+    due: Mutex<BinaryHeap<Reverse<(Instant, usize)>>>,
+    wake: Condvar,
+}
+
+/// Starts the follower threads: they pass over `runs` until `stop` is set, calling
+/// `changed` after each pass that found something.
+pub(crate) fn spawn(
+    runs: &[Arc<Run>],
+    options: StorageOptions,
+    poll: Duration,
+    stop: Arc<AtomicBool>,
+    changed: Arc<dyn Fn() + Send + Sync>,
+) -> Vec<JoinHandle<()>> {
+    let slots: Arc<Vec<Slot>> = Arc::new(
+        runs.iter()
+            .map(|run| Slot {
+                run: Arc::clone(run),
+                cursor: Mutex::new(Cursor::default()),
+                delay: Mutex::new(poll),
+            })
+            .collect(),
+    );
+    let now = Instant::now();
+    let queue = Arc::new(Queue {
+        due: Mutex::new((0..slots.len()).map(|i| Reverse((now, i))).collect()),
+        wake: Condvar::new(),
+    });
+    (0..runs.len().clamp(1, MAX_THREADS))
+        .map(|n| {
+            let slots = Arc::clone(&slots);
+            let queue = Arc::clone(&queue);
+            let stop = Arc::clone(&stop);
+            let changed = Arc::clone(&changed);
+            let options = options.clone();
+            std::thread::Builder::new()
+                .name(format!("smdebug-serve-follow-{n}"))
+                .spawn(move || work(&slots, &queue, &options, poll, &stop, changed.as_ref()))
+                .expect("spawn a follower thread")
+        })
+        .collect()
+}
+
+fn work(
+    slots: &[Slot],
+    queue: &Queue,
+    options: &StorageOptions,
+    poll: Duration,
+    stop: &AtomicBool,
+    changed: &(dyn Fn() + Send + Sync),
+) {
+    while let Some(i) = next_due(queue, stop) {
+        let slot = &slots[i];
+        let found = {
+            let mut cursor = slot.cursor.lock().unwrap_or_else(|e| e.into_inner());
+            pass(&slot.run, options, &mut cursor)
+        };
+        if found {
+            changed();
+        }
+        let finished = slot
+            .run
+            .data
+            .read()
+            .map(|d| d.complete || d.gone)
+            .unwrap_or(false);
+        let delay = {
+            let mut delay = slot.delay.lock().unwrap_or_else(|e| e.into_inner());
+            *delay = next_delay(poll, *delay, found, finished);
+            *delay
+        };
+        let mut due = queue.due.lock().unwrap_or_else(|e| e.into_inner());
+        due.push(Reverse((Instant::now() + delay, i)));
+        queue.wake.notify_one();
+    }
+}
+
+/// The next run due, waiting for it; `None` once `stop` is set.
+fn next_due(queue: &Queue, stop: &AtomicBool) -> Option<usize> {
+    let mut due = queue.due.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if stop.load(Ordering::Acquire) {
+            return None;
+        }
+        let now = Instant::now();
+        // Waits are short so that stopping the server is quick.
+        let wait = match due.peek() {
+            Some(Reverse((at, _))) if *at <= now => {
+                let Reverse((_, i)) = due.pop()?;
+                return Some(i);
+            }
+            Some(Reverse((at, _))) => (*at - now).min(Duration::from_millis(50)),
+            None => Duration::from_millis(50),
+        };
+        due = queue
+            .wake
+            .wait_timeout(due, wait)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_double_to_their_cap_and_reset_on_change() {
+        let poll = Duration::from_millis(200);
+        let mut d = poll;
+        for _ in 0..20 {
+            d = next_delay(poll, d, false, false);
+        }
+        assert_eq!(d, LIVE_MAX_DELAY);
+        for _ in 0..20 {
+            d = next_delay(poll, d, false, true);
+        }
+        assert_eq!(d, FINISHED_MAX_DELAY);
+        assert_eq!(next_delay(poll, d, true, true), poll);
+        // A poll interval longer than the cap is kept.
+        let slow = Duration::from_secs(5);
+        assert_eq!(next_delay(slow, slow, false, false), slow);
+    }
+}
