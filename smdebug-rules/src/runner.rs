@@ -699,14 +699,18 @@ impl RuleRunner {
         self.last_arrival = Instant::now();
         self.publish();
         loop {
-            if self.folder.gone(&self.location) {
+            // A run folder deleted under the runner (before or while it is read) is said to
+            // be gone, not waited for.
+            let gone = self.folder.gone(&self.location);
+            let refreshed = if gone { Ok(()) } else { self.refresh_run() };
+            if gone || (refreshed.is_err() && self.folder.gone(&self.location)) {
                 self.gave_up = Some(format!(
                     "the run folder {} was deleted while it was followed; stopped following",
                     self.location
                 ));
                 return self.finish();
             }
-            self.refresh_run()?;
+            refreshed?;
             let complete = self.run_complete;
             let (processed, mut changed) = self.process_available(complete)?;
             changed |= self.feed_profiler(complete, (!complete).then(wall_clock_us));

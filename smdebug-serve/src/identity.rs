@@ -99,14 +99,12 @@ impl Identity {
                 _ => {}
             }
         }
-        if self.marker_seen {
-            if matches!(storage.size(END_MARKER), Ok(None)) {
-                self.marker_seen = false;
-                return Some(self.gone_or_replaced(
-                    storage,
-                    format!("its end marker ({END_MARKER}) was removed"),
-                ));
-            }
+        if self.marker_seen && matches!(storage.size(END_MARKER), Ok(None)) {
+            self.marker_seen = false;
+            return Some(self.gone_or_replaced(
+                storage,
+                format!("its end marker ({END_MARKER}) was removed"),
+            ));
         }
         let witness = self.witness.clone()?;
         let now = storage.size(&witness.key);

@@ -132,12 +132,13 @@ fn next_due(queue: &Queue, stop: &AtomicBool) -> Option<usize> {
         }
         let now = Instant::now();
         // Waits are short so that stopping the server is quick.
-        let wait = match due.peek() {
-            Some(Reverse((at, _))) if *at <= now => {
-                let Reverse((_, i)) = due.pop()?;
+        let next = due.peek().map(|Reverse(entry)| *entry);
+        let wait = match next {
+            Some((at, i)) if at <= now => {
+                due.pop();
                 return Some(i);
             }
-            Some(Reverse((at, _))) => (*at - now).min(Duration::from_millis(50)),
+            Some((at, _)) => (at - now).min(Duration::from_millis(50)),
             None => Duration::from_millis(50),
         };
         due = queue

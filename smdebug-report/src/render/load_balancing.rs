@@ -94,7 +94,7 @@ impl Page<'_> {
                 .take(EXAMPLES)
                 .map(|&(_, i, j)| format!("{} vs {}", label(Some(i)), label(j)))
                 .collect();
-            let more = compared.unbalanced.saturating_sub(examples.len());
+            let more = compared.unbalanced.saturating_sub(examples.len() as u64);
             let more = if more > 0 {
                 format!(" and {more} more")
             } else {
