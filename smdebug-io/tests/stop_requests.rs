@@ -90,13 +90,22 @@ fn a_reason_is_bounded_and_its_control_characters_dropped() {
         "\u{1b}[2J\u{1b}]0;pwned\u{7}loss\r\nexploded{}",
         "x".repeat(20_000)
     );
-    let json = serde_json::json!({"reason": hostile, "rule": "a\u{1b}[31mrule", "requested_at": 1.0});
+    let json =
+        serde_json::json!({"reason": hostile, "rule": "a\u{1b}[31mrule", "requested_at": 1.0});
     store
         .put(STOP_REQUEST_FILE, json.to_string().into_bytes().into())
         .unwrap();
     let read = read_stop_request(store.as_ref()).unwrap().unwrap();
-    assert!(!read.reason.chars().any(char::is_control), "{:?}", &read.reason[..40]);
-    assert!(read.reason.starts_with("[2J ]0;pwned loss exploded"), "{}", &read.reason[..40]);
+    assert!(
+        !read.reason.chars().any(char::is_control),
+        "{:?}",
+        &read.reason[..40]
+    );
+    assert!(
+        read.reason.starts_with("[2J ]0;pwned loss exploded"),
+        "{}",
+        &read.reason[..40]
+    );
     assert!(read.reason.chars().count() < MAX_REASON_CHARS + 40);
     assert!(read.reason.ends_with("more characters)"), "{}", read.reason);
     assert_eq!(read.rule.as_deref(), Some("a [31mrule"));
@@ -114,7 +123,10 @@ fn a_reason_is_bounded_and_its_control_characters_dropped() {
     match read_stop_request(store.as_ref()) {
         Err(Error::BadStopRequest { reason, .. }) => {
             assert!(reason.contains("1900013 bytes"), "{reason}");
-            assert!(reason.contains(&MAX_STOP_REQUEST_BYTES.to_string()), "{reason}");
+            assert!(
+                reason.contains(&MAX_STOP_REQUEST_BYTES.to_string()),
+                "{reason}"
+            );
         }
         other => panic!("{other:?}"),
     }

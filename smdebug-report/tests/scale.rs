@@ -49,7 +49,12 @@ fn the_report_for_4000_gpus_stays_under_2_mb_and_300_mb_of_memory() {
                 // Workloads of every kind: idle, busy, and in between, varying by GPU.
                 let util = ((g * 37 + i * 11 + node * 5) % 101) as f64;
                 line("gpu", &format!("gpu{g}"), "GPUUtilization", util);
-                line("gpu", &format!("gpu{g}"), "GPUMemoryUtilization", util / 2.0);
+                line(
+                    "gpu",
+                    &format!("gpu{g}"),
+                    "GPUMemoryUtilization",
+                    util / 2.0,
+                );
             }
         }
         store

@@ -38,9 +38,9 @@ use smdebug_io::Storage;
 use smdebug_io::format::layout::END_MARKER;
 use smdebug_io::trial::{StepState, Trial, TrialOptions};
 
-use crate::folder::FolderWatch;
 use crate::actions::{ActionConfig, ActionContext, RuleEvent, execute};
 use crate::error::{Error, ReportWriteError, Result};
+use crate::folder::FolderWatch;
 use crate::params::RuleSpec;
 use crate::profiler::feed::ProfilerFeed;
 use crate::profiler::{ProfilerWindow, StepTimeline};

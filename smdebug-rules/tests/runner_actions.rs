@@ -479,7 +479,10 @@ fn following_a_run_whose_folder_is_deleted_says_it_is_gone() {
     }
     // The steps are written in the background: wait for the last one's index file.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !run.join("index/000000000/000000000004_worker_0.json").exists() {
+    while !run
+        .join("index/000000000/000000000004_worker_0.json")
+        .exists()
+    {
         assert!(Instant::now() < deadline, "the steps were not written");
         std::thread::sleep(Duration::from_millis(20));
     }

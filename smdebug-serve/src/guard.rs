@@ -53,7 +53,11 @@ impl Guard {
             .uri()
             .query()
             .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("token=")));
-        Some(from_header.or(from_query).is_some_and(|g| same_token(g, token)))
+        Some(
+            from_header
+                .or(from_query)
+                .is_some_and(|g| same_token(g, token)),
+        )
     }
 }
 
@@ -87,7 +91,11 @@ fn foreign(headers: &HeaderMap, api: bool) -> bool {
 
 /// The checks every request goes through: Host (on loopback without a token), Origin, and
 /// whether the connection is the token holder's (see [`crate::conn`]).
-pub(crate) async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+pub(crate) async fn check(
+    State(guard): State<Arc<Guard>>,
+    request: Request,
+    next: Next,
+) -> Response {
     if let Some(hosts) = &guard.hosts {
         let host = request
             .headers()

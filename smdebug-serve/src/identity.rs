@@ -111,7 +111,9 @@ impl Identity {
         let stamp = local_stamp(root.as_deref(), &witness.key);
         let why = match now {
             Ok(None) => format!("{}, read before, is gone", witness.key),
-            Ok(Some(size)) if size < witness.size || (witness.immutable && size != witness.size) => {
+            Ok(Some(size))
+                if size < witness.size || (witness.immutable && size != witness.size) =>
+            {
                 format!(
                     "{} was rewritten ({} bytes, {} before)",
                     witness.key, size, witness.size
@@ -175,7 +177,10 @@ impl Identity {
         }
         if profiled {
             for dir in ["system", "framework"] {
-                let first = storage.list(dir).ok().and_then(|keys| keys.into_iter().min());
+                let first = storage
+                    .list(dir)
+                    .ok()
+                    .and_then(|keys| keys.into_iter().min());
                 if let Some(w) = first.and_then(|k| pick(k, false)) {
                     self.witness = Some(w);
                     return;

@@ -1,10 +1,12 @@
 //! The followers' schedule: a few threads pass over all the runs, each run when it is due.
 //!
-//! A run whose pass found something new is due again after the poll interval. One that found
-//! nothing waits twice as long each time, up to [`LIVE_MAX_DELAY`] while it may still be
-//! written and [`FINISHED_MAX_DELAY`] once it has ended (or its folder is gone): a folder of a
-//! thousand finished runs costs a few threads and a pass per run every ten seconds, not a
-//! thread per run polling five times a second.
+//! A run that may still be written is looked at every poll interval (a live run's new data are
+//! shown at once, and its reader's own schedule, e.g. sealed system files looked at again every
+//! 25th pass, keeps its pace). A run that has ended (or whose folder is gone) waits twice as
+//! long after each pass that found nothing, up to [`FINISHED_MAX_DELAY`], and is back at the
+//! poll interval as soon as a pass finds something: a folder of a thousand finished runs costs
+//! a few threads and a pass per run every ten seconds, not a thread per run polling five times
+//! a second.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -17,26 +19,19 @@ use smdebug_io::StorageOptions;
 
 use crate::run::{Cursor, Run, pass};
 
-/// The longest wait between passes over a run that may still be written.
-pub(crate) const LIVE_MAX_DELAY: Duration = Duration::from_secs(1);
-
 /// The longest wait between passes over a run that has ended or is gone.
 pub(crate) const FINISHED_MAX_DELAY: Duration = Duration::from_secs(10);
 
 /// Follower threads at most.
 const MAX_THREADS: usize = 4;
 
-/// When a run is next due, after a pass that took `delay` as its last wait.
+/// When a run is next due, after a pass that found something (`changed`) or not, `last`
+/// being its last wait.
 fn next_delay(poll: Duration, last: Duration, changed: bool, finished: bool) -> Duration {
-    if changed {
+    if changed || !finished {
         return poll;
     }
-    let cap = if finished {
-        FINISHED_MAX_DELAY
-    } else {
-        LIVE_MAX_DELAY
-    };
-    (last * 2).min(cap.max(poll)).max(poll)
+    (last * 2).clamp(poll, FINISHED_MAX_DELAY.max(poll))
 }
 
 struct Slot {
@@ -160,14 +155,18 @@ mod tests {
         for _ in 0..20 {
             d = next_delay(poll, d, false, false);
         }
-        assert_eq!(d, LIVE_MAX_DELAY);
+        assert_eq!(d, poll, "a live run is looked at every poll interval");
+        for _ in 0..3 {
+            d = next_delay(poll, d, false, true);
+        }
+        assert_eq!(d, poll * 8);
         for _ in 0..20 {
             d = next_delay(poll, d, false, true);
         }
         assert_eq!(d, FINISHED_MAX_DELAY);
         assert_eq!(next_delay(poll, d, true, true), poll);
         // A poll interval longer than the cap is kept.
-        let slow = Duration::from_secs(5);
-        assert_eq!(next_delay(slow, slow, false, false), slow);
+        let slow = Duration::from_secs(50);
+        assert_eq!(next_delay(slow, slow, false, true), slow);
     }
 }

@@ -260,7 +260,9 @@ fn reset(run: &Run, cursor: &mut Cursor, change: Change) {
         version: data.version + 1,
         writable: data.writable,
         gone,
-        identity: Some(format!("{why} (seen at {clock}); what was shown of it was cleared")),
+        identity: Some(format!(
+            "{why} (seen at {clock}); what was shown of it was cleared"
+        )),
         resets: data.resets + 1,
         ..RunData::default()
     };
@@ -458,9 +460,13 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
     }
     drop(data);
     if let Some((first_step, profiled)) = known {
-        cursor
-            .identity
-            .learn(&run.location, storage.as_ref(), first_step, profiled, marker);
+        cursor.identity.learn(
+            &run.location,
+            storage.as_ref(),
+            first_step,
+            profiled,
+            marker,
+        );
     }
     changed
 }
