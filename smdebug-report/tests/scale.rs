@@ -72,6 +72,9 @@ fn the_report_for_4000_gpus_stays_under_2_mb_and_300_mb_of_memory() {
         peak / 1_000_000,
         took.as_secs_f64()
     );
+    if let Ok(path) = std::env::var("SMDEBUG_SCALE_DUMP") {
+        std::fs::write(path, &html).unwrap();
+    }
     assert!(html.contains("Load balancing"), "the section is drawn");
     assert!(
         html.contains("mean of all 4000"),
