@@ -433,3 +433,31 @@ fn a_server_on_another_loopback_address_answers_at_its_printed_url() {
     assert_eq!(r.status(), 200);
     server.shutdown();
 }
+
+#[test]
+fn a_run_folder_replaced_by_another_is_detected_and_shown_anew() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("job");
+    write_system(local(&run).as_ref(), &gpu_series(2), 20);
+    let mut options = ServeOptions::new(vec![run.to_str().unwrap().into()]);
+    options.poll = Duration::from_millis(50);
+    let server = Server::start(options).unwrap();
+    let url = base(&server);
+    wait_for(Duration::from_secs(60), "the first run", || {
+        (get_json(&format!("{url}/api/runs"))["runs"][0]["samples"] == 80).then_some(())
+    });
+    // Another run prepared beside it, then moved into its place in two renames (faster than
+    // a poll: the folder is never seen missing).
+    let other = dir.path().join("other");
+    write_system(local(&other).as_ref(), &gpu_series(1), 3);
+    std::fs::rename(&run, dir.path().join("old")).unwrap();
+    std::fs::rename(&other, &run).unwrap();
+    let replaced = wait_for(Duration::from_secs(60), "the new run shown", || {
+        let v = get_json(&format!("{url}/api/runs"))["runs"][0].clone();
+        (v["resets"].as_u64() >= Some(1) && v["samples"] == 6).then_some(v)
+    });
+    let why = replaced["identity"].as_str().unwrap();
+    assert!(why.contains("replaced") || why.contains("deleted"), "{why}");
+    assert_eq!(replaced["gone"], false);
+    server.shutdown();
+}
