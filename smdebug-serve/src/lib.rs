@@ -76,6 +76,7 @@ mod pool;
 mod report;
 mod run;
 mod server;
+mod system;
 mod tensors;
 
 pub use conn::{ConnectionLimits, ConnectionStats};

@@ -31,6 +31,7 @@ use crate::conn::{ConnectionLimits, ConnectionStats, Connections};
 use crate::guard::{self, Guard};
 use crate::pool;
 use crate::run::Run;
+use crate::system;
 
 /// The page's Content-Security-Policy: nothing but this server's own scripts, styles and API.
 pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
@@ -601,12 +602,12 @@ async fn system(
         to: q.to,
         points: q.points,
     };
-    let page = api::Page {
+    let page = system::Page {
         offset: q.offset.unwrap_or(0),
         limit: q.limit,
     };
     match find_run(&state, id) {
-        Ok(run) => axum::Json(api::system(&run, &window, page)).into_response(),
+        Ok(run) => axum::Json(system::system(&run, &window, page)).into_response(),
         Err(e) => *e,
     }
 }
