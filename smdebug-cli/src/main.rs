@@ -202,7 +202,7 @@ fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Rules(args) => return Ok(rules_cmd::run(args, cli.max_tensor_bytes)),
         Command::Report(args) => return Ok(report_cmd::run(args, cli.max_tensor_bytes)),
-        Command::Serve(args) => return Ok(serve_cmd::run(args)),
+        Command::Serve(args) => return Ok(serve_cmd::run(args, cli.max_tensor_bytes)),
         Command::Info { run } => {
             let trial = open(&run, cli.max_tensor_bytes)?;
             serde_json::to_writer_pretty(&mut out, &trial.info()?)?;

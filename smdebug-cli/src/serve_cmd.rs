@@ -35,8 +35,9 @@ pub struct ServeArgs {
     poll_ms: u64,
 }
 
-pub fn run(args: ServeArgs) -> ExitCode {
+pub fn run(args: ServeArgs, max_tensor_bytes: u64) -> ExitCode {
     let mut options = ServeOptions::new(args.runs);
+    options.max_tensor_bytes = max_tensor_bytes;
     options.host = args.host;
     options.port = args.port;
     options.traces = args.traces;

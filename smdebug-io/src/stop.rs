@@ -41,6 +41,44 @@ use smdebug_core::StopSignal;
 /// The stop-request file, relative to the run.
 pub const STOP_REQUEST_FILE: &str = "stop_request.json";
 
+/// The longest stop reason kept, in characters; a longer one is cut (and says so).
+pub const MAX_REASON_CHARS: usize = 1_000;
+
+/// The largest stop-request file read: a bigger one is refused with an error naming its size.
+pub const MAX_STOP_REQUEST_BYTES: u64 = 64 * 1024;
+
+/// A stop reason fit to show and store: control characters (terminal escapes, line breaks)
+/// become spaces, runs of spaces one, and it is cut at [`MAX_REASON_CHARS`].
+pub fn sanitize_reason(reason: &str) -> String {
+    let mut out = String::with_capacity(reason.len().min(MAX_REASON_CHARS * 4));
+    let mut kept = 0usize;
+    let mut total = 0usize;
+    // Leading spaces dropped (as if one came before), trailing ones at the end.
+    let mut space = true;
+    for c in reason.chars() {
+        let c = if c.is_control() || c.is_whitespace() {
+            ' '
+        } else {
+            c
+        };
+        if c == ' ' && space {
+            continue;
+        }
+        space = c == ' ';
+        total += 1;
+        if kept < MAX_REASON_CHARS {
+            out.push(c);
+            kept += 1;
+        }
+    }
+    if total > kept {
+        out.push_str(&format!("… ({} more characters)", total - kept));
+    } else if out.ends_with(' ') {
+        out.pop();
+    }
+    out
+}
+
 /// What a stop request says.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StopRequest {
@@ -58,10 +96,10 @@ pub struct StopRequest {
 }
 
 impl StopRequest {
-    /// A request with a reason, stamped now.
+    /// A request with a reason (made fit to show: see [`sanitize_reason`]), stamped now.
     pub fn new(reason: impl Into<String>) -> Self {
         StopRequest {
-            reason: reason.into(),
+            reason: sanitize_reason(&reason.into()),
             rule: None,
             step: None,
             requested_at: SystemTime::now()
@@ -81,15 +119,31 @@ pub fn request_stop(storage: &dyn Storage, request: &StopRequest) -> Result<()> 
     storage.put(STOP_REQUEST_FILE, json.into())
 }
 
-/// The run's stop request, if one was written.
+/// The run's stop request, if one was written; its reason and rule made fit to show
+/// ([`sanitize_reason`]). A file over [`MAX_STOP_REQUEST_BYTES`] is an error naming its size.
 pub fn read_stop_request(storage: &dyn Storage) -> Result<Option<StopRequest>> {
+    let bad = |reason: String| Error::BadStopRequest {
+        location: storage.describe().to_string(),
+        reason,
+    };
+    match storage.size(STOP_REQUEST_FILE) {
+        Ok(Some(size)) if size > MAX_STOP_REQUEST_BYTES => {
+            return Err(bad(format!(
+                "{STOP_REQUEST_FILE} is {size} bytes, more than the {MAX_STOP_REQUEST_BYTES} a \
+                 stop request may have"
+            )));
+        }
+        Ok(None) => return Ok(None),
+        _ => {}
+    }
     match storage.get(STOP_REQUEST_FILE) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| Error::BadStopRequest {
-                location: storage.describe().to_string(),
-                reason: e.to_string(),
-            }),
+        Ok(bytes) => serde_json::from_slice::<StopRequest>(&bytes)
+            .map(|mut request| {
+                request.reason = sanitize_reason(&request.reason);
+                request.rule = request.rule.as_deref().map(sanitize_reason);
+                Some(request)
+            })
+            .map_err(|e| bad(e.to_string())),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e),
     }

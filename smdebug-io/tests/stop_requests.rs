@@ -79,3 +79,55 @@ fn a_damaged_request_is_an_error_naming_the_run() {
         "{err}"
     );
 }
+
+#[test]
+fn a_reason_is_bounded_and_its_control_characters_dropped() {
+    use smdebug_io::stop::{MAX_REASON_CHARS, MAX_STOP_REQUEST_BYTES, sanitize_reason};
+    let store = open_storage("memory://stop-tests/hostile-reason").unwrap();
+    // A reason with terminal escapes and line breaks, 20,000 characters long, written
+    // directly (not through StopRequest::new, which cleans it already).
+    let hostile = format!(
+        "\u{1b}[2J\u{1b}]0;pwned\u{7}loss\r\nexploded{}",
+        "x".repeat(20_000)
+    );
+    let json =
+        serde_json::json!({"reason": hostile, "rule": "a\u{1b}[31mrule", "requested_at": 1.0});
+    store
+        .put(STOP_REQUEST_FILE, json.to_string().into_bytes().into())
+        .unwrap();
+    let read = read_stop_request(store.as_ref()).unwrap().unwrap();
+    assert!(
+        !read.reason.chars().any(char::is_control),
+        "{:?}",
+        &read.reason[..40]
+    );
+    assert!(
+        read.reason.starts_with("[2J ]0;pwned loss exploded"),
+        "{}",
+        &read.reason[..40]
+    );
+    assert!(read.reason.chars().count() < MAX_REASON_CHARS + 40);
+    assert!(read.reason.ends_with("more characters)"), "{}", read.reason);
+    assert_eq!(read.rule.as_deref(), Some("a [31mrule"));
+    assert_eq!(
+        StopRequest::new("a\nb\u{1b}c").reason,
+        sanitize_reason("a\nb\u{1b}c")
+    );
+    assert_eq!(sanitize_reason("a\nb\u{1b}c"), "a b c");
+
+    // A 1.9 MB request is refused with its size named, not read.
+    let big = serde_json::json!({"reason": "y".repeat(1_900_000)});
+    store
+        .put(STOP_REQUEST_FILE, big.to_string().into_bytes().into())
+        .unwrap();
+    match read_stop_request(store.as_ref()) {
+        Err(Error::BadStopRequest { reason, .. }) => {
+            assert!(reason.contains("1900013 bytes"), "{reason}");
+            assert!(
+                reason.contains(&MAX_STOP_REQUEST_BYTES.to_string()),
+                "{reason}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -52,6 +52,7 @@
 pub mod actions;
 pub mod capture;
 pub mod error;
+mod folder;
 pub mod params;
 pub mod profiler;
 pub mod registry;

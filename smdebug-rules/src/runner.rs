@@ -40,6 +40,7 @@ use smdebug_io::trial::{StepState, Trial, TrialOptions};
 
 use crate::actions::{ActionConfig, ActionContext, RuleEvent, execute};
 use crate::error::{Error, ReportWriteError, Result};
+use crate::folder::FolderWatch;
 use crate::params::RuleSpec;
 use crate::profiler::feed::ProfilerFeed;
 use crate::profiler::{ProfilerWindow, StepTimeline};
@@ -438,6 +439,7 @@ impl RunnerBuilder {
             idle_timeout: self.idle_timeout,
             last_arrival: Instant::now(),
             gave_up: None,
+            folder: FolderWatch::default(),
             write_error: None,
             shared: Arc::new(Mutex::new(None)),
             profile: ProfileData::default(),
@@ -497,6 +499,8 @@ pub struct RuleRunner {
     /// When a step was last evaluated or profiler data last arrived (the idle time-out's clock).
     last_arrival: Instant,
     gave_up: Option<String>,
+    /// Whether the run's local folder was deleted while followed.
+    folder: FolderWatch,
     write_error: Option<String>,
     shared: Arc<Mutex<Option<Summary>>>,
     /// The profiler data read so far, kept for the reporter (empty without one).
@@ -695,7 +699,18 @@ impl RuleRunner {
         self.last_arrival = Instant::now();
         self.publish();
         loop {
-            self.refresh_run()?;
+            // A run folder deleted under the runner (before or while it is read) is said to
+            // be gone, not waited for.
+            let gone = self.folder.gone(&self.location);
+            let refreshed = if gone { Ok(()) } else { self.refresh_run() };
+            if gone || (refreshed.is_err() && self.folder.gone(&self.location)) {
+                self.gave_up = Some(format!(
+                    "the run folder {} was deleted while it was followed; stopped following",
+                    self.location
+                ));
+                return self.finish();
+            }
+            refreshed?;
             let complete = self.run_complete;
             let (processed, mut changed) = self.process_available(complete)?;
             changed |= self.feed_profiler(complete, (!complete).then(wall_clock_us));

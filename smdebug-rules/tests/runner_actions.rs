@@ -466,3 +466,43 @@ fn a_runner_stops_a_training_process_through_the_run_directory() {
         "the job ran on to its next step, then stopped"
     );
 }
+
+#[test]
+fn following_a_run_whose_folder_is_deleted_says_it_is_gone() {
+    let parent = tempdir().unwrap();
+    let run = parent.path().join("job");
+    let mut hook = hook_for(&run, SaveConfig::every(1));
+    hook.set_mode(Mode::Train);
+    for step in 0..5 {
+        hook.save_scalar("loss", 1.0 / (step + 1) as f64, &["losses"]);
+        hook.step();
+    }
+    // The steps are written in the background: wait for the last one's index file.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !run
+        .join("index/000000000/000000000004_worker_0.json")
+        .exists()
+    {
+        assert!(Instant::now() < deadline, "the steps were not written");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let started = Instant::now();
+    let handle = RuleRunner::builder(loc(&run))
+        .spec(RuleSpec::parse("LossNotDecreasing").unwrap())
+        .poll_interval(Duration::from_millis(50))
+        .open_timeout(Duration::from_secs(10))
+        // Far longer than the test: it must end because the folder is gone, not idle.
+        .idle_timeout(Duration::from_secs(600))
+        .build()
+        .unwrap()
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::remove_dir_all(&run).unwrap();
+    let summary = handle.join().unwrap();
+    let why = summary.gave_up.expect("the runner says why it stopped");
+    assert!(why.contains("was deleted"), "{why}");
+    assert!(!why.contains("writer"), "{why}");
+    assert!(started.elapsed() < Duration::from_secs(300));
+    drop(hook);
+}

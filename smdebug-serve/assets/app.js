@@ -186,7 +186,8 @@
 
   function runState(r) {
     if (r.open_error) return ["cannot open: " + r.open_error, "waiting"];
-    if (!r.exists) return ["waiting for the run to start", "waiting"];
+    if (r.gone) return ["run gone: " + r.identity, "waiting"];
+    if (!r.exists) return [r.identity ? "view reset: " + r.identity + "; waiting for the new run" : "waiting for the run to start", "waiting"];
     if (r.complete) return ["run ended" + (r.end_reason ? " (" + r.end_reason + ")" : ""), "ended"];
     return ["live", "live"];
   }
@@ -203,6 +204,8 @@
     const s = $("run-state");
     s.textContent = text + " · step " + (r.last_step === null ? "–" : r.last_step) + " · " +
       r.steps + " steps · " + r.samples + " samples";
+    // A run replaced or written again from step 0: its view was reset, and the page says so.
+    if (r.exists && r.identity) s.textContent += " · view reset: " + r.identity;
     s.className = "state " + cls;
     s.dataset.steps = String(r.steps);
     status.steps = r.steps;
@@ -306,6 +309,10 @@
       void plot;
     }
     if (!groups.size) { clear(box); dropCharts(box); box.append(el("p", { className: "missing", text: "No system metrics yet." })); }
+    const more = $("system-more");
+    if (more) more.textContent = sys.series_total > sys.series.length ?
+      "Showing " + sys.series.length + " of " + sys.series_total + " timelines" +
+      (sys.heatmap.band > 1 ? "; heatmap rows are means of " + sys.heatmap.band + " neighbours" : "") : "";
     const sp = $("spans");
     clear(sp);
     const totals = el("table", null, el("tr", null, ...["phase", "spans", "total s"].map((h) => el("th", { text: h }))));

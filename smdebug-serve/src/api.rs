@@ -15,7 +15,7 @@ use smdebug_profiler::system::vocab;
 use smdebug_report::RuleFile;
 
 use crate::downsample::{MAX_POINTS, min_max};
-use crate::run::{Run, RunData};
+use crate::run::Run;
 
 /// A window and a point budget, from the query string.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -33,11 +33,11 @@ impl Window {
         self.points.unwrap_or(MAX_POINTS).clamp(2, MAX_POINTS)
     }
 
-    fn start_us(&self) -> Option<f64> {
+    pub(crate) fn start_us(&self) -> Option<f64> {
         self.from.map(|s| s * 1e6)
     }
 
-    fn end_us(&self) -> Option<f64> {
+    pub(crate) fn end_us(&self) -> Option<f64> {
         self.to.map(|s| s * 1e6)
     }
 }
@@ -47,12 +47,12 @@ fn secs(us: u64) -> f64 {
 }
 
 /// A number for JSON: non-finite values become `null`.
-fn num(x: f64) -> Value {
+pub(crate) fn num(x: f64) -> Value {
     if x.is_finite() { json!(x) } else { Value::Null }
 }
 
 /// `{t: [...], v: [...]}` of time-stamped points, downsampled over the window.
-fn time_series(points: &[(u64, f64)], window: &Window) -> Value {
+pub(crate) fn time_series(points: &[(u64, f64)], window: &Window) -> Value {
     let kept = min_max(points, window.start_us(), window.end_us(), window.budget());
     let t: Vec<Value> = kept.iter().map(|p| num(secs(p.0))).collect();
     let v: Vec<Value> = kept.iter().map(|p| num(p.1)).collect();
@@ -72,6 +72,9 @@ pub fn runs(runs: &[std::sync::Arc<Run>]) -> Value {
                 "location": run.location,
                 "version": d.version,
                 "exists": d.exists,
+                "gone": d.gone,
+                "identity": d.identity,
+                "resets": d.resets,
                 "open_error": d.open_error,
                 "complete": d.complete,
                 "end_reason": d.end_reason,
@@ -240,83 +243,6 @@ pub fn overview(run: &Run) -> Value {
         "nodes": nodes, "rules": rules, "top_phases": top,
         "rules_written": d.rules.is_some(), "warnings": d.warnings,
     })
-}
-
-/// System timelines (downsampled over the window) and the per-core / per-GPU heatmap.
-pub fn system(run: &Run, window: &Window) -> Value {
-    let d = run.data.read().expect("run data lock");
-    let series: Vec<Value> = d
-        .profile
-        .metrics()
-        .filter(|m| {
-            // Per-core utilization goes to the heatmap; totals and the rest to timelines.
-            let per_core = m.metric_type == vocab::TYPE_CPU && m.name != vocab::CPU_TOTAL;
-            let capacity = m.name.ends_with("TotalBytes") || m.dimension.ends_with("TotalBytes");
-            !(per_core || capacity)
-        })
-        .map(|m| {
-            json!({
-                "node": m.node, "type": m.metric_type, "name": m.name,
-                "dimension": m.dimension, "unit": m.unit(), "data": time_series(&m.points, window),
-            })
-        })
-        .collect();
-    json!({
-        "series": series,
-        "heatmap": heatmap(&d, window),
-    })
-}
-
-/// One row per CPU core and per GPU (utilization), the window cut into at most 300 columns of
-/// mean values.
-fn heatmap(d: &RunData, window: &Window) -> Value {
-    let rows: Vec<&MetricSeries> = d
-        .profile
-        .metrics()
-        .filter(|m| {
-            (m.metric_type == vocab::TYPE_CPU
-                && m.name != vocab::CPU_TOTAL
-                && m.dimension == vocab::CPU_UTILIZATION)
-                || (m.metric_type == vocab::TYPE_GPU && m.dimension == vocab::GPU_UTILIZATION)
-        })
-        .collect();
-    let Some((start, end)) = d.time_range() else {
-        return json!({"rows": [], "columns": 0});
-    };
-    let from = window.start_us().unwrap_or(start as f64);
-    let to = window.end_us().unwrap_or(end as f64).max(from + 1.0);
-    let columns = 300usize;
-    let width = (to - from) / columns as f64;
-    let out: Vec<Value> = rows
-        .iter()
-        .map(|m| {
-            let mut sum = vec![0.0; columns];
-            let mut count = vec![0u32; columns];
-            let lo = m.points.partition_point(|p| (p.0 as f64) < from);
-            for p in &m.points[lo..] {
-                let at = p.0 as f64;
-                if at > to {
-                    break;
-                }
-                let c = (((at - from) / width) as usize).min(columns - 1);
-                sum[c] += p.1;
-                count[c] += 1;
-            }
-            let values: Vec<Value> = sum
-                .iter()
-                .zip(&count)
-                .map(|(s, &c)| {
-                    if c == 0 {
-                        Value::Null
-                    } else {
-                        num(s / f64::from(c))
-                    }
-                })
-                .collect();
-            json!({"label": format!("{} {}", m.node, m.name), "values": values})
-        })
-        .collect();
-    json!({"rows": out, "columns": columns, "from": from / 1e6, "to": to / 1e6})
 }
 
 /// The spans inside a window: each one when they fit in the budget, and per-phase totals.
@@ -549,10 +475,17 @@ pub fn tensor_over_steps(trial: &Trial, name: &str, max_steps: usize) -> Result<
     };
     let mut rows = Vec::new();
     let mut shape = Vec::new();
+    let mut first_error = None;
     for step in chosen {
         let value = match tensor.value(step, None, None) {
             Ok(v) => v,
-            Err(_) => continue,
+            // Over the server's budget: the view is refused, saying why (the other steps of a
+            // tensor have its size too).
+            Err(e @ smdebug_io::Error::TensorTooLarge { .. }) => return Err(e.to_string()),
+            Err(e) => {
+                first_error.get_or_insert(e);
+                continue;
+            }
         };
         shape = value.shape().to_vec();
         let mut xs: Vec<f64> = value.iter().copied().filter(|x| x.is_finite()).collect();
@@ -569,6 +502,9 @@ pub fn tensor_over_steps(trial: &Trial, name: &str, max_steps: usize) -> Result<
             json!({"step": step, "min": num(xs[0]), "max": num(xs[xs.len() - 1]),
                          "mean": num(mean), "std": num(std), "l2": num(l2), "bands": bands}),
         );
+    }
+    if let (true, Some(e)) = (rows.is_empty(), first_error) {
+        return Err(e.to_string());
     }
     Ok(
         json!({"name": name, "shape": shape, "total_steps": steps.len(), "steps": rows,

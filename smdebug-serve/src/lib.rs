@@ -12,7 +12,7 @@
 //! # Ok::<(), smdebug_serve::ServeError>(())
 //! ```
 //!
-//! **Data.** Each run is followed by a thread of its own (`run` module): system metrics,
+//! **Data.** Each run is followed (`run` module, passes scheduled by the `pool` module): system metrics,
 //! framework spans and code-profile windows through smdebug-profiler's `ProfilerFollower` (the
 //! one incremental reader the rule runner and the report use too) into its `ProfileData`; steps,
 //! tensor names and scalar values through smdebug-io's `TensorFollower` (the `Trial`'s listing,
@@ -29,7 +29,9 @@
 //! GET  /api/runs                          the runs and their live state
 //! GET  /api/events                        server-sent events: `runs` on every change
 //! GET  /api/runs/{id}/overview            job summary, per-node statistics, rule statuses
-//! GET  /api/runs/{id}/system?from&to&points   timelines and the per-core/per-GPU heatmap
+//! GET  /api/runs/{id}/system?from&to&points&offset&limit   a page of timelines (64 by
+//!                                         default, 256 at most) and the per-core/per-GPU
+//!                                         heatmap (256 rows at most: bands of neighbours)
 //! GET  /api/runs/{id}/spans?from&to       framework spans inside a window
 //! GET  /api/runs/{id}/steps?from&to&last  step durations, outliers, histogram, phases
 //! GET  /api/runs/{id}/scalars?regex&from&to   scalars per mode (x = step)
@@ -52,16 +54,30 @@
 //! token, requests must name a loopback `Host` (no DNS rebinding). Every response carries a
 //! strict Content-Security-Policy (`default-src 'none'`, scripts and styles from the server
 //! only, `connect-src 'self'`); the page loads nothing from elsewhere (uPlot is embedded) and
-//! writes run data with `textContent` only.
+//! writes run data with `textContent` only. A request whose `Origin` is not this server, or
+//! that a browser says another site started (`Sec-Fetch-Site`), is refused (403), GET
+//! included. One report is built at a time; another request meanwhile gets 429.
+//!
+//! **Staying up** (`conn` module, [`ConnectionLimits`]): a header-read timeout, idle
+//! connections closed, a cap on connections and on connections without the token per client
+//! address; when full, the oldest idle connection without the token is closed, never one with
+//! it. Runs are followed by a few threads whatever their number, and ended runs are looked at
+//! less and less often while nothing changes.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod api;
 mod code;
+mod conn;
 pub mod downsample;
+mod guard;
+mod identity;
+mod pool;
 mod report;
 mod run;
 mod server;
+mod system;
 
+pub use conn::{ConnectionLimits, ConnectionStats};
 pub use server::{ServeError, ServeOptions, Server, expand_runs, expand_runs_with};

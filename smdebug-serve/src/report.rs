@@ -67,7 +67,14 @@ pub(crate) fn input(
     drop((profile, code_windows));
     progress(Some(STAGES[2]));
     match &storage {
-        Some(storage) => input.scalars_of_run(&run.location, storage, &LoadOptions::default()),
+        Some(storage) => input.scalars_of_run(
+            &run.location,
+            storage,
+            &LoadOptions {
+                max_tensor_bytes: run.max_tensor_bytes,
+                ..LoadOptions::default()
+            },
+        ),
         None => {
             let why = open_error.unwrap_or_else(|| "not opened yet".to_owned());
             input.note(

@@ -10,19 +10,21 @@
 //! read once, scalars kept as compact [`ScalarColumns`]); whole tensors are read through
 //! smdebug-io's [`Trial`], opened when a view first asks for one.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use smdebug_io::format::layout::END_MARKER;
 use smdebug_io::format::parse_end_marker;
-use smdebug_io::stop::{StopRequest, read_stop_request};
+use smdebug_io::stop::{StopRequest, read_stop_request, sanitize_reason};
 use smdebug_io::trial::{ScalarColumns, TensorFollower, Trial, TrialOptions};
 use smdebug_io::{Storage, StorageOptions};
 use smdebug_profiler::follow::{DataProblems, ProfilerFollower, merge_code_windows};
 use smdebug_profiler::reader::{CodeProfileWindow, ProfileData, SampleBatch, SpanBatch};
 use smdebug_rules::Summary;
 use smdebug_rules::runner::SUMMARY_FILE;
+
+use crate::identity::{Change, Identity};
 
 /// Time spent reading a backlog of index files per follower pass (the rest on the next
 /// passes), so that a large backlog does not hold back new samples and the page sees progress.
@@ -74,6 +76,13 @@ pub(crate) struct RunData {
     pub rules: Option<Summary>,
     /// Problems with the data that were worked around.
     pub warnings: Vec<String>,
+    /// The run's folder (or every file of it) was deleted after it was read; its view was
+    /// cleared.
+    pub gone: bool,
+    /// Why the run's view was last cleared: deleted, replaced or written again from step 0.
+    pub identity: Option<String>,
+    /// How many times the view was cleared.
+    pub resets: u64,
 }
 
 impl RunData {
@@ -107,6 +116,11 @@ pub(crate) struct Run {
     pub allow_write: bool,
     /// What the report being built is doing (shown by the page), `None` when none is.
     pub report_stage: std::sync::Mutex<Option<&'static str>>,
+    /// Passes of the follower over the run so far.
+    pub passes: AtomicU64,
+    /// The allocation budget of one value read through the `Trial` (distribution and 2-D
+    /// views, the report's scalars), in bytes.
+    pub max_tensor_bytes: u64,
 }
 
 impl Run {
@@ -120,6 +134,8 @@ impl Run {
             storage: RwLock::new(None),
             allow_write,
             report_stage: std::sync::Mutex::new(None),
+            passes: AtomicU64::new(0),
+            max_tensor_bytes: smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES,
         }
     }
 
@@ -138,6 +154,7 @@ impl Run {
         }
         let options = TrialOptions {
             auto_refresh: true,
+            max_tensor_bytes: self.max_tensor_bytes,
             ..TrialOptions::default()
         };
         match Trial::from_storage(&self.location, storage, options) {
@@ -168,7 +185,9 @@ impl Run {
 
 /// The follower's memory of what it has read.
 #[derive(Default)]
-struct Cursor {
+pub(crate) struct Cursor {
+    /// What identifies the run (to see it deleted or replaced).
+    identity: Identity,
     /// The profiler files' reader, once the storage is open.
     profiler: Option<ProfilerFollower>,
     /// Size of the rule summary at the last read.
@@ -181,31 +200,43 @@ struct Cursor {
     write_checked: bool,
 }
 
-/// Follows `run` until `stop` is set, calling `changed` after each pass that found something.
-pub(crate) fn follow(
-    run: Arc<Run>,
-    options: StorageOptions,
-    poll: Duration,
-    stop: Arc<AtomicBool>,
-    changed: impl Fn(),
-) {
-    let mut cursor = Cursor::default();
-    while !stop.load(Ordering::Acquire) {
-        let started = Instant::now();
-        if pass(&run, &options, &mut cursor) {
-            changed();
-        }
-        let rest = poll.saturating_sub(started.elapsed());
-        // Sleep in short slices so that stopping the server is quick.
-        let until = Instant::now() + rest;
-        while !stop.load(Ordering::Acquire) && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(20).min(rest));
-        }
+/// Clears what is known of `run` after its folder was deleted or replaced, saying why.
+fn reset(run: &Run, cursor: &mut Cursor, change: Change) {
+    let (gone, why) = match change {
+        Change::Deleted(why) => (true, why),
+        Change::Replaced(why) => (false, why),
+    };
+    *cursor = Cursor::default();
+    if let Ok(mut trial) = run.trial.write() {
+        *trial = None;
     }
+    let mut data = run.data.write().expect("run data lock");
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let clock = format!(
+        "{:02}:{:02}:{:02} UTC",
+        at / 3600 % 24,
+        at / 60 % 60,
+        at % 60
+    );
+    log::warn!("smdebug serve: {}: {why}; its view was cleared", run.name);
+    *data = RunData {
+        version: data.version + 1,
+        writable: data.writable,
+        gone,
+        identity: Some(format!(
+            "{why} (seen at {clock}); what was shown of it was cleared"
+        )),
+        resets: data.resets + 1,
+        ..RunData::default()
+    };
 }
 
 /// One pass over the run; true when anything changed.
-fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
+pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
+    run.passes.fetch_add(1, Ordering::Relaxed);
     let storage = match run.storage() {
         Some(s) => s,
         None => match smdebug_io::open_storage_with(&run.location, options) {
@@ -227,6 +258,15 @@ fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
             }
         },
     };
+    // A run deleted, replaced or written again from the start: its view starts over.
+    let had_data = run.data.read().is_ok_and(|d| d.exists);
+    if let Some(change) = cursor
+        .identity
+        .check(&run.location, storage.as_ref(), had_data)
+    {
+        reset(run, cursor, change);
+        return true;
+    }
     let mut changed = false;
 
     // System metrics, spans and code-profile windows: what is new, in pieces of a bounded
@@ -300,7 +340,7 @@ fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
         match storage.get(END_MARKER) {
             Ok(bytes) => {
                 cursor.marker_read = true;
-                parse_end_marker(&bytes).map(|r| r.to_string())
+                parse_end_marker(&bytes).map(|r| sanitize_reason(&r.to_string()))
             }
             Err(_) => None,
         }
@@ -378,11 +418,26 @@ fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
         data.exists = exists;
         changed = true;
     }
+    if exists && data.gone {
+        data.gone = false;
+        changed = true;
+    }
+    let known = exists.then(|| (data.steps.first().copied(), !data.profile.is_empty()));
     for w in warnings {
         data.warn(w);
     }
     if changed {
         data.version += 1;
+    }
+    drop(data);
+    if let Some((first_step, profiled)) = known {
+        cursor.identity.learn(
+            &run.location,
+            storage.as_ref(),
+            first_step,
+            profiled,
+            marker,
+        );
     }
     changed
 }

@@ -27,7 +27,11 @@ use tokio::sync::{oneshot, watch};
 
 use crate::api::{self, Window};
 use crate::code::{self, CodeFile};
-use crate::run::{Run, follow};
+use crate::conn::{ConnectionLimits, ConnectionStats, Connections};
+use crate::guard::{self, Guard};
+use crate::pool;
+use crate::run::Run;
+use crate::system;
 
 /// The page's Content-Security-Policy: nothing but this server's own scripts, styles and API.
 pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
@@ -85,6 +89,13 @@ pub struct ServeOptions {
     pub token: Option<String>,
     /// How object stores are reached.
     pub storage: StorageOptions,
+    /// Connection limits and timeouts.
+    pub limits: ConnectionLimits,
+    /// The allocation budget of one tensor value read for a view or the report, in bytes
+    /// (default [`DEFAULT_MAX_TENSOR_BYTES`](smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES), the
+    /// CLI's `--max-tensor-bytes`): a view of a larger value is refused with an error naming
+    /// the tensor and its size, never decoded.
+    pub max_tensor_bytes: u64,
 }
 
 impl ServeOptions {
@@ -99,6 +110,8 @@ impl ServeOptions {
             read_only: false,
             token: None,
             storage: StorageOptions::default(),
+            limits: ConnectionLimits::default(),
+            max_tensor_bytes: smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES,
         }
     }
 }
@@ -240,9 +253,7 @@ fn random_token() -> String {
 
 struct AppState {
     runs: Vec<Arc<Run>>,
-    token: Option<String>,
-    port: u16,
-    loopback: bool,
+    guard: Arc<Guard>,
     traces: Vec<RankSummary>,
     updates: watch::Receiver<u64>,
     /// Wakes the event streams up (a report's stage changed).
@@ -259,6 +270,8 @@ pub struct Server {
     addr: SocketAddr,
     url: String,
     token: Option<String>,
+    runs: Vec<Arc<Run>>,
+    connections: Connections,
     stop: Arc<AtomicBool>,
     followers: Vec<JoinHandle<()>>,
     shutdown: Option<oneshot::Sender<()>>,
@@ -298,36 +311,27 @@ impl Server {
             .into_iter()
             .enumerate()
             .map(|(id, (name, location))| {
-                Arc::new(Run::new(id, name, location, !options.read_only))
+                let mut run = Run::new(id, name, location, !options.read_only);
+                run.max_tensor_bytes = options.max_tensor_bytes;
+                Arc::new(run)
             })
             .collect();
         let (tx, rx) = watch::channel(0u64);
         let tx = Arc::new(tx);
         let stop = Arc::new(AtomicBool::new(false));
-        let followers = runs
-            .iter()
-            .map(|run| {
-                let run = Arc::clone(run);
-                let tx = Arc::clone(&tx);
-                let stop = Arc::clone(&stop);
-                let storage = options.storage.clone();
-                let poll = options.poll;
-                std::thread::Builder::new()
-                    .name(format!("smdebug-serve-follow-{}", run.id))
-                    .spawn(move || {
-                        follow(run, storage, poll, stop, || {
-                            tx.send_modify(|v| *v += 1);
-                        })
-                    })
-                    .expect("spawn a follower thread")
-            })
-            .collect();
+        let notify = Arc::clone(&tx);
+        let followers = pool::spawn(
+            &runs,
+            options.storage.clone(),
+            options.poll,
+            Arc::clone(&stop),
+            Arc::new(move || notify.send_modify(|v| *v += 1)),
+        );
 
+        let state_runs = runs.clone();
         let state = Arc::new(AppState {
             runs,
-            token: token.clone(),
-            port: addr.port(),
-            loopback,
+            guard: Arc::new(Guard::new(token.clone(), addr)),
             traces,
             updates: rx,
             notify: Arc::clone(&tx),
@@ -342,6 +346,8 @@ impl Server {
             .map_err(ServeError::Runtime)?;
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         let app = router(state);
+        let connections = Connections::new(options.limits);
+        let serving = connections.clone();
         let listener = {
             let _guard = runtime.enter();
             tokio::net::TcpListener::from_std(listener)
@@ -350,14 +356,7 @@ impl Server {
         let thread = std::thread::Builder::new()
             .name("smdebug-serve".into())
             .spawn(move || {
-                runtime.block_on(async move {
-                    let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-                        let _ = shutdown_rx.await;
-                    });
-                    if let Err(e) = serve.await {
-                        log::error!("smdebug serve: {e}");
-                    }
-                });
+                runtime.block_on(serving.serve(listener, app, shutdown_rx));
                 // Open event streams never end by themselves.
                 runtime.shutdown_timeout(Duration::from_millis(100));
             })
@@ -374,6 +373,8 @@ impl Server {
             addr,
             url,
             token,
+            runs: state_runs,
+            connections,
             stop,
             followers,
             shutdown: Some(shutdown_tx),
@@ -394,6 +395,24 @@ impl Server {
     /// The token the API requires, if any.
     pub fn token(&self) -> Option<&str> {
         self.token.as_deref()
+    }
+
+    /// Passes the followers made over the runs so far (all runs together).
+    pub fn follower_passes(&self) -> u64 {
+        self.runs
+            .iter()
+            .map(|r| r.passes.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// The follower threads (a few, however many runs are served).
+    pub fn follower_threads(&self) -> usize {
+        self.followers.len()
+    }
+
+    /// The connections open now.
+    pub fn connections(&self) -> ConnectionStats {
+        self.connections.stats()
     }
 
     /// Serves until the process ends.
@@ -449,8 +468,8 @@ fn router(state: Shared) -> Router {
         .route("/runs/{id}/code/{window}/profile.pb.gz", get(code_pprof))
         .route("/runs/{id}/stop", post(stop))
         .layer(middleware::from_fn_with_state(
-            Arc::clone(&state),
-            require_token,
+            Arc::clone(&state.guard),
+            guard::require_token,
         ));
     Router::new()
         .route(
@@ -483,8 +502,8 @@ fn router(state: Shared) -> Router {
         )
         .nest("/api", api)
         .layer(middleware::from_fn_with_state(
-            Arc::clone(&state),
-            check_host,
+            Arc::clone(&state.guard),
+            guard::check,
         ))
         .layer(middleware::from_fn(security_headers))
         .with_state(state)
@@ -514,61 +533,6 @@ async fn security_headers(request: Request, next: Next) -> Response {
         .entry(header::CACHE_CONTROL)
         .or_insert(HeaderValue::from_static("no-store"));
     response
-}
-
-/// On loopback without a token, only loopback host names are served: a page on another site
-/// cannot reach the API through DNS rebinding.
-async fn check_host(State(state): State<Shared>, request: Request, next: Next) -> Response {
-    if state.loopback && state.token.is_none() {
-        let host = request
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("");
-        let port = state.port;
-        let allowed = [
-            format!("127.0.0.1:{port}"),
-            format!("localhost:{port}"),
-            format!("[::1]:{port}"),
-        ];
-        if !allowed.iter().any(|a| a == host) {
-            return (StatusCode::FORBIDDEN, "unexpected Host header").into_response();
-        }
-    }
-    next.run(request).await
-}
-
-/// Constant-time comparison of two tokens.
-fn same_token(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
-}
-
-async fn require_token(State(state): State<Shared>, request: Request, next: Next) -> Response {
-    if let Some(token) = &state.token {
-        let from_header = request
-            .headers()
-            .get("x-smdebug-token")
-            .and_then(|h| h.to_str().ok())
-            .map(str::to_owned);
-        let from_query = request.uri().query().and_then(|q| {
-            q.split('&')
-                .find_map(|kv| kv.strip_prefix("token="))
-                .map(str::to_owned)
-        });
-        let given = from_header.or(from_query);
-        if !given.is_some_and(|g| same_token(&g, token)) {
-            return (
-                StatusCode::UNAUTHORIZED,
-                axum::Json(json!({"error": "this server needs the token it printed at start"})),
-            )
-                .into_response();
-        }
-    }
-    next.run(request).await
 }
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
@@ -627,13 +591,31 @@ async fn overview(State(state): State<Shared>, UrlPath(id): UrlPath<usize>) -> R
     }
 }
 
+#[derive(Deserialize)]
+struct SystemQuery {
+    from: Option<f64>,
+    to: Option<f64>,
+    points: Option<usize>,
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
 async fn system(
     State(state): State<Shared>,
     UrlPath(id): UrlPath<usize>,
-    Query(window): Query<Window>,
+    Query(q): Query<SystemQuery>,
 ) -> Response {
+    let window = Window {
+        from: q.from,
+        to: q.to,
+        points: q.points,
+    };
+    let page = system::Page {
+        offset: q.offset.unwrap_or(0),
+        limit: q.limit,
+    };
     match find_run(&state, id) {
-        Ok(run) => axum::Json(api::system(&run, &window)).into_response(),
+        Ok(run) => axum::Json(system::system(&run, &window, page)).into_response(),
         Err(e) => *e,
     }
 }
@@ -769,9 +751,19 @@ async fn report(State(state): State<Shared>, UrlPath(id): UrlPath<usize>) -> Res
         Ok(r) => r,
         Err(e) => return *e,
     };
-    // One report at a time: each holds a copy of its run's data while it is drawn.
-    let Ok(_permit) = state.report_slots.acquire().await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping");
+    // One report at a time: each holds a copy of its run's data while it is drawn. Another
+    // request meanwhile is refused, not queued (a queue would hold its memory too).
+    let _permit = match state.report_slots.try_acquire() {
+        Ok(permit) => permit,
+        Err(tokio::sync::TryAcquireError::NoPermits) => {
+            return error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "a report is being built (one at a time): try again when it is done",
+            );
+        }
+        Err(tokio::sync::TryAcquireError::Closed) => {
+            return error(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping");
+        }
     };
     let name = run.name.clone();
     let held = Arc::clone(&run);

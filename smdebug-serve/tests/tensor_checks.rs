@@ -139,3 +139,48 @@ fn records_claiming_huge_shapes_are_never_decoded_by_the_dashboard() {
     }
     server.shutdown();
 }
+
+#[test]
+fn a_tensor_over_the_servers_budget_is_refused_with_its_name_and_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let weight = smdebug_core::Tensor::from_bytes(
+        DType::F32,
+        vec![1000],
+        (0..1000).flat_map(|i| (i as f32).to_le_bytes()).collect(),
+    )
+    .unwrap();
+    for step in 0..3u64 {
+        write_step(
+            &run,
+            step,
+            "worker_0",
+            Mode::Train,
+            step,
+            &[
+                scalar("loss", 1.0),
+                CraftedRecord::Tensor("fc.weight".into(), weight.clone()),
+            ],
+        );
+    }
+    std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
+    let answer = |max_tensor_bytes: u64| {
+        let mut options = ServeOptions::new(vec![run.to_str().unwrap().into()]);
+        options.max_tensor_bytes = max_tensor_bytes;
+        let server = Server::start(options).unwrap();
+        let url = server.url().trim_end_matches('/').to_owned();
+        wait_loaded(&url, |_| true);
+        let r = support::client()
+            .get(format!("{url}/api/runs/0/tensor?name=fc.weight"))
+            .send()
+            .unwrap();
+        (r.status().as_u16(), r.text().unwrap())
+    };
+    let (status, body) = answer(smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES);
+    assert_eq!(status, 200, "{body}");
+    // 1,000 float32 values need 4,000 bytes as stored (and more as f64): over 1,000.
+    let (status, body) = answer(1000);
+    assert!(status >= 400, "served over the budget: {status} {body}");
+    assert!(body.contains("fc.weight"), "{body}");
+    assert!(body.contains("1000"), "{body}");
+}

@@ -7,7 +7,7 @@ use crate::html::{Cell, table};
 use smdebug_profiler::reader::MetricSeries;
 
 use super::format::values;
-use super::{MAX_SERIES, Page};
+use super::{MAX_SERIES, Page, many};
 
 impl Page<'_> {
     pub(super) fn gpu_memory(&mut self) {
@@ -45,7 +45,7 @@ impl Page<'_> {
             self.chart(drawn, "Per GPU over time.");
         }
         let mut growing = Vec::new();
-        let rows: Vec<Vec<Cell>> = gpus
+        let rows: Vec<(f64, Vec<Cell>)> = gpus
             .iter()
             .map(|(l, _, s)| {
                 let v: Vec<f64> = values(&s.points).collect();
@@ -67,15 +67,18 @@ impl Page<'_> {
                 let head = v[..window].iter().sum::<f64>() / window as f64;
                 let tail = v[v.len() - window..].iter().sum::<f64>() / window as f64;
                 let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                vec![
+                let row = vec![
                     Cell::text(l),
                     Cell::num(format!("{head:.1}")),
                     Cell::num(format!("{tail:.1}")),
                     Cell::num(format!("{max:.1}")),
                     Cell::num(format!("{growth:.1}")),
-                ]
+                ];
+                // The most growth first, then the fullest.
+                (growth + max / 1000.0, row)
             })
             .collect();
+        let (rows, left_out) = many::top_rows(rows, many::MAX_ROWS);
         table(
             &mut self.out,
             "gpu-memory",
@@ -88,11 +91,18 @@ impl Page<'_> {
             ],
             &rows,
         );
+        if left_out > 0 {
+            self.lead(&format!(
+                "{} GPUs: the {} with the most growth are listed; {left_out} more are left out.",
+                gpus.len(),
+                rows.len()
+            ));
+        }
         if !growing.is_empty() {
             self.advice(&format!(
                 "GPU memory grows on {}. Look for tensors kept across steps (losses accumulated \
                  with their graphs, growing caches or lists of outputs); detach or free them.",
-                growing.join(", ")
+                many::named(&growing)
             ));
         }
         self.verdict("GPUMemoryIncrease");

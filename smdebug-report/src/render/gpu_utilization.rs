@@ -7,7 +7,7 @@ use crate::html::{Cell, table};
 use crate::stats::{self, Summary};
 
 use super::format::values;
-use super::{MAX_SERIES, Page};
+use super::{MAX_SERIES, Page, many};
 
 impl Page<'_> {
     pub(super) fn gpu_utilization(&mut self) {
@@ -64,38 +64,58 @@ impl Page<'_> {
         }
         let low_p95 = self.param("LowGPUUtilization", "threshold_p95");
         let low_p5 = self.param("LowGPUUtilization", "threshold_p5");
-        let mut advice = Vec::new();
-        let rows: Vec<Vec<Cell>> = gpus
+        let (mut underused, mut fluctuating) = (Vec::new(), Vec::new());
+        let rows: Vec<(f64, Vec<Cell>)> = gpus
             .iter()
             .map(|(l, _, s, _)| {
-                let finding = if s.p95 < low_p95 {
-                    advice.push(format!("{l} is underused (p95 {:.0}%)", s.p95));
-                    "underused"
+                // Ranked for the table: underused, then fluctuating, then busy; lower p95 first.
+                let (finding, rank) = if s.p95 < low_p95 {
+                    underused.push(format!("{l} (p95 {:.0}%)", s.p95));
+                    ("underused", 2.0)
                 } else if s.p95 > low_p95 && s.p5 < low_p5 {
-                    advice.push(format!(
-                        "{l} fluctuates (p95 {:.0}%, p5 {:.0}%)",
-                        s.p95, s.p5
-                    ));
-                    "fluctuating"
+                    fluctuating.push(format!("{l} (p95 {:.0}%, p5 {:.0}%)", s.p95, s.p5));
+                    ("fluctuating", 1.0)
                 } else {
-                    "busy"
+                    ("busy", 0.0)
                 };
-                vec![
+                let row = vec![
                     Cell::text(l),
                     Cell::num(format!("{:.1}", s.p5)),
                     Cell::num(format!("{:.1}", s.p50)),
                     Cell::num(format!("{:.1}", s.p95)),
                     Cell::num(format!("{:.1}", s.max)),
                     Cell::text(finding),
-                ]
+                ];
+                (rank + (100.0 - s.p95) / 1000.0, row)
             })
             .collect();
+        let (rows, left_out) = many::top_rows(rows, many::MAX_ROWS);
         table(
             &mut self.out,
             "gpu-util",
             &["GPU", "p5 %", "p50 %", "p95 %", "max %", "reading"],
             &rows,
         );
+        if left_out > 0 {
+            self.lead(&format!(
+                "{} GPUs: the {} listed are the underused and fluctuating ones first, lowest p95 \
+                 first; {left_out} more are counted below by their p95.",
+                gpus.len(),
+                rows.len()
+            ));
+            let bands: Vec<Vec<Cell>> = many::percent_bands(gpus.iter().map(|g| g.2.p95))
+                .into_iter()
+                .map(|(band, n)| vec![Cell::text(band), Cell::num(n.to_string())])
+                .collect();
+            table(&mut self.out, "gpu-util-bands", &["p95", "GPUs"], &bands);
+        }
+        let mut advice = Vec::new();
+        if !underused.is_empty() {
+            advice.push(format!("underused: {}", many::named(&underused)));
+        }
+        if !fluctuating.is_empty() {
+            advice.push(format!("fluctuating: {}", many::named(&fluctuating)));
+        }
         if !advice.is_empty() {
             self.advice(&format!(
                 "{}. An underused GPU waits for work: increase the batch size, feed data faster (more \

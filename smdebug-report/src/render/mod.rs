@@ -14,6 +14,7 @@ mod gpu_memory;
 mod gpu_utilization;
 mod job_summary;
 mod load_balancing;
+mod many;
 mod rules_summary;
 mod scalars;
 mod step_durations;

@@ -12,6 +12,9 @@ use super::format::{fmt_value, metric_label, type_rank, values};
 use super::view::trailing_number;
 use super::{MAX_SERIES, Page};
 
+/// Series of one kind of device on a node listed one by one at most; more are pooled.
+const DEVICE_ROWS: usize = 16;
+
 impl Page<'_> {
     pub(super) fn system_usage(&mut self) {
         self.notes(NoteArea::System);
@@ -32,24 +35,73 @@ impl Page<'_> {
                 s.dimension.clone(),
             )
         });
-        let rows: Vec<Vec<Cell>> = sorted
-            .iter()
-            .filter_map(|s| {
-                let sum = Summary::of(values(&s.points))?;
-                let unit = s.unit();
-                Some(vec![
-                    Cell::text(&s.node),
-                    Cell::text(metric_label(s)),
-                    Cell::text(unit),
-                    Cell::num(fmt_value(sum.max, unit)),
-                    Cell::num(fmt_value(sum.p99, unit)),
-                    Cell::num(fmt_value(sum.p95, unit)),
-                    Cell::num(fmt_value(sum.p50, unit)),
-                    Cell::num(fmt_value(sum.min, unit)),
-                    Cell::num(sum.count.to_string()),
-                ])
+        // Devices of one kind on a node (GPUs, cores: a name ending in a number) beyond
+        // DEVICE_ROWS are pooled into one row, so that thousands of devices make a few rows.
+        let device = |m: &MetricSeries| {
+            m.name.ends_with(|c: char| c.is_ascii_digit()).then(|| {
+                (
+                    m.node.clone(),
+                    m.metric_type.clone(),
+                    m.name
+                        .trim_end_matches(|c: char| c.is_ascii_digit())
+                        .to_owned(),
+                    m.dimension.clone(),
+                )
             })
-            .collect();
+        };
+        let mut group_sizes = std::collections::HashMap::new();
+        for m in &sorted {
+            if let Some(key) = device(m) {
+                *group_sizes.entry(key).or_insert(0usize) += 1;
+            }
+        }
+        let row = |node: &str, label: String, unit: &str, sum: Summary| {
+            vec![
+                Cell::text(node),
+                Cell::text(label),
+                Cell::text(unit),
+                Cell::num(fmt_value(sum.max, unit)),
+                Cell::num(fmt_value(sum.p99, unit)),
+                Cell::num(fmt_value(sum.p95, unit)),
+                Cell::num(fmt_value(sum.p50, unit)),
+                Cell::num(fmt_value(sum.min, unit)),
+                Cell::num(sum.count.to_string()),
+            ]
+        };
+        let mut rows: Vec<Vec<Cell>> = Vec::new();
+        let mut pooled = std::collections::HashSet::new();
+        for s in &sorted {
+            let unit = s.unit();
+            match device(s) {
+                Some(key) if group_sizes[&key] > DEVICE_ROWS => {
+                    if pooled.contains(&key) {
+                        continue;
+                    }
+                    let members: Vec<&&MetricSeries> = sorted
+                        .iter()
+                        .filter(|m| device(m).as_ref() == Some(&key))
+                        .collect();
+                    let all = members.iter().flat_map(|m| values(&m.points));
+                    if let Some(sum) = Summary::of(all) {
+                        let label = format!(
+                            "{}: {} {}N {} (all {} pooled)",
+                            key.1,
+                            members.len(),
+                            key.2,
+                            key.3,
+                            members.len()
+                        );
+                        rows.push(row(&s.node, label, unit, sum));
+                    }
+                    pooled.insert(key);
+                }
+                _ => {
+                    if let Some(sum) = Summary::of(values(&s.points)) {
+                        rows.push(row(&s.node, metric_label(s), unit, sum));
+                    }
+                }
+            }
+        }
         table(
             &mut self.out,
             "system-usage",

@@ -1,0 +1,191 @@
+//! Whether a followed run is still the run that was read: a run folder deleted, replaced by
+//! another (a new folder at the same path), or written again from step 0 into the same folder
+//! (a session with `overwrite`, the README's demo rerun) must not be shown as the old run with
+//! the new one's data mixed in.
+//!
+//! What is checked on each pass, cheaply:
+//! - a local run folder: that it still exists, and is the same folder (device and inode);
+//! - a *witness*, one file already read: the first step's index file (written once, so any
+//!   change to it means a new run), else the first system or framework file (appended to, so
+//!   only shrinking means a new run); that it is still there with what it had, and, on local
+//!   disk, that it is the same file;
+//! - the end marker, once seen: that it was not removed.
+
+use std::path::{Path, PathBuf};
+
+use smdebug_io::Storage;
+use smdebug_io::format::layout::{END_MARKER, INDEX_DIR, parse_index_file};
+
+/// What became of the run.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// Its folder (or every file in it) is gone.
+    Deleted(String),
+    /// Another run is there now.
+    Replaced(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Witness {
+    key: String,
+    size: u64,
+    /// Written once (an index file): any change is a new run.
+    immutable: bool,
+    /// On local disk: inode and modification time.
+    local: Option<(u64, Option<std::time::SystemTime>)>,
+}
+
+/// What the follower remembers of the run's identity.
+#[derive(Default)]
+pub(crate) struct Identity {
+    /// A local run folder's (device, inode) once it existed.
+    folder: Option<(u64, u64)>,
+    witness: Option<Witness>,
+    marker_seen: bool,
+}
+
+/// The run's folder, when it is on local disk.
+fn local_root(location: &str) -> Option<PathBuf> {
+    if let Some(path) = location.strip_prefix("file://") {
+        return Some(PathBuf::from(path));
+    }
+    (!location.contains("://")).then(|| PathBuf::from(location))
+}
+
+#[cfg(unix)]
+fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+#[cfg(not(unix))]
+fn file_id(_meta: &std::fs::Metadata) -> (u64, u64) {
+    (0, 0)
+}
+
+fn local_stamp(root: Option<&Path>, key: &str) -> Option<(u64, Option<std::time::SystemTime>)> {
+    let meta = std::fs::metadata(root?.join(key)).ok()?;
+    Some((file_id(&meta).1, meta.modified().ok()))
+}
+
+impl Identity {
+    /// Checks the run against what was remembered. `had_data`: something of it was read.
+    pub(crate) fn check(
+        &mut self,
+        location: &str,
+        storage: &dyn Storage,
+        had_data: bool,
+    ) -> Option<Change> {
+        let root = local_root(location);
+        if let Some(root) = &root {
+            match std::fs::metadata(root) {
+                Ok(meta) if meta.is_dir() => {
+                    let id = file_id(&meta);
+                    match self.folder {
+                        Some(old) if old != id => {
+                            self.folder = Some(id);
+                            return Some(Change::Replaced(
+                                "the run folder was replaced by another folder at the same path"
+                                    .into(),
+                            ));
+                        }
+                        _ => self.folder = Some(id),
+                    }
+                }
+                _ if had_data || self.folder.is_some() => {
+                    self.folder = None;
+                    return Some(Change::Deleted("the run folder was deleted".into()));
+                }
+                _ => {}
+            }
+        }
+        if self.marker_seen && matches!(storage.size(END_MARKER), Ok(None)) {
+            self.marker_seen = false;
+            return Some(self.gone_or_replaced(
+                storage,
+                format!("its end marker ({END_MARKER}) was removed"),
+            ));
+        }
+        let witness = self.witness.clone()?;
+        let now = storage.size(&witness.key);
+        let stamp = local_stamp(root.as_deref(), &witness.key);
+        let why = match now {
+            Ok(None) => format!("{}, read before, is gone", witness.key),
+            Ok(Some(size))
+                if size < witness.size || (witness.immutable && size != witness.size) =>
+            {
+                format!(
+                    "{} was rewritten ({} bytes, {} before)",
+                    witness.key, size, witness.size
+                )
+            }
+            Ok(Some(_))
+                if witness.immutable && witness.local.is_some() && stamp != witness.local =>
+            {
+                format!("{} was rewritten", witness.key)
+            }
+            // Unchanged, or it cannot be asked now (a transient error): checked next time.
+            _ => return None,
+        };
+        self.witness = None;
+        Some(self.gone_or_replaced(storage, why))
+    }
+
+    fn gone_or_replaced(&self, storage: &dyn Storage, why: String) -> Change {
+        if storage.list("").is_ok_and(|keys| keys.is_empty()) {
+            Change::Deleted(format!("every file of the run was deleted ({why})"))
+        } else {
+            Change::Replaced(format!("the run was written again from the start ({why})"))
+        }
+    }
+
+    /// Remembers what identifies the run once there is something of it: `first_step`, the
+    /// first step whose index file was read; `marker`, whether the end marker is there.
+    pub(crate) fn learn(
+        &mut self,
+        location: &str,
+        storage: &dyn Storage,
+        first_step: Option<u64>,
+        profiled: bool,
+        marker: bool,
+    ) {
+        self.marker_seen |= marker;
+        if self.witness.is_some() {
+            return;
+        }
+        let root = local_root(location);
+        let pick = |key: String, immutable: bool| -> Option<Witness> {
+            let size = storage.size(&key).ok()??;
+            Some(Witness {
+                local: local_stamp(root.as_deref(), &key),
+                key,
+                size,
+                immutable,
+            })
+        };
+        if let Some(step) = first_step {
+            let folder = format!("{INDEX_DIR}/{:09}", step / 1000);
+            let key = storage.list(&folder).ok().and_then(|keys| {
+                keys.into_iter()
+                    .filter(|k| parse_index_file(k).is_some_and(|(s, _)| s == step))
+                    .min()
+            });
+            if let Some(w) = key.and_then(|k| pick(k, true)) {
+                self.witness = Some(w);
+                return;
+            }
+        }
+        if profiled {
+            for dir in ["system", "framework"] {
+                let first = storage
+                    .list(dir)
+                    .ok()
+                    .and_then(|keys| keys.into_iter().min());
+                if let Some(w) = first.and_then(|k| pick(k, false)) {
+                    self.witness = Some(w);
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! The `/system` view: timelines by page and the per-core / per-GPU heatmap in bands, so that
+//! a run with thousands of series answers a bounded response.
+
+use serde_json::{Value, json};
+use smdebug_profiler::reader::MetricSeries;
+use smdebug_profiler::system::vocab;
+
+use crate::api::{Window, num, time_series};
+use crate::run::{Run, RunData};
+
+/// Timelines sent per `/system` request by default; the rest are asked for by page.
+pub const SYSTEM_PAGE: usize = 64;
+
+/// Timelines sent per `/system` request at most.
+pub const SYSTEM_PAGE_MAX: usize = 256;
+
+/// Heatmap rows at most: beyond, neighbouring rows are averaged into bands.
+pub const HEATMAP_ROWS: usize = 256;
+
+/// A page of timelines: `offset` and `limit` (at most [`SYSTEM_PAGE_MAX`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Page {
+    /// The first series sent.
+    pub offset: usize,
+    /// How many (default [`SYSTEM_PAGE`]).
+    pub limit: Option<usize>,
+}
+
+/// System timelines (downsampled over the window, one page of them: `series_total` says how
+/// many there are, `next_offset` where the next page starts) and the per-core / per-GPU
+/// heatmap (at most [`HEATMAP_ROWS`] rows).
+pub fn system(run: &Run, window: &Window, page: Page) -> Value {
+    let d = run.data.read().expect("run data lock");
+    let limit = page.limit.unwrap_or(SYSTEM_PAGE).clamp(1, SYSTEM_PAGE_MAX);
+    let timelines = d.profile.metrics().filter(|m| {
+        // Per-core utilization goes to the heatmap; totals and the rest to timelines.
+        let per_core = m.metric_type == vocab::TYPE_CPU && m.name != vocab::CPU_TOTAL;
+        let capacity = m.name.ends_with("TotalBytes") || m.dimension.ends_with("TotalBytes");
+        !(per_core || capacity)
+    });
+    let mut total = 0usize;
+    let mut series: Vec<Value> = Vec::new();
+    for m in timelines {
+        if total >= page.offset && series.len() < limit {
+            series.push(json!({
+                "node": m.node, "type": m.metric_type, "name": m.name,
+                "dimension": m.dimension, "unit": m.unit(), "data": time_series(&m.points, window),
+            }));
+        }
+        total += 1;
+    }
+    let end = page.offset.saturating_add(series.len());
+    json!({
+        "series": series,
+        "series_total": total,
+        "offset": page.offset,
+        "next_offset": (end < total).then_some(end),
+        "heatmap": heatmap(&d, window),
+    })
+}
+
+/// One row per CPU core and per GPU (utilization), the window cut into at most 300 columns of
+/// mean values.
+fn heatmap(d: &RunData, window: &Window) -> Value {
+    let rows: Vec<&MetricSeries> = d
+        .profile
+        .metrics()
+        .filter(|m| {
+            (m.metric_type == vocab::TYPE_CPU
+                && m.name != vocab::CPU_TOTAL
+                && m.dimension == vocab::CPU_UTILIZATION)
+                || (m.metric_type == vocab::TYPE_GPU && m.dimension == vocab::GPU_UTILIZATION)
+        })
+        .collect();
+    let Some((start, end)) = d.time_range() else {
+        return json!({"rows": [], "columns": 0});
+    };
+    let from = window.start_us().unwrap_or(start as f64);
+    let to = window.end_us().unwrap_or(end as f64).max(from + 1.0);
+    let columns = 300usize;
+    let width = (to - from) / columns as f64;
+    // Many rows (thousands of cores or GPUs) are averaged in bands of neighbours.
+    let band = rows.len().div_ceil(HEATMAP_ROWS).max(1);
+    let out: Vec<Value> = rows
+        .chunks(band)
+        .map(|members| {
+            let mut sum = vec![0.0; columns];
+            let mut count = vec![0u32; columns];
+            for m in members {
+                let lo = m.points.partition_point(|p| (p.0 as f64) < from);
+                for p in &m.points[lo..] {
+                    let at = p.0 as f64;
+                    if at > to {
+                        break;
+                    }
+                    let c = (((at - from) / width) as usize).min(columns - 1);
+                    sum[c] += p.1;
+                    count[c] += 1;
+                }
+            }
+            let values: Vec<Value> = sum
+                .iter()
+                .zip(&count)
+                .map(|(s, &c)| {
+                    if c == 0 {
+                        Value::Null
+                    } else {
+                        num(s / f64::from(c))
+                    }
+                })
+                .collect();
+            let first = members[0];
+            let label = match members {
+                [_] => format!("{} {}", first.node, first.name),
+                [.., last] => format!(
+                    "{} {} … {} {} (mean of {})",
+                    first.node,
+                    first.name,
+                    last.node,
+                    last.name,
+                    members.len()
+                ),
+                [] => String::new(),
+            };
+            json!({"label": label, "values": values})
+        })
+        .collect();
+    json!({
+        "rows": out, "columns": columns, "from": from / 1e6, "to": to / 1e6,
+        "row_total": rows.len(), "band": band,
+    })
+}
