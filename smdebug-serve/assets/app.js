@@ -392,6 +392,9 @@
     const byName = new Map();
     results.forEach((res, ri) => { for (const s of res.scalars) { if (!byName.has(s.name)) byName.set(s.name, []); for (const m of s.modes) byName.get(s.name).push({ run: runs[ri].name, mode: m }); } });
     for (const [k, c] of charts) if (c.container === box && !byName.has(k.slice(7))) { c.plot.destroy(); c.box.remove(); charts.delete(k); }
+    const shown = results[current] || { scalars: [], series_total: 0 };
+    $("scalar-more").textContent = shown.series_total > shown.scalars.length ?
+      "Showing " + shown.scalars.length + " of " + shown.series_total + " scalars: narrow the filter to see the others" : "";
     if (!byName.size) { if (!box.querySelector("p.missing")) box.append(el("p", { className: "missing", text: "No scalars" + (regex ? " match" : " yet") + "." })); }
     else { const p = box.querySelector("p.missing"); if (p) p.remove(); }
     for (const [name, list] of byName) {

@@ -383,16 +383,32 @@ fn last_steps(spans: &SpanStore, n: usize) -> Value {
     json!({"steps": steps, "phases": phase_names})
 }
 
-/// Scalars whose names match `regex`, per mode, downsampled by step.
-pub fn scalars(run: &Run, regex: Option<&str>, window: &Window) -> Result<Value, String> {
+/// Scalars whose names match `regex`, per mode, downsampled by step: one page of them
+/// (`series_total` says how many match, `next_offset` where the next page starts; a run with
+/// thousands of scalars answers a bounded response).
+pub fn scalars(
+    run: &Run,
+    regex: Option<&str>,
+    window: &Window,
+    page: crate::system::Page,
+) -> Result<Value, String> {
     let filter = match regex.filter(|r| !r.is_empty()) {
         Some(r) => Some(Regex::new(r).map_err(|e| format!("bad regex: {e}"))?),
         None => None,
     };
+    let limit = page
+        .limit
+        .unwrap_or(crate::system::SYSTEM_PAGE)
+        .clamp(1, crate::system::SYSTEM_PAGE_MAX);
     let d = run.data.read().expect("run data lock");
     let mut out = Vec::new();
+    let mut total = 0usize;
     for (name, track) in d.scalars.iter() {
         if filter.as_ref().is_some_and(|f| !f.is_match(name)) {
+            continue;
+        }
+        total += 1;
+        if total <= page.offset || out.len() >= limit {
             continue;
         }
         // Modes in name order (EVAL, GLOBAL, PREDICT, TRAIN).
@@ -409,7 +425,14 @@ pub fn scalars(run: &Run, regex: Option<&str>, window: &Window) -> Result<Value,
             .collect();
         out.push(json!({"name": name, "modes": modes}));
     }
-    Ok(json!({"scalars": out, "tensors": d.tensors}))
+    let end = page.offset.saturating_add(out.len());
+    Ok(json!({
+        "scalars": out,
+        "series_total": total,
+        "offset": page.offset,
+        "next_offset": (end < total).then_some(end),
+        "tensors": d.tensors,
+    }))
 }
 
 /// [`tensor_over_steps`] of a scalar the follower holds (no tensor read): its value is its

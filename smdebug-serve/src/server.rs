@@ -665,6 +665,8 @@ struct ScalarQuery {
     to: Option<f64>,
     points: Option<usize>,
     regex: Option<String>,
+    offset: Option<usize>,
+    limit: Option<usize>,
 }
 
 async fn scalars(
@@ -681,7 +683,11 @@ async fn scalars(
         to: q.to,
         points: q.points,
     };
-    match api::scalars(&run, q.regex.as_deref(), &window) {
+    let page = crate::system::Page {
+        offset: q.offset.unwrap_or(0),
+        limit: q.limit,
+    };
+    match api::scalars(&run, q.regex.as_deref(), &window, page) {
         Ok(v) => axum::Json(v).into_response(),
         Err(e) => error(StatusCode::BAD_REQUEST, e),
     }

@@ -184,3 +184,42 @@ fn a_tensor_over_the_servers_budget_is_refused_with_its_name_and_size() {
     assert!(body.contains("fc.weight"), "{body}");
     assert!(body.contains("1000"), "{body}");
 }
+
+#[test]
+fn many_scalars_are_paged() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let records: Vec<CraftedRecord> = (0..300)
+        .map(|i| scalar(&format!("metric_{i:03}"), i as f32))
+        .collect();
+    for step in 0..2u64 {
+        write_step(&run, step, "worker_0", Mode::Train, step, &records);
+    }
+    std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
+    let (_server, url) = serve(&run);
+    wait_loaded(&url, |_| true);
+    let page = |query: &str| get_json(&format!("{url}/api/runs/0/scalars?{query}"));
+    let names = |v: &Value| -> Vec<String> {
+        v["scalars"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let first = page("");
+    assert_eq!(first["series_total"], 300);
+    assert_eq!(names(&first).len(), 64, "the default page");
+    assert_eq!(names(&first)[0], "metric_000");
+    assert_eq!(first["next_offset"], 64);
+    let widest = page("limit=100000");
+    assert_eq!(names(&widest).len(), 256, "the largest page");
+    let last = page("offset=256&limit=256");
+    assert_eq!(names(&last).len(), 44);
+    assert_eq!(names(&last)[0], "metric_256");
+    assert!(last["next_offset"].is_null());
+    // The filter counts what it matches.
+    let filtered = page("regex=^metric_00");
+    assert_eq!(filtered["series_total"], 10);
+    assert!(filtered["next_offset"].is_null());
+}
