@@ -390,16 +390,13 @@ pub fn scalars(
     run: &Run,
     regex: Option<&str>,
     window: &Window,
-    page: crate::system::Page,
+    page: crate::page::Page,
 ) -> Result<Value, String> {
     let filter = match regex.filter(|r| !r.is_empty()) {
         Some(r) => Some(Regex::new(r).map_err(|e| format!("bad regex: {e}"))?),
         None => None,
     };
-    let limit = page
-        .limit
-        .unwrap_or(crate::system::SYSTEM_PAGE)
-        .clamp(1, crate::system::SYSTEM_PAGE_MAX);
+    let limit = page.limit();
     let d = run.data.read().expect("run data lock");
     let mut out = Vec::new();
     let mut total = 0usize;

@@ -73,6 +73,7 @@ mod conn;
 pub mod downsample;
 mod guard;
 mod identity;
+mod page;
 mod pool;
 mod report;
 mod run;

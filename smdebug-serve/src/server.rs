@@ -610,7 +610,7 @@ async fn system(
         to: q.to,
         points: q.points,
     };
-    let page = system::Page {
+    let page = crate::page::Page {
         offset: q.offset.unwrap_or(0),
         limit: q.limit,
     };
@@ -683,7 +683,7 @@ async fn scalars(
         to: q.to,
         points: q.points,
     };
-    let page = crate::system::Page {
+    let page = crate::page::Page {
         offset: q.offset.unwrap_or(0),
         limit: q.limit,
     };

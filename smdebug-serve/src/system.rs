@@ -6,32 +6,18 @@ use smdebug_profiler::reader::MetricSeries;
 use smdebug_profiler::system::vocab;
 
 use crate::api::{Window, num, time_series};
+use crate::page::Page;
 use crate::run::{Run, RunData};
-
-/// Timelines sent per `/system` request by default; the rest are asked for by page.
-pub const SYSTEM_PAGE: usize = 64;
-
-/// Timelines sent per `/system` request at most.
-pub const SYSTEM_PAGE_MAX: usize = 256;
 
 /// Heatmap rows at most: beyond, neighbouring rows are averaged into bands.
 pub const HEATMAP_ROWS: usize = 256;
-
-/// A page of timelines: `offset` and `limit` (at most [`SYSTEM_PAGE_MAX`]).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Page {
-    /// The first series sent.
-    pub offset: usize,
-    /// How many (default [`SYSTEM_PAGE`]).
-    pub limit: Option<usize>,
-}
 
 /// System timelines (downsampled over the window, one page of them: `series_total` says how
 /// many there are, `next_offset` where the next page starts) and the per-core / per-GPU
 /// heatmap (at most [`HEATMAP_ROWS`] rows).
 pub fn system(run: &Run, window: &Window, page: Page) -> Value {
     let d = run.data.read().expect("run data lock");
-    let limit = page.limit.unwrap_or(SYSTEM_PAGE).clamp(1, SYSTEM_PAGE_MAX);
+    let limit = page.limit();
     let timelines = d.profile.metrics().filter(|m| {
         // Per-core utilization goes to the heatmap; totals and the rest to timelines.
         let per_core = m.metric_type == vocab::TYPE_CPU && m.name != vocab::CPU_TOTAL;
