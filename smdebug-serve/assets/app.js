@@ -48,6 +48,24 @@
     return x.toFixed(digits === undefined ? 2 : digits);
   }
 
+  // A duration in seconds in the unit that fits it: "640 µs", "12.5 ms", "3.20 s", "2 min 05 s"
+  // (never "0.00 s" for a sub-millisecond step).
+  function dur(seconds) {
+    if (seconds === null || seconds === undefined || Number.isNaN(seconds)) return "–";
+    if (!Number.isFinite(seconds)) return seconds > 0 ? "+Inf s" : "-Inf s";
+    const a = Math.abs(seconds);
+    if (a === 0) return "0 s";
+    // Three significant digits, trailing zeros after the point dropped ("640", "12.5", "1.2").
+    const three = (x) => { const t = x.toPrecision(3); return t.includes(".") ? t.replace(/0+$/, "").replace(/\.$/, "") : t; };
+    // A value that rounds up to 1000 of a unit is shown in the next one ("1 ms", not "1.00e+3 µs").
+    const fits = (x) => Math.abs(Number(x.toPrecision(3))) < 1000;
+    if (a < 1e-3 && fits(seconds * 1e6)) return three(seconds * 1e6) + " µs";
+    if (a < 1 && fits(seconds * 1e3)) return three(seconds * 1e3) + " ms";
+    if (a < 120) return seconds.toFixed(2) + " s";
+    const m = Math.floor(a / 60), rest = Math.round(a - 60 * m);
+    return (seconds < 0 ? "-" : "") + m + " min " + String(rest).padStart(2, "0") + " s";
+  }
+
   // The token: from the URL, else asked for.
   const params = new URLSearchParams(location.search);
   let token = params.get("token") || "";
@@ -234,13 +252,13 @@
       add("steps", o.steps + (o.last_step !== null ? " (last " + o.last_step + ")" : ""));
       add("samples / spans", o.samples + " / " + o.spans);
       add("tensors", o.tensors);
-      if (o.start !== null) add("duration", fmt(o.end - o.start, 1) + " s");
+      if (o.start !== null) add("duration", dur(o.end - o.start));
       if (o.phases) {
-        add("initialization", fmt(o.phases.initialization, 2) + " s");
-        add("training loop", fmt(o.phases.training_loop, 2) + " s");
-        add("finalization", fmt(o.phases.finalization, 2) + " s");
+        add("initialization", dur(o.phases.initialization));
+        add("training loop", dur(o.phases.training_loop));
+        add("finalization", dur(o.phases.finalization));
       }
-      if (o.top_phases.length) add("most time", o.top_phases.slice(0, 3).map((p) => p.phase + " " + fmt(p.total_s) + " s").join(", "));
+      if (o.top_phases.length) add("most time", o.top_phases.slice(0, 3).map((p) => p.phase + " " + dur(p.total_s)).join(", "));
       if (o.warnings.length) add("warnings", o.warnings.join("; "));
       cards.append(el("div", { className: "card" }, el("h3", { text: o.name }), dl));
     }
@@ -340,7 +358,7 @@
       for (const s of st.series) {
         const label = s.mode + " · " + s.node + (s.worker !== null ? " worker " + s.worker : "");
         const out = new Map(s.outliers.map((o) => [o.t, o.duration]));
-        const plot = chart(box, "steps:" + label, "Step duration (s), " + label + " · p50 " + fmt(s.p50, 3),
+        const plot = chart(box, "steps:" + label, "Step duration (s), " + label + " · p50 " + dur(s.p50),
           [s.data.t, s.data.v, s.data.t.map((t) => out.has(t) ? out.get(t) : null)],
           [{ label: "duration" }, { label: "outlier", color: "#d62728", points: true, paths: () => null }], { time: true, fullRange: r.start !== null ? [r.start, r.end] : null });
         if (s.data.t.length) status.last_step_time = s.data.t[s.data.t.length - 1];

@@ -189,6 +189,27 @@ fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
     assert!(overview[1].as_u64().unwrap() >= 3, "{overview}");
     assert!(overview[2].as_u64().unwrap() >= 10, "{overview}");
     assert!(overview[3].as_u64().unwrap() >= 10, "{overview}");
+    // Durations in the unit that fits them ("640 µs", "12.5 ms", "3.20 s"), never "0.00 s" for
+    // a phase shorter than 5 ms.
+    let durations = cdp.eval(
+        "JSON.stringify([...document.querySelectorAll('#overview-runs dt')]\
+         .filter(dt => ['duration', 'initialization', 'training loop', 'finalization']\
+         .includes(dt.textContent)).map(dt => dt.nextElementSibling.textContent))",
+    );
+    let durations: Vec<String> = serde_json::from_str(durations.as_str().unwrap()).unwrap();
+    eprintln!("overview durations: {durations:?}");
+    assert_eq!(durations.len(), 4, "{durations:?}");
+    for d in &durations {
+        let (number, unit) = d.rsplit_once(' ').unwrap_or_else(|| panic!("{d:?}"));
+        assert!(["µs", "ms", "s"].contains(&unit), "{d:?} in {durations:?}");
+        let number: f64 = number
+            .parse()
+            .unwrap_or_else(|_| panic!("{d:?} in {durations:?}"));
+        assert!(
+            number != 0.0 || d == "0 s",
+            "{d:?} in {durations:?}: a zero that hides a duration"
+        );
+    }
 
     // A 2-D tensor at a chosen step.
     cdp.eval(
