@@ -28,22 +28,6 @@ use smdebug_io::trial::{TensorBytes, TensorValue};
 /// The reader's budget in this target: small, so the `TensorTooLarge` path comes up.
 const BUDGET: u64 = 1 << 16;
 
-const DTYPES: [DType; 13] = [
-    DType::F16,
-    DType::BF16,
-    DType::F32,
-    DType::F64,
-    DType::I8,
-    DType::I16,
-    DType::I32,
-    DType::I64,
-    DType::U8,
-    DType::U16,
-    DType::U32,
-    DType::U64,
-    DType::Bool,
-];
-
 static PYTHON: Once = Once::new();
 
 /// Starts the interpreter once, with `smdebug_rs` a package whose modules load from
@@ -85,7 +69,7 @@ fn value(data: &[u8]) -> Option<TensorValue> {
         }
     }
     let choice = usize::from(kind & 0x0f);
-    if choice >= DTYPES.len() {
+    if choice >= DType::ALL.len() {
         let values: Vec<Vec<u8>> = rest.split(|&b| b == 0xff).map(<[u8]>::to_vec).collect();
         // A shape that does not hold this many strings is refused by `StringTensor::new`, as
         // the decoder refuses it: take the values' own count as a vector then.
@@ -94,7 +78,7 @@ fn value(data: &[u8]) -> Option<TensorValue> {
             .ok()?;
         return Some(TensorValue::Strings(strings));
     }
-    let dtype = DTYPES[choice];
+    let dtype = DType::ALL[choice];
     let elements = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))?;
     let bytes = elements.checked_mul(dtype.size())?;
     let data = Bytes::copy_from_slice(rest.get(..bytes)?);
