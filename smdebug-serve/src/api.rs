@@ -396,18 +396,12 @@ pub fn scalars(
         Some(r) => Some(Regex::new(r).map_err(|e| format!("bad regex: {e}"))?),
         None => None,
     };
-    let limit = page.limit();
     let d = run.data.read().expect("run data lock");
-    let mut out = Vec::new();
-    let mut total = 0usize;
-    for (name, track) in d.scalars.iter() {
-        if filter.as_ref().is_some_and(|f| !f.is_match(name)) {
-            continue;
-        }
-        total += 1;
-        if total <= page.offset || out.len() >= limit {
-            continue;
-        }
+    let matching = d
+        .scalars
+        .iter()
+        .filter(|(name, _)| filter.as_ref().is_none_or(|f| f.is_match(name)));
+    let (out, total) = page.select(matching, |(name, track)| {
         // Modes in name order (EVAL, GLOBAL, PREDICT, TRAIN).
         let mut by_name: Vec<(&Mode, &smdebug_io::trial::Column)> = track.iter().collect();
         by_name.sort_by_key(|(mode, _)| mode.name());
@@ -420,14 +414,13 @@ pub fn scalars(
                        "values": kept.iter().map(|p| num(p.1)).collect::<Vec<_>>()})
             })
             .collect();
-        out.push(json!({"name": name, "modes": modes}));
-    }
-    let end = page.offset.saturating_add(out.len());
+        json!({"name": name, "modes": modes})
+    });
     Ok(json!({
+        "next_offset": page.next_offset(out.len(), total),
         "scalars": out,
         "series_total": total,
         "offset": page.offset,
-        "next_offset": (end < total).then_some(end),
         "tensors": d.tensors,
     }))
 }

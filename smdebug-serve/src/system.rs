@@ -17,30 +17,23 @@ pub const HEATMAP_ROWS: usize = 256;
 /// heatmap (at most [`HEATMAP_ROWS`] rows).
 pub fn system(run: &Run, window: &Window, page: Page) -> Value {
     let d = run.data.read().expect("run data lock");
-    let limit = page.limit();
     let timelines = d.profile.metrics().filter(|m| {
         // Per-core utilization goes to the heatmap; totals and the rest to timelines.
         let per_core = m.metric_type == vocab::TYPE_CPU && m.name != vocab::CPU_TOTAL;
         let capacity = m.name.ends_with("TotalBytes") || m.dimension.ends_with("TotalBytes");
         !(per_core || capacity)
     });
-    let mut total = 0usize;
-    let mut series: Vec<Value> = Vec::new();
-    for m in timelines {
-        if total >= page.offset && series.len() < limit {
-            series.push(json!({
-                "node": m.node, "type": m.metric_type, "name": m.name,
-                "dimension": m.dimension, "unit": m.unit(), "data": time_series(&m.points, window),
-            }));
-        }
-        total += 1;
-    }
-    let end = page.offset.saturating_add(series.len());
+    let (series, total) = page.select(timelines, |m| {
+        json!({
+            "node": m.node, "type": m.metric_type, "name": m.name,
+            "dimension": m.dimension, "unit": m.unit(), "data": time_series(&m.points, window),
+        })
+    });
     json!({
+        "next_offset": page.next_offset(series.len(), total),
         "series": series,
         "series_total": total,
         "offset": page.offset,
-        "next_offset": (end < total).then_some(end),
         "heatmap": heatmap(&d, window),
     })
 }
