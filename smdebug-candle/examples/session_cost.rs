@@ -216,9 +216,9 @@ fn only(name: &str, steps: usize) -> Result<(), BoxError> {
         .collect::<Result<_, _>>()?;
     train(&batches[..20], None, Calls::ALL)?; // warm-up: allocator, thread pools, page cache
     let calls = Calls::of(name);
-    let v = match name {
-        "idle session" | "steps only" | "wrapped layers" => 5,
-        _ => VARIANTS
+    let v = match ABLATIONS.iter().any(|(n, _)| *n == name) {
+        true => 5, // the capture-only builder
+        false => VARIANTS
             .iter()
             .position(|n| *n == name)
             .ok_or_else(|| format!("no variant named {name:?}"))?,
@@ -297,28 +297,43 @@ impl Calls {
         step: true,
     };
 
-    /// The calls of variant `name` (those of the table make them all).
+    /// The calls of variant `name`: an ablation's, or all of them for the table's variants.
     fn of(name: &str) -> Calls {
-        match name {
-            "idle session" => Calls {
-                wrap: false,
-                scopes: false,
-                step: false,
-            },
-            "steps only" => Calls {
-                wrap: false,
-                scopes: false,
-                step: true,
-            },
-            "wrapped layers" => Calls {
-                wrap: true,
-                scopes: false,
-                step: true,
-            },
-            _ => Calls::ALL,
-        }
+        ABLATIONS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(Calls::ALL, |(_, calls)| *calls)
     }
 }
+
+/// The ablations: a capture-only session (the `capture only` builder) whose loop makes fewer
+/// of its calls.
+const ABLATIONS: [(&str, Calls); 3] = [
+    (
+        "idle session",
+        Calls {
+            wrap: false,
+            scopes: false,
+            step: false,
+        },
+    ),
+    (
+        "steps only",
+        Calls {
+            wrap: false,
+            scopes: false,
+            step: true,
+        },
+    ),
+    (
+        "wrapped layers",
+        Calls {
+            wrap: true,
+            scopes: false,
+            step: true,
+        },
+    ),
+];
 
 /// Trains a fresh network on `batches`, in `session` when there is one, making `calls`.
 fn train(
