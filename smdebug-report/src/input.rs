@@ -37,16 +37,15 @@ pub const SECTIONS: &[(&str, &str)] = &[
 pub struct LoadOptions {
     /// Kineto (PyTorch profiler) trace files, plain or gzip-compressed, one per rank.
     pub traces: Vec<PathBuf>,
-    /// Read scalar tensors through the `Trial` (default true).
+    /// Read the run's scalar tensors (default true): every tensor saved as one number, through
+    /// smdebug-io's `TensorFollower`.
     pub tensors: bool,
     /// At most this many scalar tensors are drawn (default 32); the rest are named in a note.
     pub max_scalars: usize,
-    /// Tensors outside the `losses`/`metrics` collections are probed (one value read each) to
-    /// find scalars, up to this many names (default 256).
-    pub max_probed_tensors: usize,
-    /// The `Trial`'s allocation budget for one value, in bytes (default
-    /// [`DEFAULT_MAX_TENSOR_BYTES`](smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES)): a value
-    /// that would cost more is left out with a note, never decoded.
+    /// The allocation budget for one value, in bytes (default
+    /// [`DEFAULT_MAX_TENSOR_BYTES`](smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES)). The report
+    /// reads only one-number records (16 bytes with their `f64`); a budget below that reads no
+    /// scalar, with a note.
     pub max_tensor_bytes: u64,
 }
 
@@ -56,7 +55,6 @@ impl Default for LoadOptions {
             traces: Vec::new(),
             tensors: true,
             max_scalars: 32,
-            max_probed_tensors: 256,
             max_tensor_bytes: smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES,
         }
     }

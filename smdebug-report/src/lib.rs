@@ -75,6 +75,7 @@ mod load;
 mod output;
 mod render;
 mod rule_file;
+mod scalars;
 mod stats;
 mod writer;
 
@@ -88,6 +89,7 @@ pub use output::{
 };
 pub use render::render_html;
 pub use rule_file::RuleFile;
+pub use scalars::SCALAR_POINTS;
 pub use smdebug_profiler::RankSummary;
 pub use smdebug_profiler::reader::{MetricSeries, Span};
 pub use writer::ReportWriter;

@@ -2,25 +2,17 @@
 //! dashboard's, or one full pass of its own over a run read through its `Storage`). Each
 //! source that fails or is missing becomes a note.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use smdebug_core::Mode;
 use smdebug_io::Storage;
 use smdebug_io::format::layout::END_MARKER;
-use smdebug_io::trial::{Trial, TrialOptions};
 use smdebug_profiler::RankSummary;
 use smdebug_profiler::follow::{DataArea, DataProblems, KinetoTraces, ProfilerFollower};
 use smdebug_profiler::reader::{CodeProfileWindow, ProfileData, ProfilerReader};
 use smdebug_rules::RunState;
 
-use crate::input::{
-    CODE_PROFILE_WINDOWS_SHOWN, CodeProfile, LoadOptions, NoteArea, ReportInput, ScalarSeries,
-};
-
-/// Collections whose tensors are scalars by convention.
-const SCALAR_COLLECTIONS: [&str; 4] = ["losses", "metrics", "sm_metrics", "scalars"];
+use crate::input::{CODE_PROFILE_WINDOWS_SHOWN, CodeProfile, LoadOptions, NoteArea, ReportInput};
 
 /// What a profiler follower gathered of a run, as the report reads it: the rule runner's, the
 /// dashboard's, or [`ReportInput::load`]'s own.
@@ -133,10 +125,7 @@ impl ReportInput {
             problems: &followed,
         });
         if options.tensors {
-            match run.trial {
-                Some(trial) => load_scalars(&mut input, trial, options),
-                None => input.no_tensors(),
-            }
+            input.scalars_of_run(run.location, run.storage, options);
         }
         input
     }
@@ -178,29 +167,6 @@ impl ReportInput {
         }
         input.traces = run.kineto.to_vec();
         input
-    }
-
-    /// Adds the scalar tensors of the run at `location`, read through a `Trial` opened for
-    /// this report (and dropped with it).
-    pub fn scalars_of_run(
-        &mut self,
-        location: &str,
-        storage: &Arc<dyn Storage>,
-        options: &LoadOptions,
-    ) {
-        let trial_options = TrialOptions {
-            auto_refresh: false,
-            max_tensor_bytes: options.max_tensor_bytes,
-            ..TrialOptions::default()
-        };
-        match Trial::from_storage(location, Arc::clone(storage), trial_options) {
-            Ok(trial) => load_scalars(self, &trial, options),
-            Err(smdebug_io::Error::NoSuchRun { .. }) => self.no_tensors(),
-            Err(e) => self.note(
-                NoteArea::Tensors,
-                format!("Cannot open the run's tensors: {e}."),
-            ),
-        }
     }
 
     fn empty(location: &str) -> ReportInput {
@@ -248,14 +214,6 @@ impl ReportInput {
             );
         }
     }
-
-    fn no_tensors(&mut self) {
-        self.note(
-            NoteArea::Tensors,
-            "No tensors were saved in this run (no collections or index files), so there are \
-             no loss or metric curves. Save losses with the hook's `losses` collection to see them.",
-        );
-    }
 }
 
 /// A problem's line as a note, ending with a full stop.
@@ -295,120 +253,5 @@ fn load_code_profiles(
             summary: window.summary.clone(),
             flamegraph,
         });
-    }
-}
-
-fn load_scalars(input: &mut ReportInput, trial: &Trial, options: &LoadOptions) {
-    let mut problems = Vec::new();
-    let names = match trial.tensor_names() {
-        Ok(n) => n,
-        Err(e) => {
-            input.note(
-                NoteArea::Tensors,
-                format!("Cannot list the run's tensors: {e}."),
-            );
-            return;
-        }
-    };
-    let mut scalar_names: BTreeSet<String> = BTreeSet::new();
-    for collection in SCALAR_COLLECTIONS {
-        if let Ok(found) = trial.tensor_names_filtered(Some(collection), None) {
-            scalar_names.extend(found);
-        }
-    }
-    // Other tensors: one value each tells whether it is a scalar.
-    let others: Vec<&String> = names
-        .iter()
-        .filter(|n| !scalar_names.contains(*n))
-        .collect();
-    if others.len() > options.max_probed_tensors {
-        input.note(
-            NoteArea::Tensors,
-            format!(
-                "{} tensors outside the losses/metrics collections; only the first {} were checked \
-                 for single values to draw.",
-                others.len(),
-                options.max_probed_tensors
-            ),
-        );
-    }
-    for name in others.into_iter().take(options.max_probed_tensors) {
-        let Ok(tensor) = trial.tensor(name) else {
-            continue;
-        };
-        let Some(&first) = tensor
-            .steps(None)
-            .ok()
-            .and_then(|s| s.first().copied())
-            .as_ref()
-        else {
-            continue;
-        };
-        match tensor.value(first, None, None) {
-            Ok(v) if v.len() == 1 => {
-                scalar_names.insert(name.clone());
-            }
-            // Over the reader's allocation budget: said, not silently taken for a non-scalar.
-            Err(e @ smdebug_io::Error::TensorTooLarge { .. }) => {
-                problems.push(format!("{name}: {e}"));
-            }
-            _ => {}
-        }
-    }
-    let modes = trial.modes().unwrap_or_default();
-    let mode_steps: Vec<(Mode, BTreeSet<u64>)> = modes
-        .iter()
-        .map(|&m| {
-            (
-                m,
-                trial
-                    .global_steps(Some(m))
-                    .unwrap_or_default()
-                    .into_iter()
-                    .collect(),
-            )
-        })
-        .collect();
-    let total = scalar_names.len();
-    for name in scalar_names.into_iter().take(options.max_scalars) {
-        let values = match trial.tensor(&name).and_then(|t| t.values(None, None)) {
-            Ok(v) => v,
-            Err(e) => {
-                problems.push(format!("{name}: {e}"));
-                continue;
-            }
-        };
-        let mut per_mode: BTreeMap<Mode, Vec<(u64, f64)>> = BTreeMap::new();
-        for (step, value) in values {
-            let Some(&v) = value.iter().next() else {
-                continue;
-            };
-            let mode = mode_steps
-                .iter()
-                .find(|(_, steps)| steps.contains(&step))
-                .map_or(Mode::Global, |(m, _)| *m);
-            per_mode.entry(mode).or_default().push((step, v));
-        }
-        if !per_mode.is_empty() {
-            input.scalars.push(ScalarSeries {
-                name,
-                modes: per_mode.into_iter().collect(),
-            });
-        }
-    }
-    if total > options.max_scalars {
-        input.note(
-            NoteArea::Tensors,
-            format!(
-                "{total} scalar tensors; the first {} by name are drawn.",
-                options.max_scalars
-            ),
-        );
-    }
-    for p in problems {
-        input.note(
-            NoteArea::Tensors,
-            format!("Cannot read scalar {p}; left out."),
-        );
     }
 }

@@ -1,7 +1,7 @@
 //! The dashboard's "Download report": the profiling report drawn from what the run's follower
-//! holds, not from a second read of the run. Only the scalar curves are read (through a
-//! `Trial` opened for the report) and the latest code-profile flame graphs; everything is
-//! dropped once the page is drawn.
+//! holds, not from a second read of the run: the profiler data, and the scalar columns of its
+//! tensor follower. Only the latest code-profile flame graphs are read; everything is dropped
+//! once the page is drawn.
 
 use smdebug_profiler::RankSummary;
 use smdebug_report::{FollowedRun, LoadOptions, NoteArea, ReportInput, render_html};
@@ -12,7 +12,7 @@ use crate::run::Run;
 pub(crate) const STAGES: [&str; 4] = [
     "copying the followed data",
     "drawing the code profiles",
-    "reading the scalars",
+    "copying the scalars",
     "drawing the page",
 ];
 
@@ -67,14 +67,15 @@ pub(crate) fn input(
     drop((profile, code_windows));
     progress(Some(STAGES[2]));
     match &storage {
-        Some(storage) => input.scalars_of_run(
-            &run.location,
-            storage,
-            &LoadOptions {
-                max_tensor_bytes: run.max_tensor_bytes,
-                ..LoadOptions::default()
-            },
-        ),
+        // The follower's own columns, under the read lock: the run is not read again.
+        Some(_) => {
+            let d = run.data.read().expect("run data lock");
+            if d.tensors.is_empty() {
+                input.no_tensors();
+            } else {
+                input.scalars_from_columns(&d.scalars, &LoadOptions::default());
+            }
+        }
         None => {
             let why = open_error.unwrap_or_else(|| "not opened yet".to_owned());
             input.note(

@@ -1,0 +1,211 @@
+//! The report's scalar curves, from the one reader of a run's tensors: smdebug-io's
+//! [`TensorFollower`], whose [`ScalarColumns`] the dashboard already holds. The offline report
+//! and the rule runner's report read the run once through a follower of their own; the
+//! dashboard's "Download report" hands over the columns it has. Either way the same columns go
+//! through [`ReportInput::scalars_from_columns`], so the pages agree.
+//!
+//! A column longer than [`SCALAR_POINTS`] is thinned to the lowest and highest value of each of
+//! `SCALAR_POINTS / 2` equal step slices, first and last points kept: the chart (400 slices,
+//! each drawn as its mean with a band from its lowest to its highest value) keeps its bands
+//! and its ends exactly, and the mean line becomes the mean of the slices' extremes. The
+//! report of a 100,000-step run of 50 scalars holds 400,000 points instead of 5 million.
+
+use std::sync::Arc;
+
+use smdebug_io::Storage;
+use smdebug_io::trial::{ScalarColumns, TensorFollower};
+
+use crate::input::{LoadOptions, NoteArea, ReportInput, ScalarSeries};
+
+/// The most points the report keeps of one scalar in one mode.
+pub const SCALAR_POINTS: usize = 4_000;
+
+/// The bytes of one number and its `f64`: a budget below it reads no scalar.
+const ONE_NUMBER_BYTES: u64 = 16;
+
+/// Problems with the scalars named in notes; the others are counted.
+const NOTED_PROBLEMS: usize = 8;
+
+impl ReportInput {
+    /// Adds the scalar tensors of the run in `storage`, read to its end through a
+    /// [`TensorFollower`] (every index file once, and of each event file only its one-number
+    /// records; nothing larger is decoded).
+    pub fn scalars_of_run(
+        &mut self,
+        location: &str,
+        storage: &Arc<dyn Storage>,
+        options: &LoadOptions,
+    ) {
+        if options.max_tensor_bytes < ONE_NUMBER_BYTES {
+            self.note(
+                NoteArea::Tensors,
+                format!(
+                    "The tensor budget of {} bytes is less than one number and its 64-bit \
+                     value ({ONE_NUMBER_BYTES} bytes): no scalar of {location} was read.",
+                    options.max_tensor_bytes
+                ),
+            );
+            return;
+        }
+        let mut follower = TensorFollower::new(Arc::clone(storage));
+        let mut columns = ScalarColumns::default();
+        let read = follower.read_to_end(&mut |batch, more| columns.add(batch, more));
+        if !follower.found() {
+            self.no_tensors();
+            return;
+        }
+        for problem in read.problems.iter().take(NOTED_PROBLEMS) {
+            self.note(
+                NoteArea::Tensors,
+                format!("Cannot read a scalar: {problem}."),
+            );
+        }
+        let more = read.problems.len().saturating_sub(NOTED_PROBLEMS) + read.problems_left_out;
+        if more > 0 {
+            self.note(
+                NoteArea::Tensors,
+                format!("... and {more} more problems reading scalars."),
+            );
+        }
+        self.scalars_from_columns(&columns, options);
+    }
+
+    /// Notes that the run holds no tensors (no collections or index files): for a caller that
+    /// followed the run's tensors itself and found none.
+    pub fn no_tensors(&mut self) {
+        self.note(
+            NoteArea::Tensors,
+            "No tensors were saved in this run (no collections or index files), so there are \
+             no loss or metric curves. Save losses with the hook's `losses` collection to see them.",
+        );
+    }
+
+    /// Adds the scalars of `columns` (a follower's), the first
+    /// [`max_scalars`](LoadOptions::max_scalars) by name, each thinned to at most
+    /// [`SCALAR_POINTS`] points per mode (see the module docs).
+    pub fn scalars_from_columns(&mut self, columns: &ScalarColumns, options: &LoadOptions) {
+        let mut total = 0;
+        for (name, track) in columns.iter() {
+            total += 1;
+            if total > options.max_scalars {
+                continue;
+            }
+            let modes: Vec<_> = track
+                .iter()
+                .filter(|(_, points)| !points.is_empty())
+                .map(|(&mode, points)| (mode, thin(points, SCALAR_POINTS)))
+                .collect();
+            if !modes.is_empty() {
+                self.scalars.push(ScalarSeries {
+                    name: name.clone(),
+                    modes,
+                });
+            }
+        }
+        if total > options.max_scalars {
+            self.note(
+                NoteArea::Tensors,
+                format!(
+                    "{total} scalar tensors; the first {} by name are drawn.",
+                    options.max_scalars
+                ),
+            );
+        }
+    }
+}
+
+/// At most `max` of `points` (in step order): all of them when they fit, else the lowest and
+/// the highest value of each of `max / 2` equal step slices, in step order, with the first and
+/// the last point.
+fn thin(points: &[(u64, f64)], max: usize) -> Vec<(u64, f64)> {
+    let slices = (max / 2).saturating_sub(1).max(1);
+    if points.len() <= max {
+        return points.to_vec();
+    }
+    let (first, last) = (points[0], points[points.len() - 1]);
+    let span = (last.0 - first.0) as f64;
+    let slice_of =
+        |step: u64| (((step - first.0) as f64 / span * slices as f64) as usize).min(slices - 1);
+    let mut out = Vec::with_capacity(max);
+    out.push(first);
+    let inner = &points[1..points.len() - 1];
+    let mut at = 0;
+    while at < inner.len() {
+        let slice = slice_of(inner[at].0);
+        let mut end = at;
+        let (mut lo, mut hi): (Option<usize>, Option<usize>) = (None, None);
+        while end < inner.len() && slice_of(inner[end].0) == slice {
+            let v = inner[end].1;
+            if v.is_finite() {
+                if lo.is_none_or(|i| v < inner[i].1) {
+                    lo = Some(end);
+                }
+                if hi.is_none_or(|i| v > inner[i].1) {
+                    hi = Some(end);
+                }
+            }
+            end += 1;
+        }
+        match (lo, hi) {
+            (Some(lo), Some(hi)) if lo != hi => {
+                out.push(inner[lo.min(hi)]);
+                out.push(inner[lo.max(hi)]);
+            }
+            (Some(one), _) | (_, Some(one)) => out.push(inner[one]),
+            // No finite value in the slice: its first point stands for it.
+            (None, None) => out.push(inner[at]),
+        }
+        at = end;
+    }
+    out.push(last);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_columns_are_kept_whole() {
+        let points: Vec<(u64, f64)> = (0..100).map(|s| (s, s as f64)).collect();
+        assert_eq!(thin(&points, 4_000), points);
+    }
+
+    #[test]
+    fn long_columns_keep_their_ends_and_every_slices_extremes() {
+        // 100,000 steps of a noisy decay with one spike and one dip.
+        let mut points: Vec<(u64, f64)> = (0..100_000u64)
+            .map(|s| (s, 1.0 / (1.0 + s as f64) + ((s * 7919) % 13) as f64 * 1e-4))
+            .collect();
+        points[31_337].1 = 50.0;
+        points[77_001].1 = -3.0;
+        points[50_000].1 = f64::NAN;
+        let kept = thin(&points, 4_000);
+        assert!(kept.len() <= 4_000, "{}", kept.len());
+        assert_eq!(kept[0], points[0]);
+        assert_eq!(kept.last(), points.last());
+        assert!(kept.windows(2).all(|w| w[0].0 < w[1].0), "step order");
+        assert!(kept.contains(&(31_337, 50.0)));
+        assert!(kept.contains(&(77_001, -3.0)));
+        // Each kept point is one of the column's own.
+        assert!(kept.iter().all(|p| points[p.0 as usize].1 == p.1));
+        // Every slice of 50 steps keeps its lowest and highest value.
+        let slices = 4_000 / 2 - 1;
+        for slice in [3usize, 700, 1_998] {
+            let in_slice: Vec<&(u64, f64)> = points[1..points.len() - 1]
+                .iter()
+                .filter(|p| {
+                    ((p.0 as f64 / 99_999.0 * slices as f64) as usize).min(slices - 1) == slice
+                })
+                .collect();
+            assert!(!in_slice.is_empty(), "slice {slice}");
+            let min = in_slice.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+            let max = in_slice
+                .iter()
+                .map(|p| p.1)
+                .fold(f64::NEG_INFINITY, f64::max);
+            assert!(kept.iter().any(|p| p.1 == min), "slice {slice} min");
+            assert!(kept.iter().any(|p| p.1 == max), "slice {slice} max");
+        }
+    }
+}
