@@ -1,7 +1,9 @@
 //! What a rule is: a [`TensorRule`] (a debugging rule, over saved tensors step by step) or a
 //! [`ProfilerRule`] (over system metrics and framework spans), registered as a [`Rule`]; what a
-//! tensor rule consumes ([`Needs`]); and what a rule returns ([`RuleResult`]).
+//! rule consumes ([`Needs`] for a tensor rule, [`ProfilerNeeds`] for a profiler rule: required
+//! by its trait, and checked when it is registered); and what a rule returns ([`RuleResult`]).
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize};
@@ -14,12 +16,16 @@ use crate::window::ProfilerWindow;
 
 /// What a rule reads: saved tensors (debugging rules) or the profiler's system metrics and
 /// framework spans (profiler rules).
+///
+/// It is also the rule's kind as statuses, summaries and listings name it: `debugging` or
+/// `profiler` (its [`kind`](Self::kind), its JSON form and its `Display`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
 pub enum RuleInput {
-    /// Tensors of the trial, step by step: a [`TensorRule`].
+    /// Tensors of the trial, step by step: a [`TensorRule`], a `debugging` rule.
+    #[serde(rename = "debugging", alias = "tensors")]
     Tensors,
     /// System metrics and framework spans, window by window: a [`ProfilerRule`].
+    #[serde(rename = "profiler")]
     Profiler,
 }
 
@@ -30,6 +36,13 @@ impl RuleInput {
             RuleInput::Tensors => "debugging",
             RuleInput::Profiler => "profiler",
         }
+    }
+}
+
+impl std::fmt::Display for RuleInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `pad`, so that `{:9}` aligns listings.
+        f.pad(self.kind())
     }
 }
 
@@ -132,14 +145,52 @@ pub trait TensorRule: Send {
 
 /// A profiler rule: a check over the system metrics and framework spans of a run.
 ///
-/// [`invoke_on_window`](Self::invoke_on_window) is its evaluation: the runner hands it the
+/// What it consumes is part of the trait and cannot be left out: [`needs`](Self::needs) says
+/// which of the profiler data it reads (system metrics, framework spans, the step timeline),
+/// and [`invoke_on_window`](Self::invoke_on_window) evaluates it. The runner hands it the
 /// system samples and closed framework spans that are new since the previous call, in time
 /// order, and a last window with `final_window: true` when no more data will come. Every
 /// result counts its datapoints into the rule's status; each fired result is one firing (with
 /// its `time_us`). A result that did not fire but carries a message tells why the rule had
 /// nothing to check ("no GPU metrics in this run"): a rule that checked no datapoint over the
-/// whole run ends in [`Status::NoData`](crate::Status::NoData) with that message. Profiler
-/// rules ask the hook for nothing. Register one with [`Rule::profiler`].
+/// whole run ends in [`Status::NoData`](crate::Status::NoData) with that message, or, without
+/// one, with the reason its `needs` gives (no framework spans in the run). Profiler rules ask
+/// the hook for nothing. Register one with [`Rule::profiler`]; a rule whose `needs` declares
+/// nothing is refused there ([`Rule::validate`]).
+///
+/// ```
+/// use smdebug_rules::{ProfilerInput, ProfilerNeeds, ProfilerRule, ProfilerWindow, Result, RuleResult, rule_identity};
+///
+/// /// Fires when a framework span lasts longer than `limit_us`.
+/// struct LongSpan {
+///     limit_us: u64,
+/// }
+///
+/// impl ProfilerRule for LongSpan {
+///     rule_identity!(name: "LongSpan", params: [limit_us]);
+///
+///     fn needs(&self) -> ProfilerNeeds {
+///         ProfilerNeeds::reading([ProfilerInput::Spans, ProfilerInput::StepTimeline])
+///     }
+///
+///     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
+///         let mut out = Vec::new();
+///         for span in window.spans {
+///             let mut r = RuleResult::at_time(window.step_at(span.start_us), span.start_us);
+///             r.datapoints = 1;
+///             if span.end_us - span.start_us > self.limit_us {
+///                 r.fire(format!("{} took {} µs", span.phase, span.end_us - span.start_us));
+///             }
+///             out.push(r);
+///         }
+///         Ok(out)
+///     }
+/// }
+///
+/// let rule = LongSpan { limit_us: 1_000 };
+/// assert!(rule.needs().reads(ProfilerInput::Spans));
+/// assert_eq!(rule.needs().describe(), "framework spans and the step timeline");
+/// ```
 pub trait ProfilerRule: Send {
     /// The rule's name as users see it in statuses and summaries (`CPUBottleneck`).
     fn name(&self) -> &str;
@@ -149,6 +200,9 @@ pub trait ProfilerRule: Send {
         serde_json::Value::Null
     }
 
+    /// The profiler data the rule reads.
+    fn needs(&self) -> ProfilerNeeds;
+
     /// Evaluates the rule over the profiler data that is new since the previous call.
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>>;
 
@@ -157,6 +211,107 @@ pub trait ProfilerRule: Send {
     fn details(&self) -> serde_json::Value {
         serde_json::Value::Null
     }
+}
+
+/// One kind of profiler data a [`ProfilerRule`] reads from its [`ProfilerWindow`]s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProfilerInput {
+    /// System metrics ([`ProfilerWindow::samples`]: CPU, GPU, memory, I/O of each node),
+    /// written under `system/`.
+    SystemMetrics,
+    /// Framework spans ([`ProfilerWindow::spans`]: steps, forward, backward, data loading),
+    /// written under `framework/pevents/`.
+    Spans,
+    /// Which step ran when ([`ProfilerWindow::steps`], [`ProfilerWindow::step_at`]), from the
+    /// `Step` spans.
+    StepTimeline,
+}
+
+impl ProfilerInput {
+    /// Every input, in the order above.
+    pub const ALL: [ProfilerInput; 3] = [
+        ProfilerInput::SystemMetrics,
+        ProfilerInput::Spans,
+        ProfilerInput::StepTimeline,
+    ];
+
+    /// The input for people: `system metrics`, `framework spans`, `the step timeline`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ProfilerInput::SystemMetrics => "system metrics",
+            ProfilerInput::Spans => "framework spans",
+            ProfilerInput::StepTimeline => "the step timeline",
+        }
+    }
+}
+
+/// What a [`ProfilerRule`] consumes: the kinds of profiler data it reads, and what else it
+/// needs to have something to check (`GPU metrics`), for people.
+///
+/// A declaration that reads nothing is refused when the rule is registered
+/// ([`Rule::validate`]). The runner uses it to say why a rule that checked nothing had nothing
+/// to check (the run has no framework spans) when the rule did not say so itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProfilerNeeds {
+    /// The kinds of profiler data the rule reads.
+    pub reads: BTreeSet<ProfilerInput>,
+    /// What else the rule needs to have something to check; `None` when any data of the kinds
+    /// it reads is enough.
+    pub requires: Option<String>,
+}
+
+impl ProfilerNeeds {
+    /// Reads `inputs`.
+    pub fn reading(inputs: impl IntoIterator<Item = ProfilerInput>) -> ProfilerNeeds {
+        ProfilerNeeds {
+            reads: inputs.into_iter().collect(),
+            requires: None,
+        }
+    }
+
+    /// Says what else the rule needs to have something to check.
+    pub fn requiring(mut self, what: impl Into<String>) -> ProfilerNeeds {
+        self.requires = Some(what.into());
+        self
+    }
+
+    /// Whether the rule reads `input`.
+    pub fn reads(&self, input: ProfilerInput) -> bool {
+        self.reads.contains(&input)
+    }
+
+    /// What the rule reads, for people: `system metrics and the step timeline`.
+    pub fn describe(&self) -> String {
+        let parts: Vec<&str> = self.reads.iter().map(|i| i.describe()).collect();
+        match parts.as_slice() {
+            [] => "nothing".into(),
+            [one] => (*one).into(),
+            [init @ .., last] => format!("{} and {last}", init.join(", ")),
+        }
+    }
+
+    /// Why the declaration cannot be registered: it reads nothing, or says it requires
+    /// something without naming it.
+    fn problem(&self) -> Option<String> {
+        if self.reads.is_empty() {
+            return Some(format!(
+                "its needs() declares no profiler data to read: a profiler rule reads one or \
+                 more of {} (ProfilerNeeds::reading)",
+                ProfilerInput::ALL.map(|i| format!("{i:?}")).join(", ")
+            ));
+        }
+        blank_requirement(self.requires.as_deref())
+    }
+}
+
+/// A `requires` that is there but says nothing.
+fn blank_requirement(requires: Option<&str>) -> Option<String> {
+    requires
+        .is_some_and(|what| what.trim().is_empty())
+        .then(|| {
+            "its needs() says it requires something but names nothing (requiring(\"\"))".into()
+        })
 }
 
 /// A rule as the runner takes it: a [`TensorRule`] or a [`ProfilerRule`]. Which one it is
@@ -244,21 +399,49 @@ impl Rule {
         }
     }
 
+    /// A profiler rule's [`needs`](ProfilerRule::needs); `None` for a tensor rule.
+    pub fn profiler_needs(&self) -> Option<ProfilerNeeds> {
+        match self {
+            Rule::Profiler(r) => Some(r.needs()),
+            Rule::Tensor(_) => None,
+        }
+    }
+
     /// What the hook must save for the rule: a tensor rule's [`Needs::capture`]; nothing for a
     /// profiler rule.
     pub fn capture_requests(&self) -> Vec<CaptureRequest> {
         self.needs().map(|n| n.capture).unwrap_or_default()
     }
 
-    /// The checks made when a rule is registered with a runner: a name, and capture requests
-    /// that a hook can apply (patterns that compile, schedules that hold together).
+    /// The checks made when a rule is registered with a runner: a name, capture requests that
+    /// a hook can apply (patterns that compile, schedules that hold together), and a
+    /// declaration of what it consumes that says something: a tensor rule reads tensors or
+    /// says what else it needs ([`Needs::requiring`]), a profiler rule reads some profiler
+    /// data ([`ProfilerNeeds::reading`]). A rule that fails them is an [`Error::BadRule`]
+    /// naming it and what its declaration lacks.
+    ///
+    /// ```
+    /// use smdebug_rules::{ProfilerNeeds, ProfilerRule, ProfilerWindow, Result, Rule, RuleResult};
+    ///
+    /// struct ReadsNothing;
+    /// impl ProfilerRule for ReadsNothing {
+    ///     fn name(&self) -> &str { "ReadsNothing" }
+    ///     fn needs(&self) -> ProfilerNeeds { ProfilerNeeds::default() }
+    ///     fn invoke_on_window(&mut self, _: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
+    ///         Ok(Vec::new())
+    ///     }
+    /// }
+    /// let err = Rule::profiler(ReadsNothing).validate().unwrap_err().to_string();
+    /// assert!(err.contains("ReadsNothing") && err.contains("declares no profiler data"), "{err}");
+    /// ```
     pub fn validate(&self) -> Result<()> {
         let name = self.name();
+        let bad = |reason: String| Error::BadRule {
+            rule: name.to_string(),
+            reason,
+        };
         if name.trim().is_empty() {
-            return Err(Error::BadRule {
-                rule: name.to_string(),
-                reason: "a rule needs a name".into(),
-            });
+            return Err(bad("a rule needs a name".into()));
         }
         let mut scratch = smdebug_core::HookConfig::default();
         for request in self.capture_requests() {
@@ -267,7 +450,14 @@ impl Rule {
                 source,
             })?;
         }
-        Ok(())
+        let problem = match self {
+            Rule::Tensor(r) => r.needs().problem(),
+            Rule::Profiler(r) => r.needs().problem(),
+        };
+        match problem {
+            Some(problem) => Err(bad(problem)),
+            None => Ok(()),
+        }
     }
 }
 
@@ -349,6 +539,20 @@ impl Needs {
         Ok(names.into_iter().collect())
     }
 
+    /// Why the declaration cannot be registered: it reads no tensor and says nothing else it
+    /// needs, or says it requires something without naming it.
+    fn problem(&self) -> Option<String> {
+        if self.reads.is_empty() && self.requires.is_none() {
+            return Some(
+                "its needs() declares nothing: it reads no tensor (Needs::of, Needs::tensors, \
+                 Needs::reading) and says nothing else it needs (Needs::requiring, for a rule \
+                 that watches steps arrive)"
+                    .into(),
+            );
+        }
+        blank_requirement(self.requires.as_deref())
+    }
+
     /// What the rule reads, for people: `collection `gradients`, or names matching
     /// `^gradient/``; the selections joined with `; `.
     pub fn describe(&self) -> String {
@@ -363,7 +567,8 @@ impl Needs {
 /// Writes the identity part of a rule's trait impl ([`TensorRule`] or [`ProfilerRule`]) —
 /// [`name`](TensorRule::name) and [`parameters`](TensorRule::parameters) — the same way for
 /// every rule, built-in or custom. What the rule consumes ([`TensorRule::needs`],
-/// [`TensorRule::invoke_at_step`], [`ProfilerRule::invoke_on_window`]) it writes itself.
+/// [`TensorRule::invoke_at_step`], [`ProfilerRule::needs`], [`ProfilerRule::invoke_on_window`])
+/// it writes itself.
 ///
 /// - `rule_identity!()`: the name is `Self::NAME`, the parameters are the field `params`
 ///   (any `Serialize` type) as JSON.

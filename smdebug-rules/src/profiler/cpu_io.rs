@@ -10,7 +10,7 @@ use smdebug_profiler::system::vocab;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};
-use crate::rule::{Evidence, ProfilerRule, RuleResult};
+use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 
 use super::snapshot::{NO_GPU, Snapshot, SnapshotAssembler, is_core, utc};
@@ -359,6 +359,15 @@ impl CPUBottleneck {
 
 impl ProfilerRule for CPUBottleneck {
     crate::rule_identity!();
+
+    fn needs(&self) -> ProfilerNeeds {
+        ProfilerNeeds::reading([
+            ProfilerInput::SystemMetrics,
+            ProfilerInput::Spans,
+            ProfilerInput::StepTimeline,
+        ])
+        .requiring("GPU metrics (the GPU idling while the CPU is busy)")
+    }
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         Ok(self.inner.invoke(window))
     }
@@ -402,6 +411,15 @@ impl IOBottleneck {
 
 impl ProfilerRule for IOBottleneck {
     crate::rule_identity!();
+
+    fn needs(&self) -> ProfilerNeeds {
+        ProfilerNeeds::reading([
+            ProfilerInput::SystemMetrics,
+            ProfilerInput::Spans,
+            ProfilerInput::StepTimeline,
+        ])
+        .requiring("GPU metrics (the GPU idling while the host waits for I/O)")
+    }
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         Ok(self.inner.invoke(window))
     }
@@ -608,6 +626,15 @@ impl Dataloader {
 
 impl ProfilerRule for Dataloader {
     crate::rule_identity!();
+
+    fn needs(&self) -> ProfilerNeeds {
+        ProfilerNeeds::reading([
+            ProfilerInput::SystemMetrics,
+            ProfilerInput::Spans,
+            ProfilerInput::StepTimeline,
+        ])
+        .requiring("data-loading spans")
+    }
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         for s in window.samples {

@@ -9,6 +9,7 @@ use smdebug_profiler::follow::{DataArea, DataProblems, ProfilerFollower};
 use smdebug_profiler::reader::{CodeProfileWindow, Span};
 use smdebug_profiler::system::SystemSample;
 
+use crate::status::ProfilerSeen;
 use crate::window::StepTimeline;
 
 /// Offline evaluations (and large backlogs when following) are fed in windows of this much
@@ -32,8 +33,8 @@ pub(crate) struct ProfilerFeed {
     pub start_us: Option<u64>,
     pub latest_us: u64,
     pub steps: StepTimeline,
-    /// Whether any profiler data was ever seen.
-    pub seen_any: bool,
+    /// Which kinds of profiler data were ever seen.
+    pub seen: ProfilerSeen,
 }
 
 impl ProfilerFeed {
@@ -46,7 +47,7 @@ impl ProfilerFeed {
             start_us: None,
             latest_us: 0,
             steps: StepTimeline::default(),
-            seen_any: false,
+            seen: ProfilerSeen::default(),
         }
     }
 
@@ -72,6 +73,8 @@ impl ProfilerFeed {
             return Err(failure.to_string());
         }
         let arrived = increment.samples.len() + increment.spans.len();
+        self.seen.samples |= !increment.samples.is_empty();
+        self.seen.spans |= !increment.spans.is_empty();
         self.steps.extend(&increment.spans);
         self.pending_samples.extend(increment.samples);
         self.pending_spans.extend(increment.spans);
@@ -90,7 +93,6 @@ impl ProfilerFeed {
             .max();
         if let Some(first) = first {
             self.start_us = Some(self.start_us.map_or(first, |s| s.min(first)));
-            self.seen_any = true;
         }
         if let Some(last) = last {
             self.latest_us = self.latest_us.max(last);

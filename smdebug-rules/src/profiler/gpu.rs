@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::error::Result;
 use crate::params::{Check, lenient};
-use crate::rule::{Evidence, ProfilerRule, RuleResult};
+use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 
 use super::snapshot::{NO_GPU, Snapshot, SnapshotAssembler};
@@ -222,6 +222,11 @@ impl LowGPUUtilization {
 impl ProfilerRule for LowGPUUtilization {
     crate::rule_identity!();
 
+    fn needs(&self) -> ProfilerNeeds {
+        ProfilerNeeds::reading([ProfilerInput::SystemMetrics, ProfilerInput::StepTimeline])
+            .requiring("GPU metrics")
+    }
+
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;
         let new = || GpuUsage {
@@ -377,6 +382,11 @@ impl BatchSize {
 
 impl ProfilerRule for BatchSize {
     crate::rule_identity!();
+
+    fn needs(&self) -> ProfilerNeeds {
+        ProfilerNeeds::reading([ProfilerInput::SystemMetrics, ProfilerInput::StepTimeline])
+            .requiring("GPU metrics")
+    }
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;
@@ -583,6 +593,11 @@ impl GPUMemoryIncrease {
 impl ProfilerRule for GPUMemoryIncrease {
     crate::rule_identity!();
 
+    fn needs(&self) -> ProfilerNeeds {
+        ProfilerNeeds::reading([ProfilerInput::SystemMetrics, ProfilerInput::StepTimeline])
+            .requiring("GPU memory metrics")
+    }
+
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;
         let new = || GpuMemory {
@@ -749,6 +764,11 @@ impl LoadBalancing {
 
 impl ProfilerRule for LoadBalancing {
     crate::rule_identity!();
+
+    fn needs(&self) -> ProfilerNeeds {
+        ProfilerNeeds::reading([ProfilerInput::SystemMetrics, ProfilerInput::StepTimeline])
+            .requiring("GPU metrics of two GPUs or more")
+    }
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let p = &self.params;
