@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use smdebug_io::Storage;
-use smdebug_profiler::follow::{DataArea, DataProblems, ProfilerFollower};
+use smdebug_profiler::follow::{DataArea, DataProblem, DataProblems, ProfilerFollower};
 use smdebug_profiler::reader::{CodeProfileWindow, Span};
 use smdebug_profiler::system::SystemSample;
 
@@ -63,14 +63,14 @@ impl ProfilerFeed {
 
     /// Reads what is new into the pending buffers. Returns how many samples and spans
     /// arrived; an error when system metrics or trace files could not be listed or read.
-    pub(crate) fn poll(&mut self) -> Result<usize, String> {
+    pub(crate) fn poll(&mut self) -> Result<usize, DataProblem> {
         let increment = self.follower.poll();
         if let Some(failure) = increment
             .problems
             .iter()
             .find(|p| p.is_read_failure() && matches!(p.area(), DataArea::System | DataArea::Spans))
         {
-            return Err(failure.to_string());
+            return Err(failure.clone());
         }
         let arrived = increment.samples.len() + increment.spans.len();
         self.seen.samples |= !increment.samples.is_empty();

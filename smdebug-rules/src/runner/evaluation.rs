@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use smdebug_io::trial::{StepState, Trial};
+use smdebug_profiler::follow::DataProblem;
 
 use super::actions::{Dispatcher, SlotActions};
 use super::run::RunSource;
@@ -223,7 +224,7 @@ impl Evaluation {
     }
 
     /// The profiler data could not be read: every profiler rule fails with `why`.
-    pub fn profiler_failed(&mut self, why: &str) {
+    pub fn profiler_failed(&mut self, why: &DataProblem) {
         for s in &mut self.slots {
             let st = &mut s.status;
             if s.rule.input() == RuleInput::Profiler && st.status != Status::Error {

@@ -103,7 +103,7 @@ pub(super) fn start(
     let thread = std::thread::Builder::new()
         .name("smdebug-rules".into())
         .spawn(move || work(&flag))
-        .map_err(|e| Error::Runner(format!("cannot start the runner thread: {e}")))?;
+        .map_err(Error::RunnerThread)?;
     Ok(RunnerHandle {
         cancel,
         shared,
@@ -145,10 +145,8 @@ impl RunnerHandle {
 
     fn wait(&mut self) -> Result<Summary> {
         match self.thread.take() {
-            Some(t) => t
-                .join()
-                .map_err(|_| Error::Runner("the runner thread panicked".into()))?,
-            None => Err(Error::Runner("the runner was already joined".into())),
+            Some(t) => t.join().map_err(|_| Error::RunnerPanicked)?,
+            None => Err(Error::RunnerJoined),
         }
     }
 }
