@@ -56,6 +56,7 @@ pub mod actions;
 pub mod capture;
 pub mod error;
 mod folder;
+mod needs;
 pub mod params;
 pub mod profiler;
 pub mod registry;
