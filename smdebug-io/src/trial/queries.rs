@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 impl Trial {
     /// Every tensor name seen so far (in complete and incomplete steps), sorted. Reductions are
     /// listed under their tensor's name, as Python smdebug does; read them with
-    /// [`TrialTensor::reduction_value`].
+    /// [`TrialTensor::reduction_value`](super::TrialTensor::reduction_value).
     pub fn tensor_names(&self) -> Result<Vec<String>> {
         Ok(self.fresh()?.listed.keys().cloned().collect())
     }
@@ -108,7 +108,7 @@ impl Trial {
     }
 
     /// Lets go of the event files of global steps before `step` that reads kept (mapped, or
-    /// fetched within [`file_cache_bytes`](TrialOptions::file_cache_bytes)), so that the
+    /// fetched within [`file_cache_bytes`](super::TrialOptions::file_cache_bytes)), so that the
     /// budget serves the steps to come: for readers that go step by step and do not come back,
     /// as the rule runner does. Without it, a small budget is spent on the first steps and
     /// every later value is a read of its own. Reading those steps again still works (it
@@ -181,7 +181,7 @@ impl Trial {
     }
 
     /// Where `step` (in `mode`'s numbering; global for `None`) stands (Python's
-    /// `has_passed_step`; the rules are in the [module docs](self)). A step not available yet is
+    /// `has_passed_step`; the rules are in the [module docs](super)). A step not available yet is
     /// looked for again at once.
     pub fn has_passed_step(&self, step: u64, mode: Option<Mode>) -> Result<StepState> {
         let mode = mode.unwrap_or(Mode::Global);
@@ -200,7 +200,7 @@ impl Trial {
     }
 
     /// Waits until every step in `steps` (in `mode`'s numbering) is available, looking for new
-    /// files every [`poll_interval`](TrialOptions::poll_interval), as Python's `wait_for_steps`
+    /// files every [`poll_interval`](super::TrialOptions::poll_interval), as Python's `wait_for_steps`
     /// does: a step that will never come is [`Error::StepUnavailable`], or
     /// [`Error::NoMoreData`] when it is past the last step of a run that has ended. Fails with
     /// [`Error::Timeout`] after `timeout` (Python waits forever; `Duration::MAX` does too).

@@ -100,7 +100,7 @@ impl Trial {
     }
 
     /// [`raw_value`](Trial::raw_value) for a caller that converts the value as `conversion`
-    /// says: the budget ([`TrialOptions::max_tensor_bytes`]) counts the conversion too, before
+    /// says: the budget ([`TrialOptions::max_tensor_bytes`](super::TrialOptions::max_tensor_bytes)) counts the conversion too, before
     /// the value is decoded (`smdebug_rs` copies every value into a numpy array:
     /// [`Conversion::Array`]).
     pub fn raw_value_as(
@@ -240,7 +240,7 @@ impl Trial {
 
     /// [`tensor_records`](Trial::tensor_records) one step at a time: each value is read when
     /// the iterator reaches it, so a caller that prints and drops each record holds one value
-    /// at a time (each within [`TrialOptions::max_tensor_bytes`], counted as JSON numbers).
+    /// at a time (each within [`TrialOptions::max_tensor_bytes`](super::TrialOptions::max_tensor_bytes), counted as JSON numbers).
     pub fn tensor_records_iter<'t>(
         &'t self,
         name: &'t str,

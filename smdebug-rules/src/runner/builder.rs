@@ -143,7 +143,7 @@ impl RunnerBuilder {
 
     /// Stop following a run when nothing new (no step complete on every worker, no profiler
     /// data) arrived for this long: its writer most likely died. The runner then finishes with
-    /// [`Summary::gave_up`] set. Default: none, follow until the end marker (or the cancel).
+    /// [`Summary::gave_up`](crate::Summary::gave_up) set. Default: none, follow until the end marker (or the cancel).
     pub fn idle_timeout(mut self, timeout: Duration) -> Self {
         self.idle_timeout = Some(timeout);
         self
