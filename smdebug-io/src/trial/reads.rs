@@ -4,7 +4,8 @@
 
 use smdebug_core::Mode;
 
-use super::source::{self, Location};
+use super::records;
+use super::source::Location;
 use super::{
     Budget, Conversion, JsonElement, StepSelector, StepStream, TensorBytes, TensorRecordJson,
     TensorValue, Trial, TrialTensor,
@@ -122,7 +123,7 @@ impl Trial {
         loc: &Location,
         conversion: Conversion,
     ) -> Result<TensorValue> {
-        source::read_value(
+        records::read_value(
             self.storage.as_ref(),
             &self.files,
             loc,
@@ -164,7 +165,7 @@ impl Trial {
         loc: &Location,
         conversion: Conversion,
     ) -> Result<smdebug_core::Tensor> {
-        source::read_tensor(
+        records::read_tensor(
             self.storage.as_ref(),
             &self.files,
             loc,
@@ -180,7 +181,7 @@ impl Trial {
         loc: &Location,
         conversion: Conversion,
     ) -> Result<TensorBytes> {
-        source::read_tensor_bytes(
+        records::read_tensor_bytes(
             self.storage.as_ref(),
             &self.files,
             loc,
