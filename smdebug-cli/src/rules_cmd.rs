@@ -15,7 +15,8 @@ use smdebug_core::text::escape_controls;
 use smdebug_report::ReportWriter;
 use smdebug_rules::report::{PROFILER_REPORT, default_specs, is_profiler_report};
 use smdebug_rules::{
-    RuleRunner, RuleSpec, Status, Summary, all_builtin_rules, builtin_profiler_rules, find_builtin,
+    RuleInput, RuleRunner, RuleSpec, Status, Summary, all_builtin_rules, builtin_profiler_rules,
+    find_builtin,
 };
 
 /// The exit statuses, as `--help` shows them.
@@ -254,7 +255,7 @@ fn print_summary(out: &mut impl Write, s: &Summary, json: bool) -> std::io::Resu
             other => other.name(),
         };
         let fired = match (r.first_fired_step, r.last_fired_step, r.first_fired_time_us) {
-            (_, _, Some(t)) if r.kind == "profiler" => {
+            (_, _, Some(t)) if r.kind == RuleInput::Profiler => {
                 format!(
                     " first at {} ({} times)",
                     smdebug_rules::profiler::utc(t),

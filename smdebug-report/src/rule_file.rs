@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use smdebug_rules::report::is_profiler_report;
-use smdebug_rules::{RuleStatus, Status, find_builtin};
+use smdebug_rules::{RuleInput, RuleStatus, Status, find_builtin};
 
 /// One rule's result file (`<RuleName>.json` beside the page): the status with the rule's
 /// description and recommendation from the built-in registry (empty for custom rules).
@@ -11,8 +11,8 @@ use smdebug_rules::{RuleStatus, Status, find_builtin};
 pub struct RuleFile {
     /// The rule's name (`CPUBottleneck`, `LossNotDecreasing`, …).
     pub name: String,
-    /// `debugging` or `profiler`.
-    pub kind: String,
+    /// What the rule reads, which is its kind (`debugging` or `profiler` in JSON).
+    pub kind: RuleInput,
     /// What the rule checks.
     pub description: String,
     /// What to change when it fires.
@@ -42,7 +42,7 @@ impl RuleFile {
         let (description, recommendation) = describe(&status.rule);
         RuleFile {
             name: status.rule.clone(),
-            kind: status.kind.clone(),
+            kind: status.kind,
             description: description.to_owned(),
             recommendation: recommendation.to_owned(),
             status: status.status,

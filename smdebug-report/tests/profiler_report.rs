@@ -11,7 +11,7 @@ use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{SamplerConfig, SystemSampler};
 use smdebug_report::ReportWriter;
 use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE};
-use smdebug_rules::{RuleRunner, RuleSpec, Status};
+use smdebug_rules::{RuleInput, RuleRunner, RuleSpec, Status};
 
 /// A short real run at `location`: 30 steps with a NaN gradient from step 20, the sampler at
 /// 100 ms and step spans.
@@ -75,7 +75,7 @@ fn profiler_report_runs_every_profiler_rule_and_writes_the_report_into_the_run()
     let fired: Vec<&str> = summary
         .rules
         .iter()
-        .filter(|r| r.kind == "profiler" && r.rule != "ProfilerReport")
+        .filter(|r| r.kind == RuleInput::Profiler && r.rule != "ProfilerReport")
         .filter(|r| r.status == Status::IssuesFound)
         .map(|r| r.rule.as_str())
         .collect();

@@ -21,7 +21,7 @@ use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler, system_file_key};
 use smdebug_report::{LoadOptions, ReportInput, RuleFile, SECTIONS, write_report_to};
-use smdebug_rules::{RuleStatus, Status};
+use smdebug_rules::{RuleInput, RuleStatus, Status};
 
 fn shared_trace(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -165,11 +165,11 @@ fn record_run(run: &Path) {
         .unwrap();
 }
 
-fn status(name: &str, kind: &str, status: Status, message: &str) -> RuleStatus {
+fn status(name: &str, kind: RuleInput, status: Status, message: &str) -> RuleStatus {
     let fired = status == Status::IssuesFound;
     RuleStatus {
         rule: name.into(),
-        kind: kind.into(),
+        kind,
         status,
         parameters: json!({"threshold": 50, "patience": 1000}),
         actions: Vec::new(),
@@ -192,20 +192,25 @@ fn rules() -> Vec<RuleStatus> {
     vec![
         status(
             "CPUBottleneck",
-            "profiler",
+            RuleInput::Profiler,
             Status::IssuesFound,
             "GPU idle while CPU busy <script>alert(1)</script>",
         ),
-        status("LoadBalancing", "profiler", Status::NoIssuesFound, ""),
+        status(
+            "LoadBalancing",
+            RuleInput::Profiler,
+            Status::NoIssuesFound,
+            "",
+        ),
         status(
             "StepOutlier",
-            "profiler",
+            RuleInput::Profiler,
             Status::InProgress,
             "still reading",
         ),
         status(
             "LossNotDecreasing",
-            "debugging",
+            RuleInput::Tensors,
             Status::NoIssuesFound,
             "loss decreased",
         ),

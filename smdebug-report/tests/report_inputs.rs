@@ -16,7 +16,7 @@ use smdebug_profiler::system::system_file_key;
 use smdebug_report::{
     LoadOptions, NoteArea, ReportInput, RuleFile, SECTIONS, render_html, write_report_to,
 };
-use smdebug_rules::{RuleStatus, Status};
+use smdebug_rules::{RuleInput, RuleStatus, Status};
 
 const T0: f64 = 1_700_000_000.0;
 
@@ -358,7 +358,7 @@ fn rule_results_are_written_beside_the_page_atomically() {
     let dir = tempfile::tempdir().unwrap();
     let rule = |name: &str, status: Status| RuleStatus {
         rule: name.into(),
-        kind: "profiler".into(),
+        kind: RuleInput::Profiler,
         status,
         parameters: json!({"threshold": 0.5}),
         actions: Vec::new(),

@@ -156,9 +156,17 @@ pub enum Error {
         reason: String,
     },
 
-    /// The runner's thread could not be started or panicked.
-    #[error("runner: {0}")]
-    Runner(String),
+    /// The runner's thread could not be started.
+    #[error("runner: cannot start the runner thread: {0}")]
+    RunnerThread(#[source] std::io::Error),
+
+    /// The runner's thread panicked: its statuses are lost.
+    #[error("runner: the runner thread panicked")]
+    RunnerPanicked,
+
+    /// The runner's thread was already waited for.
+    #[error("runner: the runner was already joined")]
+    RunnerJoined,
 }
 
 /// `Result` with smdebug-rules' [`Error`].

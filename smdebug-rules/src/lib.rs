@@ -6,9 +6,12 @@
 //! - [`TensorRule`]: the trait every debugging rule implements (built-in or custom): what it
 //!   [`needs`](TensorRule::needs) (the tensors it reads and what the hook must save for it) and
 //!   `invoke_at_step(trial, step) -> RuleResult`; [`ProfilerRule`]: the same for profiler rules,
-//!   with `invoke_on_window`. Both are registered as a [`Rule`]; what a rule consumes is part of
-//!   its trait, so a rule that leaves it out does not compile. A rule reports a finding by
-//!   returning a fired result, never by panicking or returning an error.
+//!   with its [`needs`](ProfilerRule::needs) (system metrics, framework spans, the step
+//!   timeline: [`ProfilerNeeds`]) and `invoke_on_window`. Both are registered as a [`Rule`];
+//!   what a rule consumes is part of its trait, so a rule that leaves it out does not compile,
+//!   and a declaration that reads nothing is refused at registration ([`Rule::validate`]). A
+//!   rule reports a finding by returning a fired result, never by panicking or returning an
+//!   error.
 //! - The twenty built-in debugging rules ([`rules`]) and eleven profiler rules ([`profiler`]:
 //!   CPUBottleneck, LowGPUUtilization, StepOutlier, ...) with SageMaker's names, parameters and
 //!   defaults, buildable from code, JSON or the command-line form `NAME:param=value,...`
@@ -53,6 +56,7 @@ pub mod actions;
 pub mod capture;
 pub mod error;
 mod folder;
+mod needs;
 pub mod params;
 pub mod profiler;
 pub mod registry;
@@ -71,7 +75,10 @@ pub use params::RuleSpec;
 pub use registry::{
     BuiltinRule, all_builtin_rules, build_rule, builtin_profiler_rules, builtin_rules, find_builtin,
 };
-pub use rule::{Evidence, Needs, ProfilerRule, Rule, RuleInput, RuleResult, TensorRule};
+pub use rule::{
+    Evidence, Needs, ProfilerInput, ProfilerNeeds, ProfilerRule, Rule, RuleInput, RuleResult,
+    TensorRule,
+};
 pub use runner::{ReportPlan, Reporter, RuleRunner, RunState, RunnerHandle};
 pub use select::{TensorSelection, value_at};
 pub use smdebug_core::CaptureRequest;

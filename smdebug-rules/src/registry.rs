@@ -24,8 +24,9 @@ pub struct BuiltinRule {
     pub name: &'static str,
     /// SageMaker's `rule_configs` name, `vanishing_gradient`.
     pub config_name: &'static str,
-    /// `debugging` (reads tensors) or `profiler` (reads system metrics and spans).
-    pub kind: &'static str,
+    /// What it reads, which is its kind: `debugging` (reads tensors) or `profiler` (reads
+    /// system metrics and spans).
+    pub kind: RuleInput,
     /// One line: when it fires.
     pub fires_when: &'static str,
     /// One line: what to do when it fires (profiler rules; empty for debugging rules, whose
@@ -55,7 +56,7 @@ macro_rules! builtin {
         BuiltinRule {
             name: $rule::NAME,
             config_name: $config,
-            kind: $input.kind(),
+            kind: $input,
             fires_when: $when,
             recommendation: $advice,
             defaults: to_json(&$params::default()),
@@ -353,7 +354,7 @@ mod tests {
         let rules = builtin_rules();
         assert_eq!(rules.len(), 20);
         for r in rules {
-            assert_eq!(r.kind, "debugging");
+            assert_eq!(r.kind, RuleInput::Tensors);
             assert!(!r.recommendation.is_empty(), "{}", r.name);
             match r.build(&Map::new()) {
                 Ok(rule) => {
@@ -382,7 +383,7 @@ mod tests {
             assert_eq!(rule.name(), r.name);
             assert_eq!(rule.parameters(), r.defaults, "{}", r.name);
             assert_eq!(rule.input(), RuleInput::Profiler, "{}", r.name);
-            assert_eq!(r.kind, "profiler");
+            assert_eq!(r.kind, RuleInput::Profiler);
             assert!(!r.recommendation.is_empty(), "{}", r.name);
         }
         let cpu = build_rule(&RuleSpec::parse("CPUBottleneck:threshold=30").unwrap()).unwrap();
@@ -392,7 +393,7 @@ mod tests {
             find_builtin("low_gpu_utilization").unwrap().name,
             "LowGPUUtilization"
         );
-        assert!(builtin_rules().iter().all(|r| r.kind == "debugging"));
+        assert!(builtin_rules().iter().all(|r| r.kind == RuleInput::Tensors));
     }
 
     #[test]

@@ -31,7 +31,7 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 use crate::params::RuleSpec;
 use crate::registry::builtin_profiler_rules;
-use crate::rule::{ProfilerRule, RuleResult};
+use crate::rule::{ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::status::{RuleStatus, Status};
 
 /// The rule's name.
@@ -98,6 +98,11 @@ impl ProfilerRule for ProfilerReportRule {
 
     fn parameters(&self) -> Value {
         Value::Object(self.parameters.clone())
+    }
+
+    fn needs(&self) -> ProfilerNeeds {
+        // It counts what its profiler rules read: the report draws both.
+        ProfilerNeeds::reading([ProfilerInput::SystemMetrics, ProfilerInput::Spans])
     }
 
     fn invoke_on_window(

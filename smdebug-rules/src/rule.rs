@@ -1,6 +1,7 @@
 //! What a rule is: a [`TensorRule`] (a debugging rule, over saved tensors step by step) or a
 //! [`ProfilerRule`] (over system metrics and framework spans), registered as a [`Rule`]; what a
-//! tensor rule consumes ([`Needs`]); and what a rule returns ([`RuleResult`]).
+//! rule consumes ([`Needs`] for a tensor rule, [`ProfilerNeeds`] for a profiler rule: required
+//! by its trait, and checked when it is registered); and what a rule returns ([`RuleResult`]).
 
 use std::time::Duration;
 
@@ -9,17 +10,21 @@ use smdebug_core::CaptureRequest;
 use smdebug_io::trial::Trial;
 
 use crate::error::{Error, Result};
-use crate::select::TensorSelection;
+pub use crate::needs::{Needs, ProfilerInput, ProfilerNeeds};
 use crate::window::ProfilerWindow;
 
 /// What a rule reads: saved tensors (debugging rules) or the profiler's system metrics and
 /// framework spans (profiler rules).
+///
+/// It is also the rule's kind as statuses, summaries and listings name it: `debugging` or
+/// `profiler` (its [`kind`](Self::kind), its JSON form and its `Display`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
 pub enum RuleInput {
-    /// Tensors of the trial, step by step: a [`TensorRule`].
+    /// Tensors of the trial, step by step: a [`TensorRule`], a `debugging` rule.
+    #[serde(rename = "debugging", alias = "tensors")]
     Tensors,
     /// System metrics and framework spans, window by window: a [`ProfilerRule`].
+    #[serde(rename = "profiler")]
     Profiler,
 }
 
@@ -30,6 +35,13 @@ impl RuleInput {
             RuleInput::Tensors => "debugging",
             RuleInput::Profiler => "profiler",
         }
+    }
+}
+
+impl std::fmt::Display for RuleInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `pad`, so that `{:9}` aligns listings.
+        f.pad(self.kind())
     }
 }
 
@@ -132,14 +144,52 @@ pub trait TensorRule: Send {
 
 /// A profiler rule: a check over the system metrics and framework spans of a run.
 ///
-/// [`invoke_on_window`](Self::invoke_on_window) is its evaluation: the runner hands it the
+/// What it consumes is part of the trait and cannot be left out: [`needs`](Self::needs) says
+/// which of the profiler data it reads (system metrics, framework spans, the step timeline),
+/// and [`invoke_on_window`](Self::invoke_on_window) evaluates it. The runner hands it the
 /// system samples and closed framework spans that are new since the previous call, in time
 /// order, and a last window with `final_window: true` when no more data will come. Every
 /// result counts its datapoints into the rule's status; each fired result is one firing (with
 /// its `time_us`). A result that did not fire but carries a message tells why the rule had
 /// nothing to check ("no GPU metrics in this run"): a rule that checked no datapoint over the
-/// whole run ends in [`Status::NoData`](crate::Status::NoData) with that message. Profiler
-/// rules ask the hook for nothing. Register one with [`Rule::profiler`].
+/// whole run ends in [`Status::NoData`](crate::Status::NoData) with that message, or, without
+/// one, with the reason its `needs` gives (no framework spans in the run). Profiler rules ask
+/// the hook for nothing. Register one with [`Rule::profiler`]; a rule whose `needs` declares
+/// nothing is refused there ([`Rule::validate`]).
+///
+/// ```
+/// use smdebug_rules::{ProfilerInput, ProfilerNeeds, ProfilerRule, ProfilerWindow, Result, RuleResult, rule_identity};
+///
+/// /// Fires when a framework span lasts longer than `limit_us`.
+/// struct LongSpan {
+///     limit_us: u64,
+/// }
+///
+/// impl ProfilerRule for LongSpan {
+///     rule_identity!(name: "LongSpan", params: [limit_us]);
+///
+///     fn needs(&self) -> ProfilerNeeds {
+///         ProfilerNeeds::reading([ProfilerInput::Spans, ProfilerInput::StepTimeline])
+///     }
+///
+///     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
+///         let mut out = Vec::new();
+///         for span in window.spans {
+///             let mut r = RuleResult::at_time(window.step_at(span.start_us), span.start_us);
+///             r.datapoints = 1;
+///             if span.end_us - span.start_us > self.limit_us {
+///                 r.fire(format!("{} took {} µs", span.phase, span.end_us - span.start_us));
+///             }
+///             out.push(r);
+///         }
+///         Ok(out)
+///     }
+/// }
+///
+/// let rule = LongSpan { limit_us: 1_000 };
+/// assert!(rule.needs().reads(ProfilerInput::Spans));
+/// assert_eq!(rule.needs().describe(), "framework spans and the step timeline");
+/// ```
 pub trait ProfilerRule: Send {
     /// The rule's name as users see it in statuses and summaries (`CPUBottleneck`).
     fn name(&self) -> &str;
@@ -148,6 +198,9 @@ pub trait ProfilerRule: Send {
     fn parameters(&self) -> serde_json::Value {
         serde_json::Value::Null
     }
+
+    /// The profiler data the rule reads.
+    fn needs(&self) -> ProfilerNeeds;
 
     /// Evaluates the rule over the profiler data that is new since the previous call.
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>>;
@@ -244,21 +297,49 @@ impl Rule {
         }
     }
 
+    /// A profiler rule's [`needs`](ProfilerRule::needs); `None` for a tensor rule.
+    pub fn profiler_needs(&self) -> Option<ProfilerNeeds> {
+        match self {
+            Rule::Profiler(r) => Some(r.needs()),
+            Rule::Tensor(_) => None,
+        }
+    }
+
     /// What the hook must save for the rule: a tensor rule's [`Needs::capture`]; nothing for a
     /// profiler rule.
     pub fn capture_requests(&self) -> Vec<CaptureRequest> {
         self.needs().map(|n| n.capture).unwrap_or_default()
     }
 
-    /// The checks made when a rule is registered with a runner: a name, and capture requests
-    /// that a hook can apply (patterns that compile, schedules that hold together).
+    /// The checks made when a rule is registered with a runner: a name, capture requests that
+    /// a hook can apply (patterns that compile, schedules that hold together), and a
+    /// declaration of what it consumes that says something: a tensor rule reads tensors or
+    /// says what else it needs ([`Needs::requiring`]), a profiler rule reads some profiler
+    /// data ([`ProfilerNeeds::reading`]). A rule that fails them is an [`Error::BadRule`]
+    /// naming it and what its declaration lacks.
+    ///
+    /// ```
+    /// use smdebug_rules::{ProfilerNeeds, ProfilerRule, ProfilerWindow, Result, Rule, RuleResult};
+    ///
+    /// struct ReadsNothing;
+    /// impl ProfilerRule for ReadsNothing {
+    ///     fn name(&self) -> &str { "ReadsNothing" }
+    ///     fn needs(&self) -> ProfilerNeeds { ProfilerNeeds::default() }
+    ///     fn invoke_on_window(&mut self, _: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
+    ///         Ok(Vec::new())
+    ///     }
+    /// }
+    /// let err = Rule::profiler(ReadsNothing).validate().unwrap_err().to_string();
+    /// assert!(err.contains("ReadsNothing") && err.contains("declares no profiler data"), "{err}");
+    /// ```
     pub fn validate(&self) -> Result<()> {
         let name = self.name();
+        let bad = |reason: String| Error::BadRule {
+            rule: name.to_string(),
+            reason,
+        };
         if name.trim().is_empty() {
-            return Err(Error::BadRule {
-                rule: name.to_string(),
-                reason: "a rule needs a name".into(),
-            });
+            return Err(bad("a rule needs a name".into()));
         }
         let mut scratch = smdebug_core::HookConfig::default();
         for request in self.capture_requests() {
@@ -267,7 +348,14 @@ impl Rule {
                 source,
             })?;
         }
-        Ok(())
+        let problem = match self {
+            Rule::Tensor(r) => r.needs().problem(),
+            Rule::Profiler(r) => r.needs().problem(),
+        };
+        match problem {
+            Some(problem) => Err(bad(problem)),
+            None => Ok(()),
+        }
     }
 }
 
@@ -283,87 +371,11 @@ impl From<Box<dyn ProfilerRule>> for Rule {
     }
 }
 
-/// What a [`TensorRule`] consumes: the tensors it reads and what the hook must save for it.
-///
-/// - `reads`: the runner uses them to say why a rule that checked nothing had nothing to check
-///   (no tensor of the run matched them, naming them), and [`tensor_names`](Self::tensor_names)
-///   lists what they select in a run. Empty: the rule reads no tensor (StalledTraining watches
-///   steps arrive).
-/// - `capture`: the collections (built-in ones by name, or regex collections of the rule's
-///   own) and the steps the hook must save them at, applied to a hook's configuration with
-///   `smdebug_core::HookConfig::apply` (see [`crate::capture`]).
-/// - `requires`: what the rule needs besides matching tensors to have something to check
-///   (`each weight at two saved TRAIN steps`), for that same explanation.
-#[derive(Clone, Debug, Default)]
-pub struct Needs {
-    /// The tensors the rule reads (the union of these selections).
-    pub reads: Vec<TensorSelection>,
-    /// What the hook must save for the rule.
-    pub capture: Vec<CaptureRequest>,
-    /// What else the rule needs to have something to check, for people; `None` when matching
-    /// tensors saved at any step are enough.
-    pub requires: Option<String>,
-}
-
-impl Needs {
-    /// Reads `selection` and asks the hook for what it selects at the rules' interval
-    /// ([`TensorSelection::capture`]; its regexes in the collection `regex_collection`).
-    pub fn of(rule: &str, selection: &TensorSelection, regex_collection: &str) -> Needs {
-        Needs {
-            reads: vec![selection.clone()],
-            capture: selection.capture(rule, regex_collection),
-            requires: None,
-        }
-    }
-
-    /// Reads the tensors called `names` and asks the hook to save them, in the collection
-    /// `collection` (each name as a pattern of it), at the rules' interval.
-    pub fn tensors(rule: &str, names: &[&str], collection: &str) -> Needs {
-        Needs::of(rule, &TensorSelection::exact(names), collection)
-    }
-
-    /// Also reads `selection` (asking the hook for nothing more).
-    pub fn reading(mut self, selection: &TensorSelection) -> Needs {
-        self.reads.push(selection.clone());
-        self
-    }
-
-    /// Also asks the hook for `request`.
-    pub fn capturing(mut self, request: CaptureRequest) -> Needs {
-        self.capture.push(request);
-        self
-    }
-
-    /// Says what else the rule needs to have something to check.
-    pub fn requiring(mut self, what: impl Into<String>) -> Needs {
-        self.requires = Some(what.into());
-        self
-    }
-
-    /// The run's tensors the rule reads (every selection's), sorted.
-    pub fn tensor_names(&self, rule: &str, trial: &Trial) -> Result<Vec<String>> {
-        let mut names = std::collections::BTreeSet::new();
-        for selection in &self.reads {
-            names.extend(selection.names(rule, trial)?);
-        }
-        Ok(names.into_iter().collect())
-    }
-
-    /// What the rule reads, for people: `collection `gradients`, or names matching
-    /// `^gradient/``; the selections joined with `; `.
-    pub fn describe(&self) -> String {
-        self.reads
-            .iter()
-            .map(TensorSelection::describe)
-            .collect::<Vec<_>>()
-            .join("; ")
-    }
-}
-
 /// Writes the identity part of a rule's trait impl ([`TensorRule`] or [`ProfilerRule`]) —
 /// [`name`](TensorRule::name) and [`parameters`](TensorRule::parameters) — the same way for
 /// every rule, built-in or custom. What the rule consumes ([`TensorRule::needs`],
-/// [`TensorRule::invoke_at_step`], [`ProfilerRule::invoke_on_window`]) it writes itself.
+/// [`TensorRule::invoke_at_step`], [`ProfilerRule::needs`], [`ProfilerRule::invoke_on_window`])
+/// it writes itself.
 ///
 /// - `rule_identity!()`: the name is `Self::NAME`, the parameters are the field `params`
 ///   (any `Serialize` type) as JSON.

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use smdebug_io::trial::Trial;
 
 use crate::error::{Error, Result};
-use crate::rule::{Evidence, Needs, RuleInput};
+use crate::rule::{Evidence, Needs, ProfilerInput, ProfilerNeeds, RuleInput};
 
 /// The summary file, relative to the run.
 pub const SUMMARY_FILE: &str = "rules/rule_job_summary.json";
@@ -62,8 +62,8 @@ impl Status {
     }
 }
 
-fn debugging_kind() -> String {
-    RuleInput::Tensors.kind().to_string()
+fn debugging_kind() -> RuleInput {
+    RuleInput::Tensors
 }
 
 /// A rule's status, as reported and written into the summary.
@@ -71,9 +71,11 @@ fn debugging_kind() -> String {
 pub struct RuleStatus {
     /// The rule's name.
     pub rule: String,
-    /// `debugging` (a rule over tensors) or `profiler` (over system metrics and spans).
+    /// What the rule reads, which is its kind: `debugging` (a rule over tensors) or `profiler`
+    /// (over system metrics and spans), as the summary file writes it. A summary without it
+    /// (written before it existed) reads as `debugging`.
     #[serde(default = "debugging_kind")]
-    pub kind: String,
+    pub kind: RuleInput,
     /// Where the rule stands.
     pub status: Status,
     /// The parameters in force.
@@ -244,17 +246,62 @@ pub(crate) fn tensor_no_data_reason(
     }
 }
 
+/// Which kinds of profiler data a run held, as far as the runner read it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ProfilerSeen {
+    /// Some system sample.
+    pub samples: bool,
+    /// Some framework span.
+    pub spans: bool,
+}
+
+impl ProfilerSeen {
+    fn any(self) -> bool {
+        self.samples || self.spans
+    }
+
+    /// Whether the run held data of kind `input` (the step timeline comes from spans).
+    fn has(self, input: ProfilerInput) -> bool {
+        match input {
+            ProfilerInput::SystemMetrics => self.samples,
+            ProfilerInput::Spans | ProfilerInput::StepTimeline => self.spans,
+        }
+    }
+}
+
 /// Why a profiler rule that checked nothing over a finished run had nothing to check: that the
 /// run has no profiler data at all, else the rule's own last word (`no GPU metrics in this
-/// run`).
-pub(crate) fn profiler_no_data_reason(message: &str, profiler_data_seen: bool) -> String {
-    if !profiler_data_seen {
-        "no profiler data in this run (no system metrics under system/ and no framework spans \
-         under framework/pevents/): nothing to check"
-            .into()
-    } else if !message.is_empty() {
-        message.to_string()
-    } else {
-        "nothing in this run's profiler data for this rule to check".into()
+/// run`), else that the run has none of the data its `needs` declares, else what it needs.
+pub(crate) fn profiler_no_data_reason(
+    message: &str,
+    seen: ProfilerSeen,
+    needs: &ProfilerNeeds,
+) -> String {
+    if !seen.any() {
+        return "no profiler data in this run (no system metrics under system/ and no framework \
+                spans under framework/pevents/): nothing to check"
+            .into();
+    }
+    if !message.is_empty() {
+        return message.to_string();
+    }
+    if !needs.reads.iter().any(|i| seen.has(*i)) {
+        let whereabouts = |i: &ProfilerInput| match i {
+            ProfilerInput::SystemMetrics => "no system metrics under system/",
+            ProfilerInput::Spans | ProfilerInput::StepTimeline => {
+                "no framework spans under framework/pevents/"
+            }
+        };
+        let mut missing: Vec<&str> = needs.reads.iter().map(whereabouts).collect();
+        missing.dedup();
+        return format!(
+            "nothing to check: the rule reads {} and this run has none ({})",
+            needs.describe(),
+            missing.join(", ")
+        );
+    }
+    match &needs.requires {
+        Some(what) => format!("nothing to check: the rule needs {what}"),
+        None => "nothing in this run's profiler data for this rule to check".into(),
     }
 }

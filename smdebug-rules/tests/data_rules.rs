@@ -175,7 +175,15 @@ fn feature_importance_overweight_counts_splits_without_importances() {
 /// lines at a time and padded: to a fixed length (the bug) or to the batch's longest line after
 /// sorting by length (bucketing). Returns the padding share of each batch.
 fn record_token_batches(dir: &Path, fixed_len: Option<usize>) -> Vec<f64> {
-    let text = include_str!("../src/runner.rs");
+    let text = [
+        include_str!("../src/runner/persistence.rs"),
+        include_str!("../src/runner/builder.rs"),
+        include_str!("../src/runner/run.rs"),
+        include_str!("../src/runner/evaluation.rs"),
+        include_str!("../src/runner/feeding.rs"),
+        include_str!("../src/runner/threads.rs"),
+    ]
+    .concat();
     let mut vocab = std::collections::HashMap::new();
     let mut lines: Vec<Vec<i64>> = text
         .lines()

@@ -7,10 +7,14 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use smdebug_core::{CaptureRequest, Hook, SaveConfig, SaveConfigMode, TensorView};
+use smdebug_io::Storage;
+use smdebug_io::storage::LocalStorage;
 use smdebug_io::trial::Trial;
 use smdebug_io::writer::Writer;
+use smdebug_profiler::system::system_file_key;
 use smdebug_rules::{
-    Error, Needs, Result, Rule, RuleResult, RuleRunner, RuleSpec, Status, Summary, TensorRule,
+    Error, Needs, ProfilerInput, ProfilerNeeds, ProfilerRule, ProfilerWindow, Result, Rule,
+    RuleResult, RuleRunner, RuleSpec, Status, Summary, TensorRule,
 };
 
 fn hook_run(name: &str) -> String {
@@ -244,4 +248,96 @@ fn a_rule_that_cannot_be_registered_fails_when_the_runner_is_built() {
         .err()
         .unwrap();
     assert!(matches!(unnamed, Error::BadRule { .. }), "{unnamed}");
+}
+
+/// A custom profiler rule that counts what it is handed of the kind it declares, and never
+/// says why it checked nothing: the runner says it from the declaration.
+struct Counts(ProfilerNeeds);
+
+impl ProfilerRule for Counts {
+    fn name(&self) -> &str {
+        "Counts"
+    }
+
+    fn needs(&self) -> ProfilerNeeds {
+        self.0.clone()
+    }
+
+    fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
+        let mut r = RuleResult::at_time(0, window.now_us);
+        if self.0.reads(ProfilerInput::SystemMetrics) {
+            r.datapoints += window
+                .samples
+                .iter()
+                .filter(|s| s.metric_type == "gpu")
+                .count();
+        }
+        if self.0.reads(ProfilerInput::Spans) {
+            r.datapoints += window.spans.len();
+        }
+        Ok(vec![r])
+    }
+}
+
+/// A run with CPU metrics only (no spans, no tensors): a profiler rule reading spans has
+/// nothing to check and the runner says the run has no framework spans; one reading system
+/// metrics that needs GPU metrics says what it needed; neither passes.
+#[test]
+fn a_profiler_rule_that_checked_nothing_is_told_why_from_what_it_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let start_s = 1_700_000_000u64;
+    let mut text = String::new();
+    for i in 0..10 {
+        text.push_str(&format!(
+            "{{\"Type\":\"cpu\",\"Name\":\"total\",\"Dimension\":\"CPUUtilization\",\
+             \"Value\":50,\"NodeId\":\"algo-1\",\"Timestamp\":{}}}\n",
+            start_s as f64 + f64::from(i) + 0.5
+        ));
+    }
+    LocalStorage::new(dir.path())
+        .unwrap()
+        .put(
+            &system_file_key(start_s, "algo-1"),
+            text.into_bytes().into(),
+        )
+        .unwrap();
+    let summary = RuleRunner::builder(dir.path().to_str().unwrap())
+        .write_into_run(false)
+        .rule(
+            Rule::profiler(Counts(ProfilerNeeds::reading([
+                ProfilerInput::Spans,
+                ProfilerInput::StepTimeline,
+            ]))),
+            Vec::new(),
+        )
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap();
+    let st = summary.rule("Counts").unwrap();
+    assert_eq!(st.status, Status::NoData, "{st:#?}");
+    assert_eq!(
+        st.message,
+        "nothing to check: the rule reads framework spans and the step timeline and this run \
+         has none (no framework spans under framework/pevents/)"
+    );
+    let summary = RuleRunner::builder(dir.path().to_str().unwrap())
+        .write_into_run(false)
+        .rule(
+            Rule::profiler(Counts(
+                ProfilerNeeds::reading([ProfilerInput::SystemMetrics]).requiring("GPU metrics"),
+            )),
+            Vec::new(),
+        )
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap();
+    let st = summary.rule("Counts").unwrap();
+    assert_eq!(st.status, Status::NoData, "{st:#?}");
+    assert_eq!(st.message, "nothing to check: the rule needs GPU metrics");
+    assert!(
+        st.steps_evaluated > 0,
+        "the rule was handed the CPU metrics"
+    );
 }

@@ -17,7 +17,7 @@ use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::reader::{ProfilerReader, SystemQuery};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSample, SystemSampler};
-use smdebug_rules::{ActionConfig, RuleRunner, RuleSpec, RuleStatus, Status, Summary};
+use smdebug_rules::{ActionConfig, RuleInput, RuleRunner, RuleSpec, RuleStatus, Status, Summary};
 use tempfile::TempDir;
 
 const NODE: &str = "algo-1";
@@ -270,7 +270,7 @@ fn only(summary: &Summary) -> &RuleStatus {
 
 fn assert_fired_in(status: &RuleStatus, stage: Stage) {
     assert_eq!(status.status, Status::IssuesFound, "{status:#?}");
-    assert_eq!(status.kind, "profiler");
+    assert_eq!(status.kind, RuleInput::Profiler);
     let t = status.first_fired_time_us.expect("a firing time");
     assert!(
         stage.contains(t),
@@ -914,7 +914,7 @@ fn a_run_without_profiler_data_gives_profiler_rules_nothing_to_check() {
         assert_eq!(status.datapoints, 0);
         assert!(status.message.contains("no profiler data"), "{status:#?}");
     }
-    assert_eq!(summary.rules[2].kind, "debugging");
+    assert_eq!(summary.rules[2].kind, RuleInput::Tensors);
     assert!(summary.rules[2].datapoints > 0);
     assert_eq!(summary.rules[2].status, Status::NoIssuesFound);
 }

@@ -15,8 +15,9 @@ use smdebug_core::{Mode, SaveConfig};
 use smdebug_examples::Bug;
 use smdebug_io::trial::Trial;
 use smdebug_rules::{
-    ActionConfig, Error, Needs, Result as RulesResult, Rule, RuleResult, RuleRunner, RuleSpec,
-    Status, TensorRule, read_summary,
+    ActionConfig, Error, Needs, ProfilerInput, ProfilerNeeds, ProfilerRule, ProfilerWindow,
+    Result as RulesResult, Rule, RuleResult, RuleRunner, RuleSpec, Status, TensorRule,
+    read_summary,
 };
 use support::{example_run, hook_for};
 use tempfile::tempdir;
@@ -149,7 +150,8 @@ impl TensorRule for FailsAtThree {
         "FailsAtThree"
     }
     fn needs(&self) -> Needs {
-        Needs::default()
+        // It reads no tensor: it counts the steps that arrive.
+        Needs::default().requiring("saved steps")
     }
     fn invoke_at_step(&mut self, _t: &Trial, step: u64) -> RulesResult<RuleResult> {
         if step == 3 {
@@ -163,6 +165,116 @@ impl TensorRule for FailsAtThree {
         r.datapoints = 1;
         Ok(r)
     }
+}
+
+/// A custom debugging rule whose `needs` declares nothing: no tensor read, nothing else needed.
+struct DeclaresNothing;
+
+impl TensorRule for DeclaresNothing {
+    fn name(&self) -> &str {
+        "DeclaresNothing"
+    }
+    fn needs(&self) -> Needs {
+        Needs::default()
+    }
+    fn invoke_at_step(&mut self, _t: &Trial, step: u64) -> RulesResult<RuleResult> {
+        Ok(RuleResult::new(step))
+    }
+}
+
+/// A custom profiler rule whose `needs` reads nothing, or requires something it leaves blank.
+struct ProfilerDeclares(ProfilerNeeds);
+
+impl ProfilerRule for ProfilerDeclares {
+    fn name(&self) -> &str {
+        "ProfilerDeclares"
+    }
+    fn needs(&self) -> ProfilerNeeds {
+        self.0.clone()
+    }
+    fn invoke_on_window(&mut self, _w: &ProfilerWindow<'_>) -> RulesResult<Vec<RuleResult>> {
+        Ok(Vec::new())
+    }
+}
+
+/// A rule whose declaration of what it consumes is empty (or names a blank requirement) is
+/// refused when registered, built or spawned, with an error naming the rule and what is
+/// missing; nothing is evaluated.
+#[test]
+fn a_rule_declaring_nothing_is_refused_at_registration() {
+    let run = tempdir().unwrap();
+    example_run(run.path(), 1, None);
+    let refused = |rule: fn() -> Rule, expect: &[&str]| {
+        let e = rule().validate().unwrap_err();
+        let text = e.to_string();
+        assert!(matches!(e, Error::BadRule { .. }), "{text}");
+        for part in expect {
+            assert!(text.contains(part), "{text:?} lacks {part:?}");
+        }
+        let built = RuleRunner::builder(loc(run.path()))
+            .rule(rule(), Vec::new())
+            .build()
+            .err()
+            .expect("built a runner with a rule that declares nothing");
+        assert_eq!(built.to_string(), text);
+        let spawned = RuleRunner::builder(loc(run.path()))
+            .rule(rule(), Vec::new())
+            .spawn()
+            .err()
+            .expect("spawned a runner with a rule that declares nothing");
+        assert_eq!(spawned.to_string(), text);
+        let asked = RuleRunner::builder(loc(run.path()))
+            .rule(rule(), Vec::new())
+            .capture_requests()
+            .unwrap_err();
+        assert_eq!(asked.to_string(), text);
+    };
+    refused(
+        || Rule::tensor(DeclaresNothing),
+        &[
+            "DeclaresNothing",
+            "declares nothing",
+            "reads no tensor",
+            "Needs::requiring",
+        ],
+    );
+    refused(
+        || Rule::profiler(ProfilerDeclares(ProfilerNeeds::default())),
+        &[
+            "ProfilerDeclares",
+            "declares no profiler data",
+            "SystemMetrics",
+            "Spans",
+        ],
+    );
+    refused(
+        || {
+            Rule::profiler(ProfilerDeclares(
+                ProfilerNeeds::reading([ProfilerInput::Spans]).requiring("  "),
+            ))
+        },
+        &["ProfilerDeclares", "requires something but names nothing"],
+    );
+    // What it reads is enough: the same rule reading spans is taken.
+    Rule::profiler(ProfilerDeclares(ProfilerNeeds::reading([
+        ProfilerInput::Spans,
+    ])))
+    .validate()
+    .unwrap();
+    // Every built-in rule that builds with its defaults declares what it reads (the others
+    // need a parameter given).
+    let mut checked = 0;
+    for b in smdebug_rules::all_builtin_rules() {
+        if let Ok(rule) = b.build(&Default::default()) {
+            rule.validate()
+                .unwrap_or_else(|e| panic!("{}: {e}", b.name));
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 25,
+        "only {checked} built-in rules built with their defaults"
+    );
 }
 
 #[test]

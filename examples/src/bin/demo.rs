@@ -287,7 +287,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!("\nrules (followed the run while it trained):");
     for r in &done.rules {
         let when = match (r.first_fired_step, r.first_fired_time_us) {
-            (Some(step), _) if r.kind == "debugging" => format!(" first at step {step}"),
+            (Some(step), _) if r.kind == smdebug_rules::RuleInput::Tensors => {
+                format!(" first at step {step}")
+            }
             (_, Some(_)) | (Some(_), None) => format!(
                 " first during step {}",
                 r.first_fired_step.unwrap_or_default()

@@ -10,6 +10,7 @@ use smdebug_core::{EndReason, Mode, Reduction};
 use super::columns::{Column, ScalarBatch};
 use super::intake::{Admit, KnownStep, ReadFiles, admit, listed_name};
 use super::progress::StepProgress;
+use super::records;
 use super::source::{self, EventFile, IndexEntry, IndexPath, Location, Slot};
 use crate::error::{Error, Result};
 use crate::storage::Storage;
@@ -477,7 +478,7 @@ fn read_numbers(
             continue; // A reduction, or known not to be one number.
         }
         match slot {
-            Slot::Record(start, length) if *length <= source::MAX_NUMBER_RECORD => {
+            Slot::Record(start, length) if *length <= records::MAX_NUMBER_RECORD => {
                 wanted.push((name, *start, *length));
             }
             Slot::Record(..) => read.not_numbers.push(name.clone()),
@@ -502,7 +503,7 @@ fn read_numbers(
         length,
     };
     let whole: Option<Bytes> = if file_len <= WHOLE_FILE_BYTES {
-        match source::get_range(storage, &at(0, file_len), 0..file_len) {
+        match records::get_range(storage, &at(0, file_len), 0..file_len) {
             Ok(bytes) => Some(bytes),
             Err(e) => {
                 // The file is not there (or not readable): one problem for the step.
@@ -514,7 +515,7 @@ fn read_numbers(
         None
     };
     for (name, start, length) in wanted {
-        match source::number_at(storage, whole.as_ref(), &at(start, length), name) {
+        match records::number_at(storage, whole.as_ref(), &at(start, length), name) {
             Ok(Some(value)) => read.numbers.push((name.clone(), value)),
             Ok(None) => read.not_numbers.push(name.clone()),
             Err(e) => read.problems.push((name.clone(), e)),

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use ndarray::ArrayD;
 use smdebug_core::{Mode, Reduction, Tensor};
 
-use super::source::{self, Location, TensorBytes, TensorValue};
+use super::records::{TensorBytes, TensorValue};
+use super::source::{self, Location};
 use super::{Conversion, TrialTensor};
 use crate::error::{Error, Result};
 

@@ -14,7 +14,8 @@ use std::thread::JoinHandle;
 use bytes::Bytes;
 use smdebug_core::Mode;
 
-use super::source::{self, EventFile, InOrder, Location, Slot, TensorBytes};
+use super::records::{self, TensorBytes};
+use super::source::{self, EventFile, InOrder, Location, Slot};
 use crate::error::{Error, Result};
 use crate::storage::Storage;
 
@@ -191,7 +192,7 @@ impl Source {
             }
         }
         // Elsewhere, or the local read failed: storage fetches it, and reports a missing file.
-        source::get_range(self.storage.as_ref(), loc, 0..file.len)
+        records::get_range(self.storage.as_ref(), loc, 0..file.len)
     }
 
     /// Reads and decodes one step, its values appended to `values`; how many there are.
@@ -217,7 +218,7 @@ impl Source {
                 let value = match slot {
                     Slot::Record(start, length) => {
                         (loc.start, loc.length) = (*start, *length);
-                        source::tensor_bytes_in(&bytes, &loc, name, self.max_tensor_bytes.into())
+                        records::tensor_bytes_in(&bytes, &loc, name, self.max_tensor_bytes.into())
                     }
                     Slot::Unusable(entry) => Err(entry.error(name)),
                 };

@@ -1,5 +1,6 @@
 //! Debugging rules.
 
+use smdebug_rules::RuleInput;
 use smdebug_rules::profiler::utc;
 
 use crate::html::{Cell, table};
@@ -12,7 +13,7 @@ impl Page<'_> {
         let rules: Vec<RuleFile> = self
             .rules
             .iter()
-            .filter(|r| r.kind.eq_ignore_ascii_case("debugging"))
+            .filter(|r| r.kind == RuleInput::Tensors)
             .cloned()
             .collect();
         if rules.is_empty() {

@@ -40,7 +40,7 @@ impl Page<'_> {
             .map(|r| {
                 vec![
                     Cell::text(&r.name),
-                    Cell::text(&r.kind),
+                    Cell::text(r.kind.kind()),
                     Cell::Status(r.status),
                     Cell::text(&r.message),
                     Cell::num(r.triggered.to_string()),

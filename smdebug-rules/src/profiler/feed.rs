@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use smdebug_io::Storage;
-use smdebug_profiler::follow::{DataArea, DataProblems, ProfilerFollower};
+use smdebug_profiler::follow::{DataArea, DataProblem, DataProblems, ProfilerFollower};
 use smdebug_profiler::reader::{CodeProfileWindow, Span};
 use smdebug_profiler::system::SystemSample;
 
+use crate::status::ProfilerSeen;
 use crate::window::StepTimeline;
 
 /// Offline evaluations (and large backlogs when following) are fed in windows of this much
@@ -32,8 +33,8 @@ pub(crate) struct ProfilerFeed {
     pub start_us: Option<u64>,
     pub latest_us: u64,
     pub steps: StepTimeline,
-    /// Whether any profiler data was ever seen.
-    pub seen_any: bool,
+    /// Which kinds of profiler data were ever seen.
+    pub seen: ProfilerSeen,
 }
 
 impl ProfilerFeed {
@@ -46,7 +47,7 @@ impl ProfilerFeed {
             start_us: None,
             latest_us: 0,
             steps: StepTimeline::default(),
-            seen_any: false,
+            seen: ProfilerSeen::default(),
         }
     }
 
@@ -62,16 +63,18 @@ impl ProfilerFeed {
 
     /// Reads what is new into the pending buffers. Returns how many samples and spans
     /// arrived; an error when system metrics or trace files could not be listed or read.
-    pub(crate) fn poll(&mut self) -> Result<usize, String> {
+    pub(crate) fn poll(&mut self) -> Result<usize, DataProblem> {
         let increment = self.follower.poll();
         if let Some(failure) = increment
             .problems
             .iter()
             .find(|p| p.is_read_failure() && matches!(p.area(), DataArea::System | DataArea::Spans))
         {
-            return Err(failure.to_string());
+            return Err(failure.clone());
         }
         let arrived = increment.samples.len() + increment.spans.len();
+        self.seen.samples |= !increment.samples.is_empty();
+        self.seen.spans |= !increment.spans.is_empty();
         self.steps.extend(&increment.spans);
         self.pending_samples.extend(increment.samples);
         self.pending_spans.extend(increment.spans);
@@ -90,7 +93,6 @@ impl ProfilerFeed {
             .max();
         if let Some(first) = first {
             self.start_us = Some(self.start_us.map_or(first, |s| s.min(first)));
-            self.seen_any = true;
         }
         if let Some(last) = last {
             self.latest_us = self.latest_us.max(last);

@@ -10,7 +10,7 @@ use smdebug_profiler::spans::Phase;
 use smdebug_profiler::system::{SystemSample, vocab};
 
 use crate::error::Result;
-use crate::rule::{ProfilerRule, RuleResult};
+use crate::rule::{ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 
 use crate::window::ProfilerWindow;
 
@@ -76,6 +76,10 @@ impl OverallSystemUsage {
 
 impl ProfilerRule for OverallSystemUsage {
     crate::rule_identity!();
+
+    fn needs(&self) -> ProfilerNeeds {
+        ProfilerNeeds::reading([ProfilerInput::SystemMetrics, ProfilerInput::StepTimeline])
+    }
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         for s in window.samples {
@@ -214,6 +218,10 @@ impl OverallFrameworkMetrics {
 
 impl ProfilerRule for OverallFrameworkMetrics {
     crate::rule_identity!();
+
+    fn needs(&self) -> ProfilerNeeds {
+        ProfilerNeeds::reading([ProfilerInput::Spans, ProfilerInput::StepTimeline])
+    }
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         for span in window.spans {

@@ -10,7 +10,7 @@ use smdebug_profiler::spans::Phase;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};
-use crate::rule::{Evidence, ProfilerRule, RuleResult};
+use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 
 use super::snapshot::utc;
@@ -65,6 +65,11 @@ impl MaxInitializationTime {
 
 impl ProfilerRule for MaxInitializationTime {
     crate::rule_identity!();
+
+    fn needs(&self) -> ProfilerNeeds {
+        ProfilerNeeds::reading([ProfilerInput::Spans, ProfilerInput::StepTimeline])
+            .requiring("step spans")
+    }
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let mut datapoints = 0;
@@ -275,6 +280,11 @@ impl StepOutlier {
 
 impl ProfilerRule for StepOutlier {
     crate::rule_identity!();
+
+    fn needs(&self) -> ProfilerNeeds {
+        ProfilerNeeds::reading([ProfilerInput::Spans, ProfilerInput::StepTimeline])
+            .requiring("step spans")
+    }
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         let k = self.params.stddev;

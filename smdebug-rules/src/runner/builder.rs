@@ -1,0 +1,304 @@
+//! [`RunnerBuilder`]: the rules (built-in ones from their specs, `ProfilerReport` expanded into
+//! its profiler rules, custom ones as given), their actions and the runner's options, checked
+//! and put together into a [`RuleRunner`].
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use smdebug_core::{CaptureRequest, StopSignal};
+use smdebug_io::Storage;
+
+use super::actions::Dispatcher;
+use super::engine::{Following, RuleRunner};
+use super::evaluation::{Evaluation, Slot};
+use super::feeding::ProfilerSide;
+use super::persistence::{Persistence, Reporter};
+use super::run::{OpenOptions, RunSource};
+use super::threads::{RunnerHandle, start};
+use crate::actions::{ActionConfig, ActionContext};
+use crate::error::Result;
+use crate::params::RuleSpec;
+use crate::registry::build_rule;
+use crate::report::{ProfilerReportRule, expand_profiler_report, is_profiler_report};
+use crate::rule::{Rule, RuleInput};
+
+impl RuleRunner {
+    /// Starts building a runner for the run at `location` (path or URL).
+    pub fn builder(location: &str) -> RunnerBuilder {
+        RunnerBuilder {
+            location: location.to_string(),
+            storage: None,
+            rules: Vec::new(),
+            specs: Vec::new(),
+            poll_interval: Duration::from_millis(200),
+            write_into_run: true,
+            stop_signal: None,
+            open_timeout: Duration::ZERO,
+            idle_timeout: None,
+            reporter: None,
+            report_every: None,
+            max_tensor_bytes: None,
+            interrupt: None,
+        }
+    }
+}
+
+/// Builds a [`RuleRunner`].
+pub struct RunnerBuilder {
+    location: String,
+    storage: Option<Arc<dyn Storage>>,
+    rules: Vec<(Rule, Vec<ActionConfig>)>,
+    specs: Vec<RuleSpec>,
+    poll_interval: Duration,
+    write_into_run: bool,
+    stop_signal: Option<StopSignal>,
+    open_timeout: Duration,
+    idle_timeout: Option<Duration>,
+    reporter: Option<Box<dyn Reporter>>,
+    report_every: Option<Duration>,
+    max_tensor_bytes: Option<u64>,
+    interrupt: Option<Arc<AtomicBool>>,
+}
+
+impl RunnerBuilder {
+    /// The most bytes one tensor read may allocate, decoded and converted to `f64` as the rules
+    /// read it (`TrialOptions::max_tensor_bytes`; default 1 GiB). A value over it is an error of
+    /// the rule that read it, naming the file, the tensor and the size; nothing of that size
+    /// is allocated.
+    pub fn max_tensor_bytes(mut self, limit: u64) -> Self {
+        self.max_tensor_bytes = Some(limit);
+        self
+    }
+
+    /// A flag that, once set (by a rule, a signal handler, another thread), makes the runner
+    /// evaluate no further step or profiler window: [`RuleRunner::run_offline`] finishes with
+    /// what was evaluated so far. A host that must stop now (Ctrl-C in a Python rule) sets it.
+    pub fn interrupt(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.interrupt = Some(flag);
+        self
+    }
+
+    /// Adds a built-in rule from a spec (with its actions).
+    pub fn spec(mut self, spec: RuleSpec) -> Self {
+        self.specs.push(spec);
+        self
+    }
+
+    /// Adds a rule object (a custom rule: [`Rule::tensor`] or [`Rule::profiler`]) with its
+    /// actions. It is checked ([`Rule::validate`]) when the runner is built or spawned.
+    pub fn rule(mut self, rule: Rule, actions: Vec<ActionConfig>) -> Self {
+        self.rules.push((rule, actions));
+        self
+    }
+
+    /// Reads the run through `storage` (already open, with its own options: an object store's
+    /// endpoint and credentials) instead of opening `location` with the defaults.
+    pub fn storage(mut self, storage: Arc<dyn Storage>) -> Self {
+        self.storage = Some(storage);
+        self
+    }
+
+    /// What the hook of the run must save for the rules given so far (built-in ones from their
+    /// specs, custom ones from their [`needs`](crate::TensorRule::needs)): apply them to the
+    /// hook before it is built (`smdebug_core::HookBuilder::capture`). See [`crate::capture`].
+    pub fn capture_requests(&self) -> Result<Vec<CaptureRequest>> {
+        let mut out = crate::capture::capture_requests(&self.specs)?;
+        for (rule, _) in &self.rules {
+            rule.validate()?;
+            out.extend(rule.capture_requests());
+        }
+        Ok(out)
+    }
+
+    /// How often a following runner looks for new steps. Default 200 ms.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// Write into the run: `rules/rule_job_summary.json` as the run progresses, and the
+    /// report when the [reporter](Self::reporter) was given no other place for it.
+    /// Default true: the follower beside a training job keeps its summary in the run. With
+    /// false nothing is written into the run (actions still run: a `stop_training` action
+    /// writes its stop request).
+    pub fn write_into_run(mut self, on: bool) -> Self {
+        self.write_into_run = on;
+        self
+    }
+
+    /// A stop signal in this process that `stop_training` actions also set (a runner inside
+    /// the training process). Cross-process stops go through the run's stop-request file.
+    pub fn stop_signal(mut self, signal: StopSignal) -> Self {
+        self.stop_signal = Some(signal);
+        self
+    }
+
+    /// How long to wait for the run to appear before failing (a runner started before the
+    /// training job). Default: 0, fail at once.
+    pub fn open_timeout(mut self, timeout: Duration) -> Self {
+        self.open_timeout = timeout;
+        self
+    }
+
+    /// Stop following a run when nothing new (no step complete on every worker, no profiler
+    /// data) arrived for this long: its writer most likely died. The runner then finishes with
+    /// [`Summary::gave_up`](crate::Summary::gave_up) set. Default: none, follow until the end marker (or the cancel).
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = Some(timeout);
+        self
+    }
+
+    /// Hands the runner's state to `reporter` when the runner finishes (and every
+    /// [`report_every`](Self::report_every) while following): smdebug-report's `ReportWriter`
+    /// draws the profiling report from it. The runner keeps the profiler data it reads for the
+    /// reporter (system metrics as time series, 16 bytes a value, and the spans).
+    pub fn reporter(mut self, reporter: impl Reporter + 'static) -> Self {
+        self.reporter = Some(Box::new(reporter));
+        self
+    }
+
+    /// While following a live run, hand the state to the reporter this often (default: at the
+    /// end only).
+    pub fn report_every(mut self, every: Duration) -> Self {
+        self.report_every = Some(every);
+        self
+    }
+
+    /// Builds every rule (unknown rules, bad parameters and bad actions fail here) and opens
+    /// the run.
+    pub fn build(self) -> Result<RuleRunner> {
+        self.build_until(None)
+    }
+
+    /// Checks every rule here and now, then opens the run and follows it on a thread of its
+    /// own: for a runner started beside a training job that has not written anything yet. The
+    /// thread waits up to [`open_timeout`](Self::open_timeout) for the run to appear (the
+    /// handle's `cancel` stops the wait); that it never appeared is the thread's error.
+    pub fn spawn(self) -> Result<RunnerHandle> {
+        for spec in &self.specs {
+            if is_profiler_report(&spec.name) {
+                expand_profiler_report(spec)?;
+            } else {
+                build_rule(spec)?;
+            }
+            for a in &spec.actions {
+                a.validate()?;
+            }
+        }
+        for (rule, actions) in &self.rules {
+            rule.validate()?;
+            for a in actions {
+                a.validate()?;
+            }
+        }
+        let shared = Arc::new(Mutex::new(None));
+        let published = shared.clone();
+        start(shared, move |cancel| {
+            let mut runner = self.build_until(Some(cancel))?;
+            runner.out.shared = published;
+            runner.follow(cancel)
+        })
+    }
+
+    fn build_until(mut self, cancel: Option<&AtomicBool>) -> Result<RuleRunner> {
+        let entries = self.entries()?;
+        // A report draws the profiler data even when no profiler rule runs.
+        let has_profiler = self.reporter.is_some()
+            || entries
+                .iter()
+                .any(|(r, _)| r.input() == RuleInput::Profiler);
+        let run = RunSource::open(
+            &self.location,
+            OpenOptions {
+                storage: self.storage.take(),
+                max_tensor_bytes: self.max_tensor_bytes,
+                profiler: has_profiler,
+                timeout: self.open_timeout,
+                poll_interval: self.poll_interval,
+            },
+            cancel,
+        )?;
+        let slots = entries
+            .into_iter()
+            .map(|(rule, actions)| Slot::new(rule, actions))
+            .collect();
+        let dispatcher = Dispatcher::new(
+            &self.location,
+            ActionContext {
+                storage: run.storage.clone(),
+                stop_signal: self.stop_signal,
+            },
+        );
+        let profiler = ProfilerSide::new(&run.storage, has_profiler, self.reporter.is_some());
+        Ok(RuleRunner {
+            run,
+            rules: Evaluation::new(slots, dispatcher, self.interrupt),
+            profiler,
+            out: Persistence::new(self.write_into_run, self.reporter, self.report_every),
+            following: Following {
+                poll_interval: self.poll_interval,
+                idle_timeout: self.idle_timeout,
+            },
+        })
+    }
+
+    /// Every rule to run with its actions, checked: the rules given as objects, then
+    /// `ProfilerReport` (when a spec names it), then the rules of the specs, `ProfilerReport`
+    /// expanded into its profiler rules (a profiler rule also given on its own runs once, as
+    /// given on its own).
+    fn entries(&mut self) -> Result<Vec<(Rule, Vec<ActionConfig>)>> {
+        let mut entries = std::mem::take(&mut self.rules);
+        let key = |name: &str| {
+            crate::registry::find_builtin(name).map_or(name.to_string(), |b| b.name.into())
+        };
+        let given = std::mem::take(&mut self.specs);
+        let explicit: std::collections::HashSet<String> = given
+            .iter()
+            .filter(|s| !is_profiler_report(&s.name))
+            .map(|s| key(&s.name))
+            .collect();
+        let mut specs = Vec::new();
+        let mut report_slot = None;
+        for spec in given {
+            if !is_profiler_report(&spec.name) {
+                specs.push(spec);
+                continue;
+            }
+            for a in &spec.actions {
+                a.validate()?;
+            }
+            let expanded = expand_profiler_report(&spec)?;
+            specs.extend(
+                expanded
+                    .into_iter()
+                    .filter(|s| !explicit.contains(&key(&s.name))),
+            );
+            report_slot.get_or_insert(ProfilerReportRule {
+                parameters: spec.parameters.clone(),
+            });
+        }
+        if let Some(r) = report_slot {
+            entries.push((Rule::profiler(r), Vec::new()));
+        }
+        for spec in &specs {
+            let rule = build_rule(spec)?;
+            let mut actions = spec.actions.clone();
+            if crate::registry::find_builtin(&spec.name)
+                .is_some_and(|b| b.name == "StalledTraining")
+                && rule.parameters()["stop_training_on_fire"] == serde_json::Value::Bool(true)
+                && !actions.contains(&ActionConfig::StopTraining)
+            {
+                actions.push(ActionConfig::StopTraining);
+            }
+            entries.push((rule, actions));
+        }
+        for (rule, actions) in &entries {
+            rule.validate()?;
+            for a in actions {
+                a.validate()?;
+            }
+        }
+        Ok(entries)
+    }
+}

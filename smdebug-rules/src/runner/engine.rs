@@ -1,0 +1,101 @@
+//! [`RuleRunner`]: the run, the rules' evaluation, the profiler side and where the results go,
+//! held together; one offline evaluation, and the passes a follower makes
+//! ([`threads`](super::threads) runs them on a thread).
+
+use std::time::Duration;
+
+use smdebug_io::trial::Trial;
+
+use super::evaluation::Evaluation;
+use super::feeding::ProfilerSide;
+use super::persistence::Persistence;
+use super::run::RunSource;
+use crate::error::Result;
+use crate::status::Summary;
+
+/// How a runner follows a live run.
+pub(super) struct Following {
+    /// How often it looks for new data.
+    pub poll_interval: Duration,
+    /// Stop when nothing new arrived for this long.
+    pub idle_timeout: Option<Duration>,
+}
+
+/// Evaluates rules over one run. See the [module docs](crate::runner).
+pub struct RuleRunner {
+    pub(super) run: RunSource,
+    pub(super) rules: Evaluation,
+    pub(super) profiler: ProfilerSide,
+    pub(super) out: Persistence,
+    pub(super) following: Following,
+}
+
+impl RuleRunner {
+    /// The trial the debugging rules read; `None` while the run holds no tensor data.
+    pub fn trial(&self) -> Option<&Trial> {
+        self.run.trial.as_ref()
+    }
+
+    /// Evaluates every step and all profiler data available now and finishes: rules that never
+    /// fired are `NoIssuesFound`. For a finished run this is the whole evaluation.
+    pub fn run_offline(&mut self) -> Result<Summary> {
+        self.refresh_run()?;
+        self.rules.process_available(&mut self.run, true)?;
+        if !self.rules.interrupted() {
+            self.feed_profiler(true, None);
+        }
+        self.finish()
+    }
+
+    /// The statuses now.
+    pub fn summary(&self) -> Summary {
+        self.out.summary(&self.run, &self.rules)
+    }
+
+    /// Refreshes the trial and learns whether the run has ended.
+    pub(super) fn refresh_run(&mut self) -> Result<()> {
+        self.run.refresh(self.rules.wants_tensors())
+    }
+
+    /// Reads new profiler data and hands it to the profiler rules (see
+    /// [`ProfilerSide::feed`]); returns whether a status changed.
+    pub(super) fn feed_profiler(&mut self, final_window: bool, wall_us: Option<u64>) -> bool {
+        let changed = self
+            .profiler
+            .feed(&mut self.rules, &mut self.run, final_window, wall_us);
+        if changed {
+            self.rules
+                .settle_profiler_report(self.out.report_outcome.as_ref());
+        }
+        changed
+    }
+
+    /// Tells the debugging rules that no step came for `idle`; publishes what changed.
+    pub(super) fn idle(&mut self, idle: Duration) {
+        if self.rules.idle(self.run.trial.as_ref(), idle) {
+            self.publish();
+        }
+    }
+
+    /// The verdicts, the report, the final summary.
+    pub(super) fn finish(&mut self) -> Result<Summary> {
+        self.rules
+            .settle_verdicts(self.run.trial.as_ref(), self.profiler.seen());
+        self.rules
+            .settle_profiler_report(self.out.report_outcome.as_ref());
+        self.write_report();
+        Ok(self.out.finish(&self.run, &self.rules))
+    }
+
+    /// Hands the state to the reporter.
+    pub(super) fn write_report(&mut self) {
+        self.out
+            .write_report(&self.run, &mut self.rules, &self.profiler);
+    }
+
+    /// Publishes the statuses now (and stores them into the run).
+    pub(super) fn publish(&mut self) {
+        let summary = self.summary();
+        self.out.store(&self.run, &summary);
+    }
+}

@@ -1,0 +1,411 @@
+//! Evaluation: one slot per rule (the rule, what it needs, its actions and its status), the
+//! debugging rules stepped over the trial's steps, the profiler rules' results over a window
+//! recorded, and the verdicts once the run is over.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use smdebug_io::trial::{StepState, Trial};
+use smdebug_profiler::follow::DataProblem;
+
+use super::actions::{Dispatcher, SlotActions};
+use super::run::RunSource;
+use crate::actions::ActionConfig;
+use crate::error::Result;
+use crate::profiler::{ProfilerWindow, StepTimeline};
+use crate::report::{ReportOutcome, is_profiler_report, report_verdict};
+use crate::rule::{Needs, ProfilerNeeds, Rule, RuleInput, RuleResult};
+use crate::status::{
+    ProfilerSeen, RuleStatus, Status, profiler_no_data_reason, tensor_no_data_reason,
+};
+
+/// What a rule declared it consumes.
+enum Declared {
+    Tensors(Needs),
+    Profiler(ProfilerNeeds),
+}
+
+/// One rule as the runner keeps it.
+pub(super) struct Slot {
+    pub rule: Rule,
+    /// What the rule consumes, asked once when the runner is built.
+    needs: Declared,
+    actions: SlotActions,
+    pub status: RuleStatus,
+}
+
+impl Slot {
+    /// A rule not evaluated yet, with its actions.
+    pub fn new(rule: Rule, actions: Vec<ActionConfig>) -> Slot {
+        let actions = SlotActions::new(actions);
+        let needs = match &rule {
+            Rule::Tensor(r) => Declared::Tensors(r.needs()),
+            Rule::Profiler(r) => Declared::Profiler(r.needs()),
+        };
+        Slot {
+            needs,
+            status: RuleStatus {
+                rule: rule.name().to_string(),
+                kind: rule.input(),
+                status: Status::InProgress,
+                parameters: rule.parameters(),
+                actions: actions.kinds(),
+                first_fired_step: None,
+                last_fired_step: None,
+                first_fired_time_us: None,
+                last_fired_time_us: None,
+                fired_count: 0,
+                steps_evaluated: 0,
+                datapoints: 0,
+                message: String::new(),
+                evidence: Vec::new(),
+                action_errors: Vec::new(),
+                details: serde_json::Value::Null,
+                warnings: Vec::new(),
+            },
+            rule,
+            actions,
+        }
+    }
+
+    fn input(&self) -> RuleInput {
+        self.rule.input()
+    }
+
+    /// Whether the rule reads `input` and is still evaluated (it has not failed).
+    fn live(&self, input: RuleInput) -> bool {
+        self.input() == input && self.status.status != Status::Error
+    }
+}
+
+/// The rules of one run and where their evaluation stands.
+pub(super) struct Evaluation {
+    pub slots: Vec<Slot>,
+    dispatcher: Dispatcher,
+    /// Steps below this were handled.
+    next_step: u64,
+    /// The last global step evaluated.
+    pub last_step: Option<u64>,
+    /// The run is over (or the offline evaluation finished): rules that never fired have
+    /// their verdicts.
+    pub verdicts_final: bool,
+    /// Why the runner stopped following before the run ended; rules that never fired then
+    /// keep `InProgress`.
+    pub gave_up: Option<String>,
+    /// Set: evaluate nothing more ([`RunnerBuilder::interrupt`](super::RunnerBuilder::interrupt)).
+    interrupt: Option<Arc<AtomicBool>>,
+}
+
+impl Evaluation {
+    pub fn new(
+        slots: Vec<Slot>,
+        dispatcher: Dispatcher,
+        interrupt: Option<Arc<AtomicBool>>,
+    ) -> Evaluation {
+        Evaluation {
+            slots,
+            dispatcher,
+            next_step: 0,
+            last_step: None,
+            verdicts_final: false,
+            gave_up: None,
+            interrupt,
+        }
+    }
+
+    /// Whether some rule reads tensors.
+    pub fn wants_tensors(&self) -> bool {
+        self.slots.iter().any(|s| s.input() == RuleInput::Tensors)
+    }
+
+    /// Whether the interrupt flag is set.
+    pub fn interrupted(&self) -> bool {
+        self.interrupt
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Acquire))
+    }
+
+    /// Evaluates the steps that every worker has written. With `all`, also steps some worker
+    /// skipped (the run is over). Returns (steps processed, whether any status changed).
+    pub fn process_available(&mut self, run: &mut RunSource, all: bool) -> Result<(usize, bool)> {
+        let Some(trial) = &run.trial else {
+            return Ok((0, false));
+        };
+        if !self.wants_tensors() {
+            return Ok((0, false));
+        }
+        let read_error = |e| run.read_error(e);
+        let steps = trial.all_global_steps(None).map_err(read_error)?;
+        let mut processed = 0;
+        let mut changed = false;
+        let from = self.next_step;
+        let mut arrived = false;
+        for step in steps.into_iter().filter(|s| *s >= from) {
+            if self.interrupted() {
+                break;
+            }
+            if !all {
+                match trial.has_passed_step(step, None).map_err(read_error)? {
+                    StepState::Available => {}
+                    StepState::NotYetAvailable => break,
+                    StepState::Unavailable => {
+                        self.next_step = step + 1;
+                        continue;
+                    }
+                }
+            }
+            changed |= self.evaluate(trial, step);
+            // The rules are past the steps before this one: their files' memory serves the
+            // steps to come (the runner's cache is small).
+            trial.forget_files_before(step);
+            arrived = true;
+            self.next_step = step + 1;
+            self.last_step = Some(step);
+            processed += 1;
+        }
+        if arrived {
+            run.last_arrival = Instant::now();
+        }
+        Ok((processed, changed))
+    }
+
+    /// Invokes every live debugging rule at `step`; returns whether any status changed.
+    fn evaluate(&mut self, trial: &Trial, step: u64) -> bool {
+        let mut changed = false;
+        for i in 0..self.slots.len() {
+            if !self.slots[i].live(RuleInput::Tensors) {
+                continue;
+            }
+            let outcome = match &mut self.slots[i].rule {
+                Rule::Tensor(rule) => rule.invoke_at_step(trial, step),
+                Rule::Profiler(_) => continue,
+            };
+            changed |= self.record(i, outcome.map(Some));
+        }
+        changed
+    }
+
+    /// Tells the live debugging rules that no new step came for `idle`; returns whether any
+    /// status changed.
+    pub fn idle(&mut self, trial: Option<&Trial>, idle: Duration) -> bool {
+        let Some(trial) = trial else {
+            return false;
+        };
+        let mut changed = false;
+        for i in 0..self.slots.len() {
+            if !self.slots[i].live(RuleInput::Tensors) {
+                continue;
+            }
+            let last = self.last_step;
+            let outcome = match &mut self.slots[i].rule {
+                Rule::Tensor(rule) => rule.on_idle(trial, last, idle),
+                Rule::Profiler(_) => continue,
+            };
+            changed |= self.record(i, outcome);
+        }
+        changed
+    }
+
+    /// Hands `window` to every live profiler rule; returns whether any status changed.
+    pub fn invoke_window(&mut self, window: &ProfilerWindow<'_>, steps: &StepTimeline) -> bool {
+        let mut changed = false;
+        for i in 0..self.slots.len() {
+            if !self.slots[i].live(RuleInput::Profiler) {
+                continue;
+            }
+            let outcome = match &mut self.slots[i].rule {
+                Rule::Profiler(rule) => rule.invoke_on_window(window),
+                Rule::Tensor(_) => continue,
+            };
+            changed |= self.record_window(i, outcome, steps);
+        }
+        changed
+    }
+
+    /// The profiler data could not be read: every profiler rule fails with `why`.
+    pub fn profiler_failed(&mut self, why: &DataProblem) {
+        for s in &mut self.slots {
+            let st = &mut s.status;
+            if s.rule.input() == RuleInput::Profiler && st.status != Status::Error {
+                st.status = Status::Error;
+                st.message = format!("reading the run's profiler data failed: {why}");
+            }
+        }
+    }
+
+    /// Gives every profiler rule the data problems it worked around; returns whether any
+    /// status changed.
+    pub fn set_profiler_warnings(&mut self, warnings: &[String]) -> bool {
+        let mut changed = false;
+        for s in &mut self.slots {
+            if s.rule.input() == RuleInput::Profiler && s.status.warnings != warnings {
+                s.status.warnings = warnings.to_vec();
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    fn record(&mut self, i: usize, outcome: Result<Option<RuleResult>>) -> bool {
+        match outcome {
+            Ok(None) => false,
+            Ok(Some(r)) => {
+                let st = &mut self.slots[i].status;
+                st.steps_evaluated += 1;
+                st.datapoints += r.datapoints as u64;
+                if !r.fired {
+                    return false;
+                }
+                let step = r.step;
+                self.fired(i, r, Some(step));
+                true
+            }
+            Err(e) => {
+                let st = &mut self.slots[i].status;
+                st.status = Status::Error;
+                st.message = e.to_string();
+                true
+            }
+        }
+    }
+
+    /// Records a profiler rule's results over one window.
+    fn record_window(
+        &mut self,
+        i: usize,
+        outcome: Result<Vec<RuleResult>>,
+        steps: &StepTimeline,
+    ) -> bool {
+        let results = match outcome {
+            Ok(results) => results,
+            Err(e) => return self.record(i, Err(e)),
+        };
+        let mut changed = false;
+        self.slots[i].status.steps_evaluated += 1;
+        for r in results {
+            let st = &mut self.slots[i].status;
+            st.datapoints += r.datapoints as u64;
+            if !r.fired {
+                if !r.message.is_empty() && st.status != Status::IssuesFound {
+                    changed |= st.message != r.message;
+                    st.message = r.message;
+                }
+                continue;
+            }
+            let step = match r.time_us {
+                Some(t) => steps.step_at(t),
+                None => Some(r.step),
+            };
+            self.fired(i, r, step);
+            changed = true;
+        }
+        changed
+    }
+
+    /// Records a firing and runs the rule's actions (once).
+    fn fired(&mut self, i: usize, r: RuleResult, step: Option<u64>) {
+        let slot = &mut self.slots[i];
+        let st = &mut slot.status;
+        st.status = Status::IssuesFound;
+        if let Some(step) = step {
+            st.first_fired_step.get_or_insert(step);
+            st.last_fired_step = Some(step);
+        }
+        if let Some(t) = r.time_us {
+            st.first_fired_time_us.get_or_insert(t);
+            st.last_fired_time_us = Some(t);
+        }
+        st.fired_count += 1;
+        st.message = r.message.clone();
+        st.evidence = r.evidence.clone();
+        self.dispatcher
+            .fired(&mut slot.actions, &mut slot.status, &r, step);
+    }
+
+    /// The verdicts of the rules that never fired, once the run is over: `NoIssuesFound` for
+    /// those that checked something, `NoData` with the reason for the others. A runner that
+    /// gave up on a live run cannot say that a rule found nothing, nor that it had nothing to
+    /// check: those stay `InProgress`.
+    pub fn settle_verdicts(&mut self, trial: Option<&Trial>, profiler_seen: ProfilerSeen) {
+        if self.gave_up.is_some() {
+            return;
+        }
+        self.verdicts_final = true;
+        for s in &mut self.slots {
+            let st = &mut s.status;
+            if st.status != Status::InProgress {
+                continue;
+            }
+            if st.datapoints > 0 {
+                st.status = Status::NoIssuesFound;
+                continue;
+            }
+            st.status = Status::NoData;
+            st.message = match &s.needs {
+                Declared::Tensors(needs) => {
+                    tensor_no_data_reason(&st.rule, needs, trial, st.steps_evaluated)
+                }
+                Declared::Profiler(needs) => {
+                    profiler_no_data_reason(&st.message, profiler_seen, needs)
+                }
+            };
+        }
+    }
+
+    /// `ProfilerReport`'s slot, when it runs.
+    pub fn report_slot(&self) -> Option<usize> {
+        self.slots
+            .iter()
+            .position(|s| is_profiler_report(&s.status.rule))
+    }
+
+    /// Sets `ProfilerReport`'s status from its profiler rules' ([`report_verdict`]) and what
+    /// became of the report (`outcome`).
+    pub fn settle_profiler_report(&mut self, outcome: Option<&ReportOutcome>) {
+        let Some(i) = self.report_slot() else {
+            return;
+        };
+        let members: Vec<&RuleStatus> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(j, s)| *j != i && s.input() == RuleInput::Profiler)
+            .map(|(_, s)| &s.status)
+            .collect();
+        let (status, mut message) = report_verdict(&members, self.verdicts_final);
+        let fired = members.iter().map(|m| m.fired_count).sum();
+        let st = &mut self.slots[i].status;
+        st.status = status;
+        st.fired_count = fired;
+        match outcome {
+            Some(ReportOutcome::Written(destination)) => {
+                message.push_str(&format!("; report: {destination}"));
+            }
+            Some(ReportOutcome::Failed(why)) => {
+                st.status = Status::Error;
+                message.push_str(&format!("; {why}"));
+            }
+            Some(ReportOutcome::NotDrawn(why)) => message.push_str(&format!("; {why}")),
+            None => {}
+        }
+        st.message = message;
+    }
+
+    /// Every rule's status now, with its details.
+    pub fn statuses(&self) -> Vec<RuleStatus> {
+        self.slots
+            .iter()
+            .map(|s| {
+                let mut status = s.status.clone();
+                // A rule without details of its own keeps what the runner put there
+                // (where ProfilerReport's report went).
+                let details = s.rule.details();
+                if !details.is_null() {
+                    status.details = details;
+                }
+                status
+            })
+            .collect()
+    }
+}

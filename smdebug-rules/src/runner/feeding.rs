@@ -1,0 +1,117 @@
+//! Profiler feeding: the run's system metrics, framework spans and code-profile windows read
+//! through the [`ProfilerFeed`] (smdebug-profiler's follower), cut into windows and handed to
+//! the profiler rules; what was read is kept for the reporter when there is one.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use smdebug_io::Storage;
+use smdebug_profiler::follow::{DataProblems, merge_code_windows};
+use smdebug_profiler::reader::{CodeProfileWindow, ProfileData};
+
+use super::evaluation::Evaluation;
+use super::run::RunSource;
+use crate::profiler::ProfilerWindow;
+use crate::profiler::feed::ProfilerFeed;
+use crate::status::ProfilerSeen;
+
+/// How often a following runner hands profiler rules an empty window when no data arrived, so
+/// that rules about elapsed time (MaxInitializationTime) see the clock move.
+const IDLE_WINDOW_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The data problems of a runner without profiler rules.
+static NO_PROBLEMS: DataProblems = DataProblems::new();
+
+/// The runner's profiler side.
+pub(super) struct ProfilerSide {
+    /// The profiler data reader, when some rule is a profiler rule (or a reporter draws the
+    /// profiler data).
+    feed: Option<ProfilerFeed>,
+    last_window_at: Option<Instant>,
+    /// Keep what was read for the reporter.
+    keep: bool,
+    /// The profiler data read so far, kept for the reporter (empty without one).
+    pub profile: ProfileData,
+    /// The code-profile windows read so far, kept for the reporter (empty without one).
+    pub code_profiles: Vec<CodeProfileWindow>,
+}
+
+impl ProfilerSide {
+    /// A side that reads the run's profiler data through `storage` when `read`, and keeps it
+    /// when `keep` (a reporter is attached).
+    pub fn new(storage: &Arc<dyn Storage>, read: bool, keep: bool) -> ProfilerSide {
+        ProfilerSide {
+            feed: read.then(|| ProfilerFeed::new(storage.clone())),
+            last_window_at: None,
+            keep,
+            profile: ProfileData::default(),
+            code_profiles: Vec::new(),
+        }
+    }
+
+    /// Which kinds of profiler data were ever seen.
+    pub fn seen(&self) -> ProfilerSeen {
+        self.feed.as_ref().map(|f| f.seen).unwrap_or_default()
+    }
+
+    /// Problems with the profiler data that the rules worked around.
+    pub fn problems(&self) -> &DataProblems {
+        self.feed
+            .as_ref()
+            .map_or(&NO_PROBLEMS, ProfilerFeed::problems)
+    }
+
+    /// Reads new profiler data and hands it to the profiler rules of `rules`. `final_window`:
+    /// no more data will come. `wall_us`: following a live run, the clock. Returns whether a
+    /// status changed.
+    pub fn feed(
+        &mut self,
+        rules: &mut Evaluation,
+        run: &mut RunSource,
+        final_window: bool,
+        wall_us: Option<u64>,
+    ) -> bool {
+        let Some(feed) = self.feed.as_mut() else {
+            return false;
+        };
+        let arrived = match feed.poll() {
+            Ok(n) => n,
+            Err(e) => {
+                rules.profiler_failed(&e);
+                return true;
+            }
+        };
+        let due = self
+            .last_window_at
+            .is_none_or(|t| t.elapsed() >= IDLE_WINDOW_INTERVAL);
+        if arrived > 0 {
+            run.last_arrival = Instant::now();
+        }
+        if arrived == 0 && !final_window && !due {
+            return false;
+        }
+        self.last_window_at = Some(Instant::now());
+        let mut changed = false;
+        let code_windows = feed.take_code_windows();
+        if self.keep {
+            merge_code_windows(&mut self.code_profiles, code_windows);
+        }
+        for chunk in feed.take_chunks(final_window, wall_us) {
+            if self.keep {
+                self.profile.add_samples(&chunk.samples);
+                self.profile.add_spans(&chunk.spans);
+            }
+            let window = ProfilerWindow {
+                samples: &chunk.samples,
+                spans: &chunk.spans,
+                start_us: feed.start_us,
+                now_us: chunk.now_us,
+                final_window: chunk.final_window,
+                steps: &feed.steps,
+            };
+            changed |= rules.invoke_window(&window, &feed.steps);
+        }
+        changed |= rules.set_profiler_warnings(&feed.problems().lines());
+        changed
+    }
+}

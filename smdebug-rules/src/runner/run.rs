@@ -1,0 +1,174 @@
+//! The run as the runner reads it: its storage, the trial the debugging rules read (opened once
+//! tensor data appears), whether the run has ended, and when new data last arrived.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use smdebug_io::Storage;
+use smdebug_io::format::layout::END_MARKER;
+use smdebug_io::trial::{Trial, TrialOptions};
+
+use crate::error::{Error, Result};
+use crate::folder::FolderWatch;
+
+/// The runner's whole-file cache budget: 32 MiB.
+const RUNNER_FILE_CACHE_BYTES: usize = 32 << 20;
+
+/// How the runner's trial reads. The runner reads each step's tensors once, as the steps come,
+/// often inside the training process: a small whole-file cache holds the current steps' files,
+/// where the default (sized for notebooks sweeping a whole run tensor by tensor) would keep up
+/// to 256 MiB of old steps in the training job's memory.
+fn runner_trial_options(max_tensor_bytes: Option<u64>) -> TrialOptions {
+    let defaults = TrialOptions::default();
+    TrialOptions {
+        max_tensor_bytes: max_tensor_bytes.unwrap_or(defaults.max_tensor_bytes),
+        file_cache_bytes: RUNNER_FILE_CACHE_BYTES,
+        // The runner looks for new files itself, once per poll (`refresh`): the rules' own
+        // queries at every step (tensor names, collections) need not list the run again.
+        auto_refresh: false,
+        ..defaults
+    }
+}
+
+/// Whether the run holds any system-metrics or framework trace file.
+fn has_profiler_data(storage: &dyn Storage) -> smdebug_io::Result<bool> {
+    Ok(!storage.list("system")?.is_empty()
+        || !storage
+            .list(smdebug_profiler::spans::TRACE_PREFIX)?
+            .is_empty())
+}
+
+/// How a run is opened ([`RunSource::open`]).
+pub(super) struct OpenOptions {
+    /// A storage already open, else `location` is opened with the defaults.
+    pub storage: Option<Arc<dyn Storage>>,
+    pub max_tensor_bytes: Option<u64>,
+    /// Some rule (or the reporter) reads profiler data: a run with profiler data and no
+    /// tensors opens too.
+    pub profiler: bool,
+    /// How long to wait for the run to appear, looking every `poll_interval`.
+    pub timeout: Duration,
+    pub poll_interval: Duration,
+}
+
+/// The run being evaluated.
+pub(super) struct RunSource {
+    /// The run location, as given.
+    pub location: String,
+    pub storage: Arc<dyn Storage>,
+    /// `None` while the run holds no tensor data (a run with profiler data only).
+    pub trial: Option<Trial>,
+    trial_options: TrialOptions,
+    /// The run has written its end marker.
+    pub complete: bool,
+    /// The end marker's reason.
+    pub end_reason: Option<String>,
+    /// Whether the run's local folder was deleted while followed.
+    pub folder: FolderWatch,
+    /// When a step was last evaluated or profiler data last arrived (the idle time-out's
+    /// clock).
+    pub last_arrival: Instant,
+}
+
+impl RunSource {
+    /// Opens the run at `location`, waiting up to `options.timeout` for it to appear (unless
+    /// `cancel` is set).
+    pub fn open(
+        location: &str,
+        options: OpenOptions,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<RunSource> {
+        let trial_options = runner_trial_options(options.max_tensor_bytes);
+        let open_error = |e: smdebug_io::Error| Error::OpenRun {
+            location: location.to_string(),
+            source: Box::new(e),
+        };
+        let open = || -> Result<(Arc<dyn Storage>, Option<Trial>)> {
+            let storage = match &options.storage {
+                Some(s) => s.clone(),
+                None => smdebug_io::open_storage(location).map_err(open_error)?,
+            };
+            match Trial::from_storage(location, storage.clone(), trial_options.clone()) {
+                Ok(trial) => Ok((storage, Some(trial))),
+                // A run with profiler data and no tensors is a run for the profiler rules.
+                Err(e @ smdebug_io::Error::NoSuchRun { .. }) if options.profiler => {
+                    if has_profiler_data(storage.as_ref()).map_err(open_error)? {
+                        Ok((storage, None))
+                    } else {
+                        Err(open_error(e))
+                    }
+                }
+                Err(e) => Err(open_error(e)),
+            }
+        };
+        let deadline = Instant::now() + options.timeout;
+        let (storage, trial) = loop {
+            match open() {
+                Ok(x) => break x,
+                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(e) if cancel.is_some_and(|c| c.load(Ordering::Acquire)) => return Err(e),
+                Err(_) => std::thread::sleep(options.poll_interval),
+            }
+        };
+        Ok(RunSource {
+            location: location.to_string(),
+            storage,
+            trial,
+            trial_options,
+            complete: false,
+            end_reason: None,
+            folder: FolderWatch::default(),
+            last_arrival: Instant::now(),
+        })
+    }
+
+    /// The error of a failed read of the run.
+    pub fn read_error(&self, e: smdebug_io::Error) -> Error {
+        Error::OpenRun {
+            location: self.location.clone(),
+            source: Box::new(e),
+        }
+    }
+
+    /// Refreshes the trial (opening it once tensor data appeared, when `wants_tensors`) and
+    /// learns whether the run has ended.
+    pub fn refresh(&mut self, wants_tensors: bool) -> Result<()> {
+        if self.trial.is_none() && wants_tensors {
+            match Trial::from_storage(
+                &self.location,
+                self.storage.clone(),
+                self.trial_options.clone(),
+            ) {
+                Ok(t) => self.trial = Some(t),
+                Err(smdebug_io::Error::NoSuchRun { .. }) => {}
+                Err(e) => return Err(self.read_error(e)),
+            }
+        }
+        match &self.trial {
+            Some(trial) => {
+                trial.refresh().map_err(|e| self.read_error(e))?;
+                self.complete = trial.is_complete().map_err(|e| self.read_error(e))?;
+                self.end_reason = trial
+                    .end_reason()
+                    .map_err(|e| self.read_error(e))?
+                    .map(|r| r.to_string());
+            }
+            None => match self.storage.get(END_MARKER) {
+                Ok(bytes) => {
+                    self.complete = true;
+                    self.end_reason =
+                        smdebug_io::format::parse_end_marker(&bytes).map(|r| r.to_string());
+                }
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(self.read_error(e)),
+            },
+        }
+        Ok(())
+    }
+
+    /// Whether the run's local folder is gone (deleted under the runner).
+    pub fn folder_gone(&mut self) -> bool {
+        self.folder.gone(&self.location)
+    }
+}
