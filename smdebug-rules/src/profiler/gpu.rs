@@ -10,6 +10,7 @@ use crate::params::{Check, lenient};
 use crate::rule::{Evidence, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 
+use super::details::Details;
 use super::snapshot::{NO_GPU, Snapshot, SnapshotAssembler};
 use super::stats::{RollingWindow, Sketch, round4};
 
@@ -281,17 +282,19 @@ impl ProfilerRule for LowGPUUtilization {
         Ok(self.gpus.feed(window, p.patience, new, judge, evaluated))
     }
 
-    fn details(&self) -> Value {
-        self.gpus.details(|g| {
-            let u = &g.utilization;
-            json!({
-                "utilization": u.all.summary(),
-                "window_p95": u.window.quantile(0.95).map(round4),
-                "window_p5": u.window.quantile(0.05).map(round4),
-                "state": g.state,
-                "violations": g.violations,
+    fn details(&self) -> Option<Details> {
+        Some(Details::Json({
+            self.gpus.details(|g| {
+                let u = &g.utilization;
+                json!({
+                    "utilization": u.all.summary(),
+                    "window_p95": u.window.quantile(0.95).map(round4),
+                    "window_p5": u.window.quantile(0.05).map(round4),
+                    "state": g.state,
+                    "violations": g.violations,
+                })
             })
-        })
+        }))
     }
 }
 
@@ -492,32 +495,34 @@ impl ProfilerRule for BatchSize {
         Ok(results)
     }
 
-    fn details(&self) -> Value {
-        let nodes: serde_json::Map<String, Value> = self
-            .nodes
-            .iter()
-            .map(|(name, n)| {
-                let gpus: serde_json::Map<String, Value> = n
-                    .gpus
-                    .iter()
-                    .map(|(gpu, g)| {
-                        (
-                            gpu.clone(),
-                            json!({
-                                "utilization": g.util_all.summary(),
-                                "memory": g.memory_all.summary(),
-                                "violations": g.violations,
-                            }),
-                        )
-                    })
-                    .collect();
-                (
-                    name.clone(),
-                    json!({"cpu": n.cpu_all.summary(), "gpus": gpus}),
-                )
-            })
-            .collect();
-        json!({ "nodes": nodes })
+    fn details(&self) -> Option<Details> {
+        Some(Details::Json({
+            let nodes: serde_json::Map<String, Value> = self
+                .nodes
+                .iter()
+                .map(|(name, n)| {
+                    let gpus: serde_json::Map<String, Value> = n
+                        .gpus
+                        .iter()
+                        .map(|(gpu, g)| {
+                            (
+                                gpu.clone(),
+                                json!({
+                                    "utilization": g.util_all.summary(),
+                                    "memory": g.memory_all.summary(),
+                                    "violations": g.violations,
+                                }),
+                            )
+                        })
+                        .collect();
+                    (
+                        name.clone(),
+                        json!({"cpu": n.cpu_all.summary(), "gpus": gpus}),
+                    )
+                })
+                .collect();
+            json!({ "nodes": nodes })
+        }))
     }
 }
 
@@ -644,9 +649,11 @@ impl ProfilerRule for GPUMemoryIncrease {
         Ok(self.gpus.feed(window, p.patience, new, judge, evaluated))
     }
 
-    fn details(&self) -> Value {
-        self.gpus
-            .details(|g| json!({"memory": g.memory.all.summary(), "increases": g.increases}))
+    fn details(&self) -> Option<Details> {
+        Some(Details::Json({
+            self.gpus
+                .details(|g| json!({"memory": g.memory.all.summary(), "increases": g.increases}))
+        }))
     }
 }
 
@@ -859,8 +866,9 @@ impl ProfilerRule for LoadBalancing {
         Ok(results)
     }
 
-    fn details(&self) -> Value {
-        let nodes: serde_json::Map<String, Value> = self
+    fn details(&self) -> Option<Details> {
+        Some(Details::Json({
+            let nodes: serde_json::Map<String, Value> = self
             .gpus
             .iter()
             .map(|(node, gpus)| {
@@ -891,7 +899,8 @@ impl ProfilerRule for LoadBalancing {
                 )
             })
             .collect();
-        json!({ "nodes": nodes })
+            json!({ "nodes": nodes })
+        }))
     }
 }
 

@@ -1,0 +1,176 @@
+//! What a profiler rule found, typed: the evidence the report's sections and the dashboard
+//! show, read from the rule itself ([`ProfilerRule::details`](crate::ProfilerRule::details)) or
+//! back from the rules summary (`rules/rule_job_summary.json`) with [`Details::of_status`].
+//!
+//! The JSON form is the struct's fields with a `kind` tag (`{"kind": "bottlenecks",
+//! "nodes": {...}}`); details not typed yet keep the object the rule wrote, without a tag.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use smdebug_profiler::stats::Summary;
+
+use crate::status::RuleStatus;
+
+/// A profiler rule's details.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Details {
+    /// CPUBottleneck and IOBottleneck: per node, the snapshots counted and the bottleneck ones.
+    Bottlenecks(BottleneckDetails),
+    /// StepOutlier: per node and mode, the step-duration summary and the outlier steps.
+    StepOutliers(StepOutlierDetails),
+    /// A rule whose details are not typed yet: its JSON object as it wrote it.
+    #[serde(untagged)]
+    Json(serde_json::Value),
+}
+
+impl Details {
+    /// The details of a rule status as written into the summary (or a report's rule file);
+    /// `None` when the rule wrote none. Fields the status adds beside them (evidence,
+    /// warnings) are ignored.
+    pub fn of_status(status: &RuleStatus) -> Option<Details> {
+        Details::of_value(&status.details)
+    }
+
+    /// The details in `value` (the JSON form); `None` for null.
+    pub fn of_value(value: &serde_json::Value) -> Option<Details> {
+        if value.is_null() {
+            return None;
+        }
+        Some(serde_json::from_value(value.clone()).unwrap_or_else(|_| Details::Json(value.clone())))
+    }
+
+    /// The JSON form, as the summary records it.
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The bottleneck details, if these are.
+    pub fn bottlenecks(&self) -> Option<&BottleneckDetails> {
+        match self {
+            Details::Bottlenecks(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The step-outlier details, if these are.
+    pub fn step_outliers(&self) -> Option<&StepOutlierDetails> {
+        match self {
+            Details::StepOutliers(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// CPUBottleneck's or IOBottleneck's findings per node.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BottleneckDetails {
+    /// Per node.
+    pub nodes: BTreeMap<String, NodeBottlenecks>,
+}
+
+impl BottleneckDetails {
+    /// Snapshots evaluated over every node.
+    pub fn datapoints(&self) -> u64 {
+        self.nodes.values().map(|n| n.datapoints).sum()
+    }
+
+    /// Bottleneck snapshots over every node.
+    pub fn bottlenecks(&self) -> u64 {
+        self.nodes.values().map(|n| n.bottlenecks).sum()
+    }
+}
+
+/// One node's bottleneck counts. A snapshot is the node's readings within
+/// [`SNAPSHOT_TOLERANCE_US`](super::SNAPSHOT_TOLERANCE_US) of each other.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeBottlenecks {
+    /// Snapshots with GPU readings evaluated (after patience).
+    pub datapoints: u64,
+    /// Snapshots with GPU readings skipped at the start (patience).
+    pub skipped_for_patience: u64,
+    /// Evaluated snapshots where some GPU idled while the host was busy.
+    pub bottlenecks: u64,
+    /// `bottlenecks` as a percentage of `datapoints` (0 with none), rounded to 4 decimals.
+    pub bottleneck_percent: f64,
+    /// Evaluated snapshots where some GPU idled, bottleneck or not.
+    pub low_gpu_utilization: u64,
+    /// The first bottleneck snapshots (at most 1000), in time order.
+    pub bottleneck_samples: Vec<BottleneckSample>,
+    /// Per framework phase (Step spans left out), how many of the kept bottleneck snapshots
+    /// fell inside one of its spans.
+    pub phases_during_bottlenecks: BTreeMap<String, u64>,
+}
+
+/// A bottleneck snapshot.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BottleneckSample {
+    /// The snapshot's time, µs since the epoch.
+    pub time_us: u64,
+    /// The training step running then.
+    pub step: u64,
+    /// The highest busy host reading (CPU utilization or I/O wait, %) above the threshold.
+    pub host_percent: f64,
+    /// The lowest GPU utilization (%) below the GPU threshold.
+    pub gpu_percent: f64,
+}
+
+/// StepOutlier's findings: per node, per mode name (`TRAIN`, ...).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepOutlierDetails {
+    /// Node → mode → the steps' figures.
+    pub nodes: BTreeMap<String, BTreeMap<String, StepSeriesDetails>>,
+}
+
+impl StepOutlierDetails {
+    /// Outlier steps over every node and mode.
+    pub fn outliers(&self) -> u64 {
+        self.nodes
+            .values()
+            .flat_map(|m| m.values())
+            .map(|s| s.outliers)
+            .sum()
+    }
+}
+
+/// One node and mode's step durations as StepOutlier judged them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepSeriesDetails {
+    /// Steps seen.
+    pub steps: u64,
+    /// Step durations in seconds (exact percentiles), rounded to 4 decimals.
+    pub duration_s: Summary,
+    /// A step longer than this (mean + `stddev` standard deviations), seconds, is an outlier.
+    pub outlier_limit_s: f64,
+    /// Steps longer than the limit.
+    pub outliers: u64,
+    /// The slowest outlier steps (at most 100), slowest first.
+    pub outlier_steps: Vec<OutlierStep>,
+    /// Step durations in 20 equal bins from the shortest to the longest.
+    pub histogram: StepHistogram,
+    /// Times the rule fired for this node and mode.
+    pub times_fired: u64,
+}
+
+/// An outlier step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutlierStep {
+    /// Its step number.
+    pub step: u64,
+    /// When it started, µs since the epoch.
+    pub start_us: u64,
+    /// How long it took, seconds.
+    pub duration_s: f64,
+}
+
+/// Step durations binned.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepHistogram {
+    /// The first bin's low end, seconds.
+    pub min_s: f64,
+    /// Each bin's width, seconds.
+    pub bin_width_s: f64,
+    /// Steps per bin.
+    pub counts: Vec<u64>,
+}
