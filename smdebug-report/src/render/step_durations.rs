@@ -1,6 +1,6 @@
-//! 6. Step durations: StepOutlier's own figures per node and mode (its summary, limit and
-//! outlier steps), and the spans per node and worker drawn with those outliers marked. The page
-//! judges no outlier itself.
+//! Section 6, step durations: StepOutlier's own figures per node and mode (its summary, limit
+//! and outlier steps), and the spans per node and worker drawn with those outliers marked. The
+//! page judges no outlier itself.
 
 use std::collections::BTreeMap;
 
