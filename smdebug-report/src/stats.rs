@@ -1,6 +1,7 @@
 //! The figures the report shows. Summaries (percentiles) and histograms are smdebug-profiler's
 //! (`smdebug_profiler::stats`), the code the rules' details use; this module adds the charts'
-//! downsampling and the Jensen–Shannon distance. Non-finite values are left out of every figure.
+//! downsampling (the distances between GPUs are LoadBalancing's). Non-finite values are left out
+//! of every figure.
 
 pub(crate) use smdebug_profiler::stats::{Summary, histogram};
 
@@ -59,27 +60,6 @@ pub(crate) fn buckets(points: &[(f64, f64)], buckets: usize) -> Vec<Bucket> {
     out
 }
 
-/// The Jensen–Shannon distance (base 2, so in `[0, 1]`) between two histograms given as counts;
-/// `None` when either is empty.
-pub(crate) fn js_distance(p: &[u64], q: &[u64]) -> Option<f64> {
-    let (sp, sq) = (p.iter().sum::<u64>() as f64, q.iter().sum::<u64>() as f64);
-    if sp == 0.0 || sq == 0.0 || p.len() != q.len() {
-        return None;
-    }
-    let mut divergence = 0.0;
-    for (&a, &b) in p.iter().zip(q) {
-        let (a, b) = (a as f64 / sp, b as f64 / sq);
-        let m = (a + b) / 2.0;
-        if a > 0.0 {
-            divergence += 0.5 * a * (a / m).log2();
-        }
-        if b > 0.0 {
-            divergence += 0.5 * b * (b / m).log2();
-        }
-    }
-    Some(divergence.max(0.0).sqrt())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,12 +89,5 @@ mod tests {
                 hi: 2.0
             }]
         );
-    }
-
-    #[test]
-    fn js_distance_bounds() {
-        assert_eq!(js_distance(&[5, 5], &[1, 1]), Some(0.0));
-        assert!((js_distance(&[1, 0], &[0, 1]).unwrap() - 1.0).abs() < 1e-12);
-        assert_eq!(js_distance(&[0, 0], &[1, 1]), None);
     }
 }

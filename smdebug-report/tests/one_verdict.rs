@@ -34,8 +34,8 @@ fn start_s() -> u64 {
         - 600
 }
 
-/// CPU at 85 % on every third sample and 40 % otherwise; the GPU idles for the first
-/// [`GPU_BUSY_FROM`] samples. Step spans of TRAIN steps, one a second.
+/// CPU at 85 % on every third sample and 40 % otherwise; gpu0 idles for the first
+/// [`GPU_BUSY_FROM`] samples, gpu1 is always at 90 %. Step spans of TRAIN steps, one a second.
 fn record(run: &Path, start: u64) {
     let storage = LocalStorage::new(run).unwrap();
     let mut text = String::new();
@@ -49,6 +49,8 @@ fn record(run: &Path, start: u64) {
             ("cpu", "cpu0", "I/OWaitPercentage", 1.0),
             ("gpu", "gpu0", "GPUUtilization", gpu),
             ("gpu", "gpu0", "GPUMemoryUtilization", 20.0),
+            ("gpu", "gpu1", "GPUUtilization", 90.0),
+            ("gpu", "gpu1", "GPUMemoryUtilization", 20.0),
         ] {
             text.push_str(&format!(
                 "{{\"Type\":\"{kind}\",\"Name\":\"{name}\",\"Dimension\":\"{dimension}\",\
@@ -163,7 +165,8 @@ fn an_overridden_cpu_threshold_gives_one_count_in_chart_table_verdict_and_dashbo
     let patience = 5;
     let (_dir, o) = run_with(&format!(
         "ProfilerReport:CPUBottleneck_cpu_threshold=80,CPUBottleneck_patience={patience},\
-         CPUBottleneck_threshold=20,StepOutlier_stddev=2,StepOutlier_n_outliers=1"
+         CPUBottleneck_threshold=20,StepOutlier_stddev=2,StepOutlier_n_outliers=1,\
+         LoadBalancing_patience=0"
     ));
     // Worked out from the data: judged after patience, bottleneck when the CPU is at 85 %
     // (every third sample) while the GPU idles.
@@ -214,19 +217,46 @@ fn an_overridden_cpu_threshold_gives_one_count_in_chart_table_verdict_and_dashbo
     slow.sort_unstable();
     assert_eq!(slow, SLOW_STEPS);
     assert_eq!(train.outliers, SLOW_STEPS.len() as u64);
-    let section = section(&o.html, "step-durations");
+    let steps_html = section(&o.html, "step-durations");
     assert!(
-        section.contains("mean plus 2 standard deviations"),
-        "{section}"
+        steps_html.contains("mean plus 2 standard deviations"),
+        "{steps_html}"
     );
-    assert_eq!(marked(section), vec![SLOW_STEPS.len() as u64], "{section}");
+    assert_eq!(
+        marked(steps_html),
+        vec![SLOW_STEPS.len() as u64],
+        "{steps_html}"
+    );
     for step in SLOW_STEPS {
         assert!(
-            section.contains(&format!("<td class=\"num\">{step}</td>")),
-            "step {step} listed: {section}"
+            steps_html.contains(&format!("<td class=\"num\">{step}</td>")),
+            "step {step} listed: {steps_html}"
         );
     }
-    assert!(section.contains("3 outlier step(s)"), "{section}");
+    assert!(steps_html.contains("3 outlier step(s)"), "{steps_html}");
+
+    // gpu0's utilization (5 % and 60 %) and gpu1's (90 %) share no 2 % bin: the largest
+    // Jensen–Shannon distance, √ln 2.
+    let balance = o.summary.rule("LoadBalancing").unwrap();
+    assert_eq!(balance.status, Status::IssuesFound, "{}", balance.message);
+    let details = details_everywhere(&o, "LoadBalancing");
+    let pairs: Vec<_> = details
+        .load_balancing()
+        .expect("typed")
+        .distances()
+        .collect();
+    assert_eq!(pairs.len(), 1);
+    let expected = (2f64.ln().sqrt() * 1e4).round() / 1e4;
+    assert_eq!(pairs[0].1.distance, expected);
+    let balance_html = section(&o.html, "load-balancing");
+    assert!(
+        balance_html.contains("1 pair(s) compared, 1 over 0.5"),
+        "{balance_html}"
+    );
+    assert!(
+        balance_html.contains(&format!("<td class=\"num\">{expected:.3}</td>")),
+        "{balance_html}"
+    );
 }
 
 #[test]
@@ -245,10 +275,10 @@ fn the_default_thresholds_give_no_bottleneck_and_no_outlier_anywhere() {
     assert_eq!(steps.status, Status::NoIssuesFound, "{}", steps.message);
     let details = details_everywhere(&o, "StepOutlier");
     assert_eq!(details.step_outliers().unwrap().outliers(), 0);
-    let section = section(&o.html, "step-durations");
-    assert_eq!(marked(section), vec![0], "{section}");
+    let steps_html = section(&o.html, "step-durations");
+    assert_eq!(marked(steps_html), vec![0], "{steps_html}");
     assert!(
-        section.contains("No step took longer than the outlier limit of its node and mode."),
-        "{section}"
+        steps_html.contains("No step took longer than the outlier limit of its node and mode."),
+        "{steps_html}"
     );
 }

@@ -20,6 +20,9 @@ pub enum Details {
     Bottlenecks(BottleneckDetails),
     /// StepOutlier: per node and mode, the step-duration summary and the outlier steps.
     StepOutliers(StepOutlierDetails),
+    /// LoadBalancing: per node, each GPU's utilization histogram and the distances between
+    /// them.
+    LoadBalancing(LoadBalancingDetails),
     /// A rule whose details are not typed yet: its JSON object as it wrote it.
     #[serde(untagged)]
     Json(serde_json::Value),
@@ -50,6 +53,14 @@ impl Details {
     pub fn bottlenecks(&self) -> Option<&BottleneckDetails> {
         match self {
             Details::Bottlenecks(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The load-balancing details, if these are.
+    pub fn load_balancing(&self) -> Option<&LoadBalancingDetails> {
+        match self {
+            Details::LoadBalancing(l) => Some(l),
             _ => None,
         }
     }
@@ -173,4 +184,53 @@ pub struct StepHistogram {
     pub bin_width_s: f64,
     /// Steps per bin.
     pub counts: Vec<u64>,
+}
+
+/// LoadBalancing's findings per node.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadBalancingDetails {
+    /// Per node.
+    pub nodes: BTreeMap<String, NodeWorkloads>,
+}
+
+impl LoadBalancingDetails {
+    /// Every compared pair, over every node: `(node, pair)`.
+    pub fn distances(&self) -> impl Iterator<Item = (&str, &GpuDistance)> {
+        self.nodes
+            .iter()
+            .flat_map(|(node, n)| n.distances.iter().map(move |d| (node.as_str(), d)))
+    }
+}
+
+/// One node's GPU workloads.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeWorkloads {
+    /// Width of a histogram bin, percent of utilization (bins start at 0).
+    pub bin_width_percent: f64,
+    /// Per GPU with samples judged (after patience).
+    pub workloads: BTreeMap<String, GpuWorkload>,
+    /// The distance of each pair of GPUs compared so far.
+    pub distances: Vec<GpuDistance>,
+}
+
+/// One GPU's utilization as LoadBalancing counted it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuWorkload {
+    /// Samples per utilization bin.
+    pub histogram: Vec<u64>,
+    /// Mean utilization, percent.
+    pub mean: f64,
+    /// Share of the samples below 10 % utilization, percent.
+    pub idle_percent: f64,
+    /// Samples judged.
+    pub samples: u64,
+}
+
+/// The Jensen–Shannon distance (natural log, 0 to √ln 2 ≈ 0.83) between two GPUs' histograms.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuDistance {
+    /// The two GPUs.
+    pub gpus: [String; 2],
+    /// Their distance, rounded to 4 decimals.
+    pub distance: f64,
 }

@@ -10,7 +10,7 @@ use crate::params::{Check, lenient};
 use crate::rule::{Evidence, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 
-use super::details::Details;
+use super::details::{Details, GpuDistance, GpuWorkload, LoadBalancingDetails, NodeWorkloads};
 use super::snapshot::{NO_GPU, Snapshot, SnapshotAssembler};
 use super::stats::{RollingWindow, Sketch, round4};
 
@@ -867,40 +867,41 @@ impl ProfilerRule for LoadBalancing {
     }
 
     fn details(&self) -> Option<Details> {
-        Some(Details::Json({
-            let nodes: serde_json::Map<String, Value> = self
+        let nodes = self
             .gpus
             .iter()
             .map(|(node, gpus)| {
-                let workloads: serde_json::Map<String, Value> = gpus
+                let workloads = gpus
                     .iter()
                     .filter(|(_, w)| w.counted > 0)
                     .map(|(g, w)| {
-                        (
-                            g.clone(),
-                            json!({
-                                "histogram": w.histogram.to_vec(),
-                                "mean": round4(w.mean()),
-                                "idle_percent": round4(w.idle_percent()),
-                                "samples": w.counted,
-                            }),
-                        )
+                        let workload = GpuWorkload {
+                            histogram: w.histogram.to_vec(),
+                            mean: round4(w.mean()),
+                            idle_percent: round4(w.idle_percent()),
+                            samples: w.counted,
+                        };
+                        (g.clone(), workload)
                     })
                     .collect();
-                let distances: Vec<Value> = self
+                let distances = self
                     .distances
                     .iter()
                     .filter(|((n, _, _), _)| n == node)
-                    .map(|((_, a, b), d)| json!({"gpus": [a, b], "distance": round4(*d)}))
+                    .map(|((_, a, b), d)| GpuDistance {
+                        gpus: [a.clone(), b.clone()],
+                        distance: round4(*d),
+                    })
                     .collect();
-                (
-                    node.clone(),
-                    json!({"bin_width_percent": 2, "workloads": workloads, "distances": distances}),
-                )
+                let node_workloads = NodeWorkloads {
+                    bin_width_percent: 100.0 / BINS as f64,
+                    workloads,
+                    distances,
+                };
+                (node.clone(), node_workloads)
             })
             .collect();
-            json!({ "nodes": nodes })
-        }))
+        Some(Details::LoadBalancing(LoadBalancingDetails { nodes }))
     }
 }
 
