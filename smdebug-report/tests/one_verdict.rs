@@ -13,7 +13,7 @@ use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, system_file_key};
 use smdebug_report::{ReportWriter, RuleFile};
-use smdebug_rules::profiler::Details;
+use smdebug_rules::profiler::{Details, GpuUsageState};
 use smdebug_rules::{RuleRunner, RuleSpec, Status, Summary, read_summary};
 
 const NODE: &str = "algo-1";
@@ -166,7 +166,7 @@ fn an_overridden_cpu_threshold_gives_one_count_in_chart_table_verdict_and_dashbo
     let (_dir, o) = run_with(&format!(
         "ProfilerReport:CPUBottleneck_cpu_threshold=80,CPUBottleneck_patience={patience},\
          CPUBottleneck_threshold=20,StepOutlier_stddev=2,StepOutlier_n_outliers=1,\
-         LoadBalancing_patience=0"
+         LoadBalancing_patience=0,LowGPUUtilization_patience=0"
     ));
     // Worked out from the data: judged after patience, bottleneck when the CPU is at 85 %
     // (every third sample) while the GPU idles.
@@ -257,6 +257,28 @@ fn an_overridden_cpu_threshold_gives_one_count_in_chart_table_verdict_and_dashbo
         balance_html.contains(&format!("<td class=\"num\">{expected:.3}</td>")),
         "{balance_html}"
     );
+
+    // gpu0's window p95 is 60 %, under the default 70 %: underused; gpu1 at 90 % is busy. The
+    // table's reading is the rule's state.
+    let low = o.summary.rule("LowGPUUtilization").unwrap();
+    assert_eq!(low.status, Status::IssuesFound, "{}", low.message);
+    let details = details_everywhere(&o, "LowGPUUtilization");
+    let gpus = &details.gpu_utilization().expect("typed").nodes[NODE];
+    assert_eq!(gpus["gpu0"].state, Some(GpuUsageState::Underused));
+    assert_eq!(gpus["gpu1"].state, None);
+    assert!(gpus["gpu1"].judged);
+    let util_html = section(&o.html, "gpu-utilization");
+    let reading = |gpu: &str| {
+        let row = &util_html[util_html.find(&format!("<td>{gpu}</td>")).unwrap()..];
+        let row = &row[..row.find("</tr>").unwrap()];
+        row.rsplit("<td>")
+            .next()
+            .unwrap()
+            .trim_end_matches("</td>")
+            .to_owned()
+    };
+    assert_eq!(reading("gpu0"), "underused", "{util_html}");
+    assert_eq!(reading("gpu1"), "busy", "{util_html}");
 }
 
 #[test]

@@ -23,6 +23,9 @@ pub enum Details {
     /// LoadBalancing: per node, each GPU's utilization histogram and the distances between
     /// them.
     LoadBalancing(LoadBalancingDetails),
+    /// LowGPUUtilization: per node and GPU, the utilization summary, the latest window's p95
+    /// and p5, and the state the rule judged.
+    GpuUtilization(GpuUtilizationDetails),
     /// A rule whose details are not typed yet: its JSON object as it wrote it.
     #[serde(untagged)]
     Json(serde_json::Value),
@@ -61,6 +64,14 @@ impl Details {
     pub fn load_balancing(&self) -> Option<&LoadBalancingDetails> {
         match self {
             Details::LoadBalancing(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    /// The GPU-utilization details, if these are.
+    pub fn gpu_utilization(&self) -> Option<&GpuUtilizationDetails> {
+        match self {
+            Details::GpuUtilization(g) => Some(g),
             _ => None,
         }
     }
@@ -233,4 +244,38 @@ pub struct GpuDistance {
     pub gpus: [String; 2],
     /// Their distance, rounded to 4 decimals.
     pub distance: f64,
+}
+
+/// LowGPUUtilization's findings: node → GPU → its utilization.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuUtilizationDetails {
+    /// Node → GPU (`gpu0`) → what the rule saw.
+    pub nodes: BTreeMap<String, BTreeMap<String, GpuUtilization>>,
+}
+
+/// One GPU as LowGPUUtilization judged it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuUtilization {
+    /// Every reading of the run (quantiles within about 1 %); `None` before any.
+    pub utilization: Option<Summary>,
+    /// The p95 of the rule's window (the GPU's latest `window` readings).
+    pub window_p95: Option<f64>,
+    /// The p5 of the rule's window.
+    pub window_p5: Option<f64>,
+    /// The state the latest judged window put the GPU in; `None`: busy, or not judged yet.
+    pub state: Option<GpuUsageState>,
+    /// Times the GPU entered a state (the rule fired).
+    pub violations: u64,
+    /// Whether the rule judged the GPU at all (more readings than `patience`).
+    pub judged: bool,
+}
+
+/// What LowGPUUtilization found wrong with a GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuUsageState {
+    /// The p95 is below `threshold_p95`.
+    Underused,
+    /// The p95 is above `threshold_p95` while the p5 is below `threshold_p5`.
+    Fluctuating,
 }

@@ -10,7 +10,10 @@ use crate::params::{Check, lenient};
 use crate::rule::{Evidence, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 
-use super::details::{Details, GpuDistance, GpuWorkload, LoadBalancingDetails, NodeWorkloads};
+use super::details::{
+    Details, GpuDistance, GpuUsageState as Usage, GpuUtilization, GpuUtilizationDetails,
+    GpuWorkload, LoadBalancingDetails, NodeWorkloads,
+};
 use super::snapshot::{NO_GPU, Snapshot, SnapshotAssembler};
 use super::stats::{RollingWindow, Sketch, round4};
 
@@ -179,13 +182,6 @@ impl Default for LowGPUUtilizationParams {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-enum Usage {
-    Underused,
-    Fluctuating,
-}
-
 #[derive(Debug)]
 struct GpuUsage {
     utilization: GpuSeries,
@@ -283,18 +279,24 @@ impl ProfilerRule for LowGPUUtilization {
     }
 
     fn details(&self) -> Option<Details> {
-        Some(Details::Json({
-            self.gpus.details(|g| {
-                let u = &g.utilization;
-                json!({
-                    "utilization": u.all.summary(),
-                    "window_p95": u.window.quantile(0.95).map(round4),
-                    "window_p5": u.window.quantile(0.05).map(round4),
-                    "state": g.state,
-                    "violations": g.violations,
-                })
-            })
-        }))
+        let mut nodes: BTreeMap<String, BTreeMap<String, GpuUtilization>> = BTreeMap::new();
+        for ((node, gpu), g) in &self.gpus.gpus {
+            let u = &g.utilization;
+            let judged = u.seen > self.params.patience;
+            let utilization = GpuUtilization {
+                utilization: u.all.summary(),
+                window_p95: u.window.quantile(0.95).map(round4),
+                window_p5: u.window.quantile(0.05).map(round4),
+                state: g.state,
+                violations: g.violations,
+                judged,
+            };
+            nodes
+                .entry(node.clone())
+                .or_default()
+                .insert(gpu.clone(), utilization);
+        }
+        Some(Details::GpuUtilization(GpuUtilizationDetails { nodes }))
     }
 }
 

@@ -54,9 +54,9 @@ pub use cpu_io::{
     IOBottleneckParams,
 };
 pub use details::{
-    BottleneckDetails, BottleneckSample, Details, GpuDistance, GpuWorkload, LoadBalancingDetails,
-    NodeBottlenecks, NodeWorkloads, OutlierStep, StepHistogram, StepOutlierDetails,
-    StepSeriesDetails,
+    BottleneckDetails, BottleneckSample, Details, GpuDistance, GpuUsageState, GpuUtilization,
+    GpuUtilizationDetails, GpuWorkload, LoadBalancingDetails, NodeBottlenecks, NodeWorkloads,
+    OutlierStep, StepHistogram, StepOutlierDetails, StepSeriesDetails,
 };
 pub use gpu::{
     BatchSize, BatchSizeParams, GPUMemoryIncrease, GPUMemoryIncreaseParams, LoadBalancing,
