@@ -61,7 +61,7 @@
 //! **Figures.** Percentiles interpolate linearly between ranks (NumPy's default). Step
 //! durations are drawn per node and worker (one worker per GPU in data-parallel jobs).
 //! **One verdict:** a section about a rule (CPU and I/O bottlenecks, step outliers, load
-//! balancing) shows that rule's own evidence, its typed
+//! balancing, GPU utilization) shows that rule's own evidence, its typed
 //! [`Details`](smdebug_rules::profiler::Details) as recorded in its status: the bottleneck
 //! counts are the rule's 20 ms snapshots, the circles on a chart are the snapshots or steps the
 //! rule judged (the figure's `data-marked` gives their count), the distances between GPUs are the
