@@ -160,6 +160,27 @@ pub(crate) fn line_chart(
     series: &[Series],
     y_range: Option<(f64, f64)>,
 ) -> DrawResult<String> {
+    marked_line_chart(title, x_axis, y_desc, series, y_range, None)
+}
+
+/// A [`line_chart`] with `marks` drawn as circles over the lines, one per point, never reduced
+/// (the points a rule judged: bottleneck snapshots, outlier steps), named in the legend.
+pub(crate) fn marked_line_chart(
+    title: &str,
+    x_axis: XAxis,
+    y_desc: &str,
+    series: &[Series],
+    y_range: Option<(f64, f64)>,
+    marks: Option<&Series>,
+) -> DrawResult<String> {
+    let marks = marks.filter(|m| !m.points.is_empty());
+    let mark_points: Vec<(f64, f64)> = marks.map_or_else(Vec::new, |m| {
+        m.points
+            .iter()
+            .copied()
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+            .collect()
+    });
     let reduced: Vec<(&str, Vec<Bucket>)> = series
         .iter()
         .map(|s| (s.label.as_str(), buckets(&s.points, LINE_BUCKETS)))
@@ -169,12 +190,25 @@ pub(crate) fn line_chart(
         return Err("no finite values to draw".to_owned());
     }
     let all = || reduced.iter().flat_map(|(_, b)| b.iter());
+    let marked = || mark_points.iter();
     let (x_lo, x_hi) = padded(
-        all().map(|b| b.x).fold(f64::INFINITY, f64::min),
-        all().map(|b| b.x).fold(f64::NEG_INFINITY, f64::max),
+        all()
+            .map(|b| b.x)
+            .chain(marked().map(|m| m.0))
+            .fold(f64::INFINITY, f64::min),
+        all()
+            .map(|b| b.x)
+            .chain(marked().map(|m| m.0))
+            .fold(f64::NEG_INFINITY, f64::max),
     );
-    let data_lo = all().map(|b| b.lo).fold(f64::INFINITY, f64::min);
-    let data_hi = all().map(|b| b.hi).fold(f64::NEG_INFINITY, f64::max);
+    let data_lo = all()
+        .map(|b| b.lo)
+        .chain(marked().map(|m| m.1))
+        .fold(f64::INFINITY, f64::min);
+    let data_hi = all()
+        .map(|b| b.hi)
+        .chain(marked().map(|m| m.1))
+        .fold(f64::NEG_INFINITY, f64::max);
     let (y_lo, y_hi) = match y_range {
         Some((lo, hi)) => padded(lo.min(data_lo), hi.max(data_hi)),
         None => {
@@ -232,7 +266,18 @@ pub(crate) fn line_chart(
                 .draw_series(LineSeries::new(line, color(i).stroke_width(2)))
                 .map_err(err)?;
         }
-        let labels: Vec<&str> = reduced.iter().map(|r| r.0).collect();
+        let mut labels: Vec<&str> = reduced.iter().map(|r| r.0).collect();
+        if let Some(m) = marks {
+            let c = color(labels.len());
+            chart
+                .draw_series(
+                    mark_points
+                        .iter()
+                        .map(|&p| Circle::new(p, 4, c.stroke_width(2))),
+                )
+                .map_err(err)?;
+            labels.push(&m.label);
+        }
         side_legend(&legend, &labels)
     })
 }

@@ -59,11 +59,16 @@
 //! `csp_violations`), so a headless browser's `--dump-dom` shows whether it rendered.
 //!
 //! **Figures.** Percentiles interpolate linearly between ranks (NumPy's default). Step
-//! durations are grouped per node and worker (one worker per GPU in data-parallel jobs).
-//! Bottleneck checks pair each CPU sample with the mean utilization of the node's GPUs at the
-//! nearest sample time. Every threshold a figure uses is the parameter of the rule that judges
-//! the same thing, as that rule ran (`ProfilerReport:CPUBottleneck_cpu_threshold=80` moves the
-//! CPU-bottleneck chart to 80 %), or the rule's default when it did not run.
+//! durations are drawn per node and worker (one worker per GPU in data-parallel jobs).
+//! **One verdict:** a section about a rule (CPU and I/O bottlenecks, step outliers, load
+//! balancing, GPU utilization) shows that rule's own evidence, its typed
+//! [`Details`](smdebug_rules::profiler::Details) as recorded in its status: the bottleneck
+//! counts are the rule's 20 ms snapshots, the circles on a chart are the snapshots or steps the
+//! rule judged (the figure's `data-marked` gives their count), the distances between GPUs are the
+//! rule's. The page judges nothing itself: without the rule's result a section says so and draws
+//! the recorded data only. Every threshold a figure names is the parameter of the rule, as that
+//! rule ran (`ProfilerReport:CPUBottleneck_cpu_threshold=80`), or the rule's default when it did
+//! not run. Summaries and histograms are `smdebug_profiler::stats`', the code the rules use.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

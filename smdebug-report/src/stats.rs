@@ -1,91 +1,9 @@
-//! The figures the report shows: percentiles, summaries, histograms, downsampling and the
-//! Jensen–Shannon distance. Non-finite values are left out of every figure.
+//! The figures the report shows. Summaries (percentiles) and histograms are smdebug-profiler's
+//! (`smdebug_profiler::stats`), the code the rules' details use; this module adds the charts'
+//! downsampling (the distances between GPUs are LoadBalancing's). Non-finite values are left out
+//! of every figure.
 
-use smdebug_profiler::stats::percentile;
-
-/// Count, extremes, mean, standard deviation (population) and percentiles of a set of values.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Summary {
-    pub count: usize,
-    pub min: f64,
-    pub max: f64,
-    pub mean: f64,
-    pub std: f64,
-    pub p5: f64,
-    pub p25: f64,
-    pub p50: f64,
-    pub p75: f64,
-    pub p95: f64,
-    pub p99: f64,
-}
-
-impl Summary {
-    /// The summary of the finite values among `values`; `None` when there are none.
-    pub(crate) fn of(values: impl IntoIterator<Item = f64>) -> Option<Summary> {
-        let mut sorted: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
-        if sorted.is_empty() {
-            return None;
-        }
-        sorted.sort_by(f64::total_cmp);
-        Some(Self::of_sorted(&sorted))
-    }
-
-    /// `bins` equal-width bins over the values' range (a range of one value is widened by 0.5
-    /// each way): its low and high ends and the `bins + 1` edges.
-    pub(crate) fn bin_edges(&self, bins: usize) -> (f64, f64, Vec<f64>) {
-        let (lo, hi) = if self.max > self.min {
-            (self.min, self.max)
-        } else {
-            (self.min - 0.5, self.max + 0.5)
-        };
-        let edges = (0..=bins)
-            .map(|i| lo + (hi - lo) * i as f64 / bins as f64)
-            .collect();
-        (lo, hi, edges)
-    }
-
-    /// The summary of finite values already sorted ascending (not empty).
-    fn of_sorted(sorted: &[f64]) -> Summary {
-        let n = sorted.len() as f64;
-        let mean = sorted.iter().sum::<f64>() / n;
-        let var = sorted.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
-        Summary {
-            count: sorted.len(),
-            min: sorted[0],
-            max: sorted[sorted.len() - 1],
-            mean,
-            std: var.sqrt(),
-            p5: percentile(sorted, 5.0),
-            p25: percentile(sorted, 25.0),
-            p50: percentile(sorted, 50.0),
-            p75: percentile(sorted, 75.0),
-            p95: percentile(sorted, 95.0),
-            p99: percentile(sorted, 99.0),
-        }
-    }
-}
-
-/// Counts of finite `values` in `bins` equal-width bins over `[lo, hi]`; values outside the
-/// range go to the first or last bin.
-pub(crate) fn histogram(
-    values: impl IntoIterator<Item = f64>,
-    bins: usize,
-    lo: f64,
-    hi: f64,
-) -> Vec<u64> {
-    let bins = bins.max(1);
-    let mut counts = vec![0u64; bins];
-    let width = (hi - lo) / bins as f64;
-    for v in values.into_iter().filter(|v| v.is_finite()) {
-        let index = if width > 0.0 {
-            (((v - lo) / width).floor().max(0.0) as usize).min(bins - 1)
-        } else {
-            0
-        };
-        counts[index] += 1;
-    }
-    counts
-}
+pub(crate) use smdebug_profiler::stats::{Summary, histogram};
 
 /// One time slice of a reduced series: its middle, lowest, mean and highest value.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -142,53 +60,9 @@ pub(crate) fn buckets(points: &[(f64, f64)], buckets: usize) -> Vec<Bucket> {
     out
 }
 
-/// The Jensen–Shannon distance (base 2, so in `[0, 1]`) between two histograms given as counts;
-/// `None` when either is empty.
-pub(crate) fn js_distance(p: &[u64], q: &[u64]) -> Option<f64> {
-    let (sp, sq) = (p.iter().sum::<u64>() as f64, q.iter().sum::<u64>() as f64);
-    if sp == 0.0 || sq == 0.0 || p.len() != q.len() {
-        return None;
-    }
-    let mut divergence = 0.0;
-    for (&a, &b) in p.iter().zip(q) {
-        let (a, b) = (a as f64 / sp, b as f64 / sq);
-        let m = (a + b) / 2.0;
-        if a > 0.0 {
-            divergence += 0.5 * a * (a / m).log2();
-        }
-        if b > 0.0 {
-            divergence += 0.5 * b * (b / m).log2();
-        }
-    }
-    Some(divergence.max(0.0).sqrt())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn summary_ignores_non_finite_values() {
-        let s = Summary::of([2.0, f64::NAN, 4.0, f64::INFINITY]).unwrap();
-        assert_eq!(
-            (s.count, s.min, s.max, s.mean, s.std),
-            (2, 2.0, 4.0, 3.0, 1.0)
-        );
-        assert!(Summary::of([f64::NAN]).is_none());
-        let (lo, hi, edges) = s.bin_edges(4);
-        assert_eq!((lo, hi, edges), (2.0, 4.0, vec![2.0, 2.5, 3.0, 3.5, 4.0]));
-        let one = Summary::of([7.0]).unwrap().bin_edges(2);
-        assert_eq!(one, (6.5, 7.5, vec![6.5, 7.0, 7.5]));
-    }
-
-    #[test]
-    fn histogram_clamps_to_the_end_bins() {
-        assert_eq!(
-            histogram([-5.0, 0.0, 49.9, 50.0, 100.0, 250.0], 2, 0.0, 100.0),
-            vec![3, 3]
-        );
-        assert_eq!(histogram([1.0, 1.0], 4, 1.0, 1.0), vec![2, 0, 0, 0]);
-    }
 
     #[test]
     fn buckets_keep_extremes_means_and_order() {
@@ -215,12 +89,5 @@ mod tests {
                 hi: 2.0
             }]
         );
-    }
-
-    #[test]
-    fn js_distance_bounds() {
-        assert_eq!(js_distance(&[5, 5], &[1, 1]), Some(0.0));
-        assert!((js_distance(&[1, 0], &[0, 1]).unwrap() - 1.0).abs() < 1e-12);
-        assert_eq!(js_distance(&[0, 0], &[1, 1]), None);
     }
 }

@@ -76,9 +76,11 @@ fn the_report_for_4000_gpus_stays_under_2_mb_and_300_mb_of_memory() {
         std::fs::write(path, &html).unwrap();
     }
     assert!(html.contains("Load balancing"), "the section is drawn");
+    // No rule ran: the section draws the recorded utilization of the first GPUs and measures
+    // no distance of its own (the distances are LoadBalancing's evidence).
     assert!(
-        html.contains("mean of all 4000"),
-        "beyond a few hundred GPUs each is compared with the mean"
+        html.contains("The LoadBalancing rule has no result for this run"),
+        "the section says it has no verdict"
     );
     assert!(html.len() < 2_000_000, "{} bytes", html.len());
     assert!(peak < 300_000_000, "peak RSS {peak} bytes");

@@ -205,10 +205,11 @@ pub trait ProfilerRule: Send {
     /// Evaluates the rule over the profiler data that is new since the previous call.
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>>;
 
-    /// What the rule has found so far, for reports: percentiles, counts, per-node and per-GPU
-    /// tables, histograms. Recorded in the summary. Default: nothing.
-    fn details(&self) -> serde_json::Value {
-        serde_json::Value::Null
+    /// What the rule has found so far, typed: the evidence the report's sections and the
+    /// dashboard show (bottleneck snapshots, outlier steps, percentiles). Recorded in the
+    /// summary in its JSON form. Default: nothing.
+    fn details(&self) -> Option<crate::profiler::Details> {
+        None
     }
 }
 
@@ -261,7 +262,9 @@ impl Rule {
     pub fn details(&self) -> serde_json::Value {
         match self {
             Rule::Tensor(r) => r.details(),
-            Rule::Profiler(r) => r.details(),
+            Rule::Profiler(r) => r
+                .details()
+                .map_or(serde_json::Value::Null, |d| d.to_value()),
         }
     }
 

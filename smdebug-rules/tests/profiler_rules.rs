@@ -1046,7 +1046,7 @@ fn framework_rules_read_a_timeline_written_by_python_smdebug() {
         .next()
         .unwrap()["TRAIN"];
     assert!(
-        (train["mean_s"].as_f64().unwrap() - 0.008).abs() < 1e-5,
+        (train["duration_s"]["mean"].as_f64().unwrap() - 0.008).abs() < 1e-5,
         "{train}"
     );
 }

@@ -1,19 +1,32 @@
-//! 9, 10. CPU and I/O bottlenecks, judged with CPUBottleneck's and IOBottleneck's parameters.
+//! 9, 10. CPU and I/O bottlenecks: CPUBottleneck's and IOBottleneck's own evidence (their
+//! snapshot counts, bottleneck snapshots and phases), drawn over the node's metrics. The page
+//! judges nothing itself: without the rule's details there is no count.
 
-use std::collections::BTreeMap;
+use smdebug_rules::profiler::{BottleneckDetails, SNAPSHOT_TOLERANCE_US};
 
 use crate::charts::{self, Series, XAxis};
 use crate::html::{Cell, table};
 use crate::stats::Summary;
 
 use super::Page;
-use super::format::{contains, merged, nearest, pct, values};
+use super::format::{pct, values};
 use super::view::NodeView;
 
 /// Which bottleneck a section is about.
+#[derive(Clone, Copy)]
 enum Bottleneck {
     Cpu,
     Io,
+}
+
+impl Bottleneck {
+    /// The node's host series the rule compares with the GPUs.
+    fn series<'n>(self, n: &'n NodeView<'_>) -> &'n [(u64, f64)] {
+        match self {
+            Bottleneck::Cpu => &n.cpu,
+            Bottleneck::Io => &n.io_wait,
+        }
+    }
 }
 
 impl Page<'_> {
@@ -37,13 +50,8 @@ impl Page<'_> {
         };
         let busy = self.param(rule, busy_param);
         let gpu_idle = self.param(rule, "gpu_threshold");
-        let series_of = |n: &NodeView| -> Vec<(u64, f64)> {
-            match kind {
-                Bottleneck::Cpu => n.cpu.clone(),
-                Bottleneck::Io => n.io_wait.clone(),
-            }
-        };
-        if self.view.nodes.iter().all(|n| series_of(n).is_empty()) {
+        let patience = self.param(rule, "patience");
+        if self.view.nodes.iter().all(|n| kind.series(n).is_empty()) {
             self.missing(&format!(
                 "No {what} was recorded, so this check has nothing to look at."
             ));
@@ -51,85 +59,106 @@ impl Page<'_> {
             return;
         }
         self.lead(&format!(
-            "A sample is a bottleneck when the node's GPUs average under {gpu_idle}% utilization \
-             while {what} is over {busy}%: the GPU waits on the {}. Each {what} sample is paired \
-             with the GPU sample nearest in time.",
+            "The {rule} rule's evidence. A node's readings taken within {} ms of each other form \
+             a snapshot; a snapshot is a bottleneck when a GPU is under {gpu_idle}% utilization \
+             while {what} is over {busy}% (on a core or the total): the GPU waits on the {}. \
+             The first {patience} snapshots of each node are not judged.",
+            SNAPSHOT_TOLERANCE_US / 1000,
             match kind {
                 Bottleneck::Cpu => "CPU",
                 Bottleneck::Io => "disk or network",
             }
         ));
-        let mut phase_intervals: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
-        {
-            let mut by_phase: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
-            for s in &self.input.spans {
-                by_phase
-                    .entry(s.phase.as_str())
-                    .or_default()
-                    .push((s.start_us, s.end_us));
-            }
-            for (p, v) in by_phase {
-                phase_intervals.insert(p, merged(v.into_iter()));
-            }
+        let Some(details) = self.details(rule).and_then(|d| d.bottlenecks().cloned()) else {
+            self.missing(&format!(
+                "The {rule} rule has no result for this run, so there is no bottleneck count; \
+                 the chart shows the metrics only."
+            ));
+            self.bottleneck_chart(kind, what, None);
+            self.verdict(rule);
+            return;
+        };
+        self.bottleneck_table(kind, what, &details);
+        if details.nodes.is_empty() {
+            self.missing(&format!(
+                "No GPU metrics were recorded: this check compares GPU idle time with {what}, so it cannot tell whether the GPU waited."
+            ));
+            self.verdict(rule);
+            return;
         }
+        let low_gpu: u64 = details.nodes.values().map(|n| n.low_gpu_utilization).sum();
+        let (total, hits) = (details.datapoints(), details.bottlenecks());
+        let slices = [
+            (format!("GPU idle, {busy_label}: {hits}"), hits as f64),
+            (
+                format!("GPU idle, other reason: {}", low_gpu.saturating_sub(hits)),
+                low_gpu.saturating_sub(hits) as f64,
+            ),
+            (
+                format!("GPU busy: {}", total.saturating_sub(low_gpu)),
+                total.saturating_sub(low_gpu) as f64,
+            ),
+        ];
+        let drawn = charts::pie_chart(&format!("GPU idle and {busy_label}"), &slices);
+        self.marked_chart(
+            drawn,
+            &format!("The {rule} rule's {total} judged snapshots in each state, all nodes."),
+            hits as usize,
+        );
+        self.bottleneck_chart(kind, what, Some(&details));
+        self.bottleneck_phases(&details);
+        if hits > 0 {
+            let share = hits as f64 / total.max(1) as f64;
+            self.advice(&match kind {
+                Bottleneck::Cpu => format!(
+                    "In {} of the snapshots the GPU idled while the CPU was saturated. Take work off \
+                     the CPU: more data-loader workers, lighter or precomputed augmentation, \
+                     decoding on the GPU, fewer Python-side conversions per batch.",
+                    pct(share)
+                ),
+                Bottleneck::Io => format!(
+                    "In {} of the snapshots the GPU idled while the CPU waited on I/O. Read data \
+                     faster: larger sequential files (sharded records instead of many small \
+                     files), local copies or caching of remote data, prefetching.",
+                    pct(share)
+                ),
+            });
+        }
+        self.verdict(rule);
+    }
+
+    /// Per node: the host series' p95 and the rule's counts.
+    fn bottleneck_table(&mut self, kind: Bottleneck, what: &str, details: &BottleneckDetails) {
         let mut rows = Vec::new();
-        let mut phase_hits: BTreeMap<&str, u64> = BTreeMap::new();
-        let (mut total_bottleneck, mut total_paired) = (0u64, 0u64);
-        let mut slices = [0f64; 3];
-        let mut any_gpu = false;
-        let mut worst: Vec<(String, f64)> = Vec::new();
-        for i in 0..self.view.nodes.len() {
-            let n = &self.view.nodes[i];
-            let own = series_of(n);
-            if own.is_empty() {
+        for n in &self.view.nodes {
+            let own = kind.series(n);
+            if own.is_empty() && !details.nodes.contains_key(&n.node) {
                 continue;
             }
-            let p95 = Summary::of(values(&own)).map_or(f64::NAN, |s| s.p95);
-            if n.gpu_mean.is_empty() {
+            let p95 = Summary::of(values(own)).map_or("-".into(), |s| format!("{:.1}", s.p95));
+            let Some(d) = details.nodes.get(&n.node) else {
                 rows.push(vec![
                     Cell::text(&n.node),
-                    Cell::num(format!("{p95:.1}")),
+                    Cell::num(p95),
                     Cell::num("-"),
                     Cell::num("-"),
                     Cell::text("no GPU metrics"),
+                    Cell::num("-"),
                 ]);
                 continue;
-            }
-            any_gpu = true;
-            let (mut paired, mut hits) = (0u64, 0u64);
-            for &(t, v) in &own {
-                let Some(g) = nearest(&n.gpu_mean, t) else {
-                    continue;
-                };
-                paired += 1;
-                if g < gpu_idle && v > busy {
-                    hits += 1;
-                    slices[0] += 1.0;
-                    for (p, iv) in &phase_intervals {
-                        if contains(iv, t) {
-                            *phase_hits.entry(p).or_default() += 1;
-                        }
-                    }
-                } else if g < gpu_idle {
-                    slices[1] += 1.0;
-                } else {
-                    slices[2] += 1.0;
-                }
-            }
-            total_paired += paired;
-            total_bottleneck += hits;
-            let share = if paired > 0 {
-                hits as f64 / paired as f64
+            };
+            let share = if d.datapoints > 0 {
+                d.bottlenecks as f64 / d.datapoints as f64
             } else {
                 f64::NAN
             };
-            worst.push((n.node.clone(), share));
             rows.push(vec![
                 Cell::text(&n.node),
-                Cell::num(format!("{p95:.1}")),
-                Cell::num(paired.to_string()),
-                Cell::num(hits.to_string()),
+                Cell::num(p95),
+                Cell::num(d.datapoints.to_string()),
+                Cell::num(d.bottlenecks.to_string()),
                 Cell::text(pct(share)),
+                Cell::num(d.skipped_for_patience.to_string()),
             ]);
         }
         table(
@@ -138,92 +167,115 @@ impl Page<'_> {
             &[
                 "node",
                 &format!("{what} p95 %"),
-                "paired samples",
-                "bottleneck samples",
+                "judged snapshots",
+                "bottleneck snapshots",
                 "share",
+                "skipped (patience)",
             ],
             &rows,
         );
-        if !any_gpu {
-            self.missing(&format!(
-                "No GPU metrics were recorded: this check compares GPU idle time with {what}, so it cannot tell whether the GPU waited."
-            ));
-        } else {
-            let drawn = charts::pie_chart(
-                &format!("GPU idle and {busy_label}"),
-                &[
-                    (format!("GPU idle, {busy_label}"), slices[0]),
-                    ("GPU idle, other reason".into(), slices[1]),
-                    ("GPU busy".into(), slices[2]),
-                ],
-            );
-            self.chart(drawn, "Share of paired samples in each state, all nodes.");
-            let first = self
-                .view
-                .nodes
+    }
+
+    /// The host series and the GPUs' mean on the first node with both, with the rule's
+    /// bottleneck snapshots marked.
+    fn bottleneck_chart(
+        &mut self,
+        kind: Bottleneck,
+        what: &str,
+        details: Option<&BottleneckDetails>,
+    ) {
+        let Some(n) = self
+            .view
+            .nodes
+            .iter()
+            .find(|n| !n.gpu_mean.is_empty() && !kind.series(n).is_empty())
+        else {
+            return;
+        };
+        let lines = vec![
+            Series {
+                label: what.into(),
+                points: self.view.timeline(kind.series(n)),
+            },
+            Series {
+                label: "GPU mean utilization".into(),
+                points: self.view.timeline(&n.gpu_mean),
+            },
+        ];
+        let node = details.and_then(|d| d.nodes.get(&n.node));
+        let marks = node.map(|d| Series {
+            label: format!("bottleneck ({})", d.bottleneck_samples.len()),
+            points: d
+                .bottleneck_samples
                 .iter()
-                .find(|n| !n.gpu_mean.is_empty() && !series_of(n).is_empty());
-            if let Some(n) = first {
-                let lines = vec![
-                    Series {
-                        label: what.into(),
-                        points: self.view.timeline(&series_of(n)),
-                    },
-                    Series {
-                        label: "GPU mean utilization".into(),
-                        points: self.view.timeline(&n.gpu_mean),
-                    },
-                ];
-                let drawn = charts::line_chart(
-                    &format!("{what} and GPU utilization: {}", n.node),
-                    XAxis::Elapsed,
-                    "%",
-                    &lines,
-                    Some((0.0, 100.0)),
-                );
-                self.chart(drawn, "Both over time on the same node.");
-            }
-            if total_bottleneck > 0 {
-                let mut hits: Vec<(&str, u64)> = phase_hits.into_iter().collect();
-                hits.sort_by_key(|h| std::cmp::Reverse(h.1));
-                if hits.is_empty() {
-                    self.lead("No span was running during the bottleneck samples: they fall outside the recorded training loop.");
-                } else {
-                    self.lead("What the training loop was doing during bottleneck samples (a sample can fall in several nested phases):");
-                    let rows: Vec<Vec<Cell>> = hits
-                        .iter()
-                        .map(|(p, n)| {
-                            vec![
-                                Cell::text(*p),
-                                Cell::num(n.to_string()),
-                                Cell::num(pct(*n as f64 / total_bottleneck as f64)),
-                            ]
-                        })
-                        .collect();
-                    table(
-                        &mut self.out,
-                        "bottleneck-phases",
-                        &["phase", "bottleneck samples", "share"],
-                        &rows,
-                    );
+                .map(|s| (self.view.elapsed(s.time_us), s.host_percent))
+                .collect(),
+        });
+        let marked = marks.as_ref().map_or(0, |m| m.points.len());
+        let drawn = charts::marked_line_chart(
+            &format!("{what} and GPU utilization: {}", n.node),
+            XAxis::Elapsed,
+            "%",
+            &lines,
+            Some((0.0, 100.0)),
+            marks.as_ref(),
+        );
+        let caption = match node {
+            Some(d) if d.bottleneck_samples.len() as u64 == d.bottlenecks => format!(
+                "Both over time on the same node; circles: the rule's {} bottleneck snapshots.",
+                d.bottlenecks
+            ),
+            Some(d) => format!(
+                "Both over time on the same node; circles: the first {} of the rule's {} \
+                 bottleneck snapshots.",
+                d.bottleneck_samples.len(),
+                d.bottlenecks
+            ),
+            None => "Both over time on the same node.".to_owned(),
+        };
+        self.marked_chart(drawn, &caption, marked);
+    }
+
+    /// What the training loop was doing during the rule's bottleneck snapshots.
+    fn bottleneck_phases(&mut self, details: &BottleneckDetails) {
+        let kept: u64 = details
+            .nodes
+            .values()
+            .map(|n| n.bottleneck_samples.len() as u64)
+            .sum();
+        if kept == 0 {
+            return;
+        }
+        let mut hits: Vec<(&str, u64)> = Vec::new();
+        for n in details.nodes.values() {
+            for (phase, count) in &n.phases_during_bottlenecks {
+                match hits.iter_mut().find(|h| h.0 == phase) {
+                    Some(h) => h.1 += count,
+                    None => hits.push((phase, *count)),
                 }
-                let share = total_bottleneck as f64 / total_paired.max(1) as f64;
-                self.advice(&match kind {
-                    Bottleneck::Cpu => format!(
-                        "In {} of the samples the GPU idled while the CPU was saturated. Take work off \
-                         the CPU: more data-loader workers, lighter or precomputed augmentation, \
-                         decoding on the GPU, fewer Python-side conversions per batch.",
-                        pct(share)
-                    ),
-                    Bottleneck::Io => format!(
-                        "In {} of the samples the GPU idled while the CPU waited on I/O. Read data \
-                         faster: larger sequential files (sharded records instead of many small \
-                         files), local copies or caching of remote data, prefetching.",
-                        pct(share)
-                    ),
-                });
             }
         }
-        self.verdict(rule);
+        hits.sort_by_key(|h| std::cmp::Reverse(h.1));
+        if hits.is_empty() {
+            self.lead("No span was running during the bottleneck snapshots: they fall outside the recorded training loop.");
+            return;
+        }
+        self.lead("What the training loop was doing during bottleneck snapshots (a snapshot can fall in several nested phases):");
+        let rows: Vec<Vec<Cell>> = hits
+            .iter()
+            .map(|(p, n)| {
+                vec![
+                    Cell::text(*p),
+                    Cell::num(n.to_string()),
+                    Cell::num(pct(*n as f64 / kept as f64)),
+                ]
+            })
+            .collect();
+        table(
+            &mut self.out,
+            "bottleneck-phases",
+            &["phase", "bottleneck snapshots", "share"],
+            &rows,
+        );
     }
 }

@@ -8,9 +8,6 @@ use crate::html::Cell;
 use crate::stats::Summary;
 use smdebug_profiler::reader::MetricSeries;
 
-/// Longest gap between a CPU sample and the GPU sample paired with it, µs.
-const PAIRING_TOLERANCE_US: u64 = 2_000_000;
-
 /// The columns [`duration_cells`] fills.
 pub(super) const DURATION_COLUMNS: [&str; 6] = [
     "total s",
@@ -104,57 +101,9 @@ pub(super) fn values(points: &[(u64, f64)]) -> impl Iterator<Item = f64> + '_ {
     points.iter().map(|p| p.1)
 }
 
-/// The value of the point of `series` (time-ordered) nearest to `t`, within the tolerance.
-pub(super) fn nearest(series: &[(u64, f64)], t: u64) -> Option<f64> {
-    let i = series.partition_point(|p| p.0 < t);
-    let candidates = [i.checked_sub(1), Some(i)];
-    candidates
-        .into_iter()
-        .flatten()
-        .filter_map(|j| series.get(j))
-        .filter(|p| p.0.abs_diff(t) <= PAIRING_TOLERANCE_US)
-        .min_by_key(|p| p.0.abs_diff(t))
-        .map(|p| p.1)
-}
-
-/// Merged, sorted intervals of a set of spans, for "was this phase running at time t".
-pub(super) fn merged(spans: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
-    let mut v: Vec<(u64, u64)> = spans.collect();
-    v.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
-    for (a, b) in v {
-        match out.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => out.push((a, b)),
-        }
-    }
-    out
-}
-
-pub(super) fn contains(intervals: &[(u64, u64)], t: u64) -> bool {
-    let i = intervals.partition_point(|iv| iv.0 <= t);
-    i > 0 && intervals[i - 1].1 >= t
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn nearest_respects_the_tolerance() {
-        let s = [(1_000_000, 1.0), (3_000_000, 3.0)];
-        assert_eq!(nearest(&s, 1_400_000), Some(1.0));
-        assert_eq!(nearest(&s, 2_600_000), Some(3.0));
-        assert_eq!(nearest(&s, 9_000_000), None);
-        assert_eq!(nearest(&[], 1), None);
-    }
-
-    #[test]
-    fn merged_intervals_answer_containment() {
-        let iv = merged([(5, 10), (1, 3), (8, 12)].into_iter());
-        assert_eq!(iv, vec![(1, 3), (5, 12)]);
-        assert!(contains(&iv, 2) && contains(&iv, 12) && !contains(&iv, 4) && !contains(&iv, 13));
-    }
 
     #[test]
     fn units_and_values() {

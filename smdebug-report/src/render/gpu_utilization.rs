@@ -1,4 +1,7 @@
-//! 7. GPU utilization, judged with LowGPUUtilization's parameters.
+//! Section 7, GPU utilization: the recorded readings per GPU, each GPU's reading (underused,
+//! fluctuating, busy) as LowGPUUtilization judged it. The page judges no GPU itself.
+
+use smdebug_rules::profiler::GpuUsageState;
 
 use std::collections::BTreeSet;
 
@@ -12,17 +15,33 @@ use super::{MAX_SERIES, Page, many};
 impl Page<'_> {
     pub(super) fn gpu_utilization(&mut self) {
         let many = self.view.many_nodes;
-        let gpus: Vec<(String, String, Summary, Vec<u64>)> = self
+        let rule = self
+            .details("LowGPUUtilization")
+            .and_then(|d| d.gpu_utilization().cloned());
+        let gpus: Vec<(String, String, Summary, Vec<u64>, &'static str)> = self
             .view
             .gpus()
             .filter_map(|g| {
                 let u = g.util?;
                 let sum = Summary::of(values(&u.points))?;
+                let reading = match &rule {
+                    None => "-",
+                    Some(r) => match r.nodes.get(&g.node).and_then(|n| n.get(&g.name)) {
+                        Some(j) if !j.judged => "not judged",
+                        Some(j) => match j.state {
+                            Some(GpuUsageState::Underused) => "underused",
+                            Some(GpuUsageState::Fluctuating) => "fluctuating",
+                            None => "busy",
+                        },
+                        None => "not judged",
+                    },
+                };
                 Some((
                     g.label(many),
                     g.node.clone(),
                     sum,
                     stats::histogram(values(&u.points), 10, 0.0, 100.0),
+                    reading,
                 ))
             })
             .collect();
@@ -64,19 +83,31 @@ impl Page<'_> {
         }
         let low_p95 = self.param("LowGPUUtilization", "threshold_p95");
         let low_p5 = self.param("LowGPUUtilization", "threshold_p5");
+        let window = self.param("LowGPUUtilization", "window");
+        if rule.is_some() {
+            self.lead(&format!(
+                "Reading: as the LowGPUUtilization rule judged each GPU over its latest {window}                  samples: underused when their p95 is under {low_p95}%, fluctuating when the p95                  is over it while the p5 is under {low_p5}%."
+            ));
+        } else {
+            self.missing(
+                "The LowGPUUtilization rule has no result for this run, so no GPU is judged                  underused or fluctuating; the table shows the recorded readings.",
+            );
+        }
         let (mut underused, mut fluctuating) = (Vec::new(), Vec::new());
         let rows: Vec<(f64, Vec<Cell>)> = gpus
             .iter()
-            .map(|(l, _, s, _)| {
+            .map(|(l, _, s, _, finding)| {
                 // Ranked for the table: underused, then fluctuating, then busy; lower p95 first.
-                let (finding, rank) = if s.p95 < low_p95 {
-                    underused.push(format!("{l} (p95 {:.0}%)", s.p95));
-                    ("underused", 2.0)
-                } else if s.p95 > low_p95 && s.p5 < low_p5 {
-                    fluctuating.push(format!("{l} (p95 {:.0}%, p5 {:.0}%)", s.p95, s.p5));
-                    ("fluctuating", 1.0)
-                } else {
-                    ("busy", 0.0)
+                let rank = match *finding {
+                    "underused" => {
+                        underused.push(format!("{l} (p95 {:.0}%)", s.p95));
+                        2.0
+                    }
+                    "fluctuating" => {
+                        fluctuating.push(format!("{l} (p95 {:.0}%, p5 {:.0}%)", s.p95, s.p5));
+                        1.0
+                    }
+                    _ => 0.0,
                 };
                 let row = vec![
                     Cell::text(l),
@@ -84,7 +115,7 @@ impl Page<'_> {
                     Cell::num(format!("{:.1}", s.p50)),
                     Cell::num(format!("{:.1}", s.p95)),
                     Cell::num(format!("{:.1}", s.max)),
-                    Cell::text(finding),
+                    Cell::text(*finding),
                 ];
                 (rank + (100.0 - s.p95) / 1000.0, row)
             })

@@ -25,7 +25,7 @@ mod view;
 use std::fmt::Write as _;
 
 use serde_json::Map;
-use smdebug_rules::profiler::utc;
+use smdebug_rules::profiler::{Details, utc};
 use smdebug_rules::{Status, find_builtin};
 
 use crate::html::{self, escape};
@@ -179,6 +179,24 @@ impl Page<'_> {
                 );
             }
         }
+    }
+
+    /// Like [`chart`](Self::chart), for a chart that marks `marked` points a rule judged: the
+    /// figure carries the count (`data-marked`), so the page can be checked against the verdict.
+    fn marked_chart(&mut self, drawn: Result<String, String>, caption: &str, marked: usize) {
+        let start = self.out.len();
+        self.chart(drawn, caption);
+        if self.out[start..].starts_with("<figure class=\"chart\"") {
+            let at = start + "<figure class=\"chart\"".len();
+            self.out
+                .insert_str(at, &format!(" data-marked=\"{marked}\""));
+        }
+    }
+
+    /// The typed details of the rule `name`, as the rule wrote them; `None` when the rule did
+    /// not run or wrote none.
+    fn details(&self, name: &str) -> Option<Details> {
+        self.rule(name).and_then(|r| Details::of_value(&r.details))
     }
 
     fn rule(&self, name: &str) -> Option<&RuleFile> {

@@ -1,9 +1,12 @@
-//! 6. Step durations per node, worker and mode.
+//! Section 6, step durations: StepOutlier's own figures per node and mode (its summary, limit
+//! and outlier steps), and the spans per node and worker drawn with those outliers marked. The
+//! page judges no outlier itself.
 
 use std::collections::BTreeMap;
 
 use smdebug_core::Mode;
 use smdebug_profiler::reader::Span;
+use smdebug_rules::profiler::StepOutlierDetails;
 
 use crate::charts::{self, Series, XAxis, clock};
 use crate::html::{Cell, table};
@@ -15,14 +18,23 @@ use super::{MAX_SERIES, Page};
 /// Steps are grouped by node, worker and mode.
 type StepGroup = (String, Option<u32>, Option<Mode>);
 
+/// How many outlier steps the table lists.
+const OUTLIERS_LISTED: usize = 10;
+
 impl Page<'_> {
     pub(super) fn step_durations(&mut self) {
+        const RULE: &str = "StepOutlier";
         if self.view.steps.is_empty() {
             self.missing("No step spans were recorded, so there are no step durations. Wrap each step in SpanRecorder::step.");
-            self.verdict("StepOutlier");
+            self.verdict(RULE);
             return;
         }
-        self.lead("Per node and worker (one worker per GPU in data-parallel jobs) and mode. Outliers are steps longer than the group's mean plus three standard deviations.");
+        let k = self.param(RULE, "stddev");
+        let details = self.details(RULE).and_then(|d| d.step_outliers().cloned());
+        self.lead(&format!(
+            "Per node and mode, as the {RULE} rule judged them: a step is an outlier when it is \
+             longer than its node and mode's mean plus {k} standard deviations."
+        ));
         let mut groups: BTreeMap<StepGroup, Vec<&Span>> = BTreeMap::new();
         for s in &self.view.steps {
             groups
@@ -30,26 +42,76 @@ impl Page<'_> {
                 .or_default()
                 .push(s);
         }
-        let label = |node: &str, worker: Option<u32>| match worker {
-            Some(w) => format!("{node} worker {w}"),
-            None => node.to_owned(),
-        };
+        match &details {
+            Some(d) => self.step_table(d),
+            None => {
+                self.missing(&format!(
+                    "The {RULE} rule has no result for this run, so no step is judged an \
+                     outlier; the table shows the step spans per node and worker."
+                ));
+                self.span_table(&groups);
+            }
+        }
+        self.step_charts(&groups, details.as_ref());
+        if let Some(d) = &details {
+            self.outlier_table(d);
+        }
+        self.verdict(RULE);
+    }
+
+    /// The rule's figures, one row per node and mode.
+    fn step_table(&mut self, details: &StepOutlierDetails) {
+        let s_ms = |s: f64| ms(s * 1e6);
         let mut rows = Vec::new();
-        let mut outliers: Vec<(f64, String, &Span, f64)> = Vec::new();
-        for ((node, worker, mode), spans) in &groups {
+        for (node, modes) in &details.nodes {
+            for (mode, s) in modes {
+                let d = &s.duration_s;
+                rows.push(vec![
+                    Cell::text(node),
+                    Cell::text(mode),
+                    Cell::num(s.steps.to_string()),
+                    Cell::num(s_ms(d.mean)),
+                    Cell::num(s_ms(d.std)),
+                    Cell::num(s_ms(d.min)),
+                    Cell::num(s_ms(d.p50)),
+                    Cell::num(s_ms(d.p95)),
+                    Cell::num(s_ms(d.p99)),
+                    Cell::num(s_ms(d.max)),
+                    Cell::num(s_ms(s.outlier_limit_s)),
+                    Cell::num(s.outliers.to_string()),
+                ]);
+            }
+        }
+        table(
+            &mut self.out,
+            "step-stats",
+            &[
+                "node",
+                "mode",
+                "steps",
+                "mean ms",
+                "stddev ms",
+                "min ms",
+                "p50 ms",
+                "p95 ms",
+                "p99 ms",
+                "max ms",
+                "outlier limit ms",
+                "outliers",
+            ],
+            &rows,
+        );
+    }
+
+    /// The step spans' durations per node, worker and mode, when the rule did not run.
+    fn span_table(&mut self, groups: &BTreeMap<StepGroup, Vec<&Span>>) {
+        let mut rows = Vec::new();
+        for ((node, worker, mode), spans) in groups {
             let Some(sum) = Summary::of(spans.iter().map(|s| s.duration_us() as f64)) else {
                 continue;
             };
-            let threshold = sum.mean + 3.0 * sum.std;
-            let slow: Vec<&&Span> = spans
-                .iter()
-                .filter(|s| s.duration_us() as f64 > threshold && sum.std > 0.0)
-                .collect();
-            for s in &slow {
-                outliers.push((s.duration_us() as f64, label(node, *worker), s, threshold));
-            }
             rows.push(vec![
-                Cell::text(label(node, *worker)),
+                Cell::text(worker_label(node, *worker)),
                 Cell::text(mode_name(*mode)),
                 Cell::num(sum.count.to_string()),
                 Cell::num(ms(sum.mean)),
@@ -59,7 +121,6 @@ impl Page<'_> {
                 Cell::num(ms(sum.p95)),
                 Cell::num(ms(sum.p99)),
                 Cell::num(ms(sum.max)),
-                Cell::num(slow.len().to_string()),
             ]);
         }
         table(
@@ -76,13 +137,20 @@ impl Page<'_> {
                 "p95 ms",
                 "p99 ms",
                 "max ms",
-                "outliers",
             ],
             &rows,
         );
-        // The histogram and timeline show the mode with the most steps.
+    }
+
+    /// The histogram and timeline of the mode with the most steps, per node and worker, the
+    /// rule's outlier steps of that mode marked on the timeline.
+    fn step_charts(
+        &mut self,
+        groups: &BTreeMap<StepGroup, Vec<&Span>>,
+        details: Option<&StepOutlierDetails>,
+    ) {
         let mut count_per_mode: BTreeMap<Option<Mode>, usize> = BTreeMap::new();
-        for ((_, _, m), v) in &groups {
+        for ((_, _, m), v) in groups {
             *count_per_mode.entry(*m).or_default() += v.len();
         }
         let main_mode = count_per_mode
@@ -93,99 +161,139 @@ impl Page<'_> {
             .iter()
             .filter(|((_, _, m), _)| *m == main_mode)
             .take(MAX_SERIES)
-            .map(|((n, w, _), v)| (label(n, *w), v.clone()))
+            .map(|((n, w, _), v)| (worker_label(n, *w), v.clone()))
             .collect();
         let durations: Vec<f64> = shown
             .iter()
             .flat_map(|(_, v)| v.iter().map(|s| s.duration_us() as f64 / 1000.0))
             .collect();
-        if let Some(all) = Summary::of(durations.iter().copied()) {
-            let bins = 30;
-            let (lo, hi, edges) = all.bin_edges(bins);
-            let series: Vec<(String, Vec<u64>)> = shown
-                .iter()
-                .map(|(l, v)| {
-                    (
-                        l.clone(),
-                        stats::histogram(
-                            v.iter().map(|s| s.duration_us() as f64 / 1000.0),
-                            bins,
-                            lo,
-                            hi,
-                        ),
-                    )
-                })
-                .collect();
-            let mode = mode_name(main_mode);
-            let drawn = charts::histogram_chart(
-                &format!("Step durations, {mode}"),
-                "step duration (ms)",
-                &edges,
-                &series,
-            );
-            self.chart(drawn, "How many steps took how long, per node and worker.");
-            let lines: Vec<Series> = shown
-                .iter()
-                .map(|(l, v)| Series {
-                    label: l.clone(),
-                    points: v
-                        .iter()
-                        .map(|s| {
-                            (
-                                self.view.elapsed(s.start_us),
-                                s.duration_us() as f64 / 1000.0,
-                            )
-                        })
-                        .collect(),
-                })
-                .collect();
-            let drawn = charts::line_chart(
-                &format!("Step duration over time, {mode}"),
-                XAxis::Elapsed,
-                "ms",
-                &lines,
-                None,
-            );
-            self.chart(drawn, "Duration of each step at the time it started.");
-        }
+        let Some(all) = Summary::of(durations.iter().copied()) else {
+            return;
+        };
+        let bins = 30;
+        let (lo, hi, edges) = all.bin_edges(bins);
+        let series: Vec<(String, Vec<u64>)> = shown
+            .iter()
+            .map(|(l, v)| {
+                (
+                    l.clone(),
+                    stats::histogram(
+                        v.iter().map(|s| s.duration_us() as f64 / 1000.0),
+                        bins,
+                        lo,
+                        hi,
+                    ),
+                )
+            })
+            .collect();
+        let mode = mode_name(main_mode);
+        let drawn = charts::histogram_chart(
+            &format!("Step durations, {mode}"),
+            "step duration (ms)",
+            &edges,
+            &series,
+        );
+        self.chart(drawn, "How many steps took how long, per node and worker.");
+        let lines: Vec<Series> = shown
+            .iter()
+            .map(|(l, v)| Series {
+                label: l.clone(),
+                points: v
+                    .iter()
+                    .map(|s| {
+                        (
+                            self.view.elapsed(s.start_us),
+                            s.duration_us() as f64 / 1000.0,
+                        )
+                    })
+                    .collect(),
+            })
+            .collect();
+        let marked: Vec<(f64, f64)> = details
+            .into_iter()
+            .flat_map(|d| d.nodes.values())
+            .filter_map(|modes| modes.get(mode))
+            .flat_map(|s| &s.outlier_steps)
+            .map(|o| (self.view.elapsed(o.start_us), o.duration_s * 1000.0))
+            .collect();
+        let marks = Series {
+            label: format!("outlier ({})", marked.len()),
+            points: marked,
+        };
+        let count = marks.points.len();
+        let drawn = charts::marked_line_chart(
+            &format!("Step duration over time, {mode}"),
+            XAxis::Elapsed,
+            "ms",
+            &lines,
+            None,
+            details.map(|_| &marks),
+        );
+        let caption = match details {
+            Some(_) => format!(
+                "Duration of each step at the time it started; circles: the {count} outlier \
+                 step(s) of {mode} the rule lists."
+            ),
+            None => "Duration of each step at the time it started.".to_owned(),
+        };
+        self.marked_chart(drawn, &caption, count);
+    }
+
+    /// The rule's slowest outlier steps.
+    fn outlier_table(&mut self, details: &StepOutlierDetails) {
         self.h3("Outliers");
-        if outliers.is_empty() {
-            self.lead("No step took longer than its group's mean plus three standard deviations.");
-        } else {
-            outliers.sort_by(|a, b| b.0.total_cmp(&a.0));
-            self.lead(&format!(
-                "{} outlier step(s); the slowest ten:",
-                outliers.len()
-            ));
-            let rows: Vec<Vec<Cell>> = outliers
-                .iter()
-                .take(10)
-                .map(|(d, l, s, th)| {
-                    vec![
-                        Cell::text(l),
-                        Cell::text(mode_name(s.mode)),
-                        Cell::num(s.step.map_or("-".into(), |x| x.to_string())),
-                        Cell::text(clock(self.view.elapsed(s.start_us))),
-                        Cell::num(ms(*d)),
-                        Cell::num(ms(*th)),
-                    ]
-                })
-                .collect();
-            table(
-                &mut self.out,
-                "step-outliers",
-                &[
-                    "node / worker",
-                    "mode",
-                    "step",
-                    "started at",
-                    "duration ms",
-                    "threshold ms",
-                ],
-                &rows,
-            );
-            self.advice("Look at what ran at those times: checkpoints, evaluation, garbage collection, a slow batch or a stalled data loader. If the slow steps are periodic, move that work off the training loop or make it asynchronous.");
+        let total = details.outliers();
+        if total == 0 {
+            self.lead("No step took longer than the outlier limit of its node and mode.");
+            return;
         }
-        self.verdict("StepOutlier");
+        let mut listed: Vec<(&str, &str, &smdebug_rules::profiler::OutlierStep, f64)> = Vec::new();
+        for (node, modes) in &details.nodes {
+            for (mode, s) in modes {
+                for o in &s.outlier_steps {
+                    listed.push((node, mode, o, s.outlier_limit_s));
+                }
+            }
+        }
+        listed.sort_by(|a, b| b.2.duration_s.total_cmp(&a.2.duration_s));
+        self.lead(&format!(
+            "{total} outlier step(s); the slowest {}:",
+            listed.len().min(OUTLIERS_LISTED)
+        ));
+        let rows: Vec<Vec<Cell>> = listed
+            .iter()
+            .take(OUTLIERS_LISTED)
+            .map(|(node, mode, o, limit)| {
+                vec![
+                    Cell::text(*node),
+                    Cell::text(*mode),
+                    Cell::num(o.step.to_string()),
+                    Cell::text(clock(self.view.elapsed(o.start_us))),
+                    Cell::num(ms(o.duration_s * 1e6)),
+                    Cell::num(ms(limit * 1e6)),
+                ]
+            })
+            .collect();
+        table(
+            &mut self.out,
+            "step-outliers",
+            &[
+                "node",
+                "mode",
+                "step",
+                "started at",
+                "duration ms",
+                "limit ms",
+            ],
+            &rows,
+        );
+        self.advice("Look at what ran at those times: checkpoints, evaluation, garbage collection, a slow batch or a stalled data loader. If the slow steps are periodic, move that work off the training loop or make it asynchronous.");
+    }
+}
+
+fn worker_label(node: &str, worker: Option<u32>) -> String {
+    match worker {
+        Some(w) => format!("{node} worker {w}"),
+        None => node.to_owned(),
     }
 }

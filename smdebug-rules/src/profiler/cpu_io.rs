@@ -13,6 +13,9 @@ use crate::params::{Check, lenient};
 use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 
+use super::details::{
+    BottleneckDetails, BottleneckSample, Details, NodeBottlenecks as NodeBottleneckDetails,
+};
 use super::snapshot::{NO_GPU, Snapshot, SnapshotAssembler, is_core, utc};
 use super::stats::{Sketch, round4};
 
@@ -94,8 +97,8 @@ struct NodeBottlenecks {
     bottlenecks: u64,
     low_gpu: u64,
     firing: bool,
-    /// (time, step) of the first [`MAX_KEPT_TIMES`] bottleneck samples, in time order.
-    times: Vec<(u64, u64)>,
+    /// The first [`MAX_KEPT_TIMES`] bottleneck snapshots, in time order.
+    times: Vec<BottleneckSample>,
     /// Per framework phase (Step spans left out), how many kept bottleneck samples fell inside
     /// one of its spans: what the loop was doing while the GPU waited.
     phases: BTreeMap<String, u64>,
@@ -173,8 +176,12 @@ impl Bottlenecks {
             if bottleneck {
                 node.bottlenecks += 1;
                 if node.times.len() < MAX_KEPT_TIMES {
-                    node.times
-                        .push((snapshot.time_us, window.step_at(snapshot.time_us)));
+                    node.times.push(BottleneckSample {
+                        time_us: snapshot.time_us,
+                        step: window.step_at(snapshot.time_us),
+                        host_percent: host.as_ref().map_or(f64::NAN, |h| h.1),
+                        gpu_percent: idle_gpus.iter().map(|g| *g.1).fold(f64::INFINITY, f64::min),
+                    });
                     // Spans of earlier windows this sample fell in (this window's are matched
                     // in `attribute_phases`, so no pair is counted twice).
                     for s in &self.recent_spans {
@@ -211,7 +218,7 @@ impl Bottlenecks {
                     percent,
                     node.counted,
                     self.threshold,
-                    utc(node.times.first().map_or(snapshot.time_us, |t| t.0)),
+                    utc(node.times.first().map_or(snapshot.time_us, |t| t.time_us)),
                 ));
                 let label = format!("{} bottleneck share", snapshot.node);
                 r.evidence.push(
@@ -281,37 +288,36 @@ impl Bottlenecks {
                 self.nodes.get_mut(&span.node)
             };
             let Some(node) = node else { continue };
-            let from = node.times.partition_point(|t| t.0 < span.start_us);
-            let to = node.times.partition_point(|t| t.0 <= span.end_us);
+            let from = node.times.partition_point(|t| t.time_us < span.start_us);
+            let to = node.times.partition_point(|t| t.time_us <= span.end_us);
             if to > from {
                 *node.phases.entry(span.phase.clone()).or_default() += (to - from) as u64;
             }
         }
     }
 
-    fn details(&self) -> Value {
-        let nodes: serde_json::Map<String, Value> = self
+    fn details(&self) -> Option<Details> {
+        let nodes = self
             .nodes
             .iter()
             .map(|(node, n)| {
-                (
-                    node.clone(),
-                    json!({
-                        "datapoints": n.counted,
-                        "skipped_for_patience": n.seen - n.counted,
-                        "bottlenecks": n.bottlenecks,
-                        "bottleneck_percent": if n.counted > 0 {
-                            round4(n.bottlenecks as f64 * 100.0 / n.counted as f64)
-                        } else { 0.0 },
-                        "low_gpu_utilization": n.low_gpu,
-                        "bottleneck_times_us": n.times.iter().map(|t| t.0).collect::<Vec<_>>(),
-                        "bottleneck_steps": n.times.iter().map(|t| t.1).collect::<Vec<_>>(),
-                        "phases_during_bottlenecks": n.phases,
-                    }),
-                )
+                let details = NodeBottleneckDetails {
+                    datapoints: n.counted,
+                    skipped_for_patience: n.seen - n.counted,
+                    bottlenecks: n.bottlenecks,
+                    bottleneck_percent: if n.counted > 0 {
+                        round4(n.bottlenecks as f64 * 100.0 / n.counted as f64)
+                    } else {
+                        0.0
+                    },
+                    low_gpu_utilization: n.low_gpu,
+                    bottleneck_samples: n.times.clone(),
+                    phases_during_bottlenecks: n.phases.clone(),
+                };
+                (node.clone(), details)
             })
             .collect();
-        json!({ "nodes": nodes })
+        Some(Details::Bottlenecks(BottleneckDetails { nodes }))
     }
 }
 
@@ -371,7 +377,7 @@ impl ProfilerRule for CPUBottleneck {
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         Ok(self.inner.invoke(window))
     }
-    fn details(&self) -> Value {
+    fn details(&self) -> Option<Details> {
         self.inner.details()
     }
 }
@@ -423,7 +429,7 @@ impl ProfilerRule for IOBottleneck {
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         Ok(self.inner.invoke(window))
     }
-    fn details(&self) -> Value {
+    fn details(&self) -> Option<Details> {
         self.inner.details()
     }
 }
@@ -714,29 +720,31 @@ impl ProfilerRule for Dataloader {
         Ok(results)
     }
 
-    fn details(&self) -> Value {
-        let nodes: serde_json::Map<String, Value> = self
-            .nodes
-            .iter()
-            .filter(|(_, n)| n.loads > 0 || !n.cores.is_empty())
-            .map(|(name, n)| {
-                let (workers, source) = n.workers();
-                (
-                    name.clone(),
-                    json!({
-                        "cores": n.cores.len(),
-                        "workers": workers,
-                        "workers_from": source,
-                        "num_workers_argument": n.num_workers,
-                        "data_loading_spans": n.loads,
-                        "load_time_s": n.load_seconds.summary(),
-                        "data_loading_total_s": round4(n.load_total_us as f64 / 1e6),
-                        "step_total_s": round4(n.step_total_us as f64 / 1e6),
-                        "training_loop_share_loading": n.loop_share().map(round4),
-                    }),
-                )
-            })
-            .collect();
-        json!({ "nodes": nodes })
+    fn details(&self) -> Option<Details> {
+        Some(Details::Json({
+            let nodes: serde_json::Map<String, Value> = self
+                .nodes
+                .iter()
+                .filter(|(_, n)| n.loads > 0 || !n.cores.is_empty())
+                .map(|(name, n)| {
+                    let (workers, source) = n.workers();
+                    (
+                        name.clone(),
+                        json!({
+                            "cores": n.cores.len(),
+                            "workers": workers,
+                            "workers_from": source,
+                            "num_workers_argument": n.num_workers,
+                            "data_loading_spans": n.loads,
+                            "load_time_s": n.load_seconds.summary(),
+                            "data_loading_total_s": round4(n.load_total_us as f64 / 1e6),
+                            "step_total_s": round4(n.step_total_us as f64 / 1e6),
+                            "training_loop_share_loading": n.loop_share().map(round4),
+                        }),
+                    )
+                })
+                .collect();
+            json!({ "nodes": nodes })
+        }))
     }
 }

@@ -10,6 +10,10 @@ use crate::params::{Check, lenient};
 use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 
+use super::details::{
+    Details, GpuDistance, GpuUsageState as Usage, GpuUtilization, GpuUtilizationDetails,
+    GpuWorkload, LoadBalancingDetails, NodeWorkloads,
+};
 use super::snapshot::{NO_GPU, Snapshot, SnapshotAssembler};
 use super::stats::{RollingWindow, Sketch, round4};
 
@@ -178,13 +182,6 @@ impl Default for LowGPUUtilizationParams {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-enum Usage {
-    Underused,
-    Fluctuating,
-}
-
 #[derive(Debug)]
 struct GpuUsage {
     utilization: GpuSeries,
@@ -286,17 +283,25 @@ impl ProfilerRule for LowGPUUtilization {
         Ok(self.gpus.feed(window, p.patience, new, judge, evaluated))
     }
 
-    fn details(&self) -> Value {
-        self.gpus.details(|g| {
+    fn details(&self) -> Option<Details> {
+        let mut nodes: BTreeMap<String, BTreeMap<String, GpuUtilization>> = BTreeMap::new();
+        for ((node, gpu), g) in &self.gpus.gpus {
             let u = &g.utilization;
-            json!({
-                "utilization": u.all.summary(),
-                "window_p95": u.window.quantile(0.95).map(round4),
-                "window_p5": u.window.quantile(0.05).map(round4),
-                "state": g.state,
-                "violations": g.violations,
-            })
-        })
+            let judged = u.seen > self.params.patience;
+            let utilization = GpuUtilization {
+                utilization: u.all.summary(),
+                window_p95: u.window.quantile(0.95).map(round4),
+                window_p5: u.window.quantile(0.05).map(round4),
+                state: g.state,
+                violations: g.violations,
+                judged,
+            };
+            nodes
+                .entry(node.clone())
+                .or_default()
+                .insert(gpu.clone(), utilization);
+        }
+        Some(Details::GpuUtilization(GpuUtilizationDetails { nodes }))
     }
 }
 
@@ -502,32 +507,34 @@ impl ProfilerRule for BatchSize {
         Ok(results)
     }
 
-    fn details(&self) -> Value {
-        let nodes: serde_json::Map<String, Value> = self
-            .nodes
-            .iter()
-            .map(|(name, n)| {
-                let gpus: serde_json::Map<String, Value> = n
-                    .gpus
-                    .iter()
-                    .map(|(gpu, g)| {
-                        (
-                            gpu.clone(),
-                            json!({
-                                "utilization": g.util_all.summary(),
-                                "memory": g.memory_all.summary(),
-                                "violations": g.violations,
-                            }),
-                        )
-                    })
-                    .collect();
-                (
-                    name.clone(),
-                    json!({"cpu": n.cpu_all.summary(), "gpus": gpus}),
-                )
-            })
-            .collect();
-        json!({ "nodes": nodes })
+    fn details(&self) -> Option<Details> {
+        Some(Details::Json({
+            let nodes: serde_json::Map<String, Value> = self
+                .nodes
+                .iter()
+                .map(|(name, n)| {
+                    let gpus: serde_json::Map<String, Value> = n
+                        .gpus
+                        .iter()
+                        .map(|(gpu, g)| {
+                            (
+                                gpu.clone(),
+                                json!({
+                                    "utilization": g.util_all.summary(),
+                                    "memory": g.memory_all.summary(),
+                                    "violations": g.violations,
+                                }),
+                            )
+                        })
+                        .collect();
+                    (
+                        name.clone(),
+                        json!({"cpu": n.cpu_all.summary(), "gpus": gpus}),
+                    )
+                })
+                .collect();
+            json!({ "nodes": nodes })
+        }))
     }
 }
 
@@ -659,9 +666,11 @@ impl ProfilerRule for GPUMemoryIncrease {
         Ok(self.gpus.feed(window, p.patience, new, judge, evaluated))
     }
 
-    fn details(&self) -> Value {
-        self.gpus
-            .details(|g| json!({"memory": g.memory.all.summary(), "increases": g.increases}))
+    fn details(&self) -> Option<Details> {
+        Some(Details::Json({
+            self.gpus
+                .details(|g| json!({"memory": g.memory.all.summary(), "increases": g.increases}))
+        }))
     }
 }
 
@@ -879,39 +888,42 @@ impl ProfilerRule for LoadBalancing {
         Ok(results)
     }
 
-    fn details(&self) -> Value {
-        let nodes: serde_json::Map<String, Value> = self
+    fn details(&self) -> Option<Details> {
+        let nodes = self
             .gpus
             .iter()
             .map(|(node, gpus)| {
-                let workloads: serde_json::Map<String, Value> = gpus
+                let workloads = gpus
                     .iter()
                     .filter(|(_, w)| w.counted > 0)
                     .map(|(g, w)| {
-                        (
-                            g.clone(),
-                            json!({
-                                "histogram": w.histogram.to_vec(),
-                                "mean": round4(w.mean()),
-                                "idle_percent": round4(w.idle_percent()),
-                                "samples": w.counted,
-                            }),
-                        )
+                        let workload = GpuWorkload {
+                            histogram: w.histogram.to_vec(),
+                            mean: round4(w.mean()),
+                            idle_percent: round4(w.idle_percent()),
+                            samples: w.counted,
+                        };
+                        (g.clone(), workload)
                     })
                     .collect();
-                let distances: Vec<Value> = self
+                let distances = self
                     .distances
                     .iter()
                     .filter(|((n, _, _), _)| n == node)
-                    .map(|((_, a, b), d)| json!({"gpus": [a, b], "distance": round4(*d)}))
+                    .map(|((_, a, b), d)| GpuDistance {
+                        gpus: [a.clone(), b.clone()],
+                        distance: round4(*d),
+                    })
                     .collect();
-                (
-                    node.clone(),
-                    json!({"bin_width_percent": 2, "workloads": workloads, "distances": distances}),
-                )
+                let node_workloads = NodeWorkloads {
+                    bin_width_percent: 100.0 / BINS as f64,
+                    workloads,
+                    distances,
+                };
+                (node.clone(), node_workloads)
             })
             .collect();
-        json!({ "nodes": nodes })
+        Some(Details::LoadBalancing(LoadBalancingDetails { nodes }))
     }
 }
 

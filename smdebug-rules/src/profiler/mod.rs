@@ -40,6 +40,7 @@
 //! ```
 
 mod cpu_io;
+mod details;
 pub(crate) mod feed;
 mod gpu;
 mod overall;
@@ -51,6 +52,11 @@ pub use crate::window::{ProfilerWindow, StepTimeline};
 pub use cpu_io::{
     CPUBottleneck, CPUBottleneckParams, Dataloader, DataloaderParams, IOBottleneck,
     IOBottleneckParams,
+};
+pub use details::{
+    BottleneckDetails, BottleneckSample, Details, GpuDistance, GpuUsageState, GpuUtilization,
+    GpuUtilizationDetails, GpuWorkload, LoadBalancingDetails, NodeBottlenecks, NodeWorkloads,
+    OutlierStep, StepHistogram, StepOutlierDetails, StepSeriesDetails,
 };
 pub use gpu::{
     BatchSize, BatchSizeParams, GPUMemoryIncrease, GPUMemoryIncreaseParams, LoadBalancing,

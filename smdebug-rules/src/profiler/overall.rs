@@ -14,6 +14,7 @@ use crate::rule::{ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 
 use crate::window::ProfilerWindow;
 
+use super::details::Details;
 use super::snapshot::is_core;
 use super::stats::{Sketch, round4};
 
@@ -108,26 +109,28 @@ impl ProfilerRule for OverallSystemUsage {
         Ok(results)
     }
 
-    fn details(&self) -> Value {
-        let mut nodes: BTreeMap<&str, serde_json::Map<String, Value>> = BTreeMap::new();
-        for ((node, label), s) in &self.series {
-            let q = |p: f64| s.values.quantile(p).map(round4);
-            nodes.entry(node).or_default().insert(
-                label.clone(),
-                json!({
-                    "type": s.metric_type,
-                    "unit": s.unit,
-                    "samples": s.values.count(),
-                    "max": q(1.0),
-                    "p99": q(0.99),
-                    "p95": q(0.95),
-                    "p50": q(0.50),
-                    "min": q(0.0),
-                    "mean": s.values.mean().map(round4),
-                }),
-            );
-        }
-        json!({ "nodes": nodes })
+    fn details(&self) -> Option<Details> {
+        Some(Details::Json({
+            let mut nodes: BTreeMap<&str, serde_json::Map<String, Value>> = BTreeMap::new();
+            for ((node, label), s) in &self.series {
+                let q = |p: f64| s.values.quantile(p).map(round4);
+                nodes.entry(node).or_default().insert(
+                    label.clone(),
+                    json!({
+                        "type": s.metric_type,
+                        "unit": s.unit,
+                        "samples": s.values.count(),
+                        "max": q(1.0),
+                        "p99": q(0.99),
+                        "p95": q(0.95),
+                        "p50": q(0.50),
+                        "min": q(0.0),
+                        "mean": s.values.mean().map(round4),
+                    }),
+                );
+            }
+            json!({ "nodes": nodes })
+        }))
     }
 }
 
@@ -261,46 +264,48 @@ impl ProfilerRule for OverallFrameworkMetrics {
         Ok(results)
     }
 
-    fn details(&self) -> Value {
-        let job_us = self
-            .start_us
-            .map_or(0, |start| self.end_us.saturating_sub(start));
-        let share = |us: u64| (job_us > 0).then(|| round4(us as f64 * 100.0 / job_us as f64));
-        let phases: serde_json::Map<String, Value> = self
-            .phases
-            .iter()
-            .map(|(name, t)| {
-                let mut v = t.json();
-                v["percent_of_job"] = json!(share(t.total_us));
-                (name.clone(), v)
+    fn details(&self) -> Option<Details> {
+        Some(Details::Json({
+            let job_us = self
+                .start_us
+                .map_or(0, |start| self.end_us.saturating_sub(start));
+            let share = |us: u64| (job_us > 0).then(|| round4(us as f64 * 100.0 / job_us as f64));
+            let phases: serde_json::Map<String, Value> = self
+                .phases
+                .iter()
+                .map(|(name, t)| {
+                    let mut v = t.json();
+                    v["percent_of_job"] = json!(share(t.total_us));
+                    (name.clone(), v)
+                })
+                .collect();
+            let in_steps: u64 = self.modes.values().map(|t| t.total_us).sum();
+            let modes: serde_json::Map<String, Value> = self
+                .modes
+                .iter()
+                .map(|(m, t)| {
+                    let mut v = t.json();
+                    v["percent_of_job"] = json!(share(t.total_us));
+                    (m.clone(), v)
+                })
+                .collect();
+            let other_us = job_us.saturating_sub(in_steps);
+            let fb = self.forward.total_us + self.backward.total_us;
+            json!({
+                "job_start_us": self.start_us,
+                "job_end_us": (self.end_us > 0).then_some(self.end_us),
+                "job_duration_s": round4(job_us as f64 / 1e6),
+                "spans": self.spans,
+                "phases": phases,
+                "steps_by_mode": modes,
+                "outside_steps": {"total_s": round4(other_us as f64 / 1e6), "percent_of_job": share(other_us)},
+                "forward": self.forward.json(),
+                "backward": self.backward.json(),
+                "forward_percent_of_forward_backward": (fb > 0)
+                    .then(|| round4(self.forward.total_us as f64 * 100.0 / fb as f64)),
+                "cpu_operators": self.operators_json("cpu"),
+                "gpu_operators": self.operators_json("gpu"),
             })
-            .collect();
-        let in_steps: u64 = self.modes.values().map(|t| t.total_us).sum();
-        let modes: serde_json::Map<String, Value> = self
-            .modes
-            .iter()
-            .map(|(m, t)| {
-                let mut v = t.json();
-                v["percent_of_job"] = json!(share(t.total_us));
-                (m.clone(), v)
-            })
-            .collect();
-        let other_us = job_us.saturating_sub(in_steps);
-        let fb = self.forward.total_us + self.backward.total_us;
-        json!({
-            "job_start_us": self.start_us,
-            "job_end_us": (self.end_us > 0).then_some(self.end_us),
-            "job_duration_s": round4(job_us as f64 / 1e6),
-            "spans": self.spans,
-            "phases": phases,
-            "steps_by_mode": modes,
-            "outside_steps": {"total_s": round4(other_us as f64 / 1e6), "percent_of_job": share(other_us)},
-            "forward": self.forward.json(),
-            "backward": self.backward.json(),
-            "forward_percent_of_forward_backward": (fb > 0)
-                .then(|| round4(self.forward.total_us as f64 * 100.0 / fb as f64)),
-            "cpu_operators": self.operators_json("cpu"),
-            "gpu_operators": self.operators_json("gpu"),
-        })
+        }))
     }
 }

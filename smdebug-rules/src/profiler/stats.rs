@@ -1,10 +1,11 @@
 //! Percentiles for the profiler rules: exact over a sliding window ([`RollingWindow`]) and
-//! approximate over a whole run in bounded memory ([`Sketch`]).
+//! approximate over a whole run in bounded memory ([`Sketch`]). Both use smdebug-profiler's one
+//! `percentile`, and a sketch summarizes into its one [`Summary`], the type the report's tables
+//! read too.
 
 use std::collections::{BTreeMap, VecDeque};
 
-use serde_json::{Value, json};
-use smdebug_profiler::stats::percentile;
+use smdebug_profiler::stats::{Summary, percentile};
 
 /// The `q` quantile (0..=1) of sorted `values`, interpolated linearly between the two nearest
 /// ranks (numpy's default); `None` for no values.
@@ -83,6 +84,7 @@ const GAMMA: f64 = 1.02;
 pub struct Sketch {
     count: u64,
     sum: f64,
+    sum_squares: f64,
     min: f64,
     max: f64,
     zeros: u64,
@@ -113,6 +115,7 @@ impl Sketch {
         }
         self.count += 1;
         self.sum += value;
+        self.sum_squares += value * value;
         if value.abs() < 1e-12 {
             self.zeros += 1;
         } else if value > 0.0 {
@@ -176,25 +179,28 @@ impl Sketch {
         Some(self.max)
     }
 
-    /// `{count, mean, min, p5, p25, p50, p75, p95, p99, max}` rounded to 4 significant decimals,
-    /// or null when empty.
-    pub fn summary(&self) -> Value {
-        if self.count == 0 {
-            return Value::Null;
-        }
-        let q = |p: f64| self.quantile(p).map(round4);
-        json!({
-            "count": self.count,
-            "mean": self.mean().map(round4),
-            "min": round4(self.min),
-            "p5": q(0.05),
-            "p25": q(0.25),
-            "p50": q(0.50),
-            "p75": q(0.75),
-            "p95": q(0.95),
-            "p99": q(0.99),
-            "max": round4(self.max),
-        })
+    /// The sketch's [`Summary`] (quantiles within about 1 %, the rest exact), rounded to 4
+    /// decimals; `None` when empty.
+    pub fn summary(&self) -> Option<Summary> {
+        let mean = self.mean()?;
+        let q = |p: f64| self.quantile(p).unwrap_or(mean);
+        let variance = (self.sum_squares / self.count as f64 - mean * mean).max(0.0);
+        Some(
+            Summary {
+                count: self.count,
+                min: self.min,
+                max: self.max,
+                mean,
+                std: variance.sqrt(),
+                p5: q(0.05),
+                p25: q(0.25),
+                p50: q(0.50),
+                p75: q(0.75),
+                p95: q(0.95),
+                p99: q(0.99),
+            }
+            .rounded(),
+        )
     }
 }
 

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 use smdebug_core::Mode;
 use smdebug_profiler::reader::TRACE_FILE_SLACK_US;
 use smdebug_profiler::spans::Phase;
@@ -13,7 +13,12 @@ use crate::params::{Check, lenient};
 use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 
+use super::details::{Details, OutlierStep, StepHistogram, StepOutlierDetails, StepSeriesDetails};
 use super::snapshot::utc;
+use smdebug_profiler::stats::{Summary, histogram};
+
+/// At most this many outlier steps per node and mode are kept in the details.
+const MAX_OUTLIER_STEPS: usize = 100;
 use super::stats::round4;
 
 /// Parameters of [`MaxInitializationTime`].
@@ -147,17 +152,19 @@ impl ProfilerRule for MaxInitializationTime {
         Ok(results)
     }
 
-    fn details(&self) -> Value {
-        json!({
-            "job_start_us": self.start_us,
-            "first_step_start_us": self.first_step_us,
-            "last_step_start_us": self.last_step_us,
-            "initialization_s": match (self.start_us, self.first_step_us) {
-                (Some(s), Some(f)) => Some(round4(f.saturating_sub(s) as f64 / 1e6)),
-                _ => None,
-            },
-            "step_spans": self.steps,
-        })
+    fn details(&self) -> Option<Details> {
+        Some(Details::Json({
+            json!({
+                "job_start_us": self.start_us,
+                "first_step_start_us": self.first_step_us,
+                "last_step_start_us": self.last_step_us,
+                "initialization_s": match (self.start_us, self.first_step_us) {
+                    (Some(s), Some(f)) => Some(round4(f.saturating_sub(s) as f64 / 1e6)),
+                    _ => None,
+                },
+                "step_spans": self.steps,
+            })
+        }))
     }
 }
 
@@ -233,21 +240,6 @@ impl StepDurations {
             .range(from..)
             .map(|(_, steps)| steps.len() as u64)
             .sum()
-    }
-
-    fn quantile_s(&self, q: f64) -> Option<f64> {
-        if self.count == 0 {
-            return None;
-        }
-        let rank = (q * (self.count - 1) as f64).round() as u64;
-        let mut seen = 0;
-        for (d, steps) in &self.by_duration {
-            seen += steps.len() as u64;
-            if seen > rank {
-                return Some(*d as f64 / 1e6);
-            }
-        }
-        None
     }
 }
 
@@ -359,48 +351,56 @@ impl ProfilerRule for StepOutlier {
         Ok(results)
     }
 
-    fn details(&self) -> Value {
+    fn details(&self) -> Option<Details> {
         let k = self.params.stddev;
-        let mut nodes: BTreeMap<&str, serde_json::Map<String, Value>> = BTreeMap::new();
+        let mut nodes: BTreeMap<String, BTreeMap<String, StepSeriesDetails>> = BTreeMap::new();
         for ((node, mode), s) in &self.series {
             let (mean, std) = s.mean_std();
             let limit = mean + k * std;
             let outliers = s.above(limit);
-            let (lo, hi) = (
-                s.quantile_s(0.0).unwrap_or(0.0),
-                s.quantile_s(1.0).unwrap_or(0.0),
-            );
+            let durations = s
+                .by_duration
+                .iter()
+                .flat_map(|(d, steps)| steps.iter().map(move |_| *d as f64 / 1e6));
+            let Some(summary) = Summary::of(durations) else {
+                continue;
+            };
             let bins = 20usize;
+            let (lo, hi) = (summary.min, summary.max);
             let width = (hi - lo) / bins as f64;
-            let mut histogram = vec![0u64; bins];
-            for (d, steps) in &s.by_duration {
-                let x = *d as f64 / 1e6;
-                let i = if width > 0.0 {
-                    (((x - lo) / width) as usize).min(bins - 1)
-                } else {
-                    0
-                };
-                histogram[i] += steps.len() as u64;
-            }
-            nodes.entry(node).or_default().insert(
+            let histogram = histogram(
+                s.by_duration
+                    .iter()
+                    .flat_map(|(d, steps)| steps.iter().map(move |_| *d as f64 / 1e6)),
+                bins,
+                lo,
+                hi,
+            );
+            nodes.entry(node.clone()).or_default().insert(
                 mode.clone(),
-                json!({
-                    "steps": s.count,
-                    "mean_s": round4(mean),
-                    "stddev_s": round4(std),
-                    "min_s": round4(lo),
-                    "p50_s": s.quantile_s(0.5).map(round4),
-                    "p95_s": s.quantile_s(0.95).map(round4),
-                    "p99_s": s.quantile_s(0.99).map(round4),
-                    "max_s": round4(hi),
-                    "outlier_limit_s": round4(limit),
-                    "outliers": outliers.len(),
-                    "outlier_steps": outliers.iter().take(100).map(|o| o.1).collect::<Vec<_>>(),
-                    "histogram": {"min_s": round4(lo), "bin_width_s": round4(width), "counts": histogram},
-                    "times_fired": s.fired,
-                }),
+                StepSeriesDetails {
+                    steps: s.count,
+                    duration_s: summary.rounded(),
+                    outlier_limit_s: round4(limit),
+                    outliers: outliers.len() as u64,
+                    outlier_steps: outliers
+                        .iter()
+                        .take(MAX_OUTLIER_STEPS)
+                        .map(|&(d, step, start_us)| OutlierStep {
+                            step,
+                            start_us,
+                            duration_s: d as f64 / 1e6,
+                        })
+                        .collect(),
+                    histogram: StepHistogram {
+                        min_s: round4(lo),
+                        bin_width_s: round4(width),
+                        counts: histogram,
+                    },
+                    times_fired: s.fired,
+                },
             );
         }
-        json!({ "nodes": nodes })
+        Some(Details::StepOutliers(StepOutlierDetails { nodes }))
     }
 }

@@ -1,0 +1,306 @@
+//! One verdict: the report's bottleneck and step-duration sections show the rules' own evidence
+//! (their typed details), the charts mark exactly the points the rules judged, and the details
+//! the dashboard reads back from `rules/rule_job_summary.json` are the same typed details. Rule
+//! parameters are overridden, and the expected counts are worked out from the crafted data, not
+//! read from the rules.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use smdebug_core::Mode;
+use smdebug_io::Storage;
+use smdebug_io::storage::LocalStorage;
+use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
+use smdebug_profiler::system::{NodeId, system_file_key};
+use smdebug_report::{ReportWriter, RuleFile};
+use smdebug_rules::profiler::{Details, GpuUsageState};
+use smdebug_rules::{RuleRunner, RuleSpec, Status, Summary, read_summary};
+
+const NODE: &str = "algo-1";
+/// System samples, one a second.
+const SAMPLES: u64 = 60;
+/// GPU idle (5 %) before this sample, busy (60 %) from it on.
+const GPU_BUSY_FROM: u64 = 40;
+/// Step spans, 100 ms each but for [`SLOW_STEPS`] of 400 ms.
+const STEPS: u64 = 40;
+const SLOW_STEPS: [u64; 3] = [10, 20, 30];
+
+/// The run's start, whole seconds a while ago.
+fn start_s() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 600
+}
+
+/// CPU at 85 % on every third sample and 40 % otherwise; gpu0 idles for the first
+/// [`GPU_BUSY_FROM`] samples, gpu1 is always at 90 %. Step spans of TRAIN steps, one a second.
+fn record(run: &Path, start: u64) {
+    let storage = LocalStorage::new(run).unwrap();
+    let mut text = String::new();
+    for i in 0..SAMPLES {
+        let t = start as f64 + i as f64 + 0.5;
+        let cpu = if i % 3 == 0 { 85.0 } else { 40.0 };
+        let gpu = if i < GPU_BUSY_FROM { 5.0 } else { 60.0 };
+        for (kind, name, dimension, value) in [
+            ("cpu", "total", "CPUUtilization", cpu),
+            ("cpu", "cpu0", "CPUUtilization", cpu),
+            ("cpu", "cpu0", "I/OWaitPercentage", 1.0),
+            ("gpu", "gpu0", "GPUUtilization", gpu),
+            ("gpu", "gpu0", "GPUMemoryUtilization", 20.0),
+            ("gpu", "gpu1", "GPUUtilization", 90.0),
+            ("gpu", "gpu1", "GPUMemoryUtilization", 20.0),
+        ] {
+            text.push_str(&format!(
+                "{{\"Type\":\"{kind}\",\"Name\":\"{name}\",\"Dimension\":\"{dimension}\",\
+                 \"Value\":{value},\"NodeId\":\"{NODE}\",\"Timestamp\":{t}}}\n"
+            ));
+        }
+    }
+    storage
+        .put(&system_file_key(start, NODE), text.into_bytes().into())
+        .unwrap();
+    let config = SpanConfig::default().node(NodeId::new(NODE).unwrap());
+    let (spans, guard) = SpanRecorder::start_local(config, run).unwrap();
+    for step in 0..STEPS {
+        let at = UNIX_EPOCH + Duration::from_secs(start) + Duration::from_millis(step * 1000 + 100);
+        let ms = if SLOW_STEPS.contains(&step) { 400 } else { 100 };
+        spans.record(
+            Phase::Step(Mode::Train),
+            None,
+            at,
+            Duration::from_millis(ms),
+            Some((Mode::Train, step)),
+        );
+    }
+    guard.finish().unwrap();
+}
+
+struct Outcome {
+    summary: Summary,
+    /// The summary as the dashboard reads it from the run.
+    written: Summary,
+    html: String,
+    out: std::path::PathBuf,
+}
+
+fn run_with(spec: &str) -> (tempfile::TempDir, Outcome) {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    record(&run, start_s());
+    let out = dir.path().join("out");
+    let page = out.join("report.html");
+    let summary = RuleRunner::builder(run.to_str().unwrap())
+        .spec(RuleSpec::parse(spec).unwrap())
+        .reporter(ReportWriter::to_file(&page))
+        .write_into_run(true)
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap();
+    let written = read_summary(run.to_str().unwrap())
+        .unwrap()
+        .expect("the summary in the run");
+    let html = std::fs::read_to_string(&page).unwrap();
+    (
+        dir,
+        Outcome {
+            summary,
+            written,
+            html,
+            out,
+        },
+    )
+}
+
+fn section<'h>(html: &'h str, id: &str) -> &'h str {
+    let start = html.find(&format!("<section id=\"{id}\"")).unwrap();
+    let end = start + html[start..].find("</section>").unwrap();
+    &html[start..end]
+}
+
+/// The `data-marked` counts of a section's charts, in order.
+fn marked(section: &str) -> Vec<u64> {
+    section
+        .split("data-marked=\"")
+        .skip(1)
+        .map(|s| s[..s.find('"').unwrap()].parse().unwrap())
+        .collect()
+}
+
+/// The numbers in the node's row of the bottleneck table after the p95:
+/// `(judged snapshots, bottleneck snapshots)`.
+fn bottleneck_row(section: &str) -> (u64, u64) {
+    let row = &section[section.find(&format!("<td>{NODE}</td>")).expect("node row")..];
+    let nums: Vec<u64> = row
+        .split("<td class=\"num\">")
+        .skip(2)
+        .take(2)
+        .map(|cell| cell[..cell.find('<').unwrap()].parse().unwrap())
+        .collect();
+    (nums[0], nums[1])
+}
+
+/// The rule's typed details three ways: from the runner, from the summary the dashboard reads,
+/// and from the rule file beside the report. All three must be the same.
+fn details_everywhere(o: &Outcome, rule: &str) -> Details {
+    let status = o.summary.rule(rule).unwrap();
+    let ours = Details::of_status(status).expect("details");
+    let dashboard = Details::of_status(o.written.rule(rule).unwrap()).expect("written details");
+    assert_eq!(ours, dashboard, "{rule}: the dashboard's details differ");
+    let file: RuleFile =
+        serde_json::from_slice(&std::fs::read(o.out.join(format!("{rule}.json"))).unwrap())
+            .unwrap();
+    assert_eq!(
+        Details::of_value(&file.details).as_ref(),
+        Some(&ours),
+        "{rule}: the report's rule file differs"
+    );
+    ours
+}
+
+#[test]
+fn an_overridden_cpu_threshold_gives_one_count_in_chart_table_verdict_and_dashboard() {
+    let patience = 5;
+    let (_dir, o) = run_with(&format!(
+        "ProfilerReport:CPUBottleneck_cpu_threshold=80,CPUBottleneck_patience={patience},\
+         CPUBottleneck_threshold=20,StepOutlier_stddev=2,StepOutlier_n_outliers=1,\
+         LoadBalancing_patience=0,LowGPUUtilization_patience=0"
+    ));
+    // Worked out from the data: judged after patience, bottleneck when the CPU is at 85 %
+    // (every third sample) while the GPU idles.
+    let judged = SAMPLES - patience;
+    let expected = (patience..GPU_BUSY_FROM).filter(|i| i % 3 == 0).count() as u64;
+    assert_eq!(expected, 12);
+
+    let status = o.summary.rule("CPUBottleneck").unwrap();
+    assert_eq!(status.status, Status::IssuesFound, "{}", status.message);
+    assert_eq!(status.datapoints, judged);
+    let details = details_everywhere(&o, "CPUBottleneck");
+    let b = details.bottlenecks().expect("typed bottleneck details");
+    assert_eq!((b.datapoints(), b.bottlenecks()), (judged, expected));
+    let node = &b.nodes[NODE];
+    assert_eq!(node.skipped_for_patience, patience);
+    assert_eq!(node.bottleneck_samples.len() as u64, expected);
+    assert!(
+        node.bottleneck_samples
+            .iter()
+            .all(|s| s.host_percent == 85.0 && s.gpu_percent == 5.0),
+        "{node:?}"
+    );
+
+    let cpu = section(&o.html, "cpu-bottlenecks");
+    assert!(cpu.contains("CPU utilization is over 80%"), "{cpu}");
+    assert_eq!(bottleneck_row(cpu), (judged, expected), "{cpu}");
+    // The pie's bottleneck slice and the timeline's circles: the rule's snapshots.
+    assert_eq!(marked(cpu), vec![expected, expected], "{cpu}");
+    assert!(
+        cpu.contains(&format!("GPU idle, CPU busy: {expected}")),
+        "{cpu}"
+    );
+    assert!(
+        cpu.contains(&format!(
+            "fired {} time(s) over {judged} datapoint(s)",
+            status.fired_count
+        )),
+        "{cpu}"
+    );
+
+    let steps = o.summary.rule("StepOutlier").unwrap();
+    assert_eq!(steps.status, Status::IssuesFound, "{}", steps.message);
+    let details = details_everywhere(&o, "StepOutlier");
+    let s = details.step_outliers().expect("typed step details");
+    let train = &s.nodes[NODE]["TRAIN"];
+    assert_eq!(train.steps, STEPS);
+    let mut slow: Vec<u64> = train.outlier_steps.iter().map(|o| o.step).collect();
+    slow.sort_unstable();
+    assert_eq!(slow, SLOW_STEPS);
+    assert_eq!(train.outliers, SLOW_STEPS.len() as u64);
+    let steps_html = section(&o.html, "step-durations");
+    assert!(
+        steps_html.contains("mean plus 2 standard deviations"),
+        "{steps_html}"
+    );
+    assert_eq!(
+        marked(steps_html),
+        vec![SLOW_STEPS.len() as u64],
+        "{steps_html}"
+    );
+    for step in SLOW_STEPS {
+        assert!(
+            steps_html.contains(&format!("<td class=\"num\">{step}</td>")),
+            "step {step} listed: {steps_html}"
+        );
+    }
+    assert!(steps_html.contains("3 outlier step(s)"), "{steps_html}");
+
+    // gpu0's utilization (5 % and 60 %) and gpu1's (90 %) share no 2 % bin: the largest
+    // Jensen–Shannon distance, √ln 2.
+    let balance = o.summary.rule("LoadBalancing").unwrap();
+    assert_eq!(balance.status, Status::IssuesFound, "{}", balance.message);
+    let details = details_everywhere(&o, "LoadBalancing");
+    let pairs: Vec<_> = details
+        .load_balancing()
+        .expect("typed")
+        .distances()
+        .collect();
+    assert_eq!(pairs.len(), 1);
+    let expected = (2f64.ln().sqrt() * 1e4).round() / 1e4;
+    assert_eq!(pairs[0].1.distance, expected);
+    let balance_html = section(&o.html, "load-balancing");
+    assert!(
+        balance_html.contains("1 pair(s) compared, 1 over 0.5"),
+        "{balance_html}"
+    );
+    assert!(
+        balance_html.contains(&format!("<td class=\"num\">{expected:.3}</td>")),
+        "{balance_html}"
+    );
+
+    // gpu0's window p95 is 60 %, under the default 70 %: underused; gpu1 at 90 % is busy. The
+    // table's reading is the rule's state.
+    let low = o.summary.rule("LowGPUUtilization").unwrap();
+    assert_eq!(low.status, Status::IssuesFound, "{}", low.message);
+    let details = details_everywhere(&o, "LowGPUUtilization");
+    let gpus = &details.gpu_utilization().expect("typed").nodes[NODE];
+    assert_eq!(gpus["gpu0"].state, Some(GpuUsageState::Underused));
+    assert_eq!(gpus["gpu1"].state, None);
+    assert!(gpus["gpu1"].judged);
+    let util_html = section(&o.html, "gpu-utilization");
+    let reading = |gpu: &str| {
+        let row = &util_html[util_html.find(&format!("<td>{gpu}</td>")).unwrap()..];
+        let row = &row[..row.find("</tr>").unwrap()];
+        row.rsplit("<td>")
+            .next()
+            .unwrap()
+            .trim_end_matches("</td>")
+            .to_owned()
+    };
+    assert_eq!(reading("gpu0"), "underused", "{util_html}");
+    assert_eq!(reading("gpu1"), "busy", "{util_html}");
+}
+
+#[test]
+fn the_default_thresholds_give_no_bottleneck_and_no_outlier_anywhere() {
+    let (_dir, o) = run_with("ProfilerReport:CPUBottleneck_patience=5,StepOutlier_stddev=5");
+    // 85 % is under the default 90 %; 400 ms is under mean + 5σ.
+    let status = o.summary.rule("CPUBottleneck").unwrap();
+    assert_eq!(status.status, Status::NoIssuesFound, "{}", status.message);
+    let details = details_everywhere(&o, "CPUBottleneck");
+    assert_eq!(details.bottlenecks().unwrap().bottlenecks(), 0);
+    let cpu = section(&o.html, "cpu-bottlenecks");
+    assert_eq!(bottleneck_row(cpu), (SAMPLES - 5, 0), "{cpu}");
+    assert_eq!(marked(cpu), vec![0, 0], "{cpu}");
+
+    let steps = o.summary.rule("StepOutlier").unwrap();
+    assert_eq!(steps.status, Status::NoIssuesFound, "{}", steps.message);
+    let details = details_everywhere(&o, "StepOutlier");
+    assert_eq!(details.step_outliers().unwrap().outliers(), 0);
+    let steps_html = section(&o.html, "step-durations");
+    assert_eq!(marked(steps_html), vec![0], "{steps_html}");
+    assert!(
+        steps_html.contains("No step took longer than the outlier limit of its node and mode."),
+        "{steps_html}"
+    );
+}

@@ -1,0 +1,281 @@
+//! What a profiler rule found, typed: the evidence the report's sections and the dashboard
+//! show, read from the rule itself ([`ProfilerRule::details`](crate::ProfilerRule::details)) or
+//! back from the rules summary (`rules/rule_job_summary.json`) with [`Details::of_status`].
+//!
+//! The JSON form is the struct's fields with a `kind` tag (`{"kind": "bottlenecks",
+//! "nodes": {...}}`); details not typed yet keep the object the rule wrote, without a tag.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use smdebug_profiler::stats::Summary;
+
+use crate::status::RuleStatus;
+
+/// A profiler rule's details.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Details {
+    /// CPUBottleneck and IOBottleneck: per node, the snapshots counted and the bottleneck ones.
+    Bottlenecks(BottleneckDetails),
+    /// StepOutlier: per node and mode, the step-duration summary and the outlier steps.
+    StepOutliers(StepOutlierDetails),
+    /// LoadBalancing: per node, each GPU's utilization histogram and the distances between
+    /// them.
+    LoadBalancing(LoadBalancingDetails),
+    /// LowGPUUtilization: per node and GPU, the utilization summary, the latest window's p95
+    /// and p5, and the state the rule judged.
+    GpuUtilization(GpuUtilizationDetails),
+    /// A rule whose details are not typed yet: its JSON object as it wrote it.
+    #[serde(untagged)]
+    Json(serde_json::Value),
+}
+
+impl Details {
+    /// The details of a rule status as written into the summary (or a report's rule file);
+    /// `None` when the rule wrote none. Fields the status adds beside them (evidence,
+    /// warnings) are ignored.
+    pub fn of_status(status: &RuleStatus) -> Option<Details> {
+        Details::of_value(&status.details)
+    }
+
+    /// The details in `value` (the JSON form); `None` for null.
+    pub fn of_value(value: &serde_json::Value) -> Option<Details> {
+        if value.is_null() {
+            return None;
+        }
+        Some(serde_json::from_value(value.clone()).unwrap_or_else(|_| Details::Json(value.clone())))
+    }
+
+    /// The JSON form, as the summary records it.
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The bottleneck details, if these are.
+    pub fn bottlenecks(&self) -> Option<&BottleneckDetails> {
+        match self {
+            Details::Bottlenecks(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The load-balancing details, if these are.
+    pub fn load_balancing(&self) -> Option<&LoadBalancingDetails> {
+        match self {
+            Details::LoadBalancing(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    /// The GPU-utilization details, if these are.
+    pub fn gpu_utilization(&self) -> Option<&GpuUtilizationDetails> {
+        match self {
+            Details::GpuUtilization(g) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// The step-outlier details, if these are.
+    pub fn step_outliers(&self) -> Option<&StepOutlierDetails> {
+        match self {
+            Details::StepOutliers(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// CPUBottleneck's or IOBottleneck's findings per node.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BottleneckDetails {
+    /// Per node.
+    pub nodes: BTreeMap<String, NodeBottlenecks>,
+}
+
+impl BottleneckDetails {
+    /// Snapshots evaluated over every node.
+    pub fn datapoints(&self) -> u64 {
+        self.nodes.values().map(|n| n.datapoints).sum()
+    }
+
+    /// Bottleneck snapshots over every node.
+    pub fn bottlenecks(&self) -> u64 {
+        self.nodes.values().map(|n| n.bottlenecks).sum()
+    }
+}
+
+/// One node's bottleneck counts. A snapshot is the node's readings within
+/// [`SNAPSHOT_TOLERANCE_US`](super::SNAPSHOT_TOLERANCE_US) of each other.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeBottlenecks {
+    /// Snapshots with GPU readings evaluated (after patience).
+    pub datapoints: u64,
+    /// Snapshots with GPU readings skipped at the start (patience).
+    pub skipped_for_patience: u64,
+    /// Evaluated snapshots where some GPU idled while the host was busy.
+    pub bottlenecks: u64,
+    /// `bottlenecks` as a percentage of `datapoints` (0 with none), rounded to 4 decimals.
+    pub bottleneck_percent: f64,
+    /// Evaluated snapshots where some GPU idled, bottleneck or not.
+    pub low_gpu_utilization: u64,
+    /// The first bottleneck snapshots (at most 1000), in time order.
+    pub bottleneck_samples: Vec<BottleneckSample>,
+    /// Per framework phase (Step spans left out), how many of the kept bottleneck snapshots
+    /// fell inside one of its spans.
+    pub phases_during_bottlenecks: BTreeMap<String, u64>,
+}
+
+/// A bottleneck snapshot.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BottleneckSample {
+    /// The snapshot's time, µs since the epoch.
+    pub time_us: u64,
+    /// The training step running then.
+    pub step: u64,
+    /// The highest busy host reading (CPU utilization or I/O wait, %) above the threshold.
+    pub host_percent: f64,
+    /// The lowest GPU utilization (%) below the GPU threshold.
+    pub gpu_percent: f64,
+}
+
+/// StepOutlier's findings: per node, per mode name (`TRAIN`, ...).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepOutlierDetails {
+    /// Node → mode → the steps' figures.
+    pub nodes: BTreeMap<String, BTreeMap<String, StepSeriesDetails>>,
+}
+
+impl StepOutlierDetails {
+    /// Outlier steps over every node and mode.
+    pub fn outliers(&self) -> u64 {
+        self.nodes
+            .values()
+            .flat_map(|m| m.values())
+            .map(|s| s.outliers)
+            .sum()
+    }
+}
+
+/// One node and mode's step durations as StepOutlier judged them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepSeriesDetails {
+    /// Steps seen.
+    pub steps: u64,
+    /// Step durations in seconds (exact percentiles), rounded to 4 decimals.
+    pub duration_s: Summary,
+    /// A step longer than this (mean + `stddev` standard deviations), seconds, is an outlier.
+    pub outlier_limit_s: f64,
+    /// Steps longer than the limit.
+    pub outliers: u64,
+    /// The slowest outlier steps (at most 100), slowest first.
+    pub outlier_steps: Vec<OutlierStep>,
+    /// Step durations in 20 equal bins from the shortest to the longest.
+    pub histogram: StepHistogram,
+    /// Times the rule fired for this node and mode.
+    pub times_fired: u64,
+}
+
+/// An outlier step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutlierStep {
+    /// Its step number.
+    pub step: u64,
+    /// When it started, µs since the epoch.
+    pub start_us: u64,
+    /// How long it took, seconds.
+    pub duration_s: f64,
+}
+
+/// Step durations binned.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepHistogram {
+    /// The first bin's low end, seconds.
+    pub min_s: f64,
+    /// Each bin's width, seconds.
+    pub bin_width_s: f64,
+    /// Steps per bin.
+    pub counts: Vec<u64>,
+}
+
+/// LoadBalancing's findings per node.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadBalancingDetails {
+    /// Per node.
+    pub nodes: BTreeMap<String, NodeWorkloads>,
+}
+
+impl LoadBalancingDetails {
+    /// Every compared pair, over every node: `(node, pair)`.
+    pub fn distances(&self) -> impl Iterator<Item = (&str, &GpuDistance)> {
+        self.nodes
+            .iter()
+            .flat_map(|(node, n)| n.distances.iter().map(move |d| (node.as_str(), d)))
+    }
+}
+
+/// One node's GPU workloads.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeWorkloads {
+    /// Width of a histogram bin, percent of utilization (bins start at 0).
+    pub bin_width_percent: f64,
+    /// Per GPU with samples judged (after patience).
+    pub workloads: BTreeMap<String, GpuWorkload>,
+    /// The distance of each pair of GPUs compared so far.
+    pub distances: Vec<GpuDistance>,
+}
+
+/// One GPU's utilization as LoadBalancing counted it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuWorkload {
+    /// Samples per utilization bin.
+    pub histogram: Vec<u64>,
+    /// Mean utilization, percent.
+    pub mean: f64,
+    /// Share of the samples below 10 % utilization, percent.
+    pub idle_percent: f64,
+    /// Samples judged.
+    pub samples: u64,
+}
+
+/// The Jensen–Shannon distance (natural log, 0 to √ln 2 ≈ 0.83) between two GPUs' histograms.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuDistance {
+    /// The two GPUs.
+    pub gpus: [String; 2],
+    /// Their distance, rounded to 4 decimals.
+    pub distance: f64,
+}
+
+/// LowGPUUtilization's findings: node → GPU → its utilization.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuUtilizationDetails {
+    /// Node → GPU (`gpu0`) → what the rule saw.
+    pub nodes: BTreeMap<String, BTreeMap<String, GpuUtilization>>,
+}
+
+/// One GPU as LowGPUUtilization judged it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuUtilization {
+    /// Every reading of the run (quantiles within about 1 %); `None` before any.
+    pub utilization: Option<Summary>,
+    /// The p95 of the rule's window (the GPU's latest `window` readings).
+    pub window_p95: Option<f64>,
+    /// The p5 of the rule's window.
+    pub window_p5: Option<f64>,
+    /// The state the latest judged window put the GPU in; `None`: busy, or not judged yet.
+    pub state: Option<GpuUsageState>,
+    /// Times the GPU entered a state (the rule fired).
+    pub violations: u64,
+    /// Whether the rule judged the GPU at all (more readings than `patience`).
+    pub judged: bool,
+}
+
+/// What LowGPUUtilization found wrong with a GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuUsageState {
+    /// The p95 is below `threshold_p95`.
+    Underused,
+    /// The p95 is above `threshold_p95` while the p5 is below `threshold_p5`.
+    Fluctuating,
+}
