@@ -9,13 +9,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use smdebug_core::Mode;
 use smdebug_io::trial::Trial;
-use smdebug_profiler::reader::{MetricSeries, SpanRef, SpanStore};
+use smdebug_profiler::reader::{SpanRef, SpanStore};
 use smdebug_profiler::stats::percentile;
-use smdebug_profiler::system::vocab;
-use smdebug_report::RuleFile;
 
 use crate::downsample::{MAX_POINTS, min_max};
 use crate::run::Run;
+use crate::views::{Phase, RunList, RunState, STALLED_AFTER_S};
 
 /// A window and a point budget, from the query string.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -60,199 +59,104 @@ pub(crate) fn time_series(points: &[(u64, f64)], window: &Window) -> Value {
 }
 
 /// The list of runs with their live state (also the body of each SSE update).
-pub fn runs(runs: &[std::sync::Arc<Run>]) -> Value {
-    let list: Vec<Value> = runs
+pub fn runs(runs: &[std::sync::Arc<Run>]) -> RunList {
+    let list = runs
         .iter()
         .map(|run| {
             let d = run.data.read().expect("run data lock");
             let range = d.time_range();
-            json!({
-                "id": run.id,
-                "name": run.name,
-                "location": run.location,
-                "version": d.version,
-                "exists": d.exists,
-                "gone": d.gone,
-                "identity": d.identity,
-                "resets": d.resets,
-                "open_error": d.open_error,
-                "complete": d.complete,
-                "end_reason": d.end_reason,
-                "writable": d.writable,
-                "stop_requested": d.stop_request.as_ref().map(|r| r.reason.clone()),
-                "steps": d.steps.len(),
-                "last_step": d.steps.last(),
-                "samples": d.profile.sample_count(),
-                "tensors": d.tensors.len(),
-                "scalar_values": d.scalars.values(),
-                "index_pending": d.index_pending,
-                "trial_open": run.trial_open(),
-                "report": run.report_stage(),
-                "spans": d.profile.spans().len(),
-                "start": range.map(|r| secs(r.0)),
-                "end": range.map(|r| secs(r.1)),
-                "rules": d.rules.as_ref().map(|s| s.rules.len()),
-                "issues": d.rules.as_ref().map(|s| s.rules.iter().filter(|r| r.status == smdebug_rules::Status::IssuesFound).count()),
-                "no_data": d.rules.as_ref().map(|s| s.no_data().count()),
-            })
+            let idle_s = d.last_new_data.map(|t| t.elapsed().as_secs_f64());
+            let stop_rule = d.stop_request.as_ref().and_then(|r| r.rule.clone());
+            let phase = if !d.exists || d.gone || d.open_error.is_some() {
+                Phase::Waiting
+            } else if d.complete {
+                // The end marker says `stopped: …` when a stop request ended the job (a
+                // marker not read yet: the request in the run says it).
+                let stopped = match d.end_reason.as_deref() {
+                    Some(reason) => reason.starts_with("stopped"),
+                    None => d.stop_request.is_some(),
+                };
+                match (stopped, &stop_rule) {
+                    (true, Some(_)) => Phase::StoppedByRule,
+                    (true, None) => Phase::StoppedByPerson,
+                    (false, _) => Phase::Ended,
+                }
+            } else if idle_s.is_some_and(|s| s > STALLED_AFTER_S) {
+                Phase::Stalled
+            } else {
+                Phase::Live
+            };
+            RunState {
+                id: run.id,
+                name: run.name.clone(),
+                location: run.location.clone(),
+                version: d.version,
+                changed: d.changed,
+                phase,
+                idle_s,
+                exists: d.exists,
+                gone: d.gone,
+                identity: d.identity.clone(),
+                resets: d.resets,
+                open_error: d.open_error.clone(),
+                complete: d.complete,
+                end_reason: d.end_reason.clone(),
+                writable: d.writable,
+                stop_requested: d.stop_request.as_ref().map(|r| r.reason.clone()),
+                stop_requested_at: d.stop_request.as_ref().map(|r| r.requested_at),
+                stop_rule,
+                steps: d.steps.len(),
+                last_step: d.steps.last().copied(),
+                samples: d.profile.sample_count(),
+                tensors: d.tensors.len(),
+                scalar_values: d.scalars.values(),
+                index_pending: d.index_pending,
+                trial_open: run.trial_open(),
+                report: run.report_stage(),
+                spans: d.profile.spans().len(),
+                start: range.map(|r| secs(r.0)),
+                end: range.map(|r| secs(r.1)),
+                rules: d.rules.as_ref().map(|s| s.rules.len()),
+                issues: d.rules.as_ref().map(|s| {
+                    s.rules
+                        .iter()
+                        .filter(|r| r.status == smdebug_rules::Status::IssuesFound)
+                        .count()
+                }),
+                no_data: d.rules.as_ref().map(|s| s.no_data().count()),
+            }
         })
         .collect();
-    json!({ "runs": list })
+    RunList { runs: list }
 }
 
-/// The rows of the per-node statistics table: `(label, type, dimension-or-name filter)`.
-fn node_rows(node: &[&MetricSeries]) -> Vec<(String, Vec<f64>, &'static str)> {
-    let mut rows = Vec::new();
-    let mut pick = |label: &str, unit: &'static str, f: &dyn Fn(&MetricSeries) -> bool| {
-        let mut values: Vec<f64> = node
-            .iter()
-            .filter(|m| f(m))
-            .flat_map(|m| m.points.iter().map(|p| p.1))
-            .collect();
-        if !values.is_empty() {
-            values.sort_by(f64::total_cmp);
-            rows.push((label.to_owned(), values, unit));
-        }
-    };
-    pick("CPU utilization", "%", &|m| {
-        m.metric_type == vocab::TYPE_CPU
-            && m.name == vocab::CPU_TOTAL
-            && m.dimension == vocab::CPU_UTILIZATION
-    });
-    pick("I/O wait", "%", &|m| {
-        m.metric_type == vocab::TYPE_CPU
-            && m.name == vocab::CPU_TOTAL
-            && m.dimension == vocab::IO_WAIT_PERCENTAGE
-    });
-    pick("GPU utilization", "%", &|m| {
-        m.metric_type == vocab::TYPE_GPU && m.dimension == vocab::GPU_UTILIZATION
-    });
-    pick("GPU memory", "%", &|m| {
-        m.metric_type == vocab::TYPE_GPU && m.dimension == vocab::GPU_MEMORY_UTILIZATION
-    });
-    pick("Memory used", "%", &|m| {
-        m.metric_type == vocab::TYPE_MEMORY && m.name == vocab::MEMORY_USED_PERCENT
-    });
-    pick("Network receive", "B/s", &|m| {
-        m.metric_type == vocab::TYPE_NETWORK && m.name == vocab::RECEIVE_BYTES_PER_SECOND
-    });
-    pick("Network transmit", "B/s", &|m| {
-        m.metric_type == vocab::TYPE_NETWORK && m.name == vocab::TRANSMIT_BYTES_PER_SECOND
-    });
-    pick("Disk read", "B/s", &|m| {
-        m.metric_type == vocab::TYPE_IO && m.name == vocab::READ_BYTES_PER_SECOND
-    });
-    pick("Disk write", "B/s", &|m| {
-        m.metric_type == vocab::TYPE_IO && m.name == vocab::WRITE_BYTES_PER_SECOND
-    });
-    rows
-}
-
-fn is_step(span: &SpanRef<'_>) -> Option<Mode> {
+pub(crate) fn is_step(span: &SpanRef<'_>) -> Option<Mode> {
     span.step_mode
 }
 
-/// The overview: job summary, per-node statistics and rule statuses.
-pub fn overview(run: &Run) -> Value {
-    let d = run.data.read().expect("run data lock");
-    let range = d.time_range();
-    // Initialization, training loop, finalization: before the first step span, from it to the
-    // end of the last, after.
-    let first_step = d.profile.spans().iter().find(|s| is_step(s).is_some());
-    let last_step_end = d
-        .profile
-        .spans()
-        .iter()
-        .filter(|s| is_step(s).is_some())
-        .map(|s| s.end_us)
-        .max();
-    let phases = match (range, first_step, last_step_end) {
-        (Some((start, end)), Some(first), Some(last)) => json!({
-            "initialization": secs(first.start_us.saturating_sub(start)),
-            "training_loop": secs(last.saturating_sub(first.start_us)),
-            "finalization": secs(end.saturating_sub(last)),
-            "loop_start": secs(first.start_us),
-            "loop_end": secs(last),
-        }),
-        _ => Value::Null,
-    };
-    let mut by_node: BTreeMap<&str, Vec<&MetricSeries>> = BTreeMap::new();
-    for m in d.profile.metrics() {
-        by_node.entry(&m.node).or_default().push(m);
-    }
-    let nodes: Vec<Value> = by_node
-        .iter()
-        .map(|(node, series)| {
-            let rows: Vec<Value> = node_rows(series)
-                .into_iter()
-                .map(|(label, values, unit)| {
-                    json!({
-                        "metric": label, "unit": unit,
-                        "min": num(values[0]), "max": num(values[values.len() - 1]),
-                        "p99": num(percentile(&values, 99.0)),
-                        "p90": num(percentile(&values, 90.0)),
-                        "p50": num(percentile(&values, 50.0)),
-                    })
-                })
-                .collect();
-            json!({"node": node, "rows": rows})
-        })
-        .collect();
-    let rules: Vec<Value> = d
-        .rules
-        .as_ref()
-        .map(|s| {
-            s.rules
-                .iter()
-                .map(|status| {
-                    let file = RuleFile::of(status);
-                    json!({
-                        "name": file.name, "kind": file.kind, "status": status.status.name(),
-                        "description": file.description, "recommendation": file.recommendation,
-                        "message": file.message, "triggered": file.triggered,
-                        "datapoints": file.datapoints, "parameters": file.parameters,
-                        "first_fired_step": file.first_fired_step,
-                        "evidence": status.evidence,
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    // The most time-consuming phases (resource-intensive operations).
-    let mut phase_totals: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-    for s in d.profile.spans().iter() {
-        let e = phase_totals.entry(s.phase).or_default();
-        e.0 += s.duration_us();
-        e.1 += 1;
-    }
-    let mut top: Vec<(&str, (u64, u64))> = phase_totals.into_iter().collect();
-    top.sort_by_key(|t| std::cmp::Reverse(t.1.0));
-    let top: Vec<Value> = top
-        .iter()
-        .take(10)
-        .map(|(p, (total, count))| json!({"phase": p, "total_s": secs(*total), "count": count}))
-        .collect();
-    json!({
-        "id": run.id, "name": run.name, "location": run.location,
-        "exists": d.exists, "open_error": d.open_error, "complete": d.complete,
-        "end_reason": d.end_reason, "writable": d.writable,
-        "stop_requested": d.stop_request.as_ref().map(|r| r.reason.clone()),
-        "start": range.map(|r| secs(r.0)), "end": range.map(|r| secs(r.1)),
-        "steps": d.steps.len(), "last_step": d.steps.last(), "samples": d.profile.sample_count(),
-        "spans": d.profile.spans().len(), "tensors": d.tensors.len(), "phases": phases,
-        "nodes": nodes, "rules": rules, "top_phases": top,
-        "rules_written": d.rules.is_some(), "warnings": d.warnings,
-    })
+/// The rows of the span list that a request asks for.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SpanRows {
+    /// List from the window's end (its last spans first are the latest), not its start.
+    pub from_end: bool,
+    /// Rows skipped (from the start, or from the end with `from_end`).
+    pub offset: usize,
+    /// Rows listed at most (default: the window's point budget).
+    pub limit: Option<usize>,
 }
 
-/// The spans inside a window: each one when they fit in the budget, and per-phase totals.
-pub fn spans(run: &Run, window: &Window) -> Value {
+/// The spans inside a window: one page of them (the first, or with `rows.from_end` the last,
+/// listed in time order), how many there are, and per-phase totals.
+pub fn spans(run: &Run, window: &Window, rows: SpanRows) -> Value {
     let d = run.data.read().expect("run data lock");
     let from = window.start_us().unwrap_or(0.0);
     let to = window.end_us().unwrap_or(f64::INFINITY);
-    let limit = window.budget();
+    let limit = rows.limit.unwrap_or(window.budget()).clamp(1, MAX_POINTS);
     let mut count = 0usize;
-    let mut list: Vec<Value> = Vec::new();
+    // From the start: rows offset..offset+limit. From the end: the last offset+limit kept, the
+    // last `offset` of them dropped afterwards.
+    let keep = rows.offset.saturating_add(limit);
+    let mut list: std::collections::VecDeque<Value> = std::collections::VecDeque::new();
     let mut totals: BTreeMap<&str, (f64, u64)> = BTreeMap::new();
     for s in d
         .profile
@@ -264,18 +168,32 @@ pub fn spans(run: &Run, window: &Window) -> Value {
         let e = totals.entry(s.phase).or_default();
         e.0 += secs(s.duration_us());
         e.1 += 1;
-        if list.len() < limit {
-            list.push(
+        let wanted = if rows.from_end {
+            true
+        } else {
+            count > rows.offset && list.len() < limit
+        };
+        if wanted {
+            list.push_back(
                 json!({"phase": s.phase, "name": s.name, "start": secs(s.start_us),
                        "end": secs(s.end_us), "node": s.node, "worker": s.worker, "step": s.step}),
             );
+            if rows.from_end && list.len() > keep {
+                list.pop_front();
+            }
         }
+    }
+    if rows.from_end {
+        let shown = list.len().saturating_sub(rows.offset);
+        list.truncate(shown);
     }
     let totals: Vec<Value> = totals
         .iter()
         .map(|(p, (t, c))| json!({"phase": p, "total_s": t, "count": c}))
         .collect();
-    json!({"count": count, "spans": list, "truncated": count > limit, "totals": totals})
+    let listed = list.len();
+    json!({"count": count, "spans": Vec::from(list), "truncated": count > listed,
+           "offset": rows.offset, "from_end": rows.from_end, "totals": totals})
 }
 
 /// `(mode, node, worker)` of a step-duration series.
@@ -464,9 +382,8 @@ pub fn scalar_2d(run: &Run, name: &str, step: Option<u64>) -> Option<Value> {
     points.sort_by_key(|p| p.0);
     let step = step.or(points.last().map(|p| p.0))?;
     let at = points.binary_search_by_key(&step, |p| p.0).ok()?;
-    let steps: Vec<u64> = points.iter().map(|p| p.0).collect();
     Some(
-        json!({"name": name, "step": step, "steps": steps, "shape": [], "rows": 1, "cols": 1,
+        json!({"name": name, "step": step, "total_steps": points.len(), "shape": [], "rows": 1, "cols": 1,
                 "cells": [[num(points[at].1)]]}),
     )
 }
@@ -576,7 +493,7 @@ pub fn tensor_2d(
         })
         .collect();
     Ok(
-        json!({"name": name, "step": step, "steps": steps, "shape": shape,
+        json!({"name": name, "step": step, "total_steps": steps.len(), "shape": shape,
               "rows": rows, "cols": cols, "cells": cells}),
     )
 }
