@@ -220,6 +220,43 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
     eprintln!("traffic per second while live (bytes): {seconds:?}, median {med}");
     assert!(med <= 50_000, "median {med} B/s over {seconds:?}");
 
+    // The Scalars tab, by its URL: one chart per scalar, in it each mode's smoothed line over
+    // its faint raw line, the smoothing value shown.
+    cdp.eval("location.hash = '#/run/0/scalars'");
+    cdp.wait(Duration::from_secs(30), "the scalars tab", |c| {
+        c.status()["tab"] == "scalars"
+            && c.eval("document.querySelectorAll('#scalar-charts .chart').length") == 2
+    });
+    let scalars = cdp.eval(
+        "[[...document.querySelectorAll('[data-chart=\"scalar:loss\"] .u-legend .u-label')].map(e => e.textContent), \
+          document.getElementById('smoothing-value').textContent, \
+          document.getElementById('summary').hidden, document.getElementById('scalars').hidden]",
+    );
+    assert_eq!(
+        scalars,
+        json!([
+            [
+                "step",
+                "EVAL raw",
+                "EVAL (smoothed 0.60)",
+                "TRAIN raw",
+                "TRAIN (smoothed 0.60)"
+            ],
+            "0.60",
+            true,
+            false
+        ])
+    );
+    let shot = cdp.call("Page.captureScreenshot", json!({"format": "png"}));
+    std::fs::write(
+        artifacts.join("scalars.png"),
+        base64::engine::general_purpose::STANDARD
+            .decode(shot["data"].as_str().unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    cdp.eval("location.hash = '#/run/0/summary'");
+
     // Stop: "stop requested" until the job ends, then "stopped by a person".
     cdp.eval("document.getElementById('stop').click()");
     cdp.eval("document.getElementById('stop-confirm').click()");
