@@ -77,14 +77,24 @@ fn every_field_the_page_reads_is_in_the_api_responses_and_they_are_gzipped() {
     profiler.end(Some((Mode::Train, 7))).unwrap();
     assert_eq!(profiler.finish().unwrap().written, 1);
     let location = run.to_str().unwrap().to_owned();
-    RuleRunner::builder(&location)
+    let mut summary = RuleRunner::builder(&location)
         .spec(RuleSpec::parse("StepOutlier").unwrap())
         .spec(RuleSpec::parse("LowGPUUtilization").unwrap())
-        .write_into_run(true)
         .build()
         .unwrap()
         .run_offline()
         .unwrap();
+    // Evidence the page must show as it is: NaN and ±Inf (JSON has no such numbers).
+    summary.rules[0].evidence = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.5]
+        .iter()
+        .map(|&v| smdebug_rules::Evidence::new("fc.weight", 7, "max", v))
+        .collect();
+    std::fs::create_dir_all(run.join("rules")).unwrap();
+    std::fs::write(
+        run.join(smdebug_rules::runner::SUMMARY_FILE),
+        serde_json::to_vec(&summary).unwrap(),
+    )
+    .unwrap();
     let mut options = ServeOptions::new(vec![location]);
     // A Kineto trace, so that the Kineto view has ranks, kernels and operators.
     options.traces =
@@ -123,6 +133,41 @@ fn every_field_the_page_reads_is_in_the_api_responses_and_they_are_gzipped() {
             .unwrap()
             .clone()
     );
+    let evidence: Vec<Value> = over["rules"][0]["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["value"].clone())
+        .collect();
+    assert_eq!(
+        evidence,
+        vec![
+            Value::from("NaN"),
+            Value::from("Infinity"),
+            Value::from("-Infinity"),
+            Value::from(0.5)
+        ]
+    );
+    // The span list pages back from the window's end: the latest spans, in time order.
+    let all = get_json(&format!("{url}/api/runs/0/spans?points=2000"));
+    let count = all["count"].as_u64().unwrap() as usize;
+    let starts = |v: &Value| -> Vec<f64> {
+        v["spans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["start"].as_f64().unwrap())
+            .collect()
+    };
+    let every = starts(&all);
+    assert_eq!(every.len(), count, "a short run's spans fit in one answer");
+    let last = get_json(&format!("{url}/api/runs/0/spans?last=true&limit=5"));
+    assert_eq!(starts(&last), every[count - 5..].to_vec());
+    let older = get_json(&format!(
+        "{url}/api/runs/0/spans?last=true&limit=5&offset=5"
+    ));
+    assert_eq!(starts(&older), every[count - 10..count - 5].to_vec());
+    assert_eq!(older["truncated"], true);
     let mut seen = BTreeSet::new();
     for path in [
         "runs",

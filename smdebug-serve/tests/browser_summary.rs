@@ -255,6 +255,20 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
             .unwrap(),
     )
     .unwrap();
+    // The comparison of runs: a row per run with its issue count.
+    cdp.eval("location.hash = '#/run/0/compare'");
+    cdp.wait(Duration::from_secs(30), "the comparison", |c| {
+        c.eval("document.querySelectorAll('#compare-table tr[data-run]').length") == 1
+    });
+    let row = cdp.eval(
+        "[...document.querySelectorAll('#compare-table tr[data-run] td')].map(td => td.textContent)",
+    );
+    assert_eq!(row[0], "live-run", "{row}");
+    assert!(
+        row[4].as_str().unwrap().parse::<u64>().unwrap() >= 1,
+        "{row}"
+    );
+    assert!(row[5].as_str().unwrap().contains("StepOutlier"), "{row}");
     cdp.eval("location.hash = '#/run/0/summary'");
 
     // Stop: "stop requested" until the job ends, then "stopped by a person".
