@@ -14,7 +14,11 @@ use smdebug_profiler::stats::percentile;
 
 use crate::downsample::{MAX_POINTS, min_max};
 use crate::run::Run;
-use crate::views::{Phase, RunList, RunState, STALLED_AFTER_S};
+use crate::views::{
+    Histogram, ModeSeries, Outlier, Phase, PhaseTotal, RunList, RunState, STALLED_AFTER_S,
+    ScalarPage, ScalarSeries, SpanList, SpanRow, StepPhases, StepRow, StepSeries, Steps,
+    TimeSeries, finite,
+};
 
 /// A window and a point budget, from the query string.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -50,12 +54,14 @@ pub(crate) fn num(x: f64) -> Value {
     if x.is_finite() { json!(x) } else { Value::Null }
 }
 
-/// `{t: [...], v: [...]}` of time-stamped points, downsampled over the window.
-pub(crate) fn time_series(points: &[(u64, f64)], window: &Window) -> Value {
+/// Time-stamped points, downsampled over the window.
+pub(crate) fn time_series(points: &[(u64, f64)], window: &Window) -> TimeSeries {
     let kept = min_max(points, window.start_us(), window.end_us(), window.budget());
-    let t: Vec<Value> = kept.iter().map(|p| num(secs(p.0))).collect();
-    let v: Vec<Value> = kept.iter().map(|p| num(p.1)).collect();
-    json!({"t": t, "v": v, "total": points.len()})
+    TimeSeries {
+        t: kept.iter().map(|p| finite(secs(p.0))).collect(),
+        v: kept.iter().map(|p| finite(p.1)).collect(),
+        total: points.len(),
+    }
 }
 
 /// The list of runs with their live state (also the body of each SSE update).
@@ -147,7 +153,7 @@ pub struct SpanRows {
 
 /// The spans inside a window: one page of them (the first, or with `rows.from_end` the last,
 /// listed in time order), how many there are, and per-phase totals.
-pub fn spans(run: &Run, window: &Window, rows: SpanRows) -> Value {
+pub fn spans(run: &Run, window: &Window, rows: SpanRows) -> SpanList {
     let d = run.data.read().expect("run data lock");
     let from = window.start_us().unwrap_or(0.0);
     let to = window.end_us().unwrap_or(f64::INFINITY);
@@ -156,7 +162,7 @@ pub fn spans(run: &Run, window: &Window, rows: SpanRows) -> Value {
     // From the start: rows offset..offset+limit. From the end: the last offset+limit kept, the
     // last `offset` of them dropped afterwards.
     let keep = rows.offset.saturating_add(limit);
-    let mut list: std::collections::VecDeque<Value> = std::collections::VecDeque::new();
+    let mut list: std::collections::VecDeque<SpanRow> = std::collections::VecDeque::new();
     let mut totals: BTreeMap<&str, (f64, u64)> = BTreeMap::new();
     for s in d
         .profile
@@ -174,10 +180,15 @@ pub fn spans(run: &Run, window: &Window, rows: SpanRows) -> Value {
             count > rows.offset && list.len() < limit
         };
         if wanted {
-            list.push_back(
-                json!({"phase": s.phase, "name": s.name, "start": secs(s.start_us),
-                       "end": secs(s.end_us), "node": s.node, "worker": s.worker, "step": s.step}),
-            );
+            list.push_back(SpanRow {
+                phase: s.phase.to_owned(),
+                name: s.name.to_owned(),
+                start: secs(s.start_us),
+                end: secs(s.end_us),
+                node: s.node.to_owned(),
+                worker: s.worker,
+                step: s.step,
+            });
             if rows.from_end && list.len() > keep {
                 list.pop_front();
             }
@@ -187,13 +198,23 @@ pub fn spans(run: &Run, window: &Window, rows: SpanRows) -> Value {
         let shown = list.len().saturating_sub(rows.offset);
         list.truncate(shown);
     }
-    let totals: Vec<Value> = totals
+    let totals = totals
         .iter()
-        .map(|(p, (t, c))| json!({"phase": p, "total_s": t, "count": c}))
+        .map(|(p, (t, c))| PhaseTotal {
+            phase: (*p).to_owned(),
+            total_s: *t,
+            count: *c,
+        })
         .collect();
     let listed = list.len();
-    json!({"count": count, "spans": Vec::from(list), "truncated": count > listed,
-           "offset": rows.offset, "from_end": rows.from_end, "totals": totals})
+    SpanList {
+        count,
+        spans: Vec::from(list),
+        truncated: count > listed,
+        offset: rows.offset,
+        from_end: rows.from_end,
+        totals,
+    }
 }
 
 /// `(mode, node, worker)` of a step-duration series.
@@ -201,7 +222,7 @@ type StepGroup = (String, String, Option<u32>);
 
 /// Step durations per mode and node/worker, outliers, a histogram, and time per phase over
 /// the last `last` steps.
-pub fn steps(run: &Run, window: &Window, last: usize) -> Value {
+pub fn steps(run: &Run, window: &Window, last: usize) -> Steps {
     let d = run.data.read().expect("run data lock");
     // (mode, node, worker) → [(step, start µs, duration s)]
     let mut groups: BTreeMap<StepGroup, Vec<(u64, u64, f64)>> = BTreeMap::new();
@@ -214,7 +235,7 @@ pub fn steps(run: &Run, window: &Window, last: usize) -> Value {
         }
     }
     let mut all: Vec<f64> = Vec::new();
-    let series: Vec<Value> = groups
+    let series = groups
         .iter()
         .map(|((mode, node, worker), rows)| {
             let mut durations: Vec<f64> = rows.iter().map(|r| r.2).collect();
@@ -227,17 +248,27 @@ pub fn steps(run: &Run, window: &Window, last: usize) -> Value {
             // StepOutlier's rule: more than 3 standard deviations above the mean.
             let limit = mean + 3.0 * var.sqrt();
             let points: Vec<(u64, f64)> = rows.iter().map(|r| (r.1, r.2)).collect();
-            let outliers: Vec<Value> = rows
+            let outliers = rows
                 .iter()
                 .filter(|r| durations.len() > 2 && r.2 > limit)
                 .take(200)
-                .map(|r| json!({"step": r.0, "t": secs(r.1), "duration": r.2}))
+                .map(|r| Outlier {
+                    step: r.0,
+                    t: secs(r.1),
+                    duration: r.2,
+                })
                 .collect();
-            json!({
-                "mode": mode, "node": node, "worker": worker, "count": rows.len(),
-                "p50": num(p50), "mean": num(mean), "outlier_limit": num(limit),
-                "data": time_series(&points, window), "outliers": outliers,
-            })
+            StepSeries {
+                mode: mode.clone(),
+                node: node.clone(),
+                worker: *worker,
+                count: rows.len(),
+                p50: finite(p50),
+                mean: finite(mean),
+                outlier_limit: finite(limit),
+                data: time_series(&points, window),
+                outliers,
+            }
         })
         .collect();
     // Histogram of all step durations, 30 bins.
@@ -250,15 +281,19 @@ pub fn steps(run: &Run, window: &Window, last: usize) -> Value {
             for x in &all {
                 counts[(((x - lo) / width) as usize).min(bins - 1)] += 1;
             }
-            json!({"lo": lo, "width": width, "counts": counts})
+            Some(Histogram { lo, width, counts })
         }
-        _ => Value::Null,
+        _ => None,
     };
-    json!({"series": series, "histogram": histogram, "phases": last_steps(d.profile.spans(), last)})
+    Steps {
+        series,
+        histogram,
+        phases: last_steps(d.profile.spans(), last),
+    }
 }
 
 /// Time per phase within each of the last `n` step spans (of any mode, node, worker).
-fn last_steps(spans: &SpanStore, n: usize) -> Value {
+fn last_steps(spans: &SpanStore, n: usize) -> StepPhases {
     let mut recent: Vec<SpanRef<'_>> = spans
         .iter()
         .rev()
@@ -267,7 +302,7 @@ fn last_steps(spans: &SpanStore, n: usize) -> Value {
         .collect();
     recent.reverse();
     let Some(first) = recent.first() else {
-        return json!({"steps": [], "phases": []});
+        return StepPhases::default();
     };
     let lo = spans.first_starting_at(first.start_us);
     let mut phase_names: Vec<String> = Vec::new();
@@ -289,16 +324,24 @@ fn last_steps(spans: &SpanStore, n: usize) -> Value {
             *table[i].entry(s.phase.to_owned()).or_default() += secs(s.duration_us());
         }
     }
-    let steps: Vec<Value> = recent
+    let steps = recent
         .iter()
-        .zip(&table)
+        .zip(table)
         .map(|(st, row)| {
             let other = secs(st.duration_us()) - row.values().sum::<f64>();
-            json!({"step": st.step, "mode": is_step(st).map(|m| m.name()),
-                   "duration": secs(st.duration_us()), "phases": row, "other": other.max(0.0)})
+            StepRow {
+                step: st.step,
+                mode: is_step(st).map(|m| m.name()),
+                duration: secs(st.duration_us()),
+                phases: row,
+                other: other.max(0.0),
+            }
         })
         .collect();
-    json!({"steps": steps, "phases": phase_names})
+    StepPhases {
+        steps,
+        phases: phase_names,
+    }
 }
 
 /// Scalars whose names match `regex`, per mode, downsampled by step: one page of them
@@ -309,7 +352,7 @@ pub fn scalars(
     regex: Option<&str>,
     window: &Window,
     page: crate::page::Page,
-) -> Result<Value, String> {
+) -> Result<ScalarPage, String> {
     let filter = match regex.filter(|r| !r.is_empty()) {
         Some(r) => Some(Regex::new(r).map_err(|e| format!("bad regex: {e}"))?),
         None => None,
@@ -323,24 +366,30 @@ pub fn scalars(
         // Modes in name order (EVAL, GLOBAL, PREDICT, TRAIN).
         let mut by_name: Vec<(&Mode, &smdebug_io::trial::Column)> = track.iter().collect();
         by_name.sort_by_key(|(mode, _)| mode.name());
-        let modes: Vec<Value> = by_name
+        let modes = by_name
             .into_iter()
             .map(|(mode, pts)| {
                 let kept = min_max(pts, window.from, window.to, window.budget());
-                json!({"mode": mode.name(), "total": pts.len(),
-                       "steps": kept.iter().map(|p| p.0).collect::<Vec<_>>(),
-                       "values": kept.iter().map(|p| num(p.1)).collect::<Vec<_>>()})
+                ModeSeries {
+                    mode: mode.name(),
+                    total: pts.len(),
+                    steps: kept.iter().map(|p| p.0).collect(),
+                    values: kept.iter().map(|p| finite(p.1)).collect(),
+                }
             })
             .collect();
-        json!({"name": name, "modes": modes})
+        ScalarSeries {
+            name: name.clone(),
+            modes,
+        }
     });
-    Ok(json!({
-        "next_offset": page.next_offset(out.len(), total),
-        "scalars": out,
-        "series_total": total,
-        "offset": page.offset,
-        "tensors": d.tensors,
-    }))
+    Ok(ScalarPage {
+        next_offset: page.next_offset(out.len(), total),
+        scalars: out,
+        series_total: total,
+        offset: page.offset,
+        tensors: d.tensors.clone(),
+    })
 }
 
 /// [`tensor_over_steps`] of a scalar the follower holds (no tensor read): its value is its

@@ -316,3 +316,172 @@ pub struct Headline {
 
 /// Points of a headline's small chart.
 pub const HEADLINE_POINTS: usize = 300;
+
+/// A finite number, or `null` (a chart's gap).
+pub fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+/// Time-stamped points of one series, downsampled: `t` seconds since the epoch, `v` values.
+#[derive(Debug, Serialize)]
+pub struct TimeSeries {
+    /// Times.
+    pub t: Vec<Option<f64>>,
+    /// Values (`null` where not finite).
+    pub v: Vec<Option<f64>>,
+    /// Points in the whole series.
+    pub total: usize,
+}
+
+/// `GET /api/runs/{id}/spans`.
+#[derive(Debug, Serialize)]
+pub struct SpanList {
+    /// Spans in the window.
+    pub count: usize,
+    /// The rows asked for, in time order.
+    pub spans: Vec<SpanRow>,
+    /// Fewer rows than spans.
+    pub truncated: bool,
+    /// Rows skipped.
+    pub offset: usize,
+    /// Counted from the window's end.
+    pub from_end: bool,
+    /// Time per phase in the window.
+    pub totals: Vec<PhaseTotal>,
+}
+
+/// One span.
+#[derive(Debug, Serialize)]
+pub struct SpanRow {
+    /// Its phase (`Step:ModeKeys.TRAIN`, `DataLoading`, …).
+    pub phase: String,
+    /// Its name.
+    pub name: String,
+    /// Start, seconds since the epoch.
+    pub start: f64,
+    /// End.
+    pub end: f64,
+    /// Node.
+    pub node: String,
+    /// Worker.
+    pub worker: Option<u32>,
+    /// Step.
+    pub step: Option<u64>,
+}
+
+/// `GET /api/runs/{id}/steps`.
+#[derive(Debug, Serialize)]
+pub struct Steps {
+    /// Step durations per mode, node and worker.
+    pub series: Vec<StepSeries>,
+    /// All step durations in 30 bins.
+    pub histogram: Option<Histogram>,
+    /// Time per phase in the last steps.
+    pub phases: StepPhases,
+}
+
+/// One mode's, node's and worker's step durations.
+#[derive(Debug, Serialize)]
+pub struct StepSeries {
+    /// Mode.
+    pub mode: String,
+    /// Node.
+    pub node: String,
+    /// Worker.
+    pub worker: Option<u32>,
+    /// Steps.
+    pub count: usize,
+    /// Median duration, seconds.
+    pub p50: Option<f64>,
+    /// Mean.
+    pub mean: Option<f64>,
+    /// Mean + 3σ (StepOutlier's limit).
+    pub outlier_limit: Option<f64>,
+    /// Durations over time.
+    pub data: TimeSeries,
+    /// Steps above the limit (at most 200).
+    pub outliers: Vec<Outlier>,
+}
+
+/// A step above the outlier limit.
+#[derive(Debug, Serialize)]
+pub struct Outlier {
+    /// The step.
+    pub step: u64,
+    /// Its start, seconds since the epoch.
+    pub t: f64,
+    /// Its duration, seconds.
+    pub duration: f64,
+}
+
+/// Step durations in equal bins.
+#[derive(Debug, Serialize)]
+pub struct Histogram {
+    /// The first bin's start, seconds.
+    pub lo: f64,
+    /// Bin width.
+    pub width: f64,
+    /// Steps per bin.
+    pub counts: Vec<u64>,
+}
+
+/// Time per phase within each of the last steps.
+#[derive(Debug, Default, Serialize)]
+pub struct StepPhases {
+    /// One row per step.
+    pub steps: Vec<StepRow>,
+    /// The phases seen, in order of first appearance.
+    pub phases: Vec<String>,
+}
+
+/// One step's time per phase.
+#[derive(Debug, Serialize)]
+pub struct StepRow {
+    /// The step.
+    pub step: Option<u64>,
+    /// Its mode.
+    pub mode: Option<&'static str>,
+    /// Its duration, seconds.
+    pub duration: f64,
+    /// Seconds per phase.
+    pub phases: std::collections::BTreeMap<String, f64>,
+    /// The rest of the step.
+    pub other: f64,
+}
+
+/// `GET /api/runs/{id}/scalars`: one page of the matching scalars.
+#[derive(Debug, Serialize)]
+pub struct ScalarPage {
+    /// Where the next page starts, if there is one.
+    pub next_offset: Option<usize>,
+    /// The scalars on this page.
+    pub scalars: Vec<ScalarSeries>,
+    /// Scalars matching the filter.
+    pub series_total: usize,
+    /// This page's first.
+    pub offset: usize,
+    /// Every tensor name of the run.
+    pub tensors: Vec<String>,
+}
+
+/// One scalar, per mode.
+#[derive(Debug, Serialize)]
+pub struct ScalarSeries {
+    /// Its name.
+    pub name: String,
+    /// Its modes, in name order.
+    pub modes: Vec<ModeSeries>,
+}
+
+/// One scalar's values in one mode, each at its own steps.
+#[derive(Debug, Serialize)]
+pub struct ModeSeries {
+    /// `TRAIN`, `EVAL`, …
+    pub mode: &'static str,
+    /// Values in the whole series.
+    pub total: usize,
+    /// Steps kept (downsampled).
+    pub steps: Vec<u64>,
+    /// Values there (`null` where not finite).
+    pub values: Vec<Option<f64>>,
+}
