@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 
 use regex::Regex;
 use serde::Deserialize;
-use serde_json::{Value, json};
 use smdebug_core::Mode;
 use smdebug_io::trial::Trial;
 use smdebug_profiler::reader::{SpanRef, SpanStore};
@@ -14,11 +13,11 @@ use smdebug_profiler::stats::percentile;
 
 use crate::downsample::{MAX_POINTS, min_max};
 use crate::run::Run;
-use crate::views::{
-    Histogram, ModeSeries, Outlier, Phase, PhaseTotal, RunList, RunState, STALLED_AFTER_S,
-    ScalarPage, ScalarSeries, SpanList, SpanRow, StepPhases, StepRow, StepSeries, Steps,
-    TimeSeries, finite,
+use crate::series::{
+    BANDS, Histogram, ModeSeries, Outlier, ScalarPage, ScalarSeries, SpanList, SpanRow, StepPhases,
+    StepRow, StepSeries, Steps, TensorGrid, TensorStep, TensorSteps, TimeSeries, finite,
 };
+use crate::views::{Phase, PhaseTotal, RunList, RunState, STALLED_AFTER_S};
 
 /// A window and a point budget, from the query string.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -47,11 +46,6 @@ impl Window {
 
 fn secs(us: u64) -> f64 {
     us as f64 / 1e6
-}
-
-/// A number for JSON: non-finite values become `null`.
-pub(crate) fn num(x: f64) -> Value {
-    if x.is_finite() { json!(x) } else { Value::Null }
 }
 
 /// Time-stamped points, downsampled over the window.
@@ -394,7 +388,7 @@ pub fn scalars(
 
 /// [`tensor_over_steps`] of a scalar the follower holds (no tensor read): its value is its
 /// every reduction and quantile. `None` when `name` is not such a scalar.
-pub fn scalar_over_steps(run: &Run, name: &str, max_steps: usize) -> Option<Value> {
+pub fn scalar_over_steps(run: &Run, name: &str, max_steps: usize) -> Option<TensorSteps> {
     let d = run.data.read().expect("run data lock");
     let track = d.scalars.get(name)?;
     let mut points: Vec<(u64, f64)> = track.values().flatten().copied().collect();
@@ -407,41 +401,54 @@ pub fn scalar_over_steps(run: &Run, name: &str, max_steps: usize) -> Option<Valu
             .map(|i| points[i * (points.len() - 1) / (take - 1).max(1)])
             .collect()
     };
-    let rows: Vec<Value> = chosen
+    let rows = chosen
         .iter()
         .filter(|p| p.1.is_finite())
-        .map(|&(step, v)| {
-            let bands: Vec<Value> = BANDS.iter().map(|_| num(v)).collect();
-            json!({"step": step, "min": num(v), "max": num(v), "mean": num(v), "std": 0.0,
-                   "l2": num(v.abs()), "bands": bands})
+        .map(|&(step, v)| TensorStep {
+            step,
+            min: Some(v),
+            max: Some(v),
+            mean: Some(v),
+            std: Some(0.0),
+            l2: Some(v.abs()),
+            bands: vec![Some(v); BANDS.len()],
         })
         .collect();
-    Some(
-        json!({"name": name, "shape": [], "total_steps": points.len(), "steps": rows,
-                "band_percentiles": BANDS}),
-    )
+    Some(TensorSteps {
+        name: name.to_owned(),
+        shape: Vec::new(),
+        total_steps: points.len(),
+        steps: rows,
+        band_percentiles: BANDS,
+    })
 }
 
 /// [`tensor_2d`] of a scalar the follower holds: one cell. `None` when `name` is not such a
 /// scalar or has no value at `step`.
-pub fn scalar_2d(run: &Run, name: &str, step: Option<u64>) -> Option<Value> {
+pub fn scalar_2d(run: &Run, name: &str, step: Option<u64>) -> Option<TensorGrid> {
     let d = run.data.read().expect("run data lock");
     let track = d.scalars.get(name)?;
     let mut points: Vec<(u64, f64)> = track.values().flatten().copied().collect();
     points.sort_by_key(|p| p.0);
     let step = step.or(points.last().map(|p| p.0))?;
     let at = points.binary_search_by_key(&step, |p| p.0).ok()?;
-    Some(
-        json!({"name": name, "step": step, "total_steps": points.len(), "shape": [], "rows": 1, "cols": 1,
-                "cells": [[num(points[at].1)]]}),
-    )
+    Some(TensorGrid {
+        name: name.to_owned(),
+        step,
+        total_steps: points.len(),
+        shape: Vec::new(),
+        rows: 1,
+        cols: 1,
+        cells: vec![vec![finite(points[at].1)]],
+    })
 }
 
-/// Quantiles drawn as TensorBoard's distribution bands.
-const BANDS: [f64; 9] = [0.0, 6.68, 15.87, 30.85, 50.0, 69.15, 84.13, 93.32, 100.0];
-
 /// Reductions and a distribution of a tensor over (at most `max_steps` evenly chosen) steps.
-pub fn tensor_over_steps(trial: &Trial, name: &str, max_steps: usize) -> Result<Value, String> {
+pub fn tensor_over_steps(
+    trial: &Trial,
+    name: &str,
+    max_steps: usize,
+) -> Result<TensorSteps, String> {
     let tensor = trial.tensor(name).map_err(|e| e.to_string())?;
     let steps = tensor.steps(None).map_err(|e| e.to_string())?;
     let take = max_steps.clamp(1, 500);
@@ -476,19 +483,26 @@ pub fn tensor_over_steps(trial: &Trial, name: &str, max_steps: usize) -> Result<
         let mean = xs.iter().sum::<f64>() / n;
         let std = (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
         let l2 = xs.iter().map(|x| x * x).sum::<f64>().sqrt();
-        let bands: Vec<Value> = BANDS.iter().map(|&p| num(percentile(&xs, p))).collect();
-        rows.push(
-            json!({"step": step, "min": num(xs[0]), "max": num(xs[xs.len() - 1]),
-                         "mean": num(mean), "std": num(std), "l2": num(l2), "bands": bands}),
-        );
+        rows.push(TensorStep {
+            step,
+            min: finite(xs[0]),
+            max: finite(xs[xs.len() - 1]),
+            mean: finite(mean),
+            std: finite(std),
+            l2: finite(l2),
+            bands: BANDS.iter().map(|&p| finite(percentile(&xs, p))).collect(),
+        });
     }
     if let (true, Some(e)) = (rows.is_empty(), first_error) {
         return Err(e.to_string());
     }
-    Ok(
-        json!({"name": name, "shape": shape, "total_steps": steps.len(), "steps": rows,
-              "band_percentiles": BANDS}),
-    )
+    Ok(TensorSteps {
+        name: name.to_owned(),
+        shape,
+        total_steps: steps.len(),
+        steps: rows,
+        band_percentiles: BANDS,
+    })
 }
 
 /// A tensor at one step as a 2-D grid (rows × the last dimension), averaged down to at most
@@ -498,7 +512,7 @@ pub fn tensor_2d(
     name: &str,
     step: Option<u64>,
     max_side: usize,
-) -> Result<Value, String> {
+) -> Result<TensorGrid, String> {
     let tensor = trial.tensor(name).map_err(|e| e.to_string())?;
     let steps = tensor.steps(None).map_err(|e| e.to_string())?;
     let step = match step {
@@ -525,24 +539,23 @@ pub fn tensor_2d(
             }
         }
     }
-    let cells: Vec<Vec<Value>> = grid
+    let cells = grid
         .iter()
         .zip(&count)
         .map(|(g, c)| {
             g.iter()
                 .zip(c)
-                .map(|(s, &n)| {
-                    if n == 0 {
-                        Value::Null
-                    } else {
-                        num(s / f64::from(n))
-                    }
-                })
+                .map(|(s, &n)| (n > 0).then(|| finite(s / f64::from(n))).flatten())
                 .collect()
         })
         .collect();
-    Ok(
-        json!({"name": name, "step": step, "total_steps": steps.len(), "shape": shape,
-              "rows": rows, "cols": cols, "cells": cells}),
-    )
+    Ok(TensorGrid {
+        name: name.to_owned(),
+        step,
+        total_steps: steps.len(),
+        shape,
+        rows,
+        cols,
+        cells,
+    })
 }

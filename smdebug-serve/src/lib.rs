@@ -83,6 +83,7 @@ mod push;
 mod report;
 mod routes;
 mod run;
+mod series;
 mod server;
 mod system;
 mod views;

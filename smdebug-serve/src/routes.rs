@@ -229,10 +229,10 @@ struct TensorQuery {
 }
 
 /// Runs `f` over the run's trial on a blocking thread (tensor values are read from storage).
-async fn with_trial(
+async fn with_trial<T: serde::Serialize + Send + 'static>(
     state: &AppState,
     id: usize,
-    f: impl FnOnce(&smdebug_io::Trial) -> Result<Value, String> + Send + 'static,
+    f: impl FnOnce(&smdebug_io::Trial) -> Result<T, String> + Send + 'static,
 ) -> Response {
     let run = match find_run(state, id) {
         Ok(r) => r,
