@@ -10,7 +10,6 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
-use serde_json::{Value, json};
 use smdebug_io::stop::{StopRequest, request_stop};
 use smdebug_profiler::follow::DataArea;
 
@@ -18,6 +17,7 @@ use crate::api::{self, Window};
 use crate::code::{self, CodeFile};
 use crate::guard;
 use crate::run::Run;
+use crate::series::{ApiError, Kineto, KinetoRank, StopWritten};
 use crate::server::{AppState, Shared};
 use crate::{assets, compress, push, system};
 
@@ -58,7 +58,10 @@ pub(crate) fn router(state: Shared) -> Router {
 }
 
 pub(crate) fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    (status, axum::Json(json!({"error": message.into()}))).into_response()
+    let body = ApiError {
+        error: message.into(),
+    };
+    (status, axum::Json(body)).into_response()
 }
 
 fn find_run(state: &AppState, id: usize) -> Result<Arc<Run>, Box<Response>> {
@@ -74,20 +77,21 @@ async fn runs(State(state): State<Shared>) -> Response {
 }
 
 async fn kineto(State(state): State<Shared>) -> Response {
-    let ranks: Vec<Value> = state
+    let ranks = state
         .traces
         .iter()
-        .map(|r| {
-            json!({
-                "rank": r.rank, "file": r.file, "span_us": r.span_us,
-                "gpu_busy_us": r.gpu_busy_us, "gpu_idle_us": r.gpu_idle_us,
-                "gpu_kernels": r.gpu_kernels.iter().take(20).collect::<Vec<_>>(),
-                "cpu_operators": r.cpu_operators.iter().take(20).collect::<Vec<_>>(),
-                "gpu_kernel_total_us": r.gpu_kernel_total_us,
-            })
+        .map(|r| KinetoRank {
+            rank: r.rank,
+            file: &r.file,
+            span_us: r.span_us,
+            gpu_busy_us: r.gpu_busy_us,
+            gpu_idle_us: r.gpu_idle_us,
+            gpu_kernels: &r.gpu_kernels[..r.gpu_kernels.len().min(20)],
+            cpu_operators: &r.cpu_operators[..r.cpu_operators.len().min(20)],
+            gpu_kernel_total_us: r.gpu_kernel_total_us,
         })
         .collect();
-    axum::Json(json!({"ranks": ranks})).into_response()
+    axum::Json(Kineto { ranks }).into_response()
 }
 
 async fn overview(State(state): State<Shared>, UrlPath(id): UrlPath<usize>) -> Response {
@@ -449,7 +453,7 @@ async fn stop(
         .unwrap_or_else(|| "stopped from the smdebug serve dashboard".to_owned());
     let request = StopRequest::new(reason);
     match tokio::task::spawn_blocking(move || request_stop(storage.as_ref(), &request)).await {
-        Ok(Ok(())) => axum::Json(json!({"requested": true})).into_response(),
+        Ok(Ok(())) => axum::Json(StopWritten { requested: true }).into_response(),
         Ok(Err(e)) => error(StatusCode::BAD_GATEWAY, e.to_string()),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }

@@ -288,3 +288,45 @@ pub struct TensorGrid {
     /// Cell means, at most `side` × `side` (`null` where nothing finite fell).
     pub cells: Vec<Vec<Option<f64>>>,
 }
+
+/// `GET /api/kineto`: the `--trace` files' summaries, one per rank.
+#[derive(Debug, Serialize)]
+pub struct Kineto<'a> {
+    /// One per rank.
+    pub ranks: Vec<KinetoRank<'a>>,
+}
+
+/// One rank's trace: its span, GPU busy and idle time, and its top kernels and operators.
+#[derive(Debug, Serialize)]
+pub struct KinetoRank<'a> {
+    /// The rank.
+    pub rank: u32,
+    /// The trace file.
+    pub file: &'a str,
+    /// The trace's span, µs.
+    pub span_us: f64,
+    /// GPU busy, µs.
+    pub gpu_busy_us: f64,
+    /// GPU idle, µs.
+    pub gpu_idle_us: f64,
+    /// The 20 kernels with the most time.
+    pub gpu_kernels: &'a [smdebug_profiler::kineto::OpStats],
+    /// The 20 CPU operators with the most time.
+    pub cpu_operators: &'a [smdebug_profiler::kineto::OpStats],
+    /// Time in all kernels, µs.
+    pub gpu_kernel_total_us: f64,
+}
+
+/// An error answer: `{"error": "…"}`.
+#[derive(Debug, Serialize)]
+pub struct ApiError {
+    /// What went wrong, for people.
+    pub error: String,
+}
+
+/// The answer to a stop request that was written.
+#[derive(Debug, Serialize)]
+pub struct StopWritten {
+    /// Always `true`.
+    pub requested: bool,
+}
