@@ -4,7 +4,8 @@
 //! this CPU-only run is listed as not applicable with its reason, never as a pass; text the
 //! user selects in a rule survives the live updates; the page's median traffic while the job
 //! runs stays at most 50 kB/s; and Stop says "stop requested" until the job (which honours
-//! stop requests) ends, then "stopped by a person".
+//! stop requests) ends, then "stopped by a person". A request a job has not honoured a minute
+//! later is shown as late.
 //!
 //! Set `SMDEBUG_SKIP_BROWSER=1` to skip on a machine without chromium. The first screen's
 //! screenshot is left in cargo's target directory (`target/tmp/serve_summary/first-screen.png`;
@@ -316,5 +317,63 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
         "first paint {} ms, first-screen page height {} px",
         s["first_paint_ms"], first["page_height"]
     );
+    server.shutdown();
+}
+
+#[test]
+fn a_stop_request_the_job_has_not_honoured_after_a_minute_is_shown_as_late() {
+    let Some(binary) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    let storage = Arc::new(LocalStorage::new(&run).unwrap());
+    let job = start_job(
+        Arc::clone(&storage) as Arc<dyn smdebug_io::Storage>,
+        Some(&run),
+        JobConfig {
+            steps: 20,
+            step_time: Duration::from_millis(5),
+            sampler: false,
+            start_delay: Duration::ZERO,
+            slow_steps: Vec::new(),
+        },
+    );
+    assert_eq!(job.join(), None);
+    // As if the job were still running: no end marker, and a stop request two minutes old
+    // that it never honoured.
+    std::fs::remove_file(run.join(smdebug_io::format::layout::END_MARKER)).unwrap();
+    let mut request = smdebug_io::stop::StopRequest::new("stopped from the dashboard");
+    request.requested_at -= 120.0;
+    smdebug_io::stop::request_stop(storage.as_ref(), &request).unwrap();
+    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().into()])).unwrap();
+
+    let browser = Browser::launch(&binary, &dir.path().join("profile"));
+    let mut cdp = Cdp::connect(&browser.ws_url);
+    let target = cdp.call("Target.createTarget", json!({"url": "about:blank"}));
+    let session = cdp.call(
+        "Target.attachToTarget",
+        json!({"targetId": target["targetId"], "flatten": true}),
+    );
+    cdp.session = Some(session["sessionId"].as_str().unwrap().to_owned());
+    cdp.call("Runtime.enable", json!({}));
+    cdp.call("Page.navigate", json!({"url": server.url()}));
+    cdp.wait(Duration::from_secs(30), "the late stop warning", |c| {
+        c.status()["stop_state"]
+            .as_str()
+            .is_some_and(|s| s.contains("has not ended"))
+    });
+    let shown = cdp.eval(
+        "[document.getElementById('stop-state').className, document.getElementById('stop-state').textContent, \
+          document.getElementById('stop').disabled]",
+    );
+    assert_eq!(shown[0], "stop-state late", "{shown}");
+    assert!(
+        shown[1]
+            .as_str()
+            .unwrap()
+            .starts_with("stop requested 2 min"),
+        "{shown}"
+    );
+    assert_eq!(shown[2], true, "{shown}");
     server.shutdown();
 }
