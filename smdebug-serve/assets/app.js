@@ -452,7 +452,7 @@
   };
   const TAB_PANELS = { summary: ["overview"], rules: ["overview"], system: ["overview", "system"], steps: ["steps"],
     scalars: ["scalars"], tensors: ["tensors"], code: ["code"], kineto: ["kineto"], compare: ["compare"],
-    all: ["overview", "system", "steps", "scalars", "tensors", "code", "kineto"] };
+    all: ["overview", "system", "steps", "scalars", "tensors", "compare", "code", "kineto"] };
   function stamp(area) {
     const r = runs[current];
     if (!r) return null;
