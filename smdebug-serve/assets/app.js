@@ -167,6 +167,11 @@
       runs.forEach((r) => sel.append(el("option", { value: String(r.id), text: r.name })));
       sel.value = String(current);
     }
+    // Each run's issue count beside its name, so that a run needing a look stands out.
+    runs.forEach((r, i) => {
+      const text = r.name + (r.issues ? " (" + r.issues + (r.issues === 1 ? " issue)" : " issues)") : "");
+      if (sel.options[i].textContent !== text) sel.options[i].textContent = text;
+    });
     const r = runs[current];
     if (!r) return;
     const [text, cls] = runState(r);

@@ -148,6 +148,7 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
              phase: document.getElementById('run-state').dataset.phase, \
              issues: bottom('#summary-issues'), issues_text: document.getElementById('summary-issues').textContent, \
              header_issues: document.getElementById('issue-count').textContent, \
+             run_option: document.getElementById('run-select').options[0].textContent, \
              loss: bottom('[data-chart=\"headline:loss\"] canvas'), \
              page_height: document.documentElement.scrollHeight, \
            }; })()",
@@ -172,6 +173,13 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
     );
     assert!(
         first["header_issues"].as_str().unwrap().contains("issue"),
+        "{first}"
+    );
+    assert!(
+        first["run_option"]
+            .as_str()
+            .unwrap()
+            .starts_with("live-run ("),
         "{first}"
     );
     let artifacts = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("serve_summary");
