@@ -65,7 +65,7 @@ def test_same_statuses_as_the_cli(demo_copy):
             b["message"],
         )
         assert [e.__dict__ for e in a.evidence] == [
-            {**e, "limit": e.get("limit"), "value": float("nan") if e["value"] is None else e["value"]}
+            {**e, "limit": e.get("limit"), "value": float("nan") if e["value"] is None else float(e["value"])}
             for e in b["evidence"]
         ] or any(np.isnan(e.value) for e in a.evidence)
 

@@ -1,7 +1,8 @@
 //! Measures the dashboard's first meaningful paint in a real headless Chromium, for the scale
 //! figures in BENCHMARKS.md: opens `URL` in a fresh profile over the Chrome DevTools Protocol
-//! and waits until the page reports the overview, system, steps and scalars panels drawn with
-//! the run's data (`first_paint_ms` in the page's status, `performance.now()` at that moment:
+//! and waits until the page reports the panels of its tab among overview, system, steps and
+//! scalars drawn with the run's data (all four for a URL ending in `#/run/0/all`, as the
+//! figures before the tabs were measured; the default summary tab draws the overview) (`first_paint_ms` in the page's status, `performance.now()` at that moment:
 //! milliseconds since navigation started, every API fetch included). Also prints the
 //! browser's first contentful paint and the number of charts drawn.
 //!

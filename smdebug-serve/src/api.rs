@@ -6,16 +6,18 @@ use std::collections::BTreeMap;
 
 use regex::Regex;
 use serde::Deserialize;
-use serde_json::{Value, json};
 use smdebug_core::Mode;
 use smdebug_io::trial::Trial;
-use smdebug_profiler::reader::{MetricSeries, SpanRef, SpanStore};
+use smdebug_profiler::reader::{SpanRef, SpanStore};
 use smdebug_profiler::stats::percentile;
-use smdebug_profiler::system::vocab;
-use smdebug_report::RuleFile;
 
 use crate::downsample::{MAX_POINTS, min_max};
 use crate::run::Run;
+use crate::series::{
+    BANDS, Histogram, ModeSeries, Outlier, ScalarPage, ScalarSeries, SpanList, SpanRow, StepPhases,
+    StepRow, StepSeries, Steps, TensorGrid, TensorStep, TensorSteps, TimeSeries, finite,
+};
+use crate::views::{Phase, PhaseTotal, RunList, RunState, STALLED_AFTER_S};
 
 /// A window and a point budget, from the query string.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -46,213 +48,115 @@ fn secs(us: u64) -> f64 {
     us as f64 / 1e6
 }
 
-/// A number for JSON: non-finite values become `null`.
-pub(crate) fn num(x: f64) -> Value {
-    if x.is_finite() { json!(x) } else { Value::Null }
-}
-
-/// `{t: [...], v: [...]}` of time-stamped points, downsampled over the window.
-pub(crate) fn time_series(points: &[(u64, f64)], window: &Window) -> Value {
+/// Time-stamped points, downsampled over the window.
+pub(crate) fn time_series(points: &[(u64, f64)], window: &Window) -> TimeSeries {
     let kept = min_max(points, window.start_us(), window.end_us(), window.budget());
-    let t: Vec<Value> = kept.iter().map(|p| num(secs(p.0))).collect();
-    let v: Vec<Value> = kept.iter().map(|p| num(p.1)).collect();
-    json!({"t": t, "v": v, "total": points.len()})
+    TimeSeries {
+        t: kept.iter().map(|p| finite(secs(p.0))).collect(),
+        v: kept.iter().map(|p| finite(p.1)).collect(),
+        total: points.len(),
+    }
 }
 
 /// The list of runs with their live state (also the body of each SSE update).
-pub fn runs(runs: &[std::sync::Arc<Run>]) -> Value {
-    let list: Vec<Value> = runs
+pub fn runs(runs: &[std::sync::Arc<Run>]) -> RunList {
+    let list = runs
         .iter()
         .map(|run| {
             let d = run.data.read().expect("run data lock");
             let range = d.time_range();
-            json!({
-                "id": run.id,
-                "name": run.name,
-                "location": run.location,
-                "version": d.version,
-                "exists": d.exists,
-                "gone": d.gone,
-                "identity": d.identity,
-                "resets": d.resets,
-                "open_error": d.open_error,
-                "complete": d.complete,
-                "end_reason": d.end_reason,
-                "writable": d.writable,
-                "stop_requested": d.stop_request.as_ref().map(|r| r.reason.clone()),
-                "steps": d.steps.len(),
-                "last_step": d.steps.last(),
-                "samples": d.profile.sample_count(),
-                "tensors": d.tensors.len(),
-                "scalar_values": d.scalars.values(),
-                "index_pending": d.index_pending,
-                "trial_open": run.trial_open(),
-                "report": run.report_stage(),
-                "spans": d.profile.spans().len(),
-                "start": range.map(|r| secs(r.0)),
-                "end": range.map(|r| secs(r.1)),
-                "rules": d.rules.as_ref().map(|s| s.rules.len()),
-                "issues": d.rules.as_ref().map(|s| s.rules.iter().filter(|r| r.status == smdebug_rules::Status::IssuesFound).count()),
-                "no_data": d.rules.as_ref().map(|s| s.no_data().count()),
-            })
+            let idle_s = d.last_new_data.map(|t| t.elapsed().as_secs_f64());
+            let stop_rule = d.stop_request.as_ref().and_then(|r| r.rule.clone());
+            let phase = if !d.exists || d.gone || d.open_error.is_some() {
+                Phase::Waiting
+            } else if d.complete {
+                // The end marker says `stopped: …` when a stop request ended the job (a
+                // marker not read yet: the request in the run says it).
+                let stopped = match d.end_reason.as_deref() {
+                    Some(reason) => reason.starts_with("stopped"),
+                    None => d.stop_request.is_some(),
+                };
+                match (stopped, &stop_rule) {
+                    (true, Some(_)) => Phase::StoppedByRule,
+                    (true, None) => Phase::StoppedByPerson,
+                    (false, _) => Phase::Ended,
+                }
+            } else if idle_s.is_some_and(|s| s > STALLED_AFTER_S) {
+                Phase::Stalled
+            } else {
+                Phase::Live
+            };
+            RunState {
+                id: run.id,
+                name: run.name.clone(),
+                location: run.location.clone(),
+                version: d.version,
+                changed: d.changed,
+                phase,
+                idle_s,
+                exists: d.exists,
+                gone: d.gone,
+                identity: d.identity.clone(),
+                resets: d.resets,
+                open_error: d.open_error.clone(),
+                complete: d.complete,
+                end_reason: d.end_reason.clone(),
+                writable: d.writable,
+                stop_requested: d.stop_request.as_ref().map(|r| r.reason.clone()),
+                stop_requested_at: d.stop_request.as_ref().map(|r| r.requested_at),
+                stop_rule,
+                steps: d.steps.len(),
+                last_step: d.steps.last().copied(),
+                samples: d.profile.sample_count(),
+                tensors: d.tensors.len(),
+                scalar_values: d.scalars.values(),
+                index_pending: d.index_pending,
+                trial_open: run.trial_open(),
+                report: run.report_stage(),
+                spans: d.profile.spans().len(),
+                start: range.map(|r| secs(r.0)),
+                end: range.map(|r| secs(r.1)),
+                rules: d.rules.as_ref().map(|s| s.rules.len()),
+                issues: d.rules.as_ref().map(|s| {
+                    s.rules
+                        .iter()
+                        .filter(|r| r.status == smdebug_rules::Status::IssuesFound)
+                        .count()
+                }),
+                no_data: d.rules.as_ref().map(|s| s.no_data().count()),
+            }
         })
         .collect();
-    json!({ "runs": list })
+    RunList { runs: list }
 }
 
-/// The rows of the per-node statistics table: `(label, type, dimension-or-name filter)`.
-fn node_rows(node: &[&MetricSeries]) -> Vec<(String, Vec<f64>, &'static str)> {
-    let mut rows = Vec::new();
-    let mut pick = |label: &str, unit: &'static str, f: &dyn Fn(&MetricSeries) -> bool| {
-        let mut values: Vec<f64> = node
-            .iter()
-            .filter(|m| f(m))
-            .flat_map(|m| m.points.iter().map(|p| p.1))
-            .collect();
-        if !values.is_empty() {
-            values.sort_by(f64::total_cmp);
-            rows.push((label.to_owned(), values, unit));
-        }
-    };
-    pick("CPU utilization", "%", &|m| {
-        m.metric_type == vocab::TYPE_CPU
-            && m.name == vocab::CPU_TOTAL
-            && m.dimension == vocab::CPU_UTILIZATION
-    });
-    pick("I/O wait", "%", &|m| {
-        m.metric_type == vocab::TYPE_CPU
-            && m.name == vocab::CPU_TOTAL
-            && m.dimension == vocab::IO_WAIT_PERCENTAGE
-    });
-    pick("GPU utilization", "%", &|m| {
-        m.metric_type == vocab::TYPE_GPU && m.dimension == vocab::GPU_UTILIZATION
-    });
-    pick("GPU memory", "%", &|m| {
-        m.metric_type == vocab::TYPE_GPU && m.dimension == vocab::GPU_MEMORY_UTILIZATION
-    });
-    pick("Memory used", "%", &|m| {
-        m.metric_type == vocab::TYPE_MEMORY && m.name == vocab::MEMORY_USED_PERCENT
-    });
-    pick("Network receive", "B/s", &|m| {
-        m.metric_type == vocab::TYPE_NETWORK && m.name == vocab::RECEIVE_BYTES_PER_SECOND
-    });
-    pick("Network transmit", "B/s", &|m| {
-        m.metric_type == vocab::TYPE_NETWORK && m.name == vocab::TRANSMIT_BYTES_PER_SECOND
-    });
-    pick("Disk read", "B/s", &|m| {
-        m.metric_type == vocab::TYPE_IO && m.name == vocab::READ_BYTES_PER_SECOND
-    });
-    pick("Disk write", "B/s", &|m| {
-        m.metric_type == vocab::TYPE_IO && m.name == vocab::WRITE_BYTES_PER_SECOND
-    });
-    rows
-}
-
-fn is_step(span: &SpanRef<'_>) -> Option<Mode> {
+pub(crate) fn is_step(span: &SpanRef<'_>) -> Option<Mode> {
     span.step_mode
 }
 
-/// The overview: job summary, per-node statistics and rule statuses.
-pub fn overview(run: &Run) -> Value {
-    let d = run.data.read().expect("run data lock");
-    let range = d.time_range();
-    // Initialization, training loop, finalization: before the first step span, from it to the
-    // end of the last, after.
-    let first_step = d.profile.spans().iter().find(|s| is_step(s).is_some());
-    let last_step_end = d
-        .profile
-        .spans()
-        .iter()
-        .filter(|s| is_step(s).is_some())
-        .map(|s| s.end_us)
-        .max();
-    let phases = match (range, first_step, last_step_end) {
-        (Some((start, end)), Some(first), Some(last)) => json!({
-            "initialization": secs(first.start_us.saturating_sub(start)),
-            "training_loop": secs(last.saturating_sub(first.start_us)),
-            "finalization": secs(end.saturating_sub(last)),
-            "loop_start": secs(first.start_us),
-            "loop_end": secs(last),
-        }),
-        _ => Value::Null,
-    };
-    let mut by_node: BTreeMap<&str, Vec<&MetricSeries>> = BTreeMap::new();
-    for m in d.profile.metrics() {
-        by_node.entry(&m.node).or_default().push(m);
-    }
-    let nodes: Vec<Value> = by_node
-        .iter()
-        .map(|(node, series)| {
-            let rows: Vec<Value> = node_rows(series)
-                .into_iter()
-                .map(|(label, values, unit)| {
-                    json!({
-                        "metric": label, "unit": unit,
-                        "min": num(values[0]), "max": num(values[values.len() - 1]),
-                        "p99": num(percentile(&values, 99.0)),
-                        "p90": num(percentile(&values, 90.0)),
-                        "p50": num(percentile(&values, 50.0)),
-                    })
-                })
-                .collect();
-            json!({"node": node, "rows": rows})
-        })
-        .collect();
-    let rules: Vec<Value> = d
-        .rules
-        .as_ref()
-        .map(|s| {
-            s.rules
-                .iter()
-                .map(|status| {
-                    let file = RuleFile::of(status);
-                    json!({
-                        "name": file.name, "kind": file.kind, "status": status.status.name(),
-                        "description": file.description, "recommendation": file.recommendation,
-                        "message": file.message, "triggered": file.triggered,
-                        "datapoints": file.datapoints, "parameters": file.parameters,
-                        "first_fired_step": file.first_fired_step,
-                        "evidence": status.evidence,
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    // The most time-consuming phases (resource-intensive operations).
-    let mut phase_totals: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-    for s in d.profile.spans().iter() {
-        let e = phase_totals.entry(s.phase).or_default();
-        e.0 += s.duration_us();
-        e.1 += 1;
-    }
-    let mut top: Vec<(&str, (u64, u64))> = phase_totals.into_iter().collect();
-    top.sort_by_key(|t| std::cmp::Reverse(t.1.0));
-    let top: Vec<Value> = top
-        .iter()
-        .take(10)
-        .map(|(p, (total, count))| json!({"phase": p, "total_s": secs(*total), "count": count}))
-        .collect();
-    json!({
-        "id": run.id, "name": run.name, "location": run.location,
-        "exists": d.exists, "open_error": d.open_error, "complete": d.complete,
-        "end_reason": d.end_reason, "writable": d.writable,
-        "stop_requested": d.stop_request.as_ref().map(|r| r.reason.clone()),
-        "start": range.map(|r| secs(r.0)), "end": range.map(|r| secs(r.1)),
-        "steps": d.steps.len(), "last_step": d.steps.last(), "samples": d.profile.sample_count(),
-        "spans": d.profile.spans().len(), "tensors": d.tensors.len(), "phases": phases,
-        "nodes": nodes, "rules": rules, "top_phases": top,
-        "rules_written": d.rules.is_some(), "warnings": d.warnings,
-    })
+/// The rows of the span list that a request asks for.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SpanRows {
+    /// List from the window's end (its last spans first are the latest), not its start.
+    pub from_end: bool,
+    /// Rows skipped (from the start, or from the end with `from_end`).
+    pub offset: usize,
+    /// Rows listed at most (default: the window's point budget).
+    pub limit: Option<usize>,
 }
 
-/// The spans inside a window: each one when they fit in the budget, and per-phase totals.
-pub fn spans(run: &Run, window: &Window) -> Value {
+/// The spans inside a window: one page of them (the first, or with `rows.from_end` the last,
+/// listed in time order), how many there are, and per-phase totals.
+pub fn spans(run: &Run, window: &Window, rows: SpanRows) -> SpanList {
     let d = run.data.read().expect("run data lock");
     let from = window.start_us().unwrap_or(0.0);
     let to = window.end_us().unwrap_or(f64::INFINITY);
-    let limit = window.budget();
+    let limit = rows.limit.unwrap_or(window.budget()).clamp(1, MAX_POINTS);
     let mut count = 0usize;
-    let mut list: Vec<Value> = Vec::new();
+    // From the start: rows offset..offset+limit. From the end: the last offset+limit kept, the
+    // last `offset` of them dropped afterwards.
+    let keep = rows.offset.saturating_add(limit);
+    let mut list: std::collections::VecDeque<SpanRow> = std::collections::VecDeque::new();
     let mut totals: BTreeMap<&str, (f64, u64)> = BTreeMap::new();
     for s in d
         .profile
@@ -264,18 +168,47 @@ pub fn spans(run: &Run, window: &Window) -> Value {
         let e = totals.entry(s.phase).or_default();
         e.0 += secs(s.duration_us());
         e.1 += 1;
-        if list.len() < limit {
-            list.push(
-                json!({"phase": s.phase, "name": s.name, "start": secs(s.start_us),
-                       "end": secs(s.end_us), "node": s.node, "worker": s.worker, "step": s.step}),
-            );
+        let wanted = if rows.from_end {
+            true
+        } else {
+            count > rows.offset && list.len() < limit
+        };
+        if wanted {
+            list.push_back(SpanRow {
+                phase: s.phase.to_owned(),
+                name: s.name.to_owned(),
+                start: secs(s.start_us),
+                end: secs(s.end_us),
+                node: s.node.to_owned(),
+                worker: s.worker,
+                step: s.step,
+            });
+            if rows.from_end && list.len() > keep {
+                list.pop_front();
+            }
         }
     }
-    let totals: Vec<Value> = totals
+    if rows.from_end {
+        let shown = list.len().saturating_sub(rows.offset);
+        list.truncate(shown);
+    }
+    let totals = totals
         .iter()
-        .map(|(p, (t, c))| json!({"phase": p, "total_s": t, "count": c}))
+        .map(|(p, (t, c))| PhaseTotal {
+            phase: (*p).to_owned(),
+            total_s: *t,
+            count: *c,
+        })
         .collect();
-    json!({"count": count, "spans": list, "truncated": count > limit, "totals": totals})
+    let listed = list.len();
+    SpanList {
+        count,
+        spans: Vec::from(list),
+        truncated: count > listed,
+        offset: rows.offset,
+        from_end: rows.from_end,
+        totals,
+    }
 }
 
 /// `(mode, node, worker)` of a step-duration series.
@@ -283,7 +216,7 @@ type StepGroup = (String, String, Option<u32>);
 
 /// Step durations per mode and node/worker, outliers, a histogram, and time per phase over
 /// the last `last` steps.
-pub fn steps(run: &Run, window: &Window, last: usize) -> Value {
+pub fn steps(run: &Run, window: &Window, last: usize) -> Steps {
     let d = run.data.read().expect("run data lock");
     // (mode, node, worker) → [(step, start µs, duration s)]
     let mut groups: BTreeMap<StepGroup, Vec<(u64, u64, f64)>> = BTreeMap::new();
@@ -296,7 +229,7 @@ pub fn steps(run: &Run, window: &Window, last: usize) -> Value {
         }
     }
     let mut all: Vec<f64> = Vec::new();
-    let series: Vec<Value> = groups
+    let series = groups
         .iter()
         .map(|((mode, node, worker), rows)| {
             let mut durations: Vec<f64> = rows.iter().map(|r| r.2).collect();
@@ -309,17 +242,27 @@ pub fn steps(run: &Run, window: &Window, last: usize) -> Value {
             // StepOutlier's rule: more than 3 standard deviations above the mean.
             let limit = mean + 3.0 * var.sqrt();
             let points: Vec<(u64, f64)> = rows.iter().map(|r| (r.1, r.2)).collect();
-            let outliers: Vec<Value> = rows
+            let outliers = rows
                 .iter()
                 .filter(|r| durations.len() > 2 && r.2 > limit)
                 .take(200)
-                .map(|r| json!({"step": r.0, "t": secs(r.1), "duration": r.2}))
+                .map(|r| Outlier {
+                    step: r.0,
+                    t: secs(r.1),
+                    duration: r.2,
+                })
                 .collect();
-            json!({
-                "mode": mode, "node": node, "worker": worker, "count": rows.len(),
-                "p50": num(p50), "mean": num(mean), "outlier_limit": num(limit),
-                "data": time_series(&points, window), "outliers": outliers,
-            })
+            StepSeries {
+                mode: mode.clone(),
+                node: node.clone(),
+                worker: *worker,
+                count: rows.len(),
+                p50: finite(p50),
+                mean: finite(mean),
+                outlier_limit: finite(limit),
+                data: time_series(&points, window),
+                outliers,
+            }
         })
         .collect();
     // Histogram of all step durations, 30 bins.
@@ -332,15 +275,19 @@ pub fn steps(run: &Run, window: &Window, last: usize) -> Value {
             for x in &all {
                 counts[(((x - lo) / width) as usize).min(bins - 1)] += 1;
             }
-            json!({"lo": lo, "width": width, "counts": counts})
+            Some(Histogram { lo, width, counts })
         }
-        _ => Value::Null,
+        _ => None,
     };
-    json!({"series": series, "histogram": histogram, "phases": last_steps(d.profile.spans(), last)})
+    Steps {
+        series,
+        histogram,
+        phases: last_steps(d.profile.spans(), last),
+    }
 }
 
 /// Time per phase within each of the last `n` step spans (of any mode, node, worker).
-fn last_steps(spans: &SpanStore, n: usize) -> Value {
+fn last_steps(spans: &SpanStore, n: usize) -> StepPhases {
     let mut recent: Vec<SpanRef<'_>> = spans
         .iter()
         .rev()
@@ -349,7 +296,7 @@ fn last_steps(spans: &SpanStore, n: usize) -> Value {
         .collect();
     recent.reverse();
     let Some(first) = recent.first() else {
-        return json!({"steps": [], "phases": []});
+        return StepPhases::default();
     };
     let lo = spans.first_starting_at(first.start_us);
     let mut phase_names: Vec<String> = Vec::new();
@@ -371,16 +318,24 @@ fn last_steps(spans: &SpanStore, n: usize) -> Value {
             *table[i].entry(s.phase.to_owned()).or_default() += secs(s.duration_us());
         }
     }
-    let steps: Vec<Value> = recent
+    let steps = recent
         .iter()
-        .zip(&table)
+        .zip(table)
         .map(|(st, row)| {
             let other = secs(st.duration_us()) - row.values().sum::<f64>();
-            json!({"step": st.step, "mode": is_step(st).map(|m| m.name()),
-                   "duration": secs(st.duration_us()), "phases": row, "other": other.max(0.0)})
+            StepRow {
+                step: st.step,
+                mode: is_step(st).map(|m| m.name()),
+                duration: secs(st.duration_us()),
+                phases: row,
+                other: other.max(0.0),
+            }
         })
         .collect();
-    json!({"steps": steps, "phases": phase_names})
+    StepPhases {
+        steps,
+        phases: phase_names,
+    }
 }
 
 /// Scalars whose names match `regex`, per mode, downsampled by step: one page of them
@@ -391,7 +346,7 @@ pub fn scalars(
     regex: Option<&str>,
     window: &Window,
     page: crate::page::Page,
-) -> Result<Value, String> {
+) -> Result<ScalarPage, String> {
     let filter = match regex.filter(|r| !r.is_empty()) {
         Some(r) => Some(Regex::new(r).map_err(|e| format!("bad regex: {e}"))?),
         None => None,
@@ -405,29 +360,35 @@ pub fn scalars(
         // Modes in name order (EVAL, GLOBAL, PREDICT, TRAIN).
         let mut by_name: Vec<(&Mode, &smdebug_io::trial::Column)> = track.iter().collect();
         by_name.sort_by_key(|(mode, _)| mode.name());
-        let modes: Vec<Value> = by_name
+        let modes = by_name
             .into_iter()
             .map(|(mode, pts)| {
                 let kept = min_max(pts, window.from, window.to, window.budget());
-                json!({"mode": mode.name(), "total": pts.len(),
-                       "steps": kept.iter().map(|p| p.0).collect::<Vec<_>>(),
-                       "values": kept.iter().map(|p| num(p.1)).collect::<Vec<_>>()})
+                ModeSeries {
+                    mode: mode.name(),
+                    total: pts.len(),
+                    steps: kept.iter().map(|p| p.0).collect(),
+                    values: kept.iter().map(|p| finite(p.1)).collect(),
+                }
             })
             .collect();
-        json!({"name": name, "modes": modes})
+        ScalarSeries {
+            name: name.clone(),
+            modes,
+        }
     });
-    Ok(json!({
-        "next_offset": page.next_offset(out.len(), total),
-        "scalars": out,
-        "series_total": total,
-        "offset": page.offset,
-        "tensors": d.tensors,
-    }))
+    Ok(ScalarPage {
+        next_offset: page.next_offset(out.len(), total),
+        scalars: out,
+        series_total: total,
+        offset: page.offset,
+        tensors: d.tensors.clone(),
+    })
 }
 
 /// [`tensor_over_steps`] of a scalar the follower holds (no tensor read): its value is its
 /// every reduction and quantile. `None` when `name` is not such a scalar.
-pub fn scalar_over_steps(run: &Run, name: &str, max_steps: usize) -> Option<Value> {
+pub fn scalar_over_steps(run: &Run, name: &str, max_steps: usize) -> Option<TensorSteps> {
     let d = run.data.read().expect("run data lock");
     let track = d.scalars.get(name)?;
     let mut points: Vec<(u64, f64)> = track.values().flatten().copied().collect();
@@ -440,42 +401,54 @@ pub fn scalar_over_steps(run: &Run, name: &str, max_steps: usize) -> Option<Valu
             .map(|i| points[i * (points.len() - 1) / (take - 1).max(1)])
             .collect()
     };
-    let rows: Vec<Value> = chosen
+    let rows = chosen
         .iter()
         .filter(|p| p.1.is_finite())
-        .map(|&(step, v)| {
-            let bands: Vec<Value> = BANDS.iter().map(|_| num(v)).collect();
-            json!({"step": step, "min": num(v), "max": num(v), "mean": num(v), "std": 0.0,
-                   "l2": num(v.abs()), "bands": bands})
+        .map(|&(step, v)| TensorStep {
+            step,
+            min: Some(v),
+            max: Some(v),
+            mean: Some(v),
+            std: Some(0.0),
+            l2: Some(v.abs()),
+            bands: vec![Some(v); BANDS.len()],
         })
         .collect();
-    Some(
-        json!({"name": name, "shape": [], "total_steps": points.len(), "steps": rows,
-                "band_percentiles": BANDS}),
-    )
+    Some(TensorSteps {
+        name: name.to_owned(),
+        shape: Vec::new(),
+        total_steps: points.len(),
+        steps: rows,
+        band_percentiles: BANDS,
+    })
 }
 
 /// [`tensor_2d`] of a scalar the follower holds: one cell. `None` when `name` is not such a
 /// scalar or has no value at `step`.
-pub fn scalar_2d(run: &Run, name: &str, step: Option<u64>) -> Option<Value> {
+pub fn scalar_2d(run: &Run, name: &str, step: Option<u64>) -> Option<TensorGrid> {
     let d = run.data.read().expect("run data lock");
     let track = d.scalars.get(name)?;
     let mut points: Vec<(u64, f64)> = track.values().flatten().copied().collect();
     points.sort_by_key(|p| p.0);
     let step = step.or(points.last().map(|p| p.0))?;
     let at = points.binary_search_by_key(&step, |p| p.0).ok()?;
-    let steps: Vec<u64> = points.iter().map(|p| p.0).collect();
-    Some(
-        json!({"name": name, "step": step, "steps": steps, "shape": [], "rows": 1, "cols": 1,
-                "cells": [[num(points[at].1)]]}),
-    )
+    Some(TensorGrid {
+        name: name.to_owned(),
+        step,
+        total_steps: points.len(),
+        shape: Vec::new(),
+        rows: 1,
+        cols: 1,
+        cells: vec![vec![finite(points[at].1)]],
+    })
 }
 
-/// Quantiles drawn as TensorBoard's distribution bands.
-const BANDS: [f64; 9] = [0.0, 6.68, 15.87, 30.85, 50.0, 69.15, 84.13, 93.32, 100.0];
-
 /// Reductions and a distribution of a tensor over (at most `max_steps` evenly chosen) steps.
-pub fn tensor_over_steps(trial: &Trial, name: &str, max_steps: usize) -> Result<Value, String> {
+pub fn tensor_over_steps(
+    trial: &Trial,
+    name: &str,
+    max_steps: usize,
+) -> Result<TensorSteps, String> {
     let tensor = trial.tensor(name).map_err(|e| e.to_string())?;
     let steps = tensor.steps(None).map_err(|e| e.to_string())?;
     let take = max_steps.clamp(1, 500);
@@ -510,19 +483,26 @@ pub fn tensor_over_steps(trial: &Trial, name: &str, max_steps: usize) -> Result<
         let mean = xs.iter().sum::<f64>() / n;
         let std = (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
         let l2 = xs.iter().map(|x| x * x).sum::<f64>().sqrt();
-        let bands: Vec<Value> = BANDS.iter().map(|&p| num(percentile(&xs, p))).collect();
-        rows.push(
-            json!({"step": step, "min": num(xs[0]), "max": num(xs[xs.len() - 1]),
-                         "mean": num(mean), "std": num(std), "l2": num(l2), "bands": bands}),
-        );
+        rows.push(TensorStep {
+            step,
+            min: finite(xs[0]),
+            max: finite(xs[xs.len() - 1]),
+            mean: finite(mean),
+            std: finite(std),
+            l2: finite(l2),
+            bands: BANDS.iter().map(|&p| finite(percentile(&xs, p))).collect(),
+        });
     }
     if let (true, Some(e)) = (rows.is_empty(), first_error) {
         return Err(e.to_string());
     }
-    Ok(
-        json!({"name": name, "shape": shape, "total_steps": steps.len(), "steps": rows,
-              "band_percentiles": BANDS}),
-    )
+    Ok(TensorSteps {
+        name: name.to_owned(),
+        shape,
+        total_steps: steps.len(),
+        steps: rows,
+        band_percentiles: BANDS,
+    })
 }
 
 /// A tensor at one step as a 2-D grid (rows × the last dimension), averaged down to at most
@@ -532,7 +512,7 @@ pub fn tensor_2d(
     name: &str,
     step: Option<u64>,
     max_side: usize,
-) -> Result<Value, String> {
+) -> Result<TensorGrid, String> {
     let tensor = trial.tensor(name).map_err(|e| e.to_string())?;
     let steps = tensor.steps(None).map_err(|e| e.to_string())?;
     let step = match step {
@@ -559,24 +539,23 @@ pub fn tensor_2d(
             }
         }
     }
-    let cells: Vec<Vec<Value>> = grid
+    let cells = grid
         .iter()
         .zip(&count)
         .map(|(g, c)| {
             g.iter()
                 .zip(c)
-                .map(|(s, &n)| {
-                    if n == 0 {
-                        Value::Null
-                    } else {
-                        num(s / f64::from(n))
-                    }
-                })
+                .map(|(s, &n)| (n > 0).then(|| finite(s / f64::from(n))).flatten())
                 .collect()
         })
         .collect();
-    Ok(
-        json!({"name": name, "step": step, "steps": steps, "shape": shape,
-              "rows": rows, "cols": cols, "cells": cells}),
-    )
+    Ok(TensorGrid {
+        name: name.to_owned(),
+        step,
+        total_steps: steps.len(),
+        shape,
+        rows,
+        cols,
+        cells,
+    })
 }

@@ -8,7 +8,6 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
 use crate::conn::Conn;
 
@@ -62,7 +61,10 @@ impl Guard {
 }
 
 fn refuse(status: StatusCode, message: &str) -> Response {
-    (status, axum::Json(json!({"error": message}))).into_response()
+    let body = crate::series::ApiError {
+        error: message.to_owned(),
+    };
+    (status, axum::Json(body)).into_response()
 }
 
 /// Whether the request comes from a page of another origin: an `Origin` header that is not

@@ -68,17 +68,26 @@
 #![warn(missing_docs)]
 
 mod api;
+mod assets;
 mod code;
+mod compress;
 mod conn;
 pub mod downsample;
+mod expand;
 mod guard;
 mod identity;
+mod overview;
 mod page;
 mod pool;
+mod push;
 mod report;
+mod routes;
 mod run;
+mod series;
 mod server;
 mod system;
+mod views;
 
 pub use conn::{ConnectionLimits, ConnectionStats};
-pub use server::{ServeError, ServeOptions, Server, expand_runs, expand_runs_with};
+pub use expand::{expand_runs, expand_runs_with};
+pub use server::{ServeError, ServeOptions, Server};

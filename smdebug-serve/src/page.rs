@@ -1,8 +1,6 @@
 //! Pages of series: the views that could list thousands of series (`/system`, `/scalars`)
 //! send one page at a time, so that every response is bounded.
 
-use serde_json::Value;
-
 /// Series sent per request by default; the rest are asked for by page.
 pub const PAGE: usize = 64;
 
@@ -26,11 +24,11 @@ impl Page {
 
     /// This page of `items`, each made by `make` (only those on the page are made), and how
     /// many items there were in all.
-    pub fn select<T>(
+    pub fn select<T, R>(
         &self,
         items: impl Iterator<Item = T>,
-        mut make: impl FnMut(T) -> Value,
-    ) -> (Vec<Value>, usize) {
+        mut make: impl FnMut(T) -> R,
+    ) -> (Vec<R>, usize) {
         let limit = self.limit();
         let mut page = Vec::new();
         let mut total = 0usize;

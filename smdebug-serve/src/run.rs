@@ -83,6 +83,21 @@ pub(crate) struct RunData {
     pub identity: Option<String>,
     /// How many times the view was cleared.
     pub resets: u64,
+    /// What changed, area by area: the page refetches a panel only when its area changed.
+    pub changed: Changed,
+    /// When the follower last found new samples, spans or tensor values.
+    pub last_new_data: Option<std::time::Instant>,
+}
+
+/// Counters bumped when an area of a run's data changes (the version, split by panel).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct Changed {
+    /// System metrics, spans and step spans (the system and steps panels).
+    pub profile: u64,
+    /// Tensor steps, names and scalar values (the scalars and tensors panels).
+    pub tensors: u64,
+    /// Rule statuses (the rules list and the issue count).
+    pub rules: u64,
 }
 
 impl RunData {
@@ -230,6 +245,12 @@ fn reset(run: &Run, cursor: &mut Cursor, change: Change) {
             "{why} (seen at {clock}); what was shown of it was cleared"
         )),
         resets: data.resets + 1,
+        // Every panel is drawn again from nothing.
+        changed: Changed {
+            profile: data.changed.profile + 1,
+            tensors: data.changed.tensors + 1,
+            rules: data.changed.rules + 1,
+        },
         ..RunData::default()
     };
 }
@@ -361,10 +382,13 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
         changed = true;
     }
     if new_samples > 0 || new_spans > 0 {
+        data.changed.profile += 1;
+        data.last_new_data = Some(std::time::Instant::now());
         changed = true;
     }
     if let Some(summary) = new_summary {
         data.rules = Some(summary);
+        data.changed.rules += 1;
         changed = true;
     }
     if data.stop_request != stop_request {
@@ -385,13 +409,16 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
         }
         changed = true;
     }
-    if !update.names.is_empty() {
+    let names_added = !update.names.is_empty();
+    if names_added {
         data.tensors.extend(update.names);
         data.tensors.sort();
         data.tensors.dedup();
         changed = true;
     }
-    if update.values > 0 {
+    if update.values > 0 || !update.steps.is_empty() || names_added {
+        data.changed.tensors += 1;
+        data.last_new_data = Some(std::time::Instant::now());
         changed = true;
     }
     if data.index_pending != update.pending {

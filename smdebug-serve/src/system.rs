@@ -1,13 +1,13 @@
 //! The `/system` view: timelines by page and the per-core / per-GPU heatmap in bands, so that
 //! a run with thousands of series answers a bounded response.
 
-use serde_json::{Value, json};
 use smdebug_profiler::reader::MetricSeries;
 use smdebug_profiler::system::vocab;
 
-use crate::api::{Window, num, time_series};
+use crate::api::{Window, time_series};
 use crate::page::Page;
 use crate::run::{Run, RunData};
+use crate::series::{Heatmap, HeatmapRow, SystemPage, SystemSeries, finite};
 
 /// Heatmap rows at most: beyond, neighbouring rows are averaged into bands.
 pub const HEATMAP_ROWS: usize = 256;
@@ -15,7 +15,7 @@ pub const HEATMAP_ROWS: usize = 256;
 /// System timelines (downsampled over the window, one page of them: `series_total` says how
 /// many there are, `next_offset` where the next page starts) and the per-core / per-GPU
 /// heatmap (at most [`HEATMAP_ROWS`] rows).
-pub fn system(run: &Run, window: &Window, page: Page) -> Value {
+pub fn system(run: &Run, window: &Window, page: Page) -> SystemPage {
     let d = run.data.read().expect("run data lock");
     let timelines = d.profile.metrics().filter(|m| {
         // Per-core utilization goes to the heatmap; totals and the rest to timelines.
@@ -23,24 +23,26 @@ pub fn system(run: &Run, window: &Window, page: Page) -> Value {
         let capacity = m.name.ends_with("TotalBytes") || m.dimension.ends_with("TotalBytes");
         !(per_core || capacity)
     });
-    let (series, total) = page.select(timelines, |m| {
-        json!({
-            "node": m.node, "type": m.metric_type, "name": m.name,
-            "dimension": m.dimension, "unit": m.unit(), "data": time_series(&m.points, window),
-        })
+    let (series, total) = page.select(timelines, |m| SystemSeries {
+        node: m.node.clone(),
+        r#type: m.metric_type.clone(),
+        name: m.name.clone(),
+        dimension: m.dimension.clone(),
+        unit: m.unit(),
+        data: time_series(&m.points, window),
     });
-    json!({
-        "next_offset": page.next_offset(series.len(), total),
-        "series": series,
-        "series_total": total,
-        "offset": page.offset,
-        "heatmap": heatmap(&d, window),
-    })
+    SystemPage {
+        next_offset: page.next_offset(series.len(), total),
+        series,
+        series_total: total,
+        offset: page.offset,
+        heatmap: heatmap(&d, window),
+    }
 }
 
 /// One row per CPU core and per GPU (utilization), the window cut into at most 300 columns of
 /// mean values.
-fn heatmap(d: &RunData, window: &Window) -> Value {
+fn heatmap(d: &RunData, window: &Window) -> Heatmap {
     let rows: Vec<&MetricSeries> = d
         .profile
         .metrics()
@@ -52,7 +54,7 @@ fn heatmap(d: &RunData, window: &Window) -> Value {
         })
         .collect();
     let Some((start, end)) = d.time_range() else {
-        return json!({"rows": [], "columns": 0});
+        return Heatmap::default();
     };
     let from = window.start_us().unwrap_or(start as f64);
     let to = window.end_us().unwrap_or(end as f64).max(from + 1.0);
@@ -60,7 +62,7 @@ fn heatmap(d: &RunData, window: &Window) -> Value {
     let width = (to - from) / columns as f64;
     // Many rows (thousands of cores or GPUs) are averaged in bands of neighbours.
     let band = rows.len().div_ceil(HEATMAP_ROWS).max(1);
-    let out: Vec<Value> = rows
+    let out = rows
         .chunks(band)
         .map(|members| {
             let mut sum = vec![0.0; columns];
@@ -77,16 +79,10 @@ fn heatmap(d: &RunData, window: &Window) -> Value {
                     count[c] += 1;
                 }
             }
-            let values: Vec<Value> = sum
+            let values = sum
                 .iter()
                 .zip(&count)
-                .map(|(s, &c)| {
-                    if c == 0 {
-                        Value::Null
-                    } else {
-                        num(s / f64::from(c))
-                    }
-                })
+                .map(|(s, &c)| (c > 0).then(|| finite(s / f64::from(c))).flatten())
                 .collect();
             let first = members[0];
             let label = match members {
@@ -101,11 +97,15 @@ fn heatmap(d: &RunData, window: &Window) -> Value {
                 ),
                 [] => String::new(),
             };
-            json!({"label": label, "values": values})
+            HeatmapRow { label, values }
         })
         .collect();
-    json!({
-        "rows": out, "columns": columns, "from": from / 1e6, "to": to / 1e6,
-        "row_total": rows.len(), "band": band,
-    })
+    Heatmap {
+        rows: out,
+        columns,
+        from: Some(from / 1e6),
+        to: Some(to / 1e6),
+        row_total: rows.len(),
+        band,
+    }
 }

@@ -89,7 +89,11 @@ fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
         "Emulation.setDeviceMetricsOverride",
         json!({"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": false}),
     );
-    cdp.call("Page.navigate", json!({"url": server.url()}));
+    // Every section on one page (the tab a link to `#/run/0/all` opens).
+    cdp.call(
+        "Page.navigate",
+        json!({"url": format!("{}#/run/0/all", server.url())}),
+    );
 
     // The page opens before the run exists and says it is waiting.
     cdp.wait(Duration::from_secs(30), "the first drawing", |c| {

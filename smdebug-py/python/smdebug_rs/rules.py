@@ -104,7 +104,7 @@ class Summary:
 def _status(doc: dict) -> RuleStatus:
     doc = dict(doc)
     doc["evidence"] = [
-        Evidence(e["tensor"], e["step"], e["measure"], float("nan") if e["value"] is None else e["value"], e.get("limit"))
+        Evidence(e["tensor"], e["step"], e["measure"], float("nan") if e["value"] is None else float(e["value"]), e.get("limit"))
         for e in doc["evidence"]
     ]
     known = RuleStatus.__dataclass_fields__

@@ -1,0 +1,159 @@
+// smdebug serve: the Tensors panel (reductions, distribution, one step as a 2-D grid with its
+// colour scale), the run comparison, and the Kineto and Code-profile panels (tables of a
+// PyTorch profiler trace's kernels and operators; the sampled CPU stacks of code-profiling
+// windows).
+"use strict";
+(function () {
+  const { el, clear, fmt, heat, colourScale, selectionIn } = window.SMD;
+  window.SMD.makeExtras = function (env) {
+  // ---- tensors ------------------------------------------------------------------------------
+  async function loadTensorNames() {
+    const r = env.runs()[env.current()];
+    const res = await env.get("runs/" + r.id + "/scalars?limit=1&regex=" + encodeURIComponent("^$"));
+    const names = res.tensors;
+    const sel = document.getElementById("tensor-select");
+    if (sel.options.length !== names.length) {
+      const keep = sel.value;
+      clear(sel);
+      names.forEach((n) => sel.append(el("option", { value: n, text: n })));
+      if (keep && names.includes(keep)) sel.value = keep;
+    }
+  }
+  async function drawTensor() {
+    await loadTensorNames();
+    const name = document.getElementById("tensor-select").value;
+    const box = document.getElementById("tensor-charts");
+    if (!name) { env.status.panels.tensors = true; return; }
+    const r = env.runs()[env.current()];
+    const t = await env.get("runs/" + r.id + "/tensor?name=" + encodeURIComponent(name) + "&steps=100");
+    const xs = t.steps.map((s) => s.step);
+    env.chart(box, "tensor:reductions", "Reductions of " + name, [xs, t.steps.map((s) => s.mean), t.steps.map((s) => s.std), t.steps.map((s) => s.l2), t.steps.map((s) => s.min), t.steps.map((s) => s.max)],
+      [{ label: "mean" }, { label: "std" }, { label: "L2 norm" }, { label: "min" }, { label: "max" }], {});
+    const bandSeries = t.band_percentiles.map((p) => ({ label: "p" + p, color: "rgba(31,119,180," + (p === 50 ? 1 : 0.35) + ")" }));
+    const bands = [[1, 9], [2, 8], [3, 7], [4, 6]].map(([a, b], i) => ({ series: [b, a], fill: "rgba(31,119,180," + (0.08 + i * 0.08) + ")" }));
+    env.chart(box, "tensor:distribution", "Distribution of " + name + " over steps", [xs, ...t.band_percentiles.map((_, i) => t.steps.map((s) => s.bands[i]))], bandSeries, { bands });
+    const stepSel = document.getElementById("tensor-step");
+    const keep = stepSel.value;
+    clear(stepSel);
+    xs.forEach((s) => stepSel.append(el("option", { value: String(s), text: String(s) })));
+    if (keep && xs.map(String).includes(keep)) stepSel.value = keep; else if (xs.length) stepSel.value = String(xs[xs.length - 1]);
+    // A scalar (0-d) has no 2-D view: its value over steps is the chart above.
+    const scalar = t.shape.length === 0;
+    document.getElementById("tensor2d").hidden = scalar;
+    document.getElementById("tensor2d-scale").hidden = scalar;
+    if (scalar) document.getElementById("tensor2d-info").textContent = name + " is a scalar: its values are the charts above (no 2-D view).";
+    else await drawTensor2d();
+    env.status.panels.tensors = true;
+  }
+  async function drawTensor2d() {
+    const name = document.getElementById("tensor-select").value;
+    const step = document.getElementById("tensor-step").value;
+    if (!name || step === "") return;
+    const r = env.runs()[env.current()];
+    const t = await env.get("runs/" + r.id + "/tensor2d?name=" + encodeURIComponent(name) + "&step=" + step);
+    const vals = t.cells.flat().filter((v) => typeof v === "number");
+    const lo = vals.length ? Math.min(...vals) : 0, hi = vals.length ? Math.max(...vals) : 0;
+    document.getElementById("tensor2d-info").textContent = name + " at step " + t.step + ", shape [" + t.shape.join(", ") + "], " + fmt(lo) + " … " + fmt(hi);
+    const canvas = document.getElementById("tensor2d");
+    const ctx = canvas.getContext("2d");
+    const rows = t.cells.length, cols = rows ? t.cells[0].length : 0;
+    canvas.width = 400; canvas.height = rows && cols ? Math.max(20, Math.min(400, 400 * rows / cols)) : 40;
+    ctx.clearRect(0, 0, canvas.width, canvas.height);
+    const cw = canvas.width / Math.max(1, cols), rh = canvas.height / Math.max(1, rows);
+    t.cells.forEach((row, i) => row.forEach((v, j) => {
+      ctx.fillStyle = heat(typeof v !== "number" ? null : hi > lo ? ((v - lo) / (hi - lo)) * 100 : 50);
+      ctx.fillRect(j * cw, i * rh, Math.ceil(cw), Math.ceil(rh));
+    }));
+    colourScale(document.getElementById("tensor2d-scale"), lo, hi, "", true);
+  }
+
+  // ---- comparing runs -----------------------------------------------------------------------
+  async function drawCompare() {
+    const all = await Promise.all(env.runs().map((r) => env.get("runs/" + r.id + "/overview")));
+    const box = document.getElementById("compare-table");
+    if (selectionIn(box)) return;
+    clear(box);
+    const table = el("table", { className: "compare" }, el("tr", null, ...["run", "state", "last step", "steps/s", "issues", "rules that found issues", "not applicable", "last loss", "last accuracy", "CPU p50 %"].map((h) => el("th", { text: h }))));
+    all.forEach((o, i) => {
+      const firing = o.rules.filter((x) => x.status === "IssuesFound").map((x) => x.name);
+      const cpu = o.nodes.flatMap((n) => n.rows).find((row) => row.metric === "CPU utilization");
+      table.append(el("tr", { "data-run": String(env.runs()[i].id) }, el("td", { text: o.name }), el("td", { text: env.runState(env.runs()[i])[0] }),
+        el("td", { text: o.last_step === null ? "–" : o.last_step }), el("td", { text: fmt(o.progress.step_rate, 1) }),
+        el("td", { text: o.rules_written ? firing.length : "–" }), el("td", { className: "name", text: firing.join(", "), title: firing.join(", ") }),
+        el("td", { text: o.rules.filter((x) => x.status === "NoData").length }),
+        el("td", { text: o.loss ? fmt(o.loss.last_value, 4) : "–" }), el("td", { text: o.accuracy ? fmt(o.accuracy.last_value, 4) : "–" }),
+        el("td", { text: cpu ? fmt(cpu.p50, 1) : "–" })));
+    });
+    box.append(table, el("p", { className: "hint", text: "Scalars of every run are overlaid in the Scalars tab (toggle runs there); pick a run in the header for its rules, system and steps." }));
+    env.status.panels.compare = true;
+  }
+
+  async function drawKineto() {
+    const k = await env.get("kineto");
+    const box = document.getElementById("kineto-tables");
+    clear(box);
+    if (!k.ranks.length) box.append(el("p", { className: "missing", text: "No Kineto traces: start with `smdebug serve RUN --trace FILE…` (PyTorch profiler traces, .json or .json.gz)." }));
+    for (const r of k.ranks) {
+      box.append(el("h3", { text: "Rank " + r.rank + " · " + r.file }),
+        el("p", { text: "span " + fmt(r.span_us / 1000, 1) + " ms · GPU busy " + fmt(r.gpu_busy_us / 1000, 1) + " ms · idle " + fmt(r.gpu_idle_us / 1000, 1) + " ms" }));
+      for (const [title, rows] of [["GPU kernels", r.gpu_kernels], ["CPU operators", r.cpu_operators]]) {
+        const table = el("table", null, el("tr", null, ...[title, "count", "total ms", "share", ""].map((h) => el("th", { text: h }))));
+        for (const op of rows) {
+          const bar = el("span", { className: "bar" });
+          bar.style.width = Math.round(op.share * 200) + "px";
+          table.append(el("tr", null, el("td", { text: op.name }), el("td", { text: op.count }), el("td", { text: fmt(op.total_us / 1000, 2) }), el("td", { text: fmt(op.share * 100, 1) + "%" }), el("td", null, bar)));
+        }
+        box.append(table);
+      }
+    }
+    env.status.panels.kineto = true;
+  }
+
+  // Code-profile windows: listed again at most every 10 s (each listing reads the summaries).
+  let codeDrawn = { run: null, at: 0 };
+  async function drawCode(force) {
+    const r = env.runs()[env.current()];
+    if (!r) return;
+    if (!force && codeDrawn.run === r.id && performance.now() - codeDrawn.at < 10000) return;
+    codeDrawn = { run: r.id, at: performance.now() };
+    const c = await env.get("runs/" + r.id + "/code");
+    const box = document.getElementById("code-windows");
+    clear(box);
+    for (const w of c.warnings) box.append(el("p", { className: "error", text: w }));
+    if (!c.windows.length) {
+      box.append(el("p", { className: "missing", text: "No code profile in this run: open a code-profiling window (smdebug-profiler's CodeProfiler, or PythonProfilingConfig in the session) to see where the CPU time goes." }));
+    }
+    if (c.total > c.windows.length) box.append(el("p", { className: "hint", text: "The last " + c.windows.length + " of " + c.total + " windows." }));
+    for (const w of c.windows.slice().reverse()) {
+      const base = "runs/" + r.id + "/code/" + encodeURIComponent(w.id);
+      const when = new Date(w.start * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC";
+      box.append(el("h3", { text: (w.steps ? w.steps + " · " : "") + "node " + w.node + ", worker " + w.worker }),
+        el("p", { text: when + " · " + fmt(w.end - w.start, 2) + " s · " + w.samples + " samples at " + w.frequency_hz + " Hz" +
+          (w.process_cpu_seconds === null ? "" : " (" + fmt(w.process_cpu_seconds, 2) + " CPU s)") + " · " + w.functions + " functions" +
+          (w.shared_root_functions ? " (the total list leaves out the " + w.shared_root_functions + " start-up functions every sample shared)" : "") }));
+      const tables = el("div", { className: "code-tables" });
+      for (const [title, rows] of [["self samples", w.top_self], ["total samples", w.top_total]]) {
+        const table = el("table", { className: "code-top" }, el("tr", null, ...["function", title, "share", ""].map((h) => el("th", { text: h }))));
+        for (const f of rows) {
+          const bar = el("span", { className: "bar" });
+          bar.style.width = Math.round(f.share * 120) + "px";
+          table.append(el("tr", null, el("td", { className: "fn", text: f.function, title: f.function }), el("td", { text: f.samples }), el("td", { text: fmt(f.share * 100, 1) + "%" }), el("td", null, bar)));
+        }
+        tables.append(table);
+      }
+      box.append(tables);
+      const links = el("p");
+      if (w.flamegraph) {
+        box.append(el("img", { className: "flamegraph", src: env.api(base + "/flamegraph.svg"), alt: "flame graph of " + (w.steps || w.id) }));
+        links.append(el("a", { href: env.api(base + "/flamegraph.svg"), target: "_blank", rel: "noopener", text: "open the flame graph" }), " · ");
+      }
+      if (w.pprof) links.append(el("a", { href: env.api(base + "/profile.pb.gz"), download: w.id + ".pb.gz", text: "download the pprof profile" }));
+      box.append(links);
+    }
+    env.status.panels.code = true;
+    env.status.code_windows = c.windows.length;
+  }
+
+    return { drawKineto, drawCode, drawTensor, drawTensor2d, drawCompare };
+  };
+})();

@@ -1,0 +1,172 @@
+// smdebug serve: what the dashboard's panels share: DOM building (text only, never markup),
+// number and duration formats, colour scales, the heatmap grid, the crosshair tooltip and file
+// downloads. Everything is put on window.SMD for app.js.
+"use strict";
+(function () {
+  function el(tag, props, ...children) {
+    const node = document.createElement(tag);
+    if (props) {
+      for (const [k, v] of Object.entries(props)) {
+        if (k === "text") node.textContent = v;
+        else if (k === "className") node.className = v;
+        else node.setAttribute(k, v);
+      }
+    }
+    for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    return node;
+  }
+  function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
+
+  // The API writes non-finite numbers as the strings "NaN", "Infinity", "-Infinity".
+  function fmt(x, digits) {
+    if (x === null || x === undefined) return "–";
+    if (x === "NaN" || (typeof x === "number" && Number.isNaN(x))) return "NaN";
+    if (x === "Infinity" || x === Infinity) return "+Inf";
+    if (x === "-Infinity" || x === -Infinity) return "-Inf";
+    if (typeof x !== "number") return String(x);
+    const a = Math.abs(x);
+    if (a >= 1e9) return (x / 1e9).toFixed(2) + "G";
+    if (a >= 1e6) return (x / 1e6).toFixed(2) + "M";
+    if (a >= 1e4) return (x / 1e3).toFixed(1) + "k";
+    if (a !== 0 && a < 1e-3) return x.toExponential(2);
+    return x.toFixed(digits === undefined ? 2 : digits);
+  }
+  // An axis label: three significant digits, k/M/G above ten thousand.
+  function axisLabel(v) {
+    if (v === null || v === undefined) return "";
+    const a = Math.abs(v);
+    const three = (x) => String(Number(x.toPrecision(3)));
+    if (a >= 1e9) return three(v / 1e9) + "G";
+    if (a >= 1e6) return three(v / 1e6) + "M";
+    if (a >= 1e4) return three(v / 1e3) + "k";
+    if (a !== 0 && a < 1e-3) return v.toExponential(1);
+    return three(v);
+  }
+  // An axis wide enough for its longest label (no "00.00M" cut at the left edge).
+  function axisSize(u, values) {
+    if (!values) return 40;
+    const longest = values.reduce((m, v) => Math.max(m, String(v).length), 0);
+    return Math.max(40, 12 + 7 * longest);
+  }
+
+  // A duration in seconds in the unit that fits it: "640 µs", "12.5 ms", "3.20 s", "2 min 05 s"
+  // (never "0.00 s" for a sub-millisecond step).
+  function dur(seconds) {
+    if (seconds === null || seconds === undefined || Number.isNaN(seconds)) return "–";
+    if (!Number.isFinite(seconds)) return seconds > 0 ? "+Inf s" : "-Inf s";
+    const a = Math.abs(seconds);
+    if (a === 0) return "0 s";
+    // Three significant digits, trailing zeros after the point dropped ("640", "12.5", "1.2").
+    const three = (x) => { const t = x.toPrecision(3); return t.includes(".") ? t.replace(/0+$/, "").replace(/\.$/, "") : t; };
+    // A value that rounds up to 1000 of a unit is shown in the next one ("1 ms", not "1.00e+3 µs").
+    const fits = (x) => Math.abs(Number(x.toPrecision(3))) < 1000;
+    if (a < 1e-3 && fits(seconds * 1e6)) return three(seconds * 1e6) + " µs";
+    if (a < 1 && fits(seconds * 1e3)) return three(seconds * 1e3) + " ms";
+    if (a < 120) return seconds.toFixed(2) + " s";
+    const m = Math.floor(a / 60), rest = Math.round(a - 60 * m);
+    const h = Math.floor(m / 60);
+    if (h > 0) return (seconds < 0 ? "-" : "") + h + " h " + String(m % 60).padStart(2, "0") + " min";
+    return (seconds < 0 ? "-" : "") + m + " min " + String(rest).padStart(2, "0") + " s";
+  }
+
+  function heat(v) { // 0..100 -> a blue-to-yellow colour
+    if (v === null || v === undefined) return "#eef0f3";
+    const t = Math.max(0, Math.min(1, v / 100));
+    const r = Math.round(40 + 215 * t), g = Math.round(60 + 160 * t), b = Math.round(140 - 110 * t);
+    return "rgb(" + r + "," + g + "," + b + ")";
+  }
+  // A colour scale: the gradient with its low and high labels, in `box` (drawn again each time).
+  function colourScale(box, lo, hi, unit, vertical) {
+    clear(box);
+    const c = el("canvas");
+    c.width = vertical ? 16 : 200; c.height = vertical ? 200 : 12;
+    const ctx = c.getContext("2d");
+    const n = vertical ? c.height : c.width;
+    for (let i = 0; i < n; i++) {
+      ctx.fillStyle = heat(vertical ? 100 * (1 - i / (n - 1)) : 100 * i / (n - 1));
+      if (vertical) ctx.fillRect(0, i, c.width, 1); else ctx.fillRect(i, 0, 1, c.height);
+    }
+    const label = (v) => fmt(v) + (unit || "");
+    if (vertical) box.append(el("span", { text: label(hi) }), c, el("span", { text: label(lo) }));
+    else box.append(el("span", { text: label(lo) }), c, el("span", { text: label(hi) }));
+  }
+  function drawGrid(canvas, rows, labelWidth, scaleMax) {
+    const ctx = canvas.getContext("2d");
+    const nrows = rows.length;
+    const ncols = nrows ? rows[0].values.length : 0;
+    const rowH = nrows ? Math.max(3, Math.min(18, 300 / nrows)) : 0;
+    canvas.height = Math.max(40, nrows * rowH + 4);
+    canvas.width = Math.max(300, canvas.parentElement.clientWidth - 34);
+    ctx.clearRect(0, 0, canvas.width, canvas.height);
+    if (!nrows || !ncols) {
+      ctx.fillStyle = "#5b6678"; ctx.font = "13px sans-serif";
+      ctx.fillText("No data yet.", 10, 24);
+      return false;
+    }
+    const cellW = (canvas.width - labelWidth) / ncols;
+    ctx.font = Math.min(12, rowH) + "px sans-serif";
+    rows.forEach((row, r) => {
+      ctx.fillStyle = "#1d2430";
+      if (rowH >= 8) ctx.fillText(row.label, 2, r * rowH + rowH - 2, labelWidth - 4);
+      row.values.forEach((v, c) => {
+        ctx.fillStyle = heat(scaleMax && v !== null ? (v / scaleMax) * 100 : v);
+        ctx.fillRect(labelWidth + c * cellW, r * rowH, Math.ceil(cellW), rowH - 1);
+      });
+    });
+    return true;
+  }
+
+  // A crosshair tooltip: every series' value at the cursor, next to it (the legend still says
+  // the same at the top).
+  function tooltipPlugin(xFormat) {
+    let tip = null;
+    return {
+      hooks: {
+        init: (u) => { tip = el("div", { className: "tooltip" }); tip.hidden = true; u.over.append(tip); },
+        setCursor: (u) => {
+          const i = u.cursor.idx;
+          if (i === null || i === undefined || u.cursor.left < 0) { tip.hidden = true; return; }
+          clear(tip);
+          tip.append(el("div", { text: (u.series[0].label || "x") + " " + xFormat(u.data[0][i]) }));
+          let shown = 0;
+          u.series.forEach((s, k) => {
+            if (k === 0 || !s.show || s.tooltip === false) return;
+            const v = u.data[k][i];
+            if (v === null || v === undefined) return;
+            const sw = el("span", { className: "sw" });
+            sw.style.background = typeof s.stroke === "function" ? s.stroke(u, k) : s.stroke;
+            tip.append(el("div", null, sw, s.label + ": " + fmt(v, 4)));
+            shown++;
+          });
+          tip.hidden = shown === 0;
+          const left = u.cursor.left + 12, w = u.over.clientWidth;
+          tip.style.left = (left > w - 180 ? u.cursor.left - 180 : left) + "px";
+          tip.style.top = Math.max(0, u.cursor.top - 10) + "px";
+        },
+      },
+    };
+  }
+
+  // Saves `text` as a file named `name` (a blob URL: nothing leaves the page).
+  function download(name, type, text) {
+    const url = URL.createObjectURL(new Blob([text], { type }));
+    const a = el("a", { href: url, download: name });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
+  }
+  function csvField(v) {
+    const s = v === null || v === undefined ? "" : String(v);
+    return /[",\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+  }
+
+  // Text the user has selected inside `node`: an update does not redraw it meanwhile.
+  function selectionIn(node) {
+    const sel = window.getSelection();
+    return !!(sel && !sel.isCollapsed && sel.anchorNode && node.contains(sel.anchorNode));
+  }
+
+  window.SMD = { el, clear, fmt, dur, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin,
+                 download, csvField, selectionIn };
+})();

@@ -1,0 +1,122 @@
+// smdebug serve: the Scalars panel. One chart per scalar name; in it one line per run and mode,
+// each drawn along its own steps (TRAIN and EVAL do not break each other into dashes), smoothed
+// with TensorBoard's debiased exponential moving average over the faint raw line; log scale,
+// regex filter, run toggles, a crosshair tooltip, CSV and JSON downloads.
+"use strict";
+(function () {
+  const { el, fmt, download, csvField } = window.SMD;
+
+  // TensorBoard's smoothing: an exponential moving average, divided by (1 - w^n) so that its
+  // first points are not pulled towards 0. Non-finite values are kept as they are (not drawn).
+  function smooth(values, w) {
+    let last = 0, n = 0;
+    return values.map((v) => {
+      if (v === null || !Number.isFinite(v)) return null;
+      n++;
+      last = last * w + (1 - w) * v;
+      const debias = w === 0 ? 1 : 1 - Math.pow(w, n);
+      return last / debias;
+    });
+  }
+
+  function faint(hex) { // "#1f77b4" -> the same colour, a quarter opaque
+    const n = parseInt(hex.slice(1), 16);
+    return "rgba(" + (n >> 16) + "," + ((n >> 8) & 255) + "," + (n & 255) + ",0.25)";
+  }
+
+  window.SMD.makeScalars = function (env) {
+    const hiddenRuns = new Set();
+    let last = []; // [{run, result}] of the latest fetch (what the downloads save)
+
+    function drawToggles() {
+      const box = document.getElementById("run-toggles");
+      const runs = env.runs();
+      if (runs.length < 2) { window.SMD.clear(box); return; }
+      if (box.querySelectorAll("input").length === runs.length) return;
+      window.SMD.clear(box);
+      box.append("Runs: ");
+      runs.forEach((r) => {
+        const input = el("input", { type: "checkbox", "data-run": String(r.id) });
+        input.checked = !hiddenRuns.has(r.id);
+        input.addEventListener("change", () => {
+          if (input.checked) hiddenRuns.delete(r.id); else hiddenRuns.add(r.id);
+          env.redraw();
+        });
+        box.append(el("label", null, input, " " + r.name + " "));
+      });
+    }
+
+    async function draw() {
+      const regex = document.getElementById("scalar-regex").value;
+      const w = parseFloat(document.getElementById("smoothing").value) || 0;
+      const log = document.getElementById("log-scale").checked;
+      document.getElementById("smoothing-value").textContent = w.toFixed(2);
+      drawToggles();
+      const box = document.getElementById("scalar-charts");
+      const shownRuns = env.runs().filter((r) => !hiddenRuns.has(r.id));
+      let results;
+      try {
+        results = await Promise.all(shownRuns.map((r) => env.get("runs/" + r.id + "/scalars?" + env.pointsQuery() + "&regex=" + encodeURIComponent(regex))));
+        document.getElementById("scalar-error").textContent = "";
+      } catch (e) { document.getElementById("scalar-error").textContent = String(e.message); return; }
+      last = shownRuns.map((r, i) => ({ run: r.name, result: results[i] }));
+      const byName = new Map();
+      results.forEach((res, ri) => {
+        for (const s of res.scalars) {
+          if (!byName.has(s.name)) byName.set(s.name, []);
+          for (const m of s.modes) byName.get(s.name).push({ run: shownRuns[ri].name, mode: m });
+        }
+      });
+      const keys = new Set(Array.from(byName.keys()).map((n) => "scalar:" + n + (log ? ":log" : "")));
+      env.dropCharts(box, (k) => !keys.has(k));
+      const ci = shownRuns.findIndex((r) => r.id === env.current());
+      const shown = results[ci] || { scalars: [], series_total: 0 };
+      document.getElementById("scalar-more").textContent = shown.series_total > shown.scalars.length ?
+        "Showing " + shown.scalars.length + " of " + shown.series_total + " scalars: narrow the filter to see the others" : "";
+      const missing = box.querySelector("p.missing");
+      if (!byName.size) { if (!missing) box.append(el("p", { className: "missing", text: "No scalars" + (regex ? " match" : " yet") + "." })); }
+      else if (missing) missing.remove();
+      for (const [name, list] of byName) {
+        // The union of every line's steps is the x axis; each line has values at its own
+        // steps only and is drawn across the others (spanGaps), so it is never cut.
+        const xs = Array.from(new Set(list.flatMap((l) => l.mode.steps))).sort((a, b) => a - b);
+        const index = new Map(xs.map((x, i) => [x, i]));
+        const ys = [], series = [];
+        list.forEach((l, i) => {
+          const colour = env.palette[i % env.palette.length];
+          const label = (shownRuns.length > 1 ? l.run + " " : "") + l.mode.mode;
+          const keep = (v) => (v === null || (log && v <= 0) ? null : v);
+          const raw = new Array(xs.length).fill(null), sm = new Array(xs.length).fill(null);
+          const smoothed = smooth(l.mode.values, w);
+          l.mode.steps.forEach((s, j) => { raw[index.get(s)] = keep(l.mode.values[j]); sm[index.get(s)] = keep(smoothed[j]); });
+          ys.push(raw, sm);
+          const sparse = l.mode.steps.length < 40;
+          series.push({ label: label + " raw", color: faint(colour), spanGaps: true, points: sparse, width: 1 },
+                      { label: label + (w > 0 ? " (smoothed " + w.toFixed(2) + ")" : ""), color: colour, spanGaps: true, points: sparse, width: 2 });
+        });
+        const lastValues = list.map((l) => l.mode.mode + " " + fmt(l.mode.values[l.mode.values.length - 1], 4)).join(", ");
+        env.chart(box, "scalar:" + name + (log ? ":log" : ""), name + " · last " + lastValues, [xs, ...ys], series, { log });
+      }
+      env.status.panels.scalars = true;
+      return results;
+    }
+
+    function csv() {
+      const rows = [["run", "scalar", "mode", "step", "value"].join(",")];
+      for (const { run, result } of last) {
+        for (const s of result.scalars) {
+          for (const m of s.modes) {
+            m.steps.forEach((step, i) => rows.push([run, s.name, m.mode, step, m.values[i]].map(csvField).join(",")));
+          }
+        }
+      }
+      return rows.join("\n") + "\n";
+    }
+    function json() {
+      return JSON.stringify(last.map(({ run, result }) => ({ run, scalars: result.scalars })), null, 1);
+    }
+    document.getElementById("download-csv").addEventListener("click", () => download("scalars.csv", "text/csv", csv()));
+    document.getElementById("download-json").addEventListener("click", () => download("scalars.json", "application/json", json()));
+    return { draw, smooth, csv, json };
+  };
+})();

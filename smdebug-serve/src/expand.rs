@@ -1,0 +1,141 @@
+//! Which runs the command's arguments name: a run folder or prefix, or a folder or prefix of
+//! runs (one run per subfolder), and the random token of a non-loopback server.
+
+use std::path::{Path, PathBuf};
+
+use smdebug_io::StorageOptions;
+
+/// The entries at a run's root (any one of them makes a folder a run).
+const RUN_ENTRIES: [&str; 7] = [
+    "index",
+    "events",
+    "collections",
+    "system",
+    "framework",
+    "rules",
+    "training_job_end.ts",
+];
+
+/// Whether a local folder holds a run's own files (rather than runs in subfolders).
+fn looks_like_run(dir: &Path) -> bool {
+    RUN_ENTRIES.iter().any(|entry| dir.join(entry).exists())
+}
+
+/// Whether an object-store prefix holds a run's own files: its end marker, collections,
+/// system or framework files (small listings; the index and event folders of a long run are
+/// not listed for this).
+fn store_looks_like_run(storage: &dyn smdebug_io::Storage) -> bool {
+    matches!(storage.size("training_job_end.ts"), Ok(Some(_)))
+        || ["collections", "system", "framework", "rules"]
+            .iter()
+            .any(|dir| storage.list(dir).is_ok_and(|l| !l.is_empty()))
+}
+
+/// The runs directly under an object-store prefix that is not itself a run: the first path
+/// component of every key that continues with a run's entry (one listing of the prefix).
+fn store_children(storage: &dyn smdebug_io::Storage) -> Vec<String> {
+    let Ok(keys) = storage.list("") else {
+        return Vec::new();
+    };
+    let mut children: Vec<String> = keys
+        .iter()
+        .filter_map(|key| {
+            let (child, rest) = key.split_once('/')?;
+            let entry = rest.split('/').next().unwrap_or(rest);
+            RUN_ENTRIES.contains(&entry).then(|| child.to_owned())
+        })
+        .collect();
+    children.dedup();
+    children.sort();
+    children.dedup();
+    children
+}
+
+/// The runs behind the command's arguments, as `(name, location)`: a local folder, or an
+/// object-store prefix (`s3://bucket/jobs/`), that is not itself a run but has subfolders that
+/// are becomes one run per subfolder (sorted by name); anything else (a run, an empty or
+/// missing folder or prefix) is one run. Names are the last path component, made unique.
+/// Object stores are reached with the default options (the environment's credentials); see
+/// [`expand_runs_with`].
+pub fn expand_runs(args: &[String]) -> Vec<(String, String)> {
+    expand_runs_with(args, &StorageOptions::default())
+}
+
+/// [`expand_runs`], object stores reached with `options`. A prefix that cannot be opened or
+/// listed is kept as one run (its follower reports why it cannot be read).
+pub fn expand_runs_with(args: &[String], options: &StorageOptions) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for arg in args {
+        let path = Path::new(arg);
+        let is_url = arg.contains("://");
+        let mut children: Vec<PathBuf> = Vec::new();
+        if is_url
+            && !arg.starts_with("file://")
+            && let Ok(storage) = smdebug_io::open_storage_with(arg, options)
+            && !store_looks_like_run(storage.as_ref())
+        {
+            let found = store_children(storage.as_ref());
+            if !found.is_empty() {
+                let root = arg.trim_end_matches('/');
+                for child in found {
+                    out.push((child.clone(), format!("{root}/{child}")));
+                }
+                continue;
+            }
+        }
+        if !is_url && path.is_dir() && !looks_like_run(path) {
+            if let Ok(entries) = std::fs::read_dir(path) {
+                children = entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.is_dir() && looks_like_run(p))
+                    .collect();
+                children.sort();
+            }
+        }
+        if children.is_empty() {
+            let name = arg
+                .trim_end_matches('/')
+                .rsplit('/')
+                .next()
+                .filter(|n| !n.is_empty())
+                .unwrap_or(arg)
+                .to_owned();
+            out.push((name, arg.clone()));
+        } else {
+            for child in children {
+                let name = child
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                out.push((name, child.to_string_lossy().into_owned()));
+            }
+        }
+    }
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    for entry in &mut out {
+        let n = seen.entry(entry.0.clone()).or_default();
+        *n += 1;
+        if *n > 1 {
+            entry.0 = format!("{} ({n})", entry.0);
+        }
+    }
+    out
+}
+
+/// A random token: 128 bits from the OS (`/dev/urandom`), hex.
+pub(crate) fn random_token() -> String {
+    use std::io::Read;
+    let mut buf = [0u8; 16];
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .is_ok();
+    if !ok {
+        // No /dev/urandom: the hasher's random keys, twice.
+        use std::hash::{BuildHasher, RandomState};
+        let a = RandomState::new().hash_one(std::time::SystemTime::now());
+        let b = RandomState::new().hash_one(std::process::id());
+        buf[..8].copy_from_slice(&a.to_le_bytes());
+        buf[8..].copy_from_slice(&b.to_le_bytes());
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}

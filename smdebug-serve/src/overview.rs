@@ -1,0 +1,295 @@
+//! The overview: where the run stands (progress, the headline loss and accuracy), the job's
+//! phases, per-node statistics and the rules' statuses.
+
+use std::collections::BTreeMap;
+
+use smdebug_core::Mode;
+use smdebug_profiler::reader::MetricSeries;
+use smdebug_profiler::stats::percentile;
+use smdebug_profiler::system::vocab;
+use smdebug_report::RuleFile;
+use smdebug_rules::Status;
+
+use crate::api::is_step;
+use crate::run::{Run, RunData};
+use crate::views::{
+    EvidenceView, HEADLINE_POINTS, Headline, JobPhases, NodeStats, Num, Overview, PhaseTotal,
+    Progress, RuleView, StatRow,
+};
+
+fn secs(us: u64) -> f64 {
+    us as f64 / 1e6
+}
+
+/// The rows of the per-node statistics table: `(label, type, dimension-or-name filter)`.
+fn node_rows(node: &[&MetricSeries]) -> Vec<(String, Vec<f64>, &'static str)> {
+    let mut rows = Vec::new();
+    let mut pick = |label: &str, unit: &'static str, f: &dyn Fn(&MetricSeries) -> bool| {
+        let mut values: Vec<f64> = node
+            .iter()
+            .filter(|m| f(m))
+            .flat_map(|m| m.points.iter().map(|p| p.1))
+            .collect();
+        if !values.is_empty() {
+            values.sort_by(f64::total_cmp);
+            rows.push((label.to_owned(), values, unit));
+        }
+    };
+    pick("CPU utilization", "%", &|m| {
+        m.metric_type == vocab::TYPE_CPU
+            && m.name == vocab::CPU_TOTAL
+            && m.dimension == vocab::CPU_UTILIZATION
+    });
+    pick("I/O wait", "%", &|m| {
+        m.metric_type == vocab::TYPE_CPU
+            && m.name == vocab::CPU_TOTAL
+            && m.dimension == vocab::IO_WAIT_PERCENTAGE
+    });
+    pick("GPU utilization", "%", &|m| {
+        m.metric_type == vocab::TYPE_GPU && m.dimension == vocab::GPU_UTILIZATION
+    });
+    pick("GPU memory", "%", &|m| {
+        m.metric_type == vocab::TYPE_GPU && m.dimension == vocab::GPU_MEMORY_UTILIZATION
+    });
+    pick("Memory used", "%", &|m| {
+        m.metric_type == vocab::TYPE_MEMORY && m.name == vocab::MEMORY_USED_PERCENT
+    });
+    pick("Network receive", "B/s", &|m| {
+        m.metric_type == vocab::TYPE_NETWORK && m.name == vocab::RECEIVE_BYTES_PER_SECOND
+    });
+    pick("Network transmit", "B/s", &|m| {
+        m.metric_type == vocab::TYPE_NETWORK && m.name == vocab::TRANSMIT_BYTES_PER_SECOND
+    });
+    pick("Disk read", "B/s", &|m| {
+        m.metric_type == vocab::TYPE_IO && m.name == vocab::READ_BYTES_PER_SECOND
+    });
+    pick("Disk write", "B/s", &|m| {
+        m.metric_type == vocab::TYPE_IO && m.name == vocab::WRITE_BYTES_PER_SECOND
+    });
+    rows
+}
+
+/// The overview of a run.
+pub fn overview(run: &Run) -> Overview {
+    let d = run.data.read().expect("run data lock");
+    let range = d.time_range();
+    // Initialization, training loop, finalization: before the first step span, from it to the
+    // end of the last, after.
+    let first_step = d.profile.spans().iter().find(|s| is_step(s).is_some());
+    let last_step_end = d
+        .profile
+        .spans()
+        .iter()
+        .filter(|s| is_step(s).is_some())
+        .map(|s| s.end_us)
+        .max();
+    let phases = match (range, first_step, last_step_end) {
+        (Some((start, end)), Some(first), Some(last)) => Some(JobPhases {
+            initialization: secs(first.start_us.saturating_sub(start)),
+            training_loop: secs(last.saturating_sub(first.start_us)),
+            finalization: secs(end.saturating_sub(last)),
+            loop_start: secs(first.start_us),
+            loop_end: secs(last),
+        }),
+        _ => None,
+    };
+    let mut by_node: BTreeMap<&str, Vec<&MetricSeries>> = BTreeMap::new();
+    for m in d.profile.metrics() {
+        by_node.entry(&m.node).or_default().push(m);
+    }
+    let nodes = by_node
+        .iter()
+        .map(|(node, series)| NodeStats {
+            node: (*node).to_owned(),
+            rows: node_rows(series)
+                .into_iter()
+                .map(|(label, values, unit)| StatRow {
+                    note: label.starts_with("Network").then_some(
+                        "all interfaces, loopback included (this dashboard's own traffic too)",
+                    ),
+                    metric: label,
+                    unit,
+                    min: Num(values[0]),
+                    max: Num(values[values.len() - 1]),
+                    p99: Num(percentile(&values, 99.0)),
+                    p90: Num(percentile(&values, 90.0)),
+                    p50: Num(percentile(&values, 50.0)),
+                })
+                .collect(),
+        })
+        .collect();
+    // The most time-consuming phases (resource-intensive operations).
+    let mut phase_totals: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for s in d.profile.spans().iter() {
+        let e = phase_totals.entry(s.phase).or_default();
+        e.0 += s.duration_us();
+        e.1 += 1;
+    }
+    let mut top: Vec<(&str, (u64, u64))> = phase_totals.into_iter().collect();
+    top.sort_by_key(|t| std::cmp::Reverse(t.1.0));
+    let top_phases = top
+        .iter()
+        .take(10)
+        .map(|(p, (total, count))| PhaseTotal {
+            phase: (*p).to_owned(),
+            total_s: secs(*total),
+            count: *count,
+        })
+        .collect();
+    Overview {
+        id: run.id,
+        name: run.name.clone(),
+        location: run.location.clone(),
+        exists: d.exists,
+        open_error: d.open_error.clone(),
+        complete: d.complete,
+        end_reason: d.end_reason.clone(),
+        writable: d.writable,
+        stop_requested: d.stop_request.as_ref().map(|r| r.reason.clone()),
+        start: range.map(|r| secs(r.0)),
+        end: range.map(|r| secs(r.1)),
+        steps: d.steps.len(),
+        last_step: d.steps.last().copied(),
+        samples: d.profile.sample_count(),
+        spans: d.profile.spans().len(),
+        tensors: d.tensors.len(),
+        phases,
+        nodes,
+        rules: rule_views(&d),
+        top_phases,
+        rules_written: d.rules.is_some(),
+        warnings: d.warnings.clone(),
+        progress: progress(&d),
+        loss: headline(&d, "loss"),
+        accuracy: headline(&d, "acc"),
+    }
+}
+
+/// The rules' statuses. `ProfilerReport` takes the worst verdict of the profiler rules beside
+/// it when its own status says less (a summary written before its verdict was made from
+/// theirs), and says so.
+fn rule_views(d: &RunData) -> Vec<RuleView> {
+    let Some(summary) = d.rules.as_ref() else {
+        return Vec::new();
+    };
+    let profiler_issues: Vec<&str> = summary
+        .rules
+        .iter()
+        .filter(|r| r.kind == "profiler" && r.status == Status::IssuesFound)
+        .map(|r| r.rule.as_str())
+        .filter(|name| *name != "ProfilerReport")
+        .collect();
+    summary
+        .rules
+        .iter()
+        .map(|status| {
+            let file = RuleFile::of(status);
+            let mut shown = status.status;
+            let mut message = file.message;
+            if file.name == "ProfilerReport"
+                && matches!(shown, Status::NoIssuesFound | Status::InProgress)
+                && !profiler_issues.is_empty()
+            {
+                shown = Status::IssuesFound;
+                message = format!(
+                    "its rules found issues: {} (the summary said {})",
+                    profiler_issues.join(", "),
+                    status.status.name()
+                );
+            }
+            RuleView {
+                name: file.name,
+                kind: file.kind,
+                status: shown.name(),
+                description: file.description,
+                recommendation: file.recommendation,
+                message,
+                triggered: file.triggered,
+                datapoints: file.datapoints,
+                parameters: file.parameters,
+                first_fired_step: file.first_fired_step,
+                evidence: status
+                    .evidence
+                    .iter()
+                    .map(|e| EvidenceView {
+                        tensor: e.tensor.clone(),
+                        step: e.step,
+                        measure: e.measure.clone(),
+                        value: Num(e.value),
+                        limit: e.limit.map(Num),
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// Step rate over the last (at most 50) step spans of the mode with the most of them.
+fn progress(d: &RunData) -> Progress {
+    let mut by_mode: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for s in d.profile.spans().iter() {
+        if let Some(mode) = is_step(&s) {
+            by_mode.entry(mode.name()).or_default().push(s.start_us);
+        }
+    }
+    let starts = by_mode
+        .into_values()
+        .max_by_key(Vec::len)
+        .unwrap_or_default();
+    let recent = &starts[starts.len().saturating_sub(50)..];
+    let step_rate = match (recent.first(), recent.last()) {
+        (Some(&a), Some(&b)) if recent.len() >= 2 && b > a => {
+            Some((recent.len() - 1) as f64 / secs(b - a))
+        }
+        _ => None,
+    };
+    Progress {
+        step_rate,
+        rate_steps: recent.len(),
+        planned_steps: None,
+        eta_s: None,
+        eta_note: Some("no estimate: the run does not record how many steps the job plans"),
+        writer_drops: None,
+        drops_note: Some(
+            "not recorded in the run: the writer counts dropped records in the training \
+             process only (the session's summary)",
+        ),
+    }
+}
+
+/// The first scalar whose name contains `word` (case-insensitive; the shortest such name),
+/// its TRAIN values when it has some, else its first mode's.
+fn headline(d: &RunData, word: &str) -> Option<Headline> {
+    let (name, track) = d
+        .scalars
+        .iter()
+        .filter(|(name, _)| name.to_lowercase().contains(word))
+        .min_by_key(|(name, _)| (name.len(), (*name).clone()))?;
+    let (mode, points) = track
+        .get(&Mode::Train)
+        .filter(|p| !p.is_empty())
+        .map(|p| (Mode::Train, p))
+        .or_else(|| {
+            track
+                .iter()
+                .find(|(_, p)| !p.is_empty())
+                .map(|(m, p)| (*m, p))
+        })?;
+    let &(last_step, last_value) = points.last()?;
+    let stride = points.len().div_ceil(HEADLINE_POINTS).max(1);
+    let mut kept: Vec<&(u64, f64)> = points.iter().step_by(stride).collect();
+    if kept.last().map(|p| p.0) != Some(last_step) {
+        kept.push(&points[points.len() - 1]);
+    }
+    Some(Headline {
+        name: name.clone(),
+        mode: mode.name(),
+        last_step,
+        last_value: Num(last_value),
+        steps: kept.iter().map(|p| p.0).collect(),
+        values: kept
+            .iter()
+            .map(|p| p.1.is_finite().then_some(p.1))
+            .collect(),
+    })
+}

@@ -1,0 +1,460 @@
+//! The API's routes and their handlers: each finds the run, computes its view (on a blocking
+//! thread when it reads tensor values) and answers JSON.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use smdebug_io::stop::{StopRequest, request_stop};
+use smdebug_profiler::follow::DataArea;
+
+use crate::api::{self, Window};
+use crate::code::{self, CodeFile};
+use crate::guard;
+use crate::run::Run;
+use crate::series::{ApiError, Kineto, KinetoRank, StopWritten};
+use crate::server::{AppState, Shared};
+use crate::{assets, compress, push, system};
+
+/// Every route: the page, and the API behind the token check.
+pub(crate) fn router(state: Shared) -> Router {
+    let api = Router::new()
+        .route("/runs", get(runs))
+        .route("/events", get(push::events))
+        .route("/kineto", get(kineto))
+        .route("/runs/{id}/overview", get(overview))
+        .route("/runs/{id}/system", get(system))
+        .route("/runs/{id}/spans", get(spans))
+        .route("/runs/{id}/steps", get(steps))
+        .route("/runs/{id}/scalars", get(scalars))
+        .route("/runs/{id}/tensor", get(tensor))
+        .route("/runs/{id}/tensor2d", get(tensor2d))
+        .route("/runs/{id}/report", get(report))
+        .route("/runs/{id}/code", get(code_windows))
+        .route(
+            "/runs/{id}/code/{window}/flamegraph.svg",
+            get(code_flamegraph),
+        )
+        .route("/runs/{id}/code/{window}/profile.pb.gz", get(code_pprof))
+        .route("/runs/{id}/stop", post(stop))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&state.guard),
+            guard::require_token,
+        ));
+    assets::routes()
+        .nest("/api", api)
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&state.guard),
+            guard::check,
+        ))
+        .layer(middleware::from_fn(assets::security_headers))
+        .layer(middleware::from_fn(compress::gzip))
+        .with_state(state)
+}
+
+pub(crate) fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    let body = ApiError {
+        error: message.into(),
+    };
+    (status, axum::Json(body)).into_response()
+}
+
+fn find_run(state: &AppState, id: usize) -> Result<Arc<Run>, Box<Response>> {
+    state
+        .runs
+        .get(id)
+        .cloned()
+        .ok_or_else(|| Box::new(error(StatusCode::NOT_FOUND, format!("no run {id}"))))
+}
+
+async fn runs(State(state): State<Shared>) -> Response {
+    axum::Json(api::runs(&state.runs)).into_response()
+}
+
+async fn kineto(State(state): State<Shared>) -> Response {
+    let ranks = state
+        .traces
+        .iter()
+        .map(|r| KinetoRank {
+            rank: r.rank,
+            file: &r.file,
+            span_us: r.span_us,
+            gpu_busy_us: r.gpu_busy_us,
+            gpu_idle_us: r.gpu_idle_us,
+            gpu_kernels: &r.gpu_kernels[..r.gpu_kernels.len().min(20)],
+            cpu_operators: &r.cpu_operators[..r.cpu_operators.len().min(20)],
+            gpu_kernel_total_us: r.gpu_kernel_total_us,
+        })
+        .collect();
+    axum::Json(Kineto { ranks }).into_response()
+}
+
+async fn overview(State(state): State<Shared>, UrlPath(id): UrlPath<usize>) -> Response {
+    match find_run(&state, id) {
+        Ok(run) => axum::Json(crate::overview::overview(&run)).into_response(),
+        Err(e) => *e,
+    }
+}
+
+#[derive(Deserialize)]
+struct SystemQuery {
+    from: Option<f64>,
+    to: Option<f64>,
+    points: Option<usize>,
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+async fn system(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<usize>,
+    Query(q): Query<SystemQuery>,
+) -> Response {
+    let window = Window {
+        from: q.from,
+        to: q.to,
+        points: q.points,
+    };
+    let page = crate::page::Page {
+        offset: q.offset.unwrap_or(0),
+        limit: q.limit,
+    };
+    match find_run(&state, id) {
+        Ok(run) => axum::Json(system::system(&run, &window, page)).into_response(),
+        Err(e) => *e,
+    }
+}
+
+#[derive(Deserialize)]
+struct SpansQuery {
+    from: Option<f64>,
+    to: Option<f64>,
+    points: Option<usize>,
+    #[serde(default)]
+    last: bool,
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+async fn spans(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<usize>,
+    Query(q): Query<SpansQuery>,
+) -> Response {
+    let window = Window {
+        from: q.from,
+        to: q.to,
+        points: q.points,
+    };
+    let rows = api::SpanRows {
+        from_end: q.last,
+        offset: q.offset.unwrap_or(0),
+        limit: q.limit,
+    };
+    match find_run(&state, id) {
+        Ok(run) => axum::Json(api::spans(&run, &window, rows)).into_response(),
+        Err(e) => *e,
+    }
+}
+
+// Query structs list the window's fields themselves: serde's `flatten` hands the
+// query-string deserializer strings where numbers are wanted.
+#[derive(Deserialize)]
+struct StepsQuery {
+    from: Option<f64>,
+    to: Option<f64>,
+    points: Option<usize>,
+    last: Option<usize>,
+}
+
+async fn steps(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<usize>,
+    Query(q): Query<StepsQuery>,
+) -> Response {
+    match find_run(&state, id) {
+        Ok(run) => {
+            let window = Window {
+                from: q.from,
+                to: q.to,
+                points: q.points,
+            };
+            axum::Json(api::steps(&run, &window, q.last.unwrap_or(30))).into_response()
+        }
+        Err(e) => *e,
+    }
+}
+
+#[derive(Deserialize)]
+struct ScalarQuery {
+    from: Option<f64>,
+    to: Option<f64>,
+    points: Option<usize>,
+    regex: Option<String>,
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+async fn scalars(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<usize>,
+    Query(q): Query<ScalarQuery>,
+) -> Response {
+    let run = match find_run(&state, id) {
+        Ok(r) => r,
+        Err(e) => return *e,
+    };
+    let window = Window {
+        from: q.from,
+        to: q.to,
+        points: q.points,
+    };
+    let page = crate::page::Page {
+        offset: q.offset.unwrap_or(0),
+        limit: q.limit,
+    };
+    match api::scalars(&run, q.regex.as_deref(), &window, page) {
+        Ok(v) => axum::Json(v).into_response(),
+        Err(e) => error(StatusCode::BAD_REQUEST, e),
+    }
+}
+
+#[derive(Deserialize)]
+struct TensorQuery {
+    name: String,
+    step: Option<u64>,
+    steps: Option<usize>,
+    side: Option<usize>,
+}
+
+/// Runs `f` over the run's trial on a blocking thread (tensor values are read from storage).
+async fn with_trial<T: serde::Serialize + Send + 'static>(
+    state: &AppState,
+    id: usize,
+    f: impl FnOnce(&smdebug_io::Trial) -> Result<T, String> + Send + 'static,
+) -> Response {
+    let run = match find_run(state, id) {
+        Ok(r) => r,
+        Err(e) => return *e,
+    };
+    match tokio::task::spawn_blocking(move || f(&*run.open_trial()?)).await {
+        Ok(Ok(v)) => axum::Json(v).into_response(),
+        Ok(Err(e)) => error(StatusCode::NOT_FOUND, e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+async fn tensor(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<usize>,
+    Query(q): Query<TensorQuery>,
+) -> Response {
+    let steps = q.steps.unwrap_or(100);
+    if let Ok(run) = find_run(&state, id)
+        && let Some(v) = api::scalar_over_steps(&run, &q.name, steps)
+    {
+        return axum::Json(v).into_response();
+    }
+    with_trial(&state, id, move |t| {
+        api::tensor_over_steps(t, &q.name, steps)
+    })
+    .await
+}
+
+async fn tensor2d(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<usize>,
+    Query(q): Query<TensorQuery>,
+) -> Response {
+    let side = q.side.unwrap_or(128);
+    if let Ok(run) = find_run(&state, id)
+        && let Some(v) = api::scalar_2d(&run, &q.name, q.step)
+    {
+        return axum::Json(v).into_response();
+    }
+    with_trial(&state, id, move |t| {
+        api::tensor_2d(t, &q.name, q.step, side)
+    })
+    .await
+}
+
+async fn report(State(state): State<Shared>, UrlPath(id): UrlPath<usize>) -> Response {
+    let run = match find_run(&state, id) {
+        Ok(r) => r,
+        Err(e) => return *e,
+    };
+    // One report at a time: each holds a copy of its run's data while it is drawn. Another
+    // request meanwhile is refused, not queued (a queue would hold its memory too).
+    let _permit = match state.report_slots.try_acquire() {
+        Ok(permit) => permit,
+        Err(tokio::sync::TryAcquireError::NoPermits) => {
+            return error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "a report is being built (one at a time): try again when it is done",
+            );
+        }
+        Err(tokio::sync::TryAcquireError::Closed) => {
+            return error(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping");
+        }
+    };
+    let name = run.name.clone();
+    let held = Arc::clone(&run);
+    let state = Arc::clone(&state);
+    let built = tokio::task::spawn_blocking(move || {
+        // Each stage is shown by the page (the `report` field of the runs, sent on change).
+        let progress = |stage: Option<&'static str>| {
+            if let Ok(mut s) = run.report_stage.lock() {
+                *s = stage;
+            }
+            state.notify.send_modify(|v| *v += 1);
+        };
+        crate::report::build(&run, &state.traces, &progress)
+    })
+    .await;
+    match built {
+        Ok(html) => {
+            let file = smdebug_report::safe_file_stem(&name);
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            );
+            if let Ok(v) = HeaderValue::from_str(&format!(
+                "attachment; filename=\"{file}-profiler-report.html\""
+            )) {
+                headers.insert(header::CONTENT_DISPOSITION, v);
+            }
+            (headers, html).into_response()
+        }
+        Err(e) => {
+            if let Ok(mut s) = held.report_stage.lock() {
+                *s = None;
+            }
+            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        }
+    }
+}
+
+async fn code_windows(State(state): State<Shared>, UrlPath(id): UrlPath<usize>) -> Response {
+    let run = match find_run(&state, id) {
+        Ok(r) => r,
+        Err(e) => return *e,
+    };
+    let d = run.data.read().expect("run data lock");
+    let warnings = d
+        .problems
+        .list()
+        .iter()
+        .filter(|p| p.area() == DataArea::CodeProfiles)
+        .map(ToString::to_string)
+        .collect();
+    axum::Json(code::windows(&d.code_windows, warnings)).into_response()
+}
+
+async fn code_file(state: &AppState, id: usize, window: String, which: CodeFile) -> Response {
+    let run = match find_run(state, id) {
+        Ok(r) => r,
+        Err(e) => return *e,
+    };
+    let held: Vec<_> = run
+        .data
+        .read()
+        .expect("run data lock")
+        .code_windows
+        .iter()
+        .filter(|w| w.file.id() == window)
+        .cloned()
+        .collect();
+    let read =
+        tokio::task::spawn_blocking(move || code::file(run.storage(), &held, &window, which)).await;
+    let bytes = match read {
+        Ok(Ok(Some(bytes))) => bytes,
+        Ok(Ok(None)) => return error(StatusCode::NOT_FOUND, "no such code-profile file"),
+        Ok(Err(e)) => return error(StatusCode::BAD_GATEWAY, e),
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    let mut headers = HeaderMap::new();
+    match which {
+        CodeFile::Flamegraph => {
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("image/svg+xml"),
+            );
+            headers.insert(
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(code::FLAMEGRAPH_CSP),
+            );
+        }
+        CodeFile::Pprof => {
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            );
+            headers.insert(
+                header::CONTENT_DISPOSITION,
+                HeaderValue::from_static("attachment; filename=\"profile.pb.gz\""),
+            );
+        }
+    }
+    (headers, bytes).into_response()
+}
+
+async fn code_flamegraph(
+    State(state): State<Shared>,
+    UrlPath((id, window)): UrlPath<(usize, String)>,
+) -> Response {
+    code_file(&state, id, window, CodeFile::Flamegraph).await
+}
+
+async fn code_pprof(
+    State(state): State<Shared>,
+    UrlPath((id, window)): UrlPath<(usize, String)>,
+) -> Response {
+    code_file(&state, id, window, CodeFile::Pprof).await
+}
+
+#[derive(Deserialize)]
+struct StopBody {
+    #[serde(default)]
+    confirm: bool,
+    reason: Option<String>,
+}
+
+async fn stop(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<usize>,
+    axum::Json(body): axum::Json<StopBody>,
+) -> Response {
+    let run = match find_run(&state, id) {
+        Ok(r) => r,
+        Err(e) => return *e,
+    };
+    if !body.confirm {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "a stop request needs {\"confirm\": true}",
+        );
+    }
+    let writable = run.data.read().map(|d| d.writable).unwrap_or(false);
+    let (true, Some(storage)) = (writable, run.storage()) else {
+        return error(
+            StatusCode::FORBIDDEN,
+            "this server cannot write into the run (read-only, or no write access)",
+        );
+    };
+    let reason = body
+        .reason
+        .filter(|r| !r.trim().is_empty())
+        .unwrap_or_else(|| "stopped from the smdebug serve dashboard".to_owned());
+    let request = StopRequest::new(reason);
+    match tokio::task::spawn_blocking(move || request_stop(storage.as_ref(), &request)).await {
+        Ok(Ok(())) => axum::Json(StopWritten { requested: true }).into_response(),
+        Ok(Err(e)) => error(StatusCode::BAD_GATEWAY, e.to_string()),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}

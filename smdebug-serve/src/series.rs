@@ -1,0 +1,332 @@
+//! The dashboard API's series views as types: time series, spans, steps, scalars, system
+//! timelines and the heatmap, tensors over steps and at one step.
+
+use serde::Serialize;
+
+use crate::views::PhaseTotal;
+
+/// A finite number, or `null` (a chart's gap).
+pub fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+/// Time-stamped points of one series, downsampled: `t` seconds since the epoch, `v` values.
+#[derive(Debug, Serialize)]
+pub struct TimeSeries {
+    /// Times.
+    pub t: Vec<Option<f64>>,
+    /// Values (`null` where not finite).
+    pub v: Vec<Option<f64>>,
+    /// Points in the whole series.
+    pub total: usize,
+}
+
+/// `GET /api/runs/{id}/spans`.
+#[derive(Debug, Serialize)]
+pub struct SpanList {
+    /// Spans in the window.
+    pub count: usize,
+    /// The rows asked for, in time order.
+    pub spans: Vec<SpanRow>,
+    /// Fewer rows than spans.
+    pub truncated: bool,
+    /// Rows skipped.
+    pub offset: usize,
+    /// Counted from the window's end.
+    pub from_end: bool,
+    /// Time per phase in the window.
+    pub totals: Vec<PhaseTotal>,
+}
+
+/// One span.
+#[derive(Debug, Serialize)]
+pub struct SpanRow {
+    /// Its phase (`Step:ModeKeys.TRAIN`, `DataLoading`, …).
+    pub phase: String,
+    /// Its name.
+    pub name: String,
+    /// Start, seconds since the epoch.
+    pub start: f64,
+    /// End.
+    pub end: f64,
+    /// Node.
+    pub node: String,
+    /// Worker.
+    pub worker: Option<u32>,
+    /// Step.
+    pub step: Option<u64>,
+}
+
+/// `GET /api/runs/{id}/steps`.
+#[derive(Debug, Serialize)]
+pub struct Steps {
+    /// Step durations per mode, node and worker.
+    pub series: Vec<StepSeries>,
+    /// All step durations in 30 bins.
+    pub histogram: Option<Histogram>,
+    /// Time per phase in the last steps.
+    pub phases: StepPhases,
+}
+
+/// One mode's, node's and worker's step durations.
+#[derive(Debug, Serialize)]
+pub struct StepSeries {
+    /// Mode.
+    pub mode: String,
+    /// Node.
+    pub node: String,
+    /// Worker.
+    pub worker: Option<u32>,
+    /// Steps.
+    pub count: usize,
+    /// Median duration, seconds.
+    pub p50: Option<f64>,
+    /// Mean.
+    pub mean: Option<f64>,
+    /// Mean + 3σ (StepOutlier's limit).
+    pub outlier_limit: Option<f64>,
+    /// Durations over time.
+    pub data: TimeSeries,
+    /// Steps above the limit (at most 200).
+    pub outliers: Vec<Outlier>,
+}
+
+/// A step above the outlier limit.
+#[derive(Debug, Serialize)]
+pub struct Outlier {
+    /// The step.
+    pub step: u64,
+    /// Its start, seconds since the epoch.
+    pub t: f64,
+    /// Its duration, seconds.
+    pub duration: f64,
+}
+
+/// Step durations in equal bins.
+#[derive(Debug, Serialize)]
+pub struct Histogram {
+    /// The first bin's start, seconds.
+    pub lo: f64,
+    /// Bin width.
+    pub width: f64,
+    /// Steps per bin.
+    pub counts: Vec<u64>,
+}
+
+/// Time per phase within each of the last steps.
+#[derive(Debug, Default, Serialize)]
+pub struct StepPhases {
+    /// One row per step.
+    pub steps: Vec<StepRow>,
+    /// The phases seen, in order of first appearance.
+    pub phases: Vec<String>,
+}
+
+/// One step's time per phase.
+#[derive(Debug, Serialize)]
+pub struct StepRow {
+    /// The step.
+    pub step: Option<u64>,
+    /// Its mode.
+    pub mode: Option<&'static str>,
+    /// Its duration, seconds.
+    pub duration: f64,
+    /// Seconds per phase.
+    pub phases: std::collections::BTreeMap<String, f64>,
+    /// The rest of the step.
+    pub other: f64,
+}
+
+/// `GET /api/runs/{id}/scalars`: one page of the matching scalars.
+#[derive(Debug, Serialize)]
+pub struct ScalarPage {
+    /// Where the next page starts, if there is one.
+    pub next_offset: Option<usize>,
+    /// The scalars on this page.
+    pub scalars: Vec<ScalarSeries>,
+    /// Scalars matching the filter.
+    pub series_total: usize,
+    /// This page's first.
+    pub offset: usize,
+    /// Every tensor name of the run.
+    pub tensors: Vec<String>,
+}
+
+/// One scalar, per mode.
+#[derive(Debug, Serialize)]
+pub struct ScalarSeries {
+    /// Its name.
+    pub name: String,
+    /// Its modes, in name order.
+    pub modes: Vec<ModeSeries>,
+}
+
+/// One scalar's values in one mode, each at its own steps.
+#[derive(Debug, Serialize)]
+pub struct ModeSeries {
+    /// `TRAIN`, `EVAL`, …
+    pub mode: &'static str,
+    /// Values in the whole series.
+    pub total: usize,
+    /// Steps kept (downsampled).
+    pub steps: Vec<u64>,
+    /// Values there (`null` where not finite).
+    pub values: Vec<Option<f64>>,
+}
+
+/// `GET /api/runs/{id}/system`: one page of timelines and the heatmap.
+#[derive(Debug, Serialize)]
+pub struct SystemPage {
+    /// Where the next page starts, if there is one.
+    pub next_offset: Option<usize>,
+    /// The timelines on this page.
+    pub series: Vec<SystemSeries>,
+    /// Timelines in all.
+    pub series_total: usize,
+    /// This page's first.
+    pub offset: usize,
+    /// Per-core and per-GPU utilization.
+    pub heatmap: Heatmap,
+}
+
+/// One system timeline.
+#[derive(Debug, Serialize)]
+pub struct SystemSeries {
+    /// Node.
+    pub node: String,
+    /// Type (`cpu`, `gpu`, `memory`, `network`, `io`).
+    pub r#type: String,
+    /// Name.
+    pub name: String,
+    /// Dimension.
+    pub dimension: String,
+    /// Unit.
+    pub unit: &'static str,
+    /// Points.
+    pub data: TimeSeries,
+}
+
+/// Rows of per-core / per-GPU utilization over the window's columns.
+#[derive(Debug, Default, Serialize)]
+pub struct Heatmap {
+    /// One row per core or GPU (or band of neighbours).
+    pub rows: Vec<HeatmapRow>,
+    /// Columns.
+    pub columns: usize,
+    /// Window start, seconds since the epoch.
+    pub from: Option<f64>,
+    /// Window end.
+    pub to: Option<f64>,
+    /// Cores and GPUs in all.
+    pub row_total: usize,
+    /// Rows averaged into each band.
+    pub band: usize,
+}
+
+/// One heatmap row.
+#[derive(Debug, Serialize)]
+pub struct HeatmapRow {
+    /// What it shows.
+    pub label: String,
+    /// Mean utilization per column (`null` where no sample fell).
+    pub values: Vec<Option<f64>>,
+}
+
+/// Quantiles drawn as TensorBoard's distribution bands.
+pub const BANDS: [f64; 9] = [0.0, 6.68, 15.87, 30.85, 50.0, 69.15, 84.13, 93.32, 100.0];
+
+/// `GET /api/runs/{id}/tensor`: reductions and a distribution over steps.
+#[derive(Debug, Serialize)]
+pub struct TensorSteps {
+    /// The tensor.
+    pub name: String,
+    /// Its shape (empty for a scalar).
+    pub shape: Vec<usize>,
+    /// Its steps in all.
+    pub total_steps: usize,
+    /// The steps shown.
+    pub steps: Vec<TensorStep>,
+    /// The percentiles of `bands`.
+    pub band_percentiles: [f64; 9],
+}
+
+/// A tensor's reductions at one step.
+#[derive(Debug, Serialize)]
+pub struct TensorStep {
+    /// The step.
+    pub step: u64,
+    /// Minimum.
+    pub min: Option<f64>,
+    /// Maximum.
+    pub max: Option<f64>,
+    /// Mean.
+    pub mean: Option<f64>,
+    /// Standard deviation.
+    pub std: Option<f64>,
+    /// L2 norm.
+    pub l2: Option<f64>,
+    /// The [`BANDS`] percentiles.
+    pub bands: Vec<Option<f64>>,
+}
+
+/// `GET /api/runs/{id}/tensor2d`: one step as a grid (no list of the tensor's steps: the
+/// page has it from `/tensor`).
+#[derive(Debug, Serialize)]
+pub struct TensorGrid {
+    /// The tensor.
+    pub name: String,
+    /// The step.
+    pub step: u64,
+    /// Its steps in all.
+    pub total_steps: usize,
+    /// Its shape.
+    pub shape: Vec<usize>,
+    /// Rows of the value (all but the last dimension).
+    pub rows: usize,
+    /// Its last dimension.
+    pub cols: usize,
+    /// Cell means, at most `side` × `side` (`null` where nothing finite fell).
+    pub cells: Vec<Vec<Option<f64>>>,
+}
+
+/// `GET /api/kineto`: the `--trace` files' summaries, one per rank.
+#[derive(Debug, Serialize)]
+pub struct Kineto<'a> {
+    /// One per rank.
+    pub ranks: Vec<KinetoRank<'a>>,
+}
+
+/// One rank's trace: its span, GPU busy and idle time, and its top kernels and operators.
+#[derive(Debug, Serialize)]
+pub struct KinetoRank<'a> {
+    /// The rank.
+    pub rank: u32,
+    /// The trace file.
+    pub file: &'a str,
+    /// The trace's span, µs.
+    pub span_us: f64,
+    /// GPU busy, µs.
+    pub gpu_busy_us: f64,
+    /// GPU idle, µs.
+    pub gpu_idle_us: f64,
+    /// The 20 kernels with the most time.
+    pub gpu_kernels: &'a [smdebug_profiler::kineto::OpStats],
+    /// The 20 CPU operators with the most time.
+    pub cpu_operators: &'a [smdebug_profiler::kineto::OpStats],
+    /// Time in all kernels, µs.
+    pub gpu_kernel_total_us: f64,
+}
+
+/// An error answer: `{"error": "…"}`.
+#[derive(Debug, Serialize)]
+pub struct ApiError {
+    /// What went wrong, for people.
+    pub error: String,
+}
+
+/// The answer to a stop request that was written.
+#[derive(Debug, Serialize)]
+pub struct StopWritten {
+    /// Always `true`.
+    pub requested: bool,
+}

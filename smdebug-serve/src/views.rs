@@ -1,0 +1,318 @@
+//! The dashboard API's responses for the run list (also each pushed update) and the overview,
+//! as types (the series views are in [`crate::series`]): one Rust definition of what the page
+//! reads (`tests/api_fields.rs` checks that every field the scripts read is in them).
+
+use serde::{Serialize, Serializer};
+
+use crate::run::Changed;
+
+/// A number as JSON: finite values as numbers, NaN and ±Inf as the strings `"NaN"`,
+/// `"Infinity"` and `"-Infinity"` (JSON has no such numbers; `null` would hide the value a rule
+/// caught).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Num(pub f64);
+
+impl Serialize for Num {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let x = self.0;
+        if x.is_finite() {
+            s.serialize_f64(x)
+        } else if x.is_nan() {
+            s.serialize_str("NaN")
+        } else if x > 0.0 {
+            s.serialize_str("Infinity")
+        } else {
+            s.serialize_str("-Infinity")
+        }
+    }
+}
+
+/// `GET /api/runs` and the body of each `runs` event.
+#[derive(Debug, Serialize)]
+pub struct RunList {
+    /// Every run served, in order.
+    pub runs: Vec<RunState>,
+}
+
+/// Where a run stands, as the header's pill shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Not found yet (or its location cannot be opened, or it was deleted).
+    Waiting,
+    /// Being written.
+    Live,
+    /// Not ended, but nothing new arrived for [`STALLED_AFTER_S`] seconds.
+    Stalled,
+    /// Ended by itself.
+    Ended,
+    /// Ended after a rule asked it to stop.
+    StoppedByRule,
+    /// Ended after a person (the dashboard, another tool) asked it to stop.
+    StoppedByPerson,
+}
+
+/// A live run with no new data for this long is shown as stalled.
+pub const STALLED_AFTER_S: f64 = 60.0;
+
+/// One run's live state.
+#[derive(Debug, Serialize)]
+pub struct RunState {
+    /// Its index (the `{id}` of the run's routes).
+    pub id: usize,
+    /// Short name.
+    pub name: String,
+    /// Location as given.
+    pub location: String,
+    /// Bumped whenever anything changes.
+    pub version: u64,
+    /// What changed, area by area (the page refetches only the panels whose area changed).
+    pub changed: Changed,
+    /// Where the run stands.
+    pub phase: Phase,
+    /// Seconds since new data last arrived (none before any).
+    pub idle_s: Option<f64>,
+    /// Anything of the run was found.
+    pub exists: bool,
+    /// Deleted after it was read.
+    pub gone: bool,
+    /// Why its view was last cleared.
+    pub identity: Option<String>,
+    /// Times its view was cleared.
+    pub resets: u64,
+    /// Why its location cannot be opened.
+    pub open_error: Option<String>,
+    /// Its end marker is there.
+    pub complete: bool,
+    /// The end marker's reason.
+    pub end_reason: Option<String>,
+    /// Stop requests can be written into it.
+    pub writable: bool,
+    /// The reason of a stop request in the run.
+    pub stop_requested: Option<String>,
+    /// When that request was written, seconds since the epoch.
+    pub stop_requested_at: Option<f64>,
+    /// The rule that asked it to stop, if a rule did.
+    pub stop_rule: Option<String>,
+    /// Saved steps.
+    pub steps: usize,
+    /// The last saved step.
+    pub last_step: Option<u64>,
+    /// System-metric samples.
+    pub samples: u64,
+    /// Tensor names.
+    pub tensors: usize,
+    /// Scalar values held.
+    pub scalar_values: usize,
+    /// Index files listed but not read yet.
+    pub index_pending: usize,
+    /// Its trial is open.
+    pub trial_open: bool,
+    /// The stage of the report being built.
+    pub report: Option<&'static str>,
+    /// Framework spans.
+    pub spans: usize,
+    /// First time of any sample or span, seconds since the epoch.
+    pub start: Option<f64>,
+    /// Last time of any sample or span.
+    pub end: Option<f64>,
+    /// Rules in the rule runner's summary.
+    pub rules: Option<usize>,
+    /// Rules that found issues.
+    pub issues: Option<usize>,
+    /// Rules that had nothing to check.
+    pub no_data: Option<usize>,
+}
+
+/// `GET /api/runs/{id}/overview`.
+#[derive(Debug, Serialize)]
+pub struct Overview {
+    /// The run's index.
+    pub id: usize,
+    /// Short name.
+    pub name: String,
+    /// Location.
+    pub location: String,
+    /// Anything was found.
+    pub exists: bool,
+    /// Why it cannot be opened.
+    pub open_error: Option<String>,
+    /// Ended.
+    pub complete: bool,
+    /// The end marker's reason.
+    pub end_reason: Option<String>,
+    /// Writable.
+    pub writable: bool,
+    /// A stop request's reason.
+    pub stop_requested: Option<String>,
+    /// First time, seconds since the epoch.
+    pub start: Option<f64>,
+    /// Last time.
+    pub end: Option<f64>,
+    /// Saved steps.
+    pub steps: usize,
+    /// Last saved step.
+    pub last_step: Option<u64>,
+    /// Samples.
+    pub samples: u64,
+    /// Spans.
+    pub spans: usize,
+    /// Tensor names.
+    pub tensors: usize,
+    /// Initialization, training loop, finalization.
+    pub phases: Option<JobPhases>,
+    /// Per-node statistics.
+    pub nodes: Vec<NodeStats>,
+    /// Rule statuses.
+    pub rules: Vec<RuleView>,
+    /// The most time-consuming span phases.
+    pub top_phases: Vec<PhaseTotal>,
+    /// The rule runner wrote its summary.
+    pub rules_written: bool,
+    /// Problems with the data that were worked around.
+    pub warnings: Vec<String>,
+    /// How far along and how fast.
+    pub progress: Progress,
+    /// The last loss, with its recent course (a scalar named like `loss`).
+    pub loss: Option<Headline>,
+    /// The last accuracy (a scalar named like `acc`).
+    pub accuracy: Option<Headline>,
+}
+
+/// The job's phases, seconds.
+#[derive(Debug, Serialize)]
+pub struct JobPhases {
+    /// Before the first step span.
+    pub initialization: f64,
+    /// From the first step span to the end of the last.
+    pub training_loop: f64,
+    /// After the last step span.
+    pub finalization: f64,
+    /// Start of the first step span, seconds since the epoch.
+    pub loop_start: f64,
+    /// End of the last.
+    pub loop_end: f64,
+}
+
+/// One node's statistics table.
+#[derive(Debug, Serialize)]
+pub struct NodeStats {
+    /// The node.
+    pub node: String,
+    /// Its rows.
+    pub rows: Vec<StatRow>,
+}
+
+/// One row: a metric's distribution over the run.
+#[derive(Debug, Serialize)]
+pub struct StatRow {
+    /// What (`CPU utilization`).
+    pub metric: String,
+    /// Unit (`%`, `B/s`).
+    pub unit: &'static str,
+    /// Minimum.
+    pub min: Num,
+    /// Maximum.
+    pub max: Num,
+    /// 99th percentile.
+    pub p99: Num,
+    /// 90th percentile.
+    pub p90: Num,
+    /// Median.
+    pub p50: Num,
+    /// A note on what the figure includes (the network rows count this dashboard's own
+    /// loopback traffic: the sampler adds up every interface).
+    pub note: Option<&'static str>,
+}
+
+/// A rule's status as the page lists it.
+#[derive(Debug, Serialize)]
+pub struct RuleView {
+    /// Rule name.
+    pub name: String,
+    /// `debugging` or `profiler`.
+    pub kind: String,
+    /// `IssuesFound`, `NoIssuesFound`, `NoData`, `InProgress`, `Error`.
+    pub status: &'static str,
+    /// What the rule checks.
+    pub description: String,
+    /// What to do about it.
+    pub recommendation: String,
+    /// The rule's message (for `NoData`, why nothing was checked).
+    pub message: String,
+    /// Times it fired.
+    pub triggered: u64,
+    /// Data points evaluated.
+    pub datapoints: u64,
+    /// Parameters in force.
+    pub parameters: serde_json::Value,
+    /// First firing step.
+    pub first_fired_step: Option<u64>,
+    /// What it measured when it fired (values NaN and ±Inf as strings).
+    pub evidence: Vec<EvidenceView>,
+}
+
+/// One measurement behind a rule's verdict.
+#[derive(Debug, Serialize)]
+pub struct EvidenceView {
+    /// The tensor.
+    pub tensor: String,
+    /// The step.
+    pub step: u64,
+    /// What was measured.
+    pub measure: String,
+    /// The value (`"NaN"`, `"Infinity"`, `"-Infinity"` when not finite).
+    pub value: Num,
+    /// The limit it was compared with.
+    pub limit: Option<Num>,
+}
+
+/// Time in one span phase.
+#[derive(Debug, Serialize)]
+pub struct PhaseTotal {
+    /// The phase.
+    pub phase: String,
+    /// Total seconds.
+    pub total_s: f64,
+    /// Spans.
+    pub count: u64,
+}
+
+/// How far along and how fast.
+#[derive(Debug, Serialize)]
+pub struct Progress {
+    /// Steps per second over the recent step spans (none without two of them).
+    pub step_rate: Option<f64>,
+    /// The step spans the rate is measured over.
+    pub rate_steps: usize,
+    /// The steps the job plans, when the run records it (nothing in a run records it yet).
+    pub planned_steps: Option<u64>,
+    /// Seconds left at the current rate, when the planned steps are known.
+    pub eta_s: Option<f64>,
+    /// Why there is no estimate, when there is none.
+    pub eta_note: Option<&'static str>,
+    /// Tensor records the writer dropped, when the run records it.
+    pub writer_drops: Option<u64>,
+    /// Why the drops are not shown, when they are not.
+    pub drops_note: Option<&'static str>,
+}
+
+/// A headline scalar: its last value and its recent course.
+#[derive(Debug, Serialize)]
+pub struct Headline {
+    /// The scalar's name.
+    pub name: String,
+    /// The mode shown (TRAIN when it has values).
+    pub mode: &'static str,
+    /// The last step.
+    pub last_step: u64,
+    /// The value there.
+    pub last_value: Num,
+    /// Steps of the recent course (at most [`HEADLINE_POINTS`]).
+    pub steps: Vec<u64>,
+    /// Values there (`null` where not finite).
+    pub values: Vec<Option<f64>>,
+}
+
+/// Points of a headline's small chart.
+pub const HEADLINE_POINTS: usize = 300;

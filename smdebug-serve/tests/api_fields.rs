@@ -1,0 +1,287 @@
+//! Every field the page's scripts read from the API is in the API's responses: the responses of
+//! a real run (a job with steps, spans, scalars, tensors, an end marker and rule statuses) are
+//! walked for their keys, and the scripts for the names they read off objects. Names with an
+//! underscore (the API's snake_case; the browser's own properties are camelCase) are checked,
+//! except those the page writes into its own `status` report.
+//! It also checks that the responses are gzip-compressed for a client that accepts it.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use smdebug_core::Mode;
+use smdebug_io::storage::LocalStorage;
+use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler};
+use smdebug_profiler::system::NodeId;
+use smdebug_rules::{RuleRunner, RuleSpec};
+use smdebug_serve::{ServeOptions, Server};
+use support::{JobConfig, get_json, start_job, wait_for};
+
+fn keys(v: &Value, out: &mut BTreeSet<String>) {
+    match v {
+        Value::Object(map) => {
+            for (k, x) in map {
+                out.insert(k.clone());
+                keys(x, out);
+            }
+        }
+        Value::Array(xs) => xs.iter().for_each(|x| keys(x, out)),
+        _ => {}
+    }
+}
+
+/// `.name` reads in a script where `name` is snake_case with an underscore, leaving out those
+/// written to or read from the page's own status report (`status.x`, `env.status.x`).
+fn snake_reads(script: &str) -> BTreeSet<String> {
+    let re = regex::Regex::new(r"(\w*)\.([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\b").unwrap();
+    re.captures_iter(script)
+        .filter(|c| &c[1] != "status")
+        .map(|c| c[2].to_owned())
+        .collect()
+}
+
+#[test]
+fn every_field_the_page_reads_is_in_the_api_responses_and_they_are_gzipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    let job = start_job(
+        Arc::new(LocalStorage::new(&run).unwrap()),
+        Some(&run),
+        JobConfig {
+            steps: 40,
+            step_time: Duration::from_millis(5),
+            sampler: true,
+            start_delay: Duration::ZERO,
+            slow_steps: vec![20],
+        },
+    );
+    assert_eq!(job.join(), None);
+    // A code-profile window, so that the code listing has one to describe.
+    let profiler = CodeProfiler::start(
+        CodeProfileConfig::default().node(NodeId::algo(1)),
+        Arc::new(LocalStorage::new(&run).unwrap()),
+    )
+    .unwrap();
+    profiler.begin(Some((Mode::Train, 3))).unwrap();
+    let mut x = 1u64;
+    let until = std::time::Instant::now() + Duration::from_millis(600);
+    while std::time::Instant::now() < until {
+        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+    }
+    profiler.end(Some((Mode::Train, 7))).unwrap();
+    assert_eq!(profiler.finish().unwrap().written, 1);
+    let location = run.to_str().unwrap().to_owned();
+    let mut summary = RuleRunner::builder(&location)
+        .spec(RuleSpec::parse("StepOutlier").unwrap())
+        .spec(RuleSpec::parse("LowGPUUtilization").unwrap())
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap();
+    // Evidence the page must show as it is: NaN and ±Inf (JSON has no such numbers).
+    summary.rules[0].evidence = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.5]
+        .iter()
+        .map(|&v| smdebug_rules::Evidence::new("fc.weight", 7, "max", v))
+        .collect();
+    std::fs::create_dir_all(run.join("rules")).unwrap();
+    std::fs::write(
+        run.join(smdebug_rules::runner::SUMMARY_FILE),
+        serde_json::to_vec(&summary).unwrap(),
+    )
+    .unwrap();
+    let mut options = ServeOptions::new(vec![location]);
+    // A Kineto trace, so that the Kineto view has ranks, kernels and operators.
+    options.traces =
+        vec![Path::new(env!("CARGO_MANIFEST_DIR")).join(
+            "../../shared/data/pytorch-profiler-traces/trace_filter__sampled_rank-0.json.gz",
+        )];
+    let server = Server::start(options).unwrap();
+    let url = server.url().trim_end_matches('/').to_owned();
+    wait_for(Duration::from_secs(20), "the whole run", || {
+        let v = get_json(&format!("{url}/api/runs"));
+        let r = &v["runs"][0];
+        let code = get_json(&format!("{url}/api/runs/0/code"));
+        (r["complete"] == true
+            && r["rules"].as_u64() == Some(2)
+            && r["steps"].as_u64() > Some(40)
+            && code["total"] == 1)
+            .then_some(())
+    });
+    let listed = get_json(&format!("{url}/api/runs"));
+    assert_eq!(listed["runs"][0]["phase"], "ended", "{listed}");
+    // The evidence of a rule's finding keeps numbers as numbers.
+    let over = get_json(&format!("{url}/api/runs/0/overview"));
+    assert!(
+        over["progress"]["step_rate"].as_f64().unwrap() > 0.0,
+        "{}",
+        over["progress"]
+    );
+    assert_eq!(over["loss"]["name"], "loss", "{}", over["loss"]);
+    assert_eq!(over["loss"]["mode"], "TRAIN", "{}", over["loss"]);
+    assert_eq!(
+        over["loss"]["last_step"],
+        over["loss"]["steps"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone()
+    );
+    let evidence: Vec<Value> = over["rules"][0]["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["value"].clone())
+        .collect();
+    assert_eq!(
+        evidence,
+        vec![
+            Value::from("NaN"),
+            Value::from("Infinity"),
+            Value::from("-Infinity"),
+            Value::from(0.5)
+        ]
+    );
+    // The span list pages back from the window's end: the latest spans, in time order.
+    let all = get_json(&format!("{url}/api/runs/0/spans?points=2000"));
+    let count = all["count"].as_u64().unwrap() as usize;
+    let starts = |v: &Value| -> Vec<f64> {
+        v["spans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["start"].as_f64().unwrap())
+            .collect()
+    };
+    let every = starts(&all);
+    assert_eq!(every.len(), count, "a short run's spans fit in one answer");
+    let last = get_json(&format!("{url}/api/runs/0/spans?last=true&limit=5"));
+    assert_eq!(starts(&last), every[count - 5..].to_vec());
+    let older = get_json(&format!(
+        "{url}/api/runs/0/spans?last=true&limit=5&offset=5"
+    ));
+    assert_eq!(starts(&older), every[count - 10..count - 5].to_vec());
+    assert_eq!(older["truncated"], true);
+    let mut seen = BTreeSet::new();
+    for path in [
+        "runs",
+        "kineto",
+        "runs/0/overview",
+        "runs/0/system",
+        "runs/0/spans?last=true&limit=5",
+        "runs/0/steps",
+        "runs/0/scalars",
+        "runs/0/tensor?name=attention",
+        "runs/0/tensor2d?name=attention",
+        "runs/0/code",
+    ] {
+        keys(&get_json(&format!("{url}/api/{path}")), &mut seen);
+    }
+    let assets = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets");
+    let mut missing = Vec::new();
+    for script in ["app.js", "lib.js", "scalars.js", "extras.js"] {
+        let text = std::fs::read_to_string(assets.join(script)).unwrap();
+        for name in snake_reads(&text) {
+            if !seen.contains(&name) {
+                missing.push(format!("{script}: .{name}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "the page reads fields no response has: {missing:?}"
+    );
+    // The reader is not vacuous: it finds the fields the summary is drawn from.
+    let app = std::fs::read_to_string(assets.join("app.js")).unwrap();
+    let reads = snake_reads(&app);
+    for f in [
+        "step_rate",
+        "last_value",
+        "rules_written",
+        "stop_requested_at",
+    ] {
+        assert!(reads.contains(f), "{f} not found among {reads:?}");
+    }
+
+    // Compressed for a client that accepts gzip, and the same JSON once inflated.
+    let plain = get_json(&format!("{url}/api/runs/0/overview"));
+    let response = support::client()
+        .get(format!("{url}/api/runs/0/overview"))
+        .header("accept-encoding", "gzip")
+        .send()
+        .unwrap();
+    assert_eq!(
+        response.headers().get("content-encoding").unwrap(),
+        "gzip",
+        "{:?}",
+        response.headers()
+    );
+    let packed = response.bytes().unwrap();
+    let mut body = String::new();
+    flate2::read::GzDecoder::new(&packed[..])
+        .read_to_string(&mut body)
+        .unwrap();
+    let mut inflated: Value = serde_json::from_str(&body).unwrap();
+    let mut plain = plain;
+    // The step rate is measured per request; everything else is the same run's same view.
+    inflated["progress"] = Value::Null;
+    plain["progress"] = Value::Null;
+    assert_eq!(inflated, plain);
+    assert!(
+        packed.len() < body.len() / 2,
+        "{} of {}",
+        packed.len(),
+        body.len()
+    );
+    server.shutdown();
+}
+
+#[test]
+fn the_run_state_says_a_rule_stopped_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    let storage = Arc::new(LocalStorage::new(&run).unwrap());
+    let job = start_job(
+        Arc::clone(&storage) as Arc<dyn smdebug_io::Storage>,
+        Some(&run),
+        JobConfig {
+            steps: 100_000,
+            step_time: Duration::from_millis(5),
+            sampler: false,
+            start_delay: Duration::ZERO,
+            slow_steps: Vec::new(),
+        },
+    );
+    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().into()])).unwrap();
+    let url = server.url().trim_end_matches('/').to_owned();
+    wait_for(Duration::from_secs(30), "a live run", || {
+        let v = get_json(&format!("{url}/api/runs"));
+        (v["runs"][0]["phase"] == "live" && v["runs"][0]["steps"].as_u64() > Some(3)).then_some(())
+    });
+    let mut request = smdebug_io::stop::StopRequest::new("ExplodingTensor fired at step 4");
+    request.rule = Some("ExplodingTensor".into());
+    request.step = Some(4);
+    smdebug_io::stop::request_stop(storage.as_ref(), &request).unwrap();
+    assert!(
+        job.join().is_some(),
+        "the job did not honour the stop request"
+    );
+    let state = wait_for(Duration::from_secs(30), "the stopped state", || {
+        let v = get_json(&format!("{url}/api/runs"));
+        (v["runs"][0]["complete"] == true).then(|| v["runs"][0].clone())
+    });
+    assert_eq!(state["phase"], "stopped_by_rule", "{state}");
+    assert_eq!(state["stop_rule"], "ExplodingTensor", "{state}");
+    assert!(
+        state["end_reason"].as_str().unwrap().starts_with("stopped"),
+        "{state}"
+    );
+    server.shutdown();
+}

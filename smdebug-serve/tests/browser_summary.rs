@@ -1,0 +1,387 @@
+//! The dashboard as a person opens it, in Chromium at 1440×900 (driven over the DevTools
+//! protocol like `browser.rs`): a live job with a rule runner beside it. The first screen
+//! (within 900 px) holds the run's state, the issue count and the loss chart; a GPU rule on
+//! this CPU-only run is listed as not applicable with its reason, never as a pass; text the
+//! user selects in a rule survives the live updates; the page's median traffic while the job
+//! runs stays at most 50 kB/s; and Stop says "stop requested" until the job (which honours
+//! stop requests) ends, then "stopped by a person". A request a job has not honoured a minute
+//! later is shown as late.
+//!
+//! Set `SMDEBUG_SKIP_BROWSER=1` to skip on a machine without chromium. The first screen's
+//! screenshot is left in cargo's target directory (`target/tmp/serve_summary/first-screen.png`;
+//! `docs/dashboard.png` is a copy).
+
+#[path = "support/cdp.rs"]
+mod cdp;
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cdp::{Browser, Cdp};
+use serde_json::{Value, json};
+use smdebug_io::storage::LocalStorage;
+use smdebug_rules::{RuleRunner, RuleSpec};
+use smdebug_serve::{ServeOptions, Server};
+use support::{JobConfig, start_job};
+
+fn chromium() -> Option<PathBuf> {
+    let path = PathBuf::from("/usr/bin/chromium");
+    if path.exists() {
+        return Some(path);
+    }
+    if std::env::var("SMDEBUG_SKIP_BROWSER").as_deref() == Ok("1") {
+        eprintln!("SMDEBUG_SKIP_BROWSER=1: skipping the browser checks");
+        return None;
+    }
+    panic!(
+        "/usr/bin/chromium is missing: run `bash .ci/setup-browser`, or set SMDEBUG_SKIP_BROWSER=1"
+    );
+}
+
+/// Bytes the page received per whole second of the DevTools clock, from the network events:
+/// each chunk's encoded length as it arrived (the event stream's too), and for a response whose
+/// chunks did not say, its total when it finished.
+fn bytes_per_second(events: &[Value]) -> BTreeMap<i64, u64> {
+    let mut chunked: BTreeMap<String, u64> = BTreeMap::new();
+    let mut per_second: BTreeMap<i64, u64> = BTreeMap::new();
+    for e in events {
+        let p = &e["params"];
+        let second = p["timestamp"].as_f64().unwrap_or(0.0).floor() as i64;
+        match e["method"].as_str().unwrap_or("") {
+            "Network.dataReceived" => {
+                let n = p["encodedDataLength"].as_u64().unwrap_or(0);
+                *chunked
+                    .entry(p["requestId"].as_str().unwrap_or("").to_owned())
+                    .or_default() += n;
+                *per_second.entry(second).or_default() += n;
+            }
+            "Network.loadingFinished" => {
+                let id = p["requestId"].as_str().unwrap_or("");
+                let total = p["encodedDataLength"].as_u64().unwrap_or(0);
+                let seen = chunked.get(id).copied().unwrap_or(0);
+                *per_second.entry(second).or_default() += total.saturating_sub(seen);
+            }
+            _ => {}
+        }
+    }
+    per_second
+}
+
+fn median(mut xs: Vec<u64>) -> u64 {
+    xs.sort_unstable();
+    xs[xs.len() / 2]
+}
+
+#[test]
+fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_is_honest() {
+    let Some(binary) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("live-run");
+    std::fs::create_dir_all(&run).unwrap();
+    let storage = Arc::new(LocalStorage::new(&run).unwrap());
+    // Long enough to be live through every check; the test stops it from the page.
+    let job = start_job(
+        storage,
+        Some(&run),
+        JobConfig {
+            steps: 5000,
+            step_time: Duration::from_millis(20),
+            sampler: true,
+            start_delay: Duration::ZERO,
+            // More slow steps than StepOutlier allows (10): it fires early.
+            slow_steps: (1..=14).map(|i| i * 8).collect(),
+        },
+    );
+    let location = run.to_str().unwrap().to_owned();
+    let server = Server::start(ServeOptions::new(vec![location.clone()])).unwrap();
+    let api = server.url().trim_end_matches('/').to_owned();
+    // The rule runner starts beside the job once it has written its first steps.
+    support::wait_for(Duration::from_secs(30), "the first steps", || {
+        let v = support::get_json(&format!("{api}/api/runs"));
+        (v["runs"][0]["steps"].as_u64() > Some(3)).then_some(())
+    });
+    let rules = RuleRunner::builder(&location)
+        .spec(RuleSpec::parse("StepOutlier").unwrap())
+        .spec(RuleSpec::parse("LossNotDecreasing:num_steps=5").unwrap())
+        // A GPU rule on a CPU-only run: nothing to check.
+        .spec(RuleSpec::parse("LowGPUUtilization").unwrap())
+        .write_into_run(true)
+        .spawn()
+        .unwrap();
+
+    let browser = Browser::launch(&binary, &dir.path().join("profile"));
+    let mut cdp = Cdp::connect(&browser.ws_url);
+    let target = cdp.call("Target.createTarget", json!({"url": "about:blank"}));
+    let session = cdp.call(
+        "Target.attachToTarget",
+        json!({"targetId": target["targetId"], "flatten": true}),
+    );
+    cdp.session = Some(session["sessionId"].as_str().unwrap().to_owned());
+    for domain in ["Page.enable", "Runtime.enable", "Network.enable"] {
+        cdp.call(domain, json!({}));
+    }
+    cdp.call(
+        "Emulation.setDeviceMetricsOverride",
+        json!({"width": 1440, "height": 900, "deviceScaleFactor": 1, "mobile": false}),
+    );
+    cdp.call("Page.navigate", json!({"url": server.url()}));
+
+    // The summary with an issue found (StepOutlier sees the slow steps) and the loss chart.
+    cdp.wait(
+        Duration::from_secs(90),
+        "an issue and the loss chart",
+        |c| {
+            let s = c.status();
+            s["tab"] == "summary"
+                && s["issues_shown"].as_u64().unwrap_or(0) >= 1
+                && c.eval("!!document.querySelector('[data-chart=\"headline:loss\"] canvas')")
+                    == true
+        },
+    );
+    let first = cdp.eval(
+        "(() => { const bottom = (q) => { const e = document.querySelector(q); \
+           const r = e.getBoundingClientRect(); return r.height > 0 ? r.bottom : -1; }; \
+           return { state: bottom('#run-state'), state_text: document.getElementById('run-state').textContent, \
+             phase: document.getElementById('run-state').dataset.phase, \
+             issues: bottom('#summary-issues'), issues_text: document.getElementById('summary-issues').textContent, \
+             header_issues: document.getElementById('issue-count').textContent, \
+             run_option: document.getElementById('run-select').options[0].textContent, \
+             loss: bottom('[data-chart=\"headline:loss\"] canvas'), \
+             page_height: document.documentElement.scrollHeight, \
+           }; })()",
+    );
+    eprintln!("first screen: {first}");
+    for part in ["state", "issues", "loss"] {
+        let bottom = first[part].as_f64().unwrap();
+        assert!(
+            bottom > 0.0 && bottom <= 900.0,
+            "{part} is not on the first screen: {first}"
+        );
+    }
+    assert_eq!(first["phase"], "live", "{first}");
+    assert!(
+        first["issues_text"]
+            .as_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            >= 1,
+        "{first}"
+    );
+    assert!(
+        first["header_issues"].as_str().unwrap().contains("issue"),
+        "{first}"
+    );
+    assert!(
+        first["run_option"]
+            .as_str()
+            .unwrap()
+            .starts_with("live-run ("),
+        "{first}"
+    );
+    let artifacts = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("serve_summary");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let shot = cdp.call("Page.captureScreenshot", json!({"format": "png"}));
+    use base64::Engine;
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(shot["data"].as_str().unwrap())
+        .unwrap();
+    std::fs::write(artifacts.join("first-screen.png"), png).unwrap();
+
+    // Text selected in a rule is still selected after live updates.
+    let before = cdp.eval(
+        "(() => { const e = document.querySelector('#summary-rules .rule .status'); \
+           const r = document.createRange(); r.selectNodeContents(e); \
+           const s = getSelection(); s.removeAllRanges(); s.addRange(r); \
+           return [s.toString(), JSON.parse(document.body.dataset.status).updates]; })()",
+    );
+    let updates_then = before[1].as_u64().unwrap();
+    cdp.wait(Duration::from_secs(30), "three more updates", |c| {
+        c.status()["updates"].as_u64().unwrap_or(0) >= updates_then + 3
+    });
+    let after = cdp.eval("getSelection().toString()");
+    assert_eq!(after, before[0], "the selection was wiped by an update");
+
+    // The traffic while the job runs: bytes per second over 12 s, the median at most 50 kB/s.
+    cdp.events.clear();
+    cdp.pump(Duration::from_secs(12));
+    assert_eq!(
+        cdp.status()["phase"],
+        "live",
+        "the job ended before the traffic was measured"
+    );
+    let per_second = bytes_per_second(&cdp.events);
+    let seconds: Vec<u64> = {
+        let (lo, hi) = (
+            *per_second.keys().next().unwrap(),
+            *per_second.keys().last().unwrap(),
+        );
+        // Whole seconds inside the window (its first and last are partial); quiet ones count.
+        (lo + 1..hi)
+            .map(|s| per_second.get(&s).copied().unwrap_or(0))
+            .collect()
+    };
+    assert!(seconds.len() >= 8, "{per_second:?}");
+    let med = median(seconds.clone());
+    eprintln!("traffic per second while live (bytes): {seconds:?}, median {med}");
+    assert!(med <= 50_000, "median {med} B/s over {seconds:?}");
+
+    // The Scalars tab, by its URL: one chart per scalar, in it each mode's smoothed line over
+    // its faint raw line, the smoothing value shown.
+    cdp.eval("location.hash = '#/run/0/scalars'");
+    cdp.wait(Duration::from_secs(30), "the scalars tab", |c| {
+        c.status()["tab"] == "scalars"
+            && c.eval("document.querySelectorAll('#scalar-charts .chart').length") == 2
+    });
+    let scalars = cdp.eval(
+        "[[...document.querySelectorAll('[data-chart=\"scalar:loss\"] .u-legend .u-label')].map(e => e.textContent), \
+          document.getElementById('smoothing-value').textContent, \
+          document.getElementById('summary').hidden, document.getElementById('scalars').hidden]",
+    );
+    assert_eq!(
+        scalars,
+        json!([
+            [
+                "step",
+                "EVAL raw",
+                "EVAL (smoothed 0.60)",
+                "TRAIN raw",
+                "TRAIN (smoothed 0.60)"
+            ],
+            "0.60",
+            true,
+            false
+        ])
+    );
+    let shot = cdp.call("Page.captureScreenshot", json!({"format": "png"}));
+    std::fs::write(
+        artifacts.join("scalars.png"),
+        base64::engine::general_purpose::STANDARD
+            .decode(shot["data"].as_str().unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    // The comparison of runs: a row per run with its issue count.
+    cdp.eval("location.hash = '#/run/0/compare'");
+    cdp.wait(Duration::from_secs(30), "the comparison", |c| {
+        c.eval("document.querySelectorAll('#compare-table tr[data-run]').length") == 1
+    });
+    let row = cdp.eval(
+        "[...document.querySelectorAll('#compare-table tr[data-run] td')].map(td => td.textContent)",
+    );
+    assert_eq!(row[0], "live-run", "{row}");
+    assert!(
+        row[4].as_str().unwrap().parse::<u64>().unwrap() >= 1,
+        "{row}"
+    );
+    assert!(row[5].as_str().unwrap().contains("StepOutlier"), "{row}");
+    cdp.eval("location.hash = '#/run/0/summary'");
+
+    // Stop: "stop requested" until the job ends, then "stopped by a person".
+    cdp.eval("document.getElementById('stop').click()");
+    cdp.eval("document.getElementById('stop-confirm').click()");
+    cdp.wait(Duration::from_secs(20), "stop requested", |c| {
+        c.status()["stop_state"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("stop requested"))
+            || c.status()["phase"] == "stopped_by_person"
+    });
+    let honoured = job.join();
+    assert!(honoured.is_some(), "the job did not see the stop request");
+    cdp.wait(Duration::from_secs(30), "the stopped state", |c| {
+        c.status()["phase"] == "stopped_by_person"
+    });
+    let pill = cdp.eval(
+        "[document.getElementById('run-state').className, document.getElementById('stop-state').hidden]",
+    );
+    assert_eq!(pill, json!(["state stopped_by_person", true]));
+    // The rules' final verdicts: the GPU rule had nothing to check on this CPU-only run; it is
+    // greyed as not applicable with its reason, never a green pass.
+    let summary = rules.join().unwrap();
+    let gpu = summary.rule("LowGPUUtilization").unwrap();
+    assert_eq!(gpu.status, smdebug_rules::Status::NoData, "{gpu:?}");
+    cdp.wait(Duration::from_secs(30), "the final rule statuses", |c| {
+        c.eval("!!document.querySelector('#summary-rules .na[data-rule=\"LowGPUUtilization\"]')")
+            == true
+    });
+    let gpu_shown = cdp.eval(
+        "[document.querySelector('#summary-rules .na[data-rule=\"LowGPUUtilization\"]').textContent, \
+          !!document.querySelector('.rule.NoIssuesFound[data-rule=\"LowGPUUtilization\"]'), \
+          document.querySelector('#rules .rule.NoData[data-rule=\"LowGPUUtilization\"] .status').textContent]",
+    );
+    assert!(
+        gpu_shown[0].as_str().unwrap().contains(&gpu.message),
+        "the not-applicable GPU rule's reason is not shown: {gpu_shown}"
+    );
+    assert_eq!(gpu_shown[1], false, "{gpu_shown}");
+    assert_eq!(gpu_shown[2], "not applicable", "{gpu_shown}");
+    let s = cdp.status();
+    assert_eq!(s["errors"], json!([]), "{s}");
+    assert_eq!(s["csp"], json!([]), "{s}");
+    eprintln!(
+        "first paint {} ms, first-screen page height {} px",
+        s["first_paint_ms"], first["page_height"]
+    );
+    server.shutdown();
+}
+
+#[test]
+fn a_stop_request_the_job_has_not_honoured_after_a_minute_is_shown_as_late() {
+    let Some(binary) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    let storage = Arc::new(LocalStorage::new(&run).unwrap());
+    let job = start_job(
+        Arc::clone(&storage) as Arc<dyn smdebug_io::Storage>,
+        Some(&run),
+        JobConfig {
+            steps: 20,
+            step_time: Duration::from_millis(5),
+            sampler: false,
+            start_delay: Duration::ZERO,
+            slow_steps: Vec::new(),
+        },
+    );
+    assert_eq!(job.join(), None);
+    // As if the job were still running: no end marker, and a stop request two minutes old
+    // that it never honoured.
+    std::fs::remove_file(run.join(smdebug_io::format::layout::END_MARKER)).unwrap();
+    let mut request = smdebug_io::stop::StopRequest::new("stopped from the dashboard");
+    request.requested_at -= 120.0;
+    smdebug_io::stop::request_stop(storage.as_ref(), &request).unwrap();
+    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().into()])).unwrap();
+
+    let browser = Browser::launch(&binary, &dir.path().join("profile"));
+    let mut cdp = Cdp::connect(&browser.ws_url);
+    let target = cdp.call("Target.createTarget", json!({"url": "about:blank"}));
+    let session = cdp.call(
+        "Target.attachToTarget",
+        json!({"targetId": target["targetId"], "flatten": true}),
+    );
+    cdp.session = Some(session["sessionId"].as_str().unwrap().to_owned());
+    cdp.call("Runtime.enable", json!({}));
+    cdp.call("Page.navigate", json!({"url": server.url()}));
+    cdp.wait(Duration::from_secs(30), "the late stop warning", |c| {
+        c.status()["stop_state"]
+            .as_str()
+            .is_some_and(|s| s.contains("has not ended"))
+    });
+    let shown = cdp.eval(
+        "[document.getElementById('stop-state').className, document.getElementById('stop-state').textContent, \
+          document.getElementById('stop').disabled]",
+    );
+    assert_eq!(shown[0], "stop-state late", "{shown}");
+    assert!(
+        shown[1]
+            .as_str()
+            .unwrap()
+            .starts_with("stop requested 2 min"),
+        "{shown}"
+    );
+    assert_eq!(shown[2], true, "{shown}");
+    server.shutdown();
+}
