@@ -175,7 +175,7 @@ fn rule_views(d: &RunData) -> Vec<RuleView> {
     let profiler_issues: Vec<&str> = summary
         .rules
         .iter()
-        .filter(|r| r.kind == "profiler" && r.status == Status::IssuesFound)
+        .filter(|r| r.kind == smdebug_rules::RuleInput::Profiler && r.status == Status::IssuesFound)
         .map(|r| r.rule.as_str())
         .filter(|name| *name != "ProfilerReport")
         .collect();
@@ -199,7 +199,7 @@ fn rule_views(d: &RunData) -> Vec<RuleView> {
             }
             RuleView {
                 name: file.name,
-                kind: file.kind,
+                kind: file.kind.kind().to_owned(),
                 status: shown.name(),
                 description: file.description,
                 recommendation: file.recommendation,
