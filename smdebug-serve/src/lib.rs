@@ -85,6 +85,7 @@ mod routes;
 mod run;
 mod series;
 mod server;
+mod state;
 mod system;
 mod views;
 

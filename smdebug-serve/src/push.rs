@@ -10,7 +10,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 
 use crate::api;
-use crate::server::Shared;
+use crate::state::Shared;
 
 pub(crate) async fn events(
     State(state): State<Shared>,

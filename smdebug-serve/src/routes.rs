@@ -18,7 +18,7 @@ use crate::code::{self, CodeFile};
 use crate::guard;
 use crate::run::Run;
 use crate::series::{ApiError, Kineto, KinetoRank, StopWritten};
-use crate::server::{AppState, Shared};
+use crate::state::{AppState, Shared};
 use crate::{assets, compress, push, system};
 
 /// Every route: the page, and the API behind the token check.

@@ -9,7 +9,6 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use smdebug_io::StorageOptions;
-use smdebug_profiler::RankSummary;
 use tokio::sync::{oneshot, watch};
 
 use crate::conn::{ConnectionLimits, ConnectionStats, Connections};
@@ -18,6 +17,7 @@ use crate::guard::Guard;
 use crate::pool;
 use crate::routes::router;
 use crate::run::Run;
+use crate::state::AppState;
 
 /// Why the server did not start.
 #[derive(Debug, thiserror::Error)]
@@ -89,18 +89,6 @@ impl ServeOptions {
     }
 }
 
-pub(crate) struct AppState {
-    pub(crate) runs: Vec<Arc<Run>>,
-    pub(crate) guard: Arc<Guard>,
-    pub(crate) traces: Vec<RankSummary>,
-    pub(crate) updates: watch::Receiver<u64>,
-    /// Wakes the event streams up (a report's stage changed).
-    pub(crate) notify: Arc<watch::Sender<u64>>,
-    /// Report builds allowed at once.
-    pub(crate) report_slots: tokio::sync::Semaphore,
-}
-
-pub(crate) type Shared = Arc<AppState>;
 
 /// A running server. Stops (its listener and follower threads) on [`shutdown`](Self::shutdown)
 /// or drop.
