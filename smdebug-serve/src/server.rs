@@ -89,7 +89,6 @@ impl ServeOptions {
     }
 }
 
-
 /// A running server. Stops (its listener and follower threads) on [`shutdown`](Self::shutdown)
 /// or drop.
 pub struct Server {
