@@ -401,7 +401,7 @@
       for (const s of st.series) {
         const label = s.mode + " · " + s.node + (s.worker !== null ? " worker " + s.worker : "");
         const out = new Map(s.outliers.map((o) => [o.t, o.duration]));
-        chart(box, "steps:" + label, "Step duration (s), " + label + " · p50 " + dur(s.p50) + " · outlier limit " + dur(s.outlier_limit),
+        chart(box, "steps:" + label, "Step duration (s), " + label + " · p50 " + dur(s.p50) + (s.outlier_limit === null ? " · no StepOutlier verdict yet" : " · StepOutlier limit " + dur(s.outlier_limit)),
           [s.data.t, s.data.v, s.data.t.map((t) => out.has(t) ? out.get(t) : null)],
           [{ label: "duration" }, { label: "outlier", color: "#d62728", points: true, paths: () => null }], { time: true });
         if (s.data.t.length) status.last_step_time = s.data.t[s.data.t.length - 1];

@@ -11,6 +11,9 @@ use smdebug_io::trial::Trial;
 use smdebug_profiler::reader::{SpanRef, SpanStore};
 use smdebug_profiler::stats::percentile;
 
+use smdebug_rules::Summary;
+use smdebug_rules::profiler::{Details, StepOutlierDetails};
+
 use crate::downsample::{MAX_POINTS, min_max};
 use crate::run::Run;
 use crate::series::{
@@ -228,6 +231,10 @@ pub fn steps(run: &Run, window: &Window, last: usize) -> Steps {
                 .push((step, s.start_us, secs(s.duration_us())));
         }
     }
+    // The outliers are StepOutlier's own, from the summary its runner wrote into the run: per
+    // node and mode, its limit and its slowest outlier steps. Without a StepOutlier result the
+    // dashboard marks none (it does not judge the steps itself).
+    let verdicts = step_outlier_details(d.rules.as_ref());
     let mut all: Vec<f64> = Vec::new();
     let series = groups
         .iter()
@@ -237,21 +244,24 @@ pub fn steps(run: &Run, window: &Window, last: usize) -> Steps {
             durations.sort_by(f64::total_cmp);
             let p50 = percentile(&durations, 50.0);
             let mean = durations.iter().sum::<f64>() / durations.len() as f64;
-            let var =
-                durations.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / durations.len() as f64;
-            // StepOutlier's rule: more than 3 standard deviations above the mean.
-            let limit = mean + 3.0 * var.sqrt();
+            let judged = verdicts
+                .as_ref()
+                .and_then(|v| v.nodes.get(node))
+                .and_then(|modes| modes.get(mode));
             let points: Vec<(u64, f64)> = rows.iter().map(|r| (r.1, r.2)).collect();
-            let outliers = rows
-                .iter()
-                .filter(|r| durations.len() > 2 && r.2 > limit)
-                .take(200)
-                .map(|r| Outlier {
-                    step: r.0,
-                    t: secs(r.1),
-                    duration: r.2,
+            let outliers = judged
+                .map(|j| {
+                    j.outlier_steps
+                        .iter()
+                        .filter(|o| rows.iter().any(|r| r.0 == o.step && r.1 == o.start_us))
+                        .map(|o| Outlier {
+                            step: o.step,
+                            t: secs(o.start_us),
+                            duration: o.duration_s,
+                        })
+                        .collect()
                 })
-                .collect();
+                .unwrap_or_default();
             StepSeries {
                 mode: mode.clone(),
                 node: node.clone(),
@@ -259,7 +269,7 @@ pub fn steps(run: &Run, window: &Window, last: usize) -> Steps {
                 count: rows.len(),
                 p50: finite(p50),
                 mean: finite(mean),
-                outlier_limit: finite(limit),
+                outlier_limit: judged.and_then(|j| finite(j.outlier_limit_s)),
                 data: time_series(&points, window),
                 outliers,
             }
@@ -284,6 +294,15 @@ pub fn steps(run: &Run, window: &Window, last: usize) -> Steps {
         histogram,
         phases: last_steps(d.profile.spans(), last),
     }
+}
+
+/// StepOutlier's typed details from the rules summary, when it ran.
+fn step_outlier_details(rules: Option<&Summary>) -> Option<StepOutlierDetails> {
+    rules?
+        .rules
+        .iter()
+        .filter(|r| r.rule == "StepOutlier")
+        .find_map(|r| Details::of_status(r)?.step_outliers().cloned())
 }
 
 /// Time per phase within each of the last `n` step spans (of any mode, node, worker).

@@ -208,6 +208,7 @@ fn rule_views(d: &RunData) -> Vec<RuleView> {
                 datapoints: file.datapoints,
                 parameters: file.parameters,
                 first_fired_step: file.first_fired_step,
+                details: status.details.clone(),
                 evidence: status
                     .evidence
                     .iter()

@@ -250,6 +250,10 @@ pub struct RuleView {
     pub first_fired_step: Option<u64>,
     /// What it measured when it fired (values NaN and ±Inf as strings).
     pub evidence: Vec<EvidenceView>,
+    /// The rule's own findings as its summary records them (smdebug-rules' `Details`: typed
+    /// for the bottleneck, step-outlier, load-balancing and GPU-utilization rules), the
+    /// evidence the report's sections draw from too; `null` when it has none.
+    pub details: serde_json::Value,
 }
 
 /// One measurement behind a rule's verdict.

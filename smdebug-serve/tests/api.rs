@@ -236,32 +236,70 @@ fn a_live_run_is_followed_from_before_it_exists_to_its_end() {
     );
     assert!(end["phases"]["training_loop"].as_f64().unwrap() > 0.0);
 
-    let steps = wait_for(Duration::from_secs(10), "all step spans", || {
-        let v = get_json(&format!("{url}/api/runs/0/steps?last=10"));
-        let train = v["series"]
-            .as_array()
-            .unwrap()
+    // The page marks StepOutlier's own outliers: none before the rule ran, its steps after.
+    let train_of = |v: &Value| -> Option<Value> {
+        v["series"]
+            .as_array()?
             .iter()
             .find(|s| s["mode"] == "TRAIN")
-            .cloned()?;
-        (train["count"] == 40).then_some(v)
+            .cloned()
+    };
+    let before = wait_for(Duration::from_secs(10), "all step spans", || {
+        let v = get_json(&format!("{url}/api/runs/0/steps?last=10"));
+        (train_of(&v)?["count"] == 40).then_some(v)
     });
-    let train = steps["series"]
-        .as_array()
+    let unjudged = train_of(&before).unwrap();
+    assert_eq!(unjudged["outliers"], json!([]), "{unjudged}");
+    assert!(unjudged["outlier_limit"].is_null(), "{unjudged}");
+    let summary = RuleRunner::builder(run.to_str().unwrap())
+        .spec(RuleSpec::parse("StepOutlier:stddev=2").unwrap())
+        .build()
         .unwrap()
-        .iter()
-        .find(|s| s["mode"] == "TRAIN")
+        .run_offline()
         .unwrap();
-    // Steps 16 and 33 slept through a long backward pass: outliers.
-    let outliers: Vec<u64> = train["outliers"]
+    let rule = summary
+        .rules
+        .iter()
+        .find(|r| r.rule == "StepOutlier")
+        .unwrap();
+    let judged = smdebug_rules::profiler::Details::of_status(rule)
+        .and_then(|d| d.step_outliers().cloned())
+        .expect("StepOutlier's typed details");
+    let verdict = &judged.nodes["algo-1"]["TRAIN"];
+    let mut rule_steps: Vec<u64> = verdict.outlier_steps.iter().map(|o| o.step).collect();
+    rule_steps.sort_unstable();
+    let steps = wait_for(Duration::from_secs(10), "StepOutlier's verdict", || {
+        let v = get_json(&format!("{url}/api/runs/0/steps?last=10"));
+        (train_of(&v)?["outlier_limit"].is_number()).then_some(v)
+    });
+    let train = train_of(&steps).unwrap();
+    // Steps 16 and 33 slept through a long backward pass: outliers, the rule's and the page's.
+    let mut outliers: Vec<u64> = train["outliers"]
         .as_array()
         .unwrap()
         .iter()
         .map(|o| o["step"].as_u64().unwrap())
         .collect();
+    outliers.sort_unstable();
     assert!(
         outliers.contains(&16) && outliers.contains(&33),
         "{outliers:?} {train}"
+    );
+    assert_eq!(outliers, rule_steps);
+    assert_eq!(
+        train["outlier_limit"].as_f64(),
+        Some(verdict.outlier_limit_s)
+    );
+    // The rules list carries the same details.
+    let runs = get_json(&format!("{url}/api/runs/0/overview"));
+    let listed = runs["rules"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["name"] == "StepOutlier"))
+        .unwrap_or_else(|| panic!("{runs}"));
+    assert_eq!(
+        smdebug_rules::profiler::Details::of_value(&listed["details"])
+            .and_then(|d| d.step_outliers().cloned()),
+        Some(judged)
     );
     let phases = &steps["phases"];
     assert_eq!(phases["steps"].as_array().unwrap().len(), 10);
