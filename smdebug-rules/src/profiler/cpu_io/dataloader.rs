@@ -1,0 +1,330 @@
+//! Dataloader: how many data-loading processes run against the node's cores.
+
+use crate::error::Result;
+use crate::params::{Check, lenient};
+use crate::profiler::details::Details;
+use crate::profiler::snapshot::is_core;
+use crate::profiler::stats::{Sketch, round4};
+use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
+use crate::window::ProfilerWindow;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use smdebug_profiler::reader::Span;
+use smdebug_profiler::spans::Phase;
+use smdebug_profiler::system::vocab;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Parameters of [`Dataloader`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DataloaderParams {
+    /// Fires when the data-loading workers are fewer than this percentage of the cores.
+    /// Default `70`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub min_threshold: f64,
+    /// Fires when the data-loading workers are more than this percentage of the cores.
+    /// Default `200`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub max_threshold: f64,
+}
+
+impl Default for DataloaderParams {
+    fn default() -> Self {
+        DataloaderParams {
+            min_threshold: 70.0,
+            max_threshold: 200.0,
+        }
+    }
+}
+
+/// Data-loading spans seen before the worker count is judged from distinct loaders alone (no
+/// `num_workers` argument): fewer could miss workers that have not loaded yet.
+const MIN_LOADS_FOR_DISTINCT_COUNT: u64 = 10;
+
+#[derive(Debug, Default)]
+struct NodeLoading {
+    cores: BTreeSet<String>,
+    num_workers: Option<u64>,
+    loaders: BTreeSet<String>,
+    loads: u64,
+    load_seconds: Sketch,
+    load_total_us: u64,
+    first_step_us: Option<u64>,
+    last_step_end_us: u64,
+    step_total_us: u64,
+    last_load_end_us: u64,
+    fired: bool,
+}
+
+impl NodeLoading {
+    /// The worker count and how it was found.
+    fn workers(&self) -> (u64, &'static str) {
+        match self.num_workers {
+            Some(n) => (n, "num_workers argument"),
+            None => (self.loaders.len() as u64, "distinct loaders seen"),
+        }
+    }
+
+    fn loop_share(&self) -> Option<f64> {
+        let first = self.first_step_us?;
+        let length = self.last_step_end_us.saturating_sub(first);
+        (length > 0).then(|| (self.load_total_us as f64 / length as f64).min(1.0))
+    }
+}
+
+/// Whether a span is a data-loading span (ours: `DataLoaderIter`; PyTorch's smdebug hook also
+/// writes `DataLoaderWorker`).
+fn is_load(span: &Span) -> bool {
+    span.phase_kind() == Phase::DataLoading || span.phase == "DataLoaderWorker"
+}
+
+fn loader_id(span: &Span) -> String {
+    for key in ["worker_id", "thread", "tid", "pid"] {
+        if let Some(v) = span.args.get(key) {
+            return format!("{key}={v}");
+        }
+    }
+    format!("worker={}", span.worker.map_or(-1, i64::from))
+}
+
+fn arg_u64(span: &Span, key: &str) -> Option<u64> {
+    let v = span.args.get(key)?;
+    v.as_u64()
+        .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+}
+
+/// Compares a node's data-loading workers with its cores; a fired result the first time they
+/// are too few or too many.
+fn judge(
+    params: &DataloaderParams,
+    name: &str,
+    node: &mut NodeLoading,
+    window: &ProfilerWindow<'_>,
+) -> Option<RuleResult> {
+    if node.fired || node.loads == 0 || node.cores.is_empty() {
+        return None;
+    }
+    let (workers, source) = node.workers();
+    let cores = node.cores.len() as f64;
+    let low = (workers as f64) < cores * params.min_threshold / 100.0;
+    let high = (workers as f64) > cores * params.max_threshold / 100.0;
+    if !(low || high) {
+        return None;
+    }
+    node.fired = true;
+    let at = node.last_load_end_us;
+    let step = window.step_at(at);
+    let mut r = RuleResult::at_time(step, at);
+    let advice = if low {
+        format!(
+            "fewer than {}% of the cores: raise the worker count to about {}",
+            params.min_threshold,
+            node.cores.len()
+        )
+    } else {
+        format!(
+            "more than {}% of the cores: lower the worker count to about {}",
+            params.max_threshold,
+            node.cores.len()
+        )
+    };
+    let mut message = format!(
+        "node {name}: {workers} data-loading workers ({source}) on {} cores, {advice}",
+        node.cores.len()
+    );
+    if let (Some(p50), Some(p95)) = (
+        node.load_seconds.quantile(0.5),
+        node.load_seconds.quantile(0.95),
+    ) {
+        message.push_str(&format!(
+            "; a load took {:.1} ms at the median, {:.1} ms at p95",
+            p50 * 1e3,
+            p95 * 1e3
+        ));
+    }
+    if let Some(share) = node.loop_share() {
+        message.push_str(&format!(
+            "; {:.0}% of the training loop was spent loading data",
+            share * 100.0
+        ));
+    }
+    r.fire(message);
+    r.evidence.push(
+        Evidence::new(
+            &format!("{name} data-loading workers"),
+            step,
+            "workers",
+            workers as f64,
+        )
+        .limit(
+            cores
+                * if low {
+                    params.min_threshold
+                } else {
+                    params.max_threshold
+                }
+                / 100.0,
+        ),
+    );
+    Some(r)
+}
+
+/// **Dataloader** — per node, compares the number of data-loading workers with the number of
+/// CPU cores; fires when the workers are fewer than `min_threshold` % or more than
+/// `max_threshold` % of the cores.
+///
+/// The worker count is the `num_workers` argument of data-loading spans when the loop records
+/// it (`spans.data_loading().arg("num_workers", 8)`), else the number of distinct loaders
+/// (`worker_id`, `thread`, `tid` or `pid` argument, else the span's worker) that recorded
+/// data-loading spans, judged once at least ten were seen or at the end. The cores are the
+/// node's `cpuN` series. Its details hold the load-time percentiles and the share of the
+/// training loop spent loading data.
+pub struct Dataloader {
+    params: DataloaderParams,
+    nodes: BTreeMap<String, NodeLoading>,
+}
+
+impl Dataloader {
+    /// The rule's name.
+    pub const NAME: &'static str = "Dataloader";
+
+    /// The rule with `params`; fails naming the parameter that is out of range.
+    pub fn new(params: DataloaderParams) -> Result<Self> {
+        let check = Check::new(Self::NAME);
+        check.non_negative("min_threshold", params.min_threshold, "a percentage")?;
+        check.non_negative("max_threshold", params.max_threshold, "a percentage")?;
+        check.that(
+            params.max_threshold >= params.min_threshold,
+            "max_threshold",
+            || {
+                format!(
+                    "{} is below min_threshold {}",
+                    params.max_threshold, params.min_threshold
+                )
+            },
+        )?;
+        Ok(Dataloader {
+            params,
+            nodes: BTreeMap::new(),
+        })
+    }
+}
+
+impl ProfilerRule for Dataloader {
+    crate::rule_identity!();
+
+    fn needs(&self) -> ProfilerNeeds {
+        ProfilerNeeds::reading([
+            ProfilerInput::SystemMetrics,
+            ProfilerInput::Spans,
+            ProfilerInput::StepTimeline,
+        ])
+        .requiring("data-loading spans")
+    }
+
+    fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
+        for s in window.samples {
+            if s.metric_type == vocab::TYPE_CPU
+                && s.dimension == vocab::CPU_UTILIZATION
+                && is_core(&s.name)
+            {
+                let node = self.nodes.entry(s.node_id.clone()).or_default();
+                if !node.cores.contains(&s.name) {
+                    node.cores.insert(s.name.clone());
+                }
+            }
+        }
+        let mut datapoints = 0;
+        let mut results = Vec::new();
+        for span in window.spans {
+            let node = self.nodes.entry(span.node.clone()).or_default();
+            if span.phase.starts_with("DataLoader")
+                && let Some(n) = arg_u64(span, "num_workers")
+            {
+                node.num_workers = Some(n);
+            }
+            if let Phase::Step(_) = span.phase_kind() {
+                node.first_step_us = Some(
+                    node.first_step_us
+                        .map_or(span.start_us, |f| f.min(span.start_us)),
+                );
+                node.last_step_end_us = node.last_step_end_us.max(span.end_us);
+                node.step_total_us += span.duration_us();
+            }
+            if is_load(span) {
+                datapoints += 1;
+                node.loads += 1;
+                node.loaders.insert(loader_id(span));
+                node.load_seconds.add(span.duration_us() as f64 / 1e6);
+                node.load_total_us += span.duration_us();
+                node.last_load_end_us = node.last_load_end_us.max(span.end_us);
+                // Judged at each load once the count is known, so the verdict and its time do
+                // not depend on how the data was cut into windows.
+                if (node.num_workers.is_some() || node.loads >= MIN_LOADS_FOR_DISTINCT_COUNT)
+                    && let Some(r) = judge(&self.params, &span.node, node, window)
+                {
+                    results.push(r);
+                }
+            }
+        }
+        if window.final_window {
+            for (name, node) in &mut self.nodes {
+                if let Some(r) = judge(&self.params, name, node, window) {
+                    results.push(r);
+                }
+            }
+        }
+        if datapoints > 0 {
+            let mut r = RuleResult::at_time(window.step_at(window.now_us), window.now_us);
+            r.datapoints = datapoints;
+            results.push(r);
+        }
+        if window.final_window && self.nodes.values().all(|n| n.loads == 0) {
+            let mut r = RuleResult::at_time(0, window.now_us);
+            r.message = "no data-loading spans in this run (record them with \
+                         SpanRecorder::data_loading): nothing to check"
+                .into();
+            results.push(r);
+        } else if window.final_window
+            && self
+                .nodes
+                .values()
+                .all(|n| n.loads == 0 || n.cores.is_empty())
+        {
+            let mut r = RuleResult::at_time(0, window.now_us);
+            r.message = "no per-core CPU metrics on the nodes that loaded data: the core \
+                         count is unknown"
+                .into();
+            results.push(r);
+        }
+        Ok(results)
+    }
+
+    fn details(&self) -> Option<Details> {
+        Some(Details::Json({
+            let nodes: serde_json::Map<String, Value> = self
+                .nodes
+                .iter()
+                .filter(|(_, n)| n.loads > 0 || !n.cores.is_empty())
+                .map(|(name, n)| {
+                    let (workers, source) = n.workers();
+                    (
+                        name.clone(),
+                        json!({
+                            "cores": n.cores.len(),
+                            "workers": workers,
+                            "workers_from": source,
+                            "num_workers_argument": n.num_workers,
+                            "data_loading_spans": n.loads,
+                            "load_time_s": n.load_seconds.summary(),
+                            "data_loading_total_s": round4(n.load_total_us as f64 / 1e6),
+                            "step_total_s": round4(n.step_total_us as f64 / 1e6),
+                            "training_loop_share_loading": n.loop_share().map(round4),
+                        }),
+                    )
+                })
+                .collect();
+            json!({ "nodes": nodes })
+        }))
+    }
+}
