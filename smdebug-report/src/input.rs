@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use smdebug_core::Mode;
 use smdebug_profiler::RankSummary;
 use smdebug_profiler::code::{CodeProfileFile, CodeProfileSummary};
-use smdebug_profiler::reader::{MetricSeries, Span};
+use smdebug_profiler::reader::{MetricSeries, SpanStore};
 use smdebug_rules::RuleStatus;
 
 /// The page's sections, in order: `(id, title)`. SPEC §6's thirteen first, then the code
@@ -122,7 +122,7 @@ pub struct ReportInput {
     /// System metrics, one series per (node, type, name, dimension).
     pub metrics: Vec<MetricSeries>,
     /// Framework spans, ordered by start.
-    pub spans: Vec<Span>,
+    pub spans: SpanStore,
     /// Scalar tensors.
     pub scalars: Vec<ScalarSeries>,
     /// Kineto trace summaries, one per trace file.

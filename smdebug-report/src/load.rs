@@ -196,7 +196,7 @@ impl ReportInput {
     /// Takes the metrics and spans of `data`, with a note for each kind that is missing.
     fn profile(&mut self, data: &ProfileData) {
         self.metrics = data.metrics().cloned().collect();
-        self.spans = data.spans().to_spans();
+        self.spans = data.spans().clone();
         if self.metrics.is_empty() && !self.notes.iter().any(|n| n.area == NoteArea::System) {
             self.note(
                 NoteArea::System,

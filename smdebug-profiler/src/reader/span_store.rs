@@ -56,6 +56,11 @@ impl SpanRef<'_> {
         self.end_us.saturating_sub(self.start_us)
     }
 
+    /// The phase as this crate's [`Phase`](crate::spans::Phase).
+    pub fn phase_kind(&self) -> crate::spans::Phase {
+        crate::spans::Phase::from_trace_name(self.phase)
+    }
+
     /// The span as a [`Span`] (with no `args`).
     pub fn to_span(&self) -> Span {
         Span {

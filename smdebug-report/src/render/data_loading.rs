@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use smdebug_profiler::reader::Span;
+use smdebug_profiler::reader::SpanRef;
 use smdebug_profiler::spans::Phase;
 
 use crate::charts;
@@ -14,7 +14,7 @@ use super::format::{DURATION_COLUMNS, duration_cells};
 
 impl Page<'_> {
     pub(super) fn data_loading(&mut self) {
-        let loads: Vec<&Span> = self
+        let loads: Vec<SpanRef<'_>> = self
             .input
             .spans
             .iter()
@@ -26,16 +26,13 @@ impl Page<'_> {
             return;
         }
         self.lead("Time the loop spent waiting for batches, per node and worker, and how many loads overlapped (parallel loaders) against the node's cores.");
-        let mut groups: BTreeMap<(&str, Option<u32>), Vec<&Span>> = BTreeMap::new();
-        for s in &loads {
-            groups
-                .entry((s.node.as_str(), s.worker))
-                .or_default()
-                .push(s);
+        let mut groups: BTreeMap<(&str, Option<u32>), Vec<SpanRef<'_>>> = BTreeMap::new();
+        for &s in &loads {
+            groups.entry((s.node, s.worker)).or_default().push(s);
         }
         let mut step_time: BTreeMap<(&str, Option<u32>), u64> = BTreeMap::new();
         for s in &self.view.steps {
-            *step_time.entry((s.node.as_str(), s.worker)).or_default() += s.duration_us();
+            *step_time.entry((s.node, s.worker)).or_default() += s.duration_us();
         }
         let cores: BTreeMap<&str, usize> = self
             .view

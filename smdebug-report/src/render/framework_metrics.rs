@@ -91,7 +91,7 @@ impl Page<'_> {
         for s in &self.view.steps {
             *per_mode.entry(mode_name(s.mode)).or_default() += s.duration_us() as f64;
             let e = per_worker
-                .entry((s.node.as_str(), s.worker))
+                .entry((s.node, s.worker))
                 .or_insert((s.start_us, s.end_us, 0));
             e.0 = e.0.min(s.start_us);
             e.1 = e.1.max(s.end_us);
@@ -145,9 +145,9 @@ impl Page<'_> {
 
     pub(super) fn phase_split(&mut self) {
         let mut per_phase: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-        for s in &self.input.spans {
+        for s in self.input.spans.iter() {
             per_phase
-                .entry(s.phase.as_str())
+                .entry(s.phase)
                 .or_default()
                 .push(s.duration_us() as f64);
         }

@@ -97,7 +97,7 @@ impl Page<'_> {
             .metrics
             .iter()
             .map(|s| s.node.as_str())
-            .chain(self.input.spans.iter().map(|s| s.node.as_str()))
+            .chain(self.input.spans.iter().map(|s| s.node))
             .collect();
         rows.push(vec![
             Cell::text("Nodes"),

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use smdebug_core::Mode;
-use smdebug_profiler::reader::Span;
+use smdebug_profiler::reader::SpanRef;
 use smdebug_rules::profiler::StepOutlierDetails;
 
 use crate::charts::{self, Series, XAxis, clock};
@@ -35,10 +35,10 @@ impl Page<'_> {
             "Per node and mode, as the {RULE} rule judged them: a step is an outlier when it is \
              longer than its node and mode's mean plus {k} standard deviations."
         ));
-        let mut groups: BTreeMap<StepGroup, Vec<&Span>> = BTreeMap::new();
-        for s in &self.view.steps {
+        let mut groups: BTreeMap<StepGroup, Vec<SpanRef<'_>>> = BTreeMap::new();
+        for &s in &self.view.steps {
             groups
-                .entry((s.node.clone(), s.worker, s.mode))
+                .entry((s.node.to_owned(), s.worker, s.mode))
                 .or_default()
                 .push(s);
         }
@@ -104,7 +104,7 @@ impl Page<'_> {
     }
 
     /// The step spans' durations per node, worker and mode, when the rule did not run.
-    fn span_table(&mut self, groups: &BTreeMap<StepGroup, Vec<&Span>>) {
+    fn span_table(&mut self, groups: &BTreeMap<StepGroup, Vec<SpanRef<'_>>>) {
         let mut rows = Vec::new();
         for ((node, worker, mode), spans) in groups {
             let Some(sum) = Summary::of(spans.iter().map(|s| s.duration_us() as f64)) else {
@@ -146,7 +146,7 @@ impl Page<'_> {
     /// rule's outlier steps of that mode marked on the timeline.
     fn step_charts(
         &mut self,
-        groups: &BTreeMap<StepGroup, Vec<&Span>>,
+        groups: &BTreeMap<StepGroup, Vec<SpanRef<'_>>>,
         details: Option<&StepOutlierDetails>,
     ) {
         let mut count_per_mode: BTreeMap<Option<Mode>, usize> = BTreeMap::new();
@@ -157,7 +157,7 @@ impl Page<'_> {
             .iter()
             .max_by_key(|(_, n)| **n)
             .and_then(|(m, _)| *m);
-        let shown: Vec<(String, Vec<&Span>)> = groups
+        let shown: Vec<(String, Vec<SpanRef<'_>>)> = groups
             .iter()
             .filter(|((_, _, m), _)| *m == main_mode)
             .take(MAX_SERIES)

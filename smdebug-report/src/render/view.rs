@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use smdebug_profiler::reader::Span;
+use smdebug_profiler::reader::SpanRef;
 use smdebug_profiler::spans::Phase;
 use smdebug_profiler::system::vocab;
 
@@ -44,7 +44,7 @@ pub(super) struct View<'a> {
     pub(super) nodes: Vec<NodeView<'a>>,
     pub(super) t0_us: Option<u64>,
     pub(super) t1_us: Option<u64>,
-    pub(super) steps: Vec<&'a Span>,
+    pub(super) steps: Vec<SpanRef<'a>>,
     pub(super) many_nodes: bool,
 }
 
