@@ -4,7 +4,8 @@
 //! with a non-zero exit status: 0 clean, 1 a rule found issues (`rules`, `report`), 2 an error.
 //! No subcommand but `profile` writes into a run unless asked to.
 
-#![forbid(unsafe_code)]
+// One `unsafe` call in the whole CLI, allowed where it is: `serve_cmd::limit_malloc_arenas`.
+#![deny(unsafe_code)]
 
 use std::io::Write;
 use std::process::ExitCode;
