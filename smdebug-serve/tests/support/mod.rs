@@ -106,7 +106,11 @@ pub fn start_job(storage: Arc<dyn Storage>, local: Option<&Path>, config: JobCon
             Duration::from_millis(100),
         )
         .unwrap();
-        let writer = Writer::builder(Arc::clone(&storage)).build().unwrap();
+        // Every step on disk: tests count the steps the dashboard shows.
+        let writer = Writer::builder(Arc::clone(&storage))
+            .overflow(smdebug_io::writer::OverflowPolicy::Block)
+            .build()
+            .unwrap();
         let mut hook = Hook::builder()
             .save_config(SaveConfig::every(1))
             .stop_signal(signal.clone())
