@@ -253,7 +253,14 @@ pub fn steps(run: &Run, window: &Window, last: usize) -> Steps {
                 .map(|j| {
                     j.outlier_steps
                         .iter()
-                        .filter(|o| rows.iter().any(|r| r.0 == o.step && r.1 == o.start_us))
+                        // This worker's outliers: rows are in start order (the store's).
+                        .filter(|o| {
+                            let at = rows.partition_point(|r| r.1 < o.start_us);
+                            rows[at..]
+                                .iter()
+                                .take_while(|r| r.1 == o.start_us)
+                                .any(|r| r.0 == o.step)
+                        })
                         .map(|o| Outlier {
                             step: o.step,
                             t: secs(o.start_us),
