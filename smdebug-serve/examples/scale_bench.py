@@ -60,6 +60,13 @@ def tree_rss_mb(pid):
     return total
 
 
+def cpu_s(pid):
+    """User + system CPU seconds of a process (its threads included) so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def uptime():
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
@@ -90,6 +97,7 @@ def serve(binary, run, paint):
             total = sum(m["total"] for m in last[0]["modes"]) if last else 0
             if runs["steps"] == STEPS and total == STEPS and runs["complete"]:
                 out["all_loaded_s"] = round(now, 3)
+                out["cpu_s_loaded"] = round(cpu_s(proc.pid), 2)
                 out["samples"] = runs["samples"]
                 out["spans"] = runs["spans"]
                 out["scalar_values"] = runs.get("scalar_values")

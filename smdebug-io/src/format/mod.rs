@@ -27,6 +27,7 @@
 pub mod budget;
 pub mod index;
 pub mod layout;
+pub(crate) mod number;
 pub mod proto;
 pub mod record;
 pub mod strings;

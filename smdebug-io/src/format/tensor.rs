@@ -843,7 +843,7 @@ fn mode_of_plugins<'a>(
 }
 
 /// Takes one plugin's content into the mode or the mode step (other plugins are not ours).
-fn apply_plugin(
+pub(super) fn apply_plugin(
     name: &str,
     content: &[u8],
     mode: &mut Mode,

@@ -379,11 +379,11 @@ fn read_index_file(
                 reason,
             })),
         };
-        let new_place = place(&slot, position);
         let name = names.get(&t.tensorname);
         match tensors.insert(name.clone(), slot) {
             Some(earlier) => {
                 let i = tensors.position(&name).expect("just inserted");
+                let new_place = place(&tensors.entries[i].1, position);
                 let earlier_place = place(&earlier, positions[i]);
                 positions[i] = position;
                 let line = format!(

@@ -166,6 +166,17 @@ pub(crate) fn number_at(
             bytes
         }
     };
+    // The common layout in one pass; anything else (and every error) from the general decoder.
+    if let Ok(rec) = crate::format::record::decode_exact_record(
+        &record,
+        &loc.file.path,
+        loc.start,
+        PayloadCrcPolicy::AcceptBoth,
+    ) && let Some(n) = crate::format::number::read(rec.payload, name)
+        && n.step == loc.step
+    {
+        return Ok(Some(n.value));
+    }
     let number = decode_with(&record, loc, name, ONE_NUMBER, |_, event| {
         smdebug_core::TensorView::from_bytes(event.dtype, &event.shape, &event.data)
             .ok()
