@@ -36,7 +36,6 @@ pub struct ServeArgs {
 }
 
 pub fn run(args: ServeArgs, max_tensor_bytes: u64) -> ExitCode {
-    limit_malloc_arenas();
     let mut options = ServeOptions::new(args.runs);
     options.max_tensor_bytes = max_tensor_bytes;
     options.host = args.host;
@@ -64,17 +63,4 @@ pub fn run(args: ServeArgs, max_tensor_bytes: u64) -> ExitCode {
     drop(out);
     server.wait();
     ExitCode::SUCCESS
-}
-
-/// The server's threads (followers, the runtime's workers, report builds) each get a glibc
-/// malloc arena of their own by default, and memory freed in one is kept for that thread: on the
-/// synthetic 1-hour run a report build peaked at 398 MB and left 347 MB resident, against 321 MB
-/// and 253 MB with one arena (BENCHMARKS.md). Two arenas, set before any thread starts.
-#[allow(unsafe_code)]
-fn limit_malloc_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets an allocator parameter; no thread has started yet.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
-    }
 }

@@ -255,6 +255,54 @@ fn reset(run: &Run, cursor: &mut Cursor, change: Change) {
     };
 }
 
+/// What one pass read of the profiler's files.
+struct ProfileRead {
+    samples: usize,
+    spans: usize,
+    warnings: Vec<String>,
+    changed: bool,
+}
+
+/// System metrics, spans and code-profile windows: what is new, in pieces of a bounded size
+/// (each added as soon as it is read, its batches sorted outside the lock), a backlog over
+/// several passes.
+fn follow_profile(run: &Run, follower: &mut ProfilerFollower) -> ProfileRead {
+    let started = Instant::now();
+    let mut read = ProfileRead {
+        samples: 0,
+        spans: 0,
+        warnings: Vec::new(),
+        changed: false,
+    };
+    loop {
+        let increment = follower.poll();
+        read.samples += increment.samples.len();
+        read.spans += increment.spans.len();
+        read.warnings
+            .extend(increment.problems.iter().map(ToString::to_string));
+        if !increment.is_empty() || !increment.problems.is_empty() {
+            let samples = SampleBatch::new(&increment.samples);
+            let spans = SpanBatch::new(&increment.spans);
+            let mut data = run.data.write().expect("run data lock");
+            if !increment.problems.is_empty() {
+                data.problems = follower.problems().clone();
+            }
+            data.profile.add_sample_batch(samples);
+            data.profile.add_span_batch(spans);
+            merge_code_windows(&mut data.code_windows, increment.code_windows);
+            data.exists |= !data.profile.is_empty();
+            read.changed = true;
+        }
+        if !increment.more {
+            return read;
+        }
+        if started.elapsed() >= PROFILER_BUDGET_PER_PASS {
+            read.changed = true;
+            return read;
+        }
+    }
+}
+
 /// One pass over the run; true when anything changed.
 pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
     run.passes.fetch_add(1, Ordering::Relaxed);
@@ -289,43 +337,7 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
         return true;
     }
     let mut changed = false;
-
-    // System metrics, spans and code-profile windows: what is new, in pieces of a bounded
-    // size (each added as soon as it is read, its batches sorted outside the lock), a backlog
-    // over several passes.
-    let started = Instant::now();
-    let mut new_samples = 0usize;
-    let mut new_spans = 0usize;
     let mut warnings = Vec::new();
-    let follower = cursor.profiler.get_or_insert_with(|| {
-        ProfilerFollower::new(Arc::clone(&storage)).items_per_poll(PROFILER_ITEMS_PER_POLL)
-    });
-    loop {
-        let increment = follower.poll();
-        new_samples += increment.samples.len();
-        new_spans += increment.spans.len();
-        warnings.extend(increment.problems.iter().map(ToString::to_string));
-        if !increment.is_empty() || !increment.problems.is_empty() {
-            let samples = SampleBatch::new(&increment.samples);
-            let spans = SpanBatch::new(&increment.spans);
-            let mut data = run.data.write().expect("run data lock");
-            if !increment.problems.is_empty() {
-                data.problems = follower.problems().clone();
-            }
-            data.profile.add_sample_batch(samples);
-            data.profile.add_span_batch(spans);
-            merge_code_windows(&mut data.code_windows, increment.code_windows);
-            data.exists |= !data.profile.is_empty();
-            changed = true;
-        }
-        if !increment.more {
-            break;
-        }
-        if started.elapsed() >= PROFILER_BUDGET_PER_PASS {
-            changed = true;
-            break;
-        }
-    }
 
     // Rule statuses, re-read when the summary file changes.
     let mut new_summary = None;
@@ -346,17 +358,49 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
     let stop_request = read_stop_request(storage.as_ref()).ok().flatten();
     let marker = matches!(storage.size(END_MARKER), Ok(Some(_)));
 
+    // The profiler's files on a thread of their own while this one reads the tensors' (each
+    // reader's backlog has a time budget a pass, and a long run's backlog of both is read in
+    // about the time of the longer one rather than of both).
+    let profiler = cursor.profiler.get_or_insert_with(|| {
+        ProfilerFollower::new(Arc::clone(&storage)).items_per_poll(PROFILER_ITEMS_PER_POLL)
+    });
     // Steps, tensor names and scalars from the index files.
     let tensors = cursor
         .tensors
         .get_or_insert_with(|| TensorFollower::new(Arc::clone(&storage)));
-    let tensor_update = tensors.poll(TENSOR_BUDGET_PER_PASS, &mut |values, more| {
-        run.data
-            .write()
-            .expect("run data lock")
-            .scalars
-            .add(values, more);
+    let (profile, tensor_update) = std::thread::scope(|scope| {
+        let profile = std::thread::Builder::new()
+            .name("smdebug-serve-profile".to_string())
+            .spawn_scoped(scope, || follow_profile(run, profiler));
+        let update = tensors.poll(TENSOR_BUDGET_PER_PASS, &mut |values, more| {
+            run.data
+                .write()
+                .expect("run data lock")
+                .scalars
+                .add(values, more);
+        });
+        let profile = match profile {
+            Ok(handle) => handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            // No thread to be had: the profiler's files wait for the next pass.
+            Err(e) => ProfileRead {
+                samples: 0,
+                spans: 0,
+                warnings: vec![format!("the profiler's files were not read this pass: {e}")],
+                changed: false,
+            },
+        };
+        (profile, update)
     });
+    let ProfileRead {
+        samples: new_samples,
+        spans: new_spans,
+        warnings: profile_warnings,
+        changed: profile_changed,
+    } = profile;
+    changed |= profile_changed;
+    warnings.extend(profile_warnings);
     let end_reason = if marker && !cursor.marker_read {
         match storage.get(END_MARKER) {
             Ok(bytes) => {

@@ -71,15 +71,34 @@ pub struct SampleBatch(BTreeMap<SeriesKey, Vec<(u64, f64)>>);
 impl SampleBatch {
     /// Groups and sorts `samples`; a sample with a non-finite value or time is left out.
     pub fn new<'s>(samples: impl IntoIterator<Item = &'s SystemSample>) -> SampleBatch {
-        let mut batches: BTreeMap<SeriesKey, Vec<(u64, f64)>> = BTreeMap::new();
-        for (key, point) in samples.into_iter().filter_map(SystemSample::series_point) {
-            batches.entry(key).or_default().push(point);
-        }
-        for batch in batches.values_mut() {
-            if !batch.is_sorted_by(|a, b| point_order(a, b).is_le()) {
-                batch.sort_by(point_order);
+        // Grouped under borrowed names (no four strings copied per sample), each series' name
+        // copied once at the end.
+        let mut groups: foldhash::HashMap<[&str; 4], Vec<(u64, f64)>> = Default::default();
+        for s in samples {
+            if !s.value.is_finite() || !s.timestamp.is_finite() {
+                continue;
             }
+            let key = [
+                s.node_id.as_str(),
+                s.metric_type.as_str(),
+                s.name.as_str(),
+                s.dimension.as_str(),
+            ];
+            groups
+                .entry(key)
+                .or_default()
+                .push((s.timestamp_us(), s.value));
         }
+        let batches = groups
+            .into_iter()
+            .map(|([node, kind, name, dimension], mut batch)| {
+                if !batch.is_sorted_by(|a, b| point_order(a, b).is_le()) {
+                    batch.sort_by(point_order);
+                }
+                let key = (node.into(), kind.into(), name.into(), dimension.into());
+                (key, batch)
+            })
+            .collect();
         SampleBatch(batches)
     }
 }

@@ -39,21 +39,6 @@ impl SystemSample {
     pub fn timestamp_us(&self) -> u64 {
         (self.timestamp * 1e6).round().max(0.0) as u64
     }
-
-    /// The sample as a point `(timestamp µs, value)` of its series; `None` when the value or the
-    /// time is not finite (every series leaves such a sample out).
-    pub fn series_point(&self) -> Option<(SeriesKey, (u64, f64))> {
-        if !self.value.is_finite() || !self.timestamp.is_finite() {
-            return None;
-        }
-        let key = (
-            self.node_id.clone(),
-            self.metric_type.clone(),
-            self.name.clone(),
-            self.dimension.clone(),
-        );
-        Some((key, (self.timestamp_us(), self.value)))
-    }
 }
 
 /// smdebug's `Type`, `Name` and `Dimension` strings, and the ones this crate adds.
