@@ -2,12 +2,13 @@
 //! statuses) and the notes on what was missing.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use smdebug_core::Mode;
 use smdebug_profiler::RankSummary;
 use smdebug_profiler::code::{CodeProfileFile, CodeProfileSummary};
-use smdebug_profiler::reader::{MetricSeries, SpanStore};
+use smdebug_profiler::reader::{MetricSeries, ProfileData, SpanStore};
 use smdebug_rules::RuleStatus;
 
 /// The page's sections, in order: `(id, title)`. SPEC §6's thirteen first, then the code
@@ -119,10 +120,10 @@ pub struct ReportInput {
     pub location: String,
     /// Whether the run's end marker is there; `None` when that could not be told.
     pub run_complete: Option<bool>,
-    /// System metrics, one series per (node, type, name, dimension).
-    pub metrics: Vec<MetricSeries>,
-    /// Framework spans, ordered by start.
-    pub spans: SpanStore,
+    /// System metrics (one series per node, type, name and dimension) and framework spans
+    /// (ordered by start): shared with the follower that read them, not copied (see
+    /// [`ReportInput::metrics`] and [`ReportInput::spans`]).
+    pub profile: Arc<ProfileData>,
     /// Scalar tensors.
     pub scalars: Vec<ScalarSeries>,
     /// Kineto trace summaries, one per trace file.
@@ -138,6 +139,21 @@ pub struct ReportInput {
 }
 
 impl ReportInput {
+    /// The system metrics, one series per (node, type, name, dimension), ordered by them.
+    pub fn metrics(&self) -> impl Iterator<Item = &MetricSeries> + '_ {
+        self.profile.metrics()
+    }
+
+    /// Whether any system metric was read.
+    pub fn has_metrics(&self) -> bool {
+        self.profile.series_count() > 0
+    }
+
+    /// The framework spans, ordered by start.
+    pub fn spans(&self) -> &SpanStore {
+        self.profile.spans()
+    }
+
     /// Adds rule statuses (kept in the given order).
     pub fn with_rules(mut self, rules: Vec<RuleStatus>) -> Self {
         self.rules.extend(rules);

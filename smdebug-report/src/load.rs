@@ -24,8 +24,8 @@ pub struct FollowedRun<'a> {
     pub storage: Option<&'a Arc<dyn Storage>>,
     /// Whether the run's end marker is there; `None` when that could not be told.
     pub complete: Option<bool>,
-    /// System metrics and spans.
-    pub profile: &'a ProfileData,
+    /// System metrics and spans, shared with the report (not copied).
+    pub profile: &'a Arc<ProfileData>,
     /// Code-profile windows, ordered by start, node and worker.
     pub code_profiles: &'a [CodeProfileWindow],
     /// Kineto trace summaries, ordered by rank.
@@ -54,6 +54,7 @@ impl ReportInput {
                 profile.add_samples(&read.samples);
                 profile.add_spans(&read.spans);
                 drop((read.samples, read.spans));
+                let profile = Arc::new(profile);
                 let mut input = ReportInput::from_followed(&FollowedRun {
                     location,
                     storage: Some(&storage),
@@ -79,7 +80,7 @@ impl ReportInput {
                     location,
                     storage: None,
                     complete: None,
-                    profile: &ProfileData::default(),
+                    profile: &Arc::default(),
                     code_profiles: &[],
                     kineto: kineto.as_deref().unwrap_or_default(),
                     problems: &followed,
@@ -193,11 +194,11 @@ impl ReportInput {
         }
     }
 
-    /// Takes the metrics and spans of `data`, with a note for each kind that is missing.
-    fn profile(&mut self, data: &ProfileData) {
-        self.metrics = data.metrics().cloned().collect();
-        self.spans = data.spans().clone();
-        if self.metrics.is_empty() && !self.notes.iter().any(|n| n.area == NoteArea::System) {
+    /// Takes the metrics and spans of `data` (shared, not copied), with a note for each kind
+    /// that is missing.
+    fn profile(&mut self, data: &Arc<ProfileData>) {
+        self.profile = Arc::clone(data);
+        if !self.has_metrics() && !self.notes.iter().any(|n| n.area == NoteArea::System) {
             self.note(
                 NoteArea::System,
                 "No system metrics were recorded (nothing under system/incremental/). Start the \
@@ -205,7 +206,7 @@ impl ReportInput {
                  GPU, memory, disk and network usage.",
             );
         }
-        if self.spans.is_empty() && !self.notes.iter().any(|n| n.area == NoteArea::Spans) {
+        if self.spans().is_empty() && !self.notes.iter().any(|n| n.area == NoteArea::Spans) {
             self.note(
                 NoteArea::Spans,
                 "No framework spans were recorded (nothing under framework/pevents/). Record \

@@ -139,13 +139,16 @@ fn corrupt_lines_and_files_are_left_out_with_a_note_and_the_rest_is_shown() {
 
     let input = ReportInput::load(dir.path().to_str().unwrap(), &LoadOptions::default());
     let cpu = input
-        .metrics
-        .iter()
+        .metrics()
         .find(|s| s.node == "algo-1" && s.name == "total")
         .unwrap();
     let values: Vec<f64> = cpu.points.iter().map(|p| p.1).collect();
     assert_eq!(values, [10.0, 20.0, 30.0]);
-    assert_eq!(input.spans.len(), 2, "the good trace file's spans are kept");
+    assert_eq!(
+        input.spans().len(),
+        2,
+        "the good trace file's spans are kept"
+    );
     let system_note = input
         .notes
         .iter()
@@ -334,7 +337,7 @@ fn a_run_written_by_python_smdebug_timeline_writer_is_reported() {
     assert_eq!(steps, 4);
 
     let input = ReportInput::load(dir.path().to_str().unwrap(), &LoadOptions::default());
-    assert_eq!(input.spans.len(), 8);
+    assert_eq!(input.spans().len(), 8);
     let html = render_html(&input);
     let steps_section = section(&html, "step-durations");
     // Python wrote four 8 ms TRAIN steps (its writer rounds to whole microseconds).

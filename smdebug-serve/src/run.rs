@@ -58,8 +58,10 @@ pub(crate) struct RunData {
     /// A stop request already in the run.
     pub stop_request: Option<StopRequest>,
     /// System metrics (one series per node, type, name and dimension, points time-ordered)
-    /// and framework spans (ordered by start, held compactly, their `args` dropped).
-    pub profile: ProfileData,
+    /// and framework spans (ordered by start, held compactly, their `args` dropped). Shared
+    /// with a report being drawn: new data then copy it once (`Arc::make_mut`), a finished
+    /// run's never.
+    pub profile: Arc<ProfileData>,
     /// Code-profile windows, ordered by start, node and worker.
     pub code_windows: Vec<CodeProfileWindow>,
     /// The profiler follower's problems with the data, typed.
@@ -287,8 +289,9 @@ fn follow_profile(run: &Run, follower: &mut ProfilerFollower) -> ProfileRead {
             if !increment.problems.is_empty() {
                 data.problems = follower.problems().clone();
             }
-            data.profile.add_sample_batch(samples);
-            data.profile.add_span_batch(spans);
+            let profile = Arc::make_mut(&mut data.profile);
+            profile.add_sample_batch(samples);
+            profile.add_span_batch(spans);
             merge_code_windows(&mut data.code_windows, increment.code_windows);
             data.exists |= !data.profile.is_empty();
             read.changed = true;

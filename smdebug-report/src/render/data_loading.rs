@@ -16,7 +16,7 @@ impl Page<'_> {
     pub(super) fn data_loading(&mut self) {
         let loads: Vec<SpanRef<'_>> = self
             .input
-            .spans
+            .spans()
             .iter()
             .filter(|s| s.phase_kind() == Phase::DataLoading)
             .collect();

@@ -16,7 +16,7 @@ use super::{MAX_SERIES, Page};
 impl Page<'_> {
     pub(super) fn framework_metrics(&mut self) {
         self.notes(NoteArea::Spans);
-        if self.input.spans.is_empty() {
+        if self.input.spans().is_empty() {
             self.missing("No framework spans: there is no split of the loop's time into modes and phases. Record steps and phases with SpanRecorder.");
         } else {
             self.mode_split();
@@ -145,7 +145,7 @@ impl Page<'_> {
 
     pub(super) fn phase_split(&mut self) {
         let mut per_phase: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-        for s in self.input.spans.iter() {
+        for s in self.input.spans().iter() {
             per_phase
                 .entry(s.phase)
                 .or_default()
@@ -190,7 +190,7 @@ impl Page<'_> {
         }
         let total_of = |kind: Phase| -> f64 {
             self.input
-                .spans
+                .spans()
                 .iter()
                 .filter(|s| s.phase_kind() == kind)
                 .map(|s| s.duration_us() as f64)

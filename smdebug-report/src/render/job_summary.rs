@@ -94,10 +94,9 @@ impl Page<'_> {
         }
         let nodes: BTreeSet<&str> = self
             .input
-            .metrics
-            .iter()
+            .metrics()
             .map(|s| s.node.as_str())
-            .chain(self.input.spans.iter().map(|s| s.node))
+            .chain(self.input.spans().iter().map(|s| s.node))
             .collect();
         rows.push(vec![
             Cell::text("Nodes"),

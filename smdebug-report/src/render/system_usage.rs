@@ -18,13 +18,13 @@ const DEVICE_ROWS: usize = 16;
 impl Page<'_> {
     pub(super) fn system_usage(&mut self) {
         self.notes(NoteArea::System);
-        if self.input.metrics.is_empty() {
+        if !self.input.has_metrics() {
             self.missing("No system metrics to summarize: the system sampler did not run for this job, or its files could not be read.");
             self.verdict("OverallSystemUsage");
             return;
         }
         self.lead("Per node and metric over the whole job. Percentiles interpolate between ranks.");
-        let mut sorted: Vec<&MetricSeries> = self.input.metrics.iter().collect();
+        let mut sorted: Vec<&MetricSeries> = self.input.metrics().collect();
         sorted.sort_by_key(|s| {
             (
                 s.node.clone(),

@@ -81,7 +81,7 @@ pub(super) fn mean_per_time<'s>(
 impl<'a> View<'a> {
     pub(super) fn new(input: &'a ReportInput) -> View<'a> {
         let mut by_node: BTreeMap<&str, Vec<&MetricSeries>> = BTreeMap::new();
-        for s in &input.metrics {
+        for s in input.metrics() {
             by_node.entry(s.node.as_str()).or_default().push(s);
         }
         let nodes = by_node
@@ -153,17 +153,16 @@ impl<'a> View<'a> {
             })
             .collect::<Vec<_>>();
         let metric_times = input
-            .metrics
-            .iter()
+            .metrics()
             .filter_map(|s| Some((s.points.first()?.0, s.points.last()?.0)));
-        let span_times = input.spans.iter().map(|s| (s.start_us, s.end_us));
+        let span_times = input.spans().iter().map(|s| (s.start_us, s.end_us));
         let (mut t0, mut t1) = (None::<u64>, None::<u64>);
         for (a, b) in metric_times.chain(span_times) {
             t0 = Some(t0.map_or(a, |t| t.min(a)));
             t1 = Some(t1.map_or(b, |t| t.max(b)));
         }
         let steps = input
-            .spans
+            .spans()
             .iter()
             .filter(|s| matches!(s.phase_kind(), Phase::Step(_)))
             .collect();

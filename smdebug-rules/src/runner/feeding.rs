@@ -30,8 +30,9 @@ pub(super) struct ProfilerSide {
     last_window_at: Option<Instant>,
     /// Keep what was read for the reporter.
     keep: bool,
-    /// The profiler data read so far, kept for the reporter (empty without one).
-    pub profile: ProfileData,
+    /// The profiler data read so far, kept for the reporter (empty without one); shared with a
+    /// report being drawn (a new chunk then copies it once, rather than every report copying).
+    pub profile: Arc<ProfileData>,
     /// The code-profile windows read so far, kept for the reporter (empty without one).
     pub code_profiles: Vec<CodeProfileWindow>,
 }
@@ -44,7 +45,7 @@ impl ProfilerSide {
             feed: read.then(|| ProfilerFeed::new(storage.clone())),
             last_window_at: None,
             keep,
-            profile: ProfileData::default(),
+            profile: Arc::default(),
             code_profiles: Vec::new(),
         }
     }
@@ -98,8 +99,9 @@ impl ProfilerSide {
         }
         for chunk in feed.take_chunks(final_window, wall_us) {
             if self.keep {
-                self.profile.add_samples(&chunk.samples);
-                self.profile.add_spans(&chunk.spans);
+                let profile = Arc::make_mut(&mut self.profile);
+                profile.add_samples(&chunk.samples);
+                profile.add_spans(&chunk.spans);
             }
             let window = ProfilerWindow {
                 samples: &chunk.samples,

@@ -32,8 +32,8 @@ pub struct RunState<'a> {
     pub trial: Option<&'a Trial>,
     /// Every rule's status now, with the parameters in force.
     pub summary: &'a Summary,
-    /// The system metrics and framework spans read so far.
-    pub profile: &'a ProfileData,
+    /// The system metrics and framework spans read so far (a report shares them).
+    pub profile: &'a Arc<ProfileData>,
     /// The code-profile windows read so far, ordered by start, node and worker.
     pub code_profiles: &'a [CodeProfileWindow],
     /// Problems with the profiler data that the rules worked around (a corrupt line skipped).
