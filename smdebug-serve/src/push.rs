@@ -1,5 +1,8 @@
-//! Server-sent events: the runs' live state, pushed to every open page when a follower saw
-//! new data or a report's stage changed.
+//! Server-sent events: the runs' live state pushed to every open page when a follower saw new
+//! data or a report's stage changed, with per run what is new since the previous push to that
+//! page ([`crate::delta`]: new step spans, system samples, headline scalar points and changed
+//! verdicts). Each page's stream keeps its own cursor; the stream is only polled when the page's
+//! connection can take more, so a slow page gets one merged delta instead of a backlog.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -10,22 +13,44 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 
 use crate::api;
+use crate::delta::{Seen, delta};
+use crate::push_views::Push;
 use crate::state::Shared;
+
+/// The next push for a page that has seen `seen` (one cursor per run), moving it on.
+pub(crate) fn next_push(state: &Shared, seen: &mut Vec<Seen>) -> Push {
+    seen.resize(state.runs.len(), Seen::default());
+    let runs = api::runs(&state.runs).runs;
+    let deltas = state
+        .runs
+        .iter()
+        .zip(seen.iter_mut())
+        .map(|(run, seen)| {
+            let d = run.data.read().expect("run data lock");
+            delta(run.id, &d, seen)
+        })
+        .collect();
+    Push { runs, deltas }
+}
 
 pub(crate) async fn events(
     State(state): State<Shared>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let rx = state.updates.clone();
-    let stream = futures::stream::unfold((rx, true), move |(mut rx, first)| {
-        let state = Arc::clone(&state);
-        async move {
-            if !first && rx.changed().await.is_err() {
-                return None;
+    let stream =
+        futures::stream::unfold((rx, true, Vec::new()), move |(mut rx, first, mut seen)| {
+            let state = Arc::clone(&state);
+            async move {
+                if !first && rx.changed().await.is_err() {
+                    return None;
+                }
+                rx.borrow_and_update();
+                let body = serde_json::to_string(&next_push(&state, &mut seen)).unwrap_or_default();
+                Some((
+                    Ok(Event::default().event("runs").data(body)),
+                    (rx, false, seen),
+                ))
             }
-            rx.borrow_and_update();
-            let body = serde_json::to_string(&api::runs(&state.runs)).unwrap_or_default();
-            Some((Ok(Event::default().event("runs").data(body)), (rx, false)))
-        }
-    });
+        });
     Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(10)))
 }

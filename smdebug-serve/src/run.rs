@@ -25,6 +25,7 @@ use smdebug_rules::Summary;
 use smdebug_rules::runner::SUMMARY_FILE;
 
 use crate::identity::{Change, Identity};
+use crate::journal::Journal;
 
 /// Time spent reading a backlog of index files per follower pass (the rest on the next
 /// passes), so that a large backlog does not hold back new samples and the page sees progress.
@@ -87,6 +88,8 @@ pub(crate) struct RunData {
     pub changed: Changed,
     /// When the follower last found new samples, spans or tensor values.
     pub last_new_data: Option<std::time::Instant>,
+    /// What the follower found new, numbered (the pushes' deltas).
+    pub journal: Journal,
 }
 
 /// Counters bumped when an area of a run's data changes (the version, split by panel).
@@ -312,6 +315,8 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
             if !increment.problems.is_empty() {
                 data.problems = follower.problems().clone();
             }
+            data.journal.add_samples(&increment.samples);
+            data.journal.add_spans(&increment.spans);
             data.profile.add_sample_batch(samples);
             data.profile.add_span_batch(spans);
             merge_code_windows(&mut data.code_windows, increment.code_windows);
@@ -351,11 +356,9 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
         .tensors
         .get_or_insert_with(|| TensorFollower::new(Arc::clone(&storage)));
     let tensor_update = tensors.poll(TENSOR_BUDGET_PER_PASS, &mut |values, more| {
-        run.data
-            .write()
-            .expect("run data lock")
-            .scalars
-            .add(values, more);
+        let mut data = run.data.write().expect("run data lock");
+        data.journal.add_scalars(&values);
+        data.scalars.add(values, more);
     });
     let end_reason = if marker && !cursor.marker_read {
         match storage.get(END_MARKER) {
@@ -388,6 +391,11 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
     }
     if let Some(summary) = new_summary {
         data.rules = Some(summary);
+        let views: Vec<(String, String)> = crate::overview::rule_views(&data)
+            .iter()
+            .map(|v| (v.name.clone(), serde_json::to_string(v).unwrap_or_default()))
+            .collect();
+        data.journal.note_rules(views);
         data.changed.rules += 1;
         changed = true;
     }
