@@ -557,7 +557,10 @@
     source.addEventListener("error", () => { if (!opened) { opened = true; refreshAll(true); } });
     source.addEventListener("runs", (e) => {
       const push = JSON.parse(e.data);
+      const before = runs[current] && runs[current].phase;
       runs = push.runs;
+      // The run started, ended or stalled: its aggregates are fetched now (the final numbers).
+      if (runs[current] && runs[current].phase !== before) for (const p of PATCHED) stale.add(p);
       updateHeader();
       let refetch = !opened;
       opened = true;

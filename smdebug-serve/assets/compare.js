@@ -15,6 +15,8 @@
     ["gpu", "GPU utilization (%)", (s) => s.type === "gpu" && s.dimension === "GPUUtilization"],
   ];
 
+  const CELL = { NoData: "not applicable", NoIssuesFound: "no issues", InProgress: "checking", Error: "error" };
+
   window.SMD.makeCompare = function (env) {
     // The runs toggled on, from the URL's `runs=` (every run when it says none).
     function selected() {
@@ -129,7 +131,7 @@
         for (const [r, i] of runs) {
           const rule = all[i].rules.find((x) => x.name === name);
           const status = rule ? rule.status : "absent";
-          const text = !rule ? "–" : status === "NoData" ? "not applicable" : status === "IssuesFound" ? "issues (" + rule.triggered + ")" : status;
+          const text = !rule ? "–" : status === "IssuesFound" ? "issues (" + rule.triggered + ")" : CELL[status] || status;
           const hover = !rule ? "not run on " + r.name : [rule.message].concat(rule.evidence.slice(0, 5).map((e) =>
             e.tensor + " at step " + e.step + ": " + e.measure + " = " + fmt(e.value) + (e.limit !== null && e.limit !== undefined ? " (limit " + fmt(e.limit) + ")" : ""))).filter((x) => x).join("\n");
           row.append(el("td", { className: "cell " + status, "data-run": String(r.id), "data-status": status, title: hover, text }));

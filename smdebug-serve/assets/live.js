@@ -91,6 +91,8 @@
     // The overview's rules and headline charts.
     function patchOverview(o, delta) {
       if (!o) return;
+      // The first samples or steps: the node table and the step rate have something to show.
+      if ((!o.nodes.length && delta.new_samples.length) || (o.progress.step_rate === null && delta.new_steps.length > 1)) env.stale("overview");
       if (delta.changed_rules.length) {
         for (const r of delta.changed_rules) {
           const i = o.rules.findIndex((x) => x.name === r.name);

@@ -133,7 +133,12 @@ fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
     // Ended: the header says so, the stop button is off, and the final numbers arrive.
     cdp.wait(Duration::from_secs(20), "the final state", |c| {
         let s = c.status();
-        s["steps"] == 176 && s["panels"]["tensors"] == true
+        // The aggregates (the node table) are fetched again when the run ends.
+        s["steps"] == 176
+            && s["panels"]["tensors"] == true
+            && c.eval("document.querySelectorAll('#node-stats table tr').length")
+                .as_u64()
+                .is_some_and(|n| n >= 3)
     });
     let state = cdp.eval("document.getElementById('run-state').textContent");
     assert!(

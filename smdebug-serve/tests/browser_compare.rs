@@ -53,8 +53,9 @@ fn the_compare_tab_overlays_steps_and_system_of_the_runs_toggled_on_with_a_rules
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    // The first run's slow steps make StepOutlier fire; the second has none.
-    let a = run_with_rules(dir.path(), "run-a", 80, (1..=14).map(|i| i * 5).collect());
+    // The first run's slow steps (12 of 300: more than StepOutlier allows, few enough to
+    // stand 3σ out) make it fire; the second has none.
+    let a = run_with_rules(dir.path(), "run-a", 300, (1..=12).map(|i| i * 23).collect());
     let b = run_with_rules(dir.path(), "run-b", 50, Vec::new());
     let server = Server::start(ServeOptions::new(vec![a, b])).unwrap();
     let (_browser, mut cdp) = chromium::open(
