@@ -79,20 +79,20 @@
         const key = "steps:" + stepLabel(s);
         if (!env.charts.has(key)) { env.stale("steps"); continue; }
         if (!byChart.has(key)) byChart.set(key, []);
-        byChart.get(key).push([s.start, [s.duration, null]]);
+        s.start.forEach((t, i) => byChart.get(key).push([t, [s.duration[i], null]]));
       }
       for (const [key, rows] of byChart) {
         if (!append(key, rows, 2)) env.stale("steps");
         else env.status.patched.steps++;
       }
-      if (steps.length) env.status.last_step_time = Math.max(env.status.last_step_time || 0, ...steps.map((s) => s.start));
+      for (const s of steps) env.status.last_step_time = Math.max(env.status.last_step_time || 0, ...s.start);
     }
 
     // The overview's rules and headline charts.
     function patchOverview(o, delta) {
       if (!o) return;
       // The first samples or steps: the node table and the step rate have something to show.
-      if ((!o.nodes.length && delta.new_samples.length) || (o.progress.step_rate === null && delta.new_steps.length > 1)) env.stale("overview");
+      if ((!o.nodes.length && delta.new_samples.length) || (o.progress.step_rate === null && delta.new_steps.some((s) => s.step.length > 1))) env.stale("overview");
       if (delta.changed_rules.length) {
         for (const r of delta.changed_rules) {
           const i = o.rules.findIndex((x) => x.name === r.name);
@@ -125,7 +125,7 @@
     // fetch the run's panels again.
     function apply(delta) {
       if (delta.refetch) { env.status.refetches.push(delta.refetch_reason); return false; }
-      env.status.delta_steps += delta.new_steps.length;
+      for (const s of delta.new_steps) env.status.delta_steps += s.step.length;
       env.status.delta_rules += delta.changed_rules.length;
       patchOverview(env.overview(), delta);
       if (env.zoomed()) return true; // a window is fetched with its panels, not patched

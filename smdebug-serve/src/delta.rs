@@ -78,16 +78,7 @@ pub(crate) fn delta(id: usize, d: &RunData, seen: &mut Seen) -> RunDelta {
     {
         return refetch(seen, "more is new than one push carries");
     }
-    let new_steps = steps
-        .map(|s| StepDelta {
-            step: s.step,
-            mode: s.mode.name(),
-            node: s.node.clone(),
-            worker: s.worker,
-            start: s.start_us as f64 / 1e6,
-            duration: s.duration_us as f64 / 1e6,
-        })
-        .collect();
+    let new_steps = step_deltas(steps);
     let new_samples = sample_deltas(j, samples);
     let new_scalars = scalar_deltas(j, scalars);
     let changed_rules = if j.rule_changes > seen.rules {
@@ -108,6 +99,34 @@ pub(crate) fn delta(id: usize, d: &RunData, seen: &mut Seen) -> RunDelta {
         new_scalars,
         changed_rules,
     }
+}
+
+fn step_deltas<'a>(steps: impl Iterator<Item = &'a crate::journal::StepEntry>) -> Vec<StepDelta> {
+    let mut out: Vec<StepDelta> = Vec::new();
+    for s in steps {
+        let mode = s.mode.name();
+        let at = match out
+            .iter()
+            .position(|d| d.mode == mode && d.node == s.node && d.worker == s.worker)
+        {
+            Some(i) => i,
+            None => {
+                out.push(StepDelta {
+                    mode,
+                    node: s.node.clone(),
+                    worker: s.worker,
+                    step: Vec::new(),
+                    start: Vec::new(),
+                    duration: Vec::new(),
+                });
+                out.len() - 1
+            }
+        };
+        out[at].step.push(s.step);
+        out[at].start.push(s.start_us as f64 / 1e6);
+        out[at].duration.push(s.duration_us as f64 / 1e6);
+    }
+    out
 }
 
 fn sample_deltas<'a>(
@@ -190,7 +209,11 @@ mod tests {
     }
 
     fn steps_of(delta: &RunDelta) -> Vec<u64> {
-        delta.new_steps.iter().map(|s| s.step).collect()
+        delta
+            .new_steps
+            .iter()
+            .flat_map(|s| s.step.clone())
+            .collect()
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub struct RunDelta {
     pub refetch: bool,
     /// Why, when `refetch` is set.
     pub refetch_reason: Option<&'static str>,
-    /// Step spans read since, in arrival order.
+    /// Step spans read since, per mode, node and worker, in arrival order.
     pub new_steps: Vec<StepDelta>,
     /// System samples of the timelines read since, one entry per series.
     pub new_samples: Vec<SampleDelta>,
@@ -36,21 +36,21 @@ pub struct RunDelta {
     pub changed_rules: Vec<RuleView>,
 }
 
-/// A new step span.
+/// New step spans of one mode, node and worker, as columns.
 #[derive(Debug, Serialize)]
 pub struct StepDelta {
-    /// The global step.
-    pub step: u64,
     /// `TRAIN`, `EVAL`, …
     pub mode: &'static str,
     /// The node.
     pub node: String,
     /// The worker, when the trace says.
     pub worker: Option<u32>,
-    /// Start, seconds since the epoch.
-    pub start: f64,
-    /// Duration, seconds.
-    pub duration: f64,
+    /// Global steps, in arrival order.
+    pub step: Vec<u64>,
+    /// Starts, seconds since the epoch.
+    pub start: Vec<f64>,
+    /// Durations, seconds.
+    pub duration: Vec<f64>,
 }
 
 /// New samples of one system timeline.

@@ -41,10 +41,16 @@ impl Seen {
         let mut any = false;
         for s in delta["new_steps"].as_array().unwrap() {
             let key = format!("{} {} {}", s["mode"], s["node"], s["worker"]);
-            self.steps
-                .entry(key)
-                .or_default()
-                .push((s["step"].as_u64().unwrap(), s["start"].as_f64().unwrap()));
+            let column = |k: &str| s[k].as_array().unwrap().clone();
+            let (steps, starts) = (column("step"), column("start"));
+            assert_eq!(steps.len(), starts.len());
+            assert_eq!(steps.len(), column("duration").len());
+            self.steps.entry(key).or_default().extend(
+                steps
+                    .iter()
+                    .zip(&starts)
+                    .map(|(n, t)| (n.as_u64().unwrap(), t.as_f64().unwrap())),
+            );
             any = true;
         }
         for s in delta["new_samples"].as_array().unwrap() {
@@ -160,7 +166,7 @@ fn a_page_gets_exactly_the_new_steps_samples_scalars_and_changed_verdicts_in_its
     }
     drop(job);
     assert!(
-        seen.with_data >= 5,
+        seen.with_data >= 3,
         "the run's data came in {} pushes with data of {}",
         seen.with_data,
         seen.pushes
