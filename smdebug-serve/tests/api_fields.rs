@@ -252,6 +252,21 @@ fn every_field_the_page_reads_is_in_the_api_responses_and_they_are_gzipped() {
         packed.len(),
         body.len()
     );
+    // The event stream too: one gzip stream, flushed after each push.
+    let response = support::client()
+        .get(format!("{url}/api/events"))
+        .header("accept-encoding", "gzip")
+        .send()
+        .unwrap();
+    assert_eq!(response.headers().get("content-encoding").unwrap(), "gzip");
+    use std::io::BufRead;
+    let first = std::io::BufReader::new(flate2::read::GzDecoder::new(response))
+        .lines()
+        .map(Result::unwrap)
+        .find_map(|line| line.strip_prefix("data: ").map(str::to_owned))
+        .unwrap();
+    let push: Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(push["deltas"][0]["refetch"], true, "{push}");
     server.shutdown();
 }
 
