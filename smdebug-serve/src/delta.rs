@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use smdebug_profiler::system::vocab;
 
-use crate::journal::Journal;
+use crate::journal::{Journal, SampleEntry, ScalarEntry, StepEntry};
 use crate::push_views::{RunDelta, SampleDelta, ScalarDelta, StepDelta};
 use crate::run::RunData;
 use crate::series::finite;
@@ -101,44 +101,56 @@ pub(crate) fn delta(id: usize, d: &RunData, seen: &mut Seen) -> RunDelta {
     }
 }
 
-fn step_deltas<'a>(steps: impl Iterator<Item = &'a crate::journal::StepEntry>) -> Vec<StepDelta> {
-    let mut out: Vec<StepDelta> = Vec::new();
-    for s in steps {
-        let mode = s.mode.name();
-        let at = match out
-            .iter()
-            .position(|d| d.mode == mode && d.node == s.node && d.worker == s.worker)
-        {
-            Some(i) => i,
-            None => {
-                out.push(StepDelta {
-                    mode,
-                    node: s.node.clone(),
-                    worker: s.worker,
-                    step: Vec::new(),
-                    start: Vec::new(),
-                    duration: Vec::new(),
-                });
-                out.len() - 1
-            }
-        };
-        out[at].step.push(s.step);
-        out[at].start.push(s.start_us as f64 / 1e6);
-        out[at].duration.push(s.duration_us as f64 / 1e6);
+/// Entries grouped by `key`, groups in the order of their first entry: `new` starts a group,
+/// `add` puts an entry in it.
+fn grouped<'a, E: 'a, K: std::hash::Hash + Eq, G>(
+    entries: impl Iterator<Item = &'a E>,
+    key: impl Fn(&E) -> K,
+    new: impl Fn(&E) -> G,
+    add: impl Fn(&mut G, &E),
+) -> Vec<G> {
+    let mut groups: Vec<G> = Vec::new();
+    let mut at: HashMap<K, usize> = HashMap::new();
+    for e in entries {
+        let i = *at.entry(key(e)).or_insert_with(|| {
+            groups.push(new(e));
+            groups.len() - 1
+        });
+        add(&mut groups[i], e);
     }
-    out
+    groups
+}
+
+fn step_deltas<'a>(steps: impl Iterator<Item = &'a StepEntry>) -> Vec<StepDelta> {
+    grouped(
+        steps,
+        |s| (s.mode, s.node.clone(), s.worker),
+        |s| StepDelta {
+            mode: s.mode.name(),
+            node: s.node.clone(),
+            worker: s.worker,
+            step: Vec::new(),
+            start: Vec::new(),
+            duration: Vec::new(),
+        },
+        |d, s| {
+            d.step.push(s.step);
+            d.start.push(s.start_us as f64 / 1e6);
+            d.duration.push(s.duration_us as f64 / 1e6);
+        },
+    )
 }
 
 fn sample_deltas<'a>(
     j: &Journal,
-    samples: impl Iterator<Item = &'a crate::journal::SampleEntry>,
+    samples: impl Iterator<Item = &'a SampleEntry>,
 ) -> Vec<SampleDelta> {
-    let mut out: Vec<SampleDelta> = Vec::new();
-    let mut at: HashMap<u32, usize> = HashMap::new();
-    for s in samples {
-        let i = *at.entry(s.series).or_insert_with(|| {
+    grouped(
+        samples,
+        |s| s.series,
+        |s| {
             let k = &j.series[s.series as usize];
-            out.push(SampleDelta {
+            SampleDelta {
                 node: k.node.clone(),
                 r#type: k.metric_type.clone(),
                 name: k.name.clone(),
@@ -146,36 +158,33 @@ fn sample_deltas<'a>(
                 unit: vocab::unit(&k.metric_type, &k.name, &k.dimension),
                 t: Vec::new(),
                 v: Vec::new(),
-            });
-            out.len() - 1
-        });
-        out[i].t.push(s.t);
-        out[i].v.push(finite(s.v));
-    }
-    out
+            }
+        },
+        |d, s| {
+            d.t.push(s.t);
+            d.v.push(finite(s.v));
+        },
+    )
 }
 
 fn scalar_deltas<'a>(
     j: &Journal,
-    points: impl Iterator<Item = &'a crate::journal::ScalarEntry>,
+    points: impl Iterator<Item = &'a ScalarEntry>,
 ) -> Vec<ScalarDelta> {
-    let mut out: Vec<ScalarDelta> = Vec::new();
-    let mut at: HashMap<(u32, &'static str), usize> = HashMap::new();
-    for p in points {
-        let mode = p.mode.name();
-        let i = *at.entry((p.name, mode)).or_insert_with(|| {
-            out.push(ScalarDelta {
-                name: j.scalar_names[p.name as usize].clone(),
-                mode,
-                steps: Vec::new(),
-                values: Vec::new(),
-            });
-            out.len() - 1
-        });
-        out[i].steps.push(p.step);
-        out[i].values.push(finite(p.value));
-    }
-    out
+    grouped(
+        points,
+        |p| (p.name, p.mode),
+        |p| ScalarDelta {
+            name: j.scalar_names[p.name as usize].clone(),
+            mode: p.mode.name(),
+            steps: Vec::new(),
+            values: Vec::new(),
+        },
+        |d, p| {
+            d.steps.push(p.step);
+            d.values.push(finite(p.value));
+        },
+    )
 }
 
 #[cfg(test)]
