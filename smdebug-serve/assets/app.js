@@ -524,7 +524,8 @@
         const [area, draw] = PANELS[name];
         const at = stamp(area);
         if (!forcing && at !== null && drawnAt.get(name) === at) continue;
-        const due = (fetchedAt.get(name) || 0) + AGGREGATE_GAP_MS;
+        // Once the run has ended, what still arrives (the last trace files) is fetched as usual.
+        const due = (fetchedAt.get(name) || 0) + (runs[current] && runs[current].complete ? 0 : AGGREGATE_GAP_MS);
         if (!forcing && PATCHED.has(name) && drawnAt.has(name) && !stale.has(name) && performance.now() < due) { later(due); continue; }
         stale.delete(name);
         fetchedAt.set(name, performance.now());
@@ -562,16 +563,18 @@
       // The run started, ended or stalled: its aggregates are fetched now (the final numbers).
       if (runs[current] && runs[current].phase !== before) for (const p of PATCHED) stale.add(p);
       updateHeader();
-      let refetch = !opened;
+      const first = !opened;
       opened = true;
       for (const d of push.deltas) {
+        // A delta not applied: the panels whose data changed are fetched, within the usual
+        // once a second (a run read from a backlog asks for that on every push).
+        if (d.id === (runs[current] && runs[current].id)) { if (!live.apply(d)) for (const p of PATCHED) stale.add(p); }
         // Another run's delta matters only to the comparison, which fetches its aggregates.
-        if (d.id === (runs[current] && runs[current].id)) { if (!live.apply(d)) refetch = true; }
         else if (d.refetch && tab === "compare") stale.add("compare");
       }
       patchSummary();
       publish();
-      refreshAll(refetch);
+      refreshAll(first);
     });
     // The stop warning appears a minute after the request even when nothing is pushed.
     setInterval(() => { if (runs[current] && runs[current].stop_requested) { updateHeader(); publish(); } }, 5000);

@@ -12,7 +12,8 @@
 //     more was new than one push carries;
 //   - aggregates a delta cannot update: percentiles (the node table, a series' p50), the step
 //     rate, the heatmap, the span list, the histogram and phase stacks, the comparison; these
-//     are fetched at most every AGGREGATE_GAP_MS while their live parts are patched;
+//     are fetched at most every AGGREGATE_GAP_MS while their live parts are patched (as usual
+//     once the run has ended);
 //   - a zoomed window, and a patched chart grown past twice its point budget (downsampled
 //     again by the server).
 "use strict";
