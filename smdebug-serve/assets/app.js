@@ -6,8 +6,7 @@
 (function () {
   const { el, clear, fmt, dur, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin, selectionIn } = window.SMD;
   const status = { panels: {}, charts: 0, errors: [], csp: [], steps: null, last_step_time: null,
-                   ended: false, updates: 0, requests: 0, tab: null,
-                   // Pushed deltas applied without a fetch, and the refetches pushes asked for.
+                   ended: false, updates: 0, requests: 0, tab: null, // and the deltas applied, refetches asked for:
                    patched: { system: 0, steps: 0, rules: 0, scalars: 0 }, refetches: [], delta_steps: 0, delta_rules: 0 };
   function publish() {
     status.zoom = zoom;
@@ -267,8 +266,7 @@
     }
   }
   function tile(id, cls) { $(id).className = "tile " + cls; }
-  // The issue tile and both rules lists, from the overview's rules (fetched, or patched from
-  // pushed verdicts).
+  // The issue tile and both rules lists, from the overview's rules (fetched, or patched).
   function drawRuleLists(o) {
     const issues = o.rules.filter((x) => x.status === "IssuesFound").length;
     const na = o.rules.filter((x) => x.status === "NoData").length;
@@ -284,8 +282,7 @@
     const r = runs[current];
     if (!r || !lastOverview) return;
     const [text, cls] = runState(r);
-    $("summary-state").textContent = PHASE_TEXT[r.phase] || text;
-    tile("tile-state", cls);
+    $("summary-state").textContent = PHASE_TEXT[r.phase] || text; tile("tile-state", cls);
     $("summary-step").textContent = r.last_step === null ? "–" : String(r.last_step);
   }
   function headlineChart(h, key) {
@@ -503,10 +500,7 @@
   const PATCHED = new Set(["overview", "system", "steps", "compare"]);
   const fetchedAt = new Map(), stale = new Set();
   let laterTimer = null;
-  function later(at) {
-    if (laterTimer) return;
-    laterTimer = setTimeout(() => { laterTimer = null; refreshAll(); }, Math.max(0, at - performance.now()));
-  }
+  const later = (at) => { if (!laterTimer) laterTimer = setTimeout(() => { laterTimer = null; refreshAll(); }, Math.max(0, at - performance.now())); };
   let busy = false, again = false, force = false, lastRefresh = -Infinity, timer = null;
   async function refreshAll(forced) {
     if (forced) force = true;
@@ -549,13 +543,12 @@
     } catch (e) { publish(); return; }
     route();
     updateHeader();
-    // The event stream first: its first push sets this page's cursor on the server, and the
-    // panels fetched after it hold everything earlier (later deltas overlapping them are
-    // appended only beyond what a chart holds).
+    // The panels at once (the first paint), and the event stream: its first push sets this
+    // page's cursor; the patched panels whose data changed in between are fetched again then.
     if (source) source.close();
     source = new EventSource(api("events"));
     let opened = false;
-    source.addEventListener("error", () => { if (!opened) { opened = true; refreshAll(true); } });
+    refreshAll(true);
     source.addEventListener("runs", (e) => {
       const push = JSON.parse(e.data);
       const before = runs[current] && runs[current].phase;
@@ -563,7 +556,7 @@
       // The run started, ended or stalled: its aggregates are fetched now (the final numbers).
       if (runs[current] && runs[current].phase !== before) for (const p of PATCHED) stale.add(p);
       updateHeader();
-      const first = !opened;
+      if (!opened) for (const p of PATCHED) stale.add(p);
       opened = true;
       for (const d of push.deltas) {
         // A delta not applied: the panels whose data changed are fetched, within the usual
@@ -574,7 +567,7 @@
       }
       patchSummary();
       publish();
-      refreshAll(first);
+      refreshAll();
     });
     // The stop warning appears a minute after the request even when nothing is pushed.
     setInterval(() => { if (runs[current] && runs[current].stop_requested) { updateHeader(); publish(); } }, 5000);

@@ -5,10 +5,9 @@
 //! connection can take more, so a slow page gets one merged delta instead of a backlog. The
 //! stream is gzip-compressed for a page that accepts it.
 
+use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
-
-use std::io::Write;
 
 use axum::body::Body;
 use axum::extract::State;
