@@ -6,7 +6,8 @@
 (function () {
   const { el, clear, fmt, dur, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin, selectionIn } = window.SMD;
   const status = { panels: {}, charts: 0, errors: [], csp: [], steps: null, last_step_time: null,
-                   ended: false, updates: 0, requests: 0, tab: null };
+                   ended: false, updates: 0, requests: 0, tab: null, // and the deltas applied, refetches asked for:
+                   patched: { system: 0, steps: 0, rules: 0, scalars: 0 }, refetches: [], delta_steps: 0, delta_rules: 0 };
   function publish() {
     status.zoom = zoom;
     // First meaningful paint: the tab's panels (of overview, system, steps and scalars) drawn
@@ -265,6 +266,25 @@
     }
   }
   function tile(id, cls) { $(id).className = "tile " + cls; }
+  // The issue tile and both rules lists, from the overview's rules (fetched, or patched).
+  function drawRuleLists(o) {
+    const issues = o.rules.filter((x) => x.status === "IssuesFound").length;
+    const na = o.rules.filter((x) => x.status === "NoData").length;
+    $("summary-issues").textContent = o.rules_written ? String(issues) : "–";
+    $("summary-issues-more").textContent = o.rules_written ? o.rules.length + " rules · " + na + " not applicable" : "no rule statuses in the run yet";
+    tile("tile-issues", !o.rules_written ? "unknown" : issues ? "bad" : "good");
+    drawRules(o, $("summary-rules"), true);
+    drawRules(o, $("rules"), false);
+    status.issues_shown = issues;
+  }
+  // The state and last-step tiles follow the pushed run state between overview fetches.
+  function patchSummary() {
+    const r = runs[current];
+    if (!r || !lastOverview) return;
+    const [text, cls] = runState(r);
+    $("summary-state").textContent = PHASE_TEXT[r.phase] || text; tile("tile-state", cls);
+    $("summary-step").textContent = r.last_step === null ? "–" : String(r.last_step);
+  }
   function headlineChart(h, key) {
     const box = $("headline-charts");
     if (!h) { dropCharts(box, (k) => k === key); return; }
@@ -279,11 +299,7 @@
     $("summary-state").textContent = PHASE_TEXT[r.phase] || text;
     $("summary-state-more").textContent = text + (o.start !== null ? " · " + dur(o.end - o.start) + " of data" : "");
     tile("tile-state", cls);
-    const issues = o.rules.filter((x) => x.status === "IssuesFound").length;
-    const na = o.rules.filter((x) => x.status === "NoData").length;
-    $("summary-issues").textContent = o.rules_written ? String(issues) : "–";
-    $("summary-issues-more").textContent = o.rules_written ? o.rules.length + " rules · " + na + " not applicable" : "no rule statuses in the run yet";
-    tile("tile-issues", !o.rules_written ? "unknown" : issues ? "bad" : "good");
+    drawRuleLists(o);
     const p = o.progress;
     $("summary-step").textContent = o.last_step === null ? "–" : String(o.last_step);
     $("summary-rate").textContent = (p.step_rate !== null ? fmt(p.step_rate, 1) + " steps/s" : "no step rate yet (no step spans)") +
@@ -298,9 +314,6 @@
     const none = hc.querySelector("p.missing");
     if (!o.loss && !o.accuracy) { if (!none) hc.append(el("p", { className: "missing", text: "No loss or accuracy scalars yet." })); }
     else if (none) none.remove();
-    drawRules(o, $("summary-rules"), true);
-    drawRules(o, $("rules"), false);
-    status.issues_shown = issues;
     // The run card.
     const dl = el("dl");
     const add = (k, v) => { dl.append(el("dt", { text: k }), el("dd", { text: v })); };
@@ -351,8 +364,7 @@
     colourScale($("heatmap-scale"), 0, 100, " %");
     const groups = new Map();
     for (const s of sys.series) {
-      const k = s.type + " " + (s.type === "cpu" || s.type === "gpu" ? s.dimension : s.name) + " (" + s.unit + ")" +
-        (s.type === "network" ? ", all interfaces incl. loopback (this dashboard's traffic too)" : "");
+      const k = window.SMD.systemGroup(s);
       if (!groups.has(k)) groups.set(k, []);
       groups.get(k).push(s);
     }
@@ -361,7 +373,8 @@
       const xs = Array.from(new Set(list.flatMap((s) => s.data.t))).sort((a, b) => a - b);
       const index = new Map(xs.map((x, i) => [x, i]));
       const ys = list.map((s) => { const y = new Array(xs.length).fill(null); s.data.t.forEach((t, i) => { y[index.get(t)] = s.data.v[i]; }); return y; });
-      chart(box, "sys:" + title, title, [xs, ...ys], list.map((s) => ({ label: s.node + " " + s.name + (s.dimension && s.type !== "cpu" && s.type !== "gpu" ? " " + s.dimension : "") })), { time: true });
+      const plot = chart(box, "sys:" + title, title, [xs, ...ys], list.map((s) => ({ label: s.node + " " + s.name + (s.dimension && s.type !== "cpu" && s.type !== "gpu" ? " " + s.dimension : "") })), { time: true });
+      plot.seriesKeys = list.map(window.SMD.systemKey); // where pushed samples go (live.js)
       if (title.startsWith("cpu CPUUtilization") && xs.length) status.last_point = xs[xs.length - 1];
     }
     if (!groups.size) { clear(box); dropCharts(box); box.append(el("p", { className: "missing", text: "No system metrics yet." })); }
@@ -399,7 +412,7 @@
     } else {
       const p = box.querySelector("p.missing"); if (p) p.remove();
       for (const s of st.series) {
-        const label = s.mode + " · " + s.node + (s.worker !== null ? " worker " + s.worker : "");
+        const label = window.SMD.stepLabel(s);
         const out = new Map(s.outliers.map((o) => [o.t, o.duration]));
         chart(box, "steps:" + label, "Step duration (s), " + label + " · p50 " + dur(s.p50) + (s.outlier_limit === null ? " · no StepOutlier verdict yet" : " · StepOutlier limit " + dur(s.outlier_limit)),
           [s.data.t, s.data.v, s.data.t.map((t) => out.has(t) ? out.get(t) : null)],
@@ -431,8 +444,9 @@
   const TABS = ["summary", "scalars", "rules", "system", "steps", "tensors", "code", "kineto", "compare", "all"];
   let tab = "summary";
   function route() {
-    const m = /^#\/run\/(\d+)\/([a-z]+)$/.exec(location.hash);
-    const id = m ? parseInt(m[1], 10) : current;
+    // #/run/<id>/<tab>, a query after it (the comparison's runs), or #/<tab> for the current run.
+    const m = /^#\/(?:run\/(\d+)\/)?([a-z]+)(\?.*)?$/.exec(location.hash);
+    const id = m && m[1] !== undefined ? parseInt(m[1], 10) : current;
     const t = m && TABS.includes(m[2]) ? m[2] : "summary";
     const runChanged = id !== current && runs.some((r) => r.id === id);
     if (runChanged) { current = id; zoom = null; dropCharts($("system-charts")); dropCharts($("step-charts")); drawnAt.clear(); }
@@ -447,12 +461,14 @@
   }
   // The panels of a tab: [name, area of the data it shows, draw].
   const extras = window.SMD.makeExtras({ get, api, status, chart, runState, runs: () => runs, current: () => current });
-  const { drawTensor, drawTensor2d, drawCompare } = extras;
+  const { drawTensor, drawTensor2d } = extras;
+  const compare = window.SMD.makeCompare({ get, chart, dropCharts, status, palette, pointsQuery, runState,
+    runs: () => runs, current: () => current });
   const scalars = window.SMD.makeScalars({ get, chart, dropCharts, status, palette, pointsQuery,
     runs: () => runs, current: () => current, redraw: () => guarded("scalars", scalars.draw) });
   const PANELS = {
     overview: ["version", drawOverview], system: ["profile", drawSystem], steps: ["profile", drawSteps],
-    scalars: ["tensors", scalars.draw], tensors: ["tensors", drawTensor], compare: ["version", drawCompare],
+    scalars: ["tensors", scalars.draw], tensors: ["tensors", drawTensor], compare: ["version", compare.draw],
     code: ["time", () => extras.drawCode(false)], kineto: ["once", extras.drawKineto],
   };
   const TAB_PANELS = { summary: ["overview"], rules: ["overview"], system: ["overview", "system"], steps: ["steps"],
@@ -478,6 +494,13 @@
   }
   // At most one refresh a second: pushes that come faster are folded into the next one.
   const MIN_GAP_MS = 1000;
+  // Panels whose live parts are patched from pushed deltas (live.js): their aggregates are
+  // fetched again at most this often, or sooner when a delta could not be applied.
+  const AGGREGATE_GAP_MS = 10000;
+  const PATCHED = new Set(["overview", "system", "steps", "compare"]);
+  const fetchedAt = new Map(), stale = new Set();
+  let laterTimer = null;
+  const later = (at) => { if (!laterTimer) laterTimer = setTimeout(() => { laterTimer = null; refreshAll(); }, Math.max(0, at - performance.now())); };
   let busy = false, again = false, force = false, lastRefresh = -Infinity, timer = null;
   async function refreshAll(forced) {
     if (forced) force = true;
@@ -495,6 +518,11 @@
         const [area, draw] = PANELS[name];
         const at = stamp(area);
         if (!forcing && at !== null && drawnAt.get(name) === at) continue;
+        // Once the run has ended, what still arrives (the last trace files) is fetched as usual.
+        const due = (fetchedAt.get(name) || 0) + (runs[current] && runs[current].complete ? 0 : AGGREGATE_GAP_MS);
+        if (!forcing && PATCHED.has(name) && drawnAt.has(name) && !stale.has(name) && performance.now() < due) { later(due); continue; }
+        stale.delete(name);
+        fetchedAt.set(name, performance.now());
         await guarded(name, draw);
         drawnAt.set(name, at);
         publish();
@@ -505,6 +533,9 @@
     busy = false;
   }
 
+  const live = window.SMD.makeLive({ charts, status, headlineChart, drawRulesOf: drawRuleLists,
+    overview: () => (lastOverview && runs[current] && lastOverview.id === runs[current].id ? lastOverview : null),
+    zoomed: () => zoom !== null, budget: () => Math.round(2 * chartWidth()), stale: (name) => stale.add(name) });
   let source = null;
   async function start() {
     try {
@@ -512,12 +543,29 @@
     } catch (e) { publish(); return; }
     route();
     updateHeader();
-    await refreshAll(true);
+    // The panels at once (the first paint), and the event stream: its first push sets this
+    // page's cursor; the patched panels whose data changed in between are fetched again then.
     if (source) source.close();
     source = new EventSource(api("events"));
+    let opened = false;
+    refreshAll(true);
     source.addEventListener("runs", (e) => {
-      runs = JSON.parse(e.data).runs;
+      const push = JSON.parse(e.data);
+      const before = runs[current] && runs[current].phase;
+      runs = push.runs;
+      // The run started, ended or stalled: its aggregates are fetched now (the final numbers).
+      if (runs[current] && runs[current].phase !== before) for (const p of PATCHED) stale.add(p);
       updateHeader();
+      if (!opened) for (const p of PATCHED) stale.add(p);
+      opened = true;
+      for (const d of push.deltas) {
+        // A delta not applied: the panels whose data changed are fetched, within the usual
+        // once a second (a run read from a backlog asks for that on every push).
+        if (d.id === (runs[current] && runs[current].id)) { if (!live.apply(d)) for (const p of PATCHED) stale.add(p); }
+        // Another run's delta matters only to the comparison, which fetches its aggregates.
+        else if (d.refetch && tab === "compare") stale.add("compare");
+      }
+      patchSummary();
       publish();
       refreshAll();
     });

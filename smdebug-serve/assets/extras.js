@@ -1,10 +1,10 @@
 // smdebug serve: the Tensors panel (reductions, distribution, one step as a 2-D grid with its
-// colour scale), the run comparison, and the Kineto and Code-profile panels (tables of a
+// colour scale) and the Kineto and Code-profile panels (tables of a
 // PyTorch profiler trace's kernels and operators; the sampled CPU stacks of code-profiling
 // windows).
 "use strict";
 (function () {
-  const { el, clear, fmt, heat, colourScale, selectionIn } = window.SMD;
+  const { el, clear, fmt, heat, colourScale } = window.SMD;
   window.SMD.makeExtras = function (env) {
   // ---- tensors ------------------------------------------------------------------------------
   async function loadTensorNames() {
@@ -65,27 +65,6 @@
       ctx.fillRect(j * cw, i * rh, Math.ceil(cw), Math.ceil(rh));
     }));
     colourScale(document.getElementById("tensor2d-scale"), lo, hi, "", true);
-  }
-
-  // ---- comparing runs -----------------------------------------------------------------------
-  async function drawCompare() {
-    const all = await Promise.all(env.runs().map((r) => env.get("runs/" + r.id + "/overview")));
-    const box = document.getElementById("compare-table");
-    if (selectionIn(box)) return;
-    clear(box);
-    const table = el("table", { className: "compare" }, el("tr", null, ...["run", "state", "last step", "steps/s", "issues", "rules that found issues", "not applicable", "last loss", "last accuracy", "CPU p50 %"].map((h) => el("th", { text: h }))));
-    all.forEach((o, i) => {
-      const firing = o.rules.filter((x) => x.status === "IssuesFound").map((x) => x.name);
-      const cpu = o.nodes.flatMap((n) => n.rows).find((row) => row.metric === "CPU utilization");
-      table.append(el("tr", { "data-run": String(env.runs()[i].id) }, el("td", { text: o.name }), el("td", { text: env.runState(env.runs()[i])[0] }),
-        el("td", { text: o.last_step === null ? "–" : o.last_step }), el("td", { text: fmt(o.progress.step_rate, 1) }),
-        el("td", { text: o.rules_written ? firing.length : "–" }), el("td", { className: "name", text: firing.join(", "), title: firing.join(", ") }),
-        el("td", { text: o.rules.filter((x) => x.status === "NoData").length }),
-        el("td", { text: o.loss ? fmt(o.loss.last_value, 4) : "–" }), el("td", { text: o.accuracy ? fmt(o.accuracy.last_value, 4) : "–" }),
-        el("td", { text: cpu ? fmt(cpu.p50, 1) : "–" })));
-    });
-    box.append(table, el("p", { className: "hint", text: "Scalars of every run are overlaid in the Scalars tab (toggle runs there); pick a run in the header for its rules, system and steps." }));
-    env.status.panels.compare = true;
   }
 
   async function drawKineto() {
@@ -154,6 +133,6 @@
     env.status.code_windows = c.windows.length;
   }
 
-    return { drawKineto, drawCode, drawTensor, drawTensor2d, drawCompare };
+    return { drawKineto, drawCode, drawTensor, drawTensor2d };
   };
 })();

@@ -133,6 +133,21 @@ pub fn runs(runs: &[std::sync::Arc<Run>]) -> RunList {
     RunList { runs: list }
 }
 
+/// The step of each point of a step-duration series (`rows`: `(step, start µs, duration)` in
+/// start order; a point's time is its span's start).
+fn steps_at(rows: &[(u64, u64, f64)], data: &TimeSeries) -> Vec<Option<u64>> {
+    data.t
+        .iter()
+        .map(|t| {
+            let us = (t.unwrap_or(f64::NAN) * 1e6).round();
+            let at = rows.partition_point(|r| (r.1 as f64) < us - 1.0);
+            rows.get(at)
+                .filter(|r| (r.1 as f64 - us).abs() <= 1.0)
+                .map(|r| r.0)
+        })
+        .collect()
+}
+
 pub(crate) fn is_step(span: &SpanRef<'_>) -> Option<Mode> {
     span.step_mode
 }
@@ -249,6 +264,7 @@ pub fn steps(run: &Run, window: &Window, last: usize) -> Steps {
                 .and_then(|v| v.nodes.get(node))
                 .and_then(|modes| modes.get(mode));
             let points: Vec<(u64, f64)> = rows.iter().map(|r| (r.1, r.2)).collect();
+            let data = time_series(&points, window);
             let outliers = judged
                 .map(|j| {
                     j.outlier_steps
@@ -277,7 +293,8 @@ pub fn steps(run: &Run, window: &Window, last: usize) -> Steps {
                 p50: finite(p50),
                 mean: finite(mean),
                 outlier_limit: judged.and_then(|j| finite(j.outlier_limit_s)),
-                data: time_series(&points, window),
+                step: steps_at(rows, &data),
+                data,
                 outliers,
             }
         })

@@ -17,6 +17,8 @@ const APP_JS: &str = include_str!("../assets/app.js");
 const LIB_JS: &str = include_str!("../assets/lib.js");
 const SCALARS_JS: &str = include_str!("../assets/scalars.js");
 const EXTRAS_JS: &str = include_str!("../assets/extras.js");
+const LIVE_JS: &str = include_str!("../assets/live.js");
+const COMPARE_JS: &str = include_str!("../assets/compare.js");
 const APP_CSS: &str = include_str!("../assets/app.css");
 const UPLOT_JS: &str = include_str!("../assets/vendor/uPlot.iife.min.js");
 const UPLOT_CSS: &str = include_str!("../assets/vendor/uPlot.min.css");
@@ -45,6 +47,14 @@ pub(crate) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route(
             "/assets/extras.js",
             get(|| async { asset("text/javascript", EXTRAS_JS) }),
+        )
+        .route(
+            "/assets/live.js",
+            get(|| async { asset("text/javascript", LIVE_JS) }),
+        )
+        .route(
+            "/assets/compare.js",
+            get(|| async { asset("text/javascript", COMPARE_JS) }),
         )
         .route(
             "/assets/app.css",

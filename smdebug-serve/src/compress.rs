@@ -1,6 +1,6 @@
 //! Gzip for the responses that are whole in memory (the API's JSON, the page's assets, the
-//! report) when the client accepts it. The event stream, already-compressed files and small
-//! bodies go as they are.
+//! report) when the client accepts it. Already-compressed files and small bodies go as they
+//! are; the event stream compresses itself, event by event ([`crate::push`]).
 //!
 //! Why not tower-http's `CompressionLayer`: tower-http is in the tree (through reqwest), but its
 //! compression feature needs async-compression, which is not; flate2, which the workspace
@@ -10,7 +10,7 @@ use std::io::Write;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use flate2::Compression;
@@ -22,9 +22,9 @@ const MIN_BYTES: usize = 1024;
 /// The largest body compressed (a larger one, which none of the views is, goes as it is).
 const MAX_BYTES: usize = 64 * 1024 * 1024;
 
-fn accepts_gzip(request: &Request) -> bool {
-    request
-        .headers()
+/// Whether a request with `headers` accepts gzip.
+pub(crate) fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
         .get_all(header::ACCEPT_ENCODING)
         .iter()
         .filter_map(|v| v.to_str().ok())
@@ -58,7 +58,7 @@ fn compressible(response: &Response) -> bool {
 
 /// The middleware: gzips a whole response the client accepts gzip for.
 pub(crate) async fn gzip(request: Request, next: Next) -> Response {
-    let wanted = accepts_gzip(&request);
+    let wanted = accepts_gzip(request.headers());
     let response = next.run(request).await;
     if !wanted || !compressible(&response) {
         return response;

@@ -27,7 +27,9 @@
 //!
 //! ```text
 //! GET  /api/runs                          the runs and their live state
-//! GET  /api/events                        server-sent events: `runs` on every change
+//! GET  /api/events                        server-sent events (gzip when accepted): `runs`,
+//!                                         the runs' state and per run what is new since
+//!                                         the previous push to this page (at most every 500 ms)
 //! GET  /api/runs/{id}/overview            job summary, per-node statistics, rule statuses
 //! GET  /api/runs/{id}/system?from&to&points&offset&limit   a page of timelines (64 by
 //!                                         default, 256 at most) and the per-core/per-GPU
@@ -72,14 +74,17 @@ mod assets;
 mod code;
 mod compress;
 mod conn;
+mod delta;
 pub mod downsample;
 mod expand;
 mod guard;
 mod identity;
+mod journal;
 mod overview;
 mod page;
 mod pool;
 mod push;
+mod push_views;
 mod report;
 mod routes;
 mod run;

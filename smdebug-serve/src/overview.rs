@@ -168,7 +168,7 @@ pub fn overview(run: &Run) -> Overview {
 /// The rules' statuses. `ProfilerReport` takes the worst verdict of the profiler rules beside
 /// it when its own status says less (a summary written before its verdict was made from
 /// theirs), and says so.
-fn rule_views(d: &RunData) -> Vec<RuleView> {
+pub(crate) fn rule_views(d: &RunData) -> Vec<RuleView> {
     let Some(summary) = d.rules.as_ref() else {
         return Vec::new();
     };

@@ -1,31 +1,103 @@
-//! Server-sent events: the runs' live state, pushed to every open page when a follower saw
-//! new data or a report's stage changed.
+//! Server-sent events: the runs' live state pushed to every open page when a follower saw new
+//! data or a report's stage changed, with per run what is new since the previous push to that
+//! page ([`crate::delta`]: new step spans, system samples, headline scalar points and changed
+//! verdicts). Each page's stream keeps its own cursor; the stream is only polled when the page's
+//! connection can take more, so a slow page gets one merged delta instead of a backlog. The
+//! stream is gzip-compressed for a page that accepts it.
 
-use std::convert::Infallible;
+use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::State;
-use axum::response::sse::{Event, KeepAlive, Sse};
-use futures::Stream;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::Response;
+use bytes::Bytes;
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use futures::StreamExt;
 
-use crate::api;
+use crate::delta::{Seen, delta};
+use crate::push_views::Push;
 use crate::state::Shared;
+use crate::{api, compress};
 
-pub(crate) async fn events(
-    State(state): State<Shared>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+/// The shortest time between two pushes to one page: the follower passes a live run every
+/// 200 ms, and each push repeats every run's state, so a page gets what is new every half
+/// second, merged.
+const PUSH_GAP: Duration = Duration::from_millis(500);
+
+/// A comment is sent after this long without a push.
+const KEEP_ALIVE: Duration = Duration::from_secs(10);
+
+/// The next push for a page that has seen `seen` (one cursor per run), moving it on.
+pub(crate) fn next_push(state: &Shared, seen: &mut Vec<Seen>) -> Push {
+    seen.resize(state.runs.len(), Seen::default());
+    let runs = api::runs(&state.runs).runs;
+    let deltas = state
+        .runs
+        .iter()
+        .zip(seen.iter_mut())
+        .map(|(run, seen)| {
+            let d = run.data.read().expect("run data lock");
+            delta(run.id, &d, seen)
+        })
+        .collect();
+    Push { runs, deltas }
+}
+
+/// A page's stream of pushes as text/event-stream, gzip-compressed as one deflate stream
+/// flushed after every event when the page accepts it (each push repeats much of the previous
+/// one, which the shared window turns into a few bytes).
+pub(crate) async fn events(State(state): State<Shared>, headers: HeaderMap) -> Response {
     let rx = state.updates.clone();
-    let stream = futures::stream::unfold((rx, true), move |(mut rx, first)| {
+    let start = (rx, None, Vec::new());
+    let texts = futures::stream::unfold(start, move |(mut rx, last, mut seen)| {
         let state = Arc::clone(&state);
         async move {
-            if !first && rx.changed().await.is_err() {
-                return None;
+            if let Some(last) = last {
+                // What arrives meanwhile goes into the next push, merged.
+                tokio::time::sleep_until(last + PUSH_GAP).await;
+                match tokio::time::timeout(KEEP_ALIVE, rx.changed()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => return None,
+                    // Nothing new for a while: a comment keeps the connection open.
+                    Err(_) => return Some((":\n\n".to_owned(), (rx, Some(last), seen))),
+                }
             }
             rx.borrow_and_update();
-            let body = serde_json::to_string(&api::runs(&state.runs)).unwrap_or_default();
-            Some((Ok(Event::default().event("runs").data(body)), (rx, false)))
+            let sent = tokio::time::Instant::now();
+            let body = serde_json::to_string(&next_push(&state, &mut seen)).unwrap_or_default();
+            Some((
+                format!("event: runs\ndata: {body}\n\n"),
+                (rx, Some(sent), seen),
+            ))
         }
     });
-    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(10)))
+    let gzip = compress::accepts_gzip(&headers);
+    let mut encoder = gzip.then(|| GzEncoder::new(Vec::new(), Compression::fast()));
+    let chunks = texts.map(move |text| -> Result<Bytes, std::io::Error> {
+        match encoder.as_mut() {
+            None => Ok(Bytes::from(text)),
+            Some(e) => {
+                e.write_all(text.as_bytes())?;
+                // A sync flush: the event is complete on the wire now.
+                e.flush()?;
+                Ok(Bytes::from(std::mem::take(e.get_mut())))
+            }
+        }
+    });
+    let mut response = Response::new(Body::from_stream(chunks));
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    if gzip {
+        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
+    response
 }

@@ -25,6 +25,7 @@ use smdebug_rules::Summary;
 use smdebug_rules::runner::SUMMARY_FILE;
 
 use crate::identity::{Change, Identity};
+use crate::journal::Journal;
 
 /// Time spent reading a backlog of index files per follower pass (the rest on the next
 /// passes), so that a large backlog does not hold back new samples and the page sees progress.
@@ -89,6 +90,8 @@ pub(crate) struct RunData {
     pub changed: Changed,
     /// When the follower last found new samples, spans or tensor values.
     pub last_new_data: Option<std::time::Instant>,
+    /// What the follower found new, numbered (the pushes' deltas).
+    pub journal: Journal,
 }
 
 /// Counters bumped when an area of a run's data changes (the version, split by panel).
@@ -289,6 +292,8 @@ fn follow_profile(run: &Run, follower: &mut ProfilerFollower) -> ProfileRead {
             if !increment.problems.is_empty() {
                 data.problems = follower.problems().clone();
             }
+            data.journal.add_samples(&increment.samples);
+            data.journal.add_spans(&increment.spans);
             let profile = Arc::make_mut(&mut data.profile);
             profile.add_sample_batch(samples);
             profile.add_span_batch(spans);
@@ -376,11 +381,9 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
             .name("smdebug-serve-profile".to_string())
             .spawn_scoped(scope, || follow_profile(run, profiler));
         let update = tensors.poll(TENSOR_BUDGET_PER_PASS, &mut |values, more| {
-            run.data
-                .write()
-                .expect("run data lock")
-                .scalars
-                .add(values, more);
+            let mut data = run.data.write().expect("run data lock");
+            data.journal.add_scalars(&values);
+            data.scalars.add(values, more);
         });
         let profile = match profile {
             Ok(handle) => handle
@@ -435,6 +438,11 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
     }
     if let Some(summary) = new_summary {
         data.rules = Some(summary);
+        let views: Vec<(String, String)> = crate::overview::rule_views(&data)
+            .iter()
+            .map(|v| (v.name.clone(), serde_json::to_string(v).unwrap_or_default()))
+            .collect();
+        data.journal.note_rules(views);
         data.changed.rules += 1;
         changed = true;
     }

@@ -87,6 +87,9 @@ pub struct StepSeries {
     pub outlier_limit: Option<f64>,
     /// Durations over time.
     pub data: TimeSeries,
+    /// The global step of each point of `data` (the comparison of runs draws durations over
+    /// steps).
+    pub step: Vec<Option<u64>>,
     /// Steps above the limit (at most 200).
     pub outliers: Vec<Outlier>,
 }

@@ -12,17 +12,24 @@ use crate::series::{Heatmap, HeatmapRow, SystemPage, SystemSeries, finite};
 /// Heatmap rows at most: beyond, neighbouring rows are averaged into bands.
 pub const HEATMAP_ROWS: usize = 256;
 
+/// Whether a metric is drawn as a timeline: per-core utilization goes to the heatmap instead,
+/// capacities are not drawn; totals and the rest are timelines (the pushes carry their new
+/// samples).
+pub(crate) fn is_timeline(metric_type: &str, name: &str, dimension: &str) -> bool {
+    let per_core = metric_type == vocab::TYPE_CPU && name != vocab::CPU_TOTAL;
+    let capacity = name.ends_with("TotalBytes") || dimension.ends_with("TotalBytes");
+    !(per_core || capacity)
+}
+
 /// System timelines (downsampled over the window, one page of them: `series_total` says how
 /// many there are, `next_offset` where the next page starts) and the per-core / per-GPU
 /// heatmap (at most [`HEATMAP_ROWS`] rows).
 pub fn system(run: &Run, window: &Window, page: Page) -> SystemPage {
     let d = run.data.read().expect("run data lock");
-    let timelines = d.profile.metrics().filter(|m| {
-        // Per-core utilization goes to the heatmap; totals and the rest to timelines.
-        let per_core = m.metric_type == vocab::TYPE_CPU && m.name != vocab::CPU_TOTAL;
-        let capacity = m.name.ends_with("TotalBytes") || m.dimension.ends_with("TotalBytes");
-        !(per_core || capacity)
-    });
+    let timelines = d
+        .profile
+        .metrics()
+        .filter(|m| is_timeline(&m.metric_type, &m.name, &m.dimension));
     let (series, total) = page.select(timelines, |m| SystemSeries {
         node: m.node.clone(),
         r#type: m.metric_type.clone(),

@@ -3,6 +3,7 @@
 //! walked for their keys, and the scripts for the names they read off objects. Names with an
 //! underscore (the API's snake_case; the browser's own properties are camelCase) are checked,
 //! except those the page writes into its own `status` report.
+//! The pushed updates of `/api/events` are walked too.
 //! It also checks that the responses are gzip-compressed for a client that accepts it.
 
 mod support;
@@ -18,7 +19,6 @@ use smdebug_core::Mode;
 use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler};
 use smdebug_profiler::system::NodeId;
-use smdebug_rules::{RuleRunner, RuleSpec};
 use smdebug_serve::{ServeOptions, Server};
 use support::{JobConfig, get_json, start_job, wait_for};
 
@@ -77,24 +77,13 @@ fn every_field_the_page_reads_is_in_the_api_responses_and_they_are_gzipped() {
     profiler.end(Some((Mode::Train, 7))).unwrap();
     assert_eq!(profiler.finish().unwrap().written, 1);
     let location = run.to_str().unwrap().to_owned();
-    let mut summary = RuleRunner::builder(&location)
-        .spec(RuleSpec::parse("StepOutlier").unwrap())
-        .spec(RuleSpec::parse("LowGPUUtilization").unwrap())
-        .build()
-        .unwrap()
-        .run_offline()
-        .unwrap();
+    let mut summary = support::offline_rules(&location, &["StepOutlier", "LowGPUUtilization"]);
     // Evidence the page must show as it is: NaN and ±Inf (JSON has no such numbers).
     summary.rules[0].evidence = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.5]
         .iter()
         .map(|&v| smdebug_rules::Evidence::new("fc.weight", 7, "max", v))
         .collect();
-    std::fs::create_dir_all(run.join("rules")).unwrap();
-    std::fs::write(
-        run.join(smdebug_rules::runner::SUMMARY_FILE),
-        serde_json::to_vec(&summary).unwrap(),
-    )
-    .unwrap();
+    support::write_rules(&run, &summary);
     let mut options = ServeOptions::new(vec![location]);
     // A Kineto trace, so that the Kineto view has ranks, kernels and operators.
     options.traces =
@@ -183,9 +172,33 @@ fn every_field_the_page_reads_is_in_the_api_responses_and_they_are_gzipped() {
     ] {
         keys(&get_json(&format!("{url}/api/{path}")), &mut seen);
     }
+    // A pushed update: the run list and each run's delta (on this ended run a page's first
+    // push asks it to fetch; the delta's lists are there, empty).
+    keys(
+        &support::events(&url)
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap(),
+        &mut seen,
+    );
+    for f in [
+        "deltas",
+        "refetch_reason",
+        "new_steps",
+        "new_samples",
+        "changed_rules",
+    ] {
+        assert!(seen.contains(f), "{f} is not in the push");
+    }
     let assets = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets");
     let mut missing = Vec::new();
-    for script in ["app.js", "lib.js", "scalars.js", "extras.js"] {
+    for script in [
+        "app.js",
+        "lib.js",
+        "scalars.js",
+        "extras.js",
+        "live.js",
+        "compare.js",
+    ] {
         let text = std::fs::read_to_string(assets.join(script)).unwrap();
         for name in snake_reads(&text) {
             if !seen.contains(&name) {
@@ -239,6 +252,21 @@ fn every_field_the_page_reads_is_in_the_api_responses_and_they_are_gzipped() {
         packed.len(),
         body.len()
     );
+    // The event stream too: one gzip stream, flushed after each push.
+    let response = support::client()
+        .get(format!("{url}/api/events"))
+        .header("accept-encoding", "gzip")
+        .send()
+        .unwrap();
+    assert_eq!(response.headers().get("content-encoding").unwrap(), "gzip");
+    use std::io::BufRead;
+    let first = std::io::BufReader::new(flate2::read::GzDecoder::new(response))
+        .lines()
+        .map(Result::unwrap)
+        .find_map(|line| line.strip_prefix("data: ").map(str::to_owned))
+        .unwrap();
+    let push: Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(push["deltas"][0]["refetch"], true, "{push}");
     server.shutdown();
 }
 

@@ -17,34 +17,17 @@
 //! Set `SMDEBUG_SKIP_BROWSER=1` to skip on a machine without chromium. Screenshots are left in
 //! cargo's target directory (`target/tmp/serve_browser/`).
 
-#[path = "support/cdp.rs"]
-mod cdp;
 mod support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cdp::{Browser, Cdp};
 use serde_json::{Value, json};
 use smdebug_io::storage::LocalStorage;
 use smdebug_serve::{ServeOptions, Server};
+use support::chromium;
 use support::{HOSTILE_NAME, JobConfig, start_job};
-
-fn chromium() -> Option<PathBuf> {
-    let path = PathBuf::from("/usr/bin/chromium");
-    if path.exists() {
-        return Some(path);
-    }
-    if std::env::var("SMDEBUG_SKIP_BROWSER").as_deref() == Ok("1") {
-        eprintln!("SMDEBUG_SKIP_BROWSER=1: skipping the browser checks");
-        return None;
-    }
-    panic!(
-        "/usr/bin/chromium is missing: run `bash .ci/setup-browser` (apt-get install chromium), \
-         or set SMDEBUG_SKIP_BROWSER=1 to skip the browser checks"
-    );
-}
 
 fn shared_trace(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -58,7 +41,9 @@ fn as_f64(v: &Value) -> Option<f64> {
 
 #[test]
 fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
-    let Some(binary) = chromium() else { return };
+    let Some(binary) = chromium::binary() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("live-run");
     let mut options = ServeOptions::new(vec![run.to_str().unwrap().into()]);
@@ -69,25 +54,11 @@ fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
     let server = Server::start(options).unwrap();
     let origin = server.url().trim_end_matches('/').to_owned();
 
-    let browser = Browser::launch(&binary, &dir.path().join("profile"));
-    let mut cdp = Cdp::connect(&browser.ws_url);
-    let target = cdp.call("Target.createTarget", json!({"url": "about:blank"}));
-    let session = cdp.call(
-        "Target.attachToTarget",
-        json!({"targetId": target["targetId"], "flatten": true}),
-    );
-    cdp.session = Some(session["sessionId"].as_str().unwrap().to_owned());
-    for domain in [
-        "Page.enable",
-        "Runtime.enable",
-        "Log.enable",
-        "Network.enable",
-    ] {
-        cdp.call(domain, json!({}));
-    }
-    cdp.call(
-        "Emulation.setDeviceMetricsOverride",
-        json!({"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": false}),
+    let (browser, mut cdp) = chromium::open(
+        &binary,
+        &dir.path().join("profile"),
+        Some((1400, 1000)),
+        &["Page", "Runtime", "Log", "Network"],
     );
     // Every section on one page (the tab a link to `#/run/0/all` opens).
     cdp.call(
@@ -162,7 +133,12 @@ fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
     // Ended: the header says so, the stop button is off, and the final numbers arrive.
     cdp.wait(Duration::from_secs(20), "the final state", |c| {
         let s = c.status();
-        s["steps"] == 176 && s["panels"]["tensors"] == true
+        // The aggregates (the node table) are fetched again when the run ends.
+        s["steps"] == 176
+            && s["panels"]["tensors"] == true
+            && c.eval("document.querySelectorAll('#node-stats table tr').length")
+                .as_u64()
+                .is_some_and(|n| n >= 3)
     });
     let state = cdp.eval("document.getElementById('run-state').textContent");
     assert!(

@@ -11,8 +11,6 @@
 //! screenshot is left in cargo's target directory (`target/tmp/serve_summary/first-screen.png`;
 //! `docs/dashboard.png` is a copy).
 
-#[path = "support/cdp.rs"]
-mod cdp;
 mod support;
 
 use std::collections::BTreeMap;
@@ -20,26 +18,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cdp::{Browser, Cdp};
 use serde_json::{Value, json};
 use smdebug_io::storage::LocalStorage;
 use smdebug_rules::{RuleRunner, RuleSpec};
 use smdebug_serve::{ServeOptions, Server};
+use support::chromium;
 use support::{JobConfig, start_job};
-
-fn chromium() -> Option<PathBuf> {
-    let path = PathBuf::from("/usr/bin/chromium");
-    if path.exists() {
-        return Some(path);
-    }
-    if std::env::var("SMDEBUG_SKIP_BROWSER").as_deref() == Ok("1") {
-        eprintln!("SMDEBUG_SKIP_BROWSER=1: skipping the browser checks");
-        return None;
-    }
-    panic!(
-        "/usr/bin/chromium is missing: run `bash .ci/setup-browser`, or set SMDEBUG_SKIP_BROWSER=1"
-    );
-}
 
 /// Bytes the page received per whole second of the DevTools clock, from the network events:
 /// each chunk's encoded length as it arrived (the event stream's too), and for a response whose
@@ -77,7 +61,9 @@ fn median(mut xs: Vec<u64>) -> u64 {
 
 #[test]
 fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_is_honest() {
-    let Some(binary) = chromium() else { return };
+    let Some(binary) = chromium::binary() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("live-run");
     std::fs::create_dir_all(&run).unwrap();
@@ -112,20 +98,11 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
         .spawn()
         .unwrap();
 
-    let browser = Browser::launch(&binary, &dir.path().join("profile"));
-    let mut cdp = Cdp::connect(&browser.ws_url);
-    let target = cdp.call("Target.createTarget", json!({"url": "about:blank"}));
-    let session = cdp.call(
-        "Target.attachToTarget",
-        json!({"targetId": target["targetId"], "flatten": true}),
-    );
-    cdp.session = Some(session["sessionId"].as_str().unwrap().to_owned());
-    for domain in ["Page.enable", "Runtime.enable", "Network.enable"] {
-        cdp.call(domain, json!({}));
-    }
-    cdp.call(
-        "Emulation.setDeviceMetricsOverride",
-        json!({"width": 1440, "height": 900, "deviceScaleFactor": 1, "mobile": false}),
+    let (_browser, mut cdp) = chromium::open(
+        &binary,
+        &dir.path().join("profile"),
+        Some((1440, 900)),
+        &["Page", "Runtime", "Network"],
     );
     cdp.call("Page.navigate", json!({"url": server.url()}));
 
@@ -330,7 +307,9 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
 
 #[test]
 fn a_stop_request_the_job_has_not_honoured_after_a_minute_is_shown_as_late() {
-    let Some(binary) = chromium() else { return };
+    let Some(binary) = chromium::binary() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     std::fs::create_dir_all(&run).unwrap();
@@ -355,15 +334,8 @@ fn a_stop_request_the_job_has_not_honoured_after_a_minute_is_shown_as_late() {
     smdebug_io::stop::request_stop(storage.as_ref(), &request).unwrap();
     let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().into()])).unwrap();
 
-    let browser = Browser::launch(&binary, &dir.path().join("profile"));
-    let mut cdp = Cdp::connect(&browser.ws_url);
-    let target = cdp.call("Target.createTarget", json!({"url": "about:blank"}));
-    let session = cdp.call(
-        "Target.attachToTarget",
-        json!({"targetId": target["targetId"], "flatten": true}),
-    );
-    cdp.session = Some(session["sessionId"].as_str().unwrap().to_owned());
-    cdp.call("Runtime.enable", json!({}));
+    let (_browser, mut cdp) =
+        chromium::open(&binary, &dir.path().join("profile"), None, &["Runtime"]);
     cdp.call("Page.navigate", json!({"url": server.url()}));
     cdp.wait(Duration::from_secs(30), "the late stop warning", |c| {
         c.status()["stop_state"]

@@ -4,6 +4,9 @@
 
 #![allow(dead_code)]
 
+pub mod cdp;
+pub mod chromium;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -223,4 +226,50 @@ pub fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>
         );
         thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Rule statuses of the run at `location` (a finished run), evaluated offline with `specs`.
+pub fn offline_rules(location: &str, specs: &[&str]) -> smdebug_rules::Summary {
+    let mut builder = smdebug_rules::RuleRunner::builder(location);
+    for spec in specs {
+        builder = builder.spec(smdebug_rules::RuleSpec::parse(spec).unwrap());
+    }
+    builder.build().unwrap().run_offline().unwrap()
+}
+
+/// Writes `summary` where a rule runner writes it into the run folder `run`.
+pub fn write_rules(run: &Path, summary: &smdebug_rules::Summary) {
+    let file = run.join(smdebug_rules::runner::SUMMARY_FILE);
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(file, serde_json::to_vec(summary).unwrap()).unwrap();
+}
+
+/// The pushed `runs` events of the server at `url` (`/api/events`), parsed, as they arrive
+/// (read on a thread, which ends when the receiver is dropped and the next event comes).
+pub fn events(url: &str) -> std::sync::mpsc::Receiver<Value> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let url = format!("{url}/api/events");
+    thread::spawn(move || {
+        // No overall timeout: the stream stays open.
+        let client = reqwest::blocking::Client::builder()
+            .no_proxy()
+            .build()
+            .unwrap();
+        let response = client.get(&url).send().unwrap();
+        assert!(
+            response.status().is_success(),
+            "{url}: {}",
+            response.status()
+        );
+        for line in std::io::BufReader::new(response).lines() {
+            let Ok(line) = line else { return };
+            if let Some(data) = line.strip_prefix("data: ")
+                && tx.send(serde_json::from_str(data).unwrap()).is_err()
+            {
+                return;
+            }
+        }
+    });
+    rx
 }
