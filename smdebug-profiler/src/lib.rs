@@ -16,6 +16,8 @@
 //! - [`kineto`]: PyTorch profiler (Kineto) traces, streamed in bounded memory, into operator and
 //!   GPU-kernel breakdowns per rank.
 //! - [`stats`]: the percentile every figure of the profiler rules and the report uses.
+//! - [`downsample`]: the one min-max downsampler of long series, for the report's charts and
+//!   the dashboard.
 //! - [`config`]: SageMaker's profiler configuration (`profilerconfig.json`), read as Python
 //!   smdebug reads it, laid over the settings from code, and watched while the job runs.
 
@@ -24,6 +26,7 @@
 
 pub mod code;
 pub mod config;
+pub mod downsample;
 pub mod follow;
 pub mod kineto;
 pub mod reader;

@@ -61,11 +61,13 @@
 //! **Figures.** Percentiles interpolate linearly between ranks (NumPy's default). Step
 //! durations are drawn per node and worker (one worker per GPU in data-parallel jobs).
 //! **One verdict:** a section about a rule (CPU and I/O bottlenecks, step outliers, load
-//! balancing, GPU utilization) shows that rule's own evidence, its typed
+//! balancing, GPU utilization, batch size, GPU memory growth, data-loading workers, the
+//! initialization time) shows that rule's own evidence, its typed
 //! [`Details`](smdebug_rules::profiler::Details) as recorded in its status: the bottleneck
 //! counts are the rule's 20 ms snapshots, the circles on a chart are the snapshots or steps the
-//! rule judged (the figure's `data-marked` gives their count), the distances between GPUs are the
-//! rule's. The page judges nothing itself: without the rule's result a section says so and draws
+//! rule judged (the figure's `data-marked` gives their count), the distances between GPUs, the
+//! batch-size p95s, the memory averages and rises, the worker count against the cores and the
+//! initialization are the rule's. The page judges nothing itself: without the rule's result a section says so and draws
 //! the recorded data only. Every threshold a figure names is the parameter of the rule, as that
 //! rule ran (`ProfilerReport:CPUBottleneck_cpu_threshold=80`), or the rule's default when it did
 //! not run. Summaries and histograms are `smdebug_profiler::stats`', the code the rules use.

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use smdebug_io::Storage;
 use smdebug_io::trial::{ScalarColumns, TensorFollower};
+use smdebug_profiler::downsample::{MinMax, min_max};
 
 use crate::input::{LoadOptions, NoteArea, ReportInput, ScalarSeries};
 
@@ -114,51 +115,11 @@ impl ReportInput {
     }
 }
 
-/// At most `max` of `points` (in step order): all of them when they fit, else the lowest and
-/// the highest value of each of `max / 2` equal step slices, in step order, with the first and
-/// the last point.
+/// At most `max` of `points` (in step order): all of them when they fit, else the first and
+/// the last point with the lowest and the highest value of each of `max / 2 - 1` equal step
+/// slices (smdebug-profiler's one min-max downsampler).
 fn thin(points: &[(u64, f64)], max: usize) -> Vec<(u64, f64)> {
-    let slices = (max / 2).saturating_sub(1).max(1);
-    if points.len() <= max {
-        return points.to_vec();
-    }
-    let (first, last) = (points[0], points[points.len() - 1]);
-    let span = (last.0 - first.0) as f64;
-    let slice_of =
-        |step: u64| (((step - first.0) as f64 / span * slices as f64) as usize).min(slices - 1);
-    let mut out = Vec::with_capacity(max);
-    out.push(first);
-    let inner = &points[1..points.len() - 1];
-    let mut at = 0;
-    while at < inner.len() {
-        let slice = slice_of(inner[at].0);
-        let mut end = at;
-        let (mut lo, mut hi): (Option<usize>, Option<usize>) = (None, None);
-        while end < inner.len() && slice_of(inner[end].0) == slice {
-            let v = inner[end].1;
-            if v.is_finite() {
-                if lo.is_none_or(|i| v < inner[i].1) {
-                    lo = Some(end);
-                }
-                if hi.is_none_or(|i| v > inner[i].1) {
-                    hi = Some(end);
-                }
-            }
-            end += 1;
-        }
-        match (lo, hi) {
-            (Some(lo), Some(hi)) if lo != hi => {
-                out.push(inner[lo.min(hi)]);
-                out.push(inner[lo.max(hi)]);
-            }
-            (Some(one), _) | (_, Some(one)) => out.push(inner[one]),
-            // No finite value in the slice: its first point stands for it.
-            (None, None) => out.push(inner[at]),
-        }
-        at = end;
-    }
-    out.push(last);
-    out
+    min_max(points, &MinMax::new(max).keep_ends(true))
 }
 
 #[cfg(test)]

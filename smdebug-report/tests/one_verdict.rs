@@ -24,6 +24,11 @@ const GPU_BUSY_FROM: u64 = 40;
 /// Step spans, 100 ms each but for [`SLOW_STEPS`] of 400 ms.
 const STEPS: u64 = 40;
 const SLOW_STEPS: [u64; 3] = [10, 20, 30];
+/// gpu0's memory use is 20 % before this sample and 35 % from it on; gpu1's stays at 20 %.
+const MEMORY_UP_FROM: u64 = 30;
+/// Data-loading spans, 50 ms each, one a second from the job's first instant, each before
+/// its step.
+const LOADS: u64 = 12;
 
 /// The run's start, whole seconds a while ago.
 fn start_s() -> u64 {
@@ -43,12 +48,13 @@ fn record(run: &Path, start: u64) {
         let t = start as f64 + i as f64 + 0.5;
         let cpu = if i % 3 == 0 { 85.0 } else { 40.0 };
         let gpu = if i < GPU_BUSY_FROM { 5.0 } else { 60.0 };
+        let memory = if i < MEMORY_UP_FROM { 20.0 } else { 35.0 };
         for (kind, name, dimension, value) in [
             ("cpu", "total", "CPUUtilization", cpu),
             ("cpu", "cpu0", "CPUUtilization", cpu),
             ("cpu", "cpu0", "I/OWaitPercentage", 1.0),
             ("gpu", "gpu0", "GPUUtilization", gpu),
-            ("gpu", "gpu0", "GPUMemoryUtilization", 20.0),
+            ("gpu", "gpu0", "GPUMemoryUtilization", memory),
             ("gpu", "gpu1", "GPUUtilization", 90.0),
             ("gpu", "gpu1", "GPUMemoryUtilization", 20.0),
         ] {
@@ -63,6 +69,16 @@ fn record(run: &Path, start: u64) {
         .unwrap();
     let config = SpanConfig::default().node(NodeId::new(NODE).unwrap());
     let (spans, guard) = SpanRecorder::start_local(config, run).unwrap();
+    for load in 0..LOADS {
+        let at = UNIX_EPOCH + Duration::from_secs(start + load);
+        spans.record(
+            Phase::DataLoading,
+            None,
+            at,
+            Duration::from_millis(50),
+            Some((Mode::Train, load)),
+        );
+    }
     for step in 0..STEPS {
         let at = UNIX_EPOCH + Duration::from_secs(start) + Duration::from_millis(step * 1000 + 100);
         let ms = if SLOW_STEPS.contains(&step) { 400 } else { 100 };
@@ -303,4 +319,166 @@ fn the_default_thresholds_give_no_bottleneck_and_no_outlier_anywhere() {
         steps_html.contains("No step took longer than the outlier limit of its node and mode."),
         "{steps_html}"
     );
+}
+
+/// The `<td>` texts of the row of `section`'s table that starts with `first`.
+fn row(section: &str, first: &str) -> Vec<String> {
+    let at = section
+        .find(&format!("<tr><td>{first}</td>"))
+        .unwrap_or_else(|| panic!("row {first}: {section}"));
+    let row = &section[at..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    row.split("<td")
+        .skip(1)
+        .map(|cell| {
+            let cell = &cell[cell.find('>').unwrap() + 1..];
+            cell[..cell.find("</td>").unwrap()].to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn overridden_resource_loading_and_initialization_rules_agree_in_table_chart_summary_and_file() {
+    let (_dir, o) = run_with(
+        "ProfilerReport:BatchSize_patience=0,BatchSize_window=10,BatchSize_cpu_threshold_p95=90,\
+         BatchSize_gpu_threshold_p95=95,BatchSize_gpu_memory_threshold_p95=40,\
+         GPUMemoryIncrease_patience=0,GPUMemoryIncrease_window=5,GPUMemoryIncrease_increase=10,\
+         Dataloader_min_threshold=150,MaxInitializationTime_threshold=0.001",
+    );
+    // BatchSize, over the last 10 samples: CPU at 85 % on 3 of them (p95 85, under 90), gpu0
+    // at 60 %, gpu1 at 90 % (under 95), memory at 35 % and 20 % (under 40). Every window from
+    // the first full one is under the thresholds: one firing per GPU, at the 10th sample.
+    // With the default 70 % the CPU's 85 would be over.
+    let batch = o.summary.rule("BatchSize").unwrap();
+    assert_eq!(batch.status, Status::IssuesFound, "{}", batch.message);
+    let details = details_everywhere(&o, "BatchSize");
+    let b = details.batch_size().expect("typed batch-size details");
+    assert_eq!(
+        (
+            b.cpu_threshold_p95,
+            b.gpu_threshold_p95,
+            b.gpu_memory_threshold_p95,
+            b.window
+        ),
+        (90.0, 95.0, 40.0, 10)
+    );
+    let node = &b.nodes[NODE];
+    assert_eq!(node.cpu_window_p95, Some(85.0));
+    for (gpu, util, memory) in [("gpu0", 60.0, 35.0), ("gpu1", 90.0, 20.0)] {
+        let g = &node.gpus[gpu];
+        assert_eq!(
+            (g.window_p95, g.memory_window_p95),
+            (Some(util), Some(memory))
+        );
+        assert!(g.all_under, "{gpu}");
+        assert_eq!(g.violations, 1, "{gpu}");
+        assert_eq!(g.firings.len(), 1, "{gpu}");
+    }
+    let html = section(&o.html, "batch-size");
+    assert!(
+        html.contains("When CPU p95 stays under 90%, GPU p95 under 95%"),
+        "{html}"
+    );
+    let rows: Vec<Vec<String>> = html
+        .split("<tr><td>")
+        .skip(1)
+        .map(|r| row(&format!("<tr><td>{r}"), NODE))
+        .collect();
+    let low = "all low: room for a larger batch";
+    assert_eq!(
+        rows,
+        [
+            [NODE, "gpu0", "85.0", "60.0", "35.0", low, "1"],
+            [NODE, "gpu1", "85.0", "90.0", "20.0", low, "1"],
+        ],
+        "{html}"
+    );
+
+    // GPUMemoryIncrease, 5-sample averages of gpu0: 20 up to sample 29, then 23, 26, 29, 32:
+    // 12 points over the baseline of 20, more than 10, at sample 33; the baseline becomes 32
+    // and 35 is 3 over it. One increase (the default 5 points would give two).
+    let memory = o.summary.rule("GPUMemoryIncrease").unwrap();
+    assert_eq!(memory.status, Status::IssuesFound, "{}", memory.message);
+    assert_eq!(memory.fired_count, 1, "{}", memory.message);
+    let details = details_everywhere(&o, "GPUMemoryIncrease");
+    let m = details.gpu_memory().expect("typed GPU-memory details");
+    assert_eq!((m.increase, m.window), (10.0, 5));
+    let gpu0 = &m.nodes[NODE]["gpu0"];
+    assert_eq!(gpu0.increases.len(), 1);
+    assert_eq!((gpu0.increases[0].from, gpu0.increases[0].to), (20.0, 32.0));
+    assert_eq!(gpu0.largest_rise, 12.0);
+    assert_eq!((gpu0.baseline, gpu0.average), (Some(32.0), Some(35.0)));
+    assert!(m.nodes[NODE]["gpu1"].increases.is_empty());
+    let html = section(&o.html, "gpu-memory");
+    assert_eq!(
+        row(html, "gpu0"),
+        ["gpu0", "32.0", "35.0", "35.0", "12.0", "1"],
+        "{html}"
+    );
+    assert_eq!(
+        row(html, "gpu1"),
+        ["gpu1", "20.0", "20.0", "20.0", "0.0", "0"],
+        "{html}"
+    );
+    assert!(
+        html.contains("more than 10 points of the 5-sample moving average"),
+        "{html}"
+    );
+
+    // Dataloader: one loader (the recorder's) on one core (cpu0): under 150 % of the cores,
+    // too few. With the default 70 % one worker on one core is within the limits.
+    let loading = o.summary.rule("Dataloader").unwrap();
+    assert_eq!(loading.status, Status::IssuesFound, "{}", loading.message);
+    let details = details_everywhere(&o, "Dataloader");
+    let d = details.dataloader().expect("typed data-loading details");
+    let n = &d.nodes[NODE];
+    assert_eq!((n.cores, n.workers, n.data_loading_spans), (1, 1, LOADS));
+    assert_eq!((n.min_workers, n.max_workers), (1.5, 2.0));
+    assert_eq!(
+        n.verdict,
+        Some(smdebug_rules::profiler::WorkerVerdict::TooFew)
+    );
+    assert!(n.fired_at.is_some());
+    let html = section(&o.html, "data-loading");
+    let cells = row(html, NODE);
+    assert_eq!(cells[1], LOADS.to_string(), "{html}");
+    assert_eq!(
+        cells[6..],
+        ["1", "distinct loaders seen", "1", "1.5 to 2", "too few"],
+        "{html}"
+    );
+
+    // MaxInitializationTime: the first load starts the job, the first step 100 ms later:
+    // more than 0.001 min (60 ms).
+    let init = o.summary.rule("MaxInitializationTime").unwrap();
+    assert_eq!(init.status, Status::IssuesFound, "{}", init.message);
+    let details = details_everywhere(&o, "MaxInitializationTime");
+    let i = details
+        .initialization()
+        .expect("typed initialization details");
+    assert_eq!(
+        (i.threshold_minutes, i.initialization_s, i.exceeded),
+        (0.001, Some(0.1), true)
+    );
+    assert_eq!(i.step_spans, STEPS);
+    let html = section(&o.html, "job-summary");
+    assert!(
+        html.contains("0.100 s (") && html.contains("limit 0.001 min)"),
+        "{html}"
+    );
+    assert!(html.contains("more than 0.001 min"), "{html}");
+
+    // The statistics rules: typed, and the same three ways.
+    let usage = details_everywhere(&o, "OverallSystemUsage");
+    let cpu =
+        &usage.system_usage().expect("typed system usage").nodes[NODE]["CPUUtilization (total)"];
+    assert_eq!(
+        (cpu.values.count, cpu.values.max, cpu.values.min),
+        (SAMPLES, 85.0, 40.0)
+    );
+    let framework = details_everywhere(&o, "OverallFrameworkMetrics");
+    let f = framework
+        .framework_metrics()
+        .expect("typed framework metrics");
+    assert_eq!(f.steps_by_mode["TRAIN"].count, STEPS);
 }

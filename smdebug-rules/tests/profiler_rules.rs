@@ -677,9 +677,10 @@ fn overall_system_usage_summarizes_every_metric_per_node() {
         )
         .unwrap();
     let max = samples.iter().map(|s| s.value).fold(f64::MIN, f64::max);
-    let row = &status.details["nodes"][NODE]["CPUUtilization (total)"];
-    assert_eq!(row["unit"], "%");
-    assert_eq!(row["samples"], samples.len() as u64);
+    let usage = &status.details["nodes"][NODE]["CPUUtilization (total)"];
+    assert_eq!(usage["unit"], "%");
+    let row = &usage["values"];
+    assert_eq!(row["count"], samples.len() as u64);
     assert!((row["max"].as_f64().unwrap() - max).abs() < 1e-9, "{row}");
     let (p50, p95, p99) = (
         row["p50"].as_f64().unwrap(),
@@ -688,7 +689,7 @@ fn overall_system_usage_summarizes_every_metric_per_node() {
     );
     assert!(row["min"].as_f64().unwrap() <= p50 && p50 <= p95 && p95 <= p99 && p99 <= max);
     assert!(
-        status.details["nodes"][NODE]["MemoryUsedPercent"]["max"]
+        status.details["nodes"][NODE]["MemoryUsedPercent"]["values"]["max"]
             .as_f64()
             .unwrap()
             > 0.0

@@ -108,8 +108,13 @@ fn plugins_valid(metadata: &[u8]) -> Option<()> {
             _ => None,
         })?;
         let name = std::str::from_utf8(name.unwrap_or_default()).ok()?;
-        super::tensor::apply_plugin(name, content.unwrap_or_default(), &mut mode, &mut mode_step)
-            .ok()
+        super::tensor::decode::apply_plugin(
+            name,
+            content.unwrap_or_default(),
+            &mut mode,
+            &mut mode_step,
+        )
+        .ok()
     })
 }
 

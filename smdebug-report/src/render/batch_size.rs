@@ -1,81 +1,89 @@
-//! 8. Batch size, judged with BatchSize's parameters.
+//! 8. Batch size.
+//!
+//! BatchSize's own evidence (its thresholds, the p95s of its latest judged window, when it
+//! fired); the section judges nothing itself.
+
+use smdebug_rules::profiler::BatchSizeDetails;
 
 use crate::charts;
 use crate::html::{Cell, table};
-use crate::stats::Summary;
 
 use super::Page;
-use super::format::values;
+
+const RULE: &str = "BatchSize";
+
+/// A p95 for a table cell; `-` when the rule never judged it.
+fn p95(v: Option<f64>) -> Cell {
+    Cell::num(v.map_or("-".to_owned(), |v| format!("{v:.1}")))
+}
 
 impl Page<'_> {
     pub(super) fn batch_size(&mut self) {
         if self.view.nodes.is_empty() {
             self.missing("No system metrics: the batch-size check compares CPU, GPU and GPU-memory use, none of which was recorded.");
-            self.verdict("BatchSize");
+            self.verdict(RULE);
             return;
         }
-        let limits = [
-            self.param("BatchSize", "cpu_threshold_p95"),
-            self.param("BatchSize", "gpu_threshold_p95"),
-            self.param("BatchSize", "gpu_memory_threshold_p95"),
-        ];
+        let Some(details) = self.details(RULE).and_then(|d| d.batch_size().cloned()) else {
+            self.lead(&format!(
+                "When CPU p95 stays under {}%, GPU p95 under {}% and GPU memory p95 under \
+                 {}%, every resource has room and a larger batch would use the hardware better.",
+                self.param(RULE, "cpu_threshold_p95"),
+                self.param(RULE, "gpu_threshold_p95"),
+                self.param(RULE, "gpu_memory_threshold_p95"),
+            ));
+            self.missing("The BatchSize rule's findings were not given, so nothing was judged.");
+            self.verdict(RULE);
+            return;
+        };
         self.lead(&format!(
             "When CPU p95 stays under {}%, GPU p95 under {}% and GPU memory p95 under \
-             {}%, every resource has room and a larger batch would use the hardware better.",
-            limits[0], limits[1], limits[2]
+             {}% over the latest {} samples, every resource has room and a larger batch would \
+             use the hardware better. The p95s are the rule's, over its latest judged window.",
+            details.cpu_threshold_p95,
+            details.gpu_threshold_p95,
+            details.gpu_memory_threshold_p95,
+            details.window
         ));
+        self.batch_size_table(&details);
+        self.batch_size_chart(&details);
+        let low: Vec<String> = details
+            .nodes
+            .iter()
+            .flat_map(|(node, n)| {
+                n.gpus
+                    .iter()
+                    .filter(|(_, g)| g.violations > 0)
+                    .map(move |(gpu, _)| format!("{node} {gpu}"))
+            })
+            .collect();
+        if !low.is_empty() {
+            self.advice(&format!(
+                "On {}, CPU, GPU and GPU memory all stayed low: increase the batch size (scaling \
+                 the learning rate with it), or move to a smaller, cheaper instance.",
+                low.join(", ")
+            ));
+        }
+        self.verdict(RULE);
+    }
+
+    fn batch_size_table(&mut self, details: &BatchSizeDetails) {
         let mut rows = Vec::new();
-        let mut boxes = Vec::new();
-        let mut low_nodes = Vec::new();
-        let mut any_gpu = false;
-        for n in &self.view.nodes {
-            let cpu = Summary::of(values(&n.cpu));
-            let gpu = Summary::of(
-                n.gpus
-                    .iter()
-                    .filter_map(|g| g.util)
-                    .flat_map(|s| values(&s.points)),
-            );
-            let mem = Summary::of(
-                n.gpus
-                    .iter()
-                    .filter_map(|g| g.mem)
-                    .flat_map(|s| values(&s.points)),
-            );
-            any_gpu |= gpu.is_some();
-            let p95 = |s: &Option<Summary>| {
-                s.as_ref()
-                    .map_or("-".to_owned(), |s| format!("{:.1}", s.p95))
-            };
-            let all_low = [&cpu, &gpu, &mem]
-                .iter()
-                .zip(limits)
-                .all(|(s, limit)| s.as_ref().is_some_and(|s| s.p95 < limit));
-            if all_low {
-                low_nodes.push(n.node.clone());
-            }
-            rows.push(vec![
-                Cell::text(&n.node),
-                Cell::num(p95(&cpu)),
-                Cell::num(p95(&gpu)),
-                Cell::num(p95(&mem)),
-                Cell::text(if gpu.is_none() {
-                    "needs GPU metrics"
-                } else if all_low {
-                    "all low: room for a larger batch"
-                } else {
-                    "no"
-                }),
-            ]);
-            let prefix = if self.view.many_nodes {
-                format!("{} ", n.node)
-            } else {
-                String::new()
-            };
-            for (label, s) in [("CPU", cpu), ("GPU", gpu), ("GPU memory", mem)] {
-                if let Some(s) = s {
-                    boxes.push((format!("{prefix}{label}"), s));
-                }
+        for (node, n) in &details.nodes {
+            for (gpu, g) in &n.gpus {
+                rows.push(vec![
+                    Cell::text(node),
+                    Cell::text(gpu),
+                    p95(n.cpu_window_p95),
+                    p95(g.window_p95),
+                    p95(g.memory_window_p95),
+                    Cell::text(match (g.window_p95, g.all_under) {
+                        (None, _) => "not judged",
+                        (Some(_), true) => "all low: room for a larger batch",
+                        (Some(_), false) => "no",
+                    }),
+                    Cell::num(g.violations.to_string()),
+                ]);
             }
         }
         table(
@@ -83,13 +91,39 @@ impl Page<'_> {
             "batch-size",
             &[
                 "node",
+                "GPU",
                 "CPU p95 %",
                 "GPU p95 %",
                 "GPU memory p95 %",
                 "all under threshold",
+                "times fired",
             ],
             &rows,
         );
+    }
+
+    fn batch_size_chart(&mut self, details: &BatchSizeDetails) {
+        let prefix = |node: &str| {
+            if details.nodes.len() > 1 {
+                format!("{node} ")
+            } else {
+                String::new()
+            }
+        };
+        let mut boxes = Vec::new();
+        for (node, n) in &details.nodes {
+            if let Some(cpu) = &n.cpu {
+                boxes.push((format!("{}CPU", prefix(node)), cpu.clone()));
+            }
+            for (gpu, g) in &n.gpus {
+                if let Some(u) = &g.utilization {
+                    boxes.push((format!("{}{gpu}", prefix(node)), u.clone()));
+                }
+                if let Some(m) = &g.memory {
+                    boxes.push((format!("{}{gpu} memory", prefix(node)), m.clone()));
+                }
+            }
+        }
         boxes.truncate(18);
         let drawn = charts::box_chart(
             "CPU, GPU and GPU memory use",
@@ -99,18 +133,7 @@ impl Page<'_> {
         );
         self.chart(
             drawn,
-            "Distributions of utilization; all GPUs of a node pooled.",
+            "Distributions of utilization over the run, as the rule collected them.",
         );
-        if !any_gpu {
-            self.missing("No GPU metrics were recorded, so the batch-size check cannot tell whether the GPU has room.");
-        }
-        if !low_nodes.is_empty() {
-            self.advice(&format!(
-                "On {}, CPU, GPU and GPU memory all stay low: increase the batch size (scaling the \
-                 learning rate with it), or move to a smaller, cheaper instance.",
-                low_nodes.join(", ")
-            ));
-        }
-        self.verdict("BatchSize");
     }
 }

@@ -1,16 +1,25 @@
 //! 13. Data loading.
-
-use std::collections::BTreeMap;
+//!
+//! The load times drawn, and Dataloader's own evidence (its thresholds, the workers it counted
+//! against the cores, its verdict); the section counts nothing itself.
 
 use smdebug_profiler::reader::SpanRef;
 use smdebug_profiler::spans::Phase;
+use smdebug_rules::profiler::{DataloaderDetails, WorkerVerdict};
 
 use crate::charts;
 use crate::html::{Cell, table};
 use crate::stats::{self, Summary};
 
 use super::Page;
-use super::format::{DURATION_COLUMNS, duration_cells};
+use super::format::pct;
+
+const RULE: &str = "Dataloader";
+
+/// A load-time quantile (seconds) in milliseconds for a table cell.
+fn ms(seconds: Option<f64>) -> Cell {
+    Cell::num(seconds.map_or("-".to_owned(), |s| format!("{:.3}", s * 1e3)))
+}
 
 impl Page<'_> {
     pub(super) fn data_loading(&mut self) {
@@ -22,80 +31,16 @@ impl Page<'_> {
             .collect();
         if loads.is_empty() {
             self.missing("No data-loading spans were recorded. Wrap the fetch of each batch in SpanRecorder::data_loading to see how long the loop waits for data.");
-            self.verdict("Dataloader");
+            self.verdict(RULE);
             return;
         }
-        self.lead("Time the loop spent waiting for batches, per node and worker, and how many loads overlapped (parallel loaders) against the node's cores.");
-        let mut groups: BTreeMap<(&str, Option<u32>), Vec<SpanRef<'_>>> = BTreeMap::new();
-        for &s in &loads {
-            groups.entry((s.node, s.worker)).or_default().push(s);
+        self.lead("Time the loop spent waiting for batches, and the data-loading workers the Dataloader rule counted against each node's cores.");
+        match self.details(RULE).and_then(|d| d.dataloader().cloned()) {
+            Some(details) => self.dataloader_table(&details),
+            None => self.missing(
+                "The Dataloader rule's findings were not given, so the workers were not counted.",
+            ),
         }
-        let mut step_time: BTreeMap<(&str, Option<u32>), u64> = BTreeMap::new();
-        for s in &self.view.steps {
-            *step_time.entry((s.node, s.worker)).or_default() += s.duration_us();
-        }
-        let cores: BTreeMap<&str, usize> = self
-            .view
-            .nodes
-            .iter()
-            .map(|n| (n.node.as_str(), n.cores.len()))
-            .collect();
-        let mut rows = Vec::new();
-        let mut heavy = Vec::new();
-        for ((node, worker), spans) in &groups {
-            let Some(sum) = Summary::of(spans.iter().map(|s| s.duration_us() as f64)) else {
-                continue;
-            };
-            let total: u64 = spans.iter().map(|s| s.duration_us()).sum();
-            // Most loads in flight at once: sweep over starts (+1) and ends (−1).
-            let mut events: Vec<(u64, i32)> = spans
-                .iter()
-                .flat_map(|s| [(s.start_us, 1), (s.end_us, -1)])
-                .collect();
-            events.sort_by_key(|e| (e.0, e.1));
-            let (mut now, mut most) = (0i32, 0i32);
-            for (_, d) in events {
-                now += d;
-                most = most.max(now);
-            }
-            let share = step_time
-                .get(&(*node, *worker))
-                .filter(|&&t| t > 0)
-                .map(|&t| total as f64 / t as f64);
-            if share.is_some_and(|s| s > 0.2) {
-                heavy.push(format!(
-                    "{node}{}",
-                    worker.map_or(String::new(), |w| format!(" worker {w}"))
-                ));
-            }
-            let mut row = vec![
-                Cell::text(match worker {
-                    Some(w) => format!("{node} worker {w}"),
-                    None => (*node).to_owned(),
-                }),
-                Cell::num(sum.count.to_string()),
-            ];
-            row.extend(duration_cells(&sum, total as f64, share));
-            row.push(Cell::num(most.to_string()));
-            row.push(Cell::num(
-                cores
-                    .get(node)
-                    .filter(|&&c| c > 0)
-                    .map_or("-".into(), |c| c.to_string()),
-            ));
-            rows.push(row);
-        }
-        table(
-            &mut self.out,
-            "data-loading",
-            &[
-                &["node / worker", "loads"][..],
-                &DURATION_COLUMNS,
-                &["most in parallel", "cores"],
-            ]
-            .concat(),
-            &rows,
-        );
         let durations: Vec<f64> = loads
             .iter()
             .map(|s| s.duration_us() as f64 / 1000.0)
@@ -115,14 +60,69 @@ impl Page<'_> {
             );
             self.chart(drawn, "How many batch loads took how long, all workers.");
         }
+        self.verdict(RULE);
+    }
+
+    fn dataloader_table(&mut self, details: &DataloaderDetails) {
+        self.lead(&format!(
+            "Fewer workers than {}% of the cores are too few, more than {}% too many.",
+            details.min_threshold, details.max_threshold
+        ));
+        let mut rows = Vec::new();
+        let mut heavy = Vec::new();
+        for (node, n) in &details.nodes {
+            if n.training_loop_share_loading.is_some_and(|s| s > 0.2) {
+                heavy.push(node.clone());
+            }
+            let load = n.load_time_s.as_ref();
+            rows.push(vec![
+                Cell::text(node),
+                Cell::num(n.data_loading_spans.to_string()),
+                Cell::num(format!("{:.3}", n.data_loading_total_s)),
+                Cell::num(n.training_loop_share_loading.map_or("-".into(), pct)),
+                ms(load.map(|s| s.p50)),
+                ms(load.map(|s| s.p95)),
+                Cell::num(n.workers.to_string()),
+                Cell::text(&n.workers_from),
+                Cell::num(if n.cores > 0 {
+                    n.cores.to_string()
+                } else {
+                    "-".into()
+                }),
+                Cell::text(format!("{} to {}", n.min_workers, n.max_workers)),
+                Cell::text(match n.verdict {
+                    Some(WorkerVerdict::TooFew) => "too few",
+                    Some(WorkerVerdict::TooMany) => "too many",
+                    None if n.cores == 0 || n.data_loading_spans == 0 => "not judged",
+                    None => "within the limits",
+                }),
+            ]);
+        }
+        table(
+            &mut self.out,
+            "data-loading",
+            &[
+                "node",
+                "loads",
+                "total s",
+                "share of the loop",
+                "p50 ms",
+                "p95 ms",
+                "workers",
+                "counted from",
+                "cores",
+                "workers allowed",
+                "verdict",
+            ],
+            &rows,
+        );
         if !heavy.is_empty() {
             self.advice(&format!(
-                "Waiting for data takes more than 20% of step time on {}. Load in parallel and ahead \
-                 of time: more loader workers (up to about the number of cores), prefetching, \
-                 pinned memory for host-to-GPU copies, and a faster storage format.",
+                "Waiting for data takes more than 20% of the training loop on {}. Load in parallel \
+                 and ahead of time: more loader workers (up to about the number of cores), \
+                 prefetching, pinned memory for host-to-GPU copies, and a faster storage format.",
                 heavy.join(", ")
             ));
         }
-        self.verdict("Dataloader");
     }
 }

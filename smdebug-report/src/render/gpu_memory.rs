@@ -1,4 +1,7 @@
 //! 12. GPU memory.
+//!
+//! The series drawn, and GPUMemoryIncrease's own evidence (its limit, the moving averages it
+//! compared, the rises it flagged); the section judges nothing itself.
 
 use std::collections::BTreeSet;
 
@@ -6,8 +9,9 @@ use crate::charts::{self, Series, XAxis};
 use crate::html::{Cell, table};
 use smdebug_profiler::reader::MetricSeries;
 
-use super::format::values;
 use super::{MAX_SERIES, Page, many};
+
+const RULE: &str = "GPUMemoryIncrease";
 
 impl Page<'_> {
     pub(super) fn gpu_memory(&mut self) {
@@ -20,10 +24,10 @@ impl Page<'_> {
             .collect();
         if gpus.is_empty() {
             self.missing("No GPU memory was recorded: the job ran without a GPU, or NVML was not available to the sampler.");
-            self.verdict("GPUMemoryIncrease");
+            self.verdict(RULE);
             return;
         }
-        self.lead("GPU memory in use, percent of capacity. Growth is the rise of the 10-sample moving average above its lowest earlier value; steady growth points to a leak (tensors kept alive across steps).");
+        self.lead("GPU memory in use, percent of capacity. GPUMemoryIncrease compares the moving average of each GPU's memory use with its lowest earlier value; steady growth points to a leak (tensors kept alive across steps).");
         let nodes: BTreeSet<&str> = gpus.iter().map(|g| g.1.as_str()).collect();
         for node in nodes {
             let lines: Vec<Series> = gpus
@@ -44,57 +48,66 @@ impl Page<'_> {
             );
             self.chart(drawn, "Per GPU over time.");
         }
+        self.gpu_memory_table();
+        self.verdict(RULE);
+    }
+
+    fn gpu_memory_table(&mut self) {
+        let Some(details) = self.details(RULE).and_then(|d| d.gpu_memory().cloned()) else {
+            self.missing(
+                "The GPUMemoryIncrease rule's findings were not given, so no growth was judged.",
+            );
+            return;
+        };
+        let many_nodes = details.nodes.len() > 1;
+        let one = |v: Option<f64>| Cell::num(v.map_or("-".to_owned(), |v| format!("{v:.1}")));
         let mut growing = Vec::new();
-        let rows: Vec<(f64, Vec<Cell>)> = gpus
-            .iter()
-            .map(|(l, _, s)| {
-                let v: Vec<f64> = values(&s.points).collect();
-                let window = 10.min(v.len()).max(1);
-                let mut growth: f64 = 0.0;
-                let mut lowest = f64::INFINITY;
-                let mut sum: f64 = v[..window].iter().sum();
-                for i in window..=v.len() {
-                    if i > window {
-                        sum += v[i - 1] - v[i - 1 - window];
-                    }
-                    let avg = sum / window as f64;
-                    lowest = lowest.min(avg);
-                    growth = growth.max(avg - lowest);
+        let mut rows: Vec<(f64, Vec<Cell>)> = Vec::new();
+        for (node, gpus) in &details.nodes {
+            for (gpu, g) in gpus {
+                let label = if many_nodes {
+                    format!("{node} {gpu}")
+                } else {
+                    gpu.clone()
+                };
+                if !g.increases.is_empty() {
+                    growing.push(format!("{label} (+{:.1} points)", g.largest_rise));
                 }
-                if growth > 5.0 {
-                    growing.push(format!("{l} (+{growth:.1} points)"));
-                }
-                let head = v[..window].iter().sum::<f64>() / window as f64;
-                let tail = v[v.len() - window..].iter().sum::<f64>() / window as f64;
-                let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let max = g.memory.as_ref().map(|m| m.max);
                 let row = vec![
-                    Cell::text(l),
-                    Cell::num(format!("{head:.1}")),
-                    Cell::num(format!("{tail:.1}")),
-                    Cell::num(format!("{max:.1}")),
-                    Cell::num(format!("{growth:.1}")),
+                    Cell::text(&label),
+                    one(g.baseline),
+                    one(g.average),
+                    one(max),
+                    Cell::num(format!("{:.1}", g.largest_rise)),
+                    Cell::num(g.increases.len().to_string()),
                 ];
                 // The most growth first, then the fullest.
-                (growth + max / 1000.0, row)
-            })
-            .collect();
+                rows.push((g.largest_rise + max.unwrap_or(0.0) / 1000.0, row));
+            }
+        }
+        let total = rows.len();
         let (rows, left_out) = many::top_rows(rows, many::MAX_ROWS);
+        self.lead(&format!(
+            "A rise of more than {} points of the {}-sample moving average above its baseline              is an increase.",
+            details.increase, details.window
+        ));
         table(
             &mut self.out,
             "gpu-memory",
             &[
                 "GPU",
-                "first 10 samples %",
-                "last 10 samples %",
+                "baseline average %",
+                "latest average %",
                 "max %",
-                "growth (points)",
+                "largest rise (points)",
+                "increases flagged",
             ],
             &rows,
         );
         if left_out > 0 {
             self.lead(&format!(
-                "{} GPUs: the {} with the most growth are listed; {left_out} more are left out.",
-                gpus.len(),
+                "{total} GPUs: the {} with the most growth are listed; {left_out} more are left out.",
                 rows.len()
             ));
         }
@@ -105,6 +118,5 @@ impl Page<'_> {
                 many::named(&growing)
             ));
         }
-        self.verdict("GPUMemoryIncrease");
     }
 }

@@ -1,4 +1,7 @@
 //! 1. Training job summary.
+//!
+//! The initialization time is MaxInitializationTime's (its typed details): the section does
+//! not measure or judge it again.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -11,6 +14,8 @@ use crate::input::NoteArea;
 use super::Page;
 use super::format::{fmt_secs, mode_name, pct};
 
+const RULE: &str = "MaxInitializationTime";
+
 impl Page<'_> {
     pub(super) fn job_summary(&mut self) {
         self.notes(NoteArea::Run);
@@ -19,7 +24,7 @@ impl Page<'_> {
                 "No system metrics and no framework spans were found, so the job's start, end and \
                  phases cannot be dated. Record them with the system sampler and SpanRecorder.",
             );
-            self.verdict("MaxInitializationTime");
+            self.verdict(RULE);
             return;
         };
         self.lead(
@@ -40,8 +45,9 @@ impl Page<'_> {
             .map(|s| (s.start_us, s.end_us))
             .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
         let mut slices = Vec::new();
+        let initialization = self.details(RULE).and_then(|d| d.initialization().cloned());
+        let init = initialization.as_ref().and_then(|d| d.initialization_s);
         if let Some((l0, l1)) = loop_range {
-            let init = (l0.saturating_sub(t0)) as f64 / 1e6;
             let fin = (t1.saturating_sub(l1)) as f64 / 1e6;
             let looped = (l1 - l0) as f64 / 1e6;
             let share = |s: f64| if job > 0.0 { s / job } else { f64::NAN };
@@ -58,11 +64,18 @@ impl Page<'_> {
                 ],
                 vec![
                     Cell::text("Initialization"),
-                    Cell::text(format!(
-                        "{} ({} of the job)",
-                        fmt_secs(init),
-                        pct(share(init))
-                    )),
+                    Cell::text(match (&initialization, init) {
+                        (Some(d), Some(init)) => format!(
+                            "{} ({} of the job; limit {} min)",
+                            fmt_secs(init),
+                            pct(share(init)),
+                            d.threshold_minutes
+                        ),
+                        (Some(_), None) => "no step started".to_owned(),
+                        (None, _) => {
+                            "not judged: no result of the MaxInitializationTime rule".to_owned()
+                        }
+                    }),
                 ],
                 vec![
                     Cell::text("Finalization"),
@@ -73,11 +86,11 @@ impl Page<'_> {
                     )),
                 ],
             ]);
-            slices = vec![
-                ("Initialization".to_owned(), init),
+            slices.extend(init.map(|init| ("Initialization".to_owned(), init)));
+            slices.extend([
                 ("Training loop".to_owned(), looped),
                 ("Finalization".to_owned(), fin),
-            ];
+            ]);
         } else {
             rows.push(vec![
                 Cell::text("Training loop"),
@@ -109,17 +122,19 @@ impl Page<'_> {
                 drawn,
                 "Initialization, training loop and finalization, share of the job's duration.",
             );
-            let init = slices[0].1;
-            if job > 0.0 && (init / job > 0.2 || init > 1200.0) {
+            if let (Some(d), Some(init)) = (&initialization, init)
+                && d.exceeded
+            {
                 self.advice(&format!(
-                    "Initialization took {} ({} of the job). Look at what runs before the first \
-                     step: data download or decompression, dataset indexing, model compilation or \
-                     checkpoint loading; cache or overlap them with training.",
+                    "Initialization took {} ({} of the job), more than {} min. Look at what runs \
+                     before the first step: data download or decompression, dataset indexing, \
+                     model compilation or checkpoint loading; cache or overlap them with training.",
                     fmt_secs(init),
-                    pct(init / job)
+                    pct(init / job),
+                    d.threshold_minutes
                 ));
             }
         }
-        self.verdict("MaxInitializationTime");
+        self.verdict(RULE);
     }
 }

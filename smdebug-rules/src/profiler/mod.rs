@@ -54,9 +54,13 @@ pub use cpu_io::{
     IOBottleneckParams,
 };
 pub use details::{
-    BottleneckDetails, BottleneckSample, Details, GpuDistance, GpuUsageState, GpuUtilization,
-    GpuUtilizationDetails, GpuWorkload, LoadBalancingDetails, NodeBottlenecks, NodeWorkloads,
-    OutlierStep, StepHistogram, StepOutlierDetails, StepSeriesDetails,
+    BatchSizeDetails, BatchSizeGpu, BatchSizeNode, BottleneckDetails, BottleneckSample,
+    DataloaderDetails, Details, Firing, FrameworkMetricsDetails, GpuDistance, GpuMemoryDetails,
+    GpuMemoryUse, GpuUsageState, GpuUtilization, GpuUtilizationDetails, GpuWorkload,
+    InitializationDetails, LoadBalancingDetails, MemoryIncrease, MetricUsage, NodeBottlenecks,
+    NodeDataLoading, NodeWorkloads, OperatorTime, OperatorTotals, OutlierStep, StepHistogram,
+    StepOutlierDetails, StepSeriesDetails, SystemUsageDetails, TimeOutside, TimeShare, TimeTotal,
+    WorkerVerdict,
 };
 pub use gpu::{
     BatchSize, BatchSizeParams, GPUMemoryIncrease, GPUMemoryIncreaseParams, LoadBalancing,

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use smdebug_profiler::reader::Span;
 use smdebug_profiler::spans::Phase;
 use smdebug_profiler::system::{SystemSample, vocab};
@@ -14,7 +14,10 @@ use crate::rule::{ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 
 use crate::window::ProfilerWindow;
 
-use super::details::Details;
+use super::details::{
+    Details, FrameworkMetricsDetails, MetricUsage, OperatorTime, OperatorTotals,
+    SystemUsageDetails, TimeOutside, TimeShare, TimeTotal,
+};
 use super::snapshot::is_core;
 use super::stats::{Sketch, round4};
 
@@ -110,27 +113,21 @@ impl ProfilerRule for OverallSystemUsage {
     }
 
     fn details(&self) -> Option<Details> {
-        Some(Details::Json({
-            let mut nodes: BTreeMap<&str, serde_json::Map<String, Value>> = BTreeMap::new();
-            for ((node, label), s) in &self.series {
-                let q = |p: f64| s.values.quantile(p).map(round4);
-                nodes.entry(node).or_default().insert(
-                    label.clone(),
-                    json!({
-                        "type": s.metric_type,
-                        "unit": s.unit,
-                        "samples": s.values.count(),
-                        "max": q(1.0),
-                        "p99": q(0.99),
-                        "p95": q(0.95),
-                        "p50": q(0.50),
-                        "min": q(0.0),
-                        "mean": s.values.mean().map(round4),
-                    }),
-                );
-            }
-            json!({ "nodes": nodes })
-        }))
+        let mut details = SystemUsageDetails::default();
+        for ((node, label), s) in &self.series {
+            let Some(values) = s.values.summary() else {
+                continue;
+            };
+            details.nodes.entry(node.clone()).or_default().insert(
+                label.clone(),
+                MetricUsage {
+                    metric_type: s.metric_type.clone(),
+                    unit: s.unit.to_string(),
+                    values,
+                },
+            );
+        }
+        Some(Details::SystemUsage(details))
     }
 }
 
@@ -150,6 +147,11 @@ fn operator_device(span: &Span) -> Option<&'static str> {
     }
 }
 
+/// Microseconds as seconds, rounded to 4 decimals.
+fn seconds(us: u64) -> f64 {
+    round4(us as f64 / 1e6)
+}
+
 #[derive(Default)]
 struct Total {
     count: u64,
@@ -162,8 +164,11 @@ impl Total {
         self.total_us += us;
     }
 
-    fn json(&self) -> Value {
-        json!({"count": self.count, "total_s": round4(self.total_us as f64 / 1e6)})
+    fn typed(&self) -> TimeTotal {
+        TimeTotal {
+            count: self.count,
+            total_s: seconds(self.total_us),
+        }
     }
 }
 
@@ -196,7 +201,7 @@ impl OverallFrameworkMetrics {
         })
     }
 
-    fn operators_json(&self, device: &str) -> Value {
+    fn operators(&self, device: &str) -> Option<OperatorTotals> {
         let mut ops: Vec<(&String, &Total)> = self
             .operators
             .iter()
@@ -204,18 +209,24 @@ impl OverallFrameworkMetrics {
             .map(|((_, name), t)| (name, t))
             .collect();
         if ops.is_empty() {
-            return Value::Null;
+            return None;
         }
         let total: u64 = ops.iter().map(|(_, t)| t.total_us).sum();
         ops.sort_by_key(|(_, t)| std::cmp::Reverse(t.total_us));
-        let top: Vec<Value> = ops
+        let top = ops
             .iter()
             .take(10)
-            .map(|(name, t)| {
-                json!({"name": name, "count": t.count, "total_s": round4(t.total_us as f64 / 1e6)})
+            .map(|(name, t)| OperatorTime {
+                name: (*name).clone(),
+                count: t.count,
+                total_s: seconds(t.total_us),
             })
             .collect();
-        json!({"total_s": round4(total as f64 / 1e6), "operators": ops.len(), "top": top})
+        Some(OperatorTotals {
+            total_s: seconds(total),
+            operators: ops.len(),
+            top,
+        })
     }
 }
 
@@ -265,47 +276,43 @@ impl ProfilerRule for OverallFrameworkMetrics {
     }
 
     fn details(&self) -> Option<Details> {
-        Some(Details::Json({
-            let job_us = self
-                .start_us
-                .map_or(0, |start| self.end_us.saturating_sub(start));
-            let share = |us: u64| (job_us > 0).then(|| round4(us as f64 * 100.0 / job_us as f64));
-            let phases: serde_json::Map<String, Value> = self
-                .phases
+        let job_us = self
+            .start_us
+            .map_or(0, |start| self.end_us.saturating_sub(start));
+        let share = |us: u64| (job_us > 0).then(|| round4(us as f64 * 100.0 / job_us as f64));
+        let shares = |totals: &BTreeMap<String, Total>| {
+            totals
                 .iter()
                 .map(|(name, t)| {
-                    let mut v = t.json();
-                    v["percent_of_job"] = json!(share(t.total_us));
-                    (name.clone(), v)
+                    let share = TimeShare {
+                        count: t.count,
+                        total_s: seconds(t.total_us),
+                        percent_of_job: share(t.total_us),
+                    };
+                    (name.clone(), share)
                 })
-                .collect();
-            let in_steps: u64 = self.modes.values().map(|t| t.total_us).sum();
-            let modes: serde_json::Map<String, Value> = self
-                .modes
-                .iter()
-                .map(|(m, t)| {
-                    let mut v = t.json();
-                    v["percent_of_job"] = json!(share(t.total_us));
-                    (m.clone(), v)
-                })
-                .collect();
-            let other_us = job_us.saturating_sub(in_steps);
-            let fb = self.forward.total_us + self.backward.total_us;
-            json!({
-                "job_start_us": self.start_us,
-                "job_end_us": (self.end_us > 0).then_some(self.end_us),
-                "job_duration_s": round4(job_us as f64 / 1e6),
-                "spans": self.spans,
-                "phases": phases,
-                "steps_by_mode": modes,
-                "outside_steps": {"total_s": round4(other_us as f64 / 1e6), "percent_of_job": share(other_us)},
-                "forward": self.forward.json(),
-                "backward": self.backward.json(),
-                "forward_percent_of_forward_backward": (fb > 0)
-                    .then(|| round4(self.forward.total_us as f64 * 100.0 / fb as f64)),
-                "cpu_operators": self.operators_json("cpu"),
-                "gpu_operators": self.operators_json("gpu"),
-            })
+                .collect()
+        };
+        let in_steps: u64 = self.modes.values().map(|t| t.total_us).sum();
+        let other_us = job_us.saturating_sub(in_steps);
+        let fb = self.forward.total_us + self.backward.total_us;
+        Some(Details::FrameworkMetrics(FrameworkMetricsDetails {
+            job_start_us: self.start_us,
+            job_end_us: (self.end_us > 0).then_some(self.end_us),
+            job_duration_s: seconds(job_us),
+            spans: self.spans,
+            phases: shares(&self.phases),
+            steps_by_mode: shares(&self.modes),
+            outside_steps: TimeOutside {
+                total_s: seconds(other_us),
+                percent_of_job: share(other_us),
+            },
+            forward: self.forward.typed(),
+            backward: self.backward.typed(),
+            forward_percent_of_forward_backward: (fb > 0)
+                .then(|| round4(self.forward.total_us as f64 * 100.0 / fb as f64)),
+            cpu_operators: self.operators("cpu"),
+            gpu_operators: self.operators("gpu"),
         }))
     }
 }

@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use smdebug_core::Mode;
 use smdebug_profiler::reader::TRACE_FILE_SLACK_US;
 use smdebug_profiler::spans::Phase;
@@ -13,7 +12,10 @@ use crate::params::{Check, lenient};
 use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 
-use super::details::{Details, OutlierStep, StepHistogram, StepOutlierDetails, StepSeriesDetails};
+use super::details::{
+    Details, InitializationDetails, OutlierStep, StepHistogram, StepOutlierDetails,
+    StepSeriesDetails,
+};
 use super::snapshot::utc;
 use smdebug_profiler::stats::{Summary, histogram};
 
@@ -153,17 +155,17 @@ impl ProfilerRule for MaxInitializationTime {
     }
 
     fn details(&self) -> Option<Details> {
-        Some(Details::Json({
-            json!({
-                "job_start_us": self.start_us,
-                "first_step_start_us": self.first_step_us,
-                "last_step_start_us": self.last_step_us,
-                "initialization_s": match (self.start_us, self.first_step_us) {
-                    (Some(s), Some(f)) => Some(round4(f.saturating_sub(s) as f64 / 1e6)),
-                    _ => None,
-                },
-                "step_spans": self.steps,
-            })
+        Some(Details::Initialization(InitializationDetails {
+            threshold_minutes: self.params.threshold,
+            job_start_us: self.start_us,
+            first_step_start_us: self.first_step_us,
+            last_step_start_us: self.last_step_us,
+            initialization_s: match (self.start_us, self.first_step_us) {
+                (Some(s), Some(f)) => Some(round4(f.saturating_sub(s) as f64 / 1e6)),
+                _ => None,
+            },
+            step_spans: self.steps,
+            exceeded: self.fired,
         }))
     }
 }

@@ -2,25 +2,25 @@
 //! The registry (`registry.rs`) builds them, and the profiler rules, from a `RuleSpec`.
 
 mod activations;
-mod data;
 mod gradients;
+mod inputs;
+mod labels;
 mod losses;
+mod progress;
 mod tensors;
 mod trees;
 
 pub use activations::{DeadRelu, DeadReluParams, SaturatedActivation, SaturatedActivationParams};
-pub use data::{
-    CheckInputImages, CheckInputImagesParams, ClassImbalance, ClassImbalanceParams, Confusion,
-    ConfusionParams, NLPSequenceRatio, NLPSequenceRatioParams,
-};
 pub use gradients::{
     PoorWeightInitialization, PoorWeightInitializationParams, VanishingGradient,
     VanishingGradientParams, WeightUpdateRatio, WeightUpdateRatioParams,
 };
-pub use losses::{
-    LossNotDecreasing, LossNotDecreasingParams, Overfit, OverfitParams, Overtraining,
-    OvertrainingParams, StalledTraining, StalledTrainingParams,
+pub use inputs::{
+    CheckInputImages, CheckInputImagesParams, NLPSequenceRatio, NLPSequenceRatioParams,
 };
+pub use labels::{ClassImbalance, ClassImbalanceParams, Confusion, ConfusionParams};
+pub use losses::{LossNotDecreasing, LossNotDecreasingParams, Overfit, OverfitParams};
+pub use progress::{Overtraining, OvertrainingParams, StalledTraining, StalledTrainingParams};
 pub use tensors::{
     AllZero, AllZeroParams, ExplodingTensor, ExplodingTensorParams, SimilarAcrossRuns,
     SimilarAcrossRunsParams, TensorVariance, TensorVarianceParams, UnchangedTensor,

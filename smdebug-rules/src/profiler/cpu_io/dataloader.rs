@@ -2,13 +2,14 @@
 
 use crate::error::Result;
 use crate::params::{Check, lenient};
-use crate::profiler::details::Details;
+use crate::profiler::details::{
+    DataloaderDetails, Details, Firing, NodeDataLoading, WorkerVerdict,
+};
 use crate::profiler::snapshot::is_core;
 use crate::profiler::stats::{Sketch, round4};
 use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 use smdebug_profiler::reader::Span;
 use smdebug_profiler::spans::Phase;
 use smdebug_profiler::system::vocab;
@@ -53,7 +54,8 @@ struct NodeLoading {
     last_step_end_us: u64,
     step_total_us: u64,
     last_load_end_us: u64,
-    fired: bool,
+    /// When the rule fired for the node, and why.
+    fired: Option<(Firing, WorkerVerdict)>,
 }
 
 impl NodeLoading {
@@ -62,6 +64,21 @@ impl NodeLoading {
         match self.num_workers {
             Some(n) => (n, "num_workers argument"),
             None => (self.loaders.len() as u64, "distinct loaders seen"),
+        }
+    }
+
+    /// The verdict on `workers` against the node's cores, with `params`' thresholds.
+    fn verdict(&self, params: &DataloaderParams) -> Option<WorkerVerdict> {
+        if self.loads == 0 || self.cores.is_empty() {
+            return None;
+        }
+        let (workers, cores) = (self.workers().0 as f64, self.cores.len() as f64);
+        if workers < cores * params.min_threshold / 100.0 {
+            Some(WorkerVerdict::TooFew)
+        } else if workers > cores * params.max_threshold / 100.0 {
+            Some(WorkerVerdict::TooMany)
+        } else {
+            None
         }
     }
 
@@ -101,19 +118,16 @@ fn judge(
     node: &mut NodeLoading,
     window: &ProfilerWindow<'_>,
 ) -> Option<RuleResult> {
-    if node.fired || node.loads == 0 || node.cores.is_empty() {
+    if node.fired.is_some() {
         return None;
     }
+    let verdict = node.verdict(params)?;
     let (workers, source) = node.workers();
     let cores = node.cores.len() as f64;
-    let low = (workers as f64) < cores * params.min_threshold / 100.0;
-    let high = (workers as f64) > cores * params.max_threshold / 100.0;
-    if !(low || high) {
-        return None;
-    }
-    node.fired = true;
+    let low = verdict == WorkerVerdict::TooFew;
     let at = node.last_load_end_us;
     let step = window.step_at(at);
+    node.fired = Some((Firing { time_us: at, step }, verdict));
     let mut r = RuleResult::at_time(step, at);
     let advice = if low {
         format!(
@@ -301,30 +315,36 @@ impl ProfilerRule for Dataloader {
     }
 
     fn details(&self) -> Option<Details> {
-        Some(Details::Json({
-            let nodes: serde_json::Map<String, Value> = self
-                .nodes
-                .iter()
-                .filter(|(_, n)| n.loads > 0 || !n.cores.is_empty())
-                .map(|(name, n)| {
-                    let (workers, source) = n.workers();
-                    (
-                        name.clone(),
-                        json!({
-                            "cores": n.cores.len(),
-                            "workers": workers,
-                            "workers_from": source,
-                            "num_workers_argument": n.num_workers,
-                            "data_loading_spans": n.loads,
-                            "load_time_s": n.load_seconds.summary(),
-                            "data_loading_total_s": round4(n.load_total_us as f64 / 1e6),
-                            "step_total_s": round4(n.step_total_us as f64 / 1e6),
-                            "training_loop_share_loading": n.loop_share().map(round4),
-                        }),
-                    )
-                })
-                .collect();
-            json!({ "nodes": nodes })
+        let p = &self.params;
+        let nodes = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.loads > 0 || !n.cores.is_empty())
+            .map(|(name, n)| {
+                let (workers, source) = n.workers();
+                let cores = n.cores.len();
+                let node = NodeDataLoading {
+                    cores,
+                    workers,
+                    workers_from: source.to_string(),
+                    num_workers_argument: n.num_workers,
+                    min_workers: round4(cores as f64 * p.min_threshold / 100.0),
+                    max_workers: round4(cores as f64 * p.max_threshold / 100.0),
+                    verdict: n.fired.as_ref().map(|f| f.1).or_else(|| n.verdict(p)),
+                    fired_at: n.fired.as_ref().map(|f| f.0.clone()),
+                    data_loading_spans: n.loads,
+                    load_time_s: n.load_seconds.summary(),
+                    data_loading_total_s: round4(n.load_total_us as f64 / 1e6),
+                    step_total_s: round4(n.step_total_us as f64 / 1e6),
+                    training_loop_share_loading: n.loop_share().map(round4),
+                };
+                (name.clone(), node)
+            })
+            .collect();
+        Some(Details::Dataloader(DataloaderDetails {
+            min_threshold: p.min_threshold,
+            max_threshold: p.max_threshold,
+            nodes,
         }))
     }
 }

@@ -2,13 +2,12 @@
 
 use crate::error::Result;
 use crate::params::{Check, lenient};
-use crate::profiler::details::Details;
+use crate::profiler::details::{BatchSizeDetails, BatchSizeGpu, BatchSizeNode, Details, Firing};
 use crate::profiler::snapshot::SnapshotAssembler;
-use crate::profiler::stats::{RollingWindow, Sketch};
+use crate::profiler::stats::{RollingWindow, Sketch, round4};
 use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 use super::common::closing_results;
@@ -54,13 +53,21 @@ struct BatchGpu {
     memory_all: Sketch,
     firing: bool,
     violations: u64,
+    /// The p95s of utilization and memory in the latest judged window.
+    judged: Option<(f64, f64)>,
+    firings: Vec<Firing>,
 }
+
+/// At most this many firings per GPU are kept in the details.
+const MAX_FIRINGS: usize = 100;
 
 #[derive(Debug)]
 struct BatchNode {
     seen: u64,
     cpu: RollingWindow,
     cpu_all: Sketch,
+    /// The CPU p95 of the latest judged window.
+    cpu_judged: Option<f64>,
     gpus: BTreeMap<String, BatchGpu>,
 }
 
@@ -122,6 +129,7 @@ impl ProfilerRule for BatchSize {
                     seen: 0,
                     cpu: RollingWindow::new(size),
                     cpu_all: Sketch::default(),
+                    cpu_judged: None,
                     gpus: BTreeMap::new(),
                 });
             node.seen += 1;
@@ -135,6 +143,8 @@ impl ProfilerRule for BatchSize {
                     memory_all: Sketch::default(),
                     firing: false,
                     violations: 0,
+                    judged: None,
+                    firings: Vec::new(),
                 });
                 g.util.push(*util);
                 g.util_all.add(*util);
@@ -150,6 +160,7 @@ impl ProfilerRule for BatchSize {
             let Some(cpu_p95) = node.cpu.quantile(0.95) else {
                 continue;
             };
+            node.cpu_judged = Some(cpu_p95);
             for (gpu, g) in &mut node.gpus {
                 let (Some(gpu_p95), Some(mem_p95)) =
                     (g.util.quantile(0.95), g.memory.quantile(0.95))
@@ -159,9 +170,16 @@ impl ProfilerRule for BatchSize {
                 let condition = cpu_p95 < p.cpu_threshold_p95
                     && gpu_p95 < p.gpu_threshold_p95
                     && mem_p95 < p.gpu_memory_threshold_p95;
+                g.judged = Some((gpu_p95, mem_p95));
                 if condition && !g.firing {
                     g.violations += 1;
                     let step = window.step_at(snapshot.time_us);
+                    if g.firings.len() < MAX_FIRINGS {
+                        g.firings.push(Firing {
+                            time_us: snapshot.time_us,
+                            step,
+                        });
+                    }
                     let mut r = RuleResult::at_time(step, snapshot.time_us);
                     let node_name = &snapshot.node;
                     r.fire(format!(
@@ -216,32 +234,34 @@ impl ProfilerRule for BatchSize {
     }
 
     fn details(&self) -> Option<Details> {
-        Some(Details::Json({
-            let nodes: serde_json::Map<String, Value> = self
-                .nodes
-                .iter()
-                .map(|(name, n)| {
-                    let gpus: serde_json::Map<String, Value> = n
-                        .gpus
-                        .iter()
-                        .map(|(gpu, g)| {
-                            (
-                                gpu.clone(),
-                                json!({
-                                    "utilization": g.util_all.summary(),
-                                    "memory": g.memory_all.summary(),
-                                    "violations": g.violations,
-                                }),
-                            )
-                        })
-                        .collect();
-                    (
-                        name.clone(),
-                        json!({"cpu": n.cpu_all.summary(), "gpus": gpus}),
-                    )
-                })
-                .collect();
-            json!({ "nodes": nodes })
+        let p = &self.params;
+        let gpu = |g: &BatchGpu| BatchSizeGpu {
+            utilization: g.util_all.summary(),
+            memory: g.memory_all.summary(),
+            window_p95: g.judged.map(|j| round4(j.0)),
+            memory_window_p95: g.judged.map(|j| round4(j.1)),
+            all_under: g.firing,
+            violations: g.violations,
+            firings: g.firings.clone(),
+        };
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|(name, n)| {
+                let node = BatchSizeNode {
+                    cpu: n.cpu_all.summary(),
+                    cpu_window_p95: n.cpu_judged.map(round4),
+                    gpus: n.gpus.iter().map(|(id, g)| (id.clone(), gpu(g))).collect(),
+                };
+                (name.clone(), node)
+            })
+            .collect();
+        Some(Details::BatchSize(BatchSizeDetails {
+            cpu_threshold_p95: p.cpu_threshold_p95,
+            gpu_threshold_p95: p.gpu_threshold_p95,
+            gpu_memory_threshold_p95: p.gpu_memory_threshold_p95,
+            window: p.window,
+            nodes,
         }))
     }
 }

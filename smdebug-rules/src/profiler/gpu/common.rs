@@ -4,7 +4,6 @@ use crate::profiler::snapshot::{NO_GPU, Snapshot, SnapshotAssembler};
 use crate::profiler::stats::{RollingWindow, Sketch};
 use crate::rule::RuleResult;
 use crate::window::ProfilerWindow;
-use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 /// The results every GPU rule ends a window with: the datapoints it evaluated, and at the end
@@ -103,16 +102,19 @@ impl<S> PerGpu<S> {
         results
     }
 
-    /// `{"nodes": {node: {gpu: details(state)}}}`, for [`ProfilerRule::details`](crate::ProfilerRule::details).
-    pub(super) fn details(&self, details: impl Fn(&S) -> Value) -> Value {
-        let mut nodes: BTreeMap<&str, serde_json::Map<String, Value>> = BTreeMap::new();
+    /// Node → GPU → `details(state)`, for [`ProfilerRule::details`](crate::ProfilerRule::details).
+    pub(super) fn details<T>(
+        &self,
+        details: impl Fn(&S) -> T,
+    ) -> BTreeMap<String, BTreeMap<String, T>> {
+        let mut nodes: BTreeMap<String, BTreeMap<String, T>> = BTreeMap::new();
         for ((node, gpu), state) in &self.gpus {
             nodes
-                .entry(node)
+                .entry(node.clone())
                 .or_default()
                 .insert(gpu.clone(), details(state));
         }
-        json!({ "nodes": nodes })
+        nodes
     }
 }
 

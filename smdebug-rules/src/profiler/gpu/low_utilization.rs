@@ -10,7 +10,6 @@ use crate::profiler::stats::round4;
 use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 use super::common::{GpuSeries, Judged, PerGpu};
 
@@ -145,23 +144,17 @@ impl ProfilerRule for LowGPUUtilization {
     }
 
     fn details(&self) -> Option<Details> {
-        let mut nodes: BTreeMap<String, BTreeMap<String, GpuUtilization>> = BTreeMap::new();
-        for ((node, gpu), g) in &self.gpus.gpus {
+        let nodes = self.gpus.details(|g| {
             let u = &g.utilization;
-            let judged = u.seen > self.params.patience;
-            let utilization = GpuUtilization {
+            GpuUtilization {
                 utilization: u.all.summary(),
                 window_p95: u.window.quantile(0.95).map(round4),
                 window_p5: u.window.quantile(0.05).map(round4),
                 state: g.state,
                 violations: g.violations,
-                judged,
-            };
-            nodes
-                .entry(node.clone())
-                .or_default()
-                .insert(gpu.clone(), utilization);
-        }
+                judged: u.seen > self.params.patience,
+            }
+        });
         Some(Details::GpuUtilization(GpuUtilizationDetails { nodes }))
     }
 }

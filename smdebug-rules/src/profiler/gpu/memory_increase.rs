@@ -2,13 +2,12 @@
 
 use crate::error::Result;
 use crate::params::{Check, lenient};
-use crate::profiler::details::Details;
+use crate::profiler::details::{Details, GpuMemoryDetails, GpuMemoryUse, MemoryIncrease};
 use crate::profiler::snapshot::Snapshot;
 use crate::profiler::stats::round4;
 use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
 use super::common::{GpuSeries, Judged, PerGpu};
 
@@ -43,7 +42,11 @@ struct GpuMemory {
     memory: GpuSeries,
     /// The lowest moving average since patience (reset to the current one after a firing).
     baseline: Option<f64>,
-    increases: Vec<Value>,
+    /// The latest moving average judged.
+    average: Option<f64>,
+    /// The largest rise judged.
+    largest_rise: f64,
+    increases: Vec<MemoryIncrease>,
 }
 
 /// **GPUMemoryIncrease** — per node and GPU, after `patience` samples: fires when the moving
@@ -84,6 +87,8 @@ impl ProfilerRule for GPUMemoryIncrease {
         let new = || GpuMemory {
             memory: GpuSeries::new(p.window),
             baseline: None,
+            average: None,
+            largest_rise: 0.0,
             increases: Vec::new(),
         };
         let judge = |snapshot: &Snapshot, gpu: &str, value: f64, g: &mut GpuMemory| {
@@ -97,12 +102,14 @@ impl ProfilerRule for GPUMemoryIncrease {
             let Some(average) = g.memory.window.mean() else {
                 return Judged::Checked;
             };
+            g.average = Some(average);
             let baseline = *g.baseline.get_or_insert(average);
             if average < baseline {
                 g.baseline = Some(average);
                 return Judged::Checked;
             }
             let rise = average - baseline;
+            g.largest_rise = g.largest_rise.max(rise);
             if rise <= p.increase {
                 return Judged::Checked;
             }
@@ -127,12 +134,12 @@ impl ProfilerRule for GPUMemoryIncrease {
                 .limit(p.increase),
             );
             if g.increases.len() < 100 {
-                g.increases.push(json!({
-                    "time_us": snapshot.time_us,
-                    "step": step,
-                    "from": round4(baseline),
-                    "to": round4(average),
-                }));
+                g.increases.push(MemoryIncrease {
+                    time_us: snapshot.time_us,
+                    step,
+                    from: round4(baseline),
+                    to: round4(average),
+                });
             }
             Judged::Fired(r)
         };
@@ -141,9 +148,17 @@ impl ProfilerRule for GPUMemoryIncrease {
     }
 
     fn details(&self) -> Option<Details> {
-        Some(Details::Json({
-            self.gpus
-                .details(|g| json!({"memory": g.memory.all.summary(), "increases": g.increases}))
+        let nodes = self.gpus.details(|g| GpuMemoryUse {
+            memory: g.memory.all.summary(),
+            average: g.average.map(round4),
+            baseline: g.baseline.map(round4),
+            largest_rise: round4(g.largest_rise),
+            increases: g.increases.clone(),
+        });
+        Some(Details::GpuMemory(GpuMemoryDetails {
+            increase: self.params.increase,
+            window: self.params.window,
+            nodes,
         }))
     }
 }

@@ -3,7 +3,14 @@
 //! back from the rules summary (`rules/rule_job_summary.json`) with [`Details::of_status`].
 //!
 //! The JSON form is the struct's fields with a `kind` tag (`{"kind": "bottlenecks",
-//! "nodes": {...}}`); details not typed yet keep the object the rule wrote, without a tag.
+//! "nodes": {...}}`). Every profiler rule's details are typed; the evidence of the bottleneck,
+//! step-outlier, load-balancing and GPU-utilization rules is here, the others' in `usage.rs`
+//! (OverallSystemUsage, OverallFrameworkMetrics), `resources.rs` (BatchSize,
+//! GPUMemoryIncrease) and `loading.rs` (Dataloader, MaxInitializationTime).
+
+mod loading;
+mod resources;
+mod usage;
 
 use std::collections::BTreeMap;
 
@@ -11,6 +18,16 @@ use serde::{Deserialize, Serialize};
 use smdebug_profiler::stats::Summary;
 
 use crate::status::RuleStatus;
+
+pub use loading::{DataloaderDetails, InitializationDetails, NodeDataLoading, WorkerVerdict};
+pub use resources::{
+    BatchSizeDetails, BatchSizeGpu, BatchSizeNode, Firing, GpuMemoryDetails, GpuMemoryUse,
+    MemoryIncrease,
+};
+pub use usage::{
+    FrameworkMetricsDetails, MetricUsage, OperatorTime, OperatorTotals, SystemUsageDetails,
+    TimeOutside, TimeShare, TimeTotal,
+};
 
 /// A profiler rule's details.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -26,9 +43,18 @@ pub enum Details {
     /// LowGPUUtilization: per node and GPU, the utilization summary, the latest window's p95
     /// and p5, and the state the rule judged.
     GpuUtilization(GpuUtilizationDetails),
-    /// A rule whose details are not typed yet: its JSON object as it wrote it.
-    #[serde(untagged)]
-    Json(serde_json::Value),
+    /// OverallSystemUsage: per node and metric, the run's statistics.
+    SystemUsage(SystemUsageDetails),
+    /// OverallFrameworkMetrics: where the job's time went, from the framework spans.
+    FrameworkMetrics(FrameworkMetricsDetails),
+    /// BatchSize: the thresholds, and per node and GPU the window p95s compared with them.
+    BatchSize(BatchSizeDetails),
+    /// GPUMemoryIncrease: the limit, and per node and GPU the moving averages and rises.
+    GpuMemory(GpuMemoryDetails),
+    /// Dataloader: the thresholds, and per node the workers against the cores.
+    Dataloader(DataloaderDetails),
+    /// MaxInitializationTime: the threshold and the time before the first step.
+    Initialization(InitializationDetails),
 }
 
 impl Details {
@@ -39,12 +65,13 @@ impl Details {
         Details::of_value(&status.details)
     }
 
-    /// The details in `value` (the JSON form); `None` for null.
+    /// The details in `value` (the JSON form); `None` for null, and for an object that is no
+    /// profiler rule's details (ProfilerReport's `{"report": ...}`, a debugging rule's).
     pub fn of_value(value: &serde_json::Value) -> Option<Details> {
         if value.is_null() {
             return None;
         }
-        Some(serde_json::from_value(value.clone()).unwrap_or_else(|_| Details::Json(value.clone())))
+        Details::deserialize(value).ok()
     }
 
     /// The JSON form, as the summary records it.
@@ -80,6 +107,54 @@ impl Details {
     pub fn step_outliers(&self) -> Option<&StepOutlierDetails> {
         match self {
             Details::StepOutliers(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// OverallSystemUsage's details, if these are.
+    pub fn system_usage(&self) -> Option<&SystemUsageDetails> {
+        match self {
+            Details::SystemUsage(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// OverallFrameworkMetrics's details, if these are.
+    pub fn framework_metrics(&self) -> Option<&FrameworkMetricsDetails> {
+        match self {
+            Details::FrameworkMetrics(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// BatchSize's details, if these are.
+    pub fn batch_size(&self) -> Option<&BatchSizeDetails> {
+        match self {
+            Details::BatchSize(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// GPUMemoryIncrease's details, if these are.
+    pub fn gpu_memory(&self) -> Option<&GpuMemoryDetails> {
+        match self {
+            Details::GpuMemory(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// Dataloader's details, if these are.
+    pub fn dataloader(&self) -> Option<&DataloaderDetails> {
+        match self {
+            Details::Dataloader(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// MaxInitializationTime's details, if these are.
+    pub fn initialization(&self) -> Option<&InitializationDetails> {
+        match self {
+            Details::Initialization(d) => Some(d),
             _ => None,
         }
     }

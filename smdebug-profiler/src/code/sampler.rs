@@ -1,0 +1,536 @@
+//! The code profiler's background thread: it owns pprof-rs's process-wide sampler, installs
+//! and removes the `SIGPROF` timer per window, symbolizes each window's stacks and writes its
+//! files (summary, flame graph, pprof profile). Built with the `code-profile` feature on Linux.
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use std::sync::Arc;
+
+use smdebug_core::Mode;
+use smdebug_io::Storage;
+
+use crate::code::config::CodeProfileConfig;
+use crate::code::counters::{CodeProfileReport, MAX_PENDING_WINDOWS};
+use crate::code::encode::{ProfileWindow, flamegraph_svg, pprof_gz};
+use crate::code::layout::{CodeProfileFile, code_profile_base_key};
+use crate::code::stacks::{FrameSymbol, Stack, summarize};
+use crate::code::summary::{CodeProfileFiles, CodeProfileSummary, SUMMARY_VERSION, WindowStep};
+use crate::system::{ProfilerError, Result};
+
+/// Set while a window is open anywhere in the process (pprof-rs's sampler is a global).
+static PROCESS_WINDOW: AtomicBool = AtomicBool::new(false);
+
+/// Counters and flags shared by the training thread's handle and the writer thread.
+#[derive(Default)]
+struct Shared {
+    in_window: AtomicBool,
+    sampling: AtomicBool,
+    pending: AtomicU64,
+    windows: AtomicU64,
+    written: AtomicU64,
+    failed: AtomicU64,
+    samples: AtomicU64,
+    files: AtomicU64,
+    last_error: Mutex<Option<String>>,
+    /// Set by the writer thread when it ends (a panic included).
+    done: Mutex<bool>,
+    done_signal: Condvar,
+}
+
+impl Shared {
+    fn report(&self) -> CodeProfileReport {
+        CodeProfileReport {
+            windows: self.windows.load(Ordering::Relaxed),
+            written: self.written.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            samples: self.samples.load(Ordering::Relaxed),
+            files: self.files.load(Ordering::Relaxed),
+            last_error: self.last_error.lock().ok().and_then(|e| e.clone()),
+        }
+    }
+
+    fn fail(&self, message: String) {
+        if self.failed.fetch_add(1, Ordering::Relaxed) == 0 {
+            log::warn!("smdebug-profiler: code-profile window failed: {message}");
+        }
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = Some(message);
+        }
+    }
+
+    /// Waits up to `timeout` for the writer thread to end; whether it did.
+    fn wait_done(&self, timeout: Duration) -> bool {
+        let Ok(done) = self.done.lock() else {
+            return false;
+        };
+        self.done_signal
+            .wait_timeout_while(done, timeout, |done| !*done)
+            .map(|(done, _)| *done)
+            .unwrap_or(false)
+    }
+}
+
+/// Marks the writer thread done when it returns or unwinds.
+struct DoneOnExit(Arc<Shared>);
+
+impl Drop for DoneOnExit {
+    fn drop(&mut self) {
+        self.0.sampling.store(false, Ordering::Release);
+        if let Ok(mut done) = self.0.done.lock() {
+            *done = true;
+        }
+        self.0.done_signal.notify_all();
+    }
+}
+
+/// Libraries whose code is never unwound from: a sample landing in them is dropped. The
+/// unwinder itself takes locks in libc and libgcc, and a signal arriving while they are
+/// held must not unwind through them (pprof-rs's advice).
+const BLOCKLIST: [&str; 4] = ["libc", "libgcc", "pthread", "vdso"];
+/// How long the writer retries when the sampler is held outside this crate.
+const BUSY_RETRY: Duration = Duration::from_secs(2);
+/// Longest wait for another profiler of this process to hand the sampler over: its window
+/// has ended (a new one could not begin otherwise), so its writer is only installing or
+/// removing the timer.
+const HANDOVER_WAIT: Duration = Duration::from_secs(120);
+
+/// Set while a writer thread of this process installs, holds or removes pprof-rs's
+/// sampler. A window's `end` releases [`PROCESS_WINDOW`] at once, but its writer may still
+/// hold the timer for a moment; the next window's writer waits for it here.
+static SAMPLER_HELD: AtomicBool = AtomicBool::new(false);
+
+/// Takes [`SAMPLER_HELD`], waiting for another writer to release it.
+fn hold_sampler() -> bool {
+    let deadline = Instant::now() + HANDOVER_WAIT;
+    while SAMPLER_HELD
+        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    true
+}
+
+enum Message {
+    Begin(Option<WindowStep>),
+    End(Option<WindowStep>),
+    Flush(SyncSender<()>),
+    Shutdown,
+}
+
+pub(crate) struct Inner {
+    shared: Arc<Shared>,
+    tx: Sender<Message>,
+    thread: Option<JoinHandle<()>>,
+    finish_timeout: Duration,
+}
+
+fn step(at: Option<(Mode, u64)>) -> Option<WindowStep> {
+    at.map(|(mode, step)| WindowStep { mode, step })
+}
+
+fn stopped() -> ProfilerError {
+    ProfilerError::WriterStopped {
+        writer: "code profile",
+    }
+}
+
+impl Inner {
+    pub(crate) fn start(config: CodeProfileConfig, storage: Arc<dyn Storage>) -> Result<Inner> {
+        let (tx, rx) = mpsc::channel();
+        let shared = Arc::new(Shared::default());
+        let finish_timeout = config.finish_timeout;
+        let writer = Writer {
+            config,
+            storage,
+            shared: Arc::clone(&shared),
+        };
+        let thread = std::thread::Builder::new()
+            .name("smdebug-code".to_owned())
+            .spawn(move || writer.run(rx))
+            .map_err(|source| ProfilerError::Thread {
+                thread: "code profile",
+                source,
+            })?;
+        Ok(Inner {
+            shared,
+            tx,
+            thread: Some(thread),
+            finish_timeout,
+        })
+    }
+
+    pub(crate) fn begin(&self, start: Option<(Mode, u64)>) -> Result<()> {
+        let shared = &self.shared;
+        if self.thread.is_none() {
+            return Err(stopped());
+        }
+        if shared.in_window.load(Ordering::Acquire) {
+            return Err(ProfilerError::CodeProfileBusy);
+        }
+        let pending = shared.pending.load(Ordering::Acquire);
+        if pending >= MAX_PENDING_WINDOWS {
+            return Err(ProfilerError::CodeProfileBacklog { pending });
+        }
+        if PROCESS_WINDOW
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return Err(ProfilerError::CodeProfileBusy);
+        }
+        shared.pending.fetch_add(1, Ordering::AcqRel);
+        if self.tx.send(Message::Begin(step(start))).is_err() {
+            shared.pending.fetch_sub(1, Ordering::AcqRel);
+            PROCESS_WINDOW.store(false, Ordering::Release);
+            return Err(stopped());
+        }
+        shared.in_window.store(true, Ordering::Release);
+        shared.windows.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub(crate) fn end(&self, last: Option<(Mode, u64)>) -> Result<()> {
+        if !self.shared.in_window.swap(false, Ordering::AcqRel) {
+            return Err(ProfilerError::CodeProfileNoWindow);
+        }
+        // The writer ends the window (and removes the timer) whichever way this goes: a
+        // writer that has stopped removed it on its way out.
+        let sent = self.tx.send(Message::End(step(last)));
+        PROCESS_WINDOW.store(false, Ordering::Release);
+        sent.map_err(|_| stopped())
+    }
+
+    pub(crate) fn report(&self) -> CodeProfileReport {
+        self.shared.report()
+    }
+
+    pub(crate) fn running(&self) -> bool {
+        self.thread.is_some()
+    }
+
+    pub(crate) fn in_window(&self) -> bool {
+        self.shared.in_window.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn is_sampling(&self) -> bool {
+        self.shared.sampling.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn flush(&self) -> Result<()> {
+        let (ack_tx, ack_rx) = mpsc::sync_channel(1);
+        self.tx
+            .send(Message::Flush(ack_tx))
+            .map_err(|_| stopped())?;
+        match ack_rx.recv_timeout(self.finish_timeout) {
+            Ok(()) => Ok(()),
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(ProfilerError::CodeProfileTimeout {
+                waited: self.finish_timeout,
+            }),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(stopped()),
+        }
+    }
+
+    /// Ends the writer (its open window written first) within the timeout, and reports.
+    pub(crate) fn stop(&mut self) -> Result<CodeProfileReport> {
+        let Some(thread) = self.thread.take() else {
+            return Err(stopped());
+        };
+        let _ = self.tx.send(Message::Shutdown);
+        if self.shared.in_window.swap(false, Ordering::AcqRel) {
+            PROCESS_WINDOW.store(false, Ordering::Release);
+        }
+        if !self.shared.wait_done(self.finish_timeout) {
+            // Left to finish on its own: never hang the caller.
+            return Err(ProfilerError::CodeProfileTimeout {
+                waited: self.finish_timeout,
+            });
+        }
+        thread.join().map_err(|_| ProfilerError::ThreadPanicked {
+            thread: "code profile",
+        })?;
+        Ok(self.shared.report())
+    }
+}
+
+fn epoch_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// CPU time the process has used, seconds.
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = procfs::process::Process::myself().ok()?.stat().ok()?;
+    Some((stat.utime + stat.stime) as f64 / procfs::ticks_per_second() as f64)
+}
+
+/// A window being sampled.
+struct Open {
+    guard: pprof::ProfilerGuard<'static>,
+    start: Option<WindowStep>,
+    start_us: u64,
+    cpu_start: Option<f64>,
+}
+
+/// A window stopped, its stacks not yet resolved.
+struct Stopped {
+    report: pprof::UnresolvedReport,
+    start: Option<WindowStep>,
+    end: Option<WindowStep>,
+    start_us: u64,
+    end_us: u64,
+    cpu_seconds: Option<f64>,
+}
+
+struct Writer {
+    config: CodeProfileConfig,
+    storage: Arc<dyn Storage>,
+    shared: Arc<Shared>,
+}
+
+impl Writer {
+    fn run(self, rx: Receiver<Message>) {
+        let _done = DoneOnExit(Arc::clone(&self.shared));
+        let mut open: Option<Open> = None;
+        loop {
+            let message = rx.recv().unwrap_or(Message::Shutdown);
+            match message {
+                Message::Begin(start) => {
+                    if let Some(previous) = open.take() {
+                        self.close(previous, None);
+                    }
+                    match self.open(start) {
+                        Ok(window) => {
+                            self.shared.sampling.store(true, Ordering::Release);
+                            open = Some(window);
+                        }
+                        Err(e) => {
+                            self.shared.fail(e);
+                            self.shared.pending.fetch_sub(1, Ordering::AcqRel);
+                        }
+                    }
+                }
+                Message::End(last) => {
+                    if let Some(window) = open.take() {
+                        self.close(window, last);
+                    }
+                }
+                Message::Flush(ack) => {
+                    let _ = ack.send(());
+                }
+                Message::Shutdown => {
+                    if let Some(window) = open.take() {
+                        self.close(window, None);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Installs the timer, once no other writer of this process holds the sampler. A
+    /// sampler held outside this crate (pprof-rs used directly) is retried for a while.
+    fn open(&self, start: Option<WindowStep>) -> std::result::Result<Open, String> {
+        if !hold_sampler() {
+            return Err(format!(
+                "another code profiler of this process held the CPU sampler for over {HANDOVER_WAIT:?}"
+            ));
+        }
+        let opened = self.install(start);
+        if opened.is_err() {
+            SAMPLER_HELD.store(false, Ordering::Release);
+        }
+        opened
+    }
+
+    fn install(&self, start: Option<WindowStep>) -> std::result::Result<Open, String> {
+        let deadline = Instant::now() + BUSY_RETRY;
+        loop {
+            let cpu_start = process_cpu_seconds();
+            let built = pprof::ProfilerGuardBuilder::default()
+                .frequency(i32::try_from(self.config.frequency_hz).unwrap_or(i32::MAX))
+                .blocklist(&BLOCKLIST)
+                .build();
+            match built {
+                Ok(guard) => {
+                    return Ok(Open {
+                        guard,
+                        start,
+                        start_us: epoch_us(),
+                        cpu_start,
+                    });
+                }
+                Err(pprof::Error::Running) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => return Err(format!("the CPU sampler could not be started: {e}")),
+            }
+        }
+    }
+
+    /// Stops the timer, then resolves and writes the window.
+    fn close(&self, window: Open, end: Option<WindowStep>) {
+        let report = window.guard.report().build_unresolved();
+        let end_us = epoch_us();
+        let cpu_end = process_cpu_seconds();
+        drop(window.guard);
+        SAMPLER_HELD.store(false, Ordering::Release);
+        self.shared.sampling.store(false, Ordering::Release);
+        let outcome = match report {
+            Ok(report) => {
+                let stopped = Stopped {
+                    report,
+                    start: window.start,
+                    end,
+                    start_us: window.start_us,
+                    end_us: end_us.max(window.start_us),
+                    cpu_seconds: window.cpu_start.zip(cpu_end).map(|(a, b)| (b - a).max(0.0)),
+                };
+                // Symbols and encoders are other people's code: a panic there costs this
+                // window, not the writer.
+                catch_unwind(AssertUnwindSafe(|| self.write(stopped)))
+                    .unwrap_or_else(|_| Err("symbolizing or writing panicked".to_owned()))
+            }
+            Err(e) => Err(format!("the samples could not be read: {e}")),
+        };
+        match outcome {
+            Ok(samples) => {
+                self.shared.written.fetch_add(1, Ordering::Relaxed);
+                self.shared.samples.fetch_add(samples, Ordering::Relaxed);
+            }
+            Err(e) => self.shared.fail(e),
+        }
+        self.shared.pending.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Writes the profile, the flame graph and (last, so a listed summary has its files)
+    /// the summary. Returns the window's samples.
+    fn write(&self, window: Stopped) -> std::result::Result<u64, String> {
+        let stacks = resolve(window.report);
+        let figures = summarize(&stacks, self.config.top_functions);
+        let node = self.config.node.as_str();
+        let worker = self.config.worker;
+        let file = CodeProfileFile {
+            start_us: window.start_us,
+            end_us: window.end_us,
+            node: node.to_owned(),
+            worker,
+            base_key: code_profile_base_key(window.start_us, window.end_us, worker, node),
+        };
+        let mut summary = CodeProfileSummary {
+            version: SUMMARY_VERSION,
+            node_id: node.to_owned(),
+            worker,
+            start_time_since_epoch_in_micros: window.start_us,
+            end_time_since_epoch_in_micros: window.end_us,
+            start_step: window.start,
+            end_step: window.end,
+            frequency_hz: self.config.frequency_hz,
+            samples: figures.samples,
+            process_cpu_seconds: window.cpu_seconds,
+            functions: figures.functions,
+            threads: figures.threads,
+            top_self: figures.top_self,
+            top_total: figures.top_total,
+            shared_root_functions: figures.shared_root_functions,
+            files: CodeProfileFiles::default(),
+        };
+        let label = match summary.steps_label() {
+            l if l.is_empty() => format!("{:.1} s window", summary.duration_seconds()),
+            l => l,
+        };
+        let description = format!(
+            "{label} · {} samples at {} Hz · node {node}, worker {worker}",
+            summary.samples, summary.frequency_hz
+        );
+        let mut errors = Vec::new();
+        let pprof = pprof_gz(
+            &stacks,
+            &ProfileWindow {
+                start_us: window.start_us,
+                end_us: window.end_us,
+                frequency_hz: self.config.frequency_hz,
+                comment: &format!("smdebug code profile: {description}"),
+            },
+        );
+        match pprof {
+            Ok(bytes) => match self.put(&file.pprof_key(), bytes) {
+                Ok(()) => summary.files.pprof = Some(file.pprof_key()),
+                Err(e) => errors.push(e),
+            },
+            Err(e) => errors.push(format!("profile not encoded: {e}")),
+        }
+        match flamegraph_svg(&stacks, "Code profile", &description) {
+            Ok(Some(svg)) => match self.put(&file.flamegraph_key(), svg) {
+                Ok(()) => summary.files.flamegraph = Some(file.flamegraph_key()),
+                Err(e) => errors.push(e),
+            },
+            Ok(None) => {}
+            Err(e) => errors.push(e),
+        }
+        let json =
+            serde_json::to_vec_pretty(&summary).map_err(|e| format!("summary not encoded: {e}"))?;
+        self.put(&file.summary_key(), json)?;
+        match errors.into_iter().next() {
+            Some(e) => Err(e),
+            None => Ok(summary.samples),
+        }
+    }
+
+    fn put(&self, key: &str, bytes: Vec<u8>) -> std::result::Result<(), String> {
+        self.storage
+            .put(key, bytes.into())
+            .map(|()| {
+                self.shared.files.fetch_add(1, Ordering::Relaxed);
+            })
+            .map_err(|e| format!("{key} not written: {e}"))
+    }
+}
+
+/// Resolves every sampled stack to names, files and lines; stacks that resolve alike (one
+/// code path on two threads of one name) are merged.
+fn resolve(report: pprof::UnresolvedReport) -> Vec<Stack> {
+    let mut merged: HashMap<(String, Vec<Vec<FrameSymbol>>), u64> = HashMap::new();
+    for (unresolved, count) in report.data {
+        let Ok(count) = u64::try_from(count) else {
+            continue;
+        };
+        let frames = pprof::Frames::from(unresolved);
+        let thread = frames.thread_name_or_id();
+        let symbols = frames
+            .frames
+            .iter()
+            .map(|frame| {
+                frame
+                    .iter()
+                    .map(|symbol| FrameSymbol {
+                        name: symbol.name(),
+                        system_name: symbol.sys_name().into_owned(),
+                        file: symbol.filename.as_ref().map(|p| p.display().to_string()),
+                        line: symbol.lineno(),
+                    })
+                    .collect()
+            })
+            .collect();
+        *merged.entry((thread, symbols)).or_default() += count;
+    }
+    merged
+        .into_iter()
+        .map(|((thread, frames), count)| Stack {
+            thread,
+            frames,
+            count,
+        })
+        .collect()
+}

@@ -1,0 +1,278 @@
+//! Rules about training progress: Overtraining, StalledTraining.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use smdebug_core::Mode;
+use smdebug_io::trial::Trial;
+
+use crate::error::Result;
+use crate::params::{Check, lenient};
+use crate::rule::{Evidence, Needs, RuleResult, TensorRule};
+use crate::select::request;
+use crate::select::{TensorSelection, mode_at};
+
+/// Parameters of [`Overtraining`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct OvertrainingParams {
+    /// TRAIN steps without improvement before the training loss counts as stalled. Default 5.
+    #[serde(deserialize_with = "lenient::u64")]
+    pub patience_train: u64,
+    /// EVAL steps without improvement before the validation loss counts as stalled. Default 10.
+    #[serde(deserialize_with = "lenient::u64")]
+    pub patience_validation: u64,
+    /// An improvement is a loss lower than the best so far by more than this. Default `0.01`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub delta: f64,
+}
+
+impl Default for OvertrainingParams {
+    fn default() -> Self {
+        OvertrainingParams {
+            patience_train: 5,
+            patience_validation: 10,
+            delta: 0.01,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Plateau {
+    best: Option<f64>,
+    since: u64,
+    /// The last values, for the moving average (TRAIN only).
+    window: std::collections::VecDeque<f64>,
+}
+
+impl Plateau {
+    fn observe(&mut self, loss: f64, delta: f64) {
+        match self.best {
+            Some(b) if loss >= b - delta || loss.is_nan() => self.since += 1,
+            _ => {
+                self.best = Some(loss);
+                self.since = 0;
+            }
+        }
+    }
+}
+
+/// **Overtraining** — for each loss (the `losses` collection, else names containing `loss`),
+/// tracks the best TRAIN value (of the moving average over `patience_train` values, as
+/// per-batch losses are noisy) and the best EVAL value; a mode has stalled when it has not
+/// improved on its best by more than `delta` for `patience_train` TRAIN steps
+/// (`patience_validation` EVAL steps). Fires when both have stalled (when the run has no EVAL
+/// losses, when training has).
+///
+/// When it fires: more training will not help: stop (early stopping at the best validation
+/// step), or change the learning-rate schedule.
+pub struct Overtraining {
+    params: OvertrainingParams,
+    losses: TensorSelection,
+    state: HashMap<String, (Plateau, Plateau)>,
+}
+
+impl Overtraining {
+    /// The rule's name.
+    pub const NAME: &'static str = "Overtraining";
+
+    /// The rule with `params`; fails naming the parameter that is out of range.
+    pub fn new(params: OvertrainingParams) -> Result<Self> {
+        Check::new(Self::NAME).finite("delta", params.delta)?;
+        Ok(Overtraining {
+            losses: TensorSelection::losses(Self::NAME, &[], &[], true)?,
+            params,
+            state: HashMap::new(),
+        })
+    }
+}
+
+impl TensorRule for Overtraining {
+    crate::rule_identity!();
+
+    fn needs(&self) -> Needs {
+        Needs::default()
+            .reading(&self.losses)
+            .capturing(request("losses", Self::NAME))
+            .requiring(format!(
+                "a loss saved at an EVAL step, or at {} TRAIN steps",
+                self.params.patience_train.max(1)
+            ))
+    }
+
+    fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
+        let mut result = RuleResult::new(step);
+        let Some(mode) = mode_at(Self::NAME, trial, step)? else {
+            return Ok(result);
+        };
+        let p = &self.params;
+        for reading in self.losses.scalars_at(Self::NAME, trial, step)? {
+            let (name, loss) = reading?;
+            let (train, eval) = self.state.entry(name.clone()).or_default();
+            match mode {
+                Mode::Train => {
+                    // Per-batch training losses are noisy: follow their moving average over
+                    // `patience_train` values, so one lucky batch does not set the best.
+                    let w = p.patience_train.max(1) as usize;
+                    train.window.push_back(loss);
+                    while train.window.len() > w {
+                        train.window.pop_front();
+                    }
+                    if train.window.len() < w {
+                        continue;
+                    }
+                    let avg = train.window.iter().sum::<f64>() / w as f64;
+                    train.observe(avg, p.delta)
+                }
+                Mode::Eval => eval.observe(loss, p.delta),
+                _ => continue,
+            }
+            result.datapoints += 1;
+            let train_stalled = train.best.is_some() && train.since >= p.patience_train;
+            let eval_stalled = eval.best.is_some() && eval.since >= p.patience_validation;
+            let has_eval = eval.best.is_some();
+            if train_stalled && (eval_stalled || !has_eval) {
+                let mut msg = format!(
+                    "{name}: training loss has not improved on {:.6} by more than {} for {} TRAIN steps",
+                    train.best.unwrap_or(f64::NAN),
+                    p.delta,
+                    train.since
+                );
+                if has_eval {
+                    msg.push_str(&format!(
+                        ", validation loss not on {:.6} for {} EVAL steps",
+                        eval.best.unwrap_or(f64::NAN),
+                        eval.since
+                    ));
+                }
+                result.fire(msg);
+                result.evidence.push(
+                    Evidence::new(
+                        &name,
+                        step,
+                        "train_steps_without_improvement",
+                        train.since as f64,
+                    )
+                    .limit(p.patience_train as f64),
+                );
+                if has_eval {
+                    result.evidence.push(
+                        Evidence::new(
+                            &name,
+                            step,
+                            "eval_steps_without_improvement",
+                            eval.since as f64,
+                        )
+                        .limit(p.patience_validation as f64),
+                    );
+                }
+            }
+        }
+        Ok(result)
+    }
+}
+
+/// Parameters of [`StalledTraining`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StalledTrainingParams {
+    /// Seconds without a new step before the rule fires. Default `1800`.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub threshold: f64,
+    /// Also stop the training job when it fires. Default `false`.
+    #[serde(deserialize_with = "lenient::bool")]
+    pub stop_training_on_fire: bool,
+    /// SageMaker used this to find the job to stop; accepted and ignored here (the stop request
+    /// goes through the run directory). Default: none.
+    #[serde(deserialize_with = "lenient::opt_string")]
+    pub training_job_name_prefix: Option<String>,
+}
+
+impl Default for StalledTrainingParams {
+    fn default() -> Self {
+        StalledTrainingParams {
+            threshold: 1800.0,
+            stop_training_on_fire: false,
+            training_job_name_prefix: None,
+        }
+    }
+}
+
+/// **StalledTraining** — fires when a live run has written no new step for `threshold`
+/// seconds (measured by the runner that follows it; a finished run never stalls). With
+/// `stop_training_on_fire`, the runner also asks the job to stop.
+///
+/// When it fires: the job hangs (a deadlock in data loading or collective communication, a
+/// dead worker) or saves too rarely for this threshold.
+pub struct StalledTraining {
+    params: StalledTrainingParams,
+    fired_for: Option<Option<u64>>,
+}
+
+impl StalledTraining {
+    /// The rule's name.
+    pub const NAME: &'static str = "StalledTraining";
+
+    /// The rule with `params`; fails naming the parameter that is out of range.
+    pub fn new(params: StalledTrainingParams) -> Result<Self> {
+        Check::new(Self::NAME).positive("threshold", params.threshold, "number of seconds")?;
+        Ok(StalledTraining {
+            params,
+            fired_for: None,
+        })
+    }
+
+    /// Whether the rule asks the runner to stop training when it fires.
+    pub fn stops_training(&self) -> bool {
+        self.params.stop_training_on_fire
+    }
+}
+
+impl TensorRule for StalledTraining {
+    crate::rule_identity!();
+
+    fn needs(&self) -> Needs {
+        // It reads no tensor: it watches saved steps arrive, so the hook must save something
+        // regularly; losses cost the least.
+        Needs::default()
+            .capturing(request("losses", Self::NAME))
+            .requiring("saved steps")
+    }
+
+    fn invoke_at_step(&mut self, _trial: &Trial, step: u64) -> Result<RuleResult> {
+        let mut result = RuleResult::new(step);
+        result.datapoints = 1;
+        Ok(result)
+    }
+
+    fn on_idle(
+        &mut self,
+        _trial: &Trial,
+        last_step: Option<u64>,
+        idle: Duration,
+    ) -> Result<Option<RuleResult>> {
+        let secs = idle.as_secs_f64();
+        // One firing per stall: a new step starts a new watch.
+        if secs < self.params.threshold || self.fired_for == Some(last_step) {
+            return Ok(None);
+        }
+        self.fired_for = Some(last_step);
+        let step = last_step.unwrap_or(0);
+        let mut result = RuleResult::new(step);
+        result.datapoints = 1;
+        let after = match last_step {
+            Some(s) => format!("after step {s}"),
+            None => "since the runner started".to_string(),
+        };
+        result.fire(format!(
+            "no new step for {secs:.1} s {after} (threshold {} s)",
+            self.params.threshold
+        ));
+        result.evidence.push(
+            Evidence::new("(run)", step, "seconds_without_new_step", secs)
+                .limit(self.params.threshold),
+        );
+        Ok(Some(result))
+    }
+}
