@@ -27,6 +27,9 @@ use smdebug_rules::runner::SUMMARY_FILE;
 use crate::identity::{Change, Identity};
 use crate::journal::Journal;
 
+/// Event-file bytes the dashboard's `Trial` keeps between views.
+const DASHBOARD_FILE_CACHE_BYTES: usize = 16 << 20;
+
 /// Time spent reading a backlog of index files per follower pass (the rest on the next
 /// passes), so that a large backlog does not hold back new samples and the page sees progress.
 const TENSOR_BUDGET_PER_PASS: Duration = Duration::from_millis(1500);
@@ -175,6 +178,9 @@ impl Run {
         let options = TrialOptions {
             auto_refresh: true,
             max_tensor_bytes: self.max_tensor_bytes,
+            // A view reads a tensor at a few hundred steps once; keeping what it read (256 MiB
+            // by default) only held memory: +40 MB a distribution view on the demo run.
+            file_cache_bytes: DASHBOARD_FILE_CACHE_BYTES,
             ..TrialOptions::default()
         };
         match Trial::from_storage(&self.location, storage, options) {
