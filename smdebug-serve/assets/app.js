@@ -4,7 +4,7 @@
 // pushed state says their data changed.
 "use strict";
 (function () {
-  const { el, clear, fmt, dur, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin, selectionIn } = window.SMD;
+  const { el, clear, fmt, dur, measured, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin, selectionIn } = window.SMD;
   const status = { panels: {}, charts: 0, errors: [], csp: [], steps: null, last_step_time: null,
                    ended: false, updates: 0, requests: 0, tab: null };
   function publish() {
@@ -111,19 +111,22 @@
     const h = el("h4", { text: title });
     box.append(h);
     container.append(box);
-    const xFormat = opts.time ? timeLabel : (x) => String(x);
+    // `xFormat`/`yFormat`: how the tooltip (and the axes, with `xTicks`/`yFormat`) write a value:
+    // durations with `dur`, wall-clock times as dates.
+    const xFormat = opts.xFormat || (opts.time ? timeLabel : (x) => String(x));
+    const yTick = opts.yFormat || axisLabel;
     const plot = new uPlot({
       width: opts.width || chartWidth(container), height: opts.height || 200,
-      scales: { x: { time: !!opts.time }, y: opts.log ? { distr: 3 } : {} },
+      scales: { x: { time: !!(opts.time || opts.wallAxis) }, y: opts.log ? { distr: 3 } : {} },
       cursor: { sync: { key: opts.time ? "time" : key }, drag: { x: true, y: false } },
       legend: { show: opts.legend !== false },
-      plugins: [tooltipPlugin(xFormat)],
+      plugins: [tooltipPlugin(xFormat, opts.yFormat)],
       series: [{ label: opts.xLabel || (opts.time ? "time" : "step") }].concat(series.map((s, i) => ({
         label: s.label, stroke: s.color || palette[i % palette.length], width: s.width || 1,
         fill: s.fill, points: { show: !!s.points }, paths: s.paths, spanGaps: !!s.spanGaps,
       }))),
       bands: opts.bands,
-      axes: [{}, { size: axisSize, values: (u, vals) => vals.map(axisLabel) }],
+      axes: [opts.xTicks ? { values: (u, vals) => vals.map(opts.xTicks) } : {}, { size: axisSize, values: (u, vals) => vals.map(yTick) }],
       hooks: { setScale: [(u, k) => { if (k === "x") onZoom(u); }] },
     }, data, box);
     plot.timeChart = !!opts.time;
@@ -227,7 +230,7 @@
         (r.first_fired_step !== null ? " · first at step " + r.first_fired_step : ""));
     if (r.message) box.append(el("div", { className: noData ? "reason" : "", text: (noData ? "Why: " : "") + r.message }));
     for (const e of r.evidence.slice(0, compact ? 2 : 5)) {
-      box.append(el("div", { className: "why evidence", text: "Evidence: " + e.tensor + " at step " + e.step + ": " + e.measure + " = " + fmt(e.value) + (e.limit !== null && e.limit !== undefined ? " (limit " + fmt(e.limit) + ")" : "") }));
+      box.append(el("div", { className: "why evidence", text: "Evidence: " + e.tensor + " at step " + e.step + ": " + e.measure + " = " + measured(e.measure, e.value) + (e.limit !== null && e.limit !== undefined ? " (limit " + measured(e.measure, e.limit) + ")" : "") }));
     }
     if (!compact && r.description) box.append(el("div", { className: "why", text: "Checks: " + r.description }));
     if (!compact && r.recommendation) box.append(el("div", { className: "why", text: "Recommendation: " + r.recommendation }));
@@ -265,6 +268,30 @@
     }
   }
   function tile(id, cls) { $(id).className = "tile " + cls; }
+  // The step and writer-drops tiles: the step of the planned ones with the ETA, and what the
+  // job's writers dropped (from its progress files).
+  const share = (x) => (x === null ? "" : " (" + (x > 0 && x < 0.001 ? "<0.1" : fmt(100 * x, 1)) + " %)");
+  function drawProgress(o) {
+    const p = o.progress;
+    $("summary-step").textContent = (o.last_step === null ? "–" : String(o.last_step)) +
+      (p.planned_steps !== null ? " of " + p.planned_steps : "");
+    $("summary-step").title = p.steps_done !== null ? p.steps_done + " steps done" : "";
+    $("summary-rate").textContent = (p.eta_s !== null ? "ETA " + dur(p.eta_s) : p.eta_note) + " · " +
+      (p.step_rate !== null ? fmt(p.step_rate, 1) + " steps/s" + (p.rate_source === "step spans" ? "" : " (" + p.rate_source + ")") : "no step rate yet");
+    tile("tile-progress", "unknown");
+    const d = p.drops;
+    if (!d) {
+      $("summary-drops").textContent = "not recorded";
+      $("summary-drops-more").textContent = p.drops_note;
+      tile("tile-drops", "unknown");
+      return;
+    }
+    $("summary-drops").textContent = d.records_dropped + " records" + share(d.records_share);
+    $("summary-drops-more").textContent = "at " + d.steps_with_drops + " steps" + share(d.steps_share) +
+      " · " + d.spans_dropped + " spans dropped" + (d.spans_dropped ? share(d.spans_dropped / (d.spans_dropped + d.spans_written)) : "") +
+      (d.workers > 1 ? " · " + d.workers + " workers" : "");
+    tile("tile-drops", d.records_dropped || d.spans_dropped ? "bad" : "good");
+  }
   function headlineChart(h, key) {
     const box = $("headline-charts");
     if (!h) { dropCharts(box, (k) => k === key); return; }
@@ -284,14 +311,7 @@
     $("summary-issues").textContent = o.rules_written ? String(issues) : "–";
     $("summary-issues-more").textContent = o.rules_written ? o.rules.length + " rules · " + na + " not applicable" : "no rule statuses in the run yet";
     tile("tile-issues", !o.rules_written ? "unknown" : issues ? "bad" : "good");
-    const p = o.progress;
-    $("summary-step").textContent = o.last_step === null ? "–" : String(o.last_step);
-    $("summary-rate").textContent = (p.step_rate !== null ? fmt(p.step_rate, 1) + " steps/s" : "no step rate yet (no step spans)") +
-      (p.eta_s !== null ? " · ETA " + dur(p.eta_s) : " · " + p.eta_note);
-    tile("tile-progress", "unknown");
-    $("summary-drops").textContent = p.writer_drops === null ? "not recorded" : String(p.writer_drops);
-    $("summary-drops-more").textContent = p.writer_drops === null ? p.drops_note : "tensor records dropped by the writer";
-    tile("tile-drops", p.writer_drops ? "bad" : "unknown");
+    drawProgress(o);
     headlineChart(o.loss, "headline:loss");
     headlineChart(o.accuracy, "headline:accuracy");
     const hc = $("headline-charts");
@@ -401,15 +421,15 @@
       for (const s of st.series) {
         const label = s.mode + " · " + s.node + (s.worker !== null ? " worker " + s.worker : "");
         const out = new Map(s.outliers.map((o) => [o.t, o.duration]));
-        chart(box, "steps:" + label, "Step duration (s), " + label + " · p50 " + dur(s.p50) + (s.outlier_limit === null ? " · no StepOutlier verdict yet" : " · StepOutlier limit " + dur(s.outlier_limit)),
+        chart(box, "steps:" + label, "Step duration, " + label + " · p50 " + dur(s.p50) + (s.outlier_limit === null ? " · no StepOutlier verdict yet" : " · StepOutlier limit " + dur(s.outlier_limit)),
           [s.data.t, s.data.v, s.data.t.map((t) => out.has(t) ? out.get(t) : null)],
-          [{ label: "duration" }, { label: "outlier", color: "#d62728", points: true, paths: () => null }], { time: true });
+          [{ label: "duration" }, { label: "outlier", color: "#d62728", points: true, paths: () => null }], { time: true, yFormat: dur });
         if (s.data.t.length) status.last_step_time = s.data.t[s.data.t.length - 1];
       }
       if (st.histogram) {
         const h = st.histogram;
         const xs = h.counts.map((_, i) => h.lo + (i + 0.5) * h.width);
-        chart(box, "steps:histogram", "Step duration histogram (s)", [xs, h.counts], [{ label: "steps", fill: "rgba(74,120,194,0.4)", paths: uPlot.paths.bars({ size: [0.9] }) }], { xLabel: "seconds" });
+        chart(box, "steps:histogram", "Step duration histogram", [xs, h.counts], [{ label: "steps", fill: "rgba(74,120,194,0.4)", paths: uPlot.paths.bars({ size: [0.9] }) }], { xLabel: "duration", xFormat: dur, xTicks: dur });
       }
     }
     const pbox = $("phase-chart");
@@ -531,7 +551,7 @@
   $("last-n").addEventListener("change", () => guarded("steps", drawSteps));
   $("spans-older").addEventListener("click", () => { spanPage++; guarded("system", drawSystem); });
   $("spans-newer").addEventListener("click", () => { spanPage = Math.max(0, spanPage - 1); guarded("system", drawSystem); });
-  for (const id of ["scalar-regex", "smoothing", "log-scale"]) $(id).addEventListener("input", () => guarded("scalars", scalars.draw));
+  for (const id of ["scalar-regex", "smoothing", "log-scale", "scalar-axis"]) $(id).addEventListener("input", () => guarded("scalars", scalars.draw));
   $("tensor-select").addEventListener("change", () => guarded("tensors", drawTensor));
   $("tensor-step").addEventListener("change", () => guarded("tensors", drawTensor2d));
   $("stop").addEventListener("click", () => { $("stop-dialog").showModal(); });

@@ -172,133 +172,55 @@ pub struct Overview {
     /// Problems with the data that were worked around.
     pub warnings: Vec<String>,
     /// How far along and how fast.
-    pub progress: Progress,
-    /// The last loss, with its recent course (a scalar named like `loss`).
-    pub loss: Option<Headline>,
-    /// The last accuracy (a scalar named like `acc`).
-    pub accuracy: Option<Headline>,
-}
-
-/// The job's phases, seconds.
-#[derive(Debug, Serialize)]
-pub struct JobPhases {
-    /// Before the first step span.
-    pub initialization: f64,
-    /// From the first step span to the end of the last.
-    pub training_loop: f64,
-    /// After the last step span.
-    pub finalization: f64,
-    /// Start of the first step span, seconds since the epoch.
-    pub loop_start: f64,
-    /// End of the last.
-    pub loop_end: f64,
-}
-
-/// One node's statistics table.
-#[derive(Debug, Serialize)]
-pub struct NodeStats {
-    /// The node.
-    pub node: String,
-    /// Its rows.
-    pub rows: Vec<StatRow>,
-}
-
-/// One row: a metric's distribution over the run.
-#[derive(Debug, Serialize)]
-pub struct StatRow {
-    /// What (`CPU utilization`).
-    pub metric: String,
-    /// Unit (`%`, `B/s`).
-    pub unit: &'static str,
-    /// Minimum.
-    pub min: Num,
-    /// Maximum.
-    pub max: Num,
-    /// 99th percentile.
-    pub p99: Num,
-    /// 90th percentile.
-    pub p90: Num,
-    /// Median.
-    pub p50: Num,
-    /// A note on what the figure includes (the network rows count this dashboard's own
-    /// loopback traffic: the sampler adds up every interface).
-    pub note: Option<&'static str>,
-}
-
-/// A rule's status as the page lists it.
-#[derive(Debug, Serialize)]
-pub struct RuleView {
-    /// Rule name.
-    pub name: String,
-    /// `debugging` or `profiler`.
-    pub kind: String,
-    /// `IssuesFound`, `NoIssuesFound`, `NoData`, `InProgress`, `Error`.
-    pub status: &'static str,
-    /// What the rule checks.
-    pub description: String,
-    /// What to do about it.
-    pub recommendation: String,
-    /// The rule's message (for `NoData`, why nothing was checked).
-    pub message: String,
-    /// Times it fired.
-    pub triggered: u64,
-    /// Data points evaluated.
-    pub datapoints: u64,
-    /// Parameters in force.
-    pub parameters: serde_json::Value,
-    /// First firing step.
-    pub first_fired_step: Option<u64>,
-    /// What it measured when it fired (values NaN and ±Inf as strings).
-    pub evidence: Vec<EvidenceView>,
-    /// The rule's own findings as its summary records them (smdebug-rules' `Details`: typed
-    /// for the bottleneck, step-outlier, load-balancing and GPU-utilization rules), the
-    /// evidence the report's sections draw from too; `null` when it has none.
-    pub details: serde_json::Value,
-}
-
-/// One measurement behind a rule's verdict.
-#[derive(Debug, Serialize)]
-pub struct EvidenceView {
-    /// The tensor.
-    pub tensor: String,
-    /// The step.
-    pub step: u64,
-    /// What was measured.
-    pub measure: String,
-    /// The value (`"NaN"`, `"Infinity"`, `"-Infinity"` when not finite).
-    pub value: Num,
-    /// The limit it was compared with.
-    pub limit: Option<Num>,
-}
-
-/// Time in one span phase.
-#[derive(Debug, Serialize)]
-pub struct PhaseTotal {
-    /// The phase.
-    pub phase: String,
-    /// Total seconds.
-    pub total_s: f64,
-    /// Spans.
-    pub count: u64,
-}
-
-/// How far along and how fast.
 #[derive(Debug, Serialize)]
 pub struct Progress {
     /// Steps per second over the recent step spans (none without two of them).
     pub step_rate: Option<f64>,
     /// The step spans the rate is measured over.
     pub rate_steps: usize,
-    /// The steps the job plans, when the run records it (nothing in a run records it yet).
+    /// What the rate is measured from: `step spans`, or `progress files` (the steps the job's
+    /// progress files counted between the first one seen and the latest) when the run has no
+    /// step spans.
+    pub rate_source: &'static str,
+    /// The global steps the job plans, from its progress files (`progress/<worker>.json`)
+    /// when the job said how many.
     pub planned_steps: Option<u64>,
+    /// Global steps done: the most any worker's progress file or the index files show.
+    pub steps_done: Option<u64>,
     /// Seconds left at the current rate, when the planned steps are known.
     pub eta_s: Option<f64>,
     /// Why there is no estimate, when there is none.
     pub eta_note: Option<&'static str>,
-    /// Tensor records the writer dropped, when the run records it.
-    pub writer_drops: Option<u64>,
+    /// What the job's writers dropped, summed over its workers' progress files; `None` when
+    /// the run has no progress file.
+    pub drops: Option<WriterDrops>,
     /// Why the drops are not shown, when they are not.
     pub drops_note: Option<&'static str>,
+}
+
+/// What the training job's writers wrote and dropped (every worker's progress file).
+#[derive(Debug, Serialize)]
+pub struct WriterDrops {
+    /// Tensor records dropped (the writer's queue was full).
+    pub records_dropped: u64,
+    /// Tensor records written.
+    pub records_written: u64,
+    /// The dropped share of the records, 0–1 (none before any record).
+    pub records_share: Option<f64>,
+    /// Steps during which some record was dropped.
+    pub steps_with_drops: u64,
+    /// The share of the steps that lost records, 0–1 (none before any step).
+    pub steps_share: Option<f64>,
+    /// Framework spans dropped.
+    pub spans_dropped: u64,
+    /// Framework spans written.
+    pub spans_written: u64,
+    /// Workers whose progress files these are.
+    pub workers: usize,
+    /// Whether every worker's file has its final counts (the job finished).
+    pub finished: bool,
+    /// When the newest file was written, seconds since the epoch.
+    pub wall_time: f64,
 }
 
 /// A headline scalar: its last value and its recent course.

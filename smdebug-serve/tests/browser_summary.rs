@@ -150,11 +150,16 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
              header_issues: document.getElementById('issue-count').textContent, \
              run_option: document.getElementById('run-select').options[0].textContent, \
              loss: bottom('[data-chart=\"headline:loss\"] canvas'), \
+             step_text: document.getElementById('summary-step').textContent, \
+             rate_text: document.getElementById('summary-rate').textContent, \
+             drops_text: document.getElementById('summary-drops').textContent, \
+             drops_more: document.getElementById('summary-drops-more').textContent, \
+             drops: bottom('#summary-drops'), \
              page_height: document.documentElement.scrollHeight, \
            }; })()",
     );
     eprintln!("first screen: {first}");
-    for part in ["state", "issues", "loss"] {
+    for part in ["state", "issues", "loss", "drops"] {
         let bottom = first[part].as_f64().unwrap();
         assert!(
             bottom > 0.0 && bottom <= 900.0,
@@ -162,6 +167,24 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
         );
     }
     assert_eq!(first["phase"], "live", "{first}");
+    // The job's progress file: its step of the planned 5,500 with an ETA, and no drops (its
+    // writer blocks rather than drop).
+    assert!(
+        first["step_text"].as_str().unwrap().ends_with(" of 5500"),
+        "{first}"
+    );
+    assert!(
+        first["rate_text"].as_str().unwrap().starts_with("ETA "),
+        "{first}"
+    );
+    assert_eq!(first["drops_text"], "0 records (0.0 %)", "{first}");
+    assert!(
+        first["drops_more"]
+            .as_str()
+            .unwrap()
+            .starts_with("at 0 steps (0.0 %) · 0 spans dropped"),
+        "{first}"
+    );
     assert!(
         first["issues_text"]
             .as_str()
