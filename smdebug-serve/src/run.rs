@@ -416,9 +416,8 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
         changed = true;
     }
     if let Some(progress) = progress {
-        cursor.progress_final = cursor.marker_read
-            && !progress.is_empty()
-            && progress.iter().all(|p| p.finished);
+        cursor.progress_final =
+            cursor.marker_read && !progress.is_empty() && progress.iter().all(|p| p.finished);
         if data.progress != progress {
             if data.progress_first.is_none() {
                 data.progress_first = progress_point(&progress);

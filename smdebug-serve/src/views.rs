@@ -172,6 +172,117 @@ pub struct Overview {
     /// Problems with the data that were worked around.
     pub warnings: Vec<String>,
     /// How far along and how fast.
+    pub progress: Progress,
+    /// The last loss, with its recent course (a scalar named like `loss`).
+    pub loss: Option<Headline>,
+    /// The last accuracy (a scalar named like `acc`).
+    pub accuracy: Option<Headline>,
+}
+
+/// The job's phases, seconds.
+#[derive(Debug, Serialize)]
+pub struct JobPhases {
+    /// Before the first step span.
+    pub initialization: f64,
+    /// From the first step span to the end of the last.
+    pub training_loop: f64,
+    /// After the last step span.
+    pub finalization: f64,
+    /// Start of the first step span, seconds since the epoch.
+    pub loop_start: f64,
+    /// End of the last.
+    pub loop_end: f64,
+}
+
+/// One node's statistics table.
+#[derive(Debug, Serialize)]
+pub struct NodeStats {
+    /// The node.
+    pub node: String,
+    /// Its rows.
+    pub rows: Vec<StatRow>,
+}
+
+/// One row: a metric's distribution over the run.
+#[derive(Debug, Serialize)]
+pub struct StatRow {
+    /// What (`CPU utilization`).
+    pub metric: String,
+    /// Unit (`%`, `B/s`).
+    pub unit: &'static str,
+    /// Minimum.
+    pub min: Num,
+    /// Maximum.
+    pub max: Num,
+    /// 99th percentile.
+    pub p99: Num,
+    /// 90th percentile.
+    pub p90: Num,
+    /// Median.
+    pub p50: Num,
+    /// A note on what the figure includes (the network rows count this dashboard's own
+    /// loopback traffic: the sampler adds up every interface).
+    pub note: Option<&'static str>,
+}
+
+/// A rule's status as the page lists it.
+#[derive(Debug, Serialize)]
+pub struct RuleView {
+    /// Rule name.
+    pub name: String,
+    /// `debugging` or `profiler`.
+    pub kind: String,
+    /// `IssuesFound`, `NoIssuesFound`, `NoData`, `InProgress`, `Error`.
+    pub status: &'static str,
+    /// What the rule checks.
+    pub description: String,
+    /// What to do about it.
+    pub recommendation: String,
+    /// The rule's message (for `NoData`, why nothing was checked).
+    pub message: String,
+    /// Times it fired.
+    pub triggered: u64,
+    /// Data points evaluated.
+    pub datapoints: u64,
+    /// Parameters in force.
+    pub parameters: serde_json::Value,
+    /// First firing step.
+    pub first_fired_step: Option<u64>,
+    /// What it measured when it fired (values NaN and ±Inf as strings).
+    pub evidence: Vec<EvidenceView>,
+    /// The rule's own findings as its summary records them (smdebug-rules' `Details`: typed
+    /// for the bottleneck, step-outlier, load-balancing and GPU-utilization rules), the
+    /// evidence the report's sections draw from too; `null` when it has none.
+    pub details: serde_json::Value,
+}
+
+/// One measurement behind a rule's verdict.
+#[derive(Debug, Serialize)]
+pub struct EvidenceView {
+    /// The tensor.
+    pub tensor: String,
+    /// The step.
+    pub step: u64,
+    /// What was measured.
+    pub measure: String,
+    /// The value (`"NaN"`, `"Infinity"`, `"-Infinity"` when not finite).
+    pub value: Num,
+    /// The limit it was compared with.
+    pub limit: Option<Num>,
+}
+
+/// Time in one span phase.
+#[derive(Debug, Serialize)]
+pub struct PhaseTotal {
+    /// The phase.
+    pub phase: String,
+    /// Total seconds.
+    pub total_s: f64,
+    /// Spans.
+    pub count: u64,
+}
+
+/// How far along and how fast.
 #[derive(Debug, Serialize)]
 pub struct Progress {
     /// Steps per second over the recent step spans (none without two of them).
