@@ -401,6 +401,7 @@ fn each_value_keeps_its_records_wall_time() {
         .save_config(SaveConfig::every(1))
         .build(writer)
         .unwrap();
+    hook.set_mode(Mode::Train);
     for step in 0..40u64 {
         if step == 30 {
             hook.set_mode(Mode::Eval);
@@ -423,8 +424,8 @@ fn each_value_keeps_its_records_wall_time() {
         let path = layout::event_file(step, "worker_0");
         let bytes = std::fs::read(run.join(&path)).unwrap();
         for event in read_tensor_file(&bytes, &path, PayloadCrcPolicy::AcceptBoth).unwrap() {
-            let mode = if step < 30 { Mode::Train } else { Mode::Eval };
-            let column = &columns.get(&event.name).unwrap()[&mode];
+            assert_eq!(event.mode, if step < 30 { Mode::Train } else { Mode::Eval });
+            let column = &columns.get(&event.name).unwrap()[&event.mode];
             let held = column.wall_time_at(step).unwrap();
             // An f32 offset from the column's first value, which is well under a second away.
             assert!(

@@ -279,6 +279,38 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
             false
         ])
     );
+    // The relative time axis: the chart is drawn again along each value's wall time less the
+    // run's first, and the crosshair tooltip says the time at the cursor.
+    cdp.eval(
+        "(() => { const s = document.getElementById('scalar-axis'); s.value = 'relative'; \
+           s.dispatchEvent(new Event('input')); })()",
+    );
+    let relative = "[data-chart=\"scalar:loss:relative\"]";
+    cdp.wait(Duration::from_secs(30), "the relative axis", |c| {
+        c.eval(&format!("!!document.querySelector('{relative} canvas')")) == true
+    });
+    let centre = cdp.eval(&format!(
+        "(() => {{ const o = document.querySelector('{relative} .u-over'); o.scrollIntoView(); \
+           const r = o.getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; }})()"
+    ));
+    cdp.call(
+        "Input.dispatchMouseEvent",
+        json!({"type": "mouseMoved", "x": centre[0], "y": centre[1]}),
+    );
+    let tip = cdp.eval(&format!(
+        "[document.querySelector('{relative} .u-legend .u-label').textContent, \
+          document.querySelector('{relative} .tooltip div').textContent]"
+    ));
+    assert_eq!(tip[0], "relative", "{tip}");
+    let at = tip[1].as_str().unwrap();
+    assert!(
+        at.starts_with("relative ") && [" µs", " ms", " s"].iter().any(|u| at.ends_with(u)),
+        "{tip}"
+    );
+    cdp.eval(
+        "(() => { const s = document.getElementById('scalar-axis'); s.value = 'step'; \
+           s.dispatchEvent(new Event('input')); })()",
+    );
     let shot = cdp.call("Page.captureScreenshot", json!({"format": "png"}));
     std::fs::write(
         artifacts.join("scalars.png"),

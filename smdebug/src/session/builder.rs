@@ -1,6 +1,5 @@
 //! [`SessionBuilder`]: everything a session runs, with documented defaults, and `start()`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use smdebug_core::timeline::{Profiling, TimelineConfig};
