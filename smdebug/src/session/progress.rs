@@ -4,15 +4,15 @@
 //! Two step paths feed it: [`Session::step`](super::Session::step) (the exact global step) and
 //! the session's span sink, which sees every step span the timeline records when the hook's
 //! own `step()` ends a step (loops that call the hook directly, like the examples). Each
-//! reads a few counters and, at most once per interval, hands a snapshot to a thread of its
-//! own over a one-slot channel (`try_send`: a slot still taken, by a write that is slow, skips
-//! this snapshot); the thread writes it through the run's storage. Training never waits on
-//! that write, and a failed write is counted and logged, never an error of the loop.
+//! reads a few counters and, at most once per interval, leaves a snapshot in a one-value slot
+//! (replacing one a slow write has not taken yet) and wakes a thread of its own, which writes
+//! the latest snapshot through the run's storage. Training never waits on that write, and a
+//! failed write is counted and logged, never an error of the loop.
 //! [`ProgressReporter::finish`] writes the final counts once more, on the caller's thread.
 
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use smdebug_io::Storage;
@@ -38,12 +38,17 @@ struct State {
     /// The writer's dropped count at the last step.
     dropped_seen: u64,
     last_sent: Option<Instant>,
-    tx: Option<SyncSender<Progress>>,
 }
 
 /// What the session and its span sink share: the state and the counters it reads.
 pub(crate) struct ProgressShared {
     state: Mutex<State>,
+    /// The latest snapshot not written yet.
+    pending: Mutex<Option<Progress>>,
+    /// The writer thread, woken when a snapshot is left.
+    thread: OnceLock<Thread>,
+    /// Set when the session finishes: the thread writes what is pending and ends.
+    done: AtomicBool,
     writer: WriterStatus,
     spans: Option<SpanRecorder>,
     interval: Duration,
@@ -111,11 +116,28 @@ impl ProgressShared {
     fn send(&self, s: &mut State) {
         self.snapshot(&mut s.progress);
         s.last_sent = Some(Instant::now());
-        if let Some(tx) = &s.tx {
-            match tx.try_send(s.progress.clone()) {
-                // A write still under way: this snapshot is skipped, the next one goes.
-                Ok(()) | Err(TrySendError::Full(_)) => {}
-                Err(TrySendError::Disconnected(_)) => s.tx = None,
+        *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(s.progress.clone());
+        if let Some(thread) = self.thread.get() {
+            thread.unpark();
+        }
+    }
+
+    /// The writer thread: writes the latest snapshot each time it is woken, until `done`.
+    fn write_loop(&self, storage: &dyn Storage) {
+        loop {
+            let next = self
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            match next {
+                Some(progress) => {
+                    if let Err(e) = write_progress(storage, &progress) {
+                        note_failure(&self.failures, &progress.worker, e.to_string());
+                    }
+                }
+                None if self.done.load(Ordering::Acquire) => return,
+                None => std::thread::park(),
             }
         }
     }
@@ -139,27 +161,6 @@ impl ProgressReporter {
         writer: WriterStatus,
         spans: Option<SpanRecorder>,
     ) -> ProgressReporter {
-        let failures = Arc::new(Mutex::new(Failures::default()));
-        let (tx, rx) = mpsc::sync_channel::<Progress>(1);
-        let thread = {
-            let storage = Arc::clone(&storage);
-            let failures = Arc::clone(&failures);
-            let worker = worker.clone();
-            std::thread::Builder::new()
-                .name("smdebug-progress".into())
-                .spawn(move || write_loop(rx, storage.as_ref(), &failures, &worker))
-        };
-        let (tx, thread) = match thread {
-            Ok(t) => (Some(tx), Some(t)),
-            Err(e) => {
-                note_failure(
-                    &failures,
-                    &worker,
-                    format!("cannot start its writer thread: {e}"),
-                );
-                (None, None)
-            }
-        };
         let mut progress = Progress::new(worker);
         progress.planned_steps = planned_steps;
         let shared = Arc::new(ProgressShared {
@@ -168,13 +169,37 @@ impl ProgressReporter {
                 step_spans: 0,
                 dropped_seen: 0,
                 last_sent: None,
-                tx,
             }),
+            pending: Mutex::new(None),
+            thread: OnceLock::new(),
+            done: AtomicBool::new(false),
             writer,
             spans,
             interval,
-            failures,
+            failures: Arc::new(Mutex::new(Failures::default())),
         });
+        let thread = {
+            let shared = Arc::clone(&shared);
+            let storage = Arc::clone(&storage);
+            std::thread::Builder::new()
+                .name("smdebug-progress".into())
+                .spawn(move || shared.write_loop(storage.as_ref()))
+        };
+        let thread = match thread {
+            Ok(t) => {
+                let _ = shared.thread.set(t.thread().clone());
+                Some(t)
+            }
+            Err(e) => {
+                let worker = shared.state().progress.worker.clone();
+                note_failure(
+                    &shared.failures,
+                    &worker,
+                    format!("cannot start its writer thread: {e}"),
+                );
+                None
+            }
+        };
         shared.send(&mut shared.state());
         ProgressReporter {
             shared,
@@ -197,9 +222,9 @@ impl ProgressReporter {
         steps: u64,
         spans: Option<(u64, u64)>,
     ) -> Option<String> {
+        self.stop_thread();
         let mut progress = {
             let mut s = self.shared.state();
-            s.tx = None;
             // A drop during the last step counts too.
             if self.shared.writer.dropped() > s.dropped_seen {
                 s.dropped_seen = self.shared.writer.dropped();
@@ -208,15 +233,6 @@ impl ProgressReporter {
             s.progress.clone()
         };
         let worker = progress.worker.clone();
-        if let Some(thread) = self.thread.take()
-            && thread.join().is_err()
-        {
-            note_failure(
-                &self.shared.failures,
-                &worker,
-                "its writer thread panicked".into(),
-            );
-        }
         self.shared.snapshot(&mut progress);
         progress.last_step = last_step.or(progress.last_step);
         progress.steps = steps.max(progress.steps);
@@ -243,15 +259,27 @@ impl ProgressReporter {
     }
 }
 
-fn write_loop(
-    rx: Receiver<Progress>,
-    storage: &dyn Storage,
-    failures: &Mutex<Failures>,
-    worker: &str,
-) {
-    while let Ok(progress) = rx.recv() {
-        if let Err(e) = write_progress(storage, &progress) {
-            note_failure(failures, worker, e.to_string());
+impl ProgressReporter {
+    /// Lets the thread write what is pending and waits for it to end.
+    fn stop_thread(&mut self) {
+        self.shared.done.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            if thread.join().is_err() {
+                let worker = self.shared.state().progress.worker.clone();
+                note_failure(
+                    &self.shared.failures,
+                    &worker,
+                    "its writer thread panicked".into(),
+                );
+            }
         }
+    }
+}
+
+impl Drop for ProgressReporter {
+    /// A reporter dropped without `finish` (a session that did not start) ends its thread.
+    fn drop(&mut self) {
+        self.stop_thread();
     }
 }
