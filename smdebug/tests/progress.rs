@@ -214,3 +214,30 @@ fn a_writer_made_to_drop_shows_its_drops_in_the_dashboard() {
     assert!(p["drops_note"].is_null());
     server.shutdown();
 }
+
+#[test]
+fn a_progress_file_that_cannot_be_written_is_a_problem_of_the_summary_not_of_the_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    // A file where the progress folder goes: every write of the progress file fails.
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(run.join("progress"), b"in the way").unwrap();
+    let mut session = builder(&run)
+        .planned_steps(5)
+        .progress_interval(Duration::ZERO)
+        .start()
+        .unwrap();
+    for step in 0..5u64 {
+        session.hook().save_scalar("loss", step as f64, &["losses"]);
+        assert_eq!(session.step().unwrap().step, step);
+    }
+    let summary = session.finish().unwrap();
+    assert_eq!(summary.steps, 5);
+    assert_eq!(summary.records_written, 5, "{summary}");
+    let problem = summary
+        .problems
+        .iter()
+        .find(|p| p.starts_with("progress file: "))
+        .unwrap_or_else(|| panic!("no progress problem: {summary}"));
+    assert!(problem.contains("progress/worker_0.json"), "{problem}");
+}
