@@ -105,10 +105,14 @@ fn a_loop_that_steps_the_hook_itself_moves_the_progress_file_through_its_step_sp
         progress(&run).filter(|p| p.last_step == Some(11))
     });
     assert_eq!(live.steps, 12);
+    assert_eq!(live.planned_steps, Some(100));
     assert!(!live.finished);
+    // The plan changed while the job runs (an early-stopping schedule).
+    session.set_planned_steps(60);
     session.finish().unwrap();
     let last = progress(&run).unwrap();
     assert!(last.finished && last.steps == 12 && last.last_step == Some(11));
+    assert_eq!(last.planned_steps, Some(60));
 }
 
 #[test]

@@ -255,6 +255,15 @@ impl<H: Capture> Session<H> {
         self.stop.requested()
     }
 
+    /// Changes how many global steps the job plans (see
+    /// [`SessionBuilder::planned_steps`]), for a loop that learns it after the start (the data
+    /// set's size, an early-stopping schedule); the progress file says so from its next write.
+    pub fn set_planned_steps(&self, steps: u64) {
+        if let Some(progress) = &self.parts.progress {
+            progress.shared().set_planned_steps(steps);
+        }
+    }
+
     /// The dashboard's URL, when the session serves one (feature `serve`).
     pub fn dashboard_url(&self) -> Option<&str> {
         self.parts.dashboard_url.as_deref()

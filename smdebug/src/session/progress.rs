@@ -82,6 +82,11 @@ impl ProgressShared {
         self.advance(&mut s, step, steps);
     }
 
+    /// The job now plans `steps` global steps (written with the next snapshot).
+    pub(crate) fn set_planned_steps(&self, steps: u64) {
+        self.state().progress.planned_steps = Some(steps);
+    }
+
     /// The timeline recorded a step span: one more global step ended.
     pub(crate) fn step_span_ended(&self) {
         let mut s = self.state();
