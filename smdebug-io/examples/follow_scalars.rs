@@ -112,10 +112,12 @@ fn read(dir: &str) -> Result<(), Box<dyn std::error::Error>> {
     let seconds = started.elapsed().as_secs_f64();
     println!(
         "{{\"seconds\": {seconds:.2}, \"steps\": {}, \"names\": {}, \"values\": {}, \
-         \"problems\": {}, \"peak_rss_mb\": {}}}",
+         \"column_bytes\": {}, \"bytes_per_value\": {:.1}, \"problems\": {}, \"peak_rss_mb\": {}}}",
         follower.steps().len(),
         follower.names().len(),
         columns.values(),
+        columns.heap_bytes(),
+        columns.heap_bytes() as f64 / columns.values().max(1) as f64,
         increment.problems.len() + increment.problems_left_out,
         peak_rss_mb().map_or("null".to_string(), |m| format!("{m:.0}")),
     );

@@ -195,6 +195,18 @@ pub enum Error {
         reason: String,
     },
 
+    /// A progress file (`progress/<worker>.json`) that is not the JSON [`crate::progress`]
+    /// writes, or larger than a progress file may be.
+    #[error("{location}: bad progress file {path}: {reason}")]
+    BadProgressFile {
+        /// The storage's root.
+        location: String,
+        /// The file, relative to the run.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// A background thread (the stop watcher) could not be started.
     #[error("cannot start the {thread} thread: {source}")]
     Thread {

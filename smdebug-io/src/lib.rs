@@ -3,7 +3,7 @@
 //! The I/O side of smdebug for Rust: the on-disk format shared with Python smdebug 1.0.34 and
 //! TensorBoard ([`format`](mod@format)), storage on local disk or any object store
 //! ([`storage`]), the background [`writer`] that the capture hook hands its records to, the
-//! [`trial`] reader, [`stop`] requests (a rule runner asks, the training loop's watcher
+//! [`trial`] reader, the job's [`progress`] files, [`stop`] requests (a rule runner asks, the training loop's watcher
 //! hears), and SageMaker's configuration files ([`sagemaker`]: where they are, the hook
 //! config read over the code's settings).
 //!
@@ -28,6 +28,7 @@
 pub mod crafted;
 pub mod error;
 pub mod format;
+pub mod progress;
 pub mod sagemaker;
 pub mod stop;
 pub mod storage;

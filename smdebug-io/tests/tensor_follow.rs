@@ -70,7 +70,7 @@ fn column(columns: &ScalarColumns, name: &str, mode: Mode) -> Vec<(u64, f64)> {
     columns
         .get(name)
         .and_then(|t| t.get(&mode))
-        .cloned()
+        .map(|c| c.points().to_vec())
         .unwrap_or_default()
 }
 
@@ -383,4 +383,64 @@ fn completeness_follows_the_declared_worker_count_not_the_names() {
     assert_eq!(f.progress().resume_step(), 4);
     let again = poll(&mut f, &mut columns);
     assert!(again.steps.is_empty() && again.values == 0 && again.pending == 0);
+}
+
+/// Each scalar value keeps its event record's wall time: a run written by the real writer
+/// (its own clock, a few milliseconds apart), followed into columns, each value's wall time
+/// compared with its record's as the event file holds it; and what the columns cost a value.
+#[test]
+fn each_value_keeps_its_records_wall_time() {
+    use smdebug_core::{Hook, SaveConfig};
+    use smdebug_io::format::read_tensor_file;
+    use smdebug_io::format::record::PayloadCrcPolicy;
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let store = smdebug_io::open_storage(run.to_str().unwrap()).unwrap();
+    let writer = smdebug_io::Writer::builder(store).build().unwrap();
+    let mut hook = Hook::builder()
+        .save_config(SaveConfig::every(1))
+        .build(writer)
+        .unwrap();
+    hook.set_mode(Mode::Train);
+    for step in 0..40u64 {
+        if step == 30 {
+            hook.set_mode(Mode::Eval);
+        }
+        hook.save_scalar("loss", 1.0 / (step as f64 + 1.0), &["losses"]);
+        hook.save_scalar("accuracy", step as f64 / 40.0, &["metrics"]);
+        hook.step();
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    hook.close();
+    drop(hook);
+
+    let mut f = follower(&run);
+    let mut columns = ScalarColumns::default();
+    poll(&mut f, &mut columns);
+    assert_eq!(columns.values(), 80);
+    let mut first = f64::INFINITY;
+    let mut checked = 0;
+    for step in 0..40u64 {
+        let path = layout::event_file(step, "worker_0");
+        let bytes = std::fs::read(run.join(&path)).unwrap();
+        for event in read_tensor_file(&bytes, &path, PayloadCrcPolicy::AcceptBoth).unwrap() {
+            assert_eq!(event.mode, if step < 30 { Mode::Train } else { Mode::Eval });
+            let column = &columns.get(&event.name).unwrap()[&event.mode];
+            let held = column.wall_time_at(step).unwrap();
+            // An f32 offset from the column's first value, which is well under a second away.
+            assert!(
+                (held - event.wall_time).abs() < 1e-6,
+                "{} at {step}: {held} held, {} in the record",
+                event.name,
+                event.wall_time
+            );
+            first = first.min(event.wall_time);
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 80);
+    assert_eq!(columns.first_wall_time(), Some(first));
+    let per_value = columns.heap_bytes() as f64 / columns.values() as f64;
+    eprintln!("scalar columns: {per_value} bytes a value");
+    assert!(per_value <= 20.0 * 1.5, "{per_value} bytes a value");
 }

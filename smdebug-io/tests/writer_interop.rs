@@ -13,6 +13,7 @@ use smdebug_core::{
     StringTensor, Tensor, TensorRecord,
 };
 use smdebug_io::format::record::PayloadChecksum;
+use smdebug_io::progress::{Progress, write_progress};
 use smdebug_io::storage::open_storage;
 use smdebug_io::writer::Writer;
 
@@ -218,7 +219,18 @@ fn write_run(dir: &Path, checksum: PayloadChecksum) -> Value {
         }
         drop(writer);
         assert!(writer_ok(dir));
+        // Each worker's progress file, as smdebug's Session writes it beside the run: Python
+        // smdebug's reader and TensorBoard's must not trip on it.
+        let mut progress = Progress::new(format!("worker_{worker}"));
+        progress.planned_steps = Some(SCHEDULE.len() as u64 * 2);
+        progress.last_step = SCHEDULE.last().map(|s| s.0);
+        progress.steps = SCHEDULE.len() as u64;
+        progress.records_written = (SCHEDULE.len() * names.len()) as u64;
+        progress.finished = true;
+        let store = open_storage(dir.to_str().unwrap()).unwrap();
+        write_progress(store.as_ref(), &progress).unwrap();
     }
+    assert!(dir.join("progress/worker_1.json").is_file());
     let steps = |m: Option<Mode>| -> Vec<u64> {
         SCHEDULE
             .iter()

@@ -93,8 +93,8 @@ impl ReportInput {
             }
             let modes: Vec<_> = track
                 .iter()
-                .filter(|(_, points)| !points.is_empty())
-                .map(|(&mode, points)| (mode, thin(points, SCALAR_POINTS)))
+                .filter(|(_, column)| !column.is_empty())
+                .map(|(&mode, column)| (mode, thin(column.points(), SCALAR_POINTS)))
                 .collect();
             if !modes.is_empty() {
                 self.scalars.push(ScalarSeries {

@@ -642,11 +642,16 @@ fn step_outlier_fires_on_the_slow_eval_steps_and_not_on_even_train_steps() {
     // The third slow step is the one that makes more than two.
     assert_eq!(status.first_fired_step, Some(rec.slow_eval_steps[2]));
     assert!(status.message.contains("EVAL"), "{}", status.message);
-    // The slowest of the three named, whichever slept longest.
+    // The slowest of the three named, whichever slept longest, its duration in milliseconds.
     assert!(
-        rec.slow_eval_steps[..3].iter().any(|s| status
-            .message
-            .contains(&format!("the slowest, step {s}, took 0.3"))),
+        rec.slow_eval_steps[..3].iter().any(|s| {
+            let at = format!("the slowest, step {s}, took 3");
+            status.message.contains(&at)
+                && status.message[status.message.find(&at).unwrap()..]
+                    .split(',')
+                    .nth(2)
+                    .is_some_and(|took| took.ends_with(" ms"))
+        }),
         "{}",
         status.message
     );

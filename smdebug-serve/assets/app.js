@@ -4,7 +4,7 @@
 // pushed state says their data changed.
 "use strict";
 (function () {
-  const { el, clear, fmt, dur, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin, selectionIn } = window.SMD;
+  const { el, clear, fmt, dur, measured, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin, selectionIn } = window.SMD;
   const status = { panels: {}, charts: 0, errors: [], csp: [], steps: null, last_step_time: null,
                    ended: false, updates: 0, requests: 0, tab: null, // and the deltas applied, refetches asked for:
                    patched: { system: 0, steps: 0, rules: 0, scalars: 0 }, refetches: [], delta_steps: 0, delta_rules: 0 };
@@ -112,19 +112,22 @@
     const h = el("h4", { text: title });
     box.append(h);
     container.append(box);
-    const xFormat = opts.time ? timeLabel : (x) => String(x);
+    // `xFormat`/`yFormat`: how the tooltip (and the axes, with `xTicks`/`yFormat`) write a value:
+    // durations with `dur`, wall-clock times as dates.
+    const xFormat = opts.xFormat || (opts.time ? timeLabel : (x) => String(x));
+    const yTick = opts.yFormat || axisLabel;
     const plot = new uPlot({
       width: opts.width || chartWidth(container), height: opts.height || 200,
-      scales: { x: { time: !!opts.time }, y: opts.log ? { distr: 3 } : {} },
+      scales: { x: { time: !!(opts.time || opts.wallAxis) }, y: opts.log ? { distr: 3 } : {} },
       cursor: { sync: { key: opts.time ? "time" : key }, drag: { x: true, y: false } },
       legend: { show: opts.legend !== false },
-      plugins: [tooltipPlugin(xFormat)],
+      plugins: [tooltipPlugin(xFormat, opts.yFormat)],
       series: [{ label: opts.xLabel || (opts.time ? "time" : "step") }].concat(series.map((s, i) => ({
         label: s.label, stroke: s.color || palette[i % palette.length], width: s.width || 1,
         fill: s.fill, points: { show: !!s.points }, paths: s.paths, spanGaps: !!s.spanGaps,
       }))),
       bands: opts.bands,
-      axes: [{}, { size: axisSize, values: (u, vals) => vals.map(axisLabel) }],
+      axes: [opts.xTicks ? { values: (u, vals) => vals.map(opts.xTicks) } : {}, { size: axisSize, values: (u, vals) => vals.map(yTick) }],
       hooks: { setScale: [(u, k) => { if (k === "x") onZoom(u); }] },
     }, data, box);
     plot.timeChart = !!opts.time;
@@ -228,7 +231,7 @@
         (r.first_fired_step !== null ? " · first at step " + r.first_fired_step : ""));
     if (r.message) box.append(el("div", { className: noData ? "reason" : "", text: (noData ? "Why: " : "") + r.message }));
     for (const e of r.evidence.slice(0, compact ? 2 : 5)) {
-      box.append(el("div", { className: "why evidence", text: "Evidence: " + e.tensor + " at step " + e.step + ": " + e.measure + " = " + fmt(e.value) + (e.limit !== null && e.limit !== undefined ? " (limit " + fmt(e.limit) + ")" : "") }));
+      box.append(el("div", { className: "why evidence", text: "Evidence: " + e.tensor + " at step " + e.step + ": " + e.measure + " = " + measured(e.measure, e.value) + (e.limit !== null && e.limit !== undefined ? " (limit " + measured(e.measure, e.limit) + ")" : "") }));
     }
     if (!compact && r.description) box.append(el("div", { className: "why", text: "Checks: " + r.description }));
     if (!compact && r.recommendation) box.append(el("div", { className: "why", text: "Recommendation: " + r.recommendation }));
@@ -283,7 +286,8 @@
     if (!r || !lastOverview) return;
     const [text, cls] = runState(r);
     $("summary-state").textContent = PHASE_TEXT[r.phase] || text; tile("tile-state", cls);
-    $("summary-step").textContent = r.last_step === null ? "–" : String(r.last_step);
+    const planned = lastOverview.progress.planned_steps;
+    $("summary-step").textContent = (r.last_step === null ? "–" : String(r.last_step)) + (planned !== null ? " of " + planned : "");
   }
   function headlineChart(h, key) {
     const box = $("headline-charts");
@@ -300,14 +304,7 @@
     $("summary-state-more").textContent = text + (o.start !== null ? " · " + dur(o.end - o.start) + " of data" : "");
     tile("tile-state", cls);
     drawRuleLists(o);
-    const p = o.progress;
-    $("summary-step").textContent = o.last_step === null ? "–" : String(o.last_step);
-    $("summary-rate").textContent = (p.step_rate !== null ? fmt(p.step_rate, 1) + " steps/s" : "no step rate yet (no step spans)") +
-      (p.eta_s !== null ? " · ETA " + dur(p.eta_s) : " · " + p.eta_note);
-    tile("tile-progress", "unknown");
-    $("summary-drops").textContent = p.writer_drops === null ? "not recorded" : String(p.writer_drops);
-    $("summary-drops-more").textContent = p.writer_drops === null ? p.drops_note : "tensor records dropped by the writer";
-    tile("tile-drops", p.writer_drops ? "bad" : "unknown");
+    window.SMD.drawProgress(o, tile);
     headlineChart(o.loss, "headline:loss");
     headlineChart(o.accuracy, "headline:accuracy");
     const hc = $("headline-charts");
@@ -414,15 +411,15 @@
       for (const s of st.series) {
         const label = window.SMD.stepLabel(s);
         const out = new Map(s.outliers.map((o) => [o.t, o.duration]));
-        chart(box, "steps:" + label, "Step duration (s), " + label + " · p50 " + dur(s.p50) + (s.outlier_limit === null ? " · no StepOutlier verdict yet" : " · StepOutlier limit " + dur(s.outlier_limit)),
+        chart(box, "steps:" + label, "Step duration, " + label + " · p50 " + dur(s.p50) + (s.outlier_limit === null ? " · no StepOutlier verdict yet" : " · StepOutlier limit " + dur(s.outlier_limit)),
           [s.data.t, s.data.v, s.data.t.map((t) => out.has(t) ? out.get(t) : null)],
-          [{ label: "duration" }, { label: "outlier", color: "#d62728", points: true, paths: () => null }], { time: true });
+          [{ label: "duration" }, { label: "outlier", color: "#d62728", points: true, paths: () => null }], { time: true, yFormat: dur });
         if (s.data.t.length) status.last_step_time = s.data.t[s.data.t.length - 1];
       }
       if (st.histogram) {
         const h = st.histogram;
         const xs = h.counts.map((_, i) => h.lo + (i + 0.5) * h.width);
-        chart(box, "steps:histogram", "Step duration histogram (s)", [xs, h.counts], [{ label: "steps", fill: "rgba(74,120,194,0.4)", paths: uPlot.paths.bars({ size: [0.9] }) }], { xLabel: "seconds" });
+        chart(box, "steps:histogram", "Step duration histogram", [xs, h.counts], [{ label: "steps", fill: "rgba(74,120,194,0.4)", paths: uPlot.paths.bars({ size: [0.9] }) }], { xLabel: "duration", xFormat: dur, xTicks: dur });
       }
     }
     const pbox = $("phase-chart");
@@ -579,7 +576,7 @@
   $("last-n").addEventListener("change", () => guarded("steps", drawSteps));
   $("spans-older").addEventListener("click", () => { spanPage++; guarded("system", drawSystem); });
   $("spans-newer").addEventListener("click", () => { spanPage = Math.max(0, spanPage - 1); guarded("system", drawSystem); });
-  for (const id of ["scalar-regex", "smoothing", "log-scale"]) $(id).addEventListener("input", () => guarded("scalars", scalars.draw));
+  for (const id of ["scalar-regex", "smoothing", "log-scale", "scalar-axis"]) $(id).addEventListener("input", () => guarded("scalars", scalars.draw));
   $("tensor-select").addEventListener("change", () => guarded("tensors", drawTensor));
   $("tensor-step").addEventListener("change", () => guarded("tensors", drawTensor2d));
   $("stop").addEventListener("click", () => { $("stop-dialog").showModal(); });

@@ -4,7 +4,7 @@
 // windows).
 "use strict";
 (function () {
-  const { el, clear, fmt, heat, colourScale } = window.SMD;
+  const { el, clear, fmt, dur, heat, colourScale } = window.SMD;
   window.SMD.makeExtras = function (env) {
   // ---- tensors ------------------------------------------------------------------------------
   async function loadTensorNames() {
@@ -74,13 +74,13 @@
     if (!k.ranks.length) box.append(el("p", { className: "missing", text: "No Kineto traces: start with `smdebug serve RUN --trace FILE…` (PyTorch profiler traces, .json or .json.gz)." }));
     for (const r of k.ranks) {
       box.append(el("h3", { text: "Rank " + r.rank + " · " + r.file }),
-        el("p", { text: "span " + fmt(r.span_us / 1000, 1) + " ms · GPU busy " + fmt(r.gpu_busy_us / 1000, 1) + " ms · idle " + fmt(r.gpu_idle_us / 1000, 1) + " ms" }));
+        el("p", { text: "span " + dur(r.span_us / 1e6) + " · GPU busy " + dur(r.gpu_busy_us / 1e6) + " · idle " + dur(r.gpu_idle_us / 1e6) }));
       for (const [title, rows] of [["GPU kernels", r.gpu_kernels], ["CPU operators", r.cpu_operators]]) {
-        const table = el("table", null, el("tr", null, ...[title, "count", "total ms", "share", ""].map((h) => el("th", { text: h }))));
+        const table = el("table", null, el("tr", null, ...[title, "count", "total", "share", ""].map((h) => el("th", { text: h }))));
         for (const op of rows) {
           const bar = el("span", { className: "bar" });
           bar.style.width = Math.round(op.share * 200) + "px";
-          table.append(el("tr", null, el("td", { text: op.name }), el("td", { text: op.count }), el("td", { text: fmt(op.total_us / 1000, 2) }), el("td", { text: fmt(op.share * 100, 1) + "%" }), el("td", null, bar)));
+          table.append(el("tr", null, el("td", { text: op.name }), el("td", { text: op.count }), el("td", { text: dur(op.total_us / 1e6) }), el("td", { text: fmt(op.share * 100, 1) + "%" }), el("td", null, bar)));
         }
         box.append(table);
       }

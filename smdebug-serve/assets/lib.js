@@ -69,6 +69,14 @@
     return (seconds < 0 ? "-" : "") + m + " min " + String(rest).padStart(2, "0") + " s";
   }
 
+  // A measured value as its measure calls for: a duration ("seconds", "…_s", "…duration…") in
+  // the unit that fits it ("412 µs", "1.3 ms"), anything else as a number; NaN and ±Inf as such.
+  const DURATION = /^(seconds?|.*_s|.*_seconds|.*duration.*|.*time_s)$/i;
+  function measured(measure, v) {
+    if (typeof v === "number" && Number.isFinite(v) && DURATION.test(String(measure || ""))) return dur(v);
+    return fmt(v);
+  }
+
   function heat(v) { // 0..100 -> a blue-to-yellow colour
     if (v === null || v === undefined) return "#eef0f3";
     const t = Math.max(0, Math.min(1, v / 100));
@@ -118,7 +126,7 @@
 
   // A crosshair tooltip: every series' value at the cursor, next to it (the legend still says
   // the same at the top).
-  function tooltipPlugin(xFormat) {
+  function tooltipPlugin(xFormat, yFormat) {
     let tip = null;
     return {
       hooks: {
@@ -135,7 +143,7 @@
             if (v === null || v === undefined) return;
             const sw = el("span", { className: "sw" });
             sw.style.background = typeof s.stroke === "function" ? s.stroke(u, k) : s.stroke;
-            tip.append(el("div", null, sw, s.label + ": " + fmt(v, 4)));
+            tip.append(el("div", null, sw, s.label + ": " + (yFormat ? yFormat(v) : fmt(v, 4))));
             shown++;
           });
           tip.hidden = shown === 0;
@@ -167,6 +175,6 @@
     return !!(sel && !sel.isCollapsed && sel.anchorNode && node.contains(sel.anchorNode));
   }
 
-  window.SMD = { el, clear, fmt, dur, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin,
+  window.SMD = { el, clear, fmt, dur, measured, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin,
                  download, csvField, selectionIn };
 })();

@@ -1,10 +1,20 @@
 // smdebug serve: the Scalars panel. One chart per scalar name; in it one line per run and mode,
 // each drawn along its own steps (TRAIN and EVAL do not break each other into dashes), smoothed
 // with TensorBoard's debiased exponential moving average over the faint raw line; log scale,
-// regex filter, run toggles, a crosshair tooltip, CSV and JSON downloads.
+// step, relative and wall-time x axes, regex filter, run toggles, a crosshair tooltip, CSV and
+// JSON downloads.
 "use strict";
 (function () {
-  const { el, fmt, download, csvField } = window.SMD;
+  const { el, fmt, dur, download, csvField } = window.SMD;
+
+  // The x axes: a point's step, its wall time less the run's first (relative), or its wall time.
+  const AXES = {
+    step: { label: "step", x: (m, j) => m.steps[j] },
+    relative: { label: "relative", x: (m, j, origin) => (m.wall_times[j] === null || origin === null ? null : m.wall_times[j] - origin),
+                opts: { xFormat: dur, xTicks: dur } },
+    wall: { label: "wall time", x: (m, j) => m.wall_times[j],
+            opts: { wallAxis: true, xFormat: (t) => new Date(t * 1000).toLocaleString() } },
+  };
 
   // TensorBoard's smoothing: an exponential moving average, divided by (1 - w^n) so that its
   // first points are not pulled towards 0. Non-finite values are kept as they are (not drawn).
@@ -50,6 +60,9 @@
       const regex = document.getElementById("scalar-regex").value;
       const w = parseFloat(document.getElementById("smoothing").value) || 0;
       const log = document.getElementById("log-scale").checked;
+      const axisName = document.getElementById("scalar-axis").value;
+      const axis = AXES[axisName] || AXES.step;
+      const suffix = (log ? ":log" : "") + (axisName === "step" ? "" : ":" + axisName);
       document.getElementById("smoothing-value").textContent = w.toFixed(2);
       drawToggles();
       const box = document.getElementById("scalar-charts");
@@ -64,10 +77,10 @@
       results.forEach((res, ri) => {
         for (const s of res.scalars) {
           if (!byName.has(s.name)) byName.set(s.name, []);
-          for (const m of s.modes) byName.get(s.name).push({ run: shownRuns[ri].name, mode: m });
+          for (const m of s.modes) byName.get(s.name).push({ run: shownRuns[ri].name, mode: m, origin: res.first_wall_time });
         }
       });
-      const keys = new Set(Array.from(byName.keys()).map((n) => "scalar:" + n + (log ? ":log" : "")));
+      const keys = new Set(Array.from(byName.keys()).map((n) => "scalar:" + n + suffix));
       env.dropCharts(box, (k) => !keys.has(k));
       const ci = shownRuns.findIndex((r) => r.id === env.current());
       const shown = results[ci] || { scalars: [], series_total: 0 };
@@ -77,9 +90,10 @@
       if (!byName.size) { if (!missing) box.append(el("p", { className: "missing", text: "No scalars" + (regex ? " match" : " yet") + "." })); }
       else if (missing) missing.remove();
       for (const [name, list] of byName) {
-        // The union of every line's steps is the x axis; each line has values at its own
-        // steps only and is drawn across the others (spanGaps), so it is never cut.
-        const xs = Array.from(new Set(list.flatMap((l) => l.mode.steps))).sort((a, b) => a - b);
+        // The union of every line's x values (steps or times) is the x axis; each line has
+        // values at its own only and is drawn across the others (spanGaps), so it is never cut.
+        for (const l of list) l.x = l.mode.steps.map((_, j) => axis.x(l.mode, j, l.origin));
+        const xs = Array.from(new Set(list.flatMap((l) => l.x.filter((x) => x !== null)))).sort((a, b) => a - b);
         const index = new Map(xs.map((x, i) => [x, i]));
         const ys = [], series = [];
         list.forEach((l, i) => {
@@ -88,25 +102,26 @@
           const keep = (v) => (v === null || (log && v <= 0) ? null : v);
           const raw = new Array(xs.length).fill(null), sm = new Array(xs.length).fill(null);
           const smoothed = smooth(l.mode.values, w);
-          l.mode.steps.forEach((s, j) => { raw[index.get(s)] = keep(l.mode.values[j]); sm[index.get(s)] = keep(smoothed[j]); });
+          l.x.forEach((x, j) => { if (x !== null) { raw[index.get(x)] = keep(l.mode.values[j]); sm[index.get(x)] = keep(smoothed[j]); } });
           ys.push(raw, sm);
           const sparse = l.mode.steps.length < 40;
           series.push({ label: label + " raw", color: faint(colour), spanGaps: true, points: sparse, width: 1 },
                       { label: label + (w > 0 ? " (smoothed " + w.toFixed(2) + ")" : ""), color: colour, spanGaps: true, points: sparse, width: 2 });
         });
         const lastValues = list.map((l) => l.mode.mode + " " + fmt(l.mode.values[l.mode.values.length - 1], 4)).join(", ");
-        env.chart(box, "scalar:" + name + (log ? ":log" : ""), name + " · last " + lastValues, [xs, ...ys], series, { log });
+        env.chart(box, "scalar:" + name + suffix, name + " · last " + lastValues, [xs, ...ys], series,
+          Object.assign({ log, xLabel: axis.label }, axis.opts || {}));
       }
       env.status.panels.scalars = true;
       return results;
     }
 
     function csv() {
-      const rows = [["run", "scalar", "mode", "step", "value"].join(",")];
+      const rows = [["run", "scalar", "mode", "step", "value", "wall_time"].join(",")];
       for (const { run, result } of last) {
         for (const s of result.scalars) {
           for (const m of s.modes) {
-            m.steps.forEach((step, i) => rows.push([run, s.name, m.mode, step, m.values[i]].map(csvField).join(",")));
+            m.steps.forEach((step, i) => rows.push([run, s.name, m.mode, step, m.values[i], m.wall_times[i]].map(csvField).join(",")));
           }
         }
       }

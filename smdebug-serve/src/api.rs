@@ -405,13 +405,17 @@ pub fn scalars(
         by_name.sort_by_key(|(mode, _)| mode.name());
         let modes = by_name
             .into_iter()
-            .map(|(mode, pts)| {
-                let kept = min_max(pts, window.from, window.to, window.budget());
+            .map(|(mode, column)| {
+                let kept = min_max(column.points(), window.from, window.to, window.budget());
                 ModeSeries {
                     mode: mode.name(),
-                    total: pts.len(),
+                    total: column.len(),
                     steps: kept.iter().map(|p| p.0).collect(),
                     values: kept.iter().map(|p| finite(p.1)).collect(),
+                    wall_times: kept
+                        .iter()
+                        .map(|p| column.wall_time_at(p.0).and_then(finite))
+                        .collect(),
                 }
             })
             .collect();
@@ -426,6 +430,7 @@ pub fn scalars(
         series_total: total,
         offset: page.offset,
         tensors: d.tensors.clone(),
+        first_wall_time: d.scalars.first_wall_time().and_then(finite),
     })
 }
 
@@ -434,7 +439,10 @@ pub fn scalars(
 pub fn scalar_over_steps(run: &Run, name: &str, max_steps: usize) -> Option<TensorSteps> {
     let d = run.data.read().expect("run data lock");
     let track = d.scalars.get(name)?;
-    let mut points: Vec<(u64, f64)> = track.values().flatten().copied().collect();
+    let mut points: Vec<(u64, f64)> = track
+        .values()
+        .flat_map(|c| c.points().iter().copied())
+        .collect();
     points.sort_by_key(|p| p.0);
     let take = max_steps.clamp(1, 500);
     let chosen: Vec<(u64, f64)> = if points.len() <= take {
@@ -471,7 +479,10 @@ pub fn scalar_over_steps(run: &Run, name: &str, max_steps: usize) -> Option<Tens
 pub fn scalar_2d(run: &Run, name: &str, step: Option<u64>) -> Option<TensorGrid> {
     let d = run.data.read().expect("run data lock");
     let track = d.scalars.get(name)?;
-    let mut points: Vec<(u64, f64)> = track.values().flatten().copied().collect();
+    let mut points: Vec<(u64, f64)> = track
+        .values()
+        .flat_map(|c| c.points().iter().copied())
+        .collect();
     points.sort_by_key(|p| p.0);
     let step = step.or(points.last().map(|p| p.0))?;
     let at = points.binary_search_by_key(&step, |p| p.0).ok()?;

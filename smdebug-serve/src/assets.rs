@@ -19,6 +19,7 @@ const SCALARS_JS: &str = include_str!("../assets/scalars.js");
 const EXTRAS_JS: &str = include_str!("../assets/extras.js");
 const LIVE_JS: &str = include_str!("../assets/live.js");
 const COMPARE_JS: &str = include_str!("../assets/compare.js");
+const TILES_JS: &str = include_str!("../assets/tiles.js");
 const APP_CSS: &str = include_str!("../assets/app.css");
 const UPLOT_JS: &str = include_str!("../assets/vendor/uPlot.iife.min.js");
 const UPLOT_CSS: &str = include_str!("../assets/vendor/uPlot.min.css");
@@ -55,6 +56,10 @@ pub(crate) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route(
             "/assets/compare.js",
             get(|| async { asset("text/javascript", COMPARE_JS) }),
+        )
+        .route(
+            "/assets/tiles.js",
+            get(|| async { asset("text/javascript", TILES_JS) }),
         )
         .route(
             "/assets/app.css",

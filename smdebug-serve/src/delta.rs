@@ -210,10 +210,10 @@ mod tests {
     fn pass(d: &mut RunData, steps: std::ops::Range<u64>) {
         let spans: Vec<Span> = steps.clone().map(step_span).collect();
         d.journal.add_spans(&spans);
-        let losses = steps.map(|s| (s, 1.0 / (s + 1) as f64)).collect();
+        let losses = steps.map(|s| (s, 1.0 / (s + 1) as f64, s as f64)).collect();
         d.journal.add_scalars(&[
             ("loss".into(), Mode::Train, losses),
-            ("w".into(), Mode::Train, vec![(0, 1.0)]),
+            ("w".into(), Mode::Train, vec![(0, 1.0, 0.0)]),
         ]);
     }
 

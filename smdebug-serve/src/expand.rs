@@ -6,13 +6,14 @@ use std::path::{Path, PathBuf};
 use smdebug_io::StorageOptions;
 
 /// The entries at a run's root (any one of them makes a folder a run).
-const RUN_ENTRIES: [&str; 7] = [
+const RUN_ENTRIES: [&str; 8] = [
     "index",
     "events",
     "collections",
     "system",
     "framework",
     "rules",
+    "progress",
     "training_job_end.ts",
 ];
 

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use smdebug_core::Mode;
-use smdebug_io::trial::Column;
+use smdebug_io::trial::BatchColumn;
 use smdebug_profiler::reader::Span;
 use smdebug_profiler::spans::Phase;
 use smdebug_profiler::system::SystemSample;
@@ -183,7 +183,7 @@ impl Journal {
     }
 
     /// Notes the new points of headline scalars.
-    pub(crate) fn add_scalars(&mut self, batch: &[(String, Mode, Column)]) {
+    pub(crate) fn add_scalars(&mut self, batch: &[(String, Mode, BatchColumn)]) {
         for (name, mode, points) in batch {
             if !is_headline(name) {
                 continue;
@@ -195,7 +195,7 @@ impl Journal {
                     (self.scalar_names.len() - 1) as u32
                 }
             };
-            for &(step, value) in points {
+            for &(step, value, _wall_time) in points {
                 self.scalars.push(ScalarEntry {
                     name: index,
                     mode: *mode,

@@ -17,7 +17,7 @@
 //! one incremental reader the rule runner and the report use too) into its `ProfileData`; steps,
 //! tensor names and scalar values through smdebug-io's `TensorFollower` (the `Trial`'s listing,
 //! step completeness and checks; each new index file and its event file read once, scalars
-//! kept as compact columns, 16 bytes a value); rule statuses from the summary a
+//! kept as compact columns, 20 bytes a value with its wall time); rule statuses from the summary a
 //! rule runner writes into the run; the end marker. Whole tensors (distributions, 2-D views)
 //! are read through smdebug-io's `Trial`, opened when a view first asks for one. Only what is
 //! new is read on each pass (every 200 ms by default). A run may not exist yet, be still
@@ -36,7 +36,7 @@
 //!                                         heatmap (256 rows at most: bands of neighbours)
 //! GET  /api/runs/{id}/spans?from&to       framework spans inside a window
 //! GET  /api/runs/{id}/steps?from&to&last  step durations, outliers, histogram, phases
-//! GET  /api/runs/{id}/scalars?regex&from&to   scalars per mode (x = step)
+//! GET  /api/runs/{id}/scalars?regex&from&to   scalars per mode (x = step; each point's wall time)
 //! GET  /api/runs/{id}/tensor?name&steps   reductions and distribution over steps
 //! GET  /api/runs/{id}/tensor2d?name&step  a tensor at one step as a 2-D grid
 //! GET  /api/kineto                        Kineto summaries of the `--trace` files

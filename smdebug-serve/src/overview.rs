@@ -11,10 +11,10 @@ use smdebug_report::RuleFile;
 use smdebug_rules::Status;
 
 use crate::api::is_step;
-use crate::run::{Run, RunData};
+use crate::run::{Run, RunData, progress_point};
 use crate::views::{
     EvidenceView, HEADLINE_POINTS, Headline, JobPhases, NodeStats, Num, Overview, PhaseTotal,
-    Progress, RuleView, StatRow,
+    Progress, RuleView, StatRow, WriterDrops,
 };
 
 fn secs(us: u64) -> f64 {
@@ -244,17 +244,70 @@ fn progress(d: &RunData) -> Progress {
         }
         _ => None,
     };
+    let files = &d.progress;
+    // Without step spans, the rate between the first progress file seen and the latest.
+    let (step_rate, rate_source) = match (step_rate, d.progress_first, progress_point(files)) {
+        (Some(r), ..) => (Some(r), "step spans"),
+        (None, Some((s0, t0)), Some((s1, t1))) if s1 > s0 && t1 > t0 => {
+            (Some((s1 - s0) as f64 / (t1 - t0)), "progress files")
+        }
+        _ => (None, "step spans"),
+    };
+    let planned_steps = files.iter().filter_map(|p| p.planned_steps).max();
+    let steps_done = files
+        .iter()
+        .map(|p| p.steps)
+        .chain(d.steps.last().map(|s| s + 1))
+        .max();
+    let (eta_s, eta_note) = match (planned_steps, step_rate, steps_done) {
+        _ if d.complete => (None, Some("the run has ended")),
+        (None, ..) if files.is_empty() => (
+            None,
+            Some("no plan recorded: the run has no progress file (written by smdebug's Session)"),
+        ),
+        (None, ..) => (
+            None,
+            Some("no plan recorded: the job did not say how many steps it plans"),
+        ),
+        (Some(_), None, _) => (None, Some("no step rate yet")),
+        (Some(planned), Some(rate), done) => (
+            Some(planned.saturating_sub(done.unwrap_or(0)) as f64 / rate),
+            None,
+        ),
+    };
+    let drops = (!files.is_empty()).then(|| {
+        let sum = |f: fn(&smdebug_io::progress::Progress) -> u64| files.iter().map(f).sum::<u64>();
+        let records_dropped = sum(|p| p.records_dropped);
+        let records_written = sum(|p| p.records_written);
+        let steps_with_drops = sum(|p| p.steps_with_drops);
+        let steps = sum(|p| p.steps);
+        let share = |part: u64, whole: u64| (whole > 0).then(|| part as f64 / whole as f64);
+        WriterDrops {
+            records_dropped,
+            records_written,
+            records_share: share(records_dropped, records_dropped + records_written),
+            steps_with_drops,
+            steps_share: share(steps_with_drops, steps),
+            spans_dropped: sum(|p| p.spans_dropped),
+            spans_written: sum(|p| p.spans_written),
+            workers: files.len(),
+            finished: files.iter().all(|p| p.finished),
+            wall_time: files.iter().map(|p| p.wall_time).fold(0.0, f64::max),
+        }
+    });
     Progress {
         step_rate,
         rate_steps: recent.len(),
-        planned_steps: None,
-        eta_s: None,
-        eta_note: Some("no estimate: the run does not record how many steps the job plans"),
-        writer_drops: None,
-        drops_note: Some(
-            "not recorded in the run: the writer counts dropped records in the training \
-             process only (the session's summary)",
+        rate_source,
+        planned_steps,
+        steps_done,
+        eta_s,
+        eta_note,
+        drops_note: drops.is_none().then_some(
+            "not recorded: the run has no progress file (written by smdebug's Session), so \
+             the writer's drops are known in the training process only",
         ),
+        drops,
     }
 }
 
@@ -266,7 +319,7 @@ fn headline(d: &RunData, word: &str) -> Option<Headline> {
         .iter()
         .filter(|(name, _)| name.to_lowercase().contains(word))
         .min_by_key(|(name, _)| (name.len(), (*name).clone()))?;
-    let (mode, points) = track
+    let (mode, column) = track
         .get(&Mode::Train)
         .filter(|p| !p.is_empty())
         .map(|p| (Mode::Train, p))
@@ -276,6 +329,7 @@ fn headline(d: &RunData, word: &str) -> Option<Headline> {
                 .find(|(_, p)| !p.is_empty())
                 .map(|(m, p)| (*m, p))
         })?;
+    let points = column.points();
     let &(last_step, last_value) = points.last()?;
     let stride = points.len().div_ceil(HEADLINE_POINTS).max(1);
     let mut kept: Vec<&(u64, f64)> = points.iter().step_by(stride).collect();

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use smdebug_io::format::layout::END_MARKER;
 use smdebug_io::format::parse_end_marker;
+use smdebug_io::progress::{Progress, read_run_progress};
 use smdebug_io::stop::{StopRequest, read_stop_request, sanitize_reason};
 use smdebug_io::trial::{ScalarColumns, TensorFollower, Trial, TrialOptions};
 use smdebug_io::{Storage, StorageOptions};
@@ -80,6 +81,12 @@ pub(crate) struct RunData {
     pub index_pending: usize,
     /// The rule runner's statuses, when it wrote them into the run.
     pub rules: Option<Summary>,
+    /// The training job's progress files (`progress/<worker>.json`), in worker order: planned
+    /// steps, last step, what its writers wrote and dropped.
+    pub progress: Vec<Progress>,
+    /// The first progress seen: (steps done, wall time), the start of the step rate measured
+    /// from the progress files when the run has no step spans.
+    pub progress_first: Option<(u64, f64)>,
     /// Problems with the data that were worked around.
     pub warnings: Vec<String>,
     /// The run's folder (or every file of it) was deleted after it was read; its view was
@@ -224,6 +231,8 @@ pub(crate) struct Cursor {
     marker_read: bool,
     /// Writability checked.
     write_checked: bool,
+    /// Every progress file said `finished` after the end marker was seen: none is read again.
+    progress_final: bool,
 }
 
 /// Clears what is known of `run` after its folder was deleted or replaced, saying why.
@@ -369,6 +378,21 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
         }
     }
 
+    // The job's progress files (small; one listing), until each says it finished.
+    let progress = if cursor.progress_final {
+        None
+    } else {
+        match read_run_progress(storage.as_ref()) {
+            Ok(read) => {
+                warnings.extend(read.problems.iter().map(ToString::to_string));
+                Some(read.progress)
+            }
+            Err(e) => {
+                warnings.push(format!("the progress files cannot be listed: {e}"));
+                None
+            }
+        }
+    };
     let stop_request = read_stop_request(storage.as_ref()).ok().flatten();
     let marker = matches!(storage.size(END_MARKER), Ok(Some(_)));
 
@@ -452,6 +476,17 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
         data.changed.rules += 1;
         changed = true;
     }
+    if let Some(progress) = progress {
+        cursor.progress_final =
+            cursor.marker_read && !progress.is_empty() && progress.iter().all(|p| p.finished);
+        if data.progress != progress {
+            if data.progress_first.is_none() {
+                data.progress_first = progress_point(&progress);
+            }
+            data.progress = progress;
+            changed = true;
+        }
+    }
     if data.stop_request != stop_request {
         data.stop_request = stop_request;
         changed = true;
@@ -528,6 +563,13 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
         );
     }
     changed
+}
+
+/// The most steps any worker's progress file shows, and the newest file's wall time.
+pub(crate) fn progress_point(progress: &[Progress]) -> Option<(u64, f64)> {
+    let steps = progress.iter().map(|p| p.steps).max()?;
+    let wall = progress.iter().map(|p| p.wall_time).fold(0.0, f64::max);
+    Some((steps, wall))
 }
 
 /// Whether a probe object can be written into the run and removed again.

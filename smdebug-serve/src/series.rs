@@ -153,6 +153,9 @@ pub struct ScalarPage {
     pub offset: usize,
     /// Every tensor name of the run.
     pub tensors: Vec<String>,
+    /// The earliest wall time of any scalar value of the run, seconds since the epoch: where
+    /// the relative time axis starts.
+    pub first_wall_time: Option<f64>,
 }
 
 /// One scalar, per mode.
@@ -175,6 +178,9 @@ pub struct ModeSeries {
     pub steps: Vec<u64>,
     /// Values there (`null` where not finite).
     pub values: Vec<Option<f64>>,
+    /// Each value's wall time, its event record's, seconds since the epoch (to 4 ms within a
+    /// day of the series' first: smdebug-io's `Column`).
+    pub wall_times: Vec<Option<f64>>,
 }
 
 /// `GET /api/runs/{id}/system`: one page of timelines and the heatmap.

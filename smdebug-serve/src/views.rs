@@ -289,16 +289,49 @@ pub struct Progress {
     pub step_rate: Option<f64>,
     /// The step spans the rate is measured over.
     pub rate_steps: usize,
-    /// The steps the job plans, when the run records it (nothing in a run records it yet).
+    /// What the rate is measured from: `step spans`, or `progress files` (the steps the job's
+    /// progress files counted between the first one seen and the latest) when the run has no
+    /// step spans.
+    pub rate_source: &'static str,
+    /// The global steps the job plans, from its progress files (`progress/<worker>.json`)
+    /// when the job said how many.
     pub planned_steps: Option<u64>,
+    /// Global steps done: the most any worker's progress file or the index files show.
+    pub steps_done: Option<u64>,
     /// Seconds left at the current rate, when the planned steps are known.
     pub eta_s: Option<f64>,
     /// Why there is no estimate, when there is none.
     pub eta_note: Option<&'static str>,
-    /// Tensor records the writer dropped, when the run records it.
-    pub writer_drops: Option<u64>,
+    /// What the job's writers dropped, summed over its workers' progress files; `None` when
+    /// the run has no progress file.
+    pub drops: Option<WriterDrops>,
     /// Why the drops are not shown, when they are not.
     pub drops_note: Option<&'static str>,
+}
+
+/// What the training job's writers wrote and dropped (every worker's progress file).
+#[derive(Debug, Serialize)]
+pub struct WriterDrops {
+    /// Tensor records dropped (the writer's queue was full).
+    pub records_dropped: u64,
+    /// Tensor records written.
+    pub records_written: u64,
+    /// The dropped share of the records, 0–1 (none before any record).
+    pub records_share: Option<f64>,
+    /// Steps during which some record was dropped.
+    pub steps_with_drops: u64,
+    /// The share of the steps that lost records, 0–1 (none before any step).
+    pub steps_share: Option<f64>,
+    /// Framework spans dropped.
+    pub spans_dropped: u64,
+    /// Framework spans written.
+    pub spans_written: u64,
+    /// Workers whose progress files these are.
+    pub workers: usize,
+    /// Whether every worker's file has its final counts (the job finished).
+    pub finished: bool,
+    /// When the newest file was written, seconds since the epoch.
+    pub wall_time: f64,
 }
 
 /// A headline scalar: its last value and its recent course.

@@ -343,6 +343,38 @@ fn a_live_run_is_followed_from_before_it_exists_to_its_end() {
         })
         .collect();
     assert_eq!(modes, [("EVAL", 4), ("TRAIN", 40)]);
+    // Each value's wall time is its event record's (the writer's clock), and the relative axis
+    // starts at the earliest.
+    let mut first_wall = f64::INFINITY;
+    for mode in sc["scalars"][0]["modes"].as_array().unwrap() {
+        let steps = mode["steps"].as_array().unwrap();
+        let walls = mode["wall_times"].as_array().unwrap();
+        assert_eq!(steps.len(), walls.len(), "{mode}");
+        for (step, wall) in steps.iter().zip(walls) {
+            let step = step.as_u64().unwrap();
+            let path = smdebug_io::format::layout::event_file(step, "worker_0");
+            let bytes = std::fs::read(run.join(&path)).unwrap();
+            let events = smdebug_io::format::read_tensor_file(
+                &bytes,
+                &path,
+                smdebug_io::format::record::PayloadCrcPolicy::AcceptBoth,
+            )
+            .unwrap();
+            let record = events.iter().find(|e| e.name == "loss").unwrap();
+            let wall = wall.as_f64().unwrap();
+            assert!(
+                (wall - record.wall_time).abs() < 1e-4,
+                "step {step}: {wall} served, {} in the record",
+                record.wall_time
+            );
+            first_wall = first_wall.min(record.wall_time);
+        }
+    }
+    let served_first = sc["first_wall_time"].as_f64().unwrap();
+    assert!(
+        served_first <= first_wall && first_wall - served_first < 60.0,
+        "{sc}"
+    );
     let zoomed = get_json(&format!(
         "{url}/api/runs/0/scalars?regex=loss&from=10&to=19.5&points=50"
     ));

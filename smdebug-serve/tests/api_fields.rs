@@ -198,6 +198,7 @@ fn every_field_the_page_reads_is_in_the_api_responses_and_they_are_gzipped() {
         "extras.js",
         "live.js",
         "compare.js",
+        "tiles.js",
     ] {
         let text = std::fs::read_to_string(assets.join(script)).unwrap();
         for name in snake_reads(&text) {

@@ -127,11 +127,16 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
              header_issues: document.getElementById('issue-count').textContent, \
              run_option: document.getElementById('run-select').options[0].textContent, \
              loss: bottom('[data-chart=\"headline:loss\"] canvas'), \
+             step_text: document.getElementById('summary-step').textContent, \
+             rate_text: document.getElementById('summary-rate').textContent, \
+             drops_text: document.getElementById('summary-drops').textContent, \
+             drops_more: document.getElementById('summary-drops-more').textContent, \
+             drops: bottom('#summary-drops'), \
              page_height: document.documentElement.scrollHeight, \
            }; })()",
     );
     eprintln!("first screen: {first}");
-    for part in ["state", "issues", "loss"] {
+    for part in ["state", "issues", "loss", "drops"] {
         let bottom = first[part].as_f64().unwrap();
         assert!(
             bottom > 0.0 && bottom <= 900.0,
@@ -139,6 +144,24 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
         );
     }
     assert_eq!(first["phase"], "live", "{first}");
+    // The job's progress file: its step of the planned 5,500 with an ETA, and no drops (its
+    // writer blocks rather than drop).
+    assert!(
+        first["step_text"].as_str().unwrap().ends_with(" of 5500"),
+        "{first}"
+    );
+    assert!(
+        first["rate_text"].as_str().unwrap().starts_with("ETA "),
+        "{first}"
+    );
+    assert_eq!(first["drops_text"], "0 records (0.0 %)", "{first}");
+    assert!(
+        first["drops_more"]
+            .as_str()
+            .unwrap()
+            .starts_with("at 0 steps (0.0 %) · 0 spans dropped"),
+        "{first}"
+    );
     assert!(
         first["issues_text"]
             .as_str()
@@ -232,6 +255,38 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
             true,
             false
         ])
+    );
+    // The relative time axis: the chart is drawn again along each value's wall time less the
+    // run's first, and the crosshair tooltip says the time at the cursor.
+    cdp.eval(
+        "(() => { const s = document.getElementById('scalar-axis'); s.value = 'relative'; \
+           s.dispatchEvent(new Event('input')); })()",
+    );
+    let relative = "[data-chart=\"scalar:loss:relative\"]";
+    cdp.wait(Duration::from_secs(30), "the relative axis", |c| {
+        c.eval(&format!("!!document.querySelector('{relative} canvas')")) == true
+    });
+    let centre = cdp.eval(&format!(
+        "(() => {{ const o = document.querySelector('{relative} .u-over'); o.scrollIntoView(); \
+           const r = o.getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; }})()"
+    ));
+    cdp.call(
+        "Input.dispatchMouseEvent",
+        json!({"type": "mouseMoved", "x": centre[0], "y": centre[1]}),
+    );
+    let tip = cdp.eval(&format!(
+        "[document.querySelector('{relative} .u-legend .u-label').textContent, \
+          document.querySelector('{relative} .tooltip div').textContent]"
+    ));
+    assert_eq!(tip[0], "relative", "{tip}");
+    let at = tip[1].as_str().unwrap();
+    assert!(
+        at.starts_with("relative ") && [" µs", " ms", " s"].iter().any(|u| at.ends_with(u)),
+        "{tip}"
+    );
+    cdp.eval(
+        "(() => { const s = document.getElementById('scalar-axis'); s.value = 'step'; \
+           s.dispatchEvent(new Event('input')); })()",
     );
     let shot = cdp.call("Page.captureScreenshot", json!({"format": "png"}));
     std::fs::write(

@@ -129,10 +129,21 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // every profiler rule, with patience and windows sized for a job of seconds, and writes the
     // report when the run ends. With --python-compatible the files are the ones Python
     // smdebug 1.0.34 reads (legacy checksums, SageMaker's `algo-1` node id).
+    let cfg = TrainConfig {
+        epochs: args.epochs,
+        bug: args.bug,
+        input_side: (args.side != 8).then_some(args.side),
+        ..TrainConfig::default()
+    };
     let stop = || ActionConfig::StopTraining;
     let session = capture_plan(Session::builder(&location))?
         // A previous demo run there is replaced: the run holds one job.
         .overwrite(true)
+        // Every epoch's training and evaluation batches: the dashboard's ETA.
+        .planned_steps(
+            planned_steps(&cfg, train_set.len())
+                + (cfg.epochs * eval_set.len().div_ceil(cfg.batch_size)) as u64,
+        )
         .writer_queue(1 << 16)
         .python_compatible(args.python_compatible)
         .system(
@@ -163,12 +174,6 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     };
     let mut session = session.start()?;
 
-    let cfg = TrainConfig {
-        epochs: args.epochs,
-        bug: args.bug,
-        input_side: (args.side != 8).then_some(args.side),
-        ..TrainConfig::default()
-    };
     println!(
         "training a {}-layer MLP on {} digits at {side}x{side} ({} held out) for {} epochs{}",
         smdebug_examples::build_model(&cfg, &mut smdebug_examples::mlp::Rng::new(cfg.seed))

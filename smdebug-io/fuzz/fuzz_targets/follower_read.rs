@@ -28,7 +28,7 @@ fuzz_target!(|data: &[u8]| {
         let index = parsed
             .as_ref()
             .expect("a value came from an index file that does not parse");
-        for &(at, value) in column {
+        for &(at, value, _wall_time) in column {
             assert_eq!(
                 at, step,
                 "{name}: a value at a step the index does not describe"

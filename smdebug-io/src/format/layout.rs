@@ -5,6 +5,7 @@
 //! events/<step:012>/<step:012>_<worker>.tfevents
 //! index/<step/1000:09>/<step:012>_<worker>.json
 //! training_job_end.ts
+//! progress/<worker>.json
 //! tensorboard/<MODE>/events.out.tfevents.<first step:012>.<worker>
 //! ```
 //!
@@ -29,6 +30,11 @@ pub const TENSORBOARD_DIR: &str = "tensorboard";
 /// The end-of-run marker. Python smdebug only checks that it exists; ours holds a small JSON
 /// body with the reason.
 pub const END_MARKER: &str = "training_job_end.ts";
+/// Folder of the training job's progress files, one per worker (`progress/<worker>.json`:
+/// planned steps, the last step, what the writers wrote and dropped; see
+/// [`crate::progress`]). Python smdebug's `create_trial` and TensorBoard read neither this
+/// folder nor anything in it.
+pub const PROGRESS_DIR: &str = "progress";
 
 /// `worker_<rank>`, smdebug's worker name.
 pub fn worker_name(rank: usize) -> String {
@@ -48,6 +54,19 @@ pub fn index_file(step: u64, worker: &str) -> String {
 /// `collections/000000000/<worker>_collections.json`
 pub fn collections_file(worker: &str) -> String {
     format!("{COLLECTIONS_DIR}/000000000/{worker}_collections.json")
+}
+
+/// `progress/<worker>.json`
+pub fn progress_file(worker: &str) -> String {
+    format!("{PROGRESS_DIR}/{worker}.json")
+}
+
+/// Worker of a progress file path (`progress/worker_0.json`); `None` for anything else
+/// (temporary files included).
+pub fn parse_progress_file(path: &str) -> Option<String> {
+    let rest = path.strip_prefix(PROGRESS_DIR)?.strip_prefix('/')?;
+    let worker = rest.strip_suffix(".json")?;
+    (!worker.is_empty() && !worker.contains('/')).then(|| worker.to_string())
 }
 
 /// `tensorboard/<MODE>/events.out.tfevents.<first_step:012>.<worker>`: TensorBoard loads
@@ -123,5 +142,11 @@ mod tests {
             parse_collections_file("collections/000000000/worker_1_collections.json").as_deref(),
             Some("worker_1")
         );
+        assert_eq!(
+            parse_progress_file(&progress_file("worker_3")).as_deref(),
+            Some("worker_3")
+        );
+        assert_eq!(parse_progress_file("progress/worker_0.json.tmp"), None);
+        assert_eq!(parse_progress_file("progress/a/b.json"), None);
     }
 }

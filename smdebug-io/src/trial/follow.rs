@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use smdebug_core::{EndReason, Mode, Reduction};
 
-use super::columns::{Column, ScalarBatch};
+use super::columns::{BatchColumn, ScalarBatch};
 use super::intake::{Admit, KnownStep, ReadFiles, admit, listed_name};
 use super::progress::StepProgress;
 use super::records;
@@ -129,7 +129,8 @@ struct OpenStep {
 /// One index file and the numbers of its event file, read on a reader thread.
 struct StepRead {
     entry: IndexEntry,
-    numbers: Vec<(Arc<str>, f64)>,
+    /// `(name, value, wall time of its record)`.
+    numbers: Vec<(Arc<str>, f64, f64)>,
     /// Stored names whose record is not one number.
     not_numbers: Vec<Arc<str>>,
     problems: Vec<(Arc<str>, Error)>,
@@ -151,7 +152,7 @@ struct StepRead {
 /// It keeps no table of a step's tensors: of a step it hands out its mode, the names seen for
 /// the first time (reductions listed under their tensor, as the `Trial` lists them), and the
 /// value of every tensor saved as one number, as columns ([`ScalarBatch`], kept by
-/// [`ScalarColumns`](super::ScalarColumns), 16 bytes a value). A record longer than a scalar's
+/// [`ScalarColumns`](super::ScalarColumns), 20 bytes a value with its record's wall time). A record longer than a scalar's
 /// can be is never read; a record whose header claims more than one element (or strings) is
 /// never decoded (its header is checked against a one-number budget first), and the tensor is
 /// not read again at later steps.
@@ -393,8 +394,8 @@ impl TensorFollower {
         }
         self.progress.step_written(idx.step, &idx.worker);
         self.not_numbers.extend(read.not_numbers);
-        for (name, value) in read.numbers {
-            values.push(name, idx.mode, idx.step, value);
+        for (name, value, wall_time) in read.numbers {
+            values.push(name, idx.mode, idx.step, value, wall_time);
         }
         for (tensor, error) in read.problems {
             inc.problem(TensorProblem::Value {
@@ -451,17 +452,17 @@ struct Values {
 }
 
 impl Values {
-    fn push(&mut self, name: Arc<str>, mode: Mode, step: u64, value: f64) {
+    fn push(&mut self, name: Arc<str>, mode: Mode, step: u64, value: f64, wall_time: f64) {
         self.count += 1;
         let columns = &mut self.columns;
         let i = *self
             .at
             .entry((name, mode))
             .or_insert_with_key(|(name, mode)| {
-                columns.push((name.to_string(), *mode, Column::new()));
+                columns.push((name.to_string(), *mode, BatchColumn::new()));
                 columns.len() - 1
             });
-        self.columns[i].2.push((step, value));
+        self.columns[i].2.push((step, value, wall_time));
     }
 }
 
@@ -524,7 +525,7 @@ fn read_numbers(
     };
     for (name, start, length) in wanted {
         match records::number_at(storage, whole.as_ref(), &at(start, length), name) {
-            Ok(Some(value)) => read.numbers.push((name.clone(), value)),
+            Ok(Some((value, wall_time))) => read.numbers.push((name.clone(), value, wall_time)),
             Ok(None) => read.not_numbers.push(name.clone()),
             Err(e) => read.problems.push((name.clone(), e)),
         }

@@ -141,7 +141,8 @@ const ONE_NUMBER: Budget = Budget {
     conversion: Conversion::F64,
 };
 
-/// The one number tensor `name`'s record at `loc` holds, its framing, checksums, tag and step
+/// The one number tensor `name`'s record at `loc` holds, with the record's wall time (seconds
+/// since the epoch), its framing, checksums, tag and step
 /// checked as [`read_tensor`] checks them. `file`: the whole event file when it was read (else
 /// the record is read by range). `Ok(None)` when the record is not one number (its header
 /// claims another number of elements, or strings; or it is longer than [`MAX_NUMBER_RECORD`],
@@ -151,7 +152,7 @@ pub(crate) fn number_at(
     file: Option<&Bytes>,
     loc: &Location,
     name: &str,
-) -> Result<Option<f64>> {
+) -> Result<Option<(f64, f64)>> {
     if loc.length > MAX_NUMBER_RECORD {
         return Ok(None);
     }
@@ -175,13 +176,13 @@ pub(crate) fn number_at(
     ) && let Some(n) = crate::format::number::read(rec.payload, name)
         && n.step == loc.step
     {
-        return Ok(Some(n.value));
+        return Ok(Some((n.value, n.wall_time)));
     }
     let number = decode_with(&record, loc, name, ONE_NUMBER, |_, event| {
         smdebug_core::TensorView::from_bytes(event.dtype, &event.shape, &event.data)
             .ok()
             .filter(|v| v.len() == 1)
-            .map(|v| v.get_f64(0))
+            .map(|v| (v.get_f64(0), event.wall_time))
     });
     match number {
         Ok(n) => Ok(n),

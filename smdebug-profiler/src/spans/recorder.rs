@@ -468,6 +468,11 @@ impl SpanRecorder {
         self.shared.counters.dropped.load(Ordering::Relaxed)
     }
 
+    /// Spans the writer has put into trace files so far (the open file's included).
+    pub fn written(&self) -> u64 {
+        self.shared.counters.written.load(Ordering::Relaxed)
+    }
+
     /// Waits until every span queued so far is in a published file (the open file is closed
     /// early). Blocks; meant for tests and for the end of a phase, not for every step.
     pub fn flush(&self) -> Result<()> {

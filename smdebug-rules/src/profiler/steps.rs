@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use smdebug_core::Mode;
+use smdebug_core::text::duration;
 use smdebug_profiler::reader::TRACE_FILE_SLACK_US;
 use smdebug_profiler::spans::Phase;
 
@@ -313,14 +314,17 @@ impl ProfilerRule for StepOutlier {
                 let sigmas = if std > 0.0 { (d - mean) / std } else { 0.0 };
                 let mut r = RuleResult::at_time(step, span.start_us);
                 r.fire(format!(
-                    "node {}, {}: {outliers} steps took longer than the mean {mean:.3} s + \
-                     {k}σ (σ = {std:.3} s) = {limit:.3} s, more than {} allowed; the slowest, \
-                     step {s}, took {d:.2} s, {sigmas:.1}σ above the mean: find what these \
-                     steps do differently (checkpoints, evaluation, data-loading stalls, \
-                     garbage collection)",
+                    "node {}, {}: {outliers} steps took longer than the mean {} + {k}σ \
+                     (σ = {}) = {}, more than {} allowed; the slowest, step {s}, took {}, \
+                     {sigmas:.1}σ above the mean: find what these steps do differently \
+                     (checkpoints, evaluation, data-loading stalls, garbage collection)",
                     span.node,
                     mode.name(),
-                    self.params.n_outliers
+                    duration(mean),
+                    duration(std),
+                    duration(limit),
+                    self.params.n_outliers,
+                    duration(d),
                 ));
                 for (d, s, _) in slowest.iter().take(5) {
                     r.evidence.push(

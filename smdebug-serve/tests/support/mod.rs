@@ -114,6 +114,25 @@ pub fn start_job(storage: Arc<dyn Storage>, local: Option<&Path>, config: JobCon
             .overflow(smdebug_io::writer::OverflowPolicy::Block)
             .build()
             .unwrap();
+        let status = writer.status();
+        // The progress file smdebug's Session keeps (the dashboard's ETA and drops tiles):
+        // every global step planned, TRAIN and EVAL.
+        let mut progress = smdebug_io::progress::Progress::new("worker_0");
+        progress.planned_steps = Some(config.steps + config.steps / 10);
+        let mut write_progress = |step: u64, steps: u64, finished: bool| {
+            progress.last_step = Some(step);
+            progress.steps = steps;
+            progress.records_written = status.records_written();
+            progress.records_dropped = status.dropped();
+            progress.spans_written = spans.written();
+            progress.spans_dropped = spans.dropped();
+            progress.finished = finished;
+            progress.wall_time = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64();
+            let _ = smdebug_io::progress::write_progress(storage.as_ref(), &progress);
+        };
         let mut hook = Hook::builder()
             .save_config(SaveConfig::every(1))
             .stop_signal(signal.clone())
@@ -183,8 +202,14 @@ pub fn start_job(storage: Arc<dyn Storage>, local: Option<&Path>, config: JobCon
                 let _custom = spans.custom(HOSTILE_NAME);
                 thread::sleep(Duration::from_millis(5));
             }
+            if step % 10 == 9 {
+                let global = hook.global_step();
+                write_progress(global - 1, global, false);
+            }
         }
         hook.close();
+        let global = hook.global_step();
+        write_progress(global.saturating_sub(1), global, true);
         span_writer.finish().unwrap();
         if let Some(s) = sampler {
             s.stop().unwrap();

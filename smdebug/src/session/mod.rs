@@ -18,10 +18,18 @@
 //! windows close, the span writer publishes, the sampler stops, the hook closes the run and the
 //! writer publishes the last step and the end marker, the rules evaluate what is left and write
 //! the report, the dashboard and the stop watcher stop. It returns a [`SessionSummary`].
+//!
+//! Every worker keeps `<run>/progress/<worker>.json` current (smdebug-io's
+//! [`Progress`](smdebug_io::progress::Progress): the planned steps given to
+//! [`SessionBuilder::planned_steps`], the last step, records and spans written and dropped),
+//! rewritten at most once a second off the training thread and once more at the end; the
+//! dashboard's ETA and writer-drops tiles read it.
 
 mod builder;
 mod config_follower;
 mod profiling;
+mod progress;
+mod start;
 mod summary;
 
 use std::sync::Arc;
@@ -48,6 +56,7 @@ use crate::error::{Error, Result};
 #[derive(Default)]
 pub(crate) struct Parts {
     pub(crate) writer: Option<WriterStatus>,
+    pub(crate) progress: Option<progress::ProgressReporter>,
     pub(crate) stop_watcher: Option<StopWatcher>,
     pub(crate) config_follower: Option<config_follower::ConfigFollower>,
     pub(crate) span_writer: Option<SpanWriterGuard>,
@@ -246,6 +255,15 @@ impl<H: Capture> Session<H> {
         self.stop.requested()
     }
 
+    /// Changes how many global steps the job plans (see
+    /// [`SessionBuilder::planned_steps`]), for a loop that learns it after the start (the data
+    /// set's size, an early-stopping schedule); the progress file says so from its next write.
+    pub fn set_planned_steps(&self, steps: u64) {
+        if let Some(progress) = &self.parts.progress {
+            progress.shared().set_planned_steps(steps);
+        }
+    }
+
     /// The dashboard's URL, when the session serves one (feature `serve`).
     pub fn dashboard_url(&self) -> Option<&str> {
         self.parts.dashboard_url.as_deref()
@@ -258,7 +276,11 @@ impl<H: Capture> Session<H> {
     pub fn step(&mut self) -> Result<StepStatus> {
         let capture = self.hook();
         let result = capture.end_step();
-        let step = capture.core().global_step().saturating_sub(1);
+        let steps = capture.core().global_step();
+        let step = steps.saturating_sub(1);
+        if let Some(progress) = &self.parts.progress {
+            progress.shared().step_ended(step, steps);
+        }
         result.map_err(|e| Error::Capture(Box::new(e)))?;
         Ok(StepStatus {
             step,
@@ -371,6 +393,14 @@ impl<H: Capture> Session<H> {
             summary.bytes_written = status.bytes_written();
             if let Some(e) = status.error() {
                 problems.push(format!("capture writer: {e}"));
+            }
+        }
+        // The progress file's final counts, now that both writers have drained.
+        if let Some(progress) = self.parts.progress.take() {
+            let spans = (summary.spans_written > 0 || summary.spans_dropped > 0)
+                .then_some((summary.spans_written, summary.spans_dropped));
+            if let Some(problem) = progress.finish(steps.checked_sub(1), steps, spans) {
+                problems.push(problem);
             }
         }
         // 3. The rules see the end marker, evaluate the rest and write the report.

@@ -1,13 +1,15 @@
 //! The session's span sink: spans go to the span recorder (which writes them on its own
 //! thread); the code profile's window starts and stops the code profiler.
 
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use smdebug_core::phase::Phase;
 use smdebug_core::timeline::{Profiling, SpanRecord, SpanSink, WindowChange};
 use smdebug_profiler::code::{CodeProfileReport, CodeProfiler};
 use smdebug_profiler::config::MetricsRegex;
 use smdebug_profiler::spans::SpanRecorder;
+
+use super::progress::ProgressShared;
 
 /// Where the session's timeline hands its spans and window changes.
 pub(crate) struct SessionSink {
@@ -16,6 +18,8 @@ pub(crate) struct SessionSink {
     dataloader_metrics: RwLock<Option<MetricsRegex>>,
     /// The code profiler, when this build and platform can sample; taken when it finishes.
     code: Mutex<Option<CodeProfiler>>,
+    /// The progress file, told of every step span (a step the hook ended).
+    progress: OnceLock<Arc<ProgressShared>>,
 }
 
 impl SessionSink {
@@ -28,7 +32,18 @@ impl SessionSink {
             recorder,
             dataloader_metrics: RwLock::new(dataloader_metrics),
             code: Mutex::new(code),
+            progress: OnceLock::new(),
         }
+    }
+
+    /// The span recorder (its counts of spans written and dropped).
+    pub(crate) fn recorder(&self) -> SpanRecorder {
+        self.recorder.clone()
+    }
+
+    /// Tells `progress` of every step span from now on.
+    pub(crate) fn set_progress(&self, progress: Arc<ProgressShared>) {
+        let _ = self.progress.set(progress);
     }
 
     /// Replaces the data-loading events' filter (the profiler file changed).
@@ -60,6 +75,9 @@ impl SessionSink {
 
 impl SpanSink for SessionSink {
     fn record(&self, span: SpanRecord) {
+        if let (Phase::Step(_), Some(progress)) = (&span.phase, self.progress.get()) {
+            progress.step_span_ended();
+        }
         if self.wanted(&span) {
             SpanSink::record(&self.recorder, span);
         }

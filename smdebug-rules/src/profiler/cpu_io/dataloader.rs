@@ -10,6 +10,7 @@ use crate::profiler::stats::{Sketch, round4};
 use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 use serde::{Deserialize, Serialize};
+use smdebug_core::text::duration;
 use smdebug_profiler::reader::Span;
 use smdebug_profiler::spans::Phase;
 use smdebug_profiler::system::vocab;
@@ -151,9 +152,9 @@ fn judge(
         node.load_seconds.quantile(0.95),
     ) {
         message.push_str(&format!(
-            "; a load took {:.1} ms at the median, {:.1} ms at p95",
-            p50 * 1e3,
-            p95 * 1e3
+            "; a load took {} at the median, {} at p95",
+            duration(p50),
+            duration(p95)
         ));
     }
     if let Some(share) = node.loop_share() {

@@ -1,0 +1,262 @@
+//! [`SessionBuilder::start`]: SageMaker's files over the builder's settings, then every part
+//! of the session started in order (stop watcher, spans, sampler, configuration follower,
+//! rules, dashboard, progress file, and capture last).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use smdebug_core::timeline::Timeline;
+use smdebug_core::{Capture, HookBuilder, StopSignal, WorkerInfo};
+use smdebug_io::format::layout::{END_MARKER, worker_name};
+use smdebug_io::format::record::PayloadChecksum;
+use smdebug_io::stop::StopWatcher;
+use smdebug_io::writer::Writer;
+use smdebug_io::{Storage, open_storage_with};
+use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler, code_profile_support};
+use smdebug_profiler::config::ProfilerConfigWatcher;
+use smdebug_profiler::spans::SpanRecorder;
+use smdebug_profiler::system::{NodeId, SystemSampler};
+
+#[cfg(feature = "report")]
+use super::builder::ReportTarget;
+use super::config_follower::{self, ConfigFollower};
+use super::profiling::SessionSink;
+use super::progress::ProgressReporter;
+use super::{Parts, Session, SessionBuilder};
+use crate::error::{Error, Result};
+
+impl<H: Capture> SessionBuilder<H> {
+    /// Starts everything: the writer, the stop-request watcher, the span writer and the
+    /// timeline, the system sampler, the rules and the dashboard. Every configuration error is
+    /// returned here, before the first step; nothing is left running after an error.
+    pub fn start(mut self) -> Result<Session<H>> {
+        #[cfg(feature = "rules")]
+        if let Some(e) = self.rule_errors.into_iter().next() {
+            return Err(e.into());
+        }
+        let worker = match self.worker {
+            Some(w) => w,
+            None => WorkerInfo::from_env()?,
+        };
+        // SageMaker's files over the builder's settings: each states what it overrides.
+        let mut location = self.location.clone();
+        let mut profiler_file = None;
+        if let Some(sources) = &self.config_files {
+            if let Some(file) = sources.load_hook_config()? {
+                log::info!("capture configured by {}", file.path().display());
+                if let Some(path) = &file.config().out_dir {
+                    location = path.clone();
+                }
+                self.hook = file.over(self.hook)?;
+            }
+            let watcher = ProfilerConfigWatcher::from_sources(sources)?;
+            if let Some(file) = watcher.current() {
+                log::info!("profiling configured by {}", watcher.path().display());
+                let in_file = |e: smdebug_profiler::ProfilerError| e.in_config_file(watcher.path());
+                self.timeline = file.windows_over(&self.timeline);
+                if let Some(spans) = self.spans {
+                    self.spans = Some(file.span_config(spans).map_err(in_file)?);
+                }
+                self.sampler = match self.sampler {
+                    _ if file.system_profiling_off() => None,
+                    Some(sampler) => Some(file.sampler_config(sampler).map_err(in_file)?),
+                    None => None,
+                };
+                // The profiler's own LocalPath names the run when the hook's file did not.
+                let hook_named = self.hook.out_dir.is_some();
+                if let (false, Some(path)) = (
+                    hook_named,
+                    file.profiling_parameters
+                        .as_ref()
+                        .and_then(|p| p.local_path.clone()),
+                ) {
+                    location = path;
+                }
+            }
+            profiler_file = Some((watcher, self.timeline.clone()));
+        }
+        // Rules ask for what they read: every worker's hook saves it, at the union of the
+        // schedule in force and the rule's (SageMaker's `collections_to_save`).
+        #[cfg(feature = "rules")]
+        {
+            let mut requests = smdebug_rules::capture_requests(&self.rules)?;
+            for (rule, _) in &self.custom_rules {
+                rule.validate()?;
+                requests.extend(rule.capture_requests());
+            }
+            for request in &requests {
+                self.hook.apply(request)?;
+            }
+        }
+        let dataloader_metrics = profiler_file
+            .as_ref()
+            .and_then(|(w, _)| w.current())
+            .and_then(|f| f.dataloader_metrics().cloned());
+        let storage: Arc<dyn Storage> = open_storage_with(&location, &self.storage_options)?;
+        // Only rank 0 judges and clears an old run: the other workers may start after it did.
+        if worker.rank == 0 && storage.size(END_MARKER)?.is_some() {
+            if !self.overwrite {
+                return Err(Error::RunExists { location });
+            }
+            for key in storage.list("")? {
+                storage.delete(&key)?;
+            }
+        }
+        let stop = StopSignal::default();
+        let mut parts = Parts {
+            stop_watcher: Some(StopWatcher::with_storage(
+                storage.clone(),
+                stop.clone(),
+                self.stop_poll,
+            )?),
+            ..Parts::default()
+        };
+
+        let node_of = |node: &NodeId| {
+            if self.python_compatible {
+                NodeId::algo(1)
+            } else {
+                node.clone()
+            }
+        };
+        let timeline = match self.spans {
+            Some(config) => {
+                let node = node_of(&NodeId::from_hostname());
+                let worker_id = u32::try_from(worker.rank).unwrap_or(u32::MAX);
+                let (recorder, guard) = SpanRecorder::start(
+                    config.node(node.clone()).worker(worker_id),
+                    storage.clone(),
+                )?;
+                parts.span_writer = Some(guard);
+                let code = match code_profile_support() {
+                    Ok(()) => Some(CodeProfiler::start(
+                        CodeProfileConfig::default().node(node).worker(worker_id),
+                        storage.clone(),
+                    )?),
+                    Err(e) if self.timeline.code.is_enabled() => return Err(e.into()),
+                    Err(_) => None,
+                };
+                let sink = Arc::new(SessionSink::new(recorder, dataloader_metrics, code));
+                parts.sink = Some(sink.clone());
+                Timeline::new(self.timeline.clone(), sink)
+            }
+            None => Timeline::off(),
+        };
+
+        let sample_here = self
+            .sample_here
+            .unwrap_or_else(|| local_rank(worker.rank) == 0);
+        if let (Some(config), true) = (self.sampler, sample_here) {
+            let node = node_of(config.node_id());
+            parts.sampler = Some(SystemSampler::start(config.node(node), storage.clone())?);
+        }
+
+        if let Some((watcher, code)) = profiler_file {
+            parts.config_follower = Some(
+                ConfigFollower::spawn(
+                    watcher,
+                    code,
+                    timeline.clone(),
+                    parts.sink.clone(),
+                    config_follower::POLL_INTERVAL,
+                )
+                .map_err(|e| Error::Start {
+                    part: "the profiler configuration follower",
+                    reason: e.to_string(),
+                })?,
+            );
+        }
+
+        #[cfg(feature = "rules")]
+        if worker.rank == 0 && (!self.rules.is_empty() || !self.custom_rules.is_empty()) {
+            let mut runner = smdebug_rules::RuleRunner::builder(&location)
+                .storage(storage.clone())
+                .stop_signal(stop.clone())
+                .poll_interval(self.rules_poll)
+                .open_timeout(Duration::from_secs(24 * 3600));
+            for spec in self.rules {
+                runner = runner.spec(spec);
+            }
+            for (rule, actions) in self.custom_rules {
+                runner = runner.rule(rule, actions);
+            }
+            #[cfg(feature = "report")]
+            {
+                runner = match &self.report {
+                    ReportTarget::IntoRun => {
+                        parts.report = Some(super::report_location(&location));
+                        runner.reporter(smdebug_report::ReportWriter::into_run())
+                    }
+                    ReportTarget::File(path) => {
+                        parts.report = Some(path.display().to_string());
+                        runner.reporter(smdebug_report::ReportWriter::to_file(path))
+                    }
+                    ReportTarget::Off => runner,
+                };
+            }
+            parts.runner = Some(runner.spawn()?);
+        }
+
+        #[cfg(feature = "serve")]
+        if let (Some(mut options), 0) = (self.dashboard, worker.rank) {
+            options.runs = vec![location.clone()];
+            options.storage = self.storage_options.clone();
+            let server = smdebug_serve::Server::start(options)?;
+            parts.dashboard_url = Some(server.url().to_string());
+            parts.dashboard = Some(server);
+        }
+
+        // Capture last: a hook ends its run when dropped, so a session that fails to start
+        // before this point leaves no end marker behind.
+        let writer = Writer::builder(storage.clone())
+            .worker_rank(worker.rank)
+            .checksum(if self.python_compatible {
+                PayloadChecksum::SmdebugLegacy
+            } else {
+                self.checksum
+            })
+            .queue_capacity(self.queue_capacity)
+            .overflow(self.overflow)
+            .build()?;
+        parts.writer = Some(writer.status());
+
+        let builder = HookBuilder::from_config(self.hook)
+            .worker_info(worker)
+            .stop_signal(stop.clone())
+            .timeline(timeline.clone());
+        let writer_status = writer.status();
+        let capture = (self.make)(builder, writer)?;
+        // The progress file once capture runs: a session that failed to start leaves none.
+        let progress = ProgressReporter::start(
+            storage.clone(),
+            worker_name(worker.rank),
+            self.planned_steps,
+            self.progress_interval,
+            writer_status,
+            parts.sink.as_ref().map(|s| s.recorder()),
+        );
+        if let Some(sink) = &parts.sink {
+            sink.set_progress(progress.shared().clone());
+        }
+        parts.progress = Some(progress);
+
+        Ok(Session::assemble(
+            capture,
+            location,
+            storage,
+            stop,
+            timeline,
+            worker,
+            self.finish_timeout,
+            parts,
+        ))
+    }
+}
+
+/// This process's rank among the processes of its host: the launcher's local rank, or `rank`.
+fn local_rank(rank: usize) -> usize {
+    ["LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+        .unwrap_or(rank)
+}
