@@ -82,7 +82,7 @@ pub(crate) fn delta(id: usize, d: &RunData, seen: &mut Seen) -> RunDelta {
     let new_samples = sample_deltas(j, samples);
     let new_scalars = scalar_deltas(j, scalars);
     let changed_rules = if j.rule_changes > seen.rules {
-        crate::overview::rule_views(d)
+        crate::verdicts::rule_views(d.rules.as_ref())
             .into_iter()
             .filter(|v| j.rules.get(&v.name).is_some_and(|(n, _)| *n > seen.rules))
             .collect()

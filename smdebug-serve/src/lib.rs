@@ -92,6 +92,7 @@ mod series;
 mod server;
 mod state;
 mod system;
+mod verdicts;
 mod views;
 
 pub use conn::{ConnectionLimits, ConnectionStats};

@@ -7,14 +7,13 @@ use smdebug_core::Mode;
 use smdebug_profiler::reader::MetricSeries;
 use smdebug_profiler::stats::percentile;
 use smdebug_profiler::system::vocab;
-use smdebug_report::RuleFile;
-use smdebug_rules::Status;
 
 use crate::api::is_step;
 use crate::run::{Run, RunData, progress_point};
+use crate::verdicts::rule_views;
 use crate::views::{
-    EvidenceView, HEADLINE_POINTS, Headline, JobPhases, NodeStats, Num, Overview, PhaseTotal,
-    Progress, RuleView, StatRow, WriterDrops,
+    HEADLINE_POINTS, Headline, JobPhases, NodeStats, Num, Overview, PhaseTotal, Progress, StatRow,
+    WriterDrops,
 };
 
 fn secs(us: u64) -> f64 {
@@ -155,7 +154,7 @@ pub fn overview(run: &Run) -> Overview {
         tensors: d.tensors.len(),
         phases,
         nodes,
-        rules: rule_views(&d),
+        rules: rule_views(d.rules.as_ref()),
         top_phases,
         rules_written: d.rules.is_some(),
         warnings: d.warnings.clone(),
@@ -163,66 +162,6 @@ pub fn overview(run: &Run) -> Overview {
         loss: headline(&d, "loss"),
         accuracy: headline(&d, "acc"),
     }
-}
-
-/// The rules' statuses. `ProfilerReport` takes the worst verdict of the profiler rules beside
-/// it when its own status says less (a summary written before its verdict was made from
-/// theirs), and says so.
-pub(crate) fn rule_views(d: &RunData) -> Vec<RuleView> {
-    let Some(summary) = d.rules.as_ref() else {
-        return Vec::new();
-    };
-    let profiler_issues: Vec<&str> = summary
-        .rules
-        .iter()
-        .filter(|r| r.kind == smdebug_rules::RuleInput::Profiler && r.status == Status::IssuesFound)
-        .map(|r| r.rule.as_str())
-        .filter(|name| *name != "ProfilerReport")
-        .collect();
-    summary
-        .rules
-        .iter()
-        .map(|status| {
-            let file = RuleFile::of(status);
-            let mut shown = status.status;
-            let mut message = file.message;
-            if file.name == "ProfilerReport"
-                && matches!(shown, Status::NoIssuesFound | Status::InProgress)
-                && !profiler_issues.is_empty()
-            {
-                shown = Status::IssuesFound;
-                message = format!(
-                    "its rules found issues: {} (the summary said {})",
-                    profiler_issues.join(", "),
-                    status.status.name()
-                );
-            }
-            RuleView {
-                name: file.name,
-                kind: file.kind.kind().to_owned(),
-                status: shown.name(),
-                description: file.description,
-                recommendation: file.recommendation,
-                message,
-                triggered: file.triggered,
-                datapoints: file.datapoints,
-                parameters: file.parameters,
-                first_fired_step: file.first_fired_step,
-                details: status.details.clone(),
-                evidence: status
-                    .evidence
-                    .iter()
-                    .map(|e| EvidenceView {
-                        tensor: e.tensor.clone(),
-                        step: e.step,
-                        measure: e.measure.clone(),
-                        value: Num(e.value),
-                        limit: e.limit.map(Num),
-                    })
-                    .collect(),
-            }
-        })
-        .collect()
 }
 
 /// Step rate over the last (at most 50) step spans of the mode with the most of them.

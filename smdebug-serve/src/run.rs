@@ -468,7 +468,7 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
     }
     if let Some(summary) = new_summary {
         data.rules = Some(summary);
-        let views: Vec<(String, String)> = crate::overview::rule_views(&data)
+        let views: Vec<(String, String)> = crate::verdicts::rule_views(data.rules.as_ref())
             .iter()
             .map(|v| (v.name.clone(), serde_json::to_string(v).unwrap_or_default()))
             .collect();

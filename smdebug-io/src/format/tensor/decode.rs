@@ -501,7 +501,7 @@ fn mode_of_plugins<'a>(
 }
 
 /// Takes one plugin's content into the mode or the mode step (other plugins are not ours).
-pub(in crate::format) fn apply_plugin(
+pub(crate) fn apply_plugin(
     name: &str,
     content: &[u8],
     mode: &mut Mode,
