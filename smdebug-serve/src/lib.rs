@@ -92,6 +92,7 @@ mod series;
 mod server;
 mod state;
 mod system;
+mod tensor_views;
 mod verdicts;
 mod views;
 

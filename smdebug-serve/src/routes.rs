@@ -19,7 +19,7 @@ use crate::guard;
 use crate::run::Run;
 use crate::series::{ApiError, Kineto, KinetoRank, StopWritten};
 use crate::state::{AppState, Shared};
-use crate::{assets, compress, push, system};
+use crate::{assets, compress, push, system, tensor_views};
 
 /// Every route: the page, and the API behind the token check.
 pub(crate) fn router(state: Shared) -> Router {
@@ -256,12 +256,12 @@ async fn tensor(
 ) -> Response {
     let steps = q.steps.unwrap_or(100);
     if let Ok(run) = find_run(&state, id)
-        && let Some(v) = api::scalar_over_steps(&run, &q.name, steps)
+        && let Some(v) = tensor_views::scalar_over_steps(&run, &q.name, steps)
     {
         return axum::Json(v).into_response();
     }
     with_trial(&state, id, move |t| {
-        api::tensor_over_steps(t, &q.name, steps)
+        tensor_views::tensor_over_steps(t, &q.name, steps)
     })
     .await
 }
@@ -273,12 +273,12 @@ async fn tensor2d(
 ) -> Response {
     let side = q.side.unwrap_or(128);
     if let Ok(run) = find_run(&state, id)
-        && let Some(v) = api::scalar_2d(&run, &q.name, q.step)
+        && let Some(v) = tensor_views::scalar_2d(&run, &q.name, q.step)
     {
         return axum::Json(v).into_response();
     }
     with_trial(&state, id, move |t| {
-        api::tensor_2d(t, &q.name, q.step, side)
+        tensor_views::tensor_2d(t, &q.name, q.step, side)
     })
     .await
 }

@@ -3,7 +3,6 @@
 //! rules, dashboard, progress file, and capture last).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use smdebug_core::timeline::Timeline;
 use smdebug_core::{Capture, HookBuilder, StopSignal, WorkerInfo};
@@ -173,7 +172,7 @@ impl<H: Capture> SessionBuilder<H> {
                 .storage(storage.clone())
                 .stop_signal(stop.clone())
                 .poll_interval(self.rules_poll)
-                .open_timeout(Duration::from_secs(24 * 3600));
+                .open_timeout(std::time::Duration::from_secs(24 * 3600));
             for spec in self.rules {
                 runner = runner.spec(spec);
             }

@@ -1,0 +1,189 @@
+//! The tensor views of a run: a tensor's distribution over steps and its 2-D view at a step,
+//! from the follower's scalar columns for a scalar (no tensor read) or through the run's
+//! `Trial` for any other tensor.
+
+use smdebug_io::trial::Trial;
+use smdebug_profiler::stats::percentile;
+
+use crate::run::Run;
+use crate::series::{BANDS, TensorGrid, TensorStep, TensorSteps, finite};
+
+/// [`tensor_over_steps`] of a scalar the follower holds (no tensor read): its value is its
+/// every reduction and quantile. `None` when `name` is not such a scalar.
+pub fn scalar_over_steps(run: &Run, name: &str, max_steps: usize) -> Option<TensorSteps> {
+    let d = run.data.read().expect("run data lock");
+    let track = d.scalars.get(name)?;
+    let mut points: Vec<(u64, f64)> = track
+        .values()
+        .flat_map(|c| c.points().iter().copied())
+        .collect();
+    points.sort_by_key(|p| p.0);
+    let take = max_steps.clamp(1, 500);
+    let chosen: Vec<(u64, f64)> = if points.len() <= take {
+        points.clone()
+    } else {
+        (0..take)
+            .map(|i| points[i * (points.len() - 1) / (take - 1).max(1)])
+            .collect()
+    };
+    let rows = chosen
+        .iter()
+        .filter(|p| p.1.is_finite())
+        .map(|&(step, v)| TensorStep {
+            step,
+            min: Some(v),
+            max: Some(v),
+            mean: Some(v),
+            std: Some(0.0),
+            l2: Some(v.abs()),
+            bands: vec![Some(v); BANDS.len()],
+        })
+        .collect();
+    Some(TensorSteps {
+        name: name.to_owned(),
+        shape: Vec::new(),
+        total_steps: points.len(),
+        steps: rows,
+        band_percentiles: BANDS,
+    })
+}
+
+/// [`tensor_2d`] of a scalar the follower holds: one cell. `None` when `name` is not such a
+/// scalar or has no value at `step`.
+pub fn scalar_2d(run: &Run, name: &str, step: Option<u64>) -> Option<TensorGrid> {
+    let d = run.data.read().expect("run data lock");
+    let track = d.scalars.get(name)?;
+    let mut points: Vec<(u64, f64)> = track
+        .values()
+        .flat_map(|c| c.points().iter().copied())
+        .collect();
+    points.sort_by_key(|p| p.0);
+    let step = step.or(points.last().map(|p| p.0))?;
+    let at = points.binary_search_by_key(&step, |p| p.0).ok()?;
+    Some(TensorGrid {
+        name: name.to_owned(),
+        step,
+        total_steps: points.len(),
+        shape: Vec::new(),
+        rows: 1,
+        cols: 1,
+        cells: vec![vec![finite(points[at].1)]],
+    })
+}
+
+/// Reductions and a distribution of a tensor over (at most `max_steps` evenly chosen) steps.
+pub fn tensor_over_steps(
+    trial: &Trial,
+    name: &str,
+    max_steps: usize,
+) -> Result<TensorSteps, String> {
+    let tensor = trial.tensor(name).map_err(|e| e.to_string())?;
+    let steps = tensor.steps(None).map_err(|e| e.to_string())?;
+    let take = max_steps.clamp(1, 500);
+    let chosen: Vec<u64> = if steps.len() <= take {
+        steps.clone()
+    } else {
+        (0..take)
+            .map(|i| steps[i * (steps.len() - 1) / (take - 1).max(1)])
+            .collect()
+    };
+    let mut rows = Vec::new();
+    let mut shape = Vec::new();
+    let mut first_error = None;
+    for step in chosen {
+        let value = match tensor.value(step, None, None) {
+            Ok(v) => v,
+            // Over the server's budget: the view is refused, saying why (the other steps of a
+            // tensor have its size too).
+            Err(e @ smdebug_io::Error::TensorTooLarge { .. }) => return Err(e.to_string()),
+            Err(e) => {
+                first_error.get_or_insert(e);
+                continue;
+            }
+        };
+        shape = value.shape().to_vec();
+        let mut xs: Vec<f64> = value.iter().copied().filter(|x| x.is_finite()).collect();
+        if xs.is_empty() {
+            continue;
+        }
+        xs.sort_by(f64::total_cmp);
+        let n = xs.len() as f64;
+        let mean = xs.iter().sum::<f64>() / n;
+        let std = (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+        let l2 = xs.iter().map(|x| x * x).sum::<f64>().sqrt();
+        rows.push(TensorStep {
+            step,
+            min: finite(xs[0]),
+            max: finite(xs[xs.len() - 1]),
+            mean: finite(mean),
+            std: finite(std),
+            l2: finite(l2),
+            bands: BANDS.iter().map(|&p| finite(percentile(&xs, p))).collect(),
+        });
+    }
+    if let (true, Some(e)) = (rows.is_empty(), first_error) {
+        return Err(e.to_string());
+    }
+    Ok(TensorSteps {
+        name: name.to_owned(),
+        shape,
+        total_steps: steps.len(),
+        steps: rows,
+        band_percentiles: BANDS,
+    })
+}
+
+/// A tensor at one step as a 2-D grid (rows × the last dimension), averaged down to at most
+/// `max_side` × `max_side` cells.
+pub fn tensor_2d(
+    trial: &Trial,
+    name: &str,
+    step: Option<u64>,
+    max_side: usize,
+) -> Result<TensorGrid, String> {
+    let tensor = trial.tensor(name).map_err(|e| e.to_string())?;
+    let steps = tensor.steps(None).map_err(|e| e.to_string())?;
+    let step = match step {
+        Some(s) => s,
+        None => *steps.last().ok_or("the tensor has no steps")?,
+    };
+    let value = tensor.value(step, None, None).map_err(|e| e.to_string())?;
+    let shape = value.shape().to_vec();
+    let cols = *shape.last().unwrap_or(&1);
+    let rows = value.len().checked_div(cols).unwrap_or(0);
+    let flat: Vec<f64> = value.iter().copied().collect();
+    let side = max_side.clamp(1, 512);
+    let out_rows = rows.min(side);
+    let out_cols = cols.min(side);
+    let mut grid = vec![vec![0.0f64; out_cols]; out_rows];
+    let mut count = vec![vec![0u32; out_cols]; out_rows];
+    for r in 0..rows {
+        for c in 0..cols {
+            let x = flat[r * cols + c];
+            if x.is_finite() {
+                let (gr, gc) = (r * out_rows / rows, c * out_cols / cols);
+                grid[gr][gc] += x;
+                count[gr][gc] += 1;
+            }
+        }
+    }
+    let cells = grid
+        .iter()
+        .zip(&count)
+        .map(|(g, c)| {
+            g.iter()
+                .zip(c)
+                .map(|(s, &n)| (n > 0).then(|| finite(s / f64::from(n))).flatten())
+                .collect()
+        })
+        .collect();
+    Ok(TensorGrid {
+        name: name.to_owned(),
+        step,
+        total_steps: steps.len(),
+        shape,
+        rows,
+        cols,
+        cells,
+    })
+}
