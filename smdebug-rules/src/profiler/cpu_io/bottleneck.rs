@@ -125,6 +125,27 @@ struct PhaseSpan {
 const MAX_RECENT_SPANS: usize = 4096;
 
 impl Bottlenecks {
+    /// The shared state of a bottleneck rule: what starves the GPU, the rule's thresholds
+    /// (`host_threshold` is the CPU's or the I/O wait's) and its patience, nothing seen yet.
+    fn new(
+        starver: Starver,
+        threshold: f64,
+        gpu_threshold: f64,
+        host_threshold: f64,
+        patience: u64,
+    ) -> Bottlenecks {
+        Bottlenecks {
+            starver,
+            threshold,
+            gpu_threshold,
+            host_threshold,
+            patience,
+            snapshots: SnapshotAssembler::default(),
+            nodes: BTreeMap::new(),
+            recent_spans: VecDeque::new(),
+        }
+    }
+
     fn host_reading(&self, snapshot: &Snapshot) -> Option<(String, f64)> {
         let readings = match self.starver {
             Starver::Cpu => &snapshot.cpu,
@@ -342,16 +363,13 @@ impl CPUBottleneck {
             params.gpu_threshold,
             ("cpu_threshold", params.cpu_threshold),
         )?;
-        let inner = Bottlenecks {
-            starver: Starver::Cpu,
-            threshold: params.threshold,
-            gpu_threshold: params.gpu_threshold,
-            host_threshold: params.cpu_threshold,
-            patience: params.patience,
-            snapshots: SnapshotAssembler::default(),
-            nodes: BTreeMap::new(),
-            recent_spans: VecDeque::new(),
-        };
+        let inner = Bottlenecks::new(
+            Starver::Cpu,
+            params.threshold,
+            params.gpu_threshold,
+            params.cpu_threshold,
+            params.patience,
+        );
         Ok(CPUBottleneck { params, inner })
     }
 }
@@ -394,16 +412,13 @@ impl IOBottleneck {
             params.gpu_threshold,
             ("io_threshold", params.io_threshold),
         )?;
-        let inner = Bottlenecks {
-            starver: Starver::Io,
-            threshold: params.threshold,
-            gpu_threshold: params.gpu_threshold,
-            host_threshold: params.io_threshold,
-            patience: params.patience,
-            snapshots: SnapshotAssembler::default(),
-            nodes: BTreeMap::new(),
-            recent_spans: VecDeque::new(),
-        };
+        let inner = Bottlenecks::new(
+            Starver::Io,
+            params.threshold,
+            params.gpu_threshold,
+            params.io_threshold,
+            params.patience,
+        );
         Ok(IOBottleneck { params, inner })
     }
 }
