@@ -8,19 +8,28 @@ use smdebug_profiler::stats::percentile;
 use crate::run::Run;
 use crate::series::{BANDS, TensorGrid, TensorStep, TensorSteps, finite};
 
-/// [`tensor_over_steps`] of a scalar the follower holds (no tensor read): its value is its
-/// every reduction and quantile. `None` when `name` is not such a scalar.
-pub fn scalar_over_steps(run: &Run, name: &str, max_steps: usize) -> Option<TensorSteps> {
+/// The values of a scalar the follower holds, every mode's, in step order; `None` when `name`
+/// is not such a scalar.
+fn scalar_points(run: &Run, name: &str) -> Option<Vec<(u64, f64)>> {
     let d = run.data.read().expect("run data lock");
-    let track = d.scalars.get(name)?;
-    let mut points: Vec<(u64, f64)> = track
+    let mut points: Vec<(u64, f64)> = d
+        .scalars
+        .get(name)?
         .values()
         .flat_map(|c| c.points().iter().copied())
         .collect();
     points.sort_by_key(|p| p.0);
+    Some(points)
+}
+
+/// [`tensor_over_steps`] of a scalar the follower holds (no tensor read): its value is its
+/// every reduction and quantile. `None` when `name` is not such a scalar.
+pub fn scalar_over_steps(run: &Run, name: &str, max_steps: usize) -> Option<TensorSteps> {
+    let points = scalar_points(run, name)?;
     let take = max_steps.clamp(1, 500);
-    let chosen: Vec<(u64, f64)> = if points.len() <= take {
-        points.clone()
+    let total_steps = points.len();
+    let chosen: Vec<(u64, f64)> = if total_steps <= take {
+        points
     } else {
         (0..take)
             .map(|i| points[i * (points.len() - 1) / (take - 1).max(1)])
@@ -42,7 +51,7 @@ pub fn scalar_over_steps(run: &Run, name: &str, max_steps: usize) -> Option<Tens
     Some(TensorSteps {
         name: name.to_owned(),
         shape: Vec::new(),
-        total_steps: points.len(),
+        total_steps,
         steps: rows,
         band_percentiles: BANDS,
     })
@@ -51,13 +60,7 @@ pub fn scalar_over_steps(run: &Run, name: &str, max_steps: usize) -> Option<Tens
 /// [`tensor_2d`] of a scalar the follower holds: one cell. `None` when `name` is not such a
 /// scalar or has no value at `step`.
 pub fn scalar_2d(run: &Run, name: &str, step: Option<u64>) -> Option<TensorGrid> {
-    let d = run.data.read().expect("run data lock");
-    let track = d.scalars.get(name)?;
-    let mut points: Vec<(u64, f64)> = track
-        .values()
-        .flat_map(|c| c.points().iter().copied())
-        .collect();
-    points.sort_by_key(|p| p.0);
+    let points = scalar_points(run, name)?;
     let step = step.or(points.last().map(|p| p.0))?;
     let at = points.binary_search_by_key(&step, |p| p.0).ok()?;
     Some(TensorGrid {
