@@ -21,7 +21,7 @@ use super::proto::{
 };
 use super::tensor::{
     DT_STRING, DecodeError, EventStamp, in_event, is_string_dtype, mode_metadata, parse_shape,
-    select_value, typed_field,
+    select_value, shape_proto, typed_field,
 };
 use super::wire::Fields;
 
@@ -147,20 +147,6 @@ fn string_tensor_ref<'a>(
         }
     }
     Ok((out_shape, values))
-}
-
-/// The shape as smdebug writes it: each dim named `<tag>_<size>`.
-fn shape_proto(name: &str, shape: &[usize]) -> TensorShapeProto {
-    TensorShapeProto {
-        dim: shape
-            .iter()
-            .map(|&d| tensor_shape_proto::Dim {
-                size: d as i64,
-                name: format!("{name}_{d}"),
-            })
-            .collect(),
-        unknown_rank: false,
-    }
 }
 
 /// The serialized event of string tensor `name` at `stamp`, as Python smdebug's `FileWriter`

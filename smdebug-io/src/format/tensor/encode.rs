@@ -65,7 +65,7 @@ pub fn mode_metadata(mode: Mode, mode_step: u64) -> SummaryMetadata {
 }
 
 /// The shape as smdebug writes it: each dim named `<tag>_<size>`.
-pub(super) fn shape_proto(name: &str, shape: &[usize]) -> TensorShapeProto {
+pub(crate) fn shape_proto(name: &str, shape: &[usize]) -> TensorShapeProto {
     TensorShapeProto {
         dim: shape
             .iter()

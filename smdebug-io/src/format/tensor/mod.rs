@@ -21,6 +21,7 @@ pub use decode::{
     decode_tensor_event_ref, mode_of,
 };
 pub(crate) use decode::{in_event, parse_shape, select_value, typed_field};
+pub(crate) use encode::shape_proto;
 pub use encode::{EncodedTensorEvent, encode_tensor, encode_tensor_event, mode_metadata};
 pub use error::DecodeError;
 pub use event::{
