@@ -6,7 +6,8 @@
 //! long after each pass that found nothing, up to [`FINISHED_MAX_DELAY`], and is back at the
 //! poll interval as soon as a pass finds something: a folder of a thousand finished runs costs
 //! a few threads and a pass per run every ten seconds, not a thread per run polling five times
-//! a second.
+//! a second. A pass that stopped at its time budget with files left to read is followed by the
+//! next at once.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use smdebug_io::StorageOptions;
 
-use crate::run::{Cursor, Run, pass};
+use crate::run::{Cursor, Pass, Run, pass};
 
 /// The longest wait between passes over a run that has ended or is gone.
 pub(crate) const FINISHED_MAX_DELAY: Duration = Duration::from_secs(10);
@@ -26,9 +27,12 @@ pub(crate) const FINISHED_MAX_DELAY: Duration = Duration::from_secs(10);
 const MAX_THREADS: usize = 4;
 
 /// When a run is next due, after a pass that found something (`changed`) or not, `last`
-/// being its last wait.
-fn next_delay(poll: Duration, last: Duration, changed: bool, finished: bool) -> Duration {
-    if changed || !finished {
+/// being its last wait; at once when the pass left a backlog.
+fn next_delay(poll: Duration, last: Duration, pass: Pass, finished: bool) -> Duration {
+    if pass.backlog {
+        return Duration::ZERO;
+    }
+    if pass.changed || !finished {
         return poll;
     }
     (last * 2).clamp(poll, FINISHED_MAX_DELAY.max(poll))
@@ -94,11 +98,11 @@ fn work(
 ) {
     while let Some(i) = next_due(queue, stop) {
         let slot = &slots[i];
-        let found = {
+        let outcome = {
             let mut cursor = slot.cursor.lock().unwrap_or_else(|e| e.into_inner());
             pass(&slot.run, options, &mut cursor)
         };
-        if found {
+        if outcome.changed {
             changed();
         }
         let finished = slot
@@ -109,7 +113,7 @@ fn work(
             .unwrap_or(false);
         let delay = {
             let mut delay = slot.delay.lock().unwrap_or_else(|e| e.into_inner());
-            *delay = next_delay(poll, *delay, found, finished);
+            *delay = next_delay(poll, *delay, outcome, finished);
             *delay
         };
         let mut due = queue.due.lock().unwrap_or_else(|e| e.into_inner());
@@ -148,25 +152,45 @@ fn next_due(queue: &Queue, stop: &AtomicBool) -> Option<usize> {
 mod tests {
     use super::*;
 
+    const NOTHING: Pass = Pass {
+        changed: false,
+        backlog: false,
+    };
+
     #[test]
     fn delays_double_to_their_cap_and_reset_on_change() {
         let poll = Duration::from_millis(200);
         let mut d = poll;
         for _ in 0..20 {
-            d = next_delay(poll, d, false, false);
+            d = next_delay(poll, d, NOTHING, false);
         }
         assert_eq!(d, poll, "a live run is looked at every poll interval");
         for _ in 0..3 {
-            d = next_delay(poll, d, false, true);
+            d = next_delay(poll, d, NOTHING, true);
         }
         assert_eq!(d, poll * 8);
         for _ in 0..20 {
-            d = next_delay(poll, d, false, true);
+            d = next_delay(poll, d, NOTHING, true);
         }
         assert_eq!(d, FINISHED_MAX_DELAY);
-        assert_eq!(next_delay(poll, d, true, true), poll);
+        let found = Pass {
+            changed: true,
+            backlog: false,
+        };
+        assert_eq!(next_delay(poll, d, found, true), poll);
         // A poll interval longer than the cap is kept.
         let slow = Duration::from_secs(50);
-        assert_eq!(next_delay(slow, slow, false, true), slow);
+        assert_eq!(next_delay(slow, slow, NOTHING, true), slow);
+    }
+
+    #[test]
+    fn a_pass_that_left_a_backlog_is_followed_at_once() {
+        let poll = Duration::from_millis(200);
+        let backlog = Pass {
+            changed: true,
+            backlog: true,
+        };
+        assert_eq!(next_delay(poll, poll, backlog, false), Duration::ZERO);
+        assert_eq!(next_delay(poll, poll * 8, backlog, true), Duration::ZERO);
     }
 }

@@ -10,7 +10,7 @@
 //! read once, scalars kept as compact [`ScalarColumns`]); whole tensors are read through
 //! smdebug-io's [`Trial`], opened when a view first asks for one.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -233,6 +233,8 @@ pub(crate) struct Cursor {
     write_checked: bool,
     /// Every progress file said `finished` after the end marker was seen: none is read again.
     progress_final: bool,
+    /// The profiler's reader stopped at its budget with files left.
+    profile_more: bool,
 }
 
 /// Clears what is known of `run` after its folder was deleted or replaced, saying why.
@@ -281,18 +283,35 @@ struct ProfileRead {
     spans: usize,
     warnings: Vec<String>,
     changed: bool,
+    /// It stopped at its budget with files left to read.
+    more: bool,
+}
+
+/// What one pass over a run did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Pass {
+    /// Anything changed.
+    pub changed: bool,
+    /// Files are left to read: the next pass is due at once.
+    pub backlog: bool,
 }
 
 /// System metrics, spans and code-profile windows: what is new, in pieces of a bounded size
 /// (each added as soon as it is read, its batches sorted outside the lock), a backlog over
-/// several passes.
-fn follow_profile(run: &Run, follower: &mut ProfilerFollower) -> ProfileRead {
+/// several passes. It reads on past its budget while `tensors_busy` (the tensors' reader of the
+/// same pass is still at work), so that neither side waits for the other with files to read.
+fn follow_profile(
+    run: &Run,
+    follower: &mut ProfilerFollower,
+    tensors_busy: &AtomicBool,
+) -> ProfileRead {
     let started = Instant::now();
     let mut read = ProfileRead {
         samples: 0,
         spans: 0,
         warnings: Vec::new(),
         changed: false,
+        more: false,
     };
     loop {
         let increment = follower.poll();
@@ -319,15 +338,27 @@ fn follow_profile(run: &Run, follower: &mut ProfilerFollower) -> ProfileRead {
         if !increment.more {
             return read;
         }
-        if started.elapsed() >= PROFILER_BUDGET_PER_PASS {
+        if started.elapsed() >= PROFILER_BUDGET_PER_PASS && !tensors_busy.load(Ordering::Acquire) {
             read.changed = true;
+            read.more = true;
             return read;
         }
     }
 }
 
+/// One pass over the run.
+pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Pass {
+    let changed = pass_changed(run, options, cursor);
+    let backlog = cursor.profile_more
+        || cursor
+            .tensors
+            .as_ref()
+            .is_some_and(|_| run.data.read().is_ok_and(|d| d.index_pending > 0));
+    Pass { changed, backlog }
+}
+
 /// One pass over the run; true when anything changed.
-pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
+fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
     run.passes.fetch_add(1, Ordering::Relaxed);
     let storage = match run.storage() {
         Some(s) => s,
@@ -406,15 +437,17 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
     let tensors = cursor
         .tensors
         .get_or_insert_with(|| TensorFollower::new(Arc::clone(&storage)));
+    let tensors_busy = AtomicBool::new(true);
     let (profile, tensor_update) = std::thread::scope(|scope| {
         let profile = std::thread::Builder::new()
             .name("smdebug-serve-profile".to_string())
-            .spawn_scoped(scope, || follow_profile(run, profiler));
+            .spawn_scoped(scope, || follow_profile(run, profiler, &tensors_busy));
         let update = tensors.poll(TENSOR_BUDGET_PER_PASS, &mut |values, more| {
             let mut data = run.data.write().expect("run data lock");
             data.journal.add_scalars(&values);
             data.scalars.add(values, more);
         });
+        tensors_busy.store(false, Ordering::Release);
         let profile = match profile {
             Ok(handle) => handle
                 .join()
@@ -425,6 +458,8 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
                 spans: 0,
                 warnings: vec![format!("the profiler's files were not read this pass: {e}")],
                 changed: false,
+                // Not at once: a machine out of threads is not asked again in a loop.
+                more: false,
             },
         };
         (profile, update)
@@ -434,7 +469,9 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
         spans: new_spans,
         warnings: profile_warnings,
         changed: profile_changed,
+        more: profile_more,
     } = profile;
+    cursor.profile_more = profile_more;
     changed |= profile_changed;
     warnings.extend(profile_warnings);
     let end_reason = if marker && !cursor.marker_read {
