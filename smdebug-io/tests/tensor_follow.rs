@@ -70,7 +70,7 @@ fn column(columns: &ScalarColumns, name: &str, mode: Mode) -> Vec<(u64, f64)> {
     columns
         .get(name)
         .and_then(|t| t.get(&mode))
-        .map(|c| c.points().to_vec())
+        .map(|c| c.points().collect())
         .unwrap_or_default()
 }
 

@@ -94,7 +94,7 @@ impl ReportInput {
             let modes: Vec<_> = track
                 .iter()
                 .filter(|(_, column)| !column.is_empty())
-                .map(|(&mode, column)| (mode, thin(column.points(), SCALAR_POINTS)))
+                .map(|(&mode, column)| (mode, thin(&column.window(None, None), SCALAR_POINTS)))
                 .collect();
             if !modes.is_empty() {
                 self.scalars.push(ScalarSeries {

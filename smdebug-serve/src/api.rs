@@ -405,7 +405,12 @@ pub fn scalars(
         let modes = by_name
             .into_iter()
             .map(|(mode, column)| {
-                let kept = min_max(column.points(), window.from, window.to, window.budget());
+                let kept = min_max(
+                    &column.window(window.from, window.to),
+                    None,
+                    None,
+                    window.budget(),
+                );
                 ModeSeries {
                     mode: mode.name(),
                     total: column.len(),

@@ -268,12 +268,11 @@ fn headline(d: &RunData, word: &str) -> Option<Headline> {
                 .find(|(_, p)| !p.is_empty())
                 .map(|(m, p)| (*m, p))
         })?;
-    let points = column.points();
-    let &(last_step, last_value) = points.last()?;
-    let stride = points.len().div_ceil(HEADLINE_POINTS).max(1);
-    let mut kept: Vec<&(u64, f64)> = points.iter().step_by(stride).collect();
+    let (last_step, last_value) = column.last()?;
+    let stride = column.len().div_ceil(HEADLINE_POINTS).max(1);
+    let mut kept: Vec<(u64, f64)> = column.points().step_by(stride).collect();
     if kept.last().map(|p| p.0) != Some(last_step) {
-        kept.push(&points[points.len() - 1]);
+        kept.push((last_step, last_value));
     }
     Some(Headline {
         name: name.clone(),

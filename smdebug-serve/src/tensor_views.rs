@@ -16,7 +16,7 @@ fn scalar_points(run: &Run, name: &str) -> Option<Vec<(u64, f64)>> {
         .scalars
         .get(name)?
         .values()
-        .flat_map(|c| c.points().iter().copied())
+        .flat_map(|c| c.points())
         .collect();
     points.sort_by_key(|p| p.0);
     Some(points)
