@@ -512,7 +512,7 @@ mod tests {
             }
             let want: Vec<(u64, f64)> = model.iter().map(|(&s, &(v, _))| (s, v)).collect();
             assert_eq!(column.points().collect::<Vec<_>>(), want, "seed {seed}");
-            assert_eq!(column.points().rev().next(), want.last().copied());
+            assert_eq!(column.points().next_back(), want.last().copied());
             assert_eq!(column.last(), want.last().copied());
             for probe in 0..at + 3 {
                 let held = model.get(&probe).map(|&(_, w)| w);
