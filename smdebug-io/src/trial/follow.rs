@@ -316,33 +316,34 @@ impl TensorFollower {
     }
 
     /// Reads a batch of index files and their numbers on a few threads, and takes them in in
-    /// key order.
+    /// key order on this one while the readers go on.
     fn read_batch(&mut self, batch: &[IndexPath], inc: &mut TensorIncrement, values: &mut Values) {
         let storage = Arc::clone(&self.storage);
         let local = self.local.clone();
         let not_numbers = std::mem::take(&mut self.not_numbers);
-        let mut results = Vec::with_capacity(batch.len());
+        let mut at = 0;
         let read = source::parse_index_files(
             storage.as_ref(),
             local.as_deref(),
             batch,
             |entry| entry.map(|e| read_numbers(storage.as_ref(), e, &not_numbers)),
             |read| {
-                results.push(read);
+                let (path, step, _) = &batch[at];
+                at += 1;
+                match read {
+                    Ok(read) => self.take_in(read, inc, values),
+                    Err(e) => {
+                        inc.problem(TensorProblem::IndexFile(e));
+                        self.read.insert(*step, path.clone());
+                    }
+                }
                 Ok(())
             },
         );
-        self.not_numbers = not_numbers;
+        // Names found not to be numbers in this batch join those known before it.
+        let found = std::mem::replace(&mut self.not_numbers, not_numbers);
+        self.not_numbers.extend(found);
         debug_assert!(read.is_ok(), "taking in never fails");
-        for ((path, step, _), read) in batch.iter().zip(results) {
-            match read {
-                Ok(read) => self.take_in(read, inc, values),
-                Err(e) => {
-                    inc.problem(TensorProblem::IndexFile(e));
-                    self.read.insert(*step, path.clone());
-                }
-            }
-        }
     }
 
     /// Takes in one index file and its numbers, unless it conflicts with what is known.
