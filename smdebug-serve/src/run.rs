@@ -278,6 +278,7 @@ fn reset(run: &Run, cursor: &mut Cursor, change: Change) {
 }
 
 /// What one pass read of the profiler's files.
+#[derive(Default)]
 struct ProfileRead {
     samples: usize,
     spans: usize,
@@ -427,9 +428,10 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> boo
     let stop_request = read_stop_request(storage.as_ref()).ok().flatten();
     let marker = matches!(storage.size(END_MARKER), Ok(Some(_)));
 
-    // The profiler's files on a thread of their own while this one reads the tensors' (each
-    // reader's backlog has a time budget a pass, and a long run's backlog of both is read in
-    // about the time of the longer one rather than of both).
+    // The profiler's files on rayon's pool while this thread reads the tensors' (each reader's
+    // backlog has a time budget a pass, and a long run's backlog of both is read in about the
+    // time of the longer one rather than of both). The pool's threads outlive the pass: what
+    // the profile data allocate stays in heaps in use (see smdebug-io's `parse_index_files`).
     let profiler = cursor.profiler.get_or_insert_with(|| {
         ProfilerFollower::new(Arc::clone(&storage)).items_per_poll(PROFILER_ITEMS_PER_POLL)
     });
@@ -438,31 +440,17 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> boo
         .tensors
         .get_or_insert_with(|| TensorFollower::new(Arc::clone(&storage)));
     let tensors_busy = AtomicBool::new(true);
-    let (profile, tensor_update) = std::thread::scope(|scope| {
-        let profile = std::thread::Builder::new()
-            .name("smdebug-serve-profile".to_string())
-            .spawn_scoped(scope, || follow_profile(run, profiler, &tensors_busy));
+    let mut profile = ProfileRead::default();
+    let tensor_update = rayon_core::in_place_scope(|scope| {
+        let (profile, tensors_busy) = (&mut profile, &tensors_busy);
+        scope.spawn(move |_| *profile = follow_profile(run, profiler, tensors_busy));
         let update = tensors.poll(TENSOR_BUDGET_PER_PASS, &mut |values, more| {
             let mut data = run.data.write().expect("run data lock");
             data.journal.add_scalars(&values);
             data.scalars.add(values, more);
         });
         tensors_busy.store(false, Ordering::Release);
-        let profile = match profile {
-            Ok(handle) => handle
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-            // No thread to be had: the profiler's files wait for the next pass.
-            Err(e) => ProfileRead {
-                samples: 0,
-                spans: 0,
-                warnings: vec![format!("the profiler's files were not read this pass: {e}")],
-                changed: false,
-                // Not at once: a machine out of threads is not asked again in a loop.
-                more: false,
-            },
-        };
-        (profile, update)
+        update
     });
     let ProfileRead {
         samples: new_samples,

@@ -202,8 +202,13 @@ pub(crate) fn list_index_files(storage: &dyn Storage, from: Option<u64>) -> Resu
 /// reading: the results before it were applied, none after.
 ///
 /// Fetching and parsing is most of the cost of opening a long run (one small file a step), so a
-/// long list is read on a few threads, a chunk of files at a time, while `apply` takes in
-/// the chunks already done.
+/// long list is read a chunk of files at a time on rayon's pool, while `apply` takes in the
+/// chunks already done. The pool's threads live as long as the process: the memory a reader
+/// allocates and frees goes back to an allocator heap that stays in use, where a thread spawned
+/// per call leaves its heap's free pages to no one when it ends (mimalloc gives back an ended
+/// thread's free pages only when another thread takes the heap over). Called on one of the
+/// pool's own threads, it reads on that thread alone: waiting there for chunks that only the
+/// pool's other threads could read would stall a pool of one.
 pub(crate) fn parse_index_files<T: Send>(
     storage: &dyn Storage,
     local: Option<&Path>,
@@ -211,7 +216,7 @@ pub(crate) fn parse_index_files<T: Send>(
     work: impl Fn(Result<IndexEntry>) -> T + Sync,
     mut apply: impl FnMut(T) -> Result<()>,
 ) -> Result<()> {
-    /// Index files a thread reads and hands over together.
+    /// Index files a task reads and hands over together.
     const CHUNK: usize = 256;
     let parse = |chunk: &[IndexPath], names: &mut Interner, buf: &mut Vec<u8>| {
         chunk
@@ -223,32 +228,39 @@ pub(crate) fn parse_index_files<T: Send>(
             })
             .collect::<Vec<T>>()
     };
-    let threads = reader_threads(paths.len());
-    if threads <= 1 {
+    if reader_threads(paths.len()) <= 1 || rayon_core::current_thread_index().is_some() {
         let (mut names, mut buf) = (Interner::default(), Vec::new());
         return parse(paths, &mut names, &mut buf)
             .into_iter()
             .try_for_each(apply);
     }
-    std::thread::scope(|scope| {
-        let (senders, mut parsed) = InOrder::new(threads, 2);
-        for (t, tx) in senders.into_iter().enumerate() {
-            let parse = &parse;
-            scope.spawn(move || {
-                let (mut names, mut buf) = (Interner::default(), Vec::new());
-                for chunk in paths.chunks(CHUNK).skip(t).step_by(threads) {
-                    if tx.send(parse(chunk, &mut names, &mut buf)).is_err() {
-                        return; // The reading ended (an error from `apply`).
-                    }
+    // One task a chunk, each sending its results on a channel of its own (never blocking: room
+    // for the one message), taken in chunk order. Tasks come from outside the pool, so the pool
+    // starts them in the order they were spawned.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    rayon_core::in_place_scope(|scope| {
+        let mut receivers = Vec::with_capacity(paths.len().div_ceil(CHUNK));
+        for chunk in paths.chunks(CHUNK) {
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            receivers.push(rx);
+            let (parse, stop) = (&parse, &stop);
+            scope.spawn(move |_| {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    return; // The reading ended (an error from `apply`).
                 }
+                let (mut names, mut buf) = (Interner::default(), Vec::new());
+                let _ = tx.send(parse(chunk, &mut names, &mut buf));
             });
         }
-        for _ in 0..paths.len().div_ceil(CHUNK) {
-            let Ok(chunk) = parsed.recv() else {
-                // The thread panicked (a bug): the scope re-raises it when it joins the thread.
+        for rx in receivers {
+            let Ok(chunk) = rx.recv() else {
+                // The task panicked (a bug): the scope re-raises it when it ends.
                 break;
             };
-            chunk.into_iter().try_for_each(&mut apply)?;
+            if let Err(e) = chunk.into_iter().try_for_each(&mut apply) {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                return Err(e);
+            }
         }
         Ok(())
     })
