@@ -170,10 +170,14 @@ fn main() {
     let t = Instant::now();
     let mut store = SpanStore::default();
     // As the dashboard adds them: a batch a file.
+    let mut files = Vec::new();
     let mut at = 0;
     for n in per_file {
-        store.extend(&spans[at..at + n]);
+        files.push(&spans[at..at + n]);
         at += n;
+    }
+    for file in &files {
+        store.extend(*file);
     }
     let held = LIVE.load(Ordering::Relaxed) - before;
     println!(
@@ -181,6 +185,24 @@ fn main() {
         store.len(),
         held as f64 / 1e6,
         held as f64 / store.len().max(1) as f64,
+        (PEAK.load(Ordering::Relaxed) - before) as f64 / 1e6,
+        t.elapsed().as_secs_f64()
+    );
+
+    drop(store);
+
+    // Files in reverse order: every batch is merged in front of what is held.
+    let before = LIVE.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    let t = Instant::now();
+    let mut store = SpanStore::default();
+    for file in files.iter().rev() {
+        store.extend(*file);
+    }
+    let held = LIVE.load(Ordering::Relaxed) - before;
+    println!(
+        "SpanStore, files in reverse order: {:.1} MB held, {:.1} MB peak while filling, {:.2} s",
+        held as f64 / 1e6,
         (PEAK.load(Ordering::Relaxed) - before) as f64 / 1e6,
         t.elapsed().as_secs_f64()
     );
