@@ -3,8 +3,8 @@
 //! each), with at most an eighth more held in reserve. A 1-hour run of 100,000 steps has half
 //! a million spans: 16 MB.
 
+use foldhash::HashMap;
 use std::cmp::Ordering;
-use std::collections::HashMap;
 
 use serde_json::Map;
 use smdebug_core::Mode;

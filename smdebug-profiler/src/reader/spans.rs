@@ -1,6 +1,6 @@
 //! Decoding framework trace files (Chrome trace JSON in smdebug's timeline shape).
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use serde_json::{Map, Value};
 use smdebug_core::Mode;
@@ -93,8 +93,8 @@ impl<'f> Spans<'f> {
         Spans {
             file,
             base: 0,
-            phases: HashMap::new(),
-            open: HashMap::new(),
+            phases: HashMap::default(),
+            open: HashMap::default(),
             spans: Vec::new(),
         }
     }
