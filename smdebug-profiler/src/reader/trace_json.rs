@@ -7,6 +7,11 @@
 //! Values a field does not use (nested arrays and objects where a number or string was
 //! expected, unknown keys holding containers) are read as a `Value` and dropped: rare, and
 //! exactly as strict.
+//!
+//! One difference, on no real input: with serde_json's `raw_value` feature on (the workspace
+//! turns it on through a dependency), a `Value` read takes an object whose first key is
+//! serde_json's private raw-value token for an embedded JSON text; this reader does so only in
+//! `args` (read as a `Value`), and takes such an event or root as the object it is.
 
 use std::borrow::Cow;
 use std::fmt;
