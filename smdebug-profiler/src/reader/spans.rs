@@ -63,7 +63,7 @@ fn to_epoch_us(base: i128, ts: i128) -> u64 {
 /// Complete (`X`) events and matched begin/end (`B`/`E`) pairs become spans; times are
 /// made absolute with the `start_time_since_epoch_in_micros` metadata (0 when absent, as for
 /// traces whose `ts` is already absolute). Other events are read past. The file is read event
-/// by event ([`trace_json`](super::trace_json)), never as a whole document.
+/// by event (`reader/trace_json.rs`), never as a whole document.
 pub fn parse_trace(file: &TraceFileName, bytes: &[u8]) -> Result<Vec<Span>> {
     let key = file.key.as_str();
     let mut spans = Spans::new(file);
