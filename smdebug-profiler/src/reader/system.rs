@@ -41,7 +41,7 @@ pub fn parse_system_lines_lenient(key: &str, bytes: &[u8]) -> SystemLines {
 /// (as [`parse_system_lines_lenient`] decodes a whole file), and says how much of them was
 /// taken: a follower reads the file on from `consumed` next time.
 ///
-/// Each line is read into borrowed fields first ([`SampleLine`]): a sample's four strings are
+/// Each line is read into borrowed fields first: a sample's four strings are
 /// allocated once each, as the `SystemSample` it becomes owns them.
 pub fn parse_system_chunk(key: &str, bytes: &[u8], newlines_before: usize) -> SystemChunk {
     let file = parse_system_file_key(key);
