@@ -17,7 +17,10 @@ mod collected;
 mod export;
 mod span_store;
 mod spans;
+#[cfg(test)]
+mod spans_compare_tests;
 mod system;
+mod trace_json;
 
 use std::ops::RangeInclusive;
 use std::path::PathBuf;

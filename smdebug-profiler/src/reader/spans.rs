@@ -1,10 +1,11 @@
 //! Decoding framework trace files (Chrome trace JSON in smdebug's timeline shape).
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use serde_json::{Map, Value};
 use smdebug_core::Mode;
 
+use super::trace_json::{Event, EventSink, Root, read_events};
 use crate::spans::{Phase, TraceFileName};
 use crate::system::{ProfilerError, Result};
 
@@ -53,7 +54,114 @@ fn malformed(key: &str, line: usize, column: usize, message: impl Into<String>) 
     }
 }
 
-fn number_i128(value: Option<&Value>) -> Option<i128> {
+fn to_epoch_us(base: i128, ts: i128) -> u64 {
+    u64::try_from((base + ts).max(0)).unwrap_or(u64::MAX)
+}
+
+/// Decodes one trace file: a JSON array of events or an object with `traceEvents`.
+///
+/// Complete (`X`) events and matched begin/end (`B`/`E`) pairs become spans; times are
+/// made absolute with the `start_time_since_epoch_in_micros` metadata (0 when absent, as for
+/// traces whose `ts` is already absolute). Other events are read past. The file is read event
+/// by event (`reader/trace_json.rs`), never as a whole document.
+pub fn parse_trace(file: &TraceFileName, bytes: &[u8]) -> Result<Vec<Span>> {
+    let key = file.key.as_str();
+    let mut spans = Spans::new(file);
+    let root = read_events(bytes, &mut spans)
+        .map_err(|e| malformed(key, e.line(), e.column(), e.to_string()))?;
+    match root {
+        Root::Array | Root::ObjectWithEvents => Ok(spans.spans),
+        Root::ObjectWithoutEvents => {
+            Err(malformed(key, 0, 0, "object without a `traceEvents` array"))
+        }
+        Root::Other => Err(malformed(key, 0, 0, "neither an array nor an object")),
+    }
+}
+
+/// The spans of a file as its events arrive.
+struct Spans<'f> {
+    file: &'f TraceFileName,
+    base: i128,
+    phases: HashMap<i64, String>,
+    /// Begin events waiting for their end, per (pid, tid).
+    open: HashMap<(i64, i64), Vec<RawSpan>>,
+    spans: Vec<Span>,
+}
+
+impl<'f> Spans<'f> {
+    fn new(file: &'f TraceFileName) -> Spans<'f> {
+        Spans {
+            file,
+            base: 0,
+            phases: HashMap::default(),
+            open: HashMap::default(),
+            spans: Vec::new(),
+        }
+    }
+}
+
+impl<'a> EventSink<'a> for Spans<'_> {
+    fn restart(&mut self) {
+        self.base = 0;
+        self.phases.clear();
+        self.open.clear();
+        self.spans.clear();
+    }
+
+    fn event(&mut self, event: Event<'a>) {
+        let pid = event.pid.as_i64().unwrap_or(0);
+        let tid = event.tid.as_i64().unwrap_or(0);
+        let args = event.args.unwrap_or_default();
+        let ts = event.ts.number_i128();
+        match event.ph.as_str() {
+            Some("M") if event.name.as_str() == Some("process_name") => {
+                if let Some(phase) = args.get("name").and_then(Value::as_str) {
+                    self.phases.insert(pid, phase.to_owned());
+                }
+                if let Some(start) = value_i128(args.get("start_time_since_epoch_in_micros")) {
+                    self.base = start;
+                }
+            }
+            Some("X") => {
+                let Some(ts) = ts else { return };
+                let dur = event.dur.number_i128().unwrap_or(0).max(0);
+                let raw = RawSpan {
+                    name: event.name.into_string().unwrap_or_default(),
+                    start: ts,
+                    end: ts + dur,
+                    args,
+                };
+                let span = raw.into_span(self.file, &self.phases, pid, self.base);
+                self.spans.push(span);
+            }
+            Some("B") => {
+                if let Some(ts) = ts {
+                    self.open.entry((pid, tid)).or_default().push(RawSpan {
+                        name: event.name.into_string().unwrap_or_default(),
+                        start: ts,
+                        end: ts,
+                        args,
+                    });
+                }
+            }
+            Some("E") => {
+                let (Some(ts), Some(mut raw)) =
+                    (ts, self.open.get_mut(&(pid, tid)).and_then(Vec::pop))
+                else {
+                    return;
+                };
+                raw.end = ts.max(raw.start);
+                raw.args.extend(args);
+                let span = raw.into_span(self.file, &self.phases, pid, self.base);
+                self.spans.push(span);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A JSON number as an integer: `i64`, `u64`, or a finite float rounded.
+fn value_i128(value: Option<&Value>) -> Option<i128> {
     let value = value?;
     value
         .as_i64()
@@ -65,93 +173,6 @@ fn number_i128(value: Option<&Value>) -> Option<i128> {
                 .filter(|f| f.is_finite())
                 .map(|f| f.round() as i128)
         })
-}
-
-fn to_epoch_us(base: i128, ts: i128) -> u64 {
-    u64::try_from((base + ts).max(0)).unwrap_or(u64::MAX)
-}
-
-/// Decodes one trace file: a JSON array of events or an object with `traceEvents`.
-///
-/// Complete (`X`) events and matched begin/end (`B`/`E`) pairs become spans; times are
-/// made absolute with the `start_time_since_epoch_in_micros` metadata (0 when absent, as for
-/// traces whose `ts` is already absolute). Other events are read past.
-pub fn parse_trace(file: &TraceFileName, bytes: &[u8]) -> Result<Vec<Span>> {
-    let key = file.key.as_str();
-    let root: Value = serde_json::from_slice(bytes)
-        .map_err(|e| malformed(key, e.line(), e.column(), e.to_string()))?;
-    let events = match root {
-        Value::Array(events) => events,
-        Value::Object(mut object) => match object.remove("traceEvents") {
-            Some(Value::Array(events)) => events,
-            _ => return Err(malformed(key, 0, 0, "object without a `traceEvents` array")),
-        },
-        _ => return Err(malformed(key, 0, 0, "neither an array nor an object")),
-    };
-    let mut base: i128 = 0;
-    let mut phases: HashMap<i64, String> = HashMap::new();
-    // Begin events waiting for their end, per (pid, tid).
-    let mut open: HashMap<(i64, i64), Vec<RawSpan>> = HashMap::new();
-    let mut spans = Vec::new();
-    for event in events {
-        let Value::Object(mut event) = event else {
-            continue;
-        };
-        let pid = event.get("pid").and_then(Value::as_i64).unwrap_or(0);
-        let tid = event.get("tid").and_then(Value::as_i64).unwrap_or(0);
-        let args = match event.remove("args") {
-            Some(Value::Object(args)) => args,
-            _ => Map::new(),
-        };
-        let name = event
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let ts = number_i128(event.get("ts"));
-        match event.get("ph").and_then(Value::as_str) {
-            Some("M") if name == "process_name" => {
-                if let Some(phase) = args.get("name").and_then(Value::as_str) {
-                    phases.insert(pid, phase.to_owned());
-                }
-                if let Some(start) = number_i128(args.get("start_time_since_epoch_in_micros")) {
-                    base = start;
-                }
-            }
-            Some("X") => {
-                let Some(ts) = ts else { continue };
-                let dur = number_i128(event.get("dur")).unwrap_or(0).max(0);
-                let raw = RawSpan {
-                    name,
-                    start: ts,
-                    end: ts + dur,
-                    args,
-                };
-                spans.push(raw.into_span(file, &phases, pid, base));
-            }
-            Some("B") => {
-                if let Some(ts) = ts {
-                    open.entry((pid, tid)).or_default().push(RawSpan {
-                        name,
-                        start: ts,
-                        end: ts,
-                        args,
-                    });
-                }
-            }
-            Some("E") => {
-                let (Some(ts), Some(mut raw)) = (ts, open.get_mut(&(pid, tid)).and_then(Vec::pop))
-                else {
-                    continue;
-                };
-                raw.end = ts.max(raw.start);
-                raw.args.extend(args);
-                spans.push(raw.into_span(file, &phases, pid, base));
-            }
-            _ => {}
-        }
-    }
-    Ok(spans)
 }
 
 /// An event's name, times relative to the file's base, and args.

@@ -1,5 +1,9 @@
 //! Decoding system-metrics files (JSON lines).
 
+use std::borrow::Cow;
+
+use serde::Deserialize;
+
 use crate::system::{ProfilerError, Result, SystemSample, parse_system_file_key};
 
 /// A lenient read of one system-metrics file: the good records and the lines left out.
@@ -36,21 +40,23 @@ pub fn parse_system_lines_lenient(key: &str, bytes: &[u8]) -> SystemLines {
 /// Decodes the bytes of a system-metrics file that follow its first `newlines_before` lines
 /// (as [`parse_system_lines_lenient`] decodes a whole file), and says how much of them was
 /// taken: a follower reads the file on from `consumed` next time.
+///
+/// Each line is read into borrowed fields first: a sample's four strings are
+/// allocated once each, as the `SystemSample` it becomes owns them.
 pub fn parse_system_chunk(key: &str, bytes: &[u8], newlines_before: usize) -> SystemChunk {
     let file = parse_system_file_key(key);
     let mut out = SystemChunk::default();
-    let ends_complete = bytes.ends_with(b"\n");
-    let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
-    let last = lines.len().saturating_sub(1);
+    out.lines
+        .samples
+        .reserve(memchr::memchr_iter(b'\n', bytes).count());
     let mut offset = 0usize;
-    for (index, line) in lines.iter().enumerate() {
-        if index == last && ends_complete {
-            // The nothing after the last newline.
-            break;
-        }
-        let torn_tail = index == last && !ends_complete;
-        let end = offset + line.len() + usize::from(!torn_tail);
-        let number = newlines_before + index + 1;
+    let mut number = newlines_before;
+    while offset < bytes.len() {
+        let (line, torn_tail, end) = match memchr::memchr(b'\n', &bytes[offset..]) {
+            Some(at) => (&bytes[offset..offset + at], false, offset + at + 1),
+            None => (&bytes[offset..], true, bytes.len()),
+        };
+        number += 1;
         if line.iter().all(u8::is_ascii_whitespace) {
             if !torn_tail {
                 out.consumed = end;
@@ -59,9 +65,9 @@ pub fn parse_system_chunk(key: &str, bytes: &[u8], newlines_before: usize) -> Sy
             offset = end;
             continue;
         }
-        match serde_json::from_slice::<SystemSample>(line) {
+        match serde_json::from_slice::<SampleLine<'_>>(line) {
             Ok(sample) => match file.as_ref().and_then(|f| f.misplaced(sample.timestamp)) {
-                None => out.lines.samples.push(sample),
+                None => out.lines.samples.push(sample.into_sample()),
                 Some(why) => out.lines.bad.push((number, why)),
             },
             Err(_) if torn_tail => break,
@@ -72,6 +78,38 @@ pub fn parse_system_chunk(key: &str, bytes: &[u8], newlines_before: usize) -> Sy
         offset = end;
     }
     out
+}
+
+/// One line of a system-metrics file, its strings borrowed from the line where they have no
+/// escapes: [`SystemSample`]'s fields, read with the same rules and the same messages.
+#[derive(Deserialize)]
+#[serde(expecting = "struct SystemSample")]
+struct SampleLine<'a> {
+    #[serde(rename = "Type", borrow)]
+    metric_type: Cow<'a, str>,
+    #[serde(rename = "Name", default, borrow)]
+    name: Cow<'a, str>,
+    #[serde(rename = "Dimension", borrow)]
+    dimension: Cow<'a, str>,
+    #[serde(rename = "Value")]
+    value: f64,
+    #[serde(rename = "NodeId", borrow)]
+    node_id: Cow<'a, str>,
+    #[serde(rename = "Timestamp")]
+    timestamp: f64,
+}
+
+impl SampleLine<'_> {
+    fn into_sample(self) -> SystemSample {
+        SystemSample {
+            metric_type: self.metric_type.into_owned(),
+            name: self.name.into_owned(),
+            dimension: self.dimension.into_owned(),
+            value: self.value,
+            node_id: self.node_id.into_owned(),
+            timestamp: self.timestamp,
+        }
+    }
 }
 
 /// Decodes one system-metrics file strictly: as [`parse_system_lines_lenient`], but the first
@@ -163,5 +201,69 @@ mod tests {
         let samples = parse_system_lines("f", line.as_bytes()).unwrap();
         assert_eq!(samples[0].name, "");
         assert_eq!(samples[0].value, 6.5);
+    }
+
+    #[test]
+    fn borrowed_lines_read_as_system_sample_reads_them() {
+        let lines = [
+            LINE,
+            r#"{"Type":"c\"pu","Name":"cpu\u0030","Dimension":"\u00e9\ud83d\ude00","Value":1.6,"NodeId":"algo\\1\n","Timestamp":1591748109.2321954}"#,
+            r#"{"Type":"memory","Dimension":"MemoryUsedPercent","Value":6.5,"NodeId":"algo-1","Timestamp":1591748109.5}"#,
+            r#"{"Type":"cpu","Name":"cpu0","Dimension":"CPUUtilization","Value":1.6,"NodeId":"algo-1","Timestamp":1591748109.2,"Unit":"%","Extra":[1,{"a":null}]}"#,
+            r#"{"Type":"cpu","Name":"cpu0","Dimension":"CPUUtilization","Value":2,"NodeId":"algo-1","Timestamp":1591748109}"#,
+            r#"{"Type":"cpu","Name":"cpu0","Dimension":"CPUUtilization","Value":1.5e2,"NodeId":"algo-1","Timestamp":1.5917481092321954E9}"#,
+            r#"{"Type":"cpu","Name":"cpu0","Dimension":"CPUUtilization","Value":-1e-7,"NodeId":"algo-1","Timestamp":15917481.09e2}"#,
+            r#"{"Type":"cpu","Name":"cpu0","Dimension":"CPUUtilization","Value":18446744073709551615,"NodeId":"algo-1","Timestamp":-9223372036854775808}"#,
+            r#"  { "NodeId" : "algo-1" , "Timestamp" : 1591748109.25 , "Value" : 0 , "Dimension" : "" , "Type" : "i/o" }  "#,
+            r#"{"T\u0079pe":"gpu","Name":"gpu0","Dimension":"GPUUtilization","Value":50.0,"NodeId":"algo-1","Timestamp":1591748109.0}"#,
+            // Refused, each with serde's message for `SystemSample`.
+            r#"{"Type":"cpu","Name":null,"Dimension":"","Value":1.6,"NodeId":"algo-1","Timestamp":1.5}"#,
+            r#"{"Type":5,"Name":"cpu0","Dimension":"","Value":1.6,"NodeId":"algo-1","Timestamp":1.5}"#,
+            r#"{"Type":"cpu","Name":"cpu0","Dimension":"","Value":1.6,"NodeId":"algo-1"}"#,
+            r#"{"Type":"cpu","Name":"cpu0","Dimension":"","Value":"1.6","NodeId":"algo-1","Timestamp":1.5}"#,
+            r#"{"Type":"cpu","Name":"cpu0","Dimension":"","Value":null,"NodeId":"algo-1","Timestamp":1.5}"#,
+            r#"{"Type":"cpu","Name":"cpu0","Dimension":"","Value":1e400,"NodeId":"algo-1","Timestamp":1.5}"#,
+            r#"{"Type":"cpu","Type":"gpu","Name":"cpu0","Dimension":"","Value":1,"NodeId":"algo-1","Timestamp":1.5}"#,
+            r#"{"Type":"cpu","Name":"cpu0","Dimension":"","Value":1,"NodeId":"algo-1","Timestamp":1.5} x"#,
+            r#"{"Type":"cpu","Name":"c\qpu0","Dimension":"","Value":1,"NodeId":"algo-1","Timestamp":1.5}"#,
+            "[1]",
+            "5",
+            "\"x\"",
+            "{}",
+            "not json",
+        ];
+        let mut good = 0;
+        for line in lines {
+            let new = serde_json::from_slice::<SampleLine<'_>>(line.as_bytes())
+                .map(SampleLine::into_sample)
+                .map_err(|e| e.to_string());
+            let old =
+                serde_json::from_slice::<SystemSample>(line.as_bytes()).map_err(|e| e.to_string());
+            assert_eq!(new, old, "{line}");
+            good += usize::from(new.is_ok());
+        }
+        assert_eq!(good, 10);
+        // And through a whole file: the same samples, the same bad lines and messages.
+        let text = lines.join("\n");
+        let read = parse_system_lines_lenient("f", text.as_bytes());
+        let expected: Vec<SystemSample> = lines
+            .iter()
+            .filter_map(|l| serde_json::from_slice(l.as_bytes()).ok())
+            .collect();
+        assert_eq!(read.samples, expected);
+        let bad: Vec<(usize, String)> = lines
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| {
+                serde_json::from_slice::<SystemSample>(l.as_bytes())
+                    .err()
+                    .map(|e| (i + 1, e.to_string()))
+            })
+            // The last line has no newline: a torn tail, left for the next read.
+            .filter(|&(n, _)| n < lines.len())
+            .collect();
+        assert_eq!(read.bad, bad);
+        assert_eq!(read.samples[1].metric_type, "c\"pu");
+        assert_eq!(read.samples[1].node_id, "algo\\1\n");
     }
 }

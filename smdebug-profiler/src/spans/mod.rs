@@ -28,3 +28,8 @@ pub use recorder::{
     SpanGuard, SpanRecorder, SpanWriterGuard, SpanWriterReport,
 };
 pub use smdebug_core::phase::Phase;
+// The reader's tests write trace files with the writer's own builder.
+#[cfg(test)]
+pub(crate) use event::SpanEvent;
+#[cfg(test)]
+pub(crate) use writer::TraceFileBuilder;
