@@ -26,6 +26,9 @@ import urllib.request
 
 STEPS = 100_000
 LAST_STEP = STEPS - 1
+# The synthetic run's system records (36,000 samples of 55 records) and spans (5 a step).
+SAMPLES = 36_000 * 55
+SPANS = 5 * STEPS
 # Give up waiting for all data after this many seconds (SCALE_BENCH_LIMIT_S).
 LIMIT_S = float(os.environ.get("SCALE_BENCH_LIMIT_S", "900"))
 
@@ -95,7 +98,8 @@ def serve(binary, run, paint):
                     first_scalar = now
                     out["first_scalar_s"] = round(now, 3)
             total = sum(m["total"] for m in last[0]["modes"]) if last else 0
-            if runs["steps"] == STEPS and total == STEPS and runs["complete"]:
+            if (runs["steps"] == STEPS and total == STEPS and runs["complete"]
+                    and runs["samples"] == SAMPLES and runs["spans"] == SPANS):
                 out["all_loaded_s"] = round(now, 3)
                 out["cpu_s_loaded"] = round(cpu_s(proc.pid), 2)
                 out["samples"] = runs["samples"]
@@ -104,8 +108,10 @@ def serve(binary, run, paint):
                 break
             if now > LIMIT_S:
                 out["all_loaded_s"] = None
-                out["at_limit"] = {"seconds": round(now, 1),"steps": runs["steps"], "metric_49_values": total,
-                                      "scalar_values": runs.get("scalar_values")}
+                out["at_limit"] = {"seconds": round(now, 1), "steps": runs["steps"],
+                                   "metric_49_values": total,
+                                   "scalar_values": runs.get("scalar_values"),
+                                   "samples": runs["samples"], "spans": runs["spans"]}
                 break
             time.sleep(0.2)
         rss, hwm = rss_mb(proc.pid)
