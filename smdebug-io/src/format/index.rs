@@ -397,9 +397,33 @@ fn parse_checked<'a, T: Deserialize<'a> + Entries>(bytes: &'a [u8], path: &str) 
 }
 
 impl<'a> IndexRef<'a> {
-    /// [`IndexFile::parse`] without copying the strings out of `bytes`.
+    /// [`IndexFile::parse`] without copying the strings out of `bytes`. An index of the usual
+    /// shape is read by [`index_fast`](super::index_fast) in one pass; any other by serde_json.
     pub(crate) fn parse(bytes: &'a [u8], path: &str) -> Result<IndexRef<'a>> {
+        match super::index_fast::parse(bytes) {
+            Some(index) => {
+                check_entries(path, index.names_event_file(), index.has_entries())?;
+                Ok(index)
+            }
+            None => Self::parse_general(bytes, path),
+        }
+    }
+
+    /// [`IndexRef::parse`] through serde_json whatever the shape.
+    pub(crate) fn parse_general(bytes: &'a [u8], path: &str) -> Result<IndexRef<'a>> {
         parse_checked(bytes, path)
+    }
+
+    /// An index of these parts and an empty `shape_payload`.
+    pub(crate) fn from_parts(
+        meta: IndexMetaRef<'a>,
+        tensor_payload: Vec<TensorLocationRef<'a>>,
+    ) -> IndexRef<'a> {
+        IndexRef {
+            meta,
+            tensor_payload,
+            _shape_payload: Vec::new(),
+        }
     }
 }
 
