@@ -397,21 +397,16 @@ fn parse_checked<'a, T: Deserialize<'a> + Entries>(bytes: &'a [u8], path: &str) 
 }
 
 impl<'a> IndexRef<'a> {
-    /// [`IndexFile::parse`] without copying the strings out of `bytes`. An index of the usual
-    /// shape is read by [`index_fast`](super::index_fast) in one pass; any other by serde_json.
+    /// [`IndexFile::parse`] without copying the strings out of `bytes`, through serde_json
+    /// (an index of the usual shape is read faster by `index_fast::read`).
     pub(crate) fn parse(bytes: &'a [u8], path: &str) -> Result<IndexRef<'a>> {
-        match super::index_fast::parse(bytes) {
-            Some(index) => {
-                check_entries(path, index.names_event_file(), index.has_entries())?;
-                Ok(index)
-            }
-            None => Self::parse_general(bytes, path),
-        }
+        parse_checked(bytes, path)
     }
 
-    /// [`IndexRef::parse`] through serde_json whatever the shape.
-    pub(crate) fn parse_general(bytes: &'a [u8], path: &str) -> Result<IndexRef<'a>> {
-        parse_checked(bytes, path)
+    /// The index, after the check every parsed index passes (entries need an event file).
+    pub(crate) fn checked(self, path: &str) -> Result<IndexRef<'a>> {
+        check_entries(path, self.names_event_file(), self.has_entries())?;
+        Ok(self)
     }
 
     /// An index of these parts and an empty `shape_payload`.

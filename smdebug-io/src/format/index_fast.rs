@@ -7,8 +7,8 @@
 //! empty `shape_payload`, each key once, with any JSON whitespace; strings without escapes or
 //! control characters. Anything else (a string with an escape, a number written as a string or
 //! with a fraction, another key, a key twice, trailing bytes, bad UTF-8) is not judged here:
-//! [`IndexRef::parse`](super::index::IndexRef) hands it to serde_json, which reads it or
-//! reports where it is wrong. A test holds both to the same answer over Python smdebug's index
+//! [`read`] hands it to serde_json (`IndexRef::parse`), which reads it or reports where it is
+//! wrong. A test holds both to the same answer over Python smdebug's index
 //! files and every one-byte change and truncation of them.
 
 use std::borrow::Cow;
@@ -16,6 +16,16 @@ use std::borrow::Cow;
 use smdebug_core::Mode;
 
 use super::index::{IndexMetaRef, IndexRef, TensorLocationRef};
+use crate::error::Result;
+
+/// An index file read in place: in one pass when it has the usual shape (see the module
+/// docs), else through serde_json; `path` names it in errors.
+pub(crate) fn read<'a>(bytes: &'a [u8], path: &str) -> Result<IndexRef<'a>> {
+    match parse(bytes) {
+        Some(index) => index.checked(path),
+        None => IndexRef::parse(bytes, path),
+    }
+}
 
 /// The bytes of an index file and where the reading is.
 struct Scan<'a> {
@@ -189,7 +199,7 @@ mod tests {
 
     /// What serde_json's reading of an index gives, comparable.
     fn general(bytes: &[u8]) -> Option<String> {
-        super::super::index::IndexRef::parse_general(bytes, "i.json")
+        IndexRef::parse(bytes, "i.json")
             .ok()
             .map(|i| format!("{:?} {:?}", i.meta, i.tensor_payload))
     }

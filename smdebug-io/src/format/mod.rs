@@ -26,7 +26,7 @@
 
 pub mod budget;
 pub mod index;
-mod index_fast;
+pub(crate) mod index_fast;
 pub mod layout;
 pub(crate) mod number;
 pub mod proto;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use smdebug_core::Mode;
 
 use crate::error::{Error, Result};
-use crate::format::index::IndexRef;
+use crate::format::index_fast;
 use crate::format::layout;
 use crate::storage::Storage;
 
@@ -357,7 +357,7 @@ fn read_index_file(
     worker: &str,
     names: &mut Interner,
 ) -> Result<IndexEntry> {
-    let index = IndexRef::parse(&bytes, path)?;
+    let index = index_fast::read(&bytes, path)?;
     let event_file = match index.meta.event_file_name {
         Some(name) => name.into_owned(),
         None => layout::event_file(step, worker),
