@@ -55,14 +55,13 @@ impl<'a> Scan<'a> {
     fn string(&mut self) -> Option<&'a str> {
         self.eat(b'"')?;
         let rest = &self.bytes[self.at..];
-        let len = rest
-            .iter()
-            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-        if rest[len] != b'"' {
+        let len = memchr::memchr2(b'"', b'\\', rest)?;
+        let text = &rest[..len];
+        if rest[len] != b'"' || text.iter().any(|&b| b < 0x20) {
             return None;
         }
         self.at += len + 1;
-        std::str::from_utf8(&rest[..len]).ok()
+        std::str::from_utf8(text).ok()
     }
 
     /// A non-negative integer as JSON writes one (no sign, fraction, exponent or leading zero)
