@@ -186,9 +186,9 @@ const FILE_WINDOW_SLACK_S: u64 = 60;
 
 impl SystemFileName {
     /// Whether a sample stamped `timestamp` (seconds since the epoch) can be in this file: at
-    /// most [`MAX_FILE_WINDOW_S`] after the start its name gives, with a minute's slack either
-    /// side. A sample stamped 0 or 1e308 is not a measurement of this window; taken at its
-    /// word it would move the job's start to 1970 or its end past the year 9999.
+    /// most an hour (`MAX_FILE_WINDOW_S`) after the start its name gives, with a minute's
+    /// slack either side. A sample stamped 0 or 1e308 is not a measurement of this window;
+    /// taken at its word it would move the job's start to 1970 or its end past the year 9999.
     pub fn holds(&self, timestamp: f64) -> bool {
         let first = self.start_s.saturating_sub(FILE_WINDOW_SLACK_S) as f64;
         let last = self
