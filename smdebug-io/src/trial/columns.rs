@@ -38,14 +38,9 @@ impl Steps {
         self.len
     }
 
-    /// The run holding value `i`, and its index.
-    fn run_of(&self, i: usize) -> (usize, &StepRun) {
-        let r = self.runs.partition_point(|run| run.at <= i) - 1;
-        (r, &self.runs[r])
-    }
-
+    /// The step of value `i`.
     fn get(&self, i: usize) -> u64 {
-        let (_, run) = self.run_of(i);
+        let run = &self.runs[self.runs.partition_point(|run| run.at <= i) - 1];
         run.first + run.stride * (i - run.at) as u64
     }
 
@@ -240,13 +235,12 @@ impl Column {
 
     /// The values at steps `from <= step <= to` (either end open when `None`), in step order.
     pub fn window(&self, from: Option<f64>, to: Option<f64>) -> Vec<(u64, f64)> {
-        let first = |bound: f64, inclusive: bool| -> usize {
-            // The first value past `bound` (or at it, when `inclusive`).
+        // The first value whose step is not `before` (steps increase).
+        let first_not = |before: &dyn Fn(f64) -> bool| -> usize {
             let (mut lo, mut hi) = (0, self.len());
             while lo < hi {
                 let mid = (lo + hi) / 2;
-                let step = self.steps.get(mid) as f64;
-                if step < bound || (!inclusive && step == bound) {
+                if before(self.steps.get(mid) as f64) {
                     lo = mid + 1;
                 } else {
                     hi = mid;
@@ -254,8 +248,8 @@ impl Column {
             }
             lo
         };
-        let lo = from.map_or(0, |f| first(f, true));
-        let hi = to.map_or(self.len(), |t| first(t, false));
+        let lo = from.map_or(0, |f| first_not(&|step| step < f));
+        let hi = to.map_or(self.len(), |t| first_not(&|step| step <= t));
         (lo..hi.max(lo)).map(|i| self.point(i)).collect()
     }
 
