@@ -307,13 +307,7 @@ fn follow_profile(
     tensors_busy: &AtomicBool,
 ) -> ProfileRead {
     let started = Instant::now();
-    let mut read = ProfileRead {
-        samples: 0,
-        spans: 0,
-        warnings: Vec::new(),
-        changed: false,
-        more: false,
-    };
+    let mut read = ProfileRead::default();
     loop {
         let increment = follower.poll();
         read.samples += increment.samples.len();
@@ -350,11 +344,7 @@ fn follow_profile(
 /// One pass over the run.
 pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Pass {
     let changed = pass_changed(run, options, cursor);
-    let backlog = cursor.profile_more
-        || cursor
-            .tensors
-            .as_ref()
-            .is_some_and(|_| run.data.read().is_ok_and(|d| d.index_pending > 0));
+    let backlog = cursor.profile_more || run.data.read().is_ok_and(|d| d.index_pending > 0);
     Pass { changed, backlog }
 }
 
