@@ -5,7 +5,7 @@ use foldhash::HashMap;
 use serde_json::{Map, Value};
 use smdebug_core::Mode;
 
-use super::trace_json::{Event, EventSink, Root, read_events};
+use super::trace_json::{Event, EventSink, Root, Scalar, read_events};
 use crate::spans::{Phase, TraceFileName};
 use crate::system::{ProfilerError, Result};
 
@@ -118,7 +118,9 @@ impl<'a> EventSink<'a> for Spans<'_> {
                 if let Some(phase) = args.get("name").and_then(Value::as_str) {
                     self.phases.insert(pid, phase.to_owned());
                 }
-                if let Some(start) = value_i128(args.get("start_time_since_epoch_in_micros")) {
+                if let Some(start) =
+                    Scalar::of(args.get("start_time_since_epoch_in_micros")).number_i128()
+                {
                     self.base = start;
                 }
             }
@@ -158,21 +160,6 @@ impl<'a> EventSink<'a> for Spans<'_> {
             _ => {}
         }
     }
-}
-
-/// A JSON number as an integer: `i64`, `u64`, or a finite float rounded.
-fn value_i128(value: Option<&Value>) -> Option<i128> {
-    let value = value?;
-    value
-        .as_i64()
-        .map(i128::from)
-        .or_else(|| value.as_u64().map(i128::from))
-        .or_else(|| {
-            value
-                .as_f64()
-                .filter(|f| f.is_finite())
-                .map(|f| f.round() as i128)
-        })
 }
 
 /// An event's name, times relative to the file's base, and args.

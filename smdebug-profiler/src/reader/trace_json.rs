@@ -36,6 +36,20 @@ pub(super) enum Scalar<'a> {
 }
 
 impl<'a> Scalar<'a> {
+    /// A field already read as a `serde_json::Value` (an `args` entry), as a scalar.
+    pub(super) fn of(value: Option<&'a Value>) -> Scalar<'a> {
+        match value {
+            Some(Value::Number(n)) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+                (Some(u), _, _) => Scalar::U64(u),
+                (None, Some(i), _) => Scalar::I64(i),
+                (None, None, Some(f)) => Scalar::F64(f),
+                (None, None, None) => Scalar::Other,
+            },
+            Some(Value::String(s)) => Scalar::Str(Cow::Borrowed(s)),
+            _ => Scalar::Other,
+        }
+    }
+
     /// `Value::as_i64`.
     pub(super) fn as_i64(&self) -> Option<i64> {
         match *self {
