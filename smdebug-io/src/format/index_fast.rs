@@ -239,27 +239,17 @@ mod tests {
 
     #[test]
     fn every_python_index_file_is_read_alike_by_both_paths() {
-        let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
         let (mut files, mut fast_read) = (0, 0);
-        let mut stack = vec![data];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    stack.push(path);
-                    continue;
-                }
-                let in_index = path.components().any(|c| c.as_os_str() == "index");
-                if !in_index || path.extension().is_none_or(|e| e != "json") {
-                    continue;
-                }
-                let bytes = std::fs::read(&path).unwrap();
-                files += 1;
-                let got = fast(&bytes);
-                if got.is_some() {
-                    fast_read += 1;
-                    assert_eq!(got, general(&bytes), "{}", path.display());
-                }
+        for path in crate::format::test_data::files("", "json") {
+            if !path.components().any(|c| c.as_os_str() == "index") {
+                continue;
+            }
+            let bytes = std::fs::read(&path).unwrap();
+            files += 1;
+            let got = fast(&bytes);
+            if got.is_some() {
+                fast_read += 1;
+                assert_eq!(got, general(&bytes), "{}", path.display());
             }
         }
         assert!(files > 500, "{files} index files");

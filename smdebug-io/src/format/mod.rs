@@ -34,6 +34,8 @@ pub mod record;
 pub mod strings;
 pub mod tensor;
 pub mod tensorboard;
+#[cfg(test)]
+mod test_data;
 mod wire;
 
 use smdebug_core::{EndReason, Tensor};

@@ -255,38 +255,26 @@ mod tests {
     /// path, alike with the general decoder, and so is every damaged copy this path accepts.
     #[test]
     fn python_smdebugs_records_agree_with_the_general_decoder() {
-        let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden");
         let (mut numbers, mut files) = (0, 0);
-        let mut stack = vec![golden];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    stack.push(path);
+        for path in crate::format::test_data::files("golden", "tfevents") {
+            files += 1;
+            let bytes = std::fs::read(&path).unwrap();
+            for record in RecordIter::new(&bytes, 0, PayloadCrcPolicy::AcceptBoth) {
+                let Ok(record) = record else { break };
+                let Ok(event) = decode_tensor_event_ref(record.payload, None, 1 << 20) else {
                     continue;
-                }
-                if path.extension().is_none_or(|e| e != "tfevents") {
-                    continue;
-                }
-                files += 1;
-                let bytes = std::fs::read(&path).unwrap();
-                for record in RecordIter::new(&bytes, 0, PayloadCrcPolicy::AcceptBoth) {
-                    let Ok(record) = record else { break };
-                    let Ok(event) = decode_tensor_event_ref(record.payload, None, 1 << 20) else {
-                        continue;
-                    };
-                    let tag = event.name;
-                    if general(record.payload, tag).is_some() {
-                        numbers += 1;
-                        assert!(
-                            read(record.payload, tag).is_some(),
-                            "{}: {tag}",
-                            path.display()
-                        );
-                        assert!(agrees_under_damage(record.payload, tag) > 0);
-                    } else {
-                        assert_eq!(read(record.payload, tag), None, "{}: {tag}", path.display());
-                    }
+                };
+                let tag = event.name;
+                if general(record.payload, tag).is_some() {
+                    numbers += 1;
+                    assert!(
+                        read(record.payload, tag).is_some(),
+                        "{}: {tag}",
+                        path.display()
+                    );
+                    assert!(agrees_under_damage(record.payload, tag) > 0);
+                } else {
+                    assert_eq!(read(record.payload, tag), None, "{}: {tag}", path.display());
                 }
             }
         }
