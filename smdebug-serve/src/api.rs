@@ -418,7 +418,7 @@ pub fn scalars(
                     values: kept.iter().map(|p| finite(p.1)).collect(),
                     wall_times: kept
                         .iter()
-                        .map(|p| column.wall_time_at(p.0).and_then(finite))
+                        .map(|p| d.scalars.wall_time_at(column, p.0).and_then(finite))
                         .collect(),
                 }
             })

@@ -17,7 +17,7 @@
 //! one incremental reader the rule runner and the report use too) into its `ProfileData`; steps,
 //! tensor names and scalar values through smdebug-io's `TensorFollower` (the `Trial`'s listing,
 //! step completeness and checks; each new index file and its event file read once, scalars
-//! kept as compact columns, 8 to 12 bytes a value with its wall time); rule statuses from the summary a
+//! kept as compact columns, 4 to 8 bytes a value, wall times once per step); rule statuses from the summary a
 //! rule runner writes into the run; the end marker. Whole tensors (distributions, 2-D views)
 //! are read through smdebug-io's `Trial`, opened when a view first asks for one. Only what is
 //! new is read on each pass (every 200 ms by default). A run may not exist yet, be still

@@ -5,13 +5,14 @@
 //!   by another mode's steps is one run per stretch.
 //! - **Values** are `f32` while every value taken in is one exactly (a loss computed in `f32`
 //!   and widened), else `f64`: 4 or 8 bytes a value.
-//! - **Wall times** (each value's event record's) are `f32` offsets from the column's first:
-//!   4 bytes a value. An `f32` offset keeps about seven significant digits: a wall time within a
-//!   day of the column's first value is held to 4 ms, within ten days to 32 ms (half of `f32`'s
-//!   spacing there), ample for a relative or wall-clock axis. [`Column::wall_time`] gives it back
-//!   as seconds since the Unix epoch.
+//! - **Wall times** are held once per global step, for every column ([`StepWalls`]): a step's
+//!   is the first wall time taken in for it. The tensors of one step are saved together, so
+//!   their records' wall times are within milliseconds of each other; a value whose record's
+//!   wall time is more than [`WALL_TOLERANCE_S`] from its step's keeps its own, in its column.
+//!   [`ScalarColumns::wall_time_at`] gives a value's back, in seconds since the Unix epoch.
 //!
-//! So 8 to 12 bytes a value, where `(u64, f64)` pairs with their wall time took 20.
+//! So 4 to 8 bytes a value, and 16 bytes a step for the wall times, where `(u64, f64)` pairs
+//! with their wall time took 20.
 
 use std::collections::BTreeMap;
 
@@ -195,15 +196,90 @@ impl Values {
     }
 }
 
-/// One scalar's values in one mode, in step order, with each value's wall time.
+/// How far a value's record's wall time may be from its step's (the first taken in for the
+/// step) and be given back as the step's: 4 ms, seconds.
+pub const WALL_TOLERANCE_S: f64 = 0.004;
+
+/// Whether wall time `a` is given back as `b`: within the tolerance (NaNs alike only by bits).
+fn wall_close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= WALL_TOLERANCE_S || a.to_bits() == b.to_bits()
+}
+
+/// The wall time of each global step taken in: the first wall time handed in for it.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct StepWalls {
+    steps: Steps,
+    walls: Vec<f64>,
+}
+
+impl StepWalls {
+    fn get(&self, step: u64) -> Option<f64> {
+        self.steps.search(step).ok().map(|i| self.walls[i])
+    }
+
+    /// Takes in `(step, wall time)` pairs in the order handed in; a step already held keeps
+    /// its wall time, and so does the first of a step handed in twice. Steps past the last are
+    /// appended; others are merged in one pass over the table.
+    fn take_in(&mut self, mut pairs: Vec<(u64, f64)>) {
+        // A stable sort: of a step's pairs, the first handed in comes first.
+        if !pairs.is_sorted_by_key(|p| p.0) {
+            pairs.sort_by_key(|p| p.0);
+        }
+        pairs.dedup_by_key(|p| p.0);
+        let Some(&(first, _)) = pairs.first() else {
+            return;
+        };
+        if self.steps.last().is_none_or(|last| last < first) {
+            self.walls.reserve(pairs.len());
+            for (step, wall) in pairs {
+                self.steps.push(step);
+                self.walls.push(wall);
+            }
+            return;
+        }
+        let old = std::mem::take(self);
+        let mut held = (0..old.steps.len()).map(|i| (old.steps.get(i), old.walls[i]));
+        let mut new = pairs.into_iter();
+        let (mut a, mut b) = (held.next(), new.next());
+        self.walls.reserve(old.walls.len() + new.len() + 1);
+        loop {
+            let next = match (a, b) {
+                (Some(h), Some(n)) if h.0 <= n.0 => {
+                    if h.0 == n.0 {
+                        b = new.next();
+                    }
+                    a = held.next();
+                    h
+                }
+                (_, Some(n)) => {
+                    b = new.next();
+                    n
+                }
+                (Some(h), None) => {
+                    a = held.next();
+                    h
+                }
+                (None, None) => break,
+            };
+            self.steps.push(next.0);
+            self.walls.push(next.1);
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.steps.heap_bytes() + self.walls.capacity() * std::mem::size_of::<f64>()
+    }
+}
+
+/// One scalar's values in one mode, in step order. Its values' wall times are their steps'
+/// ([`StepWalls`], held by the [`ScalarColumns`]), but for those listed here.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Column {
     steps: Steps,
     values: Values,
-    /// Wall time of each value minus `base`, seconds.
-    walls: Vec<f32>,
-    /// The first finite wall time taken in, seconds since the epoch.
-    base: Option<f64>,
+    /// `(step, wall time)` of the values whose record's wall time is more than
+    /// [`WALL_TOLERANCE_S`] from their step's, in step order (usually none).
+    walls_apart: Vec<(u64, f64)>,
 }
 
 impl Column {
@@ -253,44 +329,38 @@ impl Column {
         (lo..hi.max(lo)).map(|i| self.point(i)).collect()
     }
 
-    /// The wall time of the `i`-th value (its event record's), seconds since the Unix epoch
-    /// (to the `f32` offset's precision: see the module docs).
-    pub fn wall_time(&self, i: usize) -> Option<f64> {
-        self.walls
-            .get(i)
-            .map(|&w| self.base.unwrap_or(0.0) + f64::from(w))
-    }
-
-    /// The wall time of the value at global step `step`.
-    pub fn wall_time_at(&self, step: u64) -> Option<f64> {
-        let i = self.steps.search(step).ok()?;
-        self.wall_time(i)
+    /// Whether a value at global step `step` is held.
+    pub fn holds(&self, step: u64) -> bool {
+        self.steps.search(step).is_ok()
     }
 
     /// Bytes this column holds on the heap.
     pub fn heap_bytes(&self) -> usize {
         self.steps.heap_bytes()
             + self.values.heap_bytes()
-            + self.walls.capacity() * std::mem::size_of::<f32>()
+            + self.walls_apart.capacity() * std::mem::size_of::<(u64, f64)>()
     }
 
     fn reserve(&mut self, n: usize) {
         self.values.reserve(n);
-        self.walls.reserve_exact(n);
     }
 
     fn shrink(&mut self) {
         self.steps.shrink();
         self.values.shrink();
-        self.walls.shrink_to_fit();
+        self.walls_apart.shrink_to_fit();
+    }
+
+    /// Keeps `wall_time` as the value at `step`'s own (it is not its step's).
+    fn keep_wall_apart(&mut self, step: u64, wall_time: f64) {
+        match self.walls_apart.binary_search_by_key(&step, |p| p.0) {
+            Ok(i) => self.walls_apart[i].1 = wall_time,
+            Err(i) => self.walls_apart.insert(i, (step, wall_time)),
+        }
     }
 
     /// Takes in one value; a step already held keeps its first value. True when it was new.
-    fn insert(&mut self, step: u64, value: f64, wall_time: f64) -> bool {
-        if self.base.is_none() && wall_time.is_finite() {
-            self.base = Some(wall_time);
-        }
-        let offset = (wall_time - self.base.unwrap_or(0.0)) as f32;
+    fn insert(&mut self, step: u64, value: f64) -> bool {
         let at = match self.steps.last() {
             Some(last) if last == step => return false,
             Some(last) if last > step => match self.steps.search(step) {
@@ -306,7 +376,6 @@ impl Column {
             }
         };
         self.values.insert(at, value);
-        self.walls.insert(at, offset);
         true
     }
 }
@@ -326,6 +395,7 @@ pub type ScalarBatch = Vec<(String, Mode, BatchColumn)>;
 #[derive(Debug, Default)]
 pub struct ScalarColumns {
     tracks: BTreeMap<String, ScalarTrack>,
+    walls: StepWalls,
     values: usize,
     first_wall_time: Option<f64>,
 }
@@ -337,6 +407,11 @@ impl ScalarColumns {
     /// eighth, and a column left with more room than that once nothing more is announced gives
     /// it back. A step saved by several workers keeps the first value handed in.
     pub fn add(&mut self, batch: ScalarBatch, more: usize) {
+        let pairs = batch
+            .iter()
+            .flat_map(|(_, _, points)| points.iter().map(|&(step, _, wall)| (step, wall)))
+            .collect();
+        self.walls.take_in(pairs);
         for (name, mode, points) in batch {
             self.add_column(name, mode, points, more);
         }
@@ -353,7 +428,11 @@ impl ScalarColumns {
             column.reserve((points.len() + more).max(column.len() / 8));
         }
         for (step, value, wall_time) in points {
-            if column.insert(step, value, wall_time) {
+            if column.insert(step, value) {
+                let step_wall = self.walls.get(step);
+                if !step_wall.is_some_and(|w| wall_close(w, wall_time)) {
+                    column.keep_wall_apart(step, wall_time);
+                }
                 self.values += 1;
                 if wall_time.is_finite() && self.first_wall_time.is_none_or(|w| wall_time < w) {
                     self.first_wall_time = Some(wall_time);
@@ -368,6 +447,19 @@ impl ScalarColumns {
     /// Scalar `name`'s columns.
     pub fn get(&self, name: &str) -> Option<&ScalarTrack> {
         self.tracks.get(name)
+    }
+
+    /// The wall time of `column`'s value at global step `step` (its event record's, within
+    /// [`WALL_TOLERANCE_S`]: see the module docs), seconds since the Unix epoch; `None` when the
+    /// column holds no value there. `column` is one of these columns.
+    pub fn wall_time_at(&self, column: &Column, step: u64) -> Option<f64> {
+        if !column.holds(step) {
+            return None;
+        }
+        match column.walls_apart.binary_search_by_key(&step, |p| p.0) {
+            Ok(i) => Some(column.walls_apart[i].1),
+            Err(_) => self.walls.get(step),
+        }
     }
 
     /// Every scalar with its columns, in name order.
@@ -386,14 +478,16 @@ impl ScalarColumns {
         self.first_wall_time
     }
 
-    /// Bytes the columns hold on the heap (values and wall times; the maps' nodes and names
-    /// not counted).
+    /// Bytes the columns hold on the heap (steps, values and wall times; the maps' nodes and
+    /// names not counted).
     pub fn heap_bytes(&self) -> usize {
-        self.tracks
-            .values()
-            .flat_map(|t| t.values())
-            .map(Column::heap_bytes)
-            .sum()
+        self.walls.heap_bytes()
+            + self
+                .tracks
+                .values()
+                .flat_map(|t| t.values())
+                .map(Column::heap_bytes)
+                .sum::<usize>()
     }
 }
 
@@ -427,10 +521,12 @@ mod tests {
         let train = &track[&Mode::Train];
         let points: Vec<_> = train.points().collect();
         assert_eq!(points, [(0, 1.0), (1, 2.0), (2, 3.0), (4, 5.0)]);
-        let walls: Vec<f64> = (0..4).map(|i| train.wall_time(i).unwrap()).collect();
+        let walls: Vec<f64> = [0, 1, 2, 4]
+            .map(|step| c.wall_time_at(train, step).unwrap())
+            .to_vec();
         assert_eq!(walls, [100.0, 101.5, 102.0, 104.25]);
-        assert_eq!(train.wall_time_at(4), Some(104.25));
-        assert_eq!(train.wall_time_at(3), None);
+        assert_eq!(c.wall_time_at(train, 3), None, "step 3 is eval's");
+        assert_eq!(c.wall_time_at(&track[&Mode::Eval], 3), Some(99.0));
         assert_eq!(track[&Mode::Eval].points().collect::<Vec<_>>(), [(3, 7.0)]);
         assert_eq!(c.values(), 5);
         assert_eq!(c.first_wall_time(), Some(99.0));
@@ -438,21 +534,59 @@ mod tests {
     }
 
     #[test]
-    fn a_wall_time_a_day_after_the_first_is_held_to_4_ms_in_12_bytes_a_value() {
+    fn a_value_is_given_its_steps_wall_time_within_4_ms_and_its_own_beyond() {
         let mut c = ScalarColumns::default();
         let start = 1.79e9;
-        let points: BatchColumn = (0..1000u64)
-            .map(|i| (i, i as f64, start + i as f64 * 86.4 + 0.123_456))
-            .collect();
-        c.add(vec![("loss".into(), Mode::Train, points.clone())], 0);
-        let column = &c.get("loss").unwrap()[&Mode::Train];
-        for (i, &(_, _, wall)) in points.iter().enumerate() {
-            let got = column.wall_time(i).unwrap();
-            assert!((got - wall).abs() <= 0.004, "{i}: {got} for {wall}");
+        // Three tensors a step, saved 1 ms apart; `late` a second after the others at every
+        // tenth step.
+        let column = |offset: f64, late: bool| -> BatchColumn {
+            (0..1000u64)
+                .map(|i| {
+                    let apart = if late && i % 10 == 0 { 1.0 } else { 0.0 };
+                    let wall = start + i as f64 * 86.4 + offset + apart;
+                    (i, i as f64, wall)
+                })
+                .collect()
+        };
+        let (loss, acc, late) = (
+            column(0.0, false),
+            column(0.001, false),
+            column(0.002, true),
+        );
+        c.add(
+            vec![
+                ("loss".into(), Mode::Train, loss.clone()),
+                ("acc".into(), Mode::Train, acc.clone()),
+                ("late".into(), Mode::Train, late.clone()),
+            ],
+            0,
+        );
+        for (name, points) in [("loss", &loss), ("acc", &acc), ("late", &late)] {
+            let column = &c.get(name).unwrap()[&Mode::Train];
+            for &(step, _, wall) in points {
+                let got = c.wall_time_at(column, step).unwrap();
+                assert!(
+                    (got - wall).abs() <= WALL_TOLERANCE_S,
+                    "{name} {step}: {got} for {wall}"
+                );
+                if step % 10 == 0 && name == "late" {
+                    assert_eq!(got, wall, "a second apart: its own");
+                } else {
+                    assert_eq!(
+                        got, loss[step as usize].2,
+                        "the step's: loss's, handed in first"
+                    );
+                }
+            }
         }
-        // `i as f64` is an f32 exactly: 4 bytes a value, 4 a wall time, one run of steps.
-        assert_eq!(column.steps.runs.len(), 1);
-        assert_eq!(column.heap_bytes() - column.steps.heap_bytes(), 1000 * 8);
+        // `i as f64` is an f32 exactly: 4 bytes a value, one run of steps; the wall times are
+        // 8 bytes a step, and `late` keeps 100 of its own.
+        let late = &c.get("late").unwrap()[&Mode::Train];
+        assert_eq!(late.walls_apart.len(), 100);
+        let loss = &c.get("loss").unwrap()[&Mode::Train];
+        assert_eq!(loss.steps.runs.len(), 1);
+        assert_eq!(loss.heap_bytes() - loss.steps.heap_bytes(), 1000 * 4);
+        assert_eq!(c.walls.walls.len(), 1000);
     }
 
     /// A small deterministic generator (xorshift), for orders and values.
@@ -472,7 +606,7 @@ mod tests {
         for seed in 1..40u64 {
             let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
             let mut model: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
-            let mut column = Column::default();
+            let mut c = ScalarColumns::default();
             // Steps: stretches of strides 1, 3 and 10 with gaps, some late, some repeated.
             let mut steps: Vec<u64> = Vec::new();
             let mut at = rng.next() % 5;
@@ -499,18 +633,29 @@ mod tests {
                 } else {
                     step as f64 + 0.5
                 };
-                let wall = 1.7e9 + step as f64;
-                let new = column.insert(step, value, wall);
+                // A repeat's record is another one: its wall time is later.
+                let wall = 1.7e9 + step as f64 + if model.contains_key(&step) { 0.5 } else { 0.0 };
+                let before = c.values();
+                c.add(
+                    vec![("x".into(), Mode::Train, vec![(step, value, wall)])],
+                    0,
+                );
+                let new = c.values() > before;
                 assert_eq!(new, !model.contains_key(&step), "seed {seed} step {step}");
                 model.entry(step).or_insert((value, wall));
             }
+            let column = &c.get("x").unwrap()[&Mode::Train];
             let want: Vec<(u64, f64)> = model.iter().map(|(&s, &(v, _))| (s, v)).collect();
             assert_eq!(column.points().collect::<Vec<_>>(), want, "seed {seed}");
             assert_eq!(column.points().next_back(), want.last().copied());
             assert_eq!(column.last(), want.last().copied());
             for probe in 0..at + 3 {
                 let held = model.get(&probe).map(|&(_, w)| w);
-                assert_eq!(column.wall_time_at(probe), held, "seed {seed} step {probe}");
+                assert_eq!(
+                    c.wall_time_at(column, probe),
+                    held,
+                    "seed {seed} step {probe}"
+                );
             }
             for (from, to) in [(None, None), (Some(3.0), Some(40.5)), (Some(17.0), None)] {
                 let window: Vec<_> = want
@@ -532,7 +677,7 @@ mod tests {
             .collect();
         c.add(vec![("loss".into(), Mode::Train, narrow)], 0);
         let column = &c.get("loss").unwrap()[&Mode::Train];
-        assert_eq!(column.heap_bytes() - column.steps.heap_bytes(), 100 * 8);
+        assert_eq!(column.heap_bytes() - column.steps.heap_bytes(), 100 * 4);
         c.add(
             vec![(
                 "loss".into(),
@@ -551,6 +696,6 @@ mod tests {
         }
         // Steps 0, 10, ..., 1010: one run still.
         assert_eq!(column.steps.runs.len(), 1);
-        assert!(column.heap_bytes() - column.steps.heap_bytes() <= (102 + 102 / 8 + 16) * 12);
+        assert!(column.heap_bytes() - column.steps.heap_bytes() <= (102 + 102 / 8 + 16) * 8);
     }
 }

@@ -152,7 +152,7 @@ struct StepRead {
 /// It keeps no table of a step's tensors: of a step it hands out its mode, the names seen for
 /// the first time (reductions listed under their tensor, as the `Trial` lists them), and the
 /// value of every tensor saved as one number, as columns ([`ScalarBatch`], kept by
-/// [`ScalarColumns`](super::ScalarColumns), 8 to 12 bytes a value with its record's wall time). A record longer than a scalar's
+/// [`ScalarColumns`](super::ScalarColumns), 4 to 8 bytes a value, with wall times once per step). A record longer than a scalar's
 /// can be is never read; a record whose header claims more than one element (or strings) is
 /// never decoded (its header is checked against a one-number budget first), and the tensor is
 /// not read again at later steps.

@@ -97,7 +97,7 @@ use crate::error::{Error, Result};
 pub use crate::format::budget::{Budget, Conversion};
 pub use crate::format::tensor::DEFAULT_MAX_TENSOR_BYTES;
 use crate::storage::Storage;
-pub use columns::{BatchColumn, Column, ScalarBatch, ScalarColumns, ScalarTrack};
+pub use columns::{BatchColumn, Column, ScalarBatch, ScalarColumns, ScalarTrack, WALL_TOLERANCE_S};
 pub use follow::{FollowedStep, TensorFollower, TensorIncrement, TensorProblem};
 pub use progress::{DEFAULT_INCOMPLETE_STEP_WINDOW, StepProgress, StepRange, StepState};
 pub use records::{TensorBytes, TensorValue};
