@@ -41,7 +41,7 @@ pub use problems::{DataArea, DataProblem, DataProblems, MAX_PROBLEMS};
 
 use crate::code::{CODE_PREFIX, SUMMARY_EXTENSION, parse_code_profile_key};
 use crate::kineto::RankSummary;
-use crate::reader::{CodeProfileWindow, ProfilerReader, Span, parse_trace};
+use crate::reader::{CodeProfileWindow, ProfilerReader, Span, parse_trace_without_args};
 use crate::system::{Result, SystemSample};
 
 /// What one poll found that was not handed out before.
@@ -49,7 +49,8 @@ use crate::system::{Result, SystemSample};
 pub struct Increment {
     /// New system samples, in file order (files by window start, then node).
     pub samples: Vec<SystemSample>,
-    /// Spans of the trace files read for the first time.
+    /// Spans of the trace files read for the first time, without their events' `args`
+    /// ([`parse_trace_without_args`]: what a [`SpanStore`](crate::reader::SpanStore) keeps).
     pub spans: Vec<Span>,
     /// Code-profile windows whose summaries appeared, ordered by start, node and worker.
     pub code_windows: Vec<CodeProfileWindow>,
@@ -265,7 +266,7 @@ impl ProfilerFollower {
             };
             self.fetches += 1;
             self.bytes += bytes.len() as u64;
-            match parse_trace(&file, &bytes) {
+            match parse_trace_without_args(&file, &bytes) {
                 Ok(spans) => out.spans.extend(spans),
                 Err(e) => out.problems.push(DataProblem::BadFile {
                     area: DataArea::Spans,

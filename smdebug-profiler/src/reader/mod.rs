@@ -34,7 +34,7 @@ pub use code::{CodeProfileWindow, CodeProfiles, MAX_CODE_PROFILE_BYTES, MAX_CODE
 pub use collected::{MetricSeries, ProfileData, SampleBatch};
 pub use export::chrome_trace;
 pub use span_store::{SpanBatch, SpanRef, SpanStore};
-pub use spans::{Span, parse_trace};
+pub use spans::{Span, parse_trace, parse_trace_without_args};
 pub use system::{
     SystemChunk, SystemLines, parse_system_chunk, parse_system_lines, parse_system_lines_lenient,
 };

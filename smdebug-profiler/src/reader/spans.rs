@@ -5,7 +5,7 @@ use foldhash::HashMap;
 use serde_json::{Map, Value};
 use smdebug_core::Mode;
 
-use super::trace_json::{Event, EventSink, Root, Scalar, read_events};
+use super::trace_json::{Event, EventSink, LeanArgs, Root, Scalar, read_events};
 use crate::spans::{Phase, TraceFileName};
 use crate::system::{ProfilerError, Result};
 
@@ -65,8 +65,20 @@ fn to_epoch_us(base: i128, ts: i128) -> u64 {
 /// traces whose `ts` is already absolute). Other events are read past. The file is read event
 /// by event (`reader/trace_json.rs`), never as a whole document.
 pub fn parse_trace(file: &TraceFileName, bytes: &[u8]) -> Result<Vec<Span>> {
+    parse_trace_with(file, bytes, true)
+}
+
+/// [`parse_trace`] without the events' `args` (each span's `args` is empty): only the entries
+/// a span is read from (`step_num`, `mode`, `worker`, and the `process_name` rows) are looked
+/// at, and nothing else of them is held. For readers that keep spans in a
+/// [`SpanStore`](super::SpanStore), which keeps no `args`.
+pub fn parse_trace_without_args(file: &TraceFileName, bytes: &[u8]) -> Result<Vec<Span>> {
+    parse_trace_with(file, bytes, false)
+}
+
+fn parse_trace_with(file: &TraceFileName, bytes: &[u8], keep_args: bool) -> Result<Vec<Span>> {
     let key = file.key.as_str();
-    let mut spans = Spans::new(file);
+    let mut spans = Spans::new(file, keep_args);
     let root = read_events(bytes, &mut spans)
         .map_err(|e| malformed(key, e.line(), e.column(), e.to_string()))?;
     match root {
@@ -86,11 +98,13 @@ struct Spans<'f> {
     /// Begin events waiting for their end, per (pid, tid).
     open: HashMap<(i64, i64), Vec<RawSpan>>,
     spans: Vec<Span>,
+    keep_args: bool,
 }
 
 impl<'f> Spans<'f> {
-    fn new(file: &'f TraceFileName) -> Spans<'f> {
+    fn new(file: &'f TraceFileName, keep_args: bool) -> Spans<'f> {
         Spans {
+            keep_args,
             file,
             base: 0,
             phases: HashMap::default(),
@@ -108,18 +122,26 @@ impl<'a> EventSink<'a> for Spans<'_> {
         self.spans.clear();
     }
 
+    fn keeps_args(&self) -> bool {
+        self.keep_args
+    }
+
     fn event(&mut self, event: Event<'a>) {
         let pid = event.pid.as_i64().unwrap_or(0);
         let tid = event.tid.as_i64().unwrap_or(0);
         let args = event.args.unwrap_or_default();
+        let lean = event.lean.unwrap_or_else(|| LeanArgs::of(&args));
+        let parsed = SpanArgs::of(&lean);
         let ts = event.ts.number_i128();
         match event.ph.as_str() {
             Some("M") if event.name.as_str() == Some("process_name") => {
-                if let Some(phase) = args.get("name").and_then(Value::as_str) {
+                if let Some(phase) = lean.name.as_ref().and_then(Scalar::as_str) {
                     self.phases.insert(pid, phase.to_owned());
                 }
-                if let Some(start) =
-                    Scalar::of(args.get("start_time_since_epoch_in_micros")).number_i128()
+                if let Some(start) = lean
+                    .start_time_since_epoch_in_micros
+                    .as_ref()
+                    .and_then(Scalar::number_i128)
                 {
                     self.base = start;
                 }
@@ -132,6 +154,7 @@ impl<'a> EventSink<'a> for Spans<'_> {
                     start: ts,
                     end: ts + dur,
                     args,
+                    parsed,
                 };
                 let span = raw.into_span(self.file, &self.phases, pid, self.base);
                 self.spans.push(span);
@@ -143,6 +166,7 @@ impl<'a> EventSink<'a> for Spans<'_> {
                         start: ts,
                         end: ts,
                         args,
+                        parsed,
                     });
                 }
             }
@@ -154,6 +178,7 @@ impl<'a> EventSink<'a> for Spans<'_> {
                 };
                 raw.end = ts.max(raw.start);
                 raw.args.extend(args);
+                raw.parsed.extend(parsed);
                 let span = raw.into_span(self.file, &self.phases, pid, self.base);
                 self.spans.push(span);
             }
@@ -162,12 +187,57 @@ impl<'a> EventSink<'a> for Spans<'_> {
     }
 }
 
-/// An event's name, times relative to the file's base, and args.
+/// What a span takes from its event's `args`: for each entry, whether it is there (the outer
+/// `Option`) and what it gives.
+#[derive(Clone, Copy, Debug, Default)]
+struct SpanArgs {
+    /// `step_num`: a number, or a string holding one.
+    step: Option<Option<u64>>,
+    /// `mode`: a mode's name.
+    mode: Option<Option<Mode>>,
+    /// `worker`: a number.
+    worker: Option<Option<u32>>,
+}
+
+impl SpanArgs {
+    fn of(lean: &LeanArgs<'_>) -> SpanArgs {
+        SpanArgs {
+            step: lean.step_num.as_ref().map(|v| {
+                v.as_u64()
+                    .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+            }),
+            mode: lean
+                .mode
+                .as_ref()
+                .map(|v| v.as_str().and_then(Mode::from_name)),
+            worker: lean
+                .worker
+                .as_ref()
+                .map(|v| v.as_u64().and_then(|w| u32::try_from(w).ok())),
+        }
+    }
+
+    /// `later`'s entries over these, as an end event's `args` go over its begin event's.
+    fn extend(&mut self, later: SpanArgs) {
+        if later.step.is_some() {
+            self.step = later.step;
+        }
+        if later.mode.is_some() {
+            self.mode = later.mode;
+        }
+        if later.worker.is_some() {
+            self.worker = later.worker;
+        }
+    }
+}
+
+/// An event's name, times relative to the file's base, and args (empty unless kept).
 struct RawSpan {
     name: String,
     start: i128,
     end: i128,
     args: Map<String, Value>,
+    parsed: SpanArgs,
 }
 
 impl RawSpan {
@@ -183,25 +253,18 @@ impl RawSpan {
             start,
             end,
             args,
+            parsed,
         } = self;
         let phase = phases
             .get(&pid)
             .cloned()
             .unwrap_or_else(|| "Unknown".to_owned());
-        let step = args.get("step_num").and_then(|v| {
-            v.as_u64()
-                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-        });
-        let mode = args
-            .get("mode")
-            .and_then(Value::as_str)
-            .and_then(Mode::from_name)
+        let step = parsed.step.flatten();
+        let mode = parsed
+            .mode
+            .flatten()
             .or_else(|| phase.strip_prefix("Step:").and_then(Mode::from_name));
-        let worker = args
-            .get("worker")
-            .and_then(Value::as_u64)
-            .and_then(|w| u32::try_from(w).ok())
-            .or(file.worker);
+        let worker = parsed.worker.flatten().or(file.worker);
         Span {
             phase,
             name,

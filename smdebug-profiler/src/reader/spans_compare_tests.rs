@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use smdebug_core::Mode;
 use smdebug_core::phase::Phase;
 
+use super::spans::parse_trace_without_args;
 use super::{Span, parse_trace};
 use crate::spans::{SpanEvent, TraceFileBuilder, TraceFileName, parse_trace_file_key};
 use crate::system::{ProfilerError, Result};
@@ -184,6 +185,28 @@ fn file() -> TraceFileName {
 fn same(label: &str, bytes: &[u8]) -> std::result::Result<Vec<Span>, String> {
     let new = parse_trace(&file(), bytes);
     let old = dom_parse_trace(&file(), bytes);
+    // Without the args: the same spans with none, or the same error.
+    let lean = parse_trace_without_args(&file(), bytes);
+    match (&new, &lean) {
+        (Ok(new), Ok(lean)) => {
+            let stripped: Vec<Span> = new
+                .iter()
+                .map(|s| Span {
+                    args: Default::default(),
+                    ..s.clone()
+                })
+                .collect();
+            assert_eq!(&stripped, lean, "{label}: without args");
+        }
+        (Err(new), Err(lean)) => {
+            assert_eq!(
+                format!("{new:?}"),
+                format!("{lean:?}"),
+                "{label}: without args"
+            )
+        }
+        (new, lean) => panic!("{label}: with args {new:?}, without {lean:?}"),
+    }
     match (new, old) {
         (Ok(new), Ok(old)) => {
             assert_eq!(new.len(), old.len(), "{label}: span count");

@@ -59,6 +59,15 @@ impl<'a> Scalar<'a> {
         }
     }
 
+    /// `Value::as_u64`.
+    pub(super) fn as_u64(&self) -> Option<u64> {
+        match *self {
+            Scalar::U64(v) => Some(v),
+            Scalar::I64(v) => u64::try_from(v).ok(),
+            _ => None,
+        }
+    }
+
     /// `Value::as_str`.
     pub(super) fn as_str(&self) -> Option<&str> {
         match self {
@@ -96,8 +105,49 @@ pub(super) struct Event<'a> {
     pub(super) ph: Scalar<'a>,
     pub(super) ts: Scalar<'a>,
     pub(super) dur: Scalar<'a>,
-    /// `args` when it is an object.
+    /// `args` when it is an object and the sink keeps them ([`EventSink::keeps_args`]).
     pub(super) args: Option<Map<String, Value>>,
+    /// The entries of `args` the span reader uses, when it is an object and the sink does not
+    /// keep them whole: nothing else of it is held.
+    pub(super) lean: Option<LeanArgs<'a>>,
+}
+
+/// The `args` entries a trace's spans are read from, each as read (`None` when the key is
+/// absent; a repeated key's last value).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(super) struct LeanArgs<'a> {
+    /// A `process_name` event's row name.
+    pub(super) name: Option<Scalar<'a>>,
+    /// The `process_name` event's time base.
+    pub(super) start_time_since_epoch_in_micros: Option<Scalar<'a>>,
+    pub(super) step_num: Option<Scalar<'a>>,
+    pub(super) mode: Option<Scalar<'a>>,
+    pub(super) worker: Option<Scalar<'a>>,
+}
+
+impl<'a> LeanArgs<'a> {
+    /// The field for key `key`, when it is one of them.
+    fn field(&mut self, key: &str) -> Option<&mut Option<Scalar<'a>>> {
+        Some(match key {
+            "name" => &mut self.name,
+            "start_time_since_epoch_in_micros" => &mut self.start_time_since_epoch_in_micros,
+            "step_num" => &mut self.step_num,
+            "mode" => &mut self.mode,
+            "worker" => &mut self.worker,
+            _ => return None,
+        })
+    }
+
+    /// The entries of an `args` object read whole.
+    pub(super) fn of(args: &'a Map<String, Value>) -> LeanArgs<'a> {
+        let mut lean = LeanArgs::default();
+        for (key, value) in args {
+            if let Some(field) = lean.field(key) {
+                *field = Some(Scalar::of(Some(value)));
+            }
+        }
+        lean
+    }
 }
 
 /// Where the events go, in file order.
@@ -107,6 +157,9 @@ pub(super) trait EventSink<'a> {
     fn restart(&mut self);
     /// An event, in order.
     fn event(&mut self, event: Event<'a>);
+    /// Whether events carry their `args` whole ([`Event::args`]) or only the entries spans are
+    /// read from ([`Event::lean`]).
+    fn keeps_args(&self) -> bool;
 }
 
 /// What the root of the file was.
@@ -324,7 +377,10 @@ impl<'de, S: EventSink<'de>> Visitor<'de> for EventsSeed<'_, S> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Root, A::Error> {
-        while let Some(event) = seq.next_element::<MaybeEvent<'de>>()? {
+        let seed = EventVisitor {
+            keeps_args: self.0.keeps_args(),
+        };
+        while let Some(event) = seq.next_element_seed(seed)? {
             if let MaybeEvent::Event(event) = event {
                 self.0.event(event);
             }
@@ -339,13 +395,22 @@ enum MaybeEvent<'a> {
     NotAnObject,
 }
 
-impl<'de> serde::Deserialize<'de> for MaybeEvent<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<MaybeEvent<'de>, D::Error> {
-        deserializer.deserialize_any(EventVisitor)
-    }
+/// Reads an event, its `args` whole or lean.
+#[derive(Clone, Copy)]
+struct EventVisitor {
+    keeps_args: bool,
 }
 
-struct EventVisitor;
+impl<'de> DeserializeSeed<'de> for EventVisitor {
+    type Value = MaybeEvent<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<MaybeEvent<'de>, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
 
 impl<'de> Visitor<'de> for EventVisitor {
     type Value = MaybeEvent<'de>;
@@ -393,11 +458,15 @@ impl<'de> Visitor<'de> for EventVisitor {
                 Some("ph") => &mut event.ph,
                 Some("ts") => &mut event.ts,
                 Some("dur") => &mut event.dur,
-                Some("args") => {
+                Some("args") if self.keeps_args => {
                     event.args = match map.next_value::<Value>()? {
                         Value::Object(args) => Some(args),
                         _ => None,
                     };
+                    continue;
+                }
+                Some("args") => {
+                    event.lean = map.next_value::<LeanSeen<'de>>()?.0;
                     continue;
                 }
                 _ => {
@@ -408,5 +477,67 @@ impl<'de> Visitor<'de> for EventVisitor {
             *field = map.next_value::<Scalar<'de>>()?;
         }
         Ok(MaybeEvent::Event(event))
+    }
+}
+
+/// `args` read for its [`LeanArgs`] (`None` when it is not an object), every other entry
+/// checked as a `Value` read would check it and dropped.
+struct LeanSeen<'a>(Option<LeanArgs<'a>>);
+
+impl<'de> serde::Deserialize<'de> for LeanSeen<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<LeanSeen<'de>, D::Error> {
+        deserializer.deserialize_any(LeanVisitor)
+    }
+}
+
+struct LeanVisitor;
+
+impl<'de> Visitor<'de> for LeanVisitor {
+    type Value = LeanSeen<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<LeanSeen<'de>, E> {
+        Ok(LeanSeen(None))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<LeanSeen<'de>, E> {
+        Ok(LeanSeen(None))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<LeanSeen<'de>, E> {
+        Ok(LeanSeen(None))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<LeanSeen<'de>, E> {
+        Ok(LeanSeen(None))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<LeanSeen<'de>, E> {
+        Ok(LeanSeen(None))
+    }
+
+    fn visit_unit<E>(self) -> Result<LeanSeen<'de>, E> {
+        Ok(LeanSeen(None))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<LeanSeen<'de>, A::Error> {
+        while seq.next_element::<Value>()?.is_some() {}
+        Ok(LeanSeen(None))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LeanSeen<'de>, A::Error> {
+        let mut lean = LeanArgs::default();
+        while let Some(key) = map.next_key::<Scalar<'de>>()? {
+            match key.as_str().and_then(|key| lean.field(key)) {
+                Some(field) => *field = Some(map.next_value::<Scalar<'de>>()?),
+                None => {
+                    map.next_value::<Skip>()?;
+                }
+            }
+        }
+        Ok(LeanSeen(Some(lean)))
     }
 }
