@@ -381,7 +381,7 @@ impl<'de, S: EventSink<'de>> Visitor<'de> for EventsSeed<'_, S> {
             keeps_args: self.0.keeps_args(),
         };
         while let Some(event) = seq.next_element_seed(seed)? {
-            if let MaybeEvent::Event(event) = event {
+            if let Some(event) = event {
                 self.0.event(event);
             }
         }
@@ -389,66 +389,61 @@ impl<'de, S: EventSink<'de>> Visitor<'de> for EventsSeed<'_, S> {
     }
 }
 
-/// An element of the events array: an event when it is an object.
-enum MaybeEvent<'a> {
-    Event(Event<'a>),
-    NotAnObject,
-}
-
-/// Reads an event, its `args` whole or lean.
+/// Reads an element of the events array: an event when it is an object (its `args` whole or
+/// lean), else `None`.
 #[derive(Clone, Copy)]
 struct EventVisitor {
     keeps_args: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for EventVisitor {
-    type Value = MaybeEvent<'de>;
+    type Value = Option<Event<'de>>;
 
     fn deserialize<D: Deserializer<'de>>(
         self,
         deserializer: D,
-    ) -> Result<MaybeEvent<'de>, D::Error> {
+    ) -> Result<Option<Event<'de>>, D::Error> {
         deserializer.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for EventVisitor {
-    type Value = MaybeEvent<'de>;
+    type Value = Option<Event<'de>>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an event")
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<MaybeEvent<'de>, E> {
-        Ok(MaybeEvent::NotAnObject)
+    fn visit_bool<E>(self, _: bool) -> Result<Option<Event<'de>>, E> {
+        Ok(None)
     }
 
-    fn visit_i64<E>(self, _: i64) -> Result<MaybeEvent<'de>, E> {
-        Ok(MaybeEvent::NotAnObject)
+    fn visit_i64<E>(self, _: i64) -> Result<Option<Event<'de>>, E> {
+        Ok(None)
     }
 
-    fn visit_u64<E>(self, _: u64) -> Result<MaybeEvent<'de>, E> {
-        Ok(MaybeEvent::NotAnObject)
+    fn visit_u64<E>(self, _: u64) -> Result<Option<Event<'de>>, E> {
+        Ok(None)
     }
 
-    fn visit_f64<E>(self, _: f64) -> Result<MaybeEvent<'de>, E> {
-        Ok(MaybeEvent::NotAnObject)
+    fn visit_f64<E>(self, _: f64) -> Result<Option<Event<'de>>, E> {
+        Ok(None)
     }
 
-    fn visit_str<E>(self, _: &str) -> Result<MaybeEvent<'de>, E> {
-        Ok(MaybeEvent::NotAnObject)
+    fn visit_str<E>(self, _: &str) -> Result<Option<Event<'de>>, E> {
+        Ok(None)
     }
 
-    fn visit_unit<E>(self) -> Result<MaybeEvent<'de>, E> {
-        Ok(MaybeEvent::NotAnObject)
+    fn visit_unit<E>(self) -> Result<Option<Event<'de>>, E> {
+        Ok(None)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<MaybeEvent<'de>, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Option<Event<'de>>, A::Error> {
         while seq.next_element::<Value>()?.is_some() {}
-        Ok(MaybeEvent::NotAnObject)
+        Ok(None)
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<MaybeEvent<'de>, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<Event<'de>>, A::Error> {
         let mut event = Event::default();
         while let Some(key) = map.next_key::<Scalar<'de>>()? {
             let field = match key.as_str() {
@@ -476,7 +471,7 @@ impl<'de> Visitor<'de> for EventVisitor {
             };
             *field = map.next_value::<Scalar<'de>>()?;
         }
-        Ok(MaybeEvent::Event(event))
+        Ok(Some(event))
     }
 }
 
