@@ -272,6 +272,9 @@ impl TensorFollower {
             }
         }
         if self.backlog.is_empty() {
+            // A first read's backlog held every index file of the run (~70 bytes each): its
+            // room goes back.
+            self.backlog = VecDeque::new();
             self.progress.listed();
             if let Some(reason) = marker {
                 self.end = Some(reason);
