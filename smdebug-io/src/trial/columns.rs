@@ -217,10 +217,15 @@ impl StepWalls {
         self.steps.search(step).ok().map(|i| self.walls[i])
     }
 
-    /// Takes in `(step, wall time)` pairs in the order handed in; a step already held keeps
-    /// its wall time, and so does the first of a step handed in twice. Steps past the last are
-    /// appended; others are merged in one pass over the table.
-    fn take_in(&mut self, mut pairs: Vec<(u64, f64)>) {
+    /// Takes in the wall times of `points` (one column's, in step order) for the steps not held
+    /// yet; a step already held keeps its wall time, and so does the first of a step handed in
+    /// twice. Steps past the last are appended; others are merged in one pass over the table.
+    fn take_in(&mut self, points: &[(u64, f64, f64)]) {
+        let mut pairs: Vec<(u64, f64)> = points
+            .iter()
+            .filter(|p| self.get(p.0).is_none())
+            .map(|&(step, _, wall)| (step, wall))
+            .collect();
         // A stable sort: of a step's pairs, the first handed in comes first.
         if !pairs.is_sorted_by_key(|p| p.0) {
             pairs.sort_by_key(|p| p.0);
@@ -407,17 +412,13 @@ impl ScalarColumns {
     /// eighth, and a column left with more room than that once nothing more is announced gives
     /// it back. A step saved by several workers keeps the first value handed in.
     pub fn add(&mut self, batch: ScalarBatch, more: usize) {
-        let pairs = batch
-            .iter()
-            .flat_map(|(_, _, points)| points.iter().map(|&(step, _, wall)| (step, wall)))
-            .collect();
-        self.walls.take_in(pairs);
         for (name, mode, points) in batch {
             self.add_column(name, mode, points, more);
         }
     }
 
     fn add_column(&mut self, name: String, mode: Mode, points: BatchColumn, more: usize) {
+        self.walls.take_in(&points);
         let column = self
             .tracks
             .entry(name)

@@ -527,8 +527,9 @@ fn read_numbers(
     } else {
         None
     };
+    let mut seen = crate::format::number::SeenMetadata::default();
     for (name, start, length) in wanted {
-        match records::number_at(storage, whole.as_ref(), &at(start, length), name) {
+        match records::number_at(storage, whole.as_ref(), &at(start, length), name, &mut seen) {
             Ok(Some((value, wall_time))) => read.numbers.push((name.clone(), value, wall_time)),
             Ok(None) => read.not_numbers.push(name.clone()),
             Err(e) => read.problems.push((name.clone(), e)),

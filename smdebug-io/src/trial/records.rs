@@ -144,7 +144,8 @@ const ONE_NUMBER: Budget = Budget {
 /// The one number tensor `name`'s record at `loc` holds, with the record's wall time (seconds
 /// since the epoch), its framing, checksums, tag and step
 /// checked as [`read_tensor`] checks them. `file`: the whole event file when it was read (else
-/// the record is read by range). `Ok(None)` when the record is not one number (its header
+/// the record is read by range). `seen`: the value metadata last found valid in the file
+/// ([`SeenMetadata`](crate::format::number::SeenMetadata)). `Ok(None)` when the record is not one number (its header
 /// claims another number of elements, or strings; or it is longer than [`MAX_NUMBER_RECORD`],
 /// then it is not read at all): nothing of its values is decoded then.
 pub(crate) fn number_at(
@@ -152,6 +153,7 @@ pub(crate) fn number_at(
     file: Option<&Bytes>,
     loc: &Location,
     name: &str,
+    seen: &mut crate::format::number::SeenMetadata,
 ) -> Result<Option<(f64, f64)>> {
     if loc.length > MAX_NUMBER_RECORD {
         return Ok(None);
@@ -173,7 +175,7 @@ pub(crate) fn number_at(
         &loc.file.path,
         loc.start,
         PayloadCrcPolicy::AcceptBoth,
-    ) && let Some(n) = crate::format::number::read(rec.payload, name)
+    ) && let Some(n) = crate::format::number::read_seen(rec.payload, name, seen)
         && n.step == loc.step
     {
         return Ok(Some((n.value, n.wall_time)));
