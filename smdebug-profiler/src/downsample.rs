@@ -82,35 +82,94 @@ impl MinMax {
     }
 }
 
+/// Points ordered by x, read by index: a slice of pairs, or a series' compact
+/// [`Points`](crate::reader::Points).
+pub trait PointSource<X: Coord> {
+    /// How many points.
+    fn count(&self) -> usize;
+    /// The `i`-th point.
+    fn point(&self, i: usize) -> (X, f64);
+}
+
+impl<X: Coord> PointSource<X> for [(X, f64)] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn point(&self, i: usize) -> (X, f64) {
+        self[i]
+    }
+}
+
+impl<X: Coord> PointSource<X> for Vec<(X, f64)> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn point(&self, i: usize) -> (X, f64) {
+        self[i]
+    }
+}
+
+impl PointSource<u64> for crate::reader::Points {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn point(&self, i: usize) -> (u64, f64) {
+        self.get(i)
+    }
+}
+
+/// The first index in `lo..hi` whose point is not `before` (`before` holds for a prefix).
+fn first_not<X: Coord, S: PointSource<X> + ?Sized>(
+    points: &S,
+    (mut lo, mut hi): (usize, usize),
+    before: impl Fn(f64) -> bool,
+) -> usize {
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if before(points.point(mid).0.x()) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 /// The points of `points` (ordered by x) within `options`' window: all of them when they fit
 /// in `max_points`, else the lowest and the highest point of each of `max_points / 2` slices
 /// of equal width (one slice fewer when the ends are kept), in x order. Every point returned
 /// is one of `points`.
-pub fn min_max<X: Coord>(points: &[(X, f64)], options: &MinMax) -> Vec<(X, f64)> {
+pub fn min_max<X: Coord, S: PointSource<X> + ?Sized>(
+    points: &S,
+    options: &MinMax,
+) -> Vec<(X, f64)> {
     let max_points = options.max_points.max(2);
+    let n = points.count();
     let lo = options
         .from
-        .map_or(0, |f| points.partition_point(|p| p.0.x() < f));
+        .map_or(0, |f| first_not(points, (0, n), |x| x < f));
     let hi = options
         .to
-        .map_or(points.len(), |t| points.partition_point(|p| p.0.x() <= t));
-    let window = &points[lo..hi.max(lo)];
-    if window.len() <= max_points {
-        return window.to_vec();
+        .map_or(n, |t| first_not(points, (0, n), |x| x <= t))
+        .max(lo);
+    if hi - lo <= max_points {
+        return (lo..hi).map(|i| points.point(i)).collect();
     }
     let mut out = Vec::with_capacity(max_points);
+    let range = (points.point(lo).0.x(), points.point(hi - 1).0.x());
     if options.keep_ends {
-        out.push(window[0]);
+        out.push(points.point(lo));
         // Room for no inner slice: the first and the last point are what fits.
         let slices = (max_points - 2) / 2;
         if slices > 0 {
-            let range = (window[0].0.x(), window[window.len() - 1].0.x());
-            extremes(&window[1..window.len() - 1], range, slices, &mut out);
+            extremes(points, lo + 1..hi - 1, range, slices, &mut out);
         }
-        out.push(window[window.len() - 1]);
+        out.push(points.point(hi - 1));
     } else {
-        let range = (window[0].0.x(), window[window.len() - 1].0.x());
-        extremes(window, range, max_points / 2, &mut out);
+        extremes(points, lo..hi, range, max_points / 2, &mut out);
     }
     out
 }
@@ -120,10 +179,11 @@ fn rank(v: f64) -> Option<f64> {
     (!v.is_nan()).then_some(v)
 }
 
-/// Appends the lowest and highest point of `points` in each of `slices` equal-width slices of
-/// the x range `(start, end)`.
-fn extremes<X: Coord>(
-    points: &[(X, f64)],
+/// Appends the lowest and highest point of the points `within` in each of `slices`
+/// equal-width slices of the x range `(start, end)`.
+fn extremes<X: Coord, S: PointSource<X> + ?Sized>(
+    points: &S,
+    within: std::ops::Range<usize>,
     (start, end): (f64, f64),
     slices: usize,
     out: &mut Vec<(X, f64)>,
@@ -136,32 +196,39 @@ fn extremes<X: Coord>(
             0
         }
     };
-    let mut at = 0;
-    while at < points.len() {
-        let slice = slice_of(points[at].0.x());
-        let mut end = at;
-        let (mut lo, mut hi): (Option<usize>, Option<usize>) = (None, None);
-        while end < points.len() && slice_of(points[end].0.x()) == slice {
-            if let Some(v) = rank(points[end].1) {
-                if lo.is_none_or(|i| v < points[i].1) {
-                    lo = Some(end);
+    let mut at = within.start;
+    let mut next = (at < within.end).then(|| points.point(at));
+    while let Some(first) = next {
+        let slice = slice_of(first.0.x());
+        let (mut lo, mut hi): (Option<(X, f64)>, Option<(X, f64)>) = (None, None);
+        let (mut lo_at, mut hi_at) = (0, 0);
+        let mut p = first;
+        loop {
+            if let Some(v) = rank(p.1) {
+                if lo.is_none_or(|l| v < l.1) {
+                    (lo, lo_at) = (Some(p), at);
                 }
-                if hi.is_none_or(|i| v > points[i].1) {
-                    hi = Some(end);
+                if hi.is_none_or(|h| v > h.1) {
+                    (hi, hi_at) = (Some(p), at);
                 }
             }
-            end += 1;
+            at += 1;
+            next = (at < within.end).then(|| points.point(at));
+            match next {
+                Some(q) if slice_of(q.0.x()) == slice => p = q,
+                _ => break,
+            }
         }
         match (lo, hi) {
-            (Some(lo), Some(hi)) if lo != hi => {
-                out.push(points[lo.min(hi)]);
-                out.push(points[lo.max(hi)]);
+            (Some(l), Some(h)) if lo_at != hi_at => {
+                let (a, b) = if lo_at < hi_at { (l, h) } else { (h, l) };
+                out.push(a);
+                out.push(b);
             }
-            (Some(one), _) | (_, Some(one)) => out.push(points[one]),
+            (Some(one), _) | (_, Some(one)) => out.push(one),
             // Nothing but NaN in the slice: its first point stands for it.
-            (None, None) => out.push(points[at]),
+            (None, None) => out.push(first),
         }
-        at = end;
     }
 }
 
@@ -235,6 +302,7 @@ mod tests {
         let pts: Vec<(f64, f64)> = (0..10).map(|i| (i as f64, 0.0)).collect();
         assert!(min_max(&pts, &MinMax::new(100).window(Some(20.0), Some(30.0))).is_empty());
         assert!(min_max(&pts, &MinMax::new(100).window(Some(5.0), Some(2.0))).is_empty());
-        assert!(min_max::<f64>(&[], &MinMax::new(100)).is_empty());
+        let empty: &[(f64, f64)] = &[];
+        assert!(min_max(empty, &MinMax::new(100)).is_empty());
     }
 }

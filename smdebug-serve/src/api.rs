@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use regex::Regex;
 use serde::Deserialize;
 use smdebug_core::Mode;
+use smdebug_profiler::downsample::PointSource;
 use smdebug_profiler::reader::{SpanRef, SpanStore};
 use smdebug_profiler::stats::percentile;
 
@@ -51,12 +52,12 @@ fn secs(us: u64) -> f64 {
 }
 
 /// Time-stamped points, downsampled over the window.
-pub(crate) fn time_series(points: &[(u64, f64)], window: &Window) -> TimeSeries {
+pub(crate) fn time_series<S: PointSource<u64> + ?Sized>(points: &S, window: &Window) -> TimeSeries {
     let kept = min_max(points, window.start_us(), window.end_us(), window.budget());
     TimeSeries {
         t: kept.iter().map(|p| finite(secs(p.0))).collect(),
         v: kept.iter().map(|p| finite(p.1)).collect(),
-        total: points.len(),
+        total: points.count(),
     }
 }
 

@@ -7,7 +7,7 @@
 //! finer detail down to the raw samples.
 
 pub use smdebug_profiler::downsample::Coord;
-use smdebug_profiler::downsample::MinMax;
+use smdebug_profiler::downsample::{MinMax, PointSource};
 
 /// The most points one series is ever sent.
 pub const MAX_POINTS: usize = 2_000;
@@ -15,8 +15,8 @@ pub const MAX_POINTS: usize = 2_000;
 /// The points of `points` (ordered by `x`) with `from <= x <= to`, at most `max_points` of them
 /// (clamped to `2..=MAX_POINTS`): all of them when they fit, else the minimum and maximum of
 /// each of `max_points / 2` equal-width buckets of the window.
-pub fn min_max<X: Coord>(
-    points: &[(X, f64)],
+pub fn min_max<X: Coord, S: PointSource<X> + ?Sized>(
+    points: &S,
     from: Option<f64>,
     to: Option<f64>,
     max_points: usize,

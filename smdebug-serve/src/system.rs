@@ -76,7 +76,7 @@ fn heatmap(d: &RunData, window: &Window) -> Heatmap {
             let mut count = vec![0u32; columns];
             for m in members {
                 let lo = m.points.partition_point(|p| (p.0 as f64) < from);
-                for p in &m.points[lo..] {
+                for p in m.points.range(lo..m.points.len()) {
                     let at = p.0 as f64;
                     if at > to {
                         break;

@@ -175,7 +175,7 @@ fn a_live_run_read_poll_by_poll_gives_what_one_offline_read_gives() {
     assert_eq!(once.data.spans().len(), 30);
     assert_eq!(once.windows.len(), 3);
     let cpu0 = &once.metrics()[0];
-    assert!(cpu0.points.is_sorted_by_key(|p| p.0));
+    assert!(cpu0.points.iter().is_sorted_by_key(|p| p.0));
     // The bad line is one problem, named by file and line, met once by each follower.
     assert_eq!(live.problems(), offline.problems());
     let problems = live.problems().list();
@@ -287,7 +287,7 @@ fn out_of_order_samples_are_merged_not_inserted_one_by_one() {
             .filter(|i| i % 2 == parity)
             .map(|i| ((T0 * 10 + i) * 100_000, i as f64))
             .collect();
-        assert_eq!(series.points, expected);
+        assert_eq!(series.points.to_vec(), expected);
     }
 }
 

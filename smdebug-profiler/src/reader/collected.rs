@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 
+use super::points::{Points, point_order};
 use super::{Span, SpanBatch, SpanStore};
 use crate::system::{SeriesKey, SystemSample};
 
@@ -20,8 +21,9 @@ pub struct MetricSeries {
     pub name: String,
     /// `CPUUtilization`, `GPUMemoryUtilization`, …
     pub dimension: String,
-    /// `(timestamp µs since the epoch, value)`, ordered by time (then value).
-    pub points: Vec<(u64, f64)>,
+    /// `(timestamp µs since the epoch, value)`, ordered by time (then value), 8 bytes a point
+    /// for decimal values ([`Points`]).
+    pub points: Points,
 }
 
 impl MetricSeries {
@@ -29,38 +31,6 @@ impl MetricSeries {
     pub fn unit(&self) -> &'static str {
         crate::system::vocab::unit(&self.metric_type, &self.name, &self.dimension)
     }
-}
-
-fn point_order(a: &(u64, f64), b: &(u64, f64)) -> std::cmp::Ordering {
-    a.0.cmp(&b.0).then_with(|| a.1.total_cmp(&b.1))
-}
-
-/// Merges the sorted `batch` into the sorted `points`: `O(k log k)` for the batch and
-/// `O(tail + k)` for the points after the batch's first, never one insertion per point.
-fn merge_points(points: &mut Vec<(u64, f64)>, mut batch: Vec<(u64, f64)>) {
-    if !batch.is_sorted_by(|a, b| point_order(a, b).is_le()) {
-        batch.sort_by(point_order);
-    }
-    let Some(first) = batch.first() else { return };
-    let at = points.partition_point(|p| point_order(p, first).is_le());
-    if at == points.len() {
-        points.append(&mut batch);
-        return;
-    }
-    let tail = points.split_off(at);
-    points.reserve(tail.len() + batch.len());
-    let (mut i, mut j) = (0, 0);
-    while i < tail.len() && j < batch.len() {
-        if point_order(&batch[j], &tail[i]).is_lt() {
-            points.push(batch[j]);
-            j += 1;
-        } else {
-            points.push(tail[i]);
-            i += 1;
-        }
-    }
-    points.extend_from_slice(&tail[i..]);
-    points.extend_from_slice(&batch[j..]);
 }
 
 /// Samples grouped by series and sorted, ready to merge into a [`ProfileData`]: built
@@ -103,7 +73,7 @@ impl SampleBatch {
     }
 }
 
-/// System samples as series (16 bytes a point) and compact spans, added in any order.
+/// System samples as series (8 bytes a point for decimal values, else 12) and compact spans, added in any order.
 #[derive(Clone, Debug, Default)]
 pub struct ProfileData {
     series: BTreeMap<SeriesKey, MetricSeries>,
@@ -130,11 +100,11 @@ impl ProfileData {
                         metric_type,
                         name,
                         dimension,
-                        points: Vec::new(),
+                        points: Points::default(),
                     })
                 }
             };
-            merge_points(&mut series.points, batch);
+            series.points.merge(batch);
         }
     }
 
@@ -213,7 +183,10 @@ mod tests {
         let metrics: Vec<&MetricSeries> = data.metrics().collect();
         assert_eq!(metrics.len(), 2);
         assert_eq!(metrics[0].name, "cpu0");
-        assert_eq!(metrics[1].points, vec![(1_000_000, 4.0), (2_000_000, 5.0)]);
+        assert_eq!(
+            metrics[1].points.to_vec(),
+            [(1_000_000, 4.0), (2_000_000, 5.0)]
+        );
         assert_eq!(metrics[1].unit(), "%");
         assert_eq!(data.sample_count(), 3);
         assert_eq!(data.time_range(), Some((1_000_000, 3_000_000)));
@@ -234,7 +207,11 @@ mod tests {
         let a: Vec<&MetricSeries> = whole.metrics().collect();
         let b: Vec<&MetricSeries> = pieces.metrics().collect();
         assert_eq!(a, b);
-        assert!(a[0].points.is_sorted_by(|x, y| point_order(x, y).is_le()));
+        assert!(
+            a[0].points
+                .iter()
+                .is_sorted_by(|x, y| point_order(x, y).is_le())
+        );
         assert_eq!(a[0].points.len(), 3000);
     }
 }

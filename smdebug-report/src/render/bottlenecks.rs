@@ -9,7 +9,7 @@ use crate::html::{Cell, table};
 use crate::stats::Summary;
 
 use super::Page;
-use super::format::{pct, values};
+use super::format::pct;
 use super::view::NodeView;
 
 /// Which bottleneck a section is about.
@@ -135,7 +135,8 @@ impl Page<'_> {
             if own.is_empty() && !details.nodes.contains_key(&n.node) {
                 continue;
             }
-            let p95 = Summary::of(values(own)).map_or("-".into(), |s| format!("{:.1}", s.p95));
+            let p95 = Summary::of(own.iter().map(|p| p.1))
+                .map_or("-".into(), |s| format!("{:.1}", s.p95));
             let Some(d) = details.nodes.get(&n.node) else {
                 rows.push(vec![
                     Cell::text(&n.node),
@@ -195,11 +196,11 @@ impl Page<'_> {
         let lines = vec![
             Series {
                 label: what.into(),
-                points: self.view.timeline(kind.series(n)),
+                points: self.view.timeline(kind.series(n).iter().copied()),
             },
             Series {
                 label: "GPU mean utilization".into(),
-                points: self.view.timeline(&n.gpu_mean),
+                points: self.view.timeline(n.gpu_mean.iter().copied()),
             },
         ];
         let node = details.and_then(|d| d.nodes.get(&n.node));

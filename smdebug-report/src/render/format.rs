@@ -6,7 +6,7 @@ use smdebug_profiler::system::vocab;
 use crate::charts::clock;
 use crate::html::Cell;
 use crate::stats::Summary;
-use smdebug_profiler::reader::MetricSeries;
+use smdebug_profiler::reader::{MetricSeries, Points};
 
 /// The columns [`duration_cells`] fills.
 pub(super) const DURATION_COLUMNS: [&str; 6] = [
@@ -97,7 +97,7 @@ pub(super) fn mode_name(mode: Option<Mode>) -> &'static str {
     mode.map_or("unknown mode", Mode::name)
 }
 
-pub(super) fn values(points: &[(u64, f64)]) -> impl Iterator<Item = f64> + '_ {
+pub(super) fn values(points: &Points) -> impl Iterator<Item = f64> + '_ {
     points.iter().map(|p| p.1)
 }
 
@@ -112,7 +112,7 @@ mod tests {
             metric_type: metric_type.into(),
             name: name.into(),
             dimension: dim.into(),
-            points: vec![],
+            points: Default::default(),
         };
         assert_eq!(s("gpu", "gpu0", "GPUMemoryUtilization").unit(), "%");
         assert_eq!(s("i/o", "ReadThroughputInBytesPerSecond", "").unit(), "B/s");

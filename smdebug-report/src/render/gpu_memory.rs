@@ -36,7 +36,7 @@ impl Page<'_> {
                 .take(MAX_SERIES)
                 .map(|g| Series {
                     label: g.0.clone(),
-                    points: self.view.timeline(&g.2.points),
+                    points: self.view.timeline(g.2.points.iter()),
                 })
                 .collect();
             let drawn = charts::line_chart(

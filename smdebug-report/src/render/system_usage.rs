@@ -125,13 +125,13 @@ impl Page<'_> {
         if !node.cpu.is_empty() {
             util.push(Series {
                 label: "CPU (all cores)".into(),
-                points: self.view.timeline(&node.cpu),
+                points: self.view.timeline(node.cpu.iter().copied()),
             });
         }
         if !node.io_wait.is_empty() {
             util.push(Series {
                 label: "I/O wait".into(),
-                points: self.view.timeline(&node.io_wait),
+                points: self.view.timeline(node.io_wait.iter().copied()),
             });
         }
         for g in node
@@ -142,14 +142,14 @@ impl Page<'_> {
         {
             util.push(Series {
                 label: format!("{} utilization", g.0.label(many)),
-                points: self.view.timeline(&g.1.points),
+                points: self.view.timeline(g.1.points.iter()),
             });
         }
         let mut memory = Vec::new();
         if let Some(m) = node.memory {
             memory.push(Series {
                 label: "host memory".into(),
-                points: self.view.timeline(&m.points),
+                points: self.view.timeline(m.points.iter()),
             });
         }
         for g in node
@@ -160,7 +160,7 @@ impl Page<'_> {
         {
             memory.push(Series {
                 label: format!("{} memory", g.0.label(many)),
-                points: self.view.timeline(&g.1.points),
+                points: self.view.timeline(g.1.points.iter()),
             });
         }
         let traffic: Vec<Series> = node
@@ -172,7 +172,7 @@ impl Page<'_> {
                 points: s
                     .points
                     .iter()
-                    .map(|&(t, v)| (self.view.elapsed(t), v / 1e6))
+                    .map(|(t, v)| (self.view.elapsed(t), v / 1e6))
                     .collect(),
             })
             .collect();

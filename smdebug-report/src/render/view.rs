@@ -67,7 +67,7 @@ pub(super) fn mean_per_time<'s>(
 ) -> Vec<(u64, f64)> {
     let mut acc: BTreeMap<u64, (f64, u32)> = BTreeMap::new();
     for s in series {
-        for &(t, v) in &s.points {
+        for (t, v) in s.points.iter() {
             let e = acc.entry(t).or_insert((0.0, 0));
             e.0 += v;
             e.1 += 1;
@@ -104,10 +104,10 @@ impl<'a> View<'a> {
                     .collect();
                 cores.sort_by_key(|s| trailing_number(&s.name));
                 let cpu = find(vocab::TYPE_CPU, vocab::CPU_TOTAL, vocab::CPU_UTILIZATION)
-                    .map(|s| s.points.clone())
+                    .map(|s| s.points.to_vec())
                     .unwrap_or_else(|| mean_per_time(cores.iter().copied()));
                 let io_wait = find(vocab::TYPE_CPU, vocab::CPU_TOTAL, vocab::IO_WAIT_PERCENTAGE)
-                    .map(|s| s.points.clone())
+                    .map(|s| s.points.to_vec())
                     .unwrap_or_else(|| {
                         mean_per_time(series.iter().copied().filter(|s| {
                             s.metric_type == vocab::TYPE_CPU
@@ -186,8 +186,11 @@ impl<'a> View<'a> {
         (us as f64 - t0 as f64) / 1e6
     }
 
-    pub(super) fn timeline(&self, points: &[(u64, f64)]) -> Vec<(f64, f64)> {
-        points.iter().map(|&(t, v)| (self.elapsed(t), v)).collect()
+    pub(super) fn timeline(&self, points: impl IntoIterator<Item = (u64, f64)>) -> Vec<(f64, f64)> {
+        points
+            .into_iter()
+            .map(|(t, v)| (self.elapsed(t), v))
+            .collect()
     }
 }
 
