@@ -200,7 +200,7 @@ fn extremes<X: Coord, S: PointSource<X> + ?Sized>(
     let mut next = (at < within.end).then(|| points.point(at));
     while let Some(first) = next {
         let slice = slice_of(first.0.x());
-        let (mut lo, mut hi): (Option<(X, f64)>, Option<(X, f64)>) = (None, None);
+        let (mut lo, mut hi) = (None::<(X, f64)>, None::<(X, f64)>);
         let (mut lo_at, mut hi_at) = (0, 0);
         let mut p = first;
         loop {

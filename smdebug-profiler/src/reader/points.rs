@@ -66,7 +66,8 @@ impl Default for Values {
 /// `v` as `m / 10^exponent` exactly, when there is such an `i32` `m`.
 fn mantissa(v: f64, exponent: usize) -> Option<i32> {
     let scaled = (v * TEN_TO[exponent]).round();
-    if !(scaled.abs() <= f64::from(i32::MAX)) {
+    // NaN and the infinities fail this too.
+    if scaled.abs().partial_cmp(&f64::from(i32::MAX)) != Some(std::cmp::Ordering::Less) {
         return None;
     }
     let m = scaled as i32;
