@@ -46,11 +46,12 @@ impl UnusableSlot {
 /// A step lists a few tensors, and the same names step after step: the names are shared with
 /// the other steps of the trial ([`Interner`]), and a short table is searched in order, which
 /// is faster than hashing the name. Long tables (more than [`TensorTable::SCAN_MAX`] names)
-/// keep a hash index as well.
+/// get a hash index as well, at their first lookup by name (a table only read in order, as the
+/// tensor follower reads it, never builds one).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TensorTable {
     entries: Vec<(Arc<str>, Slot)>,
-    index: Option<foldhash::HashMap<Arc<str>, usize>>,
+    index: std::sync::OnceLock<foldhash::HashMap<Arc<str>, usize>>,
 }
 
 impl TensorTable {
@@ -60,15 +61,30 @@ impl TensorTable {
     fn with_capacity(n: usize) -> Self {
         TensorTable {
             entries: Vec::with_capacity(n),
-            index: None,
+            index: std::sync::OnceLock::new(),
         }
     }
 
     fn position(&self, name: &str) -> Option<usize> {
-        match &self.index {
-            Some(index) => index.get(name).copied(),
-            None => self.entries.iter().position(|(n, _)| &**n == name),
+        if self.entries.len() <= Self::SCAN_MAX {
+            return self.entries.iter().position(|(n, _)| &**n == name);
         }
+        let index = self.index.get_or_init(|| {
+            self.entries
+                .iter()
+                .enumerate()
+                .map(|(i, (n, _))| (n.clone(), i))
+                .collect()
+        });
+        index.get(name).copied()
+    }
+
+    /// Appends an entry for a name not in the table.
+    fn push_new(&mut self, name: Arc<str>, slot: Slot) {
+        if let Some(index) = self.index.get_mut() {
+            index.insert(name.clone(), self.entries.len());
+        }
+        self.entries.push((name, slot));
     }
 
     /// Adds an entry; a name already there takes the new slot (later entries win, as in
@@ -77,23 +93,7 @@ impl TensorTable {
         if let Some(i) = self.position(&name) {
             return Some(std::mem::replace(&mut self.entries[i].1, slot));
         }
-        let i = self.entries.len();
-        self.entries.push((name.clone(), slot));
-        match &mut self.index {
-            Some(index) => {
-                index.insert(name, i);
-            }
-            None if self.entries.len() > Self::SCAN_MAX => {
-                self.index = Some(
-                    self.entries
-                        .iter()
-                        .enumerate()
-                        .map(|(i, (n, _))| (n.clone(), i))
-                        .collect(),
-                );
-            }
-            None => {}
-        }
+        self.push_new(name, slot);
         None
     }
 
@@ -131,18 +131,37 @@ impl TensorTable {
 }
 
 /// Tensor names seen so far, each kept once: index files repeat the same names step after
-/// step, and every table shares them.
+/// step, and every table shares them. Each name has a number, with which a file's repeated
+/// names are found without searching its table.
 #[derive(Default)]
-pub(crate) struct Interner(foldhash::HashSet<Arc<str>>);
+pub(crate) struct Interner {
+    ids: foldhash::HashMap<Arc<str>, u32>,
+    /// Per name number, the last file it was listed in ([`Interner::start_file`]).
+    listed_in: Vec<u64>,
+    file: u64,
+}
 
 impl Interner {
-    fn get(&mut self, name: &str) -> Arc<str> {
-        if let Some(known) = self.0.get(name) {
-            return known.clone();
+    fn get(&mut self, name: &str) -> (Arc<str>, u32) {
+        if let Some((known, &id)) = self.ids.get_key_value(name) {
+            return (known.clone(), id);
         }
+        let id = u32::try_from(self.listed_in.len()).expect("fewer than 2^32 tensor names");
         let name: Arc<str> = name.into();
-        self.0.insert(name.clone());
-        name
+        self.ids.insert(name.clone(), id);
+        self.listed_in.push(0);
+        (name, id)
+    }
+
+    /// The next file's names follow.
+    fn start_file(&mut self) {
+        self.file += 1;
+    }
+
+    /// Whether name `id` was listed before in this file; it is now.
+    fn listed_again(&mut self, id: u32) -> bool {
+        let last = std::mem::replace(&mut self.listed_in[id as usize], self.file);
+        last == self.file
     }
 }
 
@@ -382,6 +401,7 @@ fn read_index_file(
         Slot::Unusable(_) => format!("in entry {position}, which locates no record"),
     };
     let mut positions: Vec<usize> = Vec::new();
+    names.start_file();
     for (position, t) in index.tensor_payload.iter().enumerate() {
         let slot = match t.location() {
             Ok((start, length)) => Slot::Record(start, length),
@@ -391,7 +411,12 @@ fn read_index_file(
                 reason,
             })),
         };
-        let name = names.get(&t.tensorname);
+        let (name, id) = names.get(&t.tensorname);
+        if !names.listed_again(id) {
+            tensors.push_new(name, slot);
+            positions.push(position);
+            continue;
+        }
         match tensors.insert(name.clone(), slot) {
             Some(earlier) => {
                 let i = tensors.position(&name).expect("just inserted");
@@ -432,16 +457,22 @@ mod tests {
             let mut names = Interner::default();
             let mut table = TensorTable::with_capacity(n);
             for i in 0..n as u64 {
-                let name = names.get(&format!("t{i}"));
+                let (name, _) = names.get(&format!("t{i}"));
                 assert!(
                     table.insert(name, Slot::Record(i * 100, 50)).is_none(),
                     "{n}"
                 );
             }
-            assert_eq!(table.index.is_some(), n > TensorTable::SCAN_MAX, "{n}");
+            // A long table's hash index is built at its first lookup by name.
+            assert!(table.get("t0").is_some());
+            assert_eq!(
+                table.index.get().is_some(),
+                n > TensorTable::SCAN_MAX,
+                "{n}"
+            );
             // `t1` again, later in the file: it wins, and the earlier place comes back.
-            let again = names.get("t1");
-            assert!(Arc::ptr_eq(&again, &names.get("t1")), "one Arc per name");
+            let (again, _) = names.get("t1");
+            assert!(Arc::ptr_eq(&again, &names.get("t1").0), "one Arc per name");
             let at = |slot: Option<&Slot>| match slot {
                 Some(Slot::Record(start, length)) => Some((*start, *length)),
                 _ => None,
@@ -459,6 +490,57 @@ mod tests {
             assert!(!table.contains_key("t"), "{n}");
             assert!(!table.contains_key(&format!("t{n}")), "{n}");
             assert_eq!(table.end(), 10_020, "{n}");
+        }
+    }
+
+    #[test]
+    fn names_repeated_within_a_file_are_found_and_names_of_earlier_files_are_not_repeats() {
+        let mut names = Interner::default();
+        let file = |step: u64, tensors: &[&str]| {
+            let payload: Vec<String> = tensors
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    format!(
+                        r#"{{"tensorname": "{t}", "start_idx": {}, "length": 20}}"#,
+                        i * 20
+                    )
+                })
+                .collect();
+            format!(
+                r#"{{"meta": {{"mode": "TRAIN", "mode_step": {step}, "event_file_name": "events/{step:012}/{step:012}_worker_0.tfevents"}}, "tensor_payload": [{}]}}"#,
+                payload.join(", ")
+            )
+        };
+        let long: Vec<String> = (0..20).map(|i| format!("t{i}")).collect();
+        let long: Vec<&str> = long.iter().map(String::as_str).collect();
+        for step in 0..3u64 {
+            let mut tensors = long.clone();
+            if step == 1 {
+                tensors.push("t7"); // listed twice in this file only
+            }
+            let path = format!("index/000000000/{step:012}_worker_0.json");
+            let text = file(step, &tensors);
+            let entry = read_index_file(
+                std::borrow::Cow::Borrowed(text.as_bytes()),
+                &path,
+                step,
+                "worker_0",
+                &mut names,
+            )
+            .unwrap();
+            assert_eq!(entry.tensors.names().count(), 20, "step {step}");
+            assert_eq!(entry.repeated.len(), usize::from(step == 1), "step {step}");
+            let t7 = if step == 1 { 400 } else { 140 };
+            let got = entry.tensors.get("t7");
+            assert!(
+                matches!(got, Some(&Slot::Record(s, 20)) if s == t7),
+                "step {step}: {got:?}"
+            );
+            assert!(matches!(
+                entry.tensors.get("t19"),
+                Some(Slot::Record(380, 20))
+            ));
         }
     }
 
