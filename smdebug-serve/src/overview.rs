@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use smdebug_core::Mode;
-use smdebug_profiler::reader::MetricSeries;
+use smdebug_profiler::reader::{self as profiler, MetricSeries};
 use smdebug_profiler::stats::percentile;
 use smdebug_profiler::system::vocab;
 
@@ -72,26 +72,19 @@ fn node_rows(node: &[&MetricSeries]) -> Vec<(String, Vec<f64>, &'static str)> {
 pub fn overview(run: &Run) -> Overview {
     let d = run.data.read().expect("run data lock");
     let range = d.time_range();
-    // Initialization, training loop, finalization: before the first step span, from it to the
-    // end of the last, after.
-    let first_step = d.profile.spans().iter().find(|s| is_step(s).is_some());
-    let last_step_end = d
-        .profile
-        .spans()
-        .iter()
-        .filter(|s| is_step(s).is_some())
-        .map(|s| s.end_us)
-        .max();
-    let phases = match (range, first_step, last_step_end) {
-        (Some((start, end)), Some(first), Some(last)) => Some(JobPhases {
-            initialization: secs(first.start_us.saturating_sub(start)),
-            training_loop: secs(last.saturating_sub(first.start_us)),
-            finalization: secs(end.saturating_sub(last)),
-            loop_start: secs(first.start_us),
+    // Initialization, training loop, finalization: the report's definition (`JobPhases`).
+    let phases = range.and_then(|job| {
+        let steps = d.profile.spans().iter().filter(|s| is_step(s).is_some());
+        let p = profiler::JobPhases::new(job, steps.map(|s| (s.start_us, s.end_us)));
+        let (first, last) = p.loop_us?;
+        Some(JobPhases {
+            initialization: p.initialization_s()?,
+            training_loop: p.training_loop_s()?,
+            finalization: p.finalization_s()?,
+            loop_start: secs(first),
             loop_end: secs(last),
-        }),
-        _ => None,
-    };
+        })
+    });
     let mut by_node: BTreeMap<&str, Vec<&MetricSeries>> = BTreeMap::new();
     for m in d.profile.metrics() {
         by_node.entry(&m.node).or_default().push(m);

@@ -15,6 +15,7 @@
 mod code;
 mod collected;
 mod export;
+mod phases;
 mod points;
 mod span_store;
 mod spans;
@@ -34,6 +35,7 @@ use smdebug_io::storage::LocalStorage;
 pub use code::{CodeProfileWindow, CodeProfiles, MAX_CODE_PROFILE_BYTES, MAX_CODE_SUMMARY_BYTES};
 pub use collected::{MetricSeries, ProfileData, SampleBatch};
 pub use export::chrome_trace;
+pub use phases::JobPhases;
 pub use points::Points;
 pub use span_store::{SpanBatch, SpanRef, SpanStore};
 pub use spans::{Span, parse_trace, parse_trace_without_args};

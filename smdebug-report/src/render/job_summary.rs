@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use smdebug_profiler::reader::JobPhases;
 use smdebug_rules::profiler::utc;
 
 use crate::charts;
@@ -38,18 +39,18 @@ impl Page<'_> {
             vec![Cell::text("Job end"), Cell::text(utc(t1))],
             vec![Cell::text("Job duration"), Cell::text(fmt_secs(job))],
         ];
-        let loop_range = self
-            .view
-            .steps
-            .iter()
-            .map(|s| (s.start_us, s.end_us))
-            .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
+        let phases = JobPhases::new(
+            (t0, t1),
+            self.view.steps.iter().map(|s| (s.start_us, s.end_us)),
+        );
         let mut slices = Vec::new();
         let initialization = self.details(RULE).and_then(|d| d.initialization().cloned());
         let init = initialization.as_ref().and_then(|d| d.initialization_s);
-        if let Some((l0, l1)) = loop_range {
-            let fin = (t1.saturating_sub(l1)) as f64 / 1e6;
-            let looped = (l1 - l0) as f64 / 1e6;
+        if let (Some((l0, l1)), Some(looped), Some(fin)) = (
+            phases.loop_us,
+            phases.training_loop_s(),
+            phases.finalization_s(),
+        ) {
             let share = |s: f64| if job > 0.0 { s / job } else { f64::NAN };
             rows.extend([
                 vec![Cell::text("Training loop start"), Cell::text(utc(l0))],
