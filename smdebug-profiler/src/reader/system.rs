@@ -4,6 +4,8 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
+use super::system_fast;
+use super::system_samples::SystemSamples;
 use crate::system::{ProfilerError, Result, SystemSample, parse_system_file_key};
 
 /// A lenient read of one system-metrics file: the good records and the lines left out.
@@ -18,8 +20,11 @@ pub struct SystemLines {
 /// What [`parse_system_chunk`] read of a piece of a system-metrics file.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SystemChunk {
-    /// The good records and the bad lines (numbered from the file's start).
-    pub lines: SystemLines,
+    /// The good records, grouped by series, in file order.
+    pub samples: SystemSamples,
+    /// The bad lines, in file order: the 1-based line number (from the file's start) and why
+    /// it is not a record.
+    pub bad: Vec<(usize, String)>,
     /// Bytes taken: every complete line, and a last line without its newline when it decoded.
     /// A torn last line is left for the next read.
     pub consumed: usize,
@@ -34,20 +39,24 @@ pub struct SystemChunk {
 /// `key` is a system-metrics file name, a sample stamped outside the file's window is a bad
 /// line ([`SystemFileName::holds`](crate::system::SystemFileName::holds)).
 pub fn parse_system_lines_lenient(key: &str, bytes: &[u8]) -> SystemLines {
-    parse_system_chunk(key, bytes, 0).lines
+    let chunk = parse_system_chunk(key, bytes, 0);
+    SystemLines {
+        samples: chunk.samples.to_samples(),
+        bad: chunk.bad,
+    }
 }
 
 /// Decodes the bytes of a system-metrics file that follow its first `newlines_before` lines
 /// (as [`parse_system_lines_lenient`] decodes a whole file), and says how much of them was
 /// taken: a follower reads the file on from `consumed` next time.
 ///
-/// Each line is read into borrowed fields first: a sample's four strings are
-/// allocated once each, as the `SystemSample` it becomes owns them.
+/// A line of the usual shape is read in one pass (`system_fast.rs`), any other by serde_json
+/// into borrowed fields; either way its four names are copied only for a series not met
+/// before in the chunk ([`SystemSamples`]).
 pub fn parse_system_chunk(key: &str, bytes: &[u8], newlines_before: usize) -> SystemChunk {
     let file = parse_system_file_key(key);
     let mut out = SystemChunk::default();
-    out.lines
-        .samples
+    out.samples
         .reserve(memchr::memchr_iter(b'\n', bytes).count());
     let mut offset = 0usize;
     let mut number = newlines_before;
@@ -65,13 +74,31 @@ pub fn parse_system_chunk(key: &str, bytes: &[u8], newlines_before: usize) -> Sy
             offset = end;
             continue;
         }
-        match serde_json::from_slice::<SampleLine<'_>>(line) {
-            Ok(sample) => match file.as_ref().and_then(|f| f.misplaced(sample.timestamp)) {
-                None => out.lines.samples.push(sample.into_sample()),
-                Some(why) => out.lines.bad.push((number, why)),
-            },
+        let mut take = |names: [&str; 4], value: f64, timestamp: f64| match file
+            .as_ref()
+            .and_then(|f| f.misplaced(timestamp))
+        {
+            None => out.samples.push(names, value, timestamp),
+            Some(why) => out.bad.push((number, why)),
+        };
+        let read = match system_fast::parse(line) {
+            Some(s) => {
+                take(
+                    [s.node_id, s.metric_type, s.name, s.dimension],
+                    s.value,
+                    s.timestamp,
+                );
+                Ok(())
+            }
+            None => serde_json::from_slice::<SampleLine<'_>>(line).map(|s| {
+                let names = [&*s.node_id, &*s.metric_type, &*s.name, &*s.dimension];
+                take(names, s.value, s.timestamp)
+            }),
+        };
+        match read {
+            Ok(()) => {}
             Err(_) if torn_tail => break,
-            Err(e) => out.lines.bad.push((number, e.to_string())),
+            Err(e) => out.bad.push((number, e.to_string())),
         }
         out.consumed = end;
         out.newlines += usize::from(!torn_tail);
@@ -99,6 +126,7 @@ struct SampleLine<'a> {
     timestamp: f64,
 }
 
+#[cfg(test)]
 impl SampleLine<'_> {
     fn into_sample(self) -> SystemSample {
         SystemSample {
@@ -183,11 +211,11 @@ mod tests {
         for cut in 0..=text.len() {
             let first = parse_system_chunk(key, &text.as_bytes()[..cut], 0);
             let rest = parse_system_chunk(key, &text.as_bytes()[first.consumed..], first.newlines);
-            let mut samples = first.lines.samples.clone();
-            samples.extend(rest.lines.samples);
-            let mut bad = first.lines.bad.clone();
-            bad.extend(rest.lines.bad);
-            assert_eq!(samples, whole.samples, "cut at {cut}");
+            let mut samples = first.samples.clone();
+            samples.append(rest.samples);
+            let mut bad = first.bad.clone();
+            bad.extend(rest.bad);
+            assert_eq!(samples.to_samples(), whole.samples, "cut at {cut}");
             assert_eq!(bad, whole.bad, "cut at {cut}");
             assert_eq!(first.consumed + rest.consumed, text.len(), "cut at {cut}");
         }
