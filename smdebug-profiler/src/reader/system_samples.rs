@@ -62,6 +62,10 @@ pub struct SystemSamples {
     /// Indices into `names`, found by the names.
     table: HashTable<u32>,
     hasher: foldhash::fast::RandomState,
+    /// The series last looked up, and the one looked up after each the last time: files
+    /// repeat their series in one order, so the guess spares most lookups a hash.
+    last: u32,
+    next: Vec<u32>,
 }
 
 fn key_refs(key: &SeriesKey) -> [&str; 4] {
@@ -86,6 +90,27 @@ impl SystemSamples {
 
     /// The index of the series `[node, type, name, dimension]`, added when new.
     fn series_index(&mut self, names: [&str; 4]) -> usize {
+        let guess = self
+            .next
+            .get(self.last as usize)
+            .copied()
+            .unwrap_or(u32::MAX);
+        if let Some(key) = self.names.get(guess as usize)
+            && key_refs(key) == names
+        {
+            self.last = guess;
+            return guess as usize;
+        }
+        let i = self.lookup(names);
+        if let Some(next) = self.next.get_mut(self.last as usize) {
+            *next = i as u32;
+        }
+        self.last = i as u32;
+        i
+    }
+
+    /// The index of the series `names` through the table, added when new.
+    fn lookup(&mut self, names: [&str; 4]) -> usize {
         let hash = self.hasher.hash_one(names);
         let known = &self.names;
         if let Some(&i) = self
@@ -95,6 +120,7 @@ impl SystemSamples {
             return i as usize;
         }
         let i = self.names.len();
+        self.next.push(u32::MAX);
         let [node, kind, name, dimension] = names;
         self.names
             .push((node.into(), kind.into(), name.into(), dimension.into()));
