@@ -294,4 +294,66 @@ mod tests {
         assert_eq!(read.samples[1].metric_type, "c\"pu");
         assert_eq!(read.samples[1].node_id, "algo\\1\n");
     }
+
+    /// What a file reads as when each line goes through serde_json alone: the reference the
+    /// one-pass reader is held to.
+    fn through_serde(key: &str, text: &[u8]) -> SystemLines {
+        let file = parse_system_file_key(key);
+        let mut out = SystemLines::default();
+        let pieces: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+        for (i, line) in pieces.iter().enumerate() {
+            let torn = i + 1 == pieces.len();
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match serde_json::from_slice::<SystemSample>(line) {
+                Ok(s) => match file.as_ref().and_then(|f| f.misplaced(s.timestamp)) {
+                    None => out.samples.push(s),
+                    Some(why) => out.bad.push((i + 1, why)),
+                },
+                Err(_) if torn => {}
+                Err(e) => out.bad.push((i + 1, e.to_string())),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn files_of_damaged_lines_read_as_serde_reads_each_line() {
+        let key = "system/incremental/2020061000/1591748100.algo-1.json";
+        let sagemaker = r#"{"Name": "cpu0", "Type": "cpu", "Dimension": "CPUUtilization", "Value": 1.6, "NodeId": "algo-1", "Timestamp": 1591748109.2321954}"#;
+        let memory = r#"{"Type":"memory","Dimension":"MemoryUsedPercent","Value":6.5,"NodeId":"algo-1","Timestamp":1591748110}"#;
+        let mut text = Vec::new();
+        for line in [LINE, sagemaker, memory] {
+            for at in 0..line.len() {
+                for byte in [
+                    b' ', b'"', b'\\', b'1', b'9', b'x', b',', b'}', b'-', b'e', b'\n', 0, 0xff,
+                ] {
+                    let mut copy = line.as_bytes().to_vec();
+                    copy[at] = byte;
+                    text.extend_from_slice(&copy);
+                    text.push(b'\n');
+                }
+                text.extend_from_slice(&line.as_bytes()[..at]);
+                text.push(b'\n');
+            }
+        }
+        // And a torn tail.
+        text.extend_from_slice(&LINE.as_bytes()[..40]);
+        let read = parse_system_lines_lenient(key, &text);
+        let want = through_serde(key, &text);
+        assert_eq!(read.samples, want.samples);
+        assert_eq!(read.bad, want.bad);
+        assert!(read.samples.len() > 500 && read.bad.len() > 2000);
+        assert!(read.bad.iter().any(|(_, why)| why.contains("window")));
+        // Read in two pieces, cut anywhere in a few lines' span: the same.
+        for cut in (0..2000).step_by(7) {
+            let first = parse_system_chunk(key, &text[..cut], 0);
+            let rest = parse_system_chunk(key, &text[first.consumed..], first.newlines);
+            let mut samples = first.samples;
+            samples.append(rest.samples);
+            assert_eq!(samples.to_samples(), want.samples, "cut at {cut}");
+            assert_eq!([first.bad, rest.bad].concat(), want.bad, "cut at {cut}");
+        }
+    }
 }
