@@ -7,14 +7,16 @@
 //! Prints the thread's CPU seconds per round (the best of `ROUNDS`, 3 by default), the peak
 //! heap one system file's parse takes and what it returns, the peak heap one trace file's
 //! parse takes beyond its input and output, and the bytes the `SpanStore` holds (counted by
-//! this example's allocator).
+//! this example's allocator); then the whole run once through `ProfilerFollower::read_to_end`
+//! into a `ProfileData`, with its CPU seconds and peak heap.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use smdebug_profiler::reader::{Span, SpanStore, parse_system_chunk, parse_trace};
+use smdebug_profiler::follow::ProfilerFollower;
+use smdebug_profiler::reader::{ProfileData, Span, SpanStore, parse_system_chunk, parse_trace};
 use smdebug_profiler::spans::parse_trace_file_key;
 
 /// The system allocator, counting live and peak bytes.
@@ -222,5 +224,31 @@ fn main() {
         held as f64 / 1e6,
         (PEAK.load(Ordering::Relaxed) - before) as f64 / 1e6,
         t.elapsed().as_secs_f64()
+    );
+
+    drop(store);
+
+    // The whole run as `smdebug report` reads it: one `ProfilerFollower::read_to_end` into a
+    // `ProfileData` (files read from disk here, so CPU includes reading them).
+    drop(files);
+    drop((system, traces, spans));
+    let before = LIVE.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    let t = cpu_seconds();
+    let mut follower = ProfilerFollower::open(&run.to_string_lossy()).expect("run");
+    let increment = follower.read_to_end();
+    let mut data = ProfileData::default();
+    data.add_system_samples(&increment.samples);
+    data.add_spans(&increment.spans);
+    let cpu = cpu_seconds() - t;
+    let peak = PEAK.load(Ordering::Relaxed) - before;
+    drop(increment);
+    let held = LIVE.load(Ordering::Relaxed) - before;
+    println!(
+        "ProfilerFollower::read_to_end into ProfileData: {} samples, {} spans, {cpu:.2} CPU-s, {:.1} MB peak heap, {:.1} MB held",
+        data.sample_count(),
+        data.spans().len(),
+        peak as f64 / 1e6,
+        held as f64 / 1e6
     );
 }
