@@ -5,15 +5,18 @@
 //! `cargo run --release -p smdebug-profiler --example parse_speed -- RUN [ROUNDS]`
 //!
 //! Prints the thread's CPU seconds per round (the best of `ROUNDS`, 3 by default), the peak
-//! heap one trace file's parse takes beyond its input and output, and the bytes the
-//! `SpanStore` holds (counted by this example's allocator).
+//! heap one system file's parse takes and what it returns, the peak heap one trace file's
+//! parse takes beyond its input and output, and the bytes the `SpanStore` holds (counted by
+//! this example's allocator); then the whole run once through `ProfilerFollower::read_to_end`
+//! into a `ProfileData`, with its CPU seconds and peak heap.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use smdebug_profiler::reader::{Span, SpanStore, parse_system_chunk, parse_trace};
+use smdebug_profiler::follow::ProfilerFollower;
+use smdebug_profiler::reader::{ProfileData, Span, SpanStore, parse_system_chunk, parse_trace};
 use smdebug_profiler::spans::parse_trace_file_key;
 
 /// The system allocator, counting live and peak bytes.
@@ -127,7 +130,7 @@ fn main() {
         samples = 0;
         for (key, bytes) in &system {
             let chunk = parse_system_chunk(key, bytes, 0);
-            samples += chunk.lines.samples.len();
+            samples += chunk.samples.len();
             std::hint::black_box(&chunk);
         }
         best_system = best_system.min(cpu_seconds() - t);
@@ -147,6 +150,22 @@ fn main() {
         "traces: {} spans, {best_traces:.3} CPU-s (best of {rounds})",
         spans.len()
     );
+
+    // The heap one system file's parse takes: its peak and what it returns.
+    if let Some((key, bytes)) = system.iter().max_by_key(|(_, b)| b.len()) {
+        let before = LIVE.load(Ordering::Relaxed);
+        PEAK.store(before, Ordering::Relaxed);
+        let chunk = parse_system_chunk(key, bytes, 0);
+        let kept = LIVE.load(Ordering::Relaxed) - before;
+        let peak = PEAK.load(Ordering::Relaxed) - before;
+        println!(
+            "one system file ({:.2} MB, {} samples): {:.1} MB peak, {:.1} MB returned",
+            bytes.len() as f64 / 1e6,
+            chunk.samples.len(),
+            peak as f64 / 1e6,
+            kept as f64 / 1e6
+        );
+    }
 
     // The transient of one trace file's parse: peak live bytes during it beyond what was
     // live before and what it returns.
@@ -205,5 +224,31 @@ fn main() {
         held as f64 / 1e6,
         (PEAK.load(Ordering::Relaxed) - before) as f64 / 1e6,
         t.elapsed().as_secs_f64()
+    );
+
+    drop(store);
+
+    // The whole run as `smdebug report` reads it: one `ProfilerFollower::read_to_end` into a
+    // `ProfileData` (files read from disk here, so CPU includes reading them).
+    drop(files);
+    drop((system, traces, spans));
+    let before = LIVE.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    let t = cpu_seconds();
+    let mut follower = ProfilerFollower::open(&run.to_string_lossy()).expect("run");
+    let increment = follower.read_to_end();
+    let mut data = ProfileData::default();
+    data.add_system_samples(&increment.samples);
+    data.add_spans(&increment.spans);
+    let cpu = cpu_seconds() - t;
+    let peak = PEAK.load(Ordering::Relaxed) - before;
+    drop(increment);
+    let held = LIVE.load(Ordering::Relaxed) - before;
+    println!(
+        "ProfilerFollower::read_to_end into ProfileData: {} samples, {} spans, {cpu:.2} CPU-s, {:.1} MB peak heap, {:.1} MB held",
+        data.sample_count(),
+        data.spans().len(),
+        peak as f64 / 1e6,
+        held as f64 / 1e6
     );
 }

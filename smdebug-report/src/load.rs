@@ -51,7 +51,7 @@ impl ReportInput {
                     .kineto_traces(options.traces.clone());
                 let read = follower.read_to_end();
                 let mut profile = ProfileData::default();
-                profile.add_samples(&read.samples);
+                profile.add_system_samples(&read.samples);
                 profile.add_spans(&read.spans);
                 drop((read.samples, read.spans));
                 let profile = Arc::new(profile);

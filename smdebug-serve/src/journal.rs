@@ -8,9 +8,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use smdebug_core::Mode;
 use smdebug_io::trial::BatchColumn;
-use smdebug_profiler::reader::Span;
+use smdebug_profiler::reader::{SampleRef, Span, SystemSamples};
 use smdebug_profiler::spans::Phase;
-use smdebug_profiler::system::SystemSample;
 
 /// Step spans a log keeps.
 pub(crate) const MAX_STEPS: usize = 8192;
@@ -149,36 +148,46 @@ impl Journal {
         }
     }
 
-    /// Notes new system samples (of the series drawn as timelines).
-    pub(crate) fn add_samples(&mut self, samples: &[SystemSample]) {
-        for s in samples {
+    /// Notes new system samples (of the series drawn as timelines), in file order: a series
+    /// is numbered at its first sample kept.
+    pub(crate) fn add_samples(&mut self, samples: &SystemSamples) {
+        // Each series of the batch looked up once: `None` until its first sample kept,
+        // `Some(None)` when it is not a timeline.
+        let mut numbers: Vec<Option<Option<u32>>> = vec![None; samples.series().len()];
+        for s in samples.iter() {
             // As the series hold them: finite samples, times in whole µs.
-            if !s.value.is_finite()
-                || !s.timestamp.is_finite()
-                || !crate::system::is_timeline(&s.metric_type, &s.name, &s.dimension)
-            {
+            if !s.value.is_finite() || !s.timestamp.is_finite() {
                 continue;
             }
-            let key = SeriesKey {
-                node: s.node_id.clone(),
-                metric_type: s.metric_type.clone(),
-                name: s.name.clone(),
-                dimension: s.dimension.clone(),
-            };
-            let series = match self.series_index.get(&key) {
-                Some(&i) => i,
-                None => {
-                    let i = self.series.len() as u32;
-                    self.series.push(key.clone());
-                    self.series_index.insert(key, i);
-                    i
-                }
-            };
+            let number = *numbers[s.series].get_or_insert_with(|| {
+                crate::system::is_timeline(s.metric_type, s.name, s.dimension)
+                    .then(|| self.series_number(&s))
+            });
+            let Some(series) = number else { continue };
             self.samples.push(SampleEntry {
                 series,
                 t: s.timestamp_us() as f64 / 1e6,
                 v: s.value,
             });
+        }
+    }
+
+    /// The number of `s`'s series, given when new.
+    fn series_number(&mut self, s: &SampleRef<'_>) -> u32 {
+        let key = SeriesKey {
+            node: s.node_id.to_owned(),
+            metric_type: s.metric_type.to_owned(),
+            name: s.name.to_owned(),
+            dimension: s.dimension.to_owned(),
+        };
+        match self.series_index.get(&key) {
+            Some(&i) => i,
+            None => {
+                let i = self.series.len() as u32;
+                self.series.push(key.clone());
+                self.series_index.insert(key, i);
+                i
+            }
         }
     }
 

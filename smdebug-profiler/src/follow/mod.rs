@@ -20,7 +20,7 @@
 //! let mut follower = ProfilerFollower::open("/tmp/run")?;
 //! let mut data = ProfileData::default();
 //! let increment = follower.read_to_end();
-//! data.add_samples(&increment.samples);
+//! data.add_system_samples(&increment.samples);
 //! data.add_spans(&increment.spans);
 //! # Ok::<(), smdebug_profiler::ProfilerError>(())
 //! ```
@@ -41,14 +41,17 @@ pub use problems::{DataArea, DataProblem, DataProblems, MAX_PROBLEMS};
 
 use crate::code::{CODE_PREFIX, SUMMARY_EXTENSION, parse_code_profile_key};
 use crate::kineto::RankSummary;
-use crate::reader::{CodeProfileWindow, ProfilerReader, Span, parse_trace_without_args};
-use crate::system::{Result, SystemSample};
+use crate::reader::{
+    CodeProfileWindow, ProfilerReader, Span, SystemSamples, parse_trace_without_args,
+};
+use crate::system::Result;
 
 /// What one poll found that was not handed out before.
 #[derive(Debug, Default)]
 pub struct Increment {
-    /// New system samples, in file order (files by window start, then node).
-    pub samples: Vec<SystemSample>,
+    /// New system samples grouped by series, in file order (files by window start, then
+    /// node); [`SystemSamples::iter`] hands them out one by one.
+    pub samples: SystemSamples,
     /// Spans of the trace files read for the first time, without their events' `args`
     /// ([`parse_trace_without_args`]: what a [`SpanStore`](crate::reader::SpanStore) keeps).
     pub spans: Vec<Span>,
@@ -73,7 +76,7 @@ impl Increment {
     }
 
     fn append(&mut self, mut other: Increment) {
-        self.samples.append(&mut other.samples);
+        self.samples.append(other.samples);
         self.spans.append(&mut other.spans);
         self.code_windows.append(&mut other.code_windows);
         if other.kineto.is_some() {

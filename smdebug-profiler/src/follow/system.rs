@@ -14,8 +14,8 @@ use std::time::Instant;
 use smdebug_io::Storage;
 
 use super::problems::{DataArea, DataProblem};
-use crate::reader::parse_system_chunk;
-use crate::system::{SystemFileName, SystemSample};
+use crate::reader::{SystemSamples, parse_system_chunk};
+use crate::system::SystemFileName;
 
 /// A sealed file's size is looked at again every this many passes.
 pub(super) const RECHECK_SEALED_EVERY: u64 = 25;
@@ -63,7 +63,7 @@ impl SystemFiles {
         files: &[SystemFileName],
         deadline: Option<Instant>,
         items: Option<usize>,
-        samples: &mut Vec<SystemSample>,
+        samples: &mut SystemSamples,
         problems: &mut Vec<DataProblem>,
     ) -> SystemRead {
         let mut newest: BTreeMap<&str, u64> = BTreeMap::new();
@@ -128,19 +128,20 @@ impl SystemFiles {
             };
             out.fetches += 1;
             out.bytes += bytes.len() as u64;
-            let chunk = parse_system_chunk(&file.key, &bytes, cursor.newlines);
-            if let Some((first_line, first_message)) = chunk.lines.bad.first() {
+            let mut chunk = parse_system_chunk(&file.key, &bytes, cursor.newlines);
+            if let Some((first_line, first_message)) = chunk.bad.first() {
                 problems.push(DataProblem::BadLines {
                     key: file.key.clone(),
-                    count: chunk.lines.bad.len(),
+                    count: chunk.bad.len(),
                     first_line: *first_line,
                     first_message: first_message.clone(),
                 });
             }
-            let found = chunk.lines.samples.len();
+            let found = chunk.samples.len();
             let skipped = cursor.skip.min(found);
             cursor.skip -= skipped;
-            samples.extend(chunk.lines.samples.into_iter().skip(skipped));
+            chunk.samples.skip_first(skipped);
+            samples.append(chunk.samples);
             cursor.samples += found - skipped;
             cursor.offset += chunk.consumed as u64;
             cursor.newlines += chunk.newlines;

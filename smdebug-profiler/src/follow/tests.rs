@@ -65,7 +65,7 @@ struct Gathered {
 
 impl Gathered {
     fn add(&mut self, inc: Increment) {
-        self.data.add_samples(&inc.samples);
+        self.data.add_system_samples(&inc.samples);
         self.data.add_spans(&inc.spans);
         merge_code_windows(&mut self.windows, inc.code_windows);
         if let Some(k) = inc.kineto {
@@ -278,7 +278,7 @@ fn out_of_order_samples_are_merged_not_inserted_one_by_one() {
         storage
             .put(&key, Bytes::from(text[..cut].to_owned()))
             .unwrap();
-        data.add_samples(&follower.poll().samples);
+        data.add_system_samples(&follower.poll().samples);
     }
     let metrics: Vec<&MetricSeries> = data.metrics().collect();
     assert_eq!(metrics.len(), 2);

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 
 use super::points::{Points, point_order};
-use super::{Span, SpanBatch, SpanStore};
-use crate::system::{SeriesKey, SystemSample};
+use super::{Span, SpanBatch, SpanStore, SystemSamples};
+use crate::system::{SeriesKey, SystemSample, timestamp_us};
 
 /// One system metric of one node over time.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,37 +39,30 @@ impl MetricSeries {
 pub struct SampleBatch(BTreeMap<SeriesKey, Vec<(u64, f64)>>);
 
 impl SampleBatch {
-    /// Groups and sorts `samples`; a sample with a non-finite value or time is left out.
-    pub fn new<'s>(samples: impl IntoIterator<Item = &'s SystemSample>) -> SampleBatch {
-        // Grouped under borrowed names (no four strings copied per sample), each series' name
-        // copied once at the end.
-        let mut groups: foldhash::HashMap<[&str; 4], Vec<(u64, f64)>> = Default::default();
-        for s in samples {
-            if !s.value.is_finite() || !s.timestamp.is_finite() {
+    /// Groups and sorts `samples`, a series' names copied once; a sample with a non-finite
+    /// value or time is left out.
+    pub fn new(samples: &SystemSamples) -> SampleBatch {
+        let mut batches = BTreeMap::new();
+        for (key, points) in samples.series() {
+            let mut batch: Vec<(u64, f64)> = points
+                .iter()
+                .filter(|(t, v)| t.is_finite() && v.is_finite())
+                .map(|&(t, v)| (timestamp_us(t), v))
+                .collect();
+            if batch.is_empty() {
                 continue;
             }
-            let key = [
-                s.node_id.as_str(),
-                s.metric_type.as_str(),
-                s.name.as_str(),
-                s.dimension.as_str(),
-            ];
-            groups
-                .entry(key)
-                .or_default()
-                .push((s.timestamp_us(), s.value));
+            if !batch.is_sorted_by(|a, b| point_order(a, b).is_le()) {
+                batch.sort_by(point_order);
+            }
+            batches.insert(key.clone(), batch);
         }
-        let batches = groups
-            .into_iter()
-            .map(|([node, kind, name, dimension], mut batch)| {
-                if !batch.is_sorted_by(|a, b| point_order(a, b).is_le()) {
-                    batch.sort_by(point_order);
-                }
-                let key = (node.into(), kind.into(), name.into(), dimension.into());
-                (key, batch)
-            })
-            .collect();
         SampleBatch(batches)
+    }
+
+    /// Groups and sorts owned `samples` as [`SampleBatch::new`] does.
+    pub fn from_records<'s>(samples: impl IntoIterator<Item = &'s SystemSample>) -> SampleBatch {
+        SampleBatch::new(&samples.into_iter().collect())
     }
 }
 
@@ -84,6 +77,12 @@ pub struct ProfileData {
 impl ProfileData {
     /// Adds samples; a sample with a non-finite value or time is left out.
     pub fn add_samples<'s>(&mut self, samples: impl IntoIterator<Item = &'s SystemSample>) {
+        self.add_sample_batch(SampleBatch::from_records(samples));
+    }
+
+    /// Adds samples grouped by series (a follower's increment); a sample with a non-finite
+    /// value or time is left out.
+    pub fn add_system_samples(&mut self, samples: &SystemSamples) {
         self.add_sample_batch(SampleBatch::new(samples));
     }
 

@@ -22,6 +22,8 @@ mod spans;
 #[cfg(test)]
 mod spans_compare_tests;
 mod system;
+mod system_fast;
+mod system_samples;
 mod trace_json;
 
 use std::ops::RangeInclusive;
@@ -42,6 +44,7 @@ pub use spans::{Span, parse_trace, parse_trace_without_args};
 pub use system::{
     SystemChunk, SystemLines, parse_system_chunk, parse_system_lines, parse_system_lines_lenient,
 };
+pub use system_samples::{SampleRef, SystemSamples};
 
 use crate::code::{CodeProfileFile, CodeProfileSummary};
 use crate::spans::{PYTHONTIMELINE_SUFFIX, TRACE_PREFIX, TraceFileName, parse_trace_file_key};

@@ -4,6 +4,8 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
+use super::system_fast;
+use super::system_samples::SystemSamples;
 use crate::system::{ProfilerError, Result, SystemSample, parse_system_file_key};
 
 /// A lenient read of one system-metrics file: the good records and the lines left out.
@@ -18,8 +20,11 @@ pub struct SystemLines {
 /// What [`parse_system_chunk`] read of a piece of a system-metrics file.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SystemChunk {
-    /// The good records and the bad lines (numbered from the file's start).
-    pub lines: SystemLines,
+    /// The good records, grouped by series, in file order.
+    pub samples: SystemSamples,
+    /// The bad lines, in file order: the 1-based line number (from the file's start) and why
+    /// it is not a record.
+    pub bad: Vec<(usize, String)>,
     /// Bytes taken: every complete line, and a last line without its newline when it decoded.
     /// A torn last line is left for the next read.
     pub consumed: usize,
@@ -34,20 +39,24 @@ pub struct SystemChunk {
 /// `key` is a system-metrics file name, a sample stamped outside the file's window is a bad
 /// line ([`SystemFileName::holds`](crate::system::SystemFileName::holds)).
 pub fn parse_system_lines_lenient(key: &str, bytes: &[u8]) -> SystemLines {
-    parse_system_chunk(key, bytes, 0).lines
+    let chunk = parse_system_chunk(key, bytes, 0);
+    SystemLines {
+        samples: chunk.samples.to_samples(),
+        bad: chunk.bad,
+    }
 }
 
 /// Decodes the bytes of a system-metrics file that follow its first `newlines_before` lines
 /// (as [`parse_system_lines_lenient`] decodes a whole file), and says how much of them was
 /// taken: a follower reads the file on from `consumed` next time.
 ///
-/// Each line is read into borrowed fields first: a sample's four strings are
-/// allocated once each, as the `SystemSample` it becomes owns them.
+/// A line of the usual shape is read in one pass (`system_fast.rs`), any other by serde_json
+/// into borrowed fields; either way its four names are copied only for a series not met
+/// before in the chunk ([`SystemSamples`]).
 pub fn parse_system_chunk(key: &str, bytes: &[u8], newlines_before: usize) -> SystemChunk {
     let file = parse_system_file_key(key);
     let mut out = SystemChunk::default();
-    out.lines
-        .samples
+    out.samples
         .reserve(memchr::memchr_iter(b'\n', bytes).count());
     let mut offset = 0usize;
     let mut number = newlines_before;
@@ -65,13 +74,31 @@ pub fn parse_system_chunk(key: &str, bytes: &[u8], newlines_before: usize) -> Sy
             offset = end;
             continue;
         }
-        match serde_json::from_slice::<SampleLine<'_>>(line) {
-            Ok(sample) => match file.as_ref().and_then(|f| f.misplaced(sample.timestamp)) {
-                None => out.lines.samples.push(sample.into_sample()),
-                Some(why) => out.lines.bad.push((number, why)),
-            },
+        let mut take = |names: [&str; 4], value: f64, timestamp: f64| match file
+            .as_ref()
+            .and_then(|f| f.misplaced(timestamp))
+        {
+            None => out.samples.push(names, value, timestamp),
+            Some(why) => out.bad.push((number, why)),
+        };
+        let read = match system_fast::parse(line) {
+            Some(s) => {
+                take(
+                    [s.node_id, s.metric_type, s.name, s.dimension],
+                    s.value,
+                    s.timestamp,
+                );
+                Ok(())
+            }
+            None => serde_json::from_slice::<SampleLine<'_>>(line).map(|s| {
+                let names = [&*s.node_id, &*s.metric_type, &*s.name, &*s.dimension];
+                take(names, s.value, s.timestamp)
+            }),
+        };
+        match read {
+            Ok(()) => {}
             Err(_) if torn_tail => break,
-            Err(e) => out.lines.bad.push((number, e.to_string())),
+            Err(e) => out.bad.push((number, e.to_string())),
         }
         out.consumed = end;
         out.newlines += usize::from(!torn_tail);
@@ -99,6 +126,7 @@ struct SampleLine<'a> {
     timestamp: f64,
 }
 
+#[cfg(test)]
 impl SampleLine<'_> {
     fn into_sample(self) -> SystemSample {
         SystemSample {
@@ -183,11 +211,11 @@ mod tests {
         for cut in 0..=text.len() {
             let first = parse_system_chunk(key, &text.as_bytes()[..cut], 0);
             let rest = parse_system_chunk(key, &text.as_bytes()[first.consumed..], first.newlines);
-            let mut samples = first.lines.samples.clone();
-            samples.extend(rest.lines.samples);
-            let mut bad = first.lines.bad.clone();
-            bad.extend(rest.lines.bad);
-            assert_eq!(samples, whole.samples, "cut at {cut}");
+            let mut samples = first.samples.clone();
+            samples.append(rest.samples);
+            let mut bad = first.bad.clone();
+            bad.extend(rest.bad);
+            assert_eq!(samples.to_samples(), whole.samples, "cut at {cut}");
             assert_eq!(bad, whole.bad, "cut at {cut}");
             assert_eq!(first.consumed + rest.consumed, text.len(), "cut at {cut}");
         }
@@ -265,5 +293,67 @@ mod tests {
         assert_eq!(read.bad, bad);
         assert_eq!(read.samples[1].metric_type, "c\"pu");
         assert_eq!(read.samples[1].node_id, "algo\\1\n");
+    }
+
+    /// What a file reads as when each line goes through serde_json alone: the reference the
+    /// one-pass reader is held to.
+    fn through_serde(key: &str, text: &[u8]) -> SystemLines {
+        let file = parse_system_file_key(key);
+        let mut out = SystemLines::default();
+        let pieces: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+        for (i, line) in pieces.iter().enumerate() {
+            let torn = i + 1 == pieces.len();
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match serde_json::from_slice::<SystemSample>(line) {
+                Ok(s) => match file.as_ref().and_then(|f| f.misplaced(s.timestamp)) {
+                    None => out.samples.push(s),
+                    Some(why) => out.bad.push((i + 1, why)),
+                },
+                Err(_) if torn => {}
+                Err(e) => out.bad.push((i + 1, e.to_string())),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn files_of_damaged_lines_read_as_serde_reads_each_line() {
+        let key = "system/incremental/2020061000/1591748100.algo-1.json";
+        let sagemaker = r#"{"Name": "cpu0", "Type": "cpu", "Dimension": "CPUUtilization", "Value": 1.6, "NodeId": "algo-1", "Timestamp": 1591748109.2321954}"#;
+        let memory = r#"{"Type":"memory","Dimension":"MemoryUsedPercent","Value":6.5,"NodeId":"algo-1","Timestamp":1591748110}"#;
+        let mut text = Vec::new();
+        for line in [LINE, sagemaker, memory] {
+            for at in 0..line.len() {
+                for byte in [
+                    b' ', b'"', b'\\', b'1', b'9', b'x', b',', b'}', b'-', b'e', b'\n', 0, 0xff,
+                ] {
+                    let mut copy = line.as_bytes().to_vec();
+                    copy[at] = byte;
+                    text.extend_from_slice(&copy);
+                    text.push(b'\n');
+                }
+                text.extend_from_slice(&line.as_bytes()[..at]);
+                text.push(b'\n');
+            }
+        }
+        // And a torn tail.
+        text.extend_from_slice(&LINE.as_bytes()[..40]);
+        let read = parse_system_lines_lenient(key, &text);
+        let want = through_serde(key, &text);
+        assert_eq!(read.samples, want.samples);
+        assert_eq!(read.bad, want.bad);
+        assert!(read.samples.len() > 500 && read.bad.len() > 2000);
+        assert!(read.bad.iter().any(|(_, why)| why.contains("window")));
+        // Read in two pieces, cut anywhere in a few lines' span: the same.
+        for cut in (0..2000).step_by(7) {
+            let first = parse_system_chunk(key, &text[..cut], 0);
+            let rest = parse_system_chunk(key, &text[first.consumed..], first.newlines);
+            let mut samples = first.samples;
+            samples.append(rest.samples);
+            assert_eq!(samples.to_samples(), want.samples, "cut at {cut}");
+            assert_eq!([first.bad, rest.bad].concat(), want.bad, "cut at {cut}");
+        }
     }
 }

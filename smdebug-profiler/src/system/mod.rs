@@ -28,7 +28,7 @@ mod error;
 mod gpu;
 mod node;
 #[cfg(target_os = "linux")]
-mod probe;
+pub(crate) mod probe;
 mod profile;
 mod record;
 mod sampler;
@@ -40,7 +40,7 @@ pub use node::NodeId;
 pub use profile::{ProfiledCommand, profile_command};
 pub use record::{
     SYSTEM_PREFIX, SeriesKey, SystemFileName, SystemSample, hour_folder, parse_system_file_key,
-    system_file_key, vocab,
+    system_file_key, timestamp_us, vocab,
 };
 pub use sampler::{
     DEFAULT_INTERVAL, DEFAULT_PUBLISH_INTERVAL, DEFAULT_ROTATION, MAX_INTERVAL, MIN_INTERVAL,

@@ -37,8 +37,13 @@ pub type SeriesKey = (String, String, String, String);
 impl SystemSample {
     /// The timestamp in whole microseconds since the Unix epoch.
     pub fn timestamp_us(&self) -> u64 {
-        (self.timestamp * 1e6).round().max(0.0) as u64
+        timestamp_us(self.timestamp)
     }
+}
+
+/// Seconds since the Unix epoch in whole microseconds (0 for a time before the epoch).
+pub fn timestamp_us(seconds: f64) -> u64 {
+    (seconds * 1e6).round().max(0.0) as u64
 }
 
 /// smdebug's `Type`, `Name` and `Dimension` strings, and the ones this crate adds.

@@ -76,7 +76,9 @@ impl ProfilerFeed {
         self.seen.samples |= !increment.samples.is_empty();
         self.seen.spans |= !increment.spans.is_empty();
         self.steps.extend(&increment.spans);
-        self.pending_samples.extend(increment.samples);
+        // The rules read records one by one (a window is a time-ordered slice of them).
+        self.pending_samples
+            .extend(increment.samples.iter().map(|s| s.to_sample()));
         self.pending_spans.extend(increment.spans);
         self.pending_code.extend(increment.code_windows);
         let first = self
