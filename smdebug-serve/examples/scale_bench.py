@@ -31,6 +31,8 @@ SAMPLES = 36_000 * 55
 SPANS = 5 * STEPS
 # Give up waiting for all data after this many seconds (SCALE_BENCH_LIMIT_S).
 LIMIT_S = float(os.environ.get("SCALE_BENCH_LIMIT_S", "900"))
+# Seconds between two polls of either server (SCALE_BENCH_POLL_S): the figures' resolution.
+POLL_S = float(os.environ.get("SCALE_BENCH_POLL_S", "0.2"))
 
 
 def get(url, timeout=60):
@@ -113,7 +115,7 @@ def serve(binary, run, paint):
                                    "scalar_values": runs.get("scalar_values"),
                                    "samples": runs["samples"], "spans": runs["spans"]}
                 break
-            time.sleep(0.2)
+            time.sleep(POLL_S)
         rss, hwm = rss_mb(proc.pid)
         out["rss_loaded_mb"] = round(rss, 1)
         out["rss_peak_sampled_mb"] = round(max(peak, rss), 1)
@@ -178,7 +180,7 @@ def tensorboard(binary, run):
             if now > LIMIT_S:
                 out["last_step_s"] = None
                 break
-            time.sleep(0.2)
+            time.sleep(POLL_S)
         rss = tree_rss_mb(proc.pid)
         out["rss_with_data_server_loaded_mb"] = round(rss, 1)
         out["rss_with_data_server_peak_sampled_mb"] = round(max(peak, rss), 1)

@@ -27,8 +27,9 @@ pub(crate) fn read<'a>(bytes: &'a [u8], path: &str) -> Result<IndexRef<'a>> {
     }
 }
 
-/// The bytes of an index file and where the reading is.
+/// The text of an index file (its UTF-8 checked once, as a whole) and where the reading is.
 struct Scan<'a> {
+    text: &'a str,
     bytes: &'a [u8],
     at: usize,
 }
@@ -60,8 +61,10 @@ impl<'a> Scan<'a> {
         if rest[len] != b'"' || text.iter().any(|&b| b < 0x20) {
             return None;
         }
+        let start = self.at;
         self.at += len + 1;
-        std::str::from_utf8(text).ok()
+        // Both ends are at ASCII quotes, so on character boundaries.
+        self.text.get(start..start + len)
     }
 
     /// A non-negative integer as JSON writes one (no sign, fraction, exponent or leading zero)
@@ -169,7 +172,8 @@ impl<'a> Scan<'a> {
 /// `bytes` read as an index file, when it has the usual shape (see the module docs); `None`
 /// otherwise, whatever it holds.
 pub(crate) fn parse(bytes: &[u8]) -> Option<IndexRef<'_>> {
-    let mut scan = Scan { bytes, at: 0 };
+    let text = std::str::from_utf8(bytes).ok()?;
+    let mut scan = Scan { text, bytes, at: 0 };
     scan.eat(b'{')?;
     let (mut meta, mut entries, mut shapes) = (None, None, false);
     scan.members(|scan, key| {

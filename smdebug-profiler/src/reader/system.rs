@@ -58,6 +58,12 @@ pub fn parse_system_chunk(key: &str, bytes: &[u8], newlines_before: usize) -> Sy
     let mut out = SystemChunk::default();
     out.samples
         .reserve(memchr::memchr_iter(b'\n', bytes).count());
+    // The UTF-8 of the bytes is checked once, not line by line: the lines within the valid
+    // part are read as text.
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default(),
+    };
     let mut offset = 0usize;
     let mut number = newlines_before;
     while offset < bytes.len() {
@@ -81,7 +87,11 @@ pub fn parse_system_chunk(key: &str, bytes: &[u8], newlines_before: usize) -> Sy
             None => out.samples.push(names, value, timestamp),
             Some(why) => out.bad.push((number, why)),
         };
-        let read = match system_fast::parse(line) {
+        let fast = match text.get(offset..offset + line.len()) {
+            Some(line) => system_fast::parse_text(line),
+            None => system_fast::parse(line),
+        };
+        let read = match fast {
             Some(s) => {
                 take(
                     [s.node_id, s.metric_type, s.name, s.dimension],

@@ -156,7 +156,12 @@ impl<'a> Scan<'a> {
 /// `line` read as a system-metric record, when it has the usual shape (see the module docs);
 /// `None` otherwise, whatever it holds.
 pub(super) fn parse(line: &[u8]) -> Option<FastLine<'_>> {
-    let text = std::str::from_utf8(line).ok()?;
+    parse_text(std::str::from_utf8(line).ok()?)
+}
+
+/// [`parse`] of a line whose UTF-8 was checked with the rest of its file.
+pub(super) fn parse_text(text: &str) -> Option<FastLine<'_>> {
+    let line = text.as_bytes();
     let mut scan = Scan {
         text,
         bytes: line,
