@@ -263,7 +263,11 @@ impl TensorFollower {
             }
         }
         while !self.backlog.is_empty() {
-            let batch = if self.steps.is_empty() { FIRST_BATCH } else { BATCH };
+            let batch = if self.steps.is_empty() {
+                FIRST_BATCH
+            } else {
+                BATCH
+            };
             let take = self.backlog.len().min(batch);
             let batch: Vec<IndexPath> = self.backlog.drain(..take).collect();
             let mut values = Values::default();
