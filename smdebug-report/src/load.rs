@@ -47,8 +47,10 @@ impl ReportInput {
                     Err(e) if e.is_not_found() => Some(false),
                     Err(_) => None,
                 };
+                // The spans go into a `SpanStore`, which keeps no `args`.
                 let mut follower = ProfilerFollower::new(Arc::clone(&storage))
-                    .kineto_traces(options.traces.clone());
+                    .kineto_traces(options.traces.clone())
+                    .span_args(false);
                 let read = follower.read_to_end();
                 let mut profile = ProfileData::default();
                 profile.add_system_samples(&read.samples);

@@ -423,7 +423,9 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> boo
     // time of the longer one rather than of both). The pool's threads outlive the pass: what
     // the profile data allocate stays in heaps in use (see smdebug-io's `parse_index_files`).
     let profiler = cursor.profiler.get_or_insert_with(|| {
-        ProfilerFollower::new(Arc::clone(&storage)).items_per_poll(PROFILER_ITEMS_PER_POLL)
+        ProfilerFollower::new(Arc::clone(&storage))
+            .items_per_poll(PROFILER_ITEMS_PER_POLL)
+            .span_args(false)
     });
     // Steps, tensor names and scalars from the index files.
     let tensors = cursor

@@ -42,7 +42,7 @@ pub use problems::{DataArea, DataProblem, DataProblems, MAX_PROBLEMS};
 use crate::code::{CODE_PREFIX, SUMMARY_EXTENSION, parse_code_profile_key};
 use crate::kineto::RankSummary;
 use crate::reader::{
-    CodeProfileWindow, ProfilerReader, Span, SystemSamples, parse_trace_without_args,
+    CodeProfileWindow, ProfilerReader, Span, SystemSamples, parse_trace, parse_trace_without_args,
 };
 use crate::system::Result;
 
@@ -52,8 +52,8 @@ pub struct Increment {
     /// New system samples grouped by series, in file order (files by window start, then
     /// node); [`SystemSamples::iter`] hands them out one by one.
     pub samples: SystemSamples,
-    /// Spans of the trace files read for the first time, without their events' `args`
-    /// ([`parse_trace_without_args`]: what a [`SpanStore`](crate::reader::SpanStore) keeps).
+    /// Spans of the trace files read for the first time, with their events' `args` unless
+    /// the follower was told not to keep them ([`ProfilerFollower::span_args`]).
     pub spans: Vec<Span>,
     /// Code-profile windows whose summaries appeared, ordered by start, node and worker.
     pub code_windows: Vec<CodeProfileWindow>,
@@ -113,6 +113,7 @@ pub struct ProfilerFollower {
     kineto: KinetoTraces,
     budget: Option<Duration>,
     items: Option<usize>,
+    span_args: bool,
     problems: DataProblems,
     fetches: u64,
     bytes: u64,
@@ -130,6 +131,7 @@ impl ProfilerFollower {
             kineto: KinetoTraces::default(),
             budget: None,
             items: None,
+            span_args: true,
             problems: DataProblems::default(),
             fetches: 0,
             bytes: 0,
@@ -160,6 +162,16 @@ impl ProfilerFollower {
     /// a bounded number of parsed records at a time.
     pub fn items_per_poll(mut self, items: usize) -> ProfilerFollower {
         self.items = Some(items.max(1));
+        self
+    }
+
+    /// Whether spans keep their events' `args` (they do by default: the rules read a
+    /// data-loading span's `worker_id` or `num_workers` and an operator's `cat` there). A
+    /// consumer that holds spans in a [`SpanStore`](crate::reader::SpanStore), which keeps no
+    /// `args`, turns them off: each file is then read with [`parse_trace_without_args`], which
+    /// looks only at the entries a span is read from.
+    pub fn span_args(mut self, keep: bool) -> ProfilerFollower {
+        self.span_args = keep;
         self
     }
 
@@ -269,7 +281,12 @@ impl ProfilerFollower {
             };
             self.fetches += 1;
             self.bytes += bytes.len() as u64;
-            match parse_trace_without_args(&file, &bytes) {
+            let parsed = if self.span_args {
+                parse_trace(&file, &bytes)
+            } else {
+                parse_trace_without_args(&file, &bytes)
+            };
+            match parsed {
                 Ok(spans) => out.spans.extend(spans),
                 Err(e) => out.problems.push(DataProblem::BadFile {
                     area: DataArea::Spans,

@@ -320,3 +320,38 @@ fn kineto_traces_are_summarized_once_and_again_when_they_change() {
     assert_eq!(again.len(), 2);
     assert_eq!(again[0].gpu_busy_us, 2000.0);
 }
+
+#[test]
+fn spans_keep_their_args_unless_the_follower_is_told_not_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
+    let end_us = T0 * 1_000_000 + 5_000_000;
+    let key = trace_file_key(end_us, 0, "algo-1");
+    let events = json!([
+        {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "DataLoaderIter"}},
+        {"name": "DataLoaderIter::GetNext", "ph": "X", "pid": 1, "ts": end_us - 2000,
+         "dur": 500, "args": {"step_num": "3", "worker_id": 2, "num_workers": 4}},
+    ]);
+    storage
+        .put(&key, Bytes::from(serde_json::to_vec(&events).unwrap()))
+        .unwrap();
+    let with = ProfilerFollower::new(Arc::clone(&storage)).read_to_end();
+    let without = ProfilerFollower::new(Arc::clone(&storage))
+        .span_args(false)
+        .read_to_end();
+    assert_eq!((with.spans.len(), without.spans.len()), (1, 1));
+    let (a, b) = (&with.spans[0], &without.spans[0]);
+    assert_eq!(
+        a.args["worker_id"], 2,
+        "the rules read a loader's worker_id"
+    );
+    assert_eq!(a.args["num_workers"], 4);
+    assert!(b.args.is_empty());
+    // The same span otherwise.
+    let stripped = Span {
+        args: Default::default(),
+        ..a.clone()
+    };
+    assert_eq!(&stripped, b);
+    assert_eq!(b.step, Some(3));
+}
