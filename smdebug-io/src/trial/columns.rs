@@ -590,46 +590,34 @@ mod tests {
         assert_eq!(c.walls.walls.len(), 1000);
     }
 
-    /// A small deterministic generator (xorshift), for orders and values.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-    }
-
     #[test]
     fn a_column_built_in_any_order_holds_what_a_sorted_map_holds() {
         for seed in 1..40u64 {
-            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let mut rng = fastrand::Rng::with_seed(seed);
             let mut model: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
             let mut c = ScalarColumns::default();
             // Steps: stretches of strides 1, 3 and 10 with gaps, some late, some repeated.
             let mut steps: Vec<u64> = Vec::new();
-            let mut at = rng.next() % 5;
-            for _ in 0..(2 + rng.next() % 6) {
-                let stride = [1, 3, 10][(rng.next() % 3) as usize];
-                for _ in 0..(1 + rng.next() % 40) {
+            let mut at = rng.u64(..) % 5;
+            for _ in 0..(2 + rng.u64(..) % 6) {
+                let stride = [1, 3, 10][(rng.u64(..) % 3) as usize];
+                for _ in 0..(1 + rng.u64(..) % 40) {
                     steps.push(at);
                     at += stride;
                 }
-                at += rng.next() % 50;
+                at += rng.u64(..) % 50;
             }
             for _ in 0..steps.len() / 3 {
                 let (a, b) = (
-                    rng.next() as usize % steps.len(),
-                    rng.next() as usize % steps.len(),
+                    rng.u64(..) as usize % steps.len(),
+                    rng.u64(..) as usize % steps.len(),
                 );
                 steps.swap(a, b);
             }
             let repeats: Vec<u64> = steps.iter().step_by(7).copied().collect();
             steps.extend(repeats);
             for step in steps {
-                let value = if rng.next() % 5 == 0 {
+                let value = if rng.u64(..) % 5 == 0 {
                     step as f64 * 0.1 // not an f32
                 } else {
                     step as f64 + 0.5

@@ -307,18 +307,6 @@ pub(super) fn point_order(a: &(u64, f64), b: &(u64, f64)) -> std::cmp::Ordering 
 mod tests {
     use super::*;
 
-    /// A small deterministic generator (xorshift).
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-    }
-
     #[test]
     fn decimals_are_held_in_four_bytes_and_given_back_to_the_bit() {
         for text in [
@@ -363,19 +351,19 @@ mod tests {
     #[test]
     fn points_merged_in_any_order_hold_what_a_sorted_vec_holds() {
         for seed in 1..30u64 {
-            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let mut rng = fastrand::Rng::with_seed(seed);
             let mut model: Vec<(u64, f64)> = Vec::new();
             let mut points = Points::default();
             // Batches of 100 ms samples with jitter, some late, across 71-minute stretches.
             for _ in 0..20 {
-                let start = rng.next() % (3 * 3_600_000_000);
-                let mut batch: Vec<(u64, f64)> = (0..1 + rng.next() % 200)
+                let start = rng.u64(..) % (3 * 3_600_000_000);
+                let mut batch: Vec<(u64, f64)> = (0..1 + rng.u64(..) % 200)
                     .map(|i| {
-                        let t = start + i * 100_000 + rng.next() % 5_000;
-                        let v = match rng.next() % 10 {
-                            0 => (rng.next() % 1000) as f64 * 0.1 + 0.05 * (seed % 3) as f64,
-                            1 if seed % 4 == 0 => (rng.next() % 1000) as f64 / 3.0,
-                            _ => (rng.next() % 10_000) as f64 / 100.0,
+                        let t = start + i * 100_000 + rng.u64(..) % 5_000;
+                        let v = match rng.u64(..) % 10 {
+                            0 => (rng.u64(..) % 1000) as f64 * 0.1 + 0.05 * (seed % 3) as f64,
+                            1 if seed % 4 == 0 => (rng.u64(..) % 1000) as f64 / 3.0,
+                            _ => (rng.u64(..) % 10_000) as f64 / 100.0,
                         };
                         (t, v)
                     })
