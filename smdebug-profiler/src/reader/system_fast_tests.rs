@@ -3,32 +3,27 @@
 use super::*;
 use crate::system::SystemSample;
 
+/// A sample's fields as text, its numbers by their bits.
+fn fields(kind: &str, name: &str, dimension: &str, value: f64, node: &str, time: f64) -> String {
+    format!(
+        "{kind:?} {name:?} {dimension:?} {:x} {node:?} {:x}",
+        value.to_bits(),
+        time.to_bits()
+    )
+}
+
 /// serde_json's reading of a line, comparable bit for bit.
 fn general(line: &[u8]) -> Option<String> {
     serde_json::from_slice::<SystemSample>(line).ok().map(|s| {
-        format!(
-            "{:?} {:?} {:?} {:x} {:?} {:x}",
-            s.metric_type,
-            s.name,
-            s.dimension,
-            s.value.to_bits(),
-            s.node_id,
-            s.timestamp.to_bits()
-        )
+        let names = (&s.metric_type, &s.name, &s.dimension, &s.node_id);
+        fields(names.0, names.1, names.2, s.value, names.3, s.timestamp)
     })
 }
 
 fn fast(line: &[u8]) -> Option<String> {
     parse(line).map(|s| {
-        format!(
-            "{:?} {:?} {:?} {:x} {:?} {:x}",
-            s.metric_type,
-            s.name,
-            s.dimension,
-            s.value.to_bits(),
-            s.node_id,
-            s.timestamp.to_bits()
-        )
+        let names = (s.metric_type, s.name, s.dimension, s.node_id);
+        fields(names.0, names.1, names.2, s.value, names.3, s.timestamp)
     })
 }
 
