@@ -20,12 +20,7 @@ use crate::storage::Storage;
 const WHOLE_FILE_BYTES: u64 = 1 << 20;
 
 /// Index files read per batch (on a few threads); the values of a batch go out together.
-/// Between two batches the reader threads wait while the values are handed out: 2,048 files a
-/// batch took the synthetic 1-hour run's load 0.2 s longer (BENCHMARKS.md).
-const BATCH: usize = 4096;
-
-/// The first batch of a run: its values are the first a dashboard shows.
-const FIRST_BATCH: usize = 2048;
+const BATCH: usize = 2048;
 
 /// Problems kept per increment; the others are counted.
 const MAX_PROBLEMS: usize = 100;
@@ -263,12 +258,7 @@ impl TensorFollower {
             }
         }
         while !self.backlog.is_empty() {
-            let batch = if self.steps.is_empty() {
-                FIRST_BATCH
-            } else {
-                BATCH
-            };
-            let take = self.backlog.len().min(batch);
+            let take = self.backlog.len().min(BATCH);
             let batch: Vec<IndexPath> = self.backlog.drain(..take).collect();
             let mut values = Values::default();
             self.read_batch(&batch, &mut inc, &mut values);
