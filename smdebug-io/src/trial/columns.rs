@@ -217,57 +217,37 @@ impl StepWalls {
         self.steps.search(step).ok().map(|i| self.walls[i])
     }
 
-    /// Takes in the wall times of `points` (one column's, in step order) for the steps not held
-    /// yet; a step already held keeps its wall time, and so does the first of a step handed in
-    /// twice. Steps past the last are appended; others are merged in one pass over the table.
-    fn take_in(&mut self, points: &[(u64, f64, f64)]) {
-        let mut pairs: Vec<(u64, f64)> = points
-            .iter()
-            .filter(|p| self.get(p.0).is_none())
-            .map(|&(step, _, wall)| (step, wall))
-            .collect();
-        // A stable sort: of a step's pairs, the first handed in comes first.
-        if !pairs.is_sorted_by_key(|p| p.0) {
-            pairs.sort_by_key(|p| p.0);
+    /// Takes in the wall times of steps not held yet, each once, in any order. Steps past the
+    /// last are appended; others are merged in one pass over the table.
+    fn take_in(&mut self, mut new: Vec<(u64, f64)>) {
+        if !new.is_sorted_by_key(|p| p.0) {
+            new.sort_by_key(|p| p.0);
         }
-        pairs.dedup_by_key(|p| p.0);
-        let Some(&(first, _)) = pairs.first() else {
+        let Some(&(first, _)) = new.first() else {
             return;
         };
         if self.steps.last().is_none_or(|last| last < first) {
-            self.walls.reserve(pairs.len());
-            for (step, wall) in pairs {
+            self.walls.reserve(new.len());
+            for (step, wall) in new {
                 self.steps.push(step);
                 self.walls.push(wall);
             }
             return;
         }
         let old = std::mem::take(self);
-        let mut held = (0..old.steps.len()).map(|i| (old.steps.get(i), old.walls[i]));
-        let mut new = pairs.into_iter();
-        let (mut a, mut b) = (held.next(), new.next());
-        self.walls.reserve(old.walls.len() + new.len() + 1);
-        loop {
-            let next = match (a, b) {
-                (Some(h), Some(n)) if h.0 <= n.0 => {
-                    if h.0 == n.0 {
-                        b = new.next();
-                    }
-                    a = held.next();
-                    h
-                }
-                (_, Some(n)) => {
-                    b = new.next();
-                    n
-                }
-                (Some(h), None) => {
-                    a = held.next();
-                    h
-                }
-                (None, None) => break,
-            };
-            self.steps.push(next.0);
-            self.walls.push(next.1);
+        self.walls.reserve(old.walls.len() + new.len());
+        let mut held = (0..old.steps.len())
+            .map(|i| (old.steps.get(i), old.walls[i]))
+            .peekable();
+        let mut new = new.into_iter().peekable();
+        // No step is in both.
+        while let Some((step, wall)) = match (held.peek(), new.peek()) {
+            (Some(h), Some(n)) if n.0 < h.0 => new.next(),
+            (Some(_), _) => held.next(),
+            (None, _) => new.next(),
+        } {
+            self.steps.push(step);
+            self.walls.push(wall);
         }
     }
 
@@ -418,7 +398,6 @@ impl ScalarColumns {
     }
 
     fn add_column(&mut self, name: String, mode: Mode, points: BatchColumn, more: usize) {
-        self.walls.take_in(&points);
         let column = self
             .tracks
             .entry(name)
@@ -428,11 +407,14 @@ impl ScalarColumns {
         if column.values.spare() < points.len() {
             column.reserve((points.len() + more).max(column.len() / 8));
         }
+        // Steps no column had yet: this value's wall time becomes the step's.
+        let mut new_steps = Vec::new();
         for (step, value, wall_time) in points {
             if column.insert(step, value) {
-                let step_wall = self.walls.get(step);
-                if !step_wall.is_some_and(|w| wall_close(w, wall_time)) {
-                    column.keep_wall_apart(step, wall_time);
+                match self.walls.get(step) {
+                    Some(w) if wall_close(w, wall_time) => {}
+                    Some(_) => column.keep_wall_apart(step, wall_time),
+                    None => new_steps.push((step, wall_time)),
                 }
                 self.values += 1;
                 if wall_time.is_finite() && self.first_wall_time.is_none_or(|w| wall_time < w) {
@@ -440,6 +422,7 @@ impl ScalarColumns {
                 }
             }
         }
+        self.walls.take_in(new_steps);
         if more == 0 && column.values.spare() > column.len() / 8 + 16 {
             column.shrink();
         }
