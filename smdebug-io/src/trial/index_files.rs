@@ -88,10 +88,10 @@ impl TensorTable {
     }
 
     /// Adds an entry; a name already there takes the new slot (later entries win, as in
-    /// Python smdebug's reader), and the slot it had is returned.
-    fn insert(&mut self, name: Arc<str>, slot: Slot) -> Option<Slot> {
+    /// Python smdebug's reader), and its place and the slot it had are returned.
+    fn insert(&mut self, name: Arc<str>, slot: Slot) -> Option<(usize, Slot)> {
         if let Some(i) = self.position(&name) {
-            return Some(std::mem::replace(&mut self.entries[i].1, slot));
+            return Some((i, std::mem::replace(&mut self.entries[i].1, slot)));
         }
         self.push_new(name, slot);
         None
@@ -417,20 +417,18 @@ fn read_index_file(
             positions.push(position);
             continue;
         }
-        match tensors.insert(name.clone(), slot) {
-            Some(earlier) => {
-                let i = tensors.position(&name).expect("just inserted");
-                let new_place = place(&tensors.entries[i].1, position);
-                let earlier_place = place(&earlier, positions[i]);
-                positions[i] = position;
-                let line = format!(
-                    "{path}: tensor `{name}` is listed twice, `{name}` {earlier_place} and \
-                     `{name}` {new_place}; the later entry is read, as Python smdebug does"
-                );
-                repeated.push((name.to_string(), line));
-            }
-            None => positions.push(position),
-        }
+        // Listed before in this file: the later entry wins.
+        let (i, earlier) = tensors
+            .insert(name.clone(), slot)
+            .expect("a name listed before in the file is in its table");
+        let new_place = place(&tensors.entries[i].1, position);
+        let earlier_place = place(&earlier, positions[i]);
+        positions[i] = position;
+        let line = format!(
+            "{path}: tensor `{name}` is listed twice, `{name}` {earlier_place} and \
+             `{name}` {new_place}; the later entry is read, as Python smdebug does"
+        );
+        repeated.push((name.to_string(), line));
     }
     Ok(IndexEntry {
         path: path.to_string(),
@@ -477,11 +475,10 @@ mod tests {
                 Some(Slot::Record(start, length)) => Some((*start, *length)),
                 _ => None,
             };
-            assert_eq!(
-                at(table.insert(again, Slot::Record(10_000, 20)).as_ref()),
-                Some((100, 50)),
-                "{n}"
-            );
+            let (place, earlier) = table
+                .insert(again, Slot::Record(10_000, 20))
+                .expect("t1 is held");
+            assert_eq!((place, at(Some(&earlier))), (1, Some((100, 50))), "{n}");
             assert_eq!(at(table.get("t1")), Some((10_000, 20)), "{n}");
             assert_eq!(table.names().count(), n, "{n}: no second entry");
             for i in (0..n as u64).filter(|&i| i != 1) {
