@@ -33,16 +33,16 @@ impl Page<'_> {
              loop from the start of the first step to the end of the last one. Initialization is \
              the time before the loop, finalization the time after it.",
         );
-        let job = (t1 - t0) as f64 / 1e6;
+        let phases = JobPhases::new(
+            (t0, t1),
+            self.view.steps.iter().map(|s| (s.start_us, s.end_us)),
+        );
+        let job = phases.job_s();
         let mut rows = vec![
             vec![Cell::text("Job start"), Cell::text(utc(t0))],
             vec![Cell::text("Job end"), Cell::text(utc(t1))],
             vec![Cell::text("Job duration"), Cell::text(fmt_secs(job))],
         ];
-        let phases = JobPhases::new(
-            (t0, t1),
-            self.view.steps.iter().map(|s| (s.start_us, s.end_us)),
-        );
         let mut slices = Vec::new();
         let initialization = self.details(RULE).and_then(|d| d.initialization().cloned());
         let init = initialization.as_ref().and_then(|d| d.initialization_s);
