@@ -238,32 +238,21 @@ impl Points {
         }
     }
 
-    /// Merges the sorted `batch` in: appended when it starts at or after the last point, else
-    /// the points after the batch's first are merged with it and held again (`O(tail + k)`).
+    /// Merges the sorted `batch` in: the points after the batch's first are merged with it
+    /// and held again (`O(tail + k)`; a batch after the last point is appended).
     pub(super) fn merge(&mut self, batch: Vec<(u64, f64)>) {
         let Some(&first) = batch.first() else { return };
         let at = self.partition_point(|p| point_order(&p, &first).is_le());
-        if at == self.len() {
-            self.reserve(batch.len());
-            for p in batch {
-                self.push(p);
-            }
-            return;
-        }
         let tail: Vec<(u64, f64)> = self.range(at..self.len()).collect();
         self.truncate(at);
         self.reserve(tail.len() + batch.len());
         let (mut tail, mut new) = (tail.into_iter().peekable(), batch.into_iter().peekable());
-        loop {
-            let next = match (tail.peek(), new.peek()) {
-                (Some(held), Some(n)) if point_order(n, held).is_lt() => new.next(),
-                (Some(_), _) => tail.next(),
-                (None, _) => new.next(),
-            };
-            match next {
-                Some(p) => self.push(p),
-                None => break,
-            }
+        while let Some(p) = match (tail.peek(), new.peek()) {
+            (Some(held), Some(n)) if point_order(n, held).is_lt() => new.next(),
+            (Some(_), _) => tail.next(),
+            (None, _) => new.next(),
+        } {
+            self.push(p);
         }
     }
 
