@@ -288,6 +288,24 @@
     $("summary-state").textContent = PHASE_TEXT[r.phase] || text; tile("tile-state", cls);
     const planned = lastOverview.progress.planned_steps;
     $("summary-step").textContent = (r.last_step === null ? "–" : String(r.last_step)) + (planned !== null ? " of " + planned : "");
+    if (lastOverview.id !== r.id || r.version < lastOverview.version) return;
+    $("summary-state-more").textContent = dataSpan(text, r);
+    // Not while the person has text selected in the card (the overview's redraw waits too).
+    if (selectionIn($("overview-runs"))) return;
+    for (const [k, v] of runCounts(r, r)) {
+      const dd = document.querySelector('#overview-runs dd[data-count="' + k + '"]');
+      if (dd && dd.textContent !== v) dd.textContent = v;
+    }
+  }
+  const dataSpan = (text, x) => text + (x.start !== null ? " · " + dur(x.end - x.start) + " of data" : "");
+  // The run card's counts, from the overview or from the pushed run summary (the header's),
+  // whichever is newer: the card and the header agree between the overview's fetches (every
+  // 10 s on a live run). `r` is the summary, for the state; `x` the newer of the two.
+  function runCounts(r, x) {
+    const c = [["state", runState(r)[0]], ["steps", x.steps + (x.last_step !== null ? " (last " + x.last_step + ")" : "")],
+      ["samples / spans", x.samples + " / " + x.spans], ["tensors", String(x.tensors)]];
+    if (x.start !== null) c.push(["duration", dur(x.end - x.start)]);
+    return c;
   }
   function headlineChart(h, key) {
     const box = $("headline-charts");
@@ -301,7 +319,8 @@
     lastOverview = o;
     const [text, cls] = runState(r);
     $("summary-state").textContent = PHASE_TEXT[r.phase] || text;
-    $("summary-state-more").textContent = text + (o.start !== null ? " · " + dur(o.end - o.start) + " of data" : "");
+    const newer = r.version > o.version ? r : o;
+    $("summary-state-more").textContent = dataSpan(text, newer);
     tile("tile-state", cls);
     drawRuleLists(o);
     window.SMD.drawProgress(o, tile);
@@ -315,11 +334,7 @@
     const dl = el("dl");
     const add = (k, v) => { dl.append(el("dt", { text: k }), el("dd", { text: v })); };
     add("location", o.location);
-    add("state", text);
-    add("steps", o.steps + (o.last_step !== null ? " (last " + o.last_step + ")" : ""));
-    add("samples / spans", o.samples + " / " + o.spans);
-    add("tensors", o.tensors);
-    if (o.start !== null) add("duration", dur(o.end - o.start));
+    for (const [k, v] of runCounts(r, newer)) { add(k, v); dl.lastChild.dataset.count = k; }
     if (o.phases) {
       add("initialization", dur(o.phases.initialization));
       add("training loop", dur(o.phases.training_loop));

@@ -130,6 +130,7 @@ pub fn overview(run: &Run) -> Overview {
         .collect();
     Overview {
         id: run.id,
+        version: d.version,
         name: run.name.clone(),
         location: run.location.clone(),
         exists: d.exists,

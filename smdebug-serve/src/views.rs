@@ -129,6 +129,8 @@ pub struct RunState {
 pub struct Overview {
     /// The run's index.
     pub id: usize,
+    /// The run data's version, as in the run list: a page shows the newer of the two's counts.
+    pub version: u64,
     /// Short name.
     pub name: String,
     /// Location.

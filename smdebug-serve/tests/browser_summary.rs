@@ -229,6 +229,35 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
     eprintln!("traffic per second while live (bytes): {seconds:?}, median {med}");
     assert!(med <= 50_000, "median {med} B/s over {seconds:?}");
 
+    // The run card below keeps up with the header while the job runs (it used to show the
+    // overview's counts of up to 10 s before: 35 steps against the header's 179).
+    let counts = cdp.eval(
+        "(() => { const dd = (k) => document.querySelector('#overview-runs dd[data-count=\"' + k + '\"]').textContent; \
+           const h = document.getElementById('run-state').textContent; \
+           return { header: h, steps: dd('steps'), samples: dd('samples / spans'), duration: dd('duration'), \
+             tile: document.getElementById('summary-state-more').textContent }; })()",
+    );
+    let header = counts["header"].as_str().unwrap();
+    let (steps, samples) = (
+        counts["steps"].as_str().unwrap(),
+        counts["samples"].as_str().unwrap(),
+    );
+    let header_steps = format!(" {} steps ", steps.split(' ').next().unwrap());
+    let header_samples = format!(" {} samples", samples.split(' ').next().unwrap());
+    assert!(
+        header.contains(&header_steps) && header.contains(&header_samples),
+        "the run card disagrees with the header: {counts}"
+    );
+    // The state tile's length of data is the card's.
+    let duration = counts["duration"].as_str().unwrap();
+    assert!(
+        counts["tile"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!(" · {duration} of data")),
+        "{counts}"
+    );
+
     // The Scalars tab, by its URL: one chart per scalar, in it each mode's smoothed line over
     // its faint raw line, the smoothing value shown.
     cdp.eval("location.hash = '#/run/0/scalars'");
