@@ -444,3 +444,41 @@ fn each_value_keeps_its_records_wall_time() {
     eprintln!("scalar columns: {per_value} bytes a value");
     assert!(per_value <= 20.0 * 1.5, "{per_value} bytes a value");
 }
+
+/// A backlog longer than one poll starts (2,048 index files read ahead) is read over several
+/// polls when the budget is spent at once: each poll takes in every file it started (none read
+/// twice, none skipped) and says how many are left, the values go out at most 2,048 files' worth
+/// at a time, and they are what one read to the end gives. (The files after the ones being
+/// taken in are read meanwhile: a poll that stops starting files still takes in those read.)
+#[test]
+fn a_long_backlog_under_a_spent_budget_goes_on_over_polls_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    write_losses(&run, 0..5000);
+    let mut f = follower(&run);
+    let mut columns = ScalarColumns::default();
+    let (mut pending, mut handed) = (Vec::new(), Vec::new());
+    loop {
+        let inc = f.poll(Duration::ZERO, &mut |batch, more| {
+            handed.push((batch.iter().map(|c| c.2.len()).sum::<usize>(), more));
+            columns.add(batch, more)
+        });
+        assert!(inc.problems.is_empty(), "{:?}", inc.problems);
+        pending.push(inc.pending);
+        if inc.pending == 0 {
+            break;
+        }
+        assert!(pending.len() < 40, "no end to the backlog: {pending:?}");
+    }
+    assert!(pending.len() >= 2, "one poll read it all: {pending:?}");
+    assert!(pending.windows(2).all(|w| w[0] > w[1]), "{pending:?}");
+    assert!(handed.iter().all(|h| h.0 <= 2048), "{handed:?}");
+    assert_eq!(handed.iter().map(|h| h.0).sum::<usize>(), 5000);
+    assert_eq!(handed.last().unwrap().1, 0, "{handed:?}");
+    let expected: Vec<(u64, f64)> = (0..5000).map(|s| (s, s as f64)).collect();
+    assert_eq!(column(&columns, "loss", Mode::Train), expected);
+
+    let mut whole = ScalarColumns::default();
+    follower(&run).read_to_end(&mut |batch, more| whole.add(batch, more));
+    assert_eq!(column(&whole, "loss", Mode::Train), expected);
+}

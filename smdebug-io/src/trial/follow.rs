@@ -1,7 +1,7 @@
 //! The one incremental reader of a run's tensors, [`TensorFollower`] (documented on the type).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -19,7 +19,8 @@ use crate::storage::Storage;
 /// record by record (its short records only).
 const WHOLE_FILE_BYTES: u64 = 1 << 20;
 
-/// Index files read per batch (on a few threads); the values of a batch go out together.
+/// The values of this many index files go out together (they are read on a few threads, ahead
+/// of the one being taken in).
 const BATCH: usize = 2048;
 
 /// Problems kept per increment; the others are counted.
@@ -177,8 +178,9 @@ pub struct TensorFollower {
     /// Stored names already listed in `names` (a step's names are looked up here, not in the
     /// sorted set: 50 names a step, 100,000 steps).
     stored_names: foldhash::HashSet<Arc<str>>,
-    /// Stored names whose record is not one number: not read again.
-    not_numbers: foldhash::HashSet<Arc<str>>,
+    /// Stored names whose record is not one number: not read again (the reader threads look
+    /// here while this thread adds what they found).
+    not_numbers: Arc<RwLock<foldhash::HashSet<Arc<str>>>>,
     repeated: BTreeSet<String>,
     found: bool,
     end: Option<Option<EndReason>>,
@@ -198,7 +200,7 @@ impl TensorFollower {
             open: BTreeMap::new(),
             names: BTreeSet::new(),
             stored_names: foldhash::HashSet::default(),
-            not_numbers: foldhash::HashSet::default(),
+            not_numbers: Arc::default(),
             repeated: BTreeSet::new(),
             found: false,
             end: None,
@@ -257,19 +259,8 @@ impl TensorFollower {
                 Err(e) => inc.problem(TensorProblem::Listing(e)),
             }
         }
-        while !self.backlog.is_empty() {
-            let take = self.backlog.len().min(BATCH);
-            let batch: Vec<IndexPath> = self.backlog.drain(..take).collect();
-            let mut values = Values::default();
-            self.read_batch(&batch, &mut inc, &mut values);
-            self.forget_complete();
-            if !values.columns.is_empty() {
-                inc.values += values.count;
-                sink(values.columns, self.backlog.len());
-            }
-            if started.elapsed() >= budget {
-                break;
-            }
+        if !self.backlog.is_empty() {
+            self.read_backlog(&mut inc, || started.elapsed() < budget, sink);
         }
         if self.backlog.is_empty() {
             // A first read's backlog held every index file of the run (~70 bytes each): its
@@ -318,35 +309,65 @@ impl TensorFollower {
         }
     }
 
-    /// Reads a batch of index files and their numbers on a few threads, and takes them in in
-    /// key order on this one while the readers go on.
-    fn read_batch(&mut self, batch: &[IndexPath], inc: &mut TensorIncrement, values: &mut Values) {
+    /// Reads the backlog's index files and their numbers on a few threads, and takes them in in
+    /// key order on this one while the readers go on; the numbers go to `sink` every [`BATCH`]
+    /// files. Files are started while `more` says yes; those read leave the backlog.
+    fn read_backlog(
+        &mut self,
+        inc: &mut TensorIncrement,
+        more: impl Fn() -> bool,
+        sink: &mut dyn FnMut(ScalarBatch, usize),
+    ) {
         let storage = Arc::clone(&self.storage);
         let local = self.local.clone();
-        let not_numbers = std::mem::take(&mut self.not_numbers);
+        let not_numbers = Arc::clone(&self.not_numbers);
+        let mut backlog = std::mem::take(&mut self.backlog);
+        let paths = backlog.make_contiguous();
+        let mut values = Values::default();
         let mut at = 0;
         let read = source::parse_index_files(
             storage.as_ref(),
             local.as_deref(),
-            batch,
+            paths,
+            more,
             |entry| entry.map(|e| read_numbers(storage.as_ref(), e, &not_numbers)),
             |read| {
-                let (path, step, _) = &batch[at];
+                let (path, step, _) = &paths[at];
                 at += 1;
                 match read {
-                    Ok(read) => self.take_in(read, inc, values),
+                    Ok(read) => self.take_in(read, inc, &mut values),
                     Err(e) => {
                         inc.problem(TensorProblem::IndexFile(e));
                         self.read.insert(*step, path.clone());
                     }
                 }
-                Ok(())
+                if at % BATCH == 0 {
+                    self.hand_out(&mut values, inc, sink, paths.len() - at);
+                }
+                Ok::<(), std::convert::Infallible>(())
             },
         );
-        // Names found not to be numbers in this batch join those known before it.
-        let found = std::mem::replace(&mut self.not_numbers, not_numbers);
-        self.not_numbers.extend(found);
-        debug_assert!(read.is_ok(), "taking in never fails");
+        let Ok(done) = read;
+        self.hand_out(&mut values, inc, sink, paths.len() - done);
+        backlog.drain(..done);
+        self.backlog = backlog;
+    }
+
+    /// The numbers taken in since the last call go to `sink`, with about how many index files
+    /// are still to read; what is kept of complete steps goes.
+    fn hand_out(
+        &mut self,
+        values: &mut Values,
+        inc: &mut TensorIncrement,
+        sink: &mut dyn FnMut(ScalarBatch, usize),
+        pending: usize,
+    ) {
+        self.forget_complete();
+        let values = std::mem::take(values);
+        if !values.columns.is_empty() {
+            inc.values += values.count;
+            sink(values.columns, pending);
+        }
     }
 
     /// Takes in one index file and its numbers, unless it conflicts with what is known.
@@ -397,7 +418,13 @@ impl TensorFollower {
             }
         }
         self.progress.step_written(idx.step, &idx.worker);
-        self.not_numbers.extend(read.not_numbers);
+        if !read.not_numbers.is_empty() {
+            let mut known = self
+                .not_numbers
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            known.extend(read.not_numbers);
+        }
         for (name, value, wall_time) in read.numbers {
             values.push(name, idx.mode, idx.step, value, wall_time);
         }
@@ -476,7 +503,7 @@ impl Values {
 fn read_numbers(
     storage: &dyn Storage,
     entry: IndexEntry,
-    not_numbers: &foldhash::HashSet<Arc<str>>,
+    not_numbers: &RwLock<foldhash::HashSet<Arc<str>>>,
 ) -> StepRead {
     let mut read = StepRead {
         numbers: Vec::new(),
@@ -486,6 +513,7 @@ fn read_numbers(
     };
     let entry = &read.entry;
     let mut wanted: Vec<(&Arc<str>, u64, u64)> = Vec::new();
+    let not_numbers = not_numbers.read().unwrap_or_else(PoisonError::into_inner);
     for (name, slot) in entry.tensors.entries() {
         if Reduction::parse_tensor_name(name).is_some() || not_numbers.contains(name) {
             continue; // A reduction, or known not to be one number.
@@ -498,6 +526,7 @@ fn read_numbers(
             Slot::Unusable(unusable) => read.problems.push((name.clone(), unusable.error(name))),
         }
     }
+    drop(not_numbers);
     if wanted.is_empty() {
         return read;
     }

@@ -196,7 +196,15 @@ pub(crate) fn index_files_from(
         .into_iter()
         .filter(|(path, step, _)| !skip(path, *step))
         .collect();
-    parse_index_files(storage, local, &paths, |entry| entry, |entry| apply(entry?))
+    parse_index_files(
+        storage,
+        local,
+        &paths,
+        || true,
+        |entry| entry,
+        |entry| apply(entry?),
+    )
+    .map(|_| ())
 }
 
 /// An index file's path, with the step and worker its name gives.
@@ -217,26 +225,33 @@ pub(crate) fn list_index_files(storage: &dyn Storage, from: Option<u64>) -> Resu
 /// Reads and checks each index file of `paths` ([`read_index_file`]: an index naming another
 /// step's or worker's event file is an error), hands the result to `work` on a reader thread
 /// (a reader that also reads the step's event file does it there), and `work`'s results to
-/// `apply` on the calling thread, in the order of `paths`. An error from `apply` ends the
-/// reading: the results before it were applied, none after.
+/// `apply` on the calling thread, in the order of `paths`. Returns how many of `paths` were
+/// applied: all of them, unless `more` (asked on the calling thread before each further chunk
+/// of files is started) said no; the chunks started by then are still read and applied. An
+/// error from `apply` ends the reading: the results before it were applied, none after.
 ///
 /// Fetching and parsing is most of the cost of opening a long run (one small file a step), so a
-/// long list is read a chunk of files at a time on rayon's pool, while `apply` takes in the
-/// chunks already done. The pool's threads live as long as the process: the memory a reader
+/// long list is read a chunk of files at a time on rayon's pool while `apply` takes in the
+/// chunks already done: a few chunks are in flight at any time, and one more is started as
+/// each is taken, so the readers never wait for the caller between batches and what is read
+/// ahead stays bounded. The pool's threads live as long as the process: the memory a reader
 /// allocates and frees goes back to an allocator heap that stays in use, where a thread spawned
 /// per call leaves its heap's free pages to no one when it ends (mimalloc gives back an ended
 /// thread's free pages only when another thread takes the heap over). Called on one of the
 /// pool's own threads, it reads on that thread alone: waiting there for chunks that only the
 /// pool's other threads could read would stall a pool of one.
-pub(crate) fn parse_index_files<T: Send>(
+pub(crate) fn parse_index_files<'p, T: Send, E>(
     storage: &dyn Storage,
     local: Option<&Path>,
-    paths: &[IndexPath],
+    paths: &'p [IndexPath],
+    more: impl Fn() -> bool,
     work: impl Fn(Result<IndexEntry>) -> T + Sync,
-    mut apply: impl FnMut(T) -> Result<()>,
-) -> Result<()> {
+    mut apply: impl FnMut(T) -> std::result::Result<(), E>,
+) -> std::result::Result<usize, E> {
     /// Index files a task reads and hands over together.
     const CHUNK: usize = 256;
+    /// Chunks read ahead of the one being applied (1,024 files).
+    const IN_FLIGHT: usize = 4;
     let parse = |chunk: &[IndexPath], names: &mut Interner, buf: &mut Vec<u8>| {
         chunk
             .iter()
@@ -247,22 +262,28 @@ pub(crate) fn parse_index_files<T: Send>(
             })
             .collect::<Vec<T>>()
     };
+    let mut chunks = paths.chunks(CHUNK);
     if reader_threads(paths.len()) <= 1 || rayon_core::current_thread_index().is_some() {
-        let (mut names, mut buf) = (Interner::default(), Vec::new());
-        return parse(paths, &mut names, &mut buf)
-            .into_iter()
-            .try_for_each(apply);
+        let (mut names, mut buf, mut done) = (Interner::default(), Vec::new(), 0);
+        for chunk in chunks.by_ref() {
+            if done > 0 && !more() {
+                break;
+            }
+            parse(chunk, &mut names, &mut buf)
+                .into_iter()
+                .try_for_each(&mut apply)?;
+            done += chunk.len();
+        }
+        return Ok(done);
     }
     // One task a chunk, each sending its results on a channel of its own (never blocking: room
     // for the one message), taken in chunk order. Tasks come from outside the pool, so the pool
     // starts them in the order they were spawned.
     let stop = std::sync::atomic::AtomicBool::new(false);
     rayon_core::in_place_scope(|scope| {
-        let mut receivers = Vec::with_capacity(paths.len().div_ceil(CHUNK));
-        for chunk in paths.chunks(CHUNK) {
+        let (parse, stop) = (&parse, &stop);
+        let start = |chunk: &'p [IndexPath]| {
             let (tx, rx) = std::sync::mpsc::sync_channel(1);
-            receivers.push(rx);
-            let (parse, stop) = (&parse, &stop);
             scope.spawn(move |_| {
                 if stop.load(std::sync::atomic::Ordering::Relaxed) {
                     return; // The reading ended (an error from `apply`).
@@ -270,18 +291,28 @@ pub(crate) fn parse_index_files<T: Send>(
                 let (mut names, mut buf) = (Interner::default(), Vec::new());
                 let _ = tx.send(parse(chunk, &mut names, &mut buf));
             });
-        }
-        for rx in receivers {
-            let Ok(chunk) = rx.recv() else {
+            (chunk.len(), rx)
+        };
+        let mut in_flight: std::collections::VecDeque<_> =
+            chunks.by_ref().take(IN_FLIGHT).map(start).collect();
+        let (mut done, mut starting) = (0, true);
+        while let Some((len, rx)) = in_flight.pop_front() {
+            let Ok(results) = rx.recv() else {
                 // The task panicked (a bug): the scope re-raises it when it ends.
                 break;
             };
-            if let Err(e) = chunk.into_iter().try_for_each(&mut apply) {
+            // The next chunk is started before this one is applied: the readers keep busy.
+            starting = starting && more();
+            if let Some(chunk) = chunks.next().filter(|_| starting) {
+                in_flight.push_back(start(chunk));
+            }
+            if let Err(e) = results.into_iter().try_for_each(&mut apply) {
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
                 return Err(e);
             }
+            done += len;
         }
-        Ok(())
+        Ok(done)
     })
 }
 
