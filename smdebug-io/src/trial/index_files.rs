@@ -250,8 +250,6 @@ pub(crate) fn parse_index_files<'p, T: Send, E>(
 ) -> std::result::Result<usize, E> {
     /// Index files a task reads and hands over together.
     const CHUNK: usize = 256;
-    /// Chunks read ahead of the one being applied (1,024 files).
-    const IN_FLIGHT: usize = 4;
     let parse = |chunk: &[IndexPath], names: &mut Interner, buf: &mut Vec<u8>| {
         chunk
             .iter()
@@ -263,7 +261,8 @@ pub(crate) fn parse_index_files<'p, T: Send, E>(
             .collect::<Vec<T>>()
     };
     let mut chunks = paths.chunks(CHUNK);
-    if reader_threads(paths.len()) <= 1 || rayon_core::current_thread_index().is_some() {
+    let threads = reader_threads(paths.len());
+    if threads <= 1 || rayon_core::current_thread_index().is_some() {
         let (mut names, mut buf, mut done) = (Interner::default(), Vec::new(), 0);
         for chunk in chunks.by_ref() {
             if done > 0 && !more() {
@@ -293,8 +292,11 @@ pub(crate) fn parse_index_files<'p, T: Send, E>(
             });
             (chunk.len(), rx)
         };
+        // Two chunks a reader thread in flight (four on two cores, 1,024 files): every reader
+        // has the next chunk waiting while one is taken in. Eight on two cores was no faster
+        // and held more memory (BENCHMARKS.md).
         let mut in_flight: std::collections::VecDeque<_> =
-            chunks.by_ref().take(IN_FLIGHT).map(start).collect();
+            chunks.by_ref().take(2 * threads).map(start).collect();
         let (mut done, mut starting) = (0, true);
         while let Some((len, rx)) = in_flight.pop_front() {
             let Ok(results) = rx.recv() else {
