@@ -29,7 +29,8 @@ pub struct Span {
     pub step: Option<u64>,
     /// The mode: `args.mode`, else the mode in a `Step:ModeKeys.<MODE>` row name.
     pub mode: Option<Mode>,
-    /// The event's `args`, as written.
+    /// The event's `args` as written, less the entries read into `step`, `mode` and `worker`
+    /// (each left out only when it gave that field its value).
     pub args: Map<String, Value>,
 }
 
@@ -266,6 +267,7 @@ impl RawSpan {
             .or_else(|| phase.strip_prefix("Step:").and_then(Mode::from_name));
         let worker = parsed.worker.flatten().or(file.worker);
         Span {
+            args: without_read_entries(args, &parsed),
             phase,
             name,
             start_us: to_epoch_us(base, start),
@@ -274,9 +276,28 @@ impl RawSpan {
             worker,
             step,
             mode,
-            args,
         }
     }
+}
+
+/// `args` without the entries the span's own fields were read from (`step_num`, `mode`,
+/// `worker`, each when it gave a value), so that they are not held twice: in SageMaker's
+/// traces every event has the three, and a map of them took ~1 KB of a ~2 KB span.
+fn without_read_entries(mut args: Map<String, Value>, parsed: &SpanArgs) -> Map<String, Value> {
+    if args.is_empty() {
+        return args;
+    }
+    for (key, read) in [
+        ("step_num", parsed.step.flatten().is_some()),
+        ("mode", parsed.mode.flatten().is_some()),
+        ("worker", parsed.worker.flatten().is_some()),
+    ] {
+        if read {
+            args.remove(key);
+        }
+    }
+    // An emptied map may still hold its first node.
+    if args.is_empty() { Map::new() } else { args }
 }
 
 #[cfg(test)]
@@ -311,6 +332,35 @@ mod tests {
         assert_eq!(step.node, "algo-1");
         assert_eq!(spans[1].phase, "Unknown");
         assert_eq!(spans[1].duration_us(), 50);
+    }
+
+    #[test]
+    fn args_keep_what_the_fields_did_not_take() {
+        let text = r#"[
+{"name": "a", "pid": 0, "ph": "X", "ts": 1, "dur": 1, "args": {"step_num": "3", "mode": "TRAIN", "worker": 2}},
+{"name": "b", "pid": 0, "ph": "X", "ts": 1, "dur": 1, "args": {"step_num": "x", "mode": "NOPE", "worker": -1, "cat": "kernel"}},
+{"name": "c", "pid": 0, "ph": "B", "ts": 5, "args": {"worker_id": 1}},
+{"name": "c", "pid": 0, "ph": "E", "ts": 9, "args": {"step_num": 4}}
+]"#;
+        let spans = parse_trace(&file(), text.as_bytes()).unwrap();
+        // Read into `step`, `mode` and `worker`: not held twice.
+        assert!(spans[0].args.is_empty(), "{:?}", spans[0].args);
+        assert_eq!(
+            (spans[0].step, spans[0].mode, spans[0].worker),
+            (Some(3), Some(Mode::Train), Some(2))
+        );
+        // Entries that gave no value stay, as written.
+        let b = &spans[1];
+        assert_eq!((b.step, b.mode, b.worker), (None, None, Some(7)));
+        assert_eq!(b.args["step_num"], "x");
+        assert_eq!(b.args["mode"], "NOPE");
+        assert_eq!(b.args["worker"], -1);
+        assert_eq!(b.args["cat"], "kernel");
+        // A begin/end pair: the end's step taken, the begin's other entry kept.
+        let c = &spans[2];
+        assert_eq!(c.step, Some(4));
+        assert_eq!(c.args.len(), 1);
+        assert_eq!(c.args["worker_id"], 1);
     }
 
     #[test]

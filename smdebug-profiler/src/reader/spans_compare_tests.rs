@@ -74,16 +74,27 @@ fn dom_parse_trace(file: &TraceFileName, bytes: &[u8]) -> Result<Vec<Span>> {
             v.as_u64()
                 .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
         });
-        let mode = args
+        let args_mode = args
             .get("mode")
             .and_then(Value::as_str)
-            .and_then(Mode::from_name)
-            .or_else(|| phase.strip_prefix("Step:").and_then(Mode::from_name));
-        let worker = args
+            .and_then(Mode::from_name);
+        let mode = args_mode.or_else(|| phase.strip_prefix("Step:").and_then(Mode::from_name));
+        let args_worker = args
             .get("worker")
             .and_then(Value::as_u64)
-            .and_then(|w| u32::try_from(w).ok())
-            .or(file.worker);
+            .and_then(|w| u32::try_from(w).ok());
+        let worker = args_worker.or(file.worker);
+        // The entries read into the span's fields are not kept in its `args`.
+        let mut args = args;
+        for (key, read) in [
+            ("step_num", step.is_some()),
+            ("mode", args_mode.is_some()),
+            ("worker", args_worker.is_some()),
+        ] {
+            if read {
+                args.remove(key);
+            }
+        }
         Span {
             phase,
             name,

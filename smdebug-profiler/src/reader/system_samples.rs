@@ -15,6 +15,8 @@ use crate::system::{SeriesKey, SystemSample, timestamp_us};
 pub struct SampleRef<'a> {
     /// The index of its series in [`SystemSamples::series`].
     pub series: usize,
+    /// Its index among its series' points.
+    pub point: usize,
     /// `NodeId`.
     pub node_id: &'a str,
     /// `Type`.
@@ -159,19 +161,26 @@ impl SystemSamples {
         let mut next = vec![0usize; self.names.len()];
         self.order.iter().map(move |&i| {
             let i = i as usize;
-            let (timestamp, value) = self.points[i][next[i]];
             next[i] += 1;
-            let (node_id, metric_type, name, dimension) = &self.names[i];
-            SampleRef {
-                series: i,
-                node_id,
-                metric_type,
-                name,
-                dimension,
-                value,
-                timestamp,
-            }
+            self.at(i, next[i] - 1)
         })
+    }
+
+    /// Point `point` of series `series` (their places in [`SampleRef`]). Panics when there is
+    /// no such point.
+    pub fn at(&self, series: usize, point: usize) -> SampleRef<'_> {
+        let (timestamp, value) = self.points[series][point];
+        let (node_id, metric_type, name, dimension) = &self.names[series];
+        SampleRef {
+            series,
+            point,
+            node_id,
+            metric_type,
+            name,
+            dimension,
+            value,
+            timestamp,
+        }
     }
 
     /// The samples as owned records, in file order.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use smdebug_io::Storage;
 use smdebug_profiler::follow::{DataArea, DataProblem, DataProblems, ProfilerFollower};
-use smdebug_profiler::reader::{CodeProfileWindow, Span};
+use smdebug_profiler::reader::{CodeProfileWindow, Span, SystemSamples};
 use smdebug_profiler::system::SystemSample;
 
 use crate::status::ProfilerSeen;
@@ -26,7 +26,10 @@ pub(crate) struct Chunk {
 
 pub(crate) struct ProfilerFeed {
     follower: ProfilerFollower,
-    pending_samples: Vec<SystemSample>,
+    /// Grouped by series as the follower hands them out (16 bytes a sample); a window's are
+    /// made records only when the window is handed out, so that a whole run read at once
+    /// (offline) is not held as two million records of four strings each.
+    pending_samples: SystemSamples,
     pending_spans: Vec<Span>,
     /// Code-profile windows that appeared since the last [`take_code_windows`](Self::take_code_windows).
     pending_code: Vec<CodeProfileWindow>,
@@ -41,7 +44,7 @@ impl ProfilerFeed {
     pub(crate) fn new(storage: Arc<dyn Storage>) -> Self {
         ProfilerFeed {
             follower: ProfilerFollower::new(storage),
-            pending_samples: Vec::new(),
+            pending_samples: SystemSamples::default(),
             pending_spans: Vec::new(),
             pending_code: Vec::new(),
             start_us: None,
@@ -76,69 +79,191 @@ impl ProfilerFeed {
         self.seen.samples |= !increment.samples.is_empty();
         self.seen.spans |= !increment.spans.is_empty();
         self.steps.extend(&increment.spans);
-        // The rules read records one by one (a window is a time-ordered slice of them).
-        self.pending_samples
-            .extend(increment.samples.iter().map(|s| s.to_sample()));
-        self.pending_spans.extend(increment.spans);
-        self.pending_code.extend(increment.code_windows);
-        let first = self
-            .pending_samples
+        let times = increment
+            .samples
             .iter()
-            .map(SystemSample::timestamp_us)
-            .chain(self.pending_spans.iter().map(|s| s.start_us))
-            .min();
-        let last = self
-            .pending_samples
-            .iter()
-            .map(SystemSample::timestamp_us)
-            .chain(self.pending_spans.iter().map(|s| s.end_us))
-            .max();
-        if let Some(first) = first {
+            .map(|s| (s.timestamp_us(), s.timestamp_us()))
+            .chain(increment.spans.iter().map(|s| (s.start_us, s.end_us)));
+        for (first, last) in times {
             self.start_us = Some(self.start_us.map_or(first, |s| s.min(first)));
-        }
-        if let Some(last) = last {
             self.latest_us = self.latest_us.max(last);
         }
+        self.pending_samples.append(increment.samples);
+        self.pending_spans.extend(increment.spans);
+        self.pending_code.extend(increment.code_windows);
         Ok(arrived)
     }
 
-    /// Hands out everything pending, in windows of [`CHUNK_US`] of job time. The last window
-    /// is final when `final_window`; `wall_us` (following a live run) moves `now_us` on even
-    /// without data. With nothing pending and nothing final, no window.
-    pub(crate) fn take_chunks(&mut self, final_window: bool, wall_us: Option<u64>) -> Vec<Chunk> {
-        let mut samples = std::mem::take(&mut self.pending_samples);
+    /// Hands out everything pending, in windows of [`CHUNK_US`] of job time, one at a time (a
+    /// window's samples become records as it is handed out). The last window is final when
+    /// `final_window`; `wall_us` (following a live run) moves `now_us` on even without data.
+    /// With nothing pending and nothing final, no window.
+    pub(crate) fn take_chunks(&mut self, final_window: bool, wall_us: Option<u64>) -> Chunks {
+        let samples = std::mem::take(&mut self.pending_samples);
         let mut spans = std::mem::take(&mut self.pending_spans);
-        samples.sort_by(|a, b| a.timestamp.total_cmp(&b.timestamp));
         spans.sort_by_key(|s| (s.end_us, s.start_us));
         let now = self.latest_us.max(wall_us.unwrap_or(0));
         let start = self.start_us.unwrap_or(now);
         let chunk_of = |t: u64| t.saturating_sub(start) / CHUNK_US;
-        let mut chunks: BTreeMap<u64, Chunk> = BTreeMap::new();
-        let empty = |index: u64| Chunk {
+        // Each sample's window, time and place, by window then time (file order among equal
+        // times): a window's samples are a run of this list.
+        let mut order: Vec<(u64, f64, u32, u32)> = samples
+            .iter()
+            .map(|s| {
+                let place = (s.series as u32, s.point as u32);
+                (chunk_of(s.timestamp_us()), s.timestamp, place.0, place.1)
+            })
+            .collect();
+        order.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        let mut by_window: BTreeMap<u64, Vec<Span>> = BTreeMap::new();
+        for s in spans {
+            by_window.entry(chunk_of(s.end_us)).or_default().push(s);
+        }
+        Chunks {
+            samples,
+            order: order.into_iter().peekable(),
+            spans: by_window.into_iter().peekable(),
+            start,
+            now,
+            final_window,
+            empty_window: final_window || wall_us.is_some(),
+        }
+    }
+}
+
+/// The windows [`ProfilerFeed::take_chunks`] hands out, in time order.
+pub(crate) struct Chunks {
+    samples: SystemSamples,
+    order: std::iter::Peekable<std::vec::IntoIter<(u64, f64, u32, u32)>>,
+    spans: std::iter::Peekable<std::collections::btree_map::IntoIter<u64, Vec<Span>>>,
+    start: u64,
+    now: u64,
+    final_window: bool,
+    /// One empty window when there is no data (nothing handed out yet).
+    empty_window: bool,
+}
+
+impl Iterator for Chunks {
+    type Item = Chunk;
+
+    fn next(&mut self) -> Option<Chunk> {
+        let next_samples = self.order.peek().map(|o| o.0);
+        let next_spans = self.spans.peek().map(|(i, _)| *i);
+        let index = match (next_samples, next_spans) {
+            (None, None) if self.empty_window => 0,
+            (None, None) => return None,
+            (a, b) => a.into_iter().chain(b).min().unwrap_or(0),
+        };
+        self.empty_window = false;
+        let mut chunk = Chunk {
             samples: Vec::new(),
             spans: Vec::new(),
-            now_us: start.saturating_add((index + 1).saturating_mul(CHUNK_US)),
+            now_us: self
+                .start
+                .saturating_add((index + 1).saturating_mul(CHUNK_US)),
             final_window: false,
         };
-        for s in samples {
-            let i = chunk_of(s.timestamp_us());
-            chunks.entry(i).or_insert_with(|| empty(i)).samples.push(s);
+        while let Some((_, _, series, point)) = self.order.next_if(|o| o.0 == index) {
+            let sample = self.samples.at(series as usize, point as usize);
+            chunk.samples.push(sample.to_sample());
         }
-        for s in spans {
-            let i = chunk_of(s.end_us);
-            chunks.entry(i).or_insert_with(|| empty(i)).spans.push(s);
+        if next_spans == Some(index) {
+            chunk.spans = self
+                .spans
+                .next()
+                .map(|(_, spans)| spans)
+                .unwrap_or_default();
         }
-        let mut out: Vec<Chunk> = chunks.into_values().collect();
-        if out.is_empty() && (final_window || wall_us.is_some()) {
-            out.push(empty(0));
+        if self.order.peek().is_none() && self.spans.peek().is_none() {
+            chunk.now_us = self.now;
+            chunk.final_window = self.final_window;
         }
-        if let Some(last) = out.last_mut() {
-            last.now_us = now;
-            last.final_window = final_window;
+        chunk.now_us = chunk.now_us.min(self.now);
+        Some(chunk)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: u64 = 1_700_000_000_000_000;
+
+    fn feed() -> (tempfile::TempDir, ProfilerFeed) {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Arc::new(smdebug_io::storage::LocalStorage::new(dir.path()).unwrap());
+        (dir, ProfilerFeed::new(storage))
+    }
+
+    fn span(name: &str, end_s: u64) -> Span {
+        Span {
+            phase: "Forward".into(),
+            name: name.into(),
+            start_us: T0 + end_s * 1_000_000 - 1_000,
+            end_us: T0 + end_s * 1_000_000,
+            node: "algo-1".into(),
+            worker: Some(0),
+            step: None,
+            mode: None,
+            args: Default::default(),
         }
-        for c in &mut out {
-            c.now_us = c.now_us.min(now);
+    }
+
+    /// (series name, value) of a window's samples, in the order handed out.
+    fn names(chunk: &Chunk) -> Vec<(String, f64)> {
+        chunk
+            .samples
+            .iter()
+            .map(|s| (s.name.clone(), s.value))
+            .collect()
+    }
+
+    #[test]
+    fn windows_come_one_a_minute_in_time_order_with_file_order_among_equal_times() {
+        let (_dir, mut f) = feed();
+        let at = |s: f64| (T0 as f64) / 1e6 + s;
+        // File order: a sample of minute 1, two of second 1 (cpu1 first), one of minute 2.
+        for (name, value, t) in [
+            ("cpu0", 1.0, at(61.0)),
+            ("cpu1", 2.0, at(1.0)),
+            ("cpu0", 3.0, at(1.0)),
+            ("cpu0", 4.0, at(125.0)),
+        ] {
+            f.pending_samples
+                .push(["algo-1", "cpu", name, "CPUUtilization"], value, t);
         }
-        out
+        f.pending_spans = vec![span("late", 190), span("early", 30)];
+        f.start_us = Some(T0);
+        f.latest_us = T0 + 190_000_000;
+        let chunks: Vec<Chunk> = f.take_chunks(true, None).collect();
+        assert_eq!(chunks.len(), 4);
+        assert_eq!(
+            names(&chunks[0]),
+            [("cpu1".to_owned(), 2.0), ("cpu0".to_owned(), 3.0)]
+        );
+        assert_eq!(chunks[0].spans, [span("early", 30)]);
+        assert_eq!(names(&chunks[1]), [("cpu0".to_owned(), 1.0)]);
+        assert_eq!(names(&chunks[2]), [("cpu0".to_owned(), 4.0)]);
+        assert!(chunks[3].samples.is_empty());
+        assert_eq!(chunks[3].spans, [span("late", 190)]);
+        let ends: Vec<(u64, bool)> = chunks
+            .iter()
+            .map(|c| ((c.now_us - T0) / 1_000_000, c.final_window))
+            .collect();
+        assert_eq!(ends, [(60, false), (120, false), (180, false), (190, true)]);
+        // Everything was handed out.
+        assert_eq!(f.take_chunks(false, None).count(), 0);
+    }
+
+    #[test]
+    fn with_nothing_pending_only_a_final_window_or_the_clock_gives_one() {
+        let (_dir, mut f) = feed();
+        assert_eq!(f.take_chunks(false, None).count(), 0);
+        let last: Vec<Chunk> = f.take_chunks(true, None).collect();
+        assert_eq!(last.len(), 1);
+        assert!(last[0].final_window && last[0].samples.is_empty() && last[0].spans.is_empty());
+        let ticking: Vec<Chunk> = f.take_chunks(false, Some(T0)).collect();
+        assert_eq!(ticking.len(), 1);
+        assert_eq!((ticking[0].now_us, ticking[0].final_window), (T0, false));
     }
 }
