@@ -85,12 +85,21 @@ impl Reporter for Recorder {
 }
 
 fn run_with(problems: Vec<String>) -> (Seen, smdebug_rules::Summary) {
+    run_with_specs(problems, &[])
+}
+
+/// ProfilerReport and `more` rules.
+fn run_with_specs(problems: Vec<String>, more: &[&str]) -> (Seen, smdebug_rules::Summary) {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     record(&run);
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let summary = RuleRunner::builder(run.to_str().unwrap())
-        .spec(RuleSpec::parse("ProfilerReport:CPUBottleneck_cpu_threshold=80").unwrap())
+    let mut builder = RuleRunner::builder(run.to_str().unwrap())
+        .spec(RuleSpec::parse("ProfilerReport:CPUBottleneck_cpu_threshold=80").unwrap());
+    for spec in more {
+        builder = builder.spec(RuleSpec::parse(spec).unwrap());
+    }
+    let summary = builder
         .reporter(Recorder {
             seen: seen.clone(),
             problems,
@@ -112,7 +121,8 @@ fn the_reporter_gets_the_statuses_trial_and_profiler_data_the_runner_holds() {
     let (status, series, points, trial, threshold) = seen.prepared[0].clone();
     // CPU samples and no GPU: CPUBottleneck had nothing to check.
     assert_eq!(status, Status::NoData);
-    assert_eq!((series, points, trial), (1, 20, true));
+    // No rule reads tensors: the runner opened no trial (the run has profiler data).
+    assert_eq!((series, points, trial), (1, 20, false));
     assert_eq!(threshold, 80.0);
     // The page sees ProfilerReport's status as the plan made it: the rules that checked
     // something (OverallSystemUsage) found nothing, and the report goes somewhere.
@@ -127,6 +137,12 @@ fn the_reporter_gets_the_statuses_trial_and_profiler_data_the_runner_holds() {
     );
     let own = summary.rule("ProfilerReport").unwrap();
     assert_eq!(own.details["report"], "somewhere");
+}
+
+#[test]
+fn with_a_rule_that_reads_tensors_the_reporter_gets_the_trial_too() {
+    let (seen, _) = run_with_specs(Vec::new(), &["LossNotDecreasing"]);
+    assert!(seen.prepared[0].3, "no trial");
 }
 
 #[test]

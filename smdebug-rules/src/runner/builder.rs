@@ -208,12 +208,14 @@ impl RunnerBuilder {
             || entries
                 .iter()
                 .any(|(r, _)| r.input() == RuleInput::Profiler);
+        let has_tensors = entries.iter().any(|(r, _)| r.input() == RuleInput::Tensors);
         let run = RunSource::open(
             &self.location,
             OpenOptions {
                 storage: self.storage.take(),
                 max_tensor_bytes: self.max_tensor_bytes,
                 profiler: has_profiler,
+                tensors: has_tensors,
                 timeout: self.open_timeout,
                 poll_interval: self.poll_interval,
             },

@@ -31,7 +31,8 @@ pub struct RuleRunner {
 }
 
 impl RuleRunner {
-    /// The trial the debugging rules read; `None` while the run holds no tensor data.
+    /// The trial the debugging rules read; `None` while the run holds no tensor data, and when
+    /// no rule reads tensors on a run with profiler data.
     pub fn trial(&self) -> Option<&Trial> {
         self.run.trial.as_ref()
     }

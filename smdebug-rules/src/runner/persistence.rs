@@ -28,7 +28,8 @@ pub struct RunState<'a> {
     /// Whether the runner may write into the run
     /// ([`RunnerBuilder::write_into_run`](crate::runner::RunnerBuilder::write_into_run)).
     pub write_into_run: bool,
-    /// The trial the debugging rules read; `None` while the run holds no tensor data.
+    /// The trial the debugging rules read; `None` while the run holds no tensor data, and when
+    /// no rule reads tensors on a run with profiler data.
     pub trial: Option<&'a Trial>,
     /// Every rule's status now, with the parameters in force.
     pub summary: &'a Summary,
