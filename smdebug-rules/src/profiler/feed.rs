@@ -110,8 +110,8 @@ impl ProfilerFeed {
         let mut order: Vec<(u64, f64, u32, u32)> = samples
             .iter()
             .map(|s| {
-                let place = (s.series as u32, s.point as u32);
-                (chunk_of(s.timestamp_us()), s.timestamp, place.0, place.1)
+                let window = chunk_of(s.timestamp_us());
+                (window, s.timestamp, s.series as u32, s.point as u32)
             })
             .collect();
         order.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
