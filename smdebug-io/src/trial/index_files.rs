@@ -305,7 +305,7 @@ pub(crate) fn parse_index_files<'p, T: Send, E>(
             };
             // The next chunk is started before this one is applied: the readers keep busy.
             starting = starting && more();
-            if let Some(chunk) = chunks.next().filter(|_| starting) {
+            if starting && let Some(chunk) = chunks.next() {
                 in_flight.push_back(start(chunk));
             }
             if let Err(e) = results.into_iter().try_for_each(&mut apply) {
