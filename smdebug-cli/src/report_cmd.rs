@@ -1,5 +1,6 @@
-//! `smdebug report`: the profiling report of a run (one self-contained HTML file, one JSON file
-//! per rule beside it), offline or regenerated while the run is being written.
+//! `smdebug report`: the profiling report of a run (one self-contained HTML file, and one JSON
+//! file per rule when `--rule-json` names a folder), offline or regenerated while the run is
+//! being written.
 //!
 //! The rules are evaluated as `smdebug rules` evaluates them (the default set, or `--rule`), plus
 //! `ProfilerReport` (every profiler rule); nothing is written into the run (unless `-o` points
@@ -30,10 +31,13 @@ pub(crate) struct ReportArgs {
     /// then shows the traces' operator breakdowns only.
     #[arg(required_unless_present = "traces")]
     run: Option<String>,
-    /// The HTML file to write; the rules' JSON results go beside it. An existing directory
+    /// The HTML file to write, and nothing else is written beside it. An existing directory
     /// gets `profiler-report.html` inside it.
     #[arg(short, long)]
     out: PathBuf,
+    /// A folder for the rules' results, one `<RuleName>.json` each (created when missing).
+    #[arg(long, value_name = "DIR")]
+    rule_json: Option<PathBuf>,
     /// Follow a live run: regenerate the report every `--interval` seconds until the run ends
     /// (waits up to 10 minutes for the run to appear).
     #[arg(long)]
@@ -111,7 +115,12 @@ fn report(args: ReportArgs, max_tensor_bytes: u64) -> Result<ExitCode, Box<dyn s
     let mut builder = RuleRunner::builder(&run)
         .max_tensor_bytes(max_tensor_bytes)
         .write_into_run(false)
-        .reporter(ReportWriter::to_file(&out).traces(args.traces.clone()));
+        .reporter(match &args.rule_json {
+            Some(dir) => ReportWriter::to_file(&out)
+                .rule_files_to(dir)
+                .traces(args.traces.clone()),
+            None => ReportWriter::to_file(&out).traces(args.traces.clone()),
+        });
     for s in specs {
         builder = builder.spec(s);
     }

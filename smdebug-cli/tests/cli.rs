@@ -54,6 +54,40 @@ fn info_is_json_with_workers_modes_steps_and_completeness() {
 }
 
 #[test]
+fn value_keeps_the_sign_of_zero_and_names_nan_and_inf() {
+    // Python smdebug wrote −0.0, NaN, ±Inf, the largest and the smallest normal f32 and +0.0.
+    let run = golden("pysmdebug_multi");
+    let exp = expected();
+    let t = exp["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "special/nan_inf_f32" && t["worker"] == "worker_0")
+        .unwrap();
+    let step = t["step"].as_u64().unwrap().to_string();
+    let out = stdout_ok(&[
+        "value",
+        run.to_str().unwrap(),
+        "special/nan_inf_f32",
+        "--step",
+        &step,
+        "--worker",
+        "worker_0",
+    ]);
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    let got = v["values"].as_array().unwrap();
+    let want = t["values"].as_array().unwrap();
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        match (g.as_f64(), w.as_f64()) {
+            (Some(g), Some(w)) => assert_eq!(g.to_bits(), w.to_bits(), "{out}"),
+            _ => assert_eq!(g, w, "{out}"),
+        }
+    }
+    assert!(out.contains("-0.0"), "{out}");
+}
+
+#[test]
 fn tensors_filter_by_collection_and_regex() {
     let run = golden("pysmdebug_multi");
     let run = run.to_str().unwrap();

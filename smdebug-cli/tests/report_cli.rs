@@ -74,15 +74,20 @@ fn a_recorded_run_gets_a_report_with_every_section_and_one_json_per_rule() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     record(&run, Some(Bug::ExplodingLoss), 2);
-    let out_dir = dir.path().join("out");
-    let html_path = out_dir.join("report.html");
+    let page_dir = dir.path().join("pages");
+    let html_path = page_dir.join("report.html");
+    let out_dir = dir.path().join("rule-json");
     let out = smdebug(&[
         "report",
         run.to_str().unwrap(),
         "-o",
         html_path.to_str().unwrap(),
+        "--rule-json",
+        out_dir.to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
+    // The page is the one file written where -o points.
+    assert_eq!(listing(&page_dir), ["report.html"]);
     // Written, and rules found issues: exit 1.
     assert_eq!(
         out.status.code(),
@@ -140,6 +145,43 @@ fn a_recorded_run_gets_a_report_with_every_section_and_one_json_per_rule() {
     }
     // The run's own rule summary was not touched.
     assert!(!run.join("rules/rule_job_summary.json").exists());
+}
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_report_writes_the_page_alone_where_it_was_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    record(&run, None, 1);
+    // A folder of the person's own, with a file of the name a rule result would take.
+    let folder = dir.path().join("docs");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(folder.join("StepOutlier.json"), "mine").unwrap();
+    let html_path = folder.join("x.html");
+    let out = smdebug(&[
+        "report",
+        run.to_str().unwrap(),
+        "-o",
+        html_path.to_str().unwrap(),
+    ]);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(listing(&folder), ["StepOutlier.json", "x.html"]);
+    assert_eq!(
+        std::fs::read_to_string(folder.join("StepOutlier.json")).unwrap(),
+        "mine"
+    );
 }
 
 #[test]

@@ -454,3 +454,61 @@ fn dropping_the_profiler_with_a_window_open_never_hangs_even_on_a_stuck_store() 
     // A profiler dropped right away (no window, nothing pending) also returns.
     drop(CodeProfiler::start(config(), storage).unwrap());
 }
+
+#[test]
+fn a_window_is_sampled_while_it_is_open_even_when_the_last_one_is_still_being_written() {
+    let _turn = one_at_a_time();
+    let run = tempfile::tempdir().unwrap();
+    let storage = Arc::new(GatedStorage {
+        inner: LocalStorage::new(run.path()).unwrap(),
+        open: Mutex::new(false),
+        opened: Condvar::new(),
+    });
+    let profiler = CodeProfiler::start(config(), Arc::clone(&storage) as Arc<dyn Storage>).unwrap();
+    // The first window's files wait on a store that does not answer yet.
+    profiler.begin(Some((Mode::Train, 0))).unwrap();
+    wait_until("the first timer is installed", || profiler.is_sampling());
+    burn(0.05);
+    profiler.end(Some((Mode::Train, 9))).unwrap();
+    wait_until("the first timer is removed", || !profiler.is_sampling());
+
+    // The second window is sampled while it is open, not once the first is written.
+    profiler.begin(Some((Mode::Train, 20))).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !profiler.is_sampling() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let sampled_while_open = profiler.is_sampling();
+    burn(0.3);
+    profiler.end(Some((Mode::Train, 39))).unwrap();
+    storage.open_gate();
+    let report = profiler.finish().unwrap();
+    assert_eq!(report.written, 2);
+    assert!(
+        sampled_while_open,
+        "the timer was not installed within 10 s of begin"
+    );
+
+    let reader = ProfilerReader::new(Arc::clone(&storage) as Arc<dyn Storage>);
+    let windows = reader.code_profiles().unwrap().windows;
+    let second = windows
+        .iter()
+        .map(|w| &w.summary)
+        .find(|s| s.start_step.map(|s| s.step) == Some(20))
+        .expect("the second window's summary");
+    // What the summary says of itself is what its times say: the sampler ran for most of
+    // the window it was asked for, so the label is the window's steps alone.
+    let asked = second.requested_end_us.unwrap() - second.requested_start_us.unwrap();
+    let ran = second.end_time_since_epoch_in_micros - second.start_time_since_epoch_in_micros;
+    let coverage = second.coverage().unwrap();
+    assert!(
+        coverage > 0.5,
+        "coverage {coverage}: asked {asked} µs, ran {ran} µs"
+    );
+    assert!(second.samples > 0);
+    if coverage >= 0.9 {
+        assert_eq!(second.steps_label(), "TRAIN steps 20–39");
+    } else {
+        assert!(second.steps_label().contains("% of it sampled"));
+    }
+}

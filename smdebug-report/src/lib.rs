@@ -37,12 +37,15 @@
 //!
 //! **Output.** [`render_html`] returns the page; [`write_report`] writes it and the rule
 //! results through a `Storage` (each `put` is atomic, so a report regenerated while the job runs
-//! is never seen half-written), [`write_report_to`] to a local file:
+//! is never seen half-written), as the report inside a run has them:
 //!
 //! ```text
-//! <dir>/<report>.html       the page (any name the caller picks)
+//! <dir>/<report>.html       the page
 //! <dir>/<RuleName>.json     one per rule: a RuleFile
 //! ```
+//!
+//! [`write_report_to`] writes the page alone to a local file, and [`write_rule_files_to`] the
+//! rule results into a local folder: a file named by the caller is the only thing written.
 //!
 //! **The page.** The sections of [`SECTIONS`], in that order, each a
 //! `<section id="…" class="report-section">`; a section without data says what is missing in a
@@ -93,6 +96,7 @@ pub use input::{
 pub use load::FollowedRun;
 pub use output::{
     ReportError, WrittenReport, rule_file_name, safe_file_stem, write_report, write_report_to,
+    write_rule_files, write_rule_files_to,
 };
 pub use render::render_html;
 pub use rule_file::RuleFile;

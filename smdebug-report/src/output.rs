@@ -69,37 +69,45 @@ pub fn rule_file_name(rule: &str) -> String {
     name
 }
 
-/// Writes the page to `html_key` in `storage` and each rule's [`RuleFile`] to
-/// `<RuleName>.json` beside it (see [`rule_file_name`]; a second rule with the same file name
-/// gets `-2`, `-3`, … appended). Every file is one atomic `put`.
+/// Writes the page to `html_key` in `storage` and each rule's [`RuleFile`] beside it (the
+/// report inside a run, where SageMaker keeps its rule results next to the page); see
+/// [`write_rule_files`]. Every file is one atomic `put`.
 pub fn write_report(
     input: &ReportInput,
     storage: &dyn Storage,
     html_key: &str,
 ) -> Result<WrittenReport, ReportError> {
     let dir = html_key.rsplit_once('/').map_or("", |(dir, _)| dir);
-    let beside = |name: &str| {
+    let rule_files = write_rule_files(input, storage, dir)?;
+    put(storage, html_key, render_html(input).into_bytes())?;
+    Ok(WrittenReport {
+        html: html_key.to_owned(),
+        rule_files,
+    })
+}
+
+/// Writes each rule's [`RuleFile`] as `<RuleName>.json` into the folder `dir` of `storage`
+/// (see [`rule_file_name`]; a second rule with the same file name gets `-2`, `-3`, …
+/// appended) and returns their keys, in the order of [`ReportInput::rules`].
+pub fn write_rule_files(
+    input: &ReportInput,
+    storage: &dyn Storage,
+    dir: &str,
+) -> Result<Vec<String>, ReportError> {
+    let in_dir = |name: &str| {
         if dir.is_empty() {
             name.to_owned()
         } else {
-            format!("{dir}/{name}")
+            format!("{}/{name}", dir.trim_end_matches('/'))
         }
-    };
-    let put = |key: &str, bytes: Vec<u8>| {
-        storage
-            .put(key, bytes.into())
-            .map_err(|source| ReportError::Write {
-                path: format!("{} {key}", storage.describe()),
-                source: Box::new(source),
-            })
     };
     let mut rule_files = Vec::with_capacity(input.rules.len());
     for rule in &input.rules {
         let base = rule_file_name(&rule.rule);
-        let mut key = beside(&base);
+        let mut key = in_dir(&base);
         let mut n = 2;
         while rule_files.contains(&key) {
-            key = beside(&format!("{}-{n}.json", base.trim_end_matches(".json")));
+            key = in_dir(&format!("{}-{n}.json", base.trim_end_matches(".json")));
             n += 1;
         }
         let json = serde_json::to_vec_pretty(&RuleFile::of(rule)).map_err(|source| {
@@ -108,23 +116,27 @@ pub fn write_report(
                 source,
             }
         })?;
-        put(&key, json)?;
+        put(storage, &key, json)?;
         rule_files.push(key);
     }
-    put(html_key, render_html(input).into_bytes())?;
-    Ok(WrittenReport {
-        html: html_key.to_owned(),
-        rule_files,
-    })
+    Ok(rule_files)
 }
 
-/// [`write_report`] to a file on local disk: the page at `html_path`, the rule files beside
-/// it; the folder is created when missing.
+fn put(storage: &dyn Storage, key: &str, bytes: Vec<u8>) -> Result<(), ReportError> {
+    storage
+        .put(key, bytes.into())
+        .map_err(|source| ReportError::Write {
+            path: format!("{} {key}", storage.describe()),
+            source: Box::new(source),
+        })
+}
+
+/// The page to a file on local disk, and nothing else: `html_path` (its folder is created when
+/// missing). The rules' JSON files are written only where [`write_rule_files_to`] is told.
 pub fn write_report_to(
     input: &ReportInput,
     html_path: &Path,
 ) -> Result<WrittenReport, ReportError> {
-    // Checked before anything is written: the rule files would otherwise land beside it.
     if html_path.is_dir() {
         return Err(ReportError::IsADirectory(html_path.to_path_buf()));
     }
@@ -136,15 +148,31 @@ pub fn write_report_to(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let storage =
-        smdebug_io::storage::LocalStorage::new(dir).map_err(|source| ReportError::Write {
-            path: html_path.display().to_string(),
-            source: Box::new(source),
-        })?;
-    let written = write_report(input, &storage, &file_name)?;
-    let local = |key: &str| dir.join(key).display().to_string();
+    let storage = local_folder(dir, html_path)?;
+    put(&storage, &file_name, render_html(input).into_bytes())?;
     Ok(WrittenReport {
-        html: local(&written.html),
-        rule_files: written.rule_files.iter().map(|k| local(k)).collect(),
+        html: dir.join(&file_name).display().to_string(),
+        rule_files: Vec::new(),
+    })
+}
+
+/// [`write_rule_files`] into the folder `dir` on local disk (created when missing); returns
+/// the files' paths.
+pub fn write_rule_files_to(input: &ReportInput, dir: &Path) -> Result<Vec<String>, ReportError> {
+    let storage = local_folder(dir, dir)?;
+    let keys = write_rule_files(input, &storage, "")?;
+    Ok(keys
+        .iter()
+        .map(|k| dir.join(k).display().to_string())
+        .collect())
+}
+
+fn local_folder(
+    dir: &Path,
+    named: &Path,
+) -> Result<smdebug_io::storage::LocalStorage, ReportError> {
+    smdebug_io::storage::LocalStorage::new(dir).map_err(|source| ReportError::Write {
+        path: named.display().to_string(),
+        source: Box::new(source),
     })
 }

@@ -7,7 +7,7 @@ use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE};
 use smdebug_rules::{ReportPlan, ReportWriteError, Reporter, RunState};
 
 use crate::input::{LoadOptions, ReportInput};
-use crate::output::{write_report, write_report_to};
+use crate::output::{write_report, write_report_to, write_rule_files_to};
 
 /// Writes the profiling report of the run a `RuleRunner` evaluates, from the runner's own
 /// data. Attach it with `RunnerBuilder::reporter`.
@@ -16,6 +16,8 @@ pub struct ReportWriter {
     /// The page on local disk; `None`: [`DEFAULT_REPORT_DIR`] inside the run, through the
     /// run's storage (local or object store), when the runner writes into the run.
     html: Option<PathBuf>,
+    /// With `html`: the folder the rules' JSON files go to, when asked for.
+    rule_dir: Option<PathBuf>,
     options: LoadOptions,
     /// The input [`Reporter::prepare`] built, drawn by [`Reporter::write`].
     prepared: Option<ReportInput>,
@@ -27,17 +29,26 @@ impl ReportWriter {
     pub fn into_run() -> ReportWriter {
         ReportWriter {
             html: None,
+            rule_dir: None,
             options: LoadOptions::default(),
             prepared: None,
         }
     }
 
-    /// The page goes to `html` on local disk, the rules' JSON files beside it.
+    /// The page goes to `html` on local disk, and nothing else is written (see
+    /// [`rule_files_to`](Self::rule_files_to) for the rules' JSON results).
     pub fn to_file(html: impl Into<PathBuf>) -> ReportWriter {
         ReportWriter {
             html: Some(html.into()),
             ..ReportWriter::into_run()
         }
+    }
+
+    /// With [`to_file`](Self::to_file): each rule's JSON result is written into `dir` too
+    /// (`<RuleName>.json`). The report inside a run always has them beside its page.
+    pub fn rule_files_to(mut self, dir: impl Into<PathBuf>) -> ReportWriter {
+        self.rule_dir = Some(dir.into());
+        self
     }
 
     /// Kineto (PyTorch profiler) traces the report adds to its operator sections.
@@ -92,14 +103,22 @@ impl Reporter for ReportWriter {
             .take()
             .unwrap_or_else(|| ReportInput::from_run(run, &self.options))
             .with_rules(run.summary.rules.clone());
-        let written = match &self.html {
-            Some(path) => write_report_to(&input, path),
-            None => write_report(
-                &input,
-                run.storage.as_ref(),
-                &format!("{DEFAULT_REPORT_DIR}/{REPORT_FILE}"),
-            ),
-        };
-        written.map(|_| ()).map_err(ReportWriteError::new)
+        match &self.html {
+            Some(path) => {
+                if let Some(dir) = &self.rule_dir {
+                    write_rule_files_to(&input, dir).map_err(ReportWriteError::new)?;
+                }
+                write_report_to(&input, path).map_err(ReportWriteError::new)?;
+            }
+            None => {
+                write_report(
+                    &input,
+                    run.storage.as_ref(),
+                    &format!("{DEFAULT_REPORT_DIR}/{REPORT_FILE}"),
+                )
+                .map_err(ReportWriteError::new)?;
+            }
+        }
+        Ok(())
     }
 }

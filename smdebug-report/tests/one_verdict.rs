@@ -109,7 +109,7 @@ fn run_with(spec: &str) -> (tempfile::TempDir, Outcome) {
     let page = out.join("report.html");
     let summary = RuleRunner::builder(run.to_str().unwrap())
         .spec(RuleSpec::parse(spec).unwrap())
-        .reporter(ReportWriter::to_file(&page))
+        .reporter(ReportWriter::to_file(&page).rule_files_to(&out))
         .write_into_run(true)
         .build()
         .unwrap()

@@ -20,7 +20,9 @@ use smdebug_io::writer::Writer;
 use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler, system_file_key};
-use smdebug_report::{LoadOptions, ReportInput, RuleFile, SECTIONS, write_report_to};
+use smdebug_report::{
+    LoadOptions, ReportInput, RuleFile, SECTIONS, write_report_to, write_rule_files_to,
+};
 use smdebug_rules::{RuleInput, RuleStatus, Status};
 
 fn shared_trace(name: &str) -> PathBuf {
@@ -353,9 +355,10 @@ fn report_renders_every_section_and_chart_in_chromium() {
     assert_eq!((loss.modes[0].1.len(), loss.modes[1].1.len()), (40, 4));
 
     let html_path = dir.path().join("out/profiler-report.html");
-    let written = write_report_to(&input, &html_path).unwrap();
-    assert_eq!(written.rule_files.len(), 4);
-    for (file, rule) in written.rule_files.iter().zip(rules()) {
+    write_report_to(&input, &html_path).unwrap();
+    let rule_files = write_rule_files_to(&input, html_path.parent().unwrap()).unwrap();
+    assert_eq!(rule_files.len(), 4);
+    for (file, rule) in rule_files.iter().zip(rules()) {
         assert_eq!(Path::new(file).parent(), html_path.parent());
         let back: RuleFile = serde_json::from_slice(&fs::read(file).unwrap()).unwrap();
         assert_eq!(back, RuleFile::of(&rule));

@@ -15,6 +15,7 @@ use smdebug_profiler::spans::trace_file_key;
 use smdebug_profiler::system::system_file_key;
 use smdebug_report::{
     LoadOptions, NoteArea, ReportInput, RuleFile, SECTIONS, render_html, write_report_to,
+    write_rule_files_to,
 };
 use smdebug_rules::{RuleInput, RuleStatus, Status};
 
@@ -388,8 +389,10 @@ fn rule_results_are_written_beside_the_page_atomically() {
     let out = dir.path().join("out");
     let html_path = out.join("report.html");
     let first = write_report_to(&input, &html_path).unwrap();
-    let names: Vec<String> = first
-        .rule_files
+    // The page alone: a file named by the caller is the only thing written.
+    assert!(first.rule_files.is_empty());
+    let rule_files = write_rule_files_to(&input, &out).unwrap();
+    let names: Vec<String> = rule_files
         .iter()
         .map(|p| {
             Path::new(p)
@@ -407,12 +410,13 @@ fn rule_results_are_written_beside_the_page_atomically() {
             "LoadBalancing-2.json"
         ]
     );
-    for (path, rule) in first.rule_files.iter().zip(&rules) {
+    for (path, rule) in rule_files.iter().zip(&rules) {
         let back: RuleFile = serde_json::from_slice(&fs::read(path).unwrap()).unwrap();
         assert_eq!(back, RuleFile::of(rule));
     }
     // Regenerating (as `--follow` does) replaces the files and leaves no temporary behind.
     write_report_to(&input, &html_path).unwrap();
+    write_rule_files_to(&input, &out).unwrap();
     let mut listed: Vec<String> = fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

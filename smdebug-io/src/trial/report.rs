@@ -58,7 +58,8 @@ impl Serialize for JsonNumber {
             s.serialize_str("nan")
         } else if v.is_infinite() {
             s.serialize_str(if v > 0.0 { "inf" } else { "-inf" })
-        } else if v.fract() == 0.0 && v.abs() < 9.0e15 {
+        } else if v.fract() == 0.0 && v.abs() < 9.0e15 && !(v == 0.0 && v.is_sign_negative()) {
+            // Whole numbers as integers, but not −0.0: an integer has no sign of zero.
             s.serialize_i64(v as i64)
         } else {
             s.serialize_f64(v)

@@ -1,6 +1,8 @@
-//! The code profiler's background thread: it owns pprof-rs's process-wide sampler, installs
-//! and removes the `SIGPROF` timer per window, symbolizes each window's stacks and writes its
-//! files (summary, flame graph, pprof profile). Built with the `code-profile` feature on Linux.
+//! The code profiler's two background threads. The control thread owns pprof-rs's
+//! process-wide sampler and does nothing but install and remove the `SIGPROF` timer as windows
+//! open and close, so a window is sampled when it was asked for. The writer thread symbolizes
+//! each closed window's stacks and writes its files (summary, flame graph, pprof profile),
+//! however long that takes. Built with the `code-profile` feature on Linux.
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -122,11 +124,21 @@ fn hold_sampler() -> bool {
     true
 }
 
+/// What the training thread asks of the control thread. `Begin` and `End` carry the time they
+/// were asked at, so a window's summary says how much of it was sampled.
 enum Message {
-    Begin(Option<WindowStep>),
-    End(Option<WindowStep>),
+    Begin(Option<WindowStep>, u64),
+    End(Option<WindowStep>, u64),
     Flush(SyncSender<()>),
     Shutdown,
+}
+
+/// What the control thread hands the writer thread.
+enum Job {
+    /// A closed window, or why its samples could not be read.
+    Window(std::result::Result<Stopped, String>),
+    /// Acknowledged once every window handed over before it is written.
+    Flush(SyncSender<()>),
 }
 
 pub(crate) struct Inner {
@@ -149,20 +161,31 @@ fn stopped() -> ProfilerError {
 impl Inner {
     pub(crate) fn start(config: CodeProfileConfig, storage: Arc<dyn Storage>) -> Result<Inner> {
         let (tx, rx) = mpsc::channel();
+        let (jobs_tx, jobs_rx) = mpsc::channel();
         let shared = Arc::new(Shared::default());
         let finish_timeout = config.finish_timeout;
+        let control = Control {
+            frequency_hz: config.frequency_hz,
+            shared: Arc::clone(&shared),
+        };
         let writer = Writer {
             config,
             storage,
             shared: Arc::clone(&shared),
         };
+        let spawn_failed = |source| ProfilerError::Thread {
+            thread: "code profile",
+            source,
+        };
+        let writer_thread = std::thread::Builder::new()
+            .name("smdebug-code-write".to_owned())
+            .spawn(move || writer.run(jobs_rx))
+            .map_err(spawn_failed)?;
+        // Without its control thread the writer ends as soon as `jobs_tx` is dropped here.
         let thread = std::thread::Builder::new()
             .name("smdebug-code".to_owned())
-            .spawn(move || writer.run(rx))
-            .map_err(|source| ProfilerError::Thread {
-                thread: "code profile",
-                source,
-            })?;
+            .spawn(move || control.run(rx, jobs_tx, writer_thread))
+            .map_err(spawn_failed)?;
         Ok(Inner {
             shared,
             tx,
@@ -190,7 +213,11 @@ impl Inner {
             return Err(ProfilerError::CodeProfileBusy);
         }
         shared.pending.fetch_add(1, Ordering::AcqRel);
-        if self.tx.send(Message::Begin(step(start))).is_err() {
+        if self
+            .tx
+            .send(Message::Begin(step(start), epoch_us()))
+            .is_err()
+        {
             shared.pending.fetch_sub(1, Ordering::AcqRel);
             PROCESS_WINDOW.store(false, Ordering::Release);
             return Err(stopped());
@@ -206,7 +233,7 @@ impl Inner {
         }
         // The writer ends the window (and removes the timer) whichever way this goes: a
         // writer that has stopped removed it on its way out.
-        let sent = self.tx.send(Message::End(step(last)));
+        let sent = self.tx.send(Message::End(step(last), epoch_us()));
         PROCESS_WINDOW.store(false, Ordering::Release);
         sent.map_err(|_| stopped())
     }
@@ -280,6 +307,7 @@ struct Open {
     guard: pprof::ProfilerGuard<'static>,
     start: Option<WindowStep>,
     start_us: u64,
+    requested_start_us: u64,
     cpu_start: Option<f64>,
 }
 
@@ -290,27 +318,31 @@ struct Stopped {
     end: Option<WindowStep>,
     start_us: u64,
     end_us: u64,
+    /// When `begin` and `end` were called; `None` for an end the window was not asked for
+    /// (the next window's begin, the profiler's shutdown).
+    requested_start_us: u64,
+    requested_end_us: Option<u64>,
     cpu_seconds: Option<f64>,
 }
 
-struct Writer {
-    config: CodeProfileConfig,
-    storage: Arc<dyn Storage>,
+/// The control thread: installs and removes the timer, and nothing slower.
+struct Control {
+    frequency_hz: u32,
     shared: Arc<Shared>,
 }
 
-impl Writer {
-    fn run(self, rx: Receiver<Message>) {
+impl Control {
+    fn run(self, rx: Receiver<Message>, jobs: Sender<Job>, writer: JoinHandle<()>) {
         let _done = DoneOnExit(Arc::clone(&self.shared));
         let mut open: Option<Open> = None;
         loop {
             let message = rx.recv().unwrap_or(Message::Shutdown);
             match message {
-                Message::Begin(start) => {
+                Message::Begin(start, requested_us) => {
                     if let Some(previous) = open.take() {
-                        self.close(previous, None);
+                        self.close(previous, None, None, &jobs);
                     }
-                    match self.open(start) {
+                    match self.open(start, requested_us) {
                         Ok(window) => {
                             self.shared.sampling.store(true, Ordering::Release);
                             open = Some(window);
@@ -321,45 +353,59 @@ impl Writer {
                         }
                     }
                 }
-                Message::End(last) => {
+                Message::End(last, requested_us) => {
                     if let Some(window) = open.take() {
-                        self.close(window, last);
+                        self.close(window, last, Some(requested_us), &jobs);
                     }
                 }
                 Message::Flush(ack) => {
-                    let _ = ack.send(());
+                    // Answered by the writer once the windows handed over before it are written.
+                    if let Err(mpsc::SendError(Job::Flush(ack))) = jobs.send(Job::Flush(ack)) {
+                        let _ = ack.send(());
+                    }
                 }
                 Message::Shutdown => {
                     if let Some(window) = open.take() {
-                        self.close(window, None);
+                        self.close(window, None, None, &jobs);
                     }
+                    drop(jobs);
+                    // The writer ends once it has written what it was handed.
+                    let _ = writer.join();
                     return;
                 }
             }
         }
     }
 
-    /// Installs the timer, once no other writer of this process holds the sampler. A
+    /// Installs the timer, once no other profiler of this process holds the sampler. A
     /// sampler held outside this crate (pprof-rs used directly) is retried for a while.
-    fn open(&self, start: Option<WindowStep>) -> std::result::Result<Open, String> {
+    fn open(
+        &self,
+        start: Option<WindowStep>,
+        requested_start_us: u64,
+    ) -> std::result::Result<Open, String> {
         if !hold_sampler() {
             return Err(format!(
                 "another code profiler of this process held the CPU sampler for over {HANDOVER_WAIT:?}"
             ));
         }
-        let opened = self.install(start);
+        let opened = self.install(start, requested_start_us);
         if opened.is_err() {
             SAMPLER_HELD.store(false, Ordering::Release);
         }
         opened
     }
 
-    fn install(&self, start: Option<WindowStep>) -> std::result::Result<Open, String> {
+    fn install(
+        &self,
+        start: Option<WindowStep>,
+        requested_start_us: u64,
+    ) -> std::result::Result<Open, String> {
         let deadline = Instant::now() + BUSY_RETRY;
         loop {
             let cpu_start = process_cpu_seconds();
             let built = pprof::ProfilerGuardBuilder::default()
-                .frequency(i32::try_from(self.config.frequency_hz).unwrap_or(i32::MAX))
+                .frequency(i32::try_from(self.frequency_hz).unwrap_or(i32::MAX))
                 .blocklist(&BLOCKLIST)
                 .build();
             match built {
@@ -368,6 +414,7 @@ impl Writer {
                         guard,
                         start,
                         start_us: epoch_us(),
+                        requested_start_us,
                         cpu_start,
                     });
                 }
@@ -379,31 +426,68 @@ impl Writer {
         }
     }
 
-    /// Stops the timer, then resolves and writes the window.
-    fn close(&self, window: Open, end: Option<WindowStep>) {
+    /// Stops the timer and hands the window to the writer.
+    fn close(
+        &self,
+        window: Open,
+        end: Option<WindowStep>,
+        requested_end_us: Option<u64>,
+        jobs: &Sender<Job>,
+    ) {
         let report = window.guard.report().build_unresolved();
         let end_us = epoch_us();
         let cpu_end = process_cpu_seconds();
         drop(window.guard);
         SAMPLER_HELD.store(false, Ordering::Release);
         self.shared.sampling.store(false, Ordering::Release);
-        let outcome = match report {
-            Ok(report) => {
-                let stopped = Stopped {
-                    report,
-                    start: window.start,
-                    end,
-                    start_us: window.start_us,
-                    end_us: end_us.max(window.start_us),
-                    cpu_seconds: window.cpu_start.zip(cpu_end).map(|(a, b)| (b - a).max(0.0)),
-                };
-                // Symbols and encoders are other people's code: a panic there costs this
-                // window, not the writer.
-                catch_unwind(AssertUnwindSafe(|| self.write(stopped)))
-                    .unwrap_or_else(|_| Err("symbolizing or writing panicked".to_owned()))
-            }
+        let job = Job::Window(match report {
+            Ok(report) => Ok(Stopped {
+                report,
+                start: window.start,
+                end,
+                start_us: window.start_us,
+                end_us: end_us.max(window.start_us),
+                requested_start_us: window.requested_start_us,
+                requested_end_us,
+                cpu_seconds: window.cpu_start.zip(cpu_end).map(|(a, b)| (b - a).max(0.0)),
+            }),
             Err(e) => Err(format!("the samples could not be read: {e}")),
-        };
+        });
+        if jobs.send(job).is_err() {
+            self.shared
+                .fail("the code profile's writer thread had ended".to_owned());
+            self.shared.pending.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// The writer thread: symbolizes and writes each closed window.
+struct Writer {
+    config: CodeProfileConfig,
+    storage: Arc<dyn Storage>,
+    shared: Arc<Shared>,
+}
+
+impl Writer {
+    fn run(self, jobs: Receiver<Job>) {
+        for job in jobs {
+            match job {
+                Job::Window(window) => self.finish(window),
+                Job::Flush(ack) => {
+                    let _ = ack.send(());
+                }
+            }
+        }
+    }
+
+    /// Resolves and writes one window, and counts it.
+    fn finish(&self, window: std::result::Result<Stopped, String>) {
+        // Symbols and encoders are other people's code: a panic there costs this window, not
+        // the writer.
+        let outcome = window.and_then(|stopped| {
+            catch_unwind(AssertUnwindSafe(|| self.write(stopped)))
+                .unwrap_or_else(|_| Err("symbolizing or writing panicked".to_owned()))
+        });
         match outcome {
             Ok(samples) => {
                 self.shared.written.fetch_add(1, Ordering::Relaxed);
@@ -436,6 +520,8 @@ impl Writer {
             end_time_since_epoch_in_micros: window.end_us,
             start_step: window.start,
             end_step: window.end,
+            requested_start_us: Some(window.requested_start_us),
+            requested_end_us: window.requested_end_us,
             frequency_hz: self.config.frequency_hz,
             samples: figures.samples,
             process_cpu_seconds: window.cpu_seconds,

@@ -5,7 +5,10 @@ use serde::{Deserialize, Serialize};
 use smdebug_core::Mode;
 
 /// The version of the summary format written by this crate.
-pub const SUMMARY_VERSION: u32 = 1;
+pub const SUMMARY_VERSION: u32 = 2;
+
+/// Below this share of its window sampled, a window's label says how much was.
+const COVERED: f64 = 0.9;
 
 /// A step at which a window began or ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,6 +65,14 @@ pub struct CodeProfileSummary {
     pub start_step: Option<WindowStep>,
     /// The last step the window covered, for a window closed at a step boundary.
     pub end_step: Option<WindowStep>,
+    /// When the window was asked to open, microseconds since the epoch: sampling starts once
+    /// the timer is installed, shortly after. `None` in summaries of version 1.
+    #[serde(default)]
+    pub requested_start_us: Option<u64>,
+    /// When the window was asked to close; `None` when nobody asked (the profiler stopped, or
+    /// the next window opened), and in summaries of version 1.
+    #[serde(default)]
+    pub requested_end_us: Option<u64>,
     /// Samples per second of the process's CPU time.
     pub frequency_hz: u32,
     /// Samples taken in the window (every thread of the process).
@@ -98,8 +109,49 @@ impl CodeProfileSummary {
             / 1e6
     }
 
-    /// `TRAIN steps 10–14`, `from TRAIN step 10`, or empty for a window without steps.
+    /// How long after the window was asked to open the sampler started, seconds.
+    pub fn start_delay_seconds(&self) -> Option<f64> {
+        let asked = self.requested_start_us?;
+        Some(self.start_time_since_epoch_in_micros.saturating_sub(asked) as f64 / 1e6)
+    }
+
+    /// The share of the asked-for window (from `begin` to `end`) during which the sampler
+    /// ran, 0 to 1; `None` when the summary does not say when both were asked for.
+    pub fn coverage(&self) -> Option<f64> {
+        let (asked_from, asked_to) = (self.requested_start_us?, self.requested_end_us?);
+        if asked_to <= asked_from {
+            return None;
+        }
+        let from = asked_from.max(self.start_time_since_epoch_in_micros);
+        let to = asked_to.min(self.end_time_since_epoch_in_micros);
+        Some(to.saturating_sub(from) as f64 / (asked_to - asked_from) as f64)
+    }
+
+    /// `TRAIN steps 10–14`, `from TRAIN step 10`, or empty for a window without steps. When
+    /// the sampler ran for less than 90 % of the window it was asked for, the label says so
+    /// (`TRAIN steps 20–39 · 12 % of it sampled: the sampler started 0.52 s late`): the
+    /// profile is not one of the whole window.
     pub fn steps_label(&self) -> String {
+        let steps = self.steps();
+        match (self.coverage(), self.start_delay_seconds()) {
+            (Some(share), Some(late)) if !steps.is_empty() && share < COVERED => {
+                if share <= 0.0 {
+                    format!(
+                        "{steps} · not sampled: the sampler started {late:.2} s late, after the \
+                         window had ended"
+                    )
+                } else {
+                    format!(
+                        "{steps} · {:.0} % of it sampled: the sampler started {late:.2} s late",
+                        share * 100.0
+                    )
+                }
+            }
+            _ => steps,
+        }
+    }
+
+    fn steps(&self) -> String {
         match (self.start_step, self.end_step) {
             (Some(a), Some(b)) if a.mode == b.mode => {
                 format!("{} steps {}–{}", a.mode.name(), a.step, b.step)
@@ -115,5 +167,84 @@ impl CodeProfileSummary {
             (None, Some(b)) => format!("to {} step {}", b.mode.name(), b.step),
             (None, None) => String::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A window of TRAIN steps 20–39 asked for from 1 s to 2 s, sampled from `from` to `to` (µs).
+    fn window(from: u64, to: u64) -> CodeProfileSummary {
+        CodeProfileSummary {
+            version: SUMMARY_VERSION,
+            node_id: "algo-1".into(),
+            worker: 0,
+            start_time_since_epoch_in_micros: from,
+            end_time_since_epoch_in_micros: to,
+            start_step: Some(WindowStep {
+                mode: Mode::Train,
+                step: 20,
+            }),
+            end_step: Some(WindowStep {
+                mode: Mode::Train,
+                step: 39,
+            }),
+            requested_start_us: Some(1_000_000),
+            requested_end_us: Some(2_000_000),
+            frequency_hz: 100,
+            samples: 0,
+            process_cpu_seconds: None,
+            functions: 0,
+            threads: Vec::new(),
+            top_self: Vec::new(),
+            top_total: Vec::new(),
+            shared_root_functions: 0,
+            files: CodeProfileFiles::default(),
+        }
+    }
+
+    #[test]
+    fn the_label_says_how_much_of_the_window_was_sampled() {
+        // Started 2 ms late, stopped 1 ms after the end: the window's steps alone.
+        let on_time = window(1_002_000, 2_001_000);
+        assert!((on_time.coverage().unwrap() - 0.998).abs() < 1e-9);
+        assert_eq!(on_time.steps_label(), "TRAIN steps 20–39");
+        // Started 0.52 s late: under half of it.
+        let late = window(1_520_000, 2_001_000);
+        assert!((late.coverage().unwrap() - 0.48).abs() < 1e-9);
+        assert_eq!(
+            late.steps_label(),
+            "TRAIN steps 20–39 · 48 % of it sampled: the sampler started 0.52 s late"
+        );
+        // A 1 ms profile taken after the window: not a profile of those steps at all.
+        let after = window(2_500_000, 2_501_000);
+        assert_eq!(after.coverage(), Some(0.0));
+        assert_eq!(
+            after.steps_label(),
+            "TRAIN steps 20–39 · not sampled: the sampler started 1.50 s late, after the window \
+             had ended"
+        );
+    }
+
+    #[test]
+    fn summaries_without_request_times_keep_their_label() {
+        // Version 1 files, and windows whose end nobody asked for.
+        let mut old = window(2_500_000, 2_501_000);
+        old.requested_start_us = None;
+        old.requested_end_us = None;
+        assert_eq!(old.coverage(), None);
+        assert_eq!(old.steps_label(), "TRAIN steps 20–39");
+        let mut open_ended = window(2_500_000, 2_501_000);
+        open_ended.requested_end_us = None;
+        assert_eq!(open_ended.steps_label(), "TRAIN steps 20–39");
+        assert!((open_ended.start_delay_seconds().unwrap() - 1.5).abs() < 1e-9);
+        // A version 1 summary (no request times in its JSON) still reads.
+        let mut json = serde_json::to_value(&old).unwrap();
+        let object = json.as_object_mut().unwrap();
+        object.remove("requested_start_us");
+        object.remove("requested_end_us");
+        let back: CodeProfileSummary = serde_json::from_value(json).unwrap();
+        assert_eq!(back, old);
     }
 }

@@ -42,6 +42,8 @@ fn summary(start_us: u64) -> Vec<u8> {
         end_time_since_epoch_in_micros: start_us + 1_000_000,
         start_step: None,
         end_step: None,
+        requested_start_us: None,
+        requested_end_us: None,
         frequency_hz: 99,
         samples: 0,
         process_cpu_seconds: None,

@@ -117,6 +117,8 @@ mod tests {
             end_time_since_epoch_in_micros: start_us + 1_000_000,
             start_step: None,
             end_step: None,
+            requested_start_us: None,
+            requested_end_us: None,
             frequency_hz: 99,
             samples: 0,
             process_cpu_seconds: None,

@@ -28,7 +28,7 @@ pub enum ReportTarget {
     /// `<run>/profiler-output/profiler-report.html`, through the run's storage (local disk or
     /// the object store), with one JSON result per rule beside it.
     IntoRun,
-    /// A page on local disk (the rules' JSON files beside it).
+    /// A page on local disk, and nothing else beside it.
     File(std::path::PathBuf),
     /// No report.
     Off,
