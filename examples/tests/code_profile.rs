@@ -33,6 +33,9 @@ fn a_window_over_mlp_training_names_its_forward_and_backward_passes() {
         Arc::clone(&storage),
     )
     .unwrap();
+    // The window opens within milliseconds: sampled from its first step once the sampler is
+    // ready (its label would otherwise say how much of the window was sampled).
+    assert!(profiler.wait_ready(std::time::Duration::from_secs(60)));
     let (first, last) = (20u64, 319u64);
     for step in 0..=last + 5 {
         if step == first {

@@ -284,6 +284,8 @@ fn outside_a_window_no_sampling_timer_is_installed() {
     let profiler =
         CodeProfiler::start(config(), Arc::new(LocalStorage::new(run.path()).unwrap())).unwrap();
     burn(0.05);
+    // Readying the sampler leaves no timer behind either.
+    assert!(profiler.wait_ready(Duration::from_secs(60)));
     assert!(!profiler.is_sampling() && !profiler.in_window());
     assert!(!profiling_timer_armed());
 

@@ -35,6 +35,8 @@ fn code_windows_their_flame_graphs_and_profiles_are_served_from_a_real_profile()
         Arc::new(LocalStorage::new(&run).unwrap()),
     )
     .unwrap();
+    // Sampled from its first step: the window opens right after the profiler starts.
+    assert!(profiler.wait_ready(std::time::Duration::from_secs(60)));
     profiler.begin(Some((Mode::Train, 3))).unwrap();
     // A fixed amount of work (a few CPU seconds in a debug build).
     let mut sink = 0u64;

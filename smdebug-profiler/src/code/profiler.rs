@@ -1,11 +1,15 @@
-//! The code profiler: cheap `begin`/`end` calls for the training thread, and a background
-//! thread that owns pprof-rs's process-wide sampler, symbolizes each window and writes it.
+//! The code profiler: cheap `begin`/`end` calls for the training thread, and two background
+//! threads: one owns pprof-rs's process-wide sampler and only installs and removes its timer,
+//! the other symbolizes each closed window and writes it.
 //!
 //! `begin` and `end` flip two atomics and put one message on a channel: no lock, no I/O, no
-//! wait. Installing the `SIGPROF` timer, stopping it, resolving symbols (loading debug
-//! information the first time), drawing the flame graph, encoding the profile and storing the
-//! files all happen on the background thread. Outside a window no timer and no signal handler
-//! is installed. The thread is `sampler.rs`; what a profiler did is `counters.rs`.
+//! wait. Installing the `SIGPROF` timer and stopping it happen on the control thread, which
+//! does nothing slower, so a window is sampled while it is open even when the last one is
+//! still being written; resolving symbols, drawing the flame graph, encoding the profile and
+//! storing the files happen on the writer thread. Outside a window no timer and no signal
+//! handler is installed, but for an instant when the first profiler of a process starts (see
+//! [`CodeProfiler::wait_ready`]). The threads are `sampler.rs`; what a profiler did is
+//! `counters.rs`.
 
 use std::sync::Arc;
 
@@ -93,6 +97,12 @@ impl CodeProfiler {
         match self.never {}
     }
 
+    /// Waits until a window begun now would be sampled at once.
+    pub fn wait_ready(&self, timeout: std::time::Duration) -> bool {
+        let _ = timeout;
+        match self.never {}
+    }
+
     /// Whether the sampling timer is installed now.
     pub fn is_sampling(&self) -> bool {
         match self.never {}
@@ -145,6 +155,14 @@ impl CodeProfiler {
     /// Whether a window is open (between `begin` and `end`).
     pub fn in_window(&self) -> bool {
         self.inner.in_window()
+    }
+
+    /// Waits up to `timeout` until a window begun now would be sampled at once: the first
+    /// profiler of a process readies pprof-rs's sampler on its control thread when it starts
+    /// (a tenth of a second or more; it installs the timer for an instant at 1 Hz, so no sample
+    /// is taken). Whether it is ready. For a caller whose first window opens right away.
+    pub fn wait_ready(&self, timeout: std::time::Duration) -> bool {
+        self.inner.wait_ready(timeout)
     }
 
     /// Whether the sampling timer is installed now (the background thread's state: it is

@@ -42,7 +42,11 @@ struct Shared {
     samples: AtomicU64,
     files: AtomicU64,
     last_error: Mutex<Option<String>>,
-    /// Set by the writer thread when it ends (a panic included).
+    /// Set by the control thread once pprof-rs is ready to sample at once (see `warm_up`),
+    /// and when it ends.
+    ready: Mutex<bool>,
+    ready_signal: Condvar,
+    /// Set by the control thread when it ends (a panic included).
     done: Mutex<bool>,
     done_signal: Condvar,
 }
@@ -68,6 +72,24 @@ impl Shared {
         }
     }
 
+    fn set_ready(&self) {
+        if let Ok(mut ready) = self.ready.lock() {
+            *ready = true;
+        }
+        self.ready_signal.notify_all();
+    }
+
+    /// Waits up to `timeout` for the control thread to be ready; whether it is.
+    fn wait_ready(&self, timeout: Duration) -> bool {
+        let Ok(ready) = self.ready.lock() else {
+            return false;
+        };
+        self.ready_signal
+            .wait_timeout_while(ready, timeout, |ready| !*ready)
+            .map(|(ready, _)| *ready)
+            .unwrap_or(false)
+    }
+
     /// Waits up to `timeout` for the writer thread to end; whether it did.
     fn wait_done(&self, timeout: Duration) -> bool {
         let Ok(done) = self.done.lock() else {
@@ -85,6 +107,7 @@ struct DoneOnExit(Arc<Shared>);
 
 impl Drop for DoneOnExit {
     fn drop(&mut self) {
+        self.0.set_ready();
         self.0.sampling.store(false, Ordering::Release);
         if let Ok(mut done) = self.0.done.lock() {
             *done = true;
@@ -242,6 +265,10 @@ impl Inner {
         self.shared.report()
     }
 
+    pub(crate) fn wait_ready(&self, timeout: Duration) -> bool {
+        self.shared.wait_ready(timeout)
+    }
+
     pub(crate) fn running(&self) -> bool {
         self.thread.is_some()
     }
@@ -334,6 +361,8 @@ struct Control {
 impl Control {
     fn run(self, rx: Receiver<Message>, jobs: Sender<Job>, writer: JoinHandle<()>) {
         let _done = DoneOnExit(Arc::clone(&self.shared));
+        warm_up();
+        self.shared.set_ready();
         let mut open: Option<Open> = None;
         loop {
             let message = rx.recv().unwrap_or(Message::Shutdown);
@@ -459,6 +488,24 @@ impl Control {
             self.shared.pending.fetch_sub(1, Ordering::AcqRel);
         }
     }
+}
+
+/// Readies pprof-rs to sample at once. Its first timer costs a tenth of a second or more (it
+/// resolves one backtrace, loading the program's symbols, then allocates its tables), which a
+/// window would lose from its start: paid here, before any window. The timer is installed at
+/// 1 Hz and removed at once, so no sample is taken. Skipped while another profiler of the
+/// process holds the sampler (it is warm then).
+fn warm_up() {
+    if SAMPLER_HELD
+        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return;
+    }
+    if let Ok(guard) = pprof::ProfilerGuardBuilder::default().frequency(1).build() {
+        drop(guard);
+    }
+    SAMPLER_HELD.store(false, Ordering::Release);
 }
 
 /// The writer thread: symbolizes and writes each closed window.

@@ -128,10 +128,18 @@ impl<H: Capture> SessionBuilder<H> {
                 )?;
                 parts.span_writer = Some(guard);
                 let code = match code_profile_support() {
-                    Ok(()) => Some(CodeProfiler::start(
-                        CodeProfileConfig::default().node(node).worker(worker_id),
-                        storage.clone(),
-                    )?),
+                    Ok(()) => {
+                        let code = CodeProfiler::start(
+                            CodeProfileConfig::default().node(node).worker(worker_id),
+                            storage.clone(),
+                        )?;
+                        // A window from the start of the loop is sampled from its first step
+                        // (a later one finds the sampler ready anyway).
+                        if self.timeline.code.is_enabled() {
+                            code.wait_ready(std::time::Duration::from_secs(5));
+                        }
+                        Some(code)
+                    }
                     Err(e) if self.timeline.code.is_enabled() => return Err(e.into()),
                     Err(_) => None,
                 };
