@@ -105,7 +105,7 @@ pub fn random_id() -> String {
     // state; the time and the process id are mixed in so that two processes started from one
     // snapshot still differ.
     let mut rng = fastrand::Rng::new();
-    let salt = u128::from(std::process::id()) << 64 ^ (now_s() * 1e9) as u128;
+    let salt = (u128::from(std::process::id()) << 64) ^ (now_s() * 1e9) as u128;
     format!("{:032x}", rng.u128(..) ^ salt.rotate_left(17))
 }
 
