@@ -398,32 +398,112 @@ pub fn inspect(storage: &dyn Storage) -> Result<FolderState> {
 
 /// Deletes the run `inspect` found in `storage`: exactly its files and folders, never a
 /// folder that holds something else by now (a folder that is not empty once the run's files
-/// are gone is an error, and is left as it is). Returns how many files were deleted.
+/// are gone is an error, and is left as it is). On local disk nothing is followed on the way
+/// to what is deleted: a link put in place of one of the run's folders since `inspect` makes
+/// the deletion fail instead of reaching out of the run. Returns how many files were deleted.
 pub fn clear(storage: &dyn Storage, extent: &RunExtent) -> Result<usize> {
+    let failed = |path: &str, op: &'static str, e: io::Error| Error::Storage {
+        location: storage.describe().to_string(),
+        op,
+        path: path.to_string(),
+        source: Box::new(e),
+    };
+    let Some(root) = storage.local_root() else {
+        for (path, _) in &extent.paths {
+            storage.delete(path)?;
+        }
+        return Ok(extent.paths.len());
+    };
+    let beneath = Beneath::open(root).map_err(|e| failed("", "open the run's folder", e))?;
     let mut deleted = 0;
     for (path, is_dir) in &extent.paths {
-        if *is_dir {
-            let Some(root) = storage.local_root() else {
-                continue;
-            };
-            match fs::remove_dir(root.join(path)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    return Err(Error::Storage {
-                        location: storage.describe().to_string(),
-                        op: "remove the run's folder",
-                        path: path.clone(),
-                        source: Box::new(e),
-                    });
-                }
-            }
+        let op = if *is_dir {
+            "remove the run's folder"
         } else {
-            storage.delete(path)?;
-            deleted += 1;
+            "delete the run's file"
+        };
+        match beneath.remove(root, path, *is_dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(failed(path, op, e)),
         }
+        deleted += usize::from(!*is_dir);
     }
     Ok(deleted)
+}
+
+/// Removing entries beneath the run's folder. On Linux the folder holding each entry is
+/// opened from the run's folder with no link resolved (`openat2` with `RESOLVE_BENEATH` and
+/// `RESOLVE_NO_SYMLINKS`) and the entry removed there (`unlinkat`), so no link on the way is
+/// ever followed; elsewhere (or on a kernel without `openat2`) each folder on the way is
+/// checked with `lstat` first.
+struct Beneath {
+    #[cfg(target_os = "linux")]
+    root: rustix::fd::OwnedFd,
+}
+
+impl Beneath {
+    #[cfg(target_os = "linux")]
+    fn open(root: &Path) -> io::Result<Beneath> {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
+        Ok(Beneath {
+            root: rustix::fs::open(root, flags, Mode::empty())?,
+        })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn open(_root: &Path) -> io::Result<Beneath> {
+        Ok(Beneath {})
+    }
+
+    #[cfg(target_os = "linux")]
+    fn remove(&self, root: &Path, rel: &str, dir: bool) -> io::Result<()> {
+        use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
+        let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+        let at = if dir {
+            AtFlags::REMOVEDIR
+        } else {
+            AtFlags::empty()
+        };
+        if parent.is_empty() {
+            return Ok(rustix::fs::unlinkat(&self.root, name, at)?);
+        }
+        let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+        let resolve =
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+        match rustix::fs::openat2(&self.root, parent, flags, Mode::empty(), resolve) {
+            Ok(fd) => Ok(rustix::fs::unlinkat(&fd, name, at)?),
+            Err(rustix::io::Errno::NOSYS) => remove_checked(root, rel, dir),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn remove(&self, root: &Path, rel: &str, dir: bool) -> io::Result<()> {
+        remove_checked(root, rel, dir)
+    }
+}
+
+/// Removes `rel` under `root` after checking with `lstat` that no folder on the way is a link.
+fn remove_checked(root: &Path, rel: &str, dir: bool) -> io::Result<()> {
+    let mut at = root.to_path_buf();
+    let parts: Vec<&str> = rel.split('/').collect();
+    for part in &parts[..parts.len() - 1] {
+        at.push(part);
+        if !fs::symlink_metadata(&at)?.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a folder of the run: not followed", at.display()),
+            ));
+        }
+    }
+    let path = root.join(rel);
+    if dir {
+        fs::remove_dir(path)
+    } else {
+        fs::remove_file(path)
+    }
 }
 
 /// What a session claims a run as.

@@ -574,3 +574,30 @@ fn on_s3_a_foreign_prefix_is_refused_and_a_run_replaced_without_touching_its_nei
     assert_eq!(trial.steps(None).unwrap(), [0, 1]);
     assert!(trial.warnings().unwrap().is_empty());
 }
+
+#[test]
+fn a_link_put_in_place_of_a_runs_folder_after_the_look_is_not_followed_by_the_deletion() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let storage = open_storage(run.to_str().unwrap()).unwrap();
+    finished_run(storage.clone());
+    let FolderState::Run(extent) = run_folder::inspect(storage.as_ref()).unwrap() else {
+        panic!("a run");
+    };
+    // Between the look and the deletion, someone puts a link to their own folder, holding
+    // files of the same names, in place of one of the run's folders.
+    let theirs = dir.path().join("theirs");
+    std::fs::create_dir_all(&theirs).unwrap();
+    let folder = run.join("index/000000000");
+    for e in std::fs::read_dir(&folder).unwrap() {
+        let e = e.unwrap();
+        std::fs::write(theirs.join(e.file_name()), "theirs").unwrap();
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
+    std::os::unix::fs::symlink(&theirs, &folder).unwrap();
+    let before = snapshot(&theirs);
+    assert_eq!(before.len(), 3);
+    let err = run_folder::clear(storage.as_ref(), &extent).unwrap_err();
+    assert!(err.to_string().contains("index/000000000/"), "{err}");
+    assert_eq!(snapshot(&theirs), before, "nothing of theirs deleted");
+}
