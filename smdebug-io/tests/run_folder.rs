@@ -573,6 +573,30 @@ fn on_s3_a_foreign_prefix_is_refused_and_a_run_replaced_without_touching_its_nei
         Trial::from_storage("s3://work/runs/killed", killed, TrialOptions::default()).unwrap();
     assert_eq!(trial.steps(None).unwrap(), [0, 1]);
     assert!(trial.warnings().unwrap().is_empty());
+
+    // A writer on another host, beating: refused, replacing or not; once its heartbeat is
+    // older than 20 s it counts as stopped and its run is replaced.
+    let elsewhere = open("s3://work/runs/elsewhere");
+    write_steps(elsewhere.clone(), 0, 4, 4, false);
+    let mut live = JobIdentity::new("other-host-job".into(), "worker_0".into(), 0, 1);
+    live.host = "another-host".into();
+    let put = |id: &JobIdentity| {
+        elsewhere
+            .put(&id.key(), serde_json::to_vec(id).unwrap().into())
+            .unwrap()
+    };
+    put(&live);
+    for overwrite in [false, true] {
+        assert!(matches!(
+            refusal(run_folder::claim(elsewhere.clone(), &request(overwrite))),
+            Refusal::InUse { writer, .. } if writer.contains("another-host")
+        ));
+    }
+    live.heartbeat -= 30.0;
+    put(&live);
+    let mut claim = run_folder::claim(elsewhere.clone(), &request(true)).unwrap();
+    assert_eq!(elsewhere.list("").unwrap(), [claim.identity().key()]);
+    claim.finish().unwrap();
 }
 
 #[test]
