@@ -100,4 +100,37 @@ fn sigkill_leaves_every_published_step_readable() {
         StepState::NotYetAvailable
     );
     assert!(after.steps(Some(Mode::Train)).unwrap().len() > 200);
+
+    // The demo run again into the same folder (it replaces a run, `overwrite(true)`): one
+    // epoch of the new job, nothing of the killed one's hundreds of steps left to read as
+    // its continuation.
+    let rerun = Command::new(env!("CARGO_BIN_EXE_demo"))
+        .args([
+            "--out",
+            run.to_str().unwrap(),
+            "--epochs",
+            "1",
+            "--side",
+            "8",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        rerun.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rerun.stderr)
+    );
+    let replaced = Trial::open(run.to_str().unwrap()).unwrap();
+    assert!(replaced.is_complete().unwrap());
+    // One epoch: 45 training steps and 12 evaluation steps.
+    assert_eq!(
+        replaced.global_steps(None).unwrap(),
+        (0..57).collect::<Vec<u64>>()
+    );
+    assert!(
+        replaced.warnings().unwrap().is_empty(),
+        "{:?}",
+        replaced.warnings()
+    );
+    assert_eq!(replaced.jobs().unwrap().len(), 1);
 }

@@ -98,6 +98,20 @@ fn check_run(trial: &Trial) {
     }
 }
 
+/// The run is one job's: an identity file per worker, both of one job, no warning.
+fn one_job(trial: &Trial) {
+    let jobs = trial.jobs().unwrap();
+    let workers: Vec<&str> = jobs.iter().map(|j| j.worker.as_str()).collect();
+    assert_eq!(workers, ["worker_0", "worker_1"], "{jobs:?}");
+    assert_eq!(jobs[0].job, jobs[1].job);
+    assert!(jobs.iter().all(|j| j.finished));
+    assert!(
+        trial.warnings().unwrap().is_empty(),
+        "{:?}",
+        trial.warnings()
+    );
+}
+
 /// What every worker's session adds to the run: spans of both workers (one step span per
 /// training step each), the host's system metrics (sampled once, by rank 0), the rules' summary
 /// over both workers' data and the profiling report, all through the run's own storage.
@@ -149,9 +163,13 @@ fn check_profiling(storage: Arc<dyn Storage>) {
 fn two_processes_write_one_local_run() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
+    // Twice: the second job replaces the first's run (rank 0 deletes its files before any
+    // worker writes), so the run is the second job's alone.
+    run_job(out.to_str().unwrap(), &[]);
     run_job(out.to_str().unwrap(), &[]);
     let trial = Trial::open(out.to_str().unwrap()).unwrap();
     check_run(&trial);
+    one_job(&trial);
     check_profiling(smdebug_io::open_storage(out.to_str().unwrap()).unwrap());
     // The two workers' files sit side by side in one run.
     let events = std::fs::read_dir(out.join("events/000000000000"))
@@ -168,8 +186,10 @@ fn two_processes_write_one_run_on_s3() {
     moto.create_bucket("jobs");
     let url = "s3://jobs/digits/two-workers";
     run_job(url, &moto.env());
+    run_job(url, &moto.env());
     let storage: Arc<dyn Storage> = open_storage_with(url, &moto.options()).unwrap();
     let trial = Trial::from_storage(url, storage.clone(), TrialOptions::default()).unwrap();
     check_run(&trial);
+    one_job(&trial);
     check_profiling(storage);
 }

@@ -108,12 +108,16 @@ fn main() -> Result<(), BoxError> {
     let Args { out, steps } = args()?;
     let run = out.join("run");
     let pictures = out.join("heatmaps");
-    for dir in [&run, &pictures] {
-        if dir.exists() {
-            std::fs::remove_dir_all(dir)?;
+    // The session replaces the run an earlier start left (`overwrite`, its own files only);
+    // of the pictures folder only this example's pictures go, the rest of it is left alone.
+    std::fs::create_dir_all(&pictures)?;
+    for entry in std::fs::read_dir(&pictures)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type()?.is_file() && name.starts_with("layer0_") && name.ends_with(".png") {
+            std::fs::remove_file(entry.path())?;
         }
     }
-    std::fs::create_dir_all(&pictures)?;
     let run_str = run.to_str().ok_or("non-UTF-8 path")?;
 
     // The attention collection: every `interval`-th training step and the last one, never in

@@ -654,3 +654,54 @@ fn a_fifo_in_place_of_an_index_file_does_not_hang_info_or_steps() {
         );
     }
 }
+
+/// A run whose identity files name two jobs (files of a killed job and of the next, written by
+/// a tool that claims nothing): every command that reads it says so, `info` in its
+/// `warnings` and `value` on stderr, and neither writes into it.
+#[test]
+fn a_run_holding_two_jobs_files_is_flagged_by_info_and_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    copy_tree(&golden("pysmdebug_checksum"), &run);
+    for (job, process, started) in [
+        ("killed-job", "aa01", 1_795_000_000.0),
+        ("next-job", "bb02", 1_795_000_600.0),
+    ] {
+        let identity = serde_json::json!({
+            "version": 1, "job": job, "process": process, "worker": "worker_0", "rank": 0,
+            "world_size": 1, "host": "trainer-1", "pid": 4242, "started": started,
+            "heartbeat": started + 30.0, "finished": job == "next-job",
+        });
+        std::fs::create_dir_all(run.join("jobs/worker_0")).unwrap();
+        std::fs::write(
+            run.join(format!("jobs/worker_0/{process}.json")),
+            identity.to_string(),
+        )
+        .unwrap();
+    }
+    let before = snapshot(&run);
+    let info = smdebug(&["info", run.to_str().unwrap()]);
+    assert!(info.status.success(), "{}", text(&info.stderr));
+    let v: Value = serde_json::from_slice(&info.stdout).unwrap();
+    let first = v["warnings"][0].as_str().unwrap_or_default();
+    assert!(
+        first.starts_with("the run holds the files of 2 jobs")
+            && first.contains("killed-job")
+            && first.contains("next-job"),
+        "{v}"
+    );
+    assert!(
+        v["warnings"][1]
+            .as_str()
+            .is_some_and(|w| w.starts_with("worker_0 was written by 2 processes")),
+        "{v}"
+    );
+    let value = smdebug(&["value", run.to_str().unwrap(), "fc1.weight", "--all-steps"]);
+    assert!(value.status.success(), "{}", text(&value.stderr));
+    let err = text(&value.stderr);
+    assert!(
+        err.contains("smdebug: warning: the run holds the files of 2 jobs"),
+        "{err}"
+    );
+    assert_eq!(snapshot(&run), before, "read only");
+}

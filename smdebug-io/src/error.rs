@@ -60,6 +60,17 @@ pub enum Error {
         feature: &'static str,
     },
 
+    /// The location cannot take a new run: it holds files that are not a run's, a run that
+    /// was not to be replaced, or a run another process still writes (see
+    /// [`crate::run_folder::claim`]).
+    #[error("{location} {refusal}")]
+    Refused {
+        /// The storage's root.
+        location: String,
+        /// Why.
+        refusal: Box<crate::run_folder::Refusal>,
+    },
+
     /// A TFRecord whose framing or payload is damaged (bad CRC, bad protobuf, bad tensor).
     #[error("{path}: corrupt record at byte {offset}: {reason}")]
     CorruptRecord {

@@ -28,7 +28,9 @@
 pub mod crafted;
 pub mod error;
 pub mod format;
+pub mod jobs;
 pub mod progress;
+pub mod run_folder;
 pub mod sagemaker;
 pub mod stop;
 pub mod storage;

@@ -13,6 +13,7 @@ use smdebug_core::{
     StringTensor, Tensor, TensorRecord,
 };
 use smdebug_io::format::record::PayloadChecksum;
+use smdebug_io::jobs::{JobClaim, JobIdentity};
 use smdebug_io::progress::{Progress, write_progress};
 use smdebug_io::storage::open_storage;
 use smdebug_io::writer::Writer;
@@ -229,8 +230,18 @@ fn write_run(dir: &Path, checksum: PayloadChecksum) -> Value {
         progress.finished = true;
         let store = open_storage(dir.to_str().unwrap()).unwrap();
         write_progress(store.as_ref(), &progress).unwrap();
+        // And its identity file (`jobs/<worker>/<process>.json`), as every session writes one:
+        // neither reader may trip on it either.
+        let identity =
+            JobIdentity::new("interop-job".into(), format!("worker_{worker}"), worker, 2);
+        JobClaim::start(store, identity).unwrap().finish().unwrap();
     }
     assert!(dir.join("progress/worker_1.json").is_file());
+    assert_eq!(
+        std::fs::read_dir(dir.join("jobs")).unwrap().count(),
+        2,
+        "an identity file per worker"
+    );
     let steps = |m: Option<Mode>| -> Vec<u64> {
         SCHEDULE
             .iter()

@@ -415,6 +415,17 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> boo
             }
         }
     };
+    // The processes' identity files, as long as the progress files are read: a run holding
+    // two jobs' files, or a worker written by two processes, is flagged among the warnings.
+    if !cursor.progress_final {
+        match smdebug_io::jobs::read_jobs(storage.as_ref()) {
+            Ok((jobs, problems)) => {
+                warnings.extend(smdebug_io::jobs::job_problems(&jobs));
+                warnings.extend(problems);
+            }
+            Err(e) => warnings.push(format!("the run's identity files cannot be listed: {e}")),
+        }
+    }
     let stop_request = read_stop_request(storage.as_ref()).ok().flatten();
     let marker = matches!(storage.size(END_MARKER), Ok(Some(_)));
 
@@ -591,7 +602,8 @@ pub(crate) fn progress_point(progress: &[Progress]) -> Option<(u64, f64)> {
 
 /// Whether a probe object can be written into the run and removed again.
 fn can_write(storage: &dyn Storage) -> bool {
-    const PROBE: &str = ".smdebug-serve-write-check";
+    // A name the run owns (`layout::RUN_FILES`): a probe left by a crash is still the run's.
+    const PROBE: &str = smdebug_io::format::layout::WRITE_PROBE;
     let ok = storage
         .put(PROBE, bytes::Bytes::from_static(b"probe"))
         .is_ok();

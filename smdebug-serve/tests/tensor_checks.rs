@@ -223,3 +223,49 @@ fn many_scalars_are_paged() {
     assert_eq!(filtered["series_total"], 10);
     assert!(filtered["next_offset"].is_null());
 }
+
+/// A run whose files came from two jobs (a killed job's and the next one's, written by a tool
+/// that claims nothing): the dashboard says so among the run's warnings.
+#[test]
+fn a_run_holding_two_jobs_files_is_flagged() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    for s in 0..4 {
+        write_step(
+            &run,
+            s,
+            "worker_0",
+            Mode::Train,
+            s,
+            &[scalar("loss", s as f32)],
+        );
+    }
+    std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
+    let storage = smdebug_io::open_storage(run.to_str().unwrap()).unwrap();
+    for job in ["killed-job", "next-job"] {
+        let identity = smdebug_io::jobs::JobIdentity::new(job.into(), "worker_0".into(), 0, 1);
+        smdebug_io::jobs::JobClaim::start(storage.clone(), identity)
+            .unwrap()
+            .finish()
+            .unwrap();
+    }
+    let (server, url) = serve(&run);
+    let warnings = wait_for(Duration::from_secs(60), "the run's warnings", || {
+        let overview = get_json(&format!("{url}/api/runs/0/overview"));
+        let w: Vec<String> = overview["warnings"]
+            .as_array()?
+            .iter()
+            .filter_map(|w| w.as_str().map(str::to_owned))
+            .collect();
+        (!w.is_empty()).then_some(w)
+    });
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("the run holds the files of 2 jobs")
+                && w.contains("killed-job")
+                && w.contains("next-job")),
+        "{warnings:?}"
+    );
+    server.shutdown();
+}

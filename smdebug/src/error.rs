@@ -28,12 +28,14 @@ pub enum Error {
     /// The location holds a run that ended (its end marker is there): a new job would mix its
     /// steps with the old one's. Python smdebug refuses it too.
     #[error(
-        "{location} holds a run that ended already: choose another location, or replace it \
-         with SessionBuilder::overwrite(true)"
+        "{location} holds a run that ended already ({extent}): choose another location, or \
+         replace it with SessionBuilder::overwrite(true)"
     )]
     RunExists {
         /// The location.
         location: String,
+        /// What the run holds: steps, workers, files, the job that wrote it.
+        extent: String,
     },
     /// A part of the session could not be started.
     #[error("cannot start {part}: {reason}")]

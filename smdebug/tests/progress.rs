@@ -223,9 +223,10 @@ fn a_writer_made_to_drop_shows_its_drops_in_the_dashboard() {
 fn a_progress_file_that_cannot_be_written_is_a_problem_of_the_summary_not_of_the_loop() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
-    // A file where the progress folder goes: every write of the progress file fails.
-    std::fs::create_dir_all(&run).unwrap();
-    std::fs::write(run.join("progress"), b"in the way").unwrap();
+    // A folder where the progress file goes: every write of the progress file fails. (A file
+    // in place of the progress folder would not do: a folder holding what a run does not own
+    // is refused at start.)
+    std::fs::create_dir_all(run.join("progress/worker_0.json")).unwrap();
     let mut session = builder(&run)
         .planned_steps(5)
         .progress_interval(Duration::ZERO)

@@ -143,12 +143,12 @@ fn run(args: Args) -> Result<(), AnyError> {
 /// Trains the digits MLP with capture of its activations every 10th step.
 fn record_run(args: &Args) -> Result<String, AnyError> {
     let dir = std::path::Path::new(&args.out);
-    if dir.exists() {
-        std::fs::remove_dir_all(dir)?;
-    }
     std::fs::create_dir_all(dir)?;
     let location = dir.canonicalize()?.to_string_lossy().into_owned();
     let mut session = Session::builder(&location)
+        // The run an earlier start left there is replaced (its own files only: a folder that
+        // holds anything else is refused).
+        .overwrite(true)
         .writer_queue(1 << 14)
         .overflow(OverflowPolicy::Block)
         .save(SaveConfig::every(1))

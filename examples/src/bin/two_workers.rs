@@ -11,7 +11,8 @@
 //! ```
 //!
 //! Started with `RANK`/`WORLD_SIZE`/`MASTER_ADDR`/`MASTER_PORT` in the environment (as the
-//! launcher above, `torchrun` or a cluster scheduler does), the program is one worker.
+//! launcher above, `torchrun` or a cluster scheduler does), the program is one worker. The
+//! launcher gives its workers one `SMDEBUG_JOB_ID`, by which their sessions agree on the job.
 //! Object stores take their settings from the usual environment (`AWS_ENDPOINT`,
 //! `AWS_ACCESS_KEY_ID`, … for `s3://`).
 
@@ -101,15 +102,15 @@ fn launch(args: &Args) -> Result<(), AnyError> {
         args.out.clone()
     } else {
         let dir = std::path::Path::new(&args.out);
-        if dir.exists() {
-            std::fs::remove_dir_all(dir)?; // one job per run directory
-        }
         std::fs::create_dir_all(dir)?;
         dir.canonicalize()?.to_string_lossy().into_owned()
     };
     // A free port for rank 0 to listen on (released here, taken by rank 0 a moment later).
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let exe = std::env::current_exe()?;
+    // One id for every process of this job: written into the run's identity files, it tells
+    // the workers of this job from those of an earlier one.
+    let job = smdebug_io::jobs::random_id();
     println!("launching {} workers writing into {location}", args.workers);
     let children = (0..args.workers)
         .map(|rank| {
@@ -120,6 +121,7 @@ fn launch(args: &Args) -> Result<(), AnyError> {
                 .env("WORLD_SIZE", args.workers.to_string())
                 .env("MASTER_ADDR", "127.0.0.1")
                 .env("MASTER_PORT", port.to_string())
+                .env(smdebug_io::jobs::JOB_ID_ENV, &job)
                 .spawn()
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -190,6 +192,9 @@ fn worker(args: &Args) -> Result<(), AnyError> {
     let every = SaveConfig::every(args.save_interval);
     let mut session = Session::builder(&args.out)
         .worker(me)
+        // Rank 0 replaces the run an earlier job left there (its files only; a folder holding
+        // anything else is refused); the other workers wait for it before writing.
+        .overwrite(true)
         .save(SaveConfig::every(1))
         .collection(Collection::new("weights").with_save_config(every.clone()))
         .collection(Collection::new("biases").with_save_config(every.clone()))

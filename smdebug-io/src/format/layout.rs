@@ -7,7 +7,14 @@
 //! training_job_end.ts
 //! progress/<worker>.json
 //! tensorboard/<MODE>/events.out.tfevents.<first step:012>.<worker>
+//! jobs/<worker>/<process>.json
 //! ```
+//!
+//! and, written by the other crates into the same run: `system/` (system metrics),
+//! `framework/` (framework traces, code profiles), `rules/` (the rules' summary, the
+//! profiling report), `report/` (the report where the demo puts it), `stop_request.json`.
+//! [`RUN_FOLDERS`] and [`RUN_FILES`] are the one list of what a run owns
+//! ([`crate::run_folder`] replaces a run by deleting exactly these).
 //!
 //! ```
 //! use smdebug_io::format::layout;
@@ -35,6 +42,63 @@ pub const END_MARKER: &str = "training_job_end.ts";
 /// [`crate::progress`]). Python smdebug's `create_trial` and TensorBoard read neither this
 /// folder nor anything in it.
 pub const PROGRESS_DIR: &str = "progress";
+/// Folder of the identity files of the processes that write the run, one per process
+/// (`jobs/<worker>/<process>.json`, see [`crate::jobs`]). Python smdebug reads nothing in it.
+pub const JOBS_DIR: &str = "jobs";
+/// Folder of system metrics (smdebug-profiler's `system/incremental/<hour>/...`).
+pub const SYSTEM_DIR: &str = "system";
+/// Folder of framework traces and code profiles (smdebug-profiler's `framework/pevents/...`,
+/// `framework/code/...`).
+pub const FRAMEWORK_DIR: &str = "framework";
+/// Folder of the rules' output: `rules/rule_job_summary.json`, the profiling report in
+/// `rules/ProfilerReport/profiler-output/`.
+pub const RULES_DIR: &str = "rules";
+/// Folder of the report where the demo and the README put it (`report/profiler-report.html`
+/// and the rules' files beside it).
+pub const REPORT_DIR: &str = "report";
+/// The dashboard's probe of whether it may write into the run (written and removed at once).
+pub const WRITE_PROBE: &str = ".smdebug-serve-write-check";
+
+/// The folders a run owns, at its top: everything under them is the run's. Replacing a run
+/// deletes these and [`RUN_FILES`], and a folder holding anything else is not a run.
+pub const RUN_FOLDERS: [&str; 10] = [
+    COLLECTIONS_DIR,
+    EVENTS_DIR,
+    INDEX_DIR,
+    TENSORBOARD_DIR,
+    PROGRESS_DIR,
+    JOBS_DIR,
+    SYSTEM_DIR,
+    FRAMEWORK_DIR,
+    RULES_DIR,
+    REPORT_DIR,
+];
+
+/// The files a run owns, at its top (see [`RUN_FOLDERS`]).
+pub const RUN_FILES: [&str; 3] = [END_MARKER, crate::stop::STOP_REQUEST_FILE, WRITE_PROBE];
+
+/// Whether `key` (a path relative to the run) is one of the run's own: under one of
+/// [`RUN_FOLDERS`], or one of [`RUN_FILES`].
+pub fn run_owns(key: &str) -> bool {
+    match key.split_once('/') {
+        Some((top, rest)) => !rest.is_empty() && RUN_FOLDERS.contains(&top),
+        None => RUN_FILES.contains(&key),
+    }
+}
+
+/// `jobs/<worker>/<process>.json`
+pub fn job_file(worker: &str, process: &str) -> String {
+    format!("{JOBS_DIR}/{worker}/{process}.json")
+}
+
+/// Worker and process of a job identity file path; `None` for anything else.
+pub fn parse_job_file(path: &str) -> Option<(String, String)> {
+    let rest = path.strip_prefix(JOBS_DIR)?.strip_prefix('/')?;
+    let (worker, file) = rest.split_once('/')?;
+    let process = file.strip_suffix(".json")?;
+    let plain = |s: &str| !s.is_empty() && !s.contains('/') && !s.starts_with('.');
+    (plain(worker) && plain(process)).then(|| (worker.to_string(), process.to_string()))
+}
 
 /// `worker_<rank>`, smdebug's worker name.
 pub fn worker_name(rank: usize) -> String {
@@ -148,5 +212,38 @@ mod tests {
         );
         assert_eq!(parse_progress_file("progress/worker_0.json.tmp"), None);
         assert_eq!(parse_progress_file("progress/a/b.json"), None);
+        assert_eq!(
+            parse_job_file(&job_file("worker_1", "0123abcd")),
+            Some(("worker_1".to_string(), "0123abcd".to_string()))
+        );
+        assert_eq!(parse_job_file("jobs/worker_1/.x_json.1-2.tmp"), None);
+        assert_eq!(parse_job_file("jobs/worker_1.json"), None);
+    }
+
+    #[test]
+    fn a_run_owns_its_folders_and_markers_only() {
+        for key in [
+            event_file(3, "worker_0"),
+            index_file(3, "worker_0"),
+            collections_file("worker_0"),
+            progress_file("worker_0"),
+            job_file("worker_0", "ab"),
+            tensorboard_file(Mode::Train, 0, "worker_0"),
+            END_MARKER.to_string(),
+            "stop_request.json".to_string(),
+            "rules/rule_job_summary.json".to_string(),
+            "report/profiler-report.html".to_string(),
+        ] {
+            assert!(run_owns(&key), "{key}");
+        }
+        for key in [
+            "src/main.rs",
+            "README.md",
+            "events",
+            "index/",
+            "notes/events/x",
+        ] {
+            assert!(!run_owns(key), "{key}");
+        }
     }
 }

@@ -231,6 +231,10 @@ impl Storage for LocalStorage {
         }
     }
 
+    fn local_root(&self) -> Option<&Path> {
+        Some(&self.root)
+    }
+
     fn supports_append(&self) -> bool {
         true
     }

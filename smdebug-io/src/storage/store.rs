@@ -45,6 +45,12 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// Removes the object; removing one that does not exist is not an error.
     fn delete(&self, path: &str) -> Result<()>;
 
+    /// The run's folder when the storage is local disk (where links and special files can be
+    /// looked at), `None` for object stores.
+    fn local_root(&self) -> Option<&std::path::Path> {
+        None
+    }
+
     /// Whether [`append`](Storage::append) works (local disk: yes; object stores: no).
     fn supports_append(&self) -> bool {
         false

@@ -265,6 +265,14 @@ impl Trial {
         Ok(st.repeated_names.values().cloned().collect())
     }
 
+    /// The run's identity files, one per process that wrote it (see [`crate::jobs`]): a run
+    /// whose files name two jobs, or a worker of two processes, is also in
+    /// [`warnings`](Trial::warnings). Empty for a run without them (Python smdebug's).
+    pub fn jobs(&self) -> Result<Vec<crate::jobs::JobIdentity>> {
+        let st = self.throttled()?;
+        Ok(st.jobs.clone())
+    }
+
     fn info_of(&self, st: &State) -> TrialInfo {
         let mut steps_per_mode = BTreeMap::new();
         for e in st.steps.values() {

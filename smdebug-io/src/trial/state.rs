@@ -15,7 +15,11 @@ use super::progress::{StepProgress, StepRange};
 use super::source::{self, EventFile, Slot, TensorTable};
 use super::steps::PlannedStep;
 use crate::error::{Error, Result};
+use crate::jobs::{self, JobIdentity};
 use crate::storage::Storage;
+
+/// How often a live run's identity files are read again.
+const JOBS_REREAD: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What a step selection in [`Trial::tensor_records`](crate::trial::Trial::tensor_records) asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -177,6 +181,13 @@ pub(crate) struct State {
     pub complete: bool,
     pub end_reason: Option<EndReason>,
     pub last_refresh: Option<Instant>,
+    /// The run's identity files (`jobs/`), read at the first refresh, at most every
+    /// [`JOBS_REREAD`] while the run goes on, and once more when it ends.
+    pub jobs: Vec<JobIdentity>,
+    /// What they say is wrong (two jobs, a worker of two processes), and identity files that
+    /// could not be read: the first lines of [`State::warnings`].
+    job_problems: Vec<String>,
+    jobs_read: Option<Instant>,
     /// The run's directory when it is on local disk: index files are read from it directly.
     pub local_root: Option<std::path::PathBuf>,
 }
@@ -194,9 +205,10 @@ impl State {
 
     /// What reading had to work around, one line each (see `Trial::warnings`).
     pub fn warnings(&self) -> Vec<String> {
-        self.unusable_patterns
+        self.job_problems
             .iter()
-            .map(|p| p.to_string())
+            .cloned()
+            .chain(self.unusable_patterns.iter().map(|p| p.to_string()))
             .chain(self.repeated_names.values().map(|r| r.to_string()))
             .collect()
     }
@@ -298,8 +310,31 @@ impl State {
             self.progress.ended(self.steps.keys().next_back().copied());
         }
         self.forget_pending();
+        if self.complete || self.jobs_read.is_none_or(|t| t.elapsed() >= JOBS_REREAD) {
+            self.read_jobs(storage);
+        }
         self.last_refresh = Some(Instant::now());
         Ok(())
+    }
+
+    /// Reads the identity files and what they say; a problem not seen before is logged.
+    fn read_jobs(&mut self, storage: &dyn Storage) {
+        let (jobs, mut problems) = match jobs::read_jobs(storage) {
+            Ok(found) => found,
+            Err(e) => (
+                self.jobs.clone(),
+                vec![format!("the run's identity files could not be read: {e}")],
+            ),
+        };
+        problems.splice(0..0, jobs::job_problems(&jobs));
+        for p in &problems {
+            if !self.job_problems.contains(p) {
+                log::warn!("{p}");
+            }
+        }
+        self.jobs = jobs;
+        self.job_problems = problems;
+        self.jobs_read = Some(Instant::now());
     }
 
     /// The first global step a listing reads: the one after the last complete step (no index

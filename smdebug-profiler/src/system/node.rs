@@ -47,7 +47,7 @@ impl NodeId {
     /// (`ip-10-0-0-1.ec2.internal` → `ip-10-0-0-1-ec2-internal`); `localhost` when the host
     /// name cannot be found.
     pub fn from_hostname() -> Self {
-        Self::sanitized(&host_name())
+        Self::sanitized(&smdebug_io::jobs::host_name())
     }
 
     /// `raw` with every character outside `[A-Za-z0-9-]` replaced by `-`, cut to 128 characters;
@@ -103,21 +103,6 @@ impl std::str::FromStr for NodeId {
     fn from_str(s: &str) -> Result<Self> {
         Self::new(s)
     }
-}
-
-fn host_name() -> String {
-    // The kernel's UTS name is what `hostname` prints; the files are fallbacks for systems
-    // without procfs, the variable for containers that set it.
-    ["/proc/sys/kernel/hostname", "/etc/hostname"]
-        .iter()
-        .find_map(|path| {
-            std::fs::read_to_string(path)
-                .ok()
-                .map(|s| s.trim().to_owned())
-                .filter(|s| !s.is_empty())
-        })
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

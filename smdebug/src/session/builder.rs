@@ -67,6 +67,8 @@ pub struct SessionBuilder<H: Capture = Hook> {
     pub(super) stop_poll: Duration,
     pub(super) finish_timeout: Duration,
     pub(super) overwrite: bool,
+    pub(super) job_id: Option<String>,
+    pub(super) join_timeout: Duration,
     pub(super) config_files: Option<ConfigSources>,
     pub(super) planned_steps: Option<u64>,
     pub(super) progress_interval: Duration,
@@ -115,6 +117,8 @@ impl SessionBuilder<Hook> {
             stop_poll: StopWatcher::DEFAULT_INTERVAL,
             finish_timeout: Duration::from_secs(120),
             overwrite: false,
+            job_id: None,
+            join_timeout: Duration::from_secs(120),
             config_files: Some(ConfigSources::from_env()),
             planned_steps: None,
             progress_interval: DEFAULT_PROGRESS_INTERVAL,
@@ -183,6 +187,8 @@ impl<H: Capture> SessionBuilder<H> {
             stop_poll: self.stop_poll,
             finish_timeout: self.finish_timeout,
             overwrite: self.overwrite,
+            job_id: self.job_id,
+            join_timeout: self.join_timeout,
             config_files: self.config_files,
             planned_steps: self.planned_steps,
             progress_interval: self.progress_interval,
@@ -371,12 +377,35 @@ impl<H: Capture> SessionBuilder<H> {
         self
     }
 
-    /// Replaces a run that ended at this location (rank 0 deletes it before the job starts).
-    /// Default: false, and a location holding an ended run is an error of
-    /// [`start`](Self::start), as in Python smdebug: a new job must not mix its steps with an
-    /// old one's.
+    /// Replaces a run at this location, finished or not (rank 0 deletes the run's own files
+    /// before the job starts: the folders and markers a run owns, nothing else). Default:
+    /// false, and a location holding a run is an error of [`start`](Self::start): a run that
+    /// ended is [`Error::RunExists`](crate::Error::RunExists) (as in Python smdebug), one
+    /// without an end marker (its job was killed) is refused naming what it holds, since a new
+    /// job must never continue an old one's steps. Whatever this says, a location holding
+    /// anything that is not a run's (a project folder, a home folder) is refused and nothing
+    /// in it is touched, and a run that a live process still writes is never replaced
+    /// (`smdebug_io::run_folder` has the rules).
     pub fn overwrite(mut self, on: bool) -> Self {
         self.overwrite = on;
+        self
+    }
+
+    /// The id shared by every process of this job (default: the launcher's, see
+    /// `smdebug_io::jobs::shared_job_id`: `SMDEBUG_JOB_ID`, SageMaker's, torchrun's, Slurm's;
+    /// without one, rank 0 makes one and the other ranks take rank 0's). It is written into
+    /// the run's identity files (`jobs/<worker>/<process>.json`), by which readers tell a run
+    /// of one job from files of two.
+    pub fn job_id(mut self, id: impl Into<String>) -> Self {
+        self.job_id = Some(id.into());
+        self
+    }
+
+    /// How long a worker of rank > 0 waits at [`start`](Self::start) for rank 0 of its job to
+    /// claim the run (rank 0 replaces an old run first, so the others write nothing before
+    /// it has). Default: 2 minutes.
+    pub fn join_timeout(mut self, timeout: Duration) -> Self {
+        self.join_timeout = timeout;
         self
     }
 

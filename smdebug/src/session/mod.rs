@@ -56,6 +56,8 @@ use crate::error::{Error, Result};
 #[derive(Default)]
 pub(crate) struct Parts {
     pub(crate) writer: Option<WriterStatus>,
+    /// The run's identity file of this process, beating until the session ends.
+    pub(crate) job: Option<smdebug_io::jobs::JobClaim>,
     pub(crate) progress: Option<progress::ProgressReporter>,
     pub(crate) stop_watcher: Option<StopWatcher>,
     pub(crate) config_follower: Option<config_follower::ConfigFollower>,
@@ -439,6 +441,13 @@ impl<H: Capture> Session<H> {
         summary.dashboard = self.parts.dashboard_url.take();
         if let Some(watcher) = self.parts.stop_watcher.take() {
             watcher.stop();
+        }
+        // 5. Last, this process's identity file says it finished: until now it was live, so
+        //    no other job could take the run while the rules still wrote into it.
+        if let Some(mut job) = self.parts.job.take()
+            && let Err(e) = job.finish()
+        {
+            problems.push(format!("job identity: {e}"));
         }
         summary.duration = self.started.elapsed();
         summary.problems = problems;

@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use smdebug_core::timeline::Timeline;
 use smdebug_core::{Capture, HookBuilder, StopSignal, WorkerInfo};
-use smdebug_io::format::layout::{END_MARKER, worker_name};
+use smdebug_io::format::layout::worker_name;
 use smdebug_io::format::record::PayloadChecksum;
+use smdebug_io::jobs::{JobClaim, shared_job_id};
+use smdebug_io::run_folder::{self, ClaimRequest, Refusal};
 use smdebug_io::stop::StopWatcher;
 use smdebug_io::writer::Writer;
 use smdebug_io::{Storage, open_storage_with};
@@ -92,15 +94,32 @@ impl<H: Capture> SessionBuilder<H> {
             .and_then(|(w, _)| w.current())
             .and_then(|f| f.dataloader_metrics().cloned());
         let storage: Arc<dyn Storage> = open_storage_with(&location, &self.storage_options)?;
-        // Only rank 0 judges and clears an old run: the other workers may start after it did.
-        if worker.rank == 0 && storage.size(END_MARKER)?.is_some() {
-            if !self.overwrite {
-                return Err(Error::RunExists { location });
+        // Rank 0 judges the location and replaces an old run (its own files only); the other
+        // ranks write nothing before rank 0 of their job has claimed it. A foreign folder, a run
+        // still written by a live process, and an old run not to be replaced are refused.
+        let request = ClaimRequest {
+            job: self
+                .job_id
+                .clone()
+                .or_else(|| shared_job_id(|v| std::env::var(v).ok())),
+            overwrite: self.overwrite,
+            join_timeout: self.join_timeout,
+            ..ClaimRequest::new(worker.rank, worker.world_size)
+        };
+        let claim = run_folder::claim(storage.clone(), &request).map_err(|e| match e {
+            smdebug_io::Error::Refused { refusal, .. } if matches!(*refusal, Refusal::Ended(_)) => {
+                let Refusal::Ended(extent) = *refusal else {
+                    unreachable!("matched above")
+                };
+                Error::RunExists {
+                    location: location.clone(),
+                    extent: extent.to_string(),
+                }
             }
-            for key in storage.list("")? {
-                storage.delete(&key)?;
-            }
-        }
+            e => e.into(),
+        })?;
+        // A session that fails to start from here on leaves no identity behind.
+        let mut claim = Claimed(Some(claim));
         let stop = StopSignal::default();
         let mut parts = Parts {
             stop_watcher: Some(StopWatcher::with_storage(
@@ -246,6 +265,7 @@ impl<H: Capture> SessionBuilder<H> {
             sink.set_progress(progress.shared().clone());
         }
         parts.progress = Some(progress);
+        parts.job = claim.0.take();
 
         Ok(Session::assemble(
             capture,
@@ -257,6 +277,18 @@ impl<H: Capture> SessionBuilder<H> {
             self.finish_timeout,
             parts,
         ))
+    }
+}
+
+/// The run's claim while the session starts: withdrawn (its identity file removed) when
+/// starting fails.
+struct Claimed(Option<JobClaim>);
+
+impl Drop for Claimed {
+    fn drop(&mut self) {
+        if let Some(claim) = self.0.take() {
+            claim.withdraw();
+        }
     }
 }
 

@@ -1,0 +1,528 @@
+//! Who writes a run: one identity file per writing process, so that a run whose files came from
+//! two jobs, or a worker written by two processes at once, is never read as one job's.
+//!
+//! Every session writes `jobs/<worker>/<process>.json` ([`JobIdentity`]) when it has claimed
+//! the run, rewrites it every [`HEARTBEAT_INTERVAL`] while it runs, and marks it `finished`
+//! when it ends. Python smdebug's `create_trial` and TensorBoard read nothing in `jobs/`.
+//!
+//! ```json
+//! {"version": 1, "job": "4f0c…", "process": "9a1e…", "worker": "worker_0", "rank": 0,
+//!  "world_size": 2, "host": "trainer-1", "pid": 4242, "started": 1795000000.25,
+//!  "heartbeat": 1795000015.25, "finished": false}
+//! ```
+//!
+//! - `process` is random (128 bits) for each session; `job` is shared by the processes of one
+//!   job: the launcher's id when it gives one ([`shared_job_id`]: `SMDEBUG_JOB_ID`, SageMaker's
+//!   `TRAINING_JOB_NAME`, torchrun's `TORCHELASTIC_RUN_ID` with its restart count, Slurm's
+//!   `SLURM_JOB_ID` with its step), else rank 0's, which the other ranks adopt when they join
+//!   (see [`crate::run_folder::claim`]).
+//! - A process is *live* while its file is not `finished`, its heartbeat is younger than
+//!   [`STALE_AFTER`], and, on this host, its process id still runs ([`JobIdentity::is_live`]).
+//! - Readers ([`read_jobs`], [`job_problems`]) flag a run whose identity files name more than
+//!   one job, or one worker written by more than one process.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::format::layout::{JOBS_DIR, job_file, parse_job_file};
+use crate::storage::Storage;
+
+/// The variable a launcher sets to the same value in every process of one job.
+pub const JOB_ID_ENV: &str = "SMDEBUG_JOB_ID";
+/// How often a running session rewrites its identity file.
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
+/// A process whose heartbeat is older than this no longer runs (four missed heartbeats).
+pub const STALE_AFTER: Duration = Duration::from_secs(20);
+/// The largest identity file read; a larger one is a problem, not read.
+pub const MAX_JOB_FILE_BYTES: u64 = 64 * 1024;
+
+/// One writing process of a run (see the [module docs](self)).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobIdentity {
+    /// The file format's version, 1.
+    pub version: u32,
+    /// The job: shared by every process of it.
+    pub job: String,
+    /// This process's session: random, one per session.
+    pub process: String,
+    /// The worker it writes (`worker_0`).
+    pub worker: String,
+    /// Its rank in the job.
+    pub rank: usize,
+    /// The job's number of workers.
+    pub world_size: usize,
+    /// The host it runs on.
+    pub host: String,
+    /// Its process id on that host.
+    pub pid: u32,
+    /// When the session started, seconds since the epoch.
+    pub started: f64,
+    /// When the file was last rewritten, seconds since the epoch.
+    pub heartbeat: f64,
+    /// The session ended (its files are complete).
+    pub finished: bool,
+}
+
+/// Seconds since the epoch, now.
+pub fn now_s() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// A time in seconds since the epoch as `2026-11-28 20:53:51 UTC`.
+pub fn utc(seconds: f64) -> String {
+    chrono::DateTime::from_timestamp(seconds.floor() as i64, 0).map_or_else(
+        || format!("{seconds} s after the epoch"),
+        |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+    )
+}
+
+/// This machine's host name: the kernel's UTS name (what `hostname` prints), else
+/// `/etc/hostname`, else `$HOSTNAME`; empty when none is there.
+pub fn host_name() -> String {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|path| {
+            std::fs::read_to_string(path)
+                .ok()
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+        })
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default()
+}
+
+/// A new random id: 128 bits as 32 hex digits.
+pub fn random_id() -> String {
+    // fastrand's global generator is seeded from the standard library's per-process random
+    // state; the time and the process id are mixed in so that two processes started from one
+    // snapshot still differ.
+    let mut rng = fastrand::Rng::new();
+    let salt = (u128::from(std::process::id()) << 64) ^ (now_s() * 1e9) as u128;
+    format!("{:032x}", rng.u128(..) ^ salt.rotate_left(17))
+}
+
+/// The id the launcher gives every process of one job, from the environment as `var` reads
+/// it: `SMDEBUG_JOB_ID`; SageMaker's `TRAINING_JOB_NAME`; torchrun's `TORCHELASTIC_RUN_ID`
+/// (not its default `none`) with `TORCHELASTIC_RESTART_COUNT`, since a restarted group is a new
+/// job; Slurm's `SLURM_JOB_ID` with `SLURM_STEP_ID`. `None` when none is set.
+pub fn shared_job_id(var: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let set = |name: &str| {
+        var(name)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    if let Some(id) = set(JOB_ID_ENV) {
+        return Some(id);
+    }
+    if let Some(name) = set("TRAINING_JOB_NAME") {
+        return Some(format!("sagemaker:{name}"));
+    }
+    if let Some(run) = set("TORCHELASTIC_RUN_ID").filter(|r| r != "none") {
+        let restart = set("TORCHELASTIC_RESTART_COUNT").unwrap_or_else(|| "0".into());
+        return Some(format!("torchelastic:{run}.{restart}"));
+    }
+    set("SLURM_JOB_ID").map(|job| match set("SLURM_STEP_ID") {
+        Some(step) => format!("slurm:{job}.{step}"),
+        None => format!("slurm:{job}"),
+    })
+}
+
+/// The identity files of the sessions that run in this process: a file naming this process
+/// is live exactly while its session is in here.
+fn running_here() -> &'static Mutex<HashSet<String>> {
+    static RUNNING: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    RUNNING.get_or_init(Default::default)
+}
+
+fn lock_running() -> std::sync::MutexGuard<'static, HashSet<String>> {
+    running_here().lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Whether process `pid` of this host runs (Linux: `/proc/<pid>` exists; elsewhere unknown,
+/// taken as running).
+fn pid_runs(pid: u32) -> bool {
+    if cfg!(target_os = "linux") {
+        std::path::Path::new("/proc").join(pid.to_string()).exists()
+    } else {
+        true
+    }
+}
+
+impl JobIdentity {
+    /// A new identity for a session of `worker` (rank `rank` of `world_size`) in job `job`,
+    /// started now, on this host and in this process.
+    pub fn new(job: String, worker: String, rank: usize, world_size: usize) -> JobIdentity {
+        let now = now_s();
+        JobIdentity {
+            version: 1,
+            job,
+            process: random_id(),
+            worker,
+            rank,
+            world_size,
+            host: host_name(),
+            pid: std::process::id(),
+            started: now,
+            heartbeat: now,
+            finished: false,
+        }
+    }
+
+    /// The file it is kept in.
+    pub fn key(&self) -> String {
+        job_file(&self.worker, &self.process)
+    }
+
+    /// Whether the process still writes (see the [module docs](self)) at `now` (seconds since
+    /// the epoch).
+    pub fn is_live(&self, now: f64) -> bool {
+        if self.finished {
+            return false;
+        }
+        if self.host == host_name() {
+            if self.pid == std::process::id() {
+                return lock_running().contains(&self.process);
+            }
+            if !pid_runs(self.pid) {
+                return false;
+            }
+        }
+        now - self.heartbeat < STALE_AFTER.as_secs_f64()
+    }
+
+    /// `worker_0 of job 4f0c… (host h, pid 4242, started 2026-11-28 20:53:51 UTC)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} of job {} (host {}, pid {}, started {})",
+            self.worker,
+            short(&self.job),
+            self.host,
+            self.pid,
+            utc(self.started)
+        )
+    }
+
+    fn to_json(&self) -> bytes::Bytes {
+        serde_json::to_vec(self)
+            .expect("an identity serializes")
+            .into()
+    }
+}
+
+/// An id cut to 12 characters for messages (`4f0c1d2e3a4b…`).
+fn short(id: &str) -> String {
+    match id.char_indices().nth(12) {
+        Some((at, _)) => format!("{}…", &id[..at]),
+        None => id.to_string(),
+    }
+}
+
+/// The run's identity files, and one line for each that could not be read (too large, not an
+/// identity). A run without `jobs/` (Python smdebug's, or one written before identity files)
+/// has none.
+pub fn read_jobs(storage: &dyn Storage) -> Result<(Vec<JobIdentity>, Vec<String>)> {
+    let mut jobs = Vec::new();
+    let mut problems = Vec::new();
+    for key in storage.list(JOBS_DIR)? {
+        let Some((worker, process)) = parse_job_file(&key) else {
+            continue;
+        };
+        match storage.size(&key)? {
+            Some(n) if n > MAX_JOB_FILE_BYTES => {
+                problems.push(format!(
+                    "{key}: {n} bytes, more than an identity file may be ({MAX_JOB_FILE_BYTES}): not read"
+                ));
+                continue;
+            }
+            None => continue, // removed since the listing
+            Some(_) => {}
+        }
+        let body = match storage.get(&key) {
+            Ok(b) => b,
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => return Err(e),
+        };
+        match serde_json::from_slice::<JobIdentity>(&body) {
+            Ok(id) if id.worker == worker && id.process == process => jobs.push(id),
+            Ok(id) => problems.push(format!(
+                "{key}: names worker {} and process {}, not the ones its path names: not read",
+                id.worker, id.process
+            )),
+            Err(e) => problems.push(format!("{key}: not a job identity file: {e}")),
+        }
+    }
+    Ok((jobs, problems))
+}
+
+/// What the identity files say is wrong with a run: files from more than one job, or a
+/// worker written by more than one process. Empty for a run written by one job.
+pub fn job_problems(jobs: &[JobIdentity]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut by_job: BTreeMap<&str, Vec<&JobIdentity>> = BTreeMap::new();
+    for j in jobs {
+        by_job.entry(&j.job).or_default().push(j);
+    }
+    if by_job.len() > 1 {
+        let mut list: Vec<(&str, Vec<&JobIdentity>)> = by_job.into_iter().collect();
+        list.sort_by(|a, b| earliest(&a.1).total_cmp(&earliest(&b.1)));
+        let each: Vec<String> = list
+            .iter()
+            .map(|(job, procs)| {
+                let workers: BTreeSet<&str> = procs.iter().map(|p| p.worker.as_str()).collect();
+                let first = procs
+                    .iter()
+                    .min_by(|a, b| a.started.total_cmp(&b.started))
+                    .expect("a job listed has a process");
+                format!(
+                    "job {} ({} on host {}, started {})",
+                    short(job),
+                    workers.into_iter().collect::<Vec<_>>().join(", "),
+                    first.host,
+                    utc(first.started)
+                )
+            })
+            .collect();
+        problems.push(format!(
+            "the run holds the files of {} jobs, read here as one: {}",
+            list.len(),
+            each.join("; ")
+        ));
+    }
+    let mut by_worker: BTreeMap<&str, Vec<&JobIdentity>> = BTreeMap::new();
+    for j in jobs {
+        by_worker.entry(&j.worker).or_default().push(j);
+    }
+    for (worker, procs) in by_worker {
+        if procs.len() > 1 {
+            let each: Vec<String> = procs.iter().map(|p| p.describe()).collect();
+            problems.push(format!(
+                "{worker} was written by {} processes: {}",
+                procs.len(),
+                each.join("; ")
+            ));
+        }
+    }
+    problems
+}
+
+fn earliest(procs: &[&JobIdentity]) -> f64 {
+    procs
+        .iter()
+        .map(|p| p.started)
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// A session's hold on its identity file: a thread rewrites it every [`HEARTBEAT_INTERVAL`];
+/// [`finish`](JobClaim::finish) (or dropping the claim) marks it finished.
+pub struct JobClaim {
+    identity: Arc<Mutex<JobIdentity>>,
+    storage: Arc<dyn Storage>,
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for JobClaim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobClaim")
+            .field("identity", &self.identity())
+            .finish_non_exhaustive()
+    }
+}
+
+impl JobClaim {
+    /// Writes `identity` into the run and keeps it beating. The process counts as live here
+    /// from this call until [`finish`](Self::finish).
+    pub fn start(storage: Arc<dyn Storage>, identity: JobIdentity) -> Result<JobClaim> {
+        lock_running().insert(identity.process.clone());
+        if let Err(e) = storage.put(&identity.key(), identity.to_json()) {
+            lock_running().remove(&identity.process);
+            return Err(e);
+        }
+        let identity = Arc::new(Mutex::new(identity));
+        let (stop, rx) = mpsc::channel::<()>();
+        let beat = (identity.clone(), storage.clone());
+        let thread = std::thread::Builder::new()
+            .name("smdebug-job-heartbeat".into())
+            .spawn(move || {
+                let (identity, storage) = beat;
+                while let Err(RecvTimeoutError::Timeout) = rx.recv_timeout(HEARTBEAT_INTERVAL) {
+                    let (key, body) = {
+                        let mut id = identity.lock().unwrap_or_else(|p| p.into_inner());
+                        id.heartbeat = now_s();
+                        (id.key(), id.to_json())
+                    };
+                    if let Err(e) = storage.put(&key, body) {
+                        log::warn!("smdebug: cannot renew this job's identity file: {e}");
+                    }
+                }
+            })
+            .map_err(|e| Error::Storage {
+                location: storage.describe().to_string(),
+                op: "start the heartbeat of",
+                path: JOBS_DIR.to_string(),
+                source: Box::new(e),
+            });
+        let thread = match thread {
+            Ok(t) => t,
+            Err(e) => {
+                let id = identity.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                lock_running().remove(&id.process);
+                let _ = storage.delete(&id.key());
+                return Err(e);
+            }
+        };
+        Ok(JobClaim {
+            identity,
+            storage,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// The identity as last written.
+    pub fn identity(&self) -> JobIdentity {
+        self.identity
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Stops the heartbeat and marks the identity finished (once; later calls do nothing).
+    pub fn finish(&mut self) -> Result<()> {
+        let Some(stop) = self.stop.take() else {
+            return Ok(());
+        };
+        drop(stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let (key, body, process) = {
+            let mut id = self.identity.lock().unwrap_or_else(|p| p.into_inner());
+            id.heartbeat = now_s();
+            id.finished = true;
+            (id.key(), id.to_json(), id.process.clone())
+        };
+        let written = self.storage.put(&key, body);
+        lock_running().remove(&process);
+        written
+    }
+
+    /// Gives the claim up without marking it finished: the file is removed (a session that
+    /// failed to start leaves no identity behind).
+    pub fn withdraw(mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let id = self.identity();
+        let _ = self.storage.delete(&id.key());
+        lock_running().remove(&id.process);
+    }
+}
+
+impl Drop for JobClaim {
+    fn drop(&mut self) {
+        if let Err(e) = self.finish() {
+            log::warn!("smdebug: cannot mark this job's identity file finished: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(job: &str, worker: &str, started: f64) -> JobIdentity {
+        let mut j = JobIdentity::new(job.into(), worker.into(), 0, 1);
+        j.started = started;
+        j
+    }
+
+    #[test]
+    fn the_launchers_id_is_shared_and_a_restart_is_a_new_job() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert_eq!(shared_job_id(vars(&[])), None);
+        assert_eq!(
+            shared_job_id(vars(&[("SMDEBUG_JOB_ID", "a"), ("SLURM_JOB_ID", "7")])).as_deref(),
+            Some("a")
+        );
+        assert_eq!(
+            shared_job_id(vars(&[("TORCHELASTIC_RUN_ID", "none")])),
+            None,
+            "torchrun's default rendezvous id names no job"
+        );
+        assert_eq!(
+            shared_job_id(vars(&[
+                ("TORCHELASTIC_RUN_ID", "r1"),
+                ("TORCHELASTIC_RESTART_COUNT", "2")
+            ]))
+            .as_deref(),
+            Some("torchelastic:r1.2")
+        );
+        assert_eq!(
+            shared_job_id(vars(&[("SLURM_JOB_ID", "7"), ("SLURM_STEP_ID", "0")])).as_deref(),
+            Some("slurm:7.0")
+        );
+    }
+
+    #[test]
+    fn two_jobs_and_two_writers_of_a_worker_are_named() {
+        assert!(job_problems(&[]).is_empty());
+        let a0 = id("aaaa", "worker_0", 100.0);
+        let a1 = id("aaaa", "worker_1", 101.0);
+        assert!(job_problems(&[a0.clone(), a1.clone()]).is_empty());
+        let b0 = id("bbbb", "worker_0", 200.0);
+        let p = job_problems(&[b0, a0, a1]);
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(p[0].contains("2 jobs"), "{}", p[0]);
+        assert!(
+            p[0].find("job aaaa").unwrap() < p[0].find("job bbbb").unwrap(),
+            "{}",
+            p[0]
+        );
+        assert!(
+            p[1].starts_with("worker_0 was written by 2 processes"),
+            "{}",
+            p[1]
+        );
+    }
+
+    #[test]
+    fn a_process_is_live_while_it_beats_and_runs() {
+        let mut other = id("j", "worker_0", now_s());
+        other.pid = u32::MAX; // runs nowhere
+        other.host = "another-host".into();
+        assert!(
+            other.is_live(now_s()),
+            "another host: the heartbeat decides"
+        );
+        assert!(!other.is_live(now_s() + 21.0), "a stale heartbeat");
+        other.host = host_name();
+        assert!(
+            !other.is_live(now_s()),
+            "this host, a process id that does not run"
+        );
+        let mut here = id("j", "worker_0", now_s());
+        assert!(!here.is_live(now_s()), "this process, no session holds it");
+        lock_running().insert(here.process.clone());
+        assert!(here.is_live(now_s()));
+        here.finished = true;
+        assert!(!here.is_live(now_s()));
+        lock_running().remove(&here.process);
+    }
+}
