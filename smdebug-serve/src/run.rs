@@ -237,10 +237,19 @@ pub(crate) struct Cursor {
     profile_more: bool,
     /// Passes in a row that found nothing new since the end marker was read.
     quiet_after_end: u32,
+    /// When the progress files were last read.
+    progress_read: Option<Instant>,
+    /// The last pass read the progress files (or they are final).
+    progress_checked: bool,
 }
 
-/// Once the end marker was read and this many passes in a row found nothing new, the run is
-/// settled: its passes no longer list or read its data folders (profiler files, progress
+/// The progress files are read at most this often: a worker rewrites its own at most once a
+/// second, and a run may have thousands.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// Once the end marker was read and this many passes in a row found nothing new, each reading
+/// the progress files (a second apart: a worker's last one is written after the marker), the
+/// run is settled: its passes no longer list or read its data folders (profiler files, progress
 /// files, index files), only look at what says it changed: the folder's and a read file's
 /// identity, the end marker, the rule summary's size and the stop request. A run written again
 /// is seen by those ([`crate::identity`]) and read anew from its start.
@@ -361,10 +370,10 @@ fn follow_profile(
 pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Pass {
     let changed = pass_changed(run, options, cursor);
     let backlog = cursor.profile_more || run.data.read().is_ok_and(|d| d.index_pending > 0);
-    if cursor.marker_read && !changed && !backlog {
-        cursor.quiet_after_end = cursor.quiet_after_end.saturating_add(1);
-    } else {
+    if !cursor.marker_read || changed || backlog {
         cursor.quiet_after_end = 0;
+    } else if cursor.progress_checked {
+        cursor.quiet_after_end = cursor.quiet_after_end.saturating_add(1);
     }
     Pass { changed, backlog }
 }
@@ -424,9 +433,14 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> boo
     // An ended run that stopped changing: its data folders are not listed again.
     let settled = cursor.settled();
     // The job's progress files (small; one listing), until each says it finished.
-    let progress = if cursor.progress_final || settled {
+    let progress_due = cursor
+        .progress_read
+        .is_none_or(|at| at.elapsed() >= PROGRESS_EVERY);
+    cursor.progress_checked = cursor.progress_final || progress_due;
+    let progress = if cursor.progress_final || settled || !progress_due {
         None
     } else {
+        cursor.progress_read = Some(Instant::now());
         match read_run_progress(storage.as_ref()) {
             Ok(read) => {
                 warnings.extend(read.problems.iter().map(ToString::to_string));
@@ -642,17 +656,31 @@ mod tests {
     #[test]
     fn an_unchanged_ended_run_is_not_listed_or_read_again() {
         let t0 = Instant::now();
-        let dir = tempfile::tempdir().unwrap();
+        // In memory where the machine has it: 100,000 folders are slow to make and delete
+        // on a busy disk.
+        let shm = std::path::Path::new("/dev/shm");
+        let dir = if shm.is_dir() {
+            tempfile::tempdir_in(shm).unwrap()
+        } else {
+            tempfile::tempdir().unwrap()
+        };
         let local: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
-        // 100,000 empty step folders under index/, 5,000 progress files of workers that
-        // never said they finished, a system file, and the end marker.
-        for folder in 0..100_000 {
-            std::fs::create_dir_all(dir.path().join(format!("index/{folder:09}"))).unwrap();
+        // 100,000 empty step folders under index/ and as many under framework/pevents/ (the
+        // profiler's listing walked those every pass: 0.55 CPU-s every 20 s in a debug build),
+        // 5,000 progress files of workers that never said they finished, a system file, and
+        // the end marker.
+        for (parent, width) in [("index", 9), ("framework/pevents", 10)] {
+            std::fs::create_dir_all(dir.path().join(parent)).unwrap();
+            for folder in 0..100_000 {
+                std::fs::create_dir(dir.path().join(format!("{parent}/{folder:0width$}"))).unwrap();
+            }
         }
+        std::fs::create_dir_all(dir.path().join("progress")).unwrap();
         for w in 0..5_000 {
             let mut p = Progress::new(&format!("worker_{w}"));
             p.steps = 7;
-            write_progress(local.as_ref(), &p).unwrap();
+            let json = serde_json::to_vec(&p).unwrap();
+            std::fs::write(dir.path().join(format!("progress/worker_{w}.json")), json).unwrap();
         }
         let line = r#"{"Type": "cpu", "Name": "cpu0", "Dimension": "CPUUtilization", "Value": 12.5, "Timestamp": 1764192000.5, "NodeId": "algo-1"}"#;
         local
@@ -681,12 +709,23 @@ mod tests {
         drop(data);
         assert!(calls.lists >= 1 && calls.gets >= 5_000, "{calls:?}");
 
-        // A few quiet passes, then the run is settled.
-        let started = Instant::now();
-        for _ in 0..SETTLE_PASSES {
+        // Quiet passes that do not read the progress files (read a second apart) do not
+        // settle it: a worker writes its last progress after the marker.
+        for _ in 0..2 * SETTLE_PASSES {
+            cursor.progress_read = Some(Instant::now());
             assert!(!pass(&run, &options, &mut cursor).changed);
         }
-        let quiet_took = started.elapsed() / SETTLE_PASSES;
+        assert_eq!(cursor.quiet_after_end, 0);
+        // A few quiet passes, then the run is settled.
+        let mut quiet_took = std::time::Duration::ZERO;
+        for _ in 0..SETTLE_PASSES {
+            // The progress files are read a second apart.
+            std::thread::sleep(super::PROGRESS_EVERY);
+            let started = Instant::now();
+            assert!(!pass(&run, &options, &mut cursor).changed);
+            quiet_took += started.elapsed();
+        }
+        let quiet_took = quiet_took / SETTLE_PASSES;
         assert!(cursor.settled());
         let before = counting.calls();
         let started = Instant::now();

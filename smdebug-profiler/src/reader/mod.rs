@@ -41,11 +41,11 @@ pub use phases::JobPhases;
 pub use points::Points;
 pub use span_store::{SpanBatch, SpanRef, SpanStore};
 pub use spans::{Span, parse_trace, parse_trace_without_args};
+pub(crate) use system::long_line;
 pub use system::{
     MAX_SYSTEM_LINE_BYTES, SYSTEM_READ_CHUNK, SystemChunk, SystemLines, parse_system_chunk,
     parse_system_lines, parse_system_lines_lenient,
 };
-pub(crate) use system::long_line;
 pub use system_samples::{SampleRef, SystemSamples};
 
 use crate::code::{CodeProfileFile, CodeProfileSummary};
