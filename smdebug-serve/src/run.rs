@@ -677,7 +677,7 @@ mod tests {
         }
         std::fs::create_dir_all(dir.path().join("progress")).unwrap();
         for w in 0..5_000 {
-            let mut p = Progress::new(&format!("worker_{w}"));
+            let mut p = Progress::new(format!("worker_{w}"));
             p.steps = 7;
             let json = serde_json::to_vec(&p).unwrap();
             std::fs::write(dir.path().join(format!("progress/worker_{w}.json")), json).unwrap();
