@@ -67,7 +67,8 @@
 //! stream closed first), so that streams held by another process never leave a person's page
 //! without room; a request's body must arrive within a timeout (408), with or without the
 //! token. Runs are followed by a few threads whatever their number, and ended runs are looked at
-//! less and less often while nothing changes.
+//! less and less often while nothing changes, and once settled without listing or reading
+//! their data folders.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
