@@ -1,4 +1,5 @@
-//! Test support (feature `testing`): a real S3-compatible server for object-store tests.
+//! Test support (feature `testing`): a real S3-compatible server for object-store tests, and a
+//! storage that counts the calls made to it ([`CountingStorage`]).
 //!
 //! [`MotoServer::start`] runs moto's standalone server (`python -m moto.server`, Python from
 //! `$SMDEBUG_PYTHON`, else `python3`; `pip install 'moto[server]'`) on a free loopback port and
@@ -179,4 +180,97 @@ pub fn agrees_under_damage<T: PartialEq + std::fmt::Debug>(
         check(&copy);
     }
     read
+}
+
+/// What a [`CountingStorage`] was asked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StorageCalls {
+    /// Whole-object reads.
+    pub gets: u64,
+    /// Range reads.
+    pub ranges: u64,
+    /// Sizes asked.
+    pub sizes: u64,
+    /// Listings (`list` and `list_after`).
+    pub lists: u64,
+    /// Bytes read, whole or by range.
+    pub bytes: u64,
+    /// The most bytes one read returned.
+    pub largest_read: u64,
+}
+
+/// A storage that counts what it is asked before passing it on: a test proves a reader does
+/// no more than it should by counting calls, not by timing them.
+#[derive(Debug)]
+pub struct CountingStorage {
+    inner: std::sync::Arc<dyn crate::Storage>,
+    calls: std::sync::Mutex<StorageCalls>,
+}
+
+impl CountingStorage {
+    /// Counts the calls made to `inner`.
+    pub fn new(inner: std::sync::Arc<dyn crate::Storage>) -> CountingStorage {
+        CountingStorage {
+            inner,
+            calls: std::sync::Mutex::new(StorageCalls::default()),
+        }
+    }
+
+    /// The calls so far.
+    pub fn calls(&self) -> StorageCalls {
+        *self.calls.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn count(&self, f: impl FnOnce(&mut StorageCalls)) {
+        f(&mut self.calls.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    fn read(&self, read: crate::Result<bytes::Bytes>) -> crate::Result<bytes::Bytes> {
+        if let Ok(b) = &read {
+            let n = b.len() as u64;
+            self.count(|c| {
+                c.bytes += n;
+                c.largest_read = c.largest_read.max(n);
+            });
+        }
+        read
+    }
+}
+
+impl crate::Storage for CountingStorage {
+    fn describe(&self) -> &str {
+        self.inner.describe()
+    }
+    fn put_parts(&self, path: &str, parts: Vec<bytes::Bytes>) -> crate::Result<()> {
+        self.inner.put_parts(path, parts)
+    }
+    fn get(&self, path: &str) -> crate::Result<bytes::Bytes> {
+        self.count(|c| c.gets += 1);
+        self.read(self.inner.get(path))
+    }
+    fn get_range(&self, path: &str, range: std::ops::Range<u64>) -> crate::Result<bytes::Bytes> {
+        self.count(|c| c.ranges += 1);
+        self.read(self.inner.get_range(path, range))
+    }
+    fn size(&self, path: &str) -> crate::Result<Option<u64>> {
+        self.count(|c| c.sizes += 1);
+        self.inner.size(path)
+    }
+    fn list(&self, prefix: &str) -> crate::Result<Vec<String>> {
+        self.count(|c| c.lists += 1);
+        self.inner.list(prefix)
+    }
+    fn list_after(&self, prefix: &str, offset: &str) -> crate::Result<Vec<String>> {
+        self.count(|c| c.lists += 1);
+        self.inner.list_after(prefix, offset)
+    }
+    fn delete(&self, path: &str) -> crate::Result<()> {
+        self.inner.delete(path)
+    }
+    fn supports_append(&self) -> bool {
+        self.inner.supports_append()
+    }
+    fn append(&self, path: &str, data: &[u8]) -> crate::Result<()> {
+        self.inner.append(path, data)
+    }
 }

@@ -62,9 +62,13 @@
 //!
 //! **Staying up** (`conn` module, [`ConnectionLimits`]): a header-read timeout, idle
 //! connections closed, a cap on connections and on connections without the token per client
-//! address; when full, the oldest idle connection without the token is closed, never one with
-//! it. Runs are followed by a few threads whatever their number, and ended runs are looked at
-//! less and less often while nothing changes.
+//! address; when full, the oldest idle connection without the token is closed first. Event
+//! streams have a budget below the connection cap (per client address and in all, the oldest
+//! stream closed first), so that streams held by another process never leave a person's page
+//! without room; a request's body must arrive within a timeout (408), with or without the
+//! token. Runs are followed by a few threads whatever their number, and ended runs are looked at
+//! less and less often while nothing changes, and once settled without listing or reading
+//! their data folders.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -96,6 +100,6 @@ mod tensor_views;
 mod verdicts;
 mod views;
 
-pub use conn::{ConnectionLimits, ConnectionStats};
+pub use conn::{Closed, ConnectionLimits, ConnectionStats};
 pub use expand::{expand_runs, expand_runs_with};
 pub use server::{ServeError, ServeOptions, Server};

@@ -10,14 +10,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use bytes::Bytes;
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use futures::StreamExt;
 
+use crate::conn::Conn;
 use crate::delta::{Seen, delta};
 use crate::push_views::Push;
 use crate::state::Shared;
@@ -50,10 +51,18 @@ pub(crate) fn next_push(state: &Shared, seen: &mut Vec<Seen>) -> Push {
 /// A page's stream of pushes as text/event-stream, gzip-compressed as one deflate stream
 /// flushed after every event when the page accepts it (each push repeats much of the previous
 /// one, which the shared window turns into a few bytes).
-pub(crate) async fn events(State(state): State<Shared>, headers: HeaderMap) -> Response {
+pub(crate) async fn events(State(state): State<Shared>, request: Request) -> Response {
+    let headers = request.headers();
+    // The stream counts against the connection's stream budget while it is open
+    // ([`crate::conn`]): the guard goes with the stream.
+    let hold = request
+        .extensions()
+        .get::<Arc<Conn>>()
+        .map(|conn| conn.open_stream());
     let rx = state.updates.clone();
     let start = (rx, None, Vec::new());
     let texts = futures::stream::unfold(start, move |(mut rx, last, mut seen)| {
+        let _hold = &hold;
         let state = Arc::clone(&state);
         async move {
             if let Some(last) = last {
@@ -75,7 +84,7 @@ pub(crate) async fn events(State(state): State<Shared>, headers: HeaderMap) -> R
             ))
         }
     });
-    let gzip = compress::accepts_gzip(&headers);
+    let gzip = compress::accepts_gzip(headers);
     let mut encoder = gzip.then(|| GzEncoder::new(Vec::new(), Compression::fast()));
     let chunks = texts.map(move |text| -> Result<Bytes, std::io::Error> {
         match encoder.as_mut() {

@@ -18,7 +18,7 @@ use smdebug_io::format::layout::END_MARKER;
 use smdebug_io::format::parse_end_marker;
 use smdebug_io::progress::{Progress, read_run_progress};
 use smdebug_io::stop::{StopRequest, read_stop_request, sanitize_reason};
-use smdebug_io::trial::{ScalarColumns, TensorFollower, Trial, TrialOptions};
+use smdebug_io::trial::{ScalarColumns, TensorFollower, TensorIncrement, Trial, TrialOptions};
 use smdebug_io::{Storage, StorageOptions};
 use smdebug_profiler::follow::{DataProblems, ProfilerFollower, merge_code_windows};
 use smdebug_profiler::reader::{CodeProfileWindow, ProfileData, SampleBatch, SpanBatch};
@@ -235,6 +235,31 @@ pub(crate) struct Cursor {
     progress_final: bool,
     /// The profiler's reader stopped at its budget with files left.
     profile_more: bool,
+    /// Passes in a row that found nothing new since the end marker was read.
+    quiet_after_end: u32,
+    /// When the progress files were last read.
+    progress_read: Option<Instant>,
+    /// The last pass read the progress files (or they are final).
+    progress_checked: bool,
+}
+
+/// The progress files are read at most this often: a worker rewrites its own at most once a
+/// second, and a run may have thousands.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// Once the end marker was read and this many passes in a row found nothing new, each reading
+/// the progress files (a second apart: a worker's last one is written after the marker), the
+/// run is settled: its passes no longer list or read its data folders (profiler files, progress
+/// files, index files), only look at what says it changed: the folder's and a read file's
+/// identity, the end marker, the rule summary's size and the stop request. A run written again
+/// is seen by those ([`crate::identity`]) and read anew from its start.
+const SETTLE_PASSES: u32 = 4;
+
+impl Cursor {
+    /// The run ended and nothing came since (see [`SETTLE_PASSES`]).
+    fn settled(&self) -> bool {
+        self.marker_read && self.quiet_after_end >= SETTLE_PASSES
+    }
 }
 
 /// Clears what is known of `run` after its folder was deleted or replaced, saying why.
@@ -345,6 +370,11 @@ fn follow_profile(
 pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Pass {
     let changed = pass_changed(run, options, cursor);
     let backlog = cursor.profile_more || run.data.read().is_ok_and(|d| d.index_pending > 0);
+    if !cursor.marker_read || changed || backlog {
+        cursor.quiet_after_end = 0;
+    } else if cursor.progress_checked {
+        cursor.quiet_after_end = cursor.quiet_after_end.saturating_add(1);
+    }
     Pass { changed, backlog }
 }
 
@@ -400,10 +430,17 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> boo
         }
     }
 
+    // An ended run that stopped changing: its data folders are not listed again.
+    let settled = cursor.settled();
     // The job's progress files (small; one listing), until each says it finished.
-    let progress = if cursor.progress_final {
+    let progress_due = cursor
+        .progress_read
+        .is_none_or(|at| at.elapsed() >= PROGRESS_EVERY);
+    cursor.progress_checked = cursor.progress_final || progress_due;
+    let progress = if cursor.progress_final || settled || !progress_due {
         None
     } else {
+        cursor.progress_read = Some(Instant::now());
         match read_run_progress(storage.as_ref()) {
             Ok(read) => {
                 warnings.extend(read.problems.iter().map(ToString::to_string));
@@ -444,17 +481,21 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> boo
         .get_or_insert_with(|| TensorFollower::new(Arc::clone(&storage)));
     let tensors_busy = AtomicBool::new(true);
     let mut profile = ProfileRead::default();
-    let tensor_update = rayon_core::in_place_scope(|scope| {
-        let (profile, tensors_busy) = (&mut profile, &tensors_busy);
-        scope.spawn(move |_| *profile = follow_profile(run, profiler, tensors_busy));
-        let update = tensors.poll(TENSOR_BUDGET_PER_PASS, &mut |values, more| {
-            let mut data = run.data.write().expect("run data lock");
-            data.journal.add_scalars(&values);
-            data.scalars.add(values, more);
-        });
-        tensors_busy.store(false, Ordering::Release);
-        update
-    });
+    let tensor_update = if settled {
+        TensorIncrement::default()
+    } else {
+        rayon_core::in_place_scope(|scope| {
+            let (profile, tensors_busy) = (&mut profile, &tensors_busy);
+            scope.spawn(move |_| *profile = follow_profile(run, profiler, tensors_busy));
+            let update = tensors.poll(TENSOR_BUDGET_PER_PASS, &mut |values, more| {
+                let mut data = run.data.write().expect("run data lock");
+                data.journal.add_scalars(&values);
+                data.scalars.add(values, more);
+            });
+            tensors_busy.store(false, Ordering::Release);
+            update
+        })
+    };
     let ProfileRead {
         samples: new_samples,
         spans: new_spans,
@@ -609,4 +650,127 @@ fn can_write(storage: &dyn Storage) -> bool {
         .is_ok();
     let _ = storage.delete(PROBE);
     ok
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use smdebug_io::format::layout::END_MARKER;
+    use smdebug_io::progress::{Progress, write_progress};
+    use smdebug_io::storage::LocalStorage;
+    use smdebug_io::testing::CountingStorage;
+    use smdebug_io::{Storage, StorageOptions};
+
+    use super::{Cursor, Run, SETTLE_PASSES, pass};
+
+    #[test]
+    fn an_unchanged_ended_run_is_not_listed_or_read_again() {
+        let t0 = Instant::now();
+        // In memory where the machine has it: 100,000 folders are slow to make and delete
+        // on a busy disk.
+        let shm = std::path::Path::new("/dev/shm");
+        let dir = if shm.is_dir() {
+            tempfile::tempdir_in(shm).unwrap()
+        } else {
+            tempfile::tempdir().unwrap()
+        };
+        let local: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
+        // 100,000 empty step folders under index/ and as many under framework/pevents/ (the
+        // profiler's listing walked those every pass: 0.55 CPU-s every 20 s in a debug build),
+        // 5,000 progress files of workers that never said they finished, a system file, and
+        // the end marker.
+        for (parent, width) in [("index", 9), ("framework/pevents", 10)] {
+            std::fs::create_dir_all(dir.path().join(parent)).unwrap();
+            for folder in 0..100_000 {
+                std::fs::create_dir(dir.path().join(format!("{parent}/{folder:0width$}"))).unwrap();
+            }
+        }
+        std::fs::create_dir_all(dir.path().join("progress")).unwrap();
+        for w in 0..5_000 {
+            let mut p = Progress::new(format!("worker_{w}"));
+            p.steps = 7;
+            let json = serde_json::to_vec(&p).unwrap();
+            std::fs::write(dir.path().join(format!("progress/worker_{w}.json")), json).unwrap();
+        }
+        let line = r#"{"Type": "cpu", "Name": "cpu0", "Dimension": "CPUUtilization", "Value": 12.5, "Timestamp": 1764192000.5, "NodeId": "algo-1"}"#;
+        local
+            .put(
+                "system/incremental/2026112621/1764192000.algo-1.json",
+                format!("{line}\n").into(),
+            )
+            .unwrap();
+        local.put(END_MARKER, "completed".into()).unwrap();
+
+        eprintln!("run written in {:?}", t0.elapsed());
+        let counting = Arc::new(CountingStorage::new(Arc::clone(&local)));
+        let run = Run::new(0, "run".into(), dir.path().to_str().unwrap().into(), false);
+        *run.storage.write().unwrap() = Some(counting.clone());
+        let options = StorageOptions::default();
+        let mut cursor = Cursor::default();
+        let started = Instant::now();
+        let first = pass(&run, &options, &mut cursor);
+        let first_took = started.elapsed();
+        assert!(first.changed);
+        let calls = counting.calls();
+        let data = run.data.read().unwrap();
+        assert!(data.complete);
+        assert_eq!(data.progress.len(), 5_000);
+        assert_eq!(data.profile.series_count(), 1);
+        drop(data);
+        assert!(calls.lists >= 1 && calls.gets >= 5_000, "{calls:?}");
+
+        // Quiet passes that do not read the progress files (read a second apart) do not
+        // settle it: a worker writes its last progress after the marker.
+        for _ in 0..2 * SETTLE_PASSES {
+            cursor.progress_read = Some(Instant::now());
+            assert!(!pass(&run, &options, &mut cursor).changed);
+        }
+        assert_eq!(cursor.quiet_after_end, 0);
+        // A few quiet passes, then the run is settled.
+        let mut quiet_took = std::time::Duration::ZERO;
+        for _ in 0..SETTLE_PASSES {
+            // The progress files are read a second apart.
+            std::thread::sleep(super::PROGRESS_EVERY);
+            let started = Instant::now();
+            assert!(!pass(&run, &options, &mut cursor).changed);
+            quiet_took += started.elapsed();
+        }
+        let quiet_took = quiet_took / SETTLE_PASSES;
+        assert!(cursor.settled());
+        let before = counting.calls();
+        let started = Instant::now();
+        for _ in 0..10 {
+            assert!(!pass(&run, &options, &mut cursor).changed);
+        }
+        let settled_took = started.elapsed() / 10;
+        let after = counting.calls();
+        // No listing, no file read; a few sizes a pass (the marker, the summary, the stop
+        // request, the file that identifies the run).
+        assert_eq!(after.lists, before.lists, "{before:?} {after:?}");
+        assert_eq!(after.gets, before.gets, "{before:?} {after:?}");
+        assert_eq!(after.ranges, before.ranges, "{before:?} {after:?}");
+        assert!(after.sizes - before.sizes <= 10 * 5, "{before:?} {after:?}");
+        eprintln!(
+            "first pass {first_took:?}, a quiet pass before settling {quiet_took:?}, a settled \
+             pass {settled_took:?}; calls {before:?} then {after:?}"
+        );
+
+        let t1 = Instant::now();
+        // Written again (its end marker removed, then the job runs on): read anew.
+        local.delete(END_MARKER).unwrap();
+        assert!(pass(&run, &options, &mut cursor).changed);
+        assert!(!cursor.settled());
+        let mut p = Progress::new("worker_5000");
+        p.steps = 9;
+        write_progress(local.as_ref(), &p).unwrap();
+        local.put(END_MARKER, "completed".into()).unwrap();
+        for _ in 0..3 {
+            pass(&run, &options, &mut cursor);
+        }
+        assert_eq!(run.data.read().unwrap().progress.len(), 5_001);
+        eprintln!("read again in {:?}", t1.elapsed());
+        assert!(!cursor.settled());
+    }
 }

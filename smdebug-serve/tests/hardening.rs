@@ -104,6 +104,7 @@ fn idle_and_slow_sockets_without_the_token_do_not_lock_out_the_token_holder() {
         max_untrusted_per_client: 12,
         header_timeout: Duration::from_secs(2),
         idle_timeout: Duration::from_secs(60),
+        ..ConnectionLimits::default()
     };
     let server = Server::start(options).unwrap();
     let root = base(&server);
@@ -150,6 +151,7 @@ fn idle_connections_on_loopback_are_closed_and_the_server_answers() {
         max_untrusted_per_client: 32,
         header_timeout: Duration::from_secs(1),
         idle_timeout: Duration::from_secs(2),
+        ..ConnectionLimits::default()
     };
     let server = Server::start(options).unwrap();
     let url = base(&server);

@@ -206,9 +206,30 @@ impl Storage for LocalStorage {
 
     fn size(&self, path: &str) -> Result<Option<u64>> {
         let p = self.resolve(path)?;
-        match fs::metadata(p) {
+        match fs::symlink_metadata(&p) {
             Ok(m) if m.is_file() => Ok(Some(m.len())),
-            Ok(_) => Ok(None),
+            // A folder is not an object.
+            Ok(m) if m.is_dir() => Ok(None),
+            // A link: what `get` would read, with the same checks (inside the run, a regular
+            // file).
+            Ok(m) if m.file_type().is_symlink() => match super::regular::open(&self.root, path) {
+                Ok((_, size)) => Ok(Some(size)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(self.io_err("size", path, e)),
+            },
+            // A FIFO, a device or a socket is there but never read (`get` refuses it too): an
+            // error naming it, not "absent", so that a reader says so.
+            Ok(m) => Err(self.io_err(
+                "size",
+                path,
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{}, not a regular file: not read",
+                        super::regular::kind_of(&m.file_type())
+                    ),
+                ),
+            )),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(self.io_err("size", path, e)),
         }

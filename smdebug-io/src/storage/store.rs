@@ -31,7 +31,8 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// range starts at or past the end (an empty range returns nothing without any I/O).
     fn get_range(&self, path: &str, range: Range<u64>) -> Result<Bytes>;
 
-    /// The object's size, `None` when it does not exist.
+    /// The object's size, `None` when it does not exist; an error when something that cannot be
+    /// read as an object is there (a FIFO or a device in a local folder).
     fn size(&self, path: &str) -> Result<Option<u64>>;
 
     /// Every object under folder `prefix`, as sorted paths relative to the root. A missing

@@ -7,6 +7,11 @@
 //! samples already handed out skipped. Once a later file of the same node exists and a file's
 //! size did not change since, it is sealed: its size is looked at again only every
 //! [`RECHECK_SEALED_EVERY`]th pass (on an object store, a size is a request).
+//!
+//! A file is fetched [`READ_CHUNK`](crate::reader::SYSTEM_READ_CHUNK) bytes at a time, so what a reader holds of it is bounded
+//! however large it is. A line longer than [`MAX_LINE_BYTES`](crate::reader::MAX_SYSTEM_LINE_BYTES) (a record is a few hundred
+//! bytes) is skipped, named as a bad line: a file of one gigabyte without a newline is read
+//! through once, in chunks, and costs no more memory than a chunk.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -14,7 +19,10 @@ use std::time::Instant;
 use smdebug_io::Storage;
 
 use super::problems::{DataArea, DataProblem};
-use crate::reader::{SystemSamples, parse_system_chunk};
+use crate::reader::{
+    MAX_SYSTEM_LINE_BYTES as MAX_LINE_BYTES, SYSTEM_READ_CHUNK as READ_CHUNK, SystemSamples,
+    long_line, parse_system_chunk,
+};
 use crate::system::SystemFileName;
 
 /// A sealed file's size is looked at again every this many passes.
@@ -35,6 +43,9 @@ struct FileCursor {
     size: Option<u64>,
     /// A later file of the node exists and this one did not change since: no more lines.
     sealed: bool,
+    /// The bytes up to `offset` end inside a line over [`MAX_LINE_BYTES`]: what follows up to
+    /// its newline is skipped.
+    in_long_line: bool,
 }
 
 /// The system-metrics files read so far.
@@ -112,44 +123,146 @@ impl SystemFiles {
                     ..FileCursor::default()
                 };
             }
-            let start = cursor.offset;
-            let fetched = if start == 0 {
-                storage.get(&file.key)
+            let done = read_file(
+                storage, &file.key, cursor, size, &mut out, deadline, samples, problems,
+            );
+            if done {
+                cursor.sealed = superseded;
             } else {
-                storage.get_range(&file.key, start..size)
-            };
-            let bytes = match fetched {
-                Ok(bytes) => bytes,
-                Err(e) if e.is_not_found() => continue,
-                Err(e) => {
-                    problems.push(unreadable(&file.key, e));
-                    continue;
-                }
-            };
-            out.fetches += 1;
-            out.bytes += bytes.len() as u64;
-            let mut chunk = parse_system_chunk(&file.key, &bytes, cursor.newlines);
-            if let Some((first_line, first_message)) = chunk.bad.first() {
-                problems.push(DataProblem::BadLines {
-                    key: file.key.clone(),
-                    count: chunk.bad.len(),
-                    first_line: *first_line,
-                    first_message: first_message.clone(),
-                });
+                out.more = true;
+                break;
             }
-            let found = chunk.samples.len();
-            let skipped = cursor.skip.min(found);
-            cursor.skip -= skipped;
-            chunk.samples.skip_first(skipped);
-            samples.append(chunk.samples);
-            cursor.samples += found - skipped;
-            cursor.offset += chunk.consumed as u64;
-            cursor.newlines += chunk.newlines;
-            cursor.size = Some(start + bytes.len() as u64);
-            cursor.sealed = superseded;
         }
         out
     }
+}
+
+/// Reads file `key` of `size` bytes on from `cursor`, [`READ_CHUNK`] bytes a fetch, into
+/// `samples`; `false` when `deadline` passed before its end.
+#[allow(clippy::too_many_arguments)]
+fn read_file(
+    storage: &dyn Storage,
+    key: &str,
+    cursor: &mut FileCursor,
+    size: u64,
+    out: &mut SystemRead,
+    deadline: Option<Instant>,
+    samples: &mut SystemSamples,
+    problems: &mut Vec<DataProblem>,
+) -> bool {
+    let mut fetched_any = false;
+    while cursor.offset < size {
+        if fetched_any && deadline.is_some_and(|d| Instant::now() >= d) {
+            return false;
+        }
+        let start = cursor.offset;
+        let end = size.min(start + READ_CHUNK);
+        let fetched = if start == 0 && end == size {
+            storage.get(key)
+        } else {
+            storage.get_range(key, start..end)
+        };
+        let bytes = match fetched {
+            Ok(bytes) => bytes,
+            // Gone, or cut short, since its size was taken: looked at again next time.
+            Err(e) if e.is_not_found() => return true,
+            Err(e) => {
+                problems.push(unreadable(key, e));
+                return true;
+            }
+        };
+        if bytes.is_empty() {
+            // Cut short since its size was taken: looked at again next time.
+            return true;
+        }
+        fetched_any = true;
+        out.fetches += 1;
+        out.bytes += bytes.len() as u64;
+        let end = start + bytes.len() as u64;
+        let mut rest: &[u8] = &bytes;
+        if cursor.in_long_line {
+            match memchr::memchr(b'\n', rest) {
+                Some(at) => {
+                    cursor.in_long_line = false;
+                    cursor.newlines += 1;
+                    cursor.offset += at as u64 + 1;
+                    rest = &rest[at + 1..];
+                }
+                None => {
+                    cursor.offset = end;
+                    cursor.size = Some(end);
+                    continue;
+                }
+            }
+        }
+        // The lines before an over-long one are read; it is skipped (to its newline, perhaps
+        // in a later fetch) and named.
+        loop {
+            let long = long_line(rest, MAX_LINE_BYTES);
+            let lines = long.map_or(rest, |(at, _)| &rest[..at]);
+            let consumed = take_lines(key, lines, cursor, samples, problems);
+            let Some((at, newline)) = long else {
+                break;
+            };
+            debug_assert_eq!(consumed, at);
+            problems.push(DataProblem::BadLines {
+                key: key.to_owned(),
+                count: 1,
+                first_line: cursor.newlines + 1,
+                first_message: format!("a line longer than {MAX_LINE_BYTES} bytes; not read"),
+            });
+            match newline {
+                Some(nl) => {
+                    cursor.newlines += 1;
+                    cursor.offset += nl as u64 + 1 - at as u64;
+                    rest = &rest[nl + 1..];
+                }
+                None => {
+                    cursor.in_long_line = true;
+                    cursor.offset = end;
+                    break;
+                }
+            }
+        }
+        cursor.size = Some(end);
+        if end == size && cursor.offset < end && !cursor.in_long_line {
+            // A last line still being written: read again when the file grows.
+            break;
+        }
+    }
+    true
+}
+
+/// Decodes `lines` (at the cursor's offset) into `samples`, moving the cursor past what was
+/// taken; returns how many bytes that is.
+fn take_lines(
+    key: &str,
+    lines: &[u8],
+    cursor: &mut FileCursor,
+    samples: &mut SystemSamples,
+    problems: &mut Vec<DataProblem>,
+) -> usize {
+    if lines.is_empty() {
+        return 0;
+    }
+    let mut chunk = parse_system_chunk(key, lines, cursor.newlines);
+    if let Some((first_line, first_message)) = chunk.bad.first() {
+        problems.push(DataProblem::BadLines {
+            key: key.to_owned(),
+            count: chunk.bad.len(),
+            first_line: *first_line,
+            first_message: first_message.clone(),
+        });
+    }
+    let found = chunk.samples.len();
+    let skipped = cursor.skip.min(found);
+    cursor.skip -= skipped;
+    chunk.samples.skip_first(skipped);
+    samples.append(chunk.samples);
+    cursor.samples += found - skipped;
+    cursor.offset += chunk.consumed as u64;
+    cursor.newlines += chunk.newlines;
+    chunk.consumed
 }
 
 fn unreadable(key: &str, e: smdebug_io::Error) -> DataProblem {

@@ -41,8 +41,10 @@ pub use phases::JobPhases;
 pub use points::Points;
 pub use span_store::{SpanBatch, SpanRef, SpanStore};
 pub use spans::{Span, parse_trace, parse_trace_without_args};
+pub(crate) use system::long_line;
 pub use system::{
-    SystemChunk, SystemLines, parse_system_chunk, parse_system_lines, parse_system_lines_lenient,
+    MAX_SYSTEM_LINE_BYTES, SYSTEM_READ_CHUNK, SystemChunk, SystemLines, parse_system_chunk,
+    parse_system_lines, parse_system_lines_lenient,
 };
 pub use system_samples::{SampleRef, SystemSamples};
 
@@ -281,9 +283,8 @@ impl ProfilerReader {
                     continue;
                 }
             }
-            let bytes = self.storage.get(&file.key)?;
             samples.extend(
-                parse_system_lines(&file.key, &bytes)?
+                system::read_system_file(self.storage.as_ref(), &file.key)?
                     .into_iter()
                     .filter(|s| query.matches(s)),
             );

@@ -17,6 +17,28 @@ pub struct SystemLines {
     pub bad: Vec<(usize, String)>,
 }
 
+/// The longest line of a system-metrics file that is read (a record is a few hundred bytes);
+/// a longer one is skipped by the follower and refused by the strict reader, without being
+/// held whole.
+pub const MAX_SYSTEM_LINE_BYTES: usize = 1 << 20;
+
+/// The most bytes of a system-metrics file fetched at once: more than a line's limit, so that
+/// a line within it always fits in one fetch.
+pub const SYSTEM_READ_CHUNK: u64 = 4 * MAX_SYSTEM_LINE_BYTES as u64;
+
+/// The first line of `bytes` longer than `limit` (its start, and its newline if there is one
+/// in `bytes`): a line without a newline counts once it is longer.
+pub(crate) fn long_line(bytes: &[u8], limit: usize) -> Option<(usize, Option<usize>)> {
+    let mut start = 0;
+    for nl in memchr::memchr_iter(b'\n', bytes) {
+        if nl - start > limit {
+            return Some((start, Some(nl)));
+        }
+        start = nl + 1;
+    }
+    (bytes.len() - start > limit).then_some((start, None))
+}
+
 /// What [`parse_system_chunk`] read of a piece of a system-metrics file.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SystemChunk {
@@ -162,6 +184,48 @@ pub fn parse_system_lines(key: &str, bytes: &[u8]) -> Result<Vec<SystemSample>> 
         }),
         None => Ok(read.samples),
     }
+}
+
+/// Reads system-metrics file `key` strictly, as [`parse_system_lines`] reads its bytes, but in
+/// pieces of at most [`SYSTEM_READ_CHUNK`] bytes: a line longer than [`MAX_SYSTEM_LINE_BYTES`]
+/// is an error naming it, found without holding it whole. A file gone since it was listed has
+/// nothing to read.
+pub(crate) fn read_system_file(
+    storage: &dyn smdebug_io::Storage,
+    key: &str,
+) -> Result<Vec<SystemSample>> {
+    let mut samples = Vec::new();
+    let Some(size) = storage.size(key)? else {
+        return Ok(samples);
+    };
+    let (mut offset, mut newlines) = (0u64, 0usize);
+    while offset < size {
+        let end = size.min(offset + SYSTEM_READ_CHUNK);
+        let bytes = storage.get_range(key, offset..end)?;
+        if let Some((at, _)) = long_line(&bytes, MAX_SYSTEM_LINE_BYTES) {
+            return Err(ProfilerError::MalformedSystemLine {
+                key: key.to_owned(),
+                line: newlines + memchr::memchr_iter(b'\n', &bytes[..at]).count() + 1,
+                message: format!("a line longer than {MAX_SYSTEM_LINE_BYTES} bytes; not read"),
+            });
+        }
+        let chunk = parse_system_chunk(key, &bytes, newlines);
+        if let Some((line, message)) = chunk.bad.into_iter().next() {
+            return Err(ProfilerError::MalformedSystemLine {
+                key: key.to_owned(),
+                line,
+                message,
+            });
+        }
+        samples.extend(chunk.samples.to_samples());
+        if chunk.consumed == 0 {
+            // A torn last line (the chunk reached the file's end: a longer one is refused).
+            break;
+        }
+        offset += chunk.consumed as u64;
+        newlines += chunk.newlines;
+    }
+    Ok(samples)
 }
 
 #[cfg(test)]
