@@ -52,6 +52,11 @@ struct Cli {
     /// size. Default 1 GiB.
     #[arg(long, global = true, value_name = "BYTES", default_value_t = DEFAULT_MAX_TENSOR_BYTES)]
     max_tensor_bytes: u64,
+    /// How long `info`, `tensors`, `steps` and `value` wait for an object store: one request
+    /// (and its retries) that gets no answer within this many seconds is an error saying so.
+    /// Local runs ignore it.
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    storage_timeout: u64,
 }
 
 #[derive(Subcommand)]
@@ -233,13 +238,29 @@ fn main() -> ExitCode {
 
 type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
-/// The run, its warnings on stderr as the reader logs them (once each, when first seen).
-fn open(run: &str, max_tensor_bytes: u64) -> Result<Trial, Box<dyn std::error::Error>> {
+/// The run, its warnings on stderr as the reader logs them (once each, when first seen). An
+/// object store is given `storage_timeout` seconds a request, retries included.
+fn open(
+    run: &str,
+    max_tensor_bytes: u64,
+    storage_timeout: u64,
+) -> Result<Trial, Box<dyn std::error::Error>> {
     let options = TrialOptions {
         max_tensor_bytes,
         ..TrialOptions::default()
     };
-    Ok(Trial::open_with(run, options)?)
+    if smdebug_io::Backend::for_location(run).is_none() {
+        return Ok(Trial::open_with(run, options)?);
+    }
+    let timeout = std::time::Duration::from_secs(storage_timeout);
+    let storage_options = smdebug_io::StorageOptions {
+        connect_timeout: timeout.min(smdebug_io::StorageOptions::default().connect_timeout),
+        request_timeout: timeout,
+        retry_timeout: timeout,
+        ..smdebug_io::StorageOptions::default()
+    };
+    let storage = smdebug_io::open_storage_with(run, &storage_options)?;
+    Ok(Trial::from_storage(run, storage, options)?)
 }
 
 fn run(cli: Cli) -> CliResult {
@@ -250,7 +271,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Report(args) => return Ok(report_cmd::run(args, cli.max_tensor_bytes)),
         Command::Serve(args) => return Ok(serve_cmd::run(args, cli.max_tensor_bytes)),
         Command::Info { run } => {
-            let trial = open(&run, cli.max_tensor_bytes)?;
+            let trial = open(&run, cli.max_tensor_bytes, cli.storage_timeout)?;
             serde_json::to_writer_pretty(&mut out, &trial.info()?)?;
             writeln!(out)?;
         }
@@ -259,7 +280,7 @@ fn run(cli: Cli) -> CliResult {
             collection,
             regex,
         } => {
-            let trial = open(&run, cli.max_tensor_bytes)?;
+            let trial = open(&run, cli.max_tensor_bytes, cli.storage_timeout)?;
             let names = trial.tensor_names_filtered(collection.as_deref(), regex.as_deref())?;
             for n in names {
                 writeln!(out, "{}", smdebug_core::text::escape_controls(&n))?;
@@ -270,7 +291,7 @@ fn run(cli: Cli) -> CliResult {
             mode,
             incomplete,
         } => {
-            let trial = open(&run, cli.max_tensor_bytes)?;
+            let trial = open(&run, cli.max_tensor_bytes, cli.storage_timeout)?;
             let steps = if incomplete {
                 trial.all_global_steps(mode)?
             } else {
@@ -281,7 +302,7 @@ fn run(cli: Cli) -> CliResult {
             }
         }
         Command::Value(args) => {
-            let trial = open(&args.run, cli.max_tensor_bytes)?;
+            let trial = open(&args.run, cli.max_tensor_bytes, cli.storage_timeout)?;
             let selector = match args.step {
                 Some(s) => StepSelector::One(s),
                 None => StepSelector::All,

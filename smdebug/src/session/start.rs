@@ -9,6 +9,7 @@ use smdebug_core::{Capture, HookBuilder, StopSignal, WorkerInfo};
 use smdebug_io::format::layout::{END_MARKER, worker_name};
 use smdebug_io::format::record::PayloadChecksum;
 use smdebug_io::stop::StopWatcher;
+use smdebug_io::storage::probe_write;
 use smdebug_io::writer::Writer;
 use smdebug_io::{Storage, open_storage_with};
 use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler, code_profile_support};
@@ -92,6 +93,14 @@ impl<H: Capture> SessionBuilder<H> {
             .and_then(|(w, _)| w.current())
             .and_then(|f| f.dataloader_metrics().cloned());
         let storage: Arc<dyn Storage> = open_storage_with(&location, &self.storage_options)?;
+        // A location that takes no writes fails here with the storage's own reason, before
+        // anything starts that would write into it.
+        probe_write(storage.as_ref(), &worker_name(worker.rank)).map_err(|e| {
+            Error::NotWritable {
+                location: location.clone(),
+                source: Box::new(e),
+            }
+        })?;
         // Only rank 0 judges and clears an old run: the other workers may start after it did.
         if worker.rank == 0 && storage.size(END_MARKER)?.is_some() {
             if !self.overwrite {
@@ -247,6 +256,7 @@ impl<H: Capture> SessionBuilder<H> {
             timeline,
             worker,
             self.finish_timeout,
+            self.storage_timeout,
             parts,
         ))
     }

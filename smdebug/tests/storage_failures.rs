@@ -1,0 +1,411 @@
+//! Sessions on storage that fails: a missing bucket, an ill-formed location, a read-only or
+//! full disk, an S3 server that goes away mid-run. `start` refuses what cannot be written with
+//! the storage's own reason; `finish` returns within the storage timeout (not the rules' 120 s)
+//! with an error naming what was not stored; and every figure of the summary equals what is
+//! actually in the store, counted object by object.
+
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use smdebug::prelude::*;
+use smdebug::profiler::spans::SpanConfig;
+use smdebug::profiler::system::SamplerConfig;
+use smdebug_io::Storage;
+use smdebug_io::testing::{MotoServer, s3_options};
+
+/// The storage timeout the sessions here are given.
+const STORAGE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A generous bound proving `finish` does not wait out the rules' 120 s.
+const NO_HANG: Duration = Duration::from_secs(40);
+
+/// A session on `location` that saves a loss and a 32 KiB tensor at every step, publishes spans
+/// in small files as they come, and follows the run with a rule (which, without an end marker,
+/// would wait out its timeout).
+fn session(location: &str) -> SessionBuilder {
+    Session::builder(location)
+        .without_config_files()
+        .save(SaveConfig::every(1))
+        .spans(
+            SpanConfig::default()
+                .max_file_bytes(4 << 10)
+                .close_interval(Duration::from_secs(3600)),
+        )
+        .rule("LossNotDecreasing")
+        .rules_poll_interval(Duration::from_millis(50))
+        .report(ReportTarget::Off)
+        .progress_interval(Duration::from_secs(3600))
+        .storage_timeout(STORAGE_TIMEOUT)
+}
+
+/// One training step: a forward span, a loss and a weight tensor saved, the step ended.
+fn train_step(session: &mut Session, step: usize, weights: &[f32]) {
+    let loss = session.forward(|| 1.0 / (step as f64 + 1.0));
+    let hook = session.hook();
+    hook.save_scalar("loss", loss, &["losses"]);
+    hook.save_tensor(
+        "fc.weight",
+        &TensorView::from_slice(weights, &[weights.len()]).unwrap(),
+        &["weights"],
+    );
+    // A step whose capture failed still advances; the loop goes on.
+    let _ = session.step();
+}
+
+/// What a store holds of a run, counted object by object.
+#[derive(Debug, Default, PartialEq)]
+struct Stored {
+    steps: u64,
+    records: u64,
+    spans: u64,
+    end_marker: bool,
+}
+
+fn count_stored(storage: &dyn Storage) -> Stored {
+    let mut stored = Stored::default();
+    for key in storage.list("index").unwrap() {
+        let index: Value = serde_json::from_slice(&storage.get(&key).unwrap()).unwrap();
+        stored.steps += 1;
+        stored.records += index["tensor_payload"].as_array().unwrap().len() as u64;
+    }
+    for key in storage.list("framework/pevents").unwrap() {
+        let events: Value = serde_json::from_slice(&storage.get(&key).unwrap()).unwrap();
+        stored.spans += events
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .count() as u64;
+    }
+    stored.end_marker = storage.size("training_job_end.ts").unwrap().is_some();
+    stored
+}
+
+/// The summary of a `finish` that failed because storage did; panics on anything else.
+fn lost(result: Result<SessionSummary, Error>) -> (SessionSummary, String) {
+    match result {
+        Err(e @ Error::Lost(_)) => (e.summary().unwrap().clone(), e.to_string()),
+        Err(e) => panic!("finish failed otherwise than with Lost: {e}"),
+        Ok(s) => panic!("finish reported success on failed storage:\n{s}"),
+    }
+}
+
+/// Checks the figures of a session whose storage failed against what `storage` holds.
+fn check_figures(summary: &SessionSummary, message: &str, stored: &Stored) {
+    assert_eq!(
+        summary.records_written, stored.records,
+        "records written = records in stored index files\n{summary}"
+    );
+    assert_eq!(
+        summary.spans_written, stored.spans,
+        "spans written = spans in stored trace files\n{summary}"
+    );
+    assert!(!stored.end_marker, "the end marker cannot have been stored");
+    assert!(!summary.end_marker_written, "{summary}");
+    assert!(
+        summary.records_lost > 0 && summary.steps_lost > 0,
+        "the steps after the failure are counted as lost\n{summary}"
+    );
+    assert!(
+        message.contains("tensor records of") && message.contains("end marker"),
+        "the error names what was lost: {message}"
+    );
+    assert!(
+        message.contains(&format!(
+            "{} tensor records of {} steps",
+            summary.records_lost, summary.steps_lost
+        )),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_missing_bucket_fails_start_naming_it() {
+    let moto = MotoServer::start();
+    moto.create_bucket("real-bucket");
+    let started = Instant::now();
+    let err = session("s3://no-such-bucket/run")
+        .storage_options(moto.options())
+        .start()
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("no such bucket") && text.contains("no-such-bucket"),
+        "the error says the bucket does not exist: {text}"
+    );
+    assert!(matches!(err, Error::NotWritable { .. }), "{err:?}");
+    assert!(
+        started.elapsed() < NO_HANG,
+        "refused in {:?}",
+        started.elapsed()
+    );
+    // The bucket that exists takes the run.
+    let mut s = session("s3://real-bucket/run")
+        .storage_options(moto.options())
+        .no_system()
+        .start()
+        .unwrap();
+    train_step(&mut s, 0, &[1.0; 8]);
+    let summary = s.finish().unwrap();
+    assert_eq!(summary.records_written, 2, "{summary}");
+    assert!(summary.end_marker_written);
+}
+
+#[test]
+fn ill_formed_locations_are_refused_never_taken_as_local_folders() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = std::env::current_dir().unwrap();
+    for location in ["s3:/bucket/x", "s3:bucket/x", "foo://x/run", "gs:/b/x"] {
+        let err = session(location).start().unwrap_err();
+        assert!(
+            err.to_string().contains(location),
+            "{location}: the error names the location: {err}"
+        );
+    }
+    for leftover in ["s3:", "gs:", "foo:"] {
+        assert!(
+            !cwd.join(leftover).exists(),
+            "a local folder `{leftover}` was created"
+        );
+    }
+    let err = session("s3:/bucket/x").start().unwrap_err().to_string();
+    assert!(err.contains("s3://bucket/x"), "says how to write it: {err}");
+    let err = session("foo://x/run").start().unwrap_err().to_string();
+    assert!(err.contains("unknown scheme"), "{err}");
+    // A local folder whose name ends in `:` is still reachable, as a path.
+    let local = dir.path().join("s3:").join("run");
+    let s = session(local.to_str().unwrap())
+        .no_system()
+        .start()
+        .unwrap();
+    s.finish().unwrap();
+    assert!(local.join("training_job_end.ts").exists());
+}
+
+#[test]
+fn a_plain_http_endpoint_without_allow_http_says_what_to_set() {
+    let moto = MotoServer::start();
+    moto.create_bucket("bucket");
+    let mut options = moto.options();
+    options.options.remove("aws_allow_http");
+    let err = session("s3://bucket/run")
+        .storage_options(options)
+        .start()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("AWS_ALLOW_HTTP") && !err.contains("builder error"),
+        "the error names the setting: {err}"
+    );
+}
+
+/// A TCP forwarder in front of moto. `kill` closes every connection and the listening socket,
+/// so that to the session the server is gone (connections reset, then refused), while moto
+/// keeps what was stored for the test to count.
+struct Proxy {
+    port: u16,
+    killed: Arc<AtomicBool>,
+    conns: Arc<Mutex<Vec<TcpStream>>>,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl Proxy {
+    fn start(target: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let killed = Arc::new(AtomicBool::new(false));
+        let conns = Arc::new(Mutex::new(Vec::new()));
+        let (k, c) = (killed.clone(), conns.clone());
+        let accept = std::thread::spawn(move || {
+            while !k.load(Ordering::Acquire) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        client.set_nonblocking(false).unwrap();
+                        let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                            continue;
+                        };
+                        let mut all = c.lock().unwrap();
+                        all.push(client.try_clone().unwrap());
+                        all.push(server.try_clone().unwrap());
+                        let pairs = [
+                            (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                            (server, client),
+                        ];
+                        for (mut from, mut to) in pairs {
+                            std::thread::spawn(move || {
+                                let _ = std::io::copy(&mut from, &mut to);
+                                let _ = to.shutdown(Shutdown::Write);
+                            });
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Err(_) => break,
+                }
+            }
+        });
+        Proxy {
+            port,
+            killed,
+            conns,
+            accept: Some(accept),
+        }
+    }
+
+    fn kill(&mut self) {
+        self.killed.store(true, Ordering::Release);
+        if let Some(t) = self.accept.take() {
+            t.join().unwrap();
+        }
+        for s in self.conns.lock().unwrap().drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+#[test]
+fn an_s3_server_gone_mid_run_makes_finish_fail_in_bounded_time_naming_what_was_lost() {
+    let moto = MotoServer::start();
+    moto.create_bucket("bucket");
+    let mut proxy = Proxy::start(moto.port);
+    let mut s = session("s3://bucket/run")
+        .storage_options(s3_options(proxy.port))
+        .no_system()
+        .start()
+        .unwrap();
+    let weights = vec![0.5f32; 8192];
+    for step in 0..10 {
+        train_step(&mut s, step, &weights);
+    }
+    // Let the writers publish what the steps gave them, then take the server away.
+    std::thread::sleep(Duration::from_millis(1500));
+    proxy.kill();
+    for step in 10..30 {
+        train_step(&mut s, step, &weights);
+    }
+    let started = Instant::now();
+    let (summary, message) = lost(s.finish());
+    let took = started.elapsed();
+    assert!(
+        took < NO_HANG,
+        "finish took {took:?} (bound: storage timeout {STORAGE_TIMEOUT:?} + 2 s)"
+    );
+    let store = smdebug_io::open_storage_with("s3://bucket/run", &moto.options()).unwrap();
+    let stored = count_stored(store.as_ref());
+    check_figures(&summary, &message, &stored);
+    assert!(
+        stored.steps >= 5,
+        "steps before the kill were stored: {stored:?}"
+    );
+    assert!(
+        summary.steps_lost >= 20,
+        "the 20 steps after the kill are lost\n{summary}"
+    );
+    assert!(
+        summary
+            .problems
+            .iter()
+            .any(|p| p.contains("rules were stopped")),
+        "{summary}"
+    );
+}
+
+/// A tmpfs mounted for a test, unmounted when dropped. `None` (with the reason printed) where
+/// mounting is not permitted.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(options: &str) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Tmpfs { dir }),
+            Ok(o) => {
+                eprintln!(
+                    "SKIPPED: cannot mount a tmpfs ({}): this test needs root",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("SKIPPED: cannot run mount ({e}): this test needs root");
+                None
+            }
+        }
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+#[test]
+fn a_disk_that_fills_mid_run_makes_finish_fail_in_bounded_time_with_the_drops_counted() {
+    let Some(disk) = Tmpfs::mount("size=1m") else {
+        return;
+    };
+    let run = disk.path().join("run");
+    let mut s = session(run.to_str().unwrap())
+        .system(
+            SamplerConfig::default()
+                .interval(Duration::from_millis(100))
+                .publish_interval(Duration::from_millis(500)),
+        )
+        .start()
+        .unwrap();
+    // 32 KiB a step: the 1 MiB disk fills after about thirty steps.
+    let weights = vec![0.25f32; 8192];
+    for step in 0..80 {
+        train_step(&mut s, step, &weights);
+    }
+    let started = Instant::now();
+    let (summary, message) = lost(s.finish());
+    let took = started.elapsed();
+    assert!(took < NO_HANG, "finish took {took:?}");
+    let stored = count_stored(&smdebug_io::storage::LocalStorage::new(&run).unwrap());
+    check_figures(&summary, &message, &stored);
+    assert_eq!(
+        stored.steps + summary.steps_lost,
+        80,
+        "every step is stored or counted as lost\n{summary}"
+    );
+    assert_eq!(summary.records_written + summary.records_lost, 160);
+    assert!(
+        message.contains("No space left on device"),
+        "the storage's own reason: {message}"
+    );
+}
+
+#[test]
+fn a_read_only_folder_fails_start_with_the_storages_reason() {
+    let Some(disk) = Tmpfs::mount("size=1m,ro") else {
+        return;
+    };
+    let run = disk.path().join("run");
+    let err = session(run.to_str().unwrap()).start().unwrap_err();
+    assert!(matches!(err, Error::NotWritable { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("Read-only file system"),
+        "the storage's own reason: {err}"
+    );
+    assert!(!Path::new(&run).exists());
+}
