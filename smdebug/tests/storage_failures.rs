@@ -64,6 +64,7 @@ struct Stored {
     steps: u64,
     records: u64,
     spans: u64,
+    system_records: u64,
     end_marker: bool,
 }
 
@@ -81,6 +82,16 @@ fn count_stored(storage: &dyn Storage) -> Stored {
             .unwrap()
             .iter()
             .filter(|e| e["ph"] == "X")
+            .count() as u64;
+    }
+    for key in storage
+        .list(smdebug::profiler::system::SYSTEM_PREFIX)
+        .unwrap()
+    {
+        let text = storage.get(&key).unwrap();
+        stored.system_records += text
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
             .count() as u64;
     }
     stored.end_marker = storage.size("training_job_end.ts").unwrap().is_some();
@@ -105,6 +116,10 @@ fn check_figures(summary: &SessionSummary, message: &str, stored: &Stored) {
     assert_eq!(
         summary.spans_written, stored.spans,
         "spans written = spans in stored trace files\n{summary}"
+    );
+    assert_eq!(
+        summary.system_records, stored.system_records,
+        "system records written = lines in stored system files\n{summary}"
     );
     assert!(!stored.end_marker, "the end marker cannot have been stored");
     assert!(!summary.end_marker_written, "{summary}");

@@ -414,13 +414,15 @@ impl<H: Capture> Session<H> {
                     summary.system_records = r.records;
                     if let Some(e) = r.last_write_error {
                         problems.push(format!("system sampler: {e}"));
-                        lost.push("system metrics of the last window".to_string());
+                    }
+                    if r.records_lost > 0 {
+                        lost.push(format!("{} system-metric records", r.records_lost));
                     }
                 }
                 Some(Err(e)) => problems.push(format!("system sampler: {e}")),
                 None => {
                     problems.push(late("system sampler"));
-                    lost.push("system metrics of the last window".to_string());
+                    lost.push("the system metrics the sampler still held".to_string());
                 }
             }
         }

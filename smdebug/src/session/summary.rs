@@ -36,7 +36,7 @@ pub struct SessionSummary {
     pub span_files: u64,
     /// System samples taken by this process (0 where another process samples the host).
     pub system_samples: u64,
-    /// System-metric records written (one per metric per sample).
+    /// System-metric records in files storage acknowledged (one per metric per sample).
     pub system_records: u64,
     /// Code-profile windows written (`<run>/framework/code/`).
     pub code_profiles: u64,
