@@ -40,7 +40,8 @@ or unreadable file, a bad argument). The run is only read.";
     about = "Inspect smdebug runs: tensors, steps, values",
     after_help = "Exit status: 0 clean; 1 a rule found issues (rules, report); 2 an error, an \
 error in any rule included, or a rule asked for with --rule that had no data to check \
-(NoData); profile exits with its command's status. Nothing is written into a run unless asked \
+(NoData); profile exits with its command's status, or 2 when the command succeeded but system \
+metrics were not stored. Nothing is written into a run unless asked \
 (rules --write-into-run, profile --out)."
 )]
 struct Cli {
@@ -125,8 +126,9 @@ characters in names are shown escaped in the tables."
     /// exits with the command's status.
     #[command(
         after_help = "Exit status: the command's (128 + N when signal N ended it); 2 \
-when it could not be profiled at all (a bad option, an --out that cannot be a run directory, a \
-command that cannot start)."
+when it could not be profiled at all (a bad option, an --out that cannot be a run directory or \
+cannot be written, a command that cannot start), or when the command succeeded but system \
+metrics were not stored (a disk that filled)."
     )]
     Profile {
         /// Sampling interval in milliseconds (100 to 60000).
@@ -354,7 +356,11 @@ fn profile(interval_ms: u64, out: &str, node: Option<&str>, command: &[String]) 
             std::fs::create_dir_all(out)
                 .map_err(|e| format!("--out {out}: cannot create the run directory: {e}"))?;
         }
-        Ok((config, smdebug_io::open_storage(out)?))
+        let store = smdebug_io::open_storage(out)?;
+        // A location that takes no writes is refused before the command runs.
+        smdebug_io::storage::probe_write(store.as_ref(), "profile")
+            .map_err(|e| format!("--out {out} cannot be written: {e}"))?;
+        Ok((config, store))
     };
     let (config, store) = match setup() {
         Ok(s) => s,
@@ -378,6 +384,15 @@ fn profile(interval_ms: u64, out: &str, node: Option<&str>, command: &[String]) 
             );
             if let Some(e) = &done.sampler.last_write_error {
                 eprintln!("smdebug: some metrics could not be written: {e}");
+            }
+            if done.sampler.records_lost > 0 {
+                eprintln!(
+                    "smdebug: {} records were not stored",
+                    done.sampler.records_lost
+                );
+                if done.status.success() {
+                    return ExitCode::from(2);
+                }
             }
             exit_code_of(done.status)
         }
