@@ -7,7 +7,7 @@
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -98,6 +98,30 @@ fn count_stored(storage: &dyn Storage) -> Stored {
     stored
 }
 
+/// What the readers report of the stored run: the `Trial` (which `smdebug info` prints) counts
+/// the stored steps and no end; the progress file (the dashboard's writer tiles) never claims
+/// more than is stored.
+fn check_readers(storage: &Arc<dyn Storage>, stored: &Stored) {
+    let trial = smdebug_io::trial::Trial::from_storage(
+        storage.describe(),
+        storage.clone(),
+        smdebug_io::trial::TrialOptions::default(),
+    )
+    .unwrap();
+    let info = trial.info().unwrap();
+    assert_eq!(
+        info.num_steps as u64, stored.steps,
+        "the reader's steps are the stored steps: {info:?}"
+    );
+    assert_eq!(info.end_reason, None, "no end was stored");
+    if let Some(p) = smdebug_io::progress::read_progress(storage.as_ref(), "worker_0").unwrap() {
+        assert!(
+            p.records_written <= stored.records && p.spans_written <= stored.spans,
+            "the progress file claims no more than is stored: {p:?} {stored:?}"
+        );
+    }
+}
+
 /// The summary of a `finish` that failed because storage did; panics on anything else.
 fn lost(result: Result<SessionSummary, Error>) -> (SessionSummary, String) {
     match result {
@@ -108,7 +132,12 @@ fn lost(result: Result<SessionSummary, Error>) -> (SessionSummary, String) {
 }
 
 /// Checks the figures of a session whose storage failed against what `storage` holds.
-fn check_figures(summary: &SessionSummary, message: &str, stored: &Stored) {
+fn check_figures(
+    storage: &Arc<dyn Storage>,
+    summary: &SessionSummary,
+    message: &str,
+    stored: &Stored,
+) {
     assert_eq!(
         summary.records_written, stored.records,
         "records written = records in stored index files\n{summary}"
@@ -123,6 +152,7 @@ fn check_figures(summary: &SessionSummary, message: &str, stored: &Stored) {
     );
     assert!(!stored.end_marker, "the end marker cannot have been stored");
     assert!(!summary.end_marker_written, "{summary}");
+    check_readers(storage, stored);
     assert!(
         summary.records_lost > 0 && summary.steps_lost > 0,
         "the steps after the failure are counted as lost\n{summary}"
@@ -225,6 +255,8 @@ fn a_plain_http_endpoint_without_allow_http_says_what_to_set() {
 /// keeps what was stored for the test to count.
 struct Proxy {
     port: u16,
+    /// Milliseconds each chunk of the server's answers waits before it is passed on.
+    delay_ms: Arc<AtomicU64>,
     killed: Arc<AtomicBool>,
     conns: Arc<Mutex<Vec<TcpStream>>>,
     accept: Option<JoinHandle<()>>,
@@ -237,7 +269,8 @@ impl Proxy {
         let port = listener.local_addr().unwrap().port();
         let killed = Arc::new(AtomicBool::new(false));
         let conns = Arc::new(Mutex::new(Vec::new()));
-        let (k, c) = (killed.clone(), conns.clone());
+        let delay_ms = Arc::new(AtomicU64::new(0));
+        let (k, c, d) = (killed.clone(), conns.clone(), delay_ms.clone());
         let accept = std::thread::spawn(move || {
             while !k.load(Ordering::Acquire) {
                 match listener.accept() {
@@ -250,14 +283,15 @@ impl Proxy {
                         all.push(client.try_clone().unwrap());
                         all.push(server.try_clone().unwrap());
                         let pairs = [
-                            (client.try_clone().unwrap(), server.try_clone().unwrap()),
-                            (server, client),
+                            (
+                                client.try_clone().unwrap(),
+                                server.try_clone().unwrap(),
+                                None,
+                            ),
+                            (server, client, Some(d.clone())),
                         ];
-                        for (mut from, mut to) in pairs {
-                            std::thread::spawn(move || {
-                                let _ = std::io::copy(&mut from, &mut to);
-                                let _ = to.shutdown(Shutdown::Write);
-                            });
+                        for (from, to, delay) in pairs {
+                            std::thread::spawn(move || forward(from, to, delay));
                         }
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -269,10 +303,16 @@ impl Proxy {
         });
         Proxy {
             port,
+            delay_ms,
             killed,
             conns,
             accept: Some(accept),
         }
+    }
+
+    fn delay(&self, delay: Duration) {
+        self.delay_ms
+            .store(delay.as_millis() as u64, Ordering::Release);
     }
 
     fn kill(&mut self) {
@@ -284,6 +324,25 @@ impl Proxy {
             let _ = s.shutdown(Shutdown::Both);
         }
     }
+}
+
+/// Copies `from` to `to` until either closes, each chunk after the delay set, if any.
+fn forward(mut from: TcpStream, mut to: TcpStream, delay: Option<Arc<AtomicU64>>) {
+    use std::io::{Read, Write};
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if let Some(d) = &delay {
+            std::thread::sleep(Duration::from_millis(d.load(Ordering::Acquire)));
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(Shutdown::Write);
 }
 
 #[test]
@@ -315,7 +374,7 @@ fn an_s3_server_gone_mid_run_makes_finish_fail_in_bounded_time_naming_what_was_l
     );
     let store = smdebug_io::open_storage_with("s3://bucket/run", &moto.options()).unwrap();
     let stored = count_stored(store.as_ref());
-    check_figures(&summary, &message, &stored);
+    check_figures(&store, &summary, &message, &stored);
     assert!(
         stored.steps >= 5,
         "steps before the kill were stored: {stored:?}"
@@ -396,8 +455,9 @@ fn a_disk_that_fills_mid_run_makes_finish_fail_in_bounded_time_with_the_drops_co
     let (summary, message) = lost(s.finish());
     let took = started.elapsed();
     assert!(took < NO_HANG, "finish took {took:?}");
-    let stored = count_stored(&smdebug_io::storage::LocalStorage::new(&run).unwrap());
-    check_figures(&summary, &message, &stored);
+    let store: Arc<dyn Storage> = Arc::new(smdebug_io::storage::LocalStorage::new(&run).unwrap());
+    let stored = count_stored(store.as_ref());
+    check_figures(&store, &summary, &message, &stored);
     assert_eq!(
         stored.steps + summary.steps_lost,
         80,
@@ -423,4 +483,69 @@ fn a_read_only_folder_fails_start_with_the_storages_reason() {
         "the storage's own reason: {err}"
     );
     assert!(!Path::new(&run).exists());
+}
+
+#[test]
+fn a_slow_store_that_answers_is_waited_for_and_every_figure_is_what_it_stored() {
+    let moto = MotoServer::start();
+    moto.create_bucket("bucket");
+    let proxy = Proxy::start(moto.port);
+    let mut s = session("s3://bucket/run")
+        .storage_options(s3_options(proxy.port))
+        .no_system()
+        .storage_timeout(Duration::from_secs(120))
+        .start()
+        .unwrap();
+    // Every answer from now on comes 200 ms late.
+    proxy.delay(Duration::from_millis(200));
+    let weights = vec![0.5f32; 1024];
+    for step in 0..5 {
+        train_step(&mut s, step, &weights);
+    }
+    let summary = s.finish().unwrap();
+    let store = smdebug_io::open_storage_with("s3://bucket/run", &moto.options()).unwrap();
+    let stored = count_stored(store.as_ref());
+    assert_eq!(summary.records_written, stored.records, "{summary}");
+    assert_eq!(stored.records, 10);
+    assert_eq!(summary.spans_written, stored.spans, "{summary}");
+    assert!(stored.spans > 0 && stored.end_marker && summary.end_marker_written);
+    assert_eq!((summary.records_lost, summary.steps_lost), (0, 0));
+    let info = smdebug_io::trial::Trial::from_storage(
+        "s3://bucket/run",
+        store.clone(),
+        Default::default(),
+    )
+    .unwrap()
+    .info()
+    .unwrap();
+    assert_eq!(info.num_steps, 5);
+    let progress = smdebug_io::progress::read_progress(store.as_ref(), "worker_0")
+        .unwrap()
+        .unwrap();
+    assert!(progress.finished);
+    assert_eq!(progress.records_written, stored.records);
+    assert_eq!(progress.spans_written, stored.spans);
+}
+
+#[test]
+fn a_store_slower_than_the_request_timeout_fails_start_saying_so() {
+    let moto = MotoServer::start();
+    moto.create_bucket("bucket");
+    let proxy = Proxy::start(moto.port);
+    proxy.delay(Duration::from_secs(4));
+    let mut options = s3_options(proxy.port);
+    options.request_timeout = Duration::from_secs(1);
+    options.retry_timeout = Duration::from_secs(2);
+    let started = Instant::now();
+    let err = session("s3://bucket/run")
+        .storage_options(options)
+        .no_system()
+        .start()
+        .unwrap_err();
+    assert!(matches!(err, Error::NotWritable { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("did not answer within 1 s"),
+        "{err}"
+    );
+    assert!(started.elapsed() < NO_HANG, "{:?}", started.elapsed());
 }
