@@ -549,3 +549,50 @@ fn a_store_slower_than_the_request_timeout_fails_start_saying_so() {
     );
     assert!(started.elapsed() < NO_HANG, "{:?}", started.elapsed());
 }
+
+#[test]
+fn a_store_that_stops_answering_mid_run_makes_finish_fail_within_the_storage_timeout() {
+    let moto = MotoServer::start();
+    moto.create_bucket("bucket");
+    let proxy = Proxy::start(moto.port);
+    let mut s = session("s3://bucket/run")
+        .storage_options(s3_options(proxy.port))
+        .no_system()
+        .storage_timeout(Duration::from_secs(3))
+        .start()
+        .unwrap();
+    let weights = vec![0.5f32; 1024];
+    for step in 0..5 {
+        train_step(&mut s, step, &weights);
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    // Frozen: requests still reach the server, its answers never come back.
+    proxy.delay(Duration::from_secs(3600));
+    for step in 5..10 {
+        train_step(&mut s, step, &weights);
+    }
+    let started = Instant::now();
+    let (summary, message) = lost(s.finish());
+    let took = started.elapsed();
+    assert!(
+        took < NO_HANG,
+        "finish took {took:?} (bound: storage timeout 3 s + 2 s)"
+    );
+    assert!(!summary.end_marker_written, "{summary}");
+    assert!(
+        message.contains("did not answer within 3 s") && message.contains("end marker"),
+        "{message}"
+    );
+    // Requests the store received may have been stored without an answer: what the session
+    // counts as written is at most what is there, never more.
+    let store = smdebug_io::open_storage_with("s3://bucket/run", &moto.options()).unwrap();
+    let stored = count_stored(store.as_ref());
+    assert!(
+        summary.records_written <= stored.records && summary.spans_written <= stored.spans,
+        "{summary}\n{stored:?}"
+    );
+    assert!(
+        summary.records_written >= 10,
+        "the steps before the freeze: {summary}"
+    );
+}
