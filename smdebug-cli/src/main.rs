@@ -53,9 +53,9 @@ struct Cli {
     /// size. Default 1 GiB.
     #[arg(long, global = true, value_name = "BYTES", default_value_t = DEFAULT_MAX_TENSOR_BYTES)]
     max_tensor_bytes: u64,
-    /// How long `info`, `tensors`, `steps` and `value` wait for an object store: one request
-    /// (and its retries) that gets no answer within this many seconds is an error saying so.
-    /// Local runs ignore it.
+    /// How long `info`, `tensors`, `steps`, `value`, `rules` and `report` wait for an object
+    /// store: one request (and its retries) that gets no answer within this many seconds is an
+    /// error saying so. Local runs ignore it.
     #[arg(long, global = true, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     storage_timeout: u64,
 }
@@ -240,8 +240,7 @@ fn main() -> ExitCode {
 
 type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
-/// The run, its warnings on stderr as the reader logs them (once each, when first seen). An
-/// object store is given `storage_timeout` seconds a request, retries included.
+/// The run, its warnings on stderr as the reader logs them (once each, when first seen).
 fn open(
     run: &str,
     max_tensor_bytes: u64,
@@ -251,26 +250,49 @@ fn open(
         max_tensor_bytes,
         ..TrialOptions::default()
     };
+    match object_store(run, storage_timeout)? {
+        Some(storage) => Ok(Trial::from_storage(run, storage, options)?),
+        None => Ok(Trial::open_with(run, options)?),
+    }
+}
+
+/// The storage of `run` when it is an object store, given `storage_timeout` seconds a request,
+/// retries included; `None` for a local run.
+pub(crate) fn object_store(
+    run: &str,
+    storage_timeout: u64,
+) -> Result<Option<std::sync::Arc<dyn smdebug_io::Storage>>, smdebug_io::Error> {
     if smdebug_io::Backend::for_location(run).is_none() {
-        return Ok(Trial::open_with(run, options)?);
+        return Ok(None);
     }
     let timeout = std::time::Duration::from_secs(storage_timeout);
-    let storage_options = smdebug_io::StorageOptions {
+    let options = smdebug_io::StorageOptions {
         connect_timeout: timeout.min(smdebug_io::StorageOptions::default().connect_timeout),
         request_timeout: timeout,
         retry_timeout: timeout,
         ..smdebug_io::StorageOptions::default()
     };
-    let storage = smdebug_io::open_storage_with(run, &storage_options)?;
-    Ok(Trial::from_storage(run, storage, options)?)
+    smdebug_io::open_storage_with(run, &options).map(Some)
 }
 
 fn run(cli: Cli) -> CliResult {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     match cli.command {
-        Command::Rules(args) => return Ok(rules_cmd::run(args, cli.max_tensor_bytes)),
-        Command::Report(args) => return Ok(report_cmd::run(args, cli.max_tensor_bytes)),
+        Command::Rules(args) => {
+            return Ok(rules_cmd::run(
+                args,
+                cli.max_tensor_bytes,
+                cli.storage_timeout,
+            ));
+        }
+        Command::Report(args) => {
+            return Ok(report_cmd::run(
+                args,
+                cli.max_tensor_bytes,
+                cli.storage_timeout,
+            ));
+        }
         Command::Serve(args) => return Ok(serve_cmd::run(args, cli.max_tensor_bytes)),
         Command::Info { run } => {
             let trial = open(&run, cli.max_tensor_bytes, cli.storage_timeout)?;

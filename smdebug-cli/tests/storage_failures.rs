@@ -15,7 +15,7 @@ fn frozen_store() -> (u16, std::thread::JoinHandle<()>) {
     let port = listener.local_addr().unwrap().port();
     let thread = std::thread::spawn(move || {
         let mut held = Vec::new();
-        for conn in listener.incoming().take(64) {
+        for conn in listener.incoming().take(256) {
             match conn {
                 Ok(c) => held.push(c),
                 Err(_) => break,
@@ -26,12 +26,25 @@ fn frozen_store() -> (u16, std::thread::JoinHandle<()>) {
 }
 
 #[test]
-fn info_on_a_store_that_never_answers_fails_within_its_timeout() {
+fn reading_commands_on_a_store_that_never_answers_fail_within_their_timeout() {
     let (port, _held) = frozen_store();
-    for command in ["info", "steps", "tensors"] {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("report.html");
+    let html = html.to_str().unwrap();
+    let commands: [&[&str]; 5] = [
+        &["info"],
+        &["steps"],
+        &["tensors"],
+        &["rules"],
+        &["report", "-o", html],
+    ];
+    for args in commands {
+        let command = args[0];
         let started = Instant::now();
         let out = Command::new(env!("CARGO_BIN_EXE_smdebug"))
-            .args([command, "s3://bucket/run", "--storage-timeout", "3"])
+            .args(&args[..1])
+            .args(["s3://bucket/run", "--storage-timeout", "3"])
+            .args(&args[1..])
             .env("AWS_ENDPOINT", format!("http://127.0.0.1:{port}"))
             .env("AWS_ALLOW_HTTP", "true")
             .env("AWS_ACCESS_KEY_ID", "testing")
