@@ -368,6 +368,7 @@ fn an_s3_server_gone_mid_run_makes_finish_fail_in_bounded_time_naming_what_was_l
     let started = Instant::now();
     let (summary, message) = lost(s.finish());
     let took = started.elapsed();
+    eprintln!("finish returned in {took:?}");
     assert!(
         took < NO_HANG,
         "finish took {took:?} (bound: storage timeout {STORAGE_TIMEOUT:?} + 2 s)"
@@ -454,6 +455,7 @@ fn a_disk_that_fills_mid_run_makes_finish_fail_in_bounded_time_with_the_drops_co
     let started = Instant::now();
     let (summary, message) = lost(s.finish());
     let took = started.elapsed();
+    eprintln!("finish returned in {took:?}");
     assert!(took < NO_HANG, "finish took {took:?}");
     let store: Arc<dyn Storage> = Arc::new(smdebug_io::storage::LocalStorage::new(&run).unwrap());
     let stored = count_stored(store.as_ref());
@@ -574,6 +576,7 @@ fn a_store_that_stops_answering_mid_run_makes_finish_fail_within_the_storage_tim
     let started = Instant::now();
     let (summary, message) = lost(s.finish());
     let took = started.elapsed();
+    eprintln!("finish returned in {took:?}");
     assert!(
         took < NO_HANG,
         "finish took {took:?} (bound: storage timeout 3 s + 2 s)"
