@@ -158,3 +158,47 @@ fn a_python_compatible_run_is_read_whole_by_python_smdebug() {
     assert_eq!(read["framework"], spans, "framework spans");
     assert_eq!(read["tensors"], tensors, "tensor records");
 }
+
+/// The demo on a disk that fills during the run: it exits non-zero, saying what was not
+/// stored, within seconds (the rules do not wait out their timeout for an end marker that
+/// cannot come), instead of printing "dropped 0" and exiting 0.
+#[test]
+fn a_disk_that_fills_during_the_run_makes_the_demo_fail_saying_what_was_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=512k", "tmpfs"])
+        .arg(dir.path())
+        .output();
+    match mounted {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            eprintln!(
+                "SKIPPED: cannot mount a tmpfs ({}): this test needs root",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+            return;
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: cannot run mount ({e}): this test needs root");
+            return;
+        }
+    }
+    let started = std::time::Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_demo"))
+        .args(["--out", dir.path().join("run").to_str().unwrap()])
+        .args(["--epochs", "3"])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let _ = Command::new("umount").arg(dir.path()).status();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "the demo exited 0: {stderr}");
+    assert!(
+        stderr.contains("not stored") && stderr.contains("end marker"),
+        "the demo says what was lost: {stderr}"
+    );
+    assert!(
+        took < std::time::Duration::from_secs(90),
+        "the demo took {took:?}"
+    );
+}

@@ -40,7 +40,8 @@ or unreadable file, a bad argument). The run is only read.";
     about = "Inspect smdebug runs: tensors, steps, values",
     after_help = "Exit status: 0 clean; 1 a rule found issues (rules, report); 2 an error, an \
 error in any rule included, or a rule asked for with --rule that had no data to check \
-(NoData); profile exits with its command's status. Nothing is written into a run unless asked \
+(NoData); profile exits with its command's status, or 2 when the command succeeded but system \
+metrics were not stored. Nothing is written into a run unless asked \
 (rules --write-into-run, profile --out)."
 )]
 struct Cli {
@@ -52,6 +53,11 @@ struct Cli {
     /// size. Default 1 GiB.
     #[arg(long, global = true, value_name = "BYTES", default_value_t = DEFAULT_MAX_TENSOR_BYTES)]
     max_tensor_bytes: u64,
+    /// How long `info`, `tensors`, `steps`, `value`, `rules` and `report` wait for an object
+    /// store: one request (and its retries) that gets no answer within this many seconds is an
+    /// error saying so. Local runs ignore it.
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    storage_timeout: u64,
 }
 
 #[derive(Subcommand)]
@@ -120,8 +126,9 @@ characters in names are shown escaped in the tables."
     /// exits with the command's status.
     #[command(
         after_help = "Exit status: the command's (128 + N when signal N ended it); 2 \
-when it could not be profiled at all (a bad option, an --out that cannot be a run directory, a \
-command that cannot start)."
+when it could not be profiled at all (a bad option, an --out that cannot be a run directory or \
+cannot be written, a command that cannot start), or when the command succeeded but system \
+metrics were not stored (a disk that filled)."
     )]
     Profile {
         /// Sampling interval in milliseconds (100 to 60000).
@@ -234,23 +241,61 @@ fn main() -> ExitCode {
 type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
 /// The run, its warnings on stderr as the reader logs them (once each, when first seen).
-fn open(run: &str, max_tensor_bytes: u64) -> Result<Trial, Box<dyn std::error::Error>> {
+fn open(
+    run: &str,
+    max_tensor_bytes: u64,
+    storage_timeout: u64,
+) -> Result<Trial, Box<dyn std::error::Error>> {
     let options = TrialOptions {
         max_tensor_bytes,
         ..TrialOptions::default()
     };
-    Ok(Trial::open_with(run, options)?)
+    match object_store(run, storage_timeout)? {
+        Some(storage) => Ok(Trial::from_storage(run, storage, options)?),
+        None => Ok(Trial::open_with(run, options)?),
+    }
+}
+
+/// The storage of `run` when it is an object store, given `storage_timeout` seconds a request,
+/// retries included; `None` for a local run.
+pub(crate) fn object_store(
+    run: &str,
+    storage_timeout: u64,
+) -> Result<Option<std::sync::Arc<dyn smdebug_io::Storage>>, smdebug_io::Error> {
+    if smdebug_io::Backend::for_location(run).is_none() {
+        return Ok(None);
+    }
+    let timeout = std::time::Duration::from_secs(storage_timeout);
+    let options = smdebug_io::StorageOptions {
+        connect_timeout: timeout.min(smdebug_io::StorageOptions::default().connect_timeout),
+        request_timeout: timeout,
+        retry_timeout: timeout,
+        ..smdebug_io::StorageOptions::default()
+    };
+    smdebug_io::open_storage_with(run, &options).map(Some)
 }
 
 fn run(cli: Cli) -> CliResult {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     match cli.command {
-        Command::Rules(args) => return Ok(rules_cmd::run(args, cli.max_tensor_bytes)),
-        Command::Report(args) => return Ok(report_cmd::run(args, cli.max_tensor_bytes)),
+        Command::Rules(args) => {
+            return Ok(rules_cmd::run(
+                args,
+                cli.max_tensor_bytes,
+                cli.storage_timeout,
+            ));
+        }
+        Command::Report(args) => {
+            return Ok(report_cmd::run(
+                args,
+                cli.max_tensor_bytes,
+                cli.storage_timeout,
+            ));
+        }
         Command::Serve(args) => return Ok(serve_cmd::run(args, cli.max_tensor_bytes)),
         Command::Info { run } => {
-            let trial = open(&run, cli.max_tensor_bytes)?;
+            let trial = open(&run, cli.max_tensor_bytes, cli.storage_timeout)?;
             serde_json::to_writer_pretty(&mut out, &trial.info()?)?;
             writeln!(out)?;
         }
@@ -259,7 +304,7 @@ fn run(cli: Cli) -> CliResult {
             collection,
             regex,
         } => {
-            let trial = open(&run, cli.max_tensor_bytes)?;
+            let trial = open(&run, cli.max_tensor_bytes, cli.storage_timeout)?;
             let names = trial.tensor_names_filtered(collection.as_deref(), regex.as_deref())?;
             for n in names {
                 writeln!(out, "{}", smdebug_core::text::escape_controls(&n))?;
@@ -270,7 +315,7 @@ fn run(cli: Cli) -> CliResult {
             mode,
             incomplete,
         } => {
-            let trial = open(&run, cli.max_tensor_bytes)?;
+            let trial = open(&run, cli.max_tensor_bytes, cli.storage_timeout)?;
             let steps = if incomplete {
                 trial.all_global_steps(mode)?
             } else {
@@ -281,7 +326,7 @@ fn run(cli: Cli) -> CliResult {
             }
         }
         Command::Value(args) => {
-            let trial = open(&args.run, cli.max_tensor_bytes)?;
+            let trial = open(&args.run, cli.max_tensor_bytes, cli.storage_timeout)?;
             let selector = match args.step {
                 Some(s) => StepSelector::One(s),
                 None => StepSelector::All,
@@ -333,7 +378,11 @@ fn profile(interval_ms: u64, out: &str, node: Option<&str>, command: &[String]) 
             std::fs::create_dir_all(out)
                 .map_err(|e| format!("--out {out}: cannot create the run directory: {e}"))?;
         }
-        Ok((config, smdebug_io::open_storage(out)?))
+        let store = smdebug_io::open_storage(out)?;
+        // A location that takes no writes is refused before the command runs.
+        smdebug_io::storage::probe_write(store.as_ref(), "profile")
+            .map_err(|e| format!("--out {out} cannot be written: {e}"))?;
+        Ok((config, store))
     };
     let (config, store) = match setup() {
         Ok(s) => s,
@@ -357,6 +406,15 @@ fn profile(interval_ms: u64, out: &str, node: Option<&str>, command: &[String]) 
             );
             if let Some(e) = &done.sampler.last_write_error {
                 eprintln!("smdebug: some metrics could not be written: {e}");
+            }
+            if done.sampler.records_lost > 0 {
+                eprintln!(
+                    "smdebug: {} records were not stored",
+                    done.sampler.records_lost
+                );
+                if done.status.success() {
+                    return ExitCode::from(2);
+                }
             }
             exit_code_of(done.status)
         }

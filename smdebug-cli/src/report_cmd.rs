@@ -59,8 +59,8 @@ pub(crate) struct ReportArgs {
     rules: Vec<String>,
 }
 
-pub(crate) fn run(args: ReportArgs, max_tensor_bytes: u64) -> ExitCode {
-    match report(args, max_tensor_bytes) {
+pub(crate) fn run(args: ReportArgs, max_tensor_bytes: u64, storage_timeout: u64) -> ExitCode {
+    match report(args, max_tensor_bytes, storage_timeout) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("smdebug: {e}");
@@ -78,7 +78,11 @@ fn html_path(out: &Path) -> PathBuf {
     }
 }
 
-fn report(args: ReportArgs, max_tensor_bytes: u64) -> Result<ExitCode, Box<dyn std::error::Error>> {
+fn report(
+    args: ReportArgs,
+    max_tensor_bytes: u64,
+    storage_timeout: u64,
+) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let out = html_path(&args.out);
     let Some(run) = args.run.clone() else {
         // Traces only: no rules, every run section says its data is missing.
@@ -121,6 +125,9 @@ fn report(args: ReportArgs, max_tensor_bytes: u64) -> Result<ExitCode, Box<dyn s
                 .traces(args.traces.clone()),
             None => ReportWriter::to_file(&out).traces(args.traces.clone()),
         });
+    if let Some(store) = crate::object_store(&run, storage_timeout)? {
+        builder = builder.storage(store);
+    }
     for s in specs {
         builder = builder.spec(s);
     }

@@ -7,11 +7,13 @@
 
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use clap::Args;
 use smdebug_core::text::escape_controls;
+use smdebug_io::Storage;
 use smdebug_report::ReportWriter;
 use smdebug_rules::report::{PROFILER_REPORT, default_specs, is_profiler_report};
 use smdebug_rules::{
@@ -69,8 +71,8 @@ pub(crate) struct RulesArgs {
     list: bool,
 }
 
-pub(crate) fn run(args: RulesArgs, max_tensor_bytes: u64) -> ExitCode {
-    match evaluate(args, max_tensor_bytes) {
+pub(crate) fn run(args: RulesArgs, max_tensor_bytes: u64, storage_timeout: u64) -> ExitCode {
+    match evaluate(args, max_tensor_bytes, storage_timeout) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("smdebug: {e}");
@@ -81,7 +83,10 @@ pub(crate) fn run(args: RulesArgs, max_tensor_bytes: u64) -> ExitCode {
 
 /// The rules to run, and whether the user named them (`--rule`, `--rules-file`) rather than
 /// taking the default set.
-fn specs(args: &RulesArgs) -> Result<(Vec<RuleSpec>, bool), Box<dyn std::error::Error>> {
+fn specs(
+    args: &RulesArgs,
+    store: Option<&Arc<dyn Storage>>,
+) -> Result<(Vec<RuleSpec>, bool), Box<dyn std::error::Error>> {
     let mut specs = Vec::new();
     for r in &args.rules {
         specs.push(RuleSpec::parse(r)?);
@@ -97,7 +102,7 @@ fn specs(args: &RulesArgs) -> Result<(Vec<RuleSpec>, bool), Box<dyn std::error::
         // The parameter-free debugging rules; the profiler rules below, without the report.
         specs = default_specs(args.follow, false);
         if let Some(run) = &args.run
-            && has_profiler_data(run)
+            && has_profiler_data(run, store)
         {
             specs.extend(
                 builtin_profiler_rules()
@@ -126,8 +131,13 @@ pub(crate) fn summary_names(specs: &[RuleSpec]) -> Vec<String> {
 
 /// Whether the run holds system metrics or framework spans (an unreadable run holds none; the
 /// runner reports why it cannot open it).
-fn has_profiler_data(run: &str) -> bool {
-    smdebug_profiler::reader::ProfilerReader::open(run).is_ok_and(|r| {
+fn has_profiler_data(run: &str, store: Option<&Arc<dyn Storage>>) -> bool {
+    use smdebug_profiler::reader::ProfilerReader;
+    let reader = match store {
+        Some(s) => Ok(ProfilerReader::new(s.clone())),
+        None => ProfilerReader::open(run),
+    };
+    reader.is_ok_and(|r| {
         r.system_files().is_ok_and(|f| !f.is_empty())
             || r.trace_files().is_ok_and(|f| !f.is_empty())
     })
@@ -136,6 +146,7 @@ fn has_profiler_data(run: &str) -> bool {
 fn evaluate(
     args: RulesArgs,
     max_tensor_bytes: u64,
+    storage_timeout: u64,
 ) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -165,10 +176,14 @@ fn evaluate(
         return Ok(ExitCode::SUCCESS);
     }
     let run = args.run.clone().unwrap_or_default();
+    let store = crate::object_store(&run, storage_timeout)?;
     let mut builder = RuleRunner::builder(&run)
         .max_tensor_bytes(max_tensor_bytes)
         .write_into_run(args.write_into_run);
-    let (specs, explicit) = specs(&args)?;
+    if let Some(store) = &store {
+        builder = builder.storage(store.clone());
+    }
+    let (specs, explicit) = specs(&args, store.as_ref())?;
     let asked_for = if explicit {
         summary_names(&specs)
     } else {

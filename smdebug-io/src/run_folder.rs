@@ -204,10 +204,11 @@ impl fmt::Display for Refusal {
     }
 }
 
-/// A top-level name the run owns as a file: one of [`RUN_FILES`], or the hidden temporary
-/// file of an interrupted write of one (`.training_job_end_ts.<pid>-<n>.tmp`).
+/// A top-level name the run owns as a file: one of [`RUN_FILES`], a start probe left behind
+/// (`.smdebug-probe-worker_0-4242.tmp`), or the hidden temporary file of an interrupted write
+/// of one (`.training_job_end_ts.<pid>-<n>.tmp`).
 fn owned_top_file(name: &str) -> bool {
-    if RUN_FILES.contains(&name) {
+    if RUN_FILES.contains(&name) || layout::is_start_probe_file(name) {
         return true;
     }
     let Some(stem) = name
@@ -686,6 +687,9 @@ mod tests {
         assert!(owned_top_file(".training_job_end_ts.4242-0.tmp"));
         assert!(owned_top_file(".stop_request_json.1-3.tmp"));
         assert!(owned_top_file(".smdebug-serve-write-check"));
+        assert!(owned_top_file(".smdebug-probe-worker_0-4242.tmp"));
+        assert!(layout::run_owns(".smdebug-probe-worker_3-1.tmp"));
+        assert!(!owned_top_file(".smdebug-probe-.tmp"));
         assert!(!owned_top_file(".bashrc"));
         assert!(!owned_top_file(".notes_txt.1-2.tmp"));
         assert!(!owned_top_file("README.md"));

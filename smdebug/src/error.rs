@@ -45,6 +45,42 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The run's location does not take writes (a missing bucket, denied credentials, a
+    /// read-only or full disk, an unreachable store): `start` stores a small probe first.
+    #[error("the run's location {location} cannot be written: {source}")]
+    NotWritable {
+        /// The location.
+        location: String,
+        /// The storage's own error.
+        source: Box<smdebug_io::Error>,
+    },
+    /// Storage failed during the run: [`Session::finish`](crate::Session::finish) names what
+    /// was not stored; the summary has every figure (each counts what storage acknowledged).
+    #[error("{}", lost_message(.0))]
+    Lost(Box<crate::SessionSummary>),
+}
+
+impl Error {
+    /// The session's summary, when [`Session::finish`](crate::Session::finish) failed because
+    /// storage did ([`Error::Lost`]).
+    pub fn summary(&self) -> Option<&crate::SessionSummary> {
+        match self {
+            Error::Lost(summary) => Some(summary),
+            _ => None,
+        }
+    }
+}
+
+fn lost_message(summary: &crate::SessionSummary) -> String {
+    let mut text = format!(
+        "storage failed during the run at {}; not stored: {}",
+        summary.location,
+        summary.lost.join("; ")
+    );
+    if let Some(first) = summary.problems.first() {
+        text.push_str(&format!(" (first problem: {first})"));
+    }
+    text
 }
 
 /// A result with this crate's [`Error`].

@@ -59,6 +59,22 @@ pub const REPORT_DIR: &str = "report";
 /// The dashboard's probe of whether it may write into the run (written and removed at once).
 pub const WRITE_PROBE: &str = ".smdebug-serve-write-check";
 
+/// The start of the name of the probe `start()` stores and removes to learn whether the
+/// location takes writes (see [`crate::storage::probe_write`]): a run owns a leftover one.
+pub const START_PROBE_PREFIX: &str = ".smdebug-probe-";
+
+/// `.smdebug-probe-<writer>-<pid>.tmp`, the start probe of one process.
+pub fn start_probe_file(writer: &str, pid: u32) -> String {
+    format!("{START_PROBE_PREFIX}{writer}-{pid}.tmp")
+}
+
+/// Whether a top-level name is a start probe's file (see [`start_probe_file`]).
+pub fn is_start_probe_file(name: &str) -> bool {
+    name.strip_prefix(START_PROBE_PREFIX)
+        .and_then(|n| n.strip_suffix(".tmp"))
+        .is_some_and(|n| !n.is_empty() && !n.contains('/'))
+}
+
 /// The folders a run owns, at its top: everything under them is the run's. Replacing a run
 /// deletes these and [`RUN_FILES`], and a folder holding anything else is not a run.
 pub const RUN_FOLDERS: [&str; 10] = [
@@ -82,7 +98,7 @@ pub const RUN_FILES: [&str; 3] = [END_MARKER, crate::stop::STOP_REQUEST_FILE, WR
 pub fn run_owns(key: &str) -> bool {
     match key.split_once('/') {
         Some((top, rest)) => !rest.is_empty() && RUN_FOLDERS.contains(&top),
-        None => RUN_FILES.contains(&key),
+        None => RUN_FILES.contains(&key) || is_start_probe_file(key),
     }
 }
 

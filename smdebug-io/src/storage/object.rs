@@ -43,6 +43,8 @@ pub struct ObjectStorage {
     /// The run's prefix inside the store (`run` for `s3://bucket/run`), without slashes.
     root: String,
     describe: String,
+    /// The time one request may take, for the message of a store that does not answer.
+    request_timeout: Option<std::time::Duration>,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
@@ -73,7 +75,7 @@ fn env_options(prefix: &str) -> Vec<(String, String)> {
 
 #[cfg(any(feature = "aws", feature = "gcp", feature = "azure"))]
 macro_rules! build_cloud {
-    ($builder:ty, $key:ty, $env:expr, $url:expr, $opts:expr, $client:expr, $retry:expr, $invalid:expr) => {{
+    ($builder:ty, $key:ty, $env:expr, $url:expr, $opts:expr, $client:expr, $retry:expr, $invalid:expr, $check:expr) => {{
         let mut b = <$builder>::new()
             .with_client_options($client)
             .with_retry($retry);
@@ -90,6 +92,7 @@ macro_rules! build_cloud {
             }
         }
         reject_unknown(&unknown, $opts, &$invalid)?;
+        $check(&b).map_err(&$invalid)?;
         let store = b
             .with_url($url.as_str())
             .build()
@@ -138,17 +141,47 @@ impl ObjectStorage {
             #[cfg(feature = "aws")]
             "s3" | "s3a" => {
                 use object_store::aws::{AmazonS3Builder as B, AmazonS3ConfigKey as K};
-                build_cloud!(B, K, "AWS_", url, options, client, retry, invalid)
+                build_cloud!(
+                    B,
+                    K,
+                    "AWS_",
+                    url,
+                    options,
+                    client,
+                    retry,
+                    invalid,
+                    plain_http_s3
+                )
             }
             #[cfg(feature = "gcp")]
             "gs" => {
                 use object_store::gcp::{GoogleCloudStorageBuilder as B, GoogleConfigKey as K};
-                build_cloud!(B, K, "GOOGLE_", url, options, client, retry, invalid)
+                build_cloud!(
+                    B,
+                    K,
+                    "GOOGLE_",
+                    url,
+                    options,
+                    client,
+                    retry,
+                    invalid,
+                    |_: &B| Ok(())
+                )
             }
             #[cfg(feature = "azure")]
             "az" | "azure" | "abfs" | "abfss" | "adl" => {
                 use object_store::azure::{AzureConfigKey as K, MicrosoftAzureBuilder as B};
-                build_cloud!(B, K, "AZURE_", url, options, client, retry, invalid)
+                build_cloud!(
+                    B,
+                    K,
+                    "AZURE_",
+                    url,
+                    options,
+                    client,
+                    retry,
+                    invalid,
+                    |_: &B| Ok(())
+                )
             }
             _ => {
                 // Anything else object_store knows (http(s)://, cloud https URLs).
@@ -170,6 +203,7 @@ impl ObjectStorage {
             store,
             root: root.trim_matches('/').to_string(),
             describe: location,
+            request_timeout: Some(options.request_timeout),
             runtime: Some(runtime),
         })
     }
@@ -194,6 +228,7 @@ impl ObjectStorage {
             store,
             root: root.trim_matches('/').to_string(),
             describe: describe.to_string(),
+            request_timeout: None,
             runtime: Some(runtime),
         })
     }
@@ -220,16 +255,53 @@ impl ObjectStorage {
     }
 
     fn err(&self, op: &'static str, path: &str, e: object_store::Error) -> Error {
-        match e {
-            object_store::Error::NotFound { .. } => Error::NotFound {
-                location: self.describe.clone(),
-                path: path.to_string(),
-            },
-            other => Error::Storage {
+        let text = error_chain(&e);
+        // S3 answers a missing bucket with 404 like a missing object: say which it is, and
+        // never take it for "no such file" (which readers skip).
+        if text.contains("NoSuchBucket") {
+            return Error::Storage {
                 location: self.describe.clone(),
                 op,
                 path: path.to_string(),
-                source: Box::new(other),
+                source: format!(
+                    "no such bucket: the store has no bucket named in `{}` ({text})",
+                    self.describe
+                )
+                .into(),
+            };
+        }
+        if let object_store::Error::NotFound { .. } = e {
+            return Error::NotFound {
+                location: self.describe.clone(),
+                path: path.to_string(),
+            };
+        }
+        let lower = text.to_ascii_lowercase();
+        let reason = if lower.contains("builder error") {
+            // reqwest refuses a plain-HTTP request when HTTP is not allowed.
+            Some(format!(
+                "the store's endpoint is plain http://, which is refused unless allowed: set \
+                 AWS_ALLOW_HTTP=true (or the storage option `aws_allow_http`, \
+                 `allow_http` for other stores) ({text})"
+            ))
+        } else if lower.contains("timed out") || lower.contains("timeout") {
+            Some(match self.request_timeout {
+                Some(t) => format!(
+                    "the store did not answer within {} s, the storage request timeout ({text})",
+                    t.as_secs_f64()
+                ),
+                None => format!("the store did not answer in time ({text})"),
+            })
+        } else {
+            None
+        };
+        Error::Storage {
+            location: self.describe.clone(),
+            op,
+            path: path.to_string(),
+            source: match reason {
+                Some(r) => r.into(),
+                None => Box::new(e),
             },
         }
     }
@@ -309,6 +381,47 @@ impl ObjectStorage {
         out.sort_unstable();
         Ok(out)
     }
+}
+
+/// An error and its sources, `: `-separated (object_store's messages keep the server's answer
+/// in the sources).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// An S3 endpoint on plain `http://` is refused by the HTTP client unless HTTP is allowed,
+/// with only "builder error" to say so; this names the setting instead, before any request.
+#[cfg(feature = "aws")]
+fn plain_http_s3(b: &object_store::aws::AmazonS3Builder) -> std::result::Result<(), String> {
+    use object_store::ClientConfigKey;
+    use object_store::aws::AmazonS3ConfigKey as K;
+    let endpoint = b.get_config_value(&K::Endpoint).unwrap_or_default();
+    let allowed = b
+        .get_config_value(&K::Client(ClientConfigKey::AllowHttp))
+        .is_some_and(|v| {
+            matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "true" | "1" | "yes" | "y" | "on"
+            )
+        });
+    if endpoint.to_ascii_lowercase().starts_with("http://") && !allowed {
+        return Err(format!(
+            "the endpoint {endpoint} is plain http://, which is refused unless allowed: set \
+             AWS_ALLOW_HTTP=true in the environment (or the storage option `aws_allow_http` to \
+             `true`)"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(any(feature = "aws", feature = "gcp", feature = "azure"))]

@@ -23,14 +23,7 @@ pub(crate) use super::index_files::{
 /// The run's storage, and its directory when it is on local disk (where event files can be
 /// mapped).
 pub(crate) fn open(location: &str) -> Result<(Arc<dyn Storage>, Option<PathBuf>)> {
-    let local = if !location.contains("://") {
-        Some(PathBuf::from(location))
-    } else {
-        url::Url::parse(location)
-            .ok()
-            .filter(|u| u.scheme() == "file")
-            .and_then(|u| u.to_file_path().ok())
-    };
+    let local = crate::storage::local_path(location)?;
     match local {
         Some(dir) => {
             let storage = LocalStorage::new(&dir)?;

@@ -10,7 +10,11 @@
 //!
 //! When storage fails (disk full, store unreachable), capture is disabled with one message
 //! logged at error level (the `log` facade); [`WriterStatus::error`] keeps it. The thread goes on draining the queue without
-//! writing, so the training loop is never blocked or crashed by storage.
+//! writing, so the training loop is never blocked or crashed by storage. Every count is of what
+//! storage acknowledged: a record is written once its step's event and index files were stored;
+//! what could not be stored is counted as discarded, by record and by step
+//! ([`WriterStatus::discarded`], [`WriterStatus::steps_lost`]), and
+//! [`WriterStatus::end_marker_written`] says whether the run's end was stored.
 //!
 //! ```
 //! use smdebug_core::{Hook, SaveConfig, TensorView};
@@ -42,7 +46,7 @@ mod thread;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use smdebug_core::{Record, Sink};
 
@@ -68,6 +72,40 @@ impl WriterStatus {
     /// failed and every one received after.
     pub fn discarded(&self) -> u64 {
         self.0.discarded.load(Ordering::Relaxed)
+    }
+
+    /// Steps some of whose records were not stored: the step whose write failed and every
+    /// later step that had records to save.
+    pub fn steps_lost(&self) -> u64 {
+        self.0.steps_lost.load(Ordering::Relaxed)
+    }
+
+    /// Whether the end marker (`training_job_end.ts`) was stored.
+    pub fn end_marker_written(&self) -> bool {
+        self.0.end_marker.load(Ordering::Acquire)
+    }
+
+    /// Waits until the writer thread has handled the run's close (the hook's `close`): the
+    /// last step and the end marker stored, or failed. False when `deadline` came first (the
+    /// thread is still waiting on storage).
+    pub fn wait_closed(&self, deadline: Instant) -> bool {
+        loop {
+            if self.0.closed.load(Ordering::Acquire) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            std::thread::sleep((deadline - now).min(Duration::from_millis(10)));
+        }
+    }
+
+    /// Dropping the writer waits for its thread until `deadline` at the latest (and never
+    /// longer than its shutdown timeout): an owner with a deadline of its own (a session's
+    /// `finish`) sets it before the hook is dropped.
+    pub fn shutdown_by(&self, deadline: Instant) {
+        *self.0.shutdown_by.lock().unwrap_or_else(|p| p.into_inner()) = Some(deadline);
     }
 
     /// Steps whose event and index files were written.
@@ -293,13 +331,17 @@ impl Sink for Writer {
 
 impl Drop for Writer {
     fn drop(&mut self) {
-        if self.queue.push_control(Msg::Shutdown)
-            && self.done.recv_timeout(self.shutdown_timeout).is_err()
-        {
-            log::warn!(
-                "smdebug: the writer did not finish within {:?}; leaving it behind",
-                self.shutdown_timeout
-            );
+        let by = *self
+            .shared
+            .shutdown_by
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let wait = by.map_or(self.shutdown_timeout, |d| {
+            d.saturating_duration_since(Instant::now())
+                .min(self.shutdown_timeout)
+        });
+        if self.queue.push_control(Msg::Shutdown) && self.done.recv_timeout(wait).is_err() {
+            log::warn!("smdebug: the writer did not finish within {wait:?}; leaving it behind");
             return;
         }
         if let Some(h) = self.handle.take() {

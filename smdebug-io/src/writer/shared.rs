@@ -4,6 +4,7 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
 
 /// What [`Writer::send`](super::Writer::send) does with a tensor when the queue is full.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -22,10 +23,18 @@ pub enum OverflowPolicy {
 pub(crate) struct Shared {
     pub dropped: AtomicU64,
     pub discarded: AtomicU64,
+    /// Steps some of whose records were not stored (discarded after a storage error).
+    pub steps_lost: AtomicU64,
     pub steps_written: AtomicU64,
     pub records_written: AtomicU64,
     pub bytes_written: AtomicU64,
     pub disabled: AtomicBool,
+    /// The end marker was stored.
+    pub end_marker: AtomicBool,
+    /// The writer thread has handled the run's close (stored the end marker or failed to).
+    pub closed: AtomicBool,
+    /// The latest time dropping the writer waits for its thread (the owner's deadline).
+    pub shutdown_by: Mutex<Option<Instant>>,
     pub error: Mutex<Option<String>>,
 }
 

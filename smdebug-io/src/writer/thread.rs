@@ -125,6 +125,8 @@ pub(crate) struct WriterThread {
     /// Bytes of the last published step, capped (see [`StepBuffer::new`]).
     step_size_hint: usize,
     tb: BTreeMap<Mode, TbFile>,
+    /// The last step counted in [`Shared::steps_lost`].
+    lost_step: Option<u64>,
 }
 
 /// Signals the writer's owner when the thread ends, however it ends.
@@ -149,6 +151,7 @@ impl WriterThread {
             step: None,
             step_size_hint: 0,
             tb: BTreeMap::new(),
+            lost_step: None,
         }
     }
 
@@ -192,11 +195,20 @@ impl WriterThread {
             Msg::Flush(ack) => {
                 let _ = ack.try_send(());
             }
-            Msg::Shutdown => self.publish_all(),
+            Msg::Shutdown => {
+                self.publish_all();
+                self.shared.closed.store(true, Ordering::Release);
+            }
+            Msg::Record(Record::Close(reason)) => {
+                self.close(&reason);
+                self.shared.closed.store(true, Ordering::Release);
+            }
             Msg::Record(r) if self.disabled() => {
                 self.discard_step();
-                if matches!(r, Record::Tensor(_) | Record::Strings(_)) {
-                    self.shared.discarded.fetch_add(1, Ordering::Relaxed);
+                match r {
+                    Record::Tensor(t) => self.lose(t.key.step, 1),
+                    Record::Strings(s) => self.lose(s.key.step, 1),
+                    _ => {}
                 }
             }
             Msg::Record(Record::Tensor(t)) => spent.extend(self.tensor(t)),
@@ -212,7 +224,6 @@ impl WriterThread {
                 let body = serde_json::to_vec(&json).unwrap_or_default();
                 self.io(self.storage.put(&path, Bytes::from(body)));
             }
-            Msg::Record(Record::Close(reason)) => self.close(&reason),
         }
     }
 
@@ -309,12 +320,22 @@ impl WriterThread {
         });
     }
 
+    /// Counts `records` of `step` as not stored, and the step as lost (once).
+    fn lose(&mut self, step: u64, records: u64) {
+        if records == 0 {
+            return;
+        }
+        self.shared.discarded.fetch_add(records, Ordering::Relaxed);
+        if self.lost_step != Some(step) {
+            self.lost_step = Some(step);
+            self.shared.steps_lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Forgets the buffered step, counting its tensors as discarded.
     fn discard_step(&mut self) {
         if let Some(buf) = self.step.take() {
-            self.shared
-                .discarded
-                .fetch_add(buf.index.len() as u64, Ordering::Relaxed);
+            self.lose(buf.step, buf.index.len() as u64);
         }
     }
 
@@ -337,7 +358,7 @@ impl WriterThread {
         let event_file = layout::event_file(step, &self.settings.worker);
         if let Err(e) = self.storage.put_parts(&event_file, parts) {
             self.shared.disable(e.to_string());
-            self.shared.discarded.fetch_add(records, Ordering::Relaxed);
+            self.lose(step, records);
             return;
         }
         let index = IndexFile {
@@ -356,7 +377,7 @@ impl WriterThread {
             .put(&index_path, Bytes::from(index.to_json_bytes()))
         {
             self.shared.disable(e.to_string());
-            self.shared.discarded.fetch_add(records, Ordering::Relaxed);
+            self.lose(step, records);
             return;
         }
         self.shared.steps_written.fetch_add(1, Ordering::Relaxed);
@@ -457,6 +478,9 @@ impl WriterThread {
             return;
         }
         let body = end_marker_body(reason, now());
-        self.io(self.storage.put(layout::END_MARKER, Bytes::from(body)));
+        match self.storage.put(layout::END_MARKER, Bytes::from(body)) {
+            Ok(()) => self.shared.end_marker.store(true, Ordering::Release),
+            Err(e) => self.shared.disable(e.to_string()),
+        }
     }
 }

@@ -449,7 +449,7 @@ impl SpanRecorder {
                 let queued = counters
                     .recorded
                     .load(Ordering::Relaxed)
-                    .saturating_sub(counters.written.load(Ordering::Relaxed))
+                    .saturating_sub(counters.taken.load(Ordering::Relaxed))
                     .saturating_sub(counters.dropped.load(Ordering::Relaxed));
                 if queued >= self.shared.wake_at {
                     self.shared.writer.unpark();
@@ -468,9 +468,19 @@ impl SpanRecorder {
         self.shared.counters.dropped.load(Ordering::Relaxed)
     }
 
-    /// Spans the writer has put into trace files so far (the open file's included).
+    /// Spans in trace files storage has acknowledged so far (the open file's not yet).
     pub fn written(&self) -> u64 {
         self.shared.counters.written.load(Ordering::Relaxed)
+    }
+
+    /// Spans ended by the training loop so far.
+    pub fn recorded(&self) -> u64 {
+        self.shared.counters.recorded.load(Ordering::Relaxed)
+    }
+
+    /// Spans in trace files whose publication failed so far.
+    pub fn lost(&self) -> u64 {
+        self.shared.counters.lost.load(Ordering::Relaxed)
     }
 
     /// Waits until every span queued so far is in a published file (the open file is closed
@@ -515,8 +525,10 @@ pub struct SpanWriterReport {
     pub recorded: u64,
     /// Spans dropped because the queue was full or the writer had stopped.
     pub dropped: u64,
-    /// Spans written into trace files.
+    /// Spans in trace files storage acknowledged.
     pub written: u64,
+    /// Spans in trace files whose publication failed: not stored.
+    pub lost: u64,
     /// Trace files published.
     pub files: u64,
     /// Failed publications (their spans are lost).
@@ -554,6 +566,7 @@ impl SpanWriterGuard {
             recorded: c.recorded.load(Ordering::Relaxed),
             dropped: c.dropped.load(Ordering::Relaxed),
             written: c.written.load(Ordering::Relaxed),
+            lost: c.lost.load(Ordering::Relaxed),
             files: c.files.load(Ordering::Relaxed),
             write_errors: c.write_errors.load(Ordering::Relaxed),
             last_write_error,

@@ -35,7 +35,12 @@ pub(crate) enum Message {
 pub(crate) struct Counters {
     pub(crate) recorded: AtomicU64,
     pub(crate) dropped: AtomicU64,
+    /// Spans the writer thread took from the queue (into the open file).
+    pub(crate) taken: AtomicU64,
+    /// Spans in trace files storage acknowledged.
     pub(crate) written: AtomicU64,
+    /// Spans in trace files whose publication failed.
+    pub(crate) lost: AtomicU64,
     pub(crate) files: AtomicU64,
     pub(crate) write_errors: AtomicU64,
 }
@@ -203,27 +208,37 @@ pub(crate) fn run_writer(
     counters: Arc<Counters>,
 ) -> Option<String> {
     let mut last_error = None;
-    let publish = |builder: &mut TraceFileBuilder, last_error: &mut Option<String>| {
-        let Some((key, text)) = builder.close() else {
-            return;
-        };
-        match storage.put(&key, text.into()) {
-            Ok(()) => {
-                counters.files.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(e) => {
-                if counters.write_errors.fetch_add(1, Ordering::Relaxed) == 0 {
-                    log::warn!("smdebug-profiler: trace file not written: {e}");
+    // Spans in the open file: counted as written once storage acknowledged their file.
+    let mut in_file = 0u64;
+    let publish =
+        |builder: &mut TraceFileBuilder, last_error: &mut Option<String>, in_file: &mut u64| {
+            let Some((key, text)) = builder.close() else {
+                return;
+            };
+            let spans = std::mem::take(in_file);
+            match storage.put(&key, text.into()) {
+                Ok(()) => {
+                    counters.files.fetch_add(1, Ordering::Relaxed);
+                    counters.written.fetch_add(spans, Ordering::Relaxed);
                 }
-                *last_error = Some(e.to_string());
+                Err(e) => {
+                    counters.lost.fetch_add(spans, Ordering::Relaxed);
+                    if counters.write_errors.fetch_add(1, Ordering::Relaxed) == 0 {
+                        log::warn!("smdebug-profiler: trace file not written: {e}");
+                    }
+                    *last_error = Some(e.to_string());
+                }
             }
-        }
-    };
-    let add = |builder: &mut TraceFileBuilder, last_error: &mut Option<String>, span| {
+        };
+    let add = |builder: &mut TraceFileBuilder,
+               last_error: &mut Option<String>,
+               in_file: &mut u64,
+               span| {
         builder.add(&span);
-        counters.written.fetch_add(1, Ordering::Relaxed);
+        *in_file += 1;
+        counters.taken.fetch_add(1, Ordering::Relaxed);
         if builder.size() >= settings.max_file_bytes {
-            publish(builder, last_error);
+            publish(builder, last_error, in_file);
         }
     };
     let tick = settings.close_interval.min(Duration::from_secs(1));
@@ -233,28 +248,28 @@ pub(crate) fn run_writer(
             .open_for()
             .is_some_and(|open| open >= settings.close_interval)
         {
-            publish(&mut builder, &mut last_error);
+            publish(&mut builder, &mut last_error, &mut in_file);
         }
         let mut took_spans = false;
         // Everything queued is handled in one go; then the thread rests.
         while let Some(message) = next.take() {
             match message {
                 Ok(Message::Span(span)) => {
-                    add(&mut builder, &mut last_error, span);
+                    add(&mut builder, &mut last_error, &mut in_file, span);
                     took_spans = true;
                 }
                 Ok(Message::Flush(ack)) => {
-                    publish(&mut builder, &mut last_error);
+                    publish(&mut builder, &mut last_error, &mut in_file);
                     let _ = ack.send(());
                 }
                 Ok(Message::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
                     // Spans queued before the shutdown still go out.
                     while let Ok(message) = rx.try_recv() {
                         if let Message::Span(span) = message {
-                            add(&mut builder, &mut last_error, span);
+                            add(&mut builder, &mut last_error, &mut in_file, span);
                         }
                     }
-                    publish(&mut builder, &mut last_error);
+                    publish(&mut builder, &mut last_error, &mut in_file);
                     return last_error;
                 }
                 Err(RecvTimeoutError::Timeout) => {}

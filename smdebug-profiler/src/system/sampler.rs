@@ -150,8 +150,10 @@ impl SamplerConfig {
 pub struct SamplerReport {
     /// Samples taken (each yields one record per metric).
     pub samples: u64,
-    /// Records written.
+    /// Records in files storage acknowledged.
     pub records: u64,
+    /// Records not stored: their file's last publication failed.
+    pub records_lost: u64,
     /// Distinct files started.
     pub files: u64,
     /// Atomic publications (a file is republished while it grows).
@@ -324,6 +326,7 @@ fn run(
         record_error(&mut report, e);
     }
     report.records = writer.records_written;
+    report.records_lost = writer.records_lost + writer.unstored();
     report.files = writer.files_started;
     report.publications = writer.publications;
     report.read_failures = probe.read_failures;

@@ -20,6 +20,10 @@ struct OpenFile {
     text: Vec<u8>,
     dirty: bool,
     last_publish: Instant,
+    /// Records in `text`.
+    records: u64,
+    /// Records in the last publication storage acknowledged.
+    stored: u64,
 }
 
 /// Accumulates records into the current window's file and publishes it.
@@ -31,7 +35,10 @@ pub(crate) struct SystemFileWriter {
     current: Option<OpenFile>,
     pub(crate) publications: u64,
     pub(crate) files_started: u64,
+    /// Records in publications storage acknowledged.
     pub(crate) records_written: u64,
+    /// Records of ended windows whose last publication failed: not stored.
+    pub(crate) records_lost: u64,
 }
 
 impl SystemFileWriter {
@@ -50,6 +57,7 @@ impl SystemFileWriter {
             publications: 0,
             files_started: 0,
             records_written: 0,
+            records_lost: 0,
         }
     }
 
@@ -65,6 +73,7 @@ impl SystemFileWriter {
             // The window ended: its file is final. A failure is reported, but the new window's
             // records still go on.
             outcome = self.publish_current();
+            self.records_lost += self.unstored();
             self.current = None;
         }
         if self.current.is_none() {
@@ -77,6 +86,8 @@ impl SystemFileWriter {
             text: Vec::new(),
             dirty: false,
             last_publish: Instant::now(),
+            records: 0,
+            stored: 0,
         });
         for record in records {
             // Serializing plain strings and finite floats cannot fail; a non-finite value
@@ -88,7 +99,7 @@ impl SystemFileWriter {
                 file.text.extend_from_slice(&line);
                 file.text.push(b'\n');
                 file.dirty = true;
-                self.records_written += 1;
+                file.records += 1;
             }
         }
         if file.last_publish.elapsed() >= self.publish_interval {
@@ -110,7 +121,14 @@ impl SystemFileWriter {
         self.storage
             .put(&file.key, Bytes::copy_from_slice(&file.text))?;
         file.dirty = false;
+        self.records_written += file.records - file.stored;
+        file.stored = file.records;
         self.publications += 1;
         Ok(())
+    }
+
+    /// Records of the open file not in any publication storage acknowledged.
+    pub(crate) fn unstored(&self) -> u64 {
+        self.current.as_ref().map_or(0, |f| f.records - f.stored)
     }
 }

@@ -16,6 +16,9 @@ use smdebug_profiler::spans::SpanConfig;
 use smdebug_profiler::system::SamplerConfig;
 
 use super::progress::DEFAULT_PROGRESS_INTERVAL;
+
+/// The default of [`SessionBuilder::storage_timeout`].
+pub(super) const DEFAULT_STORAGE_TIMEOUT: Duration = Duration::from_secs(30);
 use crate::error::{Error, Result};
 
 /// Builds the capture hook `H` from the configured hook builder and the run's writer.
@@ -51,6 +54,7 @@ pub enum ReportTarget {
 /// | report | into the run, when rules run (feature `report`) |
 /// | stop requests | watched every 200 ms (the dashboard's Stop, another job's rules) |
 /// | progress file | `progress/<worker>.json` rewritten at most once a second; no planned steps |
+/// | storage timeout | 30 s: how long `finish` waits on storage (see [`SessionBuilder::storage_timeout`]) |
 pub struct SessionBuilder<H: Capture = Hook> {
     pub(super) location: String,
     pub(super) storage_options: StorageOptions,
@@ -66,6 +70,7 @@ pub struct SessionBuilder<H: Capture = Hook> {
     pub(super) python_compatible: bool,
     pub(super) stop_poll: Duration,
     pub(super) finish_timeout: Duration,
+    pub(super) storage_timeout: Duration,
     pub(super) overwrite: bool,
     pub(super) job_id: Option<String>,
     pub(super) join_timeout: Duration,
@@ -116,6 +121,7 @@ impl SessionBuilder<Hook> {
             python_compatible: false,
             stop_poll: StopWatcher::DEFAULT_INTERVAL,
             finish_timeout: Duration::from_secs(120),
+            storage_timeout: DEFAULT_STORAGE_TIMEOUT,
             overwrite: false,
             job_id: None,
             join_timeout: Duration::from_secs(120),
@@ -186,6 +192,7 @@ impl<H: Capture> SessionBuilder<H> {
             python_compatible: self.python_compatible,
             stop_poll: self.stop_poll,
             finish_timeout: self.finish_timeout,
+            storage_timeout: self.storage_timeout,
             overwrite: self.overwrite,
             job_id: self.job_id,
             join_timeout: self.join_timeout,
@@ -341,6 +348,19 @@ impl<H: Capture> SessionBuilder<H> {
     /// the report before it stops them. Default: 120 s.
     pub fn finish_timeout(mut self, timeout: Duration) -> Self {
         self.finish_timeout = timeout;
+        self
+    }
+
+    /// How long [`Session::finish`] waits on storage: for the span writer, the sampler and the
+    /// tensor writer to store what they hold and the end marker, and for the progress file.
+    /// Storage that fails (a full disk, a missing bucket, a store that went away) or does not
+    /// answer within this makes `finish` stop waiting: what was not stored is counted and named
+    /// in the error it returns ([`Error::Lost`](crate::Error::Lost)), and the rules, which
+    /// would wait for an end marker that is not coming, are stopped at once with what they
+    /// read. So when storage fails, `finish` returns within this plus two seconds, never the
+    /// rules' [`finish_timeout`](Self::finish_timeout). Default: 30 s.
+    pub fn storage_timeout(mut self, timeout: Duration) -> Self {
+        self.storage_timeout = timeout;
         self
     }
 

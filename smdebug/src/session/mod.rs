@@ -144,6 +144,7 @@ pub struct Session<H: Capture = Hook> {
     worker: WorkerInfo,
     #[cfg_attr(not(feature = "rules"), allow(dead_code))]
     finish_timeout: Duration,
+    storage_timeout: Duration,
     parts: Parts,
     started: Instant,
     capture_errors: Vec<String>,
@@ -197,6 +198,7 @@ impl<H: Capture> Session<H> {
         timeline: Timeline,
         worker: WorkerInfo,
         finish_timeout: Duration,
+        storage_timeout: Duration,
         parts: Parts,
     ) -> Session<H> {
         Session {
@@ -207,6 +209,7 @@ impl<H: Capture> Session<H> {
             timeline,
             worker,
             finish_timeout,
+            storage_timeout,
             parts,
             started: Instant::now(),
             capture_errors: Vec::new(),
@@ -326,16 +329,37 @@ impl<H: Capture> Session<H> {
 
     /// Shuts everything down in order (see the [module docs](self)) and says what happened.
     ///
-    /// Problems met on the way (a storage error that disabled capture, a sampler that could not
-    /// publish, a rule runner that failed) are in [`SessionSummary::problems`]; they do not make
-    /// this fail, so the summary of a damaged run is still there to read.
+    /// Problems met on the way (a sampler that could not publish, a rule runner that failed)
+    /// are in [`SessionSummary::problems`]. Every figure counts what storage acknowledged.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Lost`] when storage failed and something was not stored (tensor records and
+    /// their steps, spans, system metrics, the end marker); it names what, and
+    /// [`Error::summary`] gives the whole summary. Waits on storage are bounded by
+    /// [`SessionBuilder::storage_timeout`]: when storage fails or stops answering, this
+    /// returns within that plus two seconds.
     pub fn finish(mut self) -> Result<SessionSummary> {
-        Ok(self.shut_down())
+        let summary = self.shut_down();
+        if summary.lost.is_empty() {
+            Ok(summary)
+        } else {
+            Err(Error::Lost(Box::new(summary)))
+        }
     }
 
     fn shut_down(&mut self) -> SessionSummary {
         self.finished = true;
+        let timeout = self.storage_timeout;
+        let deadline = Instant::now() + timeout;
+        let late = |part: &str| {
+            format!(
+                "{part}: storage did not answer within {} s (the storage timeout); left behind",
+                timeout.as_secs_f64()
+            )
+        };
         let mut problems = std::mem::take(&mut self.capture_errors);
+        let mut lost = Vec::new();
         let steps = self.capture.as_ref().map_or(0, |c| c.core().global_step());
         // 1. The profiling windows close (the code profile stops) and the spans are published,
         //    then the sampler: the rules must see all profiler data before the end marker.
@@ -348,43 +372,71 @@ impl<H: Capture> Session<H> {
             steps,
             ..SessionSummary::default()
         };
+        let recorder = self.parts.sink.as_ref().map(|s| s.recorder());
         if let Some(sink) = self.parts.sink.take() {
-            match sink.finish_code_profiles() {
-                Some(Ok(r)) => summary.code_profiles = r.written,
-                Some(Err(e)) => problems.push(format!("code profile: {e}")),
-                None => {}
+            match within(deadline, move || sink.finish_code_profiles()) {
+                Some(Some(Ok(r))) => summary.code_profiles = r.written,
+                Some(Some(Err(e))) => problems.push(format!("code profile: {e}")),
+                Some(None) => {}
+                None => problems.push(late("code profile")),
             }
         }
         if let Some(spans) = self.parts.span_writer.take() {
-            match spans.finish() {
-                Ok(r) => {
+            match within(deadline, move || spans.finish()) {
+                Some(Ok(r)) => {
                     summary.spans_written = r.written;
                     summary.spans_dropped = r.dropped;
+                    summary.spans_lost = r.lost;
                     summary.span_files = r.files;
                     if let Some(e) = r.last_write_error {
                         problems.push(format!("span writer: {e}"));
                     }
                 }
-                Err(e) => problems.push(format!("span writer: {e}")),
+                Some(Err(e)) => problems.push(format!("span writer: {e}")),
+                None => {
+                    problems.push(late("span writer"));
+                    if let Some(r) = &recorder {
+                        summary.spans_written = r.written();
+                        summary.spans_dropped = r.dropped();
+                        summary.spans_lost = r
+                            .recorded()
+                            .saturating_sub(r.written())
+                            .saturating_sub(r.dropped());
+                    }
+                }
+            }
+            if summary.spans_lost > 0 {
+                lost.push(format!("{} framework spans", summary.spans_lost));
             }
         }
         if let Some(sampler) = self.parts.sampler.take() {
-            match sampler.stop() {
-                Ok(r) => {
+            match within(deadline, move || sampler.stop()) {
+                Some(Ok(r)) => {
                     summary.system_samples = r.samples;
                     summary.system_records = r.records;
                     if let Some(e) = r.last_write_error {
                         problems.push(format!("system sampler: {e}"));
                     }
+                    if r.records_lost > 0 {
+                        lost.push(format!("{} system-metric records", r.records_lost));
+                    }
                 }
-                Err(e) => problems.push(format!("system sampler: {e}")),
+                Some(Err(e)) => problems.push(format!("system sampler: {e}")),
+                None => {
+                    problems.push(late("system sampler"));
+                    lost.push("the system metrics the sampler still held".to_string());
+                }
             }
         }
         // 2. The run ends: the last step and the end marker (with the stop reason), then the
-        //    writer thread drains and stops when the hook is dropped.
+        //    writer thread drains and stops when the hook is dropped, waiting no later than
+        //    the deadline.
         if let Some(mut capture) = self.capture.take() {
             if let Err(e) = capture.close_run() {
                 problems.push(format!("capture: {e}"));
+            }
+            if let Some(status) = &self.parts.writer {
+                status.shutdown_by(deadline);
             }
             drop(capture);
         }
@@ -392,45 +444,87 @@ impl<H: Capture> Session<H> {
         if let Some(status) = self.parts.writer.take() {
             summary.records_written = status.records_written();
             summary.records_dropped = status.dropped();
+            summary.records_lost = status.discarded();
+            summary.steps_lost = status.steps_lost();
             summary.bytes_written = status.bytes_written();
+            summary.end_marker_written = status.end_marker_written();
             if let Some(e) = status.error() {
                 problems.push(format!("capture writer: {e}"));
+            }
+            let finished = status.wait_closed(Instant::now());
+            if !finished {
+                problems.push(late("capture writer"));
+            }
+            if summary.records_lost > 0 {
+                lost.push(format!(
+                    "{} tensor records of {} steps",
+                    summary.records_lost, summary.steps_lost
+                ));
+            }
+            if !finished {
+                lost.push("the tensor records the writer still held".to_string());
+            }
+            if !summary.end_marker_written {
+                lost.push(format!(
+                    "the end marker ({})",
+                    smdebug_io::format::layout::END_MARKER
+                ));
             }
         }
         // The progress file's final counts, now that both writers have drained.
         if let Some(progress) = self.parts.progress.take() {
             let spans = (summary.spans_written > 0 || summary.spans_dropped > 0)
                 .then_some((summary.spans_written, summary.spans_dropped));
-            if let Some(problem) = progress.finish(steps.checked_sub(1), steps, spans) {
-                problems.push(problem);
+            match within(deadline, move || {
+                progress.finish(steps.checked_sub(1), steps, spans)
+            }) {
+                Some(None) => {}
+                Some(Some(problem)) => problems.push(problem),
+                None => problems.push(late("progress file")),
             }
         }
-        // 3. The rules see the end marker, evaluate the rest and write the report.
+        // What reads storage after the deadline (the rules stopped, the stop watcher) gets until
+        // `tail`: a storage that failed leaves finish within the deadline plus GRACE.
+        let tail = deadline.max(Instant::now() + GRACE);
+        // 3. The rules see the end marker, evaluate the rest and write the report. Without an
+        //    end marker (storage failed) they would wait for it until their timeout: they are
+        //    stopped at once instead, with what they read.
         #[cfg(feature = "rules")]
         if let Some(runner) = self.parts.runner.take() {
-            let deadline = Instant::now() + self.finish_timeout;
-            while !runner.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let timed_out = !runner.is_finished();
-            let result = if timed_out {
-                runner.cancel()
+            let result = if summary.end_marker_written {
+                let deadline = Instant::now() + self.finish_timeout;
+                while !runner.is_finished() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                let timed_out = !runner.is_finished();
+                let result = if timed_out {
+                    runner.cancel()
+                } else {
+                    runner.join()
+                };
+                if timed_out && result.is_ok() {
+                    problems.push(format!(
+                        "the rules had not finished {} s after the run ended; their \
+                         statuses are as far as they got",
+                        self.finish_timeout.as_secs_f64()
+                    ));
+                }
+                Some(result)
             } else {
-                runner.join()
+                problems.push(
+                    "the rules were stopped without the run's end (its end marker was not \
+                     stored); their statuses are as far as they got"
+                        .to_string(),
+                );
+                within(tail, move || runner.cancel())
             };
             match result {
-                Ok(rules) => {
-                    if timed_out {
-                        problems.push(format!(
-                            "the rules had not finished {} s after the run ended; their \
-                             statuses are as far as they got",
-                            self.finish_timeout.as_secs_f64()
-                        ));
-                    }
+                Some(Ok(rules)) => {
                     summary.report = self.parts.report.take();
                     summary.rules = rules.rules;
                 }
-                Err(e) => problems.push(format!("rules: {e}")),
+                Some(Err(e)) => problems.push(format!("rules: {e}")),
+                None => problems.push(late("the rules")),
             }
         }
         // 4. The dashboard and the stop watcher.
@@ -439,20 +533,58 @@ impl<H: Capture> Session<H> {
             server.shutdown();
         }
         summary.dashboard = self.parts.dashboard_url.take();
-        if let Some(watcher) = self.parts.stop_watcher.take() {
-            watcher.stop();
+        let tail = if summary.end_marker_written {
+            tail.max(Instant::now() + GRACE)
+        } else {
+            tail
+        };
+        if let Some(watcher) = self.parts.stop_watcher.take()
+            && within(tail, move || watcher.stop()).is_none()
+        {
+            problems.push(late("stop watcher"));
         }
         // 5. Last, this process's identity file says it finished: until now it was live, so
         //    no other job could take the run while the rules still wrote into it.
-        if let Some(mut job) = self.parts.job.take()
-            && let Err(e) = job.finish()
-        {
-            problems.push(format!("job identity: {e}"));
+        //    Within the same deadline as the rest: its heartbeat thread and this last write
+        //    wait on storage too.
+        if let Some(mut job) = self.parts.job.take() {
+            let tail = if summary.end_marker_written {
+                tail.max(Instant::now() + GRACE)
+            } else {
+                tail
+            };
+            match within(tail, move || job.finish()) {
+                Some(Ok(())) => {}
+                Some(Err(e)) => problems.push(format!("job identity: {e}")),
+                None => problems.push(late("the job's identity file")),
+            }
         }
         summary.duration = self.started.elapsed();
         summary.problems = problems;
+        summary.lost = lost;
         summary
     }
+}
+
+/// What the parts stopped after storage's deadline get, at least: they read storage (the
+/// rules, the stop watcher) and stop quickly unless it hangs.
+const GRACE: Duration = Duration::from_secs(2);
+
+/// Runs `f` on a thread of its own and waits for it until `deadline`: `None` when it had not
+/// finished by then (it is left to finish, or to hang on storage, by itself).
+fn within<T: Send + 'static>(
+    deadline: Instant,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("smdebug-finish".to_string())
+        .spawn(move || {
+            let _ = tx.send(f());
+        })
+        .ok()?;
+    rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        .ok()
 }
 
 impl<H: Capture> Drop for Session<H> {
@@ -465,6 +597,13 @@ impl<H: Capture> Drop for Session<H> {
         let summary = self.shut_down();
         for p in &summary.problems {
             log::warn!("smdebug session {}: {p}", summary.location);
+        }
+        if !summary.lost.is_empty() {
+            log::error!(
+                "smdebug session {}: storage failed; not stored: {}",
+                summary.location,
+                summary.lost.join("; ")
+            );
         }
         log::info!("smdebug session ended: {summary}");
     }

@@ -11,6 +11,7 @@ use smdebug_io::format::record::PayloadChecksum;
 use smdebug_io::jobs::{JobClaim, shared_job_id};
 use smdebug_io::run_folder::{self, ClaimRequest, Refusal};
 use smdebug_io::stop::StopWatcher;
+use smdebug_io::storage::probe_write;
 use smdebug_io::writer::Writer;
 use smdebug_io::{Storage, open_storage_with};
 use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler, code_profile_support};
@@ -94,6 +95,14 @@ impl<H: Capture> SessionBuilder<H> {
             .and_then(|(w, _)| w.current())
             .and_then(|f| f.dataloader_metrics().cloned());
         let storage: Arc<dyn Storage> = open_storage_with(&location, &self.storage_options)?;
+        // A location that takes no writes fails here with the storage's own reason, before
+        // anything starts that would write into it.
+        probe_write(storage.as_ref(), &worker_name(worker.rank)).map_err(|e| {
+            Error::NotWritable {
+                location: location.clone(),
+                source: Box::new(e),
+            }
+        })?;
         // Rank 0 judges the location and replaces an old run (its own files only); the other
         // ranks write nothing before rank 0 of their job has claimed it. A foreign folder, a run
         // still written by a live process, and an old run not to be replaced are refused.
@@ -275,6 +284,7 @@ impl<H: Capture> SessionBuilder<H> {
             timeline,
             worker,
             self.finish_timeout,
+            self.storage_timeout,
             parts,
         ))
     }

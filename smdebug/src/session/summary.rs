@@ -14,19 +14,29 @@ pub struct SessionSummary {
     pub steps: u64,
     /// Tensor records written.
     pub records_written: u64,
-    /// Tensor records dropped because the writer's queue was full (or capture was disabled).
+    /// Tensor records dropped because the writer's queue was full.
     pub records_dropped: u64,
+    /// Tensor records not stored because storage failed: those of the step whose write failed
+    /// and every one after.
+    pub records_lost: u64,
+    /// Steps some of whose tensor records were not stored.
+    pub steps_lost: u64,
+    /// Whether the end marker (`training_job_end.ts`) was stored.
+    pub end_marker_written: bool,
     /// Bytes of event files written.
     pub bytes_written: u64,
-    /// Framework spans written.
+    /// Framework spans in trace files storage acknowledged.
     pub spans_written: u64,
+    /// Framework spans not stored: their trace file's publication failed, or the span writer
+    /// had not finished within the storage timeout.
+    pub spans_lost: u64,
     /// Framework spans dropped (queue full or writer stopped).
     pub spans_dropped: u64,
     /// Trace files the spans were published in.
     pub span_files: u64,
     /// System samples taken by this process (0 where another process samples the host).
     pub system_samples: u64,
-    /// System-metric records written (one per metric per sample).
+    /// System-metric records in files storage acknowledged (one per metric per sample).
     pub system_records: u64,
     /// Code-profile windows written (`<run>/framework/code/`).
     pub code_profiles: u64,
@@ -45,6 +55,10 @@ pub struct SessionSummary {
     /// What went wrong on the way (capture disabled by a storage error, a span file that could
     /// not be published, rules that did not finish).
     pub problems: Vec<String>,
+    /// What was not stored because storage failed, one item each (`12 tensor records of 3
+    /// steps`, `the end marker (training_job_end.ts)`); empty when everything was.
+    /// [`Session::finish`](super::Session::finish) fails when it is not empty.
+    pub lost: Vec<String>,
 }
 
 impl SessionSummary {
@@ -94,6 +108,9 @@ impl fmt::Display for SessionSummary {
         }
         for p in &self.problems {
             writeln!(f, "problem: {p}")?;
+        }
+        if !self.lost.is_empty() {
+            writeln!(f, "not stored: {}", self.lost.join("; "))?;
         }
         Ok(())
     }
