@@ -301,9 +301,17 @@ impl TensorFollower {
     }
 
     /// Index files and steps at or before the last complete step are never listed again: what
-    /// is kept of them to check new files against goes.
+    /// is kept of them to check new files against goes. (While a listing is read, a live
+    /// run's files are kept until the next listing confirms their steps: about 300 bytes a
+    /// step, only for a first listing that reads much of a long run.)
     fn forget_complete(&mut self) {
-        let last = self.progress.last_complete();
+        // After a listing started once the run had ended, nothing is listed again: what the
+        // files read make complete goes at once (reading a finished run holds no more than a
+        // batch's worth).
+        let last = match self.listing_end {
+            Some(_) => self.progress.seen_complete(),
+            None => self.progress.last_complete(),
+        };
         self.read.forget_through(last);
         if let Some(last) = last {
             self.open = self.open.split_off(&last.saturating_add(1));

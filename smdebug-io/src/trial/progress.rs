@@ -247,6 +247,12 @@ impl StepProgress {
         self.ended
     }
 
+    /// The last step the files read so far make complete, before a later listing confirms it
+    /// (what [`last_complete`](Self::last_complete) becomes then).
+    pub fn seen_complete(&self) -> Option<u64> {
+        self.seen_complete
+    }
+
     /// Python's `last_complete_step` (`None` for its -1).
     pub fn last_complete(&self) -> Option<u64> {
         self.last_complete
