@@ -482,3 +482,137 @@ fn a_long_backlog_under_a_spent_budget_goes_on_over_polls_and_loses_nothing() {
     follower(&run).read_to_end(&mut |batch, more| whole.add(batch, more));
     assert_eq!(column(&whole, "loss", Mode::Train), expected);
 }
+
+/// A run whose end marker comes while a long backlog is being read over several polls, with
+/// steps written after the backlog was listed: they are listed before the run counts as ended.
+/// (The follower took the marker as the end of the listing it was still reading and never
+/// listed again: the dashboard, reading on a budget, lost a live run's last steps.)
+#[test]
+fn a_run_that_ends_while_a_backlog_is_read_is_listed_once_more_before_it_counts_as_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    write_losses(&run, 0..3000);
+    let mut f = follower(&run);
+    let mut columns = ScalarColumns::default();
+    let first = f.poll(Duration::ZERO, &mut |batch, more| columns.add(batch, more));
+    assert!(first.pending > 0, "the backlog outlasts one poll");
+    write_losses(&run, 3000..3010);
+    std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
+    for _ in 0..40 {
+        let inc = f.poll(Duration::ZERO, &mut |batch, more| columns.add(batch, more));
+        assert!(inc.problems.is_empty(), "{:?}", inc.problems);
+        if f.end().is_some() {
+            break;
+        }
+    }
+    assert!(f.end().is_some(), "the run ended");
+    assert_eq!(f.steps().len(), 3010, "every step before the marker");
+    let expected: Vec<(u64, f64)> = (0..3010).map(|s| (s, s as f64)).collect();
+    assert_eq!(column(&columns, "loss", Mode::Train), expected);
+}
+
+/// Local disk through `LocalStorage`, but each path in `hidden` is left out of the first
+/// listing that would hold it: as a folder read while files are renamed into it can leave out
+/// a new file and hold a later one, or an object store's listing pages.
+#[derive(Debug)]
+struct LateListing {
+    inner: smdebug_io::storage::LocalStorage,
+    hidden: std::sync::Mutex<Vec<String>>,
+}
+
+impl LateListing {
+    fn filter(&self, listed: Vec<String>) -> Vec<String> {
+        let mut hidden = self.hidden.lock().unwrap();
+        let out = listed
+            .into_iter()
+            .filter(|p| !hidden.contains(p))
+            .collect::<Vec<_>>();
+        // Listed once without them: they are there from now on.
+        hidden.clear();
+        out
+    }
+}
+
+impl smdebug_io::storage::Storage for LateListing {
+    fn describe(&self) -> &str {
+        self.inner.describe()
+    }
+    fn put_parts(&self, path: &str, parts: Vec<bytes::Bytes>) -> smdebug_io::Result<()> {
+        self.inner.put_parts(path, parts)
+    }
+    fn get(&self, path: &str) -> smdebug_io::Result<bytes::Bytes> {
+        self.inner.get(path)
+    }
+    fn get_range(
+        &self,
+        path: &str,
+        range: std::ops::Range<u64>,
+    ) -> smdebug_io::Result<bytes::Bytes> {
+        self.inner.get_range(path, range)
+    }
+    fn size(&self, path: &str) -> smdebug_io::Result<Option<u64>> {
+        self.inner.size(path)
+    }
+    fn list(&self, prefix: &str) -> smdebug_io::Result<Vec<String>> {
+        let listed = self.inner.list(prefix)?;
+        Ok(if prefix.starts_with(layout::INDEX_DIR) {
+            self.filter(listed)
+        } else {
+            listed
+        })
+    }
+    fn list_after(&self, prefix: &str, offset: &str) -> smdebug_io::Result<Vec<String>> {
+        let listed = self.inner.list_after(prefix, offset)?;
+        Ok(if prefix.starts_with(layout::INDEX_DIR) {
+            self.filter(listed)
+        } else {
+            listed
+        })
+    }
+    fn delete(&self, path: &str) -> smdebug_io::Result<()> {
+        self.inner.delete(path)
+    }
+}
+
+/// Issue 35: a listing held worker_0's step 8 but not its step 7, written just before it. Step 8
+/// made every step up to it complete, and the next listing started after it: step 7 was never
+/// read, by the dashboard's follower nor by the `Trial` (the rules, `smdebug_rs`). Now a step
+/// is complete only once a listing started after its files were read has been read too.
+#[test]
+fn an_index_file_left_out_of_a_listing_that_holds_a_later_one_is_read_at_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    write_collections(&run, "worker_0", 1);
+    write_losses(&run, 0..10);
+    let late = || {
+        let storage = LateListing {
+            inner: smdebug_io::storage::LocalStorage::new(&run).unwrap(),
+            hidden: std::sync::Mutex::new(vec![layout::index_file(7, "worker_0")]),
+        };
+        std::sync::Arc::new(storage) as std::sync::Arc<dyn smdebug_io::storage::Storage>
+    };
+    let mut f = TensorFollower::new(late());
+    let mut columns = ScalarColumns::default();
+    let mut steps = Vec::new();
+    for _ in 0..2 {
+        let inc = poll(&mut f, &mut columns);
+        steps.extend(inc.steps.iter().map(|s| s.step));
+    }
+    assert_eq!(f.steps(), (0..10).collect::<Vec<_>>());
+    assert_eq!(
+        steps,
+        [0, 1, 2, 3, 4, 5, 6, 8, 9, 7],
+        "step 7 came with the second listing"
+    );
+    let expected: Vec<(u64, f64)> = (0..10).map(|s| (s, s as f64)).collect();
+    assert_eq!(column(&columns, "loss", Mode::Train), expected);
+    assert_eq!(f.progress().last_complete(), Some(9));
+
+    let options = smdebug_io::trial::TrialOptions {
+        auto_refresh: false,
+        ..Default::default()
+    };
+    let trial = Trial::from_storage("late", late(), options).unwrap();
+    assert_eq!(trial.steps(None).unwrap(), (0..10).collect::<Vec<_>>());
+    assert_eq!(trial.last_complete_step().unwrap(), Some(9));
+}

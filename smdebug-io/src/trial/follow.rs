@@ -171,6 +171,8 @@ pub struct TensorFollower {
     collection_files: BTreeSet<String>,
     read: ReadFiles,
     backlog: VecDeque<IndexPath>,
+    /// The end marker, when it was there before the listing being read started.
+    listing_end: Option<Option<EndReason>>,
     /// Every global step taken in, in order (8 bytes a step).
     steps: Vec<u64>,
     open: BTreeMap<u64, OpenStep>,
@@ -196,6 +198,7 @@ impl TensorFollower {
             collection_files: BTreeSet::new(),
             read: ReadFiles::default(),
             backlog: VecDeque::new(),
+            listing_end: None,
             steps: Vec::new(),
             open: BTreeMap::new(),
             names: BTreeSet::new(),
@@ -238,49 +241,77 @@ impl TensorFollower {
     ) -> TensorIncrement {
         let started = Instant::now();
         let mut inc = TensorIncrement::default();
-        // The end marker before the listing: a run that ends during the listing is not taken
-        // as ended with steps missing.
-        let marker = match self.end {
-            Some(_) => None,
-            None => source::end_marker(self.storage.as_ref()).unwrap_or_else(|e| {
-                inc.problem(TensorProblem::Listing(e));
-                None
-            }),
-        };
-        self.read_collections(&mut inc);
-        if self.backlog.is_empty() && self.end.is_none() {
-            match source::list_index_files(self.storage.as_ref(), Some(self.progress.resume_step()))
-            {
-                Ok(paths) => self.backlog.extend(
-                    paths
-                        .into_iter()
-                        .filter(|(path, step, _)| !self.read.contains(*step, path)),
-                ),
-                Err(e) => inc.problem(TensorProblem::Listing(e)),
+        // At most two listings a poll: a listing after which steps are seen complete is followed
+        // by one that confirms them (see `StepProgress`), at once when the budget allows.
+        for _ in 0..2 {
+            if self.backlog.is_empty() && self.end.is_none() && !self.list(&mut inc) {
+                break; // Tried again at the next poll.
             }
-        }
-        if !self.backlog.is_empty() {
-            self.read_backlog(&mut inc, || started.elapsed() < budget, sink);
-        }
-        if self.backlog.is_empty() {
+            // The collections files after the listing: a worker writes its collections file
+            // before its first index file, so every worker with a file listed is counted.
+            self.read_collections(&mut inc);
+            if !self.backlog.is_empty() {
+                self.read_backlog(&mut inc, || started.elapsed() < budget, sink);
+            }
+            if !self.backlog.is_empty() {
+                break;
+            }
             // A first read's backlog held every index file of the run (~70 bytes each): its
             // room goes back.
             self.backlog = VecDeque::new();
             self.progress.listed();
-            if let Some(reason) = marker {
+            if let Some(reason) = self.listing_end.take() {
                 self.end = Some(reason);
                 self.progress.ended(self.steps.last().copied());
             }
             self.forget_complete();
+            if !self.progress.relisting_due() || started.elapsed() >= budget {
+                break;
+            }
         }
         inc.pending = self.backlog.len();
         inc
     }
 
+    /// Lists the index files from the last complete step on into the backlog (those not read
+    /// yet). The end marker is read first: when it is there, the run has ended once this
+    /// listing is read, as it holds every step written before the marker. (A marker found
+    /// while an earlier listing is still being read says nothing of that listing: steps may
+    /// have been written after it.) False when the listing failed.
+    fn list(&mut self, inc: &mut TensorIncrement) -> bool {
+        self.listing_end = source::end_marker(self.storage.as_ref()).unwrap_or_else(|e| {
+            inc.problem(TensorProblem::Listing(e));
+            None
+        });
+        let from = self.progress.start_listing();
+        match source::list_index_files(self.storage.as_ref(), Some(from)) {
+            Ok(paths) => {
+                let new = paths
+                    .into_iter()
+                    .filter(|(path, step, _)| !self.read.contains(*step, path));
+                self.backlog.extend(new);
+                true
+            }
+            Err(e) => {
+                self.listing_end = None;
+                inc.problem(TensorProblem::Listing(e));
+                false
+            }
+        }
+    }
+
     /// Index files and steps at or before the last complete step are never listed again: what
-    /// is kept of them to check new files against goes.
+    /// is kept of them to check new files against goes. (While a listing is read, a live
+    /// run's files are kept until the next listing confirms their steps: about 300 bytes a
+    /// step, only for a first listing that reads much of a long run.)
     fn forget_complete(&mut self) {
-        let last = self.progress.last_complete();
+        // After a listing started once the run had ended, nothing is listed again: what the
+        // files read make complete goes at once (reading a finished run holds no more than a
+        // batch's worth).
+        let last = match self.listing_end {
+            Some(_) => self.progress.seen_complete(),
+            None => self.progress.last_complete(),
+        };
         self.read.forget_through(last);
         if let Some(last) = last {
             self.open = self.open.split_off(&last.saturating_add(1));

@@ -180,33 +180,6 @@ pub(crate) struct IndexEntry {
     pub repeated: Vec<(String, String)>,
 }
 
-/// Index files of steps `>= from` (every index file when `from` is `None`) that `skip` does not
-/// refuse (it is given the path and the step), handed to `apply` one by one in key order.
-/// `local`: the run's directory when it is on local disk, where index files are read directly
-/// (into one buffer, reused), not through storage. The first error (from a file or from
-/// `apply`) ends the listing: the files before it were applied, none after.
-pub(crate) fn index_files_from(
-    storage: &dyn Storage,
-    local: Option<&Path>,
-    from: Option<u64>,
-    skip: impl Fn(&str, u64) -> bool,
-    mut apply: impl FnMut(IndexEntry) -> Result<()>,
-) -> Result<()> {
-    let paths: Vec<IndexPath> = list_index_files(storage, from)?
-        .into_iter()
-        .filter(|(path, step, _)| !skip(path, *step))
-        .collect();
-    parse_index_files(
-        storage,
-        local,
-        &paths,
-        || true,
-        |entry| entry,
-        |entry| apply(entry?),
-    )
-    .map(|_| ())
-}
-
 /// An index file's path, with the step and worker its name gives.
 pub(crate) type IndexPath = (String, u64, String);
 

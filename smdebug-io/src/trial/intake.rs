@@ -81,13 +81,6 @@ impl ReadFiles {
         self.0.get(&step).is_some_and(|p| p.contains(path))
     }
 
-    /// Adds what `other` holds.
-    pub fn extend(&mut self, other: ReadFiles) {
-        for (step, paths) in other.0 {
-            self.0.entry(step).or_default().extend(paths);
-        }
-    }
-
     /// Index files at or before the last complete step are never listed again: forgets them.
     pub fn forget_through(&mut self, last_complete: Option<u64>) {
         if let Some(last) = last_complete {

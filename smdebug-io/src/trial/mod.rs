@@ -3,7 +3,10 @@
 //!
 //! Opening a trial lists the run's collections and index files once; after that every refresh
 //! lists only what is new (index files after the last complete step), so following a live run
-//! costs one small listing per query, not a full re-list.
+//! costs one or two small listings per query, not a full re-list: a listing is not a snapshot
+//! (it can hold a worker's step 8 and not its step 7, written while it ran), so steps its files
+//! make complete are confirmed by one more listing before listings start past them (see
+//! [`StepProgress`]).
 //!
 //! Step numbers follow smdebug: with `Mode::Global` (or no mode) a step is a global step; with a
 //! mode it is the step counted within that mode.
@@ -23,8 +26,8 @@
 //!   `algo-1` wrote has every step complete. A run without a collections file (Python cannot
 //!   open one) counts the workers that wrote steps.
 //! - **The last complete step** (`last_complete_step`) is the highest step that many workers
-//!   wrote. Every step up to it counts as complete: a worker that skipped it never will write
-//!   it. When more than `incomplete_step_window` steps (Python's
+//!   wrote, as a listing read after their files confirms. Every step up to it counts as
+//!   complete: a worker that skipped it never will write it. When more than `incomplete_step_window` steps (Python's
 //!   `SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW`, 1000) are past it, it moves on by half the window
 //!   (Python's formula, which counts steps against a step number), so a job that lost a worker
 //!   still shows its steps, half a window late. Once the run's end marker is read, every step
@@ -54,6 +57,9 @@
 //!   notices at its first query), and with no delay (Python waits
 //!   `SMDEBUG_TRAINING_END_DELAY_REFRESH` seconds, 1 by default, before its final listing; here
 //!   the marker is read before the listing, so the listing holds every step written before it).
+//!   The collections files are read after the index listing, so every worker with a file listed
+//!   has its collections file (written before its first index file) read, and the declared
+//!   worker count is known before any step is counted complete.
 //! - [`modes`](Trial::modes) looks for new files (Python's does not) and lists `Global` too
 //!   when the run has global-mode steps (Python leaves it out).
 //! - [`wait_for_steps`](Trial::wait_for_steps) takes a timeout (Python waits forever) and

@@ -57,9 +57,19 @@ impl StepRange {
 /// Python smdebug 1.0.34's step completeness for one run (see the [`trial`](crate::trial) module docs), fed
 /// with what a reader reads: the collections files, and each worker's index file of each step.
 /// The `Trial` keeps one; so does the [`TensorFollower`](super::TensorFollower), which reads index
-/// files in bulk. A reader reports each worker's index file of a step once, in step order, and
-/// lists again from [`resume_step`](Self::resume_step) (no index file of an earlier step is
-/// read again, as in Python smdebug).
+/// files in bulk. A reader reports each worker's index file of a step once, and lists from
+/// [`start_listing`](Self::start_listing) (no index file of an earlier step is read again, as in
+/// Python smdebug).
+///
+/// A listing is not a snapshot: a file created while it runs may be left out while a later one
+/// is in it (a folder read while files are renamed into it returns a new name or not depending
+/// on where the name lands; an object store's listing pages). A worker's files of steps 7 and 8
+/// can both be new, and a listing may hold 8 and not 7. So what the files read say is complete
+/// (here *seen complete*) is not yet the last complete step: it is once a listing that started
+/// after those files were read has been read too. Every file of a step seen complete existed
+/// when that listing started (each worker writes its steps in order), and a listing holds every
+/// file that existed when it started. Listings start after the last complete step, so a file
+/// left out of one listing is in the next.
 #[derive(Clone, Debug)]
 pub struct StepProgress {
     /// `num_workers` of the first collections file.
@@ -72,6 +82,11 @@ pub struct StepProgress {
     open: BTreeMap<u64, BTreeSet<String>>,
     /// How many distinct steps were read (Python's `len(_global_to_mode)`).
     known_steps: usize,
+    /// The last step the files read so far make complete.
+    seen_complete: Option<u64>,
+    /// `seen_complete` when the listing being read started.
+    seen_at_listing: Option<u64>,
+    /// The last complete step: seen complete before a listing that has been read since.
     last_complete: Option<u64>,
     window: u64,
     ended: bool,
@@ -97,6 +112,8 @@ impl StepProgress {
             step_workers: BTreeSet::new(),
             open: BTreeMap::new(),
             known_steps: 0,
+            seen_complete: None,
+            seen_at_listing: None,
             last_complete: None,
             window,
             ended: false,
@@ -142,7 +159,7 @@ impl StepProgress {
     /// Whether `worker`'s index file of `step` was read, or need not be: the step is at or
     /// before the last complete step.
     pub fn has_read(&self, step: u64, worker: &str) -> bool {
-        self.last_complete.is_some_and(|l| step <= l)
+        self.seen_complete.is_some_and(|l| step <= l)
             || self.open.get(&step).is_some_and(|w| w.contains(worker))
     }
 
@@ -153,7 +170,7 @@ impl StepProgress {
         if !self.step_workers.contains(worker) {
             self.step_workers.insert(worker.to_string());
         }
-        if self.last_complete.is_some_and(|l| step <= l) {
+        if self.seen_complete.is_some_and(|l| step <= l) {
             return;
         }
         let expected = self.expected_workers();
@@ -170,24 +187,36 @@ impl StepProgress {
     }
 
     fn complete_up_to(&mut self, step: u64) {
-        if self.last_complete.is_none_or(|l| step > l) {
-            self.last_complete = Some(step);
+        if self.seen_complete.is_none_or(|l| step > l) {
+            self.seen_complete = Some(step);
             self.open = self.open.split_off(&step.saturating_add(1));
         }
     }
 
-    /// A listing is done: Python smdebug's incomplete-step window. While more than `window`
-    /// known steps are past the last complete step (its formula: the number of steps minus the
-    /// last complete step plus one), the last complete step moves on by half the window.
-    /// Python moves once per refresh; this moves until the window holds, so the answer does not
-    /// depend on how many queries came before.
+    /// A listing starts: the first step it lists, the one after the last complete step. What
+    /// the files read so far make complete becomes the last complete step once this listing is
+    /// read ([`listed`](Self::listed)).
+    pub fn start_listing(&mut self) -> u64 {
+        self.seen_at_listing = self.seen_complete;
+        self.resume_step()
+    }
+
+    /// The listing started last has been read: what was seen complete when it started is the
+    /// last complete step. Then Python smdebug's incomplete-step window: while more than
+    /// `window` known steps are past the step seen complete (its formula: the number of steps
+    /// minus the last complete step plus one), that step moves on by half the window. Python
+    /// moves once per refresh; this moves until the window holds, so the answer does not depend
+    /// on how many queries came before.
     pub fn listed(&mut self) {
+        if self.seen_at_listing > self.last_complete {
+            self.last_complete = self.seen_at_listing;
+        }
         let half = i128::from(self.window / 2);
         if half == 0 {
             return;
         }
         let known = self.known_steps as i128;
-        let mut last = self.last_complete.map_or(-1, i128::from);
+        let mut last = self.seen_complete.map_or(-1, i128::from);
         while known - (last + 1) > i128::from(self.window) {
             last += half;
         }
@@ -196,19 +225,32 @@ impl StepProgress {
         }
     }
 
-    /// The run's end marker was read and every index file before it listed: every step is
+    /// Whether the files read make steps complete that a listing has not yet confirmed: one
+    /// more listing (from the last complete step) makes them the last complete step.
+    pub fn relisting_due(&self) -> bool {
+        !self.ended && self.seen_complete > self.last_complete
+    }
+
+    /// The run's end marker was read, and then a listing that has been read: every step is
     /// complete, and the last complete step is the last step (Python's `loaded_all_steps`).
     pub fn ended(&mut self, last_step: Option<u64>) {
         self.ended = true;
         if let Some(last) = last_step {
             self.complete_up_to(last);
         }
+        self.last_complete = self.last_complete.max(self.seen_complete);
         self.open.clear();
     }
 
     /// Whether the end marker was read.
     pub fn is_ended(&self) -> bool {
         self.ended
+    }
+
+    /// The last step the files read so far make complete, before a later listing confirms it
+    /// (what [`last_complete`](Self::last_complete) becomes then).
+    pub fn seen_complete(&self) -> Option<u64> {
+        self.seen_complete
     }
 
     /// Python's `last_complete_step` (`None` for its -1).
@@ -221,7 +263,7 @@ impl StepProgress {
         self.ended || self.last_complete.is_some_and(|l| step <= l)
     }
 
-    /// The first global step a listing reads: the one after the last complete step.
+    /// The first global step the next listing reads: the one after the last complete step.
     pub fn resume_step(&self) -> u64 {
         self.last_complete.map_or(0, |l| l.saturating_add(1))
     }
@@ -248,12 +290,21 @@ mod tests {
         );
     }
 
+    /// What a reader does after reading the files of a listing: lists again (finding nothing
+    /// new here), which confirms what the files made complete.
+    fn confirm(p: &mut StepProgress) {
+        p.listed();
+        p.start_listing();
+        p.listed();
+    }
+
     /// The window moves the last complete step on by half a window at a time, as Python's
     /// formula does, until no more than a window of steps is past it.
     #[test]
     fn the_incomplete_step_window_moves_the_last_complete_step_by_half_windows() {
         let mut p = StepProgress::new(4);
         p.collections_file(Some("worker_0"), 2);
+        p.start_listing();
         for g in 0..10 {
             p.step_written(g, "worker_0");
         }
@@ -262,22 +313,64 @@ mod tests {
             None,
             "one of two workers wrote each step"
         );
-        p.listed();
+        confirm(&mut p);
         // 10 - (-1 + 1) > 4 -> 1; 10 - 2 > 4 -> 3; 10 - 4 > 4 -> 5; 10 - 6 = 4 stops.
         assert_eq!(p.last_complete(), Some(5));
         assert!(p.is_complete(5) && !p.is_complete(6));
         assert_eq!(p.resume_step(), 6);
         let mut tiny = StepProgress::new(1);
         tiny.collections_file(None, 2);
+        tiny.start_listing();
         for g in 0..10 {
             tiny.step_written(g, "w");
         }
-        tiny.listed();
+        confirm(&mut tiny);
         assert_eq!(
             tiny.last_complete(),
             None,
             "half of a window of 1 moves nothing"
         );
+    }
+
+    /// A listing may hold a worker's step 8 and not its step 7 (written just before it, while
+    /// the listing ran): what the files read make complete is the last complete step only once
+    /// a listing started after them has been read, and listings start from the last complete
+    /// step, so the next one reads step 7.
+    #[test]
+    fn steps_are_complete_once_a_later_listing_was_read() {
+        let mut p = StepProgress::new(1000);
+        assert_eq!(p.start_listing(), 0);
+        p.step_written(5, "worker_0");
+        p.step_written(6, "worker_0");
+        p.step_written(8, "worker_0"); // 7 was not in the listing
+        p.listed();
+        assert_eq!(p.last_complete(), None, "nothing is confirmed yet");
+        assert!(p.relisting_due());
+        assert_eq!(
+            p.start_listing(),
+            0,
+            "the next listing starts where this one did"
+        );
+        p.step_written(7, "worker_0");
+        p.step_written(9, "worker_0");
+        p.listed();
+        assert_eq!(
+            p.last_complete(),
+            Some(8),
+            "what was seen before the listing"
+        );
+        assert!(p.relisting_due(), "step 9 is not confirmed yet");
+        assert_eq!(p.start_listing(), 9);
+        p.listed();
+        assert_eq!(p.last_complete(), Some(9));
+        assert!(!p.relisting_due());
+        // The end completes everything at once.
+        p.start_listing();
+        p.step_written(10, "worker_0");
+        p.listed();
+        p.ended(Some(10));
+        assert_eq!(p.last_complete(), Some(10));
+        assert!(!p.relisting_due());
     }
 
     /// A worker named only by a collections file holds nothing back; the declared count does;
@@ -286,7 +379,9 @@ mod tests {
     fn completeness_counts_the_declared_workers_not_the_names() {
         let mut p = StepProgress::new(1000);
         p.collections_file(Some("worker_0"), 1);
+        p.start_listing();
         p.step_written(0, "algo-1");
+        confirm(&mut p);
         assert_eq!(p.last_complete(), Some(0));
         assert_eq!(p.workers(), ["worker_0"]);
         assert_eq!(p.step_workers().iter().collect::<Vec<_>>(), ["algo-1"]);
@@ -294,33 +389,43 @@ mod tests {
         two.collections_file(Some("worker_0"), 2);
         // A second collections file does not change the count.
         two.collections_file(Some("worker_1"), 5);
+        two.start_listing();
         two.step_written(0, "worker_0");
         two.step_written(1, "worker_0");
         two.step_written(0, "worker_0");
+        confirm(&mut two);
         assert_eq!(
             two.last_complete(),
             None,
             "the same worker twice is one worker"
         );
+        two.start_listing();
         two.step_written(1, "worker_1");
+        confirm(&mut two);
         assert_eq!(
             two.last_complete(),
             Some(1),
             "step 0 is passed: complete too"
         );
         assert!(two.is_complete(0) && two.has_read(0, "worker_1"));
+        two.start_listing();
         two.step_written(2, "worker_0");
+        confirm(&mut two);
         assert!(!two.is_complete(2) && two.has_read(2, "worker_0") && !two.has_read(2, "worker_1"));
         two.ended(Some(3));
         assert!(two.is_ended() && two.is_complete(3) && two.last_complete() == Some(3));
         // Declared 0: nothing completes before the end (Python's `==`).
         let mut zero = StepProgress::new(1000);
         zero.collections_file(Some("worker_0"), 0);
+        zero.start_listing();
         zero.step_written(0, "worker_0");
+        confirm(&mut zero);
         assert_eq!(zero.last_complete(), None);
         // No collections file: the workers that wrote steps.
         let mut none = StepProgress::new(1000);
+        none.start_listing();
         none.step_written(0, "a");
+        confirm(&mut none);
         assert_eq!(
             (none.last_complete(), none.workers()),
             (Some(0), vec!["a".to_string()])

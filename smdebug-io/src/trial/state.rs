@@ -253,9 +253,10 @@ impl State {
         self.collection_files.len()
     }
 
-    /// Learns what is new: collections files, index files after the last complete step, the
+    /// Learns what is new: index files after the last complete step, collections files, the
     /// end marker. Reading the marker before the final listing means a run that ends during a
-    /// refresh is never reported complete with steps missing.
+    /// refresh is never reported complete with steps missing. A listing after which steps are
+    /// seen complete is followed by one that confirms them (see [`StepProgress`]).
     pub fn refresh(&mut self, storage: &dyn Storage) -> Result<()> {
         // `Some(reason)` once the run has ended; fetched once per refresh, and not at all after.
         let marker = if self.complete {
@@ -263,7 +264,57 @@ impl State {
         } else {
             source::end_marker(storage)?
         };
+        for _ in 0..2 {
+            self.read_listing(storage)?;
+            if !self.progress.relisting_due() {
+                break;
+            }
+        }
+        if let Some(reason) = marker {
+            self.complete = true;
+            self.end_reason = reason;
+            // Python smdebug: every step counts once the run ended.
+            self.progress.ended(self.steps.keys().next_back().copied());
+        }
+        self.forget_pending();
+        if self.complete || self.jobs_read.is_none_or(|t| t.elapsed() >= JOBS_REREAD) {
+            self.read_jobs(storage);
+        }
+        self.last_refresh = Some(Instant::now());
+        Ok(())
+    }
 
+    /// One listing of the index files from the last complete step on, and what it holds: the
+    /// collections files are read after the listing (a worker writes its collections file
+    /// before its first index file, so every worker with a file listed is counted), then each
+    /// index file not read yet, in key order.
+    fn read_listing(&mut self, storage: &dyn Storage) -> Result<()> {
+        let from = self
+            .progress
+            .start_listing()
+            .max(self.range.start.unwrap_or(0));
+        let paths: Vec<source::IndexPath> = source::list_index_files(storage, Some(from))?
+            .into_iter()
+            .filter(|(path, step, _)| {
+                self.range.contains(*step) && !self.pending.contains(*step, path)
+            })
+            .collect();
+        self.read_collections(storage)?;
+        let local_root = self.local_root.clone();
+        source::parse_index_files(
+            storage,
+            local_root.as_deref(),
+            &paths,
+            || true,
+            |entry| entry,
+            |entry| self.apply_index(entry?),
+        )?;
+        self.progress.listed();
+        Ok(())
+    }
+
+    /// Reads the collections files not read yet.
+    fn read_collections(&mut self, storage: &dyn Storage) -> Result<()> {
         for (key, file) in source::new_collection_files(storage, &self.collection_files)? {
             self.collection_files.insert(key.clone());
             self.progress
@@ -287,33 +338,6 @@ impl State {
                 }
             }
         }
-
-        let resume = self.resume_step();
-        let local_root = self.local_root.clone();
-        let pending = std::mem::take(&mut self.pending);
-        let range = self.range;
-        let listed = source::index_files_from(
-            storage,
-            local_root.as_deref(),
-            Some(resume),
-            |path, step| !range.contains(step) || pending.contains(step, path),
-            |idx| self.apply_index(idx),
-        );
-        // What was read before an error stays read.
-        self.pending.extend(pending);
-        listed?;
-        self.progress.listed();
-        if let Some(reason) = marker {
-            self.complete = true;
-            self.end_reason = reason;
-            // Python smdebug: every step counts once the run ended.
-            self.progress.ended(self.steps.keys().next_back().copied());
-        }
-        self.forget_pending();
-        if self.complete || self.jobs_read.is_none_or(|t| t.elapsed() >= JOBS_REREAD) {
-            self.read_jobs(storage);
-        }
-        self.last_refresh = Some(Instant::now());
         Ok(())
     }
 
@@ -335,14 +359,6 @@ impl State {
         self.jobs = jobs;
         self.job_problems = problems;
         self.jobs_read = Some(Instant::now());
-    }
-
-    /// The first global step a listing reads: the one after the last complete step (no index
-    /// file of an earlier step is read again, as in Python smdebug), not before the range.
-    fn resume_step(&self) -> u64 {
-        self.progress
-            .resume_step()
-            .max(self.range.start.unwrap_or(0))
     }
 
     /// Index files at or before the last complete step are never listed again: no need to
