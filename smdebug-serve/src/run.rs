@@ -437,7 +437,8 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> boo
         .progress_read
         .is_none_or(|at| at.elapsed() >= PROGRESS_EVERY);
     cursor.progress_checked = cursor.progress_final || progress_due;
-    let progress = if cursor.progress_final || settled || !progress_due {
+    let read_progress = !(cursor.progress_final || settled || !progress_due);
+    let progress = if !read_progress {
         None
     } else {
         cursor.progress_read = Some(Instant::now());
@@ -452,9 +453,10 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> boo
             }
         }
     };
-    // The processes' identity files, as long as the progress files are read: a run holding
-    // two jobs' files, or a worker written by two processes, is flagged among the warnings.
-    if !cursor.progress_final {
+    // The processes' identity files, when the progress files are read (at most once a second,
+    // not once the run settled): a run holding two jobs' files, or a worker written by two
+    // processes, is flagged among the warnings, which a run keeps.
+    if read_progress {
         match smdebug_io::jobs::read_jobs(storage.as_ref()) {
             Ok((jobs, problems)) => {
                 warnings.extend(smdebug_io::jobs::job_problems(&jobs));

@@ -163,13 +163,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
              StepOutlier_n_outliers=5",
         )
         .rules_poll_interval(Duration::from_millis(20));
-    // On local disk the report goes beside the run's own folders, where the README says.
+    // On local disk the report (the page and the rules' results) goes into the run's
+    // `report/` folder, where the README says.
     let session = match location.contains("://") {
         true => session,
-        false => session.report(ReportTarget::File(
-            std::path::Path::new(&location)
-                .join("report")
-                .join("profiler-report.html"),
+        false => session.report(ReportTarget::Folder(
+            std::path::Path::new(&location).join("report"),
         )),
     };
     let mut session = session.start()?;

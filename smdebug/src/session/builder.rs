@@ -33,6 +33,9 @@ pub enum ReportTarget {
     IntoRun,
     /// A page on local disk, and nothing else beside it.
     File(std::path::PathBuf),
+    /// A folder on local disk for the report: `profiler-report.html` and one JSON result per
+    /// rule (`<RuleName>.json`) in it.
+    Folder(std::path::PathBuf),
     /// No report.
     Off,
 }

@@ -226,6 +226,13 @@ impl<H: Capture> SessionBuilder<H> {
                         parts.report = Some(path.display().to_string());
                         runner.reporter(smdebug_report::ReportWriter::to_file(path))
                     }
+                    ReportTarget::Folder(dir) => {
+                        let page = dir.join(smdebug_rules::report::REPORT_FILE);
+                        parts.report = Some(page.display().to_string());
+                        runner.reporter(
+                            smdebug_report::ReportWriter::to_file(page).rule_files_to(dir),
+                        )
+                    }
                     ReportTarget::Off => runner,
                 };
             }
