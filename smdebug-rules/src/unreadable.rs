@@ -93,7 +93,11 @@ pub(crate) fn left_out<T>(
     };
     let kept = COLLECTED.with(|c| match c.borrow_mut().as_mut() {
         Some(records) => {
-            records.push(record);
+            // A rule may read one record several ways (a reduction, then the values): it is
+            // one unreadable record.
+            if !records.contains(&record) {
+                records.push(record);
+            }
             true
         }
         None => false,
@@ -130,6 +134,12 @@ mod tests {
             collecting(|| left_out::<f64>("R", "fc1.weight", 3, Some(Mode::Train), corrupt()));
         assert!(matches!(out, Ok(None)));
         assert_eq!(records.len(), 1);
+        // Read again in the same invocation: listed once.
+        let (_, again) = collecting(|| {
+            let _ = left_out::<f64>("R", "fc1.weight", 3, None, corrupt());
+            left_out::<f64>("R", "fc1.weight", 3, None, corrupt())
+        });
+        assert_eq!(again.len(), 1);
         assert_eq!(
             records[0].to_string(),
             "`fc1.weight` at TRAIN step 3: events/000000000003/000000000003_worker_0.tfevents: \

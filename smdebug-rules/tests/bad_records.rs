@@ -440,3 +440,185 @@ fn every_debugging_rule_reports_its_finding_past_a_bad_record() {
         .collect();
     assert!(failed.is_empty(), "failed: {failed:?}");
 }
+
+/// A run with nothing to find: a bad record leaves the verdict `NoIssuesFound`, and the message
+/// says what it was judged with.
+#[test]
+fn a_clean_verdict_says_which_record_was_left_out() {
+    let dir = tempdir().unwrap();
+    let run = dir.path().join("run");
+    copy_dir(&corpus("pt_healthy"), &run);
+    let (file, offset) = flip_payload_bit(&run, 4, "worker_0", "Net_fc1.weight");
+    let summary = check(&run, "ExplodingTensor");
+    let st = summary.rule("ExplodingTensor").unwrap();
+    assert_eq!(st.status, Status::NoIssuesFound, "{st:#?}");
+    assert_eq!(st.unreadable_records, 1, "{:#?}", st.warnings);
+    let listed = format!("`Net_fc1.weight` at step 4: {file}: corrupt record at byte {offset}");
+    assert!(st.warnings[0].starts_with(&listed), "{st:#?}");
+    assert!(
+        st.message.starts_with(&format!(
+            "judged {} steps; 1 record it reads was unreadable and left out: {listed}",
+            st.steps_evaluated
+        )),
+        "{}",
+        st.message
+    );
+}
+
+/// A rule that could read none of what it reads checked nothing, and says why: `Error`, not a
+/// pass and not a run without data.
+#[test]
+fn a_rule_whose_every_record_is_unreadable_fails() {
+    let dir = tempdir().unwrap();
+    let run = dir.path().join("run");
+    train_steps(&run, 3, |hook, step| {
+        hook.save_scalar("loss", 1.0 / (step + 1) as f64, &["losses"]);
+    });
+    for step in 0..3 {
+        flip_payload_bit(&run, step, "worker_0", "loss");
+    }
+    let summary = check(&run, "LossNotDecreasing:num_steps=1");
+    let st = summary.rule("LossNotDecreasing").unwrap();
+    assert_eq!(st.status, Status::Error, "{st:#?}");
+    assert_eq!((st.datapoints, st.unreadable_records), (0, 3));
+    assert!(
+        st.message.starts_with(
+            "checked nothing: every record it reads was unreadable (3 of them, listed in its \
+             warnings), the first: `loss` at step 0: "
+        ),
+        "{}",
+        st.message
+    );
+    assert_eq!(st.warnings.len(), 3);
+}
+
+/// A custom rule that reads the trial itself and passes an unreadable record's error on: that
+/// step goes unjudged, the rule judges the others.
+#[test]
+fn a_custom_rule_passing_an_unreadable_record_on_loses_that_step_only() {
+    use smdebug_io::trial::Trial;
+    use smdebug_rules::{Error, Needs, Result, RuleResult, RuleRunner, TensorRule};
+
+    struct LossAboveOne;
+    impl TensorRule for LossAboveOne {
+        fn name(&self) -> &str {
+            "LossAboveOne"
+        }
+        fn needs(&self) -> Needs {
+            Needs::tensors(self.name(), &["loss"], "losses")
+        }
+        fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
+            let read = |e| Error::Read {
+                rule: "LossAboveOne".into(),
+                step,
+                source: Box::new(e),
+            };
+            let loss = trial.tensor("loss").map_err(read)?;
+            let v = loss.value(step, None, None).map_err(read)?;
+            let mut r = RuleResult::new(step);
+            r.datapoints = 1;
+            if v.iter().any(|x| *x > 1.0) {
+                r.fire(format!("loss {v} above 1"));
+            }
+            Ok(r)
+        }
+    }
+    let dir = tempdir().unwrap();
+    let run = dir.path().join("run");
+    train_steps(&run, 6, |hook, step| {
+        hook.save_scalar("loss", if step < 4 { 0.5 } else { 2.0 }, &["losses"]);
+    });
+    flip_payload_bit(&run, 1, "worker_0", "loss");
+    let summary = RuleRunner::builder(run.to_str().unwrap())
+        .rule(smdebug_rules::Rule::tensor(LossAboveOne), Vec::new())
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap();
+    let st = &summary.rules[0];
+    assert_eq!(
+        (st.status, st.first_fired_step, st.steps_evaluated),
+        (Status::IssuesFound, Some(4), 5),
+        "{st:#?}"
+    );
+    assert_eq!(st.unreadable_records, 1);
+    assert!(
+        st.warnings[0].starts_with("a record at step 1: events/000000000001/")
+            && st.warnings[0].ends_with("(step 1 not judged)"),
+        "{}",
+        st.warnings[0]
+    );
+}
+
+/// StalledTraining reads no record: following a live run with a bad record in it, it fires at
+/// the pause as it does without one, and a rule that reads the bad record goes on beside it.
+#[test]
+fn stalled_training_fires_past_a_bad_record_in_a_live_run() {
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    use smdebug_rules::{RuleRunner, RuleSpec};
+
+    let dir = tempdir().unwrap();
+    let run = dir.path().join("run");
+    let (go, wait) = mpsc::channel::<()>();
+    let trainer = {
+        let run = run.clone();
+        std::thread::spawn(move || {
+            let mut hook = hook_for(&run, SaveConfig::every(1));
+            hook.set_mode(Mode::Train);
+            for step in 0..16 {
+                hook.save_scalar("loss", 1.0 / (step + 1) as f64, &["losses"]);
+                hook.step();
+                if step == 4 {
+                    // Until step 2's record is damaged and the runner follows.
+                    wait.recv().unwrap();
+                }
+                // A hang after step 9.
+                let pause = if step == 9 { 2500 } else { 30 };
+                std::thread::sleep(Duration::from_millis(pause));
+            }
+            hook.close();
+        })
+    };
+    let index = run.join("index/000000000/000000000004_worker_0.json");
+    let began = Instant::now();
+    while !index.exists() {
+        assert!(
+            began.elapsed() < Duration::from_secs(60),
+            "step 4 never came"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    flip_payload_bit(&run, 2, "worker_0", "loss");
+    let handle = RuleRunner::builder(run.to_str().unwrap())
+        .spec(RuleSpec::parse("StalledTraining:threshold=1.2").unwrap())
+        .spec(RuleSpec::parse("LossNotDecreasing:num_steps=2").unwrap())
+        .poll_interval(Duration::from_millis(50))
+        .open_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+        .spawn()
+        .unwrap();
+    go.send(()).unwrap();
+    trainer.join().unwrap();
+    let summary = handle.join().unwrap();
+    let stalled = summary.rule("StalledTraining").unwrap();
+    assert_eq!(
+        (
+            stalled.status,
+            stalled.first_fired_step,
+            stalled.fired_count
+        ),
+        (Status::IssuesFound, Some(9), 1),
+        "{stalled:#?}"
+    );
+    assert_eq!(stalled.unreadable_records, 0);
+    let losses = summary.rule("LossNotDecreasing").unwrap();
+    assert_eq!(losses.status, Status::NoIssuesFound, "{losses:#?}");
+    assert_eq!(losses.unreadable_records, 1, "{losses:#?}");
+    assert!(
+        losses.warnings[0].starts_with("`loss` at step 2: "),
+        "{losses:#?}"
+    );
+}
