@@ -65,6 +65,13 @@ struct LossTrack {
     lowest: Option<Window>,
 }
 
+/// How many standard errors of a difference of two window means are taken for noise. A run
+/// makes dozens of window comparisons: at two, the noise of a healthy run's batch losses
+/// crossed the line once in the raw digits run's 45 windows; at three, never in the demo's, the
+/// raw digits' or the hook corpus's healthy runs, while a loss stuck at chance level (its window
+/// means within ±1 %) still shows at the first comparison.
+const NOISE_SES: f64 = 3.0;
+
 /// A complete window of `num_steps` values: its mean and the standard error of that mean.
 #[derive(Clone, Copy)]
 pub(crate) struct Window {
@@ -87,21 +94,21 @@ impl Window {
         }
     }
 
-    /// Two standard errors of the difference between this window's mean and `other`'s, in
+    /// Three standard errors of the difference between this window's mean and `other`'s, in
     /// percent of `base`: the band within which two windows' means differ by noise alone.
     pub(crate) fn noise_percent(&self, other: &Window, base: f64) -> f64 {
         self.noise(other) / base.abs() * 100.0
     }
 
-    /// Two standard errors of the difference between this window's mean and `other`'s.
+    /// Three standard errors of the difference between this window's mean and `other`'s.
     pub(crate) fn noise(&self, other: &Window) -> f64 {
-        2.0 * self.se.hypot(other.se)
+        NOISE_SES * self.se.hypot(other.se)
     }
 }
 
 /// **LossNotDecreasing** — follows each loss (scalar) in one mode. Per-batch losses are noisy,
 /// so it compares like with like: the means of consecutive, non-overlapping windows of
-/// `num_steps` values, with `noise` = two standard errors of the difference of two window means
+/// `num_steps` values, with `noise` = three standard errors of the difference of two window means
 /// (from the spread of the values in each), in percent of the earlier one. At the end of each
 /// window it fires when
 ///
@@ -324,15 +331,19 @@ struct Phases {
     last_train: (f64, u64),
     /// (sum, count) of the EVAL block in progress.
     eval: (f64, u64),
+    /// How many values the EVAL block before it had (0: none yet).
+    last_eval_len: u64,
     last_mode: Option<Mode>,
     streak: u64,
 }
 
-/// **Overfit** — at each EVAL step from `start_step` on, compares the mean validation loss of
-/// the current evaluation block (the EVAL steps since the last TRAIN step) with the mean
-/// training loss of the TRAIN block before it, and fires when `(val − train)/train >
-/// ratio_threshold` at `patience` consecutive EVAL steps. The same loss tensor is recorded in
-/// TRAIN and EVAL modes.
+/// **Overfit** — from `start_step` on, compares the mean validation loss of an evaluation
+/// block (the EVAL steps since the last TRAIN step) with the mean training loss of the TRAIN
+/// block before it, and fires when `(val − train)/train > ratio_threshold` at `patience`
+/// consecutive judged EVAL steps. Evaluation batches differ, so a block is judged once it is
+/// whole: at each EVAL step from the one that gives it as many values as the block before had
+/// (every EVAL step of the first block, and of runs that evaluate once per block); a NaN
+/// validation loss is judged at once. The same loss tensor is recorded in TRAIN and EVAL modes.
 ///
 /// When it fires: the model memorises the training set: add regularisation (weight decay,
 /// dropout, augmentation), get more data, reduce the model, or stop earlier.
@@ -394,6 +405,9 @@ impl TensorRule for Overfit {
                     Mode::Train => ph.train = (0.0, 0),
                     Mode::Eval => {
                         ph.last_train = ph.train;
+                        if ph.eval.1 > 0 {
+                            ph.last_eval_len = ph.eval.1;
+                        }
                         ph.eval = (0.0, 0);
                     }
                     _ => {}
@@ -411,7 +425,11 @@ impl TensorRule for Overfit {
                 Mode::Eval => {
                     ph.eval.0 += loss;
                     ph.eval.1 += 1;
-                    if step < p.start_step || ph.last_train.1 == 0 {
+                    // Like with like: a whole evaluation pass against the training block before
+                    // it. A pass is whole when it has as many values as the pass before (the
+                    // first pass is judged at every step); a NaN is judged at once.
+                    let whole = ph.eval.1 >= ph.last_eval_len;
+                    if step < p.start_step || ph.last_train.1 == 0 || !(whole || loss.is_nan()) {
                         continue;
                     }
                     result.datapoints += 1;

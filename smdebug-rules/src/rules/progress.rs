@@ -100,7 +100,7 @@ impl Plateau {
 /// has stalled when it has not improved on its best by more than `delta` for `patience_train`
 /// TRAIN steps, validation when a whole window of `patience_validation` EVAL values did not
 /// (a window counts as improving when its mean is below the best by more than `delta` less
-/// two standard errors of the difference of the two means: noise is no stall). Fires when both
+/// three standard errors of the difference of the two means: noise is no stall). Fires when both
 /// have stalled (when the run has no complete EVAL window yet, when training has).
 ///
 /// When it fires: more training will not help: stop (early stopping at the best validation
