@@ -169,3 +169,74 @@ pub fn point_index_at(run: &Path, step: u64, worker: &str, other: u64) {
     let other_index = std::fs::read(run.join(layout::index_file(other, worker))).unwrap();
     std::fs::write(run.join(layout::index_file(step, worker)), other_index).unwrap();
 }
+
+/// `worker`'s index file of `step` in the run at `run`, parsed, and the position of `tensor`'s
+/// entry in its `tensor_payload`.
+fn index_of(run: &Path, step: u64, worker: &str, tensor: &str) -> (serde_json::Value, usize) {
+    let path = run.join(layout::index_file(step, worker));
+    let index: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let at = index["tensor_payload"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|e| e["tensorname"] == tensor)
+        .unwrap_or_else(|| panic!("no `{tensor}` in {}", path.display()));
+    (index, at)
+}
+
+/// Flips one bit in the middle of the payload of `tensor`'s record at `step` of `worker`, in
+/// the run at `run`, after giving that record its real payload checksum (Python smdebug
+/// stores a constant there, which no flipped bit could fail): what a bit flipped on disk does
+/// to a record written with checksums. A reader then refuses that record for a checksum that
+/// does not match. Returns the event file (relative to the run) and the record's offset.
+pub fn flip_payload_bit(run: &Path, step: u64, worker: &str, tensor: &str) -> (String, u64) {
+    use crate::format::record::{FOOTER_BYTES, HEADER_BYTES, MaskedCrc};
+    let (index, at) = index_of(run, step, worker, tensor);
+    let file = index["meta"]["event_file_name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let entry = &index["tensor_payload"][at];
+    let start = entry["start_idx"].as_u64().unwrap() as usize;
+    let length = entry["length"].as_u64().unwrap() as usize;
+    let path = run.join(&file);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let payload = start + HEADER_BYTES..start + length - FOOTER_BYTES;
+    let crc = MaskedCrc::of(&bytes[payload.clone()]).to_le_bytes();
+    bytes[payload.end..payload.end + FOOTER_BYTES].copy_from_slice(&crc);
+    bytes[(payload.start + payload.end) / 2] ^= 0x10;
+    std::fs::write(&path, bytes).unwrap();
+    (file, start as u64)
+}
+
+/// Points `tensor`'s index entry at `step` of `worker`, in the run at `run`, at a record
+/// appended to its event file that claims `dims` of `f32` with one fill value (under 100
+/// bytes, see [`fill_record_run`]): a record whose tensor is larger than a reader's budget,
+/// as a bad writer or a hostile run may leave. Its tag, step and mode are the index's.
+pub fn oversized_record(run: &Path, step: u64, worker: &str, tensor: &str, dims: &[i64]) {
+    let (mut index, at) = index_of(run, step, worker, tensor);
+    let file = index["meta"]["event_file_name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mode = index["meta"]["mode"]
+        .as_str()
+        .and_then(Mode::from_name)
+        .unwrap_or(Mode::Global);
+    let mode_step = index["meta"]["mode_step"].as_u64().unwrap_or(step);
+    let record = fill_record(tensor, DType::F32, dims, step, mode, mode_step);
+    let path = run.join(&file);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let start = bytes.len();
+    bytes.extend_from_slice(&record);
+    std::fs::write(&path, bytes).unwrap();
+    let entry = &mut index["tensor_payload"][at];
+    entry["start_idx"] = start.into();
+    entry["length"] = record.len().into();
+    std::fs::write(
+        run.join(layout::index_file(step, worker)),
+        serde_json::to_vec(&index).unwrap(),
+    )
+    .unwrap();
+}

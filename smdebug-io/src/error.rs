@@ -452,6 +452,23 @@ impl Error {
         matches!(self, Error::NotFound { .. })
     }
 
+    /// True when one record could not be read while the rest of the run can: its bytes are
+    /// damaged (a checksum that does not match, a payload that does not decode), cut short, not
+    /// the record its index entry promises, located by no usable index entry, or over the
+    /// reader's budget for one tensor. A reader that judges step by step (the rule runner)
+    /// leaves that tensor at that step out and goes on; storage and listing failures are not
+    /// of this kind.
+    pub fn is_unreadable_record(&self) -> bool {
+        matches!(
+            self,
+            Error::CorruptRecord { .. }
+                | Error::IncompleteRecord { .. }
+                | Error::TensorTooLarge { .. }
+                | Error::WrongTensor { .. }
+                | Error::BadIndexEntry { .. }
+        )
+    }
+
     /// The exception Python smdebug 1.0.34 raises in this case: a class of `smdebug.exceptions`
     /// (`StepUnavailable`, `TensorUnavailableForStep`, …) or a Python builtin (`KeyError`,
     /// `AssertionError`, …); `SMDebugRuntimeError` for what smdebug has no class of its own

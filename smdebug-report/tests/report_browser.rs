@@ -187,6 +187,7 @@ fn status(name: &str, kind: RuleInput, status: Status, message: &str) -> RuleSta
         action_errors: Vec::new(),
         details: json!({}),
         warnings: Vec::new(),
+        unreadable_records: 0,
     }
 }
 

@@ -379,6 +379,7 @@ fn rule_results_are_written_beside_the_page_atomically() {
         action_errors: Vec::new(),
         details: json!({"gpus": [0, 1]}),
         warnings: Vec::new(),
+        unreadable_records: 0,
     };
     let rules = vec![
         rule("LoadBalancing", Status::IssuesFound),

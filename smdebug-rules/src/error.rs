@@ -102,6 +102,27 @@ pub enum Error {
         source: Box<smdebug_io::Error>,
     },
 
+    /// One record a rule reads could not be read (a checksum that does not match, a record
+    /// over the reader's budget, …: [`smdebug_io::Error::is_unreadable_record`]). While a
+    /// runner invokes the rule, the reading helpers ([`TensorSelection`](crate::TensorSelection),
+    /// [`value_at`](crate::value_at), …) leave such a record out as a tensor not saved at that
+    /// step and the runner lists it in the rule's status; this error is what they return
+    /// outside a runner. A rule that returns it (or an [`Error::Read`] of that kind) anyway
+    /// does not end: that step goes unjudged, the record is listed, and the rule judges the
+    /// other steps.
+    #[error("rule {rule} at step {step}: `{tensor}` is unreadable: {source}")]
+    Unreadable {
+        /// The rule's name.
+        rule: String,
+        /// The step being evaluated.
+        step: u64,
+        /// The tensor whose record could not be read.
+        tensor: String,
+        /// The reader's error, naming the file and the byte offset.
+        #[source]
+        source: Box<smdebug_io::Error>,
+    },
+
     /// A custom rule reported a failure of its own.
     #[error("rule {rule} at step {step}: {reason}")]
     Rule {

@@ -66,6 +66,7 @@ pub mod rules;
 pub mod runner;
 pub mod select;
 pub mod status;
+mod unreadable;
 pub mod window;
 
 pub use actions::ActionConfig;
@@ -82,7 +83,7 @@ pub use rule::{
 pub use runner::{ReportPlan, Reporter, RuleRunner, RunState, RunnerHandle};
 pub use select::{TensorSelection, value_at};
 pub use smdebug_core::CaptureRequest;
-pub use status::{RuleStatus, Status, Summary, read_summary};
+pub use status::{MAX_LISTED_UNREADABLE, RuleStatus, Status, Summary, read_summary};
 pub use window::{ProfilerWindow, StepTimeline};
 
 /// What [`rule_identity!`] expands to names, so that a crate using the macro needs no

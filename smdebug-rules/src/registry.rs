@@ -139,21 +139,21 @@ pub fn builtin_rules() -> Vec<BuiltinRule> {
             tensor: LossNotDecreasing,
             LossNotDecreasingParams,
             "loss_not_decreasing",
-            "loss not lower by diff_percent % after num_steps, or more than increase_threshold_percent % above its lowest",
+            "the mean of a window of num_steps values fell less than diff_percent % from the window before (with the noise of the two means under increase_threshold_percent %), or rose more than increase_threshold_percent % beyond noise above the lowest window mean, or the loss is NaN",
             "tune the learning rate, check the labels and the loss function, or stop training if the loss has converged"
         ),
         builtin!(
             tensor: Overfit,
             OverfitParams,
             "overfit",
-            "(validation − training loss)/training loss > ratio_threshold for patience evaluation steps",
+            "(validation − training loss)/training loss > ratio_threshold for patience evaluation steps, a validation block judged once it has as many values as the block before",
             "add regularization (weight decay, dropout, augmentation), use more data, or stop earlier"
         ),
         builtin!(
             tensor: Overtraining,
             OvertrainingParams,
             "overtraining",
-            "training and validation loss stop improving by delta",
+            "training (moving average of patience_train values) has not improved by delta for patience_train steps, and validation (means of windows of patience_validation EVAL values) not by delta beyond noise for a whole window",
             "stop training at the best validation loss (early stopping)"
         ),
         builtin!(

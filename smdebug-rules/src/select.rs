@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result, is_absent};
 use crate::params::lenient;
+use crate::unreadable::left_out;
 
 /// Every how many steps (of each mode) a rule asks for its collections: SageMaker's
 /// `collections_to_save` interval for every built-in rule, and the hook's own default.
@@ -388,7 +389,7 @@ pub fn mode_value_at(
     match t.value(step, mode, None) {
         Ok(v) => Ok(Some(v)),
         Err(e) if is_absent(&e) => Ok(None),
-        Err(e) => Err(read_error(rule, step, e)),
+        Err(e) => left_out(rule, name, step, mode, e),
     }
 }
 
@@ -409,7 +410,7 @@ pub fn strings_at(rule: &str, trial: &Trial, name: &str, step: u64) -> Result<Op
         )),
         Ok(TensorValue::Numbers(_)) => Ok(None),
         Err(e) if is_absent(&e) => Ok(None),
-        Err(e) => Err(read_error(rule, step, e)),
+        Err(e) => left_out(rule, name, step, None, e),
     }
 }
 
@@ -441,7 +442,7 @@ pub fn reduction_at(
     match t.reduction_value(step, reduction, None, None) {
         Ok(v) => return Ok(Some(v)),
         Err(e) if is_absent(&e) => {}
-        Err(e) => return Err(read_error(rule, step, e)),
+        Err(e) => return left_out(rule, name, step, None, e),
     }
     Ok(value_at(rule, trial, name, step)?.map(|v| reduce(&v, reduction)))
 }

@@ -110,10 +110,49 @@ pub struct RuleStatus {
     /// histograms. Null for rules without details.
     #[serde(default)]
     pub details: serde_json::Value,
-    /// Problems with the run's data that the rule worked around (a corrupt metrics line was
-    /// skipped), so a verdict on partial data does not pass unnoticed.
+    /// Problems with the run's data that the rule worked around, so a verdict on partial data
+    /// does not pass unnoticed: for a profiler rule, the profiler data problems (a corrupt
+    /// metrics line skipped, a trace file left out); for a debugging rule, each record it could
+    /// not read (the tensor, the step and why; the first [`MAX_LISTED_UNREADABLE`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Records a debugging rule reads that could not be read (a checksum that does not match, a
+    /// record over the reader's budget). Each was left out as a tensor not saved at its step:
+    /// the rule judged that step with what it could read, and every other step. Its message
+    /// says so beside the verdict; a rule that could read nothing at all ends in
+    /// [`Status::Error`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unreadable_records: u64,
+}
+
+/// At most this many unreadable records are listed in a debugging rule's
+/// [`warnings`](RuleStatus::warnings); [`unreadable_records`](RuleStatus::unreadable_records)
+/// counts them all.
+pub const MAX_LISTED_UNREADABLE: usize = 20;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl RuleStatus {
+    /// What a debugging rule judged with, when records it reads were unreadable: `judged 100
+    /// steps; 1 record it reads was unreadable and left out: `fc1.weight` at step 3: …`.
+    /// `None` when every record read.
+    pub fn coverage(&self) -> Option<String> {
+        let first = self.warnings.first().map_or("", String::as_str);
+        match self.unreadable_records {
+            0 => None,
+            1 => Some(format!(
+                "judged {} steps; 1 record it reads was unreadable and left out: {first}",
+                self.steps_evaluated
+            )),
+            n => Some(format!(
+                "judged {} steps; {n} records it reads were unreadable and left out (listed \
+                 in its warnings), the first: {first}",
+                self.steps_evaluated
+            )),
+        }
+    }
 }
 
 /// Every rule's status and where the run stands.

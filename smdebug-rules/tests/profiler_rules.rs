@@ -1056,3 +1056,165 @@ fn framework_rules_read_a_timeline_written_by_python_smdebug() {
         "{train}"
     );
 }
+
+/// Damages the run's profiler data as a bad disk or a crashed writer would, before any finding:
+/// a line that is no record inserted as the 4th line of the first system-metrics file, and a
+/// framework trace file cut in half, stamped a millisecond before the first one. Returns the
+/// two files' keys.
+fn damage_profiler_data(run: &Path) -> (String, String) {
+    let store = LocalStorage::new(run).unwrap();
+    let system = store.list("system").unwrap().remove(0);
+    let text = String::from_utf8(store.get(&system).unwrap().to_vec()).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.insert(
+        3,
+        "{\"Type\": \"cpu\", \"Name\": \"total\", \"Dimension\": \"CPUUtil\u{0}",
+    );
+    store
+        .put(&system, (lines.join("\n") + "\n").into_bytes().into())
+        .unwrap();
+    let first = store.list("framework").unwrap().remove(0);
+    let (folder, file) = first.rsplit_once('/').unwrap();
+    let (end_us, rest) = file.split_once('_').unwrap();
+    let earlier = format!("{folder}/{}_{rest}", end_us.parse::<u64>().unwrap() - 1_000);
+    let bytes = store.get(&first).unwrap();
+    store.put(&earlier, bytes.slice(..bytes.len() / 2)).unwrap();
+    (system, earlier)
+}
+
+/// Rules survive bad records (issue 42): every profiler rule on its case of the tests above,
+/// with a corrupt metrics line and a damaged trace file before its finding, gives the verdict it
+/// gives on the undamaged copy (status, first firing time and step, count, message, details),
+/// and lists both problems in its warnings; so does `ProfilerReport`, whose status sums up its
+/// rules'.
+#[test]
+fn every_profiler_rule_keeps_its_verdict_past_a_corrupt_line_and_a_damaged_trace_file() {
+    let rec = recording();
+    let (loading, train) = (rec.loading, rec.train);
+    type Prepare = Box<dyn Fn(&Path)>;
+    let nothing: fn() -> Prepare = || Box::new(|_| {});
+    let cases: Vec<(&str, Prepare)> = vec![
+        (
+            "CPUBottleneck:patience=3,threshold=30",
+            Box::new(move |run| merge_gpus(run, busy_gpu_idle_during(Some(loading)))),
+        ),
+        (
+            "IOBottleneck:patience=3,threshold=30",
+            Box::new(move |run| {
+                merge_gpus(run, busy_gpu_idle_during(Some(loading)));
+                override_values(run, "I/OWaitPercentage", loading, 70.0);
+            }),
+        ),
+        (
+            "LowGPUUtilization:patience=3,window=5",
+            Box::new(move |run| {
+                merge_gpus(run, move |t, _| {
+                    vec![("gpu0", if loading.contains(t) { 15.0 } else { 90.0 }, 50.0)]
+                })
+            }),
+        ),
+        (
+            "BatchSize:patience=3,window=5",
+            Box::new(move |run| {
+                merge_gpus(run, move |t, _| {
+                    if train.contains(t) {
+                        vec![("gpu0", 20.0, 15.0)]
+                    } else {
+                        vec![("gpu0", 90.0, 85.0)]
+                    }
+                });
+                override_values(run, "CPUUtilization", train, 30.0);
+            }),
+        ),
+        (
+            "GPUMemoryIncrease:patience=3,window=5,increase=5",
+            Box::new(move |run| {
+                merge_gpus(run, move |t, _| {
+                    let memory = if t < loading.start {
+                        30.0
+                    } else if loading.contains(t) {
+                        30.0 + 30.0 * (t - loading.start) as f64
+                            / (loading.end - loading.start) as f64
+                    } else {
+                        60.0
+                    };
+                    vec![("gpu0", 85.0, memory)]
+                })
+            }),
+        ),
+        (
+            "LoadBalancing:patience=0,threshold=0.3",
+            Box::new(move |run| {
+                merge_gpus(run, move |t, i| {
+                    let other = if t >= loading.start {
+                        (i % 5) as f64
+                    } else {
+                        85.0 + (i * 3 % 10) as f64
+                    };
+                    vec![
+                        ("gpu0", 85.0 + (i * 7 % 10) as f64, 50.0),
+                        ("gpu1", other, 50.0),
+                    ]
+                })
+            }),
+        ),
+        ("Dataloader", nothing()),
+        ("MaxInitializationTime:threshold=0.02", nothing()),
+        ("StepOutlier:n_outliers=2,mode=EVAL", nothing()),
+        // These two summarize and never fire: their verdict and details must not change.
+        ("OverallSystemUsage", nothing()),
+        ("OverallFrameworkMetrics", nothing()),
+        ("ProfilerReport:StepOutlier_n_outliers=2", nothing()),
+    ];
+    for (spec, prepare) in &cases {
+        let control = run_copy();
+        prepare(control.path());
+        let control = evaluate(control.path(), &[spec]);
+        let damaged = run_copy();
+        prepare(damaged.path());
+        let (system, trace) = damage_profiler_data(damaged.path());
+        let damaged = evaluate(damaged.path(), &[spec]);
+        assert_eq!(control.rules.len(), damaged.rules.len());
+        for (c, d) in control.rules.iter().zip(&damaged.rules) {
+            let rule = &c.rule;
+            assert!(c.warnings.is_empty(), "{rule}: {:?}", c.warnings);
+            if !spec.starts_with("Overall") && !spec.starts_with("ProfilerReport") {
+                assert_eq!(c.status, Status::IssuesFound, "{spec}: {c:#?}");
+            }
+            assert_eq!(
+                (
+                    d.status,
+                    d.first_fired_time_us,
+                    d.first_fired_step,
+                    d.fired_count,
+                    &d.message
+                ),
+                (
+                    c.status,
+                    c.first_fired_time_us,
+                    c.first_fired_step,
+                    c.fired_count,
+                    &c.message
+                ),
+                "{rule} ({spec}) on the damaged copy"
+            );
+            assert_eq!(d.details, c.details, "{rule} ({spec})");
+            assert!(
+                d.warnings
+                    .iter()
+                    .any(|w| w.contains(&system) && w.contains("line 4")),
+                "{rule}: {:?}",
+                d.warnings
+            );
+            assert!(
+                d.warnings.iter().any(|w| w.contains(&trace)),
+                "{rule}: {:?}",
+                d.warnings
+            );
+        }
+        if spec.starts_with("ProfilerReport") {
+            let report = damaged.rule("ProfilerReport").unwrap();
+            assert_eq!(report.status, Status::IssuesFound, "{report:#?}");
+        }
+    }
+}

@@ -64,6 +64,7 @@ class RuleStatus:
     first_fired_time_us: Optional[int] = None
     last_fired_time_us: Optional[int] = None
     warnings: List[str] = field(default_factory=list)
+    unreadable_records: int = 0
 
     @property
     def issues_found(self) -> bool:
@@ -128,8 +129,9 @@ def run(
     live run until it writes its end marker (Ctrl-C stops following). With ``write_into_run``
     the statuses also go to ``<run>/rules/rule_job_summary.json`` (as ``smdebug rules --write-into-run`` does); by default nothing is written into the run.
     ``max_tensor_bytes``: the most bytes one tensor read may allocate, for the built-in rules
-    and the custom rules' trial alike (default 1 GiB; see ``create_trial``); a read over it is
-    an error of the rule that made it.
+    and the custom rules' trial alike (default 1 GiB; see ``create_trial``). A built-in rule
+    leaves a record over it (or one whose checksum fails) out, lists it in its ``warnings``
+    and counts it in ``unreadable_records``, and judges on; in a custom rule, the read raises.
     """
     specs = []
     custom = []

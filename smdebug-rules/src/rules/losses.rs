@@ -23,13 +23,16 @@ pub struct LossNotDecreasingParams {
     /// Also check the `losses` collection. Default `true`.
     #[serde(deserialize_with = "lenient::bool")]
     pub use_losses_collection: bool,
-    /// Compare the loss with the loss at least this many (mode) steps earlier. Default 10.
+    /// Values per window: the loss is judged as means of consecutive, non-overlapping windows
+    /// of this many values of the mode. Default 10.
     #[serde(deserialize_with = "lenient::u64")]
     pub num_steps: u64,
-    /// The loss must fall by at least this percentage per comparison. Default `0.1`.
+    /// Each window's mean must be lower than the previous window's by at least this percentage.
+    /// Default `0.1`.
     #[serde(deserialize_with = "lenient::f64")]
     pub diff_percent: f64,
-    /// Fires when the loss rises more than this percentage above its lowest value. Default `5`.
+    /// Fires when a window's mean is more than this percentage above the lowest window mean,
+    /// beyond noise; also the widest noise band in which a stall can be told. Default `5`.
     #[serde(deserialize_with = "lenient::f64")]
     pub increase_threshold_percent: f64,
     /// TRAIN, EVAL or GLOBAL. Default: none: TRAIN if the loss has TRAIN steps, else EVAL, else
@@ -54,26 +57,77 @@ impl Default for LossNotDecreasingParams {
 #[derive(Default)]
 struct LossTrack {
     mode: Option<Mode>,
-    /// The last `2 * num_steps` values in the chosen mode.
-    recent: std::collections::VecDeque<f64>,
-    seen: u64,
-    lowest_mean: Option<f64>,
+    /// The values of the window being filled (at most `num_steps`).
+    window: Vec<f64>,
+    /// Mean and standard error of the last complete window.
+    previous: Option<Window>,
+    /// The complete window with the lowest mean so far.
+    lowest: Option<Window>,
+}
+
+/// How many standard errors of a difference of two window means are taken for noise. A run
+/// makes dozens of window comparisons: at two, the noise of a healthy run's batch losses
+/// crossed the line once in the raw digits run's 45 windows; at three, never in the demo's, the
+/// raw digits' or the hook corpus's healthy runs, while a loss stuck at chance level (its window
+/// means within ±1 %) still shows at the first comparison.
+const NOISE_SES: f64 = 3.0;
+
+/// A complete window of `num_steps` values: its mean and the standard error of that mean.
+#[derive(Clone, Copy)]
+pub(crate) struct Window {
+    pub(crate) mean: f64,
+    se: f64,
+}
+
+impl Window {
+    pub(crate) fn of(values: &[f64]) -> Window {
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        let var = if values.len() > 1 {
+            values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)
+        } else {
+            0.0
+        };
+        Window {
+            mean,
+            se: (var / n).sqrt(),
+        }
+    }
+
+    /// Three standard errors of the difference between this window's mean and `other`'s, in
+    /// percent of `base`: the band within which two windows' means differ by noise alone.
+    pub(crate) fn noise_percent(&self, other: &Window, base: f64) -> f64 {
+        self.noise(other) / base.abs() * 100.0
+    }
+
+    /// Three standard errors of the difference between this window's mean and `other`'s.
+    pub(crate) fn noise(&self, other: &Window) -> f64 {
+        NOISE_SES * self.se.hypot(other.se)
+    }
 }
 
 /// **LossNotDecreasing** — follows each loss (scalar) in one mode. Per-batch losses are noisy,
-/// so it compares means over windows of `num_steps` saved values, and fires when
+/// so it compares like with like: the means of consecutive, non-overlapping windows of
+/// `num_steps` values, with `noise` = three standard errors of the difference of two window means
+/// (from the spread of the values in each), in percent of the earlier one. At the end of each
+/// window it fires when
 ///
-/// - every `num_steps` values (from the second window on), the mean of the last window is not
-///   lower than the mean of the window before by `diff_percent` %; or
-/// - the mean of the last window is more than `increase_threshold_percent` % above the lowest
-///   window mean seen (checked at every value, so a rise is reported as soon as it shows); or
-/// - the loss is NaN.
+/// - from the second window on, the mean fell less than `diff_percent` % from the window before,
+///   and that fall plus `noise` is under `increase_threshold_percent` % (the windows are precise
+///   enough to tell a stall from noise: a stuck loss at chance level is, a converging loss
+///   swinging ±15 % with the batch is not); or
+/// - the mean is more than `increase_threshold_percent` % above the lowest window mean so far
+///   once `noise` is taken off the rise;
+///
+/// and at once when the loss is NaN.
 ///
 /// Losses come from the `losses` collection (`use_losses_collection`), `collection_names` and
 /// `tensor_regex`; with none of these present, tensors whose name contains `loss` (`loss`,
 /// `CrossEntropyLoss_output_0`). SageMaker preferred EVAL steps by default; Rust loops record
 /// one evaluation loss per batch, which varies with the batch, so the default here prefers
-/// TRAIN and falls back to EVAL, then GLOBAL.
+/// TRAIN and falls back to EVAL, then GLOBAL: the first evaluation comes after a whole epoch,
+/// too late to report a stuck loss early, and in the demo the mean of one evaluation pass swings
+/// by up to 47 % from the pass before (SGD at a constant rate) while its training windows fall.
 ///
 /// When it fires: the model has stopped learning: lower (or raise) the learning rate, check
 /// that the optimizer steps and that gradients reach the parameters, check the data and labels.
@@ -193,38 +247,23 @@ impl TensorRule for LossNotDecreasing {
                 continue;
             }
             let n = p.num_steps as usize;
-            track.recent.push_back(loss);
-            while track.recent.len() > 2 * n {
-                track.recent.pop_front();
-            }
-            track.seen += 1;
-            if track.recent.len() < n {
+            track.window.push(loss);
+            if track.window.len() < n {
                 continue;
             }
-            let len = track.recent.len();
-            let current = track.recent.range(len - n..).sum::<f64>() / n as f64;
-            if let Some(lowest) = track.lowest_mean
-                && current > lowest
-            {
-                let rise = (current - lowest) / lowest.abs() * 100.0;
-                if rise > p.increase_threshold_percent {
+            let current = Window::of(&track.window);
+            track.window.clear();
+            if let Some(previous) = track.previous {
+                // Like with like: this window's mean against the one before, judged only when
+                // the windows are precise enough to tell a plateau from progress.
+                let decrease = (previous.mean - current.mean) / previous.mean.abs() * 100.0;
+                let noise = current.noise_percent(&previous, previous.mean);
+                let stuck =
+                    decrease < p.diff_percent && decrease + noise < p.increase_threshold_percent;
+                if stuck || decrease.is_nan() {
                     result.fire(format!(
-                        "{label}: mean over the last {n} values {current:.6} is {rise:.2} % above its lowest {lowest:.6}"
-                    ));
-                    result.evidence.push(
-                        Evidence::new(&label, step, "increase_percent", rise)
-                            .limit(p.increase_threshold_percent),
-                    );
-                }
-            }
-            track.lowest_mean = Some(track.lowest_mean.map_or(current, |l| l.min(current)));
-            if len == 2 * n && track.seen % p.num_steps == 0 {
-                let previous = track.recent.range(..n).sum::<f64>() / n as f64;
-                let decrease = (previous - current) / previous.abs() * 100.0;
-                if decrease < p.diff_percent || decrease.is_nan() {
-                    result.fire(format!(
-                        "{label}: mean over the last {n} values fell {decrease:.3} % ({previous:.6} -> {current:.6}), less than {} %",
-                        p.diff_percent
+                        "{label}: mean over the last {n} values fell {decrease:.3} % ({:.6} -> {:.6}), less than {} % (noise ± {noise:.3} %)",
+                        previous.mean, current.mean, p.diff_percent
                     ));
                     result.evidence.push(
                         Evidence::new(&label, step, "decrease_percent", decrease)
@@ -232,6 +271,25 @@ impl TensorRule for LossNotDecreasing {
                     );
                 }
             }
+            if let Some(lowest) = track.lowest {
+                // The rise beyond what noise explains, against the lowest window so far.
+                let rise = (current.mean - lowest.mean) / lowest.mean.abs() * 100.0;
+                let beyond_noise = rise - current.noise_percent(&lowest, lowest.mean);
+                if beyond_noise > p.increase_threshold_percent {
+                    result.fire(format!(
+                        "{label}: mean over the last {n} values {:.6} is {rise:.2} % above its lowest window mean {:.6} ({beyond_noise:.2} % beyond noise)",
+                        current.mean, lowest.mean
+                    ));
+                    result.evidence.push(
+                        Evidence::new(&label, step, "increase_percent", beyond_noise)
+                            .limit(p.increase_threshold_percent),
+                    );
+                }
+            }
+            if track.lowest.is_none_or(|l| current.mean < l.mean) {
+                track.lowest = Some(current);
+            }
+            track.previous = Some(current);
         }
         Ok(result)
     }
@@ -275,15 +333,19 @@ struct Phases {
     last_train: (f64, u64),
     /// (sum, count) of the EVAL block in progress.
     eval: (f64, u64),
+    /// How many values the EVAL block before it had (0: none yet).
+    last_eval_len: u64,
     last_mode: Option<Mode>,
     streak: u64,
 }
 
-/// **Overfit** — at each EVAL step from `start_step` on, compares the mean validation loss of
-/// the current evaluation block (the EVAL steps since the last TRAIN step) with the mean
-/// training loss of the TRAIN block before it, and fires when `(val − train)/train >
-/// ratio_threshold` at `patience` consecutive EVAL steps. The same loss tensor is recorded in
-/// TRAIN and EVAL modes.
+/// **Overfit** — from `start_step` on, compares the mean validation loss of an evaluation
+/// block (the EVAL steps since the last TRAIN step) with the mean training loss of the TRAIN
+/// block before it, and fires when `(val − train)/train > ratio_threshold` at `patience`
+/// consecutive judged EVAL steps. Evaluation batches differ, so a block is judged once it is
+/// whole: at each EVAL step from the one that gives it as many values as the block before had
+/// (every EVAL step of the first block, and of runs that evaluate once per block); a NaN
+/// validation loss is judged at once. The same loss tensor is recorded in TRAIN and EVAL modes.
 ///
 /// When it fires: the model memorises the training set: add regularisation (weight decay,
 /// dropout, augmentation), get more data, reduce the model, or stop earlier.
@@ -345,6 +407,9 @@ impl TensorRule for Overfit {
                     Mode::Train => ph.train = (0.0, 0),
                     Mode::Eval => {
                         ph.last_train = ph.train;
+                        if ph.eval.1 > 0 {
+                            ph.last_eval_len = ph.eval.1;
+                        }
                         ph.eval = (0.0, 0);
                     }
                     _ => {}
@@ -362,7 +427,11 @@ impl TensorRule for Overfit {
                 Mode::Eval => {
                     ph.eval.0 += loss;
                     ph.eval.1 += 1;
-                    if step < p.start_step || ph.last_train.1 == 0 {
+                    // Like with like: a whole evaluation pass against the training block before
+                    // it. A pass is whole when it has as many values as the pass before (the
+                    // first pass is judged at every step); a NaN is judged at once.
+                    let whole = ph.eval.1 >= ph.last_eval_len;
+                    if step < p.start_step || ph.last_train.1 == 0 || !(whole || loss.is_nan()) {
                         continue;
                     }
                     result.datapoints += 1;

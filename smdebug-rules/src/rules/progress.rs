@@ -10,6 +10,7 @@ use smdebug_io::trial::Trial;
 use crate::error::Result;
 use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Needs, RuleResult, TensorRule};
+use crate::rules::losses::Window;
 use crate::select::request;
 use crate::select::{TensorSelection, mode_at};
 
@@ -20,7 +21,8 @@ pub struct OvertrainingParams {
     /// TRAIN steps without improvement before the training loss counts as stalled. Default 5.
     #[serde(deserialize_with = "lenient::u64")]
     pub patience_train: u64,
-    /// EVAL steps without improvement before the validation loss counts as stalled. Default 10.
+    /// EVAL values per window; a whole window without improvement and the validation loss
+    /// counts as stalled. Default 10.
     #[serde(deserialize_with = "lenient::u64")]
     pub patience_validation: u64,
     /// An improvement is a loss lower than the best so far by more than this. Default `0.01`.
@@ -34,6 +36,39 @@ impl Default for OvertrainingParams {
             patience_train: 5,
             patience_validation: 10,
             delta: 0.01,
+        }
+    }
+}
+
+/// The validation side: windows of `patience_validation` EVAL values, judged mean to mean.
+#[derive(Default)]
+struct EvalPlateau {
+    values: Vec<f64>,
+    best: Option<Window>,
+    since: u64,
+}
+
+impl EvalPlateau {
+    /// Adds a value; at the end of a window, judges it against the best window so far. A window
+    /// improves when its mean is below the best by more than `delta`, or could be within the
+    /// noise of the two means: noise alone never counts as a stall.
+    fn observe(&mut self, loss: f64, delta: f64, size: usize) {
+        self.values.push(loss);
+        if self.values.len() < size {
+            return;
+        }
+        let current = Window::of(&self.values);
+        self.values.clear();
+        let improved = self
+            .best
+            .is_none_or(|best| current.mean < best.mean - delta + current.noise(&best));
+        if improved {
+            self.since = 0;
+            if self.best.is_none_or(|b| current.mean < b.mean) {
+                self.best = Some(current);
+            }
+        } else {
+            self.since += size as u64;
         }
     }
 }
@@ -60,17 +95,20 @@ impl Plateau {
 
 /// **Overtraining** — for each loss (the `losses` collection, else names containing `loss`),
 /// tracks the best TRAIN value (of the moving average over `patience_train` values, as
-/// per-batch losses are noisy) and the best EVAL value; a mode has stalled when it has not
-/// improved on its best by more than `delta` for `patience_train` TRAIN steps
-/// (`patience_validation` EVAL steps). Fires when both have stalled (when the run has no EVAL
-/// losses, when training has).
+/// per-batch losses are noisy) and the best EVAL window (the mean of `patience_validation`
+/// consecutive EVAL values, compared window to window, as evaluation batches differ); training
+/// has stalled when it has not improved on its best by more than `delta` for `patience_train`
+/// TRAIN steps, validation when a whole window of `patience_validation` EVAL values did not
+/// (a window counts as improving when its mean is below the best by more than `delta` less
+/// three standard errors of the difference of the two means: noise is no stall). Fires when both
+/// have stalled (when the run has no complete EVAL window yet, when training has).
 ///
 /// When it fires: more training will not help: stop (early stopping at the best validation
 /// step), or change the learning-rate schedule.
 pub struct Overtraining {
     params: OvertrainingParams,
     losses: TensorSelection,
-    state: HashMap<String, (Plateau, Plateau)>,
+    state: HashMap<String, (Plateau, EvalPlateau)>,
 }
 
 impl Overtraining {
@@ -125,7 +163,7 @@ impl TensorRule for Overtraining {
                     let avg = train.window.iter().sum::<f64>() / w as f64;
                     train.observe(avg, p.delta)
                 }
-                Mode::Eval => eval.observe(loss, p.delta),
+                Mode::Eval => eval.observe(loss, p.delta, p.patience_validation.max(1) as usize),
                 _ => continue,
             }
             result.datapoints += 1;
@@ -142,7 +180,7 @@ impl TensorRule for Overtraining {
                 if has_eval {
                     msg.push_str(&format!(
                         ", validation loss not on {:.6} for {} EVAL steps",
-                        eval.best.unwrap_or(f64::NAN),
+                        eval.best.map_or(f64::NAN, |b| b.mean),
                         eval.since
                     ));
                 }

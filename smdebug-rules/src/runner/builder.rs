@@ -63,9 +63,10 @@ pub struct RunnerBuilder {
 
 impl RunnerBuilder {
     /// The most bytes one tensor read may allocate, decoded and converted to `f64` as the rules
-    /// read it (`TrialOptions::max_tensor_bytes`; default 1 GiB). A value over it is an error of
-    /// the rule that read it, naming the file, the tensor and the size; nothing of that size
-    /// is allocated.
+    /// read it (`TrialOptions::max_tensor_bytes`; default 1 GiB). A value over it is left out
+    /// as an unreadable record of the rule that read it (listed in its status's warnings,
+    /// naming the file, the tensor and the size; the rule judges on); nothing of that size is
+    /// allocated.
     pub fn max_tensor_bytes(mut self, limit: u64) -> Self {
         self.max_tensor_bytes = Some(limit);
         self

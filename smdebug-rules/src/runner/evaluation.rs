@@ -12,13 +12,15 @@ use smdebug_profiler::follow::DataProblem;
 use super::actions::{Dispatcher, SlotActions};
 use super::run::RunSource;
 use crate::actions::ActionConfig;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::profiler::{ProfilerWindow, StepTimeline};
 use crate::report::{ReportOutcome, is_profiler_report, report_verdict};
 use crate::rule::{Needs, ProfilerNeeds, Rule, RuleInput, RuleResult};
 use crate::status::{
-    ProfilerSeen, RuleStatus, Status, profiler_no_data_reason, tensor_no_data_reason,
+    MAX_LISTED_UNREADABLE, ProfilerSeen, RuleStatus, Status, profiler_no_data_reason,
+    tensor_no_data_reason,
 };
+use crate::unreadable::collecting;
 
 /// What a rule declared it consumes.
 enum Declared {
@@ -63,6 +65,7 @@ impl Slot {
                 action_errors: Vec::new(),
                 details: serde_json::Value::Null,
                 warnings: Vec::new(),
+                unreadable_records: 0,
             },
             rule,
             actions,
@@ -177,10 +180,11 @@ impl Evaluation {
             if !self.slots[i].live(RuleInput::Tensors) {
                 continue;
             }
-            let outcome = match &mut self.slots[i].rule {
-                Rule::Tensor(rule) => rule.invoke_at_step(trial, step),
+            let (outcome, left_out) = match &mut self.slots[i].rule {
+                Rule::Tensor(rule) => collecting(|| rule.invoke_at_step(trial, step)),
                 Rule::Profiler(_) => continue,
             };
+            changed |= self.unreadable(i, left_out.iter().map(ToString::to_string));
             changed |= self.record(i, outcome.map(Some));
         }
         changed
@@ -198,10 +202,11 @@ impl Evaluation {
                 continue;
             }
             let last = self.last_step;
-            let outcome = match &mut self.slots[i].rule {
-                Rule::Tensor(rule) => rule.on_idle(trial, last, idle),
+            let (outcome, left_out) = match &mut self.slots[i].rule {
+                Rule::Tensor(rule) => collecting(|| rule.on_idle(trial, last, idle)),
                 Rule::Profiler(_) => continue,
             };
+            changed |= self.unreadable(i, left_out.iter().map(ToString::to_string));
             changed |= self.record(i, outcome);
         }
         changed
@@ -263,11 +268,31 @@ impl Evaluation {
             }
             Err(e) => {
                 let st = &mut self.slots[i].status;
+                if let Some(record) = unreadable_record(&e) {
+                    // A rule that read the run by itself and met an unreadable record: that
+                    // step goes unjudged, the rule goes on.
+                    self.unreadable(i, [record]);
+                    return true;
+                }
                 st.status = Status::Error;
                 st.message = e.to_string();
                 true
             }
         }
+    }
+
+    /// Lists the records rule `i` could not read (the first [`MAX_LISTED_UNREADABLE`]) and
+    /// counts them all; returns whether there were any.
+    fn unreadable(&mut self, i: usize, records: impl IntoIterator<Item = String>) -> bool {
+        let st = &mut self.slots[i].status;
+        let before = st.unreadable_records;
+        for record in records {
+            st.unreadable_records += 1;
+            if st.warnings.len() < MAX_LISTED_UNREADABLE {
+                st.warnings.push(record);
+            }
+        }
+        st.unreadable_records != before
     }
 
     /// Records a profiler rule's results over one window.
@@ -341,6 +366,18 @@ impl Evaluation {
                 st.status = Status::NoIssuesFound;
                 continue;
             }
+            if st.unreadable_records > 0 {
+                // It had something to read and could read none of it: not a pass, and not a
+                // run without data either.
+                st.status = Status::Error;
+                st.message = format!(
+                    "checked nothing: every record it reads was unreadable ({} of them, listed \
+                     in its warnings), the first: {}",
+                    st.unreadable_records,
+                    st.warnings.first().map_or("", String::as_str)
+                );
+                continue;
+            }
             st.status = Status::NoData;
             st.message = match &s.needs {
                 Declared::Tensors(needs) => {
@@ -398,6 +435,17 @@ impl Evaluation {
             .iter()
             .map(|s| {
                 let mut status = s.status.clone();
+                // How much of the run the rule judged, beside its finding or verdict (an
+                // error says it in its own message).
+                if let Some(coverage) = status.coverage()
+                    && status.status != Status::Error
+                {
+                    status.message = if status.message.is_empty() {
+                        coverage
+                    } else {
+                        format!("{} ({coverage})", status.message)
+                    };
+                }
                 // A rule without details of its own keeps what the runner put there
                 // (where ProfilerReport's report went).
                 let details = s.rule.details();
@@ -407,5 +455,25 @@ impl Evaluation {
                 status
             })
             .collect()
+    }
+}
+
+/// A rule's failure that is one unreadable record ([`Error::Unreadable`], or a reader's error of
+/// that kind that a custom rule passed on as [`Error::Read`]), described for its warnings:
+/// the tensor, the step and why. `None` for any other failure.
+fn unreadable_record(e: &Error) -> Option<String> {
+    match e {
+        Error::Unreadable {
+            step,
+            tensor,
+            source,
+            ..
+        } => Some(format!(
+            "`{tensor}` at step {step}: {source} (step {step} not judged)"
+        )),
+        Error::Read { step, source, .. } if source.is_unreadable_record() => Some(format!(
+            "a record at step {step}: {source} (step {step} not judged)"
+        )),
+        _ => None,
     }
 }
