@@ -25,7 +25,7 @@ fn refused(why: String) -> io::Error {
 
 /// What a file type is, for an error.
 #[cfg(unix)]
-fn kind_of(ft: &fs::FileType) -> &'static str {
+pub(crate) fn kind_of(ft: &fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if ft.is_dir() {
         "a directory"
@@ -43,7 +43,7 @@ fn kind_of(ft: &fs::FileType) -> &'static str {
 }
 
 #[cfg(not(unix))]
-fn kind_of(ft: &fs::FileType) -> &'static str {
+pub(crate) fn kind_of(ft: &fs::FileType) -> &'static str {
     if ft.is_dir() {
         "a directory"
     } else {

@@ -338,7 +338,7 @@ impl<H: Capture> Session<H> {
         // 1. The profiling windows close (the code profile stops) and the spans are published,
         //    then the sampler: the rules must see all profiler data before the end marker.
         if let Some(follower) = self.parts.config_follower.take() {
-            follower.stop();
+            problems.extend(follower.stop());
         }
         self.timeline.close(steps);
         let mut summary = SessionSummary {
@@ -438,7 +438,15 @@ impl<H: Capture> Session<H> {
         }
         summary.dashboard = self.parts.dashboard_url.take();
         if let Some(watcher) = self.parts.stop_watcher.take() {
-            watcher.stop();
+            let stopped = watcher.stop();
+            problems.extend(stopped.problems);
+            if !stopped.ended {
+                problems.push(format!(
+                    "the stop watcher had not stopped {} s after it was asked (a read of the \
+                     run's storage hanging); it was left behind",
+                    StopWatcher::STOP_WAIT.as_secs()
+                ));
+            }
         }
         summary.duration = self.started.elapsed();
         summary.problems = problems;
