@@ -33,15 +33,22 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let path = match arg.as_deref() {
         None | Some("array") => {
-            let list: Vec<String> = (0..STEPS).map(|s| s.to_string()).collect();
-            let steps = if arg.is_some() {
-                format!("[{}]", list.join(","))
-            } else {
-                format!("\"{}\"", list.join(","))
-            };
-            let text = format!("{{\"HookParameters\": {{\"save_steps\": {steps}}}}}");
+            // Written a step at a time, so that making the file costs no memory of its own.
+            use std::io::Write;
             let path = dir.path().join("debughookconfig.json");
-            std::fs::write(&path, text).unwrap();
+            let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+            let (open, close) = if arg.is_some() {
+                ("[", "]")
+            } else {
+                ("\"", "\"")
+            };
+            write!(out, "{{\"HookParameters\": {{\"save_steps\": {open}").unwrap();
+            for step in 0..STEPS {
+                let sep = if step == 0 { "" } else { "," };
+                write!(out, "{sep}{step}").unwrap();
+            }
+            write!(out, "{close}}}}}").unwrap();
+            out.flush().unwrap();
             path
         }
         Some(file) => PathBuf::from(file),

@@ -1,12 +1,14 @@
 //! Arbitrary text as SageMaker's hook-config file (`debughookconfig.json`): never a panic; an
 //! error names the file; a file that reads has a schedule that smdebug's JSON form writes and
-//! reads back unchanged, and lays over a configuration from code without a panic.
+//! reads back unchanged, deciding every step as before. (Laying the file over a configuration
+//! from code, `HookConfigFile::over`, runs the same parser over another base: left out, as it
+//! halves the executions a second.)
 #![no_main]
 
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use smdebug_core::{HookConfig, Mode, SaveConfig};
+use smdebug_core::{Mode, SaveConfig};
 use smdebug_io::sagemaker::HookConfigFile;
 
 const PATH: &str = "/opt/ml/input/config/debughookconfig.json";
@@ -28,13 +30,6 @@ fuzz_target!(|data: &[u8]| {
                         schedule.should_save(mode, step)
                     );
                 }
-            }
-            let code = HookConfig {
-                save_config: SaveConfig::every(7),
-                ..HookConfig::default()
-            };
-            if let Err(e) = file.over(code) {
-                assert!(e.to_string().contains(PATH), "{e}");
             }
         }
         Err(e) => assert!(e.to_string().contains(PATH), "{e}"),
