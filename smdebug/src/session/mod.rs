@@ -128,10 +128,16 @@ impl StepStatus {
 /// 5. while the job runs, edits of the profiler file: every second the file is looked at, and
 ///    a window it changed applies from the next step (a window without `StartStep` opens
 ///    there), as Python smdebug re-reads the file at each step. A later edit that does not
-///    parse is logged and the last good configuration kept.
+///    parse, or a FIFO, a device or an oversized file in its place, is logged, listed in
+///    [`SessionSummary::problems`], and the last good configuration kept.
 ///
 /// A missing file means the settings before it; a file that does not parse is an error of
-/// [`SessionBuilder::start`] naming the file and the key.
+/// [`SessionBuilder::start`] naming the file and the key, and so is one that is not a regular
+/// file (a FIFO, `/dev/zero`: refused without waiting on it) or is over 64 MiB.
+///
+/// A stop request in the run that cannot be read (not JSON, a field of the wrong type, over
+/// 64 KiB, a FIFO) does not stop the job; it is logged and listed in
+/// [`SessionSummary::problems`].
 /// [`SessionBuilder::without_config_files`] ignores both files.
 pub struct Session<H: Capture = Hook> {
     capture: Option<H>,
