@@ -125,7 +125,7 @@ fn main() -> Result<(), BoxError> {
     // and at every evaluation.
     let interval = (steps / 8).max(1);
     let train = SaveConfigMode {
-        save_steps: vec![steps - 1],
+        save_steps: [steps - 1].into(),
         ..SaveConfigMode::every(interval)
     };
     let attention = SaveConfig::new(train.clone()).with_mode(Mode::Eval, SaveConfigMode::never());

@@ -63,31 +63,3 @@ impl<'de> Deserialize<'de> for StrList {
         }))
     }
 }
-
-/// A list of steps given as numbers, an array of strings or one comma-separated string.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct StepList(pub Vec<u64>);
-
-impl<'de> Deserialize<'de> for StepList {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Either {
-            Steps(Vec<Flexible<u64>>),
-            Text(String),
-        }
-        match Either::deserialize(d)? {
-            Either::Steps(v) => Ok(StepList(v.into_iter().map(|f| f.0).collect())),
-            Either::Text(s) => s
-                .split(',')
-                .map(str::trim)
-                .filter(|p| !p.is_empty())
-                .map(|p| {
-                    p.parse::<u64>()
-                        .map_err(|e| serde::de::Error::custom(format!("step `{p}`: {e}")))
-                })
-                .collect::<std::result::Result<Vec<_>, _>>()
-                .map(StepList),
-        }
-    }
-}

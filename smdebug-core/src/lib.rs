@@ -31,6 +31,7 @@ pub mod pyregex;
 pub mod reduction;
 pub mod save_config;
 pub mod sink;
+mod step_set;
 pub mod strings;
 pub mod tensor;
 pub mod text;

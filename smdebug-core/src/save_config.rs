@@ -4,8 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::lenient::{Flexible, StepList};
+use crate::lenient::Flexible;
 use crate::mode::Mode;
+pub use crate::step_set::StepSet;
 
 /// smdebug's default interval: every 500th step of each mode.
 pub const DEFAULT_SAVE_INTERVAL: u64 = 500;
@@ -16,8 +17,8 @@ pub const DEFAULT_SAVE_INTERVAL: u64 = 500;
 pub struct SaveConfigMode {
     /// Save every n-th step. 0 means "never by interval" (only `save_steps`).
     pub save_interval: u64,
-    /// Steps saved regardless of the interval.
-    pub save_steps: Vec<u64>,
+    /// Steps saved regardless of the interval (held compactly, shared by copies).
+    pub save_steps: StepSet,
     /// First step the interval applies to (inclusive). Default 0.
     pub start_step: u64,
     /// Step the interval stops at (exclusive). Default: never.
@@ -28,7 +29,7 @@ impl Default for SaveConfigMode {
     fn default() -> Self {
         SaveConfigMode {
             save_interval: DEFAULT_SAVE_INTERVAL,
-            save_steps: Vec::new(),
+            save_steps: StepSet::new(),
             start_step: 0,
             end_step: None,
         }
@@ -60,7 +61,7 @@ impl SaveConfigMode {
 
     /// Whether `mode_step` is due.
     pub fn should_save(&self, mode_step: u64) -> bool {
-        if self.save_steps.contains(&mode_step) {
+        if self.save_steps.contains(mode_step) {
             return true;
         }
         self.save_interval > 0
@@ -75,7 +76,7 @@ impl SaveConfigMode {
     /// holds `other`'s (a `false` can then be conservative: a union keeps a schedule it did not
     /// need, which saves nothing twice).
     pub fn covers(&self, other: &SaveConfigMode) -> bool {
-        if !other.save_steps.iter().all(|s| self.should_save(*s)) {
+        if !other.save_steps.iter().all(|s| self.should_save(s)) {
             return false;
         }
         if other.save_interval == 0 {
@@ -310,9 +311,9 @@ fn apply_flat(
         };
     }
     if let Some(v) = get("save_steps") {
-        cfg.save_steps = serde_json::from_value::<StepList>(v.clone())
-            .map_err(|e| Error::Config(format!("`{prefix}save_steps`: {e}")))?
-            .0;
+        // Read from the value in place, a step at a time: a list of millions is not copied.
+        cfg.save_steps = StepSet::deserialize(v)
+            .map_err(|e| Error::Config(format!("`{prefix}save_steps`: {e}")))?;
     }
     Ok(())
 }
@@ -388,7 +389,7 @@ mod tests {
     fn interval_range_and_explicit_steps() {
         let c = SaveConfigMode {
             save_interval: 10,
-            save_steps: vec![3],
+            save_steps: StepSet::from([3]),
             start_step: 20,
             end_step: Some(50),
         };
@@ -470,7 +471,7 @@ mod tests {
             .prop_map(
                 |(save_interval, save_steps, start_step, span)| SaveConfigMode {
                     save_interval,
-                    save_steps,
+                    save_steps: save_steps.into(),
                     start_step,
                     end_step: span.map(|s| start_step + s),
                 },

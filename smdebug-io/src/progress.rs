@@ -90,6 +90,41 @@ impl Progress {
     }
 }
 
+/// The counts of several workers' progress files added up. Each sum stops at `u64::MAX`
+/// instead of wrapping: the files are anyone's to write, and two of `u64::MAX` dropped
+/// records must not add up to a run that dropped nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProgressTotals {
+    /// Steps ended, over the workers.
+    pub steps: u64,
+    /// Steps during which a writer dropped records.
+    pub steps_with_drops: u64,
+    /// Tensor records written.
+    pub records_written: u64,
+    /// Tensor records dropped.
+    pub records_dropped: u64,
+    /// Framework spans written.
+    pub spans_written: u64,
+    /// Framework spans dropped.
+    pub spans_dropped: u64,
+}
+
+impl ProgressTotals {
+    /// The sums over `files`, each saturating at `u64::MAX`.
+    pub fn of<'a>(files: impl IntoIterator<Item = &'a Progress>) -> Self {
+        files
+            .into_iter()
+            .fold(ProgressTotals::default(), |t, p| ProgressTotals {
+                steps: t.steps.saturating_add(p.steps),
+                steps_with_drops: t.steps_with_drops.saturating_add(p.steps_with_drops),
+                records_written: t.records_written.saturating_add(p.records_written),
+                records_dropped: t.records_dropped.saturating_add(p.records_dropped),
+                spans_written: t.spans_written.saturating_add(p.spans_written),
+                spans_dropped: t.spans_dropped.saturating_add(p.spans_dropped),
+            })
+    }
+}
+
 /// Writes `progress` as `progress/<worker>.json`, atomically (a whole-file put: a temporary
 /// file renamed on local disk, one object on a store).
 pub fn write_progress(storage: &dyn Storage, progress: &Progress) -> Result<()> {
@@ -217,6 +252,25 @@ mod tests {
         let all = read_run_progress(store.as_ref()).unwrap();
         assert_eq!(all.progress, vec![good]);
         assert_eq!(all.problems.len(), 2, "{:?}", all.problems);
+    }
+
+    #[test]
+    fn totals_saturate_instead_of_wrapping() {
+        let mut a = Progress::new("worker_0");
+        a.records_dropped = u64::MAX;
+        a.records_written = 5;
+        a.spans_dropped = u64::MAX - 1;
+        a.steps = 3;
+        let mut b = a.clone();
+        b.worker = "worker_1".into();
+        b.records_dropped = 2;
+        b.spans_dropped = u64::MAX;
+        let totals = ProgressTotals::of([&a, &b]);
+        assert_eq!(totals.records_dropped, u64::MAX, "wrapping would give 1");
+        assert_eq!(totals.spans_dropped, u64::MAX);
+        assert_eq!(totals.records_written, 10);
+        assert_eq!(totals.steps, 6);
+        assert_eq!(ProgressTotals::of([]), ProgressTotals::default());
     }
 
     #[test]

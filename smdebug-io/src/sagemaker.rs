@@ -39,7 +39,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use smdebug_core::HookConfig;
 
@@ -174,22 +174,104 @@ fn bad(path: &Path, source: smdebug_core::Error) -> Error {
     }
 }
 
+/// The largest configuration file read: a bigger one is refused, naming its size, before a
+/// byte of it is read. SageMaker's files are a few kilobytes; this leaves room for a hook
+/// config listing millions of `save_steps` (3 million steps take 23 MB).
+pub const MAX_CONFIG_FILE_BYTES: u64 = 64 << 20;
+
+/// How long opening and reading one configuration file may take (a file on a network file
+/// system that stopped answering): past it the read is an error and the reading thread is left
+/// to finish on its own.
+pub const CONFIG_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The content of a configuration file as text: `Ok(None)` when it does not exist, an error
-/// naming the file when it exists and cannot be read (a directory, no permission, not UTF-8).
+/// naming the file when it exists and cannot be read (a directory, no permission, not UTF-8),
+/// is not a regular file (a FIFO, `/dev/zero`: refused before a byte is read, never waited
+/// on), is over [`MAX_CONFIG_FILE_BYTES`], or takes more than [`CONFIG_READ_TIMEOUT`].
 pub fn read_config_file(path: &Path) -> Result<Option<String>> {
-    match std::fs::read(path) {
-        Ok(bytes) => String::from_utf8(bytes)
-            .map(Some)
-            .map_err(|e| Error::UnreadableConfigFile {
-                path: path.display().to_string(),
-                source: io::Error::new(io::ErrorKind::InvalidData, e),
-            }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(Error::UnreadableConfigFile {
-            path: path.display().to_string(),
-            source,
-        }),
+    read_config_file_within(path, MAX_CONFIG_FILE_BYTES, CONFIG_READ_TIMEOUT)
+}
+
+/// [`read_config_file`] with another size limit and timeout.
+pub fn read_config_file_within(
+    path: &Path,
+    max_bytes: u64,
+    timeout: Duration,
+) -> Result<Option<String>> {
+    let unreadable = |source: io::Error| Error::UnreadableConfigFile {
+        path: path.display().to_string(),
+        source,
+    };
+    // The open and the read on a thread of their own, so that no file system can hold the
+    // caller (a training job's start, the profiler-config follower) past the timeout.
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let owned = path.to_path_buf();
+    std::thread::Builder::new()
+        .name("smdebug-config-read".into())
+        .spawn(move || {
+            let _ = tx.send(read_bounded(&owned, max_bytes));
+        })
+        .map_err(unreadable)?;
+    let bytes = match rx.recv_timeout(timeout) {
+        Ok(Ok(Some(bytes))) => bytes,
+        Ok(Ok(None)) => return Ok(None),
+        Ok(Err(e)) => return Err(unreadable(e)),
+        Err(_) => {
+            return Err(unreadable(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("not read within {} s", timeout.as_secs_f64()),
+            )));
+        }
+    };
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|e| unreadable(io::Error::new(io::ErrorKind::InvalidData, e)))
+}
+
+/// Opens `path` without waiting (a FIFO's open would wait for a writer), refuses what is not a
+/// regular file or is over `max_bytes`, and reads at most `max_bytes + 1` bytes (a file that
+/// grows while read is refused too).
+fn read_bounded(path: &Path, max_bytes: u64) -> io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(
+            (rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits() as i32,
+        );
     }
+    let file = match options.open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{}, not a regular file: not read",
+                crate::storage::regular::kind_of(&meta.file_type())
+            ),
+        ));
+    }
+    let too_big = |what: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{what}, more than the {max_bytes} bytes a configuration file may have"),
+        )
+    };
+    if meta.len() > max_bytes {
+        return Err(too_big(format!("{} bytes", meta.len())));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max_bytes + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(too_big("it grew while read".to_string()));
+    }
+    Ok(Some(bytes))
 }
 
 /// What one `stat` says about a file, to tell cheaply whether it may have changed: its
@@ -293,6 +375,62 @@ mod tests {
         );
         let err = read_config_file(dir.path()).unwrap_err().to_string();
         assert!(err.contains(&dir.path().display().to_string()), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_or_a_device_is_refused_at_once_without_reading_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("hook.json");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        // No writer ever opens the FIFO: a blocking open would wait forever.
+        let started = std::time::Instant::now();
+        let err = read_config_file(&fifo).unwrap_err().to_string();
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(err.contains("a FIFO, not a regular file"), "{err}");
+        assert!(err.contains(&fifo.display().to_string()), "{err}");
+        // `/dev/zero` never ends: it is refused by its type before a byte is read.
+        let err = read_config_file(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/dev/zero") && err.contains("a character device"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_file_over_the_limit_is_refused_by_its_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("profilerconfig.json");
+        // A sparse file a byte over the limit: refused from its size, nothing read.
+        let file = std::fs::File::create(&path).unwrap();
+        file.set_len(MAX_CONFIG_FILE_BYTES + 1).unwrap();
+        let err = read_config_file(&path).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("{} bytes", MAX_CONFIG_FILE_BYTES + 1))
+                && err.contains(&format!("more than the {MAX_CONFIG_FILE_BYTES} bytes")),
+            "{err}"
+        );
+        // At the limit it is read whole; a byte over a smaller limit is not.
+        std::fs::write(&path, "{}").unwrap();
+        assert_eq!(
+            read_config_file_within(&path, 2, CONFIG_READ_TIMEOUT).unwrap(),
+            Some("{}".to_string())
+        );
+        let err = read_config_file_within(&path, 1, CONFIG_READ_TIMEOUT).unwrap_err();
+        assert!(
+            err.to_string().contains("2 bytes, more than the 1 bytes"),
+            "{err}"
+        );
     }
 
     #[test]

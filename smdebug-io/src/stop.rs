@@ -28,10 +28,10 @@
 //! watcher.stop();
 //! ```
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
 use crate::storage::{Storage, open_storage};
@@ -48,7 +48,9 @@ pub const MAX_REASON_CHARS: usize = 1_000;
 pub const MAX_STOP_REQUEST_BYTES: u64 = 64 * 1024;
 
 /// A stop reason fit to show and store: control characters (terminal escapes, line breaks)
-/// become spaces, runs of spaces one, and it is cut at [`MAX_REASON_CHARS`].
+/// become spaces, runs of spaces one, invisible characters (zero-width spaces and joiners, the
+/// right-to-left and other direction overrides and isolates: Unicode's default-ignorable code
+/// points) are dropped, and it is cut at [`MAX_REASON_CHARS`].
 pub fn sanitize_reason(reason: &str) -> String {
     let mut out = String::with_capacity(reason.len().min(MAX_REASON_CHARS * 4));
     let mut kept = 0usize;
@@ -56,6 +58,9 @@ pub fn sanitize_reason(reason: &str) -> String {
     // Leading spaces dropped (as if one came before), trailing ones at the end.
     let mut space = true;
     for c in reason.chars() {
+        if is_invisible(c) {
+            continue;
+        }
         let c = if c.is_control() || c.is_whitespace() {
             ' '
         } else {
@@ -77,6 +82,32 @@ pub fn sanitize_reason(reason: &str) -> String {
         out.pop();
     }
     out
+}
+
+/// Unicode's default-ignorable code points (`Default_Ignorable_Code_Point` in Unicode 15's
+/// `DerivedCoreProperties.txt`): characters drawn as nothing, among them the zero-width space,
+/// joiners and marks, the bidirectional embeddings, overrides and isolates (U+202A..U+202E,
+/// U+2066..U+2069), which can make a reason read backwards or hide a part of it.
+fn is_invisible(c: char) -> bool {
+    matches!(
+        u32::from(c),
+        0xAD | 0x34F
+            | 0x61C
+            | 0x115F..=0x1160
+            | 0x17B4..=0x17B5
+            | 0x180B..=0x180F
+            | 0x200B..=0x200F
+            | 0x202A..=0x202E
+            | 0x2060..=0x206F
+            | 0x3164
+            | 0xFE00..=0xFE0F
+            | 0xFEFF
+            | 0xFFA0
+            | 0xFFF0..=0xFFF8
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0000..=0xE0FFF
+    )
 }
 
 /// What a stop request says.
@@ -120,45 +151,67 @@ pub fn request_stop(storage: &dyn Storage, request: &StopRequest) -> Result<()> 
 }
 
 /// The run's stop request, if one was written; its reason and rule made fit to show
-/// ([`sanitize_reason`]). A file over [`MAX_STOP_REQUEST_BYTES`] is an error naming its size.
+/// ([`sanitize_reason`]). At most [`MAX_STOP_REQUEST_BYTES`] + 1 bytes are read: a larger file
+/// is an error saying so. A file that is not a stop request (not JSON, a field of the wrong
+/// type, empty) is [`Error::BadStopRequest`]; one the storage refuses (a FIFO or a device in a
+/// local run: never opened for a blocking read) or cannot reach is the storage's error.
 pub fn read_stop_request(storage: &dyn Storage) -> Result<Option<StopRequest>> {
     let bad = |reason: String| Error::BadStopRequest {
         location: storage.describe().to_string(),
         reason,
     };
-    match storage.size(STOP_REQUEST_FILE) {
-        Ok(Some(size)) if size > MAX_STOP_REQUEST_BYTES => {
-            return Err(bad(format!(
-                "{STOP_REQUEST_FILE} is {size} bytes, more than the {MAX_STOP_REQUEST_BYTES} a \
-                 stop request may have"
-            )));
+    let bytes = match storage.get_range(STOP_REQUEST_FILE, 0..MAX_STOP_REQUEST_BYTES + 1) {
+        Ok(bytes) => bytes,
+        Err(e) if e.is_not_found() => return Ok(None),
+        // An empty file has no range to read.
+        Err(_) if matches!(storage.size(STOP_REQUEST_FILE), Ok(Some(0))) => {
+            return Err(bad(format!("{STOP_REQUEST_FILE} is empty")));
         }
-        Ok(None) => return Ok(None),
-        _ => {}
+        Err(e) => return Err(e),
+    };
+    if bytes.len() as u64 > MAX_STOP_REQUEST_BYTES {
+        let size = match storage.size(STOP_REQUEST_FILE) {
+            Ok(Some(size)) => format!("{size} bytes"),
+            _ => "larger".to_string(),
+        };
+        return Err(bad(format!(
+            "{STOP_REQUEST_FILE} is {size}, more than the {MAX_STOP_REQUEST_BYTES} bytes a stop \
+             request may have"
+        )));
     }
-    match storage.get(STOP_REQUEST_FILE) {
-        Ok(bytes) => serde_json::from_slice::<StopRequest>(&bytes)
-            .map(|mut request| {
-                request.reason = sanitize_reason(&request.reason);
-                request.rule = request.rule.as_deref().map(sanitize_reason);
-                Some(request)
-            })
-            .map_err(|e| bad(e.to_string())),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
-    }
+    serde_json::from_slice::<StopRequest>(&bytes)
+        .map(|mut request| {
+            request.reason = sanitize_reason(&request.reason);
+            request.rule = request.rule.as_deref().map(sanitize_reason);
+            Some(request)
+        })
+        .map_err(|e| bad(format!("not a stop request ({} bytes): {e}", bytes.len())))
 }
 
 /// A thread in the training process that turns a stop request in the run into a
-/// [`StopSignal`] request. Stops (and is joined) on [`stop`](StopWatcher::stop) or drop.
+/// [`StopSignal`] request. Stops on [`stop`](StopWatcher::stop) or drop, waiting for its thread
+/// at most [`StopWatcher::STOP_WAIT`].
+///
+/// A stop request that cannot be read (not JSON, a field of the wrong type, too large, a FIFO)
+/// does not stop the job: no one can tell what it asked. It is logged (`log::error!`, once per
+/// distinct reason, with the reason) and kept in [`problems`](StopWatcher::problems), and
+/// the watcher goes on looking: a request written properly afterwards stops the job.
 pub struct StopWatcher {
     done: Arc<AtomicBool>,
+    problems: Arc<Mutex<Vec<String>>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl StopWatcher {
     /// The default poll interval.
     pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(200);
+
+    /// How long [`stop`](Self::stop) waits for the thread (in a read from a storage that does
+    /// not answer) before leaving it behind.
+    pub const STOP_WAIT: Duration = Duration::from_secs(5);
+
+    /// The most distinct problems kept; later ones are logged only.
+    pub const MAX_PROBLEMS: usize = 16;
 
     /// Watches the run at `location` (path or URL) every 200 ms.
     pub fn spawn(location: &str, signal: StopSignal) -> Result<StopWatcher> {
@@ -174,7 +227,9 @@ impl StopWatcher {
     ) -> Result<StopWatcher> {
         storage.delete(STOP_REQUEST_FILE)?;
         let done = Arc::new(AtomicBool::new(false));
+        let problems = Arc::new(Mutex::new(Vec::new()));
         let flag = done.clone();
+        let seen = problems.clone();
         let thread = std::thread::Builder::new()
             .name("smdebug-stop-watcher".into())
             .spawn(move || {
@@ -185,9 +240,10 @@ impl StopWatcher {
                             return;
                         }
                         Ok(None) => {}
-                        // A transient storage error must not stop training; a request that
-                        // is half-written cannot happen (puts are atomic), so keep polling.
-                        Err(_) => {}
+                        // Neither a bad request nor a storage error stops training; both are
+                        // said, once each, and the watcher keeps looking (puts are atomic, so
+                        // a request is never read half-written).
+                        Err(e) => note_problem(&seen, &e),
                     }
                     std::thread::park_timeout(interval);
                 }
@@ -198,22 +254,76 @@ impl StopWatcher {
             })?;
         Ok(StopWatcher {
             done,
+            problems,
             thread: Some(thread),
         })
     }
 
-    /// Stops watching and joins the thread.
-    pub fn stop(mut self) {
-        self.shutdown();
+    /// Why stop requests in the run could not be read so far, each distinct one once, oldest
+    /// first (at most [`MAX_PROBLEMS`](Self::MAX_PROBLEMS)).
+    pub fn problems(&self) -> Vec<String> {
+        self.problems
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
-    fn shutdown(&mut self) {
-        self.done.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            t.thread().unpark();
-            let _ = t.join();
+    /// Stops watching: whether the thread ended within [`STOP_WAIT`](Self::STOP_WAIT) (if
+    /// not, it is left to end on its own) and the [`problems`](Self::problems) met until then.
+    pub fn stop(mut self) -> WatcherStopped {
+        let ended = self.shutdown();
+        WatcherStopped {
+            ended,
+            problems: self.problems(),
         }
     }
+
+    fn shutdown(&mut self) -> bool {
+        self.done.store(true, Ordering::Release);
+        match self.thread.take() {
+            Some(t) => {
+                t.thread().unpark();
+                join_within(t, Self::STOP_WAIT)
+            }
+            None => true,
+        }
+    }
+}
+
+/// What [`StopWatcher::stop`] says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatcherStopped {
+    /// The thread ended within [`StopWatcher::STOP_WAIT`].
+    pub ended: bool,
+    /// Why stop requests could not be read, each once (see [`StopWatcher::problems`]).
+    pub problems: Vec<String>,
+}
+
+/// Logs a problem reading the stop request the first time it is seen and keeps it.
+fn note_problem(problems: &Mutex<Vec<String>>, error: &Error) {
+    let text = format!("a stop request could not be read and was not honoured: {error}");
+    let mut problems = problems.lock().unwrap_or_else(|e| e.into_inner());
+    if problems.contains(&text) {
+        return;
+    }
+    log::error!("{text}");
+    if problems.len() < StopWatcher::MAX_PROBLEMS {
+        problems.push(text);
+    }
+}
+
+/// Joins `thread` if it ends within `wait`; otherwise leaves it running (detached) and says
+/// `false`. For shutting down a helper thread that may be stuck in I/O without hanging on it.
+pub fn join_within(thread: JoinHandle<()>, wait: Duration) -> bool {
+    let deadline = Instant::now() + wait;
+    while !thread.is_finished() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = thread.join();
+    true
 }
 
 impl Drop for StopWatcher {

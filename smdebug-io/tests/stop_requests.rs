@@ -131,3 +131,110 @@ fn a_reason_is_bounded_and_its_control_characters_dropped() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn direction_overrides_and_zero_width_characters_are_dropped_from_a_reason() {
+    use smdebug_io::stop::sanitize_reason;
+    // "loss ok" that a terminal or a page would draw as "ko ssol" from the override on, with
+    // zero-width spaces, a joiner, a word joiner and a byte-order mark between the letters.
+    let hostile = "\u{202E}lo\u{200B}ss\u{200D} o\u{2060}k\u{FEFF}\u{2066}!\u{2069}\u{200F}";
+    assert_eq!(sanitize_reason(hostile), "loss ok!");
+    let store = open_storage("memory://stop-tests/bidi").unwrap();
+    let json = serde_json::json!({"reason": hostile, "rule": "\u{202B}Rule\u{202C}"});
+    store
+        .put(STOP_REQUEST_FILE, json.to_string().into_bytes().into())
+        .unwrap();
+    let read = read_stop_request(store.as_ref()).unwrap().unwrap();
+    assert_eq!(read.reason, "loss ok!");
+    assert_eq!(read.rule.as_deref(), Some("Rule"));
+    // Visible characters of other scripts stay.
+    assert_eq!(sanitize_reason("perte élevée, 损失"), "perte élevée, 损失");
+}
+
+/// Every log line of this test binary, for the tests that check what was logged.
+static LOGGED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+struct Capture;
+
+impl log::Log for Capture {
+    fn enabled(&self, _: &log::Metadata) -> bool {
+        true
+    }
+    fn log(&self, record: &log::Record) {
+        LOGGED
+            .lock()
+            .unwrap()
+            .push(format!("{} {}", record.level(), record.args()));
+    }
+    fn flush(&self) {}
+}
+
+#[test]
+fn an_unreadable_request_is_logged_with_its_reason_and_kept_and_does_not_stop_the_job() {
+    static LOGGER: Capture = Capture;
+    let _ = log::set_logger(&LOGGER);
+    log::set_max_level(log::LevelFilter::Info);
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    let store = open_storage(run.to_str().unwrap()).unwrap();
+    let signal = StopSignal::default();
+    let watcher =
+        StopWatcher::with_storage(store.clone(), signal.clone(), Duration::from_millis(10))
+            .unwrap();
+    let request = run.join(STOP_REQUEST_FILE);
+    // Each unreadable in its own way, then a FIFO (no writer: a blocking open would wait).
+    let cases = [
+        ("{\"reason\": ", "EOF while parsing"),
+        ("{\"reason\": 12}", "invalid type: integer `12`"),
+        ("", "stop_request.json is empty"),
+    ];
+    for (text, _) in cases {
+        std::fs::write(&request, text).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::fs::write(
+        &request,
+        serde_json::json!({"reason": "w".repeat(70_000)}).to_string(),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    std::fs::remove_file(&request).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&request)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        signal.requested(),
+        None,
+        "no unreadable request stops the job"
+    );
+    let problems = watcher.problems();
+    let expected = cases.iter().map(|(_, why)| *why).chain([
+        "70013 bytes, more than the 65536",
+        "a FIFO, not a regular file",
+    ]);
+    for why in expected {
+        let found: Vec<&String> = problems.iter().filter(|p| p.contains(why)).collect();
+        assert_eq!(found.len(), 1, "{why} once among {problems:#?}");
+        assert!(found[0].contains(run.to_str().unwrap()), "{}", found[0]);
+        let logged = LOGGED.lock().unwrap();
+        assert_eq!(
+            logged
+                .iter()
+                .filter(|l| l.starts_with("ERROR") && l.contains(why))
+                .count(),
+            1,
+            "{why} logged once: {logged:#?}"
+        );
+    }
+    // Mended, it stops the job.
+    std::fs::remove_file(&request).unwrap();
+    request_stop(store.as_ref(), &StopRequest::new("mended")).unwrap();
+    assert_eq!(wait_for(&signal).as_deref(), Some("mended"));
+    let stopped = watcher.stop();
+    assert!(stopped.ended);
+    assert_eq!(stopped.problems, problems);
+}

@@ -209,7 +209,16 @@
       st.className = "stop-state" + (late ? " late" : "");
       st.title = r.stop_requested;
     }
-    status.stop_state = asked ? st.textContent : null;
+    // A stop request the job cannot read (not JSON, wrong types, too large, a FIFO) is not
+    // honoured: say so, with why.
+    const unreadable = !asked && r.stop_request_error && !r.complete;
+    if (unreadable) {
+      st.hidden = false;
+      st.textContent = "stop request unreadable, not honoured: " + r.stop_request_error;
+      st.className = "stop-state late";
+      st.title = r.stop_request_error;
+    }
+    status.stop_state = asked || unreadable ? st.textContent : null;
     const stop = $("stop");
     stop.disabled = !r.writable || r.complete || !!r.stop_requested || stopAsked.has(r.id);
     stop.title = !r.writable ? "this server cannot write into the run" :

@@ -107,6 +107,7 @@ pub fn runs(runs: &[std::sync::Arc<Run>]) -> RunList {
                 writable: d.writable,
                 stop_requested: d.stop_request.as_ref().map(|r| r.reason.clone()),
                 stop_requested_at: d.stop_request.as_ref().map(|r| r.requested_at),
+                stop_request_error: d.stop_request_error.clone(),
                 stop_rule,
                 steps: d.steps.len(),
                 last_step: d.steps.last().copied(),

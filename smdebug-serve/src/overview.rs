@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use smdebug_core::Mode;
+use smdebug_io::progress::ProgressTotals;
 use smdebug_profiler::reader::{self as profiler, MetricSeries};
 use smdebug_profiler::stats::percentile;
 use smdebug_profiler::system::vocab;
@@ -139,6 +140,7 @@ pub fn overview(run: &Run) -> Overview {
         end_reason: d.end_reason.clone(),
         writable: d.writable,
         stop_requested: d.stop_request.as_ref().map(|r| r.reason.clone()),
+        stop_request_error: d.stop_request_error.clone(),
         start: range.map(|r| secs(r.0)),
         end: range.map(|r| secs(r.1)),
         steps: d.steps.len(),
@@ -190,7 +192,7 @@ fn progress(d: &RunData) -> Progress {
     let steps_done = files
         .iter()
         .map(|p| p.steps)
-        .chain(d.steps.last().map(|s| s + 1))
+        .chain(d.steps.last().map(|s| s.saturating_add(1)))
         .max();
     let (eta_s, eta_note) = match (planned_steps, step_rate, steps_done) {
         _ if d.complete => (None, Some("the run has ended")),
@@ -209,20 +211,21 @@ fn progress(d: &RunData) -> Progress {
         ),
     };
     let drops = (!files.is_empty()).then(|| {
-        let sum = |f: fn(&smdebug_io::progress::Progress) -> u64| files.iter().map(f).sum::<u64>();
-        let records_dropped = sum(|p| p.records_dropped);
-        let records_written = sum(|p| p.records_written);
-        let steps_with_drops = sum(|p| p.steps_with_drops);
-        let steps = sum(|p| p.steps);
+        let totals = ProgressTotals::of(files);
         let share = |part: u64, whole: u64| (whole > 0).then(|| part as f64 / whole as f64);
         WriterDrops {
-            records_dropped,
-            records_written,
-            records_share: share(records_dropped, records_dropped + records_written),
-            steps_with_drops,
-            steps_share: share(steps_with_drops, steps),
-            spans_dropped: sum(|p| p.spans_dropped),
-            spans_written: sum(|p| p.spans_written),
+            records_dropped: totals.records_dropped,
+            records_written: totals.records_written,
+            records_share: share(
+                totals.records_dropped,
+                totals
+                    .records_dropped
+                    .saturating_add(totals.records_written),
+            ),
+            steps_with_drops: totals.steps_with_drops,
+            steps_share: share(totals.steps_with_drops, totals.steps),
+            spans_dropped: totals.spans_dropped,
+            spans_written: totals.spans_written,
             workers: files.len(),
             finished: files.iter().all(|p| p.finished),
             wall_time: files.iter().map(|p| p.wall_time).fold(0.0, f64::max),

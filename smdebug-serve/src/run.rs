@@ -62,6 +62,9 @@ pub(crate) struct RunData {
     pub writable: bool,
     /// A stop request already in the run.
     pub stop_request: Option<StopRequest>,
+    /// Why the run's stop request cannot be read (not JSON, a field of the wrong type, too
+    /// large, a FIFO): the job does not honour it.
+    pub stop_request_error: Option<String>,
     /// System metrics (one series per node, type, name and dimension, points time-ordered)
     /// and framework spans (ordered by start, held compactly, their `args` dropped). Shared
     /// with a report being drawn: new data then copy it once (`Arc::make_mut`), a finished
@@ -465,7 +468,10 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> boo
             Err(e) => warnings.push(format!("the run's identity files cannot be listed: {e}")),
         }
     }
-    let stop_request = read_stop_request(storage.as_ref()).ok().flatten();
+    let (stop_request, stop_request_error) = match read_stop_request(storage.as_ref()) {
+        Ok(request) => (request, None),
+        Err(e) => (None, Some(sanitize_reason(&e.to_string()))),
+    };
     let marker = matches!(storage.size(END_MARKER), Ok(Some(_)));
 
     // The profiler's files on rayon's pool while this thread reads the tensors' (each reader's
@@ -560,6 +566,10 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> boo
     }
     if data.stop_request != stop_request {
         data.stop_request = stop_request;
+        changed = true;
+    }
+    if data.stop_request_error != stop_request_error {
+        data.stop_request_error = stop_request_error;
         changed = true;
     }
     if let Some(w) = writable {

@@ -92,6 +92,8 @@ pub struct RunState {
     pub stop_requested: Option<String>,
     /// When that request was written, seconds since the epoch.
     pub stop_requested_at: Option<f64>,
+    /// Why the stop request in the run cannot be read: the job does not honour it.
+    pub stop_request_error: Option<String>,
     /// The rule that asked it to stop, if a rule did.
     pub stop_rule: Option<String>,
     /// Saved steps.
@@ -147,6 +149,8 @@ pub struct Overview {
     pub writable: bool,
     /// A stop request's reason.
     pub stop_requested: Option<String>,
+    /// Why the stop request in the run cannot be read.
+    pub stop_request_error: Option<String>,
     /// First time, seconds since the epoch.
     pub start: Option<f64>,
     /// Last time.

@@ -192,3 +192,92 @@ fn a_broken_file_is_an_error_at_start_naming_the_file_and_the_key() {
     );
     assert!(!run.join("training_job_end.ts").exists());
 }
+
+/// Makes a FIFO at `path`; no writer ever opens it, so a blocking open or read waits forever.
+fn mkfifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(made.success());
+}
+
+#[test]
+fn a_fifo_or_a_device_as_either_file_is_a_clear_error_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let fifo = dir.path().join("fifo.json");
+    mkfifo(&fifo);
+    let absent = dir.path().join("absent.json");
+    let zero = Path::new("/dev/zero");
+    for (hook, profiler, named, kind) in [
+        (&*fifo, &*absent, &*fifo, "a FIFO"),
+        (&*absent, &*fifo, &*fifo, "a FIFO"),
+        (zero, &*absent, zero, "a character device"),
+        (&*absent, zero, zero, "a character device"),
+    ] {
+        // On a thread, so that a start that hangs fails the test instead of holding it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sources = ConfigSources::new(hook, profiler);
+        let location = run.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(builder(&location, sources).start().map(|_| ()));
+        });
+        let err = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("start hung on {} as a config file", named.display()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(named.to_str().unwrap()) && err.contains(kind),
+            "{err}"
+        );
+        assert!(!run.join("training_job_end.ts").exists());
+    }
+}
+
+#[test]
+fn a_profiler_file_replaced_by_a_fifo_mid_run_keeps_the_last_config_and_finish_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let profiler_file = dir.path().join("profilerconfig.json");
+    replace(
+        &profiler_file,
+        r#"{"ProfilingParameters": {"DataloaderProfilingConfig": "{\"StartStep\": 0, \"NumSteps\": 1000}"}}"#,
+    );
+    let sources = ConfigSources::new(dir.path().join("absent.json"), &profiler_file);
+    let mut session = builder(&run, sources).start().unwrap();
+    train(&mut session, 3);
+    std::fs::remove_file(&profiler_file).unwrap();
+    mkfifo(&profiler_file);
+    // The follower looks every second: give it three looks at the FIFO.
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(3_500) {
+        train(&mut session, 1);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        session.timeline().is_open(Profiling::DataLoading),
+        "the last good configuration stays in force"
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(session.finish().unwrap());
+    });
+    let summary = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("finish() returned");
+    let said: Vec<&String> = summary
+        .problems
+        .iter()
+        .filter(|p| p.contains("a FIFO, not a regular file"))
+        .collect();
+    assert_eq!(said.len(), 1, "said once: {summary}");
+    assert!(
+        said[0].contains(profiler_file.to_str().unwrap())
+            && said[0].contains("keeping the last good profiler configuration"),
+        "{summary}"
+    );
+    assert!(run.join("training_job_end.ts").exists());
+    assert!(steps_with(&run, "DataLoaderIter").len() > 3);
+}

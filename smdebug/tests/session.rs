@@ -446,3 +446,110 @@ fn rules_in_the_session_make_the_hook_save_what_they_read_and_say_when_nothing_a
         "nothing else was"
     );
 }
+
+/// Makes a FIFO at `path` (no writer ever opens it).
+fn mkfifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(made.success());
+}
+
+#[test]
+fn an_unreadable_stop_request_is_said_in_the_summary_and_the_dashboard_and_a_good_one_still_stops()
+{
+    // (what is written, a word the reason must hold)
+    let cases: [(&str, &str); 4] = [
+        ("not json", "not a stop request"),
+        ("wrong type", "invalid type"),
+        ("70 kB", "more than the 65536 bytes"),
+        ("fifo", "a FIFO, not a regular file"),
+    ];
+    for (case, expected) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        let mut session = builder(&run)
+            .no_system()
+            .stop_poll_interval(Duration::from_millis(20))
+            .dashboard(smdebug::serve::ServeOptions::new(Vec::new()))
+            .start()
+            .unwrap();
+        let root = session
+            .dashboard_url()
+            .expect("a dashboard")
+            .trim_end_matches('/')
+            .to_string();
+        let request = run.join("stop_request.json");
+        std::fs::create_dir_all(&run).unwrap();
+        match case {
+            "not json" => std::fs::write(&request, "stop, please").unwrap(),
+            "wrong type" => std::fs::write(&request, r#"{"reason": ["stop"]}"#).unwrap(),
+            "70 kB" => std::fs::write(
+                &request,
+                serde_json::json!({"reason": "z".repeat(70_000)}).to_string(),
+            )
+            .unwrap(),
+            _ => mkfifo(&request),
+        }
+        // The job trains on (no one can tell what the request asked), and the dashboard says
+        // why the request is not honoured.
+        let client = reqwest::blocking::Client::new();
+        let started = Instant::now();
+        let shown = loop {
+            session.hook().save_scalar("loss", 1.0, &["losses"]);
+            let status = session.step().unwrap();
+            assert!(!status.stop_requested(), "{case}: {status:?}");
+            let runs: serde_json::Value = client
+                .get(format!("{root}/api/runs"))
+                .send()
+                .unwrap()
+                .json()
+                .unwrap();
+            // The stop watcher looks every 20 ms: train on for 15 of its looks.
+            if let (Some(error), true) = (
+                runs["runs"][0]["stop_request_error"].as_str(),
+                started.elapsed() > Duration::from_millis(300),
+            ) {
+                break error.to_string();
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{case}: the dashboard never showed the unreadable request: {runs}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(shown.contains(expected), "{case}: {shown}");
+        // A request written properly afterwards stops the job.
+        std::fs::remove_file(&request).unwrap();
+        request_stop(
+            smdebug_io::open_storage(run.to_str().unwrap())
+                .unwrap()
+                .as_ref(),
+            &StopRequest::new("asked properly"),
+        )
+        .unwrap();
+        let started = Instant::now();
+        loop {
+            session.hook().save_scalar("loss", 1.0, &["losses"]);
+            if session.step().unwrap().stop_requested() {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "{case}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let summary = session.finish().unwrap();
+        assert_eq!(summary.stopped.as_deref(), Some("asked properly"));
+        let said: Vec<&String> = summary
+            .problems
+            .iter()
+            .filter(|p| p.contains("stop request could not be read"))
+            .collect();
+        assert_eq!(said.len(), 1, "{case}: said once: {summary}");
+        assert!(said[0].contains(expected), "{case}: {summary}");
+        assert!(
+            summary.to_string().contains(expected),
+            "{case}: the printed summary says it too: {summary}"
+        );
+    }
+}

@@ -40,6 +40,12 @@ impl ProfilerConfig {
 /// - A file that appears after start is read when it appears.
 /// - A file that disappears leaves the last configuration in force (logged once). (smdebug
 ///   turns profiling off.)
+/// - A file that cannot be read (replaced by a FIFO or a device, over
+///   [`MAX_CONFIG_FILE_BYTES`](smdebug_io::sagemaker::MAX_CONFIG_FILE_BYTES), not read within
+///   [`CONFIG_READ_TIMEOUT`](smdebug_io::sagemaker::CONFIG_READ_TIMEOUT)) is logged and
+///   the last good configuration kept; no read waits on a FIFO.
+///
+/// Each of these is also kept, once, in [`problems`](Self::problems), for the job's summary.
 ///
 /// ```
 /// use smdebug_profiler::config::ProfilerConfigWatcher;
@@ -65,6 +71,8 @@ pub struct ProfilerConfigWatcher {
     current: Option<ProfilerConfig>,
     /// A stat error was logged and has not cleared yet.
     stat_failing: bool,
+    /// What was logged, each distinct message once (at most [`Self::MAX_PROBLEMS`]).
+    problems: Vec<String>,
 }
 
 impl ProfilerConfigWatcher {
@@ -92,6 +100,7 @@ impl ProfilerConfigWatcher {
             seen,
             current,
             stat_failing: false,
+            problems: Vec::new(),
         })
     }
 
@@ -111,6 +120,22 @@ impl ProfilerConfigWatcher {
         self.current.as_ref()
     }
 
+    /// The most distinct problems kept; later ones are logged only.
+    pub const MAX_PROBLEMS: usize = 16;
+
+    /// What went wrong with the file while it was watched (a broken edit, a FIFO or a device
+    /// in its place, a file over the size limit, a failed stat, the file gone), each distinct
+    /// message once, oldest first: each time, the last good configuration stayed in force.
+    pub fn problems(&self) -> &[String] {
+        &self.problems
+    }
+
+    fn note(&mut self, text: String) {
+        if !self.problems.contains(&text) && self.problems.len() < Self::MAX_PROBLEMS {
+            self.problems.push(text);
+        }
+    }
+
     /// Looks at the file: the new configuration when it changed to one that parses and says
     /// something else than the one in force, `None` otherwise.
     pub fn poll(&mut self) -> Option<ProfilerConfig> {
@@ -121,10 +146,12 @@ impl ProfilerConfigWatcher {
             }
             Err(e) => {
                 if !self.stat_failing {
-                    log::error!(
+                    let text = format!(
                         "cannot stat the profiler configuration {}: {e}; keeping the last one",
                         self.path.display()
                     );
+                    log::error!("{text}");
+                    self.note(text);
                     self.stat_failing = true;
                 }
                 return None;
@@ -132,10 +159,12 @@ impl ProfilerConfigWatcher {
         };
         let Some(stamp) = stamp else {
             if self.stamp.take().is_some() {
-                log::warn!(
+                let text = format!(
                     "the profiler configuration {} is gone; the last one read stays in force",
                     self.path.display()
                 );
+                log::warn!("{text}");
+                self.note(text);
             }
             return None;
         };
@@ -149,7 +178,9 @@ impl ProfilerConfigWatcher {
             Ok(None) => return None,
             Err(e) => {
                 if self.stamp != Some(stamp) {
-                    log::error!("{e}; keeping the last profiler configuration");
+                    let text = format!("{e}; keeping the last good profiler configuration");
+                    log::error!("{text}");
+                    self.note(text);
                 }
                 self.stamp = Some(stamp);
                 self.read_at = read_at;
@@ -174,7 +205,9 @@ impl ProfilerConfigWatcher {
                 Some(config)
             }
             Err(e) => {
-                log::error!("{e}; keeping the last good profiler configuration");
+                let text = format!("{e}; keeping the last good profiler configuration");
+                log::error!("{text}");
+                self.note(text);
                 None
             }
         }

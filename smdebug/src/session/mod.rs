@@ -130,10 +130,16 @@ impl StepStatus {
 /// 5. while the job runs, edits of the profiler file: every second the file is looked at, and
 ///    a window it changed applies from the next step (a window without `StartStep` opens
 ///    there), as Python smdebug re-reads the file at each step. A later edit that does not
-///    parse is logged and the last good configuration kept.
+///    parse, or a FIFO, a device or an oversized file in its place, is logged, listed in
+///    [`SessionSummary::problems`], and the last good configuration kept.
 ///
 /// A missing file means the settings before it; a file that does not parse is an error of
-/// [`SessionBuilder::start`] naming the file and the key.
+/// [`SessionBuilder::start`] naming the file and the key, and so is one that is not a regular
+/// file (a FIFO, `/dev/zero`: refused without waiting on it) or is over 64 MiB.
+///
+/// A stop request in the run that cannot be read (not JSON, a field of the wrong type, over
+/// 64 KiB, a FIFO) does not stop the job; it is logged and listed in
+/// [`SessionSummary::problems`].
 /// [`SessionBuilder::without_config_files`] ignores both files.
 pub struct Session<H: Capture = Hook> {
     capture: Option<H>,
@@ -364,7 +370,7 @@ impl<H: Capture> Session<H> {
         // 1. The profiling windows close (the code profile stops) and the spans are published,
         //    then the sampler: the rules must see all profiler data before the end marker.
         if let Some(follower) = self.parts.config_follower.take() {
-            follower.stop();
+            problems.extend(follower.stop());
         }
         self.timeline.close(steps);
         let mut summary = SessionSummary {
@@ -538,10 +544,20 @@ impl<H: Capture> Session<H> {
         } else {
             tail
         };
-        if let Some(watcher) = self.parts.stop_watcher.take()
-            && within(tail, move || watcher.stop()).is_none()
-        {
-            problems.push(late("stop watcher"));
+        if let Some(watcher) = self.parts.stop_watcher.take() {
+            match within(tail, move || watcher.stop()) {
+                Some(stopped) => {
+                    problems.extend(stopped.problems);
+                    if !stopped.ended {
+                        problems.push(format!(
+                            "the stop watcher had not stopped {} s after it was asked (a read \
+                             of the run's storage hanging); it was left behind",
+                            StopWatcher::STOP_WAIT.as_secs()
+                        ));
+                    }
+                }
+                None => problems.push(late("stop watcher")),
+            }
         }
         // 5. Last, this process's identity file says it finished: until now it was live, so
         //    no other job could take the run while the rules still wrote into it.
