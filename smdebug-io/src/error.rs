@@ -68,7 +68,7 @@ pub enum Error {
         /// The storage's root.
         location: String,
         /// Why.
-        refusal: Box<crate::run_folder::Refusal>,
+        refusal: Box<crate::run_folder::refusal::Refusal>,
     },
 
     /// A TFRecord whose framing or payload is damaged (bad CRC, bad protobuf, bad tensor).
