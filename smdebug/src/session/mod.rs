@@ -539,13 +539,18 @@ impl<H: Capture> Session<H> {
             server.shutdown();
         }
         summary.dashboard = self.parts.dashboard_url.take();
-        let tail = if summary.end_marker_written {
-            tail.max(Instant::now() + GRACE)
-        } else {
-            tail
+        // A run whose end was stored gives each remaining part a grace of its own; after a
+        // storage failure they all share what is left of `tail`.
+        let ended = summary.end_marker_written;
+        let deadline_now = || {
+            if ended {
+                tail.max(Instant::now() + GRACE)
+            } else {
+                tail
+            }
         };
         if let Some(watcher) = self.parts.stop_watcher.take() {
-            match within(tail, move || watcher.stop()) {
+            match within(deadline_now(), move || watcher.stop()) {
                 Some(stopped) => {
                     problems.extend(stopped.problems);
                     if !stopped.ended {
@@ -564,12 +569,7 @@ impl<H: Capture> Session<H> {
         //    Within the same deadline as the rest: its heartbeat thread and this last write
         //    wait on storage too.
         if let Some(mut job) = self.parts.job.take() {
-            let tail = if summary.end_marker_written {
-                tail.max(Instant::now() + GRACE)
-            } else {
-                tail
-            };
-            match within(tail, move || job.finish()) {
+            match within(deadline_now(), move || job.finish()) {
                 Some(Ok(())) => {}
                 Some(Err(e)) => problems.push(format!("job identity: {e}")),
                 None => problems.push(late("the job's identity file")),
