@@ -323,10 +323,16 @@ fn epoch_us() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
-/// CPU time the process has used, seconds.
-fn process_cpu_seconds() -> Option<f64> {
+/// CPU time the process has used, in clock ticks.
+fn process_cpu_ticks() -> Option<u64> {
     let stat = procfs::process::Process::myself().ok()?.stat().ok()?;
-    Some((stat.utime + stat.stime) as f64 / procfs::ticks_per_second() as f64)
+    Some(stat.utime + stat.stime)
+}
+
+/// CPU time between two readings of [`process_cpu_ticks`], seconds: the ticks are subtracted
+/// as integers and divided once, so a whole second of ticks is exactly 1.0.
+fn cpu_seconds_between(start: u64, end: u64) -> f64 {
+    end.saturating_sub(start) as f64 / procfs::ticks_per_second() as f64
 }
 
 /// A window being sampled.
@@ -335,7 +341,7 @@ struct Open {
     start: Option<WindowStep>,
     start_us: u64,
     requested_start_us: u64,
-    cpu_start: Option<f64>,
+    cpu_start: Option<u64>,
 }
 
 /// A window stopped, its stacks not yet resolved.
@@ -432,7 +438,7 @@ impl Control {
     ) -> std::result::Result<Open, String> {
         let deadline = Instant::now() + BUSY_RETRY;
         loop {
-            let cpu_start = process_cpu_seconds();
+            let cpu_start = process_cpu_ticks();
             let built = pprof::ProfilerGuardBuilder::default()
                 .frequency(i32::try_from(self.frequency_hz).unwrap_or(i32::MAX))
                 .blocklist(&BLOCKLIST)
@@ -465,7 +471,7 @@ impl Control {
     ) {
         let report = window.guard.report().build_unresolved();
         let end_us = epoch_us();
-        let cpu_end = process_cpu_seconds();
+        let cpu_end = process_cpu_ticks();
         drop(window.guard);
         SAMPLER_HELD.store(false, Ordering::Release);
         self.shared.sampling.store(false, Ordering::Release);
@@ -478,7 +484,10 @@ impl Control {
                 end_us: end_us.max(window.start_us),
                 requested_start_us: window.requested_start_us,
                 requested_end_us,
-                cpu_seconds: window.cpu_start.zip(cpu_end).map(|(a, b)| (b - a).max(0.0)),
+                cpu_seconds: window
+                    .cpu_start
+                    .zip(cpu_end)
+                    .map(|(a, b)| cpu_seconds_between(a, b)),
             }),
             Err(e) => Err(format!("the samples could not be read: {e}")),
         });
