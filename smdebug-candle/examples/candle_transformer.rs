@@ -149,7 +149,9 @@ fn main() -> Result<(), BoxError> {
         vm.all_vars(),
         ParamsAdamW {
             lr: 3e-3,
-            weight_decay: 1e-4,
+            // At 1e-4 the model memorised its training images (training loss 0.006, validation
+            // turning up from 0.24 to 0.27) and Overfit said so; at 0.5 validation keeps gaining.
+            weight_decay: 0.5,
             ..Default::default()
         },
     )?;

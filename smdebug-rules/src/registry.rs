@@ -146,7 +146,7 @@ pub fn builtin_rules() -> Vec<BuiltinRule> {
             tensor: Overfit,
             OverfitParams,
             "overfit",
-            "(validation − training loss)/training loss > ratio_threshold for patience evaluation steps, a validation block judged once it has as many values as the block before",
+            "(validation − training loss)/training loss > ratio_threshold while neither this validation pass nor the one before came improvement_percent % below the lowest pass mean (beyond noise), for patience evaluation steps; a validation block judged once it has as many values as the block before",
             "add regularization (weight decay, dropout, augmentation), use more data, or stop earlier"
         ),
         builtin!(

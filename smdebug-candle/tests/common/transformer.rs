@@ -77,7 +77,10 @@ impl Attention {
         let [q, k, s] = probe_names(layer);
         Ok(Attention {
             query: candle_nn::linear(d, d, vb.pp("query"))?,
-            key: candle_nn::linear(d, d, vb.pp("key"))?,
+            // No key bias: it adds `q·b` to every score of a query's row, which the softmax
+            // takes away, so its gradient is zero up to rounding (VanishingGradient and
+            // PoorWeightInitialization rightly report it: a parameter that cannot learn).
+            key: candle_nn::linear_no_bias(d, d, vb.pp("key"))?,
             value: candle_nn::linear(d, d, vb.pp("value"))?,
             out: candle_nn::linear(d, d, vb.pp("out"))?,
             heads: cfg.heads,
