@@ -10,11 +10,12 @@ use smdebug_profiler::stats::percentile;
 use smdebug_profiler::system::vocab;
 
 use crate::api::is_step;
-use crate::run::{Run, RunData, progress_point};
+use crate::liveness;
+use crate::run::{Run, RunData};
 use crate::verdicts::rule_views;
 use crate::views::{
-    HEADLINE_POINTS, Headline, JobPhases, NodeStats, Num, Overview, PhaseTotal, Progress, StatRow,
-    WriterDrops,
+    HEADLINE_POINTS, Headline, JobPhases, NodeStats, Num, Overview, Phase, PhaseTotal, Progress,
+    StatRow, WriterDrops,
 };
 
 fn secs(us: u64) -> f64 {
@@ -154,40 +155,23 @@ pub fn overview(run: &Run) -> Overview {
         top_phases,
         rules_written: d.rules.is_some(),
         warnings: d.warnings.clone(),
-        progress: progress(&d),
+        progress: progress(&d, {
+            let stop_rule = d.stop_request.as_ref().and_then(|r| r.rule.as_deref());
+            liveness::freshness(&d, stop_rule, smdebug_io::jobs::now_s()).phase
+        }),
         loss: headline(&d, "loss"),
         accuracy: headline(&d, "acc"),
     }
 }
 
-/// Step rate over the last (at most 50) step spans of the mode with the most of them.
-fn progress(d: &RunData) -> Progress {
-    let mut by_mode: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
-    for s in d.profile.spans().iter() {
-        if let Some(mode) = is_step(&s) {
-            by_mode.entry(mode.name()).or_default().push(s.start_us);
-        }
-    }
-    let starts = by_mode
-        .into_values()
-        .max_by_key(Vec::len)
-        .unwrap_or_default();
-    let recent = &starts[starts.len().saturating_sub(50)..];
-    let step_rate = match (recent.first(), recent.last()) {
-        (Some(&a), Some(&b)) if recent.len() >= 2 && b > a => {
-            Some((recent.len() - 1) as f64 / secs(b - a))
-        }
-        _ => None,
-    };
+/// How far along and how fast: the step rate over a trailing window after the warm-up
+/// ([`liveness::stable_rate`]), from the step spans of the mode with the most of them, else
+/// the progress files' course; an ETA only while the run advances at an even rate.
+fn progress(d: &RunData, phase: Phase) -> Progress {
+    let (points, rate_source) = liveness::step_points(d);
+    let rate = liveness::stable_rate(&points);
+    let step_rate = rate.rate;
     let files = &d.progress;
-    // Without step spans, the rate between the first progress file seen and the latest.
-    let (step_rate, rate_source) = match (step_rate, d.progress_first, progress_point(files)) {
-        (Some(r), ..) => (Some(r), "step spans"),
-        (None, Some((s0, t0)), Some((s1, t1))) if s1 > s0 && t1 > t0 => {
-            (Some((s1 - s0) as f64 / (t1 - t0)), "progress files")
-        }
-        _ => (None, "step spans"),
-    };
     let planned_steps = files.iter().filter_map(|p| p.planned_steps).max();
     let steps_done = files
         .iter()
@@ -196,6 +180,8 @@ fn progress(d: &RunData) -> Progress {
         .max();
     let (eta_s, eta_note) = match (planned_steps, step_rate, steps_done) {
         _ if d.complete => (None, Some("the run has ended")),
+        _ if phase == Phase::Crashed => (None, Some("no ETA: the run crashed")),
+        _ if phase == Phase::Stalled => (None, Some("no ETA: the run is not advancing (stalled)")),
         (None, ..) if files.is_empty() => (
             None,
             Some("no plan recorded: the run has no progress file (written by smdebug's Session)"),
@@ -204,7 +190,8 @@ fn progress(d: &RunData) -> Progress {
             None,
             Some("no plan recorded: the job did not say how many steps it plans"),
         ),
-        (Some(_), None, _) => (None, Some("no step rate yet")),
+        (Some(_), None, _) => (None, rate.note.or(Some("no step rate yet"))),
+        (Some(_), Some(_), _) if !rate.steady => (None, rate.note),
         (Some(planned), Some(rate), done) => (
             Some(planned.saturating_sub(done.unwrap_or(0)) as f64 / rate),
             None,
@@ -233,7 +220,9 @@ fn progress(d: &RunData) -> Progress {
     });
     Progress {
         step_rate,
-        rate_steps: recent.len(),
+        rate_steps: rate.steps as usize,
+        rate_window_s: rate.window_s,
+        rate_steady: rate.steady,
         rate_source,
         planned_steps,
         steps_done,
