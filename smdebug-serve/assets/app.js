@@ -333,7 +333,7 @@
     // Never an ETA the page cannot vouch for: not while the stream is down, not for a run that
     // does not advance (the overview, fetched again on the change, says why too).
     const noEta = stream.state === "down" ? "no ETA: disconnected from the server" :
-      r.phase === "stalled" || r.phase === "crashed" ? "no ETA: the run is " + r.phase : null;
+      r.phase === "crashed" ? "no ETA: the run crashed" : r.phase === "stalled" ? "no ETA: the run is not advancing (stalled)" : null;
     if (noEta && !r.complete) $("summary-rate").textContent = noEta;
     if (lastOverview.id !== r.id || r.version < lastOverview.version) return;
     $("summary-state-more").textContent = r.phase_note && !r.complete ? text + " · " + r.phase_note : dataSpan(text, r);
@@ -373,6 +373,7 @@
     tile("tile-state", cls);
     drawRuleLists(o);
     window.SMD.drawProgress(o, tile);
+    status.eta_note = o.progress.eta_note;
     patchSummary();
     headlineChart(o.loss, "headline:loss");
     headlineChart(o.accuracy, "headline:accuracy");
