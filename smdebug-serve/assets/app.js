@@ -158,7 +158,7 @@
   const clock = (t) => new Date(t * 1000).toISOString().slice(11, 19) + " UTC";
   // The event stream: `connecting`, `up` or `down`; when its last push arrived (ms since
   // navigation) and the server's heartbeat (a push at least this often while it is up).
-  const stream = { state: "connecting", at: null, heartbeat_s: 2, connected_at: 0 };
+  const stream = { state: "connecting", at: null, heartbeat: 2, connectedAt: 0 };
   const sincePush = () => (stream.at === null ? 0 : (performance.now() - stream.at) / 1000);
   function runState(r) {
     if (r.open_error) return ["cannot open: " + r.open_error, "waiting"];
@@ -215,7 +215,7 @@
     // A run replaced or written again from step 0: its view was reset, and the page says so.
     if (r.exists && r.identity) s.textContent += " · view reset: " + r.identity;
     s.className = "state " + cls;
-    s.title = r.phase_note || "";
+    s.title = s.textContent + (r.phase_note ? "\n" + r.phase_note : "");
     s.dataset.phase = r.phase;
     status.state_text = s.textContent;
     status.phase_note = r.phase_note;
@@ -253,8 +253,8 @@
     }
     status.stop_state = asked || unreadable ? st.textContent : null;
     const stop = $("stop");
-    stop.disabled = !r.writable || r.complete || !!r.stop_requested || stopAsked.has(r.id);
-    stop.title = !r.writable ? "this server cannot write into the run" :
+    stop.disabled = !r.writable || r.complete || r.phase === "crashed" || !!r.stop_requested || stopAsked.has(r.id);
+    stop.title = !r.writable ? "this server cannot write into the run" : r.phase === "crashed" ? "the job's process is gone: nothing would read a stop request" :
       r.stop_requested ? "stop requested: " + r.stop_requested : "";
     const download = $("download");
     download.setAttribute("href", api("runs/" + r.id + "/report"));
@@ -336,7 +336,8 @@
       r.phase === "crashed" ? "no ETA: the run crashed" : r.phase === "stalled" ? "no ETA: the run is not advancing (stalled)" : null;
     if (noEta && !r.complete) $("summary-rate").textContent = noEta;
     if (lastOverview.id !== r.id || r.version < lastOverview.version) return;
-    $("summary-state-more").textContent = r.phase_note && !r.complete ? text + " · " + r.phase_note : dataSpan(text, r);
+    $("summary-state-more").textContent = r.phase_note && !r.complete ?
+      (stream.state === "down" ? "last known: " + (PHASE_TEXT[r.phase] || r.phase) + " · " : "") + r.phase_note : dataSpan(text, r);
     // Not while the person has text selected in the card (the overview's redraw waits too).
     if (selectionIn($("overview-runs"))) return;
     for (const [k, v] of runCounts(r, r)) {
@@ -604,7 +605,7 @@
   // whose data changed in between are fetched again then.
   function connect() {
     if (source) source.close();
-    stream.connected_at = performance.now();
+    stream.connectedAt = performance.now();
     if (stream.state !== "down") stream.state = "connecting";
     const es = new EventSource(api("events"));
     source = es;
@@ -621,7 +622,7 @@
       const push = JSON.parse(e.data);
       stream.state = "up";
       stream.at = performance.now();
-      stream.heartbeat_s = push.heartbeat_s || stream.heartbeat_s;
+      stream.heartbeat = push.heartbeat_s || stream.heartbeat;
       status.server_time = push.server_time;
       const before = runs[current] && runs[current].phase;
       runs = push.runs;
@@ -648,9 +649,9 @@
   // stream down is reopened every three heartbeats (a server back on the same address is
   // found again).
   function tick() {
-    const silent = (stream.at === null ? (performance.now() - stream.connected_at) / 1000 : sincePush()) > 3 * stream.heartbeat_s;
+    const silent = (stream.at === null ? (performance.now() - stream.connectedAt) / 1000 : sincePush()) > 3 * stream.heartbeat;
     if (stream.state === "up" && silent) stream.state = "down";
-    if (stream.state === "down" && (performance.now() - stream.connected_at) / 1000 > 3 * stream.heartbeat_s &&
+    if (stream.state === "down" && (performance.now() - stream.connectedAt) / 1000 > 3 * stream.heartbeat &&
         (!source || source.readyState !== EventSource.OPEN || silent)) connect();
     updateHeader();
     showFreshness();

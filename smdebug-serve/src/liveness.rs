@@ -262,9 +262,9 @@ pub(crate) fn freshness(d: &RunData, stop_rule: Option<&str>, now: f64) -> Fresh
     };
     let idle_s = last_advanced.map(|t| (now - t).max(0.0));
     let rate = stable_rate(&step_points(d).0).rate;
-    let stalled_after_s = rate
-        .filter(|r| *r > 0.0)
-        .map_or(STALLED_AFTER_S, |r| STALLED_AFTER_S.max(STALLED_AFTER_STEPS / r));
+    let stalled_after_s = rate.filter(|r| *r > 0.0).map_or(STALLED_AFTER_S, |r| {
+        STALLED_AFTER_S.max(STALLED_AFTER_STEPS / r)
+    });
     let mut f = Freshness {
         phase: Phase::Live,
         note: None,
@@ -378,7 +378,8 @@ mod tests {
     #[test]
     fn the_rate_leaves_out_the_warm_up_and_an_uneven_window_gives_no_eta() {
         // Five slow warm-up steps, then 10 steps a second for 30 s.
-        let mut points: Vec<(f64, f64)> = (0..5).map(|i| (f64::from(i) * 3.0, f64::from(i))).collect();
+        let mut points: Vec<(f64, f64)> =
+            (0..5).map(|i| (f64::from(i) * 3.0, f64::from(i))).collect();
         points.extend((0..=300).map(|i| (15.0 + f64::from(i) / 10.0, 5.0 + f64::from(i))));
         let r = stable_rate(&points);
         assert!(r.steady, "{r:?}");

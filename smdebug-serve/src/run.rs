@@ -27,8 +27,8 @@ use smdebug_rules::Summary;
 use smdebug_rules::runner::SUMMARY_FILE;
 
 use crate::identity::{Change, Identity};
-use crate::liveness::{self, Arrivals, ProcessView};
 use crate::journal::Journal;
+use crate::liveness::{self, Arrivals, ProcessView};
 
 /// Event-file bytes the dashboard's `Trial` keeps between views.
 const DASHBOARD_FILE_CACHE_BYTES: usize = 16 << 20;
@@ -393,8 +393,12 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
     if let Ok(mut d) = run.data.write()
         && d.exists
     {
-        d.arrivals
-            .note(found.steps, found.samples, backlog, smdebug_io::jobs::now_s());
+        d.arrivals.note(
+            found.steps,
+            found.samples,
+            backlog,
+            smdebug_io::jobs::now_s(),
+        );
     }
     if !cursor.marker_read || changed || backlog {
         cursor.quiet_after_end = 0;

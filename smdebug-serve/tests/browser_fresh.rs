@@ -44,13 +44,18 @@ fn a_killed_job_turns_crashed_and_a_stopped_server_disconnected_without_a_reload
         s["phase"] == "live"
             && s["connection"] == "up"
             && s["steps"].as_u64() > Some(20)
-            && s["freshness"].as_str().is_some_and(|f| f.starts_with("updated "))
+            && s["freshness"]
+                .as_str()
+                .is_some_and(|f| f.starts_with("updated "))
     });
     // A mark that a reload would wipe.
     cdp.eval("window.notReloaded = true");
     // The ETA tile says what it rests on (a rate or why there is none).
     let rate = cdp.eval("document.getElementById('summary-rate').textContent");
-    assert!(rate.as_str().unwrap().contains("steps/s") || rate.as_str().unwrap().contains("rate"), "{rate}");
+    assert!(
+        rate.as_str().unwrap().contains("steps/s") || rate.as_str().unwrap().contains("rate"),
+        "{rate}"
+    );
 
     let pid = child.id();
     child.kill().unwrap();
@@ -60,16 +65,25 @@ fn a_killed_job_turns_crashed_and_a_stopped_server_disconnected_without_a_reload
         s["phase"] == "crashed"
             && c.eval("document.getElementById('summary-state').textContent") == "crashed"
     });
-    assert_eq!(cdp.eval("window.notReloaded === true"), true, "the page was reloaded");
+    assert_eq!(
+        cdp.eval("window.notReloaded === true"),
+        true,
+        "the page was reloaded"
+    );
     let s = cdp.status();
     let note = s["phase_note"].as_str().unwrap();
     assert!(note.contains(&format!("process {pid}")), "{note}");
     assert!(
-        s["state_text"].as_str().unwrap().starts_with("crashed · last advanced "),
+        s["state_text"]
+            .as_str()
+            .unwrap()
+            .starts_with("crashed · last advanced "),
         "{s}"
     );
     let state_class = cdp.eval("document.getElementById('run-state').className");
     assert_eq!(state_class, "state crashed");
+    // Nothing would read a stop request.
+    assert_eq!(cdp.eval("document.getElementById('stop').disabled"), true);
     // No ETA on a run that does not advance: the overview, fetched again on the change, says
     // so too.
     cdp.wait(Duration::from_secs(15), "no ETA", |c| {
@@ -79,7 +93,10 @@ fn a_killed_job_turns_crashed_and_a_stopped_server_disconnected_without_a_reload
                 .is_some_and(|t| t.starts_with("no ETA: the run crashed"))
     });
     let more = cdp.eval("document.getElementById('summary-state-more').textContent");
-    assert!(more.as_str().unwrap().contains("not marked finished"), "{more}");
+    assert!(
+        more.as_str().unwrap().contains("not marked finished"),
+        "{more}"
+    );
     let shot = cdp.call(
         "Page.captureScreenshot",
         json!({"format": "png", "captureBeyondViewport": false}),
@@ -102,7 +119,10 @@ fn a_killed_job_turns_crashed_and_a_stopped_server_disconnected_without_a_reload
     });
     let s = cdp.status();
     assert!(
-        s["state_text"].as_str().unwrap().starts_with("last known: crashed"),
+        s["state_text"]
+            .as_str()
+            .unwrap()
+            .starts_with("last known: crashed"),
         "{s}"
     );
     assert_eq!(

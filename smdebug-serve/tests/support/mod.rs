@@ -313,12 +313,8 @@ pub fn child_job_main() {
     };
     let run = std::path::PathBuf::from(run);
     let storage: Arc<dyn Storage> = Arc::new(smdebug_io::storage::LocalStorage::new(&run).unwrap());
-    let identity = smdebug_io::jobs::JobIdentity::new(
-        smdebug_io::jobs::random_id(),
-        "worker_0".into(),
-        0,
-        1,
-    );
+    let identity =
+        smdebug_io::jobs::JobIdentity::new(smdebug_io::jobs::random_id(), "worker_0".into(), 0, 1);
     let _claim = smdebug_io::jobs::JobClaim::start(Arc::clone(&storage), identity).unwrap();
     let job = start_job(
         storage,
