@@ -31,6 +31,10 @@ pub const STALLED_AFTER_S: f64 = 60.0;
 /// Typical step intervals without news after which a slow job is stalled.
 const STALLED_AFTER_STEPS: f64 = 5.0;
 
+/// No step for this long (or three step intervals, when longer): the ETA is withheld before
+/// the run counts as stalled.
+pub const QUIET_AFTER_S: f64 = 10.0;
+
 /// The trailing window of wall time the step rate is measured over.
 pub const RATE_WINDOW_S: f64 = 120.0;
 
@@ -250,11 +254,18 @@ pub(crate) fn freshness(d: &RunData, stop_rule: Option<&str>, now: f64) -> Fresh
         .map(|p| p.wall_time)
         .filter(|t| t.is_finite() && *t > 0.0)
         .reduce(f64::max);
-    let has_steps = !d.steps.is_empty() || !d.progress.is_empty() || !d.profile.spans().is_empty();
+    // A run with tensor steps or progress files advances with them (its system sampler runs on
+    // while the loop hangs); a run of profiler data only, with any of it (its trace files close
+    // a minute apart by default: spans alone would look stalled between two).
+    let has_steps = !d.steps.is_empty() || !d.progress.is_empty();
     let seen = if has_steps {
         d.arrivals.steps
     } else {
-        d.arrivals.samples
+        d.arrivals
+            .steps
+            .into_iter()
+            .chain(d.arrivals.samples)
+            .reduce(f64::max)
     };
     let last_advanced = match (files_time, seen) {
         (Some(a), Some(b)) => Some(a.max(b)),
