@@ -216,3 +216,114 @@ fn a_run_of_another_host_that_stopped_beating_is_stalled_since_its_last_progress
         (v["runs"][0]["phase"] == "ended").then_some(())
     });
 }
+
+/// A run of 30 steps whose files stay as a crash left them (no end marker), its progress file
+/// saying its last step ended `ago` seconds ago; the folder.
+fn stopped_run(dir: &std::path::Path, ago: f64) -> (std::path::PathBuf, f64) {
+    let run = dir.join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    let storage = Arc::new(LocalStorage::new(&run).unwrap());
+    let job = support::start_job(
+        storage.clone(),
+        Some(&run),
+        support::JobConfig {
+            steps: 30,
+            step_time: Duration::from_millis(2),
+            sampler: false,
+            start_delay: Duration::ZERO,
+            slow_steps: Vec::new(),
+        },
+    );
+    job.join();
+    std::fs::remove_file(run.join(smdebug_io::format::layout::END_MARKER)).unwrap();
+    let last = now_s() - ago;
+    let mut p = Progress::new("worker_0");
+    p.planned_steps = Some(100);
+    p.steps = 33;
+    p.last_step = Some(32);
+    p.wall_time = last;
+    write_progress(storage.as_ref(), &p).unwrap();
+    (run, last)
+}
+
+#[test]
+fn a_run_that_stops_writing_is_pushed_as_stalled_once_a_minute_has_passed() {
+    let dir = tempfile::tempdir().unwrap();
+    // Its last step ended 55 s ago: live when the page opens, stalled 5 s later with no file
+    // changing, and the stream says so by itself.
+    let (run, last) = stopped_run(dir.path(), 55.0);
+    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().to_owned()])).unwrap();
+    let url = server.url().trim_end_matches('/').to_owned();
+    let rx = events(&url);
+    let first = pushed(&rx, Duration::from_secs(30), "the run read", |r| {
+        r["steps"].as_u64() == Some(33)
+    });
+    let before = first["runs"][0]["phase"].clone();
+    let stalled = pushed(&rx, Duration::from_secs(30), "stalled", |r| {
+        r["phase"] == "stalled"
+    });
+    let r = &stalled["runs"][0];
+    // Unless the machine took the whole five seconds to read 33 steps, it was live first.
+    eprintln!("phase when read: {before}");
+    assert!(stalled["server_time"].as_f64().unwrap() - last > 60.0);
+    assert_eq!(r["stalled_since"].as_f64(), Some(last));
+    assert_eq!(r["stalled_after_s"].as_f64(), Some(60.0));
+    let note = r["phase_note"].as_str().unwrap();
+    assert!(
+        note.contains("no identity files") && note.contains("nothing new for more than 60 s"),
+        "{note}"
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_process_of_this_host_that_runs_but_does_not_advance_is_stalled_not_crashed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (run, last) = stopped_run(dir.path(), 300.0);
+    // Its writer: a process of this host that still runs (hung), beating.
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("120")
+        .spawn()
+        .unwrap();
+    let mut id = JobIdentity::new("job".into(), "worker_0".into(), 0, 1);
+    id.pid = sleeper.id();
+    let storage = LocalStorage::new(&run).unwrap();
+    smdebug_io::Storage::put(&storage, &id.key(), serde_json::to_vec(&id).unwrap().into()).unwrap();
+    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().to_owned()])).unwrap();
+    let url = server.url().trim_end_matches('/').to_owned();
+    let r = wait_for(Duration::from_secs(30), "the run read", || {
+        let v = get_json(&format!("{url}/api/runs"));
+        (v["runs"][0]["processes"][0]["state"] == "running").then_some(v["runs"][0].clone())
+    });
+    assert_eq!(r["phase"], "stalled", "{r}");
+    assert_eq!(r["stalled_since"].as_f64(), Some(last));
+    let note = r["phase_note"].as_str().unwrap();
+    assert!(
+        note.contains(&format!("process {} still runs on this host", sleeper.id())),
+        "{note}"
+    );
+    // It is killed: crashed, its identity file not marked finished.
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    let r = wait_for(Duration::from_secs(30), "crashed", || {
+        let v = get_json(&format!("{url}/api/runs"));
+        (v["runs"][0]["phase"] == "crashed").then_some(v["runs"][0].clone())
+    });
+    assert_eq!(r["processes"][0]["state"], "gone");
+    // Had it marked its file finished before it exited, it would not be crashed: stalled,
+    // with no end marker stored.
+    id.finished = true;
+    smdebug_io::Storage::put(&storage, &id.key(), serde_json::to_vec(&id).unwrap().into()).unwrap();
+    let r = wait_for(Duration::from_secs(30), "finished", || {
+        let v = get_json(&format!("{url}/api/runs"));
+        (v["runs"][0]["processes"][0]["state"] == "finished").then_some(v["runs"][0].clone())
+    });
+    assert_eq!(r["phase"], "stalled", "{r}");
+    assert!(
+        r["phase_note"]
+            .as_str()
+            .unwrap()
+            .contains("marked themselves finished, but no end marker was stored"),
+        "{r}"
+    );
+}
