@@ -8,7 +8,7 @@
 //!   process started after the session) and is not marked finished, and the run has no end
 //!   marker. Only said on the host that ran it: the dashboard can look up its process ids.
 //! - *Stalled since T*: no end marker and nothing advanced for [`STALLED_AFTER_S`] (or five
-//!   typical step intervals, when steps are slower than that), or every unfinished process of
+//!   typical step intervals by the progress files, when steps are slower than that), or every unfinished process of
 //!   another host has stopped beating for [`STALE_AFTER`]. T is when the run last advanced, by
 //!   the times its files record (the newest progress file, written as steps end) or, when
 //!   later, when this server saw new steps arrive.
@@ -209,12 +209,15 @@ pub(crate) fn step_points(d: &RunData) -> (Vec<(f64, f64)>, &'static str) {
             .collect();
         return (points, "step spans");
     }
-    let points = d
-        .progress_history
+    (progress_points(d), "progress files")
+}
+
+/// The progress files' course as step points.
+fn progress_points(d: &RunData) -> Vec<(f64, f64)> {
+    d.progress_history
         .iter()
         .map(|&(t, s)| (t, s as f64))
-        .collect();
-    (points, "progress files")
+        .collect()
 }
 
 /// Appends a progress point (newest wall time, most steps) when the steps moved.
@@ -238,7 +241,7 @@ pub struct Freshness {
     pub note: Option<String>,
     /// When the run last advanced, seconds since the epoch.
     pub last_advanced: Option<f64>,
-    /// Seconds since then.
+    /// Seconds since then (or since this server first read it all, when that is unknown).
     pub idle_s: Option<f64>,
     /// When stalled (or crashed): since when.
     pub stalled_since: Option<f64>,
@@ -269,10 +272,15 @@ pub(crate) fn freshness(d: &RunData, stop_rule: Option<&str>, now: f64) -> Fresh
     };
     let last_advanced = match (files_time, seen) {
         (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b).or(d.arrivals.caught_up_at),
+        (a, b) => a.or(b),
     };
-    let idle_s = last_advanced.map(|t| (now - t).max(0.0));
-    let rate = stable_rate(&step_points(d).0).rate;
+    // Without a sign of when it last advanced, the time counts from when this server first read
+    // it all (a dead run opened later is stalled a minute after).
+    let reference = last_advanced.or(d.arrivals.caught_up_at);
+    let idle_s = reference.map(|t| (now - t).max(0.0));
+    // The typical step from the progress files' course (at most PROGRESS_HISTORY points: this
+    // runs for every run on every push, where a walk over the step spans would not be cheap).
+    let rate = stable_rate(&progress_points(d)).rate;
     let stalled_after_s = rate.filter(|r| *r > 0.0).map_or(STALLED_AFTER_S, |r| {
         STALLED_AFTER_S.max(STALLED_AFTER_STEPS / r)
     });
@@ -302,16 +310,18 @@ pub(crate) fn freshness(d: &RunData, stop_rule: Option<&str>, now: f64) -> Fresh
         };
         return f;
     }
-    let since = |t: Option<f64>| {
-        t.map_or_else(
-            || "nothing since".to_owned(),
-            |t| format!("last advanced {}", utc(t)),
-        )
+    let since = match (last_advanced, reference) {
+        (Some(t), _) => format!("last advanced {}", utc(t)),
+        (None, Some(t)) => format!(
+            "no time of its last step in its files; nothing new since this server read it at {}",
+            utc(t)
+        ),
+        (None, None) => "nothing read of its progress yet".to_owned(),
     };
     let gone: Vec<&ProcessView> = d.processes.iter().filter(|p| p.state == "gone").collect();
     if !gone.is_empty() {
         f.phase = Phase::Crashed;
-        f.stalled_since = last_advanced;
+        f.stalled_since = reference;
         let each: Vec<String> = gone
             .iter()
             .map(|p| {
@@ -326,7 +336,7 @@ pub(crate) fn freshness(d: &RunData, stop_rule: Option<&str>, now: f64) -> Fresh
         f.note = Some(format!(
             "{}; not marked finished and no end marker; {}",
             each.join("; "),
-            since(last_advanced)
+            since
         ));
         return f;
     }
@@ -341,7 +351,7 @@ pub(crate) fn freshness(d: &RunData, stop_rule: Option<&str>, now: f64) -> Fresh
         return f;
     }
     f.phase = Phase::Stalled;
-    f.stalled_since = last_advanced;
+    f.stalled_since = reference;
     let who = if silent {
         let each: Vec<String> = unfinished
             .iter()
@@ -375,9 +385,7 @@ pub(crate) fn freshness(d: &RunData, stop_rule: Option<&str>, now: f64) -> Fresh
     };
     f.note = Some(format!(
         "nothing new for more than {:.0} s; {}; {}",
-        stalled_after_s,
-        since(last_advanced),
-        who
+        stalled_after_s, since, who
     ));
     f
 }

@@ -496,7 +496,12 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Fou
             Ok((jobs, problems)) => {
                 warnings.extend(smdebug_io::jobs::job_problems(&jobs));
                 warnings.extend(problems);
-                Some(look_up(storage.as_ref(), &jobs))
+                let before = run
+                    .data
+                    .read()
+                    .map(|d| d.processes.clone())
+                    .unwrap_or_default();
+                Some(look_up(storage.as_ref(), &jobs, &before))
             }
             Err(e) => {
                 warnings.push(format!("the run's identity files cannot be listed: {e}"));
@@ -696,13 +701,23 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Fou
     found
 }
 
-/// Each identity file's process looked up. One seen gone is looked up again after its file is
-/// read again: a process that marked its file finished just before it exited is not taken
-/// for crashed.
-fn look_up(storage: &dyn Storage, jobs: &[smdebug_io::jobs::JobIdentity]) -> Vec<ProcessView> {
+/// Each identity file's process looked up. One newly seen gone (not so in `before`) is looked
+/// up again after its file is read again: a process that marked its file finished just before
+/// it exited is not taken for crashed.
+fn look_up(
+    storage: &dyn Storage,
+    jobs: &[smdebug_io::jobs::JobIdentity],
+    before: &[ProcessView],
+) -> Vec<ProcessView> {
     let now = smdebug_io::jobs::now_s();
     let views: Vec<ProcessView> = jobs.iter().map(|j| ProcessView::of(j, now)).collect();
-    if !views.iter().any(|v| v.state == "gone") {
+    let newly_gone = views.iter().any(|v| {
+        v.state == "gone"
+            && !before.iter().any(|b| {
+                b.state == "gone" && (&b.worker, &b.host, b.pid) == (&v.worker, &v.host, v.pid)
+            })
+    });
+    if !newly_gone {
         return views;
     }
     match smdebug_io::jobs::read_jobs(storage) {

@@ -79,7 +79,8 @@ pub struct RunState {
     /// When the run last advanced (its newest progress file, or new steps seen arriving),
     /// seconds since the epoch.
     pub last_advanced: Option<f64>,
-    /// Seconds since then.
+    /// Seconds since then (or, when neither its files nor its arrivals say when, since this
+    /// server first read it all).
     pub idle_s: Option<f64>,
     /// Stalled or crashed: since when, seconds since the epoch.
     pub stalled_since: Option<f64>,
