@@ -8,7 +8,7 @@
 //! ```json
 //! {"version": 1, "job": "4f0c…", "process": "9a1e…", "worker": "worker_0", "rank": 0,
 //!  "world_size": 2, "host": "trainer-1", "pid": 4242, "started": 1795000000.25,
-//!  "heartbeat": 1795000015.25, "finished": false}
+//!  "heartbeat": 1795000015.25, "finished": false, "pid_namespace": "pid:[4026531836]"}
 //! ```
 //!
 //! - `process` is random (128 bits) for each session; `job` is shared by the processes of one
@@ -70,6 +70,19 @@ pub struct JobIdentity {
     pub heartbeat: f64,
     /// The session ended (its files are complete).
     pub finished: bool,
+    /// The process-id namespace its `pid` is in (`pid:[4026531836]`, Linux), so that a reader on
+    /// the same host name but in another namespace (a container sharing the host's network and
+    /// name) does not look the id up among its own processes. Absent in files written before it
+    /// was recorded, and elsewhere than Linux.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_namespace: Option<String>,
+}
+
+/// This process's process-id namespace (`pid:[4026531836]`), Linux only.
+pub fn pid_namespace() -> Option<String> {
+    std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
 }
 
 /// Seconds since the epoch, now.
@@ -154,12 +167,14 @@ fn lock_running() -> std::sync::MutexGuard<'static, HashSet<String>> {
 pub enum ProcessState {
     /// Its file is marked finished: the session ended.
     Finished,
-    /// On this host: its process id runs the process that started the session.
+    /// On this host (and in this process-id namespace): its process id runs the process that
+    /// started the session.
     Running,
     /// On this host: the process is gone without marking its file finished (it crashed or was
     /// killed); why it is known to be gone.
     Gone(String),
-    /// On another host (or where process ids cannot be checked): its heartbeat is younger than
+    /// On another host, or in another process-id namespace of this one (where process ids
+    /// cannot be checked): its heartbeat is younger than
     /// [`STALE_AFTER`]; whether it runs cannot be seen from here.
     Beating,
     /// On another host: no heartbeat for [`STALE_AFTER`] or longer; it died or hangs, which
@@ -235,6 +250,7 @@ impl JobIdentity {
             started: now,
             heartbeat: now,
             finished: false,
+            pid_namespace: pid_namespace(),
         }
     }
 
@@ -251,7 +267,14 @@ impl JobIdentity {
         if self.finished {
             return ProcessState::Finished;
         }
-        if self.host == host_name() {
+        // Its process id can be looked up here: this host, and this process-id namespace when
+        // the file names one.
+        let here = self.host == host_name()
+            && self
+                .pid_namespace
+                .as_ref()
+                .is_none_or(|ns| Some(ns) == pid_namespace().as_ref());
+        if here {
             if self.pid == std::process::id() {
                 return if lock_running().contains(&self.process) {
                     ProcessState::Running
@@ -662,5 +685,23 @@ mod tests {
         far.host = "another-host".into();
         assert_eq!(far.state(now_s()), ProcessState::Beating);
         assert_eq!(far.state(now_s() + 21.0), ProcessState::Silent);
+        // This host's name, another process-id namespace (a container sharing the host's name):
+        // its id is not looked up here, the heartbeat decides.
+        let mut boxed = id("j", "worker_0", now_s());
+        assert!(boxed.pid_namespace.is_some());
+        boxed.pid = u32::MAX; // runs nowhere here
+        boxed.pid_namespace = Some("pid:[1]".into());
+        assert_eq!(boxed.state(now_s()), ProcessState::Beating);
+        assert_eq!(boxed.state(now_s() + 21.0), ProcessState::Silent);
+        // A file written before namespaces were recorded: looked up here, as before.
+        boxed.pid_namespace = None;
+        assert!(matches!(boxed.state(now_s()), ProcessState::Gone(_)));
+        // The field round-trips, and a file without it reads.
+        let json = serde_json::to_string(&j).unwrap();
+        assert_eq!(serde_json::from_str::<JobIdentity>(&json).unwrap(), j);
+        let mut old: serde_json::Value = serde_json::from_str(&json).unwrap();
+        old.as_object_mut().unwrap().remove("pid_namespace");
+        let read: JobIdentity = serde_json::from_value(old).unwrap();
+        assert_eq!(read.pid_namespace, None);
     }
 }
