@@ -8,7 +8,7 @@
 //! ```json
 //! {"version": 1, "job": "4f0c…", "process": "9a1e…", "worker": "worker_0", "rank": 0,
 //!  "world_size": 2, "host": "trainer-1", "pid": 4242, "started": 1795000000.25,
-//!  "heartbeat": 1795000015.25, "finished": false}
+//!  "heartbeat": 1795000015.25, "finished": false, "pid_namespace": "pid:[4026531836]"}
 //! ```
 //!
 //! - `process` is random (128 bits) for each session; `job` is shared by the processes of one
@@ -17,7 +17,10 @@
 //!   `SLURM_JOB_ID` with its step), else rank 0's, which the other ranks adopt when they join
 //!   (see [`crate::run_folder::claim`]).
 //! - A process is *live* while its file is not `finished`, its heartbeat is younger than
-//!   [`STALE_AFTER`], and, on this host, its process id still runs ([`JobIdentity::is_live`]).
+//!   [`STALE_AFTER`], and, on this host, its process id still runs a process started before its
+//!   session ([`JobIdentity::is_live`]). [`JobIdentity::state`] says which: on this host a
+//!   process gone without marking its file finished is known to have crashed or been killed;
+//!   on another host a stale heartbeat only says it is silent.
 //! - Readers ([`read_jobs`], [`job_problems`]) flag a run whose identity files name more than
 //!   one job, or one worker written by more than one process.
 
@@ -67,6 +70,19 @@ pub struct JobIdentity {
     pub heartbeat: f64,
     /// The session ended (its files are complete).
     pub finished: bool,
+    /// The process-id namespace its `pid` is in (`pid:[4026531836]`, Linux), so that a reader on
+    /// the same host name but in another namespace (a container sharing the host's network and
+    /// name) does not look the id up among its own processes. Absent in files written before it
+    /// was recorded, and elsewhere than Linux.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_namespace: Option<String>,
+}
+
+/// This process's process-id namespace (`pid:[4026531836]`), Linux only.
+pub fn pid_namespace() -> Option<String> {
+    std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
 }
 
 /// Seconds since the epoch, now.
@@ -146,14 +162,75 @@ fn lock_running() -> std::sync::MutexGuard<'static, HashSet<String>> {
     running_here().lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Whether process `pid` of this host runs (Linux: `/proc/<pid>` exists; elsewhere unknown,
-/// taken as running).
-fn pid_runs(pid: u32) -> bool {
-    if cfg!(target_os = "linux") {
-        std::path::Path::new("/proc").join(pid.to_string()).exists()
-    } else {
-        true
+/// What became of the process that wrote an identity file, as far as this host can tell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProcessState {
+    /// Its file is marked finished: the session ended.
+    Finished,
+    /// On this host (and in this process-id namespace): its process id runs the process that
+    /// started the session.
+    Running,
+    /// On this host: the process is gone without marking its file finished (it crashed or was
+    /// killed); why it is known to be gone.
+    Gone(String),
+    /// On another host, or in another process-id namespace of this one (where process ids
+    /// cannot be checked): its heartbeat is younger than
+    /// [`STALE_AFTER`]; whether it runs cannot be seen from here.
+    Beating,
+    /// On another host: no heartbeat for [`STALE_AFTER`] or longer; it died or hangs, which
+    /// cannot be told from here.
+    Silent,
+}
+
+/// Seconds of slack when comparing a process's start time (the kernel's boot time is in whole
+/// seconds) with its session's.
+const START_SLACK_S: f64 = 2.0;
+
+/// Why process `pid` of this host is not the one whose session started at `session_started`
+/// (seconds since the epoch): it does not run, or it started after the session did (the id was
+/// reused). `None` while it runs and started before the session; elsewhere than Linux, `None`
+/// (unknown, taken as running).
+#[cfg(target_os = "linux")]
+fn process_gone(pid: u32, session_started: f64) -> Option<String> {
+    let Ok(id) = i32::try_from(pid) else {
+        return Some(format!("process id {pid} is not one this host can have"));
+    };
+    let process = match procfs::process::Process::new(id) {
+        Ok(p) => p,
+        Err(procfs::ProcError::NotFound(_)) => {
+            return Some(format!("process {pid} no longer runs on this host"));
+        }
+        // Another error (no /proc here): unknown, taken as running.
+        Err(_) => return None,
+    };
+    let stat = match process.stat() {
+        Ok(s) => s,
+        Err(procfs::ProcError::NotFound(_)) => {
+            return Some(format!("process {pid} no longer runs on this host"));
+        }
+        Err(_) => return None,
+    };
+    // A zombie has exited; only its parent has not collected it yet.
+    if stat.state == 'Z' {
+        return Some(format!(
+            "process {pid} has exited (a zombie its parent has not reaped)"
+        ));
     }
+    let boot = procfs::boot_time_secs().ok()?;
+    let started = boot as f64 + stat.starttime as f64 / procfs::ticks_per_second() as f64;
+    (started > session_started + START_SLACK_S).then(|| {
+        format!(
+            "process id {pid} now belongs to another process, started {} (after the session, \
+             started {})",
+            utc(started),
+            utc(session_started)
+        )
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn process_gone(_pid: u32, _session_started: f64) -> Option<String> {
+    None
 }
 
 impl JobIdentity {
@@ -173,6 +250,7 @@ impl JobIdentity {
             started: now,
             heartbeat: now,
             finished: false,
+            pid_namespace: pid_namespace(),
         }
     }
 
@@ -181,21 +259,60 @@ impl JobIdentity {
         job_file(&self.worker, &self.process)
     }
 
-    /// Whether the process still writes (see the [module docs](self)) at `now` (seconds since
-    /// the epoch).
-    pub fn is_live(&self, now: f64) -> bool {
+    /// What became of the writing process, at `now` (seconds since the epoch): on this host its
+    /// process id is looked up (and its start time compared with the session's, so that an id
+    /// taken by a newer process does not pass for the writer); on another host only the
+    /// heartbeat tells.
+    pub fn state(&self, now: f64) -> ProcessState {
         if self.finished {
-            return false;
+            return ProcessState::Finished;
         }
-        if self.host == host_name() {
+        // Its process id can be looked up here: this host, and this process-id namespace when
+        // the file names one.
+        let here = self.host == host_name()
+            && self
+                .pid_namespace
+                .as_ref()
+                .is_none_or(|ns| Some(ns) == pid_namespace().as_ref());
+        if here {
             if self.pid == std::process::id() {
-                return lock_running().contains(&self.process);
+                return if lock_running().contains(&self.process) {
+                    ProcessState::Running
+                } else {
+                    ProcessState::Gone(format!(
+                        "process {} (this one) holds no session of it",
+                        self.pid
+                    ))
+                };
             }
-            if !pid_runs(self.pid) {
-                return false;
-            }
+            return match process_gone(self.pid, self.started) {
+                Some(why) => ProcessState::Gone(why),
+                None => ProcessState::Running,
+            };
         }
+        if self.heartbeat_fresh(now) {
+            ProcessState::Beating
+        } else {
+            ProcessState::Silent
+        }
+    }
+
+    /// Its heartbeat is younger than [`STALE_AFTER`] at `now`.
+    pub fn heartbeat_fresh(&self, now: f64) -> bool {
         now - self.heartbeat < STALE_AFTER.as_secs_f64()
+    }
+
+    /// Whether the process still writes (see the [module docs](self)) at `now` (seconds since
+    /// the epoch): [`state`](Self::state) says it runs or beats, and its heartbeat is fresh.
+    pub fn is_live(&self, now: f64) -> bool {
+        match self.state(now) {
+            ProcessState::Running => {
+                self.heartbeat_fresh(now)
+                    || (self.pid == std::process::id() && self.host == host_name())
+            }
+            ProcessState::Beating => true,
+            ProcessState::Finished | ProcessState::Gone(_) | ProcessState::Silent => false,
+        }
     }
 
     /// `worker_0 of job 4f0c… (host h, pid 4242, started 2026-11-28 20:53:51 UTC)`.
@@ -524,5 +641,67 @@ mod tests {
         here.finished = true;
         assert!(!here.is_live(now_s()));
         lock_running().remove(&here.process);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_process_of_this_host_is_gone_once_its_id_runs_nothing_or_a_newer_process() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let mut j = id("j", "worker_0", now_s());
+        j.host = host_name();
+        j.pid = child.id();
+        assert_eq!(j.state(now_s()), ProcessState::Running);
+        assert!(j.is_live(now_s()));
+        // A session that started well before the process holding its id: the id was reused.
+        j.started = now_s() - 100.0;
+        match j.state(now_s()) {
+            ProcessState::Gone(why) => assert!(why.contains("another process"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(!j.is_live(now_s()));
+        j.started = now_s();
+        child.kill().unwrap();
+        // Killed and not reaped yet: a zombie, exited all the same.
+        std::thread::sleep(Duration::from_millis(100));
+        match j.state(now_s()) {
+            ProcessState::Gone(why) => assert!(
+                why.contains("exited") || why.contains("no longer runs"),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        child.wait().unwrap();
+        match j.state(now_s()) {
+            ProcessState::Gone(why) => assert!(why.contains("no longer runs"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        j.finished = true;
+        assert_eq!(j.state(now_s()), ProcessState::Finished);
+        // Another host: the heartbeat only.
+        let mut far = id("j", "worker_0", now_s());
+        far.host = "another-host".into();
+        assert_eq!(far.state(now_s()), ProcessState::Beating);
+        assert_eq!(far.state(now_s() + 21.0), ProcessState::Silent);
+        // This host's name, another process-id namespace (a container sharing the host's name):
+        // its id is not looked up here, the heartbeat decides.
+        let mut boxed = id("j", "worker_0", now_s());
+        assert!(boxed.pid_namespace.is_some());
+        boxed.pid = u32::MAX; // runs nowhere here
+        boxed.pid_namespace = Some("pid:[1]".into());
+        assert_eq!(boxed.state(now_s()), ProcessState::Beating);
+        assert_eq!(boxed.state(now_s() + 21.0), ProcessState::Silent);
+        // A file written before namespaces were recorded: looked up here, as before.
+        boxed.pid_namespace = None;
+        assert!(matches!(boxed.state(now_s()), ProcessState::Gone(_)));
+        // The field round-trips, and a file without it reads.
+        let json = serde_json::to_string(&j).unwrap();
+        assert_eq!(serde_json::from_str::<JobIdentity>(&json).unwrap(), j);
+        let mut old: serde_json::Value = serde_json::from_str(&json).unwrap();
+        old.as_object_mut().unwrap().remove("pid_namespace");
+        let read: JobIdentity = serde_json::from_value(old).unwrap();
+        assert_eq!(read.pid_namespace, None);
     }
 }

@@ -150,16 +150,46 @@
   // The `changed` counters each panel was drawn at (it is fetched again when they move).
   const drawnAt = new Map();
 
-  const PHASE_TEXT = { waiting: "waiting", live: "live", stalled: "stalled", ended: "ended",
+  const PHASE_TEXT = { waiting: "waiting", live: "live", stalled: "stalled", crashed: "crashed", ended: "ended",
                        stopped_by_rule: "stopped by a rule", stopped_by_person: "stopped by a person" };
+  // Whole seconds for an age ("4 s", "1 min 05 s"), and a wall-clock time as the server's
+  // messages write it ("14:02:11 UTC").
+  const ago = (s) => (s < 120 ? Math.max(0, Math.round(s)) + " s" : dur(s));
+  const clock = (t) => new Date(t * 1000).toISOString().slice(11, 19) + " UTC";
+  // The event stream: `connecting`, `up` or `down`; when its last push arrived (ms since
+  // navigation) and the server's heartbeat (a push at least this often while it is up).
+  const stream = { state: "connecting", at: null, heartbeat: 2, connectedAt: 0 };
+  const sincePush = () => (stream.at === null ? 0 : (performance.now() - stream.at) / 1000);
   function runState(r) {
     if (r.open_error) return ["cannot open: " + r.open_error, "waiting"];
     if (r.gone) return ["run gone: " + r.identity, "waiting"];
     if (!r.exists) return [r.identity ? "view reset: " + r.identity + "; waiting for the new run" : "waiting for the run to start", "waiting"];
     const text = PHASE_TEXT[r.phase] || r.phase;
-    if (r.phase === "stalled") return ["stalled: nothing new for " + dur(r.idle_s), "stalled"];
+    // The ages move on between pushes: the server's figure plus the time since it was sent.
+    const idle = r.idle_s === null ? null : r.idle_s + sincePush();
+    if (r.phase === "crashed") return ["crashed" + (r.last_advanced ? " · last advanced " + clock(r.last_advanced) + " (" + ago(idle) + " ago)" : ""), "crashed"];
+    if (r.phase === "stalled") return ["stalled since " + (r.stalled_since ? clock(r.stalled_since) + " (" + ago(idle) + ")" : "it was opened"), "stalled"];
     if (r.complete) return ["run " + text + (r.end_reason ? " (" + r.end_reason + ")" : ""), r.phase];
     return [text, r.phase];
+  }
+  // The run's state as this page can vouch for it: with the stream down, the last state
+  // heard, said to be that, not a live pill.
+  function pageState(r) {
+    const [text, cls] = runState(r);
+    if (stream.state !== "down") return [text, cls];
+    return ["last known: " + text, "disconnected"];
+  }
+  // How old the page's data is: "updated 2 s ago" while the stream is up, "disconnected"
+  // when it drops (or is silent for three heartbeats).
+  function showFreshness() {
+    const f = $("freshness");
+    const age = stream.at === null ? null : ago(sincePush());
+    f.textContent = stream.state === "down" ? "disconnected" + (age === null ? "" : " · last update " + age + " ago") :
+      age === null ? "connecting…" : "updated " + age + " ago";
+    f.className = "freshness" + (stream.state === "down" ? " disconnected" : "");
+    f.title = stream.state === "down" ? "the server's event stream is down: nothing shown changes until it is back (retrying)" : "";
+    status.connection = stream.state;
+    status.freshness = f.textContent;
   }
   // When this page asked the job to stop (ms since navigation), per run.
   const stopAsked = new Map();
@@ -178,14 +208,17 @@
     });
     const r = runs[current];
     if (!r) return;
-    const [text, cls] = runState(r);
+    const [text, cls] = pageState(r);
     const s = $("run-state");
     s.textContent = text + " · step " + (r.last_step === null ? "–" : r.last_step) + " · " +
       r.steps + " steps · " + r.samples + " samples";
     // A run replaced or written again from step 0: its view was reset, and the page says so.
     if (r.exists && r.identity) s.textContent += " · view reset: " + r.identity;
     s.className = "state " + cls;
+    s.title = s.textContent + (r.phase_note ? "\n" + r.phase_note : "");
     s.dataset.phase = r.phase;
+    status.state_text = s.textContent;
+    status.phase_note = r.phase_note;
     s.dataset.steps = String(r.steps);
     status.steps = r.steps;
     status.phase = r.phase;
@@ -220,8 +253,8 @@
     }
     status.stop_state = asked || unreadable ? st.textContent : null;
     const stop = $("stop");
-    stop.disabled = !r.writable || r.complete || !!r.stop_requested || stopAsked.has(r.id);
-    stop.title = !r.writable ? "this server cannot write into the run" :
+    stop.disabled = !r.writable || r.complete || r.phase === "crashed" || !!r.stop_requested || stopAsked.has(r.id);
+    stop.title = !r.writable ? "this server cannot write into the run" : r.phase === "crashed" ? "the job's process is gone: nothing would read a stop request" :
       r.stop_requested ? "stop requested: " + r.stop_requested : "";
     const download = $("download");
     download.setAttribute("href", api("runs/" + r.id + "/report"));
@@ -293,12 +326,18 @@
   function patchSummary() {
     const r = runs[current];
     if (!r || !lastOverview) return;
-    const [text, cls] = runState(r);
-    $("summary-state").textContent = PHASE_TEXT[r.phase] || text; tile("tile-state", cls);
+    const [text, cls] = pageState(r);
+    $("summary-state").textContent = stateWord(r); tile("tile-state", cls);
     const planned = lastOverview.progress.planned_steps;
     $("summary-step").textContent = (r.last_step === null ? "–" : String(r.last_step)) + (planned !== null ? " of " + planned : "");
+    // Never an ETA the page cannot vouch for: not while the stream is down, not for a run that
+    // does not advance (the overview, fetched again on the change, says why too).
+    const noEta = stream.state === "down" ? "no ETA: disconnected from the server" :
+      r.phase === "crashed" ? "no ETA: the run crashed" : r.phase === "stalled" ? "no ETA: the run is not advancing (stalled)" : null;
+    if (noEta && !r.complete) $("summary-rate").textContent = noEta;
     if (lastOverview.id !== r.id || r.version < lastOverview.version) return;
-    $("summary-state-more").textContent = dataSpan(text, r);
+    $("summary-state-more").textContent = r.phase_note && !r.complete ?
+      (stream.state === "down" ? "last known: " + (PHASE_TEXT[r.phase] || r.phase) + " · " : "") + r.phase_note : dataSpan(text, r);
     // Not while the person has text selected in the card (the overview's redraw waits too).
     if (selectionIn($("overview-runs"))) return;
     for (const [k, v] of runCounts(r, r)) {
@@ -306,6 +345,8 @@
       if (dd && dd.textContent !== v) dd.textContent = v;
     }
   }
+  // The state tile's word: the phase, "disconnected" while the stream is down.
+  const stateWord = (r) => (stream.state === "down" ? "disconnected" : PHASE_TEXT[r.phase] || runState(r)[0]);
   const dataSpan = (text, x) => text + (x.start !== null ? " · " + dur(x.end - x.start) + " of data" : "");
   // The run card's counts, from the overview or from the pushed run summary (the header's),
   // whichever is newer: the card and the header agree between the overview's fetches (every
@@ -326,13 +367,15 @@
     const r = runs[current];
     const o = await get("runs/" + r.id + "/overview");
     lastOverview = o;
-    const [text, cls] = runState(r);
-    $("summary-state").textContent = PHASE_TEXT[r.phase] || text;
+    const [text, cls] = pageState(r);
+    $("summary-state").textContent = stateWord(r);
     const newer = r.version > o.version ? r : o;
     $("summary-state-more").textContent = dataSpan(text, newer);
     tile("tile-state", cls);
     drawRuleLists(o);
     window.SMD.drawProgress(o, tile);
+    status.eta_note = o.progress.eta_note;
+    patchSummary();
     headlineChart(o.loss, "headline:loss");
     headlineChart(o.accuracy, "headline:accuracy");
     const hc = $("headline-charts");
@@ -557,26 +600,37 @@
   const live = window.SMD.makeLive({ charts, status, headlineChart, drawRulesOf: drawRuleLists,
     overview: () => (lastOverview && runs[current] && lastOverview.id === runs[current].id ? lastOverview : null),
     zoomed: () => zoom !== null, budget: () => Math.round(2 * chartWidth()), stale: (name) => stale.add(name) });
-  let source = null;
-  async function start() {
-    try {
-      runs = (await get("runs")).runs;
-    } catch (e) { publish(); return; }
-    route();
-    updateHeader();
-    // The panels at once (the first paint), and the event stream: its first push sets this
-    // page's cursor; the patched panels whose data changed in between are fetched again then.
+  let source = null, ticking = null;
+  // The event stream, (re)opened: its first push sets this page's cursor; the patched panels
+  // whose data changed in between are fetched again then.
+  function connect() {
     if (source) source.close();
-    source = new EventSource(api("events"));
+    stream.connectedAt = performance.now();
+    if (stream.state !== "down") stream.state = "connecting";
+    const es = new EventSource(api("events"));
+    source = es;
     let opened = false;
-    refreshAll(true);
-    source.addEventListener("runs", (e) => {
+    es.addEventListener("error", () => {
+      if (source !== es) return;
+      // The browser retries by itself while the state is CONNECTING; a stream it gave up on
+      // is reopened by the watchdog below.
+      stream.state = "down";
+      updateHeader(); showFreshness(); patchSummary(); publish();
+    });
+    es.addEventListener("runs", (e) => {
+      if (source !== es) return;
       const push = JSON.parse(e.data);
+      stream.state = "up";
+      stream.at = performance.now();
+      stream.heartbeat = push.heartbeat_s || stream.heartbeat;
+      status.server_time = push.server_time;
       const before = runs[current] && runs[current].phase;
       runs = push.runs;
-      // The run started, ended or stalled: its aggregates are fetched now (the final numbers).
+      // The run started, ended, stalled or crashed: its aggregates are fetched now (the final
+      // numbers, the ETA's note).
       if (runs[current] && runs[current].phase !== before) for (const p of PATCHED) stale.add(p);
       updateHeader();
+      showFreshness();
       if (!opened) for (const p of PATCHED) stale.add(p);
       opened = true;
       for (const d of push.deltas) {
@@ -590,8 +644,30 @@
       publish();
       refreshAll();
     });
-    // The stop warning appears a minute after the request even when nothing is pushed.
-    setInterval(() => { if (runs[current] && runs[current].stop_requested) { updateHeader(); publish(); } }, 5000);
+  }
+  // Every second: the ages move on; a stream silent for three heartbeats is down, and a
+  // stream down is reopened every three heartbeats (a server back on the same address is
+  // found again).
+  function tick() {
+    const silent = (stream.at === null ? (performance.now() - stream.connectedAt) / 1000 : sincePush()) > 3 * stream.heartbeat;
+    if (stream.state === "up" && silent) stream.state = "down";
+    if (stream.state === "down" && (performance.now() - stream.connectedAt) / 1000 > 3 * stream.heartbeat &&
+        (!source || source.readyState !== EventSource.OPEN || silent)) connect();
+    updateHeader();
+    showFreshness();
+    patchSummary();
+    publish();
+  }
+  async function start() {
+    try {
+      runs = (await get("runs")).runs;
+    } catch (e) { publish(); return; }
+    route();
+    updateHeader();
+    // The panels at once (the first paint), and the event stream.
+    refreshAll(true);
+    connect();
+    if (!ticking) ticking = setInterval(tick, 1000);
   }
 
   window.addEventListener("hashchange", () => { route(); refreshAll(true); });

@@ -13,8 +13,11 @@
     $("summary-step").textContent = (o.last_step === null ? "–" : String(o.last_step)) +
       (p.planned_steps !== null ? " of " + p.planned_steps : "");
     $("summary-step").title = p.steps_done !== null ? p.steps_done + " steps done" : "";
+    // The rate is over the last two minutes after the warm-up; an ETA only from a steady one.
     $("summary-rate").textContent = (p.eta_s !== null ? "ETA " + dur(p.eta_s) : p.eta_note) + " · " +
-      (p.step_rate !== null ? fmt(p.step_rate, 1) + " steps/s" + (p.rate_source === "step spans" ? "" : " (" + p.rate_source + ")") : "no step rate yet");
+      (p.step_rate !== null ? fmt(p.step_rate, 1) + " steps/s" + (p.rate_steady ? "" : ", unsteady") +
+        (p.rate_source === "step spans" ? "" : " (" + p.rate_source + ")") : "no step rate yet");
+    $("summary-rate").title = p.step_rate !== null ? p.rate_steps + " steps in the last " + dur(p.rate_window_s) + ", after the first five" : "";
     tile("tile-progress", "unknown");
     const d = p.drops;
     if (!d) {

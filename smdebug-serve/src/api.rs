@@ -20,7 +20,7 @@ use crate::series::{
     Histogram, ModeSeries, Outlier, ScalarPage, ScalarSeries, SpanList, SpanRow, StepPhases,
     StepRow, StepSeries, Steps, TimeSeries, finite,
 };
-use crate::views::{Phase, PhaseTotal, RunList, RunState, STALLED_AFTER_S};
+use crate::views::{PhaseTotal, RunList, RunState};
 
 /// A window and a point budget, from the query string.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -61,42 +61,29 @@ pub(crate) fn time_series<S: PointSource<u64> + ?Sized>(points: &S, window: &Win
     }
 }
 
-/// The list of runs with their live state (also the body of each SSE update).
+/// The list of runs with their live state (also in each SSE update), at the server's time.
 pub fn runs(runs: &[std::sync::Arc<Run>]) -> RunList {
+    let now = smdebug_io::jobs::now_s();
     let list = runs
         .iter()
         .map(|run| {
             let d = run.data.read().expect("run data lock");
             let range = d.time_range();
-            let idle_s = d.last_new_data.map(|t| t.elapsed().as_secs_f64());
             let stop_rule = d.stop_request.as_ref().and_then(|r| r.rule.clone());
-            let phase = if !d.exists || d.gone || d.open_error.is_some() {
-                Phase::Waiting
-            } else if d.complete {
-                // The end marker says `stopped: …` when a stop request ended the job (a
-                // marker not read yet: the request in the run says it).
-                let stopped = match d.end_reason.as_deref() {
-                    Some(reason) => reason.starts_with("stopped"),
-                    None => d.stop_request.is_some(),
-                };
-                match (stopped, &stop_rule) {
-                    (true, Some(_)) => Phase::StoppedByRule,
-                    (true, None) => Phase::StoppedByPerson,
-                    (false, _) => Phase::Ended,
-                }
-            } else if idle_s.is_some_and(|s| s > STALLED_AFTER_S) {
-                Phase::Stalled
-            } else {
-                Phase::Live
-            };
+            let fresh = crate::liveness::freshness(&d, stop_rule.as_deref(), now);
             RunState {
                 id: run.id,
                 name: run.name.clone(),
                 location: run.location.clone(),
                 version: d.version,
                 changed: d.changed,
-                phase,
-                idle_s,
+                phase: fresh.phase,
+                phase_note: fresh.note,
+                last_advanced: fresh.last_advanced,
+                idle_s: fresh.idle_s,
+                stalled_since: fresh.stalled_since,
+                stalled_after_s: fresh.stalled_after_s,
+                processes: d.processes.clone(),
                 exists: d.exists,
                 gone: d.gone,
                 identity: d.identity.clone(),
@@ -131,7 +118,10 @@ pub fn runs(runs: &[std::sync::Arc<Run>]) -> RunList {
             }
         })
         .collect();
-    RunList { runs: list }
+    RunList {
+        runs: list,
+        server_time: now,
+    }
 }
 
 /// The step of each point of a step-duration series (`rows`: `(step, start µs, duration)` in

@@ -84,6 +84,7 @@ mod expand;
 mod guard;
 mod identity;
 mod journal;
+mod liveness;
 mod overview;
 mod page;
 mod pool;

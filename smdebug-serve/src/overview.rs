@@ -10,11 +10,12 @@ use smdebug_profiler::stats::percentile;
 use smdebug_profiler::system::vocab;
 
 use crate::api::is_step;
-use crate::run::{Run, RunData, progress_point};
+use crate::liveness;
+use crate::run::{Run, RunData};
 use crate::verdicts::rule_views;
 use crate::views::{
-    HEADLINE_POINTS, Headline, JobPhases, NodeStats, Num, Overview, PhaseTotal, Progress, StatRow,
-    WriterDrops,
+    HEADLINE_POINTS, Headline, JobPhases, NodeStats, Num, Overview, Phase, PhaseTotal, Progress,
+    StatRow, WriterDrops,
 };
 
 fn secs(us: u64) -> f64 {
@@ -154,40 +155,30 @@ pub fn overview(run: &Run) -> Overview {
         top_phases,
         rules_written: d.rules.is_some(),
         warnings: d.warnings.clone(),
-        progress: progress(&d),
+        progress: progress(&d, &{
+            let stop_rule = d.stop_request.as_ref().and_then(|r| r.rule.as_deref());
+            liveness::freshness(&d, stop_rule, smdebug_io::jobs::now_s())
+        }),
         loss: headline(&d, "loss"),
         accuracy: headline(&d, "acc"),
     }
 }
 
-/// Step rate over the last (at most 50) step spans of the mode with the most of them.
-fn progress(d: &RunData) -> Progress {
-    let mut by_mode: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
-    for s in d.profile.spans().iter() {
-        if let Some(mode) = is_step(&s) {
-            by_mode.entry(mode.name()).or_default().push(s.start_us);
-        }
-    }
-    let starts = by_mode
-        .into_values()
-        .max_by_key(Vec::len)
-        .unwrap_or_default();
-    let recent = &starts[starts.len().saturating_sub(50)..];
-    let step_rate = match (recent.first(), recent.last()) {
-        (Some(&a), Some(&b)) if recent.len() >= 2 && b > a => {
-            Some((recent.len() - 1) as f64 / secs(b - a))
-        }
-        _ => None,
+/// How far along and how fast: the step rate over a trailing window after the warm-up
+/// ([`liveness::stable_rate`]), from the step spans of the mode with the most of them, else
+/// the progress files' course; an ETA only while the run advances at an even rate.
+fn progress(d: &RunData, fresh: &liveness::Freshness) -> Progress {
+    let phase = fresh.phase;
+    let (points, rate_source) = liveness::step_points(d);
+    let rate = liveness::stable_rate(&points);
+    let step_rate = rate.rate;
+    // Quiet for longer than its steps take (three of them, ten seconds at least): the rate no
+    // longer says when it ends, though the run is not stalled yet.
+    let quiet = match (step_rate, fresh.idle_s) {
+        (Some(r), Some(idle)) if r > 0.0 => idle > liveness::QUIET_AFTER_S.max(3.0 / r),
+        _ => false,
     };
     let files = &d.progress;
-    // Without step spans, the rate between the first progress file seen and the latest.
-    let (step_rate, rate_source) = match (step_rate, d.progress_first, progress_point(files)) {
-        (Some(r), ..) => (Some(r), "step spans"),
-        (None, Some((s0, t0)), Some((s1, t1))) if s1 > s0 && t1 > t0 => {
-            (Some((s1 - s0) as f64 / (t1 - t0)), "progress files")
-        }
-        _ => (None, "step spans"),
-    };
     let planned_steps = files.iter().filter_map(|p| p.planned_steps).max();
     let steps_done = files
         .iter()
@@ -196,6 +187,8 @@ fn progress(d: &RunData) -> Progress {
         .max();
     let (eta_s, eta_note) = match (planned_steps, step_rate, steps_done) {
         _ if d.complete => (None, Some("the run has ended")),
+        _ if phase == Phase::Crashed => (None, Some("no ETA: the run crashed")),
+        _ if phase == Phase::Stalled => (None, Some("no ETA: the run is not advancing (stalled)")),
         (None, ..) if files.is_empty() => (
             None,
             Some("no plan recorded: the run has no progress file (written by smdebug's Session)"),
@@ -204,7 +197,12 @@ fn progress(d: &RunData) -> Progress {
             None,
             Some("no plan recorded: the job did not say how many steps it plans"),
         ),
-        (Some(_), None, _) => (None, Some("no step rate yet")),
+        (Some(_), None, _) => (None, rate.note.or(Some("no step rate yet"))),
+        (Some(_), Some(_), _) if !rate.steady => (None, rate.note),
+        (Some(_), Some(_), _) if quiet => (
+            None,
+            Some("ETA unknown: no step for longer than three of its steps take"),
+        ),
         (Some(planned), Some(rate), done) => (
             Some(planned.saturating_sub(done.unwrap_or(0)) as f64 / rate),
             None,
@@ -233,7 +231,9 @@ fn progress(d: &RunData) -> Progress {
     });
     Progress {
         step_rate,
-        rate_steps: recent.len(),
+        rate_steps: rate.steps as usize,
+        rate_window_s: rate.window_s,
+        rate_steady: rate.steady,
         rate_source,
         planned_steps,
         steps_done,
@@ -282,4 +282,78 @@ fn headline(d: &RunData, word: &str) -> Option<Headline> {
             .map(|p| p.1.is_finite().then_some(p.1))
             .collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use smdebug_io::progress::Progress;
+
+    use super::progress;
+    use crate::liveness::{Freshness, STALLED_AFTER_S};
+    use crate::run::RunData;
+    use crate::views::Phase;
+
+    /// A run whose progress files counted `points` (wall time, steps), planning 1,000 steps.
+    fn run(points: &[(f64, u64)]) -> RunData {
+        let mut d = RunData {
+            exists: true,
+            ..RunData::default()
+        };
+        let &(wall, steps) = points.last().unwrap();
+        let mut p = Progress::new("worker_0");
+        p.planned_steps = Some(1000);
+        p.steps = steps;
+        p.wall_time = wall;
+        d.progress = vec![p];
+        d.progress_history = points.iter().copied().collect();
+        d
+    }
+
+    fn fresh(phase: Phase, idle_s: f64) -> Freshness {
+        Freshness {
+            phase,
+            note: None,
+            last_advanced: Some(1000.0),
+            idle_s: Some(idle_s),
+            stalled_since: None,
+            stalled_after_s: STALLED_AFTER_S,
+        }
+    }
+
+    #[test]
+    fn an_eta_only_from_a_steady_rate_of_a_run_that_advances() {
+        // Two steps a second for a minute after five warm-up steps, 125 steps done.
+        let mut points: Vec<(f64, u64)> = (0..5u32)
+            .map(|i| (f64::from(i) * 4.0, u64::from(i)))
+            .collect();
+        points.extend((0..=120u32).map(|i| (20.0 + f64::from(i) / 2.0, 5 + u64::from(i))));
+        let d = run(&points);
+        let p = progress(&d, &fresh(Phase::Live, 1.0));
+        assert!(p.rate_steady);
+        assert_eq!(p.step_rate, Some(2.0));
+        assert_eq!(p.steps_done, Some(125));
+        assert_eq!(p.eta_s, Some(875.0 / 2.0));
+        assert_eq!(p.rate_source, "progress files");
+        // Nothing for 11 s (more than 10 s and three steps): no ETA, though not stalled yet.
+        let p = progress(&d, &fresh(Phase::Live, 11.0));
+        assert_eq!(p.eta_s, None);
+        assert_eq!(
+            p.eta_note,
+            Some("ETA unknown: no step for longer than three of its steps take")
+        );
+        for (phase, note) in [
+            (Phase::Stalled, "no ETA: the run is not advancing (stalled)"),
+            (Phase::Crashed, "no ETA: the run crashed"),
+        ] {
+            let p = progress(&d, &fresh(phase, 1.0));
+            assert_eq!((p.eta_s, p.eta_note), (None, Some(note)));
+        }
+        // A step every 2 s for the last minute: unsteady, no ETA.
+        let &(t, s) = points.last().unwrap();
+        points.extend((1..=30u32).map(|i| (t + 2.0 * f64::from(i), s + u64::from(i))));
+        let p = progress(&run(&points), &fresh(Phase::Live, 1.0));
+        assert!(!p.rate_steady && p.step_rate.is_some());
+        assert_eq!(p.eta_s, None);
+        assert_eq!(p.eta_note, Some("ETA unknown: the step rate is unsteady"));
+    }
 }

@@ -29,13 +29,17 @@ use crate::{api, compress};
 /// second, merged.
 const PUSH_GAP: Duration = Duration::from_millis(500);
 
-/// A comment is sent after this long without a push.
-const KEEP_ALIVE: Duration = Duration::from_secs(10);
+/// A push is sent after this long without one, whether or not anything changed: the page's
+/// "updated N s ago" is at most this old while its stream is up, a run's phase that changes
+/// with time alone (stalled, crashed) reaches it within this, and a page that hears nothing
+/// for three of these knows its stream is down. Two seconds: a push that repeats the runs'
+/// state compresses to tens of bytes on the stream's shared window.
+pub(crate) const HEARTBEAT: Duration = Duration::from_secs(2);
 
 /// The next push for a page that has seen `seen` (one cursor per run), moving it on.
 pub(crate) fn next_push(state: &Shared, seen: &mut Vec<Seen>) -> Push {
     seen.resize(state.runs.len(), Seen::default());
-    let runs = api::runs(&state.runs).runs;
+    let list = api::runs(&state.runs);
     let deltas = state
         .runs
         .iter()
@@ -45,7 +49,12 @@ pub(crate) fn next_push(state: &Shared, seen: &mut Vec<Seen>) -> Push {
             delta(run.id, &d, seen)
         })
         .collect();
-    Push { runs, deltas }
+    Push {
+        runs: list.runs,
+        deltas,
+        server_time: list.server_time,
+        heartbeat_s: HEARTBEAT.as_secs_f64(),
+    }
 }
 
 /// A page's stream of pushes as text/event-stream, gzip-compressed as one deflate stream
@@ -68,11 +77,10 @@ pub(crate) async fn events(State(state): State<Shared>, request: Request) -> Res
             if let Some(last) = last {
                 // What arrives meanwhile goes into the next push, merged.
                 tokio::time::sleep_until(last + PUSH_GAP).await;
-                match tokio::time::timeout(KEEP_ALIVE, rx.changed()).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(_)) => return None,
-                    // Nothing new for a while: a comment keeps the connection open.
-                    Err(_) => return Some((":\n\n".to_owned(), (rx, Some(last), seen))),
+                // Nothing new for a heartbeat (the timeout): the state is pushed all the same
+                // (the runs' phases and idle times move with the clock).
+                if let Ok(Err(_)) = tokio::time::timeout_at(last + HEARTBEAT, rx.changed()).await {
+                    return None;
                 }
             }
             rx.borrow_and_update();

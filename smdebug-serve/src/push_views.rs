@@ -13,6 +13,11 @@ pub struct Push {
     pub runs: Vec<RunState>,
     /// Per run, what is new since this page's previous push.
     pub deltas: Vec<RunDelta>,
+    /// The server's clock when this was made, seconds since the epoch.
+    pub server_time: f64,
+    /// The longest time between two pushes while the stream is up, seconds (a push is sent
+    /// after this long even when nothing changed).
+    pub heartbeat_s: f64,
 }
 
 /// What is new in one run since the previous push to this page.

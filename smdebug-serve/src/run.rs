@@ -10,6 +10,7 @@
 //! read once, scalars kept as compact [`ScalarColumns`]); whole tensors are read through
 //! smdebug-io's [`Trial`], opened when a view first asks for one.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -27,6 +28,7 @@ use smdebug_rules::runner::SUMMARY_FILE;
 
 use crate::identity::{Change, Identity};
 use crate::journal::Journal;
+use crate::liveness::{self, Arrivals, ProcessView};
 
 /// Event-file bytes the dashboard's `Trial` keeps between views.
 const DASHBOARD_FILE_CACHE_BYTES: usize = 16 << 20;
@@ -87,9 +89,12 @@ pub(crate) struct RunData {
     /// The training job's progress files (`progress/<worker>.json`), in worker order: planned
     /// steps, last step, what its writers wrote and dropped.
     pub progress: Vec<Progress>,
-    /// The first progress seen: (steps done, wall time), the start of the step rate measured
-    /// from the progress files when the run has no step spans.
-    pub progress_first: Option<(u64, f64)>,
+    /// The progress files' course: (newest wall time, most steps done) each time the steps
+    /// moved, the last [`liveness::PROGRESS_HISTORY`]; the step rate when the run has no step
+    /// spans.
+    pub progress_history: VecDeque<(f64, u64)>,
+    /// The processes writing the run (its identity files), as last looked up.
+    pub processes: Vec<ProcessView>,
     /// Problems with the data that were worked around.
     pub warnings: Vec<String>,
     /// The run's folder (or every file of it) was deleted after it was read; its view was
@@ -101,8 +106,8 @@ pub(crate) struct RunData {
     pub resets: u64,
     /// What changed, area by area: the page refetches a panel only when its area changed.
     pub changed: Changed,
-    /// When the follower last found new samples, spans or tensor values.
-    pub last_new_data: Option<std::time::Instant>,
+    /// When the follower saw new data arrive, once it had caught up.
+    pub arrivals: Arrivals,
     /// What the follower found new, numbered (the pushes' deltas).
     pub journal: Journal,
 }
@@ -369,10 +374,32 @@ fn follow_profile(
     }
 }
 
+/// What one pass found.
+#[derive(Clone, Copy, Debug, Default)]
+struct Found {
+    /// Anything changed.
+    changed: bool,
+    /// New steps: tensor steps or values, spans, progress files that advanced.
+    steps: bool,
+    /// New system samples.
+    samples: bool,
+}
+
 /// One pass over the run.
 pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Pass {
-    let changed = pass_changed(run, options, cursor);
+    let found = pass_changed(run, options, cursor);
+    let changed = found.changed;
     let backlog = cursor.profile_more || run.data.read().is_ok_and(|d| d.index_pending > 0);
+    if let Ok(mut d) = run.data.write()
+        && d.exists
+    {
+        d.arrivals.note(
+            found.steps,
+            found.samples,
+            backlog,
+            smdebug_io::jobs::now_s(),
+        );
+    }
     if !cursor.marker_read || changed || backlog {
         cursor.quiet_after_end = 0;
     } else if cursor.progress_checked {
@@ -381,8 +408,12 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
     Pass { changed, backlog }
 }
 
-/// One pass over the run; true when anything changed.
-fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> bool {
+/// One pass over the run: what changed.
+fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Found {
+    let changed = |changed| Found {
+        changed,
+        ..Found::default()
+    };
     run.passes.fetch_add(1, Ordering::Relaxed);
     let storage = match run.storage() {
         Some(s) => s,
@@ -399,9 +430,9 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> boo
                 if data.open_error.as_deref() != Some(&message) {
                     data.open_error = Some(message);
                     data.version += 1;
-                    return true;
+                    return changed(true);
                 }
-                return false;
+                return changed(false);
             }
         },
     };
@@ -412,7 +443,7 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> boo
         .check(&run.location, storage.as_ref(), had_data)
     {
         reset(run, cursor, change);
-        return true;
+        return changed(true);
     }
     let mut changed = false;
     let mut warnings = Vec::new();
@@ -458,16 +489,28 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> boo
     };
     // The processes' identity files, when the progress files are read (at most once a second,
     // not once the run settled): a run holding two jobs' files, or a worker written by two
-    // processes, is flagged among the warnings, which a run keeps.
-    if read_progress {
+    // processes, is flagged among the warnings, which a run keeps; each process is looked up
+    // (a process of this host gone without marking its file finished: the run crashed).
+    let processes = if read_progress {
         match smdebug_io::jobs::read_jobs(storage.as_ref()) {
             Ok((jobs, problems)) => {
                 warnings.extend(smdebug_io::jobs::job_problems(&jobs));
                 warnings.extend(problems);
+                let before = run
+                    .data
+                    .read()
+                    .map(|d| d.processes.clone())
+                    .unwrap_or_default();
+                Some(look_up(storage.as_ref(), &jobs, &before))
             }
-            Err(e) => warnings.push(format!("the run's identity files cannot be listed: {e}")),
+            Err(e) => {
+                warnings.push(format!("the run's identity files cannot be listed: {e}"));
+                None
+            }
         }
-    }
+    } else {
+        None
+    };
     let (stop_request, stop_request_error) = match read_stop_request(storage.as_ref()) {
         Ok(request) => (request, None),
         Err(e) => (None, Some(sanitize_reason(&e.to_string()))),
@@ -538,9 +581,19 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> boo
     if data.open_error.take().is_some() {
         changed = true;
     }
+    let mut found = Found {
+        samples: new_samples > 0,
+        steps: new_spans > 0,
+        ..Found::default()
+    };
     if new_samples > 0 || new_spans > 0 {
         data.changed.profile += 1;
-        data.last_new_data = Some(std::time::Instant::now());
+        changed = true;
+    }
+    if let Some(processes) = processes
+        && data.processes != processes
+    {
+        data.processes = processes;
         changed = true;
     }
     if let Some(summary) = new_summary {
@@ -557,9 +610,10 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> boo
         cursor.progress_final =
             cursor.marker_read && !progress.is_empty() && progress.iter().all(|p| p.finished);
         if data.progress != progress {
-            if data.progress_first.is_none() {
-                data.progress_first = progress_point(&progress);
-            }
+            let before = progress_point(&data.progress).map(|p| p.0);
+            let point = progress_point(&progress);
+            found.steps |= point.map(|p| p.0) > before;
+            liveness::note_progress(&mut data.progress_history, point);
             data.progress = progress;
             changed = true;
         }
@@ -595,7 +649,7 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> boo
     }
     if update.values > 0 || !update.steps.is_empty() || names_added {
         data.changed.tensors += 1;
-        data.last_new_data = Some(std::time::Instant::now());
+        found.steps = true;
         changed = true;
     }
     if data.index_pending != update.pending {
@@ -643,7 +697,33 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> boo
             marker,
         );
     }
-    changed
+    found.changed = changed;
+    found
+}
+
+/// Each identity file's process looked up. One newly seen gone (not so in `before`) is looked
+/// up again after its file is read again: a process that marked its file finished just before
+/// it exited is not taken for crashed.
+fn look_up(
+    storage: &dyn Storage,
+    jobs: &[smdebug_io::jobs::JobIdentity],
+    before: &[ProcessView],
+) -> Vec<ProcessView> {
+    let now = smdebug_io::jobs::now_s();
+    let views: Vec<ProcessView> = jobs.iter().map(|j| ProcessView::of(j, now)).collect();
+    let newly_gone = views.iter().any(|v| {
+        v.state == "gone"
+            && !before.iter().any(|b| {
+                b.state == "gone" && (&b.worker, &b.host, b.pid) == (&v.worker, &v.host, v.pid)
+            })
+    });
+    if !newly_gone {
+        return views;
+    }
+    match smdebug_io::jobs::read_jobs(storage) {
+        Ok((again, _)) => again.iter().map(|j| ProcessView::of(j, now)).collect(),
+        Err(_) => views,
+    }
 }
 
 /// The most steps any worker's progress file shows, and the newest file's wall time.

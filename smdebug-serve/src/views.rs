@@ -4,6 +4,7 @@
 
 use serde::{Serialize, Serializer};
 
+use crate::liveness::ProcessView;
 use crate::run::Changed;
 
 /// A number as JSON: finite values as numbers, NaN and ±Inf as the strings `"NaN"`,
@@ -27,11 +28,13 @@ impl Serialize for Num {
     }
 }
 
-/// `GET /api/runs` and the body of each `runs` event.
+/// `GET /api/runs`.
 #[derive(Debug, Serialize)]
 pub struct RunList {
     /// Every run served, in order.
     pub runs: Vec<RunState>,
+    /// The server's clock when this was made, seconds since the epoch.
+    pub server_time: f64,
 }
 
 /// Where a run stands, as the header's pill shows it.
@@ -42,8 +45,12 @@ pub enum Phase {
     Waiting,
     /// Being written.
     Live,
-    /// Not ended, but nothing new arrived for [`STALLED_AFTER_S`] seconds.
+    /// Not ended, but nothing advanced for a while, or its processes on another host stopped
+    /// beating ([`crate::liveness`]).
     Stalled,
+    /// Not ended, and a process of this host that wrote it is gone without marking its
+    /// identity file finished ([`crate::liveness`]).
+    Crashed,
     /// Ended by itself.
     Ended,
     /// Ended after a rule asked it to stop.
@@ -51,9 +58,6 @@ pub enum Phase {
     /// Ended after a person (the dashboard, another tool) asked it to stop.
     StoppedByPerson,
 }
-
-/// A live run with no new data for this long is shown as stalled.
-pub const STALLED_AFTER_S: f64 = 60.0;
 
 /// One run's live state.
 #[derive(Debug, Serialize)]
@@ -70,8 +74,20 @@ pub struct RunState {
     pub changed: Changed,
     /// Where the run stands.
     pub phase: Phase,
-    /// Seconds since new data last arrived (none before any).
+    /// What a phase other than live rests on: which process is gone, what was last heard.
+    pub phase_note: Option<String>,
+    /// When the run last advanced (its newest progress file, or new steps seen arriving),
+    /// seconds since the epoch.
+    pub last_advanced: Option<f64>,
+    /// Seconds since then (or, when neither its files nor its arrivals say when, since this
+    /// server first read it all).
     pub idle_s: Option<f64>,
+    /// Stalled or crashed: since when, seconds since the epoch.
+    pub stalled_since: Option<f64>,
+    /// Seconds without news after which the run is stalled (a minute, or five typical steps).
+    pub stalled_after_s: f64,
+    /// The processes writing it, from its identity files.
+    pub processes: Vec<ProcessView>,
     /// Anything of the run was found.
     pub exists: bool,
     /// Deleted after it was read.
@@ -291,20 +307,26 @@ pub struct PhaseTotal {
 /// How far along and how fast.
 #[derive(Debug, Serialize)]
 pub struct Progress {
-    /// Steps per second over the recent step spans (none without two of them).
+    /// Steps per second over the last two minutes of steps after the first five (warm-up);
+    /// none before enough of them.
     pub step_rate: Option<f64>,
-    /// The step spans the rate is measured over.
+    /// The steps the rate is measured over.
     pub rate_steps: usize,
+    /// The wall time they took, seconds.
+    pub rate_window_s: f64,
+    /// The two halves of that window ran at rates within a third of each other: only then is
+    /// there an ETA.
+    pub rate_steady: bool,
     /// What the rate is measured from: `step spans`, or `progress files` (the steps the job's
-    /// progress files counted between the first one seen and the latest) when the run has no
-    /// step spans.
+    /// progress files counted as this server read them) when the run has no step spans.
     pub rate_source: &'static str,
     /// The global steps the job plans, from its progress files (`progress/<worker>.json`)
     /// when the job said how many.
     pub planned_steps: Option<u64>,
     /// Global steps done: the most any worker's progress file or the index files show.
     pub steps_done: Option<u64>,
-    /// Seconds left at the current rate, when the planned steps are known.
+    /// Seconds left at the current rate, when the planned steps are known, the run advances
+    /// and its rate is steady.
     pub eta_s: Option<f64>,
     /// Why there is no estimate, when there is none.
     pub eta_note: Option<&'static str>,

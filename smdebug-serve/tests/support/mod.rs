@@ -298,3 +298,45 @@ pub fn events(url: &str) -> std::sync::mpsc::Receiver<Value> {
     });
     rx
 }
+
+/// The variable that makes a test binary's [`child_job_main`] run a job (its value: the run
+/// folder) instead of returning.
+pub const CHILD_RUN_ENV: &str = "SMDEBUG_SERVE_TEST_CHILD_RUN";
+
+/// The job of a child process (see [`spawn_child_job`]): claims the run as smdebug's Session
+/// does (its identity file, `jobs/worker_0/<process>.json`, beating every 5 s: this host, this
+/// process id) and trains [`start_job`]'s steps, 20 ms each, until it is killed. Returns at
+/// once in a test binary started without [`CHILD_RUN_ENV`].
+pub fn child_job_main() {
+    let Ok(run) = std::env::var(CHILD_RUN_ENV) else {
+        return;
+    };
+    let run = std::path::PathBuf::from(run);
+    let storage: Arc<dyn Storage> = Arc::new(smdebug_io::storage::LocalStorage::new(&run).unwrap());
+    let identity =
+        smdebug_io::jobs::JobIdentity::new(smdebug_io::jobs::random_id(), "worker_0".into(), 0, 1);
+    let _claim = smdebug_io::jobs::JobClaim::start(Arc::clone(&storage), identity).unwrap();
+    let job = start_job(
+        storage,
+        Some(&run),
+        JobConfig {
+            steps: 1_000_000,
+            step_time: Duration::from_millis(20),
+            sampler: false,
+            start_delay: Duration::ZERO,
+            slow_steps: Vec::new(),
+        },
+    );
+    job.join();
+}
+
+/// This test binary started again as a child process running only `test` (a test that calls
+/// [`child_job_main`]), which writes the run in `run` until it is killed.
+pub fn spawn_child_job(run: &Path, test: &str) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(CHILD_RUN_ENV, run)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}

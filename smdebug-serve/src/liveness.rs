@@ -1,0 +1,426 @@
+//! Whether a run is fresh: live, stalled since when, or crashed, and how fast it goes. Decided
+//! afresh each time the run's state is sent (every push, and the stream's heartbeat when
+//! nothing changed), from what the follower's last pass read, so that a run that stops is
+//! seen to stop by an open page without a reload.
+//!
+//! - *Crashed*: an identity file (`jobs/<worker>/<process>.json`, smdebug-io's
+//!   [`JobIdentity`]) names a process of this host that is gone (its id runs nothing, or a
+//!   process started after the session) and is not marked finished, and the run has no end
+//!   marker. Only said on the host that ran it: the dashboard can look up its process ids.
+//! - *Stalled since T*: no end marker and nothing advanced for [`STALLED_AFTER_S`] (or five
+//!   typical step intervals by the progress files, when steps are slower than that), or every unfinished process of
+//!   another host has stopped beating for [`STALE_AFTER`]. T is when the run last advanced, by
+//!   the times its files record (the newest progress file, written as steps end) or, when
+//!   later, when this server saw new steps arrive.
+//! - The step rate behind the ETA is measured over a trailing window of wall time after the
+//!   warm-up steps, and only an even rate gives an ETA.
+
+use std::collections::VecDeque;
+
+use serde::Serialize;
+use smdebug_io::jobs::{JobIdentity, ProcessState, STALE_AFTER, utc};
+
+use crate::run::RunData;
+use crate::views::Phase;
+
+/// Nothing advanced for this long (or five typical step intervals, when longer): stalled. A
+/// minute: a saving job writes a progress file as steps end (at most once a second) and step
+/// spans as they close; a step slower than twelve seconds raises the bar with it.
+pub const STALLED_AFTER_S: f64 = 60.0;
+
+/// Typical step intervals without news after which a slow job is stalled.
+const STALLED_AFTER_STEPS: f64 = 5.0;
+
+/// No step for this long (or three step intervals, when longer): the ETA is withheld before
+/// the run counts as stalled.
+pub const QUIET_AFTER_S: f64 = 10.0;
+
+/// The trailing window of wall time the step rate is measured over.
+pub const RATE_WINDOW_S: f64 = 120.0;
+
+/// Steps left out as warm-up before the rate is measured (the first steps compile, allocate
+/// and fill caches).
+pub const WARMUP_STEPS: f64 = 5.0;
+
+/// The fewest steps in the window for a rate.
+const RATE_MIN_STEPS: f64 = 4.0;
+
+/// The two halves of the window must agree this closely (slower over faster) for an ETA.
+const STEADY_RATIO: f64 = 0.67;
+
+/// The progress points kept (steps done, wall time), about 17 minutes of a job writing its
+/// progress every second.
+pub(crate) const PROGRESS_HISTORY: usize = 1024;
+
+/// One writing process as the page lists it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProcessView {
+    /// The worker it writes.
+    pub worker: String,
+    /// Its host.
+    pub host: String,
+    /// Its process id there.
+    pub pid: u32,
+    /// `finished`, `running`, `gone` (this host), `beating` or `silent` (another host).
+    pub state: &'static str,
+    /// Why it is known gone.
+    pub why: Option<String>,
+    /// Its last heartbeat, seconds since the epoch.
+    pub heartbeat: f64,
+}
+
+impl ProcessView {
+    /// `identity`'s process as seen now (its state looked up: call it off the async runtime).
+    pub(crate) fn of(identity: &JobIdentity, now: f64) -> ProcessView {
+        let (state, why) = match identity.state(now) {
+            ProcessState::Finished => ("finished", None),
+            ProcessState::Running => ("running", None),
+            ProcessState::Gone(why) => ("gone", Some(why)),
+            ProcessState::Beating => ("beating", None),
+            ProcessState::Silent => ("silent", None),
+        };
+        ProcessView {
+            worker: identity.worker.clone(),
+            host: identity.host.clone(),
+            pid: identity.pid,
+            state,
+            why,
+            heartbeat: identity.heartbeat,
+        }
+    }
+}
+
+/// When data last arrived, as this server saw it (seconds since the epoch, its clock). Only
+/// what arrives after the follower first caught up counts: a backlog read at the start says
+/// nothing about when it was written.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Arrivals {
+    /// The follower first had nothing left to read.
+    pub caught_up_at: Option<f64>,
+    /// New steps: tensor steps or values, spans, a progress file that advanced.
+    pub steps: Option<f64>,
+    /// New system samples (the sampler runs on while a loop hangs: counted only for a run
+    /// without steps).
+    pub samples: Option<f64>,
+}
+
+impl Arrivals {
+    /// A pass read `steps`/`samples` new and left `backlog` to read, at `now`.
+    pub(crate) fn note(&mut self, steps: bool, samples: bool, backlog: bool, now: f64) {
+        if self.caught_up_at.is_some() {
+            if steps {
+                self.steps = Some(now);
+            }
+            if samples {
+                self.samples = Some(now);
+            }
+        } else if !backlog {
+            self.caught_up_at = Some(now);
+        }
+    }
+}
+
+/// A step rate and why there is no ETA from it, when there is none.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rate {
+    /// Steps a second over the window (even when unsteady).
+    pub rate: Option<f64>,
+    /// Steps in the window.
+    pub steps: f64,
+    /// The window's length, seconds.
+    pub window_s: f64,
+    /// The rate is even enough for an ETA.
+    pub steady: bool,
+    /// Why not, when not.
+    pub note: Option<&'static str>,
+}
+
+/// The step rate over `points` (wall time in seconds, steps done; in time order): over the
+/// last [`RATE_WINDOW_S`] after the first [`WARMUP_STEPS`] steps, steady when the window's two
+/// halves agree within [`STEADY_RATIO`].
+pub fn stable_rate(points: &[(f64, f64)]) -> Rate {
+    let none = |note| Rate {
+        rate: None,
+        steps: 0.0,
+        window_s: 0.0,
+        steady: false,
+        note: Some(note),
+    };
+    let Some(&(_, first_steps)) = points.first() else {
+        return none("no steps yet");
+    };
+    let warm: Vec<(f64, f64)> = points
+        .iter()
+        .copied()
+        .filter(|&(t, s)| t.is_finite() && s >= first_steps + WARMUP_STEPS)
+        .collect();
+    let Some(&(t1, s1)) = warm.last() else {
+        return none("no rate yet: still in the warm-up steps");
+    };
+    let window: Vec<(f64, f64)> = warm
+        .iter()
+        .copied()
+        .filter(|&(t, _)| t >= t1 - RATE_WINDOW_S)
+        .collect();
+    let (t0, s0) = window[0];
+    if s1 - s0 < RATE_MIN_STEPS || t1 <= t0 {
+        return none("no rate yet: too few steps since the warm-up");
+    }
+    let rate = (s1 - s0) / (t1 - t0);
+    // The steps done at the window's middle: the last point at or before it.
+    let mid = t0 + (t1 - t0) / 2.0;
+    let (tm, sm) = window
+        .iter()
+        .copied()
+        .take_while(|&(t, _)| t <= mid)
+        .last()
+        .unwrap_or((t0, s0));
+    let steady = tm > t0 && t1 > tm && {
+        let (a, b) = ((sm - s0) / (tm - t0), (s1 - sm) / (t1 - tm));
+        a > 0.0 && b > 0.0 && a.min(b) / a.max(b) >= STEADY_RATIO
+    };
+    Rate {
+        rate: Some(rate),
+        steps: s1 - s0,
+        window_s: t1 - t0,
+        steady,
+        note: (!steady).then_some("ETA unknown: the step rate is unsteady"),
+    }
+}
+
+/// The run's step points and where they come from: the step spans of the mode with the most
+/// of them (one step each, at its start), else the progress files' history.
+pub(crate) fn step_points(d: &RunData) -> (Vec<(f64, f64)>, &'static str) {
+    let mut by_mode: std::collections::BTreeMap<&str, Vec<u64>> = Default::default();
+    for s in d.profile.spans().iter() {
+        if let Some(mode) = s.step_mode {
+            by_mode.entry(mode.name()).or_default().push(s.start_us);
+        }
+    }
+    let starts = by_mode
+        .into_values()
+        .max_by_key(Vec::len)
+        .unwrap_or_default();
+    if starts.len() >= 2 {
+        let points = starts
+            .iter()
+            .enumerate()
+            .map(|(i, &us)| (us as f64 / 1e6, i as f64))
+            .collect();
+        return (points, "step spans");
+    }
+    (progress_points(d), "progress files")
+}
+
+/// The progress files' course as step points.
+fn progress_points(d: &RunData) -> Vec<(f64, f64)> {
+    d.progress_history
+        .iter()
+        .map(|&(t, s)| (t, s as f64))
+        .collect()
+}
+
+/// Appends a progress point (newest wall time, most steps) when the steps moved.
+pub(crate) fn note_progress(history: &mut VecDeque<(f64, u64)>, point: Option<(u64, f64)>) {
+    let Some((steps, wall)) = point else { return };
+    if history.back().is_some_and(|&(_, s)| s >= steps) {
+        return;
+    }
+    if history.len() == PROGRESS_HISTORY {
+        history.pop_front();
+    }
+    history.push_back((wall, steps));
+}
+
+/// Where a run stands now, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Freshness {
+    /// The header's pill.
+    pub phase: Phase,
+    /// What the phase rests on (which process is gone, what was last heard), when not live.
+    pub note: Option<String>,
+    /// When the run last advanced, seconds since the epoch.
+    pub last_advanced: Option<f64>,
+    /// Seconds since then (or since this server first read it all, when that is unknown).
+    pub idle_s: Option<f64>,
+    /// When stalled (or crashed): since when.
+    pub stalled_since: Option<f64>,
+    /// The stall threshold in force, seconds.
+    pub stalled_after_s: f64,
+}
+
+/// The run's phase at `now` (seconds since the epoch).
+pub(crate) fn freshness(d: &RunData, stop_rule: Option<&str>, now: f64) -> Freshness {
+    let files_time = d
+        .progress
+        .iter()
+        .map(|p| p.wall_time)
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .reduce(f64::max);
+    // A run with tensor steps or progress files advances with them (its system sampler runs on
+    // while the loop hangs); a run of profiler data only, with any of it (its trace files close
+    // a minute apart by default: spans alone would look stalled between two).
+    let has_steps = !d.steps.is_empty() || !d.progress.is_empty();
+    let seen = if has_steps {
+        d.arrivals.steps
+    } else {
+        d.arrivals
+            .steps
+            .into_iter()
+            .chain(d.arrivals.samples)
+            .reduce(f64::max)
+    };
+    let last_advanced = match (files_time, seen) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    // Without a sign of when it last advanced, the time counts from when this server first read
+    // it all (a dead run opened later is stalled a minute after).
+    let reference = last_advanced.or(d.arrivals.caught_up_at);
+    let idle_s = reference.map(|t| (now - t).max(0.0));
+    // The typical step from the progress files' course (at most PROGRESS_HISTORY points: this
+    // runs for every run on every push, where a walk over the step spans would not be cheap).
+    let rate = stable_rate(&progress_points(d)).rate;
+    let stalled_after_s = rate.filter(|r| *r > 0.0).map_or(STALLED_AFTER_S, |r| {
+        STALLED_AFTER_S.max(STALLED_AFTER_STEPS / r)
+    });
+    let mut f = Freshness {
+        phase: Phase::Live,
+        note: None,
+        last_advanced,
+        idle_s,
+        stalled_since: None,
+        stalled_after_s,
+    };
+    if !d.exists || d.gone || d.open_error.is_some() {
+        f.phase = Phase::Waiting;
+        return f;
+    }
+    if d.complete {
+        // The end marker says `stopped: …` when a stop request ended the job (a marker not
+        // read yet: the request in the run says it).
+        let stopped = match d.end_reason.as_deref() {
+            Some(reason) => reason.starts_with("stopped"),
+            None => d.stop_request.is_some(),
+        };
+        f.phase = match (stopped, stop_rule) {
+            (true, Some(_)) => Phase::StoppedByRule,
+            (true, None) => Phase::StoppedByPerson,
+            (false, _) => Phase::Ended,
+        };
+        return f;
+    }
+    let since = match (last_advanced, reference) {
+        (Some(t), _) => format!("last advanced {}", utc(t)),
+        (None, Some(t)) => format!(
+            "no time of its last step in its files; nothing new since this server read it at {}",
+            utc(t)
+        ),
+        (None, None) => "nothing read of its progress yet".to_owned(),
+    };
+    let gone: Vec<&ProcessView> = d.processes.iter().filter(|p| p.state == "gone").collect();
+    if !gone.is_empty() {
+        f.phase = Phase::Crashed;
+        f.stalled_since = reference;
+        let each: Vec<String> = gone
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}: {} (host {})",
+                    p.worker,
+                    p.why.as_deref().unwrap_or("gone"),
+                    p.host
+                )
+            })
+            .collect();
+        f.note = Some(format!(
+            "{}; not marked finished and no end marker; {}",
+            each.join("; "),
+            since
+        ));
+        return f;
+    }
+    let unfinished: Vec<&ProcessView> = d
+        .processes
+        .iter()
+        .filter(|p| p.state != "finished")
+        .collect();
+    let silent = !unfinished.is_empty() && unfinished.iter().all(|p| p.state == "silent");
+    let idle = idle_s.is_some_and(|s| s > stalled_after_s);
+    if !silent && !idle {
+        return f;
+    }
+    f.phase = Phase::Stalled;
+    f.stalled_since = reference;
+    let who = if silent {
+        let each: Vec<String> = unfinished
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} on host {} last beat {}",
+                    p.worker,
+                    p.host,
+                    utc(p.heartbeat)
+                )
+            })
+            .collect();
+        format!(
+            "no heartbeat for {} s or more: {}; its process cannot be looked up from this host",
+            STALE_AFTER.as_secs(),
+            each.join("; ")
+        )
+    } else if d.processes.is_empty() {
+        "the run has no identity files (jobs/): whether its process runs is unknown".to_owned()
+    } else if unfinished.is_empty() {
+        "its processes marked themselves finished, but no end marker was stored".to_owned()
+    } else {
+        let each: Vec<String> = unfinished
+            .iter()
+            .map(|p| match p.state {
+                "running" => format!("{}'s process {} still runs on this host", p.worker, p.pid),
+                _ => format!("{} on host {} still beats", p.worker, p.host),
+            })
+            .collect();
+        format!("{} (hung, or between slow steps)", each.join("; "))
+    };
+    f.note = Some(format!(
+        "nothing new for more than {:.0} s; {}; {}",
+        stalled_after_s, since, who
+    ));
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rate_leaves_out_the_warm_up_and_an_uneven_window_gives_no_eta() {
+        // Five slow warm-up steps, then 10 steps a second for 30 s.
+        let mut points: Vec<(f64, f64)> =
+            (0..5).map(|i| (f64::from(i) * 3.0, f64::from(i))).collect();
+        points.extend((0..=300).map(|i| (15.0 + f64::from(i) / 10.0, 5.0 + f64::from(i))));
+        let r = stable_rate(&points);
+        assert!(r.steady, "{r:?}");
+        assert!((r.rate.unwrap() - 10.0).abs() < 1e-9, "{r:?}");
+        // The job slows to a step every 2 s for its last 30 s: the halves disagree.
+        let last = *points.last().unwrap();
+        points.extend((1..=15).map(|i| (last.0 + 2.0 * f64::from(i), last.1 + f64::from(i))));
+        let r = stable_rate(&points);
+        assert!(!r.steady, "{r:?}");
+        assert_eq!(r.note, Some("ETA unknown: the step rate is unsteady"));
+        // Only warm-up: no rate.
+        assert_eq!(stable_rate(&points[..5]).rate, None);
+        assert_eq!(stable_rate(&[]).rate, None);
+    }
+
+    #[test]
+    fn the_window_is_the_trailing_two_minutes() {
+        // 1 step/s for 10 minutes, then 4 steps/s for 3 minutes: the rate is the recent one.
+        let mut points: Vec<(f64, f64)> = (0..600).map(|i| (f64::from(i), f64::from(i))).collect();
+        points.extend((1..=720).map(|i| (599.0 + f64::from(i) / 4.0, 599.0 + f64::from(i))));
+        let r = stable_rate(&points);
+        assert!(r.steady && (r.rate.unwrap() - 4.0).abs() < 1e-9, "{r:?}");
+        assert!((r.window_s - RATE_WINDOW_S).abs() < 0.5, "{r:?}");
+    }
+}
