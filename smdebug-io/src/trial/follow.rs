@@ -550,8 +550,8 @@ fn read_numbers(
             continue; // A reduction, or known not to be one number.
         }
         match slot {
-            Slot::Record(start, length) if *length <= records::MAX_NUMBER_RECORD => {
-                wanted.push((name, *start, *length));
+            Slot::Record(start, length) if length <= records::MAX_NUMBER_RECORD => {
+                wanted.push((name, start, length));
             }
             Slot::Record(..) => read.not_numbers.push(name.clone()),
             Slot::Unusable(unusable) => read.problems.push((name.clone(), unusable.error(name))),

@@ -43,63 +43,80 @@ impl UnusableSlot {
 
 /// Where each tensor of one step of one worker is: name -> its [`Slot`].
 ///
-/// A step lists a few tensors, and the same names step after step: the names are shared with
-/// the other steps of the trial ([`Interner`]), and a short table is searched in order, which
-/// is faster than hashing the name. Long tables (more than [`TensorTable::SCAN_MAX`] names)
-/// get a hash index as well, at their first lookup by name (a table only read in order, as the
-/// tensor follower reads it, never builds one).
+/// A long run has a table per step and worker, and the same names step after step, so a table
+/// holds little of its own: its names (in index order, each an interned [`Interner`] name) are
+/// shared with the tables of the steps around it that list the same names in the same order,
+/// and each entry is 16 bytes: its record's start and length. A short table is searched in
+/// order, which is faster than hashing the name; the shared names of a long one (more than
+/// [`TensorTable::SCAN_MAX`]) get a hash index at their first lookup by name, one for all the
+/// tables sharing them (a table only read in order, as the tensor follower reads it, never
+/// builds one).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TensorTable {
-    entries: Vec<(Arc<str>, Slot)>,
-    index: std::sync::OnceLock<foldhash::HashMap<Arc<str>, usize>>,
+    names: Arc<TableNames>,
+    /// One per name, in the same order.
+    slots: Box<[PackedSlot]>,
+    /// The entries that locate no record (nearly always none).
+    unusable: Box<[Arc<UnusableSlot>]>,
+}
+
+/// The names of a table, shared by the tables that list the same ones in the same order.
+#[derive(Debug, Default)]
+struct TableNames {
+    list: Box<[Arc<str>]>,
+    index: std::sync::OnceLock<foldhash::HashMap<Arc<str>, u32>>,
+}
+
+impl TableNames {
+    /// Whether `names` are these, in this order (names are interned: compared by pointer).
+    fn same_as(&self, names: &[Arc<str>]) -> bool {
+        self.list.len() == names.len()
+            && self.list.iter().zip(names).all(|(a, b)| Arc::ptr_eq(a, b))
+    }
+}
+
+/// A [`Slot`] in 16 bytes: a record's start and length, or, for an entry that locates no
+/// record, [`PackedSlot::NO_RECORD`] and the entry's place in the table's `unusable`.
+#[derive(Clone, Copy, Debug)]
+struct PackedSlot {
+    start: u64,
+    length: u64,
+}
+
+impl PackedSlot {
+    const NO_RECORD: u64 = u64::MAX;
 }
 
 impl TensorTable {
-    /// Tables longer than this also keep a hash index.
+    /// Tables longer than this are looked up by name through a hash index.
     const SCAN_MAX: usize = 16;
 
-    fn with_capacity(n: usize) -> Self {
-        TensorTable {
-            entries: Vec::with_capacity(n),
-            index: std::sync::OnceLock::new(),
-        }
-    }
-
     fn position(&self, name: &str) -> Option<usize> {
-        if self.entries.len() <= Self::SCAN_MAX {
-            return self.entries.iter().position(|(n, _)| &**n == name);
+        let list = &self.names.list;
+        if list.len() <= Self::SCAN_MAX {
+            return list.iter().position(|n| &**n == name);
         }
-        let index = self.index.get_or_init(|| {
-            self.entries
-                .iter()
+        let index = self.names.index.get_or_init(|| {
+            list.iter()
                 .enumerate()
-                .map(|(i, (n, _))| (n.clone(), i))
+                .map(|(i, n)| (n.clone(), i as u32))
                 .collect()
         });
-        index.get(name).copied()
+        index.get(name).map(|&i| i as usize)
     }
 
-    /// Appends an entry for a name not in the table.
-    fn push_new(&mut self, name: Arc<str>, slot: Slot) {
-        if let Some(index) = self.index.get_mut() {
-            index.insert(name.clone(), self.entries.len());
+    fn slot(&self, i: usize) -> Slot {
+        let packed = self.slots[i];
+        if packed.start == PackedSlot::NO_RECORD {
+            Slot::Unusable(self.unusable[packed.length as usize].clone())
+        } else {
+            Slot::Record(packed.start, packed.length)
         }
-        self.entries.push((name, slot));
-    }
-
-    /// Adds an entry; a name already there takes the new slot (later entries win, as in
-    /// Python smdebug's reader), and its place and the slot it had are returned.
-    fn insert(&mut self, name: Arc<str>, slot: Slot) -> Option<(usize, Slot)> {
-        if let Some(i) = self.position(&name) {
-            return Some((i, std::mem::replace(&mut self.entries[i].1, slot)));
-        }
-        self.push_new(name, slot);
-        None
     }
 
     /// Where tensor `name`'s record is.
-    pub fn get(&self, name: &str) -> Option<&Slot> {
-        self.position(name).map(|i| &self.entries[i].1)
+    pub fn get(&self, name: &str) -> Option<Slot> {
+        self.position(name).map(|i| self.slot(i))
     }
 
     pub fn contains_key(&self, name: &str) -> bool {
@@ -108,25 +125,100 @@ impl TensorTable {
 
     /// The names, in index order.
     pub fn names(&self) -> impl Iterator<Item = &Arc<str>> {
-        self.entries.iter().map(|(n, _)| n)
+        self.names.list.iter()
     }
 
     /// Every entry, in index order: name and slot.
-    pub fn entries(&self) -> impl Iterator<Item = &(Arc<str>, Slot)> {
-        self.entries.iter()
+    pub fn entries(&self) -> impl Iterator<Item = (&Arc<str>, Slot)> {
+        self.names
+            .list
+            .iter()
+            .enumerate()
+            .map(|(i, name)| (name, self.slot(i)))
     }
 
     /// The end of the last record: the length the event file must have.
     pub fn end(&self) -> u64 {
         // `locate` checked that no usable entry's end overflows.
-        self.entries
+        self.slots
             .iter()
-            .filter_map(|(_, slot)| match slot {
-                Slot::Record(s, l) => Some(s.saturating_add(*l)),
-                Slot::Unusable(_) => None,
-            })
+            .filter(|s| s.start != PackedSlot::NO_RECORD)
+            .map(|s| s.start.saturating_add(s.length))
             .max()
             .unwrap_or(0)
+    }
+
+}
+
+/// A [`TensorTable`] being read from an index file.
+#[derive(Default)]
+pub(crate) struct TableBuilder {
+    names: Vec<Arc<str>>,
+    slots: Vec<Slot>,
+}
+
+impl TableBuilder {
+    fn with_capacity(n: usize) -> Self {
+        TableBuilder {
+            names: Vec::with_capacity(n),
+            slots: Vec::with_capacity(n),
+        }
+    }
+
+    /// Appends an entry for a name not in the table.
+    fn push_new(&mut self, name: Arc<str>, slot: Slot) {
+        self.names.push(name);
+        self.slots.push(slot);
+    }
+
+    /// Adds an entry; a name already there takes the new slot (later entries win, as in
+    /// Python smdebug's reader), and its place and the slot it had are returned.
+    fn insert(&mut self, name: Arc<str>, slot: Slot) -> Option<(usize, Slot)> {
+        if let Some(i) = self.names.iter().position(|n| *n == name) {
+            return Some((i, std::mem::replace(&mut self.slots[i], slot)));
+        }
+        self.push_new(name, slot);
+        None
+    }
+
+    /// The table, sharing `last`'s names when they are the same (and becoming `last` when not).
+    fn finish(self, last: &mut Option<Arc<TableNames>>) -> TensorTable {
+        let names = match last {
+            Some(shared) if shared.same_as(&self.names) => shared.clone(),
+            _ => {
+                let fresh = Arc::new(TableNames {
+                    list: self.names.into_boxed_slice(),
+                    index: std::sync::OnceLock::new(),
+                });
+                *last = Some(fresh.clone());
+                fresh
+            }
+        };
+        let mut unusable = Vec::new();
+        let slots = self
+            .slots
+            .into_iter()
+            .map(|slot| match slot {
+                Slot::Record(start, length) if start != PackedSlot::NO_RECORD => {
+                    PackedSlot { start, length }
+                }
+                Slot::Record(..) => {
+                    unreachable!("read_index_file makes a record at byte 2^64-1 unusable")
+                }
+                Slot::Unusable(entry) => {
+                    unusable.push(entry);
+                    PackedSlot {
+                        start: PackedSlot::NO_RECORD,
+                        length: (unusable.len() - 1) as u64,
+                    }
+                }
+            })
+            .collect();
+        TensorTable {
+            names,
+            slots,
+            unusable: unusable.into_boxed_slice(),
+        }
     }
 }
 
@@ -136,6 +228,8 @@ impl TensorTable {
 #[derive(Default)]
 pub(crate) struct Interner {
     ids: foldhash::HashMap<Arc<str>, u32>,
+    /// The names of the last table read: the next shares them when it lists the same.
+    last_names: Option<Arc<TableNames>>,
     /// Per name number, the last file it was listed in ([`Interner::start_file`]).
     listed_in: Vec<u64>,
     file: u64,
@@ -400,7 +494,7 @@ fn read_index_file(
             ),
         });
     }
-    let mut tensors = TensorTable::with_capacity(index.tensor_payload.len());
+    let mut tensors = TableBuilder::with_capacity(index.tensor_payload.len());
     let mut repeated = Vec::new();
     let place = |slot: &Slot, position: usize| match slot {
         Slot::Record(start, length) => format!("at byte {start} ({length} bytes)"),
@@ -409,7 +503,14 @@ fn read_index_file(
     let mut positions: Vec<usize> = Vec::new();
     names.start_file();
     for (position, t) in index.tensor_payload.iter().enumerate() {
-        let slot = match t.location() {
+        let location = t.location().and_then(|(start, length)| {
+            if start == PackedSlot::NO_RECORD {
+                Err(format!("the record starts at byte {start}, past any file"))
+            } else {
+                Ok((start, length))
+            }
+        });
+        let slot = match location {
             Ok((start, length)) => Slot::Record(start, length),
             Err(reason) => Slot::Unusable(Arc::new(UnusableSlot {
                 index_file: path.into(),
@@ -427,7 +528,7 @@ fn read_index_file(
         let (i, earlier) = tensors
             .insert(name.clone(), slot)
             .expect("a name listed before in the file is in its table");
-        let new_place = place(&tensors.entries[i].1, position);
+        let new_place = place(&tensors.slots[i], position);
         let earlier_place = place(&earlier, positions[i]);
         positions[i] = position;
         let line = format!(
@@ -443,7 +544,7 @@ fn read_index_file(
         mode: index.meta.mode,
         mode_step: index.meta.mode_step,
         event_file,
-        tensors,
+        tensors: tensors.finish(&mut names.last_names),
         repeated,
     })
 }
@@ -459,7 +560,7 @@ mod tests {
     fn tables_short_and_long_keep_the_later_entry_of_a_repeated_name() {
         for n in [3usize, TensorTable::SCAN_MAX, TensorTable::SCAN_MAX + 1, 40] {
             let mut names = Interner::default();
-            let mut table = TensorTable::with_capacity(n);
+            let mut table = TableBuilder::with_capacity(n);
             for i in 0..n as u64 {
                 let (name, _) = names.get(&format!("t{i}"));
                 assert!(
@@ -467,24 +568,25 @@ mod tests {
                     "{n}"
                 );
             }
-            // A long table's hash index is built at its first lookup by name.
-            assert!(table.get("t0").is_some());
-            assert_eq!(
-                table.index.get().is_some(),
-                n > TensorTable::SCAN_MAX,
-                "{n}"
-            );
             // `t1` again, later in the file: it wins, and the earlier place comes back.
             let (again, _) = names.get("t1");
             assert!(Arc::ptr_eq(&again, &names.get("t1").0), "one Arc per name");
-            let at = |slot: Option<&Slot>| match slot {
-                Some(Slot::Record(start, length)) => Some((*start, *length)),
+            let at = |slot: Option<Slot>| match slot {
+                Some(Slot::Record(start, length)) => Some((start, length)),
                 _ => None,
             };
             let (place, earlier) = table
                 .insert(again, Slot::Record(10_000, 20))
                 .expect("t1 is held");
-            assert_eq!((place, at(Some(&earlier))), (1, Some((100, 50))), "{n}");
+            assert_eq!((place, at(Some(earlier))), (1, Some((100, 50))), "{n}");
+            let table = table.finish(&mut names.last_names);
+            // A long table's (shared) hash index is built at its first lookup by name.
+            assert!(table.get("t0").is_some());
+            assert_eq!(
+                table.names.index.get().is_some(),
+                n > TensorTable::SCAN_MAX,
+                "{n}"
+            );
             assert_eq!(at(table.get("t1")), Some((10_000, 20)), "{n}");
             assert_eq!(table.names().count(), n, "{n}: no second entry");
             for i in (0..n as u64).filter(|&i| i != 1) {
@@ -494,6 +596,35 @@ mod tests {
             assert!(!table.contains_key(&format!("t{n}")), "{n}");
             assert_eq!(table.end(), 10_020, "{n}");
         }
+    }
+
+    /// Tables of consecutive steps listing the same names share them (and one hash index);
+    /// a step listing other names, or the same in another order, has its own.
+    #[test]
+    fn tables_listing_the_same_names_share_them() {
+        let mut names = Interner::default();
+        let table = |names: &mut Interner, list: &[&str], base: u64| {
+            let mut b = TableBuilder::default();
+            for (i, n) in list.iter().enumerate() {
+                let (name, _) = names.get(n);
+                b.push_new(name, Slot::Record(base + i as u64 * 10, 10));
+            }
+            b.finish(&mut names.last_names)
+        };
+        let many: Vec<String> = (0..40).map(|i| format!("t{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let a = table(&mut names, &many, 0);
+        let b = table(&mut names, &many, 1000);
+        assert!(Arc::ptr_eq(&a.names, &b.names));
+        assert!(matches!(a.get("t39"), Some(Slot::Record(390, 10))));
+        assert!(matches!(b.get("t39"), Some(Slot::Record(1390, 10))));
+        assert!(b.names.index.get().is_some(), "built once, for both");
+        let mut reordered = many.clone();
+        reordered.swap(0, 1);
+        let c = table(&mut names, &reordered, 0);
+        assert!(!Arc::ptr_eq(&b.names, &c.names));
+        assert!(matches!(c.get("t0"), Some(Slot::Record(10, 10))));
+        assert_eq!(std::mem::size_of::<PackedSlot>(), 16);
     }
 
     #[test]
@@ -537,7 +668,7 @@ mod tests {
             let t7 = if step == 1 { 400 } else { 140 };
             let got = entry.tensors.get("t7");
             assert!(
-                matches!(got, Some(&Slot::Record(s, 20)) if s == t7),
+                matches!(got, Some(Slot::Record(s, 20)) if s == t7),
                 "step {step}: {got:?}"
             );
             assert!(matches!(

@@ -198,8 +198,8 @@ impl State {
                 step: g,
                 mode: e.mode,
                 mode_step: e.mode_step,
-                start: *start,
-                length: *length,
+                start,
+                length,
             }),
             Slot::Unusable(entry) => Err(entry.error(name)),
         }

@@ -465,7 +465,7 @@ impl State {
                         .tensors
                         .entries()
                         .filter(|(name, _)| wanted(name))
-                        .cloned()
+                        .map(|(name, slot)| (name.clone(), slot))
                         .collect();
                     planned.add_file(w.file.clone(), entries);
                 }
