@@ -18,110 +18,7 @@ use std::collections::BTreeMap;
 
 use smdebug_core::Mode;
 
-/// A stretch of steps `first, first + stride, ...`, starting at value `at` of its column (it
-/// runs to the next run's `at`, or to the column's end).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct StepRun {
-    first: u64,
-    stride: u64,
-    at: usize,
-}
-
-/// A column's steps, increasing, as arithmetic runs.
-#[derive(Clone, Debug, Default, PartialEq)]
-struct Steps {
-    runs: Vec<StepRun>,
-    len: usize,
-}
-
-impl Steps {
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    /// The step of value `i`.
-    fn get(&self, i: usize) -> u64 {
-        let run = &self.runs[self.runs.partition_point(|run| run.at <= i) - 1];
-        run.first + run.stride * (i - run.at) as u64
-    }
-
-    fn last(&self) -> Option<u64> {
-        (self.len > 0).then(|| self.get(self.len - 1))
-    }
-
-    /// `Ok(i)` when step `step` is value `i`, else `Err(i)` where it would go.
-    fn search(&self, step: u64) -> Result<usize, usize> {
-        // The last run starting at or before `step`.
-        let r = self.runs.partition_point(|run| run.first <= step);
-        if r == 0 {
-            return Err(0);
-        }
-        let run = &self.runs[r - 1];
-        let end = self.runs.get(r).map_or(self.len, |next| next.at);
-        let offset = step - run.first;
-        let n = (end - run.at) as u64;
-        if run.stride == 0 {
-            // A run of one value.
-            return if offset == 0 {
-                Ok(run.at)
-            } else {
-                Err(run.at + 1)
-            };
-        }
-        let k = offset / run.stride;
-        if k >= n {
-            return Err(end);
-        }
-        if offset % run.stride == 0 {
-            Ok(run.at + k as usize)
-        } else {
-            Err(run.at + k as usize + 1)
-        }
-    }
-
-    /// Appends `step`, greater than the last.
-    fn push(&mut self, step: u64) {
-        match self.runs.last_mut() {
-            None => self.runs.push(StepRun {
-                first: step,
-                stride: 0,
-                at: 0,
-            }),
-            Some(run) => {
-                let n = self.len - run.at;
-                let last = run.first + run.stride * (n as u64 - 1);
-                if n == 1 {
-                    run.stride = step - last;
-                } else if step - last != run.stride {
-                    self.runs.push(StepRun {
-                        first: step,
-                        stride: 0,
-                        at: self.len,
-                    });
-                }
-            }
-        }
-        self.len += 1;
-    }
-
-    /// Inserts `step` (not held) at value `i`: the runs are built again (a late step, rare).
-    fn insert(&mut self, i: usize, step: u64) {
-        let mut all: Vec<u64> = (0..self.len).map(|j| self.get(j)).collect();
-        all.insert(i, step);
-        *self = Steps::default();
-        for s in all {
-            self.push(s);
-        }
-    }
-
-    fn heap_bytes(&self) -> usize {
-        self.runs.capacity() * std::mem::size_of::<StepRun>()
-    }
-
-    fn shrink(&mut self) {
-        self.runs.shrink_to_fit();
-    }
-}
+use super::step_runs::StepRuns;
 
 /// A column's values: `f32` while each is one exactly, else `f64`.
 #[derive(Clone, Debug, PartialEq)]
@@ -208,7 +105,7 @@ fn wall_close(a: f64, b: f64) -> bool {
 /// The wall time of each global step taken in: the first wall time handed in for it.
 #[derive(Clone, Debug, Default, PartialEq)]
 struct StepWalls {
-    steps: Steps,
+    steps: StepRuns,
     walls: Vec<f64>,
 }
 
@@ -260,7 +157,7 @@ impl StepWalls {
 /// ([`StepWalls`], held by the [`ScalarColumns`]), but for those listed here.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Column {
-    steps: Steps,
+    steps: StepRuns,
     values: Values,
     /// `(step, wall time)` of the values whose record's wall time is more than
     /// [`WALL_TOLERANCE_S`] from their step's, in step order (usually none).

@@ -91,7 +91,7 @@ fn a_value_is_given_its_steps_wall_time_within_4_ms_and_its_own_beyond() {
     let late = &c.get("late").unwrap()[&Mode::Train];
     assert_eq!(late.walls_apart.len(), 100);
     let loss = &c.get("loss").unwrap()[&Mode::Train];
-    assert_eq!(loss.steps.runs.len(), 1);
+    assert_eq!(loss.steps.run_count(), 1);
     assert_eq!(loss.heap_bytes() - loss.steps.heap_bytes(), 1000 * 4);
     assert_eq!(c.walls.walls.len(), 1000);
 }
@@ -190,6 +190,6 @@ fn values_widen_to_f64_at_the_first_that_is_not_an_f32_and_steps_stay_runs() {
         assert_eq!(*p, (i as u64 * 10, 0.25 * i as f64));
     }
     // Steps 0, 10, ..., 1010: one run still.
-    assert_eq!(column.steps.runs.len(), 1);
+    assert_eq!(column.steps.run_count(), 1);
     assert!(column.heap_bytes() - column.steps.heap_bytes() <= (102 + 102 / 8 + 16) * 8);
 }

@@ -147,7 +147,6 @@ impl TensorTable {
             .max()
             .unwrap_or(0)
     }
-
 }
 
 /// A [`TensorTable`] being read from an index file.

@@ -131,13 +131,13 @@ impl State {
         };
         let kept = steps
             .iter()
-            .filter(|g| incomplete || self.is_complete_step(**g));
+            .filter(|g| incomplete || self.is_complete_step(*g));
         match mode {
-            None | Some(Mode::Global) => kept.copied().collect(),
+            None | Some(Mode::Global) => kept.collect(),
             Some(m) => {
                 let mut out: Vec<u64> = kept
                     .filter_map(|g| {
-                        let e = &self.steps[g];
+                        let e = &self.steps[&g];
                         (e.mode == m).then_some(e.mode_step)
                     })
                     .collect();

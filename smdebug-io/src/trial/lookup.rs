@@ -22,7 +22,7 @@ impl State {
 
     /// Whether `name` (or reductions of it) was saved at global step `g`.
     fn saved_at(&self, name: &str, g: u64) -> bool {
-        let has = |set: Option<&StepSet>| set.is_some_and(|s| s.contains(&g));
+        let has = |set: Option<&StepSet>| set.is_some_and(|s| s.contains(g));
         has(self.listed.get(name)) || has(self.names.get(name))
     }
 
@@ -233,7 +233,7 @@ impl State {
         let mode_ok = |g: &u64| mode.is_none_or(|m| m == Mode::Global || self.steps[g].mode == m);
         match steps {
             StepSelector::One(g) => {
-                if !saved.contains(&g) || !mode_ok(&g) {
+                if !saved.contains(g) || !mode_ok(&g) {
                     return Err(Error::StepNotAvailable {
                         tensor: name.to_string(),
                         step: g,
@@ -245,7 +245,7 @@ impl State {
             }
             StepSelector::All => saved
                 .iter()
-                .filter(|g| mode_ok(g) && self.is_complete_step(**g))
+                .filter(|g| mode_ok(g) && self.is_complete_step(*g))
                 .filter(|g| {
                     worker.is_none_or(|w| {
                         self.steps[g]
@@ -254,7 +254,7 @@ impl State {
                             .is_some_and(|ws| ws.tensors.contains_key(name))
                     })
                 })
-                .map(|g| self.location_at(name, *g, *g, worker))
+                .map(|g| self.location_at(name, g, g, worker))
                 .collect(),
         }
     }
@@ -262,5 +262,5 @@ impl State {
 
 /// The first step of a step set, 0 for none.
 fn saved_first(steps: Option<&StepSet>) -> u64 {
-    steps.and_then(|s| s.iter().next().copied()).unwrap_or(0)
+    steps.and_then(|s| s.iter().next()).unwrap_or(0)
 }

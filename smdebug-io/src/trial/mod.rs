@@ -94,6 +94,7 @@ mod records;
 mod report;
 mod source;
 mod state;
+mod step_runs;
 mod steps;
 
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -81,37 +81,10 @@ impl Workers {
     }
 }
 
-/// The global steps a tensor was saved at, in order. Index files are listed in step order, so
-/// a new step is nearly always past the last one and is appended: cheaper than a tree when a
-/// long run is opened (two of these per name per step).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct StepSet(Vec<u64>);
-
-impl StepSet {
-    fn from(step: u64) -> StepSet {
-        StepSet(vec![step])
-    }
-
-    /// Adds a step; nothing when it is there already.
-    fn insert(&mut self, step: u64) {
-        match self.0.last() {
-            Some(&last) if last < step => self.0.push(step),
-            _ => {
-                if let Err(at) = self.0.binary_search(&step) {
-                    self.0.insert(at, step);
-                }
-            }
-        }
-    }
-
-    pub fn contains(&self, step: &u64) -> bool {
-        self.0.binary_search(step).is_ok()
-    }
-
-    pub fn iter(&self) -> std::slice::Iter<'_, u64> {
-        self.0.iter()
-    }
-}
+/// The global steps a tensor was saved at, in order, as arithmetic runs: a tensor saved every
+/// step (or every tenth) of a long run is one run, where a list took 8 bytes a step (two of
+/// these per name, 100,000 steps: 105 MB of a 739 MB heap on the synthetic 100k-step run).
+pub(crate) type StepSet = super::step_runs::StepRuns;
 
 /// A tensor name that index files list twice (the later entry is read, as Python smdebug
 /// does): one per name, however many index files repeat it.
@@ -411,17 +384,18 @@ impl State {
         for name in idx.tensors.names() {
             // Most names are known already: look them up without copying them.
             match self.names.get_mut(&**name) {
-                Some(steps) => steps.insert(idx.step),
+                Some(steps) => steps.add(idx.step),
                 None => {
-                    self.names.insert(name.to_string(), StepSet::from(idx.step));
+                    self.names
+                        .insert(name.to_string(), StepSet::single(idx.step));
                 }
             }
             let public = listed_name(name);
             match self.listed.get_mut(public) {
-                Some(steps) => steps.insert(idx.step),
+                Some(steps) => steps.add(idx.step),
                 None => {
                     self.listed
-                        .insert(public.to_string(), StepSet::from(idx.step));
+                        .insert(public.to_string(), StepSet::single(idx.step));
                 }
             }
         }
