@@ -7,12 +7,12 @@
   const { el, clear, fmt, dur, measured, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin, selectionIn } = window.SMD;
   const status = { panels: {}, charts: 0, errors: [], csp: [], steps: null, last_step_time: null,
                    ended: false, updates: 0, requests: 0, tab: null, // and the deltas applied, refetches asked for:
-                   patched: { system: 0, steps: 0, rules: 0, scalars: 0 }, refetches: [], delta_steps: 0, delta_rules: 0 };
+                   patched: { system: 0, steps: 0, rules: 0 }, refetches: [], delta_steps: 0, delta_rules: 0 };
   function publish() {
     status.zoom = zoom;
-    // First meaningful paint: the tab's panels (of overview, system, steps and scalars) drawn
-    // with the run's data, in ms since navigation started. The summary tab draws the overview.
-    const need = (TAB_PANELS[tab] || []).filter((p) => ["overview", "system", "steps", "scalars"].includes(p));
+    // First meaningful paint: the tab's panels (of overview, headlines, system, steps and
+    // scalars) drawn with the run's data, in ms since navigation started.
+    const need = (TAB_PANELS[tab] || []).filter((p) => ["overview", "headlines", "system", "steps", "scalars"].includes(p));
     if (status.first_paint_ms === undefined && need.length && need.every((p) => status.panels[p])) {
       status.first_paint_ms = Math.round(performance.now());
     }
@@ -101,7 +101,9 @@
   function chart(container, key, title, data, series, opts) {
     opts = opts || {};
     const existing = charts.get(key);
-    if (existing && existing.seriesCount === series.length && existing.container === container) {
+    // Kept when its lines are the same (a new smoothing weight renames them: drawn again).
+    const labels = series.map((s) => s.label).join("\n");
+    if (existing && existing.labels === labels && existing.container === container) {
       if (existing.title.textContent !== title) existing.title.textContent = title;
       existing.plot.setData(data, !zoom || !opts.time);
       if (zoom && opts.time) { syncing = true; existing.plot.setScale("x", { min: zoom[0], max: zoom[1] }); syncing = false; }
@@ -133,7 +135,7 @@
     plot.timeChart = !!opts.time;
     plot.over.addEventListener("mousedown", () => { plot.pressedAt = Date.now(); });
     if (zoom && opts.time) { syncing = true; plot.setScale("x", { min: zoom[0], max: zoom[1] }); syncing = false; }
-    charts.set(key, { plot, box, seriesCount: series.length, container, title: h, opts });
+    charts.set(key, { plot, box, labels, container, title: h, opts });
     status.charts = charts.size;
     return plot;
   }
@@ -322,6 +324,19 @@
     chart(box, key, h.name + " (" + h.mode + ") · last " + fmt(h.last_value, 4) + " at step " + h.last_step,
       [h.steps, h.values], [{ label: h.name, spanGaps: true, width: 2 }], { height: 170 });
   }
+  // The loss and accuracy charts: fetched whole, downsampled by the server as the Scalars tab's
+  // (each bucket's lowest and highest value), again within a second of new scalar values.
+  async function drawHeadlines() {
+    const r = runs[current];
+    const h = await get("runs/" + r.id + "/headlines?" + pointsQuery());
+    headlineChart(h.loss, "headline:loss");
+    headlineChart(h.accuracy, "headline:accuracy");
+    const hc = $("headline-charts");
+    const none = hc.querySelector("p.missing");
+    if (!h.loss && !h.accuracy) { if (!none) hc.append(el("p", { className: "missing", text: "No loss or accuracy scalars yet." })); }
+    else if (none) none.remove();
+    status.panels.headlines = true;
+  }
   async function drawOverview() {
     const r = runs[current];
     const o = await get("runs/" + r.id + "/overview");
@@ -333,12 +348,6 @@
     tile("tile-state", cls);
     drawRuleLists(o);
     window.SMD.drawProgress(o, tile);
-    headlineChart(o.loss, "headline:loss");
-    headlineChart(o.accuracy, "headline:accuracy");
-    const hc = $("headline-charts");
-    const none = hc.querySelector("p.missing");
-    if (!o.loss && !o.accuracy) { if (!none) hc.append(el("p", { className: "missing", text: "No loss or accuracy scalars yet." })); }
-    else if (none) none.remove();
     // The run card.
     const dl = el("dl");
     const add = (k, v) => { dl.append(el("dt", { text: k }), el("dd", { text: v })); };
@@ -488,13 +497,13 @@
   const scalars = window.SMD.makeScalars({ get, chart, dropCharts, status, palette, pointsQuery,
     runs: () => runs, current: () => current, redraw: () => guarded("scalars", scalars.draw) });
   const PANELS = {
-    overview: ["version", drawOverview], system: ["profile", drawSystem], steps: ["profile", drawSteps],
+    overview: ["version", drawOverview], headlines: ["tensors", drawHeadlines], system: ["profile", drawSystem], steps: ["profile", drawSteps],
     scalars: ["tensors", scalars.draw], tensors: ["tensors", drawTensor], compare: ["version", compare.draw],
     code: ["time", () => extras.drawCode(false)], kineto: ["once", extras.drawKineto],
   };
-  const TAB_PANELS = { summary: ["overview"], rules: ["overview"], system: ["overview", "system"], steps: ["steps"],
+  const TAB_PANELS = { summary: ["overview", "headlines"], rules: ["overview"], system: ["overview", "system"], steps: ["steps"],
     scalars: ["scalars"], tensors: ["tensors"], code: ["code"], kineto: ["kineto"], compare: ["compare"],
-    all: ["overview", "system", "steps", "scalars", "tensors", "compare", "code", "kineto"] };
+    all: ["overview", "headlines", "system", "steps", "scalars", "tensors", "compare", "code", "kineto"] };
   function stamp(area) {
     const r = runs[current];
     if (!r) return null;
@@ -554,7 +563,7 @@
     busy = false;
   }
 
-  const live = window.SMD.makeLive({ charts, status, headlineChart, drawRulesOf: drawRuleLists,
+  const live = window.SMD.makeLive({ charts, status, drawRulesOf: drawRuleLists,
     overview: () => (lastOverview && runs[current] && lastOverview.id === runs[current].id ? lastOverview : null),
     zoomed: () => zoom !== null, budget: () => Math.round(2 * chartWidth()), stale: (name) => stale.add(name) });
   let source = null;

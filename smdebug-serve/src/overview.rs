@@ -9,12 +9,16 @@ use smdebug_profiler::reader::{self as profiler, MetricSeries};
 use smdebug_profiler::stats::percentile;
 use smdebug_profiler::system::vocab;
 
-use crate::api::is_step;
+use smdebug_io::trial::Column;
+
+use crate::api::{Window, is_step};
+use crate::downsample::scalar_lines;
 use crate::run::{Run, RunData, progress_point};
+use crate::series::finite;
 use crate::verdicts::rule_views;
 use crate::views::{
-    HEADLINE_POINTS, Headline, JobPhases, NodeStats, Num, Overview, PhaseTotal, Progress, StatRow,
-    WriterDrops,
+    Headline, HeadlineChart, Headlines, JobPhases, NodeStats, Num, Overview, PhaseTotal, Progress,
+    StatRow, WriterDrops,
 };
 
 fn secs(us: u64) -> f64 {
@@ -249,7 +253,7 @@ fn progress(d: &RunData) -> Progress {
 
 /// The first scalar whose name contains `word` (case-insensitive; the shortest such name),
 /// its TRAIN values when it has some, else its first mode's.
-fn headline(d: &RunData, word: &str) -> Option<Headline> {
+fn pick<'a>(d: &'a RunData, word: &str) -> Option<(Headline, &'a Column)> {
     let (name, track) = d
         .scalars
         .iter()
@@ -266,20 +270,35 @@ fn headline(d: &RunData, word: &str) -> Option<Headline> {
                 .map(|(m, p)| (*m, p))
         })?;
     let (last_step, last_value) = column.last()?;
-    let stride = column.len().div_ceil(HEADLINE_POINTS).max(1);
-    let mut kept: Vec<(u64, f64)> = column.points().step_by(stride).collect();
-    if kept.last().map(|p| p.0) != Some(last_step) {
-        kept.push((last_step, last_value));
-    }
-    Some(Headline {
+    let headline = Headline {
         name: name.clone(),
         mode: mode.name(),
         last_step,
         last_value: Num(last_value),
-        steps: kept.iter().map(|p| p.0).collect(),
-        values: kept
-            .iter()
-            .map(|p| p.1.is_finite().then_some(p.1))
-            .collect(),
-    })
+    };
+    Some((headline, column))
+}
+
+fn headline(d: &RunData, word: &str) -> Option<Headline> {
+    pick(d, word).map(|(h, _)| h)
+}
+
+/// The summary's loss and accuracy charts: each headline scalar's values over all its steps,
+/// at most `window`'s budget of them, by the Scalars tab's buckets.
+pub fn headlines(run: &Run, window: &Window) -> Headlines {
+    let d = run.data.read().expect("run data lock");
+    let chart = |word: &str| {
+        let (headline, column) = pick(&d, word)?;
+        let kept = scalar_lines(column, None, None, window.budget(), 0.0).raw;
+        Some(HeadlineChart {
+            headline,
+            total: column.len(),
+            steps: kept.iter().map(|p| p.0).collect(),
+            values: kept.iter().map(|p| finite(p.1)).collect(),
+        })
+    };
+    Headlines {
+        loss: chart("loss"),
+        accuracy: chart("acc"),
+    }
 }
