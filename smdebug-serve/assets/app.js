@@ -328,13 +328,16 @@
   // (each bucket's lowest and highest value), again within a second of new scalar values.
   async function drawHeadlines() {
     const r = runs[current];
-    const h = await get("runs/" + r.id + "/headlines?" + pointsQuery());
+    const points = budget();
+    const h = await get("runs/" + r.id + "/headlines?points=" + points);
     headlineChart(h.loss, "headline:loss");
     headlineChart(h.accuracy, "headline:accuracy");
     const hc = $("headline-charts");
     const none = hc.querySelector("p.missing");
     if (!h.loss && !h.accuracy) { if (!none) hc.append(el("p", { className: "missing", text: "No loss or accuracy scalars yet." })); }
     else if (none) none.remove();
+    // What the loss chart holds, for the tests: the same buckets however it was updated.
+    status.headlines = { points, loss: h.loss && { total: h.loss.total, last_step: h.loss.last_step, steps: h.loss.steps } };
     status.panels.headlines = true;
   }
   async function drawOverview() {
@@ -379,7 +382,8 @@
   }
 
   // Points asked per series: a minimum and a maximum per pixel column of a chart.
-  function pointsQuery() { return "points=" + Math.round(2 * chartWidth()); }
+  function budget() { return Math.round(2 * chartWidth()); }
+  function pointsQuery() { return "points=" + budget(); }
   function windowQuery() { return pointsQuery() + (zoom ? "&from=" + zoom[0] + "&to=" + zoom[1] : ""); }
 
   // ---- system and steps ---------------------------------------------------------------------
@@ -565,7 +569,7 @@
 
   const live = window.SMD.makeLive({ charts, status, drawRulesOf: drawRuleLists,
     overview: () => (lastOverview && runs[current] && lastOverview.id === runs[current].id ? lastOverview : null),
-    zoomed: () => zoom !== null, budget: () => Math.round(2 * chartWidth()), stale: (name) => stale.add(name) });
+    zoomed: () => zoom !== null, budget, stale: (name) => stale.add(name) });
   let source = null;
   async function start() {
     try {

@@ -18,8 +18,7 @@ use crate::downsample::{MAX_POINTS, min_max, scalar_lines};
 use crate::run::Run;
 use crate::series::{
     Histogram, ModeSeries, Outlier, ScalarPage, ScalarSeries, SmoothedLine, SpanList, SpanRow,
-    StepPhases,
-    StepRow, StepSeries, Steps, TimeSeries, finite,
+    StepPhases, StepRow, StepSeries, Steps, TimeSeries, finite,
 };
 use crate::views::{Phase, PhaseTotal, RunList, RunState, STALLED_AFTER_S};
 
@@ -410,13 +409,8 @@ pub fn scalars(
         let modes = by_name
             .into_iter()
             .map(|(mode, column)| {
-                let lines = scalar_lines(
-                    column,
-                    window.from,
-                    window.to,
-                    window.budget(),
-                    smoothing,
-                );
+                let lines =
+                    scalar_lines(column, window.from, window.to, window.budget(), smoothing);
                 let walls = |kept: &[(u64, f64)]| -> Vec<Option<f64>> {
                     kept.iter()
                         .map(|p| d.scalars.wall_time_at(column, p.0).and_then(finite))

@@ -45,9 +45,7 @@ pub fn min_max<X: Coord, S: PointSource<X> + ?Sized>(
 /// finite values are all equal is left as it is (the division would only add rounding).
 pub fn smooth(values: &mut [f64], w: f64) {
     let mut finite = values.iter().filter(|v| v.is_finite());
-    let constant = finite
-        .next()
-        .is_none_or(|first| finite.all(|v| v == first));
+    let constant = finite.next().is_none_or(|first| finite.all(|v| v == first));
     if constant || w == 0.0 {
         return;
     }
