@@ -324,20 +324,53 @@
     chart(box, key, h.name + " (" + h.mode + ") · last " + fmt(h.last_value, 4) + " at step " + h.last_step,
       [h.steps, h.values], [{ label: h.name, spanGaps: true, width: 2 }], { height: 170 });
   }
-  // The loss and accuracy charts: fetched whole, downsampled by the server as the Scalars tab's
-  // (each bucket's lowest and highest value), again within a second of new scalar values.
+  // The loss and accuracy charts, downsampled by the server as the Scalars tab's (each
+  // bucket's lowest and highest value, buckets aligned on multiples of their width), fetched
+  // again within a second of new scalar values: only from the start of the last bucket held
+  // while the buckets' width holds (the buckets before are unchanged), else whole.
+  const HEADLINES = ["loss", "accuracy"];
+  const heldHeadlines = new Map(); // field -> {run, points, name, mode, width, steps, values}
+  let headlineTails = 0, headlineGen = 0;
+  // The run was reset or the page reconnected: the charts are fetched whole next time.
+  function forgetHeadlines() { heldHeadlines.clear(); headlineGen++; }
   async function drawHeadlines() {
     const r = runs[current];
     const points = budget();
-    const h = await get("runs/" + r.id + "/headlines?points=" + points);
-    headlineChart(h.loss, "headline:loss");
-    headlineChart(h.accuracy, "headline:accuracy");
+    const whole = "runs/" + r.id + "/headlines?points=" + points;
+    const held = new Map(heldHeadlines), gen = headlineGen;
+    let q = whole;
+    for (const f of HEADLINES) {
+      const was = held.get(f);
+      if (!was || was.run !== r.id || was.points !== points || !was.steps.length) { held.delete(f); continue; }
+      const last = was.steps[was.steps.length - 1];
+      q += "&" + f + "_width=" + was.width + "&" + f + "_since=" + (was.width ? Math.floor(last / was.width) * was.width : last);
+    }
+    let h = await get(q);
+    // The last buckets of another scalar than the one held (a shorter name appeared): whole.
+    const other = (f) => { const c = h[f], was = held.get(f); return c && c.since !== null && (c.name !== was.name || c.mode !== was.mode); };
+    if (gen !== headlineGen || HEADLINES.some(other)) { held.clear(); h = await get(whole); }
+    for (const f of HEADLINES) {
+      const c = h[f];
+      if (!c) { heldHeadlines.delete(f); headlineChart(null, "headline:" + f); continue; }
+      let steps = c.steps, values = c.values;
+      if (c.since !== null) {
+        const was = held.get(f);
+        let n = was.steps.findIndex((x) => x >= c.since);
+        if (n < 0) n = was.steps.length;
+        steps = was.steps.slice(0, n).concat(c.steps);
+        values = was.values.slice(0, n).concat(c.values);
+        headlineTails++;
+      }
+      heldHeadlines.set(f, { run: r.id, points, name: c.name, mode: c.mode, width: c.width, steps, values });
+      headlineChart(Object.assign({}, c, { steps, values }), "headline:" + f);
+    }
     const hc = $("headline-charts");
     const none = hc.querySelector("p.missing");
     if (!h.loss && !h.accuracy) { if (!none) hc.append(el("p", { className: "missing", text: "No loss or accuracy scalars yet." })); }
     else if (none) none.remove();
     // What the loss chart holds, for the tests: the same buckets however it was updated.
-    status.headlines = { points, loss: h.loss && { total: h.loss.total, last_step: h.loss.last_step, steps: h.loss.steps } };
+    const loss = heldHeadlines.get("loss");
+    status.headlines = { points, tails: headlineTails, loss: loss && { total: h.loss.total, last_step: h.loss.last_step, width: loss.width, steps: loss.steps } };
     status.panels.headlines = true;
   }
   async function drawOverview() {
@@ -595,7 +628,7 @@
       for (const d of push.deltas) {
         // A delta not applied: the panels whose data changed are fetched, within the usual
         // once a second (a run read from a backlog asks for that on every push).
-        if (d.id === (runs[current] && runs[current].id)) { if (!live.apply(d)) for (const p of PATCHED) stale.add(p); }
+        if (d.id === (runs[current] && runs[current].id)) { if (!live.apply(d)) { for (const p of PATCHED) stale.add(p); forgetHeadlines(); } }
         // Another run's delta matters only to the comparison, which fetches its aggregates.
         else if (d.refetch && tab === "compare") stale.add("compare");
       }

@@ -7,15 +7,18 @@
 //! kept), and a zoomed window is cut again over its own range, so zooming in gets finer detail
 //! down to the raw samples.
 //!
-//! A scalar's smoothed line ([`scalar_lines`]) is TensorBoard's debiased exponential moving
-//! average ([`smooth`]) over all of the scalar's values, from its first, whatever the window;
-//! then it is cut by the same buckets as the raw values and each bucket sends the smoothed
-//! line's own lowest and highest point. Every point sent is one the raw series or the average
-//! of all its values has at that step. The Scalars tab and the summary's headline charts get
-//! their points here.
+//! A scalar ([`scalar_lines`]) is cut by step into buckets aligned on multiples of their width
+//! (1, 2, 3, 4, 6, 8, 12, … steps: smdebug-profiler's `MinMax::aligned`), so that a chart of a
+//! growing scalar keeps its buckets until the width steps up and a page can take its last
+//! buckets again instead of the whole series. Its smoothed line is TensorBoard's debiased
+//! exponential moving average ([`smooth`]) over all of the scalar's values, from its first,
+//! whatever the window; then it is cut by the same buckets as the raw values and each bucket
+//! sends the smoothed line's own lowest and highest point. Every point sent is one the raw
+//! series or the average of all its values has at that step. The Scalars tab and the
+//! summary's headline charts get their points here.
 
 pub use smdebug_profiler::downsample::Coord;
-use smdebug_profiler::downsample::{MinMax, PointSource};
+use smdebug_profiler::downsample::{MinMax, PointSource, min_max_sliced};
 
 use smdebug_io::trial::Column;
 
@@ -94,10 +97,13 @@ pub struct ScalarLines {
     /// The smoothed line (when smoothing was asked for), by the same buckets: each bucket's
     /// lowest and highest point of the average of all values up to that step.
     pub smoothed: Option<Vec<(u64, f64)>>,
+    /// The buckets' width in steps; 0 when every value of the window was kept.
+    pub width: u64,
 }
 
-/// `column`'s values at steps `from <= step <= to`, at most `max_points` of them (see
-/// [`min_max`]; the window's first and last are always kept), and with a `smoothing` weight above 0 its smoothed line ([`smooth`] over every
+/// `column`'s values at steps `from <= step <= to`, at most `max_points` of them: all of them
+/// when they fit, else the window's first and last and each aligned bucket's lowest and
+/// highest; and with a `smoothing` weight above 0 its smoothed line ([`smooth`] over every
 /// value of the column, then bucketed as the raw ones).
 pub fn scalar_lines(
     column: &Column,
@@ -109,14 +115,19 @@ pub fn scalar_lines(
     // The window's first and last values are kept: a line ends where the scalar does.
     let options = MinMax::new(max_points.clamp(2, MAX_POINTS))
         .window(from, to)
-        .keep_ends(true);
-    let raw = smdebug_profiler::downsample::min_max(&ColumnPoints(column), &options);
+        .keep_ends(true)
+        .aligned(true);
+    let (raw, width) = min_max_sliced(&ColumnPoints(column), &options);
     let smoothed = (smoothing > 0.0).then(|| {
         let mut values: Vec<f64> = column.points().map(|p| p.1).collect();
         smooth(&mut values, smoothing);
-        smdebug_profiler::downsample::min_max(&Restated { column, values }, &options)
+        min_max_sliced(&Restated { column, values }, &options).0
     });
-    ScalarLines { raw, smoothed }
+    ScalarLines {
+        raw,
+        smoothed,
+        width: width.map_or(0, |w| w as u64),
+    }
 }
 
 /// A smoothing weight from a request: `0 <= w <=` [`MAX_SMOOTHING`], else why not.

@@ -31,7 +31,8 @@
 //!                                         the runs' state and per run what is new since
 //!                                         the previous push to this page (at most every 500 ms)
 //! GET  /api/runs/{id}/overview            job summary, per-node statistics, rule statuses
-//! GET  /api/runs/{id}/headlines?points    the summary's loss and accuracy charts (min-max by step)
+//! GET  /api/runs/{id}/headlines?points&loss_width&loss_since&…   the summary's loss and
+//!                                         accuracy charts (min-max by step; the last buckets only)
 //! GET  /api/runs/{id}/system?from&to&points&offset&limit   a page of timelines (64 by
 //!                                         default, 256 at most) and the per-core/per-GPU
 //!                                         heatmap (256 rows at most: bands of neighbours)

@@ -283,22 +283,40 @@ fn headline(d: &RunData, word: &str) -> Option<Headline> {
     pick(d, word).map(|(h, _)| h)
 }
 
+/// What a page holds of a headline chart: the buckets' width it was drawn with and the step
+/// its last bucket starts at.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Held {
+    /// The width.
+    pub width: Option<u64>,
+    /// The step.
+    pub since: Option<u64>,
+}
+
 /// The summary's loss and accuracy charts: each headline scalar's values over all its steps,
-/// at most `window`'s budget of them, by the Scalars tab's buckets.
-pub fn headlines(run: &Run, window: &Window) -> Headlines {
+/// at most `window`'s budget of them, by the Scalars tab's buckets; for a chart the page
+/// holds with the buckets' width still in use, only its points from the step it says on.
+pub fn headlines(run: &Run, window: &Window, held: [Held; 2]) -> Headlines {
     let d = run.data.read().expect("run data lock");
-    let chart = |word: &str| {
+    let chart = |word: &str, held: Held| {
         let (headline, column) = pick(&d, word)?;
-        let kept = scalar_lines(column, None, None, window.budget(), 0.0).raw;
+        let lines = scalar_lines(column, None, None, window.budget(), 0.0);
+        let since = held.since.filter(|_| held.width == Some(lines.width));
+        let kept: Vec<(u64, f64)> = match since {
+            Some(s) => lines.raw.into_iter().filter(|p| p.0 >= s).collect(),
+            None => lines.raw,
+        };
         Some(HeadlineChart {
             headline,
             total: column.len(),
+            width: lines.width,
+            since,
             steps: kept.iter().map(|p| p.0).collect(),
             values: kept.iter().map(|p| finite(p.1)).collect(),
         })
     };
     Headlines {
-        loss: chart("loss"),
-        accuracy: chart("acc"),
+        loss: chart("loss", held[0]),
+        accuracy: chart("acc", held[1]),
     }
 }

@@ -96,22 +96,37 @@ async fn kineto(State(state): State<Shared>) -> Response {
 }
 
 #[derive(Deserialize)]
-struct PointsQuery {
+struct HeadlinesQuery {
     points: Option<usize>,
+    loss_width: Option<u64>,
+    loss_since: Option<u64>,
+    accuracy_width: Option<u64>,
+    accuracy_since: Option<u64>,
 }
 
 async fn headlines(
     State(state): State<Shared>,
     UrlPath(id): UrlPath<usize>,
-    Query(q): Query<PointsQuery>,
+    Query(q): Query<HeadlinesQuery>,
 ) -> Response {
+    use crate::overview::Held;
     let window = Window {
         from: None,
         to: None,
         points: q.points,
     };
+    let held = [
+        Held {
+            width: q.loss_width,
+            since: q.loss_since,
+        },
+        Held {
+            width: q.accuracy_width,
+            since: q.accuracy_since,
+        },
+    ];
     match find_run(&state, id) {
-        Ok(run) => axum::Json(crate::overview::headlines(&run, &window)).into_response(),
+        Ok(run) => axum::Json(crate::overview::headlines(&run, &window, held)).into_response(),
         Err(e) => *e,
     }
 }

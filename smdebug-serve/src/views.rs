@@ -371,6 +371,13 @@ pub struct HeadlineChart {
     pub headline: Headline,
     /// Its values in all.
     pub total: usize,
+    /// The buckets' width in steps (0: every value is kept). A page that holds the chart
+    /// drawn with this width asks for it again with `<chart>_width` and `<chart>_since`.
+    pub width: u64,
+    /// When set, only the points from this step on are sent (the start of the bucket the
+    /// page's last point was in, as it asked: the buckets before are unchanged); the page
+    /// keeps what it holds before it. `null`: the whole chart.
+    pub since: Option<u64>,
     /// Steps kept.
     pub steps: Vec<u64>,
     /// Values there (`null` where not finite).

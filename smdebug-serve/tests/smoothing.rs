@@ -361,6 +361,9 @@ fn a_live_runs_loss_chart_is_bucketed_as_a_loaded_one_in_chromium() {
             d["loss"]["total"]
         );
     }
+    // After the first drawings, the page took only the last buckets again.
+    let tails = drawn[drawn.len() - 1]["tails"].as_u64().unwrap();
+    assert!(tails >= 3, "{tails} updates by the last buckets");
     let last = &drawn[drawn.len() - 1]["loss"]["steps"];
     assert!(
         last.as_array().unwrap().iter().any(|s| *s == SPIKE_STEP),
