@@ -4,6 +4,11 @@
 //! over that range, so zooming in reaches the raw points. The report's scalar charts and the
 //! dashboard's series both go through it.
 //!
+//! With [`MinMax::aligned`], the slices are instead of a width from 1, 2, 3, 4, 6, 8, 12, 16, …
+//! x units (2^k and 3·2^k), the narrowest that covers the window in the slices allowed, each
+//! starting at a multiple of it: a series that grows keeps the slices it had until the width
+//! steps up, so a client can take the last slices again rather than the whole series.
+//!
 //! Non-finite values stay visible: `+inf` ranks above and `-inf` below every finite value, so
 //! an overflow is a slice's highest or lowest point; NaN ranks with nothing, and a slice of
 //! NaN only keeps its first point.
@@ -55,6 +60,9 @@ pub struct MinMax {
     pub to: Option<f64>,
     /// Whether the window's first and last points are always kept (within `max_points`).
     pub keep_ends: bool,
+    /// Whether the slices are aligned on multiples of a width from a fixed sequence rather
+    /// than the window's range cut in equal parts.
+    pub aligned: bool,
 }
 
 impl MinMax {
@@ -65,6 +73,7 @@ impl MinMax {
             from: None,
             to: None,
             keep_ends: false,
+            aligned: false,
         }
     }
 
@@ -79,6 +88,34 @@ impl MinMax {
     pub fn keep_ends(mut self, on: bool) -> MinMax {
         self.keep_ends = on;
         self
+    }
+
+    /// Slices aligned on multiples of their width ([`slice_width`]).
+    pub fn aligned(mut self, on: bool) -> MinMax {
+        self.aligned = on;
+        self
+    }
+}
+
+/// The width of aligned slices: the narrowest of 1, 2, 3, 4, 6, 8, 12, … (2^k and 3·2^k) for
+/// which the slices from the one holding `lo` to the one holding `hi` (slice `i` covering
+/// `i·w <= x < (i + 1)·w`) are at most `slices` (at least 1).
+pub fn slice_width(lo: f64, hi: f64, slices: usize) -> f64 {
+    let slices = slices.max(1) as f64;
+    let mut w = 1.0_f64;
+    loop {
+        if (hi / w).floor() - (lo / w).floor() < slices || !w.is_finite() {
+            return w;
+        }
+        // 1 → 2 → 3 → 4 → 6 → 8 → 12 → 16 …
+        let power = w.log2().fract() == 0.0;
+        w = if w == 1.0 {
+            2.0
+        } else if power {
+            w / 2.0 * 3.0
+        } else {
+            w / 3.0 * 4.0
+        };
     }
 }
 
@@ -146,6 +183,15 @@ pub fn min_max<X: Coord, S: PointSource<X> + ?Sized>(
     points: &S,
     options: &MinMax,
 ) -> Vec<(X, f64)> {
+    min_max_sliced(points, options).0
+}
+
+/// [`min_max`], and the width of the aligned slices it used: `None` when every point of the
+/// window was kept or the slices are not aligned.
+pub fn min_max_sliced<X: Coord, S: PointSource<X> + ?Sized>(
+    points: &S,
+    options: &MinMax,
+) -> (Vec<(X, f64)>, Option<f64>) {
     let max_points = options.max_points.max(2);
     let n = points.count();
     let lo = options
@@ -156,22 +202,39 @@ pub fn min_max<X: Coord, S: PointSource<X> + ?Sized>(
         .map_or(n, |t| first_not(points, (0, n), |x| x <= t))
         .max(lo);
     if hi - lo <= max_points {
-        return (lo..hi).map(|i| points.point(i)).collect();
+        return ((lo..hi).map(|i| points.point(i)).collect(), None);
     }
     let mut out = Vec::with_capacity(max_points);
-    let range = (points.point(lo).0.x(), points.point(hi - 1).0.x());
+    let (start, end) = (points.point(lo).0.x(), points.point(hi - 1).0.x());
+    // Room for no inner slice with the ends kept: the first and the last point are what fits.
+    let slices = if options.keep_ends {
+        (max_points - 2) / 2
+    } else {
+        max_points / 2
+    };
+    let width = options
+        .aligned
+        .then(|| slice_width(start, end, slices.max(1)));
+    let span = end - start;
+    let slice_of = |x: f64| -> u64 {
+        match width {
+            Some(w) => (x / w).floor() as u64,
+            None if span > 0.0 => {
+                (((x - start) / span * slices as f64) as u64).min(slices as u64 - 1)
+            }
+            None => 0,
+        }
+    };
     if options.keep_ends {
         out.push(points.point(lo));
-        // Room for no inner slice: the first and the last point are what fits.
-        let slices = (max_points - 2) / 2;
         if slices > 0 {
-            extremes(points, lo + 1..hi - 1, range, slices, &mut out);
+            extremes(points, lo + 1..hi - 1, &slice_of, &mut out);
         }
         out.push(points.point(hi - 1));
     } else {
-        extremes(points, lo..hi, range, max_points / 2, &mut out);
+        extremes(points, lo..hi, &slice_of, &mut out);
     }
-    out
+    (out, width)
 }
 
 /// How a value ranks for a slice's lowest and highest: `None` for NaN.
@@ -179,23 +242,14 @@ fn rank(v: f64) -> Option<f64> {
     (!v.is_nan()).then_some(v)
 }
 
-/// Appends the lowest and highest point of the points `within` in each of `slices`
-/// equal-width slices of the x range `(start, end)`.
+/// Appends the lowest and highest point of the points `within` in each slice (`slice_of` an
+/// x, non-decreasing along the points).
 fn extremes<X: Coord, S: PointSource<X> + ?Sized>(
     points: &S,
     within: std::ops::Range<usize>,
-    (start, end): (f64, f64),
-    slices: usize,
+    slice_of: &dyn Fn(f64) -> u64,
     out: &mut Vec<(X, f64)>,
 ) {
-    let span = end - start;
-    let slice_of = |x: f64| {
-        if span > 0.0 {
-            (((x - start) / span * slices as f64) as usize).min(slices - 1)
-        } else {
-            0
-        }
-    };
     let mut at = within.start;
     let mut next = (at < within.end).then(|| points.point(at));
     while let Some(first) = next {
@@ -249,6 +303,43 @@ mod tests {
             assert!(out.len() >= 2_000 - 4, "{}", out.len());
             assert!(out.windows(2).all(|w| w[0].0 < w[1].0));
         }
+    }
+
+    #[test]
+    fn aligned_slices_stay_put_while_a_series_grows() {
+        assert_eq!(slice_width(0.0, 99.0, 100), 1.0);
+        assert_eq!(slice_width(0.0, 100.0, 100), 2.0);
+        assert_eq!(slice_width(0.0, 250.0, 100), 3.0);
+        assert_eq!(slice_width(50.0, 1_200.0, 100), 12.0);
+        assert_eq!(slice_width(50.0, 1_249.0, 100), 16.0);
+        let series: Vec<(u64, f64)> = (0..20_000u64)
+            .map(|i| (i, ((i * 7_919) % 1_009) as f64))
+            .collect();
+        let options = MinMax::new(500).keep_ends(true).aligned(true);
+        let (whole, width) = min_max_sliced(&series, &options);
+        assert!(whole.len() <= 500, "{}", whole.len());
+        let width = width.unwrap();
+        // Every prefix cut with the same width: the whole series' points before the slice
+        // holding the prefix's last point are the prefix's, and the prefix's last point is kept.
+        let mut same = 0;
+        for n in (1_000..20_000).step_by(777) {
+            let (part, w) = min_max_sliced(&series[..n], &options);
+            assert!(part.len() <= 500);
+            assert_eq!(part.last(), series.get(n - 1));
+            if w != Some(width) {
+                continue;
+            }
+            same += 1;
+            let since = ((n - 1) as f64 / width).floor() * width;
+            let before = |v: &[(u64, f64)]| -> Vec<(u64, f64)> {
+                v.iter().copied().filter(|p| (p.0 as f64) < since).collect()
+            };
+            assert_eq!(before(&part), before(&whole), "prefix of {n}");
+        }
+        assert!(same >= 5, "{same} prefixes had the whole series' width");
+        // Not aligned: no width; every point kept: none.
+        assert_eq!(min_max_sliced(&series, &MinMax::new(500)).1, None);
+        assert_eq!(min_max_sliced(&series[..100], &options).1, None);
     }
 
     #[test]

@@ -7,12 +7,12 @@
   const { el, clear, fmt, dur, measured, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin, selectionIn } = window.SMD;
   const status = { panels: {}, charts: 0, errors: [], csp: [], steps: null, last_step_time: null,
                    ended: false, updates: 0, requests: 0, tab: null, // and the deltas applied, refetches asked for:
-                   patched: { system: 0, steps: 0, rules: 0, scalars: 0 }, refetches: [], delta_steps: 0, delta_rules: 0 };
+                   patched: { system: 0, steps: 0, rules: 0 }, refetches: [], delta_steps: 0, delta_rules: 0 };
   function publish() {
     status.zoom = zoom;
-    // First meaningful paint: the tab's panels (of overview, system, steps and scalars) drawn
-    // with the run's data, in ms since navigation started. The summary tab draws the overview.
-    const need = (TAB_PANELS[tab] || []).filter((p) => ["overview", "system", "steps", "scalars"].includes(p));
+    // First meaningful paint: the tab's panels (of overview, headlines, system, steps and
+    // scalars) drawn with the run's data, in ms since navigation started.
+    const need = (TAB_PANELS[tab] || []).filter((p) => ["overview", "headlines", "system", "steps", "scalars"].includes(p));
     if (status.first_paint_ms === undefined && need.length && need.every((p) => status.panels[p])) {
       status.first_paint_ms = Math.round(performance.now());
     }
@@ -101,7 +101,9 @@
   function chart(container, key, title, data, series, opts) {
     opts = opts || {};
     const existing = charts.get(key);
-    if (existing && existing.seriesCount === series.length && existing.container === container) {
+    // Kept when its lines are the same (a new smoothing weight renames them: drawn again).
+    const labels = series.map((s) => s.label).join("\n");
+    if (existing && existing.labels === labels && existing.container === container) {
       if (existing.title.textContent !== title) existing.title.textContent = title;
       existing.plot.setData(data, !zoom || !opts.time);
       if (zoom && opts.time) { syncing = true; existing.plot.setScale("x", { min: zoom[0], max: zoom[1] }); syncing = false; }
@@ -133,7 +135,7 @@
     plot.timeChart = !!opts.time;
     plot.over.addEventListener("mousedown", () => { plot.pressedAt = Date.now(); });
     if (zoom && opts.time) { syncing = true; plot.setScale("x", { min: zoom[0], max: zoom[1] }); syncing = false; }
-    charts.set(key, { plot, box, seriesCount: series.length, container, title: h, opts });
+    charts.set(key, { plot, box, labels, container, title: h, opts });
     status.charts = charts.size;
     return plot;
   }
@@ -363,6 +365,55 @@
     chart(box, key, h.name + " (" + h.mode + ") · last " + fmt(h.last_value, 4) + " at step " + h.last_step,
       [h.steps, h.values], [{ label: h.name, spanGaps: true, width: 2 }], { height: 170 });
   }
+  // The loss and accuracy charts, downsampled by the server as the Scalars tab's (each
+  // bucket's lowest and highest value, buckets aligned on multiples of their width), fetched
+  // again within a second of new scalar values: only from the start of the last bucket held
+  // while the buckets' width holds (the buckets before are unchanged), else whole.
+  const HEADLINES = ["loss", "accuracy"];
+  const heldHeadlines = new Map(); // field -> {run, points, name, mode, width, steps, values}
+  let headlineTails = 0, headlineGen = 0;
+  // The run was reset or the page reconnected: the charts are fetched whole next time.
+  function forgetHeadlines() { heldHeadlines.clear(); headlineGen++; }
+  async function drawHeadlines() {
+    const r = runs[current];
+    const points = budget();
+    const whole = "runs/" + r.id + "/headlines?points=" + points;
+    const held = new Map(heldHeadlines), gen = headlineGen;
+    let q = whole;
+    for (const f of HEADLINES) {
+      const was = held.get(f);
+      if (!was || was.run !== r.id || was.points !== points || !was.steps.length) { held.delete(f); continue; }
+      const last = was.steps[was.steps.length - 1];
+      q += "&" + f + "_width=" + was.width + "&" + f + "_since=" + (was.width ? Math.floor(last / was.width) * was.width : last);
+    }
+    let h = await get(q);
+    // The last buckets of another scalar than the one held (a shorter name appeared): whole.
+    const other = (f) => { const c = h[f], was = held.get(f); return c && c.since !== null && (c.name !== was.name || c.mode !== was.mode); };
+    if (gen !== headlineGen || HEADLINES.some(other)) { held.clear(); h = await get(whole); }
+    for (const f of HEADLINES) {
+      const c = h[f];
+      if (!c) { heldHeadlines.delete(f); headlineChart(null, "headline:" + f); continue; }
+      let steps = c.steps, values = c.values;
+      if (c.since !== null) {
+        const was = held.get(f);
+        let n = was.steps.findIndex((x) => x >= c.since);
+        if (n < 0) n = was.steps.length;
+        steps = was.steps.slice(0, n).concat(c.steps);
+        values = was.values.slice(0, n).concat(c.values);
+        headlineTails++;
+      }
+      heldHeadlines.set(f, { run: r.id, points, name: c.name, mode: c.mode, width: c.width, steps, values });
+      headlineChart(Object.assign({}, c, { steps, values }), "headline:" + f);
+    }
+    const hc = $("headline-charts");
+    const none = hc.querySelector("p.missing");
+    if (!h.loss && !h.accuracy) { if (!none) hc.append(el("p", { className: "missing", text: "No loss or accuracy scalars yet." })); }
+    else if (none) none.remove();
+    // What the loss chart holds, for the tests: the same buckets however it was updated.
+    const loss = heldHeadlines.get("loss");
+    status.headlines = { points, tails: headlineTails, loss: loss && { total: h.loss.total, last_step: h.loss.last_step, width: loss.width, steps: loss.steps } };
+    status.panels.headlines = true;
+  }
   async function drawOverview() {
     const r = runs[current];
     const o = await get("runs/" + r.id + "/overview");
@@ -376,12 +427,6 @@
     window.SMD.drawProgress(o, tile);
     status.eta_note = o.progress.eta_note;
     patchSummary();
-    headlineChart(o.loss, "headline:loss");
-    headlineChart(o.accuracy, "headline:accuracy");
-    const hc = $("headline-charts");
-    const none = hc.querySelector("p.missing");
-    if (!o.loss && !o.accuracy) { if (!none) hc.append(el("p", { className: "missing", text: "No loss or accuracy scalars yet." })); }
-    else if (none) none.remove();
     // The run card.
     const dl = el("dl");
     const add = (k, v) => { dl.append(el("dt", { text: k }), el("dd", { text: v })); };
@@ -413,7 +458,8 @@
   }
 
   // Points asked per series: a minimum and a maximum per pixel column of a chart.
-  function pointsQuery() { return "points=" + Math.round(2 * chartWidth()); }
+  function budget() { return Math.round(2 * chartWidth()); }
+  function pointsQuery() { return "points=" + budget(); }
   function windowQuery() { return pointsQuery() + (zoom ? "&from=" + zoom[0] + "&to=" + zoom[1] : ""); }
 
   // ---- system and steps ---------------------------------------------------------------------
@@ -531,13 +577,13 @@
   const scalars = window.SMD.makeScalars({ get, chart, dropCharts, status, palette, pointsQuery,
     runs: () => runs, current: () => current, redraw: () => guarded("scalars", scalars.draw) });
   const PANELS = {
-    overview: ["version", drawOverview], system: ["profile", drawSystem], steps: ["profile", drawSteps],
+    overview: ["version", drawOverview], headlines: ["tensors", drawHeadlines], system: ["profile", drawSystem], steps: ["profile", drawSteps],
     scalars: ["tensors", scalars.draw], tensors: ["tensors", drawTensor], compare: ["version", compare.draw],
     code: ["time", () => extras.drawCode(false)], kineto: ["once", extras.drawKineto],
   };
-  const TAB_PANELS = { summary: ["overview"], rules: ["overview"], system: ["overview", "system"], steps: ["steps"],
+  const TAB_PANELS = { summary: ["overview", "headlines"], rules: ["overview"], system: ["overview", "system"], steps: ["steps"],
     scalars: ["scalars"], tensors: ["tensors"], code: ["code"], kineto: ["kineto"], compare: ["compare"],
-    all: ["overview", "system", "steps", "scalars", "tensors", "compare", "code", "kineto"] };
+    all: ["overview", "headlines", "system", "steps", "scalars", "tensors", "compare", "code", "kineto"] };
   function stamp(area) {
     const r = runs[current];
     if (!r) return null;
@@ -597,12 +643,12 @@
     busy = false;
   }
 
-  const live = window.SMD.makeLive({ charts, status, headlineChart, drawRulesOf: drawRuleLists,
+  const live = window.SMD.makeLive({ charts, status, drawRulesOf: drawRuleLists,
     overview: () => (lastOverview && runs[current] && lastOverview.id === runs[current].id ? lastOverview : null),
-    zoomed: () => zoom !== null, budget: () => Math.round(2 * chartWidth()), stale: (name) => stale.add(name) });
+    zoomed: () => zoom !== null, budget, stale: (name) => stale.add(name) });
   let source = null, ticking = null;
   // The event stream, (re)opened: its first push sets this page's cursor; the patched panels
-  // whose data changed in between are fetched again then.
+  // whose data changed in between are fetched again then, the headline charts whole.
   function connect() {
     if (source) source.close();
     stream.connectedAt = performance.now();
@@ -631,12 +677,12 @@
       if (runs[current] && runs[current].phase !== before) for (const p of PATCHED) stale.add(p);
       updateHeader();
       showFreshness();
-      if (!opened) for (const p of PATCHED) stale.add(p);
+      if (!opened) { for (const p of PATCHED) stale.add(p); forgetHeadlines(); }
       opened = true;
       for (const d of push.deltas) {
         // A delta not applied: the panels whose data changed are fetched, within the usual
         // once a second (a run read from a backlog asks for that on every push).
-        if (d.id === (runs[current] && runs[current].id)) { if (!live.apply(d)) for (const p of PATCHED) stale.add(p); }
+        if (d.id === (runs[current] && runs[current].id)) { if (!live.apply(d)) { for (const p of PATCHED) stale.add(p); forgetHeadlines(); } }
         // Another run's delta matters only to the comparison, which fetches its aggregates.
         else if (d.refetch && tab === "compare") stale.add("compare");
       }

@@ -1,10 +1,9 @@
 // smdebug serve: applying the server's pushed deltas to what the page already holds, without a
-// fetch. Each push carries, per run, the step spans, system samples, headline scalar points and
-// changed rule verdicts that are new since the previous push to this page.
+// fetch. Each push carries, per run, the step spans, system samples and changed rule verdicts
+// that are new since the previous push to this page.
 //
 // Patched from deltas (no fetch):
 //   - the rules lists (summary and rules tabs): a changed verdict replaces the rule, whole;
-//   - the summary's loss and accuracy charts: new points appended;
 //   - the system timelines: new samples appended (not while zoomed: a window is fetched);
 //   - the step-duration charts: new steps appended (not while zoomed).
 // Fetched again (app.js's refresh, when their area's counter moved):
@@ -15,7 +14,10 @@
 //     are fetched at most every AGGREGATE_GAP_MS while their live parts are patched (as usual
 //     once the run has ended);
 //   - a zoomed window, and a patched chart grown past twice its point budget (downsampled
-//     again by the server).
+//     again by the server);
+//   - scalars (the summary's loss and accuracy charts, the Scalars tab): within a second of new
+//     values (app.js's "tensors" area), whole, smoothed and downsampled by the server, so that
+//     their newest part is bucketed as the rest.
 "use strict";
 (function () {
   // The group (and chart title) of a system series: one chart per type and quantity.
@@ -89,7 +91,7 @@
       for (const s of steps) env.status.last_step_time = Math.max(env.status.last_step_time || 0, ...s.start);
     }
 
-    // The overview's rules and headline charts.
+    // The overview's rules.
     function patchOverview(o, delta) {
       if (!o) return;
       // The first samples or steps: the node table and the step rate have something to show.
@@ -102,23 +104,6 @@
         o.rules_written = true;
         env.drawRulesOf(o);
         env.status.patched.rules++;
-      }
-      for (const [field, key, word] of [["loss", "headline:loss", "loss"], ["accuracy", "headline:accuracy", "acc"]]) {
-        const h = o[field];
-        // A first headline scalar: the overview (which picks it) is fetched.
-        if (!h) { if (delta.new_scalars.some((s) => s.name.toLowerCase().includes(word))) env.stale("overview"); continue; }
-        const points = delta.new_scalars.filter((s) => s.name === h.name && s.mode === h.mode);
-        if (!points.length) continue;
-        const fresh = [];
-        for (const p of points) p.steps.forEach((step, i) => { if (step > h.last_step) fresh.push([step, p.values[i]]); });
-        if (!fresh.length) continue;
-        fresh.sort((a, b) => a[0] - b[0]);
-        if (h.steps.length + fresh.length > 2 * 300) { env.stale("overview"); continue; }
-        for (const [step, v] of fresh) { h.steps.push(step); h.values.push(v); }
-        h.last_step = fresh[fresh.length - 1][0];
-        h.last_value = fresh[fresh.length - 1][1] === null ? "NaN" : fresh[fresh.length - 1][1];
-        env.headlineChart(h, key);
-        env.status.patched.scalars++;
       }
     }
 

@@ -1,8 +1,9 @@
 // smdebug serve: the Scalars panel. One chart per scalar name; in it one line per run and mode,
-// each drawn along its own steps (TRAIN and EVAL do not break each other into dashes), smoothed
-// with TensorBoard's debiased exponential moving average over the faint raw line; log scale,
-// step, relative and wall-time x axes, regex filter, run toggles, a crosshair tooltip, CSV and
-// JSON downloads.
+// each drawn along its own steps (TRAIN and EVAL do not break each other into dashes): the
+// smoothed line (TensorBoard's debiased exponential moving average, computed by the server over
+// every value, then downsampled) over the faint raw line (each bucket's lowest and highest
+// value); log scale, step, relative and wall-time x axes, regex filter, run toggles, a crosshair
+// tooltip, CSV and JSON downloads.
 "use strict";
 (function () {
   const { el, fmt, dur, download, csvField } = window.SMD;
@@ -16,18 +17,7 @@
             opts: { wallAxis: true, xFormat: (t) => new Date(t * 1000).toLocaleString() } },
   };
 
-  // TensorBoard's smoothing: an exponential moving average, divided by (1 - w^n) so that its
-  // first points are not pulled towards 0. Non-finite values are kept as they are (not drawn).
-  function smooth(values, w) {
-    let last = 0, n = 0;
-    return values.map((v) => {
-      if (v === null || !Number.isFinite(v)) return null;
-      n++;
-      last = last * w + (1 - w) * v;
-      const debias = w === 0 ? 1 : 1 - Math.pow(w, n);
-      return last / debias;
-    });
-  }
+  const weight = (w) => String(Number(w.toFixed(3))); // 0.6, 0.99, 0.999
 
   function faint(hex) { // "#1f77b4" -> the same colour, a quarter opaque
     const n = parseInt(hex.slice(1), 16);
@@ -37,6 +27,7 @@
   window.SMD.makeScalars = function (env) {
     const hiddenRuns = new Set();
     let last = []; // [{run, result}] of the latest fetch (what the downloads save)
+    let drawing = 0; // the latest draw: an older one's answers (the slider moved on) are dropped
 
     function drawToggles() {
       const box = document.getElementById("run-toggles");
@@ -63,21 +54,24 @@
       const axisName = document.getElementById("scalar-axis").value;
       const axis = AXES[axisName] || AXES.step;
       const suffix = (log ? ":log" : "") + (axisName === "step" ? "" : ":" + axisName);
-      document.getElementById("smoothing-value").textContent = w.toFixed(2);
+      document.getElementById("smoothing-value").textContent = weight(w);
       drawToggles();
       const box = document.getElementById("scalar-charts");
       const shownRuns = env.runs().filter((r) => !hiddenRuns.has(r.id));
+      const mine = ++drawing;
       let results;
       try {
-        results = await Promise.all(shownRuns.map((r) => env.get("runs/" + r.id + "/scalars?" + env.pointsQuery() + "&regex=" + encodeURIComponent(regex))));
+        results = await Promise.all(shownRuns.map((r) => env.get("runs/" + r.id + "/scalars?" + env.pointsQuery() +
+          "&smoothing=" + w + "&regex=" + encodeURIComponent(regex))));
+        if (mine !== drawing) return;
         document.getElementById("scalar-error").textContent = "";
-      } catch (e) { document.getElementById("scalar-error").textContent = String(e.message); return; }
+      } catch (e) { if (mine === drawing) document.getElementById("scalar-error").textContent = String(e.message); return; }
       last = shownRuns.map((r, i) => ({ run: r.name, result: results[i] }));
       const byName = new Map();
       results.forEach((res, ri) => {
         for (const s of res.scalars) {
           if (!byName.has(s.name)) byName.set(s.name, []);
-          for (const m of s.modes) byName.get(s.name).push({ run: shownRuns[ri].name, mode: m, origin: res.first_wall_time });
+          for (const m of s.modes) byName.get(s.name).push({ run: shownRuns[ri].name, mode: m, origin: res.first_wall_time, smoothing: res.smoothing });
         }
       });
       const keys = new Set(Array.from(byName.keys()).map((n) => "scalar:" + n + suffix));
@@ -92,21 +86,32 @@
       for (const [name, list] of byName) {
         // The union of every line's x values (steps or times) is the x axis; each line has
         // values at its own only and is drawn across the others (spanGaps), so it is never cut.
-        for (const l of list) l.x = l.mode.steps.map((_, j) => axis.x(l.mode, j, l.origin));
-        const xs = Array.from(new Set(list.flatMap((l) => l.x.filter((x) => x !== null)))).sort((a, b) => a - b);
+        for (const l of list) {
+          l.x = l.mode.steps.map((_, j) => axis.x(l.mode, j, l.origin));
+          l.sx = l.mode.smoothed ? l.mode.smoothed.steps.map((_, j) => axis.x(l.mode.smoothed, j, l.origin)) : [];
+        }
+        const xs = Array.from(new Set(list.flatMap((l) => l.x.concat(l.sx).filter((x) => x !== null)))).sort((a, b) => a - b);
         const index = new Map(xs.map((x, i) => [x, i]));
         const ys = [], series = [];
         list.forEach((l, i) => {
           const colour = env.palette[i % env.palette.length];
           const label = (shownRuns.length > 1 ? l.run + " " : "") + l.mode.mode;
           const keep = (v) => (v === null || (log && v <= 0) ? null : v);
-          const raw = new Array(xs.length).fill(null), sm = new Array(xs.length).fill(null);
-          const smoothed = smooth(l.mode.values, w);
-          l.x.forEach((x, j) => { if (x !== null) { raw[index.get(x)] = keep(l.mode.values[j]); sm[index.get(x)] = keep(smoothed[j]); } });
-          ys.push(raw, sm);
+          const line = (x, values) => {
+            const y = new Array(xs.length).fill(null);
+            x.forEach((at, j) => { if (at !== null) y[index.get(at)] = keep(values[j]); });
+            return y;
+          };
           const sparse = l.mode.steps.length < 40;
-          series.push({ label: label + " raw", color: faint(colour), spanGaps: true, points: sparse, width: 1 },
-                      { label: label + (w > 0 ? " (smoothed " + w.toFixed(2) + ")" : ""), color: colour, spanGaps: true, points: sparse, width: 2 });
+          const sm = l.mode.smoothed;
+          if (sm) {
+            ys.push(line(l.x, l.mode.values), line(l.sx, sm.values));
+            series.push({ label: label + " raw", color: faint(colour), spanGaps: true, points: sparse, width: 1 },
+                        { label: label + " (smoothed " + weight(l.smoothing) + ")", color: colour, spanGaps: true, points: sparse, width: 2 });
+          } else {
+            ys.push(line(l.x, l.mode.values));
+            series.push({ label, color: colour, spanGaps: true, points: sparse, width: 2 });
+          }
         });
         const lastValues = list.map((l) => l.mode.mode + " " + fmt(l.mode.values[l.mode.values.length - 1], 4)).join(", ");
         env.chart(box, "scalar:" + name + suffix, name + " · last " + lastValues, [xs, ...ys], series,
@@ -132,6 +137,6 @@
     }
     document.getElementById("download-csv").addEventListener("click", () => download("scalars.csv", "text/csv", csv()));
     document.getElementById("download-json").addEventListener("click", () => download("scalars.json", "application/json", json()));
-    return { draw, smooth, csv, json };
+    return { draw, csv, json };
   };
 })();

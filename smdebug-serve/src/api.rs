@@ -14,11 +14,11 @@ use smdebug_profiler::stats::percentile;
 use smdebug_rules::Summary;
 use smdebug_rules::profiler::{Details, StepOutlierDetails};
 
-use crate::downsample::{MAX_POINTS, min_max};
+use crate::downsample::{MAX_POINTS, min_max, scalar_lines};
 use crate::run::Run;
 use crate::series::{
-    Histogram, ModeSeries, Outlier, ScalarPage, ScalarSeries, SpanList, SpanRow, StepPhases,
-    StepRow, StepSeries, Steps, TimeSeries, finite,
+    Histogram, ModeSeries, Outlier, ScalarPage, ScalarSeries, SmoothedLine, SpanList, SpanRow,
+    StepPhases, StepRow, StepSeries, Steps, TimeSeries, finite,
 };
 use crate::views::{PhaseTotal, RunList, RunState};
 
@@ -34,7 +34,7 @@ pub struct Window {
 }
 
 impl Window {
-    fn budget(&self) -> usize {
+    pub(crate) fn budget(&self) -> usize {
         self.points.unwrap_or(MAX_POINTS).clamp(2, MAX_POINTS)
     }
 
@@ -372,13 +372,15 @@ fn last_steps(spans: &SpanStore, n: usize) -> StepPhases {
     }
 }
 
-/// Scalars whose names match `regex`, per mode, downsampled by step: one page of them
+/// Scalars whose names match `regex`, per mode, downsampled by step (with `smoothing` above 0,
+/// each with its smoothed line: [`scalar_lines`]): one page of them
 /// (`series_total` says how many match, `next_offset` where the next page starts; a run with
 /// thousands of scalars answers a bounded response).
 pub fn scalars(
     run: &Run,
     regex: Option<&str>,
     window: &Window,
+    smoothing: f64,
     page: crate::page::Page,
 ) -> Result<ScalarPage, String> {
     let filter = match regex.filter(|r| !r.is_empty()) {
@@ -397,21 +399,24 @@ pub fn scalars(
         let modes = by_name
             .into_iter()
             .map(|(mode, column)| {
-                let kept = min_max(
-                    &column.window(window.from, window.to),
-                    None,
-                    None,
-                    window.budget(),
-                );
+                let lines =
+                    scalar_lines(column, window.from, window.to, window.budget(), smoothing);
+                let walls = |kept: &[(u64, f64)]| -> Vec<Option<f64>> {
+                    kept.iter()
+                        .map(|p| d.scalars.wall_time_at(column, p.0).and_then(finite))
+                        .collect()
+                };
                 ModeSeries {
                     mode: mode.name(),
                     total: column.len(),
-                    steps: kept.iter().map(|p| p.0).collect(),
-                    values: kept.iter().map(|p| finite(p.1)).collect(),
-                    wall_times: kept
-                        .iter()
-                        .map(|p| d.scalars.wall_time_at(column, p.0).and_then(finite))
-                        .collect(),
+                    steps: lines.raw.iter().map(|p| p.0).collect(),
+                    values: lines.raw.iter().map(|p| finite(p.1)).collect(),
+                    wall_times: walls(&lines.raw),
+                    smoothed: lines.smoothed.map(|kept| SmoothedLine {
+                        steps: kept.iter().map(|p| p.0).collect(),
+                        values: kept.iter().map(|p| finite(p.1)).collect(),
+                        wall_times: walls(&kept),
+                    }),
                 }
             })
             .collect();
@@ -427,5 +432,6 @@ pub fn scalars(
         offset: page.offset,
         tensors: d.tensors.clone(),
         first_wall_time: d.scalars.first_wall_time().and_then(finite),
+        smoothing,
     })
 }

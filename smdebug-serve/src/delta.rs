@@ -2,14 +2,14 @@
 //! page has not seen, merged into one message however many follower passes it covers (a slow
 //! page gets one larger delta, never a backlog), or the `refetch` flag when the page is new,
 //! the run's view was reset, the journal no longer holds what the page missed, or more is new
-//! than [`MAX_STEPS`], [`MAX_SAMPLES`] or [`MAX_SCALARS`].
+//! than [`MAX_STEPS`] or [`MAX_SAMPLES`].
 
 use std::collections::HashMap;
 
 use smdebug_profiler::system::vocab;
 
-use crate::journal::{Journal, SampleEntry, ScalarEntry, StepEntry};
-use crate::push_views::{RunDelta, SampleDelta, ScalarDelta, StepDelta};
+use crate::journal::{Journal, SampleEntry, StepEntry};
+use crate::push_views::{RunDelta, SampleDelta, StepDelta};
 use crate::run::RunData;
 use crate::series::finite;
 
@@ -17,8 +17,6 @@ use crate::series::finite;
 pub(crate) const MAX_STEPS: usize = 2_000;
 /// System samples one push carries at most.
 pub(crate) const MAX_SAMPLES: usize = 20_000;
-/// Scalar points one push carries at most.
-pub(crate) const MAX_SCALARS: usize = 4_000;
 
 /// What one page has seen of one run.
 #[derive(Clone, Copy, Debug, Default)]
@@ -29,7 +27,6 @@ pub(crate) struct Seen {
     resets: u64,
     steps: u64,
     samples: u64,
-    scalars: u64,
     rules: u64,
 }
 
@@ -41,7 +38,6 @@ impl Seen {
             resets: d.resets,
             steps: j.steps.end(),
             samples: j.samples.end(),
-            scalars: j.scalars.end(),
             rules: j.rule_changes,
         };
     }
@@ -65,22 +61,17 @@ pub(crate) fn delta(id: usize, d: &RunData, seen: &mut Seen) -> RunDelta {
         return refetch(seen, "the run's view was reset");
     }
     let j = &d.journal;
-    let (Some(steps), Some(samples), Some(scalars)) = (
-        j.steps.since(seen.steps),
-        j.samples.since(seen.samples),
-        j.scalars.since(seen.scalars),
-    ) else {
+    let (Some(steps), Some(samples)) = (j.steps.since(seen.steps), j.samples.since(seen.samples))
+    else {
         return refetch(seen, "the page missed more than the server keeps");
     };
     if j.steps.end() - seen.steps > MAX_STEPS as u64
         || j.samples.end() - seen.samples > MAX_SAMPLES as u64
-        || j.scalars.end() - seen.scalars > MAX_SCALARS as u64
     {
         return refetch(seen, "more is new than one push carries");
     }
     let new_steps = step_deltas(steps);
     let new_samples = sample_deltas(j, samples);
-    let new_scalars = scalar_deltas(j, scalars);
     let changed_rules = if j.rule_changes > seen.rules {
         crate::verdicts::rule_views(d.rules.as_ref())
             .into_iter()
@@ -96,7 +87,6 @@ pub(crate) fn delta(id: usize, d: &RunData, seen: &mut Seen) -> RunDelta {
         refetch_reason: None,
         new_steps,
         new_samples,
-        new_scalars,
         changed_rules,
     }
 }
@@ -167,26 +157,6 @@ fn sample_deltas<'a>(
     )
 }
 
-fn scalar_deltas<'a>(
-    j: &Journal,
-    points: impl Iterator<Item = &'a ScalarEntry>,
-) -> Vec<ScalarDelta> {
-    grouped(
-        points,
-        |p| (p.name, p.mode),
-        |p| ScalarDelta {
-            name: j.scalar_names[p.name as usize].clone(),
-            mode: p.mode.name(),
-            steps: Vec::new(),
-            values: Vec::new(),
-        },
-        |d, p| {
-            d.steps.push(p.step);
-            d.values.push(finite(p.value));
-        },
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,11 +180,6 @@ mod tests {
     fn pass(d: &mut RunData, steps: std::ops::Range<u64>) {
         let spans: Vec<Span> = steps.clone().map(step_span).collect();
         d.journal.add_spans(&spans);
-        let losses = steps.map(|s| (s, 1.0 / (s + 1) as f64, s as f64)).collect();
-        d.journal.add_scalars(&[
-            ("loss".into(), Mode::Train, losses),
-            ("w".into(), Mode::Train, vec![(0, 1.0, 0.0)]),
-        ]);
     }
 
     fn steps_of(delta: &RunDelta) -> Vec<u64> {
@@ -240,10 +205,8 @@ mod tests {
         let merged = delta(0, &d, &mut seen);
         assert!(!merged.refetch);
         assert_eq!(steps_of(&merged), (3..9).collect::<Vec<_>>());
-        assert_eq!(merged.new_scalars.len(), 1, "only the headline scalar");
-        assert_eq!(merged.new_scalars[0].steps, (3..9).collect::<Vec<_>>());
         let idle = delta(0, &d, &mut seen);
-        assert!(idle.new_steps.is_empty() && idle.new_scalars.is_empty() && !idle.refetch);
+        assert!(idle.new_steps.is_empty() && !idle.refetch);
         pass(&mut d, 9..10);
         assert_eq!(steps_of(&delta(0, &d, &mut seen)), [9]);
     }

@@ -1,13 +1,13 @@
 //! What a run's follower found new, in arrival order, numbered: the source of the deltas each
-//! push carries ([`crate::push`]). A follower pass appends the step spans, system samples and
-//! headline scalar points it read, and notes which rule verdicts changed; a client's cursor is
+//! push carries ([`crate::push`]). A follower pass appends the step spans and system samples it
+//! read, and notes which rule verdicts changed (scalars are not pushed: the page fetches their
+//! charts, downsampled by the server, when the tensor data changed); a client's cursor is
 //! a sequence number per kind, so a push sends exactly what that client has not seen. Each log
 //! keeps its last entries only: a client further behind than that is told to fetch again.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use smdebug_core::Mode;
-use smdebug_io::trial::BatchColumn;
 use smdebug_profiler::reader::{SampleRef, Span, SystemSamples};
 use smdebug_profiler::spans::Phase;
 
@@ -15,8 +15,6 @@ use smdebug_profiler::spans::Phase;
 pub(crate) const MAX_STEPS: usize = 8192;
 /// System samples a log keeps.
 pub(crate) const MAX_SAMPLES: usize = 65_536;
-/// Headline scalar points a log keeps.
-pub(crate) const MAX_SCALARS: usize = 16_384;
 
 /// Entries numbered from `base`; the oldest dropped beyond `cap`.
 #[derive(Debug)]
@@ -83,32 +81,13 @@ pub(crate) struct SeriesKey {
     pub dimension: String,
 }
 
-/// A new value of a headline scalar (a name with `loss` or `acc` in it).
-#[derive(Debug)]
-pub(crate) struct ScalarEntry {
-    /// Index into [`Journal::scalar_names`].
-    pub name: u32,
-    pub mode: Mode,
-    pub step: u64,
-    pub value: f64,
-}
-
-/// The scalars whose new points the pushes carry: those the summary's headline charts may
-/// show (the same words as [`crate::overview`]'s headlines).
-pub(crate) fn is_headline(name: &str) -> bool {
-    let lower = name.to_lowercase();
-    lower.contains("loss") || lower.contains("acc")
-}
-
 /// A run's journal. Cleared with the rest of the run's view when the run is replaced.
 #[derive(Debug)]
 pub(crate) struct Journal {
     pub steps: Log<StepEntry>,
     pub samples: Log<SampleEntry>,
-    pub scalars: Log<ScalarEntry>,
     pub series: Vec<SeriesKey>,
     series_index: HashMap<SeriesKey, u32>,
-    pub scalar_names: Vec<String>,
     /// Each rule's verdict as last shown (its view as JSON) and the number of the change that
     /// made it so.
     pub rules: BTreeMap<String, (u64, String)>,
@@ -121,10 +100,8 @@ impl Default for Journal {
         Journal {
             steps: Log::new(MAX_STEPS),
             samples: Log::new(MAX_SAMPLES),
-            scalars: Log::new(MAX_SCALARS),
             series: Vec::new(),
             series_index: HashMap::new(),
-            scalar_names: Vec::new(),
             rules: BTreeMap::new(),
             rule_changes: 0,
         }
@@ -187,30 +164,6 @@ impl Journal {
                 self.series.push(key.clone());
                 self.series_index.insert(key, i);
                 i
-            }
-        }
-    }
-
-    /// Notes the new points of headline scalars.
-    pub(crate) fn add_scalars(&mut self, batch: &[(String, Mode, BatchColumn)]) {
-        for (name, mode, points) in batch {
-            if !is_headline(name) {
-                continue;
-            }
-            let index = match self.scalar_names.iter().position(|n| n == name) {
-                Some(i) => i as u32,
-                None => {
-                    self.scalar_names.push(name.clone());
-                    (self.scalar_names.len() - 1) as u32
-                }
-            };
-            for &(step, value, _wall_time) in points {
-                self.scalars.push(ScalarEntry {
-                    name: index,
-                    mode: *mode,
-                    step,
-                    value,
-                });
             }
         }
     }

@@ -31,12 +31,15 @@
 //!                                         the runs' state and per run what is new since
 //!                                         the previous push to this page (at most every 500 ms)
 //! GET  /api/runs/{id}/overview            job summary, per-node statistics, rule statuses
+//! GET  /api/runs/{id}/headlines?points&loss_width&loss_since&…   the summary's loss and
+//!                                         accuracy charts (min-max by step; the last buckets only)
 //! GET  /api/runs/{id}/system?from&to&points&offset&limit   a page of timelines (64 by
 //!                                         default, 256 at most) and the per-core/per-GPU
 //!                                         heatmap (256 rows at most: bands of neighbours)
 //! GET  /api/runs/{id}/spans?from&to       framework spans inside a window
 //! GET  /api/runs/{id}/steps?from&to&last  step durations, outliers, histogram, phases
-//! GET  /api/runs/{id}/scalars?regex&from&to   scalars per mode (x = step; each point's wall time)
+//! GET  /api/runs/{id}/scalars?regex&from&to&smoothing   scalars per mode (x = step; each point's
+//!                                         wall time), smoothed on every value, then downsampled
 //! GET  /api/runs/{id}/tensor?name&steps   reductions and distribution over steps
 //! GET  /api/runs/{id}/tensor2d?name&step  a tensor at one step as a 2-D grid
 //! GET  /api/kineto                        Kineto summaries of the `--trace` files

@@ -9,12 +9,17 @@ use smdebug_profiler::reader::{self as profiler, MetricSeries};
 use smdebug_profiler::stats::percentile;
 use smdebug_profiler::system::vocab;
 
-use crate::api::is_step;
+use smdebug_io::trial::Column;
+
+use crate::api::{Window, is_step};
+use crate::downsample::scalar_lines;
 use crate::liveness;
 use crate::run::{Run, RunData};
+use crate::series::finite;
 use crate::verdicts::rule_views;
 use crate::views::{
-    HEADLINE_POINTS, Headline, JobPhases, NodeStats, Num, Overview, Phase, PhaseTotal, Progress,
+    Headline, HeadlineChart, Headlines, JobPhases, NodeStats, Num, Overview, Phase, PhaseTotal,
+    Progress,
     StatRow, WriterDrops,
 };
 
@@ -249,7 +254,7 @@ fn progress(d: &RunData, fresh: &liveness::Freshness) -> Progress {
 
 /// The first scalar whose name contains `word` (case-insensitive; the shortest such name),
 /// its TRAIN values when it has some, else its first mode's.
-fn headline(d: &RunData, word: &str) -> Option<Headline> {
+fn pick<'a>(d: &'a RunData, word: &str) -> Option<(Headline, &'a Column)> {
     let (name, track) = d
         .scalars
         .iter()
@@ -266,22 +271,55 @@ fn headline(d: &RunData, word: &str) -> Option<Headline> {
                 .map(|(m, p)| (*m, p))
         })?;
     let (last_step, last_value) = column.last()?;
-    let stride = column.len().div_ceil(HEADLINE_POINTS).max(1);
-    let mut kept: Vec<(u64, f64)> = column.points().step_by(stride).collect();
-    if kept.last().map(|p| p.0) != Some(last_step) {
-        kept.push((last_step, last_value));
-    }
-    Some(Headline {
+    let headline = Headline {
         name: name.clone(),
         mode: mode.name(),
         last_step,
         last_value: Num(last_value),
-        steps: kept.iter().map(|p| p.0).collect(),
-        values: kept
-            .iter()
-            .map(|p| p.1.is_finite().then_some(p.1))
-            .collect(),
-    })
+    };
+    Some((headline, column))
+}
+
+fn headline(d: &RunData, word: &str) -> Option<Headline> {
+    pick(d, word).map(|(h, _)| h)
+}
+
+/// What a page holds of a headline chart: the buckets' width it was drawn with and the step
+/// its last bucket starts at.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Held {
+    /// The width.
+    pub width: Option<u64>,
+    /// The step.
+    pub since: Option<u64>,
+}
+
+/// The summary's loss and accuracy charts: each headline scalar's values over all its steps,
+/// at most `window`'s budget of them, by the Scalars tab's buckets; for a chart the page
+/// holds with the buckets' width still in use, only its points from the step it says on.
+pub fn headlines(run: &Run, window: &Window, held: [Held; 2]) -> Headlines {
+    let d = run.data.read().expect("run data lock");
+    let chart = |word: &str, held: Held| {
+        let (headline, column) = pick(&d, word)?;
+        let lines = scalar_lines(column, None, None, window.budget(), 0.0);
+        let since = held.since.filter(|_| held.width == Some(lines.width));
+        let kept: Vec<(u64, f64)> = match since {
+            Some(s) => lines.raw.into_iter().filter(|p| p.0 >= s).collect(),
+            None => lines.raw,
+        };
+        Some(HeadlineChart {
+            headline,
+            total: column.len(),
+            width: lines.width,
+            since,
+            steps: kept.iter().map(|p| p.0).collect(),
+            values: kept.iter().map(|p| finite(p.1)).collect(),
+        })
+    };
+    Headlines {
+        loss: chart("loss", held[0]),
+        accuracy: chart("acc", held[1]),
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Server-sent events: the runs' live state pushed to every open page when a follower saw new
 //! data or a report's stage changed, with per run what is new since the previous push to that
-//! page ([`crate::delta`]: new step spans, system samples, headline scalar points and changed
-//! verdicts). Each page's stream keeps its own cursor; the stream is only polled when the page's
+//! page ([`crate::delta`]: new step spans, system samples and changed verdicts). Each page's
+//! stream keeps its own cursor; the stream is only polled when the page's
 //! connection can take more, so a slow page gets one merged delta instead of a backlog. The
 //! stream is gzip-compressed for a page that accepts it.
 

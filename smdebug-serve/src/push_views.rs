@@ -35,8 +35,6 @@ pub struct RunDelta {
     pub new_steps: Vec<StepDelta>,
     /// System samples of the timelines read since, one entry per series.
     pub new_samples: Vec<SampleDelta>,
-    /// New points of the headline scalars (names with `loss` or `acc`), per scalar and mode.
-    pub new_scalars: Vec<ScalarDelta>,
     /// The rules whose verdict (any part of its view) changed, whole.
     pub changed_rules: Vec<RuleView>,
 }
@@ -76,17 +74,4 @@ pub struct SampleDelta {
     pub t: Vec<f64>,
     /// Values (`null` where not finite).
     pub v: Vec<Option<f64>>,
-}
-
-/// New points of one headline scalar in one mode.
-#[derive(Debug, Serialize)]
-pub struct ScalarDelta {
-    /// The scalar.
-    pub name: String,
-    /// The mode.
-    pub mode: &'static str,
-    /// Global steps, in arrival order.
-    pub steps: Vec<u64>,
-    /// Values there (`null` where not finite).
-    pub values: Vec<Option<f64>>,
 }

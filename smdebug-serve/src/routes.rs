@@ -28,6 +28,7 @@ pub(crate) fn router(state: Shared) -> Router {
         .route("/events", get(push::events))
         .route("/kineto", get(kineto))
         .route("/runs/{id}/overview", get(overview))
+        .route("/runs/{id}/headlines", get(headlines))
         .route("/runs/{id}/system", get(system))
         .route("/runs/{id}/spans", get(spans))
         .route("/runs/{id}/steps", get(steps))
@@ -92,6 +93,42 @@ async fn kineto(State(state): State<Shared>) -> Response {
         })
         .collect();
     axum::Json(Kineto { ranks }).into_response()
+}
+
+#[derive(Deserialize)]
+struct HeadlinesQuery {
+    points: Option<usize>,
+    loss_width: Option<u64>,
+    loss_since: Option<u64>,
+    accuracy_width: Option<u64>,
+    accuracy_since: Option<u64>,
+}
+
+async fn headlines(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<usize>,
+    Query(q): Query<HeadlinesQuery>,
+) -> Response {
+    use crate::overview::Held;
+    let window = Window {
+        from: None,
+        to: None,
+        points: q.points,
+    };
+    let held = [
+        Held {
+            width: q.loss_width,
+            since: q.loss_since,
+        },
+        Held {
+            width: q.accuracy_width,
+            since: q.accuracy_since,
+        },
+    ];
+    match find_run(&state, id) {
+        Ok(run) => axum::Json(crate::overview::headlines(&run, &window, held)).into_response(),
+        Err(e) => *e,
+    }
 }
 
 async fn overview(State(state): State<Shared>, UrlPath(id): UrlPath<usize>) -> Response {
@@ -196,6 +233,7 @@ struct ScalarQuery {
     to: Option<f64>,
     points: Option<usize>,
     regex: Option<String>,
+    smoothing: Option<f64>,
     offset: Option<usize>,
     limit: Option<usize>,
 }
@@ -218,7 +256,11 @@ async fn scalars(
         offset: q.offset.unwrap_or(0),
         limit: q.limit,
     };
-    match api::scalars(&run, q.regex.as_deref(), &window, page) {
+    let smoothing = match crate::downsample::smoothing_weight(q.smoothing) {
+        Ok(w) => w,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    match api::scalars(&run, q.regex.as_deref(), &window, smoothing, page) {
         Ok(v) => axum::Json(v).into_response(),
         Err(e) => error(StatusCode::BAD_REQUEST, e),
     }

@@ -540,7 +540,6 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Fou
             scope.spawn(move |_| *profile = follow_profile(run, profiler, tensors_busy));
             let update = tensors.poll(TENSOR_BUDGET_PER_PASS, &mut |values, more| {
                 let mut data = run.data.write().expect("run data lock");
-                data.journal.add_scalars(&values);
                 data.scalars.add(values, more);
             });
             tensors_busy.store(false, Ordering::Release);

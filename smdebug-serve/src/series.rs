@@ -156,6 +156,8 @@ pub struct ScalarPage {
     /// The earliest wall time of any scalar value of the run, seconds since the epoch: where
     /// the relative time axis starts.
     pub first_wall_time: Option<f64>,
+    /// The smoothing weight the `smoothed` lines were computed with (0: none sent).
+    pub smoothing: f64,
 }
 
 /// One scalar, per mode.
@@ -180,6 +182,20 @@ pub struct ModeSeries {
     pub values: Vec<Option<f64>>,
     /// Each value's wall time, its event record's, seconds since the epoch (to 4 ms within a
     /// day of the series' first: smdebug-io's `Column`).
+    pub wall_times: Vec<Option<f64>>,
+    /// With a smoothing weight: TensorBoard's debiased exponential moving average of every
+    /// value, downsampled by the same buckets as `steps` (`crate::downsample::scalar_lines`).
+    pub smoothed: Option<SmoothedLine>,
+}
+
+/// A scalar's smoothed line in one mode: each bucket's lowest and highest point of it.
+#[derive(Debug, Serialize)]
+pub struct SmoothedLine {
+    /// Steps kept.
+    pub steps: Vec<u64>,
+    /// The average there (`null` where the value is not finite).
+    pub values: Vec<Option<f64>>,
+    /// The wall times of those steps' values, as `ModeSeries::wall_times`.
     pub wall_times: Vec<Option<f64>>,
 }
 

@@ -195,7 +195,7 @@ pub struct Overview {
     pub warnings: Vec<String>,
     /// How far along and how fast.
     pub progress: Progress,
-    /// The last loss, with its recent course (a scalar named like `loss`).
+    /// The last loss (a scalar named like `loss`; its course: `/headlines`).
     pub loss: Option<Headline>,
     /// The last accuracy (a scalar named like `acc`).
     pub accuracy: Option<Headline>,
@@ -362,7 +362,7 @@ pub struct WriterDrops {
     pub wall_time: f64,
 }
 
-/// A headline scalar: its last value and its recent course.
+/// A headline scalar: which it is and its last value.
 #[derive(Debug, Serialize)]
 pub struct Headline {
     /// The scalar's name.
@@ -373,11 +373,35 @@ pub struct Headline {
     pub last_step: u64,
     /// The value there.
     pub last_value: Num,
-    /// Steps of the recent course (at most [`HEADLINE_POINTS`]).
+}
+
+/// `GET /api/runs/{id}/headlines`: the summary's loss and accuracy charts.
+#[derive(Debug, Serialize)]
+pub struct Headlines {
+    /// The loss (the overview's `loss`).
+    pub loss: Option<HeadlineChart>,
+    /// The accuracy.
+    pub accuracy: Option<HeadlineChart>,
+}
+
+/// A headline scalar's course over all its steps, downsampled as the Scalars tab's are
+/// (`crate::downsample::scalar_lines`: each bucket's lowest and highest value).
+#[derive(Debug, Serialize)]
+pub struct HeadlineChart {
+    /// Which scalar and its last value.
+    #[serde(flatten)]
+    pub headline: Headline,
+    /// Its values in all.
+    pub total: usize,
+    /// The buckets' width in steps (0: every value is kept). A page that holds the chart
+    /// drawn with this width asks for it again with `<chart>_width` and `<chart>_since`.
+    pub width: u64,
+    /// When set, only the points from this step on are sent (the start of the bucket the
+    /// page's last point was in, as it asked: the buckets before are unchanged); the page
+    /// keeps what it holds before it. `null`: the whole chart.
+    pub since: Option<u64>,
+    /// Steps kept.
     pub steps: Vec<u64>,
     /// Values there (`null` where not finite).
     pub values: Vec<Option<f64>>,
 }
-
-/// Points of a headline's small chart.
-pub const HEADLINE_POINTS: usize = 300;

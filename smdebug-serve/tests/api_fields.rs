@@ -113,9 +113,12 @@ fn every_field_the_page_reads_is_in_the_api_responses_and_they_are_gzipped() {
     );
     assert_eq!(over["loss"]["name"], "loss", "{}", over["loss"]);
     assert_eq!(over["loss"]["mode"], "TRAIN", "{}", over["loss"]);
+    // The summary's chart of it ends at that step.
+    let charts = get_json(&format!("{url}/api/runs/0/headlines?points=100"));
+    assert_eq!(charts["loss"]["name"], "loss", "{charts}");
     assert_eq!(
         over["loss"]["last_step"],
-        over["loss"]["steps"]
+        charts["loss"]["steps"]
             .as_array()
             .unwrap()
             .last()
@@ -162,6 +165,7 @@ fn every_field_the_page_reads_is_in_the_api_responses_and_they_are_gzipped() {
         "runs",
         "kineto",
         "runs/0/overview",
+        "runs/0/headlines",
         "runs/0/system",
         "runs/0/spans?last=true&limit=5",
         "runs/0/steps",

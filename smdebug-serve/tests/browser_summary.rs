@@ -276,11 +276,11 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
             [
                 "step",
                 "EVAL raw",
-                "EVAL (smoothed 0.60)",
+                "EVAL (smoothed 0.6)",
                 "TRAIN raw",
-                "TRAIN (smoothed 0.60)"
+                "TRAIN (smoothed 0.6)"
             ],
-            "0.60",
+            "0.6",
             true,
             false
         ])

@@ -1,7 +1,7 @@
 //! The pushed deltas (`/api/events`): a page connected to a live run gets, over many pushes,
-//! exactly the step spans, system samples and headline scalar points the run has (no
-//! duplicate, no gap: the union of its deltas is what the full views list at the end), and
-//! exactly the rule verdicts that changed. A new connection and a reset run get the `refetch`
+//! exactly the step spans and system samples the run has (no duplicate, no gap: the union of
+//! its deltas is what the full views list at the end), and exactly the rule verdicts that
+//! changed; no scalar values (the page fetches scalar charts, downsampled by the server). A new connection and a reset run get the `refetch`
 //! flag instead. (A page that lags gets one merged delta, or the flag when too much is new:
 //! `delta.rs`'s unit tests, which drive the cursor directly.)
 
@@ -28,8 +28,6 @@ struct Seen {
     steps: BTreeMap<String, Vec<(u64, f64)>>,
     /// (node, type, name, dimension) → sample times.
     samples: BTreeMap<String, Vec<f64>>,
-    /// (name, mode) → steps.
-    scalars: BTreeMap<String, Vec<u64>>,
     pushes: usize,
     with_data: usize,
 }
@@ -68,34 +66,22 @@ impl Seen {
             );
             any = true;
         }
-        for s in delta["new_scalars"].as_array().unwrap() {
-            let key = format!("{} {}", s["name"], s["mode"]);
-            let steps = self.scalars.entry(key).or_default();
-            steps.extend(
-                s["steps"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|x| x.as_u64().unwrap()),
-            );
-            any = true;
-        }
+        assert!(delta.get("new_scalars").is_none(), "{delta}");
         self.with_data += usize::from(any);
     }
 }
 
 impl Seen {
-    fn totals(&self) -> [usize; 3] {
+    fn totals(&self) -> [usize; 2] {
         [
             self.steps.values().map(Vec::len).sum(),
             self.samples.values().map(Vec::len).sum(),
-            self.scalars.values().map(Vec::len).sum(),
         ]
     }
 }
 
-/// Step spans, timeline samples and headline scalar points the full views hold.
-fn totals(url: &str) -> [usize; 3] {
+/// Step spans and timeline samples the full views hold.
+fn totals(url: &str) -> [usize; 2] {
     let count = |v: &Value, list: &str, f: &dyn Fn(&Value) -> u64| -> usize {
         v[list]
             .as_array()
@@ -106,23 +92,14 @@ fn totals(url: &str) -> [usize; 3] {
     };
     let steps = get_json(&format!("{url}/api/runs/0/steps?last=1&points=2000"));
     let system = get_json(&format!("{url}/api/runs/0/system?points=2000"));
-    let scalars = get_json(&format!("{url}/api/runs/0/scalars?points=2000"));
     [
         count(&steps, "series", &|s| s["count"].as_u64().unwrap()),
         count(&system, "series", &|s| s["data"]["total"].as_u64().unwrap()),
-        count(&scalars, "scalars", &|s| {
-            s["modes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|m| m["total"].as_u64().unwrap())
-                .sum()
-        }),
     ]
 }
 
 #[test]
-fn a_page_gets_exactly_the_new_steps_samples_scalars_and_changed_verdicts_in_its_pushes() {
+fn a_page_gets_exactly_the_new_steps_samples_and_changed_verdicts_in_its_pushes() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     std::fs::create_dir_all(&run).unwrap();
@@ -158,7 +135,7 @@ fn a_page_gets_exactly_the_new_steps_samples_scalars_and_changed_verdicts_in_its
     // the views can agree for a moment before the server has read everything: they must agree,
     // with the views unchanged, for 1.5 s (the server polls every 200 ms).
     let end = Instant::now() + Duration::from_secs(60);
-    let mut agreed: Option<(Instant, [usize; 3])> = None;
+    let mut agreed: Option<(Instant, [usize; 2])> = None;
     loop {
         let view = totals(&url);
         if seen.totals() == view && view[0] >= 150 {
@@ -247,27 +224,6 @@ fn a_page_gets_exactly_the_new_steps_samples_scalars_and_changed_verdicts_in_its
         "{:?}",
         seen.samples.keys()
     );
-
-    // Scalars: the loss and accuracy points, each once; other scalars are not pushed.
-    let scalars = get_json(&format!("{url}/api/runs/0/scalars?points=2000"));
-    let mut headline = 0;
-    for s in scalars["scalars"].as_array().unwrap() {
-        for m in s["modes"].as_array().unwrap() {
-            let key = format!("{} {}", s["name"], m["mode"]);
-            let steps: Vec<u64> = m["steps"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_u64().unwrap())
-                .collect();
-            let mut got = seen.scalars.get(&key).cloned().unwrap_or_default();
-            got.sort_unstable();
-            assert_eq!(got, steps, "{key}");
-            headline += 1;
-        }
-    }
-    assert_eq!(headline, 3, "loss TRAIN and EVAL, accuracy TRAIN");
-    assert_eq!(seen.scalars.len(), 3, "{:?}", seen.scalars.keys());
 
     // Verdicts: the rules' first statuses, then only the one that changed.
     let mut summary = support::offline_rules(&location, &["StepOutlier", "LowGPUUtilization"]);
