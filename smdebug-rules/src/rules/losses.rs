@@ -226,6 +226,8 @@ impl TensorRule for LossNotDecreasing {
             return Ok(result);
         };
         let p = self.params.clone();
+        // A step of another mode than every loss it read is followed in is not one it judges.
+        let mut other_mode = false;
         for reading in self.losses.scalars_at(Self::NAME, trial, step)? {
             let (name, loss) = reading?;
             if self.tracks.get(&name).is_none_or(|t| t.mode.is_none()) {
@@ -235,11 +237,12 @@ impl TensorRule for LossNotDecreasing {
             let track = self.tracks.entry(name.clone()).or_default();
             let mode = track.mode.unwrap_or(Mode::Global);
             if mode != Mode::Global && mode != step_mode {
+                other_mode = true;
                 continue;
             }
-            result.datapoints += 1;
             let label = format!("{name} ({})", mode.name());
             if loss.is_nan() {
+                result.datapoints += 1;
                 result.fire(format!("{label} is NaN at step {step}"));
                 result
                     .evidence
@@ -248,6 +251,13 @@ impl TensorRule for LossNotDecreasing {
             }
             let n = p.num_steps as usize;
             track.window.push(loss);
+            // A value is judged with its window, against the window before, once the window
+            // is whole: till then (and in the first window) it waits.
+            if track.window.len() < n || track.previous.is_none() {
+                result.unjudged += 1;
+            } else {
+                result.datapoints += n;
+            }
             if track.window.len() < n {
                 continue;
             }
@@ -290,6 +300,9 @@ impl TensorRule for LossNotDecreasing {
                 track.lowest = Some(current);
             }
             track.previous = Some(current);
+        }
+        if other_mode && result.datapoints + result.unjudged == 0 {
+            result.outside = true;
         }
         Ok(result)
     }
@@ -421,8 +434,10 @@ impl TensorRule for Overfit {
             };
             match mode {
                 Mode::Train => {
+                    // Judged with its training block when an evaluation pass comes.
                     ph.train.0 += loss;
                     ph.train.1 += 1;
+                    result.unjudged += 1;
                 }
                 Mode::Eval => {
                     ph.eval.0 += loss;
@@ -432,6 +447,7 @@ impl TensorRule for Overfit {
                     // first pass is judged at every step); a NaN is judged at once.
                     let whole = ph.eval.1 >= ph.last_eval_len;
                     if step < p.start_step || ph.last_train.1 == 0 || !(whole || loss.is_nan()) {
+                        result.unjudged += 1;
                         continue;
                     }
                     result.datapoints += 1;
