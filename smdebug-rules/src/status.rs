@@ -262,19 +262,6 @@ pub(crate) fn tensor_no_data_reason(
     if status.steps_evaluated == 0 {
         return "no step of this run was complete on every worker: nothing to check".into();
     }
-    if status.steps_judged > 0 {
-        // It read its tensors but never had enough of them to judge.
-        let needed = needs
-            .requires
-            .as_deref()
-            .map_or(String::new(), |w| format!(": it needs {w}"));
-        return format!(
-            "read what it reads ({}) at {} of {} steps but never had enough to judge{needed}",
-            needs.describe(),
-            status.steps_judged,
-            status.steps_in_scope
-        );
-    }
     if needs.reads.is_empty() {
         return match &needs.requires {
             Some(what) => format!("nothing to check: the rule needs {what}"),
@@ -282,36 +269,46 @@ pub(crate) fn tensor_no_data_reason(
         };
     }
     let selection = needs.describe();
+    let needed = needs
+        .requires
+        .as_deref()
+        .map_or(String::new(), |w| format!(": it needs {w}"));
     match needs.tensor_names(rule, trial) {
         Ok(names) if names.is_empty() => {
             format!("no tensor of this run matched the rule's selection ({selection})")
         }
-        Ok(names) => {
-            const SHOWN: usize = 5;
-            let mut shown = names
-                .iter()
-                .take(SHOWN)
-                .map(|n| format!("`{n}`"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            if names.len() > SHOWN {
-                shown.push_str(&format!(" and {} more", names.len() - SHOWN));
-            }
-            let needed = needs
-                .requires
-                .as_deref()
-                .map_or(String::new(), |w| format!(": it needs {w}"));
-            format!(
-                "{} tensor(s) matched the rule's selection ({selection}): {shown}, but none \
-                 was saved where the rule could check it{needed}",
-                names.len()
-            )
-        }
+        Ok(names) if status.steps_judged > 0 => format!(
+            "read {} at {} of {} steps but never had enough to judge{needed}",
+            shown(&names),
+            status.steps_judged,
+            status.steps_in_scope
+        ),
+        Ok(names) => format!(
+            "{} tensor(s) matched the rule's selection ({selection}): {}, but none was saved \
+             where the rule could check it{needed}",
+            names.len(),
+            shown(&names)
+        ),
         Err(e) => format!(
             "nothing was checked, and listing the tensors of its selection ({selection}) \
              failed: {e}"
         ),
     }
+}
+
+/// The first few of `names`, quoted, and how many more there are.
+fn shown(names: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut shown = names
+        .iter()
+        .take(SHOWN)
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        shown.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    shown
 }
 
 /// Which kinds of profiler data a run held, as far as the runner read it.

@@ -459,8 +459,8 @@ fn a_clean_verdict_says_which_record_was_left_out() {
     assert!(st.warnings[0].starts_with(&listed), "{st:#?}");
     assert!(
         st.message.starts_with(&format!(
-            "judged {} steps; 1 record it reads was unreadable and left out: {listed}",
-            st.steps_evaluated
+            "judged {} of {} steps; 1 record it reads was unreadable and left out: {listed}",
+            st.steps_evaluated, st.steps_evaluated
         )),
         "{}",
         st.message

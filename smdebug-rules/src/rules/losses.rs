@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
-use smdebug_core::{CaptureRequest, Mode};
+use smdebug_core::{CaptureRequest, Mode, SaveConfig};
 use smdebug_io::trial::Trial;
 
 use crate::error::Result;
@@ -193,30 +193,40 @@ impl TensorRule for LossNotDecreasing {
         // Without a selection of its own, the rule reads the `losses` collection (and names
         // containing `loss`): the hook saves `losses` for it.
         let nothing_given = given.collection_names.is_empty() && given.tensor_regex.is_empty();
+        // It judges windows of `num_steps` saved values, two at least: at the rules' interval
+        // the first verdict would come after 2 × num_steps × 500 steps. Losses are scalars:
+        // it asks for them at every step.
+        let every_step = |collection: &str| {
+            CaptureRequest::new(collection, SaveConfig::every(1), Self::NAME.to_string())
+        };
         let mut capture = Vec::new();
         if p.use_losses_collection || nothing_given {
-            capture.push(request("losses", Self::NAME));
+            capture.push(every_step("losses"));
         }
         for c in given
             .collection_names
             .iter()
             .filter(|c| !c.trim().is_empty())
         {
-            capture.push(request(c, Self::NAME));
+            capture.push(every_step(c));
         }
         if !given.tensor_regex.is_empty() {
             capture.push(CaptureRequest {
                 include_regex: given.tensor_regex.clone(),
-                ..request(Self::NAME, Self::NAME)
+                ..every_step(Self::NAME)
             });
         }
+        let modes = match &self.mode {
+            Some(m) => format!("{} steps", m.name()),
+            None => "TRAIN, EVAL or GLOBAL steps".into(),
+        };
         Needs {
             reads: vec![self.losses.clone()],
             capture,
-            requires: Some(match &self.mode {
-                Some(m) => format!("losses saved at {} steps", m.name()),
-                None => "losses saved at TRAIN, EVAL or GLOBAL steps".into(),
-            }),
+            requires: Some(format!(
+                "two windows of {} losses (num_steps) saved at {modes}",
+                p.num_steps
+            )),
         }
     }
 
