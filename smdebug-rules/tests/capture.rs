@@ -27,9 +27,7 @@ fn debugging_specs(other_run: &Path) -> Vec<RuleSpec> {
         .map(|b| match b.name {
             "UnchangedTensor" => RuleSpec::parse("UnchangedTensor:num_steps=2").unwrap(),
             "TensorVariance" => RuleSpec::parse("TensorVariance:max_threshold=1e9").unwrap(),
-            "CheckInputImages" => {
-                RuleSpec::parse("CheckInputImages:threshold_samples=16").unwrap()
-            }
+            "CheckInputImages" => RuleSpec::parse("CheckInputImages:threshold_samples=16").unwrap(),
             "SimilarAcrossRuns" => RuleSpec::new("SimilarAcrossRuns")
                 .param("other_trials", other_run.to_str().unwrap()),
             name => RuleSpec::new(name),
@@ -116,9 +114,8 @@ fn mlp_run(dir: &Path, bug: Option<Bug>, requests: Requests<'_>) {
             }
         }
         Requests::LossesOnly => {
-            builder = builder.collection(
-                Collection::new("losses").with_save_config(SaveConfig::every(1)),
-            );
+            builder = builder
+                .collection(Collection::new("losses").with_save_config(SaveConfig::every(1)));
         }
     }
     let mut hook = builder
