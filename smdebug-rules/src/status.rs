@@ -104,8 +104,9 @@ pub struct RuleStatus {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub steps_judged: u64,
     /// Debugging rules: the steps the rule judges by its definition (the M of "judged N of M
-    /// steps"): the steps evaluated but those it leaves out whatever the data (EVAL steps for
-    /// WeightUpdateRatio, steps past PoorWeightInitialization's `steps`).
+    /// steps"): the steps handed to it (one it lost to an unreadable record included) but those
+    /// it leaves out whatever the data (EVAL steps for WeightUpdateRatio, steps past
+    /// PoorWeightInitialization's `steps`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub steps_in_scope: u64,
     /// The latest firing's message, the error, or with [`Status::NoData`] why the rule had

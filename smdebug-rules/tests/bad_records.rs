@@ -543,6 +543,8 @@ fn a_custom_rule_passing_an_unreadable_record_on_loses_that_step_only() {
         (Status::IssuesFound, Some(4), 5),
         "{st:#?}"
     );
+    // The lost step is one of the six it judges, one it had nothing at.
+    assert_eq!((st.steps_judged, st.steps_in_scope), (5, 6), "{st:#?}");
     assert_eq!(st.unreadable_records, 1);
     assert!(
         st.warnings[0].starts_with("a record at step 1: events/000000000001/")

@@ -77,8 +77,12 @@ fn every_builtin_debugging_rule_asks_for_the_collections_it_reads() {
     );
     let every = SaveConfig::every(RULE_SAVE_INTERVAL);
     assert_eq!(of("VanishingGradient")[0].save_config, every);
-    // LossNotDecreasing judges windows of `num_steps` losses: it asks for every step's.
-    assert_eq!(of("LossNotDecreasing")[0].save_config, SaveConfig::every(1));
+    // LossNotDecreasing compares windows of `num_steps` (10) losses: it asks for them often
+    // enough to have two by the rules' interval.
+    assert_eq!(
+        of("LossNotDecreasing")[0].save_config,
+        SaveConfig::every(25)
+    );
     // PoorWeightInitialization reads the first `steps` steps: it asks for each of them.
     let early = of("PoorWeightInitialization");
     let due: Vec<u64> = (0..20)

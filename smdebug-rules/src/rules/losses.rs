@@ -9,7 +9,7 @@ use smdebug_io::trial::Trial;
 use crate::error::Result;
 use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Needs, RuleResult, TensorRule};
-use crate::select::request;
+use crate::select::{RULE_SAVE_INTERVAL, request};
 use crate::select::{SelectionParams, TensorSelection, mode_at, read_error, scalar_at};
 
 /// Parameters of [`LossNotDecreasing`].
@@ -194,26 +194,31 @@ impl TensorRule for LossNotDecreasing {
         // containing `loss`): the hook saves `losses` for it.
         let nothing_given = given.collection_names.is_empty() && given.tensor_regex.is_empty();
         // It judges windows of `num_steps` saved values, two at least: at the rules' interval
-        // the first verdict would come after 2 × num_steps × 500 steps. Losses are scalars:
-        // it asks for them at every step.
-        let every_step = |collection: &str| {
-            CaptureRequest::new(collection, SaveConfig::every(1), Self::NAME.to_string())
+        // the first verdict would come after 2 × num_steps × 500 steps. It asks for its losses
+        // often enough to have two windows by the rules' interval.
+        let interval = (RULE_SAVE_INTERVAL / (2 * p.num_steps)).max(1);
+        let often = |collection: &str| {
+            CaptureRequest::new(
+                collection,
+                SaveConfig::every(interval),
+                Self::NAME.to_string(),
+            )
         };
         let mut capture = Vec::new();
         if p.use_losses_collection || nothing_given {
-            capture.push(every_step("losses"));
+            capture.push(often("losses"));
         }
         for c in given
             .collection_names
             .iter()
             .filter(|c| !c.trim().is_empty())
         {
-            capture.push(every_step(c));
+            capture.push(often(c));
         }
         if !given.tensor_regex.is_empty() {
             capture.push(CaptureRequest {
                 include_regex: given.tensor_regex.clone(),
-                ..every_step(Self::NAME)
+                ..often(Self::NAME)
             });
         }
         let modes = match &self.mode {

@@ -291,7 +291,11 @@ impl Evaluation {
                 let st = &mut self.slots[i].status;
                 if let Some(record) = unreadable_record(&e) {
                     // A rule that read the run by itself and met an unreadable record: that
-                    // step goes unjudged, the rule goes on.
+                    // step goes unjudged (one of the steps it judges, where it had nothing),
+                    // the rule goes on.
+                    if handed == Handed::Step {
+                        st.steps_in_scope += 1;
+                    }
                     self.unreadable(i, [record]);
                     return true;
                 }
