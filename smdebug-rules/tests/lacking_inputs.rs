@@ -842,6 +842,16 @@ fn rules_that_had_their_tensors_at_some_steps_say_judged_n_of_m() {
             saved("gradient/fc1.weight", None),
             all,
         ),
+        (
+            "ExplodingTensor:collection_names=gradients",
+            saved("gradient/fc1.weight", None),
+            all,
+        ),
+        (
+            "TensorVariance:collection_names=gradients,max_threshold=1e9",
+            saved("gradient/fc1.weight", None),
+            all,
+        ),
     ] {
         let summary = evaluate(run.path(), spec);
         let st = &summary.rules[0];
