@@ -182,6 +182,8 @@ fn status(name: &str, kind: RuleInput, status: Status, message: &str) -> RuleSta
         fired_count: u64::from(fired) * 3,
         steps_evaluated: 10,
         datapoints: 120,
+        steps_judged: 10,
+        steps_in_scope: 10,
         message: message.into(),
         evidence: Vec::new(),
         action_errors: Vec::new(),

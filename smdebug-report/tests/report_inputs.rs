@@ -374,6 +374,8 @@ fn rule_results_are_written_beside_the_page_atomically() {
         fired_count: 1,
         steps_evaluated: 1,
         datapoints: 2,
+        steps_judged: 1,
+        steps_in_scope: 1,
         message: "m".into(),
         evidence: Vec::new(),
         action_errors: Vec::new(),

@@ -42,7 +42,7 @@
 //! | DeadRelu | `relu_output` (its `tensor_regex`) |
 //! | WeightUpdateRatio | `weights` |
 //! | ClassImbalance | `labels`, `predictions` (its `labels_regex`, `predictions_regex`) |
-//! | LossNotDecreasing | `losses` (unless `use_losses_collection` is off and a selection is given), `collection_names`, `tensor_regex` as `LossNotDecreasing` |
+//! | LossNotDecreasing | `losses` (unless `use_losses_collection` is off and a selection is given), `collection_names`, `tensor_regex` as `LossNotDecreasing`, every 500/(2·`num_steps`)th step (every 25th by default: it compares windows of `num_steps` values, and at the rules' interval its first verdict would come after 10,000 steps) |
 //! | Overfit | `losses`, `tensor_regex` as `Overfit` |
 //! | Overtraining | `losses` |
 //! | StalledTraining | `losses` (it watches saved steps arrive) |

@@ -526,9 +526,19 @@ pub struct RuleResult {
     pub time_us: Option<u64>,
     /// Whether the rule's condition is present at this step.
     pub fired: bool,
-    /// How many tensors (or values) the rule could check at this step; 0 means it had nothing
-    /// to look at.
+    /// How many tensors (or values) the rule checked at this step; 0 means it had nothing to
+    /// look at.
     pub datapoints: usize,
+    /// How many it read here without judging them (yet): a window still filling, fewer samples
+    /// than the rule needs, a weight's first saved value with nothing to compare it with, a
+    /// core count still unknown. They count as data the rule had at this step (its step
+    /// counts as judged in "judged N of M steps"), but a rule whose results only ever held
+    /// such values reached no verdict and ends in `NoData`, never `NoIssuesFound`.
+    pub unjudged: usize,
+    /// The step is not one the rule judges by its definition (an EVAL step for
+    /// WeightUpdateRatio, a step past PoorWeightInitialization's `steps`): it counts in
+    /// neither N nor M of "judged N of M steps". Debugging rules only.
+    pub outside: bool,
     /// What was found, for people; empty when nothing fired.
     pub message: String,
     /// The measurements behind a firing (at most a few per tensor).
@@ -543,6 +553,8 @@ impl RuleResult {
             time_us: None,
             fired: false,
             datapoints: 0,
+            unjudged: 0,
+            outside: false,
             message: String::new(),
             evidence: Vec::new(),
         }
@@ -561,6 +573,14 @@ impl RuleResult {
     pub fn add_evidence(&mut self, evidence: Evidence) {
         if self.evidence.len() < MAX_EVIDENCE {
             self.evidence.push(evidence);
+        }
+    }
+
+    /// A result for a step the rule does not judge by its definition ([`outside`](Self::outside)).
+    pub fn outside(step: u64) -> Self {
+        RuleResult {
+            outside: true,
+            ..RuleResult::new(step)
         }
     }
 

@@ -99,6 +99,16 @@ pub struct RuleStatus {
     pub steps_evaluated: u64,
     /// Tensors, values, samples or spans checked; 0 means the rule found nothing to check.
     pub datapoints: u64,
+    /// Debugging rules: the steps at which the rule had what it reads (the N of "judged N of
+    /// M steps"): a result with something checked, or read to be judged with more to come.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub steps_judged: u64,
+    /// Debugging rules: the steps the rule judges by its definition (the M of "judged N of M
+    /// steps"): the steps handed to it (one it lost to an unreadable record included) but those
+    /// it leaves out whatever the data (EVAL steps for WeightUpdateRatio, steps past
+    /// PoorWeightInitialization's `steps`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub steps_in_scope: u64,
     /// The latest firing's message, the error, or with [`Status::NoData`] why the rule had
     /// nothing to check.
     pub message: String,
@@ -135,21 +145,27 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl RuleStatus {
-    /// What a debugging rule judged with, when records it reads were unreadable: `judged 100
-    /// steps; 1 record it reads was unreadable and left out: `fc1.weight` at step 3: …`.
-    /// `None` when every record read.
+    /// How much of the run a debugging rule judged, when that was not all of it: `judged 1 of
+    /// 300 steps` when it had what it reads at only some of the steps it judges (its message
+    /// then says so beside a verdict of `NoIssuesFound`), and the records it could not read
+    /// (`judged 100 of 100 steps; 1 record it reads was unreadable and left out: `fc1.weight`
+    /// at step 3: …`). `None` when it judged every step it judges with every record.
     pub fn coverage(&self) -> Option<String> {
+        let partial = self.steps_judged < self.steps_in_scope;
+        let judged = format!(
+            "judged {} of {} steps",
+            self.steps_judged, self.steps_in_scope
+        );
         let first = self.warnings.first().map_or("", String::as_str);
         match self.unreadable_records {
+            0 if partial && self.status == Status::NoIssuesFound => Some(judged),
             0 => None,
             1 => Some(format!(
-                "judged {} steps; 1 record it reads was unreadable and left out: {first}",
-                self.steps_evaluated
+                "{judged}; 1 record it reads was unreadable and left out: {first}"
             )),
             n => Some(format!(
-                "judged {} steps; {n} records it reads were unreadable and left out (listed \
-                 in its warnings), the first: {first}",
-                self.steps_evaluated
+                "{judged}; {n} records it reads were unreadable and left out (listed in its \
+                 warnings), the first: {first}"
             )),
         }
     }
@@ -233,17 +249,18 @@ pub fn read_summary(location: &str) -> Result<Option<Summary>> {
 }
 
 /// Why a debugging rule that checked nothing over a finished run had nothing to check. `trial`
-/// is `None` when the run holds no tensor data; `steps` is how many steps the runner evaluated.
+/// is `None` when the run holds no tensor data; `status` is the rule's, with the steps the
+/// runner handed it and those at which it read something it never judged.
 pub(crate) fn tensor_no_data_reason(
     rule: &str,
     needs: &Needs,
     trial: Option<&Trial>,
-    steps: u64,
+    status: &RuleStatus,
 ) -> String {
     let Some(trial) = trial else {
         return "no tensor data in this run (no steps under index/): nothing to check".into();
     };
-    if steps == 0 {
+    if status.steps_evaluated == 0 {
         return "no step of this run was complete on every worker: nothing to check".into();
     }
     if needs.reads.is_empty() {
@@ -253,36 +270,46 @@ pub(crate) fn tensor_no_data_reason(
         };
     }
     let selection = needs.describe();
+    let needed = needs
+        .requires
+        .as_deref()
+        .map_or(String::new(), |w| format!(": it needs {w}"));
     match needs.tensor_names(rule, trial) {
         Ok(names) if names.is_empty() => {
             format!("no tensor of this run matched the rule's selection ({selection})")
         }
-        Ok(names) => {
-            const SHOWN: usize = 5;
-            let mut shown = names
-                .iter()
-                .take(SHOWN)
-                .map(|n| format!("`{n}`"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            if names.len() > SHOWN {
-                shown.push_str(&format!(" and {} more", names.len() - SHOWN));
-            }
-            let needed = needs
-                .requires
-                .as_deref()
-                .map_or(String::new(), |w| format!(": it needs {w}"));
-            format!(
-                "{} tensor(s) matched the rule's selection ({selection}): {shown}, but none \
-                 was saved where the rule could check it{needed}",
-                names.len()
-            )
-        }
+        Ok(names) if status.steps_judged > 0 => format!(
+            "read {} at {} of {} steps but never had enough to judge{needed}",
+            shown(&names),
+            status.steps_judged,
+            status.steps_in_scope
+        ),
+        Ok(names) => format!(
+            "{} tensor(s) matched the rule's selection ({selection}): {}, but none was saved \
+             where the rule could check it{needed}",
+            names.len(),
+            shown(&names)
+        ),
         Err(e) => format!(
             "nothing was checked, and listing the tensors of its selection ({selection}) \
              failed: {e}"
         ),
     }
+}
+
+/// The first few of `names`, quoted, and how many more there are.
+fn shown(names: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut shown = names
+        .iter()
+        .take(SHOWN)
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        shown.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    shown
 }
 
 /// Which kinds of profiler data a run held, as far as the runner read it.

@@ -459,8 +459,8 @@ fn a_clean_verdict_says_which_record_was_left_out() {
     assert!(st.warnings[0].starts_with(&listed), "{st:#?}");
     assert!(
         st.message.starts_with(&format!(
-            "judged {} steps; 1 record it reads was unreadable and left out: {listed}",
-            st.steps_evaluated
+            "judged {} of {} steps; 1 record it reads was unreadable and left out: {listed}",
+            st.steps_evaluated, st.steps_evaluated
         )),
         "{}",
         st.message
@@ -543,6 +543,8 @@ fn a_custom_rule_passing_an_unreadable_record_on_loses_that_step_only() {
         (Status::IssuesFound, Some(4), 5),
         "{st:#?}"
     );
+    // The lost step is one of the six it judges, one it had nothing at.
+    assert_eq!((st.steps_judged, st.steps_in_scope), (5, 6), "{st:#?}");
     assert_eq!(st.unreadable_records, 1);
     assert!(
         st.warnings[0].starts_with("a record at step 1: events/000000000001/")

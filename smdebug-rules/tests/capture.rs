@@ -18,12 +18,16 @@ use smdebug_rules::{
 use support::data;
 
 /// Every built-in debugging rule with the parameters it needs (the run to compare with for
-/// SimilarAcrossRuns).
+/// SimilarAcrossRuns; these runs save at the rules' interval, so each TRAIN tensor twice and
+/// 8 images at a time: UnchangedTensor compares 2 saved values, not 3, and CheckInputImages
+/// judges 16 images, not 500).
 fn debugging_specs(other_run: &Path) -> Vec<RuleSpec> {
     builtin_rules()
         .iter()
         .map(|b| match b.name {
+            "UnchangedTensor" => RuleSpec::parse("UnchangedTensor:num_steps=2").unwrap(),
             "TensorVariance" => RuleSpec::parse("TensorVariance:max_threshold=1e9").unwrap(),
+            "CheckInputImages" => RuleSpec::parse("CheckInputImages:threshold_samples=16").unwrap(),
             "SimilarAcrossRuns" => RuleSpec::new("SimilarAcrossRuns")
                 .param("other_trials", other_run.to_str().unwrap()),
             name => RuleSpec::new(name),
@@ -73,6 +77,12 @@ fn every_builtin_debugging_rule_asks_for_the_collections_it_reads() {
     );
     let every = SaveConfig::every(RULE_SAVE_INTERVAL);
     assert_eq!(of("VanishingGradient")[0].save_config, every);
+    // LossNotDecreasing compares windows of `num_steps` (10) losses: it asks for them often
+    // enough to have two by the rules' interval.
+    assert_eq!(
+        of("LossNotDecreasing")[0].save_config,
+        SaveConfig::every(25)
+    );
     // PoorWeightInitialization reads the first `steps` steps: it asks for each of them.
     let early = of("PoorWeightInitialization");
     let due: Vec<u64> = (0..20)
@@ -91,12 +101,13 @@ fn every_builtin_debugging_rule_asks_for_the_collections_it_reads() {
 enum Requests<'a> {
     /// Nothing by default, and what these rules ask for.
     Rules(&'a [RuleSpec]),
-    /// Nothing by default, and the losses on the user's own schedule, no requests.
+    /// Nothing by default, and the losses on the user's own schedule (every step), no
+    /// requests.
     LossesOnly,
 }
 
-/// Trains the examples' MLP (8 images a step, 6 epochs: 1,080 TRAIN steps, enough for the
-/// rules' interval to save three times) through a hook configured by `requests`.
+/// Trains the examples' MLP (8 images a step, 6 epochs: 936 TRAIN steps, enough for the
+/// rules' interval to save twice) through a hook configured by `requests`.
 fn mlp_run(dir: &Path, bug: Option<Bug>, requests: Requests<'_>) {
     let (tr, ev) = data();
     let mut builder = Hook::builder().save_config(SaveConfig::new(SaveConfigMode::never()));
@@ -107,9 +118,8 @@ fn mlp_run(dir: &Path, bug: Option<Bug>, requests: Requests<'_>) {
             }
         }
         Requests::LossesOnly => {
-            builder = builder.collection(
-                Collection::new("losses").with_save_config(SaveConfig::every(RULE_SAVE_INTERVAL)),
-            );
+            builder = builder
+                .collection(Collection::new("losses").with_save_config(SaveConfig::every(1)));
         }
     }
     let mut hook = builder

@@ -424,13 +424,36 @@ fn rules_in_the_session_make_the_hook_save_what_they_read_and_say_when_nothing_a
     let vanishing = status(&summary, "VanishingGradient");
     assert_eq!(vanishing.status, Status::NoIssuesFound, "{vanishing:?}");
     assert!(vanishing.datapoints > 0);
-    assert!(status(&summary, "LossNotDecreasing").datapoints > 0);
+    // LossNotDecreasing's losses were saved at the steps it asked for (every 25th of each
+    // mode), too few in one epoch for the two windows of 10 it compares: it read the TRAIN
+    // ones (the mode it follows; the EVAL steps are not its to judge), and says it could not
+    // judge rather than pass.
+    let losses = status(&summary, "LossNotDecreasing");
+    assert_eq!(losses.status, Status::NoData, "{losses:?}");
+    let trial = Trial::open(run.to_str().unwrap()).unwrap();
+    let saved = trial
+        .tensor("loss")
+        .unwrap()
+        .steps(Some(Mode::Train))
+        .unwrap();
+    assert!(!saved.is_empty());
+    let judged = (losses.steps_judged, losses.steps_in_scope);
+    assert_eq!(
+        judged,
+        (saved.len() as u64, saved.len() as u64),
+        "{losses:?}"
+    );
+    assert!(
+        losses.message.contains("never had enough to judge")
+            && losses.message.contains("two windows of 10 losses"),
+        "{}",
+        losses.message
+    );
     // No tree model here: a status of its own, with the reason, and never a pass.
     let tree = status(&summary, "TreeDepth");
     assert_eq!(tree.status, Status::NoData, "{tree:?}");
     assert!(!tree.message.is_empty());
 
-    let trial = Trial::open(run.to_str().unwrap()).unwrap();
     let gradients = trial
         .tensor_names_filtered(Some("gradients"), None)
         .unwrap();

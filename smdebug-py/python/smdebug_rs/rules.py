@@ -65,6 +65,10 @@ class RuleStatus:
     last_fired_time_us: Optional[int] = None
     warnings: List[str] = field(default_factory=list)
     unreadable_records: int = 0
+    # Debugging rules: the steps at which the rule had what it reads, and the steps it judges
+    # (its message says "judged N of M steps" when N < M).
+    steps_judged: int = 0
+    steps_in_scope: int = 0
 
     @property
     def issues_found(self) -> bool:

@@ -189,7 +189,7 @@ impl TensorRule for WeightUpdateRatio {
             mode_at(Self::NAME, trial, step)?,
             Some(Mode::Eval | Mode::Predict)
         ) {
-            return Ok(result);
+            return Ok(RuleResult::outside(step));
         }
         let p = &self.params;
         for reading in self.weights.values_at(Self::NAME, trial, step)? {
@@ -198,14 +198,19 @@ impl TensorRule for WeightUpdateRatio {
             if name.starts_with("gradient") {
                 continue;
             }
+            // A first value, one too close to its reference, or one of a new shape is read
+            // without being judged: it waits for the next saved step.
             let Some((ref_step, reference)) = self.reference.get(&name) else {
+                result.unjudged += 1;
                 self.reference.insert(name, (step, w));
                 continue;
             };
             if *ref_step >= step || p.num_steps.is_some_and(|n| step - ref_step < n) {
+                result.unjudged += 1;
                 continue;
             }
             if reference.shape() != w.shape() {
+                result.unjudged += 1;
                 self.reference.insert(name, (step, w));
                 continue;
             }
@@ -343,10 +348,10 @@ impl TensorRule for PoorWeightInitialization {
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
-        let mut result = RuleResult::new(step);
         if step >= self.params.steps {
-            return Ok(result);
+            return Ok(RuleResult::outside(step));
         }
+        let mut result = RuleResult::new(step);
         let p = &self.params;
 
         // Variance of activation inputs across layers.
@@ -355,7 +360,10 @@ impl TensorRule for PoorWeightInitialization {
             .activations
             .reductions_at(Self::NAME, trial, step, variance)?
             .collect::<Result<Vec<_>>>()?;
-        if variances.len() >= 2 {
+        if variances.len() == 1 {
+            // One layer: no ratio across layers to judge.
+            result.unjudged += 1;
+        } else if variances.len() >= 2 {
             result.datapoints += variances.len();
             let (min_n, min_v) = variances
                 .iter()
@@ -409,10 +417,15 @@ impl TensorRule for PoorWeightInitialization {
         // Early loss decrease.
         for reading in self.losses.scalars_at(Self::NAME, trial, step)? {
             let (name, loss) = reading?;
-            result.datapoints += 1;
             let &mut (first_step, first) =
                 self.first_loss.entry(name.clone()).or_insert((step, loss));
-            if step >= first_step + p.patience && (loss >= first || loss.is_nan()) {
+            if step < first_step + p.patience {
+                // Compared with the first value once `patience` steps have passed.
+                result.unjudged += 1;
+                continue;
+            }
+            result.datapoints += 1;
+            if loss >= first || loss.is_nan() {
                 result.fire(format!(
                     "{name} did not decrease in {} steps ({first} at step {first_step}, {loss} at step {step})",
                     step - first_step

@@ -75,7 +75,10 @@ impl TensorRule for CheckInputImages {
     crate::rule_identity!();
 
     fn needs(&self) -> Needs {
-        Needs::of(Self::NAME, &self.selection, "input_image")
+        Needs::of(Self::NAME, &self.selection, "input_image").requiring(format!(
+            "input images of {} samples in all",
+            self.params.threshold_samples
+        ))
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
@@ -113,10 +116,12 @@ impl TensorRule for CheckInputImages {
                 acc.1 += n;
             }
             entry.1 += samples;
-            result.datapoints += 1;
             if entry.1 < self.params.threshold_samples {
+                // Summed, and judged once `threshold_samples` samples have been seen.
+                result.unjudged += 1;
                 continue;
             }
+            result.datapoints += 1;
             for (ch, (s, n)) in entry.0.iter().enumerate() {
                 let mean = s / *n as f64;
                 if mean.abs() > self.params.threshold_mean || mean.is_nan() {

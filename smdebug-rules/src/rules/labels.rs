@@ -138,7 +138,10 @@ impl TensorRule for ClassImbalance {
         Needs {
             reads: [both.reads, predictions.reads].concat(),
             capture: [both.capture, predictions.capture].concat(),
-            requires: Some("labels and predictions saved at the same steps".into()),
+            requires: Some(format!(
+                "labels and predictions saved at the same steps, {} labels in all",
+                self.params.samples
+            )),
         }
     }
 
@@ -178,10 +181,12 @@ impl TensorRule for ClassImbalance {
             }
         }
         self.total += labels.len() as u64;
-        result.datapoints = labels.len();
         if self.total < self.params.samples || self.counts.is_empty() {
+            // Counted, and judged once `samples` labels have been seen.
+            result.unjudged = labels.len();
             return Ok(result);
         }
+        result.datapoints = labels.len();
         let (max_c, max_n) = self
             .counts
             .iter()

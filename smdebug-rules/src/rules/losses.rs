@@ -3,13 +3,13 @@
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
-use smdebug_core::{CaptureRequest, Mode};
+use smdebug_core::{CaptureRequest, Mode, SaveConfig};
 use smdebug_io::trial::Trial;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Needs, RuleResult, TensorRule};
-use crate::select::request;
+use crate::select::{RULE_SAVE_INTERVAL, request};
 use crate::select::{SelectionParams, TensorSelection, mode_at, read_error, scalar_at};
 
 /// Parameters of [`LossNotDecreasing`].
@@ -193,30 +193,45 @@ impl TensorRule for LossNotDecreasing {
         // Without a selection of its own, the rule reads the `losses` collection (and names
         // containing `loss`): the hook saves `losses` for it.
         let nothing_given = given.collection_names.is_empty() && given.tensor_regex.is_empty();
+        // It judges windows of `num_steps` saved values, two at least: at the rules' interval
+        // the first verdict would come after 2 × num_steps × 500 steps. It asks for its losses
+        // often enough to have two windows by the rules' interval.
+        let interval = (RULE_SAVE_INTERVAL / (2 * p.num_steps)).max(1);
+        let often = |collection: &str| {
+            CaptureRequest::new(
+                collection,
+                SaveConfig::every(interval),
+                Self::NAME.to_string(),
+            )
+        };
         let mut capture = Vec::new();
         if p.use_losses_collection || nothing_given {
-            capture.push(request("losses", Self::NAME));
+            capture.push(often("losses"));
         }
         for c in given
             .collection_names
             .iter()
             .filter(|c| !c.trim().is_empty())
         {
-            capture.push(request(c, Self::NAME));
+            capture.push(often(c));
         }
         if !given.tensor_regex.is_empty() {
             capture.push(CaptureRequest {
                 include_regex: given.tensor_regex.clone(),
-                ..request(Self::NAME, Self::NAME)
+                ..often(Self::NAME)
             });
         }
+        let modes = match &self.mode {
+            Some(m) => format!("{} steps", m.name()),
+            None => "TRAIN, EVAL or GLOBAL steps".into(),
+        };
         Needs {
             reads: vec![self.losses.clone()],
             capture,
-            requires: Some(match &self.mode {
-                Some(m) => format!("losses saved at {} steps", m.name()),
-                None => "losses saved at TRAIN, EVAL or GLOBAL steps".into(),
-            }),
+            requires: Some(format!(
+                "two windows of {} losses (num_steps) saved at {modes}",
+                p.num_steps
+            )),
         }
     }
 
@@ -226,6 +241,8 @@ impl TensorRule for LossNotDecreasing {
             return Ok(result);
         };
         let p = self.params.clone();
+        // A step of another mode than every loss it read is followed in is not one it judges.
+        let mut other_mode = false;
         for reading in self.losses.scalars_at(Self::NAME, trial, step)? {
             let (name, loss) = reading?;
             if self.tracks.get(&name).is_none_or(|t| t.mode.is_none()) {
@@ -235,11 +252,12 @@ impl TensorRule for LossNotDecreasing {
             let track = self.tracks.entry(name.clone()).or_default();
             let mode = track.mode.unwrap_or(Mode::Global);
             if mode != Mode::Global && mode != step_mode {
+                other_mode = true;
                 continue;
             }
-            result.datapoints += 1;
             let label = format!("{name} ({})", mode.name());
             if loss.is_nan() {
+                result.datapoints += 1;
                 result.fire(format!("{label} is NaN at step {step}"));
                 result
                     .evidence
@@ -248,6 +266,13 @@ impl TensorRule for LossNotDecreasing {
             }
             let n = p.num_steps as usize;
             track.window.push(loss);
+            // A value is judged with its window, against the window before, once the window
+            // is whole: till then (and in the first window) it waits.
+            if track.window.len() < n || track.previous.is_none() {
+                result.unjudged += 1;
+            } else {
+                result.datapoints += n;
+            }
             if track.window.len() < n {
                 continue;
             }
@@ -290,6 +315,9 @@ impl TensorRule for LossNotDecreasing {
                 track.lowest = Some(current);
             }
             track.previous = Some(current);
+        }
+        if other_mode && result.datapoints + result.unjudged == 0 {
+            result.outside = true;
         }
         Ok(result)
     }
@@ -462,8 +490,10 @@ impl TensorRule for Overfit {
             };
             match mode {
                 Mode::Train => {
+                    // Judged with its training block when an evaluation pass comes.
                     ph.train.0 += loss;
                     ph.train.1 += 1;
+                    result.unjudged += 1;
                 }
                 Mode::Eval => {
                     ph.eval.push(loss);
@@ -472,6 +502,7 @@ impl TensorRule for Overfit {
                     // first pass is judged at every step); a NaN is judged at once.
                     let whole = ph.eval.len() as u64 >= ph.last_eval_len;
                     if step < p.start_step || ph.last_train.1 == 0 || !(whole || loss.is_nan()) {
+                        result.unjudged += 1;
                         continue;
                     }
                     result.datapoints += 1;

@@ -158,6 +158,8 @@ impl TensorRule for Overtraining {
                         train.window.pop_front();
                     }
                     if train.window.len() < w {
+                        // Judged once the moving average has its `patience_train` values.
+                        result.unjudged += 1;
                         continue;
                     }
                     let avg = train.window.iter().sum::<f64>() / w as f64;

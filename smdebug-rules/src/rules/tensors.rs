@@ -376,6 +376,8 @@ impl TensorRule for UnchangedTensor {
                 hist.pop_front();
             }
             if hist.len() < p.num_steps as usize {
+                // Kept, and judged once `num_steps` saved steps are there.
+                result.unjudged += 1;
                 continue;
             }
             result.datapoints += 1;

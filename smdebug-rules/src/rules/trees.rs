@@ -120,11 +120,13 @@ impl TensorRule for FeatureImportanceOverweight {
         if importances.is_empty() {
             importances = self.split_counts(trial, step)?;
         }
-        result.datapoints = importances.len();
         let n = self.params.nfeatures as usize;
         if importances.len() <= n {
+            // The `nfeatures` largest are all of them: nothing to weigh them against.
+            result.unjudged = importances.len();
             return Ok(result);
         }
+        result.datapoints = importances.len();
         importances.sort_by(|a, b| b.1.total_cmp(&a.1));
         let total: f64 = importances.iter().map(|(_, v)| v).sum();
         let top: f64 = importances.iter().take(n).map(|(_, v)| v).sum();

@@ -22,6 +22,17 @@ use crate::status::{
 };
 use crate::unreadable::collecting;
 
+/// What the runner handed a rule when it returned a result.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Handed {
+    /// A step of the run (debugging rules): it counts in the rule's steps.
+    Step,
+    /// The news that no step came for a while (debugging rules): no step of the run.
+    Idle,
+    /// A window of profiler data (profiler rules).
+    Window,
+}
+
 /// What a rule declared it consumes.
 enum Declared {
     Tensors(Needs),
@@ -60,6 +71,8 @@ impl Slot {
                 fired_count: 0,
                 steps_evaluated: 0,
                 datapoints: 0,
+                steps_judged: 0,
+                steps_in_scope: 0,
                 message: String::new(),
                 evidence: Vec::new(),
                 action_errors: Vec::new(),
@@ -185,7 +198,7 @@ impl Evaluation {
                 Rule::Profiler(_) => continue,
             };
             changed |= self.unreadable(i, left_out.iter().map(ToString::to_string));
-            changed |= self.record(i, outcome.map(Some));
+            changed |= self.record(i, outcome.map(Some), Handed::Step);
         }
         changed
     }
@@ -207,7 +220,7 @@ impl Evaluation {
                 Rule::Profiler(_) => continue,
             };
             changed |= self.unreadable(i, left_out.iter().map(ToString::to_string));
-            changed |= self.record(i, outcome);
+            changed |= self.record(i, outcome, Handed::Idle);
         }
         changed
     }
@@ -252,12 +265,20 @@ impl Evaluation {
         changed
     }
 
-    fn record(&mut self, i: usize, outcome: Result<Option<RuleResult>>) -> bool {
+    fn record(&mut self, i: usize, outcome: Result<Option<RuleResult>>, handed: Handed) -> bool {
         match outcome {
             Ok(None) => false,
             Ok(Some(r)) => {
                 let st = &mut self.slots[i].status;
-                st.steps_evaluated += 1;
+                if handed == Handed::Step {
+                    st.steps_evaluated += 1;
+                    if !r.outside {
+                        st.steps_in_scope += 1;
+                        if r.datapoints + r.unjudged > 0 {
+                            st.steps_judged += 1;
+                        }
+                    }
+                }
                 st.datapoints += r.datapoints as u64;
                 if !r.fired {
                     return false;
@@ -270,7 +291,11 @@ impl Evaluation {
                 let st = &mut self.slots[i].status;
                 if let Some(record) = unreadable_record(&e) {
                     // A rule that read the run by itself and met an unreadable record: that
-                    // step goes unjudged, the rule goes on.
+                    // step goes unjudged (one of the steps it judges, where it had nothing),
+                    // the rule goes on.
+                    if handed == Handed::Step {
+                        st.steps_in_scope += 1;
+                    }
                     self.unreadable(i, [record]);
                     return true;
                 }
@@ -304,7 +329,7 @@ impl Evaluation {
     ) -> bool {
         let results = match outcome {
             Ok(results) => results,
-            Err(e) => return self.record(i, Err(e)),
+            Err(e) => return self.record(i, Err(e), Handed::Window),
         };
         let mut changed = false;
         self.slots[i].status.steps_evaluated += 1;
@@ -380,9 +405,7 @@ impl Evaluation {
             }
             st.status = Status::NoData;
             st.message = match &s.needs {
-                Declared::Tensors(needs) => {
-                    tensor_no_data_reason(&st.rule, needs, trial, st.steps_evaluated)
-                }
+                Declared::Tensors(needs) => tensor_no_data_reason(&st.rule, needs, trial, st),
                 Declared::Profiler(needs) => {
                     profiler_no_data_reason(&st.message, profiler_seen, needs)
                 }

@@ -110,6 +110,8 @@ struct Bottlenecks {
     /// Phase spans (Step spans left out) of earlier windows, newest last, at most
     /// [`MAX_RECENT_SPANS`]: a sample read after the span it fell in is matched against them.
     recent_spans: VecDeque<PhaseSpan>,
+    /// Samples judged: the GPUs busy, or idle with the host's readings beside them.
+    judged: u64,
 }
 
 /// A framework span's extent, phase and node, kept to match later samples.
@@ -143,6 +145,24 @@ impl Bottlenecks {
             snapshots: SnapshotAssembler::default(),
             nodes: BTreeMap::new(),
             recent_spans: VecDeque::new(),
+            judged: 0,
+        }
+    }
+
+    /// Whether `snapshot` holds readings of what starves the GPU (the CPU's, the I/O wait's).
+    fn has_host_readings(&self, snapshot: &Snapshot) -> bool {
+        !match self.starver {
+            Starver::Cpu => &snapshot.cpu,
+            Starver::Io => &snapshot.io_wait,
+        }
+        .is_empty()
+    }
+
+    /// What the host readings are called, for people.
+    fn host_readings(&self) -> &'static str {
+        match self.starver {
+            Starver::Cpu => "CPU utilization",
+            Starver::Io => "I/O wait",
         }
     }
 
@@ -161,11 +181,13 @@ impl Bottlenecks {
     fn invoke(&mut self, window: &ProfilerWindow<'_>) -> Vec<RuleResult> {
         let mut results = Vec::new();
         let mut datapoints = 0;
+        let mut unjudged = 0;
         for snapshot in self.snapshots.feed(window) {
             if snapshot.gpu.is_empty() {
                 continue;
             }
             let host = self.host_reading(&snapshot);
+            let has_host = self.has_host_readings(&snapshot);
             let idle_gpus: Vec<(&String, &f64)> = snapshot
                 .gpu
                 .iter()
@@ -182,7 +204,12 @@ impl Bottlenecks {
                 continue;
             }
             node.counted += 1;
-            datapoints += 1;
+            // An idle GPU with no host reading beside it cannot be told a bottleneck or not.
+            if idle_gpus.is_empty() || has_host {
+                datapoints += 1;
+            } else {
+                unjudged += 1;
+            }
             if !idle_gpus.is_empty() {
                 node.low_gpu += 1;
             }
@@ -254,9 +281,11 @@ impl Bottlenecks {
             node.firing = condition;
         }
         self.attribute_phases(window);
-        if datapoints > 0 {
+        self.judged += datapoints as u64;
+        if datapoints + unjudged > 0 {
             let mut r = RuleResult::at_time(window.step_at(window.now_us), window.now_us);
             r.datapoints = datapoints;
+            r.unjudged = unjudged;
             results.push(r);
         }
         if window.final_window && self.nodes.is_empty() {
@@ -270,6 +299,14 @@ impl Bottlenecks {
                 "only {seen} samples with GPU readings per node, not more than patience \
                  ({}): nothing evaluated",
                 self.patience
+            );
+            results.push(r);
+        } else if window.final_window && self.judged == 0 {
+            let mut r = RuleResult::at_time(0, window.now_us);
+            r.message = format!(
+                "the GPUs were idle in every sample past patience and no {} was read beside \
+                 them: nothing judged",
+                self.host_readings()
             );
             results.push(r);
         }

@@ -55,6 +55,8 @@ struct NodeLoading {
     last_step_end_us: u64,
     step_total_us: u64,
     last_load_end_us: u64,
+    /// The loads counted as judged so far (the rule's datapoints).
+    judged_loads: u64,
     /// When the rule fired for the node, and why.
     fired: Option<(Firing, WorkerVerdict)>,
 }
@@ -81,6 +83,17 @@ impl NodeLoading {
         } else {
             None
         }
+    }
+
+    /// Whether the node's workers can be judged against its cores: it loaded data, its core
+    /// count is known, and so is its worker count (the `num_workers` argument, or enough
+    /// loads, or the run is over).
+    fn judgeable(&self, final_window: bool) -> bool {
+        self.loads > 0
+            && !self.cores.is_empty()
+            && (self.num_workers.is_some()
+                || self.loads >= MIN_LOADS_FOR_DISTINCT_COUNT
+                || final_window)
     }
 
     fn loop_share(&self) -> Option<f64> {
@@ -249,7 +262,7 @@ impl ProfilerRule for Dataloader {
                 }
             }
         }
-        let mut datapoints = 0;
+        let mut loads = 0;
         let mut results = Vec::new();
         for span in window.spans {
             let node = self.nodes.entry(span.node.clone()).or_default();
@@ -267,7 +280,7 @@ impl ProfilerRule for Dataloader {
                 node.step_total_us += span.duration_us();
             }
             if is_load(span) {
-                datapoints += 1;
+                loads += 1;
                 node.loads += 1;
                 node.loaders.insert(loader_id(span));
                 node.load_seconds.add(span.duration_us() as f64 / 1e6);
@@ -289,11 +302,33 @@ impl ProfilerRule for Dataloader {
                 }
             }
         }
-        if datapoints > 0 {
+        // A load is judged once its node's workers can be weighed against its cores: on a
+        // node whose core count is unknown it stays read, not judged.
+        let mut datapoints = 0;
+        for node in self.nodes.values_mut() {
+            if node.judgeable(window.final_window) {
+                datapoints += node.loads - node.judged_loads;
+                node.judged_loads = node.loads;
+            }
+        }
+        if loads > 0 || datapoints > 0 {
             let mut r = RuleResult::at_time(window.step_at(window.now_us), window.now_us);
-            r.datapoints = datapoints;
+            r.datapoints = datapoints as usize;
+            r.unjudged = (loads as usize).saturating_sub(r.datapoints);
             results.push(r);
         }
+        let loading: Vec<&String> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.loads > 0)
+            .map(|(name, _)| name)
+            .collect();
+        let coreless: Vec<&String> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.loads > 0 && n.cores.is_empty())
+            .map(|(name, _)| name)
+            .collect();
         if window.final_window && self.nodes.values().all(|n| n.loads == 0) {
             let mut r = RuleResult::at_time(0, window.now_us);
             r.message = "no data-loading spans in this run (record them with \
@@ -310,6 +345,20 @@ impl ProfilerRule for Dataloader {
             r.message = "no per-core CPU metrics on the nodes that loaded data: the core \
                          count is unknown"
                 .into();
+            results.push(r);
+        } else if window.final_window && !coreless.is_empty() {
+            let mut r = RuleResult::at_time(0, window.now_us);
+            r.message = format!(
+                "judged {} of {} nodes that loaded data: no per-core CPU metrics on {}, whose \
+                 core count is unknown",
+                loading.len() - coreless.len(),
+                loading.len(),
+                coreless
+                    .iter()
+                    .map(|n| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
             results.push(r);
         }
         Ok(results)

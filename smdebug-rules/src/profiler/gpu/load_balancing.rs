@@ -208,10 +208,12 @@ impl ProfilerRule for LoadBalancing {
                 }
             }
         }
+        // Readings are judged once two GPUs' histograms are compared: until then (and on a
+        // node with one GPU) they are read, not judged.
         let evaluated = !self.distances.is_empty();
         closing_results(
             window,
-            datapoints,
+            if evaluated { datapoints } else { 0 },
             !self.gpus.is_empty(),
             evaluated,
             p.patience,
