@@ -65,7 +65,22 @@ fn a_healthy_run_goes_to_the_end_with_capture_profiling_rules_and_report() {
     assert_eq!(trial.end_reason().unwrap(), Some(EndReason::Completed));
     // 3 epochs of 45 training steps, plus 12 evaluation steps each.
     assert_eq!(trial.global_steps(None).unwrap().len(), 3 * (45 + 12));
+
+    // One figure per fact: each profiler rule's verdict quotes what its section's tables show,
+    // over the window it names (the demo's Dataloader quoted its first firing's share of the
+    // loop above a table with the whole run's).
+    let written: smdebug_rules::Summary = serde_json::from_value(s).unwrap();
+    let quoted = figures::check_page(&html, &written, &run.join("report"));
+    for rule in ["Dataloader", "StepOutlier", "MaxInitializationTime"] {
+        assert!(
+            quoted.iter().any(|(n, figures)| n == rule && *figures > 0),
+            "{rule} quoted no figure: {quoted:?}"
+        );
+    }
 }
+
+#[path = "../../smdebug-report/tests/support/figures.rs"]
+mod figures;
 
 #[test]
 fn an_exploding_loss_is_stopped_early_by_the_rule_that_saw_it() {

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use smdebug_io::trial::Trial;
 
 use crate::error::{Error, Result};
+use crate::window::JudgedWindow;
 use crate::rule::{Evidence, Needs, ProfilerInput, ProfilerNeeds, RuleInput};
 
 /// The summary file, relative to the run.
@@ -100,7 +101,11 @@ pub struct RuleStatus {
     /// Tensors, values, samples or spans checked; 0 means the rule found nothing to check.
     pub datapoints: u64,
     /// The latest firing's message, the error, or with [`Status::NoData`] why the rule had
-    /// nothing to check.
+    /// nothing to check. A built-in profiler rule's message is its finding over
+    /// [`window`](Self::window), from its [`details`](Self::details) ([`Details::finding`]):
+    /// the figures the report's tables show, not those of its first firing.
+    ///
+    /// [`Details::finding`]: crate::profiler::Details::finding
     pub message: String,
     /// The latest firing's evidence.
     pub evidence: Vec<Evidence>,
@@ -110,6 +115,11 @@ pub struct RuleStatus {
     /// histograms. Null for rules without details.
     #[serde(default)]
     pub details: serde_json::Value,
+    /// For a profiler rule, the profiler data its message and details cover: from the job's
+    /// first record to the latest time read, and the steps in it. `None` for a debugging rule
+    /// and before a profiler rule was handed any data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<JudgedWindow>,
     /// Problems with the run's data that the rule worked around, so a verdict on partial data
     /// does not pass unnoticed: for a profiler rule, the profiler data problems (a corrupt
     /// metrics line skipped, a trace file left out); for a debugging rule, each record it could

@@ -2,6 +2,7 @@
 //! spans that are new since the rule's previous call, and the [`StepTimeline`] of the steps
 //! seen so far.
 
+use serde::{Deserialize, Serialize};
 use smdebug_profiler::reader::Span;
 use smdebug_profiler::spans::Phase;
 use smdebug_profiler::system::SystemSample;
@@ -29,6 +30,56 @@ impl ProfilerWindow<'_> {
     /// The latest step that started at or before `time_us` (0 when none did).
     pub fn step_at(&self, time_us: u64) -> u64 {
         self.steps.step_at(time_us).unwrap_or(0)
+    }
+}
+
+/// What a profiler rule's status sums up: the profiler data read from the job's first record
+/// to the latest time read, and the steps that ran in it. Its details and its message are
+/// taken over this window, which the report and the dashboard name beside them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JudgedWindow {
+    /// The job's first record (sample or span start), µs since the epoch.
+    pub start_us: u64,
+    /// The latest time read, µs since the epoch.
+    pub end_us: u64,
+    /// The lowest and highest step numbers of the step spans read; `None` without any.
+    pub steps: Option<(u64, u64)>,
+    /// Whether no more data will come (the run ended, or the offline evaluation read it all).
+    pub whole_run: bool,
+}
+
+impl JudgedWindow {
+    /// The window after a rule was handed `window`.
+    pub fn of(window: &ProfilerWindow<'_>) -> JudgedWindow {
+        JudgedWindow {
+            start_us: window.start_us.unwrap_or(window.now_us),
+            end_us: window.now_us,
+            steps: window.steps.step_range(),
+            whole_run: window.final_window,
+        }
+    }
+
+    /// Seconds from the job's first record to the latest time read.
+    pub fn seconds(&self) -> f64 {
+        self.end_us.saturating_sub(self.start_us) as f64 / 1e6
+    }
+
+    /// In words: `the whole run: steps 0 to 1499, 0.000 to 312.400 s after its first record`.
+    pub fn describe(&self) -> String {
+        let what = if self.whole_run {
+            "the whole run"
+        } else {
+            "the run so far"
+        };
+        let steps = match self.steps {
+            Some((a, b)) if a == b => format!("step {a}, "),
+            Some((a, b)) => format!("steps {a} to {b}, "),
+            None => "no step, ".to_owned(),
+        };
+        format!(
+            "{what}: {steps}0.000 to {:.3} s after its first record",
+            self.seconds()
+        )
     }
 }
 
@@ -62,6 +113,13 @@ impl StepTimeline {
     /// The start of the first step span, microseconds since the epoch.
     pub fn first_start_us(&self) -> Option<u64> {
         self.steps.first().map(|s| s.0)
+    }
+
+    /// The lowest and highest step numbers seen; `None` before any step span.
+    pub fn step_range(&self) -> Option<(u64, u64)> {
+        let mut steps = self.steps.iter().map(|s| s.2);
+        let first = steps.next()?;
+        Some(steps.fold((first, first), |(lo, hi), s| (lo.min(s), hi.max(s))))
     }
 
     /// How many step spans were seen.
