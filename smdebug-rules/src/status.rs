@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 use smdebug_io::trial::Trial;
 
 use crate::error::{Error, Result};
-use crate::window::JudgedWindow;
 use crate::rule::{Evidence, Needs, ProfilerInput, ProfilerNeeds, RuleInput};
+use crate::window::JudgedWindow;
 
 /// The summary file, relative to the run.
 pub const SUMMARY_FILE: &str = "rules/rule_job_summary.json";

@@ -34,7 +34,7 @@ impl ProfilerWindow<'_> {
 }
 
 /// What a profiler rule's status sums up: the profiler data read from the job's first record
-/// to the latest time read, and the steps that ran in it. Its details and its message are
+/// to the latest time read, and how many step spans it held. Its details and its message are
 /// taken over this window, which the report and the dashboard name beside them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JudgedWindow {
@@ -42,8 +42,8 @@ pub struct JudgedWindow {
     pub start_us: u64,
     /// The latest time read, µs since the epoch.
     pub end_us: u64,
-    /// The lowest and highest step numbers of the step spans read; `None` without any.
-    pub steps: Option<(u64, u64)>,
+    /// The step spans read (every mode's: their step numbers are each mode's own).
+    pub step_spans: u64,
     /// Whether no more data will come (the run ended, or the offline evaluation read it all).
     pub whole_run: bool,
 }
@@ -54,7 +54,7 @@ impl JudgedWindow {
         JudgedWindow {
             start_us: window.start_us.unwrap_or(window.now_us),
             end_us: window.now_us,
-            steps: window.steps.step_range(),
+            step_spans: window.steps.len() as u64,
             whole_run: window.final_window,
         }
     }
@@ -64,21 +64,18 @@ impl JudgedWindow {
         self.end_us.saturating_sub(self.start_us) as f64 / 1e6
     }
 
-    /// In words: `the whole run: steps 0 to 1499, 0.000 to 312.400 s after its first record`.
+    /// In words: `the whole run: 0.000 to 312.400 s after its first record, 1500 step
+    /// spans`.
     pub fn describe(&self) -> String {
         let what = if self.whole_run {
             "the whole run"
         } else {
             "the run so far"
         };
-        let steps = match self.steps {
-            Some((a, b)) if a == b => format!("step {a}, "),
-            Some((a, b)) => format!("steps {a} to {b}, "),
-            None => "no step, ".to_owned(),
-        };
         format!(
-            "{what}: {steps}0.000 to {:.3} s after its first record",
-            self.seconds()
+            "{what}: 0.000 to {:.3} s after its first record, {} step spans",
+            self.seconds(),
+            self.step_spans
         )
     }
 }
@@ -113,13 +110,6 @@ impl StepTimeline {
     /// The start of the first step span, microseconds since the epoch.
     pub fn first_start_us(&self) -> Option<u64> {
         self.steps.first().map(|s| s.0)
-    }
-
-    /// The lowest and highest step numbers seen; `None` before any step span.
-    pub fn step_range(&self) -> Option<(u64, u64)> {
-        let mut steps = self.steps.iter().map(|s| s.2);
-        let first = steps.next()?;
-        Some(steps.fold((first, first), |(lo, hi), s| (lo.min(s), hi.max(s))))
     }
 
     /// How many step spans were seen.

@@ -21,6 +21,8 @@ struct GpuRow {
     histogram: Vec<u64>,
     /// The p95 and p5 of the rule's latest window.
     window: (Option<f64>, Option<f64>),
+    /// Times the rule found it underused or fluctuating.
+    violations: Option<u64>,
     reading: &'static str,
 }
 
@@ -40,6 +42,7 @@ impl Page<'_> {
                     .as_ref()
                     .and_then(|r| r.nodes.get(&g.node).and_then(|n| n.get(&g.name)));
                 let window = judged.map(|j| (j.window_p95, j.window_p5));
+                let violations = judged.map(|j| j.violations);
                 let reading = match &rule {
                     None => "-",
                     Some(_) => match judged {
@@ -58,6 +61,7 @@ impl Page<'_> {
                     readings: sum,
                     histogram: stats::histogram(values(&u.points), 10, 0.0, 100.0),
                     window: window.unwrap_or((None, None)),
+                    violations,
                     reading,
                 })
             })
@@ -125,9 +129,8 @@ impl Page<'_> {
                         2.0
                     }
                     "fluctuating" => {
-                        fluctuating.push(format!(
-                            "{l} (p95 {p95}%, p5 {p5}% over the rule's window)"
-                        ));
+                        fluctuating
+                            .push(format!("{l} (p95 {p95}%, p5 {p5}% over the rule's window)"));
                         1.0
                     }
                     _ => 0.0,
@@ -140,6 +143,7 @@ impl Page<'_> {
                     Cell::num(format!("{:.1}", s.max)),
                     Cell::num(p95),
                     Cell::num(p5),
+                    Cell::num(g.violations.map_or("-".to_owned(), |v| v.to_string())),
                     Cell::text(g.reading),
                 ];
                 (rank + (100.0 - s.p95) / 1000.0, row)
@@ -157,6 +161,7 @@ impl Page<'_> {
                 "max %",
                 "rule's window p95 %",
                 "rule's window p5 %",
+                "times found underused or fluctuating",
                 "reading",
             ],
             &rows,

@@ -17,7 +17,9 @@ pub fn text(html: &str) -> String {
         rest = &rest[at..];
         // An SVG's labels are the chart's, not the section's figures.
         if rest.starts_with("<svg") {
-            let end = rest.find("</svg>").map_or(rest.len(), |e| e + "</svg>".len());
+            let end = rest
+                .find("</svg>")
+                .map_or(rest.len(), |e| e + "</svg>".len());
             rest = &rest[end..];
             out.push(' ');
             continue;
@@ -40,9 +42,8 @@ pub fn numbers(text: &str) -> Vec<String> {
     let mut current = String::new();
     let chars: Vec<char> = text.chars().collect();
     for (i, &c) in chars.iter().enumerate() {
-        let decimal_point = c == '.'
-            && !current.is_empty()
-            && chars.get(i + 1).is_some_and(char::is_ascii_digit);
+        let decimal_point =
+            c == '.' && !current.is_empty() && chars.get(i + 1).is_some_and(char::is_ascii_digit);
         if c.is_ascii_digit() || decimal_point {
             current.push(c);
         } else if !current.is_empty() {
@@ -120,12 +121,26 @@ pub fn check_page(html: &str, summary: &Summary, rule_files: &Path) -> Vec<(Stri
             "{name}: the verdict `{verdict}` does not name its window `{}`",
             window.describe()
         );
-        assert!(window.whole_run, "{name}: an offline report covers the whole run");
+        assert!(
+            window.whole_run,
+            "{name}: an offline report covers the whole run"
+        );
         let seconds = format!("{:.3}", window.seconds());
         assert!(
             numbers(&job).contains(&seconds),
             "{name}: the window's {seconds} s is not the job's duration: {job}"
         );
+        // Its step spans are those the job summary counts per mode.
+        let per_mode = job
+            .split("Step spans")
+            .nth(1)
+            .and_then(|t| t.split("Nodes").next())
+            .unwrap_or("");
+        let counted: u64 = numbers(per_mode)
+            .iter()
+            .map(|n| n.parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(window.step_spans, counted, "{name}: step spans: {job}");
         // Every figure of the message is a figure of the section.
         let shown = numbers(&rest);
         let figures = numbers(&rule.message);

@@ -14,7 +14,6 @@ use super::run::RunSource;
 use crate::actions::ActionConfig;
 use crate::error::{Error, Result};
 use crate::profiler::{Details, ProfilerWindow, StepTimeline};
-use crate::window::JudgedWindow;
 use crate::report::{ReportOutcome, is_profiler_report, report_verdict};
 use crate::rule::{Needs, ProfilerNeeds, Rule, RuleInput, RuleResult};
 use crate::status::{
@@ -22,6 +21,7 @@ use crate::status::{
     tensor_no_data_reason,
 };
 use crate::unreadable::collecting;
+use crate::window::JudgedWindow;
 
 /// What a rule declared it consumes.
 enum Declared {
@@ -479,7 +479,7 @@ fn profiler_message(status: &RuleStatus, details: &Details) -> String {
     if matches!(status.status, Status::Error | Status::NoData) {
         return status.message.clone();
     }
-    let Some(finding) = details.finding() else {
+    let Some(finding) = details.finding(&status.rule) else {
         return status.message.clone();
     };
     if status.status != Status::IssuesFound && !status.message.is_empty() {

@@ -30,10 +30,11 @@ fn percent(p: f64) -> String {
 impl Details {
     /// What the details say, one clause per node (or GPU) judged, with the figures the report
     /// shows for them; `None` when they hold nothing judged (no node, no GPU, no step yet), and
-    /// for OverallSystemUsage and OverallFrameworkMetrics, which judge nothing.
-    pub fn finding(&self) -> Option<String> {
+    /// for OverallSystemUsage and OverallFrameworkMetrics, which judge nothing. `rule` is the
+    /// rule's name (CPUBottleneck and IOBottleneck share their kind of details).
+    pub fn finding(&self, rule: &str) -> Option<String> {
         let clauses = match self {
-            Details::Bottlenecks(d) => bottlenecks(d),
+            Details::Bottlenecks(d) => bottlenecks(d, rule),
             Details::StepOutliers(d) => step_outliers(d),
             Details::LoadBalancing(d) => load_balancing(d),
             Details::GpuUtilization(d) => gpu_utilization(d),
@@ -47,13 +48,18 @@ impl Details {
     }
 }
 
-fn bottlenecks(d: &BottleneckDetails) -> Vec<String> {
+fn bottlenecks(d: &BottleneckDetails, rule: &str) -> Vec<String> {
+    let busy = if rule.eq_ignore_ascii_case("IOBottleneck") {
+        "I/O wait was high"
+    } else {
+        "the CPU was busy"
+    };
     d.nodes
         .iter()
         .filter(|(_, n)| n.datapoints > 0)
         .map(|(node, n)| {
             format!(
-                "node {node}: {} of {} judged snapshots were bottlenecks ({})",
+                "node {node}: GPU idle while {busy} in {} of {} judged snapshots ({})",
                 n.bottlenecks,
                 n.datapoints,
                 share(n.bottlenecks as f64 / n.datapoints as f64)
@@ -77,7 +83,7 @@ fn step_outliers(d: &StepOutlierDetails) -> Vec<String> {
             );
             if let Some(slowest) = s.outlier_steps.first() {
                 clause.push_str(&format!(
-                    ", the slowest step {} with {}",
+                    ", the slowest, step {}, took {}",
                     slowest.step,
                     ms(slowest.duration_s)
                 ));
@@ -113,26 +119,32 @@ fn gpu_utilization(d: &GpuUtilizationDetails) -> Vec<String> {
     let mut busy = 0;
     for (node, gpus) in &d.nodes {
         for (gpu, g) in gpus.iter().filter(|(_, g)| g.judged) {
-            let window = match (g.window_p95, g.window_p5) {
-                (Some(p95), Some(p5)) => {
-                    format!("p95 {}, p5 {} over its latest window", percent(p95), percent(p5))
-                }
-                _ => "its latest window not full".to_owned(),
-            };
-            match g.state {
-                Some(GpuUsageState::Underused) => {
-                    clauses.push(format!("node {node} {gpu} underused: {window}"));
-                }
-                Some(GpuUsageState::Fluctuating) => {
-                    clauses.push(format!("node {node} {gpu} fluctuating: {window}"));
-                }
-                None => busy += 1,
+            if g.state.is_none() && g.violations == 0 {
+                busy += 1;
+                continue;
             }
+            let now = match g.state {
+                Some(GpuUsageState::Underused) => "is underused",
+                Some(GpuUsageState::Fluctuating) => "is fluctuating",
+                None => "is busy now",
+            };
+            let mut clause = format!(
+                "node {node} {gpu} {now}, found underused or fluctuating {} time(s)",
+                g.violations
+            );
+            if let (Some(p95), Some(p5)) = (g.window_p95, g.window_p5) {
+                clause.push_str(&format!(
+                    "; p95 {}, p5 {} over the rule's latest window",
+                    percent(p95),
+                    percent(p5)
+                ));
+            }
+            clauses.push(clause);
         }
     }
     if busy > 0 {
         clauses.push(format!(
-            "{busy} GPU(s) neither underused nor fluctuating over their latest window"
+            "{busy} GPU(s) never underused nor fluctuating over the rule's window"
         ));
     }
     clauses
@@ -156,12 +168,13 @@ fn batch_size(d: &BatchSizeDetails) -> Vec<String> {
                 "not all under their thresholds"
             };
             clauses.push(format!(
-                "node {node} {gpu}: CPU p95 {}, GPU p95 {}, GPU memory p95 {} over the latest \
-                 judged window, {state}; fired {} time(s)",
+                "node {node} {gpu}: room for a larger batch {} time(s) (CPU, GPU and GPU memory \
+                 all under their thresholds); over the latest judged window CPU p95 {}, GPU p95 \
+                 {}, GPU memory p95 {}, {state}",
+                g.violations,
                 n.cpu_window_p95.map_or("-".into(), percent),
                 percent(gpu_p95),
                 g.memory_window_p95.map_or("-".into(), percent),
-                g.violations
             ));
         }
     }
@@ -187,8 +200,8 @@ fn gpu_memory(d: &GpuMemoryDetails) -> Vec<String> {
                 continue;
             }
             clauses.push(format!(
-                "node {node} {gpu}: {} increase(s), the largest rise {:.1} points; the moving \
-                 average is {} against a baseline of {}",
+                "node {node} {gpu}: the moving average rose above its baseline by more than the \
+                 limit {} time(s), by at most {:.1} points; it is {} against a baseline of {}",
                 g.increases.len(),
                 g.largest_rise,
                 g.average.map_or("-".into(), percent),
@@ -211,8 +224,9 @@ fn dataloader(d: &DataloaderDetails) -> Vec<String> {
         .filter(|(_, n)| n.data_loading_spans > 0)
         .map(|(node, n)| {
             let judged = match n.verdict {
-                _ if n.cores == 0 => "the core count is unknown, so the workers were not judged"
-                    .to_owned(),
+                _ if n.cores == 0 => {
+                    "the core count is unknown, so the workers were not judged".to_owned()
+                }
                 Some(WorkerVerdict::TooFew) => format!(
                     "too few: fewer than {} allowed, raise the worker count to about {}",
                     n.min_workers, n.cores
@@ -224,7 +238,10 @@ fn dataloader(d: &DataloaderDetails) -> Vec<String> {
                 None => format!("within {} to {}", n.min_workers, n.max_workers),
             };
             let workers = if n.cores == 0 {
-                format!("{} data-loading workers ({}): {judged}", n.workers, n.workers_from)
+                format!(
+                    "{} data-loading workers ({}): {judged}",
+                    n.workers, n.workers_from
+                )
             } else {
                 format!(
                     "{} data-loading workers ({}) on {} cores, {judged}",
