@@ -128,6 +128,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_judged_window_says_what_it_covers() {
+        let mut w = JudgedWindow {
+            start_us: 1_000_000,
+            end_us: 313_400_000,
+            step_spans: 1500,
+            whole_run: true,
+        };
+        assert_eq!(
+            w.describe(),
+            "the whole run: 0.000 to 312.400 s after its first record, 1500 step spans"
+        );
+        w.whole_run = false;
+        assert!(w.describe().starts_with("the run so far: "));
+    }
+
+    #[test]
     fn step_timeline_answers_the_latest_step_started() {
         let mut t = StepTimeline::default();
         assert_eq!(t.step_at(5), None);

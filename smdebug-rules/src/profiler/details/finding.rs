@@ -12,6 +12,10 @@ use super::{
     StepOutlierDetails, WorkerVerdict,
 };
 
+/// The most clauses (nodes, GPUs) a finding words; the others are counted. A job of thousands
+/// of GPUs keeps a message of a few lines.
+const MAX_CLAUSES: usize = 8;
+
 /// Seconds as milliseconds with three decimals, as the report's tables write them.
 fn ms(seconds: f64) -> String {
     format!("{:.3} ms", seconds * 1e3)
@@ -44,6 +48,12 @@ impl Details {
             Details::Initialization(d) => initialization(d),
             Details::SystemUsage(_) | Details::FrameworkMetrics(_) => Vec::new(),
         };
+        let mut clauses = clauses;
+        if clauses.len() > MAX_CLAUSES {
+            let more = clauses.len() - MAX_CLAUSES;
+            clauses.truncate(MAX_CLAUSES);
+            clauses.push(format!("and {more} more in the rule's details"));
+        }
         (!clauses.is_empty()).then(|| clauses.join("; "))
     }
 }
@@ -286,5 +296,59 @@ fn fmt_seconds(s: f64) -> String {
         format!("{s:.1} s")
     } else {
         format!("{s:.3} s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::profiler::details::{GpuMemoryUse, MemoryIncrease};
+
+    #[test]
+    fn a_finding_words_at_most_eight_gpus_and_counts_the_others() {
+        let grown = GpuMemoryUse {
+            average: Some(60.0),
+            baseline: Some(40.0),
+            largest_rise: 20.0,
+            increases: vec![MemoryIncrease {
+                time_us: 1,
+                step: 3,
+                from: 40.0,
+                to: 60.0,
+            }],
+            ..GpuMemoryUse::default()
+        };
+        let gpus: BTreeMap<String, GpuMemoryUse> = (0..20)
+            .map(|i| (format!("gpu{i:02}"), grown.clone()))
+            .collect();
+        let details = Details::GpuMemory(GpuMemoryDetails {
+            increase: 10.0,
+            window: 5,
+            nodes: BTreeMap::from([("algo-1".to_owned(), gpus)]),
+        });
+        let finding = details.finding("GPUMemoryIncrease").unwrap();
+        assert_eq!(
+            finding.matches("node algo-1 gpu").count(),
+            MAX_CLAUSES,
+            "{finding}"
+        );
+        assert!(finding.starts_with(
+            "node algo-1 gpu00: the moving average rose above its baseline by more than the \
+             limit 1 time(s), by at most 20.0 points; it is 60.0% against a baseline of 40.0%"
+        ));
+        assert!(
+            finding.ends_with("; and 12 more in the rule's details"),
+            "{finding}"
+        );
+    }
+
+    #[test]
+    fn rules_that_judge_nothing_have_no_finding() {
+        let usage = Details::SystemUsage(Default::default());
+        assert_eq!(usage.finding("OverallSystemUsage"), None);
+        let steps = Details::StepOutliers(Default::default());
+        assert_eq!(steps.finding("StepOutlier"), None);
     }
 }
