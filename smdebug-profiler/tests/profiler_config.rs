@@ -726,6 +726,35 @@ fn the_watcher_sees_a_file_renamed_over_the_old_one() {
 }
 
 #[test]
+fn an_edit_that_brings_a_key_not_applied_is_among_the_watchers_problems() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("profilerconfig.json");
+    std::fs::write(&path, TWO_STEPS).unwrap();
+    let mut watcher = ProfilerConfigWatcher::start(&path).unwrap();
+    replace(
+        &path,
+        r#"{"ProfilingParameters": {"DetailedProfilingConfig": "{\"NumStep\": 1}"}}"#,
+    );
+    let new = watcher.poll().expect("the edit is applied");
+    assert_eq!(detailed(&new), Window::Never, "NumStep states no window");
+    assert_eq!(
+        watcher.problems(),
+        [format!(
+            "{}: `ProfilingParameters.DetailedProfilingConfig.NumStep`: unknown key, did you \
+             mean `NumSteps`?",
+            path.display()
+        )]
+    );
+    // Said once, not again at the next edit that keeps it.
+    replace(
+        &path,
+        r#"{"ProfilingParameters": {"DetailedProfilingConfig": "{\"NumStep\": 2}"}}"#,
+    );
+    assert!(watcher.poll().is_none(), "the same configuration");
+    assert_eq!(watcher.problems().len(), 1);
+}
+
+#[test]
 fn the_watcher_sees_a_rewrite_in_place_of_the_same_length() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("profilerconfig.json");
