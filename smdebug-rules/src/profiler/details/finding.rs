@@ -178,9 +178,8 @@ fn batch_size(d: &BatchSizeDetails) -> Vec<String> {
                 "not all under their thresholds"
             };
             clauses.push(format!(
-                "node {node} {gpu}: room for a larger batch {} time(s) (CPU, GPU and GPU memory \
-                 all under their thresholds); over the latest judged window CPU p95 {}, GPU p95 \
-                 {}, GPU memory p95 {}, {state}",
+                "node {node} {gpu}: room for a larger batch found {} time(s); over the latest \
+                 judged window CPU p95 {}, GPU p95 {}, GPU memory p95 {}, {state}",
                 g.violations,
                 n.cpu_window_p95.map_or("-".into(), percent),
                 percent(gpu_p95),
