@@ -65,6 +65,90 @@ fn a_healthy_run_goes_to_the_end_with_capture_profiling_rules_and_report() {
     assert_eq!(trial.end_reason().unwrap(), Some(EndReason::Completed));
     // 3 epochs of 45 training steps, plus 12 evaluation steps each.
     assert_eq!(trial.global_steps(None).unwrap().len(), 3 * (45 + 12));
+
+    // One figure per fact: each profiler rule's verdict quotes what its section's tables show,
+    // over the window it names (the demo's Dataloader quoted its first firing's share of the
+    // loop above a table with the whole run's).
+    let written: smdebug_rules::Summary = serde_json::from_value(s).unwrap();
+    let quoted = figures::check_page(&html, &written, &run.join("report"));
+    for rule in ["Dataloader", "StepOutlier", "MaxInitializationTime"] {
+        assert!(
+            quoted.iter().any(|(n, figures)| n == rule && *figures > 0),
+            "{rule} quoted no figure: {quoted:?}"
+        );
+    }
+}
+
+#[path = "../../smdebug-report/tests/support/figures.rs"]
+mod figures;
+
+#[test]
+fn keys_of_the_sagemaker_files_not_applied_are_warnings_on_stderr_and_in_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let hook = dir.path().join("debughookconfig.json");
+    let profiler = dir.path().join("profilerconfig.json");
+    std::fs::write(
+        &hook,
+        r#"{"LocalPth": "/tmp/elsewhere", "S3OutputPath": "s3://bucket/tensors",
+            "HookParameters": {"save_interval": "20", "eval.save_intervl": "5"}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        &profiler,
+        r#"{"ProfilingIntervalInMilliseconds": 500, "S3OutputPath": "s3://bucket/profiler",
+            "ProfilingParameters": {"ProfilerEnabled": true, "RotateMaxFileSizeInByte": 1000,
+                "DataloaderProfilingConfig": "{'StartStep': 2, 'NumStep': 3}"}}"#,
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_demo"))
+        .args(["--out", run.to_str().unwrap(), "--epochs", "1"])
+        .env("SMDEBUG_CONFIG_FILE_PATH", &hook)
+        .env("SMPROFILER_CONFIG_PATH", &profiler)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    let (h, p) = (hook.display(), profiler.display());
+    let expected = [
+        format!("{h}: `LocalPth`: unknown key, did you mean `LocalPath`?"),
+        format!(
+            "{h}: `HookParameters.eval.save_intervl`: unknown key, did you mean \
+             `eval.save_interval`?"
+        ),
+        format!("{p}: `ProfilingParameters.ProfilerEnabled`: ignored: not supported here"),
+        format!(
+            "{p}: `ProfilingParameters.RotateMaxFileSizeInByte`: unknown key, did you mean \
+             `RotateMaxFileSizeInBytes`?"
+        ),
+        format!(
+            "{p}: `ProfilingParameters.DataloaderProfilingConfig.NumStep`: unknown key, did \
+             you mean `NumSteps`?"
+        ),
+    ];
+    for warning in &expected {
+        assert!(
+            stderr.contains(&format!("smdebug: warning: {warning}\n")),
+            "stderr lacks `{warning}`:\n{stderr}"
+        );
+        assert!(
+            stdout.contains(&format!("configuration warning: {warning}\n")),
+            "the summary lacks `{warning}`:\n{stdout}"
+        );
+    }
+    assert_eq!(
+        stderr.matches("smdebug: warning: ").count(),
+        expected.len(),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains(&format!("configured by {h}, {p}\n")),
+        "{stdout}"
+    );
+    // The misspelled LocalPth named nowhere: the run went to --out, whole.
+    let trial = Trial::open(run.to_str().unwrap()).unwrap();
+    assert_eq!(trial.end_reason().unwrap(), Some(EndReason::Completed));
 }
 
 #[test]

@@ -18,8 +18,10 @@
 //! # What is read, as Python smdebug 1.0.34's `json_config.py` reads it
 //!
 //! Keys are case-sensitive, as in smdebug. Top level: `LocalPath` (where the run goes),
-//! `HookParameters`, `CollectionConfigurations`; other keys (`S3OutputPath`, `S3Path`: SageMaker
-//! uploads `LocalPath` there) are ignored. A `null` section is an absent one.
+//! `HookParameters`, `CollectionConfigurations`; `S3OutputPath` and `S3Path` are SageMaker's
+//! (it uploads `LocalPath` there). Any other key is listed by
+//! [`HookConfig::with_smdebug_json_checked`] as unknown, with the known key it most resembles
+//! ([`crate::config_keys`]); the session warns of each. A `null` section is an absent one.
 //!
 //! `HookParameters`:
 //! - the schedule: `save_interval`, `save_steps` (`"1,2,3"`), `start_step`, `end_step`, each also
@@ -78,8 +80,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::collection::{BUILTIN_COLLECTIONS, Collection, SCALAR_COLLECTIONS};
+use crate::config_keys::{KeySet, UnappliedKey, unapplied_keys};
 use crate::error::{Error, Result};
 use crate::lenient::{Flexible, StrList};
+use crate::mode::Mode;
 use crate::pyregex::PyRegex;
 use crate::reduction::ReductionConfig;
 use crate::save_config::SaveConfig;
@@ -295,8 +299,9 @@ impl HookConfig {
         }
     }
 
-    /// Reads smdebug's hook-config JSON over [`HookConfig::default`]. Unknown keys are ignored
-    /// (SageMaker puts other things there); a bad value, an unknown reduction or a regex that
+    /// Reads smdebug's hook-config JSON over [`HookConfig::default`]. Keys it does not read
+    /// are left aside ([`with_smdebug_json_checked`](Self::with_smdebug_json_checked) lists
+    /// them); a bad value, an unknown reduction or a regex that
     /// does not compile is an error naming the key. See the [module docs](self).
     pub fn from_smdebug_json(text: &str) -> Result<HookConfig> {
         HookConfig::default().with_smdebug_json(text)
@@ -324,7 +329,39 @@ impl HookConfig {
     /// assert!(cfg.includes("gradients") && cfg.includes("losses") && !cfg.includes("weights"));
     /// # Ok::<(), smdebug_core::Error>(())
     /// ```
-    pub fn with_smdebug_json(mut self, text: &str) -> Result<HookConfig> {
+    pub fn with_smdebug_json(self, text: &str) -> Result<HookConfig> {
+        self.with_smdebug_json_checked(text)
+            .map(|(config, _)| config)
+    }
+
+    /// [`with_smdebug_json`](Self::with_smdebug_json), and the keys of the file it did not
+    /// apply: unknown ones, each with the known key it most resembles (`LocalPth`: did you
+    /// mean `LocalPath`?), section by section (the top level, `HookParameters`, each
+    /// collection), each section's in the order of their names. (`S3OutputPath` and `S3Path` are SageMaker's
+    /// own: it uploads `LocalPath` there; they are not reported.)
+    ///
+    /// ```
+    /// use smdebug_core::HookConfig;
+    ///
+    /// let file = r#"{"LocalPth": "/tmp/run", "S3OutputPath": "s3://b/x", "Hook": {},
+    ///                "HookParameters": {"train.save_intervl": "5"},
+    ///                "CollectionConfigurations": [{"CollectionName": "weights",
+    ///                    "CollectionParameters": {"save_histogrm": "true"}}]}"#;
+    /// let (_, unapplied) = HookConfig::default().with_smdebug_json_checked(file)?;
+    /// let text: Vec<String> = unapplied.iter().map(|k| k.to_string()).collect();
+    /// assert_eq!(text, [
+    ///     "`Hook`: unknown key, ignored",
+    ///     "`LocalPth`: unknown key, did you mean `LocalPath`?",
+    ///     "`HookParameters.train.save_intervl`: unknown key, did you mean `train.save_interval`?",
+    ///     "`CollectionConfigurations[0].CollectionParameters.save_histogrm`: unknown key, \
+    ///      did you mean `save_histogram`?",
+    /// ]);
+    /// # Ok::<(), smdebug_core::Error>(())
+    /// ```
+    pub fn with_smdebug_json_checked(
+        mut self,
+        text: &str,
+    ) -> Result<(HookConfig, Vec<UnappliedKey>)> {
         let root: Value = serde_json::from_str(text)?;
         let root = root.as_object().ok_or_else(|| {
             Error::Config(format!(
@@ -332,6 +369,7 @@ impl HookConfig {
                 kind(&root)
             ))
         })?;
+        let mut unapplied = unapplied_keys(root.keys().map(String::as_str), "", &top_keys());
         if let Some(v) = stated(root, "LocalPath") {
             self.out_dir = Some(string(v, "LocalPath")?);
         }
@@ -341,6 +379,11 @@ impl HookConfig {
         };
         self.apply_hook_parameters(&params)
             .map_err(|e| in_context("HookParameters", e))?;
+        unapplied.extend(unapplied_keys(
+            params.keys().map(String::as_str),
+            "HookParameters",
+            &hook_parameter_keys(),
+        ));
 
         if let Some(list) = stated(root, "CollectionConfigurations") {
             let list = list.as_array().ok_or_else(|| {
@@ -354,6 +397,7 @@ impl HookConfig {
                 let name = self
                     .apply_collection(entry)
                     .map_err(|e| in_context(&format!("CollectionConfigurations[{i}]"), e))?;
+                unapplied.extend(collection_unapplied(entry, i));
                 if !included.contains(&name) {
                     included.push(name);
                 }
@@ -367,7 +411,7 @@ impl HookConfig {
         } else if params.contains_key("include_regex") {
             self.include_collection("default");
         }
-        Ok(self)
+        Ok((self, unapplied))
     }
 
     fn apply_hook_parameters(&mut self, params: &Map<String, Value>) -> Result<()> {
@@ -471,6 +515,75 @@ impl HookConfig {
         }
         Ok(name)
     }
+}
+
+/// The top level of a hook-config file.
+fn top_keys() -> KeySet {
+    // `S3OutputPath`, `S3Path`: where SageMaker itself uploads `LocalPath`, not the job's
+    // business (smdebug does not read them either); no warning.
+    KeySet::new(&[
+        "LocalPath",
+        "HookParameters",
+        "CollectionConfigurations",
+        "S3OutputPath",
+        "S3Path",
+    ])
+}
+
+/// The schedule keys, bare and after each mode's prefix (`train.save_interval`).
+fn schedule_keys() -> impl Iterator<Item = String> {
+    let prefixed = Mode::ALL.into_iter().flat_map(|mode| {
+        let prefix = mode.name().to_ascii_lowercase();
+        SCHEDULE_KEYS.iter().map(move |k| format!("{prefix}.{k}"))
+    });
+    SCHEDULE_KEYS
+        .iter()
+        .map(|k| (*k).to_owned())
+        .chain(prefixed)
+}
+
+/// `HookParameters`.
+fn hook_parameter_keys() -> KeySet {
+    KeySet::new(&[
+        "reductions",
+        "save_raw_tensor",
+        "save_shape",
+        "include_regex",
+        "save_all",
+        "include_workers",
+        "export_tensorboard",
+        "tensorboard_dir",
+    ])
+    .and(schedule_keys())
+}
+
+/// A `CollectionConfigurations` entry's keys not applied, and its `CollectionParameters`'.
+fn collection_unapplied(entry: &Value, i: usize) -> Vec<UnappliedKey> {
+    let Some(entry) = entry.as_object() else {
+        return Vec::new();
+    };
+    let context = format!("CollectionConfigurations[{i}]");
+    let mut found = unapplied_keys(
+        entry.keys().map(String::as_str),
+        &context,
+        &KeySet::new(&["CollectionName", "CollectionParameters"]),
+    );
+    if let Some(params) = stated(entry, "CollectionParameters").and_then(Value::as_object) {
+        let set = KeySet::new(&[
+            "reductions",
+            "save_raw_tensor",
+            "save_shape",
+            "include_regex",
+            "save_histogram",
+        ])
+        .and(schedule_keys());
+        found.extend(unapplied_keys(
+            params.keys().map(String::as_str),
+            &format!("{context}.CollectionParameters"),
+            &set,
+        ));
+    }
+    found
 }
 
 /// `map[key]` unless absent or `null` (smdebug treats `null` sections as absent).

@@ -21,6 +21,7 @@ pub mod adapter;
 pub mod capture;
 pub mod collection;
 pub mod config;
+pub mod config_keys;
 pub mod dtype;
 pub mod error;
 pub mod hook;

@@ -42,6 +42,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use smdebug_core::HookConfig;
+use smdebug_core::config_keys::UnappliedKey;
 
 use crate::error::{Error, Result};
 
@@ -127,6 +128,7 @@ pub struct HookConfigFile {
     path: PathBuf,
     text: String,
     config: HookConfig,
+    unapplied: Vec<UnappliedKey>,
 }
 
 impl HookConfigFile {
@@ -140,17 +142,26 @@ impl HookConfigFile {
 
     /// Checks `text`, the content of the file at `path` (named in errors).
     pub fn parse(path: &Path, text: String) -> Result<HookConfigFile> {
-        let config = HookConfig::from_smdebug_json(&text).map_err(|source| bad(path, source))?;
+        let (config, unapplied) = HookConfig::default()
+            .with_smdebug_json_checked(&text)
+            .map_err(|source| bad(path, source))?;
         Ok(HookConfigFile {
             path: path.to_path_buf(),
             text,
             config,
+            unapplied,
         })
     }
 
     /// Where the file is.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The file's keys that were not applied: SageMaker's that are not supported here, and
+    /// unknown ones (a misspelling, with the key it most resembles).
+    pub fn unapplied_keys(&self) -> &[UnappliedKey] {
+        &self.unapplied
     }
 
     /// The file over [`HookConfig::default`].

@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
+use smdebug_core::config_keys::Unapplied;
 use smdebug_core::timeline::TimelineConfig;
 use smdebug_core::window::{Window, WindowState};
 use smdebug_io::sagemaker::{ConfigSources, PROFILER_CONFIG_ENV};
@@ -290,7 +291,8 @@ fn documentation_examples_parse_to_the_values_they_state() {
         assert_eq!(py.window, Window::steps(5, 3));
         assert_eq!(py.profiler_name, Some(PythonProfilerName::CProfile));
         assert_eq!(py.cprofile_timer, Some(CProfileTimer::TotalTime));
-        assert!(p.ignored_keys.is_empty(), "{name}: {:?}", p.ignored_keys);
+        let unapplied: Vec<String> = c.unapplied_keys().map(ToString::to_string).collect();
+        assert!(unapplied.is_empty(), "{name}: {unapplied:?}");
         assert!(!c.framework_profiling_off());
     }
     for name in ["docs_cli_target_time.json", "docs_boto3_target_time.json"] {
@@ -328,9 +330,24 @@ fn documentation_examples_parse_to_the_values_they_state() {
         p.python.as_ref().unwrap().cprofile_timer,
         Some(CProfileTimer::Default)
     );
+    // SageMaker's own keys that nothing here reads: said, as not supported.
+    let unapplied: Vec<(&str, &Unapplied)> = p
+        .unapplied
+        .iter()
+        .map(|k| (k.key.as_str(), &k.why))
+        .collect();
     assert_eq!(
-        p.ignored_keys,
-        ["HorovodProfilingConfig", "SMDataParallelProfilingConfig"]
+        unapplied,
+        [
+            (
+                "ProfilingParameters.HorovodProfilingConfig",
+                &Unapplied::NotSupported
+            ),
+            (
+                "ProfilingParameters.SMDataParallelProfilingConfig",
+                &Unapplied::NotSupported
+            )
+        ]
     );
 
     // A regex as the SDK writes it (`\.` unescaped), and Pyinstrument without a timer.
@@ -387,7 +404,11 @@ fn keys_ignore_case_and_sub_configs_are_strings_or_objects() {
     assert_eq!(p.rotate_file_close_interval, Some(Duration::from_secs(1)));
     assert_eq!(p.file_open_fail_threshold, Some(5));
     assert_eq!(p.detailed.unwrap().window, Window::steps(2, 3));
-    assert_eq!(p.ignored_keys, ["PROFILERENABLED"]);
+    let unapplied: Vec<String> = p.unapplied.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        unapplied,
+        ["`ProfilingParameters.PROFILERENABLED`: ignored: not supported here"]
+    );
 
     let as_object = ProfilerConfig::from_json(
         r#"{"PROFILINGPARAMETERS": {"detailedprofilingconfig": {"startstep": "2", "NUMSTEPS": 3},
@@ -702,6 +723,35 @@ fn the_watcher_sees_a_file_renamed_over_the_old_one() {
     assert_eq!(detailed(&new), Window::next_steps(1));
     assert_eq!(watcher.current(), Some(&new));
     assert!(watcher.poll().is_none(), "seen once");
+}
+
+#[test]
+fn an_edit_that_brings_a_key_not_applied_is_among_the_watchers_problems() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("profilerconfig.json");
+    std::fs::write(&path, TWO_STEPS).unwrap();
+    let mut watcher = ProfilerConfigWatcher::start(&path).unwrap();
+    replace(
+        &path,
+        r#"{"ProfilingParameters": {"DetailedProfilingConfig": "{\"NumStep\": 1}"}}"#,
+    );
+    let new = watcher.poll().expect("the edit is applied");
+    assert_eq!(detailed(&new), Window::Never, "NumStep states no window");
+    assert_eq!(
+        watcher.problems(),
+        [format!(
+            "{}: `ProfilingParameters.DetailedProfilingConfig.NumStep`: unknown key, did you \
+             mean `NumSteps`?",
+            path.display()
+        )]
+    );
+    // Said once, not again at the next edit that keeps it.
+    replace(
+        &path,
+        r#"{"ProfilingParameters": {"DetailedProfilingConfig": "{\"NumStep\": 2}"}}"#,
+    );
+    assert!(watcher.poll().is_none(), "the same configuration");
+    assert_eq!(watcher.problems().len(), 1);
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use smdebug_rules::report::is_profiler_report;
-use smdebug_rules::{RuleInput, RuleStatus, Status, find_builtin};
+use smdebug_rules::{JudgedWindow, RuleInput, RuleStatus, Status, find_builtin};
 
 /// One rule's result file (`<RuleName>.json` beside the page): the status with the rule's
 /// description and recommendation from the built-in registry (empty for custom rules).
@@ -31,6 +31,10 @@ pub struct RuleFile {
     pub first_fired_step: Option<u64>,
     /// When it first fired, microseconds since the epoch.
     pub first_fired_time_us: Option<u64>,
+    /// For a profiler rule, the data its message and details cover (see
+    /// [`RuleStatus::window`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<JudgedWindow>,
     /// Rule-specific evidence: the rule's details, with its latest evidence and its data
     /// warnings added.
     pub details: Value,
@@ -52,6 +56,7 @@ impl RuleFile {
             message: status.message.clone(),
             first_fired_step: status.first_fired_step,
             first_fired_time_us: status.first_fired_time_us,
+            window: status.window,
             details: details(status),
         }
     }

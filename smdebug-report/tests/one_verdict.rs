@@ -482,3 +482,44 @@ fn overridden_resource_loading_and_initialization_rules_agree_in_table_chart_sum
         .expect("typed framework metrics");
     assert_eq!(f.steps_by_mode["TRAIN"].count, STEPS);
 }
+
+#[path = "support/figures.rs"]
+mod figures;
+
+#[test]
+fn every_profiler_rules_verdict_quotes_the_figures_its_section_shows_over_the_window_it_names() {
+    // Thresholds that make the rules fire on the crafted run, so their verdicts have figures
+    // to quote: bottlenecks, outliers, an underused GPU, room for a larger batch, memory that
+    // grows, too few loaders.
+    let (_dir, o) = run_with(
+        "ProfilerReport:CPUBottleneck_cpu_threshold=80,CPUBottleneck_patience=5,\
+         CPUBottleneck_threshold=20,IOBottleneck_io_threshold=0.5,IOBottleneck_gpu_threshold=6,\
+         IOBottleneck_patience=0,StepOutlier_stddev=2,StepOutlier_n_outliers=1,\
+         LoadBalancing_patience=0,LowGPUUtilization_patience=0,LowGPUUtilization_window=10,\
+         BatchSize_patience=0,BatchSize_window=10,BatchSize_cpu_threshold_p95=90,\
+         BatchSize_gpu_threshold_p95=95,BatchSize_gpu_memory_threshold_p95=40,\
+         GPUMemoryIncrease_patience=0,GPUMemoryIncrease_window=5,GPUMemoryIncrease_increase=10,\
+         Dataloader_min_threshold=150,MaxInitializationTime_threshold=0.001",
+    );
+    let quoted = figures::check_page(&o.html, &o.summary, &o.out);
+    let names: Vec<&str> = quoted.iter().map(|(n, _)| n.as_str()).collect();
+    for rule in [
+        "CPUBottleneck",
+        "IOBottleneck",
+        "StepOutlier",
+        "LoadBalancing",
+        "LowGPUUtilization",
+        "BatchSize",
+        "GPUMemoryIncrease",
+        "Dataloader",
+        "MaxInitializationTime",
+    ] {
+        let figures = quoted.iter().find(|(n, _)| n == rule).map_or(0, |q| q.1);
+        assert!(figures > 0, "{rule} quoted no figure: {names:?}");
+    }
+    // What the summary in the run says is what the page says.
+    for (status, written) in o.summary.rules.iter().zip(&o.written.rules) {
+        assert_eq!(status.message, written.message, "{}", status.rule);
+        assert_eq!(status.window, written.window, "{}", status.rule);
+    }
+}

@@ -188,6 +188,7 @@ fn status(name: &str, kind: RuleInput, status: Status, message: &str) -> RuleSta
         evidence: Vec::new(),
         action_errors: Vec::new(),
         details: json!({}),
+        window: None,
         warnings: Vec::new(),
         unreadable_records: 0,
     }

@@ -380,6 +380,7 @@ fn rule_results_are_written_beside_the_page_atomically() {
         evidence: Vec::new(),
         action_errors: Vec::new(),
         details: json!({"gpus": [0, 1]}),
+        window: None,
         warnings: Vec::new(),
         unreadable_records: 0,
     };

@@ -84,7 +84,7 @@ pub use runner::{ReportPlan, Reporter, RuleRunner, RunState, RunnerHandle};
 pub use select::{TensorSelection, value_at};
 pub use smdebug_core::CaptureRequest;
 pub use status::{MAX_LISTED_UNREADABLE, RuleStatus, Status, Summary, read_summary};
-pub use window::{ProfilerWindow, StepTimeline};
+pub use window::{JudgedWindow, ProfilerWindow, StepTimeline};
 
 /// What [`rule_identity!`] expands to names, so that a crate using the macro needs no
 /// `serde_json` in scope.

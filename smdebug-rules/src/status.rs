@@ -6,6 +6,7 @@ use smdebug_io::trial::Trial;
 
 use crate::error::{Error, Result};
 use crate::rule::{Evidence, Needs, ProfilerInput, ProfilerNeeds, RuleInput};
+use crate::window::JudgedWindow;
 
 /// The summary file, relative to the run.
 pub const SUMMARY_FILE: &str = "rules/rule_job_summary.json";
@@ -110,7 +111,11 @@ pub struct RuleStatus {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub steps_in_scope: u64,
     /// The latest firing's message, the error, or with [`Status::NoData`] why the rule had
-    /// nothing to check.
+    /// nothing to check. A built-in profiler rule's message is its finding over
+    /// [`window`](Self::window), from its [`details`](Self::details) ([`Details::finding`]):
+    /// the figures the report's tables show, not those of its first firing.
+    ///
+    /// [`Details::finding`]: crate::profiler::Details::finding
     pub message: String,
     /// The latest firing's evidence.
     pub evidence: Vec<Evidence>,
@@ -120,6 +125,11 @@ pub struct RuleStatus {
     /// histograms. Null for rules without details.
     #[serde(default)]
     pub details: serde_json::Value,
+    /// For a profiler rule, the profiler data its message and details cover: from the job's
+    /// first record to the latest time read, and the steps in it. `None` for a debugging rule
+    /// and before a profiler rule was handed any data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<JudgedWindow>,
     /// Problems with the run's data that the rule worked around, so a verdict on partial data
     /// does not pass unnoticed: for a profiler rule, the profiler data problems (a corrupt
     /// metrics line skipped, a trace file left out); for a debugging rule, each record it could

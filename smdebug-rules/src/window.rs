@@ -2,6 +2,7 @@
 //! spans that are new since the rule's previous call, and the [`StepTimeline`] of the steps
 //! seen so far.
 
+use serde::{Deserialize, Serialize};
 use smdebug_profiler::reader::Span;
 use smdebug_profiler::spans::Phase;
 use smdebug_profiler::system::SystemSample;
@@ -29,6 +30,53 @@ impl ProfilerWindow<'_> {
     /// The latest step that started at or before `time_us` (0 when none did).
     pub fn step_at(&self, time_us: u64) -> u64 {
         self.steps.step_at(time_us).unwrap_or(0)
+    }
+}
+
+/// What a profiler rule's status sums up: the profiler data read from the job's first record
+/// to the latest time read, and how many step spans it held. Its details and its message are
+/// taken over this window, which the report and the dashboard name beside them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JudgedWindow {
+    /// The job's first record (sample or span start), µs since the epoch.
+    pub start_us: u64,
+    /// The latest time read, µs since the epoch.
+    pub end_us: u64,
+    /// The step spans read (every mode's: their step numbers are each mode's own).
+    pub step_spans: u64,
+    /// Whether no more data will come (the run ended, or the offline evaluation read it all).
+    pub whole_run: bool,
+}
+
+impl JudgedWindow {
+    /// The window after a rule was handed `window`.
+    pub fn of(window: &ProfilerWindow<'_>) -> JudgedWindow {
+        JudgedWindow {
+            start_us: window.start_us.unwrap_or(window.now_us),
+            end_us: window.now_us,
+            step_spans: window.steps.len() as u64,
+            whole_run: window.final_window,
+        }
+    }
+
+    /// Seconds from the job's first record to the latest time read.
+    pub fn seconds(&self) -> f64 {
+        self.end_us.saturating_sub(self.start_us) as f64 / 1e6
+    }
+
+    /// In words: `the whole run: 0.000 to 312.400 s after its first record, 1500 step
+    /// spans`.
+    pub fn describe(&self) -> String {
+        let what = if self.whole_run {
+            "the whole run"
+        } else {
+            "the run so far"
+        };
+        format!(
+            "{what}: 0.000 to {:.3} s after its first record, {} step spans",
+            self.seconds(),
+            self.step_spans
+        )
     }
 }
 
@@ -78,6 +126,22 @@ impl StepTimeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_judged_window_says_what_it_covers() {
+        let mut w = JudgedWindow {
+            start_us: 1_000_000,
+            end_us: 313_400_000,
+            step_spans: 1500,
+            whole_run: true,
+        };
+        assert_eq!(
+            w.describe(),
+            "the whole run: 0.000 to 312.400 s after its first record, 1500 step spans"
+        );
+        w.whole_run = false;
+        assert!(w.describe().starts_with("the run so far: "));
+    }
 
     #[test]
     fn step_timeline_answers_the_latest_step_started() {

@@ -274,8 +274,10 @@
       noData ? " · nothing checked in this run (not a pass)" : " · triggered " + r.triggered + " of " + r.datapoints +
         (r.first_fired_step !== null ? " · first at step " + r.first_fired_step : ""));
     if (r.message) box.append(el("div", { className: noData ? "reason" : "", text: (noData ? "Why: " : "") + r.message }));
+    // A profiler rule's message and details cover this window (the report names it too).
+    if (!noData && r.window) box.append(el("div", { className: "why window", text: "Over " + r.window }));
     for (const e of r.evidence.slice(0, compact ? 2 : 5)) {
-      box.append(el("div", { className: "why evidence", text: "Evidence: " + e.tensor + " at step " + e.step + ": " + e.measure + " = " + measured(e.measure, e.value) + (e.limit !== null && e.limit !== undefined ? " (limit " + measured(e.measure, e.limit) + ")" : "") }));
+      box.append(el("div", { className: "why evidence", text: "Evidence at its latest firing: " + e.tensor + " at step " + e.step + ": " + e.measure + " = " + measured(e.measure, e.value) + (e.limit !== null && e.limit !== undefined ? " (limit " + measured(e.measure, e.limit) + ")" : "") }));
     }
     if (!compact && r.description) box.append(el("div", { className: "why", text: "Checks: " + r.description }));
     if (!compact && r.recommendation) box.append(el("div", { className: "why", text: "Recommendation: " + r.recommendation }));

@@ -49,6 +49,7 @@ pub(crate) fn rule_views(summary: Option<&Summary>) -> Vec<RuleView> {
                 datapoints: file.datapoints,
                 parameters: file.parameters,
                 first_fired_step: file.first_fired_step,
+                window: file.window.map(|w| w.describe()),
                 details: status.details.clone(),
                 evidence: status
                     .evidence

@@ -270,7 +270,10 @@ pub struct RuleView {
     pub parameters: serde_json::Value,
     /// First firing step.
     pub first_fired_step: Option<u64>,
-    /// What it measured when it fired (values NaN and ±Inf as strings).
+    /// For a profiler rule, the data its message and details cover, in words (`the whole run:
+    /// 0.000 to 312.400 s after its first record, 1500 step spans`); `null` otherwise.
+    pub window: Option<String>,
+    /// What it measured at its latest firing (values NaN and ±Inf as strings).
     pub evidence: Vec<EvidenceView>,
     /// The rule's own findings as its summary records them (smdebug-rules' `Details`: typed
     /// for the bottleneck, step-outlier, load-balancing and GPU-utilization rules), the

@@ -281,3 +281,94 @@ fn a_profiler_file_replaced_by_a_fifo_mid_run_keeps_the_last_config_and_finish_r
     assert!(run.join("training_job_end.ts").exists());
     assert!(steps_with(&run, "DataLoaderIter").len() > 3);
 }
+
+#[test]
+fn keys_not_applied_are_listed_in_the_summary_with_the_files_applied_and_the_others_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let hook_file = dir.path().join("debughookconfig.json");
+    let profiler_file = dir.path().join("profilerconfig.json");
+    std::fs::write(
+        &hook_file,
+        r#"{"HookParameters": {"save_interval": "2", "save_al": "true"},
+            "CollectionConfigurations": [{"CollectionName": "losses",
+                "CollectionParameters": {"save_interval": "3", "save_histogrm": "true"}}]}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        &profiler_file,
+        r#"{"ProfilingParameters": {"LocalPth": "/tmp/x"}, "DisableProfilr": true}"#,
+    )
+    .unwrap();
+    let mut session = builder(&run, ConfigSources::new(&hook_file, &profiler_file))
+        .start()
+        .unwrap();
+    train(&mut session, 7);
+    let summary = session.finish().unwrap();
+    let (h, p) = (hook_file.display(), profiler_file.display());
+    assert_eq!(summary.config_files, [h.to_string(), p.to_string()]);
+    assert_eq!(
+        summary.config_warnings,
+        [
+            format!("{h}: `HookParameters.save_al`: unknown key, did you mean `save_all`?"),
+            format!(
+                "{h}: `CollectionConfigurations[0].CollectionParameters.save_histogrm`: unknown \
+                 key, did you mean `save_histogram`?"
+            ),
+            format!("{p}: `DisableProfilr`: unknown key, did you mean `DisableProfiler`?"),
+            format!("{p}: `ProfilingParameters.LocalPth`: unknown key, did you mean `LocalPath`?"),
+        ]
+    );
+    let text = summary.to_string();
+    assert!(
+        text.contains(&format!("configured by {h}, {p}\n")),
+        "{text}"
+    );
+    for w in &summary.config_warnings {
+        assert!(
+            text.contains(&format!("configuration warning: {w}\n")),
+            "{text}"
+        );
+    }
+    // What the files spell right applies: the losses every 3 steps; the misspelled
+    // DisableProfilr turned nothing off.
+    let trial = smdebug::io::trial::Trial::open(run.to_str().unwrap()).unwrap();
+    assert_eq!(
+        trial
+            .tensor("loss")
+            .unwrap()
+            .steps(Some(Mode::Train))
+            .unwrap(),
+        [0, 3, 6]
+    );
+    assert!(summary.spans_written > 0, "{summary}");
+}
+
+#[test]
+fn files_that_apply_every_key_give_no_warning_and_no_file_is_listed_when_none_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let hook_file = dir.path().join("debughookconfig.json");
+    std::fs::write(&hook_file, r#"{"HookParameters": {"save_interval": "2"}}"#).unwrap();
+    let absent = dir.path().join("profilerconfig.json");
+    let mut session = builder(
+        &dir.path().join("run"),
+        ConfigSources::new(&hook_file, &absent),
+    )
+    .start()
+    .unwrap();
+    train(&mut session, 2);
+    let summary = session.finish().unwrap();
+    assert_eq!(summary.config_files, [hook_file.display().to_string()]);
+    assert!(summary.config_warnings.is_empty(), "{summary}");
+
+    let mut session = builder(
+        &dir.path().join("run2"),
+        ConfigSources::new(&absent, &absent),
+    )
+    .start()
+    .unwrap();
+    train(&mut session, 2);
+    let summary = session.finish().unwrap();
+    assert!(summary.config_files.is_empty(), "{summary}");
+    assert!(!summary.to_string().contains("configured by"), "{summary}");
+}

@@ -213,6 +213,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     for problem in &done.problems {
         println!("  problem: {problem}");
     }
+    // SageMaker's files, when the environment names them (SMDEBUG_CONFIG_FILE_PATH,
+    // SMPROFILER_CONFIG_PATH) or they are at SageMaker's paths.
+    if !done.config_files.is_empty() {
+        println!("  configured by {}", done.config_files.join(", "));
+    }
+    for warning in &done.config_warnings {
+        println!("  configuration warning: {warning}");
+    }
 
     // Read the run back, as an analysis tool would.
     let trial = Trial::open(&location)?;

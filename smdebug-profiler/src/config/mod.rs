@@ -47,9 +47,11 @@
 //!   `StartTimeInSecSinceEpoch`/`DurationInSeconds` (a time range; without a start it starts
 //!   when first asked about, without a duration it covers one step), as a
 //!   [`Window`](smdebug_core::window::Window). Neither: [`Window::Never`](smdebug_core::window::Window::Never).
-//! - Other keys are ignored (listed in [`ProfilingParameters::ignored_keys`]): `S3OutputPath`
-//!   (SageMaker uploads `LocalPath` there), the old `ProfilerEnabled`,
-//!   `SMDataParallelProfilingConfig`, `HorovodProfilingConfig`.
+//! - `S3OutputPath` is SageMaker's (it uploads `LocalPath` there): left to it, unreported.
+//!   Other keys are not applied, and listed ([`ProfilerConfig::unapplied_keys`], which the
+//!   session prints as warnings): the old `ProfilerEnabled`, `SMDataParallelProfilingConfig`
+//!   and `HorovodProfilingConfig` as not supported, any other key, at any level, as unknown
+//!   with the key it most resembles (`LocalPth`: did you mean `LocalPath`?).
 //!
 //! # Order of precedence
 //!

@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use smdebug_core::PyRegex;
+use smdebug_core::config_keys::UnappliedKey;
 use smdebug_core::window::Window;
 
 /// SageMaker's profiler configuration (the `ProfilerConfig` of a training job), as one file
@@ -20,6 +21,22 @@ pub struct ProfilerConfig {
     pub system_interval: Option<Duration>,
     /// `ProfilingParameters`. `None`: the file does not state it.
     pub profiling_parameters: Option<ProfilingParameters>,
+    /// Top-level keys read by nothing here: unknown ones (SageMaker's `S3OutputPath`, where it
+    /// uploads `LocalPath`, is not reported). Those of `ProfilingParameters` are in its
+    /// [`unapplied`](ProfilingParameters::unapplied); [`unapplied_keys`](Self::unapplied_keys)
+    /// gives them all.
+    pub unapplied: Vec<UnappliedKey>,
+}
+
+impl ProfilerConfig {
+    /// Every key of the file that was not applied, top level first.
+    pub fn unapplied_keys(&self) -> impl Iterator<Item = &UnappliedKey> {
+        self.unapplied.iter().chain(
+            self.profiling_parameters
+                .iter()
+                .flat_map(|p| p.unapplied.iter()),
+        )
+    }
 }
 
 /// `ProfilingParameters`: where and how framework profiling writes, and each profiler's window.
@@ -43,9 +60,12 @@ pub struct ProfilingParameters {
     /// `PythonProfilingConfig`: drives the code profile (a sampling CPU profile of the
     /// process, whatever `ProfilerName` says).
     pub python: Option<PythonProfilingConfig>,
-    /// Keys read by nothing here (`ProfilerEnabled` of older files,
-    /// `SMDataParallelProfilingConfig`, `HorovodProfilingConfig`, unknown ones), as written.
-    pub ignored_keys: Vec<String>,
+    /// Keys read by nothing here, in it and its sub-configs: SageMaker's that are not
+    /// supported (`ProfilerEnabled` of older files,
+    /// `SMDataParallelProfilingConfig`, `HorovodProfilingConfig`) and unknown ones (a
+    /// misspelling, with the key it most resembles). Parameters holding only such keys still
+    /// state something: they do not turn the framework profilers off as `{}` does.
+    pub unapplied: Vec<UnappliedKey>,
 }
 
 impl ProfilingParameters {

@@ -4,6 +4,7 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
+use smdebug_core::config_keys::{KeySet, UnappliedKey, unapplied_keys};
 use smdebug_core::window::Window;
 
 use super::literal::parse_dict;
@@ -13,8 +14,35 @@ use super::model::{
 };
 use crate::system::ProfilerError;
 
-/// `ProfilingParameters` keys this crate reads, in SageMaker's spelling.
-const PARAMETER_KEYS: [&str; 8] = [
+/// The top-level keys this crate reads, in SageMaker's spelling, and `S3OutputPath`, where
+/// SageMaker itself uploads `LocalPath` (not the job's business: no warning).
+const TOP_KEYS: [&str; 4] = [
+    "DisableProfiler",
+    "ProfilingIntervalInMilliseconds",
+    "ProfilingParameters",
+    "S3OutputPath",
+];
+
+/// SageMaker's keys of `ProfilingParameters` that nothing here reads.
+const PARAMETER_KEYS_NOT_SUPPORTED: [&str; 3] = [
+    "ProfilerEnabled",
+    "SMDataParallelProfilingConfig",
+    "HorovodProfilingConfig",
+];
+
+/// A sub-config's window keys.
+const WINDOW_KEYS: [&str; 5] = [
+    "StartStep",
+    "NumSteps",
+    "StartTimeInSecSinceEpoch",
+    "DurationInSeconds",
+    "Duration",
+];
+
+/// `ProfilingParameters` keys this crate reads, in SageMaker's spelling, and `S3OutputPath`
+/// (SageMaker's, as at the top).
+const PARAMETER_KEYS: [&str; 9] = [
+    "S3OutputPath",
     "DisableProfiler",
     "LocalPath",
     "RotateMaxFileSizeInBytes",
@@ -53,6 +81,7 @@ pub(crate) fn parse(text: &str) -> Result<ProfilerConfig, ProfilerError> {
             .map(|v| whole(v, "ProfilingIntervalInMilliseconds").map(Duration::from_millis))
             .transpose()?,
         profiling_parameters: None,
+        unapplied: root.unapplied(&KeySet::new(&TOP_KEYS)),
     };
     if let Some(v) = root.get_or_null("ProfilingParameters") {
         let params = match v {
@@ -89,7 +118,9 @@ fn parameters(
         .get("DisableProfiler")
         .map(|v| boolean(v, &key("DisableProfiler")))
         .transpose()?;
-    let params = ProfilingParameters {
+    let mut unapplied =
+        keys.unapplied(&KeySet::new(&PARAMETER_KEYS).not_supported(&PARAMETER_KEYS_NOT_SUPPORTED));
+    let mut params = ProfilingParameters {
         local_path: keys
             .get("LocalPath")
             .map(|v| text(v, &key("LocalPath")))
@@ -111,33 +142,34 @@ fn parameters(
                 })
             })
             .transpose()?,
-        detailed: keys
-            .get("DetailedProfilingConfig")
-            .map(|v| {
-                let k = key("DetailedProfilingConfig");
-                sub_config(v, &k).and_then(|sub| {
-                    Ok(DetailedProfilingConfig {
-                        window: window(&sub, &k)?,
-                    })
-                })
-            })
-            .transpose()?,
-        dataloader: keys
-            .get("DataloaderProfilingConfig")
-            .map(|v| {
-                let k = key("DataloaderProfilingConfig");
-                sub_config(v, &k).and_then(|sub| dataloader(&sub, &k))
-            })
-            .transpose()?,
-        python: keys
-            .get("PythonProfilingConfig")
-            .map(|v| {
-                let k = key("PythonProfilingConfig");
-                sub_config(v, &k).and_then(|sub| python(&sub, &k))
-            })
-            .transpose()?,
-        ignored_keys: keys.unread(&PARAMETER_KEYS),
+        detailed: None,
+        dataloader: None,
+        python: None,
+        unapplied: Vec::new(),
     };
+    if let Some(v) = keys.get("DetailedProfilingConfig") {
+        let k = key("DetailedProfilingConfig");
+        let sub = sub_config(v, &k)?;
+        unapplied.extend(sub.unapplied(&KeySet::new(&WINDOW_KEYS)));
+        params.detailed = Some(DetailedProfilingConfig {
+            window: window(&sub, &k)?,
+        });
+    }
+    if let Some(v) = keys.get("DataloaderProfilingConfig") {
+        let k = key("DataloaderProfilingConfig");
+        let sub = sub_config(v, &k)?;
+        unapplied.extend(sub.unapplied(&KeySet::new(&WINDOW_KEYS).and(["MetricsRegex".into()])));
+        params.dataloader = Some(dataloader(&sub, &k)?);
+    }
+    if let Some(v) = keys.get("PythonProfilingConfig") {
+        let k = key("PythonProfilingConfig");
+        let sub = sub_config(v, &k)?;
+        unapplied.extend(sub.unapplied(
+            &KeySet::new(&WINDOW_KEYS).and(["ProfilerName".into(), "cProfileTimer".into()]),
+        ));
+        params.python = Some(python(&sub, &k)?);
+    }
+    params.unapplied = unapplied;
     Ok((params, disable))
 }
 
@@ -286,6 +318,8 @@ fn sub_config<'a>(v: &Value, key: &str) -> Result<Keys<'a>, ProfilerError> {
 /// An object's keys, looked up ignoring ASCII case (smdebug lowercases the whole file).
 struct Keys<'a> {
     map: std::borrow::Cow<'a, Map<String, Value>>,
+    /// Where the object is (`ProfilingParameters.DetailedProfilingConfig`), `""` at the top.
+    context: String,
 }
 
 impl<'a> Keys<'a> {
@@ -318,7 +352,10 @@ impl<'a> Keys<'a> {
             }
             seen.push(k);
         }
-        Ok(Keys { map })
+        Ok(Keys {
+            map,
+            context: context.to_owned(),
+        })
     }
 
     /// The value of `name` (any case), `None` when absent or `null`.
@@ -334,13 +371,13 @@ impl<'a> Keys<'a> {
             .map(|(_, v)| v)
     }
 
-    /// The keys not among `known`, as written.
-    fn unread(&self, known: &[&str]) -> Vec<String> {
-        self.map
-            .keys()
-            .filter(|k| !known.iter().any(|n| n.eq_ignore_ascii_case(k)))
-            .cloned()
-            .collect()
+    /// The keys `set` does not read (any case), each with why.
+    fn unapplied(&self, set: &KeySet) -> Vec<UnappliedKey> {
+        unapplied_keys(
+            self.map.keys().map(String::as_str),
+            &self.context,
+            &set.clone().ignoring_case(),
+        )
     }
 }
 

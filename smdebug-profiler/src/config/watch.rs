@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use smdebug_core::config_keys::UnappliedKey;
 use smdebug_io::sagemaker::{ConfigSources, FileStamp, read_config_file};
 
 use super::model::ProfilerConfig;
@@ -124,8 +125,10 @@ impl ProfilerConfigWatcher {
     pub const MAX_PROBLEMS: usize = 16;
 
     /// What went wrong with the file while it was watched (a broken edit, a FIFO or a device
-    /// in its place, a file over the size limit, a failed stat, the file gone), each distinct
-    /// message once, oldest first: each time, the last good configuration stayed in force.
+    /// in its place, a file over the size limit, a failed stat, the file gone: each time, the
+    /// last good configuration stayed in force), and the keys an edit brought that were not
+    /// applied (the file as first read says its own at start); each distinct message once,
+    /// oldest first.
     pub fn problems(&self) -> &[String] {
         &self.problems
     }
@@ -201,6 +204,21 @@ impl ProfilerConfigWatcher {
                     "the profiler configuration {} changed; applying it",
                     self.path.display()
                 );
+                // A key the edit brought that is not applied is said, as at start.
+                let known: Vec<&UnappliedKey> = self
+                    .current
+                    .as_ref()
+                    .map(|c| c.unapplied_keys().collect())
+                    .unwrap_or_default();
+                let new: Vec<String> = config
+                    .unapplied_keys()
+                    .filter(|k| !known.contains(k))
+                    .map(|k| format!("{}: {k}", self.path.display()))
+                    .collect();
+                for text in new {
+                    log::warn!("{text}");
+                    self.note(text);
+                }
                 self.current = Some(config.clone());
                 Some(config)
             }

@@ -12,21 +12,40 @@ use crate::stats::{self, Summary};
 use super::format::values;
 use super::{MAX_SERIES, Page, many};
 
+/// One GPU's row: its readings over the run, and the rule's window and reading.
+struct GpuRow {
+    label: String,
+    node: String,
+    /// Every reading the report read.
+    readings: Summary,
+    histogram: Vec<u64>,
+    /// The p95 and p5 of the rule's latest window.
+    window: (Option<f64>, Option<f64>),
+    /// Times the rule found it underused or fluctuating.
+    violations: Option<u64>,
+    reading: &'static str,
+}
+
 impl Page<'_> {
     pub(super) fn gpu_utilization(&mut self) {
         let many = self.view.many_nodes;
         let rule = self
             .details("LowGPUUtilization")
             .and_then(|d| d.gpu_utilization().cloned());
-        let gpus: Vec<(String, String, Summary, Vec<u64>, &'static str)> = self
+        let gpus: Vec<GpuRow> = self
             .view
             .gpus()
             .filter_map(|g| {
                 let u = g.util?;
                 let sum = Summary::of(values(&u.points))?;
+                let judged = rule
+                    .as_ref()
+                    .and_then(|r| r.nodes.get(&g.node).and_then(|n| n.get(&g.name)));
+                let window = judged.map(|j| (j.window_p95, j.window_p5));
+                let violations = judged.map(|j| j.violations);
                 let reading = match &rule {
                     None => "-",
-                    Some(r) => match r.nodes.get(&g.node).and_then(|n| n.get(&g.name)) {
+                    Some(_) => match judged {
                         Some(j) if !j.judged => "not judged",
                         Some(j) => match j.state {
                             Some(GpuUsageState::Underused) => "underused",
@@ -36,13 +55,15 @@ impl Page<'_> {
                         None => "not judged",
                     },
                 };
-                Some((
-                    g.label(many),
-                    g.node.clone(),
-                    sum,
-                    stats::histogram(values(&u.points), 10, 0.0, 100.0),
+                Some(GpuRow {
+                    label: g.label(many),
+                    node: g.node.clone(),
+                    readings: sum,
+                    histogram: stats::histogram(values(&u.points), 10, 0.0, 100.0),
+                    window: window.unwrap_or((None, None)),
+                    violations,
                     reading,
-                ))
+                })
             })
             .collect();
         if gpus.is_empty() {
@@ -54,21 +75,21 @@ impl Page<'_> {
         let boxes: Vec<(String, Summary)> = gpus
             .iter()
             .take(16)
-            .map(|g| (g.0.clone(), g.2.clone()))
+            .map(|g| (g.label.clone(), g.readings.clone()))
             .collect();
         let drawn = charts::box_chart("GPU utilization", "%", &boxes, Some((0.0, 100.0)));
         self.chart(
             drawn,
             "Box from p25 to p75 with the median, whiskers p5 to p95, dots at min and max.",
         );
-        let nodes: BTreeSet<&str> = gpus.iter().map(|g| g.1.as_str()).collect();
+        let nodes: BTreeSet<&str> = gpus.iter().map(|g| g.node.as_str()).collect();
         let edges: Vec<f64> = (0..=10).map(|i| f64::from(i) * 10.0).collect();
         for node in nodes {
             let series: Vec<(String, Vec<u64>)> = gpus
                 .iter()
-                .filter(|g| g.1 == node)
+                .filter(|g| g.node == node)
                 .take(MAX_SERIES)
-                .map(|g| (g.0.clone(), g.3.clone()))
+                .map(|g| (g.label.clone(), g.histogram.clone()))
                 .collect();
             let drawn = charts::histogram_chart(
                 &format!("GPU workload: {node}"),
@@ -96,15 +117,20 @@ impl Page<'_> {
         let (mut underused, mut fluctuating) = (Vec::new(), Vec::new());
         let rows: Vec<(f64, Vec<Cell>)> = gpus
             .iter()
-            .map(|(l, _, s, _, finding)| {
+            .map(|g| {
+                let (l, s) = (&g.label, &g.readings);
+                let one = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.1}"));
+                let (p95, p5) = (one(g.window.0), one(g.window.1));
                 // Ranked for the table: underused, then fluctuating, then busy; lower p95 first.
-                let rank = match *finding {
+                // The advice quotes the window the rule judged, as its verdict does.
+                let rank = match g.reading {
                     "underused" => {
-                        underused.push(format!("{l} (p95 {:.0}%)", s.p95));
+                        underused.push(format!("{l} (p95 {p95}% over the rule's window)"));
                         2.0
                     }
                     "fluctuating" => {
-                        fluctuating.push(format!("{l} (p95 {:.0}%, p5 {:.0}%)", s.p95, s.p5));
+                        fluctuating
+                            .push(format!("{l} (p95 {p95}%, p5 {p5}% over the rule's window)"));
                         1.0
                     }
                     _ => 0.0,
@@ -115,7 +141,10 @@ impl Page<'_> {
                     Cell::num(format!("{:.1}", s.p50)),
                     Cell::num(format!("{:.1}", s.p95)),
                     Cell::num(format!("{:.1}", s.max)),
-                    Cell::text(*finding),
+                    Cell::num(p95),
+                    Cell::num(p5),
+                    Cell::num(g.violations.map_or("-".to_owned(), |v| v.to_string())),
+                    Cell::text(g.reading),
                 ];
                 (rank + (100.0 - s.p95) / 1000.0, row)
             })
@@ -124,7 +153,17 @@ impl Page<'_> {
         table(
             &mut self.out,
             "gpu-util",
-            &["GPU", "p5 %", "p50 %", "p95 %", "max %", "reading"],
+            &[
+                "GPU",
+                "p5 %",
+                "p50 %",
+                "p95 %",
+                "max %",
+                "rule's window p95 %",
+                "rule's window p5 %",
+                "times found underused or fluctuating",
+                "reading",
+            ],
             &rows,
         );
         if left_out > 0 {
@@ -134,7 +173,7 @@ impl Page<'_> {
                 gpus.len(),
                 rows.len()
             ));
-            let bands: Vec<Vec<Cell>> = many::percent_bands(gpus.iter().map(|g| g.2.p95))
+            let bands: Vec<Vec<Cell>> = many::percent_bands(gpus.iter().map(|g| g.readings.p95))
                 .into_iter()
                 .map(|(band, n)| vec![Cell::text(band), Cell::num(n.to_string())])
                 .collect();

@@ -253,6 +253,13 @@ impl Page<'_> {
             let _ = write!(text, ", first at step {step}");
         }
         text.push('.');
+        if let Some(window) = &rule.window {
+            let _ = write!(
+                text,
+                " <span class=\"window\">Its finding and its figures in this section cover {}.</span>",
+                escape(&window.describe())
+            );
+        }
         if !rule.message.is_empty() {
             let _ = write!(text, " {}", escape(&rule.message));
         }

@@ -13,7 +13,7 @@ use super::actions::{Dispatcher, SlotActions};
 use super::run::RunSource;
 use crate::actions::ActionConfig;
 use crate::error::{Error, Result};
-use crate::profiler::{ProfilerWindow, StepTimeline};
+use crate::profiler::{Details, ProfilerWindow, StepTimeline};
 use crate::report::{ReportOutcome, is_profiler_report, report_verdict};
 use crate::rule::{Needs, ProfilerNeeds, Rule, RuleInput, RuleResult};
 use crate::status::{
@@ -21,6 +21,7 @@ use crate::status::{
     tensor_no_data_reason,
 };
 use crate::unreadable::collecting;
+use crate::window::JudgedWindow;
 
 /// What the runner handed a rule when it returned a result.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -77,6 +78,7 @@ impl Slot {
                 evidence: Vec::new(),
                 action_errors: Vec::new(),
                 details: serde_json::Value::Null,
+                window: None,
                 warnings: Vec::new(),
                 unreadable_records: 0,
             },
@@ -236,6 +238,7 @@ impl Evaluation {
                 Rule::Profiler(rule) => rule.invoke_on_window(window),
                 Rule::Tensor(_) => continue,
             };
+            self.slots[i].status.window = Some(JudgedWindow::of(window));
             changed |= self.record_window(i, outcome, steps);
         }
         changed
@@ -471,14 +474,41 @@ impl Evaluation {
                 }
                 // A rule without details of its own keeps what the runner put there
                 // (where ProfilerReport's report went).
-                let details = s.rule.details();
-                if !details.is_null() {
-                    status.details = details;
+                match &s.rule {
+                    Rule::Profiler(rule) => {
+                        if let Some(details) = rule.details() {
+                            status.message = profiler_message(&status, &details);
+                            status.details = details.to_value();
+                        }
+                    }
+                    Rule::Tensor(rule) => {
+                        let details = rule.details();
+                        if !details.is_null() {
+                            status.details = details;
+                        }
+                    }
                 }
                 status
             })
             .collect()
     }
+}
+
+/// A built-in profiler rule's message: its finding from `details`, the figures the report and
+/// the dashboard show beside it, over the same window. A rule that failed or had nothing to
+/// check keeps why; a rule that has not fired and has a word of its own (a core count
+/// unknown) keeps it before its finding.
+fn profiler_message(status: &RuleStatus, details: &Details) -> String {
+    if matches!(status.status, Status::Error | Status::NoData) {
+        return status.message.clone();
+    }
+    let Some(finding) = details.finding(&status.rule) else {
+        return status.message.clone();
+    };
+    if status.status != Status::IssuesFound && !status.message.is_empty() {
+        return format!("{}; {finding}", status.message);
+    }
+    finding
 }
 
 /// A rule's failure that is one unreadable record ([`Error::Unreadable`], or a reader's error of

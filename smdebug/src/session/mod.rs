@@ -71,6 +71,8 @@ pub(crate) struct Parts {
     #[cfg(feature = "serve")]
     pub(crate) dashboard: Option<smdebug_serve::Server>,
     pub(crate) dashboard_url: Option<String>,
+    /// SageMaker's configuration files applied at start, and their keys not applied.
+    pub(crate) config: summary::AppliedFiles,
 }
 
 /// What [`Session::step`] says about the step that just ended.
@@ -373,9 +375,12 @@ impl<H: Capture> Session<H> {
             problems.extend(follower.stop());
         }
         self.timeline.close(steps);
+        let config = std::mem::take(&mut self.parts.config);
         let mut summary = SessionSummary {
             location: self.location.clone(),
             steps,
+            config_files: config.files,
+            config_warnings: config.warnings,
             ..SessionSummary::default()
         };
         let recorder = self.parts.sink.as_ref().map(|s| s.recorder());

@@ -24,6 +24,7 @@ use super::builder::ReportTarget;
 use super::config_follower::{self, ConfigFollower};
 use super::profiling::SessionSink;
 use super::progress::ProgressReporter;
+use super::summary::AppliedFiles;
 use super::{Parts, Session, SessionBuilder};
 use crate::error::{Error, Result};
 
@@ -43,9 +44,11 @@ impl<H: Capture> SessionBuilder<H> {
         // SageMaker's files over the builder's settings: each states what it overrides.
         let mut location = self.location.clone();
         let mut profiler_file = None;
+        let mut applied = AppliedFiles::default();
         if let Some(sources) = &self.config_files {
             if let Some(file) = sources.load_hook_config()? {
                 log::info!("capture configured by {}", file.path().display());
+                applied.add(file.path(), file.unapplied_keys());
                 if let Some(path) = &file.config().out_dir {
                     location = path.clone();
                 }
@@ -54,6 +57,7 @@ impl<H: Capture> SessionBuilder<H> {
             let watcher = ProfilerConfigWatcher::from_sources(sources)?;
             if let Some(file) = watcher.current() {
                 log::info!("profiling configured by {}", watcher.path().display());
+                applied.add(watcher.path(), file.unapplied_keys());
                 let in_file = |e: smdebug_profiler::ProfilerError| e.in_config_file(watcher.path());
                 self.timeline = file.windows_over(&self.timeline);
                 if let Some(spans) = self.spans {
@@ -77,6 +81,7 @@ impl<H: Capture> SessionBuilder<H> {
             }
             profiler_file = Some((watcher, self.timeline.clone()));
         }
+        applied.warn();
         // Rules ask for what they read: every worker's hook saves it, at the union of the
         // schedule in force and the rule's (SageMaker's `collections_to_save`).
         #[cfg(feature = "rules")]
@@ -136,6 +141,7 @@ impl<H: Capture> SessionBuilder<H> {
                 stop.clone(),
                 self.stop_poll,
             )?),
+            config: applied,
             ..Parts::default()
         };
 

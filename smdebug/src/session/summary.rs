@@ -1,7 +1,34 @@
 //! What a session did, returned by [`Session::finish`](super::Session::finish).
 
 use std::fmt;
+use std::path::Path;
 use std::time::Duration;
+
+use smdebug_core::config_keys::UnappliedKey;
+
+/// The configuration files a session applied at start, and their keys it did not apply.
+#[derive(Debug, Default)]
+pub(crate) struct AppliedFiles {
+    pub files: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+impl AppliedFiles {
+    /// The file at `path` was applied; `unapplied` are its keys that were not.
+    pub fn add<'k>(&mut self, path: &Path, unapplied: impl IntoIterator<Item = &'k UnappliedKey>) {
+        let path = path.display().to_string();
+        self.warnings
+            .extend(unapplied.into_iter().map(|k| format!("{path}: {k}")));
+        self.files.push(path);
+    }
+
+    /// Says each key not applied on stderr, whether or not the program logs.
+    pub fn warn(&self) {
+        for w in &self.warnings {
+            eprintln!("smdebug: warning: {w}");
+        }
+    }
+}
 
 /// What happened during a session: steps, what capture and profiling wrote and dropped, the
 /// rules' verdicts, why the job stopped, and where the report and the dashboard are.
@@ -50,6 +77,13 @@ pub struct SessionSummary {
     pub report: Option<String>,
     /// The dashboard's URL, when the session served one.
     pub dashboard: Option<String>,
+    /// SageMaker's configuration files applied at start (the hook config, the profiler
+    /// config), by path; empty when neither exists.
+    pub config_files: Vec<String>,
+    /// Their keys that were not applied, each naming its file and key: SageMaker's keys not
+    /// supported here, and unknown keys with the key they most resemble (`…/debughookconfig.json:
+    /// `LocalPth`: unknown key, did you mean `LocalPath`?`). Printed on stderr at start too.
+    pub config_warnings: Vec<String>,
     /// How long the session ran, from start to the end of `finish`.
     pub duration: Duration,
     /// What went wrong on the way (capture disabled by a storage error, a span file that could
@@ -88,6 +122,12 @@ impl fmt::Display for SessionSummary {
             self.system_samples,
             self.code_profiles
         )?;
+        if !self.config_files.is_empty() {
+            writeln!(f, "configured by {}", self.config_files.join(", "))?;
+        }
+        for w in &self.config_warnings {
+            writeln!(f, "configuration warning: {w}")?;
+        }
         match &self.stopped {
             Some(reason) => writeln!(f, "stopped early: {reason}")?,
             None => writeln!(f, "ran to its end")?,

@@ -8,6 +8,7 @@
 //! (OverallSystemUsage, OverallFrameworkMetrics), `resources.rs` (BatchSize,
 //! GPUMemoryIncrease) and `loading.rs` (Dataloader, MaxInitializationTime).
 
+mod finding;
 mod loading;
 mod resources;
 mod usage;
