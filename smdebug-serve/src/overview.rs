@@ -19,8 +19,7 @@ use crate::series::finite;
 use crate::verdicts::rule_views;
 use crate::views::{
     Headline, HeadlineChart, Headlines, JobPhases, NodeStats, Num, Overview, Phase, PhaseTotal,
-    Progress,
-    StatRow, WriterDrops,
+    Progress, StatRow, WriterDrops,
 };
 
 fn secs(us: u64) -> f64 {
