@@ -250,7 +250,7 @@ pub fn builtin_profiler_rules() -> Vec<BuiltinRule> {
             profiler: Dataloader,
             DataloaderParams,
             "dataloader",
-            "data-loading workers fewer than min_threshold % or more than max_threshold % of the CPU cores",
+            "data-loading workers fewer than min_threshold % (while loading takes min_loading_percent % or more of the training loop) or more than max_threshold % of the CPU cores",
             "set the number of data-loading workers near the number of CPU cores"
         ),
         builtin!(

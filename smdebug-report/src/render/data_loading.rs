@@ -94,6 +94,9 @@ impl Page<'_> {
                     Some(WorkerVerdict::TooFew) => "too few",
                     Some(WorkerVerdict::TooMany) => "too many",
                     None if n.cores == 0 || n.data_loading_spans == 0 => "not judged",
+                    None if (n.workers as f64) < n.min_workers => {
+                        "few, but loading is not what holds the loop back"
+                    }
                     None => "within the limits",
                 }),
             ]);

@@ -28,6 +28,12 @@ pub struct DataloaderParams {
     /// Default `200`.
     #[serde(deserialize_with = "lenient::f64")]
     pub max_threshold: f64,
+    /// Too few workers are reported only when the training loop spent at least this
+    /// percentage of its time loading data (where step spans give the share): fewer workers
+    /// than cores do not slow a loop that hardly waits for data. Default `10`. Not a SageMaker
+    /// parameter.
+    #[serde(deserialize_with = "lenient::f64")]
+    pub min_loading_percent: f64,
 }
 
 impl Default for DataloaderParams {
@@ -35,6 +41,7 @@ impl Default for DataloaderParams {
         DataloaderParams {
             min_threshold: 70.0,
             max_threshold: 200.0,
+            min_loading_percent: 10.0,
         }
     }
 }
@@ -77,7 +84,8 @@ impl NodeLoading {
         }
         let (workers, cores) = (self.workers().0 as f64, self.cores.len() as f64);
         if workers < cores * params.min_threshold / 100.0 {
-            Some(WorkerVerdict::TooFew)
+            self.loading_matters(params)
+                .then_some(WorkerVerdict::TooFew)
         } else if workers > cores * params.max_threshold / 100.0 {
             Some(WorkerVerdict::TooMany)
         } else {
@@ -94,6 +102,13 @@ impl NodeLoading {
             && (self.num_workers.is_some()
                 || self.loads >= MIN_LOADS_FOR_DISTINCT_COUNT
                 || final_window)
+    }
+
+    /// Whether the loop waits for data enough for too few workers to matter: its share of
+    /// the loop is `min_loading_percent` % or more, or unknown (no step spans to measure it).
+    fn loading_matters(&self, params: &DataloaderParams) -> bool {
+        self.loop_share()
+            .is_none_or(|share| share * 100.0 >= params.min_loading_percent)
     }
 
     fn loop_share(&self) -> Option<f64> {
@@ -199,7 +214,10 @@ fn judge(
 
 /// **Dataloader** — per node, compares the number of data-loading workers with the number of
 /// CPU cores; fires when the workers are fewer than `min_threshold` % or more than
-/// `max_threshold` % of the cores.
+/// `max_threshold` % of the cores. Too few are reported only when loading data took at least
+/// `min_loading_percent` % of the training loop (this crate's condition, not SageMaker's: the
+/// candle examples load each batch in microseconds, 0 % of the loop, and SageMaker's test
+/// alone asks them for more workers).
 ///
 /// The worker count is the `num_workers` argument of data-loading spans when the loop records
 /// it (`spans.data_loading().arg("num_workers", 8)`), else the number of distinct loaders
@@ -221,6 +239,11 @@ impl Dataloader {
         let check = Check::new(Self::NAME);
         check.non_negative("min_threshold", params.min_threshold, "a percentage")?;
         check.non_negative("max_threshold", params.max_threshold, "a percentage")?;
+        check.non_negative(
+            "min_loading_percent",
+            params.min_loading_percent,
+            "a percentage",
+        )?;
         check.that(
             params.max_threshold >= params.min_threshold,
             "max_threshold",
@@ -394,6 +417,7 @@ impl ProfilerRule for Dataloader {
         Some(Details::Dataloader(DataloaderDetails {
             min_threshold: p.min_threshold,
             max_threshold: p.max_threshold,
+            min_loading_percent: p.min_loading_percent,
             nodes,
         }))
     }

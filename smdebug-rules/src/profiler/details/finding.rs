@@ -244,6 +244,11 @@ fn dataloader(d: &DataloaderDetails) -> Vec<String> {
                     "too many: more than {} allowed, lower the worker count to about {}",
                     n.max_workers, n.cores
                 ),
+                None if (n.workers as f64) < n.min_workers => format!(
+                    "fewer than {} allowed, but loading took under {} % of the training loop, \
+                     so the workers are not what holds it back",
+                    n.min_workers, d.min_loading_percent
+                ),
                 None => format!("within {} to {}", n.min_workers, n.max_workers),
             };
             let workers = if n.cores == 0 {

@@ -13,6 +13,9 @@ pub struct DataloaderDetails {
     pub min_threshold: f64,
     /// More workers than this percentage of the cores is too many.
     pub max_threshold: f64,
+    /// Too few workers matter only when loading took at least this percentage of the loop.
+    #[serde(default)]
+    pub min_loading_percent: f64,
     /// Per node that loaded data or reported cores.
     pub nodes: BTreeMap<String, NodeDataLoading>,
 }
