@@ -65,8 +65,8 @@ impl Page<'_> {
 
     fn dataloader_table(&mut self, details: &DataloaderDetails) {
         self.lead(&format!(
-            "Fewer workers than {}% of the cores are too few, more than {}% too many.",
-            details.min_threshold, details.max_threshold
+            "Fewer workers than {}% of the cores are too few when loading takes {}% of the loop or more, more than {}% too many.",
+            details.min_threshold, details.min_loading_percent, details.max_threshold
         ));
         let mut rows = Vec::new();
         let mut heavy = Vec::new();
