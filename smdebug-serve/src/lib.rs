@@ -91,6 +91,7 @@ mod liveness;
 mod overview;
 mod page;
 mod pool;
+mod processes;
 mod push;
 mod push_views;
 mod report;

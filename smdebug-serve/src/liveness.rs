@@ -15,11 +15,9 @@
 //! - The step rate behind the ETA is measured over a trailing window of wall time after the
 //!   warm-up steps, and only an even rate gives an ETA.
 
-use std::collections::VecDeque;
+use smdebug_io::jobs::{STALE_AFTER, utc};
 
-use serde::Serialize;
-use smdebug_io::jobs::{JobIdentity, ProcessState, STALE_AFTER, utc};
-
+use crate::processes::ProcessView;
 use crate::run::RunData;
 use crate::views::Phase;
 
@@ -47,78 +45,6 @@ const RATE_MIN_STEPS: f64 = 4.0;
 
 /// The two halves of the window must agree this closely (slower over faster) for an ETA.
 const STEADY_RATIO: f64 = 0.67;
-
-/// The progress points kept (steps done, wall time), about 17 minutes of a job writing its
-/// progress every second.
-pub(crate) const PROGRESS_HISTORY: usize = 1024;
-
-/// One writing process as the page lists it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ProcessView {
-    /// The worker it writes.
-    pub worker: String,
-    /// Its host.
-    pub host: String,
-    /// Its process id there.
-    pub pid: u32,
-    /// `finished`, `running`, `gone` (this host), `beating` or `silent` (another host).
-    pub state: &'static str,
-    /// Why it is known gone.
-    pub why: Option<String>,
-    /// Its last heartbeat, seconds since the epoch.
-    pub heartbeat: f64,
-}
-
-impl ProcessView {
-    /// `identity`'s process as seen now (its state looked up: call it off the async runtime).
-    pub(crate) fn of(identity: &JobIdentity, now: f64) -> ProcessView {
-        let (state, why) = match identity.state(now) {
-            ProcessState::Finished => ("finished", None),
-            ProcessState::Running => ("running", None),
-            ProcessState::Gone(why) => ("gone", Some(why)),
-            ProcessState::Beating => ("beating", None),
-            ProcessState::Silent => ("silent", None),
-        };
-        ProcessView {
-            worker: identity.worker.clone(),
-            host: identity.host.clone(),
-            pid: identity.pid,
-            state,
-            why,
-            heartbeat: identity.heartbeat,
-        }
-    }
-}
-
-/// When data last arrived, as this server saw it (seconds since the epoch, its clock). Only
-/// what arrives after the follower first caught up counts: a backlog read at the start says
-/// nothing about when it was written.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Arrivals {
-    /// The follower first had nothing left to read.
-    pub caught_up_at: Option<f64>,
-    /// New steps: tensor steps or values, spans, a progress file that advanced.
-    pub steps: Option<f64>,
-    /// New system samples (the sampler runs on while a loop hangs: counted only for a run
-    /// without steps).
-    pub samples: Option<f64>,
-}
-
-impl Arrivals {
-    /// A pass read `steps`/`samples` new and left `backlog` to read, at `now`.
-    pub(crate) fn note(&mut self, steps: bool, samples: bool, backlog: bool, now: f64) {
-        if self.caught_up_at.is_some() {
-            if steps {
-                self.steps = Some(now);
-            }
-            if samples {
-                self.samples = Some(now);
-            }
-        } else if !backlog {
-            self.caught_up_at = Some(now);
-        }
-    }
-}
 
 /// A step rate and why there is no ETA from it, when there is none.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -218,18 +144,6 @@ fn progress_points(d: &RunData) -> Vec<(f64, f64)> {
         .iter()
         .map(|&(t, s)| (t, s as f64))
         .collect()
-}
-
-/// Appends a progress point (newest wall time, most steps) when the steps moved.
-pub(crate) fn note_progress(history: &mut VecDeque<(f64, u64)>, point: Option<(u64, f64)>) {
-    let Some((steps, wall)) = point else { return };
-    if history.back().is_some_and(|&(_, s)| s >= steps) {
-        return;
-    }
-    if history.len() == PROGRESS_HISTORY {
-        history.pop_front();
-    }
-    history.push_back((wall, steps));
 }
 
 /// Where a run stands now, and why.

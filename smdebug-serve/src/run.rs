@@ -28,7 +28,7 @@ use smdebug_rules::runner::SUMMARY_FILE;
 
 use crate::identity::{Change, Identity};
 use crate::journal::Journal;
-use crate::liveness::{self, Arrivals, ProcessView};
+use crate::processes::{self, Arrivals, ProcessView};
 
 /// Event-file bytes the dashboard's `Trial` keeps between views.
 const DASHBOARD_FILE_CACHE_BYTES: usize = 16 << 20;
@@ -90,7 +90,7 @@ pub(crate) struct RunData {
     /// steps, last step, what its writers wrote and dropped.
     pub progress: Vec<Progress>,
     /// The progress files' course: (newest wall time, most steps done) each time the steps
-    /// moved, the last [`liveness::PROGRESS_HISTORY`]; the step rate when the run has no step
+    /// moved, the last [`processes::PROGRESS_HISTORY`]; the step rate when the run has no step
     /// spans.
     pub progress_history: VecDeque<(f64, u64)>,
     /// The processes writing the run (its identity files), as last looked up.
@@ -612,7 +612,7 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Fou
             let before = progress_point(&data.progress).map(|p| p.0);
             let point = progress_point(&progress);
             found.steps |= point.map(|p| p.0) > before;
-            liveness::note_progress(&mut data.progress_history, point);
+            processes::note_progress(&mut data.progress_history, point);
             data.progress = progress;
             changed = true;
         }

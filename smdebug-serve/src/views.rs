@@ -4,7 +4,7 @@
 
 use serde::{Serialize, Serializer};
 
-use crate::liveness::ProcessView;
+use crate::processes::ProcessView;
 use crate::run::Changed;
 
 /// A number as JSON: finite values as numbers, NaN and ±Inf as the strings `"NaN"`,
