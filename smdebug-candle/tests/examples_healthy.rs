@@ -63,11 +63,16 @@ fn assert_healthy(run: &Path) {
         .map(|r| format!("{} {:?}: {}", r.rule, r.status, r.message))
         .collect();
     assert!(fired.is_empty(), "{}: {fired:#?}", run.display());
+    // The loss rules judged the run, or say why they could not: the MLP's 450 steps give
+    // LossNotDecreasing 18 losses at the every-25th-step it asks for, short of its two windows
+    // of 10. Overfit, whose false alarm these runs once raised, judged every one of them.
     for rule in ["LossNotDecreasing", "Overtraining", "Overfit"] {
         let status = debugging.iter().find(|r| r.rule == rule).unwrap();
+        let judged = status.status == Status::NoIssuesFound && status.datapoints > 0;
+        let says_why = status.status == Status::NoData && !status.message.is_empty();
         assert!(
-            status.status == Status::NoIssuesFound && status.datapoints > 0,
-            "{rule} judged nothing on {}: {status:?}",
+            judged || (rule != "Overfit" && says_why),
+            "{rule} on {}: {status:?}",
             run.display()
         );
     }

@@ -63,5 +63,8 @@ fn the_quickstart_runs_to_its_end() {
     // Run again: the earlier run is replaced, not mixed in.
     main().unwrap();
     let trial = Trial::open(run.to_str().unwrap()).unwrap();
-    assert_eq!(trial.steps(None).unwrap().len(), 320 / 10);
+    // Tensors every 10th step, and the losses every 25th as well: LossNotDecreasing asks
+    // for them often enough to judge two windows of 10 by the rules' interval of 500 steps.
+    let saved = (0..320u64).filter(|s| s % 10 == 0 || s % 25 == 0).count();
+    assert_eq!(trial.steps(None).unwrap().len(), saved);
 }
