@@ -1,0 +1,110 @@
+//! What a `Trial` holds to know a run: its index, counted byte by byte with a counting
+//! allocator (never timed). A long job's index must cost a fixed number of bytes a tensor entry,
+//! however many steps the run has: the same per entry on a run four times as long, and few
+//! bytes (a step's table shares its names with the steps around it; each entry is its record's
+//! start and length; a tensor's steps are arithmetic runs). One test in this binary: the
+//! counter is the process's.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::path::Path;
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+use smdebug_core::Mode;
+use smdebug_io::crafted::{scalar, write_collections, write_step};
+use smdebug_io::format::layout;
+use smdebug_io::trial::{Trial, TrialOptions};
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: forwards to the system allocator; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Tensors a step: the synthetic benchmark run's count (`smdebug-serve/examples/synthetic_run`).
+const TENSORS: usize = 50;
+
+/// A finished run of `steps` TRAIN steps of worker_0, each saving `TENSORS` scalars.
+fn write_run(run: &Path, steps: u64) {
+    let names: Vec<String> = (0..TENSORS).map(|i| format!("layer{i:02}/value")).collect();
+    for s in 0..steps {
+        let records: Vec<_> = names.iter().map(|n| scalar(n, s as f32)).collect();
+        write_step(run, s, "worker_0", Mode::Train, s, &records);
+    }
+    write_collections(run, "worker_0", 1);
+    std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
+}
+
+/// Bytes the trial of `run` holds once it has listed the steps and looked one tensor up at
+/// every step (which builds what lookups by name need), per tensor entry of the run.
+fn bytes_an_entry(run: &Path, steps: u64) -> f64 {
+    let options = TrialOptions {
+        // No event file kept in memory: only the index is measured.
+        file_cache_bytes: 0,
+        ..TrialOptions::default()
+    };
+    let before = LIVE.load(Ordering::Relaxed);
+    let trial = Trial::open_with(run.to_str().unwrap(), options).unwrap();
+    assert_eq!(trial.steps(None).unwrap().len() as u64, steps);
+    let values = trial
+        .tensor("layer07/value")
+        .unwrap()
+        .values(None, None)
+        .unwrap();
+    assert_eq!(values.len() as u64, steps);
+    assert!(
+        values
+            .iter()
+            .all(|(s, v)| v.iter().all(|x| *x == *s as f64))
+    );
+    drop(values);
+    let held = LIVE.load(Ordering::Relaxed) - before;
+    drop(trial);
+    held as f64 / (steps as f64 * TENSORS as f64)
+}
+
+#[test]
+fn the_index_of_a_long_run_costs_the_same_few_bytes_an_entry_at_any_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let (short, long) = (dir.path().join("short"), dir.path().join("long"));
+    write_run(&short, 1_000);
+    write_run(&long, 4_000);
+    let at_short = bytes_an_entry(&short, 1_000);
+    let at_long = bytes_an_entry(&long, 4_000);
+    eprintln!("index: {at_short:.1} bytes an entry at 1,000 steps, {at_long:.1} at 4,000");
+    // 16 bytes an entry (its record's start and length) and a 50th of what each step holds
+    // once (its entry in the step map, worker, event file, index file and table: about 770
+    // bytes): 31.5 bytes an entry here. Before the tables shared their names and the steps
+    // were runs, 106.5.
+    assert!(
+        at_long <= 36.0,
+        "{at_long:.1} bytes an entry at 4,000 steps"
+    );
+    // Flat: a run four times as long costs no more an entry (within 10 %: allocation sizes
+    // round differently).
+    assert!(
+        at_long <= at_short * 1.1,
+        "{at_long:.1} bytes an entry at 4,000 steps against {at_short:.1} at 1,000"
+    );
+}
