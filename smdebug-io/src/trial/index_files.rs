@@ -43,19 +43,24 @@ impl UnusableSlot {
 
 /// Where each tensor of one step of one worker is: name -> its [`Slot`].
 ///
-/// A long run has a table per step and worker, and the same names step after step, so a table
-/// holds little of its own: its names (in index order, each an interned [`Interner`] name) are
-/// shared with the tables of the steps around it that list the same names in the same order,
-/// and each entry is 16 bytes: its record's start and length. A short table is searched in
-/// order, which is faster than hashing the name; the shared names of a long one (more than
+/// A long run has a table per step and worker, and the same tables step after step, so a table
+/// holds little of its own. Its names (in index order, each an interned [`Interner`] name) are
+/// shared with the tables of the steps around it that list the same names in the same order.
+/// Its records' places are shared the same way: an index lists a step's records one after
+/// another, so a table keeps where the first starts (`base`) and, shared with every table whose
+/// records have the same lengths, where each ends from there ([`Places::Consecutive`], 4 bytes
+/// an entry, for all of them). Other layouts keep each entry's start and length
+/// ([`Places::Scattered`], 16 bytes an entry). A short table is searched in order, which is
+/// faster than hashing the name; the shared names of a long one (more than
 /// [`TensorTable::SCAN_MAX`]) get a hash index at their first lookup by name, one for all the
 /// tables sharing them (a table only read in order, as the tensor follower reads it, never
 /// builds one).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TensorTable {
     names: Arc<TableNames>,
-    /// One per name, in the same order.
-    slots: Box<[PackedSlot]>,
+    places: Arc<Places>,
+    /// Where the first record starts ([`Places::Consecutive`]; 0 for scattered places).
+    base: u64,
     /// The entries that locate no record (nearly always none).
     unusable: Box<[Arc<UnusableSlot>]>,
 }
@@ -75,9 +80,26 @@ impl TableNames {
     }
 }
 
+/// Where a table's records are, one per name in the same order; shared by the tables with the
+/// same.
+#[derive(Debug, PartialEq, Eq)]
+enum Places {
+    /// Each record starts where the one before ends (the first at the table's `base`): where
+    /// each ends, counted from `base`.
+    Consecutive(Box<[u32]>),
+    /// Each entry's start and length ([`PackedSlot`]).
+    Scattered(Box<[PackedSlot]>),
+}
+
+impl Default for Places {
+    fn default() -> Places {
+        Places::Consecutive(Box::default())
+    }
+}
+
 /// A [`Slot`] in 16 bytes: a record's start and length, or, for an entry that locates no
 /// record, [`PackedSlot::NO_RECORD`] and the entry's place in the table's `unusable`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct PackedSlot {
     start: u64,
     length: u64,
@@ -106,11 +128,19 @@ impl TensorTable {
     }
 
     fn slot(&self, i: usize) -> Slot {
-        let packed = self.slots[i];
-        if packed.start == PackedSlot::NO_RECORD {
-            Slot::Unusable(self.unusable[packed.length as usize].clone())
-        } else {
-            Slot::Record(packed.start, packed.length)
+        match &*self.places {
+            Places::Consecutive(ends) => {
+                let from = if i == 0 { 0 } else { ends[i - 1] };
+                Slot::Record(self.base + u64::from(from), u64::from(ends[i] - from))
+            }
+            Places::Scattered(slots) => {
+                let packed = slots[i];
+                if packed.start == PackedSlot::NO_RECORD {
+                    Slot::Unusable(self.unusable[packed.length as usize].clone())
+                } else {
+                    Slot::Record(packed.start, packed.length)
+                }
+            }
         }
     }
 
@@ -139,14 +169,24 @@ impl TensorTable {
 
     /// The end of the last record: the length the event file must have.
     pub fn end(&self) -> u64 {
-        // `locate` checked that no usable entry's end overflows.
-        self.slots
-            .iter()
-            .filter(|s| s.start != PackedSlot::NO_RECORD)
-            .map(|s| s.start.saturating_add(s.length))
-            .max()
-            .unwrap_or(0)
+        match &*self.places {
+            Places::Consecutive(ends) => ends.last().map_or(0, |&e| self.base + u64::from(e)),
+            // `locate` checked that no usable entry's end overflows.
+            Places::Scattered(slots) => slots
+                .iter()
+                .filter(|s| s.start != PackedSlot::NO_RECORD)
+                .map(|s| s.start.saturating_add(s.length))
+                .max()
+                .unwrap_or(0),
+        }
     }
+}
+
+/// The names and places of the last table read: the next shares them when it has the same.
+#[derive(Default)]
+pub(crate) struct LastTable {
+    names: Option<Arc<TableNames>>,
+    places: Option<Arc<Places>>,
 }
 
 /// A [`TensorTable`] being read from an index file.
@@ -180,22 +220,70 @@ impl TableBuilder {
         None
     }
 
-    /// The table, sharing `last`'s names when they are the same (and becoming `last` when not).
-    fn finish(self, last: &mut Option<Arc<TableNames>>) -> TensorTable {
-        let names = match last {
+    /// The table, sharing `last`'s names and places when they are the same (and becoming
+    /// `last` when not).
+    fn finish(self, last: &mut LastTable) -> TensorTable {
+        let names = match &last.names {
             Some(shared) if shared.same_as(&self.names) => shared.clone(),
             _ => {
                 let fresh = Arc::new(TableNames {
                     list: self.names.into_boxed_slice(),
                     index: std::sync::OnceLock::new(),
                 });
-                *last = Some(fresh.clone());
+                last.names = Some(fresh.clone());
                 fresh
             }
         };
+        let (places, base, unusable) = Self::places(self.slots);
+        let places = match &last.places {
+            Some(shared) if **shared == places => shared.clone(),
+            _ => {
+                let fresh = Arc::new(places);
+                last.places = Some(fresh.clone());
+                fresh
+            }
+        };
+        TensorTable {
+            names,
+            places,
+            base,
+            unusable: unusable.into_boxed_slice(),
+        }
+    }
+
+    /// `slots` as places: consecutive when each record starts where the one before ends (and
+    /// the last ends within 4 GiB of the first's start), else scattered.
+    fn places(slots: Vec<Slot>) -> (Places, u64, Vec<Arc<UnusableSlot>>) {
+        let base = match slots.first() {
+            Some(Slot::Record(start, _)) => *start,
+            _ => 0,
+        };
+        let mut ends = Vec::with_capacity(slots.len());
+        let mut next = base;
+        for slot in &slots {
+            let Slot::Record(start, length) = slot else {
+                break;
+            };
+            // `start == next` (at or past `base`) before the end is counted from `base`.
+            let rel = (*start == next)
+                .then(|| start.checked_add(*length))
+                .flatten()
+                .and_then(|end| u32::try_from(end - base).ok());
+            let Some(rel) = rel else {
+                break;
+            };
+            ends.push(rel);
+            next = start + length;
+        }
+        if ends.len() == slots.len() {
+            return (
+                Places::Consecutive(ends.into_boxed_slice()),
+                base,
+                Vec::new(),
+            );
+        }
         let mut unusable = Vec::new();
-        let slots = self
-            .slots
+        let packed = slots
             .into_iter()
             .map(|slot| match slot {
                 Slot::Record(start, length) if start != PackedSlot::NO_RECORD => {
@@ -213,11 +301,7 @@ impl TableBuilder {
                 }
             })
             .collect();
-        TensorTable {
-            names,
-            slots,
-            unusable: unusable.into_boxed_slice(),
-        }
+        (Places::Scattered(packed), 0, unusable)
     }
 }
 
@@ -227,8 +311,8 @@ impl TableBuilder {
 #[derive(Default)]
 pub(crate) struct Interner {
     ids: foldhash::HashMap<Arc<str>, u32>,
-    /// The names of the last table read: the next shares them when it lists the same.
-    last_names: Option<Arc<TableNames>>,
+    /// The last table read: the next shares its names and places when it has the same.
+    last: LastTable,
     /// Per name number, the last file it was listed in ([`Interner::start_file`]).
     listed_in: Vec<u64>,
     file: u64,
@@ -543,7 +627,7 @@ fn read_index_file(
         mode: index.meta.mode,
         mode_step: index.meta.mode_step,
         event_file,
-        tensors: tensors.finish(&mut names.last_names),
+        tensors: tensors.finish(&mut names.last),
         repeated,
     })
 }
@@ -578,7 +662,7 @@ mod tests {
                 .insert(again, Slot::Record(10_000, 20))
                 .expect("t1 is held");
             assert_eq!((place, at(Some(earlier))), (1, Some((100, 50))), "{n}");
-            let table = table.finish(&mut names.last_names);
+            let table = table.finish(&mut names.last);
             // A long table's (shared) hash index is built at its first lookup by name.
             assert!(table.get("t0").is_some());
             assert_eq!(
@@ -608,7 +692,7 @@ mod tests {
                 let (name, _) = names.get(n);
                 b.push_new(name, Slot::Record(base + i as u64 * 10, 10));
             }
-            b.finish(&mut names.last_names)
+            b.finish(&mut names.last)
         };
         let many: Vec<String> = (0..40).map(|i| format!("t{i}")).collect();
         let many: Vec<&str> = many.iter().map(String::as_str).collect();
@@ -624,6 +708,60 @@ mod tests {
         assert!(!Arc::ptr_eq(&b.names, &c.names));
         assert!(matches!(c.get("t0"), Some(Slot::Record(10, 10))));
         assert_eq!(std::mem::size_of::<PackedSlot>(), 16);
+        // Records one after another with the same lengths: one list of ends for all three.
+        assert!(matches!(*a.places, Places::Consecutive(_)));
+        assert!(Arc::ptr_eq(&a.places, &b.places) && Arc::ptr_eq(&b.places, &c.places));
+        assert_eq!((a.end(), b.end()), (400, 1400));
+    }
+
+    /// Records that do not follow each other, or span more than 4 GiB, keep each start and
+    /// length, and read back the same; an entry that locates no record stays unusable.
+    #[test]
+    fn places_other_than_consecutive_are_kept_entry_by_entry() {
+        let mut names = Interner::default();
+        let unusable = || {
+            Slot::Unusable(Arc::new(UnusableSlot {
+                index_file: "index/x.json".into(),
+                position: 1,
+                reason: "no length".into(),
+            }))
+        };
+        let cases: [(&str, Vec<Slot>); 4] = [
+            ("a gap", vec![Slot::Record(0, 10), Slot::Record(20, 5)]),
+            (
+                "out of order",
+                vec![Slot::Record(10, 10), Slot::Record(0, 10)],
+            ),
+            (
+                "over 4 GiB",
+                vec![
+                    Slot::Record(100, 3 << 30),
+                    Slot::Record(100 + (3 << 30), 3 << 30),
+                ],
+            ),
+            ("unusable", vec![Slot::Record(0, 10), unusable()]),
+        ];
+        for (case, slots) in cases {
+            let mut b = TableBuilder::default();
+            for (i, slot) in slots.iter().enumerate() {
+                let (name, _) = names.get(&format!("t{i}"));
+                b.push_new(name, slot.clone());
+            }
+            let table = b.finish(&mut names.last);
+            assert!(matches!(*table.places, Places::Scattered(_)), "{case}");
+            for (i, want) in slots.iter().enumerate() {
+                let got = table.get(&format!("t{i}")).unwrap();
+                match (want, &got) {
+                    (Slot::Record(s, l), Slot::Record(gs, gl)) => {
+                        assert_eq!((s, l), (gs, gl), "{case}")
+                    }
+                    (Slot::Unusable(_), Slot::Unusable(u)) => {
+                        assert!(u.error("t1").to_string().contains("no length"), "{case}")
+                    }
+                    _ => panic!("{case}: {got:?} for {want:?}"),
+                }
+            }
+        }
     }
 
     #[test]
