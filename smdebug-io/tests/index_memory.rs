@@ -1,10 +1,9 @@
 //! What a `Trial` holds to know a run: its index, counted byte by byte with a counting
 //! allocator (never timed). A long job's index must cost a fixed number of bytes a tensor entry,
 //! however many steps the run has: the same per entry on a run four times as long, and few
-//! bytes (a step's table shares its names with the steps around it; each entry is its record's
-//! start and length, shared too when the lengths are; a tensor's steps are arithmetic runs).
-//! One test in this binary: the
-//! counter is the process's.
+//! bytes (a step's table shares its names, and its records' places when their lengths are the
+//! same, with the steps around it; a tensor's steps are arithmetic runs). One test in this
+//! binary: the counter is the process's.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
