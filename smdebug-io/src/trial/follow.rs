@@ -564,6 +564,7 @@ fn read_numbers(
     let file_len = entry.tensors.end();
     let file = Arc::new(EventFile::new(
         entry.event_file.clone(),
+        entry.step,
         entry.worker.as_str().into(),
         file_len,
     ));

@@ -134,7 +134,7 @@ impl TrialTensor<'_> {
                 step,
             }),
             ref values => Err(Error::CorruptRecord {
-                path: loc.file.path.to_string(),
+                path: loc.file.path().to_string(),
                 offset: loc.start,
                 reason: format!(
                     "reduction `{name}` holds {} values; a reduction is one value",

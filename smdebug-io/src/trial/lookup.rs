@@ -101,7 +101,7 @@ impl State {
             .workers
             .iter()
             .filter(|(_, w)| Self::holds(&w.tensors, name))
-            .map(|(n, _)| n.clone())
+            .map(|(n, _)| n.to_string())
             .collect()
     }
 
@@ -168,7 +168,7 @@ impl State {
             e.workers
                 .iter()
                 .filter(|(_, w)| Self::holds(&w.tensors, name))
-                .map(|(n, _)| n.clone())
+                .map(|(n, _)| n.to_string())
                 .collect()
         };
         let only_reductions = || Error::OnlyReductionsSaved {

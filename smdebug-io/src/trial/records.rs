@@ -88,7 +88,7 @@ fn decode_strings(
 ) -> Result<StringTensor> {
     let event = crate::format::read_tagged_string_record_ref(
         bytes,
-        &loc.file.path,
+        &loc.file.path(),
         loc.start,
         name,
         PayloadCrcPolicy::AcceptBoth,
@@ -96,7 +96,7 @@ fn decode_strings(
     )?;
     if event.step != loc.step {
         return Err(Error::WrongTensor {
-            path: loc.file.path.to_string(),
+            path: loc.file.path().to_string(),
             offset: loc.start,
             expected: format!("`{name}` at step {}", loc.step),
             found: format!("`{name}` at step {}", event.step),
@@ -172,7 +172,7 @@ pub(crate) fn number_at(
     // The common layout in one pass; anything else (and every error) from the general decoder.
     if let Ok(rec) = crate::format::record::decode_exact_record(
         &record,
-        &loc.file.path,
+        &loc.file.path(),
         loc.start,
         PayloadCrcPolicy::AcceptBoth,
     ) && let Some(n) = crate::format::number::read_seen(rec.payload, name, seen)
@@ -230,7 +230,7 @@ fn decode_with<T>(
 ) -> Result<T> {
     let event = crate::format::read_tagged_tensor_record_ref(
         bytes,
-        &loc.file.path,
+        &loc.file.path(),
         loc.start,
         name,
         PayloadCrcPolicy::AcceptBoth,
@@ -238,7 +238,7 @@ fn decode_with<T>(
     )?;
     if event.step != loc.step {
         return Err(Error::WrongTensor {
-            path: loc.file.path.to_string(),
+            path: loc.file.path().to_string(),
             offset: loc.start,
             expected: format!("`{name}` at step {}", loc.step),
             found: format!("`{name}` at step {}", event.step),
@@ -254,7 +254,7 @@ fn record_end(loc: &Location, name: &str, budget: Budget) -> Result<u64> {
         .start
         .checked_add(loc.length)
         .ok_or_else(|| Error::CorruptRecord {
-            path: loc.file.path.to_string(),
+            path: loc.file.path().to_string(),
             offset: loc.start,
             reason: format!(
                 "the index's offset {} + length {} overflows",
@@ -263,7 +263,7 @@ fn record_end(loc: &Location, name: &str, budget: Budget) -> Result<u64> {
         })?;
     if loc.length > budget.limit {
         return Err(Error::TensorTooLarge {
-            path: loc.file.path.to_string(),
+            path: loc.file.path().to_string(),
             offset: loc.start,
             tensor: name.to_string(),
             detail: "the length of its record in the index".to_string(),
@@ -315,8 +315,8 @@ pub(crate) fn get_range(
 ) -> Result<bytes::Bytes> {
     let start = range.start;
     storage
-        .get_range(&loc.file.path, range)
-        .map_err(|e| match storage.size(&loc.file.path) {
+        .get_range(&loc.file.path(), range)
+        .map_err(|e| match storage.size(&loc.file.path()) {
             Ok(Some(size)) if size <= start => short_file(loc, 0),
             _ => e,
         })
@@ -336,7 +336,7 @@ fn slice_record(file: &Bytes, loc: &Location, end: u64) -> Result<Bytes> {
 /// A file shorter than its index says, reported like a truncated record.
 fn short_file(loc: &Location, available: u64) -> Error {
     Error::IncompleteRecord {
-        path: loc.file.path.to_string(),
+        path: loc.file.path().to_string(),
         offset: loc.start,
         needed: loc.length,
         available,

@@ -100,8 +100,11 @@ pub(crate) fn read_collections_file(
 /// pattern: several tensors over many steps) looks nothing up and costs no I/O.
 #[derive(Debug)]
 pub(crate) struct EventFile {
-    /// The file, relative to the run.
-    pub path: Box<str>,
+    /// The file, relative to the run, when it is not its step's and worker's usual path
+    /// ([`layout::event_file`](crate::format::layout::event_file)): a long run keeps one of
+    /// these a step, and the usual path is made again when asked for.
+    other_path: Option<Box<str>>,
+    step: u64,
     pub worker: Arc<str>,
     /// Size of the file as the index describes it (the end of its last record).
     pub len: u64,
@@ -111,12 +114,25 @@ pub(crate) struct EventFile {
 }
 
 impl EventFile {
-    pub(crate) fn new(path: String, worker: Arc<str>, len: u64) -> EventFile {
+    /// Event file `path` of `step` of `worker`, `len` bytes long.
+    pub(crate) fn new(path: String, step: u64, worker: Arc<str>, len: u64) -> EventFile {
+        let usual = path == crate::format::layout::event_file(step, &worker);
         EventFile {
-            path: path.into(),
+            other_path: (!usual).then(|| path.into()),
+            step,
             worker,
             len,
             data: Mutex::new(None),
+        }
+    }
+
+    /// The file, relative to the run.
+    pub(crate) fn path(&self) -> std::borrow::Cow<'_, str> {
+        match &self.other_path {
+            Some(path) => std::borrow::Cow::Borrowed(path),
+            None => {
+                std::borrow::Cow::Owned(crate::format::layout::event_file(self.step, &self.worker))
+            }
         }
     }
 
@@ -255,7 +271,7 @@ impl Files {
     pub(super) fn map(&self, file: &EventFile) -> Option<Bytes> {
         let root = self.map_root.as_ref()?;
         // The path comes from an index file: it must stay inside the run.
-        crate::storage::check_relative("", &file.path).ok()?;
+        crate::storage::check_relative("", &file.path()).ok()?;
         if MAPS_LEFT
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
             .is_err()
@@ -264,7 +280,7 @@ impl Files {
         }
         let mapped = (|| {
             // Only a regular file inside the run (never a FIFO, which would block the open).
-            let (f, size) = crate::storage::regular::open(root, &file.path).ok()?;
+            let (f, size) = crate::storage::regular::open(root, &file.path()).ok()?;
             let len = size.min(file.len);
             if len == 0 {
                 return None;

@@ -34,9 +34,22 @@ pub enum StepSelector {
 pub(crate) struct WorkerStep {
     /// Shared with every `Location` handed out for it, with the file's bytes once read.
     pub file: Arc<EventFile>,
-    /// The index file that described this step of this worker.
-    pub index_file: String,
+    /// The index file that described this step of this worker, when it is not its step's
+    /// and worker's usual path (see [`WorkerStep::index_file`]).
+    other_index_file: Option<Box<str>>,
     pub tensors: TensorTable,
+}
+
+impl WorkerStep {
+    /// The index file that described step `step` of this worker.
+    pub fn index_file(&self, step: u64) -> std::borrow::Cow<'_, str> {
+        match &self.other_index_file {
+            Some(path) => std::borrow::Cow::Borrowed(path),
+            None => {
+                std::borrow::Cow::Owned(crate::format::layout::index_file(step, &self.file.worker))
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -50,11 +63,11 @@ pub(crate) struct StepEntry {
 /// a sorted vector: a `BTreeMap` allocates a whole node (eleven slots, ~1 KB here) for the
 /// first, which was most of the `Trial`'s memory on an 85,500-step run.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Workers(Vec<(String, WorkerStep)>);
+pub(crate) struct Workers(Vec<(Arc<str>, WorkerStep)>);
 
 impl Workers {
     fn position(&self, worker: &str) -> Result<usize, usize> {
-        self.0.binary_search_by(|(w, _)| w.as_str().cmp(worker))
+        self.0.binary_search_by(|(w, _)| (**w).cmp(worker))
     }
 
     /// The step of `worker`.
@@ -63,7 +76,7 @@ impl Workers {
     }
 
     /// Sets `worker`'s step, replacing the one it had.
-    pub fn insert(&mut self, worker: String, step: WorkerStep) {
+    pub fn insert(&mut self, worker: Arc<str>, step: WorkerStep) {
         match self.position(&worker) {
             Ok(i) => self.0[i].1 = step,
             Err(i) => self.0.insert(i, (worker, step)),
@@ -76,7 +89,7 @@ impl Workers {
     }
 
     /// `(worker, its step)`, in worker name order.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &WorkerStep)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &WorkerStep)> {
         self.0.iter().map(|(n, w)| (n, w))
     }
 }
@@ -163,6 +176,8 @@ pub(crate) struct State {
     jobs_read: Option<Instant>,
     /// The run's directory when it is on local disk: index files are read from it directly.
     pub local_root: Option<std::path::PathBuf>,
+    /// The workers' names, each kept once for all their steps.
+    worker_names: Vec<Arc<str>>,
 }
 
 impl State {
@@ -349,12 +364,22 @@ impl State {
             self.read_once(idx.step, idx.path);
             return Ok(());
         }
-        let known = self.steps.get(&idx.step).map(|e| KnownStep {
-            mode: e.mode,
-            mode_step: e.mode_step,
-            worker_file: e.workers.get(&idx.worker).map(|w| w.index_file.as_str()),
-            first_file: e.workers.values().next().map_or("", |w| &w.index_file),
+        let files = self.steps.get(&idx.step).map(|e| {
+            (
+                e.mode,
+                e.mode_step,
+                e.workers.get(&idx.worker).map(|w| w.index_file(idx.step)),
+                e.workers.values().next().map(|w| w.index_file(idx.step)),
+            )
         });
+        let known = files
+            .as_ref()
+            .map(|(mode, mode_step, worker, first)| KnownStep {
+                mode: *mode,
+                mode_step: *mode_step,
+                worker_file: worker.as_deref(),
+                first_file: first.as_deref().unwrap_or(""),
+            });
         if admit(known, &idx)? == Admit::Again {
             self.read_once(idx.step, idx.path);
             return Ok(());
@@ -406,11 +431,20 @@ impl State {
             mode_step: idx.mode_step,
             workers: Workers::default(),
         });
+        let worker = match self.worker_names.iter().find(|w| ***w == *idx.worker) {
+            Some(known) => known.clone(),
+            None => {
+                let name: Arc<str> = idx.worker.as_str().into();
+                self.worker_names.push(name.clone());
+                name
+            }
+        };
+        let usual_index = idx.path == crate::format::layout::index_file(idx.step, &idx.worker);
         entry.workers.insert(
-            idx.worker.clone(),
+            worker.clone(),
             WorkerStep {
-                file: Arc::new(EventFile::new(idx.event_file, idx.worker.into(), file_len)),
-                index_file: idx.path.clone(),
+                file: Arc::new(EventFile::new(idx.event_file, idx.step, worker, file_len)),
+                other_index_file: (!usual_index).then(|| idx.path.as_str().into()),
                 tensors: idx.tensors,
             },
         );

@@ -178,12 +178,12 @@ impl Source {
             return Ok(kept);
         }
         if let Some(root) = &self.local_root
-            && crate::storage::check_relative("", &file.path).is_ok()
+            && crate::storage::check_relative("", &file.path()).is_ok()
             && let Ok(limit) = usize::try_from(file.len)
         {
             let mut buf = self.pool.take();
             // Growing with the data read, so an index claiming a huge file costs nothing.
-            if let Ok(len) = source::read_whole(root, &file.path, &mut buf, limit) {
+            if let Ok(len) = source::read_whole(root, &file.path(), &mut buf, limit) {
                 return Ok(Bytes::from_owner(Pooled {
                     buf,
                     len,
@@ -377,7 +377,7 @@ mod tests {
     fn step_of(bytes: &[u64]) -> PlannedStep {
         let mut step = PlannedStep::new(0, Mode::Train, 0);
         for (i, len) in bytes.iter().enumerate() {
-            let file = Arc::new(EventFile::new(format!("f{i}"), Arc::from("w"), *len));
+            let file = Arc::new(EventFile::new(format!("f{i}"), 0, Arc::from("w"), *len));
             step.add_file(file, vec![(Arc::from("t"), Slot::Record(0, *len))]);
         }
         step
