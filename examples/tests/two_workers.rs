@@ -178,6 +178,31 @@ fn two_processes_write_one_local_run() {
         .collect::<Vec<_>>();
     assert!(events.iter().any(|f| f.contains("worker_0")), "{events:?}");
     assert!(events.iter().any(|f| f.contains("worker_1")), "{events:?}");
+    no_debugging_alarm(out.to_str().unwrap());
+}
+
+/// The loss rules find nothing on the job's healthy run, having judged it (Overtraining once
+/// stalled on its training loss for 8 steps while the batch losses swung by ±0.1 and fell).
+/// CheckInputImages does fire here, and rightly: the example feeds raw pixels in [0, 1] (mean
+/// 0.30), not normalized ones.
+fn no_debugging_alarm(run: &str) {
+    let mut builder = smdebug_rules::RuleRunner::builder(run);
+    for spec in smdebug_rules::report::default_specs(false, false) {
+        builder = builder.spec(spec);
+    }
+    let summary = builder.build().unwrap().run_offline().unwrap();
+    for rule in ["LossNotDecreasing", "Overtraining", "Overfit"] {
+        let status = summary.rule(rule).unwrap();
+        assert!(
+            matches!(
+                status.status,
+                smdebug_rules::Status::NoIssuesFound | smdebug_rules::Status::NoData
+            ),
+            "{status:?}"
+        );
+    }
+    let overtraining = summary.rule("Overtraining").unwrap();
+    assert!(overtraining.datapoints > 0, "{overtraining:?}");
 }
 
 #[test]

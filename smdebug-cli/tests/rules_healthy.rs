@@ -151,7 +151,10 @@ fn the_hook_corpus_healthy_run_raises_no_debugging_alarm() {
 
 /// Each planted bug, the rules that caught it before this change and the step each first fired
 /// at then (measured with the rules as they were, on these same deterministic runs): each must
-/// still fire, at that step or earlier.
+/// still fire, at that step or earlier. Overtraining also caught the vanishing-gradient and
+/// exploding-loss runs at step 9 before its training side weighed batch noise (their batches
+/// swing by more than its 0.01 within a window of five); the other rules listed catch them at
+/// step 0 to 19, as before.
 #[test]
 fn every_planted_bug_is_still_caught_as_early() {
     let cases: [(Bug, &[(&str, u64)]); 3] = [
@@ -162,7 +165,6 @@ fn every_planted_bug_is_still_caught_as_early() {
                 ("PoorWeightInitialization", 0),
                 ("WeightUpdateRatio", 10),
                 ("LossNotDecreasing", 19),
-                ("Overtraining", 9),
                 ("UnchangedTensor", 20),
             ],
         ),
@@ -188,7 +190,6 @@ fn every_planted_bug_is_still_caught_as_early() {
                 ("WeightUpdateRatio", 10),
                 ("LossNotDecreasing", 3),
                 ("Overfit", 45),
-                ("Overtraining", 9),
             ],
         ),
     ];

@@ -251,11 +251,25 @@ fn overfit_fires_when_validation_loss_pulls_away_from_training_loss() {
 #[test]
 fn overtraining_fires_when_the_loss_stops_improving() {
     let bad = tempdir().unwrap();
-    example_run(bad.path(), 1, Some(Bug::VanishingGradients));
+    // One batch of 32 digits, over and over, at learning rate 0: the loss is the same at every
+    // step, with no batch noise to hide a stall in.
+    Loop {
+        lr: 0.0,
+        train_subset: Some(32),
+        epochs: 20,
+        ..Default::default()
+    }
+    .run(bad.path());
     // The moving average over patience_train = 5 values exists from the 5th TRAIN step; five
     // more without a 0.01 improvement and training has stalled (no EVAL loss yet).
     let train = mode_globals(bad.path(), Mode::Train);
     assert_fires_first_at(&check(bad.path(), "Overtraining"), "Overtraining", train[9]);
+    // A loss stuck at chance level whose batches swing by ±0.015 (the vanishing-gradient bug) is
+    // not told from slow progress by windows of five: LossNotDecreasing, with windows of ten,
+    // and VanishingGradient catch that run.
+    let stuck = tempdir().unwrap();
+    example_run(stuck.path(), 1, Some(Bug::VanishingGradients));
+    assert_silent(&check(stuck.path(), "Overtraining"), "Overtraining");
 
     let good = tempdir().unwrap();
     example_run(good.path(), 2, None);

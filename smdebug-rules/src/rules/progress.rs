@@ -75,20 +75,30 @@ impl EvalPlateau {
 
 #[derive(Default)]
 struct Plateau {
-    best: Option<f64>,
+    /// The moving window with the lowest mean so far.
+    best: Option<Window>,
     since: u64,
     /// The last values, for the moving average (TRAIN only).
     window: std::collections::VecDeque<f64>,
 }
 
 impl Plateau {
-    fn observe(&mut self, loss: f64, delta: f64) {
-        match self.best {
-            Some(b) if loss >= b - delta || loss.is_nan() => self.since += 1,
-            _ => {
-                self.best = Some(loss);
-                self.since = 0;
+    /// Takes the moving window `current` (its mean and standard error). It improves when its
+    /// mean is below the best by more than `delta`, or could be within the noise of the two
+    /// means (as the validation side judges its windows): one lucky batch sets no best, and
+    /// batches that swing more than `delta` are no stall.
+    fn observe(&mut self, current: Window, delta: f64) {
+        let improved = current.mean.is_finite()
+            && self
+                .best
+                .is_none_or(|best| current.mean < best.mean - delta + current.noise(&best));
+        if improved {
+            self.since = 0;
+            if self.best.is_none_or(|b| current.mean < b.mean) {
+                self.best = Some(current);
             }
+        } else {
+            self.since += 1;
         }
     }
 }
@@ -98,10 +108,12 @@ impl Plateau {
 /// per-batch losses are noisy) and the best EVAL window (the mean of `patience_validation`
 /// consecutive EVAL values, compared window to window, as evaluation batches differ); training
 /// has stalled when it has not improved on its best by more than `delta` for `patience_train`
-/// TRAIN steps, validation when a whole window of `patience_validation` EVAL values did not
-/// (a window counts as improving when its mean is below the best by more than `delta` less
-/// three standard errors of the difference of the two means: noise is no stall). Fires when both
-/// have stalled (when the run has no complete EVAL window yet, when training has).
+/// TRAIN steps, validation when a whole window of `patience_validation` EVAL values did not.
+/// On both sides a window counts as improving when its mean is below the best by more than
+/// `delta` less three standard errors of the difference of the two means: noise is no stall
+/// (the two-worker example's batch losses swing by ±0.1 while they fall, and a moving average
+/// compared without its noise stalled for 8 saved steps there). Fires when both have stalled
+/// (when the run has no complete EVAL window yet, when training has).
 ///
 /// When it fires: more training will not help: stop (early stopping at the best validation
 /// step), or change the learning-rate schedule.
@@ -162,8 +174,8 @@ impl TensorRule for Overtraining {
                         result.unjudged += 1;
                         continue;
                     }
-                    let avg = train.window.iter().sum::<f64>() / w as f64;
-                    train.observe(avg, p.delta)
+                    let values: Vec<f64> = train.window.iter().copied().collect();
+                    train.observe(Window::of(&values), p.delta)
                 }
                 Mode::Eval => eval.observe(loss, p.delta, p.patience_validation.max(1) as usize),
                 _ => continue,
@@ -175,7 +187,7 @@ impl TensorRule for Overtraining {
             if train_stalled && (eval_stalled || !has_eval) {
                 let mut msg = format!(
                     "{name}: training loss has not improved on {:.6} by more than {} for {} TRAIN steps",
-                    train.best.unwrap_or(f64::NAN),
+                    train.best.map_or(f64::NAN, |b| b.mean),
                     p.delta,
                     train.since
                 );
