@@ -1,4 +1,4 @@
-//! `smdebug trace` on the real Kineto traces in ../shared/data, checked against the figures an
+//! `smdebug trace` on the real Kineto traces in smdebug-profiler/tests/data, checked against the figures an
 //! independent Python computation wrote (smdebug-profiler/tests/kineto/expected), and
 //! `smdebug profile` around a real child process.
 
@@ -17,7 +17,7 @@ fn smdebug() -> Command {
 
 #[test]
 fn trace_json_matches_the_independent_figures_for_two_ranks() {
-    let traces = repo().join("../shared/data/pytorch-profiler-traces");
+    let traces = repo().join("smdebug-profiler/tests/data/pytorch-profiler-traces");
     let out = smdebug()
         .arg("trace")
         .arg("--json")

@@ -2,7 +2,7 @@
 //!
 //! Expected figures come from `tests/kineto/expected_figures.py`, an independent Python
 //! computation over the same files; regenerate them with
-//! `python3 tests/kineto/expected_figures.py tests/kineto/expected ../../shared/data/pytorch-profiler-traces/*.gz`.
+//! `python3 tests/kineto/expected_figures.py tests/kineto/expected tests/data/pytorch-profiler-traces/*.gz`.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -20,7 +20,7 @@ const TRACES: &[&str] = &[
 ];
 
 fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/pytorch-profiler-traces")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pytorch-profiler-traces")
 }
 
 fn trace(name: &str) -> PathBuf {

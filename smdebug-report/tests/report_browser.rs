@@ -27,7 +27,7 @@ use smdebug_rules::{RuleInput, RuleStatus, Status};
 
 fn shared_trace(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/data/pytorch-profiler-traces")
+        .join("../smdebug-profiler/tests/data/pytorch-profiler-traces")
         .join(name)
 }
 

@@ -88,7 +88,7 @@ fn every_field_the_page_reads_is_in_the_api_responses_and_they_are_gzipped() {
     // A Kineto trace, so that the Kineto view has ranks, kernels and operators.
     options.traces =
         vec![Path::new(env!("CARGO_MANIFEST_DIR")).join(
-            "../../shared/data/pytorch-profiler-traces/trace_filter__sampled_rank-0.json.gz",
+            "../smdebug-profiler/tests/data/pytorch-profiler-traces/trace_filter__sampled_rank-0.json.gz",
         )];
     let server = Server::start(options).unwrap();
     let url = server.url().trim_end_matches('/').to_owned();

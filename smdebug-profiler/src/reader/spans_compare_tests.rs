@@ -236,8 +236,7 @@ fn same(label: &str, bytes: &[u8]) -> std::result::Result<Vec<Span>, String> {
 
 #[test]
 fn the_shared_kineto_traces_read_as_the_document_walk_reads_them() {
-    let dir =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/pytorch-profiler-traces");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pytorch-profiler-traces");
     let mut checked = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
