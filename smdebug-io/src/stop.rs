@@ -193,7 +193,8 @@ pub fn read_stop_request(storage: &dyn Storage) -> Result<Option<StopRequest>> {
 /// at most [`StopWatcher::STOP_WAIT`].
 ///
 /// A stop request that cannot be read (not JSON, a field of the wrong type, too large, a FIFO)
-/// does not stop the job: no one can tell what it asked. It is logged (`log::error!`, once per
+/// does not stop the job: no one can tell what it asked. Once two looks in a row read it so (a
+/// file written in place may be caught empty by one look), it is logged (`log::error!`, once per
 /// distinct reason, with the reason) and kept in [`problems`](StopWatcher::problems), and
 /// the watcher goes on looking: a request written properly afterwards stops the job.
 pub struct StopWatcher {
@@ -233,17 +234,27 @@ impl StopWatcher {
         let thread = std::thread::Builder::new()
             .name("smdebug-stop-watcher".into())
             .spawn(move || {
+                // What the last look could not read: a problem is said when two looks in a
+                // row meet it. A request written in place (`echo … > stop_request.json`, not
+                // renamed into place as `request_stop` does) can be caught empty or half
+                // written by one look, and the next reads it whole.
+                let mut last_problem: Option<String> = None;
                 while !flag.load(Ordering::Acquire) {
                     match read_stop_request(storage.as_ref()) {
                         Ok(Some(req)) => {
                             signal.request(req.reason);
                             return;
                         }
-                        Ok(None) => {}
+                        Ok(None) => last_problem = None,
                         // Neither a bad request nor a storage error stops training; both are
-                        // said, once each, and the watcher keeps looking (puts are atomic, so
-                        // a request is never read half-written).
-                        Err(e) => note_problem(&seen, &e),
+                        // said, once each, and the watcher keeps looking.
+                        Err(e) => {
+                            let text = e.to_string();
+                            if last_problem.as_ref() == Some(&text) {
+                                note_problem(&seen, &e);
+                            }
+                            last_problem = Some(text);
+                        }
                     }
                     std::thread::park_timeout(interval);
                 }

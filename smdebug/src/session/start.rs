@@ -100,14 +100,21 @@ impl<H: Capture> SessionBuilder<H> {
             .and_then(|(w, _)| w.current())
             .and_then(|f| f.dataloader_metrics().cloned());
         let storage: Arc<dyn Storage> = open_storage_with(&location, &self.storage_options)?;
-        // A location that takes no writes fails here with the storage's own reason, before
-        // anything starts that would write into it.
-        probe_write(storage.as_ref(), &worker_name(worker.rank)).map_err(|e| {
-            Error::NotWritable {
-                location: location.clone(),
-                source: Box::new(e),
-            }
-        })?;
+        // A location that takes no writes fails with the storage's own reason, before anything
+        // starts that would write into it: rank 0 before it claims the location, the other
+        // ranks once it has (they write nothing before: a probe of theirs in flight while rank
+        // 0 looks at the folder would be a file that is not a run's).
+        let probe = || {
+            probe_write(storage.as_ref(), &worker_name(worker.rank)).map_err(|e| {
+                Error::NotWritable {
+                    location: location.clone(),
+                    source: Box::new(e),
+                }
+            })
+        };
+        if worker.rank == 0 {
+            probe()?;
+        }
         // Rank 0 judges the location and replaces an old run (its own files only); the other
         // ranks write nothing before rank 0 of their job has claimed it. A foreign folder, a run
         // still written by a live process, and an old run not to be replaced are refused.
@@ -134,6 +141,9 @@ impl<H: Capture> SessionBuilder<H> {
         })?;
         // A session that fails to start from here on leaves no identity behind.
         let mut claim = Claimed(Some(claim));
+        if worker.rank != 0 {
+            probe()?;
+        }
         let stop = StopSignal::default();
         let mut parts = Parts {
             stop_watcher: Some(StopWatcher::with_storage(
