@@ -49,8 +49,10 @@ pub enum FolderState {
 }
 
 /// A top-level name the run owns as a file: one of [`RUN_FILES`], a start probe left behind
-/// (`.smdebug-probe-worker_0-4242.tmp`), or the hidden temporary file of an interrupted write
-/// of one (`.training_job_end_ts.<pid>-<n>.tmp`).
+/// (`.smdebug-probe-worker_0-4242.tmp`), or the hidden temporary file of a write of one, in
+/// flight or interrupted (`.training_job_end_ts.<pid>-<n>.tmp`,
+/// `._smdebug-probe-worker_1-4243_tmp.4243-0.tmp`: another worker of the job probing the
+/// location while this one looks at it).
 fn owned_top_file(name: &str) -> bool {
     if RUN_FILES.contains(&name) || layout::is_start_probe_file(name) {
         return true;
@@ -63,7 +65,12 @@ fn owned_top_file(name: &str) -> bool {
     else {
         return false;
     };
-    RUN_FILES.iter().any(|f| f.replace('.', "_") == stem)
+    let probe_prefix = layout::START_PROBE_PREFIX.replace('.', "_");
+    let probe = stem
+        .strip_prefix(probe_prefix.as_str())
+        .and_then(|n| n.strip_suffix("_tmp"))
+        .is_some_and(|n| !n.is_empty() && !n.contains('/'));
+    probe || RUN_FILES.iter().any(|f| f.replace('.', "_") == stem)
 }
 
 /// What an entry that is not a folder or regular file is.
@@ -532,6 +539,12 @@ mod tests {
         assert!(owned_top_file(".stop_request_json.1-3.tmp"));
         assert!(owned_top_file(".smdebug-serve-write-check"));
         assert!(owned_top_file(".smdebug-probe-worker_0-4242.tmp"));
+        // A probe's own write in flight (what LocalStorage's `put` names its temporary file).
+        assert!(owned_top_file(
+            "._smdebug-probe-worker_1-13939_tmp.13939-0.tmp"
+        ));
+        assert!(!owned_top_file("._smdebug-probe-_tmp.13939-0.tmp"));
+        assert!(!owned_top_file("._notes_tmp.13939-0.tmp"));
         assert!(layout::run_owns(".smdebug-probe-worker_3-1.tmp"));
         assert!(!owned_top_file(".smdebug-probe-.tmp"));
         assert!(!owned_top_file(".bashrc"));
