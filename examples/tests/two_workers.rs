@@ -181,26 +181,28 @@ fn two_processes_write_one_local_run() {
     no_debugging_alarm(out.to_str().unwrap());
 }
 
-/// The loss rules find nothing on the job's healthy run, having judged it (Overtraining once
-/// stalled on its training loss for 8 steps while the batch losses swung by ±0.1 and fell).
-/// CheckInputImages does fire here, and rightly: the example feeds raw pixels in [0, 1] (mean
-/// 0.30), not normalized ones.
+/// The default debugging rules find nothing on the job's healthy run (Overtraining once stalled
+/// on its training loss for 8 steps while the batch losses swung by ±0.1 and fell;
+/// CheckInputImages reported the raw pixels' mean of 0.30 before the example standardized them).
 fn no_debugging_alarm(run: &str) {
     let mut builder = smdebug_rules::RuleRunner::builder(run);
     for spec in smdebug_rules::report::default_specs(false, false) {
         builder = builder.spec(spec);
     }
     let summary = builder.build().unwrap().run_offline().unwrap();
-    for rule in ["LossNotDecreasing", "Overtraining", "Overfit"] {
-        let status = summary.rule(rule).unwrap();
-        assert!(
-            matches!(
-                status.status,
+    let fired: Vec<String> = summary
+        .rules
+        .iter()
+        .filter(|r| r.kind == smdebug_rules::RuleInput::Tensors)
+        .filter(|r| {
+            !matches!(
+                r.status,
                 smdebug_rules::Status::NoIssuesFound | smdebug_rules::Status::NoData
-            ),
-            "{status:?}"
-        );
-    }
+            )
+        })
+        .map(|r| format!("{} {:?}: {}", r.rule, r.status, r.message))
+        .collect();
+    assert!(fired.is_empty(), "{fired:#?}");
     let overtraining = summary.rule("Overtraining").unwrap();
     assert!(overtraining.datapoints > 0, "{overtraining:?}");
 }
