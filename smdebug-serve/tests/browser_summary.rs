@@ -116,6 +116,10 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
                 && s["issues_shown"].as_u64().unwrap_or(0) >= 1
                 && c.eval("!!document.querySelector('[data-chart=\"headline:loss\"] canvas')")
                     == true
+                // The job's progress file read (the server reads it once a second; under load
+                // the first issue can be shown before).
+                && c.eval("document.getElementById('summary-step').textContent.includes(' of ')")
+                    == true
         },
     );
     let first = cdp.eval(
