@@ -40,25 +40,18 @@ impl Default for OvertrainingParams {
     }
 }
 
-/// The validation side: windows of `patience_validation` EVAL values, judged mean to mean.
+/// The best window of values so far, and how many values have come since one improved on it.
 #[derive(Default)]
-struct EvalPlateau {
-    values: Vec<f64>,
+struct Record {
     best: Option<Window>,
     since: u64,
 }
 
-impl EvalPlateau {
-    /// Adds a value; at the end of a window, judges it against the best window so far. A window
+impl Record {
+    /// Judges `current`, a window standing for `values` values, against the best so far. It
     /// improves when its mean is below the best by more than `delta`, or could be within the
     /// noise of the two means: noise alone never counts as a stall.
-    fn observe(&mut self, loss: f64, delta: f64, size: usize) {
-        self.values.push(loss);
-        if self.values.len() < size {
-            return;
-        }
-        let current = Window::of(&self.values);
-        self.values.clear();
+    fn judge(&mut self, current: Window, delta: f64, values: u64) {
         let improved = self
             .best
             .is_none_or(|best| current.mean < best.mean - delta + current.noise(&best));
@@ -68,37 +61,48 @@ impl EvalPlateau {
                 self.best = Some(current);
             }
         } else {
-            self.since += size as u64;
+            self.since += values;
         }
     }
 }
 
+/// The validation side: windows of `patience_validation` EVAL values, judged mean to mean.
+#[derive(Default)]
+struct EvalPlateau {
+    values: Vec<f64>,
+    record: Record,
+}
+
+impl EvalPlateau {
+    /// Adds a value; at the end of a window, judges it against the best window so far.
+    fn observe(&mut self, loss: f64, delta: f64, size: usize) {
+        self.values.push(loss);
+        if self.values.len() < size {
+            return;
+        }
+        let current = Window::of(&self.values);
+        self.values.clear();
+        self.record.judge(current, delta, size as u64);
+    }
+}
+
+/// The training side: the moving window of the last `patience_train` values.
 #[derive(Default)]
 struct Plateau {
-    /// The moving window with the lowest mean so far.
-    best: Option<Window>,
-    since: u64,
-    /// The last values, for the moving average (TRAIN only).
+    record: Record,
+    /// The last values, for the moving average.
     window: std::collections::VecDeque<f64>,
 }
 
 impl Plateau {
-    /// Takes the moving window `current` (its mean and standard error). It improves when its
-    /// mean is below the best by more than `delta`, or could be within the noise of the two
-    /// means (as the validation side judges its windows): one lucky batch sets no best, and
-    /// batches that swing more than `delta` are no stall.
+    /// Takes the moving window `current`, judged as the validation side judges its windows:
+    /// one lucky batch sets no best, and batches that swing more than `delta` are no stall. A
+    /// window whose mean is not finite never improves.
     fn observe(&mut self, current: Window, delta: f64) {
-        let improved = current.mean.is_finite()
-            && self
-                .best
-                .is_none_or(|best| current.mean < best.mean - delta + current.noise(&best));
-        if improved {
-            self.since = 0;
-            if self.best.is_none_or(|b| current.mean < b.mean) {
-                self.best = Some(current);
-            }
+        if current.mean.is_finite() {
+            self.record.judge(current, delta, 1);
         } else {
-            self.since += 1;
+            self.record.since += 1;
         }
     }
 }
@@ -181,21 +185,23 @@ impl TensorRule for Overtraining {
                 _ => continue,
             }
             result.datapoints += 1;
-            let train_stalled = train.best.is_some() && train.since >= p.patience_train;
-            let eval_stalled = eval.best.is_some() && eval.since >= p.patience_validation;
-            let has_eval = eval.best.is_some();
+            let train_stalled =
+                train.record.best.is_some() && train.record.since >= p.patience_train;
+            let eval_stalled =
+                eval.record.best.is_some() && eval.record.since >= p.patience_validation;
+            let has_eval = eval.record.best.is_some();
             if train_stalled && (eval_stalled || !has_eval) {
                 let mut msg = format!(
                     "{name}: training loss has not improved on {:.6} by more than {} for {} TRAIN steps",
-                    train.best.map_or(f64::NAN, |b| b.mean),
+                    train.record.best.map_or(f64::NAN, |b| b.mean),
                     p.delta,
-                    train.since
+                    train.record.since
                 );
                 if has_eval {
                     msg.push_str(&format!(
                         ", validation loss not on {:.6} for {} EVAL steps",
-                        eval.best.map_or(f64::NAN, |b| b.mean),
-                        eval.since
+                        eval.record.best.map_or(f64::NAN, |b| b.mean),
+                        eval.record.since
                     ));
                 }
                 result.fire(msg);
@@ -204,7 +210,7 @@ impl TensorRule for Overtraining {
                         &name,
                         step,
                         "train_steps_without_improvement",
-                        train.since as f64,
+                        train.record.since as f64,
                     )
                     .limit(p.patience_train as f64),
                 );
@@ -214,7 +220,7 @@ impl TensorRule for Overtraining {
                             &name,
                             step,
                             "eval_steps_without_improvement",
-                            eval.since as f64,
+                            eval.record.since as f64,
                         )
                         .limit(p.patience_validation as f64),
                     );
