@@ -47,6 +47,7 @@
 //! # Ok::<(), smdebug_burn::Error>(())
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

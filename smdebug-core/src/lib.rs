@@ -14,6 +14,7 @@
 //! collection is then saved at the union ([`SaveConfig::union`]) of its own schedule and the
 //! requested steps.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

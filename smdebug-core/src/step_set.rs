@@ -32,7 +32,9 @@ impl Run {
 }
 
 /// A set of steps, sorted and without duplicates, held as arithmetic runs and single steps
-/// (see the [module docs](self)). Copies share the steps. Built from any steps in any order
+/// (a hook config may list millions of steps, `"save_steps": "0,1,2,…"`: as a list each would
+/// cost 8 bytes in every copy of the schedule, and a lookup would walk it; here a lookup is two
+/// binary searches). Copies share the steps. Built from any steps in any order
 /// ([`FromIterator`], `From<Vec<u64>>`, `From<[u64; N]>`); serialized as the sorted list, read
 /// from a list of numbers or numeric strings, or from one comma-separated string, as smdebug's
 /// `save_steps`.

@@ -21,6 +21,7 @@
 
 // One `unsafe` block in the crate: memory-mapping a local event file (`trial/source.rs`), allowed there
 // alone with its safety argument.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

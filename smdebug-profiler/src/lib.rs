@@ -21,6 +21,7 @@
 //! - [`config`]: SageMaker's profiler configuration (`profilerconfig.json`), read as Python
 //!   smdebug reads it, laid over the settings from code, and watched while the job runs.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

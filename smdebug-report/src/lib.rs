@@ -75,6 +75,7 @@
 //! rule ran (`ProfilerReport:CPUBottleneck_cpu_threshold=80`), or the rule's default when it did
 //! not run. Summaries and histograms are `smdebug_profiler::stats`', the code the rules use.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

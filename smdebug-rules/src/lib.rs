@@ -49,6 +49,7 @@
 //! println!("{}", serde_json::to_string_pretty(&summary).unwrap());
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

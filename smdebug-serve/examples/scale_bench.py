@@ -24,7 +24,8 @@ import time
 import os
 import urllib.request
 
-STEPS = 100_000
+# The run's steps: synthetic_run's STEPS argument (SCALE_BENCH_STEPS, default 100,000).
+STEPS = int(os.environ.get("SCALE_BENCH_STEPS", "100000"))
 LAST_STEP = STEPS - 1
 # The synthetic run's system records (36,000 samples of 55 records) and spans (5 a step).
 SAMPLES = 36_000 * 55

@@ -73,6 +73,7 @@
 //! less and less often while nothing changes, and once settled without listing or reading
 //! their data folders.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

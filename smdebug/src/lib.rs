@@ -49,6 +49,7 @@
 //! (smdebug-profiler: sampler, spans, their readers, Kineto traces), and with their features
 //! `rules`, `report`, `serve`, `candle`, `burn`, `tch`.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

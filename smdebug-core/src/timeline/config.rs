@@ -41,7 +41,7 @@ impl Profiling {
 }
 
 /// When each profiler runs. Settings in code; SageMaker's profiler file may replace windows
-/// while the job runs ([`Timeline::set_window`]).
+/// while the job runs ([`Timeline::set_window`](super::Timeline::set_window)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TimelineConfig {
     /// Step, forward, backward, optimizer and custom spans. Default: every step.

@@ -4,7 +4,7 @@
 //! A [`Timeline`] is held by the [`Hook`](crate::Hook) (and so by every framework adapter's
 //! hook). It knows the step the loop is in, because the hook's `step()` is the step boundary,
 //! and it knows which profilers are on at this step, because it applies SageMaker's profiling
-//! [`Window`]s at each boundary:
+//! [`Window`](crate::window::Window)s at each boundary:
 //!
 //! | spans | profiler | default window |
 //! | --- | --- | --- |

@@ -154,7 +154,7 @@ impl StepWalls {
 }
 
 /// One scalar's values in one mode, in step order. Its values' wall times are their steps'
-/// ([`StepWalls`], held by the [`ScalarColumns`]), but for those listed here.
+/// (held by the [`ScalarColumns`]), but for those listed here.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Column {
     steps: StepRuns,

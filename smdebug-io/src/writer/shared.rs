@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
-/// What [`Writer::send`](super::Writer::send) does with a tensor when the queue is full.
+/// What `Writer::send` ([`Sink::send`](smdebug_core::Sink::send)) does with a tensor when the queue is full.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum OverflowPolicy {
     /// Drop the tensor and count it

@@ -40,9 +40,9 @@ pub enum ReportTarget {
     Off,
 }
 
-/// Configures a [`Session`]. Every setting has a default; settings made here are themselves
+/// Configures a [`Session`](crate::Session). Every setting has a default; settings made here are themselves
 /// defaults that SageMaker's configuration files override when present (the order is
-/// documented on [`Session`]).
+/// documented on [`Session`](crate::Session)).
 ///
 /// Defaults:
 ///
@@ -347,14 +347,14 @@ impl<H: Capture> SessionBuilder<H> {
         self
     }
 
-    /// How long [`Session::finish`] waits for the rules to evaluate the last steps and write
+    /// How long [`Session::finish`](crate::Session::finish) waits for the rules to evaluate the last steps and write
     /// the report before it stops them. Default: 120 s.
     pub fn finish_timeout(mut self, timeout: Duration) -> Self {
         self.finish_timeout = timeout;
         self
     }
 
-    /// How long [`Session::finish`] waits on storage: for the span writer, the sampler and the
+    /// How long [`Session::finish`](crate::Session::finish) waits on storage: for the span writer, the sampler and the
     /// tensor writer to store what they hold and the end marker, and for the progress file.
     /// Storage that fails (a full disk, a missing bucket, a store that went away) or does not
     /// answer within this makes `finish` stop waiting: what was not stored is counted and named
@@ -371,7 +371,7 @@ impl<H: Capture> SessionBuilder<H> {
     /// [`ConfigSources::from_env`]: `SMDEBUG_CONFIG_FILE_PATH`, else
     /// `/opt/ml/input/config/debughookconfig.json`, and `SMPROFILER_CONFIG_PATH`, else
     /// `/opt/ml/input/config/profilerconfig.json`). What a file states overrides what this
-    /// builder set; see [`Session`] for the order.
+    /// builder set; see [`Session`](crate::Session) for the order.
     pub fn config_files(mut self, sources: ConfigSources) -> Self {
         self.config_files = Some(sources);
         self
@@ -394,7 +394,7 @@ impl<H: Capture> SessionBuilder<H> {
     /// How often, at most, the step path hands the run's progress file
     /// (`progress/<worker>.json`: planned steps, last step, records and spans written and
     /// dropped) to its writer thread. Default: 1 s. The file is written once more at
-    /// [`Session::finish`](super::Session::finish).
+    /// [`Session::finish`](crate::Session::finish)(super::Session::finish).
     pub fn progress_interval(mut self, interval: Duration) -> Self {
         self.progress_interval = interval;
         self

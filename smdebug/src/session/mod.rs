@@ -1,29 +1,5 @@
 //! The [`Session`]: everything that runs beside a training loop, owned by one value and shut
-//! down in the right order.
-//!
-//! A session owns, for the run at one location (a path or an object-store URL):
-//!
-//! - capture: the hook (the core [`Hook`] or a framework adapter's) and the background writer;
-//! - framework profiling: the timeline (step spans from the step boundary, data loading from
-//!   [`Session::data`], forward/backward/optimizer from the scope helpers or the adapter, per
-//!   module while the detailed window is open) and the span writer;
-//! - system sampling (in one process per host);
-//! - a watcher of stop requests written into the run (the dashboard's Stop button, another
-//!   job's rules), which the loop sees at its next step;
-//! - with feature `rules`: the rules, following the run in the training process on their own
-//!   thread, with their actions; with `report`, the profiling report when the run ends; with
-//!   `serve`, the live dashboard.
-//!
-//! [`Session::finish`] (or dropping the session) shuts them down in this order: the profiling
-//! windows close, the span writer publishes, the sampler stops, the hook closes the run and the
-//! writer publishes the last step and the end marker, the rules evaluate what is left and write
-//! the report, the dashboard and the stop watcher stop. It returns a [`SessionSummary`].
-//!
-//! Every worker keeps `<run>/progress/<worker>.json` current (smdebug-io's
-//! [`Progress`](smdebug_io::progress::Progress): the planned steps given to
-//! [`SessionBuilder::planned_steps`], the last step, records and spans written and dropped),
-//! rewritten at most once a second off the training thread and once more at the end; the
-//! dashboard's ETA and writer-drops tiles read it.
+//! down in the right order (documented on the type, where users read it).
 
 mod builder;
 mod config_follower;
@@ -92,7 +68,31 @@ impl StepStatus {
 }
 
 /// Everything that runs beside a training loop: capture, system sampling, framework
-/// profiling, rules and their actions, the report. See the [module docs](self).
+/// profiling, rules and their actions, the report.
+///
+/// A session owns, for the run at one location (a path or an object-store URL):
+///
+/// - capture: the hook (the core [`Hook`] or a framework adapter's) and the background writer;
+/// - framework profiling: the timeline (step spans from the step boundary, data loading from
+///   [`Session::data`], forward/backward/optimizer from the scope helpers or the adapter, per
+///   module while the detailed window is open) and the span writer;
+/// - system sampling (in one process per host);
+/// - a watcher of stop requests written into the run (the dashboard's Stop button, another
+///   job's rules), which the loop sees at its next step;
+/// - with feature `rules`: the rules, following the run in the training process on their own
+///   thread, with their actions; with `report`, the profiling report when the run ends; with
+///   `serve`, the live dashboard.
+///
+/// [`Session::finish`] (or dropping the session) shuts them down in this order: the profiling
+/// windows close, the span writer publishes, the sampler stops, the hook closes the run and the
+/// writer publishes the last step and the end marker, the rules evaluate what is left and write
+/// the report, the dashboard and the stop watcher stop. It returns a [`SessionSummary`].
+///
+/// Every worker keeps `<run>/progress/<worker>.json` current (smdebug-io's
+/// [`Progress`](smdebug_io::progress::Progress): the planned steps given to
+/// [`SessionBuilder::planned_steps`], the last step, records and spans written and dropped),
+/// rewritten at most once a second off the training thread and once more at the end; the
+/// dashboard's ETA and writer-drops tiles read it.
 ///
 /// ```no_run
 /// use smdebug::prelude::*;
@@ -335,7 +335,7 @@ impl<H: Capture> Session<H> {
         self.timeline.scope(Phase::Custom(phase.into()), f)
     }
 
-    /// Shuts everything down in order (see the [module docs](self)) and says what happened.
+    /// Shuts everything down in order (see [`Session`]) and says what happened.
     ///
     /// Problems met on the way (a sampler that could not publish, a rule runner that failed)
     /// are in [`SessionSummary::problems`]. Every figure counts what storage acknowledged.

@@ -80,7 +80,7 @@ pub(crate) fn shape_proto(name: &str, shape: &[usize]) -> TensorShapeProto {
 
 /// Serializes the event of tensor `name` (dtype, shape, little-endian bytes `data`) at `stamp`.
 ///
-/// The payload is `prefix ++ data`; it decodes with [`decode_tensor_event`] and with Python
+/// The payload is `prefix ++ data`; it decodes with [`decode_tensor_event`](super::decode_tensor_event) and with Python
 /// smdebug's and TensorFlow's `Event` parsers (the tensor field comes last in the value, which
 /// protobuf allows).
 pub fn encode_tensor_event<'a>(

@@ -1,5 +1,5 @@
 //! Tensor events: one `Event{summary{value[{tag, metadata, tensor}]}}` per saved tensor, as
-//! smdebug writes them, and their decoding back to a [`Tensor`].
+//! smdebug writes them, and their decoding back to a [`Tensor`](smdebug_core::Tensor).
 //!
 //! Encoding never copies the tensor's bytes into a protobuf message: [`encode_tensor_event`]
 //! builds the serialized event up to the start of `tensor_content`, and the tensor's bytes are
