@@ -56,6 +56,10 @@ mod hook;
 mod host;
 pub mod reduce;
 
+/// The burn crate this adapter is built against: use it (`smdebug::burn::burn`) and a training
+/// loop's tensors are the adapter's, with no version to match by hand.
+pub use burn;
+
 pub use error::{Error, Result};
 pub use hook::{Burn, BurnHook, Flat};
 pub use host::recorded_dtype;

@@ -55,6 +55,10 @@ mod host;
 mod output;
 pub mod reduce;
 
+/// The candle crates this adapter is built against: use these (`smdebug::candle::candle_core`)
+/// and a training loop's tensors are the adapter's, with no version to match by hand.
+pub use {candle_core, candle_nn};
+
 pub use error::{Error, Result};
 pub use framework::Candle;
 pub use hook::CandleHook;

@@ -148,7 +148,10 @@ impl ActionConfig {
         if let Some(feature) = self.required_feature()
             && !self.is_compiled()
         {
-            return Err(bad(not_compiled(self.kind(), feature)));
+            return Err(Error::ActionNotCompiled {
+                action: self.kind().into(),
+                feature,
+            });
         }
         match self {
             ActionConfig::StopTraining => Ok(()),
@@ -184,13 +187,6 @@ impl ActionConfig {
 }
 
 /// The message for an action whose feature this build leaves out.
-fn not_compiled(kind: &str, feature: &str) -> String {
-    format!(
-        "the {kind} action needs smdebug-rules' `{feature}` feature, which this build leaves out \
-         (enable it: smdebug-rules = {{ features = [\"{feature}\"] }}; the smdebug command has it)"
-    )
-}
-
 /// What an action is told about a firing.
 #[derive(Clone, Debug, Serialize)]
 pub struct RuleEvent {
@@ -283,10 +279,13 @@ pub fn execute(action: &ActionConfig, event: &RuleEvent, ctx: &ActionContext) ->
             timeout_s,
         } => run_command(program, args, secs(*timeout_s), event).map_err(fail),
         #[cfg(not(all(feature = "webhook", feature = "email")))]
-        _ => Err(fail(not_compiled(
-            action.kind(),
-            action.required_feature().unwrap_or_default(),
-        ))),
+        _ => Err(fail(
+            Error::ActionNotCompiled {
+                action: action.kind().into(),
+                feature: action.required_feature().unwrap_or_default(),
+            }
+            .to_string(),
+        )),
     }
 }
 

@@ -145,6 +145,19 @@ pub enum Error {
         reason: String,
     },
 
+    /// An action whose cargo feature this build leaves out (`webhook`, `email`).
+    #[error(
+        "the {action} action needs smdebug-rules' `{feature}` feature, which this build leaves \
+         out (enable it: smdebug-rules = {{ features = [\"{feature}\"] }}; the smdebug command \
+         has it)"
+    )]
+    ActionNotCompiled {
+        /// The action's type (`webhook`, `email`).
+        action: String,
+        /// smdebug-rules' feature that compiles it in.
+        feature: &'static str,
+    },
+
     /// An action's configuration is incomplete or invalid.
     #[error("bad action configuration `{action}`: {reason}")]
     BadAction {

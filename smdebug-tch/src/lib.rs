@@ -51,6 +51,10 @@ mod host;
 mod output;
 pub mod reduce;
 
+/// The tch crate this adapter is built against: use it (`smdebug::tch::tch`) and a training
+/// loop's tensors are the adapter's, with no version to match by hand.
+pub use tch;
+
 pub use error::{Error, Result};
 pub use framework::Tch;
 pub use hook::TchHook;

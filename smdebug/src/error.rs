@@ -1,9 +1,25 @@
 //! The one error type of the `smdebug` crate.
 
 /// Why a session could not start, or what failed while it finished.
-#[derive(Debug, thiserror::Error)]
+///
+/// Its `Debug` form is its message and the chain of causes, so that `fn main() -> Result<(),
+/// smdebug::Error>` prints what went wrong in words.
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// Something the session was asked to do needs a cargo feature of this crate that the build
+    /// leaves out: an object store (`s3`, `gcs`, `azure`, `http`) or a notifying action
+    /// (`notify`).
+    #[error(
+        "{what} needs the smdebug crate's `{feature}` feature, which this build leaves out \
+         (enable it: smdebug = {{ version = \"0.1\", features = [\"{feature}\"] }})"
+    )]
+    FeatureMissing {
+        /// What needs it (`opening s3://bucket/run (Amazon S3)`, `the webhook action`).
+        what: String,
+        /// This crate's feature.
+        feature: &'static str,
+    },
     /// The capture configuration is wrong (a bad regex, an inconsistent schedule, a worker rank
     /// outside the job).
     #[error("capture configuration: {0}")]
@@ -101,10 +117,64 @@ macro_rules! boxed_from {
 }
 
 boxed_from!(
-    Io(smdebug_io::Error),
     Profiler(smdebug_profiler::ProfilerError),
-    #[cfg(feature = "rules")]
-    Rules(smdebug_rules::Error),
     #[cfg(feature = "serve")]
     Serve(smdebug_serve::ServeError),
 );
+
+/// The facade's feature that brings in smdebug-io's object-store feature `io_feature`.
+fn store_feature(io_feature: &str) -> &'static str {
+    match io_feature {
+        "aws" => "s3",
+        "gcp" => "gcs",
+        "azure" => "azure",
+        _ => "http",
+    }
+}
+
+impl From<smdebug_io::Error> for Error {
+    fn from(e: smdebug_io::Error) -> Self {
+        match e {
+            // In the facade's words: its users enable `smdebug`'s features, not smdebug-io's.
+            smdebug_io::Error::BackendNotCompiled {
+                location,
+                backend,
+                feature,
+            } => Error::FeatureMissing {
+                what: format!("opening `{location}` ({backend})"),
+                feature: store_feature(feature),
+            },
+            e => Error::Io(Box::new(e)),
+        }
+    }
+}
+
+#[cfg(feature = "rules")]
+impl From<smdebug_rules::Error> for Error {
+    fn from(e: smdebug_rules::Error) -> Self {
+        match e {
+            smdebug_rules::Error::ActionNotCompiled { action, .. } => Error::FeatureMissing {
+                what: format!("the {action} action"),
+                feature: "notify",
+            },
+            smdebug_rules::Error::OpenRun { source, .. }
+                if matches!(*source, smdebug_io::Error::BackendNotCompiled { .. }) =>
+            {
+                Error::from(*source)
+            }
+            e => Error::Rules(Box::new(e)),
+        }
+    }
+}
+
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")?;
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            write!(f, "\n  caused by: {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
+    }
+}

@@ -152,6 +152,8 @@ impl SessionBuilder<Hook> {
     /// Captures through candle's adapter: `session.hook()` is a
     /// [`CandleHook`](smdebug_candle::CandleHook) (`save_parameters`, `save_gradients`,
     /// `backward`, `wrap`, `wrap_model`, `probe`).
+    ///
+    /// Needs this crate's `candle` feature.
     #[cfg(feature = "candle")]
     pub fn candle(self) -> SessionBuilder<smdebug_candle::CandleHook> {
         self.capture_with(smdebug_candle::CandleHook::new)
@@ -159,6 +161,8 @@ impl SessionBuilder<Hook> {
 
     /// Captures through burn's adapter: `session.hook()` is a
     /// [`BurnHook`](smdebug_burn::BurnHook).
+    ///
+    /// Needs this crate's `burn` feature.
     #[cfg(feature = "burn")]
     pub fn burn(self) -> SessionBuilder<smdebug_burn::BurnHook> {
         self.capture_with(smdebug_burn::BurnHook::new)
@@ -166,6 +170,8 @@ impl SessionBuilder<Hook> {
 
     /// Captures through tch-rs's adapter: `session.hook()` is a
     /// [`TchHook`](smdebug_tch::TchHook).
+    ///
+    /// Needs this crate's `tch` feature.
     #[cfg(feature = "tch")]
     pub fn tch(self) -> SessionBuilder<smdebug_tch::TchHook> {
         self.capture_with(smdebug_tch::TchHook::new)
@@ -435,6 +441,8 @@ impl<H: Capture> SessionBuilder<H> {
     /// Runs a built-in rule in the training process, given as the command line gives it:
     /// `"VanishingGradient"`, `"LossNotDecreasing:num_steps=20"`, `"ProfilerReport"`. A spec
     /// that does not parse is an error of [`start`](Self::start).
+    ///
+    /// Needs this crate's `rules` feature.
     #[cfg(feature = "rules")]
     pub fn rule(mut self, spec: &str) -> Self {
         match smdebug_rules::RuleSpec::parse(spec) {
@@ -445,6 +453,8 @@ impl<H: Capture> SessionBuilder<H> {
     }
 
     /// Runs each of these built-in rules (see [`rule`](Self::rule)).
+    ///
+    /// Needs this crate's `rules` feature.
     #[cfg(feature = "rules")]
     pub fn rules<'a>(self, specs: impl IntoIterator<Item = &'a str>) -> Self {
         specs.into_iter().fold(self, |b, s| b.rule(s))
@@ -452,6 +462,8 @@ impl<H: Capture> SessionBuilder<H> {
 
     /// Runs a built-in rule given as a spec, with its actions
     /// (`RuleSpec::parse("ExplodingTensor")?.action(ActionConfig::StopTraining)`).
+    ///
+    /// Needs this crate's `rules` feature.
     #[cfg(feature = "rules")]
     pub fn rule_spec(mut self, spec: smdebug_rules::RuleSpec) -> Self {
         self.rules.push(spec);
@@ -460,6 +472,8 @@ impl<H: Capture> SessionBuilder<H> {
 
     /// Runs a rule of the caller's own (`Rule::tensor(my_rule)` or `Rule::profiler(...)`), with
     /// its actions.
+    ///
+    /// Needs this crate's `rules` feature.
     #[cfg(feature = "rules")]
     pub fn custom_rule(
         mut self,
@@ -471,6 +485,8 @@ impl<H: Capture> SessionBuilder<H> {
     }
 
     /// How often the in-process rules look for new steps and profiler data. Default: 200 ms.
+    ///
+    /// Needs this crate's `rules` feature.
     #[cfg(feature = "rules")]
     pub fn rules_poll_interval(mut self, interval: Duration) -> Self {
         self.rules_poll = interval;
@@ -478,6 +494,8 @@ impl<H: Capture> SessionBuilder<H> {
     }
 
     /// Where the profiling report goes at the end. Default: into the run.
+    ///
+    /// Needs this crate's `report` feature.
     #[cfg(feature = "report")]
     pub fn report(mut self, target: ReportTarget) -> Self {
         self.report = target;
@@ -487,6 +505,8 @@ impl<H: Capture> SessionBuilder<H> {
     /// Serves the live dashboard of this run from the training process (rank 0 only), on
     /// `options`' address, port and token (its `runs` are replaced by this run); the URL is
     /// in [`Session::dashboard_url`] and the summary.
+    ///
+    /// Needs this crate's `serve` feature.
     #[cfg(feature = "serve")]
     pub fn dashboard(mut self, options: smdebug_serve::ServeOptions) -> Self {
         self.dashboard = Some(options);
