@@ -178,3 +178,71 @@ impl std::fmt::Debug for Error {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_left_out_backend_names_the_facade_feature() {
+        for (io_feature, backend, feature) in [
+            ("aws", "Amazon S3", "s3"),
+            ("gcp", "Google Cloud Storage", "gcs"),
+            ("azure", "Azure Blob Storage", "azure"),
+            ("http", "HTTP", "http"),
+        ] {
+            let e = Error::from(smdebug_io::Error::BackendNotCompiled {
+                location: "s3://bucket/run".into(),
+                backend,
+                feature: io_feature,
+            });
+            let text = e.to_string();
+            assert!(
+                matches!(e, Error::FeatureMissing { feature: f, .. } if f == feature),
+                "{text}"
+            );
+            assert!(
+                text.contains(&format!("features = [\"{feature}\"]"))
+                    && text.contains("smdebug = {")
+                    && !text.contains("smdebug-io")
+                    && text.contains("s3://bucket/run"),
+                "{text}"
+            );
+        }
+    }
+
+    #[cfg(feature = "rules")]
+    #[test]
+    fn a_left_out_action_names_notify() {
+        let e = Error::from(smdebug_rules::Error::ActionNotCompiled {
+            action: "webhook".into(),
+            feature: "webhook",
+        });
+        let text = e.to_string();
+        assert!(
+            text.contains("features = [\"notify\"]") && text.contains("webhook"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn debug_prints_the_message_and_its_causes() {
+        let e = Error::NotWritable {
+            location: "/tmp/x".into(),
+            source: Box::new(smdebug_io::Error::InvalidLocation {
+                location: "s3:/x".into(),
+                reason: "not a URL".into(),
+            }),
+        };
+        let debug = format!("{e:?}");
+        assert!(
+            debug.starts_with("the run's location /tmp/x cannot be written"),
+            "{debug}"
+        );
+        assert!(
+            debug.contains("caused by:") && debug.contains("not a URL"),
+            "{debug}"
+        );
+        assert!(!debug.contains("NotWritable {"), "{debug}");
+    }
+}
