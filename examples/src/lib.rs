@@ -261,7 +261,7 @@ fn run(
                 None => train.batch(batch),
             });
         for (x, y) in timeline.data(batches) {
-            let fwd = timeline.scope(Phase::Forward, || model.forward(&x));
+            let fwd = timeline.scope(Phase::Forward, || model.forward_on(&x, timeline));
             let (loss, acc) = Mlp::loss_and_accuracy(&fwd, &y);
             let grads = timeline.scope(Phase::Backward, || model.backward(&fwd, &y));
             if let Some(h) = hook.as_deref_mut() {
@@ -308,7 +308,7 @@ fn evaluate(
         (x, y, batch.len())
     });
     for (x, y, len) in timeline.data(batches) {
-        let fwd = timeline.scope(Phase::Forward, || model.forward(&x));
+        let fwd = timeline.scope(Phase::Forward, || model.forward_on(&x, timeline));
         let (loss, acc) = Mlp::loss_and_accuracy(&fwd, &y);
         let w = len as f32;
         loss_sum += loss * w;

@@ -2,6 +2,7 @@
 //! "plain Rust training loop" that smdebug must serve without any framework.
 
 use ndarray::{Array1, Array2, Axis};
+use smdebug_core::timeline::{Profiling, Timeline};
 
 /// A deterministic pseudo-random generator (SplitMix64) so runs are reproducible without a crate.
 #[derive(Clone, Debug)]
@@ -138,15 +139,22 @@ impl Mlp {
 
     /// Runs the network on a batch (rows are samples).
     pub fn forward(&self, x: &Array2<f32>) -> Forward {
+        self.forward_on(x, &Timeline::off())
+    }
+
+    /// [`forward`](Self::forward) with each layer in a module span of `timeline` (`fc1`,
+    /// `relu1`, …, named as the layers' tensors are) while its detailed profiling window is
+    /// open; outside it, the spans cost one check.
+    pub fn forward_on(&self, x: &Array2<f32>, timeline: &Timeline) -> Forward {
         let mut inputs = Vec::new();
         let mut pre = Vec::new();
         let mut act = Vec::new();
         let mut h = x.clone();
         for (i, layer) in self.layers.iter().enumerate() {
             inputs.push(h.clone());
-            let z = h.dot(&layer.weight) + &layer.bias;
+            let z = in_module(timeline, "fc", i, || h.dot(&layer.weight) + &layer.bias);
             if i + 1 < self.layers.len() {
-                h = self.activate(&z);
+                h = in_module(timeline, "relu", i, || self.activate(&z));
                 act.push(h.clone());
             } else {
                 h = z.clone();
@@ -239,6 +247,16 @@ fn softmax(logits: &Array2<f32>) -> Array2<f32> {
         row /= sum;
     }
     out
+}
+
+/// Runs `f` in the module span `<kind><i + 1>` of `timeline` while its detailed profiling window
+/// is open (the name is made only then).
+fn in_module<R>(timeline: &Timeline, kind: &str, i: usize, f: impl FnOnce() -> R) -> R {
+    if timeline.is_open(Profiling::Detailed) {
+        timeline.module_scope(&format!("{kind}{}", i + 1), f)
+    } else {
+        f()
+    }
 }
 
 #[cfg(test)]

@@ -66,6 +66,32 @@ fn a_healthy_run_goes_to_the_end_with_capture_profiling_rules_and_report() {
     // 3 epochs of 45 training steps, plus 12 evaluation steps each.
     assert_eq!(trial.global_steps(None).unwrap().len(), 3 * (45 + 12));
 
+    // The detailed profiling window (global steps 50-54) holds a span per layer, named as the
+    // layers' tensors are, and none outside it. Global step 50 is the second epoch's 6th
+    // evaluation step (45 training steps, then 12 evaluation steps an epoch): the spans carry
+    // the mode and the step within it, EVAL 5-9.
+    let reader = smdebug_profiler::reader::ProfilerReader::open_local(&run).unwrap();
+    let spans = reader
+        .spans(&smdebug_profiler::reader::SpanQuery::default())
+        .unwrap();
+    let layer_steps = |layer: &str| -> Vec<u64> {
+        let mut steps: Vec<u64> = spans
+            .iter()
+            .filter(|s| s.name == layer && s.mode == Some(smdebug_core::Mode::Eval))
+            .filter_map(|s| s.step)
+            .collect();
+        steps.dedup();
+        steps
+    };
+    for layer in ["fc1", "relu1", "fc2"] {
+        assert_eq!(layer_steps(layer), (5..10).collect::<Vec<u64>>(), "{layer}");
+        assert_eq!(
+            spans.iter().filter(|s| s.name == layer).count(),
+            5,
+            "{layer}"
+        );
+    }
+
     // One figure per fact: each profiler rule's verdict quotes what its section's tables show,
     // over the window it names (the demo's Dataloader quoted its first firing's share of the
     // loop above a table with the whole run's).
@@ -285,4 +311,42 @@ fn a_disk_that_fills_during_the_run_makes_the_demo_fail_saying_what_was_lost() {
         took < std::time::Duration::from_secs(90),
         "the demo took {took:?}"
     );
+}
+
+/// SageMaker's hook file moves the run (`LocalPath`): the demo reads back, reports and names
+/// the run where the session wrote it, and nothing goes to `--out`.
+#[test]
+fn the_demo_follows_the_run_where_sagemakers_local_path_puts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("asked");
+    let moved = dir.path().join("moved");
+    let hook = dir.path().join("debughookconfig.json");
+    std::fs::write(
+        &hook,
+        serde_json::json!({ "LocalPath": moved.to_str().unwrap() }).to_string(),
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_demo"))
+        .args(["--out", out.to_str().unwrap(), "--epochs", "1"])
+        .env("SMDEBUG_CONFIG_FILE_PATH", &hook)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    let moved_text = moved.display().to_string();
+    assert!(
+        stdout.contains(&format!("run directory: {moved_text}\n")),
+        "{stdout}"
+    );
+    let report = moved.join("report/profiler-report.html");
+    assert!(report.exists(), "{stdout}");
+    assert!(
+        stdout.contains(&format!("profiling report: {}", report.display())),
+        "{stdout}"
+    );
+    let trial = Trial::open(&moved_text).unwrap();
+    assert_eq!(trial.end_reason().unwrap(), Some(EndReason::Completed));
+    // --out holds no run: the folder the demo made for it is empty.
+    assert_eq!(std::fs::read_dir(&out).map(|d| d.count()).unwrap_or(0), 0);
 }

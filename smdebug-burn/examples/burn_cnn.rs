@@ -111,6 +111,8 @@ fn main() -> Result<(), BoxError> {
         .rules(["VanishingGradient", "ExplodingTensor", "LossNotDecreasing"])
         .rules(["StepOutlier", "Dataloader", "ProfilerReport"])
         .start()?;
+    // SageMaker's hook file (its `LocalPath`) may have put the run elsewhere.
+    let out = session.location().to_string();
     let device = ndarray_autodiff();
     let mut data = AugmentedDigits::load(SIDE)?;
     let test = tensors(data.test(), &device);

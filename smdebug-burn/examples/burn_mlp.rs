@@ -54,6 +54,8 @@ fn main() -> Result<(), BoxError> {
         .rules(["VanishingGradient", "ExplodingTensor", "LossNotDecreasing"])
         .rules(["StepOutlier", "ProfilerReport"])
         .start()?;
+    // SageMaker's hook file (its `LocalPath`) may have put the run elsewhere.
+    let out = session.location().to_string();
     let device = ndarray_autodiff();
     let data = DigitsTensors::load(&device)?;
     let mut model = Mlp::new(&device);

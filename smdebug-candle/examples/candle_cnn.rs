@@ -65,6 +65,8 @@ fn main() -> Result<(), BoxError> {
                 "ProfilerReport",
             ])
             .start()?;
+    // SageMaker's hook file (its `LocalPath`) may have put the run elsewhere.
+    let out = session.location().to_string();
     let mut data = AugmentedDigits::load(SIDE)?;
     let (test_x, test_y) = cnn::tensors(data.test())?;
     let vm = VarMap::new();

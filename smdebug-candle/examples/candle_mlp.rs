@@ -46,6 +46,8 @@ fn main() -> Result<(), BoxError> {
         .rules(["VanishingGradient", "ExplodingTensor", "LossNotDecreasing"])
         .rules(["StepOutlier", "ProfilerReport"])
         .start()?;
+    // SageMaker's hook file (its `LocalPath`) may have put the run elsewhere.
+    let out = session.location().to_string();
     let dev = Device::Cpu;
     let data = DigitsTensors::load(DType::F32, &dev)?;
     let (vm, vb) = varmap(DType::F32, &dev);

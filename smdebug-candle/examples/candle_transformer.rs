@@ -140,6 +140,8 @@ fn main() -> Result<(), BoxError> {
         )
         .rules(["VanishingGradient", "ExplodingTensor", "StepOutlier"])
         .start()?;
+    // SageMaker's hook file (its `LocalPath`) may have put the run elsewhere.
+    let run_str = session.location().to_string();
 
     let dev = Device::Cpu;
     let data = DigitsTensors::load(DType::F32, &dev)?;
@@ -218,7 +220,7 @@ fn main() -> Result<(), BoxError> {
         final_eval.1
     );
 
-    draw(run_str, &pictures)?;
+    draw(&run_str, &pictures)?;
     Ok(())
 }
 

@@ -13,9 +13,12 @@ use crate::output::{write_report, write_report_to, write_rule_files_to};
 /// data. Attach it with `RunnerBuilder::reporter`.
 #[derive(Clone, Debug)]
 pub struct ReportWriter {
-    /// The page on local disk; `None`: [`DEFAULT_REPORT_DIR`] inside the run, through the
-    /// run's storage (local or object store), when the runner writes into the run.
+    /// The page on local disk; `None`: `run_dir` inside the run, through the run's storage
+    /// (local or object store), when the runner writes into the run.
     html: Option<PathBuf>,
+    /// Without `html`: the folder inside the run ([`DEFAULT_REPORT_DIR`] unless
+    /// [`into_run_folder`](Self::into_run_folder) named another).
+    run_dir: String,
     /// With `html`: the folder the rules' JSON files go to, when asked for.
     rule_dir: Option<PathBuf>,
     options: LoadOptions,
@@ -29,9 +32,20 @@ impl ReportWriter {
     pub fn into_run() -> ReportWriter {
         ReportWriter {
             html: None,
+            run_dir: DEFAULT_REPORT_DIR.to_owned(),
             rule_dir: None,
             options: LoadOptions::default(),
             prepared: None,
+        }
+    }
+
+    /// The report goes into the folder `dir` inside the run (`<run>/<dir>/`[`REPORT_FILE`],
+    /// each rule's JSON result beside it), through the run's storage, local or object store:
+    /// wherever the run is, the report is in it.
+    pub fn into_run_folder(dir: &str) -> ReportWriter {
+        ReportWriter {
+            run_dir: dir.trim_matches('/').to_owned(),
+            ..ReportWriter::into_run()
         }
     }
 
@@ -67,13 +81,14 @@ impl Reporter for ReportWriter {
                 (`smdebug report -o FILE`)"
                 .to_owned()),
             None if !run.location.contains("://") => Ok(Path::new(run.location)
-                .join(DEFAULT_REPORT_DIR)
+                .join(&self.run_dir)
                 .join(REPORT_FILE)
                 .display()
                 .to_string()),
             None => Ok(format!(
-                "{}/{DEFAULT_REPORT_DIR}/{REPORT_FILE}",
-                run.location.trim_end_matches('/')
+                "{}/{}/{REPORT_FILE}",
+                run.location.trim_end_matches('/'),
+                self.run_dir
             )),
         };
         if destination.is_err() {
@@ -114,7 +129,7 @@ impl Reporter for ReportWriter {
                 write_report(
                     &input,
                     run.storage.as_ref(),
-                    &format!("{DEFAULT_REPORT_DIR}/{REPORT_FILE}"),
+                    &format!("{}/{REPORT_FILE}", self.run_dir),
                 )
                 .map_err(ReportWriteError::new)?;
             }

@@ -75,6 +75,8 @@ fn main() -> Result<(), AnyError> {
         .rules(["VanishingGradient", "ExplodingTensor", "LossNotDecreasing"])
         .rules(["StepOutlier", "Dataloader", "ProfilerReport"])
         .start()?;
+    // SageMaker's hook file (its `LocalPath`) may have put the run elsewhere.
+    let out = session.location().to_string();
     let mut data = AugmentedDigits::load(SIDE as usize)?;
     let (test_x, test_y) = {
         let (x, y) = data.test();

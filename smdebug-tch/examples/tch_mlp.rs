@@ -231,6 +231,8 @@ fn main() -> Result<(), AnyError> {
         .rules(["VanishingGradient", "ExplodingTensor", "LossNotDecreasing"])
         .rules(["StepOutlier", "Dataloader", "ProfilerReport"])
         .start()?;
+    // SageMaker's hook file (its `LocalPath`) may have put the run elsewhere.
+    let out = session.location().to_string();
     let (steps, secs, acc) = run(epochs, device, &train, &eval, Some(session.hook()))?;
     print!("{}", session.finish()?);
     println!(

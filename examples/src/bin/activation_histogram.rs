@@ -154,6 +154,8 @@ fn record_run(args: &Args) -> Result<String, AnyError> {
         .save(SaveConfig::every(1))
         .collection(Collection::new("outputs").with_save_config(SaveConfig::every(10)))
         .start()?;
+    // SageMaker's hook file (its `LocalPath`) may have put the run elsewhere.
+    let location = session.location().to_string();
     let data = Digits::load(&digits::default_path())?;
     let (train_set, eval_set) = data.split(0.2, 1);
     let cfg = TrainConfig {

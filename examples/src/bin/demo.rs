@@ -145,6 +145,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 + (cfg.epochs * eval_set.len().div_ceil(cfg.batch_size)) as u64,
         )
         .writer_queue(1 << 16)
+        // SageMaker's detailed profiling for 5 steps from step 50: a span per layer (`fc1`,
+        // `relu1`, `fc2`) in the framework trace and the dashboard's timeline.
+        .detailed_profiling(Window::steps(50, 5))
         .python_compatible(args.python_compatible)
         .system(
             SamplerConfig::default()
@@ -162,16 +165,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
              BatchSize_window=20,GPUMemoryIncrease_patience=5,LoadBalancing_patience=5,\
              StepOutlier_n_outliers=5",
         )
-        .rules_poll_interval(Duration::from_millis(20));
-    // On local disk the report (the page and the rules' results) goes into the run's
-    // `report/` folder, where the README says.
-    let session = match location.contains("://") {
-        true => session,
-        false => session.report(ReportTarget::Folder(
-            std::path::Path::new(&location).join("report"),
-        )),
-    };
+        .rules_poll_interval(Duration::from_millis(20))
+        // The report (the page and the rules' results) goes into the run's `report/` folder,
+        // where the README says, wherever the run is.
+        .report(ReportTarget::RunFolder("report".into()));
     let mut session = session.start()?;
+    // SageMaker's hook file (its `LocalPath`) may have put the run elsewhere: from here on, the
+    // run is where the session writes it.
+    let location = session.location().to_string();
 
     println!(
         "training a {}-layer MLP on {} digits at {side}x{side} ({} held out) for {} epochs{}",

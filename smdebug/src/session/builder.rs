@@ -31,6 +31,10 @@ pub enum ReportTarget {
     /// `<run>/profiler-output/profiler-report.html`, through the run's storage (local disk or
     /// the object store), with one JSON result per rule beside it.
     IntoRun,
+    /// A folder inside the run, `<run>/<folder>/profiler-report.html` with one JSON result per
+    /// rule beside it, through the run's storage: the folder follows the run wherever
+    /// SageMaker's configuration files put it.
+    RunFolder(String),
     /// A page on local disk, and nothing else beside it.
     File(std::path::PathBuf),
     /// A folder on local disk for the report: `profiler-report.html` and one JSON result per

@@ -178,22 +178,26 @@ impl Session<Hook> {
     }
 }
 
-/// Where the report goes inside the run at `location`.
+/// Where the report goes inside the run at `location`: its folder `dir`.
 #[cfg(feature = "report")]
-fn report_location(location: &str) -> String {
-    use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE};
+fn report_location_in(location: &str, dir: &str) -> String {
+    use smdebug_rules::report::REPORT_FILE;
+    let dir = dir.trim_matches('/');
     if location.contains("://") {
-        format!(
-            "{}/{DEFAULT_REPORT_DIR}/{REPORT_FILE}",
-            location.trim_end_matches('/')
-        )
+        format!("{}/{dir}/{REPORT_FILE}", location.trim_end_matches('/'))
     } else {
         std::path::Path::new(location)
-            .join(DEFAULT_REPORT_DIR)
+            .join(dir)
             .join(REPORT_FILE)
             .display()
             .to_string()
     }
+}
+
+/// Where the report goes inside the run at `location` by default.
+#[cfg(feature = "report")]
+fn report_location(location: &str) -> String {
+    report_location_in(location, smdebug_rules::report::DEFAULT_REPORT_DIR)
 }
 
 impl<H: Capture> Session<H> {

@@ -238,6 +238,10 @@ impl<H: Capture> SessionBuilder<H> {
                         parts.report = Some(super::report_location(&location));
                         runner.reporter(smdebug_report::ReportWriter::into_run())
                     }
+                    ReportTarget::RunFolder(dir) => {
+                        parts.report = Some(super::report_location_in(&location, dir));
+                        runner.reporter(smdebug_report::ReportWriter::into_run_folder(dir))
+                    }
                     ReportTarget::File(path) => {
                         parts.report = Some(path.display().to_string());
                         runner.reporter(smdebug_report::ReportWriter::to_file(path))
