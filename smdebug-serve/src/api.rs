@@ -14,8 +14,13 @@ use smdebug_profiler::stats::percentile;
 use smdebug_rules::Summary;
 use smdebug_rules::profiler::{Details, StepOutlierDetails};
 
-use crate::downsample::{MAX_POINTS, min_max, scalar_lines};
-use crate::run::Run;
+use smdebug_io::trial::TensorFollower;
+
+use crate::downsample::{
+    MAX_POINTS, Plan, ScalarLines, Value, bucket_lines, min_max, plan, read_lines,
+};
+use crate::run::{Run, RunData};
+use crate::summary::SeriesSummary;
 use crate::series::{
     Histogram, ModeSeries, Outlier, ScalarPage, ScalarSeries, SmoothedLine, SpanList, SpanRow,
     StepPhases, StepRow, StepSeries, Steps, TimeSeries, finite,
@@ -373,9 +378,12 @@ fn last_steps(spans: &SpanStore, n: usize) -> StepPhases {
 }
 
 /// Scalars whose names match `regex`, per mode, downsampled by step (with `smoothing` above 0,
-/// each with its smoothed line: [`scalar_lines`]): one page of them
-/// (`series_total` says how many match, `next_offset` where the next page starts; a run with
-/// thousands of scalars answers a bounded response).
+/// each with its smoothed line): one page of them (`series_total` says how many match,
+/// `next_offset` where the next page starts; a run with thousands of scalars answers a bounded
+/// response). Each series is drawn from its summary's buckets, or, in a window finer than
+/// them, from its values read again from the run's files ([`crate::downsample::plan`]): one
+/// read of the window's steps for the whole page, outside the run's lock. Blocking I/O: call
+/// it off the async runtime.
 pub fn scalars(
     run: &Run,
     regex: Option<&str>,
@@ -387,28 +395,50 @@ pub fn scalars(
         Some(r) => Some(Regex::new(r).map_err(|e| format!("bad regex: {e}"))?),
         None => None,
     };
+    let matching = |d: &'_ RunData| -> Vec<String> {
+        d.scalars
+            .iter()
+            .map(|(name, _)| name)
+            .filter(|name| filter.as_ref().is_none_or(|f| f.is_match(name)))
+            .cloned()
+            .collect()
+    };
+    // The steps to read again: every series of the page whose window is finer than its buckets.
+    let to_read = {
+        let d = run.data.read().expect("run data lock");
+        let names = matching(&d);
+        let (names, _) = page.select(names.iter(), |name| name.clone());
+        let mut range: Option<(u64, u64)> = None;
+        for name in &names {
+            for summary in d.scalars.get(name).into_iter().flat_map(|t| t.values()) {
+                if let Plan::Read(lo, hi) = plan(summary, window.from, window.to, window.budget())
+                {
+                    range = Some(range.map_or((lo, hi), |r| (r.0.min(lo), r.1.max(hi))));
+                }
+            }
+        }
+        range
+    };
+    let read = to_read.and_then(|(lo, hi)| read_window(run, lo, hi));
     let d = run.data.read().expect("run data lock");
-    let matching = d
-        .scalars
-        .iter()
-        .filter(|(name, _)| filter.as_ref().is_none_or(|f| f.is_match(name)));
-    let (out, total) = page.select(matching, |(name, track)| {
+    let names = matching(&d);
+    let (out, total) = page.select(names.iter(), |name| {
+        let track = d.scalars.get(name);
         // Modes in name order (EVAL, GLOBAL, PREDICT, TRAIN).
-        let mut by_name: Vec<(&Mode, &smdebug_io::trial::Column)> = track.iter().collect();
+        let mut by_name: Vec<(&Mode, &SeriesSummary)> =
+            track.into_iter().flat_map(|t| t.iter()).collect();
         by_name.sort_by_key(|(mode, _)| mode.name());
         let modes = by_name
             .into_iter()
-            .map(|(mode, column)| {
-                let lines =
-                    scalar_lines(column, window.from, window.to, window.budget(), smoothing);
-                let walls = |kept: &[(u64, f64)]| -> Vec<Option<f64>> {
-                    kept.iter()
-                        .map(|p| d.scalars.wall_time_at(column, p.0).and_then(finite))
-                        .collect()
+            .map(|(mode, summary)| {
+                let exact = read.as_ref().and_then(|r| r.get(&(name.clone(), *mode)));
+                let lines = series_lines(summary, window, smoothing, exact.map(Vec::as_slice));
+                let walls = |kept: &[Value]| -> Vec<Option<f64>> {
+                    kept.iter().map(|p| finite(p.2)).collect()
                 };
                 ModeSeries {
                     mode: mode.name(),
-                    total: column.len(),
+                    total: summary.len(),
                     steps: lines.raw.iter().map(|p| p.0).collect(),
                     values: lines.raw.iter().map(|p| finite(p.1)).collect(),
                     wall_times: walls(&lines.raw),
@@ -434,4 +464,49 @@ pub fn scalars(
         first_wall_time: d.scalars.first_wall_time().and_then(finite),
         smoothing,
     })
+}
+
+/// The values of the steps `lo..=hi` of every scalar, read again from the run's files, by name
+/// and mode; `None` when they cannot be read (the buckets are drawn instead).
+pub(crate) fn read_window(run: &Run, lo: u64, hi: u64) -> Option<ReadWindow> {
+    let storage = run.storage()?;
+    match TensorFollower::read_steps(storage, lo, hi) {
+        Ok((batch, _)) => Some(
+            batch
+                .into_iter()
+                .map(|(name, mode, column)| ((name, mode), column))
+                .collect(),
+        ),
+        Err(e) => {
+            log::warn!("smdebug serve: {}: steps {lo} to {hi}: {e}", run.name);
+            None
+        }
+    }
+}
+
+/// Values read again from the run's files, by scalar and mode.
+pub(crate) type ReadWindow = BTreeMap<(String, Mode), Vec<Value>>;
+
+/// A series' points in `window`: from its buckets, or from `exact` (the window's steps read
+/// again) when its plan is to read them.
+pub(crate) fn series_lines(
+    summary: &SeriesSummary,
+    window: &Window,
+    smoothing: f64,
+    exact: Option<&[Value]>,
+) -> ScalarLines {
+    let (from, to) = (window.from, window.to);
+    match plan(summary, from, to, window.budget()) {
+        Plan::Empty => ScalarLines::default(),
+        Plan::Buckets(width) => bucket_lines(summary, from, to, width, smoothing),
+        Plan::Read(lo, hi) => match exact {
+            Some(values) => {
+                let start = values.partition_point(|v| v.0 < lo);
+                let end = values.partition_point(|v| v.0 <= hi);
+                read_lines(summary, &values[start..end], window.budget(), smoothing)
+            }
+            // Not read: the narrowest buckets.
+            None => bucket_lines(summary, from, to, summary.width(), smoothing),
+        },
+    }
 }
