@@ -16,15 +16,13 @@ use smdebug_rules::profiler::{Details, StepOutlierDetails};
 
 use smdebug_io::trial::TensorFollower;
 
-use crate::downsample::{
-    MAX_POINTS, Plan, ScalarLines, Value, bucket_lines, min_max, plan, read_lines,
-};
+use crate::downsample::{MAX_POINTS, Plan, ScalarLines, Value, draw, min_max, plan};
 use crate::run::{Run, RunData};
-use crate::summary::SeriesSummary;
 use crate::series::{
     Histogram, ModeSeries, Outlier, ScalarPage, ScalarSeries, SmoothedLine, SpanList, SpanRow,
     StepPhases, StepRow, StepSeries, Steps, TimeSeries, finite,
 };
+use crate::summary::SeriesSummary;
 use crate::views::{PhaseTotal, RunList, RunState};
 
 /// A window and a point budget, from the query string.
@@ -403,23 +401,24 @@ pub fn scalars(
             .cloned()
             .collect()
     };
-    // The steps to read again: every series of the page whose window is finer than its buckets.
-    let to_read = {
+    // How each series of the page is drawn, and the steps to read again: of every series whose
+    // window is finer than its buckets or cuts a slice.
+    let plans: BTreeMap<(String, Mode), Plan> = {
         let d = run.data.read().expect("run data lock");
         let names = matching(&d);
         let (names, _) = page.select(names.iter(), |name| name.clone());
-        let mut range: Option<(u64, u64)> = None;
+        let mut plans = BTreeMap::new();
         for name in &names {
-            for summary in d.scalars.get(name).into_iter().flat_map(|t| t.values()) {
-                if let Plan::Read(lo, hi) = plan(summary, window.from, window.to, window.budget())
-                {
-                    range = Some(range.map_or((lo, hi), |r| (r.0.min(lo), r.1.max(hi))));
+            for (mode, summary) in d.scalars.get(name).into_iter().flat_map(|t| t.iter()) {
+                if let Some(p) = plan(summary, window.from, window.to, window.budget()) {
+                    plans.insert((name.clone(), *mode), p);
                 }
             }
         }
-        range
+        plans
     };
-    let read = to_read.and_then(|(lo, hi)| read_window(run, lo, hi));
+    let to_read = plans.values().flat_map(|p| p.read.iter().copied()).collect();
+    let read = read_ranges(run, to_read);
     let d = run.data.read().expect("run data lock");
     let names = matching(&d);
     let (out, total) = page.select(names.iter(), |name| {
@@ -431,8 +430,12 @@ pub fn scalars(
         let modes = by_name
             .into_iter()
             .map(|(mode, summary)| {
-                let exact = read.as_ref().and_then(|r| r.get(&(name.clone(), *mode)));
-                let lines = series_lines(summary, window, smoothing, exact.map(Vec::as_slice));
+                let exact = read.as_ref().map(|r| {
+                    r.get(&(name.clone(), *mode))
+                        .map_or(&[][..], Vec::as_slice)
+                });
+                let planned = plans.get(&(name.clone(), *mode));
+                let lines = series_lines(summary, planned, window, smoothing, exact);
                 let walls = |kept: &[Value]| -> Vec<Option<f64>> {
                     kept.iter().map(|p| finite(p.2)).collect()
                 };
@@ -487,26 +490,67 @@ pub(crate) fn read_window(run: &Run, lo: u64, hi: u64) -> Option<ReadWindow> {
 /// Values read again from the run's files, by scalar and mode.
 pub(crate) type ReadWindow = BTreeMap<(String, Mode), Vec<Value>>;
 
-/// A series' points in `window`: from its buckets, or from `exact` (the window's steps read
-/// again) when its plan is to read them.
+/// The values of every scalar at the steps of `ranges` (merged where they overlap or touch),
+/// read again from the run's files; `None` when there is nothing to read or a range cannot be
+/// read.
+pub(crate) fn read_ranges(run: &Run, mut ranges: Vec<(u64, u64)>) -> Option<ReadWindow> {
+    if ranges.is_empty() {
+        return None;
+    }
+    ranges.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (lo, hi) in ranges {
+        match merged.last_mut() {
+            Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
+            _ => merged.push((lo, hi)),
+        }
+    }
+    let mut out = ReadWindow::new();
+    for (lo, hi) in merged {
+        for (key, values) in read_window(run, lo, hi)? {
+            out.entry(key).or_default().extend(values);
+        }
+    }
+    for values in out.values_mut() {
+        values.sort_by_key(|v| v.0);
+    }
+    Some(out)
+}
+
+/// A series' points in `window`: from its buckets and, where its plan reads them, `exact`
+/// (its values at the steps read again; `None` when they could not be read).
+/// `planned` is its plan when the values were read (a series without one is planned now,
+/// and has nothing read).
 pub(crate) fn series_lines(
     summary: &SeriesSummary,
+    planned: Option<&Plan>,
     window: &Window,
     smoothing: f64,
     exact: Option<&[Value]>,
 ) -> ScalarLines {
     let (from, to) = (window.from, window.to);
-    match plan(summary, from, to, window.budget()) {
-        Plan::Empty => ScalarLines::default(),
-        Plan::Buckets(width) => bucket_lines(summary, from, to, width, smoothing),
-        Plan::Read(lo, hi) => match exact {
-            Some(values) => {
-                let start = values.partition_point(|v| v.0 < lo);
-                let end = values.partition_point(|v| v.0 <= hi);
-                read_lines(summary, &values[start..end], window.budget(), smoothing)
-            }
-            // Not read: the narrowest buckets.
-            None => bucket_lines(summary, from, to, summary.width(), smoothing),
-        },
-    }
+    let Some(plan) = planned
+        .cloned()
+        .or_else(|| plan(summary, from, to, window.budget()))
+    else {
+        return ScalarLines::default();
+    };
+    let exact = if planned.is_some() { exact } else { None };
+    // Only its own ranges' values (a page reads the ranges of all its series).
+    let own: Option<Vec<Value>> = exact.map(|values| {
+        values
+            .iter()
+            .filter(|v| plan.read.iter().any(|r| r.0 <= v.0 && v.0 <= r.1))
+            .copied()
+            .collect()
+    });
+    draw(
+        summary,
+        from,
+        to,
+        &plan,
+        window.budget(),
+        own.as_deref(),
+        smoothing,
+    )
 }

@@ -22,7 +22,7 @@
 //! Scalars tab and the summary's headline charts get their points here.
 
 pub use smdebug_profiler::downsample::Coord;
-use smdebug_profiler::downsample::{MinMax, PointSource, min_max_sliced, slice_width};
+use smdebug_profiler::downsample::{MinMax, PointSource, slice_width};
 
 use crate::summary::{Bucket, Point, SeriesSummary};
 
@@ -48,59 +48,88 @@ pub fn min_max<X: Coord, S: PointSource<X> + ?Sized>(
 /// One value as the charts get it: `(global step, value, wall time of its event record)`.
 pub type Value = (u64, f64, f64);
 
-/// Where a window of a scalar is drawn from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Plan {
-    /// The series has no value in the window.
-    Empty,
-    /// From the summary's buckets, by slices of this width (a multiple of theirs), or every
-    /// value with 0 (each bucket of the window holds at most two values: its lowest and
-    /// highest are all of them).
-    Buckets(u64),
-    /// From the values of the steps `from..=to` read again from the run's files.
-    Read(u64, u64),
-}
-
-/// The widest window, in steps, read again from the run's files for a finer chart than the
-/// summary's buckets give (one index file and one event file a step and worker).
+/// The widest range of steps read again from the run's files for a chart finer than the
+/// summary's buckets, or for a window's edge slices (one index file and one event file a step
+/// and worker).
 pub const READ_STEPS: u64 = 16_384;
 
-/// How a window `from..=to` (steps; either end open) of `s` is drawn with at most
-/// `max_points` points: every value when they fit, else the slices of the width the
-/// downsampler would choose ([`slice_width`]); from the buckets when they hold that (the width
-/// is a multiple of theirs, or every bucket of a window that fits holds at most two values),
-/// else from the files when the window is at most [`READ_STEPS`] wide, else from the buckets
-/// by the narrowest width they hold (fewer points than asked for, each still a true lowest or
-/// highest value).
-pub fn plan(s: &SeriesSummary, from: Option<f64>, to: Option<f64>, max_points: usize) -> Plan {
+/// How a window of a scalar is drawn ([`plan`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The slices' width in steps, aligned on its multiples; 0: every value of the window.
+    pub width: u64,
+    /// The ranges of steps whose values are read again from the run's files: the whole window
+    /// when the buckets are too coarse for it, else the window's edge slices that it cuts.
+    pub read: Vec<(u64, u64)>,
+    /// The window's last step when it was planned: a chart drawn later, from a summary that
+    /// took in more values meanwhile, ends there as the values read do.
+    pub hi: u64,
+}
+
+/// How the window `from..=to` (steps; either end open) of `s` is drawn with at most
+/// `max_points` points; `None` when it holds no value. Every value when they fit, else slices
+/// of the width the downsampler would choose ([`slice_width`]). Slices are drawn from the
+/// summary's buckets when that width is a multiple of theirs (or every bucket of a window that
+/// fits holds at most two values), and a slice the window cuts is drawn from its values in the
+/// window, read again; a window the buckets are too coarse for is read whole when it is at most
+/// [`READ_STEPS`] wide, else drawn by the narrowest slices the buckets hold (fewer points than
+/// asked for, each still a true lowest or highest value).
+pub fn plan(s: &SeriesSummary, from: Option<f64>, to: Option<f64>, max_points: usize) -> Option<Plan> {
     let max_points = max_points.clamp(2, MAX_POINTS);
-    let Some((lo, hi, n)) = s.steps_within(from, to) else {
-        return Plan::Empty;
-    };
+    let (lo, hi, n) = s.steps_within(from, to)?;
     let w = s.width();
+    let inside = s.buckets_within(from, to);
     let readable = hi - lo < READ_STEPS;
+    let whole = |read: Vec<(u64, u64)>| Plan {
+        width: 0,
+        read,
+        hi,
+    };
     if n <= max_points {
-        let pairs = w <= 2
-            || s.buckets_within(from, to)
-                .iter()
-                .all(|b| b.1.count <= 2);
-        return if pairs {
-            Plan::Buckets(0)
-        } else if readable {
-            Plan::Read(lo, hi)
-        } else {
-            Plan::Buckets(w)
-        };
+        let cut = inside.first().is_some_and(|b| b.1.first.step < lo)
+            || inside.last().is_some_and(|b| b.1.last.step > hi);
+        if w <= 2 && !cut || inside.iter().all(|b| b.1.count <= 2) && !cut {
+            return Some(whole(Vec::new()));
+        }
+        if readable {
+            return Some(whole(vec![(lo, hi)]));
+        }
     }
     let slices = ((max_points - 2) / 2).max(1);
     let wanted = slice_width(lo as f64, hi as f64, slices) as u64;
-    if wanted >= w && wanted % w == 0 {
-        Plan::Buckets(wanted)
-    } else if readable {
-        Plan::Read(lo, hi)
-    } else {
-        Plan::Buckets(multiple_of(wanted, w))
+    // The buckets the window cuts are counted whole: when the values it holds may fit after
+    // all, it is read (and `draw` counts them).
+    let surely_inside: usize = inside
+        .iter()
+        .filter(|b| b.1.first.step >= lo && b.1.last.step <= hi)
+        .map(|b| b.1.count as usize)
+        .sum();
+    let may_fit = surely_inside <= max_points;
+    if (may_fit || !(wanted >= w && wanted % w == 0)) && readable {
+        return Some(Plan {
+            width: wanted,
+            read: vec![(lo, hi)],
+            hi,
+        });
     }
+    let width = multiple_of(wanted, w);
+    // The edge slices the window cuts (a bucket of theirs holds values outside it).
+    let mut read = Vec::new();
+    let (first, last) = (inside.first()?.1, inside.last()?.1);
+    let (left, right) = (lo / width, hi / width);
+    if first.first.step < lo {
+        let end = ((left + 1) * width - 1).min(hi);
+        if end - lo < READ_STEPS {
+            read.push((lo, end));
+        }
+    }
+    if last.last.step > hi && (left != right || read.is_empty()) {
+        let start = (right * width).max(lo);
+        if hi - start < READ_STEPS {
+            read.push((start, hi));
+        }
+    }
+    Some(Plan { width, read, hi })
 }
 
 /// The narrowest aligned width (1, 2, 3, 4, 6, 8, 12, …) at least `wanted` that is a multiple
@@ -143,13 +172,6 @@ impl Ema {
         self.decay *= wn;
         self.last / (1.0 - self.decay)
     }
-
-    /// Takes in a bucket's finite values as its mean.
-    fn take_bucket(&mut self, b: &Bucket) {
-        if let Some(mean) = b.mean() {
-            self.take(mean, b.finite);
-        }
-    }
 }
 
 /// Whether every finite value of `s` is the same (its smoothed line is its values).
@@ -166,66 +188,158 @@ fn constant(s: &SeriesSummary) -> bool {
 /// One scalar's points for a chart.
 #[derive(Debug, Default, PartialEq)]
 pub struct ScalarLines {
-    /// The values kept: every value of the window, or each slice's first and last value of the
-    /// window and each slice's lowest and highest.
+    /// The values kept: every value of the window, or the first slice's first value, each
+    /// slice's lowest and highest, and the last slice's last value.
     pub raw: Vec<Value>,
-    /// The smoothed line (when smoothing was asked for): see [`bucket_lines`] and
-    /// [`read_lines`].
+    /// The smoothed line (when smoothing was asked for): see [`draw`].
     pub smoothed: Option<Vec<Value>>,
     /// The slices' width in steps; 0 when every value of the window was kept.
     pub width: u64,
 }
 
-/// A window of `s` drawn from its buckets by slices of `width` (a multiple of the buckets'
-/// width; 0: every bucket's values, each holding at most two). The slices that hold any value
-/// of the window are drawn whole: the window's ends may be a slice's values outside it. Kept:
-/// the first slice's first value, each slice's lowest and highest, the last slice's last
-/// value. With `smoothing` above 0, the smoothed line is the moving average over the buckets
-/// from the series' first, each bucket taken as its count of its mean: one point a slice, at
-/// its last step.
-pub fn bucket_lines(
+/// One slice of a chart: its values summarized, and whether they were read from the files.
+struct Slice {
+    values: Bucket,
+    read: bool,
+}
+
+/// A window of `s` drawn by `plan`, with `exact` the values of `plan.read`'s ranges read again
+/// from the run's files (in step order; `None` when they could not be read: the buckets are
+/// drawn whole instead). Each slice of `plan.width` is drawn from the summary's buckets when
+/// the window holds it whole, else from its values in the window that were read; kept: the
+/// first slice's first value, each slice's lowest and highest, the last slice's last value (a
+/// slice of the window drawn whole from buckets may reach past the window's ends when it was
+/// too wide to read). With `smoothing` above 0, the smoothed line is TensorBoard's moving
+/// average from the series' first value: value by value over the values read, a bucket at a
+/// time (its count of its mean) elsewhere; a slice of read values sends the line's lowest and
+/// highest point in it, a slice of buckets the line at its last step.
+pub fn draw(
     s: &SeriesSummary,
     from: Option<f64>,
     to: Option<f64>,
-    width: u64,
+    plan: &Plan,
+    max_points: usize,
+    exact: Option<&[Value]>,
     smoothing: f64,
 ) -> ScalarLines {
-    let w = s.width();
-    let per = if width == 0 { 1 } else { (width / w).max(1) };
-    let all = s.buckets();
-    let shown = s.buckets_within(from, to);
-    // The buckets before the window's (as `buckets_within` finds them).
-    let start = from.map_or(0, |f| all.partition_point(|x| (x.1.last.step as f64) < f));
-    // Slices: runs of buckets with the same `index / per`.
-    let mut slices: Vec<Bucket> = Vec::new();
-    let mut slice_of = None;
-    for (index, b) in shown {
-        let slice = index / per;
-        match slices.last_mut() {
-            Some(last) if slice_of == Some(slice) => last.merge(b),
-            _ => slices.push(*b),
+    let to = match plan.read.is_empty() {
+        true => to,
+        false => Some(to.map_or(plan.hi as f64, |t| t.min(plan.hi as f64))),
+    };
+    let Some((lo, hi, _)) = s.steps_within(from, to) else {
+        return ScalarLines::default();
+    };
+    let empty: &[Value] = &[];
+    let (read, exact) = match exact {
+        Some(e) => (plan.read.as_slice(), e),
+        None => (&[][..], empty),
+    };
+    let is_read = |a: u64, b: u64| read.iter().any(|r| r.0 <= a && b <= r.1);
+    let point = |v: &Value| Point {
+        step: v.0,
+        value: v.1,
+        wall: v.2,
+    };
+    let of_values = |values: &[Value]| -> Option<Bucket> {
+        let mut it = values.iter();
+        let mut b = Bucket::of(point(it.next()?));
+        for v in it {
+            b.merge(&Bucket::of(point(v)));
         }
-        slice_of = Some(slice);
+        Some(b)
+    };
+    let inside = s.buckets_within(from, to);
+    let mut slices: Vec<Slice> = Vec::new();
+    // A window read whole is cut as the downsampler cuts its values: every value when they fit
+    // in `max_points`, else slices of its width for their first and last step.
+    let read_whole = read.iter().any(|r| r.0 <= lo && hi <= r.1);
+    let mut plan = plan.clone();
+    if read_whole {
+        let at = exact.partition_point(|v| v.0 < lo);
+        let end = exact.partition_point(|v| v.0 <= hi);
+        let window = &exact[at..end];
+        plan.width = match (window.first(), window.last()) {
+            (Some(f), Some(l)) if window.len() > max_points.clamp(2, MAX_POINTS) => {
+                let slices = ((max_points.clamp(2, MAX_POINTS) - 2) / 2).max(1);
+                slice_width(f.0 as f64, l.0 as f64, slices) as u64
+            }
+            _ => 0,
+        };
     }
-    let point = |p: Point| (p.step, p.value, p.wall);
+    if plan.width == 0 {
+        if read.iter().any(|r| r.0 <= lo && hi <= r.1) {
+            let at = exact.partition_point(|v| v.0 < lo);
+            let end = exact.partition_point(|v| v.0 <= hi);
+            slices.extend(exact[at..end].iter().map(|v| Slice {
+                values: Bucket::of(point(v)),
+                read: true,
+            }));
+        } else {
+            // Buckets of at most two values: each value is its bucket's first or last.
+            for (_, b) in inside {
+                slices.push(Slice {
+                    values: Bucket::of(b.first),
+                    read: false,
+                });
+                if b.last.step != b.first.step {
+                    slices.push(Slice {
+                        values: Bucket::of(b.last),
+                        read: false,
+                    });
+                }
+            }
+        }
+    } else {
+        let (w, width) = (s.width(), plan.width);
+        let mut b = 0;
+        for k in lo / width..=hi / width {
+            let (start, end) = (k * width, (k + 1) * width - 1);
+            let (a, z) = (start.max(lo), end.min(hi));
+            // The buckets of slice k (its width is a multiple of theirs when drawn from them).
+            while b < inside.len() && inside[b].0 * w < start {
+                b += 1;
+            }
+            let first_bucket = b;
+            while b < inside.len() && inside[b].0 * w <= end {
+                b += 1;
+            }
+            let buckets = &inside[first_bucket..b];
+            let cut = buckets.first().is_some_and(|x| x.1.first.step < a)
+                || buckets.last().is_some_and(|x| x.1.last.step > z);
+            let from_files = is_read(a, z) && (cut || width % w != 0);
+            let values = if from_files {
+                let at = exact.partition_point(|v| v.0 < a);
+                let stop = exact.partition_point(|v| v.0 <= z);
+                of_values(&exact[at..stop])
+            } else {
+                buckets.iter().map(|x| x.1).reduce(|mut m, x| {
+                    m.merge(&x);
+                    m
+                })
+            };
+            if let Some(values) = values {
+                slices.push(Slice {
+                    values,
+                    read: from_files,
+                });
+            }
+        }
+    }
     let mut raw: Vec<Value> = Vec::new();
     let push = |raw: &mut Vec<Value>, p: Point| {
         if raw.last().is_none_or(|l| l.0 < p.step) {
-            raw.push(point(p));
+            raw.push((p.step, p.value, p.wall));
         }
     };
     if let (Some(first), Some(last)) = (slices.first(), slices.last()) {
-        let (first, last) = (first.first, last.last);
+        let (first, last) = (first.values.first, last.values.last);
         push(&mut raw, first);
-        for b in &slices {
-            let mut inner = [b.min, b.max, b.first, b.last];
+        for slice in &slices {
+            let b = &slice.values;
+            let mut inner = [b.min, b.max];
             inner.sort_by_key(|p| p.step);
             for p in inner {
-                // Every value of a slice of two; of a larger one its lowest and highest.
-                let kept = (width == 0 && b.count <= 2)
-                    || p.step == b.min.step
-                    || p.step == b.max.step;
-                if kept && p.step < last.step {
+                if p.step < last.step {
                     push(&mut raw, p);
                 }
             }
@@ -236,77 +350,91 @@ pub fn bucket_lines(
         if constant(s) {
             return raw.clone();
         }
-        let mut ema = Ema::new(smoothing);
-        for (_, b) in &all[..start] {
-            ema.take_bucket(b);
-        }
-        let mut out = Vec::with_capacity(slices.len());
-        let mut at = 0;
-        for slice in &slices {
-            let mut value = None;
-            while at < shown.len() && shown[at].1.last.step <= slice.last.step {
-                if let Some(mean) = shown[at].1.mean() {
-                    value = Some(ema.take(mean, shown[at].1.finite));
-                }
-                at += 1;
-            }
-            let v = value.unwrap_or(slice.last.value);
-            out.push((slice.last.step, v, slice.last.wall));
-        }
-        out
+        smooth_line(s, &slices, exact, read, smoothing)
     });
     ScalarLines {
         raw,
         smoothed,
-        width: if width == 0 { 0 } else { w * per },
+        width: plan.width,
     }
 }
 
-/// A window of `s` drawn from `values`, its values read again from the run's files (every
-/// value of the window, in step order), as [`min_max_sliced`] draws a series: every value
-/// when they fit, else the window's first and last and each aligned slice's lowest and
-/// highest. With `smoothing` above 0, the smoothed line is the moving average of the values,
-/// continuing the one over the summary's buckets before the window ([`bucket_lines`]), cut by
-/// the same slices: each slice's lowest and highest point of it.
-pub fn read_lines(
+/// The smoothed line of [`draw`]: the moving average from the series' first value, a bucket
+/// at a time (its count of its mean), but over the ranges `read` (whose values are `exact`)
+/// value by value (a bucket reaching into a range read is taken as its values read).
+fn smooth_line(
     s: &SeriesSummary,
-    values: &[Value],
-    max_points: usize,
-    smoothing: f64,
-) -> ScalarLines {
-    let options = MinMax::new(max_points.clamp(2, MAX_POINTS))
-        .keep_ends(true)
-        .aligned(true);
-    let points: Vec<(u64, f64)> = values.iter().map(|v| (v.0, v.1)).collect();
-    let wall = |step: u64| {
-        values
-            .binary_search_by_key(&step, |v| v.0)
-            .map_or(f64::NAN, |i| values[i].2)
+    slices: &[Slice],
+    exact: &[Value],
+    read: &[(u64, u64)],
+    w: f64,
+) -> Vec<Value> {
+    let Some(start) = slices.first().map(|x| x.values.first.step) else {
+        return Vec::new();
     };
-    let with_walls = |kept: Vec<(u64, f64)>| -> Vec<Value> {
-        kept.into_iter().map(|(s, v)| (s, v, wall(s))).collect()
+    let overlaps_read = |b: &Bucket| {
+        read.iter()
+            .any(|r| b.first.step <= r.1 && r.0 <= b.last.step)
     };
-    let (raw, width) = min_max_sliced(&points, &options);
-    let smoothed = (smoothing > 0.0).then(|| {
-        if constant(s) {
-            return with_walls(raw.clone());
+    let mut ema = Ema::new(w);
+    // The line at every value read and at every bucket's last step, from the first slice on.
+    let mut line: Vec<Value> = Vec::new();
+    let mut emit = |p: Value| {
+        if p.0 >= start {
+            line.push(p);
         }
-        let first = values.first().map_or(0, |v| v.0);
-        let mut ema = Ema::new(smoothing);
-        for (_, b) in s.buckets().iter().take_while(|b| b.1.last.step < first) {
-            ema.take_bucket(b);
+    };
+    let mut e = 0;
+    for (_, x) in s.buckets() {
+        if overlaps_read(x) {
+            continue;
         }
-        let averaged: Vec<(u64, f64)> = points
-            .iter()
-            .map(|&(step, v)| (step, if v.is_finite() { ema.take(v, 1) } else { v }))
-            .collect();
-        with_walls(min_max_sliced(&averaged, &options).0)
-    });
-    ScalarLines {
-        raw: with_walls(raw),
-        smoothed,
-        width: width.map_or(0, |w| w as u64),
+        while let Some(v) = exact.get(e).filter(|v| v.0 < x.first.step) {
+            let a = if v.1.is_finite() { ema.take(v.1, 1) } else { v.1 };
+            emit((v.0, a, v.2));
+            e += 1;
+        }
+        if let Some(mean) = x.mean() {
+            let a = ema.take(mean, x.finite);
+            emit((x.last.step, a, x.last.wall));
+        }
     }
+    for v in &exact[e..] {
+        let a = if v.1.is_finite() { ema.take(v.1, 1) } else { v.1 };
+        emit((v.0, a, v.2));
+    }
+    let mut out: Vec<Value> = Vec::new();
+    let mut at = 0;
+    for slice in slices {
+        let (first, last) = (slice.values.first.step, slice.values.last.step);
+        while at < line.len() && line[at].0 < first {
+            at += 1;
+        }
+        let begin = at;
+        while at < line.len() && line[at].0 <= last {
+            at += 1;
+        }
+        let inside = &line[begin..at];
+        let mut kept: Vec<Value> = if slice.read {
+            let finite = inside.iter().filter(|p| !p.1.is_nan());
+            let lo = finite.clone().min_by(|a, b| a.1.total_cmp(&b.1));
+            let hi = finite.max_by(|a, b| a.1.total_cmp(&b.1));
+            match (lo, hi) {
+                (Some(lo), Some(hi)) => vec![*lo, *hi],
+                // A slice of NaN: the line is NaN there.
+                _ => inside.last().copied().into_iter().collect(),
+            }
+        } else {
+            inside.last().copied().into_iter().collect()
+        };
+        kept.sort_by_key(|p| p.0);
+        for p in kept {
+            if out.last().is_none_or(|l| l.0 < p.0) {
+                out.push(p);
+            }
+        }
+    }
+    out
 }
 
 /// A smoothing weight from a request: `0 <= w <=` [`MAX_SMOOTHING`], else why not.
@@ -351,7 +479,14 @@ mod tests {
                 wall: v.2,
             });
         }
-        let lines = read_lines(&s, &values, 100, w);
+        let plan = plan(&s, None, None, 100).unwrap();
+        assert_eq!(plan.width, 0);
+        let every = Plan {
+            width: 0,
+            read: vec![(0, 4)],
+            hi: 4,
+        };
+        let lines = draw(&s, None, None, &every, 100, Some(&values), w);
         let got: Vec<f64> = lines.smoothed.unwrap().iter().map(|p| p.1).collect();
         // By hand: 0.4 / 0.1, then (0.36 + 0.2) / 0.19, then (0.504 + 0.1) / 0.271.
         let expected = [4.0, f64::NAN, 0.56 / 0.19, f64::INFINITY, 0.604 / 0.271];

@@ -10,11 +10,11 @@ use smdebug_profiler::stats::percentile;
 use smdebug_profiler::system::vocab;
 
 use crate::api::{Window, is_step};
-use crate::downsample::{Plan, plan};
-use crate::summary::SeriesSummary;
+use crate::downsample::plan;
 use crate::liveness;
 use crate::run::{Run, RunData};
 use crate::series::finite;
+use crate::summary::SeriesSummary;
 use crate::verdicts::rule_views;
 use crate::views::{
     Headline, HeadlineChart, Headlines, JobPhases, NodeStats, Num, Overview, Phase, PhaseTotal,
@@ -298,29 +298,34 @@ pub struct Held {
 pub fn headlines(run: &Run, window: &Window, held: [Held; 2]) -> Headlines {
     // A chart finer than its buckets (rare: a series of fewer values than the budget, spread
     // over more steps than its buckets are wide) is read again from the files, outside the lock.
-    let to_read: Vec<(u64, u64)> = {
+    let plans: Vec<Option<crate::downsample::Plan>> = {
         let d = run.data.read().expect("run data lock");
         ["loss", "acc"]
             .iter()
-            .filter_map(|word| pick(&d, word))
-            .filter_map(|(_, _, s)| match plan(s, None, None, window.budget()) {
-                Plan::Read(lo, hi) => Some((lo, hi)),
-                _ => None,
-            })
+            .map(|word| pick(&d, word).and_then(|(_, _, s)| plan(s, None, None, window.budget())))
             .collect()
     };
-    let read = to_read
+    let to_read = plans
         .iter()
-        .copied()
-        .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
-        .and_then(|(lo, hi)| crate::api::read_window(run, lo, hi));
+        .flatten()
+        .flat_map(|p| p.read.iter().copied())
+        .collect();
+    let read = crate::api::read_ranges(run, to_read);
     let d = run.data.read().expect("run data lock");
-    let chart = |word: &str, held: Held| {
+    let chart = |word: &str, held: Held, planned: Option<&crate::downsample::Plan>| {
         let (headline, mode, column) = pick(&d, word)?;
-        let exact = read
-            .as_ref()
-            .and_then(|r| r.get(&(headline.name.clone(), mode)));
-        let lines = crate::api::series_lines(column, window, 0.0, exact.map(Vec::as_slice));
+        let exact = read.as_ref().map(|r| {
+            r.get(&(headline.name.clone(), mode))
+                .map_or(&[][..], Vec::as_slice)
+        });
+        let lines = crate::api::series_lines(column, planned, window, 0.0, exact);
+        // A chart drawn with values read ends where they did: its headline is its last value
+        // (the follower may have taken in more since).
+        let mut headline = headline;
+        if let Some(last) = lines.raw.last().filter(|p| p.0 < headline.last_step) {
+            headline.last_step = last.0;
+            headline.last_value = Num(last.1);
+        }
         let since = held.since.filter(|_| held.width == Some(lines.width));
         let kept: Vec<(u64, f64)> = match since {
             Some(s) => lines
@@ -341,8 +346,8 @@ pub fn headlines(run: &Run, window: &Window, held: [Held; 2]) -> Headlines {
         })
     };
     Headlines {
-        loss: chart("loss", held[0]),
-        accuracy: chart("acc", held[1]),
+        loss: chart("loss", held[0], plans[0].as_ref()),
+        accuracy: chart("acc", held[1], plans[1].as_ref()),
     }
 }
 

@@ -129,8 +129,7 @@ async fn headlines(
         Ok(r) => r,
         Err(e) => return *e,
     };
-    match tokio::task::spawn_blocking(move || crate::overview::headlines(&run, &window, held))
-        .await
+    match tokio::task::spawn_blocking(move || crate::overview::headlines(&run, &window, held)).await
     {
         Ok(v) => axum::Json(v).into_response(),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),

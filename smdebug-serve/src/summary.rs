@@ -51,7 +51,8 @@ pub struct Bucket {
 }
 
 impl Bucket {
-    fn of(p: Point) -> Bucket {
+    /// A bucket of one value.
+    pub fn of(p: Point) -> Bucket {
         let finite = p.value.is_finite();
         Bucket {
             count: 1,
@@ -212,7 +213,9 @@ impl SeriesSummary {
     pub fn buckets_within(&self, from: Option<f64>, to: Option<f64>) -> &[(u64, Bucket)] {
         let b = &self.buckets;
         let start = from.map_or(0, |f| b.partition_point(|x| (x.1.last.step as f64) < f));
-        let end = to.map_or(b.len(), |t| b.partition_point(|x| (x.1.first.step as f64) <= t));
+        let end = to.map_or(b.len(), |t| {
+            b.partition_point(|x| (x.1.first.step as f64) <= t)
+        });
         &b[start..end.max(start)]
     }
 
@@ -251,7 +254,12 @@ impl ScalarSummaries {
     /// Takes in a follower's batch of new values.
     pub fn add(&mut self, batch: ScalarBatch) {
         for (name, mode, points) in batch {
-            let series = self.tracks.entry(name).or_default().entry(mode).or_default();
+            let series = self
+                .tracks
+                .entry(name)
+                .or_default()
+                .entry(mode)
+                .or_default();
             for (step, value, wall) in points {
                 if series.add(Point { step, value, wall }) {
                     self.values += 1;

@@ -357,8 +357,8 @@ fn a_live_runs_loss_chart_is_bucketed_as_a_loaded_one_in_chromium() {
         ));
         assert_eq!(
             d["loss"]["steps"], loaded["scalars"][0]["modes"][0]["steps"],
-            "drawn with {} values",
-            d["loss"]["total"]
+            "drawn with {} values, last step {last}, width {}, points {points}",
+            d["loss"]["total"], d["loss"]["width"]
         );
     }
     // After the first drawings, the page took only the last buckets again.

@@ -117,7 +117,11 @@ fn zoomed_windows_are_the_files_values_and_buckets_their_true_extremes() {
     let location = dir.path().to_str().unwrap().to_owned();
     let trial = Trial::open(&location).unwrap();
     let mut files: BTreeMap<(&str, &str), BTreeMap<u64, f64>> = BTreeMap::new();
-    for (name, mode) in [("loss", Mode::Train), ("metric_a", Mode::Train), ("loss", Mode::Eval)] {
+    for (name, mode) in [
+        ("loss", Mode::Train),
+        ("metric_a", Mode::Train),
+        ("loss", Mode::Eval),
+    ] {
         files.insert((name, mode.name()), files_values(&trial, name, mode));
     }
     let written: usize = files.values().map(BTreeMap::len).sum();

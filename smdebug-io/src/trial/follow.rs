@@ -491,7 +491,10 @@ impl TensorFollower {
         to: u64,
     ) -> Result<(ScalarBatch, TensorIncrement)> {
         let mut follower = TensorFollower::new(storage);
-        follower.local = follower.storage.local_root().map(std::path::Path::to_path_buf);
+        follower.local = follower
+            .storage
+            .local_root()
+            .map(std::path::Path::to_path_buf);
         for folder in from / 1000..=to / 1000 {
             let listed = follower
                 .storage
