@@ -417,7 +417,10 @@ pub fn scalars(
         }
         plans
     };
-    let to_read = plans.values().flat_map(|p| p.read.iter().copied()).collect();
+    let to_read = plans
+        .values()
+        .flat_map(|p| p.read.iter().copied())
+        .collect();
     let read = read_ranges(run, to_read);
     let d = run.data.read().expect("run data lock");
     let names = matching(&d);
@@ -430,10 +433,9 @@ pub fn scalars(
         let modes = by_name
             .into_iter()
             .map(|(mode, summary)| {
-                let exact = read.as_ref().map(|r| {
-                    r.get(&(name.clone(), *mode))
-                        .map_or(&[][..], Vec::as_slice)
-                });
+                let exact = read
+                    .as_ref()
+                    .map(|r| r.get(&(name.clone(), *mode)).map_or(&[][..], Vec::as_slice));
                 let planned = plans.get(&(name.clone(), *mode));
                 let lines = series_lines(summary, planned, window, smoothing, exact);
                 let walls = |kept: &[Value]| -> Vec<Option<f64>> {

@@ -74,21 +74,23 @@ pub struct Plan {
 /// window, read again; a window the buckets are too coarse for is read whole when it is at most
 /// [`READ_STEPS`] wide, else drawn by the narrowest slices the buckets hold (fewer points than
 /// asked for, each still a true lowest or highest value).
-pub fn plan(s: &SeriesSummary, from: Option<f64>, to: Option<f64>, max_points: usize) -> Option<Plan> {
+pub fn plan(
+    s: &SeriesSummary,
+    from: Option<f64>,
+    to: Option<f64>,
+    max_points: usize,
+) -> Option<Plan> {
     let max_points = max_points.clamp(2, MAX_POINTS);
     let (lo, hi, n) = s.steps_within(from, to)?;
     let w = s.width();
     let inside = s.buckets_within(from, to);
     let readable = hi - lo < READ_STEPS;
-    let whole = |read: Vec<(u64, u64)>| Plan {
-        width: 0,
-        read,
-        hi,
-    };
+    let whole = |read: Vec<(u64, u64)>| Plan { width: 0, read, hi };
     if n <= max_points {
         let cut = inside.first().is_some_and(|b| b.1.first.step < lo)
             || inside.last().is_some_and(|b| b.1.last.step > hi);
-        if w <= 2 && !cut || inside.iter().all(|b| b.1.count <= 2) && !cut {
+        let pairs = w <= 2 || inside.iter().all(|b| b.1.count <= 2);
+        if pairs && !cut {
             return Some(whole(Vec::new()));
         }
         if readable {
@@ -390,7 +392,11 @@ fn smooth_line(
             continue;
         }
         while let Some(v) = exact.get(e).filter(|v| v.0 < x.first.step) {
-            let a = if v.1.is_finite() { ema.take(v.1, 1) } else { v.1 };
+            let a = if v.1.is_finite() {
+                ema.take(v.1, 1)
+            } else {
+                v.1
+            };
             emit((v.0, a, v.2));
             e += 1;
         }
@@ -400,7 +406,11 @@ fn smooth_line(
         }
     }
     for v in &exact[e..] {
-        let a = if v.1.is_finite() { ema.take(v.1, 1) } else { v.1 };
+        let a = if v.1.is_finite() {
+            ema.take(v.1, 1)
+        } else {
+            v.1
+        };
         emit((v.0, a, v.2));
     }
     let mut out: Vec<Value> = Vec::new();
