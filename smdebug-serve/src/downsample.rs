@@ -515,6 +515,136 @@ mod tests {
         assert!((once - by_one.take(2.0, 1)).abs() < 1e-12);
     }
 
+    /// A series of `n` steps with spikes and dips, as values and as a summary.
+    fn series(n: u64) -> (Vec<Value>, SeriesSummary) {
+        let values: Vec<Value> = (0..n)
+            .map(|i| {
+                let v = ((i * 7_919) % 1_009) as f64 / 1_009.0
+                    + match i % 4_999 {
+                        17 => 100.0,
+                        2_500 => -100.0,
+                        _ => 0.0,
+                    };
+                (i, v, 1e9 + i as f64)
+            })
+            .collect();
+        let mut s = SeriesSummary::default();
+        for v in &values {
+            s.add(Point {
+                step: v.0,
+                value: v.1,
+                wall: v.2,
+            });
+        }
+        (values, s)
+    }
+
+    /// Checks `lines` against `values` in `lo..=hi`: every point is a value at its step, and
+    /// each slice of the window holds its true lowest and highest value of the window.
+    fn check(lines: &ScalarLines, values: &[Value], lo: u64, hi: u64) {
+        for p in &lines.raw {
+            assert_eq!(values[p.0 as usize], *p, "at {}", p.0);
+            assert!((lo..=hi).contains(&p.0), "{} outside {lo}..={hi}", p.0);
+        }
+        let width = lines.width.max(1);
+        let mut k = lo / width;
+        while k * width <= hi {
+            let (a, z) = ((k * width).max(lo), ((k + 1) * width - 1).min(hi));
+            let inside = &values[a as usize..=z as usize];
+            let min = inside.iter().map(|v| v.1).fold(f64::INFINITY, f64::min);
+            let max = inside.iter().map(|v| v.1).fold(f64::NEG_INFINITY, f64::max);
+            let shown: Vec<f64> = lines
+                .raw
+                .iter()
+                .filter(|p| (a..=z).contains(&p.0))
+                .map(|p| p.1)
+                .collect();
+            assert!(
+                shown.contains(&min) && shown.contains(&max),
+                "slice {a}..={z}: {min} {max} not in {shown:?}"
+            );
+            k += 1;
+        }
+    }
+
+    /// The values of `read`'s ranges, as the files give them.
+    fn read_of(values: &[Value], plan: &Plan) -> Vec<Value> {
+        values
+            .iter()
+            .filter(|v| plan.read.iter().any(|r| r.0 <= v.0 && v.0 <= r.1))
+            .copied()
+            .collect()
+    }
+
+    #[test]
+    fn windows_are_drawn_from_buckets_and_reads_with_every_slices_true_extremes() {
+        let (values, s) = series(100_000);
+        assert_eq!(s.width(), 128);
+        // The whole run: the buckets alone.
+        let whole = plan(&s, None, None, MAX_POINTS).unwrap();
+        assert_eq!((whole.width, whole.read.clone()), (128, vec![]));
+        let lines = draw(&s, None, None, &whole, MAX_POINTS, Some(&[]), 0.0);
+        check(&lines, &values, 0, 99_999);
+        assert_eq!(lines.raw.first().map(|p| p.0), Some(0));
+        assert_eq!(lines.raw.last().map(|p| p.0), Some(99_999));
+        // A narrow window: read whole, every value.
+        let narrow = plan(&s, Some(5_000.0), Some(6_000.0), MAX_POINTS).unwrap();
+        assert_eq!(narrow.read, vec![(5_000, 6_000)]);
+        let read = read_of(&values, &narrow);
+        let lines = draw(
+            &s,
+            Some(5_000.0),
+            Some(6_000.0),
+            &narrow,
+            MAX_POINTS,
+            Some(&read),
+            0.0,
+        );
+        assert_eq!(lines.width, 0);
+        assert_eq!(lines.raw, values[5_000..=6_000].to_vec());
+        // A window finer than the buckets but readable: read whole, cut by the downsampler's
+        // width.
+        let finer = plan(&s, Some(1_000.0), Some(11_000.0), MAX_POINTS).unwrap();
+        assert_eq!(finer.read, vec![(1_000, 11_000)]);
+        let read = read_of(&values, &finer);
+        let lines = draw(
+            &s,
+            Some(1_000.0),
+            Some(11_000.0),
+            &finer,
+            MAX_POINTS,
+            Some(&read),
+            0.0,
+        );
+        assert!(lines.width < 128 && lines.width > 1, "{}", lines.width);
+        check(&lines, &values, 1_000, 11_000);
+        // A wide window that cuts buckets at both ends: buckets inside, its edge slices read.
+        let (from, to) = (10_050.0, 70_010.0);
+        let wide = plan(&s, Some(from), Some(to), MAX_POINTS).unwrap();
+        assert_eq!(wide.width % 128, 0);
+        assert_eq!(wide.read.len(), 2, "{wide:?}");
+        assert!(wide.read.iter().all(|r| r.1 - r.0 < wide.width));
+        let read = read_of(&values, &wide);
+        let lines = draw(
+            &s,
+            Some(from),
+            Some(to),
+            &wide,
+            MAX_POINTS,
+            Some(&read),
+            0.0,
+        );
+        check(&lines, &values, 10_050, 70_010);
+        assert_eq!(lines.raw.first().map(|p| p.0), Some(10_050));
+        assert_eq!(lines.raw.last().map(|p| p.0), Some(70_010));
+        // The same window when the files cannot be read: whole buckets, still true extremes
+        // of theirs, reaching past the window's ends.
+        let lines = draw(&s, Some(from), Some(to), &wide, MAX_POINTS, None, 0.0);
+        check(&lines, &values, 9_984, 70_015);
+        // Not vacuous: the spikes and dips are in the window and shown.
+        assert!(lines.raw.iter().any(|p| p.1 > 99.0) && lines.raw.iter().any(|p| p.1 < -99.0));
+    }
+
     #[test]
     fn smoothing_weights_outside_the_slider_are_refused() {
         assert_eq!(smoothing_weight(None), Ok(0.0));
