@@ -9,7 +9,7 @@
 //! Every number a bucket holds is one of the files' values or their true count, sum, lowest or
 //! highest over the bucket's steps: a chart drawn from buckets (aligned on multiples of a width
 //! that is a multiple of theirs) shows each slice's true lowest and highest value. A window
-//! too narrow for the buckets is read again from the run's files (`crate::scalar_lines`).
+//! too narrow for the buckets is read again from the run's files (`crate::downsample::plan`).
 
 use smdebug_core::Mode;
 use smdebug_io::trial::ScalarBatch;
