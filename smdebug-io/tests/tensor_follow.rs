@@ -616,3 +616,45 @@ fn an_index_file_left_out_of_a_listing_that_holds_a_later_one_is_read_at_the_nex
     assert_eq!(trial.steps(None).unwrap(), (0..10).collect::<Vec<_>>());
     assert_eq!(trial.last_complete_step().unwrap(), Some(9));
 }
+
+/// `read_steps` reads the steps of a window alone, across index folders (one per 1,000 steps),
+/// and gives what a follower of the whole run gives for them: the same values at the same
+/// steps with the same wall times; an index file of the window that names another step's event
+/// file is left out and reported as the whole run's follower leaves it out.
+#[test]
+fn a_window_read_alone_is_what_the_whole_runs_follower_gives_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    write_collections(dir.path(), "worker_0", 1);
+    write_losses(dir.path(), 0..2_500);
+    // Step 1,005's index file names step 4's event file.
+    point_index_at(dir.path(), 1_005, "worker_0", 4);
+    let mut whole = follower(dir.path());
+    let mut batches = Vec::new();
+    whole.read_to_end(&mut |batch, _| batches.extend(batch));
+    let all: Vec<(u64, f64, f64)> = batches
+        .into_iter()
+        .filter(|(name, mode, _)| name == "loss" && *mode == Mode::Train)
+        .flat_map(|(_, _, column)| column)
+        .collect();
+    assert_eq!(all.len(), 2_499);
+    let storage: std::sync::Arc<dyn smdebug_io::Storage> =
+        std::sync::Arc::new(smdebug_io::storage::LocalStorage::new(dir.path()).unwrap());
+    let (batch, inc) = TensorFollower::read_steps(storage, 990, 2_010).unwrap();
+    assert_eq!(batch.len(), 1, "one column: loss in TRAIN");
+    let (name, mode, window) = &batch[0];
+    assert_eq!((name.as_str(), *mode), ("loss", Mode::Train));
+    let expected: Vec<(u64, f64, f64)> = all
+        .iter()
+        .filter(|v| (990..=2_010).contains(&v.0))
+        .copied()
+        .collect();
+    assert_eq!(window, &expected);
+    assert_eq!(window.len(), 1_020);
+    assert!(
+        inc.problems
+            .iter()
+            .any(|p| matches!(p, TensorProblem::IndexFile(_)) && p.to_string().contains("1005")),
+        "{:?}",
+        inc.problems
+    );
+}

@@ -5,6 +5,8 @@ time to first scalar on the same run's `tensorboard/` folder, side by side.
     python3 smdebug-serve/examples/scale_bench.py serve SMDEBUG_BINARY RUN [--paint FIRST_PAINT_BIN]
     python3 smdebug-serve/examples/scale_bench.py tensorboard TENSORBOARD_BINARY RUN
 
+A run of other than 100,000 steps: SCALE_BENCH_STEPS=400000.
+
 `serve` starts `SMDEBUG_BINARY serve RUN --port 0`, and from the moment it is started measures:
 the time until the first `loss` value is served (time to first scalar), the time until every
 step, every system sample and all 50 scalars over every step are served (time to all data
@@ -24,7 +26,7 @@ import time
 import os
 import urllib.request
 
-# The run's steps: synthetic_run's STEPS argument (SCALE_BENCH_STEPS, default 100,000).
+# The run's steps (SCALE_BENCH_STEPS; `synthetic_run DIR STEPS` wrote them): 100,000 by default.
 STEPS = int(os.environ.get("SCALE_BENCH_STEPS", "100000"))
 LAST_STEP = STEPS - 1
 # The synthetic run's system records (36,000 samples of 55 records) and spans (5 a step).

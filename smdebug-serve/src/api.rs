@@ -14,12 +14,15 @@ use smdebug_profiler::stats::percentile;
 use smdebug_rules::Summary;
 use smdebug_rules::profiler::{Details, StepOutlierDetails};
 
-use crate::downsample::{MAX_POINTS, min_max, scalar_lines};
-use crate::run::Run;
+use smdebug_io::trial::TensorFollower;
+
+use crate::downsample::{MAX_POINTS, Plan, ScalarLines, Value, draw, min_max, plan};
+use crate::run::{Run, RunData};
 use crate::series::{
     Histogram, ModeSeries, Outlier, ScalarPage, ScalarSeries, SmoothedLine, SpanList, SpanRow,
     StepPhases, StepRow, StepSeries, Steps, TimeSeries, finite,
 };
+use crate::summary::SeriesSummary;
 use crate::views::{PhaseTotal, RunList, RunState};
 
 /// A window and a point budget, from the query string.
@@ -373,9 +376,12 @@ fn last_steps(spans: &SpanStore, n: usize) -> StepPhases {
 }
 
 /// Scalars whose names match `regex`, per mode, downsampled by step (with `smoothing` above 0,
-/// each with its smoothed line: [`scalar_lines`]): one page of them
-/// (`series_total` says how many match, `next_offset` where the next page starts; a run with
-/// thousands of scalars answers a bounded response).
+/// each with its smoothed line): one page of them (`series_total` says how many match,
+/// `next_offset` where the next page starts; a run with thousands of scalars answers a bounded
+/// response). Each series is drawn from its summary's buckets, or, in a window finer than
+/// them, from its values read again from the run's files ([`crate::downsample::plan`]): one
+/// read of the window's steps for the whole page, outside the run's lock. Blocking I/O: call
+/// it off the async runtime.
 pub fn scalars(
     run: &Run,
     regex: Option<&str>,
@@ -387,28 +393,57 @@ pub fn scalars(
         Some(r) => Some(Regex::new(r).map_err(|e| format!("bad regex: {e}"))?),
         None => None,
     };
+    let matching = |d: &'_ RunData| -> Vec<String> {
+        d.scalars
+            .iter()
+            .map(|(name, _)| name)
+            .filter(|name| filter.as_ref().is_none_or(|f| f.is_match(name)))
+            .cloned()
+            .collect()
+    };
+    // How each series of the page is drawn, and the steps to read again: of every series whose
+    // window is finer than its buckets or cuts a slice.
+    let plans: BTreeMap<(String, Mode), Plan> = {
+        let d = run.data.read().expect("run data lock");
+        let names = matching(&d);
+        let (names, _) = page.select(names.iter(), |name| name.clone());
+        let mut plans = BTreeMap::new();
+        for name in &names {
+            for (mode, summary) in d.scalars.get(name).into_iter().flat_map(|t| t.iter()) {
+                if let Some(p) = plan(summary, window.from, window.to, window.budget()) {
+                    plans.insert((name.clone(), *mode), p);
+                }
+            }
+        }
+        plans
+    };
+    let to_read = plans
+        .values()
+        .flat_map(|p| p.read.iter().copied())
+        .collect();
+    let read = read_ranges(run, to_read);
     let d = run.data.read().expect("run data lock");
-    let matching = d
-        .scalars
-        .iter()
-        .filter(|(name, _)| filter.as_ref().is_none_or(|f| f.is_match(name)));
-    let (out, total) = page.select(matching, |(name, track)| {
+    let names = matching(&d);
+    let (out, total) = page.select(names.iter(), |name| {
+        let track = d.scalars.get(name);
         // Modes in name order (EVAL, GLOBAL, PREDICT, TRAIN).
-        let mut by_name: Vec<(&Mode, &smdebug_io::trial::Column)> = track.iter().collect();
+        let mut by_name: Vec<(&Mode, &SeriesSummary)> =
+            track.into_iter().flat_map(|t| t.iter()).collect();
         by_name.sort_by_key(|(mode, _)| mode.name());
         let modes = by_name
             .into_iter()
-            .map(|(mode, column)| {
-                let lines =
-                    scalar_lines(column, window.from, window.to, window.budget(), smoothing);
-                let walls = |kept: &[(u64, f64)]| -> Vec<Option<f64>> {
-                    kept.iter()
-                        .map(|p| d.scalars.wall_time_at(column, p.0).and_then(finite))
-                        .collect()
+            .map(|(mode, summary)| {
+                let exact = read
+                    .as_ref()
+                    .map(|r| r.get(&(name.clone(), *mode)).map_or(&[][..], Vec::as_slice));
+                let planned = plans.get(&(name.clone(), *mode));
+                let lines = series_lines(summary, planned, window, smoothing, exact);
+                let walls = |kept: &[Value]| -> Vec<Option<f64>> {
+                    kept.iter().map(|p| finite(p.2)).collect()
                 };
                 ModeSeries {
                     mode: mode.name(),
-                    total: column.len(),
+                    total: summary.len(),
                     steps: lines.raw.iter().map(|p| p.0).collect(),
                     values: lines.raw.iter().map(|p| finite(p.1)).collect(),
                     wall_times: walls(&lines.raw),
@@ -434,4 +469,90 @@ pub fn scalars(
         first_wall_time: d.scalars.first_wall_time().and_then(finite),
         smoothing,
     })
+}
+
+/// The values of the steps `lo..=hi` of every scalar, read again from the run's files, by name
+/// and mode; `None` when they cannot be read (the buckets are drawn instead).
+pub(crate) fn read_window(run: &Run, lo: u64, hi: u64) -> Option<ReadWindow> {
+    let storage = run.storage()?;
+    match TensorFollower::read_steps(storage, lo, hi) {
+        Ok((batch, _)) => Some(
+            batch
+                .into_iter()
+                .map(|(name, mode, column)| ((name, mode), column))
+                .collect(),
+        ),
+        Err(e) => {
+            log::warn!("smdebug serve: {}: steps {lo} to {hi}: {e}", run.name);
+            None
+        }
+    }
+}
+
+/// Values read again from the run's files, by scalar and mode.
+pub(crate) type ReadWindow = BTreeMap<(String, Mode), Vec<Value>>;
+
+/// The values of every scalar at the steps of `ranges` (merged where they overlap or touch),
+/// read again from the run's files; `None` when there is nothing to read or a range cannot be
+/// read.
+pub(crate) fn read_ranges(run: &Run, mut ranges: Vec<(u64, u64)>) -> Option<ReadWindow> {
+    if ranges.is_empty() {
+        return None;
+    }
+    ranges.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (lo, hi) in ranges {
+        match merged.last_mut() {
+            Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
+            _ => merged.push((lo, hi)),
+        }
+    }
+    let mut out = ReadWindow::new();
+    for (lo, hi) in merged {
+        for (key, values) in read_window(run, lo, hi)? {
+            out.entry(key).or_default().extend(values);
+        }
+    }
+    for values in out.values_mut() {
+        values.sort_by_key(|v| v.0);
+    }
+    Some(out)
+}
+
+/// A series' points in `window`: from its buckets and, where its plan reads them, `exact`
+/// (its values at the steps read again; `None` when they could not be read).
+/// `planned` is its plan when the values were read (a series without one is planned now,
+/// and has nothing read).
+pub(crate) fn series_lines(
+    summary: &SeriesSummary,
+    planned: Option<&Plan>,
+    window: &Window,
+    smoothing: f64,
+    exact: Option<&[Value]>,
+) -> ScalarLines {
+    let (from, to) = (window.from, window.to);
+    let Some(plan) = planned
+        .cloned()
+        .or_else(|| plan(summary, from, to, window.budget()))
+    else {
+        return ScalarLines::default();
+    };
+    let exact = if planned.is_some() { exact } else { None };
+    // Only its own ranges' values (a page reads the ranges of all its series).
+    let own: Option<Vec<Value>> = exact.map(|values| {
+        values
+            .iter()
+            .filter(|v| plan.read.iter().any(|r| r.0 <= v.0 && v.0 <= r.1))
+            .copied()
+            .collect()
+    });
+    draw(
+        summary,
+        from,
+        to,
+        &plan,
+        window.budget(),
+        own.as_deref(),
+        smoothing,
+    )
 }

@@ -17,7 +17,9 @@
 //! one incremental reader the rule runner and the report use too) into its `ProfileData`; steps,
 //! tensor names and scalar values through smdebug-io's `TensorFollower` (the `Trial`'s listing,
 //! step completeness and checks; each new index file and its event file read once, scalars
-//! kept as compact columns, 4 to 8 bytes a value, wall times once per step); rule statuses from the summary a
+//! kept as fixed-size summaries: per tensor and mode its steps as arithmetic runs and at most
+//! 1,024 buckets of count, sum, first, last, lowest and highest value, a window finer than the
+//! buckets read again from the run's files (`summary`, `downsample` modules)); rule statuses from the summary a
 //! rule runner writes into the run; the end marker. Whole tensors (distributions, 2-D views)
 //! are read through smdebug-io's `Trial`, opened when a view first asks for one. Only what is
 //! new is read on each pass (every 200 ms by default). A run may not exist yet, be still
@@ -39,7 +41,7 @@
 //! GET  /api/runs/{id}/spans?from&to       framework spans inside a window
 //! GET  /api/runs/{id}/steps?from&to&last  step durations, outliers, histogram, phases
 //! GET  /api/runs/{id}/scalars?regex&from&to&smoothing   scalars per mode (x = step; each point's
-//!                                         wall time), smoothed on every value, then downsampled
+//!                                         wall time), from the buckets or, zoomed in, the files
 //! GET  /api/runs/{id}/tensor?name&steps   reductions and distribution over steps
 //! GET  /api/runs/{id}/tensor2d?name&step  a tensor at one step as a 2-D grid
 //! GET  /api/kineto                        Kineto summaries of the `--trace` files
@@ -101,6 +103,7 @@ mod run;
 mod series;
 mod server;
 mod state;
+pub mod summary;
 mod system;
 mod tensor_views;
 mod verdicts;

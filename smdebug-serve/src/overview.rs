@@ -9,13 +9,12 @@ use smdebug_profiler::reader::{self as profiler, MetricSeries};
 use smdebug_profiler::stats::percentile;
 use smdebug_profiler::system::vocab;
 
-use smdebug_io::trial::Column;
-
 use crate::api::{Window, is_step};
-use crate::downsample::scalar_lines;
+use crate::downsample::plan;
 use crate::liveness;
 use crate::run::{Run, RunData};
 use crate::series::finite;
+use crate::summary::SeriesSummary;
 use crate::verdicts::rule_views;
 use crate::views::{
     Headline, HeadlineChart, Headlines, JobPhases, NodeStats, Num, Overview, Phase, PhaseTotal,
@@ -253,7 +252,7 @@ fn progress(d: &RunData, fresh: &liveness::Freshness) -> Progress {
 
 /// The first scalar whose name contains `word` (case-insensitive; the shortest such name),
 /// its TRAIN values when it has some, else its first mode's.
-fn pick<'a>(d: &'a RunData, word: &str) -> Option<(Headline, &'a Column)> {
+fn pick<'a>(d: &'a RunData, word: &str) -> Option<(Headline, Mode, &'a SeriesSummary)> {
     let (name, track) = d
         .scalars
         .iter()
@@ -269,18 +268,18 @@ fn pick<'a>(d: &'a RunData, word: &str) -> Option<(Headline, &'a Column)> {
                 .find(|(_, p)| !p.is_empty())
                 .map(|(m, p)| (*m, p))
         })?;
-    let (last_step, last_value) = column.last()?;
+    let last = column.last()?;
     let headline = Headline {
         name: name.clone(),
         mode: mode.name(),
-        last_step,
-        last_value: Num(last_value),
+        last_step: last.step,
+        last_value: Num(last.value),
     };
-    Some((headline, column))
+    Some((headline, mode, column))
 }
 
 fn headline(d: &RunData, word: &str) -> Option<Headline> {
-    pick(d, word).map(|(h, _)| h)
+    pick(d, word).map(|(h, _, _)| h)
 }
 
 /// What a page holds of a headline chart: the buckets' width it was drawn with and the step
@@ -297,14 +296,45 @@ pub struct Held {
 /// at most `window`'s budget of them, by the Scalars tab's buckets; for a chart the page
 /// holds with the buckets' width still in use, only its points from the step it says on.
 pub fn headlines(run: &Run, window: &Window, held: [Held; 2]) -> Headlines {
+    // A chart finer than its buckets (rare: a series of fewer values than the budget, spread
+    // over more steps than its buckets are wide) is read again from the files, outside the lock.
+    let plans: Vec<Option<crate::downsample::Plan>> = {
+        let d = run.data.read().expect("run data lock");
+        ["loss", "acc"]
+            .iter()
+            .map(|word| pick(&d, word).and_then(|(_, _, s)| plan(s, None, None, window.budget())))
+            .collect()
+    };
+    let to_read = plans
+        .iter()
+        .flatten()
+        .flat_map(|p| p.read.iter().copied())
+        .collect();
+    let read = crate::api::read_ranges(run, to_read);
     let d = run.data.read().expect("run data lock");
-    let chart = |word: &str, held: Held| {
-        let (headline, column) = pick(&d, word)?;
-        let lines = scalar_lines(column, None, None, window.budget(), 0.0);
+    let chart = |word: &str, held: Held, planned: Option<&crate::downsample::Plan>| {
+        let (headline, mode, column) = pick(&d, word)?;
+        let exact = read.as_ref().map(|r| {
+            r.get(&(headline.name.clone(), mode))
+                .map_or(&[][..], Vec::as_slice)
+        });
+        let lines = crate::api::series_lines(column, planned, window, 0.0, exact);
+        // A chart drawn with values read ends where they did: its headline is its last value
+        // (the follower may have taken in more since).
+        let mut headline = headline;
+        if let Some(last) = lines.raw.last().filter(|p| p.0 < headline.last_step) {
+            headline.last_step = last.0;
+            headline.last_value = Num(last.1);
+        }
         let since = held.since.filter(|_| held.width == Some(lines.width));
         let kept: Vec<(u64, f64)> = match since {
-            Some(s) => lines.raw.into_iter().filter(|p| p.0 >= s).collect(),
-            None => lines.raw,
+            Some(s) => lines
+                .raw
+                .into_iter()
+                .filter(|p| p.0 >= s)
+                .map(|p| (p.0, p.1))
+                .collect(),
+            None => lines.raw.into_iter().map(|p| (p.0, p.1)).collect(),
         };
         Some(HeadlineChart {
             headline,
@@ -316,8 +346,8 @@ pub fn headlines(run: &Run, window: &Window, held: [Held; 2]) -> Headlines {
         })
     };
     Headlines {
-        loss: chart("loss", held[0]),
-        accuracy: chart("acc", held[1]),
+        loss: chart("loss", held[0], plans[0].as_ref()),
+        accuracy: chart("acc", held[1], plans[1].as_ref()),
     }
 }
 

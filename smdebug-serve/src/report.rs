@@ -1,6 +1,6 @@
 //! The dashboard's "Download report": the profiling report drawn from what the run's follower
-//! holds, not from a second read of the run: the profiler data, and the scalar columns of its
-//! tensor follower. Only the latest code-profile flame graphs are read; everything is dropped
+//! holds: the profiler data; its scalars are read from the run (one-number records only: the
+//! dashboard keeps summaries of them, not every value). Only the latest code-profile flame graphs are read; everything is dropped
 //! once the page is drawn.
 
 use smdebug_profiler::RankSummary;
@@ -12,7 +12,7 @@ use crate::run::Run;
 pub(crate) const STAGES: [&str; 4] = [
     "waiting for the followed data",
     "copying the followed data and the code profiles",
-    "copying the scalars",
+    "reading the scalars",
     "drawing the page",
 ];
 
@@ -42,6 +42,7 @@ pub(crate) fn input(
     // copy, about a second on a 1-hour run, not while the page is drawn).
     let storage = run.storage();
     let d = run.data.read().expect("run data lock");
+    let mut scalars = false;
     progress(Some(STAGES[1]));
     let mut input = ReportInput::from_followed(&FollowedRun {
         location: &run.location,
@@ -54,9 +55,10 @@ pub(crate) fn input(
     });
     progress(Some(STAGES[2]));
     match &storage {
-        // The follower's own columns: the run is not read again.
         Some(_) if d.tensors.is_empty() => input.no_tensors(),
-        Some(_) => input.scalars_from_columns(&d.scalars, &LoadOptions::default()),
+        // The dashboard keeps summaries, not every value: the report's scalars are read from
+        // the run (one-number records only), outside the lock.
+        Some(_) => scalars = true,
         None => {
             let why = d
                 .open_error
@@ -74,6 +76,9 @@ pub(crate) fn input(
         .map(|s| s.rules.clone())
         .unwrap_or_default();
     drop(d);
+    if let (true, Some(storage)) = (scalars, &storage) {
+        input.scalars_of_run(&run.location, storage, &LoadOptions::default());
+    }
     input.with_rules(rules)
 }
 

@@ -125,9 +125,14 @@ async fn headlines(
             since: q.accuracy_since,
         },
     ];
-    match find_run(&state, id) {
-        Ok(run) => axum::Json(crate::overview::headlines(&run, &window, held)).into_response(),
-        Err(e) => *e,
+    let run = match find_run(&state, id) {
+        Ok(r) => r,
+        Err(e) => return *e,
+    };
+    match tokio::task::spawn_blocking(move || crate::overview::headlines(&run, &window, held)).await
+    {
+        Ok(v) => axum::Json(v).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
 
@@ -260,9 +265,15 @@ async fn scalars(
         Ok(w) => w,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    match api::scalars(&run, q.regex.as_deref(), &window, smoothing, page) {
-        Ok(v) => axum::Json(v).into_response(),
-        Err(e) => error(StatusCode::BAD_REQUEST, e),
+    let regex = q.regex;
+    match tokio::task::spawn_blocking(move || {
+        api::scalars(&run, regex.as_deref(), &window, smoothing, page)
+    })
+    .await
+    {
+        Ok(Ok(v)) => axum::Json(v).into_response(),
+        Ok(Err(e)) => error(StatusCode::BAD_REQUEST, e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
 
@@ -314,10 +325,13 @@ async fn tensor2d(
     Query(q): Query<TensorQuery>,
 ) -> Response {
     let side = q.side.unwrap_or(128);
-    if let Ok(run) = find_run(&state, id)
-        && let Some(v) = tensor_views::scalar_2d(&run, &q.name, q.step)
-    {
-        return axum::Json(v).into_response();
+    if let Ok(run) = find_run(&state, id) {
+        let (name, step) = (q.name.clone(), q.step);
+        if let Ok(Some(v)) =
+            tokio::task::spawn_blocking(move || tensor_views::scalar_2d(&run, &name, step)).await
+        {
+            return axum::Json(v).into_response();
+        }
     }
     with_trial(&state, id, move |t| {
         tensor_views::tensor_2d(t, &q.name, q.step, side)

@@ -7,7 +7,7 @@
 //! rule statuses as smdebug-rules' [`Summary`] (the file a rule runner writes into the run).
 //! Steps, tensor names and scalar values are followed by smdebug-io's [`TensorFollower`] (the
 //! `Trial`'s own listing, step completeness and checks; each new index file and its event file
-//! read once, scalars kept as compact [`ScalarColumns`]); whole tensors are read through
+//! read once, scalars kept as fixed-size summaries, [`ScalarSummaries`]); whole tensors are read through
 //! smdebug-io's [`Trial`], opened when a view first asks for one.
 
 use std::collections::VecDeque;
@@ -19,7 +19,7 @@ use smdebug_io::format::layout::END_MARKER;
 use smdebug_io::format::parse_end_marker;
 use smdebug_io::progress::{Progress, read_run_progress};
 use smdebug_io::stop::{StopRequest, read_stop_request, sanitize_reason};
-use smdebug_io::trial::{ScalarColumns, TensorFollower, TensorIncrement, Trial, TrialOptions};
+use smdebug_io::trial::{TensorFollower, TensorIncrement, Trial, TrialOptions};
 use smdebug_io::{Storage, StorageOptions};
 use smdebug_profiler::follow::{DataProblems, ProfilerFollower, merge_code_windows};
 use smdebug_profiler::reader::{CodeProfileWindow, ProfileData, SampleBatch, SpanBatch};
@@ -29,6 +29,7 @@ use smdebug_rules::runner::SUMMARY_FILE;
 use crate::identity::{Change, Identity};
 use crate::journal::Journal;
 use crate::processes::{self, Arrivals, ProcessView};
+use crate::summary::ScalarSummaries;
 
 /// Event-file bytes the dashboard's `Trial` keeps between views.
 const DASHBOARD_FILE_CACHE_BYTES: usize = 16 << 20;
@@ -80,8 +81,10 @@ pub(crate) struct RunData {
     pub steps: Vec<u64>,
     /// Tensor names, sorted.
     pub tensors: Vec<String>,
-    /// Scalar tensors by name: per mode, `(global step, value)` in step order.
-    pub scalars: ScalarColumns,
+    /// Scalar tensors by name: per mode, their steps and a fixed number of buckets of their
+    /// values ([`crate::summary`]); a window finer than the buckets is read again from the
+    /// run's files.
+    pub scalars: ScalarSummaries,
     /// Index files listed but not read yet.
     pub index_pending: usize,
     /// The rule runner's statuses, when it wrote them into the run.
@@ -538,9 +541,9 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Fou
         rayon_core::in_place_scope(|scope| {
             let (profile, tensors_busy) = (&mut profile, &tensors_busy);
             scope.spawn(move |_| *profile = follow_profile(run, profiler, tensors_busy));
-            let update = tensors.poll(TENSOR_BUDGET_PER_PASS, &mut |values, more| {
+            let update = tensors.poll(TENSOR_BUDGET_PER_PASS, &mut |values, _| {
                 let mut data = run.data.write().expect("run data lock");
-                data.scalars.add(values, more);
+                data.scalars.add(values);
             });
             tensors_busy.store(false, Ordering::Release);
             update

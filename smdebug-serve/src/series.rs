@@ -180,11 +180,11 @@ pub struct ModeSeries {
     pub steps: Vec<u64>,
     /// Values there (`null` where not finite).
     pub values: Vec<Option<f64>>,
-    /// Each value's wall time, its event record's, seconds since the epoch (to 4 ms within a
-    /// day of the series' first: smdebug-io's `Column`).
+    /// Each value's wall time, its event record's, seconds since the epoch.
     pub wall_times: Vec<Option<f64>>,
-    /// With a smoothing weight: TensorBoard's debiased exponential moving average of every
-    /// value, downsampled by the same buckets as `steps` (`crate::downsample::scalar_lines`).
+    /// With a smoothing weight: TensorBoard's debiased exponential moving average over the
+    /// summary's buckets and the values read, by the same slices as `steps`
+    /// (`crate::downsample::draw`).
     pub smoothed: Option<SmoothedLine>,
 }
 

@@ -1,5 +1,5 @@
 //! The tensor views of a run: a tensor's distribution over steps and its 2-D view at a step,
-//! from the follower's scalar columns for a scalar (no tensor read) or through the run's
+//! from the follower's scalar summaries for a scalar (no tensor read) or through the run's
 //! `Trial` for any other tensor.
 
 use smdebug_io::trial::Trial;
@@ -7,28 +7,33 @@ use smdebug_profiler::stats::percentile;
 
 use crate::run::Run;
 use crate::series::{BANDS, TensorGrid, TensorStep, TensorSteps, finite};
+use crate::summary::SeriesSummary;
 
-/// The values of a scalar the follower holds, every mode's, in step order; `None` when `name`
-/// is not such a scalar.
-fn scalar_points(run: &Run, name: &str) -> Option<Vec<(u64, f64)>> {
+/// Whether `name` is a scalar the follower summarizes, and how many values it has (every
+/// mode's).
+fn scalar_total(run: &Run, name: &str) -> Option<usize> {
     let d = run.data.read().expect("run data lock");
-    let mut points: Vec<(u64, f64)> = d
-        .scalars
-        .get(name)?
-        .values()
-        .flat_map(|c| c.points())
-        .collect();
-    points.sort_by_key(|p| p.0);
-    Some(points)
+    Some(d.scalars.get(name)?.values().map(SeriesSummary::len).sum())
 }
 
-/// [`tensor_over_steps`] of a scalar the follower holds (no tensor read): its value is its
-/// every reduction and quantile. `None` when `name` is not such a scalar.
+/// [`tensor_over_steps`] of a scalar the follower summarizes (no tensor read): its value is its
+/// every reduction and quantile. The steps shown are at most `max_steps` evenly chosen among
+/// its buckets' first and last values (every mode's), each a value of the files at its step.
+/// `None` when `name` is not such a scalar.
 pub fn scalar_over_steps(run: &Run, name: &str, max_steps: usize) -> Option<TensorSteps> {
-    let points = scalar_points(run, name)?;
+    let d = run.data.read().expect("run data lock");
+    let track = d.scalars.get(name)?;
+    let total_steps = track.values().map(SeriesSummary::len).sum();
+    let mut points: Vec<(u64, f64)> = track
+        .values()
+        .flat_map(|s| s.buckets().iter())
+        .flat_map(|(_, b)| [(b.first.step, b.first.value), (b.last.step, b.last.value)])
+        .collect();
+    drop(d);
+    points.sort_by_key(|p| p.0);
+    points.dedup_by_key(|p| p.0);
     let take = max_steps.clamp(1, 500);
-    let total_steps = points.len();
-    let chosen: Vec<(u64, f64)> = if total_steps <= take {
+    let chosen: Vec<(u64, f64)> = if points.len() <= take {
         points
     } else {
         (0..take)
@@ -57,20 +62,41 @@ pub fn scalar_over_steps(run: &Run, name: &str, max_steps: usize) -> Option<Tens
     })
 }
 
-/// [`tensor_2d`] of a scalar the follower holds: one cell. `None` when `name` is not such a
-/// scalar or has no value at `step`.
+/// [`tensor_2d`] of a scalar the follower summarizes: one cell, its value at `step` read again
+/// from the run's files (by default its last step's, from the summary). `None` when `name` is
+/// not such a scalar or has no value at `step`. Blocking I/O at a given step.
 pub fn scalar_2d(run: &Run, name: &str, step: Option<u64>) -> Option<TensorGrid> {
-    let points = scalar_points(run, name)?;
-    let step = step.or(points.last().map(|p| p.0))?;
-    let at = points.binary_search_by_key(&step, |p| p.0).ok()?;
+    let total_steps = scalar_total(run, name)?;
+    let last = {
+        let d = run.data.read().expect("run data lock");
+        d.scalars
+            .get(name)?
+            .values()
+            .filter_map(SeriesSummary::last)
+            .max_by_key(|p| p.step)
+    };
+    let (step, value) = match (step, last) {
+        (None, Some(last)) => (last.step, last.value),
+        (None, None) => return None,
+        (Some(step), Some(last)) if step == last.step => (step, last.value),
+        (Some(step), _) => {
+            let read = crate::api::read_window(run, step, step)?;
+            let value = read
+                .iter()
+                .filter(|((n, _), _)| n == name)
+                .find_map(|(_, values)| values.iter().find(|v| v.0 == step))?
+                .1;
+            (step, value)
+        }
+    };
     Some(TensorGrid {
         name: name.to_owned(),
         step,
-        total_steps: points.len(),
+        total_steps,
         shape: Vec::new(),
         rows: 1,
         cols: 1,
-        cells: vec![vec![finite(points[at].1)]],
+        cells: vec![vec![finite(value)]],
     })
 }
 

@@ -388,7 +388,7 @@ pub struct Headlines {
 }
 
 /// A headline scalar's course over all its steps, downsampled as the Scalars tab's are
-/// (`crate::downsample::scalar_lines`: each bucket's lowest and highest value).
+/// (`crate::downsample::draw`: each slice's lowest and highest value).
 #[derive(Debug, Serialize)]
 pub struct HeadlineChart {
     /// Which scalar and its last value.

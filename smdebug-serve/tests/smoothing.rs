@@ -1,7 +1,8 @@
 //! Smoothing and downsampling on real values: a run written by the project's hook and writer,
 //! its event files read back here with smdebug-io's TFRecord reader (not through the server's
-//! follower), TensorBoard's debiased exponential moving average computed here over every value,
-//! and the server's smoothed line checked against it at every point it sends, zoomed or not. The
+//! follower), TensorBoard's debiased exponential moving average computed here over the summary's
+//! buckets' means and the values of a zoomed window, and the server's smoothed line checked
+//! against it at every point it sends, and against the average of every value at its end. The
 //! summary's loss chart keeps a one-step spike and is bucketed as the Scalars tab's; in Chromium,
 //! the loss chart of a live run holds at every moment what loading the run up to its then last
 //! step gives, never points appended at full density.
@@ -117,6 +118,56 @@ fn ema(values: &[(u64, f64)], w: f64) -> BTreeMap<u64, f64> {
         .collect()
 }
 
+/// The dashboard's smoothing as it is documented (`smdebug_serve::downsample::draw`): the same
+/// moving average over the summary's buckets (of `width` steps, each taken as its count of its
+/// mean), but over the steps `read` value by value (a bucket reaching into them left out). Keyed
+/// by the step of each bucket's last value and of each value read.
+fn bucket_ema(
+    values: &[(u64, f64)],
+    w: f64,
+    width: u64,
+    read: Option<(u64, u64)>,
+) -> BTreeMap<u64, f64> {
+    let inside = |s: u64| read.is_some_and(|(lo, hi)| lo <= s && s <= hi);
+    let mut buckets: BTreeMap<u64, Vec<(u64, f64)>> = BTreeMap::new();
+    for &(s, v) in values {
+        buckets.entry(s / width).or_default().push((s, v));
+    }
+    let (mut last, mut decay) = (0.0, 1.0);
+    let mut take = |v: f64, n: i32| {
+        let wn = w.powi(n);
+        last = last * wn + (1.0 - wn) * v;
+        decay *= wn;
+        last / (1.0 - decay)
+    };
+    let mut out = BTreeMap::new();
+    for bucket in buckets.values() {
+        if bucket.iter().any(|p| inside(p.0)) {
+            for &(s, v) in bucket.iter().filter(|p| inside(p.0)) {
+                out.insert(s, take(v, 1));
+            }
+        } else {
+            let mean = bucket.iter().map(|p| p.1).sum::<f64>() / bucket.len() as f64;
+            out.insert(bucket.last().unwrap().0, take(mean, bucket.len() as i32));
+        }
+    }
+    out
+}
+
+/// The summary's buckets' width for `values`: the narrowest power of two that cuts them into at
+/// most 1,024 buckets (`smdebug_serve::summary::BUCKETS`).
+fn buckets_width(values: &[(u64, f64)]) -> u64 {
+    let mut width = 1;
+    loop {
+        let mut indexes: Vec<u64> = values.iter().map(|p| p.0 / width).collect();
+        indexes.dedup();
+        if indexes.len() <= smdebug_serve::summary::BUCKETS {
+            return width;
+        }
+        width *= 2;
+    }
+}
+
 fn numbers(v: &Value) -> Vec<f64> {
     v.as_array()
         .unwrap()
@@ -139,7 +190,7 @@ fn close(a: f64, b: f64) -> bool {
 }
 
 #[test]
-fn the_smoothed_line_is_the_average_of_every_value_in_the_event_files_and_the_summary_keeps_a_spike()
+fn the_smoothed_line_is_the_average_over_the_buckets_and_the_values_read_and_the_summary_keeps_a_spike()
  {
     let dir = tempfile::tempdir().unwrap();
     let steps = 6_000;
@@ -165,27 +216,35 @@ fn the_smoothed_line_is_the_average_of_every_value_in_the_event_files_and_the_su
     assert_eq!(page["smoothing"], w);
     for (name, m) in [("TRAIN", Mode::Train), ("EVAL", Mode::Eval)] {
         let series = mode(&page, name);
-        let expected = ema(&files[&m], w);
+        let every = ema(&files[&m], w);
+        let width = buckets_width(&files[&m]);
+        let expected = bucket_ema(&files[&m], w, width, None);
         let smoothed = &series["smoothed"];
         let (xs, ys) = (numbers(&smoothed["steps"]), numbers(&smoothed["values"]));
         assert_eq!(xs.len(), ys.len());
         assert_eq!(numbers(&smoothed["wall_times"]).len(), xs.len());
         assert!(xs.len() <= points, "{} points", xs.len());
-        // Every point sent is the average of all values up to its step.
+        // Every point sent is the average over the buckets up to its step (every value's own
+        // average where a bucket is one value: the EVAL series).
         for (x, y) in xs.iter().zip(&ys) {
             let want = expected[&(*x as u64)];
             assert!(close(*y, want), "{name} step {x}: {y} against {want}");
+            if width == 1 {
+                assert!(close(*y, every[&(*x as u64)]), "{name} step {x}");
+            }
         }
-        // The line ends at the last value's average, and its lowest and highest are kept.
-        let (last_step, last) = expected.iter().next_back().unwrap();
+        // The line ends at the last value's step, near the average of every value.
+        let (last_step, last) = every.iter().next_back().unwrap();
         assert_eq!(*xs.last().unwrap() as u64, *last_step);
+        let end = ys[ys.len() - 1];
         eprintln!(
-            "{name} smoothed at {w}: last {:.4} (the event files' average {last:.4})",
-            ys[ys.len() - 1]
+            "{name} smoothed at {w} over buckets of {width}: last {end:.4} (the event files' \
+             average of every value {last:.4})"
         );
-        let lowest = expected.values().copied().fold(f64::INFINITY, f64::min);
-        let highest = expected.values().copied().fold(f64::NEG_INFINITY, f64::max);
-        assert!(ys.iter().any(|y| close(*y, lowest)) && ys.iter().any(|y| close(*y, highest)));
+        assert!(
+            (end - last).abs() < 0.05 * last.abs(),
+            "{name}: {end} against {last}"
+        );
         // The raw line: each value one the files hold at its step.
         let raw: BTreeMap<u64, f64> = files[&m].iter().copied().collect();
         for (x, y) in numbers(&series["steps"])
@@ -210,12 +269,14 @@ fn the_smoothed_line_is_the_average_of_every_value_in_the_event_files_and_the_su
         }
     }
 
-    // A zoomed window: the average there is still that of every value from the first step.
+    // A zoomed window, every value of it read from the files: the average there goes on from
+    // the buckets' before it, value by value.
     let zoom = get_json(&format!(
         "{url}/api/runs/0/scalars?regex=^loss$&from=2000&to=2600&points=1000&smoothing={w}"
     ));
     let train = mode(&zoom, "TRAIN");
-    let expected = ema(&files[&Mode::Train], w);
+    let width = buckets_width(&files[&Mode::Train]);
+    let expected = bucket_ema(&files[&Mode::Train], w, width, Some((2_000, 2_600)));
     let xs = numbers(&train["smoothed"]["steps"]);
     let ys = numbers(&train["smoothed"]["values"]);
     assert_eq!((xs[0], xs[xs.len() - 1]), (2_000.0, 2_600.0));

@@ -478,6 +478,55 @@ impl TensorFollower {
         self.read.insert(idx.step, idx.path);
     }
 
+    /// The numbers of the steps `from..=to` alone, read anew from their index files and event
+    /// files with the follower's own reading and checks (an index file conflicting with another
+    /// of its step is left out as [`poll`](TensorFollower::poll) leaves it out), as one batch:
+    /// the exact values a follower of the whole run hands out for those steps. Only the index
+    /// folders holding those steps are listed (one per 1,000 steps); nothing is kept after.
+    /// For a reader that keeps a summary of a run's values and reads a narrow window again
+    /// when it needs every value of it (the dashboard's zoomed charts).
+    pub fn read_steps(
+        storage: Arc<dyn Storage>,
+        from: u64,
+        to: u64,
+    ) -> Result<(ScalarBatch, TensorIncrement)> {
+        let mut follower = TensorFollower::new(storage);
+        follower.local = follower
+            .storage
+            .local_root()
+            .map(std::path::Path::to_path_buf);
+        for folder in from / 1000..=to / 1000 {
+            let listed = follower
+                .storage
+                .list(&format!("{}/{folder:09}", crate::format::layout::INDEX_DIR))?;
+            let mut paths: Vec<IndexPath> = listed
+                .into_iter()
+                .filter_map(|path| {
+                    crate::format::layout::parse_index_file(&path).map(|(s, w)| (path, s, w))
+                })
+                .filter(|(_, step, _)| (from..=to).contains(step))
+                .collect();
+            paths.sort();
+            follower.backlog.extend(paths);
+        }
+        let mut inc = TensorIncrement::default();
+        let mut batch: ScalarBatch = Vec::new();
+        follower.read_backlog(&mut inc, || true, &mut |values, _| batch.extend(values));
+        // Batches of 2,048 files each hold their own columns: one per name and mode.
+        let mut merged: BTreeMap<(String, Mode), BatchColumn> = BTreeMap::new();
+        for (name, mode, column) in batch {
+            merged.entry((name, mode)).or_default().extend(column);
+        }
+        let batch = merged
+            .into_iter()
+            .map(|((name, mode), mut column)| {
+                column.sort_by_key(|p| p.0);
+                (name, mode, column)
+            })
+            .collect();
+        Ok((batch, inc))
+    }
+
     /// Which steps are complete and which workers count (Python smdebug's rules).
     pub fn progress(&self) -> &StepProgress {
         &self.progress
