@@ -158,6 +158,11 @@ pub(crate) struct State {
     pub range: StepRange,
     /// `Trial::forget_files_before` has let go of the files of every step before this one.
     pub files_forgotten_before: u64,
+    /// `Trial::release_steps_before` has let go of the index of every global step before this
+    /// one (0: of none).
+    pub released_before: u64,
+    /// Per mode, the last step in its numbering that was released with them.
+    released_mode_steps: BTreeMap<Mode, u64>,
     /// Per collection, the listed names it selects, worked out when the collections files
     /// read and the names listed numbered as the key says (both only grow): callers going step
     /// by step (the rules) ask at every step, and matching is a regex per name.
@@ -456,6 +461,67 @@ impl State {
     /// a conflict, is not: it fails again, naming both files, at every refresh.)
     fn read_once(&mut self, step: u64, path: String) {
         self.pending.insert(step, path);
+    }
+
+    /// Lets go of what the index holds of the global steps before `before` (their entries,
+    /// their mode-step numbers, their places in the per-name step sets); the names stay known.
+    /// Returns whether anything was let go.
+    pub fn release_before(&mut self, before: u64) -> bool {
+        if before <= self.released_before {
+            return false;
+        }
+        self.steps = self.steps.split_off(&before);
+        // Each mode's steps from its first: a mode numbers its steps in the order of their
+        // global steps, so its released steps come first (a mode step left behind out of that
+        // order is caught by `check_held`, which looks at the global step it maps to).
+        let modes: BTreeSet<Mode> = self.by_mode_step.keys().map(|(m, _)| *m).collect();
+        for mode in modes {
+            let gone: Vec<(Mode, u64)> = self
+                .by_mode_step
+                .range((mode, 0)..=(mode, u64::MAX))
+                .take_while(|(_, g)| **g < before)
+                .map(|(key, _)| *key)
+                .collect();
+            if let Some((_, last)) = gone.last() {
+                let through = self.released_mode_steps.entry(mode).or_insert(*last);
+                *through = (*through).max(*last);
+            }
+            for key in gone {
+                self.by_mode_step.remove(&key);
+            }
+        }
+        for steps in self.names.values_mut().chain(self.listed.values_mut()) {
+            steps.drop_before(before);
+        }
+        self.released_before = before;
+        true
+    }
+
+    /// Fails with [`Error::StepReleased`] when step `step` of `mode` (global for `Global`) was
+    /// released by [`release_before`](Self::release_before); `tensor`: the tensor being read.
+    pub fn check_held(&self, step: u64, mode: Mode, tensor: Option<&str>, run: &str) -> Result<()> {
+        let released = match mode {
+            Mode::Global => step < self.released_before,
+            m => {
+                self.released_mode_steps
+                    .get(&m)
+                    .is_some_and(|last| step <= *last)
+                    || self
+                        .by_mode_step
+                        .get(&(m, step))
+                        .is_some_and(|g| *g < self.released_before)
+            }
+        };
+        if !released {
+            return Ok(());
+        }
+        Err(Error::StepReleased {
+            tensor: tensor.map(str::to_string),
+            step,
+            mode,
+            released_before: self.released_before,
+            location: run.to_string(),
+        })
     }
 
     /// What [`Trial::read_steps`](super::Trial::read_steps) reads: every step in `mode` (all

@@ -53,7 +53,7 @@ impl TensorRule for ExplodingTensor {
     crate::rule_identity!();
 
     fn needs(&self) -> Needs {
-        Needs::of(Self::NAME, &self.selection, Self::NAME)
+        Needs::of(Self::NAME, &self.selection, Self::NAME).step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
@@ -160,7 +160,7 @@ impl TensorRule for AllZero {
     crate::rule_identity!();
 
     fn needs(&self) -> Needs {
-        Needs::of(Self::NAME, &self.selection, Self::NAME)
+        Needs::of(Self::NAME, &self.selection, Self::NAME).step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
@@ -250,6 +250,7 @@ impl TensorRule for TensorVariance {
     fn needs(&self) -> Needs {
         Needs::of(Self::NAME, &self.selection, Self::NAME)
             .requiring("tensors of at least two values (or their saved variance)")
+            .step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
@@ -360,6 +361,8 @@ impl TensorRule for UnchangedTensor {
             "each tensor at {} saved steps",
             self.params.num_steps
         ))
+        // The values it compares with are its own.
+        .step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
@@ -458,6 +461,7 @@ impl TensorRule for SimilarAcrossRuns {
             "tensors that {} saved at the same steps",
             self.params.other_trials
         ))
+        .step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
@@ -484,6 +488,8 @@ impl TensorRule for SimilarAcrossRuns {
                 result.add_evidence(Evidence::new(&name, step, "max_abs_difference", max_diff));
             }
         }
+        // It reads the other run step by step too: the index of the steps it is past goes.
+        self.other.release_steps_before(step);
         Ok(result)
     }
 }
