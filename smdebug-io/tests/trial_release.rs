@@ -13,7 +13,11 @@ use smdebug_io::trial::{StepState, Trial, TrialOptions};
 /// 0..4), each saving `loss` = the global step and `acc` = 2 × the step.
 fn write_run(run: &std::path::Path, workers: &[&str], steps: std::ops::Range<u64>) {
     for s in steps {
-        let (mode, mode_step) = if s < 6 { (Mode::Train, s) } else { (Mode::Eval, s - 6) };
+        let (mode, mode_step) = if s < 6 {
+            (Mode::Train, s)
+        } else {
+            (Mode::Eval, s - 6)
+        };
         for w in workers {
             let records = [scalar("loss", s as f32), scalar("acc", 2.0 * s as f32)];
             write_step(run, s, w, mode, mode_step, &records);
@@ -76,7 +80,10 @@ fn released_steps_answer_step_released_and_held_steps_read_as_before() {
             .value(s - 6, Some(Mode::Eval), None)
             .unwrap();
         assert_eq!(v.iter().next().copied(), Some(2.0 * s as f64));
-        assert_eq!(trial.has_passed_step(s, None).unwrap(), StepState::Available);
+        assert_eq!(
+            trial.has_passed_step(s, None).unwrap(),
+            StepState::Available
+        );
         assert_eq!(trial.step_mode(s).unwrap(), Some((Mode::Eval, s - 6)));
     }
     // A step past the last is still what it was: after the run's end, not released.
@@ -99,7 +106,11 @@ fn released_steps_answer_step_released_and_held_steps_read_as_before() {
     );
     // Releasing less than before changes nothing.
     assert_eq!(trial.release_steps_before(3), 8);
-    assert!(is_released(&loss.value(7, None, None).unwrap_err(), 7, Mode::Global));
+    assert!(is_released(
+        &loss.value(7, None, None).unwrap_err(),
+        7,
+        Mode::Global
+    ));
 }
 
 /// A run of two workers where worker_1 is behind: only the steps both wrote (the complete
@@ -122,14 +133,24 @@ fn steps_a_worker_has_not_written_yet_are_kept() {
     // Asked to let go of everything before step 9, the trial lets go of steps 0..4 only.
     assert_eq!(trial.release_steps_before(9), 4);
     let loss = trial.tensor("loss").unwrap();
-    assert!(is_released(&loss.value(3, None, None).unwrap_err(), 3, Mode::Global));
-    assert_eq!(trial.has_passed_step(5, None).unwrap(), StepState::NotYetAvailable);
+    assert!(is_released(
+        &loss.value(3, None, None).unwrap_err(),
+        3,
+        Mode::Global
+    ));
+    assert_eq!(
+        trial.has_passed_step(5, None).unwrap(),
+        StepState::NotYetAvailable
+    );
     // worker_1 catches up: its late steps are read, none lost.
     write_run(run, &["worker_1"], 4..10);
     std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
     trial.refresh().unwrap();
     for s in 4..10 {
-        assert_eq!(trial.has_passed_step(s, None).unwrap(), StepState::Available);
+        assert_eq!(
+            trial.has_passed_step(s, None).unwrap(),
+            StepState::Available
+        );
         assert_eq!(loss.workers(s, None).unwrap(), ["worker_0", "worker_1"]);
         let v = loss.value(s, None, Some("worker_1")).unwrap();
         assert_eq!(v.iter().next().copied(), Some(s as f64));

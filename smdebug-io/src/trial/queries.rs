@@ -153,6 +153,9 @@ impl Trial {
         } else {
             st.progress.resume_step()
         };
+        // The reader is past `step`: with a read-ahead, the index is read on from there even
+        // when steps before it cannot go yet (a worker behind).
+        st.reader_at = st.reader_at.max(step);
         let before = step.min(complete_until);
         if before > st.released_before {
             let from = st.files_forgotten_before;

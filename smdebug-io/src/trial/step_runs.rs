@@ -193,7 +193,11 @@ mod tests {
             assert_eq!(runs.iter().collect::<Vec<_>>(), kept, "cut at {cut}");
             assert_eq!(runs.len(), kept.len());
             for s in 0..600 {
-                assert_eq!(runs.contains(s), kept.contains(&s), "cut at {cut}, step {s}");
+                assert_eq!(
+                    runs.contains(s),
+                    kept.contains(&s),
+                    "cut at {cut}, step {s}"
+                );
             }
             runs.add(2000);
             assert_eq!(runs.last(), Some(2000));

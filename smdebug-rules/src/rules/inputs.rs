@@ -75,11 +75,12 @@ impl TensorRule for CheckInputImages {
     crate::rule_identity!();
 
     fn needs(&self) -> Needs {
-        Needs::of(Self::NAME, &self.selection, "input_image").requiring(format!(
-            "input images of {} samples in all",
-            self.params.threshold_samples
-        ))
-        .step_by_step()
+        Needs::of(Self::NAME, &self.selection, "input_image")
+            .requiring(format!(
+                "input images of {} samples in all",
+                self.params.threshold_samples
+            ))
+            .step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {

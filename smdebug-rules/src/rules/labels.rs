@@ -335,10 +335,9 @@ impl TensorRule for Confusion {
     crate::rule_identity!();
 
     fn needs(&self) -> Needs {
-        let mut needs =
-            Needs::default()
-                .requiring("labels and predictions saved at the same steps")
-                .step_by_step();
+        let mut needs = Needs::default()
+            .requiring("labels and predictions saved at the same steps")
+            .step_by_step();
         for (selection, collection) in [
             (&self.labels, &self.params.labels_collection),
             (&self.predictions, &self.params.predictions_collection),

@@ -357,12 +357,13 @@ impl TensorRule for UnchangedTensor {
     crate::rule_identity!();
 
     fn needs(&self) -> Needs {
-        Needs::of(Self::NAME, &self.selection, Self::NAME).requiring(format!(
-            "each tensor at {} saved steps",
-            self.params.num_steps
-        ))
-        // The values it compares with are its own.
-        .step_by_step()
+        Needs::of(Self::NAME, &self.selection, Self::NAME)
+            .requiring(format!(
+                "each tensor at {} saved steps",
+                self.params.num_steps
+            ))
+            // The values it compares with are its own.
+            .step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
@@ -457,11 +458,12 @@ impl TensorRule for SimilarAcrossRuns {
     crate::rule_identity!();
 
     fn needs(&self) -> Needs {
-        Needs::of(Self::NAME, &self.selection, Self::NAME).requiring(format!(
-            "tensors that {} saved at the same steps",
-            self.params.other_trials
-        ))
-        .step_by_step()
+        Needs::of(Self::NAME, &self.selection, Self::NAME)
+            .requiring(format!(
+                "tensors that {} saved at the same steps",
+                self.params.other_trials
+            ))
+            .step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {

@@ -107,12 +107,13 @@ impl TensorRule for FeatureImportanceOverweight {
     crate::rule_identity!();
 
     fn needs(&self) -> Needs {
-        Needs::of(Self::NAME, &self.selection, "feature_importance").requiring(format!(
-            "importances of more than {} features",
-            self.params.nfeatures
-        ))
-        // The split counts of earlier steps are its own.
-        .step_by_step()
+        Needs::of(Self::NAME, &self.selection, "feature_importance")
+            .requiring(format!(
+                "importances of more than {} features",
+                self.params.nfeatures
+            ))
+            // The split counts of earlier steps are its own.
+            .step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
