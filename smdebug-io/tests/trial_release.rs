@@ -159,3 +159,116 @@ fn steps_a_worker_has_not_written_yet_are_kept() {
     assert_eq!(trial.release_steps_before(10), 10);
     assert!(trial.steps(None).unwrap().is_empty());
 }
+
+/// Steps `steps` of worker_0, TRAIN, `loss` = the step; a collections file of one worker.
+fn write_steps(run: &std::path::Path, steps: impl Iterator<Item = u64>) {
+    write_collections(run, "worker_0", 1);
+    for s in steps {
+        write_step(
+            run,
+            s,
+            "worker_0",
+            Mode::Train,
+            s,
+            &[scalar("loss", s as f32)],
+        );
+    }
+}
+
+/// Reads a run the way the rule runner does with a read-ahead: every step held, in order, then
+/// lets go of it, refreshing until the trial is complete (or a refresh brings nothing new).
+/// Returns every step read with its value, and how many steps were held at most at once.
+fn read_step_by_step(trial: &Trial) -> (Vec<(u64, f64)>, usize) {
+    let mut read = Vec::new();
+    let mut most_held = 0;
+    let mut next = 0;
+    loop {
+        let steps = trial.all_steps(None).unwrap();
+        most_held = most_held.max(steps.len());
+        let new: Vec<u64> = steps.into_iter().filter(|s| *s >= next).collect();
+        for &s in &new {
+            let v = trial.tensor("loss").unwrap().value(s, None, None).unwrap();
+            read.push((s, v.iter().next().copied().unwrap()));
+            next = s + 1;
+        }
+        if trial.is_complete().unwrap() && new.is_empty() {
+            break;
+        }
+        trial.release_steps_before(next);
+        trial.refresh().unwrap();
+        if new.is_empty() && trial.all_steps(None).unwrap().iter().all(|s| *s < next) {
+            break;
+        }
+    }
+    (read, most_held)
+}
+
+/// With a read-ahead, a trial opened on a finished run of 500 steps holds a stretch of them at
+/// a time: a reader going step by step reads every step once, in order, values exact, and the
+/// trial is complete once the last stretch is read, not before.
+#[test]
+fn a_trial_reading_ahead_holds_a_stretch_and_reads_every_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path();
+    write_steps(run, 0..500);
+    std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
+    let options = TrialOptions {
+        index_read_ahead: Some(40),
+        auto_refresh: false,
+        ..TrialOptions::default()
+    };
+    let trial = Trial::open_with(run.to_str().unwrap(), options).unwrap();
+    assert_eq!(trial.all_steps(None).unwrap(), (0..40).collect::<Vec<_>>());
+    assert!(!trial.is_complete().unwrap(), "460 steps are still to read");
+    // A step not read yet is not yet available, not unavailable.
+    assert_eq!(
+        trial.has_passed_step(300, None).unwrap(),
+        StepState::NotYetAvailable
+    );
+    let (read, most_held) = read_step_by_step(&trial);
+    assert_eq!(read, (0..500).map(|s| (s, s as f64)).collect::<Vec<_>>());
+    assert!(most_held <= 80, "held {most_held} steps at once");
+    assert!(trial.is_complete().unwrap());
+    assert_eq!(
+        trial.has_passed_step(500, None).unwrap(),
+        StepState::Unavailable
+    );
+}
+
+/// Steps saved further apart than the read-ahead are still all read (the next stretch past the
+/// horizon is read when none is before it), on a finished run and on one still being written.
+#[test]
+fn steps_further_apart_than_the_read_ahead_are_all_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path();
+    let saved: Vec<u64> = (0..30).map(|i| i * 97).collect();
+    write_steps(run, saved[..20].iter().copied());
+    let options = TrialOptions {
+        index_read_ahead: Some(10),
+        auto_refresh: false,
+        ..TrialOptions::default()
+    };
+    let trial = Trial::open_with(run.to_str().unwrap(), options).unwrap();
+    let (read, _) = read_step_by_step(&trial);
+    assert_eq!(
+        read,
+        saved[..20]
+            .iter()
+            .map(|s| (*s, *s as f64))
+            .collect::<Vec<_>>()
+    );
+    assert!(!trial.is_complete().unwrap());
+    // The writer goes on, then ends the run: the reader reads the rest.
+    write_steps(run, saved[20..].iter().copied());
+    std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
+    trial.refresh().unwrap();
+    let (rest, _) = read_step_by_step(&trial);
+    assert_eq!(
+        rest,
+        saved[20..]
+            .iter()
+            .map(|s| (*s, *s as f64))
+            .collect::<Vec<_>>()
+    );
+    assert!(trial.is_complete().unwrap());
+}

@@ -203,3 +203,56 @@ fn a_rule_reading_behind_its_look_back_is_told_the_step_was_released() {
     assert_eq!(same.status, Status::NoIssuesFound, "{same:#?}");
     assert_eq!(same.datapoints, STEPS);
 }
+
+/// A runner following a run while it is written, reading the index only 50 steps ahead of its
+/// rules, judges every step of it once, values exact: none lost between stretches, none
+/// judged twice.
+#[test]
+fn a_runner_following_a_live_run_with_a_short_read_ahead_judges_every_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path();
+    write_collections(run, "worker_0", 1);
+    // Each step is written aside and renamed into the run, its event file before its index
+    // file, as the writers publish them: the runner never sees a file half written.
+    let staging = tempfile::tempdir().unwrap();
+    let write = |steps: std::ops::Range<u64>| {
+        for s in steps {
+            let loss = scalar("loss", 1000.0 - s as f32 / 10.0);
+            write_step(staging.path(), s, "worker_0", Mode::Train, s, &[loss]);
+            for file in [
+                layout::event_file(s, "worker_0"),
+                layout::index_file(s, "worker_0"),
+            ] {
+                let to = run.join(&file);
+                std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+                std::fs::rename(staging.path().join(&file), to).unwrap();
+            }
+        }
+    };
+    write(0..1000);
+    let handle = RuleRunner::builder(run.to_str().unwrap())
+        .write_into_run(false)
+        .index_read_ahead(50)
+        .poll_interval(std::time::Duration::from_millis(5))
+        .rule(
+            Rule::tensor(Compare {
+                name: "ThreeBack",
+                back: Some(3),
+                declared: Some(LookBack::Steps(3)),
+            }),
+            Vec::new(),
+        )
+        .spec(RuleSpec::parse("LossNotDecreasing").unwrap())
+        .spawn()
+        .unwrap();
+    write(1000..STEPS);
+    std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
+    let summary = handle.join().unwrap();
+    let three = summary.rule("ThreeBack").unwrap();
+    assert_eq!(three.status, Status::NoIssuesFound, "{three:#?}");
+    assert_eq!(three.steps_evaluated, STEPS);
+    assert_eq!(three.datapoints, STEPS - 3);
+    let loss = summary.rule("LossNotDecreasing").unwrap();
+    assert_eq!(loss.status, Status::NoIssuesFound, "{loss:#?}");
+    assert_eq!(loss.steps_evaluated, STEPS);
+}
