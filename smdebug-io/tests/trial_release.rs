@@ -99,8 +99,8 @@ fn released_steps_answer_step_released_and_held_steps_read_as_before() {
     assert_eq!(
         loss.values(None, None)
             .unwrap()
-            .iter()
-            .map(|(s, _)| *s)
+            .keys()
+            .copied()
             .collect::<Vec<_>>(),
         [8, 9]
     );
