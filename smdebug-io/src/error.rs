@@ -392,6 +392,30 @@ pub enum Error {
         location: String,
     },
 
+    /// A step whose index this trial let go of ([`Trial::release_steps_before`]): a reader
+    /// that went past it said it would not ask about it again. Not "not saved" and not "not
+    /// yet": the step may hold the tensor; open the run again to read it.
+    ///
+    /// [`Trial::release_steps_before`]: crate::trial::Trial::release_steps_before
+    #[error(
+        "step {step} ({mode}) of `{location}` was released from this trial's index (its steps \
+         before global step {released_before} were let go with `release_steps_before`){}; \
+         open the run again to read it",
+        .tensor.as_ref().map_or_else(String::new, |t| format!(" (reading `{t}`)"))
+    )]
+    StepReleased {
+        /// The tensor being read, when a read asked.
+        tensor: Option<String>,
+        /// The step (global, or within `mode` where there is one).
+        step: u64,
+        /// The mode asked for.
+        mode: Mode,
+        /// The first global step the trial still holds.
+        released_before: u64,
+        /// The run's location.
+        location: String,
+    },
+
     /// Waiting for a step past the last step of a run that has ended (Python smdebug's
     /// `NoMoreData`).
     #[error(

@@ -78,8 +78,8 @@ pub use registry::{
     BuiltinRule, all_builtin_rules, build_rule, builtin_profiler_rules, builtin_rules, find_builtin,
 };
 pub use rule::{
-    Evidence, Needs, ProfilerInput, ProfilerNeeds, ProfilerRule, Rule, RuleInput, RuleResult,
-    TensorRule,
+    Evidence, LookBack, Needs, ProfilerInput, ProfilerNeeds, ProfilerRule, Rule, RuleInput,
+    RuleResult, TensorRule,
 };
 pub use runner::{ReportPlan, Reporter, RuleRunner, RunState, RunnerHandle};
 pub use select::{TensorSelection, value_at};

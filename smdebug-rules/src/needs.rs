@@ -33,6 +33,41 @@ pub struct Needs {
     /// What else the rule needs to have something to check, for people; `None` when matching
     /// tensors saved at any step are enough.
     pub requires: Option<String>,
+    /// Which earlier steps the rule may still ask the trial about, from the step it judges:
+    /// the runner lets go of the steps behind every rule's look-back. Default:
+    /// [`LookBack::WholeRun`], the safe choice for a rule that says nothing.
+    pub look_back: LookBack,
+}
+
+/// How far back from the step it judges a [`TensorRule`](crate::TensorRule) may ask the trial
+/// about earlier steps (values, modes, workers at them).
+///
+/// The runner keeps the index of the last step it handed the rules and of the steps before it
+/// that some rule's look-back reaches, and lets the trial go of the steps behind all of them
+/// ([`Trial::release_steps_before`]): a rule that declares [`Steps`](LookBack::Steps) costs a
+/// bounded amount however long the run. What a rule keeps of earlier steps in its own state
+/// (a window of values, a reference tensor) is its own and needs no look-back. A rule that asks
+/// about a step behind its declared look-back gets [`smdebug_io::Error::StepReleased`] (its
+/// status is then `Error`, naming the step), never "not saved there".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LookBack {
+    /// Any step of the run, back to its first (a rule comparing with step 0); the runner then
+    /// keeps the whole run's index. The default.
+    #[default]
+    WholeRun,
+    /// Steps at most this many global steps before the step being judged; `Steps(0)`: the
+    /// step being judged alone (every built-in rule).
+    Steps(u64),
+}
+
+impl LookBack {
+    /// The first global step a rule that has been handed step `judged` may still ask about.
+    pub fn keeps_from(self, judged: u64) -> u64 {
+        match self {
+            LookBack::WholeRun => 0,
+            LookBack::Steps(n) => judged.saturating_sub(n),
+        }
+    }
 }
 
 impl Needs {
@@ -43,6 +78,7 @@ impl Needs {
             reads: vec![selection.clone()],
             capture: selection.capture(rule, regex_collection),
             requires: None,
+            look_back: LookBack::WholeRun,
         }
     }
 
@@ -62,6 +98,19 @@ impl Needs {
     pub fn capturing(mut self, request: CaptureRequest) -> Needs {
         self.capture.push(request);
         self
+    }
+
+    /// Says how far back from the step it judges the rule may ask about earlier steps
+    /// ([`LookBack`]; without it, the whole run).
+    pub fn looking_back(mut self, look_back: LookBack) -> Needs {
+        self.look_back = look_back;
+        self
+    }
+
+    /// Says that the rule asks the trial about the step it judges alone
+    /// ([`LookBack::Steps(0)`](LookBack::Steps)): what it needs of earlier steps it keeps.
+    pub fn step_by_step(self) -> Needs {
+        self.looking_back(LookBack::Steps(0))
     }
 
     /// Says what else the rule needs to have something to check.

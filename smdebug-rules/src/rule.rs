@@ -10,7 +10,7 @@ use smdebug_core::CaptureRequest;
 use smdebug_io::trial::Trial;
 
 use crate::error::{Error, Result};
-pub use crate::needs::{Needs, ProfilerInput, ProfilerNeeds};
+pub use crate::needs::{LookBack, Needs, ProfilerInput, ProfilerNeeds};
 use crate::window::ProfilerWindow;
 
 /// What a rule reads: saved tensors (debugging rules) or the profiler's system metrics and

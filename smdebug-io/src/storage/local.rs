@@ -98,6 +98,7 @@ impl LocalStorage {
         dir: &Path,
         rel: &str,
         offset: Option<&str>,
+        end: Option<&str>,
         out: &mut Vec<String>,
     ) -> Result<()> {
         let entries = match fs::read_dir(dir) {
@@ -124,21 +125,33 @@ impl LocalStorage {
                 .map_err(|e| self.io_err("list", &child, e))?;
             if ft.is_dir() {
                 // Every path under `child/` sorts before `offset` unless `offset` is inside it.
-                if let Some(off) = offset {
-                    let dir_prefix = format!("{child}/");
-                    if dir_prefix.as_str() < off && !off.starts_with(&dir_prefix) {
-                        continue;
-                    }
+                let dir_prefix = format!("{child}/");
+                if let Some(off) = offset
+                    && dir_prefix.as_str() < off
+                    && !off.starts_with(&dir_prefix)
+                {
+                    continue;
                 }
-                self.walk(&entry.path(), &child, offset, out)?;
-            } else if offset.is_none_or(|off| child.as_str() > off) {
+                // Every path under `child/` sorts at or after `end`.
+                if end.is_some_and(|end| dir_prefix.as_str() >= end) {
+                    continue;
+                }
+                self.walk(&entry.path(), &child, offset, end, out)?;
+            } else if offset.is_none_or(|off| child.as_str() > off)
+                && end.is_none_or(|end| child.as_str() < end)
+            {
                 out.push(child);
             }
         }
         Ok(())
     }
 
-    fn list_impl(&self, prefix: &str, offset: Option<&str>) -> Result<Vec<String>> {
+    fn list_impl(
+        &self,
+        prefix: &str,
+        offset: Option<&str>,
+        end: Option<&str>,
+    ) -> Result<Vec<String>> {
         let prefix = trim_prefix(prefix);
         let dir = if prefix.is_empty() {
             self.root.clone()
@@ -146,7 +159,7 @@ impl LocalStorage {
             self.resolve(prefix)?
         };
         let mut out = Vec::new();
-        self.walk(&dir, prefix, offset, &mut out)?;
+        self.walk(&dir, prefix, offset, end, &mut out)?;
         out.sort_unstable();
         Ok(out)
     }
@@ -236,11 +249,15 @@ impl Storage for LocalStorage {
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
-        self.list_impl(prefix, None)
+        self.list_impl(prefix, None, None)
     }
 
     fn list_after(&self, prefix: &str, offset: &str) -> Result<Vec<String>> {
-        self.list_impl(prefix, Some(offset))
+        self.list_impl(prefix, Some(offset), None)
+    }
+
+    fn list_between(&self, prefix: &str, offset: Option<&str>, end: &str) -> Result<Vec<String>> {
+        self.list_impl(prefix, offset, Some(end))
     }
 
     fn delete(&self, path: &str) -> Result<()> {

@@ -43,6 +43,19 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// relative path, which need not exist): incremental polling lists only what is new.
     fn list_after(&self, prefix: &str, offset: &str) -> Result<Vec<String>>;
 
+    /// Like [`list_after`](Storage::list_after) (or [`list`](Storage::list) for no `offset`),
+    /// but only paths sorting strictly before `end` too: a reader of a long run lists one
+    /// stretch of it. The default lists to the end and leaves the rest out; local disk walks
+    /// only the folders of the stretch.
+    fn list_between(&self, prefix: &str, offset: Option<&str>, end: &str) -> Result<Vec<String>> {
+        let mut paths = match offset {
+            Some(offset) => self.list_after(prefix, offset)?,
+            None => self.list(prefix)?,
+        };
+        paths.retain(|p| p.as_str() < end);
+        Ok(paths)
+    }
+
     /// Removes the object; removing one that does not exist is not an error.
     fn delete(&self, path: &str) -> Result<()>;
 

@@ -362,9 +362,25 @@ pub(crate) type IndexPath = (String, u64, String);
 
 /// The index files of steps `>= from` (every one when `from` is `None`), in key order.
 pub(crate) fn list_index_files(storage: &dyn Storage, from: Option<u64>) -> Result<Vec<IndexPath>> {
-    let paths = match from {
-        Some(step) => storage.list_after(layout::INDEX_DIR, &layout::index_list_offset(step))?,
-        None => storage.list(layout::INDEX_DIR)?,
+    list_index_files_before(storage, from, None)
+}
+
+/// The index files of steps from `from` (every step for `None`) and before `before` (to the
+/// last for `None`), with their steps and workers.
+pub(crate) fn list_index_files_before(
+    storage: &dyn Storage,
+    from: Option<u64>,
+    before: Option<u64>,
+) -> Result<Vec<IndexPath>> {
+    let offset = from.map(layout::index_list_offset);
+    let paths = match (before, &offset) {
+        (Some(end), _) => storage.list_between(
+            layout::INDEX_DIR,
+            offset.as_deref(),
+            &layout::index_list_offset(end),
+        )?,
+        (None, Some(offset)) => storage.list_after(layout::INDEX_DIR, offset)?,
+        (None, None) => storage.list(layout::INDEX_DIR)?,
     };
     Ok(paths
         .into_iter()

@@ -57,6 +57,9 @@ impl State {
             mode,
             location: run.to_string(),
         };
+        if let Some(s) = step {
+            self.check_held(s, mode, None, run)?;
+        }
         let mut out = std::collections::BTreeSet::new();
         match (step, mode) {
             (None, Mode::Global) => return Ok(self.listed.keys().cloned().collect()),
@@ -90,19 +93,27 @@ impl State {
 
     /// The workers that saved `name` (or reductions of it) at `step` in `mode`'s numbering
     /// (Python's `Tensor.workers`), in name order.
-    pub fn tensor_workers(&self, name: &str, step: u64, mode: Mode) -> Vec<String> {
+    /// A released step is [`Error::StepReleased`].
+    pub fn tensor_workers(
+        &self,
+        name: &str,
+        step: u64,
+        mode: Mode,
+        run: &str,
+    ) -> Result<Vec<String>> {
+        self.check_held(step, mode, Some(name), run)?;
         let Some(g) = self.global_step(step, mode) else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         if !self.saved_at(name, g) {
-            return Vec::new();
+            return Ok(Vec::new());
         }
-        self.steps[&g]
+        Ok(self.steps[&g]
             .workers
             .iter()
             .filter(|(_, w)| Self::holds(&w.tensors, name))
             .map(|(n, _)| n.to_string())
-            .collect()
+            .collect())
     }
 
     /// Where tensor `name`'s record at `step` (in `mode`'s numbering) is, read from `worker` (the
@@ -126,6 +137,7 @@ impl State {
                 location: run.to_string(),
             });
         }
+        self.check_held(step, mode, Some(name), run)?;
         let Some(g) = self.global_step(step, mode) else {
             return Ok(None);
         };
@@ -138,6 +150,9 @@ impl State {
     /// The error for a lookup of `name` at `step` that found nothing, after looking for new
     /// files: what the step's state says (see the module docs).
     pub fn miss(&self, name: &str, step: u64, mode: Mode, run: &str) -> Error {
+        if let Err(released) = self.check_held(step, mode, Some(name), run) {
+            return released;
+        }
         match self.step_state(step, mode) {
             StepState::Available => Error::StepNotAvailable {
                 tensor: name.to_string(),
@@ -233,6 +248,7 @@ impl State {
         let mode_ok = |g: &u64| mode.is_none_or(|m| m == Mode::Global || self.steps[g].mode == m);
         match steps {
             StepSelector::One(g) => {
+                self.check_held(g, Mode::Global, Some(name), run)?;
                 if !saved.contains(g) || !mode_ok(&g) {
                     return Err(Error::StepNotAvailable {
                         tensor: name.to_string(),

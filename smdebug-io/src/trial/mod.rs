@@ -166,6 +166,17 @@ pub struct TrialOptions {
     /// (TensorFlow's fill rule), and a `uint8` value within 1 GiB as stored is 9 GiB as `f64`.
     /// Default: [`DEFAULT_MAX_TENSOR_BYTES`] (1 GiB).
     pub max_tensor_bytes: u64,
+    /// For a reader that goes step by step and lets go of the steps it is past
+    /// ([`Trial::release_steps_before`]): read the index only this many global steps past the
+    /// reader's position (the largest step it released before), so that the trial holds a
+    /// bounded index however long the run, where it would otherwise read the whole run's index
+    /// when it is opened. Each refresh reads on as the reader moves; when no step has an index
+    /// file between where the listing starts and that horizon (a run saving steps further apart,
+    /// or a reader caught up with its writer), the next stretch past it is read. The trial is
+    /// [complete](Trial::is_complete) once the run has ended *and* every step has been read;
+    /// until then a step not read yet is `NotYetAvailable`, and listings ([`Trial::steps`],
+    /// ...) hold the steps read and not released. Default: `None` (the whole index is read).
+    pub index_read_ahead: Option<u64>,
 }
 
 impl Default for TrialOptions {
@@ -180,6 +191,7 @@ impl Default for TrialOptions {
             map_files: false,
             file_cache_bytes: 256 << 20,
             max_tensor_bytes: DEFAULT_MAX_TENSOR_BYTES,
+            index_read_ahead: None,
         }
     }
 }
@@ -246,6 +258,7 @@ impl Trial {
                 dir,
                 options.range_steps,
                 options.incomplete_step_window,
+                options.index_read_ahead,
             )),
             options,
         };

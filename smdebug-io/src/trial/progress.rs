@@ -242,6 +242,14 @@ impl StepProgress {
         self.open.clear();
     }
 
+    /// The run's end marker was read, and every index file of the steps up to `step` (the
+    /// reader reads ahead no further): those steps are complete, and the last complete step is
+    /// at least `step`. The steps after it are still to be read.
+    pub fn ended_through(&mut self, step: u64) {
+        self.complete_up_to(step);
+        self.last_complete = self.last_complete.max(self.seen_complete);
+    }
+
     /// Whether the end marker was read.
     pub fn is_ended(&self) -> bool {
         self.ended

@@ -85,6 +85,7 @@ impl Trial {
     /// files at once for a step not known yet.
     pub fn global_step(&self, mode: Mode, step: u64) -> Result<Option<u64>> {
         let mut st = self.throttled()?;
+        st.check_held(step, mode, None, &self.location)?;
         if st.global_step(step, mode).is_none() {
             self.refresh_if_live(&mut st)?;
         }
@@ -98,6 +99,7 @@ impl Trial {
     /// new files at once for a step not known yet.
     pub fn step_mode(&self, step: u64) -> Result<Option<(Mode, u64)>> {
         let mut st = self.throttled()?;
+        st.check_held(step, Mode::Global, None, &self.location)?;
         if !st.steps.contains_key(&step) {
             self.refresh_if_live(&mut st)?;
         }
@@ -125,6 +127,55 @@ impl Trial {
             }
         }
         st.files_forgotten_before = step;
+    }
+
+    /// Lets go of the index of the global steps before `step` that are complete, for readers
+    /// that go step by step and will not ask about them again (the rule runner, behind every
+    /// rule's look-back): a trial following a long run then holds what it has not passed,
+    /// however long the run. Steps not complete yet are kept (a slow worker's files of them may
+    /// still be read), so what is let go is the steps before `step` and at or before the
+    /// [last complete step](Trial::last_complete_step); returns the first global step still
+    /// held ([`released_before`](Trial::released_before)). Their event files are let go too
+    /// ([`forget_files_before`](Trial::forget_files_before)).
+    ///
+    /// After it, a query about a released step (a value, `has_passed_step`, `step_mode`,
+    /// `global_step`, `wait_for_steps`, the tensor names or workers at it, in global or a mode's
+    /// numbering) is [`Error::StepReleased`](crate::Error::StepReleased), never "not saved" nor
+    /// "not yet": a reader must not take it for a step without the tensor. Listings
+    /// ([`steps`](Trial::steps), [`TrialTensor::steps`], [`TrialTensor::values`],
+    /// [`read_steps`](Trial::read_steps), [`info`](Trial::info)) hold the steps still held;
+    /// tensor names stay known. Releasing never makes the trial read a file again: index files
+    /// of complete steps are never listed again anyway.
+    pub fn release_steps_before(&self, step: u64) -> u64 {
+        let mut st = self.lock();
+        let complete_until = if st.finished() {
+            u64::MAX
+        } else {
+            st.progress.resume_step()
+        };
+        // The reader is past `step`: with a read-ahead, the index is read on from there even
+        // when steps before it cannot go yet (a worker behind).
+        st.reader_at = st.reader_at.max(step);
+        let before = step.min(complete_until);
+        if before > st.released_before {
+            let from = st.files_forgotten_before;
+            if before > from {
+                for entry in st.steps.range(from..before).map(|(_, e)| e) {
+                    for w in entry.workers.values() {
+                        w.file.forget(&self.files);
+                    }
+                }
+                st.files_forgotten_before = before;
+            }
+            st.release_before(before);
+        }
+        st.released_before
+    }
+
+    /// The first global step whose index the trial still holds: 0 unless
+    /// [`release_steps_before`](Trial::release_steps_before) let steps go.
+    pub fn released_before(&self) -> u64 {
+        self.lock().released_before
     }
 
     /// The modes the run recorded steps in, `Global` included when it has global-mode steps
@@ -186,6 +237,7 @@ impl Trial {
     pub fn has_passed_step(&self, step: u64, mode: Option<Mode>) -> Result<StepState> {
         let mode = mode.unwrap_or(Mode::Global);
         let mut st = self.throttled()?;
+        st.check_held(step, mode, None, &self.location)?;
         let state = st.step_state(step, mode);
         if state == StepState::NotYetAvailable && self.refresh_if_live(&mut st)? {
             return Ok(st.step_state(step, mode));
@@ -219,6 +271,7 @@ impl Trial {
                     if !st.finished() {
                         st.refresh(self.storage.as_ref())?;
                     }
+                    st.check_held(step, mode, None, &self.location)?;
                     match st.step_state(step, mode) {
                         StepState::Available => break,
                         StepState::Unavailable => {

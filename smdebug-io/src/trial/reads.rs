@@ -202,7 +202,8 @@ impl Trial {
 
     /// The workers that saved `name` at a step (see [`TrialTensor::workers`]).
     pub(super) fn tensor_workers(&self, name: &str, step: u64, mode: Mode) -> Result<Vec<String>> {
-        Ok(self.throttled()?.tensor_workers(name, step, mode))
+        self.throttled()?
+            .tensor_workers(name, step, mode, &self.location)
     }
 
     /// Where `name`'s records are at every complete step of `mode` (see

@@ -16,8 +16,8 @@ use crate::format::layout;
 use crate::storage::{LocalStorage, Storage, open_storage};
 
 pub(crate) use super::index_files::{
-    InOrder, IndexEntry, IndexPath, Slot, TensorTable, list_index_files, parse_index_files,
-    read_whole, reader_threads,
+    InOrder, IndexEntry, IndexPath, Slot, TensorTable, list_index_files, list_index_files_before,
+    parse_index_files, read_whole, reader_threads,
 };
 
 /// The run's storage, and its directory when it is on local disk (where event files can be

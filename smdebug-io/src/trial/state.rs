@@ -158,6 +158,24 @@ pub(crate) struct State {
     pub range: StepRange,
     /// `Trial::forget_files_before` has let go of the files of every step before this one.
     pub files_forgotten_before: u64,
+    /// `Trial::release_steps_before` has let go of the index of every global step before this
+    /// one (0: of none).
+    pub released_before: u64,
+    /// Per mode, the last step in its numbering that was released with them.
+    released_mode_steps: BTreeMap<Mode, u64>,
+    /// `TrialOptions::index_read_ahead`: the index is read this many global steps past the
+    /// reader's position (see [`State::horizon`]).
+    read_ahead: Option<u64>,
+    /// The reader's position: the largest step it asked `release_steps_before` for (what it
+    /// is past, whether or not those steps could be let go yet).
+    pub reader_at: u64,
+    /// The end marker was read (its reason) while index files past the read-ahead may still
+    /// be unread.
+    end_pending: Option<Option<EndReason>>,
+    /// With a read-ahead: the listings have read every index file of the steps before this one.
+    listed_before: Option<u64>,
+    /// With a read-ahead: the last listing found no index file past the steps read.
+    read_to_end: bool,
     /// Per collection, the listed names it selects, worked out when the collections files
     /// read and the names listed numbered as the key says (both only grow): callers going step
     /// by step (the rules) ask at every step, and matching is a regex per name.
@@ -182,13 +200,27 @@ pub(crate) struct State {
 
 impl State {
     /// Nothing known yet; `local_root` is the run's directory when it is on local disk.
-    pub fn new(local_root: Option<std::path::PathBuf>, range: StepRange, window: u64) -> State {
+    pub fn new(
+        local_root: Option<std::path::PathBuf>,
+        range: StepRange,
+        window: u64,
+        read_ahead: Option<u64>,
+    ) -> State {
         State {
             local_root,
             range,
             progress: StepProgress::new(window),
+            read_ahead,
             ..State::default()
         }
+    }
+
+    /// With a read-ahead, the first global step whose index is not read yet: `read_ahead`
+    /// steps past the reader's position. (A stretch past it is read when none of the steps
+    /// before it has an index file: a run saving steps further apart than the read-ahead.)
+    fn horizon(&self) -> Option<u64> {
+        let at = self.reader_at.max(self.released_before);
+        self.read_ahead.map(|ahead| at.saturating_add(ahead.max(1)))
     }
 
     /// What reading had to work around, one line each (see `Trial::warnings`).
@@ -247,7 +279,7 @@ impl State {
     /// seen complete is followed by one that confirms them (see [`StepProgress`]).
     pub fn refresh(&mut self, storage: &dyn Storage) -> Result<()> {
         // `Some(reason)` once the run has ended; fetched once per refresh, and not at all after.
-        let marker = if self.complete {
+        let marker = if self.complete || self.end_pending.is_some() {
             None
         } else {
             source::end_marker(storage)?
@@ -259,10 +291,24 @@ impl State {
             }
         }
         if let Some(reason) = marker {
-            self.complete = true;
-            self.end_reason = reason;
-            // Python smdebug: every step counts once the run ended.
-            self.progress.ended(self.steps.keys().next_back().copied());
+            self.end_pending = Some(reason);
+        }
+        if let Some(reason) = self.end_pending.take() {
+            match self.listed_before {
+                // Index files past the read-ahead may be still to read: the steps before it
+                // are every step there is of them (the run has ended), and the trial is
+                // complete once a listing finds nothing past what it read.
+                Some(before) if !self.read_to_end => {
+                    self.progress.ended_through(before.saturating_sub(1));
+                    self.end_pending = Some(reason);
+                }
+                _ => {
+                    self.complete = true;
+                    self.end_reason = reason;
+                    // Python smdebug: every step counts once the run ended.
+                    self.progress.ended(self.steps.keys().next_back().copied());
+                }
+            }
         }
         self.forget_pending();
         if self.complete || self.jobs_read.is_none_or(|t| t.elapsed() >= JOBS_REREAD) {
@@ -281,12 +327,43 @@ impl State {
             .progress
             .start_listing()
             .max(self.range.start.unwrap_or(0));
-        let paths: Vec<source::IndexPath> = source::list_index_files(storage, Some(from))?
+        let horizon = self.horizon();
+        let listed = source::list_index_files_before(storage, Some(from), horizon)?;
+        let window_empty = listed.is_empty();
+        self.read_to_end = false;
+        let mut paths: Vec<source::IndexPath> = listed
             .into_iter()
             .filter(|(path, step, _)| {
                 self.range.contains(*step) && !self.pending.contains(*step, path)
             })
             .collect();
+        // Nothing at all between the listing's start and the horizon: a run saving steps
+        // further apart than the read-ahead (or a reader caught up with its writer) has its
+        // next steps past the horizon. The next stretch of them is read, from the first.
+        if let (true, Some(h), Some(ahead)) = (window_empty, horizon, self.read_ahead)
+            && from < h
+        {
+            let tail: Vec<source::IndexPath> = source::list_index_files(storage, Some(h))?
+                .into_iter()
+                .filter(|(path, step, _)| {
+                    self.range.contains(*step) && !self.pending.contains(*step, path)
+                })
+                .collect();
+            match tail.first().map(|(_, step, _)| *step) {
+                Some(first) => {
+                    let end = first.saturating_add(ahead.max(1));
+                    paths = tail
+                        .into_iter()
+                        .filter(|(_, step, _)| *step < end)
+                        .collect();
+                    self.listed_before = self.listed_before.max(Some(end));
+                }
+                None => self.read_to_end = true,
+            }
+        }
+        if let Some(h) = horizon {
+            self.listed_before = self.listed_before.max(Some(h));
+        }
         self.read_collections(storage)?;
         let local_root = self.local_root.clone();
         source::parse_index_files(
@@ -456,6 +533,67 @@ impl State {
     /// a conflict, is not: it fails again, naming both files, at every refresh.)
     fn read_once(&mut self, step: u64, path: String) {
         self.pending.insert(step, path);
+    }
+
+    /// Lets go of what the index holds of the global steps before `before` (their entries,
+    /// their mode-step numbers, their places in the per-name step sets); the names stay known.
+    /// Returns whether anything was let go.
+    pub fn release_before(&mut self, before: u64) -> bool {
+        if before <= self.released_before {
+            return false;
+        }
+        self.steps = self.steps.split_off(&before);
+        // Each mode's steps from its first: a mode numbers its steps in the order of their
+        // global steps, so its released steps come first (a mode step left behind out of that
+        // order is caught by `check_held`, which looks at the global step it maps to).
+        let modes: BTreeSet<Mode> = self.by_mode_step.keys().map(|(m, _)| *m).collect();
+        for mode in modes {
+            let gone: Vec<(Mode, u64)> = self
+                .by_mode_step
+                .range((mode, 0)..=(mode, u64::MAX))
+                .take_while(|(_, g)| **g < before)
+                .map(|(key, _)| *key)
+                .collect();
+            if let Some((_, last)) = gone.last() {
+                let through = self.released_mode_steps.entry(mode).or_insert(*last);
+                *through = (*through).max(*last);
+            }
+            for key in gone {
+                self.by_mode_step.remove(&key);
+            }
+        }
+        for steps in self.names.values_mut().chain(self.listed.values_mut()) {
+            steps.drop_before(before);
+        }
+        self.released_before = before;
+        true
+    }
+
+    /// Fails with [`Error::StepReleased`] when step `step` of `mode` (global for `Global`) was
+    /// released by [`release_before`](Self::release_before); `tensor`: the tensor being read.
+    pub fn check_held(&self, step: u64, mode: Mode, tensor: Option<&str>, run: &str) -> Result<()> {
+        let released = match mode {
+            Mode::Global => step < self.released_before,
+            m => {
+                self.released_mode_steps
+                    .get(&m)
+                    .is_some_and(|last| step <= *last)
+                    || self
+                        .by_mode_step
+                        .get(&(m, step))
+                        .is_some_and(|g| *g < self.released_before)
+            }
+        };
+        if !released {
+            return Ok(());
+        }
+        Err(Error::StepReleased {
+            tensor: tensor.map(str::to_string),
+            step,
+            mode,
+            released_before: self.released_before,
+            location: run.to_string(),
+        })
     }
 
     /// What [`Trial::read_steps`](super::Trial::read_steps) reads: every step in `mode` (all

@@ -101,6 +101,30 @@ impl StepRuns {
         }
     }
 
+    /// Lets go of the steps before `step`: the runs wholly before it are dropped, the one it
+    /// cuts starts at its first step at or after `step`.
+    pub(crate) fn drop_before(&mut self, step: u64) {
+        let cut = match self.search(step) {
+            Ok(i) | Err(i) => i,
+        };
+        if cut == 0 {
+            return;
+        }
+        if cut >= self.len {
+            *self = StepRuns::default();
+            return;
+        }
+        let r = self.runs.partition_point(|run| run.at <= cut) - 1;
+        let first = self.get(cut);
+        self.runs.drain(..r);
+        self.runs[0].first = first;
+        self.runs[0].at = cut;
+        for run in &mut self.runs {
+            run.at -= cut;
+        }
+        self.len -= cut;
+    }
+
     /// How many runs hold the steps.
     #[cfg(test)]
     pub(crate) fn run_count(&self) -> usize {
@@ -151,6 +175,34 @@ impl StepRuns {
 #[cfg(test)]
 mod tests {
     use super::StepRuns;
+
+    /// Dropping the steps before a step keeps every later step, in its runs.
+    #[test]
+    fn dropping_steps_before_a_step_keeps_the_later_ones() {
+        let all: Vec<u64> = (0..100u64)
+            .step_by(10)
+            .chain([101, 102, 103, 200, 500, 505, 510])
+            .collect();
+        for cut in [0, 5, 10, 11, 95, 101, 102, 104, 200, 505, 511, 1000] {
+            let mut runs = StepRuns::default();
+            for s in &all {
+                runs.push(*s);
+            }
+            runs.drop_before(cut);
+            let kept: Vec<u64> = all.iter().copied().filter(|s| *s >= cut).collect();
+            assert_eq!(runs.iter().collect::<Vec<_>>(), kept, "cut at {cut}");
+            assert_eq!(runs.len(), kept.len());
+            for s in 0..600 {
+                assert_eq!(
+                    runs.contains(s),
+                    kept.contains(&s),
+                    "cut at {cut}, step {s}"
+                );
+            }
+            runs.add(2000);
+            assert_eq!(runs.last(), Some(2000));
+        }
+    }
 
     /// Steps added in any order, with repeats, are held once each, in order, as few runs.
     #[test]

@@ -99,7 +99,9 @@ impl TensorRule for DeadRelu {
     crate::rule_identity!();
 
     fn needs(&self) -> Needs {
-        Needs::of(Self::NAME, &self.selection, "relu_output").requiring("non-empty ReLU outputs")
+        Needs::of(Self::NAME, &self.selection, "relu_output")
+            .requiring("non-empty ReLU outputs")
+            .step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
@@ -252,6 +254,7 @@ impl TensorRule for SaturatedActivation {
     fn needs(&self) -> Needs {
         Needs::of(Self::NAME, &self.selection, "tanh_sigmoid_activations")
             .requiring("non-empty tensors whose names say `tanh` or `sigmoid`")
+            .step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {

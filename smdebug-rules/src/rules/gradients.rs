@@ -11,7 +11,7 @@ use smdebug_profiler::stats::percentile;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};
-use crate::rule::{Evidence, Needs, RuleResult, TensorRule};
+use crate::rule::{Evidence, LookBack, Needs, RuleResult, TensorRule};
 use crate::select::request;
 use crate::select::{TensorSelection, mode_at};
 
@@ -63,7 +63,7 @@ impl TensorRule for VanishingGradient {
 
     fn needs(&self) -> Needs {
         // The `gradients` collection holds `^gradient/` names by itself.
-        Needs::of(Self::NAME, &self.gradients, "gradients")
+        Needs::of(Self::NAME, &self.gradients, "gradients").step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
@@ -181,6 +181,8 @@ impl TensorRule for WeightUpdateRatio {
             .reading(&self.weights)
             .capturing(request("weights", Self::NAME))
             .requiring(format!("each weight at {steps}"))
+            // The reference value it compares with is its own.
+            .step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
@@ -344,6 +346,8 @@ impl TensorRule for PoorWeightInitialization {
                 "tensors saved at the first {} global steps",
                 self.params.steps
             )),
+            // The first loss it compares with is its own.
+            look_back: LookBack::Steps(0),
         }
     }
 

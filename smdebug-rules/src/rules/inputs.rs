@@ -75,10 +75,12 @@ impl TensorRule for CheckInputImages {
     crate::rule_identity!();
 
     fn needs(&self) -> Needs {
-        Needs::of(Self::NAME, &self.selection, "input_image").requiring(format!(
-            "input images of {} samples in all",
-            self.params.threshold_samples
-        ))
+        Needs::of(Self::NAME, &self.selection, "input_image")
+            .requiring(format!(
+                "input images of {} samples in all",
+                self.params.threshold_samples
+            ))
+            .step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
@@ -224,7 +226,7 @@ impl TensorRule for NLPSequenceRatio {
     crate::rule_identity!();
 
     fn needs(&self) -> Needs {
-        Needs::of(Self::NAME, &self.selection, "input_sequence")
+        Needs::of(Self::NAME, &self.selection, "input_sequence").step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {

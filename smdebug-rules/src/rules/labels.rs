@@ -8,7 +8,7 @@ use smdebug_io::trial::Trial;
 
 use crate::error::{Error, Result};
 use crate::params::{Check, lenient};
-use crate::rule::{Evidence, Needs, RuleResult, TensorRule};
+use crate::rule::{Evidence, LookBack, Needs, RuleResult, TensorRule};
 use crate::select::{TensorSelection, value_at};
 
 /// Class indices from a labels or predictions tensor: the values themselves, or the argmax of
@@ -142,6 +142,7 @@ impl TensorRule for ClassImbalance {
                 "labels and predictions saved at the same steps, {} labels in all",
                 self.params.samples
             )),
+            look_back: LookBack::Steps(0),
         }
     }
 
@@ -334,8 +335,9 @@ impl TensorRule for Confusion {
     crate::rule_identity!();
 
     fn needs(&self) -> Needs {
-        let mut needs =
-            Needs::default().requiring("labels and predictions saved at the same steps");
+        let mut needs = Needs::default()
+            .requiring("labels and predictions saved at the same steps")
+            .step_by_step();
         for (selection, collection) in [
             (&self.labels, &self.params.labels_collection),
             (&self.predictions, &self.params.predictions_collection),

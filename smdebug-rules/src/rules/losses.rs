@@ -8,7 +8,7 @@ use smdebug_io::trial::Trial;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};
-use crate::rule::{Evidence, Needs, RuleResult, TensorRule};
+use crate::rule::{Evidence, LookBack, Needs, RuleResult, TensorRule};
 use crate::select::{RULE_SAVE_INTERVAL, request};
 use crate::select::{SelectionParams, TensorSelection, mode_at, read_error, scalar_at};
 
@@ -232,6 +232,8 @@ impl TensorRule for LossNotDecreasing {
                 "two windows of {} losses (num_steps) saved at {modes}",
                 p.num_steps
             )),
+            // Its windows of values are its own.
+            look_back: LookBack::Steps(0),
         }
     }
 
@@ -452,6 +454,8 @@ impl TensorRule for Overfit {
                 "a loss saved at EVAL steps from step {} on, after TRAIN steps that saved it too",
                 self.params.start_step
             )),
+            // Its training and evaluation blocks are its own.
+            look_back: LookBack::Steps(0),
         }
     }
 

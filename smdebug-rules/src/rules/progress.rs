@@ -153,6 +153,7 @@ impl TensorRule for Overtraining {
                 "a loss saved at an EVAL step, or at {} TRAIN steps",
                 self.params.patience_train.max(1)
             ))
+            .step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
@@ -296,6 +297,7 @@ impl TensorRule for StalledTraining {
         Needs::default()
             .capturing(request("losses", Self::NAME))
             .requiring("saved steps")
+            .step_by_step()
     }
 
     fn invoke_at_step(&mut self, _trial: &Trial, step: u64) -> Result<RuleResult> {

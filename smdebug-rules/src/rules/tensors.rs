@@ -53,7 +53,7 @@ impl TensorRule for ExplodingTensor {
     crate::rule_identity!();
 
     fn needs(&self) -> Needs {
-        Needs::of(Self::NAME, &self.selection, Self::NAME)
+        Needs::of(Self::NAME, &self.selection, Self::NAME).step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
@@ -160,7 +160,7 @@ impl TensorRule for AllZero {
     crate::rule_identity!();
 
     fn needs(&self) -> Needs {
-        Needs::of(Self::NAME, &self.selection, Self::NAME)
+        Needs::of(Self::NAME, &self.selection, Self::NAME).step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
@@ -250,6 +250,7 @@ impl TensorRule for TensorVariance {
     fn needs(&self) -> Needs {
         Needs::of(Self::NAME, &self.selection, Self::NAME)
             .requiring("tensors of at least two values (or their saved variance)")
+            .step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
@@ -356,10 +357,13 @@ impl TensorRule for UnchangedTensor {
     crate::rule_identity!();
 
     fn needs(&self) -> Needs {
-        Needs::of(Self::NAME, &self.selection, Self::NAME).requiring(format!(
-            "each tensor at {} saved steps",
-            self.params.num_steps
-        ))
+        Needs::of(Self::NAME, &self.selection, Self::NAME)
+            .requiring(format!(
+                "each tensor at {} saved steps",
+                self.params.num_steps
+            ))
+            // The values it compares with are its own.
+            .step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
@@ -454,10 +458,12 @@ impl TensorRule for SimilarAcrossRuns {
     crate::rule_identity!();
 
     fn needs(&self) -> Needs {
-        Needs::of(Self::NAME, &self.selection, Self::NAME).requiring(format!(
-            "tensors that {} saved at the same steps",
-            self.params.other_trials
-        ))
+        Needs::of(Self::NAME, &self.selection, Self::NAME)
+            .requiring(format!(
+                "tensors that {} saved at the same steps",
+                self.params.other_trials
+            ))
+            .step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
@@ -484,6 +490,8 @@ impl TensorRule for SimilarAcrossRuns {
                 result.add_evidence(Evidence::new(&name, step, "max_abs_difference", max_diff));
             }
         }
+        // It reads the other run step by step too: the index of the steps it is past goes.
+        self.other.release_steps_before(step);
         Ok(result)
     }
 }

@@ -4,7 +4,7 @@
 //! `trees/ID`, `trees/Feature`, `trees/Yes`, `trees/No`, or its numeric `trees/Node` and
 //! `trees/Split`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 use smdebug_io::trial::Trial;
@@ -58,9 +58,10 @@ pub struct FeatureImportanceOverweight {
     selection: TensorSelection,
     /// The split features of the trees (`trees/Feature`).
     trees: TensorSelection,
-    /// Splits per feature over the trees of the steps in `counted`.
+    /// Splits per feature over the trees of the steps up to `counted_through`.
     splits: BTreeMap<String, u64>,
-    counted: BTreeSet<u64>,
+    /// The last step whose trees were counted (the runner hands steps in order, each once).
+    counted_through: Option<u64>,
 }
 
 impl FeatureImportanceOverweight {
@@ -77,14 +78,15 @@ impl FeatureImportanceOverweight {
             trees: TensorSelection::only(Self::NAME, &[], &["(^|/)trees/Feature$".into()])?,
             params,
             splits: BTreeMap::new(),
-            counted: BTreeSet::new(),
+            counted_through: None,
         })
     }
 
     /// The `weight` importance of every feature from the split features of the trees saved up
     /// to `step` (each step's trees counted once); empty when no tree was saved.
     fn split_counts(&mut self, trial: &Trial, step: u64) -> Result<Vec<(String, f64)>> {
-        if self.counted.insert(step) {
+        if self.counted_through.is_none_or(|c| step > c) {
+            self.counted_through = Some(step);
             for name in self.trees.names(Self::NAME, trial)? {
                 for feature in strings_at(Self::NAME, trial, &name, step)?.unwrap_or_default() {
                     if feature != "Leaf" {
@@ -105,10 +107,13 @@ impl TensorRule for FeatureImportanceOverweight {
     crate::rule_identity!();
 
     fn needs(&self) -> Needs {
-        Needs::of(Self::NAME, &self.selection, "feature_importance").requiring(format!(
-            "importances of more than {} features",
-            self.params.nfeatures
-        ))
+        Needs::of(Self::NAME, &self.selection, "feature_importance")
+            .requiring(format!(
+                "importances of more than {} features",
+                self.params.nfeatures
+            ))
+            // The split counts of earlier steps are its own.
+            .step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
@@ -288,6 +293,7 @@ impl TensorRule for TreeDepth {
         Needs::default()
             .reading(&self.selection)
             .capturing(request("trees", Self::NAME).with_regex("(^|/)trees/"))
+            .step_by_step()
     }
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {

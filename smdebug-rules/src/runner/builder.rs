@@ -21,7 +21,7 @@ use crate::error::Result;
 use crate::params::RuleSpec;
 use crate::registry::build_rule;
 use crate::report::{ProfilerReportRule, expand_profiler_report, is_profiler_report};
-use crate::rule::{Rule, RuleInput};
+use crate::rule::{LookBack, Rule, RuleInput};
 
 impl RuleRunner {
     /// Starts building a runner for the run at `location` (path or URL).
@@ -39,6 +39,7 @@ impl RuleRunner {
             reporter: None,
             report_every: None,
             max_tensor_bytes: None,
+            read_ahead: None,
             interrupt: None,
         }
     }
@@ -58,6 +59,7 @@ pub struct RunnerBuilder {
     reporter: Option<Box<dyn Reporter>>,
     report_every: Option<Duration>,
     max_tensor_bytes: Option<u64>,
+    read_ahead: Option<u64>,
     interrupt: Option<Arc<AtomicBool>>,
 }
 
@@ -69,6 +71,15 @@ impl RunnerBuilder {
     /// allocated.
     pub fn max_tensor_bytes(mut self, limit: u64) -> Self {
         self.max_tensor_bytes = Some(limit);
+        self
+    }
+
+    /// How many global steps past the debugging rules' look-back the runner's trial reads the
+    /// index, when every rule's look-back is bounded (`TrialOptions::index_read_ahead`;
+    /// default 10,000): the steps held are about this many, however long the run. Less holds
+    /// less and reads a long run in more stretches (one listing each).
+    pub fn index_read_ahead(mut self, steps: u64) -> Self {
+        self.read_ahead = Some(steps);
         self
     }
 
@@ -210,6 +221,20 @@ impl RunnerBuilder {
                 .iter()
                 .any(|(r, _)| r.input() == RuleInput::Profiler);
         let has_tensors = entries.iter().any(|(r, _)| r.input() == RuleInput::Tensors);
+        // The longest look-back of the debugging rules (`None`: one needs the whole run, or
+        // none reads tensors and nothing goes step by step through the trial).
+        let look_back = has_tensors.then_some(()).and_then(|()| {
+            entries
+                .iter()
+                .filter_map(|(r, _)| match r {
+                    Rule::Tensor(t) => Some(t.needs().look_back),
+                    Rule::Profiler(_) => None,
+                })
+                .try_fold(0, |longest, look_back| match look_back {
+                    LookBack::Steps(n) => Some(longest.max(n)),
+                    LookBack::WholeRun => None,
+                })
+        });
         let run = RunSource::open(
             &self.location,
             OpenOptions {
@@ -217,6 +242,8 @@ impl RunnerBuilder {
                 max_tensor_bytes: self.max_tensor_bytes,
                 profiler: has_profiler,
                 tensors: has_tensors,
+                look_back,
+                read_ahead: self.read_ahead,
                 timeout: self.open_timeout,
                 poll_interval: self.poll_interval,
             },

@@ -41,7 +41,15 @@ impl RuleRunner {
     /// fired are `NoIssuesFound`. For a finished run this is the whole evaluation.
     pub fn run_offline(&mut self) -> Result<Summary> {
         self.refresh_run()?;
-        self.rules.process_available(&mut self.run, true)?;
+        // A trial reading ahead of the rules reads the rest of the run as they let go of the
+        // steps behind them: one stretch a refresh, until a refresh brings nothing new.
+        loop {
+            let (processed, _) = self.rules.process_available(&mut self.run, true)?;
+            if processed == 0 || self.run.complete || self.rules.interrupted() {
+                break;
+            }
+            self.refresh_run()?;
+        }
         if !self.rules.interrupted() {
             self.feed_profiler(true, None);
         }

@@ -23,6 +23,12 @@ use crate::status::{
 use crate::unreadable::collecting;
 use crate::window::JudgedWindow;
 
+/// How many global steps the runner lets the rules' look-back move on by before it lets the
+/// trial go of the steps behind it, while it evaluates a batch of steps (and at the end of each
+/// batch): each release walks every tensor name's steps, so a run of thousands of tensors is
+/// not walked at every step, and what is held past the look-back stays a few hundred KB.
+const RELEASE_EVERY: u64 = 1000;
+
 /// What the runner handed a rule when it returned a result.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Handed {
@@ -103,6 +109,9 @@ pub(super) struct Evaluation {
     dispatcher: Dispatcher,
     /// Steps below this were handled.
     next_step: u64,
+    /// The trial holds the index of the global steps from this one on
+    /// ([`Trial::release_steps_before`]).
+    released_before: u64,
     /// The last global step evaluated.
     pub last_step: Option<u64>,
     /// The run is over (or the offline evaluation finished): rules that never fired have
@@ -125,6 +134,7 @@ impl Evaluation {
             slots,
             dispatcher,
             next_step: 0,
+            released_before: 0,
             last_step: None,
             verdicts_final: false,
             gave_up: None,
@@ -181,11 +191,41 @@ impl Evaluation {
             self.next_step = step + 1;
             self.last_step = Some(step);
             processed += 1;
+            if self.keeps_from(step) >= self.released_before + RELEASE_EVERY {
+                self.release(trial, step);
+            }
+        }
+        if let Some(step) = self.last_step {
+            self.release(trial, step);
         }
         if arrived {
             run.last_arrival = Instant::now();
         }
         Ok((processed, changed))
+    }
+
+    /// The first global step some live debugging rule may still ask about, once the rules
+    /// have been handed `judged`: the earliest step of any rule's look-back (the step judged
+    /// itself at the latest: `on_idle` hands it to the rules).
+    fn keeps_from(&self, judged: u64) -> u64 {
+        self.slots
+            .iter()
+            .filter(|s| s.live(RuleInput::Tensors))
+            .filter_map(|s| match &s.needs {
+                Declared::Tensors(needs) => Some(needs.look_back.keeps_from(judged)),
+                Declared::Profiler(_) => None,
+            })
+            .min()
+            .unwrap_or(judged)
+    }
+
+    /// Lets the trial go of the steps behind every live rule's look-back, once the rules have
+    /// been handed `judged` (the trial keeps the steps not complete yet).
+    fn release(&mut self, trial: &Trial, judged: u64) {
+        let keep_from = self.keeps_from(judged);
+        if keep_from > self.released_before {
+            self.released_before = trial.release_steps_before(keep_from);
+        }
     }
 
     /// Invokes every live debugging rule at `step`; returns whether any status changed.

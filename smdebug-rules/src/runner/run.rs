@@ -15,14 +15,29 @@ use crate::folder::FolderWatch;
 /// The runner's whole-file cache budget: 32 MiB.
 const RUNNER_FILE_CACHE_BYTES: usize = 32 << 20;
 
+/// How many global steps past the rules' look-back the runner's trial reads the index (when
+/// every rule's look-back is bounded): about 6 MB of index for 50 scalars a step, and a run of
+/// 400,000 steps listed and read in 40 stretches. Ten times Python smdebug's incomplete-step
+/// window, so that a step a lost worker never wrote is still given up on while reading ahead.
+const RUNNER_READ_AHEAD: u64 = 10_000;
+
 /// How the runner's trial reads. The runner reads each step's tensors once, as the steps come,
 /// often inside the training process: a small whole-file cache holds the current steps' files,
 /// where the default (sized for notebooks sweeping a whole run tensor by tensor) would keep up
 /// to 256 MiB of old steps in the training job's memory.
-fn runner_trial_options(max_tensor_bytes: Option<u64>) -> TrialOptions {
+///
+/// When every debugging rule looks back a bounded number of steps, the trial reads the index
+/// [`RUNNER_READ_AHEAD`] steps past the rules' look-back and no further
+/// ([`TrialOptions::index_read_ahead`]): with the steps behind the rules let go, a run of any
+/// length costs the same.
+fn runner_trial_options(options: &OpenOptions) -> TrialOptions {
     let defaults = TrialOptions::default();
+    let ahead = options.read_ahead.unwrap_or(RUNNER_READ_AHEAD);
     TrialOptions {
-        max_tensor_bytes: max_tensor_bytes.unwrap_or(defaults.max_tensor_bytes),
+        max_tensor_bytes: options
+            .max_tensor_bytes
+            .unwrap_or(defaults.max_tensor_bytes),
+        index_read_ahead: options.look_back.map(|n| n.saturating_add(ahead)),
         file_cache_bytes: RUNNER_FILE_CACHE_BYTES,
         // The runner looks for new files itself, once per poll (`refresh`): the rules' own
         // queries at every step (tensor names, collections) need not list the run again.
@@ -47,6 +62,10 @@ pub(super) struct OpenOptions {
     /// Some rule (or the reporter) reads profiler data: a run with profiler data and no
     /// tensors opens too.
     pub profiler: bool,
+    /// The longest look-back of the debugging rules, `None` when one needs the whole run.
+    pub look_back: Option<u64>,
+    /// How far past it the trial reads the index (default [`RUNNER_READ_AHEAD`]).
+    pub read_ahead: Option<u64>,
     /// Some rule reads tensors. Without one, a run that has profiler data opens without a
     /// trial (whose index of every tensor of every step no rule would read: ~410 MB for the
     /// 5 M tensors of a 1-hour run).
@@ -84,7 +103,7 @@ impl RunSource {
         options: OpenOptions,
         cancel: Option<&AtomicBool>,
     ) -> Result<RunSource> {
-        let trial_options = runner_trial_options(options.max_tensor_bytes);
+        let trial_options = runner_trial_options(&options);
         let open_error = |e: smdebug_io::Error| Error::OpenRun {
             location: location.to_string(),
             source: Box::new(e),

@@ -13,6 +13,9 @@ use super::engine::RuleRunner;
 use crate::error::{Error, Result};
 use crate::status::Summary;
 
+/// Steps evaluated in one pass from which a following runner is catching up.
+const CATCHING_UP: usize = 1000;
+
 /// How often a following runner stores its summary when no status changed.
 const REWRITE_EVERY: Duration = Duration::from_secs(2);
 
@@ -78,6 +81,12 @@ impl RuleRunner {
             }
             if cancel.load(Ordering::Acquire) {
                 return self.finish();
+            }
+            // A runner catching up with a long run (a batch of a thousand steps or more, where
+            // a runner keeping up evaluates a few a poll) looks again at once: the steps just
+            // evaluated let its trial, which reads ahead of the rules, read the next stretch.
+            if processed >= CATCHING_UP {
+                continue;
             }
             std::thread::park_timeout(self.following.poll_interval);
             if cancel.load(Ordering::Acquire) {

@@ -1,0 +1,142 @@
+//! What the rule runner holds while and once it has evaluated a run, counted byte by byte with a
+//! counting allocator (never timed): with rules that judge step by step (the built-in ones), the
+//! trial reads the index a bounded stretch ahead of the rules and lets go of the steps behind
+//! every rule's look-back, so a run four times as long costs the runner the same bytes, at its
+//! peak and after. One test in this binary: the counter is the process's.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::path::Path;
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+use smdebug_core::Mode;
+use smdebug_io::crafted::{scalar, write_collections, write_step};
+use smdebug_io::format::layout;
+use smdebug_rules::{RuleRunner, RuleSpec, Status};
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+/// The most `LIVE` has been since it was last reset.
+static PEAK: AtomicIsize = AtomicIsize::new(0);
+
+fn grew(by: isize) {
+    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+// SAFETY: forwards to the system allocator; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        grew(layout.size() as isize);
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        grew(new_size as isize - layout.size() as isize);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Scalars a step, as in the synthetic benchmark run (`smdebug-serve/examples/synthetic_run`):
+/// a loss and 49 others.
+const TENSORS: usize = 50;
+
+/// How far ahead of the rules the runner's trial reads the index here: a tenth of the short
+/// run, so that both runs are read in stretches.
+const READ_AHEAD: u64 = 100;
+
+/// A finished run of `steps` TRAIN steps of worker_0: a loss falling steadily, and
+/// `TENSORS - 1` other scalars.
+fn write_run(run: &Path, steps: u64) {
+    let names: Vec<String> = (1..TENSORS).map(|i| format!("layer{i:02}/value")).collect();
+    for s in 0..steps {
+        let mut records = vec![scalar("loss", 1000.0 - 0.2 * s as f32)];
+        records.extend(names.iter().map(|n| scalar(n, 1.0 + s as f32)));
+        write_step(run, s, "worker_0", Mode::Train, s, &records);
+    }
+    write_collections(run, "worker_0", 1);
+    std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
+}
+
+/// Bytes a runner of LossNotDecreasing, Overtraining and ExplodingTensor holds at its peak
+/// while it evaluates the run at `run`, and after (the runner still alive), over what the
+/// process held before.
+fn bytes_evaluating(run: &Path, steps: u64) -> (isize, isize) {
+    let before = LIVE.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    let mut runner = RuleRunner::builder(run.to_str().unwrap())
+        .write_into_run(false)
+        .index_read_ahead(READ_AHEAD)
+        .spec(RuleSpec::parse("LossNotDecreasing").unwrap())
+        .spec(RuleSpec::parse("Overtraining").unwrap())
+        .spec(RuleSpec::parse("ExplodingTensor").unwrap())
+        .build()
+        .unwrap();
+    let summary = runner.run_offline().unwrap();
+    // Every rule judged every step, and nothing was lost: the loss falls, no value is NaN.
+    for rule in ["LossNotDecreasing", "Overtraining", "ExplodingTensor"] {
+        let status = summary.rule(rule).unwrap();
+        assert_eq!(status.status, Status::NoIssuesFound, "{status:#?}");
+        assert_eq!(status.steps_evaluated, steps, "{status:#?}");
+    }
+    assert_eq!(
+        summary.rule("ExplodingTensor").unwrap().datapoints,
+        steps * TENSORS as u64
+    );
+    drop(summary);
+    let held = LIVE.load(Ordering::Relaxed) - before;
+    let peak = PEAK.load(Ordering::Relaxed) - before;
+    // The trial still answers about the last step, with its value exact.
+    let trial = runner.trial().unwrap();
+    let last = trial
+        .tensor("layer07/value")
+        .unwrap()
+        .value(steps - 1, None, None)
+        .unwrap();
+    assert_eq!(last.iter().next().copied(), Some(steps as f64));
+    drop(runner);
+    (peak, held)
+}
+
+/// The runner costs the same bytes while and after evaluating a run of 4,000 steps as one of
+/// 1,000 (50 scalars a step): the index of 3,000 more steps (about 1.8 MB of it at ~12 bytes
+/// an entry) was never all held at once, and was let go as the rules went past it.
+#[test]
+fn the_runner_costs_the_same_bytes_on_a_run_four_times_as_long() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = dir.path().join("short");
+    let long = dir.path().join("long");
+    write_run(&short, 1_000);
+    write_run(&long, 4_000);
+    // A first evaluation warms what the process keeps once (thread pools, regex caches).
+    bytes_evaluating(&short, 1_000);
+    let (peak_n, n) = bytes_evaluating(&short, 1_000);
+    let (peak_four_n, four_n) = bytes_evaluating(&long, 4_000);
+    eprintln!(
+        "1,000 steps: peak {peak_n} B, held after {n} B; 4,000 steps: peak {peak_four_n} B, \
+         held after {four_n} B"
+    );
+    // 3,000 steps more, 150,000 index entries: held, they would be ~1.8 MB.
+    let bound = 64 * 1024;
+    assert!(
+        four_n - n < bound,
+        "after 4,000 steps the runner holds {four_n} B, after 1,000 {n} B: {} B more, \
+         over the {bound} B a run of any length may add",
+        four_n - n
+    );
+    assert!(
+        peak_four_n - peak_n < 4 * bound,
+        "evaluating 4,000 steps the runner's peak is {peak_four_n} B, evaluating 1,000 \
+         {peak_n} B: {} B more, over the {} B a run of any length may add",
+        peak_four_n - peak_n,
+        4 * bound
+    );
+}
