@@ -102,5 +102,6 @@ pub use render::render_html;
 pub use rule_file::RuleFile;
 pub use scalars::SCALAR_POINTS;
 pub use smdebug_profiler::RankSummary;
-pub use smdebug_profiler::reader::{MetricSeries, Span};
+pub use smdebug_profiler::digest::{ProfileDigest, SeriesDigest};
+pub use smdebug_profiler::reader::Span;
 pub use writer::ReportWriter;

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use smdebug_io::Storage;
 use smdebug_profiler::follow::{DataProblems, merge_code_windows};
-use smdebug_profiler::reader::{CodeProfileWindow, ProfileData};
+use smdebug_profiler::digest::ProfileDigest;
+use smdebug_profiler::reader::CodeProfileWindow;
 
 use super::evaluation::Evaluation;
 use super::run::RunSource;
@@ -30,9 +31,10 @@ pub(super) struct ProfilerSide {
     last_window_at: Option<Instant>,
     /// Keep what was read for the reporter.
     keep: bool,
-    /// The profiler data read so far, kept for the reporter (empty without one); shared with a
-    /// report being drawn (a new chunk then copies it once, rather than every report copying).
-    pub profile: Arc<ProfileData>,
+    /// The profiler data read so far, aggregated for the reporter (empty without one): a size
+    /// that does not grow with the run; shared with a report being drawn (a new chunk then
+    /// copies it once, rather than every report copying).
+    pub profile: Arc<ProfileDigest>,
     /// The code-profile windows read so far, kept for the reporter (empty without one).
     pub code_profiles: Vec<CodeProfileWindow>,
 }
