@@ -45,10 +45,17 @@ pub(crate) struct ProfilerFeed {
     pub seen: ProfilerSeen,
     /// The last poll left files to read.
     pub more: bool,
-    /// The latest sample time read, when the last poll handed out a full piece of samples
-    /// (more may follow); likewise for spans (their latest end).
+    /// The latest sample time read, when the last poll that read samples handed out a full
+    /// piece of them (more may follow); likewise for spans (their latest end).
     backlog_samples_us: Option<u64>,
     backlog_spans_us: Option<u64>,
+    /// The latest sample time and span end read.
+    latest_sample_us: u64,
+    latest_span_us: u64,
+    /// Which kind the follower holds back this poll: the one ahead in time while the other
+    /// has a backlog, so that neither piles up waiting for the other.
+    hold_samples: bool,
+    hold_spans: bool,
 }
 
 impl ProfilerFeed {
@@ -65,6 +72,10 @@ impl ProfilerFeed {
             more: false,
             backlog_samples_us: None,
             backlog_spans_us: None,
+            latest_sample_us: 0,
+            latest_span_us: 0,
+            hold_samples: false,
+            hold_spans: false,
         }
     }
 
@@ -81,6 +92,8 @@ impl ProfilerFeed {
     /// Reads what is new into the pending buffers. Returns how many samples and spans
     /// arrived; an error when system metrics or trace files could not be listed or read.
     pub(crate) fn poll(&mut self) -> Result<usize, DataProblem> {
+        self.follower.hold(DataArea::System, self.hold_samples);
+        self.follower.hold(DataArea::Spans, self.hold_spans);
         let increment = self.follower.poll();
         if let Some(failure) = increment
             .problems
@@ -91,12 +104,22 @@ impl ProfilerFeed {
         }
         let arrived = increment.samples.len() + increment.spans.len();
         self.more = increment.more;
-        self.backlog_samples_us = (increment.more && increment.samples.len() >= POLL_ITEMS)
-            .then(|| increment.samples.iter().map(|s| s.timestamp_us()).max())
-            .flatten();
-        self.backlog_spans_us = (increment.more && increment.spans.len() >= POLL_ITEMS)
-            .then(|| increment.spans.iter().map(|s| s.end_us).max())
-            .flatten();
+        let latest_sample = increment.samples.iter().map(|s| s.timestamp_us()).max();
+        let latest_span = increment.spans.iter().map(|s| s.end_us).max();
+        self.latest_sample_us = self.latest_sample_us.max(latest_sample.unwrap_or(0));
+        self.latest_span_us = self.latest_span_us.max(latest_span.unwrap_or(0));
+        if !self.hold_samples {
+            self.backlog_samples_us = latest_sample
+                .filter(|_| increment.more && increment.samples.len() >= POLL_ITEMS);
+        }
+        if !self.hold_spans {
+            self.backlog_spans_us =
+                latest_span.filter(|_| increment.more && increment.spans.len() >= POLL_ITEMS);
+        }
+        self.hold_spans =
+            self.backlog_samples_us.is_some() && self.latest_span_us > self.latest_sample_us;
+        self.hold_samples =
+            self.backlog_spans_us.is_some() && self.latest_sample_us > self.latest_span_us;
         self.seen.samples |= !increment.samples.is_empty();
         self.seen.spans |= !increment.spans.is_empty();
         self.steps.extend(&increment.spans);

@@ -464,3 +464,51 @@ impl ProfilerRule for StepOutlier {
         Some(Details::StepOutliers(StepOutlierDetails { nodes }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bounded form answers as every step kept would: counts beyond a limit, the slowest
+    /// steps in order (the earliest read first among equal durations), the exact summary and
+    /// histogram.
+    #[test]
+    fn step_durations_answer_as_every_step_kept_would() {
+        let mut d = StepDurations::default();
+        let mut all: Vec<(u64, u64, u64)> = Vec::new();
+        for step in 0..20_000u64 {
+            let us = 20_000 + (step * 7_919) % 3_000 + if step % 997 == 0 { 50_000 } else { 0 };
+            d.add(us, step, step * 30_000);
+            all.push((us, step, step * 30_000));
+        }
+        let (mean, std) = d.mean_std();
+        for limit in [mean, mean + std, mean + 3.0 * std, 0.0, 1.0] {
+            let from = (limit * 1e6).floor() as u64 + 1;
+            let mut above: Vec<(u64, u64, u64)> =
+                all.iter().copied().filter(|a| a.0 >= from).collect();
+            // Slowest first; among equals, in the order read.
+            above.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            assert_eq!(d.count_above(limit), above.len() as u64);
+            above.truncate(KEPT_SLOWEST);
+            assert_eq!(d.above(limit), above);
+        }
+        let seconds: Vec<f64> = all.iter().map(|a| a.0 as f64 / 1e6).collect();
+        let exact = Summary::of(seconds.iter().copied()).unwrap();
+        let got = d.summary().unwrap();
+        assert_eq!((got.count, got.min, got.max), (exact.count, exact.min, exact.max));
+        for (a, b) in [
+            (got.p5, exact.p5),
+            (got.p50, exact.p50),
+            (got.p95, exact.p95),
+            (got.p99, exact.p99),
+            (got.mean, exact.mean),
+            (got.std, exact.std),
+        ] {
+            assert!((a - b).abs() < 1e-9, "{got:?} vs {exact:?}");
+        }
+        assert_eq!(
+            d.histogram(20, exact.min, exact.max),
+            histogram(seconds.iter().copied(), 20, exact.min, exact.max)
+        );
+    }
+}
