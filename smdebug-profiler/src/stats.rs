@@ -378,7 +378,10 @@ mod tests {
         assert_eq!(s.count(), all.len() as u64);
         let exact = Summary::of(all.iter().copied()).unwrap();
         let sketched = s.summary().unwrap();
-        assert_eq!((sketched.count, sketched.min, sketched.max), (exact.count, exact.min, exact.max));
+        assert_eq!(
+            (sketched.count, sketched.min, sketched.max),
+            (exact.count, exact.min, exact.max)
+        );
         assert!((sketched.mean - exact.mean).abs() < 1e-9);
         assert!((sketched.std - exact.std).abs() < 1e-6);
         // Merging two halves is adding them all.

@@ -595,15 +595,9 @@ mod tests {
     #[test]
     fn empty_or_degenerate_input_is_an_error_or_a_flat_chart_not_a_panic() {
         assert!(line_chart("x", XAxis::Plain, "", &[], None).is_err());
-        let flat = vec![Curve::of_points(
-            "s",
-            &vec![(1.0, 5.0)],
-        )];
+        let flat = vec![Curve::of_points("s", &[(1.0, 5.0)])];
         assert!(line_chart("x", XAxis::Plain, "", &flat, None).is_ok());
-        let nan = vec![Curve::of_points(
-            "s",
-            &vec![(f64::NAN, 5.0)],
-        )];
+        let nan = vec![Curve::of_points("s", &[(f64::NAN, 5.0)])];
         assert!(line_chart("x", XAxis::Plain, "", &nan, None).is_err());
         assert!(pie_chart("p", &[("a".into(), 0.0)]).is_err());
         assert!(histogram_chart("h", "", &[0.0, 1.0], &[("a".into(), vec![0])]).is_err());

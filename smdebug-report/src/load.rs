@@ -8,9 +8,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use smdebug_io::Storage;
 use smdebug_io::format::layout::END_MARKER;
 use smdebug_profiler::RankSummary;
-use smdebug_profiler::follow::{DataArea, DataProblems, KinetoTraces, ProfilerFollower};
 use smdebug_profiler::digest::ProfileDigest;
 use smdebug_profiler::follow::merge_code_windows;
+use smdebug_profiler::follow::{DataArea, DataProblems, KinetoTraces, ProfilerFollower};
 use smdebug_profiler::reader::{CodeProfileWindow, ProfilerReader};
 use smdebug_rules::RunState;
 

@@ -27,7 +27,10 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
@@ -51,19 +54,31 @@ fn write_run(dir: &std::path::Path, steps: u64) {
         let last = (first + PER_FILE).min(steps);
         let mut events = vec![json!({"name": "process_name", "ph": "M", "pid": 0,
                    "args": {"start_time_since_epoch_in_micros": base}})];
-        for (pid, row) in ["Step:ModeKeys.TRAIN", "DataLoaderIter", "Forward", "Backward(post-forward)"]
-            .iter()
-            .enumerate()
+        for (pid, row) in [
+            "Step:ModeKeys.TRAIN",
+            "DataLoaderIter",
+            "Forward",
+            "Backward(post-forward)",
+        ]
+        .iter()
+        .enumerate()
         {
-            events.push(json!({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": row}}));
+            events.push(
+                json!({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": row}}),
+            );
         }
         let mut lines = String::new();
         for step in first..last {
             let ts = step * STEP_US;
             let d = 20_000 + (step * 7_919) % 8_000;
-            for (pid, (at, dur)) in [(0, d), (10, d / 5), (d / 5 + 20, d / 3), (d / 5 + d / 3 + 40, d / 3)]
-                .into_iter()
-                .enumerate()
+            for (pid, (at, dur)) in [
+                (0, d),
+                (10, d / 5),
+                (d / 5 + 20, d / 3),
+                (d / 5 + d / 3 + 40, d / 3),
+            ]
+            .into_iter()
+            .enumerate()
             {
                 events.push(json!({"name": "s", "ph": "X", "pid": pid, "tid": 0, "ts": ts + at,
                                    "dur": dur, "args": {"step_num": step.to_string(), "mode": "TRAIN"}}));
@@ -73,7 +88,12 @@ fn write_run(dir: &std::path::Path, steps: u64) {
                 ("cpu", "total", "CPUUtilization", (step % 97) as f64),
                 ("cpu", "cpu0", "CPUUtilization", (step % 89) as f64),
                 ("gpu", "gpu0", "GPUUtilization", (step % 101) as f64),
-                ("gpu", "gpu0", "GPUMemoryUtilization", 40.0 + (step % 13) as f64),
+                (
+                    "gpu",
+                    "gpu0",
+                    "GPUMemoryUtilization",
+                    40.0 + (step % 13) as f64,
+                ),
             ] {
                 lines.push_str(
                     &json!({"Type": ty, "Name": name, "Dimension": dim, "Value": v,
@@ -85,11 +105,17 @@ fn write_run(dir: &std::path::Path, steps: u64) {
         }
         let end = base + last * STEP_US;
         store
-            .put(&trace_file_key(end, 0, "algo-1"), serde_json::to_vec(&events).unwrap().into())
+            .put(
+                &trace_file_key(end, 0, "algo-1"),
+                serde_json::to_vec(&events).unwrap().into(),
+            )
             .unwrap();
         let start_s = (T0 as u64) + first * STEP_US / 1_000_000;
         store
-            .put(&system_file_key(start_s, "algo-1"), lines.into_bytes().into())
+            .put(
+                &system_file_key(start_s, "algo-1"),
+                lines.into_bytes().into(),
+            )
             .unwrap();
     }
 }
@@ -122,7 +148,9 @@ fn the_report_model_holds_as_much_for_4n_steps_as_for_n() {
     assert_eq!(large_input.profile.sample_count(), 16 * n);
     let steps = &large_input.profile.steps();
     let durations = &steps.values().next().unwrap().durations;
-    let exact: f64 = (0..4 * n).map(|s| (20_000 + (s * 7_919) % 8_000) as f64).sum();
+    let exact: f64 = (0..4 * n)
+        .map(|s| (20_000 + (s * 7_919) % 8_000) as f64)
+        .sum();
     assert_eq!((durations.count(), durations.sum()), (4 * n, exact));
     let large_html = render_html(&large_input);
     assert!(large_html.contains("<figure") && small_html.contains("<figure"));
@@ -134,5 +162,8 @@ fn the_report_model_holds_as_much_for_4n_steps_as_for_n() {
         4 * n
     );
     assert!(small > 0);
-    eprintln!("report model: {small} bytes for {n} steps, {large} for {}", 4 * n);
+    eprintln!(
+        "report model: {small} bytes for {n} steps, {large} for {}",
+        4 * n
+    );
 }

@@ -144,10 +144,22 @@ fn corrupt_lines_and_files_are_left_out_with_a_note_and_the_rest_is_shown() {
         .metrics()
         .find(|s| s.node == "algo-1" && s.name == "total")
         .unwrap();
-    let values: Vec<(f64, f64, f64)> = cpu.line.slices().map(|s| (s.min, s.mean(), s.max)).collect();
-    assert_eq!(values, [(10.0, 10.0, 10.0), (20.0, 20.0, 20.0), (30.0, 30.0, 30.0)]);
+    let values: Vec<(f64, f64, f64)> = cpu
+        .line
+        .slices()
+        .map(|s| (s.min, s.mean(), s.max))
+        .collect();
     assert_eq!(
-        (cpu.values.count(), cpu.values.sum(), cpu.values.min(), cpu.values.max()),
+        values,
+        [(10.0, 10.0, 10.0), (20.0, 20.0, 20.0), (30.0, 30.0, 30.0)]
+    );
+    assert_eq!(
+        (
+            cpu.values.count(),
+            cpu.values.sum(),
+            cpu.values.min(),
+            cpu.values.max()
+        ),
         (3, 60.0, Some(10.0), Some(30.0))
     );
     assert_eq!(
@@ -267,12 +279,7 @@ fn tables_match_an_independent_computation() {
     );
     // steps, mean, std, min, p50, p95, p99, max
     assert_eq!(row[0], 100.0, "{row:?}");
-    let exact = [
-        (row[1], mean),
-        (row[2], std),
-        (row[3], 1.0),
-        (row[7], n),
-    ];
+    let exact = [(row[1], mean), (row[2], std), (row[3], 1.0), (row[7], n)];
     for (shown, want) in exact {
         assert!((shown - want).abs() <= 0.0005, "{shown} vs {want}: {row:?}");
     }
@@ -284,7 +291,9 @@ fn tables_match_an_independent_computation() {
 
 /// The numbers of the `<td class="num">` cells that follow `start` in its table row.
 fn numbers_after(html: &str, start: &str) -> Vec<f64> {
-    let at = html.find(start).unwrap_or_else(|| panic!("no row {start} in {html}"));
+    let at = html
+        .find(start)
+        .unwrap_or_else(|| panic!("no row {start} in {html}"));
     let row = &html[at + start.len()..];
     let row = &row[..row.find("</tr>").unwrap()];
     row.split("<td class=\"num\">")

@@ -187,13 +187,19 @@ mod tests {
         assert!(line.slices().any(|s| s.max == 1e6));
         assert_eq!(line.slices().map(|s| s.min).fold(f64::MAX, f64::min), 0.0);
         let total: f64 = line.slices().map(|s| s.sum).sum();
-        let exact: f64 = (0..n).map(|i| if i == 77_777 { 1e6 } else { (i % 10) as f64 }).sum();
+        let exact: f64 = (0..n)
+            .map(|i| if i == 77_777 { 1e6 } else { (i % 10) as f64 })
+            .sum();
         assert_eq!(total, exact);
         let mut halves = Line::default();
         let mut other = Line::default();
         for i in 0..n {
             let v = if i == 77_777 { 1e6 } else { (i % 10) as f64 };
-            if i < n / 3 { halves.add(1_000_000 + i * 1_000, v) } else { other.add(1_000_000 + i * 1_000, v) }
+            if i < n / 3 {
+                halves.add(1_000_000 + i * 1_000, v)
+            } else {
+                other.add(1_000_000 + i * 1_000, v)
+            }
         }
         halves.merge(&other);
         assert_eq!(halves.width_us(), line.width_us());

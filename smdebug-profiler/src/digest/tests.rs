@@ -38,18 +38,27 @@ fn a_digest_has_the_exact_figures_of_its_data_and_quantiles_within_the_bound() {
     for chunk in records.rchunks(333) {
         one_by_one.add_samples(chunk);
     }
-    assert_eq!(digest, one_by_one, "the same whatever the order and batches");
+    assert_eq!(
+        digest, one_by_one,
+        "the same whatever the order and batches"
+    );
     let s = digest.series().next().unwrap();
     let values: Vec<f64> = records.iter().map(|r| r.value).collect();
     let exact = Summary::of(values.iter().copied()).unwrap();
     let got = s.values.summary().unwrap();
-    assert_eq!((got.count, got.min, got.max), (exact.count, exact.min, exact.max));
+    assert_eq!(
+        (got.count, got.min, got.max),
+        (exact.count, exact.min, exact.max)
+    );
     assert!((got.mean - exact.mean).abs() < 1e-9);
     let mut sorted = values.clone();
     sorted.sort_by(f64::total_cmp);
     for (q, v) in [(0.5, got.p50), (0.95, got.p95), (0.99, got.p99)] {
         let at_rank = sorted[(q * (sorted.len() - 1) as f64).round() as usize];
-        assert!((v - at_rank).abs() <= SKETCH_RELATIVE_ERROR * at_rank, "{q}: {v} vs {at_rank}");
+        assert!(
+            (v - at_rank).abs() <= SKETCH_RELATIVE_ERROR * at_rank,
+            "{q}: {v} vs {at_rank}"
+        );
     }
     for bins in [10, 50] {
         assert_eq!(

@@ -5,8 +5,8 @@
 use smdebug_rules::profiler::{BottleneckDetails, SNAPSHOT_TOLERANCE_US};
 
 use crate::charts::{self, Curve, Series, XAxis};
-use smdebug_profiler::digest::Line;
 use crate::html::{Cell, table};
+use smdebug_profiler::digest::Line;
 use smdebug_profiler::stats::Sketch;
 
 use super::Page;

@@ -90,9 +90,11 @@ impl Page<'_> {
         let mut per_worker: BTreeMap<(&str, Option<u32>), (u64, u64, u64)> = BTreeMap::new();
         for ((node, worker, mode), s) in self.view.steps {
             *per_mode.entry(mode_name(*mode)).or_default() += s.durations.sum();
-            let e = per_worker
-                .entry((node.as_str(), *worker))
-                .or_insert((s.first_start_us, s.last_end_us, 0));
+            let e = per_worker.entry((node.as_str(), *worker)).or_insert((
+                s.first_start_us,
+                s.last_end_us,
+                0,
+            ));
             e.0 = e.0.min(s.first_start_us);
             e.1 = e.1.max(s.last_end_us);
             e.2 += s.durations.sum() as u64;

@@ -102,17 +102,13 @@ impl<'a> View<'a> {
                 let (cpu, cpu_values) =
                     match find(vocab::TYPE_CPU, vocab::CPU_TOTAL, vocab::CPU_UTILIZATION) {
                         Some(total) => (total.line.clone(), total.values.clone()),
-                        None => (
-                            Line::mean_of(cores.iter().map(|s| &s.line)),
-                            pooled(&cores),
-                        ),
+                        None => (Line::mean_of(cores.iter().map(|s| &s.line)), pooled(&cores)),
                     };
                 let io_cores: Vec<&SeriesDigest> = series
                     .iter()
                     .copied()
                     .filter(|s| {
-                        s.metric_type == vocab::TYPE_CPU
-                            && s.dimension == vocab::IO_WAIT_PERCENTAGE
+                        s.metric_type == vocab::TYPE_CPU && s.dimension == vocab::IO_WAIT_PERCENTAGE
                     })
                     .collect();
                 let (io_wait, io_wait_values) =

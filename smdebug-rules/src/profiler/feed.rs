@@ -109,8 +109,8 @@ impl ProfilerFeed {
         self.latest_sample_us = self.latest_sample_us.max(latest_sample.unwrap_or(0));
         self.latest_span_us = self.latest_span_us.max(latest_span.unwrap_or(0));
         if !self.hold_samples {
-            self.backlog_samples_us = latest_sample
-                .filter(|_| increment.more && increment.samples.len() >= POLL_ITEMS);
+            self.backlog_samples_us =
+                latest_sample.filter(|_| increment.more && increment.samples.len() >= POLL_ITEMS);
         }
         if !self.hold_spans {
             self.backlog_spans_us =

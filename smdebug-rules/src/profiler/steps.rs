@@ -268,13 +268,18 @@ impl StepDurations {
                 return *d as f64;
             }
         }
-        self.counts.last_key_value().map_or(f64::NAN, |(d, _)| *d as f64)
+        self.counts
+            .last_key_value()
+            .map_or(f64::NAN, |(d, _)| *d as f64)
     }
 
     /// The exact summary of the durations, seconds: percentiles interpolated between ranks
     /// as smdebug-profiler's `percentile` does.
     fn summary(&self) -> Option<Summary> {
-        let (first, last) = (self.counts.first_key_value()?, self.counts.last_key_value()?);
+        let (first, last) = (
+            self.counts.first_key_value()?,
+            self.counts.last_key_value()?,
+        );
         let (mean, std) = self.mean_std();
         let n = self.count;
         let p = |q: f64| {
@@ -495,7 +500,10 @@ mod tests {
         let seconds: Vec<f64> = all.iter().map(|a| a.0 as f64 / 1e6).collect();
         let exact = Summary::of(seconds.iter().copied()).unwrap();
         let got = d.summary().unwrap();
-        assert_eq!((got.count, got.min, got.max), (exact.count, exact.min, exact.max));
+        assert_eq!(
+            (got.count, got.min, got.max),
+            (exact.count, exact.min, exact.max)
+        );
         for (a, b) in [
             (got.p5, exact.p5),
             (got.p50, exact.p50),

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use smdebug_io::Storage;
-use smdebug_profiler::follow::{DataProblems, merge_code_windows};
 use smdebug_profiler::digest::ProfileDigest;
+use smdebug_profiler::follow::{DataProblems, merge_code_windows};
 use smdebug_profiler::reader::CodeProfileWindow;
 
 use super::evaluation::Evaluation;

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use smdebug_io::Storage;
 use smdebug_io::trial::Trial;
-use smdebug_profiler::follow::DataProblems;
 use smdebug_profiler::digest::ProfileDigest;
+use smdebug_profiler::follow::DataProblems;
 use smdebug_profiler::reader::CodeProfileWindow;
 
 use super::evaluation::Evaluation;
