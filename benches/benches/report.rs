@@ -264,7 +264,7 @@ fn bench(c: &mut Criterion) {
         first - made,
         first.elapsed(),
         input.profile.series_count(),
-        input.spans().len(),
+        input.span_count(),
         input
             .notes
             .iter()
@@ -272,7 +272,7 @@ fn bench(c: &mut Criterion) {
             .collect::<Vec<_>>(),
         html.len() as f64 / (1 << 20) as f64
     );
-    assert_eq!(input.spans().len() as u64, STEPS * 5);
+    assert_eq!(input.span_count(), STEPS * 5);
     // To look at the page: SMDEBUG_REPORT_BENCH_HTML=target/report-1h.html
     if let Some(path) = std::env::var_os("SMDEBUG_REPORT_BENCH_HTML") {
         std::fs::write(&path, &html).expect("page written");

@@ -27,6 +27,7 @@
 
 pub mod code;
 pub mod config;
+pub mod digest;
 pub mod downsample;
 pub mod follow;
 pub mod kineto;

@@ -11,7 +11,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::stats::{Bucket, Summary, buckets};
+use crate::stats::{Bucket, Summary, buckets, reslice};
 
 /// Chart size in pixels.
 pub(crate) const WIDTH: u32 = 820;
@@ -59,6 +59,22 @@ pub(crate) enum XAxis {
 pub(crate) struct Series {
     pub label: String,
     pub points: Vec<(f64, f64)>,
+}
+
+/// One named line of time slices (each its mean, lowest and highest value), ordered by x.
+pub(crate) struct Curve {
+    pub label: String,
+    pub slices: Vec<Bucket>,
+}
+
+impl Curve {
+    /// A curve through `points` (ordered by x), cut into [`LINE_BUCKETS`] slices when longer.
+    pub(crate) fn of_points(label: impl Into<String>, points: &[(f64, f64)]) -> Curve {
+        Curve {
+            label: label.into(),
+            slices: buckets(points, LINE_BUCKETS),
+        }
+    }
 }
 
 /// `h:mm:ss` or `m:ss` for a number of seconds.
@@ -157,7 +173,7 @@ pub(crate) fn line_chart(
     title: &str,
     x_axis: XAxis,
     y_desc: &str,
-    series: &[Series],
+    series: &[Curve],
     y_range: Option<(f64, f64)>,
 ) -> DrawResult<String> {
     marked_line_chart(title, x_axis, y_desc, series, y_range, None)
@@ -169,7 +185,7 @@ pub(crate) fn marked_line_chart(
     title: &str,
     x_axis: XAxis,
     y_desc: &str,
-    series: &[Series],
+    series: &[Curve],
     y_range: Option<(f64, f64)>,
     marks: Option<&Series>,
 ) -> DrawResult<String> {
@@ -183,7 +199,7 @@ pub(crate) fn marked_line_chart(
     });
     let reduced: Vec<(&str, Vec<Bucket>)> = series
         .iter()
-        .map(|s| (s.label.as_str(), buckets(&s.points, LINE_BUCKETS)))
+        .map(|s| (s.label.as_str(), reslice(&s.slices, LINE_BUCKETS)))
         .filter(|(_, b)| !b.is_empty())
         .collect();
     if reduced.is_empty() {
@@ -552,12 +568,12 @@ mod tests {
 
     #[test]
     fn every_chart_kind_draws_data_marks_without_fonts() {
-        let series = vec![Series {
-            label: "cpu <total>".into(),
-            points: (0..10_000)
+        let series = vec![Curve::of_points(
+            "cpu <total>",
+            &(0..10_000)
                 .map(|i| (i as f64 * 0.5, (i % 100) as f64))
-                .collect(),
-        }];
+                .collect::<Vec<_>>(),
+        )];
         let line = line_chart("CPU", XAxis::Elapsed, "%", &series, Some((0.0, 100.0))).unwrap();
         assert!(line.starts_with("<svg") && marks(&line) > 0);
         assert!(line.contains("cpu &lt;total&gt;") && !line.contains("<total>"));
@@ -579,15 +595,9 @@ mod tests {
     #[test]
     fn empty_or_degenerate_input_is_an_error_or_a_flat_chart_not_a_panic() {
         assert!(line_chart("x", XAxis::Plain, "", &[], None).is_err());
-        let flat = vec![Series {
-            label: "s".into(),
-            points: vec![(1.0, 5.0)],
-        }];
+        let flat = vec![Curve::of_points("s", &[(1.0, 5.0)])];
         assert!(line_chart("x", XAxis::Plain, "", &flat, None).is_ok());
-        let nan = vec![Series {
-            label: "s".into(),
-            points: vec![(f64::NAN, 5.0)],
-        }];
+        let nan = vec![Curve::of_points("s", &[(f64::NAN, 5.0)])];
         assert!(line_chart("x", XAxis::Plain, "", &nan, None).is_err());
         assert!(pie_chart("p", &[("a".into(), 0.0)]).is_err());
         assert!(histogram_chart("h", "", &[0.0, 1.0], &[("a".into(), vec![0])]).is_err());
@@ -603,12 +613,12 @@ mod tests {
             [2, 1, 0, 0, 3]
         );
         for end in [0.3, 0.9, 4.0, 70.0] {
-            let series = vec![Series {
-                label: "cpu".into(),
-                points: (0..=100)
+            let series = vec![Curve::of_points(
+                "cpu",
+                &(0..=100)
                     .map(|i| (end * f64::from(i) / 100.0, 1.0))
-                    .collect(),
-            }];
+                    .collect::<Vec<_>>(),
+            )];
             let svg = line_chart("CPU", XAxis::Elapsed, "%", &series, None).unwrap();
             let labels: Vec<&str> = svg
                 .split("</text>")

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use smdebug_core::Mode;
 use smdebug_profiler::RankSummary;
 use smdebug_profiler::code::{CodeProfileFile, CodeProfileSummary};
-use smdebug_profiler::reader::{MetricSeries, ProfileData, SpanStore};
+use smdebug_profiler::digest::{ProfileDigest, SeriesDigest};
 use smdebug_rules::RuleStatus;
 
 /// The page's sections, in order: `(id, title)`. SPEC §6's thirteen first, then the code
@@ -120,10 +120,9 @@ pub struct ReportInput {
     pub location: String,
     /// Whether the run's end marker is there; `None` when that could not be told.
     pub run_complete: Option<bool>,
-    /// System metrics (one series per node, type, name and dimension) and framework spans
-    /// (ordered by start): shared with the follower that read them, not copied (see
-    /// [`ReportInput::metrics`] and [`ReportInput::spans`]).
-    pub profile: Arc<ProfileData>,
+    /// System metrics (one series per node, type, name and dimension) and framework spans,
+    /// aggregated as they were read: shared with the follower that read them, not copied.
+    pub profile: Arc<ProfileDigest>,
     /// Scalar tensors.
     pub scalars: Vec<ScalarSeries>,
     /// Kineto trace summaries, one per trace file.
@@ -140,8 +139,8 @@ pub struct ReportInput {
 
 impl ReportInput {
     /// The system metrics, one series per (node, type, name, dimension), ordered by them.
-    pub fn metrics(&self) -> impl Iterator<Item = &MetricSeries> + '_ {
-        self.profile.metrics()
+    pub fn metrics(&self) -> impl Iterator<Item = &SeriesDigest> + '_ {
+        self.profile.series()
     }
 
     /// Whether any system metric was read.
@@ -149,9 +148,9 @@ impl ReportInput {
         self.profile.series_count() > 0
     }
 
-    /// The framework spans, ordered by start.
-    pub fn spans(&self) -> &SpanStore {
-        self.profile.spans()
+    /// How many framework spans were read.
+    pub fn span_count(&self) -> u64 {
+        self.profile.span_count()
     }
 
     /// Adds rule statuses (kept in the given order).

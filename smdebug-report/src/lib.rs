@@ -52,8 +52,10 @@
 //! `<p class="missing">`. Charts are inline SVG drawn with plotters (no font files needed), each
 //! in a `<figure class="chart">`. A code profile's flame graph is the SVG written into the run,
 //! embedded as a `data:` image (`<img>` in a `<figure class="flamegraph">`): an image's script
-//! never runs, so a flame graph from a hostile run cannot act on the page. A time series longer than 400 points is cut into 400 time
-//! slices, drawn as the slice means with a band from each slice's lowest to highest value.
+//! never runs, so a flame graph from a hostile run cannot act on the page. A system series or a worker's step durations are held as
+//! at most 400 time slices (smdebug-profiler's `digest::Line`, slices merging as the run grows),
+//! drawn as the slice means with a band from each slice's lowest to highest value; a scalar
+//! curve longer than 400 points is cut the same way.
 //! Every string from the data is HTML-escaped. The page loads nothing: its
 //! Content-Security-Policy forbids every source except inline style and script and `data:`
 //! images, and it names no URL other than the SVG/XHTML namespaces. A small inline script
@@ -61,8 +63,16 @@
 //! (JSON: `sections`, `section_ids`, `charts`, `charts_drawn`, `empty_charts`, `errors`,
 //! `csp_violations`), so a headless browser's `--dump-dom` shows whether it rendered.
 //!
-//! **Figures.** Percentiles interpolate linearly between ranks (NumPy's default). Step
-//! durations are drawn per node and worker (one worker per GPU in data-parallel jobs).
+//! **Figures.** The page draws from a [`ProfileDigest`]: smdebug-profiler's aggregate of the
+//! system metrics and spans, built as they are read, whose size does not grow with the run
+//! (the runner's reporter, [`ReportInput::load`] in one streaming pass and the dashboard's
+//! download all fill one). Counts, sums, means, deviations, minima and maxima are exact; a
+//! percentile pN is the value at rank round(N% · (count − 1)) within 0.99 %
+//! (`smdebug_profiler::stats::SKETCH_RELATIVE_ERROR`, a quantile sketch), as the tables say;
+//! the GPU workload histograms are exact (1 % bins), the step and data-loading histograms are
+//! counted from the sketch (a value within 0.99 % of a bin edge may land beside it), as their
+//! captions say. Step durations are drawn per node and worker (one worker per GPU in
+//! data-parallel jobs).
 //! **One verdict:** a section about a rule (CPU and I/O bottlenecks, step outliers, load
 //! balancing, GPU utilization, batch size, GPU memory growth, data-loading workers, the
 //! initialization time) shows that rule's own evidence, its typed
@@ -103,5 +113,6 @@ pub use render::render_html;
 pub use rule_file::RuleFile;
 pub use scalars::SCALAR_POINTS;
 pub use smdebug_profiler::RankSummary;
-pub use smdebug_profiler::reader::{MetricSeries, Span};
+pub use smdebug_profiler::digest::{ProfileDigest, SeriesDigest};
+pub use smdebug_profiler::reader::Span;
 pub use writer::ReportWriter;

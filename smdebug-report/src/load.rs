@@ -8,8 +8,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use smdebug_io::Storage;
 use smdebug_io::format::layout::END_MARKER;
 use smdebug_profiler::RankSummary;
+use smdebug_profiler::digest::ProfileDigest;
+use smdebug_profiler::follow::merge_code_windows;
 use smdebug_profiler::follow::{DataArea, DataProblems, KinetoTraces, ProfilerFollower};
-use smdebug_profiler::reader::{CodeProfileWindow, ProfileData, ProfilerReader};
+use smdebug_profiler::reader::{CodeProfileWindow, ProfilerReader};
 use smdebug_rules::RunState;
 
 use crate::input::{CODE_PROFILE_WINDOWS_SHOWN, CodeProfile, LoadOptions, NoteArea, ReportInput};
@@ -24,8 +26,9 @@ pub struct FollowedRun<'a> {
     pub storage: Option<&'a Arc<dyn Storage>>,
     /// Whether the run's end marker is there; `None` when that could not be told.
     pub complete: Option<bool>,
-    /// System metrics and spans, shared with the report (not copied).
-    pub profile: &'a Arc<ProfileData>,
+    /// System metrics and spans as aggregated while they were read, shared with the report
+    /// (not copied).
+    pub profile: &'a Arc<ProfileDigest>,
     /// Code-profile windows, ordered by start, node and worker.
     pub code_profiles: &'a [CodeProfileWindow],
     /// Kineto trace summaries, ordered by rank.
@@ -47,23 +50,35 @@ impl ReportInput {
                     Err(e) if e.is_not_found() => Some(false),
                     Err(_) => None,
                 };
-                // The spans go into a `SpanStore`, which keeps no `args`.
+                // One pass, aggregated as it reads: a poll hands out a bounded number of
+                // samples and spans (their `args` not kept), which the digest takes in and drops.
                 let mut follower = ProfilerFollower::new(Arc::clone(&storage))
                     .kineto_traces(options.traces.clone())
-                    .span_args(false);
-                let read = follower.read_to_end();
-                let mut profile = ProfileData::default();
-                profile.add_system_samples(&read.samples);
-                profile.add_spans(&read.spans);
-                drop((read.samples, read.spans));
+                    .span_args(false)
+                    .items_per_poll(POLL_ITEMS);
+                let mut profile = ProfileDigest::default();
+                let mut code_windows = Vec::new();
+                let mut kineto = None;
+                loop {
+                    let read = follower.poll();
+                    profile.add_system_samples(&read.samples);
+                    profile.add_spans(&read.spans);
+                    merge_code_windows(&mut code_windows, read.code_windows);
+                    if read.kineto.is_some() {
+                        kineto = read.kineto;
+                    }
+                    if !read.more {
+                        break;
+                    }
+                }
                 let profile = Arc::new(profile);
                 let mut input = ReportInput::from_followed(&FollowedRun {
                     location,
                     storage: Some(&storage),
                     complete,
                     profile: &profile,
-                    code_profiles: &read.code_windows,
-                    kineto: read.kineto.as_deref().unwrap_or_default(),
+                    code_profiles: &code_windows,
+                    kineto: kineto.as_deref().unwrap_or_default(),
                     problems: follower.problems(),
                 });
                 if options.tensors {
@@ -198,7 +213,7 @@ impl ReportInput {
 
     /// Takes the metrics and spans of `data` (shared, not copied), with a note for each kind
     /// that is missing.
-    fn profile(&mut self, data: &Arc<ProfileData>) {
+    fn profile(&mut self, data: &Arc<ProfileDigest>) {
         self.profile = Arc::clone(data);
         if !self.has_metrics() && !self.notes.iter().any(|n| n.area == NoteArea::System) {
             self.note(
@@ -208,7 +223,7 @@ impl ReportInput {
                  GPU, memory, disk and network usage.",
             );
         }
-        if self.spans().is_empty() && !self.notes.iter().any(|n| n.area == NoteArea::Spans) {
+        if self.span_count() == 0 && !self.notes.iter().any(|n| n.area == NoteArea::Spans) {
             self.note(
                 NoteArea::Spans,
                 "No framework spans were recorded (nothing under framework/pevents/). Record \
@@ -218,6 +233,9 @@ impl ReportInput {
         }
     }
 }
+
+/// Samples (and as many spans) a poll of [`ReportInput::load`]'s follower hands out at most.
+const POLL_ITEMS: usize = 100_000;
 
 /// A problem's line as a note, ending with a full stop.
 fn sentence(line: &str) -> String {

@@ -1,9 +1,9 @@
-//! The figures the report shows. Summaries (percentiles) and histograms are smdebug-profiler's
+//! The figures the report shows. Summaries (percentiles) and sketches are smdebug-profiler's
 //! (`smdebug_profiler::stats`), the code the rules' details use; this module adds the charts'
 //! downsampling (the distances between GPUs are LoadBalancing's). Non-finite values are left out
 //! of every figure.
 
-pub(crate) use smdebug_profiler::stats::{Summary, histogram};
+pub(crate) use smdebug_profiler::stats::Summary;
 
 /// One time slice of a reduced series: its middle, lowest, mean and highest value.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -54,6 +54,45 @@ pub(crate) fn buckets(points: &[(f64, f64)], buckets: usize) -> Vec<Bucket> {
             lo: slice.iter().map(|p| p.1).fold(f64::INFINITY, f64::min),
             mean: slice.iter().map(|p| p.1).sum::<f64>() / n,
             hi: slice.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max),
+        });
+        start = end;
+    }
+    out
+}
+
+/// Slices (ordered by x) merged into at most `buckets` slices of equal x width, each the
+/// lowest and highest of its members and the mean of their means; slices with non-finite
+/// figures are dropped.
+pub(crate) fn reslice(slices: &[Bucket], buckets: usize) -> Vec<Bucket> {
+    let finite: Vec<Bucket> = slices
+        .iter()
+        .copied()
+        .filter(|b| b.x.is_finite() && b.lo.is_finite() && b.mean.is_finite() && b.hi.is_finite())
+        .collect();
+    if finite.len() <= buckets || buckets == 0 {
+        return finite;
+    }
+    let (first, last) = (finite[0].x, finite[finite.len() - 1].x);
+    let width = (last - first) / buckets as f64;
+    if width <= 0.0 {
+        return finite;
+    }
+    let index = |x: f64| (((x - first) / width).floor() as usize).min(buckets - 1);
+    let mut out: Vec<Bucket> = Vec::with_capacity(buckets);
+    let mut start = 0;
+    while start < finite.len() {
+        let bucket = index(finite[start].x);
+        let mut end = start + 1;
+        while end < finite.len() && index(finite[end].x) == bucket {
+            end += 1;
+        }
+        let slice = &finite[start..end];
+        let n = slice.len() as f64;
+        out.push(Bucket {
+            x: slice.iter().map(|b| b.x).sum::<f64>() / n,
+            lo: slice.iter().map(|b| b.lo).fold(f64::INFINITY, f64::min),
+            mean: slice.iter().map(|b| b.mean).sum::<f64>() / n,
+            hi: slice.iter().map(|b| b.hi).fold(f64::NEG_INFINITY, f64::max),
         });
         start = end;
     }

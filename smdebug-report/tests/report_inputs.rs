@@ -12,6 +12,7 @@ use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::kineto::summarize_trace;
 use smdebug_profiler::spans::trace_file_key;
+use smdebug_profiler::stats::SKETCH_RELATIVE_ERROR;
 use smdebug_profiler::system::system_file_key;
 use smdebug_report::{
     LoadOptions, NoteArea, ReportInput, RuleFile, SECTIONS, render_html, write_report_to,
@@ -143,10 +144,26 @@ fn corrupt_lines_and_files_are_left_out_with_a_note_and_the_rest_is_shown() {
         .metrics()
         .find(|s| s.node == "algo-1" && s.name == "total")
         .unwrap();
-    let values: Vec<f64> = cpu.points.iter().map(|p| p.1).collect();
-    assert_eq!(values, [10.0, 20.0, 30.0]);
+    let values: Vec<(f64, f64, f64)> = cpu
+        .line
+        .slices()
+        .map(|s| (s.min, s.mean(), s.max))
+        .collect();
     assert_eq!(
-        input.spans().len(),
+        values,
+        [(10.0, 10.0, 10.0), (20.0, 20.0, 20.0), (30.0, 30.0, 30.0)]
+    );
+    assert_eq!(
+        (
+            cpu.values.count(),
+            cpu.values.sum(),
+            cpu.values.min(),
+            cpu.values.max()
+        ),
+        (3, 60.0, Some(10.0), Some(30.0))
+    );
+    assert_eq!(
+        input.span_count(),
         2,
         "the good trace file's spans are kept"
     );
@@ -232,35 +249,57 @@ fn tables_match_an_independent_computation() {
         &LoadOptions::default(),
     ));
 
-    // Percentiles of 0..=100 are the percent itself.
-    let expected_row = "<td>algo-1</td><td>cpu: total CPUUtilization</td><td>%</td>\
-        <td class=\"num\">100.00</td><td class=\"num\">99.00</td><td class=\"num\">95.00</td>\
-        <td class=\"num\">50.00</td><td class=\"num\">0.00</td><td class=\"num\">101</td>";
-    assert!(
-        section(&html, "system-usage").contains(expected_row),
-        "{}",
-        section(&html, "system-usage")
+    // Counts, extremes and means are exact; a percentile pN is within the sketch's bound of
+    // the value at rank round(N% · (n − 1)) of the sorted values.
+    let bound = SKETCH_RELATIVE_ERROR;
+    let close = |shown: f64, exact: f64, decimals: i32| {
+        (shown - exact).abs() <= bound * exact.abs() + 0.5 * 10f64.powi(-decimals)
+    };
+    let at_rank = |sorted: &[f64], q: f64| sorted[(q * (sorted.len() - 1) as f64).round() as usize];
+    let cpu: Vec<f64> = (0..=100).map(f64::from).collect();
+    let row = numbers_after(
+        section(&html, "system-usage"),
+        "<td>algo-1</td><td>cpu: total CPUUtilization</td><td>%</td>",
     );
+    // max, p99, p95, p50, min, samples
+    assert_eq!((row[0], row[4], row[5]), (100.0, 0.0, 101.0), "{row:?}");
+    for (shown, q) in [(row[1], 0.99), (row[2], 0.95), (row[3], 0.5)] {
+        assert!(close(shown, at_rank(&cpu, q), 2), "p{q}: {shown} {row:?}");
+    }
 
-    // Steps: durations 1..=n ms; linear-interpolation percentile p is 1 + p/100·(n−1). No
-    // StepOutlier result was given, so no outlier column: the page judges no step itself.
+    // Steps: durations 1..=n ms. No StepOutlier result was given, so no outlier column: the
+    // page judges no step itself.
     let n = 100.0_f64;
     let mean = (n + 1.0) / 2.0;
     let std = ((n * n - 1.0) / 12.0).sqrt();
-    let p = |q: f64| 1.0 + q / 100.0 * (n - 1.0);
-    let cells: Vec<String> = [mean, std, 1.0, p(50.0), p(95.0), p(99.0), n]
-        .iter()
-        .map(|v| format!("<td class=\"num\">{v:.3}</td>"))
-        .collect();
-    let expected_steps = format!(
-        "<td>algo-1 worker 0</td><td>TRAIN</td><td class=\"num\">100</td>{}</tr>",
-        cells.concat()
+    let steps: Vec<f64> = (1..=100).map(f64::from).collect();
+    let row = numbers_after(
+        section(&html, "step-durations"),
+        "<td>algo-1 worker 0</td><td>TRAIN</td>",
     );
-    assert!(
-        section(&html, "step-durations").contains(&expected_steps),
-        "{expected_steps}\n{}",
-        section(&html, "step-durations")
-    );
+    // steps, mean, std, min, p50, p95, p99, max
+    assert_eq!(row[0], 100.0, "{row:?}");
+    let exact = [(row[1], mean), (row[2], std), (row[3], 1.0), (row[7], n)];
+    for (shown, want) in exact {
+        assert!((shown - want).abs() <= 0.0005, "{shown} vs {want}: {row:?}");
+    }
+    for (shown, q) in [(row[4], 0.5), (row[5], 0.95), (row[6], 0.99)] {
+        assert!(close(shown, at_rank(&steps, q), 3), "p{q}: {shown} {row:?}");
+    }
+    assert!(section(&html, "step-durations").contains("within 0.99%"));
+}
+
+/// The numbers of the `<td class="num">` cells that follow `start` in its table row.
+fn numbers_after(html: &str, start: &str) -> Vec<f64> {
+    let at = html
+        .find(start)
+        .unwrap_or_else(|| panic!("no row {start} in {html}"));
+    let row = &html[at + start.len()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    row.split("<td class=\"num\">")
+        .skip(1)
+        .map(|c| c[..c.find("</td>").unwrap()].parse().unwrap())
+        .collect()
 }
 
 #[test]
@@ -338,7 +377,7 @@ fn a_run_written_by_python_smdebug_timeline_writer_is_reported() {
     assert_eq!(steps, 4);
 
     let input = ReportInput::load(dir.path().to_str().unwrap(), &LoadOptions::default());
-    assert_eq!(input.spans().len(), 8);
+    assert_eq!(input.span_count(), 8);
     let html = render_html(&input);
     let steps_section = section(&html, "step-durations");
     // Python wrote four 8 ms TRAIN steps (its writer rounds to whole microseconds).

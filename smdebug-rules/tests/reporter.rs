@@ -59,7 +59,7 @@ struct Recorder {
 impl Reporter for Recorder {
     fn prepare(&mut self, run: &RunState<'_>) -> ReportPlan {
         let cpu = run.summary.rule("CPUBottleneck").unwrap();
-        let points: usize = run.profile.metrics().map(|m| m.points.len()).sum();
+        let points = run.profile.sample_count() as usize;
         self.seen.lock().unwrap().prepared.push((
             cpu.status,
             run.profile.series_count(),

@@ -37,9 +37,8 @@ pub(crate) fn input(
     progress: &dyn Fn(Option<&'static str>),
 ) -> ReportInput {
     progress(Some(STAGES[0]));
-    // The report's input is taken under the read lock, straight from the follower's data: a
-    // copy of the whole profile first would hold it twice (the follower is held up for the
-    // copy, about a second on a 1-hour run, not while the page is drawn).
+    // The report's input is taken under the read lock, straight from the follower's digest of
+    // the profiler data (shared, not copied; its size does not grow with the run).
     let storage = run.storage();
     let d = run.data.read().expect("run data lock");
     let mut scalars = false;
@@ -48,7 +47,7 @@ pub(crate) fn input(
         location: &run.location,
         storage: storage.as_ref(),
         complete: Some(d.complete),
-        profile: &d.profile,
+        profile: &d.report,
         code_profiles: &d.code_windows,
         kineto,
         problems: &d.problems,

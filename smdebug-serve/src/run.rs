@@ -1,8 +1,9 @@
 //! One served run: what has been read of it so far, and the follower thread that reads what is
 //! new.
 //!
-//! The data are the report's model: system metrics, framework spans and code-profile windows
-//! as smdebug-profiler's [`ProfileData`] and [`CodeProfileWindow`], read by its
+//! The data: system metrics, framework spans and code-profile windows as smdebug-profiler's
+//! [`ProfileData`] (the panels) and [`ProfileDigest`] (the report's model, aggregated as read)
+//! and [`CodeProfileWindow`], read by its
 //! [`ProfilerFollower`] (the one incremental reader the rule runner and the report use too),
 //! rule statuses as smdebug-rules' [`Summary`] (the file a rule runner writes into the run).
 //! Steps, tensor names and scalar values are followed by smdebug-io's [`TensorFollower`] (the
@@ -21,6 +22,7 @@ use smdebug_io::progress::{Progress, read_run_progress};
 use smdebug_io::stop::{StopRequest, read_stop_request, sanitize_reason};
 use smdebug_io::trial::{TensorFollower, TensorIncrement, Trial, TrialOptions};
 use smdebug_io::{Storage, StorageOptions};
+use smdebug_profiler::digest::ProfileDigest;
 use smdebug_profiler::follow::{DataProblems, ProfilerFollower, merge_code_windows};
 use smdebug_profiler::reader::{CodeProfileWindow, ProfileData, SampleBatch, SpanBatch};
 use smdebug_rules::Summary;
@@ -73,6 +75,9 @@ pub(crate) struct RunData {
     /// with a report being drawn: new data then copy it once (`Arc::make_mut`), a finished
     /// run's never.
     pub profile: Arc<ProfileData>,
+    /// The same data aggregated for "Download report" as it is read (a size that does not grow
+    /// with the run); shared with a report being drawn.
+    pub report: Arc<ProfileDigest>,
     /// Code-profile windows, ordered by start, node and worker.
     pub code_windows: Vec<CodeProfileWindow>,
     /// The profiler follower's problems with the data, typed.
@@ -362,6 +367,9 @@ fn follow_profile(
             let profile = Arc::make_mut(&mut data.profile);
             profile.add_sample_batch(samples);
             profile.add_span_batch(spans);
+            let report = Arc::make_mut(&mut data.report);
+            report.add_system_samples(&increment.samples);
+            report.add_spans(&increment.spans);
             merge_code_windows(&mut data.code_windows, increment.code_windows);
             data.exists |= !data.profile.is_empty();
             read.changed = true;

@@ -114,6 +114,9 @@ pub struct ProfilerFollower {
     budget: Option<Duration>,
     items: Option<usize>,
     span_args: bool,
+    /// System files, trace files left unread by the next polls ([`ProfilerFollower::hold`]).
+    hold_system: bool,
+    hold_traces: bool,
     problems: DataProblems,
     fetches: u64,
     bytes: u64,
@@ -132,6 +135,8 @@ impl ProfilerFollower {
             budget: None,
             items: None,
             span_args: true,
+            hold_system: false,
+            hold_traces: false,
             problems: DataProblems::default(),
             fetches: 0,
             bytes: 0,
@@ -175,6 +180,18 @@ impl ProfilerFollower {
         self
     }
 
+    /// Leaves the system files (`DataArea::System`) or the trace files (`DataArea::Spans`)
+    /// unread by the next polls while `hold` (their [`Increment::more`] is then set): a consumer
+    /// reading a backlog in pieces lets the kind of data that is behind in time catch up.
+    /// Other areas are never held.
+    pub fn hold(&mut self, area: DataArea, hold: bool) {
+        match area {
+            DataArea::System => self.hold_system = hold,
+            DataArea::Spans => self.hold_traces = hold,
+            DataArea::CodeProfiles | DataArea::Traces => {}
+        }
+    }
+
     /// The run's storage.
     pub fn storage(&self) -> &Arc<dyn Storage> {
         &self.storage
@@ -208,8 +225,16 @@ impl ProfilerFollower {
     /// Reads what is new since the last poll.
     pub fn poll(&mut self) -> Increment {
         let mut out = Increment::default();
-        self.poll_system(&mut out);
-        self.poll_traces(&mut out);
+        if self.hold_system {
+            out.more = true;
+        } else {
+            self.poll_system(&mut out);
+        }
+        if self.hold_traces {
+            out.more = true;
+        } else {
+            self.poll_traces(&mut out);
+        }
         self.poll_code(&mut out);
         out.kineto = self.kineto.poll(&mut out.problems);
         out.problems

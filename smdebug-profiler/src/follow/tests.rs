@@ -357,3 +357,42 @@ fn spans_keep_their_args_unless_the_follower_is_told_not_to() {
     assert_eq!(&stripped, b);
     assert_eq!(b.step, Some(3));
 }
+
+#[test]
+fn a_held_kind_of_data_is_left_for_a_later_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
+    let text: String = (0..10)
+        .map(|i| line("algo-1", "cpu0", T0 as f64 + f64::from(i), 1.0))
+        .collect();
+    storage
+        .put(&system_file_key(T0, "algo-1"), Bytes::from(text))
+        .unwrap();
+    let end_us = T0 * 1_000_000 + 5_000_000;
+    storage
+        .put(
+            &trace_file_key(end_us, 0, "algo-1"),
+            Bytes::from(trace(end_us, 0..3)),
+        )
+        .unwrap();
+    let mut follower = ProfilerFollower::new(Arc::clone(&storage));
+    follower.hold(DataArea::Spans, true);
+    let first = follower.poll();
+    assert_eq!(
+        (first.samples.len(), first.spans.len(), first.more),
+        (10, 0, true)
+    );
+    follower.hold(DataArea::Spans, false);
+    follower.hold(DataArea::System, true);
+    let second = follower.poll();
+    assert_eq!(
+        (second.samples.len(), second.spans.len(), second.more),
+        (0, 3, true)
+    );
+    follower.hold(DataArea::System, false);
+    let third = follower.poll();
+    assert_eq!(
+        (third.samples.len(), third.spans.len(), third.more),
+        (0, 0, false)
+    );
+}

@@ -4,9 +4,10 @@
 
 use smdebug_rules::profiler::{BottleneckDetails, SNAPSHOT_TOLERANCE_US};
 
-use crate::charts::{self, Series, XAxis};
+use crate::charts::{self, Curve, Series, XAxis};
 use crate::html::{Cell, table};
-use crate::stats::Summary;
+use smdebug_profiler::digest::Line;
+use smdebug_profiler::stats::Sketch;
 
 use super::Page;
 use super::format::pct;
@@ -21,10 +22,18 @@ enum Bottleneck {
 
 impl Bottleneck {
     /// The node's host series the rule compares with the GPUs.
-    fn series<'n>(self, n: &'n NodeView<'_>) -> &'n [(u64, f64)] {
+    fn series<'n>(self, n: &'n NodeView<'_>) -> &'n Line {
         match self {
             Bottleneck::Cpu => &n.cpu,
             Bottleneck::Io => &n.io_wait,
+        }
+    }
+
+    /// The node's host readings (its `total` record's, else every core's).
+    fn values<'n>(self, n: &'n NodeView<'_>) -> &'n Sketch {
+        match self {
+            Bottleneck::Cpu => &n.cpu_values,
+            Bottleneck::Io => &n.io_wait_values,
         }
     }
 }
@@ -135,8 +144,10 @@ impl Page<'_> {
             if own.is_empty() && !details.nodes.contains_key(&n.node) {
                 continue;
             }
-            let p95 = Summary::of(own.iter().map(|p| p.1))
-                .map_or("-".into(), |s| format!("{:.1}", s.p95));
+            let p95 = kind
+                .values(n)
+                .quantile(0.95)
+                .map_or("-".into(), |p| format!("{p:.1}"));
             let Some(d) = details.nodes.get(&n.node) else {
                 rows.push(vec![
                     Cell::text(&n.node),
@@ -175,6 +186,11 @@ impl Page<'_> {
             ],
             &rows,
         );
+        self.lead(&format!(
+            "The {what} p95 is over the node's total record, or every core's readings without \
+             one, within {:.2}% of the reading at its rank (a quantile sketch).",
+            smdebug_profiler::stats::SKETCH_RELATIVE_ERROR * 100.0
+        ));
     }
 
     /// The host series and the GPUs' mean on the first node with both, with the rule's
@@ -194,13 +210,13 @@ impl Page<'_> {
             return;
         };
         let lines = vec![
-            Series {
+            Curve {
                 label: what.into(),
-                points: self.view.timeline(kind.series(n).iter().copied()),
+                slices: self.view.timeline(kind.series(n), 1.0),
             },
-            Series {
+            Curve {
                 label: "GPU mean utilization".into(),
-                points: self.view.timeline(n.gpu_mean.iter().copied()),
+                slices: self.view.timeline(&n.gpu_mean, 1.0),
             },
         ];
         let node = details.and_then(|d| d.nodes.get(&n.node));

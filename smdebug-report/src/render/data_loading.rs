@@ -3,13 +3,12 @@
 //! The load times drawn, and Dataloader's own evidence (its thresholds, the workers it counted
 //! against the cores, its verdict); the section counts nothing itself.
 
-use smdebug_profiler::reader::SpanRef;
 use smdebug_profiler::spans::Phase;
+use smdebug_profiler::stats::Sketch;
 use smdebug_rules::profiler::{DataloaderDetails, WorkerVerdict};
 
 use crate::charts;
 use crate::html::{Cell, table};
-use crate::stats::{self, Summary};
 
 use super::Page;
 use super::format::pct;
@@ -23,13 +22,13 @@ fn ms(seconds: Option<f64>) -> Cell {
 
 impl Page<'_> {
     pub(super) fn data_loading(&mut self) {
-        let loads: Vec<SpanRef<'_>> = self
-            .input
-            .spans()
-            .iter()
-            .filter(|s| s.phase_kind() == Phase::DataLoading)
-            .collect();
-        if loads.is_empty() {
+        let mut loads = Sketch::default();
+        for p in self.input.profile.phases().values() {
+            if p.kind == Phase::DataLoading {
+                loads.merge(&p.durations);
+            }
+        }
+        if loads.count() == 0 {
             self.missing("No data-loading spans were recorded. Wrap the fetch of each batch in SpanRecorder::data_loading to see how long the loop waits for data.");
             self.verdict(RULE);
             return;
@@ -41,24 +40,18 @@ impl Page<'_> {
                 "The Dataloader rule's findings were not given, so the workers were not counted.",
             ),
         }
-        let durations: Vec<f64> = loads
-            .iter()
-            .map(|s| s.duration_us() as f64 / 1000.0)
-            .collect();
-        if let Some(all) = Summary::of(durations.iter().copied()) {
+        if let Some(all) = loads.summary() {
             let bins = 30;
             let (lo, hi, edges) = all.bin_edges(bins);
-            let series = vec![(
-                "data loading".to_owned(),
-                stats::histogram(durations.iter().copied(), bins, lo, hi),
-            )];
+            let series = vec![("data loading".to_owned(), loads.histogram(bins, lo, hi))];
+            let edges: Vec<f64> = edges.iter().map(|e| e / 1000.0).collect();
             let drawn = charts::histogram_chart(
                 "Data-loading times",
                 "load duration (ms)",
                 &edges,
                 &series,
             );
-            self.chart(drawn, "How many batch loads took how long, all workers.");
+            self.chart(drawn, "How many batch loads took how long, all workers (counted from a quantile sketch: a load within 1% of a bin edge may be counted in the bin beside it).");
         }
         self.verdict(RULE);
     }

@@ -6,7 +6,8 @@ use smdebug_profiler::system::vocab;
 use crate::charts::clock;
 use crate::html::Cell;
 use crate::stats::Summary;
-use smdebug_profiler::reader::{MetricSeries, Points};
+use smdebug_profiler::digest::SeriesDigest;
+use smdebug_profiler::stats::SKETCH_RELATIVE_ERROR;
 
 /// The columns [`duration_cells`] fills.
 pub(super) const DURATION_COLUMNS: [&str; 6] = [
@@ -85,7 +86,7 @@ pub(super) fn type_rank(t: &str) -> u8 {
     }
 }
 
-pub(super) fn metric_label(s: &MetricSeries) -> String {
+pub(super) fn metric_label(s: &SeriesDigest) -> String {
     let parts: Vec<&str> = [s.name.as_str(), s.dimension.as_str()]
         .into_iter()
         .filter(|p| !p.is_empty())
@@ -97,8 +98,15 @@ pub(super) fn mode_name(mode: Option<Mode>) -> &'static str {
     mode.map_or("unknown mode", Mode::name)
 }
 
-pub(super) fn values(points: &Points) -> impl Iterator<Item = f64> + '_ {
-    points.iter().map(|p| p.1)
+/// The sentence a table or chart of percentiles carries: what is exact and what is within the
+/// sketch's bound.
+pub(super) fn percentile_bound() -> String {
+    format!(
+        "Counts, sums, means, minima and maxima are exact; a percentile pN is the value at rank \
+         round(N% · (count − 1)) of the sorted values within {:.2}% (a quantile sketch kept as \
+         the data were read).",
+        SKETCH_RELATIVE_ERROR * 100.0
+    )
 }
 
 #[cfg(test)]
@@ -107,16 +115,10 @@ mod tests {
 
     #[test]
     fn units_and_values() {
-        let s = |metric_type: &str, name: &str, dim: &str| MetricSeries {
-            node: "n".into(),
-            metric_type: metric_type.into(),
-            name: name.into(),
-            dimension: dim.into(),
-            points: Default::default(),
-        };
-        assert_eq!(s("gpu", "gpu0", "GPUMemoryUtilization").unit(), "%");
-        assert_eq!(s("i/o", "ReadThroughputInBytesPerSecond", "").unit(), "B/s");
-        assert_eq!(s("gpu", "gpu0", "GPUMemoryUsedBytes").unit(), "B");
+        let unit = |t: &str, n: &str, d: &str| vocab::unit(t, n, d);
+        assert_eq!(unit("gpu", "gpu0", "GPUMemoryUtilization"), "%");
+        assert_eq!(unit("i/o", "ReadThroughputInBytesPerSecond", ""), "B/s");
+        assert_eq!(unit("gpu", "gpu0", "GPUMemoryUsedBytes"), "B");
         assert_eq!(fmt_value(3.0 * 1024.0 * 1024.0, "B/s"), "3.00 MiB/s");
     }
 }

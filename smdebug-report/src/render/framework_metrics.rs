@@ -8,15 +8,15 @@ use smdebug_profiler::spans::Phase;
 use crate::charts;
 use crate::html::{Cell, table};
 use crate::input::NoteArea;
-use crate::stats::Summary;
+use smdebug_profiler::digest::{MAX_PHASES, OTHER_PHASES};
 
-use super::format::{DURATION_COLUMNS, duration_cells, mode_name, ms, pct};
+use super::format::{DURATION_COLUMNS, duration_cells, mode_name, ms, pct, percentile_bound};
 use super::{MAX_SERIES, Page};
 
 impl Page<'_> {
     pub(super) fn framework_metrics(&mut self) {
         self.notes(NoteArea::Spans);
-        if self.input.spans().is_empty() {
+        if self.input.span_count() == 0 {
             self.missing("No framework spans: there is no split of the loop's time into modes and phases. Record steps and phases with SpanRecorder.");
         } else {
             self.mode_split();
@@ -88,14 +88,16 @@ impl Page<'_> {
     pub(super) fn mode_split(&mut self) {
         let mut per_mode: BTreeMap<&str, f64> = BTreeMap::new();
         let mut per_worker: BTreeMap<(&str, Option<u32>), (u64, u64, u64)> = BTreeMap::new();
-        for s in &self.view.steps {
-            *per_mode.entry(mode_name(s.mode)).or_default() += s.duration_us() as f64;
-            let e = per_worker
-                .entry((s.node, s.worker))
-                .or_insert((s.start_us, s.end_us, 0));
-            e.0 = e.0.min(s.start_us);
-            e.1 = e.1.max(s.end_us);
-            e.2 += s.duration_us();
+        for ((node, worker, mode), s) in self.view.steps {
+            *per_mode.entry(mode_name(*mode)).or_default() += s.durations.sum();
+            let e = per_worker.entry((node.as_str(), *worker)).or_insert((
+                s.first_start_us,
+                s.last_end_us,
+                0,
+            ));
+            e.0 = e.0.min(s.first_start_us);
+            e.1 = e.1.max(s.last_end_us);
+            e.2 += s.durations.sum() as u64;
         }
         if per_mode.is_empty() {
             self.missing("No step spans, so time per mode (training, evaluation) is unknown.");
@@ -144,23 +146,17 @@ impl Page<'_> {
     }
 
     pub(super) fn phase_split(&mut self) {
-        let mut per_phase: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-        for s in self.input.spans().iter() {
-            per_phase
-                .entry(s.phase)
-                .or_default()
-                .push(s.duration_us() as f64);
-        }
-        let step_total: f64 = self.view.steps.iter().map(|s| s.duration_us() as f64).sum();
+        let phases = self.input.profile.phases();
+        let step_total: f64 = self.view.steps.values().map(|s| s.durations.sum()).sum();
         let mut rows = Vec::new();
         let mut slices = Vec::new();
-        let mut totals: Vec<(&str, f64)> = per_phase
+        let mut totals: Vec<(&str, f64)> = phases
             .iter()
-            .map(|(p, d)| (*p, d.iter().sum()))
+            .map(|(p, d)| (p.as_str(), d.durations.sum()))
             .collect();
         totals.sort_by(|a, b| b.1.total_cmp(&a.1));
         for (phase, total) in &totals {
-            let Some(sum) = Summary::of(per_phase[phase].iter().copied()) else {
+            let Some(sum) = phases[*phase].durations.summary() else {
                 continue;
             };
             let is_step = phase.starts_with("Step:");
@@ -173,6 +169,13 @@ impl Page<'_> {
             }
         }
         self.h3("Phases");
+        self.lead(&percentile_bound());
+        if self.input.profile.pooled_phases() > 0 {
+            self.lead(&format!(
+                "Spans of more than {MAX_PHASES} phases were read: the phases beyond the first \
+                 {MAX_PHASES} are pooled in the row {OTHER_PHASES}."
+            ));
+        }
         table(
             &mut self.out,
             "phases",
@@ -189,11 +192,10 @@ impl Page<'_> {
             self.chart(drawn, "Total time of each recorded phase other than whole steps (forward, backward, data loading, optimizer, custom).");
         }
         let total_of = |kind: Phase| -> f64 {
-            self.input
-                .spans()
-                .iter()
-                .filter(|s| s.phase_kind() == kind)
-                .map(|s| s.duration_us() as f64)
+            phases
+                .values()
+                .filter(|p| p.kind == kind)
+                .map(|p| p.durations.sum())
                 .sum()
         };
         let (fwd, bwd) = (total_of(Phase::Forward), total_of(Phase::Backward));

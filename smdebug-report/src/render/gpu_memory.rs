@@ -5,9 +5,9 @@
 
 use std::collections::BTreeSet;
 
-use crate::charts::{self, Series, XAxis};
+use crate::charts::{self, Curve, XAxis};
 use crate::html::{Cell, table};
-use smdebug_profiler::reader::MetricSeries;
+use smdebug_profiler::digest::SeriesDigest;
 
 use super::{MAX_SERIES, Page, many};
 
@@ -16,11 +16,11 @@ const RULE: &str = "GPUMemoryIncrease";
 impl Page<'_> {
     pub(super) fn gpu_memory(&mut self) {
         let many = self.view.many_nodes;
-        let gpus: Vec<(String, String, &MetricSeries)> = self
+        let gpus: Vec<(String, String, &SeriesDigest)> = self
             .view
             .gpus()
             .filter_map(|g| Some((g.label(many), g.node.clone(), g.mem?)))
-            .filter(|g| !g.2.points.is_empty())
+            .filter(|g| !g.2.line.is_empty())
             .collect();
         if gpus.is_empty() {
             self.missing("No GPU memory was recorded: the job ran without a GPU, or NVML was not available to the sampler.");
@@ -30,13 +30,13 @@ impl Page<'_> {
         self.lead("GPU memory in use, percent of capacity. GPUMemoryIncrease compares the moving average of each GPU's memory use with its lowest earlier value; steady growth points to a leak (tensors kept alive across steps).");
         let nodes: BTreeSet<&str> = gpus.iter().map(|g| g.1.as_str()).collect();
         for node in nodes {
-            let lines: Vec<Series> = gpus
+            let lines: Vec<Curve> = gpus
                 .iter()
                 .filter(|g| g.1 == node)
                 .take(MAX_SERIES)
-                .map(|g| Series {
+                .map(|g| Curve {
                     label: g.0.clone(),
-                    points: self.view.timeline(g.2.points.iter()),
+                    slices: self.view.timeline(&g.2.line, 1.0),
                 })
                 .collect();
             let drawn = charts::line_chart(

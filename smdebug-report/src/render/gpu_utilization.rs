@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 
 use crate::charts;
 use crate::html::{Cell, table};
-use crate::stats::{self, Summary};
+use crate::stats::Summary;
 
-use super::format::values;
+use super::format::percentile_bound;
 use super::{MAX_SERIES, Page, many};
 
 /// One GPU's row: its readings over the run, and the rule's window and reading.
@@ -37,7 +37,7 @@ impl Page<'_> {
             .gpus()
             .filter_map(|g| {
                 let u = g.util?;
-                let sum = Summary::of(values(&u.points))?;
+                let sum = u.values.summary()?;
                 let judged = rule
                     .as_ref()
                     .and_then(|r| r.nodes.get(&g.node).and_then(|n| n.get(&g.name)));
@@ -59,7 +59,7 @@ impl Page<'_> {
                     label: g.label(many),
                     node: g.node.clone(),
                     readings: sum,
-                    histogram: stats::histogram(values(&u.points), 10, 0.0, 100.0),
+                    histogram: u.percent_histogram(10).unwrap_or_default(),
                     window: window.unwrap_or((None, None)),
                     violations,
                     reading,
@@ -71,7 +71,11 @@ impl Page<'_> {
             self.verdict("LowGPUUtilization");
             return;
         }
-        self.lead("Per GPU: distribution of utilization samples (box plots) and how often each utilization band occurred (workload histogram).");
+        self.lead(&format!(
+            "Per GPU: distribution of utilization samples (box plots) and how often each \
+             utilization band occurred (workload histogram, exact counts). {}",
+            percentile_bound()
+        ));
         let boxes: Vec<(String, Summary)> = gpus
             .iter()
             .take(16)

@@ -35,7 +35,10 @@ impl Page<'_> {
         );
         let phases = JobPhases::new(
             (t0, t1),
-            self.view.steps.iter().map(|s| (s.start_us, s.end_us)),
+            self.view
+                .steps
+                .values()
+                .map(|s| (s.first_start_us, s.last_end_us)),
         );
         let job = phases.job_s();
         let mut rows = vec![
@@ -98,20 +101,15 @@ impl Page<'_> {
                 Cell::text("unknown: no step spans were recorded"),
             ]);
         }
-        let mut per_mode: BTreeMap<&str, usize> = BTreeMap::new();
-        for s in &self.view.steps {
-            *per_mode.entry(mode_name(s.mode)).or_default() += 1;
+        let mut per_mode: BTreeMap<&str, u64> = BTreeMap::new();
+        for ((_, _, mode), s) in self.view.steps {
+            *per_mode.entry(mode_name(*mode)).or_default() += s.durations.count();
         }
         if !per_mode.is_empty() {
             let text: Vec<String> = per_mode.iter().map(|(m, n)| format!("{m}: {n}")).collect();
             rows.push(vec![Cell::text("Step spans"), Cell::text(text.join(", "))]);
         }
-        let nodes: BTreeSet<&str> = self
-            .input
-            .metrics()
-            .map(|s| s.node.as_str())
-            .chain(self.input.spans().iter().map(|s| s.node))
-            .collect();
+        let nodes: BTreeSet<&str> = self.input.profile.nodes();
         rows.push(vec![
             Cell::text("Nodes"),
             Cell::text(nodes.into_iter().collect::<Vec<_>>().join(", ")),

@@ -6,9 +6,7 @@ use smdebug_rules::profiler::LoadBalancingDetails;
 
 use crate::charts;
 use crate::html::{Cell, table};
-use crate::stats;
 
-use super::format::values;
 use super::{MAX_SERIES, Page};
 
 /// Largest distances listed.
@@ -49,7 +47,7 @@ impl Page<'_> {
                 .view
                 .gpus()
                 .filter_map(|g| {
-                    let h = stats::histogram(values(&g.util?.points), BINS, 0.0, 100.0);
+                    let h = g.util?.percent_histogram(BINS)?;
                     Some((g.label(many), h))
                 })
                 .take(MAX_SERIES)

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::charts::{self, Series, XAxis};
+use crate::charts::{self, Curve, XAxis};
 use crate::html::escape;
 use crate::input::NoteArea;
 
@@ -18,12 +18,13 @@ impl Page<'_> {
         self.lead("Every scalar tensor saved by the hook (the losses and metrics collections, and any other single-value tensor), one line per mode over global steps.");
         let input = self.input;
         for s in &input.scalars {
-            let lines: Vec<Series> = s
+            let lines: Vec<Curve> = s
                 .modes
                 .iter()
-                .map(|(m, points)| Series {
-                    label: m.name().to_owned(),
-                    points: points.iter().map(|&(step, v)| (step as f64, v)).collect(),
+                .map(|(m, points)| {
+                    let points: Vec<(f64, f64)> =
+                        points.iter().map(|&(step, v)| (step as f64, v)).collect();
+                    Curve::of_points(m.name(), &points)
                 })
                 .collect();
             let last: Vec<String> = s

@@ -5,18 +5,15 @@
 use std::collections::BTreeMap;
 
 use smdebug_core::Mode;
-use smdebug_profiler::reader::SpanRef;
+use smdebug_profiler::digest::{StepDigest, StepKey};
+use smdebug_profiler::stats::Sketch;
 use smdebug_rules::profiler::StepOutlierDetails;
 
-use crate::charts::{self, Series, XAxis, clock};
+use crate::charts::{self, Curve, Series, XAxis, clock};
 use crate::html::{Cell, table};
-use crate::stats::{self, Summary};
 
-use super::format::{mode_name, ms};
+use super::format::{mode_name, ms, percentile_bound};
 use super::{MAX_SERIES, Page};
-
-/// Steps are grouped by node, worker and mode.
-type StepGroup = (String, Option<u32>, Option<Mode>);
 
 /// How many outlier steps the table lists.
 const OUTLIERS_LISTED: usize = 10;
@@ -24,7 +21,7 @@ const OUTLIERS_LISTED: usize = 10;
 impl Page<'_> {
     pub(super) fn step_durations(&mut self) {
         const RULE: &str = "StepOutlier";
-        if self.view.steps.is_empty() {
+        if self.view.step_count() == 0 {
             self.missing("No step spans were recorded, so there are no step durations. Wrap each step in SpanRecorder::step.");
             self.verdict(RULE);
             return;
@@ -35,13 +32,7 @@ impl Page<'_> {
             "Per node and mode, as the {RULE} rule judged them: a step is an outlier when it is \
              longer than its node and mode's mean plus {k} standard deviations."
         ));
-        let mut groups: BTreeMap<StepGroup, Vec<SpanRef<'_>>> = BTreeMap::new();
-        for &s in &self.view.steps {
-            groups
-                .entry((s.node.to_owned(), s.worker, s.mode))
-                .or_default()
-                .push(s);
-        }
+        let groups = self.view.steps;
         match &details {
             Some(d) => self.step_table(d),
             None => {
@@ -49,10 +40,10 @@ impl Page<'_> {
                     "The {RULE} rule has no result for this run, so no step is judged an \
                      outlier; the table shows the step spans per node and worker."
                 ));
-                self.span_table(&groups);
+                self.span_table(groups);
             }
         }
-        self.step_charts(&groups, details.as_ref());
+        self.step_charts(groups, details.as_ref());
         if let Some(d) = &details {
             self.outlier_table(d);
         }
@@ -104,10 +95,11 @@ impl Page<'_> {
     }
 
     /// The step spans' durations per node, worker and mode, when the rule did not run.
-    fn span_table(&mut self, groups: &BTreeMap<StepGroup, Vec<SpanRef<'_>>>) {
+    fn span_table(&mut self, groups: &BTreeMap<StepKey, StepDigest>) {
+        self.lead(&percentile_bound());
         let mut rows = Vec::new();
-        for ((node, worker, mode), spans) in groups {
-            let Some(sum) = Summary::of(spans.iter().map(|s| s.duration_us() as f64)) else {
+        for ((node, worker, mode), steps) in groups {
+            let Some(sum) = steps.durations.summary() else {
                 continue;
             };
             rows.push(vec![
@@ -146,45 +138,37 @@ impl Page<'_> {
     /// rule's outlier steps of that mode marked on the timeline.
     fn step_charts(
         &mut self,
-        groups: &BTreeMap<StepGroup, Vec<SpanRef<'_>>>,
+        groups: &BTreeMap<StepKey, StepDigest>,
         details: Option<&StepOutlierDetails>,
     ) {
-        let mut count_per_mode: BTreeMap<Option<Mode>, usize> = BTreeMap::new();
+        let mut count_per_mode: BTreeMap<Option<Mode>, u64> = BTreeMap::new();
         for ((_, _, m), v) in groups {
-            *count_per_mode.entry(*m).or_default() += v.len();
+            *count_per_mode.entry(*m).or_default() += v.durations.count();
         }
         let main_mode = count_per_mode
             .iter()
             .max_by_key(|(_, n)| **n)
             .and_then(|(m, _)| *m);
-        let shown: Vec<(String, Vec<SpanRef<'_>>)> = groups
+        let shown: Vec<(String, &StepDigest)> = groups
             .iter()
             .filter(|((_, _, m), _)| *m == main_mode)
             .take(MAX_SERIES)
-            .map(|((n, w, _), v)| (worker_label(n, *w), v.clone()))
+            .map(|((n, w, _), v)| (worker_label(n, *w), v))
             .collect();
-        let durations: Vec<f64> = shown
-            .iter()
-            .flat_map(|(_, v)| v.iter().map(|s| s.duration_us() as f64 / 1000.0))
-            .collect();
-        let Some(all) = Summary::of(durations.iter().copied()) else {
+        let mut all = Sketch::default();
+        for (_, v) in &shown {
+            all.merge(&v.durations);
+        }
+        let Some(all) = all.summary() else {
             return;
         };
         let bins = 30;
+        // Durations are held in µs and drawn in ms.
         let (lo, hi, edges) = all.bin_edges(bins);
+        let edges: Vec<f64> = edges.iter().map(|e| e / 1000.0).collect();
         let series: Vec<(String, Vec<u64>)> = shown
             .iter()
-            .map(|(l, v)| {
-                (
-                    l.clone(),
-                    stats::histogram(
-                        v.iter().map(|s| s.duration_us() as f64 / 1000.0),
-                        bins,
-                        lo,
-                        hi,
-                    ),
-                )
-            })
+            .map(|(l, v)| (l.clone(), v.durations.histogram(bins, lo, hi)))
             .collect();
         let mode = mode_name(main_mode);
         let drawn = charts::histogram_chart(
@@ -193,20 +177,12 @@ impl Page<'_> {
             &edges,
             &series,
         );
-        self.chart(drawn, "How many steps took how long, per node and worker.");
-        let lines: Vec<Series> = shown
+        self.chart(drawn, "How many steps took how long, per node and worker (counted from a quantile sketch: a step within 1% of a bin edge may be counted in the bin beside it).");
+        let lines: Vec<Curve> = shown
             .iter()
-            .map(|(l, v)| Series {
+            .map(|(l, v)| Curve {
                 label: l.clone(),
-                points: v
-                    .iter()
-                    .map(|s| {
-                        (
-                            self.view.elapsed(s.start_us),
-                            s.duration_us() as f64 / 1000.0,
-                        )
-                    })
-                    .collect(),
+                slices: self.view.timeline(&v.line, 1e-3),
             })
             .collect();
         let marked: Vec<(f64, f64)> = details
@@ -231,10 +207,13 @@ impl Page<'_> {
         );
         let caption = match details {
             Some(_) => format!(
-                "Duration of each step at the time it started; circles: the {count} outlier \
-                 step(s) of {mode} the rule lists."
+                "Duration of the steps over the time they started (over long runs each line is \
+                 the mean of a time slice and the light band its shortest to longest step); \
+                 circles: the {count} outlier step(s) of {mode} the rule lists."
             ),
-            None => "Duration of each step at the time it started.".to_owned(),
+            None => "Duration of the steps over the time they started: over long runs each line \
+                     is the mean of a time slice and the light band its shortest to longest step."
+                .to_owned(),
         };
         self.marked_chart(drawn, &caption, count);
     }

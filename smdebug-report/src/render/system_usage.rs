@@ -2,13 +2,14 @@
 
 use smdebug_profiler::system::vocab;
 
-use crate::charts::{self, Series, XAxis};
+use crate::charts::{self, Curve, XAxis};
 use crate::html::{Cell, table};
 use crate::input::NoteArea;
 use crate::stats::Summary;
-use smdebug_profiler::reader::MetricSeries;
+use smdebug_profiler::digest::SeriesDigest;
+use smdebug_profiler::stats::Sketch;
 
-use super::format::{fmt_value, metric_label, type_rank, values};
+use super::format::{fmt_value, metric_label, percentile_bound, type_rank};
 use super::view::trailing_number;
 use super::{MAX_SERIES, Page};
 
@@ -23,8 +24,11 @@ impl Page<'_> {
             self.verdict("OverallSystemUsage");
             return;
         }
-        self.lead("Per node and metric over the whole job. Percentiles interpolate between ranks.");
-        let mut sorted: Vec<&MetricSeries> = self.input.metrics().collect();
+        self.lead(&format!(
+            "Per node and metric over the whole job. {}",
+            percentile_bound()
+        ));
+        let mut sorted: Vec<&SeriesDigest> = self.input.metrics().collect();
         sorted.sort_by_key(|s| {
             (
                 s.node.clone(),
@@ -37,7 +41,7 @@ impl Page<'_> {
         });
         // Devices of one kind on a node (GPUs, cores: a name ending in a number) beyond
         // DEVICE_ROWS are pooled into one row, so that thousands of devices make a few rows.
-        let device = |m: &MetricSeries| {
+        let device = |m: &SeriesDigest| {
             m.name.ends_with(|c: char| c.is_ascii_digit()).then(|| {
                 (
                     m.node.clone(),
@@ -77,12 +81,15 @@ impl Page<'_> {
                     if pooled.contains(&key) {
                         continue;
                     }
-                    let members: Vec<&&MetricSeries> = sorted
+                    let members: Vec<&&SeriesDigest> = sorted
                         .iter()
                         .filter(|m| device(m).as_ref() == Some(&key))
                         .collect();
-                    let all = members.iter().flat_map(|m| values(&m.points));
-                    if let Some(sum) = Summary::of(all) {
+                    let mut all = Sketch::default();
+                    for m in &members {
+                        all.merge(&m.values);
+                    }
+                    if let Some(sum) = all.summary() {
                         let label = format!(
                             "{}: {} {}N {} (all {} pooled)",
                             key.1,
@@ -96,7 +103,7 @@ impl Page<'_> {
                     pooled.insert(key);
                 }
                 _ => {
-                    if let Some(sum) = Summary::of(values(&s.points)) {
+                    if let Some(sum) = s.values.summary() {
                         rows.push(row(&s.node, metric_label(s), unit, sum));
                     }
                 }
@@ -123,15 +130,15 @@ impl Page<'_> {
         let node = &self.view.nodes[index];
         let mut util = Vec::new();
         if !node.cpu.is_empty() {
-            util.push(Series {
+            util.push(Curve {
                 label: "CPU (all cores)".into(),
-                points: self.view.timeline(node.cpu.iter().copied()),
+                slices: self.view.timeline(&node.cpu, 1.0),
             });
         }
         if !node.io_wait.is_empty() {
-            util.push(Series {
+            util.push(Curve {
                 label: "I/O wait".into(),
-                points: self.view.timeline(node.io_wait.iter().copied()),
+                slices: self.view.timeline(&node.io_wait, 1.0),
             });
         }
         for g in node
@@ -140,16 +147,16 @@ impl Page<'_> {
             .filter_map(|g| Some((g, g.util?)))
             .take(MAX_SERIES)
         {
-            util.push(Series {
+            util.push(Curve {
                 label: format!("{} utilization", g.0.label(many)),
-                points: self.view.timeline(g.1.points.iter()),
+                slices: self.view.timeline(&g.1.line, 1.0),
             });
         }
         let mut memory = Vec::new();
         if let Some(m) = node.memory {
-            memory.push(Series {
+            memory.push(Curve {
                 label: "host memory".into(),
-                points: self.view.timeline(m.points.iter()),
+                slices: self.view.timeline(&m.line, 1.0),
             });
         }
         for g in node
@@ -158,29 +165,25 @@ impl Page<'_> {
             .filter_map(|g| Some((g, g.mem?)))
             .take(MAX_SERIES)
         {
-            memory.push(Series {
+            memory.push(Curve {
                 label: format!("{} memory", g.0.label(many)),
-                points: self.view.timeline(g.1.points.iter()),
+                slices: self.view.timeline(&g.1.line, 1.0),
             });
         }
-        let traffic: Vec<Series> = node
+        let traffic: Vec<Curve> = node
             .traffic
             .iter()
             .take(MAX_SERIES)
-            .map(|s| Series {
+            .map(|s| Curve {
                 label: s.name.clone(),
-                points: s
-                    .points
-                    .iter()
-                    .map(|(t, v)| (self.view.elapsed(t), v / 1e6))
-                    .collect(),
+                slices: self.view.timeline(&s.line, 1e-6),
             })
             .collect();
         let cores: Vec<(String, Summary)> = node
             .cores
             .iter()
             .take(64)
-            .filter_map(|s| Some((s.name.clone(), Summary::of(values(&s.points))?)))
+            .filter_map(|s| Some((s.name.clone(), s.values.summary()?)))
             .collect();
         if !util.is_empty() {
             let drawn = charts::line_chart(
@@ -225,7 +228,7 @@ impl Page<'_> {
                 &cores,
                 Some((0.0, 100.0)),
             );
-            self.chart(drawn, "Per core: box from p25 to p75 with the median, whiskers p5 to p95, dots at min and max.");
+            self.chart(drawn, "Per core: box from p25 to p75 with the median, whiskers p5 to p95 (each within 1% of the value at its rank), dots at min and max (exact).");
         }
     }
 }

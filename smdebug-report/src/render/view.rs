@@ -1,20 +1,21 @@
 //! Derived data: per node its CPU, I/O wait, memory, GPUs and traffic; the job's time span
-//! and its step spans.
+//! and its step spans, all from the run's [`ProfileDigest`](smdebug_profiler::digest).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use smdebug_profiler::reader::SpanRef;
-use smdebug_profiler::spans::Phase;
+use smdebug_profiler::digest::{Line, SeriesDigest, StepDigest, StepKey};
 use smdebug_profiler::system::vocab;
 
+use smdebug_profiler::stats::Sketch;
+
 use crate::input::ReportInput;
-use smdebug_profiler::reader::MetricSeries;
+use crate::stats::Bucket;
 
 pub(super) struct GpuView<'a> {
     pub(super) node: String,
     pub(super) name: String,
-    pub(super) util: Option<&'a MetricSeries>,
-    pub(super) mem: Option<&'a MetricSeries>,
+    pub(super) util: Option<&'a SeriesDigest>,
+    pub(super) mem: Option<&'a SeriesDigest>,
 }
 
 impl GpuView<'_> {
@@ -29,22 +30,27 @@ impl GpuView<'_> {
 
 pub(super) struct NodeView<'a> {
     pub(super) node: String,
-    /// CPU busy % over all cores: the `total` record, else the mean of the cores per time.
-    pub(super) cpu: Vec<(u64, f64)>,
-    pub(super) io_wait: Vec<(u64, f64)>,
-    pub(super) cores: Vec<&'a MetricSeries>,
-    pub(super) memory: Option<&'a MetricSeries>,
+    /// CPU busy % over all cores: the `total` record, else the mean of the cores per slice.
+    pub(super) cpu: Line,
+    pub(super) io_wait: Line,
+    /// The readings of the CPU's `total` record, else of every core.
+    pub(super) cpu_values: Sketch,
+    /// The readings of the I/O wait's `total` record, else of every core.
+    pub(super) io_wait_values: Sketch,
+    pub(super) cores: Vec<&'a SeriesDigest>,
+    pub(super) memory: Option<&'a SeriesDigest>,
     pub(super) gpus: Vec<GpuView<'a>>,
-    /// Mean utilization of the node's GPUs per sample time.
-    pub(super) gpu_mean: Vec<(u64, f64)>,
-    pub(super) traffic: Vec<&'a MetricSeries>,
+    /// Mean utilization of the node's GPUs per slice.
+    pub(super) gpu_mean: Line,
+    pub(super) traffic: Vec<&'a SeriesDigest>,
 }
 
 pub(super) struct View<'a> {
     pub(super) nodes: Vec<NodeView<'a>>,
     pub(super) t0_us: Option<u64>,
     pub(super) t1_us: Option<u64>,
-    pub(super) steps: Vec<SpanRef<'a>>,
+    /// The step spans per node, worker and mode.
+    pub(super) steps: &'a BTreeMap<StepKey, StepDigest>,
     pub(super) many_nodes: bool,
 }
 
@@ -61,26 +67,9 @@ pub(super) fn trailing_number(name: &str) -> u64 {
     digits.parse().unwrap_or(u64::MAX)
 }
 
-/// Mean per timestamp over several series.
-pub(super) fn mean_per_time<'s>(
-    series: impl IntoIterator<Item = &'s MetricSeries>,
-) -> Vec<(u64, f64)> {
-    let mut acc: BTreeMap<u64, (f64, u32)> = BTreeMap::new();
-    for s in series {
-        for (t, v) in s.points.iter() {
-            let e = acc.entry(t).or_insert((0.0, 0));
-            e.0 += v;
-            e.1 += 1;
-        }
-    }
-    acc.into_iter()
-        .map(|(t, (sum, n))| (t, sum / f64::from(n)))
-        .collect()
-}
-
 impl<'a> View<'a> {
     pub(super) fn new(input: &'a ReportInput) -> View<'a> {
-        let mut by_node: BTreeMap<&str, Vec<&MetricSeries>> = BTreeMap::new();
+        let mut by_node: BTreeMap<&str, Vec<&SeriesDigest>> = BTreeMap::new();
         for s in input.metrics() {
             by_node.entry(s.node.as_str()).or_default().push(s);
         }
@@ -93,7 +82,7 @@ impl<'a> View<'a> {
                         .copied()
                         .find(|s| s.metric_type == t && s.name == n && s.dimension == d)
                 };
-                let mut cores: Vec<&MetricSeries> = series
+                let mut cores: Vec<&SeriesDigest> = series
                     .iter()
                     .copied()
                     .filter(|s| {
@@ -103,17 +92,33 @@ impl<'a> View<'a> {
                     })
                     .collect();
                 cores.sort_by_key(|s| trailing_number(&s.name));
-                let cpu = find(vocab::TYPE_CPU, vocab::CPU_TOTAL, vocab::CPU_UTILIZATION)
-                    .map(|s| s.points.to_vec())
-                    .unwrap_or_else(|| mean_per_time(cores.iter().copied()));
-                let io_wait = find(vocab::TYPE_CPU, vocab::CPU_TOTAL, vocab::IO_WAIT_PERCENTAGE)
-                    .map(|s| s.points.to_vec())
-                    .unwrap_or_else(|| {
-                        mean_per_time(series.iter().copied().filter(|s| {
-                            s.metric_type == vocab::TYPE_CPU
-                                && s.dimension == vocab::IO_WAIT_PERCENTAGE
-                        }))
-                    });
+                let pooled = |members: &[&SeriesDigest]| {
+                    let mut all = Sketch::default();
+                    for m in members {
+                        all.merge(&m.values);
+                    }
+                    all
+                };
+                let (cpu, cpu_values) =
+                    match find(vocab::TYPE_CPU, vocab::CPU_TOTAL, vocab::CPU_UTILIZATION) {
+                        Some(total) => (total.line.clone(), total.values.clone()),
+                        None => (Line::mean_of(cores.iter().map(|s| &s.line)), pooled(&cores)),
+                    };
+                let io_cores: Vec<&SeriesDigest> = series
+                    .iter()
+                    .copied()
+                    .filter(|s| {
+                        s.metric_type == vocab::TYPE_CPU && s.dimension == vocab::IO_WAIT_PERCENTAGE
+                    })
+                    .collect();
+                let (io_wait, io_wait_values) =
+                    match find(vocab::TYPE_CPU, vocab::CPU_TOTAL, vocab::IO_WAIT_PERCENTAGE) {
+                        Some(total) => (total.line.clone(), total.values.clone()),
+                        None => (
+                            Line::mean_of(io_cores.iter().map(|s| &s.line)),
+                            pooled(&io_cores),
+                        ),
+                    };
                 let mut gpu_names: Vec<&str> = series
                     .iter()
                     .filter(|s| s.metric_type == vocab::TYPE_GPU)
@@ -132,11 +137,13 @@ impl<'a> View<'a> {
                     })
                     .filter(|g| g.util.is_some() || g.mem.is_some())
                     .collect();
-                let gpu_mean = mean_per_time(gpus.iter().filter_map(|g| g.util));
+                let gpu_mean = Line::mean_of(gpus.iter().filter_map(|g| g.util).map(|s| &s.line));
                 NodeView {
                     node: node.to_owned(),
                     cpu,
                     io_wait,
+                    cpu_values,
+                    io_wait_values,
                     cores,
                     memory: find(vocab::TYPE_MEMORY, vocab::MEMORY_USED_PERCENT, ""),
                     gpus,
@@ -152,26 +159,13 @@ impl<'a> View<'a> {
                 }
             })
             .collect::<Vec<_>>();
-        let metric_times = input
-            .metrics()
-            .filter_map(|s| Some((s.points.first()?.0, s.points.last()?.0)));
-        let span_times = input.spans().iter().map(|s| (s.start_us, s.end_us));
-        let (mut t0, mut t1) = (None::<u64>, None::<u64>);
-        for (a, b) in metric_times.chain(span_times) {
-            t0 = Some(t0.map_or(a, |t| t.min(a)));
-            t1 = Some(t1.map_or(b, |t| t.max(b)));
-        }
-        let steps = input
-            .spans()
-            .iter()
-            .filter(|s| matches!(s.phase_kind(), Phase::Step(_)))
-            .collect();
+        let (t0, t1) = input.profile.time_range().unzip();
         let many_nodes = nodes.len() > 1;
         View {
             nodes,
             t0_us: t0,
             t1_us: t1,
-            steps,
+            steps: input.profile.steps(),
             many_nodes,
         }
     }
@@ -186,11 +180,21 @@ impl<'a> View<'a> {
         (us as f64 - t0 as f64) / 1e6
     }
 
-    pub(super) fn timeline(&self, points: impl IntoIterator<Item = (u64, f64)>) -> Vec<(f64, f64)> {
-        points
-            .into_iter()
-            .map(|(t, v)| (self.elapsed(t), v))
+    /// A line's slices against seconds since the job start, the values times `scale`.
+    pub(super) fn timeline(&self, line: &Line, scale: f64) -> Vec<Bucket> {
+        line.slices()
+            .map(|s| Bucket {
+                x: self.elapsed(s.middle_us()),
+                lo: s.min * scale,
+                mean: s.mean() * scale,
+                hi: s.max * scale,
+            })
             .collect()
+    }
+
+    /// How many step spans there are.
+    pub(super) fn step_count(&self) -> u64 {
+        self.steps.values().map(|s| s.durations.count()).sum()
     }
 }
 

@@ -16,6 +16,11 @@ use crate::window::StepTimeline;
 /// job time, so that a firing's time says when in the job the condition was seen.
 pub(crate) const CHUNK_US: u64 = 60 * 1_000_000;
 
+/// Samples (and as many spans) one poll of the follower hands out at most: a backlog (a whole
+/// run read offline) is taken in pieces of this size, each cut into windows and handed to the
+/// rules before the next is read, so the feed holds a bounded part of the run at a time.
+pub(crate) const POLL_ITEMS: usize = 100_000;
+
 /// One window's worth of new data.
 pub(crate) struct Chunk {
     pub samples: Vec<SystemSample>,
@@ -38,12 +43,25 @@ pub(crate) struct ProfilerFeed {
     pub steps: StepTimeline,
     /// Which kinds of profiler data were ever seen.
     pub seen: ProfilerSeen,
+    /// The last poll left files to read.
+    pub more: bool,
+    /// The latest sample time read, when the last poll that read samples handed out a full
+    /// piece of them (more may follow); likewise for spans (their latest end).
+    backlog_samples_us: Option<u64>,
+    backlog_spans_us: Option<u64>,
+    /// The latest sample time and span end read.
+    latest_sample_us: u64,
+    latest_span_us: u64,
+    /// Which kind the follower holds back this poll: the one ahead in time while the other
+    /// has a backlog, so that neither piles up waiting for the other.
+    hold_samples: bool,
+    hold_spans: bool,
 }
 
 impl ProfilerFeed {
     pub(crate) fn new(storage: Arc<dyn Storage>) -> Self {
         ProfilerFeed {
-            follower: ProfilerFollower::new(storage),
+            follower: ProfilerFollower::new(storage).items_per_poll(POLL_ITEMS),
             pending_samples: SystemSamples::default(),
             pending_spans: Vec::new(),
             pending_code: Vec::new(),
@@ -51,6 +69,13 @@ impl ProfilerFeed {
             latest_us: 0,
             steps: StepTimeline::default(),
             seen: ProfilerSeen::default(),
+            more: false,
+            backlog_samples_us: None,
+            backlog_spans_us: None,
+            latest_sample_us: 0,
+            latest_span_us: 0,
+            hold_samples: false,
+            hold_spans: false,
         }
     }
 
@@ -67,6 +92,8 @@ impl ProfilerFeed {
     /// Reads what is new into the pending buffers. Returns how many samples and spans
     /// arrived; an error when system metrics or trace files could not be listed or read.
     pub(crate) fn poll(&mut self) -> Result<usize, DataProblem> {
+        self.follower.hold(DataArea::System, self.hold_samples);
+        self.follower.hold(DataArea::Spans, self.hold_spans);
         let increment = self.follower.poll();
         if let Some(failure) = increment
             .problems
@@ -76,6 +103,23 @@ impl ProfilerFeed {
             return Err(failure.clone());
         }
         let arrived = increment.samples.len() + increment.spans.len();
+        self.more = increment.more;
+        let latest_sample = increment.samples.iter().map(|s| s.timestamp_us()).max();
+        let latest_span = increment.spans.iter().map(|s| s.end_us).max();
+        self.latest_sample_us = self.latest_sample_us.max(latest_sample.unwrap_or(0));
+        self.latest_span_us = self.latest_span_us.max(latest_span.unwrap_or(0));
+        if !self.hold_samples {
+            self.backlog_samples_us =
+                latest_sample.filter(|_| increment.more && increment.samples.len() >= POLL_ITEMS);
+        }
+        if !self.hold_spans {
+            self.backlog_spans_us =
+                latest_span.filter(|_| increment.more && increment.spans.len() >= POLL_ITEMS);
+        }
+        self.hold_spans =
+            self.backlog_samples_us.is_some() && self.latest_span_us > self.latest_sample_us;
+        self.hold_samples =
+            self.backlog_spans_us.is_some() && self.latest_sample_us > self.latest_span_us;
         self.seen.samples |= !increment.samples.is_empty();
         self.seen.spans |= !increment.spans.is_empty();
         self.steps.extend(&increment.spans);
@@ -94,13 +138,27 @@ impl ProfilerFeed {
         Ok(arrived)
     }
 
-    /// Hands out everything pending, in windows of [`CHUNK_US`] of job time, one at a time (a
+    /// Hands out what is pending, in windows of [`CHUNK_US`] of job time, one at a time (a
     /// window's samples become records as it is handed out). The last window is final when
-    /// `final_window`; `wall_us` (following a live run) moves `now_us` on even without data.
-    /// With nothing pending and nothing final, no window.
+    /// `final_window` and no file is left to read; `wall_us` (following a live run) moves
+    /// `now_us` on even without data. With nothing pending and nothing final, no window.
+    ///
+    /// While a backlog is read in pieces, a kind of data (samples, spans) whose last piece was
+    /// full may have more of its time to come: windows from the one holding the earliest of
+    /// those kinds' latest times on stay pending, so that each window is handed out with both
+    /// kinds read through it, as a read of the whole run at once would.
     pub(crate) fn take_chunks(&mut self, final_window: bool, wall_us: Option<u64>) -> Chunks {
-        let samples = std::mem::take(&mut self.pending_samples);
-        let mut spans = std::mem::take(&mut self.pending_spans);
+        let final_window = final_window && !self.more;
+        let cut = if self.more {
+            self.backlog_samples_us
+                .into_iter()
+                .chain(self.backlog_spans_us)
+                .min()
+        } else {
+            None
+        };
+        let (samples, spans) = self.ready_before(cut);
+        let mut spans = spans;
         spans.sort_by_key(|s| (s.end_us, s.start_us));
         let now = self.latest_us.max(wall_us.unwrap_or(0));
         let start = self.start_us.unwrap_or(now);
@@ -128,6 +186,35 @@ impl ProfilerFeed {
             final_window,
             empty_window: final_window || wall_us.is_some(),
         }
+    }
+}
+
+impl ProfilerFeed {
+    /// The pending samples and spans of the windows before the one holding `cut` (all of them
+    /// without a cut); the others stay pending.
+    fn ready_before(&mut self, cut: Option<u64>) -> (SystemSamples, Vec<Span>) {
+        let samples = std::mem::take(&mut self.pending_samples);
+        let spans = std::mem::take(&mut self.pending_spans);
+        let Some(cut) = cut else {
+            return (samples, spans);
+        };
+        let start = self.start_us.unwrap_or(cut);
+        let chunk_of = |t: u64| t.saturating_sub(start) / CHUNK_US;
+        let first_held = chunk_of(cut);
+        let (ready_spans, held_spans) = spans
+            .into_iter()
+            .partition(|s| chunk_of(s.end_us) < first_held);
+        self.pending_spans = held_spans;
+        let mut ready = SystemSamples::default();
+        for s in samples.iter() {
+            let names = [s.node_id, s.metric_type, s.name, s.dimension];
+            if chunk_of(s.timestamp_us()) < first_held {
+                ready.push(names, s.value, s.timestamp);
+            } else {
+                self.pending_samples.push(names, s.value, s.timestamp);
+            }
+        }
+        (ready, ready_spans)
     }
 }
 

@@ -6,7 +6,16 @@
 //! in many gives the same verdict. The runner ([`crate::RuleRunner`]) reads the run's profiler
 //! files (`system/incremental/...` and `framework/pevents/...`) through smdebug-profiler's
 //! `ProfilerFollower` and feeds them in windows of 60 s of job time offline, or as they
-//! appear when following a live run.
+//! appear when following a live run; a backlog is read 100,000 samples and spans at a time.
+//!
+//! **Memory.** A rule's state does not grow with the run where a bounded form gives the same
+//! verdicts: whole-run figures are smdebug-profiler's `Sketch` (exact count, min, max, mean;
+//! quantiles within 1 %), windows are `RollingWindow`s of a declared length, the bottleneck
+//! rules keep their first 1,000 bottleneck snapshots and the last 4,096 phase spans. Two keep
+//! more, because their verdicts need it: StepOutlier counts the steps of each duration at 1 µs
+//! (an exact count beyond mean + kσ, exact percentiles; its size follows the spread of the
+//! durations, not their number) with its 100 slowest steps; and the [`StepTimeline`] the rules
+//! date their results by keeps every step span's start, end and step (24 bytes a step).
 //!
 //! A profiler rule can be run by hand over any samples and spans:
 //!

@@ -115,7 +115,7 @@ impl ProfilerRule for OverallSystemUsage {
     fn details(&self) -> Option<Details> {
         let mut details = SystemUsageDetails::default();
         for ((node, label), s) in &self.series {
-            let Some(values) = s.values.summary() else {
+            let Some(values) = s.values.summary().map(|s| s.rounded()) else {
                 continue;
             };
             details.nodes.entry(node.clone()).or_default().insert(

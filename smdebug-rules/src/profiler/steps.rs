@@ -1,5 +1,6 @@
 //! MaxInitializationTime and StepOutlier: rules over the training loop's `Step` spans.
 
+use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -197,10 +198,18 @@ impl Default for StepOutlierParams {
     }
 }
 
+/// A node and mode's step durations in a size that does not grow with the run: how many steps
+/// took each duration (µs), so the count beyond any limit, the mean, the deviation and the
+/// percentiles stay exact, and the [`KEPT_SLOWEST`] slowest steps themselves (the outliers the
+/// rule names are the slowest ones). Its size grows with the spread of the durations at 1 µs,
+/// not with the number of steps.
 #[derive(Debug, Default)]
 struct StepDurations {
-    /// Duration (µs) → the (step, start_us) of the steps that took it.
-    by_duration: BTreeMap<u64, Vec<(u64, u64)>>,
+    /// Duration (µs) → how many steps took it.
+    counts: BTreeMap<u64, u64>,
+    /// (duration µs, arrival reversed) → (step, start µs) of the slowest steps, at most
+    /// [`KEPT_SLOWEST`]; among steps of one duration the earliest read are kept.
+    slowest: BTreeMap<(u64, Reverse<u64>), (u64, u64)>,
     count: u64,
     sum: f64,
     sum_sq: f64,
@@ -208,12 +217,18 @@ struct StepDurations {
     fired: u64,
 }
 
+/// The slowest steps a [`StepDurations`] keeps: the outliers listed in the details and the five
+/// named in a finding.
+const KEPT_SLOWEST: usize = MAX_OUTLIER_STEPS;
+
 impl StepDurations {
     fn add(&mut self, duration_us: u64, step: u64, start_us: u64) {
-        self.by_duration
-            .entry(duration_us)
-            .or_default()
-            .push((step, start_us));
+        *self.counts.entry(duration_us).or_default() += 1;
+        self.slowest
+            .insert((duration_us, Reverse(self.count)), (step, start_us));
+        if self.slowest.len() > KEPT_SLOWEST {
+            self.slowest.pop_first();
+        }
         let s = duration_us as f64 / 1e6;
         self.count += 1;
         self.sum += s;
@@ -227,22 +242,77 @@ impl StepDurations {
         (mean, (self.sum_sq / n - mean * mean).max(0.0).sqrt())
     }
 
-    /// The steps longer than `limit_s`, slowest first: (duration_us, step, start_us).
+    /// The kept steps longer than `limit_s`, slowest first (the earliest read first among
+    /// equals): (duration_us, step, start_us). At most [`KEPT_SLOWEST`] of
+    /// [`count_above`](Self::count_above).
     fn above(&self, limit_s: f64) -> Vec<(u64, u64, u64)> {
         let from = (limit_s * 1e6).floor() as u64 + 1;
-        self.by_duration
-            .range(from..)
+        self.slowest
+            .range((from, Reverse(u64::MAX))..)
             .rev()
-            .flat_map(|(d, steps)| steps.iter().map(move |(s, t)| (*d, *s, *t)))
+            .map(|((d, _), (s, t))| (*d, *s, *t))
             .collect()
     }
 
     fn count_above(&self, limit_s: f64) -> u64 {
         let from = (limit_s * 1e6).floor() as u64 + 1;
-        self.by_duration
-            .range(from..)
-            .map(|(_, steps)| steps.len() as u64)
-            .sum()
+        self.counts.range(from..).map(|(_, n)| n).sum()
+    }
+
+    /// The duration (µs) at `rank` (0-based) of the sorted durations.
+    fn at_rank(&self, rank: u64) -> f64 {
+        let mut seen = 0;
+        for (d, n) in &self.counts {
+            seen += n;
+            if seen > rank {
+                return *d as f64;
+            }
+        }
+        self.counts
+            .last_key_value()
+            .map_or(f64::NAN, |(d, _)| *d as f64)
+    }
+
+    /// The exact summary of the durations, seconds: percentiles interpolated between ranks
+    /// as smdebug-profiler's `percentile` does.
+    fn summary(&self) -> Option<Summary> {
+        let (first, last) = (
+            self.counts.first_key_value()?,
+            self.counts.last_key_value()?,
+        );
+        let (mean, std) = self.mean_std();
+        let n = self.count;
+        let p = |q: f64| {
+            let rank = q / 100.0 * (n - 1) as f64;
+            let (low, high) = (rank.floor() as u64, rank.ceil() as u64);
+            let (a, b) = (self.at_rank(low), self.at_rank(high));
+            (a + (b - a) * (rank - low as f64)) / 1e6
+        };
+        Some(Summary {
+            count: n,
+            min: *first.0 as f64 / 1e6,
+            max: *last.0 as f64 / 1e6,
+            mean,
+            std,
+            p5: p(5.0),
+            p25: p(25.0),
+            p50: p(50.0),
+            p75: p(75.0),
+            p95: p(95.0),
+            p99: p(99.0),
+        })
+    }
+
+    /// Counts in `bins` equal bins over `[lo, hi]` seconds, as `histogram` counts them.
+    fn histogram(&self, bins: usize, lo: f64, hi: f64) -> Vec<u64> {
+        let mut out = vec![0u64; bins.max(1)];
+        for (d, n) in &self.counts {
+            let one = histogram([*d as f64 / 1e6], bins, lo, hi);
+            if let Some(i) = one.iter().position(|c| *c > 0) {
+                out[i] += n;
+            }
+        }
+        out
     }
 }
 
@@ -364,31 +434,20 @@ impl ProfilerRule for StepOutlier {
             let (mean, std) = s.mean_std();
             let limit = mean + k * std;
             let outliers = s.above(limit);
-            let durations = s
-                .by_duration
-                .iter()
-                .flat_map(|(d, steps)| steps.iter().map(move |_| *d as f64 / 1e6));
-            let Some(summary) = Summary::of(durations) else {
+            let Some(summary) = s.summary() else {
                 continue;
             };
             let bins = 20usize;
             let (lo, hi) = (summary.min, summary.max);
             let width = (hi - lo) / bins as f64;
-            let histogram = histogram(
-                s.by_duration
-                    .iter()
-                    .flat_map(|(d, steps)| steps.iter().map(move |_| *d as f64 / 1e6)),
-                bins,
-                lo,
-                hi,
-            );
+            let histogram = s.histogram(bins, lo, hi);
             nodes.entry(node.clone()).or_default().insert(
                 mode.clone(),
                 StepSeriesDetails {
                     steps: s.count,
                     duration_s: summary.rounded(),
                     outlier_limit_s: round4(limit),
-                    outliers: outliers.len() as u64,
+                    outliers: s.count_above(limit),
                     outlier_steps: outliers
                         .iter()
                         .take(MAX_OUTLIER_STEPS)
@@ -408,5 +467,56 @@ impl ProfilerRule for StepOutlier {
             );
         }
         Some(Details::StepOutliers(StepOutlierDetails { nodes }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bounded form answers as every step kept would: counts beyond a limit, the slowest
+    /// steps in order (the earliest read first among equal durations), the exact summary and
+    /// histogram.
+    #[test]
+    fn step_durations_answer_as_every_step_kept_would() {
+        let mut d = StepDurations::default();
+        let mut all: Vec<(u64, u64, u64)> = Vec::new();
+        for step in 0..20_000u64 {
+            let us = 20_000 + (step * 7_919) % 3_000 + if step % 997 == 0 { 50_000 } else { 0 };
+            d.add(us, step, step * 30_000);
+            all.push((us, step, step * 30_000));
+        }
+        let (mean, std) = d.mean_std();
+        for limit in [mean, mean + std, mean + 3.0 * std, 0.0, 1.0] {
+            let from = (limit * 1e6).floor() as u64 + 1;
+            let mut above: Vec<(u64, u64, u64)> =
+                all.iter().copied().filter(|a| a.0 >= from).collect();
+            // Slowest first; among equals, in the order read.
+            above.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            assert_eq!(d.count_above(limit), above.len() as u64);
+            above.truncate(KEPT_SLOWEST);
+            assert_eq!(d.above(limit), above);
+        }
+        let seconds: Vec<f64> = all.iter().map(|a| a.0 as f64 / 1e6).collect();
+        let exact = Summary::of(seconds.iter().copied()).unwrap();
+        let got = d.summary().unwrap();
+        assert_eq!(
+            (got.count, got.min, got.max),
+            (exact.count, exact.min, exact.max)
+        );
+        for (a, b) in [
+            (got.p5, exact.p5),
+            (got.p50, exact.p50),
+            (got.p95, exact.p95),
+            (got.p99, exact.p99),
+            (got.mean, exact.mean),
+            (got.std, exact.std),
+        ] {
+            assert!((a - b).abs() < 1e-9, "{got:?} vs {exact:?}");
+        }
+        assert_eq!(
+            d.histogram(20, exact.min, exact.max),
+            histogram(seconds.iter().copied(), 20, exact.min, exact.max)
+        );
     }
 }

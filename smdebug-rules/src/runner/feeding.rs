@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use smdebug_io::Storage;
+use smdebug_profiler::digest::ProfileDigest;
 use smdebug_profiler::follow::{DataProblems, merge_code_windows};
-use smdebug_profiler::reader::{CodeProfileWindow, ProfileData};
+use smdebug_profiler::reader::CodeProfileWindow;
 
 use super::evaluation::Evaluation;
 use super::run::RunSource;
@@ -30,9 +31,10 @@ pub(super) struct ProfilerSide {
     last_window_at: Option<Instant>,
     /// Keep what was read for the reporter.
     keep: bool,
-    /// The profiler data read so far, kept for the reporter (empty without one); shared with a
-    /// report being drawn (a new chunk then copies it once, rather than every report copying).
-    pub profile: Arc<ProfileData>,
+    /// The profiler data read so far, aggregated for the reporter (empty without one): a size
+    /// that does not grow with the run; shared with a report being drawn (a new chunk then
+    /// copies it once, rather than every report copying).
+    pub profile: Arc<ProfileDigest>,
     /// The code-profile windows read so far, kept for the reporter (empty without one).
     pub code_profiles: Vec<CodeProfileWindow>,
 }
@@ -75,43 +77,50 @@ impl ProfilerSide {
         let Some(feed) = self.feed.as_mut() else {
             return false;
         };
-        let arrived = match feed.poll() {
-            Ok(n) => n,
-            Err(e) => {
-                rules.profiler_failed(&e);
-                return true;
-            }
-        };
-        let due = self
-            .last_window_at
-            .is_none_or(|t| t.elapsed() >= IDLE_WINDOW_INTERVAL);
-        if arrived > 0 {
-            run.last_arrival = Instant::now();
-        }
-        if arrived == 0 && !final_window && !due {
-            return false;
-        }
-        self.last_window_at = Some(Instant::now());
         let mut changed = false;
-        let code_windows = feed.take_code_windows();
-        if self.keep {
-            merge_code_windows(&mut self.code_profiles, code_windows);
-        }
-        for chunk in feed.take_chunks(final_window, wall_us) {
-            if self.keep {
-                let profile = Arc::make_mut(&mut self.profile);
-                profile.add_samples(&chunk.samples);
-                profile.add_spans(&chunk.spans);
-            }
-            let window = ProfilerWindow {
-                samples: &chunk.samples,
-                spans: &chunk.spans,
-                start_us: feed.start_us,
-                now_us: chunk.now_us,
-                final_window: chunk.final_window,
-                steps: &feed.steps,
+        // A backlog (a whole run offline) is read a bounded piece at a time, each piece's
+        // windows handed to the rules before the next is read.
+        loop {
+            let arrived = match feed.poll() {
+                Ok(n) => n,
+                Err(e) => {
+                    rules.profiler_failed(&e);
+                    return true;
+                }
             };
-            changed |= rules.invoke_window(&window, &feed.steps);
+            let due = self
+                .last_window_at
+                .is_none_or(|t| t.elapsed() >= IDLE_WINDOW_INTERVAL);
+            if arrived > 0 {
+                run.last_arrival = Instant::now();
+            }
+            if arrived == 0 && !final_window && !due && !feed.more {
+                return changed;
+            }
+            self.last_window_at = Some(Instant::now());
+            let code_windows = feed.take_code_windows();
+            if self.keep {
+                merge_code_windows(&mut self.code_profiles, code_windows);
+            }
+            for chunk in feed.take_chunks(final_window, wall_us) {
+                if self.keep {
+                    let profile = Arc::make_mut(&mut self.profile);
+                    profile.add_samples(&chunk.samples);
+                    profile.add_spans(&chunk.spans);
+                }
+                let window = ProfilerWindow {
+                    samples: &chunk.samples,
+                    spans: &chunk.spans,
+                    start_us: feed.start_us,
+                    now_us: chunk.now_us,
+                    final_window: chunk.final_window,
+                    steps: &feed.steps,
+                };
+                changed |= rules.invoke_window(&window, &feed.steps);
+            }
+            if !feed.more {
+                break;
+            }
         }
         changed |= rules.set_profiler_warnings(&feed.problems().lines());
         changed

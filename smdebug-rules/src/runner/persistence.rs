@@ -7,8 +7,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use smdebug_io::Storage;
 use smdebug_io::trial::Trial;
+use smdebug_profiler::digest::ProfileDigest;
 use smdebug_profiler::follow::DataProblems;
-use smdebug_profiler::reader::{CodeProfileWindow, ProfileData};
+use smdebug_profiler::reader::CodeProfileWindow;
 
 use super::evaluation::Evaluation;
 use super::feeding::ProfilerSide;
@@ -34,7 +35,7 @@ pub struct RunState<'a> {
     /// Every rule's status now, with the parameters in force.
     pub summary: &'a Summary,
     /// The system metrics and framework spans read so far (a report shares them).
-    pub profile: &'a Arc<ProfileData>,
+    pub profile: &'a Arc<ProfileDigest>,
     /// The code-profile windows read so far, ordered by start, node and worker.
     pub code_profiles: &'a [CodeProfileWindow],
     /// Problems with the profiler data that the rules worked around (a corrupt line skipped).

@@ -406,7 +406,7 @@ impl ProfilerRule for Dataloader {
                     verdict: n.fired.as_ref().map(|f| f.1).or_else(|| n.verdict(p)),
                     fired_at: n.fired.as_ref().map(|f| f.0.clone()),
                     data_loading_spans: n.loads,
-                    load_time_s: n.load_seconds.summary(),
+                    load_time_s: n.load_seconds.summary().map(|s| s.rounded()),
                     data_loading_total_s: round4(n.load_total_us as f64 / 1e6),
                     step_total_s: round4(n.step_total_us as f64 / 1e6),
                     training_loop_share_loading: n.loop_share().map(round4),

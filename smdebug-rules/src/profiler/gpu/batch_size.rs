@@ -236,8 +236,8 @@ impl ProfilerRule for BatchSize {
     fn details(&self) -> Option<Details> {
         let p = &self.params;
         let gpu = |g: &BatchGpu| BatchSizeGpu {
-            utilization: g.util_all.summary(),
-            memory: g.memory_all.summary(),
+            utilization: g.util_all.summary().map(|s| s.rounded()),
+            memory: g.memory_all.summary().map(|s| s.rounded()),
             window_p95: g.judged.map(|j| round4(j.0)),
             memory_window_p95: g.judged.map(|j| round4(j.1)),
             all_under: g.firing,
@@ -249,7 +249,7 @@ impl ProfilerRule for BatchSize {
             .iter()
             .map(|(name, n)| {
                 let node = BatchSizeNode {
-                    cpu: n.cpu_all.summary(),
+                    cpu: n.cpu_all.summary().map(|s| s.rounded()),
                     cpu_window_p95: n.cpu_judged.map(round4),
                     gpus: n.gpus.iter().map(|(id, g)| (id.clone(), gpu(g))).collect(),
                 };

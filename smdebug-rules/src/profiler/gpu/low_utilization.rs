@@ -147,7 +147,7 @@ impl ProfilerRule for LowGPUUtilization {
         let nodes = self.gpus.details(|g| {
             let u = &g.utilization;
             GpuUtilization {
-                utilization: u.all.summary(),
+                utilization: u.all.summary().map(|s| s.rounded()),
                 window_p95: u.window.quantile(0.95).map(round4),
                 window_p5: u.window.quantile(0.05).map(round4),
                 state: g.state,

@@ -149,7 +149,7 @@ impl ProfilerRule for GPUMemoryIncrease {
 
     fn details(&self) -> Option<Details> {
         let nodes = self.gpus.details(|g| GpuMemoryUse {
-            memory: g.memory.all.summary(),
+            memory: g.memory.all.summary().map(|s| s.rounded()),
             average: g.average.map(round4),
             baseline: g.baseline.map(round4),
             largest_rise: round4(g.largest_rise),
