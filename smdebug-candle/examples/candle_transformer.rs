@@ -195,7 +195,7 @@ fn main() -> Result<(), BoxError> {
             println!("stopping: a rule fired, or someone pressed Stop");
             break;
         }
-        if (step + 1) % evaluate_every == 0 || step + 1 == steps {
+        if (step + 1).is_multiple_of(evaluate_every) || step + 1 == steps {
             let train_acc = recent.iter().sum::<f64>() / recent.len() as f64;
             recent.clear();
             final_eval = evaluate(&mut session, &model, &data)?;

@@ -67,7 +67,7 @@ impl SaveConfigMode {
         self.save_interval > 0
             && mode_step >= self.start_step
             && self.end_step.is_none_or(|end| mode_step < end)
-            && mode_step % self.save_interval == 0
+            && mode_step.is_multiple_of(self.save_interval)
     }
 
     /// Whether every step `other` saves is saved here too. Exact when `other` lists its steps
@@ -100,7 +100,7 @@ impl SaveConfigMode {
                 .all(|s| self.should_save(s));
         }
         self.save_interval > 0
-            && interval % self.save_interval == 0
+            && interval.is_multiple_of(self.save_interval)
             && first >= self.start_step
             && match (self.end_step, other.end_step) {
                 (None, _) => true,

@@ -27,7 +27,7 @@ impl Run {
     }
 
     fn contains(&self, step: u64) -> bool {
-        step >= self.first && step <= self.last() && (step - self.first) % self.stride == 0
+        step >= self.first && step <= self.last() && (step - self.first).is_multiple_of(self.stride)
     }
 }
 

@@ -109,7 +109,7 @@ pub fn plan(
         .map(|b| b.1.count as usize)
         .sum();
     let may_fit = surely_inside <= max_points;
-    if (may_fit || !(wanted >= w && wanted % w == 0)) && readable {
+    if (may_fit || !(wanted >= w && wanted.is_multiple_of(w))) && readable {
         return Some(Plan {
             width: wanted,
             read: vec![(lo, hi)],
@@ -140,7 +140,7 @@ pub fn plan(
 /// of `w` (a power of two).
 fn multiple_of(wanted: u64, w: u64) -> u64 {
     let mut x = 1u64;
-    while x < wanted || x % w != 0 {
+    while x < wanted || !x.is_multiple_of(w) {
         x = if x == 1 {
             2
         } else if x.is_power_of_two() {

@@ -84,14 +84,16 @@ pub fn expand_runs_with(args: &[String], options: &StorageOptions) -> Vec<(Strin
                 continue;
             }
         }
-        if !is_url && path.is_dir() && !looks_like_run(path) {
-            if let Ok(entries) = std::fs::read_dir(path) {
-                children = entries
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| p.is_dir() && looks_like_run(p))
-                    .collect();
-                children.sort();
-            }
+        if !is_url
+            && path.is_dir()
+            && !looks_like_run(path)
+            && let Ok(entries) = std::fs::read_dir(path)
+        {
+            children = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_dir() && looks_like_run(p))
+                .collect();
+            children.sort();
         }
         if children.is_empty() {
             let name = arg

@@ -62,7 +62,7 @@ fn write_run(dir: &std::path::Path) {
 
 /// Whether global step `step` is an EVAL step of [`write_run`]'s.
 fn is_eval(step: u64) -> bool {
-    step > 0 && step % 10 == 0
+    step > 0 && step.is_multiple_of(10)
 }
 
 /// `(global step, value)` of every value of `name` in `mode`, read from the run's files by

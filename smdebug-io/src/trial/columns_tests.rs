@@ -123,7 +123,7 @@ fn a_column_built_in_any_order_holds_what_a_sorted_map_holds() {
         let repeats: Vec<u64> = steps.iter().step_by(7).copied().collect();
         steps.extend(repeats);
         for step in steps {
-            let value = if rng.u64(..) % 5 == 0 {
+            let value = if rng.u64(..).is_multiple_of(5) {
                 step as f64 * 0.1 // not an f32
             } else {
                 step as f64 + 0.5

@@ -59,7 +59,7 @@ impl StepRuns {
         if k >= n {
             return Err(end);
         }
-        if offset % run.stride == 0 {
+        if offset.is_multiple_of(run.stride) {
             Ok(run.at + k as usize)
         } else {
             Err(run.at + k as usize + 1)

@@ -88,7 +88,7 @@ impl SystemFiles {
             more: false,
         };
         self.passes += 1;
-        let recheck = self.passes % RECHECK_SEALED_EVERY == 0;
+        let recheck = self.passes.is_multiple_of(RECHECK_SEALED_EVERY);
         for file in files {
             let cursor = self.files.entry(file.key.clone()).or_default();
             if cursor.sealed && !recheck {
