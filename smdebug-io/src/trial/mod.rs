@@ -149,8 +149,10 @@ pub struct TrialOptions {
     /// Default: false.
     pub map_files: bool,
     /// Memory for whole event files kept after a read when they are not mapped (object stores,
-    /// or [`map_files`](TrialOptions::map_files) off): files up to 1 MiB are fetched whole while
-    /// this budget lasts, so the other tensors of a step cost no further I/O; once it is spent,
+    /// or [`map_files`](TrialOptions::map_files) off): files up to 1 MiB are fetched whole while this
+    /// budget lasts, so the other tensors of a step cost no further I/O; a file fetched for the
+    /// first time is let go when the next one is (one sweep over the run holds one file), a
+    /// file fetched again (a second sweep, tensor by tensor) is kept. Once the budget is spent,
     /// other files are read record by record. Nothing is evicted on its own: a reader going step
     /// by step gives old steps' files back with
     /// [`forget_files_before`](Trial::forget_files_before). Default: 256 MiB (a 10,000-step

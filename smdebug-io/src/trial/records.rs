@@ -297,7 +297,9 @@ fn record_bytes(
         let whole = get_range(storage, loc, 0..loc.file.len).inspect_err(|_| {
             files.release(loc.file.len);
         })?;
-        return slice_record(&loc.file.keep(whole, true, files), loc, end);
+        let kept = loc.file.keep(whole, true, files);
+        files.fetched(&loc.file);
+        return slice_record(&kept, loc, end);
     }
     let bytes = get_range(storage, loc, loc.start..end)?;
     if (bytes.len() as u64) < loc.length {
