@@ -129,8 +129,8 @@ struct OpenStep {
 /// One index file and the numbers of its event file, read on a reader thread.
 struct StepRead {
     entry: IndexEntry,
-    /// `(name, value, wall time of its record)`.
-    numbers: Vec<(Arc<str>, f64, f64)>,
+    /// `(the name's place in the index's table, value, wall time of its record)`.
+    numbers: Vec<(usize, f64, f64)>,
     /// Stored names whose record is not one number.
     not_numbers: Vec<Arc<str>>,
     problems: Vec<(Arc<str>, Error)>,
@@ -456,8 +456,8 @@ impl TensorFollower {
                 .unwrap_or_else(PoisonError::into_inner);
             known.extend(read.not_numbers);
         }
-        for (name, value, wall_time) in read.numbers {
-            values.push(name, idx.mode, idx.step, value, wall_time);
+        for (at, value, wall_time) in read.numbers {
+            values.push(idx.tensors.name(at), idx.mode, idx.step, value, wall_time);
         }
         for (tensor, error) in read.problems {
             inc.problem(TensorProblem::Value {
@@ -554,21 +554,25 @@ impl TensorFollower {
 #[derive(Default)]
 struct Values {
     columns: ScalarBatch,
-    at: foldhash::HashMap<(Arc<str>, Mode), usize>,
+    /// Mode -> stored name -> its column (looked up by the name's text: a name is kept once
+    /// per batch, not cloned a value).
+    at: foldhash::HashMap<Mode, foldhash::HashMap<Arc<str>, usize>>,
     count: usize,
 }
 
 impl Values {
-    fn push(&mut self, name: Arc<str>, mode: Mode, step: u64, value: f64, wall_time: f64) {
+    fn push(&mut self, name: &Arc<str>, mode: Mode, step: u64, value: f64, wall_time: f64) {
         self.count += 1;
-        let columns = &mut self.columns;
-        let i = *self
-            .at
-            .entry((name, mode))
-            .or_insert_with_key(|(name, mode)| {
-                columns.push((name.to_string(), *mode, BatchColumn::new()));
-                columns.len() - 1
-            });
+        let by_name = self.at.entry(mode).or_default();
+        let i = match by_name.get(&**name) {
+            Some(&i) => i,
+            None => {
+                self.columns
+                    .push((name.to_string(), mode, BatchColumn::new()));
+                by_name.insert(Arc::clone(name), self.columns.len() - 1);
+                self.columns.len() - 1
+            }
+        };
         self.columns[i].2.push((step, value, wall_time));
     }
 }
@@ -589,15 +593,15 @@ fn read_numbers(
         entry,
     };
     let entry = &read.entry;
-    let mut wanted: Vec<(&Arc<str>, u64, u64)> = Vec::new();
+    let mut wanted: Vec<(usize, &Arc<str>, u64, u64)> = Vec::new();
     let not_numbers = not_numbers.read().unwrap_or_else(PoisonError::into_inner);
-    for (name, slot) in entry.tensors.entries() {
+    for (i, (name, slot)) in entry.tensors.entries().enumerate() {
         if Reduction::parse_tensor_name(name).is_some() || not_numbers.contains(name) {
             continue; // A reduction, or known not to be one number.
         }
         match slot {
             Slot::Record(start, length) if length <= records::MAX_NUMBER_RECORD => {
-                wanted.push((name, start, length));
+                wanted.push((i, name, start, length));
             }
             Slot::Record(..) => read.not_numbers.push(name.clone()),
             Slot::Unusable(unusable) => read.problems.push((name.clone(), unusable.error(name))),
@@ -643,15 +647,15 @@ fn read_numbers(
                 }
                 Err(e) => {
                     // The file is not there (or not readable): one problem for the step.
-                    read.problems.push((wanted[0].0.clone(), e));
+                    read.problems.push((wanted[0].1.clone(), e));
                     return;
                 }
             }
         };
         let mut seen = crate::format::number::SeenMetadata::default();
-        for (name, start, length) in wanted {
+        for (i, name, start, length) in wanted {
             match records::number_at(storage, whole, &at(start, length), name, &mut seen) {
-                Ok(Some((value, wall_time))) => read.numbers.push((name.clone(), value, wall_time)),
+                Ok(Some((value, wall_time))) => read.numbers.push((i, value, wall_time)),
                 Ok(None) => read.not_numbers.push(name.clone()),
                 Err(e) => read.problems.push((name.clone(), e)),
             }
