@@ -36,7 +36,7 @@ fn value(salt: u64, step: u64) -> f64 {
 
 /// Whether global step `step` is one of [`write_run`]'s EVAL steps.
 fn is_eval(step: u64) -> bool {
-    step > 0 && step % 10 == 0
+    step > 0 && step.is_multiple_of(10)
 }
 
 /// The run, written by smdebug's hook and writer: `loss` every step (TRAIN, and EVAL every

@@ -173,7 +173,7 @@ pub(crate) fn number_at(
     // The common layout in one pass; anything else (and every error, which names the file) from
     // the general decoder. The file's path is not made here: this runs once per value of a run.
     if let Ok(Decoded::Record(rec)) =
-        crate::format::record::decode_record(&record, loc.start, PayloadCrcPolicy::AcceptBoth)
+        crate::format::record::decode_record(record, loc.start, PayloadCrcPolicy::AcceptBoth)
         && rec.framed_len() == record.len()
         && let Some(n) = crate::format::number::read_seen(rec.payload, name, seen)
         && n.step == loc.step
