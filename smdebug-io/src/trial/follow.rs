@@ -618,13 +618,14 @@ fn read_numbers(
         entry.worker.as_str().into(),
         file_len,
     ));
-    let at = |start: u64, length: u64| Location {
-        file: Arc::clone(&file),
+    // One location for the file, moved from record to record.
+    let mut at = Location {
+        file,
         step: entry.step,
         mode: entry.mode,
         mode_step: entry.mode_step,
-        start,
-        length,
+        start: 0,
+        length: file_len,
     };
     EVENT_FILE.with_borrow_mut(|buf| {
         // On local disk a small file is read into this thread's buffer (open, read, close: no
@@ -639,7 +640,7 @@ fn read_numbers(
         {
             Some(&buf[..n])
         } else {
-            match records::get_range(storage, &at(0, file_len), 0..file_len) {
+            match records::get_range(storage, &at, 0..file_len) {
                 Ok(bytes) => {
                     buf.clear();
                     buf.extend_from_slice(&bytes);
@@ -654,7 +655,8 @@ fn read_numbers(
         };
         let mut seen = crate::format::number::SeenMetadata::default();
         for (i, name, start, length) in wanted {
-            match records::number_at(storage, whole, &at(start, length), name, &mut seen) {
+            (at.start, at.length) = (start, length);
+            match records::number_at(storage, whole, &at, name, &mut seen) {
                 Ok(Some((value, wall_time))) => read.numbers.push((i, value, wall_time)),
                 Ok(None) => read.not_numbers.push(name.clone()),
                 Err(e) => read.problems.push((name.clone(), e)),
