@@ -158,6 +158,64 @@ fn a_record_of_another_step_is_left_out_and_reported() {
     assert_eq!(tensor, "loss");
 }
 
+/// Event files read straight from the run's folder (a follower made over local storage with
+/// `TensorFollower::new`, as the dashboard makes it, reads them so) are checked as storage
+/// reads them: a missing file, one shorter than its index, a FIFO in its place and a record
+/// whose checksum fails each leave that step's value out with a problem naming the file, and
+/// every other value is the file's.
+#[test]
+fn bad_event_files_on_local_disk_are_reported_and_the_rest_read_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    write_losses(&run, 0..40);
+    let event = |step: u64| run.join(layout::event_file(step, "worker_0"));
+    std::fs::remove_file(event(10)).unwrap();
+    let short = std::fs::read(event(20)).unwrap();
+    std::fs::write(event(20), &short[..short.len() - 3]).unwrap();
+    let mut corrupt = std::fs::read(event(30)).unwrap();
+    let last = corrupt.len() - 6;
+    corrupt[last] ^= 0x40; // in the payload: its checksum fails
+    std::fs::write(event(30), &corrupt).unwrap();
+    let mut bad = vec![10, 20, 30];
+    #[cfg(unix)]
+    {
+        std::fs::remove_file(event(35)).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(event(35))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        bad.push(35);
+    }
+
+    let storage = std::sync::Arc::new(smdebug_io::storage::LocalStorage::new(&run).unwrap());
+    let mut f = TensorFollower::new(storage);
+    let mut columns = ScalarColumns::default();
+    let inc = poll(&mut f, &mut columns);
+    let loss = column(&columns, "loss", Mode::Train);
+    let expected: Vec<(u64, f64)> = (0..40u64)
+        .filter(|s| !bad.contains(s))
+        .map(|s| (s, s as f64))
+        .collect();
+    assert_eq!(loss, expected);
+    let mut reported: Vec<u64> = inc
+        .problems
+        .iter()
+        .map(|p| match p {
+            TensorProblem::Value { step, tensor, .. } if tensor == "loss" => {
+                let text = p.to_string();
+                let file = layout::event_file(*step, "worker_0");
+                assert!(text.contains(&file), "{file} not named in: {text}");
+                *step
+            }
+            other => panic!("{other}"),
+        })
+        .collect();
+    reported.sort_unstable();
+    assert_eq!(reported, bad, "{:?}", inc.problems);
+    assert_eq!(f.steps().len(), 40, "every step is listed");
+}
+
 /// Issue 27's second case: a 50-byte record claiming `[2^28]` float32 (1 GiB) in each of 114
 /// steps. It is never decoded (its header is checked against one number first), and after the
 /// first step never read again: the peak heap and the time stay within 10x of the same run

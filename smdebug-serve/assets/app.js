@@ -74,13 +74,18 @@
 
   // A zoom is the user's when it follows a press on the chart (drag to zoom, double-click to
   // reset); scale changes from new data are not zooms.
+  // A chart of steps (the scalars') that was given `onZoom` hands its zoom to it: its window is
+  // fetched from the server (every value, once narrow enough) rather than cut from the points
+  // it holds; a double-click on a chart drawn for a window (`windowed`) asks for everything
+  // again (`null`).
   function onZoom(u) {
-    if (syncing || !u.timeChart || !u.pressedAt || Date.now() - u.pressedAt > 3000) return;
+    if (syncing || !(u.timeChart || u.stepZoom) || !u.pressedAt || Date.now() - u.pressedAt > 3000) return;
     u.pressedAt = 0;
     const min = u.scales.x.min, max = u.scales.x.max;
     if (min === undefined || max === undefined || min === null) return;
     const xs = u.data[0];
     const whole = xs.length && min <= xs[0] && max >= xs[xs.length - 1];
+    if (!u.timeChart) { if (!whole) u.stepZoom([min, max]); return; }
     zoom = whole ? null : [min, max];
     spanPage = 0;
     syncing = true;
@@ -107,6 +112,9 @@
       if (existing.title.textContent !== title) existing.title.textContent = title;
       existing.plot.setData(data, !zoom || !opts.time);
       if (zoom && opts.time) { syncing = true; existing.plot.setScale("x", { min: zoom[0], max: zoom[1] }); syncing = false; }
+      existing.plot.stepZoom = opts.onZoom || null;
+      existing.plot.windowed = !!opts.windowed;
+      showRange(existing.plot, opts.xRange);
       return existing.plot;
     }
     if (existing) { existing.plot.destroy(); existing.box.remove(); }
@@ -133,12 +141,29 @@
       hooks: { setScale: [(u, k) => { if (k === "x") onZoom(u); }] },
     }, data, box);
     plot.timeChart = !!opts.time;
+    plot.stepZoom = opts.onZoom || null;
+    plot.windowed = !!opts.windowed;
     plot.over.addEventListener("mousedown", () => { plot.pressedAt = Date.now(); });
+    plot.over.addEventListener("dblclick", () => { if (plot.stepZoom && plot.windowed) plot.stepZoom(null); });
     if (zoom && opts.time) { syncing = true; plot.setScale("x", { min: zoom[0], max: zoom[1] }); syncing = false; }
+    showRange(plot, opts.xRange);
     charts.set(key, { plot, box, labels, container, title: h, opts });
     status.charts = charts.size;
     return plot;
   }
+  // A chart drawn for a window shows that window (not only the span of its points).
+  function showRange(plot, range) {
+    if (!range) return;
+    syncing = true;
+    plot.setScale("x", { min: range[0], max: range[1] });
+    syncing = false;
+  }
+  // What a chart holds, for the tests: its x values, its lines' labels and values, its x scale.
+  window.SMD.chartData = (key) => {
+    const c = charts.get(key);
+    return c && { x: c.plot.data[0], labels: c.plot.series.slice(1).map((s) => s.label), y: c.plot.data.slice(1),
+                  scale: [c.plot.scales.x.min, c.plot.scales.x.max] };
+  };
   function dropCharts(container, which) {
     for (const [k, c] of charts) {
       if (c.container === container && (!which || which(k))) { c.plot.destroy(); c.box.remove(); charts.delete(k); }
@@ -361,11 +386,30 @@
     if (x.start !== null) c.push(["duration", dur(x.end - x.start)]);
     return c;
   }
-  function headlineChart(h, key) {
+  // `zoomed`: the steps of the window drawn, when the person zoomed the chart.
+  function headlineChart(h, key, field, zoomed) {
     const box = $("headline-charts");
     if (!h) { dropCharts(box, (k) => k === key); return; }
-    chart(box, key, h.name + " (" + h.mode + ") · last " + fmt(h.last_value, 4) + " at step " + h.last_step,
-      [h.steps, h.values], [{ label: h.name, spanGaps: true, width: 2 }], { height: 170 });
+    const title = h.name + " (" + h.mode + ") · " + (zoomed ? "steps " + zoomed[0] + "–" + zoomed[1] + " (double-click: all steps)" :
+      "last " + fmt(h.last_value, 4) + " at step " + h.last_step);
+    chart(box, key, title, [h.steps, h.values], [{ label: h.name, spanGaps: true, width: 2 }], { height: 170, xRange: zoomed, windowed: !!zoomed,
+      onZoom: (range) => {
+        if (range) headlineZooms.set(field, { name: h.name, mode: h.mode, steps: window.SMD.stepWindow(range) });
+        else headlineZooms.delete(field);
+        guarded("headlines", drawHeadlines).then(publish);
+      } });
+  }
+  // Zoomed loss and accuracy charts: field -> {name, mode, steps: [first, last]}. A zoomed chart
+  // draws its window as the server answers for it (every value of a narrow one, from the files).
+  const headlineZooms = new Map();
+  async function headlineWindow(r, c, points) {
+    const z = headlineZooms.get(c.field);
+    if (!z || z.name !== c.name || z.mode !== c.mode) return null;
+    const res = await get("runs/" + r.id + "/scalars?points=" + points + "&regex=" + encodeURIComponent(window.SMD.exactName(c.name)) +
+      "&from=" + z.steps[0] + "&to=" + z.steps[1]);
+    const s = res.scalars.find((x) => x.name === c.name);
+    const m = s && s.modes.find((x) => x.mode === c.mode);
+    return m ? { steps: m.steps, values: m.values, range: z.steps } : { steps: [], values: [], range: z.steps };
   }
   // The loss and accuracy charts, downsampled by the server as the Scalars tab's (each
   // bucket's lowest and highest value, buckets aligned on multiples of their width), fetched
@@ -394,7 +438,7 @@
     if (gen !== headlineGen || HEADLINES.some(other)) { held.clear(); h = await get(whole); }
     for (const f of HEADLINES) {
       const c = h[f];
-      if (!c) { heldHeadlines.delete(f); headlineChart(null, "headline:" + f); continue; }
+      if (!c) { heldHeadlines.delete(f); headlineChart(null, "headline:" + f, f, null); continue; }
       let steps = c.steps, values = c.values;
       if (c.since !== null) {
         const was = held.get(f);
@@ -405,7 +449,10 @@
         headlineTails++;
       }
       heldHeadlines.set(f, { run: r.id, points, name: c.name, mode: c.mode, width: c.width, steps, values });
-      headlineChart(Object.assign({}, c, { steps, values }), "headline:" + f);
+      const win = await headlineWindow(r, Object.assign({ field: f }, c), points);
+      if (gen !== headlineGen) return;
+      if (win) headlineChart(Object.assign({}, c, { steps: win.steps, values: win.values }), "headline:" + f, f, win.range);
+      else headlineChart(Object.assign({}, c, { steps, values }), "headline:" + f, f, null);
     }
     const hc = $("headline-charts");
     const none = hc.querySelector("p.missing");
@@ -413,6 +460,7 @@
     else if (none) none.remove();
     // What the loss chart holds, for the tests: the same buckets however it was updated.
     const loss = heldHeadlines.get("loss");
+    status.headline_zooms = Object.fromEntries(Array.from(headlineZooms, ([f, z]) => [f, z.steps]));
     status.headlines = { points, tails: headlineTails, loss: loss && { total: h.loss.total, last_step: h.loss.last_step, width: loss.width, steps: loss.steps } };
     status.panels.headlines = true;
   }
@@ -577,7 +625,7 @@
   const compare = window.SMD.makeCompare({ get, chart, dropCharts, status, palette, pointsQuery, runState,
     runs: () => runs, current: () => current });
   const scalars = window.SMD.makeScalars({ get, chart, dropCharts, status, palette, pointsQuery,
-    runs: () => runs, current: () => current, redraw: () => guarded("scalars", scalars.draw) });
+    runs: () => runs, current: () => current, redraw: () => guarded("scalars", scalars.draw).then(publish) });
   const PANELS = {
     overview: ["version", drawOverview], headlines: ["tensors", drawHeadlines], system: ["profile", drawSystem], steps: ["profile", drawSteps],
     scalars: ["tensors", scalars.draw], tensors: ["tensors", drawTensor], compare: ["version", compare.draw],

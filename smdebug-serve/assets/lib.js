@@ -175,6 +175,16 @@
     return !!(sel && !sel.isCollapsed && sel.anchorNode && node.contains(sel.anchorNode));
   }
 
+  // A regex matching `name` alone (the scalars view's filter, for one scalar).
+  const exactName = (name) => "^" + name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + "$";
+
+  // The steps a drag across a step axis spans (`range`: its x values): the whole steps within
+  // it, or the two around it when it fell between them.
+  function stepWindow(range) {
+    const lo = Math.ceil(range[0]), hi = Math.floor(range[1]);
+    return lo <= hi ? [lo, hi] : [Math.floor(range[0]), Math.ceil(range[1])];
+  }
+
   window.SMD = { el, clear, fmt, dur, measured, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin,
-                 download, csvField, selectionIn };
+                 download, csvField, selectionIn, exactName, stepWindow };
 })();

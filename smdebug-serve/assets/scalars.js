@@ -6,7 +6,7 @@
 // tooltip, CSV and JSON downloads.
 "use strict";
 (function () {
-  const { el, fmt, dur, download, csvField } = window.SMD;
+  const { el, fmt, dur, download, csvField, exactName, stepWindow } = window.SMD;
 
   // The x axes: a point's step, its wall time less the run's first (relative), or its wall time.
   const AXES = {
@@ -26,6 +26,10 @@
 
   window.SMD.makeScalars = function (env) {
     const hiddenRuns = new Set();
+    // Zoomed charts: scalar name -> [first, last] step of the window the person dragged across.
+    // Each is fetched from the server (`from`/`to`): every value of a window narrow enough, as
+    // the run's files hold them, not the whole run's downsampled points cut to the window.
+    const zooms = new Map();
     let last = []; // [{run, result}] of the latest fetch (what the downloads save)
     let drawing = 0; // the latest draw: an older one's answers (the slider moved on) are dropped
 
@@ -66,6 +70,20 @@
         if (mine !== drawing) return;
         document.getElementById("scalar-error").textContent = "";
       } catch (e) { if (mine === drawing) document.getElementById("scalar-error").textContent = String(e.message); return; }
+      // A zoomed chart's scalar: its window, from every run shown, in place of its whole course.
+      const windowed = Array.from(zooms).filter(([name]) => results.some((res) => res.scalars.some((s) => s.name === name)));
+      let windows;
+      try {
+        windows = await Promise.all(windowed.map(([name, [from, to]]) => Promise.all(shownRuns.map((r) => env.get("runs/" + r.id +
+          "/scalars?" + env.pointsQuery() + "&smoothing=" + w + "&regex=" + encodeURIComponent(exactName(name)) + "&from=" + from + "&to=" + to)))));
+        if (mine !== drawing) return;
+      } catch (e) { if (mine === drawing) document.getElementById("scalar-error").textContent = String(e.message); return; }
+      windowed.forEach(([name], zi) => results.forEach((res, ri) => {
+        const i = res.scalars.findIndex((s) => s.name === name);
+        const win = windows[zi][ri].scalars.find((s) => s.name === name);
+        if (i >= 0 && win) res.scalars[i] = win;
+      }));
+      env.status.scalar_zooms = Object.fromEntries(zooms);
       last = shownRuns.map((r, i) => ({ run: r.name, result: results[i] }));
       const byName = new Map();
       results.forEach((res, ri) => {
@@ -113,12 +131,34 @@
             series.push({ label, color: colour, spanGaps: true, points: sparse, width: 2 });
           }
         });
+        const zoomed = zooms.get(name);
         const lastValues = list.map((l) => l.mode.mode + " " + fmt(l.mode.values[l.mode.values.length - 1], 4)).join(", ");
-        env.chart(box, "scalar:" + name + suffix, name + " · last " + lastValues, [xs, ...ys], series,
-          Object.assign({ log, xLabel: axis.label }, axis.opts || {}));
+        const title = name + (zoomed ? " · steps " + zoomed[0] + "–" + zoomed[1] + " (double-click: all steps)" : " · last " + lastValues);
+        env.chart(box, "scalar:" + name + suffix, title, [xs, ...ys], series,
+          Object.assign({ log, xLabel: axis.label, onZoom: (range) => zoomTo(name, range, list, axisName === "step"),
+                          xRange: zoomed && axisName === "step" ? zoomed : null, windowed: !!zoomed }, axis.opts || {}));
       }
       env.status.panels.scalars = true;
       return results;
+    }
+
+    // A drag across a chart (`range`: its x values) asks for the steps it spans; `null` (a
+    // double-click) for the whole run again. On a time axis the steps are those of the points
+    // the chart holds within the drag (or around it, when it falls between two).
+    function zoomTo(name, range, list, byStep) {
+      if (!range) zooms.delete(name);
+      else if (byStep) zooms.set(name, stepWindow(range));
+      else {
+        const points = list.flatMap((l) => l.x.map((x, j) => [x, l.mode.steps[j]])).filter((p) => p[0] !== null);
+        const inside = points.filter((p) => p[0] >= range[0] && p[0] <= range[1]).map((p) => p[1]);
+        const before = points.filter((p) => p[0] <= range[0]).map((p) => p[1]);
+        const after = points.filter((p) => p[0] >= range[1]).map((p) => p[1]);
+        const from = inside.length ? Math.min(...inside) : before.length ? Math.max(...before) : null;
+        const to = inside.length ? Math.max(...inside) : after.length ? Math.min(...after) : null;
+        if (from === null || to === null) return;
+        zooms.set(name, [from, to]);
+      }
+      env.redraw();
     }
 
     function csv() {

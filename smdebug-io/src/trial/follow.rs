@@ -4,7 +4,6 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use smdebug_core::{EndReason, Mode, Reduction};
 
 use super::columns::{BatchColumn, ScalarBatch};
@@ -130,8 +129,8 @@ struct OpenStep {
 /// One index file and the numbers of its event file, read on a reader thread.
 struct StepRead {
     entry: IndexEntry,
-    /// `(name, value, wall time of its record)`.
-    numbers: Vec<(Arc<str>, f64, f64)>,
+    /// `(the name's place in the index's table, value, wall time of its record)`.
+    numbers: Vec<(usize, f64, f64)>,
     /// Stored names whose record is not one number.
     not_numbers: Vec<Arc<str>>,
     problems: Vec<(Arc<str>, Error)>,
@@ -165,7 +164,8 @@ struct StepRead {
 /// with a peak of 117 MB (BENCHMARKS.md, "Following a run's tensors").
 pub struct TensorFollower {
     storage: Arc<dyn Storage>,
-    /// The run's directory when it is on local disk: index files are read from it directly.
+    /// The run's directory when it is on local disk (its storage's local root): index and event
+    /// files are read from it directly.
     local: Option<std::path::PathBuf>,
     progress: StepProgress,
     collection_files: BTreeSet<String>,
@@ -192,8 +192,8 @@ impl TensorFollower {
     /// A follower of the run rooted at `storage`, nothing read yet.
     pub fn new(storage: Arc<dyn Storage>) -> TensorFollower {
         TensorFollower {
+            local: storage.local_root().map(std::path::Path::to_path_buf),
             storage,
-            local: None,
             progress: StepProgress::default(),
             collection_files: BTreeSet::new(),
             read: ReadFiles::default(),
@@ -213,10 +213,8 @@ impl TensorFollower {
     /// A follower of the run at `location` (a directory or an object-store URL), as
     /// [`Trial::open`](super::Trial::open) opens it.
     pub fn open(location: &str) -> Result<TensorFollower> {
-        let (storage, local) = source::open(location)?;
-        let mut follower = TensorFollower::new(storage);
-        follower.local = local;
-        Ok(follower)
+        let (storage, _) = source::open(location)?;
+        Ok(TensorFollower::new(storage))
     }
 
     /// Python smdebug's incomplete-step window (see [`StepProgress::new`]); set it before the
@@ -361,7 +359,9 @@ impl TensorFollower {
             local.as_deref(),
             paths,
             more,
-            |entry| entry.map(|e| read_numbers(storage.as_ref(), e, &not_numbers)),
+            |entry| {
+                entry.map(|e| read_numbers(storage.as_ref(), local.as_deref(), e, &not_numbers))
+            },
             |read| {
                 let (path, step, _) = &paths[at];
                 at += 1;
@@ -456,8 +456,8 @@ impl TensorFollower {
                 .unwrap_or_else(PoisonError::into_inner);
             known.extend(read.not_numbers);
         }
-        for (name, value, wall_time) in read.numbers {
-            values.push(name, idx.mode, idx.step, value, wall_time);
+        for (at, value, wall_time) in read.numbers {
+            values.push(idx.tensors.name(at), idx.mode, idx.step, value, wall_time);
         }
         for (tensor, error) in read.problems {
             inc.problem(TensorProblem::Value {
@@ -491,10 +491,6 @@ impl TensorFollower {
         to: u64,
     ) -> Result<(ScalarBatch, TensorIncrement)> {
         let mut follower = TensorFollower::new(storage);
-        follower.local = follower
-            .storage
-            .local_root()
-            .map(std::path::Path::to_path_buf);
         for folder in from / 1000..=to / 1000 {
             let listed = follower
                 .storage
@@ -558,21 +554,25 @@ impl TensorFollower {
 #[derive(Default)]
 struct Values {
     columns: ScalarBatch,
-    at: foldhash::HashMap<(Arc<str>, Mode), usize>,
+    /// Mode -> stored name -> its column (looked up by the name's text: a name is kept once
+    /// per batch, not cloned a value).
+    at: foldhash::HashMap<Mode, foldhash::HashMap<Arc<str>, usize>>,
     count: usize,
 }
 
 impl Values {
-    fn push(&mut self, name: Arc<str>, mode: Mode, step: u64, value: f64, wall_time: f64) {
+    fn push(&mut self, name: &Arc<str>, mode: Mode, step: u64, value: f64, wall_time: f64) {
         self.count += 1;
-        let columns = &mut self.columns;
-        let i = *self
-            .at
-            .entry((name, mode))
-            .or_insert_with_key(|(name, mode)| {
-                columns.push((name.to_string(), *mode, BatchColumn::new()));
-                columns.len() - 1
-            });
+        let by_name = self.at.entry(mode).or_default();
+        let i = match by_name.get(&**name) {
+            Some(&i) => i,
+            None => {
+                self.columns
+                    .push((name.to_string(), mode, BatchColumn::new()));
+                by_name.insert(Arc::clone(name), self.columns.len() - 1);
+                self.columns.len() - 1
+            }
+        };
         self.columns[i].2.push((step, value, wall_time));
     }
 }
@@ -582,6 +582,7 @@ impl Values {
 /// is small) or by range, each record's header checked before anything is decoded.
 fn read_numbers(
     storage: &dyn Storage,
+    local: Option<&std::path::Path>,
     entry: IndexEntry,
     not_numbers: &RwLock<foldhash::HashSet<Arc<str>>>,
 ) -> StepRead {
@@ -592,15 +593,15 @@ fn read_numbers(
         entry,
     };
     let entry = &read.entry;
-    let mut wanted: Vec<(&Arc<str>, u64, u64)> = Vec::new();
+    let mut wanted: Vec<(usize, &Arc<str>, u64, u64)> = Vec::new();
     let not_numbers = not_numbers.read().unwrap_or_else(PoisonError::into_inner);
-    for (name, slot) in entry.tensors.entries() {
+    for (i, (name, slot)) in entry.tensors.entries().enumerate() {
         if Reduction::parse_tensor_name(name).is_some() || not_numbers.contains(name) {
             continue; // A reduction, or known not to be one number.
         }
         match slot {
             Slot::Record(start, length) if length <= records::MAX_NUMBER_RECORD => {
-                wanted.push((name, start, length));
+                wanted.push((i, name, start, length));
             }
             Slot::Record(..) => read.not_numbers.push(name.clone()),
             Slot::Unusable(unusable) => read.problems.push((name.clone(), unusable.error(name))),
@@ -617,33 +618,56 @@ fn read_numbers(
         entry.worker.as_str().into(),
         file_len,
     ));
-    let at = |start: u64, length: u64| Location {
-        file: Arc::clone(&file),
+    // One location for the file, moved from record to record.
+    let mut at = Location {
+        file,
         step: entry.step,
         mode: entry.mode,
         mode_step: entry.mode_step,
-        start,
-        length,
+        start: 0,
+        length: file_len,
     };
-    let whole: Option<Bytes> = if file_len <= WHOLE_FILE_BYTES {
-        match records::get_range(storage, &at(0, file_len), 0..file_len) {
-            Ok(bytes) => Some(bytes),
-            Err(e) => {
-                // The file is not there (or not readable): one problem for the step.
-                read.problems.push((wanted[0].0.clone(), e));
-                return read;
+    EVENT_FILE.with_borrow_mut(|buf| {
+        // On local disk a small file is read into this thread's buffer (open, read, close: no
+        // seek, no new buffer a step); elsewhere, or when that fails or finds nothing, storage
+        // reads it (and reports a failure as it does for every file).
+        let whole: Option<&[u8]> = if file_len > WHOLE_FILE_BYTES {
+            None
+        } else if let Some(root) = local
+            // The index names the file: only a plain path inside the run is opened here.
+            && crate::storage::check_relative("", &entry.event_file).is_ok()
+            && let Ok(n @ 1..) = source::read_whole(root, &entry.event_file, buf, file_len as usize)
+        {
+            Some(&buf[..n])
+        } else {
+            match records::get_range(storage, &at, 0..file_len) {
+                Ok(bytes) => {
+                    buf.clear();
+                    buf.extend_from_slice(&bytes);
+                    Some(&buf[..])
+                }
+                Err(e) => {
+                    // The file is not there (or not readable): one problem for the step.
+                    read.problems.push((wanted[0].1.clone(), e));
+                    return;
+                }
+            }
+        };
+        let mut seen = crate::format::number::SeenMetadata::default();
+        for (i, name, start, length) in wanted {
+            (at.start, at.length) = (start, length);
+            match records::number_at(storage, whole, &at, name, &mut seen) {
+                Ok(Some((value, wall_time))) => read.numbers.push((i, value, wall_time)),
+                Ok(None) => read.not_numbers.push(name.clone()),
+                Err(e) => read.problems.push((name.clone(), e)),
             }
         }
-    } else {
-        None
-    };
-    let mut seen = crate::format::number::SeenMetadata::default();
-    for (name, start, length) in wanted {
-        match records::number_at(storage, whole.as_ref(), &at(start, length), name, &mut seen) {
-            Ok(Some((value, wall_time))) => read.numbers.push((name.clone(), value, wall_time)),
-            Ok(None) => read.not_numbers.push(name.clone()),
-            Err(e) => read.problems.push((name.clone(), e)),
-        }
-    }
+    });
     read
+}
+
+thread_local! {
+    /// The event file being read on this thread ([`read_numbers`]): at most [`WHOLE_FILE_BYTES`],
+    /// kept between files.
+    static EVENT_FILE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }

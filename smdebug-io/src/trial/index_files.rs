@@ -153,6 +153,11 @@ impl TensorTable {
         self.position(name).is_some()
     }
 
+    /// The name at place `i` in index order (as [`TensorTable::entries`] counts them).
+    pub fn name(&self, i: usize) -> &Arc<str> {
+        &self.names.list[i]
+    }
+
     /// The names, in index order.
     pub fn names(&self) -> impl Iterator<Item = &Arc<str>> {
         self.names.list.iter()

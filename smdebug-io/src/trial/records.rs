@@ -9,7 +9,7 @@ use smdebug_core::{DType, StringTensor, Tensor};
 use super::source::{Files, Location, WHOLE_FILE_MAX};
 use crate::error::{Error, Result};
 use crate::format::budget::{Budget, Conversion};
-use crate::format::record::PayloadCrcPolicy;
+use crate::format::record::{Decoded, PayloadCrcPolicy};
 use crate::storage::Storage;
 
 /// A saved value in the dtype it was saved in, its bytes not copied yet: when the record holds
@@ -150,7 +150,7 @@ const ONE_NUMBER: Budget = Budget {
 /// then it is not read at all): nothing of its values is decoded then.
 pub(crate) fn number_at(
     storage: &dyn Storage,
-    file: Option<&Bytes>,
+    file: Option<&[u8]>,
     loc: &Location,
     name: &str,
     seen: &mut crate::format::number::SeenMetadata,
@@ -159,27 +159,29 @@ pub(crate) fn number_at(
         return Ok(None);
     }
     let end = record_end(loc, name, Budget::from(MAX_NUMBER_RECORD))?;
-    let record = match file {
-        Some(file) => slice_record(file, loc, end)?,
+    let fetched;
+    let record: &[u8] = match file {
+        Some(file) => record_in(file, loc, end)?,
         None => {
-            let bytes = get_range(storage, loc, loc.start..end)?;
-            if (bytes.len() as u64) < loc.length {
-                return Err(short_file(loc, bytes.len() as u64));
+            fetched = get_range(storage, loc, loc.start..end)?;
+            if (fetched.len() as u64) < loc.length {
+                return Err(short_file(loc, fetched.len() as u64));
             }
-            bytes
+            &fetched
         }
     };
-    // The common layout in one pass; anything else (and every error) from the general decoder.
-    if let Ok(rec) = crate::format::record::decode_exact_record(
-        &record,
-        &loc.file.path(),
-        loc.start,
-        PayloadCrcPolicy::AcceptBoth,
-    ) && let Some(n) = crate::format::number::read_seen(rec.payload, name, seen)
+    // The common layout in one pass; anything else (and every error, which names the file) from
+    // the general decoder. The file's path is not made here: this runs once per value of a run.
+    if let Ok(Decoded::Record(rec)) =
+        crate::format::record::decode_record(record, loc.start, PayloadCrcPolicy::AcceptBoth)
+        && rec.framed_len() == record.len()
+        && let Some(n) = crate::format::number::read_seen(rec.payload, name, seen)
         && n.step == loc.step
     {
         return Ok(Some((n.value, n.wall_time)));
     }
+    // Rare (another layout, or a bad record): the general decoder over a copy of the record.
+    let record = Bytes::copy_from_slice(record);
     let number = decode_with(&record, loc, name, ONE_NUMBER, |_, event| {
         smdebug_core::TensorView::from_bytes(event.dtype, &event.shape, &event.data)
             .ok()
@@ -326,13 +328,18 @@ pub(crate) fn get_range(
 
 /// The record's bytes within a whole event file, checked against the file's real length first.
 fn slice_record(file: &Bytes, loc: &Location, end: u64) -> Result<Bytes> {
+    record_in(file, loc, end).map(|record| file.slice_ref(record))
+}
+
+/// [`slice_record`] over borrowed bytes.
+fn record_in<'f>(file: &'f [u8], loc: &Location, end: u64) -> Result<&'f [u8]> {
     if (file.len() as u64) < end {
         return Err(short_file(
             loc,
             (file.len() as u64).saturating_sub(loc.start),
         ));
     }
-    Ok(file.slice(loc.start as usize..end as usize))
+    Ok(&file[loc.start as usize..end as usize])
 }
 
 /// A file shorter than its index says, reported like a truncated record.
