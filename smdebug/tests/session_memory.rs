@@ -100,9 +100,7 @@ fn settled_over(base: isize) -> isize {
 
 #[test]
 fn a_session_holds_the_same_bytes_after_four_times_as_many_steps() {
-    let (train, eval) = Digits::load(&digits::default_path())
-        .unwrap()
-        .split(0.2, 1);
+    let (train, eval) = Digits::load(&digits::default_path()).unwrap().split(0.2, 1);
     let dir = tempfile::tempdir().unwrap();
     let epochs = |epochs| TrainConfig {
         epochs,
@@ -149,7 +147,10 @@ fn a_session_holds_the_same_bytes_after_four_times_as_many_steps() {
     assert_eq!(summary.steps, steps, "{summary}");
     assert!(summary.records_written > 0, "{summary}");
     assert_eq!(summary.code_profiles, 1, "{summary}");
-    assert!(summary.system_samples > 0 && summary.spans_written > 0, "{summary}");
+    assert!(
+        summary.system_samples > 0 && summary.spans_written > 0,
+        "{summary}"
+    );
     for rule in &summary.rules {
         assert!(
             rule.steps_evaluated > 0 || rule.rule != "LossNotDecreasing",
