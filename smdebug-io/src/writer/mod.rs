@@ -179,8 +179,9 @@ impl WriterBuilder {
         self
     }
 
-    /// Bytes of tensor data the queue holds before the overflow policy applies (one tensor is
-    /// always accepted into an empty queue, however large). Default:
+    /// Bytes of tensor data the queue holds before the overflow policy applies, each record
+    /// counted with its name and its slot in the queue (one tensor is always accepted into an
+    /// empty queue, however large). Default:
     /// [`DEFAULT_MAX_QUEUED_BYTES`] (64 MiB).
     pub fn max_queued_bytes(mut self, bytes: usize) -> Self {
         self.max_queued_bytes = bytes;
