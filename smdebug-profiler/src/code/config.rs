@@ -78,7 +78,7 @@ impl CodeProfileConfig {
 
     /// Whether [`CodeProfiler::start`](super::CodeProfiler::start) readies pprof-rs's sampler
     /// at once (default: yes), so that the first window is sampled from its first instant.
-    /// Readying it allocates pprof-rs's sample table, about 70 MB that the process keeps for its
+    /// Readying it allocates pprof-rs's sample table, 45 MB or more that the process keeps for its
     /// life; a profiler that may never open a window (one started in case a configuration file
     /// asks for a window later) is started without, and readied by
     /// [`CodeProfiler::warm_up`](super::CodeProfiler::warm_up) or by its first window.

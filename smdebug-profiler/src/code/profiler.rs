@@ -164,7 +164,7 @@ impl CodeProfiler {
 
     /// Readies pprof-rs's sampler on the control thread, without waiting: what a profiler
     /// started with [`CodeProfileConfig::warm_up`]`(false)` does before a window it knows is
-    /// coming (a tenth of a second or more; it allocates the sampler's table, about 70 MB the
+    /// coming (a tenth of a second or more; it allocates the sampler's table, 45 MB or more the
     /// process keeps, and installs the timer for an instant at 1 Hz, so no sample is taken).
     /// Nothing happens when the sampler is ready already.
     pub fn warm_up(&self) -> Result<()> {

@@ -173,7 +173,7 @@ impl<H: Capture> SessionBuilder<H> {
                 parts.span_writer = Some(guard);
                 let code = match code_profile_support() {
                     Ok(()) => {
-                        // Readied (pprof-rs's ~70 MB sample table allocated) only for a window
+                        // Readied (pprof-rs's sample table, 45-115 MB, allocated) only for a window
                         // set now; a window a profiler file opens later readies it then.
                         let code = CodeProfiler::start(
                             CodeProfileConfig::default()
