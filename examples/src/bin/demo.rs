@@ -123,8 +123,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     // Everything beside the loop, in one session: capture (this toy model trains a step in
-    // ~0.15 ms, faster than files can be created, so a deep queue absorbs the burst), system
-    // sampling every 100 ms, the loop's phases, and the rules following the run as it is
+    // ~0.15 ms and saves faster than files can be created on a busy machine: the writer's
+    // queue holds at most 65,536 records and the default 64 MiB, and what does not fit is
+    // dropped and counted below, never waited for), system sampling every 100 ms, the loop's phases, and the rules following the run as it is
     // written. Those that mean the job is broken stop it at its next step; ProfilerReport runs
     // every profiler rule, with patience and windows sized for a job of seconds, and writes the
     // report when the run ends. With --python-compatible the files are the ones Python

@@ -138,6 +138,15 @@ impl WriterStatus {
     }
 }
 
+/// Bytes of tensor data a writer's queue holds by default before new tensors are dropped and
+/// counted: 64 MiB. The queue absorbs the burst of a step that saves more than the writer
+/// stores in one step's time; a writer that stays behind drops whatever the bound, so a larger
+/// one only delays the drops while the training process's memory climbs. 64 MiB is a few
+/// saves of a mid-sized model's reduced and sampled tensors, and 512 MiB for the eight
+/// processes of an 8-GPU node. A job that saves more per step raises it
+/// ([`WriterBuilder::max_queued_bytes`]) or blocks ([`OverflowPolicy::Block`]).
+pub const DEFAULT_MAX_QUEUED_BYTES: usize = 64 << 20;
+
 /// Builds a [`Writer`]. Every setting has a documented default.
 #[derive(Clone, Debug)]
 pub struct WriterBuilder {
@@ -170,8 +179,10 @@ impl WriterBuilder {
         self
     }
 
-    /// Bytes of tensor data the queue holds before the overflow policy applies (one tensor is
-    /// always accepted into an empty queue, however large). Default: 1 GiB.
+    /// Bytes of tensor data the queue holds before the overflow policy applies, each record
+    /// counted with its name and its slot in the queue (one tensor is always accepted into an
+    /// empty queue, however large). Default:
+    /// [`DEFAULT_MAX_QUEUED_BYTES`] (64 MiB).
     pub fn max_queued_bytes(mut self, bytes: usize) -> Self {
         self.max_queued_bytes = bytes;
         self
@@ -271,7 +282,7 @@ impl Writer {
             storage,
             worker: layout::worker_name(0),
             queue_capacity: 1024,
-            max_queued_bytes: 1 << 30,
+            max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
             overflow: OverflowPolicy::Drop,
             checksum: PayloadChecksum::Crc32c,
             tensorboard: true,

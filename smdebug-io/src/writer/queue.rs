@@ -27,6 +27,13 @@ fn is_data(msg: &Msg) -> bool {
     matches!(msg, Msg::Record(Record::Tensor(_) | Record::Strings(_)))
 }
 
+/// What a queued record costs besides its data and name: its slot in the queue. Counted in the
+/// byte budget, so a queue of many small records (scalars) is held to it too.
+const RECORD_SLOT_BYTES: usize = std::mem::size_of::<(Msg, usize)>();
+
+/// Slots the queue keeps once drained.
+const IDLE_SLOTS: usize = 1024;
+
 struct State {
     items: VecDeque<(Msg, usize)>,
     tensors: usize,
@@ -85,6 +92,7 @@ impl Queue {
 
     /// Enqueues a data record (tensor or strings) of `size` bytes under `policy`.
     pub fn push_tensor(&self, record: Record, size: usize, policy: OverflowPolicy) {
+        let size = size.saturating_add(RECORD_SLOT_BYTES);
         let mut st = self.lock();
         loop {
             if st.consumer_gone {
@@ -152,6 +160,10 @@ impl Queue {
                     }
                 }
                 return msg;
+            }
+            // Drained: a backlog's slots (up to the record capacity's) are let go.
+            if st.items.capacity() > IDLE_SLOTS {
+                st.items.shrink_to(IDLE_SLOTS);
             }
             st.consumer_waiting = true;
             st = self.not_empty.wait(st).unwrap_or_else(|p| p.into_inner());

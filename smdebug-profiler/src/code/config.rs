@@ -20,10 +20,12 @@ pub struct CodeProfileConfig {
     pub(crate) frequency_hz: u32,
     pub(crate) top_functions: usize,
     pub(crate) finish_timeout: Duration,
+    pub(crate) warm_up: bool,
 }
 
 impl Default for CodeProfileConfig {
-    /// Node from the host name, worker 0, 99 Hz, 25 functions per top list, 30 s to finish.
+    /// Node from the host name, worker 0, 99 Hz, 25 functions per top list, 30 s to finish,
+    /// the sampler readied at start.
     fn default() -> Self {
         Self {
             node: NodeId::from_hostname(),
@@ -31,6 +33,7 @@ impl Default for CodeProfileConfig {
             frequency_hz: DEFAULT_FREQUENCY_HZ,
             top_functions: DEFAULT_TOP_FUNCTIONS,
             finish_timeout: DEFAULT_FINISH_TIMEOUT,
+            warm_up: true,
         }
     }
 }
@@ -70,6 +73,17 @@ impl CodeProfileConfig {
     /// (100 ms to 1 h); past it the writer thread is left to finish on its own.
     pub fn finish_timeout(mut self, timeout: Duration) -> Self {
         self.finish_timeout = timeout;
+        self
+    }
+
+    /// Whether [`CodeProfiler::start`](super::CodeProfiler::start) readies pprof-rs's sampler
+    /// at once (default: yes), so that the first window is sampled from its first instant.
+    /// Readying it allocates pprof-rs's sample table, 45 MB or more that the process keeps for its
+    /// life; a profiler that may never open a window (one started in case a configuration file
+    /// asks for a window later) is started without, and readied by
+    /// [`CodeProfiler::warm_up`](super::CodeProfiler::warm_up) or by its first window.
+    pub fn warm_up(mut self, on: bool) -> Self {
+        self.warm_up = on;
         self
     }
 

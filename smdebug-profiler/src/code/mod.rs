@@ -44,10 +44,13 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! **Costs.** Outside a window nothing is installed. The first window of a process makes
-//! pprof-rs allocate its sample table (about 70 MB resident, kept for the process's life, and
-//! replaced by a fresh one after each window) and load the binary's debug information for
-//! symbols. While sampling, each sample unwinds one stack in a signal handler (BENCHMARKS.md,
+//! **Costs.** Outside a window nothing is installed. Readying the sampler (when a profiler
+//! starts, unless [`CodeProfileConfig::warm_up`] says not to, or at its first window) makes
+//! pprof-rs allocate its sample table (45 MB counted by an allocator once readied, 113 MB once
+//! a window has run, kept for the process's life: each window's end replaces it with a fresh
+//! one, so windows do not add to it) and load the binary's debug information for symbols. A
+//! closed window's samples are handed to the writer thread and let go once its files are
+//! stored. While sampling, each sample unwinds one stack in a signal handler (BENCHMARKS.md,
 //! "Code profile"). Samples whose interrupted instruction is inside libc, libgcc, libpthread or
 //! the vDSO are dropped, so their unwinder's locks are never re-entered.
 

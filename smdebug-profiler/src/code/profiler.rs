@@ -97,6 +97,11 @@ impl CodeProfiler {
         match self.never {}
     }
 
+    /// Readies the sampler in the background.
+    pub fn warm_up(&self) -> Result<()> {
+        match self.never {}
+    }
+
     /// Waits until a window begun now would be sampled at once.
     pub fn wait_ready(&self, timeout: std::time::Duration) -> bool {
         let _ = timeout;
@@ -157,10 +162,19 @@ impl CodeProfiler {
         self.inner.in_window()
     }
 
-    /// Waits up to `timeout` until a window begun now would be sampled at once: the first
-    /// profiler of a process readies pprof-rs's sampler on its control thread when it starts
-    /// (a tenth of a second or more; it installs the timer for an instant at 1 Hz, so no sample
-    /// is taken). Whether it is ready. For a caller whose first window opens right away.
+    /// Readies pprof-rs's sampler on the control thread, without waiting: what a profiler
+    /// started with [`CodeProfileConfig::warm_up`]`(false)` does before a window it knows is
+    /// coming (a tenth of a second or more; it allocates the sampler's table, 45 MB or more the
+    /// process keeps, and installs the timer for an instant at 1 Hz, so no sample is taken).
+    /// Nothing happens when the sampler is ready already.
+    pub fn warm_up(&self) -> Result<()> {
+        self.inner.warm_up()
+    }
+
+    /// Waits up to `timeout` until a window begun now would be sampled at once: a profiler
+    /// readies pprof-rs's sampler on its control thread when it starts (unless configured not
+    /// to), when [`warm_up`](Self::warm_up) asks, or at its first window. Whether it is ready.
+    /// For a caller whose first window opens right away.
     pub fn wait_ready(&self, timeout: std::time::Duration) -> bool {
         self.inner.wait_ready(timeout)
     }

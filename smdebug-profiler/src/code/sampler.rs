@@ -79,6 +79,11 @@ impl Shared {
         self.ready_signal.notify_all();
     }
 
+    /// Whether the sampler has been readied (see `warm_up`).
+    fn is_ready(&self) -> bool {
+        self.ready.lock().map(|r| *r).unwrap_or(false)
+    }
+
     /// Waits up to `timeout` for the control thread to be ready; whether it is.
     fn wait_ready(&self, timeout: Duration) -> bool {
         let Ok(ready) = self.ready.lock() else {
@@ -150,6 +155,8 @@ fn hold_sampler() -> bool {
 /// What the training thread asks of the control thread. `Begin` and `End` carry the time they
 /// were asked at, so a window's summary says how much of it was sampled.
 enum Message {
+    /// Ready pprof-rs's sampler now (see `warm_up`).
+    WarmUp,
     Begin(Option<WindowStep>, u64),
     End(Option<WindowStep>, u64),
     Flush(SyncSender<()>),
@@ -189,6 +196,7 @@ impl Inner {
         let finish_timeout = config.finish_timeout;
         let control = Control {
             frequency_hz: config.frequency_hz,
+            warm_up: config.warm_up,
             shared: Arc::clone(&shared),
         };
         let writer = Writer {
@@ -263,6 +271,10 @@ impl Inner {
 
     pub(crate) fn report(&self) -> CodeProfileReport {
         self.shared.report()
+    }
+
+    pub(crate) fn warm_up(&self) -> Result<()> {
+        self.tx.send(Message::WarmUp).map_err(|_| stopped())
     }
 
     pub(crate) fn wait_ready(&self, timeout: Duration) -> bool {
@@ -361,24 +373,37 @@ struct Stopped {
 /// The control thread: installs and removes the timer, and nothing slower.
 struct Control {
     frequency_hz: u32,
+    /// Ready the sampler as soon as the thread starts.
+    warm_up: bool,
     shared: Arc<Shared>,
 }
 
 impl Control {
     fn run(self, rx: Receiver<Message>, jobs: Sender<Job>, writer: JoinHandle<()>) {
         let _done = DoneOnExit(Arc::clone(&self.shared));
-        warm_up();
-        self.shared.set_ready();
+        if self.warm_up {
+            warm_up();
+            self.shared.set_ready();
+        }
         let mut open: Option<Open> = None;
         loop {
             let message = rx.recv().unwrap_or(Message::Shutdown);
             match message {
+                Message::WarmUp => {
+                    // Once per profiler; while a window is open the sampler is warm already.
+                    if !self.shared.is_ready() && open.is_none() {
+                        warm_up();
+                    }
+                    self.shared.set_ready();
+                }
                 Message::Begin(start, requested_us) => {
                     if let Some(previous) = open.take() {
                         self.close(previous, None, None, &jobs);
                     }
                     match self.open(start, requested_us) {
                         Ok(window) => {
+                            // The sampler's table is allocated now: later windows start warm.
+                            self.shared.set_ready();
                             self.shared.sampling.store(true, Ordering::Release);
                             open = Some(window);
                         }

@@ -54,7 +54,7 @@ pub enum ReportTarget {
 /// | --- | --- |
 /// | capture | smdebug's: the built-in collections, every 500th step of each mode, raw tensors |
 /// | worker | from the launcher's environment (`RANK`/`WORLD_SIZE`, Open MPI, Slurm); one worker otherwise |
-/// | writer | a 65 536-record queue (1 GiB of tensor data at most), dropping (and counting) what does not fit; real CRC-32C payload checksums |
+/// | writer | a 65 536-record queue (64 MiB of tensor data at most), dropping (and counting) what does not fit; real CRC-32C payload checksums |
 /// | system sampling | every 500 ms, in the process of local rank 0 |
 /// | framework spans | on: steps, forward, backward, optimizer and data loading at every step; per-module spans (detailed) and the code profile off |
 /// | rules | none |
@@ -69,6 +69,7 @@ pub struct SessionBuilder<H: Capture = Hook> {
     pub(super) worker: Option<WorkerInfo>,
     pub(super) checksum: PayloadChecksum,
     pub(super) queue_capacity: usize,
+    pub(super) queue_bytes: usize,
     pub(super) overflow: OverflowPolicy,
     pub(super) sampler: Option<SamplerConfig>,
     pub(super) sample_here: Option<bool>,
@@ -120,6 +121,7 @@ impl SessionBuilder<Hook> {
             worker: None,
             checksum: PayloadChecksum::Crc32c,
             queue_capacity: 1 << 16,
+            queue_bytes: smdebug_io::writer::DEFAULT_MAX_QUEUED_BYTES,
             overflow: OverflowPolicy::Drop,
             sampler: Some(SamplerConfig::default()),
             sample_here: None,
@@ -197,6 +199,7 @@ impl<H: Capture> SessionBuilder<H> {
             worker: self.worker,
             checksum: self.checksum,
             queue_capacity: self.queue_capacity,
+            queue_bytes: self.queue_bytes,
             overflow: self.overflow,
             sampler: self.sampler,
             sample_here: self.sample_here,
@@ -275,9 +278,19 @@ impl<H: Capture> SessionBuilder<H> {
     }
 
     /// How many records may wait for the writer before new ones are dropped and counted
-    /// (default 65 536; the queue also holds at most 1 GiB of tensor data).
+    /// (default 65 536; the queue also holds at most [`writer_queue_bytes`](Self::writer_queue_bytes)
+    /// of tensor data).
     pub fn writer_queue(mut self, records: usize) -> Self {
         self.queue_capacity = records;
+        self
+    }
+
+    /// How many bytes of tensor data may wait for the writer before new tensors are dropped
+    /// and counted (default 64 MiB,
+    /// [`DEFAULT_MAX_QUEUED_BYTES`](smdebug_io::writer::DEFAULT_MAX_QUEUED_BYTES): what a
+    /// writer that falls behind can add to the training process's memory).
+    pub fn writer_queue_bytes(mut self, bytes: usize) -> Self {
+        self.queue_bytes = bytes;
         self
     }
 

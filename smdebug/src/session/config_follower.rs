@@ -71,6 +71,12 @@ impl ConfigFollower {
                                     p.name(),
                                     windows.window(p)
                                 );
+                                if p == Profiling::Code
+                                    && windows.window(p).is_enabled()
+                                    && let Some(sink) = &sink
+                                {
+                                    sink.warm_up_code_profiler();
+                                }
                                 timeline.set_window(p, windows.window(p).clone());
                             }
                         }

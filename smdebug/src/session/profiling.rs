@@ -62,6 +62,15 @@ impl SessionSink {
         Some(profiler.finish())
     }
 
+    /// Readies the code profiler's sampler for a window set after the start (a profiler file):
+    /// a session without a code window never allocates pprof-rs's sample table.
+    pub(crate) fn warm_up_code_profiler(&self) {
+        let Ok(code) = self.code.lock() else { return };
+        if let Some(Err(e)) = code.as_ref().map(CodeProfiler::warm_up) {
+            log::warn!("code profile: the sampler could not be readied: {e}");
+        }
+    }
+
     fn wanted(&self, span: &SpanRecord) -> bool {
         if span.phase != Phase::DataLoading {
             return true;

@@ -173,8 +173,13 @@ impl<H: Capture> SessionBuilder<H> {
                 parts.span_writer = Some(guard);
                 let code = match code_profile_support() {
                     Ok(()) => {
+                        // Readied (pprof-rs's sample table, 45-115 MB, allocated) only for a window
+                        // set now; a window a profiler file opens later readies it then.
                         let code = CodeProfiler::start(
-                            CodeProfileConfig::default().node(node).worker(worker_id),
+                            CodeProfileConfig::default()
+                                .node(node)
+                                .worker(worker_id)
+                                .warm_up(self.timeline.code.is_enabled()),
                             storage.clone(),
                         )?;
                         // A window from the start of the loop is sampled from its first step
@@ -278,6 +283,7 @@ impl<H: Capture> SessionBuilder<H> {
                 self.checksum
             })
             .queue_capacity(self.queue_capacity)
+            .max_queued_bytes(self.queue_bytes)
             .overflow(self.overflow)
             .build()?;
         parts.writer = Some(writer.status());
