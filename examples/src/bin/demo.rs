@@ -123,9 +123,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     // Everything beside the loop, in one session: capture (this toy model trains a step in
-    // ~0.15 ms and saves faster than files can be created on a busy machine: the writer's
-    // queue holds at most 65,536 records and the default 64 MiB, and what does not fit is
-    // dropped and counted below, never waited for), system sampling every 100 ms, the loop's phases, and the rules following the run as it is
+    // ~0.15 ms and saves ~20 MB a second, faster than files can be created on a busy machine:
+    // the writer's queue holds at most 65,536 records and 256 MiB, about ten seconds of its
+    // saving, a bound however long it trains; what does not fit is dropped and counted below,
+    // never waited for), system sampling every 100 ms, the loop's phases, and the rules following the run as it is
     // written. Those that mean the job is broken stop it at its next step; ProfilerReport runs
     // every profiler rule, with patience and windows sized for a job of seconds, and writes the
     // report when the run ends. With --python-compatible the files are the ones Python
@@ -146,6 +147,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 + (cfg.epochs * eval_set.len().div_ceil(cfg.batch_size)) as u64,
         )
         .writer_queue(1 << 16)
+        .writer_queue_bytes(256 << 20)
         // SageMaker's detailed profiling for 5 steps from step 50: a span per layer (`fc1`,
         // `relu1`, `fc2`) in the framework trace and the dashboard's timeline.
         .detailed_profiling(Window::steps(50, 5))
