@@ -140,9 +140,10 @@ impl Trial {
     ///
     /// After it, a query about a released step (a value, `has_passed_step`, `step_mode`,
     /// `global_step`, `wait_for_steps`, the tensor names or workers at it, in global or a mode's
-    /// numbering) is [`Error::StepReleased`](crate::Error::StepReleased), never "not saved" nor
+    /// numbering) is [`Error::StepReleased`], never "not saved" nor
     /// "not yet": a reader must not take it for a step without the tensor. Listings
-    /// ([`steps`](Trial::steps), [`TrialTensor::steps`], [`TrialTensor::values`],
+    /// ([`steps`](Trial::steps), [`TrialTensor::steps`](super::TrialTensor::steps),
+    /// [`TrialTensor::values`](super::TrialTensor::values),
     /// [`read_steps`](Trial::read_steps), [`info`](Trial::info)) hold the steps still held;
     /// tensor names stay known. Releasing never makes the trial read a file again: index files
     /// of complete steps are never listed again anyway.
