@@ -3,8 +3,7 @@
 //! this binary's allocator (one test in the binary, so nothing else allocates meanwhile), not
 //! timed.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use serde_json::json;
 use smdebug_io::Storage;
@@ -13,30 +12,10 @@ use smdebug_profiler::spans::trace_file_key;
 use smdebug_profiler::system::system_file_key;
 use smdebug_report::{LoadOptions, ReportInput, render_html};
 
-struct Counting;
+#[path = "../../smdebug-io/tests/support/counting_alloc.rs"]
+mod counting_alloc;
 
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(
-            new_size as isize - layout.size() as isize,
-            Ordering::Relaxed,
-        );
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
+use counting_alloc::LIVE;
 
 const T0: f64 = 1_700_000_000.0;
 /// Steps per trace file and per system file.

@@ -6,9 +6,8 @@
 //! once a window has run, counted here, kept for the process's life). One test in this binary:
 //! the counter is the process's.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use smdebug::prelude::*;
@@ -17,42 +16,10 @@ use smdebug::profiler::system::SamplerConfig;
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::{TrainConfig, train_in_session};
 
-struct Counting;
+#[path = "../../smdebug-io/tests/support/counting_alloc.rs"]
+mod counting_alloc;
 
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-/// The most `LIVE` has been since it was last reset.
-static PEAK: AtomicIsize = AtomicIsize::new(0);
-
-fn grew(by: isize) {
-    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-// SAFETY: forwards to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        grew(layout.size() as isize);
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        grew(layout.size() as isize);
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        grew(new_size as isize - layout.size() as isize);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
+use counting_alloc::{LIVE, PEAK};
 
 const MIB: isize = 1 << 20;
 
