@@ -596,3 +596,34 @@ fn letting_go_of_past_steps_keeps_a_small_file_cache_serving_the_steps_to_come()
     // to keep the first three files, then read every value on its own).
     assert_eq!(reads_kept_first, STEPS as usize + 1);
 }
+
+/// A file fetched a second time is kept for good, even when it was let go
+/// (`forget_files_before`) while it was the provisionally kept one: the next file's first fetch
+/// does not let it go again.
+#[test]
+fn a_file_fetched_again_stays_kept_after_the_next_files_first_fetch() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = write_run(dir.path());
+    let storage = std::sync::Arc::new(CountingStorage {
+        inner: open_storage(&run).unwrap(),
+        event_reads: Default::default(),
+    });
+    let trial = Trial::from_storage(&run, storage.clone(), TrialOptions::default()).unwrap();
+    let reads = || {
+        storage
+            .event_reads
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let w = trial.tensor("w").unwrap();
+    let first = w.raw(0, None, None).unwrap();
+    trial.forget_files_before(1);
+    // Fetched again: kept for good.
+    assert_eq!(w.raw(0, None, None).unwrap(), first);
+    assert_eq!(reads(), 2);
+    // Step 1's file, fetched for the first time, is the provisional one now...
+    w.raw(1, None, None).unwrap();
+    assert_eq!(reads(), 3);
+    // ...and step 0's is still in memory.
+    assert_eq!(w.raw(0, None, None).unwrap(), first);
+    assert_eq!(reads(), 3);
+}

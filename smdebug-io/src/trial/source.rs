@@ -257,14 +257,17 @@ impl Files {
     /// `file` was just fetched whole: a first fetch is kept provisionally (the file kept
     /// provisionally before it is let go), a later one for good.
     pub(super) fn fetched(&self, file: &Arc<EventFile>) {
+        let mut slot = self.provisional.lock().unwrap_or_else(|p| p.into_inner());
         if file.fetched_before() {
+            // Kept for good now: a file let go (`forget_files_before`) while it was still the
+            // provisional one must not be let go again by the next first fetch.
+            if slot.as_ref().is_some_and(|p| Arc::ptr_eq(p, file)) {
+                *slot = None;
+            }
             return;
         }
-        let previous = self
-            .provisional
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .replace(file.clone());
+        let previous = slot.replace(file.clone());
+        drop(slot);
         if let Some(previous) = previous
             && !Arc::ptr_eq(&previous, file)
         {
