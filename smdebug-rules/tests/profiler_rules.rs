@@ -326,6 +326,101 @@ fn cpu_bottleneck_fires_during_the_cpu_bound_loading_stage() {
     );
 }
 
+/// A sampler every 100 ms beside a loop of 50 ms iterations (30 ms loading, 20 ms step) wakes
+/// at the same point of every other iteration: here always in the step part. Each snapshot's
+/// readings average over the 100 ms since the one before, so the loading that filled 60 % of
+/// that time is what ran while the GPU waited, in one window or many.
+#[test]
+fn cpu_bottleneck_names_the_phase_that_filled_each_sample_not_the_instant_it_woke_in() {
+    let t0: u64 = 1_700_000_000_000_000;
+    let mut samples = Vec::new();
+    for i in 0..40u64 {
+        let t = t0 + i * 100_000 + 40_000;
+        let sample = |metric_type: &str, name: &str, dimension: &str, value: f64| SystemSample {
+            metric_type: metric_type.into(),
+            name: name.into(),
+            dimension: dimension.into(),
+            value,
+            node_id: NODE.into(),
+            timestamp: t as f64 / 1e6,
+        };
+        samples.push(sample("cpu", "total", "CPUUtilization", 97.0));
+        samples.push(sample("gpu", "gpu0", "GPUUtilization", 1.0));
+        samples.push(sample("gpu", "gpu0", "GPUMemoryUtilization", 30.0));
+    }
+    let span = |phase: &str, start_us: u64, end_us: u64, step: Option<u64>| {
+        smdebug_profiler::reader::Span {
+            phase: phase.into(),
+            name: phase.into(),
+            start_us,
+            end_us,
+            node: NODE.into(),
+            worker: Some(0),
+            step,
+            mode: step.map(|_| Mode::Train),
+            args: Default::default(),
+        }
+    };
+    let mut spans = Vec::new();
+    for k in 0..80u64 {
+        let start = t0 + k * 50_000;
+        spans.push(span("DataLoaderIter", start, start + 30_000, None));
+        spans.push(span(
+            "Step:ModeKeys.TRAIN",
+            start + 30_000,
+            start + 50_000,
+            Some(k),
+        ));
+    }
+    spans.sort_by_key(|s| (s.end_us, s.start_us));
+    let mut steps = smdebug_rules::StepTimeline::default();
+    steps.extend(&spans);
+    let end = t0 + 4_000_000;
+    let details = |windows: u64| {
+        let mut rule = smdebug_rules::build_rule(
+            &RuleSpec::parse("CPUBottleneck:patience=0,threshold=30").unwrap(),
+        )
+        .unwrap();
+        let cut = (end - t0) / windows;
+        for w in 0..windows {
+            let (from, until) = (t0 + w * cut, t0 + (w + 1) * cut);
+            let ss: Vec<_> = samples
+                .iter()
+                .filter(|s| (from..until).contains(&s.timestamp_us()))
+                .cloned()
+                .collect();
+            let ps: Vec<_> = spans
+                .iter()
+                .filter(|s| (from..until).contains(&s.end_us))
+                .cloned()
+                .collect();
+            rule.as_profiler()
+                .unwrap()
+                .invoke_on_window(&smdebug_rules::ProfilerWindow {
+                    samples: &ss,
+                    spans: &ps,
+                    start_us: Some(t0),
+                    now_us: until,
+                    final_window: w + 1 == windows,
+                    steps: &steps,
+                })
+                .unwrap();
+        }
+        rule.details()
+    };
+    let whole = details(1);
+    let phases = &whole["nodes"][NODE]["phases_during_bottlenecks"];
+    // Every one of the 40 snapshots overlapped loading, the first one (which covers only its
+    // own instant) aside.
+    assert_eq!(phases["DataLoaderIter"], 39, "{whole:#}");
+    assert_eq!(phases.as_object().unwrap().len(), 1, "{phases}");
+    let first = &whole["nodes"][NODE]["bottleneck_samples"][1];
+    assert_eq!(first["since_us"], t0 + 40_000, "{first}");
+    for windows in [7, 40] {
+        assert_eq!(details(windows), whole, "{windows} windows");
+    }
+}
+
 #[test]
 fn cpu_bottleneck_stays_quiet_while_the_gpu_is_busy() {
     let run = run_copy();

@@ -277,7 +277,7 @@ impl Page<'_> {
             self.lead("No span was running during the bottleneck snapshots: they fall outside the recorded training loop.");
             return;
         }
-        self.lead("What the training loop was doing during bottleneck snapshots (a snapshot can fall in several nested phases):");
+        self.lead("What the training loop was doing during bottleneck snapshots (the time each snapshot averages over, since the one before; a snapshot can overlap several phases):");
         let rows: Vec<Vec<Cell>> = hits
             .iter()
             .map(|(p, n)| {

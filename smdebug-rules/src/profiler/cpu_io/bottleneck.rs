@@ -15,6 +15,13 @@ use std::collections::{BTreeMap, VecDeque};
 /// At most this many bottleneck times are kept per node for the report.
 const MAX_KEPT_TIMES: usize = 1000;
 
+/// The longest time a snapshot's readings are taken to cover: a gap in the samples longer than
+/// this (a paused sampler) does not stretch one snapshot over the whole gap.
+const MAX_SAMPLE_COVER_US: u64 = 60_000_000;
+
+/// At most this many distinct phase names are attributed; spans of later names are not counted.
+const MAX_PHASES: usize = 256;
+
 /// Parameters of [`CPUBottleneck`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -90,11 +97,28 @@ struct NodeBottlenecks {
     bottlenecks: u64,
     low_gpu: u64,
     firing: bool,
+    /// The time of the node's latest snapshot with GPU readings: where the next one's cover
+    /// starts.
+    last_time_us: Option<u64>,
     /// The first [`MAX_KEPT_TIMES`] bottleneck snapshots, in time order.
     times: Vec<BottleneckSample>,
-    /// Per framework phase (Step spans left out), how many kept bottleneck samples fell inside
+    /// Beside each of `times`, the phases (indices into [`Bottlenecks::phase_names`]) already
+    /// counted for it, so a snapshot counts once per phase however many spans it overlaps.
+    counted_phases: Vec<Vec<u16>>,
+    /// Per framework phase (Step spans left out), how many kept bottleneck samples overlapped
     /// one of its spans: what the loop was doing while the GPU waited.
     phases: BTreeMap<String, u64>,
+}
+
+impl NodeBottlenecks {
+    /// Counts kept sample `i` for `phase` unless it was counted for it already.
+    fn count_phase(&mut self, i: usize, phase: u16, name: &str) {
+        let counted = &mut self.counted_phases[i];
+        if !counted.contains(&phase) {
+            counted.push(phase);
+            *self.phases.entry(name.to_owned()).or_default() += 1;
+        }
+    }
 }
 
 /// The counting shared by CPUBottleneck and IOBottleneck.
@@ -110,16 +134,19 @@ struct Bottlenecks {
     /// Phase spans (Step spans left out) of earlier windows, newest last, at most
     /// [`MAX_RECENT_SPANS`]: a sample read after the span it fell in is matched against them.
     recent_spans: VecDeque<PhaseSpan>,
+    /// The phase names seen, at most [`MAX_PHASES`].
+    phase_names: Vec<String>,
     /// Samples judged: the GPUs busy, or idle with the host's readings beside them.
     judged: u64,
 }
 
-/// A framework span's extent, phase and node, kept to match later samples.
+/// A framework span's extent, phase (an index into [`Bottlenecks::phase_names`]) and node,
+/// kept to match later samples.
 #[derive(Debug)]
 struct PhaseSpan {
     start_us: u64,
     end_us: u64,
-    phase: String,
+    phase: u16,
     node: String,
 }
 
@@ -145,6 +172,7 @@ impl Bottlenecks {
             snapshots: SnapshotAssembler::default(),
             nodes: BTreeMap::new(),
             recent_spans: VecDeque::new(),
+            phase_names: Vec::new(),
             judged: 0,
         }
     }
@@ -199,6 +227,14 @@ impl Bottlenecks {
                 _ => false,
             };
             let node = self.nodes.entry(snapshot.node.clone()).or_default();
+            // A snapshot's readings are averages over the time since the node's previous one.
+            let since_us = node
+                .last_time_us
+                .filter(|&t| t <= snapshot.time_us)
+                .map_or(snapshot.time_us, |t| {
+                    t.max(snapshot.time_us.saturating_sub(MAX_SAMPLE_COVER_US))
+                });
+            node.last_time_us = Some(snapshot.time_us);
             node.seen += 1;
             if node.seen <= self.patience {
                 continue;
@@ -218,18 +254,22 @@ impl Bottlenecks {
                 node.bottlenecks += 1;
                 if node.times.len() < MAX_KEPT_TIMES {
                     node.times.push(BottleneckSample {
+                        since_us,
                         time_us: snapshot.time_us,
                         step: window.step_at(snapshot.time_us),
                         host_percent: host.as_ref().map_or(f64::NAN, |h| h.1),
                         gpu_percent: idle_gpus.iter().map(|g| *g.1).fold(f64::INFINITY, f64::min),
                     });
-                    // Spans of earlier windows this sample fell in (this window's are matched
-                    // in `attribute_phases`, so no pair is counted twice).
+                    node.counted_phases.push(Vec::new());
+                    // Spans of earlier windows this sample's time overlapped (this window's
+                    // are matched in `attribute_phases`; a phase counts once per sample).
+                    let i = node.times.len() - 1;
                     for s in &self.recent_spans {
                         if (single || s.node == snapshot.node)
-                            && (s.start_us..=s.end_us).contains(&snapshot.time_us)
+                            && s.start_us <= snapshot.time_us
+                            && s.end_us >= since_us
                         {
-                            *node.phases.entry(s.phase.clone()).or_default() += 1;
+                            node.count_phase(i, s.phase, &self.phase_names[s.phase as usize]);
                         }
                     }
                 }
@@ -313,24 +353,34 @@ impl Bottlenecks {
         results
     }
 
-    /// Counts the kept bottleneck samples inside each of this window's spans, by the span's
-    /// phase, then keeps the spans for samples still to come: each (sample, span) pair is
-    /// counted once, whichever arrives first, so the verdict does not depend on how the data was
-    /// cut into windows. With one node, spans count whatever node their file names (the sampler
-    /// and the span writer may name a host differently).
+    /// Counts the kept bottleneck samples whose time overlaps each of this window's spans, by
+    /// the span's phase, then keeps the spans for samples still to come: each (sample, phase)
+    /// pair is counted once, whichever arrives first, so the verdict does not depend on how the
+    /// data was cut into windows. A sample's time is the interval its readings average over
+    /// (since the node's previous snapshot), so a phase that ran through most of that interval
+    /// is found whatever instant the sampler woke at. With one node, spans count whatever node
+    /// their file names (the sampler and the span writer may name a host differently).
     fn attribute_phases(&mut self, window: &ProfilerWindow<'_>) {
         let single = self.nodes.len() == 1;
         for span in window.spans {
             if span.phase.starts_with("Step") {
                 continue;
             }
+            let phase = match self.phase_names.iter().position(|p| *p == span.phase) {
+                Some(i) => i,
+                None if self.phase_names.len() < MAX_PHASES => {
+                    self.phase_names.push(span.phase.clone());
+                    self.phase_names.len() - 1
+                }
+                None => continue,
+            } as u16;
             if self.recent_spans.len() == MAX_RECENT_SPANS {
                 self.recent_spans.pop_front();
             }
             self.recent_spans.push_back(PhaseSpan {
                 start_us: span.start_us,
                 end_us: span.end_us,
-                phase: span.phase.clone(),
+                phase,
                 node: span.node.clone(),
             });
             let node = if single {
@@ -339,10 +389,12 @@ impl Bottlenecks {
                 self.nodes.get_mut(&span.node)
             };
             let Some(node) = node else { continue };
+            // Kept samples are in time order and their intervals follow one another, so both
+            // ends are sorted.
             let from = node.times.partition_point(|t| t.time_us < span.start_us);
-            let to = node.times.partition_point(|t| t.time_us <= span.end_us);
-            if to > from {
-                *node.phases.entry(span.phase.clone()).or_default() += (to - from) as u64;
+            let to = node.times.partition_point(|t| t.since_us <= span.end_us);
+            for i in from..to.max(from) {
+                node.count_phase(i, phase, &span.phase);
             }
         }
     }

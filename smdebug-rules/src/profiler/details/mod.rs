@@ -197,13 +197,18 @@ pub struct NodeBottlenecks {
     /// The first bottleneck snapshots (at most 1000), in time order.
     pub bottleneck_samples: Vec<BottleneckSample>,
     /// Per framework phase (Step spans left out), how many of the kept bottleneck snapshots
-    /// fell inside one of its spans.
+    /// overlapped one of its spans (a snapshot covers `since_us..=time_us`; it counts once per
+    /// phase).
     pub phases_during_bottlenecks: BTreeMap<String, u64>,
 }
 
 /// A bottleneck snapshot.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BottleneckSample {
+    /// Where the time the snapshot's readings average over starts: the node's previous
+    /// snapshot, µs since the epoch (`time_us` for a node's first).
+    #[serde(default)]
+    pub since_us: u64,
     /// The snapshot's time, µs since the epoch.
     pub time_us: u64,
     /// The training step running then.
