@@ -27,6 +27,7 @@
 
 mod kineto;
 mod problems;
+mod shared;
 mod system;
 
 use std::collections::BTreeSet;
@@ -38,6 +39,7 @@ use smdebug_io::Storage;
 
 pub use kineto::KinetoTraces;
 pub use problems::{DataArea, DataProblem, DataProblems, MAX_PROBLEMS};
+pub use shared::{ITEMS_PER_READ, ProfilerSource, ProfilerSubscription};
 
 use crate::code::{CODE_PREFIX, SUMMARY_EXTENSION, parse_code_profile_key};
 use crate::kineto::RankSummary;
@@ -47,7 +49,7 @@ use crate::reader::{
 use crate::system::Result;
 
 /// What one poll found that was not handed out before.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Increment {
     /// New system samples grouped by series, in file order (files by window start, then
     /// node); [`SystemSamples::iter`] hands them out one by one.

@@ -396,3 +396,129 @@ fn a_held_kind_of_data_is_left_for_a_later_poll() {
         (0, 0, false)
     );
 }
+
+/// A run with one system file and one trace file, and a storage that counts its reads.
+fn shared_run() -> (tempfile::TempDir, Arc<dyn Storage>) {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
+    let text: String = (0..10)
+        .map(|i| line("algo-1", "cpu0", T0 as f64 + f64::from(i), 1.0))
+        .collect();
+    storage
+        .put(&system_file_key(T0, "algo-1"), Bytes::from(text))
+        .unwrap();
+    let end_us = T0 * 1_000_000 + 5_000_000;
+    storage
+        .put(
+            &trace_file_key(end_us, 0, "algo-1"),
+            Bytes::from(trace(end_us, 0..3)),
+        )
+        .unwrap();
+    (dir, storage)
+}
+
+fn counts(increments: &[Arc<Increment>]) -> (usize, usize) {
+    increments
+        .iter()
+        .fold((0, 0), |(a, b), i| (a + i.samples.len(), b + i.spans.len()))
+}
+
+#[test]
+fn subscribers_of_one_source_see_every_increment_read_once_then_let_go() {
+    let (_dir, storage) = shared_run();
+    let source = ProfilerSource::new(Arc::clone(&storage));
+    let (mut rules, mut dashboard) = (source.subscribe(), source.subscribe());
+    assert_eq!(source.subscribers(), 2);
+    let first = rules.poll();
+    assert_eq!(counts(&first), (10, 3));
+    let fetched = source.fetches();
+    assert_eq!(fetched, 2, "one system file and one trace file");
+    // The dashboard takes the same increments, without a read of its own; the same values.
+    let second = dashboard.poll();
+    assert_eq!(counts(&second), (10, 3));
+    assert!(Arc::ptr_eq(&first[0], &second[0]), "shared, not copied");
+    assert_eq!(source.fetches(), fetched);
+    // Every subscriber took it: the source let it go, so the subscribers hold the only handles.
+    drop(first);
+    assert_eq!(Arc::strong_count(&second[0]), 1);
+    // New data: the subscriber that polls first reads it, the other takes it.
+    let more = T0 * 1_000_000 + 9_000_000;
+    storage
+        .put(
+            &trace_file_key(more, 0, "algo-1"),
+            Bytes::from(trace(more, 3..5)),
+        )
+        .unwrap();
+    assert_eq!(counts(&dashboard.poll()), (0, 2));
+    assert_eq!(counts(&rules.poll()), (0, 2));
+    assert_eq!(source.fetches(), fetched + 1);
+    // Nothing new: nothing handed out.
+    assert!(rules.poll().is_empty() && dashboard.poll().is_empty());
+}
+
+#[test]
+fn a_subscriber_that_goes_away_holds_nothing_back_and_a_late_one_reads_on_its_own() {
+    let (_dir, storage) = shared_run();
+    let source = ProfilerSource::new(Arc::clone(&storage));
+    let mut rules = source.subscribe();
+    let idle = source.subscribe();
+    let first = rules.poll();
+    assert_eq!(counts(&first), (10, 3));
+    // The idle subscriber has not taken it: the source keeps it for it.
+    assert_eq!(Arc::strong_count(&first[0]), 2);
+    drop(idle);
+    assert_eq!(Arc::strong_count(&first[0]), 1);
+    // A subscriber coming after the source let data go reads the run itself, from the start.
+    let mut late = source.subscribe();
+    assert_eq!(counts(&late.poll()), (10, 3));
+    assert_eq!(
+        source.fetches(),
+        2,
+        "the late subscriber's reads are its own"
+    );
+    assert_eq!(source.subscribers(), 1);
+}
+
+#[test]
+fn a_backlog_comes_in_bounded_pieces_each_record_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
+    // Five system files of 30,000 samples (a piece ends after the file that fills it).
+    let per_file = 30_000u64;
+    for f in 0..5u64 {
+        let start = T0 + f * 60;
+        let text: String = (0..per_file)
+            .map(|i| line("algo-1", "cpu0", start as f64 + i as f64 / 1000.0, 1.0))
+            .collect();
+        storage
+            .put(&system_file_key(start, "algo-1"), Bytes::from(text))
+            .unwrap();
+    }
+    let end_us = T0 * 1_000_000 + 10_000_000;
+    storage
+        .put(
+            &trace_file_key(end_us, 0, "algo-1"),
+            Bytes::from(trace(end_us, 0..3)),
+        )
+        .unwrap();
+    let source = ProfilerSource::new(Arc::clone(&storage));
+    let mut sub = source.subscribe();
+    let mut pieces = Vec::new();
+    loop {
+        let got = sub.poll();
+        let more = got.last().is_some_and(|i| i.more);
+        pieces.push(counts(&got));
+        if !more {
+            break;
+        }
+    }
+    assert!(pieces.len() >= 3, "{pieces:?}");
+    assert!(
+        pieces
+            .iter()
+            .all(|(s, _)| *s < ITEMS_PER_READ + per_file as usize),
+        "{pieces:?}"
+    );
+    let total = pieces.iter().fold((0, 0), |(a, b), (s, p)| (a + s, b + p));
+    assert_eq!(total, (5 * per_file as usize, 3));
+}

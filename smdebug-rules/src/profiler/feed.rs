@@ -1,11 +1,12 @@
-//! The runner's side of the profiler rules: what smdebug-profiler's
-//! [`ProfilerFollower`] reads of the run, cut into time-ordered windows.
+//! The runner's side of the profiler rules: what smdebug-profiler's follower reads of the run
+//! (through a [`ProfilerSubscription`], shared with the dashboard in a `Session`), cut into
+//! time-ordered windows.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use smdebug_io::Storage;
-use smdebug_profiler::follow::{DataArea, DataProblem, DataProblems, ProfilerFollower};
+use smdebug_profiler::follow::{
+    DataArea, DataProblem, DataProblems, ITEMS_PER_READ, Increment, ProfilerSubscription,
+};
 use smdebug_profiler::reader::{CodeProfileWindow, Span, SystemSamples};
 use smdebug_profiler::system::SystemSample;
 
@@ -16,11 +17,6 @@ use crate::window::StepTimeline;
 /// job time, so that a firing's time says when in the job the condition was seen.
 pub(crate) const CHUNK_US: u64 = 60 * 1_000_000;
 
-/// Samples (and as many spans) one poll of the follower hands out at most: a backlog (a whole
-/// run read offline) is taken in pieces of this size, each cut into windows and handed to the
-/// rules before the next is read, so the feed holds a bounded part of the run at a time.
-pub(crate) const POLL_ITEMS: usize = 100_000;
-
 /// One window's worth of new data.
 pub(crate) struct Chunk {
     pub samples: Vec<SystemSample>,
@@ -30,7 +26,12 @@ pub(crate) struct Chunk {
 }
 
 pub(crate) struct ProfilerFeed {
-    follower: ProfilerFollower,
+    /// A backlog (a whole run read offline) comes in pieces of at most
+    /// [`ITEMS_PER_READ`] samples and spans, each cut into windows and handed to the rules
+    /// before the next is taken, so the feed holds a bounded part of the run at a time.
+    subscription: ProfilerSubscription,
+    /// Every problem met so far, each once.
+    problems: DataProblems,
     /// Grouped by series as the follower hands them out (16 bytes a sample); a window's are
     /// made records only when the window is handed out, so that a whole run read at once
     /// (offline) is not held as two million records of four strings each.
@@ -49,19 +50,13 @@ pub(crate) struct ProfilerFeed {
     /// piece of them (more may follow); likewise for spans (their latest end).
     backlog_samples_us: Option<u64>,
     backlog_spans_us: Option<u64>,
-    /// The latest sample time and span end read.
-    latest_sample_us: u64,
-    latest_span_us: u64,
-    /// Which kind the follower holds back this poll: the one ahead in time while the other
-    /// has a backlog, so that neither piles up waiting for the other.
-    hold_samples: bool,
-    hold_spans: bool,
 }
 
 impl ProfilerFeed {
-    pub(crate) fn new(storage: Arc<dyn Storage>) -> Self {
+    pub(crate) fn new(subscription: ProfilerSubscription) -> Self {
         ProfilerFeed {
-            follower: ProfilerFollower::new(storage).items_per_poll(POLL_ITEMS),
+            subscription,
+            problems: DataProblems::default(),
             pending_samples: SystemSamples::default(),
             pending_spans: Vec::new(),
             pending_code: Vec::new(),
@@ -72,16 +67,12 @@ impl ProfilerFeed {
             more: false,
             backlog_samples_us: None,
             backlog_spans_us: None,
-            latest_sample_us: 0,
-            latest_span_us: 0,
-            hold_samples: false,
-            hold_spans: false,
         }
     }
 
     /// Problems with the data that did not stop the evaluation (a corrupt line or file).
     pub(crate) fn problems(&self) -> &DataProblems {
-        self.follower.problems()
+        &self.problems
     }
 
     /// The code-profile windows that appeared since the last call.
@@ -89,12 +80,24 @@ impl ProfilerFeed {
         std::mem::take(&mut self.pending_code)
     }
 
-    /// Reads what is new into the pending buffers. Returns how many samples and spans
+    /// Takes what is new into the pending buffers. Returns how many samples and spans
     /// arrived; an error when system metrics or trace files could not be listed or read.
     pub(crate) fn poll(&mut self) -> Result<usize, DataProblem> {
-        self.follower.hold(DataArea::System, self.hold_samples);
-        self.follower.hold(DataArea::Spans, self.hold_spans);
-        let increment = self.follower.poll();
+        let increments = self.subscription.poll();
+        if increments.is_empty() {
+            self.more = false;
+        }
+        let mut arrived = 0;
+        for increment in increments {
+            arrived += self.take(Increment::into_owned(increment))?;
+        }
+        Ok(arrived)
+    }
+
+    fn take(&mut self, increment: Increment) -> Result<usize, DataProblem> {
+        for p in &increment.problems {
+            self.problems.push(p.clone());
+        }
         if let Some(failure) = increment
             .problems
             .iter()
@@ -104,22 +107,23 @@ impl ProfilerFeed {
         }
         let arrived = increment.samples.len() + increment.spans.len();
         self.more = increment.more;
+        // A full piece of a kind says more of its time may follow; a smaller one, or the end
+        // of the backlog, that the kind is read through (an empty piece says nothing: the
+        // source held that kind back while the other caught up).
+        let backlog = |latest: Option<u64>, len: usize, was: Option<u64>| match latest {
+            _ if !increment.more => None,
+            Some(t) if len >= ITEMS_PER_READ => Some(t),
+            Some(_) => None,
+            None => was,
+        };
         let latest_sample = increment.samples.iter().map(|s| s.timestamp_us()).max();
         let latest_span = increment.spans.iter().map(|s| s.end_us).max();
-        self.latest_sample_us = self.latest_sample_us.max(latest_sample.unwrap_or(0));
-        self.latest_span_us = self.latest_span_us.max(latest_span.unwrap_or(0));
-        if !self.hold_samples {
-            self.backlog_samples_us =
-                latest_sample.filter(|_| increment.more && increment.samples.len() >= POLL_ITEMS);
-        }
-        if !self.hold_spans {
-            self.backlog_spans_us =
-                latest_span.filter(|_| increment.more && increment.spans.len() >= POLL_ITEMS);
-        }
-        self.hold_spans =
-            self.backlog_samples_us.is_some() && self.latest_span_us > self.latest_sample_us;
-        self.hold_samples =
-            self.backlog_spans_us.is_some() && self.latest_sample_us > self.latest_span_us;
+        self.backlog_samples_us = backlog(
+            latest_sample,
+            increment.samples.len(),
+            self.backlog_samples_us,
+        );
+        self.backlog_spans_us = backlog(latest_span, increment.spans.len(), self.backlog_spans_us);
         self.seen.samples |= !increment.samples.is_empty();
         self.seen.spans |= !increment.spans.is_empty();
         self.steps.extend(&increment.spans);
@@ -278,8 +282,10 @@ mod tests {
 
     fn feed() -> (tempfile::TempDir, ProfilerFeed) {
         let dir = tempfile::tempdir().unwrap();
-        let storage = Arc::new(smdebug_io::storage::LocalStorage::new(dir.path()).unwrap());
-        (dir, ProfilerFeed::new(storage))
+        let storage =
+            std::sync::Arc::new(smdebug_io::storage::LocalStorage::new(dir.path()).unwrap());
+        let source = smdebug_profiler::follow::ProfilerSource::new(storage);
+        (dir, ProfilerFeed::new(source.subscribe()))
     }
 
     fn span(name: &str, end_s: u64) -> Span {

@@ -17,6 +17,8 @@ use super::persistence::{Persistence, Reporter};
 use super::run::{OpenOptions, RunSource};
 use super::threads::{RunnerHandle, start};
 use crate::actions::{ActionConfig, ActionContext};
+use smdebug_profiler::follow::{ProfilerSource, ProfilerSubscription};
+
 use crate::error::Result;
 use crate::params::RuleSpec;
 use crate::registry::build_rule;
@@ -29,6 +31,7 @@ impl RuleRunner {
         RunnerBuilder {
             location: location.to_string(),
             storage: None,
+            profiler_subscription: None,
             rules: Vec::new(),
             specs: Vec::new(),
             poll_interval: Duration::from_millis(200),
@@ -49,6 +52,7 @@ impl RuleRunner {
 pub struct RunnerBuilder {
     location: String,
     storage: Option<Arc<dyn Storage>>,
+    profiler_subscription: Option<ProfilerSubscription>,
     rules: Vec<(Rule, Vec<ActionConfig>)>,
     specs: Vec<RuleSpec>,
     poll_interval: Duration,
@@ -108,6 +112,16 @@ impl RunnerBuilder {
     /// endpoint and credentials) instead of opening `location` with the defaults.
     pub fn storage(mut self, storage: Arc<dyn Storage>) -> Self {
         self.storage = Some(storage);
+        self
+    }
+
+    /// Reads the run's profiler data through `subscription` to a source other consumers in
+    /// the process read too (a `Session`'s dashboard), so that each file is read once. Take
+    /// the subscription before any consumer polls (see [`ProfilerSource::subscribe`]). Without
+    /// one the runner has a source of its own; a runner without profiler rules or reporter
+    /// lets the subscription go when it is built.
+    pub fn profiler_source(mut self, subscription: ProfilerSubscription) -> Self {
+        self.profiler_subscription = Some(subscription);
         self
     }
 
@@ -260,7 +274,13 @@ impl RunnerBuilder {
                 stop_signal: self.stop_signal,
             },
         );
-        let profiler = ProfilerSide::new(&run.storage, has_profiler, self.reporter.is_some());
+        let subscription = self.profiler_subscription.take();
+        let profiler = ProfilerSide::new(
+            has_profiler.then(|| {
+                subscription.unwrap_or_else(|| ProfilerSource::new(run.storage.clone()).subscribe())
+            }),
+            self.reporter.is_some(),
+        );
         Ok(RuleRunner {
             run,
             rules: Evaluation::new(slots, dispatcher, self.interrupt),

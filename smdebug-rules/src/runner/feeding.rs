@@ -5,9 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use smdebug_io::Storage;
 use smdebug_profiler::digest::ProfileDigest;
-use smdebug_profiler::follow::{DataProblems, merge_code_windows};
+use smdebug_profiler::follow::{DataProblems, ProfilerSubscription, merge_code_windows};
 use smdebug_profiler::reader::CodeProfileWindow;
 
 use super::evaluation::Evaluation;
@@ -40,11 +39,11 @@ pub(super) struct ProfilerSide {
 }
 
 impl ProfilerSide {
-    /// A side that reads the run's profiler data through `storage` when `read`, and keeps it
-    /// when `keep` (a reporter is attached).
-    pub fn new(storage: &Arc<dyn Storage>, read: bool, keep: bool) -> ProfilerSide {
+    /// A side that reads the run's profiler data through `subscription` when there is one,
+    /// and keeps it when `keep` (a reporter is attached).
+    pub fn new(subscription: Option<ProfilerSubscription>, keep: bool) -> ProfilerSide {
         ProfilerSide {
-            feed: read.then(|| ProfilerFeed::new(storage.clone())),
+            feed: subscription.map(ProfilerFeed::new),
             last_window_at: None,
             keep,
             profile: Arc::default(),
