@@ -111,4 +111,4 @@ mod views;
 
 pub use conn::{Closed, ConnectionLimits, ConnectionStats};
 pub use expand::{expand_runs, expand_runs_with};
-pub use server::{ServeError, ServeOptions, Server};
+pub use server::{ServeError, ServeOptions, Server, SharedProfiler};

@@ -23,7 +23,10 @@ use smdebug_io::stop::{StopRequest, read_stop_request, sanitize_reason};
 use smdebug_io::trial::{TensorFollower, TensorIncrement, Trial, TrialOptions};
 use smdebug_io::{Storage, StorageOptions};
 use smdebug_profiler::digest::ProfileDigest;
-use smdebug_profiler::follow::{DataProblems, ProfilerFollower, merge_code_windows};
+use smdebug_profiler::follow::{
+    DataProblems, ITEMS_PER_READ, ProfilerFollower, ProfilerSource, ProfilerSubscription,
+    merge_code_windows,
+};
 use smdebug_profiler::reader::{CodeProfileWindow, ProfileData, SampleBatch, SpanBatch};
 use smdebug_rules::Summary;
 use smdebug_rules::runner::SUMMARY_FILE;
@@ -42,10 +45,6 @@ const TENSOR_BUDGET_PER_PASS: Duration = Duration::from_millis(1500);
 
 /// The same for profiler files.
 const PROFILER_BUDGET_PER_PASS: Duration = Duration::from_millis(1000);
-
-/// Samples (and spans) the profiler follower hands out at a time: their parsed records are
-/// ~50× their points, so a backlog is taken in pieces.
-const PROFILER_ITEMS_PER_POLL: usize = 50_000;
 
 /// At most this many data warnings are kept.
 const MAX_WARNINGS: usize = 50;
@@ -167,6 +166,9 @@ pub(crate) struct Run {
     /// The allocation budget of one value read through the `Trial` (distribution and 2-D
     /// views, the report's scalars), in bytes.
     pub max_tensor_bytes: u64,
+    /// A subscription to the profiler source another consumer in the process reads too (a
+    /// `Session`'s rules), until the follower takes it.
+    pub shared_profiler: std::sync::Mutex<Option<ProfilerSubscription>>,
 }
 
 impl Run {
@@ -182,6 +184,7 @@ impl Run {
             report_stage: std::sync::Mutex::new(None),
             passes: AtomicU64::new(0),
             max_tensor_bytes: smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES,
+            shared_profiler: std::sync::Mutex::new(None),
         }
     }
 
@@ -237,8 +240,9 @@ impl Run {
 pub(crate) struct Cursor {
     /// What identifies the run (to see it deleted or replaced).
     identity: Identity,
-    /// The profiler files' reader, once the storage is open.
-    profiler: Option<ProfilerFollower>,
+    /// The profiler files' reader, once the storage is open: a subscription to the source
+    /// shared with the process's other consumers, or to one of its own.
+    profiler: Option<ProfilerSubscription>,
     /// Size of the rule summary at the last read.
     summary_size: Option<u64>,
     /// The tensor reader, once the storage is open.
@@ -344,23 +348,28 @@ pub(crate) struct Pass {
 /// same pass is still at work), so that neither side waits for the other with files to read.
 fn follow_profile(
     run: &Run,
-    follower: &mut ProfilerFollower,
+    profiler: &mut ProfilerSubscription,
     tensors_busy: &AtomicBool,
 ) -> ProfileRead {
     let started = Instant::now();
     let mut read = ProfileRead::default();
     loop {
-        let increment = follower.poll();
-        read.samples += increment.samples.len();
-        read.spans += increment.spans.len();
-        read.warnings
-            .extend(increment.problems.iter().map(ToString::to_string));
-        if !increment.is_empty() || !increment.problems.is_empty() {
+        let increments = profiler.poll();
+        let more = increments.last().is_some_and(|i| i.more);
+        for increment in &increments {
+            read.samples += increment.samples.len();
+            read.spans += increment.spans.len();
+            read.warnings
+                .extend(increment.problems.iter().map(ToString::to_string));
+            if increment.is_empty() && increment.problems.is_empty() {
+                continue;
+            }
             let samples = SampleBatch::new(&increment.samples);
             let spans = SpanBatch::new(&increment.spans);
+            let problems = (!increment.problems.is_empty()).then(|| profiler.problems());
             let mut data = run.data.write().expect("run data lock");
-            if !increment.problems.is_empty() {
-                data.problems = follower.problems().clone();
+            if let Some(problems) = problems {
+                data.problems = problems;
             }
             data.journal.add_samples(&increment.samples);
             data.journal.add_spans(&increment.spans);
@@ -370,11 +379,11 @@ fn follow_profile(
             let report = Arc::make_mut(&mut data.report);
             report.add_system_samples(&increment.samples);
             report.add_spans(&increment.spans);
-            merge_code_windows(&mut data.code_windows, increment.code_windows);
+            merge_code_windows(&mut data.code_windows, increment.code_windows.clone());
             data.exists |= !data.profile.is_empty();
             read.changed = true;
         }
-        if !increment.more {
+        if !more {
             return read;
         }
         if started.elapsed() >= PROFILER_BUDGET_PER_PASS && !tensors_busy.load(Ordering::Acquire) {
@@ -533,9 +542,16 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Fou
     // time of the longer one rather than of both). The pool's threads outlive the pass: what
     // the profile data allocate stays in heaps in use (see smdebug-io's `parse_index_files`).
     let profiler = cursor.profiler.get_or_insert_with(|| {
-        ProfilerFollower::new(Arc::clone(&storage))
-            .items_per_poll(PROFILER_ITEMS_PER_POLL)
-            .span_args(false)
+        let shared = run.shared_profiler.lock().ok().and_then(|mut s| s.take());
+        shared.unwrap_or_else(|| {
+            // Alone, the dashboard's follower drops spans' `args` (it keeps none).
+            ProfilerSource::with_follower(
+                ProfilerFollower::new(Arc::clone(&storage))
+                    .items_per_poll(ITEMS_PER_READ)
+                    .span_args(false),
+            )
+            .subscribe()
+        })
     });
     // Steps, tensor names and scalars from the index files.
     let tensors = cursor

@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use smdebug_io::StorageOptions;
+use smdebug_profiler::follow::ProfilerSubscription;
 use tokio::sync::{oneshot, watch};
 
 use crate::conn::{ConnectionLimits, ConnectionStats, Connections};
@@ -69,6 +70,49 @@ pub struct ServeOptions {
     /// CLI's `--max-tensor-bytes`): a view of a larger value is refused with an error naming
     /// the tensor and its size, never decoded.
     pub max_tensor_bytes: u64,
+    /// Profiler subscriptions handed over by the process the server runs in, by run location:
+    /// a `Session` subscribes its rules and its dashboard to one source, so that each profiler
+    /// file of its run is read once.
+    pub shared_profiler: SharedProfiler,
+}
+
+/// Profiler subscriptions for [`ServeOptions::shared_profiler`]: a served run whose location
+/// is one of these reads through it; one that no run takes is let go when the server starts.
+/// Clones share the subscriptions.
+#[derive(Clone, Default)]
+pub struct SharedProfiler(Arc<std::sync::Mutex<Vec<(String, ProfilerSubscription)>>>);
+
+impl SharedProfiler {
+    /// Hands over `subscription` for the run at `location`.
+    pub fn add(&self, location: &str, subscription: ProfilerSubscription) {
+        if let Ok(mut held) = self.0.lock() {
+            held.push((location.to_owned(), subscription));
+        }
+    }
+
+    /// Takes every subscription: each run location with its own.
+    fn take_all(&self) -> Vec<(String, ProfilerSubscription)> {
+        self.0
+            .lock()
+            .map(|mut held| std::mem::take(&mut *held))
+            .unwrap_or_default()
+    }
+}
+
+impl std::fmt::Debug for SharedProfiler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let locations: Vec<String> = self
+            .0
+            .lock()
+            .map(|held| held.iter().map(|(l, _)| l.clone()).collect())
+            .unwrap_or_default();
+        f.debug_tuple("SharedProfiler").field(&locations).finish()
+    }
+}
+
+/// Whether two spellings of a run location name the same run (a trailing `/` aside).
+fn same_location(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/') == b.trim_end_matches('/')
 }
 
 impl ServeOptions {
@@ -85,6 +129,7 @@ impl ServeOptions {
             storage: StorageOptions::default(),
             limits: ConnectionLimits::default(),
             max_tensor_bytes: smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES,
+            shared_profiler: SharedProfiler::default(),
         }
     }
 }
@@ -132,15 +177,24 @@ impl Server {
             .local_addr()
             .map_err(|source| ServeError::Bind { addr, source })?;
 
+        let mut shared = options.shared_profiler.take_all();
         let runs: Vec<Arc<Run>> = runs
             .into_iter()
             .enumerate()
             .map(|(id, (name, location))| {
                 let mut run = Run::new(id, name, location, !options.read_only);
                 run.max_tensor_bytes = options.max_tensor_bytes;
+                if let Some(i) = shared
+                    .iter()
+                    .position(|(l, _)| same_location(l, &run.location))
+                {
+                    run.shared_profiler = std::sync::Mutex::new(Some(shared.swap_remove(i).1));
+                }
                 Arc::new(run)
             })
             .collect();
+        // A subscription no run took would hold its source's data for nobody.
+        drop(shared);
         let (tx, rx) = watch::channel(0u64);
         let tx = Arc::new(tx);
         let stop = Arc::new(AtomicBool::new(false));

@@ -223,6 +223,19 @@ impl<H: Capture> SessionBuilder<H> {
             );
         }
 
+        // Rules and the dashboard read the run's profiler data through one source, so that
+        // each file is read once: both subscribe before either reads.
+        #[cfg(feature = "serve")]
+        let (runner_profiler, dashboard_profiler) = if worker.rank == 0
+            && self.dashboard.is_some()
+            && (!self.rules.is_empty() || !self.custom_rules.is_empty())
+        {
+            let source = smdebug_profiler::follow::ProfilerSource::new(storage.clone());
+            (Some(source.subscribe()), Some(source.subscribe()))
+        } else {
+            (None, None)
+        };
+
         #[cfg(feature = "rules")]
         if worker.rank == 0 && (!self.rules.is_empty() || !self.custom_rules.is_empty()) {
             let mut runner = smdebug_rules::RuleRunner::builder(&location)
@@ -235,6 +248,10 @@ impl<H: Capture> SessionBuilder<H> {
             }
             for (rule, actions) in self.custom_rules {
                 runner = runner.rule(rule, actions);
+            }
+            #[cfg(feature = "serve")]
+            if let Some(subscription) = runner_profiler {
+                runner = runner.profiler_source(subscription);
             }
             #[cfg(feature = "report")]
             {
@@ -268,6 +285,9 @@ impl<H: Capture> SessionBuilder<H> {
         if let (Some(mut options), 0) = (self.dashboard, worker.rank) {
             options.runs = vec![location.clone()];
             options.storage = self.storage_options.clone();
+            if let Some(subscription) = dashboard_profiler {
+                options.shared_profiler.add(&location, subscription);
+            }
             let server = smdebug_serve::Server::start(options)?;
             parts.dashboard_url = Some(server.url().to_string());
             parts.dashboard = Some(server);
