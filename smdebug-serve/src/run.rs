@@ -32,6 +32,7 @@ use crate::identity::{Change, Identity};
 use crate::journal::Journal;
 use crate::processes::{self, Arrivals, ProcessView};
 use crate::summary::ScalarSummaries;
+use crate::views::Changed;
 
 /// Event-file bytes the dashboard's `Trial` keeps between views.
 const DASHBOARD_FILE_CACHE_BYTES: usize = 16 << 20;
@@ -118,17 +119,6 @@ pub(crate) struct RunData {
     pub arrivals: Arrivals,
     /// What the follower found new, numbered (the pushes' deltas).
     pub journal: Journal,
-}
-
-/// Counters bumped when an area of a run's data changes (the version, split by panel).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub(crate) struct Changed {
-    /// System metrics, spans and step spans (the system and steps panels).
-    pub profile: u64,
-    /// Tensor steps, names and scalar values (the scalars and tensors panels).
-    pub tensors: u64,
-    /// Rule statuses (the rules list and the issue count).
-    pub rules: u64,
 }
 
 impl RunData {
