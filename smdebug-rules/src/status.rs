@@ -241,6 +241,13 @@ pub fn read_summary(location: &str) -> Result<Option<Summary>> {
         location: location.to_string(),
         source: Box::new(e),
     })?;
+    read_summary_from(storage.as_ref())
+}
+
+/// Reads the summary a runner wrote into the run `storage` holds: `None` when there is none, an
+/// error when it cannot be read or is not a summary.
+pub fn read_summary_from(storage: &dyn smdebug_io::Storage) -> Result<Option<Summary>> {
+    let location = storage.describe().to_string();
     match storage.get(SUMMARY_FILE) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
@@ -250,7 +257,7 @@ pub fn read_summary(location: &str) -> Result<Option<Summary>> {
             }),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(Error::Store {
-            location: location.to_string(),
+            location,
             op: "get",
             path: SUMMARY_FILE.into(),
             source: Box::new(e),
