@@ -56,6 +56,7 @@
 pub mod actions;
 pub mod capture;
 pub mod error;
+mod evidence;
 mod folder;
 mod needs;
 pub mod params;
