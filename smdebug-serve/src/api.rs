@@ -12,7 +12,7 @@ use smdebug_profiler::reader::{SpanRef, SpanStore};
 use smdebug_profiler::stats::percentile;
 
 use smdebug_rules::Summary;
-use smdebug_rules::profiler::{Details, StepOutlierDetails};
+use smdebug_rules::profiler::StepOutlierDetails;
 
 use smdebug_io::trial::TensorFollower;
 
