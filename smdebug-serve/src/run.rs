@@ -592,7 +592,7 @@ fn read_processes(
                 .read()
                 .map(|d| d.processes.clone())
                 .unwrap_or_default();
-            Some(look_up(storage, &jobs, &before))
+            Some(processes::look_up(storage, &jobs, &before))
         }
         Err(e) => {
             warnings.push(format!("the run's identity files cannot be listed: {e}"));
@@ -743,8 +743,8 @@ impl RunData {
         if self.progress == progress {
             return false;
         }
-        let before = progress_point(&self.progress).map(|p| p.0);
-        let point = progress_point(&progress);
+        let before = processes::progress_point(&self.progress).map(|p| p.0);
+        let point = processes::progress_point(&progress);
         found.steps |= point.map(|p| p.0) > before;
         processes::note_progress(&mut self.progress_history, point);
         self.progress = progress;
@@ -814,38 +814,6 @@ impl RunData {
         }
         changed
     }
-}
-
-/// Each identity file's process looked up. One newly seen gone (not so in `before`) is looked
-/// up again after its file is read again: a process that marked its file finished just before
-/// it exited is not taken for crashed.
-fn look_up(
-    storage: &dyn Storage,
-    jobs: &[smdebug_io::jobs::JobIdentity],
-    before: &[ProcessView],
-) -> Vec<ProcessView> {
-    let now = smdebug_io::jobs::now_s();
-    let views: Vec<ProcessView> = jobs.iter().map(|j| ProcessView::of(j, now)).collect();
-    let newly_gone = views.iter().any(|v| {
-        v.state == "gone"
-            && !before.iter().any(|b| {
-                b.state == "gone" && (&b.worker, &b.host, b.pid) == (&v.worker, &v.host, v.pid)
-            })
-    });
-    if !newly_gone {
-        return views;
-    }
-    match smdebug_io::jobs::read_jobs(storage) {
-        Ok((again, _)) => again.iter().map(|j| ProcessView::of(j, now)).collect(),
-        Err(_) => views,
-    }
-}
-
-/// The most steps any worker's progress file shows, and the newest file's wall time.
-pub(crate) fn progress_point(progress: &[Progress]) -> Option<(u64, f64)> {
-    let steps = progress.iter().map(|p| p.steps).max()?;
-    let wall = progress.iter().map(|p| p.wall_time).fold(0.0, f64::max);
-    Some((steps, wall))
 }
 
 /// Whether a probe object can be written into the run and removed again.
