@@ -29,6 +29,7 @@
 pub mod crafted;
 pub mod error;
 pub mod format;
+mod job_identity;
 pub mod jobs;
 pub mod progress;
 pub mod run_folder;

@@ -38,8 +38,7 @@ use crate::storage::{Storage, open_storage};
 use serde::{Deserialize, Serialize};
 use smdebug_core::StopSignal;
 
-/// The stop-request file, relative to the run.
-pub const STOP_REQUEST_FILE: &str = "stop_request.json";
+pub use crate::format::layout::STOP_REQUEST_FILE;
 
 /// The longest stop reason kept, in characters; a longer one is cut (and says so).
 pub const MAX_REASON_CHARS: usize = 1_000;

@@ -205,34 +205,7 @@ pub(crate) fn marked_line_chart(
     if reduced.is_empty() {
         return Err("no finite values to draw".to_owned());
     }
-    let all = || reduced.iter().flat_map(|(_, b)| b.iter());
-    let marked = || mark_points.iter();
-    let (x_lo, x_hi) = padded(
-        all()
-            .map(|b| b.x)
-            .chain(marked().map(|m| m.0))
-            .fold(f64::INFINITY, f64::min),
-        all()
-            .map(|b| b.x)
-            .chain(marked().map(|m| m.0))
-            .fold(f64::NEG_INFINITY, f64::max),
-    );
-    let data_lo = all()
-        .map(|b| b.lo)
-        .chain(marked().map(|m| m.1))
-        .fold(f64::INFINITY, f64::min);
-    let data_hi = all()
-        .map(|b| b.hi)
-        .chain(marked().map(|m| m.1))
-        .fold(f64::NEG_INFINITY, f64::max);
-    let (y_lo, y_hi) = match y_range {
-        Some((lo, hi)) => padded(lo.min(data_lo), hi.max(data_hi)),
-        None => {
-            let (lo, hi) = padded(data_lo, data_hi);
-            let margin = (hi - lo) * 0.05;
-            (lo - margin, hi + margin)
-        }
-    };
+    let ((x_lo, x_hi), (y_lo, y_hi)) = line_extent(&reduced, &mark_points, y_range);
     with_svg(|root| {
         let (plot, legend) = root.split_horizontally(WIDTH - LEGEND_WIDTH);
         let mut chart = ChartBuilder::on(&plot)
@@ -296,6 +269,44 @@ pub(crate) fn marked_line_chart(
         }
         side_legend(&legend, &labels)
     })
+}
+
+/// The axes' ranges of a [`marked_line_chart`]: the buckets' and the marks' extent, padded; the
+/// y axis `y_range` when given (widened by data beyond it), else the data with a 5 % margin.
+fn line_extent(
+    reduced: &[(&str, Vec<Bucket>)],
+    mark_points: &[(f64, f64)],
+    y_range: Option<(f64, f64)>,
+) -> ((f64, f64), (f64, f64)) {
+    let all = || reduced.iter().flat_map(|(_, b)| b.iter());
+    let marked = || mark_points.iter();
+    let (x_lo, x_hi) = padded(
+        all()
+            .map(|b| b.x)
+            .chain(marked().map(|m| m.0))
+            .fold(f64::INFINITY, f64::min),
+        all()
+            .map(|b| b.x)
+            .chain(marked().map(|m| m.0))
+            .fold(f64::NEG_INFINITY, f64::max),
+    );
+    let data_lo = all()
+        .map(|b| b.lo)
+        .chain(marked().map(|m| m.1))
+        .fold(f64::INFINITY, f64::min);
+    let data_hi = all()
+        .map(|b| b.hi)
+        .chain(marked().map(|m| m.1))
+        .fold(f64::NEG_INFINITY, f64::max);
+    let (y_lo, y_hi) = match y_range {
+        Some((lo, hi)) => padded(lo.min(data_lo), hi.max(data_hi)),
+        None => {
+            let (lo, hi) = padded(data_lo, data_hi);
+            let margin = (hi - lo) * 0.05;
+            (lo - margin, hi + margin)
+        }
+    };
+    ((x_lo, x_hi), (y_lo, y_hi))
 }
 
 /// A histogram: one set of bars per series over shared bins `[edges[i], edges[i+1])`, drawn

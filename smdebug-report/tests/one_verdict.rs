@@ -162,8 +162,13 @@ fn bottleneck_row(section: &str) -> (u64, u64) {
 /// and from the rule file beside the report. All three must be the same.
 fn details_everywhere(o: &Outcome, rule: &str) -> Details {
     let status = o.summary.rule(rule).unwrap();
-    let ours = Details::of_status(status).expect("details");
-    let dashboard = Details::of_status(o.written.rule(rule).unwrap()).expect("written details");
+    let ours = status.profiler_details().expect("details");
+    let dashboard = o
+        .written
+        .rule(rule)
+        .unwrap()
+        .profiler_details()
+        .expect("written details");
     assert_eq!(ours, dashboard, "{rule}: the dashboard's details differ");
     let file: RuleFile =
         serde_json::from_slice(&std::fs::read(o.out.join(format!("{rule}.json"))).unwrap())

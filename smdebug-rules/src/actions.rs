@@ -31,7 +31,7 @@ use smdebug_core::StopSignal;
 use smdebug_io::Storage;
 
 use crate::error::{Error, Result};
-use crate::rule::Evidence;
+use crate::evidence::Evidence;
 use smdebug_io::stop::{StopRequest, request_stop};
 
 fn default_timeout() -> f64 {

@@ -56,6 +56,7 @@
 pub mod actions;
 pub mod capture;
 pub mod error;
+mod evidence;
 mod folder;
 mod needs;
 pub mod params;
@@ -84,7 +85,9 @@ pub use rule::{
 pub use runner::{ReportPlan, Reporter, RuleRunner, RunState, RunnerHandle};
 pub use select::{TensorSelection, value_at};
 pub use smdebug_core::CaptureRequest;
-pub use status::{MAX_LISTED_UNREADABLE, RuleStatus, Status, Summary, read_summary};
+pub use status::{
+    MAX_LISTED_UNREADABLE, RuleStatus, Status, Summary, read_summary, read_summary_from,
+};
 pub use window::{JudgedWindow, ProfilerWindow, StepTimeline};
 
 /// What [`rule_identity!`] expands to names, so that a crate using the macro needs no

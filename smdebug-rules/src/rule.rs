@@ -5,11 +5,12 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use smdebug_core::CaptureRequest;
 use smdebug_io::trial::Trial;
 
 use crate::error::{Error, Result};
+pub use crate::evidence::Evidence;
 pub use crate::needs::{LookBack, Needs, ProfilerInput, ProfilerNeeds};
 use crate::window::ProfilerWindow;
 
@@ -436,82 +437,6 @@ macro_rules! rule_identity {
     };
 }
 
-/// One measurement behind a rule's verdict: which tensor, at which step, what was measured, the
-/// value and the limit it was compared with.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Evidence {
-    /// The tensor measured (or a description such as `loss (TRAIN)` for derived quantities).
-    pub tensor: String,
-    /// Global step of the measurement.
-    pub step: u64,
-    /// What was measured (`abs_mean`, `nan_count`, `dead_units_percent`, …).
-    pub measure: String,
-    /// The measured value. NaN and ±Inf are written as the strings `"NaN"`, `"Infinity"`,
-    /// `"-Infinity"` (JSON has no such numbers) and read back as such; `null`, which older
-    /// summaries wrote for any of them, reads back as NaN.
-    #[serde(
-        serialize_with = "non_finite_as_string",
-        deserialize_with = "non_finite_from_string"
-    )]
-    pub value: f64,
-    /// The limit the value was compared with, when there is one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<f64>,
-}
-
-fn non_finite_as_string<S: serde::Serializer>(
-    v: &f64,
-    s: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    match *v {
-        x if x.is_finite() => s.serialize_f64(x),
-        x if x.is_nan() => s.serialize_str("NaN"),
-        x if x > 0.0 => s.serialize_str("Infinity"),
-        _ => s.serialize_str("-Infinity"),
-    }
-}
-
-fn non_finite_from_string<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Value {
-        Number(f64),
-        Text(String),
-        Null,
-    }
-    match Value::deserialize(d)? {
-        Value::Number(x) => Ok(x),
-        Value::Null => Ok(f64::NAN),
-        Value::Text(t) => match t.as_str() {
-            "NaN" => Ok(f64::NAN),
-            "Infinity" => Ok(f64::INFINITY),
-            "-Infinity" => Ok(f64::NEG_INFINITY),
-            other => Err(serde::de::Error::custom(format!(
-                "an evidence value must be a number, null, \"NaN\", \"Infinity\" or \"-Infinity\", not {other:?}"
-            ))),
-        },
-    }
-}
-
-impl Evidence {
-    /// `measure` of `tensor` at `step` was `value`.
-    pub fn new(tensor: &str, step: u64, measure: &str, value: f64) -> Self {
-        Evidence {
-            tensor: tensor.to_string(),
-            step,
-            measure: measure.to_string(),
-            value,
-            limit: None,
-        }
-    }
-
-    /// Records the limit the value was compared with.
-    pub fn limit(mut self, limit: f64) -> Self {
-        self.limit = Some(limit);
-        self
-    }
-}
-
 /// At most this many evidence entries per result through [`RuleResult::add_evidence`].
 pub const MAX_EVIDENCE: usize = 10;
 
@@ -591,34 +516,5 @@ impl RuleResult {
             self.message.push_str("; ");
         }
         self.message.push_str(message.as_ref());
-    }
-}
-
-#[cfg(test)]
-mod evidence_json {
-    use super::Evidence;
-
-    #[test]
-    fn non_finite_evidence_values_are_written_as_strings_and_read_back() {
-        for (value, text) in [
-            (f64::NAN, "\"NaN\""),
-            (f64::INFINITY, "\"Infinity\""),
-            (f64::NEG_INFINITY, "\"-Infinity\""),
-            (2.5, "2.5"),
-        ] {
-            let e = Evidence::new("loss", 3, "mean", value);
-            let json = serde_json::to_string(&e).unwrap();
-            assert!(json.contains(&format!("\"value\":{text}")), "{json}");
-            let back: Evidence = serde_json::from_str(&json).unwrap();
-            assert_eq!(back.value.to_bits(), value.to_bits(), "{json}");
-        }
-        // What older summaries wrote for any non-finite value.
-        let old: Evidence =
-            serde_json::from_str(r#"{"tensor":"t","step":1,"measure":"m","value":null}"#).unwrap();
-        assert!(old.value.is_nan());
-        let bad = serde_json::from_str::<Evidence>(
-            r#"{"tensor":"t","step":1,"measure":"m","value":"lots"}"#,
-        );
-        assert!(bad.unwrap_err().to_string().contains("\"lots\""));
     }
 }

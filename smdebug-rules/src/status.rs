@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 use smdebug_io::trial::Trial;
 
 use crate::error::{Error, Result};
-use crate::rule::{Evidence, Needs, ProfilerInput, ProfilerNeeds, RuleInput};
+use crate::evidence::Evidence;
+use crate::profiler::Details;
+use crate::rule::{Needs, ProfilerInput, ProfilerNeeds, RuleInput};
 use crate::window::JudgedWindow;
 
 /// The summary file, relative to the run.
@@ -155,6 +157,13 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl RuleStatus {
+    /// The profiler rule's details as written into the summary (or a report's rule file);
+    /// `None` when the rule wrote none. Fields the status adds beside them (evidence,
+    /// warnings) are ignored.
+    pub fn profiler_details(&self) -> Option<Details> {
+        Details::of_value(&self.details)
+    }
+
     /// How much of the run a debugging rule judged, when that was not all of it: `judged 1 of
     /// 300 steps` when it had what it reads at only some of the steps it judges (its message
     /// then says so beside a verdict of `NoIssuesFound`), and the records it could not read
@@ -241,6 +250,13 @@ pub fn read_summary(location: &str) -> Result<Option<Summary>> {
         location: location.to_string(),
         source: Box::new(e),
     })?;
+    read_summary_from(storage.as_ref())
+}
+
+/// Reads the summary a runner wrote into the run `storage` holds: `None` when there is none, an
+/// error when it cannot be read or is not a summary.
+pub fn read_summary_from(storage: &dyn smdebug_io::Storage) -> Result<Option<Summary>> {
+    let location = storage.describe().to_string();
     match storage.get(SUMMARY_FILE) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
@@ -250,7 +266,7 @@ pub fn read_summary(location: &str) -> Result<Option<Summary>> {
             }),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(Error::Store {
-            location: location.to_string(),
+            location,
             op: "get",
             path: SUMMARY_FILE.into(),
             source: Box::new(e),

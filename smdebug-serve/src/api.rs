@@ -12,7 +12,7 @@ use smdebug_profiler::reader::{SpanRef, SpanStore};
 use smdebug_profiler::stats::percentile;
 
 use smdebug_rules::Summary;
-use smdebug_rules::profiler::{Details, StepOutlierDetails};
+use smdebug_rules::profiler::StepOutlierDetails;
 
 use smdebug_io::trial::TensorFollower;
 
@@ -320,7 +320,7 @@ fn step_outlier_details(rules: Option<&Summary>) -> Option<StepOutlierDetails> {
         .rules
         .iter()
         .filter(|r| r.rule == "StepOutlier")
-        .find_map(|r| Details::of_status(r)?.step_outliers().cloned())
+        .find_map(|r| r.profiler_details()?.step_outliers().cloned())
 }
 
 /// Time per phase within each of the last `n` step spans (of any mode, node, worker).

@@ -238,97 +238,141 @@ pub fn draw(
         Some(e) => (plan.read.as_slice(), e),
         None => (&[][..], empty),
     };
-    let is_read = |a: u64, b: u64| read.iter().any(|r| r.0 <= a && b <= r.1);
-    let point = |v: &Value| Point {
-        step: v.0,
-        value: v.1,
-        wall: v.2,
-    };
-    let of_values = |values: &[Value]| -> Option<Bucket> {
-        let mut it = values.iter();
-        let mut b = Bucket::of(point(it.next()?));
-        for v in it {
-            b.merge(&Bucket::of(point(v)));
-        }
-        Some(b)
-    };
     let inside = s.buckets_within(from, to);
-    let mut slices: Vec<Slice> = Vec::new();
     // A window read whole is cut as the downsampler cuts its values: every value when they fit
     // in `max_points`, else slices of its width for their first and last step.
     let read_whole = read.iter().any(|r| r.0 <= lo && hi <= r.1);
-    let mut plan = plan.clone();
-    if read_whole {
-        let at = exact.partition_point(|v| v.0 < lo);
-        let end = exact.partition_point(|v| v.0 <= hi);
-        let window = &exact[at..end];
-        plan.width = match (window.first(), window.last()) {
+    let width = if read_whole {
+        let window = values_within(exact, lo, hi);
+        match (window.first(), window.last()) {
             (Some(f), Some(l)) if window.len() > max_points.clamp(2, MAX_POINTS) => {
                 let slices = ((max_points.clamp(2, MAX_POINTS) - 2) / 2).max(1);
                 slice_width(f.0 as f64, l.0 as f64, slices) as u64
             }
             _ => 0,
-        };
-    }
-    if plan.width == 0 {
-        if read.iter().any(|r| r.0 <= lo && hi <= r.1) {
-            let at = exact.partition_point(|v| v.0 < lo);
-            let end = exact.partition_point(|v| v.0 <= hi);
-            slices.extend(exact[at..end].iter().map(|v| Slice {
-                values: Bucket::of(point(v)),
-                read: true,
-            }));
-        } else {
-            // Buckets of at most two values: each value is its bucket's first or last.
-            for (_, b) in inside {
-                slices.push(Slice {
-                    values: Bucket::of(b.first),
-                    read: false,
-                });
-                if b.last.step != b.first.step {
-                    slices.push(Slice {
-                        values: Bucket::of(b.last),
-                        read: false,
-                    });
-                }
-            }
         }
     } else {
-        let (w, width) = (s.width(), plan.width);
-        let mut b = 0;
-        for k in lo / width..=hi / width {
-            let (start, end) = (k * width, (k + 1) * width - 1);
-            let (a, z) = (start.max(lo), end.min(hi));
-            // The buckets of slice k (its width is a multiple of theirs when drawn from them).
-            while b < inside.len() && inside[b].0 * w < start {
-                b += 1;
-            }
-            let first_bucket = b;
-            while b < inside.len() && inside[b].0 * w <= end {
-                b += 1;
-            }
-            let buckets = &inside[first_bucket..b];
-            let cut = buckets.first().is_some_and(|x| x.1.first.step < a)
-                || buckets.last().is_some_and(|x| x.1.last.step > z);
-            let from_files = is_read(a, z) && (cut || width % w != 0);
-            let values = if from_files {
-                let at = exact.partition_point(|v| v.0 < a);
-                let stop = exact.partition_point(|v| v.0 <= z);
-                of_values(&exact[at..stop])
-            } else {
-                buckets.iter().map(|x| x.1).reduce(|mut m, x| {
-                    m.merge(&x);
-                    m
-                })
-            };
-            if let Some(values) = values {
-                slices.push(Slice {
-                    values,
-                    read: from_files,
-                });
-            }
+        plan.width
+    };
+    let slices = match (width, read_whole) {
+        (0, true) => values_within(exact, lo, hi)
+            .iter()
+            .map(|v| Slice {
+                values: Bucket::of(point(v)),
+                read: true,
+            })
+            .collect(),
+        (0, false) => every_bucket_value(inside),
+        _ => slices_of_width(s, inside, read, exact, (lo, hi), width),
+    };
+    let raw = raw_line(&slices);
+    let smoothed = (smoothing > 0.0).then(|| {
+        if constant(s) {
+            return raw.clone();
+        }
+        smooth_line(s, &slices, exact, read, smoothing)
+    });
+    ScalarLines {
+        raw,
+        smoothed,
+        width,
+    }
+}
+
+/// The values of `exact` (in step order) from step `lo` to step `hi`.
+fn values_within(exact: &[Value], lo: u64, hi: u64) -> &[Value] {
+    let at = exact.partition_point(|v| v.0 < lo);
+    let end = exact.partition_point(|v| v.0 <= hi);
+    &exact[at..end]
+}
+
+fn point(v: &Value) -> Point {
+    Point {
+        step: v.0,
+        value: v.1,
+        wall: v.2,
+    }
+}
+
+/// Values summarized as one bucket; `None` for none.
+fn bucket_of_values(values: &[Value]) -> Option<Bucket> {
+    let mut it = values.iter();
+    let mut b = Bucket::of(point(it.next()?));
+    for v in it {
+        b.merge(&Bucket::of(point(v)));
+    }
+    Some(b)
+}
+
+/// Buckets of at most two values, each value drawn: its bucket's first or last.
+fn every_bucket_value(inside: &[(u64, Bucket)]) -> Vec<Slice> {
+    let mut slices = Vec::new();
+    for (_, b) in inside {
+        slices.push(Slice {
+            values: Bucket::of(b.first),
+            read: false,
+        });
+        if b.last.step != b.first.step {
+            slices.push(Slice {
+                values: Bucket::of(b.last),
+                read: false,
+            });
         }
     }
+    slices
+}
+
+/// The window's steps `lo..=hi` in slices of `width` steps aligned on its multiples: each from
+/// the buckets it holds whole, else (a slice the window cuts, or one not a multiple of the
+/// buckets' width) from its values read again when its steps were read.
+fn slices_of_width(
+    s: &SeriesSummary,
+    inside: &[(u64, Bucket)],
+    read: &[(u64, u64)],
+    exact: &[Value],
+    (lo, hi): (u64, u64),
+    width: u64,
+) -> Vec<Slice> {
+    let is_read = |a: u64, b: u64| read.iter().any(|r| r.0 <= a && b <= r.1);
+    let w = s.width();
+    let mut slices = Vec::new();
+    let mut b = 0;
+    for k in lo / width..=hi / width {
+        let (start, end) = (k * width, (k + 1) * width - 1);
+        let (a, z) = (start.max(lo), end.min(hi));
+        // The buckets of slice k (its width is a multiple of theirs when drawn from them).
+        while b < inside.len() && inside[b].0 * w < start {
+            b += 1;
+        }
+        let first_bucket = b;
+        while b < inside.len() && inside[b].0 * w <= end {
+            b += 1;
+        }
+        let buckets = &inside[first_bucket..b];
+        let cut = buckets.first().is_some_and(|x| x.1.first.step < a)
+            || buckets.last().is_some_and(|x| x.1.last.step > z);
+        let from_files = is_read(a, z) && (cut || !width.is_multiple_of(w));
+        let values = if from_files {
+            bucket_of_values(values_within(exact, a, z))
+        } else {
+            buckets.iter().map(|x| x.1).reduce(|mut m, x| {
+                m.merge(&x);
+                m
+            })
+        };
+        if let Some(values) = values {
+            slices.push(Slice {
+                values,
+                read: from_files,
+            });
+        }
+    }
+    slices
+}
+
+/// The points sent of the slices: the first slice's first value, each slice's lowest and
+/// highest in step order, the last slice's last value; a step once.
+fn raw_line(slices: &[Slice]) -> Vec<Value> {
     let mut raw: Vec<Value> = Vec::new();
     let push = |raw: &mut Vec<Value>, p: Point| {
         if raw.last().is_none_or(|l| l.0 < p.step) {
@@ -338,7 +382,7 @@ pub fn draw(
     if let (Some(first), Some(last)) = (slices.first(), slices.last()) {
         let (first, last) = (first.values.first, last.values.last);
         push(&mut raw, first);
-        for slice in &slices {
+        for slice in slices {
             let b = &slice.values;
             let mut inner = [b.min, b.max];
             inner.sort_by_key(|p| p.step);
@@ -350,17 +394,7 @@ pub fn draw(
         }
         push(&mut raw, last);
     }
-    let smoothed = (smoothing > 0.0).then(|| {
-        if constant(s) {
-            return raw.clone();
-        }
-        smooth_line(s, &slices, exact, read, smoothing)
-    });
-    ScalarLines {
-        raw,
-        smoothed,
-        width: plan.width,
-    }
+    raw
 }
 
 /// The smoothed line of [`draw`]: the moving average from the series' first value, a bucket

@@ -137,7 +137,7 @@ impl Journal {
                 continue;
             }
             let number = *numbers[s.series].get_or_insert_with(|| {
-                crate::system::is_timeline(s.metric_type, s.name, s.dimension)
+                crate::series::is_timeline(s.metric_type, s.name, s.dimension)
                     .then(|| self.series_number(&s))
             });
             let Some(series) = number else { continue };

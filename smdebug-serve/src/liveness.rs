@@ -165,29 +165,7 @@ pub struct Freshness {
 
 /// The run's phase at `now` (seconds since the epoch).
 pub(crate) fn freshness(d: &RunData, stop_rule: Option<&str>, now: f64) -> Freshness {
-    let files_time = d
-        .progress
-        .iter()
-        .map(|p| p.wall_time)
-        .filter(|t| t.is_finite() && *t > 0.0)
-        .reduce(f64::max);
-    // A run with tensor steps or progress files advances with them (its system sampler runs on
-    // while the loop hangs); a run of profiler data only, with any of it (its trace files close
-    // a minute apart by default: spans alone would look stalled between two).
-    let has_steps = !d.steps.is_empty() || !d.progress.is_empty();
-    let seen = if has_steps {
-        d.arrivals.steps
-    } else {
-        d.arrivals
-            .steps
-            .into_iter()
-            .chain(d.arrivals.samples)
-            .reduce(f64::max)
-    };
-    let last_advanced = match (files_time, seen) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
+    let last_advanced = last_advanced(d);
     // Without a sign of when it last advanced, the time counts from when this server first read
     // it all (a dead run opened later is stalled a minute after).
     let reference = last_advanced.or(d.arrivals.caught_up_at);
@@ -211,17 +189,7 @@ pub(crate) fn freshness(d: &RunData, stop_rule: Option<&str>, now: f64) -> Fresh
         return f;
     }
     if d.complete {
-        // The end marker says `stopped: …` when a stop request ended the job (a marker not
-        // read yet: the request in the run says it).
-        let stopped = match d.end_reason.as_deref() {
-            Some(reason) => reason.starts_with("stopped"),
-            None => d.stop_request.is_some(),
-        };
-        f.phase = match (stopped, stop_rule) {
-            (true, Some(_)) => Phase::StoppedByRule,
-            (true, None) => Phase::StoppedByPerson,
-            (false, _) => Phase::Ended,
-        };
+        f.phase = ended_phase(d, stop_rule);
         return f;
     }
     let since = match (last_advanced, reference) {
@@ -266,7 +234,61 @@ pub(crate) fn freshness(d: &RunData, stop_rule: Option<&str>, now: f64) -> Fresh
     }
     f.phase = Phase::Stalled;
     f.stalled_since = reference;
-    let who = if silent {
+    f.note = Some(format!(
+        "nothing new for more than {:.0} s; {}; {}",
+        stalled_after_s,
+        since,
+        stalled_processes(d, &unfinished, silent)
+    ));
+    f
+}
+
+/// When the run last advanced: its newest progress file, or the newest arrival of steps (of
+/// samples or spans too, for a run of profiler data only).
+fn last_advanced(d: &RunData) -> Option<f64> {
+    let files_time = d
+        .progress
+        .iter()
+        .map(|p| p.wall_time)
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .reduce(f64::max);
+    // A run with tensor steps or progress files advances with them (its system sampler runs on
+    // while the loop hangs); a run of profiler data only, with any of it (its trace files close
+    // a minute apart by default: spans alone would look stalled between two).
+    let has_steps = !d.steps.is_empty() || !d.progress.is_empty();
+    let seen = if has_steps {
+        d.arrivals.steps
+    } else {
+        d.arrivals
+            .steps
+            .into_iter()
+            .chain(d.arrivals.samples)
+            .reduce(f64::max)
+    };
+    match (files_time, seen) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The phase of a run whose end marker is there: the marker says `stopped: …` when a stop
+/// request ended the job (a marker not read yet: the request in the run says it).
+fn ended_phase(d: &RunData, stop_rule: Option<&str>) -> Phase {
+    let stopped = match d.end_reason.as_deref() {
+        Some(reason) => reason.starts_with("stopped"),
+        None => d.stop_request.is_some(),
+    };
+    match (stopped, stop_rule) {
+        (true, Some(_)) => Phase::StoppedByRule,
+        (true, None) => Phase::StoppedByPerson,
+        (false, _) => Phase::Ended,
+    }
+}
+
+/// What a stalled run's processes say: silent ones (their heartbeat), none known, all marked
+/// finished, or which still run or beat.
+fn stalled_processes(d: &RunData, unfinished: &[&ProcessView], silent: bool) -> String {
+    if silent {
         let each: Vec<String> = unfinished
             .iter()
             .map(|p| {
@@ -296,12 +318,7 @@ pub(crate) fn freshness(d: &RunData, stop_rule: Option<&str>, now: f64) -> Fresh
             })
             .collect();
         format!("{} (hung, or between slow steps)", each.join("; "))
-    };
-    f.note = Some(format!(
-        "nothing new for more than {:.0} s; {}; {}",
-        stalled_after_s, since, who
-    ));
-    f
+    }
 }
 
 #[cfg(test)]

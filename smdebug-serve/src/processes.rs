@@ -5,7 +5,9 @@
 use std::collections::VecDeque;
 
 use serde::Serialize;
+use smdebug_io::Storage;
 use smdebug_io::jobs::{JobIdentity, ProcessState};
+use smdebug_io::progress::Progress;
 
 /// The progress points kept (steps done, wall time), about 17 minutes of a job writing its
 /// progress every second.
@@ -89,4 +91,36 @@ pub(crate) fn note_progress(history: &mut VecDeque<(f64, u64)>, point: Option<(u
         history.pop_front();
     }
     history.push_back((wall, steps));
+}
+
+/// Each identity file's process looked up. One newly seen gone (not so in `before`) is looked
+/// up again after its file is read again: a process that marked its file finished just before
+/// it exited is not taken for crashed.
+pub(crate) fn look_up(
+    storage: &dyn Storage,
+    jobs: &[smdebug_io::jobs::JobIdentity],
+    before: &[ProcessView],
+) -> Vec<ProcessView> {
+    let now = smdebug_io::jobs::now_s();
+    let views: Vec<ProcessView> = jobs.iter().map(|j| ProcessView::of(j, now)).collect();
+    let newly_gone = views.iter().any(|v| {
+        v.state == "gone"
+            && !before.iter().any(|b| {
+                b.state == "gone" && (&b.worker, &b.host, b.pid) == (&v.worker, &v.host, v.pid)
+            })
+    });
+    if !newly_gone {
+        return views;
+    }
+    match smdebug_io::jobs::read_jobs(storage) {
+        Ok((again, _)) => again.iter().map(|j| ProcessView::of(j, now)).collect(),
+        Err(_) => views,
+    }
+}
+
+/// The most steps any worker's progress file shows, and the newest file's wall time.
+pub(crate) fn progress_point(progress: &[Progress]) -> Option<(u64, f64)> {
+    let steps = progress.iter().map(|p| p.steps).max()?;
+    let wall = progress.iter().map(|p| p.wall_time).fold(0.0, f64::max);
+    Some((steps, wall))
 }

@@ -29,12 +29,14 @@ use smdebug_profiler::follow::{
 };
 use smdebug_profiler::reader::{CodeProfileWindow, ProfileData, SampleBatch, SpanBatch};
 use smdebug_rules::Summary;
+use smdebug_rules::read_summary_from;
 use smdebug_rules::runner::SUMMARY_FILE;
 
 use crate::identity::{Change, Identity};
 use crate::journal::Journal;
 use crate::processes::{self, Arrivals, ProcessView};
 use crate::summary::ScalarSummaries;
+use crate::views::Changed;
 
 /// Event-file bytes the dashboard's `Trial` keeps between views.
 const DASHBOARD_FILE_CACHE_BYTES: usize = 16 << 20;
@@ -117,17 +119,6 @@ pub(crate) struct RunData {
     pub arrivals: Arrivals,
     /// What the follower found new, numbered (the pushes' deltas).
     pub journal: Journal,
-}
-
-/// Counters bumped when an area of a run's data changes (the version, split by panel).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub(crate) struct Changed {
-    /// System metrics, spans and step spans (the system and steps panels).
-    pub profile: u64,
-    /// Tensor steps, names and scalar values (the scalars and tensors panels).
-    pub tensors: u64,
-    /// Rule statuses (the rules list and the issue count).
-    pub rules: u64,
 }
 
 impl RunData {
@@ -428,33 +419,19 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
     Pass { changed, backlog }
 }
 
-/// One pass over the run: what changed.
+/// One pass over the run: what changed. Its steps: the storage opened, the run's identity
+/// checked, the small files read (rule summary, progress and identity files, stop request, end
+/// marker), the followers run, writability probed once, and all of it merged under the lock.
 fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Found {
-    let changed = |changed| Found {
-        changed,
-        ..Found::default()
-    };
     run.passes.fetch_add(1, Ordering::Relaxed);
-    let storage = match run.storage() {
-        Some(s) => s,
-        None => match smdebug_io::open_storage_with(&run.location, options) {
-            Ok(s) => {
-                if let Ok(mut slot) = run.storage.write() {
-                    *slot = Some(Arc::clone(&s));
-                }
-                s
-            }
-            Err(e) => {
-                let mut data = run.data.write().expect("run data lock");
-                let message = e.to_string();
-                if data.open_error.as_deref() != Some(&message) {
-                    data.open_error = Some(message);
-                    data.version += 1;
-                    return changed(true);
-                }
-                return changed(false);
-            }
-        },
+    let storage = match open_storage(run, options) {
+        Ok(storage) => storage,
+        Err(changed) => {
+            return Found {
+                changed,
+                ..Found::default()
+            };
+        }
     };
     // A run deleted, replaced or written again from the start: its view starts over.
     let had_data = run.data.read().is_ok_and(|d| d.exists);
@@ -463,80 +440,188 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Fou
         .check(&run.location, storage.as_ref(), had_data)
     {
         reset(run, cursor, change);
-        return changed(true);
+        return Found {
+            changed: true,
+            ..Found::default()
+        };
     }
-    let mut changed = false;
-    let mut warnings = Vec::new();
-
-    // Rule statuses, re-read when the summary file changes.
-    let mut new_summary = None;
-    if let Ok(Some(size)) = storage.size(SUMMARY_FILE)
-        && cursor.summary_size != Some(size)
-        && let Ok(bytes) = storage.get(SUMMARY_FILE)
-    {
-        match serde_json::from_slice::<Summary>(&bytes) {
-            Ok(summary) => {
-                cursor.summary_size = Some(size);
-                new_summary = Some(summary);
-            }
-            // A summary being rewritten is atomic; a bad one is reported and read again later.
-            Err(e) => warnings.push(format!("{SUMMARY_FILE}: {e}")),
-        }
-    }
-
     // An ended run that stopped changing: its data folders are not listed again.
     let settled = cursor.settled();
-    // The job's progress files (small; one listing), until each says it finished.
+    let side = read_side_files(run, storage.as_ref(), cursor, settled);
+    let followed = follow(run, Arc::clone(&storage), cursor, settled);
+    let writable = if !cursor.write_checked
+        && (side.marker || followed.profile.samples > 0 || followed.has_tensors)
+    {
+        cursor.write_checked = true;
+        Some(run.allow_write && can_write(storage.as_ref()))
+    } else {
+        None
+    };
+    let marker = side.marker;
+    let mut data = run.data.write().expect("run data lock");
+    let found = data.merge_pass(cursor, side, followed, writable);
+    let known = data
+        .exists
+        .then(|| (data.steps.first().copied(), !data.profile.is_empty()));
+    drop(data);
+    if let Some((first_step, profiled)) = known {
+        cursor.identity.learn(
+            &run.location,
+            storage.as_ref(),
+            first_step,
+            profiled,
+            marker,
+        );
+    }
+    found
+}
+
+/// The run's storage, opened on the first pass that can. `Err(changed)` when it cannot be
+/// opened; `changed` when the reason is new (the run's data keep it for the page).
+fn open_storage(run: &Run, options: &StorageOptions) -> Result<Arc<dyn Storage>, bool> {
+    if let Some(storage) = run.storage() {
+        return Ok(storage);
+    }
+    match smdebug_io::open_storage_with(&run.location, options) {
+        Ok(s) => {
+            if let Ok(mut slot) = run.storage.write() {
+                *slot = Some(Arc::clone(&s));
+            }
+            Ok(s)
+        }
+        Err(e) => {
+            let mut data = run.data.write().expect("run data lock");
+            let message = e.to_string();
+            if data.open_error.as_deref() == Some(&message) {
+                return Err(false);
+            }
+            data.open_error = Some(message);
+            data.version += 1;
+            Err(true)
+        }
+    }
+}
+
+/// What one pass read of the run's small files, each looked at once.
+#[derive(Default)]
+struct SideFiles {
+    /// The rule summary, when its size changed and it was read.
+    summary: Option<Summary>,
+    /// The progress files, when they were due and could be listed.
+    progress: Option<Vec<Progress>>,
+    /// The identity files' processes, read with the progress files.
+    processes: Option<Vec<ProcessView>>,
+    /// The stop request in the run.
+    stop_request: Option<StopRequest>,
+    /// Why the stop request cannot be read.
+    stop_request_error: Option<String>,
+    /// The end marker is there.
+    marker: bool,
+    /// Its reason, on the pass that first read it.
+    end_reason: Option<String>,
+    /// Problems with any of them.
+    warnings: Vec<String>,
+}
+
+/// The rule summary (when its size changed), the progress and identity files (at most every
+/// [`PROGRESS_EVERY`], until each progress file says it finished, not once `settled`), the
+/// stop request and the end marker (its bytes read once, its presence looked at after that).
+fn read_side_files(
+    run: &Run,
+    storage: &dyn Storage,
+    cursor: &mut Cursor,
+    settled: bool,
+) -> SideFiles {
+    let mut side = SideFiles::default();
+    // Rule statuses, re-read when the summary file changes.
+    if let Ok(Some(size)) = storage.size(SUMMARY_FILE)
+        && cursor.summary_size != Some(size)
+    {
+        match read_summary_from(storage) {
+            Ok(summary) => {
+                cursor.summary_size = Some(size);
+                side.summary = summary;
+            }
+            // A summary being rewritten is atomic; a bad one is reported and read again later.
+            Err(e) => side.warnings.push(e.to_string()),
+        }
+    }
     let progress_due = cursor
         .progress_read
         .is_none_or(|at| at.elapsed() >= PROGRESS_EVERY);
     cursor.progress_checked = cursor.progress_final || progress_due;
-    let read_progress = !(cursor.progress_final || settled || !progress_due);
-    let progress = if !read_progress {
-        None
-    } else {
+    if progress_due && !cursor.progress_final && !settled {
         cursor.progress_read = Some(Instant::now());
-        match read_run_progress(storage.as_ref()) {
-            Ok(read) => {
-                warnings.extend(read.problems.iter().map(ToString::to_string));
-                Some(read.progress)
-            }
-            Err(e) => {
-                warnings.push(format!("the progress files cannot be listed: {e}"));
-                None
-            }
-        }
-    };
-    // The processes' identity files, when the progress files are read (at most once a second,
-    // not once the run settled): a run holding two jobs' files, or a worker written by two
-    // processes, is flagged among the warnings, which a run keeps; each process is looked up
-    // (a process of this host gone without marking its file finished: the run crashed).
-    let processes = if read_progress {
-        match smdebug_io::jobs::read_jobs(storage.as_ref()) {
-            Ok((jobs, problems)) => {
-                warnings.extend(smdebug_io::jobs::job_problems(&jobs));
-                warnings.extend(problems);
-                let before = run
-                    .data
-                    .read()
-                    .map(|d| d.processes.clone())
-                    .unwrap_or_default();
-                Some(look_up(storage.as_ref(), &jobs, &before))
-            }
-            Err(e) => {
-                warnings.push(format!("the run's identity files cannot be listed: {e}"));
-                None
-            }
-        }
-    } else {
-        None
-    };
-    let (stop_request, stop_request_error) = match read_stop_request(storage.as_ref()) {
-        Ok(request) => (request, None),
-        Err(e) => (None, Some(sanitize_reason(&e.to_string()))),
-    };
-    let marker = matches!(storage.size(END_MARKER), Ok(Some(_)));
+        side.progress = read_progress(storage, &mut side.warnings);
+        side.processes = read_processes(run, storage, &mut side.warnings);
+    }
+    match read_stop_request(storage) {
+        Ok(request) => side.stop_request = request,
+        Err(e) => side.stop_request_error = Some(sanitize_reason(&e.to_string())),
+    }
+    if cursor.marker_read {
+        side.marker = matches!(storage.size(END_MARKER), Ok(Some(_)));
+    } else if let Ok(bytes) = storage.get(END_MARKER) {
+        cursor.marker_read = true;
+        side.marker = true;
+        side.end_reason = parse_end_marker(&bytes).map(|r| sanitize_reason(&r.to_string()));
+    }
+    side
+}
 
+/// The job's progress files (small; one listing).
+fn read_progress(storage: &dyn Storage, warnings: &mut Vec<String>) -> Option<Vec<Progress>> {
+    match read_run_progress(storage) {
+        Ok(read) => {
+            warnings.extend(read.problems.iter().map(ToString::to_string));
+            Some(read.progress)
+        }
+        Err(e) => {
+            warnings.push(format!("the progress files cannot be listed: {e}"));
+            None
+        }
+    }
+}
+
+/// The processes' identity files, read with the progress files: a run holding two jobs' files,
+/// or a worker written by two processes, is flagged among the warnings, which a run keeps; each
+/// process is looked up (a process of this host gone without marking its file finished: the
+/// run crashed).
+fn read_processes(
+    run: &Run,
+    storage: &dyn Storage,
+    warnings: &mut Vec<String>,
+) -> Option<Vec<ProcessView>> {
+    match smdebug_io::jobs::read_jobs(storage) {
+        Ok((jobs, problems)) => {
+            warnings.extend(smdebug_io::jobs::job_problems(&jobs));
+            warnings.extend(problems);
+            let before = run
+                .data
+                .read()
+                .map(|d| d.processes.clone())
+                .unwrap_or_default();
+            Some(processes::look_up(storage, &jobs, &before))
+        }
+        Err(e) => {
+            warnings.push(format!("the run's identity files cannot be listed: {e}"));
+            None
+        }
+    }
+}
+
+/// What one pass's followers read.
+struct Followed {
+    /// The profiler's files.
+    profile: ProfileRead,
+    /// The index files.
+    tensors: TensorIncrement,
+    /// The tensor follower found tensor data in the run.
+    has_tensors: bool,
+}
+
+/// Runs both followers over what is new (not once the run is `settled`).
+fn follow(run: &Run, storage: Arc<dyn Storage>, cursor: &mut Cursor, settled: bool) -> Followed {
     // The profiler's files on rayon's pool while this thread reads the tensors' (each reader's
     // backlog has a time budget a pass, and a long run's backlog of both is read in about the
     // time of the longer one rather than of both). The pool's threads outlive the pass: what
@@ -573,190 +658,178 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Fou
             update
         })
     };
-    let ProfileRead {
-        samples: new_samples,
-        spans: new_spans,
-        warnings: profile_warnings,
-        changed: profile_changed,
-        more: profile_more,
-    } = profile;
-    cursor.profile_more = profile_more;
-    changed |= profile_changed;
-    warnings.extend(profile_warnings);
-    let end_reason = if marker && !cursor.marker_read {
-        match storage.get(END_MARKER) {
-            Ok(bytes) => {
-                cursor.marker_read = true;
-                parse_end_marker(&bytes).map(|r| sanitize_reason(&r.to_string()))
-            }
-            Err(_) => None,
-        }
-    } else {
-        None
-    };
+    cursor.profile_more = profile.more;
     let has_tensors = tensors.found();
+    Followed {
+        profile,
+        tensors: tensor_update,
+        has_tensors,
+    }
+}
 
-    let writable = if !cursor.write_checked && (marker || new_samples > 0 || has_tensors) {
-        cursor.write_checked = true;
-        Some(run.allow_write && can_write(storage.as_ref()))
-    } else {
-        None
-    };
+impl RunData {
+    /// Merges what a pass read (under the run's lock): what changed, and whether new steps or
+    /// samples came.
+    fn merge_pass(
+        &mut self,
+        cursor: &mut Cursor,
+        side: SideFiles,
+        followed: Followed,
+        writable: Option<bool>,
+    ) -> Found {
+        let Followed {
+            profile,
+            tensors,
+            has_tensors,
+        } = followed;
+        let mut changed = self.open_error.take().is_some() | profile.changed;
+        let mut found = Found {
+            samples: profile.samples > 0,
+            steps: profile.spans > 0,
+            ..Found::default()
+        };
+        if profile.samples > 0 || profile.spans > 0 {
+            self.changed.profile += 1;
+            changed = true;
+        }
+        let mut warnings = side.warnings;
+        warnings.extend(profile.warnings);
+        if let Some(processes) = side.processes
+            && self.processes != processes
+        {
+            self.processes = processes;
+            changed = true;
+        }
+        if let Some(summary) = side.summary {
+            self.merge_rules(summary);
+            changed = true;
+        }
+        if let Some(progress) = side.progress {
+            changed |= self.merge_progress(cursor, progress, &mut found);
+        }
+        if self.stop_request != side.stop_request {
+            self.stop_request = side.stop_request;
+            changed = true;
+        }
+        if self.stop_request_error != side.stop_request_error {
+            self.stop_request_error = side.stop_request_error;
+            changed = true;
+        }
+        if let Some(w) = writable {
+            self.writable = w;
+            changed = true;
+        }
+        changed |= self.merge_tensors(tensors, &mut found, &mut warnings);
+        if side.end_reason.is_some() && self.end_reason != side.end_reason {
+            self.end_reason = side.end_reason;
+            changed = true;
+        }
+        changed |= self.merge_presence(side.marker, has_tensors);
+        for w in warnings {
+            self.warn(w);
+        }
+        if changed {
+            self.version += 1;
+        }
+        found.changed = changed;
+        found
+    }
 
-    let mut data = run.data.write().expect("run data lock");
-    if data.open_error.take().is_some() {
-        changed = true;
-    }
-    let mut found = Found {
-        samples: new_samples > 0,
-        steps: new_spans > 0,
-        ..Found::default()
-    };
-    if new_samples > 0 || new_spans > 0 {
-        data.changed.profile += 1;
-        changed = true;
-    }
-    if let Some(processes) = processes
-        && data.processes != processes
-    {
-        data.processes = processes;
-        changed = true;
-    }
-    if let Some(summary) = new_summary {
-        data.rules = Some(summary);
-        let views: Vec<(String, String)> = crate::verdicts::rule_views(data.rules.as_ref())
+    /// A new rule summary: kept, its verdicts journalled for the pushes.
+    fn merge_rules(&mut self, summary: Summary) {
+        self.rules = Some(summary);
+        let views: Vec<(String, String)> = crate::verdicts::rule_views(self.rules.as_ref())
             .iter()
             .map(|v| (v.name.clone(), serde_json::to_string(v).unwrap_or_default()))
             .collect();
-        data.journal.note_rules(views);
-        data.changed.rules += 1;
-        changed = true;
+        self.journal.note_rules(views);
+        self.changed.rules += 1;
     }
-    if let Some(progress) = progress {
+
+    /// The progress files as read now: whether they changed; `found.steps` when the steps
+    /// advanced. Final once the end marker was read and each says it finished.
+    fn merge_progress(
+        &mut self,
+        cursor: &mut Cursor,
+        progress: Vec<Progress>,
+        found: &mut Found,
+    ) -> bool {
         cursor.progress_final =
             cursor.marker_read && !progress.is_empty() && progress.iter().all(|p| p.finished);
-        if data.progress != progress {
-            let before = progress_point(&data.progress).map(|p| p.0);
-            let point = progress_point(&progress);
-            found.steps |= point.map(|p| p.0) > before;
-            processes::note_progress(&mut data.progress_history, point);
-            data.progress = progress;
+        if self.progress == progress {
+            return false;
+        }
+        let before = processes::progress_point(&self.progress).map(|p| p.0);
+        let point = processes::progress_point(&progress);
+        found.steps |= point.map(|p| p.0) > before;
+        processes::note_progress(&mut self.progress_history, point);
+        self.progress = progress;
+        true
+    }
+
+    /// What the tensor follower read: steps, names, scalar values, the backlog and its
+    /// problems. Whether anything changed; `found.steps` when the tensor data did.
+    fn merge_tensors(
+        &mut self,
+        update: TensorIncrement,
+        found: &mut Found,
+        warnings: &mut Vec<String>,
+    ) -> bool {
+        let mut changed = false;
+        if !update.steps.is_empty() {
+            let sorted = self.steps.last().is_none_or(|&l| update.steps[0].step > l);
+            self.steps.extend(update.steps.iter().map(|s| s.step));
+            if !sorted {
+                self.steps.sort_unstable();
+                self.steps.dedup();
+            }
             changed = true;
         }
-    }
-    if data.stop_request != stop_request {
-        data.stop_request = stop_request;
-        changed = true;
-    }
-    if data.stop_request_error != stop_request_error {
-        data.stop_request_error = stop_request_error;
-        changed = true;
-    }
-    if let Some(w) = writable {
-        data.writable = w;
-        changed = true;
-    }
-    let update = tensor_update;
-    if !update.steps.is_empty() {
-        let sorted = data.steps.last().is_none_or(|&l| update.steps[0].step > l);
-        data.steps.extend(update.steps.iter().map(|s| s.step));
-        if !sorted {
-            data.steps.sort_unstable();
-            data.steps.dedup();
+        let names_added = !update.names.is_empty();
+        if names_added {
+            self.tensors.extend(update.names);
+            self.tensors.sort();
+            self.tensors.dedup();
+            changed = true;
         }
-        changed = true;
+        if update.values > 0 || !update.steps.is_empty() || names_added {
+            self.changed.tensors += 1;
+            found.steps = true;
+            changed = true;
+        }
+        if self.index_pending != update.pending {
+            self.index_pending = update.pending;
+            changed = true;
+        }
+        warnings.extend(update.problems.iter().map(ToString::to_string));
+        if update.problems_left_out > 0 {
+            warnings.push(format!(
+                "{} more problems with the tensor data were worked around",
+                update.problems_left_out
+            ));
+        }
+        changed
     }
-    let names_added = !update.names.is_empty();
-    if names_added {
-        data.tensors.extend(update.names);
-        data.tensors.sort();
-        data.tensors.dedup();
-        changed = true;
-    }
-    if update.values > 0 || !update.steps.is_empty() || names_added {
-        data.changed.tensors += 1;
-        found.steps = true;
-        changed = true;
-    }
-    if data.index_pending != update.pending {
-        data.index_pending = update.pending;
-        changed = true;
-    }
-    if end_reason.is_some() && data.end_reason != end_reason {
-        data.end_reason = end_reason;
-        changed = true;
-    }
-    warnings.extend(update.problems.iter().map(ToString::to_string));
-    if update.problems_left_out > 0 {
-        warnings.push(format!(
-            "{} more problems with the tensor data were worked around",
-            update.problems_left_out
-        ));
-    }
-    if marker && !data.complete {
-        data.complete = true;
-        changed = true;
-    }
-    let exists = data.complete || !data.profile.is_empty() || has_tensors;
-    if exists != data.exists {
-        data.exists = exists;
-        changed = true;
-    }
-    if exists && data.gone {
-        data.gone = false;
-        changed = true;
-    }
-    let known = exists.then(|| (data.steps.first().copied(), !data.profile.is_empty()));
-    for w in warnings {
-        data.warn(w);
-    }
-    if changed {
-        data.version += 1;
-    }
-    drop(data);
-    if let Some((first_step, profiled)) = known {
-        cursor.identity.learn(
-            &run.location,
-            storage.as_ref(),
-            first_step,
-            profiled,
-            marker,
-        );
-    }
-    found.changed = changed;
-    found
-}
 
-/// Each identity file's process looked up. One newly seen gone (not so in `before`) is looked
-/// up again after its file is read again: a process that marked its file finished just before
-/// it exited is not taken for crashed.
-fn look_up(
-    storage: &dyn Storage,
-    jobs: &[smdebug_io::jobs::JobIdentity],
-    before: &[ProcessView],
-) -> Vec<ProcessView> {
-    let now = smdebug_io::jobs::now_s();
-    let views: Vec<ProcessView> = jobs.iter().map(|j| ProcessView::of(j, now)).collect();
-    let newly_gone = views.iter().any(|v| {
-        v.state == "gone"
-            && !before.iter().any(|b| {
-                b.state == "gone" && (&b.worker, &b.host, b.pid) == (&v.worker, &v.host, v.pid)
-            })
-    });
-    if !newly_gone {
-        return views;
+    /// Whether the run is complete (its end marker), exists (anything of it found) and is no
+    /// longer gone; whether any of those changed.
+    fn merge_presence(&mut self, marker: bool, has_tensors: bool) -> bool {
+        let mut changed = false;
+        if marker && !self.complete {
+            self.complete = true;
+            changed = true;
+        }
+        let exists = self.complete || !self.profile.is_empty() || has_tensors;
+        if exists != self.exists {
+            self.exists = exists;
+            changed = true;
+        }
+        if exists && self.gone {
+            self.gone = false;
+            changed = true;
+        }
+        changed
     }
-    match smdebug_io::jobs::read_jobs(storage) {
-        Ok((again, _)) => again.iter().map(|j| ProcessView::of(j, now)).collect(),
-        Err(_) => views,
-    }
-}
-
-/// The most steps any worker's progress file shows, and the newest file's wall time.
-pub(crate) fn progress_point(progress: &[Progress]) -> Option<(u64, f64)> {
-    let steps = progress.iter().map(|p| p.steps).max()?;
-    let wall = progress.iter().map(|p| p.wall_time).fold(0.0, f64::max);
-    Some((steps, wall))
 }
 
 /// Whether a probe object can be written into the run and removed again.

@@ -2,6 +2,7 @@
 //! timelines and the heatmap, tensors over steps and at one step.
 
 use serde::Serialize;
+use smdebug_profiler::system::vocab;
 
 use crate::views::PhaseTotal;
 
@@ -212,6 +213,15 @@ pub struct SystemPage {
     pub offset: usize,
     /// Per-core and per-GPU utilization.
     pub heatmap: Heatmap,
+}
+
+/// Whether a metric is drawn as a timeline: per-core utilization goes to the heatmap instead,
+/// capacities are not drawn; totals and the rest are timelines (the pushes carry their new
+/// samples).
+pub(crate) fn is_timeline(metric_type: &str, name: &str, dimension: &str) -> bool {
+    let per_core = metric_type == vocab::TYPE_CPU && name != vocab::CPU_TOTAL;
+    let capacity = name.ends_with("TotalBytes") || dimension.ends_with("TotalBytes");
+    !(per_core || capacity)
 }
 
 /// One system timeline.

@@ -7,19 +7,10 @@ use smdebug_profiler::system::vocab;
 use crate::api::{Window, time_series};
 use crate::page::Page;
 use crate::run::{Run, RunData};
-use crate::series::{Heatmap, HeatmapRow, SystemPage, SystemSeries, finite};
+use crate::series::{Heatmap, HeatmapRow, SystemPage, SystemSeries, finite, is_timeline};
 
 /// Heatmap rows at most: beyond, neighbouring rows are averaged into bands.
 pub const HEATMAP_ROWS: usize = 256;
-
-/// Whether a metric is drawn as a timeline: per-core utilization goes to the heatmap instead,
-/// capacities are not drawn; totals and the rest are timelines (the pushes carry their new
-/// samples).
-pub(crate) fn is_timeline(metric_type: &str, name: &str, dimension: &str) -> bool {
-    let per_core = metric_type == vocab::TYPE_CPU && name != vocab::CPU_TOTAL;
-    let capacity = name.ends_with("TotalBytes") || dimension.ends_with("TotalBytes");
-    !(per_core || capacity)
-}
 
 /// System timelines (downsampled over the window, one page of them: `series_total` says how
 /// many there are, `next_offset` where the next page starts) and the per-core / per-GPU

@@ -5,7 +5,6 @@
 use serde::{Serialize, Serializer};
 
 use crate::processes::ProcessView;
-use crate::run::Changed;
 
 /// A number as JSON: finite values as numbers, NaN and ±Inf as the strings `"NaN"`,
 /// `"Infinity"` and `"-Infinity"` (JSON has no such numbers; `null` would hide the value a rule
@@ -407,4 +406,15 @@ pub struct HeadlineChart {
     pub steps: Vec<u64>,
     /// Values there (`null` where not finite).
     pub values: Vec<Option<f64>>,
+}
+
+/// Counters bumped when an area of a run's data changes (the version, split by panel).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct Changed {
+    /// System metrics, spans and step spans (the system and steps panels).
+    pub profile: u64,
+    /// Tensor steps, names and scalar values (the scalars and tensors panels).
+    pub tensors: u64,
+    /// Rule statuses (the rules list and the issue count).
+    pub rules: u64,
 }

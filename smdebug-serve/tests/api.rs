@@ -262,7 +262,8 @@ fn a_live_run_is_followed_from_before_it_exists_to_its_end() {
         .iter()
         .find(|r| r.rule == "StepOutlier")
         .unwrap();
-    let judged = smdebug_rules::profiler::Details::of_status(rule)
+    let judged = rule
+        .profiler_details()
         .and_then(|d| d.step_outliers().cloned())
         .expect("StepOutlier's typed details");
     let verdict = &judged.nodes["algo-1"]["TRAIN"];

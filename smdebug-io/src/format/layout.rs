@@ -90,8 +90,11 @@ pub const RUN_FOLDERS: [&str; 10] = [
     REPORT_DIR,
 ];
 
+/// The stop-request file, relative to the run ([`crate::stop`] reads and writes it).
+pub const STOP_REQUEST_FILE: &str = "stop_request.json";
+
 /// The files a run owns, at its top (see [`RUN_FOLDERS`]).
-pub const RUN_FILES: [&str; 3] = [END_MARKER, crate::stop::STOP_REQUEST_FILE, WRITE_PROBE];
+pub const RUN_FILES: [&str; 3] = [END_MARKER, STOP_REQUEST_FILE, WRITE_PROBE];
 
 /// Whether `key` (a path relative to the run) is one of the run's own: under one of
 /// [`RUN_FOLDERS`], or one of [`RUN_FILES`].

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::time::Duration;
 
-use crate::jobs::{self, JobIdentity};
+use crate::job_identity::{self as jobs, JobIdentity};
 
 /// What in a location is not a run's.
 #[derive(Clone, Debug, PartialEq, Eq)]

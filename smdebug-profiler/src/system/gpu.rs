@@ -100,7 +100,10 @@ impl GpuProbe {
             if let Ok(memory) = device.memory_info() {
                 if memory.total > 0 {
                     let percent = memory.used as f64 * 100.0 / memory.total as f64;
-                    push(vocab::GPU_MEMORY_UTILIZATION, super::round2(percent));
+                    push(
+                        vocab::GPU_MEMORY_UTILIZATION,
+                        super::record::round2(percent),
+                    );
                 }
                 push(vocab::GPU_MEMORY_USED_BYTES, memory.used as f64);
                 push(vocab::GPU_MEMORY_TOTAL_BYTES, memory.total as f64);

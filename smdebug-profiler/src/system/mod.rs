@@ -46,8 +46,3 @@ pub use sampler::{
     DEFAULT_INTERVAL, DEFAULT_PUBLISH_INTERVAL, DEFAULT_ROTATION, MAX_INTERVAL, MIN_INTERVAL,
     SamplerConfig, SamplerHandle, SamplerReport, SystemSampler,
 };
-
-/// Rounds to two decimals, as SageMaker's system monitor writes percentages and rates.
-pub(crate) fn round2(value: f64) -> f64 {
-    (value * 100.0).round() / 100.0
-}

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use procfs::{Current, CurrentSI, DiskStats, KernelStats, Meminfo, WithCurrentSystemInfo};
 
+use super::record::round2;
 use super::record::{SystemSample, vocab};
-use super::round2;
 
 /// How often the watched tree's membership is rediscovered by scanning every process; between
 /// scans only known members are read, which keeps a 100 ms interval cheap.
@@ -173,142 +173,165 @@ impl HostProbe {
     pub(crate) fn sample(&mut self, node: &str, timestamp: f64, out: &mut Vec<SystemSample>) {
         let now = self.snapshot();
         let seconds = now.at.duration_since(self.previous.at).as_secs_f64();
-        let record = |metric_type: &str, name: &str, dimension: &str, value: f64| SystemSample {
-            metric_type: metric_type.to_owned(),
-            name: name.to_owned(),
-            dimension: dimension.to_owned(),
-            value,
-            node_id: node.to_owned(),
+        let mut records = Records {
+            node,
             timestamp,
+            out,
         };
-
-        let mut cpu = |name: &str, before: &CpuTicks, after: &CpuTicks| {
-            if let Some((busy, iowait)) = before.percent_until(after) {
-                out.push(record(
-                    vocab::TYPE_CPU,
-                    name,
-                    vocab::CPU_UTILIZATION,
-                    round2(busy),
-                ));
-                out.push(record(
-                    vocab::TYPE_CPU,
-                    name,
-                    vocab::IO_WAIT_PERCENTAGE,
-                    round2(iowait),
-                ));
-            }
-        };
-        for (index, (before, after)) in self
-            .previous
-            .cpu_cores
-            .iter()
-            .zip(&now.cpu_cores)
-            .enumerate()
-        {
-            cpu(&format!("cpu{index}"), before, after);
-        }
-        if let (Some(before), Some(after)) = (&self.previous.cpu_total, &now.cpu_total) {
-            cpu(vocab::CPU_TOTAL, before, after);
-        }
-
+        cpu_records(&self.previous, &now, &mut records);
         match Meminfo::current() {
-            Ok(mem) => {
-                let total = mem.mem_total;
-                // Kernels before 3.14 lack MemAvailable; free + buffers + cache approximates it.
-                let available = mem
-                    .mem_available
-                    .unwrap_or(mem.mem_free + mem.buffers + mem.cached);
-                let used = total.saturating_sub(available);
-                if total > 0 {
-                    let percent = used as f64 * 100.0 / total as f64;
-                    out.push(record(
-                        vocab::TYPE_MEMORY,
-                        vocab::MEMORY_USED_PERCENT,
-                        "",
-                        round2(percent),
-                    ));
-                }
-                out.push(record(
-                    vocab::TYPE_MEMORY,
-                    vocab::MEMORY_USED_BYTES,
-                    "",
-                    used as f64,
-                ));
-                out.push(record(
-                    vocab::TYPE_MEMORY,
-                    vocab::MEMORY_TOTAL_BYTES,
-                    "",
-                    total as f64,
-                ));
-            }
+            Ok(mem) => memory_records(&mem, &mut records),
             Err(_) => self.read_failures += 1,
         }
-
         if seconds > 0.0 {
-            let rate =
-                |before: u64, after: u64| round2(after.saturating_sub(before) as f64 / seconds);
-            if let (Some(before), Some(after)) = (self.previous.disk, now.disk) {
-                out.push(record(
-                    vocab::TYPE_IO,
-                    vocab::READ_BYTES_PER_SECOND,
-                    "",
-                    rate(before.0, after.0),
-                ));
-                out.push(record(
-                    vocab::TYPE_IO,
-                    vocab::WRITE_BYTES_PER_SECOND,
-                    "",
-                    rate(before.1, after.1),
-                ));
-                out.push(record(
-                    vocab::TYPE_IO,
-                    vocab::IOPS,
-                    "",
-                    rate(before.2, after.2),
-                ));
-            }
-            if let (Some(before), Some(after)) = (self.previous.net, now.net) {
-                out.push(record(
-                    vocab::TYPE_NETWORK,
-                    vocab::RECEIVE_BYTES_PER_SECOND,
-                    vocab::NETWORK_ALGORITHM,
-                    rate(before.0, after.0),
-                ));
-                out.push(record(
-                    vocab::TYPE_NETWORK,
-                    vocab::TRANSMIT_BYTES_PER_SECOND,
-                    vocab::NETWORK_ALGORITHM,
-                    rate(before.1, after.1),
-                ));
-            }
+            rate_records(&self.previous, &now, seconds, &mut records);
             if let (Some(watch), Some(after)) = (&self.watch, now.tree) {
-                let name = format!("pid{}", watch.root);
-                if let Some(before) = self.previous.tree {
-                    let cpu_seconds = after.cpu_ticks.saturating_sub(before.cpu_ticks) as f64
-                        / self.ticks_per_second;
-                    out.push(record(
-                        vocab::TYPE_PROCESS,
-                        &name,
-                        vocab::PROCESS_CPU_UTILIZATION,
-                        round2(cpu_seconds * 100.0 / seconds),
-                    ));
-                }
-                out.push(record(
-                    vocab::TYPE_PROCESS,
-                    &name,
-                    vocab::PROCESS_RSS_BYTES,
-                    after.rss_bytes as f64,
-                ));
-                out.push(record(
-                    vocab::TYPE_PROCESS,
-                    &name,
-                    vocab::PROCESS_COUNT,
-                    after.count as f64,
-                ));
+                let cpu_seconds = self.previous.tree.map(|before| {
+                    after.cpu_ticks.saturating_sub(before.cpu_ticks) as f64 / self.ticks_per_second
+                });
+                process_records(watch.root, after, cpu_seconds, seconds, &mut records);
             }
         }
         self.previous = now;
     }
+}
+
+/// The records of one node at one time, appended to `out`.
+struct Records<'a> {
+    node: &'a str,
+    timestamp: f64,
+    out: &'a mut Vec<SystemSample>,
+}
+
+impl Records<'_> {
+    fn push(&mut self, metric_type: &str, name: &str, dimension: &str, value: f64) {
+        self.out.push(SystemSample {
+            metric_type: metric_type.to_owned(),
+            name: name.to_owned(),
+            dimension: dimension.to_owned(),
+            value,
+            node_id: self.node.to_owned(),
+            timestamp: self.timestamp,
+        });
+    }
+}
+
+/// Each core's and the total's busy and I/O-wait percentages between two snapshots.
+fn cpu_records(previous: &Snapshot, now: &Snapshot, records: &mut Records) {
+    let mut cpu = |name: &str, before: &CpuTicks, after: &CpuTicks| {
+        if let Some((busy, iowait)) = before.percent_until(after) {
+            records.push(vocab::TYPE_CPU, name, vocab::CPU_UTILIZATION, round2(busy));
+            records.push(
+                vocab::TYPE_CPU,
+                name,
+                vocab::IO_WAIT_PERCENTAGE,
+                round2(iowait),
+            );
+        }
+    };
+    for (index, (before, after)) in previous.cpu_cores.iter().zip(&now.cpu_cores).enumerate() {
+        cpu(&format!("cpu{index}"), before, after);
+    }
+    if let (Some(before), Some(after)) = (&previous.cpu_total, &now.cpu_total) {
+        cpu(vocab::CPU_TOTAL, before, after);
+    }
+}
+
+/// Memory used (percent and bytes) and the total, now.
+fn memory_records(mem: &Meminfo, records: &mut Records) {
+    let total = mem.mem_total;
+    // Kernels before 3.14 lack MemAvailable; free + buffers + cache approximates it.
+    let available = mem
+        .mem_available
+        .unwrap_or(mem.mem_free + mem.buffers + mem.cached);
+    let used = total.saturating_sub(available);
+    if total > 0 {
+        let percent = used as f64 * 100.0 / total as f64;
+        records.push(
+            vocab::TYPE_MEMORY,
+            vocab::MEMORY_USED_PERCENT,
+            "",
+            round2(percent),
+        );
+    }
+    records.push(
+        vocab::TYPE_MEMORY,
+        vocab::MEMORY_USED_BYTES,
+        "",
+        used as f64,
+    );
+    records.push(
+        vocab::TYPE_MEMORY,
+        vocab::MEMORY_TOTAL_BYTES,
+        "",
+        total as f64,
+    );
+}
+
+/// Disk and network rates over the `seconds` between two snapshots.
+fn rate_records(previous: &Snapshot, now: &Snapshot, seconds: f64, records: &mut Records) {
+    let rate = |before: u64, after: u64| round2(after.saturating_sub(before) as f64 / seconds);
+    if let (Some(before), Some(after)) = (previous.disk, now.disk) {
+        records.push(
+            vocab::TYPE_IO,
+            vocab::READ_BYTES_PER_SECOND,
+            "",
+            rate(before.0, after.0),
+        );
+        records.push(
+            vocab::TYPE_IO,
+            vocab::WRITE_BYTES_PER_SECOND,
+            "",
+            rate(before.1, after.1),
+        );
+        records.push(vocab::TYPE_IO, vocab::IOPS, "", rate(before.2, after.2));
+    }
+    if let (Some(before), Some(after)) = (previous.net, now.net) {
+        records.push(
+            vocab::TYPE_NETWORK,
+            vocab::RECEIVE_BYTES_PER_SECOND,
+            vocab::NETWORK_ALGORITHM,
+            rate(before.0, after.0),
+        );
+        records.push(
+            vocab::TYPE_NETWORK,
+            vocab::TRANSMIT_BYTES_PER_SECOND,
+            vocab::NETWORK_ALGORITHM,
+            rate(before.1, after.1),
+        );
+    }
+}
+
+/// The watched process tree rooted at `root`: its CPU use over the `seconds` between two
+/// snapshots (`cpu_seconds` of it, when the previous one measured the tree), RSS and count.
+fn process_records(
+    root: i32,
+    after: TreeTotals,
+    cpu_seconds: Option<f64>,
+    seconds: f64,
+    records: &mut Records,
+) {
+    let name = format!("pid{root}");
+    if let Some(cpu_seconds) = cpu_seconds {
+        records.push(
+            vocab::TYPE_PROCESS,
+            &name,
+            vocab::PROCESS_CPU_UTILIZATION,
+            round2(cpu_seconds * 100.0 / seconds),
+        );
+    }
+    records.push(
+        vocab::TYPE_PROCESS,
+        &name,
+        vocab::PROCESS_RSS_BYTES,
+        after.rss_bytes as f64,
+    );
+    records.push(
+        vocab::TYPE_PROCESS,
+        &name,
+        vocab::PROCESS_COUNT,
+        after.count as f64,
+    );
 }
 
 impl TreeWatch {

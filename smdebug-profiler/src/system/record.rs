@@ -34,6 +34,11 @@ pub struct SystemSample {
 /// The series a [`SystemSample`] belongs to: `(node, type, name, dimension)`.
 pub type SeriesKey = (String, String, String, String);
 
+/// Rounds to two decimals, as SageMaker's system monitor writes percentages and rates.
+pub(crate) fn round2(value: f64) -> f64 {
+    (value * 100.0).round() / 100.0
+}
+
 impl SystemSample {
     /// The timestamp in whole microseconds since the Unix epoch.
     pub fn timestamp_us(&self) -> u64 {

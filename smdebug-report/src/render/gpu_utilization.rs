@@ -1,7 +1,7 @@
 //! Section 7, GPU utilization: the recorded readings per GPU, each GPU's reading (underused,
 //! fluctuating, busy) as LowGPUUtilization judged it. The page judges no GPU itself.
 
-use smdebug_rules::profiler::GpuUsageState;
+use smdebug_rules::profiler::{GpuUsageState, GpuUtilizationDetails};
 
 use std::collections::BTreeSet;
 
@@ -28,22 +28,68 @@ struct GpuRow {
 
 impl Page<'_> {
     pub(super) fn gpu_utilization(&mut self) {
-        let many = self.view.many_nodes;
         let rule = self
             .details("LowGPUUtilization")
             .and_then(|d| d.gpu_utilization().cloned());
-        let gpus: Vec<GpuRow> = self
-            .view
+        let gpus = self.gpu_rows(rule.as_ref());
+        if gpus.is_empty() {
+            self.missing("No GPU utilization was recorded: the job ran without a GPU, or NVML was not available to the sampler.");
+            self.verdict("LowGPUUtilization");
+            return;
+        }
+        self.lead(&format!(
+            "Per GPU: distribution of utilization samples (box plots) and how often each \
+             utilization band occurred (workload histogram, exact counts). {}",
+            percentile_bound()
+        ));
+        self.gpu_charts(&gpus);
+        let low_p95 = self.param("LowGPUUtilization", "threshold_p95");
+        let low_p5 = self.param("LowGPUUtilization", "threshold_p5");
+        let window = self.param("LowGPUUtilization", "window");
+        if rule.is_some() {
+            self.lead(&format!(
+                "Reading: as the LowGPUUtilization rule judged each GPU over its latest {window} \
+                 samples: underused when their p95 is under {low_p95}%, fluctuating when the p95 \
+                 is over it while the p5 is under {low_p5}%."
+            ));
+        } else {
+            self.missing(
+                "The LowGPUUtilization rule has no result for this run, so no GPU is judged \
+                 underused or fluctuating; the table shows the recorded readings.",
+            );
+        }
+        let (underused, fluctuating) = self.gpu_table(&gpus);
+        let mut advice = Vec::new();
+        if !underused.is_empty() {
+            advice.push(format!("underused: {}", many::named(&underused)));
+        }
+        if !fluctuating.is_empty() {
+            advice.push(format!("fluctuating: {}", many::named(&fluctuating)));
+        }
+        if !advice.is_empty() {
+            self.advice(&format!(
+                "{}. An underused GPU waits for work: increase the batch size, feed data faster (more \
+                 loader workers, prefetching) or use a smaller GPU. A fluctuating one idles between \
+                 bursts: look for synchronisation points and data stalls in the step.",
+                advice.join("; ")
+            ));
+        }
+        self.verdict("LowGPUUtilization");
+    }
+
+    /// Every GPU with readings, with the rule's window and reading of it (`-` without the
+    /// rule's result).
+    fn gpu_rows(&self, rule: Option<&GpuUtilizationDetails>) -> Vec<GpuRow> {
+        let many = self.view.many_nodes;
+        self.view
             .gpus()
             .filter_map(|g| {
                 let u = g.util?;
                 let sum = u.values.summary()?;
-                let judged = rule
-                    .as_ref()
-                    .and_then(|r| r.nodes.get(&g.node).and_then(|n| n.get(&g.name)));
+                let judged = rule.and_then(|r| r.nodes.get(&g.node).and_then(|n| n.get(&g.name)));
                 let window = judged.map(|j| (j.window_p95, j.window_p5));
                 let violations = judged.map(|j| j.violations);
-                let reading = match &rule {
+                let reading = match rule {
                     None => "-",
                     Some(_) => match judged {
                         Some(j) if !j.judged => "not judged",
@@ -65,17 +111,11 @@ impl Page<'_> {
                     reading,
                 })
             })
-            .collect();
-        if gpus.is_empty() {
-            self.missing("No GPU utilization was recorded: the job ran without a GPU, or NVML was not available to the sampler.");
-            self.verdict("LowGPUUtilization");
-            return;
-        }
-        self.lead(&format!(
-            "Per GPU: distribution of utilization samples (box plots) and how often each \
-             utilization band occurred (workload histogram, exact counts). {}",
-            percentile_bound()
-        ));
+            .collect()
+    }
+
+    /// The box plots of the first 16 GPUs, and each node's workload histogram.
+    fn gpu_charts(&mut self, gpus: &[GpuRow]) {
         let boxes: Vec<(String, Summary)> = gpus
             .iter()
             .take(16)
@@ -106,18 +146,12 @@ impl Page<'_> {
                 "Number of samples in each 10% band of utilization, per GPU.",
             );
         }
-        let low_p95 = self.param("LowGPUUtilization", "threshold_p95");
-        let low_p5 = self.param("LowGPUUtilization", "threshold_p5");
-        let window = self.param("LowGPUUtilization", "window");
-        if rule.is_some() {
-            self.lead(&format!(
-                "Reading: as the LowGPUUtilization rule judged each GPU over its latest {window}                  samples: underused when their p95 is under {low_p95}%, fluctuating when the p95                  is over it while the p5 is under {low_p5}%."
-            ));
-        } else {
-            self.missing(
-                "The LowGPUUtilization rule has no result for this run, so no GPU is judged                  underused or fluctuating; the table shows the recorded readings.",
-            );
-        }
+    }
+
+    /// The GPUs' table, underused and fluctuating ones first (the rest counted by their p95
+    /// beyond [`many::MAX_ROWS`]); the underused and the fluctuating ones named for the advice,
+    /// with the window the rule judged, as its verdict quotes it.
+    fn gpu_table(&mut self, gpus: &[GpuRow]) -> (Vec<String>, Vec<String>) {
         let (mut underused, mut fluctuating) = (Vec::new(), Vec::new());
         let rows: Vec<(f64, Vec<Cell>)> = gpus
             .iter()
@@ -126,7 +160,6 @@ impl Page<'_> {
                 let one = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.1}"));
                 let (p95, p5) = (one(g.window.0), one(g.window.1));
                 // Ranked for the table: underused, then fluctuating, then busy; lower p95 first.
-                // The advice quotes the window the rule judged, as its verdict does.
                 let rank = match g.reading {
                     "underused" => {
                         underused.push(format!("{l} (p95 {p95}% over the rule's window)"));
@@ -183,21 +216,6 @@ impl Page<'_> {
                 .collect();
             table(&mut self.out, "gpu-util-bands", &["p95", "GPUs"], &bands);
         }
-        let mut advice = Vec::new();
-        if !underused.is_empty() {
-            advice.push(format!("underused: {}", many::named(&underused)));
-        }
-        if !fluctuating.is_empty() {
-            advice.push(format!("fluctuating: {}", many::named(&fluctuating)));
-        }
-        if !advice.is_empty() {
-            self.advice(&format!(
-                "{}. An underused GPU waits for work: increase the batch size, feed data faster (more \
-                 loader workers, prefetching) or use a smaller GPU. A fluctuating one idles between \
-                 bursts: look for synchronisation points and data stalls in the step.",
-                advice.join("; ")
-            ));
-        }
-        self.verdict("LowGPUUtilization");
+        (underused, fluctuating)
     }
 }

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use smdebug_profiler::reader::JobPhases;
-use smdebug_rules::profiler::utc;
+use smdebug_rules::profiler::{InitializationDetails, utc};
 
 use crate::charts;
 use crate::html::{Cell, table};
@@ -46,61 +46,9 @@ impl Page<'_> {
             vec![Cell::text("Job end"), Cell::text(utc(t1))],
             vec![Cell::text("Job duration"), Cell::text(fmt_secs(job))],
         ];
-        let mut slices = Vec::new();
         let initialization = self.details(RULE).and_then(|d| d.initialization().cloned());
         let init = initialization.as_ref().and_then(|d| d.initialization_s);
-        if let (Some((l0, l1)), Some(looped), Some(fin)) = (
-            phases.loop_us,
-            phases.training_loop_s(),
-            phases.finalization_s(),
-        ) {
-            let share = |s: f64| if job > 0.0 { s / job } else { f64::NAN };
-            rows.extend([
-                vec![Cell::text("Training loop start"), Cell::text(utc(l0))],
-                vec![Cell::text("Training loop end"), Cell::text(utc(l1))],
-                vec![
-                    Cell::text("Training loop duration"),
-                    Cell::text(format!(
-                        "{} ({} of the job)",
-                        fmt_secs(looped),
-                        pct(share(looped))
-                    )),
-                ],
-                vec![
-                    Cell::text("Initialization"),
-                    Cell::text(match (&initialization, init) {
-                        (Some(d), Some(init)) => format!(
-                            "{} ({} of the job; limit {} min)",
-                            fmt_secs(init),
-                            pct(share(init)),
-                            d.threshold_minutes
-                        ),
-                        (Some(_), None) => "no step started".to_owned(),
-                        (None, _) => {
-                            "not judged: no result of the MaxInitializationTime rule".to_owned()
-                        }
-                    }),
-                ],
-                vec![
-                    Cell::text("Finalization"),
-                    Cell::text(format!(
-                        "{} ({} of the job)",
-                        fmt_secs(fin),
-                        pct(share(fin))
-                    )),
-                ],
-            ]);
-            slices.extend(init.map(|init| ("Initialization".to_owned(), init)));
-            slices.extend([
-                ("Training loop".to_owned(), looped),
-                ("Finalization".to_owned(), fin),
-            ]);
-        } else {
-            rows.push(vec![
-                Cell::text("Training loop"),
-                Cell::text("unknown: no step spans were recorded"),
-            ]);
-        }
+        let slices = phase_rows(&phases, initialization.as_ref(), &mut rows);
         let mut per_mode: BTreeMap<&str, u64> = BTreeMap::new();
         for ((_, _, mode), s) in self.view.steps {
             *per_mode.entry(mode_name(*mode)).or_default() += s.durations.count();
@@ -136,4 +84,70 @@ impl Page<'_> {
         }
         self.verdict(RULE);
     }
+}
+
+/// The training loop's start, end and duration, initialization (as MaxInitializationTime
+/// measured it) and finalization, as rows added to `rows`; the same as slices of the job's
+/// time for the pie chart (none without step spans).
+fn phase_rows(
+    phases: &JobPhases,
+    initialization: Option<&InitializationDetails>,
+    rows: &mut Vec<Vec<Cell>>,
+) -> Vec<(String, f64)> {
+    let job = phases.job_s();
+    let init = initialization.and_then(|d| d.initialization_s);
+    let (Some((l0, l1)), Some(looped), Some(fin)) = (
+        phases.loop_us,
+        phases.training_loop_s(),
+        phases.finalization_s(),
+    ) else {
+        rows.push(vec![
+            Cell::text("Training loop"),
+            Cell::text("unknown: no step spans were recorded"),
+        ]);
+        return Vec::new();
+    };
+    let share = |s: f64| if job > 0.0 { s / job } else { f64::NAN };
+    rows.extend([
+        vec![Cell::text("Training loop start"), Cell::text(utc(l0))],
+        vec![Cell::text("Training loop end"), Cell::text(utc(l1))],
+        vec![
+            Cell::text("Training loop duration"),
+            Cell::text(format!(
+                "{} ({} of the job)",
+                fmt_secs(looped),
+                pct(share(looped))
+            )),
+        ],
+        vec![
+            Cell::text("Initialization"),
+            Cell::text(match (initialization, init) {
+                (Some(d), Some(init)) => format!(
+                    "{} ({} of the job; limit {} min)",
+                    fmt_secs(init),
+                    pct(share(init)),
+                    d.threshold_minutes
+                ),
+                (Some(_), None) => "no step started".to_owned(),
+                (None, _) => "not judged: no result of the MaxInitializationTime rule".to_owned(),
+            }),
+        ],
+        vec![
+            Cell::text("Finalization"),
+            Cell::text(format!(
+                "{} ({} of the job)",
+                fmt_secs(fin),
+                pct(share(fin))
+            )),
+        ],
+    ]);
+    let mut slices: Vec<(String, f64)> = init
+        .map(|init| ("Initialization".to_owned(), init))
+        .into_iter()
+        .collect();
+    slices.extend([
+        ("Training loop".to_owned(), looped),
+        ("Finalization".to_owned(), fin),
+    ]);
+    slices
 }

@@ -10,7 +10,7 @@ use smdebug_profiler::digest::SeriesDigest;
 use smdebug_profiler::stats::Sketch;
 
 use super::format::{fmt_value, metric_label, percentile_bound, type_rank};
-use super::view::trailing_number;
+use super::view::{NodeView, trailing_number};
 use super::{MAX_SERIES, Page};
 
 /// Series of one kind of device on a node listed one by one at most; more are pooled.
@@ -39,76 +39,7 @@ impl Page<'_> {
                 s.dimension.clone(),
             )
         });
-        // Devices of one kind on a node (GPUs, cores: a name ending in a number) beyond
-        // DEVICE_ROWS are pooled into one row, so that thousands of devices make a few rows.
-        let device = |m: &SeriesDigest| {
-            m.name.ends_with(|c: char| c.is_ascii_digit()).then(|| {
-                (
-                    m.node.clone(),
-                    m.metric_type.clone(),
-                    m.name
-                        .trim_end_matches(|c: char| c.is_ascii_digit())
-                        .to_owned(),
-                    m.dimension.clone(),
-                )
-            })
-        };
-        let mut group_sizes = std::collections::HashMap::new();
-        for m in &sorted {
-            if let Some(key) = device(m) {
-                *group_sizes.entry(key).or_insert(0usize) += 1;
-            }
-        }
-        let row = |node: &str, label: String, unit: &str, sum: Summary| {
-            vec![
-                Cell::text(node),
-                Cell::text(label),
-                Cell::text(unit),
-                Cell::num(fmt_value(sum.max, unit)),
-                Cell::num(fmt_value(sum.p99, unit)),
-                Cell::num(fmt_value(sum.p95, unit)),
-                Cell::num(fmt_value(sum.p50, unit)),
-                Cell::num(fmt_value(sum.min, unit)),
-                Cell::num(sum.count.to_string()),
-            ]
-        };
-        let mut rows: Vec<Vec<Cell>> = Vec::new();
-        let mut pooled = std::collections::HashSet::new();
-        for s in &sorted {
-            let unit = s.unit();
-            match device(s) {
-                Some(key) if group_sizes[&key] > DEVICE_ROWS => {
-                    if pooled.contains(&key) {
-                        continue;
-                    }
-                    let members: Vec<&&SeriesDigest> = sorted
-                        .iter()
-                        .filter(|m| device(m).as_ref() == Some(&key))
-                        .collect();
-                    let mut all = Sketch::default();
-                    for m in &members {
-                        all.merge(&m.values);
-                    }
-                    if let Some(sum) = all.summary() {
-                        let label = format!(
-                            "{}: {} {}N {} (all {} pooled)",
-                            key.1,
-                            members.len(),
-                            key.2,
-                            key.3,
-                            members.len()
-                        );
-                        rows.push(row(&s.node, label, unit, sum));
-                    }
-                    pooled.insert(key);
-                }
-                _ => {
-                    if let Some(sum) = s.values.summary() {
-                        rows.push(row(&s.node, metric_label(s), unit, sum));
-                    }
-                }
-            }
-        }
+        let rows = usage_rows(&sorted);
         table(
             &mut self.out,
             "system-usage",
@@ -124,52 +55,10 @@ impl Page<'_> {
     }
 
     fn node_charts(&mut self, index: usize) {
-        let many = self.view.many_nodes;
         let name = self.view.nodes[index].node.clone();
         self.h3(&format!("Node {name}"));
         let node = &self.view.nodes[index];
-        let mut util = Vec::new();
-        if !node.cpu.is_empty() {
-            util.push(Curve {
-                label: "CPU (all cores)".into(),
-                slices: self.view.timeline(&node.cpu, 1.0),
-            });
-        }
-        if !node.io_wait.is_empty() {
-            util.push(Curve {
-                label: "I/O wait".into(),
-                slices: self.view.timeline(&node.io_wait, 1.0),
-            });
-        }
-        for g in node
-            .gpus
-            .iter()
-            .filter_map(|g| Some((g, g.util?)))
-            .take(MAX_SERIES)
-        {
-            util.push(Curve {
-                label: format!("{} utilization", g.0.label(many)),
-                slices: self.view.timeline(&g.1.line, 1.0),
-            });
-        }
-        let mut memory = Vec::new();
-        if let Some(m) = node.memory {
-            memory.push(Curve {
-                label: "host memory".into(),
-                slices: self.view.timeline(&m.line, 1.0),
-            });
-        }
-        for g in node
-            .gpus
-            .iter()
-            .filter_map(|g| Some((g, g.mem?)))
-            .take(MAX_SERIES)
-        {
-            memory.push(Curve {
-                label: format!("{} memory", g.0.label(many)),
-                slices: self.view.timeline(&g.1.line, 1.0),
-            });
-        }
+        let (util, memory) = self.usage_curves(node);
         let traffic: Vec<Curve> = node
             .traffic
             .iter()
@@ -231,4 +120,128 @@ impl Page<'_> {
             self.chart(drawn, "Per core: box from p25 to p75 with the median, whiskers p5 to p95 (each within 1% of the value at its rank), dots at min and max (exact).");
         }
     }
+
+    /// A node's utilization curves (CPU, I/O wait, each GPU) and memory curves (host, each
+    /// GPU), at most [`MAX_SERIES`] GPUs each.
+    fn usage_curves(&self, node: &NodeView<'_>) -> (Vec<Curve>, Vec<Curve>) {
+        let many = self.view.many_nodes;
+        let mut util = Vec::new();
+        if !node.cpu.is_empty() {
+            util.push(Curve {
+                label: "CPU (all cores)".into(),
+                slices: self.view.timeline(&node.cpu, 1.0),
+            });
+        }
+        if !node.io_wait.is_empty() {
+            util.push(Curve {
+                label: "I/O wait".into(),
+                slices: self.view.timeline(&node.io_wait, 1.0),
+            });
+        }
+        for g in node
+            .gpus
+            .iter()
+            .filter_map(|g| Some((g, g.util?)))
+            .take(MAX_SERIES)
+        {
+            util.push(Curve {
+                label: format!("{} utilization", g.0.label(many)),
+                slices: self.view.timeline(&g.1.line, 1.0),
+            });
+        }
+        let mut memory = Vec::new();
+        if let Some(m) = node.memory {
+            memory.push(Curve {
+                label: "host memory".into(),
+                slices: self.view.timeline(&m.line, 1.0),
+            });
+        }
+        for g in node
+            .gpus
+            .iter()
+            .filter_map(|g| Some((g, g.mem?)))
+            .take(MAX_SERIES)
+        {
+            memory.push(Curve {
+                label: format!("{} memory", g.0.label(many)),
+                slices: self.view.timeline(&g.1.line, 1.0),
+            });
+        }
+        (util, memory)
+    }
+}
+
+/// The table's rows, one a series in `sorted` order; devices of one kind on a node (GPUs,
+/// cores: a name ending in a number) beyond [`DEVICE_ROWS`] pooled into one row, so that
+/// thousands of devices make a few rows.
+fn usage_rows(sorted: &[&SeriesDigest]) -> Vec<Vec<Cell>> {
+    let device = |m: &SeriesDigest| {
+        m.name.ends_with(|c: char| c.is_ascii_digit()).then(|| {
+            (
+                m.node.clone(),
+                m.metric_type.clone(),
+                m.name
+                    .trim_end_matches(|c: char| c.is_ascii_digit())
+                    .to_owned(),
+                m.dimension.clone(),
+            )
+        })
+    };
+    let mut group_sizes = std::collections::HashMap::new();
+    for m in sorted {
+        if let Some(key) = device(m) {
+            *group_sizes.entry(key).or_insert(0usize) += 1;
+        }
+    }
+    let row = |node: &str, label: String, unit: &str, sum: Summary| {
+        vec![
+            Cell::text(node),
+            Cell::text(label),
+            Cell::text(unit),
+            Cell::num(fmt_value(sum.max, unit)),
+            Cell::num(fmt_value(sum.p99, unit)),
+            Cell::num(fmt_value(sum.p95, unit)),
+            Cell::num(fmt_value(sum.p50, unit)),
+            Cell::num(fmt_value(sum.min, unit)),
+            Cell::num(sum.count.to_string()),
+        ]
+    };
+    let mut rows: Vec<Vec<Cell>> = Vec::new();
+    let mut pooled = std::collections::HashSet::new();
+    for s in sorted {
+        let unit = s.unit();
+        match device(s) {
+            Some(key) if group_sizes[&key] > DEVICE_ROWS => {
+                if pooled.contains(&key) {
+                    continue;
+                }
+                let members: Vec<&&SeriesDigest> = sorted
+                    .iter()
+                    .filter(|m| device(m).as_ref() == Some(&key))
+                    .collect();
+                let mut all = Sketch::default();
+                for m in &members {
+                    all.merge(&m.values);
+                }
+                if let Some(sum) = all.summary() {
+                    let label = format!(
+                        "{}: {} {}N {} (all {} pooled)",
+                        key.1,
+                        members.len(),
+                        key.2,
+                        key.3,
+                        members.len()
+                    );
+                    rows.push(row(&s.node, label, unit, sum));
+                }
+                pooled.insert(key);
+            }
+            _ => {
+                if let Some(sum) = s.values.summary() {
+                    rows.push(row(&s.node, metric_label(s), unit, sum));
+                }
+            }
+        }
+    }
+    rows
 }

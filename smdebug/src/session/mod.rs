@@ -362,54 +362,86 @@ impl<H: Capture> Session<H> {
 
     fn shut_down(&mut self) -> SessionSummary {
         self.finished = true;
-        let timeout = self.storage_timeout;
-        let deadline = Instant::now() + timeout;
-        let late = |part: &str| {
-            format!(
-                "{part}: storage did not answer within {} s (the storage timeout); left behind",
-                timeout.as_secs_f64()
-            )
-        };
-        let mut problems = std::mem::take(&mut self.capture_errors);
-        let mut lost = Vec::new();
         let steps = self.capture.as_ref().map_or(0, |c| c.core().global_step());
+        let config = std::mem::take(&mut self.parts.config);
+        let mut end = Ending {
+            summary: SessionSummary {
+                location: self.location.clone(),
+                steps,
+                config_files: config.files,
+                config_warnings: config.warnings,
+                ..SessionSummary::default()
+            },
+            problems: std::mem::take(&mut self.capture_errors),
+            lost: Vec::new(),
+            deadline: Instant::now() + self.storage_timeout,
+            timeout: self.storage_timeout,
+        };
         // 1. The profiling windows close (the code profile stops) and the spans are published,
         //    then the sampler: the rules must see all profiler data before the end marker.
+        self.stop_profiling(&mut end, steps);
+        // 2. The run ends: the last step and the end marker (with the stop reason), then the
+        //    writer thread drains and stops when the hook is dropped, waiting no later than
+        //    the deadline.
+        self.end_run(&mut end);
+        // The progress file's final counts, now that both writers have drained.
+        if let Some(progress) = self.parts.progress.take() {
+            let summary = &end.summary;
+            let spans = (summary.spans_written > 0 || summary.spans_dropped > 0)
+                .then_some((summary.spans_written, summary.spans_dropped));
+            match within(end.deadline, move || {
+                progress.finish(steps.checked_sub(1), steps, spans)
+            }) {
+                Some(None) => {}
+                Some(Some(problem)) => end.problems.push(problem),
+                None => end.late("progress file"),
+            }
+        }
+        // What reads storage after the deadline (the rules stopped, the stop watcher) gets until
+        // `tail`: a storage that failed leaves finish within the deadline plus GRACE.
+        let tail = end.deadline.max(Instant::now() + GRACE);
+        // 3. The rules see the end marker, evaluate the rest and write the report.
+        #[cfg(feature = "rules")]
+        self.finish_rules(&mut end, tail);
+        // 4. The dashboard, the stop watcher and, last, the job's identity file.
+        self.stop_the_rest(&mut end, tail);
+        let mut summary = end.summary;
+        summary.duration = self.started.elapsed();
+        summary.problems = end.problems;
+        summary.lost = end.lost;
+        summary
+    }
+
+    /// The configuration follower stops, the timeline closes at `steps`, the code profiles and
+    /// the spans are written, then the sampler stops.
+    fn stop_profiling(&mut self, end: &mut Ending, steps: u64) {
         if let Some(follower) = self.parts.config_follower.take() {
-            problems.extend(follower.stop());
+            end.problems.extend(follower.stop());
         }
         self.timeline.close(steps);
-        let config = std::mem::take(&mut self.parts.config);
-        let mut summary = SessionSummary {
-            location: self.location.clone(),
-            steps,
-            config_files: config.files,
-            config_warnings: config.warnings,
-            ..SessionSummary::default()
-        };
         let recorder = self.parts.sink.as_ref().map(|s| s.recorder());
         if let Some(sink) = self.parts.sink.take() {
-            match within(deadline, move || sink.finish_code_profiles()) {
-                Some(Some(Ok(r))) => summary.code_profiles = r.written,
-                Some(Some(Err(e))) => problems.push(format!("code profile: {e}")),
+            match within(end.deadline, move || sink.finish_code_profiles()) {
+                Some(Some(Ok(r))) => end.summary.code_profiles = r.written,
+                Some(Some(Err(e))) => end.problems.push(format!("code profile: {e}")),
                 Some(None) => {}
-                None => problems.push(late("code profile")),
+                None => end.late("code profile"),
             }
         }
         if let Some(spans) = self.parts.span_writer.take() {
-            match within(deadline, move || spans.finish()) {
+            let summary = &mut end.summary;
+            match within(end.deadline, move || spans.finish()) {
                 Some(Ok(r)) => {
                     summary.spans_written = r.written;
                     summary.spans_dropped = r.dropped;
                     summary.spans_lost = r.lost;
                     summary.span_files = r.files;
                     if let Some(e) = r.last_write_error {
-                        problems.push(format!("span writer: {e}"));
+                        end.problems.push(format!("span writer: {e}"));
                     }
                 }
-                Some(Err(e)) => problems.push(format!("span writer: {e}")),
+                Some(Err(e)) => end.problems.push(format!("span writer: {e}")),
                 None => {
-                    problems.push(late("span writer"));
                     if let Some(r) = &recorder {
                         summary.spans_written = r.written();
                         summary.spans_dropped = r.dropped();
@@ -418,139 +450,143 @@ impl<H: Capture> Session<H> {
                             .saturating_sub(r.written())
                             .saturating_sub(r.dropped());
                     }
+                    end.late("span writer");
                 }
             }
-            if summary.spans_lost > 0 {
-                lost.push(format!("{} framework spans", summary.spans_lost));
+            if end.summary.spans_lost > 0 {
+                let lost = format!("{} framework spans", end.summary.spans_lost);
+                end.lost.push(lost);
             }
         }
         if let Some(sampler) = self.parts.sampler.take() {
-            match within(deadline, move || sampler.stop()) {
+            match within(end.deadline, move || sampler.stop()) {
                 Some(Ok(r)) => {
-                    summary.system_samples = r.samples;
-                    summary.system_records = r.records;
+                    end.summary.system_samples = r.samples;
+                    end.summary.system_records = r.records;
                     if let Some(e) = r.last_write_error {
-                        problems.push(format!("system sampler: {e}"));
+                        end.problems.push(format!("system sampler: {e}"));
                     }
                     if r.records_lost > 0 {
-                        lost.push(format!("{} system-metric records", r.records_lost));
+                        end.lost
+                            .push(format!("{} system-metric records", r.records_lost));
                     }
                 }
-                Some(Err(e)) => problems.push(format!("system sampler: {e}")),
+                Some(Err(e)) => end.problems.push(format!("system sampler: {e}")),
                 None => {
-                    problems.push(late("system sampler"));
-                    lost.push("the system metrics the sampler still held".to_string());
+                    end.late("system sampler");
+                    end.lost
+                        .push("the system metrics the sampler still held".to_string());
                 }
             }
         }
-        // 2. The run ends: the last step and the end marker (with the stop reason), then the
-        //    writer thread drains and stops when the hook is dropped, waiting no later than
-        //    the deadline.
+    }
+
+    /// The run ends: the hook closes it (the last step and the end marker), the writer drains
+    /// by the deadline, and its counts go into the summary with what it lost.
+    fn end_run(&mut self, end: &mut Ending) {
         if let Some(mut capture) = self.capture.take() {
             if let Err(e) = capture.close_run() {
-                problems.push(format!("capture: {e}"));
+                end.problems.push(format!("capture: {e}"));
             }
             if let Some(status) = &self.parts.writer {
-                status.shutdown_by(deadline);
+                status.shutdown_by(end.deadline);
             }
             drop(capture);
         }
-        summary.stopped = self.stop.requested();
-        if let Some(status) = self.parts.writer.take() {
-            summary.records_written = status.records_written();
-            summary.records_dropped = status.dropped();
-            summary.records_lost = status.discarded();
-            summary.steps_lost = status.steps_lost();
-            summary.bytes_written = status.bytes_written();
-            summary.end_marker_written = status.end_marker_written();
-            if let Some(e) = status.error() {
-                problems.push(format!("capture writer: {e}"));
-            }
-            let finished = status.wait_closed(Instant::now());
-            if !finished {
-                problems.push(late("capture writer"));
-            }
-            if summary.records_lost > 0 {
-                lost.push(format!(
-                    "{} tensor records of {} steps",
-                    summary.records_lost, summary.steps_lost
-                ));
-            }
-            if !finished {
-                lost.push("the tensor records the writer still held".to_string());
-            }
-            if !summary.end_marker_written {
-                lost.push(format!(
-                    "the end marker ({})",
-                    smdebug_io::format::layout::END_MARKER
-                ));
-            }
+        end.summary.stopped = self.stop.requested();
+        let Some(status) = self.parts.writer.take() else {
+            return;
+        };
+        let summary = &mut end.summary;
+        summary.records_written = status.records_written();
+        summary.records_dropped = status.dropped();
+        summary.records_lost = status.discarded();
+        summary.steps_lost = status.steps_lost();
+        summary.bytes_written = status.bytes_written();
+        summary.end_marker_written = status.end_marker_written();
+        if let Some(e) = status.error() {
+            end.problems.push(format!("capture writer: {e}"));
         }
-        // The progress file's final counts, now that both writers have drained.
-        if let Some(progress) = self.parts.progress.take() {
-            let spans = (summary.spans_written > 0 || summary.spans_dropped > 0)
-                .then_some((summary.spans_written, summary.spans_dropped));
-            match within(deadline, move || {
-                progress.finish(steps.checked_sub(1), steps, spans)
-            }) {
-                Some(None) => {}
-                Some(Some(problem)) => problems.push(problem),
-                None => problems.push(late("progress file")),
-            }
+        let finished = status.wait_closed(Instant::now());
+        if summary.records_lost > 0 {
+            end.lost.push(format!(
+                "{} tensor records of {} steps",
+                summary.records_lost, summary.steps_lost
+            ));
         }
-        // What reads storage after the deadline (the rules stopped, the stop watcher) gets until
-        // `tail`: a storage that failed leaves finish within the deadline plus GRACE.
-        let tail = deadline.max(Instant::now() + GRACE);
-        // 3. The rules see the end marker, evaluate the rest and write the report. Without an
-        //    end marker (storage failed) they would wait for it until their timeout: they are
-        //    stopped at once instead, with what they read.
-        #[cfg(feature = "rules")]
-        if let Some(runner) = self.parts.runner.take() {
-            let result = if summary.end_marker_written {
-                let deadline = Instant::now() + self.finish_timeout;
-                while !runner.is_finished() && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                let timed_out = !runner.is_finished();
-                let result = if timed_out {
-                    runner.cancel()
-                } else {
-                    runner.join()
-                };
-                if timed_out && result.is_ok() {
-                    problems.push(format!(
-                        "the rules had not finished {} s after the run ended; their \
-                         statuses are as far as they got",
-                        self.finish_timeout.as_secs_f64()
-                    ));
-                }
-                Some(result)
+        if !finished {
+            end.lost
+                .push("the tensor records the writer still held".to_string());
+        }
+        if !summary.end_marker_written {
+            end.lost.push(format!(
+                "the end marker ({})",
+                smdebug_io::format::layout::END_MARKER
+            ));
+        }
+        if !finished {
+            end.late("capture writer");
+        }
+    }
+
+    /// The rules see the end marker, evaluate the rest and write the report, within
+    /// [`SessionBuilder::finish_timeout`]. Without an end marker (storage failed) they would wait
+    /// for it until their timeout: they are stopped at once instead (by `tail`), with what they
+    /// read.
+    #[cfg(feature = "rules")]
+    fn finish_rules(&mut self, end: &mut Ending, tail: Instant) {
+        let Some(runner) = self.parts.runner.take() else {
+            return;
+        };
+        let result = if end.summary.end_marker_written {
+            let deadline = Instant::now() + self.finish_timeout;
+            while !runner.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let timed_out = !runner.is_finished();
+            let result = if timed_out {
+                runner.cancel()
             } else {
-                problems.push(
-                    "the rules were stopped without the run's end (its end marker was not \
-                     stored); their statuses are as far as they got"
-                        .to_string(),
-                );
-                within(tail, move || runner.cancel())
+                runner.join()
             };
-            match result {
-                Some(Ok(rules)) => {
-                    summary.report = self.parts.report.take();
-                    summary.rules = rules.rules;
-                }
-                Some(Err(e)) => problems.push(format!("rules: {e}")),
-                None => problems.push(late("the rules")),
+            if timed_out && result.is_ok() {
+                end.problems.push(format!(
+                    "the rules had not finished {} s after the run ended; their \
+                     statuses are as far as they got",
+                    self.finish_timeout.as_secs_f64()
+                ));
             }
+            Some(result)
+        } else {
+            end.problems.push(
+                "the rules were stopped without the run's end (its end marker was not \
+                 stored); their statuses are as far as they got"
+                    .to_string(),
+            );
+            within(tail, move || runner.cancel())
+        };
+        match result {
+            Some(Ok(rules)) => {
+                end.summary.report = self.parts.report.take();
+                end.summary.rules = rules.rules;
+            }
+            Some(Err(e)) => end.problems.push(format!("rules: {e}")),
+            None => end.late("the rules"),
         }
-        // 4. The dashboard and the stop watcher.
+    }
+
+    /// The dashboard and the stop watcher stop; last, this process's identity file says it
+    /// finished: until now it was live, so no other job could take the run while the rules
+    /// still wrote into it. A run whose end was stored gives each a grace of its own; after a
+    /// storage failure they all share what is left of `tail` (the identity file's heartbeat
+    /// thread and last write wait on storage too).
+    fn stop_the_rest(&mut self, end: &mut Ending, tail: Instant) {
         #[cfg(feature = "serve")]
         if let Some(server) = self.parts.dashboard.take() {
             server.shutdown();
         }
-        summary.dashboard = self.parts.dashboard_url.take();
-        // A run whose end was stored gives each remaining part a grace of its own; after a
-        // storage failure they all share what is left of `tail`.
-        let ended = summary.end_marker_written;
+        end.summary.dashboard = self.parts.dashboard_url.take();
+        let ended = end.summary.end_marker_written;
         let deadline_now = || {
             if ended {
                 tail.max(Instant::now() + GRACE)
@@ -561,33 +597,46 @@ impl<H: Capture> Session<H> {
         if let Some(watcher) = self.parts.stop_watcher.take() {
             match within(deadline_now(), move || watcher.stop()) {
                 Some(stopped) => {
-                    problems.extend(stopped.problems);
+                    end.problems.extend(stopped.problems);
                     if !stopped.ended {
-                        problems.push(format!(
+                        end.problems.push(format!(
                             "the stop watcher had not stopped {} s after it was asked (a read \
                              of the run's storage hanging); it was left behind",
                             StopWatcher::STOP_WAIT.as_secs()
                         ));
                     }
                 }
-                None => problems.push(late("stop watcher")),
+                None => end.late("stop watcher"),
             }
         }
-        // 5. Last, this process's identity file says it finished: until now it was live, so
-        //    no other job could take the run while the rules still wrote into it.
-        //    Within the same deadline as the rest: its heartbeat thread and this last write
-        //    wait on storage too.
         if let Some(mut job) = self.parts.job.take() {
             match within(deadline_now(), move || job.finish()) {
                 Some(Ok(())) => {}
-                Some(Err(e)) => problems.push(format!("job identity: {e}")),
-                None => problems.push(late("the job's identity file")),
+                Some(Err(e)) => end.problems.push(format!("job identity: {e}")),
+                None => end.late("the job's identity file"),
             }
         }
-        summary.duration = self.started.elapsed();
-        summary.problems = problems;
-        summary.lost = lost;
-        summary
+    }
+}
+
+/// What a session's shutdown gathers as its parts stop: the summary, the problems met and what
+/// was lost, and the deadline storage is waited on.
+struct Ending {
+    summary: SessionSummary,
+    problems: Vec<String>,
+    lost: Vec<String>,
+    /// The storage timeout from the start of the shutdown.
+    deadline: Instant,
+    timeout: Duration,
+}
+
+impl Ending {
+    /// `part` was left behind: storage did not answer by the deadline.
+    fn late(&mut self, part: &str) {
+        self.problems.push(format!(
+            "{part}: storage did not answer within {} s (the storage timeout); left behind",
+            self.timeout.as_secs_f64()
+        ));
     }
 }
 

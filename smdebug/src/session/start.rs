@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use smdebug_core::timeline::Timeline;
+use smdebug_core::timeline::{Timeline, TimelineConfig};
 use smdebug_core::{Capture, HookBuilder, StopSignal, WorkerInfo};
 use smdebug_io::format::layout::worker_name;
 use smdebug_io::format::record::PayloadChecksum;
@@ -15,7 +15,7 @@ use smdebug_io::storage::probe_write;
 use smdebug_io::writer::Writer;
 use smdebug_io::{Storage, open_storage_with};
 use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler, code_profile_support};
-use smdebug_profiler::config::ProfilerConfigWatcher;
+use smdebug_profiler::config::{MetricsRegex, ProfilerConfigWatcher};
 use smdebug_profiler::spans::SpanRecorder;
 use smdebug_profiler::system::{NodeId, SystemSampler};
 
@@ -28,122 +28,33 @@ use super::summary::AppliedFiles;
 use super::{Parts, Session, SessionBuilder};
 use crate::error::{Error, Result};
 
+/// The profiler configuration file's watcher and the windows in force when it was read: what
+/// the configuration follower starts from.
+type ProfilerFile = (ProfilerConfigWatcher, TimelineConfig);
+
 impl<H: Capture> SessionBuilder<H> {
     /// Starts everything: the writer, the stop-request watcher, the span writer and the
     /// timeline, the system sampler, the rules and the dashboard. Every configuration error is
     /// returned here, before the first step; nothing is left running after an error.
     pub fn start(mut self) -> Result<Session<H>> {
         #[cfg(feature = "rules")]
-        if let Some(e) = self.rule_errors.into_iter().next() {
+        if let Some(e) = std::mem::take(&mut self.rule_errors).into_iter().next() {
             return Err(e.into());
         }
-        let worker = match self.worker {
+        let worker = match self.worker.take() {
             Some(w) => w,
             None => WorkerInfo::from_env()?,
         };
-        // SageMaker's files over the builder's settings: each states what it overrides.
-        let mut location = self.location.clone();
-        let mut profiler_file = None;
         let mut applied = AppliedFiles::default();
-        if let Some(sources) = &self.config_files {
-            if let Some(file) = sources.load_hook_config()? {
-                log::info!("capture configured by {}", file.path().display());
-                applied.add(file.path(), file.unapplied_keys());
-                if let Some(path) = &file.config().out_dir {
-                    location = path.clone();
-                }
-                self.hook = file.over(self.hook)?;
-            }
-            let watcher = ProfilerConfigWatcher::from_sources(sources)?;
-            if let Some(file) = watcher.current() {
-                log::info!("profiling configured by {}", watcher.path().display());
-                applied.add(watcher.path(), file.unapplied_keys());
-                let in_file = |e: smdebug_profiler::ProfilerError| e.in_config_file(watcher.path());
-                self.timeline = file.windows_over(&self.timeline);
-                if let Some(spans) = self.spans {
-                    self.spans = Some(file.span_config(spans).map_err(in_file)?);
-                }
-                self.sampler = match self.sampler {
-                    _ if file.system_profiling_off() => None,
-                    Some(sampler) => Some(file.sampler_config(sampler).map_err(in_file)?),
-                    None => None,
-                };
-                // The profiler's own LocalPath names the run when the hook's file did not.
-                let hook_named = self.hook.out_dir.is_some();
-                if let (false, Some(path)) = (
-                    hook_named,
-                    file.profiling_parameters
-                        .as_ref()
-                        .and_then(|p| p.local_path.clone()),
-                ) {
-                    location = path;
-                }
-            }
-            profiler_file = Some((watcher, self.timeline.clone()));
-        }
+        let (location, profiler_file) = self.apply_config_files(&mut applied)?;
         applied.warn();
-        // Rules ask for what they read: every worker's hook saves it, at the union of the
-        // schedule in force and the rule's (SageMaker's `collections_to_save`).
         #[cfg(feature = "rules")]
-        {
-            let mut requests = smdebug_rules::capture_requests(&self.rules)?;
-            for (rule, _) in &self.custom_rules {
-                rule.validate()?;
-                requests.extend(rule.capture_requests());
-            }
-            for request in &requests {
-                self.hook.apply(request)?;
-            }
-        }
+        self.apply_rule_requests()?;
         let dataloader_metrics = profiler_file
             .as_ref()
             .and_then(|(w, _)| w.current())
             .and_then(|f| f.dataloader_metrics().cloned());
-        let storage: Arc<dyn Storage> = open_storage_with(&location, &self.storage_options)?;
-        // A location that takes no writes fails with the storage's own reason, before anything
-        // starts that would write into it: rank 0 before it claims the location, the other
-        // ranks once it has (they write nothing before: a probe of theirs in flight while rank
-        // 0 looks at the folder would be a file that is not a run's).
-        let probe = || {
-            probe_write(storage.as_ref(), &worker_name(worker.rank)).map_err(|e| {
-                Error::NotWritable {
-                    location: location.clone(),
-                    source: Box::new(e),
-                }
-            })
-        };
-        if worker.rank == 0 {
-            probe()?;
-        }
-        // Rank 0 judges the location and replaces an old run (its own files only); the other
-        // ranks write nothing before rank 0 of their job has claimed it. A foreign folder, a run
-        // still written by a live process, and an old run not to be replaced are refused.
-        let request = ClaimRequest {
-            job: self
-                .job_id
-                .clone()
-                .or_else(|| shared_job_id(|v| std::env::var(v).ok())),
-            overwrite: self.overwrite,
-            join_timeout: self.join_timeout,
-            ..ClaimRequest::new(worker.rank, worker.world_size)
-        };
-        let claim = run_folder::claim(storage.clone(), &request).map_err(|e| match e {
-            smdebug_io::Error::Refused { refusal, .. } if matches!(*refusal, Refusal::Ended(_)) => {
-                let Refusal::Ended(extent) = *refusal else {
-                    unreachable!("matched above")
-                };
-                Error::RunExists {
-                    location: location.clone(),
-                    extent: extent.to_string(),
-                }
-            }
-            e => e.into(),
-        })?;
-        // A session that fails to start from here on leaves no identity behind.
-        let mut claim = Claimed(Some(claim));
-        if worker.rank != 0 {
-            probe()?;
-        }
+        let (storage, mut claim) = self.claim_location(&location, worker)?;
         let stop = StopSignal::default();
         let mut parts = Parts {
             stop_watcher: Some(StopWatcher::with_storage(
@@ -154,56 +65,13 @@ impl<H: Capture> SessionBuilder<H> {
             config: applied,
             ..Parts::default()
         };
-
-        let node_of = |node: &NodeId| {
-            if self.python_compatible {
-                NodeId::algo(1)
-            } else {
-                node.clone()
-            }
-        };
-        let timeline = match self.spans {
-            Some(config) => {
-                let node = node_of(&NodeId::from_hostname());
-                let worker_id = u32::try_from(worker.rank).unwrap_or(u32::MAX);
-                let (recorder, guard) = SpanRecorder::start(
-                    config.node(node.clone()).worker(worker_id),
-                    storage.clone(),
-                )?;
-                parts.span_writer = Some(guard);
-                let code = match code_profile_support() {
-                    Ok(()) => {
-                        // Readied (pprof-rs's sample table, 45-115 MB, allocated) only for a window
-                        // set now; a window a profiler file opens later readies it then.
-                        let code = CodeProfiler::start(
-                            CodeProfileConfig::default()
-                                .node(node)
-                                .worker(worker_id)
-                                .warm_up(self.timeline.code.is_enabled()),
-                            storage.clone(),
-                        )?;
-                        // A window from the start of the loop is sampled from its first step
-                        // (a later one finds the sampler ready anyway).
-                        if self.timeline.code.is_enabled() {
-                            code.wait_ready(std::time::Duration::from_secs(5));
-                        }
-                        Some(code)
-                    }
-                    Err(e) if self.timeline.code.is_enabled() => return Err(e.into()),
-                    Err(_) => None,
-                };
-                let sink = Arc::new(SessionSink::new(recorder, dataloader_metrics, code));
-                parts.sink = Some(sink.clone());
-                Timeline::new(self.timeline.clone(), sink)
-            }
-            None => Timeline::off(),
-        };
+        let timeline = self.start_timeline(worker, &storage, dataloader_metrics, &mut parts)?;
 
         let sample_here = self
             .sample_here
             .unwrap_or_else(|| local_rank(worker.rank) == 0);
-        if let (Some(config), true) = (self.sampler, sample_here) {
-            let node = node_of(config.node_id());
+        if let (Some(config), true) = (self.sampler.take(), sample_here) {
+            let node = self.node_of(config.node_id());
             parts.sampler = Some(SystemSampler::start(config.node(node), storage.clone())?);
         }
 
@@ -235,54 +103,18 @@ impl<H: Capture> SessionBuilder<H> {
         } else {
             (None, None)
         };
+        #[cfg(all(feature = "rules", not(feature = "serve")))]
+        let runner_profiler = None;
 
         #[cfg(feature = "rules")]
         if worker.rank == 0 && (!self.rules.is_empty() || !self.custom_rules.is_empty()) {
-            let mut runner = smdebug_rules::RuleRunner::builder(&location)
-                .storage(storage.clone())
-                .stop_signal(stop.clone())
-                .poll_interval(self.rules_poll)
-                .open_timeout(std::time::Duration::from_secs(24 * 3600));
-            for spec in self.rules {
-                runner = runner.spec(spec);
-            }
-            for (rule, actions) in self.custom_rules {
-                runner = runner.rule(rule, actions);
-            }
-            #[cfg(feature = "serve")]
-            if let Some(subscription) = runner_profiler {
-                runner = runner.profiler_source(subscription);
-            }
-            #[cfg(feature = "report")]
-            {
-                runner = match &self.report {
-                    ReportTarget::IntoRun => {
-                        parts.report = Some(super::report_location(&location));
-                        runner.reporter(smdebug_report::ReportWriter::into_run())
-                    }
-                    ReportTarget::RunFolder(dir) => {
-                        parts.report = Some(super::report_location_in(&location, dir));
-                        runner.reporter(smdebug_report::ReportWriter::into_run_folder(dir))
-                    }
-                    ReportTarget::File(path) => {
-                        parts.report = Some(path.display().to_string());
-                        runner.reporter(smdebug_report::ReportWriter::to_file(path))
-                    }
-                    ReportTarget::Folder(dir) => {
-                        let page = dir.join(smdebug_rules::report::REPORT_FILE);
-                        parts.report = Some(page.display().to_string());
-                        runner.reporter(
-                            smdebug_report::ReportWriter::to_file(page).rule_files_to(dir),
-                        )
-                    }
-                    ReportTarget::Off => runner,
-                };
-            }
-            parts.runner = Some(runner.spawn()?);
+            let (runner, report) = self.start_rules(&location, &storage, &stop, runner_profiler)?;
+            parts.runner = Some(runner);
+            parts.report = report;
         }
 
         #[cfg(feature = "serve")]
-        if let (Some(mut options), 0) = (self.dashboard, worker.rank) {
+        if let (Some(mut options), 0) = (self.dashboard.take(), worker.rank) {
             options.runs = vec![location.clone()];
             options.storage = self.storage_options.clone();
             if let Some(subscription) = dashboard_profiler {
@@ -293,8 +125,263 @@ impl<H: Capture> SessionBuilder<H> {
             parts.dashboard = Some(server);
         }
 
-        // Capture last: a hook ends its run when dropped, so a session that fails to start
-        // before this point leaves no end marker behind.
+        let (finish_timeout, storage_timeout) = (self.finish_timeout, self.storage_timeout);
+        let capture = self.start_capture(worker, &storage, &stop, &timeline, &mut parts)?;
+        parts.job = claim.0.take();
+
+        Ok(Session::assemble(
+            capture,
+            location,
+            storage,
+            stop,
+            timeline,
+            worker,
+            finish_timeout,
+            storage_timeout,
+            parts,
+        ))
+    }
+
+    /// SageMaker's files over the builder's settings, each stating what it overrides (into
+    /// `applied`): the run's location, and the profiler file's watcher for the follower.
+    fn apply_config_files(
+        &mut self,
+        applied: &mut AppliedFiles,
+    ) -> Result<(String, Option<ProfilerFile>)> {
+        let mut location = self.location.clone();
+        let Some(sources) = &self.config_files else {
+            return Ok((location, None));
+        };
+        if let Some(file) = sources.load_hook_config()? {
+            log::info!("capture configured by {}", file.path().display());
+            applied.add(file.path(), file.unapplied_keys());
+            if let Some(path) = &file.config().out_dir {
+                location = path.clone();
+            }
+            self.hook = file.over(std::mem::take(&mut self.hook))?;
+        }
+        let watcher = ProfilerConfigWatcher::from_sources(sources)?;
+        if let Some(file) = watcher.current() {
+            log::info!("profiling configured by {}", watcher.path().display());
+            applied.add(watcher.path(), file.unapplied_keys());
+            let in_file = |e: smdebug_profiler::ProfilerError| e.in_config_file(watcher.path());
+            self.timeline = file.windows_over(&self.timeline);
+            if let Some(spans) = self.spans.take() {
+                self.spans = Some(file.span_config(spans).map_err(in_file)?);
+            }
+            self.sampler = match self.sampler.take() {
+                _ if file.system_profiling_off() => None,
+                Some(sampler) => Some(file.sampler_config(sampler).map_err(in_file)?),
+                None => None,
+            };
+            // The profiler's own LocalPath names the run when the hook's file did not.
+            let hook_named = self.hook.out_dir.is_some();
+            if let (false, Some(path)) = (
+                hook_named,
+                file.profiling_parameters
+                    .as_ref()
+                    .and_then(|p| p.local_path.clone()),
+            ) {
+                location = path;
+            }
+        }
+        Ok((location, Some((watcher, self.timeline.clone()))))
+    }
+
+    /// Rules ask for what they read: every worker's hook saves it, at the union of the schedule
+    /// in force and the rule's (SageMaker's `collections_to_save`).
+    #[cfg(feature = "rules")]
+    fn apply_rule_requests(&mut self) -> Result<()> {
+        let mut requests = smdebug_rules::capture_requests(&self.rules)?;
+        for (rule, _) in &self.custom_rules {
+            rule.validate()?;
+            requests.extend(rule.capture_requests());
+        }
+        for request in &requests {
+            self.hook.apply(request)?;
+        }
+        Ok(())
+    }
+
+    /// The run's storage, probed for writes and claimed for this job (rank 0 judges the
+    /// location and replaces an old run; the other ranks join once it has).
+    fn claim_location(
+        &self,
+        location: &str,
+        worker: WorkerInfo,
+    ) -> Result<(Arc<dyn Storage>, Claimed)> {
+        let storage: Arc<dyn Storage> = open_storage_with(location, &self.storage_options)?;
+        // A location that takes no writes fails with the storage's own reason, before anything
+        // starts that would write into it: rank 0 before it claims the location, the other
+        // ranks once it has (they write nothing before: a probe of theirs in flight while rank
+        // 0 looks at the folder would be a file that is not a run's).
+        let probe = || {
+            probe_write(storage.as_ref(), &worker_name(worker.rank)).map_err(|e| {
+                Error::NotWritable {
+                    location: location.to_string(),
+                    source: Box::new(e),
+                }
+            })
+        };
+        if worker.rank == 0 {
+            probe()?;
+        }
+        // Rank 0 judges the location and replaces an old run (its own files only); the other
+        // ranks write nothing before rank 0 of their job has claimed it. A foreign folder, a run
+        // still written by a live process, and an old run not to be replaced are refused.
+        let request = ClaimRequest {
+            job: self
+                .job_id
+                .clone()
+                .or_else(|| shared_job_id(|v| std::env::var(v).ok())),
+            overwrite: self.overwrite,
+            join_timeout: self.join_timeout,
+            ..ClaimRequest::new(worker.rank, worker.world_size)
+        };
+        let claim = run_folder::claim(storage.clone(), &request).map_err(|e| match e {
+            smdebug_io::Error::Refused { refusal, .. } if matches!(*refusal, Refusal::Ended(_)) => {
+                let Refusal::Ended(extent) = *refusal else {
+                    unreachable!("matched above")
+                };
+                Error::RunExists {
+                    location: location.to_string(),
+                    extent: extent.to_string(),
+                }
+            }
+            e => e.into(),
+        })?;
+        // A session that fails to start from here on leaves no identity behind.
+        let claim = Claimed(Some(claim));
+        if worker.rank != 0 {
+            probe()?;
+        }
+        Ok((storage, claim))
+    }
+
+    /// The node a sampler or span writer records: SageMaker's `algo-1` when the files are to be
+    /// read by Python smdebug, else the node's own.
+    fn node_of(&self, node: &NodeId) -> NodeId {
+        if self.python_compatible {
+            NodeId::algo(1)
+        } else {
+            node.clone()
+        }
+    }
+
+    /// The timeline the hook and the loop record spans on: off without spans; else the span
+    /// writer and the code profiler (readied now only for a window set at start) behind the
+    /// session's sink, kept in `parts`.
+    fn start_timeline(
+        &mut self,
+        worker: WorkerInfo,
+        storage: &Arc<dyn Storage>,
+        dataloader_metrics: Option<MetricsRegex>,
+        parts: &mut Parts,
+    ) -> Result<Timeline> {
+        let Some(config) = self.spans.take() else {
+            return Ok(Timeline::off());
+        };
+        let node = self.node_of(&NodeId::from_hostname());
+        let worker_id = u32::try_from(worker.rank).unwrap_or(u32::MAX);
+        let (recorder, guard) =
+            SpanRecorder::start(config.node(node.clone()).worker(worker_id), storage.clone())?;
+        parts.span_writer = Some(guard);
+        let code = match code_profile_support() {
+            Ok(()) => {
+                // Readied (pprof-rs's sample table, 45-115 MB, allocated) only for a window
+                // set now; a window a profiler file opens later readies it then.
+                let code = CodeProfiler::start(
+                    CodeProfileConfig::default()
+                        .node(node)
+                        .worker(worker_id)
+                        .warm_up(self.timeline.code.is_enabled()),
+                    storage.clone(),
+                )?;
+                // A window from the start of the loop is sampled from its first step
+                // (a later one finds the sampler ready anyway).
+                if self.timeline.code.is_enabled() {
+                    code.wait_ready(std::time::Duration::from_secs(5));
+                }
+                Some(code)
+            }
+            Err(e) if self.timeline.code.is_enabled() => return Err(e.into()),
+            Err(_) => None,
+        };
+        let sink = Arc::new(SessionSink::new(recorder, dataloader_metrics, code));
+        parts.sink = Some(sink.clone());
+        Ok(Timeline::new(self.timeline.clone(), sink))
+    }
+
+    /// Rank 0's rule runner over the run, with the report the builder asked for, and where that
+    /// report goes.
+    #[cfg(feature = "rules")]
+    fn start_rules(
+        &mut self,
+        location: &str,
+        storage: &Arc<dyn Storage>,
+        stop: &StopSignal,
+        profiler: Option<smdebug_profiler::follow::ProfilerSubscription>,
+    ) -> Result<(smdebug_rules::RunnerHandle, Option<String>)> {
+        let mut runner = smdebug_rules::RuleRunner::builder(location)
+            .storage(storage.clone())
+            .stop_signal(stop.clone())
+            .poll_interval(self.rules_poll)
+            .open_timeout(std::time::Duration::from_secs(24 * 3600));
+        for spec in std::mem::take(&mut self.rules) {
+            runner = runner.spec(spec);
+        }
+        for (rule, actions) in std::mem::take(&mut self.custom_rules) {
+            runner = runner.rule(rule, actions);
+        }
+        if let Some(subscription) = profiler {
+            runner = runner.profiler_source(subscription);
+        }
+        #[cfg(not(feature = "report"))]
+        let report = None;
+        #[cfg(feature = "report")]
+        let report = {
+            let (with_report, report) = match &self.report {
+                ReportTarget::IntoRun => (
+                    runner.reporter(smdebug_report::ReportWriter::into_run()),
+                    Some(super::report_location(location)),
+                ),
+                ReportTarget::RunFolder(dir) => (
+                    runner.reporter(smdebug_report::ReportWriter::into_run_folder(dir)),
+                    Some(super::report_location_in(location, dir)),
+                ),
+                ReportTarget::File(path) => (
+                    runner.reporter(smdebug_report::ReportWriter::to_file(path)),
+                    Some(path.display().to_string()),
+                ),
+                ReportTarget::Folder(dir) => {
+                    let page = dir.join(smdebug_rules::report::REPORT_FILE);
+                    let shown = page.display().to_string();
+                    (
+                        runner.reporter(
+                            smdebug_report::ReportWriter::to_file(page).rule_files_to(dir),
+                        ),
+                        Some(shown),
+                    )
+                }
+                ReportTarget::Off => (runner, None),
+            };
+            runner = with_report;
+            report
+        };
+        Ok((runner.spawn()?, report))
+    }
+
+    /// Capture, started last: a hook ends its run when dropped, so a session that fails to
+    /// start before this point leaves no end marker behind. Then the progress file (a session
+    /// that failed to start leaves none).
+    fn start_capture(
+        self,
+        worker: WorkerInfo,
+        storage: &Arc<dyn Storage>,
+        stop: &StopSignal,
+        timeline: &Timeline,
+        parts: &mut Parts,
+    ) -> Result<H> {
         let writer = Writer::builder(storage.clone())
             .worker_rank(worker.rank)
             .checksum(if self.python_compatible {
@@ -314,7 +401,6 @@ impl<H: Capture> SessionBuilder<H> {
             .timeline(timeline.clone());
         let writer_status = writer.status();
         let capture = (self.make)(builder, writer)?;
-        // The progress file once capture runs: a session that failed to start leaves none.
         let progress = ProgressReporter::start(
             storage.clone(),
             worker_name(worker.rank),
@@ -327,19 +413,7 @@ impl<H: Capture> SessionBuilder<H> {
             sink.set_progress(progress.shared().clone());
         }
         parts.progress = Some(progress);
-        parts.job = claim.0.take();
-
-        Ok(Session::assemble(
-            capture,
-            location,
-            storage,
-            stop,
-            timeline,
-            worker,
-            self.finish_timeout,
-            self.storage_timeout,
-            parts,
-        ))
+        Ok(capture)
     }
 }
 

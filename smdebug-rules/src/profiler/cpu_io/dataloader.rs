@@ -259,6 +259,70 @@ impl Dataloader {
             nodes: BTreeMap::new(),
         })
     }
+
+    /// The cores each node's per-core CPU metrics name (a node's core count).
+    fn note_cores(&mut self, window: &ProfilerWindow<'_>) {
+        for s in window.samples {
+            if s.metric_type == vocab::TYPE_CPU
+                && s.dimension == vocab::CPU_UTILIZATION
+                && is_core(&s.name)
+            {
+                let node = self.nodes.entry(s.node_id.clone()).or_default();
+                if !node.cores.contains(&s.name) {
+                    node.cores.insert(s.name.clone());
+                }
+            }
+        }
+    }
+
+    /// What the last window adds when not every node that loaded data could be judged: no
+    /// data-loading spans at all, no core counts, or the nodes left unjudged for lack of one.
+    fn closing_note(&self, now_us: u64) -> Option<RuleResult> {
+        let loading: Vec<&String> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.loads > 0)
+            .map(|(name, _)| name)
+            .collect();
+        let coreless: Vec<&String> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.loads > 0 && n.cores.is_empty())
+            .map(|(name, _)| name)
+            .collect();
+        if self.nodes.values().all(|n| n.loads == 0) {
+            let mut r = RuleResult::at_time(0, now_us);
+            r.message = "no data-loading spans in this run (record them with \
+                         SpanRecorder::data_loading): nothing to check"
+                .into();
+            return Some(r);
+        } else if self
+            .nodes
+            .values()
+            .all(|n| n.loads == 0 || n.cores.is_empty())
+        {
+            let mut r = RuleResult::at_time(0, now_us);
+            r.message = "no per-core CPU metrics on the nodes that loaded data: the core \
+                         count is unknown"
+                .into();
+            return Some(r);
+        } else if !coreless.is_empty() {
+            let mut r = RuleResult::at_time(0, now_us);
+            r.message = format!(
+                "judged {} of {} nodes that loaded data: no per-core CPU metrics on {}, whose \
+                 core count is unknown",
+                loading.len() - coreless.len(),
+                loading.len(),
+                coreless
+                    .iter()
+                    .map(|n| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            return Some(r);
+        }
+        None
+    }
 }
 
 impl ProfilerRule for Dataloader {
@@ -274,17 +338,7 @@ impl ProfilerRule for Dataloader {
     }
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
-        for s in window.samples {
-            if s.metric_type == vocab::TYPE_CPU
-                && s.dimension == vocab::CPU_UTILIZATION
-                && is_core(&s.name)
-            {
-                let node = self.nodes.entry(s.node_id.clone()).or_default();
-                if !node.cores.contains(&s.name) {
-                    node.cores.insert(s.name.clone());
-                }
-            }
-        }
+        self.note_cores(window);
         let mut loads = 0;
         let mut results = Vec::new();
         for span in window.spans {
@@ -340,48 +394,9 @@ impl ProfilerRule for Dataloader {
             r.unjudged = (loads as usize).saturating_sub(r.datapoints);
             results.push(r);
         }
-        let loading: Vec<&String> = self
-            .nodes
-            .iter()
-            .filter(|(_, n)| n.loads > 0)
-            .map(|(name, _)| name)
-            .collect();
-        let coreless: Vec<&String> = self
-            .nodes
-            .iter()
-            .filter(|(_, n)| n.loads > 0 && n.cores.is_empty())
-            .map(|(name, _)| name)
-            .collect();
-        if window.final_window && self.nodes.values().all(|n| n.loads == 0) {
-            let mut r = RuleResult::at_time(0, window.now_us);
-            r.message = "no data-loading spans in this run (record them with \
-                         SpanRecorder::data_loading): nothing to check"
-                .into();
-            results.push(r);
-        } else if window.final_window
-            && self
-                .nodes
-                .values()
-                .all(|n| n.loads == 0 || n.cores.is_empty())
+        if window.final_window
+            && let Some(r) = self.closing_note(window.now_us)
         {
-            let mut r = RuleResult::at_time(0, window.now_us);
-            r.message = "no per-core CPU metrics on the nodes that loaded data: the core \
-                         count is unknown"
-                .into();
-            results.push(r);
-        } else if window.final_window && !coreless.is_empty() {
-            let mut r = RuleResult::at_time(0, window.now_us);
-            r.message = format!(
-                "judged {} of {} nodes that loaded data: no per-core CPU metrics on {}, whose \
-                 core count is unknown",
-                loading.len() - coreless.len(),
-                loading.len(),
-                coreless
-                    .iter()
-                    .map(|n| n.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
             results.push(r);
         }
         Ok(results)

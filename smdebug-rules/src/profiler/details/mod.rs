@@ -1,6 +1,7 @@
 //! What a profiler rule found, typed: the evidence the report's sections and the dashboard
 //! show, read from the rule itself ([`ProfilerRule::details`](crate::ProfilerRule::details)) or
-//! back from the rules summary (`rules/rule_job_summary.json`) with [`Details::of_status`].
+//! back from the rules summary (`rules/rule_job_summary.json`) with
+//! [`RuleStatus::profiler_details`](crate::RuleStatus::profiler_details).
 //!
 //! The JSON form is the struct's fields with a `kind` tag (`{"kind": "bottlenecks",
 //! "nodes": {...}}`). Every profiler rule's details are typed; the evidence of the bottleneck,
@@ -17,8 +18,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use smdebug_profiler::stats::Summary;
-
-use crate::status::RuleStatus;
 
 pub use loading::{DataloaderDetails, InitializationDetails, NodeDataLoading, WorkerVerdict};
 pub use resources::{
@@ -59,13 +58,6 @@ pub enum Details {
 }
 
 impl Details {
-    /// The details of a rule status as written into the summary (or a report's rule file);
-    /// `None` when the rule wrote none. Fields the status adds beside them (evidence,
-    /// warnings) are ignored.
-    pub fn of_status(status: &RuleStatus) -> Option<Details> {
-        Details::of_value(&status.details)
-    }
-
     /// The details in `value` (the JSON form); `None` for null, and for an object that is no
     /// profiler rule's details (ProfilerReport's `{"report": ...}`, a debugging rule's).
     pub fn of_value(value: &serde_json::Value) -> Option<Details> {

@@ -3,7 +3,7 @@
 use crate::error::Result;
 use crate::params::{Check, lenient};
 use crate::profiler::details::{BatchSizeDetails, BatchSizeGpu, BatchSizeNode, Details, Firing};
-use crate::profiler::snapshot::SnapshotAssembler;
+use crate::profiler::snapshot::{Snapshot, SnapshotAssembler};
 use crate::profiler::stats::{RollingWindow, Sketch, round4};
 use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
@@ -71,6 +71,100 @@ struct BatchNode {
     gpus: BTreeMap<String, BatchGpu>,
 }
 
+impl BatchNode {
+    fn new(size: usize) -> BatchNode {
+        BatchNode {
+            seen: 0,
+            cpu: RollingWindow::new(size),
+            cpu_all: Sketch::default(),
+            cpu_judged: None,
+            gpus: BTreeMap::new(),
+        }
+    }
+
+    /// A snapshot's readings: the node's total CPU utilization `cpu`, each GPU's utilization
+    /// and memory use, into windows of `size`.
+    fn add(&mut self, cpu: f64, snapshot: &Snapshot, size: usize) {
+        self.seen += 1;
+        self.cpu.push(cpu);
+        self.cpu_all.add(cpu);
+        for (gpu, util) in &snapshot.gpu {
+            let g = self.gpus.entry(gpu.clone()).or_insert_with(|| BatchGpu {
+                util: RollingWindow::new(size),
+                memory: RollingWindow::new(size),
+                util_all: Sketch::default(),
+                memory_all: Sketch::default(),
+                firing: false,
+                violations: 0,
+                judged: None,
+                firings: Vec::new(),
+            });
+            g.util.push(*util);
+            g.util_all.add(*util);
+            if let Some(m) = snapshot.gpu_memory.get(gpu) {
+                g.memory.push(*m);
+                g.memory_all.add(*m);
+            }
+        }
+    }
+}
+
+/// One GPU's window as judged: the p95s of its utilization and memory use and of its node's
+/// CPU utilization.
+struct Judged<'a> {
+    node: &'a str,
+    gpu: &'a str,
+    gpu_p95: f64,
+    mem_p95: f64,
+    cpu_p95: f64,
+}
+
+impl Judged<'_> {
+    /// The result of a window below every threshold, at `step` (`time_us`): what fired, with
+    /// the three p95s as evidence against their limits.
+    fn firing(&self, p: &BatchSizeParams, size: usize, step: u64, time_us: u64) -> RuleResult {
+        let Judged {
+            node,
+            gpu,
+            gpu_p95,
+            mem_p95,
+            cpu_p95,
+        } = *self;
+        let mut r = RuleResult::at_time(step, time_us);
+        r.fire(format!(
+            "node {node} {gpu}: over the last {size} samples the p95 GPU \
+             utilization is {gpu_p95:.1}% (below {}%), the p95 GPU memory use \
+             {mem_p95:.1}% (below {}%) and the p95 CPU utilization {cpu_p95:.1}% \
+             (below {}%) (step {step}): the batch is likely too small for this \
+             machine; raise the batch size, or use a smaller instance",
+            p.gpu_threshold_p95, p.gpu_memory_threshold_p95, p.cpu_threshold_p95
+        ));
+        r.evidence.push(
+            Evidence::new(
+                &format!("{node} {gpu} GPUUtilization"),
+                step,
+                "p95",
+                gpu_p95,
+            )
+            .limit(p.gpu_threshold_p95),
+        );
+        r.evidence.push(
+            Evidence::new(
+                &format!("{node} {gpu} GPUMemoryUtilization"),
+                step,
+                "p95",
+                mem_p95,
+            )
+            .limit(p.gpu_memory_threshold_p95),
+        );
+        r.evidence.push(
+            Evidence::new(&format!("{node} CPUUtilization"), step, "p95", cpu_p95)
+                .limit(p.cpu_threshold_p95),
+        );
+        r
+    }
+}
+
 /// **BatchSize** — per node, after `patience` samples and once `window` samples are there:
 /// fires for a GPU when the p95 of the node's total CPU utilization, of that GPU's utilization
 /// and of its memory use over the last `window` samples are all below their thresholds — the
@@ -125,34 +219,8 @@ impl ProfilerRule for BatchSize {
             let node = self
                 .nodes
                 .entry(snapshot.node.clone())
-                .or_insert_with(|| BatchNode {
-                    seen: 0,
-                    cpu: RollingWindow::new(size),
-                    cpu_all: Sketch::default(),
-                    cpu_judged: None,
-                    gpus: BTreeMap::new(),
-                });
-            node.seen += 1;
-            node.cpu.push(cpu);
-            node.cpu_all.add(cpu);
-            for (gpu, util) in &snapshot.gpu {
-                let g = node.gpus.entry(gpu.clone()).or_insert_with(|| BatchGpu {
-                    util: RollingWindow::new(size),
-                    memory: RollingWindow::new(size),
-                    util_all: Sketch::default(),
-                    memory_all: Sketch::default(),
-                    firing: false,
-                    violations: 0,
-                    judged: None,
-                    firings: Vec::new(),
-                });
-                g.util.push(*util);
-                g.util_all.add(*util);
-                if let Some(m) = snapshot.gpu_memory.get(gpu) {
-                    g.memory.push(*m);
-                    g.memory_all.add(*m);
-                }
-            }
+                .or_insert_with(|| BatchNode::new(size));
+            node.add(cpu, &snapshot, size);
             if node.seen <= p.patience || !node.cpu.is_full() {
                 continue;
             }
@@ -180,38 +248,14 @@ impl ProfilerRule for BatchSize {
                             step,
                         });
                     }
-                    let mut r = RuleResult::at_time(step, snapshot.time_us);
-                    let node_name = &snapshot.node;
-                    r.fire(format!(
-                        "node {node_name} {gpu}: over the last {size} samples the p95 GPU \
-                         utilization is {gpu_p95:.1}% (below {}%), the p95 GPU memory use \
-                         {mem_p95:.1}% (below {}%) and the p95 CPU utilization {cpu_p95:.1}% \
-                         (below {}%) (step {step}): the batch is likely too small for this \
-                         machine; raise the batch size, or use a smaller instance",
-                        p.gpu_threshold_p95, p.gpu_memory_threshold_p95, p.cpu_threshold_p95
-                    ));
-                    r.evidence.push(
-                        Evidence::new(
-                            &format!("{node_name} {gpu} GPUUtilization"),
-                            step,
-                            "p95",
-                            gpu_p95,
-                        )
-                        .limit(p.gpu_threshold_p95),
-                    );
-                    r.evidence.push(
-                        Evidence::new(
-                            &format!("{node_name} {gpu} GPUMemoryUtilization"),
-                            step,
-                            "p95",
-                            mem_p95,
-                        )
-                        .limit(p.gpu_memory_threshold_p95),
-                    );
-                    r.evidence.push(
-                        Evidence::new(&format!("{node_name} CPUUtilization"), step, "p95", cpu_p95)
-                            .limit(p.cpu_threshold_p95),
-                    );
+                    let judged = Judged {
+                        node: &snapshot.node,
+                        gpu,
+                        gpu_p95,
+                        mem_p95,
+                        cpu_p95,
+                    };
+                    let r = judged.firing(p, size, step, snapshot.time_us);
                     results.push(r);
                 }
                 g.firing = condition;

@@ -112,6 +112,55 @@ impl LoadBalancing {
     }
 }
 
+/// The result of two GPUs of `node` whose utilization histograms are `distance` apart, above
+/// `threshold`, at `(step, time_us)`: which is busier and which idles more, with the distance as
+/// evidence.
+fn imbalance(
+    node: &str,
+    (g1, w1): (&String, &Workload),
+    (g2, w2): (&String, &Workload),
+    distance: f64,
+    threshold: f64,
+    (step, time_us): (u64, u64),
+) -> RuleResult {
+    let mut r = RuleResult::at_time(step, time_us);
+    let (busy, less) = if w1.mean() >= w2.mean() {
+        ((g1, w1), (g2, w2))
+    } else {
+        ((g2, w2), (g1, w1))
+    };
+    r.fire(format!(
+        "node {}: {} and {} carry different loads (Jensen–Shannon distance \
+         {distance:.2} between their utilization histograms, above {}) by \
+         step {step}: {} averages {:.0}% utilization, {} {:.0}%; {} is idle \
+         (below {IDLE_BELOW}%) {:.0}% of the time, {:.0} points more than {}: \
+         balance the work across GPUs (even shards and batches, no extra \
+         work on one rank)",
+        node,
+        g1,
+        g2,
+        threshold,
+        busy.0,
+        busy.1.mean(),
+        less.0,
+        less.1.mean(),
+        less.0,
+        less.1.idle_percent(),
+        less.1.idle_percent() - busy.1.idle_percent(),
+        busy.0,
+    ));
+    r.evidence.push(
+        Evidence::new(
+            &format!("{} {g1} vs {g2}", node),
+            step,
+            "jensen_shannon_distance",
+            distance,
+        )
+        .limit(threshold),
+    );
+    r
+}
+
 impl ProfilerRule for LoadBalancing {
     crate::rule_identity!();
 
@@ -163,42 +212,14 @@ impl ProfilerRule for LoadBalancing {
                     let was = self.firing.contains_key(&key);
                     if condition && !was {
                         let step = window.step_at(snapshot.time_us);
-                        let mut r = RuleResult::at_time(step, snapshot.time_us);
-                        let (busy, less) = if w1.mean() >= w2.mean() {
-                            ((g1, w1), (g2, w2))
-                        } else {
-                            ((g2, w2), (g1, w1))
-                        };
-                        r.fire(format!(
-                            "node {}: {} and {} carry different loads (Jensen–Shannon distance \
-                             {distance:.2} between their utilization histograms, above {}) by \
-                             step {step}: {} averages {:.0}% utilization, {} {:.0}%; {} is idle \
-                             (below {IDLE_BELOW}%) {:.0}% of the time, {:.0} points more than {}: \
-                             balance the work across GPUs (even shards and batches, no extra \
-                             work on one rank)",
-                            snapshot.node,
-                            g1,
-                            g2,
+                        results.push(imbalance(
+                            &snapshot.node,
+                            (g1, w1),
+                            (g2, w2),
+                            distance,
                             p.threshold,
-                            busy.0,
-                            busy.1.mean(),
-                            less.0,
-                            less.1.mean(),
-                            less.0,
-                            less.1.idle_percent(),
-                            less.1.idle_percent() - busy.1.idle_percent(),
-                            busy.0,
+                            (step, snapshot.time_us),
                         ));
-                        r.evidence.push(
-                            Evidence::new(
-                                &format!("{} {g1} vs {g2}", snapshot.node),
-                                step,
-                                "jensen_shannon_distance",
-                                distance,
-                            )
-                            .limit(p.threshold),
-                        );
-                        results.push(r);
                     }
                     if condition {
                         self.firing.insert(key, distance);

@@ -1,0 +1,318 @@
+//! One writing process of a run as its identity file describes it ([`JobIdentity`]), and when it
+//! counts as live: the data of [`crate::jobs`] (which reads, checks and keeps these files),
+//! apart from it so that an error about a run's writers ([`crate::Error::Refused`]) can name them
+//! without the error type and the readers importing each other.
+
+use std::collections::HashSet;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::format::layout::job_file;
+
+/// The variable a launcher sets to the same value in every process of one job.
+pub const JOB_ID_ENV: &str = "SMDEBUG_JOB_ID";
+/// How often a running session rewrites its identity file.
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
+/// A process whose heartbeat is older than this no longer runs (four missed heartbeats).
+pub const STALE_AFTER: Duration = Duration::from_secs(20);
+/// The largest identity file read; a larger one is a problem, not read.
+pub const MAX_JOB_FILE_BYTES: u64 = 64 * 1024;
+
+/// One writing process of a run (see the [module docs](crate::jobs)).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobIdentity {
+    /// The file format's version, 1.
+    pub version: u32,
+    /// The job: shared by every process of it.
+    pub job: String,
+    /// This process's session: random, one per session.
+    pub process: String,
+    /// The worker it writes (`worker_0`).
+    pub worker: String,
+    /// Its rank in the job.
+    pub rank: usize,
+    /// The job's number of workers.
+    pub world_size: usize,
+    /// The host it runs on.
+    pub host: String,
+    /// Its process id on that host.
+    pub pid: u32,
+    /// When the session started, seconds since the epoch.
+    pub started: f64,
+    /// When the file was last rewritten, seconds since the epoch.
+    pub heartbeat: f64,
+    /// The session ended (its files are complete).
+    pub finished: bool,
+    /// The process-id namespace its `pid` is in (`pid:[4026531836]`, Linux), so that a reader on
+    /// the same host name but in another namespace (a container sharing the host's network and
+    /// name) does not look the id up among its own processes. Absent in files written before it
+    /// was recorded, and elsewhere than Linux.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_namespace: Option<String>,
+}
+
+/// This process's process-id namespace (`pid:[4026531836]`), Linux only.
+pub fn pid_namespace() -> Option<String> {
+    std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
+/// Seconds since the epoch, now.
+pub fn now_s() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// A time in seconds since the epoch as `2026-11-28 20:53:51 UTC`.
+pub fn utc(seconds: f64) -> String {
+    chrono::DateTime::from_timestamp(seconds.floor() as i64, 0).map_or_else(
+        || format!("{seconds} s after the epoch"),
+        |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+    )
+}
+
+/// This machine's host name: the kernel's UTS name (what `hostname` prints), else
+/// `/etc/hostname`, else `$HOSTNAME`; empty when none is there.
+pub fn host_name() -> String {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|path| {
+            std::fs::read_to_string(path)
+                .ok()
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+        })
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default()
+}
+
+/// A new random id: 128 bits as 32 hex digits.
+pub fn random_id() -> String {
+    // fastrand's global generator is seeded from the standard library's per-process random
+    // state; the time and the process id are mixed in so that two processes started from one
+    // snapshot still differ.
+    let mut rng = fastrand::Rng::new();
+    let salt = (u128::from(std::process::id()) << 64) ^ (now_s() * 1e9) as u128;
+    format!("{:032x}", rng.u128(..) ^ salt.rotate_left(17))
+}
+
+/// The id the launcher gives every process of one job, from the environment as `var` reads
+/// it: `SMDEBUG_JOB_ID`; SageMaker's `TRAINING_JOB_NAME`; torchrun's `TORCHELASTIC_RUN_ID`
+/// (not its default `none`) with `TORCHELASTIC_RESTART_COUNT`, since a restarted group is a new
+/// job; Slurm's `SLURM_JOB_ID` with `SLURM_STEP_ID`. `None` when none is set.
+pub fn shared_job_id(var: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let set = |name: &str| {
+        var(name)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    if let Some(id) = set(JOB_ID_ENV) {
+        return Some(id);
+    }
+    if let Some(name) = set("TRAINING_JOB_NAME") {
+        return Some(format!("sagemaker:{name}"));
+    }
+    if let Some(run) = set("TORCHELASTIC_RUN_ID").filter(|r| r != "none") {
+        let restart = set("TORCHELASTIC_RESTART_COUNT").unwrap_or_else(|| "0".into());
+        return Some(format!("torchelastic:{run}.{restart}"));
+    }
+    set("SLURM_JOB_ID").map(|job| match set("SLURM_STEP_ID") {
+        Some(step) => format!("slurm:{job}.{step}"),
+        None => format!("slurm:{job}"),
+    })
+}
+
+/// The identity files of the sessions that run in this process: a file naming this process
+/// is live exactly while its session is in here.
+fn running_here() -> &'static Mutex<HashSet<String>> {
+    static RUNNING: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    RUNNING.get_or_init(Default::default)
+}
+
+pub(crate) fn lock_running() -> std::sync::MutexGuard<'static, HashSet<String>> {
+    running_here().lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What became of the process that wrote an identity file, as far as this host can tell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProcessState {
+    /// Its file is marked finished: the session ended.
+    Finished,
+    /// On this host (and in this process-id namespace): its process id runs the process that
+    /// started the session.
+    Running,
+    /// On this host: the process is gone without marking its file finished (it crashed or was
+    /// killed); why it is known to be gone.
+    Gone(String),
+    /// On another host, or in another process-id namespace of this one (where process ids
+    /// cannot be checked): its heartbeat is younger than
+    /// [`STALE_AFTER`]; whether it runs cannot be seen from here.
+    Beating,
+    /// On another host: no heartbeat for [`STALE_AFTER`] or longer; it died or hangs, which
+    /// cannot be told from here.
+    Silent,
+}
+
+/// Seconds of slack when comparing a process's start time (the kernel's boot time is in whole
+/// seconds) with its session's.
+const START_SLACK_S: f64 = 2.0;
+
+/// Why process `pid` of this host is not the one whose session started at `session_started`
+/// (seconds since the epoch): it does not run, or it started after the session did (the id was
+/// reused). `None` while it runs and started before the session; elsewhere than Linux, `None`
+/// (unknown, taken as running).
+#[cfg(target_os = "linux")]
+fn process_gone(pid: u32, session_started: f64) -> Option<String> {
+    let Ok(id) = i32::try_from(pid) else {
+        return Some(format!("process id {pid} is not one this host can have"));
+    };
+    let process = match procfs::process::Process::new(id) {
+        Ok(p) => p,
+        Err(procfs::ProcError::NotFound(_)) => {
+            return Some(format!("process {pid} no longer runs on this host"));
+        }
+        // Another error (no /proc here): unknown, taken as running.
+        Err(_) => return None,
+    };
+    let stat = match process.stat() {
+        Ok(s) => s,
+        Err(procfs::ProcError::NotFound(_)) => {
+            return Some(format!("process {pid} no longer runs on this host"));
+        }
+        Err(_) => return None,
+    };
+    // A zombie has exited; only its parent has not collected it yet.
+    if stat.state == 'Z' {
+        return Some(format!(
+            "process {pid} has exited (a zombie its parent has not reaped)"
+        ));
+    }
+    let boot = procfs::boot_time_secs().ok()?;
+    let started = boot as f64 + stat.starttime as f64 / procfs::ticks_per_second() as f64;
+    (started > session_started + START_SLACK_S).then(|| {
+        format!(
+            "process id {pid} now belongs to another process, started {} (after the session, \
+             started {})",
+            utc(started),
+            utc(session_started)
+        )
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn process_gone(_pid: u32, _session_started: f64) -> Option<String> {
+    None
+}
+
+impl JobIdentity {
+    /// A new identity for a session of `worker` (rank `rank` of `world_size`) in job `job`,
+    /// started now, on this host and in this process.
+    pub fn new(job: String, worker: String, rank: usize, world_size: usize) -> JobIdentity {
+        let now = now_s();
+        JobIdentity {
+            version: 1,
+            job,
+            process: random_id(),
+            worker,
+            rank,
+            world_size,
+            host: host_name(),
+            pid: std::process::id(),
+            started: now,
+            heartbeat: now,
+            finished: false,
+            pid_namespace: pid_namespace(),
+        }
+    }
+
+    /// The file it is kept in.
+    pub fn key(&self) -> String {
+        job_file(&self.worker, &self.process)
+    }
+
+    /// What became of the writing process, at `now` (seconds since the epoch): on this host its
+    /// process id is looked up (and its start time compared with the session's, so that an id
+    /// taken by a newer process does not pass for the writer); on another host only the
+    /// heartbeat tells.
+    pub fn state(&self, now: f64) -> ProcessState {
+        if self.finished {
+            return ProcessState::Finished;
+        }
+        // Its process id can be looked up here: this host, and this process-id namespace when
+        // the file names one.
+        let here = self.host == host_name()
+            && self
+                .pid_namespace
+                .as_ref()
+                .is_none_or(|ns| Some(ns) == pid_namespace().as_ref());
+        if here {
+            if self.pid == std::process::id() {
+                return if lock_running().contains(&self.process) {
+                    ProcessState::Running
+                } else {
+                    ProcessState::Gone(format!(
+                        "process {} (this one) holds no session of it",
+                        self.pid
+                    ))
+                };
+            }
+            return match process_gone(self.pid, self.started) {
+                Some(why) => ProcessState::Gone(why),
+                None => ProcessState::Running,
+            };
+        }
+        if self.heartbeat_fresh(now) {
+            ProcessState::Beating
+        } else {
+            ProcessState::Silent
+        }
+    }
+
+    /// Its heartbeat is younger than [`STALE_AFTER`] at `now`.
+    pub fn heartbeat_fresh(&self, now: f64) -> bool {
+        now - self.heartbeat < STALE_AFTER.as_secs_f64()
+    }
+
+    /// Whether the process still writes (see the [module docs](crate::jobs)) at `now` (seconds since
+    /// the epoch): [`state`](Self::state) says it runs or beats, and its heartbeat is fresh.
+    pub fn is_live(&self, now: f64) -> bool {
+        match self.state(now) {
+            ProcessState::Running => {
+                self.heartbeat_fresh(now)
+                    || (self.pid == std::process::id() && self.host == host_name())
+            }
+            ProcessState::Beating => true,
+            ProcessState::Finished | ProcessState::Gone(_) | ProcessState::Silent => false,
+        }
+    }
+
+    /// `worker_0 of job 4f0c… (host h, pid 4242, started 2026-11-28 20:53:51 UTC)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} of job {} (host {}, pid {}, started {})",
+            self.worker,
+            short(&self.job),
+            self.host,
+            self.pid,
+            utc(self.started)
+        )
+    }
+
+    pub(crate) fn to_json(&self) -> bytes::Bytes {
+        serde_json::to_vec(self)
+            .expect("an identity serializes")
+            .into()
+    }
+}
+
+/// An id cut to 12 characters for messages (`4f0c1d2e3a4b…`).
+pub(crate) fn short(id: &str) -> String {
+    match id.char_indices().nth(12) {
+        Some((at, _)) => format!("{}…", &id[..at]),
+        None => id.to_string(),
+    }
+}
