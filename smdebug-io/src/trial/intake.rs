@@ -2,7 +2,8 @@
 //! [`TensorFollower`](super::TensorFollower): which index files were read, when a file conflicts
 //! with what is known of its step, and under which name a tensor is listed.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use smdebug_core::{Mode, Reduction};
 
@@ -66,25 +67,125 @@ pub(crate) fn admit(known: Option<KnownStep<'_>>, idx: &IndexEntry) -> Result<Ad
 }
 
 /// Index files taken in for steps past the last complete step, by step: listing resumes after
-/// it, and these are not read again (Python smdebug's read-files cache).
+/// it, and these are not read again (Python smdebug's read-files cache). A first listing of a
+/// long run holds every step here until it is read through, so a file at its usual path
+/// (`index/<step>/<step>_<worker>.json`) is kept as its worker's number, a few bytes, where a
+/// set of paths took ~340 bytes a step.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct ReadFiles(BTreeMap<u64, BTreeSet<String>>);
+pub(crate) struct ReadFiles {
+    steps: BTreeMap<u64, StepFiles>,
+    /// The workers named by usual paths, each once.
+    workers: Vec<Arc<str>>,
+}
+
+/// The index files read of one step: one, usually.
+#[derive(Clone, Debug)]
+enum StepFiles {
+    One(ReadFile),
+    Many(Vec<ReadFile>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum ReadFile {
+    /// The usual path of the step and this worker (its number in [`ReadFiles::workers`]).
+    Usual(u32),
+    /// Any other path.
+    Other(Box<str>),
+}
 
 impl ReadFiles {
+    /// How `path` of `step` is kept, when it is; `None` for a usual path of a worker not seen.
+    fn key(&self, step: u64, path: &str) -> Option<ReadFile> {
+        match usual_worker(step, path) {
+            Some(worker) => self
+                .workers
+                .iter()
+                .position(|w| **w == *worker)
+                .map(|i| ReadFile::Usual(i as u32)),
+            None => Some(ReadFile::Other(path.into())),
+        }
+    }
+
     /// Index file `path` of `step` was taken in.
     pub fn insert(&mut self, step: u64, path: String) {
-        self.0.entry(step).or_default().insert(path);
+        let file = match self.key(step, &path) {
+            Some(file) => file,
+            None => {
+                let worker = usual_worker(step, &path).unwrap_or_default();
+                self.workers.push(worker.into());
+                ReadFile::Usual((self.workers.len() - 1) as u32)
+            }
+        };
+        match self.steps.get_mut(&step) {
+            None => {
+                self.steps.insert(step, StepFiles::One(file));
+            }
+            Some(StepFiles::One(first)) if *first == file => {}
+            Some(files @ StepFiles::One(_)) => {
+                let StepFiles::One(first) = std::mem::replace(files, StepFiles::Many(Vec::new()))
+                else {
+                    unreachable!("matched One above")
+                };
+                *files = StepFiles::Many(vec![first, file]);
+            }
+            Some(StepFiles::Many(all)) => {
+                if !all.contains(&file) {
+                    all.push(file);
+                }
+            }
+        }
     }
 
     /// Whether index file `path` of `step` was taken in.
     pub fn contains(&self, step: u64, path: &str) -> bool {
-        self.0.get(&step).is_some_and(|p| p.contains(path))
+        let (Some(files), Some(file)) = (self.steps.get(&step), self.key(step, path)) else {
+            return false;
+        };
+        match files {
+            StepFiles::One(one) => *one == file,
+            StepFiles::Many(all) => all.contains(&file),
+        }
     }
 
     /// Index files at or before the last complete step are never listed again: forgets them.
     pub fn forget_through(&mut self, last_complete: Option<u64>) {
         if let Some(last) = last_complete {
-            self.0 = self.0.split_off(&last.saturating_add(1));
+            self.steps = self.steps.split_off(&last.saturating_add(1));
         }
+    }
+}
+
+/// The worker whose usual index file of `step` is `path`, if it is one.
+fn usual_worker(step: u64, path: &str) -> Option<String> {
+    let (s, worker) = crate::format::layout::parse_index_file(path)?;
+    (s == step && crate::format::layout::index_file(step, &worker) == path).then_some(worker)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usual_and_other_paths_are_each_known_once_per_step() {
+        let mut read = ReadFiles::default();
+        let usual = |step: u64, worker: &str| crate::format::layout::index_file(step, worker);
+        read.insert(7, usual(7, "worker_0"));
+        read.insert(7, usual(7, "worker_0"));
+        read.insert(7, "index/elsewhere/7.json".into());
+        read.insert(8, usual(8, "worker_1"));
+        assert!(read.contains(7, &usual(7, "worker_0")));
+        assert!(read.contains(7, "index/elsewhere/7.json"));
+        assert!(
+            !read.contains(7, &usual(7, "worker_1")),
+            "worker_1 read step 8 only"
+        );
+        assert!(read.contains(8, &usual(8, "worker_1")));
+        assert!(!read.contains(8, &usual(8, "worker_0")));
+        // A usual path of step 8 is another file when asked of step 9.
+        assert!(!read.contains(9, &usual(8, "worker_1")));
+        assert!(matches!(read.steps.get(&7), Some(StepFiles::Many(all)) if all.len() == 2));
+        read.forget_through(Some(7));
+        assert!(!read.contains(7, &usual(7, "worker_0")));
+        assert!(read.contains(8, &usual(8, "worker_1")));
     }
 }
