@@ -29,7 +29,7 @@ pub fn free_port() -> u16 {
 }
 
 /// How often [`wait_for`] looks at its condition.
-const WAIT_POLL: Duration = Duration::from_millis(10);
+const WAIT_POLL: Duration = Duration::from_millis(20);
 
 /// Polls `f` until it gives `Some` and returns that. Panics naming `what` if `limit` passes
 /// first: a test that waits for an event that never comes fails, it does not hang. `limit` is a
