@@ -3,9 +3,10 @@
 //! it cannot read.
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use smdebug_core::Mode;
+use smdebug_io::testing::{wait_for, wait_until};
 use smdebug_io::trial::{StepState, Trial, TrialOptions};
 
 /// Every tensor of every listed step reads back (CRC-checked) with the shape its name implies.
@@ -49,28 +50,25 @@ fn sigkill_leaves_every_published_step_readable() {
         .unwrap();
 
     // Follow the live run until a good number of steps are there.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let trial = loop {
-        if let Ok(t) = Trial::open_with(run.to_str().unwrap(), TrialOptions::default()) {
-            break t;
-        }
-        assert!(Instant::now() < deadline, "the demo never published a step");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let trial = wait_for(
+        Duration::from_secs(60),
+        "the demo to publish a step",
+        || Trial::open_with(run.to_str().unwrap(), TrialOptions::default()).ok(),
+    );
     let mut live_reads = 0;
-    while trial.steps(None).unwrap().len() < 300 {
-        assert!(
-            Instant::now() < deadline,
-            "the demo published too few steps"
-        );
-        // Read while it is written: whatever is listed must be whole.
-        if let Some(last) = trial.last_complete_step().unwrap() {
-            let loss = trial.tensor("loss").unwrap();
-            loss.value(last, None, None).unwrap();
-            live_reads += 1;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until(
+        Duration::from_secs(60),
+        "the demo to publish 300 steps",
+        || {
+            // Read while it is written: whatever is listed must be whole.
+            if let Some(last) = trial.last_complete_step().unwrap() {
+                let loss = trial.tensor("loss").unwrap();
+                loss.value(last, None, None).unwrap();
+                live_reads += 1;
+            }
+            trial.steps(None).unwrap().len() >= 300
+        },
+    );
     assert!(live_reads > 0);
 
     child.kill().unwrap(); // SIGKILL on Unix

@@ -9,6 +9,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use smdebug_io::testing::wait_until;
+use smdebug_profiler::reader::{ProfilerReader, SystemQuery};
 
 fn golden(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -494,7 +496,12 @@ fn a_system_record_stamped_0_does_not_move_the_jobs_start() {
         .unwrap();
     let data = Digits::load(&digits::default_path()).unwrap();
     let (train, eval) = data.split(0.2, 1);
-    std::thread::sleep(Duration::from_millis(300));
+    // A system-metrics file is published before the training.
+    wait_until(Duration::from_secs(60), "a system-metrics file", || {
+        ProfilerReader::open_local(&run)
+            .and_then(|r| r.system_samples(&SystemQuery::default()))
+            .is_ok_and(|s| !s.is_empty())
+    });
     let cfg = TrainConfig {
         epochs: 1,
         ..TrainConfig::default()

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use smdebug::Session;
@@ -12,7 +12,9 @@ use smdebug_core::{Collection, Hook, SaveConfig};
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::{Bug, TrainConfig, train_in_session};
 use smdebug_io::OverflowPolicy;
+use smdebug_io::testing::wait_until;
 use smdebug_io::writer::Writer;
+use smdebug_profiler::reader::{ProfilerReader, SystemQuery};
 use smdebug_profiler::spans::SpanConfig;
 use smdebug_profiler::system::SamplerConfig;
 
@@ -21,6 +23,17 @@ fn smdebug(args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
+}
+
+/// Waits until the sampler of the session writing `run` has published a sample taken at or
+/// after `since_us`.
+fn wait_for_samples_after(run: &Path, since_us: u64) {
+    let query = SystemQuery::default().time_range(since_us, u64::MAX);
+    wait_until(Duration::from_secs(60), "a published system sample", || {
+        ProfilerReader::open_local(run)
+            .and_then(|r| r.system_samples(&query))
+            .is_ok_and(|s| !s.is_empty())
+    });
 }
 
 /// Trains the digits MLP into `run` in a session: capture, sampler (100 ms) and spans on.
@@ -47,10 +60,11 @@ fn record(run: &Path, bug: Option<Bug>, epochs: usize) {
         input_side: Some(16),
         ..TrainConfig::default()
     };
-    // Long enough for a few system samples.
-    std::thread::sleep(Duration::from_millis(300));
+    // System samples before the training and after it (the report's timeline spans both).
+    wait_for_samples_after(run, 0);
     train_in_session(&cfg, &tr, &ev, &mut session);
-    std::thread::sleep(Duration::from_millis(300));
+    let trained = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    wait_for_samples_after(run, trained.as_micros() as u64);
     let summary = session.finish().unwrap();
     assert!(summary.problems.is_empty(), "{summary}");
 }
@@ -214,6 +228,7 @@ fn follow_regenerates_the_report_while_the_run_is_written_and_ends_with_it() {
     for step in 0..200u64 {
         hook.save_scalar("loss", 1.0 / (step as f64 + 1.0), &["losses"]);
         hook.step();
+        // Work time, not a wait: the report follows a run being written.
         std::thread::sleep(Duration::from_millis(25));
         if html_path.exists() {
             let html = std::fs::read_to_string(&html_path).unwrap();

@@ -363,14 +363,17 @@ mod tests {
         j.started = now_s();
         child.kill().unwrap();
         // Killed and not reaped yet: a zombie, exited all the same.
-        std::thread::sleep(Duration::from_millis(100));
-        match j.state(now_s()) {
-            ProcessState::Gone(why) => assert!(
-                why.contains("exited") || why.contains("no longer runs"),
-                "{why}"
-            ),
-            other => panic!("{other:?}"),
-        }
+        let why =
+            crate::testing::wait_for(Duration::from_secs(30), "the killed process", || {
+                match j.state(now_s()) {
+                    ProcessState::Gone(why) => Some(why),
+                    _ => None,
+                }
+            });
+        assert!(
+            why.contains("exited") || why.contains("no longer runs"),
+            "{why}"
+        );
         child.wait().unwrap();
         match j.state(now_s()) {
             ProcessState::Gone(why) => assert!(why.contains("no longer runs"), "{why}"),

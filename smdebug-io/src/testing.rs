@@ -1,5 +1,7 @@
-//! Test support (feature `testing`): a real S3-compatible server for object-store tests, and a
-//! storage that counts the calls made to it ([`CountingStorage`]).
+//! Test support (feature `testing`): a real S3-compatible server for object-store tests, a
+//! storage that counts the calls made to it ([`CountingStorage`]), and the one way tests wait
+//! for something to happen ([`wait_until`], [`wait_for`]): on the condition, with a deadline,
+//! never by sleeping a guessed time.
 //!
 //! [`MotoServer::start`] runs moto's standalone server (`python -m moto.server`, Python from
 //! `$SMDEBUG_PYTHON`, else `python3`; `pip install 'moto[server]'`) on a free loopback port and
@@ -24,6 +26,32 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("bind a loopback port")
+}
+
+/// How often [`wait_for`] looks at its condition.
+const WAIT_POLL: Duration = Duration::from_millis(20);
+
+/// Polls `f` until it gives `Some` and returns that. Panics naming `what` if `limit` passes
+/// first: a test that waits for an event that never comes fails, it does not hang. `limit` is a
+/// deadline for a broken build, not a timing the test expects (give it tens of seconds).
+pub fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < end,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(WAIT_POLL);
+    }
+}
+
+/// Polls `condition` until it holds; panics naming `what` if `limit` passes first
+/// ([`wait_for`] without a value).
+pub fn wait_until(limit: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    wait_for(limit, what, || condition().then_some(()));
 }
 
 /// A moto S3 server on a free loopback port, killed on drop.
@@ -74,17 +102,13 @@ impl MotoServer {
             .spawn()
             .expect("start moto");
         let mut moto = MotoServer { child, port };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        let what = format!("moto to listen on port {port}");
+        wait_until(Duration::from_secs(30), &what, || {
             if let Ok(Some(status)) = moto.child.try_wait() {
                 panic!("moto exited ({status}): run `pip install 'moto[server]'`");
             }
-            assert!(
-                Instant::now() < deadline,
-                "moto did not listen on port {port} within 30 s"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+            TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
         moto
     }
 

@@ -16,7 +16,7 @@ use smdebug_core::{
 use smdebug_io::format::layout;
 use smdebug_io::jobs::{JobClaim, JobIdentity};
 use smdebug_io::run_folder::{self, ClaimRequest, FolderState, Refusal};
-use smdebug_io::testing::MotoServer;
+use smdebug_io::testing::{CountingStorage, MotoServer, wait_until};
 use smdebug_io::writer::Writer;
 use smdebug_io::{Error, Storage, Trial, TrialOptions, open_storage, open_storage_with};
 
@@ -298,6 +298,7 @@ fn child_writer() {
         hook.save_scalar("loss", step as f64, &["losses"]);
         hook.step();
         step += 1;
+        // Work time, not a wait: a training step takes time.
         std::thread::sleep(Duration::from_millis(2));
     }
 }
@@ -313,14 +314,11 @@ fn start_child(location: &str) -> Child {
 
 /// Waits until the child's run has `steps` index files.
 fn wait_for_steps(storage: &dyn Storage, steps: usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while storage.list("index").unwrap().len() < steps {
-        assert!(
-            Instant::now() < deadline,
-            "the child wrote no {steps} steps in 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(
+        Duration::from_secs(30),
+        &format!("the child to write {steps} steps"),
+        || storage.list("index").unwrap().len() >= steps,
+    );
 }
 
 fn kill_9(mut child: Child) {
@@ -454,8 +452,9 @@ fn a_worker_of_rank_above_0_writes_nothing_before_rank_0_claimed_the_run() {
         // Rank 1 starts first and waits; rank 0 replaces the old run, then claims it.
         let storage = open_storage(&location).unwrap();
         let before = storage.list("jobs").unwrap();
+        let rank1_storage = Arc::new(CountingStorage::new(open_storage(&location).unwrap()));
         let rank1 = {
-            let location = location.clone();
+            let storage = Arc::clone(&rank1_storage) as Arc<dyn Storage>;
             let job = shared.clone();
             std::thread::spawn(move || {
                 let req = ClaimRequest {
@@ -463,10 +462,15 @@ fn a_worker_of_rank_above_0_writes_nothing_before_rank_0_claimed_the_run() {
                     join_poll: Duration::from_millis(10),
                     ..ClaimRequest::new(1, 2)
                 };
-                run_folder::claim(open_storage(&location).unwrap(), &req)
+                run_folder::claim(storage, &req)
             })
         };
-        std::thread::sleep(Duration::from_millis(300));
+        // Rank 1 looks for its chief a few times (each look lists the jobs) and waits.
+        wait_until(
+            Duration::from_secs(30),
+            "rank 1 to look for its chief 3 times",
+            || rank1_storage.calls().lists >= 3,
+        );
         assert_eq!(
             storage.list("jobs").unwrap(),
             before,

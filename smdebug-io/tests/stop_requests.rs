@@ -1,22 +1,30 @@
 //! Stop requests through a run's storage: what the runner writes, what the watcher hears.
 
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use smdebug_core::StopSignal;
 use smdebug_io::stop::{
     STOP_REQUEST_FILE, StopRequest, StopWatcher, read_stop_request, request_stop,
 };
-use smdebug_io::{Error, open_storage};
+use smdebug_io::testing::{CountingStorage, wait_for, wait_until};
+use smdebug_io::{Error, Storage, open_storage};
 
-fn wait_for(signal: &StopSignal) -> Option<String> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Some(reason) = signal.requested() {
-            return Some(reason);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    None
+/// The stop reason `signal` is given, within 30 s.
+fn wait_for_stop(signal: &StopSignal) -> String {
+    wait_for(Duration::from_secs(30), "the stop request", || {
+        signal.requested()
+    })
+}
+
+/// Waits until the watcher reading `counting` has looked at the request file `looks` more times.
+fn wait_for_looks(counting: &CountingStorage, looks: u64) {
+    let from = counting.calls().ranges;
+    wait_until(
+        Duration::from_secs(30),
+        &format!("{looks} looks at the stop request"),
+        || counting.calls().ranges >= from + looks,
+    );
 }
 
 #[test]
@@ -45,7 +53,7 @@ fn a_watcher_on_an_object_store_sets_the_signal() {
         &StopRequest::new("asked by a test"),
     )
     .unwrap();
-    assert_eq!(wait_for(&signal).as_deref(), Some("asked by a test"));
+    assert_eq!(wait_for_stop(&signal), "asked by a test");
     watcher.stop();
 }
 
@@ -56,10 +64,15 @@ fn a_request_left_by_an_earlier_job_does_not_stop_the_next() {
     let store = open_storage(run).unwrap();
     request_stop(store.as_ref(), &StopRequest::new("the previous job")).unwrap();
     let signal = StopSignal::default();
-    let watcher =
-        StopWatcher::with_storage(store.clone(), signal.clone(), Duration::from_millis(10))
-            .unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    let counting = Arc::new(CountingStorage::new(store.clone()));
+    let watcher = StopWatcher::with_storage(
+        Arc::clone(&counting) as Arc<dyn Storage>,
+        signal.clone(),
+        Duration::from_millis(10),
+    )
+    .unwrap();
+    // Looks enough to have acted on the old request if it were taken for this job's.
+    wait_for_looks(&counting, 3);
     assert_eq!(signal.requested(), None);
     assert!(!dir.path().join(STOP_REQUEST_FILE).exists());
     watcher.stop();
@@ -179,9 +192,23 @@ fn an_unreadable_request_is_logged_with_its_reason_and_kept_and_does_not_stop_th
     std::fs::create_dir(&run).unwrap();
     let store = open_storage(run.to_str().unwrap()).unwrap();
     let signal = StopSignal::default();
-    let watcher =
-        StopWatcher::with_storage(store.clone(), signal.clone(), Duration::from_millis(10))
-            .unwrap();
+    let counting = Arc::new(CountingStorage::new(store.clone()));
+    let watcher = StopWatcher::with_storage(
+        Arc::clone(&counting) as Arc<dyn Storage>,
+        signal.clone(),
+        Duration::from_millis(10),
+    )
+    .unwrap();
+    // Until the watcher has reported `why`, and then looked twice more at the same file (which
+    // must not report it again).
+    let heard = |why: &str| {
+        wait_until(
+            Duration::from_secs(30),
+            &format!("the problem {why:?}"),
+            || watcher.problems().iter().any(|p| p.contains(why)),
+        );
+        wait_for_looks(&counting, 2);
+    };
     let request = run.join(STOP_REQUEST_FILE);
     // Each unreadable in its own way, then a FIFO (no writer: a blocking open would wait).
     let cases = [
@@ -189,33 +216,32 @@ fn an_unreadable_request_is_logged_with_its_reason_and_kept_and_does_not_stop_th
         ("{\"reason\": 12}", "invalid type: integer `12`"),
         ("", "stop_request.json is empty"),
     ];
-    for (text, _) in cases {
+    let too_large = "70013 bytes, more than the 65536";
+    let fifo = "a FIFO, not a regular file";
+    for (text, why) in cases {
         std::fs::write(&request, text).unwrap();
-        std::thread::sleep(Duration::from_millis(100));
+        heard(why);
     }
     std::fs::write(
         &request,
         serde_json::json!({"reason": "w".repeat(70_000)}).to_string(),
     )
     .unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    heard(too_large);
     std::fs::remove_file(&request).unwrap();
     let made = std::process::Command::new("mkfifo")
         .arg(&request)
         .status()
         .unwrap();
     assert!(made.success());
-    std::thread::sleep(Duration::from_millis(200));
+    heard(fifo);
     assert_eq!(
         signal.requested(),
         None,
         "no unreadable request stops the job"
     );
     let problems = watcher.problems();
-    let expected = cases.iter().map(|(_, why)| *why).chain([
-        "70013 bytes, more than the 65536",
-        "a FIFO, not a regular file",
-    ]);
+    let expected = cases.iter().map(|(_, why)| *why).chain([too_large, fifo]);
     for why in expected {
         let found: Vec<&String> = problems.iter().filter(|p| p.contains(why)).collect();
         assert_eq!(found.len(), 1, "{why} once among {problems:#?}");
@@ -233,7 +259,7 @@ fn an_unreadable_request_is_logged_with_its_reason_and_kept_and_does_not_stop_th
     // Mended, it stops the job.
     std::fs::remove_file(&request).unwrap();
     request_stop(store.as_ref(), &StopRequest::new("mended")).unwrap();
-    assert_eq!(wait_for(&signal).as_deref(), Some("mended"));
+    assert_eq!(wait_for_stop(&signal), "mended");
     let stopped = watcher.stop();
     assert!(stopped.ended);
     assert_eq!(stopped.problems, problems);

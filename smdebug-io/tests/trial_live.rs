@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
 use smdebug_io::open_storage;
+use smdebug_io::testing::wait_for;
 use smdebug_io::trial::{StepState, Trial, TrialOptions};
 use smdebug_io::writer::Writer;
 
@@ -33,6 +34,7 @@ fn train(location: String, pace: Duration, ended: mpsc::Sender<(u64, Instant)>) 
         hook.save_scalar("loss", step as f64, &["losses"]);
         hook.step();
         ended.send((step, Instant::now())).unwrap();
+        // Work time, not a wait: the next step comes `pace` later.
         std::thread::sleep(pace);
     }
     hook.close();
@@ -48,17 +50,14 @@ fn follow(location: &str) {
         poll_interval: Duration::from_millis(20),
         ..TrialOptions::default()
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let trial = loop {
+    let what = format!("a run to appear at {location}");
+    let trial = wait_for(Duration::from_secs(60), &what, || {
         match Trial::open_with(location, opts.clone()) {
-            Ok(t) => break t,
-            Err(smdebug_io::Error::NoSuchRun { .. }) => {
-                assert!(Instant::now() < deadline, "no run appeared at {location}");
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            Ok(t) => Some(t),
+            Err(smdebug_io::Error::NoSuchRun { .. }) => None,
             Err(e) => panic!("{e}"),
         }
-    };
+    });
 
     let mut latencies = Vec::new();
     for step in 0..STEPS {

@@ -4,6 +4,7 @@
 
 use std::ops::Range;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -11,6 +12,7 @@ use bytes::Bytes;
 use smdebug_core::{EndReason, Mode, Record, Sink, StepKey, Tensor, TensorRecord};
 use smdebug_io::format::layout;
 use smdebug_io::storage::{Storage, StorageOptions, open_storage, open_storage_with};
+use smdebug_io::testing::wait_until;
 use smdebug_io::writer::{OverflowPolicy, Writer};
 use smdebug_io::{Error, Result};
 
@@ -130,11 +132,9 @@ fn a_failing_disk_disables_capture_with_one_error_and_sending_never_blocks() {
     writer.send(tensor("w", 0, 16));
     writer.send(Record::EndStep { step: 0 });
     // Wait for the failure, then keep "training": every send returns at once.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !status.is_disabled() {
-        assert!(Instant::now() < deadline, "the failure was never noticed");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until(Duration::from_secs(30), "the failure to be noticed", || {
+        status.is_disabled()
+    });
     let error = status.error().unwrap();
     assert!(
         error.contains("events/000000000000/000000000000_worker_0.tfevents"),
@@ -328,21 +328,26 @@ fn the_block_policy_waits_for_room_instead_of_dropping() {
     writer.send(tensor("w", 0, 4));
     writer.send(Record::EndStep { step: 0 });
     gated.wait_for_writer();
+    let opened = Arc::new(AtomicBool::new(false));
     let opener = {
         let gated = gated.clone();
+        let opened = Arc::clone(&opened);
         std::thread::spawn(move || {
+            // Not a wait: the storage stays stuck a while, long enough for the sends below
+            // to fill the queue; they must then wait for it.
             std::thread::sleep(Duration::from_millis(300));
+            opened.store(true, Ordering::SeqCst);
             gated.open();
         })
     };
-    let started = Instant::now();
     for i in 0..10 {
         writer.send(tensor(&format!("t{i}"), 1, 4));
     }
+    // Ten records into a queue of two while the storage is stuck: the sends returned only
+    // once it was opened.
     assert!(
-        started.elapsed() >= Duration::from_millis(250),
-        "did not wait: {:?}",
-        started.elapsed()
+        opened.load(Ordering::SeqCst),
+        "the sends returned while the storage was stuck"
     );
     opener.join().unwrap();
     writer.send(Record::EndStep { step: 1 });
@@ -364,6 +369,7 @@ fn dropping_the_writer_flushes_what_is_queued() {
     writer.send(Record::Close(EndReason::Completed));
     gated.wait_for_writer();
     let opener = std::thread::spawn(move || {
+        // Not a wait: the storage stays stuck a while, and dropping the writer waits for it.
         std::thread::sleep(Duration::from_millis(100));
         gated.open();
     });

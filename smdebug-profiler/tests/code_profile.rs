@@ -13,6 +13,7 @@ use bytes::Bytes;
 use smdebug_core::Mode;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
+use smdebug_io::testing::wait_until;
 use smdebug_profiler::ProfilerError;
 use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler, WindowStep};
 use smdebug_profiler::reader::ProfilerReader;
@@ -81,15 +82,6 @@ fn profiling_timer_armed() -> bool {
         || value.it_value.tv_usec != 0
 }
 
-/// Polls `condition` until it holds (tests wait on conditions, never on a fixed sleep).
-fn wait_until(what: &str, condition: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !condition() {
-        assert!(Instant::now() < deadline, "gave up waiting: {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 fn config() -> CodeProfileConfig {
     CodeProfileConfig::default()
         .node(NodeId::new("testnode").unwrap())
@@ -153,7 +145,9 @@ fn a_window_over_a_hot_function_names_it_and_writes_readable_files() {
     let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(run.path()).unwrap());
     let profiler = CodeProfiler::start(config(), Arc::clone(&storage)).unwrap();
     profiler.begin(Some((Mode::Train, 10))).unwrap();
-    wait_until("the timer is installed", || profiler.is_sampling());
+    wait_until(Duration::from_secs(60), "the timer is installed", || {
+        profiler.is_sampling()
+    });
     burn(1.0);
     profiler.end(Some((Mode::Train, 14))).unwrap();
     let report = profiler.finish().unwrap();
@@ -291,7 +285,9 @@ fn outside_a_window_no_sampling_timer_is_installed() {
 
     profiler.begin(None).unwrap();
     assert!(profiler.in_window());
-    wait_until("the timer is installed", || profiler.is_sampling());
+    wait_until(Duration::from_secs(60), "the timer is installed", || {
+        profiler.is_sampling()
+    });
     assert!(profiling_timer_armed());
     burn(0.05);
     profiler.end(None).unwrap();
@@ -443,7 +439,9 @@ fn dropping_the_profiler_with_a_window_open_never_hangs_even_on_a_stuck_store() 
     )
     .unwrap();
     profiler.begin(Some((Mode::Train, 5))).unwrap();
-    wait_until("the timer is installed", || profiler.is_sampling());
+    wait_until(Duration::from_secs(60), "the timer is installed", || {
+        profiler.is_sampling()
+    });
     burn(0.05);
     // Dropped with its window open while the store does not answer: the drop returns after
     // the timeout, and the timer is already off.
@@ -453,7 +451,7 @@ fn dropping_the_profiler_with_a_window_open_never_hangs_even_on_a_stuck_store() 
     // Once the store answers, the window (ended by the drop) is written.
     storage.open_gate();
     let reader = ProfilerReader::new(Arc::clone(&storage) as Arc<dyn Storage>);
-    wait_until("the window is written", || {
+    wait_until(Duration::from_secs(60), "the window is written", || {
         reader.code_profiles().unwrap().windows.len() == 1
     });
     let summary = &reader.code_profiles().unwrap().windows[0].summary;
@@ -476,10 +474,18 @@ fn a_window_is_sampled_while_it_is_open_even_when_the_last_one_is_still_being_wr
     let profiler = CodeProfiler::start(config(), Arc::clone(&storage) as Arc<dyn Storage>).unwrap();
     // The first window's files wait on a store that does not answer yet.
     profiler.begin(Some((Mode::Train, 0))).unwrap();
-    wait_until("the first timer is installed", || profiler.is_sampling());
+    wait_until(
+        Duration::from_secs(60),
+        "the first timer is installed",
+        || profiler.is_sampling(),
+    );
     burn(0.05);
     profiler.end(Some((Mode::Train, 9))).unwrap();
-    wait_until("the first timer is removed", || !profiler.is_sampling());
+    wait_until(
+        Duration::from_secs(60),
+        "the first timer is removed",
+        || !profiler.is_sampling(),
+    );
 
     // The second window is sampled while it is open, not once the first is written.
     profiler.begin(Some((Mode::Train, 20))).unwrap();

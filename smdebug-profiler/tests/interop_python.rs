@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use smdebug_core::Mode;
+use smdebug_io::testing::wait_until;
 use smdebug_profiler::reader::{ProfilerReader, SpanQuery, SystemQuery};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{SamplerConfig, SystemSampler};
@@ -57,6 +58,7 @@ fn python_smdebug_readers_load_our_system_metrics_and_spans() {
     let sampler = SystemSampler::start_local(
         SamplerConfig::default()
             .interval(Duration::from_millis(100))
+            .publish_interval(Duration::from_millis(100))
             .python_compatible(0),
         dir.path(),
     )
@@ -66,6 +68,7 @@ fn python_smdebug_readers_load_our_system_metrics_and_spans() {
         dir.path(),
     )
     .unwrap();
+    // Work time, not waits: each phase takes a little time, as a real one does.
     for step in 0..5 {
         let _step = spans.step(Mode::Train, step);
         {
@@ -76,7 +79,18 @@ fn python_smdebug_readers_load_our_system_metrics_and_spans() {
         thread::sleep(Duration::from_millis(20));
     }
     writer.finish().unwrap();
-    thread::sleep(Duration::from_millis(300));
+    wait_until(
+        Duration::from_secs(60),
+        "more than 20 system records",
+        || {
+            ProfilerReader::open_local(dir.path())
+                .unwrap()
+                .system_samples(&SystemQuery::default())
+                .unwrap()
+                .len()
+                > 20
+        },
+    );
     sampler.stop().unwrap();
 
     let seen = python("read", dir.path());

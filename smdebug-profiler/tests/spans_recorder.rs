@@ -9,6 +9,7 @@ use serde_json::Value;
 use smdebug_core::Mode;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
+use smdebug_io::testing::wait_until;
 use smdebug_profiler::reader::{ProfilerReader, SpanQuery};
 use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder, parse_trace_file_key};
 use smdebug_profiler::system::NodeId;
@@ -25,6 +26,7 @@ fn config(worker: u32) -> SpanConfig {
 }
 
 fn run_training_loop(spans: &SpanRecorder, steps: std::ops::Range<u64>) {
+    // Work time, not waits: each phase takes a little time, as a real one does.
     for step in steps {
         let _step = spans.step(Mode::Train, step);
         {
@@ -190,6 +192,7 @@ fn explicit_start_end_and_measured_spans() {
     let open = spans
         .start_span(Phase::Custom("allreduce".into()))
         .at_step(Mode::Train, 9);
+    // Work time, not a wait: the span lasts a while.
     thread::sleep(Duration::from_millis(3));
     assert!(spans.end_span(open));
     let start = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
@@ -310,8 +313,12 @@ fn files_rotate_by_age_and_flush_publishes_the_open_file() {
     {
         let _b = spans.custom("b");
     }
-    // No flush: the age limit closes the file.
-    thread::sleep(Duration::from_millis(1500));
+    // No flush: the age limit (200 ms) closes the file.
+    wait_until(
+        Duration::from_secs(30),
+        "the age limit to close the second file",
+        || reader.trace_files().unwrap().len() >= 2,
+    );
     assert_eq!(reader.trace_files().unwrap().len(), 2);
     let report = writer.finish().unwrap();
     assert_eq!(report.files, 2);
@@ -397,6 +404,7 @@ fn the_resting_writer_is_woken_when_its_queue_is_half_full() {
         for _ in 0..5 {
             spans.end_span(spans.start_span(Phase::Forward));
         }
+        // Not a wait: the gap between bursts is what the test is about.
         thread::sleep(Duration::from_millis(50));
     }
     let report = writer.finish().unwrap();

@@ -1,8 +1,10 @@
 //! The system sampler against real load: busy threads, fsync'd writes, loopback traffic,
 //! file rotation and a machine that may have no GPU.
 
+use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
@@ -10,6 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
+use smdebug_io::testing::wait_until;
 use smdebug_profiler::ProfilerError;
 use smdebug_profiler::reader::{ProfilerReader, SystemQuery, parse_system_lines};
 use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSample, SystemSampler, vocab};
@@ -36,6 +39,28 @@ fn fast_config() -> SamplerConfig {
         .interval(Duration::from_millis(100))
         .publish_interval(Duration::from_millis(200))
         .node(NodeId::algo(1))
+}
+
+/// Waits until the sampler writing into `dir` has published samples taken at `n` different
+/// times at or after `since_us`, and returns the time of the call's end (a window's end).
+fn wait_for_samples(dir: &Path, since_us: u64, n: usize) -> u64 {
+    wait_until(
+        Duration::from_secs(60),
+        &format!("{n} samples published after {since_us} µs"),
+        || {
+            let samples = ProfilerReader::open_local(dir)
+                .unwrap()
+                .system_samples(&SystemQuery::default())
+                .unwrap();
+            let times: BTreeSet<u64> = samples
+                .iter()
+                .map(|s| (s.timestamp * 1e6) as u64)
+                .filter(|&t| t >= since_us)
+                .collect();
+            times.len() >= n
+        },
+    );
+    now_us()
 }
 
 fn values(samples: &[SystemSample], name: &str, dimension: &str) -> Vec<f64> {
@@ -109,7 +134,7 @@ fn records_use_smdebug_vocabulary_for_every_core_and_device_class() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let sampler = SystemSampler::start_local(fast_config(), dir.path()).unwrap();
-    thread::sleep(Duration::from_millis(450));
+    wait_for_samples(dir.path(), 0, 3);
     let report = sampler.stop().unwrap();
     assert!(report.samples >= 3, "{report:?}");
     assert_eq!(report.write_errors, 0, "{report:?}");
@@ -168,10 +193,10 @@ fn cpu_figures_rise_when_a_busy_loop_runs() {
     let own_pid = std::process::id();
     let sampler = SystemSampler::start_local(fast_config().watch_pid(own_pid), dir.path()).unwrap();
 
-    thread::sleep(Duration::from_millis(300));
+    // Each window lasts until the sampler has published 8 samples taken in it.
+    wait_for_samples(dir.path(), 0, 1);
     let idle_start = now_us();
-    thread::sleep(Duration::from_millis(1200));
-    let idle_end = now_us();
+    let idle_end = wait_for_samples(dir.path(), idle_start, 8);
 
     let spinning = Arc::new(AtomicBool::new(true));
     let threads = thread::available_parallelism().map_or(2, |n| n.get());
@@ -187,10 +212,10 @@ fn cpu_figures_rise_when_a_busy_loop_runs() {
             })
         })
         .collect();
+    // Work time, not a wait: the spinners get going before the window opens.
     thread::sleep(Duration::from_millis(200));
     let busy_start = now_us();
-    thread::sleep(Duration::from_millis(1200));
-    let busy_end = now_us();
+    let busy_end = wait_for_samples(dir.path(), busy_start, 8);
     spinning.store(false, Ordering::Relaxed);
     for spinner in spinners {
         spinner.join().unwrap();
@@ -235,7 +260,7 @@ fn disk_write_bytes_rise_when_a_file_is_written_and_fsynced() {
     let scratch = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let config = fast_config();
     let sampler = SystemSampler::start_local(config.clone(), dir.path()).unwrap();
-    thread::sleep(Duration::from_millis(300));
+    wait_for_samples(dir.path(), 0, 1);
     let start = now_us();
     let payload = vec![0x5au8; 1 << 20];
     let written: usize = 32 << 20;
@@ -246,8 +271,9 @@ fn disk_write_bytes_rise_when_a_file_is_written_and_fsynced() {
         }
         file.sync_all().unwrap();
     }
-    thread::sleep(Duration::from_millis(400));
-    let end = now_us();
+    // Two samples after the writes: the one whose interval holds their end, and one more.
+    let written_at = now_us();
+    let end = wait_for_samples(dir.path(), written_at, 2);
     sampler.stop().unwrap();
 
     let samples = ProfilerReader::open_local(dir.path())
@@ -275,7 +301,7 @@ fn network_bytes_rise_on_loopback_traffic() {
     let dir = tempfile::tempdir().unwrap();
     let config = fast_config();
     let sampler = SystemSampler::start_local(config.clone(), dir.path()).unwrap();
-    thread::sleep(Duration::from_millis(300));
+    wait_for_samples(dir.path(), 0, 1);
     let start = now_us();
 
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -300,8 +326,8 @@ fn network_bytes_rise_on_loopback_traffic() {
         }
     }
     assert_eq!(receiver.join().unwrap(), sent);
-    thread::sleep(Duration::from_millis(300));
-    let end = now_us();
+    let sent_at = now_us();
+    let end = wait_for_samples(dir.path(), sent_at, 2);
     sampler.stop().unwrap();
 
     let samples = ProfilerReader::open_local(dir.path())
@@ -330,7 +356,7 @@ fn machine_without_gpu_degrades_to_host_metrics() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let sampler = SystemSampler::start_local(fast_config(), dir.path()).unwrap();
-    thread::sleep(Duration::from_millis(350));
+    wait_for_samples(dir.path(), 0, 2);
     let report = sampler.stop().unwrap();
     let samples = ProfilerReader::open_local(dir.path())
         .unwrap()
@@ -375,20 +401,18 @@ fn files_rotate_by_time_and_each_is_complete_and_readable_while_growing() {
         Arc::clone(&store) as Arc<dyn Storage>,
     )
     .unwrap();
-    thread::sleep(Duration::from_millis(1500));
     // While the sampler runs, the published files already hold whole records.
+    wait_for_samples(dir.path(), 0, 1);
     let reader = ProfilerReader::open_local(dir.path()).unwrap();
     let early = reader.system_samples(&SystemQuery::default()).unwrap();
     assert!(!early.is_empty());
-    thread::sleep(Duration::from_millis(2000));
+    wait_until(Duration::from_secs(60), "three one-second files", || {
+        reader.system_files().unwrap().len() >= 3
+    });
     let report = sampler.stop().unwrap();
 
     let files = reader.system_files().unwrap();
-    assert!(
-        files.len() >= 3,
-        "{} files after 3.5 s of 1 s windows",
-        files.len()
-    );
+    assert!(files.len() >= 3, "{} files", files.len());
     assert_eq!(report.files as usize, files.len());
     let mut total = 0;
     for file in &files {
@@ -423,6 +447,7 @@ fn sampler_cost_is_measured_at_100ms_and_500ms() {
             dir.path(),
         )
         .unwrap();
+        // Not a wait: the window the cost is measured over.
         thread::sleep(Duration::from_secs(3));
         let report = sampler.stop().unwrap();
         let cpu = report

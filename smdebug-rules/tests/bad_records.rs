@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
 use smdebug_io::crafted::{flip_payload_bit, oversized_record};
+use smdebug_io::testing::wait_until;
 use smdebug_rules::{RuleStatus, Status, Summary};
 use support::{check, hook_for};
 use tempfile::tempdir;
@@ -559,7 +560,7 @@ fn a_custom_rule_passing_an_unreadable_record_on_loses_that_step_only() {
 #[test]
 fn stalled_training_fires_past_a_bad_record_in_a_live_run() {
     use std::sync::mpsc;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use smdebug_rules::{RuleRunner, RuleSpec};
 
@@ -578,7 +579,7 @@ fn stalled_training_fires_past_a_bad_record_in_a_live_run() {
                     // Until step 2's record is damaged and the runner follows.
                     wait.recv().unwrap();
                 }
-                // A hang after step 9.
+                // Work time, not a wait: 30 ms steps, and a hang after step 9.
                 let pause = if step == 9 { 2500 } else { 30 };
                 std::thread::sleep(Duration::from_millis(pause));
             }
@@ -586,14 +587,7 @@ fn stalled_training_fires_past_a_bad_record_in_a_live_run() {
         })
     };
     let index = run.join("index/000000000/000000000004_worker_0.json");
-    let began = Instant::now();
-    while !index.exists() {
-        assert!(
-            began.elapsed() < Duration::from_secs(60),
-            "step 4 never came"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(Duration::from_secs(60), "step 4", || index.exists());
     flip_payload_bit(&run, 2, "worker_0", "loss");
     let handle = RuleRunner::builder(run.to_str().unwrap())
         .spec(RuleSpec::parse("StalledTraining:threshold=1.2").unwrap())

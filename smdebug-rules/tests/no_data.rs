@@ -4,11 +4,12 @@
 //! nothing checked yet stays `InProgress`.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use smdebug_core::{CaptureRequest, Hook, SaveConfig, SaveConfigMode, TensorView};
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
+use smdebug_io::testing::wait_for;
 use smdebug_io::trial::Trial;
 use smdebug_io::writer::Writer;
 use smdebug_profiler::system::system_file_key;
@@ -141,18 +142,16 @@ fn a_rule_with_nothing_checked_stays_in_progress_until_the_run_ends() {
         .spawn()
         .unwrap();
     // Wait until the runner has checked the loss at the steps written so far.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let seen = loop {
-        let checked = handle.summary().filter(|s| {
-            s.rule("LossNotDecreasing")
-                .is_some_and(|r| r.datapoints >= 2)
-        });
-        if let Some(s) = checked {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "the runner never saw the steps");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let seen = wait_for(
+        Duration::from_secs(60),
+        "the runner to see the steps",
+        || {
+            handle.summary().filter(|s| {
+                s.rule("LossNotDecreasing")
+                    .is_some_and(|r| r.datapoints >= 2)
+            })
+        },
+    );
     assert!(!seen.run_complete);
     for r in &seen.rules {
         assert_eq!(r.status, Status::InProgress, "{r:#?}");

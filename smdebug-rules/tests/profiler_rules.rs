@@ -92,6 +92,8 @@ fn record() -> Recording {
         dir.path(),
     )
     .unwrap();
+    // Work time, not waits: every sleep of this recording is time a stage or a phase takes,
+    // which the rules must find (the stages' bounds are read from the clock, not assumed).
     // Initialization: only the sampler runs.
     let init_start = now_us();
     sleep(Duration::from_millis(1500));

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use smdebug_core::{Mode, SaveConfig};
 use smdebug_examples::Bug;
+use smdebug_io::testing::{wait_for, wait_until};
 use smdebug_io::trial::Trial;
 use smdebug_rules::{
     ActionConfig, Error, Needs, ProfilerInput, ProfilerNeeds, ProfilerRule, ProfilerWindow,
@@ -420,11 +421,9 @@ fn email_action_delivers_to_a_real_smtp_server() {
         .stderr(Stdio::null())
         .spawn()
         .expect("aiosmtpd (pip install aiosmtpd)");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "aiosmtpd did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(Duration::from_secs(30), "aiosmtpd to listen", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
     let email = |port: u16| ActionConfig::Email {
         smtp_host: "127.0.0.1".into(),
         smtp_port: Some(port),
@@ -481,7 +480,7 @@ fn stalled_training_fires_once_when_a_live_run_pauses() {
         for step in 0..16 {
             hook.save_scalar("loss", 1.0 / (step + 1) as f64, &["losses"]);
             hook.step();
-            // A hang after step 9.
+            // Work time, not a wait: 30 ms steps, and a hang after step 9.
             let pause = if step == 9 { 2500 } else { 30 };
             std::thread::sleep(Duration::from_millis(pause));
         }
@@ -497,10 +496,11 @@ fn stalled_training_fires_once_when_a_live_run_pauses() {
         .spawn()
         .unwrap();
     // While the run goes on, the summary in the run says InProgress or IssuesFound.
-    std::thread::sleep(Duration::from_millis(300));
-    let live = read_summary(loc(run.path()))
-        .unwrap()
-        .expect("summary while following");
+    let live = wait_for(
+        Duration::from_secs(30),
+        "the summary while following",
+        || read_summary(loc(run.path())).unwrap(),
+    );
     assert!(!live.finished);
     trainer.join().unwrap();
     let summary = handle.join().unwrap();
@@ -590,14 +590,10 @@ fn following_a_run_whose_folder_is_deleted_says_it_is_gone() {
         hook.step();
     }
     // The steps are written in the background: wait for the last one's index file.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !run
-        .join("index/000000000/000000000004_worker_0.json")
-        .exists()
-    {
-        assert!(Instant::now() < deadline, "the steps were not written");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let last = run.join("index/000000000/000000000004_worker_0.json");
+    wait_until(Duration::from_secs(30), "the steps to be written", || {
+        last.exists()
+    });
     let started = Instant::now();
     let handle = RuleRunner::builder(loc(&run))
         .spec(RuleSpec::parse("LossNotDecreasing").unwrap())
@@ -609,7 +605,12 @@ fn following_a_run_whose_folder_is_deleted_says_it_is_gone() {
         .unwrap()
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    // The runner follows the run (it has read it once) before its folder goes.
+    wait_until(
+        Duration::from_secs(30),
+        "the runner to read the run",
+        || handle.summary().is_some(),
+    );
     std::fs::remove_dir_all(&run).unwrap();
     let summary = handle.join().unwrap();
     let why = summary.gave_up.expect("the runner says why it stopped");

@@ -17,7 +17,7 @@ use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_io::writer::{OverflowPolicy, Writer};
 use smdebug_serve::{ServeOptions, Server};
-use support::{get_json, wait_for};
+use support::{get_json, wait_for, wait_until};
 
 /// Bytes allocated and not freed, by every thread of this process.
 static LIVE: AtomicI64 = AtomicI64::new(0);
@@ -114,7 +114,12 @@ fn served_bytes(dir: &std::path::Path, steps: u64) -> (i64, u64) {
     get_json(&format!("{api}/scalars?limit=256"));
     get_json(&format!("{api}/scalars?from=100&to=400&limit=256"));
     // Settled: the follower's passes after the end no longer read anything.
-    std::thread::sleep(Duration::from_secs(2));
+    let passes = server.follower_passes();
+    wait_until(
+        Duration::from_secs(60),
+        "three more follower passes",
+        || server.follower_passes() >= passes + 3,
+    );
     let held = LIVE.load(Ordering::SeqCst) - before;
     server.shutdown();
     (held, values)

@@ -14,7 +14,7 @@ use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::system::system_file_key;
 use smdebug_report::{LoadOptions, ReportInput, render_html};
 use smdebug_serve::{ServeOptions, Server};
-use support::{JobConfig, client, get_json, start_job, wait_for};
+use support::{JobConfig, client, get_json, start_job, wait_for, wait_until};
 
 /// The page without its one time-dependent part, the time it was generated.
 fn without_generated_time(html: &str) -> String {
@@ -54,7 +54,13 @@ fn the_downloaded_report_equals_the_report_loaded_from_disk() {
             text.extend_from_slice(b"{\"Type\": \"cpu\", not a record\n");
         }
         store.put(&key, text.into()).unwrap();
-        std::thread::sleep(Duration::from_millis(250));
+        // A pass that began after the write has read it before the next part comes.
+        let passes = server.follower_passes();
+        wait_until(
+            Duration::from_secs(30),
+            "the follower to read the part",
+            || server.follower_passes() >= passes + 2,
+        );
     }
     // A real job with the system sampler, served live to its end.
     start_job(
@@ -73,8 +79,11 @@ fn the_downloaded_report_equals_the_report_loaded_from_disk() {
         let v = get_json(&format!("{url}/api/runs"));
         (v["runs"][0]["complete"] == true && v["runs"][0]["index_pending"] == 0).then_some(v)
     });
-    // Let a last pass see the files the job closed last.
-    std::thread::sleep(Duration::from_millis(600));
+    // A last pass would see a file the job closed last that the first did not.
+    let passes = server.follower_passes();
+    wait_until(Duration::from_secs(30), "two more follower passes", || {
+        server.follower_passes() >= passes + 2
+    });
     let runs_after = get_json(&format!("{url}/api/runs"));
     assert_eq!(runs["runs"][0]["samples"], runs_after["runs"][0]["samples"]);
 

@@ -250,7 +250,8 @@ fn a_profiler_file_replaced_by_a_fifo_mid_run_keeps_the_last_config_and_finish_r
     train(&mut session, 3);
     std::fs::remove_file(&profiler_file).unwrap();
     mkfifo(&profiler_file);
-    // The follower looks every second: give it three looks at the FIFO.
+    // The follower looks every second: give it three looks at the FIFO (not a wait: a window
+    // in which nothing may change, while training goes on).
     let started = Instant::now();
     while started.elapsed() < Duration::from_millis(3_500) {
         train(&mut session, 1);

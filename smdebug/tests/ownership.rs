@@ -14,6 +14,7 @@ use smdebug::io::sagemaker::ConfigSources;
 use smdebug::prelude::*;
 use smdebug::profiler::spans::SpanConfig;
 use smdebug::profiler::system::SamplerConfig;
+use smdebug_io::testing::wait_until;
 
 /// Every file and link under `dir` with its bytes (a link: where it points), links not
 /// followed.
@@ -197,6 +198,7 @@ fn child_session() {
         session.hook().save_scalar("loss", step as f64, &["losses"]);
         session.step().unwrap();
         step += 1;
+        // Work time, not a wait: a training step takes time.
         std::thread::sleep(Duration::from_millis(2));
     }
 }
@@ -211,7 +213,6 @@ fn a_job_killed_with_sigkill_is_never_continued() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
     // Index files written whole (a write cut by the kill leaves a hidden temporary file).
     let steps_on_disk = || {
         std::fs::read_dir(run.join("index/000000000"))
@@ -224,10 +225,11 @@ fn a_job_killed_with_sigkill_is_never_continued() {
             })
             .unwrap_or(0)
     };
-    while steps_on_disk() < 60 {
-        assert!(Instant::now() < deadline, "the child wrote no 60 steps");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(
+        Duration::from_secs(60),
+        "the child to write 60 steps",
+        || steps_on_disk() >= 60,
+    );
     // While it runs, no second session of its worker starts, replacing or not.
     let second = Session::builder(run.to_str().unwrap())
         .without_config_files()

@@ -10,6 +10,7 @@ use smdebug::prelude::*;
 use smdebug::profiler::spans::SpanConfig;
 use smdebug::serve::{ServeOptions, Server};
 use smdebug_io::progress::read_progress;
+use smdebug_io::testing::wait_for;
 
 fn get(url: &str) -> Value {
     let r = reqwest::blocking::get(url).unwrap();
@@ -17,17 +18,8 @@ fn get(url: &str) -> Value {
     r.json().unwrap()
 }
 
-/// Polls `f` every 20 ms until it gives `Some`, for at most 60 s.
-fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+/// How long a test waits for what the session and the dashboard should show.
+const WAIT: Duration = Duration::from_secs(60);
 
 fn builder(run: &Path) -> SessionBuilder {
     Session::builder(run.to_str().unwrap())
@@ -51,7 +43,7 @@ fn the_session_keeps_its_progress_file_current_and_writes_the_final_counts() {
         .start()
         .unwrap();
     // The plan is there before the first step.
-    let first = wait_for("the first progress file", || progress(&run));
+    let first = wait_for(WAIT, "the first progress file", || progress(&run));
     assert_eq!(first.planned_steps, Some(40));
     assert_eq!(first.last_step, None);
     assert!(!first.finished);
@@ -62,7 +54,7 @@ fn the_session_keeps_its_progress_file_current_and_writes_the_final_counts() {
         session.step().unwrap();
         if step == 9 {
             // Written off the training thread while the loop runs.
-            let live = wait_for("step 9 in the progress file", || {
+            let live = wait_for(WAIT, "step 9 in the progress file", || {
                 progress(&run).filter(|p| p.last_step >= Some(9))
             });
             assert_eq!(live.planned_steps, Some(40));
@@ -101,7 +93,7 @@ fn a_loop_that_steps_the_hook_itself_moves_the_progress_file_through_its_step_sp
         hook.save_scalar("loss", step as f64, &["losses"]);
         hook.step();
     }
-    let live = wait_for("step 11 in the progress file", || {
+    let live = wait_for(WAIT, "step 11 in the progress file", || {
         progress(&run).filter(|p| p.last_step == Some(11))
     });
     assert_eq!(live.steps, 12);
@@ -137,6 +129,7 @@ fn the_dashboard_shows_an_eta_from_the_planned_steps_while_the_job_runs() {
     for step in 0..planned {
         session.hook().save_scalar("loss", 1.0, &["losses"]);
         session.step().unwrap();
+        // Work time, not a wait: the steps take time, so that an ETA can be estimated.
         std::thread::sleep(Duration::from_millis(2));
         if step % 20 == 19 {
             overview = get(&format!("{root}/api/runs/0/overview"));
@@ -189,7 +182,7 @@ fn a_writer_made_to_drop_shows_its_drops_in_the_dashboard() {
 
     let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().into()])).unwrap();
     let root = server.url().trim_end_matches('/').to_string();
-    let p = wait_for("the final progress in the overview", || {
+    let p = wait_for(WAIT, "the final progress in the overview", || {
         let o = get(&format!("{root}/api/runs/0/overview"));
         let p = o["progress"].clone();
         (p["drops"]["finished"] == true).then_some(p)

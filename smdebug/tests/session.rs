@@ -13,6 +13,7 @@ use smdebug::rules::Status;
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::{Bug, TrainConfig, train_in_session};
 use smdebug_io::stop::{StopRequest, request_stop};
+use smdebug_io::testing::wait_until;
 
 fn digits() -> (Digits, Digits) {
     Digits::load(&digits::default_path()).unwrap().split(0.2, 1)
@@ -52,8 +53,12 @@ fn one_session_records_tensors_spans_and_system_metrics_runs_the_rules_and_write
         epochs: 2,
         ..TrainConfig::default()
     };
-    // Long enough for the sampler to take a few samples.
-    std::thread::sleep(Duration::from_millis(300));
+    // The sampler has published samples before training starts.
+    wait_until(Duration::from_secs(60), "published system samples", || {
+        ProfilerReader::open(run.to_str().unwrap())
+            .and_then(|r| r.system_samples(&SystemQuery::default()))
+            .is_ok_and(|s| !s.is_empty())
+    });
     let trained = train_in_session(&cfg, &train, &eval, &mut session);
     let summary = session.finish().unwrap();
 

@@ -59,6 +59,7 @@ fn session(run: &Path, code_window: bool) -> Session {
 fn settled_over(base: isize) -> isize {
     (0..6)
         .map(|_| {
+            // Not a wait on one event: readings spread in time, the least of which is kept.
             std::thread::sleep(Duration::from_millis(400));
             LIVE.load(Ordering::Relaxed) - base
         })

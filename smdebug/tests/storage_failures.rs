@@ -17,7 +17,7 @@ use smdebug::prelude::*;
 use smdebug::profiler::spans::SpanConfig;
 use smdebug::profiler::system::SamplerConfig;
 use smdebug_io::Storage;
-use smdebug_io::testing::{MotoServer, s3_options};
+use smdebug_io::testing::{MotoServer, s3_options, wait_until};
 
 /// The storage timeout the sessions here are given.
 const STORAGE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -66,6 +66,16 @@ struct Stored {
     spans: u64,
     system_records: u64,
     end_marker: bool,
+}
+
+/// Waits until the server behind the proxy holds `steps` steps of the run `s3://bucket/run`.
+fn wait_for_stored_steps(moto: &MotoServer, steps: u64) {
+    let store = smdebug_io::open_storage_with("s3://bucket/run", &moto.options()).unwrap();
+    wait_until(
+        Duration::from_secs(60),
+        &format!("{steps} steps stored"),
+        || count_stored(store.as_ref()).steps >= steps,
+    );
 }
 
 fn count_stored(storage: &dyn Storage) -> Stored {
@@ -336,6 +346,7 @@ fn forward(mut from: TcpStream, mut to: TcpStream, delay: Option<Arc<AtomicU64>>
             Ok(n) => n,
         };
         if let Some(d) = &delay {
+            // Not a wait: the proxy holds each chunk back by the delay it was given.
             std::thread::sleep(Duration::from_millis(d.load(Ordering::Acquire)));
         }
         if to.write_all(&buf[..n]).is_err() {
@@ -359,8 +370,8 @@ fn an_s3_server_gone_mid_run_makes_finish_fail_in_bounded_time_naming_what_was_l
     for step in 0..10 {
         train_step(&mut s, step, &weights);
     }
-    // Let the writers publish what the steps gave them, then take the server away.
-    std::thread::sleep(Duration::from_millis(1500));
+    // The writers publish what the steps gave them, then the server is taken away.
+    wait_for_stored_steps(&moto, 10);
     proxy.kill();
     for step in 10..30 {
         train_step(&mut s, step, &weights);
@@ -567,7 +578,7 @@ fn a_store_that_stops_answering_mid_run_makes_finish_fail_within_the_storage_tim
     for step in 0..5 {
         train_step(&mut s, step, &weights);
     }
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_for_stored_steps(&moto, 5);
     // Frozen: requests still reach the server, its answers never come back.
     proxy.delay(Duration::from_secs(3600));
     for step in 5..10 {

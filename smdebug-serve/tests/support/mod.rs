@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
 use smdebug_io::Storage;
+#[allow(unused_imports)] // each test binary uses part of this module
+pub use smdebug_io::testing::{wait_for, wait_until};
 use smdebug_io::writer::Writer;
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
@@ -79,6 +81,7 @@ pub fn start_job(storage: Arc<dyn Storage>, local: Option<&Path>, config: JobCon
     let stop = Arc::clone(&cancel);
     let local = local.map(Path::to_path_buf);
     let handle = thread::spawn(move || {
+        // Not a wait: a job that starts late (the dashboard is up before the run exists).
         thread::sleep(config.start_delay);
         let sampler = match (&local, config.sampler) {
             (Some(dir), true) => Some(
@@ -149,6 +152,7 @@ pub fn start_job(storage: Arc<dyn Storage>, local: Option<&Path>, config: JobCon
             }
             hook.set_mode(Mode::Train);
             let t = config.step_time.as_secs_f64();
+            // Work time, not waits: the phases take their share of a step.
             {
                 let _step = spans.step(Mode::Train, step);
                 {
@@ -200,6 +204,7 @@ pub fn start_job(storage: Arc<dyn Storage>, local: Option<&Path>, config: JobCon
             }
             if step == 3 {
                 let _custom = spans.custom(HOSTILE_NAME);
+                // Work time: the custom span lasts a while.
                 thread::sleep(Duration::from_millis(5));
             }
             if step % 10 == 9 {
@@ -236,21 +241,6 @@ pub fn get_json(url: &str) -> Value {
     let r = client().get(url).send().unwrap();
     assert!(r.status().is_success(), "{url}: {}", r.status());
     r.json().unwrap()
-}
-
-/// Polls `f` every 50 ms until it gives `Some`, for at most `limit`.
-pub fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < end,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Rule statuses of the run at `location` (a finished run), evaluated offline with `specs`.
