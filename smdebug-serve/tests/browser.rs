@@ -26,7 +26,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use smdebug_io::storage::LocalStorage;
 use smdebug_serve::{ServeOptions, Server};
-use support::chromium;
+use smdebug_testkit::chromium;
 use support::{HOSTILE_NAME, JobConfig, start_job};
 
 fn shared_trace(name: &str) -> PathBuf {

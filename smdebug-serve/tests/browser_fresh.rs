@@ -14,7 +14,8 @@ use std::time::Duration;
 use base64::Engine;
 use serde_json::json;
 use smdebug_serve::{ServeOptions, Server};
-use support::{chromium, spawn_child_job};
+use smdebug_testkit::chromium;
+use support::spawn_child_job;
 
 /// The child process of the test below (returns at once when run as a test).
 #[test]

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use smdebug_io::storage::LocalStorage;
 use smdebug_rules::{RuleRunner, RuleSpec};
 use smdebug_serve::{ServeOptions, Server};
-use support::chromium;
+use smdebug_testkit::chromium;
 use support::{JobConfig, start_job};
 
 /// Bytes the page received per whole second of the DevTools clock, from the network events:

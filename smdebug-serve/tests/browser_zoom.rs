@@ -20,10 +20,10 @@ use smdebug_core::{Hook, Mode, SaveConfig};
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_io::trial::Trial;
-use smdebug_io::writer::{OverflowPolicy, Writer};
 use smdebug_serve::{ServeOptions, Server};
-use support::cdp::Cdp;
-use support::chromium;
+use smdebug_testkit::chromium;
+use smdebug_testkit::chromium::Cdp;
+use smdebug_testkit::runs::every_step_hook;
 
 /// Global steps written (and an EVAL step after the last): more than a chart's points.
 const STEPS: u64 = 6_000;
@@ -42,15 +42,7 @@ fn is_eval(step: u64) -> bool {
 /// The run, written by smdebug's hook and writer: `loss` every step (TRAIN, and EVAL every
 /// tenth), and `accuracy` every TRAIN step.
 fn write_run(dir: &Path) {
-    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir).unwrap());
-    let writer = Writer::builder(Arc::clone(&storage))
-        .overflow(OverflowPolicy::Block)
-        .build()
-        .unwrap();
-    let mut hook = Hook::builder()
-        .save_config(SaveConfig::every(1))
-        .build(writer)
-        .unwrap();
+    let mut hook = every_step_hook(dir);
     let mut step = 0;
     while step < STEPS {
         hook.set_mode(Mode::Train);

@@ -1,8 +1,6 @@
-//! A headless Chromium and a minimal Chrome DevTools Protocol client, shared by the browser
-//! test (`tests/browser.rs`) and the first-paint measurement (`examples/first_paint.rs`, which
-//! includes this file by path).
-
-#![allow(dead_code)]
+//! A headless Chromium with its DevTools endpoint, and a minimal Chrome DevTools Protocol
+//! client: what the dashboard's browser tests and its first-paint measurement
+//! (`smdebug-serve/examples/first_paint.rs`) drive a page with.
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
@@ -26,18 +24,13 @@ pub struct Browser {
 }
 
 impl Browser {
+    /// Starts Chromium with its profile in `profile` and waits (30 s at most) for its DevTools
+    /// address.
     pub fn launch(binary: &Path, profile: &Path) -> Browser {
         let mut child = Command::new(binary)
+            .args(super::HEADLESS)
             .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-default-apps",
-                "--disable-sync",
                 "--disable-extensions",
-                "--no-first-run",
                 "--no-default-browser-check",
                 "--remote-debugging-address=127.0.0.1",
                 "--remote-debugging-port=0",
