@@ -4,7 +4,7 @@
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
+use smdebug_core::{Mode, TensorView};
 use smdebug_testkit::runs::every_step_hook;
 
 fn write_run(dir: &std::path::Path, nan_at: Option<u64>) -> String {

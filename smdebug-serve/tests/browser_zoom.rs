@@ -12,13 +12,10 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use smdebug_core::{Hook, Mode, SaveConfig};
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
+use smdebug_core::Mode;
 use smdebug_io::trial::Trial;
 use smdebug_serve::{ServeOptions, Server};
 use smdebug_testkit::chromium;

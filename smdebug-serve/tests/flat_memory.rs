@@ -7,12 +7,9 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use smdebug_core::{Hook, Mode, SaveConfig};
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
+use smdebug_core::Mode;
 use smdebug_serve::{ServeOptions, Server};
 use smdebug_testkit::alloc;
 use smdebug_testkit::runs::every_step_hook;

@@ -5,11 +5,10 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
+use smdebug_core::{Mode, TensorView};
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::system::system_file_key;

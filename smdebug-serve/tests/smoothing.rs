@@ -11,14 +11,12 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use smdebug_core::{Hook, Mode, SaveConfig};
+use smdebug_core::Mode;
 use smdebug_io::format::record::{PayloadCrcPolicy, RecordIter};
 use smdebug_io::format::tensor::decode_tensor_event;
-use smdebug_io::storage::LocalStorage;
 use smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES;
 use smdebug_serve::{ServeOptions, Server};
 use smdebug_testkit::chromium;

@@ -6,13 +6,10 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use smdebug_core::{Hook, Mode, SaveConfig};
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
+use smdebug_core::Mode;
 use smdebug_io::trial::Trial;
 use smdebug_serve::{ServeOptions, Server};
 use smdebug_testkit::runs::every_step_hook;
