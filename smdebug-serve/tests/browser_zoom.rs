@@ -119,19 +119,7 @@ fn drag(cdp: &mut Cdp, key: &str, from: f64, to: f64) {
         .collect();
     let px = |step: f64| r[0] + (step - lo) / (hi - lo) * r[2];
     let (x0, x1, y) = (px(from), px(to), r[1] + r[3] / 2.0);
-    for (kind, at) in [
-        ("mouseMoved", x0),
-        ("mousePressed", x0),
-        ("mouseMoved", (x0 + x1) / 2.0),
-        ("mouseMoved", x1),
-        ("mouseReleased", x1),
-    ] {
-        cdp.call(
-            "Input.dispatchMouseEvent",
-            json!({"type": kind, "x": at, "y": y, "button": "left", "clickCount": 1,
-                   "buttons": if kind == "mouseReleased" { 0 } else { 1 }}),
-        );
-    }
+    cdp.drag(y, x0, x1);
 }
 
 /// A double-click on chart `key` (uPlot's "everything again").

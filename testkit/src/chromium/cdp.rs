@@ -185,6 +185,24 @@ impl Cdp {
         }
     }
 
+    /// Drags the mouse with its left button held along the line at height `y`, from `x0` to
+    /// `x1` (page coordinates), as a person selecting a range on a chart does.
+    pub fn drag(&mut self, y: f64, x0: f64, x1: f64) {
+        for (kind, at) in [
+            ("mouseMoved", x0),
+            ("mousePressed", x0),
+            ("mouseMoved", (x0 + x1) / 2.0),
+            ("mouseMoved", x1),
+            ("mouseReleased", x1),
+        ] {
+            self.call(
+                "Input.dispatchMouseEvent",
+                json!({"type": kind, "x": at, "y": y, "button": "left", "clickCount": 1,
+                       "buttons": if kind == "mouseReleased" { 0 } else { 1 }}),
+            );
+        }
+    }
+
     pub fn screenshot(&mut self, path: &Path) {
         let shot = self.call(
             "Page.captureScreenshot",
