@@ -28,7 +28,7 @@ impl Browser {
     /// address.
     pub fn launch(binary: &Path, profile: &Path) -> Browser {
         let mut child = Command::new(binary)
-            .args(super::HEADLESS)
+            .args(super::headless::HEADLESS)
             .args([
                 "--disable-extensions",
                 "--no-default-browser-check",
