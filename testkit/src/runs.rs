@@ -3,24 +3,26 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use smdebug_core::{Hook, Mode, SaveConfig};
+use smdebug_core::{Hook, HookBuilder, Mode, SaveConfig};
 use smdebug_io::crafted::{CraftedRecord, write_collections, write_step};
 use smdebug_io::format::layout;
 use smdebug_io::storage::LocalStorage;
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
-/// A hook that saves every step into the run at `dir` (a local folder), its writer waiting for
-/// room instead of dropping a step: what a test reads back is all it wrote.
-pub fn every_step_hook(dir: &Path) -> Hook {
+/// A hook built by `builder` writing into the run at `dir` (a local folder), its writer waiting
+/// for room instead of dropping a step: what a test reads back is all it wrote.
+pub fn blocking_hook(dir: &Path, builder: HookBuilder) -> Hook {
     let storage = Arc::new(LocalStorage::new(dir).unwrap());
     let writer = Writer::builder(storage)
         .overflow(OverflowPolicy::Block)
         .build()
         .unwrap();
-    Hook::builder()
-        .save_config(SaveConfig::every(1))
-        .build(writer)
-        .unwrap()
+    builder.build(writer).unwrap()
+}
+
+/// A [`blocking_hook`] that saves every step.
+pub fn every_step_hook(dir: &Path) -> Hook {
+    blocking_hook(dir, Hook::builder().save_config(SaveConfig::every(1)))
 }
 
 /// A finished crafted run at `run`: `steps` TRAIN steps of `worker_0` (each mode step its
