@@ -203,14 +203,20 @@ impl Cdp {
         }
     }
 
-    pub fn screenshot(&mut self, path: &Path) {
+    /// The page as a PNG image: what the viewport shows, or the whole page with `whole_page`.
+    pub fn png(&mut self, whole_page: bool) -> Vec<u8> {
         let shot = self.call(
             "Page.captureScreenshot",
-            json!({"format": "png", "captureBeyondViewport": true}),
+            json!({"format": "png", "captureBeyondViewport": whole_page}),
         );
-        let png = base64::engine::general_purpose::STANDARD
+        base64::engine::general_purpose::STANDARD
             .decode(shot["data"].as_str().unwrap())
-            .unwrap();
+            .unwrap()
+    }
+
+    /// Writes the whole page as a PNG image at `path`, checking it is one and not blank.
+    pub fn screenshot(&mut self, path: &Path) {
+        let png = self.png(true);
         assert!(
             png.starts_with(b"\x89PNG") && png.len() > 20_000,
             "{} bytes",
