@@ -9,7 +9,7 @@ use burn::tensor::{DType, Gradients, Tensor, Transaction};
 use smdebug_core::adapter::{AdapterHook, Due, Framework, OUTPUT_SUFFIX};
 use smdebug_core::collection::{GRADIENT_PREFIX, parameter_collection};
 use smdebug_core::phase::Phase;
-use smdebug_core::{Capture, DueTensor, Hook, HookBuilder, Mode, Sink};
+use smdebug_core::{DueTensor, Hook, HookBuilder, Sink};
 
 use crate::error::{Error, Result};
 use crate::host::{Place, with_view};
@@ -260,7 +260,7 @@ fn packable(dtype: DType) -> bool {
 /// [`save_gradients`](Self::save_gradients), saving burn's `Tensor<D>` of any rank
 /// ([`save_tensor`](Self::save_tensor), [`save_output`](Self::save_output),
 /// [`save_loss`](Self::save_loss)), and [`backward`](Self::backward). A session drives it
-/// through [`Capture`].
+/// through [`Capture`](smdebug_core::Capture).
 ///
 /// With a timeline (`HookBuilder::timeline`), the loop's spans need no timing code: the step
 /// boundary is `step()` and [`backward`](Self::backward) the backward span. burn's modules are
@@ -410,28 +410,6 @@ impl BurnHook {
         module.visit(&mut visitor);
         let due = visitor.due;
         self.0.record(due)
-    }
-}
-
-/// What a session drives: the step boundary, mode switches and the end of the run, through the
-/// kit's [`AdapterHook`].
-impl Capture for BurnHook {
-    type Error = Error;
-
-    fn core(&self) -> &Hook {
-        self.0.hook()
-    }
-
-    fn end_step(&mut self) -> Result<()> {
-        self.0.step()
-    }
-
-    fn switch_mode(&mut self, mode: Mode) -> Result<()> {
-        self.0.set_mode(mode)
-    }
-
-    fn close_run(&mut self) -> Result<()> {
-        self.0.close()
     }
 }
 

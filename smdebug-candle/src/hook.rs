@@ -8,7 +8,7 @@ use candle_nn::VarMap;
 use smdebug_core::adapter::{AdapterHook, Due};
 use smdebug_core::collection::{GRADIENT_PREFIX, parameter_collection};
 use smdebug_core::phase::Phase;
-use smdebug_core::{Capture, Hook, HookBuilder, Mode, Sink};
+use smdebug_core::{HookBuilder, Sink};
 
 use crate::error::{Error, Result};
 use crate::framework::Candle;
@@ -22,7 +22,7 @@ use crate::output::{Recorded, TimedModel};
 /// stamped by `smdebug_core::adapter_hook_methods!`); it adds what is particular to candle:
 /// [`save_parameters`](Self::save_parameters), [`save_gradients`](Self::save_gradients),
 /// [`wrap`](Self::wrap), [`wrap_model`](Self::wrap_model) and [`backward`](Self::backward).
-/// A session drives it through [`Capture`].
+/// A session drives it through [`Capture`](smdebug_core::Capture).
 ///
 /// With a timeline (`HookBuilder::timeline`), the loop's spans need no timing code: the step
 /// boundary is `step()`, [`backward`](Self::backward) is the backward span, a model wrapped with
@@ -148,27 +148,5 @@ impl CandleHook {
         }
         due.sort_unstable_by(|a, b| a.name.cmp(&b.name));
         Ok(due)
-    }
-}
-
-/// What a session drives: the step boundary, mode switches and the end of the run, through the
-/// kit's [`AdapterHook`].
-impl Capture for CandleHook {
-    type Error = Error;
-
-    fn core(&self) -> &Hook {
-        self.0.hook()
-    }
-
-    fn end_step(&mut self) -> Result<()> {
-        self.0.step()
-    }
-
-    fn switch_mode(&mut self, mode: Mode) -> Result<()> {
-        self.0.set_mode(mode)
-    }
-
-    fn close_run(&mut self) -> Result<()> {
-        self.0.close()
     }
 }

@@ -4,16 +4,12 @@
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
-use smdebug_io::writer::Writer;
+use smdebug_core::{Mode, TensorView};
+use smdebug_testkit::runs::every_step_hook;
 
 fn write_run(dir: &std::path::Path, nan_at: Option<u64>) -> String {
     let run = dir.join("run");
-    let run = run.to_str().unwrap().to_string();
-    let mut hook = Hook::builder()
-        .save_config(SaveConfig::every(1))
-        .build(Writer::open(&run).unwrap())
-        .unwrap();
+    let mut hook = every_step_hook(&run);
     hook.set_mode(Mode::Train);
     for step in 0..12u64 {
         let mut g: Vec<f32> = (0..64)
@@ -31,7 +27,7 @@ fn write_run(dir: &std::path::Path, nan_at: Option<u64>) -> String {
         hook.step();
     }
     hook.close();
-    run
+    run.to_str().unwrap().to_string()
 }
 
 fn smdebug(args: &[&str]) -> Output {

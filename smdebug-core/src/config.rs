@@ -80,7 +80,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::collection::{BUILTIN_COLLECTIONS, Collection, SCALAR_COLLECTIONS};
-use crate::config_keys::{KeySet, UnappliedKey, unapplied_keys};
+use crate::config_keys::{KeySet, UnappliedKey, json_kind, unapplied_keys};
 use crate::error::{Error, Result};
 use crate::lenient::{Flexible, StrList};
 use crate::mode::Mode;
@@ -366,7 +366,7 @@ impl HookConfig {
         let root = root.as_object().ok_or_else(|| {
             Error::Config(format!(
                 "the hook configuration must be a JSON object, not {}",
-                kind(&root)
+                json_kind(&root)
             ))
         })?;
         let mut unapplied = unapplied_keys(root.keys().map(String::as_str), "", &top_keys());
@@ -389,7 +389,7 @@ impl HookConfig {
             let list = list.as_array().ok_or_else(|| {
                 Error::Config(format!(
                     "CollectionConfigurations: expected a list, found {}",
-                    kind(list)
+                    json_kind(list)
                 ))
             })?;
             let mut included: Vec<String> = Vec::with_capacity(list.len() + 1);
@@ -591,22 +591,11 @@ fn stated<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
     map.get(key).filter(|v| !v.is_null())
 }
 
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
-
 fn object<'a>(v: &'a Value, key: &str) -> Result<&'a Map<String, Value>> {
     v.as_object().ok_or_else(|| {
         Error::Config(format!(
             "`{key}`: expected an object, found {} `{v}`",
-            kind(v)
+            json_kind(v)
         ))
     })
 }
@@ -615,7 +604,7 @@ fn string(v: &Value, key: &str) -> Result<String> {
     v.as_str().map(str::to_string).ok_or_else(|| {
         Error::Config(format!(
             "`{key}`: expected a string, found {} `{v}`",
-            kind(v)
+            json_kind(v)
         ))
     })
 }
@@ -626,7 +615,7 @@ fn str_list(v: &Value, key: &str) -> Result<Vec<String>> {
         .map_err(|_| {
             Error::Config(format!(
                 "`{key}`: expected a comma-separated string or a list of strings, found {} `{v}`",
-                kind(v)
+                json_kind(v)
             ))
         })
 }

@@ -143,6 +143,28 @@ pub fn unapplied_keys<'k>(
         .collect()
 }
 
+/// What a configuration file's JSON value is, for error messages about it: `a number`,
+/// `a list`, `null`. The hook-config reader and smdebug-profiler's profiler-config reader both
+/// say it when a key holds the wrong kind of value.
+///
+/// ```
+/// use smdebug_core::config_keys::json_kind;
+///
+/// assert_eq!(json_kind(&serde_json::json!([1, 2])), "a list");
+/// assert_eq!(json_kind(&serde_json::json!("10")), "a string");
+/// ```
+pub fn json_kind(v: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

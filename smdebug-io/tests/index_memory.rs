@@ -6,17 +6,14 @@
 //! binary: the counter is the process's.
 
 use std::path::Path;
-use std::sync::atomic::Ordering;
 
-use smdebug_core::Mode;
-use smdebug_io::crafted::{scalar, write_collections, write_step};
-use smdebug_io::format::layout;
+use smdebug_io::crafted::scalar;
 use smdebug_io::trial::{Trial, TrialOptions};
+use smdebug_testkit::alloc;
+use smdebug_testkit::runs::write_finished_run;
 
-#[path = "support/counting_alloc.rs"]
-mod counting_alloc;
-
-use counting_alloc::LIVE;
+#[global_allocator]
+static ALLOCATOR: alloc::Counting = alloc::Counting;
 
 /// Tensors a step: the synthetic benchmark run's count (`smdebug-serve/examples/synthetic_run`).
 const TENSORS: usize = 50;
@@ -24,12 +21,9 @@ const TENSORS: usize = 50;
 /// A finished run of `steps` TRAIN steps of worker_0, each saving `TENSORS` scalars.
 fn write_run(run: &Path, steps: u64) {
     let names: Vec<String> = (0..TENSORS).map(|i| format!("layer{i:02}/value")).collect();
-    for s in 0..steps {
-        let records: Vec<_> = names.iter().map(|n| scalar(n, s as f32)).collect();
-        write_step(run, s, "worker_0", Mode::Train, s, &records);
-    }
-    write_collections(run, "worker_0", 1);
-    std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
+    write_finished_run(run, steps, |s| {
+        names.iter().map(|n| scalar(n, s as f32)).collect()
+    });
 }
 
 /// Bytes the trial of `run` holds once it has listed the steps and looked one tensor up at
@@ -39,7 +33,7 @@ fn bytes_an_entry(run: &Path, steps: u64) -> f64 {
     // file once and keeps none of them past the next (it used to keep them all, within 256 MiB:
     // 2.3 KB a step here), so what is measured is the index.
     let options = TrialOptions::default();
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = alloc::live();
     let trial = Trial::open_with(run.to_str().unwrap(), options).unwrap();
     assert_eq!(trial.steps(None).unwrap().len() as u64, steps);
     let values = trial
@@ -54,7 +48,7 @@ fn bytes_an_entry(run: &Path, steps: u64) -> f64 {
             .all(|(s, v)| v.iter().all(|x| *x == *s as f64))
     );
     drop(values);
-    let held = LIVE.load(Ordering::Relaxed) - before;
+    let held = alloc::live() - before;
     drop(trial);
     held as f64 / (steps as f64 * TENSORS as f64)
 }

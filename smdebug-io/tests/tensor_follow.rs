@@ -6,9 +6,7 @@
 //! The heap is counted by this binary's allocator; nextest runs each test in a process of its
 //! own, so the counts are the test's.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
 use smdebug_core::{DType, Mode, Tensor};
@@ -16,44 +14,10 @@ use smdebug_io::Error;
 use smdebug_io::crafted::{CraftedRecord, point_index_at, scalar, write_collections, write_step};
 use smdebug_io::format::layout;
 use smdebug_io::trial::{ScalarColumns, TensorFollower, TensorIncrement, TensorProblem, Trial};
-
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-static PEAK: AtomicIsize = AtomicIsize::new(0);
-
-fn account(delta: isize) {
-    let now = LIVE.fetch_add(delta, Ordering::Relaxed) + delta;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-// SAFETY: forwards to the system allocator; only counts.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        account(layout.size() as isize);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        account(-(layout.size() as isize));
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        account(new_size as isize - layout.size() as isize);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use smdebug_testkit::alloc;
 
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-/// `f`'s result and the most heap it held at once beyond what was live before it.
-fn peak_during<T>(f: impl FnOnce() -> T) -> (T, isize) {
-    let base = LIVE.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
-    let out = f();
-    (out, PEAK.load(Ordering::Relaxed) - base)
-}
+static ALLOCATOR: alloc::Counting = alloc::Counting;
 
 fn follower(run: &Path) -> TensorFollower {
     TensorFollower::open(run.to_str().unwrap()).unwrap()
@@ -240,7 +204,7 @@ fn a_huge_fill_record_in_every_step_is_never_decoded() {
     }
     let read = |run: &Path| {
         let started = Instant::now();
-        let ((f, columns, inc), peak) = peak_during(|| {
+        let ((f, columns, inc), peak) = alloc::peak_during(|| {
             let mut f = follower(run);
             let mut columns = ScalarColumns::default();
             let inc = f.read_to_end(&mut |batch, more| columns.add(batch, more));

@@ -7,8 +7,6 @@
 //! anywhere, records crafted with valid CRCs that claim huge tensors — is what the Trial's own
 //! checks (offsets, tags, steps, the budget) must catch.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -23,52 +21,10 @@ use smdebug_io::format::record::{PayloadChecksum, encode_record};
 use smdebug_io::format::tensor::{EventStamp, mode_metadata};
 use smdebug_io::format::{frame_tensor, layout};
 use smdebug_io::trial::{Trial, TrialOptions};
-
-// ---- allocation accounting: the high-water mark of live bytes on this thread ----
-
-struct Counting;
-
-thread_local! {
-    static LIVE: Cell<isize> = const { Cell::new(0) };
-    static PEAK: Cell<isize> = const { Cell::new(0) };
-}
-
-fn account(delta: isize) {
-    let _ = LIVE.try_with(|live| {
-        let now = live.get() + delta;
-        live.set(now);
-        let _ = PEAK.try_with(|peak| peak.set(peak.get().max(now)));
-    });
-}
-
-// SAFETY: every call is forwarded to `System` unchanged; the counters only observe sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        account(layout.size() as isize);
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        account(-(layout.size() as isize));
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        account(new_size as isize - layout.size() as isize);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use smdebug_testkit::alloc;
 
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-/// Runs `f` and returns its result with the most bytes it held live at once on this thread.
-fn peak_during<T>(f: impl FnOnce() -> T) -> (T, isize) {
-    let base = LIVE.with(Cell::get);
-    PEAK.with(|p| p.set(base));
-    let out = f();
-    (out, PEAK.with(Cell::get) - base)
-}
+static ALLOCATOR: alloc::Counting = alloc::Counting;
 
 /// The read budget of these tests, and what one read may hold on top of it: the record, the
 /// decoded message and the tensor are each within the budget, `value()`'s `f64` copy is at most
@@ -299,7 +255,7 @@ fn check_every_value(trial: &Trial, values: &Values) {
         let Ok(t) = trial.tensor(name) else { continue };
         for &step in &steps {
             for worker in &workers {
-                let (got, peak) = peak_during(|| t.raw(step, None, Some(worker)));
+                let (got, peak) = alloc::thread_peak_during(|| t.raw(step, None, Some(worker)));
                 assert!(
                     peak <= READ_ALLOWANCE,
                     "{name}@{step}/{worker}: {peak} bytes"
@@ -310,7 +266,8 @@ fn check_every_value(trial: &Trial, values: &Values) {
                         .unwrap_or_else(|| panic!("{name}@{step}/{worker}: a value never saved"));
                     assert_eq!(&v, want, "{name}@{step}/{worker}");
                 }
-                let (got, peak) = peak_during(|| t.reduction_value(step, mean, None, Some(worker)));
+                let (got, peak) =
+                    alloc::thread_peak_during(|| t.reduction_value(step, mean, None, Some(worker)));
                 assert!(
                     peak <= READ_ALLOWANCE,
                     "{name}@{step}/{worker}: {peak} bytes"
@@ -434,7 +391,7 @@ proptest! {
         write(&run, &layout::index_file(0, "worker_0"), &serde_json::to_vec(&index).unwrap());
         let trial = Trial::open_with(run.to_str().unwrap(), options()).unwrap();
         let t = trial.tensor("t").unwrap();
-        let (got, peak) = peak_during(|| t.value(0, None, None));
+        let (got, peak) = alloc::thread_peak_during(|| t.value(0, None, None));
         prop_assert!(peak <= READ_ALLOWANCE, "{peak} bytes for {dtype} {dims:?}");
         if let Ok(v) = got {
             prop_assert!((v.len() * dtype.size()) as u64 <= BUDGET);

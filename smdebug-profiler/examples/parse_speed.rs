@@ -10,47 +10,16 @@
 //! this example's allocator); then the whole run once through `ProfilerFollower::read_to_end`
 //! into a `ProfileData`, with its CPU seconds and peak heap.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use smdebug_profiler::follow::ProfilerFollower;
 use smdebug_profiler::reader::{ProfileData, Span, SpanStore, parse_system_chunk, parse_trace};
 use smdebug_profiler::spans::parse_trace_file_key;
-
-/// The system allocator, counting live and peak bytes.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-        PEAK.fetch_max(live, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if new_size >= layout.size() {
-            let live = LIVE.fetch_add(new_size - layout.size(), Ordering::Relaxed) + new_size
-                - layout.size();
-            PEAK.fetch_max(live, Ordering::Relaxed);
-        } else {
-            LIVE.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
-        }
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use smdebug_testkit::alloc;
 
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: alloc::Counting = alloc::Counting;
 
 /// This thread's CPU time in seconds (wall time off Linux).
 fn cpu_seconds() -> f64 {
@@ -153,11 +122,11 @@ fn main() {
 
     // The heap one system file's parse takes: its peak and what it returns.
     if let Some((key, bytes)) = system.iter().max_by_key(|(_, b)| b.len()) {
-        let before = LIVE.load(Ordering::Relaxed);
-        PEAK.store(before, Ordering::Relaxed);
+        let before = alloc::live();
+        alloc::reset_peak();
         let chunk = parse_system_chunk(key, bytes, 0);
-        let kept = LIVE.load(Ordering::Relaxed) - before;
-        let peak = PEAK.load(Ordering::Relaxed) - before;
+        let kept = alloc::live() - before;
+        let peak = alloc::peak() - before;
         println!(
             "one system file ({:.2} MB, {} samples): {:.1} MB peak, {:.1} MB returned",
             bytes.len() as f64 / 1e6,
@@ -170,11 +139,11 @@ fn main() {
     // The transient of one trace file's parse: peak live bytes during it beyond what was
     // live before and what it returns.
     if let Some((file, bytes)) = traces.iter().max_by_key(|(_, b)| b.len()) {
-        let before = LIVE.load(Ordering::Relaxed);
-        PEAK.store(before, Ordering::Relaxed);
+        let before = alloc::live();
+        alloc::reset_peak();
         let out = parse_trace(file, bytes).unwrap();
-        let kept = LIVE.load(Ordering::Relaxed) - before;
-        let transient = PEAK.load(Ordering::Relaxed) - before - kept;
+        let kept = alloc::live() - before;
+        let transient = alloc::peak() - before - kept;
         println!(
             "one trace file ({:.2} MB, {} spans): {:.1} MB transient, {:.1} MB of spans",
             bytes.len() as f64 / 1e6,
@@ -184,8 +153,8 @@ fn main() {
         );
     }
 
-    let before = LIVE.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
+    let before = alloc::live();
+    alloc::reset_peak();
     let t = Instant::now();
     let mut store = SpanStore::default();
     // As the dashboard adds them: a batch a file.
@@ -198,31 +167,31 @@ fn main() {
     for file in &files {
         store.extend(*file);
     }
-    let held = LIVE.load(Ordering::Relaxed) - before;
+    let held = alloc::live() - before;
     println!(
         "SpanStore: {} spans, {:.1} MB held ({:.1} bytes a span), {:.1} MB peak while filling, {:.2} s",
         store.len(),
         held as f64 / 1e6,
         held as f64 / store.len().max(1) as f64,
-        (PEAK.load(Ordering::Relaxed) - before) as f64 / 1e6,
+        (alloc::peak() - before) as f64 / 1e6,
         t.elapsed().as_secs_f64()
     );
 
     drop(store);
 
     // Files in reverse order: every batch is merged in front of what is held.
-    let before = LIVE.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
+    let before = alloc::live();
+    alloc::reset_peak();
     let t = Instant::now();
     let mut store = SpanStore::default();
     for file in files.iter().rev() {
         store.extend(*file);
     }
-    let held = LIVE.load(Ordering::Relaxed) - before;
+    let held = alloc::live() - before;
     println!(
         "SpanStore, files in reverse order: {:.1} MB held, {:.1} MB peak while filling, {:.2} s",
         held as f64 / 1e6,
-        (PEAK.load(Ordering::Relaxed) - before) as f64 / 1e6,
+        (alloc::peak() - before) as f64 / 1e6,
         t.elapsed().as_secs_f64()
     );
 
@@ -232,8 +201,8 @@ fn main() {
     // `ProfileData` (files read from disk here, so CPU includes reading them).
     drop(files);
     drop((system, traces, spans));
-    let before = LIVE.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
+    let before = alloc::live();
+    alloc::reset_peak();
     let t = cpu_seconds();
     let mut follower = ProfilerFollower::open(&run.to_string_lossy()).expect("run");
     let increment = follower.read_to_end();
@@ -241,9 +210,9 @@ fn main() {
     data.add_system_samples(&increment.samples);
     data.add_spans(&increment.spans);
     let cpu = cpu_seconds() - t;
-    let peak = PEAK.load(Ordering::Relaxed) - before;
+    let peak = alloc::peak() - before;
     drop(increment);
-    let held = LIVE.load(Ordering::Relaxed) - before;
+    let held = alloc::live() - before;
     println!(
         "ProfilerFollower::read_to_end into ProfileData: {} samples, {} spans, {cpu:.2} CPU-s, {:.1} MB peak heap, {:.1} MB held",
         data.sample_count(),

@@ -3,19 +3,16 @@
 //! this binary's allocator (one test in the binary, so nothing else allocates meanwhile), not
 //! timed.
 
-use std::sync::atomic::Ordering;
-
 use serde_json::json;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::spans::trace_file_key;
 use smdebug_profiler::system::system_file_key;
 use smdebug_report::{LoadOptions, ReportInput, render_html};
+use smdebug_testkit::alloc;
 
-#[path = "../../smdebug-io/tests/support/counting_alloc.rs"]
-mod counting_alloc;
-
-use counting_alloc::LIVE;
+#[global_allocator]
+static ALLOCATOR: alloc::Counting = alloc::Counting;
 
 const T0: f64 = 1_700_000_000.0;
 /// Steps per trace file and per system file.
@@ -107,9 +104,9 @@ fn loaded(steps: u64) -> (isize, tempfile::TempDir, ReportInput) {
         tensors: false,
         ..LoadOptions::default()
     };
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = alloc::live();
     let input = ReportInput::load(dir.path().to_str().unwrap(), &options);
-    let held = LIVE.load(Ordering::Relaxed) - before;
+    let held = alloc::live() - before;
     (held, dir, input)
 }
 

@@ -8,15 +8,13 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use smdebug_core::{Hook, Mode, SaveConfig};
+use smdebug_core::Mode;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
-use smdebug_io::writer::Writer;
 use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler, system_file_key};
@@ -24,6 +22,8 @@ use smdebug_report::{
     LoadOptions, ReportInput, RuleFile, SECTIONS, write_report_to, write_rule_files_to,
 };
 use smdebug_rules::{RuleInput, RuleStatus, Status};
+use smdebug_testkit::chromium;
+use smdebug_testkit::runs::every_step_hook;
 
 fn shared_trace(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -70,11 +70,7 @@ fn record_run(run: &Path) {
         std::sync::Arc::new(LocalStorage::new(run).unwrap()),
     )
     .unwrap();
-    let writer = Writer::open(run.to_str().unwrap()).unwrap();
-    let mut hook = Hook::builder()
-        .save_config(SaveConfig::every(1))
-        .build(writer)
-        .unwrap();
+    let mut hook = every_step_hook(run);
     let start = now_s();
     thread::sleep(Duration::from_millis(250)); // initialization
     let mut sink = 0u64;
@@ -241,49 +237,6 @@ fn selfcheck(dom: &str) -> Value {
     serde_json::from_str(&raw).unwrap_or_else(|e| panic!("bad self-check JSON {raw}: {e}"))
 }
 
-fn chromium() -> Option<PathBuf> {
-    let path = PathBuf::from("/usr/bin/chromium");
-    if path.exists() {
-        return Some(path);
-    }
-    if std::env::var("SMDEBUG_SKIP_BROWSER").as_deref() == Ok("1") {
-        eprintln!("SMDEBUG_SKIP_BROWSER=1: skipping the browser checks");
-        return None;
-    }
-    panic!(
-        "/usr/bin/chromium is missing: install it with `apt-get install -y chromium`, or set \
-         SMDEBUG_SKIP_BROWSER=1 to skip the browser checks"
-    );
-}
-
-fn run_chromium(browser: &Path, profile: &Path, args: &[String]) -> (String, String) {
-    let output = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-default-apps",
-            "--disable-sync",
-            "--no-first-run",
-            "--enable-logging=stderr",
-            "--virtual-time-budget=10000",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", browser.display()));
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(
-        output.status.success(),
-        "chromium failed ({}): {stderr}",
-        output.status
-    );
-    (stdout, stderr)
-}
-
 /// Every URL-ish thing in the page: only the SVG and XHTML namespaces may appear.
 /// The HTML of one section, from its opening tag to its end.
 fn section<'h>(html: &'h str, id: &str) -> &'h str {
@@ -403,9 +356,11 @@ fn report_renders_every_section_and_chart_in_chromium() {
     fs::create_dir_all(&artifacts).unwrap();
     fs::copy(&html_path, artifacts.join("profiler-report.html")).unwrap();
 
-    let Some(browser) = chromium() else { return };
+    let Some(browser) = chromium::binary() else {
+        return;
+    };
     let url = format!("file://{}", html_path.display());
-    let (dom, stderr) = run_chromium(
+    let (dom, stderr) = chromium::run_headless(
         &browser,
         &dir.path().join("profile-dom"),
         &["--dump-dom".into(), url.clone()],
@@ -439,7 +394,7 @@ fn report_renders_every_section_and_chart_in_chromium() {
 
     let shot = artifacts.join("profiler-report.png");
     let _ = fs::remove_file(&shot);
-    run_chromium(
+    chromium::run_headless(
         &browser,
         &dir.path().join("profile-shot"),
         &[

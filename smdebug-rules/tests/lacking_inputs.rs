@@ -14,30 +14,20 @@ use smdebug_core::{Hook, HookBuilder, HookConfig, Mode, SaveConfig, TensorView};
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_io::trial::Trial;
-use smdebug_io::writer::{OverflowPolicy, Writer};
 use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, SystemSample, system_file_key};
 use smdebug_rules::{RuleRunner, RuleSpec, RuleStatus, Status, Summary, capture_requests};
+use smdebug_testkit::runs::blocking_hook;
 use tempfile::TempDir;
 
 // ---------------------------------------------------------------------------------------------
 // Writing runs
 
-/// A hook over a writer into `dir` that waits for room rather than drop a step.
-fn hook_in(dir: &Path, builder: HookBuilder) -> Hook {
-    let storage: std::sync::Arc<dyn Storage> = std::sync::Arc::new(LocalStorage::new(dir).unwrap());
-    let writer = Writer::builder(storage)
-        .overflow(OverflowPolicy::Block)
-        .build()
-        .unwrap();
-    builder.build(writer).unwrap()
-}
-
 /// A run written by a hook saving every step, in TRAIN mode: `body` saves and steps, the run is
 /// closed after.
 fn tensor_run(body: impl FnOnce(&mut Hook)) -> TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let mut hook = hook_in(
+    let mut hook = blocking_hook(
         dir.path(),
         Hook::builder().save_config(SaveConfig::every(1)),
     );
@@ -714,7 +704,7 @@ fn dead_relu_under_a_hook_config_listing_collections_says_it_judged_one_step() {
         builder = builder.capture(request);
     }
     let run = dir.path().join("run");
-    let mut hook = hook_in(&run, builder);
+    let mut hook = blocking_hook(&run, builder);
     for s in 0..30 {
         hook.save_scalar("loss", 1.0 / (s + 1) as f64, &["losses"]);
         save(&mut hook, "fc1.weight", &ALIVE, &[4, 3], "weights");

@@ -14,17 +14,15 @@ use smdebug_rules::{
     Error, LookBack, Needs, Result, Rule, RuleResult, RuleRunner, RuleSpec, Status, TensorRule,
     TensorSelection,
 };
+use smdebug_testkit::runs::write_finished_run;
 
 const STEPS: u64 = 3_000;
 
 /// A finished run of `STEPS` TRAIN steps, `loss` = 1000 − the step / 10 (falling).
 fn write_run(run: &Path) {
-    for s in 0..STEPS {
-        let loss = scalar("loss", 1000.0 - s as f32 / 10.0);
-        write_step(run, s, "worker_0", Mode::Train, s, &[loss]);
-    }
-    write_collections(run, "worker_0", 1);
-    std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
+    write_finished_run(run, STEPS, |s| {
+        vec![scalar("loss", 1000.0 - s as f32 / 10.0)]
+    });
 }
 
 fn loss_at(step: u64) -> f64 {

@@ -5,17 +5,14 @@
 //! peak and after. One test in this binary: the counter is the process's.
 
 use std::path::Path;
-use std::sync::atomic::Ordering;
 
-use smdebug_core::Mode;
-use smdebug_io::crafted::{scalar, write_collections, write_step};
-use smdebug_io::format::layout;
+use smdebug_io::crafted::scalar;
 use smdebug_rules::{RuleRunner, RuleSpec, Status};
+use smdebug_testkit::alloc;
+use smdebug_testkit::runs::write_finished_run;
 
-#[path = "../../smdebug-io/tests/support/counting_alloc.rs"]
-mod counting_alloc;
-
-use counting_alloc::{LIVE, PEAK};
+#[global_allocator]
+static ALLOCATOR: alloc::Counting = alloc::Counting;
 
 /// Scalars a step, as in the synthetic benchmark run (`smdebug-serve/examples/synthetic_run`):
 /// a loss and 49 others.
@@ -29,21 +26,19 @@ const READ_AHEAD: u64 = 100;
 /// `TENSORS - 1` other scalars.
 fn write_run(run: &Path, steps: u64) {
     let names: Vec<String> = (1..TENSORS).map(|i| format!("layer{i:02}/value")).collect();
-    for s in 0..steps {
+    write_finished_run(run, steps, |s| {
         let mut records = vec![scalar("loss", 1000.0 - 0.2 * s as f32)];
         records.extend(names.iter().map(|n| scalar(n, 1.0 + s as f32)));
-        write_step(run, s, "worker_0", Mode::Train, s, &records);
-    }
-    write_collections(run, "worker_0", 1);
-    std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
+        records
+    });
 }
 
 /// Bytes a runner of LossNotDecreasing, Overtraining and ExplodingTensor holds at its peak
 /// while it evaluates the run at `run`, and after (the runner still alive), over what the
 /// process held before.
 fn bytes_evaluating(run: &Path, steps: u64) -> (isize, isize) {
-    let before = LIVE.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
+    let before = alloc::live();
+    alloc::reset_peak();
     let mut runner = RuleRunner::builder(run.to_str().unwrap())
         .write_into_run(false)
         .index_read_ahead(READ_AHEAD)
@@ -64,8 +59,8 @@ fn bytes_evaluating(run: &Path, steps: u64) -> (isize, isize) {
         steps * TENSORS as u64
     );
     drop(summary);
-    let held = LIVE.load(Ordering::Relaxed) - before;
-    let peak = PEAK.load(Ordering::Relaxed) - before;
+    let held = alloc::live() - before;
+    let peak = alloc::peak() - before;
     // The trial still answers about the last step, with its value exact.
     let trial = runner.trial().unwrap();
     let last = trial

@@ -13,14 +13,11 @@
 //!
 //! Each of the `RUNS` (default 3) loads use a new Chromium profile (no cache).
 
-#[path = "../tests/support/cdp.rs"]
-mod cdp;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cdp::{Browser, Cdp};
 use serde_json::{Value, json};
+use smdebug_testkit::chromium::{Browser, Cdp};
 
 /// One load of `url` in a fresh Chromium profile: the page's first meaningful paint and what
 /// it reported with it.

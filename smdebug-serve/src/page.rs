@@ -7,8 +7,9 @@ pub const PAGE: usize = 64;
 /// Series sent per request at most.
 pub const PAGE_MAX: usize = 256;
 
-/// A page of series: `offset` and `limit` (at most [`PAGE_MAX`]).
-#[derive(Clone, Copy, Debug, Default)]
+/// A page of series: `offset` and `limit` (at most [`PAGE_MAX`]), from the query string.
+#[derive(Clone, Copy, Debug, Default, serde::Deserialize)]
+#[serde(default)]
 pub struct Page {
     /// The first series sent.
     pub offset: usize,

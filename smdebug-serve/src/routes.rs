@@ -16,6 +16,7 @@ use smdebug_profiler::follow::DataArea;
 use crate::api::{self, Window};
 use crate::code::{self, CodeFile};
 use crate::guard;
+use crate::page::Page;
 use crate::run::Run;
 use crate::series::{ApiError, Kineto, KinetoRank, StopWritten};
 use crate::state::{AppState, Shared};
@@ -143,29 +144,15 @@ async fn overview(State(state): State<Shared>, UrlPath(id): UrlPath<usize>) -> R
     }
 }
 
-#[derive(Deserialize)]
-struct SystemQuery {
-    from: Option<f64>,
-    to: Option<f64>,
-    points: Option<usize>,
-    offset: Option<usize>,
-    limit: Option<usize>,
-}
-
+// A handler takes the window (`from`, `to`, `points`) and the page (`offset`, `limit`) as
+// extractors of their own, each reading its fields from the same query string: serde's
+// `flatten` would hand the query-string deserializer strings where numbers are wanted.
 async fn system(
     State(state): State<Shared>,
     UrlPath(id): UrlPath<usize>,
-    Query(q): Query<SystemQuery>,
+    Query(window): Query<Window>,
+    Query(page): Query<Page>,
 ) -> Response {
-    let window = Window {
-        from: q.from,
-        to: q.to,
-        points: q.points,
-    };
-    let page = crate::page::Page {
-        offset: q.offset.unwrap_or(0),
-        limit: q.limit,
-    };
     match find_run(&state, id) {
         Ok(run) => axum::Json(system::system(&run, &window, page)).into_response(),
         Err(e) => *e,
@@ -174,29 +161,21 @@ async fn system(
 
 #[derive(Deserialize)]
 struct SpansQuery {
-    from: Option<f64>,
-    to: Option<f64>,
-    points: Option<usize>,
     #[serde(default)]
     last: bool,
-    offset: Option<usize>,
-    limit: Option<usize>,
 }
 
 async fn spans(
     State(state): State<Shared>,
     UrlPath(id): UrlPath<usize>,
+    Query(window): Query<Window>,
+    Query(page): Query<Page>,
     Query(q): Query<SpansQuery>,
 ) -> Response {
-    let window = Window {
-        from: q.from,
-        to: q.to,
-        points: q.points,
-    };
     let rows = api::SpanRows {
         from_end: q.last,
-        offset: q.offset.unwrap_or(0),
-        limit: q.limit,
+        offset: page.offset,
+        limit: page.limit,
     };
     match find_run(&state, id) {
         Ok(run) => axum::Json(api::spans(&run, &window, rows)).into_response(),
@@ -204,62 +183,39 @@ async fn spans(
     }
 }
 
-// Query structs list the window's fields themselves: serde's `flatten` hands the
-// query-string deserializer strings where numbers are wanted.
 #[derive(Deserialize)]
 struct StepsQuery {
-    from: Option<f64>,
-    to: Option<f64>,
-    points: Option<usize>,
     last: Option<usize>,
 }
 
 async fn steps(
     State(state): State<Shared>,
     UrlPath(id): UrlPath<usize>,
+    Query(window): Query<Window>,
     Query(q): Query<StepsQuery>,
 ) -> Response {
     match find_run(&state, id) {
-        Ok(run) => {
-            let window = Window {
-                from: q.from,
-                to: q.to,
-                points: q.points,
-            };
-            axum::Json(api::steps(&run, &window, q.last.unwrap_or(30))).into_response()
-        }
+        Ok(run) => axum::Json(api::steps(&run, &window, q.last.unwrap_or(30))).into_response(),
         Err(e) => *e,
     }
 }
 
 #[derive(Deserialize)]
 struct ScalarQuery {
-    from: Option<f64>,
-    to: Option<f64>,
-    points: Option<usize>,
     regex: Option<String>,
     smoothing: Option<f64>,
-    offset: Option<usize>,
-    limit: Option<usize>,
 }
 
 async fn scalars(
     State(state): State<Shared>,
     UrlPath(id): UrlPath<usize>,
+    Query(window): Query<Window>,
+    Query(page): Query<Page>,
     Query(q): Query<ScalarQuery>,
 ) -> Response {
     let run = match find_run(&state, id) {
         Ok(r) => r,
         Err(e) => return *e,
-    };
-    let window = Window {
-        from: q.from,
-        to: q.to,
-        points: q.points,
-    };
-    let page = crate::page::Page {
-        offset: q.offset.unwrap_or(0),
-        limit: q.limit,
     };
     let smoothing = match crate::downsample::smoothing_weight(q.smoothing) {
         Ok(w) => w,

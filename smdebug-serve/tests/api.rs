@@ -746,8 +746,7 @@ fn an_s3_run_is_followed_live() {
 /// with a step span each and `tensors` scalars a step written by the hook and writer, an eval
 /// step every 500. Returns the number of scalar values written.
 fn write_large_run(dir: &Path, steps: u64, tensors: usize) -> usize {
-    use smdebug_core::{Hook, Mode, SaveConfig};
-    use smdebug_io::writer::{OverflowPolicy, Writer};
+    use smdebug_core::Mode;
     use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
     use smdebug_profiler::system::NodeId;
     use std::time::UNIX_EPOCH;
@@ -774,14 +773,7 @@ fn write_large_run(dir: &Path, steps: u64, tensors: usize) -> usize {
         );
     }
     guard.finish().unwrap();
-    let writer = Writer::builder(Arc::clone(&storage))
-        .overflow(OverflowPolicy::Block)
-        .build()
-        .unwrap();
-    let mut hook = Hook::builder()
-        .save_config(SaveConfig::every(1))
-        .build(writer)
-        .unwrap();
+    let mut hook = smdebug_testkit::runs::every_step_hook(dir);
     let mut written = 0;
     for step in 0..steps {
         let mode = if step % 500 == 499 {

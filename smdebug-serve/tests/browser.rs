@@ -26,7 +26,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use smdebug_io::storage::LocalStorage;
 use smdebug_serve::{ServeOptions, Server};
-use support::chromium;
+use smdebug_testkit::chromium;
 use support::{HOSTILE_NAME, JobConfig, start_job};
 
 fn shared_trace(name: &str) -> PathBuf {
@@ -231,19 +231,7 @@ fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
         rect[3].as_f64().unwrap(),
     );
     let (x0, x1, ym) = (x + w * 0.4, x + w * 0.6, y + h / 2.0);
-    for (kind, at) in [
-        ("mouseMoved", x0),
-        ("mousePressed", x0),
-        ("mouseMoved", (x0 + x1) / 2.0),
-        ("mouseMoved", x1),
-        ("mouseReleased", x1),
-    ] {
-        cdp.call(
-            "Input.dispatchMouseEvent",
-            json!({"type": kind, "x": at, "y": ym, "button": "left", "clickCount": 1,
-                   "buttons": if kind == "mouseReleased" { 0 } else { 1 }}),
-        );
-    }
+    cdp.drag(ym, x0, x1);
     cdp.wait(Duration::from_secs(20), "the zoomed views", |c| {
         let s = c.status();
         s["zoom"].is_array()

@@ -15,7 +15,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use smdebug_io::storage::LocalStorage;
 use smdebug_serve::{ServeOptions, Server};
-use support::{JobConfig, chromium, start_job};
+use smdebug_testkit::chromium;
+use support::{JobConfig, start_job};
 
 /// A finished run written by the support job, with StepOutlier's and LowGPUUtilization's
 /// statuses in it.
@@ -40,7 +41,7 @@ fn run_with_rules(dir: &Path, name: &str, steps: u64, slow_steps: Vec<u64>) -> S
     location
 }
 
-fn series(cdp: &mut support::cdp::Cdp) -> Value {
+fn series(cdp: &mut smdebug_testkit::chromium::Cdp) -> Value {
     cdp.eval(
         "Object.fromEntries([...document.querySelectorAll('#compare-charts [data-chart]')]\
            .map(e => [e.dataset.chart, [Number(e.dataset.series), e.dataset.runs]]))",

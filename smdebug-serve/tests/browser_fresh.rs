@@ -11,10 +11,10 @@ mod support;
 
 use std::time::Duration;
 
-use base64::Engine;
 use serde_json::json;
 use smdebug_serve::{ServeOptions, Server};
-use support::{chromium, spawn_child_job};
+use smdebug_testkit::chromium;
+use support::spawn_child_job;
 
 /// The child process of the test below (returns at once when run as a test).
 #[test]
@@ -97,13 +97,7 @@ fn a_killed_job_turns_crashed_and_a_stopped_server_disconnected_without_a_reload
         more.as_str().unwrap().contains("not marked finished"),
         "{more}"
     );
-    let shot = cdp.call(
-        "Page.captureScreenshot",
-        json!({"format": "png", "captureBeyondViewport": false}),
-    );
-    let png = base64::engine::general_purpose::STANDARD
-        .decode(shot["data"].as_str().unwrap())
-        .unwrap();
+    let png = cdp.png(false);
     let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve_fresh");
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("crashed.png"), &png).unwrap();
@@ -134,12 +128,6 @@ fn a_killed_job_turns_crashed_and_a_stopped_server_disconnected_without_a_reload
         "disconnected"
     );
     assert_eq!(cdp.eval("window.notReloaded === true"), true);
-    let shot = cdp.call(
-        "Page.captureScreenshot",
-        json!({"format": "png", "captureBeyondViewport": false}),
-    );
-    let png = base64::engine::general_purpose::STANDARD
-        .decode(shot["data"].as_str().unwrap())
-        .unwrap();
+    let png = cdp.png(false);
     std::fs::write(out.join("disconnected.png"), &png).unwrap();
 }

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use smdebug_io::storage::LocalStorage;
 use smdebug_rules::{RuleRunner, RuleSpec};
 use smdebug_serve::{ServeOptions, Server};
-use support::chromium;
+use smdebug_testkit::chromium;
 use support::{JobConfig, start_job};
 
 /// Bytes the page received per whole second of the DevTools clock, from the network events:
@@ -188,12 +188,7 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
     );
     let artifacts = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("serve_summary");
     std::fs::create_dir_all(&artifacts).unwrap();
-    let shot = cdp.call("Page.captureScreenshot", json!({"format": "png"}));
-    use base64::Engine;
-    let png = base64::engine::general_purpose::STANDARD
-        .decode(shot["data"].as_str().unwrap())
-        .unwrap();
-    std::fs::write(artifacts.join("first-screen.png"), png).unwrap();
+    std::fs::write(artifacts.join("first-screen.png"), cdp.png(false)).unwrap();
 
     // Text selected in a rule is still selected after live updates.
     let before = cdp.eval(
@@ -321,14 +316,7 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
         "(() => { const s = document.getElementById('scalar-axis'); s.value = 'step'; \
            s.dispatchEvent(new Event('input')); })()",
     );
-    let shot = cdp.call("Page.captureScreenshot", json!({"format": "png"}));
-    std::fs::write(
-        artifacts.join("scalars.png"),
-        base64::engine::general_purpose::STANDARD
-            .decode(shot["data"].as_str().unwrap())
-            .unwrap(),
-    )
-    .unwrap();
+    std::fs::write(artifacts.join("scalars.png"), cdp.png(false)).unwrap();
     // The comparison of runs: a row per run with its issue count.
     cdp.eval("location.hash = '#/run/0/compare'");
     cdp.wait(Duration::from_secs(30), "the comparison", |c| {

@@ -12,18 +12,15 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use smdebug_core::{Hook, Mode, SaveConfig};
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
+use smdebug_core::Mode;
 use smdebug_io::trial::Trial;
-use smdebug_io::writer::{OverflowPolicy, Writer};
 use smdebug_serve::{ServeOptions, Server};
-use support::cdp::Cdp;
-use support::chromium;
+use smdebug_testkit::chromium;
+use smdebug_testkit::chromium::Cdp;
+use smdebug_testkit::runs::every_step_hook;
 
 /// Global steps written (and an EVAL step after the last): more than a chart's points.
 const STEPS: u64 = 6_000;
@@ -42,15 +39,7 @@ fn is_eval(step: u64) -> bool {
 /// The run, written by smdebug's hook and writer: `loss` every step (TRAIN, and EVAL every
 /// tenth), and `accuracy` every TRAIN step.
 fn write_run(dir: &Path) {
-    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir).unwrap());
-    let writer = Writer::builder(Arc::clone(&storage))
-        .overflow(OverflowPolicy::Block)
-        .build()
-        .unwrap();
-    let mut hook = Hook::builder()
-        .save_config(SaveConfig::every(1))
-        .build(writer)
-        .unwrap();
+    let mut hook = every_step_hook(dir);
     let mut step = 0;
     while step < STEPS {
         hook.set_mode(Mode::Train);
@@ -130,19 +119,7 @@ fn drag(cdp: &mut Cdp, key: &str, from: f64, to: f64) {
         .collect();
     let px = |step: f64| r[0] + (step - lo) / (hi - lo) * r[2];
     let (x0, x1, y) = (px(from), px(to), r[1] + r[3] / 2.0);
-    for (kind, at) in [
-        ("mouseMoved", x0),
-        ("mousePressed", x0),
-        ("mouseMoved", (x0 + x1) / 2.0),
-        ("mouseMoved", x1),
-        ("mouseReleased", x1),
-    ] {
-        cdp.call(
-            "Input.dispatchMouseEvent",
-            json!({"type": kind, "x": at, "y": y, "button": "left", "clickCount": 1,
-                   "buttons": if kind == "mouseReleased" { 0 } else { 1 }}),
-        );
-    }
+    cdp.drag(y, x0, x1);
 }
 
 /// A double-click on chart `key` (uPlot's "everything again").

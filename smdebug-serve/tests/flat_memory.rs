@@ -7,57 +7,16 @@
 
 mod support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use smdebug_core::{Hook, Mode, SaveConfig};
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
-use smdebug_io::writer::{OverflowPolicy, Writer};
+use smdebug_core::Mode;
 use smdebug_serve::{ServeOptions, Server};
+use smdebug_testkit::alloc;
+use smdebug_testkit::runs::every_step_hook;
 use support::{get_json, wait_for, wait_until};
 
-/// Bytes allocated and not freed, by every thread of this process.
-static LIVE: AtomicI64 = AtomicI64::new(0);
-
-struct Counting;
-
-// SAFETY: every call is passed to the system allocator unchanged; only a counter is added.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            LIVE.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
-        }
-        p
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: alloc::Counting = alloc::Counting;
 
 const SCALARS: usize = 40;
 const N: u64 = 1_500;
@@ -65,15 +24,7 @@ const N: u64 = 1_500;
 /// A run of `steps` steps of [`SCALARS`] scalars, and an eval loss every 10 steps, written by
 /// the real hook and writer.
 fn write_run(dir: &std::path::Path, steps: u64) {
-    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir).unwrap());
-    let writer = Writer::builder(Arc::clone(&storage))
-        .overflow(OverflowPolicy::Block)
-        .build()
-        .unwrap();
-    let mut hook = Hook::builder()
-        .save_config(SaveConfig::every(1))
-        .build(writer)
-        .unwrap();
+    let mut hook = every_step_hook(dir);
     let names: Vec<String> = (0..SCALARS).map(|i| format!("metric_{i:02}")).collect();
     for step in 0..steps {
         hook.set_mode(Mode::Train);
@@ -94,7 +45,7 @@ fn write_run(dir: &std::path::Path, steps: u64) {
 /// Live bytes once a server has read the run at `dir` (and answered its overview and a zoom),
 /// less the live bytes before it started, and how many scalar values it read.
 fn served_bytes(dir: &std::path::Path, steps: u64) -> (i64, u64) {
-    let before = LIVE.load(Ordering::SeqCst);
+    let before = alloc::live() as i64;
     let mut options = ServeOptions::new(vec![dir.to_str().unwrap().to_owned()]);
     options.read_only = true;
     let server = Server::start(options).unwrap();
@@ -120,7 +71,7 @@ fn served_bytes(dir: &std::path::Path, steps: u64) -> (i64, u64) {
         "three more follower passes",
         || server.follower_passes() >= passes + 3,
     );
-    let held = LIVE.load(Ordering::SeqCst) - before;
+    let held = alloc::live() as i64 - before;
     server.shutdown();
     (held, values)
 }

@@ -5,16 +5,15 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
+use smdebug_core::{Mode, TensorView};
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
-use smdebug_io::writer::{OverflowPolicy, Writer};
 use smdebug_profiler::system::system_file_key;
 use smdebug_serve::{ServeOptions, Server};
+use smdebug_testkit::runs::every_step_hook;
 use support::{client, get_json, wait_for};
 
 const STEPS: u64 = 12_000;
@@ -42,16 +41,7 @@ fn reset_peak() {
 /// A run written by the real hook and writer: 12,000 steps of 25 scalars (300,000 values), a
 /// 64×64 weight every 100 steps, an eval loss every 10 steps, and 200,000 system samples.
 fn write_run(dir: &std::path::Path) {
-    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir).unwrap());
-    // Every step on disk: the writer waits for room instead of dropping.
-    let writer = Writer::builder(Arc::clone(&storage))
-        .overflow(OverflowPolicy::Block)
-        .build()
-        .unwrap();
-    let mut hook = Hook::builder()
-        .save_config(SaveConfig::every(1))
-        .build(writer)
-        .unwrap();
+    let mut hook = every_step_hook(dir);
     let names: Vec<String> = (0..SCALARS).map(|i| format!("metric_{i:02}")).collect();
     for step in 0..STEPS {
         hook.set_mode(Mode::Train);
@@ -77,6 +67,7 @@ fn write_run(dir: &std::path::Path) {
         }
     }
     hook.close();
+    let storage = LocalStorage::new(dir).unwrap();
     let start = 1_700_000_000u64;
     for minute in 0..4u64 {
         let mut text = String::new();

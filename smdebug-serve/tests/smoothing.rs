@@ -11,18 +11,17 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use smdebug_core::{Hook, Mode, SaveConfig};
+use smdebug_core::Mode;
 use smdebug_io::format::record::{PayloadCrcPolicy, RecordIter};
 use smdebug_io::format::tensor::decode_tensor_event;
-use smdebug_io::storage::LocalStorage;
 use smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES;
-use smdebug_io::writer::{OverflowPolicy, Writer};
 use smdebug_serve::{ServeOptions, Server};
-use support::{chromium, get_json, wait_for};
+use smdebug_testkit::chromium;
+use smdebug_testkit::runs::every_step_hook;
+use support::{get_json, wait_for};
 
 /// The step whose TRAIN loss is a spike.
 const SPIKE_STEP: u64 = 4_321;
@@ -46,15 +45,7 @@ fn loss_at(step: u64) -> f64 {
 /// Writes `steps` steps of `loss` through the hook and writer: TRAIN, with an EVAL step every
 /// 50. Returns the values written.
 fn write_run(dir: &Path, steps: u64) -> usize {
-    let storage = Arc::new(LocalStorage::new(dir).unwrap());
-    let writer = Writer::builder(storage)
-        .overflow(OverflowPolicy::Block)
-        .build()
-        .unwrap();
-    let mut hook = Hook::builder()
-        .save_config(SaveConfig::every(1))
-        .build(writer)
-        .unwrap();
+    let mut hook = every_step_hook(dir);
     for step in 0..steps {
         hook.set_mode(if step % 50 == 49 {
             Mode::Eval
@@ -349,16 +340,9 @@ fn a_live_runs_loss_chart_is_bucketed_as_a_loaded_one_in_chromium() {
     let url = server.url().trim_end_matches('/').to_owned();
     // The job: 5,000 TRAIN steps with a spike, a few milliseconds apart, while the page is open.
     let steps = 5_000u64;
-    let storage = Arc::new(LocalStorage::new(&run).unwrap());
+    let job_run = run.clone();
     let job = std::thread::spawn(move || {
-        let writer = Writer::builder(storage)
-            .overflow(OverflowPolicy::Block)
-            .build()
-            .unwrap();
-        let mut hook = Hook::builder()
-            .save_config(SaveConfig::every(1))
-            .build(writer)
-            .unwrap();
+        let mut hook = every_step_hook(&job_run);
         for step in 0..steps {
             hook.save_scalar("loss", loss_at(step), &["losses"]);
             hook.step();

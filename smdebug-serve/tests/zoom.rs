@@ -6,16 +6,13 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use smdebug_core::{Hook, Mode, SaveConfig};
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
+use smdebug_core::Mode;
 use smdebug_io::trial::Trial;
-use smdebug_io::writer::{OverflowPolicy, Writer};
 use smdebug_serve::{ServeOptions, Server};
+use smdebug_testkit::runs::every_step_hook;
 use support::{get_json, wait_for};
 
 const STEPS: u64 = 6_000;
@@ -32,15 +29,7 @@ fn value(i: usize, step: u64) -> f64 {
 }
 
 fn write_run(dir: &std::path::Path) {
-    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir).unwrap());
-    let writer = Writer::builder(Arc::clone(&storage))
-        .overflow(OverflowPolicy::Block)
-        .build()
-        .unwrap();
-    let mut hook = Hook::builder()
-        .save_config(SaveConfig::every(1))
-        .build(writer)
-        .unwrap();
+    let mut hook = every_step_hook(dir);
     let names = ["loss", "metric_a"];
     let mut step = 0;
     while step < STEPS {

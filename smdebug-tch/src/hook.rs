@@ -5,7 +5,7 @@
 use smdebug_core::adapter::{AdapterHook, Due};
 use smdebug_core::collection::{GRADIENT_PREFIX, parameter_collection};
 use smdebug_core::phase::Phase;
-use smdebug_core::{Capture, Hook, HookBuilder, Mode, Sink};
+use smdebug_core::{HookBuilder, Sink};
 use tch::Tensor;
 use tch::nn::VarStore;
 
@@ -22,7 +22,7 @@ use crate::output::{Recorded, RecordedT, TimedModel, TimedModelT};
 /// [`save_parameters`](Self::save_parameters), [`save_gradients`](Self::save_gradients),
 /// [`wrap`](Self::wrap), [`wrap_t`](Self::wrap_t), [`wrap_model`](Self::wrap_model),
 /// [`wrap_model_t`](Self::wrap_model_t) and [`backward`](Self::backward). A session drives it
-/// through [`Capture`]. Errors are returned to the caller and leave the hook usable; nothing
+/// through [`Capture`](smdebug_core::Capture). Errors are returned to the caller and leave the hook usable; nothing
 /// here panics.
 ///
 /// With a timeline (`HookBuilder::timeline`), the loop's spans need no timing code: the step
@@ -126,26 +126,4 @@ fn sorted(vs: &VarStore) -> Vec<(String, Tensor)> {
     let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
     vars.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     vars
-}
-
-/// What a session drives: the step boundary, mode switches and the end of the run, through the
-/// kit's [`AdapterHook`].
-impl Capture for TchHook {
-    type Error = Error;
-
-    fn core(&self) -> &Hook {
-        self.0.hook()
-    }
-
-    fn end_step(&mut self) -> Result<()> {
-        self.0.step()
-    }
-
-    fn switch_mode(&mut self, mode: Mode) -> Result<()> {
-        self.0.set_mode(mode)
-    }
-
-    fn close_run(&mut self) -> Result<()> {
-        self.0.close()
-    }
 }

@@ -7,7 +7,6 @@
 //! the counter is the process's.
 
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use smdebug::prelude::*;
@@ -15,11 +14,10 @@ use smdebug::profiler::spans::SpanConfig;
 use smdebug::profiler::system::SamplerConfig;
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::{TrainConfig, train_in_session};
+use smdebug_testkit::alloc;
 
-#[path = "../../smdebug-io/tests/support/counting_alloc.rs"]
-mod counting_alloc;
-
-use counting_alloc::{LIVE, PEAK};
+#[global_allocator]
+static ALLOCATOR: alloc::Counting = alloc::Counting;
 
 const MIB: isize = 1 << 20;
 
@@ -61,7 +59,7 @@ fn settled_over(base: isize) -> isize {
         .map(|_| {
             // Not a wait on one event: readings spread in time, the least of which is kept.
             std::thread::sleep(Duration::from_millis(400));
-            LIVE.load(Ordering::Relaxed) - base
+            alloc::live() - base
         })
         .min()
         .unwrap()
@@ -78,7 +76,7 @@ fn a_session_holds_the_same_bytes_after_four_times_as_many_steps() {
 
     // Without a code window the code profiler's sampler is never readied: pprof-rs's table
     // (4,096 × 4 stacks of 128 frames, 45 MB counted here when readied) is not allocated.
-    let base = LIVE.load(Ordering::Relaxed);
+    let base = alloc::live();
     let mut quiet = session(&dir.path().join("no-window"), false);
     train_in_session(&epochs(1), &train, &eval, &mut quiet);
     let without_window = settled_over(base);
@@ -93,14 +91,14 @@ fn a_session_holds_the_same_bytes_after_four_times_as_many_steps() {
     );
 
     // Everything on, a code window at steps 5 to 9: N steps, then 3N more.
-    let base = LIVE.load(Ordering::Relaxed);
+    let base = alloc::live();
     let mut s = session(&dir.path().join("run"), true);
     let first = train_in_session(&epochs(10), &train, &eval, &mut s);
     let held_n = settled_over(base);
-    PEAK.store(LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
+    alloc::reset_peak();
     let more = train_in_session(&epochs(30), &train, &eval, &mut s);
     let held_4n = settled_over(base);
-    let peak_4n = PEAK.load(Ordering::Relaxed) - base;
+    let peak_4n = alloc::peak() - base;
     let steps = s.hook().global_step();
     let summary = s.finish().unwrap();
     eprintln!(

@@ -7,9 +7,9 @@
 /// Gives an adapter hook that is a newtype over [`AdapterHook<F>`](crate::adapter::AdapterHook)
 /// (`struct MyHook(AdapterHook<F>)`) the calls every adapter shares, as inherent methods, and
 /// `AsRef`/`AsMut` to the kit (what code generic over adapters, such as the conformance suite,
-/// goes through): `adapter`/`adapter_mut` (the kit itself, for what an adapter
-/// author needs: `due`, `record`, `module_probe`), `hook`, `hook_mut`, `stop_signal`,
-/// `stop_requested`, `is_due`, `anything_due`, `save_metric`, `save_scalar`, `probe`,
+/// goes through) and [`Capture`](crate::Capture) (what a session drives, forwarded to the kit).
+/// The methods: `adapter`/`adapter_mut` (the kit itself, for what an adapter author needs:
+/// `due`, `record`, `module_probe`), `hook`, `hook_mut`, `stop_signal`, `stop_requested`, `is_due`, `anything_due`, `save_metric`, `save_scalar`, `probe`,
 /// `timeline`, `data`, `forward`, `optimizer`, `scope`, `set_mode`, `step` and `close`.
 ///
 /// `adapter_hook_methods!(MyHook, F)` defines those; `adapter_hook_methods!(MyHook, F, tensors)` also
@@ -80,6 +80,28 @@ macro_rules! adapter_hook_methods {
         impl ::std::convert::AsMut<$crate::adapter::AdapterHook<$framework>> for $hook {
             fn as_mut(&mut self) -> &mut $crate::adapter::AdapterHook<$framework> {
                 &mut self.0
+            }
+        }
+
+        /// What a session drives: the step boundary, mode switches and the end of the run,
+        /// through the adapter kit underneath.
+        impl $crate::Capture for $hook {
+            type Error = <$framework as $crate::adapter::Framework>::Error;
+
+            fn core(&self) -> &$crate::Hook {
+                self.0.hook()
+            }
+
+            fn end_step(&mut self) -> ::std::result::Result<(), Self::Error> {
+                $crate::Capture::end_step(&mut self.0)
+            }
+
+            fn switch_mode(&mut self, mode: $crate::Mode) -> ::std::result::Result<(), Self::Error> {
+                $crate::Capture::switch_mode(&mut self.0, mode)
+            }
+
+            fn close_run(&mut self) -> ::std::result::Result<(), Self::Error> {
+                $crate::Capture::close_run(&mut self.0)
             }
         }
     };

@@ -20,8 +20,8 @@ use super::proto::{
     tensor_shape_proto,
 };
 use super::tensor::{
-    DT_STRING, DecodeError, EventStamp, in_event, is_string_dtype, mode_metadata, parse_shape,
-    select_value, shape_proto, typed_field,
+    DT_STRING, DecodeError, EventStamp, ProtoHeader, in_event, is_string_dtype, mode_metadata,
+    parse_shape, select_value, shape_proto, typed_field,
 };
 use super::wire::Fields;
 
@@ -90,18 +90,15 @@ fn string_tensor_ref<'a>(
 ) -> Result<(Vec<usize>, Vec<&'a [u8]>), DecodeError> {
     let bad = |e: String| DecodeError::Malformed(format!("bad protobuf: {e}"));
     let named = |reason: String| DecodeError::Malformed(format!("tensor `{tag}`: {reason}"));
-    let (mut dtype, mut shape, mut count, mut held) = (0i32, None, 0u64, 0u64);
+    let mut header = ProtoHeader::default();
+    let (mut count, mut held) = (0u64, 0u64);
     // First pass: count and size the strings, allocating nothing.
     for field in Fields::new(bytes) {
         let (number, v) = field.map_err(bad)?;
+        if header.take(number, v, tag)? {
+            continue;
+        }
         match number {
-            1 => dtype = v.varint("TensorProto.dtype").map_err(bad)? as i32,
-            2 => {
-                let s = v.bytes("TensorProto.tensor_shape").map_err(bad)?;
-                if shape.replace(s).is_some() {
-                    return Err(named("its shape is given twice".to_string()));
-                }
-            }
             8 => {
                 let s = v.bytes("TensorProto.string_val").map_err(bad)?;
                 count += 1;
@@ -110,12 +107,13 @@ fn string_tensor_ref<'a>(
             n => typed_field(n, v).map_err(bad)?,
         }
     }
+    let dtype = header.dtype;
     if !is_string_dtype(dtype, count > 0) {
         return Err(named(format!(
             "TensorFlow dtype {dtype} is not a string dtype"
         )));
     }
-    let (dims, unknown_rank) = parse_shape(shape.unwrap_or_default())?;
+    let (dims, unknown_rank) = parse_shape(header.shape.unwrap_or_default())?;
     if unknown_rank {
         return Err(named("the tensor's rank is unknown".to_string()));
     }

@@ -94,14 +94,7 @@ fn decode_strings(
         PayloadCrcPolicy::AcceptBoth,
         budget.limit,
     )?;
-    if event.step != loc.step {
-        return Err(Error::WrongTensor {
-            path: loc.file.path().to_string(),
-            offset: loc.start,
-            expected: format!("`{name}` at step {}", loc.step),
-            found: format!("`{name}` at step {}", event.step),
-        });
-    }
+    check_step(loc, name, event.step)?;
     Ok(event.to_tensor())
 }
 
@@ -238,15 +231,22 @@ fn decode_with<T>(
         PayloadCrcPolicy::AcceptBoth,
         budget,
     )?;
-    if event.step != loc.step {
+    check_step(loc, name, event.step)?;
+    Ok(finish(bytes, event))
+}
+
+/// Refuses a record of tensor `name` whose step, `step`, is not the one the index gave for it
+/// at `loc`.
+fn check_step(loc: &Location, name: &str, step: u64) -> Result<()> {
+    if step != loc.step {
         return Err(Error::WrongTensor {
             path: loc.file.path().to_string(),
             offset: loc.start,
             expected: format!("`{name}` at step {}", loc.step),
-            found: format!("`{name}` at step {}", event.step),
+            found: format!("`{name}` at step {step}"),
         });
     }
-    Ok(finish(bytes, event))
+    Ok(())
 }
 
 /// Where the record at `loc` ends; refuses an index entry whose end overflows or whose record

@@ -4,7 +4,7 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
-use smdebug_core::config_keys::{KeySet, UnappliedKey, unapplied_keys};
+use smdebug_core::config_keys::{KeySet, UnappliedKey, json_kind, unapplied_keys};
 use smdebug_core::window::Window;
 
 use super::literal::parse_dict;
@@ -66,7 +66,7 @@ pub(crate) fn parse(text: &str) -> Result<ProfilerConfig, ProfilerError> {
                 None,
                 format!(
                     "the profiler configuration must be a JSON object, not {}",
-                    kind(other)
+                    json_kind(other)
                 ),
             ));
         }
@@ -98,7 +98,7 @@ pub(crate) fn parse(text: &str) -> Result<ProfilerConfig, ProfilerError> {
                 return Err(bad(
                     "ProfilingParameters",
                     Some(other),
-                    format!("expected an object, found {}", kind(other)),
+                    format!("expected an object, found {}", json_kind(other)),
                 ));
             }
         };
@@ -307,7 +307,7 @@ fn sub_config<'a>(v: &Value, key: &str) -> Result<Keys<'a>, ProfilerError> {
                 format!(
                     "expected a string holding a dict (`\"{{\\\"StartStep\\\": 5}}\"`) or an \
                      object, found {}",
-                    kind(other)
+                    json_kind(other)
                 ),
             ));
         }
@@ -393,23 +393,12 @@ fn bad(key: &str, value: Option<&Value>, reason: String) -> ProfilerError {
     }
 }
 
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
-
 fn text(v: &Value, key: &str) -> Result<String, ProfilerError> {
     v.as_str().map(str::to_string).ok_or_else(|| {
         bad(
             key,
             Some(v),
-            format!("expected a string, found {}", kind(v)),
+            format!("expected a string, found {}", json_kind(v)),
         )
     })
 }

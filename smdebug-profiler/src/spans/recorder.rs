@@ -408,14 +408,11 @@ impl SpanRecorder {
     /// queued; `false` means the queue was full or the writer stopped, and it was counted as
     /// dropped.
     pub fn end_span(&self, span: OpenSpan) -> bool {
-        let clock = &self.shared.clock;
-        let start_us = clock.epoch_us(span.started);
-        let end_us = clock.epoch_us(Instant::now());
-        self.enqueue(SpanEvent {
+        self.enqueue_measured(SpanRecord {
             phase: span.phase,
             name: span.name,
-            start_us,
-            dur_us: end_us - start_us,
+            start: span.started,
+            end: Instant::now(),
             step: span.step,
             args: span.args,
         })
@@ -437,6 +434,22 @@ impl SpanRecorder {
             dur_us: u64::try_from(duration.as_micros()).unwrap_or(u64::MAX),
             step,
             args: Vec::new(),
+        })
+    }
+
+    /// Queues a span measured on the monotonic clock (an end before its start gives a span of
+    /// no duration), placed in time by the recorder's clock.
+    fn enqueue_measured(&self, span: SpanRecord) -> bool {
+        let clock = &self.shared.clock;
+        let start_us = clock.epoch_us(span.start);
+        let end_us = clock.epoch_us(span.end).max(start_us);
+        self.enqueue(SpanEvent {
+            phase: span.phase,
+            name: span.name,
+            start_us,
+            dur_us: end_us - start_us,
+            step: span.step,
+            args: span.args,
         })
     }
 
@@ -502,17 +515,7 @@ impl SpanRecorder {
 /// windowed profiler of its own, so window changes need nothing from it.
 impl SpanSink for SpanRecorder {
     fn record(&self, span: SpanRecord) {
-        let clock = &self.shared.clock;
-        let start_us = clock.epoch_us(span.start);
-        let end_us = clock.epoch_us(span.end).max(start_us);
-        self.enqueue(SpanEvent {
-            phase: span.phase,
-            name: span.name,
-            start_us,
-            dur_us: end_us - start_us,
-            step: span.step,
-            args: span.args,
-        });
+        self.enqueue_measured(span);
     }
 
     fn window_changed(&self, _change: WindowChange) {}

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use smdebug_core::Mode;
 use smdebug_profiler::digest::{StepDigest, StepKey};
-use smdebug_profiler::stats::Sketch;
+use smdebug_profiler::stats::{Sketch, Summary};
 use smdebug_rules::profiler::StepOutlierDetails;
 
 use crate::charts::{self, Curve, Series, XAxis, clock};
@@ -17,6 +17,23 @@ use super::{MAX_SERIES, Page};
 
 /// How many outlier steps the table lists.
 const OUTLIERS_LISTED: usize = 10;
+
+/// The heads of the duration columns both step tables show, in [`duration_cells`]' order.
+const DURATION_HEADS: [&str; 7] = [
+    "mean ms",
+    "stddev ms",
+    "min ms",
+    "p50 ms",
+    "p95 ms",
+    "p99 ms",
+    "max ms",
+];
+
+/// A summary of step durations as the tables' duration columns, in milliseconds:
+/// `us_per_unit` microseconds make one of the summary's units (1e6 for seconds).
+fn duration_cells(d: &Summary, us_per_unit: f64) -> [Cell; 7] {
+    [d.mean, d.std, d.min, d.p50, d.p95, d.p99, d.max].map(|v| Cell::num(ms(v * us_per_unit)))
+}
 
 impl Page<'_> {
     pub(super) fn step_durations(&mut self) {
@@ -52,46 +69,26 @@ impl Page<'_> {
 
     /// The rule's figures, one row per node and mode.
     fn step_table(&mut self, details: &StepOutlierDetails) {
-        let s_ms = |s: f64| ms(s * 1e6);
         let mut rows = Vec::new();
         for (node, modes) in &details.nodes {
             for (mode, s) in modes {
-                let d = &s.duration_s;
-                rows.push(vec![
+                let mut row = vec![
                     Cell::text(node),
                     Cell::text(mode),
                     Cell::num(s.steps.to_string()),
-                    Cell::num(s_ms(d.mean)),
-                    Cell::num(s_ms(d.std)),
-                    Cell::num(s_ms(d.min)),
-                    Cell::num(s_ms(d.p50)),
-                    Cell::num(s_ms(d.p95)),
-                    Cell::num(s_ms(d.p99)),
-                    Cell::num(s_ms(d.max)),
-                    Cell::num(s_ms(s.outlier_limit_s)),
-                    Cell::num(s.outliers.to_string()),
-                ]);
+                ];
+                row.extend(duration_cells(&s.duration_s, 1e6));
+                row.push(Cell::num(ms(s.outlier_limit_s * 1e6)));
+                row.push(Cell::num(s.outliers.to_string()));
+                rows.push(row);
             }
         }
-        table(
-            &mut self.out,
-            "step-stats",
-            &[
-                "node",
-                "mode",
-                "steps",
-                "mean ms",
-                "stddev ms",
-                "min ms",
-                "p50 ms",
-                "p95 ms",
-                "p99 ms",
-                "max ms",
-                "outlier limit ms",
-                "outliers",
-            ],
-            &rows,
-        );
+        let heads = [
+            &["node", "mode", "steps"][..],
+            &DURATION_HEADS,
+            &["outlier limit ms", "outliers"],
+        ];
+        table(&mut self.out, "step-stats", &heads.concat(), &rows);
     }
 
     /// The step spans' durations per node, worker and mode, when the rule did not run.
@@ -102,36 +99,16 @@ impl Page<'_> {
             let Some(sum) = steps.durations.summary() else {
                 continue;
             };
-            rows.push(vec![
+            let mut row = vec![
                 Cell::text(worker_label(node, *worker)),
                 Cell::text(mode_name(*mode)),
                 Cell::num(sum.count.to_string()),
-                Cell::num(ms(sum.mean)),
-                Cell::num(ms(sum.std)),
-                Cell::num(ms(sum.min)),
-                Cell::num(ms(sum.p50)),
-                Cell::num(ms(sum.p95)),
-                Cell::num(ms(sum.p99)),
-                Cell::num(ms(sum.max)),
-            ]);
+            ];
+            row.extend(duration_cells(&sum, 1.0));
+            rows.push(row);
         }
-        table(
-            &mut self.out,
-            "step-stats",
-            &[
-                "node / worker",
-                "mode",
-                "steps",
-                "mean ms",
-                "stddev ms",
-                "min ms",
-                "p50 ms",
-                "p95 ms",
-                "p99 ms",
-                "max ms",
-            ],
-            &rows,
-        );
+        let heads = [&["node / worker", "mode", "steps"][..], &DURATION_HEADS];
+        table(&mut self.out, "step-stats", &heads.concat(), &rows);
     }
 
     /// The histogram and timeline of the mode with the most steps, per node and worker, the

@@ -198,32 +198,28 @@ impl TensorRule for Overtraining {
                     p.delta,
                     train.record.since
                 );
+                // Per mode: what was measured, steps without improvement, the patience.
+                let mut stalls = vec![(
+                    "train_steps_without_improvement",
+                    train.record.since,
+                    p.patience_train,
+                )];
                 if has_eval {
                     msg.push_str(&format!(
                         ", validation loss not on {:.6} for {} EVAL steps",
                         eval.record.best.map_or(f64::NAN, |b| b.mean),
                         eval.record.since
                     ));
+                    stalls.push((
+                        "eval_steps_without_improvement",
+                        eval.record.since,
+                        p.patience_validation,
+                    ));
                 }
                 result.fire(msg);
-                result.evidence.push(
-                    Evidence::new(
-                        &name,
-                        step,
-                        "train_steps_without_improvement",
-                        train.record.since as f64,
-                    )
-                    .limit(p.patience_train as f64),
-                );
-                if has_eval {
+                for (measure, since, patience) in stalls {
                     result.evidence.push(
-                        Evidence::new(
-                            &name,
-                            step,
-                            "eval_steps_without_improvement",
-                            eval.record.since as f64,
-                        )
-                        .limit(p.patience_validation as f64),
+                        Evidence::new(&name, step, measure, since as f64).limit(patience as f64),
                     );
                 }
             }

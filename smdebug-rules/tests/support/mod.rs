@@ -10,7 +10,6 @@ use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::mlp::{Activation, Mlp, Rng};
 use smdebug_examples::{Bug, TrainConfig, TrainSummary, train};
-use smdebug_io::writer::Writer;
 use smdebug_rules::{RuleRunner, RuleSpec, Summary};
 
 /// The digits, split once into (train, held-out).
@@ -25,16 +24,7 @@ pub fn data() -> &'static (Digits, Digits) {
 /// A hook writing every tensor: the writer waits for room instead of dropping (a test's rules
 /// judge every step, and a loaded machine made the default policy drop whole EVAL steps).
 pub fn hook_for(dir: &Path, save: SaveConfig) -> Hook {
-    let storage: std::sync::Arc<dyn smdebug_io::Storage> =
-        std::sync::Arc::new(smdebug_io::storage::LocalStorage::new(dir).expect("storage"));
-    let writer = Writer::builder(storage)
-        .overflow(smdebug_io::writer::OverflowPolicy::Block)
-        .build()
-        .expect("writer");
-    Hook::builder()
-        .save_config(save)
-        .build(writer)
-        .expect("hook")
+    smdebug_testkit::runs::blocking_hook(dir, Hook::builder().save_config(save))
 }
 
 /// Trains the example's own loop (`smdebug_examples::train`), saving every step.

@@ -4,9 +4,6 @@
 
 #![allow(dead_code)]
 
-pub mod cdp;
-pub mod chromium;
-
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -368,19 +368,15 @@ pub(super) fn tensor_ref<'a>(
     budget: Budget,
 ) -> Result<TensorLayout<'a>, DecodeError> {
     let bad = |e: String| DecodeError::Malformed(format!("bad protobuf: {e}"));
-    let (mut dtype, mut shape, mut content) = (0i32, None, &[][..]);
+    let mut header = ProtoHeader::default();
+    let mut content = &[][..];
     let mut has_strings = false;
     for field in Fields::new(bytes) {
         let (number, v) = field.map_err(bad)?;
+        if header.take(number, v, tag)? {
+            continue;
+        }
         match number {
-            1 => dtype = v.varint("TensorProto.dtype").map_err(bad)? as i32,
-            2 => {
-                let s = v.bytes("TensorProto.tensor_shape").map_err(bad)?;
-                // Protobuf would merge the two shapes; no writer sends a shape in pieces.
-                if shape.replace(s).is_some() {
-                    return Err(format!("tensor `{tag}`: its shape is given twice").into());
-                }
-            }
             3 => {
                 v.varint("TensorProto.version_number").map_err(bad)?;
             }
@@ -392,8 +388,9 @@ pub(super) fn tensor_ref<'a>(
             n => typed_field(n, v).map_err(bad)?,
         }
     }
-    let (dims, unknown_rank) = parse_shape(shape.unwrap_or_default())?;
-    let (dtype, shape, n) = checked_layout(dtype, has_strings, unknown_rank, &dims, tag, budget)?;
+    let (dims, unknown_rank) = parse_shape(header.shape.unwrap_or_default())?;
+    let (dtype, shape, n) =
+        checked_layout(header.dtype, has_strings, unknown_rank, &dims, tag, budget)?;
     let data = if !content.is_empty() || n == 0 {
         std::borrow::Cow::Borrowed(content)
     } else {
@@ -402,6 +399,38 @@ pub(super) fn tensor_ref<'a>(
     };
     check_content_len(tag, data.len(), n, dtype, &shape)?;
     Ok((dtype, shape, data))
+}
+
+/// The fields of a `TensorProto` every decoder reads alike: the dtype and the serialized shape
+/// (given once: protobuf would merge two shapes, and no writer sends a shape in pieces).
+#[derive(Default)]
+pub(crate) struct ProtoHeader<'a> {
+    pub(crate) dtype: i32,
+    pub(crate) shape: Option<&'a [u8]>,
+}
+
+impl<'a> ProtoHeader<'a> {
+    /// Takes field `number` of tensor `tag` when it is the dtype or the shape, and says whether
+    /// it was.
+    pub(crate) fn take(
+        &mut self,
+        number: u32,
+        value: Wire<'a>,
+        tag: &str,
+    ) -> Result<bool, DecodeError> {
+        let bad = |e: String| DecodeError::Malformed(format!("bad protobuf: {e}"));
+        match number {
+            1 => self.dtype = value.varint("TensorProto.dtype").map_err(bad)? as i32,
+            2 => {
+                let s = value.bytes("TensorProto.tensor_shape").map_err(bad)?;
+                if self.shape.replace(s).is_some() {
+                    return Err(format!("tensor `{tag}`: its shape is given twice").into());
+                }
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
 }
 
 /// Checks the wire type of a `TensorProto` field a decoder does not read itself: a typed value

@@ -88,6 +88,32 @@ enum Starver {
     Io,
 }
 
+impl Starver {
+    /// The rule that watches for this starver.
+    fn rule(self) -> &'static str {
+        match self {
+            Starver::Cpu => CPUBottleneck::NAME,
+            Starver::Io => IOBottleneck::NAME,
+        }
+    }
+
+    /// The rule's parameter holding the host threshold.
+    fn host_parameter(self) -> &'static str {
+        match self {
+            Starver::Cpu => "cpu_threshold",
+            Starver::Io => "io_threshold",
+        }
+    }
+
+    /// What the rule needs to have something to check.
+    fn requirement(self) -> &'static str {
+        match self {
+            Starver::Cpu => "GPU metrics (the GPU idling while the CPU is busy)",
+            Starver::Io => "GPU metrics (the GPU idling while the host waits for I/O)",
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct NodeBottlenecks {
     /// Snapshots with GPU readings, patience included.
@@ -156,14 +182,19 @@ const MAX_RECENT_SPANS: usize = 4096;
 impl Bottlenecks {
     /// The shared state of a bottleneck rule: what starves the GPU, the rule's thresholds
     /// (`host_threshold` is the CPU's or the I/O wait's) and its patience, nothing seen yet.
+    /// Fails naming the parameter that is out of range.
     fn new(
         starver: Starver,
         threshold: f64,
         gpu_threshold: f64,
         host_threshold: f64,
         patience: u64,
-    ) -> Bottlenecks {
-        Bottlenecks {
+    ) -> Result<Bottlenecks> {
+        let check = Check::new(starver.rule());
+        check.percent("threshold", threshold)?;
+        check.percent("gpu_threshold", gpu_threshold)?;
+        check.percent(starver.host_parameter(), host_threshold)?;
+        Ok(Bottlenecks {
             starver,
             threshold,
             gpu_threshold,
@@ -174,7 +205,18 @@ impl Bottlenecks {
             recent_spans: VecDeque::new(),
             phase_names: Vec::new(),
             judged: 0,
-        }
+        })
+    }
+
+    /// What either rule reads: the system metrics, and the spans and step timeline that say
+    /// which phase the GPU waited in.
+    fn needs(&self) -> ProfilerNeeds {
+        ProfilerNeeds::reading([
+            ProfilerInput::SystemMetrics,
+            ProfilerInput::Spans,
+            ProfilerInput::StepTimeline,
+        ])
+        .requiring(self.starver.requirement())
     }
 
     /// Whether `snapshot` holds readings of what starves the GPU (the CPU's, the I/O wait's).
@@ -424,13 +466,6 @@ impl Bottlenecks {
     }
 }
 
-fn check_bottleneck(rule: &str, threshold: f64, gpu: f64, host: (&str, f64)) -> Result<()> {
-    let check = Check::new(rule);
-    check.percent("threshold", threshold)?;
-    check.percent("gpu_threshold", gpu)?;
-    check.percent(host.0, host.1)
-}
-
 /// **CPUBottleneck** — fires when, per node, more than `threshold` % of the system samples
 /// (after the first `patience`) show a GPU below `gpu_threshold` % utilization while some CPU
 /// (a core or the total) is above `cpu_threshold` %. Fires once each time the share crosses
@@ -446,19 +481,13 @@ impl CPUBottleneck {
 
     /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: CPUBottleneckParams) -> Result<Self> {
-        check_bottleneck(
-            Self::NAME,
-            params.threshold,
-            params.gpu_threshold,
-            ("cpu_threshold", params.cpu_threshold),
-        )?;
         let inner = Bottlenecks::new(
             Starver::Cpu,
             params.threshold,
             params.gpu_threshold,
             params.cpu_threshold,
             params.patience,
-        );
+        )?;
         Ok(CPUBottleneck { params, inner })
     }
 }
@@ -467,12 +496,7 @@ impl ProfilerRule for CPUBottleneck {
     crate::rule_identity!();
 
     fn needs(&self) -> ProfilerNeeds {
-        ProfilerNeeds::reading([
-            ProfilerInput::SystemMetrics,
-            ProfilerInput::Spans,
-            ProfilerInput::StepTimeline,
-        ])
-        .requiring("GPU metrics (the GPU idling while the CPU is busy)")
+        self.inner.needs()
     }
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         Ok(self.inner.invoke(window))
@@ -495,19 +519,13 @@ impl IOBottleneck {
 
     /// The rule with `params`; fails naming the parameter that is out of range.
     pub fn new(params: IOBottleneckParams) -> Result<Self> {
-        check_bottleneck(
-            Self::NAME,
-            params.threshold,
-            params.gpu_threshold,
-            ("io_threshold", params.io_threshold),
-        )?;
         let inner = Bottlenecks::new(
             Starver::Io,
             params.threshold,
             params.gpu_threshold,
             params.io_threshold,
             params.patience,
-        );
+        )?;
         Ok(IOBottleneck { params, inner })
     }
 }
@@ -516,12 +534,7 @@ impl ProfilerRule for IOBottleneck {
     crate::rule_identity!();
 
     fn needs(&self) -> ProfilerNeeds {
-        ProfilerNeeds::reading([
-            ProfilerInput::SystemMetrics,
-            ProfilerInput::Spans,
-            ProfilerInput::StepTimeline,
-        ])
-        .requiring("GPU metrics (the GPU idling while the host waits for I/O)")
+        self.inner.needs()
     }
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
         Ok(self.inner.invoke(window))

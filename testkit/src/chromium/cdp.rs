@@ -1,8 +1,6 @@
-//! A headless Chromium and a minimal Chrome DevTools Protocol client, shared by the browser
-//! test (`tests/browser.rs`) and the first-paint measurement (`examples/first_paint.rs`, which
-//! includes this file by path).
-
-#![allow(dead_code)]
+//! A headless Chromium with its DevTools endpoint, and a minimal Chrome DevTools Protocol
+//! client: what the dashboard's browser tests and its first-paint measurement
+//! (`smdebug-serve/examples/first_paint.rs`) drive a page with.
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
@@ -26,18 +24,13 @@ pub struct Browser {
 }
 
 impl Browser {
+    /// Starts Chromium with its profile in `profile` and waits (30 s at most) for its DevTools
+    /// address.
     pub fn launch(binary: &Path, profile: &Path) -> Browser {
         let mut child = Command::new(binary)
+            .args(super::headless::HEADLESS)
             .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-default-apps",
-                "--disable-sync",
                 "--disable-extensions",
-                "--no-first-run",
                 "--no-default-browser-check",
                 "--remote-debugging-address=127.0.0.1",
                 "--remote-debugging-port=0",
@@ -192,14 +185,38 @@ impl Cdp {
         }
     }
 
-    pub fn screenshot(&mut self, path: &Path) {
+    /// Drags the mouse with its left button held along the line at height `y`, from `x0` to
+    /// `x1` (page coordinates), as a person selecting a range on a chart does.
+    pub fn drag(&mut self, y: f64, x0: f64, x1: f64) {
+        for (kind, at) in [
+            ("mouseMoved", x0),
+            ("mousePressed", x0),
+            ("mouseMoved", (x0 + x1) / 2.0),
+            ("mouseMoved", x1),
+            ("mouseReleased", x1),
+        ] {
+            self.call(
+                "Input.dispatchMouseEvent",
+                json!({"type": kind, "x": at, "y": y, "button": "left", "clickCount": 1,
+                       "buttons": if kind == "mouseReleased" { 0 } else { 1 }}),
+            );
+        }
+    }
+
+    /// The page as a PNG image: what the viewport shows, or the whole page with `whole_page`.
+    pub fn png(&mut self, whole_page: bool) -> Vec<u8> {
         let shot = self.call(
             "Page.captureScreenshot",
-            json!({"format": "png", "captureBeyondViewport": true}),
+            json!({"format": "png", "captureBeyondViewport": whole_page}),
         );
-        let png = base64::engine::general_purpose::STANDARD
+        base64::engine::general_purpose::STANDARD
             .decode(shot["data"].as_str().unwrap())
-            .unwrap();
+            .unwrap()
+    }
+
+    /// Writes the whole page as a PNG image at `path`, checking it is one and not blank.
+    pub fn screenshot(&mut self, path: &Path) {
+        let png = self.png(true);
         assert!(
             png.starts_with(b"\x89PNG") && png.len() > 20_000,
             "{} bytes",

@@ -1,13 +1,19 @@
-//! Headless Chromium for the browser tests: where the binary is, and one page attached over the
-//! DevTools protocol ([`super::cdp`]) at the size a test looks at it.
+//! Headless Chromium for the browser tests: where the binary is, one page attached over the
+//! DevTools protocol ([`Cdp`]) at the size a test looks at it, or one run of the browser on its
+//! command line (`--dump-dom`, `--screenshot`) for a page that needs no driving.
+
+mod cdp;
+mod headless;
 
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::cdp::{Browser, Cdp};
+pub use cdp::{Browser, Cdp};
+pub use headless::run_headless;
 
-/// `/usr/bin/chromium`; `None` (the test skips) when it is missing and `SMDEBUG_SKIP_BROWSER=1`.
+/// `/usr/bin/chromium`; `None` (the test skips) when it is missing and `SMDEBUG_SKIP_BROWSER=1`,
+/// a panic saying how to install it when it is missing otherwise.
 pub fn binary() -> Option<PathBuf> {
     let path = PathBuf::from("/usr/bin/chromium");
     if path.exists() {

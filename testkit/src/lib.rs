@@ -1,0 +1,9 @@
+//! What the workspace's tests share, written once: the memory tests' counting allocator
+//! ([`alloc`]), builders of the runs tests read back ([`runs`]), and headless Chromium driven
+//! over the DevTools protocol for the browser tests ([`chromium`]).
+//!
+//! Not published, and a dev-dependency only: no library crate of the workspace depends on it.
+
+pub mod alloc;
+pub mod chromium;
+pub mod runs;
