@@ -272,3 +272,53 @@ fn steps_further_apart_than_the_read_ahead_are_all_read() {
     );
     assert!(trial.is_complete().unwrap());
 }
+
+/// A reader with a read-ahead that has not moved (its rules look back over every step, so it
+/// lets go of none) on a run that ends with fewer steps than the read-ahead: once the end
+/// marker is there, the trial is complete at the next refresh, and a step written after the
+/// horizon is still found before it is. (A listing that started at the horizon once the run
+/// ended never looked past it: the rule runner of a one-step job waited out its time-out.)
+#[test]
+fn a_run_that_ends_within_the_read_ahead_is_complete_though_the_reader_never_moved() {
+    // The trial opens as the job starts (its collections file only), then the job writes
+    // one step and ends.
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path();
+    write_steps(run, 0..0);
+    let trial = Trial::open_with(run.to_str().unwrap(), options_ahead(10)).unwrap();
+    trial.refresh().unwrap();
+    assert!(trial.all_steps(None).unwrap().is_empty());
+    write_steps(run, 0..1);
+    std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
+    for _ in 0..3 {
+        trial.refresh().unwrap();
+    }
+    assert_eq!(trial.all_steps(None).unwrap(), [0]);
+    assert!(trial.is_complete().unwrap());
+
+    // Past the horizon: steps 0..10 and 15 with the reader still at 0 keep the trial
+    // incomplete (step 15 is not read while the reader has not moved) until the reader gets
+    // there.
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path();
+    write_steps(run, (0..10).chain([15]));
+    let trial = Trial::open_with(run.to_str().unwrap(), options_ahead(10)).unwrap();
+    std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
+    for _ in 0..3 {
+        trial.refresh().unwrap();
+    }
+    assert_eq!(trial.all_steps(None).unwrap(), (0..10).collect::<Vec<_>>());
+    assert!(!trial.is_complete().unwrap(), "step 15 is still to read");
+    let (read, _) = read_step_by_step(&trial);
+    let expected: Vec<(u64, f64)> = (0..10).chain([15]).map(|s| (s, s as f64)).collect();
+    assert_eq!(read, expected);
+    assert!(trial.is_complete().unwrap());
+}
+
+fn options_ahead(steps: u64) -> TrialOptions {
+    TrialOptions {
+        index_read_ahead: Some(steps),
+        auto_refresh: false,
+        ..TrialOptions::default()
+    }
+}

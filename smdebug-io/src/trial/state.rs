@@ -343,18 +343,28 @@ impl State {
             .collect();
         // Nothing at all between the listing's start and the horizon: a run saving steps
         // further apart than the read-ahead (or a reader caught up with its writer) has its
-        // next steps past the horizon. The next stretch of them is read, from the first.
-        if let (true, Some(h), Some(ahead)) = (window_empty, horizon, self.read_ahead)
-            && from < h
-        {
-            let tail: Vec<source::IndexPath> = source::list_index_files(storage, Some(h))?
-                .into_iter()
-                .filter(|(path, step, _)| {
-                    self.range.contains(*step) && !self.pending.contains(*step, path)
-                })
-                .collect();
+        // next steps past the horizon. The next stretch of them is read, from the first. A
+        // listing that starts at the horizon (the run ended, and every step before the
+        // horizon counts as read) reads nothing past it while the reader has not moved, but
+        // learns whether anything is there: when nothing is, the index was read to its end.
+        if let (true, Some(h), Some(ahead)) = (window_empty, horizon, self.read_ahead) {
+            let tail_from = from.max(h);
+            let mut tail: Vec<source::IndexPath> = Vec::new();
+            // A stretch first: on a long run the files past it are many, and a listing of the
+            // stretch says as much when it finds one.
+            for until in [Some(tail_from.saturating_add(ahead.max(1))), None] {
+                tail = source::list_index_files_before(storage, Some(tail_from), until)?
+                    .into_iter()
+                    .filter(|(path, step, _)| {
+                        self.range.contains(*step) && !self.pending.contains(*step, path)
+                    })
+                    .collect();
+                if !tail.is_empty() {
+                    break;
+                }
+            }
             match tail.first().map(|(_, step, _)| *step) {
-                Some(first) => {
+                Some(first) if from < h => {
                     let end = first.saturating_add(ahead.max(1));
                     paths = tail
                         .into_iter()
@@ -362,6 +372,7 @@ impl State {
                         .collect();
                     self.listed_before = self.listed_before.max(Some(end));
                 }
+                Some(_) => {}
                 None => self.read_to_end = true,
             }
         }
