@@ -21,7 +21,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use smdebug_io::Storage;
 
-use super::{DataArea, DataProblems, Increment, ProfilerFollower};
+use super::follower::{Increment, ProfilerFollower};
+use super::problems::{DataArea, DataProblems};
 
 /// Samples (and as many spans) one read of the source hands out at most: a backlog is taken
 /// in pieces of this size, so that consumers hold a bounded part of the run at a time.

@@ -9,6 +9,8 @@ use smdebug_io::storage::LocalStorage;
 
 use super::*;
 use crate::code::{CodeProfileFiles, CodeProfileSummary, code_profile_base_key};
+use crate::kineto::RankSummary;
+use crate::reader::{CodeProfileWindow, Span};
 use crate::reader::{MetricSeries, ProfileData};
 use crate::spans::trace_file_key;
 use crate::system::system_file_key;
@@ -360,21 +362,7 @@ fn spans_keep_their_args_unless_the_follower_is_told_not_to() {
 
 #[test]
 fn a_held_kind_of_data_is_left_for_a_later_poll() {
-    let dir = tempfile::tempdir().unwrap();
-    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
-    let text: String = (0..10)
-        .map(|i| line("algo-1", "cpu0", T0 as f64 + f64::from(i), 1.0))
-        .collect();
-    storage
-        .put(&system_file_key(T0, "algo-1"), Bytes::from(text))
-        .unwrap();
-    let end_us = T0 * 1_000_000 + 5_000_000;
-    storage
-        .put(
-            &trace_file_key(end_us, 0, "algo-1"),
-            Bytes::from(trace(end_us, 0..3)),
-        )
-        .unwrap();
+    let (_dir, storage) = shared_run();
     let mut follower = ProfilerFollower::new(Arc::clone(&storage));
     follower.hold(DataArea::Spans, true);
     let first = follower.poll();
@@ -397,7 +385,7 @@ fn a_held_kind_of_data_is_left_for_a_later_poll() {
     );
 }
 
-/// A run with one system file and one trace file, and a storage that counts its reads.
+/// A run with one system file of ten samples and one trace file of three steps.
 fn shared_run() -> (tempfile::TempDir, Arc<dyn Storage>) {
     let dir = tempfile::tempdir().unwrap();
     let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
