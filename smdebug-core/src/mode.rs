@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 /// every event record, so they must not change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Mode {
     /// Training steps (`TRAIN`).
     Train = 1,

@@ -2,6 +2,7 @@
 //! run's follower read them), and each window's flame graph and pprof profile, read through
 //! smdebug-profiler's reader when asked for.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use smdebug_io::Storage;
 use smdebug_profiler::code::{FunctionSamples, ThreadSamples, WindowStep};
@@ -17,7 +18,7 @@ const MAX_WINDOWS: usize = 50;
 pub(crate) const FLAMEGRAPH_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; sandbox";
 
 /// `GET /api/runs/{id}/code`.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize, JsonSchema)]
 pub(crate) struct CodeWindows {
     /// The latest windows, ordered by start.
     pub windows: Vec<CodeWindow>,
@@ -28,7 +29,7 @@ pub(crate) struct CodeWindows {
 }
 
 /// One window.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct CodeWindow {
     /// The window's name, for its flame graph and profile URLs.
     pub id: String,

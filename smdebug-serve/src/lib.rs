@@ -100,6 +100,7 @@ mod push_views;
 mod report;
 mod routes;
 mod run;
+mod schema;
 mod series;
 mod server;
 mod state;
@@ -111,4 +112,5 @@ mod views;
 
 pub use conn::{Closed, ConnectionLimits, ConnectionStats};
 pub use expand::{expand_runs, expand_runs_with};
+pub use schema::api_schema;
 pub use server::{ServeError, ServeOptions, Server, SharedProfiler};

@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use smdebug_io::Storage;
 use smdebug_io::jobs::{JobIdentity, ProcessState};
@@ -14,7 +15,7 @@ use smdebug_io::progress::Progress;
 pub(crate) const PROGRESS_HISTORY: usize = 1024;
 
 /// One writing process as the page lists it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 pub struct ProcessView {
     /// The worker it writes.
     pub worker: String,

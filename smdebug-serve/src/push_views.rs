@@ -1,13 +1,14 @@
-//! The body of each pushed `runs` event, as types (beside [`crate::views`]; checked against the
-//! fields the page's scripts read by `tests/api_fields.rs`): the run list, and per run what is
-//! new since the previous push to the same page.
+//! The body of each pushed `runs` event, as types (beside [`crate::views`]; in the API's schema,
+//! [`crate::api_schema`]): the run list, and per run what is new since the previous push to the
+//! same page.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::views::{RuleView, RunState};
 
 /// One pushed update.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Push {
     /// Every run's live state, as `GET /api/runs` gives it.
     pub runs: Vec<RunState>,
@@ -21,7 +22,7 @@ pub struct Push {
 }
 
 /// What is new in one run since the previous push to this page.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize, JsonSchema)]
 pub struct RunDelta {
     /// The run's index.
     pub id: usize,
@@ -40,7 +41,7 @@ pub struct RunDelta {
 }
 
 /// New step spans of one mode, node and worker, as columns.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct StepDelta {
     /// `TRAIN`, `EVAL`, …
     pub mode: &'static str,
@@ -57,7 +58,7 @@ pub struct StepDelta {
 }
 
 /// New samples of one system timeline.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct SampleDelta {
     /// The node.
     pub node: String,

@@ -5,16 +5,18 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Path as UrlPath, Query, State};
+use axum::handler::Handler;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Deserialize;
 use smdebug_io::stop::{StopRequest, request_stop};
 use smdebug_profiler::follow::DataArea;
 
 use crate::api::{self, Window};
-use crate::code::{self, CodeFile};
+use crate::code::{self, CodeFile, CodeWindows};
 use crate::guard;
 use crate::page::Page;
 use crate::run::Run;
@@ -22,28 +24,101 @@ use crate::series::{ApiError, Kineto, KinetoRank, StopWritten};
 use crate::state::{AppState, Shared};
 use crate::{assets, compress, push, system, tensor_views};
 
+/// What a route of the API answers with when it succeeds (a failure is an [`ApiError`]).
+#[derive(Clone, Copy)]
+pub(crate) enum Answer {
+    /// JSON of one type (its schema, as [`SchemaGenerator::subschema_for`] gives it).
+    Json(fn(&mut SchemaGenerator) -> Schema),
+    /// Server-sent events whose `data:` lines are JSON of one type.
+    Events(fn(&mut SchemaGenerator) -> Schema),
+    /// A file of this media type.
+    File(&'static str),
+}
+
+/// `T` as JSON.
+fn json<T: JsonSchema>() -> Answer {
+    Answer::Json(SchemaGenerator::subschema_for::<T>)
+}
+
+/// One route of the API: its method, path (under `/api`), what it answers and its handler.
+/// The router is built from these and the API's schema is drawn from them
+/// ([`crate::schema`]): a route cannot be served without saying what it answers.
+pub(crate) struct Endpoint {
+    /// `GET` or `POST`.
+    pub method: &'static str,
+    /// The path under `/api`, with its `{parameters}`.
+    pub path: &'static str,
+    /// What it answers.
+    pub answer: Answer,
+    handler: MethodRouter<Shared>,
+}
+
+impl Endpoint {
+    fn get<H: Handler<T, Shared>, T: 'static>(path: &'static str, h: H, answer: Answer) -> Self {
+        Endpoint {
+            method: "GET",
+            path,
+            answer,
+            handler: get(h),
+        }
+    }
+
+    fn post<H: Handler<T, Shared>, T: 'static>(path: &'static str, h: H, answer: Answer) -> Self {
+        Endpoint {
+            method: "POST",
+            path,
+            answer,
+            handler: post(h),
+        }
+    }
+}
+
+/// Every route of the API.
+pub(crate) fn endpoints() -> Vec<Endpoint> {
+    use crate::push_views::Push;
+    use crate::series::{ScalarPage, SpanList, Steps, SystemPage, TensorGrid, TensorSteps};
+    use crate::views::{Headlines, Overview, RunList};
+    vec![
+        Endpoint::get("/runs", runs, json::<RunList>()),
+        Endpoint::get(
+            "/events",
+            push::events,
+            Answer::Events(SchemaGenerator::subschema_for::<Push>),
+        ),
+        Endpoint::get("/kineto", kineto, json::<Kineto<'static>>()),
+        Endpoint::get("/runs/{id}/overview", overview, json::<Overview>()),
+        Endpoint::get("/runs/{id}/headlines", headlines, json::<Headlines>()),
+        Endpoint::get("/runs/{id}/system", system, json::<SystemPage>()),
+        Endpoint::get("/runs/{id}/spans", spans, json::<SpanList>()),
+        Endpoint::get("/runs/{id}/steps", steps, json::<Steps>()),
+        Endpoint::get("/runs/{id}/scalars", scalars, json::<ScalarPage>()),
+        Endpoint::get("/runs/{id}/tensor", tensor, json::<TensorSteps>()),
+        Endpoint::get("/runs/{id}/tensor2d", tensor2d, json::<TensorGrid>()),
+        Endpoint::get(
+            "/runs/{id}/report",
+            report,
+            Answer::File("text/html; charset=utf-8"),
+        ),
+        Endpoint::get("/runs/{id}/code", code_windows, json::<CodeWindows>()),
+        Endpoint::get(
+            "/runs/{id}/code/{window}/flamegraph.svg",
+            code_flamegraph,
+            Answer::File("image/svg+xml"),
+        ),
+        Endpoint::get(
+            "/runs/{id}/code/{window}/profile.pb.gz",
+            code_pprof,
+            Answer::File("application/octet-stream"),
+        ),
+        Endpoint::post("/runs/{id}/stop", stop, json::<StopWritten>()),
+    ]
+}
+
 /// Every route: the page, and the API behind the token check.
 pub(crate) fn router(state: Shared) -> Router {
-    let api = Router::new()
-        .route("/runs", get(runs))
-        .route("/events", get(push::events))
-        .route("/kineto", get(kineto))
-        .route("/runs/{id}/overview", get(overview))
-        .route("/runs/{id}/headlines", get(headlines))
-        .route("/runs/{id}/system", get(system))
-        .route("/runs/{id}/spans", get(spans))
-        .route("/runs/{id}/steps", get(steps))
-        .route("/runs/{id}/scalars", get(scalars))
-        .route("/runs/{id}/tensor", get(tensor))
-        .route("/runs/{id}/tensor2d", get(tensor2d))
-        .route("/runs/{id}/report", get(report))
-        .route("/runs/{id}/code", get(code_windows))
-        .route(
-            "/runs/{id}/code/{window}/flamegraph.svg",
-            get(code_flamegraph),
-        )
-        .route("/runs/{id}/code/{window}/profile.pb.gz", get(code_pprof))
-        .route("/runs/{id}/stop", post(stop))
+    let api = endpoints()
+        .into_iter()
+        .fold(Router::new(), |api, e| api.route(e.path, e.handler))
         .layer(middleware::from_fn_with_state(
             Arc::clone(&state.guard),
             guard::require_token,

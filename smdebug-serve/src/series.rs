@@ -1,6 +1,7 @@
 //! The dashboard API's series views as types: time series, spans, steps, scalars, system
 //! timelines and the heatmap, tensors over steps and at one step.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use smdebug_profiler::system::vocab;
 
@@ -12,7 +13,7 @@ pub fn finite(x: f64) -> Option<f64> {
 }
 
 /// Time-stamped points of one series, downsampled: `t` seconds since the epoch, `v` values.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct TimeSeries {
     /// Times.
     pub t: Vec<Option<f64>>,
@@ -23,7 +24,7 @@ pub struct TimeSeries {
 }
 
 /// `GET /api/runs/{id}/spans`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct SpanList {
     /// Spans in the window.
     pub count: usize,
@@ -40,7 +41,7 @@ pub struct SpanList {
 }
 
 /// One span.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct SpanRow {
     /// Its phase (`Step:ModeKeys.TRAIN`, `DataLoading`, …).
     pub phase: String,
@@ -59,7 +60,7 @@ pub struct SpanRow {
 }
 
 /// `GET /api/runs/{id}/steps`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Steps {
     /// Step durations per mode, node and worker.
     pub series: Vec<StepSeries>,
@@ -70,7 +71,7 @@ pub struct Steps {
 }
 
 /// One mode's, node's and worker's step durations.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct StepSeries {
     /// Mode.
     pub mode: String,
@@ -96,7 +97,7 @@ pub struct StepSeries {
 }
 
 /// A step above the outlier limit.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Outlier {
     /// The step.
     pub step: u64,
@@ -107,7 +108,7 @@ pub struct Outlier {
 }
 
 /// Step durations in equal bins.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Histogram {
     /// The first bin's start, seconds.
     pub lo: f64,
@@ -118,7 +119,7 @@ pub struct Histogram {
 }
 
 /// Time per phase within each of the last steps.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize, JsonSchema)]
 pub struct StepPhases {
     /// One row per step.
     pub steps: Vec<StepRow>,
@@ -127,7 +128,7 @@ pub struct StepPhases {
 }
 
 /// One step's time per phase.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct StepRow {
     /// The step.
     pub step: Option<u64>,
@@ -142,7 +143,7 @@ pub struct StepRow {
 }
 
 /// `GET /api/runs/{id}/scalars`: one page of the matching scalars.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ScalarPage {
     /// Where the next page starts, if there is one.
     pub next_offset: Option<usize>,
@@ -162,7 +163,7 @@ pub struct ScalarPage {
 }
 
 /// One scalar, per mode.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ScalarSeries {
     /// Its name.
     pub name: String,
@@ -171,7 +172,7 @@ pub struct ScalarSeries {
 }
 
 /// One scalar's values in one mode, each at its own steps.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ModeSeries {
     /// `TRAIN`, `EVAL`, …
     pub mode: &'static str,
@@ -190,7 +191,7 @@ pub struct ModeSeries {
 }
 
 /// A scalar's smoothed line in one mode: each bucket's lowest and highest point of it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct SmoothedLine {
     /// Steps kept.
     pub steps: Vec<u64>,
@@ -201,7 +202,7 @@ pub struct SmoothedLine {
 }
 
 /// `GET /api/runs/{id}/system`: one page of timelines and the heatmap.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct SystemPage {
     /// Where the next page starts, if there is one.
     pub next_offset: Option<usize>,
@@ -225,7 +226,7 @@ pub(crate) fn is_timeline(metric_type: &str, name: &str, dimension: &str) -> boo
 }
 
 /// One system timeline.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct SystemSeries {
     /// Node.
     pub node: String,
@@ -242,7 +243,7 @@ pub struct SystemSeries {
 }
 
 /// Rows of per-core / per-GPU utilization over the window's columns.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize, JsonSchema)]
 pub struct Heatmap {
     /// One row per core or GPU (or band of neighbours).
     pub rows: Vec<HeatmapRow>,
@@ -259,7 +260,7 @@ pub struct Heatmap {
 }
 
 /// One heatmap row.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct HeatmapRow {
     /// What it shows.
     pub label: String,
@@ -271,7 +272,7 @@ pub struct HeatmapRow {
 pub const BANDS: [f64; 9] = [0.0, 6.68, 15.87, 30.85, 50.0, 69.15, 84.13, 93.32, 100.0];
 
 /// `GET /api/runs/{id}/tensor`: reductions and a distribution over steps.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct TensorSteps {
     /// The tensor.
     pub name: String,
@@ -286,7 +287,7 @@ pub struct TensorSteps {
 }
 
 /// A tensor's reductions at one step.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct TensorStep {
     /// The step.
     pub step: u64,
@@ -306,7 +307,7 @@ pub struct TensorStep {
 
 /// `GET /api/runs/{id}/tensor2d`: one step as a grid (no list of the tensor's steps: the
 /// page has it from `/tensor`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct TensorGrid {
     /// The tensor.
     pub name: String,
@@ -325,14 +326,14 @@ pub struct TensorGrid {
 }
 
 /// `GET /api/kineto`: the `--trace` files' summaries, one per rank.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Kineto<'a> {
     /// One per rank.
     pub ranks: Vec<KinetoRank<'a>>,
 }
 
 /// One rank's trace: its span, GPU busy and idle time, and its top kernels and operators.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct KinetoRank<'a> {
     /// The rank.
     pub rank: u32,
@@ -353,14 +354,14 @@ pub struct KinetoRank<'a> {
 }
 
 /// An error answer: `{"error": "…"}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ApiError {
     /// What went wrong, for people.
     pub error: String,
 }
 
 /// The answer to a stop request that was written.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct StopWritten {
     /// Always `true`.
     pub requested: bool,

@@ -1,7 +1,8 @@
 //! The dashboard API's responses for the run list (also each pushed update) and the overview,
 //! as types (the series views are in [`crate::series`]): one Rust definition of what the page
-//! reads (`tests/api_fields.rs` checks that every field the scripts read is in them).
+//! reads (their JSON Schema, `assets/api.schema.json`, is generated from them: [`crate::api_schema`]).
 
+use schemars::JsonSchema;
 use serde::{Serialize, Serializer};
 
 use crate::processes::ProcessView;
@@ -27,8 +28,24 @@ impl Serialize for Num {
     }
 }
 
+impl JsonSchema for Num {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Num".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A number; NaN and ±Inf as the strings \"NaN\", \"Infinity\", \"-Infinity\".",
+            "oneOf": [
+                { "type": "number" },
+                { "type": "string", "enum": ["NaN", "Infinity", "-Infinity"] }
+            ]
+        })
+    }
+}
+
 /// `GET /api/runs`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct RunList {
     /// Every run served, in order.
     pub runs: Vec<RunState>,
@@ -37,7 +54,7 @@ pub struct RunList {
 }
 
 /// Where a run stands, as the header's pill shows it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     /// Not found yet (or its location cannot be opened, or it was deleted).
@@ -59,7 +76,7 @@ pub enum Phase {
 }
 
 /// One run's live state.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct RunState {
     /// Its index (the `{id}` of the run's routes).
     pub id: usize,
@@ -142,7 +159,7 @@ pub struct RunState {
 }
 
 /// `GET /api/runs/{id}/overview`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Overview {
     /// The run's index.
     pub id: usize,
@@ -201,7 +218,7 @@ pub struct Overview {
 }
 
 /// The job's phases, seconds.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct JobPhases {
     /// Before the first step span.
     pub initialization: f64,
@@ -216,7 +233,7 @@ pub struct JobPhases {
 }
 
 /// One node's statistics table.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct NodeStats {
     /// The node.
     pub node: String,
@@ -225,7 +242,7 @@ pub struct NodeStats {
 }
 
 /// One row: a metric's distribution over the run.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct StatRow {
     /// What (`CPU utilization`).
     pub metric: String,
@@ -247,7 +264,7 @@ pub struct StatRow {
 }
 
 /// A rule's status as the page lists it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct RuleView {
     /// Rule name.
     pub name: String,
@@ -281,7 +298,7 @@ pub struct RuleView {
 }
 
 /// One measurement behind a rule's verdict.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct EvidenceView {
     /// The tensor.
     pub tensor: String,
@@ -296,7 +313,7 @@ pub struct EvidenceView {
 }
 
 /// Time in one span phase.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct PhaseTotal {
     /// The phase.
     pub phase: String,
@@ -307,7 +324,7 @@ pub struct PhaseTotal {
 }
 
 /// How far along and how fast.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Progress {
     /// Steps per second over the last two minutes of steps after the first five (warm-up);
     /// none before enough of them.
@@ -340,7 +357,7 @@ pub struct Progress {
 }
 
 /// What the training job's writers wrote and dropped (every worker's progress file).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct WriterDrops {
     /// Tensor records dropped (the writer's queue was full).
     pub records_dropped: u64,
@@ -365,7 +382,7 @@ pub struct WriterDrops {
 }
 
 /// A headline scalar: which it is and its last value.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Headline {
     /// The scalar's name.
     pub name: String,
@@ -378,7 +395,7 @@ pub struct Headline {
 }
 
 /// `GET /api/runs/{id}/headlines`: the summary's loss and accuracy charts.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Headlines {
     /// The loss (the overview's `loss`).
     pub loss: Option<HeadlineChart>,
@@ -388,7 +405,7 @@ pub struct Headlines {
 
 /// A headline scalar's course over all its steps, downsampled as the Scalars tab's are
 /// (`crate::downsample::draw`: each slice's lowest and highest value).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct HeadlineChart {
     /// Which scalar and its last value.
     #[serde(flatten)]
@@ -409,7 +426,7 @@ pub struct HeadlineChart {
 }
 
 /// Counters bumped when an area of a run's data changes (the version, split by panel).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, JsonSchema)]
 pub(crate) struct Changed {
     /// System metrics, spans and step spans (the system and steps panels).
     pub profile: u64,

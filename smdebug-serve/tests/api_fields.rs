@@ -1,10 +1,10 @@
-//! Every field the page's scripts read from the API is in the API's responses: the responses of
-//! a real run (a job with steps, spans, scalars, tensors, an end marker and rule statuses) are
-//! walked for their keys, and the scripts for the names they read off objects. Names with an
-//! underscore (the API's snake_case; the browser's own properties are camelCase) are checked,
-//! except those the page writes into its own `status` report.
-//! The pushed updates of `/api/events` are walked too.
-//! It also checks that the responses are gzip-compressed for a client that accepts it.
+//! The API's answers for a real run (a job with steps, spans, scalars, tensors, a code profile,
+//! a Kineto trace, an end marker and rule statuses) conform to its JSON Schema
+//! (`assets/api.schema.json`, from the response types: every key in it, every required one
+//! there, of its type), and so does a pushed update of `/api/events`; `tests/api_schema.rs`
+//! checks the page's scripts against the same schema. It also checks the evidence's NaN and
+//! ±Inf, the span list paged from the window's end, and that the responses are gzip-compressed
+//! for a client that accepts it.
 
 mod support;
 
@@ -22,31 +22,21 @@ use smdebug_profiler::system::NodeId;
 use smdebug_serve::{ServeOptions, Server};
 use support::{JobConfig, get_json, start_job, wait_for};
 
-fn keys(v: &Value, out: &mut BTreeSet<String>) {
+fn collect_keys(v: &Value, out: &mut BTreeSet<String>) {
     match v {
         Value::Object(map) => {
             for (k, x) in map {
                 out.insert(k.clone());
-                keys(x, out);
+                collect_keys(x, out);
             }
         }
-        Value::Array(xs) => xs.iter().for_each(|x| keys(x, out)),
+        Value::Array(xs) => xs.iter().for_each(|x| collect_keys(x, out)),
         _ => {}
     }
 }
 
-/// `.name` reads in a script where `name` is snake_case with an underscore, leaving out those
-/// written to or read from the page's own status report (`status.x`, `env.status.x`).
-fn snake_reads(script: &str) -> BTreeSet<String> {
-    let re = regex::Regex::new(r"(\w*)\.([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\b").unwrap();
-    re.captures_iter(script)
-        .filter(|c| &c[1] != "status")
-        .map(|c| c[2].to_owned())
-        .collect()
-}
-
 #[test]
-fn every_field_the_page_reads_is_in_the_api_responses_and_they_are_gzipped() {
+fn the_answers_for_a_real_run_conform_to_the_api_schema_and_are_gzipped() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     std::fs::create_dir_all(&run).unwrap();
@@ -160,73 +150,73 @@ fn every_field_the_page_reads_is_in_the_api_responses_and_they_are_gzipped() {
     ));
     assert_eq!(starts(&older), every[count - 10..count - 5].to_vec());
     assert_eq!(older["truncated"], true);
-    let mut seen = BTreeSet::new();
-    for path in [
-        "runs",
-        "kineto",
-        "runs/0/overview",
-        "runs/0/headlines",
-        "runs/0/system",
-        "runs/0/spans?last=true&limit=5",
-        "runs/0/steps",
-        "runs/0/scalars",
-        "runs/0/tensor?name=attention",
-        "runs/0/tensor2d?name=attention",
-        "runs/0/code",
+    let schema = smdebug_serve::api_schema();
+    let defs = &schema["$defs"];
+    let mut mismatches = Vec::new();
+    let mut keys = BTreeSet::new();
+    for (route, path) in [
+        ("runs", "runs"),
+        ("kineto", "kineto"),
+        ("runs/{id}/overview", "runs/0/overview"),
+        ("runs/{id}/headlines", "runs/0/headlines"),
+        ("runs/{id}/system", "runs/0/system"),
+        ("runs/{id}/spans", "runs/0/spans?last=true&limit=5"),
+        ("runs/{id}/steps", "runs/0/steps"),
+        ("runs/{id}/scalars", "runs/0/scalars?smoothing=0.6"),
+        ("runs/{id}/tensor", "runs/0/tensor?name=attention"),
+        ("runs/{id}/tensor2d", "runs/0/tensor2d?name=attention"),
+        ("runs/{id}/code", "runs/0/code"),
     ] {
-        keys(&get_json(&format!("{url}/api/{path}")), &mut seen);
+        let answer = get_json(&format!("{url}/api/{path}"));
+        let s = support::schema::route(&schema, route).unwrap_or_else(|| panic!("{route}"));
+        mismatches.extend(support::schema::mismatches(defs, s, &answer, path));
+        collect_keys(&answer, &mut keys);
     }
-    // A pushed update: the run list and each run's delta (on this ended run a page's first
-    // push asks it to fetch; the delta's lists are there, empty).
-    keys(
-        &support::events(&url)
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap(),
-        &mut seen,
-    );
-    for f in [
-        "deltas",
-        "refetch_reason",
-        "new_steps",
-        "new_samples",
-        "changed_rules",
-    ] {
-        assert!(seen.contains(f), "{f} is not in the push");
-    }
-    let assets = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets");
-    let mut missing = Vec::new();
-    for script in [
-        "app.js",
-        "lib.js",
-        "scalars.js",
-        "extras.js",
-        "live.js",
-        "compare.js",
-        "tiles.js",
-    ] {
-        let text = std::fs::read_to_string(assets.join(script)).unwrap();
-        for name in snake_reads(&text) {
-            if !seen.contains(&name) {
-                missing.push(format!("{script}: .{name}"));
-            }
-        }
-    }
+    // A pushed update (on this ended run a page's first push asks it to fetch; the delta's
+    // lists are there, empty).
+    let push = support::events(&url)
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap();
+    let s = support::schema::route(&schema, "events").unwrap();
+    mismatches.extend(support::schema::mismatches(defs, s, &push, "events"));
     assert!(
-        missing.is_empty(),
-        "the page reads fields no response has: {missing:?}"
+        mismatches.is_empty(),
+        "answers that are not what assets/api.schema.json says:\n{}",
+        mismatches.join("\n")
     );
-    // The reader is not vacuous: it finds the fields the summary is drawn from.
-    let summary = ["app.js", "tiles.js"]
-        .map(|f| std::fs::read_to_string(assets.join(f)).unwrap())
-        .concat();
-    let reads = snake_reads(&summary);
-    for f in [
+    // The check finds an answer that drifted from the schema: a key renamed, a type changed.
+    let mut drifted = get_json(&format!("{url}/api/runs/0/overview"));
+    let rate = drifted["progress"]["step_rate"].take();
+    drifted["progress"]
+        .as_object_mut()
+        .unwrap()
+        .remove("step_rate");
+    drifted["progress"]["steps_per_s"] = rate;
+    drifted["steps"] = Value::from("40");
+    let overview = support::schema::route(&schema, "runs/{id}/overview").unwrap();
+    assert_eq!(
+        support::schema::mismatches(defs, overview, &drifted, "overview"),
+        [
+            "overview.progress: no step_rate",
+            "overview.progress.steps_per_s: not in the schema",
+            "overview.steps: \"40\" is not [\"integer\"]",
+        ]
+    );
+    // Not vacuous: the answers had the nested parts the page draws from.
+    for k in [
         "step_rate",
         "last_value",
-        "rules_written",
-        "stop_requested_at",
+        "evidence",
+        "heatmap",
+        "smoothed",
+        "band_percentiles",
+        "cells",
+        "gpu_kernels",
+        "top_self",
+        "start_step",
+        "outliers",
     ] {
-        assert!(reads.contains(f), "{f} not found among {reads:?}");
+        assert!(keys.contains(k), "no answer had {k}: {keys:?}");
     }
 
     // Compressed for a client that accepts gzip, and the same JSON once inflated.

@@ -12,6 +12,7 @@ const COVERED: f64 = 0.9;
 
 /// A step at which a window began or ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WindowStep {
     /// The step's mode.
     pub mode: Mode,
@@ -21,6 +22,7 @@ pub struct WindowStep {
 
 /// A function and its samples in a window.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FunctionSamples {
     /// The demangled function name (Rust paths without their hash).
     pub function: String,
@@ -32,6 +34,7 @@ pub struct FunctionSamples {
 
 /// A thread and its samples in a window.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ThreadSamples {
     /// The thread's name (its id when it has none).
     pub thread: String,

@@ -66,6 +66,7 @@ pub struct RankSummary {
 
 /// Statistics of one operator or kernel name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct OpStats {
     /// The event name.
     pub name: String,

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod schema;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
