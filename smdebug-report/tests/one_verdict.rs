@@ -12,7 +12,7 @@ use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, system_file_key};
-use smdebug_report::{ReportWriter, RuleFile};
+use smdebug_report::{LoadOptions, ReportInput, ReportWriter, RuleFile, render_html};
 use smdebug_rules::profiler::{Details, GpuUsageState};
 use smdebug_rules::{RuleRunner, RuleSpec, Status, Summary, read_summary};
 
@@ -563,4 +563,37 @@ fn too_few_loaders_of_a_loop_that_hardly_waits_for_data_are_no_finding_and_the_p
         "{html}"
     );
     figures::check_page(&o.html, &o.summary, &o.out);
+}
+
+/// A status whose details do not read as this version's (a summary written by another version
+/// of the rule: a field renamed) makes the rule's section say so, naming the field, where the
+/// same status as written reads and says nothing of the kind.
+#[test]
+fn findings_that_do_not_read_are_said_in_their_section_not_shown_as_no_result() {
+    let (dir, o) = run_with("ProfilerReport:CPUBottleneck_patience=5");
+    let run = dir.path().join("run");
+    let input = || ReportInput::load(run.to_str().unwrap(), &LoadOptions::default());
+    let rules = o.summary.rules.clone();
+    let as_written = render_html(&input().with_rules(rules.clone()));
+    const UNREAD: &str = "findings in its status could not be read";
+    assert!(!as_written.contains(UNREAD));
+    let mut doctored = rules;
+    let cpu = doctored
+        .iter_mut()
+        .find(|r| r.rule == "CPUBottleneck")
+        .unwrap();
+    let details = cpu.details.as_object_mut().unwrap();
+    let nodes = details
+        .remove("nodes")
+        .expect("the details name their nodes");
+    details.insert("per_node".into(), nodes);
+    let html = render_html(&input().with_rules(doctored));
+    let cpu = section(&html, "cpu-bottlenecks");
+    assert!(
+        cpu.contains(&format!("CPUBottleneck rule&#39;s {UNREAD}")),
+        "{cpu}"
+    );
+    assert!(cpu.contains("nodes"), "the error names the field: {cpu}");
+    // Only that section.
+    assert_eq!(html.matches(UNREAD).count(), 1);
 }

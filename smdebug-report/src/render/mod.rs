@@ -194,9 +194,20 @@ impl Page<'_> {
     }
 
     /// The typed details of the rule `name`, as the rule wrote them; `None` when the rule did
-    /// not run or wrote none.
-    fn details(&self, name: &str) -> Option<Details> {
-        self.rule(name).and_then(|r| Details::of_value(&r.details))
+    /// not run or wrote none, and when they do not read (a summary written by another version
+    /// of the rule, or damaged): the section then says so where it stands, before what it
+    /// shows without them.
+    fn details(&mut self, name: &str) -> Option<Details> {
+        let decoded = Details::decode(&self.rule(name)?.details);
+        match decoded {
+            Ok(details) => details,
+            Err(e) => {
+                self.missing(&format!(
+                    "The {name} rule's findings in its status could not be read ({e}): they                      were written by another version of the rule, or damaged. What follows                      leaves them out."
+                ));
+                None
+            }
+        }
     }
 
     fn rule(&self, name: &str) -> Option<&RuleFile> {

@@ -59,12 +59,21 @@ pub enum Details {
 
 impl Details {
     /// The details in `value` (the JSON form); `None` for null, and for an object that is no
-    /// profiler rule's details (ProfilerReport's `{"report": ...}`, a debugging rule's).
+    /// profiler rule's details (ProfilerReport's `{"report": ...}`, a debugging rule's). A
+    /// reader that knows the rule is a profiler rule uses [`Details::decode`], which says why
+    /// its details do not read.
     pub fn of_value(value: &serde_json::Value) -> Option<Details> {
+        Details::decode(value).ok().flatten()
+    }
+
+    /// The details of a profiler rule in `value`: `Ok(None)` when it wrote none (null), an
+    /// error naming what does not fit when they are not what this version writes (a summary
+    /// written by another version of the rule, or damaged).
+    pub fn decode(value: &serde_json::Value) -> Result<Option<Details>, serde_json::Error> {
         if value.is_null() {
-            return None;
+            return Ok(None);
         }
-        Details::deserialize(value).ok()
+        Details::deserialize(value).map(Some)
     }
 
     /// The JSON form, as the summary records it.
