@@ -577,6 +577,7 @@ fn findings_that_do_not_read_are_said_in_their_section_not_shown_as_no_result() 
     let as_written = render_html(&input().with_rules(rules.clone()));
     const UNREAD: &str = "findings in its status could not be read";
     assert!(!as_written.contains(UNREAD));
+    assert!(!as_written.contains("parameters in its status could not be read"));
     let mut doctored = rules;
     let cpu = doctored
         .iter_mut()
@@ -596,4 +597,33 @@ fn findings_that_do_not_read_are_said_in_their_section_not_shown_as_no_result() 
     assert!(cpu.contains("nodes"), "the error names the field: {cpu}");
     // Only that section.
     assert_eq!(html.matches(UNREAD).count(), 1);
+}
+
+/// Parameters recorded under a name the rule's parameter type does not have (another version's)
+/// are said in the rule's section, naming it, and the section uses the rule's defaults, where
+/// the parameters as recorded read without a word.
+#[test]
+fn parameters_that_do_not_read_are_said_in_their_section_and_the_defaults_used() {
+    let (dir, o) = run_with("ProfilerReport:CPUBottleneck_cpu_threshold=80");
+    let run = dir.path().join("run");
+    let input = || ReportInput::load(run.to_str().unwrap(), &LoadOptions::default());
+    let as_written = render_html(&input().with_rules(o.summary.rules.clone()));
+    assert!(section(&as_written, "cpu-bottlenecks").contains("is over 80%"));
+    let mut doctored = o.summary.rules.clone();
+    let cpu = doctored
+        .iter_mut()
+        .find(|r| r.rule == "CPUBottleneck")
+        .unwrap();
+    let params = cpu.parameters.as_object_mut().unwrap();
+    let value = params.remove("cpu_threshold").unwrap();
+    params.insert("cpu_limit".into(), value);
+    let html = render_html(&input().with_rules(doctored));
+    let cpu = section(&html, "cpu-bottlenecks");
+    assert!(
+        cpu.contains("CPUBottleneck rule&#39;s parameters in its status could not be read")
+            && cpu.contains("cpu_limit"),
+        "{cpu}"
+    );
+    // The rule's default, 90 %, in place of the 80 % it ran with.
+    assert!(cpu.contains("is over 90%"), "{cpu}");
 }

@@ -86,7 +86,8 @@ pub use runner::{ReportPlan, Reporter, RuleRunner, RunState, RunnerHandle};
 pub use select::{TensorSelection, value_at};
 pub use smdebug_core::CaptureRequest;
 pub use status::{
-    MAX_LISTED_UNREADABLE, RuleStatus, Status, Summary, read_summary, read_summary_from,
+    MAX_LISTED_UNREADABLE, RuleStatus, Status, Summary, parameters_as, read_summary,
+    read_summary_from,
 };
 pub use window::{JudgedWindow, ProfilerWindow, StepTimeline};
 

@@ -4,6 +4,7 @@
 //! fired); the section judges nothing itself.
 
 use smdebug_rules::profiler::BatchSizeDetails;
+use smdebug_rules::profiler::BatchSizeParams;
 
 use crate::charts;
 use crate::html::{Cell, table};
@@ -25,12 +26,11 @@ impl Page<'_> {
             return;
         }
         let Some(details) = self.details(RULE).and_then(|d| d.batch_size().cloned()) else {
+            let p: BatchSizeParams = self.params(RULE);
             self.lead(&format!(
                 "When CPU p95 stays under {}%, GPU p95 under {}% and GPU memory p95 under \
                  {}%, every resource has room and a larger batch would use the hardware better.",
-                self.param(RULE, "cpu_threshold_p95"),
-                self.param(RULE, "gpu_threshold_p95"),
-                self.param(RULE, "gpu_memory_threshold_p95"),
+                p.cpu_threshold_p95, p.gpu_threshold_p95, p.gpu_memory_threshold_p95,
             ));
             self.missing("The BatchSize rule's findings were not given, so nothing was judged.");
             self.verdict(RULE);

@@ -3,6 +3,7 @@
 //! judges nothing itself: without the rule's details there is no count.
 
 use smdebug_rules::profiler::{BottleneckDetails, SNAPSHOT_TOLERANCE_US};
+use smdebug_rules::profiler::{CPUBottleneckParams, IOBottleneckParams};
 
 use crate::charts::{self, Curve, Series, XAxis};
 use crate::html::{Cell, table};
@@ -48,18 +49,20 @@ impl Page<'_> {
     }
 
     fn bottleneck(&mut self, kind: Bottleneck) {
-        let (rule, what, busy_param, busy_label) = match kind {
-            Bottleneck::Cpu => (
-                "CPUBottleneck",
-                "CPU utilization",
-                "cpu_threshold",
-                "CPU busy",
-            ),
-            Bottleneck::Io => ("IOBottleneck", "I/O wait", "io_threshold", "I/O wait high"),
+        let (rule, what, busy_label) = match kind {
+            Bottleneck::Cpu => ("CPUBottleneck", "CPU utilization", "CPU busy"),
+            Bottleneck::Io => ("IOBottleneck", "I/O wait", "I/O wait high"),
         };
-        let busy = self.param(rule, busy_param);
-        let gpu_idle = self.param(rule, "gpu_threshold");
-        let patience = self.param(rule, "patience");
+        let (busy, gpu_idle, patience) = match kind {
+            Bottleneck::Cpu => {
+                let p: CPUBottleneckParams = self.params(rule);
+                (p.cpu_threshold, p.gpu_threshold, p.patience)
+            }
+            Bottleneck::Io => {
+                let p: IOBottleneckParams = self.params(rule);
+                (p.io_threshold, p.gpu_threshold, p.patience)
+            }
+        };
         if self.view.nodes.iter().all(|n| kind.series(n).is_empty()) {
             self.missing(&format!(
                 "No {what} was recorded, so this check has nothing to look at."

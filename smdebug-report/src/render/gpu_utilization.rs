@@ -1,6 +1,7 @@
 //! Section 7, GPU utilization: the recorded readings per GPU, each GPU's reading (underused,
 //! fluctuating, busy) as LowGPUUtilization judged it. The page judges no GPU itself.
 
+use smdebug_rules::profiler::LowGPUUtilizationParams;
 use smdebug_rules::profiler::{GpuUsageState, GpuUtilizationDetails};
 
 use std::collections::BTreeSet;
@@ -43,9 +44,12 @@ impl Page<'_> {
             percentile_bound()
         ));
         self.gpu_charts(&gpus);
-        let low_p95 = self.param("LowGPUUtilization", "threshold_p95");
-        let low_p5 = self.param("LowGPUUtilization", "threshold_p5");
-        let window = self.param("LowGPUUtilization", "window");
+        let LowGPUUtilizationParams {
+            threshold_p95: low_p95,
+            threshold_p5: low_p5,
+            window,
+            ..
+        } = self.params("LowGPUUtilization");
         if rule.is_some() {
             self.lead(&format!(
                 "Reading: as the LowGPUUtilization rule judged each GPU over its latest {window} \

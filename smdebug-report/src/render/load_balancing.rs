@@ -3,6 +3,7 @@
 //! computes no distance itself.
 
 use smdebug_rules::profiler::LoadBalancingDetails;
+use smdebug_rules::profiler::LoadBalancingParams;
 
 use crate::charts;
 use crate::html::{Cell, table};
@@ -29,8 +30,10 @@ impl Page<'_> {
             self.verdict(RULE);
             return;
         }
-        let threshold = self.param(RULE, "threshold");
-        let patience = self.param(RULE, "patience");
+        let LoadBalancingParams {
+            threshold,
+            patience,
+        } = self.params(RULE);
         self.lead(&format!(
             "The {RULE} rule's evidence: each GPU's utilization histogram (2% bins, after its \
              first {patience} samples), and the Jensen–Shannon distance between every two GPUs \

@@ -24,9 +24,8 @@ mod view;
 
 use std::fmt::Write as _;
 
-use serde_json::Map;
+use smdebug_rules::Status;
 use smdebug_rules::profiler::{Details, utc};
-use smdebug_rules::{Status, find_builtin};
 
 use crate::html::{self, escape};
 use crate::input::{NoteArea, ReportInput, SECTIONS};
@@ -216,19 +215,27 @@ impl Page<'_> {
             .find(|r| r.name.eq_ignore_ascii_case(name))
     }
 
-    /// The parameter `param` of the rule `rule` as the rule ran, or its default when the rule
-    /// did not run: a figure that judges what a rule judges uses the same threshold.
-    fn param(&self, rule: &str, param: &str) -> f64 {
-        let given = self
-            .rule(rule)
-            .and_then(|r| r.parameters.get(param))
-            .and_then(serde_json::Value::as_f64);
-        given
-            .or_else(|| {
-                let built = find_builtin(rule)?.build(&Map::new()).ok()?;
-                built.parameters().get(param)?.as_f64()
-            })
-            .unwrap_or(f64::NAN)
+    /// The parameters of the rule `rule` as it ran (its parameter type `P`; one its status does
+    /// not record at its default), or the defaults when the rule did not run: a figure that
+    /// judges what a rule judges uses the same threshold. Parameters that do not read as `P`
+    /// (recorded by another version) are said where the section stands, and the defaults used.
+    fn params<P: serde::de::DeserializeOwned + serde::Serialize + Default>(
+        &mut self,
+        rule: &str,
+    ) -> P {
+        let Some(recorded) = self.rule(rule).map(|r| r.parameters.clone()) else {
+            return P::default();
+        };
+        match smdebug_rules::parameters_as::<P>(&recorded) {
+            Ok(params) => params,
+            Err(e) => {
+                self.missing(&format!(
+                    "The {rule} rule's parameters in its status could not be read ({e}); this \
+                     section uses the rule's defaults."
+                ));
+                P::default()
+            }
+        }
     }
 
     /// The verdict of the rule `name` when one was given; a quiet line when not.

@@ -2,6 +2,7 @@
 //! and outlier steps), and the spans per node and worker drawn with those outliers marked. The
 //! page judges no outlier itself.
 
+use smdebug_rules::profiler::StepOutlierParams;
 use std::collections::BTreeMap;
 
 use smdebug_core::Mode;
@@ -43,7 +44,7 @@ impl Page<'_> {
             self.verdict(RULE);
             return;
         }
-        let k = self.param(RULE, "stddev");
+        let k = self.params::<StepOutlierParams>(RULE).stddev;
         let details = self.details(RULE).and_then(|d| d.step_outliers().cloned());
         self.lead(&format!(
             "Per node and mode, as the {RULE} rule judged them: a step is an outlier when it is \
