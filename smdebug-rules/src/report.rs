@@ -183,6 +183,20 @@ pub fn report_verdict(rules: &[&RuleStatus], final_verdicts: bool) -> (Status, S
     (status, message)
 }
 
+/// `ProfilerReport`'s verdict as [`report_verdict`] makes it from the profiler rules recorded
+/// beside it in `summary` (final once the runner finished); `None` when the summary has no
+/// `ProfilerReport`. What the runner writes, and what a reader of a summary written by an
+/// earlier version, before the verdict was made from its rules', works out again.
+pub fn summary_report_verdict(summary: &crate::Summary) -> Option<(Status, String)> {
+    summary.rules.iter().find(|r| is_profiler_report(&r.rule))?;
+    let members: Vec<&RuleStatus> = summary
+        .rules
+        .iter()
+        .filter(|r| r.kind == crate::RuleInput::Profiler && !is_profiler_report(&r.rule))
+        .collect();
+    Some(report_verdict(&members, summary.finished))
+}
+
 /// The default rule set for a run: every built-in debugging rule that needs no parameter
 /// (StalledTraining only when following a live run: on a finished run it says nothing), and
 /// `ProfilerReport` (all profiler rules and the report) when `profiler` is set.

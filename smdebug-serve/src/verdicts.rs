@@ -2,24 +2,19 @@
 //! list and the pushes' changed verdicts both come from here.
 
 use smdebug_report::RuleFile;
+use smdebug_rules::report::{is_profiler_report, summary_report_verdict};
 use smdebug_rules::{Status, Summary};
 
 use crate::views::{EvidenceView, Num, RuleView};
 
-/// The rules' statuses. `ProfilerReport` takes the worst verdict of the profiler rules beside
-/// it when its own status says less (a summary written before its verdict was made from
-/// theirs), and says so.
+/// The rules' statuses. `ProfilerReport` shows the verdict the rules' one roll-up
+/// ([`summary_report_verdict`]) makes from the profiler rules beside it when its own status says
+/// less (a summary written before its verdict was made from theirs), and says so.
 pub(crate) fn rule_views(summary: Option<&Summary>) -> Vec<RuleView> {
     let Some(summary) = summary else {
         return Vec::new();
     };
-    let profiler_issues: Vec<&str> = summary
-        .rules
-        .iter()
-        .filter(|r| r.kind == smdebug_rules::RuleInput::Profiler && r.status == Status::IssuesFound)
-        .map(|r| r.rule.as_str())
-        .filter(|name| *name != "ProfilerReport")
-        .collect();
+    let rolled_up = summary_report_verdict(summary);
     summary
         .rules
         .iter()
@@ -27,16 +22,16 @@ pub(crate) fn rule_views(summary: Option<&Summary>) -> Vec<RuleView> {
             let file = RuleFile::of(status);
             let mut shown = status.status;
             let mut message = file.message;
-            if file.name == "ProfilerReport"
-                && matches!(shown, Status::NoIssuesFound | Status::InProgress)
-                && !profiler_issues.is_empty()
+            // Only a finding or a failure the recorded status does not tell is shown over it.
+            let alarming = |s: Status| matches!(s, Status::IssuesFound | Status::Error);
+            if let Some((verdict, why)) = rolled_up
+                .as_ref()
+                .filter(|_| is_profiler_report(&status.rule))
+                && alarming(*verdict)
+                && !alarming(shown)
             {
-                shown = Status::IssuesFound;
-                message = format!(
-                    "its rules found issues: {} (the summary said {})",
-                    profiler_issues.join(", "),
-                    status.status.name()
-                );
+                shown = *verdict;
+                message = format!("{why} (the summary said {})", status.status.name());
             }
             RuleView {
                 name: file.name,
@@ -65,4 +60,65 @@ pub(crate) fn rule_views(summary: Option<&Summary>) -> Vec<RuleView> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(rule: &str, kind: &str, status: &str) -> serde_json::Value {
+        serde_json::json!({
+            "rule": rule, "kind": kind, "status": status, "parameters": {}, "actions": [],
+            "first_fired_step": null, "last_fired_step": null, "fired_count": 0,
+            "steps_evaluated": 0, "datapoints": 1, "message": format!("{rule} said so"),
+            "evidence": [], "action_errors": []
+        })
+    }
+
+    fn summary(report: &str, cpu: &str, finished: bool) -> Summary {
+        serde_json::from_value(serde_json::json!({
+            "run": "/r", "run_complete": finished, "end_reason": null, "last_step": 10,
+            "finished": finished, "updated_at": 0.0,
+            "rules": [
+                status("ProfilerReport", "profiler", report),
+                status("CPUBottleneck", "profiler", cpu),
+                status("StepOutlier", "profiler", "NoIssuesFound"),
+                status("LossNotDecreasing", "debugging", "IssuesFound"),
+            ]
+        }))
+        .unwrap()
+    }
+
+    fn report_view(s: &Summary) -> RuleView {
+        rule_views(Some(s))
+            .into_iter()
+            .find(|v| v.name == "ProfilerReport")
+            .unwrap()
+    }
+
+    /// A summary written before ProfilerReport's verdict was made from its rules' shows the
+    /// runner's roll-up of them (a debugging rule's finding is not one of them); one that
+    /// already says it, or whose rules found nothing, shows what it says.
+    #[test]
+    fn profiler_report_shows_the_runners_roll_up_of_its_rules_when_its_status_says_less() {
+        let older = summary("NoIssuesFound", "IssuesFound", true);
+        let view = report_view(&older);
+        assert_eq!(view.status, "IssuesFound");
+        assert_eq!(
+            view.message,
+            "of 2 profiler rules, 1 found issues (CPUBottleneck); 1 checked and found no \
+             issues (the summary said NoIssuesFound)"
+        );
+        let current = summary("IssuesFound", "IssuesFound", true);
+        assert_eq!(report_view(&current).message, "ProfilerReport said so");
+        let quiet = summary("NoIssuesFound", "NoIssuesFound", true);
+        let view = report_view(&quiet);
+        assert_eq!(
+            (view.status, view.message.as_str()),
+            ("NoIssuesFound", "ProfilerReport said so")
+        );
+        // A rule that failed is shown over a quieter recorded status too.
+        let failed = report_view(&summary("InProgress", "Error", false));
+        assert_eq!(failed.status, "Error");
+    }
 }
