@@ -33,7 +33,7 @@ pub struct JobConfig {
     pub sampler: bool,
     /// Wait this long before the first step (the page can open on a run that does not exist).
     pub start_delay: Duration,
-    /// Train steps whose backward pass sleeps 15 step times (step-duration outliers whatever
+    /// Train steps whose backward pass sleeps 40 step times (step-duration outliers whatever
     /// the machine's load).
     pub slow_steps: Vec<u64>,
 }
@@ -165,7 +165,9 @@ pub fn start_job(storage: Arc<dyn Storage>, local: Option<&Path>, config: JobCon
                 {
                     let _b = spans.backward();
                     if config.slow_steps.contains(&step) {
-                        thread::sleep(Duration::from_secs_f64(t * 15.0));
+                        // Forty steps' time: far enough out that a loaded machine's jitter on
+                        // the other steps (tens of ms) does not hide it from StepOutlier's 3σ.
+                        thread::sleep(Duration::from_secs_f64(t * 40.0));
                     } else {
                         spin(Duration::from_secs_f64(t * 0.4));
                     }
