@@ -3,12 +3,12 @@
 //! wires them.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use smdebug::Session;
 use smdebug::io::Storage;
 use smdebug::io::storage::LocalStorage;
-use smdebug::io::testing::CountingStorage;
+use smdebug::io::testing::{CountingStorage, wait_until};
 use smdebug::profiler::follow::{ProfilerFollower, ProfilerSource};
 use smdebug::profiler::reader::ProfilerReader;
 use smdebug::profiler::spans::SpanConfig;
@@ -78,21 +78,16 @@ fn rules_and_the_dashboard_share_one_reading_of_the_profiler_files() {
     // The dashboard shows every sample and span of the run.
     let url = format!("{}api/runs", server.url());
     let client = reqwest::blocking::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let shown = loop {
-        let runs: serde_json::Value = client.get(&url).send().unwrap().json().unwrap();
-        let run = &runs["runs"][0];
-        let shown = (run["samples"].as_u64(), run["spans"].as_u64());
-        if shown == (Some(samples as u64), Some(spans as u64)) {
-            break shown;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the dashboard shows {shown:?} of {samples} samples and {spans} spans"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert_eq!(shown, (Some(samples as u64), Some(spans as u64)));
+    let want = (Some(samples as u64), Some(spans as u64));
+    wait_until(
+        Duration::from_secs(60),
+        &format!("the dashboard to show {samples} samples and {spans} spans"),
+        || {
+            let runs: serde_json::Value = client.get(&url).send().unwrap().json().unwrap();
+            let run = &runs["runs"][0];
+            (run["samples"].as_u64(), run["spans"].as_u64()) == want
+        },
+    );
     // The runner is done and gone; the dashboard still holds its place.
     assert_eq!(source.subscribers(), 1);
     // Each file was read once for both (a system file may be read in pieces while it grows;

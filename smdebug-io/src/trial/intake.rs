@@ -96,7 +96,12 @@ enum ReadFile {
 impl ReadFiles {
     /// How `path` of `step` is kept, when it is; `None` for a usual path of a worker not seen.
     fn key(&self, step: u64, path: &str) -> Option<ReadFile> {
-        match usual_worker(step, path) {
+        self.key_of(usual_worker(step, path).as_deref(), path)
+    }
+
+    /// [`ReadFiles::key`] with the path's usual worker, if it is one, already worked out.
+    fn key_of(&self, usual: Option<&str>, path: &str) -> Option<ReadFile> {
+        match usual {
             Some(worker) => self
                 .workers
                 .iter()
@@ -108,27 +113,22 @@ impl ReadFiles {
 
     /// Index file `path` of `step` was taken in.
     pub fn insert(&mut self, step: u64, path: String) {
-        let file = match self.key(step, &path) {
+        let usual = usual_worker(step, &path);
+        let file = match self.key_of(usual.as_deref(), &path) {
             Some(file) => file,
             None => {
-                let worker = usual_worker(step, &path).unwrap_or_default();
-                self.workers.push(worker.into());
+                self.workers.push(usual.unwrap_or_default().into());
                 ReadFile::Usual((self.workers.len() - 1) as u32)
             }
         };
-        match self.steps.get_mut(&step) {
-            None => {
-                self.steps.insert(step, StepFiles::One(file));
-            }
-            Some(StepFiles::One(first)) if *first == file => {}
-            Some(files @ StepFiles::One(_)) => {
-                let StepFiles::One(first) = std::mem::replace(files, StepFiles::Many(Vec::new()))
-                else {
-                    unreachable!("matched One above")
-                };
-                *files = StepFiles::Many(vec![first, file]);
-            }
-            Some(StepFiles::Many(all)) => {
+        let Some(files) = self.steps.get_mut(&step) else {
+            self.steps.insert(step, StepFiles::One(file));
+            return;
+        };
+        match files {
+            StepFiles::One(first) if *first == file => {}
+            StepFiles::One(first) => *files = StepFiles::Many(vec![first.clone(), file]),
+            StepFiles::Many(all) => {
                 if !all.contains(&file) {
                     all.push(file);
                 }

@@ -110,8 +110,8 @@ impl ProfilerSource {
     }
 
     /// A new subscriber. It gets every increment from the first read on when nothing has been
-    /// let go yet; otherwise (subscribing late) it reads the run with a follower of its own,
-    /// configured as this one's was at the start.
+    /// let go yet; otherwise (subscribing late) it reads the run with a source of its own, as
+    /// [`ProfilerSource::new`] makes one (spans with their `args`, [`ITEMS_PER_READ`] a read).
     pub fn subscribe(&self) -> ProfilerSubscription {
         let mut state = self.state();
         if state.base > 0 {
