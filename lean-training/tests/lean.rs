@@ -94,6 +94,52 @@ fn the_training_side_links_no_http_tls_mail_or_chart_stack() {
     }
 }
 
+/// Crates a default training build leaves to features: the object-store client and its async
+/// runtime (`memory`, `s3`, ...), `url`'s IDNA tables, the code profile's sampler, unwinder and
+/// flame graphs (`code-profile`).
+const BEHIND_FEATURES: &[&str] = &[
+    "object_store",
+    "tokio",
+    "futures",
+    "url",
+    "idna",
+    "pprof",
+    "inferno",
+    "symbolic-demangle",
+    "backtrace",
+];
+
+/// What `cargo add smdebug` builds for a training loop, at most.
+const DEFAULT_BUILD_CRATES: usize = 120;
+
+#[test]
+fn the_default_training_build_stays_within_its_crate_budget() {
+    for package in ["smdebug", "smdebug-lean-training"] {
+        let names = normal_dependencies(package);
+        let left_in: Vec<&String> = names
+            .iter()
+            .filter(|n| BEHIND_FEATURES.contains(&n.as_str()))
+            .collect();
+        assert!(
+            left_in.is_empty(),
+            "{package} builds {left_in:?} by default"
+        );
+        assert!(
+            names.len() <= DEFAULT_BUILD_CRATES,
+            "{package}'s default build is {} crates (at most {DEFAULT_BUILD_CRATES}): {names:?}",
+            names.len()
+        );
+    }
+    // GPU metrics stay in the default build (NVML is loaded at run time, and a GPU job that
+    // silently sampled no GPU would report what is not so); the lean crate takes smdebug's
+    // defaults.
+    assert!(
+        normal_dependencies("smdebug")
+            .iter()
+            .any(|n| n == "nvml-wrapper")
+    );
+}
+
 #[test]
 fn the_loop_captures_to_disk_and_stops_when_a_stop_request_arrives() {
     let dir = tempfile::tempdir().unwrap();
@@ -144,6 +190,7 @@ fn alone() -> bool {
 #[test]
 fn an_object_store_left_out_of_the_build_is_a_clear_error() {
     let locations = [
+        (Backend::Memory, "memory://lean/run"),
         (Backend::Aws, "s3://bucket/run"),
         (Backend::Gcp, "gs://bucket/run"),
         (Backend::Azure, "az://container/run"),
@@ -175,12 +222,14 @@ fn an_object_store_left_out_of_the_build_is_a_clear_error() {
             "{msg}"
         );
     }
-    // Local disk and the in-process store are always there.
+    // Local disk is always there, as a path or a file:// URL (decoded without `url`).
     let dir = tempfile::tempdir().unwrap();
-    open_storage(dir.path().to_str().unwrap()).unwrap();
-    let mem: Arc<dyn smdebug_io::Storage> = open_storage("memory://lean/run").unwrap();
-    mem.put("a", b"1".to_vec().into()).unwrap();
-    assert_eq!(&mem.get("a").unwrap()[..], b"1");
+    let run = dir.path().join("my run");
+    let local: Arc<dyn smdebug_io::Storage> = open_storage(run.to_str().unwrap()).unwrap();
+    local.put("a.json", b"1".to_vec().into()).unwrap();
+    let by_url = open_storage(&format!("file://{}/my%20run", dir.path().display())).unwrap();
+    assert_eq!(by_url.local_root(), Some(run.as_path()));
+    assert_eq!(&by_url.get("a.json").unwrap()[..], b"1");
 }
 
 #[test]
@@ -236,4 +285,44 @@ fn a_notification_action_left_out_of_the_build_fails_when_the_runner_is_built() 
             .map(drop)
             .unwrap();
     }
+}
+
+#[test]
+fn a_code_profile_window_without_its_feature_fails_at_start_naming_it() {
+    use smdebug::prelude::*;
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let started = Session::builder(run.to_str().unwrap())
+        .code_profiling(Window::steps(0, 5))
+        .start();
+    let err = match started {
+        Ok(session) => {
+            // Only where features are unified with the workspace's (whose tests sample).
+            assert!(
+                !alone(),
+                "a code-profile window started in a build without `code-profile`"
+            );
+            session.finish().unwrap();
+            return;
+        }
+        Err(e) => e,
+    };
+    let text = err.to_string();
+    assert!(
+        matches!(
+            err,
+            smdebug::Error::FeatureMissing {
+                feature: "code-profile",
+                ..
+            }
+        ),
+        "{text}"
+    );
+    assert!(text.contains("features = [\"code-profile\"]"), "{text}");
+    // Nothing was claimed: the same location starts without the window.
+    Session::builder(run.to_str().unwrap())
+        .start()
+        .unwrap()
+        .finish()
+        .unwrap();
 }

@@ -75,7 +75,7 @@ enum Command {
     /// Summary of a run as JSON: workers, modes, number of steps, collections, completeness.
     #[command(after_help = READ_EXIT_STATUS)]
     Info {
-        /// Run directory or object-store URL (s3://bucket/prefix, gs://, az://, memory://).
+        /// Run directory or object-store URL (s3://bucket/prefix, gs://, az://).
         run: String,
     },
     /// Tensor names, one per line (control characters shown escaped, as `\u{1b}`).

@@ -128,6 +128,7 @@ fn store_feature(io_feature: &str) -> &'static str {
         "aws" => "s3",
         "gcp" => "gcs",
         "azure" => "azure",
+        "memory" => "memory",
         _ => "http",
     }
 }
@@ -190,6 +191,7 @@ mod tests {
             ("gcp", "Google Cloud Storage", "gcs"),
             ("azure", "Azure Blob Storage", "azure"),
             ("http", "HTTP", "http"),
+            ("memory", "the in-process memory store", "memory"),
         ] {
             let e = Error::from(smdebug_io::Error::BackendNotCompiled {
                 location: "s3://bucket/run".into(),

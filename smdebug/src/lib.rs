@@ -33,12 +33,15 @@
 //!
 //! | feature | what it adds |
 //! | --- | --- |
-//! | (default) | capture, system sampling, framework spans and stop requests, to local disk; no HTTP, TLS, mail or chart crate in the build |
+//! | (default: `gpu`) | capture, host and GPU sampling, framework spans and stop requests, to local disk; about 80 crates, with no object-store client, async runtime, HTTP, TLS, mail, chart or code-profile crate in the build |
+//! | `gpu` | GPU metrics through NVML, loaded at run time (on by default; without it a host with NVIDIA GPUs logs a warning naming it) |
+//! | `code-profile` | the sampling CPU profile over a code-profile window (`code_profiling`, SageMaker's Python profiling); Linux |
 //! | `rules` | rules in the training process, with their stop and command actions |
 //! | `report` | the profiling report at the end (implies `rules`) |
 //! | `serve` | the live dashboard, served from the training process (implies `report`) |
 //! | `notify` | webhook and e-mail actions |
-//! | `s3`, `gcs`, `azure` | runs in S3, Google Cloud Storage, Azure Blob Storage |
+//! | `memory` | runs in the in-process `memory://` store (tests, notebooks) |
+//! | `s3`, `gcs`, `azure`, `http` | runs in S3, Google Cloud Storage, Azure Blob Storage, a plain HTTP(S) store |
 //! | `candle`, `burn`, `tch` | the framework adapters: `Session::builder(..).candle()` (or `.burn()`, `.tch()`) captures through the adapter's hook, reached with `session.hook()` |
 //!
 //! ## The crates underneath

@@ -1,13 +1,13 @@
 //! Object stores (S3, GCS, Azure, in-memory, …) through `object_store`, driven by a small tokio
 //! runtime owned by the backend so that callers stay synchronous.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::ops::Range;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::TryStreamExt;
+#[cfg(feature = "memory")]
 use object_store::memory::InMemory;
 use object_store::path::Path;
 #[cfg(any(feature = "aws", feature = "gcp", feature = "azure"))]
@@ -25,7 +25,10 @@ const MULTIPART_CHUNK: usize = 16 << 20;
 
 /// The process-wide `memory://` stores, by name, so that a writer and a reader in one process
 /// see the same objects.
+#[cfg(feature = "memory")]
 fn memory_store(name: &str) -> Arc<InMemory> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
     static STORES: OnceLock<Mutex<HashMap<String, Arc<InMemory>>>> = OnceLock::new();
     let mut stores = STORES
         .get_or_init(Default::default)
@@ -114,7 +117,7 @@ impl ObjectStorage {
         };
         // A backend this build leaves out is refused before anything else, naming the feature
         // that brings it in.
-        if let Some(backend) = Backend::of_url(url)
+        if let Some(backend) = Backend::for_location(url.as_str())
             && !backend.is_compiled()
         {
             return Err(Error::BackendNotCompiled {
@@ -134,6 +137,7 @@ impl ObjectStorage {
             ..Default::default()
         };
         let (store, root): (Arc<dyn ObjectStore>, String) = match url.scheme() {
+            #[cfg(feature = "memory")]
             "memory" => {
                 let name = url.host_str().unwrap_or_default();
                 (memory_store(name), url.path().to_string())

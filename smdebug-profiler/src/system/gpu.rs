@@ -60,10 +60,20 @@ impl GpuProbe {
         }
     }
 
-    /// Without the `nvml` feature there is nothing to load.
+    /// Without the `nvml` feature there is nothing to load. A host that has NVIDIA GPUs is told
+    /// so as a warning: its GPU metrics are being left out by the build, not by the machine.
     #[cfg(not(feature = "nvml"))]
     pub(crate) fn load() -> Self {
-        log_no_gpu("built without the `nvml` feature");
+        if has_nvidia_devices() {
+            NO_GPU_LOGGED.call_once(|| {
+                log::warn!(
+                    "smdebug-profiler: this host has NVIDIA GPUs, but this build samples no GPU \
+                     metrics: enable smdebug's `gpu` feature (smdebug-profiler's `nvml`)"
+                )
+            });
+        } else {
+            log_no_gpu("built without the `nvml` feature");
+        }
         Self::disabled()
     }
 
@@ -120,4 +130,14 @@ impl GpuProbe {
     /// Without the `nvml` feature there are no GPUs to sample.
     #[cfg(not(feature = "nvml"))]
     pub(crate) fn sample(&self, _node: &str, _timestamp: f64, _out: &mut Vec<SystemSample>) {}
+}
+
+/// Whether the NVIDIA driver shows any GPU on this host (`/proc/driver/nvidia/gpus/*`, or a
+/// `/dev/nvidia0` device node in a container that does not mount the driver's proc files).
+#[cfg(not(feature = "nvml"))]
+fn has_nvidia_devices() -> bool {
+    let listed = std::fs::read_dir("/proc/driver/nvidia/gpus")
+        .map(|mut entries| entries.next().is_some())
+        .unwrap_or(false);
+    listed || std::path::Path::new("/dev/nvidia0").exists()
 }

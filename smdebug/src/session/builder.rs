@@ -359,6 +359,10 @@ impl<H: Capture> SessionBuilder<H> {
     }
 
     /// When the sampling code profile runs (SageMaker's Python profiling). Default: never.
+    ///
+    /// Needs the `code-profile` feature (Linux): without it, a window set here makes
+    /// [`start`](Self::start) fail with [`Error::FeatureMissing`](crate::Error::FeatureMissing)
+    /// naming it, and a window a SageMaker profiler file opens later is a warning.
     pub fn code_profiling(mut self, window: Window) -> Self {
         self.timeline.set(Profiling::Code, window);
         self

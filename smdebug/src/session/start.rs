@@ -304,6 +304,13 @@ impl<H: Capture> SessionBuilder<H> {
                 }
                 Some(code)
             }
+            // Off Linux no build can sample; on Linux the facade's feature is what is missing.
+            Err(_) if self.timeline.code.is_enabled() && cfg!(target_os = "linux") => {
+                return Err(Error::FeatureMissing {
+                    what: "a code-profile window (SageMaker's Python profiling)".to_string(),
+                    feature: "code-profile",
+                });
+            }
             Err(e) if self.timeline.code.is_enabled() => return Err(e.into()),
             Err(_) => None,
         };
