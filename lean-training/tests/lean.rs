@@ -239,10 +239,12 @@ fn a_notification_action_left_out_of_the_build_fails_when_the_runner_is_built() 
     smdebug_lean_training::train(run, 3, |_| {}).unwrap();
     let actions = [
         ActionConfig::Webhook {
+            on: smdebug_rules::Trigger::FirstFiring,
             url: "http://127.0.0.1:9/hook".into(),
             timeout_s: 1.0,
         },
         ActionConfig::Email {
+            on: smdebug_rules::Trigger::FirstFiring,
             smtp_host: "127.0.0.1".into(),
             smtp_port: Some(9),
             tls: smdebug_rules::actions::SmtpTls::None,

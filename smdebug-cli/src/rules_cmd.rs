@@ -56,6 +56,11 @@ pub(crate) struct RulesArgs {
     /// StalledTraining's default threshold, so that rule fires first; 0 waits forever.
     #[arg(long, value_name = "SECS", default_value_t = 1800, requires = "follow")]
     idle_timeout: u64,
+    /// With --follow: print every rule's status to stderr this often, and each change of
+    /// status at once (`smdebug rule VanishingGradient: InProgress -> IssuesFound at step
+    /// 12: ...`); 0 prints none.
+    #[arg(long, value_name = "SECS", default_value_t = 60, requires = "follow")]
+    status_every: u64,
     /// Write the summary into the run (rules/rule_job_summary.json), as the live follower in
     /// the training job does, replacing the one there.
     #[arg(long)]
@@ -199,6 +204,11 @@ fn evaluate(
         builder = builder.open_timeout(Duration::from_secs(600));
         if args.idle_timeout > 0 {
             builder = builder.idle_timeout(Duration::from_secs(args.idle_timeout));
+        }
+        if args.status_every > 0 {
+            builder = builder.status_lines(smdebug_rules::runner::StatusLines::to_stderr(
+                Duration::from_secs(args.status_every),
+            ));
         }
     }
     let mut runner = builder.build()?;

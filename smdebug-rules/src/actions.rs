@@ -1,8 +1,10 @@
 //! What to do when a rule fires: stop training, call a webhook, send an e-mail, run a command.
 //!
-//! Actions are opt-in per rule and run once per rule, when it first fires. A failing action
-//! (server down, command exits non-zero) is recorded in the rule's status; it never stops the
-//! runner.
+//! Actions are opt-in per rule. By default they run once per rule, when it first fires; a
+//! webhook, e-mail or command with `"on": "status_change"` runs at every change of the rule's
+//! status instead (`InProgress` → `IssuesFound` → …, the verdict at the end included), told the
+//! old and the new status, as SageMaker's status-change events are. A failing action (server
+//! down, command exits non-zero) is recorded in the rule's status; it never stops the runner.
 //!
 //! `stop_training` and `command` are always there. `webhook` and `email` bring in an HTTP
 //! client and a mail stack (each with TLS), so they are cargo features of smdebug-rules, off by
@@ -18,7 +20,8 @@
 //!  {"type": "email", "smtp_host": "smtp.example.com", "smtp_port": 587, "tls": "starttls",
 //!   "username": "bot", "password_env": "SMTP_PASSWORD",
 //!   "from": "smdebug@example.com", "to": ["me@example.com"]},
-//!  {"type": "command", "program": "notify-send", "args": ["smdebug"]}]
+//!  {"type": "command", "program": "notify-send", "args": ["smdebug"]},
+//!  {"type": "webhook", "url": "http://127.0.0.1:8080/status", "on": "status_change"}]
 //! ```
 
 use std::io::Read;
@@ -32,6 +35,7 @@ use smdebug_io::Storage;
 
 use crate::error::{Error, Result};
 use crate::evidence::Evidence;
+use crate::state::Status;
 use smdebug_io::stop::{StopRequest, request_stop};
 
 fn default_timeout() -> f64 {
@@ -51,6 +55,25 @@ pub enum SmtpTls {
     Tls,
 }
 
+/// When a notifying action (webhook, e-mail, command) is carried out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    /// Once, when the rule first fires. Default.
+    #[default]
+    FirstFiring,
+    /// At every change of the rule's status, with the old and the new one: the firing
+    /// (`InProgress` → `IssuesFound`), the verdict when the run ends (`InProgress` →
+    /// `NoIssuesFound`), a failure (→ `Error`).
+    StatusChange,
+}
+
+impl Trigger {
+    fn is_default(&self) -> bool {
+        *self == Trigger::FirstFiring
+    }
+}
+
 /// One action, as configured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -66,6 +89,9 @@ pub enum ActionConfig {
         /// Seconds. Default 10.
         #[serde(default = "default_timeout")]
         timeout_s: f64,
+        /// When it is sent. Default: at the first firing.
+        #[serde(default, skip_serializing_if = "Trigger::is_default")]
+        on: Trigger,
     },
     /// Sends a plain-text e-mail over SMTP.
     Email {
@@ -93,6 +119,9 @@ pub enum ActionConfig {
         /// Seconds. Default 10.
         #[serde(default = "default_timeout")]
         timeout_s: f64,
+        /// When it is sent. Default: at the first firing.
+        #[serde(default, skip_serializing_if = "Trigger::is_default")]
+        on: Trigger,
     },
     /// Runs a program (no shell) with the event in `SMDEBUG_*` environment variables and as JSON
     /// on its standard input. A non-zero exit or a timeout is a failure.
@@ -105,6 +134,9 @@ pub enum ActionConfig {
         /// Seconds. Default 10.
         #[serde(default = "default_timeout")]
         timeout_s: f64,
+        /// When it runs. Default: at the first firing.
+        #[serde(default, skip_serializing_if = "Trigger::is_default")]
+        on: Trigger,
     },
 }
 
@@ -116,6 +148,16 @@ impl ActionConfig {
             ActionConfig::Webhook { .. } => "webhook",
             ActionConfig::Email { .. } => "email",
             ActionConfig::Command { .. } => "command",
+        }
+    }
+
+    /// When the action is carried out (`stop_training`: at the first firing, always).
+    pub fn trigger(&self) -> Trigger {
+        match self {
+            ActionConfig::StopTraining => Trigger::FirstFiring,
+            ActionConfig::Webhook { on, .. }
+            | ActionConfig::Email { on, .. }
+            | ActionConfig::Command { on, .. } => *on,
         }
     }
 
@@ -186,29 +228,70 @@ impl ActionConfig {
     }
 }
 
-/// The message for an action whose feature this build leaves out.
-/// What an action is told about a firing.
+/// What an action is told: a firing, or a change of the rule's status.
 #[derive(Clone, Debug, Serialize)]
 pub struct RuleEvent {
-    /// The rule that fired.
+    /// The rule.
     pub rule: String,
     /// The run's location.
     pub run: String,
-    /// The step it fired at.
+    /// The step it fired at; for a status change, the last step the rules had evaluated.
     pub step: u64,
-    /// What it found.
+    /// What it found (for a status change, the rule's message now).
     pub message: String,
     /// The measurements behind the finding.
     pub evidence: Vec<Evidence>,
+    /// For an action triggered by a status change, the old and the new status; `None` for a
+    /// firing.
+    pub change: Option<StatusChange>,
+}
+
+/// A rule's status before and after a change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusChange {
+    /// The status it had.
+    pub from: Status,
+    /// The status it has now.
+    pub to: Status,
 }
 
 impl RuleEvent {
-    /// One line for people: `VanishingGradient fired at step 12 of /runs/a: …`.
+    /// One line for people: `VanishingGradient fired at step 12 of /runs/a: …`, or for a
+    /// status change `VanishingGradient: InProgress -> NoIssuesFound at step 570 of /runs/a: …`.
     pub fn summary_line(&self) -> String {
-        format!(
-            "{} fired at step {} of {}: {}",
-            self.rule, self.step, self.run, self.message
-        )
+        match self.change {
+            None => format!(
+                "{} fired at step {} of {}: {}",
+                self.rule, self.step, self.run, self.message
+            ),
+            Some(c) => format!(
+                "{}: {} -> {} at step {} of {}{}",
+                self.rule,
+                c.from.name(),
+                c.to.name(),
+                self.step,
+                self.run,
+                if self.message.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", self.message)
+                }
+            ),
+        }
+    }
+
+    /// The e-mail subject: `[smdebug] VanishingGradient fired at step 12`, or
+    /// `[smdebug] VanishingGradient: InProgress -> NoIssuesFound`.
+    pub fn subject(&self) -> String {
+        match self.change {
+            None => format!("[smdebug] {} fired at step {}", self.rule, self.step),
+            Some(c) => format!(
+                "[smdebug] {}: {} -> {}",
+                self.rule,
+                c.from.name(),
+                c.to.name()
+            ),
+        }
     }
 }
 
@@ -244,7 +327,7 @@ pub fn execute(action: &ActionConfig, event: &RuleEvent, ctx: &ActionContext) ->
             request_stop(ctx.storage.as_ref(), &req).map_err(|e| fail(e.to_string()))
         }
         #[cfg(feature = "webhook")]
-        ActionConfig::Webhook { url, timeout_s } => {
+        ActionConfig::Webhook { url, timeout_s, .. } => {
             post_webhook(url, secs(*timeout_s), event).map_err(fail)
         }
         #[cfg(feature = "email")]
@@ -258,6 +341,7 @@ pub fn execute(action: &ActionConfig, event: &RuleEvent, ctx: &ActionContext) ->
             from,
             to,
             timeout_s,
+            ..
         } => send_email(
             &EmailSettings {
                 host: smtp_host,
@@ -277,6 +361,7 @@ pub fn execute(action: &ActionConfig, event: &RuleEvent, ctx: &ActionContext) ->
             program,
             args,
             timeout_s,
+            ..
         } => run_command(program, args, secs(*timeout_s), event).map_err(fail),
         #[cfg(not(all(feature = "webhook", feature = "email")))]
         _ => Err(fail(
@@ -344,10 +429,9 @@ fn send_email(s: &EmailSettings<'_>, event: &RuleEvent) -> std::result::Result<(
         a.parse::<Mailbox>()
             .map_err(|e| format!("address `{a}`: {e}"))
     };
-    let mut msg = Message::builder().from(parse(s.from)?).subject(format!(
-        "[smdebug] {} fired at step {}",
-        event.rule, event.step
-    ));
+    let mut msg = Message::builder()
+        .from(parse(s.from)?)
+        .subject(event.subject());
     for t in s.to {
         msg = msg.to(parse(t)?);
     }
@@ -365,8 +449,12 @@ fn send_email(s: &EmailSettings<'_>, event: &RuleEvent) -> std::result::Result<(
             )
         })
         .collect();
+    let change = event
+        .change
+        .map(|c| format!("Status: {} -> {}\n", c.from.name(), c.to.name()))
+        .unwrap_or_default();
     let body = format!(
-        "{}\n\nRule: {}\nRun: {}\nStep: {}\n\nEvidence:\n{}\n",
+        "{}\n\nRule: {}\nRun: {}\nStep: {}\n{change}\nEvidence:\n{}\n",
         event.message,
         event.rule,
         event.run,
@@ -411,12 +499,19 @@ fn run_command(
     timeout: Duration,
     event: &RuleEvent,
 ) -> std::result::Result<(), String> {
-    let mut child = Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(args)
         .env("SMDEBUG_RULE", &event.rule)
         .env("SMDEBUG_STEP", event.step.to_string())
         .env("SMDEBUG_RUN", &event.run)
-        .env("SMDEBUG_MESSAGE", &event.message)
+        .env("SMDEBUG_MESSAGE", &event.message);
+    if let Some(c) = event.change {
+        command
+            .env("SMDEBUG_STATUS_FROM", c.from.name())
+            .env("SMDEBUG_STATUS", c.to.name());
+    }
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -67,11 +67,12 @@ pub mod rule;
 pub mod rules;
 pub mod runner;
 pub mod select;
+mod state;
 pub mod status;
 mod unreadable;
 pub mod window;
 
-pub use actions::ActionConfig;
+pub use actions::{ActionConfig, StatusChange, Trigger};
 pub use capture::{RULE_SAVE_INTERVAL, capture_requests, rules_capture_requests};
 pub use error::{Error, ReportWriteError, Result};
 pub use params::RuleSpec;

@@ -134,6 +134,7 @@ fn bad_input_gives_clear_errors() {
     );
     let e = RuleRunner::builder(loc(run.path()))
         .spec(RuleSpec::new("DeadRelu").action(ActionConfig::Webhook {
+            on: smdebug_rules::Trigger::FirstFiring,
             url: "ftp://example.invalid".into(),
             timeout_s: 1.0,
         }))
@@ -313,10 +314,12 @@ fn webhook_posts_slack_compatible_json_once_and_failures_are_recorded() {
         .spec(
             RuleSpec::new("DeadRelu")
                 .action(ActionConfig::Webhook {
+                    on: smdebug_rules::Trigger::FirstFiring,
                     url,
                     timeout_s: 5.0,
                 })
                 .action(ActionConfig::Webhook {
+                    on: smdebug_rules::Trigger::FirstFiring,
                     url: dead_url,
                     timeout_s: 2.0,
                 }),
@@ -351,6 +354,7 @@ fn webhook_error_status_is_an_action_error() {
     let (url, _bodies) = http_server(500);
     let summary = RuleRunner::builder(loc(run.path()))
         .spec(RuleSpec::new("DeadRelu").action(ActionConfig::Webhook {
+            on: smdebug_rules::Trigger::FirstFiring,
             url,
             timeout_s: 5.0,
         }))
@@ -371,6 +375,7 @@ fn command_action_gets_the_event_and_failures_are_recorded() {
         .spec(
             RuleSpec::new("DeadRelu")
                 .action(ActionConfig::Command {
+                    on: smdebug_rules::Trigger::FirstFiring,
                     program: "sh".into(),
                     args: vec![
                         "-c".into(),
@@ -382,6 +387,7 @@ fn command_action_gets_the_event_and_failures_are_recorded() {
                     timeout_s: 10.0,
                 })
                 .action(ActionConfig::Command {
+                    on: smdebug_rules::Trigger::FirstFiring,
                     program: "sh".into(),
                     args: vec!["-c".into(), "echo broken >&2; exit 3".into()],
                     timeout_s: 10.0,
@@ -425,6 +431,7 @@ fn email_action_delivers_to_a_real_smtp_server() {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
     let email = |port: u16| ActionConfig::Email {
+        on: smdebug_rules::Trigger::FirstFiring,
         smtp_host: "127.0.0.1".into(),
         smtp_port: Some(port),
         tls: smdebug_rules::actions::SmtpTls::None,

@@ -1,8 +1,9 @@
-//! What happens when a rule fires: its actions (stop training, webhook, e-mail, command) are
-//! carried out once, at its first firing, through an [`ActionContext`]; an action that fails
-//! is recorded in the rule's status and does not stop the runner.
+//! What happens when a rule fires or its status changes: its actions (stop training, webhook,
+//! e-mail, command) are carried out through an [`ActionContext`], once at its first firing, or
+//! at every status change for those configured so ([`Trigger::StatusChange`]); an action that
+//! fails is recorded in the rule's status and does not stop the runner.
 
-use crate::actions::{ActionConfig, ActionContext, RuleEvent, execute};
+use crate::actions::{ActionConfig, ActionContext, RuleEvent, StatusChange, Trigger, execute};
 use crate::rule::RuleResult;
 use crate::status::RuleStatus;
 
@@ -57,9 +58,40 @@ impl Dispatcher {
             step: step.unwrap_or(0),
             message: result.message.clone(),
             evidence: result.evidence.clone(),
+            change: None,
         };
-        for a in &actions.list {
-            if let Err(e) = execute(a, &event, &self.ctx) {
+        self.carry_out(actions, Trigger::FirstFiring, &event, status);
+    }
+
+    /// The status of `status` changed as `change` says (the rules had evaluated up to `step`):
+    /// carries out its actions that are triggered by status changes.
+    pub fn changed(
+        &self,
+        actions: &SlotActions,
+        status: &mut RuleStatus,
+        change: StatusChange,
+        step: Option<u64>,
+    ) {
+        let event = RuleEvent {
+            rule: status.rule.clone(),
+            run: self.run.clone(),
+            step: step.unwrap_or(0),
+            message: status.message.clone(),
+            evidence: status.evidence.clone(),
+            change: Some(change),
+        };
+        self.carry_out(actions, Trigger::StatusChange, &event, status);
+    }
+
+    fn carry_out(
+        &self,
+        actions: &SlotActions,
+        trigger: Trigger,
+        event: &RuleEvent,
+        status: &mut RuleStatus,
+    ) {
+        for a in actions.list.iter().filter(|a| a.trigger() == trigger) {
+            if let Err(e) = execute(a, event, &self.ctx) {
                 status.action_errors.push(e.to_string());
             }
         }

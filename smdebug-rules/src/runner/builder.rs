@@ -16,6 +16,7 @@ use super::feeding::ProfilerSide;
 use super::persistence::{Persistence, Reporter};
 use super::run::{OpenOptions, RunSource};
 use super::threads::{RunnerHandle, start};
+use super::trail::{StatusLines, StatusTrail};
 use crate::actions::{ActionConfig, ActionContext};
 use smdebug_profiler::follow::{ProfilerSource, ProfilerSubscription};
 
@@ -44,6 +45,7 @@ impl RuleRunner {
             max_tensor_bytes: None,
             read_ahead: None,
             interrupt: None,
+            status_lines: None,
         }
     }
 }
@@ -65,6 +67,7 @@ pub struct RunnerBuilder {
     max_tensor_bytes: Option<u64>,
     read_ahead: Option<u64>,
     interrupt: Option<Arc<AtomicBool>>,
+    status_lines: Option<StatusLines>,
 }
 
 impl RunnerBuilder {
@@ -191,6 +194,16 @@ impl RunnerBuilder {
         self
     }
 
+    /// Says every rule's status as a line at this interval, and each change of status at once
+    /// (`smdebug rule VanishingGradient: InProgress -> IssuesFound at step 12: …`), to the
+    /// lines' sink: a training job's log ([`StatusLines::to_stderr`]). Default: no lines; each
+    /// rule's log in the run (`rules/<Rule>/log`, written unless
+    /// [`write_into_run`](Self::write_into_run) is off) has its changes either way.
+    pub fn status_lines(mut self, lines: StatusLines) -> Self {
+        self.status_lines = Some(lines);
+        self
+    }
+
     /// Builds every rule (unknown rules, bad parameters and bad actions fail here) and opens
     /// the run.
     pub fn build(self) -> Result<RuleRunner> {
@@ -263,10 +276,11 @@ impl RunnerBuilder {
             },
             cancel,
         )?;
-        let slots = entries
+        let slots: Vec<Slot> = entries
             .into_iter()
             .map(|(rule, actions)| Slot::new(rule, actions))
             .collect();
+        let trail = StatusTrail::new(slots.len(), self.status_lines.take());
         let dispatcher = Dispatcher::new(
             &self.location,
             ActionContext {
@@ -286,6 +300,7 @@ impl RunnerBuilder {
             rules: Evaluation::new(slots, dispatcher, self.interrupt),
             profiler,
             out: Persistence::new(self.write_into_run, self.reporter, self.report_every),
+            trail,
             following: Following {
                 poll_interval: self.poll_interval,
                 idle_timeout: self.idle_timeout,

@@ -10,6 +10,7 @@ use super::evaluation::Evaluation;
 use super::feeding::ProfilerSide;
 use super::persistence::Persistence;
 use super::run::RunSource;
+use super::trail::StatusTrail;
 use crate::error::Result;
 use crate::status::Summary;
 
@@ -27,6 +28,7 @@ pub struct RuleRunner {
     pub(super) rules: Evaluation,
     pub(super) profiler: ProfilerSide,
     pub(super) out: Persistence,
+    pub(super) trail: StatusTrail,
     pub(super) following: Following,
 }
 
@@ -93,6 +95,7 @@ impl RuleRunner {
         self.rules
             .settle_profiler_report(self.out.report_outcome.as_ref());
         self.write_report();
+        self.record_changes(true);
         Ok(self.out.finish(&self.run, &self.rules))
     }
 
@@ -104,7 +107,18 @@ impl RuleRunner {
 
     /// Publishes the statuses now (and stores them into the run).
     pub(super) fn publish(&mut self) {
+        self.record_changes(false);
         let summary = self.summary();
         self.out.store(&self.run, &summary);
+    }
+
+    /// The status changes since the last look: their actions, the rules' logs, the status
+    /// lines (every rule's status when the interval has passed, or at the `last` look).
+    fn record_changes(&mut self, last: bool) {
+        self.trail
+            .record(&mut self.rules, &self.run, self.out.write_into_run, last);
+        if let Some(e) = self.trail.write_error.take() {
+            self.out.note_write_error(e);
+        }
     }
 }

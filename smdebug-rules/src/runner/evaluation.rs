@@ -11,7 +11,7 @@ use smdebug_profiler::follow::DataProblem;
 
 use super::actions::{Dispatcher, SlotActions};
 use super::run::RunSource;
-use crate::actions::ActionConfig;
+use crate::actions::{ActionConfig, StatusChange};
 use crate::error::{Error, Result};
 use crate::profiler::{Details, ProfilerWindow, StepTimeline};
 use crate::report::{ReportOutcome, is_profiler_report, report_verdict};
@@ -53,6 +53,8 @@ pub(super) struct Slot {
     needs: Declared,
     actions: SlotActions,
     pub status: RuleStatus,
+    /// The status last told ([`Evaluation::take_changes`]).
+    told: Status,
 }
 
 impl Slot {
@@ -90,6 +92,7 @@ impl Slot {
             },
             rule,
             actions,
+            told: Status::InProgress,
         }
     }
 
@@ -414,6 +417,28 @@ impl Evaluation {
         st.evidence = r.evidence.clone();
         self.dispatcher
             .fired(&mut slot.actions, &mut slot.status, &r, step);
+    }
+
+    /// The rules whose status changed since the last call, each with its change (a status that
+    /// went somewhere and back between two calls is no change); the actions triggered by status
+    /// changes are carried out here.
+    pub fn take_changes(&mut self) -> Vec<(usize, StatusChange)> {
+        let mut changes = Vec::new();
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            let now = slot.status.status;
+            if now == slot.told {
+                continue;
+            }
+            let change = StatusChange {
+                from: slot.told,
+                to: now,
+            };
+            slot.told = now;
+            self.dispatcher
+                .changed(&slot.actions, &mut slot.status, change, self.last_step);
+            changes.push((i, change));
+        }
+        changes
     }
 
     /// The verdicts of the rules that never fired, once the run is over: `NoIssuesFound` for

@@ -36,7 +36,10 @@
 //! - `evaluation`: one slot per rule, debugging rules stepped over the trial, profiler rules'
 //!   results recorded, the verdicts at the end;
 //! - `feeding`: the profiler data read and cut into windows for the profiler rules;
-//! - `actions`: a rule's actions carried out once, at its first firing;
+//! - `actions`: a rule's actions carried out once at its first firing, or at every status
+//!   change;
+//! - `trail`: each rule's status as it changes: its log in the run (`rules/<Rule>/log`) and
+//!   status lines for the training log ([`StatusLines`]);
 //! - `persistence`: the summary published and stored, the report ([`Reporter`], [`RunState`]);
 //! - `engine`: [`RuleRunner`], holding those parts; the offline evaluation;
 //! - `threads`: the follow loop, [`RuleRunner::spawn`] and [`RunnerHandle`].
@@ -49,9 +52,11 @@ mod feeding;
 mod persistence;
 mod run;
 mod threads;
+mod trail;
 
 pub use crate::status::{RuleStatus, SUMMARY_FILE, Status, Summary, read_summary};
 pub use builder::RunnerBuilder;
 pub use engine::RuleRunner;
 pub use persistence::{ReportPlan, Reporter, RunState};
 pub use threads::RunnerHandle;
+pub use trail::{RULE_LOG, StatusLines, rule_log_file};

@@ -96,6 +96,12 @@ impl Persistence {
         }
     }
 
+    /// Keeps the failure to store another of the runner's files into the run (a rule's log),
+    /// for [`Summary::write_error`].
+    pub fn note_write_error(&mut self, error: String) {
+        self.write_error = Some(error);
+    }
+
     /// Whether a report is due while following ([`report_every`](crate::runner::RunnerBuilder::report_every)).
     pub fn report_due(&self) -> bool {
         self.report_every

@@ -93,6 +93,8 @@ pub struct SessionBuilder<H: Capture = Hook> {
     pub(super) rule_errors: Vec<smdebug_rules::Error>,
     #[cfg(feature = "rules")]
     pub(super) rules_poll: Duration,
+    #[cfg(feature = "rules")]
+    pub(super) rule_status_every: Option<Duration>,
     #[cfg(feature = "report")]
     pub(super) report: ReportTarget,
     #[cfg(feature = "serve")]
@@ -145,6 +147,8 @@ impl SessionBuilder<Hook> {
             rule_errors: Vec::new(),
             #[cfg(feature = "rules")]
             rules_poll: Duration::from_millis(200),
+            #[cfg(feature = "rules")]
+            rule_status_every: Some(Duration::from_secs(60)),
             #[cfg(feature = "report")]
             report: ReportTarget::IntoRun,
             #[cfg(feature = "serve")]
@@ -223,6 +227,8 @@ impl<H: Capture> SessionBuilder<H> {
             rule_errors: self.rule_errors,
             #[cfg(feature = "rules")]
             rules_poll: self.rules_poll,
+            #[cfg(feature = "rules")]
+            rule_status_every: self.rule_status_every,
             #[cfg(feature = "report")]
             report: self.report,
             #[cfg(feature = "serve")]
@@ -511,6 +517,19 @@ impl<H: Capture> SessionBuilder<H> {
     #[cfg(feature = "rules")]
     pub fn rules_poll_interval(mut self, interval: Duration) -> Self {
         self.rules_poll = interval;
+        self
+    }
+
+    /// How often each rule's status is a line in the training log (standard error), as
+    /// SageMaker prints rule statuses in a job's log: `smdebug rule VanishingGradient:
+    /// InProgress (120 steps judged) at step 120`; a change of status is a line at once
+    /// (`… InProgress -> IssuesFound at step 130: …`). `None`: no lines. Default: every 60 s.
+    /// Each rule's log in the run (`rules/<Rule>/log`) has its changes either way.
+    ///
+    /// Needs this crate's `rules` feature.
+    #[cfg(feature = "rules")]
+    pub fn rule_status_lines(mut self, every: Option<Duration>) -> Self {
+        self.rule_status_every = every;
         self
     }
 

@@ -334,6 +334,9 @@ impl<H: Capture> SessionBuilder<H> {
             .stop_signal(stop.clone())
             .poll_interval(self.rules_poll)
             .open_timeout(std::time::Duration::from_secs(24 * 3600));
+        if let Some(every) = self.rule_status_every {
+            runner = runner.status_lines(smdebug_rules::runner::StatusLines::to_stderr(every));
+        }
         for spec in std::mem::take(&mut self.rules) {
             runner = runner.spec(spec);
         }

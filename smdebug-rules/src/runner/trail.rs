@@ -1,0 +1,212 @@
+//! A rule's status as it changes, where people look: one log per rule in the run
+//! (`rules/<Rule>/log`, as SageMaker keeps a log per rule job) and status lines for the
+//! training log at an interval (as SageMaker prints each rule's status in the job's log).
+//!
+//! A rule's log starts with its first line when the runner first publishes, gains a line at
+//! every change of its status (`InProgress -> IssuesFound` with the message, the verdict at the
+//! end) and, with [`StatusLines`], a line at each interval saying where it stands.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use smdebug_io::format::layout::RULES_DIR;
+
+use super::evaluation::Evaluation;
+use super::run::RunSource;
+use crate::status::RuleStatus;
+
+/// The name of a rule's log file, inside its folder (`rules/<Rule>/log`).
+pub const RULE_LOG: &str = "log";
+
+/// A rule's log file, relative to the run: `rules/VanishingGradient/log`. Characters that
+/// cannot be part of one path component are written as `_`.
+pub fn rule_log_file(rule: &str) -> String {
+    let folder: String = rule
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let folder = if folder.trim_matches('.').is_empty() {
+        "_".to_string()
+    } else {
+        folder
+    };
+    format!("{RULES_DIR}/{folder}/{RULE_LOG}")
+}
+
+/// Status lines for a training log: every `every`, one line per rule saying where it stands,
+/// handed to `sink`; a change of status is a line at once.
+#[derive(Clone)]
+pub struct StatusLines {
+    /// How often every rule's status is said.
+    pub every: Duration,
+    /// Where each line goes.
+    pub sink: Arc<dyn Fn(&str) + Send + Sync>,
+}
+
+impl StatusLines {
+    /// Lines to standard error (a training job's log), every `every`.
+    pub fn to_stderr(every: Duration) -> StatusLines {
+        StatusLines {
+            every,
+            sink: Arc::new(|line| eprintln!("{line}")),
+        }
+    }
+}
+
+impl std::fmt::Debug for StatusLines {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatusLines")
+            .field("every", &self.every)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The rules' logs so far and when status lines were last said.
+pub(super) struct StatusTrail {
+    /// Per rule slot, its log so far (stored whole: object stores cannot append).
+    logs: Vec<String>,
+    /// Per rule slot, whether its log has lines not stored yet.
+    unstored: Vec<bool>,
+    lines: Option<StatusLines>,
+    last_lines: Option<Instant>,
+    /// The latest failure to store a log, for the summary's warnings.
+    pub write_error: Option<String>,
+}
+
+fn now_utc() -> String {
+    chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
+}
+
+fn at_step(step: Option<u64>) -> String {
+    step.map(|s| format!(" at step {s}")).unwrap_or_default()
+}
+
+fn standing(status: &RuleStatus) -> String {
+    let mut s = format!(
+        "{} ({} steps judged",
+        status.status.name(),
+        status.steps_judged
+    );
+    if status.fired_count > 0 {
+        s.push_str(&format!(
+            ", fired {} time{}",
+            status.fired_count,
+            if status.fired_count == 1 { "" } else { "s" }
+        ));
+    }
+    s.push(')');
+    s
+}
+
+impl StatusTrail {
+    pub fn new(rules: usize, lines: Option<StatusLines>) -> StatusTrail {
+        StatusTrail {
+            logs: vec![String::new(); rules],
+            unstored: vec![false; rules],
+            lines,
+            last_lines: None,
+            write_error: None,
+        }
+    }
+
+    /// Takes the rules' status changes (carrying out the actions they trigger), writes them
+    /// into the rules' logs and the status lines, says every rule's status when the interval
+    /// has passed (or `last`), and stores the logs that gained lines.
+    pub fn record(&mut self, rules: &mut Evaluation, run: &RunSource, store: bool, last: bool) {
+        let time = now_utc();
+        for (i, slot) in rules.slots.iter().enumerate() {
+            if self.logs[i].is_empty() {
+                self.logs[i] = format!(
+                    "{time} {}: InProgress: evaluation of {} started\n",
+                    slot.status.rule, run.location
+                );
+                self.unstored[i] = true;
+            }
+        }
+        let step = rules.last_step;
+        for (i, change) in rules.take_changes() {
+            let status = &rules.slots[i].status;
+            let message = if status.message.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", status.message)
+            };
+            let line = format!(
+                "{}: {} -> {}{}{message}",
+                status.rule,
+                change.from.name(),
+                change.to.name(),
+                at_step(step)
+            );
+            self.logs[i].push_str(&format!("{time} {line}\n"));
+            self.unstored[i] = true;
+            if let Some(lines) = &self.lines {
+                (lines.sink)(&format!("smdebug rule {line}"));
+            }
+        }
+        let due = self
+            .lines
+            .as_ref()
+            .is_some_and(|l| last || self.last_lines.is_none_or(|t| t.elapsed() >= l.every));
+        if due {
+            self.last_lines = Some(Instant::now());
+            for (i, slot) in rules.slots.iter().enumerate() {
+                let line = format!(
+                    "{}: {}{}",
+                    slot.status.rule,
+                    standing(&slot.status),
+                    at_step(step)
+                );
+                self.logs[i].push_str(&format!("{time} {line}\n"));
+                self.unstored[i] = true;
+                if let Some(lines) = &self.lines {
+                    (lines.sink)(&format!("smdebug rule {line}"));
+                }
+            }
+        }
+        if store {
+            self.store(rules, run);
+        }
+    }
+
+    fn store(&mut self, rules: &Evaluation, run: &RunSource) {
+        for (i, slot) in rules.slots.iter().enumerate() {
+            if !self.unstored[i] {
+                continue;
+            }
+            let path = rule_log_file(&slot.status.rule);
+            match run
+                .storage
+                .put(&path, self.logs[i].clone().into_bytes().into())
+            {
+                Ok(()) => self.unstored[i] = false,
+                Err(e) => {
+                    self.write_error = Some(format!("{}: writing {path} failed: {e}", run.location))
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rules_log_lives_in_its_folder_whatever_its_name() {
+        assert_eq!(
+            rule_log_file("VanishingGradient"),
+            "rules/VanishingGradient/log"
+        );
+        assert_eq!(rule_log_file("my/rule x"), "rules/my_rule_x/log");
+        assert_eq!(rule_log_file(".."), "rules/_/log");
+    }
+}
