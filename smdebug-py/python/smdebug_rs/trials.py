@@ -209,9 +209,21 @@ class Trial:
 
     def refresh(self) -> None:
         """Looks for new steps, workers and the end of training now (queries also do this on
-        their own: see the Rust ``Trial``'s docs)."""
+        their own while ``dynamic_refresh`` is on: see the Rust ``Trial``'s docs)."""
         self._native.refresh()
         self._log_warnings()
+
+    @property
+    def dynamic_refresh(self) -> bool:
+        """Whether queries look for new steps, tensors and workers (smdebug's attribute, True
+        at opening). Set it False, or use ``smdebug_rs.analysis.utils.no_refresh(trial)`` (or
+        smdebug's own ``no_refresh``), and queries answer from what the trial had read, as if
+        nothing had been written since; ``refresh()`` and ``wait_for_steps`` still look."""
+        return self._native.auto_refresh()
+
+    @dynamic_refresh.setter
+    def dynamic_refresh(self, on: bool) -> None:
+        self._native.set_auto_refresh(bool(on))
 
     @property
     def loaded_all_steps(self) -> bool:
