@@ -21,12 +21,12 @@ from typing import Optional
 def _load() -> Optional[ModuleType]:
     if os.environ.get("SMDEBUG_RS_STANDALONE", "") not in ("", "0"):
         return None
-    # Only an installed package: a directory named `smdebug` on the path (a checkout of this
-    # project has one) is a namespace package, not smdebug, and is not imported.
-    spec = importlib.util.find_spec("smdebug")
-    if spec is None or spec.origin in (None, "namespace"):
-        return None
     try:
+        # Only an installed package: a directory named `smdebug` on the path (a checkout of
+        # this project has one) is a namespace package, not smdebug, and is not imported.
+        spec = importlib.util.find_spec("smdebug")
+        if spec is None or spec.origin in (None, "namespace"):
+            return None
         # smdebug 1.0.34 fails to import with numpy 2 / protobuf 5, in several ways.
         import smdebug.core.modes
         import smdebug.core.tensor
