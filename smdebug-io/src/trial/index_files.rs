@@ -1,6 +1,7 @@
 //! The run's index files: listed, fetched (on a few threads for a long listing), parsed and
 //! checked against their path (an index naming another step's or another worker's event file
-//! is refused), each step's entries kept as a compact [`TensorTable`].
+//! is refused; one naming none, an empty `event_file_name`, has only entries that locate no
+//! record), each step's entries kept as a compact [`TensorTable`].
 
 use std::path::Path;
 use std::sync::Arc;

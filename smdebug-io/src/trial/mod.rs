@@ -48,6 +48,8 @@
 //! Other queries (a value at a known step, [`is_complete`](Trial::is_complete),
 //! [`last_complete_step`](Trial::last_complete_step), ...) look at most once per
 //! [`TrialOptions::refresh_interval`]. Once the run's end marker is read nothing is listed again.
+//! [`Trial::set_auto_refresh`]`(false)` (Python's `dynamic_refresh = False`, which its
+//! `no_refresh` sets) stops the queries looking until it is turned on again.
 //!
 //! **Where this API differs from Python's, on purpose:**
 //! - A trial opens a run without collections files, or with fewer than it declares, and without
@@ -76,7 +78,9 @@
 //! - An index entry that locates no record (a 1-byte placeholder, a negative offset, an end past
 //!   `u64::MAX`) is [`Error::BadIndexEntry`] for that tensor at that step, naming the index file
 //!   and the entry (Python's reader fails inside its record reader, with `struct.error` or
-//!   worse). Like Python, the run opens and the tensor is listed.
+//!   worse). Like Python, the run opens and the tensor is listed. So is every entry of an index
+//!   file whose `event_file_name` is empty (it names no event file; Python reads the run's
+//!   directory as one and fails with `IsADirectoryError`).
 //! - String tensors read in any shape, in smdebug's form (dtype unset) and TensorFlow's
 //!   (`DT_STRING`); Python reads smdebug's 1-D form only.
 
