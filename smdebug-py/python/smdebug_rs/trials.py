@@ -340,6 +340,12 @@ class Trial:
             selected = {n for n in selected if any(re.search(p, n) for p in patterns)}
         return sorted(selected)
 
+    def tensors(self, *args, **kwargs) -> List[str]:
+        """``tensor_names``, under the name smdebug's documentation uses in its custom-rule
+        example (``self.base_trial.tensors(collection="gradients")``; smdebug 1.0.34's Trial
+        has only ``tensor_names``), so that example runs as written."""
+        return self.tensor_names(*args, **kwargs)
+
     def has_tensor(self, tname: str) -> bool:
         return self._native.has_tensor(tname)
 
