@@ -113,13 +113,23 @@ fn an_index_naming_no_event_file_is_a_problem_of_its_values_only() {
     let loss = column(&columns, "loss", Mode::Train);
     assert_eq!(loss.len(), 60, "{loss:?}");
     assert!(loss.iter().all(|&(step, v)| v == step as f64 && step != 60));
-    let [TensorProblem::Value { step, tensor, error }] = &inc.problems[..] else {
+    let [
+        TensorProblem::Value {
+            step,
+            tensor,
+            error,
+        },
+    ] = &inc.problems[..]
+    else {
         panic!("{:?}", inc.problems);
     };
     assert_eq!((*step, tensor.as_str()), (60, "loss"));
     assert!(matches!(error, Error::BadIndexEntry { .. }), "{error}");
     let text = error.to_string();
-    assert!(text.contains(&rel) && text.contains("event_file_name"), "{text}");
+    assert!(
+        text.contains(&rel) && text.contains("event_file_name"),
+        "{text}"
+    );
 }
 
 /// The index names its own event file, but the file holds step 40's record (the same length):
