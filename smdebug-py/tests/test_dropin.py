@@ -59,6 +59,7 @@ EXCEPTION_NAMES = [
 IMPORT_PATHS = {
     "core.modes": ["ModeKeys", "ALLOWED_MODES", "ALLOWED_MODE_NAMES", "str_to_mode_keys"],
     "core.tensor": ["StepState", "Tensor"],
+    "core.collection": ["CollectionKeys", "Collection"],
     "exceptions": EXCEPTION_NAMES,
     "rules": ["Rule", "invoke_rule", "RequiredTensors", "RequiredTensorsForTrial"],
     "rules.rule": ["Rule"],
@@ -108,6 +109,13 @@ def test_smdebugs_import_paths_exist_under_smdebug_rs():
             if theirs is not None:
                 assert hasattr(theirs, name), f"smdebug.{path}.{name} (the name is smdebug's)"
     assert smdebug_rs.modes.TRAIN is smdebug_rs.core.modes.ModeKeys.TRAIN
+    if with_smdebug:
+        from smdebug.core.collection import CollectionKeys as Theirs
+
+        from smdebug_rs.core.collection import CollectionKeys as Ours
+
+        keys = {k: v for k, v in vars(Theirs).items() if k.isupper()}
+        assert {k: v for k, v in vars(Ours).items() if k.isupper()} == keys and len(keys) > 15
 
 
 def test_either_except_catches_what_smdebug_rs_raises():
