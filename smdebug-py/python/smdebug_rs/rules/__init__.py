@@ -46,6 +46,20 @@ from .req_tensors import RequiredTensors, RequiredTensorsForTrial
 from .rule import CONDITION_MET, Rule, RuleState
 from .rule_invoker import invoke_rule
 
+__all__ = [
+    "Evidence",
+    "RequiredTensors",
+    "RequiredTensorsForTrial",
+    "Rule",
+    "RuleState",
+    "RuleStatus",
+    "Summary",
+    "builtin_rules",
+    "invoke_rule",
+    "rule_job_summary",
+    "run",
+]
+
 
 @dataclass
 class Evidence:
