@@ -662,3 +662,13 @@ def test_a_smdebug_style_rule_runs_beside_builtin_rules(demo_run, tmp_path):
     assert [j["RuleEvaluationStatus"] for j in jobs] == [r.status for r in summary.rules]
     assert rs_rules.rule_job_summary(run) == jobs
     assert rs_rules.rule_job_summary([alone]) == [fired]
+    if _smdebug_importable():
+        # smdebug's own Rule class, on smdebug's trial, runs on the runner the same way.
+        from smdebug.trials import create_trial as sm_create_trial
+
+        theirs = _rule_module("smdebug").LossNotDecreasingRule(sm_create_trial(str(run)), num_steps="5")
+        status = rs_rules.run(str(run), [theirs]).rule("LossNotDecreasingRule")
+        assert (status.fired_count, status.first_fired_step) == (
+            len(fired_steps),
+            fired_steps[0] if fired_steps else None,
+        )
