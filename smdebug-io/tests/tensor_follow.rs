@@ -90,6 +90,48 @@ fn an_index_file_naming_another_steps_event_file_is_left_out_and_reported() {
     assert!(poll(&mut f, &mut columns).problems.is_empty());
 }
 
+/// An index file whose `event_file_name` is empty names no event file: the follower reads the
+/// other steps, reports the step's tensor as a value it could not read (naming the index file),
+/// and reads nothing from the step's usual event file on the index's behalf. The `Trial`
+/// opens the run too, and lists step 60.
+#[test]
+fn an_index_naming_no_event_file_is_a_problem_of_its_values_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    write_losses(&run, 0..61);
+    let rel = layout::index_file(60, "worker_0");
+    let mut index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join(&rel)).unwrap()).unwrap();
+    index["meta"]["event_file_name"] = serde_json::json!("");
+    std::fs::write(run.join(&rel), serde_json::to_vec(&index).unwrap()).unwrap();
+    let trial = Trial::open(run.to_str().unwrap()).unwrap();
+    assert!(trial.steps(None).unwrap().contains(&60));
+
+    let mut f = follower(&run);
+    let mut columns = ScalarColumns::default();
+    let inc = poll(&mut f, &mut columns);
+    let loss = column(&columns, "loss", Mode::Train);
+    assert_eq!(loss.len(), 60, "{loss:?}");
+    assert!(loss.iter().all(|&(step, v)| v == step as f64 && step != 60));
+    let [
+        TensorProblem::Value {
+            step,
+            tensor,
+            error,
+        },
+    ] = &inc.problems[..]
+    else {
+        panic!("{:?}", inc.problems);
+    };
+    assert_eq!((*step, tensor.as_str()), (60, "loss"));
+    assert!(matches!(error, Error::BadIndexEntry { .. }), "{error}");
+    let text = error.to_string();
+    assert!(
+        text.contains(&rel) && text.contains("event_file_name"),
+        "{text}"
+    );
+}
+
 /// The index names its own event file, but the file holds step 40's record (the same length):
 /// the record's step is checked against the index's, as the `Trial` checks it.
 #[test]

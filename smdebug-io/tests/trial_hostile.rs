@@ -513,6 +513,83 @@ fn an_index_naming_another_steps_event_file_is_a_bad_index() {
     );
 }
 
+/// An index file whose `event_file_name` is empty (hand-made and placeholder runs write one)
+/// names no event file: the run opens (it used to fail as a whole, "event_file_name `` is not
+/// the event file of step 1"), the step and its tensors are listed, and reading any of them at
+/// that step of that worker is `BadIndexEntry` naming the file and the entry. Nothing is read
+/// from the step's usual event file on the index's behalf, even when it holds records at the
+/// offsets the entries give; the other worker's step and the other steps read as before.
+#[test]
+fn an_index_naming_no_event_file_fails_only_the_reads_of_that_step() {
+    let dir = golden_copy("pysmdebug_multi");
+    let run = run_of(&dir);
+    let rel = layout::index_file(1, "worker_0");
+    let mut index = read_json(&run, &rel);
+    index["meta"]["event_file_name"] = json!("");
+    write_json(&run, &rel, &index);
+    assert!(
+        Path::new(&run)
+            .join(layout::event_file(1, "worker_0"))
+            .exists(),
+        "the usual event file is there, with the records the entries locate"
+    );
+    let names: Vec<String> = index["tensor_payload"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["tensorname"].as_str().unwrap().to_string())
+        .collect();
+    let trial = Trial::open(&run).unwrap_or_else(|e| panic!("the run opens: {e}"));
+    assert!(trial.steps(None).unwrap().contains(&1));
+    let listed = trial.tensor_names().unwrap();
+    for (position, name) in names.iter().enumerate() {
+        // Saved reductions are listed under their tensor's name.
+        assert!(
+            listed.contains(name) || name.starts_with("smdebug/reductions/"),
+            "{name}"
+        );
+        let tensor = trial.tensor(name).unwrap();
+        assert!(tensor.steps(None).unwrap().contains(&1), "{name}");
+        let err = tensor.value(1, None, Some("worker_0")).unwrap_err();
+        let Error::BadIndexEntry {
+            path,
+            position: at,
+            tensor: which,
+            reason,
+        } = &err
+        else {
+            panic!("{name}: {err}")
+        };
+        assert_eq!((path, *at, which), (&rel, position, name));
+        assert!(reason.contains("event_file_name"), "{err}");
+        // The other worker's step 1 and worker_0's other steps read as before.
+        tensor.value(1, None, Some("worker_1")).unwrap();
+        tensor.value(0, None, Some("worker_0")).unwrap();
+        tensor.value(2, None, Some("worker_0")).unwrap();
+    }
+    // Read step by step, each of worker_0's entries is an error of its own value.
+    let step1 = trial
+        .read_steps(None, None)
+        .unwrap()
+        .map(Result::unwrap)
+        .find(|s| s.step == 1)
+        .unwrap();
+    let mut bad: Vec<_> = step1
+        .values
+        .iter()
+        .filter(|v| v.value.is_err())
+        .map(|v| (v.name.to_string(), v.worker.to_string()))
+        .collect();
+    bad.sort();
+    let mut want: Vec<_> = names
+        .iter()
+        .map(|n| (n.clone(), "worker_0".to_string()))
+        .collect();
+    want.sort();
+    assert_eq!(bad, want);
+    assert!(step1.values.iter().any(|v| v.value.is_ok()));
+}
+
 /// One name listed twice in an index file used to mean "the last one wins", silently. The
 /// later entry is still the one read (Python smdebug's reader does the same, and smdebug's Keras
 /// hook writes metrics twice a step: see the `tf_keras` hook run), but the pair is a warning

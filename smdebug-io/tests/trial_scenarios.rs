@@ -160,6 +160,10 @@ fn ask(trial: &Trial, q: &str, args: &Value) -> Value {
             trial.wait_for_steps(&steps, mode, Duration::from_secs(10))?;
             Ok(Value::Null)
         }
+        "set_dynamic_refresh" => {
+            trial.set_auto_refresh(args["on"].as_bool().expect("on"));
+            Ok(Value::Null)
+        }
         "global_step" => Ok(json!(
             trial.global_step(mode.unwrap_or(Mode::Global), step())?
         )),

@@ -97,6 +97,16 @@ impl NativeTrial {
         self.trial.location().to_string()
     }
 
+    /// Whether queries look for new files (Python smdebug's `dynamic_refresh`).
+    fn auto_refresh(&self) -> bool {
+        self.trial.auto_refresh()
+    }
+
+    /// Turns automatic refresh on or off (`Trial::set_auto_refresh`).
+    fn set_auto_refresh(&self, on: bool) {
+        self.trial.set_auto_refresh(on);
+    }
+
     fn refresh(&self, py: Python<'_>) -> PyResult<()> {
         py.detach(|| self.trial.refresh())
             .map_err(|e| io_error(py, e))

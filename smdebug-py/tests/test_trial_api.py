@@ -32,13 +32,16 @@ def expected():
 
 
 def test_needs_no_protobuf_and_no_smdebug():
-    # A fresh interpreter: other tests of this session import smdebug.
+    # A fresh interpreter: other tests of this session import smdebug. With smdebug installed,
+    # smdebug_rs shares its classes (test_identity.py) unless SMDEBUG_RS_STANDALONE is set;
+    # either way it imports no protobuf of its own.
     code = (
         "import sys; from smdebug_rs.trials import create_trial; "
         f"t = create_trial({str(MULTI)!r}); t.tensor('loss').value(0); "
         "assert not [m for m in sys.modules if m == 'smdebug' or m.startswith(('google.protobuf', 'smdebug.'))]"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    env = {**os.environ, "SMDEBUG_RS_STANDALONE": "1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
 
 

@@ -1,6 +1,7 @@
 //! The run's index files: listed, fetched (on a few threads for a long listing), parsed and
 //! checked against their path (an index naming another step's or another worker's event file
-//! is refused), each step's entries kept as a compact [`TensorTable`].
+//! is refused; one naming none, an empty `event_file_name`, has only entries that locate no
+//! record), each step's entries kept as a compact [`TensorTable`].
 
 use std::path::Path;
 use std::sync::Arc;
@@ -582,9 +583,14 @@ fn read_index_file(
     names: &mut Interner,
 ) -> Result<IndexEntry> {
     let index = index_fast::read(&bytes, path)?;
+    // An empty `event_file_name` (hand-made and placeholder runs write one) names no event
+    // file: every entry of the file locates no record, a problem for each tensor at this step
+    // when it is read, never for the run. Nothing is read from the step's usual event file on
+    // the index's behalf.
+    let names_no_file = index.meta.event_file_name.as_deref() == Some("");
     let event_file = match index.meta.event_file_name {
-        Some(name) => name.into_owned(),
-        None => layout::event_file(step, worker),
+        Some(name) if !name.is_empty() => name.into_owned(),
+        _ => layout::event_file(step, worker),
     };
     // smdebug names both files after the same step and worker: an index pointing into
     // another worker's or another step's event file would hand out that worker's values.
@@ -609,7 +615,9 @@ fn read_index_file(
     names.start_file();
     for (position, t) in index.tensor_payload.iter().enumerate() {
         let location = t.location().and_then(|(start, length)| {
-            if start == PackedSlot::NO_RECORD {
+            if names_no_file {
+                Err("the index file's `event_file_name` is empty: it names no event file".into())
+            } else if start == PackedSlot::NO_RECORD {
                 Err(format!("the record starts at byte {start}, past any file"))
             } else {
                 Ok((start, length))

@@ -48,6 +48,8 @@
 //! Other queries (a value at a known step, [`is_complete`](Trial::is_complete),
 //! [`last_complete_step`](Trial::last_complete_step), ...) look at most once per
 //! [`TrialOptions::refresh_interval`]. Once the run's end marker is read nothing is listed again.
+//! [`Trial::set_auto_refresh`]`(false)` (Python's `dynamic_refresh = False`, which its
+//! `no_refresh` sets) stops the queries looking until it is turned on again.
 //!
 //! **Where this API differs from Python's, on purpose:**
 //! - A trial opens a run without collections files, or with fewer than it declares, and without
@@ -76,7 +78,9 @@
 //! - An index entry that locates no record (a 1-byte placeholder, a negative offset, an end past
 //!   `u64::MAX`) is [`Error::BadIndexEntry`] for that tensor at that step, naming the index file
 //!   and the entry (Python's reader fails inside its record reader, with `struct.error` or
-//!   worse). Like Python, the run opens and the tensor is listed.
+//!   worse). Like Python, the run opens and the tensor is listed. So is every entry of an index
+//!   file whose `event_file_name` is empty (it names no event file; Python reads the run's
+//!   directory as one and fails with `IsADirectoryError`).
 //! - String tensors read in any shape, in smdebug's form (dtype unset) and TensorFlow's
 //!   (`DT_STRING`); Python reads smdebug's 1-D form only.
 
@@ -97,6 +101,7 @@ mod state;
 mod step_runs;
 mod steps;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -118,7 +123,9 @@ pub use steps::{StepStream, StepValue, StepValues};
 pub struct TrialOptions {
     /// Look for new data before answering a query (see the [module docs](self) for which
     /// queries look at once and which at most once per `refresh_interval`). Off: only
-    /// [`Trial::refresh`] and [`Trial::wait_for_steps`] look. Default: true.
+    /// [`Trial::refresh`] and [`Trial::wait_for_steps`] look. Default: true. The trial's
+    /// setting at opening; [`Trial::set_auto_refresh`] turns it on and off later (Python
+    /// smdebug's `dynamic_refresh`).
     pub auto_refresh: bool,
     /// Minimum time between two automatic refreshes of the queries that do not look at once.
     /// Default: 100 ms.
@@ -219,6 +226,8 @@ pub struct Trial {
     options: TrialOptions,
     state: Mutex<State>,
     files: source::Files,
+    /// Whether queries look for new files ([`TrialOptions::auto_refresh`] at opening).
+    auto_refresh: AtomicBool,
 }
 
 impl Trial {
@@ -262,6 +271,7 @@ impl Trial {
                 options.incomplete_step_window,
                 options.index_read_ahead,
             )),
+            auto_refresh: AtomicBool::new(options.auto_refresh),
             options,
         };
         {
@@ -299,10 +309,23 @@ impl Trial {
         self.lock().refresh(self.storage.as_ref())
     }
 
+    /// Turns automatic refresh on or off from now on (Python smdebug's `dynamic_refresh`,
+    /// which its `no_refresh` turns off): off, queries answer from the files already read, as
+    /// if nothing had been written since; [`Trial::refresh`] and [`Trial::wait_for_steps`]
+    /// still look.
+    pub fn set_auto_refresh(&self, on: bool) {
+        self.auto_refresh.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether queries look for new files (see [`Trial::set_auto_refresh`]).
+    pub fn auto_refresh(&self) -> bool {
+        self.auto_refresh.load(Ordering::Relaxed)
+    }
+
     /// Whether a query may look for new files: automatic refresh is on and the run has not
     /// ended.
     fn may_refresh(&self, st: &State) -> bool {
-        self.options.auto_refresh && !st.finished()
+        self.auto_refresh() && !st.finished()
     }
 
     /// The state, new files looked for now (a query whose answer they could change).

@@ -156,6 +156,10 @@ class Reader:
             if hasattr(trial, "dynamic_refresh"):
                 trial.dynamic_refresh = True
             return None
+        if q == "set_dynamic_refresh":
+            # smdebug's attribute, which its no_refresh/refresh context managers set.
+            trial.dynamic_refresh = a["on"]
+            return None
         if q == "global_step":
             return trial.global_step(mode, a["step"])
         if q == "mode_modestep":
@@ -1243,6 +1247,65 @@ def a_placeholder_in_a_live_run(s):
     s.step("worker_0", 2, model(2))
     s.ask("steps")
     s.ask("tensor_steps", tensor="ph")
+
+
+@scenario
+def refresh_turned_off_hides_steps_written_after(s):
+    """dynamic_refresh = False (what smdebug's no_refresh sets): steps, tensors and step states
+    stay what the trial had read while more steps are written; turned on again, queries see
+    them."""
+    s.collections(["worker_0"])
+    for g in range(4):
+        s.step("worker_0", g, model(g), mode="TRAIN", mode_step=g)
+    s.open()
+    s.ask("steps")
+    s.ask("set_dynamic_refresh", on=False)
+    for g in range(4, 8):
+        s.step("worker_0", g, model(g), mode="TRAIN", mode_step=g)
+    s.step("worker_0", 8, {"val_loss": loss_at(8)}, mode="EVAL", mode_step=0)
+    s.ask("steps")
+    s.ask("steps", mode="TRAIN")
+    s.ask("modes")
+    s.ask("tensor_names")
+    s.ask("has_tensor", tensor="val_loss")
+    s.ask("tensor_steps", tensor="loss")
+    s.ask("has_passed_step", step=5)
+    s.ask("value", tensor="loss", step=5)
+    s.ask("value", tensor="loss", step=2)
+    s.ask("set_dynamic_refresh", on=True)
+    s.ask("steps")
+    s.ask("tensor_steps", tensor="loss")
+    s.ask("has_passed_step", step=5)
+    s.ask("value", tensor="loss", step=5)
+    s.ask("tensor_names")
+
+
+@scenario
+def an_index_file_naming_no_event_file(s):
+    """Step 1's index file has an empty event_file_name (hand-made and placeholder runs write
+    one): the run opens on both readers, step 1 and its tensors are listed, and only the reads
+    of step 1 fail."""
+    s.collections(["worker_0"])
+    for g in range(3):
+        s.step("worker_0", g, model(g))
+    s.edit_index(1, "worker_0", lambda d: d["meta"].update(event_file_name=""))
+    s.end()
+    s.open()
+    s.ask("tensor_names")
+    s.ask("steps")
+    s.ask("tensor_steps", tensor="loss")
+    s.ask("tensor_workers", tensor="loss", step=1)
+    s.ask("value", tensor="loss", step=0)
+    s.ask(
+        "value",
+        tensor="loss",
+        step=1,
+        differs="smdebug reads the run's directory as the event file (IsADirectoryError); "
+        "smdebug_rs raises IndexReaderException naming the index file and the entry",
+    )
+    s.ask("value", tensor="loss", step=2)
+    s.ask("values", tensor="fc.weight", differs="smdebug's values() fails at step 1 as value() does; "
+          "smdebug_rs's raises IndexReaderException")
 
 
 def run_scenario(fn, readers, workdir, stage_out=None):

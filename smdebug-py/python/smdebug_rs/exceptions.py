@@ -1,30 +1,41 @@
 """The exceptions of Python smdebug 1.0.34 (``smdebug.exceptions``): same names, constructor
-arguments and messages, so ``except`` clauses port with the import."""
+arguments and messages, so ``except`` clauses port with the import.
+
+When Python smdebug is installed, each class here is also a subclass of smdebug's class of the
+same name: ``except smdebug.exceptions.TensorUnavailable`` catches what ``smdebug_rs`` raises,
+as ``except smdebug_rs.exceptions.TensorUnavailable`` does."""
 
 from ._modes import ModeKeys
+from ._smdebug import class_of
 
 
-class SMDebugError(Exception):
+def _also(name: str) -> tuple:
+    """smdebug's exception class ``name`` as a base, when smdebug is installed."""
+    theirs = class_of("exceptions", name)
+    return () if theirs is None else (theirs,)
+
+
+class SMDebugError(*_also("SMDebugError"), Exception):
     pass
 
 
-class SMDebugCustomerError(SMDebugError):
+class SMDebugCustomerError(*_also("SMDebugCustomerError"), SMDebugError):
     pass
 
 
-class SMDebugTypeError(SMDebugError, TypeError):
+class SMDebugTypeError(*_also("SMDebugTypeError"), SMDebugError, TypeError):
     pass
 
 
-class SMDebugRuntimeError(SMDebugError, RuntimeError):
+class SMDebugRuntimeError(*_also("SMDebugRuntimeError"), SMDebugError, RuntimeError):
     pass
 
 
-class SMDebugNotImplementedError(SMDebugError, NotImplementedError):
+class SMDebugNotImplementedError(*_also("SMDebugNotImplementedError"), SMDebugError, NotImplementedError):
     pass
 
 
-class SMDebugValueError(SMDebugError, ValueError):
+class SMDebugValueError(*_also("SMDebugValueError"), SMDebugError, ValueError):
     pass
 
 
@@ -41,7 +52,7 @@ class TensorTooLarge(SMDebugError, MemoryError):
         return self.message
 
 
-class InvalidCollectionConfiguration(SMDebugError):
+class InvalidCollectionConfiguration(*_also("InvalidCollectionConfiguration"), SMDebugError):
     def __init__(self, c_name):
         self.c_name = c_name
 
@@ -52,7 +63,7 @@ class InvalidCollectionConfiguration(SMDebugError):
         )
 
 
-class StepNotYetAvailable(SMDebugError):
+class StepNotYetAvailable(*_also("StepNotYetAvailable"), SMDebugError):
     def __init__(self, step, mode):
         self.step = step
         self.mode = mode
@@ -61,12 +72,12 @@ class StepNotYetAvailable(SMDebugError):
         return f"Step {self.step} of mode {self.mode.name} not yet available"
 
 
-class MissingCollectionFiles(SMDebugError):
+class MissingCollectionFiles(*_also("MissingCollectionFiles"), SMDebugError):
     def __str__(self):
         return "Training job has ended. All the collection files could not be loaded"
 
 
-class IndexReaderException(SMDebugError):
+class IndexReaderException(*_also("IndexReaderException"), SMDebugError):
     def __init__(self, message):
         self.message = message
 
@@ -74,7 +85,7 @@ class IndexReaderException(SMDebugError):
         return self.message
 
 
-class StepUnavailable(SMDebugError):
+class StepUnavailable(*_also("StepUnavailable"), SMDebugError):
     def __init__(self, step, mode):
         self.step = step
         self.mode = mode
@@ -83,7 +94,7 @@ class StepUnavailable(SMDebugError):
         return f"Step {self.step} of mode {self.mode.name} is not available as it was not saved"
 
 
-class TensorUnavailableForStep(SMDebugError):
+class TensorUnavailableForStep(*_also("TensorUnavailableForStep"), SMDebugError):
     def __init__(self, tname, step, mode=ModeKeys.GLOBAL, has_reductions=False):
         self.step = step
         self.mode = mode
@@ -103,7 +114,7 @@ class TensorUnavailableForStep(SMDebugError):
         return msg
 
 
-class ShapeUnavailableForStep(SMDebugError):
+class ShapeUnavailableForStep(*_also("ShapeUnavailableForStep"), SMDebugError):
     def __init__(self, tname, step, mode=ModeKeys.GLOBAL):
         self.step = step
         self.mode = mode
@@ -116,7 +127,7 @@ class ShapeUnavailableForStep(SMDebugError):
         )
 
 
-class TensorUnavailable(SMDebugError):
+class TensorUnavailable(*_also("TensorUnavailable"), SMDebugError):
     def __init__(self, tname):
         self.tname = tname
 
@@ -124,7 +135,7 @@ class TensorUnavailable(SMDebugError):
         return f"Tensor {self.tname} was not saved."
 
 
-class InvalidWorker(SMDebugError):
+class InvalidWorker(*_also("InvalidWorker"), SMDebugError):
     def __init__(self, worker):
         self.worker = worker
 
@@ -132,7 +143,7 @@ class InvalidWorker(SMDebugError):
         return f"Invalid Worker: {self.worker}"
 
 
-class NoMoreProfilerData(SMDebugError):
+class NoMoreProfilerData(*_also("NoMoreProfilerData"), SMDebugError):
     def __init__(self, timestamp):
         self.timestamp = timestamp
         self.msg = f"Looking for timestamp {timestamp} and reached end of training."
@@ -141,7 +152,7 @@ class NoMoreProfilerData(SMDebugError):
         return self.msg
 
 
-class NoMoreData(SMDebugError):
+class NoMoreData(*_also("NoMoreData"), SMDebugError):
     def __init__(self, step, mode, last_step):
         self.step = step
         self.mode = mode
@@ -155,7 +166,7 @@ class NoMoreData(SMDebugError):
         return self.msg
 
 
-class RuleEvaluationConditionMet(SMDebugError):
+class RuleEvaluationConditionMet(*_also("RuleEvaluationConditionMet"), SMDebugError):
     def __init__(self, rule_name, step, end_of_rule=False):
         self.rule_name = rule_name
         self.step = step
@@ -168,7 +179,7 @@ class RuleEvaluationConditionMet(SMDebugError):
         )
 
 
-class InsufficientInformationForRuleInvocation(SMDebugError):
+class InsufficientInformationForRuleInvocation(*_also("InsufficientInformationForRuleInvocation"), SMDebugError):
     def __init__(self, rule_name, message):
         self.rule_name = rule_name
         self.message = message

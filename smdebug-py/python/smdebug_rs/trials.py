@@ -209,9 +209,21 @@ class Trial:
 
     def refresh(self) -> None:
         """Looks for new steps, workers and the end of training now (queries also do this on
-        their own: see the Rust ``Trial``'s docs)."""
+        their own while ``dynamic_refresh`` is on: see the Rust ``Trial``'s docs)."""
         self._native.refresh()
         self._log_warnings()
+
+    @property
+    def dynamic_refresh(self) -> bool:
+        """Whether queries look for new steps, tensors and workers (smdebug's attribute, True
+        at opening). Set it False, or use ``smdebug_rs.analysis.utils.no_refresh(trial)`` (or
+        smdebug's own ``no_refresh``), and queries answer from what the trial had read, as if
+        nothing had been written since; ``refresh()`` and ``wait_for_steps`` still look."""
+        return self._native.auto_refresh()
+
+    @dynamic_refresh.setter
+    def dynamic_refresh(self, on: bool) -> None:
+        self._native.set_auto_refresh(bool(on))
 
     @property
     def loaded_all_steps(self) -> bool:
@@ -327,6 +339,12 @@ class Trial:
             patterns = regex if isinstance(regex, list) else [regex]
             selected = {n for n in selected if any(re.search(p, n) for p in patterns)}
         return sorted(selected)
+
+    def tensors(self, *args, **kwargs) -> List[str]:
+        """``tensor_names``, under the name smdebug's documentation uses in its custom-rule
+        example (``self.base_trial.tensors(collection="gradients")``; smdebug 1.0.34's Trial
+        has only ``tensor_names``), so that example runs as written."""
+        return self.tensor_names(*args, **kwargs)
 
     def has_tensor(self, tname: str) -> bool:
         return self._native.has_tensor(tname)

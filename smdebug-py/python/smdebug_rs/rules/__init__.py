@@ -22,13 +22,43 @@ any other exception puts the rule in the Error status with the exception as its 
 custom rule whose every call raised one of those (or returned ``datapoints: 0``) ends in
 ``NoData``. ``KeyboardInterrupt`` (Ctrl-C) and ``SystemExit`` (``sys.exit``) are not a rule's
 errors: raised inside a rule, they stop the evaluation and propagate out of ``run``.
+
+Rules written for Python smdebug run unchanged but for their imports: subclass
+``smdebug_rs.rules.Rule`` (smdebug's constructor, ``req_tensors``, ``invoke_at_step(self,
+step)``) and evaluate with ``invoke_rule(rule, start_step=..., end_step=...,
+raise_eval_cond=...)`` as in smdebug, or hand the rule object to ``run`` beside the built-in
+rules (it is invoked as ``rule.invoke(step)``; ``RuleEvaluationConditionMet`` is a firing).
+``rule_job_summary()`` gives SageMaker's form of the statuses: ``Summary.rule_job_summary()``,
+``Rule.rule_job_summary()``, or ``rule_job_summary(run_path)`` for the summary a runner wrote
+into a run.
 """
 
+import datetime
+import json
+import os
 from dataclasses import dataclass, field
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, Union
 
-from . import _native
-from .trials import Trial
+from .. import _native
+from .._smdebug import class_of
+from ..trials import Trial
+from .req_tensors import RequiredTensors, RequiredTensorsForTrial
+from .rule import CONDITION_MET, Rule, RuleState
+from .rule_invoker import invoke_rule
+
+__all__ = [
+    "Evidence",
+    "RequiredTensors",
+    "RequiredTensorsForTrial",
+    "Rule",
+    "RuleState",
+    "RuleStatus",
+    "Summary",
+    "builtin_rules",
+    "invoke_rule",
+    "rule_job_summary",
+    "run",
+]
 
 
 @dataclass
@@ -105,6 +135,63 @@ class Summary:
         """The rules that checked nothing in this run (status NoData)."""
         return [r for r in self.rules if r.status == "NoData"]
 
+    def rule_job_summary(self) -> List[dict]:
+        """The statuses in the form of SageMaker's ``rule_job_summary()``, one dict per rule:
+        ``RuleConfigurationName``, ``RuleEvaluationStatus`` (``InProgress``,
+        ``NoIssuesFound``, ``IssuesFound``, ``Error``, or ``NoData``: the rule checked nothing,
+        which SageMaker has no status for and which is not a pass), ``StatusDetails`` (the
+        rule's message) and ``LastModifiedTime`` (when the summary was made)."""
+        when = datetime.datetime.fromtimestamp(self.updated_at, datetime.timezone.utc)
+        return [
+            {
+                "RuleConfigurationName": r.rule,
+                "RuleEvaluationStatus": r.status,
+                "StatusDetails": r.message,
+                "LastModifiedTime": when,
+            }
+            for r in self.rules
+        ]
+
+
+def _summary(doc: dict) -> Summary:
+    doc = dict(doc)
+    doc["rules"] = [_status(r) for r in doc["rules"]]
+    known = Summary.__dataclass_fields__
+    return Summary(**{k: v for k, v in doc.items() if k in known})
+
+
+def rule_job_summary(source: Union[str, os.PathLike, Summary, Rule, Sequence[Rule]]) -> List[dict]:
+    """SageMaker's ``rule_job_summary()`` for a run path (the summary a runner wrote into it,
+    ``<run>/rules/rule_job_summary.json``: ``smdebug rules --write-into-run``, ``run(...,
+    write_into_run=True)`` or a follower beside training), a ``Summary``, or ``Rule`` objects
+    invoked with ``invoke_rule``."""
+    if isinstance(source, Summary):
+        return source.rule_job_summary()
+    if isinstance(source, Rule):
+        return [source.rule_job_summary()]
+    if isinstance(source, (str, os.PathLike)):
+        path = os.path.join(os.fspath(source), "rules", "rule_job_summary.json")
+        with open(path) as f:
+            return _summary(json.load(f)).rule_job_summary()
+    return [rule.rule_job_summary() for rule in source]
+
+
+class _Invoked:
+    """A smdebug-style ``Rule`` on the runner: each step is ``rule.invoke(step)``, whose
+    ``RuleEvaluationConditionMet`` is a firing (with its message); the step-skipping
+    exceptions pass through to the runner, which skips the step for the rule."""
+
+    def __init__(self, rule: Rule):
+        self.rule = rule
+        self.name = rule.rule_name
+
+    def invoke_at_step(self, trial, step):
+        try:
+            self.rule.invoke(step)
+        except CONDITION_MET as met:
+            return {"fired": True, "message": str(met)}
+        return False
+
 
 def _status(doc: dict) -> RuleStatus:
     doc = dict(doc)
@@ -144,6 +231,10 @@ def run(
         if isinstance(rule, str):
             specs.append(rule)
             continue
+        if isinstance(rule, Rule) or _is_smdebug_rule(rule):
+            # It reads through its own base_trial.
+            custom.append((rule.rule_name, _Invoked(rule), rule.base_trial))
+            continue
         if not callable(getattr(rule, "invoke_at_step", None)):
             raise TypeError(f"a rule is a spec string or an object with invoke_at_step(trial, step), not {rule!r}")
         if trial is None:
@@ -151,9 +242,12 @@ def run(
         name = getattr(rule, "name", None) or type(rule).__name__
         custom.append((str(name), rule, trial))
     doc = _native.run_rules(path, specs, custom, follow, write_into_run, poll_interval, max_tensor_bytes)
-    doc["rules"] = [_status(r) for r in doc["rules"]]
-    known = Summary.__dataclass_fields__
-    return Summary(**{k: v for k, v in doc.items() if k in known})
+    return _summary(doc)
+
+
+def _is_smdebug_rule(rule) -> bool:
+    theirs = class_of("rules.rule", "Rule")
+    return theirs is not None and isinstance(rule, theirs)
 
 
 def builtin_rules() -> List[dict]:

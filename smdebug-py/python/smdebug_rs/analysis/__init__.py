@@ -1,0 +1,1 @@
+"""smdebug's ``smdebug.analysis`` import path: ``smdebug_rs.analysis.utils``."""
