@@ -8,7 +8,10 @@
 //!
 //! `stop_training` and `command` are always there. `webhook` and `email` bring in an HTTP
 //! client and a mail stack (each with TLS), so they are cargo features of smdebug-rules, off by
-//! default: `webhook`, `email`, or `notify` for both. A rule spec with an action whose feature
+//! default: `webhook`, `email`, or `notify` for both. `sns` (feature `sns`, the AWS SDK for
+//! Rust) is SageMaker's e-mail and SMS notification: an Amazon SNS topic (`SMDebugRules` unless
+//! named) is created or reused, the address or phone number subscribed once, and the finding
+//! published to it, as smdebug's `MessageAction` does. A rule spec with an action whose feature
 //! this build leaves out is refused when the runner is built ([`ActionConfig::validate`]), with
 //! the feature to enable in the message.
 //!
@@ -21,7 +24,8 @@
 //!   "username": "bot", "password_env": "SMTP_PASSWORD",
 //!   "from": "smdebug@example.com", "to": ["me@example.com"]},
 //!  {"type": "command", "program": "notify-send", "args": ["smdebug"]},
-//!  {"type": "webhook", "url": "http://127.0.0.1:8080/status", "on": "status_change"}]
+//!  {"type": "webhook", "url": "http://127.0.0.1:8080/status", "on": "status_change"},
+//!  {"type": "sns", "protocol": "sms", "endpoint": "+15555550123"}]
 //! ```
 
 use std::io::Read;
@@ -37,6 +41,9 @@ use crate::error::{Error, Result};
 use crate::evidence::Evidence;
 use crate::state::Status;
 use smdebug_io::stop::{StopRequest, request_stop};
+
+#[cfg(feature = "sns")]
+mod sns;
 
 fn default_timeout() -> f64 {
     10.0
@@ -55,7 +62,34 @@ pub enum SmtpTls {
     Tls,
 }
 
-/// When a notifying action (webhook, e-mail, command) is carried out.
+/// How an SNS action reaches its person: the subscription's protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SnsProtocol {
+    /// An e-mail address (SNS sends a confirmation first).
+    Email,
+    /// A phone number in E.164 form (`+15555550123`).
+    Sms,
+}
+
+impl SnsProtocol {
+    /// The protocol's name in SNS: `email`, `sms`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SnsProtocol::Email => "email",
+            SnsProtocol::Sms => "sms",
+        }
+    }
+}
+
+/// smdebug's topic for rule notifications.
+pub const SNS_TOPIC: &str = "SMDebugRules";
+
+fn default_topic() -> String {
+    SNS_TOPIC.to_string()
+}
+
+/// When a notifying action (webhook, e-mail, command, SNS) is carried out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Trigger {
@@ -123,6 +157,34 @@ pub enum ActionConfig {
         #[serde(default, skip_serializing_if = "Trigger::is_default")]
         on: Trigger,
     },
+    /// Publishes the finding to an Amazon SNS topic with an e-mail or SMS subscription
+    /// (SageMaker Debugger's `Email` and `SMS` actions). The topic is created when missing and
+    /// reused when there; the endpoint is subscribed once (with smdebug's filter policy, so a
+    /// topic shared by several people sends each only their own). Credentials and region come
+    /// from the environment as for the AWS CLI (`AWS_REGION`, else `us-east-1` as smdebug).
+    /// Feature `sns`.
+    Sns {
+        /// `email` or `sms`.
+        protocol: SnsProtocol,
+        /// The e-mail address or phone number (E.164: `+15555550123`).
+        endpoint: String,
+        /// The topic's name. Default `SMDebugRules` (smdebug's).
+        #[serde(default = "default_topic")]
+        topic: String,
+        /// The region. Default: `AWS_REGION`, `AWS_DEFAULT_REGION`, else `us-east-1`.
+        #[serde(default)]
+        region: Option<String>,
+        /// Another SNS endpoint than AWS's (a local one such as moto's). Default: the
+        /// environment's (`AWS_ENDPOINT_URL_SNS`, `AWS_ENDPOINT_URL`), else AWS.
+        #[serde(default)]
+        endpoint_url: Option<String>,
+        /// Seconds for each request. Default 10.
+        #[serde(default = "default_timeout")]
+        timeout_s: f64,
+        /// When it is sent. Default: at the first firing.
+        #[serde(default, skip_serializing_if = "Trigger::is_default")]
+        on: Trigger,
+    },
     /// Runs a program (no shell) with the event in `SMDEBUG_*` environment variables and as JSON
     /// on its standard input. A non-zero exit or a timeout is a failure.
     Command {
@@ -148,6 +210,29 @@ impl ActionConfig {
             ActionConfig::Webhook { .. } => "webhook",
             ActionConfig::Email { .. } => "email",
             ActionConfig::Command { .. } => "command",
+            ActionConfig::Sns { .. } => "sns",
+        }
+    }
+
+    /// An SNS e-mail action with smdebug's defaults (SageMaker's `Email(address)`).
+    pub fn sns_email(address: impl Into<String>) -> ActionConfig {
+        ActionConfig::sns(SnsProtocol::Email, address.into())
+    }
+
+    /// An SNS SMS action with smdebug's defaults (SageMaker's `SMS(phone_number)`).
+    pub fn sms(phone_number: impl Into<String>) -> ActionConfig {
+        ActionConfig::sns(SnsProtocol::Sms, phone_number.into())
+    }
+
+    fn sns(protocol: SnsProtocol, endpoint: String) -> ActionConfig {
+        ActionConfig::Sns {
+            protocol,
+            endpoint,
+            topic: default_topic(),
+            region: None,
+            endpoint_url: None,
+            timeout_s: default_timeout(),
+            on: Trigger::FirstFiring,
         }
     }
 
@@ -157,7 +242,8 @@ impl ActionConfig {
             ActionConfig::StopTraining => Trigger::FirstFiring,
             ActionConfig::Webhook { on, .. }
             | ActionConfig::Email { on, .. }
-            | ActionConfig::Command { on, .. } => *on,
+            | ActionConfig::Command { on, .. }
+            | ActionConfig::Sns { on, .. } => *on,
         }
     }
 
@@ -167,6 +253,7 @@ impl ActionConfig {
         match self {
             ActionConfig::Webhook { .. } => Some("webhook"),
             ActionConfig::Email { .. } => Some("email"),
+            ActionConfig::Sns { .. } => Some("sns"),
             ActionConfig::StopTraining | ActionConfig::Command { .. } => None,
         }
     }
@@ -176,6 +263,7 @@ impl ActionConfig {
         match self {
             ActionConfig::Webhook { .. } => cfg!(feature = "webhook"),
             ActionConfig::Email { .. } => cfg!(feature = "email"),
+            ActionConfig::Sns { .. } => cfg!(feature = "sns"),
             ActionConfig::StopTraining | ActionConfig::Command { .. } => true,
         }
     }
@@ -215,6 +303,45 @@ impl ActionConfig {
                 }
                 #[cfg(not(feature = "email"))]
                 let _ = from;
+                Ok(())
+            }
+            ActionConfig::Sns {
+                protocol,
+                endpoint,
+                topic,
+                ..
+            } => {
+                let topic_ok = !topic.is_empty()
+                    && topic.len() <= 256
+                    && topic
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'));
+                if !topic_ok {
+                    return Err(bad(format!(
+                        "topic `{topic}`: 1 to 256 letters, digits, `-` or `_`"
+                    )));
+                }
+                match protocol {
+                    SnsProtocol::Sms => {
+                        let digits = endpoint.strip_prefix('+').unwrap_or_default();
+                        if digits.is_empty()
+                            || digits.len() > 15
+                            || !digits.chars().all(|c| c.is_ascii_digit())
+                        {
+                            return Err(bad(format!(
+                                "`{endpoint}` is not a phone number in E.164 form (`+15555550123`)"
+                            )));
+                        }
+                    }
+                    SnsProtocol::Email => {
+                        let parts = endpoint.split_once('@');
+                        if !parts.is_some_and(|(user, host)| {
+                            !user.is_empty() && host.contains('.') && !endpoint.contains(' ')
+                        }) {
+                            return Err(bad(format!("`{endpoint}` is not an e-mail address")));
+                        }
+                    }
+                }
                 Ok(())
             }
             ActionConfig::Command { program, .. } => {
@@ -357,13 +484,34 @@ pub fn execute(action: &ActionConfig, event: &RuleEvent, ctx: &ActionContext) ->
             event,
         )
         .map_err(fail),
+        #[cfg(feature = "sns")]
+        ActionConfig::Sns {
+            protocol,
+            endpoint,
+            topic,
+            region,
+            endpoint_url,
+            timeout_s,
+            ..
+        } => sns::notify(
+            &sns::Target {
+                protocol: *protocol,
+                endpoint,
+                topic,
+                region: region.as_deref(),
+                endpoint_url: endpoint_url.as_deref(),
+                timeout: secs(*timeout_s),
+            },
+            event,
+        )
+        .map_err(fail),
         ActionConfig::Command {
             program,
             args,
             timeout_s,
             ..
         } => run_command(program, args, secs(*timeout_s), event).map_err(fail),
-        #[cfg(not(all(feature = "webhook", feature = "email")))]
+        #[cfg(not(all(feature = "webhook", feature = "email", feature = "sns")))]
         _ => Err(fail(
             Error::ActionNotCompiled {
                 action: action.kind().into(),

@@ -154,9 +154,9 @@ impl From<smdebug_io::Error> for Error {
 impl From<smdebug_rules::Error> for Error {
     fn from(e: smdebug_rules::Error) -> Self {
         match e {
-            smdebug_rules::Error::ActionNotCompiled { action, .. } => Error::FeatureMissing {
+            smdebug_rules::Error::ActionNotCompiled { action, feature } => Error::FeatureMissing {
                 what: format!("the {action} action"),
-                feature: "notify",
+                feature: if feature == "sns" { "sns" } else { "notify" },
             },
             smdebug_rules::Error::OpenRun { source, .. }
                 if matches!(*source, smdebug_io::Error::BackendNotCompiled { .. }) =>
@@ -225,6 +225,12 @@ mod tests {
             text.contains("features = [\"notify\"]") && text.contains("webhook"),
             "{text}"
         );
+        let e = Error::from(smdebug_rules::Error::ActionNotCompiled {
+            action: "sns".into(),
+            feature: "sns",
+        });
+        let text = e.to_string();
+        assert!(text.contains("features = [\"sns\"]"), "{text}");
     }
 
     #[test]

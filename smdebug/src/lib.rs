@@ -39,7 +39,8 @@
 //! | `rules` | rules in the training process, with their stop and command actions |
 //! | `report` | the profiling report at the end (implies `rules`) |
 //! | `serve` | the live dashboard, served from the training process (implies `report`) |
-//! | `notify` | webhook and e-mail actions |
+//! | `notify` | webhook and e-mail (SMTP) actions |
+//! | `sns` | SageMaker's e-mail and SMS notifications through Amazon SNS (the AWS SDK for Rust) |
 //! | `memory` | runs in the in-process `memory://` store (tests, notebooks) |
 //! | `s3`, `gcs`, `azure`, `http` | runs in S3, Google Cloud Storage, Azure Blob Storage, a plain HTTP(S) store |
 //! | `candle`, `burn`, `tch` | the framework adapters: `Session::builder(..).candle()` (or `.burn()`, `.tch()`) captures through the adapter's hook, reached with `session.hook()` |

@@ -80,7 +80,7 @@ pub(super) struct StatusTrail {
 }
 
 fn now_utc() -> String {
-    chrono::Utc::now()
+    chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now())
         .format("%Y-%m-%dT%H:%M:%S%.3fZ")
         .to_string()
 }
