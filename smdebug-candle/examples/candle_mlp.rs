@@ -52,6 +52,7 @@ fn main() -> Result<(), BoxError> {
     let data = DigitsTensors::load(DType::F32, &dev)?;
     let (vm, vb) = varmap(DType::F32, &dev);
     let model = Mlp::new(vb, session.hook())?; // relu1's output is recorded when due
+    model::reseed(&vm, 7)?; // the same weights at every run
     let mut sgd = SGD::new(vm.all_vars(), 0.2)?;
     let batches_per_epoch = data.train_y.dim(0)? / 32;
     'training: for epoch in 0..10u64 {

@@ -147,6 +147,9 @@ fn main() -> Result<(), BoxError> {
     let data = DigitsTensors::load(DType::F32, &dev)?;
     let (vm, vb) = varmap(DType::F32, &dev);
     let model = Transformer::new(CONFIG, vb, session.hook())?;
+    // The same weights at every run: the example's verdicts (Overfit judged, nothing firing)
+    // are checked by a test, and unseeded weights made them vary.
+    model::reseed(&vm, 7)?;
     let mut opt = AdamW::new(
         vm.all_vars(),
         ParamsAdamW {

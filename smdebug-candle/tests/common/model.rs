@@ -97,3 +97,44 @@ pub fn varmap(dtype: DType, dev: &Device) -> (VarMap, VarBuilder<'static>) {
     let vb = VarBuilder::from_varmap(&varmap, dtype, dev);
     (varmap, vb)
 }
+
+/// Draws every variable of `varmap` again from a generator seeded with `seed`, so that a run
+/// trains the same way each time (candle's CPU generator cannot be seeded: `set_seed` fails).
+/// Each variable is drawn as candle_nn initialized it, from its name and shape alone (never
+/// from the unseeded values): a constant one (layer norms' ones and zeros) stays; a `bias` is
+/// uniform within ±1/√fan_in of its layer's `weight` (`candle_nn::linear`, `conv2d`); a
+/// `position.weight` is normal with standard deviation 0.1 (the transformer's); any other
+/// `weight` Kaiming-normal for ReLU, √2/√fan_in. Variables are drawn in name order.
+#[allow(dead_code)] // not every binary that includes this module seeds
+pub fn reseed(varmap: &VarMap, seed: u64) -> Result<()> {
+    let vars = varmap.data().lock().expect("the variable map's lock");
+    let mut names: Vec<&String> = vars.keys().collect();
+    names.sort();
+    let fan_in = |name: &str| -> Option<f64> {
+        let dims = vars.get(name)?.as_tensor().dims().to_vec();
+        let out = *dims.first()?;
+        Some((dims.iter().product::<usize>() / out.max(1)) as f64)
+    };
+    let mut rng = Rng::new(seed);
+    for name in names {
+        let var = &vars[name];
+        let t = var.as_tensor();
+        let values: Vec<f32> = t.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?;
+        if values.iter().all(|&v| v == values[0]) {
+            continue;
+        }
+        let draw: Box<dyn Fn(&mut Rng) -> f64> = if let Some(layer) = name.strip_suffix("bias") {
+            let bound = 1.0 / fan_in(&format!("{layer}weight")).unwrap_or(1.0).sqrt();
+            Box::new(move |r: &mut Rng| (2.0 * f64::from(r.uniform()) - 1.0) * bound)
+        } else if name.ends_with("position.weight") {
+            Box::new(|r: &mut Rng| 0.1 * f64::from(r.normal()))
+        } else {
+            let std = 2f64.sqrt() / fan_in(name).unwrap_or(1.0).sqrt();
+            Box::new(move |r: &mut Rng| std * f64::from(r.normal()))
+        };
+        let drawn: Vec<f32> = (0..values.len()).map(|_| draw(&mut rng) as f32).collect();
+        let fresh = Tensor::from_vec(drawn, t.shape(), t.device())?.to_dtype(t.dtype())?;
+        var.set(&fresh)?;
+    }
+    Ok(())
+}
