@@ -5,15 +5,37 @@ use smdebug_report::RuleFile;
 use smdebug_rules::report::{is_profiler_report, summary_report_verdict};
 use smdebug_rules::{Status, Summary};
 
+use crate::diagnosis::{severity, short_finding, stop_cause, sums_up};
+use crate::run::RunData;
 use crate::views::{EvidenceView, Num, RuleView};
 
-/// The rules' statuses. `ProfilerReport` shows the verdict the rules' one roll-up
-/// ([`summary_report_verdict`]) makes from the profiler rules beside it when its own status says
-/// less (a summary written before its verdict was made from theirs), and says so.
-pub(crate) fn rule_views(summary: Option<&Summary>) -> Vec<RuleView> {
-    let Some(summary) = summary else {
+/// The rules' statuses of a run, in the order the page lists them ([`RuleView::rank`]: the
+/// rule that stopped the job first, then by severity). `ProfilerReport` shows the verdict the
+/// rules' one roll-up ([`summary_report_verdict`]) makes from the profiler rules beside it when
+/// its own status says less (a summary written before its verdict was made from theirs), and
+/// says so.
+pub(crate) fn rule_views(d: &RunData) -> Vec<RuleView> {
+    let Some(summary) = d.rules.as_ref() else {
         return Vec::new();
     };
+    let stopped_by = stop_cause(d).map(|c| c.rule);
+    let mut views = views_of(summary, stopped_by.as_deref());
+    views.sort_by_key(|v| v.rank);
+    views
+}
+
+/// Where a status ranks among the others of its severity.
+fn status_rank(status: Status) -> u32 {
+    match status {
+        Status::IssuesFound => 0,
+        Status::Error => 1,
+        Status::InProgress => 2,
+        Status::NoIssuesFound => 3,
+        Status::NoData => 4,
+    }
+}
+
+fn views_of(summary: &Summary, stopped_by: Option<&str>) -> Vec<RuleView> {
     let rolled_up = summary_report_verdict(summary);
     summary
         .rules
@@ -33,7 +55,21 @@ pub(crate) fn rule_views(summary: Option<&Summary>) -> Vec<RuleView> {
                 shown = *verdict;
                 message = format!("{why} (the summary said {})", status.status.name());
             }
+            let stopped_job = stopped_by == Some(status.rule.as_str());
+            let stop_action = status.actions.iter().any(|a| a == "stop_training");
+            let umbrella = sums_up(summary, &status.rule);
+            let weight = severity(status.kind, shown, stop_action, stopped_job);
+            // The umbrella after the rules it sums up, with the performance hints.
+            let rank = (if stopped_job { 0 } else { 100 })
+                + 10 * (weight as u32)
+                + status_rank(shown)
+                + u32::from(umbrella) * 5;
             RuleView {
+                short: short_finding(&message),
+                severity: weight,
+                stopped_job,
+                sums_up: umbrella,
+                rank,
                 name: file.name,
                 kind: file.kind.kind().to_owned(),
                 status: shown.name(),
@@ -90,7 +126,7 @@ mod tests {
     }
 
     fn report_view(s: &Summary) -> RuleView {
-        rule_views(Some(s))
+        views_of(s, None)
             .into_iter()
             .find(|v| v.name == "ProfilerReport")
             .unwrap()
