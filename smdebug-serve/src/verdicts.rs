@@ -157,4 +157,46 @@ mod tests {
         let failed = report_view(&summary("InProgress", "Error", false));
         assert_eq!(failed.status, "Error");
     }
+
+    /// ProfilerReport sums up the profiler rules beside it: three rules found issues, two are
+    /// distinct. Listed after the rules, by severity: the rule that stopped the job first with
+    /// its badge, model quality, then performance hints (the umbrella after its rules).
+    #[test]
+    fn the_umbrella_is_not_counted_twice_and_findings_are_listed_by_severity() {
+        let mut s = summary("IssuesFound", "IssuesFound", true);
+        assert_eq!(crate::diagnosis::issue_count(&s), 2);
+        let mut exploding = s.rules[3].clone();
+        exploding.rule = "ExplodingTensor".into();
+        exploding.actions = vec!["stop_training".into()];
+        s.rules.push(exploding);
+        let d = RunData {
+            rules: Some(s),
+            complete: true,
+            end_reason: Some(
+                "stopped: ExplodingTensor fired at step 3 of /r: non-finite values in loss \
+                 (1 NaN, 0 Inf)"
+                    .into(),
+            ),
+            ..RunData::default()
+        };
+        let views = rule_views(&d);
+        let order: Vec<(&str, crate::diagnosis::Severity, bool)> = views
+            .iter()
+            .map(|v| (v.name.as_str(), v.severity, v.stopped_job))
+            .collect();
+        use crate::diagnosis::Severity::*;
+        assert_eq!(
+            order,
+            vec![
+                ("ExplodingTensor", StopsJob, true),
+                ("LossNotDecreasing", ModelQuality, false),
+                ("CPUBottleneck", PerformanceHint, false),
+                ("ProfilerReport", PerformanceHint, false),
+                ("StepOutlier", None, false),
+            ]
+        );
+        assert!(views[3].sums_up && !views[2].sums_up);
+        assert_eq!(views[0].short, "LossNotDecreasing said so");
+        assert_eq!(crate::diagnosis::issue_count(d.rules.as_ref().unwrap()), 3);
+    }
 }
