@@ -132,7 +132,7 @@
       scales: { x: { time: !!(opts.time || opts.wallAxis) }, y: opts.log ? { distr: 3 } : {} },
       cursor: { sync: { key: opts.time ? "time" : key }, drag: { x: true, y: false } },
       legend: { show: opts.legend !== false },
-      plugins: [tooltipPlugin(xFormat, opts.yFormat), nonFinitePlugin()],
+      plugins: [tooltipPlugin(xFormat, opts.yFormat), nonFinitePlugin(opts.nonFinite)],
       series: [{ label: opts.xLabel || (opts.time ? "time" : "step") }].concat(series.map((s, i) => ({
         label: s.label, stroke: s.color || palette[i % palette.length], width: s.width || 1,
         fill: s.fill, points: { show: !!s.points }, paths: s.paths, spanGaps: !!s.spanGaps,
@@ -143,7 +143,6 @@
     }, data, box);
     plot.timeChart = !!opts.time;
     plot.nonFinite = opts.nonFinite || [];
-    if (plot.nonFinite.length) plot.redraw();
     plot.stepZoom = opts.onZoom || null;
     plot.windowed = !!opts.windowed;
     plot.over.addEventListener("mousedown", () => { plot.pressedAt = Date.now(); });
@@ -442,7 +441,7 @@
     const line = $("summary-health");
     line.textContent = h.sentence;
     line.title = h.sentence;
-    line.className = "health sev-" + h.severity;
+    $("health-box").className = "health-box sev-" + h.severity;
     const more = $("summary-health-details");
     more.hidden = !h.details;
     if ($("summary-health-full").textContent !== h.details) $("summary-health-full").textContent = h.details;
@@ -467,7 +466,7 @@
     const box = $("headline-charts");
     if (!h) { dropCharts(box, (k) => k === key); return; }
     const other = h.other && h.other.steps.length ? h.other : null;
-    const marks = h.non_finite.concat(other ? other.non_finite : []);
+    const marks = window.SMD.mergeMarks(h.non_finite.concat(other ? other.non_finite : []));
     const title = h.name + " · " + (zoomed ? "steps " + zoomed[0] + "–" + zoomed[1] + " (double-click: all steps)" :
       "last " + h.mode + " " + fmt(h.last_value, 4) + " at step " + h.last_step +
       (other ? ", " + other.mode + " " + fmt(other.values[other.values.length - 1], 4) + " at step " + other.steps[other.steps.length - 1] : "")) +
@@ -538,7 +537,10 @@
       }
       heldHeadlines.set(f, { run: r.id, points, name: c.name, mode: c.mode, width: c.width, steps, values });
       const win = await headlineWindow(r, Object.assign({ field: f }, c), points);
-      if (gen !== headlineGen) return;
+      // The page reconnected (or the run was reset) while this was fetched: fetched again,
+      // whole (returning here left the panel undrawn until the scalars next changed: never,
+      // for an ended run).
+      if (gen !== headlineGen) return drawHeadlines();
       if (win) headlineChart(Object.assign({}, c, { steps: win.steps, values: win.values, non_finite: win.non_finite, other: win.other }), "headline:" + f, f, win.range);
       else headlineChart(Object.assign({}, c, { steps, values }), "headline:" + f, f, null);
     }

@@ -196,11 +196,12 @@
   // Steps where a chart's values were NaN or ±Inf (`u.nonFinite`: [{from, to, count, kind}] in
   // the x axis' steps): a red band over them with the kind written at its top, drawn under
   // the lines (a line breaks there: without the band it would just end).
-  function nonFinitePlugin() {
+  // `initial`: the marks of the chart's first draw (later ones are set on `u.nonFinite`).
+  function nonFinitePlugin(initial) {
     return {
       hooks: {
         drawClear: (u) => {
-          const marks = u.nonFinite || [];
+          const marks = u.nonFinite || initial || [];
           if (!marks.length) return;
           const ctx = u.ctx, top = u.bbox.top, height = u.bbox.height;
           ctx.save();
@@ -221,6 +222,20 @@
       },
     };
   }
+  // Several lines' marks as one: runs that overlap or touch merged (their counts added, their
+  // kinds joined), in step order.
+  function mergeMarks(marks) {
+    const out = [];
+    for (const m of marks.slice().sort((a, b) => a.from - b.from)) {
+      const last = out[out.length - 1];
+      if (last && m.from <= last.to + 1) {
+        last.to = Math.max(last.to, m.to);
+        last.count += m.count;
+        if (last.kind !== m.kind) last.kind = Array.from(new Set((last.kind + " and " + m.kind).split(" and "))).join(" and ");
+      } else out.push(Object.assign({}, m));
+    }
+    return out;
+  }
   // What the marks say, for a chart's title or tooltip: "NaN at steps 5–30 (26 values)".
   function nonFiniteText(marks) {
     return marks.map((m) => m.kind + " at step" + (m.from === m.to ? " " + m.from : "s " + m.from + "–" + m.to) +
@@ -228,5 +243,5 @@
   }
 
   window.SMD = { el, clear, fmt, dur, measured, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin,
-                 nonFinitePlugin, nonFiniteText, download, csvField, selectionIn, exactName, stepWindow };
+                 nonFinitePlugin, nonFiniteText, mergeMarks, download, csvField, selectionIn, exactName, stepWindow };
 })();

@@ -134,7 +134,7 @@
         const zoomed = zooms.get(name);
         const lastValues = list.map((l) => l.mode.mode + " " + fmt(l.mode.values[l.mode.values.length - 1], 4)).join(", ");
         // Steps where a value was NaN or ±Inf are marked (on the step axis).
-        const marks = axisName === "step" ? list.flatMap((l) => l.mode.non_finite) : [];
+        const marks = axisName === "step" ? window.SMD.mergeMarks(list.flatMap((l) => l.mode.non_finite)) : [];
         const title = name + (zoomed ? " · steps " + zoomed[0] + "–" + zoomed[1] + " (double-click: all steps)" : " · last " + lastValues) +
           (marks.length ? " · " + window.SMD.nonFiniteText(marks) : "");
         env.chart(box, "scalar:" + name + suffix, title, [xs, ...ys], series,

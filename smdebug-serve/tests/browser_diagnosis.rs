@@ -35,7 +35,7 @@ const NAN_FROM: u64 = 12;
 const GRADIENTS: usize = 10;
 
 /// A run with a loss that explodes: TRAIN loss and gradients every step, an EVAL loss after
-/// every fifth TRAIN step; NaN from global step [`NAN_FROM`] on.
+/// every fifth TRAIN step but the last; NaN from global step [`NAN_FROM`] on.
 fn write_run(dir: &Path) {
     let mut hook = every_step_hook(dir);
     let mut step = 0u64;
@@ -51,12 +51,16 @@ fn write_run(dir: &Path) {
         hook.save_scalar("loss", loss, &["losses"]);
         for g in 0..GRADIENTS {
             let v = if bad { f64::NAN } else { 0.01 * (g + 1) as f64 };
-            hook.save_scalar(&format!("gradient/fc{g}.weight"), v, &["gradients"]);
+            // Saved as scalars every step (the built-in `gradients` collection is not saved every
+            // step by default).
+            hook.save_scalar(&format!("gradient/fc{g}.weight"), v, &["metrics"]);
         }
         hook.step();
         step += 1;
         train += 1;
-        if train.is_multiple_of(5) {
+        // The last step is a TRAIN step: the rule's latest firing (its message in the summary)
+        // lists what its first did, loss and gradients.
+        if train.is_multiple_of(5) && train < STEPS {
             hook.set_mode(Mode::Eval);
             let eval = if step >= NAN_FROM {
                 f64::NAN
