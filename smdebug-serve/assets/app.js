@@ -403,8 +403,10 @@
     const issues = found.length;
     const na = o.rules.filter((x) => x.status === "NoData").length;
     const by = (sev) => found.filter((x) => x.severity === sev).length;
-    const weights = [["stops_job", "stop the job"], ["model_quality", "model quality"], ["performance_hint", "performance hints"]]
-      .filter(([k]) => by(k)).map(([k, t]) => by(k) + " " + (k === "stops_job" && by(k) === 1 ? "stops the job" : t));
+    // "1 stops the job · 2 model quality · 1 performance hint".
+    const weights = [["stops_job", "stops the job", "stop the job"], ["model_quality", "model quality", "model quality"],
+      ["performance_hint", "performance hint", "performance hints"]]
+      .filter(([k]) => by(k)).map(([k, one, many]) => by(k) + " " + (by(k) === 1 ? one : many));
     $("summary-issues").textContent = o.rules_written ? String(issues) : "–";
     $("summary-issues-more").textContent = o.rules_written ? (weights.length ? weights.join(" · ") + " · " : "") + o.rules.length + " rules, " + na + " not applicable" : "no rule statuses in the run yet";
     tile("tile-issues", !o.rules_written ? "unknown" : by("stops_job") ? "bad" : issues ? "warn" : "good");

@@ -885,7 +885,25 @@ mod tests {
     use smdebug_io::testing::CountingStorage;
     use smdebug_io::{Storage, StorageOptions};
 
-    use super::{Cursor, Run, SETTLE_PASSES, pass};
+    use super::{Cursor, Found, Run, RunData, SETTLE_PASSES, pass};
+
+    /// A first read of a big run: "indexing N of M files", M the backlog listed, N those read
+    /// of it; none once it is read through.
+    #[test]
+    fn a_backlog_of_index_files_is_counted_as_it_is_read() {
+        let mut d = RunData::default();
+        let mut warnings = Vec::new();
+        let mut seen = Vec::new();
+        for pending in [3000, 2200, 900, 0] {
+            let update = smdebug_io::trial::TensorIncrement {
+                pending,
+                ..Default::default()
+            };
+            d.merge_tensors(update, &mut Found::default(), &mut warnings);
+            seen.push((d.index_backlog - d.index_pending, d.index_backlog));
+        }
+        assert_eq!(seen, [(0, 3000), (800, 3000), (2100, 3000), (0, 0)]);
+    }
 
     #[test]
     fn an_unchanged_ended_run_is_not_listed_or_read_again() {
