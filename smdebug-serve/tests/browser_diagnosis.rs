@@ -340,3 +340,67 @@ fn durations_read_as_people_write_them() {
     assert_eq!(got, json!(expected));
     server.shutdown();
 }
+
+/// A run replaced while its page is open: the notice has its own line under the header, the
+/// state pill keeps to one line and says nothing of it.
+#[test]
+fn a_replaced_runs_notice_has_its_own_place() {
+    let Some(binary) = chromium::binary() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("job");
+    std::fs::create_dir_all(&run).unwrap();
+    write_run(&run);
+    let mut options = ServeOptions::new(vec![run.to_str().unwrap().into()]);
+    options.poll = Duration::from_millis(50);
+    let server = Server::start(options).unwrap();
+    let (_browser, mut cdp) = chromium::open(
+        &binary,
+        &dir.path().join("profile"),
+        Some((1440, 900)),
+        &["Page", "Runtime"],
+    );
+    cdp.call("Page.navigate", json!({"url": server.url()}));
+    cdp.wait(Duration::from_secs(60), "the run", |c| {
+        c.status()["panels"]["overview"] == true
+    });
+    let header = "document.querySelector('header').getBoundingClientRect().height";
+    let before = cdp.eval(header).as_f64().unwrap();
+    // The folder written again from the start: every file removed, then a shorter run.
+    std::fs::remove_dir_all(&run).unwrap();
+    std::fs::create_dir_all(&run).unwrap();
+    let mut hook = every_step_hook(&run);
+    for step in 0..3 {
+        hook.save_scalar("loss", 1.0 / (1.0 + f64::from(step)), &["losses"]);
+        hook.step();
+    }
+    hook.close();
+    cdp.wait(Duration::from_secs(60), "the notice", |c| {
+        c.status()["notice"].is_string() && c.status()["steps"] == 3
+    });
+    let m = cdp.eval(
+        "(() => { const n = document.getElementById('run-notice'); const r = n.getBoundingClientRect(); \
+           return { notice: n.textContent, hidden: n.hidden, top: r.top, \
+             header: (() => { const h = document.querySelector('header').getBoundingClientRect(); return { height: h.height, bottom: h.bottom }; })(), \
+             pill: document.getElementById('run-state').textContent, \
+             pill_h: document.getElementById('run-state').getBoundingClientRect().height }; })()",
+    );
+    assert_eq!(m["hidden"], false, "{m}");
+    assert!(
+        m["notice"]
+            .as_str()
+            .unwrap()
+            .starts_with("This run's view was reset: "),
+        "{m}"
+    );
+    assert!(!m["pill"].as_str().unwrap().contains("reset"), "{m}");
+    assert!(m["pill_h"].as_f64().unwrap() <= 26.0, "{m}");
+    // The header as high as before; the notice below it.
+    assert_eq!(m["header"]["height"].as_f64().unwrap(), before, "{m}");
+    assert!(
+        m["top"].as_f64().unwrap() >= m["header"]["bottom"].as_f64().unwrap(),
+        "{m}"
+    );
+    server.shutdown();
+}
