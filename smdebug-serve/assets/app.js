@@ -444,6 +444,7 @@
     line.textContent = h.sentence;
     line.title = h.sentence;
     $("health-box").className = "health-box sev-" + h.severity;
+    $("health-box").hidden = false;
     const more = $("summary-health-details");
     more.hidden = !h.details;
     if ($("summary-health-full").textContent !== h.details) $("summary-health-full").textContent = h.details;
