@@ -341,7 +341,9 @@ pub(crate) fn health(
         ),
         Phase::Crashed => format!("{} · {issues_part}", at("Crashed")),
         Phase::Stalled => format!("{} · {issues_part}", at("Stalled")),
-        Phase::Live => format!("{} · {issues_part}", at("Live")),
+        // No step number while it advances: the sentence is fetched again every 10 s at most,
+        // the header's step count with every push.
+        Phase::Live => format!("Live · {issues_part}"),
         Phase::Waiting => "Waiting for the run to start".to_owned(),
     };
     for r in &findings {
@@ -394,6 +396,25 @@ mod tests {
             short_finding("x (1 NaN, 2 Inf), fc.weight (0 NaN, 3 Inf)"),
             "NaN and Inf in 1 weight (fc.weight) and 1 tensor (x)"
         );
+    }
+
+    #[test]
+    fn the_sentence_of_a_run_that_did_not_stop() {
+        let d = RunData {
+            steps: vec![0, 1, 2, 99],
+            ..RunData::default()
+        };
+        let none = health(&d, Phase::Live, &[], 0);
+        assert_eq!(none.sentence, "Live · no rule statuses yet");
+        assert_eq!(
+            health(&d, Phase::Ended, &[], 0).sentence,
+            "Ended after step 99 · no rule statuses yet"
+        );
+        assert_eq!(
+            health(&d, Phase::Stalled, &[], 0).sentence,
+            "Stalled at step 99 · no rule statuses yet"
+        );
+        assert_eq!(none.severity, Severity::None);
     }
 
     #[test]
