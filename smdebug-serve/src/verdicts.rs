@@ -18,7 +18,10 @@ pub(crate) fn rule_views(d: &RunData) -> Vec<RuleView> {
     let Some(summary) = d.rules.as_ref() else {
         return Vec::new();
     };
-    let stopped_by = stop_cause(d).map(|c| c.rule);
+    // Only once the job ended on it: a request not honoured yet has stopped nothing.
+    let stopped_by = stop_cause(d)
+        .filter(|_| d.end_reason.is_some())
+        .map(|c| c.rule);
     let mut views = views_of(summary, stopped_by.as_deref());
     views.sort_by_key(|v| v.rank);
     views
@@ -198,5 +201,17 @@ mod tests {
         assert!(views[3].sums_up && !views[2].sums_up);
         assert_eq!(views[0].short, "LossNotDecreasing said so");
         assert_eq!(crate::diagnosis::issue_count(d.rules.as_ref().unwrap()), 3);
+        // Before the job ended on its request, the rule has stopped nothing yet.
+        let mut request = smdebug_io::stop::StopRequest::new("ExplodingTensor fired at step 3");
+        request.rule = Some("ExplodingTensor".into());
+        let asked = RunData {
+            rules: d.rules.clone(),
+            stop_request: Some(request),
+            ..RunData::default()
+        };
+        let first = &rule_views(&asked)[0];
+        assert_eq!(first.name, "ExplodingTensor");
+        assert!(!first.stopped_job);
+        assert_eq!(first.severity, StopsJob);
     }
 }
