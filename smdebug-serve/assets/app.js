@@ -4,7 +4,7 @@
 // pushed state says their data changed.
 "use strict";
 (function () {
-  const { el, clear, fmt, dur, measured, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin, selectionIn } = window.SMD;
+  const { el, clear, fmt, dur, measured, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin, nonFinitePlugin, nonFiniteText, selectionIn } = window.SMD;
   const status = { panels: {}, charts: 0, errors: [], csp: [], steps: null, last_step_time: null,
                    ended: false, updates: 0, requests: 0, tab: null, // and the deltas applied, refetches asked for:
                    patched: { system: 0, steps: 0, rules: 0 }, refetches: [], delta_steps: 0, delta_rules: 0 };
@@ -110,6 +110,7 @@
     const labels = series.map((s) => s.label).join("\n");
     if (existing && existing.labels === labels && existing.container === container) {
       if (existing.title.textContent !== title) existing.title.textContent = title;
+      existing.plot.nonFinite = opts.nonFinite || [];
       existing.plot.setData(data, !zoom || !opts.time);
       if (zoom && opts.time) { syncing = true; existing.plot.setScale("x", { min: zoom[0], max: zoom[1] }); syncing = false; }
       existing.plot.stepZoom = opts.onZoom || null;
@@ -131,7 +132,7 @@
       scales: { x: { time: !!(opts.time || opts.wallAxis) }, y: opts.log ? { distr: 3 } : {} },
       cursor: { sync: { key: opts.time ? "time" : key }, drag: { x: true, y: false } },
       legend: { show: opts.legend !== false },
-      plugins: [tooltipPlugin(xFormat, opts.yFormat)],
+      plugins: [tooltipPlugin(xFormat, opts.yFormat), nonFinitePlugin(opts.nonFinite)],
       series: [{ label: opts.xLabel || (opts.time ? "time" : "step") }].concat(series.map((s, i) => ({
         label: s.label, stroke: s.color || palette[i % palette.length], width: s.width || 1,
         fill: s.fill, points: { show: !!s.points }, paths: s.paths, spanGaps: !!s.spanGaps,
@@ -141,6 +142,7 @@
       hooks: { setScale: [(u, k) => { if (k === "x") onZoom(u); }] },
     }, data, box);
     plot.timeChart = !!opts.time;
+    plot.nonFinite = opts.nonFinite || [];
     plot.stepZoom = opts.onZoom || null;
     plot.windowed = !!opts.windowed;
     plot.over.addEventListener("mousedown", () => { plot.pressedAt = Date.now(); });
@@ -162,7 +164,10 @@
   window.SMD.chartData = (key) => {
     const c = charts.get(key);
     return c && { x: c.plot.data[0], labels: c.plot.series.slice(1).map((s) => s.label), y: c.plot.data.slice(1),
-                  scale: [c.plot.scales.x.min, c.plot.scales.x.max] };
+                  scale: [c.plot.scales.x.min, c.plot.scales.x.max], non_finite: c.plot.nonFinite,
+                  // Where the marks are drawn, in CSS pixels of the plot area.
+                  marks: (c.plot.nonFinite || []).map((m) => [c.plot.valToPos(m.from - 0.5, "x"), c.plot.valToPos(m.to + 0.5, "x")]),
+                  width: c.plot.bbox.width / devicePixelRatio };
   };
   function dropCharts(container, which) {
     for (const [k, c] of charts) {
@@ -187,16 +192,22 @@
   // navigation) and the server's heartbeat (a push at least this often while it is up).
   const stream = { state: "connecting", at: null, heartbeat: 2, connectedAt: 0 };
   const sincePush = () => (stream.at === null ? 0 : (performance.now() - stream.at) / 1000);
+  // Seconds the server has seen a run's folder missing (its clock plus the time since the push).
+  const missingFor = (r) => Math.max(0, (status.server_time || Date.now() / 1000) - r.missing_since + sincePush());
   function runState(r) {
     if (r.open_error) return ["cannot open: " + r.open_error, "waiting"];
     if (r.gone) return ["run gone: " + r.identity, "waiting"];
+    if (r.missing_since !== null) return ["no run at " + r.location + ": the folder does not exist (waiting for it, " + ago(missingFor(r)) + " so far)", "missing"];
     if (!r.exists) return [r.identity ? "view reset: " + r.identity + "; waiting for the new run" : "waiting for the run to start", "waiting"];
     const text = PHASE_TEXT[r.phase] || r.phase;
     // The ages move on between pushes: the server's figure plus the time since it was sent.
     const idle = r.idle_s === null ? null : r.idle_s + sincePush();
     if (r.phase === "crashed") return ["crashed" + (r.last_advanced ? " · last advanced " + clock(r.last_advanced) + " (" + ago(idle) + " ago)" : ""), "crashed"];
     if (r.phase === "stalled") return ["stalled since " + (r.stalled_since ? clock(r.stalled_since) + " (" + ago(idle) + ")" : "it was opened"), "stalled"];
-    if (r.complete) return ["run " + text + (r.end_reason ? " (" + r.end_reason + ")" : ""), r.phase];
+    // The stopping rule by name; the end marker's whole reason is the pill's title (and the
+    // summary's full text), never its text.
+    if (r.phase === "stopped_by_rule" && r.stop_rule) return ["stopped by " + r.stop_rule, r.phase];
+    if (r.complete) return ["run " + text, r.phase];
     return [text, r.phase];
   }
   // The run's state as this page can vouch for it: with the stream down, the last state
@@ -237,12 +248,23 @@
     if (!r) return;
     const [text, cls] = pageState(r);
     const s = $("run-state");
-    s.textContent = text + " · step " + (r.last_step === null ? "–" : r.last_step) + " · " +
+    s.textContent = !r.exists ? text : text + " · step " + (r.last_step === null ? "–" : r.last_step) + " · " +
       r.steps + " steps · " + r.samples + " samples";
-    // A run replaced or written again from step 0: its view was reset, and the page says so.
-    if (r.exists && r.identity) s.textContent += " · view reset: " + r.identity;
     s.className = "state " + cls;
-    s.title = s.textContent + (r.phase_note ? "\n" + r.phase_note : "");
+    s.title = s.textContent + (r.end_reason ? "\n" + r.end_reason : "") + (r.phase_note ? "\n" + r.phase_note : "");
+    // A run replaced or written again from step 0: its view was reset; the notice has its own
+    // line under the header (the pill keeps to one line).
+    const notice = $("run-notice");
+    const resetText = r.exists && r.identity ? "This run's view was reset: " + r.identity : "";
+    notice.hidden = !resetText;
+    if (notice.textContent !== resetText) notice.textContent = resetText;
+    status.notice = resetText || null;
+    // A first read of a big run: how far the index files are read.
+    const indexing = $("indexing");
+    const idx = r.index_pending > 0 && r.index_backlog > 0 ? "indexing " + (r.index_backlog - r.index_pending) + " of " + r.index_backlog + " files" : "";
+    indexing.hidden = !idx;
+    if (indexing.textContent !== idx) indexing.textContent = idx;
+    status.indexing = idx || null;
     s.dataset.phase = r.phase;
     status.state_text = s.textContent;
     status.phase_note = r.phase_note;
@@ -254,6 +276,7 @@
     issues.hidden = r.rules === null;
     if (r.rules !== null) {
       issues.textContent = r.issues === 0 ? "no issues" : r.issues + (r.issues === 1 ? " issue" : " issues");
+      issues.title = "distinct issues: ProfilerReport is not counted beside the rules it sums up";
       issues.className = "issues" + (r.issues > 0 ? " found" : "");
     }
     // After a stop request: "stop requested" until the job ends, a warning when it has not
@@ -285,6 +308,11 @@
       r.stop_requested ? "stop requested: " + r.stop_requested : "";
     const download = $("download");
     download.setAttribute("href", api("runs/" + r.id + "/report"));
+    // Nothing to report while nothing of the run is found (the server refuses it too).
+    const nothing = !r.exists || r.missing_since !== null || !!r.open_error;
+    download.classList.toggle("disabled", nothing);
+    download.setAttribute("aria-disabled", String(nothing));
+    download.title = nothing ? "nothing to report: " + runState(r)[0] : "";
     // While the server draws the report, its stage replaces the button's label.
     download.textContent = r.report ? "Building report: " + r.report + "…" : "Download report";
     download.classList.toggle("busy", !!r.report);
@@ -292,29 +320,51 @@
 
   // ---- summary and rules ----------------------------------------------------------------------
   let lastOverview = null;
+  const SEVERITY_TEXT = { stops_job: "stops the job", model_quality: "model quality", performance_hint: "performance hint",
+                         not_applicable: "not applicable", none: "" };
+  // A rule's finding: its severity and status, the short finding with the whole message on
+  // demand, when it first and last fired, and its evidence at that last firing.
   function ruleBox(r, compact) {
     const noData = r.status === "NoData";
-    const box = el("div", { className: "rule " + r.status + (compact ? " compact" : ""), "data-rule": r.name },
-      el("strong", { text: r.name }), " ", el("span", { className: "status", text: noData ? "not applicable" : r.status }),
+    const box = el("div", { className: "rule " + r.status + " sev-" + r.severity + (compact ? " compact" : ""), "data-rule": r.name,
+      "data-severity": r.severity },
+      el("strong", { text: r.name }), " ");
+    if (r.stopped_job) box.append(el("span", { className: "badge stopped", text: "stopped the job" }), " ");
+    else if (SEVERITY_TEXT[r.severity] && !noData) box.append(el("span", { className: "badge sev", text: SEVERITY_TEXT[r.severity] }), " ");
+    box.append(el("span", { className: "status", text: noData ? "not applicable" : r.status }),
       noData ? " · nothing checked in this run (not a pass)" : " · triggered " + r.triggered + " of " + r.datapoints +
-        (r.first_fired_step !== null ? " · first at step " + r.first_fired_step : ""));
-    if (r.message) box.append(el("div", { className: noData ? "reason" : "", text: (noData ? "Why: " : "") + r.message }));
+        (r.first_fired_step !== null ? " · first fired at step " + r.first_fired_step : "") +
+        (r.sums_up ? " · sums up the profiler rules listed (not counted again)" : ""));
+    if (r.message) {
+      if (noData) box.append(el("div", { className: "reason", text: "Why: " + r.message }));
+      else if (r.short === r.message) box.append(el("div", { className: "finding", text: r.message }));
+      else {
+        // The finding in a few words; the whole message on demand.
+        const more = el("details", { className: "finding" }, el("summary", { text: r.short }));
+        more.append(el("div", { className: "full", text: r.message }));
+        box.append(more);
+      }
+    }
     // A profiler rule's message and details cover this window (the report names it too).
     if (!noData && r.window) box.append(el("div", { className: "why window", text: "Over " + r.window }));
-    for (const e of r.evidence.slice(0, compact ? 2 : 5)) {
-      box.append(el("div", { className: "why evidence", text: "Evidence at its latest firing: " + e.tensor + " at step " + e.step + ": " + e.measure + " = " + measured(e.measure, e.value) + (e.limit !== null && e.limit !== undefined ? " (limit " + measured(e.measure, e.limit) + ")" : "") }));
+    const shown = r.evidence.slice(0, compact ? 2 : 5);
+    for (const e of shown) {
+      box.append(el("div", { className: "why evidence", text: "Latest firing, step " + e.step + ": " + e.tensor + " " + e.measure + " = " + measured(e.measure, e.value) + (e.limit !== null && e.limit !== undefined ? " (limit " + measured(e.measure, e.limit) + ")" : "") }));
     }
+    if (r.evidence.length > shown.length) box.append(el("div", { className: "why evidence", text: "and " + (r.evidence.length - shown.length) + " more at that firing" }));
     if (!compact && r.description) box.append(el("div", { className: "why", text: "Checks: " + r.description }));
     if (!compact && r.recommendation) box.append(el("div", { className: "why", text: "Recommendation: " + r.recommendation }));
     return box;
   }
-  // Firing and failing rules first, then the rest, then those with nothing to check (greyed).
-  const RANK = { IssuesFound: 0, Error: 1, InProgress: 2, NoIssuesFound: 3, NoData: 4 };
-  const ordered = (rules) => rules.slice().sort((a, b) => (RANK[a.status] ?? 2) - (RANK[b.status] ?? 2));
+  // In the server's order (`rank`): the rule that stopped the job, then by severity (stops the
+  // job, model quality, performance hint), then the rest, those with nothing to check last.
+  const ordered = (rules) => rules.slice().sort((a, b) => a.rank - b.rank);
   function drawRules(o, container, compact) {
     if (selectionIn(container)) return; // the user is reading (and selecting) a rule's text
     const key = JSON.stringify(o.rules) + compact;
     if (container.dataset.key === key) return;
+    // A finding opened to its full text stays open when the list is drawn again.
+    const open = new Set(Array.from(container.querySelectorAll("details[open]")).map((d) => d.closest("[data-rule]").dataset.rule));
     container.dataset.key = key;
     clear(container);
     if (!o.rules.length) {
@@ -325,6 +375,7 @@
     const list = ordered(o.rules);
     const firing = list.filter((r) => r.status === "IssuesFound" || r.status === "Error");
     for (const r of compact ? firing : list) container.append(ruleBox(r, compact));
+    for (const d of container.querySelectorAll("details")) if (open.has(d.closest("[data-rule]").dataset.rule)) d.open = true;
     if (compact) {
       const rest = list.filter((r) => !firing.includes(r));
       const na = rest.filter((r) => r.status === "NoData");
@@ -332,21 +383,33 @@
       const fine = rest.length - na.length - checking;
       if (!firing.length) container.append(el("p", { className: "hint", text: "No rule found an issue." }));
       container.append(el("p", { className: "hint", text: fine + " found nothing" + (checking ? "; " + checking + " still checking" : "") +
-        (na.length ? "; " + na.length + " not applicable (nothing to check in this run): " : "") }));
-      const hint = container.lastChild;
-      na.forEach((r, i) => {
-        hint.append(el("span", { className: "na", title: r.message, "data-rule": r.name, text: r.name + (r.message ? " (" + r.message + ")" : "") }), i + 1 < na.length ? ", " : "");
-      });
+        (na.length ? "; " + na.length + " not applicable (nothing to check in this run):" : "") }));
+      // Each reason once, with the rules it holds for.
+      const byReason = new Map();
+      for (const r of na) { const k = r.message || ""; if (!byReason.has(k)) byReason.set(k, []); byReason.get(k).push(r); }
+      for (const [reason, rules] of byReason) {
+        const group = el("p", { className: "hint na-group", title: reason });
+        rules.forEach((r, i) => { group.append(el("span", { className: "na", "data-rule": r.name, text: r.name }), i + 1 < rules.length ? ", " : ""); });
+        if (reason) group.append(": ", el("span", { className: "reason", text: reason }));
+        container.append(group);
+      }
     }
   }
   function tile(id, cls) { $(id).className = "tile " + cls; }
   // The issue tile and both rules lists, from the overview's rules (fetched, or patched).
   function drawRuleLists(o) {
-    const issues = o.rules.filter((x) => x.status === "IssuesFound").length;
+    // Distinct issues: ProfilerReport is not counted beside the rules it sums up.
+    const found = o.rules.filter((x) => x.status === "IssuesFound" && !x.sums_up);
+    const issues = found.length;
     const na = o.rules.filter((x) => x.status === "NoData").length;
+    const by = (sev) => found.filter((x) => x.severity === sev).length;
+    // "1 stops the job · 2 model quality · 1 performance hint".
+    const weights = [["stops_job", "stops the job", "stop the job"], ["model_quality", "model quality", "model quality"],
+      ["performance_hint", "performance hint", "performance hints"]]
+      .filter(([k]) => by(k)).map(([k, one, many]) => by(k) + " " + (by(k) === 1 ? one : many));
     $("summary-issues").textContent = o.rules_written ? String(issues) : "–";
-    $("summary-issues-more").textContent = o.rules_written ? o.rules.length + " rules · " + na + " not applicable" : "no rule statuses in the run yet";
-    tile("tile-issues", !o.rules_written ? "unknown" : issues ? "bad" : "good");
+    $("summary-issues-more").textContent = o.rules_written ? (weights.length ? weights.join(" · ") + " · " : "") + o.rules.length + " rules, " + na + " not applicable" : "no rule statuses in the run yet";
+    tile("tile-issues", !o.rules_written ? "unknown" : by("stops_job") ? "bad" : issues ? "warn" : "good");
     drawRules(o, $("summary-rules"), true);
     drawRules(o, $("rules"), false);
     status.issues_shown = issues;
@@ -357,8 +420,7 @@
     if (!r || !lastOverview) return;
     const [text, cls] = pageState(r);
     $("summary-state").textContent = stateWord(r); tile("tile-state", cls);
-    const planned = lastOverview.progress.planned_steps;
-    $("summary-step").textContent = (r.last_step === null ? "–" : String(r.last_step)) + (planned !== null ? " of " + planned : "");
+    $("summary-step").textContent = window.SMD.stepCount(r);
     // Never an ETA the page cannot vouch for: not while the stream is down, not for a run that
     // does not advance (the overview, fetched again on the change, says why too).
     const noEta = stream.state === "down" ? "no ETA: disconnected from the server" :
@@ -374,6 +436,20 @@
       if (dd && dd.textContent !== v) dd.textContent = v;
     }
   }
+  // The run's health in one sentence (two lines at most, in its severity's colour), the full
+  // text (the end marker's reason, the stop request, the findings' whole messages) on demand.
+  function drawHealth(o) {
+    const h = o.health;
+    const line = $("summary-health");
+    line.textContent = h.sentence;
+    line.title = h.sentence;
+    $("health-box").className = "health-box sev-" + h.severity;
+    $("health-box").hidden = false;
+    const more = $("summary-health-details");
+    more.hidden = !h.details;
+    if ($("summary-health-full").textContent !== h.details) $("summary-health-full").textContent = h.details;
+    status.health = h.sentence;
+  }
   // The state tile's word: the phase, "disconnected" while the stream is down.
   const stateWord = (r) => (stream.state === "down" ? "disconnected" : PHASE_TEXT[r.phase] || runState(r)[0]);
   const dataSpan = (text, x) => text + (x.start !== null ? " · " + dur(x.end - x.start) + " of data" : "");
@@ -387,12 +463,23 @@
     return c;
   }
   // `zoomed`: the steps of the window drawn, when the person zoomed the chart.
+  // The chart's mode (TRAIN) and the other (EVAL) on one step axis, each line across the other's
+  // points; the steps where either was NaN or ±Inf marked.
   function headlineChart(h, key, field, zoomed) {
     const box = $("headline-charts");
     if (!h) { dropCharts(box, (k) => k === key); return; }
-    const title = h.name + " (" + h.mode + ") · " + (zoomed ? "steps " + zoomed[0] + "–" + zoomed[1] + " (double-click: all steps)" :
-      "last " + fmt(h.last_value, 4) + " at step " + h.last_step);
-    chart(box, key, title, [h.steps, h.values], [{ label: h.name, spanGaps: true, width: 2 }], { height: 170, xRange: zoomed, windowed: !!zoomed,
+    const other = h.other && h.other.steps.length ? h.other : null;
+    const marks = window.SMD.mergeMarks(h.non_finite.concat(other ? other.non_finite : []));
+    const title = h.name + " · " + (zoomed ? "steps " + zoomed[0] + "–" + zoomed[1] + " (double-click: all steps)" :
+      "last " + h.mode + " " + fmt(h.last_value, 4) + " at step " + h.last_step +
+      (other ? ", " + other.mode + " " + fmt(other.values[other.values.length - 1], 4) + " at step " + other.steps[other.steps.length - 1] : "")) +
+      (marks.length ? " · " + nonFiniteText(marks) : "");
+    const xs = other ? Array.from(new Set(h.steps.concat(other.steps))).sort((a, b) => a - b) : h.steps;
+    const at = new Map(xs.map((x, i) => [x, i]));
+    const line = (steps, values) => { const y = new Array(xs.length).fill(null); steps.forEach((x, j) => { y[at.get(x)] = values[j]; }); return y; };
+    const data = other ? [xs, line(h.steps, h.values), line(other.steps, other.values)] : [xs, h.values];
+    const series = [{ label: h.mode, spanGaps: true, width: 2 }].concat(other ? [{ label: other.mode, color: "#ff7f0e", spanGaps: true, width: 2, points: other.steps.length < 40 }] : []);
+    chart(box, key, title, data, series, { height: 170, xRange: zoomed, windowed: !!zoomed, nonFinite: marks,
       onZoom: (range) => {
         if (range) headlineZooms.set(field, { name: h.name, mode: h.mode, steps: window.SMD.stepWindow(range) });
         else headlineZooms.delete(field);
@@ -409,7 +496,10 @@
       "&from=" + z.steps[0] + "&to=" + z.steps[1]);
     const s = res.scalars.find((x) => x.name === c.name);
     const m = s && s.modes.find((x) => x.mode === c.mode);
-    return m ? { steps: m.steps, values: m.values, range: z.steps } : { steps: [], values: [], range: z.steps };
+    const o = s && c.other && s.modes.find((x) => x.mode === c.other.mode);
+    const other = o ? { mode: o.mode, total: o.total, steps: o.steps, values: o.values, non_finite: o.non_finite } : null;
+    return m ? { steps: m.steps, values: m.values, non_finite: m.non_finite, other, range: z.steps } :
+      { steps: [], values: [], non_finite: [], other, range: z.steps };
   }
   // The loss and accuracy charts, downsampled by the server as the Scalars tab's (each
   // bucket's lowest and highest value, buckets aligned on multiples of their width), fetched
@@ -450,8 +540,11 @@
       }
       heldHeadlines.set(f, { run: r.id, points, name: c.name, mode: c.mode, width: c.width, steps, values });
       const win = await headlineWindow(r, Object.assign({ field: f }, c), points);
-      if (gen !== headlineGen) return;
-      if (win) headlineChart(Object.assign({}, c, { steps: win.steps, values: win.values }), "headline:" + f, f, win.range);
+      // The page reconnected (or the run was reset) while this was fetched: fetched again,
+      // whole (returning here left the panel undrawn until the scalars next changed: never,
+      // for an ended run).
+      if (gen !== headlineGen) return drawHeadlines();
+      if (win) headlineChart(Object.assign({}, c, { steps: win.steps, values: win.values, non_finite: win.non_finite, other: win.other }), "headline:" + f, f, win.range);
       else headlineChart(Object.assign({}, c, { steps, values }), "headline:" + f, f, null);
     }
     const hc = $("headline-charts");
@@ -474,7 +567,8 @@
     $("summary-state-more").textContent = dataSpan(text, newer);
     tile("tile-state", cls);
     drawRuleLists(o);
-    window.SMD.drawProgress(o, tile);
+    drawHealth(o);
+    window.SMD.drawProgress(o, tile, r);
     status.eta_note = o.progress.eta_note;
     patchSummary();
     // The run card.

@@ -55,11 +55,12 @@
       clear(box);
       const table = el("table", { className: "compare" }, el("tr", null, ...["run", "state", "last step", "steps/s", "issues", "rules that found issues", "not applicable", "last loss", "last accuracy", "CPU p50 %"].map((h) => el("th", { text: h }))));
       all.forEach((o, i) => {
-        const firing = o.rules.filter((x) => x.status === "IssuesFound").map((x) => x.name);
+        // Distinct issues: ProfilerReport is not counted beside the rules it sums up.
+        const firing = o.rules.filter((x) => x.status === "IssuesFound" && !x.sums_up).map((x) => x.name);
         const cpu = o.nodes.flatMap((n) => n.rows).find((row) => row.metric === "CPU utilization");
-        table.append(el("tr", { "data-run": String(env.runs()[i].id) }, el("td", { text: o.name }), el("td", { text: env.runState(env.runs()[i])[0] }),
+        table.append(el("tr", { "data-run": String(env.runs()[i].id) }, el("td", { text: o.name }), el("td", { className: "name", text: env.runState(env.runs()[i])[0], title: o.health.sentence + (o.health.details ? "\n" + o.health.details : "") }),
           el("td", { text: o.last_step === null ? "–" : o.last_step }), el("td", { text: fmt(o.progress.step_rate, 1) }),
-          el("td", { text: o.rules_written ? firing.length : "–" }), el("td", { className: "name", text: firing.join(", "), title: firing.join(", ") }),
+          el("td", { text: o.rules_written ? o.issues : "–" }), el("td", { className: "name", text: firing.join(", "), title: firing.join(", ") }),
           el("td", { text: o.rules.filter((x) => x.status === "NoData").length }),
           el("td", { text: o.loss ? fmt(o.loss.last_value, 4) : "–" }), el("td", { text: o.accuracy ? fmt(o.accuracy.last_value, 4) : "–" }),
           el("td", { text: cpu ? fmt(cpu.p50, 1) : "–" })));

@@ -49,12 +49,14 @@
     return Math.max(40, 12 + 7 * longest);
   }
 
-  // A duration in seconds in the unit that fits it: "640 µs", "12.5 ms", "3.20 s", "2 min 05 s"
-  // (never "0.00 s" for a sub-millisecond step).
+  // A duration in seconds as people write it: "640 µs", "12.5 ms", "4.2 s", "37 s",
+  // "2 min 05 s", "1 h 05 min" (never "0.00 s" for a sub-millisecond step, never "59 min 60 s"
+  // or "37.39 s"). Each unit's figure is rounded once and carried into the next unit up.
   function dur(seconds) {
     if (seconds === null || seconds === undefined || Number.isNaN(seconds)) return "–";
     if (!Number.isFinite(seconds)) return seconds > 0 ? "+Inf s" : "-Inf s";
     const a = Math.abs(seconds);
+    const sign = seconds < 0 ? "-" : "";
     if (a === 0) return "0 s";
     // Three significant digits, trailing zeros after the point dropped ("640", "12.5", "1.2").
     const three = (x) => { const t = x.toPrecision(3); return t.includes(".") ? t.replace(/0+$/, "").replace(/\.$/, "") : t; };
@@ -62,11 +64,17 @@
     const fits = (x) => Math.abs(Number(x.toPrecision(3))) < 1000;
     if (a < 1e-3 && fits(seconds * 1e6)) return three(seconds * 1e6) + " µs";
     if (a < 1 && fits(seconds * 1e3)) return three(seconds * 1e3) + " ms";
-    if (a < 120) return seconds.toFixed(2) + " s";
-    const m = Math.floor(a / 60), rest = Math.round(a - 60 * m);
-    const h = Math.floor(m / 60);
-    if (h > 0) return (seconds < 0 ? "-" : "") + h + " h " + String(m % 60).padStart(2, "0") + " min";
-    return (seconds < 0 ? "-" : "") + m + " min " + String(rest).padStart(2, "0") + " s";
+    // Under ten seconds one decimal ("4.2 s", "3 s"), then whole seconds.
+    if (a < 9.95) return sign + String(Number(a.toFixed(1))) + " s";
+    const whole = Math.round(a);
+    if (whole < 60) return sign + whole + " s";
+    if (whole < 3600) {
+      const m = Math.floor(whole / 60), rest = whole % 60;
+      return sign + m + " min" + (rest ? " " + String(rest).padStart(2, "0") + " s" : "");
+    }
+    const minutes = Math.round(a / 60);
+    const h = Math.floor(minutes / 60), m = minutes % 60;
+    return sign + h + " h" + (m ? " " + String(m).padStart(2, "0") + " min" : "");
   }
 
   // A measured value as its measure calls for: a duration ("seconds", "…_s", "…duration…") in
@@ -185,6 +193,55 @@
     return lo <= hi ? [lo, hi] : [Math.floor(range[0]), Math.ceil(range[1])];
   }
 
+  // Steps where a chart's values were NaN or ±Inf (`u.nonFinite`: [{from, to, count, kind}] in
+  // the x axis' steps): a red band over them with the kind written at its top, drawn under
+  // the lines (a line breaks there: without the band it would just end).
+  // `initial`: the marks of the chart's first draw (later ones are set on `u.nonFinite`).
+  function nonFinitePlugin(initial) {
+    return {
+      hooks: {
+        drawClear: (u) => {
+          const marks = u.nonFinite || initial || [];
+          if (!marks.length) return;
+          const ctx = u.ctx, top = u.bbox.top, height = u.bbox.height;
+          ctx.save();
+          ctx.font = Math.round(11 * devicePixelRatio) + "px sans-serif";
+          for (const m of marks) {
+            let x0 = u.valToPos(m.from - 0.5, "x", true), x1 = u.valToPos(m.to + 0.5, "x", true);
+            x0 = Math.max(x0, u.bbox.left); x1 = Math.min(x1, u.bbox.left + u.bbox.width);
+            if (x1 < u.bbox.left || x0 > u.bbox.left + u.bbox.width) continue;
+            const w = Math.max(2 * devicePixelRatio, x1 - x0);
+            ctx.fillStyle = "rgba(214, 39, 40, 0.16)";
+            ctx.fillRect(x0, top, w, height);
+            ctx.fillStyle = "#b03a2e";
+            ctx.fillRect(x0, top, Math.max(devicePixelRatio, Math.min(w, 2 * devicePixelRatio)), height);
+            ctx.fillText(m.kind, x0 + 3 * devicePixelRatio, top + 12 * devicePixelRatio);
+          }
+          ctx.restore();
+        },
+      },
+    };
+  }
+  // Several lines' marks as one: runs that overlap or touch merged (their counts added, their
+  // kinds joined), in step order.
+  function mergeMarks(marks) {
+    const out = [];
+    for (const m of marks.slice().sort((a, b) => a.from - b.from)) {
+      const last = out[out.length - 1];
+      if (last && m.from <= last.to + 1) {
+        last.to = Math.max(last.to, m.to);
+        last.count += m.count;
+        if (last.kind !== m.kind) last.kind = Array.from(new Set((last.kind + " and " + m.kind).split(" and "))).join(" and ");
+      } else out.push(Object.assign({}, m));
+    }
+    return out;
+  }
+  // What the marks say, for a chart's title or tooltip: "NaN at steps 5–30 (26 values)".
+  function nonFiniteText(marks) {
+    return marks.map((m) => m.kind + " at step" + (m.from === m.to ? " " + m.from : "s " + m.from + "–" + m.to) +
+      (m.count > 1 ? " (" + m.count + " values)" : "")).join(", ");
+  }
+
   window.SMD = { el, clear, fmt, dur, measured, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin,
-                 download, csvField, selectionIn, exactName, stepWindow };
+                 nonFinitePlugin, nonFiniteText, mergeMarks, download, csvField, selectionIn, exactName, stepWindow };
 })();

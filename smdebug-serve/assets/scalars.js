@@ -133,9 +133,12 @@
         });
         const zoomed = zooms.get(name);
         const lastValues = list.map((l) => l.mode.mode + " " + fmt(l.mode.values[l.mode.values.length - 1], 4)).join(", ");
-        const title = name + (zoomed ? " · steps " + zoomed[0] + "–" + zoomed[1] + " (double-click: all steps)" : " · last " + lastValues);
+        // Steps where a value was NaN or ±Inf are marked (on the step axis).
+        const marks = axisName === "step" ? window.SMD.mergeMarks(list.flatMap((l) => l.mode.non_finite)) : [];
+        const title = name + (zoomed ? " · steps " + zoomed[0] + "–" + zoomed[1] + " (double-click: all steps)" : " · last " + lastValues) +
+          (marks.length ? " · " + window.SMD.nonFiniteText(marks) : "");
         env.chart(box, "scalar:" + name + suffix, title, [xs, ...ys], series,
-          Object.assign({ log, xLabel: axis.label, onZoom: (range) => zoomTo(name, range, list, axisName === "step"),
+          Object.assign({ log, xLabel: axis.label, nonFinite: marks, onZoom: (range) => zoomTo(name, range, list, axisName === "step"),
                           xRange: zoomed && axisName === "step" ? zoomed : null, windowed: !!zoomed }, axis.opts || {}));
       }
       env.status.panels.scalars = true;

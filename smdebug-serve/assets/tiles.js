@@ -8,16 +8,28 @@
   // The step and writer-drops tiles: the step of the planned ones with the ETA, and what the
   // job's writers dropped (from its progress files).
   const share = (x) => (x === null ? "" : " (" + (x > 0 && x < 0.001 ? "<0.1" : fmt(100 * x, 1)) + " %)");
-  window.SMD.drawProgress = function (o, tile) {
+  // The step tile's count, from the run list (pushed): the steps done of the planned ones
+  // ("5500 of 5500" once all are done, never the last step's number against a count), else
+  // the last saved step.
+  window.SMD.stepCount = function (r) {
+    if (r.planned_steps !== null && r.steps_done !== null) return r.steps_done + " of " + r.planned_steps;
+    return r.last_step === null ? "–" : "step " + r.last_step;
+  };
+  // A rate as people write it: three significant digits, whole numbers from 100 on.
+  const rateText = (x) => (x >= 100 ? String(Math.round(x)) : String(Number(x.toPrecision(3))));
+  window.SMD.drawProgress = function (o, tile, r) {
     const p = o.progress;
-    $("summary-step").textContent = (o.last_step === null ? "–" : String(o.last_step)) +
-      (p.planned_steps !== null ? " of " + p.planned_steps : "");
-    $("summary-step").title = p.steps_done !== null ? p.steps_done + " steps done" : "";
-    // The rate is over the last two minutes after the warm-up; an ETA only from a steady one.
+    $("summary-step").textContent = window.SMD.stepCount(r);
+    $("summary-step").title = (p.steps_done !== null ? p.steps_done + " steps done (every mode)" : "") +
+      (o.last_step !== null ? "; last saved step " + o.last_step : "");
+    // A running job's rate is over the last two minutes after the warm-up (every mode's steps,
+    // as the plan counts them), an ETA only from a steady one; an ended run's is its average.
     $("summary-rate").textContent = (p.eta_s !== null ? "ETA " + dur(p.eta_s) : p.eta_note) + " · " +
-      (p.step_rate !== null ? fmt(p.step_rate, 1) + " steps/s" + (p.rate_steady ? "" : ", unsteady") +
+      (p.step_rate !== null ? (p.rate_over_run ? "average " : "") + rateText(p.step_rate) + " steps/s" +
+        (p.rate_steady || p.rate_over_run ? "" : ", unsteady") +
         (p.rate_source === "step spans" ? "" : " (" + p.rate_source + ")") : "no step rate yet");
-    $("summary-rate").title = p.step_rate !== null ? p.rate_steps + " steps in the last " + dur(p.rate_window_s) + ", after the first five" : "";
+    $("summary-rate").title = p.step_rate === null ? "" : p.rate_over_run ? p.rate_steps + " steps in " + dur(p.rate_window_s) + " after the first five (every mode)" :
+      p.rate_steps + " steps in the last " + dur(p.rate_window_s) + ", after the first five (every mode)";
     tile("tile-progress", "unknown");
     const d = p.drops;
     if (!d) {

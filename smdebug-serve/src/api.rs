@@ -72,7 +72,7 @@ pub fn runs(runs: &[std::sync::Arc<Run>]) -> RunList {
         .map(|run| {
             let d = run.data.read().expect("run data lock");
             let range = d.time_range();
-            let stop_rule = d.stop_request.as_ref().and_then(|r| r.rule.clone());
+            let stop_rule = crate::diagnosis::stop_cause(&d).map(|c| c.rule);
             let fresh = crate::liveness::freshness(&d, stop_rule.as_deref(), now);
             RunState {
                 id: run.id,
@@ -101,22 +101,21 @@ pub fn runs(runs: &[std::sync::Arc<Run>]) -> RunList {
                 stop_rule,
                 steps: d.steps.len(),
                 last_step: d.steps.last().copied(),
+                steps_done: crate::overview::steps_done(&d),
+                planned_steps: crate::overview::planned_steps(&d),
                 samples: d.profile.sample_count(),
                 tensors: d.tensors.len(),
                 scalar_values: d.scalars.values(),
                 index_pending: d.index_pending,
+                index_backlog: d.index_backlog,
+                missing_since: d.missing_since,
                 trial_open: run.trial_open(),
                 report: run.report_stage(),
                 spans: d.profile.spans().len(),
                 start: range.map(|r| secs(r.0)),
                 end: range.map(|r| secs(r.1)),
                 rules: d.rules.as_ref().map(|s| s.rules.len()),
-                issues: d.rules.as_ref().map(|s| {
-                    s.rules
-                        .iter()
-                        .filter(|r| r.status == smdebug_rules::Status::IssuesFound)
-                        .count()
-                }),
+                issues: d.rules.as_ref().map(crate::diagnosis::issue_count),
                 no_data: d.rules.as_ref().map(|s| s.no_data().count()),
             }
         })
@@ -452,6 +451,7 @@ pub fn scalars(
                         values: kept.iter().map(|p| finite(p.1)).collect(),
                         wall_times: walls(&kept),
                     }),
+                    non_finite: crate::series::NonFiniteSteps::of(summary, window.from, window.to),
                 }
             })
             .collect();

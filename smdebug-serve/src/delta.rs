@@ -73,7 +73,7 @@ pub(crate) fn delta(id: usize, d: &RunData, seen: &mut Seen) -> RunDelta {
     let new_steps = step_deltas(steps);
     let new_samples = sample_deltas(j, samples);
     let changed_rules = if j.rule_changes > seen.rules {
-        crate::verdicts::rule_views(d.rules.as_ref())
+        crate::verdicts::rule_views(d)
             .into_iter()
             .filter(|v| j.rules.get(&v.name).is_some_and(|(n, _)| *n > seen.rules))
             .collect()

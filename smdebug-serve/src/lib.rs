@@ -85,6 +85,7 @@ mod code;
 mod compress;
 mod conn;
 mod delta;
+mod diagnosis;
 pub mod downsample;
 mod expand;
 mod guard;

@@ -114,28 +114,76 @@ pub fn stable_rate(points: &[(f64, f64)]) -> Rate {
     }
 }
 
-/// The run's step points and where they come from: the step spans of the mode with the most
-/// of them (one step each, at its start), else the progress files' history.
+/// The run's step points and where they come from: the step spans of every mode (a job's plan
+/// counts every mode's steps: TRAIN, EVAL, PREDICT), one point a step at its first start
+/// (several workers' spans of a step are one step), else the progress files' history.
 pub(crate) fn step_points(d: &RunData) -> (Vec<(f64, f64)>, &'static str) {
-    let mut by_mode: std::collections::BTreeMap<&str, Vec<u64>> = Default::default();
-    for s in d.profile.spans().iter() {
-        if let Some(mode) = s.step_mode {
-            by_mode.entry(mode.name()).or_default().push(s.start_us);
-        }
-    }
-    let starts = by_mode
-        .into_values()
-        .max_by_key(Vec::len)
-        .unwrap_or_default();
-    if starts.len() >= 2 {
-        let points = starts
+    let points = steps_of_every_mode(
+        d.profile
+            .spans()
             .iter()
-            .enumerate()
-            .map(|(i, &us)| (us as f64 / 1e6, i as f64))
-            .collect();
+            .filter_map(|s| s.step_mode.map(|m| (s.start_us, m, s.step))),
+    );
+    if points.len() >= 2 {
         return (points, "step spans");
     }
     (progress_points(d), "progress files")
+}
+
+/// Step points `(seconds, steps before it)` from step spans `(start µs, mode, step)`: a step of
+/// a mode counted once (at its earliest start), every mode's steps together in time order.
+pub(crate) fn steps_of_every_mode(
+    spans: impl Iterator<Item = (u64, smdebug_core::Mode, Option<u64>)>,
+) -> Vec<(f64, f64)> {
+    let mut first: std::collections::HashMap<(smdebug_core::Mode, u64), u64> = Default::default();
+    let mut unnumbered: Vec<u64> = Vec::new();
+    for (start, mode, step) in spans {
+        match step {
+            Some(step) => {
+                let e = first.entry((mode, step)).or_insert(start);
+                *e = (*e).min(start);
+            }
+            None => unnumbered.push(start),
+        }
+    }
+    let mut starts: Vec<u64> = first.into_values().chain(unnumbered).collect();
+    starts.sort_unstable();
+    starts
+        .iter()
+        .enumerate()
+        .map(|(i, &us)| (us as f64 / 1e6, i as f64))
+        .collect()
+}
+
+/// The average step rate over the whole run after the warm-up: an ended run's (its last
+/// minutes' rate says nothing of the run as a whole).
+pub fn average_rate(points: &[(f64, f64)]) -> Rate {
+    let Some(&(_, first_steps)) = points.first() else {
+        return Rate {
+            rate: None,
+            steps: 0.0,
+            window_s: 0.0,
+            steady: false,
+            note: Some("no steps"),
+        };
+    };
+    let warm: Vec<(f64, f64)> = points
+        .iter()
+        .copied()
+        .filter(|&(t, s)| t.is_finite() && s >= first_steps + WARMUP_STEPS)
+        .collect();
+    // A run too short for a warm-up: all its steps.
+    let over = if warm.len() >= 2 { &warm[..] } else { points };
+    let (t0, s0) = over[0];
+    let (t1, s1) = over[over.len() - 1];
+    let rate = (t1 > t0 && s1 > s0).then(|| (s1 - s0) / (t1 - t0));
+    Rate {
+        rate,
+        steps: s1 - s0,
+        window_s: (t1 - t0).max(0.0),
+        steady: rate.is_some(),
+        note: rate.is_none().then_some("too few steps for a rate"),
+    }
 }
 
 /// The progress files' course as step points.
@@ -353,5 +401,59 @@ mod tests {
         let r = stable_rate(&points);
         assert!(r.steady && (r.rate.unwrap() - 4.0).abs() < 1e-9, "{r:?}");
         assert!((r.window_s - RATE_WINDOW_S).abs() < 0.5, "{r:?}");
+    }
+
+    /// The plan counts every mode's steps: the rate does too. Ten TRAIN steps a second, and
+    /// after each 50 of them 50 EVAL steps at 50 a second (two workers, each step's span
+    /// twice): 100 steps every 6 s. From TRAIN alone the rate was 50 steps in 6 s.
+    #[test]
+    fn the_rate_counts_every_modes_steps_once() {
+        use smdebug_core::Mode;
+        let mut spans = Vec::new();
+        let mut t = 0u64; // µs
+        let (mut train, mut eval) = (0u64, 0u64);
+        for _ in 0..40 {
+            for _ in 0..50 {
+                for worker in 0..2 {
+                    spans.push((t + worker * 100, Mode::Train, Some(train)));
+                }
+                train += 1;
+                t += 100_000;
+            }
+            for _ in 0..50 {
+                for worker in 0..2 {
+                    spans.push((t + worker * 100, Mode::Eval, Some(eval)));
+                }
+                eval += 1;
+                t += 20_000;
+            }
+        }
+        let points = steps_of_every_mode(spans.into_iter());
+        assert_eq!(points.len(), 4000);
+        let r = stable_rate(&points);
+        // 100 steps per 6 s cycle: 16.7 steps/s (the window's ends fall within cycles).
+        assert!((r.rate.unwrap() - 100.0 / 6.0).abs() < 1.0, "{r:?}");
+        // The average over the run: the same, from the first warm step to the last.
+        let a = average_rate(&points);
+        assert!((a.rate.unwrap() - 100.0 / 6.0).abs() < 0.3, "{a:?}");
+    }
+
+    /// An ended run's rate is its average after the warm-up, not its last window's.
+    #[test]
+    fn an_ended_runs_rate_is_its_average() {
+        // 10 steps/s for 1,000 s, then 100 steps/s for the last minute.
+        let mut points: Vec<(f64, f64)> = (0..10_000)
+            .map(|i| (f64::from(i) / 10.0, f64::from(i)))
+            .collect();
+        points.extend((1..=6000).map(|i| (999.9 + f64::from(i) / 100.0, 9999.0 + f64::from(i))));
+        let a = average_rate(&points);
+        let (t0, s0) = (0.5, 5.0);
+        let (t1, s1) = *points.last().unwrap();
+        assert_eq!(a.rate, Some((s1 - s0) / (t1 - t0)));
+        assert!(a.steady);
+        assert!((a.rate.unwrap() - 15.0).abs() < 0.2, "{a:?}");
+        // The trailing two minutes say something else: 55 steps/s.
+        let recent = stable_rate(&points).rate.unwrap();
+        assert!((recent - 55.0).abs() < 0.5, "{recent}");
     }
 }

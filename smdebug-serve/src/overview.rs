@@ -13,12 +13,12 @@ use crate::api::{Window, is_step};
 use crate::downsample::plan;
 use crate::liveness;
 use crate::run::{Run, RunData};
-use crate::series::finite;
+use crate::series::{NonFiniteSteps, finite};
 use crate::summary::SeriesSummary;
 use crate::verdicts::rule_views;
 use crate::views::{
-    Headline, HeadlineChart, Headlines, JobPhases, NodeStats, Num, Overview, Phase, PhaseTotal,
-    Progress, StatRow, WriterDrops,
+    Headline, HeadlineChart, HeadlineLine, Headlines, JobPhases, NodeStats, Num, Overview, Phase,
+    PhaseTotal, Progress, StatRow, WriterDrops,
 };
 
 fn secs(us: u64) -> f64 {
@@ -133,6 +133,11 @@ pub fn overview(run: &Run) -> Overview {
             count: *count,
         })
         .collect();
+    let stop_rule = crate::diagnosis::stop_cause(&d).map(|c| c.rule);
+    let fresh = liveness::freshness(&d, stop_rule.as_deref(), smdebug_io::jobs::now_s());
+    let rules = rule_views(&d);
+    let issues = d.rules.as_ref().map_or(0, crate::diagnosis::issue_count);
+    let health = crate::diagnosis::health(&d, fresh.phase, &rules, issues);
     Overview {
         id: run.id,
         version: d.version,
@@ -154,14 +159,13 @@ pub fn overview(run: &Run) -> Overview {
         tensors: d.tensors.len(),
         phases,
         nodes,
-        rules: rule_views(d.rules.as_ref()),
+        rules,
+        issues,
+        health,
         top_phases,
         rules_written: d.rules.is_some(),
         warnings: d.warnings.clone(),
-        progress: progress(&d, &{
-            let stop_rule = d.stop_request.as_ref().and_then(|r| r.rule.as_deref());
-            liveness::freshness(&d, stop_rule, smdebug_io::jobs::now_s())
-        }),
+        progress: progress(&d, &fresh),
         loss: headline(&d, "loss"),
         accuracy: headline(&d, "acc"),
     }
@@ -173,7 +177,12 @@ pub fn overview(run: &Run) -> Overview {
 fn progress(d: &RunData, fresh: &liveness::Freshness) -> Progress {
     let phase = fresh.phase;
     let (points, rate_source) = liveness::step_points(d);
-    let rate = liveness::stable_rate(&points);
+    // An ended run's rate is its average; a running one's, its recent steady rate.
+    let rate = if d.complete {
+        liveness::average_rate(&points)
+    } else {
+        liveness::stable_rate(&points)
+    };
     let step_rate = rate.rate;
     // Quiet for longer than its steps take (three of them, ten seconds at least): the rate no
     // longer says when it ends, though the run is not stalled yet.
@@ -182,12 +191,8 @@ fn progress(d: &RunData, fresh: &liveness::Freshness) -> Progress {
         _ => false,
     };
     let files = &d.progress;
-    let planned_steps = files.iter().filter_map(|p| p.planned_steps).max();
-    let steps_done = files
-        .iter()
-        .map(|p| p.steps)
-        .chain(d.steps.last().map(|s| s.saturating_add(1)))
-        .max();
+    let planned_steps = planned_steps(d);
+    let steps_done = steps_done(d);
     let (eta_s, eta_note) = match (planned_steps, step_rate, steps_done) {
         _ if d.complete => (None, Some("the run has ended")),
         _ if phase == Phase::Crashed => (None, Some("no ETA: the run crashed")),
@@ -237,6 +242,7 @@ fn progress(d: &RunData, fresh: &liveness::Freshness) -> Progress {
         rate_steps: rate.steps as usize,
         rate_window_s: rate.window_s,
         rate_steady: rate.steady,
+        rate_over_run: d.complete,
         rate_source,
         planned_steps,
         steps_done,
@@ -248,6 +254,21 @@ fn progress(d: &RunData, fresh: &liveness::Freshness) -> Progress {
         ),
         drops,
     }
+}
+
+/// Global steps done: the most any worker's progress file counts, or the last saved step's
+/// number plus one (steps count from 0), whichever is more.
+pub(crate) fn steps_done(d: &RunData) -> Option<u64> {
+    d.progress
+        .iter()
+        .map(|p| p.steps)
+        .chain(d.steps.last().map(|s| s.saturating_add(1)))
+        .max()
+}
+
+/// The global steps the job plans, when its progress files say.
+pub(crate) fn planned_steps(d: &RunData) -> Option<u64> {
+    d.progress.iter().filter_map(|p| p.planned_steps).max()
 }
 
 /// The first scalar whose name contains `word` (case-insensitive; the shortest such name),
@@ -312,6 +333,11 @@ pub fn headlines(run: &Run, window: &Window, held: [Held; 2]) -> Headlines {
         .collect();
     let read = crate::api::read_ranges(run, to_read);
     let d = run.data.read().expect("run data lock");
+    let whole = Window {
+        from: None,
+        to: None,
+        points: window.points,
+    };
     let chart = |word: &str, held: Held, planned: Option<&crate::downsample::Plan>| {
         let (headline, mode, column) = pick(&d, word)?;
         let exact = read.as_ref().map(|r| {
@@ -336,6 +362,27 @@ pub fn headlines(run: &Run, window: &Window, held: [Held; 2]) -> Headlines {
                 .collect(),
             None => lines.raw.into_iter().map(|p| (p.0, p.1)).collect(),
         };
+        // The other mode's line beside it: EVAL beside TRAIN (TRAIN beside another mode).
+        let other_mode = if mode == Mode::Train {
+            Mode::Eval
+        } else {
+            Mode::Train
+        };
+        let other = d
+            .scalars
+            .get(&headline.name)
+            .and_then(|t| t.get(&other_mode))
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                let line = crate::api::series_lines(s, None, &whole, 0.0, None);
+                HeadlineLine {
+                    mode: other_mode.name(),
+                    total: s.len(),
+                    steps: line.raw.iter().map(|p| p.0).collect(),
+                    values: line.raw.iter().map(|p| finite(p.1)).collect(),
+                    non_finite: NonFiniteSteps::of(s, None, None),
+                }
+            });
         Some(HeadlineChart {
             headline,
             total: column.len(),
@@ -343,6 +390,8 @@ pub fn headlines(run: &Run, window: &Window, held: [Held; 2]) -> Headlines {
             since,
             steps: kept.iter().map(|p| p.0).collect(),
             values: kept.iter().map(|p| finite(p.1)).collect(),
+            non_finite: NonFiniteSteps::of(column, None, None),
+            other,
         })
     };
     Headlines {

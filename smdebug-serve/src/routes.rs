@@ -370,11 +370,44 @@ async fn tensor2d(
     .await
 }
 
+/// Why a run has nothing to report, when it has not: its folder does not exist, or nothing of
+/// it was found yet, or it holds neither profiler data nor rule statuses.
+fn nothing_to_report(run: &Run) -> Option<String> {
+    let d = run.data.read().expect("run data lock");
+    if let Some(e) = &d.open_error {
+        return Some(format!("no report: {} cannot be opened: {e}", run.location));
+    }
+    if d.missing_since.is_some() {
+        return Some(format!(
+            "no report: there is no run at {} (the folder does not exist)",
+            run.location
+        ));
+    }
+    if !d.exists {
+        return Some(format!(
+            "no report: nothing of the run at {} was found yet",
+            run.location
+        ));
+    }
+    if d.profile.is_empty() && d.rules.is_none() {
+        return Some(format!(
+            "no report: the run at {} has no profiler data (system metrics, framework spans) and \
+             no rule statuses",
+            run.location
+        ));
+    }
+    None
+}
+
 async fn report(State(state): State<Shared>, UrlPath(id): UrlPath<usize>) -> Response {
     let run = match find_run(&state, id) {
         Ok(r) => r,
         Err(e) => return *e,
     };
+    // A report of nothing is refused, with why (not an empty report with 200).
+    if let Some(why) = nothing_to_report(&run) {
+        return error(StatusCode::NOT_FOUND, why);
+    }
     // One report at a time: each holds a copy of its run's data while it is drawn. Another
     // request meanwhile is refused, not queued (a queue would hold its memory too).
     let _permit = match state.report_slots.try_acquire() {

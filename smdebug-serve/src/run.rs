@@ -93,6 +93,12 @@ pub(crate) struct RunData {
     pub scalars: ScalarSummaries,
     /// Index files listed but not read yet.
     pub index_pending: usize,
+    /// The index files of the backlog being read (those read of it and `index_pending`): the
+    /// M of "indexing N of M files"; 0 when there is no backlog.
+    pub index_backlog: usize,
+    /// The run's location is a local folder that does not exist: since when this server has
+    /// seen it missing, seconds since the epoch.
+    pub missing_since: Option<f64>,
     /// The rule runner's statuses, when it wrote them into the run.
     pub rules: Option<Summary>,
     /// The training job's progress files (`progress/<worker>.json`), in worker order: planned
@@ -424,6 +430,7 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
 /// marker), the followers run, writability probed once, and all of it merged under the lock.
 fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Found {
     run.passes.fetch_add(1, Ordering::Relaxed);
+    note_missing(run);
     let storage = match open_storage(run, options) {
         Ok(storage) => storage,
         Err(changed) => {
@@ -474,6 +481,23 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Fou
         );
     }
     found
+}
+
+/// A local location that does not exist (a mistyped path, or a run not started yet) is said
+/// to be missing, since when; an object-store URL is not looked up here (its prefix exists
+/// once anything is written under it).
+fn note_missing(run: &Run) {
+    if run.location.contains("://") {
+        return;
+    }
+    let missing = !std::path::Path::new(&run.location).exists();
+    let Ok(mut data) = run.data.write() else {
+        return;
+    };
+    if missing != data.missing_since.is_some() {
+        data.missing_since = missing.then(smdebug_io::jobs::now_s);
+        data.version += 1;
+    }
 }
 
 /// The run's storage, opened on the first pass that can. `Err(changed)` when it cannot be
@@ -738,7 +762,7 @@ impl RunData {
     /// A new rule summary: kept, its verdicts journalled for the pushes.
     fn merge_rules(&mut self, summary: Summary) {
         self.rules = Some(summary);
-        let views: Vec<(String, String)> = crate::verdicts::rule_views(self.rules.as_ref())
+        let views: Vec<(String, String)> = crate::verdicts::rule_views(self)
             .iter()
             .map(|v| (v.name.clone(), serde_json::to_string(v).unwrap_or_default()))
             .collect();
@@ -799,6 +823,13 @@ impl RunData {
         }
         if self.index_pending != update.pending {
             self.index_pending = update.pending;
+            // A backlog grows as it is listed and shrinks as it is read: its size is the most
+            // it held at once (read files plus those left), until it is read through.
+            self.index_backlog = if update.pending == 0 {
+                0
+            } else {
+                self.index_backlog.max(update.pending)
+            };
             changed = true;
         }
         warnings.extend(update.problems.iter().map(ToString::to_string));
@@ -854,7 +885,25 @@ mod tests {
     use smdebug_io::testing::CountingStorage;
     use smdebug_io::{Storage, StorageOptions};
 
-    use super::{Cursor, Run, SETTLE_PASSES, pass};
+    use super::{Cursor, Found, Run, RunData, SETTLE_PASSES, pass};
+
+    /// A first read of a big run: "indexing N of M files", M the backlog listed, N those read
+    /// of it; none once it is read through.
+    #[test]
+    fn a_backlog_of_index_files_is_counted_as_it_is_read() {
+        let mut d = RunData::default();
+        let mut warnings = Vec::new();
+        let mut seen = Vec::new();
+        for pending in [3000, 2200, 900, 0] {
+            let update = smdebug_io::trial::TensorIncrement {
+                pending,
+                ..Default::default()
+            };
+            d.merge_tensors(update, &mut Found::default(), &mut warnings);
+            seen.push((d.index_backlog - d.index_pending, d.index_backlog));
+        }
+        assert_eq!(seen, [(0, 3000), (800, 3000), (2100, 3000), (0, 0)]);
+    }
 
     #[test]
     fn an_unchanged_ended_run_is_not_listed_or_read_again() {

@@ -112,6 +112,21 @@ fn earlier(a: Point, b: Point, both_nan: bool) -> Point {
     if both_nan && b.step < a.step { b } else { a }
 }
 
+/// A run of steps where a series' values were not finite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NonFinite {
+    /// Its first step.
+    pub from: u64,
+    /// Its last step.
+    pub to: u64,
+    /// Values in it that were not finite.
+    pub count: u32,
+    /// A NaN was seen in it.
+    pub nan: bool,
+    /// A ±Inf was seen in it.
+    pub inf: bool,
+}
+
 /// One scalar's values in one mode, summarized.
 #[derive(Clone, Debug, Default)]
 pub struct SeriesSummary {
@@ -231,6 +246,60 @@ impl SeriesSummary {
         // A window between two values of one bucket (or two buckets) holds none of them, or
         // some: the files say.
         (lo <= hi).then(|| (lo, hi, inside.iter().map(|b| b.1.count as usize).sum()))
+    }
+
+    /// Where the values were not finite (NaN, ±Inf), within steps `from..=to` (either end
+    /// open): runs of consecutive buckets holding such values, each with the steps it spans,
+    /// how many values there were not finite and which kinds were seen; at most `limit` runs
+    /// (the first ones). With buckets one step wide (a series of up to 1,024 values) each run
+    /// is exactly its steps; wider buckets bound them.
+    pub fn non_finite(&self, from: Option<f64>, to: Option<f64>, limit: usize) -> Vec<NonFinite> {
+        let mut out: Vec<NonFinite> = Vec::new();
+        // The previous bucket held non-finite values too: one run.
+        let mut after_bad = false;
+        for (_, b) in self.buckets_within(from, to) {
+            if b.finite == b.count {
+                after_bad = false;
+                continue;
+            }
+            let known = [b.first, b.last, b.min, b.max];
+            let nan = known.iter().any(|p| p.value.is_nan());
+            let inf = known.iter().any(|p| p.value.is_infinite());
+            // The bucket's extent, narrowed to its known non-finite points when all of its
+            // values are such or it is one step wide.
+            let bad: Vec<u64> = known
+                .iter()
+                .filter(|p| !p.value.is_finite())
+                .map(|p| p.step)
+                .collect();
+            let (lo, hi) = if b.finite == 0 {
+                (b.first.step, b.last.step)
+            } else if b.finite + 1 == b.count && bad.len() == 1 {
+                (bad[0], bad[0])
+            } else {
+                (b.first.step, b.last.step)
+            };
+            let count = b.count - b.finite;
+            let full = out.len() >= limit;
+            match out.last_mut() {
+                Some(run) if after_bad => {
+                    run.to = hi;
+                    run.count += count;
+                    run.nan |= nan;
+                    run.inf |= inf;
+                }
+                _ if full => break,
+                _ => out.push(NonFinite {
+                    from: lo,
+                    to: hi,
+                    count,
+                    nan,
+                    inf,
+                }),
+            }
+            after_bad = true;
+        }
+        out
     }
 
     /// Bytes held on the heap.
@@ -374,5 +443,37 @@ mod tests {
         nan.add(p(3, f64::NAN));
         nan.add(p(2, f64::NAN));
         assert_eq!(nan.buckets()[0].1.min.step, 2);
+        // Steps whose values were not finite, in runs.
+        let mut s = SeriesSummary::default();
+        for step in 0..20u64 {
+            let v = match step {
+                3 => f64::INFINITY,
+                10..=14 => f64::NAN,
+                _ => step as f64,
+            };
+            s.add(p(step, v));
+        }
+        let runs = s.non_finite(None, None, 10);
+        assert_eq!(
+            runs,
+            vec![
+                NonFinite {
+                    from: 3,
+                    to: 3,
+                    count: 1,
+                    nan: false,
+                    inf: true
+                },
+                NonFinite {
+                    from: 10,
+                    to: 14,
+                    count: 5,
+                    nan: true,
+                    inf: false
+                },
+            ]
+        );
+        assert_eq!(s.non_finite(Some(5.0), None, 10).len(), 1);
+        assert_eq!(s.non_finite(None, None, 1).len(), 1);
     }
 }

@@ -5,15 +5,40 @@ use smdebug_report::RuleFile;
 use smdebug_rules::report::{is_profiler_report, summary_report_verdict};
 use smdebug_rules::{Status, Summary};
 
+use crate::diagnosis::{severity, short_finding, stop_cause, sums_up};
+use crate::run::RunData;
 use crate::views::{EvidenceView, Num, RuleView};
 
-/// The rules' statuses. `ProfilerReport` shows the verdict the rules' one roll-up
-/// ([`summary_report_verdict`]) makes from the profiler rules beside it when its own status says
-/// less (a summary written before its verdict was made from theirs), and says so.
-pub(crate) fn rule_views(summary: Option<&Summary>) -> Vec<RuleView> {
-    let Some(summary) = summary else {
+/// The rules' statuses of a run, in the order the page lists them ([`RuleView::rank`]: the
+/// rule that stopped the job first, then by severity). `ProfilerReport` shows the verdict the
+/// rules' one roll-up ([`summary_report_verdict`]) makes from the profiler rules beside it when
+/// its own status says less (a summary written before its verdict was made from theirs), and
+/// says so.
+pub(crate) fn rule_views(d: &RunData) -> Vec<RuleView> {
+    let Some(summary) = d.rules.as_ref() else {
         return Vec::new();
     };
+    // Only once the job ended on it: a request not honoured yet has stopped nothing.
+    let stopped_by = stop_cause(d)
+        .filter(|_| d.end_reason.is_some())
+        .map(|c| c.rule);
+    let mut views = views_of(summary, stopped_by.as_deref());
+    views.sort_by_key(|v| v.rank);
+    views
+}
+
+/// Where a status ranks among the others of its severity.
+fn status_rank(status: Status) -> u32 {
+    match status {
+        Status::IssuesFound => 0,
+        Status::Error => 1,
+        Status::InProgress => 2,
+        Status::NoIssuesFound => 3,
+        Status::NoData => 4,
+    }
+}
+
+fn views_of(summary: &Summary, stopped_by: Option<&str>) -> Vec<RuleView> {
     let rolled_up = summary_report_verdict(summary);
     summary
         .rules
@@ -33,7 +58,21 @@ pub(crate) fn rule_views(summary: Option<&Summary>) -> Vec<RuleView> {
                 shown = *verdict;
                 message = format!("{why} (the summary said {})", status.status.name());
             }
+            let stopped_job = stopped_by == Some(status.rule.as_str());
+            let stop_action = status.actions.iter().any(|a| a == "stop_training");
+            let umbrella = sums_up(summary, &status.rule);
+            let weight = severity(status.kind, shown, stop_action, stopped_job);
+            // The umbrella after the rules it sums up, with the performance hints.
+            let rank = (if stopped_job { 0 } else { 100 })
+                + 10 * (weight as u32)
+                + status_rank(shown)
+                + u32::from(umbrella) * 5;
             RuleView {
+                short: short_finding(&message),
+                severity: weight,
+                stopped_job,
+                sums_up: umbrella,
+                rank,
                 name: file.name,
                 kind: file.kind.kind().to_owned(),
                 status: shown.name(),
@@ -90,7 +129,7 @@ mod tests {
     }
 
     fn report_view(s: &Summary) -> RuleView {
-        rule_views(Some(s))
+        views_of(s, None)
             .into_iter()
             .find(|v| v.name == "ProfilerReport")
             .unwrap()
@@ -120,5 +159,59 @@ mod tests {
         // A rule that failed is shown over a quieter recorded status too.
         let failed = report_view(&summary("InProgress", "Error", false));
         assert_eq!(failed.status, "Error");
+    }
+
+    /// ProfilerReport sums up the profiler rules beside it: three rules found issues, two are
+    /// distinct. Listed after the rules, by severity: the rule that stopped the job first with
+    /// its badge, model quality, then performance hints (the umbrella after its rules).
+    #[test]
+    fn the_umbrella_is_not_counted_twice_and_findings_are_listed_by_severity() {
+        let mut s = summary("IssuesFound", "IssuesFound", true);
+        assert_eq!(crate::diagnosis::issue_count(&s), 2);
+        let mut exploding = s.rules[3].clone();
+        exploding.rule = "ExplodingTensor".into();
+        exploding.actions = vec!["stop_training".into()];
+        s.rules.push(exploding);
+        let d = RunData {
+            rules: Some(s),
+            complete: true,
+            end_reason: Some(
+                "stopped: ExplodingTensor fired at step 3 of /r: non-finite values in loss \
+                 (1 NaN, 0 Inf)"
+                    .into(),
+            ),
+            ..RunData::default()
+        };
+        let views = rule_views(&d);
+        let order: Vec<(&str, crate::diagnosis::Severity, bool)> = views
+            .iter()
+            .map(|v| (v.name.as_str(), v.severity, v.stopped_job))
+            .collect();
+        use crate::diagnosis::Severity::*;
+        assert_eq!(
+            order,
+            vec![
+                ("ExplodingTensor", StopsJob, true),
+                ("LossNotDecreasing", ModelQuality, false),
+                ("CPUBottleneck", PerformanceHint, false),
+                ("ProfilerReport", PerformanceHint, false),
+                ("StepOutlier", None, false),
+            ]
+        );
+        assert!(views[3].sums_up && !views[2].sums_up);
+        assert_eq!(views[0].short, "LossNotDecreasing said so");
+        assert_eq!(crate::diagnosis::issue_count(d.rules.as_ref().unwrap()), 3);
+        // Before the job ended on its request, the rule has stopped nothing yet.
+        let mut request = smdebug_io::stop::StopRequest::new("ExplodingTensor fired at step 3");
+        request.rule = Some("ExplodingTensor".into());
+        let asked = RunData {
+            rules: d.rules.clone(),
+            stop_request: Some(request),
+            ..RunData::default()
+        };
+        let first = &rule_views(&asked)[0];
+        assert_eq!(first.name, "ExplodingTensor");
+        assert!(!first.stopped_job);
+        assert_eq!(first.severity, StopsJob);
     }
 }

@@ -126,12 +126,18 @@ pub struct RunState {
     pub stop_requested_at: Option<f64>,
     /// Why the stop request in the run cannot be read: the job does not honour it.
     pub stop_request_error: Option<String>,
-    /// The rule that asked it to stop, if a rule did.
+    /// The rule that stopped it (the one its end marker names), or before it ended, the rule
+    /// of the stop request in it.
     pub stop_rule: Option<String>,
     /// Saved steps.
     pub steps: usize,
     /// The last saved step.
     pub last_step: Option<u64>,
+    /// Global steps done (the overview's `progress.steps_done`): the step tile's count, "N of
+    /// the planned M", never the last step's number against a count.
+    pub steps_done: Option<u64>,
+    /// The global steps the job plans (the overview's `progress.planned_steps`).
+    pub planned_steps: Option<u64>,
     /// System-metric samples.
     pub samples: u64,
     /// Tensor names.
@@ -140,6 +146,12 @@ pub struct RunState {
     pub scalar_values: usize,
     /// Index files listed but not read yet.
     pub index_pending: usize,
+    /// The backlog of index files being read, `index_pending` of them left: a first read of
+    /// a big run says "indexing N of M files" (N = this minus `index_pending`); 0 when none.
+    pub index_backlog: usize,
+    /// Its location is a local folder that does not exist: since when this server has seen it
+    /// missing (seconds since the epoch); the page says so and how long it has waited.
+    pub missing_since: Option<f64>,
     /// Its trial is open.
     pub trial_open: bool,
     /// The stage of the report being built.
@@ -152,7 +164,8 @@ pub struct RunState {
     pub end: Option<f64>,
     /// Rules in the rule runner's summary.
     pub rules: Option<usize>,
-    /// Rules that found issues.
+    /// Distinct issues: rules that found one, `ProfilerReport` not counted beside the profiler
+    /// rules it sums up.
     pub issues: Option<usize>,
     /// Rules that had nothing to check.
     pub no_data: Option<usize>,
@@ -201,8 +214,12 @@ pub struct Overview {
     pub phases: Option<JobPhases>,
     /// Per-node statistics.
     pub nodes: Vec<NodeStats>,
-    /// Rule statuses.
+    /// Rule statuses, in the order to list them (`rank`).
     pub rules: Vec<RuleView>,
+    /// Distinct issues (as the run list's `issues`).
+    pub issues: usize,
+    /// The run's health in one sentence, and its full text.
+    pub health: crate::diagnosis::Health,
     /// The most time-consuming span phases.
     pub top_phases: Vec<PhaseTotal>,
     /// The rule runner wrote its summary.
@@ -295,6 +312,19 @@ pub struct RuleView {
     /// for the bottleneck, step-outlier, load-balancing and GPU-utilization rules), the
     /// evidence the report's sections draw from too; `null` when it has none.
     pub details: serde_json::Value,
+    /// The message in a few words (at most 90 characters: "NaN in loss and 10 gradients"),
+    /// the whole of it in `message`.
+    pub short: String,
+    /// How much its verdict weighs.
+    pub severity: crate::diagnosis::Severity,
+    /// Its stop request ended the job (the one the end marker names).
+    pub stopped_job: bool,
+    /// It is `ProfilerReport`, summing up the profiler rules listed beside it: its finding is
+    /// theirs, not counted again among the issues.
+    pub sums_up: bool,
+    /// Where it is listed, lowest first: the rule that stopped the job, then by severity, then
+    /// by status.
+    pub rank: u32,
 }
 
 /// One measurement behind a rule's verdict.
@@ -326,8 +356,9 @@ pub struct PhaseTotal {
 /// How far along and how fast.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Progress {
-    /// Steps per second over the last two minutes of steps after the first five (warm-up);
-    /// none before enough of them.
+    /// Steps per second (every mode's steps: the plan counts them all) over the last two
+    /// minutes after the first five steps (warm-up), or for an ended run over the whole run
+    /// after them; none before enough of them.
     pub step_rate: Option<f64>,
     /// The steps the rate is measured over.
     pub rate_steps: usize,
@@ -336,6 +367,9 @@ pub struct Progress {
     /// The two halves of that window ran at rates within a third of each other: only then is
     /// there an ETA.
     pub rate_steady: bool,
+    /// The rate is the whole run's average after the warm-up (an ended run's), not its last
+    /// two minutes'.
+    pub rate_over_run: bool,
     /// What the rate is measured from: `step spans`, or `progress files` (the steps the job's
     /// progress files counted as this server read them) when the run has no step spans.
     pub rate_source: &'static str,
@@ -423,6 +457,26 @@ pub struct HeadlineChart {
     pub steps: Vec<u64>,
     /// Values there (`null` where not finite).
     pub values: Vec<Option<f64>>,
+    /// Where its values were NaN or ±Inf (over the whole run): marked on the chart.
+    pub non_finite: Vec<crate::series::NonFiniteSteps>,
+    /// The same scalar's EVAL values when the chart is its TRAIN ones (TRAIN when it is
+    /// another mode's), drawn beside them: the whole run, downsampled alike.
+    pub other: Option<HeadlineLine>,
+}
+
+/// Another mode's line of a headline chart.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HeadlineLine {
+    /// `EVAL`, `TRAIN`, …
+    pub mode: &'static str,
+    /// Its values in all.
+    pub total: usize,
+    /// Steps kept.
+    pub steps: Vec<u64>,
+    /// Values there (`null` where not finite).
+    pub values: Vec<Option<f64>>,
+    /// Where its values were NaN or ±Inf.
+    pub non_finite: Vec<crate::series::NonFiniteSteps>,
 }
 
 /// Counters bumped when an area of a run's data changes (the version, split by panel).

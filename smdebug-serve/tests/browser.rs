@@ -66,13 +66,14 @@ fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
         json!({"url": format!("{}#/run/0/all", server.url())}),
     );
 
-    // The page opens before the run exists and says it is waiting.
+    // The page opens before the run's folder exists: it says so, and that it waits for it.
     cdp.wait(Duration::from_secs(30), "the first drawing", |c| {
         c.status()["updates"].as_u64().unwrap_or(0) >= 1
     });
     let state = cdp.eval("document.getElementById('run-state').textContent");
+    let state = state.as_str().unwrap();
     assert!(
-        state.as_str().unwrap().contains("waiting for the run"),
+        state.contains("the folder does not exist") && state.contains("waiting for it"),
         "{state}"
     );
 
@@ -140,9 +141,13 @@ fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
                 .as_u64()
                 .is_some_and(|n| n >= 3)
     });
-    let state = cdp.eval("document.getElementById('run-state').textContent");
+    // The end marker's reason is the pill's tooltip, not its text (which keeps to one line).
+    let state = cdp.eval(
+        "[document.getElementById('run-state').textContent, document.getElementById('run-state').title]",
+    );
     assert!(
-        state.as_str().unwrap().starts_with("run ended (completed)"),
+        state[0].as_str().unwrap().starts_with("run ended · ")
+            && state[1].as_str().unwrap().contains("\ncompleted"),
         "{state}"
     );
     assert_eq!(cdp.eval("document.getElementById('stop').disabled"), true);

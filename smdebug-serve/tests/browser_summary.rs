@@ -360,8 +360,9 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
         c.eval("!!document.querySelector('#summary-rules .na[data-rule=\"LowGPUUtilization\"]')")
             == true
     });
+    // The reason is said once for the rules it holds for (the GPU rule's group).
     let gpu_shown = cdp.eval(
-        "[document.querySelector('#summary-rules .na[data-rule=\"LowGPUUtilization\"]').textContent, \
+        "[document.querySelector('#summary-rules .na[data-rule=\"LowGPUUtilization\"]').closest('.na-group').textContent, \
           !!document.querySelector('.rule.NoIssuesFound[data-rule=\"LowGPUUtilization\"]'), \
           document.querySelector('#rules .rule.NoData[data-rule=\"LowGPUUtilization\"] .status').textContent]",
     );

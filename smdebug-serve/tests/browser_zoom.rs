@@ -1,7 +1,7 @@
 //! Zooming a scalar chart in the page, in Chromium at 1440×900 (driven over the DevTools
 //! protocol like `browser.rs`), on a run written by the real hook (issue 36): the whole run is
 //! drawn downsampled (fewer points than steps), and a drag across a narrow window of the
-//! Scalars tab's `loss` chart, and of the summary's loss chart, makes the page ask the server
+//! Scalars tab's `loss` chart, and of the summary's loss chart (TRAIN and EVAL), makes the page ask the server
 //! for that window, so that the chart then holds every value of it exactly as the run's files
 //! hold them (checked against smdebug-io's `Trial`). A double-click gives the whole run back.
 //!
@@ -289,16 +289,27 @@ fn a_zoomed_scalar_chart_holds_the_files_values_at_every_step_of_its_window() {
     cdp.eval("location.hash = '#/run/0/summary'");
     let key = "headline:loss";
     cdp.wait(Duration::from_secs(60), "the summary's loss chart", |c| {
-        chart(c, key).is_some_and(|held| line(&held, "loss").len() > 100)
+        chart(c, key).is_some_and(|held| line(&held, "TRAIN").len() > 100)
     });
-    zoom_is_exact(
+    // TRAIN and EVAL together on the summary (the EVAL line was not there).
+    let whole = chart(&mut cdp, key).unwrap();
+    assert!(
+        line(&whole, "EVAL").len() > 100,
+        "no EVAL line on the summary's loss chart"
+    );
+    let (lo, hi) = zoom_is_exact(
         &mut cdp,
         key,
         "headline_zooms",
-        "loss",
+        "TRAIN",
         &train,
         (1_200.0, 1_260.0),
     );
+    // The zoomed window's EVAL values beside the TRAIN ones, as the files hold them.
+    let held = chart(&mut cdp, key).unwrap();
+    let expected: BTreeMap<u64, f64> = eval.range(lo..=hi).map(|(s, v)| (*s, *v)).collect();
+    assert!(!expected.is_empty());
+    assert_eq!(line(&held, "EVAL"), expected);
     cdp.screenshot(&artifacts.join("summary-loss-zoomed.png"));
 
     cdp.pump(Duration::from_millis(300));

@@ -1,0 +1,406 @@
+//! The first screen of a run a rule stopped, in Chromium at 1440×900 (driven over the DevTools
+//! protocol like `browser.rs`), measured in the DOM: the run's health in one sentence, its long
+//! rule message kept out of the header pill, the state tile, the run card and the Compare
+//! table (the full text on demand); the rule that stopped the job listed first with its badge,
+//! findings coloured by severity, the not-applicable reason said once; the loss chart with its
+//! TRAIN and EVAL lines and the NaN steps marked; durations written as people write them.
+//!
+//! The run is written by smdebug's hook (a loss that turns NaN, NaN gradients), its rules
+//! evaluated by the real rule runner, its end marker written as a job that honoured the rule's
+//! stop request writes it (with the rule's own `fired at step` line), and a later stop request
+//! from another rule left in the run, as the demo's bug run has it.
+//!
+//! Set `SMDEBUG_SKIP_BROWSER=1` to skip on a machine without chromium. The first screen's
+//! screenshot is left in cargo's target directory (`target/tmp/serve_diagnosis/`).
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use smdebug_core::{EndReason, Mode};
+use smdebug_io::format::{end_marker_body, layout};
+use smdebug_io::stop::{StopRequest, request_stop};
+use smdebug_io::storage::LocalStorage;
+use smdebug_rules::actions::RuleEvent;
+use smdebug_serve::{ServeOptions, Server};
+use smdebug_testkit::chromium;
+use smdebug_testkit::runs::every_step_hook;
+
+/// TRAIN steps written; the loss is NaN from [`NAN_FROM`] on.
+const STEPS: u64 = 40;
+const NAN_FROM: u64 = 12;
+/// Gradients saved beside the loss (NaN with it).
+const GRADIENTS: usize = 10;
+
+/// A run with a loss that explodes: TRAIN loss and gradients every step, an EVAL loss after
+/// every fifth TRAIN step but the last; NaN from global step [`NAN_FROM`] on.
+fn write_run(dir: &Path) {
+    let mut hook = every_step_hook(dir);
+    let mut step = 0u64;
+    let mut train = 0u64;
+    while train < STEPS {
+        hook.set_mode(Mode::Train);
+        let bad = step >= NAN_FROM;
+        let loss = if bad {
+            f64::NAN
+        } else {
+            2.0 / (1.0 + step as f64)
+        };
+        hook.save_scalar("loss", loss, &["losses"]);
+        for g in 0..GRADIENTS {
+            let v = if bad { f64::NAN } else { 0.01 * (g + 1) as f64 };
+            // Saved as scalars every step (the built-in `gradients` collection is not saved every
+            // step by default).
+            hook.save_scalar(&format!("gradient/fc{g}.weight"), v, &["metrics"]);
+        }
+        hook.step();
+        step += 1;
+        train += 1;
+        // The last step is a TRAIN step: the rule's latest firing (its message in the summary)
+        // lists what its first did, loss and gradients.
+        if train.is_multiple_of(5) && train < STEPS {
+            hook.set_mode(Mode::Eval);
+            let eval = if step >= NAN_FROM {
+                f64::NAN
+            } else {
+                2.5 / (1.0 + step as f64)
+            };
+            hook.save_scalar("loss", eval, &["losses"]);
+            hook.step();
+            step += 1;
+        }
+    }
+    hook.close();
+}
+
+/// What the page measures of the first screen.
+const MEASURE: &str = "(() => { const box = (q) => { const e = document.querySelector(q); \
+    if (!e) return null; const r = e.getBoundingClientRect(); return { h: r.height, w: r.width, bottom: r.bottom, \
+      text: e.textContent, scroll_w: e.scrollWidth, client_w: e.clientWidth }; }; \
+    const rules = Array.from(document.querySelectorAll('#summary-rules .rule')); \
+    return { header: box('header'), pill: box('#run-state'), issues: box('#issue-count'), tile: box('#tile-state'), \
+      health: box('#summary-health'), full: document.getElementById('summary-health-full').textContent, \
+      full_hidden: document.getElementById('summary-health-details').hidden, \
+      card_state: box('#overview-runs dd[data-count=\"state\"]'), notice_hidden: document.getElementById('run-notice').hidden, \
+      step: document.getElementById('summary-step').textContent, rate: document.getElementById('summary-rate').textContent, \
+      issue_tile: document.getElementById('summary-issues').textContent, issue_more: document.getElementById('summary-issues-more').textContent, \
+      rules: rules.map((r) => ({ name: r.dataset.rule, severity: r.dataset.severity, \
+        badge: (r.querySelector('.badge') || {}).textContent || null, colour: getComputedStyle(r).borderLeftColor, h: r.getBoundingClientRect().height })), \
+      na_groups: Array.from(document.querySelectorAll('#summary-rules .na-group')).map((g) => g.textContent), \
+      summary_text: document.getElementById('summary-rules').textContent, \
+      loss: window.SMD.chartData('headline:loss'), \
+      loss_title: (document.querySelector('[data-chart=\"headline:loss\"] h4') || {}).textContent }; })()";
+
+#[test]
+fn a_stopped_runs_first_screen_reads_as_a_diagnosis() {
+    let Some(binary) = chromium::binary() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("bug-run");
+    std::fs::create_dir_all(&run).unwrap();
+    write_run(&run);
+    let location = run.to_str().unwrap().to_owned();
+    let specs = [
+        "ExplodingTensor",
+        "LossNotDecreasing:num_steps=5",
+        "LowGPUUtilization",
+        "GPUMemoryIncrease",
+        "LoadBalancing",
+    ];
+    let summary = support::offline_rules(&location, &specs);
+    let exploding = summary.rule("ExplodingTensor").unwrap().clone();
+    assert_eq!(
+        exploding.status,
+        smdebug_rules::Status::IssuesFound,
+        "{exploding:?}"
+    );
+    let first = exploding.first_fired_step.unwrap();
+    support::write_rules(&run, &summary);
+    // The job honoured ExplodingTensor's request: its end marker repeats the rule's line, the
+    // whole long message with it. Another rule's request came after and replaced the file.
+    let line = RuleEvent {
+        rule: "ExplodingTensor".into(),
+        run: location.clone(),
+        step: first,
+        message: exploding.message.clone(),
+        evidence: Vec::new(),
+    }
+    .summary_line();
+    assert!(line.len() > 300, "the message should be long: {line}");
+    let storage = LocalStorage::new(&run).unwrap();
+    let mut later = StopRequest::new("LossNotDecreasing fired at step 30 of the run: no decrease");
+    later.rule = Some("LossNotDecreasing".into());
+    later.step = Some(30);
+    request_stop(&storage, &later).unwrap();
+    std::fs::write(
+        run.join(layout::END_MARKER),
+        end_marker_body(&EndReason::Stopped(line.clone()), 1.0e9),
+    )
+    .unwrap();
+
+    let server = Server::start(ServeOptions::new(vec![location.clone()])).unwrap();
+    let api = server.url().trim_end_matches('/').to_owned();
+    let state = support::wait_for(Duration::from_secs(60), "the stopped run", || {
+        let v = support::get_json(&format!("{api}/api/runs"))["runs"][0].clone();
+        (v["phase"] == "stopped_by_rule" && v["rules"].as_u64() == Some(specs.len() as u64))
+            .then_some(v)
+    });
+    // The rule the end marker names stopped it, not the later request's.
+    assert_eq!(state["stop_rule"], "ExplodingTensor", "{state}");
+    let overview = support::get_json(&format!("{api}/api/runs/0/overview"));
+    let sentence = overview["health"]["sentence"].as_str().unwrap().to_owned();
+    let last_step = state["last_step"].as_u64().unwrap();
+    assert!(
+        sentence.starts_with(&format!(
+            "Stopped at step {last_step} by ExplodingTensor (fired at step {first}): NaN in loss and {GRADIENTS} gradients"
+        )),
+        "{sentence}"
+    );
+
+    let (_browser, mut cdp) = chromium::open(
+        &binary,
+        &dir.path().join("profile"),
+        Some((1440, 900)),
+        &["Page", "Runtime"],
+    );
+    cdp.call("Page.navigate", json!({"url": server.url()}));
+    cdp.wait(Duration::from_secs(60), "the first screen", |c| {
+        let s = c.status();
+        s["panels"]["overview"] == true
+            && s["panels"]["headlines"] == true
+            && c.eval("!!document.querySelector('#summary-rules .rule')") == true
+    });
+    let m = cdp.eval(MEASURE);
+    eprintln!("first screen: {m:#}");
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve_diagnosis");
+    std::fs::create_dir_all(&out).unwrap();
+    cdp.screenshot(&out.join("stopped-first-screen.png"));
+
+    // One sentence of health, two lines at most, the whole end reason on demand.
+    assert_eq!(m["health"]["text"], sentence.as_str(), "{m}");
+    assert!(m["health"]["h"].as_f64().unwrap() <= 2.0 * 22.0, "{m}");
+    assert_eq!(m["full_hidden"], false, "{m}");
+    assert!(m["full"].as_str().unwrap().contains(&line), "{m}");
+    // The long message blows up nothing: the header stays one line (44 px at this width), the
+    // pill one line of text, the state tile and the run card's state compact.
+    let h = |k: &str| m[k]["h"].as_f64().unwrap();
+    assert!(h("header") <= 52.0, "header {} px: {m}", h("header"));
+    assert!(h("pill") <= 26.0, "pill {} px: {m}", h("pill"));
+    assert!(h("issues") <= 26.0, "issue pill {} px: {m}", h("issues"));
+    assert!(h("tile") <= 200.0, "state tile {} px: {m}", h("tile"));
+    assert!(
+        h("card_state") <= 26.0,
+        "run card's state {} px: {m}",
+        h("card_state")
+    );
+    assert_eq!(
+        m["pill"]["text"].as_str().unwrap().split(" · ").next(),
+        Some("stopped by ExplodingTensor"),
+        "{m}"
+    );
+    assert_eq!(m["notice_hidden"], true, "{m}");
+
+    // The rule that stopped the job first, with its badge; the findings in severity order and
+    // colours; the not-applicable reason once for the three GPU rules.
+    let rules = m["rules"].as_array().unwrap();
+    assert_eq!(rules[0]["name"], "ExplodingTensor", "{m}");
+    assert_eq!(rules[0]["badge"], "stopped the job", "{m}");
+    assert_eq!(rules[0]["severity"], "stops_job", "{m}");
+    let loss_rule = rules
+        .iter()
+        .find(|r| r["name"] == "LossNotDecreasing")
+        .unwrap();
+    assert_eq!(loss_rule["severity"], "model_quality", "{m}");
+    assert_ne!(rules[0]["colour"], loss_rule["colour"], "{m}");
+    for r in rules {
+        assert!(
+            r["h"].as_f64().unwrap() < 160.0,
+            "a finding's box is too tall: {r}"
+        );
+    }
+    let na_reason = &summary.rule("LowGPUUtilization").unwrap().message;
+    assert_eq!(
+        m["summary_text"]
+            .as_str()
+            .unwrap()
+            .matches(na_reason.as_str())
+            .count(),
+        1,
+        "the not-applicable reason should be said once: {m}"
+    );
+    let groups = m["na_groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{m}");
+    for rule in ["LowGPUUtilization", "GPUMemoryIncrease", "LoadBalancing"] {
+        assert!(groups[0].as_str().unwrap().contains(rule), "{m}");
+    }
+    assert_eq!(m["issue_tile"], "2", "{m}");
+    assert!(
+        m["issue_more"]
+            .as_str()
+            .unwrap()
+            .starts_with("1 stops the job · 1 model quality"),
+        "{m}"
+    );
+
+    // The loss chart: TRAIN and EVAL together, the NaN steps marked from the first NaN on.
+    let loss = &m["loss"];
+    assert_eq!(loss["labels"], json!(["TRAIN", "EVAL"]), "{m}");
+    let marks = loss["non_finite"].as_array().unwrap();
+    assert!(!marks.is_empty(), "{m}");
+    let from = marks
+        .iter()
+        .map(|x| x["from"].as_u64().unwrap())
+        .min()
+        .unwrap();
+    assert_eq!(from, NAN_FROM, "{m}");
+    assert!(marks.iter().all(|x| x["kind"] == "NaN"), "{m}");
+    // Drawn within the plot.
+    let width = loss["width"].as_f64().unwrap();
+    for px in loss["marks"].as_array().unwrap() {
+        let x0 = px[0].as_f64().unwrap();
+        assert!(x0 > 0.0 && x0 < width, "{m}");
+    }
+    assert!(
+        m["loss_title"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("NaN at steps {NAN_FROM}–")),
+        "{m}"
+    );
+
+    // Ended: all steps done of none planned (no progress files): the last step, no "N-1 of N";
+    // its rate is its average.
+    assert_eq!(m["step"], format!("step {last_step}"), "{m}");
+
+    // The Compare table's state cell stays one line.
+    cdp.eval("location.hash = '#/run/0/compare'");
+    cdp.wait(Duration::from_secs(30), "the comparison", |c| {
+        c.eval("!!document.querySelector('#compare-table tr[data-run]')") == true
+    });
+    let row = cdp.eval(
+        "(() => { const r = document.querySelector('#compare-table tr[data-run]'); \
+           return { h: r.getBoundingClientRect().height, state: r.children[1].textContent, title: r.children[1].title }; })()",
+    );
+    assert!(row["h"].as_f64().unwrap() <= 30.0, "{row}");
+    assert_eq!(row["state"], "stopped by ExplodingTensor", "{row}");
+    assert!(row["title"].as_str().unwrap().contains(&sentence), "{row}");
+
+    let s = cdp.status();
+    assert_eq!(s["errors"], json!([]), "{s}");
+    assert_eq!(s["csp"], json!([]), "{s}");
+    server.shutdown();
+}
+
+/// Durations as people write them: whole seconds from ten seconds on, minutes and seconds
+/// carried (never "59 min 60 s"), hours and minutes.
+#[test]
+fn durations_read_as_people_write_them() {
+    let Some(binary) = chromium::binary() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("empty");
+    std::fs::create_dir_all(&run).unwrap();
+    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().into()])).unwrap();
+    let (_browser, mut cdp) = chromium::open(
+        &binary,
+        &dir.path().join("profile"),
+        Some((1440, 900)),
+        &["Page", "Runtime"],
+    );
+    cdp.call("Page.navigate", json!({"url": server.url()}));
+    cdp.wait(Duration::from_secs(30), "the page", |c| {
+        c.eval("!!(window.SMD && window.SMD.dur)") == true
+    });
+    let cases: [(f64, &str); 14] = [
+        (0.000412, "412 µs"),
+        (0.0013, "1.3 ms"),
+        (0.9996, "1 s"),
+        (4.24, "4.2 s"),
+        (3.0, "3 s"),
+        (9.96, "10 s"),
+        (37.39, "37 s"),
+        (59.6, "1 min"),
+        (125.0, "2 min 05 s"),
+        (3599.7, "1 h"),
+        (3599.4, "59 min 59 s"),
+        (3660.0, "1 h 01 min"),
+        (7199.0, "2 h"),
+        (-37.39, "-37 s"),
+    ];
+    let inputs: Vec<f64> = cases.iter().map(|c| c.0).collect();
+    let got = cdp.eval(&format!(
+        "{}.map((x) => window.SMD.dur(x))",
+        serde_json::to_string(&inputs).unwrap()
+    ));
+    let expected: Vec<Value> = cases.iter().map(|c| json!(c.1)).collect();
+    assert_eq!(got, json!(expected));
+    server.shutdown();
+}
+
+/// A run replaced while its page is open: the notice has its own line under the header, the
+/// state pill keeps to one line and says nothing of it.
+#[test]
+fn a_replaced_runs_notice_has_its_own_place() {
+    let Some(binary) = chromium::binary() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("job");
+    std::fs::create_dir_all(&run).unwrap();
+    write_run(&run);
+    let mut options = ServeOptions::new(vec![run.to_str().unwrap().into()]);
+    options.poll = Duration::from_millis(50);
+    let server = Server::start(options).unwrap();
+    let (_browser, mut cdp) = chromium::open(
+        &binary,
+        &dir.path().join("profile"),
+        Some((1440, 900)),
+        &["Page", "Runtime"],
+    );
+    cdp.call("Page.navigate", json!({"url": server.url()}));
+    cdp.wait(Duration::from_secs(60), "the run", |c| {
+        c.status()["panels"]["overview"] == true
+    });
+    let header = "document.querySelector('header').getBoundingClientRect().height";
+    let before = cdp.eval(header).as_f64().unwrap();
+    // The folder written again from the start: every file removed, then a shorter run.
+    std::fs::remove_dir_all(&run).unwrap();
+    std::fs::create_dir_all(&run).unwrap();
+    let mut hook = every_step_hook(&run);
+    for step in 0..3 {
+        hook.save_scalar("loss", 1.0 / (1.0 + f64::from(step)), &["losses"]);
+        hook.step();
+    }
+    hook.close();
+    cdp.wait(Duration::from_secs(60), "the notice", |c| {
+        c.status()["notice"].is_string() && c.status()["steps"] == 3
+    });
+    let m = cdp.eval(
+        "(() => { const n = document.getElementById('run-notice'); const r = n.getBoundingClientRect(); \
+           return { notice: n.textContent, hidden: n.hidden, top: r.top, \
+             header: (() => { const h = document.querySelector('header').getBoundingClientRect(); return { height: h.height, bottom: h.bottom }; })(), \
+             pill: document.getElementById('run-state').textContent, \
+             pill_h: document.getElementById('run-state').getBoundingClientRect().height }; })()",
+    );
+    assert_eq!(m["hidden"], false, "{m}");
+    assert!(
+        m["notice"]
+            .as_str()
+            .unwrap()
+            .starts_with("This run's view was reset: "),
+        "{m}"
+    );
+    assert!(!m["pill"].as_str().unwrap().contains("reset"), "{m}");
+    assert!(m["pill_h"].as_f64().unwrap() <= 26.0, "{m}");
+    // The header as high as before; the notice below it.
+    assert_eq!(m["header"]["height"].as_f64().unwrap(), before, "{m}");
+    assert!(
+        m["top"].as_f64().unwrap() >= m["header"]["bottom"].as_f64().unwrap(),
+        "{m}"
+    );
+    server.shutdown();
+}
