@@ -101,8 +101,8 @@ pub fn runs(runs: &[std::sync::Arc<Run>]) -> RunList {
                 stop_rule,
                 steps: d.steps.len(),
                 last_step: d.steps.last().copied(),
-                steps_done: crate::overview::steps_done(&d),
-                planned_steps: crate::overview::planned_steps(&d),
+                steps_done: d.steps_done(),
+                planned_steps: d.planned_steps(),
                 samples: d.profile.sample_count(),
                 tensors: d.tensors.len(),
                 scalar_values: d.scalars.values(),
@@ -451,7 +451,7 @@ pub fn scalars(
                         values: kept.iter().map(|p| finite(p.1)).collect(),
                         wall_times: walls(&kept),
                     }),
-                    non_finite: crate::series::NonFiniteSteps::of(summary, window.from, window.to),
+                    non_finite: crate::summary::NonFiniteSteps::of(summary, window.from, window.to),
                 }
             })
             .collect();

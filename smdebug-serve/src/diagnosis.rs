@@ -3,29 +3,11 @@
 //! there are (`ProfilerReport`, which sums up the profiler rules beside it, is not counted
 //! again), and the run's health in one sentence, its full text beside it for those who ask.
 
-use schemars::JsonSchema;
-use serde::Serialize;
 use smdebug_rules::report::is_profiler_report;
 use smdebug_rules::{RuleInput, Status, Summary};
 
 use crate::run::RunData;
-use crate::views::Phase;
-
-/// How much a rule's verdict weighs, most first (the order the page lists findings in).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    /// It stopped the job, or fired with the action to stop it.
-    StopsJob,
-    /// A debugging rule (over tensors) found an issue with what the model learns.
-    ModelQuality,
-    /// A profiler rule found time or resources to win back.
-    PerformanceHint,
-    /// Nothing wrong found (or still checking, or the rule failed: its status says which).
-    None,
-    /// Nothing to check in this run.
-    NotApplicable,
-}
+use crate::views::{Health, Phase, Severity};
 
 /// The rule whose stop request ended the job (or, before the job ended, asked it to), and the
 /// step it fired at, as its request said.
@@ -230,19 +212,6 @@ fn non_finite_phrase(message: &str) -> Option<String> {
         [] => return None,
     };
     Some(format!("{what} in {list}"))
-}
-
-/// The run's health in one sentence, and its full text.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Health {
-    /// One sentence: "Stopped at step 30 by ExplodingTensor (fired at step 3): NaN in loss and
-    /// 10 gradients", "Live at step 120 · 2 issues: Overfit, Dataloader".
-    pub sentence: String,
-    /// Everything behind it, for whoever asks: the end marker's reason, the stop request, the
-    /// stopping rule's whole message.
-    pub details: String,
-    /// The weight of the worst finding (the sentence's colour).
-    pub severity: Severity,
 }
 
 /// The sentence for a run whose rules' views are `rules` (as the page lists them).

@@ -13,7 +13,8 @@ use crate::api::{Window, is_step};
 use crate::downsample::plan;
 use crate::liveness;
 use crate::run::{Run, RunData};
-use crate::series::{NonFiniteSteps, finite};
+use crate::series::finite;
+use crate::summary::NonFiniteSteps;
 use crate::summary::SeriesSummary;
 use crate::verdicts::rule_views;
 use crate::views::{
@@ -191,8 +192,8 @@ fn progress(d: &RunData, fresh: &liveness::Freshness) -> Progress {
         _ => false,
     };
     let files = &d.progress;
-    let planned_steps = planned_steps(d);
-    let steps_done = steps_done(d);
+    let planned_steps = d.planned_steps();
+    let steps_done = d.steps_done();
     let (eta_s, eta_note) = match (planned_steps, step_rate, steps_done) {
         _ if d.complete => (None, Some("the run has ended")),
         _ if phase == Phase::Crashed => (None, Some("no ETA: the run crashed")),
@@ -254,21 +255,6 @@ fn progress(d: &RunData, fresh: &liveness::Freshness) -> Progress {
         ),
         drops,
     }
-}
-
-/// Global steps done: the most any worker's progress file counts, or the last saved step's
-/// number plus one (steps count from 0), whichever is more.
-pub(crate) fn steps_done(d: &RunData) -> Option<u64> {
-    d.progress
-        .iter()
-        .map(|p| p.steps)
-        .chain(d.steps.last().map(|s| s.saturating_add(1)))
-        .max()
-}
-
-/// The global steps the job plans, when its progress files say.
-pub(crate) fn planned_steps(d: &RunData) -> Option<u64> {
-    d.progress.iter().filter_map(|p| p.planned_steps).max()
 }
 
 /// The first scalar whose name contains `word` (case-insensitive; the shortest such name),

@@ -692,6 +692,23 @@ fn follow(run: &Run, storage: Arc<dyn Storage>, cursor: &mut Cursor, settled: bo
 }
 
 impl RunData {
+    /// Global steps done: the most any worker's progress file counts, or the last saved
+    /// step's number plus one (steps count from 0), whichever is more.
+    pub(crate) fn steps_done(&self) -> Option<u64> {
+        self.progress
+            .iter()
+            .map(|p| p.steps)
+            .chain(self.steps.last().map(|s| s.saturating_add(1)))
+            .max()
+    }
+
+    /// The global steps the job plans, when its progress files say.
+    pub(crate) fn planned_steps(&self) -> Option<u64> {
+        self.progress.iter().filter_map(|p| p.planned_steps).max()
+    }
+}
+
+impl RunData {
     /// Merges what a pass read (under the run's lock): what changed, and whether new steps or
     /// samples came.
     fn merge_pass(

@@ -190,50 +190,7 @@ pub struct ModeSeries {
     pub smoothed: Option<SmoothedLine>,
     /// Where its values in the window were NaN or ±Inf (the line breaks there; the chart marks
     /// these steps).
-    pub non_finite: Vec<NonFiniteSteps>,
-}
-
-/// Steps of a series whose values were not finite: marked on its chart.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct NonFiniteSteps {
-    /// The first such step.
-    pub from: u64,
-    /// The last (steps between them may hold finite values when the series' buckets are wider
-    /// than a step: then `count` says how many were not).
-    pub to: u64,
-    /// Values that were not finite.
-    pub count: u32,
-    /// `NaN`, `Inf`, or `NaN and Inf` (`Inf` for -Inf too).
-    pub kind: &'static str,
-}
-
-/// At most this many runs of non-finite steps are marked on a chart.
-pub const NON_FINITE_MARKS: usize = 50;
-
-impl NonFiniteSteps {
-    /// A series' runs of non-finite values within steps `from..=to`.
-    pub fn of(
-        summary: &crate::summary::SeriesSummary,
-        from: Option<f64>,
-        to: Option<f64>,
-    ) -> Vec<NonFiniteSteps> {
-        summary
-            .non_finite(from, to, NON_FINITE_MARKS)
-            .into_iter()
-            .map(|r| NonFiniteSteps {
-                from: r.from,
-                to: r.to,
-                count: r.count,
-                kind: match (r.nan, r.inf) {
-                    (true, true) => "NaN and Inf",
-                    (false, true) => "Inf",
-                    (true, false) => "NaN",
-                    // Neither seen among the bucket's kept points: a value between them.
-                    (false, false) => "NaN or Inf",
-                },
-            })
-            .collect()
-    }
+    pub non_finite: Vec<crate::summary::NonFiniteSteps>,
 }
 
 /// A scalar's smoothed line in one mode: each bucket's lowest and highest point of it.

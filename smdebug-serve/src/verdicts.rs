@@ -183,11 +183,11 @@ mod tests {
             ..RunData::default()
         };
         let views = rule_views(&d);
-        let order: Vec<(&str, crate::diagnosis::Severity, bool)> = views
+        let order: Vec<(&str, crate::views::Severity, bool)> = views
             .iter()
             .map(|v| (v.name.as_str(), v.severity, v.stopped_job))
             .collect();
-        use crate::diagnosis::Severity::*;
+        use crate::views::Severity::*;
         assert_eq!(
             order,
             vec![

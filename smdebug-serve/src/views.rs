@@ -219,7 +219,7 @@ pub struct Overview {
     /// Distinct issues (as the run list's `issues`).
     pub issues: usize,
     /// The run's health in one sentence, and its full text.
-    pub health: crate::diagnosis::Health,
+    pub health: Health,
     /// The most time-consuming span phases.
     pub top_phases: Vec<PhaseTotal>,
     /// The rule runner wrote its summary.
@@ -316,7 +316,7 @@ pub struct RuleView {
     /// the whole of it in `message`.
     pub short: String,
     /// How much its verdict weighs.
-    pub severity: crate::diagnosis::Severity,
+    pub severity: Severity,
     /// Its stop request ended the job (the one the end marker names).
     pub stopped_job: bool,
     /// It is `ProfilerReport`, summing up the profiler rules listed beside it: its finding is
@@ -458,7 +458,7 @@ pub struct HeadlineChart {
     /// Values there (`null` where not finite).
     pub values: Vec<Option<f64>>,
     /// Where its values were NaN or ±Inf (over the whole run): marked on the chart.
-    pub non_finite: Vec<crate::series::NonFiniteSteps>,
+    pub non_finite: Vec<crate::summary::NonFiniteSteps>,
     /// The same scalar's EVAL values when the chart is its TRAIN ones (TRAIN when it is
     /// another mode's), drawn beside them: the whole run, downsampled alike.
     pub other: Option<HeadlineLine>,
@@ -476,7 +476,7 @@ pub struct HeadlineLine {
     /// Values there (`null` where not finite).
     pub values: Vec<Option<f64>>,
     /// Where its values were NaN or ±Inf.
-    pub non_finite: Vec<crate::series::NonFiniteSteps>,
+    pub non_finite: Vec<crate::summary::NonFiniteSteps>,
 }
 
 /// Counters bumped when an area of a run's data changes (the version, split by panel).
@@ -488,4 +488,33 @@ pub(crate) struct Changed {
     pub tensors: u64,
     /// Rule statuses (the rules list and the issue count).
     pub rules: u64,
+}
+
+/// How much a rule's verdict weighs, most first (the order the page lists findings in).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// It stopped the job, or fired with the action to stop it.
+    StopsJob,
+    /// A debugging rule (over tensors) found an issue with what the model learns.
+    ModelQuality,
+    /// A profiler rule found time or resources to win back.
+    PerformanceHint,
+    /// Nothing wrong found (or still checking, or the rule failed: its status says which).
+    None,
+    /// Nothing to check in this run.
+    NotApplicable,
+}
+
+/// The run's health in one sentence, and its full text.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Health {
+    /// One sentence: "Stopped at step 30 by ExplodingTensor (fired at step 3): NaN in loss and
+    /// 10 gradients", "Live at step 120 · 2 issues: Overfit, Dataloader".
+    pub sentence: String,
+    /// Everything behind it, for whoever asks: the end marker's reason, the stop request, the
+    /// stopping rule's whole message.
+    pub details: String,
+    /// The weight of the worst finding (the sentence's colour).
+    pub severity: Severity,
 }

@@ -127,6 +127,7 @@ fn a_stopped_runs_first_screen_reads_as_a_diagnosis() {
         step: first,
         message: exploding.message.clone(),
         evidence: Vec::new(),
+        change: None,
     }
     .summary_line();
     assert!(line.len() > 300, "the message should be long: {line}");
