@@ -140,13 +140,32 @@ impl StopRequest {
     }
 }
 
-/// Writes the stop request into the run (atomically: a watcher never reads half of it).
-pub fn request_stop(storage: &dyn Storage, request: &StopRequest) -> Result<()> {
+/// What [`request_stop`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StopOutcome {
+    /// The request was written.
+    Written,
+    /// The run holds a stop request already (the job stops, or stopped, for it): it is kept,
+    /// and the new one is not written.
+    AlreadyRequested(StopRequest),
+}
+
+/// Writes the stop request into the run (atomically: a watcher never reads half of it),
+/// unless the run holds one already. The first request is the one the job stops for, and the
+/// one its end marker names: a later one (a second rule firing before the job reached its next
+/// step, the dashboard's button) must not replace it in the file, or readers would name a
+/// rule that stopped nothing. A file there that does not read as a stop request is replaced.
+/// (A job's [`StopWatcher`] removes a request an earlier job left before it starts.)
+pub fn request_stop(storage: &dyn Storage, request: &StopRequest) -> Result<StopOutcome> {
+    if let Ok(Some(existing)) = read_stop_request(storage) {
+        return Ok(StopOutcome::AlreadyRequested(existing));
+    }
     let json = serde_json::to_vec_pretty(request).map_err(|e| Error::BadStopRequest {
         location: storage.describe().to_string(),
         reason: e.to_string(),
     })?;
-    storage.put(STOP_REQUEST_FILE, json.into())
+    storage.put(STOP_REQUEST_FILE, json.into())?;
+    Ok(StopOutcome::Written)
 }
 
 /// The run's stop request, if one was written; its reason and rule made fit to show

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use smdebug_core::StopSignal;
 use smdebug_io::stop::{
-    STOP_REQUEST_FILE, StopRequest, StopWatcher, read_stop_request, request_stop,
+    STOP_REQUEST_FILE, StopOutcome, StopRequest, StopWatcher, read_stop_request, request_stop,
 };
 use smdebug_io::testing::{CountingStorage, wait_for, wait_until};
 use smdebug_io::{Error, Storage, open_storage};
@@ -263,4 +263,32 @@ fn an_unreadable_request_is_logged_with_its_reason_and_kept_and_does_not_stop_th
     let stopped = watcher.stop();
     assert!(stopped.ended);
     assert_eq!(stopped.problems, problems);
+}
+
+#[test]
+fn a_later_request_does_not_replace_the_one_the_job_stops_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_storage(dir.path().to_str().unwrap()).unwrap();
+    let mut first = StopRequest::new("ExplodingTensor fired at step 3");
+    first.rule = Some("ExplodingTensor".into());
+    first.step = Some(3);
+    assert_eq!(
+        request_stop(store.as_ref(), &first).unwrap(),
+        StopOutcome::Written
+    );
+    let mut later = StopRequest::new("DeadRelu fired at step 10");
+    later.rule = Some("DeadRelu".into());
+    later.step = Some(10);
+    assert_eq!(
+        request_stop(store.as_ref(), &later).unwrap(),
+        StopOutcome::AlreadyRequested(first.clone())
+    );
+    assert_eq!(read_stop_request(store.as_ref()).unwrap(), Some(first));
+    // A file that is not a stop request is no request: it is replaced.
+    std::fs::write(dir.path().join("stop_request.json"), b"{not json").unwrap();
+    assert_eq!(
+        request_stop(store.as_ref(), &later).unwrap(),
+        StopOutcome::Written
+    );
+    assert_eq!(read_stop_request(store.as_ref()).unwrap(), Some(later));
 }

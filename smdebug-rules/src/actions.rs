@@ -451,7 +451,11 @@ pub fn execute(action: &ActionConfig, event: &RuleEvent, ctx: &ActionContext) ->
             let mut req = StopRequest::new(reason);
             req.rule = Some(event.rule.clone());
             req.step = Some(event.step);
-            request_stop(ctx.storage.as_ref(), &req).map_err(|e| fail(e.to_string()))
+            // A request already there (another rule's, earlier) is the one the job stops
+            // for; this rule's is not written over it.
+            request_stop(ctx.storage.as_ref(), &req)
+                .map(drop)
+                .map_err(|e| fail(e.to_string()))
         }
         #[cfg(feature = "webhook")]
         ActionConfig::Webhook { url, timeout_s, .. } => {

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Deserialize;
-use smdebug_io::stop::{StopRequest, request_stop};
+use smdebug_io::stop::{StopOutcome, StopRequest, request_stop};
 use smdebug_profiler::follow::DataArea;
 
 use crate::api::{self, Window};
@@ -573,7 +573,14 @@ async fn stop(
         .unwrap_or_else(|| "stopped from the smdebug serve dashboard".to_owned());
     let request = StopRequest::new(reason);
     match tokio::task::spawn_blocking(move || request_stop(storage.as_ref(), &request)).await {
-        Ok(Ok(())) => axum::Json(StopWritten { requested: true }).into_response(),
+        Ok(Ok(outcome)) => axum::Json(StopWritten {
+            requested: true,
+            already: match outcome {
+                StopOutcome::Written => None,
+                StopOutcome::AlreadyRequested(earlier) => Some(earlier.reason),
+            },
+        })
+        .into_response(),
         Ok(Err(e)) => error(StatusCode::BAD_GATEWAY, e.to_string()),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }

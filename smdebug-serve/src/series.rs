@@ -363,9 +363,12 @@ pub struct ApiError {
     pub error: String,
 }
 
-/// The answer to a stop request that was written.
+/// The answer to a stop request: the job will stop.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct StopWritten {
     /// Always `true`.
     pub requested: bool,
+    /// The reason of a stop request the run held already, which the job stops for (this one
+    /// was not written over it); `None` when this request was written.
+    pub already: Option<String>,
 }

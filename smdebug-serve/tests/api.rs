@@ -506,6 +506,21 @@ fn rule_verdicts_report_download_and_stop_requests() {
         .send()
         .unwrap();
     assert_eq!(confirmed.status(), 200);
+    assert_eq!(
+        confirmed.json::<serde_json::Value>().unwrap(),
+        json!({"requested": true, "already": null})
+    );
+    // A second press keeps the request the job stops for, and says so.
+    let again = client()
+        .post(format!("{url}/api/runs/0/stop"))
+        .json(&json!({"confirm": true, "reason": "pressed again"}))
+        .send()
+        .unwrap();
+    assert_eq!(again.status(), 200);
+    assert_eq!(
+        again.json::<serde_json::Value>().unwrap(),
+        json!({"requested": true, "already": "from the test"})
+    );
     let request = smdebug_io::stop::read_stop_request(local(&run).as_ref())
         .unwrap()
         .unwrap();
