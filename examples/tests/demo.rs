@@ -189,7 +189,10 @@ fn an_exploding_loss_is_stopped_early_by_the_rule_that_saw_it() {
     assert_eq!(exploding["actions"][0], "stop_training");
     let trial = Trial::open(run.to_str().unwrap()).unwrap();
     match trial.end_reason().unwrap() {
-        Some(EndReason::Stopped(reason)) => assert!(reason.contains("ExplodingTensor"), "{reason}"),
+        Some(EndReason::Stopped(cause)) => {
+            assert!(cause.reason.contains("ExplodingTensor"), "{cause:?}");
+            assert_eq!(cause.rule.as_deref(), Some("ExplodingTensor"), "{cause:?}");
+        }
         other => panic!("the run should say it was stopped: {other:?}"),
     }
     // Stopped well before the 450 planned training steps.

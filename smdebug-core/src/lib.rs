@@ -51,7 +51,9 @@ pub use mode::Mode;
 pub use pyregex::PyRegex;
 pub use reduction::{Reduction, ReductionConfig, ReductionOp};
 pub use save_config::{SaveConfig, SaveConfigMode};
-pub use sink::{EndReason, MemorySink, Record, Sink, StepKey, StringRecord, TensorRecord};
+pub use sink::{
+    EndReason, MemorySink, Record, Sink, StepKey, StopCause, StringRecord, TensorRecord,
+};
 pub use strings::StringTensor;
 pub use tensor::{Element, Tensor, TensorView};
 pub use worker::WorkerInfo;

@@ -53,17 +53,101 @@ pub struct StringRecord {
 pub enum EndReason {
     /// The training loop finished normally.
     Completed,
-    /// A rule or a user asked the job to stop.
-    Stopped(String),
+    /// A rule or a person asked the job to stop.
+    Stopped(StopCause),
 }
 
 impl std::fmt::Display for EndReason {
-    /// `completed`, or `stopped: <message>`.
+    /// `completed`, or `stopped: <reason>`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             EndReason::Completed => f.write_str("completed"),
-            EndReason::Stopped(msg) => write!(f, "stopped: {msg}"),
+            EndReason::Stopped(cause) => write!(f, "stopped: {}", cause.reason),
         }
+    }
+}
+
+impl std::str::FromStr for EndReason {
+    type Err = String;
+
+    /// The [`Display`](std::fmt::Display) form back: `completed`, `stopped: <reason>` (the
+    /// rule and step are not in it: a stop read back this way has none).
+    fn from_str(s: &str) -> Result<EndReason, String> {
+        if s == "completed" {
+            return Ok(EndReason::Completed);
+        }
+        match s.strip_prefix("stopped") {
+            Some(rest) => Ok(EndReason::Stopped(StopCause::from(
+                rest.strip_prefix(':').unwrap_or(rest).trim_start(),
+            ))),
+            None => Err(format!(
+                "`{s}` is not a reason a run ends for (`completed`, `stopped: …`)"
+            )),
+        }
+    }
+}
+
+/// Written as its [`Display`](std::fmt::Display) form (`"stopped: …"`), the string summaries
+/// have always held.
+impl serde::Serialize for EndReason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for EndReason {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<EndReason, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Why a job was asked to stop: the reason people read, and, when a rule asked, which rule and
+/// at which step it fired. Carried from the stop request through the [`StopSignal`] into the
+/// run's end marker, so that readers name the rule without parsing the reason.
+///
+/// [`StopSignal`]: crate::StopSignal
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StopCause {
+    /// Why, in words (`ExplodingTensor fired at step 3 of /runs/a: …`).
+    pub reason: String,
+    /// The rule that asked, if a rule did.
+    pub rule: Option<String>,
+    /// The step it fired at, if a rule said.
+    pub step: Option<u64>,
+}
+
+impl StopCause {
+    /// A rule's request: its reason, the rule and the step it fired at.
+    pub fn by_rule(reason: impl Into<String>, rule: impl Into<String>, step: u64) -> StopCause {
+        StopCause {
+            reason: reason.into(),
+            rule: Some(rule.into()),
+            step: Some(step),
+        }
+    }
+}
+
+impl From<String> for StopCause {
+    /// A request with a reason only (a person's, a command's).
+    fn from(reason: String) -> StopCause {
+        StopCause {
+            reason,
+            rule: None,
+            step: None,
+        }
+    }
+}
+
+impl From<&str> for StopCause {
+    fn from(reason: &str) -> StopCause {
+        StopCause::from(reason.to_string())
+    }
+}
+
+impl std::fmt::Display for StopCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
     }
 }
 

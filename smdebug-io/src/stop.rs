@@ -9,7 +9,7 @@
 //! with the reason.
 //!
 //! ```
-//! use smdebug_core::StopSignal;
+//! use smdebug_core::{StopCause, StopSignal};
 //! use smdebug_io::stop::{StopRequest, StopWatcher, request_stop};
 //!
 //! let dir = tempfile::tempdir().unwrap();
@@ -36,7 +36,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::error::{Error, Result};
 use crate::storage::{Storage, open_storage};
 use serde::{Deserialize, Serialize};
-use smdebug_core::StopSignal;
+use smdebug_core::{StopCause, StopSignal};
 
 pub use crate::format::layout::STOP_REQUEST_FILE;
 
@@ -260,7 +260,11 @@ impl StopWatcher {
                 while !flag.load(Ordering::Acquire) {
                     match read_stop_request(storage.as_ref()) {
                         Ok(Some(req)) => {
-                            signal.request(req.reason);
+                            signal.request(StopCause {
+                                reason: req.reason,
+                                rule: req.rule,
+                                step: req.step,
+                            });
                             return;
                         }
                         Ok(None) => last_problem = None,

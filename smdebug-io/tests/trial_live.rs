@@ -150,9 +150,15 @@ fn end_reason_carries_the_stop_message() {
             "LossNotDecreasing fired at step 0".into()
         ))
     );
+    let info = trial.info().unwrap();
     assert_eq!(
-        trial.info().unwrap().end_reason.as_deref(),
+        info.end_reason.as_ref().map(ToString::to_string).as_deref(),
         Some("stopped: LossNotDecreasing fired at step 0")
+    );
+    // In the JSON the report has always written: the words.
+    assert_eq!(
+        serde_json::to_value(&info).unwrap()["end_reason"],
+        "stopped: LossNotDecreasing fired at step 0"
     );
 }
 

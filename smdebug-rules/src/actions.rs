@@ -446,7 +446,11 @@ pub fn execute(action: &ActionConfig, event: &RuleEvent, ctx: &ActionContext) ->
         ActionConfig::StopTraining => {
             let reason = event.summary_line();
             if let Some(signal) = &ctx.stop_signal {
-                signal.request(reason.clone());
+                signal.request(smdebug_core::StopCause::by_rule(
+                    reason.clone(),
+                    event.rule.clone(),
+                    event.step,
+                ));
             }
             let mut req = StopRequest::new(reason);
             req.rule = Some(event.rule.clone());

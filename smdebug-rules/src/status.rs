@@ -155,8 +155,10 @@ pub struct Summary {
     pub run: String,
     /// Whether the run had written its end marker when the summary was made.
     pub run_complete: bool,
-    /// The end marker's reason, if any (a stop request's reason shows here).
-    pub end_reason: Option<String>,
+    /// Why the run ended, as its end marker says, if it has one. Written into the summary file
+    /// as its words (`"completed"`, `"stopped: <reason>"`); the rule and step of a rule's stop
+    /// are in the end marker, and in a summary made from it, not in the file.
+    pub end_reason: Option<smdebug_core::EndReason>,
     /// The last global step evaluated.
     pub last_step: Option<u64>,
     /// Whether the runner has finished (no more updates will come).

@@ -572,11 +572,14 @@ fn a_runner_stops_a_training_process_through_the_run_directory() {
     let trial = Trial::open(loc(run.path())).unwrap();
     let marker = std::fs::read(run.path().join("training_job_end.ts")).unwrap();
     match smdebug_io::format::parse_end_marker(&marker) {
-        Some(smdebug_core::EndReason::Stopped(reason)) => {
+        Some(smdebug_core::EndReason::Stopped(cause)) => {
             assert!(
-                reason.contains("LossNotDecreasing fired at step"),
-                "{reason}"
-            )
+                cause.reason.contains("LossNotDecreasing fired at step"),
+                "{cause:?}"
+            );
+            // The marker names the rule and step from the request, across the processes.
+            assert_eq!(cause.rule.as_deref(), Some("LossNotDecreasing"));
+            assert_eq!(cause.step, st.first_fired_step);
         }
         other => panic!("end marker: {other:?}"),
     }

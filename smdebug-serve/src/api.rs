@@ -93,7 +93,7 @@ pub fn runs(runs: &[std::sync::Arc<Run>]) -> RunList {
                 resets: d.resets,
                 open_error: d.open_error.clone(),
                 complete: d.complete,
-                end_reason: d.end_reason.clone(),
+                end_reason: d.end_reason.as_ref().map(ToString::to_string),
                 writable: d.writable,
                 stop_requested: d.stop_request.as_ref().map(|r| r.reason.clone()),
                 stop_requested_at: d.stop_request.as_ref().map(|r| r.requested_at),

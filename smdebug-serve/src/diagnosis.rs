@@ -3,6 +3,7 @@
 //! there are (`ProfilerReport`, which sums up the profiler rules beside it, is not counted
 //! again), and the run's health in one sentence, its full text beside it for those who ask.
 
+use smdebug_core::EndReason;
 use smdebug_rules::report::is_profiler_report;
 use smdebug_rules::{RuleInput, Status, Summary};
 
@@ -42,10 +43,20 @@ fn parse_firing(reason: &str) -> Option<(String, Option<u64>, Option<String>)> {
 /// a later request from another rule may have replaced the file since), else, before the
 /// marker, the rule of the stop request in the run.
 pub(crate) fn stop_cause(d: &RunData) -> Option<StopCause> {
-    if let Some(reason) = d.end_reason.as_deref() {
-        let stopped = reason.strip_prefix("stopped")?;
-        let told = stopped.trim_start_matches(':').trim();
-        if let Some((rule, fired_step, finding)) = parse_firing(told) {
+    if let Some(reason) = &d.end_reason {
+        let EndReason::Stopped(cause) = reason else {
+            return None;
+        };
+        // A marker written since markers name the rule says which rule and step.
+        if let Some(rule) = &cause.rule {
+            return Some(StopCause {
+                rule: rule.clone(),
+                fired_step: cause.step,
+                finding: parse_firing(&cause.reason).and_then(|(_, _, finding)| finding),
+            });
+        }
+        // An older marker: its reason, as a rule's request words it.
+        if let Some((rule, fired_step, finding)) = parse_firing(&cause.reason) {
             return Some(StopCause {
                 rule,
                 fired_step,
@@ -293,13 +304,13 @@ pub(crate) fn health(
         Phase::StoppedByPerson => format!(
             "{} by a person{} · {issues_part}",
             at("Stopped"),
-            d.end_reason
-                .as_deref()
-                .and_then(|r| r.strip_prefix("stopped"))
-                .map(|r| r.trim_start_matches(':').trim())
-                .filter(|r| !r.is_empty())
-                .map(|r| format!(" ({})", clip(r, 60)))
-                .unwrap_or_default()
+            match &d.end_reason {
+                Some(EndReason::Stopped(cause)) => Some(cause.reason.trim()),
+                _ => None,
+            }
+            .filter(|r| !r.is_empty())
+            .map(|r| format!(" ({})", clip(r, 60)))
+            .unwrap_or_default()
         ),
         Phase::Ended => format!(
             "{} · {issues_part}",
@@ -345,6 +356,49 @@ mod tests {
             "NaN in loss and 10 gradients"
         );
         assert_eq!(parse_firing("stopped from the dashboard"), None);
+    }
+
+    #[test]
+    fn the_end_markers_rule_is_the_stopper_whatever_its_reason_says() {
+        // A marker naming its rule: no parsing of the words, and a later request in the run
+        // (another rule's) does not change who stopped the job.
+        let mut later = smdebug_io::stop::StopRequest::new("DeadRelu fired at step 9 of /r: …");
+        later.rule = Some("DeadRelu".into());
+        later.step = Some(9);
+        let d = RunData {
+            complete: true,
+            end_reason: Some(EndReason::Stopped(smdebug_core::StopCause::by_rule(
+                "a custom rule's own words, in no set form",
+                "ExplodingTensor",
+                3,
+            ))),
+            stop_request: Some(later.clone()),
+            ..RunData::default()
+        };
+        let cause = stop_cause(&d).unwrap();
+        assert_eq!(
+            (cause.rule.as_str(), cause.fired_step),
+            ("ExplodingTensor", Some(3))
+        );
+        // A marker written before markers named the rule: read from its words.
+        let old = RunData {
+            complete: true,
+            end_reason: Some(EndReason::Stopped(EXPLODING.into())),
+            stop_request: Some(later),
+            ..RunData::default()
+        };
+        let cause = stop_cause(&old).unwrap();
+        assert_eq!(
+            (cause.rule.as_str(), cause.fired_step),
+            ("ExplodingTensor", Some(3))
+        );
+        // Completed: nobody stopped it.
+        let done = RunData {
+            complete: true,
+            end_reason: Some(EndReason::Completed),
+            ..RunData::default()
+        };
+        assert_eq!(stop_cause(&done), None);
     }
 
     #[test]

@@ -322,8 +322,8 @@ fn last_advanced(d: &RunData) -> Option<f64> {
 /// The phase of a run whose end marker is there: the marker says `stopped: …` when a stop
 /// request ended the job (a marker not read yet: the request in the run says it).
 fn ended_phase(d: &RunData, stop_rule: Option<&str>) -> Phase {
-    let stopped = match d.end_reason.as_deref() {
-        Some(reason) => reason.starts_with("stopped"),
+    let stopped = match &d.end_reason {
+        Some(reason) => matches!(reason, smdebug_core::EndReason::Stopped(_)),
         None => d.stop_request.is_some(),
     };
     match (stopped, stop_rule) {

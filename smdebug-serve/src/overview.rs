@@ -147,7 +147,7 @@ pub fn overview(run: &Run) -> Overview {
         exists: d.exists,
         open_error: d.open_error.clone(),
         complete: d.complete,
-        end_reason: d.end_reason.clone(),
+        end_reason: d.end_reason.as_ref().map(ToString::to_string),
         writable: d.writable,
         stop_requested: d.stop_request.as_ref().map(|r| r.reason.clone()),
         stop_request_error: d.stop_request_error.clone(),

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use smdebug_core::{EndReason, StopCause};
 use smdebug_io::format::layout::END_MARKER;
 use smdebug_io::format::parse_end_marker;
 use smdebug_io::progress::{Progress, read_run_progress};
@@ -62,8 +63,8 @@ pub(crate) struct RunData {
     pub open_error: Option<String>,
     /// The end marker is there.
     pub complete: bool,
-    /// `completed` or `stopped: …`, from the end marker.
-    pub end_reason: Option<String>,
+    /// Why the run ended, from the end marker (a rule's stop names the rule and step).
+    pub end_reason: Option<EndReason>,
     /// Whether the server can write into the run (for stop requests).
     pub writable: bool,
     /// A stop request already in the run.
@@ -542,7 +543,7 @@ struct SideFiles {
     /// The end marker is there.
     marker: bool,
     /// Its reason, on the pass that first read it.
-    end_reason: Option<String>,
+    end_reason: Option<EndReason>,
     /// Problems with any of them.
     warnings: Vec<String>,
 }
@@ -588,7 +589,15 @@ fn read_side_files(
     } else if let Ok(bytes) = storage.get(END_MARKER) {
         cursor.marker_read = true;
         side.marker = true;
-        side.end_reason = parse_end_marker(&bytes).map(|r| sanitize_reason(&r.to_string()));
+        // Fit to show: the reason and rule are written by whoever asked for the stop.
+        side.end_reason = parse_end_marker(&bytes).map(|reason| match reason {
+            EndReason::Stopped(cause) => EndReason::Stopped(StopCause {
+                reason: sanitize_reason(&cause.reason),
+                rule: cause.rule.as_deref().map(sanitize_reason),
+                step: cause.step,
+            }),
+            completed => completed,
+        });
     }
     side
 }

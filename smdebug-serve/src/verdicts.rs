@@ -175,11 +175,13 @@ mod tests {
         let d = RunData {
             rules: Some(s),
             complete: true,
-            end_reason: Some(
-                "stopped: ExplodingTensor fired at step 3 of /r: non-finite values in loss \
-                 (1 NaN, 0 Inf)"
-                    .into(),
-            ),
+            end_reason: Some(smdebug_core::EndReason::Stopped(
+                smdebug_core::StopCause::by_rule(
+                    "ExplodingTensor fired at step 3 of /r: non-finite values in loss (1 NaN, 0 Inf)",
+                    "ExplodingTensor",
+                    3,
+                ),
+            )),
             ..RunData::default()
         };
         let views = rule_views(&d);

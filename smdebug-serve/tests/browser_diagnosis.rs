@@ -138,7 +138,7 @@ fn a_stopped_runs_first_screen_reads_as_a_diagnosis() {
     request_stop(&storage, &later).unwrap();
     std::fs::write(
         run.join(layout::END_MARKER),
-        end_marker_body(&EndReason::Stopped(line.clone()), 1.0e9),
+        end_marker_body(&EndReason::Stopped(line.clone().into()), 1.0e9),
     )
     .unwrap();
 

@@ -328,8 +328,8 @@ impl Hook {
         }
         self.collections_dirty = true;
         self.flush_collections();
-        let reason = match self.stop.requested() {
-            Some(r) => EndReason::Stopped(r),
+        let reason = match self.stop.cause() {
+            Some(cause) => EndReason::Stopped(cause),
             None => EndReason::Completed,
         };
         self.sink.send(Record::Close(reason));

@@ -4,34 +4,43 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::sink::StopCause;
+
 /// A request to stop training, shared between the hook, the writer and anything that watches
 /// rules. Setting it is cheap and idempotent; the first reason wins.
 #[derive(Clone, Debug, Default)]
 pub struct StopSignal {
     requested: Arc<AtomicBool>,
-    reason: Arc<Mutex<Option<String>>>,
+    cause: Arc<Mutex<Option<StopCause>>>,
 }
 
 impl StopSignal {
-    /// Asks the training loop to stop at its next step.
-    pub fn request(&self, reason: impl Into<String>) {
-        if let Ok(mut r) = self.reason.lock()
-            && r.is_none()
+    /// Asks the training loop to stop at its next step: with a reason (`"enough"`), or a rule's
+    /// [`StopCause`] naming the rule and step.
+    pub fn request(&self, cause: impl Into<StopCause>) {
+        if let Ok(mut c) = self.cause.lock()
+            && c.is_none()
         {
-            *r = Some(reason.into());
+            *c = Some(cause.into());
         }
         self.requested.store(true, Ordering::Release);
     }
 
     /// The reason, once a stop was requested.
     pub fn requested(&self) -> Option<String> {
+        self.cause().map(|c| c.reason)
+    }
+
+    /// The first request's cause (its reason, and the rule and step when a rule asked), once a
+    /// stop was requested.
+    pub fn cause(&self) -> Option<StopCause> {
         if !self.requested.load(Ordering::Acquire) {
             return None;
         }
-        self.reason
+        self.cause
             .lock()
             .ok()
-            .and_then(|r| r.clone())
-            .or_else(|| Some("stop requested".into()))
+            .and_then(|c| c.clone())
+            .or_else(|| Some(StopCause::from("stop requested")))
     }
 }

@@ -38,7 +38,7 @@ pub mod tensorboard;
 mod test_data;
 mod wire;
 
-use smdebug_core::{EndReason, Tensor};
+use smdebug_core::{EndReason, StopCause, Tensor};
 
 use crate::error::{Error, Result};
 pub use index::{IndexFile, IndexMeta, TensorLocation, UnusableEntry};
@@ -157,30 +157,46 @@ pub fn read_tensor_file(
     Ok(out)
 }
 
-/// The body of the end-of-run marker: `{"reason": "completed"}` or
-/// `{"reason": "stopped", "message": "..."}`, plus the wall time.
+/// The body of the end-of-run marker: `{"reason": "completed"}` or `{"reason": "stopped",
+/// "message": "...", "rule": "...", "step": N}` (rule and step when a rule asked), plus the
+/// wall time.
 pub fn end_marker_body(reason: &EndReason, wall_time: f64) -> Vec<u8> {
     let v = match reason {
         EndReason::Completed => serde_json::json!({"reason": "completed", "wall_time": wall_time}),
-        EndReason::Stopped(msg) => {
-            serde_json::json!({"reason": "stopped", "message": msg, "wall_time": wall_time})
+        EndReason::Stopped(cause) => {
+            let mut v = serde_json::json!({
+                "reason": "stopped",
+                "message": cause.reason,
+                "wall_time": wall_time,
+            });
+            if let Some(rule) = &cause.rule {
+                v["rule"] = rule.as_str().into();
+            }
+            if let Some(step) = cause.step {
+                v["step"] = step.into();
+            }
+            v
         }
     };
     serde_json::to_vec(&v).expect("marker serializes")
 }
 
 /// The reason in an end marker; `None` for an empty marker (Python smdebug writes an empty file)
-/// or one that is not ours.
+/// or one that is not ours. A marker written before markers named the rule reads as a stop
+/// without one.
 pub fn parse_end_marker(bytes: &[u8]) -> Option<EndReason> {
     let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
     match v.get("reason")?.as_str()? {
         "completed" => Some(EndReason::Completed),
-        "stopped" => Some(EndReason::Stopped(
-            v.get("message")
+        "stopped" => Some(EndReason::Stopped(StopCause {
+            reason: v
+                .get("message")
                 .and_then(|m| m.as_str())
                 .unwrap_or_default()
                 .to_string(),
-        )),
+            rule: v.get("rule").and_then(|r| r.as_str()).map(str::to_string),
+            step: v.get("step").and_then(serde_json::Value::as_u64),
+        })),
         _ => None,
     }
 }

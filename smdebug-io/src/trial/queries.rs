@@ -347,7 +347,7 @@ impl Trial {
             collections: st.collections.keys().cloned().collect(),
             num_tensors: st.listed.len(),
             complete: st.complete,
-            end_reason: st.end_reason.as_ref().map(|r| r.to_string()),
+            end_reason: st.end_reason.clone(),
             warnings: st.warnings(),
         }
     }

@@ -96,7 +96,7 @@ pub struct TrialInfo {
     pub complete: bool,
     /// Why the run ended: `completed`, `stopped: <message>`, or null (still running, or a
     /// Python smdebug run whose marker says nothing).
-    pub end_reason: Option<String>,
+    pub end_reason: Option<smdebug_core::EndReason>,
     /// What the reader had to ignore, e.g. a regex in a collections file that does not compile
     /// (see [`Trial::warnings`](crate::trial::Trial::warnings)). Left out of the JSON when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]

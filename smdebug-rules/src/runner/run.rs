@@ -87,7 +87,7 @@ pub(super) struct RunSource {
     /// The run has written its end marker.
     pub complete: bool,
     /// The end marker's reason.
-    pub end_reason: Option<String>,
+    pub end_reason: Option<smdebug_core::EndReason>,
     /// Whether the run's local folder was deleted while followed.
     pub folder: FolderWatch,
     /// When a step was last evaluated or profiler data last arrived (the idle time-out's
@@ -179,16 +179,12 @@ impl RunSource {
             Some(trial) => {
                 trial.refresh().map_err(|e| self.read_error(e))?;
                 self.complete = trial.is_complete().map_err(|e| self.read_error(e))?;
-                self.end_reason = trial
-                    .end_reason()
-                    .map_err(|e| self.read_error(e))?
-                    .map(|r| r.to_string());
+                self.end_reason = trial.end_reason().map_err(|e| self.read_error(e))?;
             }
             None => match self.storage.get(END_MARKER) {
                 Ok(bytes) => {
                     self.complete = true;
-                    self.end_reason =
-                        smdebug_io::format::parse_end_marker(&bytes).map(|r| r.to_string());
+                    self.end_reason = smdebug_io::format::parse_end_marker(&bytes);
                 }
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(self.read_error(e)),
