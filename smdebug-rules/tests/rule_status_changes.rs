@@ -4,8 +4,6 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::Path;
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
@@ -19,45 +17,11 @@ use smdebug_rules::{
     ActionConfig, Needs, Result as RulesResult, Rule, RuleResult, RuleRunner, RuleSpec, Status,
     TensorRule, Trigger,
 };
-use support::{example_run, hook_for};
+use support::{example_run, hook_for, http_server};
 use tempfile::tempdir;
 
 fn loc(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-/// An HTTP server on 127.0.0.1 that answers every POST with 200 and hands each body over.
-fn http_server() -> (String, mpsc::Receiver<String>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/status", listener.local_addr().unwrap());
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut len = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap();
-                }
-            }
-            let mut body = vec![0u8; len];
-            reader.read_exact(&mut body).unwrap();
-            let mut stream = stream;
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"
-            );
-            if tx.send(String::from_utf8(body).unwrap()).is_err() {
-                return;
-            }
-        }
-    });
-    (url, rx)
 }
 
 /// A command that appends `rule from to step` to `file` at each event.
@@ -103,7 +67,7 @@ fn every_status_change_reaches_its_actions_the_rules_log_and_the_training_log() 
     example_run(run.path(), 1, Some(Bug::DeadRelu));
     let changes = run.path().join("changes.txt");
     let firings = run.path().join("firings.txt");
-    let (url, posted) = http_server();
+    let (url, posted) = http_server(200);
     let (lines, said) = captured(Duration::from_secs(3600));
     let summary = RuleRunner::builder(loc(run.path()))
         .spec(

@@ -4,11 +4,9 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use smdebug_core::{Mode, SaveConfig};
@@ -20,43 +18,11 @@ use smdebug_rules::{
     Result as RulesResult, Rule, RuleResult, RuleRunner, RuleSpec, Status, TensorRule,
     read_summary,
 };
-use support::{example_run, hook_for};
+use support::{example_run, hook_for, http_server};
 use tempfile::tempdir;
 
 fn loc(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-/// A one-shot HTTP server: answers the first request with `status` and hands its body over.
-fn http_server(status: u16) -> (String, mpsc::Receiver<String>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let (stream, _) = listener.accept().unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut len = 0usize;
-        loop {
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            if line == "\r\n" || line.is_empty() {
-                break;
-            }
-            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                len = v.trim().parse().unwrap();
-            }
-        }
-        let mut body = vec![0u8; len];
-        reader.read_exact(&mut body).unwrap();
-        let mut stream = stream;
-        write!(
-            stream,
-            "HTTP/1.1 {status} X\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"
-        )
-        .unwrap();
-        tx.send(String::from_utf8(body).unwrap()).unwrap();
-    });
-    (url, rx)
 }
 
 #[test]

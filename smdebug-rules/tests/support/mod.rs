@@ -2,8 +2,10 @@
 //! real hook and background writer into a temporary directory.
 #![allow(dead_code)] // each test binary uses part of this module
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{OnceLock, mpsc};
 
 use ndarray::{Array1, Array2, Axis};
 use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
@@ -276,4 +278,39 @@ pub fn mode_globals(dir: &Path, mode: Mode) -> Vec<u64> {
         .unwrap()
         .global_steps(Some(mode))
         .unwrap()
+}
+
+/// An HTTP server on 127.0.0.1 that answers every request with `status` and hands each body
+/// over, in order.
+pub fn http_server(status: u16) -> (String, mpsc::Receiver<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+            }
+            let mut body = vec![0u8; len];
+            reader.read_exact(&mut body).unwrap();
+            let mut stream = stream;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status} X\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"
+            );
+            if tx.send(String::from_utf8(body).unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    (url, rx)
 }
