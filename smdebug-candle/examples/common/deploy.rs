@@ -92,7 +92,10 @@ impl Module for DigitsCnn {
 /// default for convolutions and linear layers, uniform in ±1/√fan_in for a weight and for the
 /// bias beside it (fan_in: the weight's elements per output unit).
 pub fn seeded_init(vm: &VarMap, seed: u64) -> Result<()> {
-    let data = vm.data().lock().map_err(|_| "the VarMap's lock is poisoned")?;
+    let data = vm
+        .data()
+        .lock()
+        .map_err(|_| "the VarMap's lock is poisoned")?;
     let mut names: Vec<&String> = data.keys().collect();
     names.sort();
     let mut rng = Rng::new(seed);

@@ -213,7 +213,9 @@ impl DataDrift {
             classes.into_iter().for_each(|c| baseline_classes[c] += 1);
         }
         if baseline_means.is_empty() {
-            return Err(format!("{location} has no baseline: no PREDICT step saved {INPUT}").into());
+            return Err(
+                format!("{location} has no baseline: no PREDICT step saved {INPUT}").into(),
+            );
         }
         baseline_means.sort_by(f64::total_cmp);
         Ok(DataDrift {
@@ -265,12 +267,11 @@ impl TensorRule for DataDrift {
         ) else {
             return Ok(result);
         };
-        let (means, classes) = features(&input, &output).map_err(|e| {
-            smdebug::rules::Error::BadRule {
+        let (means, classes) =
+            features(&input, &output).map_err(|e| smdebug::rules::Error::BadRule {
                 rule: self.name().to_string(),
                 reason: format!("step {step}: {e}"),
-            }
-        })?;
+            })?;
         self.served_means.extend(means);
         classes
             .into_iter()
@@ -293,14 +294,18 @@ impl TensorRule for DataDrift {
                 "input drift: KS D = {ks:.3} > {ks_critical:.3} on the per-image mean intensity ({m} served, {n} in the baseline, alpha {})",
                 self.alpha
             ));
-            result.add_evidence(Evidence::new(INPUT, step, "ks_mean_intensity", ks).limit(ks_critical));
+            result.add_evidence(
+                Evidence::new(INPUT, step, "ks_mean_intensity", ks).limit(ks_critical),
+            );
         }
         if psi > self.psi_limit {
             findings.push(format!(
                 "output drift: PSI = {psi:.3} > {} on the predicted classes",
                 self.psi_limit
             ));
-            result.add_evidence(Evidence::new(OUTPUT, step, "psi_predicted_class", psi).limit(self.psi_limit));
+            result.add_evidence(
+                Evidence::new(OUTPUT, step, "psi_predicted_class", psi).limit(self.psi_limit),
+            );
         }
         if !findings.is_empty() {
             result.fire(findings.join("; "));
@@ -393,7 +398,11 @@ pub fn run(out: &Path) -> Result<Outcome> {
             .cloned()
             .unwrap_or_default();
         let labels: Vec<u32> = data.test_y.to_vec1()?;
-        let hits = predicted.iter().zip(&labels).filter(|(p, l)| p == l).count();
+        let hits = predicted
+            .iter()
+            .zip(&labels)
+            .filter(|(p, l)| p == l)
+            .count();
         Ok(Served {
             run,
             status,
@@ -410,4 +419,3 @@ pub fn run(out: &Path) -> Result<Outcome> {
         shifted,
     })
 }
-

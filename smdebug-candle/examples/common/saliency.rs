@@ -249,7 +249,11 @@ pub fn render(image: &[f64], gradient: &[f64]) -> Vec<u8> {
             let k = r * SIDE + c;
             let (x, y) = (c as u32 * CELL, PAD + r as u32 * CELL);
             fill(PAD + x, y, grey(image[k]));
-            let t = if scale > 0.0 { gradient[k] / scale } else { 0.0 };
+            let t = if scale > 0.0 {
+                gradient[k] / scale
+            } else {
+                0.0
+            };
             fill(PAD + PANEL + GAP + x, y, diverging(t));
         }
     }

@@ -1,0 +1,332 @@
+//! The deployment examples on the shipped digits: saliency maps of the misclassified held-out
+//! digits (captured through the hook, read back with `Trial`, equal to the gradient recomputed
+//! here, drawn as valid PNGs), and the `DataDrift` rule (fires on a washed-out copy of the
+//! held-out digits, quiet on the digits as they are; its statistics checked against a
+//! brute-force computation); both seeded, so two trainings give the same model.
+
+#[path = "../examples/common/deploy.rs"]
+#[allow(dead_code)]
+mod deploy;
+#[path = "../examples/common/drift.rs"]
+#[allow(dead_code)]
+mod drift;
+#[path = "../examples/common/saliency.rs"]
+#[allow(dead_code)]
+mod saliency;
+
+use std::io::BufReader;
+use std::path::Path;
+
+use candle_core::{D, Module, Tensor, Var};
+use deploy::{Data, SIDE};
+use drift::DataDrift;
+use smdebug::prelude::*;
+use smdebug::rules::{Rule, RuleRunner};
+
+/// Decodes the PNG at `path`: its header and RGB bytes.
+fn decode(path: &Path) -> (png::OutputInfo, Vec<u8>) {
+    let decoder = png::Decoder::new(BufReader::new(std::fs::File::open(path).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    buf.truncate(info.buffer_size());
+    (info, buf)
+}
+
+fn pixel(info: &png::OutputInfo, rgb: &[u8], (x, y): (u32, u32)) -> [u8; 3] {
+    let i = ((y * info.width + x) * 3) as usize;
+    [rgb[i], rgb[i + 1], rgb[i + 2]]
+}
+
+/// d logits[pred] / d image for one image `(1, 8, 8)`, on its own (a batch of one, the score
+/// taken by index): not the batched `gather` of `saliency::input_gradients`.
+fn gradient_of_one(model: &deploy::DigitsCnn, image: &Tensor, class: u32) -> Vec<f32> {
+    let input = Var::from_tensor(&image.unsqueeze(0).unwrap()).unwrap();
+    let logits = model.forward(input.as_tensor()).unwrap();
+    let score = logits.get(0).unwrap().get(class as usize).unwrap();
+    let grads = score.backward().unwrap();
+    grads
+        .get(input.as_tensor())
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap()
+}
+
+#[test]
+fn saliency_maps_of_the_misclassified_digits_are_captured_read_back_and_drawn() {
+    let dir = tempfile::tempdir().unwrap();
+    let outcome = saliency::run(dir.path()).unwrap();
+    let data = Data::load().unwrap();
+    let model = &outcome.trained.model;
+
+    // The misclassified digits, found again here.
+    let predicted: Vec<u32> = model
+        .forward(&data.test_x)
+        .unwrap()
+        .argmax(D::Minus1)
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    let labels: Vec<u32> = data.test_y.to_vec1().unwrap();
+    let wrong: Vec<u64> = (0..labels.len())
+        .filter(|&i| predicted[i] != labels[i])
+        .map(|i| i as u64)
+        .collect();
+    assert_eq!(outcome.held_out, 359);
+    assert!(
+        !wrong.is_empty(),
+        "the model gets every held-out digit right"
+    );
+    assert_eq!(outcome.misclassified, wrong);
+
+    // One saliency tensor per misclassified digit, at the PREDICT step of its index, nothing at
+    // TRAIN or EVAL steps.
+    let trial = Trial::open(outcome.run.to_str().unwrap()).unwrap();
+    let mode = Some(Mode::Predict);
+    for name in [
+        saliency::GRADIENT,
+        saliency::IMAGE,
+        saliency::LABEL,
+        saliency::PREDICTED,
+    ] {
+        let t = trial.tensor(name).unwrap();
+        assert_eq!(t.steps(mode).unwrap(), wrong, "{name}");
+        assert!(t.steps(Some(Mode::Train)).unwrap().is_empty(), "{name}");
+        assert!(t.steps(Some(Mode::Eval)).unwrap().is_empty(), "{name}");
+    }
+    let gradient = trial.tensor(saliency::GRADIENT).unwrap();
+    let image = trial.tensor(saliency::IMAGE).unwrap();
+    for &i in &wrong {
+        let x = data.test_x.get(i as usize).unwrap();
+        let stored = gradient.raw(i, mode, None).unwrap();
+        assert_eq!(stored.shape(), x.dims(), "digit {i}: the input's shape");
+        let expected = gradient_of_one(model, &x, predicted[i as usize]);
+        let got = stored.to_f64_vec();
+        let scale = expected.iter().fold(0f32, |m, v| m.max(v.abs())) as f64;
+        assert!(scale > 0.0, "digit {i}: a zero gradient");
+        for (k, (g, e)) in got.iter().zip(&expected).enumerate() {
+            assert!(
+                (g - f64::from(*e)).abs() <= 1e-5 * scale,
+                "digit {i}, pixel {k}: stored {g}, recomputed {e}"
+            );
+        }
+        let pixels: Vec<f32> = x.flatten_all().unwrap().to_vec1().unwrap();
+        let stored_image = image.raw(i, mode, None).unwrap().to_f64_vec();
+        assert_eq!(
+            stored_image,
+            pixels.iter().map(|&p| f64::from(p)).collect::<Vec<_>>()
+        );
+        let scalar = |name: &str| {
+            let v = trial.tensor(name).unwrap().value(i, mode, None).unwrap();
+            assert_eq!(v.shape(), &[] as &[usize], "{name} is a scalar");
+            v.iter().copied().next().unwrap()
+        };
+        assert_eq!(scalar(saliency::LABEL), f64::from(labels[i as usize]));
+        assert_eq!(
+            scalar(saliency::PREDICTED),
+            f64::from(predicted[i as usize])
+        );
+    }
+
+    // One valid PNG per misclassified digit, of the picture's size, drawn from those values.
+    let pngs: Vec<_> = std::fs::read_dir(dir.path().join("saliency"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "png"))
+        .collect();
+    assert_eq!(pngs.len(), wrong.len());
+    assert_eq!(outcome.pictures.len(), wrong.len());
+    for p in &outcome.pictures {
+        let i = p.index as usize;
+        assert_eq!(
+            p.path.file_name().unwrap().to_str().unwrap(),
+            format!("digit{i}_label{}_pred{}.png", labels[i], predicted[i])
+        );
+        let (info, rgb) = decode(&p.path);
+        assert_eq!((info.width, info.height), saliency::PICTURE);
+        assert_eq!(info.color_type, png::ColorType::Rgb);
+        assert_eq!(info.bit_depth, png::BitDepth::Eight);
+        let x = image.value(p.index, mode, None).unwrap();
+        let g = gradient.value(p.index, mode, None).unwrap();
+        let g: Vec<f64> = g.iter().copied().collect();
+        let max = saliency::max_abs(&g);
+        assert_eq!(max, p.max_abs);
+        for r in 0..SIDE {
+            for c in 0..SIDE {
+                let (at_image, at_map) = saliency::cell_centres(r, c);
+                assert_eq!(pixel(&info, &rgb, at_image), saliency::grey(x[[0, r, c]]));
+                assert_eq!(
+                    pixel(&info, &rgb, at_map),
+                    saliency::diverging(g[r * SIDE + c] / max)
+                );
+            }
+        }
+    }
+}
+
+/// The per-image mean pixel of images `(n, 1, 8, 8)`, sorted.
+fn sorted_means(images: &Tensor) -> Vec<f64> {
+    let mut v: Vec<f64> = images
+        .to_dtype(candle_core::DType::F64)
+        .unwrap()
+        .flatten_from(1)
+        .unwrap()
+        .mean(1)
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// KS D by brute force: the largest gap between the empirical distribution functions at every
+/// sample point.
+fn ks_brute_force(a: &[f64], b: &[f64]) -> f64 {
+    let cdf = |s: &[f64], x: f64| s.iter().filter(|&&v| v <= x).count() as f64 / s.len() as f64;
+    a.iter()
+        .chain(b)
+        .map(|&x| (cdf(a, x) - cdf(b, x)).abs())
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn the_drift_rule_fires_on_washed_out_digits_and_stays_quiet_on_held_out_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let outcome = drift::run(dir.path()).unwrap();
+    let data = Data::load().unwrap();
+    let (n, m) = (data.train_y.dim(0).unwrap(), data.test_y.dim(0).unwrap());
+    let train_str = outcome.train_run.to_str().unwrap();
+
+    // The baseline in the training run: the training images as the model was served them.
+    let baseline = DataDrift::from_training_run(train_str).unwrap();
+    assert_eq!(baseline.baseline_samples(), n);
+
+    assert_eq!(
+        outcome.held_out.status.status,
+        Status::NoIssuesFound,
+        "{:?}",
+        outcome.held_out.status
+    );
+    assert_eq!(
+        outcome.shifted.status.status,
+        Status::IssuesFound,
+        "{:?}",
+        outcome.shifted.status
+    );
+
+    let served_steps = m.div_ceil(drift::SERVE_BATCH);
+    for (served, images) in [
+        (&outcome.held_out, data.test_x.clone()),
+        (&outcome.shifted, drift::shift(&data.test_x).unwrap()),
+    ] {
+        // The inference run holds every request as served, read back through Trial.
+        let trial = Trial::open(served.run.to_str().unwrap()).unwrap();
+        let input = trial.tensor(drift::INPUT).unwrap();
+        let steps = input.steps(Some(Mode::Predict)).unwrap();
+        assert_eq!(steps, (0..served_steps as u64).collect::<Vec<_>>());
+        let mut read = Vec::new();
+        for s in &steps {
+            let t = input.raw(*s, Some(Mode::Predict), None).unwrap();
+            assert_eq!(&t.shape()[1..], &[1, SIDE, SIDE]);
+            read.extend(t.to_f64_vec());
+        }
+        let expected: Vec<f32> = images.flatten_all().unwrap().to_vec1().unwrap();
+        assert_eq!(read.len(), expected.len());
+        assert!(read.iter().zip(&expected).all(|(r, e)| *r == f64::from(*e)));
+
+        // Judged from the 128th image on, at every step after; the last judgement covers every
+        // served image and its KS D is the brute-force one of the mean intensities.
+        let first = DataDrift::MIN_SAMPLES.div_ceil(drift::SERVE_BATCH) - 1;
+        assert_eq!(served.judged.len(), served_steps - first);
+        let last = served.judged.last().unwrap();
+        assert_eq!(last["samples"], m);
+        let ks = last["ks"].as_f64().unwrap();
+        let expected_ks = ks_brute_force(&sorted_means(&data.train_x), &sorted_means(&images));
+        assert!((ks - expected_ks).abs() < 1e-12, "{ks} vs {expected_ks}");
+        assert!(
+            (last["ks_critical"].as_f64().unwrap() - drift::ks_critical(n, m, 0.001)).abs() < 1e-12
+        );
+
+        // The same rule run afterwards over the finished run agrees with the one that ran in the
+        // serving session.
+        let summary = RuleRunner::builder(served.run.to_str().unwrap())
+            .write_into_run(false)
+            .rule(
+                Rule::tensor(DataDrift::from_training_run(train_str).unwrap()),
+                vec![],
+            )
+            .build()
+            .unwrap()
+            .run_offline()
+            .unwrap();
+        let offline = &summary.rules[0];
+        assert_eq!(offline.status, served.status.status);
+        assert_eq!(offline.details["judged"], served.status.details["judged"]);
+    }
+    // Quiet on the held-out digits: every judgement under both limits.
+    for j in &outcome.held_out.judged {
+        assert!(
+            j["ks"].as_f64().unwrap() < j["ks_critical"].as_f64().unwrap(),
+            "{j}"
+        );
+        assert!(j["psi"].as_f64().unwrap() < DataDrift::PSI_LIMIT, "{j}");
+        assert_eq!(j["fired"], false);
+    }
+    // Fires on the washed-out ones at every judgement, from the inputs' side.
+    for j in &outcome.shifted.judged {
+        assert!(
+            j["ks"].as_f64().unwrap() > j["ks_critical"].as_f64().unwrap(),
+            "{j}"
+        );
+        assert_eq!(j["fired"], true);
+    }
+    assert!(outcome.shifted.status.message.contains("input drift: KS D"));
+    let evidence = &outcome.shifted.status.evidence[0];
+    assert_eq!(evidence.tensor, drift::INPUT);
+}
+
+#[test]
+fn the_statistics_match_their_textbook_values() {
+    // c(0.05) = 1.358 for the two-sample KS test; equal samples give D = 0, disjoint ones 1.
+    let c = drift::ks_critical(100, 100, 0.05) / (0.02f64).sqrt();
+    assert!((c - 1.3581).abs() < 1e-4, "{c}");
+    let a = [0.1, 0.2, 0.3, 0.4];
+    assert_eq!(drift::ks_statistic(&a, &a), 0.0);
+    assert_eq!(drift::ks_statistic(&a, &[0.5, 0.6]), 1.0);
+    let b = [0.15, 0.25, 0.9];
+    assert!((drift::ks_statistic(&a, &b) - ks_brute_force(&a, &b)).abs() < 1e-15);
+    // PSI: 0 for the same counts; for shares (0.5, 0.5) against (0.9, 0.1), with counts large
+    // enough that the ½ added to each hardly matters: 0.4·ln(1.8) + 0.4·ln(5) = 0.879.
+    assert_eq!(drift::psi(&[10, 20, 30], &[10, 20, 30]), 0.0);
+    assert!(drift::psi(&[10_000, 20_000], &[20_000, 40_000]).abs() < 1e-8);
+    let p = drift::psi(&[500_000, 500_000], &[900_000, 100_000]);
+    assert!((p - 0.8789).abs() < 1e-3, "{p}");
+}
+
+#[test]
+fn training_is_seeded_so_two_trainings_give_the_same_model() {
+    let data = Data::load().unwrap();
+    let weights = |dir: &Path| {
+        let mut session = Session::builder(dir.to_str().unwrap())
+            .candle()
+            .save(SaveConfig::every(1000))
+            .start()
+            .unwrap();
+        let trained = deploy::train(&mut session, &data).unwrap();
+        session.finish().unwrap();
+        let vars = trained.vm.data().lock().unwrap();
+        let mut all: Vec<(String, Vec<f32>)> = vars
+            .iter()
+            .map(|(name, v)| (name.clone(), v.flatten_all().unwrap().to_vec1().unwrap()))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        (all, trained.test_accuracy)
+    };
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let first = weights(a.path());
+    let second = weights(b.path());
+    assert_eq!(first.0.len(), 6);
+    assert_eq!(first, second);
+}
