@@ -1,16 +1,20 @@
 //! Has the data a deployed model serves drifted from what it was trained on? Trains a small CNN
 //! on the 8×8 digits with candle in an smdebug session, captures the trained model's inputs and
-//! outputs over its training images as the baseline, then serves two copies of the held-out
+//! outputs over its training images as the baseline, then serves three copies of the held-out
 //! digits, each in a session of its own with the custom rule `DataDrift`: the digits as they are,
-//! and a washed-out copy (every pixel `0.35 + 0.65·x`). The rule reads the baseline from the
-//! training run with `Trial` and compares the served inputs and outputs with it.
+//! a washed-out copy (every pixel `0.35 + 0.65·x`) and a copy moved one pixel to the right. The
+//! rule reads the baseline from the training run with `Trial` and compares the served inputs and
+//! outputs with it: it stays quiet on the first, and fires on the washed-out digits from the
+//! inputs' side (the model still gets most of them right) and on the moved ones from the outputs'
+//! side (their intensities are those of the training images; the predictions are not).
 //!
 //! ```sh
 //! cargo run --release -p smdebug-candle --example candle_drift -- [--out DIR]
 //! ```
 //!
 //! Runs (default `DIR` = `target/smdebug-candle/drift`): `DIR/train` (training, then the baseline
-//! at PREDICT steps), `DIR/serve-heldout` and `DIR/serve-shifted` (PREDICT steps of 32 images).
+//! at PREDICT steps), `DIR/serve-heldout`, `DIR/serve-washed-out` and `DIR/serve-translated`
+//! (PREDICT steps of 32 images).
 //! In each, the collection `data_capture` holds `data_capture/input` (`[n, 1, 8, 8]`) and
 //! `data_capture/output` (the class probabilities, `[n, 10]`) at every PREDICT step.
 //!
@@ -56,7 +60,8 @@ fn main() -> Result<(), deploy::BoxError> {
     );
     for (what, served) in [
         ("held-out digits", &outcome.held_out),
-        ("washed-out digits", &outcome.shifted),
+        ("washed-out digits", &outcome.washed_out),
+        ("digits moved one pixel right", &outcome.translated),
     ] {
         println!(
             "{what}: served accuracy {:.3}, DataDrift {} ({})",

@@ -1,8 +1,9 @@
 //! The deployment examples on the shipped digits: saliency maps of the misclassified held-out
 //! digits (captured through the hook, read back with `Trial`, equal to the gradient recomputed
 //! here, drawn as valid PNGs), and the `DataDrift` rule (fires on a washed-out copy of the
-//! held-out digits, quiet on the digits as they are; its statistics checked against a
-//! brute-force computation); both seeded, so two trainings give the same model.
+//! held-out digits and on a copy moved one pixel, quiet on the digits as they are; its
+//! statistics checked against a brute-force computation); both seeded, so two trainings give
+//! the same model.
 
 #[path = "../examples/common/deploy.rs"]
 #[allow(dead_code)]
@@ -192,7 +193,7 @@ fn ks_brute_force(a: &[f64], b: &[f64]) -> f64 {
 }
 
 #[test]
-fn the_drift_rule_fires_on_washed_out_digits_and_stays_quiet_on_held_out_ones() {
+fn the_drift_rule_fires_on_shifted_digits_and_stays_quiet_on_held_out_ones() {
     let dir = tempfile::tempdir().unwrap();
     let outcome = drift::run(dir.path()).unwrap();
     let data = Data::load().unwrap();
@@ -209,17 +210,26 @@ fn the_drift_rule_fires_on_washed_out_digits_and_stays_quiet_on_held_out_ones() 
         "{:?}",
         outcome.held_out.status
     );
-    assert_eq!(
-        outcome.shifted.status.status,
-        Status::IssuesFound,
-        "{:?}",
-        outcome.shifted.status
-    );
+    for shifted in [&outcome.washed_out, &outcome.translated] {
+        assert_eq!(
+            shifted.status.status,
+            Status::IssuesFound,
+            "{:?}",
+            shifted.status
+        );
+    }
 
     let served_steps = m.div_ceil(drift::SERVE_BATCH);
     for (served, images) in [
         (&outcome.held_out, data.test_x.clone()),
-        (&outcome.shifted, drift::shift(&data.test_x).unwrap()),
+        (
+            &outcome.washed_out,
+            drift::washed_out(&data.test_x).unwrap(),
+        ),
+        (
+            &outcome.translated,
+            drift::translated(&data.test_x).unwrap(),
+        ),
     ] {
         // The inference run holds every request as served, read back through Trial.
         let trial = Trial::open(served.run.to_str().unwrap()).unwrap();
@@ -274,17 +284,48 @@ fn the_drift_rule_fires_on_washed_out_digits_and_stays_quiet_on_held_out_ones() 
         assert!(j["psi"].as_f64().unwrap() < DataDrift::PSI_LIMIT, "{j}");
         assert_eq!(j["fired"], false);
     }
-    // Fires on the washed-out ones at every judgement, from the inputs' side.
-    for j in &outcome.shifted.judged {
+    // Fires on the washed-out digits at every judgement, from the inputs' side: the model still
+    // gets most of them right, so its predicted classes hardly move.
+    for j in &outcome.washed_out.judged {
         assert!(
             j["ks"].as_f64().unwrap() > j["ks_critical"].as_f64().unwrap(),
             "{j}"
         );
         assert_eq!(j["fired"], true);
     }
-    assert!(outcome.shifted.status.message.contains("input drift: KS D"));
-    let evidence = &outcome.shifted.status.evidence[0];
-    assert_eq!(evidence.tensor, drift::INPUT);
+    let status = &outcome.washed_out.status;
+    assert!(
+        status.message.starts_with("input drift: KS D"),
+        "{status:?}"
+    );
+    assert_eq!(status.evidence[0].tensor, drift::INPUT);
+    assert!(
+        outcome.washed_out.accuracy > 0.8,
+        "{}",
+        outcome.washed_out.accuracy
+    );
+    // Fires on the moved digits at every judgement, from the outputs' side: their intensities are
+    // those of the training images, the predictions are not.
+    for j in &outcome.translated.judged {
+        assert!(
+            j["ks"].as_f64().unwrap() < j["ks_critical"].as_f64().unwrap(),
+            "{j}"
+        );
+        assert!(j["psi"].as_f64().unwrap() > DataDrift::PSI_LIMIT, "{j}");
+        assert_eq!(j["fired"], true);
+    }
+    let status = &outcome.translated.status;
+    assert!(
+        status.message.starts_with("output drift: PSI"),
+        "{status:?}"
+    );
+    assert_eq!(status.evidence[0].tensor, drift::OUTPUT);
+    assert!(
+        outcome.translated.accuracy < outcome.held_out.accuracy - 0.2,
+        "{} vs {}",
+        outcome.translated.accuracy,
+        outcome.held_out.accuracy
+    );
 }
 
 #[test]

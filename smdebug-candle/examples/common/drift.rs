@@ -20,7 +20,10 @@
 //!   the 359 held-out images, 0.08 at the `min_samples` = 128 the rule waits for, so 0.25 is
 //!   beyond chance there (p < 0.001).
 //!
-//! It fires when either exceeds its limit. SageMaker Model Monitor's data-quality baseline
+//! It fires when either exceeds its limit. The two catch different drifts: washed-out scans move
+//! every image's intensity (KS D = 1) while the model still gets most of them right, so its
+//! predicted classes hardly move; digits moved by a pixel keep their intensities while the
+//! predictions fall apart (PSI far above 0.25). SageMaker Model Monitor's data-quality baseline
 //! compares feature distributions the same way (a KS-style distance per feature, from the
 //! training data's statistics); the classifier's output histogram is its model-quality side.
 
@@ -43,10 +46,17 @@ pub const OUTPUT: &str = "data_capture/output";
 /// Images per served request (one PREDICT step each).
 pub const SERVE_BATCH: usize = 32;
 
-/// The shifted copy of the digits: washed-out scans, every pixel `0.35 + 0.65·x` (grey paper,
-/// fainter ink). Deterministic.
-pub fn shift(images: &Tensor) -> candle_core::Result<Tensor> {
+/// A shifted copy of the digits: washed-out scans, every pixel `0.35 + 0.65·x` (grey paper,
+/// fainter ink). The inputs' intensities move; the shapes stay.
+pub fn washed_out(images: &Tensor) -> candle_core::Result<Tensor> {
     images.affine(0.65, 0.35)
+}
+
+/// A shifted copy of the digits: each image moved one pixel to the right, a blank column coming
+/// in on the left (the digits' own margins are mostly blank, so little ink is lost). The
+/// intensities stay; what the model sees moves.
+pub fn translated(images: &Tensor) -> candle_core::Result<Tensor> {
+    images.pad_with_zeros(3, 1, 0)?.narrow(3, 0, SIDE)
 }
 
 /// Serves `images` with `model` in PREDICT steps of [`SERVE_BATCH`], capturing each request's
@@ -348,12 +358,14 @@ pub struct Outcome {
     pub train_run: PathBuf,
     pub trained: Trained,
     pub held_out: Served,
-    pub shifted: Served,
+    pub washed_out: Served,
+    pub translated: Served,
 }
 
 /// Trains the CNN into `out/train` (ending with the baseline pass), then serves the held-out
-/// digits into `out/serve-heldout` and their shifted copy into `out/serve-shifted`, each in a
-/// session running [`DataDrift`] against the training run.
+/// digits into `out/serve-heldout` and their two shifted copies into `out/serve-washed-out`
+/// ([`washed_out`]) and `out/serve-translated` ([`translated`]), each in a session running
+/// [`DataDrift`] against the training run.
 pub fn run(out: &Path) -> Result<Outcome> {
     let data = Data::load()?;
     let train_run = out.join("train");
@@ -411,11 +423,13 @@ pub fn run(out: &Path) -> Result<Outcome> {
         })
     };
     let held_out = serve_one("serve-heldout", &data.test_x)?;
-    let shifted = serve_one("serve-shifted", &shift(&data.test_x)?)?;
+    let washed_out = serve_one("serve-washed-out", &washed_out(&data.test_x)?)?;
+    let translated = serve_one("serve-translated", &translated(&data.test_x)?)?;
     Ok(Outcome {
         train_run,
         trained,
         held_out,
-        shifted,
+        washed_out,
+        translated,
     })
 }
