@@ -350,9 +350,7 @@ fn the_statistics_match_their_textbook_values() {
 fn training_is_seeded_so_two_trainings_give_the_same_model() {
     let data = Data::load().unwrap();
     let weights = |dir: &Path| {
-        let mut session = Session::builder(dir.to_str().unwrap())
-            .candle()
-            .save(SaveConfig::every(1000))
+        let mut session = deploy::training_session(dir.to_str().unwrap())
             .start()
             .unwrap();
         let trained = deploy::train(&mut session, &data).unwrap();

@@ -129,6 +129,26 @@ pub fn accuracy(logits: &Tensor, labels: &Tensor) -> candle_core::Result<f64> {
     Ok(f64::from(hits) / labels.dim(0)? as f64)
 }
 
+/// The training session both examples start at `location` (a run an earlier start left there is
+/// replaced): parameters and gradients every 25th TRAIN step, the loss at every TRAIN step (so
+/// that LossNotDecreasing has windows to compare), everything at every EVAL step and nothing at
+/// PREDICT steps unless a collection of the example's own asks for it; three debugging rules in
+/// the process.
+pub fn training_session(location: &str) -> SessionBuilder<CandleHook> {
+    Session::builder(location)
+        .candle()
+        .overwrite(true)
+        .save(
+            SaveConfig::every(25)
+                .with_mode(Mode::Eval, SaveConfigMode::every(1))
+                .with_mode(Mode::Predict, SaveConfigMode::never()),
+        )
+        .collection(Collection::new("losses").with_save_config(
+            SaveConfig::every(1).with_mode(Mode::Predict, SaveConfigMode::never()),
+        ))
+        .rules(["VanishingGradient", "ExplodingTensor", "LossNotDecreasing"])
+}
+
 /// A trained model and its parameters.
 pub struct Trained {
     pub vm: VarMap,

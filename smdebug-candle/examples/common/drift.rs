@@ -370,16 +370,8 @@ pub fn run(out: &Path) -> Result<Outcome> {
     let data = Data::load()?;
     let train_run = out.join("train");
     let train_str = train_run.to_str().ok_or("non-UTF-8 path")?;
-    let mut session = Session::builder(train_str)
-        .candle()
-        .overwrite(true)
-        .save(
-            SaveConfig::every(25)
-                .with_mode(Mode::Eval, SaveConfigMode::every(1))
-                .with_mode(Mode::Predict, SaveConfigMode::never()),
-        )
+    let mut session = deploy::training_session(train_str)
         .collection(capture_collection()?)
-        .rules(["VanishingGradient", "ExplodingTensor"])
         .start()?;
     let trained = deploy::train(&mut session, &data)?;
     // The baseline: the trained model over its own training images, captured as served.

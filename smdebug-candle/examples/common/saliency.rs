@@ -88,20 +88,12 @@ pub fn run(out: &Path) -> Result<Outcome> {
     let run_str = run.to_str().ok_or("non-UTF-8 path")?;
     let predict_only =
         SaveConfig::new(SaveConfigMode::never()).with_mode(Mode::Predict, SaveConfigMode::every(1));
-    let mut session = Session::builder(run_str)
-        .candle()
-        .overwrite(true)
-        .save(
-            SaveConfig::every(25)
-                .with_mode(Mode::Eval, SaveConfigMode::every(1))
-                .with_mode(Mode::Predict, SaveConfigMode::never()),
-        )
+    let mut session = deploy::training_session(run_str)
         .collection(
             Collection::new(COLLECTION)
                 .with_regex("^saliency/")?
                 .with_save_config(predict_only),
         )
-        .rules(["VanishingGradient", "ExplodingTensor"])
         .start()?;
     let data = Data::load()?;
     let trained = deploy::train(&mut session, &data)?;
