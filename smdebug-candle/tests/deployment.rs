@@ -328,6 +328,85 @@ fn the_drift_rule_fires_on_shifted_digits_and_stays_quiet_on_held_out_ones() {
     );
 }
 
+/// Writes a run at `dir` with `input` and `output` saved in `data_capture` at PREDICT step 0
+/// (none when `None`) and a loss at TRAIN step 0.
+fn crafted_run(dir: &Path, capture: Option<(&Tensor, &Tensor)>) {
+    use smdebug_candle::CandleHook;
+    use smdebug_core::Hook;
+    let builder = Hook::builder().save_config(SaveConfig::every(1));
+    let mut hook = CandleHook::new(builder, smdebug_adapter_conformance::writer(dir)).unwrap();
+    hook.set_mode(Mode::Train).unwrap();
+    hook.save_loss(
+        "loss",
+        &Tensor::new(0.5f32, &candle_core::Device::Cpu).unwrap(),
+    )
+    .unwrap();
+    hook.step().unwrap();
+    if let Some((input, output)) = capture {
+        hook.set_mode(Mode::Predict).unwrap();
+        hook.save_tensor(drift::INPUT, input, &[drift::COLLECTION])
+            .unwrap();
+        hook.save_tensor(drift::OUTPUT, output, &[drift::COLLECTION])
+            .unwrap();
+        hook.step().unwrap();
+    }
+    hook.close().unwrap();
+}
+
+#[test]
+fn the_drift_rule_refuses_a_run_without_a_baseline_and_names_a_capture_of_another_shape() {
+    let dev = candle_core::Device::Cpu;
+    let images = Tensor::zeros((4, 1, SIDE, SIDE), candle_core::DType::F32, &dev).unwrap();
+    let five = Tensor::zeros((4, 5), candle_core::DType::F32, &dev).unwrap();
+    let ten = Tensor::ones((4, 10), candle_core::DType::F32, &dev).unwrap();
+
+    // A training run without the baseline pass: a clear error naming the run and the tensor.
+    let bare = tempfile::tempdir().unwrap();
+    crafted_run(bare.path(), None);
+    let location = bare.path().to_str().unwrap();
+    let err = DataDrift::from_training_run(location)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains(location) && err.contains("has no baseline"),
+        "{err}"
+    );
+    assert!(err.contains(drift::INPUT), "{err}");
+
+    // A baseline whose outputs are not 10 class probabilities is refused the same way.
+    let odd = tempfile::tempdir().unwrap();
+    crafted_run(odd.path(), Some((&images, &five)));
+    let err = DataDrift::from_training_run(odd.path().to_str().unwrap())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("PREDICT step 0") && err.contains("[4, 5]"),
+        "{err}"
+    );
+
+    // Served outputs of another shape end the rule in Error with the step and the shapes; a
+    // good baseline is read.
+    let good = tempfile::tempdir().unwrap();
+    crafted_run(good.path(), Some((&images, &ten)));
+    let rule = DataDrift::from_training_run(good.path().to_str().unwrap()).unwrap();
+    assert_eq!(rule.baseline_samples(), 4);
+    let summary = RuleRunner::builder(odd.path().to_str().unwrap())
+        .write_into_run(false)
+        .rule(Rule::tensor(rule), vec![])
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap();
+    let status = &summary.rules[0];
+    assert_eq!(status.status, Status::Error, "{status:?}");
+    assert!(
+        status.message.contains("step 1") && status.message.contains("[4, 5]"),
+        "{status:?}"
+    );
+}
+
 #[test]
 fn the_statistics_match_their_textbook_values() {
     // c(0.05) = 1.358 for the two-sample KS test; equal samples give D = 0, disjoint ones 1.

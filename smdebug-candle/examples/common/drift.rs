@@ -210,7 +210,12 @@ impl DataDrift {
     pub fn from_training_run(location: &str) -> Result<DataDrift> {
         let trial = Trial::open(location)?;
         let mode = Some(Mode::Predict);
-        let (input, output) = (trial.tensor(INPUT)?, trial.tensor(OUTPUT)?);
+        let tensor = |name: &str| {
+            trial.tensor(name).map_err(|e| {
+                format!("{location} has no baseline: {e} (its baseline pass saves {name} at PREDICT steps)")
+            })
+        };
+        let (input, output) = (tensor(INPUT)?, tensor(OUTPUT)?);
         let mut baseline_means = Vec::new();
         let mut baseline_classes = [0; CLASSES];
         for step in input.steps(mode)? {
