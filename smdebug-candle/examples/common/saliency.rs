@@ -110,17 +110,24 @@ pub fn run(out: &Path) -> Result<Outcome> {
         .collect();
     let wrong_idx: Vec<u32> = misclassified.iter().map(|&i| i as u32).collect();
     let wrong_classes: Vec<u32> = wrong_idx.iter().map(|&i| predicted[i as usize]).collect();
-    let images = data
-        .test_x
-        .index_select(&Tensor::new(wrong_idx.as_slice(), &Device::Cpu)?, 0)?;
-    let gradients = input_gradients(&trained.model, &images, &wrong_classes)?;
+    // (`None` when the model reads every held-out digit right: nothing to explain.)
+    let wrong = if wrong_idx.is_empty() {
+        None
+    } else {
+        let idx = Tensor::new(wrong_idx.as_slice(), &Device::Cpu)?;
+        let images = data.test_x.index_select(&idx, 0)?;
+        let gradients = input_gradients(&trained.model, &images, &wrong_classes)?;
+        Some((images, gradients))
+    };
 
     // One PREDICT step per held-out image, so that a step is the image's index; only the
     // misclassified ones have anything to save.
     session.set_mode(Mode::Predict)?;
     let mut next = 0;
     for (i, &label) in labels.iter().enumerate() {
-        if misclassified.get(next) == Some(&(i as u64)) {
+        if let Some((images, gradients)) = &wrong
+            && misclassified.get(next) == Some(&(i as u64))
+        {
             let hook = session.hook();
             hook.save_tensor(GRADIENT, &gradients.get(next)?, &[COLLECTION])?;
             hook.save_tensor(IMAGE, &images.get(next)?, &[COLLECTION])?;
