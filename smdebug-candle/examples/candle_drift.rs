@@ -55,7 +55,7 @@ fn main() -> Result<(), deploy::BoxError> {
     let outcome = drift::run(&out)?;
     println!(
         "\nbaseline: {} training images in {}",
-        outcome.held_out.status.details["baseline_samples"],
+        outcome.held_out.details.baseline_samples,
         outcome.train_run.display()
     );
     for (what, served) in [
@@ -72,15 +72,15 @@ fn main() -> Result<(), deploy::BoxError> {
         if !served.status.message.is_empty() {
             println!("  {}", served.status.message);
         }
-        for j in &served.judged {
+        for j in &served.details.judged {
             println!(
                 "  step {:>2}: {:>3} images, KS D {:.3} (critical {:.3}), PSI {:.3}{}",
-                j["step"],
-                j["samples"],
-                j["ks"].as_f64().unwrap_or(f64::NAN),
-                j["ks_critical"].as_f64().unwrap_or(f64::NAN),
-                j["psi"].as_f64().unwrap_or(f64::NAN),
-                if j["fired"] == true { "  fired" } else { "" }
+                j.step,
+                j.samples,
+                j.ks,
+                j.ks_critical,
+                j.psi,
+                if j.fired { "  fired" } else { "" }
             );
         }
     }

@@ -249,15 +249,17 @@ fn the_drift_rule_fires_on_shifted_digits_and_stays_quiet_on_held_out_ones() {
         // Judged from the 128th image on, at every step after; the last judgement covers every
         // served image and its KS D is the brute-force one of the mean intensities.
         let first = DataDrift::MIN_SAMPLES.div_ceil(drift::SERVE_BATCH) - 1;
-        assert_eq!(served.judged.len(), served_steps - first);
-        let last = served.judged.last().unwrap();
-        assert_eq!(last["samples"], m);
-        let ks = last["ks"].as_f64().unwrap();
+        let judged = &served.details.judged;
+        assert_eq!(judged.len(), served_steps - first);
+        assert_eq!(judged[0].step, first as u64);
+        let last = judged.last().unwrap();
+        assert_eq!(last.samples, m);
+        let ks = last.ks;
         let expected_ks = ks_brute_force(&sorted_means(&data.train_x), &sorted_means(&images));
         assert!((ks - expected_ks).abs() < 1e-12, "{ks} vs {expected_ks}");
-        assert!(
-            (last["ks_critical"].as_f64().unwrap() - drift::ks_critical(n, m, 0.001)).abs() < 1e-12
-        );
+        assert!((last.ks_critical - drift::ks_critical(n, m, 0.001)).abs() < 1e-12);
+        assert_eq!(served.details.baseline_samples, n);
+        assert_eq!(served.details.served_classes.iter().sum::<u64>(), m as u64);
 
         // The same rule run afterwards over the finished run agrees with the one that ran in the
         // serving session.
@@ -273,25 +275,19 @@ fn the_drift_rule_fires_on_shifted_digits_and_stays_quiet_on_held_out_ones() {
             .unwrap();
         let offline = &summary.rules[0];
         assert_eq!(offline.status, served.status.status);
-        assert_eq!(offline.details["judged"], served.status.details["judged"]);
+        assert_eq!(offline.details, served.status.details);
     }
     // Quiet on the held-out digits: every judgement under both limits.
-    for j in &outcome.held_out.judged {
+    for j in &outcome.held_out.details.judged {
         assert!(
-            j["ks"].as_f64().unwrap() < j["ks_critical"].as_f64().unwrap(),
-            "{j}"
+            j.ks < j.ks_critical && j.psi < DataDrift::PSI_LIMIT && !j.fired,
+            "{j:?}"
         );
-        assert!(j["psi"].as_f64().unwrap() < DataDrift::PSI_LIMIT, "{j}");
-        assert_eq!(j["fired"], false);
     }
     // Fires on the washed-out digits at every judgement, from the inputs' side: the model still
     // gets most of them right, so its predicted classes hardly move.
-    for j in &outcome.washed_out.judged {
-        assert!(
-            j["ks"].as_f64().unwrap() > j["ks_critical"].as_f64().unwrap(),
-            "{j}"
-        );
-        assert_eq!(j["fired"], true);
+    for j in &outcome.washed_out.details.judged {
+        assert!(j.ks > j.ks_critical && j.fired, "{j:?}");
     }
     let status = &outcome.washed_out.status;
     assert!(
@@ -306,13 +302,11 @@ fn the_drift_rule_fires_on_shifted_digits_and_stays_quiet_on_held_out_ones() {
     );
     // Fires on the moved digits at every judgement, from the outputs' side: their intensities are
     // those of the training images, the predictions are not.
-    for j in &outcome.translated.judged {
+    for j in &outcome.translated.details.judged {
         assert!(
-            j["ks"].as_f64().unwrap() < j["ks_critical"].as_f64().unwrap(),
-            "{j}"
+            j.ks < j.ks_critical && j.psi > DataDrift::PSI_LIMIT && j.fired,
+            "{j:?}"
         );
-        assert!(j["psi"].as_f64().unwrap() > DataDrift::PSI_LIMIT, "{j}");
-        assert_eq!(j["fired"], true);
     }
     let status = &outcome.translated.status;
     assert!(

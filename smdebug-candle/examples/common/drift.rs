@@ -167,7 +167,7 @@ fn features(
 }
 
 /// One judgement of the served images so far.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Judgement {
     pub step: u64,
     /// Served images so far.
@@ -178,6 +178,18 @@ pub struct Judgement {
     /// PSI of the predicted-class histogram.
     pub psi: f64,
     pub fired: bool,
+}
+
+/// What [`DataDrift`] found, as its `details` in the rule's status.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DriftDetails {
+    /// Images in the baseline.
+    pub baseline_samples: usize,
+    /// Predicted classes in the baseline, and among the images served so far.
+    pub baseline_classes: [u64; CLASSES],
+    pub served_classes: [u64; CLASSES],
+    /// Every judgement, in step order.
+    pub judged: Vec<Judgement>,
 }
 
 /// Fires when the served inputs' per-image mean intensity (two-sample KS at `alpha`) or the
@@ -337,12 +349,14 @@ impl TensorRule for DataDrift {
     }
 
     fn details(&self) -> serde_json::Value {
-        serde_json::json!({
-            "baseline_samples": self.baseline_means.len(),
-            "baseline_classes": self.baseline_classes,
-            "served_classes": self.served_classes,
-            "judged": self.judged,
-        })
+        let details = DriftDetails {
+            baseline_samples: self.baseline_means.len(),
+            baseline_classes: self.baseline_classes,
+            served_classes: self.served_classes,
+            judged: self.judged.clone(),
+        };
+        // Numbers, arrays and strings only: serializing cannot fail.
+        serde_json::to_value(details).unwrap_or_default()
     }
 }
 
@@ -352,8 +366,8 @@ pub struct Served {
     pub run: PathBuf,
     /// The rule's final status in the serving session.
     pub status: smdebug::rules::RuleStatus,
-    /// Its judgements, from the status's details.
-    pub judged: Vec<serde_json::Value>,
+    /// What it found, from the status's details.
+    pub details: DriftDetails,
     /// Accuracy of the served predictions.
     pub accuracy: f64,
 }
@@ -402,10 +416,8 @@ pub fn run(out: &Path) -> Result<Outcome> {
             .into_iter()
             .find(|r| r.rule == DataDrift::NAME)
             .ok_or("the serving session has no DataDrift status")?;
-        let judged = status.details["judged"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
+        let details: DriftDetails = serde_json::from_value(status.details.clone())
+            .map_err(|e| format!("DataDrift's details in {}: {e}", run.display()))?;
         let labels: Vec<u32> = data.test_y.to_vec1()?;
         let hits = predicted
             .iter()
@@ -415,7 +427,7 @@ pub fn run(out: &Path) -> Result<Outcome> {
         Ok(Served {
             run,
             status,
-            judged,
+            details,
             accuracy: hits as f64 / labels.len() as f64,
         })
     };
