@@ -101,3 +101,24 @@ fn the_transformer_example_trains_a_healthy_model() {
     let dir = tempfile::tempdir().unwrap();
     assert_healthy(&train("candle_transformer", dir.path(), "run"));
 }
+
+#[test]
+fn the_saliency_example_trains_a_healthy_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = train("candle_saliency", dir.path(), "run");
+    assert_healthy(&run);
+    assert!(
+        std::fs::read_dir(dir.path().join("saliency"))
+            .unwrap()
+            .any(|e| e.unwrap().path().extension().is_some_and(|x| x == "png")),
+        "no saliency map drawn"
+    );
+}
+
+#[test]
+fn the_drift_example_trains_a_healthy_model() {
+    // The training run (its baseline pass at PREDICT steps included) is healthy; what the rule
+    // finds in the inference runs is `tests/deployment.rs`'s.
+    let dir = tempfile::tempdir().unwrap();
+    assert_healthy(&train("candle_drift", dir.path(), "train"));
+}
