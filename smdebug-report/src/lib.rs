@@ -93,6 +93,7 @@ mod charts;
 mod html;
 mod input;
 mod load;
+mod notebook;
 mod output;
 mod render;
 mod rule_file;
@@ -105,6 +106,7 @@ pub use input::{
     ScalarSeries,
 };
 pub use load::FollowedRun;
+pub use notebook::{NOTEBOOK_FILE, RULE_SUMMARY_FILE, render_notebook};
 pub use output::{
     ReportError, WrittenReport, rule_file_name, safe_file_stem, write_report, write_report_to,
     write_rule_files, write_rule_files_to,

@@ -7,7 +7,10 @@ use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE};
 use smdebug_rules::{ReportPlan, ReportWriteError, Reporter, RunState};
 
 use crate::input::{LoadOptions, ReportInput};
-use crate::output::{write_report, write_report_to, write_rule_files_to};
+use crate::notebook::{NOTEBOOK_FILE, RULE_SUMMARY_FILE, render_notebook};
+use crate::output::{
+    write_beside, write_beside_to, write_report, write_report_to, write_rule_files_to,
+};
 
 /// Writes the profiling report of the run a `RuleRunner` evaluates, from the runner's own
 /// data. Attach it with `RunnerBuilder::reporter`.
@@ -118,22 +121,67 @@ impl Reporter for ReportWriter {
             .take()
             .unwrap_or_else(|| ReportInput::from_run(run, &self.options))
             .with_rules(run.summary.rules.clone());
+        // The rules' statuses the page is drawn from, beside it for the notebook to read.
+        let summary = serde_json::to_vec_pretty(run.summary).map_err(ReportWriteError::new)?;
         match &self.html {
             Some(path) => {
                 if let Some(dir) = &self.rule_dir {
                     write_rule_files_to(&input, dir).map_err(ReportWriteError::new)?;
                 }
                 write_report_to(&input, path).map_err(ReportWriteError::new)?;
+                let dir = match path.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => p,
+                    _ => Path::new("."),
+                };
+                let summary_path = absolute(&dir.join(RULE_SUMMARY_FILE));
+                let notebook =
+                    render_notebook(&input, &absolute_location(run.location), &summary_path);
+                write_beside_to(dir, RULE_SUMMARY_FILE, summary).map_err(ReportWriteError::new)?;
+                write_beside_to(dir, NOTEBOOK_FILE, notebook.into_bytes())
+                    .map_err(ReportWriteError::new)?;
             }
             None => {
-                write_report(
-                    &input,
-                    run.storage.as_ref(),
-                    &format!("{}/{REPORT_FILE}", self.run_dir),
+                let location = absolute_location(run.location);
+                let summary_location = format!(
+                    "{}/{}/{RULE_SUMMARY_FILE}",
+                    location.trim_end_matches('/'),
+                    self.run_dir
+                );
+                let storage = run.storage.as_ref();
+                write_report(&input, storage, &format!("{}/{REPORT_FILE}", self.run_dir))
+                    .map_err(ReportWriteError::new)?;
+                let notebook = render_notebook(&input, &location, &summary_location);
+                write_beside(
+                    storage,
+                    &format!("{}/{RULE_SUMMARY_FILE}", self.run_dir),
+                    summary,
+                )
+                .map_err(ReportWriteError::new)?;
+                write_beside(
+                    storage,
+                    &format!("{}/{NOTEBOOK_FILE}", self.run_dir),
+                    notebook.into_bytes(),
                 )
                 .map_err(ReportWriteError::new)?;
             }
         }
         Ok(())
     }
+}
+
+/// A run location as the notebook names it: a local path made absolute (the notebook may be
+/// opened from anywhere), an object-store URL as it is.
+fn absolute_location(location: &str) -> String {
+    if location.contains("://") {
+        location.to_owned()
+    } else {
+        absolute(Path::new(location))
+    }
+}
+
+fn absolute(path: &Path) -> String {
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
 }
