@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE};
+use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE, sagemaker_report_dir};
 use smdebug_rules::{ReportPlan, ReportWriteError, Reporter, RunState};
 
 use crate::input::{LoadOptions, ReportInput};
@@ -50,6 +50,14 @@ impl ReportWriter {
             run_dir: dir.trim_matches('/').to_owned(),
             ..ReportWriter::into_run()
         }
+    }
+
+    /// The report goes into SageMaker's folder layout inside the run:
+    /// `<run>/rule-output/ProfilerReport-<timestamp>/profiler-output/` (the timestamp, seconds
+    /// since the epoch, is now), with the page, the notebook and each rule's JSON result, through
+    /// the run's storage, as SageMaker lays out a training job's rule output.
+    pub fn sagemaker_layout() -> ReportWriter {
+        ReportWriter::into_run_folder(&sagemaker_report_dir(std::time::SystemTime::now()))
     }
 
     /// The page goes to `html` on local disk, and nothing else is written (see

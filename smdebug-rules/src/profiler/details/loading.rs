@@ -31,6 +31,11 @@ pub struct NodeDataLoading {
     pub workers_from: String,
     /// The `num_workers` argument of the data-loading spans, if they had one.
     pub num_workers_argument: Option<u64>,
+    /// Whether the data loader pins its batches in page-locked memory (`pin_memory` on the
+    /// data-loading spans, as PyTorch's `DataLoader(pin_memory=…)`): `false` when any span
+    /// said it does not, `None` when no span said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin_memory: Option<bool>,
     /// The fewest workers allowed (`cores × min_threshold / 100`).
     pub min_workers: f64,
     /// The most workers allowed (`cores × max_threshold / 100`).
