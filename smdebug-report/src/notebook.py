@@ -112,8 +112,9 @@ display(rule_table)
 # %% [markdown]
 # ## Step durations
 #
-# The step spans per node and mode, computed here from the spans (exact), then the StepOutlier
-# rule's own figures and outliers.
+# The step spans per node and mode, computed here from the spans (exact; percentiles
+# interpolated between ranks as the StepOutlier rule computes them), then the rule's own
+# figures (which it records in seconds to 4 decimals) and outliers.
 
 # %%
 step_stats = []
@@ -126,9 +127,10 @@ for (node, mode), group in steps.groupby(["nodeID", "mode"]):
             "steps": int(len(d)),
             "mean_ms": float(d.mean()),
             "min_ms": float(d.min()),
-            "p50_ms": rank_value(d, 0.50),
-            "p95_ms": rank_value(d, 0.95),
-            "p99_ms": rank_value(d, 0.99),
+            # Interpolated between ranks (numpy's default), as StepOutlier computes them.
+            "p50_ms": float(np.percentile(d, 50)),
+            "p95_ms": float(np.percentile(d, 95)),
+            "p99_ms": float(np.percentile(d, 99)),
             "max_ms": float(d.max()),
         }
     )
@@ -195,8 +197,9 @@ if plt is not None and len(system):
 # The time of the Forward and Backward spans (the adapters' forward and backward passes).
 
 # %%
-forward = float(spans[spans.process == "Forward"].duration_us.sum()) / 1e6
-backward = float(spans[spans.process == "Backward"].duration_us.sum()) / 1e6
+# Backward rows are named as smdebug names them (`Backward(post-forward)`).
+forward = float(spans[spans.process.str.startswith("Forward")].duration_us.sum()) / 1e6
+backward = float(spans[spans.process.str.startswith("Backward")].duration_us.sum()) / 1e6
 FIGURES["forward_backward"] = {"forward_s": forward, "backward_s": backward}
 if forward > 0 and backward > 0:
     print(f"Forward passes took {forward:.3f} s and backward passes {backward:.3f} s: backward/forward = {backward / forward:.2f}.")
@@ -236,7 +239,7 @@ for (node, gpu), group in memory.groupby(["nodeID", "system_metric"]) if len(mem
     )
 FIGURES["gpu_memory"] = gpu_memory
 if not gpu_memory:
-    print("No GPU memory was recorded: the job ran without a GPU, or NVML was not available to the sampler.")
+    print("No GPU: no GPU memory was recorded. The job ran without a GPU, or NVML was not available to the sampler.")
 else:
     display(pd.DataFrame(gpu_memory))
     if plt is not None:
