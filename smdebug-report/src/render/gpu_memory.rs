@@ -61,6 +61,27 @@ impl Page<'_> {
                     Some((0.0, 100.0)),
                 );
                 self.chart(drawn, "Per GPU over the whole job: box from p25 to p75 with the median, whiskers p5 to p95 (each within 1% of the value at its rank), dots at min and max (exact).");
+                let rows: Vec<Vec<Cell>> = boxes
+                    .iter()
+                    .map(|(gpu, s)| {
+                        let mut row = vec![Cell::text(node), Cell::text(gpu)];
+                        row.extend(
+                            [s.min, s.p5, s.p25, s.p50, s.p75, s.p95, s.max]
+                                .map(|v| Cell::num(format!("{v:.1}"))),
+                        );
+                        row.push(Cell::num(s.count.to_string()));
+                        row
+                    })
+                    .collect();
+                table(
+                    &mut self.out,
+                    "gpu-memory-spread",
+                    &[
+                        "node", "GPU", "min %", "p5 %", "p25 %", "p50 %", "p75 %", "p95 %",
+                        "max %", "samples",
+                    ],
+                    &rows,
+                );
             }
         }
         self.gpu_memory_table();
