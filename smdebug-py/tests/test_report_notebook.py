@@ -152,7 +152,7 @@ def test_the_notebook_beside_the_report_reruns_the_analysis_to_the_pages_figures
 def test_read_summary_reads_a_run_or_a_summary_file_and_names_what_is_missing(demo_run, tmp_path):
     from smdebug_rs import rules
 
-    beside = rules.read_summary(str(demo_run / "report" / "rule_job_summary.json"))
+    beside = rules.read_summary(str(demo_run / "report" / "profiler-report.rules.json"))
     in_run = rules.read_summary(str(demo_run))
     assert {r.rule for r in beside.rules} == {r.rule for r in in_run.rules}
     assert beside.rule("Dataloader").details["kind"] == "dataloader"

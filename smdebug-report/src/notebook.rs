@@ -12,12 +12,29 @@ use serde_json::{Value, json};
 
 use crate::input::ReportInput;
 
-/// The notebook's file name, beside the page.
+/// The notebook's file name beside the report's usual page (`profiler-report.html`).
 pub const NOTEBOOK_FILE: &str = "profiler-report.ipynb";
 
-/// The rules' summary the page was drawn from, written beside the page and the notebook (the
-/// runner's `rule_job_summary.json` form), which the notebook reads.
-pub const RULE_SUMMARY_FILE: &str = "rule_job_summary.json";
+/// The notebook's file name beside the page named `page`: the page's name with `.ipynb` for
+/// its extension (`profiler-report.html` → `profiler-report.ipynb`). Named after the page, so
+/// that the report writes nothing beside it but files named after it.
+pub fn notebook_name(page: &str) -> String {
+    format!("{}.ipynb", page_stem(page))
+}
+
+/// The file name of the rules' summary the page was drawn from (the runner's
+/// `rule_job_summary.json` form), which the notebook reads, beside the page named `page`:
+/// `profiler-report.html` → `profiler-report.rules.json`.
+pub fn rule_summary_name(page: &str) -> String {
+    format!("{}.rules.json", page_stem(page))
+}
+
+fn page_stem(page: &str) -> &str {
+    match page.rsplit_once('.') {
+        Some((stem, _)) if !stem.is_empty() => stem,
+        _ => page,
+    }
+}
 
 const CELLS: &str = include_str!("notebook.py");
 
@@ -125,6 +142,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_files_beside_a_page_are_named_after_it() {
+        assert_eq!(notebook_name("profiler-report.html"), NOTEBOOK_FILE);
+        assert_eq!(notebook_name("x.y.htm"), "x.y.ipynb");
+        assert_eq!(notebook_name("page"), "page.ipynb");
+        assert_eq!(rule_summary_name(".html"), ".html.rules.json");
+        assert_eq!(
+            rule_summary_name("profiler-report.html"),
+            "profiler-report.rules.json"
+        );
+    }
+
+    #[test]
     fn cells_alternate_as_marked_and_the_header_is_left_out() {
         let nb: Value = serde_json::from_str(&render_notebook(
             &ReportInput {
@@ -132,7 +161,7 @@ mod tests {
                 ..ReportInput::default()
             },
             "/tmp/run\"x",
-            "/tmp/report/rule_job_summary.json",
+            "/tmp/report/profiler-report.rules.json",
         ))
         .unwrap();
         assert_eq!(nb["nbformat"], 4);

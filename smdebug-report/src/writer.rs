@@ -7,7 +7,7 @@ use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE, sagemaker_report_di
 use smdebug_rules::{ReportPlan, ReportWriteError, Reporter, RunState};
 
 use crate::input::{LoadOptions, ReportInput};
-use crate::notebook::{NOTEBOOK_FILE, RULE_SUMMARY_FILE, render_notebook};
+use crate::notebook::{notebook_name, render_notebook, rule_summary_name};
 use crate::output::{
     write_beside, write_beside_to, write_report, write_report_to, write_rule_files_to,
 };
@@ -43,8 +43,9 @@ impl ReportWriter {
     }
 
     /// The report goes into the folder `dir` inside the run (`<run>/<dir>/`[`REPORT_FILE`],
-    /// each rule's JSON result beside it), through the run's storage, local or object store:
-    /// wherever the run is, the report is in it.
+    /// each rule's JSON result, the notebook and the rules' summary it reads beside it),
+    /// through the run's storage, local or object store: wherever the run is, the report is in
+    /// it.
     pub fn into_run_folder(dir: &str) -> ReportWriter {
         ReportWriter {
             run_dir: dir.trim_matches('/').to_owned(),
@@ -60,8 +61,10 @@ impl ReportWriter {
         ReportWriter::into_run_folder(&sagemaker_report_dir(std::time::SystemTime::now()))
     }
 
-    /// The page goes to `html` on local disk, and nothing else is written (see
-    /// [`rule_files_to`](Self::rule_files_to) for the rules' JSON results).
+    /// The page goes to `html` on local disk, with its notebook and the rules' summary the
+    /// notebook reads beside it, named after the page ([`notebook_name`],
+    /// [`rule_summary_name`]: `report.html` → `report.ipynb`, `report.rules.json`); nothing else
+    /// is written (see [`rule_files_to`](Self::rule_files_to) for the rules' JSON results).
     pub fn to_file(html: impl Into<PathBuf>) -> ReportWriter {
         ReportWriter {
             html: Some(html.into()),
@@ -141,17 +144,25 @@ impl Reporter for ReportWriter {
                     Some(p) if !p.as_os_str().is_empty() => p,
                     _ => Path::new("."),
                 };
-                let summary_path = absolute(&dir.join(RULE_SUMMARY_FILE));
-                let notebook =
-                    render_notebook(&input, &absolute_location(run.location), &summary_path);
-                write_beside_to(dir, RULE_SUMMARY_FILE, summary).map_err(ReportWriteError::new)?;
-                write_beside_to(dir, NOTEBOOK_FILE, notebook.into_bytes())
+                let page = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let summary_name = rule_summary_name(&page);
+                let notebook = render_notebook(
+                    &input,
+                    &absolute_location(run.location),
+                    &absolute(&dir.join(&summary_name)),
+                );
+                write_beside_to(dir, &summary_name, summary).map_err(ReportWriteError::new)?;
+                write_beside_to(dir, &notebook_name(&page), notebook.into_bytes())
                     .map_err(ReportWriteError::new)?;
             }
             None => {
                 let location = absolute_location(run.location);
+                let summary_name = rule_summary_name(REPORT_FILE);
                 let summary_location = format!(
-                    "{}/{}/{RULE_SUMMARY_FILE}",
+                    "{}/{}/{summary_name}",
                     location.trim_end_matches('/'),
                     self.run_dir
                 );
@@ -161,13 +172,13 @@ impl Reporter for ReportWriter {
                 let notebook = render_notebook(&input, &location, &summary_location);
                 write_beside(
                     storage,
-                    &format!("{}/{RULE_SUMMARY_FILE}", self.run_dir),
+                    &format!("{}/{summary_name}", self.run_dir),
                     summary,
                 )
                 .map_err(ReportWriteError::new)?;
                 write_beside(
                     storage,
-                    &format!("{}/{NOTEBOOK_FILE}", self.run_dir),
+                    &format!("{}/{}", self.run_dir, notebook_name(REPORT_FILE)),
                     notebook.into_bytes(),
                 )
                 .map_err(ReportWriteError::new)?;

@@ -13,7 +13,7 @@ use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, system_file_key};
-use smdebug_report::{NOTEBOOK_FILE, RULE_SUMMARY_FILE, ReportWriter};
+use smdebug_report::{NOTEBOOK_FILE, ReportWriter};
 use smdebug_rules::profiler::Details;
 use smdebug_rules::report::REPORT_FILE;
 use smdebug_rules::{RuleRunner, RuleSpec, Summary};
@@ -67,10 +67,22 @@ fn record(run: &Path, gpus: bool) {
     for step in 0..STEPS {
         let at = UNIX_EPOCH + Duration::from_secs(start) + Duration::from_millis(step * 100);
         let step_of = Some((Mode::Train, step));
-        spans.record(Phase::Step(Mode::Train), None, at, Duration::from_millis(60), step_of);
+        spans.record(
+            Phase::Step(Mode::Train),
+            None,
+            at,
+            Duration::from_millis(60),
+            step_of,
+        );
         spans.record(Phase::Forward, None, at, Duration::from_millis(10), step_of);
         let backward_at = at + Duration::from_millis(10);
-        spans.record(Phase::Backward, None, backward_at, Duration::from_millis(30), step_of);
+        spans.record(
+            Phase::Backward,
+            None,
+            backward_at,
+            Duration::from_millis(30),
+            step_of,
+        );
         // A data-loading span of the loop's own loader, which does not pin its batches.
         spans
             .data_loading()
@@ -148,14 +160,20 @@ fn report(gpus: bool) -> (tempfile::TempDir, std::path::PathBuf, String, Summary
 fn the_page_says_its_findings_are_informational_and_pies_forward_against_backward() {
     let (_dir, _, html, _) = report(false);
     let notice = &html[..html.find("<main>").unwrap()];
-    assert!(notice.contains("The findings are informational."), "{notice}");
+    assert!(
+        notice.contains("The findings are informational."),
+        "{notice}"
+    );
     let framework = section(&html, "framework-metrics");
     let pie = framework
         .split("<figure")
         .find(|f| f.contains("Forward vs backward"))
         .expect("the forward-vs-backward pie");
     // 10 forward spans of 10 ms against 10 backward spans of 30 ms.
-    assert!(pie.contains("Forward: 25.0%") && pie.contains("Backward: 75.0%"), "{pie}");
+    assert!(
+        pie.contains("Forward: 25.0%") && pie.contains("Backward: 75.0%"),
+        "{pie}"
+    );
 }
 
 #[test]
@@ -169,14 +187,24 @@ fn gpu_memory_is_boxed_per_gpu_and_a_job_without_gpu_says_so() {
     // gpu0: 10, 11, … 39 %; percentile pN at rank round(N% · 29), within 1 %.
     let gpu0 = &spread[0];
     assert_eq!((gpu0[0].as_str(), gpu0[1].as_str()), ("algo-1", "gpu0"));
-    assert_eq!((num(&gpu0[2]), num(&gpu0[8]), num(&gpu0[9])), (10.0, 39.0, 30.0));
+    assert_eq!(
+        (num(&gpu0[2]), num(&gpu0[8]), num(&gpu0[9])),
+        (10.0, 39.0, 30.0)
+    );
     for (cell, q) in [(3, 0.05), (4, 0.25), (5, 0.5), (6, 0.75), (7, 0.95)] {
         let exact = 10.0 + (q * 29.0_f64).round();
-        assert!((num(&gpu0[cell]) - exact).abs() <= exact * 0.01 + 0.05, "{gpu0:?}");
+        assert!(
+            (num(&gpu0[cell]) - exact).abs() <= exact * 0.01 + 0.05,
+            "{gpu0:?}"
+        );
     }
     // gpu1: 50 % throughout.
     assert_eq!(spread[1][1], "gpu1");
-    assert!(spread[1][2..9].iter().all(|v| num(v) == 50.0), "{:?}", spread[1]);
+    assert!(
+        spread[1][2..9].iter().all(|v| num(v) == 50.0),
+        "{:?}",
+        spread[1]
+    );
 
     let (_dir, _, html, _) = report(false);
     let memory = section(&html, "gpu-memory");
@@ -207,7 +235,8 @@ fn a_loader_that_does_not_pin_memory_is_a_finding_of_the_dataloader_rule() {
 fn the_notebook_and_the_rules_summary_it_reads_are_beside_the_page() {
     let (dir, folder, _, summary) = report(true);
     let written: Summary =
-        serde_json::from_slice(&std::fs::read(folder.join(RULE_SUMMARY_FILE)).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(folder.join("profiler-report.rules.json")).unwrap())
+            .unwrap();
     let names = |s: &Summary| s.rules.iter().map(|r| r.rule.clone()).collect::<Vec<_>>();
     assert_eq!(names(&written), names(&summary));
     assert_eq!(
@@ -225,7 +254,7 @@ fn the_notebook_and_the_rules_summary_it_reads_are_beside_the_page() {
         .collect();
     // The notebook names the run and the summary by absolute paths, so it runs from anywhere.
     let run = std::path::absolute(dir.path().join("run")).unwrap();
-    let summary_file = std::path::absolute(folder.join(RULE_SUMMARY_FILE)).unwrap();
+    let summary_file = std::path::absolute(folder.join("profiler-report.rules.json")).unwrap();
     assert!(
         parameters.contains(&format!("RUN = {:?}", run.display().to_string())),
         "{parameters}"
@@ -240,7 +269,7 @@ fn the_notebook_and_the_rules_summary_it_reads_are_beside_the_page() {
 }
 
 #[test]
-fn a_report_to_a_file_has_its_notebook_beside_it() {
+fn a_report_to_a_file_has_its_notebook_beside_it_named_after_it() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     record(&run, false);
@@ -258,5 +287,6 @@ fn a_report_to_a_file_has_its_notebook_beside_it() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     files.sort();
-    assert_eq!(files, ["mine.html", NOTEBOOK_FILE, RULE_SUMMARY_FILE]);
+    // Named after the page: nothing else of the folder's is touched.
+    assert_eq!(files, ["mine.html", "mine.ipynb", "mine.rules.json"]);
 }

@@ -361,9 +361,8 @@ impl<H: Capture> SessionBuilder<H> {
                     Some(super::report_location_in(location, dir)),
                 ),
                 ReportTarget::SageMakerLayout => {
-                    let dir = smdebug_rules::report::sagemaker_report_dir(
-                        std::time::SystemTime::now(),
-                    );
+                    let dir =
+                        smdebug_rules::report::sagemaker_report_dir(std::time::SystemTime::now());
                     (
                         runner.reporter(smdebug_report::ReportWriter::into_run_folder(&dir)),
                         Some(super::report_location_in(location, &dir)),

@@ -165,8 +165,8 @@ def read_summary(path: Union[str, os.PathLike]) -> Summary:
     """The rules' statuses a runner or a report wrote, with each rule's evidence and typed
     findings (``details``): ``path`` is a run (its ``rules/rule_job_summary.json``, written by
     ``smdebug rules --write-into-run``, ``run(..., write_into_run=True)`` or a session) or a
-    summary file itself (the ``rule_job_summary.json`` the profiling report writes beside its
-    page and notebook). A local path or an object-store URL, read through the same storage as
+    summary file itself (``profiler-report.rules.json``, which the profiling report writes
+    beside its page and notebook). A local path or an object-store URL, read through the same storage as
     the run's other files."""
     return _summary(_native.read_summary(os.fspath(path)))
 
