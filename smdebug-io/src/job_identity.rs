@@ -62,14 +62,17 @@ pub struct JobIdentity {
 /// When this process started, seconds since the epoch, and how that was found: on Linux the
 /// kernel's start time of the process (`/proc/self/stat` `starttime`, placed in wall time
 /// through `/proc/uptime`, to 10 ms); elsewhere, or when /proc cannot be read, the first time
-/// smdebug asked (the first session's start).
+/// smdebug asked (the first session's start). Found once, the first time it is asked: every reader of it in the process (the identity
+/// file, the session's `Process` span) has the same time.
 pub fn process_started() -> (f64, ProcessStartSource) {
-    static FIRST_USE: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-    let first_use = *FIRST_USE.get_or_init(now_s);
-    match kernel_process_start() {
-        Some(started) => (started.min(first_use), ProcessStartSource::Kernel),
-        None => (first_use, ProcessStartSource::FirstUse),
-    }
+    static STARTED: std::sync::OnceLock<(f64, ProcessStartSource)> = std::sync::OnceLock::new();
+    *STARTED.get_or_init(|| {
+        let first_use = now_s();
+        match kernel_process_start() {
+            Some(started) => (started.min(first_use), ProcessStartSource::Kernel),
+            None => (first_use, ProcessStartSource::FirstUse),
+        }
+    })
 }
 
 /// Where [`process_started`] found the process's start.
