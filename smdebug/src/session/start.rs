@@ -286,7 +286,10 @@ impl<H: Capture> SessionBuilder<H> {
         let (recorder, guard) =
             SpanRecorder::start(config.node(node.clone()).worker(worker_id), storage.clone())?;
         parts.span_writer = Some(guard);
-        record_process_start(&recorder);
+        // Not when the loop's phases are never recorded (`DisableProfiler`): no span at all.
+        if !matches!(self.timeline.phases, smdebug_core::window::Window::Never) {
+            record_process_start(&recorder);
+        }
         let code = match code_profile_support() {
             Ok(()) => {
                 // Readied (pprof-rs's sample table, 45-115 MB, allocated) only for a window
