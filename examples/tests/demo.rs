@@ -457,4 +457,15 @@ fn the_demo_reports_in_sagemakers_layout_counting_initialization_from_the_proces
         "{loading}"
     );
     assert!(html.contains("does not pin its batches"));
+
+    // The run with its report in SageMaker's layout is a run: the demo replaces it (the
+    // folder `rule-output/` is the run's own), and the earlier report goes with it.
+    std::thread::sleep(std::time::Duration::from_millis(1100)); // a new timestamp, a second on
+    demo(&run, &["--epochs", "1", "--sagemaker-layout"]);
+    let again: Vec<String> = std::fs::read_dir(run.join("rule-output"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_ne!(again, outputs);
 }
