@@ -99,7 +99,6 @@ impl Page<'_> {
                 }),
             ]);
         }
-        self.pin_memory_finding(details);
         table(
             &mut self.out,
             "data-loading",
@@ -119,6 +118,7 @@ impl Page<'_> {
             ],
             &rows,
         );
+        self.pin_memory_finding(details);
         if !heavy.is_empty() {
             self.advice(&format!(
                 "Waiting for data takes more than 20% of the training loop on {}. Load in parallel \
