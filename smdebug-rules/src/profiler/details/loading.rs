@@ -73,7 +73,9 @@ pub enum WorkerVerdict {
 pub struct InitializationDetails {
     /// The limit, minutes.
     pub threshold_minutes: f64,
-    /// The job's first record, µs since the epoch.
+    /// The job's first record, µs since the epoch: the process's start when the session
+    /// recorded it (its `Process` span, from the process's start to the session's), else the
+    /// first system sample or span.
     pub job_start_us: Option<u64>,
     /// The first step span's start.
     pub first_step_start_us: Option<u64>,
