@@ -260,7 +260,8 @@ fn run(
                 Some(side) => train.resampled_batch(batch, side, Some((&mut aug_rng, 10.0, 1.0))),
                 None => train.batch(batch),
             });
-        for (x, y) in timeline.data(batches) {
+        // The batches are built on this thread in ordinary (pageable) memory: not pinned.
+        for (x, y) in timeline.data(batches).pin_memory(false) {
             let fwd = timeline.scope(Phase::Forward, || model.forward_on(&x, timeline));
             let (loss, acc) = Mlp::loss_and_accuracy(&fwd, &y);
             let grads = timeline.scope(Phase::Backward, || model.backward(&fwd, &y));
@@ -307,7 +308,7 @@ fn evaluate(
         };
         (x, y, batch.len())
     });
-    for (x, y, len) in timeline.data(batches) {
+    for (x, y, len) in timeline.data(batches).pin_memory(false) {
         let fwd = timeline.scope(Phase::Forward, || model.forward_on(&x, timeline));
         let (loss, acc) = Mlp::loss_and_accuracy(&fwd, &y);
         let w = len as f32;

@@ -353,3 +353,122 @@ fn the_demo_follows_the_run_where_sagemakers_local_path_puts_it() {
     // --out holds no run: the folder the demo made for it is empty.
     assert_eq!(std::fs::read_dir(&out).map(|d| d.count()).unwrap_or(0), 0);
 }
+
+/// `--sagemaker-layout`: the report in SageMaker's folder,
+/// `rule-output/ProfilerReport-<timestamp>/profiler-output/`, with its notebook and the rules'
+/// summary the notebook reads beside the page. The session records the process's start (in its
+/// identity file, and as the `Process` span up to the session's start), so initialization is
+/// counted from it; the demo's loader, which does not pin memory, says so on its data-loading
+/// spans and the Dataloader rule and the page report it.
+#[test]
+fn the_demo_reports_in_sagemakers_layout_counting_initialization_from_the_process_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let secs = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    let before = secs();
+    let stdout = demo(&run, &["--epochs", "1", "--sagemaker-layout"]);
+    let after = secs();
+    let outputs: Vec<String> = std::fs::read_dir(run.join("rule-output"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(outputs.len(), 1, "{outputs:?}");
+    let stamp: u64 = outputs[0]
+        .strip_prefix("ProfilerReport-")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((before..=after).contains(&stamp), "{stamp}");
+    let folder = run
+        .join("rule-output")
+        .join(&outputs[0])
+        .join("profiler-output");
+    let page = folder.join("profiler-report.html");
+    assert!(
+        stdout.contains(&format!("profiling report: {}", page.display())),
+        "{stdout}"
+    );
+    for file in [
+        "profiler-report.ipynb",
+        "profiler-report.rules.json",
+        "Dataloader.json",
+        "MaxInitializationTime.json",
+    ] {
+        assert!(folder.join(file).is_file(), "{file}");
+    }
+    assert!(!run.join("report").exists());
+    let html = std::fs::read_to_string(&page).unwrap();
+
+    // The process's start, in the identity file and as the first span of the run.
+    let storage = smdebug_io::storage::LocalStorage::new(&run).unwrap();
+    let (jobs, problems) = smdebug_io::jobs::read_jobs(&storage).unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+    let job = &jobs[0];
+    let process_started = job.process_started.expect("the process's start recorded");
+    assert!(process_started <= job.started, "{job:?}");
+    let spans = smdebug_profiler::reader::ProfilerReader::open(run.to_str().unwrap())
+        .unwrap()
+        .spans(&Default::default())
+        .unwrap();
+    let process: Vec<_> = spans.iter().filter(|s| s.phase == "Process").collect();
+    assert_eq!(process.len(), 1, "one process-start span");
+    let span = process[0];
+    assert!(
+        (span.start_us as f64 - process_started * 1e6).abs() < 1000.0,
+        "{span:?} against {process_started}"
+    );
+    let first = spans.iter().map(|s| s.start_us).min().unwrap();
+    assert_eq!(
+        first, span.start_us,
+        "the process's start is the run's first record"
+    );
+    let first_step = spans
+        .iter()
+        .filter(|s| s.phase.starts_with("Step:"))
+        .map(|s| s.start_us)
+        .min()
+        .unwrap();
+    assert!(span.end_us <= first_step);
+
+    // MaxInitializationTime counts from it: from the process's start to the first step.
+    let init = rule(&summary(&run), "MaxInitializationTime")["details"].clone();
+    assert_eq!(init["job_start_us"], span.start_us, "{init}");
+    assert_eq!(init["first_step_start_us"], first_step, "{init}");
+    let seconds = init["initialization_s"].as_f64().unwrap();
+    let expected = (first_step - span.start_us) as f64 / 1e6;
+    assert!(
+        (seconds - expected).abs() < 1e-4,
+        "{seconds} against {expected}"
+    );
+    assert!(
+        html.contains(&format!("Initialization</td><td>{seconds:.3} s")),
+        "the page's initialization"
+    );
+
+    // The loader does not pin memory: the Dataloader rule's finding, on the page.
+    let loading = rule(&summary(&run), "Dataloader")["details"].clone();
+    let nodes = loading["nodes"].as_object().unwrap();
+    assert_eq!(nodes.len(), 1, "{loading}");
+    assert_eq!(
+        nodes.values().next().unwrap()["pin_memory"],
+        false,
+        "{loading}"
+    );
+    assert!(html.contains("does not pin its batches"));
+
+    // The run with its report in SageMaker's layout is a run: the demo replaces it (the
+    // folder `rule-output/` is the run's own), and the earlier report goes with it.
+    std::thread::sleep(std::time::Duration::from_millis(1100)); // a new timestamp, a second on
+    demo(&run, &["--epochs", "1", "--sagemaker-layout"]);
+    let again: Vec<String> = std::fs::read_dir(run.join("rule-output"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_ne!(again, outputs);
+}

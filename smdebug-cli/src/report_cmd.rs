@@ -31,8 +31,10 @@ pub(crate) struct ReportArgs {
     /// then shows the traces' operator breakdowns only.
     #[arg(required_unless_present = "traces")]
     run: Option<String>,
-    /// The HTML file to write, and nothing else is written beside it. An existing directory
-    /// gets `profiler-report.html` inside it.
+    /// The HTML file to write. Beside it go only files named after it: its notebook
+    /// (`<name>.ipynb`, to rerun the analysis with the Python package smdebug_rs) and the
+    /// rules' summary the notebook reads (`<name>.rules.json`). An existing directory gets
+    /// `profiler-report.html` inside it.
     #[arg(short, long)]
     out: PathBuf,
     /// A folder for the rules' results, one `<RuleName>.json` each (created when missing).

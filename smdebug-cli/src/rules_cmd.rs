@@ -65,6 +65,11 @@ pub(crate) struct RulesArgs {
     /// the training job does, replacing the one there.
     #[arg(long)]
     write_into_run: bool,
+    /// With --write-into-run, ProfilerReport's report goes into SageMaker's folder layout,
+    /// `<run>/rule-output/ProfilerReport-<timestamp>/profiler-output/`, instead of
+    /// `<run>/rules/ProfilerReport/profiler-output/`.
+    #[arg(long, requires = "write_into_run")]
+    sagemaker_layout: bool,
     /// Write the summary (the --json form) to this file.
     #[arg(long, short, value_name = "FILE")]
     out: Option<std::path::PathBuf>,
@@ -196,7 +201,11 @@ fn evaluate(
     };
     for spec in specs {
         if is_profiler_report(&spec.name) {
-            builder = builder.reporter(ReportWriter::into_run());
+            builder = builder.reporter(if args.sagemaker_layout {
+                ReportWriter::sagemaker_layout()
+            } else {
+                ReportWriter::into_run()
+            });
         }
         builder = builder.spec(spec);
     }

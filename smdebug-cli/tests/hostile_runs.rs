@@ -268,7 +268,7 @@ fn report_exit_status_says_issues_and_unreadable_traces() {
 }
 
 #[test]
-fn report_into_an_existing_directory_writes_only_the_page_inside_it() {
+fn report_into_an_existing_directory_writes_only_the_page_and_its_notebook_inside_it() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("out");
     std::fs::create_dir_all(&out_dir).unwrap();
@@ -280,13 +280,19 @@ fn report_into_an_existing_directory_writes_only_the_page_inside_it() {
         out_dir.to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let inside: Vec<_> = std::fs::read_dir(&out_dir)
+    let mut inside: Vec<_> = std::fs::read_dir(&out_dir)
         .unwrap()
-        .map(|e| e.unwrap().file_name())
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
+    inside.sort();
+    // The page, and the files named after it: its notebook and the rules' summary it reads.
     assert_eq!(
         inside,
-        vec![std::ffi::OsString::from("profiler-report.html")]
+        [
+            "profiler-report.html",
+            "profiler-report.ipynb",
+            "profiler-report.rules.json"
+        ]
     );
     let beside: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()

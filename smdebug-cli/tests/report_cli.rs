@@ -100,8 +100,11 @@ fn a_recorded_run_gets_a_report_with_every_section_and_one_json_per_rule() {
         out_dir.to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    // The page is the one file written where -o points.
-    assert_eq!(listing(&page_dir), ["report.html"]);
+    // Where -o points: the page, and the notebook and rules' summary named after it.
+    assert_eq!(
+        listing(&page_dir),
+        ["report.html", "report.ipynb", "report.rules.json"]
+    );
     // Written, and rules found issues: exit 1.
     assert_eq!(
         out.status.code(),
@@ -191,7 +194,12 @@ fn a_report_writes_the_page_alone_where_it_was_asked() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(listing(&folder), ["StepOutlier.json", "x.html"]);
+    // The page, and its notebook and rules' summary named after it: the person's own file
+    // is untouched.
+    assert_eq!(
+        listing(&folder),
+        ["StepOutlier.json", "x.html", "x.ipynb", "x.rules.json"]
+    );
     assert_eq!(
         std::fs::read_to_string(folder.join("StepOutlier.json")).unwrap(),
         "mine"

@@ -51,6 +51,53 @@ pub struct JobIdentity {
     /// was recorded, and elsewhere than Linux.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid_namespace: Option<String>,
+    /// When the process started, seconds since the epoch ([`process_started`]): on Linux its
+    /// kernel start time (`/proc/self/stat`), elsewhere when smdebug was first used in it. The
+    /// report counts the job's initialization from here. Absent in files written before it
+    /// was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_started: Option<f64>,
+}
+
+/// When this process started, seconds since the epoch, and how that was found: on Linux the
+/// kernel's start time of the process (`/proc/self/stat` `starttime`, placed in wall time
+/// through `/proc/uptime`, to 10 ms); elsewhere, or when /proc cannot be read, the first time
+/// smdebug asked (the first session's start). Found once, the first time it is asked: every reader of it in the process (the identity
+/// file, the session's `Process` span) has the same time.
+pub fn process_started() -> (f64, ProcessStartSource) {
+    static STARTED: std::sync::OnceLock<(f64, ProcessStartSource)> = std::sync::OnceLock::new();
+    *STARTED.get_or_init(|| {
+        let first_use = now_s();
+        match kernel_process_start() {
+            Some(started) => (started.min(first_use), ProcessStartSource::Kernel),
+            None => (first_use, ProcessStartSource::FirstUse),
+        }
+    })
+}
+
+/// Where [`process_started`] found the process's start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcessStartSource {
+    /// The kernel's start time of the process (Linux).
+    Kernel,
+    /// The first time smdebug was used in the process.
+    FirstUse,
+}
+
+#[cfg(target_os = "linux")]
+fn kernel_process_start() -> Option<f64> {
+    use procfs::Current;
+    let stat = procfs::process::Process::myself().ok()?.stat().ok()?;
+    let uptime = procfs::Uptime::current().ok()?.uptime;
+    let now = now_s();
+    let since_boot = stat.starttime as f64 / procfs::ticks_per_second() as f64;
+    let age = uptime - since_boot;
+    (age >= 0.0).then_some(now - age)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn kernel_process_start() -> Option<f64> {
+    None
 }
 
 /// This process's process-id namespace (`pid:[4026531836]`), Linux only.
@@ -226,6 +273,7 @@ impl JobIdentity {
             heartbeat: now,
             finished: false,
             pid_namespace: pid_namespace(),
+            process_started: Some(process_started().0),
         }
     }
 

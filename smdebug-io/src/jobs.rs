@@ -32,8 +32,9 @@ use std::thread::JoinHandle;
 use crate::error::{Error, Result};
 use crate::format::layout::{JOBS_DIR, parse_job_file};
 pub use crate::job_identity::{
-    HEARTBEAT_INTERVAL, JOB_ID_ENV, JobIdentity, MAX_JOB_FILE_BYTES, ProcessState, STALE_AFTER,
-    host_name, now_s, pid_namespace, random_id, shared_job_id, utc,
+    HEARTBEAT_INTERVAL, JOB_ID_ENV, JobIdentity, MAX_JOB_FILE_BYTES, ProcessStartSource,
+    ProcessState, STALE_AFTER, host_name, now_s, pid_namespace, process_started, random_id,
+    shared_job_id, utc,
 };
 use crate::job_identity::{lock_running, short};
 use crate::storage::Storage;

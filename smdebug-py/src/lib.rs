@@ -25,6 +25,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<trial::NativeTrial>()?;
     m.add_function(wrap_pyfunction!(rules::run_rules, m)?)?;
     m.add_function(wrap_pyfunction!(rules::builtin_rules, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::read_summary, m)?)?;
     m.add_function(wrap_pyfunction!(profiler::system_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(profiler::framework_spans, m)?)?;
     m.add_function(wrap_pyfunction!(profiler::kineto_summary, m)?)?;

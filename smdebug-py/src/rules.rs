@@ -256,3 +256,33 @@ pub fn run_rules<'py>(
 pub fn builtin_rules(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     to_python(py, &smdebug_rules::all_builtin_rules())
 }
+
+/// The rules' summary at `path`: a run (its `rules/rule_job_summary.json`) or a summary file
+/// (`….json`, such as the one the profiling report writes beside its page), local or in an
+/// object store.
+#[pyfunction]
+pub fn read_summary<'py>(py: Python<'py>, path: &str) -> PyResult<Bound<'py, PyAny>> {
+    let read = py.detach(|| -> Result<Option<smdebug_rules::Summary>, String> {
+        match path.trim_end_matches('/').rsplit_once('/') {
+            Some((dir, file)) if file.ends_with(".json") => {
+                let storage = smdebug_io::open_storage(dir).map_err(|e| e.to_string())?;
+                match storage.get(file) {
+                    Ok(bytes) => serde_json::from_slice(&bytes)
+                        .map(Some)
+                        .map_err(|e| format!("{path} is not a rules summary: {e}")),
+                    Err(e) if e.is_not_found() => Ok(None),
+                    Err(e) => Err(format!("cannot read {path}: {e}")),
+                }
+            }
+            _ => smdebug_rules::runner::read_summary(path).map_err(|e| e.to_string()),
+        }
+    });
+    match read {
+        Ok(Some(summary)) => to_python(py, &summary),
+        Ok(None) => Err(pyo3::exceptions::PyFileNotFoundError::new_err(format!(
+            "no rules summary at {path} (a run holds one when its rules write into it: \
+             `smdebug rules --write-into-run`)"
+        ))),
+        Err(e) => Err(PyValueError::new_err(e)),
+    }
+}

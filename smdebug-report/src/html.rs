@@ -44,6 +44,8 @@ p.lead { color: var(--muted); margin-top: 0; }
 p.missing { background: #fff8e6; border-left: 4px solid #e69f00; padding: 8px 12px; }
 p.note { background: #f1f3f7; border-left: 4px solid #9aa3b5; padding: 6px 12px; font-size: 13px; }
 div.advice { background: #eaf4fb; border-left: 4px solid var(--accent); padding: 8px 12px; margin: 10px 0; }
+p.finding { border-left: 4px solid #6a51a3; padding: 6px 12px; }
+p.notice { background: #f3f0ff; border-left: 4px solid #6a51a3; padding: 8px 12px; margin: 8px 0 16px; }
 div.verdict { border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; margin: 10px 0; }
 div.verdict.IssuesFound { border-left: 6px solid #d55e00; background: #fff1ea; }
 div.verdict.NoIssuesFound { border-left: 6px solid #009e73; background: #eefaf5; }

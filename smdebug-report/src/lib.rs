@@ -47,6 +47,21 @@
 //! [`write_report_to`] writes the page alone to a local file, and [`write_rule_files_to`] the
 //! rule results into a local folder: a file named by the caller is the only thing written.
 //!
+//! **The notebook.** A [`ReportWriter`] also writes, beside the page, the notebook
+//! `profiler-report.ipynb` ([`render_notebook`]; beside a page of another name, that name with
+//! `.ipynb`) and the rules' summary the page was drawn from (`profiler-report.rules.json`,
+//! the runner's `rule_job_summary.json` form), which the notebook reads. It is a Jupyter
+//! notebook (nbformat 4) whose cells read the run again with the Python package `smdebug_rs`
+//! (`smdebug_rs.profiler.system_metrics`/`framework_spans`, `smdebug_rs.rules.read_summary`)
+//! and draw the page's figures with pandas and matplotlib: the rules' findings, the job's
+//! phases, the step statistics, the system usage, forward against backward, GPU memory per GPU
+//! and data loading; its last cell prints them as JSON (smdebug-py's
+//! `tests/test_report_notebook.py` executes it with nbclient and compares them with the page).
+//!
+//! **SageMaker's folder layout.** [`ReportWriter::sagemaker_layout`] writes the report into
+//! `<run>/rule-output/ProfilerReport-<timestamp>/profiler-output/`, where SageMaker keeps a
+//! training job's profiler report.
+//!
 //! **The page.** The sections of [`SECTIONS`], in that order, each a
 //! `<section id="…" class="report-section">`; a section without data says what is missing in a
 //! `<p class="missing">`. Charts are inline SVG drawn with plotters (no font files needed), each
@@ -93,6 +108,7 @@ mod charts;
 mod html;
 mod input;
 mod load;
+mod notebook;
 mod output;
 mod render;
 mod rule_file;
@@ -105,6 +121,7 @@ pub use input::{
     ScalarSeries,
 };
 pub use load::FollowedRun;
+pub use notebook::{NOTEBOOK_FILE, notebook_name, render_notebook, rule_summary_name};
 pub use output::{
     ReportError, WrittenReport, rule_file_name, safe_file_stem, write_report, write_report_to,
     write_rule_files, write_rule_files_to,

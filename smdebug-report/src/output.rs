@@ -122,6 +122,21 @@ pub fn write_rule_files(
     Ok(rule_files)
 }
 
+/// Writes a file that goes with the page (the notebook, the rules' summary) to `key`.
+pub(crate) fn write_beside(
+    storage: &dyn Storage,
+    key: &str,
+    bytes: Vec<u8>,
+) -> Result<(), ReportError> {
+    put(storage, key, bytes)
+}
+
+/// Writes a file that goes with the page into the local folder `dir`, as `name`.
+pub(crate) fn write_beside_to(dir: &Path, name: &str, bytes: Vec<u8>) -> Result<(), ReportError> {
+    let storage = local_folder(dir, &dir.join(name))?;
+    put(&storage, name, bytes)
+}
+
 fn put(storage: &dyn Storage, key: &str, bytes: Vec<u8>) -> Result<(), ReportError> {
     storage
         .put(key, bytes.into())

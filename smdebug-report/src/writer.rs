@@ -3,11 +3,14 @@
 
 use std::path::{Path, PathBuf};
 
-use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE};
+use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE, sagemaker_report_dir};
 use smdebug_rules::{ReportPlan, ReportWriteError, Reporter, RunState};
 
 use crate::input::{LoadOptions, ReportInput};
-use crate::output::{write_report, write_report_to, write_rule_files_to};
+use crate::notebook::{notebook_name, render_notebook, rule_summary_name};
+use crate::output::{
+    write_beside, write_beside_to, write_report, write_report_to, write_rule_files_to,
+};
 
 /// Writes the profiling report of the run a `RuleRunner` evaluates, from the runner's own
 /// data. Attach it with `RunnerBuilder::reporter`.
@@ -40,8 +43,9 @@ impl ReportWriter {
     }
 
     /// The report goes into the folder `dir` inside the run (`<run>/<dir>/`[`REPORT_FILE`],
-    /// each rule's JSON result beside it), through the run's storage, local or object store:
-    /// wherever the run is, the report is in it.
+    /// each rule's JSON result, the notebook and the rules' summary it reads beside it),
+    /// through the run's storage, local or object store: wherever the run is, the report is in
+    /// it.
     pub fn into_run_folder(dir: &str) -> ReportWriter {
         ReportWriter {
             run_dir: dir.trim_matches('/').to_owned(),
@@ -49,8 +53,18 @@ impl ReportWriter {
         }
     }
 
-    /// The page goes to `html` on local disk, and nothing else is written (see
-    /// [`rule_files_to`](Self::rule_files_to) for the rules' JSON results).
+    /// The report goes into SageMaker's folder layout inside the run:
+    /// `<run>/rule-output/ProfilerReport-<timestamp>/profiler-output/` (the timestamp, seconds
+    /// since the epoch, is now), with the page, the notebook and each rule's JSON result, through
+    /// the run's storage, as SageMaker lays out a training job's rule output.
+    pub fn sagemaker_layout() -> ReportWriter {
+        ReportWriter::into_run_folder(&sagemaker_report_dir(std::time::SystemTime::now()))
+    }
+
+    /// The page goes to `html` on local disk, with its notebook and the rules' summary the
+    /// notebook reads beside it, named after the page ([`notebook_name`],
+    /// [`rule_summary_name`]: `report.html` → `report.ipynb`, `report.rules.json`); nothing else
+    /// is written (see [`rule_files_to`](Self::rule_files_to) for the rules' JSON results).
     pub fn to_file(html: impl Into<PathBuf>) -> ReportWriter {
         ReportWriter {
             html: Some(html.into()),
@@ -118,22 +132,75 @@ impl Reporter for ReportWriter {
             .take()
             .unwrap_or_else(|| ReportInput::from_run(run, &self.options))
             .with_rules(run.summary.rules.clone());
+        // The rules' statuses the page is drawn from, beside it for the notebook to read.
+        let summary = serde_json::to_vec_pretty(run.summary).map_err(ReportWriteError::new)?;
         match &self.html {
             Some(path) => {
                 if let Some(dir) = &self.rule_dir {
                     write_rule_files_to(&input, dir).map_err(ReportWriteError::new)?;
                 }
                 write_report_to(&input, path).map_err(ReportWriteError::new)?;
+                let dir = match path.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => p,
+                    _ => Path::new("."),
+                };
+                let page = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let summary_name = rule_summary_name(&page);
+                let notebook = render_notebook(
+                    &input,
+                    &absolute_location(run.location),
+                    &absolute(&dir.join(&summary_name)),
+                );
+                write_beside_to(dir, &summary_name, summary).map_err(ReportWriteError::new)?;
+                write_beside_to(dir, &notebook_name(&page), notebook.into_bytes())
+                    .map_err(ReportWriteError::new)?;
             }
             None => {
-                write_report(
-                    &input,
-                    run.storage.as_ref(),
-                    &format!("{}/{REPORT_FILE}", self.run_dir),
+                let location = absolute_location(run.location);
+                let summary_name = rule_summary_name(REPORT_FILE);
+                let summary_location = format!(
+                    "{}/{}/{summary_name}",
+                    location.trim_end_matches('/'),
+                    self.run_dir
+                );
+                let storage = run.storage.as_ref();
+                write_report(&input, storage, &format!("{}/{REPORT_FILE}", self.run_dir))
+                    .map_err(ReportWriteError::new)?;
+                let notebook = render_notebook(&input, &location, &summary_location);
+                write_beside(
+                    storage,
+                    &format!("{}/{summary_name}", self.run_dir),
+                    summary,
+                )
+                .map_err(ReportWriteError::new)?;
+                write_beside(
+                    storage,
+                    &format!("{}/{}", self.run_dir, notebook_name(REPORT_FILE)),
+                    notebook.into_bytes(),
                 )
                 .map_err(ReportWriteError::new)?;
             }
         }
         Ok(())
     }
+}
+
+/// A run location as the notebook names it: a local path made absolute (the notebook may be
+/// opened from anywhere), an object-store URL as it is.
+fn absolute_location(location: &str) -> String {
+    if location.contains("://") {
+        location.to_owned()
+    } else {
+        absolute(Path::new(location))
+    }
+}
+
+fn absolute(path: &Path) -> String {
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
 }

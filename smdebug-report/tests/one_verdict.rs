@@ -451,7 +451,14 @@ fn overridden_resource_loading_and_initialization_rules_agree_in_table_chart_sum
     assert_eq!(cells[1], LOADS.to_string(), "{html}");
     assert_eq!(
         cells[6..],
-        ["1", "distinct loaders seen", "1", "1.5 to 2", "too few"],
+        [
+            "1",
+            "distinct loaders seen",
+            "1",
+            "1.5 to 2",
+            "not recorded",
+            "too few"
+        ],
         "{html}"
     );
 

@@ -278,7 +278,7 @@ pub fn builtin_profiler_rules() -> Vec<BuiltinRule> {
             profiler: MaxInitializationTime,
             MaxInitializationTimeParams,
             "max_initialization_time",
-            "no first step within threshold minutes of the job's start",
+            "no first step within threshold minutes of the job's start (the process's start, which a session records)",
             "shorten initialization: pre-stage data and models, cache compiled kernels, start the loop earlier"
         ),
         builtin!(

@@ -43,6 +43,17 @@ pub const DEFAULT_REPORT_DIR: &str = "rules/ProfilerReport/profiler-output";
 /// The report page's file name in [`DEFAULT_REPORT_DIR`].
 pub const REPORT_FILE: &str = "profiler-report.html";
 
+/// SageMaker's folder for the report of a `ProfilerReport` rule started at `at`, inside the
+/// job's output: `rule-output/ProfilerReport-<seconds since the epoch>/profiler-output`, as
+/// SageMaker names its rule job's output (the timestamp tells the rule jobs of one training job
+/// apart).
+pub fn sagemaker_report_dir(at: std::time::SystemTime) -> String {
+    let seconds = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!("rule-output/{PROFILER_REPORT}-{seconds}/profiler-output")
+}
+
 /// Whether a spec names the `ProfilerReport` rule (`ProfilerReport` or `profiler_report`).
 pub fn is_profiler_report(name: &str) -> bool {
     name.trim().to_ascii_lowercase().replace('_', "") == "profilerreport"

@@ -718,6 +718,31 @@ fn dataloader_stays_quiet_with_as_many_workers_as_cores() {
     assert_eq!(status.details["nodes"][NODE]["workers"], cores as u64);
 }
 
+/// `pin_memory` on the data-loading spans, as our timeline writes it (a boolean) or as Python
+/// spells it (`"False"`): the Dataloader rule records whether the loader pins memory, false
+/// once any span says false, and nothing when no span says.
+#[test]
+fn dataloader_records_whether_the_loader_pins_memory() {
+    let pinned = |replacement: Option<&str>| {
+        let run = run_copy();
+        if let Some(replacement) = replacement {
+            let store = LocalStorage::new(run.path()).unwrap();
+            for key in store.list("framework").unwrap() {
+                let text = String::from_utf8(store.get(&key).unwrap().to_vec()).unwrap();
+                let text = text.replace("\"num_workers\":1", replacement);
+                store.put(&key, text.as_bytes().to_vec().into()).unwrap();
+            }
+        }
+        let status = evaluate(run.path(), &["Dataloader"]).rules[0].clone();
+        status.details["nodes"][NODE].get("pin_memory").cloned()
+    };
+    assert_eq!(pinned(None), None);
+    let python = "\"num_workers\":1,\"pin_memory\":\"False\"";
+    assert_eq!(pinned(Some(python)), Some(serde_json::json!(false)));
+    let ours = "\"num_workers\":1,\"pin_memory\":true";
+    assert_eq!(pinned(Some(ours)), Some(serde_json::json!(true)));
+}
+
 #[test]
 fn max_initialization_time_fires_when_the_first_step_comes_late() {
     let rec = recording();

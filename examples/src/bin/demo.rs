@@ -27,6 +27,8 @@ struct Args {
     bug: Option<Bug>,
     side: usize,
     python_compatible: bool,
+    /// The report in SageMaker's folder layout inside the run instead of `report/`.
+    sagemaker_layout: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -36,6 +38,7 @@ fn parse_args() -> Result<Args, String> {
         bug: None,
         side: 28,
         python_compatible: false,
+        sagemaker_layout: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -57,9 +60,10 @@ fn parse_args() -> Result<Args, String> {
                 }
             }
             "--python-compatible" => args.python_compatible = true,
+            "--sagemaker-layout" => args.sagemaker_layout = true,
             "-h" | "--help" => {
                 println!(
-                    "demo [--out DIR] [--epochs N] [--bug vanishing|dead-relu|exploding] [--side N] [--python-compatible]"
+                    "demo [--out DIR] [--epochs N] [--bug vanishing|dead-relu|exploding] [--side N] [--python-compatible] [--sagemaker-layout]"
                 );
                 std::process::exit(0);
             }
@@ -169,9 +173,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
              StepOutlier_n_outliers=5",
         )
         .rules_poll_interval(Duration::from_millis(20))
-        // The report (the page and the rules' results) goes into the run's `report/` folder,
-        // where the README says, wherever the run is.
-        .report(ReportTarget::RunFolder("report".into()));
+        // The report (the page, its notebook and the rules' results) goes into the run's
+        // `report/` folder, where the README says, wherever the run is; with
+        // --sagemaker-layout into `rule-output/ProfilerReport-<timestamp>/profiler-output/`.
+        .report(if args.sagemaker_layout {
+            ReportTarget::SageMakerLayout
+        } else {
+            ReportTarget::RunFolder("report".into())
+        });
     let mut session = session.start()?;
     // SageMaker's hook file (its `LocalPath`) may have put the run elsewhere: from here on, the
     // run is where the session writes it.

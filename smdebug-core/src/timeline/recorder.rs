@@ -412,6 +412,15 @@ impl<I> TimedIter<I> {
         self
     }
 
+    /// Whether the loader pins its batches in page-locked memory (PyTorch's
+    /// `DataLoader(pin_memory=…)`): recorded on each data-loading span (`pin_memory`), which
+    /// the Dataloader rule reports and the profiling report shows as a finding when it is off.
+    pub fn pin_memory(mut self, pinned: bool) -> Self {
+        self.args.retain(|(k, _)| k != "pin_memory");
+        self.args.push(("pin_memory".into(), pinned.into()));
+        self
+    }
+
     /// The wrapped iterator.
     pub fn into_inner(self) -> I {
         self.iter

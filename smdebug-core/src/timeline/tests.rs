@@ -93,6 +93,39 @@ fn every_step_gets_its_phases_by_default() {
 }
 
 #[test]
+fn a_loader_says_whether_it_pins_memory_on_each_data_loading_span() {
+    let kept = Arc::new(Kept::default());
+    let timeline = Timeline::new(TimelineConfig::default(), kept.clone());
+    timeline.start(Mode::Train, 0, 0);
+    // The last word counts: one `pin_memory` argument a span.
+    let data = timeline
+        .data(0..2)
+        .pin_memory(true)
+        .workers(1)
+        .pin_memory(false);
+    for (step, _) in data.enumerate() {
+        let step = step as u64;
+        timeline.boundary((Mode::Train, step), (Mode::Train, step + 1), step + 1);
+    }
+    timeline.close(2);
+    let spans = kept.spans.lock().unwrap();
+    let loads: Vec<_> = spans
+        .iter()
+        .filter(|s| s.phase == Phase::DataLoading)
+        .collect();
+    assert_eq!(loads.len(), 2);
+    for load in loads {
+        assert_eq!(
+            load.args,
+            [
+                ("num_workers".into(), 1.into()),
+                ("pin_memory".into(), false.into())
+            ]
+        );
+    }
+}
+
+#[test]
 fn a_step_span_runs_from_the_first_activity_to_the_boundary() {
     let kept = Arc::new(Kept::default());
     let timeline = Timeline::new(TimelineConfig::default(), kept.clone());

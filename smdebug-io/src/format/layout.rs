@@ -56,6 +56,9 @@ pub const RULES_DIR: &str = "rules";
 /// Folder of the report where the demo and the README put it (`report/profiler-report.html`
 /// and the rules' files beside it).
 pub const REPORT_DIR: &str = "report";
+/// Folder of the report in SageMaker's layout
+/// (`rule-output/ProfilerReport-<timestamp>/profiler-output/`).
+pub const RULE_OUTPUT_DIR: &str = "rule-output";
 /// The dashboard's probe of whether it may write into the run (written and removed at once).
 pub const WRITE_PROBE: &str = ".smdebug-serve-write-check";
 
@@ -77,7 +80,7 @@ pub fn is_start_probe_file(name: &str) -> bool {
 
 /// The folders a run owns, at its top: everything under them is the run's. Replacing a run
 /// deletes these and [`RUN_FILES`], and a folder holding anything else is not a run.
-pub const RUN_FOLDERS: [&str; 10] = [
+pub const RUN_FOLDERS: [&str; 11] = [
     COLLECTIONS_DIR,
     EVENTS_DIR,
     INDEX_DIR,
@@ -88,6 +91,7 @@ pub const RUN_FOLDERS: [&str; 10] = [
     FRAMEWORK_DIR,
     RULES_DIR,
     REPORT_DIR,
+    RULE_OUTPUT_DIR,
 ];
 
 /// The stop-request file, relative to the run ([`crate::stop`] reads and writes it).

@@ -83,6 +83,11 @@ impl Page<'_> {
                     "-".into()
                 }),
                 Cell::text(format!("{} to {}", n.min_workers, n.max_workers)),
+                Cell::text(match n.pin_memory {
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                    None => "not recorded",
+                }),
                 Cell::text(match n.verdict {
                     Some(WorkerVerdict::TooFew) => "too few",
                     Some(WorkerVerdict::TooMany) => "too many",
@@ -108,10 +113,12 @@ impl Page<'_> {
                 "counted from",
                 "cores",
                 "workers allowed",
+                "pinned memory",
                 "verdict",
             ],
             &rows,
         );
+        self.pin_memory_finding(details);
         if !heavy.is_empty() {
             self.advice(&format!(
                 "Waiting for data takes more than 20% of the training loop on {}. Load in parallel \
@@ -120,5 +127,38 @@ impl Page<'_> {
                 heavy.join(", ")
             ));
         }
+    }
+
+    /// The loaders that said they do not pin memory (`pin_memory` on their data-loading spans,
+    /// as the Dataloader rule recorded it): a finding, worded for a job with or without GPUs.
+    fn pin_memory_finding(&mut self, details: &DataloaderDetails) {
+        let unpinned: Vec<&str> = details
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.pin_memory == Some(false))
+            .map(|(node, _)| node.as_str())
+            .collect();
+        if unpinned.is_empty() {
+            return;
+        }
+        let gpus = self.view.gpus().next().is_some();
+        let text = format!(
+            "Pinned memory: the data loader on {} does not pin its batches (pin_memory is off). {}",
+            unpinned.join(", "),
+            if gpus {
+                "Batches copied to a GPU from pinned (page-locked) memory copy faster and can \
+                 overlap with compute; turn pin_memory on in the data loader."
+            } else {
+                "No GPU was recorded in this job, so there is no host-to-GPU copy for pinned \
+                 memory to speed up; it matters once the batches go to a GPU."
+            }
+        );
+        let _ = std::fmt::Write::write_fmt(
+            &mut self.out,
+            format_args!(
+                "<p class=\"finding pin-memory\">{}</p>",
+                crate::html::escape(&text)
+            ),
+        );
     }
 }

@@ -207,6 +207,18 @@ impl Page<'_> {
                 fwd / 1e6,
                 bwd / 1e6
             );
+            let drawn = charts::pie_chart(
+                "Forward vs backward",
+                &[
+                    ("Forward".to_owned(), fwd / 1e6),
+                    ("Backward".to_owned(), bwd / 1e6),
+                ],
+            );
+            self.chart(
+                drawn,
+                "Total time of the Forward spans against the Backward spans (the adapters' \
+                 forward and backward passes).",
+            );
             if ratio > 3.0 {
                 self.advice("The backward pass takes more than three times the forward pass; typical models need about twice. Look for operators without efficient gradients, gradient checkpointing recomputation, or synchronisation inside backward.");
             }

@@ -23,7 +23,7 @@ impl Page<'_> {
             .filter(|g| !g.2.line.is_empty())
             .collect();
         if gpus.is_empty() {
-            self.missing("No GPU memory was recorded: the job ran without a GPU, or NVML was not available to the sampler.");
+            self.missing("No GPU: no GPU memory was recorded, so there is nothing to draw. The job ran without a GPU, or NVML was not available to the sampler.");
             self.verdict(RULE);
             return;
         }
@@ -47,6 +47,42 @@ impl Page<'_> {
                 Some((0.0, 100.0)),
             );
             self.chart(drawn, "Per GPU over time.");
+            let boxes: Vec<(String, crate::stats::Summary)> = gpus
+                .iter()
+                .filter(|g| g.1 == node)
+                .take(64)
+                .filter_map(|g| Some((g.0.clone(), g.2.values.summary()?)))
+                .collect();
+            if !boxes.is_empty() {
+                let drawn = charts::box_chart(
+                    &format!("GPU memory per GPU: {node}"),
+                    "% used",
+                    &boxes,
+                    Some((0.0, 100.0)),
+                );
+                self.chart(drawn, "Per GPU over the whole job: box from p25 to p75 with the median, whiskers p5 to p95 (each within 1% of the value at its rank), dots at min and max (exact).");
+                let rows: Vec<Vec<Cell>> = boxes
+                    .iter()
+                    .map(|(gpu, s)| {
+                        let mut row = vec![Cell::text(node), Cell::text(gpu)];
+                        row.extend(
+                            [s.min, s.p5, s.p25, s.p50, s.p75, s.p95, s.max]
+                                .map(|v| Cell::num(format!("{v:.1}"))),
+                        );
+                        row.push(Cell::num(s.count.to_string()));
+                        row
+                    })
+                    .collect();
+                table(
+                    &mut self.out,
+                    "gpu-memory-spread",
+                    &[
+                        "node", "GPU", "min %", "p5 %", "p25 %", "p50 %", "p75 %", "p95 %",
+                        "max %", "samples",
+                    ],
+                    &rows,
+                );
+            }
         }
         self.gpu_memory_table();
         self.verdict(RULE);

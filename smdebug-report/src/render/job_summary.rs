@@ -29,9 +29,10 @@ impl Page<'_> {
             return;
         };
         self.lead(
-            "The job runs from its first record (system sample or span) to its last; the training \
-             loop from the start of the first step to the end of the last one. Initialization is \
-             the time before the loop, finalization the time after it.",
+            "The job runs from its first record to its last: the process's start when the \
+             session recorded it (its Process span), else the first system sample or span. The \
+             training loop runs from the start of the first step to the end of the last one. \
+             Initialization is the time before the loop, finalization the time after it.",
         );
         let phases = JobPhases::new(
             (t0, t1),

@@ -112,6 +112,10 @@ impl Page<'_> {
         let _ = write!(
             self.out,
             "<header><h1>Profiling report</h1><p>Run <code>{}</code> · {} · generated {}</p></header>\
+             <p class=\"notice\" id=\"informational\"><strong>The findings are informational.</strong> \
+             The rules judge the recorded data against their thresholds (given with each \
+             finding); a finding is a hint of where to look, not a verdict on the job, and \
+             whether it matters for this job is yours to decide.</p>\
              <div class=\"layout\"><nav id=\"toc\"><strong>Contents</strong><ol>",
             escape(&self.input.location),
             status,

@@ -35,6 +35,10 @@ pub enum ReportTarget {
     /// rule beside it, through the run's storage: the folder follows the run wherever
     /// SageMaker's configuration files put it.
     RunFolder(String),
+    /// SageMaker's folder layout inside the run,
+    /// `<run>/rule-output/ProfilerReport-<timestamp>/profiler-output/` (the timestamp is the
+    /// session's start, seconds since the epoch), through the run's storage.
+    SageMakerLayout,
     /// A page on local disk, and nothing else beside it.
     File(std::path::PathBuf),
     /// A folder on local disk for the report: `profiler-report.html` and one JSON result per

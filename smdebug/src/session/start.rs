@@ -286,6 +286,10 @@ impl<H: Capture> SessionBuilder<H> {
         let (recorder, guard) =
             SpanRecorder::start(config.node(node.clone()).worker(worker_id), storage.clone())?;
         parts.span_writer = Some(guard);
+        // Not when the loop's phases are never recorded (`DisableProfiler`): no span at all.
+        if !matches!(self.timeline.phases, smdebug_core::window::Window::Never) {
+            record_process_start(&recorder);
+        }
         let code = match code_profile_support() {
             Ok(()) => {
                 // Readied (pprof-rs's sample table, 45-115 MB, allocated) only for a window
@@ -359,6 +363,14 @@ impl<H: Capture> SessionBuilder<H> {
                     runner.reporter(smdebug_report::ReportWriter::into_run_folder(dir)),
                     Some(super::report_location_in(location, dir)),
                 ),
+                ReportTarget::SageMakerLayout => {
+                    let dir =
+                        smdebug_rules::report::sagemaker_report_dir(std::time::SystemTime::now());
+                    (
+                        runner.reporter(smdebug_report::ReportWriter::into_run_folder(&dir)),
+                        Some(super::report_location_in(location, &dir)),
+                    )
+                }
                 ReportTarget::File(path) => (
                     runner.reporter(smdebug_report::ReportWriter::to_file(path)),
                     Some(path.display().to_string()),
@@ -446,3 +458,30 @@ fn local_rank(rank: usize) -> usize {
         .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
         .unwrap_or(rank)
 }
+
+/// The process's start as a span from it to now, the session's start (phase `Process`, named
+/// [`PROCESS_START_SPAN`]): the job's first record, so that the report and the
+/// MaxInitializationTime rule count initialization from the process's start, as SageMaker
+/// does, and not from the session's. On Linux the kernel's start time of the process; elsewhere
+/// the first time smdebug was used in it ([`smdebug_io::jobs::process_started`]).
+fn record_process_start(recorder: &SpanRecorder) {
+    let (started_s, _) = smdebug_io::jobs::process_started();
+    let Ok(since) = std::time::Duration::try_from_secs_f64(started_s) else {
+        return;
+    };
+    let started = std::time::UNIX_EPOCH + since;
+    if let Ok(before) = std::time::SystemTime::now().duration_since(started) {
+        recorder.record(
+            smdebug_profiler::spans::Phase::Custom(PROCESS_PHASE.into()),
+            Some(PROCESS_START_SPAN.into()),
+            started,
+            before,
+            None,
+        );
+    }
+}
+
+/// The phase (trace row) of the process-start span.
+const PROCESS_PHASE: &str = "Process";
+/// The name of the span from the process's start to the session's.
+const PROCESS_START_SPAN: &str = "process start to session start";

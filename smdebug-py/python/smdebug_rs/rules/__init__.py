@@ -56,6 +56,7 @@ __all__ = [
     "Summary",
     "builtin_rules",
     "invoke_rule",
+    "read_summary",
     "rule_job_summary",
     "run",
 ]
@@ -158,6 +159,16 @@ def _summary(doc: dict) -> Summary:
     doc["rules"] = [_status(r) for r in doc["rules"]]
     known = Summary.__dataclass_fields__
     return Summary(**{k: v for k, v in doc.items() if k in known})
+
+
+def read_summary(path: Union[str, os.PathLike]) -> Summary:
+    """The rules' statuses a runner or a report wrote, with each rule's evidence and typed
+    findings (``details``): ``path`` is a run (its ``rules/rule_job_summary.json``, written by
+    ``smdebug rules --write-into-run``, ``run(..., write_into_run=True)`` or a session) or a
+    summary file itself (``profiler-report.rules.json``, which the profiling report writes
+    beside its page and notebook). A local path or an object-store URL, read through the same storage as
+    the run's other files."""
+    return _summary(_native.read_summary(os.fspath(path)))
 
 
 def rule_job_summary(source: Union[str, os.PathLike, Summary, Rule, Sequence[Rule]]) -> List[dict]:

@@ -54,6 +54,9 @@ const MIN_LOADS_FOR_DISTINCT_COUNT: u64 = 10;
 struct NodeLoading {
     cores: BTreeSet<String>,
     num_workers: Option<u64>,
+    /// Whether the loader pins its batches (`pin_memory` on its data-loading spans): false
+    /// once any span says false.
+    pin_memory: Option<bool>,
     loaders: BTreeSet<String>,
     loads: u64,
     load_seconds: Sketch,
@@ -122,6 +125,16 @@ impl NodeLoading {
 /// writes `DataLoaderWorker`).
 fn is_load(span: &Span) -> bool {
     span.phase_kind() == Phase::DataLoading || span.phase == "DataLoaderWorker"
+}
+
+/// A `pin_memory` argument: a boolean, or its Python spelling as a string (`"True"`).
+fn pin_memory_flag(value: &serde_json::Value) -> Option<bool> {
+    match value {
+        serde_json::Value::Bool(b) => Some(*b),
+        serde_json::Value::String(s) if s.eq_ignore_ascii_case("true") => Some(true),
+        serde_json::Value::String(s) if s.eq_ignore_ascii_case("false") => Some(false),
+        _ => None,
+    }
 }
 
 fn loader_id(span: &Span) -> String {
@@ -348,6 +361,11 @@ impl ProfilerRule for Dataloader {
             {
                 node.num_workers = Some(n);
             }
+            if is_load(span)
+                && let Some(pinned) = span.args.get("pin_memory").and_then(pin_memory_flag)
+            {
+                node.pin_memory = Some(node.pin_memory.unwrap_or(true) && pinned);
+            }
             if let Phase::Step(_) = span.phase_kind() {
                 node.first_step_us = Some(
                     node.first_step_us
@@ -416,6 +434,7 @@ impl ProfilerRule for Dataloader {
                     workers,
                     workers_from: source.to_string(),
                     num_workers_argument: n.num_workers,
+                    pin_memory: n.pin_memory,
                     min_workers: round4(cores as f64 * p.min_threshold / 100.0),
                     max_workers: round4(cores as f64 * p.max_threshold / 100.0),
                     verdict: n.fired.as_ref().map(|f| f.1).or_else(|| n.verdict(p)),

@@ -31,6 +31,11 @@ pub struct NodeDataLoading {
     pub workers_from: String,
     /// The `num_workers` argument of the data-loading spans, if they had one.
     pub num_workers_argument: Option<u64>,
+    /// Whether the data loader pins its batches in page-locked memory (`pin_memory` on the
+    /// data-loading spans, as PyTorch's `DataLoader(pin_memory=…)`): `false` when any span
+    /// said it does not, `None` when no span said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin_memory: Option<bool>,
     /// The fewest workers allowed (`cores × min_threshold / 100`).
     pub min_workers: f64,
     /// The most workers allowed (`cores × max_threshold / 100`).
@@ -68,7 +73,9 @@ pub enum WorkerVerdict {
 pub struct InitializationDetails {
     /// The limit, minutes.
     pub threshold_minutes: f64,
-    /// The job's first record, µs since the epoch.
+    /// The job's first record, µs since the epoch: the process's start when the session
+    /// recorded it (its `Process` span, from the process's start to the session's), else the
+    /// first system sample or span.
     pub job_start_us: Option<u64>,
     /// The first step span's start.
     pub first_step_start_us: Option<u64>,
