@@ -4,7 +4,8 @@
 //!
 //! A rule's log starts with its first line when the runner first publishes, gains a line at
 //! every change of its status (`InProgress -> IssuesFound` with the message, the verdict at the
-//! end) and, with [`StatusLines`], a line at each interval saying where it stands.
+//! end) and, with [`StatusLines`], a line at each interval (the first one interval after the
+//! start) and at the end saying where it stands.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -112,7 +113,9 @@ impl StatusTrail {
             logs: vec![String::new(); rules],
             unstored: vec![false; rules],
             lines,
-            last_lines: None,
+            // The first standing after one interval: a job shorter than that hears only its
+            // rules' changes and, at the end, where each one stands.
+            last_lines: Some(Instant::now()),
             write_error: None,
         }
     }
