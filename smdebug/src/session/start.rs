@@ -54,6 +54,8 @@ impl<H: Capture> SessionBuilder<H> {
             .as_ref()
             .and_then(|(w, _)| w.current())
             .and_then(|f| f.dataloader_metrics().cloned());
+        // Refused before the location is claimed or anything is written into it.
+        self.check_code_window()?;
         let (storage, mut claim) = self.claim_location(&location, worker)?;
         let stop = StopSignal::default();
         let mut parts = Parts {
@@ -308,19 +310,29 @@ impl<H: Capture> SessionBuilder<H> {
                 }
                 Some(code)
             }
-            // Off Linux no build can sample; on Linux the facade's feature is what is missing.
-            Err(_) if self.timeline.code.is_enabled() && cfg!(target_os = "linux") => {
-                return Err(Error::FeatureMissing {
-                    what: "a code-profile window (SageMaker's Python profiling)".to_string(),
-                    feature: "code-profile",
-                });
-            }
-            Err(e) if self.timeline.code.is_enabled() => return Err(e.into()),
+            // A window set now was refused by `check_code_window`; one a profiler file opens
+            // later is a warning then.
             Err(_) => None,
         };
         let sink = Arc::new(SessionSink::new(recorder, dataloader_metrics, code));
         parts.sink = Some(sink.clone());
         Ok(Timeline::new(self.timeline.clone(), sink))
+    }
+
+    /// A code-profile window (set here or by SageMaker's files) that this build cannot sample:
+    /// off Linux no build can; on Linux the facade's `code-profile` feature is what is missing.
+    fn check_code_window(&self) -> Result<()> {
+        if !self.timeline.code.is_enabled() {
+            return Ok(());
+        }
+        match code_profile_support() {
+            Ok(()) => Ok(()),
+            Err(_) if cfg!(target_os = "linux") => Err(Error::FeatureMissing {
+                what: "a code-profile window (SageMaker's Python profiling)".to_string(),
+                feature: "code-profile",
+            }),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Rank 0's rule runner over the run, with the report the builder asked for, and where that
