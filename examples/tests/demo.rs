@@ -472,3 +472,48 @@ fn the_demo_reports_in_sagemakers_layout_counting_initialization_from_the_proces
     assert_eq!(again.len(), 1, "{again:?}");
     assert_ne!(again, outputs);
 }
+
+/// `cargo run` builds the program in its own process and then `exec`s it: the process's kernel
+/// start time is the build's. The demo's `Process` span (its initialization) starts no earlier
+/// than its program was written. Reproduced here with a shell that waits, writes a copy of the
+/// demo, and becomes it.
+#[test]
+fn a_program_execd_by_the_process_that_wrote_it_counts_from_when_it_was_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let copy = dir.path().join("demo-copy");
+    let script = format!(
+        "sleep 2; cp '{}' '{}'; exec '{}' --out '{}' --epochs 1",
+        env!("CARGO_BIN_EXE_demo"),
+        copy.display(),
+        copy.display(),
+        run.display()
+    );
+    let output = Command::new("sh").args(["-c", &script]).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let written = std::fs::metadata(&copy)
+        .unwrap()
+        .modified()
+        .unwrap()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let spans = smdebug_profiler::reader::ProfilerReader::open(run.to_str().unwrap())
+        .unwrap()
+        .spans(&Default::default())
+        .unwrap();
+    let process = spans.iter().find(|s| s.phase == "Process").unwrap();
+    let started = process.start_us as f64 / 1e6;
+    // From the copy's writing (to the file system's time resolution), not the shell's start
+    // two seconds before.
+    assert!(
+        (started - written).abs() < 0.05,
+        "the Process span starts at {started}, the program was written at {written}"
+    );
+    let initialization = (process.end_us - process.start_us) as f64 / 1e6;
+    assert!(initialization < 2.0, "{initialization} s");
+}
