@@ -4,8 +4,8 @@
 //!
 //! A rule's log starts with its first line when the runner first publishes, gains a line at
 //! every change of its status (`InProgress -> IssuesFound` with the message, the verdict at the
-//! end) and, with [`StatusLines`], a line at each interval (the first one interval after the
-//! start) and at the end saying where it stands.
+//! end) and a line saying where it stands at the end and, with [`StatusLines`], at each
+//! interval (the first one interval after the start), when the training log hears it too.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,6 +14,7 @@ use smdebug_io::format::layout::RULES_DIR;
 
 use super::evaluation::Evaluation;
 use super::run::RunSource;
+use crate::rule::RuleInput;
 use crate::status::RuleStatus;
 
 /// The name of a rule's log file, inside its folder (`rules/<Rule>/log`).
@@ -90,21 +91,31 @@ fn at_step(step: Option<u64>) -> String {
     step.map(|s| format!(" at step {s}")).unwrap_or_default()
 }
 
+/// Where a rule stands, with figures from its status: a debugging rule's steps judged, a
+/// profiler rule's samples or spans checked and the windows they came in (a profiler rule
+/// judges no steps of its own), how often it fired.
 fn standing(status: &RuleStatus) -> String {
-    let mut s = format!(
-        "{} ({} steps judged",
-        status.status.name(),
-        status.steps_judged
-    );
+    let mut parts = Vec::new();
+    match status.kind {
+        RuleInput::Tensors => parts.push(format!("{} steps judged", status.steps_judged)),
+        RuleInput::Profiler if status.steps_evaluated > 0 => parts.push(format!(
+            "{} samples or spans checked in {} windows",
+            status.datapoints, status.steps_evaluated
+        )),
+        RuleInput::Profiler => {}
+    }
     if status.fired_count > 0 {
-        s.push_str(&format!(
-            ", fired {} time{}",
+        parts.push(format!(
+            "fired {} time{}",
             status.fired_count,
             if status.fired_count == 1 { "" } else { "s" }
         ));
     }
-    s.push(')');
-    s
+    if parts.is_empty() {
+        status.status.name().to_string()
+    } else {
+        format!("{} ({})", status.status.name(), parts.join(", "))
+    }
 }
 
 impl StatusTrail {
@@ -155,12 +166,16 @@ impl StatusTrail {
                 (lines.sink)(&format!("smdebug rule {line}"));
             }
         }
-        let due = self
+        // Every rule's standing: said at each interval, and into the logs then and at the last
+        // look (the training log has the changes and the job's own summary at its end).
+        let interval = self
             .lines
             .as_ref()
-            .is_some_and(|l| last || self.last_lines.is_none_or(|t| t.elapsed() >= l.every));
-        if due {
-            self.last_lines = Some(Instant::now());
+            .is_some_and(|l| self.last_lines.is_none_or(|t| t.elapsed() >= l.every));
+        if interval || last {
+            if interval {
+                self.last_lines = Some(Instant::now());
+            }
             for (i, slot) in rules.slots.iter().enumerate() {
                 let line = format!(
                     "{}: {}{}",
@@ -170,7 +185,7 @@ impl StatusTrail {
                 );
                 self.logs[i].push_str(&format!("{time} {line}\n"));
                 self.unstored[i] = true;
-                if let Some(lines) = &self.lines {
+                if let (true, Some(lines)) = (interval, &self.lines) {
                     (lines.sink)(&format!("smdebug rule {line}"));
                 }
             }
