@@ -54,12 +54,21 @@ fn code_windows_their_flame_graphs_and_profiles_are_served_from_a_real_profile()
         .no_proxy()
         .build()
         .unwrap();
-    let listing: Value = client
-        .get(format!("{root}/api/runs/0/code"))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    // The listing can be asked for before the server's first read of the run has come to the
+    // code profiles: the window is listed once it has (seen once under load in CI).
+    let listing: Value = smdebug_io::testing::wait_for(
+        std::time::Duration::from_secs(60),
+        "the code-profile window listed",
+        || {
+            let listing: Value = client
+                .get(format!("{root}/api/runs/0/code"))
+                .send()
+                .unwrap()
+                .json()
+                .unwrap();
+            (listing["total"] != 0).then_some(listing)
+        },
+    );
     assert_eq!(listing["total"], 1, "{listing}");
     assert_eq!(listing["warnings"].as_array().unwrap().len(), 0);
     let window = &listing["windows"][0];
