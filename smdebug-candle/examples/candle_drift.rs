@@ -31,26 +31,10 @@ mod deploy;
 #[path = "common/drift.rs"]
 mod drift;
 
-use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-fn out_dir() -> Result<PathBuf, deploy::BoxError> {
-    let mut out = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .ok_or("the crate sits in the workspace")?
-        .join("target/smdebug-candle/drift");
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--out" => out = it.next().ok_or("--out needs a directory")?.into(),
-            other => return Err(format!("unknown argument `{other}`; use --out DIR").into()),
-        }
-    }
-    Ok(out)
-}
-
 fn main() -> Result<(), deploy::BoxError> {
-    let out = out_dir()?;
+    let out = deploy::out_dir("drift")?;
     let start = Instant::now();
     let outcome = drift::run(&out)?;
     println!(

@@ -13,6 +13,23 @@ use smdebug_examples::digits::{Digits, default_path};
 use smdebug_examples::mlp::Rng;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Where an example writes: `--out DIR`, else `target/smdebug-candle/<name>` in the workspace.
+pub fn out_dir(name: &str) -> std::result::Result<std::path::PathBuf, BoxError> {
+    let mut out = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .ok_or("the crate sits in the workspace")?
+        .join("target/smdebug-candle")
+        .join(name);
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--out" => out = it.next().ok_or("--out needs a directory")?.into(),
+            other => return Err(format!("unknown argument `{other}`; use --out DIR").into()),
+        }
+    }
+    Ok(out)
+}
 pub type Result<T> = std::result::Result<T, BoxError>;
 
 /// Image side: the digits at their own resolution.
