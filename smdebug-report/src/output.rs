@@ -44,19 +44,7 @@ pub struct WrittenReport {
     pub rule_files: Vec<String>,
 }
 
-/// `name` made safe as a file name: every character other than ASCII letters, digits, `-` and
-/// `_` becomes `_`.
-pub fn safe_file_stem(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
+pub use smdebug_io::format::layout::safe_file_stem;
 
 /// The file name of a rule's JSON result: the rule name through [`safe_file_stem`], then `.json`
 /// (`rule.json` when the name is empty).

@@ -94,6 +94,20 @@ pub const RUN_FOLDERS: [&str; 11] = [
     RULE_OUTPUT_DIR,
 ];
 
+/// `name` made safe as a file name or folder: every character other than ASCII letters, digits,
+/// `-` and `_` becomes `_` (a rule's result file and log folder, a downloaded report's name).
+pub fn safe_file_stem(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 /// The stop-request file, relative to the run ([`crate::stop`] reads and writes it).
 pub const STOP_REQUEST_FILE: &str = "stop_request.json";
 

@@ -280,7 +280,8 @@ impl RunnerBuilder {
             .into_iter()
             .map(|(rule, actions)| Slot::new(rule, actions))
             .collect();
-        let trail = StatusTrail::new(slots.len(), self.status_lines.take());
+        let names: Vec<&str> = slots.iter().map(|s| s.status.rule.as_str()).collect();
+        let trail = StatusTrail::new(&names, self.status_lines.take());
         let dispatcher = Dispatcher::new(
             &self.location,
             ActionContext {

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use smdebug_io::format::layout::RULES_DIR;
+use smdebug_io::format::layout::{RULES_DIR, safe_file_stem};
 
 use super::evaluation::Evaluation;
 use super::run::RunSource;
@@ -20,25 +20,42 @@ use crate::status::RuleStatus;
 /// The name of a rule's log file, inside its folder (`rules/<Rule>/log`).
 pub const RULE_LOG: &str = "log";
 
-/// A rule's log file, relative to the run: `rules/VanishingGradient/log`. Characters that
-/// cannot be part of one path component are written as `_`.
+/// A rule's log file, relative to the run: `rules/VanishingGradient/log`. The folder is the
+/// rule's name made safe as a file name ([`safe_file_stem`], as the report names a rule's
+/// result file), `rule` when nothing is left of it.
 pub fn rule_log_file(rule: &str) -> String {
-    let folder: String = rule
-        .chars()
-        .map(|c| {
-            if c.is_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let folder = if folder.trim_matches('.').is_empty() {
-        "_".to_string()
+    log_file_in(&folder_of(rule))
+}
+
+fn folder_of(rule: &str) -> String {
+    let folder = safe_file_stem(rule);
+    if folder.is_empty() {
+        "rule".to_string()
     } else {
         folder
-    };
+    }
+}
+
+fn log_file_in(folder: &str) -> String {
     format!("{RULES_DIR}/{folder}/{RULE_LOG}")
+}
+
+/// Each rule's log file, in slot order: a second rule whose folder would be the same (the
+/// same rule twice with other parameters) gets `-2`, `-3`, … appended, as the report's rule
+/// files do, so that no rule's log is written over another's.
+fn log_files(rules: &[&str]) -> Vec<String> {
+    let mut folders: Vec<String> = Vec::with_capacity(rules.len());
+    for rule in rules {
+        let base = folder_of(rule);
+        let mut folder = base.clone();
+        let mut n = 2;
+        while folders.contains(&folder) {
+            folder = format!("{base}-{n}");
+            n += 1;
+        }
+        folders.push(folder);
+    }
+    folders.iter().map(|f| log_file_in(f)).collect()
 }
 
 /// Status lines for a training log: every `every`, one line per rule saying where it stands,
@@ -71,6 +88,8 @@ impl std::fmt::Debug for StatusLines {
 
 /// The rules' logs so far and when status lines were last said.
 pub(super) struct StatusTrail {
+    /// Per rule slot, its log file in the run ([`log_files`]).
+    files: Vec<String>,
     /// Per rule slot, its log so far (stored whole: object stores cannot append).
     logs: Vec<String>,
     /// Per rule slot, whether its log has lines not stored yet.
@@ -119,10 +138,11 @@ fn standing(status: &RuleStatus) -> String {
 }
 
 impl StatusTrail {
-    pub fn new(rules: usize, lines: Option<StatusLines>) -> StatusTrail {
+    pub fn new(rules: &[&str], lines: Option<StatusLines>) -> StatusTrail {
         StatusTrail {
-            logs: vec![String::new(); rules],
-            unstored: vec![false; rules],
+            files: log_files(rules),
+            logs: vec![String::new(); rules.len()],
+            unstored: vec![false; rules.len()],
             lines,
             // The first standing after one interval: a job shorter than that hears only its
             // rules' changes and, at the end, where each one stands.
@@ -191,19 +211,19 @@ impl StatusTrail {
             }
         }
         if store {
-            self.store(rules, run);
+            self.store(run);
         }
     }
 
-    fn store(&mut self, rules: &Evaluation, run: &RunSource) {
-        for (i, slot) in rules.slots.iter().enumerate() {
+    fn store(&mut self, run: &RunSource) {
+        for i in 0..self.files.len() {
             if !self.unstored[i] {
                 continue;
             }
-            let path = rule_log_file(&slot.status.rule);
+            let path = &self.files[i];
             match run
                 .storage
-                .put(&path, self.logs[i].clone().into_bytes().into())
+                .put(path, self.logs[i].clone().into_bytes().into())
             {
                 Ok(()) => self.unstored[i] = false,
                 Err(e) => {
@@ -225,6 +245,15 @@ mod tests {
             "rules/VanishingGradient/log"
         );
         assert_eq!(rule_log_file("my/rule x"), "rules/my_rule_x/log");
-        assert_eq!(rule_log_file(".."), "rules/_/log");
+        assert_eq!(rule_log_file(".."), "rules/__/log");
+        assert_eq!(rule_log_file(""), "rules/rule/log");
+        assert_eq!(
+            log_files(&["LossNotDecreasing", "Overfit", "LossNotDecreasing"]),
+            [
+                "rules/LossNotDecreasing/log",
+                "rules/Overfit/log",
+                "rules/LossNotDecreasing-2/log"
+            ]
+        );
     }
 }
