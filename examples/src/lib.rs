@@ -207,6 +207,23 @@ pub fn record_train_step(
     hook.save_scalar("accuracy", f64::from(accuracy), &["metrics"]);
 }
 
+/// Saves the loss's inputs (`loss.predictions`: the logits, `loss.labels`) when due: what
+/// ClassImbalance and Confusion read. Saved in evaluation only: the predictions of held-out
+/// data, after training began, are the model's quality; a training batch's at step 0 are
+/// those of random weights, where every classifier "confuses" every class.
+fn save_loss_inputs(hook: &mut Hook, fwd: &mlp::Forward, labels: &Array1<usize>) {
+    if !hook.anything_due() {
+        return;
+    }
+    let Some(logits) = fwd.pre.last() else { return };
+    let labels = labels.mapv(|c| c as i64);
+    hook.save_loss_inputs(
+        "loss",
+        &TensorView::from_ndarray(logits),
+        &TensorView::from_ndarray(&labels),
+    );
+}
+
 /// Trains the MLP on `train`, evaluating on `eval` after each epoch. With a hook, records weights,
 /// biases, gradients, activations, inputs, loss and accuracy; stops early when the hook reports a
 /// stop request.
@@ -317,6 +334,7 @@ fn evaluate(
         n += w;
         if let Some(h) = hook.as_deref_mut() {
             h.save_scalar("loss", f64::from(loss), &["losses"]);
+            save_loss_inputs(h, &fwd, &y);
             h.save_scalar("accuracy", f64::from(acc), &["metrics"]);
             h.step();
         }

@@ -56,6 +56,22 @@ fn a_healthy_run_goes_to_the_end_with_capture_profiling_rules_and_report() {
             .unwrap()
             > 0
     );
+    // The loss's inputs on the evaluation data: ClassImbalance judged them in the session, and
+    // Confusion, run on the run afterwards, reads the same tensors; both equal the labels and
+    // the logits the demo's model gives on the held-out images.
+    let imbalance = rule(&s, "ClassImbalance");
+    assert_eq!(imbalance["status"], "NoIssuesFound", "{imbalance}");
+    assert!(imbalance["datapoints"].as_u64().unwrap() > 0, "{imbalance}");
+    let confusion = smdebug_rules::RuleRunner::builder(run.to_str().unwrap())
+        .write_into_run(false)
+        .spec(smdebug_rules::RuleSpec::new("Confusion"))
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap();
+    let confusion = confusion.rule("Confusion").unwrap();
+    assert!(confusion.datapoints > 0, "{confusion:?}");
+    check_loss_inputs(&run);
     let report = run.join("report/profiler-report.html");
     assert!(stdout.contains(&report.display().to_string()), "{stdout}");
     let html = std::fs::read_to_string(&report).unwrap();
@@ -101,6 +117,67 @@ fn a_healthy_run_goes_to_the_end_with_capture_profiling_rules_and_report() {
         assert!(
             quoted.iter().any(|(n, figures)| n == rule && *figures > 0),
             "{rule} quoted no figure: {quoted:?}"
+        );
+    }
+}
+
+/// `loss.labels` at each EVAL step where it was saved are the evaluation set's labels in the
+/// demo's batch order, and `loss.predictions` has one row of 10 scores per label, whose argmax
+/// agrees with the saved accuracy of that step.
+fn check_loss_inputs(run: &Path) {
+    use smdebug_examples::digits::{Digits, default_path};
+    let trial = Trial::open(run.to_str().unwrap()).unwrap();
+    let labels = trial.tensor("loss.labels").unwrap();
+    let predictions = trial.tensor("loss.predictions").unwrap();
+    let steps = labels.steps(Some(smdebug_core::Mode::Eval)).unwrap();
+    assert!(!steps.is_empty());
+    // The demo's split, and its evaluation batches: the set in order, 12 batches an epoch,
+    // EVAL steps counted on across epochs.
+    let (_, eval) = Digits::load(&default_path()).unwrap().split(0.2, 1);
+    let batch = smdebug_examples::TrainConfig::default().batch_size;
+    let per_epoch = eval.len().div_ceil(batch);
+    assert_eq!(per_epoch, 12);
+    for step in steps {
+        let l = labels
+            .value(step, Some(smdebug_core::Mode::Eval), None)
+            .unwrap();
+        let p = predictions
+            .value(step, Some(smdebug_core::Mode::Eval), None)
+            .unwrap();
+        assert_eq!(p.shape(), [l.len(), 10], "step {step}");
+        let first = (step as usize % per_epoch) * batch;
+        let want: Vec<f64> = eval
+            .labels
+            .iter()
+            .skip(first)
+            .take(l.len())
+            .map(|&c| c as f64)
+            .collect();
+        assert_eq!(l.iter().copied().collect::<Vec<f64>>(), want, "step {step}");
+        let hits = p
+            .rows()
+            .into_iter()
+            .zip(l.iter())
+            .filter(|(row, label)| {
+                let best = row
+                    .iter()
+                    .enumerate()
+                    .fold(
+                        (0, f64::NEG_INFINITY),
+                        |b, (i, &x)| if x > b.1 { (i, x) } else { b },
+                    );
+                best.0 as f64 == **label
+            })
+            .count();
+        let accuracy = trial
+            .tensor("accuracy")
+            .unwrap()
+            .value(step, Some(smdebug_core::Mode::Eval), None)
+            .unwrap();
+        assert!(
+            (hits as f64 / l.len() as f64 - accuracy.iter().next().unwrap()).abs() < 1e-6,
+            "step {step}: {hits} of {} right, accuracy {accuracy}",
+            l.len()
         );
     }
 }

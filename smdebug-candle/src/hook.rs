@@ -12,6 +12,7 @@ use smdebug_core::{HookBuilder, Sink};
 
 use crate::error::{Error, Result};
 use crate::framework::Candle;
+use crate::layers::LayersBuilder;
 use crate::output::{Recorded, TimedModel};
 
 /// The capture hook of a candle training loop.
@@ -21,7 +22,8 @@ use crate::output::{Recorded, TimedModel};
 /// and `optimizer` scopes) come from smdebug-core's [`AdapterHook`] (as inherent methods,
 /// stamped by `smdebug_core::adapter_hook_methods!`); it adds what is particular to candle:
 /// [`save_parameters`](Self::save_parameters), [`save_gradients`](Self::save_gradients),
-/// [`wrap`](Self::wrap), [`wrap_model`](Self::wrap_model) and [`backward`](Self::backward).
+/// [`layers`](Self::layers), [`wrap`](Self::wrap), [`wrap_model`](Self::wrap_model) and
+/// [`backward`](Self::backward).
 /// A session drives it through [`Capture`](smdebug_core::Capture).
 ///
 /// With a timeline (`HookBuilder::timeline`), the loop's spans need no timing code: the step
@@ -79,6 +81,44 @@ impl CandleHook {
     /// while the detailed window is open.
     pub fn wrap<M: Module>(&mut self, name: &str, module: M) -> Recorded<M> {
         Recorded::new(module, self.0.module_probe(name))
+    }
+
+    /// Registers a whole model: build it here, layer by layer as with `candle_nn::seq()`, and
+    /// every layer's input and output is a capture point (`<layer>.input` in `inputs`,
+    /// `<layer>.output` in `outputs`, plus every collection whose `include_regex` matches the
+    /// name), kept only at the steps where it is due; the model's forward pass is the step's
+    /// forward span and each layer's a span of its own while the detailed window is open.
+    ///
+    /// ```
+    /// # use candle_core::{DType, Device, Module, Tensor};
+    /// # use candle_nn::{Activation, VarBuilder, VarMap};
+    /// # use smdebug_candle::CandleHook;
+    /// # use smdebug_core::{Hook, MemorySink, SaveConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let (varmap, dev) = (VarMap::new(), Device::Cpu);
+    /// let vb = VarBuilder::from_varmap(&varmap, DType::F32, &dev);
+    /// let sink = MemorySink::default();
+    /// // Only ReLU outputs are selected (DeadRelu's collection); the other layers cost a flag.
+    /// let builder = Hook::builder()
+    ///     .save_config(SaveConfig::every(1))
+    ///     .include_collections(&["relu_output"])
+    ///     .include_regex("relu_output", r"relu\d*\.output$");
+    /// let mut hook = CandleHook::new(builder, sink.clone())?;
+    /// let model = hook
+    ///     .layers()
+    ///     .layer("fc1", candle_nn::linear(4, 8, vb.pp("fc1"))?)
+    ///     .layer("relu1", Activation::Relu)
+    ///     .layer("fc2", candle_nn::linear(8, 2, vb.pp("fc2"))?)
+    ///     .build()?;
+    /// model.forward(&Tensor::ones((3, 4), DType::F32, &dev)?)?;
+    /// hook.step()?;
+    /// let names: Vec<String> = sink.tensors().into_iter().map(|t| t.name).collect();
+    /// assert_eq!(names, ["relu1.output"]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn layers(&mut self) -> LayersBuilder<'_> {
+        LayersBuilder::new(&mut self.0)
     }
 
     /// Wraps the whole model so that its forward pass is the step's forward span (use it or

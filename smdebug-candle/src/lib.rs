@@ -52,6 +52,7 @@ pub mod error;
 mod framework;
 mod hook;
 mod host;
+mod layers;
 mod output;
 pub mod reduce;
 
@@ -63,6 +64,9 @@ pub use error::{Error, Result};
 pub use framework::Candle;
 pub use hook::CandleHook;
 pub use host::recorded_dtype;
+pub use layers::{Layers, LayersBuilder};
 pub use output::{Probe, Recorded, TimedModel};
 pub use smdebug_core::adapter::OUTPUT_SUFFIX;
-pub use smdebug_core::collection::{GRADIENT_PREFIX, parameter_collection};
+pub use smdebug_core::collection::{
+    GRADIENT_PREFIX, INPUT_SUFFIX, LABELS_SUFFIX, PREDICTIONS_SUFFIX, parameter_collection,
+};

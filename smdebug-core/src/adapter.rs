@@ -42,6 +42,7 @@ use std::sync::{Arc, Mutex};
 
 mod methods;
 
+use crate::collection::{INPUT_SUFFIX, LABELS_SUFFIX, PREDICTIONS_SUFFIX};
 use crate::phase::Phase;
 use crate::timeline::{TimedIter, Timeline};
 use crate::{DueTensor, Hook, HookBuilder, Mode, Sink, StopSignal};
@@ -237,6 +238,9 @@ impl<F: Framework> std::fmt::Debug for Probe<F> {
 pub struct ModuleProbe<F: Framework> {
     module: String,
     output: Probe<F>,
+    /// The capture point of the module's input (`<module>.input`, collection `inputs`), for the
+    /// layers of a registered model ([`AdapterHook::layer_probe`]); wrapped modules have none.
+    input: Option<Probe<F>>,
     timeline: Timeline,
 }
 
@@ -259,6 +263,24 @@ impl<F: Framework> ModuleProbe<F> {
         self.output.record(&out);
         Ok(out)
     }
+
+    /// The capture point of the module's input, for a layer of a registered model.
+    pub fn input(&self) -> Option<&Probe<F>> {
+        self.input.as_ref()
+    }
+
+    /// [`forward`](Self::forward) for a layer whose input is at hand: `input` is kept too when
+    /// it is due (a registered layer's `<module>.input`), before `f` runs.
+    pub fn forward_from<E>(
+        &self,
+        input: &F::Tensor,
+        f: impl FnOnce() -> Result<F::Tensor, E>,
+    ) -> Result<F::Tensor, E> {
+        if let Some(probe) = &self.input {
+            probe.record(input);
+        }
+        self.forward(f)
+    }
 }
 
 impl<F: Framework> Clone for ModuleProbe<F> {
@@ -266,6 +288,7 @@ impl<F: Framework> Clone for ModuleProbe<F> {
         ModuleProbe {
             module: self.module.clone(),
             output: self.output.clone(),
+            input: self.input.clone(),
             timeline: self.timeline.clone(),
         }
     }
@@ -433,8 +456,50 @@ impl<F: Framework> AdapterHook<F> {
         ModuleProbe {
             module: module.to_string(),
             output: self.probe(&format!("{module}{OUTPUT_SUFFIX}"), &["outputs"]),
+            input: None,
             timeline: self.hook.timeline().clone(),
         }
+    }
+
+    /// The capture points and span of one layer of a model registered whole (an adapter's
+    /// `layers()` builder, burn's `register_model`): like [`module_probe`](Self::module_probe),
+    /// and its input is saved as `<layer>.input` in `inputs` when due. Nothing is kept at a
+    /// step where neither is due.
+    pub fn layer_probe(&mut self, layer: &str) -> ModuleProbe<F> {
+        let mut probe = self.module_probe(layer);
+        probe.input = Some(self.probe(&format!("{layer}{INPUT_SUFFIX}"), &["inputs"]));
+        probe
+    }
+
+    /// Saves what a loss was computed from, as Python smdebug's `register_loss` does: the
+    /// predictions (scores, or classes) as `<name>.predictions` in `predictions` and the labels
+    /// as `<name>.labels` in `labels`, each when due (nothing is copied otherwise). Call it
+    /// beside [`save_loss`](Self::save_loss). Returns how many were recorded; on errors, the
+    /// first one, after both were tried.
+    pub fn save_loss_inputs(
+        &mut self,
+        name: &str,
+        predictions: &F::Tensor,
+        labels: &F::Tensor,
+    ) -> Result<usize, F::Error> {
+        if !self.anything_due() {
+            return Ok(0);
+        }
+        let mut due = Vec::new();
+        for (suffix, collection, tensor) in [
+            (PREDICTIONS_SUFFIX, "predictions", predictions),
+            (LABELS_SUFFIX, "labels", labels),
+        ] {
+            let tensor_name = format!("{name}{suffix}");
+            if let Some(d) = self.due(&tensor_name, &[collection]) {
+                due.push(Due {
+                    name: tensor_name,
+                    due: d,
+                    tensor: F::keep(tensor),
+                });
+            }
+        }
+        self.record(due)
     }
 
     /// The loop's timeline (off unless the builder was given one): its spans and windows.
@@ -694,5 +759,56 @@ mod tests {
             .collect();
         assert_eq!(got, vec![(0, vec![0.0, 1.0]), (2, vec![2.0, 1.0])]);
         assert!(!hook.save_tensor("late", &vec![1.0], &["outputs"]).unwrap());
+    }
+
+    #[test]
+    fn a_layer_keeps_its_input_and_output_and_a_loss_its_inputs_only_when_due() {
+        let sink = MemorySink::default();
+        // TRAIN steps 0 and 2 are saved, in every collection.
+        let builder = Hook::builder().save_config(SaveConfig::every(2));
+        let mut hook = AdapterHook::new(builder, sink.clone(), Host).unwrap();
+        let fc1 = hook.layer_probe("fc1");
+        assert_eq!(fc1.input().map(Probe::name), Some("fc1.input"));
+        assert!(hook.module_probe("relu1").input().is_none());
+        hook.set_mode(Mode::Train).unwrap();
+        for step in 0..3u8 {
+            let x = vec![f32::from(step), -1.0];
+            let out = fc1.forward_from(&x, || Ok::<_, crate::Error>(vec![2.0 * x[0]]));
+            assert_eq!(out.unwrap(), [2.0 * f32::from(step)]);
+            let scores = vec![0.1, 0.9, 0.8, 0.2];
+            let saved = hook
+                .save_loss_inputs("loss", &scores, &vec![1.0, 0.0])
+                .unwrap();
+            assert_eq!(saved, if step == 1 { 0 } else { 2 }, "step {step}");
+            hook.step().unwrap();
+        }
+        hook.close().unwrap();
+        let got: Vec<(String, u64, Vec<usize>)> = sink
+            .tensors()
+            .into_iter()
+            .map(|t| (t.name, t.key.step, t.tensor.shape().to_vec()))
+            .collect();
+        let mut want = Vec::new();
+        for step in [0, 2] {
+            want.push(("loss.predictions".to_string(), step, vec![4]));
+            want.push(("loss.labels".to_string(), step, vec![2]));
+            want.push(("fc1.input".to_string(), step, vec![2]));
+            want.push(("fc1.output".to_string(), step, vec![1]));
+        }
+        let mut got = got;
+        got.sort();
+        want.sort();
+        assert_eq!(got, want);
+        let file = hook.hook().collections_file();
+        let members = |c: &str| {
+            file.collections
+                .iter()
+                .find(|x| x.name() == c)
+                .map(|x| x.tensor_names().iter().cloned().collect::<Vec<_>>())
+                .unwrap_or_default()
+        };
+        assert_eq!(members("labels"), ["loss.labels"]);
+        assert_eq!(members("predictions"), ["loss.predictions"]);
+        assert_eq!(members("inputs"), ["fc1.input"]);
     }
 }

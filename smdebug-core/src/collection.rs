@@ -27,6 +27,20 @@ pub const SCALAR_COLLECTIONS: [&str; 2] = ["losses", "metrics"];
 /// Name prefix of gradient tensors, as smdebug's hooks write them (`gradient/fc1.weight`).
 pub const GRADIENT_PREFIX: &str = "gradient/";
 
+/// Suffix of a registered layer's input tensor (`fc1` records `fc1.input`, in `inputs`): what
+/// rules such as CheckInputImages and the saturation rules read, as Python smdebug's
+/// `fc1_input_0`.
+pub const INPUT_SUFFIX: &str = ".input";
+
+/// Suffix of a loss's predictions (`loss` records `loss.predictions`, in `predictions`): the
+/// scores or classes handed to the loss, as Python smdebug's `CrossEntropyLoss_input_0`.
+pub const PREDICTIONS_SUFFIX: &str = ".predictions";
+
+/// Suffix of a loss's labels (`loss` records `loss.labels`, in `labels`), as Python smdebug's
+/// `CrossEntropyLoss_input_1`. ClassImbalance (`.*labels`, `.*predictions`) and Confusion (the
+/// `labels` and `predictions` collections) find both with their default parameters.
+pub const LABELS_SUFFIX: &str = ".labels";
+
 /// The collection a model parameter belongs to by its name, for framework adapters: `biases`
 /// when its last dotted segment is `bias` (or ends in `_bias`), `weights` otherwise (weights,
 /// embeddings, norm scales).

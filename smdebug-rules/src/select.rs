@@ -72,6 +72,12 @@ pub struct TensorSelection {
     empty_selects_all: bool,
 }
 
+/// A loss by its name, for runs without a `losses` collection: a name containing `loss`
+/// (`loss`, `CrossEntropyLoss_output_0`) that is not one of the loss's inputs, as our adapters
+/// (`loss.predictions`, `loss.labels`) and Python smdebug's `register_loss`
+/// (`CrossEntropyLoss_input_0`) name them.
+pub const LOSS_BY_NAME: &str = r"(?i)loss(?!.*(\.labels|\.predictions|_input_\d+)$)";
+
 impl TensorSelection {
     /// Compiles the regexes; a bad one is reported with the rule's name. With neither
     /// collections nor regexes, the selection is every tensor.
@@ -99,7 +105,8 @@ impl TensorSelection {
     }
 
     /// Losses: given collections and regexes, plus the `losses` collection when asked; with
-    /// nothing given, names containing `loss` as well (runs without a `losses` collection).
+    /// nothing given, names containing `loss` as well (runs without a `losses` collection) that
+    /// are not what a loss was computed from ([`LOSS_BY_NAME`]).
     pub fn losses(
         rule: &str,
         collections: &[String],
@@ -112,7 +119,7 @@ impl TensorSelection {
             c.push("losses".into());
         }
         if collections.is_empty() && regexes.is_empty() {
-            r.push("(?i)loss".into());
+            r.push(LOSS_BY_NAME.into());
         }
         TensorSelection::new(rule, &c, &r)
     }
@@ -530,5 +537,27 @@ mod tests {
         assert!(allclose(&a, &b, 1e-5, 1e-8, true));
         let c = ArrayD::from_shape_vec(vec![3], vec![1.1, f64::NAN, 1e10]).unwrap();
         assert!(!allclose(&a, &c, 1e-5, 1e-8, true));
+    }
+
+    #[test]
+    fn a_loss_by_name_is_never_one_of_its_inputs() {
+        let loss = smdebug_core::pyregex::PyRegex::new(LOSS_BY_NAME).unwrap();
+        for name in [
+            "loss",
+            "val_loss",
+            "CrossEntropyLoss_output_0",
+            "train/Loss",
+        ] {
+            assert!(loss.is_match(name), "{name}");
+        }
+        for name in [
+            "loss.labels",
+            "loss.predictions",
+            "CrossEntropyLoss_input_0",
+            "CrossEntropyLoss_input_1",
+            "fc1.weight",
+        ] {
+            assert!(!loss.is_match(name), "{name}");
+        }
     }
 }

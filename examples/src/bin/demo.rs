@@ -74,7 +74,8 @@ fn parse_args() -> Result<Args, String> {
 }
 
 /// The capture plan: parameters and gradients every 10th training step with reductions beside
-/// them, activations every 10th step, losses and metrics at every step of every mode.
+/// them, activations every 10th step, losses and metrics at every step of every mode, the
+/// loss's inputs at every evaluation step.
 fn capture_plan(session: SessionBuilder) -> smdebug_core::Result<SessionBuilder> {
     let stats = ReductionConfig {
         save_raw_tensor: true,
@@ -82,6 +83,8 @@ fn capture_plan(session: SessionBuilder) -> smdebug_core::Result<SessionBuilder>
         save_shape: false,
     };
     let every10 = SaveConfig::every(10).with_mode(Mode::Eval, SaveConfigMode::never());
+    let eval_only =
+        SaveConfig::new(SaveConfigMode::never()).with_mode(Mode::Eval, SaveConfigMode::every(1));
     Ok(session
         .save(SaveConfig::every(1))
         .collection(
@@ -110,6 +113,10 @@ fn capture_plan(session: SessionBuilder) -> smdebug_core::Result<SessionBuilder>
         .collection(
             Collection::new("inputs").with_save_config(SaveConfig::new(SaveConfigMode::steps([0]))),
         )
+        // The loss's inputs (logits and labels) at every evaluation step: the model's
+        // predictions on held-out images, which ClassImbalance and Confusion judge.
+        .collection(Collection::new("labels").with_save_config(eval_only.clone()))
+        .collection(Collection::new("predictions").with_save_config(eval_only))
         .tensorboard(true))
 }
 
@@ -165,7 +172,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .rule_spec(RuleSpec::parse("VanishingGradient")?.action(stop()))
         .rule_spec(RuleSpec::parse("ExplodingTensor")?.action(stop()))
         .rule_spec(RuleSpec::parse("DeadRelu")?.action(stop()))
-        .rules(["PoorWeightInitialization", "WeightUpdateRatio", "Overfit"])
+        .rules([
+            "PoorWeightInitialization",
+            "WeightUpdateRatio",
+            "Overfit",
+            "ClassImbalance",
+        ])
         .rule(
             "ProfilerReport:CPUBottleneck_patience=5,IOBottleneck_patience=5,\
              LowGPUUtilization_patience=5,LowGPUUtilization_window=20,BatchSize_patience=5,\

@@ -1,7 +1,8 @@
 //! The LeNet-sized network of `candle_cnn` and `session_cost`, and the digits as candle tensors.
 
 use candle_core::{D, DType, Device, Module, Tensor};
-use candle_nn::{Conv2d, Linear, VarBuilder};
+use candle_nn::{Activation, Conv2d, Linear, VarBuilder};
+use smdebug_candle::{CandleHook, Layers};
 use smdebug_examples::digits::HostBatch;
 
 /// Image side after resampling the 8×8 digits.
@@ -28,8 +29,26 @@ impl Cnn {
     }
 
     /// The layers, for wrapping each in a module span (`CandleHook::wrap`): conv1, conv2, fc.
+    #[allow(dead_code)] // session_cost's; candle_cnn registers the model whole
     pub fn into_layers(self) -> (Conv2d, Conv2d, Linear) {
         (self.conv1, self.conv2, self.fc)
+    }
+
+    /// The network registered whole with `hook` (`CandleHook::layers`), each of its eight steps
+    /// a named layer whose input and output are capture points: conv1, relu1, pool1, conv2,
+    /// relu2, pool2, flatten, fc. Forwards exactly as [`forward`].
+    #[allow(dead_code)] // candle_cnn's and the tests'; session_cost wraps the layers
+    pub fn register(self, hook: &mut CandleHook) -> smdebug_candle::Result<Layers> {
+        hook.layers()
+            .layer("conv1", self.conv1)
+            .layer("relu1", Activation::Relu)
+            .layer("pool1", |x: &Tensor| x.max_pool2d(2))
+            .layer("conv2", self.conv2)
+            .layer("relu2", Activation::Relu)
+            .layer("pool2", |x: &Tensor| x.max_pool2d(2))
+            .layer("flatten", |x: &Tensor| x.flatten_from(1))
+            .layer("fc", self.fc)
+            .build()
     }
 }
 

@@ -13,7 +13,7 @@
 /// `timeline`, `data`, `forward`, `optimizer`, `scope`, `set_mode`, `step` and `close`.
 ///
 /// `adapter_hook_methods!(MyHook, F)` defines those; `adapter_hook_methods!(MyHook, F, tensors)` also
-/// `save_tensor` and `save_loss` taking the framework's tensor type as it is (an adapter whose
+/// `save_tensor`, `save_loss` and `save_loss_inputs` taking the framework's tensor type as it is (an adapter whose
 /// tensors need converting first, as burn's do, writes its own).
 ///
 /// ```
@@ -126,6 +126,20 @@ macro_rules! adapter_hook_methods {
             loss: &<$framework as $crate::adapter::Framework>::Tensor,
         ) -> ::std::result::Result<bool, <$framework as $crate::adapter::Framework>::Error> {
             self.0.save_loss(name, loss)
+        }
+
+        /// Saves what the loss `name` was computed from, as Python smdebug's `register_loss`
+        /// does: `predictions` as `<name>.predictions` (collection `predictions`) and `labels`
+        /// as `<name>.labels` (collection `labels`), each when due; nothing is copied
+        /// otherwise. ClassImbalance and Confusion read them with their default parameters.
+        /// Returns how many were recorded.
+        pub fn save_loss_inputs(
+            &mut self,
+            name: &str,
+            predictions: &<$framework as $crate::adapter::Framework>::Tensor,
+            labels: &<$framework as $crate::adapter::Framework>::Tensor,
+        ) -> ::std::result::Result<usize, <$framework as $crate::adapter::Framework>::Error> {
+            self.0.save_loss_inputs(name, predictions, labels)
         }
     };
     (@common $framework:ty) => {

@@ -66,6 +66,14 @@ impl HookBuilder {
         self
     }
 
+    /// Saves only the collections named (smdebug's `include_collections`; `losses` and `metrics`
+    /// always are). Without it every collection is saved at its schedule.
+    pub fn include_collections<S: AsRef<str>>(mut self, names: &[S]) -> Self {
+        self.config.include_collections =
+            Some(names.iter().map(|n| n.as_ref().to_string()).collect());
+        self
+    }
+
     /// Saves every tensor the loop offers (collection `all`).
     pub fn save_all(mut self, on: bool) -> Self {
         self.config.save_all = on;

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::collection::CollectionsFile;
+use crate::collection::{CollectionsFile, LABELS_SUFFIX, PREDICTIONS_SUFFIX};
 use crate::config::HookConfig;
 use crate::mode::Mode;
 use crate::reduction::{Reduction, ReductionOp};
@@ -290,6 +290,25 @@ impl Hook {
         let data = [value];
         let view = TensorView::from_slice(&data, &[]).expect("one element, empty shape");
         self.save_tensor(name, &view, collections)
+    }
+
+    /// Saves what the loss `name` was computed from, as Python smdebug's `register_loss` does:
+    /// `predictions` (scores or classes) as `<name>.predictions` in `predictions` and `labels`
+    /// as `<name>.labels` in `labels`, each when due. ClassImbalance and Confusion read them
+    /// with their default parameters. Returns how many were recorded.
+    pub fn save_loss_inputs(
+        &mut self,
+        name: &str,
+        predictions: &TensorView<'_>,
+        labels: &TensorView<'_>,
+    ) -> usize {
+        let predicted = self.save_tensor(
+            &format!("{name}{PREDICTIONS_SUFFIX}"),
+            predictions,
+            &["predictions"],
+        );
+        let labelled = self.save_tensor(&format!("{name}{LABELS_SUFFIX}"), labels, &["labels"]);
+        usize::from(predicted) + usize::from(labelled)
     }
 
     /// Ends the current step: publishes what it recorded and advances the step counters.

@@ -63,6 +63,8 @@ pub struct ClassImbalanceParams {
     #[serde(deserialize_with = "lenient::u64")]
     pub samples: u64,
     /// Predictions are `[samples, classes]` scores; take each row's argmax. Default `false`.
+    /// Predictions of shape `[labels, classes]` (a loss's logits, as `loss.predictions` holds
+    /// them) are taken as scores whatever this says; Python smdebug asks for `argmax=True`.
     #[serde(deserialize_with = "lenient::bool")]
     pub argmax: bool,
     /// Default `.*labels`.
@@ -157,7 +159,9 @@ impl TensorRule for ClassImbalance {
             return Ok(result);
         };
         let labels = classes(&labels, false);
-        let preds = classes(&preds, self.params.argmax);
+        // One row of class scores per label (a loss's logits) is read as scores.
+        let scores = preds.ndim() == 2 && preds.shape()[1] > 1 && preds.shape()[0] == labels.len();
+        let preds = classes(&preds, self.params.argmax || scores);
         if labels.len() != preds.len() {
             return Err(Error::Rule {
                 rule: Self::NAME.into(),
