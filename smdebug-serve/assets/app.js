@@ -143,12 +143,12 @@
     const ref = { opts };
     const xFormat = (x) => (ref.opts.xFormat || (ref.opts.time ? timeLabel : String))(x);
     const yTick = (v) => (ref.opts.yFormat || axisLabel)(v);
-    // `yRange`: the y axis' range from the data's [min, max] (0–100 for a percentage);
-    // `xLog`: a log x axis.
+    // `yRange`, `xRangeOf`: an axis' range from the data's [min, max] (0–100 for a
+    // percentage); `xSplits(u)`: where the x axis' ticks go.
     const yScale = Object.assign(opts.log ? { distr: 3 } : {}, opts.yRange ? { range: (u, min, max) => (ref.opts.yRange || ((a, b) => [a, b]))(min, max) } : {});
     const plot = new uPlot({
       width: opts.width || chartWidth(container), height: opts.height || 200,
-      scales: { x: Object.assign({ time: !!(opts.time || opts.wallAxis) }, opts.xLog ? { distr: 3 } : {}), y: yScale },
+      scales: { x: Object.assign({ time: !!(opts.time || opts.wallAxis) }, opts.xRangeOf ? { range: (u, min, max) => ref.opts.xRangeOf(min, max) } : {}), y: yScale },
       cursor: { sync: { key: opts.time ? "time" : key }, drag: { x: true, y: false } },
       // The lines' names and colours, only where there are several (the title names a single
       // line); values are in the tooltip, not in a row of "--" under the chart.
@@ -156,7 +156,8 @@
       // Room on the right for half the x axis' last label (uPlot's own guess is for shorter
       // labels than a time to the tenth of a second).
       padding: [null, (u, side, sides, cycle) => {
-        const v = cycle > 0 && u.axes[0]._values;
+        const axis = u.axes[0];
+        const v = cycle > 0 && axis._values;
         return v && v.length ? Math.max(8, Math.ceil(window.SMD.textWidth(v[v.length - 1]) / 2 + 2)) : 16;
       }, null, null],
       plugins: [tooltipPlugin(xFormat, opts.yFormat ? yTick : null, opts.tipExtra ? (u, i) => ref.opts.tipExtra && ref.opts.tipExtra(u, i) : null),
@@ -166,7 +167,9 @@
         fill: s.fill, points: { show: !!s.points }, paths: s.paths, spanGaps: !!s.spanGaps,
       }, s.dash && s.dash.length ? { dash: s.dash } : {}))),
       bands: opts.bands,
-      axes: [Object.assign({ font: AXIS_FONT }, opts.xTicks ? { values: (u, vals) => vals.map((v) => (ref.opts.xTicks || String)(v)) } :
+      // Ticks far enough apart for their labels: a time to the second or tenth is ~60–75 px.
+      axes: [Object.assign({ font: AXIS_FONT, space: opts.time ? 100 : 60 }, opts.xSplits ? { splits: (u) => ref.opts.xSplits(u) } : {},
+               opts.xTicks ? { values: (u, vals) => vals.map((v) => (ref.opts.xTicks || String)(v)) } :
                opts.time ? { values: (u, vals) => timeTicks(vals) } : {}),
              { font: AXIS_FONT, size: axisSize, values: (u, vals) => vals.map(yTick) }],
       hooks: { setScale: [(u, k) => { if (k === "x") onZoom(u); }] },
@@ -201,9 +204,10 @@
                   width: c.plot.bbox.width / devicePixelRatio,
                   // The axes as drawn: each tick label with where it is centred (x axis) and the
                   // room the axis has (y axis), for the chart-craft test to measure.
-                  axes: c.plot.axes.map((a) => ({ side: a.side, size: a._size, font: a.font && a.font[0],
-                    labels: (a._values || []).map(String),
-                    at: (a._splits || []).map((v) => c.plot.valToPos(v, a.scale)) })),
+                  // (uPlot's own fields of an axis: `_size`, `_values`, `_splits`.)
+                  axes: c.plot.axes.map((axis) => ({ side: axis.side, size: axis._size, font: axis.font && axis.font[0],
+                    labels: (axis._values || []).map(String),
+                    at: (axis._splits || []).map((v) => c.plot.valToPos(v, axis.scale)) })),
                   plot_left: c.plot.bbox.left / devicePixelRatio, canvas_width: c.plot.over.parentElement.clientWidth,
                   y_scale: [c.plot.scales.y.min, c.plot.scales.y.max],
                   // Each line's colour and dash.
@@ -724,6 +728,8 @@
       groups.get(k).push(s);
     }
     const box = $("system-charts");
+    const none = box.querySelector("p.missing");
+    if (none && groups.size) none.remove();
     for (const [key, list] of groups) {
       list.sort((a, b) => naturalCompare(a.node, b.node) || naturalCompare(a.name, b.name));
       const xs = Array.from(new Set(list.flatMap((s) => s.data.t))).sort((a, b) => a - b);
@@ -781,6 +787,23 @@
     status.panels.system = true;
   }
 
+  // Ticks of a log axis (values are log10 of seconds): round durations (1, 2, 5 × 10^k s)
+  // within [lo, hi], or five evenly spaced where fewer than three round ones fall in it.
+  function logSplits(lo, hi) {
+    const out = [];
+    for (let k = Math.floor(lo) - 1; k <= Math.ceil(hi); k++) {
+      for (const m of [1, 2, 5]) { const v = k + Math.log10(m); if (v >= lo && v <= hi) out.push(v); }
+    }
+    if (out.length >= 3) return out.length > 8 ? out.filter((v) => Math.abs(v - Math.round(v)) < 1e-9) : out;
+    return [0, 1, 2, 3, 4].map((i) => lo + ((hi - lo) * (i + 0.5)) / 5);
+  }
+  // Ticks of a bar chart of `n` bars at 0..n-1: whole bars, at most one per 60 px.
+  function indexSplits(n, width) {
+    const every = Math.max(1, Math.ceil(n / Math.max(1, Math.floor(width / 60))));
+    const out = [];
+    for (let i = 0; i < n; i += every) out.push(i);
+    return out;
+  }
   // A step's place in the tooltip and the tables: "step 1200 · TRAIN · algo-1 worker 0".
   const stepText = (row) => (row.step === null ? "a step" : "step " + row.step) + " · " + (row.mode || "") +
     " · " + row.node + (row.worker !== null && row.worker !== undefined ? " worker " + row.worker : "");
@@ -848,14 +871,17 @@
         if (s.data.t.length) status.last_step_time = s.data.t[s.data.t.length - 1];
       }
       if (st.histogram) {
-        // Bins of equal width on a log axis: a few slow steps do not squeeze the rest into
-        // one bar.
+        // Bins of equal width on a log axis (x is the log of a duration): a few slow steps do
+        // not squeeze the rest into one bar.
         const h = st.histogram;
-        const xs = h.counts.map((_, i) => Math.sqrt(h.edges[i] * h.edges[i + 1]));
+        const logs = h.edges.map(Math.log10);
+        const xs = h.counts.map((_, i) => (logs[i] + logs[i + 1]) / 2);
+        const half = (logs[logs.length - 1] - logs[0]) / h.counts.length / 2;
         chart(box, "steps:histogram", "Step durations" + (zoom ? " in the window" : "") + " (" + st.window_steps + " steps, log axis)", [xs, h.counts],
           [{ label: "steps", fill: "rgba(78,121,167,0.55)", color: "#4e79a7", paths: uPlot.paths.bars({ size: [0.9] }) }],
-          { xLabel: "duration", xFormat: dur, xTicks: dur, xLog: true, yRange: (min, max) => [0, Math.max(1, max)],
-            tipExtra: (u, i) => dur(h.edges[i]) + " – " + dur(h.edges[i + 1]) });
+          { xLabel: "duration", xFormat: (x) => dur(Math.pow(10, x)), xTicks: (x) => dur(Math.pow(10, x)),
+            xRangeOf: () => [logs[0] - half, logs[logs.length - 1] + half], xSplits: (u) => logSplits(u.scales.x.min, u.scales.x.max),
+            yRange: (min, max) => [0, Math.max(1, max)], tipExtra: (u, i) => dur(h.edges[i]) + " – " + dur(h.edges[i + 1]) });
       } else dropCharts(box, (k) => k === "steps:histogram");
     }
     drawSlowest(st);
@@ -876,6 +902,7 @@
       chart(pbox, "phases", "Time per phase of the last " + ph.steps.length + " steps" + (zoom ? " in the window" : "") + " (stacked)", [xs, ...order.map((i) => sums[i])],
         order.map((i) => ({ label: phaseLabel(names[i]), color: colour(i), fill: colour(i), paths: uPlot.paths.bars({ size: [0.8] }) })),
         { xLabel: "step", xFormat: label, xTicks: (v) => (Number.isInteger(v) ? label(v) : ""), yFormat: dur,
+          xRangeOf: () => [-0.5, xs.length - 0.5], xSplits: (u) => indexSplits(xs.length, u.bbox.width / devicePixelRatio),
           yRange: (min, max) => [0, max > 0 ? max * 1.05 : 1], ownValues: order.map((i) => own[i]),
           tipExtra: (u, i) => (ph.steps[i] ? stepText(ph.steps[i]) + " · " + dur(ph.steps[i].duration) : null) });
     } else {

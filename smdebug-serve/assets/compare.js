@@ -103,23 +103,25 @@
       const counts = { steps: overlay(box, "compare:steps", "Step duration by step", stepLines, "step",
         { yFormat: window.SMD.dur, yRange: (min, max) => [0, max > 0 ? max * 1.05 : 1] }) };
       // System timelines: x = seconds since the run's start. A run's several lines (its GPUs)
-      // each in a colour of their own when one run is shown; with several runs, each run in
-      // its colour and its lines told apart by their dashes.
+      // each in a colour of their own when it is the only run on the chart; with several runs
+      // on it, each run in its colour and its lines told apart by their dashes.
       const DASHES = [[], [6, 3], [2, 3], [8, 3, 2, 3], [12, 4], [3, 6], [6, 2, 2, 2, 2, 2], [1, 2]];
       for (const [key, title, belongs] of SYSTEM) {
         const lines = [];
+        const of = shown.map(([r], k) => (systems[k] || { series: [] }).series.filter(belongs)
+          .sort((a, b) => naturalCompare(a.node, b.node) || naturalCompare(a.name, b.name)));
+        const runsOn = of.filter((m) => m.length).length;
         shown.forEach(([r, i], k) => {
-          const sys = systems[k] || { series: [] };
           const start = r.start;
-          const matching = sys.series.filter(belongs).sort((a, b) => naturalCompare(a.node, b.node) || naturalCompare(a.name, b.name));
+          const matching = of[k];
           const nodes = new Set(matching.map((s) => s.node)).size;
+          const several = matching.length > 1;
           matching.forEach((s, j) => {
             const xs = [], ys = [];
             s.data.t.forEach((t, n) => { if (t !== null && start !== null) { xs.push(Math.round((t - start) * 10) / 10); ys.push(s.data.v[n]); } });
-            const several = matching.length > 1;
-            lines.push({ run: r.id, label: (shown.length > 1 || !several ? r.name : "") + (several ? (shown.length > 1 ? " " : "") + (nodes > 1 ? s.node + " " : "") + s.name : ""),
-              color: several && shown.length === 1 ? CATEGORICAL[j % CATEGORICAL.length] : colour(i),
-              dash: several && shown.length > 1 ? DASHES[j % DASHES.length] : undefined, xs, ys });
+            lines.push({ run: r.id, label: r.name + (several ? " " + (nodes > 1 ? s.node + " " : "") + s.name : ""),
+              color: several && runsOn === 1 ? CATEGORICAL[j % CATEGORICAL.length] : colour(i),
+              dash: several && runsOn > 1 ? DASHES[j % DASHES.length] : undefined, xs, ys });
           });
         });
         counts[key] = overlay(box, "compare:" + key, title + " over seconds since each run's start", lines, "s since start",

@@ -34,6 +34,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use smdebug_core::EndReason;
+use smdebug_io::format::{end_marker_body, layout};
 use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::reader::{ProfilerReader, SpanQuery};
 use smdebug_serve::{ServeOptions, Server};
@@ -107,6 +109,12 @@ const MEASURE: &str = r##"(() => {
         } else {
           const x = c.plot_left + a.at[i];
           if (x - w / 2 < -1 || x + w / 2 > c.canvas_width + 1) problems.push(key + ": x label '" + text + "' at " + x.toFixed(0) + " px outside 0–" + c.canvas_width);
+          // Each label clear of the one before (centred on their ticks).
+          const prev = a.labels.slice(0, i).map((t, j) => [t, j]).filter(([t]) => t).pop();
+          if (prev) {
+            const pw = ctx.measureText(prev[0]).width, px = c.plot_left + a.at[prev[1]];
+            if (px + pw / 2 + 2 > x - w / 2) problems.push(key + ": x labels '" + prev[0] + "' and '" + text + "' overlap");
+          }
         }
       });
     }
@@ -203,7 +211,8 @@ fn write_demo(run: &Path) {
     support::write_rules(run, &summary);
 }
 
-/// The run ExplodingTensor stopped, its rules evaluated.
+/// The run ExplodingTensor stopped: its rules evaluated, its end marker as a job that honoured
+/// the rule's stop request writes it (the rule's whole message).
 fn write_bug(run: &Path) {
     std::fs::create_dir_all(run).unwrap();
     support::write_exploding_run(run);
@@ -216,6 +225,17 @@ fn write_bug(run: &Path) {
         ],
     );
     support::write_rules(run, &summary);
+    let exploding = summary.rule("ExplodingTensor").unwrap();
+    let line = format!(
+        "ExplodingTensor fired at step {}: {}",
+        exploding.first_fired_step.unwrap(),
+        exploding.message
+    );
+    std::fs::write(
+        run.join(layout::END_MARKER),
+        end_marker_body(&EndReason::Stopped(line.into()), 1.0e9),
+    )
+    .unwrap();
 }
 
 /// Opens `tab` of run `id` and waits until its panels were drawn after the switch.
@@ -346,7 +366,7 @@ fn every_tab_of_three_runs_fits_its_text_and_labels_at_1440x900() {
     // with GPUs).
     let strokes = gpu_lines["strokes"].as_array().cloned().unwrap_or_default();
     let distinct: std::collections::BTreeSet<String> =
-        strokes.iter().map(ToString::to_string).collect();
+        strokes.iter().map(|s| s[0].to_string()).collect();
     if strokes.len() != 8 || distinct.len() != 8 {
         problems.push(format!(
             "compare: the GPU lines are not told apart: {gpu_lines}"
