@@ -732,3 +732,26 @@ pub(crate) fn series_lines(
         smoothing,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::log_histogram;
+
+    #[test]
+    fn step_durations_fall_in_log_spaced_bins_from_the_shortest_to_the_longest() {
+        let values = [0.001, 0.002, 0.004, 0.008, 0.1, 1.0];
+        let h = log_histogram(&values, 3).unwrap();
+        assert_eq!(h.edges.len(), 4);
+        assert_eq!(h.edges[0], 0.001);
+        assert_eq!(h.edges[3], 1.0);
+        // Each bin a decade: [1 ms, 10 ms), [10 ms, 100 ms), [100 ms, 1 s].
+        assert!((h.edges[1] - 0.01).abs() < 1e-12 && (h.edges[2] - 0.1).abs() < 1e-12);
+        assert_eq!(h.counts, [4, 0, 2]);
+        // All equal: one bin around them; a 0 counts in the first bin; nothing: none.
+        let one = log_histogram(&[0.5, 0.5], 30).unwrap();
+        assert_eq!(one.counts, [2]);
+        assert!(one.edges[0] < 0.5 && one.edges[1] > 0.5);
+        assert_eq!(log_histogram(&[0.0, 0.1, 1.0], 2).unwrap().counts, [2, 1]);
+        assert!(log_histogram(&[], 30).is_none());
+    }
+}
