@@ -24,7 +24,7 @@ const TENSORS: usize = 50;
 pub fn write(out: &str, steps: u64, minutes: u64) -> Result<(), Box<dyn std::error::Error>> {
     let span_s = minutes.max(1) * 60;
     std::fs::create_dir_all(out)?;
-    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(&out)?);
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(out)?);
     let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
     let start_s = now - now % 60 - span_s;
     let started = Instant::now();
