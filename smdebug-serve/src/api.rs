@@ -55,9 +55,38 @@ fn secs(us: u64) -> f64 {
     us as f64 / 1e6
 }
 
-/// Time-stamped points, downsampled over the window.
+/// Time-stamped points, downsampled over the window; in a window of time, with the point just
+/// before it and the one just after, so that a line crosses a window narrower than the
+/// sampling interval (a zoom on one step) instead of leaving the chart empty.
 pub(crate) fn time_series<S: PointSource<u64> + ?Sized>(points: &S, window: &Window) -> TimeSeries {
-    let kept = min_max(points, window.start_us(), window.end_us(), window.budget());
+    let mut kept = min_max(points, window.start_us(), window.end_us(), window.budget());
+    let n = points.count();
+    // The first point at or after `us` (points are in time order).
+    let first_from = |us: f64| {
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if (points.point(mid).0 as f64) < us {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    };
+    if let Some(from) = window.start_us() {
+        let at = first_from(from);
+        if at > 0 {
+            kept.insert(0, points.point(at - 1));
+        }
+    }
+    if let Some(to) = window.end_us() {
+        // The first point after `to`.
+        let at = first_from(to.floor() + 1.0);
+        if at < n {
+            kept.push(points.point(at));
+        }
+    }
     TimeSeries {
         t: kept.iter().map(|p| finite(secs(p.0))).collect(),
         v: kept.iter().map(|p| finite(p.1)).collect(),

@@ -610,6 +610,10 @@ fn the_slowest_step_is_found_in_a_few_clicks() {
         zoom[1].as_f64().unwrap() - zoom[0].as_f64().unwrap() < 4.0 * (s1 - s0),
         "{zoom}"
     );
+    // The timelines cross the window (samples every 100 ms, the window a tenth of a second):
+    // the samples on either side of it are drawn.
+    let cpu = cdp.eval("window.SMD.chartData('sys:cpu CPUUtilization (%)')");
+    assert!(cpu["x"].as_array().unwrap().len() >= 2, "{cpu}");
     // The span list sorted by duration with a click: the longest first (the step itself).
     cdp.eval("document.querySelector('.span-list th[data-sort=\"duration\"] button').click()");
     cdp.wait(
