@@ -89,6 +89,7 @@
     if (!u.timeChart) { if (!whole) u.stepZoom([min, max]); return; }
     zoom = whole ? null : [min, max];
     spanPage = 0;
+    shownStep = null;
     syncing = true;
     for (const c of charts.values()) {
       if (c.plot !== u && c.plot.timeChart) {
@@ -721,6 +722,11 @@
     heatAxis($("heatmap-axis"), $("heatmap"), sys.heatmap, 130);
     colourScale($("heatmap-scale"), 0, 100, " %");
     status.heatmap_rows = sys.heatmap.rows.map((x) => x.label);
+    // The window shown, and the step it was opened on from the slowest steps.
+    const note = $("zoom-note");
+    note.hidden = !zoom;
+    note.textContent = zoom ? "Window " + timeLabel(zoom[0]) + " – " + timeLabel(zoom[1]) + " UTC (" + dur(zoom[1] - zoom[0]) + ")" +
+      (shownStep !== null ? " around step " + shownStep + ", opened from the slowest steps" : "") + " · double-click a chart for the whole run" : "";
     const groups = new Map();
     for (const s of sys.series) {
       const k = window.SMD.systemGroup(s);
@@ -815,9 +821,11 @@
     spanPage = 0;
     spanSort = null;
     status.shown_step = row.step;
+    shownStep = row.step;
     location.hash = "#/run/" + current + "/system";
   }
   let slowSort = { key: "duration", desc: true };
+  let shownStep = null; // the step a click in the slowest steps zoomed on, until the zoom changes
   // The window's slowest steps: each with its time per phase (the share of the step in
   // brackets), a click through to the timeline zoomed on it.
   function drawSlowest(st) {
@@ -920,7 +928,7 @@
     const id = m && m[1] !== undefined ? parseInt(m[1], 10) : current;
     const t = m && TABS.includes(m[2]) ? m[2] : "summary";
     const runChanged = id !== current && runs.some((r) => r.id === id);
-    if (runChanged) { current = id; zoom = null; dropCharts($("system-charts")); dropCharts($("step-charts")); drawnAt.clear(); }
+    if (runChanged) { current = id; zoom = null; shownStep = null; dropCharts($("system-charts")); dropCharts($("step-charts")); drawnAt.clear(); }
     tab = t;
     status.tab = t;
     for (const s of document.querySelectorAll("main > section")) s.hidden = !s.dataset.tabs.split(" ").includes(t);

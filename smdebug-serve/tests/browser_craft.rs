@@ -597,6 +597,8 @@ fn the_slowest_step_is_found_in_a_few_clicks() {
             && c.eval("[...document.querySelectorAll('.span-list tr td:nth-child(3)')].some((td) => td.textContent === '999')") == true
     });
     let zoom = cdp.status()["zoom"].clone();
+    let note = cdp.eval("document.getElementById('zoom-note').textContent");
+    assert!(note.as_str().unwrap().contains("around step 999"), "{note}");
     let step = truth.iter().find(|s| s.step == Some(999)).unwrap();
     let (s0, s1) = (
         step.start_us as f64 / 1e6,
