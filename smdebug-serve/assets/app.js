@@ -832,7 +832,7 @@
     const box = $("slowest-steps");
     if (selectionIn(box)) return;
     clear(box);
-    if (!st.slowest.length) { box.append(el("p", { className: "missing", text: "No step spans in the window." })); return; }
+    if (!st.slowest.length) { box.append(el("p", { className: "missing", text: zoom ? "No step starts in the window." : "No step spans yet." })); return; }
     const phases = Array.from(new Set(st.slowest.flatMap((x) => Object.keys(x.phases))));
     phases.sort((a, b) => st.phases.phases.indexOf(a) - st.phases.phases.indexOf(b) || naturalCompare(a, b));
     const columns = [["step", "step", (x) => (x.step === null ? -1 : x.step)], ["mode", "mode", (x) => x.mode || ""],
