@@ -4,7 +4,8 @@
 // pushed state says their data changed.
 "use strict";
 (function () {
-  const { el, clear, fmt, dur, measured, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin, nonFinitePlugin, nonFiniteText, selectionIn } = window.SMD;
+  const { el, clear, fmt, dur, measured, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin, nonFinitePlugin, nonFiniteText, selectionIn,
+          AXIS_FONT, CATEGORICAL, naturalCompare, metricTitle } = window.SMD;
   const status = { panels: {}, charts: 0, errors: [], csp: [], steps: null, last_step_time: null,
                    ended: false, updates: 0, requests: 0, tab: null, // and the deltas applied, refetches asked for:
                    patched: { system: 0, steps: 0, rules: 0 }, refetches: [], delta_steps: 0, delta_rules: 0 };
@@ -88,6 +89,7 @@
     if (!u.timeChart) { if (!whole) u.stepZoom([min, max]); return; }
     zoom = whole ? null : [min, max];
     spanPage = 0;
+    shownStep = null;
     syncing = true;
     for (const c of charts.values()) {
       if (c.plot !== u && c.plot.timeChart) {
@@ -101,6 +103,15 @@
   }
 
   const timeLabel = (t) => new Date(t * 1000).toISOString().slice(11, 23);
+  // A time axis' labels, one line each, in UTC as the page's other times: to the second
+  // ("14:02:10"), to the tenth or thousandth of a second where the ticks are closer, and the
+  // seconds left out where every tick falls on a whole minute ("14:02").
+  function timeTicks(vals) {
+    const step = vals.length > 1 ? Math.abs(vals[1] - vals[0]) : 60;
+    const whole = (k) => vals.every((v) => Math.abs(v / k - Math.round(v / k)) < 1e-6);
+    const cut = whole(60) ? 5 : step >= 1 ? 8 : step >= 0.1 ? 10 : 12;
+    return vals.map((v) => timeLabel(v).slice(0, cut));
+  }
   // Draws (or updates) a chart. `series`: [{label, color}], `data`: [xs, ys...]. Its title
   // follows the data (a chart kept for a new selection is renamed).
   function chart(container, key, title, data, series, opts) {
@@ -110,7 +121,10 @@
     const labels = series.map((s) => s.label).join("\n");
     if (existing && existing.labels === labels && existing.container === container) {
       if (existing.title.textContent !== title) existing.title.textContent = title;
+      existing.ref.opts = opts;
+      existing.opts = opts;
       existing.plot.nonFinite = opts.nonFinite || [];
+      existing.plot.ownValues = opts.ownValues || null;
       existing.plot.setData(data, !zoom || !opts.time);
       if (zoom && opts.time) { syncing = true; existing.plot.setScale("x", { min: zoom[0], max: zoom[1] }); syncing = false; }
       existing.plot.stepZoom = opts.onZoom || null;
@@ -125,31 +139,52 @@
     container.append(box);
     // `xFormat`/`yFormat`: how the tooltip (and the axes, with `xTicks`/`yFormat`) write a value:
     // durations with `dur`, wall-clock times as dates.
-    const xFormat = opts.xFormat || (opts.time ? timeLabel : (x) => String(x));
-    const yTick = opts.yFormat || axisLabel;
+    // The formats, the tooltip's extra line and the y range are read through `ref`, which a
+    // chart kept for new data points at the new options (their closures hold the new data).
+    const ref = { opts };
+    const xFormat = (x) => (ref.opts.xFormat || (ref.opts.time ? timeLabel : String))(x);
+    const yTick = (v) => (ref.opts.yFormat || axisLabel)(v);
+    // `yRange`, `xRangeOf`: an axis' range from the data's [min, max] (0–100 for a
+    // percentage); `xSplits(u)`: where the x axis' ticks go.
+    const yScale = Object.assign(opts.log ? { distr: 3 } : {}, opts.yRange ? { range: (u, min, max) => (ref.opts.yRange || ((a, b) => [a, b]))(min, max) } : {});
     const plot = new uPlot({
       width: opts.width || chartWidth(container), height: opts.height || 200,
-      scales: { x: { time: !!(opts.time || opts.wallAxis) }, y: opts.log ? { distr: 3 } : {} },
+      scales: { x: Object.assign({ time: !!(opts.time || opts.wallAxis) }, opts.xRangeOf ? { range: (u, min, max) => ref.opts.xRangeOf(min, max) } : {}), y: yScale },
       cursor: { sync: { key: opts.time ? "time" : key }, drag: { x: true, y: false } },
-      legend: { show: opts.legend !== false },
-      plugins: [tooltipPlugin(xFormat, opts.yFormat), nonFinitePlugin(opts.nonFinite)],
-      series: [{ label: opts.xLabel || (opts.time ? "time" : "step") }].concat(series.map((s, i) => ({
+      // The lines' names and colours, only where there are several (the title names a single
+      // line); values are in the tooltip, not in a row of "--" under the chart.
+      legend: { show: opts.legend !== false && series.length > 1, live: false },
+      // Room on the right for half the x axis' last label (uPlot's own guess is for shorter
+      // labels than a time to the tenth of a second).
+      padding: [null, (u, side, sides, cycle) => {
+        const axis = u.axes[0];
+        const v = cycle > 0 && axis._values;
+        return v && v.length ? Math.max(8, Math.ceil(window.SMD.textWidth(v[v.length - 1]) / 2 + 2)) : 16;
+      }, null, null],
+      plugins: [tooltipPlugin(xFormat, opts.yFormat ? yTick : null, opts.tipExtra ? (u, i) => ref.opts.tipExtra && ref.opts.tipExtra(u, i) : null),
+                nonFinitePlugin(opts.nonFinite)],
+      series: [{ label: opts.xLabel || (opts.time ? "time" : "step") }].concat(series.map((s, i) => Object.assign({
         label: s.label, stroke: s.color || palette[i % palette.length], width: s.width || 1,
         fill: s.fill, points: { show: !!s.points }, paths: s.paths, spanGaps: !!s.spanGaps,
-      }))),
+      }, s.dash && s.dash.length ? { dash: s.dash } : {}))),
       bands: opts.bands,
-      axes: [opts.xTicks ? { values: (u, vals) => vals.map(opts.xTicks) } : {}, { size: axisSize, values: (u, vals) => vals.map(yTick) }],
+      // Ticks far enough apart for their labels: a time to the second or tenth is ~60–75 px.
+      axes: [Object.assign({ font: AXIS_FONT, space: opts.time ? 100 : 60 }, opts.xSplits ? { splits: (u) => ref.opts.xSplits(u) } : {},
+               opts.xTicks ? { values: (u, vals) => vals.map((v) => (ref.opts.xTicks || String)(v)) } :
+               opts.time ? { values: (u, vals) => timeTicks(vals) } : {}),
+             { font: AXIS_FONT, size: axisSize, values: (u, vals) => vals.map(yTick) }],
       hooks: { setScale: [(u, k) => { if (k === "x") onZoom(u); }] },
     }, data, box);
     plot.timeChart = !!opts.time;
     plot.nonFinite = opts.nonFinite || [];
+    plot.ownValues = opts.ownValues || null;
     plot.stepZoom = opts.onZoom || null;
     plot.windowed = !!opts.windowed;
     plot.over.addEventListener("mousedown", () => { plot.pressedAt = Date.now(); });
     plot.over.addEventListener("dblclick", () => { if (plot.stepZoom && plot.windowed) plot.stepZoom(null); });
     if (zoom && opts.time) { syncing = true; plot.setScale("x", { min: zoom[0], max: zoom[1] }); syncing = false; }
     showRange(plot, opts.xRange);
-    charts.set(key, { plot, box, labels, container, title: h, opts });
+    charts.set(key, { plot, box, labels, container, title: h, opts, ref });
     status.charts = charts.size;
     return plot;
   }
@@ -167,8 +202,20 @@
                   scale: [c.plot.scales.x.min, c.plot.scales.x.max], non_finite: c.plot.nonFinite,
                   // Where the marks are drawn, in CSS pixels of the plot area.
                   marks: (c.plot.nonFinite || []).map((m) => [c.plot.valToPos(m.from - 0.5, "x"), c.plot.valToPos(m.to + 0.5, "x")]),
-                  width: c.plot.bbox.width / devicePixelRatio };
+                  width: c.plot.bbox.width / devicePixelRatio,
+                  // The axes as drawn: each tick label with where it is centred (x axis) and the
+                  // room the axis has (y axis), for the chart-craft test to measure.
+                  // (uPlot's own fields of an axis: `_size`, `_values`, `_splits`.)
+                  axes: c.plot.axes.map((axis) => ({ side: axis.side, size: axis._size, font: axis.font && axis.font[0],
+                    labels: (axis._values || []).map(String),
+                    at: (axis._splits || []).map((v) => c.plot.valToPos(v, axis.scale)) })),
+                  plot_left: c.plot.bbox.left / devicePixelRatio, canvas_width: c.plot.over.parentElement.clientWidth,
+                  y_scale: [c.plot.scales.y.min, c.plot.scales.y.max],
+                  // Each line's colour and dash.
+                  strokes: c.plot.series.slice(1).map((s, k) => [typeof s.stroke === "function" ? s.stroke(c.plot, k + 1) : s.stroke, s.dash || []]),
+                  title: c.title.textContent };
   };
+  window.SMD.chartKeys = () => Array.from(charts.keys());
   function dropCharts(container, which) {
     for (const [k, c] of charts) {
       if (c.container === container && (!which || which(k))) { c.plot.destroy(); c.box.remove(); charts.delete(k); }
@@ -608,14 +655,78 @@
 
   // ---- system and steps ---------------------------------------------------------------------
   const SPAN_ROWS = 25;
-  let spanPage = 0; // pages back from the window's last spans
+  let spanPage = 0; // pages back from the window's last spans (in time order), else pages from the first
+  // The span list's order: a column and its direction (the server sorts all the window's
+  // spans), or null for time order, the latest last.
+  let spanSort = null;
+  const SPAN_COLUMNS = [["phase", "phase"], ["name", "name"], ["step", "step"], ["node", "node"], ["start", "start"], ["duration", "duration"]];
+  // Phases as people say them; the trace's row name is the title.
+  const PHASE_LABEL = { DataLoaderIter: "data loading", Forward: "forward", "Backward(post-forward)": "backward", Optimizer: "optimizer" };
+  const phaseLabel = (p) => PHASE_LABEL[p] || (p.startsWith("Step:ModeKeys.") ? "step (" + p.slice(14) + ")" : p);
+  // A table whose columns sort when their header is clicked: `columns` [[key, text, value(row)]],
+  // `sort` {key, desc} or null, `onSort(key)` when a header is clicked.
+  function sortableHead(columns, sort, onSort) {
+    return el("tr", null, ...columns.map(([key, text]) => {
+      const on = sort && sort.key === key;
+      const th = el("th", { "data-sort": key, "aria-sort": on ? (sort.desc ? "descending" : "ascending") : "none" });
+      const b = el("button", { type: "button", className: "sort" + (on ? " on" : ""), title: "sort by " + text, text: text + (on ? (sort.desc ? " ▼" : " ▲") : "") });
+      b.addEventListener("click", () => onSort(key));
+      th.append(b);
+      return th;
+    }));
+  }
+  // Sorting a column: a first click sorts durations largest first, steps, times and names
+  // from the first; a second click turns the order round.
+  function nextSort(sort, key, desc) {
+    return sort && sort.key === key ? { key, desc: !sort.desc } : { key, desc };
+  }
+  let totalsSort = { key: "total", desc: true };
+  function sortRows(rows, columns, sort) {
+    const col = columns.find((c) => c[0] === sort.key);
+    if (!col) return rows;
+    const v = col[2];
+    return rows.slice().sort((a, b) => {
+      const x = v(a), y = v(b);
+      const c = typeof x === "number" && typeof y === "number" ? x - y : naturalCompare(String(x), String(y));
+      return sort.desc ? -c : c;
+    });
+  }
+  function spansQuery() {
+    const q = windowQuery() + "&limit=" + SPAN_ROWS + "&offset=" + spanPage * SPAN_ROWS;
+    return spanSort ? q + "&sort=" + spanSort.key + "&order=" + (spanSort.desc ? "desc" : "asc") : q + "&last=true";
+  }
+  // The heatmap's time axis: five times under its columns.
+  function heatAxis(box, canvas, hm, labelWidth) {
+    clear(box);
+    box.style.width = canvas.width + "px";
+    if (hm.from === null || hm.to === null || !hm.rows.length) return;
+    const span = hm.to - hm.from;
+    const text = (t) => (span < 10 ? timeLabel(t).slice(0, 12) : timeLabel(t).slice(0, 8));
+    for (let i = 0; i <= 4; i++) {
+      const t = hm.from + (span * i) / 4;
+      const x = labelWidth + ((canvas.width - labelWidth) * i) / 4;
+      const label = el("span", { text: text(t), className: i === 0 ? "first" : i === 4 ? "last" : "" });
+      label.style.left = x + "px";
+      box.append(label);
+    }
+    box.append(el("span", { className: "axis-name", text: "UTC" }));
+  }
+  // A percentage's axis: 0–100 %, more only when a value is above (a process using several
+  // cores).
+  const PERCENT = (min, max) => [0, Math.max(100, Math.ceil((max || 0) / 10) * 10)];
   async function drawSystem() {
     const r = runs[current];
     const q = windowQuery();
-    const [sys, spans] = await Promise.all([get("runs/" + r.id + "/system?" + q),
-      get("runs/" + r.id + "/spans?" + q + "&last=true&limit=" + SPAN_ROWS + "&offset=" + spanPage * SPAN_ROWS)]);
+    const [sys, spans] = await Promise.all([get("runs/" + r.id + "/system?" + q), get("runs/" + r.id + "/spans?" + spansQuery())]);
     drawGrid($("heatmap"), sys.heatmap.rows, 130);
+    heatAxis($("heatmap-axis"), $("heatmap"), sys.heatmap, 130);
     colourScale($("heatmap-scale"), 0, 100, " %");
+    status.heatmap_rows = sys.heatmap.rows.map((x) => x.label);
+    // The window shown, and the step it was opened on from the slowest steps.
+    const note = $("zoom-note");
+    note.hidden = !zoom;
+    note.textContent = zoom ? "Window " + timeLabel(zoom[0]) + " – " + timeLabel(zoom[1]) + " UTC (" + dur(zoom[1] - zoom[0]) + ")" +
+      (shownStep !== null ? " around step " + shownStep + ", opened from the slowest steps" : "") + " · double-click a chart for the whole run" : "";
     const groups = new Map();
     for (const s of sys.series) {
       const k = window.SMD.systemGroup(s);
@@ -623,13 +734,23 @@
       groups.get(k).push(s);
     }
     const box = $("system-charts");
-    for (const [title, list] of groups) {
+    const none = box.querySelector("p.missing");
+    if (none && groups.size) none.remove();
+    for (const [key, list] of groups) {
+      list.sort((a, b) => naturalCompare(a.node, b.node) || naturalCompare(a.name, b.name));
       const xs = Array.from(new Set(list.flatMap((s) => s.data.t))).sort((a, b) => a - b);
       const index = new Map(xs.map((x, i) => [x, i]));
       const ys = list.map((s) => { const y = new Array(xs.length).fill(null); s.data.t.forEach((t, i) => { y[index.get(t)] = s.data.v[i]; }); return y; });
-      const plot = chart(box, "sys:" + title, title, [xs, ...ys], list.map((s) => ({ label: s.node + " " + s.name + (s.dimension && s.type !== "cpu" && s.type !== "gpu" ? " " + s.dimension : "") })), { time: true });
+      const s0 = list[0];
+      const title = metricTitle(s0.type, s0.type === "cpu" || s0.type === "gpu" ? s0.dimension : s0.name, s0.unit) +
+        (s0.type === "network" ? ", all interfaces incl. loopback (this dashboard's traffic too)" : "");
+      const nodes = new Set(list.map((x) => x.node)).size;
+      const plot = chart(box, "sys:" + key, title, [xs, ...ys], list.map((s, i) => ({
+        label: (nodes > 1 ? s.node + " " : "") + s.name + (s.dimension && s.type !== "cpu" && s.type !== "gpu" ? " " + s.dimension : ""),
+        color: list.length > 1 ? CATEGORICAL[i % CATEGORICAL.length] : undefined })),
+        { time: true, yRange: s0.unit.startsWith("%") ? PERCENT : null, yFormat: s0.unit === "B/s" || s0.unit === "B" ? (v) => axisLabel(v) + " " + s0.unit : null });
       plot.seriesKeys = list.map(window.SMD.systemKey); // where pushed samples go (live.js)
-      if (title.startsWith("cpu CPUUtilization") && xs.length) status.last_point = xs[xs.length - 1];
+      if (key.startsWith("cpu CPUUtilization") && xs.length) status.last_point = xs[xs.length - 1];
     }
     if (!groups.size) { clear(box); dropCharts(box); box.append(el("p", { className: "missing", text: "No system metrics yet." })); }
     $("system-more").textContent = sys.series_total > sys.series.length ?
@@ -638,27 +759,106 @@
     const sp = $("spans");
     if (!selectionIn(sp)) {
       clear(sp);
-      const totals = el("table", null, el("tr", null, ...["phase", "spans", "total"].map((h) => el("th", { text: h }))));
-      for (const t of spans.totals) totals.append(el("tr", null, el("td", { text: t.phase }), el("td", { text: t.count }), el("td", { text: dur(t.total_s) })));
-      const first = Math.max(0, spans.count - (spanPage + 1) * SPAN_ROWS);
-      sp.append(el("p", { text: spans.count + " spans in the window; " + (spans.spans.length ? "rows " + (first + 1) + "–" + (first + spans.spans.length) + ", the latest last" : "none listed") }), totals);
-      const list = el("table", null, el("tr", null, ...["phase", "name", "step", "node", "start", "duration"].map((h) => el("th", { text: h }))));
+      const totalColumns = [["phase", "phase", (t) => phaseLabel(t.phase)], ["spans", "spans", (t) => t.count], ["total", "total", (t) => t.total_s]];
+      const totals = el("table", { className: "span-totals" }, sortableHead(totalColumns, totalsSort, (key) => {
+        totalsSort = nextSort(totalsSort, key, key !== "phase"); guarded("system", drawSystem).then(publish);
+      }));
+      for (const t of sortRows(spans.totals, totalColumns, totalsSort)) {
+        totals.append(el("tr", null, el("td", { text: phaseLabel(t.phase), title: t.phase }), el("td", { text: t.count }), el("td", { text: dur(t.total_s), "data-s": String(t.total_s) })));
+      }
+      const shown = spans.spans.length;
+      const first = spanSort ? spanPage * SPAN_ROWS : Math.max(0, spans.count - (spanPage + 1) * SPAN_ROWS);
+      const order = spanSort ? "by " + spanSort.key + (spanSort.desc ? ", largest first" : "") + " (click a column's name to sort)" : "the latest last (click a column's name to sort)";
+      sp.append(el("p", { text: spans.count + " spans in the window; " + (shown ? "rows " + (first + 1) + "–" + (first + shown) + ", " + order : "none listed") }), totals);
+      const list = el("table", { className: "span-list" }, sortableHead(SPAN_COLUMNS, spanSort, (key) => {
+        spanSort = nextSort(spanSort, key, key === "duration");
+        spanPage = 0;
+        guarded("system", drawSystem).then(publish);
+      }));
       for (const s of spans.spans) {
-        list.append(el("tr", null, el("td", { className: "name", text: s.phase, title: s.phase }), el("td", { className: "name", text: s.name, title: s.name }),
-          el("td", { text: s.step === null ? "" : s.step }), el("td", { text: s.node }), el("td", { text: timeLabel(s.start) }), el("td", { text: dur(s.end - s.start) })));
+        list.append(el("tr", null, el("td", { className: "name", text: phaseLabel(s.phase), title: s.phase }), el("td", { className: "name", text: s.name, title: s.name }),
+          el("td", { text: s.step === null ? "" : s.step }), el("td", { text: s.node }), el("td", { text: timeLabel(s.start) }),
+          el("td", { text: dur(s.end - s.start), "data-s": String(s.end - s.start) })));
       }
       sp.append(list);
     }
     status.window_spans = spans.count;
-    $("spans-older").disabled = (spanPage + 1) * SPAN_ROWS >= spans.count;
+    status.span_sort = spanSort;
+    const more = (spanPage + 1) * SPAN_ROWS < spans.count;
+    $("spans-older").disabled = !more;
     $("spans-newer").disabled = spanPage === 0;
-    $("spans-page").textContent = spanPage ? spanPage * SPAN_ROWS + " newer rows not shown" : "";
+    $("spans-older").textContent = spanSort ? "Next" : "Older";
+    $("spans-newer").textContent = spanSort ? "Previous" : "Newer";
+    $("spans-page").textContent = spanPage ? spanPage * SPAN_ROWS + (spanSort ? " rows before these" : " newer rows not shown") : "";
     status.panels.system = true;
   }
 
+  // Ticks of a log axis (values are log10 of seconds): round durations (1, 2, 5 × 10^k s)
+  // within [lo, hi], or five evenly spaced where fewer than three round ones fall in it.
+  function logSplits(lo, hi) {
+    const out = [];
+    for (let k = Math.floor(lo) - 1; k <= Math.ceil(hi); k++) {
+      for (const m of [1, 2, 5]) { const v = k + Math.log10(m); if (v >= lo && v <= hi) out.push(v); }
+    }
+    if (out.length >= 3) return out.length > 8 ? out.filter((v) => Math.abs(v - Math.round(v)) < 1e-9) : out;
+    return [0, 1, 2, 3, 4].map((i) => lo + ((hi - lo) * (i + 0.5)) / 5);
+  }
+  // Ticks of a bar chart of `n` bars at 0..n-1: whole bars, at most one per 60 px.
+  function indexSplits(n, width) {
+    const every = Math.max(1, Math.ceil(n / Math.max(1, Math.floor(width / 60))));
+    const out = [];
+    for (let i = 0; i < n; i += every) out.push(i);
+    return out;
+  }
+  // A step's place in the tooltip and the tables: "step 1200 · TRAIN · algo-1 worker 0".
+  const stepText = (row) => (row.step === null ? "a step" : "step " + row.step) + " · " + (row.mode || "") +
+    " · " + row.node + (row.worker !== null && row.worker !== undefined ? " worker " + row.worker : "");
+  // The timeline (the System tab: every time chart and the span list) zoomed on one step, with
+  // half its duration on each side.
+  function showStep(row) {
+    const pad = Math.max(row.duration * 0.5, 0.001);
+    zoom = [row.start - pad, row.start + row.duration + pad];
+    spanPage = 0;
+    spanSort = null;
+    status.shown_step = row.step;
+    shownStep = row.step;
+    location.hash = "#/run/" + current + "/system";
+  }
+  let slowSort = { key: "duration", desc: true };
+  let shownStep = null; // the step a click in the slowest steps zoomed on, until the zoom changes
+  // The window's slowest steps: each with its time per phase (the share of the step in
+  // brackets), a click through to the timeline zoomed on it.
+  function drawSlowest(st) {
+    const box = $("slowest-steps");
+    if (selectionIn(box)) return;
+    clear(box);
+    if (!st.slowest.length) { box.append(el("p", { className: "missing", text: zoom ? "No step starts in the window." : "No step spans yet." })); return; }
+    const phases = Array.from(new Set(st.slowest.flatMap((x) => Object.keys(x.phases))));
+    phases.sort((a, b) => st.phases.phases.indexOf(a) - st.phases.phases.indexOf(b) || naturalCompare(a, b));
+    const columns = [["step", "step", (x) => (x.step === null ? -1 : x.step)], ["mode", "mode", (x) => x.mode || ""],
+      ["node", "node", (x) => x.node + " " + (x.worker === null ? "" : x.worker)], ["start", "start", (x) => x.start],
+      ["duration", "duration", (x) => x.duration]]
+      .concat(phases.map((p) => [p, phaseLabel(p), (x) => x.phases[p] || 0]), [["other", "other", (x) => x.other]]);
+    const table = el("table", { className: "slowest" }, sortableHead(columns, slowSort, (key) => {
+      slowSort = nextSort(slowSort, key, !["step", "mode", "node", "start"].includes(key)); drawSlowest(st); publish();
+    }));
+    const share = (v, d) => dur(v) + (d > 0 ? " (" + Math.round((100 * v) / d) + " %)" : "");
+    for (const x of sortRows(st.slowest, columns, slowSort)) {
+      const tr = el("tr", { className: "step-row", "data-step": x.step === null ? "" : String(x.step), title: "show " + stepText(x) + " on the timeline" },
+        el("td", { text: x.step === null ? "–" : x.step }), el("td", { text: x.mode || "" }),
+        el("td", { text: x.node + (x.worker !== null ? " worker " + x.worker : "") }), el("td", { text: timeLabel(x.start) }),
+        el("td", { text: dur(x.duration), "data-s": String(x.duration) }),
+        ...phases.map((p) => el("td", { text: x.phases[p] === undefined ? "–" : share(x.phases[p], x.duration), "data-s": String(x.phases[p] || 0) })),
+        el("td", { text: share(x.other, x.duration), "data-s": String(x.other) }));
+      tr.addEventListener("click", () => showStep(x));
+      table.append(tr);
+    }
+    box.append(el("p", { className: "hint", text: "The " + st.slowest.length + " slowest of the " + st.window_steps + " steps " +
+      (zoom ? "in the window" : "of the run") + "; time per phase is the spans of the step's node and worker within it. Click a step to see it on the timeline." }), table);
+  }
   async function drawSteps() {
     const r = runs[current];
-    const st = await get("runs/" + r.id + "/steps?last=" + ($("last-n").value || 30) + "&" + windowQuery());
+    const st = await get("runs/" + r.id + "/steps?last=" + ($("last-n").value || 30) + "&slowest=20&" + windowQuery());
     const box = $("step-charts");
     if (!st.series.length) {
       dropCharts(box); clear(box);
@@ -668,26 +868,51 @@
       for (const s of st.series) {
         const label = window.SMD.stepLabel(s);
         const out = new Map(s.outliers.map((o) => [o.t, o.duration]));
-        chart(box, "steps:" + label, "Step duration, " + label + " · p50 " + dur(s.p50) + (s.outlier_limit === null ? " · no StepOutlier verdict yet" : " · StepOutlier limit " + dur(s.outlier_limit)),
+        // The step of each point, for the tooltip (pushed steps add theirs: live.js).
+        const stepOf = new Map(s.data.t.map((t, i) => [t, s.step[i]]));
+        const plot = chart(box, "steps:" + label, "Step duration, " + label + " · p50 " + dur(s.p50) + (s.outlier_limit === null ? " · no StepOutlier verdict yet" : " · StepOutlier limit " + dur(s.outlier_limit)),
           [s.data.t, s.data.v, s.data.t.map((t) => out.has(t) ? out.get(t) : null)],
-          [{ label: "duration" }, { label: "outlier", color: "#d62728", points: true, paths: () => null }], { time: true, yFormat: dur });
+          [{ label: "duration" }, { label: "outlier", color: "#d62728", points: true, paths: () => null }],
+          { time: true, yFormat: dur, yRange: (min, max) => [0, max > 0 ? max * 1.05 : 1],
+            tipExtra: (u, i) => { const n = u.stepOf && u.stepOf.get(u.data[0][i]); return n === null || n === undefined ? null : "step " + n; } });
+        plot.stepOf = stepOf;
         if (s.data.t.length) status.last_step_time = s.data.t[s.data.t.length - 1];
       }
       if (st.histogram) {
+        // Bins of equal width on a log axis (x is the log of a duration): a few slow steps do
+        // not squeeze the rest into one bar.
         const h = st.histogram;
-        const xs = h.counts.map((_, i) => h.lo + (i + 0.5) * h.width);
-        chart(box, "steps:histogram", "Step duration histogram", [xs, h.counts], [{ label: "steps", fill: "rgba(74,120,194,0.4)", paths: uPlot.paths.bars({ size: [0.9] }) }], { xLabel: "duration", xFormat: dur, xTicks: dur });
-      }
+        const logs = h.edges.map(Math.log10);
+        const xs = h.counts.map((_, i) => (logs[i] + logs[i + 1]) / 2);
+        const half = (logs[logs.length - 1] - logs[0]) / h.counts.length / 2;
+        chart(box, "steps:histogram", "Step durations" + (zoom ? " in the window" : "") + " (" + st.window_steps + " steps, log axis)", [xs, h.counts],
+          [{ label: "steps", fill: "rgba(78,121,167,0.55)", color: "#4e79a7", paths: uPlot.paths.bars({ size: [0.9] }) }],
+          { xLabel: "duration", xFormat: (x) => dur(Math.pow(10, x)), xTicks: (x) => dur(Math.pow(10, x)),
+            xRangeOf: () => [logs[0] - half, logs[logs.length - 1] + half], xSplits: (u) => logSplits(u.scales.x.min, u.scales.x.max),
+            yRange: (min, max) => [0, Math.max(1, max)], tipExtra: (u, i) => dur(h.edges[i]) + " – " + dur(h.edges[i + 1]) });
+      } else dropCharts(box, (k) => k === "steps:histogram");
     }
+    drawSlowest(st);
+    status.slowest = st.slowest.map((x) => ({ step: x.step, mode: x.mode, duration: x.duration, phases: x.phases, other: x.other }));
     const pbox = $("phase-chart");
     const ph = st.phases;
     if (ph.steps.length) {
+      // Stacked bars, one per step, in colours that tell apart: the running sums are drawn
+      // from the top (other) down, each opaque over the last; the tooltip says each phase's own time.
       const xs = ph.steps.map((_, i) => i);
       const names = ph.phases.concat(["other"]);
+      const own = names.map((n) => ph.steps.map((x) => (n === "other" ? x.other : x.phases[n] || 0)));
       const acc = new Array(xs.length).fill(0);
-      const ys = names.map((n) => ph.steps.map((s, i) => { acc[i] += n === "other" ? s.other : (s.phases[n] || 0); return acc[i]; }));
-      chart(pbox, "phases", "Time per phase (s, stacked) over the last " + ph.steps.length + " steps", [xs, ...ys],
-        names.map((n, i) => ({ label: n, fill: palette[i % palette.length] + "55" })), { xLabel: "step (recent)" });
+      const sums = own.map((col) => col.map((v, i) => (acc[i] += v)));
+      const order = names.map((_, i) => i).reverse();
+      const colour = (i) => (names[i] === "other" ? "#bab0ac" : CATEGORICAL[i % (CATEGORICAL.length - 1)]);
+      const label = (i) => { const x = ph.steps[i]; return x ? (x.step === null ? "?" : String(x.step)) : ""; };
+      chart(pbox, "phases", "Time per phase of the last " + ph.steps.length + " steps" + (zoom ? " in the window" : "") + " (stacked)", [xs, ...order.map((i) => sums[i])],
+        order.map((i) => ({ label: phaseLabel(names[i]), color: colour(i), fill: colour(i), paths: uPlot.paths.bars({ size: [0.8] }) })),
+        { xLabel: "step", xFormat: label, xTicks: (v) => (Number.isInteger(v) ? label(v) : ""), yFormat: dur,
+          xRangeOf: () => [-0.5, xs.length - 0.5], xSplits: (u) => indexSplits(xs.length, u.bbox.width / devicePixelRatio),
+          yRange: (min, max) => [0, max > 0 ? max * 1.05 : 1], ownValues: order.map((i) => own[i]),
+          tipExtra: (u, i) => (ph.steps[i] ? stepText(ph.steps[i]) + " · " + dur(ph.steps[i].duration) : null) });
     } else {
       dropCharts(pbox); clear(pbox); pbox.append(el("p", { className: "missing", text: "No phases recorded within steps yet." }));
     }
@@ -703,7 +928,7 @@
     const id = m && m[1] !== undefined ? parseInt(m[1], 10) : current;
     const t = m && TABS.includes(m[2]) ? m[2] : "summary";
     const runChanged = id !== current && runs.some((r) => r.id === id);
-    if (runChanged) { current = id; zoom = null; dropCharts($("system-charts")); dropCharts($("step-charts")); drawnAt.clear(); }
+    if (runChanged) { current = id; zoom = null; shownStep = null; dropCharts($("system-charts")); dropCharts($("step-charts")); drawnAt.clear(); }
     tab = t;
     status.tab = t;
     for (const s of document.querySelectorAll("main > section")) s.hidden = !s.dataset.tabs.split(" ").includes(t);
@@ -884,7 +1109,21 @@
     updateHeader();
     publish();
   });
-  window.addEventListener("resize", () => { for (const c of charts.values()) c.plot.setSize({ width: chartWidth(c.container), height: c.opts.height || 200 }); });
+  // Charts follow their container's width: the window resized, or a scroll bar come or gone
+  // as the page grew (a chart drawn before would stick out of its card).
+  const resized = new Set();
+  const watch = new ResizeObserver((entries) => {
+    for (const e of entries) resized.add(e.target);
+    requestAnimationFrame(() => {
+      for (const c of charts.values()) {
+        if (!resized.has(c.container) || !c.container.clientWidth) continue; // a hidden tab's
+        const width = chartWidth(c.container);
+        if (Math.abs(c.plot.width - width) >= 1) c.plot.setSize({ width, height: c.opts.height || 200 });
+      }
+      resized.clear();
+    });
+  });
+  for (const box of document.querySelectorAll(".charts")) watch.observe(box);
   publish();
   start();
 })();

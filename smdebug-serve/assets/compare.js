@@ -6,7 +6,7 @@
 // are app.js's (uPlot through env.chart).
 "use strict";
 (function () {
-  const { el, clear, fmt } = window.SMD;
+  const { el, clear, fmt, CATEGORICAL, naturalCompare } = window.SMD;
 
   // The system panels compared: [key, title, does a timeline belong to it].
   const SYSTEM = [
@@ -70,7 +70,7 @@
 
     // Lines of several runs on one chart: `lines` [{label, color, xs, ys}], drawn over the
     // union of their x values (each line across the others' points).
-    function overlay(box, key, title, lines, xLabel) {
+    function overlay(box, key, title, lines, xLabel, extra) {
       const runs = Array.from(new Set(lines.map((l) => l.run))).join(",");
       const old = box.querySelector('[data-chart="' + key + '"]');
       // Other runs toggled on: the chart is drawn anew (its series' labels and colours).
@@ -79,7 +79,7 @@
       const xs = Array.from(new Set(lines.flatMap((l) => l.xs))).sort((a, b) => a - b);
       const index = new Map(xs.map((x, i) => [x, i]));
       const ys = lines.map((l) => { const y = new Array(xs.length).fill(null); l.xs.forEach((x, i) => { y[index.get(x)] = l.ys[i]; }); return y; });
-      env.chart(box, key, title, [xs, ...ys], lines.map((l) => ({ label: l.label, color: l.color, spanGaps: true })), { xLabel });
+      env.chart(box, key, title, [xs, ...ys], lines.map((l) => ({ label: l.label, color: l.color, dash: l.dash, spanGaps: true })), Object.assign({ xLabel }, extra || {}));
       const node = box.querySelector('[data-chart="' + key + '"]');
       node.dataset.series = String(lines.length);
       node.dataset.runs = runs;
@@ -100,21 +100,32 @@
         best.step.forEach((s, j) => { if (s !== null && best.data.v[j] !== null) { xs.push(s); ys.push(best.data.v[j]); } });
         stepLines.push({ run: r.id, label: r.name + " " + best.mode, color: colour(i), xs, ys });
       });
-      const counts = { steps: overlay(box, "compare:steps", "Step duration (s) by step", stepLines, "step") };
-      // System timelines: x = seconds since the run's start.
+      const counts = { steps: overlay(box, "compare:steps", "Step duration by step", stepLines, "step",
+        { yFormat: window.SMD.dur, yRange: (min, max) => [0, max > 0 ? max * 1.05 : 1] }) };
+      // System timelines: x = seconds since the run's start. A run's several lines (its GPUs)
+      // each in a colour of their own when it is the only run on the chart; with several runs
+      // on it, each run in its colour and its lines told apart by their dashes.
+      const DASHES = [[], [6, 3], [2, 3], [8, 3, 2, 3], [12, 4], [3, 6], [6, 2, 2, 2, 2, 2], [1, 2]];
       for (const [key, title, belongs] of SYSTEM) {
         const lines = [];
+        const of = shown.map(([r], k) => (systems[k] || { series: [] }).series.filter(belongs)
+          .sort((a, b) => naturalCompare(a.node, b.node) || naturalCompare(a.name, b.name)));
+        const runsOn = of.filter((m) => m.length).length;
         shown.forEach(([r, i], k) => {
-          const sys = systems[k] || { series: [] };
           const start = r.start;
-          const matching = sys.series.filter(belongs);
-          for (const s of matching) {
+          const matching = of[k];
+          const nodes = new Set(matching.map((s) => s.node)).size;
+          const several = matching.length > 1;
+          matching.forEach((s, j) => {
             const xs = [], ys = [];
-            s.data.t.forEach((t, j) => { if (t !== null && start !== null) { xs.push(Math.round((t - start) * 10) / 10); ys.push(s.data.v[j]); } });
-            lines.push({ run: r.id, label: r.name + (matching.length > 1 ? " " + s.node + " " + s.name : ""), color: colour(i), xs, ys });
-          }
+            s.data.t.forEach((t, n) => { if (t !== null && start !== null) { xs.push(Math.round((t - start) * 10) / 10); ys.push(s.data.v[n]); } });
+            lines.push({ run: r.id, label: r.name + (several ? " " + (nodes > 1 ? s.node + " " : "") + s.name : ""),
+              color: several && runsOn === 1 ? CATEGORICAL[j % CATEGORICAL.length] : colour(i),
+              dash: several && runsOn > 1 ? DASHES[j % DASHES.length] : undefined, xs, ys });
+          });
         });
-        counts[key] = overlay(box, "compare:" + key, title + " over seconds since each run's start", lines, "s since start");
+        counts[key] = overlay(box, "compare:" + key, title + " over seconds since each run's start", lines, "s since start",
+          { yRange: (min, max) => [0, Math.max(100, Math.ceil((max || 0) / 10) * 10)] });
       }
       env.status.compare = { runs: on, series: counts };
     }

@@ -80,7 +80,8 @@
         for (const op of rows) {
           const bar = el("span", { className: "bar" });
           bar.style.width = Math.round(op.share * 200) + "px";
-          table.append(el("tr", null, el("td", { text: op.name }), el("td", { text: op.count }), el("td", { text: dur(op.total_us / 1e6) }), el("td", { text: fmt(op.share * 100, 1) + "%" }), el("td", null, bar)));
+          // A long kernel name on one line, cut with an ellipsis; the whole name on hover.
+          table.append(el("tr", null, el("td", { className: "name", text: op.name, title: op.name }), el("td", { text: op.count }), el("td", { text: dur(op.total_us / 1e6) }), el("td", { text: fmt(op.share * 100, 1) + "%" }), el("td", null, bar)));
         }
         box.append(table);
       }

@@ -42,11 +42,48 @@
     if (a !== 0 && a < 1e-3) return v.toExponential(1);
     return three(v);
   }
-  // An axis wide enough for its longest label (no "00.00M" cut at the left edge).
+  // The font the charts' axes are drawn in, and their ticks' length and gap to the labels
+  // (uPlot's defaults): an axis is as wide as its widest label measured in that font plus
+  // these (no "7500" cut to "'500" at the left edge).
+  const AXIS_FONT = "12px system-ui, sans-serif";
+  const AXIS_TICK = 10, AXIS_GAP = 5;
+  let measureCtx = null;
+  function textWidth(text, font) {
+    if (!measureCtx) measureCtx = document.createElement("canvas").getContext("2d");
+    measureCtx.font = font || AXIS_FONT;
+    return measureCtx.measureText(String(text)).width;
+  }
   function axisSize(u, values) {
     if (!values) return 40;
-    const longest = values.reduce((m, v) => Math.max(m, String(v).length), 0);
-    return Math.max(40, 12 + 7 * longest);
+    const widest = values.reduce((m, v) => Math.max(m, textWidth(v)), 0);
+    return Math.max(32, Math.ceil(widest + AXIS_TICK + AXIS_GAP + 4));
+  }
+  // Ten colours that tell apart when stacked or side by side (Tableau 10), for categories:
+  // phases, GPUs.
+  const CATEGORICAL = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
+                       "#ff9da7", "#9c755f", "#bab0ac"];
+  // Names as people count them: cpu2 before cpu10.
+  const naturalCompare = new Intl.Collator(undefined, { numeric: true, sensitivity: "base" }).compare;
+  // A system metric's title as people write it: "CPU I/O wait (%)", not
+  // "cpu I/OWaitPercentage (%)".
+  const METRIC_TITLES = {
+    "cpu CPUUtilization": "CPU utilization", "cpu I/OWaitPercentage": "CPU I/O wait",
+    "gpu GPUUtilization": "GPU utilization", "gpu GPUMemoryUtilization": "GPU memory utilization",
+    "gpu GPUMemoryUsedBytes": "GPU memory used", "gpu GPUPowerWatts": "GPU power", "gpu GPUTemperatureCelsius": "GPU temperature",
+    "memory MemoryUsedPercent": "Memory used", "memory MemoryUsedBytes": "Memory used",
+    "network ReceiveBytesPerSecond": "Network received", "network TransmitBytesPerSecond": "Network sent",
+    "i/o ReadThroughputInBytesPerSecond": "Disk read", "i/o WriteThroughputInBytesPerSecond": "Disk written", "i/o IOPS": "Disk operations",
+    "process ProcessCPUUtilization": "Process CPU", "process ProcessRSSBytes": "Process memory (RSS)", "process ProcessCount": "Processes",
+  };
+  // Words of a metric id we have no title for: "ReadLatencyMs" -> "read latency ms".
+  function metricWords(id) {
+    const words = String(id).replace(/([a-z0-9])([A-Z])/g, "$1 $2").replace(/([A-Z]+)([A-Z][a-z])/g, "$1 $2").replace(/_/g, " ").toLowerCase();
+    return words.charAt(0).toUpperCase() + words.slice(1);
+  }
+  function metricTitle(type, id, unit) {
+    const known = METRIC_TITLES[type + " " + id];
+    const name = known || (type === "cpu" || type === "gpu" ? type.toUpperCase() + " " : "") + metricWords(id).replace(/^(cpu|gpu) /i, "");
+    return name + (unit ? " (" + unit + ")" : "");
   }
 
   // A duration in seconds as people write it: "640 µs", "12.5 ms", "4.2 s", "37 s",
@@ -132,9 +169,11 @@
     return true;
   }
 
-  // A crosshair tooltip: every series' value at the cursor, next to it (the legend still says
-  // the same at the top).
-  function tooltipPlugin(xFormat, yFormat) {
+  // A crosshair tooltip: every series' value at the cursor, next to it (the legend says which
+  // line is which). `extra(u, i)`: a line under the x value (a step's number); a series'
+  // `values` (its own values where the chart draws others, as stacked phases) are shown
+  // instead of the drawn ones.
+  function tooltipPlugin(xFormat, yFormat, extra) {
     let tip = null;
     return {
       hooks: {
@@ -144,10 +183,13 @@
           if (i === null || i === undefined || u.cursor.left < 0) { tip.hidden = true; return; }
           clear(tip);
           tip.append(el("div", { text: (u.series[0].label || "x") + " " + xFormat(u.data[0][i]) }));
+          const more = extra && extra(u, i);
+          if (more) tip.append(el("div", { className: "tip-extra", text: more }));
           let shown = 0;
           u.series.forEach((s, k) => {
             if (k === 0 || !s.show || s.tooltip === false) return;
-            const v = u.data[k][i];
+            const own = u.ownValues && u.ownValues[k - 1];
+            const v = own ? own[i] : u.data[k][i];
             if (v === null || v === undefined) return;
             const sw = el("span", { className: "sw" });
             sw.style.background = typeof s.stroke === "function" ? s.stroke(u, k) : s.stroke;
@@ -242,6 +284,7 @@
       (m.count > 1 ? " (" + m.count + " values)" : "")).join(", ");
   }
 
-  window.SMD = { el, clear, fmt, dur, measured, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin,
+  window.SMD = { el, clear, fmt, dur, measured, axisLabel, axisSize, textWidth, AXIS_FONT, CATEGORICAL, naturalCompare,
+                 metricTitle, heat, colourScale, drawGrid, tooltipPlugin,
                  nonFinitePlugin, nonFiniteText, mergeMarks, download, csvField, selectionIn, exactName, stepWindow };
 })();

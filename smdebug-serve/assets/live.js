@@ -83,6 +83,9 @@
         if (!env.charts.has(key)) { env.stale("steps"); continue; }
         if (!byChart.has(key)) byChart.set(key, []);
         s.start.forEach((t, i) => byChart.get(key).push([t, [s.duration[i], null]]));
+        // The tooltip's step numbers.
+        const stepOf = env.charts.get(key).plot.stepOf;
+        if (stepOf) s.start.forEach((t, i) => stepOf.set(t, s.step[i]));
       }
       for (const [key, rows] of byChart) {
         if (!append(key, rows, 2)) env.stale("steps");

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use regex::Regex;
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use smdebug_core::Mode;
 use smdebug_profiler::downsample::PointSource;
 use smdebug_profiler::reader::{SpanRef, SpanStore};
@@ -54,9 +55,38 @@ fn secs(us: u64) -> f64 {
     us as f64 / 1e6
 }
 
-/// Time-stamped points, downsampled over the window.
+/// Time-stamped points, downsampled over the window; in a window of time, with the point just
+/// before it and the one just after, so that a line crosses a window narrower than the
+/// sampling interval (a zoom on one step) instead of leaving the chart empty.
 pub(crate) fn time_series<S: PointSource<u64> + ?Sized>(points: &S, window: &Window) -> TimeSeries {
-    let kept = min_max(points, window.start_us(), window.end_us(), window.budget());
+    let mut kept = min_max(points, window.start_us(), window.end_us(), window.budget());
+    let n = points.count();
+    // The first point at or after `us` (points are in time order).
+    let first_from = |us: f64| {
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if (points.point(mid).0 as f64) < us {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    };
+    if let Some(from) = window.start_us() {
+        let at = first_from(from);
+        if at > 0 {
+            kept.insert(0, points.point(at - 1));
+        }
+    }
+    if let Some(to) = window.end_us() {
+        // The first point after `to`.
+        let at = first_from(to.floor() + 1.0);
+        if at < n {
+            kept.push(points.point(at));
+        }
+    }
     TimeSeries {
         t: kept.iter().map(|p| finite(secs(p.0))).collect(),
         v: kept.iter().map(|p| finite(p.1)).collect(),
@@ -154,15 +184,54 @@ pub struct SpanRows {
     pub offset: usize,
     /// Rows listed at most (default: the window's point budget).
     pub limit: Option<usize>,
+    /// Listed in this column's order (all the window's spans sorted, then paged) rather than
+    /// in time order.
+    pub sort: Option<SpanSort>,
+    /// Largest first (with `sort`).
+    pub descending: bool,
+}
+
+/// A column the span list can be sorted by.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SpanSort {
+    /// Phase, then start.
+    Phase,
+    /// Name, then start.
+    Name,
+    /// Step (spans without one first), then start.
+    Step,
+    /// Node, then start.
+    Node,
+    /// Start.
+    Start,
+    /// Duration, then start.
+    Duration,
+}
+
+fn span_row(s: &SpanRef<'_>) -> SpanRow {
+    SpanRow {
+        phase: s.phase.to_owned(),
+        name: s.name.to_owned(),
+        start: secs(s.start_us),
+        end: secs(s.end_us),
+        node: s.node.to_owned(),
+        worker: s.worker,
+        step: s.step,
+    }
 }
 
 /// The spans inside a window: one page of them (the first, or with `rows.from_end` the last,
-/// listed in time order), how many there are, and per-phase totals.
+/// listed in time order; with `rows.sort`, the page of them all sorted by that column), how
+/// many there are, and per-phase totals.
 pub fn spans(run: &Run, window: &Window, rows: SpanRows) -> SpanList {
     let d = run.data.read().expect("run data lock");
     let from = window.start_us().unwrap_or(0.0);
     let to = window.end_us().unwrap_or(f64::INFINITY);
     let limit = rows.limit.unwrap_or(window.budget()).clamp(1, MAX_POINTS);
+    if let Some(sort) = rows.sort {
+        return sorted_spans(&d, from, to, limit, rows, sort);
+    }
     let mut count = 0usize;
     // From the start: rows offset..offset+limit. From the end: the last offset+limit kept, the
     // last `offset` of them dropped afterwards.
@@ -185,15 +254,7 @@ pub fn spans(run: &Run, window: &Window, rows: SpanRows) -> SpanList {
             count > rows.offset && list.len() < limit
         };
         if wanted {
-            list.push_back(SpanRow {
-                phase: s.phase.to_owned(),
-                name: s.name.to_owned(),
-                start: secs(s.start_us),
-                end: secs(s.end_us),
-                node: s.node.to_owned(),
-                worker: s.worker,
-                step: s.step,
-            });
+            list.push_back(span_row(&s));
             if rows.from_end && list.len() > keep {
                 list.pop_front();
             }
@@ -203,14 +264,6 @@ pub fn spans(run: &Run, window: &Window, rows: SpanRows) -> SpanList {
         let shown = list.len().saturating_sub(rows.offset);
         list.truncate(shown);
     }
-    let totals = totals
-        .iter()
-        .map(|(p, (t, c))| PhaseTotal {
-            phase: (*p).to_owned(),
-            total_s: *t,
-            count: *c,
-        })
-        .collect();
     let listed = list.len();
     SpanList {
         count,
@@ -218,21 +271,107 @@ pub fn spans(run: &Run, window: &Window, rows: SpanRows) -> SpanList {
         truncated: count > listed,
         offset: rows.offset,
         from_end: rows.from_end,
-        totals,
+        sort: None,
+        descending: false,
+        totals: phase_totals(&totals),
+    }
+}
+
+fn phase_totals(totals: &BTreeMap<&str, (f64, u64)>) -> Vec<PhaseTotal> {
+    totals
+        .iter()
+        .map(|(p, (t, c))| PhaseTotal {
+            phase: (*p).to_owned(),
+            total_s: *t,
+            count: *c,
+        })
+        .collect()
+}
+
+/// The window's spans sorted by `sort` (ties in time order), one page of them from the start
+/// of that order (`rows.from_end` does not apply).
+fn sorted_spans(
+    d: &RunData,
+    from: f64,
+    to: f64,
+    limit: usize,
+    rows: SpanRows,
+    sort: SpanSort,
+) -> SpanList {
+    let mut totals: BTreeMap<&str, (f64, u64)> = BTreeMap::new();
+    let mut all: Vec<SpanRef<'_>> = Vec::new();
+    for s in d
+        .profile
+        .spans()
+        .iter()
+        .filter(|s| (s.end_us as f64) >= from && (s.start_us as f64) <= to)
+    {
+        let e = totals.entry(s.phase).or_default();
+        e.0 += secs(s.duration_us());
+        e.1 += 1;
+        all.push(s);
+    }
+    let key = |a: &SpanRef<'_>, b: &SpanRef<'_>| match sort {
+        SpanSort::Phase => a.phase.cmp(b.phase),
+        SpanSort::Name => a.name.cmp(b.name),
+        SpanSort::Step => a.step.cmp(&b.step),
+        SpanSort::Node => crate::system::natural_cmp(a.node, b.node),
+        SpanSort::Start => std::cmp::Ordering::Equal,
+        SpanSort::Duration => a.duration_us().cmp(&b.duration_us()),
+    };
+    // A stable sort of spans in time order: ties stay in time order, either way.
+    if rows.descending {
+        all.sort_by(|a, b| key(b, a));
+        if sort == SpanSort::Start {
+            all.reverse();
+        }
+    } else {
+        all.sort_by(|a, b| key(a, b));
+    }
+    let count = all.len();
+    let spans: Vec<SpanRow> = all
+        .iter()
+        .skip(rows.offset)
+        .take(limit)
+        .map(span_row)
+        .collect();
+    SpanList {
+        count,
+        truncated: count > spans.len(),
+        spans,
+        offset: rows.offset,
+        from_end: false,
+        sort: Some(sort),
+        descending: rows.descending,
+        totals: phase_totals(&totals),
     }
 }
 
 /// `(mode, node, worker)` of a step-duration series.
 type StepGroup = (String, String, Option<u32>);
 
-/// Step durations per mode and node/worker, outliers, a histogram, and time per phase over
-/// the last `last` steps.
-pub fn steps(run: &Run, window: &Window, last: usize) -> Steps {
+/// Bins of the step-duration histogram.
+pub const HISTOGRAM_BINS: usize = 30;
+
+/// Step durations per mode and node/worker, outliers, a histogram of the window's steps on a
+/// log axis, time per phase over the window's last `last` steps, and its `slowest` slowest
+/// steps with their phases.
+pub fn steps(run: &Run, window: &Window, last: usize, slowest: usize) -> Steps {
     let d = run.data.read().expect("run data lock");
+    let spans = d.profile.spans();
+    let from = window.start_us().unwrap_or(f64::NEG_INFINITY);
+    let to = window.end_us().unwrap_or(f64::INFINITY);
+    let in_window = |s: &SpanRef<'_>| (s.start_us as f64) >= from && (s.start_us as f64) <= to;
     // (mode, node, worker) → [(step, start µs, duration s)]
     let mut groups: BTreeMap<StepGroup, Vec<(u64, u64, f64)>> = BTreeMap::new();
-    for s in d.profile.spans().iter() {
-        if let (Some(mode), Some(step)) = (is_step(&s), s.step) {
+    // The window's step spans: (index in the store, duration µs).
+    let mut windowed: Vec<(usize, u64)> = Vec::new();
+    for (i, s) in spans.iter().enumerate() {
+        let Some(mode) = is_step(&s) else { continue };
+        if in_window(&s) {
+            windowed.push((i, s.duration_us()));
+        }
+        if let Some(step) = s.step {
             groups
                 .entry((mode.name().to_owned(), s.node.to_owned(), s.worker))
                 .or_default()
@@ -243,12 +382,10 @@ pub fn steps(run: &Run, window: &Window, last: usize) -> Steps {
     // node and mode, its limit and its slowest outlier steps. Without a StepOutlier result the
     // dashboard marks none (it does not judge the steps itself).
     let verdicts = step_outlier_details(d.rules.as_ref());
-    let mut all: Vec<f64> = Vec::new();
     let series = groups
         .iter()
         .map(|((mode, node, worker), rows)| {
             let mut durations: Vec<f64> = rows.iter().map(|r| r.2).collect();
-            all.extend_from_slice(&durations);
             durations.sort_by(f64::total_cmp);
             let p50 = percentile(&durations, 50.0);
             let mean = durations.iter().sum::<f64>() / durations.len() as f64;
@@ -292,25 +429,78 @@ pub fn steps(run: &Run, window: &Window, last: usize) -> Steps {
             }
         })
         .collect();
-    // Histogram of all step durations, 30 bins.
-    all.sort_by(f64::total_cmp);
-    let histogram = match (all.first(), all.last()) {
-        (Some(&lo), Some(&hi)) => {
-            let bins = 30usize;
-            let width = ((hi - lo) / bins as f64).max(1e-9);
-            let mut counts = vec![0u64; bins];
-            for x in &all {
-                counts[(((x - lo) / width) as usize).min(bins - 1)] += 1;
-            }
-            Some(Histogram { lo, width, counts })
-        }
-        _ => None,
-    };
+    let durations: Vec<f64> = windowed.iter().map(|w| secs(w.1)).collect();
+    // The slowest first; among equals, the earlier first.
+    let mut by_duration = windowed.clone();
+    by_duration.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    by_duration.truncate(slowest.min(500));
+    let slowest = by_duration
+        .iter()
+        .filter_map(|&(i, _)| spans.iter_from(i).next())
+        .map(|st| step_row(spans, &st))
+        .collect();
+    let recent: Vec<SpanRef<'_>> = windowed
+        .iter()
+        .rev()
+        .take(last.clamp(1, 500))
+        .rev()
+        .filter_map(|&(i, _)| spans.iter_from(i).next())
+        .collect();
+    let phases = step_phases(spans, &recent);
     Steps {
         series,
-        histogram,
-        phases: last_steps(d.profile.spans(), last),
+        histogram: log_histogram(&durations, HISTOGRAM_BINS),
+        phases,
+        slowest,
+        window_steps: windowed.len(),
     }
+}
+
+/// `values` (seconds) in `bins` bins of equal width on a log axis from the smallest to the
+/// largest (a value of 0 counts in the first bin); one value, or all equal, in one bin a tenth
+/// wide around them. `None` without values.
+pub fn log_histogram(values: &[f64], bins: usize) -> Option<Histogram> {
+    let finite: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    let positive = finite.iter().copied().filter(|&x| x > 0.0);
+    let lo = positive.clone().fold(f64::INFINITY, f64::min);
+    let hi = positive.fold(0.0, f64::max);
+    if finite.is_empty() {
+        return None;
+    }
+    let (lo, hi, bins) = if !lo.is_finite() {
+        // Every value is 0: one bin of a microsecond.
+        (1e-6, 1e-6, 1)
+    } else {
+        (lo, hi, bins.max(1))
+    };
+    let (lo, hi, bins) = if hi <= lo * (1.0 + 1e-9) {
+        (lo / 1.05, hi * 1.05, 1)
+    } else {
+        (lo, hi, bins)
+    };
+    let ratio = (hi / lo).ln() / bins as f64;
+    let mut edges: Vec<f64> = (0..=bins).map(|i| lo * (ratio * i as f64).exp()).collect();
+    // Exactly the extremes (no rounding leaves the longest step out).
+    edges[0] = lo;
+    edges[bins] = hi;
+    let mut counts = vec![0u64; bins];
+    for &x in &finite {
+        let at = if x <= lo {
+            0
+        } else {
+            (((x / lo).ln() / ratio) as usize).min(bins - 1)
+        };
+        // The log of a value right on an edge may fall on either side: the edges decide.
+        let at = if at + 1 < bins && x >= edges[at + 1] {
+            at + 1
+        } else if at > 0 && x < edges[at] {
+            at - 1
+        } else {
+            at
+        };
+        counts[at] += 1;
+    }
+    Some(Histogram { edges, counts })
 }
 
 /// StepOutlier's typed details from the rules summary, when it ran.
@@ -322,52 +512,67 @@ fn step_outlier_details(rules: Option<&Summary>) -> Option<StepOutlierDetails> {
         .find_map(|r| r.profiler_details()?.step_outliers().cloned())
 }
 
-/// Time per phase within each of the last `n` step spans (of any mode, node, worker).
-fn last_steps(spans: &SpanStore, n: usize) -> StepPhases {
-    let mut recent: Vec<SpanRef<'_>> = spans
-        .iter()
-        .rev()
-        .filter(|s| is_step(s).is_some())
-        .take(n.clamp(1, 500))
-        .collect();
-    recent.reverse();
-    let Some(first) = recent.first() else {
-        return StepPhases::default();
-    };
-    let lo = spans.first_starting_at(first.start_us);
-    let mut phase_names: Vec<String> = Vec::new();
-    let mut table: Vec<BTreeMap<String, f64>> = vec![BTreeMap::new(); recent.len()];
-    for s in spans.iter_from(lo) {
-        if is_step(&s).is_some() {
-            continue;
+/// A step's time per phase: the spans of its node and worker within its step span (of its
+/// step, when the span and the step both carry a step number), added up by phase.
+fn step_row(spans: &SpanStore, st: &SpanRef<'_>) -> StepRow {
+    let mut phases: BTreeMap<String, f64> = BTreeMap::new();
+    for s in spans.iter_from(spans.first_starting_at(st.start_us)) {
+        if s.start_us > st.end_us {
+            break;
         }
-        // The step span on the same node and worker that contains it.
-        if let Some(i) = recent.iter().position(|st| {
-            st.node == s.node
-                && st.worker == s.worker
-                && s.start_us >= st.start_us
-                && s.end_us <= st.end_us
-        }) {
-            if !phase_names.iter().any(|p| p == s.phase) {
-                phase_names.push(s.phase.to_owned());
-            }
-            *table[i].entry(s.phase.to_owned()).or_default() += secs(s.duration_us());
+        // A span of another step (steps that overlap) is not this step's, when both say.
+        let same_step = s.step.is_none() || st.step.is_none() || s.step == st.step;
+        if is_step(&s).is_none()
+            && s.node == st.node
+            && s.worker == st.worker
+            && s.end_us <= st.end_us
+            && same_step
+        {
+            *phases.entry(s.phase.to_owned()).or_default() += secs(s.duration_us());
         }
     }
-    let steps = recent
-        .iter()
-        .zip(table)
-        .map(|(st, row)| {
-            let other = secs(st.duration_us()) - row.values().sum::<f64>();
-            StepRow {
-                step: st.step,
-                mode: is_step(st).map(|m| m.name()),
-                duration: secs(st.duration_us()),
-                phases: row,
-                other: other.max(0.0),
+    let duration = secs(st.duration_us());
+    let other = duration - phases.values().sum::<f64>();
+    StepRow {
+        step: st.step,
+        mode: is_step(st).map(|m| m.name()),
+        node: st.node.to_owned(),
+        worker: st.worker,
+        start: secs(st.start_us),
+        duration,
+        phases,
+        other: other.max(0.0),
+    }
+}
+
+/// Where a phase comes in a training step: data loading, forward, backward, optimizer, then
+/// the others.
+pub(crate) fn phase_rank(trace_name: &str) -> u8 {
+    use smdebug_core::phase::Phase;
+    match Phase::from_trace_name(trace_name) {
+        Phase::DataLoading => 0,
+        Phase::Forward => 1,
+        Phase::Backward => 2,
+        Phase::Optimizer => 3,
+        _ => 4,
+    }
+}
+
+/// Time per phase within each of `steps` (step spans in start order), and the phases seen in
+/// a step's order ([`phase_rank`]).
+fn step_phases(spans: &SpanStore, steps: &[SpanRef<'_>]) -> StepPhases {
+    let steps: Vec<StepRow> = steps.iter().map(|st| step_row(spans, st)).collect();
+    let mut phase_names: Vec<String> = Vec::new();
+    for row in &steps {
+        for p in row.phases.keys() {
+            if !phase_names.contains(p) {
+                phase_names.push(p.clone());
             }
-        })
-        .collect();
+        }
+    }
+    // In the order a step runs them: data loading, forward, backward, optimizer, then the
+    // others by name.
+    phase_names.sort_by_key(|p| (phase_rank(p), p.clone()));
     StepPhases {
         steps,
         phases: phase_names,
@@ -555,4 +760,27 @@ pub(crate) fn series_lines(
         own.as_deref(),
         smoothing,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_histogram;
+
+    #[test]
+    fn step_durations_fall_in_log_spaced_bins_from_the_shortest_to_the_longest() {
+        let values = [0.001, 0.002, 0.004, 0.008, 0.1, 1.0];
+        let h = log_histogram(&values, 3).unwrap();
+        assert_eq!(h.edges.len(), 4);
+        assert_eq!(h.edges[0], 0.001);
+        assert_eq!(h.edges[3], 1.0);
+        // Each bin a decade: [1 ms, 10 ms), [10 ms, 100 ms), [100 ms, 1 s].
+        assert!((h.edges[1] - 0.01).abs() < 1e-12 && (h.edges[2] - 0.1).abs() < 1e-12);
+        assert_eq!(h.counts, [4, 0, 2]);
+        // All equal: one bin around them; a 0 counts in the first bin; nothing: none.
+        let one = log_histogram(&[0.5, 0.5], 30).unwrap();
+        assert_eq!(one.counts, [2]);
+        assert!(one.edges[0] < 0.5 && one.edges[1] > 0.5);
+        assert_eq!(log_histogram(&[0.0, 0.1, 1.0], 2).unwrap().counts, [2, 1]);
+        assert!(log_histogram(&[], 30).is_none());
+    }
 }

@@ -38,8 +38,10 @@
 //! GET  /api/runs/{id}/system?from&to&points&offset&limit   a page of timelines (64 by
 //!                                         default, 256 at most) and the per-core/per-GPU
 //!                                         heatmap (256 rows at most: bands of neighbours)
-//! GET  /api/runs/{id}/spans?from&to       framework spans inside a window
-//! GET  /api/runs/{id}/steps?from&to&last  step durations, outliers, histogram, phases
+//! GET  /api/runs/{id}/spans?from&to&sort&order   framework spans inside a window (time
+//!                                         order, or sorted by a column)
+//! GET  /api/runs/{id}/steps?from&to&last&slowest  step durations, outliers, log-binned
+//!                                         histogram, phases, the slowest steps
 //! GET  /api/runs/{id}/scalars?regex&from&to&smoothing   scalars per mode (x = step; each point's
 //!                                         wall time), from the buckets or, zoomed in, the files
 //! GET  /api/runs/{id}/tensor?name&steps   reductions and distribution over steps

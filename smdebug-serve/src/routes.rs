@@ -238,6 +238,10 @@ async fn system(
 struct SpansQuery {
     #[serde(default)]
     last: bool,
+    /// A column to sort the window's spans by.
+    sort: Option<api::SpanSort>,
+    /// `asc` (the default) or `desc`.
+    order: Option<String>,
 }
 
 async fn spans(
@@ -247,10 +251,22 @@ async fn spans(
     Query(page): Query<Page>,
     Query(q): Query<SpansQuery>,
 ) -> Response {
+    let descending = match q.order.as_deref() {
+        None | Some("asc") => false,
+        Some("desc") => true,
+        Some(other) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("order must be asc or desc, not {other:?}"),
+            );
+        }
+    };
     let rows = api::SpanRows {
         from_end: q.last,
         offset: page.offset,
         limit: page.limit,
+        sort: q.sort,
+        descending,
     };
     match find_run(&state, id) {
         Ok(run) => axum::Json(api::spans(&run, &window, rows)).into_response(),
@@ -261,6 +277,8 @@ async fn spans(
 #[derive(Deserialize)]
 struct StepsQuery {
     last: Option<usize>,
+    /// The slowest steps listed (20 by default, at most 500).
+    slowest: Option<usize>,
 }
 
 async fn steps(
@@ -270,7 +288,13 @@ async fn steps(
     Query(q): Query<StepsQuery>,
 ) -> Response {
     match find_run(&state, id) {
-        Ok(run) => axum::Json(api::steps(&run, &window, q.last.unwrap_or(30))).into_response(),
+        Ok(run) => axum::Json(api::steps(
+            &run,
+            &window,
+            q.last.unwrap_or(30),
+            q.slowest.unwrap_or(20),
+        ))
+        .into_response(),
         Err(e) => *e,
     }
 }

@@ -36,6 +36,10 @@ pub struct SpanList {
     pub offset: usize,
     /// Counted from the window's end.
     pub from_end: bool,
+    /// The column the rows are sorted by (`None`: time order).
+    pub sort: Option<crate::api::SpanSort>,
+    /// Sorted largest first.
+    pub descending: bool,
     /// Time per phase in the window.
     pub totals: Vec<PhaseTotal>,
 }
@@ -64,10 +68,15 @@ pub struct SpanRow {
 pub struct Steps {
     /// Step durations per mode, node and worker.
     pub series: Vec<StepSeries>,
-    /// All step durations in 30 bins.
+    /// The durations of the steps that start in the window, in log-spaced bins.
     pub histogram: Option<Histogram>,
-    /// Time per phase in the last steps.
+    /// Time per phase in the window's last steps.
     pub phases: StepPhases,
+    /// The window's slowest steps (of any mode, node, worker), slowest first, each with its
+    /// time per phase: the step spans that start in the window, at most `slowest` of them.
+    pub slowest: Vec<StepRow>,
+    /// Step spans that start in the window.
+    pub window_steps: usize,
 }
 
 /// One mode's, node's and worker's step durations.
@@ -107,38 +116,47 @@ pub struct Outlier {
     pub duration: f64,
 }
 
-/// Step durations in equal bins.
+/// Step durations in bins of equal width on a log axis (each bin's end a fixed multiple of
+/// its start), from the shortest step to the longest.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Histogram {
-    /// The first bin's start, seconds.
-    pub lo: f64,
-    /// Bin width.
-    pub width: f64,
+    /// The bins' edges, seconds, one more than `counts`: bin `i` holds the durations `d` with
+    /// `edges[i] <= d < edges[i + 1]` (the last bin its end too).
+    pub edges: Vec<f64>,
     /// Steps per bin.
     pub counts: Vec<u64>,
 }
 
-/// Time per phase within each of the last steps.
+/// Time per phase within each of the window's last steps.
 #[derive(Debug, Default, Serialize, JsonSchema)]
 pub struct StepPhases {
     /// One row per step.
     pub steps: Vec<StepRow>,
-    /// The phases seen, in order of first appearance.
+    /// The phases seen, in a step's order: data loading, forward, backward, optimizer, then
+    /// the others by name.
     pub phases: Vec<String>,
 }
 
-/// One step's time per phase.
+/// One step's time per phase: the spans of its node and worker that lie within its step span
+/// (of its step, when both carry a step number), added up by phase (their trace rows' names: `DataLoaderIter`, `Forward`, …).
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct StepRow {
     /// The step.
     pub step: Option<u64>,
     /// Its mode.
     pub mode: Option<&'static str>,
+    /// Its node.
+    pub node: String,
+    /// Its worker.
+    pub worker: Option<u32>,
+    /// Its start, seconds since the epoch.
+    pub start: f64,
     /// Its duration, seconds.
     pub duration: f64,
     /// Seconds per phase.
     pub phases: std::collections::BTreeMap<String, f64>,
-    /// The rest of the step.
+    /// The rest of the step: its duration less the phases' time (0 when they add up to more,
+    /// as nested or overlapping spans can).
     pub other: f64,
 }
 

@@ -1,6 +1,8 @@
 //! The `/system` view: timelines by page and the per-core / per-GPU heatmap in bands, so that
 //! a run with thousands of series answers a bounded response.
 
+use std::cmp::Ordering;
+
 use smdebug_profiler::reader::MetricSeries;
 use smdebug_profiler::system::vocab;
 
@@ -17,11 +19,13 @@ pub const HEATMAP_ROWS: usize = 256;
 /// heatmap (at most [`HEATMAP_ROWS`] rows).
 pub fn system(run: &Run, window: &Window, page: Page) -> SystemPage {
     let d = run.data.read().expect("run data lock");
-    let timelines = d
+    let mut timelines: Vec<&MetricSeries> = d
         .profile
         .metrics()
-        .filter(|m| is_timeline(&m.metric_type, &m.name, &m.dimension));
-    let (series, total) = page.select(timelines, |m| SystemSeries {
+        .filter(|m| is_timeline(&m.metric_type, &m.name, &m.dimension))
+        .collect();
+    timelines.sort_by(|a, b| metric_order(a, b));
+    let (series, total) = page.select(timelines.into_iter(), |m| SystemSeries {
         node: m.node.clone(),
         r#type: m.metric_type.clone(),
         name: m.name.clone(),
@@ -41,7 +45,7 @@ pub fn system(run: &Run, window: &Window, page: Page) -> SystemPage {
 /// One row per CPU core and per GPU (utilization), the window cut into at most 300 columns of
 /// mean values.
 fn heatmap(d: &RunData, window: &Window) -> Heatmap {
-    let rows: Vec<&MetricSeries> = d
+    let mut rows: Vec<&MetricSeries> = d
         .profile
         .metrics()
         .filter(|m| {
@@ -51,6 +55,8 @@ fn heatmap(d: &RunData, window: &Window) -> Heatmap {
                 || (m.metric_type == vocab::TYPE_GPU && m.dimension == vocab::GPU_UTILIZATION)
         })
         .collect();
+    // cpu0, cpu1, …, cpu10 (not cpu0, cpu1, cpu10), then the GPUs, per node.
+    rows.sort_by(|a, b| metric_order(a, b));
     let Some((start, end)) = d.time_range() else {
         return Heatmap::default();
     };
@@ -105,5 +111,68 @@ fn heatmap(d: &RunData, window: &Window) -> Heatmap {
         to: Some(to / 1e6),
         row_total: rows.len(),
         band,
+    }
+}
+
+/// Metrics by node, type, name and dimension, names compared as people count
+/// ([`natural_cmp`]: `cpu2` before `cpu10`).
+fn metric_order(a: &MetricSeries, b: &MetricSeries) -> Ordering {
+    natural_cmp(&a.node, &b.node)
+        .then_with(|| a.metric_type.cmp(&b.metric_type))
+        .then_with(|| natural_cmp(&a.name, &b.name))
+        .then_with(|| a.dimension.cmp(&b.dimension))
+}
+
+/// Names compared as people count: runs of digits by their value (`cpu2` < `cpu10`,
+/// `algo-2` < `algo-10`), the rest character by character; equal values of different spelling
+/// (`01`, `1`) by their text.
+pub fn natural_cmp(a: &str, b: &str) -> Ordering {
+    let (mut x, mut y) = (a, b);
+    loop {
+        match (x.chars().next(), y.chars().next()) {
+            (None, None) => return a.cmp(b),
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(c), Some(d)) if c.is_ascii_digit() && d.is_ascii_digit() => {
+                let n = x.find(|c: char| !c.is_ascii_digit()).unwrap_or(x.len());
+                let m = y.find(|c: char| !c.is_ascii_digit()).unwrap_or(y.len());
+                let (p, q) = (
+                    x[..n].trim_start_matches('0'),
+                    y[..m].trim_start_matches('0'),
+                );
+                let by_value = p.len().cmp(&q.len()).then_with(|| p.cmp(q));
+                if by_value != Ordering::Equal {
+                    return by_value;
+                }
+                x = &x[n..];
+                y = &y[m..];
+            }
+            (Some(c), Some(d)) => {
+                if c != d {
+                    return c.cmp(&d);
+                }
+                x = &x[c.len_utf8()..];
+                y = &y[d.len_utf8()..];
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::natural_cmp;
+
+    #[test]
+    fn names_sort_as_people_count() {
+        let mut names = vec![
+            "cpu10", "cpu2", "gpu1", "cpu0", "cpu1", "cpu01", "algo-10", "algo-2",
+        ];
+        names.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(
+            names,
+            [
+                "algo-2", "algo-10", "cpu0", "cpu01", "cpu1", "cpu2", "cpu10", "gpu1"
+            ]
+        );
     }
 }

@@ -124,7 +124,8 @@ fn long_series_are_downsampled_and_a_zoom_gets_the_raw_samples() {
     for s in big["series"].as_array().unwrap() {
         assert!(s["data"]["t"].as_array().unwrap().len() <= MAX_POINTS);
     }
-    // Zoom on 10 s around the spike: the 101 raw samples.
+    // Zoom on 10 s around the spike: the 101 raw samples, and the one before the window and
+    // the one after it (a line crosses the window's edges).
     let spike_t = (start + 1_020) as f64 + 12_345.0 * 0.1;
     let zoom = get_json(&format!(
         "{url}/api/runs/0/system?from={}&to={}",
@@ -137,12 +138,23 @@ fn long_series_are_downsampled_and_a_zoom_gets_the_raw_samples() {
         .iter()
         .find(|s| s["name"] == "total")
         .unwrap();
-    let zt = total["data"]["t"].as_array().unwrap();
-    assert!((100..=101).contains(&zt.len()), "{}", zt.len());
-    assert!(zt.iter().all(|x| {
-        let x = x.as_f64().unwrap();
-        x >= spike_t - 5.0 - 1e-6 && x <= spike_t + 5.0 + 1e-6
-    }));
+    let zt: Vec<f64> = total["data"]["t"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    assert!((102..=103).contains(&zt.len()), "{}", zt.len());
+    let inside = &zt[1..zt.len() - 1];
+    assert!(
+        inside
+            .iter()
+            .all(|&x| x >= spike_t - 5.0 - 1e-6 && x <= spike_t + 5.0 + 1e-6)
+    );
+    assert!(
+        zt[0] < spike_t - 5.0 && zt[zt.len() - 1] > spike_t + 5.0,
+        "{zt:?}"
+    );
     server.shutdown();
 }
 

@@ -106,7 +106,7 @@ fn the_compare_tab_overlays_steps_and_system_of_the_runs_toggled_on_with_a_rules
         "(() => { const c = document.querySelector('[data-chart=\"compare:steps\"]'); \
            return [...c.querySelectorAll('.u-legend .u-label')].map(e => e.textContent); })()",
     );
-    assert_eq!(xs, json!(["step", "run-a TRAIN", "run-b TRAIN"]), "{xs}");
+    assert_eq!(xs, json!(["run-a TRAIN", "run-b TRAIN"]), "{xs}");
     // The rules matrix: a row per rule, a cell per run, the status and its evidence.
     let cells = cdp.eval(
         "[...document.querySelectorAll('#compare-rules tr[data-rule]')].map(r => [r.dataset.rule, \

@@ -19,7 +19,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use smdebug_core::{EndReason, Mode};
+use smdebug_core::EndReason;
 use smdebug_io::format::{end_marker_body, layout};
 use smdebug_io::stop::{StopRequest, request_stop};
 use smdebug_io::storage::LocalStorage;
@@ -28,52 +28,7 @@ use smdebug_serve::{ServeOptions, Server};
 use smdebug_testkit::chromium;
 use smdebug_testkit::runs::every_step_hook;
 
-/// TRAIN steps written; the loss is NaN from [`NAN_FROM`] on.
-const STEPS: u64 = 40;
-const NAN_FROM: u64 = 12;
-/// Gradients saved beside the loss (NaN with it).
-const GRADIENTS: usize = 10;
-
-/// A run with a loss that explodes: TRAIN loss and gradients every step, an EVAL loss after
-/// every fifth TRAIN step but the last; NaN from global step [`NAN_FROM`] on.
-fn write_run(dir: &Path) {
-    let mut hook = every_step_hook(dir);
-    let mut step = 0u64;
-    let mut train = 0u64;
-    while train < STEPS {
-        hook.set_mode(Mode::Train);
-        let bad = step >= NAN_FROM;
-        let loss = if bad {
-            f64::NAN
-        } else {
-            2.0 / (1.0 + step as f64)
-        };
-        hook.save_scalar("loss", loss, &["losses"]);
-        for g in 0..GRADIENTS {
-            let v = if bad { f64::NAN } else { 0.01 * (g + 1) as f64 };
-            // Saved as scalars every step (the built-in `gradients` collection is not saved every
-            // step by default).
-            hook.save_scalar(&format!("gradient/fc{g}.weight"), v, &["metrics"]);
-        }
-        hook.step();
-        step += 1;
-        train += 1;
-        // The last step is a TRAIN step: the rule's latest firing (its message in the summary)
-        // lists what its first did, loss and gradients.
-        if train.is_multiple_of(5) && train < STEPS {
-            hook.set_mode(Mode::Eval);
-            let eval = if step >= NAN_FROM {
-                f64::NAN
-            } else {
-                2.5 / (1.0 + step as f64)
-            };
-            hook.save_scalar("loss", eval, &["losses"]);
-            hook.step();
-            step += 1;
-        }
-    }
-    hook.close();
-}
+use support::{GRADIENTS, NAN_FROM, write_exploding_run as write_run};
 
 /// What the page measures of the first screen.
 const MEASURE: &str = "(() => { const box = (q) => { const e = document.querySelector(q); \

@@ -331,3 +331,50 @@ pub fn spawn_child_job(run: &Path, test: &str) -> std::process::Child {
         .spawn()
         .unwrap()
 }
+
+/// The exploding run's TRAIN steps ([`write_exploding_run`]); the loss is NaN from [`NAN_FROM`] on.
+pub const EXPLODING_STEPS: u64 = 40;
+pub const NAN_FROM: u64 = 12;
+/// Gradients saved beside the loss (NaN with it).
+pub const GRADIENTS: usize = 10;
+
+/// A run with a loss that explodes: TRAIN loss and gradients every step, an EVAL loss after
+/// every fifth TRAIN step but the last; NaN from global step [`NAN_FROM`] on.
+pub fn write_exploding_run(dir: &Path) {
+    let mut hook = smdebug_testkit::runs::every_step_hook(dir);
+    let mut step = 0u64;
+    let mut train = 0u64;
+    while train < EXPLODING_STEPS {
+        hook.set_mode(Mode::Train);
+        let bad = step >= NAN_FROM;
+        let loss = if bad {
+            f64::NAN
+        } else {
+            2.0 / (1.0 + step as f64)
+        };
+        hook.save_scalar("loss", loss, &["losses"]);
+        for g in 0..GRADIENTS {
+            let v = if bad { f64::NAN } else { 0.01 * (g + 1) as f64 };
+            // Saved as scalars every step (the built-in `gradients` collection is not saved every
+            // step by default).
+            hook.save_scalar(&format!("gradient/fc{g}.weight"), v, &["metrics"]);
+        }
+        hook.step();
+        step += 1;
+        train += 1;
+        // The last step is a TRAIN step: the rule's latest firing (its message in the summary)
+        // lists what its first did, loss and gradients.
+        if train.is_multiple_of(5) && train < EXPLODING_STEPS {
+            hook.set_mode(Mode::Eval);
+            let eval = if step >= NAN_FROM {
+                f64::NAN
+            } else {
+                2.5 / (1.0 + step as f64)
+            };
+            hook.save_scalar("loss", eval, &["losses"]);
+            hook.step();
+            step += 1;
+        }
+    }
+    hook.close();
+}
