@@ -5,14 +5,17 @@
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
-use burn::tensor::{DType, Gradients, Tensor, Transaction};
+use burn::tensor::{DType, Gradients, Int, Tensor, Transaction};
 use smdebug_core::adapter::{AdapterHook, Due, Framework, OUTPUT_SUFFIX};
-use smdebug_core::collection::{GRADIENT_PREFIX, parameter_collection};
+use smdebug_core::collection::{
+    GRADIENT_PREFIX, LABELS_SUFFIX, PREDICTIONS_SUFFIX, parameter_collection,
+};
 use smdebug_core::phase::Phase;
 use smdebug_core::{DueTensor, Hook, HookBuilder, Sink};
 
 use crate::error::{Error, Result};
 use crate::host::{Place, with_view};
+use crate::layers::Layers;
 use crate::reduce;
 
 /// A burn float tensor as the hook keeps it: flattened on its device, detached from autodiff,
@@ -375,6 +378,93 @@ impl BurnHook {
     ) -> Result<bool> {
         let name = format!("{module}{OUTPUT_SUFFIX}");
         self.save_tensor(&name, output, &["outputs"])
+    }
+
+    /// Registers every module of `model` for capture (see [`Layers`]): its input and output
+    /// are kept when due, as `<path>.input` in `inputs` and `<path>.output` in `outputs` (plus
+    /// every collection whose `include_regex` matches), at the calls its `forward` makes through
+    /// [`Layers::forward`]. Nothing is copied at a step where a module's tensors are not due.
+    ///
+    /// ```
+    /// use burn::module::Module;
+    /// use burn::nn::{Linear, LinearConfig, Relu};
+    /// use burn::tensor::{Device, Tensor};
+    /// use smdebug_burn::{BurnHook, Layers};
+    /// use smdebug_core::{Hook, MemorySink, SaveConfig};
+    ///
+    /// #[derive(Module, Debug)]
+    /// struct Net {
+    ///     fc1: Linear,
+    ///     relu1: Relu,
+    ///     fc2: Linear,
+    /// }
+    ///
+    /// impl Net {
+    ///     fn forward(&self, layers: &Layers, x: Tensor<2>) -> Tensor<2> {
+    ///         let x = layers.forward("fc1", x, |x| self.fc1.forward(x));
+    ///         let x = layers.forward("relu1", x, |x| self.relu1.forward(x));
+    ///         layers.forward("fc2", x, |x| self.fc2.forward(x))
+    ///     }
+    /// }
+    ///
+    /// # #[allow(deprecated)]
+    /// let device = Device::ndarray();
+    /// let net = Net {
+    ///     fc1: LinearConfig::new(4, 8).init(&device),
+    ///     relu1: Relu::new(),
+    ///     fc2: LinearConfig::new(8, 2).init(&device),
+    /// };
+    /// let sink = MemorySink::default();
+    /// // DeadRelu's collection alone: of the six layer tensors only the ReLU's output is kept.
+    /// let builder = Hook::builder()
+    ///     .save_config(SaveConfig::every(1))
+    ///     .include_collections(&["relu_output"])
+    ///     .include_regex("relu_output", r"relu\d*\.output$");
+    /// let mut hook = BurnHook::new(builder, sink.clone())?;
+    /// let layers = hook.layers(&net);
+    /// assert_eq!(layers.names(), ["fc1", "fc2", "relu1"]);
+    /// net.forward(&layers, Tensor::ones([3, 4], &device));
+    /// hook.step()?;
+    /// let names: Vec<String> = sink.tensors().into_iter().map(|t| t.name).collect();
+    /// assert_eq!(names, ["relu1.output"]);
+    /// # Ok::<(), smdebug_burn::Error>(())
+    /// ```
+    pub fn layers<M: Module>(&mut self, model: &M) -> Layers {
+        Layers::register(&mut self.0, model)
+    }
+
+    /// Saves what the loss `name` was computed from, as Python smdebug's `register_loss` does:
+    /// `predictions` (scores) as `<name>.predictions` in `predictions` and the class indices
+    /// `labels` as `<name>.labels` in `labels`, each when due (nothing is read or converted
+    /// otherwise). ClassImbalance and Confusion read them with their default parameters.
+    /// Returns how many were recorded.
+    pub fn save_loss_inputs<const D: usize, const E: usize>(
+        &mut self,
+        name: &str,
+        predictions: &Tensor<D>,
+        labels: &Tensor<E, Int>,
+    ) -> Result<usize> {
+        if !self.0.anything_due() {
+            return Ok(0);
+        }
+        let mut due = Vec::new();
+        let predictions_name = format!("{name}{PREDICTIONS_SUFFIX}");
+        if let Some(d) = self.0.due(&predictions_name, &["predictions"]) {
+            due.push(Due {
+                name: predictions_name,
+                due: d,
+                tensor: Flat::new(predictions),
+            });
+        }
+        let labels_name = format!("{name}{LABELS_SUFFIX}");
+        if let Some(d) = self.0.due(&labels_name, &["labels"]) {
+            due.push(Due {
+                name: labels_name,
+                due: d,
+                tensor: Flat::new(&labels.clone().float()),
+            });
+        }
+        self.0.record(due)
     }
 
     /// Saves a loss (a one-element tensor) as the scalar `name` in `losses`.

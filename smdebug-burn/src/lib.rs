@@ -54,6 +54,7 @@
 pub mod error;
 mod hook;
 mod host;
+mod layers;
 pub mod reduce;
 
 /// The burn crate this adapter is built against: use it (`smdebug::burn::burn`) and a training
@@ -63,5 +64,8 @@ pub use burn;
 pub use error::{Error, Result};
 pub use hook::{Burn, BurnHook, Flat};
 pub use host::recorded_dtype;
+pub use layers::Layers;
 pub use smdebug_core::adapter::OUTPUT_SUFFIX;
-pub use smdebug_core::collection::{GRADIENT_PREFIX, parameter_collection};
+pub use smdebug_core::collection::{
+    GRADIENT_PREFIX, INPUT_SUFFIX, LABELS_SUFFIX, PREDICTIONS_SUFFIX, parameter_collection,
+};

@@ -57,8 +57,13 @@ fn assert_healthy(run: &Path) {
         .iter()
         .filter(|r| r.kind == RuleInput::Tensors)
         .collect();
+    // Confusion holds a classifier to at least 90 % correct per predicted class at every step
+    // it reads: a model learning from random weights fails that at its first evaluation, and
+    // candle_cnn (90 % accurate after 4 epochs) at every one. That is the model's quality, which
+    // the rule reports; it is left out here, where the question is whether anything is broken.
     let fired: Vec<_> = debugging
         .iter()
+        .filter(|r| r.rule != "Confusion")
         .filter(|r| !matches!(r.status, Status::NoIssuesFound | Status::NoData))
         .map(|r| format!("{} {:?}: {}", r.rule, r.status, r.message))
         .collect();
@@ -89,7 +94,22 @@ fn the_mlp_example_trains_a_healthy_model() {
 #[test]
 fn the_cnn_example_trains_a_healthy_model() {
     let dir = tempfile::tempdir().unwrap();
-    assert_healthy(&train("candle_cnn", dir.path(), ""));
+    let run = train("candle_cnn", dir.path(), "");
+    assert_healthy(&run);
+    // The model is registered whole and the loss's inputs saved at evaluation: the rules that
+    // read them judged.
+    let mut builder = RuleRunner::builder(run.to_str().unwrap());
+    for rule in ["ClassImbalance", "Confusion", "DeadRelu"] {
+        builder = builder.spec(smdebug::rules::RuleSpec::new(rule));
+    }
+    let summary = builder.build().unwrap().run_offline().unwrap();
+    for rule in ["ClassImbalance", "Confusion", "DeadRelu"] {
+        let st = summary.rule(rule).unwrap();
+        assert!(
+            matches!(st.status, Status::NoIssuesFound | Status::IssuesFound) && st.datapoints > 0,
+            "{rule}: {st:#?}"
+        );
+    }
 }
 
 #[test]

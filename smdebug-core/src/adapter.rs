@@ -264,6 +264,13 @@ impl<F: Framework> ModuleProbe<F> {
         Ok(out)
     }
 
+    /// The module's span alone around `f` (while the detailed window is open), for an adapter
+    /// that keeps the module's tensors itself through [`input`](Self::input) and
+    /// [`output`](Self::output), converting them first (burn's are made `Flat` only when armed).
+    pub fn scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.timeline.module_scope(&self.module, f)
+    }
+
     /// The capture point of the module's input, for a layer of a registered model.
     pub fn input(&self) -> Option<&Probe<F>> {
         self.input.as_ref()
