@@ -59,6 +59,8 @@
   // ---- charts -------------------------------------------------------------------------------
   const palette = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
                    "#7f7f7f", "#bcbd22", "#17becf"];
+  // One colour per run, the same in every chart, legend and tab: its place in the run list.
+  const runColour = (id) => palette[id % palette.length];
   let zoom = null; // [from, to] seconds, or null for everything
   const charts = new Map(); // key -> {plot, box, title}
   let syncing = false;
@@ -111,6 +113,7 @@
     if (existing && existing.labels === labels && existing.container === container) {
       if (existing.title.textContent !== title) existing.title.textContent = title;
       existing.plot.nonFinite = opts.nonFinite || [];
+      existing.plot.yFixed = opts.yRange || null;
       existing.plot.setData(data, !zoom || !opts.time);
       if (zoom && opts.time) { syncing = true; existing.plot.setScale("x", { min: zoom[0], max: zoom[1] }); syncing = false; }
       existing.plot.stepZoom = opts.onZoom || null;
@@ -129,13 +132,21 @@
     const yTick = opts.yFormat || axisLabel;
     const plot = new uPlot({
       width: opts.width || chartWidth(container), height: opts.height || 200,
-      scales: { x: { time: !!(opts.time || opts.wallAxis) }, y: opts.log ? { distr: 3 } : {} },
+      // `yRange` (the Scalars tab's outlier-robust extent, `plot.yFixed` once drawn): the
+      // values the y axis spans, whatever the data's; else the data's. Padded as uPlot pads.
+      scales: { x: { time: !!(opts.time || opts.wallAxis) }, y: Object.assign(opts.log ? { distr: 3 } : {}, {
+        range: (u, min, max) => {
+          const [a, b] = ("yFixed" in u ? u.yFixed : opts.yRange) || [min, max];
+          if (a === null || b === null) return [0, 1];
+          return opts.log ? uPlot.rangeLog(a, b, 10, false) : uPlot.rangeNum(a, b, 0.1, true);
+        } }) },
       cursor: { sync: { key: opts.time ? "time" : key }, drag: { x: true, y: false } },
       legend: { show: opts.legend !== false },
       plugins: [tooltipPlugin(xFormat, opts.yFormat), nonFinitePlugin(opts.nonFinite)],
       series: [{ label: opts.xLabel || (opts.time ? "time" : "step") }].concat(series.map((s, i) => ({
         label: s.label, stroke: s.color || palette[i % palette.length], width: s.width || 1,
-        fill: s.fill, points: { show: !!s.points }, paths: s.paths, spanGaps: !!s.spanGaps,
+        fill: s.fill, points: { show: !!s.points }, paths: s.paths, spanGaps: !!s.spanGaps, dash: s.dash,
+        value: s.value,
       }))),
       bands: opts.bands,
       axes: [opts.xTicks ? { values: (u, vals) => vals.map(opts.xTicks) } : {}, { size: axisSize, values: (u, vals) => vals.map(yTick) }],
@@ -143,10 +154,15 @@
     }, data, box);
     plot.timeChart = !!opts.time;
     plot.nonFinite = opts.nonFinite || [];
+    // A line left out of the legend (`legend: false`: a faint raw line under its smoothed one,
+    // whose values the tooltip gives).
+    const rows = plot.root.querySelectorAll(".u-legend .u-series");
+    series.forEach((s, i) => { if (s.legend === false && rows[i + 1]) rows[i + 1].hidden = true; });
     plot.stepZoom = opts.onZoom || null;
     plot.windowed = !!opts.windowed;
     plot.over.addEventListener("mousedown", () => { plot.pressedAt = Date.now(); });
     plot.over.addEventListener("dblclick", () => { if (plot.stepZoom && plot.windowed) plot.stepZoom(null); });
+    plot.yFixed = opts.yRange || null;
     if (zoom && opts.time) { syncing = true; plot.setScale("x", { min: zoom[0], max: zoom[1] }); syncing = false; }
     showRange(plot, opts.xRange);
     charts.set(key, { plot, box, labels, container, title: h, opts });
@@ -165,6 +181,9 @@
     const c = charts.get(key);
     return c && { x: c.plot.data[0], labels: c.plot.series.slice(1).map((s) => s.label), y: c.plot.data.slice(1),
                   scale: [c.plot.scales.x.min, c.plot.scales.x.max], non_finite: c.plot.nonFinite,
+                  // The y extent shown, whether it is logarithmic, and each line's colour.
+                  yScale: [c.plot.scales.y.min, c.plot.scales.y.max], yLog: c.plot.scales.y.distr === 3,
+                  colours: c.plot.series.slice(1).map((s, k) => (typeof s.stroke === "function" ? s.stroke(c.plot, k + 1) : s.stroke)),
                   // Where the marks are drawn, in CSS pixels of the plot area.
                   marks: (c.plot.nonFinite || []).map((m) => [c.plot.valToPos(m.from - 0.5, "x"), c.plot.valToPos(m.to + 0.5, "x")]),
                   width: c.plot.bbox.width / devicePixelRatio };
@@ -716,9 +735,9 @@
   // The panels of a tab: [name, area of the data it shows, draw].
   const extras = window.SMD.makeExtras({ get, api, status, chart, runState, runs: () => runs, current: () => current });
   const { drawTensor, drawTensor2d } = extras;
-  const compare = window.SMD.makeCompare({ get, chart, dropCharts, status, palette, pointsQuery, runState,
+  const compare = window.SMD.makeCompare({ get, chart, dropCharts, status, runColour, pointsQuery, runState,
     runs: () => runs, current: () => current });
-  const scalars = window.SMD.makeScalars({ get, chart, dropCharts, status, palette, pointsQuery,
+  const scalars = window.SMD.makeScalars({ get, chart, dropCharts, status, runColour, pointsQuery, api,
     runs: () => runs, current: () => current, redraw: () => guarded("scalars", scalars.draw).then(publish) });
   const PANELS = {
     overview: ["version", drawOverview], headlines: ["tensors", drawHeadlines], system: ["profile", drawSystem], steps: ["profile", drawSteps],
@@ -866,7 +885,7 @@
   $("last-n").addEventListener("change", () => guarded("steps", drawSteps));
   $("spans-older").addEventListener("click", () => { spanPage++; guarded("system", drawSystem); });
   $("spans-newer").addEventListener("click", () => { spanPage = Math.max(0, spanPage - 1); guarded("system", drawSystem); });
-  for (const id of ["scalar-regex", "smoothing", "log-scale", "scalar-axis"]) $(id).addEventListener("input", () => guarded("scalars", scalars.draw));
+  for (const id of ["scalar-regex", "smoothing", "ignore-outliers", "scalar-axis"]) $(id).addEventListener("input", () => guarded("scalars", scalars.draw));
   $("tensor-select").addEventListener("change", () => guarded("tensors", drawTensor));
   $("tensor-step").addEventListener("change", () => guarded("tensors", drawTensor2d));
   $("stop").addEventListener("click", () => { $("stop-dialog").showModal(); });

@@ -29,13 +29,12 @@
     function select(ids) {
       location.hash = "#/run/" + env.current() + "/compare?runs=" + ids.join(",");
     }
-    const colour = (i) => env.palette[i % env.palette.length];
 
     function drawToggles(on) {
       const box = document.getElementById("compare-toggles");
       clear(box);
       box.append("Runs: ");
-      env.runs().forEach((r, i) => {
+      env.runs().forEach((r) => {
         const input = el("input", { type: "checkbox", "data-run": String(r.id) });
         input.checked = on.includes(r.id);
         input.addEventListener("change", () => {
@@ -44,7 +43,7 @@
           select(env.runs().map((x) => x.id).filter((id) => now.includes(id)));
         });
         const sw = el("span", { className: "sw" });
-        sw.style.background = colour(i);
+        sw.style.background = env.runColour(r.id);
         const issues = r.issues === null ? "no rule statuses" : r.issues + (r.issues === 1 ? " issue" : " issues");
         box.append(el("label", { className: "run-toggle" + (r.issues ? " found" : ""), "data-run": String(r.id) }, input, " ", sw, " " + r.name + " · " + issues), " ");
       });
@@ -89,29 +88,29 @@
     function drawCharts(on, steps, systems) {
       const box = document.getElementById("compare-charts");
       const runs = env.runs();
-      const shown = runs.map((r, i) => [r, i]).filter(([r]) => on.includes(r.id));
+      const shown = runs.filter((r) => on.includes(r.id));
       // Step durations: per run its mode and worker with the most steps (TRAIN first).
       const stepLines = [];
-      shown.forEach(([r, i], k) => {
+      shown.forEach((r, k) => {
         const list = (steps[k] || { series: [] }).series;
         const best = list.slice().sort((a, b) => (b.mode === "TRAIN") - (a.mode === "TRAIN") || b.count - a.count)[0];
         if (!best) return;
         const xs = [], ys = [];
         best.step.forEach((s, j) => { if (s !== null && best.data.v[j] !== null) { xs.push(s); ys.push(best.data.v[j]); } });
-        stepLines.push({ run: r.id, label: r.name + " " + best.mode, color: colour(i), xs, ys });
+        stepLines.push({ run: r.id, label: r.name + " " + best.mode, color: env.runColour(r.id), xs, ys });
       });
       const counts = { steps: overlay(box, "compare:steps", "Step duration (s) by step", stepLines, "step") };
       // System timelines: x = seconds since the run's start.
       for (const [key, title, belongs] of SYSTEM) {
         const lines = [];
-        shown.forEach(([r, i], k) => {
+        shown.forEach((r, k) => {
           const sys = systems[k] || { series: [] };
           const start = r.start;
           const matching = sys.series.filter(belongs);
           for (const s of matching) {
             const xs = [], ys = [];
             s.data.t.forEach((t, j) => { if (t !== null && start !== null) { xs.push(Math.round((t - start) * 10) / 10); ys.push(s.data.v[j]); } });
-            lines.push({ run: r.id, label: r.name + (matching.length > 1 ? " " + s.node + " " + s.name : ""), color: colour(i), xs, ys });
+            lines.push({ run: r.id, label: r.name + (matching.length > 1 ? " " + s.node + " " + s.name : ""), color: env.runColour(r.id), xs, ys });
           }
         });
         counts[key] = overlay(box, "compare:" + key, title + " over seconds since each run's start", lines, "s since start");

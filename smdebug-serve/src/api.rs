@@ -19,11 +19,11 @@ use smdebug_io::trial::TensorFollower;
 use crate::downsample::{MAX_POINTS, Plan, ScalarLines, Value, draw, min_max, plan};
 use crate::run::{Run, RunData};
 use crate::series::{
-    Histogram, ModeSeries, Outlier, ScalarPage, ScalarSeries, SmoothedLine, SpanList, SpanRow,
-    StepPhases, StepRow, StepSeries, Steps, TimeSeries, finite,
+    Histogram, ModeSeries, Outlier, ScalarModeValues, ScalarPage, ScalarSeries, ScalarValues,
+    SmoothedLine, SpanList, SpanRow, StepPhases, StepRow, StepSeries, Steps, TimeSeries, finite,
 };
 use crate::summary::SeriesSummary;
-use crate::views::{PhaseTotal, RunList, RunState};
+use crate::views::{Num, PhaseTotal, RunList, RunState};
 
 /// A window and a point budget, from the query string.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -468,6 +468,59 @@ pub fn scalars(
         tensors: d.tensors.clone(),
         first_wall_time: d.scalars.first_wall_time().and_then(finite),
         smoothing,
+    })
+}
+
+/// Steps read again at a time by [`scalar_values`] (ten index folders).
+const VALUES_CHUNK: u64 = 10_000;
+
+/// Every value of scalar `name` as the run's files hold it, in every mode, read again from its
+/// first step to its last (as the summary knows them) a chunk of steps at a time; an error
+/// when `name` is no scalar of the run or its files cannot be read. Blocking I/O.
+pub fn scalar_values(run: &Run, name: &str) -> Result<ScalarValues, String> {
+    let (first, last) = {
+        let d = run.data.read().expect("run data lock");
+        let track = d
+            .scalars
+            .get(name)
+            .ok_or_else(|| format!("no scalar {name:?} in this run"))?;
+        let first = track.values().filter_map(SeriesSummary::first).map(|p| p.step).min();
+        let last = track.values().filter_map(SeriesSummary::last).map(|p| p.step).max();
+        match (first, last) {
+            (Some(first), Some(last)) => (first, last),
+            _ => (0, 0),
+        }
+    };
+    let mut by_mode: BTreeMap<&'static str, ScalarModeValues> = BTreeMap::new();
+    let mut lo = first;
+    while lo <= last {
+        let hi = lo.saturating_add(VALUES_CHUNK - 1).min(last);
+        let read = read_window(run, lo, hi)
+            .ok_or_else(|| format!("steps {lo} to {hi} of {name:?} cannot be read"))?;
+        for ((n, mode), values) in read {
+            if n != name {
+                continue;
+            }
+            let m = by_mode.entry(mode.name()).or_insert_with(|| ScalarModeValues {
+                mode: mode.name(),
+                steps: Vec::new(),
+                values: Vec::new(),
+                wall_times: Vec::new(),
+            });
+            for (step, value, wall) in values {
+                m.steps.push(step);
+                m.values.push(Num(value));
+                m.wall_times.push(finite(wall));
+            }
+        }
+        if hi == u64::MAX {
+            break;
+        }
+        lo = hi + 1;
+    }
+    Ok(ScalarValues {
+        name: name.to_owned(),
+        modes: by_mode.into_values().collect(),
     })
 }
 

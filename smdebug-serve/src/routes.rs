@@ -76,7 +76,10 @@ impl Endpoint {
 /// Every route of the API.
 pub(crate) fn endpoints() -> Vec<Endpoint> {
     use crate::push_views::Push;
-    use crate::series::{ScalarPage, SpanList, Steps, SystemPage, TensorGrid, TensorSteps};
+    use crate::series::{
+        ScalarPage, ScalarValues, SpanList, Steps, SystemPage, TensorGrid, TensorHistograms,
+        TensorSteps,
+    };
     use crate::views::{Headlines, Overview, RunList};
     vec![
         Endpoint::get("/runs", runs, json::<RunList>()),
@@ -92,7 +95,17 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         Endpoint::get("/runs/{id}/spans", spans, json::<SpanList>()),
         Endpoint::get("/runs/{id}/steps", steps, json::<Steps>()),
         Endpoint::get("/runs/{id}/scalars", scalars, json::<ScalarPage>()),
+        Endpoint::get(
+            "/runs/{id}/scalar_values",
+            scalar_values,
+            json::<ScalarValues>(),
+        ),
         Endpoint::get("/runs/{id}/tensor", tensor, json::<TensorSteps>()),
+        Endpoint::get(
+            "/runs/{id}/tensor_histograms",
+            tensor_histograms,
+            json::<TensorHistograms>(),
+        ),
         Endpoint::get("/runs/{id}/tensor2d", tensor2d, json::<TensorGrid>()),
         Endpoint::get(
             "/runs/{id}/report",
@@ -309,11 +322,33 @@ async fn scalars(
 }
 
 #[derive(Deserialize)]
+struct NameQuery {
+    name: String,
+}
+
+async fn scalar_values(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<usize>,
+    Query(q): Query<NameQuery>,
+) -> Response {
+    let run = match find_run(&state, id) {
+        Ok(r) => r,
+        Err(e) => return *e,
+    };
+    match tokio::task::spawn_blocking(move || api::scalar_values(&run, &q.name)).await {
+        Ok(Ok(v)) => axum::Json(v).into_response(),
+        Ok(Err(e)) => error(StatusCode::NOT_FOUND, e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+#[derive(Deserialize)]
 struct TensorQuery {
     name: String,
     step: Option<u64>,
     steps: Option<usize>,
     side: Option<usize>,
+    bins: Option<usize>,
 }
 
 /// Runs `f` over the run's trial on a blocking thread (tensor values are read from storage).
@@ -346,6 +381,18 @@ async fn tensor(
     }
     with_trial(&state, id, move |t| {
         tensor_views::tensor_over_steps(t, &q.name, steps)
+    })
+    .await
+}
+
+async fn tensor_histograms(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<usize>,
+    Query(q): Query<TensorQuery>,
+) -> Response {
+    let (steps, bins) = (q.steps.unwrap_or(50), q.bins.unwrap_or(30));
+    with_trial(&state, id, move |t| {
+        tensor_views::tensor_histograms(t, &q.name, steps, bins)
     })
     .await
 }
