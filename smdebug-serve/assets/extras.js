@@ -4,7 +4,7 @@
 // windows).
 "use strict";
 (function () {
-  const { el, clear, fmt, sig, dur, heat, colourScale } = window.SMD;
+  const { el, clear, fmt, sig, axisLabel, dur, heat, colourScale } = window.SMD;
   window.SMD.makeExtras = function (env) {
   // ---- tensors ------------------------------------------------------------------------------
   async function loadTensorNames() {
@@ -63,7 +63,7 @@
     const peak = Math.max(1, ...rows.flatMap((s) => s.counts));
     const nonFinite = rows.reduce((a, s) => a + s.non_finite, 0);
     info.textContent = name + ": " + rows.length + " of its " + h.total_steps + " steps, each counted into " + bins + " bins from " +
-      sig(edges[0]) + " to " + sig(edges[bins]) + (nonFinite ? " · " + nonFinite + " NaN or ±Inf values in no bin" : "");
+      sig(edges[0]) + " to " + sig(edges[bins]) + ", the first step at the top" + (nonFinite ? " · " + nonFinite + " NaN or ±Inf values in no bin" : "");
     const dpr = window.devicePixelRatio || 1;
     const cssW = Math.max(400, Math.min(960, canvas.parentElement.clientWidth - 40));
     const left = 70, right = 16, top = 8, ridge = 60, gap = Math.max(4, Math.min(14, 360 / rows.length)), axis = 24;
@@ -89,14 +89,14 @@
       ctx.fillStyle = "rgba(" + Math.round(150 - 120 * t) + "," + Math.round(180 - 60 * t) + "," + Math.round(220 - 40 * t) + ",0.85)";
       ctx.fill();
       ctx.strokeStyle = "#ffffff"; ctx.lineWidth = 1; ctx.stroke();
-      if (i % labelEvery === 0 || i === rows.length - 1) { ctx.fillStyle = "#5b6678"; ctx.fillText("step " + s.step, 4, base); }
+      if ((rows.length - 1 - i) % labelEvery === 0) { ctx.fillStyle = "#5b6678"; ctx.fillText("step " + s.step, 4, base); }
     });
     const yAxis = top + ridge + gap * (rows.length - 1) + 4;
     ctx.fillStyle = "#5b6678";
     ctx.fillRect(left, yAxis, plotW, 1);
     for (const f of [0, 0.25, 0.5, 0.75, 1]) {
       const v = edges[0] + f * (edges[bins] - edges[0]);
-      const label = sig(v), w = ctx.measureText(label).width;
+      const label = axisLabel(v), w = ctx.measureText(label).width;
       ctx.fillRect(x(v), yAxis, 1, 4);
       ctx.fillText(label, Math.min(cssW - w - 2, Math.max(left, x(v) - w / 2)), yAxis + 16);
     }

@@ -56,7 +56,7 @@
   function axisSize(u, values) {
     if (!values) return 40;
     const longest = values.reduce((m, v) => Math.max(m, String(v).length), 0);
-    return Math.max(40, 12 + 7 * longest);
+    return Math.max(40, 16 + 7 * longest);
   }
 
   // A duration in seconds as people write it: "640 µs", "12.5 ms", "4.2 s", "37 s",
