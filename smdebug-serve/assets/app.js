@@ -184,6 +184,7 @@
                   // The y extent shown, whether it is logarithmic, and each line's colour.
                   yScale: [c.plot.scales.y.min, c.plot.scales.y.max], yLog: c.plot.scales.y.distr === 3,
                   colours: c.plot.series.slice(1).map((s, k) => (typeof s.stroke === "function" ? s.stroke(c.plot, k + 1) : s.stroke)),
+                  dashes: c.plot.series.slice(1).map((s) => s.dash || null),
                   // Where the marks are drawn, in CSS pixels of the plot area.
                   marks: (c.plot.nonFinite || []).map((m) => [c.plot.valToPos(m.from - 0.5, "x"), c.plot.valToPos(m.to + 0.5, "x")]),
                   width: c.plot.bbox.width / devicePixelRatio };

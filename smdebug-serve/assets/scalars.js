@@ -236,18 +236,19 @@
         if (sm) {
           ys.push(line(l.x, l.mode.values), line(l.sx, sm.values));
           series.push({ label: label + " raw", color: faint(colour), spanGaps: true, points: sparse, width: 1, dash, value, legend: false },
-                      { label: label + " (smoothed " + weight(l.smoothing) + ")", color: colour, spanGaps: true, points: sparse, width: 2, dash, value });
+                      { label, color: colour, spanGaps: true, points: sparse, width: 2, dash, value });
         } else {
           ys.push(line(l.x, l.mode.values));
           series.push({ label, color: colour, spanGaps: true, points: sparse, width: 2, dash, value });
         }
       }
       const zoomed = zooms.get(name);
-      const lastValues = list.map((l) => (shownRuns.length > 1 ? l.run.name + " " : "") + l.mode.mode + " " + sig(l.mode.values[l.mode.values.length - 1])).join(", ");
+      // One run's last values in the title (several runs' would not fit: the legend has them).
+      const lastValues = shownRuns.length > 1 ? "" : " · last " + list.map((l) => l.mode.mode + " " + sig(l.mode.values[l.mode.values.length - 1])).join(", ");
       // Steps where a value was NaN or ±Inf are marked (on the step axis).
       const marks = axisName === "step" ? window.SMD.mergeMarks(list.flatMap((l) => l.mode.non_finite)) : [];
       const yRange = robust ? robustExtent(ys, log) : null;
-      const title = name + (zoomed ? " · steps " + zoomed[0] + "–" + zoomed[1] + " (double-click: all steps)" : " · last " + lastValues) +
+      const title = name + (zoomed ? " · steps " + zoomed[0] + "–" + zoomed[1] + " (double-click: all steps)" : lastValues) +
         (marks.length ? " · " + window.SMD.nonFiniteText(marks) : "") + (yRange ? " · outliers outside the y range" : "");
       const plot = env.chart(cards, key, title, [xs, ...ys], series,
         Object.assign({ log, xLabel: axis.label, nonFinite: marks, onZoom: (range) => zoomTo(name, range, list, axisName === "step"),

@@ -484,8 +484,16 @@ pub fn scalar_values(run: &Run, name: &str) -> Result<ScalarValues, String> {
             .scalars
             .get(name)
             .ok_or_else(|| format!("no scalar {name:?} in this run"))?;
-        let first = track.values().filter_map(SeriesSummary::first).map(|p| p.step).min();
-        let last = track.values().filter_map(SeriesSummary::last).map(|p| p.step).max();
+        let first = track
+            .values()
+            .filter_map(SeriesSummary::first)
+            .map(|p| p.step)
+            .min();
+        let last = track
+            .values()
+            .filter_map(SeriesSummary::last)
+            .map(|p| p.step)
+            .max();
         match (first, last) {
             (Some(first), Some(last)) => (first, last),
             _ => (0, 0),
@@ -501,12 +509,14 @@ pub fn scalar_values(run: &Run, name: &str) -> Result<ScalarValues, String> {
             if n != name {
                 continue;
             }
-            let m = by_mode.entry(mode.name()).or_insert_with(|| ScalarModeValues {
-                mode: mode.name(),
-                steps: Vec::new(),
-                values: Vec::new(),
-                wall_times: Vec::new(),
-            });
+            let m = by_mode
+                .entry(mode.name())
+                .or_insert_with(|| ScalarModeValues {
+                    mode: mode.name(),
+                    steps: Vec::new(),
+                    values: Vec::new(),
+                    wall_times: Vec::new(),
+                });
             for (step, value, wall) in values {
                 m.steps.push(step);
                 m.values.push(Num(value));

@@ -54,7 +54,11 @@ fn write_run(dir: &Path) {
     let mut hook = every_step_hook(dir);
     let mut step = 0;
     while step < STEPS {
-        let mode = if is_eval(step) { Mode::Eval } else { Mode::Train };
+        let mode = if is_eval(step) {
+            Mode::Eval
+        } else {
+            Mode::Train
+        };
         hook.set_mode(mode);
         hook.save_scalar("loss", loss(step), &["losses"]);
         if mode == Mode::Train {
@@ -125,7 +129,10 @@ fn scalar_values_hold_every_value_of_every_step_as_the_files_hold_it() {
     assert_eq!(got["name"], "loss");
     let modes = got["modes"].as_array().unwrap();
     assert_eq!(
-        modes.iter().map(|m| m["mode"].as_str().unwrap()).collect::<Vec<_>>(),
+        modes
+            .iter()
+            .map(|m| m["mode"].as_str().unwrap())
+            .collect::<Vec<_>>(),
         ["EVAL", "TRAIN"]
     );
     for m in modes {
@@ -176,7 +183,10 @@ fn scalar_values_hold_every_value_of_every_step_as_the_files_hold_it() {
     assert_eq!(r.status(), 404);
     let body: Value = r.json().unwrap();
     assert!(
-        body["error"].as_str().unwrap().contains("no scalar \"nope\""),
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("no scalar \"nope\""),
         "{body}"
     );
 }
@@ -207,7 +217,14 @@ fn tensor_histograms_count_the_trials_values_into_shared_bins() {
     // The Trial's values at those steps.
     let values: Vec<Vec<f64>> = shown
         .iter()
-        .map(|&s| tensor.value(s, None, None).unwrap().iter().copied().collect())
+        .map(|&s| {
+            tensor
+                .value(s, None, None)
+                .unwrap()
+                .iter()
+                .copied()
+                .collect()
+        })
         .collect();
     let finite = values.iter().flatten().copied().filter(|x| x.is_finite());
     let lo = finite.clone().fold(f64::INFINITY, f64::min);
@@ -219,7 +236,11 @@ fn tensor_histograms_count_the_trials_values_into_shared_bins() {
         .map(|e| e.as_f64().unwrap())
         .collect();
     assert_eq!(edges.len(), bins + 1);
-    assert_eq!((edges[0], edges[bins]), (lo, hi), "the bins span the finite values");
+    assert_eq!(
+        (edges[0], edges[bins]),
+        (lo, hi),
+        "the bins span the finite values"
+    );
     for (i, w) in edges.windows(2).enumerate() {
         let width = (hi - lo) / bins as f64;
         assert!(
