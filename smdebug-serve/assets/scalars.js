@@ -109,8 +109,15 @@
       head.textContent = (collapsible ? (collapsed ? "▸ " : "▾ ") : "") + label + " (" + count + ")";
       head.title = collapsible ? (collapsed ? "show" : "hide") + " this group's charts" : "";
       sec.classList.toggle("collapsed", collapsed);
-      box.append(sec); // in order (moves it when it is there)
+      if (!sec.parentNode) box.append(sec);
       return { sec, cards: sec.querySelector(".charts"), collapsed };
+    }
+
+    // Puts `nodes` (children of `parent`) last in `parent` in this order, unless they are so.
+    function inOrder(parent, nodes) {
+      const now = Array.from(parent.children).filter((c) => nodes.includes(c));
+      if (now.length === nodes.length && now.every((c, i) => c === nodes[i])) return;
+      for (const n of nodes) parent.append(n);
     }
 
     // A card's buttons: pin, log scale, wide, every value as CSV.
@@ -202,9 +209,11 @@
         const { cards, collapsed } = section(box, id, label, names.length, collapsible);
         if (!collapsed) for (const name of names) { drawCard(cards, name, byName.get(name), { w, robust, axisName, axis, shownRuns, key: keyOf(name) }); drawn.add(keyOf(name)); }
         env.dropCharts(cards, (k) => !drawn.has(k));
-        // Cards in the order of their names (a chart drawn anew is appended).
-        for (const name of names) { const c = cards.querySelector(":scope > [data-chart=\"" + CSS.escape(keyOf(name)) + "\"]"); if (c) cards.append(c); }
+        // Cards in the order of their names (a chart drawn anew was appended); moved only when
+        // out of order (a move would lose a selection in them).
+        inOrder(cards, names.map((n) => cards.querySelector(":scope > [data-chart=\"" + CSS.escape(keyOf(n)) + "\"]")).filter((c) => c));
       }
+      inOrder(box, layout.map(([id]) => box.querySelector(":scope > section[data-group=\"" + CSS.escape(id) + "\"]")));
       env.status.panels.scalars = true;
       return results;
     }
