@@ -134,7 +134,7 @@
         button("log", "log", has("log", name), "this chart's y axis on a log scale (values ≤ 0 left out)", () => flip("log", name)),
         button("wide", has("wide", name) ? "narrow" : "wide", has("wide", name), "this chart across the panel's width", () => flip("wide", name)),
         button("csv", "CSV", false, "every value of " + name + " at every step, as the run's files hold it (not the points drawn)",
-          () => saveValues([name], shownNames.map((s) => s.run), "csv"))));
+          () => saveValues(exactName(name), name.replace(/[^\w.-]+/g, "_"), "csv", name))));
     }
 
     async function draw() {
@@ -287,35 +287,36 @@
       env.redraw();
     }
 
-    // Every value of the scalars `names` of the runs `runs` (those that have them), read again
-    // from the run's files by the server (`/scalar_values`): each step's value as written, not
+    // Every value of the scalars `regex` matches, of each run shown that has any, read again
+    // from the run's files by the server (`/scalars/values`): each step's value as written, not
     // the points the charts hold. Saved as CSV (run, scalar, mode, step, value, wall_time) or
-    // JSON.
-    async function saveValues(names, runs, kind) {
+    // JSON, as `file`. `name`: the one scalar of a card (runs without it are left out).
+    async function saveValues(regex, file, kind, name) {
       const err = document.getElementById("scalar-error");
       const parts = [];
       try {
-        for (const r of runs) {
-          const own = (shownNames.find((s) => s.run.id === r.id) || { names: [] }).names;
-          for (const name of names.filter((n) => own.includes(n))) {
-            parts.push({ run: r.name, values: await env.get("runs/" + r.id + "/scalar_values?name=" + encodeURIComponent(name)) });
-          }
+        for (const { run, names } of shownNames) {
+          if (name ? !names.includes(name) : !names.length) continue; // a run without them
+          const got = await env.get("runs/" + run.id + "/scalars/values?regex=" + encodeURIComponent(regex));
+          parts.push({ run: run.name, scalars: got.scalars });
         }
+        err.textContent = "";
       } catch (e) { err.textContent = "download: " + e.message; return; }
-      const file = (names.length === 1 ? names[0].replace(/[^\w.-]+/g, "_") : "scalars") + "." + kind;
       if (kind === "json") {
-        download(file, "application/json", JSON.stringify(parts.map((p) => ({ run: p.run, scalar: p.values.name, modes: p.values.modes })), null, 1));
+        download(file + ".json", "application/json", JSON.stringify(parts, null, 1));
         return;
       }
       const rows = [["run", "scalar", "mode", "step", "value", "wall_time"].join(",")];
-      for (const { run, values } of parts) {
-        for (const m of values.modes) {
-          m.steps.forEach((step, i) => rows.push([run, values.name, m.mode, step, m.values[i], m.wall_times[i]].map(csvField).join(",")));
+      for (const { run, scalars } of parts) {
+        for (const s of scalars) {
+          for (const m of s.modes) {
+            m.steps.forEach((step, i) => rows.push([run, s.name, m.mode, step, m.values[i], m.wall_times[i]].map(csvField).join(",")));
+          }
         }
       }
-      download(file, "text/csv", rows.join("\n") + "\n");
+      download(file + ".csv", "text/csv", rows.join("\n") + "\n");
     }
-    const every = (kind) => () => saveValues(Array.from(new Set(shownNames.flatMap((s) => s.names))), shownNames.map((s) => s.run), kind);
+    const every = (kind) => () => saveValues(document.getElementById("scalar-regex").value, "scalars", kind);
     document.getElementById("download-csv").addEventListener("click", every("csv"));
     document.getElementById("download-json").addEventListener("click", every("json"));
     return { draw };

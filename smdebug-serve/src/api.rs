@@ -19,8 +19,9 @@ use smdebug_io::trial::TensorFollower;
 use crate::downsample::{MAX_POINTS, Plan, ScalarLines, Value, draw, min_max, plan};
 use crate::run::{Run, RunData};
 use crate::series::{
-    Histogram, ModeSeries, Outlier, ScalarModeValues, ScalarPage, ScalarSeries, ScalarValues,
-    SmoothedLine, SpanList, SpanRow, StepPhases, StepRow, StepSeries, Steps, TimeSeries, finite,
+    EveryValue, Histogram, ModeSeries, Outlier, ScalarModeValues, ScalarPage, ScalarSeries,
+    ScalarValues, SmoothedLine, SpanList, SpanRow, StepPhases, StepRow, StepSeries, Steps,
+    TimeSeries, finite,
 };
 use crate::summary::SeriesSummary;
 use crate::views::{Num, PhaseTotal, RunList, RunState};
@@ -471,46 +472,92 @@ pub fn scalars(
     })
 }
 
-/// Steps read again at a time by [`scalar_values`] (ten index folders).
-const VALUES_CHUNK: u64 = 10_000;
+/// The most values one answer of [`every_value`] holds (about 90 MB of JSON).
+pub const MAX_EVERY_VALUE: usize = 2_000_000;
 
-/// Every value of scalar `name` as the run's files hold it, in every mode, read again from its
-/// first step to its last (as the summary knows them) a chunk of steps at a time; an error
-/// when `name` is no scalar of the run or its files cannot be read. Blocking I/O.
-pub fn scalar_values(run: &Run, name: &str) -> Result<ScalarValues, String> {
-    let (first, last) = {
-        let d = run.data.read().expect("run data lock");
-        let track = d
-            .scalars
-            .get(name)
-            .ok_or_else(|| format!("no scalar {name:?} in this run"))?;
-        let first = track
-            .values()
-            .filter_map(SeriesSummary::first)
-            .map(|p| p.step)
-            .min();
-        let last = track
-            .values()
-            .filter_map(SeriesSummary::last)
-            .map(|p| p.step)
-            .max();
-        match (first, last) {
-            (Some(first), Some(last)) => (first, last),
-            _ => (0, 0),
+/// Why [`every_value`] has no answer, with the HTTP status it is.
+#[derive(Debug)]
+pub enum EveryValueError {
+    /// The filter is not a regular expression (400).
+    BadRegex(String),
+    /// No scalar of the run matches (404).
+    NoMatch(String),
+    /// More than [`MAX_EVERY_VALUE`] values match (413).
+    TooMany(String),
+    /// The run's files could not be read (500).
+    Unreadable(String),
+}
+
+/// Every value of each scalar whose name `regex` matches (all without one) as the run's files
+/// hold it, in every mode, in step order. The steps are those the run's index lists for them
+/// (through its `Trial`), read again from the files ten index folders at a time, so that a
+/// run of sparse step numbers is read where it has steps only. Refused beyond
+/// [`MAX_EVERY_VALUE`] values (as the summaries count them). Blocking I/O.
+pub fn every_value(run: &Run, regex: Option<&str>) -> Result<EveryValue, EveryValueError> {
+    let filter = match regex.filter(|r| !r.is_empty()) {
+        Some(r) => {
+            Some(Regex::new(r).map_err(|e| EveryValueError::BadRegex(format!("bad regex: {e}")))?)
         }
+        None => None,
     };
-    let mut by_mode: BTreeMap<&'static str, ScalarModeValues> = BTreeMap::new();
-    let mut lo = first;
-    while lo <= last {
-        let hi = lo.saturating_add(VALUES_CHUNK - 1).min(last);
+    let (names, count): (Vec<String>, usize) = {
+        let d = run.data.read().expect("run data lock");
+        let names: Vec<String> = d
+            .scalars
+            .iter()
+            .map(|(name, _)| name)
+            .filter(|name| filter.as_ref().is_none_or(|f| f.is_match(name)))
+            .cloned()
+            .collect();
+        let count = names
+            .iter()
+            .filter_map(|n| d.scalars.get(n))
+            .flat_map(|t| t.values())
+            .map(SeriesSummary::len)
+            .sum();
+        (names, count)
+    };
+    if names.is_empty() {
+        return Err(EveryValueError::NoMatch(match regex {
+            Some(r) if !r.is_empty() => format!("no scalar of this run matches {r:?}"),
+            _ => "this run has no scalars".to_owned(),
+        }));
+    }
+    if count > MAX_EVERY_VALUE {
+        return Err(EveryValueError::TooMany(format!(
+            "{count} values of {} scalars match: more than {MAX_EVERY_VALUE} in one download; \
+             narrow the filter",
+            names.len()
+        )));
+    }
+    let unreadable = |e: String| EveryValueError::Unreadable(e);
+    let trial = run.open_trial().map_err(unreadable)?;
+    let mut steps = Vec::new();
+    for name in &names {
+        let tensor = trial.tensor(name).map_err(|e| unreadable(e.to_string()))?;
+        steps.extend(tensor.steps(None).map_err(|e| unreadable(e.to_string()))?);
+    }
+    steps.sort_unstable();
+    steps.dedup();
+    // Stretches of steps within ten index folders (1,000 steps each) of their first.
+    let mut chunks: Vec<(u64, u64)> = Vec::new();
+    for step in steps {
+        match chunks.last_mut() {
+            Some((lo, hi)) if step / 1000 < *lo / 1000 + 10 => *hi = step,
+            _ => chunks.push((step, step)),
+        }
+    }
+    let wanted: std::collections::BTreeSet<&str> = names.iter().map(String::as_str).collect();
+    let mut out: BTreeMap<(String, &'static str), ScalarModeValues> = BTreeMap::new();
+    for (lo, hi) in chunks {
         let read = read_window(run, lo, hi)
-            .ok_or_else(|| format!("steps {lo} to {hi} of {name:?} cannot be read"))?;
-        for ((n, mode), values) in read {
-            if n != name {
+            .ok_or_else(|| unreadable(format!("steps {lo} to {hi} cannot be read")))?;
+        for ((name, mode), values) in read {
+            if !wanted.contains(name.as_str()) {
                 continue;
             }
-            let m = by_mode
-                .entry(mode.name())
+            let m = out
+                .entry((name, mode.name()))
                 .or_insert_with(|| ScalarModeValues {
                     mode: mode.name(),
                     steps: Vec::new(),
@@ -523,15 +570,20 @@ pub fn scalar_values(run: &Run, name: &str) -> Result<ScalarValues, String> {
                 m.wall_times.push(finite(wall));
             }
         }
-        if hi == u64::MAX {
-            break;
-        }
-        lo = hi + 1;
     }
-    Ok(ScalarValues {
-        name: name.to_owned(),
-        modes: by_mode.into_values().collect(),
-    })
+    let mut scalars: Vec<ScalarValues> = Vec::new();
+    let mut values = 0;
+    for ((name, _), modes) in out {
+        values += modes.steps.len();
+        match scalars.last_mut() {
+            Some(last) if last.name == name => last.modes.push(modes),
+            _ => scalars.push(ScalarValues {
+                name,
+                modes: vec![modes],
+            }),
+        }
+    }
+    Ok(EveryValue { scalars, values })
 }
 
 /// The values of the steps `lo..=hi` of every scalar, read again from the run's files, by name

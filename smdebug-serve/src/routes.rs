@@ -77,7 +77,7 @@ impl Endpoint {
 pub(crate) fn endpoints() -> Vec<Endpoint> {
     use crate::push_views::Push;
     use crate::series::{
-        ScalarPage, ScalarValues, SpanList, Steps, SystemPage, TensorGrid, TensorHistograms,
+        EveryValue, ScalarPage, SpanList, Steps, SystemPage, TensorGrid, TensorHistograms,
         TensorSteps,
     };
     use crate::views::{Headlines, Overview, RunList};
@@ -96,9 +96,9 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         Endpoint::get("/runs/{id}/steps", steps, json::<Steps>()),
         Endpoint::get("/runs/{id}/scalars", scalars, json::<ScalarPage>()),
         Endpoint::get(
-            "/runs/{id}/scalar_values",
-            scalar_values,
-            json::<ScalarValues>(),
+            "/runs/{id}/scalars/values",
+            every_value,
+            json::<EveryValue>(),
         ),
         Endpoint::get("/runs/{id}/tensor", tensor, json::<TensorSteps>()),
         Endpoint::get(
@@ -322,22 +322,26 @@ async fn scalars(
 }
 
 #[derive(Deserialize)]
-struct NameQuery {
-    name: String,
+struct EveryValueQuery {
+    regex: Option<String>,
 }
 
-async fn scalar_values(
+async fn every_value(
     State(state): State<Shared>,
     UrlPath(id): UrlPath<usize>,
-    Query(q): Query<NameQuery>,
+    Query(q): Query<EveryValueQuery>,
 ) -> Response {
+    use api::EveryValueError as E;
     let run = match find_run(&state, id) {
         Ok(r) => r,
         Err(e) => return *e,
     };
-    match tokio::task::spawn_blocking(move || api::scalar_values(&run, &q.name)).await {
+    match tokio::task::spawn_blocking(move || api::every_value(&run, q.regex.as_deref())).await {
         Ok(Ok(v)) => axum::Json(v).into_response(),
-        Ok(Err(e)) => error(StatusCode::NOT_FOUND, e),
+        Ok(Err(E::BadRegex(e))) => error(StatusCode::BAD_REQUEST, e),
+        Ok(Err(E::NoMatch(e))) => error(StatusCode::NOT_FOUND, e),
+        Ok(Err(E::TooMany(e))) => error(StatusCode::PAYLOAD_TOO_LARGE, e),
+        Ok(Err(E::Unreadable(e))) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }

@@ -204,8 +204,18 @@ pub struct SmoothedLine {
     pub wall_times: Vec<Option<f64>>,
 }
 
-/// `GET /api/runs/{id}/scalar_values`: every value of one scalar as the run's files hold it,
-/// at every step of every mode (not downsampled: the charts' CSV and JSON downloads).
+/// `GET /api/runs/{id}/scalars/values`: every value of the scalars the filter matches as the
+/// run's files hold them, at every step of every mode (not downsampled: the Scalars tab's CSV
+/// and JSON downloads).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EveryValue {
+    /// The scalars, in name order.
+    pub scalars: Vec<ScalarValues>,
+    /// Values in all.
+    pub values: usize,
+}
+
+/// Every value of one scalar.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ScalarValues {
     /// The scalar.

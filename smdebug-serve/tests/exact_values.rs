@@ -1,6 +1,6 @@
 //! What the Scalars tab's downloads and the Tensors tab's histograms are made of, against a run
 //! written by smdebug's hook and read independently through smdebug-io's `Trial`:
-//! `/scalar_values` holds every value of a scalar at every step of every mode exactly as the
+//! `/scalars/values` holds every value of the scalars its filter matches at every step of every mode exactly as the
 //! files hold it (NaN included), not the downsampled points the charts draw; and
 //! `/tensor_histograms` counts each shown step's values into bins spanning the finite values of
 //! those steps, as counting the `Trial`'s values into the same bins gives.
@@ -106,7 +106,7 @@ fn same(a: f64, b: f64) -> bool {
 }
 
 #[test]
-fn scalar_values_hold_every_value_of_every_step_as_the_files_hold_it() {
+fn every_value_holds_each_step_of_a_scalar_as_the_files_hold_it() {
     let dir = tempfile::tempdir().unwrap();
     let (_server, url, location) = serve(dir.path());
 
@@ -125,9 +125,11 @@ fn scalar_values_hold_every_value_of_every_step_as_the_files_hold_it() {
     assert_eq!(files["TRAIN"].len() + files["EVAL"].len(), STEPS as usize);
     assert!(files["TRAIN"][&777].is_nan());
 
-    let got = get_json(&format!("{url}/api/runs/0/scalar_values?name=loss"));
-    assert_eq!(got["name"], "loss");
-    let modes = got["modes"].as_array().unwrap();
+    let got = get_json(&format!("{url}/api/runs/0/scalars/values?regex=^loss$"));
+    assert_eq!(got["scalars"].as_array().unwrap().len(), 1);
+    assert_eq!(got["values"], STEPS);
+    assert_eq!(got["scalars"][0]["name"], "loss");
+    let modes = got["scalars"][0]["modes"].as_array().unwrap();
     assert_eq!(
         modes
             .iter()
@@ -175,9 +177,9 @@ fn scalar_values_hold_every_value_of_every_step_as_the_files_hold_it() {
         .len();
     assert!(drawn_train < files["TRAIN"].len(), "{drawn_train}");
 
-    // A name the run has no scalar of: 404, saying so.
+    // A filter no scalar of the run matches: 404, saying so; a bad one: 400.
     let r = client()
-        .get(format!("{url}/api/runs/0/scalar_values?name=nope"))
+        .get(format!("{url}/api/runs/0/scalars/values?regex=^nope$"))
         .send()
         .unwrap();
     assert_eq!(r.status(), 404);
@@ -186,9 +188,14 @@ fn scalar_values_hold_every_value_of_every_step_as_the_files_hold_it() {
         body["error"]
             .as_str()
             .unwrap()
-            .contains("no scalar \"nope\""),
+            .contains("no scalar of this run matches \"^nope$\""),
         "{body}"
     );
+    let r = client()
+        .get(format!("{url}/api/runs/0/scalars/values?regex=("))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 400);
 }
 
 #[test]
@@ -286,4 +293,37 @@ fn tensor_histograms_count_the_trials_values_into_shared_bins() {
         .send()
         .unwrap();
     assert_eq!(r.status(), 404);
+}
+
+/// Steps numbered far apart (a job that numbers its steps by samples seen, say) are read where
+/// they are: every value, none lost between index folders a trillion steps apart.
+#[test]
+fn every_value_of_steps_numbered_far_apart() {
+    use smdebug_io::crafted::{scalar, write_step};
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let steps = [0u64, 7, 999, 1_000, 123_456_789, 2_000_000_000_000];
+    for (i, &s) in steps.iter().enumerate() {
+        write_step(
+            &run,
+            s,
+            "worker_0",
+            Mode::Train,
+            i as u64,
+            &[scalar("loss", 0.25 + i as f32)],
+        );
+    }
+    std::fs::write(run.join(smdebug_io::format::layout::END_MARKER), b"").unwrap();
+    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().into()])).unwrap();
+    let url = server.url().trim_end_matches('/').to_owned();
+    wait_for(Duration::from_secs(60), "the run loaded", || {
+        let v = get_json(&format!("{url}/api/runs"));
+        (v["runs"][0]["scalar_values"] == steps.len()).then_some(())
+    });
+    let got = get_json(&format!("{url}/api/runs/0/scalars/values?regex=^loss$"));
+    let m = &got["scalars"][0]["modes"][0];
+    assert_eq!(m["mode"], "TRAIN");
+    assert_eq!(m["steps"], serde_json::json!(steps));
+    let values: Vec<f64> = m["values"].as_array().unwrap().iter().map(num).collect();
+    assert_eq!(values, [0.25, 1.25, 2.25, 3.25, 4.25, 5.25]);
 }
