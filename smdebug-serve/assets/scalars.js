@@ -134,7 +134,7 @@
         button("log", "log", has("log", name), "this chart's y axis on a log scale (values ≤ 0 left out)", () => flip("log", name)),
         button("wide", has("wide", name) ? "narrow" : "wide", has("wide", name), "this chart across the panel's width", () => flip("wide", name)),
         button("csv", "CSV", false, "every value of " + name + " at every step, as the run's files hold it (not the points drawn)",
-          () => saveValues(exactName(name), name.replace(/[^\w.-]+/g, "_"), "csv", name))));
+          () => saveValues([name], name.replace(/[^\w.-]+/g, "_"), "csv"))));
     }
 
     async function draw() {
@@ -287,36 +287,73 @@
       env.redraw();
     }
 
-    // Every value of the scalars `regex` matches, of each run shown that has any, read again
-    // from the run's files by the server (`/scalars/values`): each step's value as written, not
-    // the points the charts hold. Saved as CSV (run, scalar, mode, step, value, wall_time) or
-    // JSON, as `file`. `name`: the one scalar of a card (runs without it are left out).
-    async function saveValues(regex, file, kind, name) {
-      const err = document.getElementById("scalar-error");
+    // A regex matching the names `names` alone.
+    const anyOf = (names) => "^(" + names.map((n) => exactName(n).slice(1, -1)).join("|") + ")$";
+
+    // Every value of the scalars `names` of run `run` at the steps `from..=to` (all from `from`
+    // when `to` is null), read again from the run's files by the server (`/scalars/values`):
+    // each step's value as written, not the points the charts hold. An answer would hold more
+    // than the server gives at once: the names are asked for in halves, one name's steps in
+    // halves. Answers in step order of each name.
+    async function valuesOf(run, names, from, to) {
+      const q = "runs/" + run.id + "/scalars/values?regex=" + encodeURIComponent(anyOf(names)) +
+        (from === null ? "" : "&from=" + from) + (to === null ? "" : "&to=" + to);
+      try { return [await env.get(q)]; } catch (e) {
+        if (!/in one answer/.test(e.message)) throw e;
+        if (names.length > 1) {
+          const h = Math.ceil(names.length / 2);
+          return (await valuesOf(run, names.slice(0, h), from, to)).concat(await valuesOf(run, names.slice(h), from, to));
+        }
+        const lo = from === null ? 0 : from, hi = to === null ? Math.max(lo, run.last_step || 0) : to;
+        if (lo >= hi) throw e;
+        const mid = Math.floor((lo + hi) / 2);
+        return (await valuesOf(run, names, lo, mid)).concat(await valuesOf(run, names, mid + 1, to));
+      }
+    }
+
+    // Every value of the scalars `names` (those of the runs shown that have them) saved as CSV
+    // (run, scalar, mode, step, value, wall_time) or JSON, as `file`.
+    async function saveValues(names, file, kind) {
+      const note = document.getElementById("scalar-error");
       const parts = [];
       try {
-        for (const { run, names } of shownNames) {
-          if (name ? !names.includes(name) : !names.length) continue; // a run without them
-          const got = await env.get("runs/" + run.id + "/scalars/values?regex=" + encodeURIComponent(regex));
-          parts.push({ run: run.name, scalars: got.scalars });
+        for (const { run, names: own } of shownNames) {
+          const mine = names.filter((n) => own.includes(n));
+          if (!mine.length) continue; // a run without them
+          note.textContent = "reading every value of " + run.name + "…";
+          // The answers' scalars merged: one per name, each mode's values in step order.
+          const byName = new Map();
+          for (const got of await valuesOf(run, mine, null, null)) {
+            for (const sc of got.scalars) {
+              if (!byName.has(sc.name)) byName.set(sc.name, new Map());
+              const modes = byName.get(sc.name);
+              for (const m of sc.modes) {
+                const into = modes.get(m.mode);
+                if (!into) modes.set(m.mode, { mode: m.mode, steps: m.steps.slice(), values: m.values.slice(), wall_times: m.wall_times.slice() });
+                else m.steps.forEach((step, i) => { into.steps.push(step); into.values.push(m.values[i]); into.wall_times.push(m.wall_times[i]); });
+              }
+            }
+          }
+          const scalars = Array.from(byName.keys()).sort().map((name) => ({ name, modes: Array.from(byName.get(name).values()).sort((a, b) => a.mode.localeCompare(b.mode)) }));
+          parts.push({ run: run.name, scalars });
         }
-        err.textContent = "";
-      } catch (e) { err.textContent = "download: " + e.message; return; }
+        note.textContent = "";
+      } catch (e) { note.textContent = "download: " + e.message; return; }
       if (kind === "json") {
         download(file + ".json", "application/json", JSON.stringify(parts, null, 1));
         return;
       }
       const rows = [["run", "scalar", "mode", "step", "value", "wall_time"].join(",")];
       for (const { run, scalars } of parts) {
-        for (const s of scalars) {
-          for (const m of s.modes) {
-            m.steps.forEach((step, i) => rows.push([run, s.name, m.mode, step, m.values[i], m.wall_times[i]].map(csvField).join(",")));
+        for (const sc of scalars) {
+          for (const m of sc.modes) {
+            m.steps.forEach((step, i) => rows.push([run, sc.name, m.mode, step, m.values[i], m.wall_times[i]].map(csvField).join(",")));
           }
         }
       }
       download(file + ".csv", "text/csv", rows.join("\n") + "\n");
     }
-    const every = (kind) => () => saveValues(document.getElementById("scalar-regex").value, "scalars", kind);
+    const every = (kind) => () => saveValues(Array.from(new Set(shownNames.flatMap((s) => s.names))), "scalars", kind);
     document.getElementById("download-csv").addEventListener("click", every("csv"));
     document.getElementById("download-json").addEventListener("click", every("json"));
     return { draw };

@@ -472,8 +472,9 @@ pub fn scalars(
     })
 }
 
-/// The most values one answer of [`every_value`] holds (about 90 MB of JSON).
-pub const MAX_EVERY_VALUE: usize = 2_000_000;
+/// The most values one answer of [`every_value`] holds by default (about 45 MB of JSON; the
+/// page asks for more in several answers).
+pub const MAX_EVERY_VALUE: usize = 1_000_000;
 
 /// Why [`every_value`] has no answer, with the HTTP status it is.
 #[derive(Debug)]
@@ -482,40 +483,38 @@ pub enum EveryValueError {
     BadRegex(String),
     /// No scalar of the run matches (404).
     NoMatch(String),
-    /// More than [`MAX_EVERY_VALUE`] values match (413).
+    /// More values match than one answer holds (413).
     TooMany(String),
     /// The run's files could not be read (500).
     Unreadable(String),
 }
 
-/// Every value of each scalar whose name `regex` matches (all without one) as the run's files
-/// hold it, in every mode, in step order. The steps are those the run's index lists for them
-/// (through its `Trial`), read again from the files ten index folders at a time, so that a
-/// run of sparse step numbers is read where it has steps only. Refused beyond
-/// [`MAX_EVERY_VALUE`] values (as the summaries count them). Blocking I/O.
-pub fn every_value(run: &Run, regex: Option<&str>) -> Result<EveryValue, EveryValueError> {
+/// Every value at the steps `from..=to` (all without them) of each scalar whose name `regex`
+/// matches (all without one) as the run's files hold it, in every mode, in step order. The
+/// steps are those the run's index lists for them (through its `Trial`), read again from the
+/// files ten index folders at a time, so that a run of sparse step numbers is read where it has
+/// steps only. Refused beyond `most` values (the server's
+/// [`max_download_values`](crate::ServeOptions::max_download_values)). Blocking I/O.
+pub fn every_value(
+    run: &Run,
+    regex: Option<&str>,
+    (from, to): (Option<u64>, Option<u64>),
+    most: usize,
+) -> Result<EveryValue, EveryValueError> {
     let filter = match regex.filter(|r| !r.is_empty()) {
         Some(r) => {
             Some(Regex::new(r).map_err(|e| EveryValueError::BadRegex(format!("bad regex: {e}")))?)
         }
         None => None,
     };
-    let (names, count): (Vec<String>, usize) = {
+    let names: Vec<String> = {
         let d = run.data.read().expect("run data lock");
-        let names: Vec<String> = d
-            .scalars
+        d.scalars
             .iter()
             .map(|(name, _)| name)
             .filter(|name| filter.as_ref().is_none_or(|f| f.is_match(name)))
             .cloned()
-            .collect();
-        let count = names
-            .iter()
-            .filter_map(|n| d.scalars.get(n))
-            .flat_map(|t| t.values())
-            .map(SeriesSummary::len)
-            .sum();
-        (names, count)
+            .collect()
     };
     if names.is_empty() {
         return Err(EveryValueError::NoMatch(match regex {
@@ -523,19 +522,27 @@ pub fn every_value(run: &Run, regex: Option<&str>) -> Result<EveryValue, EveryVa
             _ => "this run has no scalars".to_owned(),
         }));
     }
-    if count > MAX_EVERY_VALUE {
-        return Err(EveryValueError::TooMany(format!(
-            "{count} values of {} scalars match: more than {MAX_EVERY_VALUE} in one download; \
-             narrow the filter",
-            names.len()
-        )));
-    }
     let unreadable = |e: String| EveryValueError::Unreadable(e);
     let trial = run.open_trial().map_err(unreadable)?;
+    let within = |s: &u64| from.is_none_or(|f| *s >= f) && to.is_none_or(|t| *s <= t);
     let mut steps = Vec::new();
+    let mut count = 0;
     for name in &names {
         let tensor = trial.tensor(name).map_err(|e| unreadable(e.to_string()))?;
-        steps.extend(tensor.steps(None).map_err(|e| unreadable(e.to_string()))?);
+        let mine: Vec<u64> = tensor
+            .steps(None)
+            .map_err(|e| unreadable(e.to_string()))?
+            .into_iter()
+            .filter(within)
+            .collect();
+        count += mine.len();
+        steps.extend(mine);
+    }
+    if count > most {
+        return Err(EveryValueError::TooMany(format!(
+            "{count} values of {} scalar(s): more than {most} in one answer",
+            names.len()
+        )));
     }
     steps.sort_unstable();
     steps.dedup();

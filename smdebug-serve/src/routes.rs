@@ -324,6 +324,8 @@ async fn scalars(
 #[derive(Deserialize)]
 struct EveryValueQuery {
     regex: Option<String>,
+    from: Option<u64>,
+    to: Option<u64>,
 }
 
 async fn every_value(
@@ -332,11 +334,16 @@ async fn every_value(
     Query(q): Query<EveryValueQuery>,
 ) -> Response {
     use api::EveryValueError as E;
+    let most = state.max_download_values;
     let run = match find_run(&state, id) {
         Ok(r) => r,
         Err(e) => return *e,
     };
-    match tokio::task::spawn_blocking(move || api::every_value(&run, q.regex.as_deref())).await {
+    match tokio::task::spawn_blocking(move || {
+        api::every_value(&run, q.regex.as_deref(), (q.from, q.to), most)
+    })
+    .await
+    {
         Ok(Ok(v)) => axum::Json(v).into_response(),
         Ok(Err(E::BadRegex(e))) => error(StatusCode::BAD_REQUEST, e),
         Ok(Err(E::NoMatch(e))) => error(StatusCode::NOT_FOUND, e),

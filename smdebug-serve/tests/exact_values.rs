@@ -314,16 +314,51 @@ fn every_value_of_steps_numbered_far_apart() {
         );
     }
     std::fs::write(run.join(smdebug_io::format::layout::END_MARKER), b"").unwrap();
-    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().into()])).unwrap();
+    let mut options = ServeOptions::new(vec![run.to_str().unwrap().into()]);
+    options.max_download_values = 4;
+    let server = Server::start(options).unwrap();
     let url = server.url().trim_end_matches('/').to_owned();
     wait_for(Duration::from_secs(60), "the run loaded", || {
         let v = get_json(&format!("{url}/api/runs"));
         (v["runs"][0]["scalar_values"] == steps.len()).then_some(())
     });
-    let got = get_json(&format!("{url}/api/runs/0/scalars/values?regex=^loss$"));
-    let m = &got["scalars"][0]["modes"][0];
-    assert_eq!(m["mode"], "TRAIN");
-    assert_eq!(m["steps"], serde_json::json!(steps));
-    let values: Vec<f64> = m["values"].as_array().unwrap().iter().map(num).collect();
+    // More values than an answer holds: 413 and why; the steps in two answers.
+    let r = client()
+        .get(format!("{url}/api/runs/0/scalars/values?regex=^loss$"))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    let body: Value = r.json().unwrap();
+    assert_eq!(
+        body["error"], "6 values of 1 scalar(s): more than 4 in one answer",
+        "{body}"
+    );
+    let first = get_json(&format!(
+        "{url}/api/runs/0/scalars/values?regex=^loss$&to=999"
+    ));
+    assert_eq!(
+        first["scalars"][0]["modes"][0]["steps"],
+        serde_json::json!([0, 7, 999])
+    );
+    let rest = get_json(&format!(
+        "{url}/api/runs/0/scalars/values?regex=^loss$&from=1000"
+    ));
+    assert_eq!(rest["values"], 3);
+
+    let mut all_steps = Vec::new();
+    let mut values = Vec::new();
+    for got in [first, rest] {
+        let m = &got["scalars"][0]["modes"][0];
+        assert_eq!(m["mode"], "TRAIN");
+        all_steps.extend(
+            m["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_u64().unwrap()),
+        );
+        values.extend(m["values"].as_array().unwrap().iter().map(num));
+    }
+    assert_eq!(all_steps, steps);
     assert_eq!(values, [0.25, 1.25, 2.25, 3.25, 4.25, 5.25]);
 }
