@@ -127,7 +127,7 @@
     box.append(h);
     container.append(box);
     // `xFormat`/`yFormat`: how the tooltip (and the axes, with `xTicks`/`yFormat`) write a value:
-    // durations with `dur`, wall-clock times as dates.
+    // durations with `dur`, wall-clock times as dates; `tipFormat`: the tooltip's own, when it differs.
     const xFormat = opts.xFormat || (opts.time ? timeLabel : (x) => String(x));
     const yTick = opts.yFormat || axisLabel;
     const plot = new uPlot({
@@ -142,7 +142,7 @@
         } }) },
       cursor: { sync: { key: opts.time ? "time" : key }, drag: { x: true, y: false } },
       legend: { show: opts.legend !== false },
-      plugins: [tooltipPlugin(xFormat, opts.yFormat), nonFinitePlugin(opts.nonFinite)],
+      plugins: [tooltipPlugin(xFormat, opts.tipFormat || opts.yFormat), nonFinitePlugin(opts.nonFinite)],
       series: [{ label: opts.xLabel || (opts.time ? "time" : "step") }].concat(series.map((s, i) => ({
         label: s.label, stroke: s.color || palette[i % palette.length], width: s.width || 1,
         fill: s.fill, points: { show: !!s.points }, paths: s.paths, spanGaps: !!s.spanGaps, dash: s.dash,

@@ -102,12 +102,18 @@
       if (!sec) {
         const head = el("h3", { className: "group-head" });
         sec = el("section", { className: "scalar-group", "data-group": id }, head, el("div", { className: "charts" }));
-        if (collapsible) head.addEventListener("click", () => flip("collapsed", id));
+        if (collapsible) {
+          head.tabIndex = 0;
+          head.setAttribute("role", "button");
+          head.addEventListener("click", () => flip("collapsed", id));
+          head.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); flip("collapsed", id); } });
+        }
       }
       const collapsed = collapsible && has("collapsed", id);
       const head = sec.querySelector("h3");
       head.textContent = (collapsible ? (collapsed ? "▸ " : "▾ ") : "") + label + " (" + count + ")";
       head.title = collapsible ? (collapsed ? "show" : "hide") + " this group's charts" : "";
+      if (collapsible) head.setAttribute("aria-expanded", String(!collapsed));
       sec.classList.toggle("collapsed", collapsed);
       if (!sec.parentNode) box.append(sec);
       return { sec, cards: sec.querySelector(".charts"), collapsed };
@@ -261,7 +267,7 @@
         (marks.length ? " · " + window.SMD.nonFiniteText(marks) : "") + (yRange ? " · outliers outside the y range" : "");
       const plot = env.chart(cards, key, title, [xs, ...ys], series,
         Object.assign({ log, xLabel: axis.label, nonFinite: marks, onZoom: (range) => zoomTo(name, range, list, axisName === "step"),
-                        xRange: zoomed && axisName === "step" ? zoomed : null, windowed: !!zoomed, yRange, yFormat: sig,
+                        xRange: zoomed && axisName === "step" ? zoomed : null, windowed: !!zoomed, yRange, tipFormat: sig,
                         width: wide ? Math.max(300, cards.clientWidth - 12) : undefined }, axis.opts || {}));
       const card = plot.root.parentElement;
       card.classList.toggle("wide", wide);
