@@ -96,7 +96,8 @@
       });
     }
 
-    // The section of group `id` ("pinned", or "group:<prefix>"), made when missing, in `order`.
+    // The section of group `id` ("pinned", or "group:<prefix>"), made when missing (appended:
+    // `draw` puts the sections in order), its heading saying how many cards it holds.
     function section(box, id, label, count, collapsible) {
       let sec = box.querySelector(":scope > section[data-group=\"" + CSS.escape(id) + "\"]");
       if (!sec) {
