@@ -108,8 +108,8 @@
   function chart(container, key, title, data, series, opts) {
     opts = opts || {};
     const existing = charts.get(key);
-    // Kept when its lines are the same (a new smoothing weight renames them: drawn again).
-    const labels = series.map((s) => s.label).join("\n");
+    // Kept when its lines are the same, in the same colours (another run's are drawn again).
+    const labels = series.map((s) => s.label + " " + (s.color || "")).join("\n");
     if (existing && existing.labels === labels && existing.container === container) {
       if (existing.title.textContent !== title) existing.title.textContent = title;
       existing.plot.nonFinite = opts.nonFinite || [];
@@ -491,14 +491,16 @@
     const other = h.other && h.other.steps.length ? h.other : null;
     const marks = window.SMD.mergeMarks(h.non_finite.concat(other ? other.non_finite : []));
     const title = h.name + " · " + (zoomed ? "steps " + zoomed[0] + "–" + zoomed[1] + " (double-click: all steps)" :
-      "last " + h.mode + " " + fmt(h.last_value, 4) + " at step " + h.last_step +
-      (other ? ", " + other.mode + " " + fmt(other.values[other.values.length - 1], 4) + " at step " + other.steps[other.steps.length - 1] : "")) +
+      "last " + h.mode + " " + window.SMD.sig(h.last_value) + " at step " + h.last_step +
+      (other ? ", " + other.mode + " " + window.SMD.sig(other.values[other.values.length - 1]) + " at step " + other.steps[other.steps.length - 1] : "")) +
       (marks.length ? " · " + nonFiniteText(marks) : "");
     const xs = other ? Array.from(new Set(h.steps.concat(other.steps))).sort((a, b) => a - b) : h.steps;
     const at = new Map(xs.map((x, i) => [x, i]));
     const line = (steps, values) => { const y = new Array(xs.length).fill(null); steps.forEach((x, j) => { y[at.get(x)] = values[j]; }); return y; };
     const data = other ? [xs, line(h.steps, h.values), line(other.steps, other.values)] : [xs, h.values];
-    const series = [{ label: h.mode, spanGaps: true, width: 2 }].concat(other ? [{ label: other.mode, color: "#ff7f0e", spanGaps: true, width: 2, points: other.steps.length < 40 }] : []);
+    // In the run's colour (as in every tab), the other mode dashed, as the Scalars tab draws them.
+    const colour = runColour(runs[current] ? runs[current].id : 0);
+    const series = [{ label: h.mode, color: colour, spanGaps: true, width: 2 }].concat(other ? [{ label: other.mode, color: colour, dash: [6, 4], spanGaps: true, width: 2, points: other.steps.length < 40 }] : []);
     chart(box, key, title, data, series, { height: 170, xRange: zoomed, windowed: !!zoomed, nonFinite: marks,
       onZoom: (range) => {
         if (range) headlineZooms.set(field, { name: h.name, mode: h.mode, steps: window.SMD.stepWindow(range) });

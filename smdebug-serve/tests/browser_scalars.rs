@@ -6,8 +6,8 @@
 //! - the y range leaves the explosion out (the healthy run's every value within it, 1e3 not),
 //!   and takes it in again when "Ignore outliers" is turned off;
 //! - a card's log switch makes that card's y axis logarithmic and no other's;
-//! - each run has one colour, the same in every chart and in the Compare tab, and the mode is
-//!   told by the dash; the legend leaves the faint raw lines out and writes 2.59e-4, not 0;
+//! - each run has one colour, the same in every chart, the Compare tab and its summary's loss
+//!   chart, and the mode is told by the dash; the legend leaves the faint raw lines out and writes 2.59e-4, not 0;
 //! - cards are grouped by prefix, a collapsed group holds no chart, a pinned card comes first
 //!   and stays first (and the group collapsed) after a reload; a widened card spans the panel;
 //! - a card's CSV, and the toolbar's, hold every value of every step, as smdebug-io's `Trial`
@@ -526,6 +526,20 @@ fn the_scalars_tab_ranges_colours_groups_pins_and_downloads_every_value() {
         swatches,
         json!([["0", rgb(&healthy_colour)], ["1", rgb(&exploding_colour)]])
     );
+
+    // The summary of the exploding run: its loss chart in its colour, EVAL dashed.
+    cdp.eval("location.hash = '#/run/1/summary'");
+    cdp.wait(
+        Duration::from_secs(30),
+        "the exploding run's loss chart",
+        |c| {
+            let d = chart(c, "headline:loss");
+            !d.is_null() && d["colours"] == json!([exploding_colour, exploding_colour])
+        },
+    );
+    let d = chart(&mut cdp, "headline:loss");
+    assert_eq!(d["labels"], json!(["TRAIN", "EVAL"]));
+    assert!(d["dashes"][0].is_null() && d["dashes"][1].is_array(), "{d}");
 
     cdp.pump(Duration::from_millis(300));
     let s = cdp.status();
