@@ -60,6 +60,8 @@
   // ---- charts -------------------------------------------------------------------------------
   const palette = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
                    "#7f7f7f", "#bcbd22", "#17becf"];
+  // One colour per run, the same in every chart, legend and tab: its place in the run list.
+  const runColour = (id) => palette[id % palette.length];
   let zoom = null; // [from, to] seconds, or null for everything
   const charts = new Map(); // key -> {plot, box, title}
   let syncing = false;
@@ -117,14 +119,15 @@
   function chart(container, key, title, data, series, opts) {
     opts = opts || {};
     const existing = charts.get(key);
-    // Kept when its lines are the same (a new smoothing weight renames them: drawn again).
-    const labels = series.map((s) => s.label).join("\n");
+    // Kept when its lines are the same, in the same colours (another run's are drawn again).
+    const labels = series.map((s) => s.label + " " + (s.color || "")).join("\n");
     if (existing && existing.labels === labels && existing.container === container) {
       if (existing.title.textContent !== title) existing.title.textContent = title;
       existing.ref.opts = opts;
       existing.opts = opts;
       existing.plot.nonFinite = opts.nonFinite || [];
       existing.plot.ownValues = opts.ownValues || null;
+      existing.plot.yFixed = opts.yRange || null;
       existing.plot.setData(data, !zoom || !opts.time);
       if (zoom && opts.time) { syncing = true; existing.plot.setScale("x", { min: zoom[0], max: zoom[1] }); syncing = false; }
       existing.plot.stepZoom = opts.onZoom || null;
@@ -138,22 +141,34 @@
     box.append(h);
     container.append(box);
     // `xFormat`/`yFormat`: how the tooltip (and the axes, with `xTicks`/`yFormat`) write a value:
-    // durations with `dur`, wall-clock times as dates.
-    // The formats, the tooltip's extra line and the y range are read through `ref`, which a
-    // chart kept for new data points at the new options (their closures hold the new data).
+    // durations with `dur`, wall-clock times as dates; `tipFormat`: the tooltip's own, when it
+    // differs. The formats, the tooltip's extra line and the y range are read through `ref`,
+    // which a chart kept for new data points at the new options (their closures hold the new
+    // data).
     const ref = { opts };
     const xFormat = (x) => (ref.opts.xFormat || (ref.opts.time ? timeLabel : String))(x);
     const yTick = (v) => (ref.opts.yFormat || axisLabel)(v);
-    // `yRange`, `xRangeOf`: an axis' range from the data's [min, max] (0–100 for a
-    // percentage); `xSplits(u)`: where the x axis' ticks go.
-    const yScale = Object.assign(opts.log ? { distr: 3 } : {}, opts.yRange ? { range: (u, min, max) => (ref.opts.yRange || ((a, b) => [a, b]))(min, max) } : {});
+    const tipFormat = opts.tipFormat ? (v) => (ref.opts.tipFormat || yTick)(v) : opts.yFormat ? yTick : null;
+    // `yRange`: the y axis' extent, either a function of the data's [min, max] (0–100 for a
+    // percentage) or a fixed [a, b] (the Scalars tab's outlier-robust extent, `plot.yFixed` once
+    // drawn); without one, the data's, padded as uPlot pads. `xRangeOf`: the x axis' range from
+    // the data's; `xSplits(u)`: where the x axis' ticks go.
+    const yScale = Object.assign(opts.log ? { distr: 3 } : {}, {
+      range: (u, min, max) => {
+        const r = "yFixed" in u ? u.yFixed : ref.opts.yRange;
+        if (typeof r === "function") return r(min, max);
+        const [a, b] = r || [min, max];
+        if (a === null || b === null) return [0, 1];
+        return opts.log ? uPlot.rangeLog(a, b, 10, false) : uPlot.rangeNum(a, b, 0.1, true);
+      } });
     const plot = new uPlot({
       width: opts.width || chartWidth(container), height: opts.height || 200,
       scales: { x: Object.assign({ time: !!(opts.time || opts.wallAxis) }, opts.xRangeOf ? { range: (u, min, max) => ref.opts.xRangeOf(min, max) } : {}), y: yScale },
       cursor: { sync: { key: opts.time ? "time" : key }, drag: { x: true, y: false } },
       // The lines' names and colours, only where there are several (the title names a single
-      // line); values are in the tooltip, not in a row of "--" under the chart.
-      legend: { show: opts.legend !== false && series.length > 1, live: false },
+      // line); values are in the tooltip, not in a row of "--" under the chart, except where a
+      // chart asks for them beside the names (`liveLegend`: the Scalars tab's).
+      legend: { show: opts.legend !== false && series.length > 1, live: !!opts.liveLegend },
       // Room on the right for half the x axis' last label (uPlot's own guess is for shorter
       // labels than a time to the tenth of a second).
       padding: [null, (u, side, sides, cycle) => {
@@ -161,12 +176,12 @@
         const v = cycle > 0 && axis._values;
         return v && v.length ? Math.max(8, Math.ceil(window.SMD.textWidth(v[v.length - 1]) / 2 + 2)) : 16;
       }, null, null],
-      plugins: [tooltipPlugin(xFormat, opts.yFormat ? yTick : null, opts.tipExtra ? (u, i) => ref.opts.tipExtra && ref.opts.tipExtra(u, i) : null),
+      plugins: [tooltipPlugin(xFormat, tipFormat, opts.tipExtra ? (u, i) => ref.opts.tipExtra && ref.opts.tipExtra(u, i) : null),
                 nonFinitePlugin(opts.nonFinite)],
       series: [{ label: opts.xLabel || (opts.time ? "time" : "step") }].concat(series.map((s, i) => Object.assign({
         label: s.label, stroke: s.color || palette[i % palette.length], width: s.width || 1,
         fill: s.fill, points: { show: !!s.points }, paths: s.paths, spanGaps: !!s.spanGaps,
-      }, s.dash && s.dash.length ? { dash: s.dash } : {}))),
+      }, s.dash && s.dash.length ? { dash: s.dash } : {}, s.value ? { value: s.value } : {}))),
       bands: opts.bands,
       // Ticks far enough apart for their labels: a time to the second or tenth is ~60–75 px.
       axes: [Object.assign({ font: AXIS_FONT, space: opts.time ? 100 : 60 }, opts.xSplits ? { splits: (u) => ref.opts.xSplits(u) } : {},
@@ -178,10 +193,15 @@
     plot.timeChart = !!opts.time;
     plot.nonFinite = opts.nonFinite || [];
     plot.ownValues = opts.ownValues || null;
+    // A line left out of the legend (`legend: false`: a faint raw line under its smoothed one,
+    // whose values the tooltip gives).
+    const rows = plot.root.querySelectorAll(".u-legend .u-series");
+    series.forEach((s, i) => { if (s.legend === false && rows[i + 1]) rows[i + 1].hidden = true; });
     plot.stepZoom = opts.onZoom || null;
     plot.windowed = !!opts.windowed;
     plot.over.addEventListener("mousedown", () => { plot.pressedAt = Date.now(); });
     plot.over.addEventListener("dblclick", () => { if (plot.stepZoom && plot.windowed) plot.stepZoom(null); });
+    plot.yFixed = opts.yRange || null;
     if (zoom && opts.time) { syncing = true; plot.setScale("x", { min: zoom[0], max: zoom[1] }); syncing = false; }
     showRange(plot, opts.xRange);
     charts.set(key, { plot, box, labels, container, title: h, opts, ref });
@@ -200,6 +220,10 @@
     const c = charts.get(key);
     return c && { x: c.plot.data[0], labels: c.plot.series.slice(1).map((s) => s.label), y: c.plot.data.slice(1),
                   scale: [c.plot.scales.x.min, c.plot.scales.x.max], non_finite: c.plot.nonFinite,
+                  // The y extent shown, whether it is logarithmic, and each line's colour.
+                  yScale: [c.plot.scales.y.min, c.plot.scales.y.max], yLog: c.plot.scales.y.distr === 3,
+                  colours: c.plot.series.slice(1).map((s, k) => (typeof s.stroke === "function" ? s.stroke(c.plot, k + 1) : s.stroke)),
+                  dashes: c.plot.series.slice(1).map((s) => s.dash || null),
                   // Where the marks are drawn, in CSS pixels of the plot area.
                   marks: (c.plot.nonFinite || []).map((m) => [c.plot.valToPos(m.from - 0.5, "x"), c.plot.valToPos(m.to + 0.5, "x")]),
                   width: c.plot.bbox.width / devicePixelRatio,
@@ -518,14 +542,16 @@
     const other = h.other && h.other.steps.length ? h.other : null;
     const marks = window.SMD.mergeMarks(h.non_finite.concat(other ? other.non_finite : []));
     const title = h.name + " · " + (zoomed ? "steps " + zoomed[0] + "–" + zoomed[1] + " (double-click: all steps)" :
-      "last " + h.mode + " " + fmt(h.last_value, 4) + " at step " + h.last_step +
-      (other ? ", " + other.mode + " " + fmt(other.values[other.values.length - 1], 4) + " at step " + other.steps[other.steps.length - 1] : "")) +
+      "last " + h.mode + " " + window.SMD.sig(h.last_value) + " at step " + h.last_step +
+      (other ? ", " + other.mode + " " + window.SMD.sig(other.values[other.values.length - 1]) + " at step " + other.steps[other.steps.length - 1] : "")) +
       (marks.length ? " · " + nonFiniteText(marks) : "");
     const xs = other ? Array.from(new Set(h.steps.concat(other.steps))).sort((a, b) => a - b) : h.steps;
     const at = new Map(xs.map((x, i) => [x, i]));
     const line = (steps, values) => { const y = new Array(xs.length).fill(null); steps.forEach((x, j) => { y[at.get(x)] = values[j]; }); return y; };
     const data = other ? [xs, line(h.steps, h.values), line(other.steps, other.values)] : [xs, h.values];
-    const series = [{ label: h.mode, spanGaps: true, width: 2 }].concat(other ? [{ label: other.mode, color: "#ff7f0e", spanGaps: true, width: 2, points: other.steps.length < 40 }] : []);
+    // In the run's colour (as in every tab), the other mode dashed, as the Scalars tab draws them.
+    const colour = runColour(runs[current] ? runs[current].id : 0);
+    const series = [{ label: h.mode, color: colour, spanGaps: true, width: 2 }].concat(other ? [{ label: other.mode, color: colour, dash: [6, 4], spanGaps: true, width: 2, points: other.steps.length < 40 }] : []);
     chart(box, key, title, data, series, { height: 170, xRange: zoomed, windowed: !!zoomed, nonFinite: marks,
       onZoom: (range) => {
         if (range) headlineZooms.set(field, { name: h.name, mode: h.mode, steps: window.SMD.stepWindow(range) });
@@ -941,9 +967,9 @@
   // The panels of a tab: [name, area of the data it shows, draw].
   const extras = window.SMD.makeExtras({ get, api, status, chart, runState, runs: () => runs, current: () => current });
   const { drawTensor, drawTensor2d } = extras;
-  const compare = window.SMD.makeCompare({ get, chart, dropCharts, status, palette, pointsQuery, runState,
+  const compare = window.SMD.makeCompare({ get, chart, dropCharts, status, runColour, pointsQuery, runState,
     runs: () => runs, current: () => current });
-  const scalars = window.SMD.makeScalars({ get, chart, dropCharts, status, palette, pointsQuery,
+  const scalars = window.SMD.makeScalars({ get, chart, dropCharts, status, runColour, pointsQuery, api,
     runs: () => runs, current: () => current, redraw: () => guarded("scalars", scalars.draw).then(publish) });
   const PANELS = {
     overview: ["version", drawOverview], headlines: ["tensors", drawHeadlines], system: ["profile", drawSystem], steps: ["profile", drawSteps],
@@ -1091,7 +1117,7 @@
   $("last-n").addEventListener("change", () => guarded("steps", drawSteps));
   $("spans-older").addEventListener("click", () => { spanPage++; guarded("system", drawSystem); });
   $("spans-newer").addEventListener("click", () => { spanPage = Math.max(0, spanPage - 1); guarded("system", drawSystem); });
-  for (const id of ["scalar-regex", "smoothing", "log-scale", "scalar-axis"]) $(id).addEventListener("input", () => guarded("scalars", scalars.draw));
+  for (const id of ["scalar-regex", "smoothing", "ignore-outliers", "scalar-axis"]) $(id).addEventListener("input", () => guarded("scalars", scalars.draw));
   $("tensor-select").addEventListener("change", () => guarded("tensors", drawTensor));
   $("tensor-step").addEventListener("change", () => guarded("tensors", drawTensor2d));
   $("stop").addEventListener("click", () => { $("stop-dialog").showModal(); });

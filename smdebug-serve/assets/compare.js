@@ -29,13 +29,12 @@
     function select(ids) {
       location.hash = "#/run/" + env.current() + "/compare?runs=" + ids.join(",");
     }
-    const colour = (i) => env.palette[i % env.palette.length];
 
     function drawToggles(on) {
       const box = document.getElementById("compare-toggles");
       clear(box);
       box.append("Runs: ");
-      env.runs().forEach((r, i) => {
+      env.runs().forEach((r) => {
         const input = el("input", { type: "checkbox", "data-run": String(r.id) });
         input.checked = on.includes(r.id);
         input.addEventListener("change", () => {
@@ -44,7 +43,7 @@
           select(env.runs().map((x) => x.id).filter((id) => now.includes(id)));
         });
         const sw = el("span", { className: "sw" });
-        sw.style.background = colour(i);
+        sw.style.background = env.runColour(r.id);
         const issues = r.issues === null ? "no rule statuses" : r.issues + (r.issues === 1 ? " issue" : " issues");
         box.append(el("label", { className: "run-toggle" + (r.issues ? " found" : ""), "data-run": String(r.id) }, input, " ", sw, " " + r.name + " · " + issues), " ");
       });
@@ -89,16 +88,16 @@
     function drawCharts(on, steps, systems) {
       const box = document.getElementById("compare-charts");
       const runs = env.runs();
-      const shown = runs.map((r, i) => [r, i]).filter(([r]) => on.includes(r.id));
+      const shown = runs.filter((r) => on.includes(r.id));
       // Step durations: per run its mode and worker with the most steps (TRAIN first).
       const stepLines = [];
-      shown.forEach(([r, i], k) => {
+      shown.forEach((r, k) => {
         const list = (steps[k] || { series: [] }).series;
         const best = list.slice().sort((a, b) => (b.mode === "TRAIN") - (a.mode === "TRAIN") || b.count - a.count)[0];
         if (!best) return;
         const xs = [], ys = [];
         best.step.forEach((s, j) => { if (s !== null && best.data.v[j] !== null) { xs.push(s); ys.push(best.data.v[j]); } });
-        stepLines.push({ run: r.id, label: r.name + " " + best.mode, color: colour(i), xs, ys });
+        stepLines.push({ run: r.id, label: r.name + " " + best.mode, color: env.runColour(r.id), xs, ys });
       });
       const counts = { steps: overlay(box, "compare:steps", "Step duration by step", stepLines, "step",
         { yFormat: window.SMD.dur, yRange: (min, max) => [0, max > 0 ? max * 1.05 : 1] }) };
@@ -108,10 +107,10 @@
       const DASHES = [[], [6, 3], [2, 3], [8, 3, 2, 3], [12, 4], [3, 6], [6, 2, 2, 2, 2, 2], [1, 2]];
       for (const [key, title, belongs] of SYSTEM) {
         const lines = [];
-        const of = shown.map(([r], k) => (systems[k] || { series: [] }).series.filter(belongs)
+        const of = shown.map((r, k) => (systems[k] || { series: [] }).series.filter(belongs)
           .sort((a, b) => naturalCompare(a.node, b.node) || naturalCompare(a.name, b.name)));
         const runsOn = of.filter((m) => m.length).length;
-        shown.forEach(([r, i], k) => {
+        shown.forEach((r, k) => {
           const start = r.start;
           const matching = of[k];
           const nodes = new Set(matching.map((s) => s.node)).size;
@@ -120,7 +119,7 @@
             const xs = [], ys = [];
             s.data.t.forEach((t, n) => { if (t !== null && start !== null) { xs.push(Math.round((t - start) * 10) / 10); ys.push(s.data.v[n]); } });
             lines.push({ run: r.id, label: r.name + (several ? " " + (nodes > 1 ? s.node + " " : "") + s.name : ""),
-              color: several && runsOn === 1 ? CATEGORICAL[j % CATEGORICAL.length] : colour(i),
+              color: several && runsOn === 1 ? CATEGORICAL[j % CATEGORICAL.length] : env.runColour(r.id),
               dash: several && runsOn > 1 ? DASHES[j % DASHES.length] : undefined, xs, ys });
           });
         });

@@ -1,10 +1,10 @@
-// smdebug serve: the Tensors panel (reductions, distribution, one step as a 2-D grid with its
-// colour scale) and the Kineto and Code-profile panels (tables of a
+// smdebug serve: the Tensors panel (reductions, distribution, histograms over steps, one step as a
+// 2-D grid with its colour scale) and the Kineto and Code-profile panels (tables of a
 // PyTorch profiler trace's kernels and operators; the sampled CPU stacks of code-profiling
 // windows).
 "use strict";
 (function () {
-  const { el, clear, fmt, dur, heat, colourScale } = window.SMD;
+  const { el, clear, fmt, sig, axisLabel, dur, heat, colourScale } = window.SMD;
   window.SMD.makeExtras = function (env) {
   // ---- tensors ------------------------------------------------------------------------------
   async function loadTensorNames() {
@@ -32,6 +32,11 @@
     const bandSeries = t.band_percentiles.map((p) => ({ label: "p" + p, color: "rgba(31,119,180," + (p === 50 ? 1 : 0.35) + ")" }));
     const bands = [[1, 9], [2, 8], [3, 7], [4, 6]].map(([a, b], i) => ({ series: [b, a], fill: "rgba(31,119,180," + (0.08 + i * 0.08) + ")" }));
     env.chart(box, "tensor:distribution", "Distribution of " + name + " over steps", [xs, ...t.band_percentiles.map((_, i) => t.steps.map((s) => s.bands[i]))], bandSeries, { bands });
+    // Histograms over steps (TensorBoard's offset view): not for a scalar, one value a step.
+    if (t.shape.length === 0) {
+      document.getElementById("tensor-hist-info").textContent = name + " is a scalar: one value a step, no histogram.";
+      document.getElementById("tensor-hist").hidden = true;
+    } else await drawHistograms(name, r);
     const stepSel = document.getElementById("tensor-step");
     const keep = stepSel.value;
     clear(stepSel);
@@ -44,6 +49,57 @@
     if (scalar) document.getElementById("tensor2d-info").textContent = name + " is a scalar: its values are the charts above (no 2-D view).";
     else await drawTensor2d();
     env.status.panels.tensors = true;
+  }
+  // The tensor's values at up to 40 steps, each step's counted into the same 30 bins by the
+  // server (`/tensor_histograms`), drawn as ridges: the first step at the top, the last in front
+  // at the bottom, each ridge's height its count over the highest count of any bin and step.
+  async function drawHistograms(name, r) {
+    const h = await env.get("runs/" + r.id + "/tensor_histograms?name=" + encodeURIComponent(name) + "&steps=40&bins=30");
+    const canvas = document.getElementById("tensor-hist");
+    const info = document.getElementById("tensor-hist-info");
+    canvas.hidden = !h.edges || !h.steps.length;
+    if (canvas.hidden) { info.textContent = "No finite value of " + name + " at the steps read."; return; }
+    const edges = h.edges, bins = edges.length - 1, rows = h.steps;
+    const peak = Math.max(1, ...rows.flatMap((s) => s.counts));
+    const nonFinite = rows.reduce((a, s) => a + s.non_finite, 0);
+    info.textContent = name + ": " + rows.length + " of its " + h.total_steps + " steps, each counted into " + bins + " bins from " +
+      sig(edges[0]) + " to " + sig(edges[bins]) + ", the first step at the top" + (nonFinite ? " · " + nonFinite + " NaN or ±Inf values in no bin" : "");
+    const dpr = window.devicePixelRatio || 1;
+    const cssW = Math.max(400, Math.min(960, canvas.parentElement.clientWidth - 40));
+    const left = 70, right = 16, top = 8, ridge = 60, gap = Math.max(4, Math.min(14, 360 / rows.length)), axis = 24;
+    const cssH = top + ridge + gap * (rows.length - 1) + axis;
+    canvas.style.width = cssW + "px"; canvas.style.height = cssH + "px";
+    canvas.width = Math.round(cssW * dpr); canvas.height = Math.round(cssH * dpr);
+    canvas.dataset.steps = String(rows.length); canvas.dataset.bins = String(bins);
+    const ctx = canvas.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, cssW, cssH);
+    const plotW = cssW - left - right;
+    const x = (v) => left + ((v - edges[0]) / (edges[bins] - edges[0])) * plotW;
+    ctx.font = "11px sans-serif";
+    const labelEvery = Math.max(1, Math.ceil(12 / gap));
+    rows.forEach((s, i) => {
+      const base = top + ridge + i * gap;
+      const t = rows.length > 1 ? i / (rows.length - 1) : 1; // later steps darker
+      ctx.beginPath();
+      ctx.moveTo(x(edges[0]), base);
+      s.counts.forEach((c, b) => ctx.lineTo(x((edges[b] + edges[b + 1]) / 2), base - (c / peak) * ridge));
+      ctx.lineTo(x(edges[bins]), base);
+      ctx.closePath();
+      ctx.fillStyle = "rgba(" + Math.round(150 - 120 * t) + "," + Math.round(180 - 60 * t) + "," + Math.round(220 - 40 * t) + ",0.85)";
+      ctx.fill();
+      ctx.strokeStyle = "#ffffff"; ctx.lineWidth = 1; ctx.stroke();
+      if ((rows.length - 1 - i) % labelEvery === 0) { ctx.fillStyle = "#5b6678"; ctx.fillText("step " + s.step, 4, base); }
+    });
+    const yAxis = top + ridge + gap * (rows.length - 1) + 4;
+    ctx.fillStyle = "#5b6678";
+    ctx.fillRect(left, yAxis, plotW, 1);
+    for (const f of [0, 0.25, 0.5, 0.75, 1]) {
+      const v = edges[0] + f * (edges[bins] - edges[0]);
+      const label = axisLabel(v), w = ctx.measureText(label).width;
+      ctx.fillRect(x(v), yAxis, 1, 4);
+      ctx.fillText(label, Math.min(cssW - w - 2, Math.max(left, x(v) - w / 2)), yAxis + 16);
+    }
   }
   async function drawTensor2d() {
     const name = document.getElementById("tensor-select").value;

@@ -31,6 +31,16 @@
     if (a !== 0 && a < 1e-3) return x.toExponential(2);
     return x.toFixed(digits === undefined ? 2 : digits);
   }
+  // A value with its significant digits (a legend's, a tooltip's, a scalar's last value): five
+  // at most, trailing zeros dropped, in exponent form below 1e-3 and from 1e6 ("2.59e-4", never
+  // "0"; "0.61234", "1234.6", "1.2346e+7"); NaN and ±Inf as such.
+  function sig(x) {
+    if (typeof x !== "number" || !Number.isFinite(x)) return fmt(x);
+    const a = Math.abs(x);
+    if (a === 0) return "0";
+    if (a < 1e-3 || a >= 1e6) return x.toExponential(4).replace(/\.?0+e/, "e");
+    return String(Number(x.toPrecision(5)));
+  }
   // An axis label: three significant digits, k/M/G above ten thousand.
   function axisLabel(v) {
     if (v === null || v === undefined) return "";
@@ -284,7 +294,7 @@
       (m.count > 1 ? " (" + m.count + " values)" : "")).join(", ");
   }
 
-  window.SMD = { el, clear, fmt, dur, measured, axisLabel, axisSize, textWidth, AXIS_FONT, CATEGORICAL, naturalCompare,
+  window.SMD = { el, clear, fmt, sig, dur, measured, axisLabel, axisSize, textWidth, AXIS_FONT, CATEGORICAL, naturalCompare,
                  metricTitle, heat, colourScale, drawGrid, tooltipPlugin,
                  nonFinitePlugin, nonFiniteText, mergeMarks, download, csvField, selectionIn, exactName, stepWindow };
 })();

@@ -20,11 +20,12 @@ use smdebug_io::trial::TensorFollower;
 use crate::downsample::{MAX_POINTS, Plan, ScalarLines, Value, draw, min_max, plan};
 use crate::run::{Run, RunData};
 use crate::series::{
-    Histogram, ModeSeries, Outlier, ScalarPage, ScalarSeries, SmoothedLine, SpanList, SpanRow,
-    StepPhases, StepRow, StepSeries, Steps, TimeSeries, finite,
+    EveryValue, Histogram, ModeSeries, Outlier, ScalarModeValues, ScalarPage, ScalarSeries,
+    ScalarValues, SmoothedLine, SpanList, SpanRow, StepPhases, StepRow, StepSeries, Steps,
+    TimeSeries, finite,
 };
 use crate::summary::SeriesSummary;
-use crate::views::{PhaseTotal, RunList, RunState};
+use crate::views::{Num, PhaseTotal, RunList, RunState};
 
 /// A window and a point budget, from the query string.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -674,6 +675,127 @@ pub fn scalars(
         first_wall_time: d.scalars.first_wall_time().and_then(finite),
         smoothing,
     })
+}
+
+/// The most values one answer of [`every_value`] holds by default (about 45 MB of JSON; the
+/// page asks for more in several answers).
+pub const MAX_EVERY_VALUE: usize = 1_000_000;
+
+/// Why [`every_value`] has no answer, with the HTTP status it is.
+#[derive(Debug)]
+pub enum EveryValueError {
+    /// The filter is not a regular expression (400).
+    BadRegex(String),
+    /// No scalar of the run matches (404).
+    NoMatch(String),
+    /// More values match than one answer holds (413).
+    TooMany(String),
+    /// The run's files could not be read (500).
+    Unreadable(String),
+}
+
+/// Every value at the steps `from..=to` (all without them) of each scalar whose name `regex`
+/// matches (all without one) as the run's files hold it, in every mode, in step order. The
+/// steps are those the run's index lists for them (through its `Trial`), read again from the
+/// files ten index folders at a time, so that a run of sparse step numbers is read where it has
+/// steps only. Refused beyond `most` values (the server's
+/// [`max_download_values`](crate::ServeOptions::max_download_values)). Blocking I/O.
+pub fn every_value(
+    run: &Run,
+    regex: Option<&str>,
+    (from, to): (Option<u64>, Option<u64>),
+    most: usize,
+) -> Result<EveryValue, EveryValueError> {
+    let filter = match regex.filter(|r| !r.is_empty()) {
+        Some(r) => {
+            Some(Regex::new(r).map_err(|e| EveryValueError::BadRegex(format!("bad regex: {e}")))?)
+        }
+        None => None,
+    };
+    let names: Vec<String> = {
+        let d = run.data.read().expect("run data lock");
+        d.scalars
+            .iter()
+            .map(|(name, _)| name)
+            .filter(|name| filter.as_ref().is_none_or(|f| f.is_match(name)))
+            .cloned()
+            .collect()
+    };
+    if names.is_empty() {
+        return Err(EveryValueError::NoMatch(match regex {
+            Some(r) if !r.is_empty() => format!("no scalar of this run matches {r:?}"),
+            _ => "this run has no scalars".to_owned(),
+        }));
+    }
+    let unreadable = |e: String| EveryValueError::Unreadable(e);
+    let trial = run.open_trial().map_err(unreadable)?;
+    let within = |s: &u64| from.is_none_or(|f| *s >= f) && to.is_none_or(|t| *s <= t);
+    let mut steps = Vec::new();
+    let mut count = 0;
+    for name in &names {
+        let tensor = trial.tensor(name).map_err(|e| unreadable(e.to_string()))?;
+        let mine: Vec<u64> = tensor
+            .steps(None)
+            .map_err(|e| unreadable(e.to_string()))?
+            .into_iter()
+            .filter(within)
+            .collect();
+        count += mine.len();
+        steps.extend(mine);
+    }
+    if count > most {
+        return Err(EveryValueError::TooMany(format!(
+            "{count} values of {} scalar(s): more than {most} in one answer",
+            names.len()
+        )));
+    }
+    steps.sort_unstable();
+    steps.dedup();
+    // Stretches of steps within ten index folders (1,000 steps each) of their first.
+    let mut chunks: Vec<(u64, u64)> = Vec::new();
+    for step in steps {
+        match chunks.last_mut() {
+            Some((lo, hi)) if step / 1000 < *lo / 1000 + 10 => *hi = step,
+            _ => chunks.push((step, step)),
+        }
+    }
+    let wanted: std::collections::BTreeSet<&str> = names.iter().map(String::as_str).collect();
+    let mut out: BTreeMap<(String, &'static str), ScalarModeValues> = BTreeMap::new();
+    for (lo, hi) in chunks {
+        let read = read_window(run, lo, hi)
+            .ok_or_else(|| unreadable(format!("steps {lo} to {hi} cannot be read")))?;
+        for ((name, mode), values) in read {
+            if !wanted.contains(name.as_str()) {
+                continue;
+            }
+            let m = out
+                .entry((name, mode.name()))
+                .or_insert_with(|| ScalarModeValues {
+                    mode: mode.name(),
+                    steps: Vec::new(),
+                    values: Vec::new(),
+                    wall_times: Vec::new(),
+                });
+            for (step, value, wall) in values {
+                m.steps.push(step);
+                m.values.push(Num(value));
+                m.wall_times.push(finite(wall));
+            }
+        }
+    }
+    let mut scalars: Vec<ScalarValues> = Vec::new();
+    let mut values = 0;
+    for ((name, _), modes) in out {
+        values += modes.steps.len();
+        match scalars.last_mut() {
+            Some(last) if last.name == name => last.modes.push(modes),
+            _ => scalars.push(ScalarValues {
+                name,
+                modes: vec![modes],
+            }),
+        }
+    }
+    Ok(EveryValue { scalars, values })
 }
 
 /// The values of the steps `lo..=hi` of every scalar, read again from the run's files, by name

@@ -76,7 +76,10 @@ impl Endpoint {
 /// Every route of the API.
 pub(crate) fn endpoints() -> Vec<Endpoint> {
     use crate::push_views::Push;
-    use crate::series::{ScalarPage, SpanList, Steps, SystemPage, TensorGrid, TensorSteps};
+    use crate::series::{
+        EveryValue, ScalarPage, SpanList, Steps, SystemPage, TensorGrid, TensorHistograms,
+        TensorSteps,
+    };
     use crate::views::{Headlines, Overview, RunList};
     vec![
         Endpoint::get("/runs", runs, json::<RunList>()),
@@ -92,7 +95,17 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         Endpoint::get("/runs/{id}/spans", spans, json::<SpanList>()),
         Endpoint::get("/runs/{id}/steps", steps, json::<Steps>()),
         Endpoint::get("/runs/{id}/scalars", scalars, json::<ScalarPage>()),
+        Endpoint::get(
+            "/runs/{id}/scalars/values",
+            every_value,
+            json::<EveryValue>(),
+        ),
         Endpoint::get("/runs/{id}/tensor", tensor, json::<TensorSteps>()),
+        Endpoint::get(
+            "/runs/{id}/tensor_histograms",
+            tensor_histograms,
+            json::<TensorHistograms>(),
+        ),
         Endpoint::get("/runs/{id}/tensor2d", tensor2d, json::<TensorGrid>()),
         Endpoint::get(
             "/runs/{id}/report",
@@ -333,11 +346,44 @@ async fn scalars(
 }
 
 #[derive(Deserialize)]
+struct EveryValueQuery {
+    regex: Option<String>,
+    from: Option<u64>,
+    to: Option<u64>,
+}
+
+async fn every_value(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<usize>,
+    Query(q): Query<EveryValueQuery>,
+) -> Response {
+    use api::EveryValueError as E;
+    let most = state.max_download_values;
+    let run = match find_run(&state, id) {
+        Ok(r) => r,
+        Err(e) => return *e,
+    };
+    match tokio::task::spawn_blocking(move || {
+        api::every_value(&run, q.regex.as_deref(), (q.from, q.to), most)
+    })
+    .await
+    {
+        Ok(Ok(v)) => axum::Json(v).into_response(),
+        Ok(Err(E::BadRegex(e))) => error(StatusCode::BAD_REQUEST, e),
+        Ok(Err(E::NoMatch(e))) => error(StatusCode::NOT_FOUND, e),
+        Ok(Err(E::TooMany(e))) => error(StatusCode::PAYLOAD_TOO_LARGE, e),
+        Ok(Err(E::Unreadable(e))) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+#[derive(Deserialize)]
 struct TensorQuery {
     name: String,
     step: Option<u64>,
     steps: Option<usize>,
     side: Option<usize>,
+    bins: Option<usize>,
 }
 
 /// Runs `f` over the run's trial on a blocking thread (tensor values are read from storage).
@@ -370,6 +416,18 @@ async fn tensor(
     }
     with_trial(&state, id, move |t| {
         tensor_views::tensor_over_steps(t, &q.name, steps)
+    })
+    .await
+}
+
+async fn tensor_histograms(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<usize>,
+    Query(q): Query<TensorQuery>,
+) -> Response {
+    let (steps, bins) = (q.steps.unwrap_or(50), q.bins.unwrap_or(30));
+    with_trial(&state, id, move |t| {
+        tensor_views::tensor_histograms(t, &q.name, steps, bins)
     })
     .await
 }

@@ -222,6 +222,39 @@ pub struct SmoothedLine {
     pub wall_times: Vec<Option<f64>>,
 }
 
+/// `GET /api/runs/{id}/scalars/values`: every value of the scalars the filter matches as the
+/// run's files hold them, at every step of every mode (not downsampled: the Scalars tab's CSV
+/// and JSON downloads).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EveryValue {
+    /// The scalars, in name order.
+    pub scalars: Vec<ScalarValues>,
+    /// Values in all.
+    pub values: usize,
+}
+
+/// Every value of one scalar.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ScalarValues {
+    /// The scalar.
+    pub name: String,
+    /// Its modes, in name order.
+    pub modes: Vec<ScalarModeValues>,
+}
+
+/// Every value of a scalar in one mode, in step order.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ScalarModeValues {
+    /// `TRAIN`, `EVAL`, …
+    pub mode: &'static str,
+    /// Every step with a value.
+    pub steps: Vec<u64>,
+    /// The value at each (NaN and ±Inf as strings).
+    pub values: Vec<crate::views::Num>,
+    /// Each value's wall time, its event record's, seconds since the epoch.
+    pub wall_times: Vec<Option<f64>>,
+}
+
 /// `GET /api/runs/{id}/system`: one page of timelines and the heatmap.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct SystemPage {
@@ -324,6 +357,36 @@ pub struct TensorStep {
     pub l2: Option<f64>,
     /// The [`BANDS`] percentiles.
     pub bands: Vec<Option<f64>>,
+}
+
+/// `GET /api/runs/{id}/tensor_histograms`: a tensor's values at each of (at most `steps`
+/// evenly chosen) steps counted into the same `bins` equal bins, spanning the lowest to the
+/// highest finite value of every step shown (TensorBoard's Histograms dashboard, one row a
+/// step).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TensorHistograms {
+    /// The tensor.
+    pub name: String,
+    /// Its shape at the last step shown (empty for a scalar).
+    pub shape: Vec<usize>,
+    /// Its steps in all.
+    pub total_steps: usize,
+    /// The bins' edges, one more than bins (`null` when no step shown has a finite value).
+    pub edges: Option<Vec<f64>>,
+    /// The steps shown, in step order.
+    pub steps: Vec<HistogramStep>,
+}
+
+/// A tensor's values at one step, counted into [`TensorHistograms::edges`]'s bins (the last
+/// bin holds its upper edge).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HistogramStep {
+    /// The step.
+    pub step: u64,
+    /// Finite values per bin.
+    pub counts: Vec<u64>,
+    /// Values that are NaN or ±Inf (in no bin).
+    pub non_finite: u64,
 }
 
 /// `GET /api/runs/{id}/tensor2d`: one step as a grid (no list of the tensor's steps: the

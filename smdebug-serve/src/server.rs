@@ -70,6 +70,9 @@ pub struct ServeOptions {
     /// CLI's `--max-tensor-bytes`): a view of a larger value is refused with an error naming
     /// the tensor and its size, never decoded.
     pub max_tensor_bytes: u64,
+    /// The most scalar values one answer of `/scalars/values` holds (default
+    /// [`MAX_EVERY_VALUE`](crate::api::MAX_EVERY_VALUE)): the page asks for more in several.
+    pub max_download_values: usize,
     /// Profiler subscriptions handed over by the process the server runs in, by run location:
     /// a `Session` subscribes its rules and its dashboard to one source, so that each profiler
     /// file of its run is read once.
@@ -129,6 +132,7 @@ impl ServeOptions {
             storage: StorageOptions::default(),
             limits: ConnectionLimits::default(),
             max_tensor_bytes: smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES,
+            max_download_values: crate::api::MAX_EVERY_VALUE,
             shared_profiler: SharedProfiler::default(),
         }
     }
@@ -215,6 +219,7 @@ impl Server {
             updates: rx,
             notify: Arc::clone(&tx),
             report_slots: tokio::sync::Semaphore::new(1),
+            max_download_values: options.max_download_values.max(1),
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

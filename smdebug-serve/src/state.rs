@@ -19,6 +19,8 @@ pub(crate) struct AppState {
     pub(crate) notify: Arc<watch::Sender<u64>>,
     /// Report builds allowed at once.
     pub(crate) report_slots: tokio::sync::Semaphore,
+    /// The most values one answer of `/scalars/values` holds.
+    pub(crate) max_download_values: usize,
 }
 
 pub(crate) type Shared = Arc<AppState>;

@@ -6,7 +6,9 @@ use smdebug_io::trial::Trial;
 use smdebug_profiler::stats::percentile;
 
 use crate::run::Run;
-use crate::series::{BANDS, TensorGrid, TensorStep, TensorSteps, finite};
+use crate::series::{
+    BANDS, HistogramStep, TensorGrid, TensorHistograms, TensorStep, TensorSteps, finite,
+};
 use crate::summary::SeriesSummary;
 
 /// Whether `name` is a scalar the follower summarizes, and how many values it has (every
@@ -108,14 +110,7 @@ pub fn tensor_over_steps(
 ) -> Result<TensorSteps, String> {
     let tensor = trial.tensor(name).map_err(|e| e.to_string())?;
     let steps = tensor.steps(None).map_err(|e| e.to_string())?;
-    let take = max_steps.clamp(1, 500);
-    let chosen: Vec<u64> = if steps.len() <= take {
-        steps.clone()
-    } else {
-        (0..take)
-            .map(|i| steps[i * (steps.len() - 1) / (take - 1).max(1)])
-            .collect()
-    };
+    let chosen = evenly(&steps, max_steps.clamp(1, 500));
     let mut rows = Vec::new();
     let mut shape = Vec::new();
     let mut first_error = None;
@@ -159,6 +154,96 @@ pub fn tensor_over_steps(
         total_steps: steps.len(),
         steps: rows,
         band_percentiles: BANDS,
+    })
+}
+
+/// At most `take` of `steps`, evenly spread, the first and last among them.
+fn evenly(steps: &[u64], take: usize) -> Vec<u64> {
+    if steps.len() <= take {
+        return steps.to_vec();
+    }
+    (0..take)
+        .map(|i| steps[i * (steps.len() - 1) / (take - 1).max(1)])
+        .collect()
+}
+
+/// A tensor's values at (at most `max_steps`, 200 at most, evenly chosen) steps, each step's
+/// counted into the same `bins` (2 to 100) equal bins between the lowest and the highest finite
+/// value of the steps shown. Each step is read twice (its range, then its counts), so no more
+/// than one step's values are held at a time.
+pub fn tensor_histograms(
+    trial: &Trial,
+    name: &str,
+    max_steps: usize,
+    bins: usize,
+) -> Result<TensorHistograms, String> {
+    let tensor = trial.tensor(name).map_err(|e| e.to_string())?;
+    let steps = tensor.steps(None).map_err(|e| e.to_string())?;
+    let chosen = evenly(&steps, max_steps.clamp(1, 200));
+    let bins = bins.clamp(2, 100);
+    let read = |step: u64| match tensor.value(step, None, None) {
+        Ok(v) => Ok(Some(v)),
+        Err(e @ smdebug_io::Error::TensorTooLarge { .. }) => Err(e.to_string()),
+        // A step that cannot be read is left out, as the distribution leaves it out.
+        Err(_) => Ok(None),
+    };
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    let mut readable = Vec::new();
+    for &step in &chosen {
+        let Some(value) = read(step)? else { continue };
+        for &x in value.iter().filter(|x| x.is_finite()) {
+            lo = lo.min(x);
+            hi = hi.max(x);
+        }
+        readable.push(step);
+    }
+    if readable.is_empty() && !chosen.is_empty() {
+        return Err(format!("no step of {name} could be read"));
+    }
+    let edges = (lo <= hi).then(|| {
+        // One value throughout: a bin around it.
+        let (lo, hi) = if lo < hi {
+            (lo, hi)
+        } else if lo == 0.0 {
+            (-0.5, 0.5)
+        } else {
+            (lo - lo.abs() * 0.05, hi + hi.abs() * 0.05)
+        };
+        let mut edges: Vec<f64> = (0..bins)
+            .map(|i| lo + (hi - lo) * i as f64 / bins as f64)
+            .collect();
+        edges.push(hi);
+        edges
+    });
+    let mut shape = Vec::new();
+    let mut rows = Vec::new();
+    for step in readable {
+        let Some(value) = read(step)? else { continue };
+        shape = value.shape().to_vec();
+        let mut counts = vec![0u64; bins];
+        let mut non_finite = 0;
+        for &x in value.iter() {
+            match &edges {
+                Some(edges) if x.is_finite() => {
+                    // The bin whose lower edge is the last one at or below `x`.
+                    let i = edges.partition_point(|e| *e <= x).saturating_sub(1);
+                    counts[i.min(bins - 1)] += 1;
+                }
+                _ => non_finite += 1,
+            }
+        }
+        rows.push(HistogramStep {
+            step,
+            counts,
+            non_finite,
+        });
+    }
+    Ok(TensorHistograms {
+        name: name.to_owned(),
+        shape,
+        total_steps: steps.len(),
+        edges,
+        steps: rows,
     })
 }
 

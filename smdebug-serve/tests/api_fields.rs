@@ -165,6 +165,14 @@ fn the_answers_for_a_real_run_conform_to_the_api_schema_and_are_gzipped() {
         ("runs/{id}/scalars", "runs/0/scalars?smoothing=0.6"),
         ("runs/{id}/tensor", "runs/0/tensor?name=attention"),
         ("runs/{id}/tensor2d", "runs/0/tensor2d?name=attention"),
+        (
+            "runs/{id}/tensor_histograms",
+            "runs/0/tensor_histograms?name=attention",
+        ),
+        (
+            "runs/{id}/scalars/values",
+            "runs/0/scalars/values?regex=^loss$",
+        ),
         ("runs/{id}/code", "runs/0/code"),
     ] {
         let answer = get_json(&format!("{url}/api/{path}"));
@@ -211,6 +219,8 @@ fn the_answers_for_a_real_run_conform_to_the_api_schema_and_are_gzipped() {
         "smoothed",
         "band_percentiles",
         "cells",
+        "edges",
+        "non_finite",
         "gpu_kernels",
         "top_self",
         "start_step",

@@ -207,6 +207,27 @@ fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
             .unwrap_or("")
             .contains("shape [8, 8]")
     });
+    // Its histograms over steps: a ridge per step the server counted (read while the job runs:
+    // the page's answer and a later one may differ by the steps written since).
+    cdp.wait(Duration::from_secs(20), "the attention histograms", |c| {
+        c.eval("document.getElementById('tensor-hist-info').textContent")
+            .as_str()
+            .unwrap_or("")
+            .starts_with("attention: ")
+    });
+    let drawn = cdp.eval(
+        "(() => { const c = document.getElementById('tensor-hist');            return [c.hidden, Number(c.dataset.steps), Number(c.dataset.bins)]; })()",
+    );
+    let served = support::get_json(&format!(
+        "{origin}/api/runs/0/tensor_histograms?name=attention&steps=40&bins=30"
+    ));
+    assert_eq!(drawn[0], false);
+    assert_eq!(drawn[2], 30);
+    let ridges = drawn[1].as_u64().unwrap();
+    assert!(
+        ridges >= 2 && ridges <= served["steps"].as_array().unwrap().len() as u64,
+        "{drawn} ridges, {served}"
+    );
 
     // The span named with markup is text: no element was made of it, the title is untouched.
     let escaped = cdp.eval(&format!(

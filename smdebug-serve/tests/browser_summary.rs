@@ -272,12 +272,7 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
     assert_eq!(
         scalars,
         json!([
-            [
-                "EVAL raw",
-                "EVAL (smoothed 0.6)",
-                "TRAIN raw",
-                "TRAIN (smoothed 0.6)"
-            ],
+            ["step", "EVAL raw", "EVAL", "TRAIN raw", "TRAIN"],
             "0.6",
             true,
             false
