@@ -114,6 +114,14 @@
     const cut = whole(60) ? 5 : step >= 1 ? 8 : step >= 0.1 ? 10 : 12;
     return vals.map((v) => timeLabel(v).slice(0, cut));
   }
+  // A live legend's value of a line: at the cursor, else (the cursor off the chart) the line's
+  // last value, so that a legend never reads "--".
+  const liveValue = (format) => (u, v, si, at) => {
+    if (at !== null && at !== undefined) return format(u, v);
+    const ys = u.data[si] || [];
+    for (let k = ys.length - 1; k >= 0; k--) if (ys[k] !== null && ys[k] !== undefined) return format(u, ys[k]);
+    return format(u, null);
+  };
   // Draws (or updates) a chart. `series`: [{label, color}], `data`: [xs, ys...]. Its title
   // follows the data (a chart kept for a new selection is renamed).
   function chart(container, key, title, data, series, opts) {
@@ -140,6 +148,8 @@
     const h = el("h4", { text: title });
     box.append(h);
     container.append(box);
+    // Panels made as the page goes (the Scalars tab's groups) are resized with the page too.
+    watch.observe(container);
     // `xFormat`/`yFormat`: how the tooltip (and the axes, with `xTicks`/`yFormat`) write a value:
     // durations with `dur`, wall-clock times as dates; `tipFormat`: the tooltip's own, when it
     // differs. The formats, the tooltip's extra line and the y range are read through `ref`,
@@ -178,10 +188,12 @@
       }, null, null],
       plugins: [tooltipPlugin(xFormat, tipFormat, opts.tipExtra ? (u, i) => ref.opts.tipExtra && ref.opts.tipExtra(u, i) : null),
                 nonFinitePlugin(opts.nonFinite)],
-      series: [{ label: opts.xLabel || (opts.time ? "time" : "step") }].concat(series.map((s, i) => Object.assign({
-        label: s.label, stroke: s.color || palette[i % palette.length], width: s.width || 1,
-        fill: s.fill, points: { show: !!s.points }, paths: s.paths, spanGaps: !!s.spanGaps,
-      }, s.dash && s.dash.length ? { dash: s.dash } : {}, s.value ? { value: s.value } : {}))),
+      series: [Object.assign({ label: opts.xLabel || (opts.time ? "time" : "step") },
+                             opts.liveLegend ? { value: (u, v) => (v === null ? "last" : xFormat(v)) } : {})]
+        .concat(series.map((s, i) => Object.assign({
+          label: s.label, stroke: s.color || palette[i % palette.length], width: s.width || 1,
+          fill: s.fill, points: { show: !!s.points }, paths: s.paths, spanGaps: !!s.spanGaps,
+        }, s.dash && s.dash.length ? { dash: s.dash } : {}, s.value ? { value: liveValue(s.value) } : {}))),
       bands: opts.bands,
       // Ticks far enough apart for their labels: a time to the second or tenth is ~60–75 px.
       axes: [Object.assign({ font: AXIS_FONT, space: opts.time ? 100 : 60 }, opts.xSplits ? { splits: (u) => ref.opts.xSplits(u) } : {},
@@ -1143,7 +1155,8 @@
     requestAnimationFrame(() => {
       for (const c of charts.values()) {
         if (!resized.has(c.container) || !c.container.clientWidth) continue; // a hidden tab's
-        const width = chartWidth(c.container);
+        // A wide card (the Scalars tab's) spans its panel; the others share it in columns.
+        const width = c.box.classList.contains("wide") ? Math.max(300, c.container.clientWidth - 12) : chartWidth(c.container);
         if (Math.abs(c.plot.width - width) >= 1) c.plot.setSize({ width, height: c.opts.height || 200 });
       }
       resized.clear();
