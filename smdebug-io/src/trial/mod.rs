@@ -84,6 +84,7 @@
 //! - String tensors read in any shape, in smdebug's form (dtype unset) and TensorFlow's
 //!   (`DT_STRING`); Python reads smdebug's 1-D form only.
 
+mod ahead;
 mod columns;
 mod follow;
 mod handle;
@@ -186,6 +187,14 @@ pub struct TrialOptions {
     /// until then a step not read yet is `NotYetAvailable`, and listings ([`Trial::steps`],
     /// ...) hold the steps read and not released. Default: `None` (the whole index is read).
     pub index_read_ahead: Option<u64>,
+    /// Read event files ahead of a caller that reads one value at a time ([`Trial::raw_value`],
+    /// [`TrialTensor::value`], ...): once a value is read, the files of the tensor's next
+    /// steps (up to 256 files or 16 MiB, within
+    /// [`file_cache_bytes`](TrialOptions::file_cache_bytes)) are read on a few threads and kept
+    /// until the caller reads them, so that the caller finds them in memory. What a read gives
+    /// is the same either way: a file that could not be read ahead is read by the caller, who
+    /// gets what is wrong with it. Default: true.
+    pub read_files_ahead: bool,
 }
 
 impl Default for TrialOptions {
@@ -201,6 +210,7 @@ impl Default for TrialOptions {
             file_cache_bytes: 256 << 20,
             max_tensor_bytes: DEFAULT_MAX_TENSOR_BYTES,
             index_read_ahead: None,
+            read_files_ahead: true,
         }
     }
 }
@@ -225,7 +235,9 @@ pub struct Trial {
     storage: Arc<dyn Storage>,
     options: TrialOptions,
     state: Mutex<State>,
-    files: source::Files,
+    files: Arc<source::Files>,
+    /// Event files read ahead of single reads ([`TrialOptions::read_files_ahead`]).
+    ahead: ahead::ReadAhead,
     /// Whether queries look for new files ([`TrialOptions::auto_refresh`] at opening).
     auto_refresh: AtomicBool,
 }
@@ -264,7 +276,8 @@ impl Trial {
         let trial = Trial {
             location: location.to_string(),
             storage,
-            files: source::Files::new(map_root, options.file_cache_bytes),
+            files: Arc::new(source::Files::new(map_root, options.file_cache_bytes)),
+            ahead: ahead::ReadAhead::default(),
             state: Mutex::new(State::new(
                 dir,
                 options.range_steps,

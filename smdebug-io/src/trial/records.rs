@@ -287,6 +287,10 @@ fn record_bytes(
 ) -> Result<Bytes> {
     let end = record_end(loc, name, budget)?;
     if let Some(file) = loc.file.kept() {
+        if loc.file.take_ahead() {
+            // Read ahead of this caller: kept now as if the caller had fetched it.
+            files.fetched(&loc.file);
+        }
         return slice_record(&file, loc, end);
     }
     if let Some(map) = files.map(&loc.file) {
