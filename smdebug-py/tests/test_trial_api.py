@@ -276,3 +276,69 @@ def test_a_name_repeated_in_many_index_files_is_one_warning(caplog):
         assert line.endswith("(1 more index file lists `%s` twice; its later entry is read too)" % name), line
     logged = [r.getMessage() for r in caplog.records if r.name == "smdebug_rs"]
     assert len(logged) == 3 and all("000000000004_worker_0.json" in m for m in logged), logged
+
+
+# ---- reading event files ahead of a value(step) loop ----
+
+
+def _every_value(trial, order):
+    """Each value of ``order`` (name, step) as (dtype, shape, bytes), or its exception's type
+    and text."""
+    out = []
+    for name, step in order:
+        try:
+            v = trial.tensor(name).value(step)
+            out.append((str(v.dtype), v.shape, v.tobytes()))
+        except Exception as e:  # noqa: BLE001 - the exception is what is compared
+            out.append((type(e).__name__, str(e)))
+    return out
+
+
+def test_reading_ahead_gives_the_values_and_errors_reading_without_it_gives(demo_run, tmp_path):
+    """``read_ahead`` (on by default) reads the next event files on other threads while a loop
+    asks for values step after step; it changes nothing a read gives, in the orders notebooks
+    use, also for event files deleted or cut short after the trial was opened (the same
+    exception, naming the file)."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(demo_run, run)
+    ahead = create_trial(str(run))
+    plain = create_trial(str(run), read_ahead=False)
+    names = ahead.tensor_names()
+    steps = ahead.steps()
+    assert len(steps) > 300, "a run longer than one window of files read ahead (256)"
+    # After both opened: one step's event file deleted, another's cut to half.
+    gone, cut = steps[100], steps[200]
+    events = sorted((run / "events").rglob("*.tfevents"))
+    by_step = {int(p.parent.name): p for p in events}
+    by_step[gone].unlink()
+    with open(by_step[cut], "r+b") as f:
+        f.truncate(by_step[cut].stat().st_size // 2)
+    by_tensor = [(n, s) for n in names for s in ahead.tensor(n).steps()]
+    by_step_order = [(n, s) for s in steps for n in names]
+    for order in (by_tensor, by_tensor, by_step_order, by_tensor[::-1], by_tensor[::7]):
+        want, got = _every_value(plain, order), _every_value(ahead, order)
+        assert got == want
+    failed = [(order, r) for order, r in zip(by_tensor, _every_value(ahead, by_tensor)) if len(r) == 2]
+    assert {s for (_, s), _ in failed} == {gone, cut}, failed[:3]
+    assert all(by_step[s].name in text for (_, s), (_, text) in failed), failed[:3]
+
+
+def test_value_takes_modes_as_before(multi):
+    """Tensor.value is the native class's: modes as ModeKeys members (ours or smdebug's), names
+    in any case, None; anything else is the TypeError it was."""
+    loss = multi.tensor("loss")
+    step = loss.steps(mode=modes.TRAIN)[0]
+    want = loss.value(step, mode=modes.TRAIN).tobytes()
+    for mode in (modes.TRAIN, "train", "TRAIN"):
+        assert loss.value(step, mode=mode).tobytes() == want
+        assert loss.value(step, mode).tobytes() == want
+    g = multi.global_step(modes.TRAIN, step)
+    assert loss.value(g, mode=None).tobytes() == loss.value(g, modes.GLOBAL).tobytes() == want
+    with pytest.raises(TypeError):
+        loss.value(step, mode=3)
+    with pytest.raises(ValueError):
+        loss.value(step, mode="nonsense")
+    with pytest.raises(exceptions.TensorUnavailableForStep):
+        multi.tensor("fc1.weight").value(6, mode=None)

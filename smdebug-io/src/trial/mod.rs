@@ -163,8 +163,9 @@ pub struct TrialOptions {
     /// file fetched again (a second sweep, tensor by tensor) is kept. Once the budget is spent,
     /// other files are read record by record. Nothing is evicted on its own: a reader going step
     /// by step gives old steps' files back with
-    /// [`forget_files_before`](Trial::forget_files_before). Default: 256 MiB (a 10,000-step
-    /// PyTorch run of 7 small tensors a step is 236 MB).
+    /// [`forget_files_before`](Trial::forget_files_before). Files read ahead
+    /// ([`read_files_ahead`](TrialOptions::read_files_ahead)) take their room from this budget
+    /// too. Default: 256 MiB (a 10,000-step PyTorch run of 7 small tensors a step is 236 MB).
     pub file_cache_bytes: usize,
     /// The most bytes one read may allocate for a tensor: its decoded value *and* what the
     /// reader makes of it ([`Conversion`]: [`TrialTensor::value`] converts to `f64`, 8 bytes an
