@@ -28,7 +28,7 @@ use crate::storage::Storage;
 /// Files read ahead of the caller at most (a window's worth).
 const WINDOW_FILES: usize = 256;
 
-/// Bytes read ahead of the caller at most, within the heap budget
+/// Bytes read ahead of the caller at most, within half the heap budget
 /// ([`TrialOptions::file_cache_bytes`](super::TrialOptions::file_cache_bytes)).
 const WINDOW_BYTES: u64 = 16 << 20;
 
@@ -144,7 +144,7 @@ impl ReadAhead {
                         continue;
                     }
                     if !file.read_ahead(storage.as_ref(), &files) {
-                        // The heap budget is spent: the caller reads by range from here on.
+                        // Half the heap budget is spent: the caller reads the rest itself.
                         break;
                     }
                     if at.load(Ordering::Relaxed) == ENDED {

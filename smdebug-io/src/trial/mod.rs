@@ -190,7 +190,7 @@ pub struct TrialOptions {
     pub index_read_ahead: Option<u64>,
     /// Read event files ahead of a caller that reads one value at a time ([`Trial::raw_value`],
     /// [`TrialTensor::value`], ...): once a value is read, the files of the tensor's next
-    /// steps (up to 256 files or 16 MiB, within
+    /// steps (up to 256 files or 16 MiB, within half of
     /// [`file_cache_bytes`](TrialOptions::file_cache_bytes)) are read on a few threads and kept
     /// until the caller reads them, so that the caller finds them in memory. What a read gives
     /// is the same either way: a file that could not be read ahead is read by the caller, who

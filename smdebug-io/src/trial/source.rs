@@ -191,7 +191,7 @@ impl EventFile {
             self.keep(map, false, files);
             return true;
         }
-        if !files.reserve(self.len) {
+        if !files.reserve_ahead(self.len) {
             return false;
         }
         match storage.get_range(&self.path(), 0..self.len) {
@@ -338,12 +338,22 @@ impl Files {
 
     /// Takes `len` bytes of the heap budget; false (and nothing taken) when they do not fit.
     pub(super) fn reserve(&self, len: u64) -> bool {
+        self.reserve_within(len, self.budget)
+    }
+
+    /// [`reserve`](Files::reserve) for a file read ahead: within half the budget, so that
+    /// reading ahead never leaves the caller's own reads without room.
+    pub(super) fn reserve_ahead(&self, len: u64) -> bool {
+        self.reserve_within(len, self.budget / 2)
+    }
+
+    fn reserve_within(&self, len: u64, limit: usize) -> bool {
         let Ok(len) = usize::try_from(len) else {
             return false;
         };
         self.kept
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |kept| {
-                kept.checked_add(len).filter(|&k| k <= self.budget)
+                kept.checked_add(len).filter(|&k| k <= limit)
             })
             .is_ok()
     }
