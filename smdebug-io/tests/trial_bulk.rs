@@ -564,6 +564,8 @@ fn letting_go_of_past_steps_keeps_a_small_file_cache_serving_the_steps_to_come()
         let options = TrialOptions {
             // Room for three of the step files.
             file_cache_bytes: 3 * file_len + file_len / 2,
+            // The cache's own reads counted (reading ahead: tests/trial_read_ahead.rs).
+            read_files_ahead: false,
             ..TrialOptions::default()
         };
         let trial = Trial::from_storage(&run, storage.clone(), options).unwrap();
@@ -608,7 +610,12 @@ fn a_file_fetched_again_stays_kept_after_the_next_files_first_fetch() {
         inner: open_storage(&run).unwrap(),
         event_reads: Default::default(),
     });
-    let trial = Trial::from_storage(&run, storage.clone(), TrialOptions::default()).unwrap();
+    let options = TrialOptions {
+        // The cache's own reads counted (reading ahead: tests/trial_read_ahead.rs).
+        read_files_ahead: false,
+        ..TrialOptions::default()
+    };
+    let trial = Trial::from_storage(&run, storage.clone(), options).unwrap();
     let reads = || {
         storage
             .event_reads

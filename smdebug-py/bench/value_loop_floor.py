@@ -1,14 +1,15 @@
-"""How fast smdebug_rs's ``value(step)`` loop can get: the loop of bench_vs_smdebug.py, timed as
-it is, after one ``values()`` call has mapped every event file ahead of it, and with numpy's
-part alone.
+"""Where the time of smdebug_rs's ``value(step)`` loop goes: the loop of bench_vs_smdebug.py,
+timed as it is, with every event file in memory first, and with numpy's part alone.
 
-    python smdebug-py/bench/value_loop_floor.py RUN [--premapped | --numpy-only]
+    python smdebug-py/bench/value_loop_floor.py RUN [--kept | --numpy-only] [--no-read-ahead]
 
-The difference between the first two is what read-ahead of the mappings could save; what is
-left with every file mapped is the per-value cost (lookup, decode, a new writable numpy array,
-the call itself). ``--numpy-only`` runs the same loop making each value's array with
-``np.empty`` (its shape and dtype, kept like the values): no reading at all, the part of the
-loop no reader can avoid while it returns arrays of their own.
+``--kept`` reads every value twice first (untimed; a file read a second time stays kept), so the
+timed loop reads no file: what is left is the per-value cost (lookup, checks, decode, a new
+writable numpy array, the call itself). ``--numpy-only`` runs the same loop making each value's
+array with ``np.empty`` (its shape and dtype, kept like the values): no reading at all.
+``--no-read-ahead`` opens the trial with ``read_ahead=False``. Besides the wall and process CPU
+time, the calling thread's own CPU time is printed: with read-ahead, the files are read on other
+threads, whose CPU time counts in the process's but not in the caller's.
 """
 
 import argparse
@@ -23,20 +24,23 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("run")
     how = ap.add_mutually_exclusive_group()
-    how.add_argument("--premapped", action="store_true", help="map every file first (untimed)")
+    how.add_argument("--kept", action="store_true", help="every file in memory first (untimed)")
     how.add_argument("--numpy-only", action="store_true", help="np.empty instead of value(step)")
+    ap.add_argument("--no-read-ahead", action="store_true", help="create_trial(read_ahead=False)")
     args = ap.parse_args()
-    trial = create_trial(args.run)
+    trial = create_trial(args.run, read_ahead=not args.no_read_ahead)
     names = trial.tensor_names()
-    if args.premapped:
-        trial.tensor(names[0]).values()
+    if args.kept:
+        for _ in range(2):
+            for name in names:
+                trial.tensor(name).values()
     first = {}
     if args.numpy_only:
         for name in names:
             t = trial.tensor(name)
             v = t.value(t.steps()[0])
             first[name] = (v.shape, v.dtype)
-    wall, cpu = time.perf_counter(), time.process_time()
+    wall, cpu, own = time.perf_counter(), time.process_time(), time.thread_time()
     arrays = []
     for name in names:
         t = trial.tensor(name)
@@ -48,13 +52,19 @@ def main():
             for step in t.steps():
                 arrays.append(t.value(step))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    if args.premapped:
-        label = "every file mapped first"
+    own = time.thread_time() - own
+    if args.kept:
+        label = "every file in memory first"
     elif args.numpy_only:
         label = "np.empty only, no reading"
     else:
         label = "as bench_vs_smdebug.py"
-    print(f"value(step) loop, {len(arrays)} values, {label}: {wall:.3f} s (cpu {cpu:.3f} s)")
+    if args.no_read_ahead:
+        label += ", read_ahead=False"
+    print(
+        f"value(step) loop, {len(arrays)} values, {label}: {wall:.3f} s "
+        f"(cpu {cpu:.3f} s, the calling thread's {own:.3f} s)"
+    )
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<trial::NativeTrial>()?;
+    m.add_class::<trial::NativeTensor>()?;
     m.add_function(wrap_pyfunction!(rules::run_rules, m)?)?;
     m.add_function(wrap_pyfunction!(rules::builtin_rules, m)?)?;
     m.add_function(wrap_pyfunction!(rules::read_summary, m)?)?;

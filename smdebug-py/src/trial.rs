@@ -28,6 +28,86 @@ pub struct NativeTrial {
     trial: Trial,
 }
 
+impl NativeTrial {
+    /// The value of `name` at a step as a numpy array (see [`NativeTrial::value`]).
+    fn read_value<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        step: u64,
+        mode: Mode,
+        worker: Option<&str>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        // One lookup and one lock per value (`Trial::raw_value`), the GIL released meanwhile.
+        // The budget counts the numpy copy too (`Conversion::Array`), before decoding.
+        let read = py.detach(|| {
+            self.trial
+                .raw_value_as(name, step, Some(mode), worker, Conversion::Array)
+        });
+        match read {
+            Ok(value) => value_to_numpy(py, name, &value, self.trial.options().max_tensor_bytes),
+            Err(e) => Err(read_error(py, e, mode)),
+        }
+    }
+}
+
+/// The base of the Python `smdebug_rs.trials.Tensor`: its `value`, called once per step by
+/// notebooks, goes straight to the reader (no Python frame, the mode converted here).
+#[pyclass(subclass, frozen, module = "smdebug_rs._native")]
+pub struct NativeTensor {
+    trial: Py<NativeTrial>,
+    name: String,
+}
+
+#[pymethods]
+impl NativeTensor {
+    /// `Tensor(name, trial)`: `trial` is a `smdebug_rs.trials.Trial` (its `_native`).
+    #[new]
+    fn new(name: String, trial: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let trial = trial
+            .getattr("_native")?
+            .cast_into::<NativeTrial>()?
+            .unbind();
+        Ok(NativeTensor { trial, name })
+    }
+
+    /// The value at a step, a numpy array of the stored dtype and shape. `mode`: a `ModeKeys`
+    /// member (this package's or smdebug's), its name, or None for GLOBAL (global steps).
+    #[pyo3(signature = (step_num, mode=None, worker=None))]
+    fn value<'py>(
+        &self,
+        py: Python<'py>,
+        step_num: u64,
+        mode: Option<&Bound<'py, PyAny>>,
+        worker: Option<&str>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let mode = match mode {
+            None => Mode::Global,
+            Some(m) => mode_of(m)?,
+        };
+        self.trial
+            .get()
+            .read_value(py, &self.name, step_num, mode, worker)
+    }
+}
+
+/// A mode given as Python's `mode_name` takes it: an enum member (its `name`) or a name, in
+/// any case.
+fn mode_of(m: &Bound<'_, PyAny>) -> PyResult<Mode> {
+    let name = if m.is_instance_of::<pyo3::types::PyString>() {
+        m.clone()
+    } else {
+        m.getattr("name").unwrap_or_else(|_| m.clone())
+    };
+    let Ok(name) = name.extract::<String>() else {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "mode must be a ModeKeys member or its name, not {}",
+            m.repr()?
+        )));
+    };
+    mode(Some(&name.to_uppercase()))
+}
+
 #[pymethods]
 impl NativeTrial {
     /// Opens a run directory or object-store URL (`s3://…`, `gs://…`, `az://…`).
@@ -41,8 +121,10 @@ impl NativeTrial {
     /// array (`TrialOptions::max_tensor_bytes`, 1 GiB by default); over it a read raises
     /// `TensorTooLarge`, a `MemoryError`. `map_files`: memory-map the event files (off by
     /// default: a file cut short in place while mapped would kill the interpreter with SIGBUS).
+    /// `read_ahead`: read the next event files on other threads while values are read one by
+    /// one (`TrialOptions::read_files_ahead`, on by default).
     #[new]
-    #[pyo3(signature = (location, range_start=None, range_end=None, window=1000, wait_for_collections=false, max_tensor_bytes=None, map_files=false))]
+    #[pyo3(signature = (location, range_start=None, range_end=None, window=1000, wait_for_collections=false, max_tensor_bytes=None, map_files=false, read_ahead=true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -53,11 +135,13 @@ impl NativeTrial {
         wait_for_collections: bool,
         max_tensor_bytes: Option<u64>,
         map_files: bool,
+        read_ahead: bool,
     ) -> PyResult<Self> {
         let defaults = TrialOptions::default();
         let options = TrialOptions {
             max_tensor_bytes: max_tensor_bytes.unwrap_or(defaults.max_tensor_bytes),
             map_files,
+            read_files_ahead: read_ahead,
             range_steps: StepRange {
                 start: range_start,
                 end: range_end,
@@ -357,17 +441,7 @@ impl NativeTrial {
         mode: Option<&str>,
         worker: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let mode = self::mode(mode)?;
-        // One lookup and one lock per value (`Trial::raw_value`), the GIL released meanwhile.
-        // The budget counts the numpy copy too (`Conversion::Array`), before decoding.
-        let read = py.detach(|| {
-            self.trial
-                .raw_value_as(name, step, Some(mode), worker, Conversion::Array)
-        });
-        match read {
-            Ok(value) => value_to_numpy(py, name, &value, self.trial.options().max_tensor_bytes),
-            Err(e) => Err(read_error(py, e, mode)),
-        }
+        self.read_value(py, name, step, self::mode(mode)?, worker)
     }
 
     /// Every value of `name` at its complete steps in a mode, `{step: array}` in step order

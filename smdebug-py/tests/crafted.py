@@ -90,3 +90,29 @@ def one_record_run(root: Path, name: str, tensor: bytes) -> Path:
         )
     )
     return run
+
+
+def long_run(root: Path, steps: int, names: Sequence[str]) -> Path:
+    """``root/run``: ``steps`` TRAIN steps of worker_0, each an event file holding one float32
+    record per name (4 values, from the step and the name's place), the index files smdebug
+    writes for them and the end marker."""
+    run = root / "run"
+    for step in range(steps):
+        event_file = f"events/{step:012}/{step:012}_worker_0.tfevents"
+        data, entries = b"", []
+        for i, name in enumerate(names):
+            values = struct.pack("<4f", *(step + i + k / 4 for k in range(4)))
+            tensor = tensor_proto(DT_FLOAT, [4], content=values)
+            value = _field(1, name.encode()) + _field(8, tensor)
+            event = struct.pack("<Bd", 0x09, 1.0 + step) + _varint_field(2, step) + _field(5, _field(1, value))
+            rec = record(event)
+            entries.append({"tensorname": name, "start_idx": len(data), "length": len(rec)})
+            data += rec
+        (run / event_file).parent.mkdir(parents=True)
+        (run / event_file).write_bytes(data)
+        index = run / f"index/{step // 1000:09}/{step:012}_worker_0.json"
+        index.parent.mkdir(parents=True, exist_ok=True)
+        meta = {"mode": "TRAIN", "mode_step": step, "event_file_name": event_file}
+        index.write_text(json.dumps({"meta": meta, "tensor_payload": entries, "shape_payload": []}))
+    (run / "training_job_end.ts").write_text("")
+    return run

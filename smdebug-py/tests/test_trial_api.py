@@ -276,3 +276,73 @@ def test_a_name_repeated_in_many_index_files_is_one_warning(caplog):
         assert line.endswith("(1 more index file lists `%s` twice; its later entry is read too)" % name), line
     logged = [r.getMessage() for r in caplog.records if r.name == "smdebug_rs"]
     assert len(logged) == 3 and all("000000000004_worker_0.json" in m for m in logged), logged
+
+
+# ---- reading event files ahead of a value(step) loop ----
+
+
+def _every_value(trial, order):
+    """Each value of ``order`` (name, step) as (dtype, shape, bytes), or its exception's type
+    and text."""
+    out = []
+    for name, step in order:
+        try:
+            v = trial.tensor(name).value(step)
+            out.append((str(v.dtype), v.shape, v.tobytes()))
+        except Exception as e:  # noqa: BLE001 - the exception is what is compared
+            out.append((type(e).__name__, str(e)))
+    return out
+
+
+def test_reading_ahead_gives_the_values_and_errors_reading_without_it_gives(tmp_path):
+    """``read_ahead`` (on by default) reads the next event files on other threads while a loop
+    asks for values step after step; it changes nothing a read gives, in the orders notebooks
+    use, also for event files deleted or cut short after the trial was opened (the same
+    exception, naming the file)."""
+    import crafted
+
+    names = ["a", "b", "gradient/c"]
+    # Longer than a window of files read ahead (256), so the window moves on.
+    run = crafted.long_run(tmp_path, 600, names)
+    ahead = create_trial(str(run), wait_for_collections=False)
+    plain = create_trial(str(run), wait_for_collections=False, read_ahead=False)
+    steps = ahead.steps()
+    assert steps == list(range(600))
+    # After both opened: one step's event file deleted, another's cut to half.
+    gone, cut = 100, 200
+    event = lambda s: run / f"events/{s:012}/{s:012}_worker_0.tfevents"  # noqa: E731
+    event(gone).unlink()
+    with open(event(cut), "r+b") as f:
+        f.truncate(event(cut).stat().st_size // 2)
+    by_tensor = [(n, s) for n in names for s in steps]
+    by_step = [(n, s) for s in steps for n in names]
+    for order in (by_tensor, by_tensor, by_step, by_tensor[::-1], by_tensor[::7]):
+        assert _every_value(ahead, order) == _every_value(plain, order)
+    got = _every_value(ahead, by_tensor)
+    failed = [(ask, r) for ask, r in zip(by_tensor, got) if len(r) == 2]
+    # Every tensor of the deleted step; of the cut step, those past the cut.
+    assert {s for (_, s), _ in failed} == {gone, cut}, failed
+    assert all(event(s).name in text for (_, s), (_, text) in failed), failed
+    ok = [r for r in got if len(r) == 3]
+    assert len(ok) + len(failed) == len(by_tensor) and len(ok) >= len(by_tensor) - 2 * len(names)
+    a_50 = np.frombuffer(dict(zip(by_tensor, got))[("a", 50)][2], dtype=np.float32)
+    assert a_50.tolist() == [50.0, 50.25, 50.5, 50.75]
+
+
+def test_value_takes_modes_as_before(multi):
+    """Tensor.value is the native class's: modes as ModeKeys members (ours or smdebug's), names
+    in any case, None; anything else is the TypeError it was."""
+    loss = multi.tensor("loss")
+    step = loss.steps(mode=modes.TRAIN)[0]
+    want = loss.value(step, mode=modes.TRAIN).tobytes()
+    for mode in (modes.TRAIN, "train", "TRAIN"):
+        assert loss.value(step, mode=mode).tobytes() == want
+        assert loss.value(step, mode).tobytes() == want
+    g = multi.global_step(modes.TRAIN, step)
+    assert loss.value(g, mode=None).tobytes() == loss.value(g, modes.GLOBAL).tobytes() == want
+    with pytest.raises(TypeError):
+        loss.value(step, mode=3)
+    with pytest.raises(ValueError):
+        loss.value(step, mode="nonsense")
+    with pytest.raises(exceptions.TensorUnavailableForStep):
+        multi.tensor("fc1.weight").value(6, mode=None)

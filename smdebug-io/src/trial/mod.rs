@@ -84,6 +84,7 @@
 //! - String tensors read in any shape, in smdebug's form (dtype unset) and TensorFlow's
 //!   (`DT_STRING`); Python reads smdebug's 1-D form only.
 
+mod ahead;
 mod columns;
 mod follow;
 mod handle;
@@ -162,8 +163,9 @@ pub struct TrialOptions {
     /// file fetched again (a second sweep, tensor by tensor) is kept. Once the budget is spent,
     /// other files are read record by record. Nothing is evicted on its own: a reader going step
     /// by step gives old steps' files back with
-    /// [`forget_files_before`](Trial::forget_files_before). Default: 256 MiB (a 10,000-step
-    /// PyTorch run of 7 small tensors a step is 236 MB).
+    /// [`forget_files_before`](Trial::forget_files_before). Files read ahead
+    /// ([`read_files_ahead`](TrialOptions::read_files_ahead)) take their room from this budget
+    /// too. Default: 256 MiB (a 10,000-step PyTorch run of 7 small tensors a step is 236 MB).
     pub file_cache_bytes: usize,
     /// The most bytes one read may allocate for a tensor: its decoded value *and* what the
     /// reader makes of it ([`Conversion`]: [`TrialTensor::value`] converts to `f64`, 8 bytes an
@@ -186,6 +188,14 @@ pub struct TrialOptions {
     /// until then a step not read yet is `NotYetAvailable`, and listings ([`Trial::steps`],
     /// ...) hold the steps read and not released. Default: `None` (the whole index is read).
     pub index_read_ahead: Option<u64>,
+    /// Read event files ahead of a caller that reads one value at a time ([`Trial::raw_value`],
+    /// [`TrialTensor::value`], ...): once a value is read, the files of the tensor's next
+    /// steps (up to 256 files or 16 MiB, within half of
+    /// [`file_cache_bytes`](TrialOptions::file_cache_bytes)) are read on a few threads and kept
+    /// until the caller reads them, so that the caller finds them in memory. What a read gives
+    /// is the same either way: a file that could not be read ahead is read by the caller, who
+    /// gets what is wrong with it. Default: true.
+    pub read_files_ahead: bool,
 }
 
 impl Default for TrialOptions {
@@ -201,6 +211,7 @@ impl Default for TrialOptions {
             file_cache_bytes: 256 << 20,
             max_tensor_bytes: DEFAULT_MAX_TENSOR_BYTES,
             index_read_ahead: None,
+            read_files_ahead: true,
         }
     }
 }
@@ -225,7 +236,9 @@ pub struct Trial {
     storage: Arc<dyn Storage>,
     options: TrialOptions,
     state: Mutex<State>,
-    files: source::Files,
+    files: Arc<source::Files>,
+    /// Event files read ahead of single reads ([`TrialOptions::read_files_ahead`]).
+    ahead: ahead::ReadAhead,
     /// Whether queries look for new files ([`TrialOptions::auto_refresh`] at opening).
     auto_refresh: AtomicBool,
 }
@@ -264,7 +277,8 @@ impl Trial {
         let trial = Trial {
             location: location.to_string(),
             storage,
-            files: source::Files::new(map_root, options.file_cache_bytes),
+            files: Arc::new(source::Files::new(map_root, options.file_cache_bytes)),
+            ahead: ahead::ReadAhead::default(),
             state: Mutex::new(State::new(
                 dir,
                 options.range_steps,

@@ -147,15 +147,18 @@ impl Trial {
         worker: Option<&str>,
     ) -> Result<Location> {
         let mut st = self.throttled()?;
-        if let Some(loc) = st.find(name, step, mode, worker, &self.location)? {
-            return Ok(loc);
+        let mut found = st.find(name, step, mode, worker, &self.location)?;
+        if found.is_none() && self.refresh_if_live(&mut st)? {
+            found = st.find(name, step, mode, worker, &self.location)?;
         }
-        if self.refresh_if_live(&mut st)?
-            && let Some(loc) = st.find(name, step, mode, worker, &self.location)?
-        {
-            return Ok(loc);
+        let Some(loc) = found else {
+            return Err(st.miss(name, step, mode, &self.location));
+        };
+        if self.options.read_files_ahead {
+            self.ahead
+                .follow(&st, name, &loc, &self.files, &self.storage);
         }
-        Err(st.miss(name, step, mode, &self.location))
+        Ok(loc)
     }
 
     /// Tensor `name`'s record at `loc`: only a record tagged `name` gives a value.

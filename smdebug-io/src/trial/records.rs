@@ -223,14 +223,22 @@ fn decode_with<T>(
     budget: Budget,
     finish: impl FnOnce(&Bytes, crate::format::TensorEventRef<'_>) -> T,
 ) -> Result<T> {
-    let event = crate::format::read_tagged_tensor_record_ref(
-        bytes,
-        &loc.file.path(),
-        loc.start,
-        name,
-        PayloadCrcPolicy::AcceptBoth,
-        budget,
-    )?;
+    let decode = |path: &str| {
+        crate::format::read_tagged_tensor_record_ref(
+            bytes,
+            path,
+            loc.start,
+            name,
+            PayloadCrcPolicy::AcceptBoth,
+            budget,
+        )
+    };
+    // The file's path is made only for an error (decoding again gives the same one, naming
+    // it): a value-by-value reader decodes a record per value.
+    let event = match decode("") {
+        Ok(event) => event,
+        Err(_) => decode(&loc.file.path())?,
+    };
     check_step(loc, name, event.step)?;
     Ok(finish(bytes, event))
 }
@@ -287,6 +295,10 @@ fn record_bytes(
 ) -> Result<Bytes> {
     let end = record_end(loc, name, budget)?;
     if let Some(file) = loc.file.kept() {
+        if loc.file.take_ahead() {
+            // Read ahead of this caller: kept now as if the caller had fetched it.
+            files.fetched(&loc.file);
+        }
         return slice_record(&file, loc, end);
     }
     if let Some(map) = files.map(&loc.file) {

@@ -114,6 +114,9 @@ pub(crate) struct EventFile {
     /// The whole file was fetched before (and let go as provisional, see [`Files`]): the next
     /// fetch keeps it.
     read_before: std::sync::atomic::AtomicBool,
+    /// The file was read ahead of the caller ([`ahead`](super::ahead)) and the caller has not
+    /// read it yet: kept for it, outside the provisional slot.
+    ahead: std::sync::atomic::AtomicBool,
 }
 
 impl EventFile {
@@ -127,7 +130,13 @@ impl EventFile {
             len,
             data: Mutex::new(None),
             read_before: std::sync::atomic::AtomicBool::new(false),
+            ahead: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// The global step the file belongs to.
+    pub(crate) fn step(&self) -> u64 {
+        self.step
     }
 
     /// The file, relative to the run.
@@ -167,6 +176,51 @@ impl EventFile {
     /// Whether the whole file was fetched before; marks it fetched.
     pub(super) fn fetched_before(&self) -> bool {
         self.read_before.swap(true, Ordering::Relaxed)
+    }
+
+    /// Reads the whole file ahead of the caller and keeps it, flagged as read ahead (mapped
+    /// instead when mapping is on: then it is kept as the caller would keep it). Nothing is
+    /// kept when the file is kept already, cannot be read (the caller reads it and reports
+    /// what is wrong) or is larger than [`WHOLE_FILE_MAX`]. False when the heap budget has no
+    /// room for it: reading ahead stops there.
+    pub(super) fn read_ahead(&self, storage: &dyn Storage, files: &Files) -> bool {
+        if self.len > WHOLE_FILE_MAX || self.kept().is_some() {
+            return true;
+        }
+        if let Some(map) = files.map(self) {
+            self.keep(map, false, files);
+            return true;
+        }
+        if !files.reserve_ahead(self.len) {
+            return false;
+        }
+        match storage.get_range(&self.path(), 0..self.len) {
+            Ok(whole) => {
+                let mut data = self.data();
+                if data.is_some() {
+                    // The caller read it meanwhile.
+                    files.release(self.len);
+                } else {
+                    *data = Some((whole, true));
+                    self.ahead.store(true, Ordering::Relaxed);
+                }
+            }
+            Err(_) => files.release(self.len),
+        }
+        true
+    }
+
+    /// Whether the file was kept by reading ahead and is read by the caller for the first
+    /// time now (clears the flag).
+    pub(super) fn take_ahead(&self) -> bool {
+        self.ahead.load(Ordering::Relaxed) && self.ahead.swap(false, Ordering::Relaxed)
+    }
+
+    /// Lets go of the file when it was read ahead and the caller never read it.
+    pub(super) fn let_go_ahead(&self, files: &Files) {
+        if self.take_ahead() {
+            self.forget(files);
+        }
     }
 
     /// Lets go of the kept file, if any: a fetched file's length goes back to the budget, a
@@ -284,12 +338,22 @@ impl Files {
 
     /// Takes `len` bytes of the heap budget; false (and nothing taken) when they do not fit.
     pub(super) fn reserve(&self, len: u64) -> bool {
+        self.reserve_within(len, self.budget)
+    }
+
+    /// [`reserve`](Files::reserve) for a file read ahead: within half the budget, so that
+    /// reading ahead never leaves the caller's own reads without room.
+    pub(super) fn reserve_ahead(&self, len: u64) -> bool {
+        self.reserve_within(len, self.budget / 2)
+    }
+
+    fn reserve_within(&self, len: u64, limit: usize) -> bool {
         let Ok(len) = usize::try_from(len) else {
             return false;
         };
         self.kept
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |kept| {
-                kept.checked_add(len).filter(|&k| k <= self.budget)
+                kept.checked_add(len).filter(|&k| k <= limit)
             })
             .is_ok()
     }

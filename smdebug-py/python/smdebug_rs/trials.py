@@ -45,6 +45,7 @@ def create_trial(
     wait_for_collections: bool = True,
     max_tensor_bytes: Optional[int] = None,
     map_files: bool = False,
+    read_ahead: bool = True,
     **kwargs,
 ) -> "Trial":
     """Opens the run at ``path``: a directory or an object-store URL (``s3://bucket/run``,
@@ -64,7 +65,14 @@ def create_trial(
     (default 1 GiB). A value over it raises ``TensorTooLarge``, a ``MemoryError`` naming the
     event file, the tensor and the size. ``map_files=True`` (an extension) memory-maps the
     event files instead of reading them: a little faster on large runs, but a file cut short in
-    place while mapped (``cp`` over a run) kills the interpreter with SIGBUS."""
+    place while mapped (``cp`` over a run) kills the interpreter with SIGBUS.
+
+    ``read_ahead`` (an extension, on by default): once a tensor's values are read step after
+    step (``for s in steps: tensor.value(s)``), the event files of its next steps are read on
+    other threads, up to 256 files or 16 MiB ahead, and kept until the loop gets to them. What
+    a read gives is the same either way (a file that could not be read ahead is read when its
+    value is asked for, with the error it has then); ``read_ahead=False`` reads each file
+    only when a value in it is asked for."""
     return Trial(
         path,
         name=name,
@@ -72,6 +80,7 @@ def create_trial(
         wait_for_collections=wait_for_collections,
         max_tensor_bytes=max_tensor_bytes,
         map_files=map_files,
+        read_ahead=read_ahead,
     )
 
 
@@ -143,6 +152,7 @@ class Trial:
         wait_for_collections: bool = False,
         max_tensor_bytes: Optional[int] = None,
         map_files: bool = False,
+        read_ahead: bool = True,
     ):
         path = path.strip()
         self.path = path
@@ -155,7 +165,7 @@ class Trial:
         ):
             raise SMDebugValueError(f"max_tensor_bytes must be a non-negative int, not {max_tensor_bytes!r}")
         self._native = _native.NativeTrial(
-            path, begin, end, window, wait_for_collections, max_tensor_bytes, bool(map_files)
+            path, begin, end, window, wait_for_collections, max_tensor_bytes, bool(map_files), bool(read_ahead)
         )
         self._tensors: Dict[str, Tensor] = {}
         self._warned: set = set()
@@ -357,25 +367,23 @@ class Trial:
         return self._tensors[tname]
 
 
-class Tensor:
-    """One tensor of a trial (``trial.tensor(name)``)."""
+class Tensor(_native.NativeTensor):
+    """One tensor of a trial (``trial.tensor(name)``).
+
+    ``value(step_num, mode=ModeKeys.GLOBAL, worker=None)``, the value at a step as a numpy
+    array of the stored dtype and shape, is the native base class's: a notebook calls it once
+    per step, and it goes to the reader without a Python frame."""
 
     def __init__(self, name: str, trial: Trial):
         self.name = name
         self.trial = trial
         self._native = trial._native
-        # The bound method, looked up once: a notebook calls value() once per step.
-        self._read = trial._native.value
 
     def __repr__(self):
         return f"<smdebug_rs.trials.Tensor {self.name}>"
 
     def steps(self, mode: ModeLike = ModeKeys.GLOBAL, show_incomplete_steps: bool = False) -> List[int]:
         return self._native.tensor_steps(self.name, mode_name(mode), show_incomplete_steps)
-
-    def value(self, step_num: int, mode: ModeLike = ModeKeys.GLOBAL, worker: Optional[str] = None) -> np.ndarray:
-        """The value at a step, a numpy array of the stored dtype and shape."""
-        return self._read(self.name, step_num, None if mode is ModeKeys.GLOBAL else mode_name(mode), worker)
 
     def values(self, mode: ModeLike = ModeKeys.GLOBAL, worker: Optional[str] = None) -> Dict[int, np.ndarray]:
         """Every value in ``mode``, ``{step: array}``."""

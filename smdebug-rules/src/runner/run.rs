@@ -42,6 +42,9 @@ fn runner_trial_options(options: &OpenOptions) -> TrialOptions {
         // The runner looks for new files itself, once per poll (`refresh`): the rules' own
         // queries at every step (tensor names, collections) need not list the run again.
         auto_refresh: false,
+        // No event files read ahead on other threads (`TrialOptions::read_files_ahead`): the
+        // runner often lives in the training job, whose cores and memory are the job's.
+        read_files_ahead: false,
         ..defaults
     }
 }
