@@ -25,12 +25,6 @@ pub enum Error {
     /// smdebug-core refused to build the hook or a tensor view.
     #[error("smdebug: {0}")]
     Core(#[from] smdebug_core::Error),
-    /// Two layers of a registered model share a name: their tensors would be one.
-    #[error("two layers of the model are named `{name}`: each layer needs a name of its own")]
-    DuplicateLayer {
-        /// The name given twice.
-        name: String,
-    },
     /// The variable map's lock was poisoned by a panic elsewhere.
     #[error("the VarMap lock is poisoned")]
     PoisonedVarMap,

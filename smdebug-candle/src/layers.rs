@@ -12,11 +12,11 @@
 //! ([`CandleHook::wrap`](crate::CandleHook::wrap)) or probes them ([`Probe`](crate::Probe)).
 
 use candle_core::{Module, Tensor};
-use smdebug_core::adapter::{AdapterHook, ModuleProbe};
+use smdebug_core::adapter::{AdapterHook, ModuleProbe, check_layer_names};
 use smdebug_core::phase::Phase;
 use smdebug_core::timeline::Timeline;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::framework::Candle;
 
 /// Builds a [`Layers`] model: [`layer`](Self::layer) for each part in order, then
@@ -52,16 +52,7 @@ impl<'h> LayersBuilder<'h> {
 
     /// The model. Fails when two layers share a name (their tensors would be one).
     pub fn build(self) -> Result<Layers> {
-        let names: Vec<&str> = self.layers.iter().map(|l| l.probe.module()).collect();
-        if let Some(dup) = names
-            .iter()
-            .enumerate()
-            .find_map(|(i, n)| names[..i].contains(n).then_some(*n))
-        {
-            return Err(Error::DuplicateLayer {
-                name: dup.to_string(),
-            });
-        }
+        check_layer_names(self.layers.iter().map(|l| l.probe.module()))?;
         Ok(Layers {
             timeline: self.hook.timeline().clone(),
             layers: self.layers,

@@ -11,6 +11,7 @@ use tch::nn::VarStore;
 
 use crate::error::{Error, Result};
 use crate::framework::Tch;
+use crate::layers::LayersBuilder;
 use crate::output::{Recorded, RecordedT, TimedModel, TimedModelT};
 
 /// The capture hook of a tch training loop.
@@ -20,7 +21,8 @@ use crate::output::{Recorded, RecordedT, TimedModel, TimedModelT};
 /// and `optimizer` scopes) come from smdebug-core's [`AdapterHook`] (as inherent methods,
 /// stamped by `smdebug_core::adapter_hook_methods!`); it adds what is particular to tch:
 /// [`save_parameters`](Self::save_parameters), [`save_gradients`](Self::save_gradients),
-/// [`wrap`](Self::wrap), [`wrap_t`](Self::wrap_t), [`wrap_model`](Self::wrap_model),
+/// [`layers`](Self::layers), [`wrap`](Self::wrap), [`wrap_t`](Self::wrap_t),
+/// [`wrap_model`](Self::wrap_model),
 /// [`wrap_model_t`](Self::wrap_model_t) and [`backward`](Self::backward). A session drives it
 /// through [`Capture`](smdebug_core::Capture). Errors are returned to the caller and leave the hook usable; nothing
 /// here panics.
@@ -42,6 +44,41 @@ impl TchHook {
     /// in a real run).
     pub fn new(builder: HookBuilder, sink: impl Sink + 'static) -> Result<TchHook> {
         Ok(TchHook(AdapterHook::new(builder, sink, Tch)?))
+    }
+
+    /// Registers a whole model: build it here, layer by layer as with `nn::seq_t()`, and every
+    /// layer's input and output is a capture point (`<layer>.input` in `inputs`,
+    /// `<layer>.output` in `outputs`, plus every collection whose `include_regex` matches the
+    /// name), kept only at the steps where it is due; the model's forward pass is the step's
+    /// forward span and each layer's a span of its own while the detailed window is open.
+    ///
+    /// ```
+    /// # use smdebug_tch::TchHook;
+    /// # use smdebug_core::{Hook, MemorySink, SaveConfig};
+    /// # use tch::nn::{self, ModuleT};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let vs = nn::VarStore::new(tch::Device::Cpu);
+    /// let sink = MemorySink::default();
+    /// let builder = Hook::builder()
+    ///     .save_config(SaveConfig::every(1))
+    ///     .include_collections(&["relu_output"])
+    ///     .include_regex("relu_output", r"relu\d*\.output$");
+    /// let mut hook = TchHook::new(builder, sink.clone())?;
+    /// let model = hook
+    ///     .layers()
+    ///     .layer("fc1", nn::linear(vs.root() / "fc1", 4, 8, Default::default()))
+    ///     .layer("relu1", nn::func(|x| x.relu()))
+    ///     .layer("fc2", nn::linear(vs.root() / "fc2", 8, 2, Default::default()))
+    ///     .build()?;
+    /// model.forward_t(&tch::Tensor::ones([3, 4], (tch::Kind::Float, tch::Device::Cpu)), true);
+    /// hook.step()?;
+    /// let names: Vec<String> = sink.tensors().into_iter().map(|t| t.name).collect();
+    /// assert_eq!(names, ["relu1.output"]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn layers(&mut self) -> LayersBuilder<'_> {
+        LayersBuilder::new(&mut self.0)
     }
 
     /// Wraps a module so its forward output is recorded as `<name>.output` (collection

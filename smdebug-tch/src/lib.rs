@@ -48,6 +48,7 @@ pub mod error;
 mod framework;
 mod hook;
 mod host;
+mod layers;
 mod output;
 pub mod reduce;
 
@@ -59,6 +60,9 @@ pub use error::{Error, Result};
 pub use framework::Tch;
 pub use hook::TchHook;
 pub use host::recorded_dtype;
+pub use layers::{Layers, LayersBuilder};
 pub use output::{Probe, Recorded, RecordedT, TimedModel, TimedModelT};
 pub use smdebug_core::adapter::OUTPUT_SUFFIX;
-pub use smdebug_core::collection::{GRADIENT_PREFIX, parameter_collection};
+pub use smdebug_core::collection::{
+    GRADIENT_PREFIX, INPUT_SUFFIX, LABELS_SUFFIX, PREDICTIONS_SUFFIX, parameter_collection,
+};
