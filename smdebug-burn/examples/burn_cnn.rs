@@ -14,10 +14,16 @@
 //! an MNIST-sized LeNet. The run goes to `target/smdebug-burn/cnn-run` (or `--out`, a
 //! directory or an object-store URL).
 //!
-//! `--overhead` times the loop without a hook; with weights, gradients and the loss recorded
-//! every step and every 100th step through the writer (block mode: nothing is dropped, every
-//! tensor is paid for) into `$TMPDIR`; and every step into a sink that drops records (the
-//! adapter's own cost). The variants alternate within each round.
+//! The model is registered whole (`BurnHook::layers`): each module's input and output is a
+//! capture point, saved in training every 50th step, and the loss's inputs at each evaluation
+//! for ClassImbalance and Confusion.
+//!
+//! `--overhead` times the loop without a hook; with the model registered whole and weights,
+//! gradients, the modules' tensors, the loss and its inputs recorded every step and every 100th
+//! step through the writer (block mode: nothing is dropped, every tensor is paid for) into
+//! `$TMPDIR`; every step into a sink that drops records (the adapter's own cost); and with every
+//! module registered and none of their tensors selected. The variants alternate within each
+//! round.
 
 use std::time::Instant;
 
@@ -29,7 +35,7 @@ use burn::nn::{Linear, LinearConfig, Relu};
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use smdebug::prelude::*;
-use smdebug_burn::BurnHook;
+use smdebug_burn::{BurnHook, Layers};
 use smdebug_core::Hook;
 use smdebug_examples::digits::{AugmentedDigits, HostBatch};
 use smdebug_examples::overhead::{Discard, number_arg, run_location};
@@ -47,30 +53,54 @@ fn ndarray_autodiff() -> Device {
     Device::ndarray().autodiff()
 }
 
+/// Each step of the network a module of its own, so that each is a capture point of its own
+/// when the model is registered whole (`BurnHook::layers`).
 #[derive(Module, Debug)]
 struct Cnn {
     conv1: Conv2d,
+    relu1: Relu,
+    pool1: MaxPool2d,
     conv2: Conv2d,
-    pool: MaxPool2d,
-    relu: Relu,
+    relu2: Relu,
+    pool2: MaxPool2d,
     fc: Linear,
 }
 
 impl Cnn {
     fn new(device: &Device) -> Cnn {
+        let pool = || MaxPool2dConfig::new([2, 2]).with_strides([2, 2]).init();
         Cnn {
             conv1: Conv2dConfig::new([1, 16], [5, 5]).init(device),
+            relu1: Relu::new(),
+            pool1: pool(),
             conv2: Conv2dConfig::new([16, 32], [5, 5]).init(device),
-            pool: MaxPool2dConfig::new([2, 2]).with_strides([2, 2]).init(),
-            relu: Relu::new(),
+            relu2: Relu::new(),
+            pool2: pool(),
             fc: LinearConfig::new(32 * 4 * 4, 10).init(device),
         }
     }
 
-    fn forward(&self, x: Tensor<4>) -> Tensor<2> {
-        let x = self.pool.forward(self.relu.forward(self.conv1.forward(x)));
-        let x = self.pool.forward(self.relu.forward(self.conv2.forward(x)));
-        self.fc.forward(x.flatten(1, 3))
+    /// The forward pass, each module's call through the model's registered `layers` when it
+    /// has some (its input and output kept when due, its span in the detailed window).
+    fn forward(&self, layers: Option<&Layers>, x: Tensor<4>) -> Tensor<2> {
+        fn call<const D: usize, const E: usize>(
+            layers: Option<&Layers>,
+            path: &str,
+            x: Tensor<D>,
+            f: impl FnOnce(Tensor<D>) -> Tensor<E>,
+        ) -> Tensor<E> {
+            match layers {
+                Some(layers) => layers.forward(path, x, f),
+                None => f(x),
+            }
+        }
+        let x = call(layers, "conv1", x, |x| self.conv1.forward(x));
+        let x = call(layers, "relu1", x, |x| self.relu1.forward(x));
+        let x = call(layers, "pool1", x, |x| self.pool1.forward(x));
+        let x = call(layers, "conv2", x, |x| self.conv2.forward(x));
+        let x = call(layers, "relu2", x, |x| self.relu2.forward(x));
+        let x = call(layers, "pool2", x, |x| self.pool2.forward(x));
+        call(layers, "fc", x.flatten(1, 3), |x| self.fc.forward(x))
     }
 }
 
@@ -102,28 +132,52 @@ fn main() -> Result<(), BoxError> {
         return overhead(rounds);
     }
     let out = run_location(&args, "smdebug-burn/cnn-run")?;
-    let mut session = Session::builder(&out)
-        .burn()
-        .overwrite(true)
-        .python_compatible(args.iter().any(|a| a == "--python-compatible"))
-        .save(SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1)))
-        .code_profiling(Window::steps(40, 20)) // a sampling CPU profile, steps 40-59
-        .rules(["VanishingGradient", "ExplodingTensor", "LossNotDecreasing"])
-        .rules(["StepOutlier", "Dataloader", "ProfilerReport"])
-        .start()?;
+    let eval_only =
+        SaveConfig::new(SaveConfigMode::never()).with_mode(Mode::Eval, SaveConfigMode::every(1));
+    let mut session =
+        Session::builder(&out)
+            .burn()
+            .overwrite(true)
+            .python_compatible(args.iter().any(|a| a == "--python-compatible"))
+            .save(SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1)))
+            // The modules' inputs and outputs in training only: on the 359 test images they are
+            // 13 MB a step.
+            .collection(Collection::new("outputs").with_save_config(
+                SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::never()),
+            ))
+            .collection(Collection::new("inputs").with_save_config(
+                SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::never()),
+            ))
+            // The loss's inputs at every evaluation (the held-out images), for ClassImbalance and
+            // Confusion: a collection a rule asks for is otherwise saved on the rule's schedule.
+            .collection(Collection::new("labels").with_save_config(eval_only.clone()))
+            .collection(Collection::new("predictions").with_save_config(eval_only))
+            .detailed_profiling(Window::steps(20, 10)) // a span per module, steps 20-29
+            .code_profiling(Window::steps(40, 20)) // a sampling CPU profile, steps 40-59
+            .rules([
+                "VanishingGradient",
+                "ExplodingTensor",
+                "LossNotDecreasing",
+                "DeadRelu",
+            ])
+            .rules(["ClassImbalance", "Confusion"])
+            .rules(["StepOutlier", "Dataloader", "ProfilerReport"])
+            .start()?;
     // SageMaker's hook file (its `LocalPath`) may have put the run elsewhere.
     let out = session.location().to_string();
     let device = ndarray_autodiff();
     let mut data = AugmentedDigits::load(SIDE)?;
     let test = tensors(data.test(), &device);
     let mut model = Cnn::new(&device);
+    // Every module of the model registered whole, found by its path (conv1, relu1, ..., fc).
+    let layers = session.hook().layers(&model);
     let mut optim = SgdConfig::new().init();
     let steps_per_epoch = data.train_len() / BATCH;
     'training: for epoch in 0..4u64 {
         session.set_mode(Mode::Train)?;
         let batches = (0..steps_per_epoch).map(|_| tensors(data.batch(BATCH), &device));
         for (x, y) in session.data(batches) {
-            let l = loss(session.forward(|| model.forward(x)), y);
+            let l = loss(session.forward(|| model.forward(Some(&layers), x)), y);
             let hook = session.hook();
             let grads = GradientsParams::from_grads(hook.backward(&l), &model);
             // Capture problems are reported, never allowed to stop training.
@@ -141,10 +195,12 @@ fn main() -> Result<(), BoxError> {
         }
         session.set_mode(Mode::Eval)?;
         let (x, y) = test.clone();
-        let logits = session.forward(|| model.forward(x));
+        let logits = session.forward(|| model.forward(Some(&layers), x));
         let l = loss(logits.clone(), y.clone());
-        let acc = accuracy(logits, y);
         session.hook().save_loss("loss", &l)?;
+        // The loss's inputs on held-out data: what ClassImbalance and Confusion judge.
+        session.hook().save_loss_inputs("loss", &logits, &y)?;
+        let acc = accuracy(logits, y);
         session.hook().save_metric("accuracy", acc);
         session.step()?;
         let value: f32 = l.into_scalar();
@@ -162,6 +218,8 @@ fn main() -> Result<(), BoxError> {
 fn timed_loop(batches: &[HostBatch], mut hook: Option<BurnHook>) -> Result<f64, BoxError> {
     let device = ndarray_autodiff();
     let mut model = Cnn::new(&device);
+    // Registered whole with the hook when there is one.
+    let layers = hook.as_mut().map(|h| h.layers(&model));
     let mut optim = SgdConfig::new().init();
     if let Some(h) = hook.as_mut() {
         h.set_mode(Mode::Train)?;
@@ -169,12 +227,14 @@ fn timed_loop(batches: &[HostBatch], mut hook: Option<BurnHook>) -> Result<f64, 
     let start = Instant::now();
     for batch in batches {
         let (x, y) = tensors(batch.clone(), &device);
-        let l = loss(model.forward(x), y);
+        let logits = model.forward(layers.as_ref(), x);
+        let l = loss(logits.clone(), y.clone());
         let grads = GradientsParams::from_grads(l.backward(), &model);
         if let Some(h) = hook.as_mut() {
             h.save_parameters(&model)?;
             h.save_gradients(&model, &grads)?;
             h.save_loss("loss", &l)?;
+            h.save_loss_inputs("loss", &logits, &y)?;
         }
         model = optim.step(0.05, model, grads);
         if let Some(h) = hook.as_mut() {
@@ -202,6 +262,7 @@ fn overhead(rounds: usize) -> Result<(), BoxError> {
     };
     timed_loop(&batches[..10], None)?;
     let mut rows: Vec<[f64; 4]> = Vec::new();
+    let mut registered: Vec<[f64; 2]> = Vec::new();
     for round in 0..rounds {
         let base = timed_loop(&batches, None)?;
         let every = timed_loop(&batches, Some(to_disk(1, format!("every1-{round}"))?))?;
@@ -209,6 +270,12 @@ fn overhead(rounds: usize) -> Result<(), BoxError> {
         let discard = BurnHook::new(Hook::builder().save_config(SaveConfig::every(1)), Discard)?;
         let adapter = timed_loop(&batches, Some(discard))?;
         rows.push([base, every, hundredth, adapter]);
+        // Every module registered, none of its tensors selected: only the loss is saved.
+        let losses_only = Hook::builder()
+            .save_config(SaveConfig::every(1))
+            .include_collections(&["losses"]);
+        let unselected = timed_loop(&batches, Some(BurnHook::new(losses_only, Discard)?))?;
+        registered.push([base, unselected]);
     }
     let _ = std::fs::remove_dir_all(&dir);
     let title = format!(
@@ -216,5 +283,6 @@ fn overhead(rounds: usize) -> Result<(), BoxError> {
         std::env::temp_dir().display()
     );
     smdebug_examples::overhead::print_table(&title, &rows);
+    smdebug_examples::overhead::print_registered(&registered);
     Ok(())
 }

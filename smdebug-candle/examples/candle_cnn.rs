@@ -47,6 +47,8 @@ fn main() -> Result<(), BoxError> {
         return overhead(rounds);
     }
     let out = run_location(&args, "smdebug-candle/cnn-run")?;
+    let eval_only =
+        SaveConfig::new(SaveConfigMode::never()).with_mode(Mode::Eval, SaveConfigMode::every(1));
     let mut session =
         Session::builder(&out)
             .candle()
@@ -61,6 +63,10 @@ fn main() -> Result<(), BoxError> {
             .collection(Collection::new("inputs").with_save_config(
                 SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::never()),
             ))
+            // The loss's inputs at every evaluation (the held-out images), for ClassImbalance and
+            // Confusion: a collection a rule asks for is otherwise saved on the rule's schedule.
+            .collection(Collection::new("labels").with_save_config(eval_only.clone()))
+            .collection(Collection::new("predictions").with_save_config(eval_only))
             .detailed_profiling(Window::steps(20, 10)) // a span per layer, steps 20-29
             .code_profiling(Window::steps(40, 20)) // a sampling CPU profile, steps 40-59
             .rules([
@@ -211,16 +217,6 @@ fn overhead(rounds: usize) -> Result<(), BoxError> {
         ),
         &rows,
     );
-    let median = |i: usize| {
-        smdebug_examples::overhead::median(
-            &registered.iter().map(|r| r[i] * 1e6).collect::<Vec<_>>(),
-        )
-    };
-    println!(
-        "every layer registered, nothing of them selected (the loss alone saved, into a sink that drops it): {:.1} µs a step against {:.1} µs bare ({:+.2} %)",
-        median(1),
-        median(0),
-        (median(1) / median(0) - 1.0) * 100.0
-    );
+    smdebug_examples::overhead::print_registered(&registered);
     Ok(())
 }
