@@ -198,10 +198,14 @@ fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
 
     // Until a tensor is picked, the Tensors panel opens on the first that is not a scalar
     // (`attention`, not `accuracy`, the first name): a scalar is the Scalars tab's.
-    cdp.wait(Duration::from_secs(30), "the first tensor that is not a scalar", |c| {
-        c.eval("document.getElementById('tensor-select').value") == "attention"
-            && c.eval("document.getElementById('tensor-select').options[0].value") == "accuracy"
-    });
+    cdp.wait(
+        Duration::from_secs(30),
+        "the first tensor that is not a scalar",
+        |c| {
+            c.eval("document.getElementById('tensor-select').value") == "attention"
+                && c.eval("document.getElementById('tensor-select').options[0].value") == "accuracy"
+        },
+    );
 
     // A 2-D tensor at a chosen step.
     cdp.eval(
