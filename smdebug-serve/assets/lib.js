@@ -130,7 +130,7 @@
   // A rule's evidence as a person reads it: what was measured, its value and the limit
   // ("fc1.bias nan_count = 32", "vm TRAIN step duration = 4.41 ms (limit 2.75 ms)",
   // "algo-1 gpu7 GPUUtilization p95 = 92 % (limit 70 %)"). The measure is left out where the
-  // subject already names it ("loss = NaN", not "loss loss = NaN") or where the value's unit
+  // subject already names it ("loss (TRAIN) = NaN", not "loss (TRAIN) loss = NaN") or where the value's unit
   // says it (a duration's "seconds"); a duration in the unit that fits it, a percentage with
   // its sign, anything else with its significant digits (a count of 1 is "1", not "1.00"); NaN
   // and ±Inf as such.
@@ -140,7 +140,8 @@
     const duration = DURATION.test(measure);
     const percent = !duration && /percent|utili[sz]ation|%/i.test(subject + " " + measure);
     const value = (v) => (typeof v === "number" && Number.isFinite(v) ? (duration ? dur(v) : sig(v) + (percent ? " %" : "")) : fmt(v));
-    const said = duration && /^seconds?$/i.test(measure) || subject.toLowerCase().split(/\s+/).pop() === measure.toLowerCase();
+    const words = subject.toLowerCase().replace(/\([^)]*\)/g, " ").split(/\s+/);
+    const said = duration && /^seconds?$/i.test(measure) || words.includes(measure.toLowerCase());
     return subject + (said ? "" : " " + measure) + " = " + value(e.value) +
       (e.limit !== null && e.limit !== undefined ? " (limit " + value(e.limit) + ")" : "");
   }

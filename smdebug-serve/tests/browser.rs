@@ -174,6 +174,10 @@ fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
     assert!(overview[1].as_u64().unwrap() >= 3, "{overview}");
     assert!(overview[2].as_u64().unwrap() >= 10, "{overview}");
     assert!(overview[3].as_u64().unwrap() >= 10, "{overview}");
+    // The heatmap's colour scale is labelled as a person writes a percentage.
+    let scale =
+        cdp.eval("[...document.querySelectorAll('#heatmap-scale span')].map(s => s.textContent)");
+    assert_eq!(scale, json!(["0 %", "100 %"]), "{scale}");
     // Durations in the unit that fits them ("640 µs", "12.5 ms", "3.20 s"), never "0.00 s" for
     // a phase shorter than 5 ms.
     let durations = cdp.eval(

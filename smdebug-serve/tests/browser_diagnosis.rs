@@ -237,8 +237,8 @@ fn a_stopped_runs_first_screen_reads_as_a_diagnosis() {
             .contains(", EVAL NaN at step "),
         "{m}"
     );
-    // Evidence as a person reads it: a count is "32", not "32.00"; the measure is not said twice
-    // ("loss loss = NaN").
+    // Evidence as a person reads it: a count is "1", not "1.00"; the measure is not said twice
+    // ("loss (TRAIN) loss = NaN").
     let evidence: Vec<&str> = m["evidence"]
         .as_array()
         .unwrap()
@@ -257,13 +257,19 @@ fn a_stopped_runs_first_screen_reads_as_a_diagnosis() {
         "a count of NaN values as a whole number: {exploding}"
     );
     for e in &evidence {
-        let (subject, _) = e.split_once(" = ").unwrap();
+        let (_, measured) = e.split_once(": ").unwrap();
+        let (subject, _) = measured.split_once(" = ").unwrap();
         let words: Vec<&str> = subject.split(' ').collect();
-        assert!(
-            words.windows(2).all(|w| w[0] != w[1]),
-            "a word said twice: {e}"
-        );
+        let distinct: std::collections::BTreeSet<&str> = words.iter().copied().collect();
+        assert_eq!(distinct.len(), words.len(), "a word said twice: {e}");
     }
+
+    // How often a rule fired, in words: "fired 9 times in 40 checks", not "triggered 9 of 40".
+    let text = m["summary_text"].as_str().unwrap();
+    assert!(
+        text.contains(" checks") && !text.contains("triggered"),
+        "{m}"
+    );
 
     // Ended: all steps done of none planned (no progress files): the last step, no "N-1 of N";
     // its rate is its average.
