@@ -532,7 +532,8 @@
     const line = $("summary-health");
     line.textContent = h.sentence;
     line.title = h.sentence;
-    $("health-box").className = "health-box sev-" + h.severity;
+    // A run not there yet is neither healthy nor not: grey, not green.
+    $("health-box").className = "health-box " + (o.exists ? "sev-" + h.severity : "waiting");
     $("health-box").hidden = false;
     const more = $("summary-health-details");
     more.hidden = !h.details;
@@ -898,7 +899,8 @@
       table.append(tr);
     }
     box.append(el("p", { className: "hint", text: "The " + st.slowest.length + " slowest of the " + st.window_steps + " steps " +
-      (zoom ? "in the window" : "of the run") + "; time per phase is the spans of the step's node and worker within it. Click a step to see it on the timeline." }), table);
+      (zoom ? "in the window" : "of the run") + "; a step's number is its mode's count (TRAIN 0, 1, 2…, as its spans carry it), not the run's global step of the Scalars tab; " +
+      "time per phase is the spans of the step's node and worker within it. Click a step to see it on the timeline." }), table);
   }
   async function drawSteps() {
     const r = runs[current];

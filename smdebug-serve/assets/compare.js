@@ -99,7 +99,7 @@
         best.step.forEach((s, j) => { if (s !== null && best.data.v[j] !== null) { xs.push(s); ys.push(best.data.v[j]); } });
         stepLines.push({ run: r.id, label: r.name + " " + best.mode, color: env.runColour(r.id), xs, ys });
       });
-      const counts = { steps: overlay(box, "compare:steps", "Step duration by step", stepLines, "step",
+      const counts = { steps: overlay(box, "compare:steps", "Step duration by step of its mode", stepLines, "step",
         { yFormat: window.SMD.dur, yRange: (min, max) => [0, max > 0 ? max * 1.05 : 1] }) };
       // System timelines: x = seconds since the run's start. A run's several lines (its GPUs)
       // each in a colour of their own when it is the only run on the chart; with several runs

@@ -76,6 +76,17 @@ fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
         state.contains("the folder does not exist") && state.contains("waiting for it"),
         "{state}"
     );
+    // In white on the pill's colour, as every state is (not the grey of a hint on olive).
+    let colour = cdp.eval("getComputedStyle(document.getElementById('run-state')).color");
+    assert_eq!(colour, "rgb(255, 255, 255)", "the missing run's pill text");
+    cdp.wait(Duration::from_secs(30), "the missing run's sentence", |c| {
+        c.eval(
+            "[document.getElementById('summary-health').textContent, document.getElementById('health-box').className]",
+        ) == json!([
+            "No run here: the folder does not exist (waiting for it)",
+            "health-box waiting"
+        ])
+    });
 
     // The job starts while the page is open.
     std::fs::create_dir_all(&run).unwrap();
