@@ -4,7 +4,7 @@
 // pushed state says their data changed.
 "use strict";
 (function () {
-  const { el, clear, fmt, dur, measured, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin, nonFinitePlugin, nonFiniteText, selectionIn,
+  const { el, clear, fmt, dur, evidenceText, axisLabel, axisSize, heat, colourScale, drawGrid, tooltipPlugin, nonFinitePlugin, nonFiniteText, selectionIn,
           AXIS_FONT, CATEGORICAL, naturalCompare, metricTitle } = window.SMD;
   const status = { panels: {}, charts: 0, errors: [], csp: [], steps: null, last_step_time: null,
                    ended: false, updates: 0, requests: 0, tab: null, // and the deltas applied, refetches asked for:
@@ -115,9 +115,12 @@
     return vals.map((v) => timeLabel(v).slice(0, cut));
   }
   // A live legend's value of a line: at the cursor, else (the cursor off the chart) the line's
-  // last value, so that a legend never reads "--".
-  const liveValue = (format) => (u, v, si, at) => {
+  // last value, so that a legend never reads "--": `last` when the line says what it is (its
+  // last value as the title writes it, NaN where it was NaN), else its last point drawn.
+  const liveValue = (format, last) => (u, v, si, at) => {
     if (at !== null && at !== undefined) return format(u, v);
+    const said = last();
+    if (said !== undefined) return said;
     const ys = u.data[si] || [];
     for (let k = ys.length - 1; k >= 0; k--) if (ys[k] !== null && ys[k] !== undefined) return format(u, ys[k]);
     return format(u, null);
@@ -132,6 +135,7 @@
     if (existing && existing.labels === labels && existing.container === container) {
       if (existing.title.textContent !== title) existing.title.textContent = title;
       existing.ref.opts = opts;
+      existing.ref.series = series;
       existing.opts = opts;
       existing.plot.nonFinite = opts.nonFinite || [];
       existing.plot.ownValues = opts.ownValues || null;
@@ -155,7 +159,7 @@
     // differs. The formats, the tooltip's extra line and the y range are read through `ref`,
     // which a chart kept for new data points at the new options (their closures hold the new
     // data).
-    const ref = { opts };
+    const ref = { opts, series };
     const xFormat = (x) => (ref.opts.xFormat || (ref.opts.time ? timeLabel : String))(x);
     const yTick = (v) => (ref.opts.yFormat || axisLabel)(v);
     const tipFormat = opts.tipFormat ? (v) => (ref.opts.tipFormat || yTick)(v) : opts.yFormat ? yTick : null;
@@ -178,7 +182,9 @@
       // The lines' names and colours, only where there are several (the title names a single
       // line); values are in the tooltip, not in a row of "--" under the chart, except where a
       // chart asks for them beside the names (`liveLegend`: the Scalars tab's).
-      legend: { show: opts.legend !== false && series.length > 1, live: !!opts.liveLegend },
+      legend: { show: opts.legend !== false && series.length > 1, live: !!opts.liveLegend,
+                // A dashed line's marker is dashed (EVAL beside TRAIN in one colour).
+                markers: { dash: (u, i) => (u.series[i].dash && u.series[i].dash.length ? "dashed" : "solid") } },
       // Room on the right for half the x axis' last label (uPlot's own guess is for shorter
       // labels than a time to the tenth of a second).
       padding: [null, (u, side, sides, cycle) => {
@@ -193,7 +199,7 @@
         .concat(series.map((s, i) => Object.assign({
           label: s.label, stroke: s.color || palette[i % palette.length], width: s.width || 1,
           fill: s.fill, points: { show: !!s.points }, paths: s.paths, spanGaps: !!s.spanGaps,
-        }, s.dash && s.dash.length ? { dash: s.dash } : {}, s.value ? { value: liveValue(s.value) } : {}))),
+        }, s.dash && s.dash.length ? { dash: s.dash } : {}, s.value ? { value: liveValue(s.value, () => (ref.series[i] || {}).last) } : {}))),
       bands: opts.bands,
       // Ticks far enough apart for their labels: a time to the second or tenth is ~60–75 px.
       axes: [Object.assign({ font: AXIS_FONT, space: opts.time ? 100 : 60 }, opts.xSplits ? { splits: (u) => ref.opts.xSplits(u) } : {},
@@ -415,7 +421,7 @@
     if (r.stopped_job) box.append(el("span", { className: "badge stopped", text: "stopped the job" }), " ");
     else if (SEVERITY_TEXT[r.severity] && !noData) box.append(el("span", { className: "badge sev", text: SEVERITY_TEXT[r.severity] }), " ");
     box.append(el("span", { className: "status", text: noData ? "not applicable" : r.status }),
-      noData ? " · nothing checked in this run (not a pass)" : " · triggered " + r.triggered + " of " + r.datapoints +
+      noData ? " · nothing checked in this run (not a pass)" : " · fired " + (r.triggered === 1 ? "once" : r.triggered + " times") + " in " + r.datapoints + " checks" +
         (r.first_fired_step !== null ? " · first fired at step " + r.first_fired_step : "") +
         (r.sums_up ? " · sums up the profiler rules listed (not counted again)" : ""));
     if (r.message) {
@@ -432,7 +438,7 @@
     if (!noData && r.window) box.append(el("div", { className: "why window", text: "Over " + r.window }));
     const shown = r.evidence.slice(0, compact ? 2 : 5);
     for (const e of shown) {
-      box.append(el("div", { className: "why evidence", text: "Latest firing, step " + e.step + ": " + e.tensor + " " + e.measure + " = " + measured(e.measure, e.value) + (e.limit !== null && e.limit !== undefined ? " (limit " + measured(e.measure, e.limit) + ")" : "") }));
+      box.append(el("div", { className: "why evidence", text: "Latest firing, step " + e.step + ": " + evidenceText(e) }));
     }
     if (r.evidence.length > shown.length) box.append(el("div", { className: "why evidence", text: "and " + (r.evidence.length - shown.length) + " more at that firing" }));
     if (!compact && r.description) box.append(el("div", { className: "why", text: "Checks: " + r.description }));
@@ -526,7 +532,8 @@
     const line = $("summary-health");
     line.textContent = h.sentence;
     line.title = h.sentence;
-    $("health-box").className = "health-box sev-" + h.severity;
+    // A run not there yet is neither healthy nor not: grey, not green.
+    $("health-box").className = "health-box " + (o.exists ? "sev-" + h.severity : "waiting");
     $("health-box").hidden = false;
     const more = $("summary-health-details");
     more.hidden = !h.details;
@@ -555,7 +562,7 @@
     const marks = window.SMD.mergeMarks(h.non_finite.concat(other ? other.non_finite : []));
     const title = h.name + " · " + (zoomed ? "steps " + zoomed[0] + "–" + zoomed[1] + " (double-click: all steps)" :
       "last " + h.mode + " " + window.SMD.sig(h.last_value) + " at step " + h.last_step +
-      (other ? ", " + other.mode + " " + window.SMD.sig(other.values[other.values.length - 1]) + " at step " + other.steps[other.steps.length - 1] : "")) +
+      (other ? ", " + other.mode + " " + window.SMD.lastText(other.steps, other.values, other.non_finite) + " at step " + other.steps[other.steps.length - 1] : "")) +
       (marks.length ? " · " + nonFiniteText(marks) : "");
     const xs = other ? Array.from(new Set(h.steps.concat(other.steps))).sort((a, b) => a - b) : h.steps;
     const at = new Map(xs.map((x, i) => [x, i]));
@@ -892,7 +899,8 @@
       table.append(tr);
     }
     box.append(el("p", { className: "hint", text: "The " + st.slowest.length + " slowest of the " + st.window_steps + " steps " +
-      (zoom ? "in the window" : "of the run") + "; time per phase is the spans of the step's node and worker within it. Click a step to see it on the timeline." }), table);
+      (zoom ? "in the window" : "of the run") + "; a step's number is its mode's count (TRAIN 0, 1, 2…, as its spans carry it), not the run's global step of the Scalars tab; " +
+      "time per phase is the spans of the step's node and worker within it. Click a step to see it on the timeline." }), table);
   }
   async function drawSteps() {
     const r = runs[current];
@@ -909,7 +917,7 @@
         // The step of each point, for the tooltip (pushed steps add theirs: live.js).
         const stepOf = new Map(s.data.t.map((t, i) => [t, s.step[i]]));
         const plot = chart(box, "steps:" + label, "Step duration, " + label + " · p50 " + dur(s.p50) + (s.outlier_limit === null ? " · no StepOutlier verdict yet" : " · StepOutlier limit " + dur(s.outlier_limit)),
-          [s.data.t, s.data.v, s.data.t.map((t) => out.has(t) ? out.get(t) : null)],
+          breakGaps([s.data.t, s.data.v, s.data.t.map((t) => out.has(t) ? out.get(t) : null)]),
           [{ label: "duration" }, { label: "outlier", color: "#d62728", points: true, paths: () => null }],
           { time: true, yFormat: dur, yRange: (min, max) => [0, max > 0 ? max * 1.05 : 1],
             tipExtra: (u, i) => { const n = u.stepOf && u.stepOf.get(u.data[0][i]); return n === null || n === undefined ? null : "step " + n; } });
@@ -955,6 +963,28 @@
       dropCharts(pbox); clear(pbox); pbox.append(el("p", { className: "missing", text: "No phases recorded within steps yet." }));
     }
     status.panels.steps = true;
+  }
+
+  // A line of steps over time is cut where the steps paused (an EVAL line between two
+  // evaluations, a TRAIN line across one): a gap over ten times the median interval gets a
+  // point of no value in its middle, so that no line is drawn across it as if the durations
+  // between rose or fell. `data`: [times, ...values at those times].
+  function breakGaps(data) {
+    const t = data[0];
+    if (t.length < 3) return data;
+    const dts = [];
+    for (let i = 1; i < t.length; i++) dts.push(t[i] - t[i - 1]);
+    const median = dts.slice().sort((a, b) => a - b)[dts.length >> 1];
+    if (!(median > 0)) return data;
+    const out = data.map(() => []);
+    for (let i = 0; i < t.length; i++) {
+      if (i > 0 && t[i] - t[i - 1] > 10 * median) {
+        out[0].push((t[i] + t[i - 1]) / 2);
+        for (let k = 1; k < data.length; k++) out[k].push(null);
+      }
+      for (let k = 0; k < data.length; k++) out[k].push(data[k][i]);
+    }
+    return out;
   }
 
   // ---- tabs and refreshing ------------------------------------------------------------------

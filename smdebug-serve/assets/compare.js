@@ -6,7 +6,7 @@
 // are app.js's (uPlot through env.chart).
 "use strict";
 (function () {
-  const { el, clear, fmt, CATEGORICAL, naturalCompare } = window.SMD;
+  const { el, clear, fmt, sig, rateText, evidenceText, CATEGORICAL, naturalCompare } = window.SMD;
 
   // The system panels compared: [key, title, does a timeline belong to it].
   const SYSTEM = [
@@ -58,10 +58,10 @@
         const firing = o.rules.filter((x) => x.status === "IssuesFound" && !x.sums_up).map((x) => x.name);
         const cpu = o.nodes.flatMap((n) => n.rows).find((row) => row.metric === "CPU utilization");
         table.append(el("tr", { "data-run": String(env.runs()[i].id) }, el("td", { text: o.name }), el("td", { className: "name", text: env.runState(env.runs()[i])[0], title: o.health.sentence + (o.health.details ? "\n" + o.health.details : "") }),
-          el("td", { text: o.last_step === null ? "–" : o.last_step }), el("td", { text: fmt(o.progress.step_rate, 1) }),
+          el("td", { text: o.last_step === null ? "–" : o.last_step }), el("td", { text: rateText(o.progress.step_rate) }),
           el("td", { text: o.rules_written ? o.issues : "–" }), el("td", { className: "name", text: firing.join(", "), title: firing.join(", ") }),
           el("td", { text: o.rules.filter((x) => x.status === "NoData").length }),
-          el("td", { text: o.loss ? fmt(o.loss.last_value, 4) : "–" }), el("td", { text: o.accuracy ? fmt(o.accuracy.last_value, 4) : "–" }),
+          el("td", { text: o.loss ? sig(o.loss.last_value) : "–" }), el("td", { text: o.accuracy ? sig(o.accuracy.last_value) : "–" }),
           el("td", { text: cpu ? fmt(cpu.p50, 1) : "–" })));
       });
       box.append(table);
@@ -99,7 +99,7 @@
         best.step.forEach((s, j) => { if (s !== null && best.data.v[j] !== null) { xs.push(s); ys.push(best.data.v[j]); } });
         stepLines.push({ run: r.id, label: r.name + " " + best.mode, color: env.runColour(r.id), xs, ys });
       });
-      const counts = { steps: overlay(box, "compare:steps", "Step duration by step", stepLines, "step",
+      const counts = { steps: overlay(box, "compare:steps", "Step duration by step of its mode", stepLines, "step",
         { yFormat: window.SMD.dur, yRange: (min, max) => [0, max > 0 ? max * 1.05 : 1] }) };
       // System timelines: x = seconds since the run's start. A run's several lines (its GPUs)
       // each in a colour of their own when it is the only run on the chart; with several runs
@@ -144,7 +144,7 @@
           const status = rule ? rule.status : "absent";
           const text = !rule ? "–" : status === "IssuesFound" ? "issues (" + rule.triggered + ")" : CELL[status] || status;
           const hover = !rule ? "not run on " + r.name : [rule.message].concat(rule.evidence.slice(0, 5).map((e) =>
-            e.tensor + " at step " + e.step + ": " + e.measure + " = " + fmt(e.value) + (e.limit !== null && e.limit !== undefined ? " (limit " + fmt(e.limit) + ")" : ""))).filter((x) => x).join("\n");
+            "at step " + e.step + ": " + evidenceText(e))).filter((x) => x).join("\n");
           row.append(el("td", { className: "cell " + status, "data-run": String(r.id), "data-status": status, title: hover, text }));
         }
         table.append(row);

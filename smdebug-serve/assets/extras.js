@@ -7,6 +7,12 @@
   const { el, clear, fmt, sig, axisLabel, dur, heat, colourScale } = window.SMD;
   window.SMD.makeExtras = function (env) {
   // ---- tensors ------------------------------------------------------------------------------
+  // Until the person picks a tensor, the panel opens on the first that is not a scalar (as
+  // TensorBoard's distributions and histograms list only those): a scalar's distribution is its
+  // one value, and it is the Scalars tab's. `scalarNames`: the names found to be scalars.
+  let picked = false;
+  const scalarNames = new Set();
+  document.getElementById("tensor-select").addEventListener("change", () => { picked = true; });
   async function loadTensorNames() {
     const r = env.runs()[env.current()];
     const res = await env.get("runs/" + r.id + "/scalars?limit=1&regex=" + encodeURIComponent("^$"));
@@ -26,10 +32,20 @@
     if (!name) { env.status.panels.tensors = true; return; }
     const r = env.runs()[env.current()];
     const t = await env.get("runs/" + r.id + "/tensor?name=" + encodeURIComponent(name) + "&steps=100");
+    if (t.shape.length === 0 && !picked) {
+      scalarNames.add(name);
+      const sel = document.getElementById("tensor-select");
+      const next = Array.from(sel.options).map((o) => o.value).find((n) => !scalarNames.has(n));
+      if (next) { sel.value = next; return drawTensor(); }
+    }
     const xs = t.steps.map((s) => s.step);
     env.chart(box, "tensor:reductions", "Reductions of " + name, [xs, t.steps.map((s) => s.mean), t.steps.map((s) => s.std), t.steps.map((s) => s.l2), t.steps.map((s) => s.min), t.steps.map((s) => s.max)],
       [{ label: "mean" }, { label: "std" }, { label: "L2 norm" }, { label: "min" }, { label: "max" }], {});
-    const bandSeries = t.band_percentiles.map((p) => ({ label: "p" + p, color: "rgba(31,119,180," + (p === 50 ? 1 : 0.35) + ")" }));
+    // TensorBoard's bands: the percentiles at a normal's ±0.5σ, ±1σ and ±1.5σ (p30.85, p15.87,
+    // p6.68 and their mirrors) around the median, and min to max; named so in the legend.
+    const SIGMA = { 6.68: "−1.5σ", 15.87: "−1σ", 30.85: "−0.5σ", 69.15: "+0.5σ", 84.13: "+1σ", 93.32: "+1.5σ" };
+    const bandName = (p) => (p === 0 ? "min" : p === 100 ? "max" : p === 50 ? "median" : "p" + p + (SIGMA[p] ? " (" + SIGMA[p] + ")" : ""));
+    const bandSeries = t.band_percentiles.map((p) => ({ label: bandName(p), color: "rgba(31,119,180," + (p === 50 ? 1 : 0.35) + ")" }));
     const bands = [[1, 9], [2, 8], [3, 7], [4, 6]].map(([a, b], i) => ({ series: [b, a], fill: "rgba(31,119,180," + (0.08 + i * 0.08) + ")" }));
     env.chart(box, "tensor:distribution", "Distribution of " + name + " over steps", [xs, ...t.band_percentiles.map((_, i) => t.steps.map((s) => s.bands[i]))], bandSeries, { bands });
     // Histograms over steps (TensorBoard's offset view): not for a scalar, one value a step.

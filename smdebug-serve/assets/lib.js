@@ -41,6 +41,9 @@
     if (a < 1e-3 || a >= 1e6) return x.toExponential(4).replace(/\.?0+e/, "e");
     return String(Number(x.toPrecision(5)));
   }
+  // A rate as people write it: three significant digits, whole numbers from 100 on ("2321",
+  // "30.9"); "–" for none.
+  const rateText = (x) => (typeof x !== "number" || !Number.isFinite(x) ? "–" : x >= 100 ? String(Math.round(x)) : String(Number(x.toPrecision(3))));
   // An axis label: three significant digits, k/M/G above ten thousand.
   function axisLabel(v) {
     if (v === null || v === undefined) return "";
@@ -124,12 +127,35 @@
     return sign + h + " h" + (m ? " " + String(m).padStart(2, "0") + " min" : "");
   }
 
-  // A measured value as its measure calls for: a duration ("seconds", "…_s", "…duration…") in
-  // the unit that fits it ("412 µs", "1.3 ms"), anything else as a number; NaN and ±Inf as such.
+  // A rule's evidence as a person reads it: what was measured, its value and the limit
+  // ("fc1.bias nan_count = 32", "vm TRAIN step duration = 4.41 ms (limit 2.75 ms)",
+  // "algo-1 gpu7 GPUUtilization p95 = 92 % (limit 70 %)"). The measure is left out where the
+  // subject already names it ("loss (TRAIN) = NaN", not "loss (TRAIN) loss = NaN") or where the value's unit
+  // says it (a duration's "seconds"); a duration in the unit that fits it, a percentage with
+  // its sign, anything else with its significant digits (a count of 1 is "1", not "1.00"); NaN
+  // and ±Inf as such.
   const DURATION = /^(seconds?|.*_s|.*_seconds|.*duration.*|.*time_s)$/i;
-  function measured(measure, v) {
-    if (typeof v === "number" && Number.isFinite(v) && DURATION.test(String(measure || ""))) return dur(v);
-    return fmt(v);
+  function evidenceText(e) {
+    const measure = String(e.measure || ""), subject = String(e.tensor || "");
+    const duration = DURATION.test(measure);
+    const percent = !duration && /percent|utili[sz]ation|%/i.test(subject + " " + measure);
+    const value = (v) => (typeof v === "number" && Number.isFinite(v) ? (duration ? dur(v) : sig(v) + (percent ? " %" : "")) : fmt(v));
+    const words = subject.toLowerCase().replace(/\([^)]*\)/g, " ").split(/\s+/);
+    const said = duration && /^seconds?$/i.test(measure) || words.includes(measure.toLowerCase());
+    return subject + (said ? "" : " " + measure) + " = " + value(e.value) +
+      (e.limit !== null && e.limit !== undefined ? " (limit " + value(e.limit) + ")" : "");
+  }
+
+  // The last value of a line as text: its figure, or what it was where it is no number (a
+  // value at a step the marks `marks` cover as NaN or ±Inf is drawn as a gap, and read here as
+  // "NaN", never as the last finite value or "–").
+  function lastText(steps, values, marks) {
+    const j = values.length - 1;
+    if (j < 0) return "–";
+    const v = values[j];
+    if (v !== null && v !== undefined) return sig(v);
+    const m = (marks || []).find((k) => k.from <= steps[j] && steps[j] <= k.to);
+    return m ? m.kind : "–";
   }
 
   function heat(v) { // 0..100 -> a blue-to-yellow colour
@@ -149,7 +175,7 @@
       ctx.fillStyle = heat(vertical ? 100 * (1 - i / (n - 1)) : 100 * i / (n - 1));
       if (vertical) ctx.fillRect(0, i, c.width, 1); else ctx.fillRect(i, 0, 1, c.height);
     }
-    const label = (v) => fmt(v) + (unit || "");
+    const label = (v) => sig(v) + (unit || ""); // "0 %", "100 %", not "0.00 %"
     if (vertical) box.append(el("span", { text: label(hi) }), c, el("span", { text: label(lo) }));
     else box.append(el("span", { text: label(lo) }), c, el("span", { text: label(hi) }));
   }
@@ -294,7 +320,7 @@
       (m.count > 1 ? " (" + m.count + " values)" : "")).join(", ");
   }
 
-  window.SMD = { el, clear, fmt, sig, dur, measured, axisLabel, axisSize, textWidth, AXIS_FONT, CATEGORICAL, naturalCompare,
+  window.SMD = { el, clear, fmt, sig, dur, rateText, evidenceText, lastText, axisLabel, axisSize, textWidth, AXIS_FONT, CATEGORICAL, naturalCompare,
                  metricTitle, heat, colourScale, drawGrid, tooltipPlugin,
                  nonFinitePlugin, nonFiniteText, mergeMarks, download, csvField, selectionIn, exactName, stepWindow };
 })();

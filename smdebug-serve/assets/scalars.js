@@ -10,7 +10,7 @@
 // axes, regex filter, run toggles, a crosshair tooltip.
 "use strict";
 (function () {
-  const { el, clear, sig, dur, download, csvField, exactName, stepWindow } = window.SMD;
+  const { el, clear, sig, dur, lastText, download, csvField, exactName, stepWindow } = window.SMD;
 
   // The x axes: a point's step, its wall time less the run's first (relative), or its wall time.
   const AXES = {
@@ -249,18 +249,21 @@
         };
         const sparse = l.mode.steps.length < 40;
         const sm = l.mode.smoothed;
+        // With the cursor off the chart the legend gives the line's last value as the title
+        // does (TensorBoard's "Value"), NaN where it was NaN, not the smoothed line's.
+        const last = lastText(l.mode.steps, l.mode.values, l.mode.non_finite);
         if (sm) {
           ys.push(line(l.x, l.mode.values), line(l.sx, sm.values));
           series.push({ label: label + " raw", color: faint(colour), spanGaps: true, points: sparse, width: 1, dash, value, legend: false },
-                      { label, color: colour, spanGaps: true, points: sparse, width: 2, dash, value });
+                      { label, color: colour, spanGaps: true, points: sparse, width: 2, dash, value, last });
         } else {
           ys.push(line(l.x, l.mode.values));
-          series.push({ label, color: colour, spanGaps: true, points: sparse, width: 2, dash, value });
+          series.push({ label, color: colour, spanGaps: true, points: sparse, width: 2, dash, value, last });
         }
       }
       const zoomed = zooms.get(name);
       // One run's last values in the title (several runs' would not fit: the legend has them).
-      const lastValues = shownRuns.length > 1 ? "" : " · last " + list.map((l) => l.mode.mode + " " + sig(l.mode.values[l.mode.values.length - 1])).join(", ");
+      const lastValues = shownRuns.length > 1 ? "" : " · last " + list.map((l) => l.mode.mode + " " + lastText(l.mode.steps, l.mode.values, l.mode.non_finite)).join(", ");
       // Steps where a value was NaN or ±Inf are marked (on the step axis).
       const marks = axisName === "step" ? window.SMD.mergeMarks(list.flatMap((l) => l.mode.non_finite)) : [];
       const yRange = robust ? robustExtent(ys, log) : null;

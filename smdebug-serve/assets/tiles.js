@@ -3,7 +3,7 @@
 // job's writers dropped. `tile(id, class)` colours a tile (app.js's).
 "use strict";
 (function () {
-  const { fmt, dur } = window.SMD;
+  const { fmt, dur, rateText } = window.SMD;
   const $ = (id) => document.getElementById(id);
   // The step and writer-drops tiles: the step of the planned ones with the ETA, and what the
   // job's writers dropped (from its progress files).
@@ -15,8 +15,6 @@
     if (r.planned_steps !== null && r.steps_done !== null) return r.steps_done + " of " + r.planned_steps;
     return r.last_step === null ? "–" : "step " + r.last_step;
   };
-  // A rate as people write it: three significant digits, whole numbers from 100 on.
-  const rateText = (x) => (x >= 100 ? String(Math.round(x)) : String(Number(x.toPrecision(3))));
   window.SMD.drawProgress = function (o, tile, r) {
     const p = o.progress;
     $("summary-step").textContent = window.SMD.stepCount(r);

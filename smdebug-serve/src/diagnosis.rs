@@ -324,6 +324,11 @@ pub(crate) fn health(
         // No step number while it advances: the sentence is fetched again every 10 s at most,
         // the header's step count with every push.
         Phase::Live => format!("Live · {issues_part}"),
+        // A path that does not exist is said to (the state tile says how long it was waited
+        // for), not "waiting for the run to start" as if it were an empty folder.
+        Phase::Waiting if d.missing_since.is_some() => {
+            "No run here: the folder does not exist (waiting for it)".to_owned()
+        }
         Phase::Waiting => "Waiting for the run to start".to_owned(),
     };
     for r in &findings {

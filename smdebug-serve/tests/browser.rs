@@ -76,6 +76,17 @@ fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
         state.contains("the folder does not exist") && state.contains("waiting for it"),
         "{state}"
     );
+    // In white on the pill's colour, as every state is (not the grey of a hint on olive).
+    let colour = cdp.eval("getComputedStyle(document.getElementById('run-state')).color");
+    assert_eq!(colour, "rgb(255, 255, 255)", "the missing run's pill text");
+    cdp.wait(Duration::from_secs(30), "the missing run's sentence", |c| {
+        c.eval(
+            "[document.getElementById('summary-health').textContent, document.getElementById('health-box').className]",
+        ) == json!([
+            "No run here: the folder does not exist (waiting for it)",
+            "health-box waiting"
+        ])
+    });
 
     // The job starts while the page is open.
     std::fs::create_dir_all(&run).unwrap();
@@ -174,6 +185,10 @@ fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
     assert!(overview[1].as_u64().unwrap() >= 3, "{overview}");
     assert!(overview[2].as_u64().unwrap() >= 10, "{overview}");
     assert!(overview[3].as_u64().unwrap() >= 10, "{overview}");
+    // The heatmap's colour scale is labelled as a person writes a percentage.
+    let scale =
+        cdp.eval("[...document.querySelectorAll('#heatmap-scale span')].map(s => s.textContent)");
+    assert_eq!(scale, json!(["0 %", "100 %"]), "{scale}");
     // Durations in the unit that fits them ("640 µs", "12.5 ms", "3.20 s"), never "0.00 s" for
     // a phase shorter than 5 ms.
     let durations = cdp.eval(
@@ -195,6 +210,17 @@ fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
             "{d:?} in {durations:?}: a zero that hides a duration"
         );
     }
+
+    // Until a tensor is picked, the Tensors panel opens on the first that is not a scalar
+    // (`attention`, not `accuracy`, the first name): a scalar is the Scalars tab's.
+    cdp.wait(
+        Duration::from_secs(30),
+        "the first tensor that is not a scalar",
+        |c| {
+            c.eval("document.getElementById('tensor-select').value") == "attention"
+                && c.eval("document.getElementById('tensor-select').options[0].value") == "accuracy"
+        },
+    );
 
     // A 2-D tensor at a chosen step.
     cdp.eval(

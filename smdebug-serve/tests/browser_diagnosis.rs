@@ -45,6 +45,7 @@ const MEASURE: &str = "(() => { const box = (q) => { const e = document.querySel
         badge: (r.querySelector('.badge') || {}).textContent || null, colour: getComputedStyle(r).borderLeftColor, h: r.getBoundingClientRect().height })), \
       na_groups: Array.from(document.querySelectorAll('#summary-rules .na-group')).map((g) => g.textContent), \
       summary_text: document.getElementById('summary-rules').textContent, \
+      evidence: Array.from(document.querySelectorAll('#summary-rules .evidence')).map((e) => e.textContent), \
       loss: window.SMD.chartData('headline:loss'), \
       loss_title: (document.querySelector('[data-chart=\"headline:loss\"] h4') || {}).textContent }; })()";
 
@@ -224,6 +225,49 @@ fn a_stopped_runs_first_screen_reads_as_a_diagnosis() {
             .as_str()
             .unwrap()
             .contains(&format!("NaN at steps {NAN_FROM}–")),
+        "{m}"
+    );
+
+    // The title's last values are what the lines ended on: EVAL's last loss was NaN (drawn as a
+    // gap), not "–" nor its last finite value.
+    assert!(
+        m["loss_title"]
+            .as_str()
+            .unwrap()
+            .contains(", EVAL NaN at step "),
+        "{m}"
+    );
+    // Evidence as a person reads it: a count is "1", not "1.00"; the measure is not said twice
+    // ("loss (TRAIN) loss = NaN").
+    let evidence: Vec<&str> = m["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e.as_str())
+        .filter(|e| e.starts_with("Latest firing"))
+        .collect();
+    assert!(!evidence.is_empty(), "{m}");
+    let exploding = evidence
+        .iter()
+        .find(|e| e.contains("nan_count = "))
+        .unwrap_or_else(|| panic!("no nan_count evidence: {evidence:?}"));
+    let count = exploding.split("nan_count = ").nth(1).unwrap();
+    assert!(
+        count.parse::<u64>().is_ok(),
+        "a count of NaN values as a whole number: {exploding}"
+    );
+    for e in &evidence {
+        let (_, measured) = e.split_once(": ").unwrap();
+        let (subject, _) = measured.split_once(" = ").unwrap();
+        let words: Vec<&str> = subject.split(' ').collect();
+        let distinct: std::collections::BTreeSet<&str> = words.iter().copied().collect();
+        assert_eq!(distinct.len(), words.len(), "a word said twice: {e}");
+    }
+
+    // How often a rule fired, in words: "fired 9 times in 40 checks", not "triggered 9 of 40".
+    let text = m["summary_text"].as_str().unwrap();
+    assert!(
+        text.contains(" checks") && !text.contains("triggered"),
         "{m}"
     );
 

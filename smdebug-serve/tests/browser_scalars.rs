@@ -363,6 +363,16 @@ fn the_scalars_tab_ranges_colours_groups_pins_and_downloads_every_value() {
             "exploding TRAIN"
         ])
     );
+    // The legend tells the modes apart as the lines do: an EVAL line's marker is dashed.
+    let markers = cdp.eval(
+        "[...document.querySelectorAll('[data-chart=\"scalar:loss\"] .u-legend .u-series')].slice(1)\
+           .filter(r => !r.hidden && getComputedStyle(r).display !== 'none')\
+           .map(r => [r.querySelector('.u-label').textContent, getComputedStyle(r.querySelector('.u-marker')).borderTopStyle])",
+    );
+    for m in markers.as_array().unwrap() {
+        let eval = m[0].as_str().unwrap().ends_with("EVAL");
+        assert_eq!(m[1], if eval { "dashed" } else { "solid" }, "{markers}");
+    }
     // The run toggles on this tab carry the run's colour.
     let toggles =
         cdp.eval("[...document.querySelectorAll('#run-toggles .sw')].map(s => s.style.background)");

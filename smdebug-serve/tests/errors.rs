@@ -32,6 +32,12 @@ fn a_path_that_does_not_exist_says_so_and_has_no_report() {
         .as_f64()
         .unwrap();
     assert!(since <= now && now - since < 60.0, "{since} {now}");
+    // The first screen's sentence says so too (not "waiting for the run to start").
+    let health = get_json(&format!("{api}/api/runs/0/overview"))["health"].clone();
+    assert_eq!(
+        health["sentence"], "No run here: the folder does not exist (waiting for it)",
+        "{health}"
+    );
     // No report of nothing: 404 with why.
     let r = client()
         .get(format!("{api}/api/runs/0/report"))
