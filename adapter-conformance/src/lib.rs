@@ -26,6 +26,7 @@
 pub mod capture;
 mod fixture;
 pub mod spans;
+pub mod whole_model;
 
 pub use capture::*;
 pub use fixture::{

@@ -7,6 +7,10 @@ mod common;
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Activation, Optimizer, SGD};
 use common::model::{DigitsTensors, loss, reseed, varmap};
+use smdebug_adapter_conformance::whole_model::{
+    assert_close, assert_label_rules_judged, loss_inputs_only, relu_outputs_only, sorted_names,
+    value_at,
+};
 use smdebug_adapter_conformance::writer;
 use smdebug_candle::{CandleHook, Layers};
 use smdebug_core::{Hook, HookBuilder, Mode, SaveConfig};
@@ -81,31 +85,14 @@ fn values(t: &Tensor) -> Vec<f64> {
         .unwrap()
 }
 
-#[track_caller]
-fn assert_close(got: &[f64], want: &[f64], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}");
-    for (g, w) in got.iter().zip(want) {
-        assert!(
-            (g - w).abs() <= 1e-5 * w.abs().max(1.0),
-            "{what}: {g} vs {w}"
-        );
-    }
-}
-
 #[test]
 fn every_layer_is_a_capture_point_and_the_configuration_picks_which_are_written() {
     // DeadRelu's collection alone (and the losses, always): of the six layer tensors only the
     // ReLU's output is written; the loss's inputs are not selected either.
     let dir = tempfile::tempdir().unwrap();
-    let builder = Hook::builder()
-        .save_config(SaveConfig::every(2))
-        .include_collections(&["relu_output"])
-        .include_regex("relu_output", r"relu\d*\.output$");
-    let steps = train(dir.path(), builder, 5);
+    let steps = train(dir.path(), relu_outputs_only(), 5);
+    assert_eq!(sorted_names(dir.path()), ["loss", "relu1.output"]);
     let trial = Trial::open(dir.path().to_str().unwrap()).unwrap();
-    let mut names = trial.tensor_names().unwrap();
-    names.sort();
-    assert_eq!(names, ["loss", "relu1.output"]);
     let relu = trial.tensor("relu1.output").unwrap();
     assert_eq!(relu.steps(None).unwrap(), [0, 2, 4]);
     for step in [0, 2, 4] {
@@ -125,16 +112,7 @@ fn with_everything_selected_each_layer_reads_what_the_one_before_gave() {
         4,
     );
     let trial = Trial::open(dir.path().to_str().unwrap()).unwrap();
-    let at = |name: &str, step: u64| -> Vec<f64> {
-        trial
-            .tensor(name)
-            .unwrap()
-            .value(step, None, None)
-            .unwrap()
-            .iter()
-            .copied()
-            .collect()
-    };
+    let at = |name: &str, step: u64| value_at(&trial, name, step);
     for step in [0u64, 3] {
         let s = &steps[step as usize];
         assert_close(&at("fc1.input", step), &values(&s.x), "fc1.input");
@@ -173,28 +151,9 @@ fn with_everything_selected_each_layer_reads_what_the_one_before_gave() {
 
 #[test]
 fn the_loss_inputs_give_class_imbalance_and_confusion_their_data() {
-    use smdebug::rules::{RuleRunner, RuleSpec, Status};
     let dir = tempfile::tempdir().unwrap();
-    // 40 steps of 16 labels: ClassImbalance counts 500 before judging.
-    let builder = Hook::builder()
-        .save_config(SaveConfig::every(1))
-        .include_collections(&["labels", "predictions"]);
-    train(dir.path(), builder, 40);
-    let summary = RuleRunner::builder(dir.path().to_str().unwrap())
-        .write_into_run(false)
-        .spec(RuleSpec::new("ClassImbalance"))
-        .spec(RuleSpec::new("Confusion"))
-        .build()
-        .unwrap()
-        .run_offline()
-        .unwrap();
-    for rule in ["ClassImbalance", "Confusion"] {
-        let st = summary.rule(rule).unwrap();
-        assert!(
-            matches!(st.status, Status::NoIssuesFound | Status::IssuesFound) && st.datapoints > 0,
-            "{rule}: {st:#?}"
-        );
-    }
+    train(dir.path(), loss_inputs_only(), 40);
+    assert_label_rules_judged(dir.path());
 }
 
 #[test]

@@ -2,6 +2,10 @@
 //! written, equal to the tensors libtorch computed, and nothing else; each layer reads what the
 //! one before gave; the loss's inputs give ClassImbalance and Confusion their data.
 
+use smdebug_adapter_conformance::whole_model::{
+    assert_close, assert_label_rules_judged, loss_inputs_only, relu_outputs_only, sorted_names,
+    value_at,
+};
 use smdebug_adapter_conformance::writer;
 use smdebug_core::{Hook, HookBuilder, Mode, SaveConfig};
 use smdebug_examples::digits::{Digits, default_path};
@@ -83,43 +87,19 @@ fn train(dir: &std::path::Path, builder: HookBuilder, steps: usize) -> Vec<Step>
     computed
 }
 
-fn at(trial: &Trial, name: &str, step: u64) -> Vec<f64> {
-    trial
-        .tensor(name)
-        .unwrap()
-        .value(step, None, None)
-        .unwrap()
-        .iter()
-        .copied()
-        .collect()
-}
-
-#[track_caller]
-fn assert_close(got: &[f64], want: &[f64], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}");
-    for (g, w) in got.iter().zip(want) {
-        assert!(
-            (g - w).abs() <= 1e-5 * w.abs().max(1.0),
-            "{what}: {g} vs {w}"
-        );
-    }
-}
-
 #[test]
 fn every_layer_is_a_capture_point_and_the_configuration_picks_which_are_written() {
     let dir = tempfile::tempdir().unwrap();
-    let builder = Hook::builder()
-        .save_config(SaveConfig::every(2))
-        .include_collections(&["relu_output"])
-        .include_regex("relu_output", r"relu\d*\.output$");
-    let steps = train(dir.path(), builder, 5);
+    let steps = train(dir.path(), relu_outputs_only(), 5);
+    assert_eq!(sorted_names(dir.path()), ["loss", "relu1.output"]);
     let trial = Trial::open(dir.path().to_str().unwrap()).unwrap();
-    let mut names = trial.tensor_names().unwrap();
-    names.sort();
-    assert_eq!(names, ["loss", "relu1.output"]);
     for step in [0u64, 2, 4] {
         let want = values(&steps[step as usize].hidden);
-        assert_close(&at(&trial, "relu1.output", step), &want, "relu1.output");
+        assert_close(
+            &value_at(&trial, "relu1.output", step),
+            &want,
+            "relu1.output",
+        );
     }
 }
 
@@ -134,31 +114,35 @@ fn with_everything_selected_each_layer_reads_what_the_one_before_gave() {
     let trial = Trial::open(dir.path().to_str().unwrap()).unwrap();
     for step in [0u64, 3] {
         let s = &steps[step as usize];
-        assert_close(&at(&trial, "fc1.input", step), &values(&s.x), "fc1.input");
+        assert_close(
+            &value_at(&trial, "fc1.input", step),
+            &values(&s.x),
+            "fc1.input",
+        );
         assert_eq!(
-            at(&trial, "relu1.input", step),
-            at(&trial, "fc1.output", step)
+            value_at(&trial, "relu1.input", step),
+            value_at(&trial, "fc1.output", step)
         );
         assert_close(
-            &at(&trial, "relu1.output", step),
+            &value_at(&trial, "relu1.output", step),
             &values(&s.hidden),
             "relu1",
         );
         assert_eq!(
-            at(&trial, "fc2.input", step),
-            at(&trial, "relu1.output", step)
+            value_at(&trial, "fc2.input", step),
+            value_at(&trial, "relu1.output", step)
         );
         assert_close(
-            &at(&trial, "fc2.output", step),
+            &value_at(&trial, "fc2.output", step),
             &values(&s.logits),
             "fc2.output",
         );
         assert_eq!(
-            at(&trial, "loss.predictions", step),
-            at(&trial, "fc2.output", step)
+            value_at(&trial, "loss.predictions", step),
+            value_at(&trial, "fc2.output", step)
         );
         assert_close(
-            &at(&trial, "loss.labels", step),
+            &value_at(&trial, "loss.labels", step),
             &values(&s.labels),
             "labels",
         );
@@ -167,27 +151,9 @@ fn with_everything_selected_each_layer_reads_what_the_one_before_gave() {
 
 #[test]
 fn the_loss_inputs_give_class_imbalance_and_confusion_their_data() {
-    use smdebug::rules::{RuleRunner, RuleSpec, Status};
     let dir = tempfile::tempdir().unwrap();
-    let builder = Hook::builder()
-        .save_config(SaveConfig::every(1))
-        .include_collections(&["labels", "predictions"]);
-    train(dir.path(), builder, 40);
-    let summary = RuleRunner::builder(dir.path().to_str().unwrap())
-        .write_into_run(false)
-        .spec(RuleSpec::new("ClassImbalance"))
-        .spec(RuleSpec::new("Confusion"))
-        .build()
-        .unwrap()
-        .run_offline()
-        .unwrap();
-    for rule in ["ClassImbalance", "Confusion"] {
-        let st = summary.rule(rule).unwrap();
-        assert!(
-            matches!(st.status, Status::NoIssuesFound | Status::IssuesFound) && st.datapoints > 0,
-            "{rule}: {st:#?}"
-        );
-    }
+    train(dir.path(), loss_inputs_only(), 40);
+    assert_label_rules_judged(dir.path());
 }
 
 #[test]
