@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use smdebug::Session;
@@ -12,7 +12,7 @@ use smdebug_core::{Collection, Hook, SaveConfig};
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::{Bug, TrainConfig, train_in_session};
 use smdebug_io::OverflowPolicy;
-use smdebug_io::testing::wait_until;
+use smdebug_io::testing::{wait_for_exit, wait_until};
 use smdebug_io::writer::Writer;
 use smdebug_profiler::reader::{ProfilerReader, SystemQuery};
 use smdebug_profiler::spans::SpanConfig;

@@ -7,7 +7,7 @@
 use std::io::Read as _;
 use std::ops::Range;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use smdebug_core::Mode;
