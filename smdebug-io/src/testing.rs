@@ -28,7 +28,7 @@ pub fn free_port() -> u16 {
         .expect("bind a loopback port")
 }
 
-/// How often [`wait_for`] looks at its condition.
+/// How often [`poll`] (and the waits built on it) looks at its condition.
 const WAIT_POLL: Duration = Duration::from_millis(20);
 
 /// Polls `f` until it gives `Some` and returns that, or `None` once `limit` has passed: the
