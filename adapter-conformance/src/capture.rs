@@ -12,6 +12,7 @@ use smdebug_core::{
     Collection, DType, EndReason, Hook, MemorySink, Mode, Record, Reduction, ReductionConfig,
     ReductionOp, SaveConfig, SaveConfigMode, StepKey, StopSignal,
 };
+use smdebug_io::testing::wait_for;
 use smdebug_io::trial::Trial;
 
 use crate::fixture::{
@@ -492,12 +493,9 @@ pub fn a_stop_request_from_a_watcher_stops_the_loop_within_one_step<F: Fixture>(
         let dir = dir.path().to_str().unwrap().to_string();
         std::thread::spawn(move || {
             // The run directory appears with the first step.
-            let trial = loop {
-                match Trial::open(&dir) {
-                    Ok(t) => break t,
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                }
-            };
+            let trial = wait_for(Duration::from_secs(120), "the run to appear", || {
+                Trial::open(&dir).ok()
+            });
             trial
                 .wait_for_steps(&[6], None, Duration::from_secs(120))
                 .unwrap();

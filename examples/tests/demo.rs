@@ -7,6 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 use smdebug_core::EndReason;
+use smdebug_io::testing::wait_until;
 use smdebug_io::trial::Trial;
 
 fn demo(out: &Path, extra: &[&str]) -> String {
@@ -540,7 +541,19 @@ fn the_demo_reports_in_sagemakers_layout_counting_initialization_from_the_proces
 
     // The run with its report in SageMaker's layout is a run: the demo replaces it (the
     // folder `rule-output/` is the run's own), and the earlier report goes with it.
-    std::thread::sleep(std::time::Duration::from_millis(1100)); // a new timestamp, a second on
+    // Its folder is named by the second it is written in: the next run's, a second on.
+    let unix_s = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    let earlier = unix_s();
+    wait_until(
+        std::time::Duration::from_secs(10),
+        "the clock to reach the next second",
+        || unix_s() > earlier,
+    );
     demo(&run, &["--epochs", "1", "--sagemaker-layout"]);
     let again: Vec<String> = std::fs::read_dir(run.join("rule-output"))
         .unwrap()

@@ -155,6 +155,7 @@ fn the_loop_captures_to_disk_and_stops_when_a_stop_request_arrives() {
             req.step = Some(3);
             request_stop(store.as_ref(), &req).unwrap();
         }
+        // workload: a training step's time (see above).
         std::thread::sleep(std::time::Duration::from_millis(5));
     })
     .unwrap();

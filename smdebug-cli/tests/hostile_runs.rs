@@ -6,10 +6,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
-use smdebug_io::testing::wait_until;
+use smdebug_io::testing::{wait_for_exit, wait_until};
 use smdebug_profiler::reader::{ProfilerReader, SystemQuery};
 
 fn golden(name: &str) -> PathBuf {
@@ -428,14 +428,11 @@ fn rules_follow_gives_up_on_a_run_whose_writer_died() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            panic!("rules --follow did not give up");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_exit(
+        &mut child,
+        Duration::from_secs(120),
+        "rules --follow to give up on an idle run",
+    );
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let printed = verdicts(&text(&out.stdout));
@@ -650,14 +647,8 @@ fn a_fifo_in_place_of_an_index_file_does_not_hang_info_or_steps() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let started = Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            if started.elapsed() > Duration::from_secs(30) {
-                child.kill().unwrap();
-                panic!("`smdebug {cmd}` hung on a FIFO");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let what = format!("`smdebug {cmd}` to end (not hang) on a FIFO");
+        wait_for_exit(&mut child, Duration::from_secs(30), &what);
         let out = child.wait_with_output().unwrap();
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{cmd}: {err}");

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use smdebug::Session;
@@ -12,7 +12,7 @@ use smdebug_core::{Collection, Hook, SaveConfig};
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::{Bug, TrainConfig, train_in_session};
 use smdebug_io::OverflowPolicy;
-use smdebug_io::testing::wait_until;
+use smdebug_io::testing::{wait_for_exit, wait_until};
 use smdebug_io::writer::Writer;
 use smdebug_profiler::reader::{ProfilerReader, SystemQuery};
 use smdebug_profiler::spans::SpanConfig;
@@ -231,36 +231,26 @@ fn follow_regenerates_the_report_while_the_run_is_written_and_ends_with_it() {
         .save_config(SaveConfig::every(1))
         .build(Writer::open(run.to_str().unwrap()).unwrap())
         .unwrap();
-    let mut seen_live = false;
-    let started = Instant::now();
-    for step in 0..200u64 {
-        hook.save_scalar("loss", 1.0 / (step as f64 + 1.0), &["losses"]);
-        hook.step();
-        // Work time, not a wait: the report follows a run being written.
-        std::thread::sleep(Duration::from_millis(25));
-        if html_path.exists() {
-            let html = std::fs::read_to_string(&html_path).unwrap();
-            if html.contains("still being written") {
-                seen_live = true;
-                break;
-            }
-        }
-        assert!(started.elapsed() < Duration::from_secs(60));
-    }
-    assert!(seen_live, "no report while the run was written");
+    let mut step = 0u64;
+    wait_until(
+        Duration::from_secs(60),
+        "a report saying the run is still being written",
+        || {
+            // One step per look: the run grows while the report is awaited.
+            hook.save_scalar("loss", 1.0 / (step as f64 + 1.0), &["losses"]);
+            hook.step();
+            step += 1;
+            std::fs::read_to_string(&html_path)
+                .is_ok_and(|html| html.contains("still being written"))
+        },
+    );
     hook.close();
     drop(hook);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "report --follow did not end with the run"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_for_exit(
+        &mut child,
+        Duration::from_secs(60),
+        "report --follow to end with the run",
+    );
     let out = child.wait_with_output().unwrap();
     assert!(status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let html = std::fs::read_to_string(&html_path).unwrap();

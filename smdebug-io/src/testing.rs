@@ -1,7 +1,7 @@
 //! Test support (feature `testing`): a real S3-compatible server for object-store tests, a
 //! storage that counts the calls made to it ([`CountingStorage`]), and the one way tests wait
-//! for something to happen ([`wait_until`], [`wait_for`]): on the condition, with a deadline,
-//! never by sleeping a guessed time.
+//! for something to happen ([`wait_until`], [`wait_for`], [`wait_for_exit`]): on the
+//! condition, with a deadline, never by sleeping a guessed time.
 //!
 //! [`MotoServer::start`] runs moto's standalone server (`python -m moto.server`, Python from
 //! `$SMDEBUG_PYTHON`, else `python3`; `pip install 'moto[server]'`) on a free loopback port and
@@ -10,7 +10,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::storage::StorageOptions;
@@ -28,30 +28,55 @@ pub fn free_port() -> u16 {
         .expect("bind a loopback port")
 }
 
-/// How often [`wait_for`] looks at its condition.
+/// How often [`poll`] (and the waits built on it) looks at its condition.
 const WAIT_POLL: Duration = Duration::from_millis(20);
+
+/// Polls `f` until it gives `Some` and returns that, or `None` once `limit` has passed: the
+/// one polling loop of the test helpers ([`wait_for`], [`wait_until`], [`wait_for_exit`]). For
+/// a test that must undo something (open a gate its threads are held at) before it fails;
+/// otherwise use [`wait_for`], which fails naming what did not happen.
+pub fn poll<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() >= end {
+            return None;
+        }
+        std::thread::sleep(WAIT_POLL);
+    }
+}
 
 /// Polls `f` until it gives `Some` and returns that. Panics naming `what` if `limit` passes
 /// first: a test that waits for an event that never comes fails, it does not hang. `limit` is a
 /// deadline for a broken build, not a timing the test expects (give it tens of seconds).
-pub fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < end,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        std::thread::sleep(WAIT_POLL);
-    }
+///
+/// `f` may do work as well as look: a test that trains until the loop hears a stop request
+/// runs one step per call, so the steps are paced by the poll and the wait has its deadline.
+pub fn wait_for<T>(limit: Duration, what: &str, f: impl FnMut() -> Option<T>) -> T {
+    poll(limit, f).unwrap_or_else(|| panic!("timed out after {limit:?} waiting for {what}"))
 }
 
 /// Polls `condition` until it holds; panics naming `what` if `limit` passes first
 /// ([`wait_for`] without a value).
 pub fn wait_until(limit: Duration, what: &str, mut condition: impl FnMut() -> bool) {
     wait_for(limit, what, || condition().then_some(()));
+}
+
+/// Waits for `child` to exit and returns its status. If `limit` passes first, kills it (a
+/// child that hangs must not outlive the test) and panics naming `what`.
+pub fn wait_for_exit(child: &mut Child, limit: Duration, what: &str) -> ExitStatus {
+    let status = poll(limit, || {
+        child
+            .try_wait()
+            .unwrap_or_else(|e| panic!("asking whether {what} ended: {e}"))
+    });
+    status.unwrap_or_else(|| {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("timed out after {limit:?} waiting for {what} (killed it)")
+    })
 }
 
 /// A moto S3 server on a free loopback port, killed on drop.

@@ -156,6 +156,7 @@ fn write_worker(case: &Case, storage: Arc<dyn Storage>, rank: usize) {
         }
         hook.step();
         if rng.f64() < pause_chance {
+            // workload: a random pause of the writer, to vary how it and the follower interleave.
             std::thread::sleep(Duration::from_micros(rng.u64(..pause_us)));
         } else if rng.u8(..4) == 0 {
             std::thread::yield_now();
@@ -313,6 +314,7 @@ fn follow(
             "seed {seed}: the follower did not see the run end"
         );
         if interval_us > 0 {
+            // workload: a random pause between the follower's looks, to vary the interleaving.
             std::thread::sleep(Duration::from_micros(rng.u64(..=interval_us)));
         }
     };

@@ -298,7 +298,7 @@ fn child_writer() {
         hook.save_scalar("loss", step as f64, &["losses"]);
         hook.step();
         step += 1;
-        // Work time, not a wait: a training step takes time.
+        // workload: a training step's time.
         std::thread::sleep(Duration::from_millis(2));
     }
 }

@@ -473,7 +473,7 @@ fn each_value_keeps_its_records_wall_time() {
         hook.save_scalar("loss", 1.0 / (step as f64 + 1.0), &["losses"]);
         hook.save_scalar("accuracy", step as f64 / 40.0, &["metrics"]);
         hook.step();
-        // Work time, not a wait: the follower reads while steps come.
+        // workload: a training step's time; the follower reads while steps come.
         std::thread::sleep(Duration::from_millis(3));
     }
     hook.close();

@@ -34,7 +34,7 @@ fn train(location: String, pace: Duration, ended: mpsc::Sender<(u64, Instant)>) 
         hook.save_scalar("loss", step as f64, &["losses"]);
         hook.step();
         ended.send((step, Instant::now())).unwrap();
-        // Work time, not a wait: the next step comes `pace` later.
+        // workload: a training step's time; the next step comes `pace` later.
         std::thread::sleep(pace);
     }
     hook.close();

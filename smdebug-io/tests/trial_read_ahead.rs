@@ -6,6 +6,7 @@
 use half::f16;
 use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
 use smdebug_io::storage::open_storage;
+use smdebug_io::testing::wait_until;
 use smdebug_io::trial::{Trial, TrialOptions};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
@@ -286,11 +287,12 @@ fn the_files_after_the_callers_position_are_read_on_other_threads() {
     trial.raw_bytes("w", 0, None, None).unwrap();
     trial.raw_bytes("w", 1, None, None).unwrap();
     assert_eq!(storage.by_caller.load(Relaxed), 2);
-    // The window: steps 2 to 257, read on the pool. Wait for them (at most a minute).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while storage.by_others.load(Relaxed) < 256 && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    // The window: steps 2 to 257, read on the pool.
+    wait_until(
+        std::time::Duration::from_secs(60),
+        "the pool to read steps 2 to 257 ahead",
+        || storage.by_others.load(Relaxed) >= 256,
+    );
     assert_eq!(storage.by_others.load(Relaxed), 256);
     for step in 2..100 {
         trial.raw_bytes("w", step, None, None).unwrap();

@@ -333,8 +333,8 @@ fn the_block_policy_waits_for_room_instead_of_dropping() {
         let gated = gated.clone();
         let opened = Arc::clone(&opened);
         std::thread::spawn(move || {
-            // Not a wait: the storage stays stuck a while, long enough for the sends below
-            // to fill the queue; they must then wait for it.
+            // workload: a stall of the storage, long enough for the sends below to fill the
+            // queue; they must then wait for it (and the test passes however long they took).
             std::thread::sleep(Duration::from_millis(300));
             opened.store(true, Ordering::SeqCst);
             gated.open();
@@ -369,7 +369,7 @@ fn dropping_the_writer_flushes_what_is_queued() {
     writer.send(Record::Close(EndReason::Completed));
     gated.wait_for_writer();
     let opener = std::thread::spawn(move || {
-        // Not a wait: the storage stays stuck a while, and dropping the writer waits for it.
+        // workload: a stall of the storage, which dropping the writer must wait out.
         std::thread::sleep(Duration::from_millis(100));
         gated.open();
     });

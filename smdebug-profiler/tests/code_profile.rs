@@ -7,13 +7,13 @@
 use std::io::Read as _;
 use std::ops::Range;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use smdebug_core::Mode;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
-use smdebug_io::testing::wait_until;
+use smdebug_io::testing::{poll, wait_until};
 use smdebug_profiler::ProfilerError;
 use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler, WindowStep};
 use smdebug_profiler::reader::ProfilerReader;
@@ -489,11 +489,11 @@ fn a_window_is_sampled_while_it_is_open_even_when_the_last_one_is_still_being_wr
 
     // The second window is sampled while it is open, not once the first is written.
     profiler.begin(Some((Mode::Train, 20))).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !profiler.is_sampling() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let sampled_while_open = profiler.is_sampling();
+    // Asserted once the gate is open: failing here would leave the writer held at it.
+    let sampled_while_open = poll(Duration::from_secs(10), || {
+        profiler.is_sampling().then_some(())
+    })
+    .is_some();
     burn(0.3);
     profiler.end(Some((Mode::Train, 39))).unwrap();
     storage.open_gate();

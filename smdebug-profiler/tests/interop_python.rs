@@ -68,14 +68,15 @@ fn python_smdebug_readers_load_our_system_metrics_and_spans() {
         dir.path(),
     )
     .unwrap();
-    // Work time, not waits: each phase takes a little time, as a real one does.
     for step in 0..5 {
         let _step = spans.step(Mode::Train, step);
         {
             let _forward = spans.forward();
+            // workload: the phase's time, as a real one takes.
             thread::sleep(Duration::from_millis(20));
         }
         let _backward = spans.backward();
+        // workload: the phase's time.
         thread::sleep(Duration::from_millis(20));
     }
     writer.finish().unwrap();

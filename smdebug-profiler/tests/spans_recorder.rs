@@ -26,19 +26,21 @@ fn config(worker: u32) -> SpanConfig {
 }
 
 fn run_training_loop(spans: &SpanRecorder, steps: std::ops::Range<u64>) {
-    // Work time, not waits: each phase takes a little time, as a real one does.
     for step in steps {
         let _step = spans.step(Mode::Train, step);
         {
             let _load = spans.data_loading();
+            // workload: each phase takes a little time, as a real one does.
             thread::sleep(Duration::from_millis(2));
         }
         {
             let _forward = spans.forward().named("mlp");
+            // workload: the phase's time.
             thread::sleep(Duration::from_millis(1));
         }
         {
             let _backward = spans.backward();
+            // workload: the phase's time.
             thread::sleep(Duration::from_millis(1));
         }
         let _optimizer = spans.optimizer();
@@ -192,7 +194,7 @@ fn explicit_start_end_and_measured_spans() {
     let open = spans
         .start_span(Phase::Custom("allreduce".into()))
         .at_step(Mode::Train, 9);
-    // Work time, not a wait: the span lasts a while.
+    // workload: the span's length, which it is measured at.
     thread::sleep(Duration::from_millis(3));
     assert!(spans.end_span(open));
     let start = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
@@ -404,7 +406,7 @@ fn the_resting_writer_is_woken_when_its_queue_is_half_full() {
         for _ in 0..5 {
             spans.end_span(spans.start_span(Phase::Forward));
         }
-        // Not a wait: the gap between bursts is what the test is about.
+        // workload: the gap between bursts, which is what the test is about.
         thread::sleep(Duration::from_millis(50));
     }
     let report = writer.finish().unwrap();

@@ -29,7 +29,7 @@ fn sampler_and_spans_write_through_an_object_store() {
     .unwrap();
     for step in 0..3 {
         let _step = spans.step(Mode::Train, step);
-        // Work time, not a wait: the step takes a while.
+        // workload: a training step's time, while the sampler samples.
         thread::sleep(Duration::from_millis(60));
     }
     let span_report = writer.finish().unwrap();

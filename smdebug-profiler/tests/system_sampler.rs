@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Barrier, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -200,10 +200,14 @@ fn cpu_figures_rise_when_a_busy_loop_runs() {
 
     let spinning = Arc::new(AtomicBool::new(true));
     let threads = thread::available_parallelism().map_or(2, |n| n.get());
+    // The busy window opens once every spinner runs.
+    let running = Arc::new(Barrier::new(threads + 1));
     let spinners: Vec<_> = (0..threads)
         .map(|_| {
             let spinning = Arc::clone(&spinning);
+            let running = Arc::clone(&running);
             thread::spawn(move || {
+                running.wait();
                 let mut x = 0u64;
                 while spinning.load(Ordering::Relaxed) {
                     x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
@@ -212,8 +216,7 @@ fn cpu_figures_rise_when_a_busy_loop_runs() {
             })
         })
         .collect();
-    // Work time, not a wait: the spinners get going before the window opens.
-    thread::sleep(Duration::from_millis(200));
+    running.wait();
     let busy_start = now_us();
     let busy_end = wait_for_samples(dir.path(), busy_start, 8);
     spinning.store(false, Ordering::Relaxed);
@@ -447,7 +450,7 @@ fn sampler_cost_is_measured_at_100ms_and_500ms() {
             dir.path(),
         )
         .unwrap();
-        // Not a wait: the window the cost is measured over.
+        // workload: the window the sampler's cost is measured over.
         thread::sleep(Duration::from_secs(3));
         let report = sampler.stop().unwrap();
         let cpu = report

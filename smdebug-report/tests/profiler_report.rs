@@ -41,7 +41,7 @@ fn record(location: &str) {
         );
         hook.save_scalar("loss", 1.0 / (step as f64 + 1.0), &["losses"]);
         hook.step();
-        // Work time, not a wait: a training step takes time.
+        // workload: a training step's time.
         std::thread::sleep(Duration::from_millis(15));
     }
     drop(guard);

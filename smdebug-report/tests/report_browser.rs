@@ -72,7 +72,8 @@ fn record_run(run: &Path) {
     .unwrap();
     let mut hook = every_step_hook(run);
     let start = now_s();
-    thread::sleep(Duration::from_millis(250)); // initialization
+    // workload: the run's initialization, a stage the report shows.
+    thread::sleep(Duration::from_millis(250));
     let mut sink = 0u64;
     for step in 0..40u64 {
         hook.set_mode(Mode::Train);
@@ -86,6 +87,7 @@ fn record_run(run: &Path) {
             let _step = spans.step(Mode::Train, step);
             {
                 let _load = spans.data_loading();
+                // workload: waiting for a batch, slow every 13th step.
                 thread::sleep(Duration::from_millis(if step % 13 == 12 { 40 } else { 5 }));
             }
             {
@@ -114,6 +116,7 @@ fn record_run(run: &Path) {
     }
     {
         let _custom = spans.custom("<checkpoint & \"save\">");
+        // workload: the custom span's length.
         thread::sleep(Duration::from_millis(30));
     }
     assert_ne!(sink, 42);
@@ -121,7 +124,8 @@ fn record_run(run: &Path) {
     hook.close();
     let report = span_writer.finish().unwrap();
     assert_eq!(report.dropped, 0);
-    thread::sleep(Duration::from_millis(200)); // finalization
+    // workload: the run's finalization, a stage the report shows.
+    thread::sleep(Duration::from_millis(200));
     let end = now_s();
     sampler.stop().unwrap();
 

@@ -579,8 +579,8 @@ fn stalled_training_fires_past_a_bad_record_in_a_live_run() {
                     // Until step 2's record is damaged and the runner follows.
                     wait.recv().unwrap();
                 }
-                // Work time, not a wait: 30 ms steps, and a hang after step 9.
                 let pause = if step == 9 { 2500 } else { 30 };
+                // workload: 30 ms steps, and a hang after step 9 (which the runner must see).
                 std::thread::sleep(Duration::from_millis(pause));
             }
             hook.close();

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use smdebug_core::Mode;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
+use smdebug_io::testing::wait_for;
 use smdebug_profiler::reader::{ProfilerReader, SystemQuery};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSample, SystemSampler};
@@ -61,6 +62,13 @@ fn cores_in_proc_stat() -> usize {
         .count()
 }
 
+/// Time a stage or a phase of the recording takes. The rules read real system samples, which
+/// need real time to pass.
+fn spend(ms: u64) {
+    // workload: the time the recording's stage or phase takes.
+    sleep(Duration::from_millis(ms));
+}
+
 fn stage_while(until: u64, mut body: impl FnMut()) {
     while now_us() < until {
         body();
@@ -92,22 +100,22 @@ fn record() -> Recording {
         dir.path(),
     )
     .unwrap();
-    // Work time, not waits: every sleep of this recording is time a stage or a phase takes,
-    // which the rules must find (the stages' bounds are read from the clock, not assumed).
+    // Every `spend` of this recording is time a stage or a phase takes, which the rules must
+    // find (the stages' bounds are read from the clock, not assumed).
     // Initialization: only the sampler runs.
     let init_start = now_us();
-    sleep(Duration::from_millis(1500));
+    spend(1500);
     let train_start = now_us();
     let mut step = 0;
     stage_while(train_start + 2_500_000, || {
         let _step = spans.step(Mode::Train, step);
         {
             let _f = spans.forward();
-            sleep(Duration::from_millis(10));
+            spend(10);
         }
         {
             let _b = spans.backward();
-            sleep(Duration::from_millis(10));
+            spend(10);
         }
         step += 1;
     });
@@ -132,10 +140,10 @@ fn record() -> Recording {
     stage_while(loading_start + 3_000_000, || {
         {
             let _load = spans.data_loading().arg("num_workers", 1);
-            sleep(Duration::from_millis(30));
+            spend(30);
         }
         let _step = spans.step(Mode::Train, step);
-        sleep(Duration::from_millis(20));
+        spend(20);
         step += 1;
     });
     stop.store(true, Ordering::Relaxed);
@@ -147,14 +155,11 @@ fn record() -> Recording {
     let slow = vec![15, 30, 45, 58];
     for i in 0..60u64 {
         let _step = spans.step(Mode::Eval, i);
-        sleep(Duration::from_millis(if slow.contains(&i) {
-            300
-        } else {
-            10
-        }));
+        spend(if slow.contains(&i) { 300 } else { 10 });
     }
     let eval_end = now_us();
-    sleep(Duration::from_millis(200));
+    // The sampler samples on after the last step (the stage that ends the run).
+    spend(200);
     writer.finish().unwrap();
     sampler.stop().unwrap();
     Recording {
@@ -1173,21 +1178,18 @@ fn following_a_live_run_fires_and_stops_it_before_it_ends() {
         .spawn()
         .unwrap();
     let storage = smdebug_io::open_storage(&location).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut live = None;
-    while Instant::now() < deadline {
-        publish_gpu();
-        let stop = smdebug_io::stop::read_stop_request(storage.as_ref()).unwrap();
-        let summary = runner.summary();
-        if stop.is_some()
-            && let Some(s) = summary.filter(|s| s.rules[0].status == Status::IssuesFound)
-        {
-            live = Some(s);
-            break;
-        }
-        sleep(Duration::from_millis(100));
-    }
-    let live = live.expect("the rule neither fired nor asked the run to stop within 30 s");
+    // The GPU monitor publishes at each look.
+    let live = wait_for(
+        Duration::from_secs(30),
+        "the rule to fire and ask the run to stop",
+        || {
+            publish_gpu();
+            smdebug_io::stop::read_stop_request(storage.as_ref())
+                .unwrap()
+                .and(runner.summary())
+                .filter(|s| s.rules[0].status == Status::IssuesFound)
+        },
+    );
     // Fired while the run was still being written.
     assert!(!live.run_complete && !live.finished);
     let fired = live.rules[0].first_fired_time_us.unwrap();

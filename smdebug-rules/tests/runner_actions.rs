@@ -453,8 +453,8 @@ fn stalled_training_fires_once_when_a_live_run_pauses() {
         for step in 0..16 {
             hook.save_scalar("loss", 1.0 / (step + 1) as f64, &["losses"]);
             hook.step();
-            // Work time, not a wait: 30 ms steps, and a hang after step 9.
             let pause = if step == 9 { 2500 } else { 30 };
+            // workload: 30 ms steps, and a hang after step 9 (which the runner must see).
             std::thread::sleep(Duration::from_millis(pause));
         }
         hook.close();

@@ -337,9 +337,10 @@ fn finished_runs_cost_a_few_threads_and_are_polled_with_backoff() {
         (list.len() == runs && list.iter().all(|r| r["complete"] == true)).then_some(())
     });
     // Once nothing changes, each finished run waits twice as long each pass (up to 10 s).
-    // Not waits: time for the waits to grow, then the window the passes are counted over.
+    // workload: time for the waits to grow (what the test is about).
     std::thread::sleep(Duration::from_secs(8));
     let p0 = server.follower_passes();
+    // workload: the window the passes are counted over.
     std::thread::sleep(Duration::from_secs(4));
     let passes = server.follower_passes() - p0;
     // At the poll interval it would be 200 runs × 4 s / 50 ms = 16,000 passes.

@@ -346,7 +346,7 @@ fn a_live_runs_loss_chart_is_bucketed_as_a_loaded_one_in_chromium() {
         for step in 0..steps {
             hook.save_scalar("loss", loss_at(step), &["losses"]);
             hook.step();
-            // Work time, not a wait: the page follows a run being written.
+            // workload: a training step's time; the page follows a run being written.
             std::thread::sleep(Duration::from_millis(3));
         }
         hook.close();

@@ -9,6 +9,7 @@ use smdebug::prelude::*;
 use smdebug::profiler::reader::{ProfilerReader, SpanQuery};
 use smdebug::profiler::spans::SpanConfig;
 use smdebug_core::timeline::Profiling;
+use smdebug_io::testing::wait_for;
 
 /// Writes `text` to a scratch file beside `path` and renames it over `path`, as SageMaker and
 /// editors replace a file.
@@ -105,11 +106,10 @@ fn a_window_opened_in_the_profiler_file_while_the_job_runs_reaches_the_loop() {
     let sources = ConfigSources::new(dir.path().join("no-hook-config.json"), &profiler_file);
     let mut session = builder(&run, sources).start().unwrap();
     session.set_mode(Mode::Train).unwrap();
-    let started = Instant::now();
     let mut data = session.data(0u64..);
-    let mut opened_at = None;
     let mut step = 0u64;
-    while opened_at.is_none() || step < opened_at.unwrap() + 5 {
+    // One step per look: the job trains until the edited window opens.
+    let first = wait_for(Duration::from_secs(60), "the edited window to open", || {
         data.next();
         session.hook().save_scalar("loss", 1.0, &["losses"]);
         session.step().unwrap();
@@ -121,17 +121,18 @@ fn a_window_opened_in_the_profiler_file_while_the_job_runs_reaches_the_loop() {
                 r#"{"ProfilingParameters": {"DataloaderProfilingConfig": "{\"NumSteps\": 3}"}}"#,
             );
         }
-        if opened_at.is_none() && session.timeline().is_open(Profiling::DataLoading) {
-            opened_at = Some(step);
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the edited window never opened"
-        );
-        std::thread::sleep(Duration::from_millis(10));
+        session
+            .timeline()
+            .is_open(Profiling::DataLoading)
+            .then_some(step)
+    });
+    // And past the window's three steps.
+    for _ in 0..5 {
+        data.next();
+        session.hook().save_scalar("loss", 1.0, &["losses"]);
+        session.step().unwrap();
     }
     session.finish().unwrap();
-    let first = opened_at.unwrap();
     assert!(first > 3);
     assert_eq!(
         steps_with(&run, "DataLoaderIter"),
@@ -250,11 +251,13 @@ fn a_profiler_file_replaced_by_a_fifo_mid_run_keeps_the_last_config_and_finish_r
     train(&mut session, 3);
     std::fs::remove_file(&profiler_file).unwrap();
     mkfifo(&profiler_file);
-    // The follower looks every second: give it three looks at the FIFO (not a wait: a window
-    // in which nothing may change, while training goes on).
+    // The follower looks every second: give it three looks at the FIFO, a window in which
+    // nothing may change while training goes on (the follower counts no looks a test could
+    // wait on).
     let started = Instant::now();
     while started.elapsed() < Duration::from_millis(3_500) {
         train(&mut session, 1);
+        // workload: a training step's time, within the window above.
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(

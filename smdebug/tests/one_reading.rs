@@ -28,7 +28,7 @@ fn record(run: &str) {
         .start()
         .unwrap();
     for _ in 0..60 {
-        // Work time, not a wait: the spans and samples need time to pass.
+        // workload: the forward pass's time; the spans and samples need time to pass.
         session.forward(|| std::thread::sleep(Duration::from_millis(20)));
         session.hook().save_scalar("loss", 1.0, &["losses"]);
         session.step().unwrap();

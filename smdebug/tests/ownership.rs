@@ -198,7 +198,7 @@ fn child_session() {
         session.hook().save_scalar("loss", step as f64, &["losses"]);
         session.step().unwrap();
         step += 1;
-        // Work time, not a wait: a training step takes time.
+        // workload: a training step's time.
         std::thread::sleep(Duration::from_millis(2));
     }
 }

@@ -129,7 +129,7 @@ fn the_dashboard_shows_an_eta_from_the_planned_steps_while_the_job_runs() {
     for step in 0..planned {
         session.hook().save_scalar("loss", 1.0, &["losses"]);
         session.step().unwrap();
-        // Work time, not a wait: the steps take time, so that an ETA can be estimated.
+        // workload: a training step's time, so that an ETA can be estimated.
         std::thread::sleep(Duration::from_millis(2));
         if step % 20 == 19 {
             overview = get(&format!("{root}/api/runs/0/overview"));

@@ -13,7 +13,7 @@ use smdebug::rules::Status;
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::{Bug, TrainConfig, train_in_session};
 use smdebug_io::stop::{StopRequest, request_stop};
-use smdebug_io::testing::wait_until;
+use smdebug_io::testing::{wait_for, wait_until};
 
 fn digits() -> (Digits, Digits) {
     Digits::load(&digits::default_path()).unwrap().split(0.2, 1)
@@ -139,25 +139,22 @@ fn a_stop_request_written_by_another_process_reaches_the_loop_at_its_next_step()
     // Another process (the dashboard's Stop, `smdebug rules --follow` in another job) writes
     // the request through its own handle on the run.
     let other = smdebug_io::open_storage(run.to_str().unwrap()).unwrap();
-    let started = Instant::now();
     let mut step = 0u64;
-    let stopped_at = loop {
-        session.hook().save_scalar("loss", 1.0, &["losses"]);
-        let status = session.step().unwrap();
-        assert_eq!(status.step, step);
-        if step == 3 {
-            request_stop(other.as_ref(), &StopRequest::new("stop from the dashboard")).unwrap();
-        }
-        if status.stop_requested() {
-            break step;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the request never reached the loop"
-        );
-        step += 1;
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    // One step per look: the loop trains until it hears the request.
+    let stopped_at = wait_for(
+        Duration::from_secs(30),
+        "the request to reach the loop",
+        || {
+            session.hook().save_scalar("loss", 1.0, &["losses"]);
+            let status = session.step().unwrap();
+            assert_eq!(status.step, step);
+            if step == 3 {
+                request_stop(other.as_ref(), &StopRequest::new("stop from the dashboard")).unwrap();
+            }
+            step += 1;
+            status.stop_requested().then_some(step - 1)
+        },
+    );
     assert!(stopped_at > 3);
     let summary = session.finish().unwrap();
     assert_eq!(summary.stopped.as_deref(), Some("stop from the dashboard"));
@@ -319,31 +316,31 @@ fn the_dashboards_stop_button_stops_a_loop_that_checks_its_steps() {
     let url = session.dashboard_url().expect("a dashboard").to_string();
     let root = url.trim_end_matches('/').to_string();
     let client = reqwest::blocking::Client::new();
-    let started = Instant::now();
     let mut pressed = false;
     let mut steps = 0u64;
-    loop {
-        session.hook().save_scalar("loss", 1.0, &["losses"]);
-        let status = session.step().unwrap();
-        steps += 1;
-        if status.stop_requested() {
-            break;
-        }
-        if !pressed && steps >= 5 {
-            // What the page's Stop button sends, after its confirmation.
-            let r = client
-                .post(format!("{root}/api/runs/0/stop"))
-                .json(&serde_json::json!({"confirm": true, "reason": "pressed Stop"}))
-                .send()
-                .unwrap();
-            pressed = r.status() == 200;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the button never stopped the loop (pressed: {pressed})"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    // One step per look: the loop trains until the button's request reaches it.
+    wait_until(
+        Duration::from_secs(60),
+        "the button to stop the loop",
+        || {
+            session.hook().save_scalar("loss", 1.0, &["losses"]);
+            let status = session.step().unwrap();
+            steps += 1;
+            if status.stop_requested() {
+                return true;
+            }
+            if !pressed && steps >= 5 {
+                // What the page's Stop button sends, after its confirmation.
+                let r = client
+                    .post(format!("{root}/api/runs/0/stop"))
+                    .json(&serde_json::json!({"confirm": true, "reason": "pressed Stop"}))
+                    .send()
+                    .unwrap();
+                pressed = r.status() == 200;
+            }
+            false
+        },
+    );
     assert!(pressed);
     let summary = session.finish().unwrap();
     assert_eq!(summary.stopped.as_deref(), Some("pressed Stop"));
@@ -524,7 +521,9 @@ fn an_unreadable_stop_request_is_said_in_the_summary_and_the_dashboard_and_a_goo
         // why the request is not honoured.
         let client = reqwest::blocking::Client::new();
         let started = Instant::now();
-        let shown = loop {
+        let what = format!("{case}: the dashboard to show the unreadable request");
+        // One step per look: the job trains on while the dashboard is asked.
+        let shown = wait_for(Duration::from_secs(60), &what, || {
             session.hook().save_scalar("loss", 1.0, &["losses"]);
             let status = session.step().unwrap();
             assert!(!status.stop_requested(), "{case}: {status:?}");
@@ -534,19 +533,11 @@ fn an_unreadable_stop_request_is_said_in_the_summary_and_the_dashboard_and_a_goo
                 .unwrap()
                 .json()
                 .unwrap();
-            // The stop watcher looks every 20 ms: train on for 15 of its looks.
-            if let (Some(error), true) = (
-                runs["runs"][0]["stop_request_error"].as_str(),
-                started.elapsed() > Duration::from_millis(300),
-            ) {
-                break error.to_string();
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "{case}: the dashboard never showed the unreadable request: {runs}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
+            // The stop watcher looks every 20 ms: train on for at least 15 of its looks (a
+            // window in which the job must not stop), not only until the error shows.
+            let error = runs["runs"][0]["stop_request_error"].as_str()?;
+            (started.elapsed() > Duration::from_millis(300)).then(|| error.to_string())
+        });
         assert!(shown.contains(expected), "{case}: {shown}");
         // A request written properly afterwards stops the job.
         std::fs::remove_file(&request).unwrap();
@@ -557,15 +548,11 @@ fn an_unreadable_stop_request_is_said_in_the_summary_and_the_dashboard_and_a_goo
             &StopRequest::new("asked properly"),
         )
         .unwrap();
-        let started = Instant::now();
-        loop {
+        let what = format!("{case}: the proper request to stop the job");
+        wait_until(Duration::from_secs(30), &what, || {
             session.hook().save_scalar("loss", 1.0, &["losses"]);
-            if session.step().unwrap().stop_requested() {
-                break;
-            }
-            assert!(started.elapsed() < Duration::from_secs(30), "{case}");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+            session.step().unwrap().stop_requested()
+        });
         let summary = session.finish().unwrap();
         assert_eq!(summary.stopped.as_deref(), Some("asked properly"));
         let said: Vec<&String> = summary

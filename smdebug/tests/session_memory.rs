@@ -57,7 +57,8 @@ fn session(run: &Path, code_window: bool) -> Session {
 fn settled_over(base: isize) -> isize {
     (0..6)
         .map(|_| {
-            // Not a wait on one event: readings spread in time, the least of which is kept.
+            // workload: the measurement's spacing; readings spread in time, the least of
+            // which is kept (no one event says every thread has settled).
             std::thread::sleep(Duration::from_millis(400));
             alloc::live() - base
         })

@@ -275,17 +275,17 @@ struct Proxy {
 impl Proxy {
     fn start(target: u16) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();
         let killed = Arc::new(AtomicBool::new(false));
         let conns = Arc::new(Mutex::new(Vec::new()));
         let delay_ms = Arc::new(AtomicU64::new(0));
         let (k, c, d) = (killed.clone(), conns.clone(), delay_ms.clone());
         let accept = std::thread::spawn(move || {
+            // Blocks in accept; kill() wakes it with a connection of its own.
             while !k.load(Ordering::Acquire) {
                 match listener.accept() {
+                    Ok(_) if k.load(Ordering::Acquire) => break,
                     Ok((client, _)) => {
-                        client.set_nonblocking(false).unwrap();
                         let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
                             continue;
                         };
@@ -303,9 +303,6 @@ impl Proxy {
                         for (from, to, delay) in pairs {
                             std::thread::spawn(move || forward(from, to, delay));
                         }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(Duration::from_millis(5));
                     }
                     Err(_) => break,
                 }
@@ -328,6 +325,8 @@ impl Proxy {
     fn kill(&mut self) {
         self.killed.store(true, Ordering::Release);
         if let Some(t) = self.accept.take() {
+            // Wakes the accept loop, which then sees `killed`.
+            let _ = TcpStream::connect(("127.0.0.1", self.port));
             t.join().unwrap();
         }
         for s in self.conns.lock().unwrap().drain(..) {
@@ -346,7 +345,8 @@ fn forward(mut from: TcpStream, mut to: TcpStream, delay: Option<Arc<AtomicU64>>
             Ok(n) => n,
         };
         if let Some(d) = &delay {
-            // Not a wait: the proxy holds each chunk back by the delay it was given.
+            // workload: the proxy holds each chunk back by the delay it was given (a slow
+            // network, which the test is about).
             std::thread::sleep(Duration::from_millis(d.load(Ordering::Acquire)));
         }
         if to.write_all(&buf[..n]).is_err() {

@@ -49,7 +49,7 @@ fn lines_of_this_crates_writer_take_the_fast_path() {
     let mut probe = crate::system::probe::HostProbe::new(Some(std::process::id()));
     let mut records = Vec::new();
     probe.sample("algo-1", 1_795_781_340.125, &mut records);
-    // Not a wait: time passes between the two samples, so that rates have an interval.
+    // workload: time between the two samples, so that rates have an interval.
     std::thread::sleep(std::time::Duration::from_millis(30));
     probe.sample("algo-1", 1_795_781_340.25, &mut records);
     // And every kind of value the writer can meet: integers, tiny and huge, negative zero.

@@ -80,7 +80,7 @@ pub fn start_job(storage: Arc<dyn Storage>, local: Option<&Path>, config: JobCon
     let stop = Arc::clone(&cancel);
     let local = local.map(Path::to_path_buf);
     let handle = thread::spawn(move || {
-        // Not a wait: a job that starts late (the dashboard is up before the run exists).
+        // workload: a job that starts late (the dashboard is up before the run exists).
         thread::sleep(config.start_delay);
         let sampler = match (&local, config.sampler) {
             (Some(dir), true) => Some(
@@ -151,11 +151,11 @@ pub fn start_job(storage: Arc<dyn Storage>, local: Option<&Path>, config: JobCon
             }
             hook.set_mode(Mode::Train);
             let t = config.step_time.as_secs_f64();
-            // Work time, not waits: the phases take their share of a step.
             {
                 let _step = spans.step(Mode::Train, step);
                 {
                     let _load = spans.data_loading();
+                    // workload: the phases take their share of a step.
                     thread::sleep(Duration::from_secs_f64(t * 0.2));
                 }
                 {
@@ -165,7 +165,7 @@ pub fn start_job(storage: Arc<dyn Storage>, local: Option<&Path>, config: JobCon
                 {
                     let _b = spans.backward();
                     if config.slow_steps.contains(&step) {
-                        // Forty steps' time: far enough out that a loaded machine's jitter on
+                        // workload: forty steps' time: far enough out that a loaded machine's jitter on
                         // the other steps (tens of ms) does not hide it from StepOutlier's 3σ.
                         thread::sleep(Duration::from_secs_f64(t * 40.0));
                     } else {
@@ -205,7 +205,7 @@ pub fn start_job(storage: Arc<dyn Storage>, local: Option<&Path>, config: JobCon
             }
             if step == 3 {
                 let _custom = spans.custom(HOSTILE_NAME);
-                // Work time: the custom span lasts a while.
+                // workload: the custom span lasts a while.
                 thread::sleep(Duration::from_millis(5));
             }
             if step % 10 == 9 {
