@@ -15,7 +15,6 @@ use smdebug_core::{DueTensor, Hook, HookBuilder, Sink};
 
 use crate::error::{Error, Result};
 use crate::host::{Place, with_view};
-use crate::layers::Layers;
 use crate::reduce;
 
 /// A burn float tensor as the hook keeps it: flattened on its device, detached from autodiff,
@@ -378,59 +377,6 @@ impl BurnHook {
     ) -> Result<bool> {
         let name = format!("{module}{OUTPUT_SUFFIX}");
         self.save_tensor(&name, output, &["outputs"])
-    }
-
-    /// Registers every module of `model` for capture (see [`Layers`]): its input and output
-    /// are kept when due, as `<path>.input` in `inputs` and `<path>.output` in `outputs` (plus
-    /// every collection whose `include_regex` matches), at the calls its `forward` makes through
-    /// [`Layers::forward`]. Nothing is copied at a step where a module's tensors are not due.
-    ///
-    /// ```
-    /// use burn::module::Module;
-    /// use burn::nn::{Linear, LinearConfig, Relu};
-    /// use burn::tensor::{Device, Tensor};
-    /// use smdebug_burn::{BurnHook, Layers};
-    /// use smdebug_core::{Hook, MemorySink, SaveConfig};
-    ///
-    /// #[derive(Module, Debug)]
-    /// struct Net {
-    ///     fc1: Linear,
-    ///     relu1: Relu,
-    ///     fc2: Linear,
-    /// }
-    ///
-    /// impl Net {
-    ///     fn forward(&self, layers: &Layers, x: Tensor<2>) -> Tensor<2> {
-    ///         let x = layers.forward("fc1", x, |x| self.fc1.forward(x));
-    ///         let x = layers.forward("relu1", x, |x| self.relu1.forward(x));
-    ///         layers.forward("fc2", x, |x| self.fc2.forward(x))
-    ///     }
-    /// }
-    ///
-    /// # #[allow(deprecated)]
-    /// let device = Device::ndarray();
-    /// let net = Net {
-    ///     fc1: LinearConfig::new(4, 8).init(&device),
-    ///     relu1: Relu::new(),
-    ///     fc2: LinearConfig::new(8, 2).init(&device),
-    /// };
-    /// let sink = MemorySink::default();
-    /// // DeadRelu's collection alone: of the six layer tensors only the ReLU's output is kept.
-    /// let builder = Hook::builder()
-    ///     .save_config(SaveConfig::every(1))
-    ///     .include_collections(&["relu_output"])
-    ///     .include_regex("relu_output", r"relu\d*\.output$");
-    /// let mut hook = BurnHook::new(builder, sink.clone())?;
-    /// let layers = hook.layers(&net);
-    /// assert_eq!(layers.names(), ["fc1", "fc2", "relu1"]);
-    /// net.forward(&layers, Tensor::ones([3, 4], &device));
-    /// hook.step()?;
-    /// let names: Vec<String> = sink.tensors().into_iter().map(|t| t.name).collect();
-    /// assert_eq!(names, ["relu1.output"]);
-    /// # Ok::<(), smdebug_burn::Error>(())
-    /// ```
-    pub fn layers<M: Module>(&mut self, model: &M) -> Layers {
-        Layers::register(&mut self.0, model)
     }
 
     /// Saves what the loss `name` was computed from, as Python smdebug's `register_loss` does:

@@ -17,7 +17,7 @@ use burn::module::{Flag, Module, ModuleVisitor, Param};
 use burn::tensor::{Bool, Int, Tensor};
 use smdebug_core::adapter::{AdapterHook, ModuleProbe};
 
-use crate::hook::{Burn, Flat};
+use crate::hook::{Burn, BurnHook, Flat};
 
 /// Every module of a registered model, by its path. Built by
 /// [`BurnHook::layers`](crate::BurnHook::layers); the model (or its caller) keeps it and runs
@@ -93,6 +93,61 @@ impl std::fmt::Debug for Layers {
         f.debug_struct("Layers")
             .field("modules", &self.names())
             .finish_non_exhaustive()
+    }
+}
+
+impl BurnHook {
+    /// Registers every module of `model` for capture (see [`Layers`]): its input and output
+    /// are kept when due, as `<path>.input` in `inputs` and `<path>.output` in `outputs` (plus
+    /// every collection whose `include_regex` matches), at the calls its `forward` makes through
+    /// [`Layers::forward`]. Nothing is copied at a step where a module's tensors are not due.
+    ///
+    /// ```
+    /// use burn::module::Module;
+    /// use burn::nn::{Linear, LinearConfig, Relu};
+    /// use burn::tensor::{Device, Tensor};
+    /// use smdebug_burn::{BurnHook, Layers};
+    /// use smdebug_core::{Hook, MemorySink, SaveConfig};
+    ///
+    /// #[derive(Module, Debug)]
+    /// struct Net {
+    ///     fc1: Linear,
+    ///     relu1: Relu,
+    ///     fc2: Linear,
+    /// }
+    ///
+    /// impl Net {
+    ///     fn forward(&self, layers: &Layers, x: Tensor<2>) -> Tensor<2> {
+    ///         let x = layers.forward("fc1", x, |x| self.fc1.forward(x));
+    ///         let x = layers.forward("relu1", x, |x| self.relu1.forward(x));
+    ///         layers.forward("fc2", x, |x| self.fc2.forward(x))
+    ///     }
+    /// }
+    ///
+    /// # #[allow(deprecated)]
+    /// let device = Device::ndarray();
+    /// let net = Net {
+    ///     fc1: LinearConfig::new(4, 8).init(&device),
+    ///     relu1: Relu::new(),
+    ///     fc2: LinearConfig::new(8, 2).init(&device),
+    /// };
+    /// let sink = MemorySink::default();
+    /// // DeadRelu's collection alone: of the six layer tensors only the ReLU's output is kept.
+    /// let builder = Hook::builder()
+    ///     .save_config(SaveConfig::every(1))
+    ///     .include_collections(&["relu_output"])
+    ///     .include_regex("relu_output", r"relu\d*\.output$");
+    /// let mut hook = BurnHook::new(builder, sink.clone())?;
+    /// let layers = hook.layers(&net);
+    /// assert_eq!(layers.names(), ["fc1", "fc2", "relu1"]);
+    /// net.forward(&layers, Tensor::ones([3, 4], &device));
+    /// hook.step()?;
+    /// let names: Vec<String> = sink.tensors().into_iter().map(|t| t.name).collect();
+    /// assert_eq!(names, ["relu1.output"]);
+    /// # Ok::<(), smdebug_burn::Error>(())
+    /// ```
+    pub fn layers<M: Module>(&mut self, model: &M) -> Layers {
+        Layers::register(self.adapter_mut(), model)
     }
 }
 

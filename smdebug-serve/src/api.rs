@@ -5,8 +5,7 @@
 use std::collections::BTreeMap;
 
 use regex::Regex;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use smdebug_core::Mode;
 use smdebug_profiler::downsample::PointSource;
 use smdebug_profiler::reader::{SpanRef, SpanStore};
@@ -21,8 +20,8 @@ use crate::downsample::{MAX_POINTS, Plan, ScalarLines, Value, draw, min_max, pla
 use crate::run::{Run, RunData};
 use crate::series::{
     EveryValue, Histogram, ModeSeries, Outlier, ScalarModeValues, ScalarPage, ScalarSeries,
-    ScalarValues, SmoothedLine, SpanList, SpanRow, StepPhases, StepRow, StepSeries, Steps,
-    TimeSeries, finite,
+    ScalarValues, SmoothedLine, SpanList, SpanRow, SpanSort, StepPhases, StepRow, StepSeries,
+    Steps, TimeSeries, finite,
 };
 use crate::summary::SeriesSummary;
 use crate::views::{Num, PhaseTotal, RunList, RunState};
@@ -190,24 +189,6 @@ pub struct SpanRows {
     pub sort: Option<SpanSort>,
     /// Largest first (with `sort`).
     pub descending: bool,
-}
-
-/// A column the span list can be sorted by.
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum SpanSort {
-    /// Phase, then start.
-    Phase,
-    /// Name, then start.
-    Name,
-    /// Step (spans without one first), then start.
-    Step,
-    /// Node, then start.
-    Node,
-    /// Start.
-    Start,
-    /// Duration, then start.
-    Duration,
 }
 
 fn span_row(s: &SpanRef<'_>) -> SpanRow {

@@ -252,7 +252,7 @@ struct SpansQuery {
     #[serde(default)]
     last: bool,
     /// A column to sort the window's spans by.
-    sort: Option<api::SpanSort>,
+    sort: Option<crate::series::SpanSort>,
     /// `asc` (the default) or `desc`.
     order: Option<String>,
 }

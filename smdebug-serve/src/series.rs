@@ -2,7 +2,7 @@
 //! timelines and the heatmap, tensors over steps and at one step.
 
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use smdebug_profiler::system::vocab;
 
 use crate::views::PhaseTotal;
@@ -37,7 +37,7 @@ pub struct SpanList {
     /// Counted from the window's end.
     pub from_end: bool,
     /// The column the rows are sorted by (`None`: time order).
-    pub sort: Option<crate::api::SpanSort>,
+    pub sort: Option<SpanSort>,
     /// Sorted largest first.
     pub descending: bool,
     /// Time per phase in the window.
@@ -452,4 +452,22 @@ pub struct StopWritten {
     /// The reason of a stop request the run held already, which the job stops for (this one
     /// was not written over it); `None` when this request was written.
     pub already: Option<String>,
+}
+
+/// A column the span list can be sorted by.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SpanSort {
+    /// Phase, then start.
+    Phase,
+    /// Name, then start.
+    Name,
+    /// Step (spans without one first), then start.
+    Step,
+    /// Node, then start.
+    Node,
+    /// Start.
+    Start,
+    /// Duration, then start.
+    Duration,
 }
