@@ -297,7 +297,7 @@ fn sorted_spans(
         SpanSort::Phase => a.phase.cmp(b.phase),
         SpanSort::Name => a.name.cmp(b.name),
         SpanSort::Step => a.step.cmp(&b.step),
-        SpanSort::Node => crate::system::natural_cmp(a.node, b.node),
+        SpanSort::Node => crate::natural::natural_cmp(a.node, b.node),
         SpanSort::Start => std::cmp::Ordering::Equal,
         SpanSort::Duration => a.duration_us().cmp(&b.duration_us()),
     };

@@ -94,6 +94,7 @@ mod guard;
 mod identity;
 mod journal;
 mod liveness;
+mod natural;
 mod overview;
 mod page;
 mod pool;
