@@ -70,8 +70,8 @@ pub struct ServeOptions {
     /// CLI's `--max-tensor-bytes`): a view of a larger value is refused with an error naming
     /// the tensor and its size, never decoded.
     pub max_tensor_bytes: u64,
-    /// The most scalar values one answer of `/scalars/values` holds (default
-    /// [`MAX_EVERY_VALUE`](crate::api::MAX_EVERY_VALUE)): the page asks for more in several.
+    /// The most scalar values one answer of `/scalars/values` holds (default 1,000,000): the
+    /// page asks for more in several.
     pub max_download_values: usize,
     /// Profiler subscriptions handed over by the process the server runs in, by run location:
     /// a `Session` subscribes its rules and its dashboard to one source, so that each profiler
