@@ -92,7 +92,19 @@ fn verdicts(run: &Path) -> Vec<(String, String, u64, Option<u64>, u64)> {
 #[track_caller]
 fn assert_no_alarm(run: &Path) {
     let table = verdicts(run);
-    let fired: Vec<_> = table.iter().filter(|r| r.1 != "NoIssuesFound").collect();
+    // Confusion holds every evaluation batch to 90 % correct per predicted class (SageMaker's
+    // bar, judged step by step): on 32-image batches, three or so a class, one mistake is under
+    // it, and the healthy demo model (95 % accurate) fails it at 115 of its 120 evaluation
+    // batches. ClassImbalance's misprediction share counts from the first evaluation (SageMaker's
+    // too): on the raw digits one class is still mostly mispredicted after the first epoch, and
+    // the share crosses 70 % by the time 500 labels are in. Both judge the model's predictions,
+    // not a broken job, and neither weighs how young the model is or how few samples a class
+    // has yet; on the demo's runs they are checked to have judged the loss's inputs instead.
+    let judged_on_predictions = ["Confusion", "ClassImbalance"];
+    let fired: Vec<_> = table
+        .iter()
+        .filter(|r| r.1 != "NoIssuesFound" && !judged_on_predictions.contains(&r.0.as_str()))
+        .collect();
     assert!(fired.is_empty(), "{}: {fired:?}", run.display());
     // The loss rules judged the run, they were not silent for lack of data.
     for rule in ["LossNotDecreasing", "Overtraining", "Overfit"] {
@@ -113,6 +125,13 @@ fn the_default_demo_run_raises_no_debugging_alarm() {
     // Overtraining 65 times from step 216.
     record(&run, &demo(10, None));
     assert_no_alarm(&run);
+    let table = verdicts(&run);
+    for rule in ["ClassImbalance", "Confusion"] {
+        assert!(
+            table.iter().any(|r| r.0 == rule && r.4 > 0),
+            "{rule} judged nothing: {table:?}"
+        );
+    }
 }
 
 #[test]
