@@ -7,9 +7,7 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::{DType, Gradients, Int, Tensor, Transaction};
 use smdebug_core::adapter::{AdapterHook, Due, Framework, OUTPUT_SUFFIX};
-use smdebug_core::collection::{
-    GRADIENT_PREFIX, LABELS_SUFFIX, PREDICTIONS_SUFFIX, parameter_collection,
-};
+use smdebug_core::collection::{GRADIENT_PREFIX, parameter_collection};
 use smdebug_core::phase::Phase;
 use smdebug_core::{DueTensor, Hook, HookBuilder, Sink};
 
@@ -390,27 +388,11 @@ impl BurnHook {
         predictions: &Tensor<D>,
         labels: &Tensor<E, Int>,
     ) -> Result<usize> {
-        if !self.0.anything_due() {
-            return Ok(0);
-        }
-        let mut due = Vec::new();
-        let predictions_name = format!("{name}{PREDICTIONS_SUFFIX}");
-        if let Some(d) = self.0.due(&predictions_name, &["predictions"]) {
-            due.push(Due {
-                name: predictions_name,
-                due: d,
-                tensor: Flat::new(predictions),
-            });
-        }
-        let labels_name = format!("{name}{LABELS_SUFFIX}");
-        if let Some(d) = self.0.due(&labels_name, &["labels"]) {
-            due.push(Due {
-                name: labels_name,
-                due: d,
-                tensor: Flat::new(&labels.clone().float()),
-            });
-        }
-        self.0.record(due)
+        self.0.save_loss_inputs_with(
+            name,
+            || Flat::new(predictions),
+            || Flat::new(&labels.clone().float()),
+        )
     }
 
     /// Saves a loss (a one-element tensor) as the scalar `name` in `losses`.

@@ -503,22 +503,37 @@ impl<F: Framework> AdapterHook<F> {
         predictions: &F::Tensor,
         labels: &F::Tensor,
     ) -> Result<usize, F::Error> {
+        self.save_loss_inputs_with(name, || F::keep(predictions), || F::keep(labels))
+    }
+
+    /// [`save_loss_inputs`](Self::save_loss_inputs) for an adapter whose tensors need
+    /// converting first (burn's `Int` labels): `predictions` and `labels` make each tensor, and
+    /// are called only for one that is due.
+    pub fn save_loss_inputs_with(
+        &mut self,
+        name: &str,
+        predictions: impl FnOnce() -> F::Tensor,
+        labels: impl FnOnce() -> F::Tensor,
+    ) -> Result<usize, F::Error> {
         if !self.anything_due() {
             return Ok(0);
         }
         let mut due = Vec::new();
-        for (suffix, collection, tensor) in [
-            (PREDICTIONS_SUFFIX, "predictions", predictions),
-            (LABELS_SUFFIX, "labels", labels),
-        ] {
-            let tensor_name = format!("{name}{suffix}");
-            if let Some(d) = self.due(&tensor_name, &[collection]) {
-                due.push(Due {
-                    name: tensor_name,
-                    due: d,
-                    tensor: F::keep(tensor),
-                });
-            }
+        let predictions_name = format!("{name}{PREDICTIONS_SUFFIX}");
+        if let Some(d) = self.due(&predictions_name, &["predictions"]) {
+            due.push(Due {
+                name: predictions_name,
+                due: d,
+                tensor: predictions(),
+            });
+        }
+        let labels_name = format!("{name}{LABELS_SUFFIX}");
+        if let Some(d) = self.due(&labels_name, &["labels"]) {
+            due.push(Due {
+                name: labels_name,
+                due: d,
+                tensor: labels(),
+            });
         }
         self.record(due)
     }
