@@ -48,6 +48,42 @@ pub fn run_location(args: &[String], default: &str) -> Result<String, String> {
     }
 }
 
+/// One variant of an `--overhead` loop, run alone in its process (`--one bare` or `--one
+/// unselected`, with `--steps N`): for instruction counts under `valgrind --tool=callgrind`,
+/// where two processes that differ only by the variant and by their step count give a step's
+/// instructions exactly, whatever else the machine is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum One {
+    /// No hook.
+    Bare,
+    /// The model registered whole with a hook that selects none of its tensors
+    /// ([`losses_only`]), recording into [`Discard`].
+    Unselected,
+}
+
+/// The variant after `--one` in `args`, if any.
+pub fn one_arg(args: &[String]) -> Result<Option<One>, String> {
+    match args.iter().position(|a| a == "--one") {
+        None => Ok(None),
+        Some(i) => match args.get(i + 1).map(String::as_str) {
+            Some("bare") => Ok(Some(One::Bare)),
+            Some("unselected") => Ok(Some(One::Unselected)),
+            other => Err(format!(
+                "--one needs `bare` or `unselected`, got {}",
+                other.unwrap_or("nothing")
+            )),
+        },
+    }
+}
+
+/// A hook that saves the losses alone at every step: with a whole model registered, every
+/// layer is a capture point and none of them is selected.
+pub fn losses_only() -> smdebug_core::HookBuilder {
+    smdebug_core::Hook::builder()
+        .save_config(smdebug_core::SaveConfig::every(1))
+        .include_collections(&["losses"])
+}
+
 /// The variants, in the order of each row's values.
 pub const VARIANTS: [&str; 4] = [
     "no hook",
@@ -131,6 +167,11 @@ mod tests {
             number_arg::<usize>(&args, "--steps", 1),
             Err("--steps needs a number".to_string())
         );
+        assert_eq!(one_arg(&args), Ok(None));
+        let one = |v: &str| one_arg(&["--one".to_string(), v.to_string()]);
+        assert_eq!(one("bare"), Ok(Some(One::Bare)));
+        assert_eq!(one("unselected"), Ok(Some(One::Unselected)));
+        assert!(one("all").unwrap_err().contains("got all"));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! ```sh
 //! cargo run --release -p smdebug-burn --example burn_cnn            # train, write the run
 //! cargo run --release -p smdebug-burn --example burn_cnn -- --overhead [--rounds N]
+//! cargo run --release -p smdebug-burn --example burn_cnn -- --one bare|unselected [--steps N]
 //! ```
 //!
 //! The network: conv 5×5 (1→16) → ReLU → max-pool 2 → conv 5×5 (16→32) → ReLU → max-pool 2 →
@@ -38,7 +39,7 @@ use smdebug::prelude::*;
 use smdebug_burn::{BurnHook, Layers};
 use smdebug_core::Hook;
 use smdebug_examples::digits::{AugmentedDigits, HostBatch};
-use smdebug_examples::overhead::{Discard, number_arg, run_location};
+use smdebug_examples::overhead::{Discard, One, losses_only, number_arg, one_arg, run_location};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
 type BoxError = Box<dyn std::error::Error>;
@@ -130,6 +131,9 @@ fn main() -> Result<(), BoxError> {
     if args.iter().any(|a| a == "--overhead") {
         let rounds = number_arg(&args, "--rounds", 5)?;
         return overhead(rounds);
+    }
+    if let Some(one) = one_arg(&args)? {
+        return one_variant(one, number_arg(&args, "--steps", 20)?);
     }
     let out = run_location(&args, "smdebug-burn/cnn-run")?;
     let eval_only =
@@ -247,6 +251,20 @@ fn timed_loop(batches: &[HostBatch], mut hook: Option<BurnHook>) -> Result<f64, 
     Ok(start.elapsed().as_secs_f64() / batches.len() as f64)
 }
 
+/// `--one VARIANT --steps N`: the loop once, for instruction counts (see
+/// `smdebug_examples::overhead::One`).
+fn one_variant(one: One, steps: usize) -> Result<(), BoxError> {
+    let mut data = AugmentedDigits::load(SIDE)?;
+    let batches: Vec<HostBatch> = (0..steps).map(|_| data.batch(BATCH)).collect();
+    let hook = match one {
+        One::Bare => None,
+        One::Unselected => Some(BurnHook::new(losses_only(), Discard)?),
+    };
+    let seconds = timed_loop(&batches, hook)?;
+    println!("{one:?}: {steps} steps, {:.1} µs a step", seconds * 1e6);
+    Ok(())
+}
+
 fn overhead(rounds: usize) -> Result<(), BoxError> {
     let mut data = AugmentedDigits::load(SIDE)?;
     let steps = 100;
@@ -271,10 +289,7 @@ fn overhead(rounds: usize) -> Result<(), BoxError> {
         let adapter = timed_loop(&batches, Some(discard))?;
         rows.push([base, every, hundredth, adapter]);
         // Every module registered, none of its tensors selected: only the loss is saved.
-        let losses_only = Hook::builder()
-            .save_config(SaveConfig::every(1))
-            .include_collections(&["losses"]);
-        let unselected = timed_loop(&batches, Some(BurnHook::new(losses_only, Discard)?))?;
+        let unselected = timed_loop(&batches, Some(BurnHook::new(losses_only(), Discard)?))?;
         registered.push([base, unselected]);
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -7,6 +7,7 @@
 //! cargo run --release -p smdebug-candle --example candle_cnn            # train, write the run
 //! cargo run --release -p smdebug-candle --example candle_cnn -- --out s3://bucket/cnn
 //! cargo run --release -p smdebug-candle --example candle_cnn -- --overhead [--rounds N]
+//! cargo run --release -p smdebug-candle --example candle_cnn -- --one bare|unselected [--steps N]
 //! ```
 //!
 //! The network (`common/cnn.rs`): conv 5×5 (1→16) → ReLU → max-pool 2 → conv 5×5 (16→32) → ReLU
@@ -31,7 +32,7 @@ use smdebug::prelude::*;
 use smdebug_candle::CandleHook;
 use smdebug_core::Hook;
 use smdebug_examples::digits::AugmentedDigits;
-use smdebug_examples::overhead::{Discard, number_arg, run_location};
+use smdebug_examples::overhead::{Discard, One, losses_only, number_arg, one_arg, run_location};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
 #[path = "common/cnn.rs"]
@@ -45,6 +46,9 @@ fn main() -> Result<(), BoxError> {
     if args.iter().any(|a| a == "--overhead") {
         let rounds = number_arg(&args, "--rounds", 7)?;
         return overhead(rounds);
+    }
+    if let Some(one) = one_arg(&args)? {
+        return one_variant(one, number_arg(&args, "--steps", 20)?);
     }
     let out = run_location(&args, "smdebug-candle/cnn-run")?;
     let eval_only =
@@ -174,6 +178,22 @@ fn timed_loop(batches: &[(Tensor, Tensor)], mut hook: Option<CandleHook>) -> Res
     Ok(start.elapsed().as_secs_f64() / batches.len() as f64)
 }
 
+/// `--one VARIANT --steps N`: the loop once, for instruction counts (see
+/// `smdebug_examples::overhead::One`).
+fn one_variant(one: One, steps: usize) -> Result<(), BoxError> {
+    let mut data = AugmentedDigits::load(SIDE)?;
+    let batches: Vec<(Tensor, Tensor)> = (0..steps)
+        .map(|_| cnn::tensors(data.batch(BATCH)))
+        .collect::<Result<_, _>>()?;
+    let hook = match one {
+        One::Bare => None,
+        One::Unselected => Some(CandleHook::new(losses_only(), Discard)?),
+    };
+    let seconds = timed_loop(&batches, hook)?;
+    println!("{one:?}: {steps} steps, {:.1} µs a step", seconds * 1e6);
+    Ok(())
+}
+
 fn overhead(rounds: usize) -> Result<(), BoxError> {
     let mut data = AugmentedDigits::load(SIDE)?;
     let steps = 100;
@@ -203,10 +223,7 @@ fn overhead(rounds: usize) -> Result<(), BoxError> {
         let adapter = timed_loop(&batches, Some(discard))?;
         rows.push([base, every, hundredth, adapter]);
         // Every layer registered, none of its tensors selected: only the loss is saved.
-        let losses_only = Hook::builder()
-            .save_config(SaveConfig::every(1))
-            .include_collections(&["losses"]);
-        let unselected = timed_loop(&batches, Some(CandleHook::new(losses_only, Discard)?))?;
+        let unselected = timed_loop(&batches, Some(CandleHook::new(losses_only(), Discard)?))?;
         registered.push([base, unselected]);
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -92,15 +92,12 @@ fn verdicts(run: &Path) -> Vec<(String, String, u64, Option<u64>, u64)> {
 #[track_caller]
 fn assert_no_alarm(run: &Path) {
     let table = verdicts(run);
-    // Confusion holds every evaluation batch to 90 % correct per predicted class (SageMaker's
-    // bar, judged step by step): on 32-image batches, three or so a class, one mistake is under
-    // it, and the healthy demo model (the README demo's evaluation accuracy: 0.64 after its
-    // first epoch, 0.95 at best) fails it at 115 of its 120 evaluation batches. ClassImbalance's misprediction share counts from the first evaluation (SageMaker's
-    // too): on the raw digits one class is still mostly mispredicted after the first epoch, and
-    // the share crosses 70 % by the time 500 labels are in. Both judge the model's predictions,
-    // not a broken job, and neither weighs how young the model is or how few samples a class
-    // has yet; on the demo's runs they are checked to have judged the loss's inputs instead.
-    let judged_on_predictions = ["Confusion", "ClassImbalance"];
+    // Confusion holds each class to SageMaker's 90 % (right among the class's predictions and
+    // among its labels, over the latest 500 evaluation pairs, beyond noise). The demo's small
+    // CNN does not reach it on every class (class 8 of the digits stays near 60 % recall), so
+    // its findings on the demo's runs are checked to be what the files hold instead
+    // (`assert_confusion_is_in_the_files`).
+    let judged_on_predictions = ["Confusion"];
     let fired: Vec<_> = table
         .iter()
         .filter(|r| r.1 != "NoIssuesFound" && !judged_on_predictions.contains(&r.0.as_str()))
@@ -132,6 +129,99 @@ fn the_default_demo_run_raises_no_debugging_alarm() {
             "{rule} judged nothing: {table:?}"
         );
     }
+    assert_confusion_is_in_the_files(&run);
+}
+
+/// Each share Confusion's last finding on `run` names ("labelled class 8: 34 of 56 ...",
+/// "predicted class 5: 51 of 65 right ...") counted again from the run's files: the loss's
+/// labels and predictions (argmax of the logits) at the evaluation steps up to that step, the
+/// latest 500 pairs.
+#[track_caller]
+fn assert_confusion_is_in_the_files(run: &Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_smdebug"))
+        .args([
+            "rules",
+            run.to_str().unwrap(),
+            "--rule",
+            "Confusion",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let status = &summary["rules"][0];
+    let Some(step) = status["last_fired_step"].as_u64() else {
+        return; // silent: nothing to check against the files
+    };
+    let message = status["message"].as_str().unwrap();
+    let trial = smdebug_io::Trial::open(run.to_str().unwrap()).unwrap();
+    let names = trial.tensor_names().unwrap();
+    let find = |suffix: &str| names.iter().find(|n| n.ends_with(suffix)).unwrap().clone();
+    let (labels, predictions) = (
+        trial
+            .tensor(&find(smdebug_core::collection::LABELS_SUFFIX))
+            .unwrap(),
+        trial
+            .tensor(&find(smdebug_core::collection::PREDICTIONS_SUFFIX))
+            .unwrap(),
+    );
+    let mut pairs: Vec<(usize, usize)> = Vec::new();
+    for s in labels
+        .steps(None)
+        .unwrap()
+        .into_iter()
+        .filter(|s| *s <= step)
+    {
+        let l = labels.value(s, None, None).unwrap();
+        let p = predictions.value(s, None, None).unwrap();
+        let classes = p.len() / l.len();
+        let p: Vec<f64> = p.iter().copied().collect();
+        for (label, row) in l.iter().zip(p.chunks(classes)) {
+            let argmax = (0..classes).fold(0, |b, i| if row[i] > row[b] { i } else { b });
+            pairs.push((*label as usize, argmax));
+        }
+    }
+    let latest = &pairs[pairs.len().saturating_sub(500)..];
+    let mut checked = 0;
+    // The diagonal shares; the off-diagonal ones ("... are class 7") are left out.
+    for finding in message
+        .split("; ")
+        .filter(|f| f.contains(" of ") && !f.contains(" are class "))
+    {
+        // "<which> class <i>: <right> of <of> ..."
+        let words: Vec<&str> = finding.split_whitespace().collect();
+        let Some(at) = words.iter().position(|w| *w == "class") else {
+            continue;
+        };
+        let (which, class) = (words[at - 1], words[at + 1].trim_end_matches(':'));
+        if which != "predicted" && which != "labelled" || words.get(at + 3) != Some(&"of") {
+            continue;
+        }
+        let class: usize = class.parse().unwrap();
+        let (right, of): (usize, usize) = (
+            words[at + 2].parse().unwrap(),
+            words[at + 4].parse().unwrap(),
+        );
+        let side = |&&(l, p): &&(usize, usize)| {
+            if which == "predicted" {
+                p == class
+            } else {
+                l == class
+            }
+        };
+        let in_class: Vec<_> = latest.iter().filter(side).collect();
+        assert_eq!(
+            (
+                in_class.iter().filter(|(l, p)| l == p).count(),
+                in_class.len()
+            ),
+            (right, of),
+            "{finding} (from {} pairs up to step {step})",
+            latest.len()
+        );
+        checked += 1;
+    }
+    assert!(checked > 0, "no share to check in {message:?}");
 }
 
 #[test]

@@ -399,6 +399,72 @@ fn class_imbalance_and_confusion_fire_on_a_data_set_missing_most_of_a_class() {
     );
 }
 
+/// Writes `steps` steps of 32 labels (ten classes in turn) and a classifier's predictions:
+/// right with probability `right(label, step)`, otherwise the next class.
+fn classified(dir: &std::path::Path, steps: u64, right: impl Fn(i64, u64) -> f32) {
+    use smdebug_core::{SaveConfig, TensorView};
+    let mut hook = support::hook_for(dir, SaveConfig::every(1));
+    let mut rng = smdebug_examples::mlp::Rng::new(7);
+    for step in 0..steps {
+        let labels: Vec<i64> = (0..32).map(|i| (i + step as i64 * 32) % 10).collect();
+        let preds: Vec<i64> = labels
+            .iter()
+            .map(|&l| {
+                if rng.uniform() < right(l, step) {
+                    l
+                } else {
+                    (l + 1) % 10
+                }
+            })
+            .collect();
+        for (name, values) in [("labels", &labels), ("predictions", &preds)] {
+            hook.save_tensor(
+                name,
+                &TensorView::from_slice(values, &[32]).unwrap(),
+                &[name],
+            );
+        }
+        hook.step();
+    }
+    drop(hook);
+}
+
+#[test]
+fn confusion_and_class_imbalance_tell_a_weak_class_from_the_chance_of_a_small_batch() {
+    // A 95 %-accurate classifier on batches of 32, about three images a class: judged batch by
+    // batch by the bare shares (smdebug's way: `samples=32,noise_ses=0`) one mistake in a class
+    // of three reads 67 % and Confusion fires at most steps; over the latest 500 pairs, each
+    // share weighed with its noise, it stays silent.
+    let good = tempdir().unwrap();
+    classified(good.path(), 60, |_, _| 0.95);
+    let bare = check(good.path(), "Confusion:samples=32,noise_ses=0");
+    let st = status(&bare, "Confusion");
+    assert!(st.fired_count > 30, "{st:?}");
+    assert_silent(&check(good.path(), "Confusion"), "Confusion");
+    assert_silent(&check(good.path(), "ClassImbalance"), "ClassImbalance");
+
+    // Class 3 right one time in ten, from step 20: its row and its neighbour's column show it
+    // within a few steps, and ClassImbalance's share of the latest 500 labels crosses 70 % once
+    // enough of them are from the broken steps.
+    let weak = tempdir().unwrap();
+    classified(
+        weak.path(),
+        60,
+        |l, s| if l == 3 && s >= 20 { 0.1 } else { 0.95 },
+    );
+    let confusion = check(weak.path(), "Confusion");
+    let st = status(&confusion, "Confusion");
+    assert_eq!(st.status, Status::IssuesFound, "{st:?}");
+    let first = st.first_fired_step.unwrap();
+    assert!((20..30).contains(&first), "{st:?}");
+    assert!(st.message.contains("labelled class 3"), "{st:?}");
+    let imbalance = check(weak.path(), "ClassImbalance");
+    let st = status(&imbalance, "ClassImbalance");
+    assert_eq!(st.status, Status::IssuesFound, "{st:?}");
+    assert!(st.first_fired_step.unwrap() > 20, "{st:?}");
+    assert!(st.message.contains("class 3:"), "{st:?}");
+}
+
 #[test]
 fn similar_across_runs_fires_at_the_first_step_two_runs_differ() {
     let a = tempdir().unwrap();
