@@ -837,9 +837,7 @@ mod tests {
         assert_eq!(got, want);
         let file = hook.hook().collections_file();
         let members = |c: &str| {
-            file.collections
-                .iter()
-                .find(|x| x.name() == c)
+            file.collection(c)
                 .map(|x| x.tensor_names().iter().cloned().collect::<Vec<_>>())
                 .unwrap_or_default()
         };
