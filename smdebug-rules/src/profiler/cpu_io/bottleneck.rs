@@ -467,7 +467,7 @@ impl Bottlenecks {
 }
 
 /// A bottleneck rule: [`CPUBottleneck`] or [`IOBottleneck`], told apart by their parameters.
-/// Both count the same way ([`Bottlenecks`]); only what starves the GPU differs.
+/// Both count the same way; only what starves the GPU differs.
 pub struct BottleneckRule<P> {
     params: P,
     inner: Bottlenecks,
