@@ -17,6 +17,7 @@ use smdebug_core::{Capture, Hook, HookBuilder, Mode, SaveConfig};
 use smdebug_io::trial::Trial;
 use smdebug_profiler::reader::{ProfilerReader, Span, SpanQuery};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder, SpanWriterGuard};
+use smdebug_profiler::system::NodeId;
 
 use crate::fixture::{Data, Fixture, hook_at, ok};
 
@@ -35,7 +36,7 @@ pub fn profiled_hook<F: Fixture>(
     builder: HookBuilder,
     windows: TimelineConfig,
 ) -> (F::Hook, SpanWriterGuard) {
-    let config = SpanConfig::default().python_compatible(0).worker(0);
+    let config = SpanConfig::default().node(NodeId::algo(1)).worker(0);
     let (recorder, writer) = SpanRecorder::start_local(config, dir).unwrap();
     let timeline = Timeline::new(windows, Arc::new(recorder));
     (hook_at(fx, dir, builder.timeline(timeline)), writer)

@@ -485,13 +485,7 @@ mod tests {
             want.into_iter().map(|(n, s)| (n.to_string(), s)).collect();
         assert_eq!(got, want);
         let file = hook.hook().collections_file();
-        let members = |c: &str| {
-            file.collections
-                .iter()
-                .find(|x| x.name() == c)
-                .map(|x| x.tensor_names().len())
-                .unwrap_or(0)
-        };
+        let members = |c: &str| file.collection(c).map_or(0, |x| x.tensor_names().len());
         assert_eq!((members("weights"), members("biases")), (3, 2));
         assert_eq!(parameter_collection("lstm.hh_bias"), "biases");
     }

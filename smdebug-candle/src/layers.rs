@@ -12,51 +12,35 @@
 //! ([`CandleHook::wrap`](crate::CandleHook::wrap)) or probes them ([`Probe`](crate::Probe)).
 
 use candle_core::{Module, Tensor};
-use smdebug_core::adapter::{AdapterHook, ModuleProbe, check_layer_names};
-use smdebug_core::phase::Phase;
-use smdebug_core::timeline::Timeline;
+use smdebug_core::adapter::AdapterHook;
+use smdebug_core::layer_chain::{LayerChain, LayerChainBuilder};
 
 use crate::error::Result;
 use crate::framework::Candle;
 
+/// A layer's module.
+type BoxedModule = Box<dyn Module + Send + Sync>;
+
 /// Builds a [`Layers`] model: [`layer`](Self::layer) for each part in order, then
 /// [`build`](Self::build). Made by [`CandleHook::layers`](crate::CandleHook::layers).
-pub struct LayersBuilder<'h> {
-    hook: &'h mut AdapterHook<Candle>,
-    layers: Vec<Layer>,
-}
-
-struct Layer {
-    probe: ModuleProbe<Candle>,
-    module: Box<dyn Module + Send + Sync>,
-}
+pub struct LayersBuilder<'h>(LayerChainBuilder<'h, Candle, BoxedModule>);
 
 impl<'h> LayersBuilder<'h> {
     pub(crate) fn new(hook: &'h mut AdapterHook<Candle>) -> Self {
-        LayersBuilder {
-            hook,
-            layers: Vec::new(),
-        }
+        LayersBuilder(LayerChainBuilder::new(hook))
     }
 
     /// Appends `module` under `name` (its tensors are `<name>.input` and `<name>.output`, its
     /// span `<name>`). Any candle [`Module`] will do, closures included
     /// (`|x: &Tensor| x.flatten_from(1)`).
     pub fn layer(mut self, name: &str, module: impl Module + Send + Sync + 'static) -> Self {
-        self.layers.push(Layer {
-            probe: self.hook.layer_probe(name),
-            module: Box::new(module),
-        });
+        self.0.push(name, Box::new(module));
         self
     }
 
     /// The model. Fails when two layers share a name (their tensors would be one).
     pub fn build(self) -> Result<Layers> {
-        check_layer_names(self.layers.iter().map(|l| l.probe.module()))?;
-        Ok(Layers {
-            timeline: self.hook.timeline().clone(),
-            layers: self.layers,
-        })
+        Ok(Layers(self.0.build()?))
     }
 }
 
@@ -64,34 +48,18 @@ impl<'h> LayersBuilder<'h> {
 /// exactly as the chain of its layers; its forward pass is the step's forward span (use it
 /// instead of [`wrap_model`](crate::CandleHook::wrap_model) or `forward(|| ..)`, not beside
 /// them).
-pub struct Layers {
-    layers: Vec<Layer>,
-    timeline: Timeline,
-}
+#[derive(Debug)]
+pub struct Layers(LayerChain<Candle, BoxedModule>);
 
 impl Layers {
     /// The layers' names, in order.
     pub fn names(&self) -> Vec<&str> {
-        self.layers.iter().map(|l| l.probe.module()).collect()
-    }
-}
-
-impl std::fmt::Debug for Layers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Layers")
-            .field("layers", &self.names())
-            .finish_non_exhaustive()
+        self.0.names()
     }
 }
 
 impl Module for Layers {
     fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        self.timeline.scope(Phase::Forward, || {
-            let mut x = xs.clone();
-            for layer in &self.layers {
-                x = layer.probe.forward_from(&x, || layer.module.forward(&x))?;
-            }
-            Ok(x)
-        })
+        self.0.forward(xs.clone(), |module, x| module.forward(x))
     }
 }

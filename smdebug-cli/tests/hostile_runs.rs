@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::Value;
 use smdebug_io::testing::{wait_for_exit, wait_until};
 use smdebug_profiler::reader::{ProfilerReader, SystemQuery};
+use smdebug_testkit::files::{Entry, copy_tree, snapshot};
 
 fn golden(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -27,38 +28,6 @@ fn smdebug(args: &[&str]) -> Output {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
-/// Every file under `dir` with its bytes: equal snapshots mean nothing was written, even as
-/// root (for whom a read-only mode bit stops nothing).
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut files = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let bytes = std::fs::read(&path).unwrap();
-                files.insert(path.strip_prefix(dir).unwrap().to_path_buf(), bytes);
-            }
-        }
-    }
-    files
 }
 
 /// A copy of a golden run (every default rule runs clean on it) with a summary file as the
@@ -528,8 +497,8 @@ fn a_system_record_stamped_0_does_not_move_the_jobs_start() {
 
     // One record of the first system file claims 1970, another the far future.
     let first = snapshot(&run.join("system"))
-        .into_keys()
-        .next()
+        .into_iter()
+        .find_map(|(path, entry)| matches!(entry, Entry::File(_)).then_some(path))
         .expect("a system-metrics file");
     let file = run.join("system").join(first);
     let mut bytes = std::fs::read(&file).unwrap();

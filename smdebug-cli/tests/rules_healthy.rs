@@ -16,6 +16,7 @@ use smdebug_core::{Collection, Mode, SaveConfig, SaveConfigMode};
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::{Bug, TrainConfig, train_in_session};
 use smdebug_io::OverflowPolicy;
+use smdebug_testkit::files::copy_tree;
 use tempfile::tempdir;
 
 /// Trains `cfg` into `run` through a session capturing what the demo captures. The writer waits
@@ -235,26 +236,12 @@ fn the_raw_digits_run_raises_no_debugging_alarm() {
     assert_no_alarm(&run);
 }
 
-/// Copies a directory tree (the CLI only reads the run, but the corpus stays untouched).
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 #[test]
 fn the_hook_corpus_healthy_run_raises_no_debugging_alarm() {
     let corpus = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../smdebug-io/tests/data/hooks");
     let dir = tempdir().unwrap();
     let run = dir.path().join("pt_healthy");
-    copy_dir(&corpus.join("pt_healthy"), &run);
+    copy_tree(&corpus.join("pt_healthy"), &run);
     assert_no_alarm(&run);
 }
 

@@ -4,10 +4,11 @@
 //! the Rust `Trial`'s, the same as `smdebug_rs` and Python smdebug give (the scenarios check
 //! that).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::Value;
+use smdebug_testkit::files::copy_tree;
 
 /// Scenario `name` as it stands after its last stage, copied into a fresh directory.
 fn scenario_run(name: &str) -> (tempfile::TempDir, PathBuf) {
@@ -27,22 +28,9 @@ fn scenario_run(name: &str) -> (tempfile::TempDir, PathBuf) {
             .unwrap()
     });
     for stage in names {
-        copy_dir(&stage, &run);
+        copy_tree(&stage, &run);
     }
     (dir, run)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 fn smdebug(args: &[&str]) -> Output {

@@ -106,20 +106,6 @@ pub fn tally<N: Into<usize>, E>(
     first_error.map_or(Ok(saved), Err)
 }
 
-/// Checks the layer names of a model registered whole (an adapter's `layers()` builder): two
-/// layers of one name would record into one tensor, so that is a configuration error naming it.
-pub fn check_layer_names<'a>(names: impl IntoIterator<Item = &'a str>) -> crate::Result<()> {
-    let mut seen = std::collections::HashSet::new();
-    for name in names {
-        if !seen.insert(name) {
-            return Err(crate::Error::Config(format!(
-                "two layers of the model are named `{name}`: each layer needs a name of its own"
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// One place in the forward pass whose tensor may be recorded.
 #[derive(Debug)]
 struct Point {
@@ -837,9 +823,7 @@ mod tests {
         assert_eq!(got, want);
         let file = hook.hook().collections_file();
         let members = |c: &str| {
-            file.collections
-                .iter()
-                .find(|x| x.name() == c)
+            file.collection(c)
                 .map(|x| x.tensor_names().iter().cloned().collect::<Vec<_>>())
                 .unwrap_or_default()
         };

@@ -260,6 +260,11 @@ pub struct CollectionsFile {
 }
 
 impl CollectionsFile {
+    /// The collection called `name`, if the file has one.
+    pub fn collection(&self, name: &str) -> Option<&Collection> {
+        self.collections.iter().find(|c| c.name() == name)
+    }
+
     /// The file's JSON, as smdebug's `CollectionManager` writes it.
     pub fn to_json(&self) -> serde_json::Value {
         let collections: serde_json::Map<String, serde_json::Value> = self
@@ -384,11 +389,8 @@ mod tests {
         };
         let back = CollectionsFile::from_json(&file.to_json()).unwrap();
         assert_eq!(back.num_workers, 2);
-        let w2 = back
-            .collections
-            .iter()
-            .find(|c| c.name() == "weights")
-            .unwrap();
+        let w2 = back.collection("weights").unwrap();
+        assert!(back.collection("missing").is_none());
         assert!(w2.matches("fc1.weight"));
         assert_eq!(w2.reduction_config, file.collections[0].reduction_config);
         assert_eq!(w2.save_config, file.collections[0].save_config);

@@ -26,6 +26,7 @@ pub mod config_keys;
 pub mod dtype;
 pub mod error;
 pub mod hook;
+pub mod layer_chain;
 mod lenient;
 pub mod mode;
 pub mod phase;

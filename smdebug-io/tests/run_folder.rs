@@ -4,7 +4,6 @@
 //! refused or replaced, never continued; a second live writer of a worker is refused, and
 //! readers flag a run whose files came from two jobs. On local disk and on S3 (moto).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -19,30 +18,7 @@ use smdebug_io::run_folder::{self, ClaimRequest, FolderState, Refusal};
 use smdebug_io::testing::{CountingStorage, MotoServer, wait_until};
 use smdebug_io::writer::Writer;
 use smdebug_io::{Error, Storage, Trial, TrialOptions, open_storage, open_storage_with};
-
-/// Every file and link under `dir` with its bytes (a link: where it points), not following
-/// links.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            let ft = e.file_type().unwrap();
-            let rel = e.path().strip_prefix(dir).unwrap().to_path_buf();
-            if ft.is_symlink() {
-                let target = std::fs::read_link(e.path()).unwrap();
-                out.insert(rel, format!("-> {}", target.display()).into_bytes());
-            } else if ft.is_dir() {
-                out.insert(rel, b"/".to_vec());
-                stack.push(e.path());
-            } else {
-                out.insert(rel, std::fs::read(e.path()).unwrap());
-            }
-        }
-    }
-    out
-}
+use smdebug_testkit::files::snapshot;
 
 /// Writes `steps` steps of a loss and a weight (of `width` values) as worker `rank`, ending
 /// the run when `end`.

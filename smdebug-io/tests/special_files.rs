@@ -12,27 +12,15 @@ use std::time::Duration;
 use smdebug_io::Trial;
 use smdebug_io::format::layout;
 use smdebug_io::storage::open_storage;
+use smdebug_testkit::files::copy_tree;
 
 /// A copy of Python smdebug's golden run `pysmdebug_multi`.
 fn golden_copy() -> (tempfile::TempDir, PathBuf) {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden/pysmdebug_multi");
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
-    copy_dir(&src, &run);
+    copy_tree(&src, &run);
     (dir, run)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 fn mkfifo(path: &Path) {
@@ -123,7 +111,7 @@ fn links_out_of_the_run_and_devices_are_refused_links_inside_it_read() {
     std::fs::remove_file(&zero).unwrap();
     // A folder of the run that is a link out of it: what is under it is refused too.
     let elsewhere = dir.path().join("elsewhere");
-    copy_dir(&run.join("events"), &elsewhere);
+    copy_tree(&run.join("events"), &elsewhere);
     std::fs::remove_dir_all(run.join("events")).unwrap();
     std::os::unix::fs::symlink(&elsewhere, run.join("events")).unwrap();
     let err = store.get_range(&event, 0..8).unwrap_err().to_string();

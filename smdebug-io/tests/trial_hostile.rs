@@ -18,6 +18,7 @@ use smdebug_io::format::record::{PayloadChecksum, encode_record};
 use smdebug_io::format::tensor::mode_metadata;
 use smdebug_io::format::{layout, tensor::DEFAULT_MAX_TENSOR_BYTES};
 use smdebug_io::trial::{Trial, TrialOptions};
+use smdebug_testkit::files::copy_tree;
 
 /// A copy of one of Python smdebug's golden runs, to tamper with.
 fn golden_copy(name: &str) -> tempfile::TempDir {
@@ -25,21 +26,8 @@ fn golden_copy(name: &str) -> tempfile::TempDir {
         .join("tests/data/golden")
         .join(name);
     let dir = tempfile::tempdir().unwrap();
-    copy_dir(&src, &dir.path().join("run"));
+    copy_tree(&src, &dir.path().join("run"));
     dir
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 fn run_of(dir: &tempfile::TempDir) -> String {

@@ -11,7 +11,7 @@ use smdebug_core::Mode;
 use smdebug_io::testing::wait_until;
 use smdebug_profiler::reader::{ProfilerReader, SpanQuery, SystemQuery};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
-use smdebug_profiler::system::{SamplerConfig, SystemSampler};
+use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
 
 const SCRIPT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -59,12 +59,12 @@ fn python_smdebug_readers_load_our_system_metrics_and_spans() {
         SamplerConfig::default()
             .interval(Duration::from_millis(100))
             .publish_interval(Duration::from_millis(100))
-            .python_compatible(0),
+            .node(NodeId::algo(1)),
         dir.path(),
     )
     .unwrap();
     let (spans, writer) = SpanRecorder::start_local(
-        SpanConfig::default().python_compatible(0).worker(0),
+        SpanConfig::default().node(NodeId::algo(1)).worker(0),
         dir.path(),
     )
     .unwrap();

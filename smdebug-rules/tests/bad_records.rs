@@ -16,6 +16,7 @@ use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
 use smdebug_io::crafted::{flip_payload_bit, oversized_record};
 use smdebug_io::testing::wait_until;
 use smdebug_rules::{RuleStatus, Status, Summary};
+use smdebug_testkit::files::copy_tree;
 use support::{check, hook_for};
 use tempfile::tempdir;
 
@@ -23,19 +24,6 @@ fn corpus(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../smdebug-io/tests/data/hooks")
         .join(name)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 /// How a record is damaged.
@@ -90,7 +78,7 @@ impl Case {
     fn make(&self, dir: &Path) -> PathBuf {
         let run = dir.join("run");
         match &self.source {
-            Source::Corpus(name) => copy_dir(&corpus(name), &run),
+            Source::Corpus(name) => copy_tree(&corpus(name), &run),
             Source::Written(write) => write(&run),
         }
         run
@@ -450,7 +438,7 @@ fn every_debugging_rule_reports_its_finding_past_a_bad_record() {
 fn a_clean_verdict_says_which_record_was_left_out() {
     let dir = tempdir().unwrap();
     let run = dir.path().join("run");
-    copy_dir(&corpus("pt_healthy"), &run);
+    copy_tree(&corpus("pt_healthy"), &run);
     let (file, offset) = flip_payload_bit(&run, 4, "worker_0", "Net_fc1.weight");
     let summary = check(&run, "ExplodingTensor");
     let st = summary.rule("ExplodingTensor").unwrap();

@@ -13,9 +13,10 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use smdebug_rules::{RuleStatus, Status};
+use smdebug_testkit::files::copy_tree;
 use support::check;
 use tempfile::tempdir;
 
@@ -25,25 +26,11 @@ fn run(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Copies a directory tree (the runner writes its summary into the run: `rules/`).
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 fn status(run_name: &str, spec: &str) -> RuleStatus {
     // A copy, so the committed run stays as the hook wrote it.
     let dir = tempdir().unwrap();
     let copy = dir.path().join(run_name);
-    copy_dir(&run(run_name), &copy);
+    copy_tree(&run(run_name), &copy);
     let summary = check(&copy, spec);
     let rule = spec.split(':').next().unwrap();
     summary

@@ -19,6 +19,7 @@ use smdebug_profiler::reader::{ProfilerReader, SystemQuery};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSample, SystemSampler};
 use smdebug_rules::{ActionConfig, RuleInput, RuleRunner, RuleSpec, RuleStatus, Status, Summary};
+use smdebug_testkit::files::copy_tree;
 use tempfile::TempDir;
 
 const NODE: &str = "algo-1";
@@ -183,19 +184,6 @@ fn record() -> Recording {
         train_steps: step,
         eval_steps: 60,
         slow_eval_steps: slow,
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
     }
 }
 

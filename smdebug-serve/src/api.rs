@@ -117,17 +117,11 @@ pub fn runs(runs: &[std::sync::Arc<Run>]) -> RunList {
                 stalled_since: fresh.stalled_since,
                 stalled_after_s: fresh.stalled_after_s,
                 processes: d.processes.clone(),
-                exists: d.exists,
+                standing: d.standing(),
                 gone: d.gone,
                 identity: d.identity.clone(),
                 resets: d.resets,
-                open_error: d.open_error.clone(),
-                complete: d.complete,
-                end_reason: d.end_reason.as_ref().map(ToString::to_string),
-                writable: d.writable,
-                stop_requested: d.stop_request.as_ref().map(|r| r.reason.clone()),
                 stop_requested_at: d.stop_request.as_ref().map(|r| r.requested_at),
-                stop_request_error: d.stop_request_error.clone(),
                 stop_rule,
                 steps: d.steps.len(),
                 last_step: d.steps.last().copied(),
@@ -561,6 +555,32 @@ fn step_phases(spans: &SpanStore, steps: &[SpanRef<'_>]) -> StepPhases {
     }
 }
 
+/// Which of a run's scalars an answer is about: those whose names a regular expression
+/// matches, or all of them (no expression, or an empty one).
+struct ScalarFilter(Option<Regex>);
+
+impl ScalarFilter {
+    /// The filter of `regex`; fails with `bad regex: …` when it is not a regular expression.
+    fn new(regex: Option<&str>) -> Result<ScalarFilter, String> {
+        match regex.filter(|r| !r.is_empty()) {
+            Some(r) => Ok(ScalarFilter(Some(
+                Regex::new(r).map_err(|e| format!("bad regex: {e}"))?,
+            ))),
+            None => Ok(ScalarFilter(None)),
+        }
+    }
+
+    /// The names of `d`'s scalars it lets through, in name order.
+    fn names(&self, d: &RunData) -> Vec<String> {
+        d.scalars
+            .iter()
+            .map(|(name, _)| name)
+            .filter(|name| self.0.as_ref().is_none_or(|f| f.is_match(name)))
+            .cloned()
+            .collect()
+    }
+}
+
 /// Scalars whose names match `regex`, per mode, downsampled by step (with `smoothing` above 0,
 /// each with its smoothed line): one page of them (`series_total` says how many match,
 /// `next_offset` where the next page starts; a run with thousands of scalars answers a bounded
@@ -575,23 +595,12 @@ pub fn scalars(
     smoothing: f64,
     page: crate::page::Page,
 ) -> Result<ScalarPage, String> {
-    let filter = match regex.filter(|r| !r.is_empty()) {
-        Some(r) => Some(Regex::new(r).map_err(|e| format!("bad regex: {e}"))?),
-        None => None,
-    };
-    let matching = |d: &'_ RunData| -> Vec<String> {
-        d.scalars
-            .iter()
-            .map(|(name, _)| name)
-            .filter(|name| filter.as_ref().is_none_or(|f| f.is_match(name)))
-            .cloned()
-            .collect()
-    };
+    let filter = ScalarFilter::new(regex)?;
     // How each series of the page is drawn, and the steps to read again: of every series whose
     // window is finer than its buckets or cuts a slice.
     let plans: BTreeMap<(String, Mode), Plan> = {
         let d = run.data.read().expect("run data lock");
-        let names = matching(&d);
+        let names = filter.names(&d);
         let (names, _) = page.select(names.iter(), |name| name.clone());
         let mut plans = BTreeMap::new();
         for name in &names {
@@ -609,7 +618,7 @@ pub fn scalars(
         .collect();
     let read = read_ranges(run, to_read);
     let d = run.data.read().expect("run data lock");
-    let names = matching(&d);
+    let names = filter.names(&d);
     let (out, total) = page.select(names.iter(), |name| {
         let track = d.scalars.get(name);
         // Modes in name order (EVAL, GLOBAL, PREDICT, TRAIN).
@@ -687,21 +696,8 @@ pub fn every_value(
     (from, to): (Option<u64>, Option<u64>),
     most: usize,
 ) -> Result<EveryValue, EveryValueError> {
-    let filter = match regex.filter(|r| !r.is_empty()) {
-        Some(r) => {
-            Some(Regex::new(r).map_err(|e| EveryValueError::BadRegex(format!("bad regex: {e}")))?)
-        }
-        None => None,
-    };
-    let names: Vec<String> = {
-        let d = run.data.read().expect("run data lock");
-        d.scalars
-            .iter()
-            .map(|(name, _)| name)
-            .filter(|name| filter.as_ref().is_none_or(|f| f.is_match(name)))
-            .cloned()
-            .collect()
-    };
+    let filter = ScalarFilter::new(regex).map_err(EveryValueError::BadRegex)?;
+    let names = filter.names(&run.data.read().expect("run data lock"));
     if names.is_empty() {
         return Err(EveryValueError::NoMatch(match regex {
             Some(r) if !r.is_empty() => format!("no scalar of this run matches {r:?}"),

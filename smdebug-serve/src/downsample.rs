@@ -517,14 +517,7 @@ mod tests {
             .enumerate()
             .map(|(i, v)| (i as u64, *v, i as f64))
             .collect();
-        let mut s = SeriesSummary::default();
-        for v in &values {
-            s.add(Point {
-                step: v.0,
-                value: v.1,
-                wall: v.2,
-            });
-        }
+        let s = summary_of(&values);
         let plan = plan(&s, None, None, 100).unwrap();
         assert_eq!(plan.width, 0);
         let every = Plan {
@@ -551,6 +544,15 @@ mod tests {
         assert!((once - by_one.take(2.0, 1)).abs() < 1e-12);
     }
 
+    /// The summary of `values`, taken in in order.
+    fn summary_of(values: &[Value]) -> SeriesSummary {
+        let mut s = SeriesSummary::default();
+        for &(step, value, wall) in values {
+            s.add(Point { step, value, wall });
+        }
+        s
+    }
+
     /// A series of `n` steps with spikes and dips, as values and as a summary.
     fn series(n: u64) -> (Vec<Value>, SeriesSummary) {
         let values: Vec<Value> = (0..n)
@@ -564,14 +566,7 @@ mod tests {
                 (i, v, 1e9 + i as f64)
             })
             .collect();
-        let mut s = SeriesSummary::default();
-        for v in &values {
-            s.add(Point {
-                step: v.0,
-                value: v.1,
-                wall: v.2,
-            });
-        }
+        let s = summary_of(&values);
         (values, s)
     }
 
@@ -603,13 +598,20 @@ mod tests {
         }
     }
 
-    /// The values of `read`'s ranges, as the files give them.
-    fn read_of(values: &[Value], plan: &Plan) -> Vec<Value> {
-        values
+    /// The lines of the window `from..=to` of `s` drawn by `plan` with the files readable:
+    /// the plan's ranges read again give the `values` within them.
+    fn drawn(
+        s: &SeriesSummary,
+        values: &[Value],
+        (from, to): (Option<f64>, Option<f64>),
+        plan: &Plan,
+    ) -> ScalarLines {
+        let read: Vec<Value> = values
             .iter()
             .filter(|v| plan.read.iter().any(|r| r.0 <= v.0 && v.0 <= r.1))
             .copied()
-            .collect()
+            .collect();
+        draw(s, from, to, plan, MAX_POINTS, Some(&read), 0.0)
     }
 
     #[test]
@@ -619,53 +621,27 @@ mod tests {
         // The whole run: the buckets alone.
         let whole = plan(&s, None, None, MAX_POINTS).unwrap();
         assert_eq!((whole.width, whole.read.clone()), (128, vec![]));
-        let lines = draw(&s, None, None, &whole, MAX_POINTS, Some(&[]), 0.0);
+        let lines = drawn(&s, &values, (None, None), &whole);
         check(&lines, &values, 0, 99_999);
         assert_eq!(lines.raw.first().map(|p| p.0), Some(0));
         assert_eq!(lines.raw.last().map(|p| p.0), Some(99_999));
         // A narrow window: read whole, every value.
         let narrow = plan(&s, Some(5_000.0), Some(6_000.0), MAX_POINTS).unwrap();
         assert_eq!(narrow.read, vec![(5_000, 6_000)]);
-        let read = read_of(&values, &narrow);
-        let lines = draw(
-            &s,
-            Some(5_000.0),
-            Some(6_000.0),
-            &narrow,
-            MAX_POINTS,
-            Some(&read),
-            0.0,
-        );
+        let lines = drawn(&s, &values, (Some(5_000.0), Some(6_000.0)), &narrow);
         assert_eq!(lines.width, 0);
         assert_eq!(lines.raw, values[5_000..=6_000].to_vec());
         // A window finer than the buckets but readable: read whole, cut by the downsampler's
         // width.
         let finer = plan(&s, Some(1_000.0), Some(4_500.0), MAX_POINTS).unwrap();
         assert_eq!(finer.read, vec![(1_000, 4_500)]);
-        let read = read_of(&values, &finer);
-        let lines = draw(
-            &s,
-            Some(1_000.0),
-            Some(4_500.0),
-            &finer,
-            MAX_POINTS,
-            Some(&read),
-            0.0,
-        );
+        let lines = drawn(&s, &values, (Some(1_000.0), Some(4_500.0)), &finer);
         assert!(lines.width < 128 && lines.width > 1, "{}", lines.width);
         check(&lines, &values, 1_000, 4_500);
         // Wider than what is read again: the narrowest slices the buckets hold.
         let wider = plan(&s, Some(1_024.0), Some(11_007.0), MAX_POINTS).unwrap();
         assert_eq!((wider.width, wider.read.clone()), (128, vec![]));
-        let lines = draw(
-            &s,
-            Some(1_024.0),
-            Some(11_007.0),
-            &wider,
-            MAX_POINTS,
-            Some(&[]),
-            0.0,
-        );
+        let lines = drawn(&s, &values, (Some(1_024.0), Some(11_007.0)), &wider);
         check(&lines, &values, 1_024, 11_007);
         // A wide window that cuts buckets at both ends: buckets inside, its edge slices read.
         let (from, to) = (10_050.0, 70_010.0);
@@ -673,16 +649,7 @@ mod tests {
         assert_eq!(wide.width % 128, 0);
         assert_eq!(wide.read.len(), 2, "{wide:?}");
         assert!(wide.read.iter().all(|r| r.1 - r.0 < wide.width));
-        let read = read_of(&values, &wide);
-        let lines = draw(
-            &s,
-            Some(from),
-            Some(to),
-            &wide,
-            MAX_POINTS,
-            Some(&read),
-            0.0,
-        );
+        let lines = drawn(&s, &values, (Some(from), Some(to)), &wide);
         check(&lines, &values, 10_050, 70_010);
         assert_eq!(lines.raw.first().map(|p| p.0), Some(10_050));
         assert_eq!(lines.raw.last().map(|p| p.0), Some(70_010));

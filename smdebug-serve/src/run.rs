@@ -37,7 +37,7 @@ use crate::identity::{Change, Identity};
 use crate::journal::Journal;
 use crate::processes::{self, Arrivals, ProcessView};
 use crate::summary::ScalarSummaries;
-use crate::views::Changed;
+use crate::views::{Changed, RunStanding};
 
 /// Event-file bytes the dashboard's `Trial` keeps between views.
 const DASHBOARD_FILE_CACHE_BYTES: usize = 16 << 20;
@@ -132,6 +132,19 @@ impl RunData {
     fn warn(&mut self, message: String) {
         if self.warnings.len() < MAX_WARNINGS && !self.warnings.contains(&message) {
             self.warnings.push(message);
+        }
+    }
+
+    /// Where the run's files stand, as the run list and the overview show it.
+    pub fn standing(&self) -> RunStanding {
+        RunStanding {
+            exists: self.exists,
+            open_error: self.open_error.clone(),
+            complete: self.complete,
+            end_reason: self.end_reason.as_ref().map(ToString::to_string),
+            writable: self.writable,
+            stop_requested: self.stop_request.as_ref().map(|r| r.reason.clone()),
+            stop_request_error: self.stop_request_error.clone(),
         }
     }
 

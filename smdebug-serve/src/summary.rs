@@ -12,7 +12,7 @@
 //! too narrow for the buckets is read again from the run's files (`crate::downsample::plan`).
 
 use smdebug_core::Mode;
-use smdebug_io::trial::ScalarBatch;
+use smdebug_io::trial::{ScalarBatch, ScalarTracks};
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
@@ -314,62 +314,35 @@ impl SeriesSummary {
 /// One scalar's summaries, by mode.
 pub type SummaryTrack = BTreeMap<Mode, SeriesSummary>;
 
-/// Every scalar of a run, summarized: what the dashboard keeps of its scalar values.
+/// Every scalar of a run, summarized: what the dashboard keeps of its scalar values (the
+/// [`ScalarTracks`] it derefs to: `get`, `iter`, `values`, `first_wall_time`).
 #[derive(Debug, Default)]
-pub struct ScalarSummaries {
-    tracks: BTreeMap<String, SummaryTrack>,
-    values: usize,
-    first_wall_time: Option<f64>,
+pub struct ScalarSummaries(ScalarTracks<SeriesSummary>);
+
+impl std::ops::Deref for ScalarSummaries {
+    type Target = ScalarTracks<SeriesSummary>;
+
+    fn deref(&self) -> &ScalarTracks<SeriesSummary> {
+        &self.0
+    }
 }
 
 impl ScalarSummaries {
     /// Takes in a follower's batch of new values.
     pub fn add(&mut self, batch: ScalarBatch) {
         for (name, mode, points) in batch {
-            let series = self
-                .tracks
-                .entry(name)
-                .or_default()
-                .entry(mode)
-                .or_default();
+            let (series, taken) = self.0.series_mut(name, mode);
             for (step, value, wall) in points {
                 if series.add(Point { step, value, wall }) {
-                    self.values += 1;
-                    if wall.is_finite() && self.first_wall_time.is_none_or(|w| wall < w) {
-                        self.first_wall_time = Some(wall);
-                    }
+                    taken.count(wall);
                 }
             }
         }
     }
 
-    /// Scalar `name`'s summaries.
-    pub fn get(&self, name: &str) -> Option<&SummaryTrack> {
-        self.tracks.get(name)
-    }
-
-    /// Every scalar, in name order.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &SummaryTrack)> {
-        self.tracks.iter()
-    }
-
-    /// How many values were taken in.
-    pub fn values(&self) -> usize {
-        self.values
-    }
-
-    /// The earliest wall time of any value, seconds since the epoch.
-    pub fn first_wall_time(&self) -> Option<f64> {
-        self.first_wall_time
-    }
-
     /// Bytes held on the heap (the maps' nodes and names not counted).
     pub fn heap_bytes(&self) -> usize {
-        self.tracks
-            .values()
-            .flat_map(|t| t.values())
-            .map(SeriesSummary::heap_bytes)
-            .sum()
+        self.series().map(SeriesSummary::heap_bytes).sum()
     }
 }
 

@@ -75,6 +75,27 @@ pub enum Phase {
     StoppedByPerson,
 }
 
+/// Where a run's files stand: found or not, openable, ended, open to stop requests, asked to
+/// stop. The run list and the overview both say it, from the run's data
+/// ([`RunData::standing`](crate::run::RunData::standing)).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunStanding {
+    /// Anything of the run was found.
+    pub exists: bool,
+    /// Why its location cannot be opened.
+    pub open_error: Option<String>,
+    /// Its end marker is there.
+    pub complete: bool,
+    /// The end marker's reason.
+    pub end_reason: Option<String>,
+    /// Stop requests can be written into it.
+    pub writable: bool,
+    /// The reason of a stop request in the run.
+    pub stop_requested: Option<String>,
+    /// Why the stop request in the run cannot be read: the job does not honour it.
+    pub stop_request_error: Option<String>,
+}
+
 /// One run's live state.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct RunState {
@@ -104,28 +125,17 @@ pub struct RunState {
     pub stalled_after_s: f64,
     /// The processes writing it, from its identity files.
     pub processes: Vec<ProcessView>,
-    /// Anything of the run was found.
-    pub exists: bool,
+    /// Whether it is there, has ended, can be stopped.
+    #[serde(flatten)]
+    pub standing: RunStanding,
     /// Deleted after it was read.
     pub gone: bool,
     /// Why its view was last cleared.
     pub identity: Option<String>,
     /// Times its view was cleared.
     pub resets: u64,
-    /// Why its location cannot be opened.
-    pub open_error: Option<String>,
-    /// Its end marker is there.
-    pub complete: bool,
-    /// The end marker's reason.
-    pub end_reason: Option<String>,
-    /// Stop requests can be written into it.
-    pub writable: bool,
-    /// The reason of a stop request in the run.
-    pub stop_requested: Option<String>,
-    /// When that request was written, seconds since the epoch.
+    /// When the stop request in the run was written, seconds since the epoch.
     pub stop_requested_at: Option<f64>,
-    /// Why the stop request in the run cannot be read: the job does not honour it.
-    pub stop_request_error: Option<String>,
     /// The rule that stopped it (the one its end marker names), or before it ended, the rule
     /// of the stop request in it.
     pub stop_rule: Option<String>,
@@ -182,20 +192,9 @@ pub struct Overview {
     pub name: String,
     /// Location.
     pub location: String,
-    /// Anything was found.
-    pub exists: bool,
-    /// Why it cannot be opened.
-    pub open_error: Option<String>,
-    /// Ended.
-    pub complete: bool,
-    /// The end marker's reason.
-    pub end_reason: Option<String>,
-    /// Writable.
-    pub writable: bool,
-    /// A stop request's reason.
-    pub stop_requested: Option<String>,
-    /// Why the stop request in the run cannot be read.
-    pub stop_request_error: Option<String>,
+    /// Whether it is there, has ended, can be stopped.
+    #[serde(flatten)]
+    pub standing: RunStanding,
     /// First time, seconds since the epoch.
     pub start: Option<f64>,
     /// Last time.

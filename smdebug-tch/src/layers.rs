@@ -13,9 +13,8 @@
 
 use std::convert::Infallible;
 
-use smdebug_core::adapter::{AdapterHook, ModuleProbe, check_layer_names};
-use smdebug_core::phase::Phase;
-use smdebug_core::timeline::Timeline;
+use smdebug_core::adapter::AdapterHook;
+use smdebug_core::layer_chain::{LayerChain, LayerChainBuilder};
 use tch::Tensor;
 use tch::nn::ModuleT;
 
@@ -24,43 +23,24 @@ use crate::framework::Tch;
 
 /// Builds a [`Layers`] model: [`layer`](Self::layer) for each part in order, then
 /// [`build`](Self::build). Made by [`TchHook::layers`](crate::TchHook::layers).
-pub struct LayersBuilder<'h> {
-    hook: &'h mut AdapterHook<Tch>,
-    layers: Vec<Layer>,
-}
-
-#[derive(Debug)]
-struct Layer {
-    probe: ModuleProbe<Tch>,
-    module: Box<dyn ModuleT>,
-}
+pub struct LayersBuilder<'h>(LayerChainBuilder<'h, Tch, Box<dyn ModuleT>>);
 
 impl<'h> LayersBuilder<'h> {
     pub(crate) fn new(hook: &'h mut AdapterHook<Tch>) -> Self {
-        LayersBuilder {
-            hook,
-            layers: Vec::new(),
-        }
+        LayersBuilder(LayerChainBuilder::new(hook))
     }
 
     /// Appends `module` under `name` (its tensors are `<name>.input` and `<name>.output`, its
     /// span `<name>`). Any tch module will do: `nn::Module`s (`nn::linear`, `nn::func(|x|
     /// x.relu())`) and modules with a train flag (`nn::func_t`, dropout, batch norm).
     pub fn layer(mut self, name: &str, module: impl ModuleT + 'static) -> Self {
-        self.layers.push(Layer {
-            probe: self.hook.layer_probe(name),
-            module: Box::new(module),
-        });
+        self.0.push(name, Box::new(module));
         self
     }
 
     /// The model. Fails when two layers share a name (their tensors would be one).
     pub fn build(self) -> Result<Layers> {
-        check_layer_names(self.layers.iter().map(|l| l.probe.module()))?;
-        Ok(Layers {
-            timeline: self.hook.timeline().clone(),
-            layers: self.layers,
-        })
+        Ok(Layers(self.0.build()?))
     }
 }
 
@@ -69,29 +49,20 @@ impl<'h> LayersBuilder<'h> {
 /// step's forward span (use it instead of
 /// [`wrap_model_t`](crate::TchHook::wrap_model_t) or `forward(|| ..)`, not beside them).
 #[derive(Debug)]
-pub struct Layers {
-    layers: Vec<Layer>,
-    timeline: Timeline,
-}
+pub struct Layers(LayerChain<Tch, Box<dyn ModuleT>>);
 
 impl Layers {
     /// The layers' names, in order.
     pub fn names(&self) -> Vec<&str> {
-        self.layers.iter().map(|l| l.probe.module()).collect()
+        self.0.names()
     }
 }
 
 impl ModuleT for Layers {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
-        self.timeline.scope(Phase::Forward, || {
-            let mut x = xs.shallow_clone();
-            for layer in &self.layers {
-                let Ok(out) = layer.probe.forward_from(&x, || {
-                    Ok::<_, Infallible>(layer.module.forward_t(&x, train))
-                });
-                x = out;
-            }
-            x
-        })
+        let Ok(out) = self.0.forward(xs.shallow_clone(), |module, x| {
+            Ok::<_, Infallible>(module.forward_t(x, train))
+        });
+        out
     }
 }

@@ -5,7 +5,6 @@
 //! with SIGKILL leaves a run that the next job refuses or replaces, never continues; a second
 //! session of the same worker is refused while the first runs.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,30 +14,7 @@ use smdebug::prelude::*;
 use smdebug::profiler::spans::SpanConfig;
 use smdebug::profiler::system::SamplerConfig;
 use smdebug_io::testing::wait_until;
-
-/// Every file and link under `dir` with its bytes (a link: where it points), links not
-/// followed.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            let ft = e.file_type().unwrap();
-            let rel = e.path().strip_prefix(dir).unwrap().to_path_buf();
-            if ft.is_symlink() {
-                let target = std::fs::read_link(e.path()).unwrap();
-                out.insert(rel, format!("-> {}", target.display()).into_bytes());
-            } else if ft.is_dir() {
-                out.insert(rel, b"/".to_vec());
-                stack.push(e.path());
-            } else {
-                out.insert(rel, std::fs::read(e.path()).unwrap());
-            }
-        }
-    }
-    out
-}
+use smdebug_testkit::files::snapshot;
 
 /// The demo's session: capture, sampling, spans, rules with the report into `report/`,
 /// TensorBoard files, replacing an earlier run.

@@ -1,9 +1,11 @@
 //! What the workspace's tests share, written once: the memory tests' counting allocator
-//! ([`alloc`]), builders of the runs tests read back ([`runs`]), and headless Chromium driven
-//! over the DevTools protocol for the browser tests ([`chromium`]).
+//! ([`alloc`]), builders of the runs tests read back ([`runs`]), a folder's contents to compare
+//! before and after and folders copied whole ([`files`]), and headless Chromium driven over the DevTools protocol for
+//! the browser tests ([`chromium`]).
 //!
 //! Not published, and a dev-dependency only: no library crate of the workspace depends on it.
 
 pub mod alloc;
 pub mod chromium;
+pub mod files;
 pub mod runs;

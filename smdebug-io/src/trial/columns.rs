@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use smdebug_core::Mode;
 
 use super::step_runs::StepRuns;
+use super::tracks::ScalarTracks;
 
 /// A column's values: `f32` while each is one exactly, else `f64`.
 #[derive(Clone, Debug, PartialEq)]
@@ -273,13 +274,21 @@ pub type BatchColumn = Vec<(u64, f64, f64)>;
 /// a column in step order.
 pub type ScalarBatch = Vec<(String, Mode, BatchColumn)>;
 
-/// Every scalar value a follower handed out, as columns per tensor and mode.
+/// Every scalar value a follower handed out, as columns per tensor and mode (the
+/// [`ScalarTracks`] it derefs to: `get`, `iter`, `values`, `first_wall_time`), with the wall
+/// times of their steps.
 #[derive(Debug, Default)]
 pub struct ScalarColumns {
-    tracks: BTreeMap<String, ScalarTrack>,
+    tracks: ScalarTracks<Column>,
     walls: StepWalls,
-    values: usize,
-    first_wall_time: Option<f64>,
+}
+
+impl std::ops::Deref for ScalarColumns {
+    type Target = ScalarTracks<Column>;
+
+    fn deref(&self) -> &ScalarTracks<Column> {
+        &self.tracks
+    }
 }
 
 impl ScalarColumns {
@@ -295,12 +304,7 @@ impl ScalarColumns {
     }
 
     fn add_column(&mut self, name: String, mode: Mode, points: BatchColumn, more: usize) {
-        let column = self
-            .tracks
-            .entry(name)
-            .or_default()
-            .entry(mode)
-            .or_default();
+        let (column, taken) = self.tracks.series_mut(name, mode);
         if column.values.spare() < points.len() {
             column.reserve((points.len() + more).max(column.len() / 8));
         }
@@ -313,21 +317,13 @@ impl ScalarColumns {
                     Some(_) => column.keep_wall_apart(step, wall_time),
                     None => new_steps.push((step, wall_time)),
                 }
-                self.values += 1;
-                if wall_time.is_finite() && self.first_wall_time.is_none_or(|w| wall_time < w) {
-                    self.first_wall_time = Some(wall_time);
-                }
+                taken.count(wall_time);
             }
         }
         self.walls.take_in(new_steps);
         if more == 0 && column.values.spare() > column.len() / 8 + 16 {
             column.shrink();
         }
-    }
-
-    /// Scalar `name`'s columns.
-    pub fn get(&self, name: &str) -> Option<&ScalarTrack> {
-        self.tracks.get(name)
     }
 
     /// The wall time of `column`'s value at global step `step` (its event record's, within
@@ -343,32 +339,10 @@ impl ScalarColumns {
         }
     }
 
-    /// Every scalar with its columns, in name order.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &ScalarTrack)> {
-        self.tracks.iter()
-    }
-
-    /// How many values are held.
-    pub fn values(&self) -> usize {
-        self.values
-    }
-
-    /// The earliest wall time of any value held, seconds since the epoch: where a relative
-    /// time axis starts.
-    pub fn first_wall_time(&self) -> Option<f64> {
-        self.first_wall_time
-    }
-
     /// Bytes the columns hold on the heap (steps, values and wall times; the maps' nodes and
     /// names not counted).
     pub fn heap_bytes(&self) -> usize {
-        self.walls.heap_bytes()
-            + self
-                .tracks
-                .values()
-                .flat_map(|t| t.values())
-                .map(Column::heap_bytes)
-                .sum::<usize>()
+        self.walls.heap_bytes() + self.series().map(Column::heap_bytes).sum::<usize>()
     }
 }
 

@@ -101,6 +101,7 @@ mod source;
 mod state;
 mod step_runs;
 mod steps;
+mod tracks;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -118,6 +119,7 @@ pub use report::{JsonElement, JsonNumber, TensorRecordJson, TrialInfo};
 use state::State;
 pub use state::{RepeatedName, StepSelector};
 pub use steps::{StepStream, StepValue, StepValues};
+pub use tracks::{ScalarTracks, Taken};
 
 /// How a trial reads.
 #[derive(Clone, Debug)]

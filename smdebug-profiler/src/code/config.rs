@@ -45,12 +45,6 @@ impl CodeProfileConfig {
         self
     }
 
-    /// The node id of [`SpanConfig::python_compatible`](crate::spans::SpanConfig::python_compatible),
-    /// `algo-<node_rank + 1>`.
-    pub fn python_compatible(self, node_rank: u32) -> Self {
-        self.node(NodeId::algo(node_rank.saturating_add(1)))
-    }
-
     /// The worker (rank) of this process.
     pub fn worker(mut self, worker: u32) -> Self {
         self.worker = worker;

@@ -174,6 +174,34 @@ impl CodeProfileSummary {
 }
 
 #[cfg(test)]
+impl CodeProfileSummary {
+    /// For tests: the summary of a 1 s window of worker 0 on `node` from `start_us` that took
+    /// no samples, as version 1 wrote it (no requested times, no steps), at 99 Hz.
+    pub(crate) fn sampled_nothing(node: &str, start_us: u64) -> CodeProfileSummary {
+        CodeProfileSummary {
+            version: 1,
+            node_id: node.to_owned(),
+            worker: 0,
+            start_time_since_epoch_in_micros: start_us,
+            end_time_since_epoch_in_micros: start_us + 1_000_000,
+            start_step: None,
+            end_step: None,
+            requested_start_us: None,
+            requested_end_us: None,
+            frequency_hz: 99,
+            samples: 0,
+            process_cpu_seconds: None,
+            functions: 0,
+            threads: Vec::new(),
+            top_self: Vec::new(),
+            top_total: Vec::new(),
+            shared_root_functions: 0,
+            files: CodeProfileFiles::default(),
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -181,10 +209,6 @@ mod tests {
     fn window(from: u64, to: u64) -> CodeProfileSummary {
         CodeProfileSummary {
             version: SUMMARY_VERSION,
-            node_id: "algo-1".into(),
-            worker: 0,
-            start_time_since_epoch_in_micros: from,
-            end_time_since_epoch_in_micros: to,
             start_step: Some(WindowStep {
                 mode: Mode::Train,
                 step: 20,
@@ -195,15 +219,8 @@ mod tests {
             }),
             requested_start_us: Some(1_000_000),
             requested_end_us: Some(2_000_000),
-            frequency_hz: 100,
-            samples: 0,
-            process_cpu_seconds: None,
-            functions: 0,
-            threads: Vec::new(),
-            top_self: Vec::new(),
-            top_total: Vec::new(),
-            shared_root_functions: 0,
-            files: CodeProfileFiles::default(),
+            end_time_since_epoch_in_micros: to,
+            ..CodeProfileSummary::sampled_nothing("algo-1", from)
         }
     }
 

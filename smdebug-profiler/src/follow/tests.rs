@@ -8,7 +8,7 @@ use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 
 use super::*;
-use crate::code::{CodeProfileFiles, CodeProfileSummary, code_profile_base_key};
+use crate::code::{CodeProfileSummary, code_profile_base_key};
 use crate::kineto::RankSummary;
 use crate::reader::{CodeProfileWindow, Span};
 use crate::reader::{MetricSeries, ProfileData};
@@ -36,27 +36,7 @@ fn trace(end_us: u64, steps: std::ops::Range<u64>) -> Vec<u8> {
 }
 
 fn summary(start_us: u64) -> Vec<u8> {
-    serde_json::to_vec(&CodeProfileSummary {
-        version: 1,
-        node_id: "algo-1".into(),
-        worker: 0,
-        start_time_since_epoch_in_micros: start_us,
-        end_time_since_epoch_in_micros: start_us + 1_000_000,
-        start_step: None,
-        end_step: None,
-        requested_start_us: None,
-        requested_end_us: None,
-        frequency_hz: 99,
-        samples: 0,
-        process_cpu_seconds: None,
-        functions: 0,
-        threads: Vec::new(),
-        top_self: Vec::new(),
-        top_total: Vec::new(),
-        shared_root_functions: 0,
-        files: CodeProfileFiles::default(),
-    })
-    .unwrap()
+    serde_json::to_vec(&CodeProfileSummary::sampled_nothing("algo-1", start_us)).unwrap()
 }
 
 /// What a consumer gathers from increments.

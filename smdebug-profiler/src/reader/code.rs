@@ -105,31 +105,8 @@ mod tests {
     use smdebug_io::storage::LocalStorage;
 
     use super::*;
-    use crate::code::{CodeProfileFiles, code_profile_base_key};
+    use crate::code::code_profile_base_key;
     use crate::reader::ProfilerReader;
-
-    fn summary(node: &str, start_us: u64) -> CodeProfileSummary {
-        CodeProfileSummary {
-            version: 1,
-            node_id: node.to_owned(),
-            worker: 0,
-            start_time_since_epoch_in_micros: start_us,
-            end_time_since_epoch_in_micros: start_us + 1_000_000,
-            start_step: None,
-            end_step: None,
-            requested_start_us: None,
-            requested_end_us: None,
-            frequency_hz: 99,
-            samples: 0,
-            process_cpu_seconds: None,
-            functions: 0,
-            threads: Vec::new(),
-            top_self: Vec::new(),
-            top_total: Vec::new(),
-            shared_root_functions: 0,
-            files: CodeProfileFiles::default(),
-        }
-    }
 
     #[test]
     fn a_damaged_summary_is_a_warning_and_the_other_windows_are_read() {
@@ -137,7 +114,11 @@ mod tests {
         let storage = Arc::new(LocalStorage::new(dir.path()).unwrap());
         let good = code_profile_base_key(2_000_000_000_000_000, 2_000_000_001_000_000, 0, "n");
         let bad = code_profile_base_key(1_000_000_000_000_000, 1_000_000_001_000_000, 0, "n");
-        let body = serde_json::to_vec(&summary("n", 2_000_000_000_000_000)).unwrap();
+        let body = serde_json::to_vec(&CodeProfileSummary::sampled_nothing(
+            "n",
+            2_000_000_000_000_000,
+        ))
+        .unwrap();
         storage.put(&format!("{good}.json"), body.into()).unwrap();
         storage
             .put(

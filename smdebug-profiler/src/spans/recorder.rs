@@ -58,13 +58,6 @@ impl SpanConfig {
         self
     }
 
-    /// The node id of [`SamplerConfig::python_compatible`](crate::system::SamplerConfig::python_compatible),
-    /// `algo-<node_rank + 1>`, so Python smdebug's readers put this host's spans and system
-    /// metrics on the same node.
-    pub fn python_compatible(self, node_rank: u32) -> Self {
-        self.node(NodeId::algo(node_rank.saturating_add(1)))
-    }
-
     /// The worker (rank) of this process.
     pub fn worker(mut self, worker: u32) -> Self {
         self.worker = worker;

@@ -38,7 +38,10 @@ impl NodeId {
         }
     }
 
-    /// SageMaker's name for the `n`-th host of a job: `algo-<n>` (n counts from 1).
+    /// SageMaker's name for the `n`-th host of a job: `algo-<n>` (n counts from 1). The only
+    /// form Python smdebug 1.0.34's `LocalSystemMetricsReader` lists (it skips system files of
+    /// any other node id without a word): the node id of files Python smdebug is to read, with
+    /// `n` the host's index in the job plus one.
     pub fn algo(n: u32) -> Self {
         Self(format!("algo-{}", n.max(1)))
     }

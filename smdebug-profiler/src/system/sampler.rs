@@ -73,13 +73,6 @@ impl SamplerConfig {
         self
     }
 
-    /// Files Python smdebug 1.0.34 reads: the node id becomes SageMaker's `algo-<node_rank + 1>`,
-    /// the only form its `LocalSystemMetricsReader` lists (it skips system files of any other
-    /// node id without a word). `node_rank` is this host's index in the job, 0 on one host.
-    pub fn python_compatible(self, node_rank: u32) -> Self {
-        self.node(NodeId::algo(node_rank.saturating_add(1)))
-    }
-
     /// Length of the window one file covers: whole seconds dividing an hour (1 s to 3600 s),
     /// so a file never straddles two hour folders.
     pub fn rotation(mut self, rotation: Duration) -> Self {

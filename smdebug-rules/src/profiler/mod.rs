@@ -59,7 +59,7 @@ mod steps;
 
 pub use crate::window::{ProfilerWindow, StepTimeline};
 pub use cpu_io::{
-    CPUBottleneck, CPUBottleneckParams, Dataloader, DataloaderParams, IOBottleneck,
+    BottleneckRule, CPUBottleneck, CPUBottleneckParams, Dataloader, DataloaderParams, IOBottleneck,
     IOBottleneckParams,
 };
 pub use details::{

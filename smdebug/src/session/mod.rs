@@ -201,34 +201,6 @@ fn report_location(location: &str) -> String {
 }
 
 impl<H: Capture> Session<H> {
-    #[allow(clippy::too_many_arguments)]
-    fn assemble(
-        capture: H,
-        location: String,
-        storage: Arc<dyn Storage>,
-        stop: StopSignal,
-        timeline: Timeline,
-        worker: WorkerInfo,
-        finish_timeout: Duration,
-        storage_timeout: Duration,
-        parts: Parts,
-    ) -> Session<H> {
-        Session {
-            capture: Some(capture),
-            location,
-            storage,
-            stop,
-            timeline,
-            worker,
-            finish_timeout,
-            storage_timeout,
-            parts,
-            started: Instant::now(),
-            capture_errors: Vec::new(),
-            finished: false,
-        }
-    }
-
     /// The capture hook: the core [`Hook`] (`save_tensor`, `save_scalar`, `set_mode`), or the
     /// framework adapter's (`save_parameters`, `save_gradients`, `wrap`, `probe`, ...).
     ///

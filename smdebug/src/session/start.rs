@@ -3,6 +3,7 @@
 //! rules, dashboard, progress file, and capture last).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use smdebug_core::timeline::{Timeline, TimelineConfig};
 use smdebug_core::{Capture, HookBuilder, StopSignal, WorkerInfo};
@@ -131,8 +132,8 @@ impl<H: Capture> SessionBuilder<H> {
         let capture = self.start_capture(worker, &storage, &stop, &timeline, &mut parts)?;
         parts.job = claim.0.take();
 
-        Ok(Session::assemble(
-            capture,
+        Ok(Session {
+            capture: Some(capture),
             location,
             storage,
             stop,
@@ -141,7 +142,10 @@ impl<H: Capture> SessionBuilder<H> {
             finish_timeout,
             storage_timeout,
             parts,
-        ))
+            started: Instant::now(),
+            capture_errors: Vec::new(),
+            finished: false,
+        })
     }
 
     /// SageMaker's files over the builder's settings, each stating what it overrides (into

@@ -466,14 +466,18 @@ impl Bottlenecks {
     }
 }
 
+/// A bottleneck rule: [`CPUBottleneck`] or [`IOBottleneck`], told apart by their parameters.
+/// Both count the same way; only what starves the GPU differs.
+pub struct BottleneckRule<P> {
+    params: P,
+    inner: Bottlenecks,
+}
+
 /// **CPUBottleneck** — fires when, per node, more than `threshold` % of the system samples
 /// (after the first `patience`) show a GPU below `gpu_threshold` % utilization while some CPU
 /// (a core or the total) is above `cpu_threshold` %. Fires once each time the share crosses
 /// the threshold. Without GPU metrics it checks nothing.
-pub struct CPUBottleneck {
-    params: CPUBottleneckParams,
-    inner: Bottlenecks,
-}
+pub type CPUBottleneck = BottleneckRule<CPUBottleneckParams>;
 
 impl CPUBottleneck {
     /// The rule's name.
@@ -488,30 +492,13 @@ impl CPUBottleneck {
             params.cpu_threshold,
             params.patience,
         )?;
-        Ok(CPUBottleneck { params, inner })
-    }
-}
-
-impl ProfilerRule for CPUBottleneck {
-    crate::rule_identity!();
-
-    fn needs(&self) -> ProfilerNeeds {
-        self.inner.needs()
-    }
-    fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
-        Ok(self.inner.invoke(window))
-    }
-    fn details(&self) -> Option<Details> {
-        self.inner.details()
+        Ok(BottleneckRule { params, inner })
     }
 }
 
 /// **IOBottleneck** — like [`CPUBottleneck`], with I/O wait above `io_threshold` % (on a core
 /// or the total) in place of a saturated CPU: the GPU idles while the host waits for storage.
-pub struct IOBottleneck {
-    params: IOBottleneckParams,
-    inner: Bottlenecks,
-}
+pub type IOBottleneck = BottleneckRule<IOBottleneckParams>;
 
 impl IOBottleneck {
     /// The rule's name.
@@ -526,13 +513,17 @@ impl IOBottleneck {
             params.io_threshold,
             params.patience,
         )?;
-        Ok(IOBottleneck { params, inner })
+        Ok(BottleneckRule { params, inner })
     }
 }
 
-impl ProfilerRule for IOBottleneck {
-    crate::rule_identity!();
-
+impl<P: Serialize + Send> ProfilerRule for BottleneckRule<P> {
+    fn name(&self) -> &str {
+        self.inner.starver.rule()
+    }
+    fn parameters(&self) -> serde_json::Value {
+        crate::params::to_json(&self.params)
+    }
     fn needs(&self) -> ProfilerNeeds {
         self.inner.needs()
     }

@@ -5,5 +5,7 @@
 mod bottleneck;
 mod dataloader;
 
-pub use bottleneck::{CPUBottleneck, CPUBottleneckParams, IOBottleneck, IOBottleneckParams};
+pub use bottleneck::{
+    BottleneckRule, CPUBottleneck, CPUBottleneckParams, IOBottleneck, IOBottleneckParams,
+};
 pub use dataloader::{Dataloader, DataloaderParams};

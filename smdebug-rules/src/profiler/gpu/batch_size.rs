@@ -5,12 +5,12 @@ use crate::params::{Check, lenient};
 use crate::profiler::details::{BatchSizeDetails, BatchSizeGpu, BatchSizeNode, Details, Firing};
 use crate::profiler::snapshot::{Snapshot, SnapshotAssembler};
 use crate::profiler::stats::{RollingWindow, Sketch, round4};
-use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
+use crate::rule::{Evidence, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use super::common::closing_results;
+use super::common::{closing_results, gpu_needs};
 
 /// Parameters of [`BatchSize`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -198,8 +198,7 @@ impl ProfilerRule for BatchSize {
     crate::rule_identity!();
 
     fn needs(&self) -> ProfilerNeeds {
-        ProfilerNeeds::reading([ProfilerInput::SystemMetrics, ProfilerInput::StepTimeline])
-            .requiring("GPU metrics")
+        gpu_needs("GPU metrics")
     }
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {

@@ -2,9 +2,17 @@
 
 use crate::profiler::snapshot::{NO_GPU, Snapshot, SnapshotAssembler};
 use crate::profiler::stats::{RollingWindow, Sketch};
-use crate::rule::RuleResult;
+use crate::rule::{ProfilerInput, ProfilerNeeds, RuleResult};
 use crate::window::ProfilerWindow;
 use std::collections::BTreeMap;
+
+/// What every GPU rule reads: the system metrics (its GPUs' readings among them) and the step
+/// timeline (the step a reading falls in); `requirement` names the GPU metrics it cannot judge
+/// without.
+pub(super) fn gpu_needs(requirement: &str) -> ProfilerNeeds {
+    ProfilerNeeds::reading([ProfilerInput::SystemMetrics, ProfilerInput::StepTimeline])
+        .requiring(requirement)
+}
 
 /// The results every GPU rule ends a window with: the datapoints it evaluated, and at the end
 /// of the run why it had nothing to check.

@@ -7,12 +7,12 @@ use crate::profiler::details::{
 };
 use crate::profiler::snapshot::SnapshotAssembler;
 use crate::profiler::stats::round4;
-use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
+use crate::rule::{Evidence, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use super::common::closing_results;
+use super::common::{closing_results, gpu_needs};
 
 /// Parameters of [`LoadBalancing`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -165,8 +165,7 @@ impl ProfilerRule for LoadBalancing {
     crate::rule_identity!();
 
     fn needs(&self) -> ProfilerNeeds {
-        ProfilerNeeds::reading([ProfilerInput::SystemMetrics, ProfilerInput::StepTimeline])
-            .requiring("GPU metrics of two GPUs or more")
+        gpu_needs("GPU metrics of two GPUs or more")
     }
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {

@@ -7,11 +7,11 @@ use crate::profiler::details::{
 };
 use crate::profiler::snapshot::Snapshot;
 use crate::profiler::stats::round4;
-use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
+use crate::rule::{Evidence, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 use serde::{Deserialize, Serialize};
 
-use super::common::{GpuSeries, Judged, PerGpu};
+use super::common::{GpuSeries, Judged, PerGpu, gpu_needs};
 
 /// Parameters of [`LowGPUUtilization`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -80,8 +80,7 @@ impl ProfilerRule for LowGPUUtilization {
     crate::rule_identity!();
 
     fn needs(&self) -> ProfilerNeeds {
-        ProfilerNeeds::reading([ProfilerInput::SystemMetrics, ProfilerInput::StepTimeline])
-            .requiring("GPU metrics")
+        gpu_needs("GPU metrics")
     }
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {

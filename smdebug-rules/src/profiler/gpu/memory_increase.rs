@@ -5,11 +5,11 @@ use crate::params::{Check, lenient};
 use crate::profiler::details::{Details, GpuMemoryDetails, GpuMemoryUse, MemoryIncrease};
 use crate::profiler::snapshot::Snapshot;
 use crate::profiler::stats::round4;
-use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
+use crate::rule::{Evidence, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 use serde::{Deserialize, Serialize};
 
-use super::common::{GpuSeries, Judged, PerGpu};
+use super::common::{GpuSeries, Judged, PerGpu, gpu_needs};
 
 /// Parameters of [`GPUMemoryIncrease`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -78,8 +78,7 @@ impl ProfilerRule for GPUMemoryIncrease {
     crate::rule_identity!();
 
     fn needs(&self) -> ProfilerNeeds {
-        ProfilerNeeds::reading([ProfilerInput::SystemMetrics, ProfilerInput::StepTimeline])
-            .requiring("GPU memory metrics")
+        gpu_needs("GPU memory metrics")
     }
 
     fn invoke_on_window(&mut self, window: &ProfilerWindow<'_>) -> Result<Vec<RuleResult>> {
