@@ -269,8 +269,16 @@ fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
 
     // Linked zoom: drag across the first system chart; every time chart takes the window and
     // the span list narrows to it.
-    let before = cdp.status();
-    let all_spans = before["window_spans"].as_u64().unwrap();
+    // The span list is one of the panels patched live and fetched whole at most every ten
+    // seconds or when the run's phase changes: on a loaded machine the end's fetch comes
+    // after the slower panels, so the list is first waited for to hold every span the server
+    // has of the ended run.
+    let all_spans = support::get_json(&format!("{origin}/api/runs/0/spans?limit=1"))["count"]
+        .as_u64()
+        .unwrap();
+    cdp.wait(Duration::from_secs(30), "the ended run's span list", |c| {
+        c.status()["window_spans"].as_u64() == Some(all_spans)
+    });
     let rect = cdp.eval(
         "(() => { const o = document.querySelector('#system-charts .u-over'); \
          o.scrollIntoView(); const r = o.getBoundingClientRect(); \
