@@ -436,9 +436,12 @@
     }
     // A profiler rule's message and details cover this window (the report names it too).
     if (!noData && r.window) box.append(el("div", { className: "why window", text: "Over " + r.window }));
+    // The measurements behind the latest firing: one heading, then a line per step measured
+    // (a profiler rule's firing covers a window, so its evidence names several steps).
     const shown = r.evidence.slice(0, compact ? 2 : 5);
+    if (shown.length) box.append(el("div", { className: "why", text: "Its latest firing measured:" }));
     for (const e of shown) {
-      box.append(el("div", { className: "why evidence", text: "Latest firing, step " + e.step + ": " + evidenceText(e) }));
+      box.append(el("div", { className: "why evidence", text: "step " + e.step + ": " + evidenceText(e) }));
     }
     if (r.evidence.length > shown.length) box.append(el("div", { className: "why evidence", text: "and " + (r.evidence.length - shown.length) + " more at that firing" }));
     if (!compact && r.description) box.append(el("div", { className: "why", text: "Checks: " + r.description }));

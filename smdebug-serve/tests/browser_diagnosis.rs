@@ -244,7 +244,7 @@ fn a_stopped_runs_first_screen_reads_as_a_diagnosis() {
         .unwrap()
         .iter()
         .filter_map(|e| e.as_str())
-        .filter(|e| e.starts_with("Latest firing"))
+        .filter(|e| e.starts_with("step "))
         .collect();
     assert!(!evidence.is_empty(), "{m}");
     let exploding = evidence
