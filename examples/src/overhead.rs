@@ -1,4 +1,5 @@
-//! What the adapter examples share: where their run goes, and for their `--overhead` modes the
+//! What the adapter examples share: where their run goes, the CNN examples' session, and for
+//! their `--overhead` modes the
 //! sink that drops records, their command-line numbers, and the table they print (seconds per step for four variants of one training loop,
 //! measured in alternating rounds).
 
@@ -82,6 +83,39 @@ pub fn losses_only() -> smdebug_core::HookBuilder {
     smdebug_core::Hook::builder()
         .save_config(smdebug_core::SaveConfig::every(1))
         .include_collections(&["losses"])
+}
+
+/// The session the CNN examples (candle's and burn's) train in, before the framework is named
+/// (`.candle()`, `.burn()`): weights, gradients and losses every 50th TRAIN step; the model's
+/// layer inputs and outputs in training only (on the 359 test images they are 13 MB a step);
+/// the loss's inputs at every evaluation (the held-out images), for ClassImbalance and
+/// Confusion, since a collection a rule asks for is otherwise saved on the rule's schedule; a
+/// span per layer over steps 20-29 and a sampling CPU profile over steps 40-59; the debugging
+/// rules that read those tensors, then `profiler_rules`. `--python-compatible` in `args` asks
+/// for files Python smdebug reads.
+pub fn cnn_session(out: &str, args: &[String], profiler_rules: &[&str]) -> smdebug::SessionBuilder {
+    use smdebug_core::{Collection, Mode, SaveConfig, SaveConfigMode};
+    let eval_only =
+        SaveConfig::new(SaveConfigMode::never()).with_mode(Mode::Eval, SaveConfigMode::every(1));
+    let train_only = SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::never());
+    smdebug::Session::builder(out)
+        .overwrite(true)
+        .python_compatible(args.iter().any(|a| a == "--python-compatible"))
+        .save(SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1)))
+        .collection(Collection::new("outputs").with_save_config(train_only.clone()))
+        .collection(Collection::new("inputs").with_save_config(train_only))
+        .collection(Collection::new("labels").with_save_config(eval_only.clone()))
+        .collection(Collection::new("predictions").with_save_config(eval_only))
+        .detailed_profiling(smdebug_core::window::Window::steps(20, 10))
+        .code_profiling(smdebug_core::window::Window::steps(40, 20))
+        .rules([
+            "VanishingGradient",
+            "ExplodingTensor",
+            "LossNotDecreasing",
+            "DeadRelu",
+        ])
+        .rules(["ClassImbalance", "Confusion"])
+        .rules(profiler_rules.iter().copied())
 }
 
 /// The variants, in the order of each row's values.

@@ -32,7 +32,9 @@ use smdebug::prelude::*;
 use smdebug_candle::CandleHook;
 use smdebug_core::Hook;
 use smdebug_examples::digits::AugmentedDigits;
-use smdebug_examples::overhead::{Discard, One, losses_only, number_arg, one_arg, run_location};
+use smdebug_examples::overhead::{
+    Discard, One, cnn_session, losses_only, number_arg, one_arg, run_location,
+};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
 #[path = "common/cnn.rs"]
@@ -51,42 +53,18 @@ fn main() -> Result<(), BoxError> {
         return one_variant(one, number_arg(&args, "--steps", 20)?);
     }
     let out = run_location(&args, "smdebug-candle/cnn-run")?;
-    let eval_only =
-        SaveConfig::new(SaveConfigMode::never()).with_mode(Mode::Eval, SaveConfigMode::every(1));
-    let mut session =
-        Session::builder(&out)
-            .candle()
-            .overwrite(true)
-            .python_compatible(args.iter().any(|a| a == "--python-compatible"))
-            .save(SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::every(1)))
-            // The layers' inputs and outputs in training only: on the 359 test images they are
-            // 13 MB a step.
-            .collection(Collection::new("outputs").with_save_config(
-                SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::never()),
-            ))
-            .collection(Collection::new("inputs").with_save_config(
-                SaveConfig::every(50).with_mode(Mode::Eval, SaveConfigMode::never()),
-            ))
-            // The loss's inputs at every evaluation (the held-out images), for ClassImbalance and
-            // Confusion: a collection a rule asks for is otherwise saved on the rule's schedule.
-            .collection(Collection::new("labels").with_save_config(eval_only.clone()))
-            .collection(Collection::new("predictions").with_save_config(eval_only))
-            .detailed_profiling(Window::steps(20, 10)) // a span per layer, steps 20-29
-            .code_profiling(Window::steps(40, 20)) // a sampling CPU profile, steps 40-59
-            .rules([
-                "VanishingGradient",
-                "ExplodingTensor",
-                "LossNotDecreasing",
-                "DeadRelu",
-            ])
-            .rules(["ClassImbalance", "Confusion"])
-            .rules([
-                "StepOutlier",
-                "Dataloader",
-                "LowGPUUtilization",
-                "ProfilerReport",
-            ])
-            .start()?;
+    let mut session = cnn_session(
+        &out,
+        &args,
+        &[
+            "StepOutlier",
+            "Dataloader",
+            "LowGPUUtilization",
+            "ProfilerReport",
+        ],
+    )
+    .candle()
+    .start()?;
     // SageMaker's hook file (its `LocalPath`) may have put the run elsewhere.
     let out = session.location().to_string();
     let mut data = AugmentedDigits::load(SIDE)?;
