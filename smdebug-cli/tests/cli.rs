@@ -1,34 +1,13 @@
 //! The `smdebug` binary on runs written by Python smdebug (its FileWriter and its real framework
 //! hooks): output shapes that scripts rely on, and errors on stderr with a non-zero exit.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-
-fn golden(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../smdebug-io/tests/data/golden")
-        .join(name)
-}
-
-fn smdebug(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_smdebug"))
-        .args(args)
-        .output()
-        .expect("the smdebug binary runs")
-}
-
-fn stdout_ok(args: &[&str]) -> String {
-    let out = smdebug(args);
-    assert!(
-        out.status.success(),
-        "smdebug {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use support::{golden, smdebug, stdout_ok};
 
 fn expected() -> Value {
     let p = golden("pysmdebug_multi.expected.json");

@@ -3,6 +3,8 @@
 //! tell the truth (0 clean, 1 issues, 2 any error), and hostile values and names come out
 //! readable.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -12,19 +14,7 @@ use serde_json::Value;
 use smdebug_io::testing::{wait_for_exit, wait_until};
 use smdebug_profiler::reader::{ProfilerReader, SystemQuery};
 use smdebug_testkit::files::{Entry, copy_tree, snapshot};
-
-fn golden(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../smdebug-io/tests/data/golden")
-        .join(name)
-}
-
-fn smdebug(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_smdebug"))
-        .args(args)
-        .output()
-        .expect("the smdebug binary runs")
-}
+use support::{golden, smdebug, smdebug_command};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -383,7 +373,7 @@ fn rules_follow_gives_up_on_a_run_whose_writer_died() {
     let run = dir.path().join("run");
     // Three steps and no end marker: the writer never finished.
     copy_tree(&golden("pysmdebug_incomplete"), &run);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_smdebug"))
+    let mut child = smdebug_command()
         .args([
             "rules",
             run.to_str().unwrap(),
@@ -610,7 +600,7 @@ fn a_fifo_in_place_of_an_index_file_does_not_hang_info_or_steps() {
     let made = Command::new("mkfifo").arg(&index).status().unwrap();
     assert!(made.success());
     for cmd in ["info", "steps"] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_smdebug"))
+        let mut child = smdebug_command()
             .args([cmd, run.to_str().unwrap()])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

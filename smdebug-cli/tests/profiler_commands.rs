@@ -2,23 +2,21 @@
 //! independent Python computation wrote (smdebug-profiler/tests/kineto/expected), and
 //! `smdebug profile` around a real child process.
 
+mod support;
+
 use std::path::PathBuf;
-use std::process::Command;
 
 use serde_json::Value;
+use support::smdebug_command;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn smdebug() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_smdebug"))
-}
-
 #[test]
 fn trace_json_matches_the_independent_figures_for_two_ranks() {
     let traces = repo().join("smdebug-profiler/tests/data/pytorch-profiler-traces");
-    let out = smdebug()
+    let out = smdebug_command()
         .arg("trace")
         .arg("--json")
         .arg(traces.join("trace_filter__sampled_rank-1.json.gz"))
@@ -70,7 +68,7 @@ fn trace_of_a_broken_file_fails_with_its_name() {
         br#"{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur""#,
     )
     .unwrap();
-    let out = smdebug().arg("trace").arg(&bad).output().unwrap();
+    let out = smdebug_command().arg("trace").arg(&bad).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("broken.json"), "{err}");
@@ -80,7 +78,7 @@ fn trace_of_a_broken_file_fails_with_its_name() {
 fn profile_runs_the_command_samples_it_and_returns_its_status() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
-    let out = smdebug()
+    let out = smdebug_command()
         .args(["profile", "--interval", "100", "--out"])
         .arg(&run)
         .args(["--", "sh", "-c", "sleep 0.6; exit 7"])
@@ -107,7 +105,7 @@ fn profile_runs_the_command_samples_it_and_returns_its_status() {
     }
     assert!(lines > 0, "the sampler wrote metrics");
 
-    let bad = smdebug()
+    let bad = smdebug_command()
         .args(["profile", "--interval", "5", "--out"])
         .arg(&run)
         .args(["--", "true"])

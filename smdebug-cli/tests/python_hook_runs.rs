@@ -3,11 +3,14 @@
 //! accepts is a warning on stderr (once, from every command that reads the run) and in
 //! `info`, not an error.
 
+mod support;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 use smdebug_io::testing::python;
+use support::{smdebug, smdebug_command, stdout_ok};
 
 /// Writes a run the way FRAMEWORK's Python hook would (its default collections), holding
 /// `names`, with `smdebug-io/tests/interop/python_regex.py`.
@@ -27,23 +30,6 @@ fn python_hook_run(dir: &Path, framework: &str, names: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     run
-}
-
-fn smdebug(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_smdebug"))
-        .args(args)
-        .output()
-        .expect("the smdebug binary runs")
-}
-
-fn stdout_ok(args: &[&str]) -> String {
-    let out = smdebug(args);
-    assert!(
-        out.status.success(),
-        "smdebug {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 #[test]
@@ -132,7 +118,7 @@ fn an_unusable_pattern_in_a_run_is_a_warning() {
     );
 
     // SMDEBUG_LOG=off silences what the libraries log; the run is read all the same.
-    let out = Command::new(env!("CARGO_BIN_EXE_smdebug"))
+    let out = smdebug_command()
         .args(["info", &run])
         .env("SMDEBUG_LOG", "off")
         .output()

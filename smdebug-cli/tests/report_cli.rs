@@ -2,8 +2,9 @@
 //! sampler and framework spans; offline, following the run live, with Kineto traces, and on bad
 //! input.
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
@@ -17,13 +18,7 @@ use smdebug_io::writer::Writer;
 use smdebug_profiler::reader::{ProfilerReader, SystemQuery};
 use smdebug_profiler::spans::SpanConfig;
 use smdebug_profiler::system::SamplerConfig;
-
-fn smdebug(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_smdebug"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use support::{smdebug, smdebug_command};
 
 /// Waits until the sampler of the session writing `run` has published a sample taken at or
 /// after `since_us`.
@@ -212,7 +207,7 @@ fn follow_regenerates_the_report_while_the_run_is_written_and_ends_with_it() {
     let run = dir.path().join("run");
     std::fs::create_dir_all(&run).unwrap();
     let html_path = dir.path().join("live/report.html");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_smdebug"))
+    let mut child = smdebug_command()
         .args([
             "report",
             run.to_str().unwrap(),

@@ -1,11 +1,12 @@
 //! `smdebug rules` on real runs: exit 0 when no rule found issues, 1 when one did, 2 on errors;
 //! `--json` statuses; `--list`.
 
-use std::process::{Command, Output};
+mod support;
 
 use serde_json::Value;
 use smdebug_core::{Mode, TensorView};
 use smdebug_testkit::runs::every_step_hook;
+use support::smdebug;
 
 fn write_run(dir: &std::path::Path, nan_at: Option<u64>) -> String {
     let run = dir.join("run");
@@ -28,13 +29,6 @@ fn write_run(dir: &std::path::Path, nan_at: Option<u64>) -> String {
     }
     hook.close();
     run.to_str().unwrap().to_string()
-}
-
-fn smdebug(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_smdebug"))
-        .args(args)
-        .output()
-        .unwrap()
 }
 
 #[test]

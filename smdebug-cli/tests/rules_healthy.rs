@@ -7,8 +7,9 @@
 //! biases, gradients and activations at every 10th TRAIN step; inputs at step 0), plus the
 //! hook corpus's healthy PyTorch run written by Python smdebug's real hook.
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 use smdebug::Session;
@@ -17,6 +18,7 @@ use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::{Bug, TrainConfig, train_in_session};
 use smdebug_io::OverflowPolicy;
 use smdebug_testkit::files::copy_tree;
+use support::smdebug_command;
 use tempfile::tempdir;
 
 /// Trains `cfg` into `run` through a session capturing what the demo captures. The writer waits
@@ -57,7 +59,7 @@ fn demo(epochs: usize, bug: Option<Bug>) -> TrainConfig {
 /// `(rule, status, fired_count, first_fired_step, datapoints)` of every debugging rule of the
 /// default set that had data, from `smdebug rules RUN --json`.
 fn verdicts(run: &Path) -> Vec<(String, String, u64, Option<u64>, u64)> {
-    let out = Command::new(env!("CARGO_BIN_EXE_smdebug"))
+    let out = smdebug_command()
         .args(["rules", run.to_str().unwrap(), "--json"])
         .output()
         .unwrap();
@@ -139,7 +141,7 @@ fn the_default_demo_run_raises_no_debugging_alarm() {
 /// latest 500 pairs.
 #[track_caller]
 fn assert_confusion_is_in_the_files(run: &Path) {
-    let out = Command::new(env!("CARGO_BIN_EXE_smdebug"))
+    let out = smdebug_command()
         .args([
             "rules",
             run.to_str().unwrap(),

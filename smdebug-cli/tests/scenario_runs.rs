@@ -4,11 +4,13 @@
 //! the Rust `Trial`'s, the same as `smdebug_rs` and Python smdebug give (the scenarios check
 //! that).
 
+mod support;
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
 use serde_json::Value;
 use smdebug_testkit::files::copy_tree;
+use support::{smdebug, stdout_ok};
 
 /// Scenario `name` as it stands after its last stage, copied into a fresh directory.
 fn scenario_run(name: &str) -> (tempfile::TempDir, PathBuf) {
@@ -31,23 +33,6 @@ fn scenario_run(name: &str) -> (tempfile::TempDir, PathBuf) {
         copy_tree(&stage, &run);
     }
     (dir, run)
-}
-
-fn smdebug(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_smdebug"))
-        .args(args)
-        .output()
-        .expect("the smdebug binary runs")
-}
-
-fn stdout_ok(args: &[&str]) -> String {
-    let out = smdebug(args);
-    assert!(
-        out.status.success(),
-        "smdebug {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 fn lines(s: &str) -> Vec<&str> {

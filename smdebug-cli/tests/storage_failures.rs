@@ -4,10 +4,13 @@
 //! silence. `profile` refuses an `--out` that takes no writes before running the command, and
 //! exits non-zero when the command succeeded but its metrics were not stored.
 
+mod support;
+
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
+use support::smdebug_command;
 
 /// A listener that accepts every connection and never answers, held open for the test.
 fn frozen_store() -> (u16, std::thread::JoinHandle<()>) {
@@ -41,7 +44,7 @@ fn reading_commands_on_a_store_that_never_answers_fail_within_their_timeout() {
     for args in commands {
         let command = args[0];
         let started = Instant::now();
-        let out = Command::new(env!("CARGO_BIN_EXE_smdebug"))
+        let out = smdebug_command()
             .args(&args[..1])
             .args(["s3://bucket/run", "--storage-timeout", "3"])
             .args(&args[1..])
@@ -108,7 +111,7 @@ fn profile_refuses_a_read_only_out_and_fails_when_a_full_disk_lost_metrics() {
     }
     let _ro = Unmount(&ro);
     // The folder exists (so it is not created) but takes no writes.
-    let out = Command::new(env!("CARGO_BIN_EXE_smdebug"))
+    let out = smdebug_command()
         .args(["profile", "--interval", "100", "--out"])
         .arg(&ro)
         .args(["--", "touch"])
@@ -128,7 +131,7 @@ fn profile_refuses_a_read_only_out_and_fails_when_a_full_disk_lost_metrics() {
         return;
     }
     let _full = Unmount(&full);
-    let out = Command::new(env!("CARGO_BIN_EXE_smdebug"))
+    let out = smdebug_command()
         .args(["profile", "--interval", "100", "--out"])
         .arg(full.join("run"))
         .args(["--", "sh", "-c", "sleep 1.5"])

@@ -7,14 +7,17 @@
 //! own, so the counts are the test's.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use smdebug_core::{DType, Mode, Tensor};
 use smdebug_io::Error;
 use smdebug_io::crafted::{CraftedRecord, point_index_at, scalar, write_collections, write_step};
 use smdebug_io::format::layout;
+use smdebug_io::storage::{LocalStorage, Storage};
 use smdebug_io::trial::{ScalarColumns, TensorFollower, TensorIncrement, TensorProblem, Trial};
 use smdebug_testkit::alloc;
+use smdebug_testkit::storage::{Intercept, Intercepted};
 
 #[global_allocator]
 static ALLOCATOR: alloc::Counting = alloc::Counting;
@@ -576,17 +579,19 @@ fn a_run_that_ends_while_a_backlog_is_read_is_listed_once_more_before_it_counts_
     assert_eq!(column(&columns, "loss", Mode::Train), expected);
 }
 
-/// Local disk through `LocalStorage`, but each path in `hidden` is left out of the first
-/// listing that would hold it: as a folder read while files are renamed into it can leave out
-/// a new file and hold a later one, or an object store's listing pages.
+/// Leaves each path in `hidden` out of the first index listing that would hold it: as a folder
+/// read while files are renamed into it can leave out a new file and hold a later one, or an
+/// object store's listing pages.
 #[derive(Debug)]
 struct LateListing {
-    inner: smdebug_io::storage::LocalStorage,
     hidden: std::sync::Mutex<Vec<String>>,
 }
 
 impl LateListing {
-    fn filter(&self, listed: Vec<String>) -> Vec<String> {
+    fn filter(&self, prefix: &str, listed: Vec<String>) -> Vec<String> {
+        if !prefix.starts_with(layout::INDEX_DIR) {
+            return listed;
+        }
         let mut hidden = self.hidden.lock().unwrap();
         let out = listed
             .into_iter()
@@ -598,44 +603,17 @@ impl LateListing {
     }
 }
 
-impl smdebug_io::storage::Storage for LateListing {
-    fn describe(&self) -> &str {
-        self.inner.describe()
+impl Intercept for LateListing {
+    fn list(&self, inner: &dyn Storage, prefix: &str) -> smdebug_io::Result<Vec<String>> {
+        Ok(self.filter(prefix, inner.list(prefix)?))
     }
-    fn put_parts(&self, path: &str, parts: Vec<bytes::Bytes>) -> smdebug_io::Result<()> {
-        self.inner.put_parts(path, parts)
-    }
-    fn get(&self, path: &str) -> smdebug_io::Result<bytes::Bytes> {
-        self.inner.get(path)
-    }
-    fn get_range(
+    fn list_after(
         &self,
-        path: &str,
-        range: std::ops::Range<u64>,
-    ) -> smdebug_io::Result<bytes::Bytes> {
-        self.inner.get_range(path, range)
-    }
-    fn size(&self, path: &str) -> smdebug_io::Result<Option<u64>> {
-        self.inner.size(path)
-    }
-    fn list(&self, prefix: &str) -> smdebug_io::Result<Vec<String>> {
-        let listed = self.inner.list(prefix)?;
-        Ok(if prefix.starts_with(layout::INDEX_DIR) {
-            self.filter(listed)
-        } else {
-            listed
-        })
-    }
-    fn list_after(&self, prefix: &str, offset: &str) -> smdebug_io::Result<Vec<String>> {
-        let listed = self.inner.list_after(prefix, offset)?;
-        Ok(if prefix.starts_with(layout::INDEX_DIR) {
-            self.filter(listed)
-        } else {
-            listed
-        })
-    }
-    fn delete(&self, path: &str) -> smdebug_io::Result<()> {
-        self.inner.delete(path)
+        inner: &dyn Storage,
+        prefix: &str,
+        offset: &str,
+    ) -> smdebug_io::Result<Vec<String>> {
+        Ok(self.filter(prefix, inner.list_after(prefix, offset)?))
     }
 }
 
@@ -650,11 +628,11 @@ fn an_index_file_left_out_of_a_listing_that_holds_a_later_one_is_read_at_the_nex
     write_collections(&run, "worker_0", 1);
     write_losses(&run, 0..10);
     let late = || {
-        let storage = LateListing {
-            inner: smdebug_io::storage::LocalStorage::new(&run).unwrap(),
-            hidden: std::sync::Mutex::new(vec![layout::index_file(7, "worker_0")]),
+        let hidden = vec![layout::index_file(7, "worker_0")];
+        let late = LateListing {
+            hidden: std::sync::Mutex::new(hidden),
         };
-        std::sync::Arc::new(storage) as std::sync::Arc<dyn smdebug_io::storage::Storage>
+        Intercepted::new(Arc::new(LocalStorage::new(&run).unwrap()), late) as Arc<dyn Storage>
     };
     let mut f = TensorFollower::new(late());
     let mut columns = ScalarColumns::default();

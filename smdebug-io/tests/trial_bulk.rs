@@ -7,10 +7,11 @@ mod support;
 use std::collections::BTreeMap;
 
 use half::f16;
-use smdebug_core::{DType, Hook, Mode, SaveConfig, Tensor, TensorView};
+use smdebug_core::{DType, Mode, Tensor, TensorView};
 use smdebug_io::storage::open_storage;
 use smdebug_io::trial::{Trial, TrialOptions};
-use smdebug_io::writer::{OverflowPolicy, Writer};
+use smdebug_testkit::runs::every_step_hook_on;
+use smdebug_testkit::storage::{EventReads, Intercepted};
 
 /// Steps written: more than one reader thread's share (256 files), so opening parses index
 /// files and `values` reads event files on several threads where the machine has the cores.
@@ -30,14 +31,7 @@ fn write_run(dir: &std::path::Path) -> String {
 
 /// [`write_run`] at any storage location (`memory://...` too).
 fn write_run_at(run: &str) {
-    let writer = Writer::builder(open_storage(run).unwrap())
-        .overflow(OverflowPolicy::Block)
-        .build()
-        .unwrap();
-    let mut hook = Hook::builder()
-        .save_config(SaveConfig::every(1))
-        .build(writer)
-        .unwrap();
+    let mut hook = every_step_hook_on(open_storage(run).unwrap());
     for step in 0..STEPS {
         hook.set_mode(if step % 10 == 9 {
             Mode::Eval
@@ -500,48 +494,6 @@ fn reading_step_by_step_reports_damage_where_it_is_and_reads_the_rest() {
     drop(stream);
 }
 
-/// Storage that counts the reads of event files (`get_range` on `events/...`).
-#[derive(Debug)]
-struct CountingStorage {
-    inner: std::sync::Arc<dyn smdebug_io::storage::Storage>,
-    event_reads: std::sync::atomic::AtomicUsize,
-}
-
-impl smdebug_io::storage::Storage for CountingStorage {
-    fn describe(&self) -> &str {
-        self.inner.describe()
-    }
-    fn put_parts(&self, path: &str, parts: Vec<bytes::Bytes>) -> smdebug_io::Result<()> {
-        self.inner.put_parts(path, parts)
-    }
-    fn get(&self, path: &str) -> smdebug_io::Result<bytes::Bytes> {
-        self.inner.get(path)
-    }
-    fn get_range(
-        &self,
-        path: &str,
-        range: std::ops::Range<u64>,
-    ) -> smdebug_io::Result<bytes::Bytes> {
-        if path.starts_with("events/") {
-            self.event_reads
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        self.inner.get_range(path, range)
-    }
-    fn size(&self, path: &str) -> smdebug_io::Result<Option<u64>> {
-        self.inner.size(path)
-    }
-    fn list(&self, prefix: &str) -> smdebug_io::Result<Vec<String>> {
-        self.inner.list(prefix)
-    }
-    fn list_after(&self, prefix: &str, offset: &str) -> smdebug_io::Result<Vec<String>> {
-        self.inner.list_after(prefix, offset)
-    }
-    fn delete(&self, path: &str) -> smdebug_io::Result<()> {
-        self.inner.delete(path)
-    }
-}
-
 /// A reader going step by step with a file cache of a few files (the rule runner's way): each
 /// step's file is read once, whether or not the reader lets go of the steps it is past, and the
 /// values are the same.
@@ -557,10 +509,7 @@ fn letting_go_of_past_steps_keeps_a_small_file_cache_serving_the_steps_to_come()
     .unwrap()
     .len() as usize;
     let read_step_by_step = |forget: bool| {
-        let storage = std::sync::Arc::new(CountingStorage {
-            inner: open_storage(&run).unwrap(),
-            event_reads: Default::default(),
-        });
+        let storage = Intercepted::new(open_storage(&run).unwrap(), EventReads::new());
         let options = TrialOptions {
             // Room for three of the step files.
             file_cache_bytes: 3 * file_len + file_len / 2,
@@ -582,10 +531,7 @@ fn letting_go_of_past_steps_keeps_a_small_file_cache_serving_the_steps_to_come()
         // Reading a step let go of again reads its file again.
         let again = trial.tensor("w").unwrap().raw(0, None, None).unwrap();
         assert_eq!(again, values[2]);
-        let reads = storage
-            .event_reads
-            .load(std::sync::atomic::Ordering::Relaxed);
-        (values, reads)
+        (values, storage.total())
     };
     let (kept_first, reads_kept_first) = read_step_by_step(false);
     let (let_go, reads_let_go) = read_step_by_step(true);
@@ -606,21 +552,14 @@ fn letting_go_of_past_steps_keeps_a_small_file_cache_serving_the_steps_to_come()
 fn a_file_fetched_again_stays_kept_after_the_next_files_first_fetch() {
     let dir = tempfile::tempdir().unwrap();
     let run = write_run(dir.path());
-    let storage = std::sync::Arc::new(CountingStorage {
-        inner: open_storage(&run).unwrap(),
-        event_reads: Default::default(),
-    });
+    let storage = Intercepted::new(open_storage(&run).unwrap(), EventReads::new());
     let options = TrialOptions {
         // The cache's own reads counted (reading ahead: tests/trial_read_ahead.rs).
         read_files_ahead: false,
         ..TrialOptions::default()
     };
     let trial = Trial::from_storage(&run, storage.clone(), options).unwrap();
-    let reads = || {
-        storage
-            .event_reads
-            .load(std::sync::atomic::Ordering::Relaxed)
-    };
+    let reads = || storage.total();
     let w = trial.tensor("w").unwrap();
     let first = w.raw(0, None, None).unwrap();
     trial.forget_files_before(1);

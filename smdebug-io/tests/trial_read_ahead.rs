@@ -4,11 +4,12 @@
 //! cache holds, and for files deleted or cut short after the trial was opened.
 
 use half::f16;
-use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
+use smdebug_core::{Mode, TensorView};
 use smdebug_io::storage::open_storage;
 use smdebug_io::testing::wait_until;
 use smdebug_io::trial::{Trial, TrialOptions};
-use smdebug_io::writer::{OverflowPolicy, Writer};
+use smdebug_testkit::runs::every_step_hook_on;
+use smdebug_testkit::storage::{EventReads, Intercepted};
 
 /// More steps than one window of files read ahead (256), so the window moves on several times.
 const STEPS: u64 = 700;
@@ -17,14 +18,7 @@ const STEPS: u64 = 700;
 /// vector every step, an int64 scalar every third step.
 fn write_run(dir: &std::path::Path) -> String {
     let run = dir.join("run").to_str().unwrap().to_string();
-    let writer = Writer::builder(open_storage(&run).unwrap())
-        .overflow(OverflowPolicy::Block)
-        .build()
-        .unwrap();
-    let mut hook = Hook::builder()
-        .save_config(SaveConfig::every(1))
-        .build(writer)
-        .unwrap();
+    let mut hook = every_step_hook_on(open_storage(&run).unwrap());
     for step in 0..STEPS {
         hook.set_mode(if step % 10 == 9 {
             Mode::Eval
@@ -215,69 +209,15 @@ fn a_file_deleted_or_cut_short_after_opening_is_the_same_error_with_or_without_r
     }
 }
 
-/// Storage that counts the reads of event files, by the thread that made them.
-#[derive(Debug)]
-struct CountingStorage {
-    inner: std::sync::Arc<dyn smdebug_io::storage::Storage>,
-    caller: std::thread::ThreadId,
-    by_caller: std::sync::atomic::AtomicUsize,
-    by_others: std::sync::atomic::AtomicUsize,
-}
-
-impl smdebug_io::storage::Storage for CountingStorage {
-    fn describe(&self) -> &str {
-        self.inner.describe()
-    }
-    fn put_parts(&self, path: &str, parts: Vec<bytes::Bytes>) -> smdebug_io::Result<()> {
-        self.inner.put_parts(path, parts)
-    }
-    fn get(&self, path: &str) -> smdebug_io::Result<bytes::Bytes> {
-        self.inner.get(path)
-    }
-    fn get_range(
-        &self,
-        path: &str,
-        range: std::ops::Range<u64>,
-    ) -> smdebug_io::Result<bytes::Bytes> {
-        if path.starts_with("events/") {
-            let count = if std::thread::current().id() == self.caller {
-                &self.by_caller
-            } else {
-                &self.by_others
-            };
-            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        self.inner.get_range(path, range)
-    }
-    fn size(&self, path: &str) -> smdebug_io::Result<Option<u64>> {
-        self.inner.size(path)
-    }
-    fn list(&self, prefix: &str) -> smdebug_io::Result<Vec<String>> {
-        self.inner.list(prefix)
-    }
-    fn list_after(&self, prefix: &str, offset: &str) -> smdebug_io::Result<Vec<String>> {
-        self.inner.list_after(prefix, offset)
-    }
-    fn delete(&self, path: &str) -> smdebug_io::Result<()> {
-        self.inner.delete(path)
-    }
-}
-
 /// Once a reader has read two steps of a tensor in order, the next files are read on other
 /// threads, a window of 256 files; the reader reads none of them itself once they are in.
 /// Without reading ahead, the reader reads every file itself.
 #[test]
 fn the_files_after_the_callers_position_are_read_on_other_threads() {
-    use std::sync::atomic::Ordering::Relaxed;
     let dir = tempfile::tempdir().unwrap();
     let run = write_run(dir.path());
     let open = |read_files_ahead| {
-        let storage = std::sync::Arc::new(CountingStorage {
-            inner: open_storage(&run).unwrap(),
-            caller: std::thread::current().id(),
-            by_caller: Default::default(),
-            by_others: Default::default(),
-        });
+        let storage = Intercepted::new(open_storage(&run).unwrap(), EventReads::new());
         let trial =
             Trial::from_storage(&run, storage.clone(), options(read_files_ahead, 256 << 20))
                 .unwrap();
@@ -286,27 +226,23 @@ fn the_files_after_the_callers_position_are_read_on_other_threads() {
     let (trial, storage) = open(true);
     trial.raw_bytes("w", 0, None, None).unwrap();
     trial.raw_bytes("w", 1, None, None).unwrap();
-    assert_eq!(storage.by_caller.load(Relaxed), 2);
+    assert_eq!(storage.by_caller(), 2);
     // The window: steps 2 to 257, read on the pool.
     wait_until(
         std::time::Duration::from_secs(60),
         "the pool to read steps 2 to 257 ahead",
-        || storage.by_others.load(Relaxed) >= 256,
+        || storage.by_others() >= 256,
     );
-    assert_eq!(storage.by_others.load(Relaxed), 256);
+    assert_eq!(storage.by_others(), 256);
     for step in 2..100 {
         trial.raw_bytes("w", step, None, None).unwrap();
     }
-    assert_eq!(
-        storage.by_caller.load(Relaxed),
-        2,
-        "the caller read none itself"
-    );
+    assert_eq!(storage.by_caller(), 2, "the caller read none itself");
     // Without reading ahead: every file by the caller.
     let (plain, plain_storage) = open(false);
     for step in 0..100 {
         plain.raw_bytes("w", step, None, None).unwrap();
     }
-    assert_eq!(plain_storage.by_caller.load(Relaxed), 100);
-    assert_eq!(plain_storage.by_others.load(Relaxed), 0);
+    assert_eq!(plain_storage.by_caller(), 100);
+    assert_eq!(plain_storage.by_others(), 0);
 }

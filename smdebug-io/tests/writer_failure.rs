@@ -2,19 +2,18 @@
 //! training side never blocks (drop policy) and counts what it dropped, and dropping the writer
 //! flushes.
 
-use std::ops::Range;
 use std::process::Command;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use smdebug_core::{EndReason, Mode, Record, Sink, StepKey, Tensor, TensorRecord};
+use smdebug_io::Error;
 use smdebug_io::format::layout;
 use smdebug_io::storage::{Storage, StorageOptions, open_storage, open_storage_with};
 use smdebug_io::testing::wait_until;
 use smdebug_io::writer::{OverflowPolicy, Writer};
-use smdebug_io::{Error, Result};
+use smdebug_testkit::storage::{Intercepted, WriteGate};
 
 fn tensor(name: &str, step: u64, values: usize) -> Record {
     Record::Tensor(TensorRecord {
@@ -29,90 +28,6 @@ fn tensor(name: &str, step: u64, values: usize) -> Record {
         tb_histogram: false,
         tb_scalar: false,
     })
-}
-
-/// Storage whose writes wait at a gate until the test opens it.
-#[derive(Debug)]
-struct GatedStorage {
-    inner: Arc<dyn Storage>,
-    gate: Mutex<GateState>,
-    cv: Condvar,
-}
-
-#[derive(Debug, Default)]
-struct GateState {
-    open: bool,
-    waiting: usize,
-}
-
-impl GatedStorage {
-    fn new(inner: Arc<dyn Storage>) -> Arc<GatedStorage> {
-        Arc::new(GatedStorage {
-            inner,
-            gate: Mutex::default(),
-            cv: Condvar::new(),
-        })
-    }
-
-    fn pass(&self) {
-        let mut g = self.gate.lock().unwrap();
-        g.waiting += 1;
-        self.cv.notify_all();
-        while !g.open {
-            g = self.cv.wait(g).unwrap();
-        }
-        g.waiting -= 1;
-    }
-
-    /// Waits until a writer is held at the gate.
-    fn wait_for_writer(&self) {
-        let mut g = self.gate.lock().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while g.waiting == 0 {
-            assert!(
-                Instant::now() < deadline,
-                "the writer never reached storage"
-            );
-            g = self
-                .cv
-                .wait_timeout(g, Duration::from_millis(50))
-                .unwrap()
-                .0;
-        }
-    }
-
-    fn open(&self) {
-        self.gate.lock().unwrap().open = true;
-        self.cv.notify_all();
-    }
-}
-
-impl Storage for GatedStorage {
-    fn describe(&self) -> &str {
-        "gated test storage"
-    }
-    fn put_parts(&self, path: &str, parts: Vec<Bytes>) -> Result<()> {
-        self.pass();
-        self.inner.put_parts(path, parts)
-    }
-    fn get(&self, path: &str) -> Result<Bytes> {
-        self.inner.get(path)
-    }
-    fn get_range(&self, path: &str, range: Range<u64>) -> Result<Bytes> {
-        self.inner.get_range(path, range)
-    }
-    fn size(&self, path: &str) -> Result<Option<u64>> {
-        self.inner.size(path)
-    }
-    fn list(&self, prefix: &str) -> Result<Vec<String>> {
-        self.inner.list(prefix)
-    }
-    fn list_after(&self, prefix: &str, offset: &str) -> Result<Vec<String>> {
-        self.inner.list_after(prefix, offset)
-    }
-    fn delete(&self, path: &str) -> Result<()> {
-        self.inner.delete(path)
-    }
 }
 
 /// Local storage whose `events` folder is replaced by a plain file: every event-file write fails
@@ -262,7 +177,7 @@ fn an_unreachable_object_store_disables_capture_without_blocking_training() {
 #[test]
 fn a_full_queue_drops_and_counts_with_the_drop_policy() {
     let mem = open_storage("memory://writer-failure/drops").unwrap();
-    let gated = GatedStorage::new(mem.clone());
+    let gated = Intercepted::new(mem.clone(), WriteGate::default());
     let mut writer = Writer::builder(gated.clone())
         .queue_capacity(5)
         .build()
@@ -299,7 +214,10 @@ fn a_full_queue_drops_and_counts_with_the_drop_policy() {
 
 #[test]
 fn the_byte_budget_bounds_the_queue_too() {
-    let gated = GatedStorage::new(open_storage("memory://writer-failure/bytes").unwrap());
+    let gated = Intercepted::new(
+        open_storage("memory://writer-failure/bytes").unwrap(),
+        WriteGate::default(),
+    );
     let mut writer = Writer::builder(gated.clone())
         .queue_capacity(1000)
         .max_queued_bytes(10_000)
@@ -318,7 +236,10 @@ fn the_byte_budget_bounds_the_queue_too() {
 
 #[test]
 fn the_block_policy_waits_for_room_instead_of_dropping() {
-    let gated = GatedStorage::new(open_storage("memory://writer-failure/block").unwrap());
+    let gated = Intercepted::new(
+        open_storage("memory://writer-failure/block").unwrap(),
+        WriteGate::default(),
+    );
     let mut writer = Writer::builder(gated.clone())
         .queue_capacity(2)
         .overflow(OverflowPolicy::Block)
@@ -359,7 +280,7 @@ fn the_block_policy_waits_for_room_instead_of_dropping() {
 #[test]
 fn dropping_the_writer_flushes_what_is_queued() {
     let mem = open_storage("memory://writer-failure/drop-flushes").unwrap();
-    let gated = GatedStorage::new(mem.clone());
+    let gated = Intercepted::new(mem.clone(), WriteGate::default());
     let mut writer = Writer::builder(gated.clone()).build().unwrap();
     let status = writer.status();
     for step in 0..20 {
@@ -382,7 +303,10 @@ fn dropping_the_writer_flushes_what_is_queued() {
 
 #[test]
 fn dropping_a_writer_stuck_on_storage_gives_up_after_the_shutdown_timeout() {
-    let gated = GatedStorage::new(open_storage("memory://writer-failure/stuck").unwrap());
+    let gated = Intercepted::new(
+        open_storage("memory://writer-failure/stuck").unwrap(),
+        WriteGate::default(),
+    );
     let mut writer = Writer::builder(gated.clone())
         .shutdown_timeout(Duration::from_millis(300))
         .build()

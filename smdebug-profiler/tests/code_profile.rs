@@ -5,11 +5,9 @@
 #![cfg(all(feature = "code-profile", target_os = "linux"))]
 
 use std::io::Read as _;
-use std::ops::Range;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use bytes::Bytes;
 use smdebug_core::Mode;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
@@ -18,6 +16,7 @@ use smdebug_profiler::ProfilerError;
 use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler, WindowStep};
 use smdebug_profiler::reader::ProfilerReader;
 use smdebug_profiler::system::NodeId;
+use smdebug_testkit::storage::{Intercepted, WriteGate};
 
 /// The sampler is process-wide: tests that open windows take turns (cargo test runs them on
 /// threads of one process; nextest runs each in its own).
@@ -380,59 +379,14 @@ fn a_store_that_fails_makes_finish_return_an_error() {
     }
 }
 
-/// Local storage whose `put` waits until the test opens the gate.
-#[derive(Debug)]
-struct GatedStorage {
-    inner: LocalStorage,
-    open: Mutex<bool>,
-    opened: Condvar,
-}
-
-impl GatedStorage {
-    fn open_gate(&self) {
-        *self.open.lock().unwrap() = true;
-        self.opened.notify_all();
-    }
-}
-
-impl Storage for GatedStorage {
-    fn describe(&self) -> &str {
-        "gated test storage"
-    }
-    fn put_parts(&self, path: &str, parts: Vec<Bytes>) -> smdebug_io::Result<()> {
-        let open = self.open.lock().unwrap();
-        drop(self.opened.wait_while(open, |open| !*open).unwrap());
-        self.inner.put_parts(path, parts)
-    }
-    fn get(&self, path: &str) -> smdebug_io::Result<Bytes> {
-        self.inner.get(path)
-    }
-    fn get_range(&self, path: &str, range: Range<u64>) -> smdebug_io::Result<Bytes> {
-        self.inner.get_range(path, range)
-    }
-    fn size(&self, path: &str) -> smdebug_io::Result<Option<u64>> {
-        self.inner.size(path)
-    }
-    fn list(&self, prefix: &str) -> smdebug_io::Result<Vec<String>> {
-        self.inner.list(prefix)
-    }
-    fn list_after(&self, prefix: &str, offset: &str) -> smdebug_io::Result<Vec<String>> {
-        self.inner.list_after(prefix, offset)
-    }
-    fn delete(&self, path: &str) -> smdebug_io::Result<()> {
-        self.inner.delete(path)
-    }
-}
-
 #[test]
 fn dropping_the_profiler_with_a_window_open_never_hangs_even_on_a_stuck_store() {
     let _turn = one_at_a_time();
     let run = tempfile::tempdir().unwrap();
-    let storage = Arc::new(GatedStorage {
-        inner: LocalStorage::new(run.path()).unwrap(),
-        open: Mutex::new(false),
-        opened: Condvar::new(),
-    });
+    let storage = Intercepted::new(
+        Arc::new(LocalStorage::new(run.path()).unwrap()),
+        WriteGate::default(),
+    );
     let profiler = CodeProfiler::start(
         config().finish_timeout(Duration::from_millis(200)),
         Arc::clone(&storage) as Arc<dyn Storage>,
@@ -449,7 +403,7 @@ fn dropping_the_profiler_with_a_window_open_never_hangs_even_on_a_stuck_store() 
     assert!(!profiling_timer_armed());
 
     // Once the store answers, the window (ended by the drop) is written.
-    storage.open_gate();
+    storage.open();
     let reader = ProfilerReader::new(Arc::clone(&storage) as Arc<dyn Storage>);
     wait_until(Duration::from_secs(60), "the window is written", || {
         reader.code_profiles().unwrap().windows.len() == 1
@@ -466,11 +420,10 @@ fn dropping_the_profiler_with_a_window_open_never_hangs_even_on_a_stuck_store() 
 fn a_window_is_sampled_while_it_is_open_even_when_the_last_one_is_still_being_written() {
     let _turn = one_at_a_time();
     let run = tempfile::tempdir().unwrap();
-    let storage = Arc::new(GatedStorage {
-        inner: LocalStorage::new(run.path()).unwrap(),
-        open: Mutex::new(false),
-        opened: Condvar::new(),
-    });
+    let storage = Intercepted::new(
+        Arc::new(LocalStorage::new(run.path()).unwrap()),
+        WriteGate::default(),
+    );
     let profiler = CodeProfiler::start(config(), Arc::clone(&storage) as Arc<dyn Storage>).unwrap();
     // The first window's files wait on a store that does not answer yet.
     profiler.begin(Some((Mode::Train, 0))).unwrap();
@@ -496,7 +449,7 @@ fn a_window_is_sampled_while_it_is_open_even_when_the_last_one_is_still_being_wr
     .is_some();
     burn(0.3);
     profiler.end(Some((Mode::Train, 39))).unwrap();
-    storage.open_gate();
+    storage.open();
     let report = profiler.finish().unwrap();
     assert_eq!(report.written, 2);
     assert!(

@@ -6,13 +6,17 @@ use std::sync::Arc;
 use smdebug_core::{Hook, HookBuilder, Mode, SaveConfig};
 use smdebug_io::crafted::{CraftedRecord, write_collections, write_step};
 use smdebug_io::format::layout;
-use smdebug_io::storage::LocalStorage;
+use smdebug_io::storage::{LocalStorage, Storage};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
 /// A hook built by `builder` writing into the run at `dir` (a local folder), its writer waiting
 /// for room instead of dropping a step: what a test reads back is all it wrote.
 pub fn blocking_hook(dir: &Path, builder: HookBuilder) -> Hook {
-    let storage = Arc::new(LocalStorage::new(dir).unwrap());
+    blocking_hook_on(Arc::new(LocalStorage::new(dir).unwrap()), builder)
+}
+
+/// A [`blocking_hook`] writing into `storage` (any location: `memory://...` too).
+pub fn blocking_hook_on(storage: Arc<dyn Storage>, builder: HookBuilder) -> Hook {
     let writer = Writer::builder(storage)
         .overflow(OverflowPolicy::Block)
         .build()
@@ -22,7 +26,16 @@ pub fn blocking_hook(dir: &Path, builder: HookBuilder) -> Hook {
 
 /// A [`blocking_hook`] that saves every step.
 pub fn every_step_hook(dir: &Path) -> Hook {
-    blocking_hook(dir, Hook::builder().save_config(SaveConfig::every(1)))
+    blocking_hook(dir, every_step())
+}
+
+/// A [`blocking_hook_on`] `storage` that saves every step.
+pub fn every_step_hook_on(storage: Arc<dyn Storage>) -> Hook {
+    blocking_hook_on(storage, every_step())
+}
+
+fn every_step() -> HookBuilder {
+    Hook::builder().save_config(SaveConfig::every(1))
 }
 
 /// A finished crafted run at `run`: `steps` TRAIN steps of `worker_0` (each mode step its
