@@ -4,7 +4,7 @@
 //! refused or replaced, never continued; a second live writer of a worker is refused, and
 //! readers flag a run whose files came from two jobs. On local disk and on S3 (moto).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use smdebug_io::run_folder::{self, ClaimRequest, FolderState, Refusal};
 use smdebug_io::testing::{CountingStorage, MotoServer, wait_until};
 use smdebug_io::writer::Writer;
 use smdebug_io::{Error, Storage, Trial, TrialOptions, open_storage, open_storage_with};
-use smdebug_testkit::files::snapshot;
+use smdebug_testkit::files::{OUTSIDE_TEXT, project_folder, snapshot};
 
 /// Writes `steps` steps of a loss and a weight (of `width` values) as worker `rank`, ending
 /// the run when `end`.
@@ -95,19 +95,6 @@ fn refusal(result: Result<JobClaim, Error>) -> Refusal {
     }
 }
 
-/// A project folder: sources, a README, a link to a file outside it, and (as the issue's
-/// probe found) a finished run written into it by an earlier start.
-fn project_folder(root: &Path) -> (PathBuf, PathBuf) {
-    let project = root.join("project");
-    std::fs::create_dir_all(project.join("src")).unwrap();
-    std::fs::write(project.join("src/main.rs"), "fn main() {}\n").unwrap();
-    std::fs::write(project.join("README.md"), "# mine\n").unwrap();
-    let outside = root.join("outside.txt");
-    std::fs::write(&outside, "keep me\n").unwrap();
-    std::os::unix::fs::symlink(&outside, project.join("notes")).unwrap();
-    (project, outside)
-}
-
 #[test]
 fn a_project_folder_is_refused_and_nothing_in_it_is_touched() {
     let dir = tempfile::tempdir().unwrap();
@@ -121,7 +108,7 @@ fn a_project_folder_is_refused_and_nothing_in_it_is_touched() {
         match refusal(run_folder::claim(storage, &request(overwrite))) {
             Refusal::Foreign(f) => {
                 let named = f.entries.join(" ");
-                for entry in ["README.md", "src/", "notes (a symbolic link)"] {
+                for entry in ["README.md", "src/", "link (a symbolic link)"] {
                     assert!(named.contains(entry), "{entry} is named: {named}");
                 }
             }
@@ -139,7 +126,7 @@ fn a_project_folder_is_refused_and_nothing_in_it_is_touched() {
         before,
         "not one file of the folder changed"
     );
-    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me\n");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), OUTSIDE_TEXT);
 }
 
 #[test]

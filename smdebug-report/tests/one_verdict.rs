@@ -4,17 +4,18 @@
 //! parameters are overridden, and the expected counts are worked out from the crafted data, not
 //! read from the rules.
 
+mod support;
+
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use smdebug_core::Mode;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
-use smdebug_profiler::system::{NodeId, system_file_key};
+use smdebug_profiler::system::NodeId;
 use smdebug_report::{LoadOptions, ReportInput, ReportWriter, RuleFile, render_html};
 use smdebug_rules::profiler::{Details, GpuUsageState};
 use smdebug_rules::{RuleRunner, RuleSpec, Status, Summary, read_summary};
+use support::write_system_file;
 
 const NODE: &str = "algo-1";
 /// System samples, one a second.
@@ -42,14 +43,12 @@ fn start_s() -> u64 {
 /// CPU at 85 % on every third sample and 40 % otherwise; gpu0 idles for the first
 /// [`GPU_BUSY_FROM`] samples, gpu1 is always at 90 %. Step spans of TRAIN steps, one a second.
 fn record(run: &Path, start: u64) {
-    let storage = LocalStorage::new(run).unwrap();
-    let mut text = String::new();
-    for i in 0..SAMPLES {
+    let samples = (0..SAMPLES).map(|i| {
         let t = start as f64 + i as f64 + 0.5;
         let cpu = if i % 3 == 0 { 85.0 } else { 40.0 };
         let gpu = if i < GPU_BUSY_FROM { 5.0 } else { 60.0 };
         let memory = if i < MEMORY_UP_FROM { 20.0 } else { 35.0 };
-        for (kind, name, dimension, value) in [
+        let metrics = vec![
             ("cpu", "total", "CPUUtilization", cpu),
             ("cpu", "cpu0", "CPUUtilization", cpu),
             ("cpu", "cpu0", "I/OWaitPercentage", 1.0),
@@ -57,16 +56,10 @@ fn record(run: &Path, start: u64) {
             ("gpu", "gpu0", "GPUMemoryUtilization", memory),
             ("gpu", "gpu1", "GPUUtilization", 90.0),
             ("gpu", "gpu1", "GPUMemoryUtilization", 20.0),
-        ] {
-            text.push_str(&format!(
-                "{{\"Type\":\"{kind}\",\"Name\":\"{name}\",\"Dimension\":\"{dimension}\",\
-                 \"Value\":{value},\"NodeId\":\"{NODE}\",\"Timestamp\":{t}}}\n"
-            ));
-        }
-    }
-    storage
-        .put(&system_file_key(start, NODE), text.into_bytes().into())
-        .unwrap();
+        ];
+        (t, metrics)
+    });
+    write_system_file(run, start, NODE, samples);
     let config = SpanConfig::default().node(NodeId::new(NODE).unwrap());
     let (spans, guard) = SpanRecorder::start_local(config, run).unwrap();
     for load in 0..LOADS {

@@ -5,18 +5,19 @@
 //! written by smdebug-profiler's real span writer and crafted system samples; the rules are
 //! the real runner's. Expected figures are worked out from the crafted data.
 
+mod support;
+
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use smdebug_core::Mode;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
-use smdebug_profiler::system::{NodeId, system_file_key};
+use smdebug_profiler::system::NodeId;
 use smdebug_report::{NOTEBOOK_FILE, ReportWriter};
 use smdebug_rules::profiler::Details;
 use smdebug_rules::report::REPORT_FILE;
 use smdebug_rules::{RuleRunner, RuleSpec, Summary};
+use support::write_system_file;
 
 const NODE: &str = "algo-1";
 /// System samples, one every 100 ms.
@@ -36,32 +37,23 @@ fn now_s() -> u64 {
 /// spans whose loader says `pin_memory: false`.
 fn record(run: &Path, gpus: bool) {
     let start = now_s() - 120;
-    let storage = LocalStorage::new(run).unwrap();
-    let mut text = String::new();
-    for i in 0..SAMPLES {
+    let samples = (0..SAMPLES).map(|i| {
         let t = start as f64 + i as f64 * 0.1;
-        let mut samples = vec![
+        let mut metrics = vec![
             ("cpu", "total", "CPUUtilization", 40.0),
             ("cpu", "cpu0", "CPUUtilization", 40.0),
         ];
         if gpus {
-            samples.extend([
+            metrics.extend([
                 ("gpu", "gpu0", "GPUUtilization", 70.0),
                 ("gpu", "gpu0", "GPUMemoryUtilization", 10.0 + i as f64),
                 ("gpu", "gpu1", "GPUUtilization", 70.0),
                 ("gpu", "gpu1", "GPUMemoryUtilization", 50.0),
             ]);
         }
-        for (kind, name, dimension, value) in samples {
-            text.push_str(&format!(
-                "{{\"Type\":\"{kind}\",\"Name\":\"{name}\",\"Dimension\":\"{dimension}\",\
-                 \"Value\":{value},\"NodeId\":\"{NODE}\",\"Timestamp\":{t}}}\n"
-            ));
-        }
-    }
-    storage
-        .put(&system_file_key(start, NODE), text.into_bytes().into())
-        .unwrap();
+        (t, metrics)
+    });
+    write_system_file(run, start, NODE, samples);
     let config = SpanConfig::default().node(NodeId::new(NODE).unwrap());
     let (spans, guard) = SpanRecorder::start_local(config, run).unwrap();
     for step in 0..STEPS {

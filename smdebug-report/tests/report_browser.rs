@@ -6,6 +6,8 @@
 //! skip the browser part on a machine without it. A screenshot and a copy of the page are left
 //! under cargo's target directory (`target/tmp/report_browser/`), never in the repository.
 
+mod support;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::thread;
@@ -24,6 +26,7 @@ use smdebug_report::{
 use smdebug_rules::{RuleInput, RuleStatus, Status};
 use smdebug_testkit::chromium;
 use smdebug_testkit::runs::every_step_hook;
+use support::section;
 
 fn shared_trace(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -242,15 +245,6 @@ fn selfcheck(dom: &str) -> Value {
 }
 
 /// Every URL-ish thing in the page: only the SVG and XHTML namespaces may appear.
-/// The HTML of one section, from its opening tag to its end.
-fn section<'h>(html: &'h str, id: &str) -> &'h str {
-    let start = html
-        .find(&format!("<section id=\"{id}\""))
-        .unwrap_or_else(|| panic!("no section {id}"));
-    let end = start + html[start..].find("</section>").unwrap();
-    &html[start..end]
-}
-
 fn assert_references_nothing_outside(html: &str) {
     let allowed = ["http://www.w3.org/2000/svg", "http://www.w3.org/1999/xhtml"];
     for scheme in ["http://", "https://"] {

@@ -3,6 +3,8 @@
 //! Kineto traces (one of them missing), figures checked against an independent computation,
 //! and the rule files beside the page.
 
+mod support;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,6 +21,7 @@ use smdebug_report::{
     write_rule_files_to,
 };
 use smdebug_rules::{RuleInput, RuleStatus, Status};
+use support::section;
 
 const T0: f64 = 1_700_000_000.0;
 
@@ -26,15 +29,6 @@ fn shared_trace(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../smdebug-profiler/tests/data/pytorch-profiler-traces")
         .join(name)
-}
-
-/// The HTML of one section, from its opening tag to its end.
-fn section<'h>(html: &'h str, id: &str) -> &'h str {
-    let start = html
-        .find(&format!("<section id=\"{id}\""))
-        .unwrap_or_else(|| panic!("no section {id}"));
-    let end = start + html[start..].find("</section>").unwrap();
-    &html[start..end]
 }
 
 fn assert_sections_in_order(html: &str) {

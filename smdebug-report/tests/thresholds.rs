@@ -3,40 +3,32 @@
 //! verdict at 80 % beside a chart at 90 %). The page also lists the data problems the runner
 //! worked around.
 
+mod support;
+
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::system::system_file_key;
 use smdebug_report::ReportWriter;
 use smdebug_rules::{RuleRunner, RuleSpec, Status, Summary};
+use support::write_system_file;
 
 const START_S: u64 = 1_700_000_000;
 const SAMPLES: u64 = 40;
 
 /// One node whose CPU runs at 85 % while its GPU idles at 5 %, one sample a second.
 fn record(run: &std::path::Path) {
-    let storage = LocalStorage::new(run).unwrap();
-    let mut text = String::new();
-    for i in 0..SAMPLES {
+    let samples = (0..SAMPLES).map(|i| {
         let t = START_S as f64 + i as f64 + 0.5;
-        for (kind, name, dimension, value) in [
+        let metrics = vec![
             ("cpu", "total", "CPUUtilization", 85.0),
             ("cpu", "cpu0", "CPUUtilization", 85.0),
             ("cpu", "cpu0", "I/OWaitPercentage", 1.0),
             ("gpu", "gpu0", "GPUUtilization", 5.0),
             ("gpu", "gpu0", "GPUMemoryUtilization", 20.0),
-        ] {
-            text.push_str(&format!(
-                "{{\"Type\":\"{kind}\",\"Name\":\"{name}\",\"Dimension\":\"{dimension}\",\
-                 \"Value\":{value},\"NodeId\":\"algo-1\",\"Timestamp\":{t}}}\n"
-            ));
-        }
-    }
-    storage
-        .put(
-            &system_file_key(START_S, "algo-1"),
-            text.into_bytes().into(),
-        )
-        .unwrap();
+        ];
+        (t, metrics)
+    });
+    write_system_file(run, START_S, "algo-1", samples);
 }
 
 /// The rules' summary and the report page for `spec` over the run.

@@ -17,23 +17,20 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use smdebug_testkit::chromium::{Browser, Cdp};
+use smdebug_testkit::chromium;
 
 /// One load of `url` in a fresh Chromium profile: the page's first meaningful paint and what
 /// it reported with it.
 fn one_load(url: &str) -> Result<Value, Box<dyn std::error::Error>> {
     let profile = tempfile::tempdir()?;
-    let browser = Browser::launch(Path::new("/usr/bin/chromium"), profile.path());
-    let mut cdp = Cdp::connect(&browser.ws_url);
-    let target = cdp.call("Target.createTarget", json!({"url": "about:blank"}));
-    let attached = cdp.call(
-        "Target.attachToTarget",
-        json!({"targetId": target["targetId"], "flatten": true}),
+    let (_browser, mut cdp) = chromium::open(
+        Path::new("/usr/bin/chromium"),
+        profile.path(),
+        None,
+        &["Page"],
     );
-    cdp.session = attached["sessionId"].as_str().map(str::to_owned);
-    cdp.call("Page.enable", json!({}));
     let started = Instant::now();
-    cdp.call("Page.navigate", json!({"url": url}));
+    cdp.navigate(url);
     let end = started + Duration::from_secs(120);
     loop {
         let status = cdp.status();

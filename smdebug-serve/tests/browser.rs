@@ -61,10 +61,7 @@ fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
         &["Page", "Runtime", "Log", "Network"],
     );
     // Every section on one page (the tab a link to `#/run/0/all` opens).
-    cdp.call(
-        "Page.navigate",
-        json!({"url": format!("{}#/run/0/all", server.url())}),
-    );
+    cdp.navigate(&format!("{}#/run/0/all", server.url()));
 
     // The page opens before the run's folder exists: it says so, and that it waits for it.
     cdp.wait(Duration::from_secs(30), "the first drawing", |c| {

@@ -59,16 +59,8 @@ fn the_compare_tab_overlays_steps_and_system_of_the_runs_toggled_on_with_a_rules
     let a = run_with_rules(dir.path(), "run-a", 300, (1..=12).map(|i| i * 23).collect());
     let b = run_with_rules(dir.path(), "run-b", 50, Vec::new());
     let server = Server::start(ServeOptions::new(vec![a, b])).unwrap();
-    let (_browser, mut cdp) = chromium::open(
-        &binary,
-        &dir.path().join("profile"),
-        Some((1440, 900)),
-        &["Page", "Runtime"],
-    );
-    cdp.call(
-        "Page.navigate",
-        json!({"url": format!("{}#/run/0/compare?runs=0,1", server.url())}),
-    );
+    let (_browser, mut cdp) = chromium::open_page(&binary, dir.path());
+    cdp.navigate(&format!("{}#/run/0/compare?runs=0,1", server.url()));
     cdp.wait(Duration::from_secs(60), "both runs compared", |c| {
         let s = c.status();
         s["tab"] == "compare"

@@ -296,13 +296,8 @@ fn every_tab_of_three_runs_fits_its_text_and_labels_at_1440x900() {
             .then_some(())
     });
 
-    let (_browser, mut cdp) = chromium::open(
-        &binary,
-        &dir.path().join("profile"),
-        Some((1440, 900)),
-        &["Page", "Runtime"],
-    );
-    cdp.call("Page.navigate", json!({"url": server.url()}));
+    let (_browser, mut cdp) = chromium::open_page(&binary, dir.path());
+    cdp.navigate(server.url());
     cdp.wait(Duration::from_secs(60), "the page", |c| {
         c.status()["panels"]["overview"] == true
     });
@@ -509,16 +504,8 @@ fn the_slowest_step_is_found_in_a_few_clicks() {
         .sum();
     assert_eq!(counted, 3_000);
 
-    let (_browser, mut cdp) = chromium::open(
-        &binary,
-        &dir.path().join("profile"),
-        Some((1440, 900)),
-        &["Page", "Runtime"],
-    );
-    cdp.call(
-        "Page.navigate",
-        json!({"url": format!("{}#/run/0/steps", server.url())}),
-    );
+    let (_browser, mut cdp) = chromium::open_page(&binary, dir.path());
+    cdp.navigate(&format!("{}#/run/0/steps", server.url()));
     cdp.wait(Duration::from_secs(60), "the steps tab", |c| {
         c.status()["panels"]["steps"] == true
     });

@@ -117,13 +117,8 @@ fn a_stopped_runs_first_screen_reads_as_a_diagnosis() {
         "{sentence}"
     );
 
-    let (_browser, mut cdp) = chromium::open(
-        &binary,
-        &dir.path().join("profile"),
-        Some((1440, 900)),
-        &["Page", "Runtime"],
-    );
-    cdp.call("Page.navigate", json!({"url": server.url()}));
+    let (_browser, mut cdp) = chromium::open_page(&binary, dir.path());
+    cdp.navigate(server.url());
     cdp.wait(Duration::from_secs(60), "the first screen", |c| {
         let s = c.status();
         s["panels"]["overview"] == true
@@ -305,13 +300,8 @@ fn durations_read_as_people_write_them() {
     let run = dir.path().join("empty");
     std::fs::create_dir_all(&run).unwrap();
     let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().into()])).unwrap();
-    let (_browser, mut cdp) = chromium::open(
-        &binary,
-        &dir.path().join("profile"),
-        Some((1440, 900)),
-        &["Page", "Runtime"],
-    );
-    cdp.call("Page.navigate", json!({"url": server.url()}));
+    let (_browser, mut cdp) = chromium::open_page(&binary, dir.path());
+    cdp.navigate(server.url());
     cdp.wait(Duration::from_secs(30), "the page", |c| {
         c.eval("!!(window.SMD && window.SMD.dur)") == true
     });
@@ -355,13 +345,8 @@ fn a_replaced_runs_notice_has_its_own_place() {
     let mut options = ServeOptions::new(vec![run.to_str().unwrap().into()]);
     options.poll = Duration::from_millis(50);
     let server = Server::start(options).unwrap();
-    let (_browser, mut cdp) = chromium::open(
-        &binary,
-        &dir.path().join("profile"),
-        Some((1440, 900)),
-        &["Page", "Runtime"],
-    );
-    cdp.call("Page.navigate", json!({"url": server.url()}));
+    let (_browser, mut cdp) = chromium::open_page(&binary, dir.path());
+    cdp.navigate(server.url());
     cdp.wait(Duration::from_secs(60), "the run", |c| {
         c.status()["panels"]["overview"] == true
     });

@@ -11,7 +11,6 @@ mod support;
 
 use std::time::Duration;
 
-use serde_json::json;
 use smdebug_serve::{ServeOptions, Server};
 use smdebug_testkit::chromium;
 use support::spawn_child_job;
@@ -32,13 +31,8 @@ fn a_killed_job_turns_crashed_and_a_stopped_server_disconnected_without_a_reload
     std::fs::create_dir_all(&run).unwrap();
     let mut child = spawn_child_job(&run, "child_job");
     let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().to_owned()])).unwrap();
-    let (_browser, mut cdp) = chromium::open(
-        &binary,
-        &dir.path().join("profile"),
-        Some((1440, 900)),
-        &["Page", "Runtime"],
-    );
-    cdp.call("Page.navigate", json!({"url": server.url()}));
+    let (_browser, mut cdp) = chromium::open_page(&binary, dir.path());
+    cdp.navigate(server.url());
     cdp.wait(Duration::from_secs(60), "the live run", |c| {
         let s = c.status();
         s["phase"] == "live"

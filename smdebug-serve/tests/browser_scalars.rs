@@ -249,12 +249,7 @@ fn the_scalars_tab_ranges_colours_groups_pins_and_downloads_every_value() {
     assert_eq!(list["runs"][0]["name"], "healthy");
     assert_eq!(list["runs"][1]["name"], "exploding");
 
-    let (_browser, mut cdp) = chromium::open(
-        &binary,
-        &dir.path().join("profile"),
-        Some((1440, 900)),
-        &["Page", "Runtime"],
-    );
+    let (_browser, mut cdp) = chromium::open_page(&binary, dir.path());
     let downloads = dir.path().join("downloads");
     std::fs::create_dir_all(&downloads).unwrap();
     let page_session = cdp.session.take();
@@ -266,10 +261,7 @@ fn the_scalars_tab_ranges_colours_groups_pins_and_downloads_every_value() {
     let artifacts = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve_scalars");
     std::fs::create_dir_all(&artifacts).unwrap();
 
-    cdp.call(
-        "Page.navigate",
-        json!({"url": format!("{}#/run/0/scalars", server.url())}),
-    );
+    cdp.navigate(&format!("{}#/run/0/scalars", server.url()));
     cdp.wait(
         Duration::from_secs(60),
         "the loss chart of both runs",

@@ -104,7 +104,7 @@ fn the_first_screen_answers_is_it_healthy_and_live_updates_stay_light_and_stop_i
         Some((1440, 900)),
         &["Page", "Runtime", "Network"],
     );
-    cdp.call("Page.navigate", json!({"url": server.url()}));
+    cdp.navigate(server.url());
 
     // The summary with an issue found (StepOutlier sees the slow steps) and the loss chart.
     cdp.wait(
@@ -406,7 +406,7 @@ fn a_stop_request_the_job_has_not_honoured_after_a_minute_is_shown_as_late() {
 
     let (_browser, mut cdp) =
         chromium::open(&binary, &dir.path().join("profile"), None, &["Runtime"]);
-    cdp.call("Page.navigate", json!({"url": server.url()}));
+    cdp.navigate(server.url());
     cdp.wait(Duration::from_secs(30), "the late stop warning", |c| {
         c.status()["stop_state"]
             .as_str()

@@ -234,20 +234,12 @@ fn a_zoomed_scalar_chart_holds_the_files_values_at_every_step_of_its_window() {
             .then_some(())
     });
 
-    let (_browser, mut cdp) = chromium::open(
-        &binary,
-        &dir.path().join("profile"),
-        Some((1440, 900)),
-        &["Page", "Runtime"],
-    );
+    let (_browser, mut cdp) = chromium::open_page(&binary, dir.path());
     let artifacts = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve_zoom");
     std::fs::create_dir_all(&artifacts).unwrap();
 
     // The Scalars tab: `loss` has a TRAIN and an EVAL line, each raw and smoothed.
-    cdp.call(
-        "Page.navigate",
-        json!({"url": format!("{}#/run/0/scalars", server.url())}),
-    );
+    cdp.navigate(&format!("{}#/run/0/scalars", server.url()));
     let key = "scalar:loss";
     cdp.wait(Duration::from_secs(60), "the loss chart", |c| {
         chart(c, key).is_some_and(|held| line(&held, "TRAIN raw").len() > 100)

@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, TcpStream};
 use std::path::Path;
 use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use smdebug_io::Storage;
@@ -15,7 +15,7 @@ use smdebug_io::format::layout::END_MARKER;
 use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::system::system_file_key;
 use smdebug_serve::{ConnectionLimits, ServeOptions, Server};
-use support::{JobConfig, client, get_json, start_job, wait_for};
+use support::{JobConfig, client, closed_within, get_json, start_job, wait_for};
 
 fn local(dir: &Path) -> Arc<dyn Storage> {
     Arc::new(LocalStorage::new(dir).unwrap())
@@ -69,28 +69,6 @@ fn gpu_series(n: usize) -> Vec<(String, String, String)> {
             ]
         })
         .collect()
-}
-
-/// Whether the server closed `socket` (a read ends or fails) within `limit`.
-fn closed_within(socket: &mut TcpStream, limit: Duration) -> bool {
-    socket
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    let end = Instant::now() + limit;
-    let mut buf = [0u8; 256];
-    while Instant::now() < end {
-        match socket.read(&mut buf) {
-            Ok(0) => return true,
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
-            Err(_) => return true,
-        }
-    }
-    false
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use smdebug_serve::{ConnectionLimits, ServeOptions, Server};
-use support::client;
+use support::{client, closed_within};
 
 /// Opens an event stream on a new connection from `from` (a loopback address) and waits for
 /// its response head; the socket is returned open.
@@ -60,29 +60,6 @@ fn read_head(socket: &mut TcpStream, limit: Duration) -> String {
         }
     }
     String::from_utf8_lossy(&got).into_owned()
-}
-
-/// Whether the server closed `socket` (a read ends or fails) within `limit`; what it sent
-/// meanwhile is read and dropped.
-fn closed_within(socket: &mut TcpStream, limit: Duration) -> bool {
-    socket
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    let end = Instant::now() + limit;
-    let mut buf = [0u8; 4096];
-    while Instant::now() < end {
-        match socket.read(&mut buf) {
-            Ok(0) => return true,
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
-            Err(_) => return true,
-        }
-    }
-    false
 }
 
 /// The person: the page, the runs and a run's overview, each on a new connection.

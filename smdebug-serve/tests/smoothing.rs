@@ -351,13 +351,8 @@ fn a_live_runs_loss_chart_is_bucketed_as_a_loaded_one_in_chromium() {
         }
         hook.close();
     });
-    let (_browser, mut cdp) = chromium::open(
-        &binary,
-        &dir.path().join("profile"),
-        Some((1440, 900)),
-        &["Page", "Runtime"],
-    );
-    cdp.call("Page.navigate", json!({"url": server.url()}));
+    let (_browser, mut cdp) = chromium::open_page(&binary, dir.path());
+    cdp.navigate(server.url());
     // What the loss chart holds, each time it changes, until the run has ended and the chart
     // has its last step.
     let mut drawn: Vec<Value> = Vec::new();

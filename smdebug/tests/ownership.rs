@@ -5,7 +5,7 @@
 //! with SIGKILL leaves a run that the next job refuses or replaces, never continues; a second
 //! session of the same worker is refused while the first runs.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,7 +14,7 @@ use smdebug::prelude::*;
 use smdebug::profiler::spans::SpanConfig;
 use smdebug::profiler::system::SamplerConfig;
 use smdebug_io::testing::wait_until;
-use smdebug_testkit::files::snapshot;
+use smdebug_testkit::files::{OUTSIDE_TEXT, project_folder, snapshot};
 
 /// The demo's session: capture, sampling, spans, rules with the report into `report/`,
 /// TensorBoard files, replacing an earlier run.
@@ -46,22 +46,10 @@ fn train(session: &mut Session, steps: u64) {
     }
 }
 
-/// A project folder: sources, a README, and a link to a file outside it.
-fn project(root: &Path) -> (PathBuf, PathBuf) {
-    let project = root.join("project");
-    std::fs::create_dir_all(project.join("src")).unwrap();
-    std::fs::write(project.join("src/main.rs"), "fn main() {}\n").unwrap();
-    std::fs::write(project.join("README.md"), "# my project\n").unwrap();
-    let outside = root.join("elsewhere.txt");
-    std::fs::write(&outside, "the link's target\n").unwrap();
-    std::os::unix::fs::symlink(&outside, project.join("link")).unwrap();
-    (project, outside)
-}
-
 #[test]
 fn the_demo_twice_into_a_project_folder_is_refused_and_costs_no_file() {
     let dir = tempfile::tempdir().unwrap();
-    let (project, outside) = project(dir.path());
+    let (project, outside) = project_folder(dir.path());
     let before = snapshot(&project);
     for _ in 0..2 {
         let err = demo_like(&project).start().unwrap_err();
@@ -79,10 +67,7 @@ fn the_demo_twice_into_a_project_folder_is_refused_and_costs_no_file() {
         before,
         "every file, folder and link as it was"
     );
-    assert_eq!(
-        std::fs::read_to_string(&outside).unwrap(),
-        "the link's target\n"
-    );
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), OUTSIDE_TEXT);
 }
 
 #[test]

@@ -1,7 +1,7 @@
-//! Folders in tests: copied whole ([`copy_tree`]), and their contents as a value
-//! ([`snapshot`]): taken before and after, equal snapshots prove that nothing under the folder
-//! was written, added, removed or relinked, even as root (for whom a read-only mode bit stops
-//! nothing).
+//! Folders in tests: copied whole ([`copy_tree`]), their contents as a value ([`snapshot`]):
+//! taken before and after, equal snapshots prove that nothing under the folder was written,
+//! added, removed or relinked, even as root (for whom a read-only mode bit stops nothing), and a
+//! person's project folder that no run may claim ([`project_folder`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -53,4 +53,21 @@ pub fn copy_tree(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), target).unwrap();
         }
     }
+}
+
+/// What the file a [`project_folder`]'s link points to holds.
+pub const OUTSIDE_TEXT: &str = "the link's target\n";
+
+/// A person's project folder at `root/project`: sources (`src/main.rs`), a `README.md`, and a
+/// symbolic link `link` to the file `root/outside.txt` (holding [`OUTSIDE_TEXT`]), a folder no
+/// run may claim or write into. The folder and the file outside it.
+pub fn project_folder(root: &Path) -> (PathBuf, PathBuf) {
+    let project = root.join("project");
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    std::fs::write(project.join("src/main.rs"), "fn main() {}\n").unwrap();
+    std::fs::write(project.join("README.md"), "# my project\n").unwrap();
+    let outside = root.join("outside.txt");
+    std::fs::write(&outside, OUTSIDE_TEXT).unwrap();
+    std::os::unix::fs::symlink(&outside, project.join("link")).unwrap();
+    (project, outside)
 }

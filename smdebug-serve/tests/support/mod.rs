@@ -6,6 +6,8 @@
 
 pub mod schema;
 
+use std::io::Read;
+use std::net::TcpStream;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -236,6 +238,29 @@ pub fn client() -> reqwest::blocking::Client {
         .no_proxy()
         .build()
         .unwrap()
+}
+
+/// Whether the server closed `socket` (a read ends or fails) within `limit`; what it sent
+/// meanwhile is read and dropped.
+pub fn closed_within(socket: &mut TcpStream, limit: Duration) -> bool {
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let end = Instant::now() + limit;
+    let mut buf = [0u8; 4096];
+    while Instant::now() < end {
+        match socket.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return true,
+        }
+    }
+    false
 }
 
 pub fn get_json(url: &str) -> Value {

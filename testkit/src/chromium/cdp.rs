@@ -158,6 +158,11 @@ impl Cdp {
         }
     }
 
+    /// Loads `url` in the page (`Page.navigate`); what a test waits for next is its own.
+    pub fn navigate(&mut self, url: &str) {
+        self.call("Page.navigate", json!({"url": url}));
+    }
+
     pub fn eval(&mut self, expression: &str) -> Value {
         let r = self.call(
             "Runtime.evaluate",
