@@ -2,6 +2,8 @@
 //! runs), records cut short or with flipped bytes, bad index JSON, and TensorFlow-style typed
 //! values. Every damage is reported with the file and the byte offset, never returned as data.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
 use prost::Message;
@@ -14,6 +16,7 @@ use smdebug_io::format::proto::{
 use smdebug_io::format::record::{self, ChecksumKind, Decoded, PayloadCrcPolicy};
 use smdebug_io::format::tensor::{DEFAULT_MAX_TENSOR_BYTES, decode_tensor_event, mode_metadata};
 use smdebug_io::format::{self, IndexFile, layout};
+use support::expected_value;
 
 fn golden() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden")
@@ -29,16 +32,6 @@ fn python_step() -> (Vec<u8>, IndexFile) {
 }
 
 const EVENT_FILE: &str = "events/000000000000/000000000000_worker_0.tfevents";
-
-fn expected_value(v: &Value) -> f64 {
-    match v {
-        Value::String(s) if s == "nan" => f64::NAN,
-        Value::String(s) if s == "inf" => f64::INFINITY,
-        Value::String(s) if s == "-inf" => f64::NEG_INFINITY,
-        Value::Bool(b) => f64::from(u8::from(*b)),
-        other => other.as_f64().unwrap(),
-    }
-}
 
 /// Reads every tensor of a golden run through the index, the way a reader does, and compares
 /// with the values Python wrote.

@@ -17,6 +17,7 @@ use smdebug_io::format::layout;
 use smdebug_io::storage::{LocalStorage, Storage};
 use smdebug_io::trial::{ScalarColumns, TensorFollower, TensorIncrement, TensorProblem, Trial};
 use smdebug_testkit::alloc;
+use smdebug_testkit::runs::write_losses;
 use smdebug_testkit::storage::{Intercept, Intercepted};
 
 #[global_allocator]
@@ -39,20 +40,6 @@ fn column(columns: &ScalarColumns, name: &str, mode: Mode) -> Vec<(u64, f64)> {
         .and_then(|t| t.get(&mode))
         .map(|c| c.points().collect())
         .unwrap_or_default()
-}
-
-/// Steps `steps` of worker_0 in TRAIN, `loss` = the step.
-fn write_losses(run: &Path, steps: std::ops::Range<u64>) {
-    for s in steps {
-        write_step(
-            run,
-            s,
-            "worker_0",
-            Mode::Train,
-            s,
-            &[scalar("loss", s as f32)],
-        );
-    }
 }
 
 /// Issue 27's fourth case: the index file of step 60 names step 4's event file. The dashboard

@@ -8,6 +8,7 @@ use smdebug_io::Error;
 use smdebug_io::crafted::{scalar, write_collections, write_step};
 use smdebug_io::format::layout;
 use smdebug_io::trial::{StepState, Trial, TrialOptions};
+use smdebug_testkit::runs::write_losses;
 
 /// Steps 0..10 of worker_0: TRAIN steps 0..6 (mode steps 0..6), EVAL steps 6..10 (mode steps
 /// 0..4), each saving `loss` = the global step and `acc` = 2 × the step.
@@ -163,16 +164,7 @@ fn steps_a_worker_has_not_written_yet_are_kept() {
 /// Steps `steps` of worker_0, TRAIN, `loss` = the step; a collections file of one worker.
 fn write_steps(run: &std::path::Path, steps: impl Iterator<Item = u64>) {
     write_collections(run, "worker_0", 1);
-    for s in steps {
-        write_step(
-            run,
-            s,
-            "worker_0",
-            Mode::Train,
-            s,
-            &[scalar("loss", s as f32)],
-        );
-    }
+    write_losses(run, steps);
 }
 
 /// Reads a run the way the rule runner does with a read-ahead: every step held, in order, then

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use smdebug_core::{Hook, HookBuilder, Mode, SaveConfig};
-use smdebug_io::crafted::{CraftedRecord, write_collections, write_step};
+use smdebug_io::crafted::{CraftedRecord, scalar, write_collections, write_step};
 use smdebug_io::format::layout;
 use smdebug_io::storage::{LocalStorage, Storage};
 use smdebug_io::writer::{OverflowPolicy, Writer};
@@ -50,4 +50,19 @@ pub fn write_finished_run(
     }
     write_collections(run, "worker_0", 1);
     std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
+}
+
+/// Crafted TRAIN steps `steps` of `worker_0` (each mode step its global step), each holding
+/// the scalar `loss` equal to the step: no collections file, no end marker.
+pub fn write_losses(run: &Path, steps: impl IntoIterator<Item = u64>) {
+    for s in steps {
+        write_step(
+            run,
+            s,
+            "worker_0",
+            Mode::Train,
+            s,
+            &[scalar("loss", s as f32)],
+        );
+    }
 }

@@ -21,7 +21,8 @@ pub fn expected_run(corpus: &str, name: &str) -> (PathBuf, Value) {
     (dir.join(name), serde_json::from_str(&text).unwrap())
 }
 
-fn expected_value(v: &Value) -> f64 {
+/// A value of an `expected.json`: a number, `true`/`false`, or `"nan"`, `"inf"`, `"-inf"`.
+pub fn expected_value(v: &Value) -> f64 {
     match v {
         Value::String(s) if s == "nan" => f64::NAN,
         Value::String(s) if s == "inf" => f64::INFINITY,
