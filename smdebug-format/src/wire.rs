@@ -6,7 +6,7 @@
 
 /// One field's value as the wire carries it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Wire<'a> {
+pub enum Wire<'a> {
     Varint(u64),
     Fixed64([u8; 8]),
     Fixed32([u8; 4]),
@@ -64,7 +64,7 @@ fn wrong_type(field: &str, found: Wire<'_>) -> String {
 /// (a varint longer than 10 bytes, a length past the end, field number 0, a group or an unknown
 /// wire type) is an error, after which the iterator ends.
 #[derive(Clone, Debug)]
-pub(crate) struct Fields<'a> {
+pub struct Fields<'a> {
     buf: &'a [u8],
 }
 
@@ -165,7 +165,7 @@ mod tests {
 
     #[test]
     fn reads_the_fields_prost_writes() {
-        let msg = crate::format::proto::PluginData {
+        let msg = crate::proto::PluginData {
             plugin_name: "mode".to_string(),
             content: b"1".to_vec(),
         };
@@ -175,7 +175,7 @@ mod tests {
             fields,
             vec![(1, Wire::Bytes(b"mode")), (2, Wire::Bytes(b"1"))]
         );
-        let ev = crate::format::proto::Event {
+        let ev = crate::proto::Event {
             wall_time: 1.5,
             step: -3,
             what: None,

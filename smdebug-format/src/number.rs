@@ -20,9 +20,12 @@ use super::wire::{Fields, Wire};
 
 /// What a one-number record holds.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Number {
+pub struct Number {
+    /// The global step of the event.
     pub step: u64,
+    /// The event's wall time, seconds since the epoch.
     pub wall_time: f64,
+    /// The one number.
     pub value: f64,
 }
 
@@ -54,18 +57,18 @@ fn once<T>(slot: &mut Option<T>, value: T) -> Option<()> {
 /// The value metadata last found valid: the records of one event file carry the same mode and
 /// mode step, so their metadata's bytes are checked once and compared after that.
 #[derive(Debug, Default)]
-pub(crate) struct SeenMetadata(Vec<u8>);
+pub struct SeenMetadata(Vec<u8>);
 
 /// The record payload's one number tagged `tag`, when the record has the common layout (see
 /// the module docs); `None` leaves the record to the general decoder.
 #[cfg(test)]
-pub(crate) fn read(payload: &[u8], tag: &str) -> Option<Number> {
+pub fn read(payload: &[u8], tag: &str) -> Option<Number> {
     read_seen(payload, tag, &mut SeenMetadata::default())
 }
 
 /// [`read`], the value's metadata checked only when its bytes are not those `seen` last
 /// found valid.
-pub(crate) fn read_seen(payload: &[u8], tag: &str, seen: &mut SeenMetadata) -> Option<Number> {
+pub fn read_seen(payload: &[u8], tag: &str, seen: &mut SeenMetadata) -> Option<Number> {
     let (mut wall_time, mut step, mut summary) = (None, None, None);
     each_field(payload, |number, v| match (number, v) {
         (1, Wire::Fixed64(b)) => once(&mut wall_time, f64::from_le_bytes(b)),
@@ -169,9 +172,9 @@ fn one_element(tensor: &[u8]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::budget::{Budget, Conversion};
-    use crate::format::record::{PayloadCrcPolicy, RecordIter};
-    use crate::format::tensor::{EventStamp, decode_tensor_event_ref, encode_tensor_event};
+    use crate::budget::{Budget, Conversion};
+    use crate::record::{PayloadCrcPolicy, RecordIter};
+    use crate::tensor::{EventStamp, decode_tensor_event_ref, encode_tensor_event};
 
     fn payload(name: &str, dtype: DType, shape: &[usize], data: &[u8], mode: Mode) -> Vec<u8> {
         let stamp = EventStamp {
@@ -274,7 +277,7 @@ mod tests {
     #[test]
     fn python_smdebugs_records_agree_with_the_general_decoder() {
         let (mut numbers, mut files) = (0, 0);
-        for path in crate::format::test_data::files("golden", "tfevents") {
+        for path in crate::test_data::files("golden", "tfevents") {
             files += 1;
             let bytes = std::fs::read(&path).unwrap();
             for record in RecordIter::new(&bytes, 0, PayloadCrcPolicy::AcceptBoth) {

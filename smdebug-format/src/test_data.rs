@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 /// Every file under `tests/data/<under>` whose extension is `extension`, at any depth.
-pub(crate) fn files(under: &str, extension: &str) -> Vec<PathBuf> {
+pub fn files(under: &str, extension: &str) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![
         Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -5,13 +5,13 @@ use prost::Message;
 use smallvec::SmallVec;
 use smdebug_core::{DType, Mode, Tensor};
 
-use crate::format::proto::{Event, SummaryMetadata, TensorProto};
-use crate::format::wire::{Fields, Wire};
+use crate::proto::{Event, SummaryMetadata, TensorProto};
+use crate::wire::{Fields, Wire};
 
 use super::error::DecodeError;
 use super::event::{MODE_PLUGIN, MODE_STEP_PLUGIN, TensorEvent};
 use super::from_proto::{check_content_len, checked_layout, named, typed_values};
-use crate::format::budget::Budget;
+use crate::budget::Budget;
 
 /// Parses a record payload as an `Event`.
 pub fn decode_event(payload: &[u8]) -> Result<Event, String> {
@@ -214,7 +214,7 @@ fn summary_values<'a>(
 
 /// The tensor value a reader asked for in a record payload, with the event's step and wall time
 /// and the value's mode and mode step: what every tensor decoder reads first.
-pub(crate) struct Selected<'a> {
+pub struct Selected<'a> {
     pub tag: &'a str,
     pub step: u64,
     pub wall_time: f64,
@@ -226,7 +226,7 @@ pub(crate) struct Selected<'a> {
 
 /// Finds the one tensor value tagged `tag` (the only tensor value when `None`) in a record
 /// payload, checking the event around it (see [`decode_tagged_tensor_event`]).
-pub(crate) fn select_value<'a>(
+pub fn select_value<'a>(
     payload: &'a [u8],
     tag: Option<&str>,
 ) -> Result<Selected<'a>, DecodeError> {
@@ -328,7 +328,7 @@ pub(crate) fn select_value<'a>(
 }
 
 /// Maps a `TensorProto` decoder's protobuf error to the event's ("not an Event protobuf").
-pub(crate) fn in_event(e: DecodeError) -> DecodeError {
+pub fn in_event(e: DecodeError) -> DecodeError {
     match e {
         DecodeError::Malformed(m) if m.starts_with("bad protobuf: ") => {
             DecodeError::Malformed(format!("not an Event protobuf: {m}"))
@@ -404,15 +404,17 @@ pub(super) fn tensor_ref<'a>(
 /// The fields of a `TensorProto` every decoder reads alike: the dtype and the serialized shape
 /// (given once: protobuf would merge two shapes, and no writer sends a shape in pieces).
 #[derive(Default)]
-pub(crate) struct ProtoHeader<'a> {
-    pub(crate) dtype: i32,
-    pub(crate) shape: Option<&'a [u8]>,
+pub struct ProtoHeader<'a> {
+    /// The `DataType` number.
+    pub dtype: i32,
+    /// The serialized `TensorShapeProto`, when one was given.
+    pub shape: Option<&'a [u8]>,
 }
 
 impl<'a> ProtoHeader<'a> {
     /// Takes field `number` of tensor `tag` when it is the dtype or the shape, and says whether
     /// it was.
-    pub(crate) fn take(
+    pub fn take(
         &mut self,
         number: u32,
         value: Wire<'a>,
@@ -438,7 +440,7 @@ impl<'a> ProtoHeader<'a> {
 /// type, the others their own, as protobuf's parsers (prost's `TensorProto`, which
 /// TensorFlow-written values go through) require. Field numbers that are not `TensorProto`'s
 /// are skipped.
-pub(crate) fn typed_field(number: u32, value: Wire<'_>) -> Result<(), String> {
+pub fn typed_field(number: u32, value: Wire<'_>) -> Result<(), String> {
     let own = |name: &str, ok: bool| {
         if ok {
             Ok(())
@@ -477,7 +479,7 @@ pub(crate) fn typed_field(number: u32, value: Wire<'_>) -> Result<(), String> {
 /// A serialized `TensorShapeProto`: its dimensions as read (the first eight on the stack: the
 /// shape a reader returns is the one allocation a value's header costs for the usual ranks) and
 /// whether its rank is unknown.
-pub(crate) fn parse_shape(bytes: &[u8]) -> Result<(SmallVec<[i64; 8]>, bool), DecodeError> {
+pub fn parse_shape(bytes: &[u8]) -> Result<(SmallVec<[i64; 8]>, bool), DecodeError> {
     let bad = |e: String| DecodeError::Malformed(format!("bad protobuf: {e}"));
     let (mut dims, mut unknown_rank) = (SmallVec::<[i64; 8]>::new(), false);
     for field in Fields::new(bytes) {
@@ -530,7 +532,7 @@ fn mode_of_plugins<'a>(
 }
 
 /// Takes one plugin's content into the mode or the mode step (other plugins are not ours).
-pub(crate) fn apply_plugin(
+pub fn apply_plugin(
     name: &str,
     content: &[u8],
     mode: &mut Mode,

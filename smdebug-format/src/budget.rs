@@ -14,10 +14,10 @@ use smdebug_core::DType;
 /// What a reader makes of a decoded tensor, beyond the decoded value itself.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Conversion {
-    /// Nothing: the value in its own dtype ([`crate::trial::TrialTensor::raw`], `raw_bytes`).
+    /// Nothing: the value in its own dtype (`TrialTensor::raw`, `raw_bytes`).
     #[default]
     Stored,
-    /// Converted to `f64`, 8 bytes an element ([`crate::trial::TrialTensor::value`], the rules).
+    /// Converted to `f64`, 8 bytes an element (`TrialTensor::value`, the rules).
     F64,
     /// Converted to `f64`, then to JSON numbers (the CLI's `value`: a copy of the value, the
     /// `f64`s and one JSON element each, all held at once).
@@ -83,7 +83,7 @@ impl Budget {
 
     /// The description of a claim for [`super::tensor::DecodeError::TooLarge`]: the dtype, the
     /// shape and, when the reader converts the value, how many bytes each element costs.
-    pub(crate) fn detail(&self, dtype: DType, dims: &[i64]) -> String {
+    pub fn detail(&self, dtype: DType, dims: &[i64]) -> String {
         let extra = self.conversion.extra_bytes(dtype);
         if extra == 0 {
             format!("{dtype}, shape {dims:?}")

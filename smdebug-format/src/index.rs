@@ -242,7 +242,7 @@ impl<'de> serde::de::Visitor<'de> for Lenient {
 
 /// A number of an index entry: a non-negative integer (or a string holding one), or why it is
 /// not one. Anything JSON holds is accepted here: the entry is judged when it is read.
-pub(crate) type EntryNumber = std::result::Result<u64, String>;
+pub type EntryNumber = std::result::Result<u64, String>;
 
 /// [`u64_lenient`] for an entry's number: what does not parse is kept as the reason, so that one
 /// bad entry does not make its index file unreadable.
@@ -252,7 +252,7 @@ fn entry_number<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<EntryNum
 
 /// Where an entry's record is, `(start_idx, length)`; or why the entry locates none: a number
 /// that is not one, a length shorter than a record's framing, an end past `u64::MAX`.
-pub(crate) fn locate(
+pub fn locate(
     start: &EntryNumber,
     length: &EntryNumber,
 ) -> std::result::Result<(u64, u64), String> {
@@ -279,9 +279,11 @@ struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
 /// checks as [`IndexFile::parse`]; `shape_payload` must be a list there too, and its items are
 /// skipped (readers do not use them; a list of nothing-sized items allocates nothing).
 #[derive(Debug, Deserialize)]
-pub(crate) struct IndexRef<'a> {
+pub struct IndexRef<'a> {
+    /// The step this file indexes.
     #[serde(borrow)]
     pub meta: IndexMetaRef<'a>,
+    /// Where each tensor record of the step is.
     #[serde(default, borrow)]
     pub tensor_payload: Vec<TensorLocationRef<'a>>,
     #[serde(default, rename = "shape_payload")]
@@ -290,22 +292,28 @@ pub(crate) struct IndexRef<'a> {
 
 /// [`IndexMeta`], borrowed.
 #[derive(Debug, Deserialize)]
-pub(crate) struct IndexMetaRef<'a> {
+pub struct IndexMetaRef<'a> {
+    /// The step's mode.
     #[serde(deserialize_with = "mode_de")]
     pub mode: Mode,
+    /// The step's number within its mode.
     #[serde(deserialize_with = "u64_lenient")]
     pub mode_step: u64,
+    /// The event file holding the records, relative to the run.
     #[serde(default, borrow)]
     pub event_file_name: Option<Cow<'a, str>>,
 }
 
 /// [`TensorLocation`], borrowed.
 #[derive(Debug, Deserialize)]
-pub(crate) struct TensorLocationRef<'a> {
+pub struct TensorLocationRef<'a> {
+    /// The tensor's name.
     #[serde(borrow)]
     pub tensorname: Cow<'a, str>,
+    /// The record's byte offset in the event file.
     #[serde(deserialize_with = "entry_number")]
     pub start_idx: EntryNumber,
+    /// The record's length in bytes, framing included.
     #[serde(deserialize_with = "entry_number")]
     pub length: EntryNumber,
 }
@@ -399,18 +407,18 @@ fn parse_checked<'a, T: Deserialize<'a> + Entries>(bytes: &'a [u8], path: &str) 
 impl<'a> IndexRef<'a> {
     /// [`IndexFile::parse`] without copying the strings out of `bytes`, through serde_json
     /// (an index of the usual shape is read faster by `index_fast::read`).
-    pub(crate) fn parse(bytes: &'a [u8], path: &str) -> Result<IndexRef<'a>> {
+    pub fn parse(bytes: &'a [u8], path: &str) -> Result<IndexRef<'a>> {
         parse_checked(bytes, path)
     }
 
     /// The index, after the check every parsed index passes (entries need an event file).
-    pub(crate) fn checked(self, path: &str) -> Result<IndexRef<'a>> {
+    pub fn checked(self, path: &str) -> Result<IndexRef<'a>> {
         check_entries(path, self.names_event_file(), self.has_entries())?;
         Ok(self)
     }
 
     /// An index of these parts and an empty `shape_payload`.
-    pub(crate) fn from_parts(
+    pub fn from_parts(
         meta: IndexMetaRef<'a>,
         tensor_payload: Vec<TensorLocationRef<'a>>,
     ) -> IndexRef<'a> {

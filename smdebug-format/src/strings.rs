@@ -213,7 +213,7 @@ pub fn text_summary_event(tag: &str, strings: &StringTensor, step: u64, wall_tim
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::tensor::{DEFAULT_MAX_TENSOR_BYTES, decode_tensor_event_ref};
+    use crate::tensor::{DEFAULT_MAX_TENSOR_BYTES, decode_tensor_event_ref};
 
     fn stamp() -> EventStamp {
         EventStamp {

@@ -20,7 +20,7 @@ use crate::error::Result;
 
 /// An index file read in place: in one pass when it has the usual shape (see the module
 /// docs), else through serde_json; `path` names it in errors.
-pub(crate) fn read<'a>(bytes: &'a [u8], path: &str) -> Result<IndexRef<'a>> {
+pub fn read<'a>(bytes: &'a [u8], path: &str) -> Result<IndexRef<'a>> {
     match parse(bytes) {
         Some(index) => index.checked(path),
         None => IndexRef::parse(bytes, path),
@@ -171,7 +171,7 @@ impl<'a> Scan<'a> {
 
 /// `bytes` read as an index file, when it has the usual shape (see the module docs); `None`
 /// otherwise, whatever it holds.
-pub(crate) fn parse(bytes: &[u8]) -> Option<IndexRef<'_>> {
+pub fn parse(bytes: &[u8]) -> Option<IndexRef<'_>> {
     let text = std::str::from_utf8(bytes).ok()?;
     let mut scan = Scan { text, bytes, at: 0 };
     scan.eat(b'{')?;
@@ -223,7 +223,7 @@ mod tests {
     #[test]
     fn every_python_index_file_is_read_alike_by_both_paths() {
         let (mut files, mut fast_read) = (0, 0);
-        for path in crate::format::test_data::files("", "json") {
+        for path in crate::test_data::files("", "json") {
             if !path.components().any(|c| c.as_os_str() == "index") {
                 continue;
             }

@@ -3,7 +3,7 @@
 use prost::Message;
 use smdebug_core::{DType, Mode, Tensor};
 
-use crate::format::proto::{
+use crate::proto::{
     Event, PluginData, SummaryMetadata, TensorProto, TensorShapeProto, summary, tensor_shape_proto,
 };
 
@@ -65,7 +65,7 @@ pub fn mode_metadata(mode: Mode, mode_step: u64) -> SummaryMetadata {
 }
 
 /// The shape as smdebug writes it: each dim named `<tag>_<size>`.
-pub(crate) fn shape_proto(name: &str, shape: &[usize]) -> TensorShapeProto {
+pub fn shape_proto(name: &str, shape: &[usize]) -> TensorShapeProto {
     TensorShapeProto {
         dim: shape
             .iter()

@@ -14,10 +14,10 @@
 //! `framework/` (framework traces, code profiles), `rules/` (the rules' summary, the
 //! profiling report), `report/` (the report where the demo puts it), `stop_request.json`.
 //! [`RUN_FOLDERS`] and [`RUN_FILES`] are the one list of what a run owns
-//! ([`crate::run_folder`] replaces a run by deleting exactly these).
+//! (`smdebug_io::run_folder` replaces a run by deleting exactly these).
 //!
 //! ```
-//! use smdebug_io::format::layout;
+//! use smdebug_format::layout;
 //! assert_eq!(layout::event_file(3, "worker_0"), "events/000000000003/000000000003_worker_0.tfevents");
 //! assert_eq!(layout::index_file(1234, "worker_1"), "index/000000001/000000001234_worker_1.json");
 //! assert_eq!(layout::parse_index_file("index/000000001/000000001234_worker_1.json"),
@@ -43,7 +43,7 @@ pub const END_MARKER: &str = "training_job_end.ts";
 /// folder nor anything in it.
 pub const PROGRESS_DIR: &str = "progress";
 /// Folder of the identity files of the processes that write the run, one per process
-/// (`jobs/<worker>/<process>.json`, see [`crate::jobs`]). Python smdebug reads nothing in it.
+/// (`jobs/<worker>/<process>.json`, see `smdebug_io::jobs`). Python smdebug reads nothing in it.
 pub const JOBS_DIR: &str = "jobs";
 /// Folder of system metrics (smdebug-profiler's `system/incremental/<hour>/...`).
 pub const SYSTEM_DIR: &str = "system";
@@ -63,7 +63,7 @@ pub const RULE_OUTPUT_DIR: &str = "rule-output";
 pub const WRITE_PROBE: &str = ".smdebug-serve-write-check";
 
 /// The start of the name of the probe `start()` stores and removes to learn whether the
-/// location takes writes (see [`crate::storage::probe_write`]): a run owns a leftover one.
+/// location takes writes (see `smdebug_io::storage::probe_write`): a run owns a leftover one.
 pub const START_PROBE_PREFIX: &str = ".smdebug-probe-";
 
 /// `.smdebug-probe-<writer>-<pid>.tmp`, the start probe of one process.
@@ -179,7 +179,7 @@ pub fn tensorboard_file(mode: Mode, first_step: u64, worker: &str) -> String {
     )
 }
 
-/// A listing offset for [`Storage::list_after`](crate::storage::Storage::list_after) over
+/// A listing offset for `Storage::list_after` over
 /// [`INDEX_DIR`] that returns the index files of steps `>= step` (and only those).
 pub fn index_list_offset(step: u64) -> String {
     format!("{INDEX_DIR}/{:09}/{step:012}", step / 1000)

@@ -15,13 +15,13 @@ mod error;
 mod event;
 mod from_proto;
 
-pub use crate::format::budget::{Budget, Conversion};
-pub(crate) use decode::{ProtoHeader, in_event, parse_shape, select_value, typed_field};
+pub use crate::budget::{Budget, Conversion};
+pub use decode::{ProtoHeader, in_event, parse_shape, select_value, typed_field};
 pub use decode::{
     TensorEventRef, decode_event, decode_tagged_tensor_event, decode_tensor_event,
     decode_tensor_event_ref, mode_of,
 };
-pub(crate) use encode::shape_proto;
+pub use encode::shape_proto;
 pub use encode::{EncodedTensorEvent, encode_tensor, encode_tensor_event, mode_metadata};
 pub use error::DecodeError;
 pub use event::{

@@ -4,11 +4,11 @@
 use half::{bf16, f16};
 use smdebug_core::{DType, Tensor};
 
-use crate::format::proto::TensorProto;
+use crate::proto::TensorProto;
 
 use super::error::DecodeError;
 use super::event::is_string_dtype;
-use crate::format::budget::Budget;
+use crate::budget::Budget;
 
 /// `n` elements from typed values, little-endian, filled the way TensorFlow does: a shorter list
 /// repeats its last value, an empty list means zeros. Written straight into the value's bytes:

@@ -4,8 +4,8 @@ use super::decode::*;
 use super::encode::*;
 use super::event::*;
 use super::from_proto::*;
-use crate::format::proto::{Event, Summary, event};
-use crate::format::proto::{TensorProto, summary};
+use crate::proto::{Event, Summary, event};
+use crate::proto::{TensorProto, summary};
 use prost::Message;
 use smdebug_core::{DType, Mode, Tensor};
 

@@ -1,4 +1,7 @@
-//! smdebug's on-disk format, shared by the writer and the reader.
+//! # smdebug-format
+//!
+//! smdebug's on-disk format, shared by the writers and the readers, without I/O: bytes in,
+//! typed values or a typed [`Error`] out (naming the file and the byte offset).
 //!
 //! - [`record`]: TFRecord framing with masked CRC-32C; a sans-I/O decoder that tells a whole
 //!   record from "need more bytes" from "corrupt at offset X".
@@ -12,7 +15,7 @@
 //!
 //! ```
 //! use smdebug_core::{Mode, Tensor};
-//! use smdebug_io::format::{self, record, tensor::EventStamp};
+//! use smdebug_format::{self as format, record, tensor::EventStamp};
 //!
 //! let t = Tensor::from_vec(&[1.0f32, 2.0, 3.0], vec![3]).unwrap();
 //! let stamp = EventStamp { wall_time: 0.0, step: 5, mode: Mode::Train, mode_step: 5 };
@@ -24,11 +27,15 @@
 //! assert_eq!(ev.tensor, t);
 //! ```
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod budget;
+pub mod error;
 pub mod index;
-pub(crate) mod index_fast;
+pub mod index_fast;
 pub mod layout;
-pub(crate) mod number;
+pub mod number;
 pub mod proto;
 pub mod record;
 pub mod strings;
@@ -36,11 +43,13 @@ pub mod tensor;
 pub mod tensorboard;
 #[cfg(test)]
 mod test_data;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod wire;
 
 use smdebug_core::{EndReason, StopCause, Tensor};
 
-use crate::error::{Error, Result};
+pub use crate::error::{Error, Result};
 pub use index::{IndexFile, IndexMeta, TensorLocation, UnusableEntry};
 pub use record::{
     ChecksumKind, Corruption, Decoded, MaskedCrc, PayloadChecksum, PayloadCrcPolicy, RecordIter,
