@@ -10,7 +10,7 @@ use smdebug_core::{
 };
 use smdebug_examples::digits::{Digits, default_path};
 use smdebug_examples::mlp::Rng;
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
 /// A tensor as the test's own reference: its shape and every element as `f64`.

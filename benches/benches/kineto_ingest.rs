@@ -9,7 +9,7 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use smdebug_profiler::kineto::{summarize_reader, summarize_trace};
+use smdebug_read::kineto::{summarize_reader, summarize_trace};
 
 fn largest_trace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -20,7 +20,8 @@ use smdebug_core::Mode;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
-use smdebug_profiler::system::{NodeId, system_file_key};
+use smdebug_profiler::system::NodeId;
+use smdebug_format::system::system_file_key;
 use smdebug_report::{LoadOptions, ReportInput, ReportWriter, render_html};
 use smdebug_rules::{RuleRunner, RuleSpec, Status};
 

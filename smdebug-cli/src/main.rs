@@ -27,7 +27,7 @@ mod report_cmd;
 mod rules_cmd;
 mod serve_cmd;
 use smdebug_core::Mode;
-use smdebug_io::trial::{DEFAULT_MAX_TENSOR_BYTES, StepSelector, Trial, TrialOptions};
+use smdebug_read::trial::{DEFAULT_MAX_TENSOR_BYTES, StepSelector, Trial, TrialOptions};
 
 /// The exit statuses of the reading subcommands, as `--help` shows them.
 const READ_EXIT_STATUS: &str = "Exit status: 0 success; 2 an error (no such run, a corrupt \
@@ -344,12 +344,12 @@ fn run(cli: Cli) -> CliResult {
             }
         }
         Command::Trace { traces, json, top } => {
-            let report = smdebug_profiler::summarize_traces(&traces)?;
+            let report = smdebug_read::summarize_traces(&traces)?;
             if json {
                 serde_json::to_writer(&mut out, &report)?;
                 writeln!(out)?;
             } else {
-                write!(out, "{}", smdebug_profiler::render_text(&report, top))?;
+                write!(out, "{}", smdebug_read::render_text(&report, top))?;
             }
         }
         Command::Profile {

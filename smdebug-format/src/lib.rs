@@ -10,6 +10,9 @@
 //! - [`index`]: index files (where each tensor record of a step is).
 //! - [`layout`]: the run directory's paths.
 //! - [`tensorboard`]: scalar and histogram summaries for TensorBoard.
+//! - [`system`]: system-metric records (one JSON line each) and their files' names.
+//! - [`trace`]: framework trace files' names (Chrome traces under `framework/pevents`).
+//! - [`code_profile`]: code-profile files' names and the window summary's JSON.
 //!
 //! A round trip through the format, without storage:
 //!
@@ -31,6 +34,7 @@
 #![warn(missing_docs)]
 
 pub mod budget;
+pub mod code_profile;
 pub mod error;
 pub mod index;
 pub mod index_fast;
@@ -39,12 +43,14 @@ pub mod number;
 pub mod proto;
 pub mod record;
 pub mod strings;
+pub mod system;
 pub mod tensor;
 pub mod tensorboard;
 #[cfg(test)]
 mod test_data;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod trace;
 mod wire;
 
 use smdebug_core::{EndReason, StopCause, Tensor};

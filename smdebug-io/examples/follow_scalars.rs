@@ -21,7 +21,7 @@ use std::time::Instant;
 use smdebug_core::{Hook, Mode, SaveConfig};
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
-use smdebug_io::trial::{ScalarColumns, TensorFollower};
+use smdebug_read::trial::{ScalarColumns, TensorFollower};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
 const TENSORS: usize = 50;

@@ -7,7 +7,7 @@
 //! /usr/bin/time -f "%e s %M KB" target/release/examples/read_one_tensor RUN
 //! ```
 
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);

@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use smdebug_io::trial::{Trial, TrialOptions};
+use smdebug_read::trial::{Trial, TrialOptions};
 
 /// Open + list, then every value tensor by tensor, then every value step by step: seconds of
 /// each, and a checksum.

@@ -311,11 +311,10 @@ pub enum Error {
         location: String,
     },
 
-    /// A step whose index this trial let go of ([`Trial::release_steps_before`]): a reader
+    /// A step whose index this trial let go of (`Trial::release_steps_before`): a reader
     /// that went past it said it would not ask about it again. Not "not saved" and not "not
     /// yet": the step may hold the tensor; open the run again to read it.
     ///
-    /// [`Trial::release_steps_before`]: crate::trial::Trial::release_steps_before
     #[error(
         "step {step} ({mode}) of `{location}` was released from this trial's index (its steps \
          before global step {released_before} were let go with `release_steps_before`){}; \
@@ -404,10 +403,10 @@ impl Error {
     pub fn is_unreadable_record(&self) -> bool {
         matches!(
             self,
-            Error::CorruptRecord { .. }
-                | Error::IncompleteRecord { .. }
-                | Error::TensorTooLarge { .. }
-                | Error::WrongTensor { .. }
+            Error::Format(smdebug_format::Error::CorruptRecord { .. })
+                | Error::Format(smdebug_format::Error::IncompleteRecord { .. })
+                | Error::Format(smdebug_format::Error::TensorTooLarge { .. })
+                | Error::Format(smdebug_format::Error::WrongTensor { .. })
                 | Error::BadIndexEntry { .. }
         )
     }

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
-use crate::format::layout::{JOBS_DIR, parse_job_file};
+use smdebug_format::layout::{JOBS_DIR, parse_job_file};
 pub use crate::job_identity::{
     HEARTBEAT_INTERVAL, JOB_ID_ENV, JobIdentity, MAX_JOB_FILE_BYTES, ProcessStartSource,
     ProcessState, STALE_AFTER, host_name, now_s, pid_namespace, process_started, random_id,

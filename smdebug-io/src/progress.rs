@@ -28,7 +28,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::format::layout;
+use smdebug_format::layout;
 use crate::storage::Storage;
 
 /// The largest progress file read: a bigger one is refused with an error naming its size.

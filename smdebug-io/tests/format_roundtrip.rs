@@ -4,10 +4,10 @@
 use proptest::prelude::*;
 use prost::Message;
 use smdebug_core::{DType, Mode, Tensor};
-use smdebug_io::format::proto::{Event, event, summary};
-use smdebug_io::format::record::{self, ChecksumKind, PayloadChecksum, PayloadCrcPolicy};
-use smdebug_io::format::tensor::{EventStamp, encode_tensor};
-use smdebug_io::format::{self, RecordIter};
+use smdebug_format::proto::{Event, event, summary};
+use smdebug_format::record::{self, ChecksumKind, PayloadChecksum, PayloadCrcPolicy};
+use smdebug_format::tensor::{EventStamp, encode_tensor};
+use smdebug_format::{self, RecordIter};
 
 fn arb_dtype() -> impl Strategy<Value = DType> {
     proptest::sample::select(DType::ALL.to_vec())

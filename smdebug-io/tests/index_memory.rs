@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use smdebug_io::crafted::scalar;
-use smdebug_io::trial::{Trial, TrialOptions};
+use smdebug_read::trial::{Trial, TrialOptions};
 use smdebug_testkit::alloc;
 use smdebug_testkit::runs::write_finished_run;
 

@@ -14,9 +14,9 @@ use serde_json::{Value, json};
 use smdebug_core::{
     Collection, Hook, MemorySink, Mode, Record, ReductionConfig, SaveConfig, Sink, TensorView,
 };
-use smdebug_io::format::record::PayloadChecksum;
+use smdebug_format::record::PayloadChecksum;
 use smdebug_io::open_storage;
-use smdebug_io::trial::JsonNumber;
+use smdebug_read::trial::JsonNumber;
 use smdebug_io::writer::Writer;
 
 /// Forwards to the writer and keeps a copy of what was sent: the expected side of the check.

@@ -9,8 +9,8 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use smdebug_io::Trial;
-use smdebug_io::format::layout;
+use smdebug_read::Trial;
+use smdebug_format::layout;
 use smdebug_io::storage::open_storage;
 use smdebug_testkit::files::copy_tree;
 

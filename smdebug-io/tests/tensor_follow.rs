@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use smdebug_core::{DType, Mode, Tensor};
 use smdebug_io::Error;
 use smdebug_io::crafted::{CraftedRecord, point_index_at, scalar, write_collections, write_step};
-use smdebug_io::format::layout;
-use smdebug_io::trial::{ScalarColumns, TensorFollower, TensorIncrement, TensorProblem, Trial};
+use smdebug_format::layout;
+use smdebug_read::trial::{ScalarColumns, TensorFollower, TensorIncrement, TensorProblem, Trial};
 use smdebug_testkit::alloc;
 
 #[global_allocator]
@@ -64,7 +64,7 @@ fn an_index_file_naming_another_steps_event_file_is_left_out_and_reported() {
     let err = Trial::open(run.to_str().unwrap())
         .and_then(|t| t.steps(None))
         .expect_err("the Trial refuses the run");
-    assert!(matches!(err, Error::BadIndex { .. }), "{err}");
+    assert!(matches!(err, Error::Format(smdebug_format::Error::BadIndex { .. })), "{err}");
 
     let mut f = follower(&run);
     let mut columns = ScalarColumns::default();
@@ -77,7 +77,7 @@ fn an_index_file_naming_another_steps_event_file_is_left_out_and_reported() {
         panic!("{:?}", inc.problems);
     };
     let text = inc.problems[0].to_string();
-    assert!(matches!(e, Error::BadIndex { .. }), "{text}");
+    assert!(matches!(e, Error::Format(smdebug_format::Error::BadIndex { .. })), "{text}");
     for part in [
         layout::index_file(60, "worker_0"),
         layout::event_file(4, "worker_0"),
@@ -155,7 +155,7 @@ fn a_record_of_another_step_is_left_out_and_reported() {
         TensorProblem::Value {
             step: 60,
             tensor,
-            error: Error::WrongTensor { .. },
+            error: Error::Format(smdebug_format::Error::WrongTensor { .. }),
         },
     ] = &inc.problems[..]
     else {
@@ -455,8 +455,8 @@ fn completeness_follows_the_declared_worker_count_not_the_names() {
 #[test]
 fn each_value_keeps_its_records_wall_time() {
     use smdebug_core::{Hook, SaveConfig};
-    use smdebug_io::format::read_tensor_file;
-    use smdebug_io::format::record::PayloadCrcPolicy;
+    use smdebug_format::read_tensor_file;
+    use smdebug_format::record::PayloadCrcPolicy;
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     let store = smdebug_io::open_storage(run.to_str().unwrap()).unwrap();
@@ -494,7 +494,7 @@ fn each_value_keeps_its_records_wall_time() {
             let held = columns.wall_time_at(column, step).unwrap();
             // The step's wall time: the first record's of the step, saved within 4 ms.
             assert!(
-                (held - event.wall_time).abs() <= smdebug_io::trial::WALL_TOLERANCE_S,
+                (held - event.wall_time).abs() <= smdebug_read::trial::WALL_TOLERANCE_S,
                 "{} at {step}: {held} held, {} in the record",
                 event.name,
                 event.wall_time
@@ -673,7 +673,7 @@ fn an_index_file_left_out_of_a_listing_that_holds_a_later_one_is_read_at_the_nex
     assert_eq!(column(&columns, "loss", Mode::Train), expected);
     assert_eq!(f.progress().last_complete(), Some(9));
 
-    let options = smdebug_io::trial::TrialOptions {
+    let options = smdebug_read::trial::TrialOptions {
         auto_refresh: false,
         ..Default::default()
     };

@@ -6,8 +6,8 @@
 use smdebug_core::DType;
 use smdebug_io::Error;
 use smdebug_io::crafted::fill_record_run;
-use smdebug_io::format::layout;
-use smdebug_io::trial::{Conversion, StepSelector, Trial, TrialOptions};
+use smdebug_format::layout;
+use smdebug_read::trial::{Conversion, StepSelector, Trial, TrialOptions};
 
 /// The process's peak resident memory so far (Linux `VmHWM`), in bytes; `None` elsewhere.
 fn peak_rss() -> Option<u64> {
@@ -20,7 +20,7 @@ fn peak_rss() -> Option<u64> {
 fn assert_names(err: &Error, run_file: &str, tensor: &str, claimed: u128) {
     let text = err.to_string();
     assert!(
-        matches!(err, Error::TensorTooLarge { claimed: c, .. } if *c == claimed),
+        matches!(err, Error::Format(smdebug_format::Error::TensorTooLarge { claimed: c, .. }) if *c == claimed),
         "{text}"
     );
     for part in [run_file, tensor, &claimed.to_string(), "f64"] {
@@ -59,7 +59,7 @@ fn a_fill_record_whose_f64_conversion_is_over_the_budget_is_refused_before_decod
             .unwrap()
             .values(None, None)
             .expect_err("over the budget as f64");
-        assert!(matches!(err, Error::TensorTooLarge { .. }), "{err}");
+        assert!(matches!(err, Error::Format(smdebug_format::Error::TensorTooLarge { .. })), "{err}");
         // The CLI's JSON: a copy, the f64s and a JSON element each.
         let err = trial
             .tensor_records("mask", StepSelector::One(0), None, None)
@@ -104,7 +104,7 @@ fn a_fill_record_within_the_budget_reads_in_its_own_dtype_and_as_f64() {
         let t = trial.tensor("mask").unwrap();
         assert!(matches!(
             t.value(0, None, None),
-            Err(Error::TensorTooLarge { .. })
+            Err(Error::Format(smdebug_format::Error::TensorTooLarge { .. }))
         ));
         assert_eq!(t.raw(0, None, None).unwrap().dtype(), dtype);
         // The caller's own conversion is counted too: an array copy costs the dtype's size

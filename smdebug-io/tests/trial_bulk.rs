@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use half::f16;
 use smdebug_core::{DType, Hook, Mode, SaveConfig, Tensor, TensorView};
 use smdebug_io::storage::open_storage;
-use smdebug_io::trial::{Trial, TrialOptions};
+use smdebug_read::trial::{Trial, TrialOptions};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 
 /// Steps written: more than one reader thread's share (256 files), so opening parses index
@@ -384,7 +384,7 @@ fn reading_step_by_step_matches_value_reads_on_every_golden_and_hook_run() {
                         listed += trial
                             .tensor_records(
                                 &name,
-                                smdebug_io::trial::StepSelector::One(step),
+                                smdebug_read::trial::StepSelector::One(step),
                                 None,
                                 Some(&worker),
                             )

@@ -14,13 +14,13 @@ use proptest::prelude::*;
 use prost::Message;
 use serde_json::json;
 use smdebug_core::{DType, Mode, Reduction, Tensor};
-use smdebug_io::format::proto::{
+use smdebug_format::proto::{
     Event, Summary, TensorProto, TensorShapeProto, event, summary, tensor_shape_proto,
 };
-use smdebug_io::format::record::{PayloadChecksum, encode_record};
-use smdebug_io::format::tensor::{EventStamp, mode_metadata};
-use smdebug_io::format::{frame_tensor, layout};
-use smdebug_io::trial::{Trial, TrialOptions};
+use smdebug_format::record::{PayloadChecksum, encode_record};
+use smdebug_format::tensor::{EventStamp, mode_metadata};
+use smdebug_format::{frame_tensor, layout};
+use smdebug_read::trial::{Trial, TrialOptions};
 use smdebug_testkit::alloc;
 
 #[global_allocator]

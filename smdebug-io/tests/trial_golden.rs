@@ -4,7 +4,7 @@
 
 mod support;
 
-use smdebug_io::trial::{StepState, Trial};
+use smdebug_read::trial::{StepState, Trial};
 use support::expected_run;
 
 fn check_run(name: &str) -> support::Checked {

@@ -8,7 +8,7 @@
 mod support;
 
 use smdebug_core::{DType, Mode};
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 use support::{check_run, expected_run};
 
 fn open(name: &str) -> Trial {

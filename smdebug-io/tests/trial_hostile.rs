@@ -11,13 +11,13 @@ use prost::Message;
 use serde_json::{Value, json};
 use smdebug_core::{DType, Mode, Reduction};
 use smdebug_io::Error;
-use smdebug_io::format::proto::{
+use smdebug_format::proto::{
     Event, Summary, TensorProto, TensorShapeProto, event, summary, tensor_shape_proto,
 };
-use smdebug_io::format::record::{PayloadChecksum, encode_record};
-use smdebug_io::format::tensor::mode_metadata;
-use smdebug_io::format::{layout, tensor::DEFAULT_MAX_TENSOR_BYTES};
-use smdebug_io::trial::{Trial, TrialOptions};
+use smdebug_format::record::{PayloadChecksum, encode_record};
+use smdebug_format::tensor::mode_metadata;
+use smdebug_format::{layout, tensor::DEFAULT_MAX_TENSOR_BYTES};
+use smdebug_read::trial::{Trial, TrialOptions};
 use smdebug_testkit::files::copy_tree;
 
 /// A copy of one of Python smdebug's golden runs, to tamper with.
@@ -162,14 +162,14 @@ fn a_record_claiming_a_huge_tensor_is_refused_before_anything_is_allocated() {
         };
         let (_dir, run) = one_record_run("loss", vec![tensor_value("loss", proto)]);
         let err = value_err(&run, "loss", TrialOptions::default());
-        let Error::TensorTooLarge {
+        let Error::Format(smdebug_format::Error::TensorTooLarge {
             path,
             offset,
             tensor,
             claimed,
             limit,
             ..
-        } = &err
+        }) = &err
         else {
             panic!("{dtype}: {err}")
         };
@@ -210,11 +210,11 @@ fn the_tensor_budget_can_be_raised() {
     assert!(
         matches!(
             err,
-            Error::TensorTooLarge {
+            Error::Format(smdebug_format::Error::TensorTooLarge {
                 claimed: 12_000,
                 limit: 11_999,
                 ..
-            }
+            })
         ),
         "{err}"
     );
@@ -241,9 +241,9 @@ fn a_record_longer_than_the_budget_is_not_read() {
         ..TrialOptions::default()
     };
     let err = value_err(&run, "w", options);
-    let Error::TensorTooLarge {
+    let Error::Format(smdebug_format::Error::TensorTooLarge {
         detail, claimed, ..
-    } = &err
+    }) = &err
     else {
         panic!("{err}")
     };
@@ -350,7 +350,7 @@ fn an_index_entry_past_the_end_of_its_event_file_is_an_incomplete_record() {
         .value(0, None, Some("worker_0"))
         .unwrap_err();
     assert!(
-        matches!(&err, Error::IncompleteRecord { path, offset, .. }
+        matches!(&err, Error::Format(smdebug_format::Error::IncompleteRecord { path, offset, .. })
                  if *path == event_file && *offset == file_len - 10),
         "{err}"
     );
@@ -363,7 +363,7 @@ fn an_index_entry_past_the_end_of_its_event_file_is_an_incomplete_record() {
         .value(0, None, Some("worker_0"))
         .unwrap_err();
     assert!(
-        matches!(&err, Error::IncompleteRecord { path, available: 0, .. } if *path == event_file),
+        matches!(&err, Error::Format(smdebug_format::Error::IncompleteRecord { path, available: 0, .. }) if *path == event_file),
         "{err}"
     );
 }
@@ -388,9 +388,9 @@ fn an_index_entry_pointing_at_another_tensors_record_is_refused() {
         .unwrap()
         .value(0, None, Some("worker_0"))
         .unwrap_err();
-    let Error::WrongTensor {
+    let Error::Format(smdebug_format::Error::WrongTensor {
         expected, found, ..
-    } = &err
+    }) = &err
     else {
         panic!("{err}")
     };
@@ -402,12 +402,12 @@ fn an_index_entry_pointing_at_another_tensors_record_is_refused() {
     let err = trial
         .tensor_records(
             "loss",
-            smdebug_io::trial::StepSelector::One(0),
+            smdebug_read::trial::StepSelector::One(0),
             None,
             Some("worker_0"),
         )
         .unwrap_err();
-    assert!(matches!(err, Error::WrongTensor { .. }), "{err}");
+    assert!(matches!(err, Error::Format(smdebug_format::Error::WrongTensor { .. })), "{err}");
     // The other worker's untouched index still reads.
     let v = trial
         .tensor("loss")
@@ -442,9 +442,9 @@ fn a_reduction_is_read_only_under_its_own_tag() {
         .unwrap()
         .reduction_value(0, mean, None, Some("worker_0"))
         .unwrap_err();
-    let Error::WrongTensor {
+    let Error::Format(smdebug_format::Error::WrongTensor {
         expected, found, ..
-    } = &err
+    }) = &err
     else {
         panic!("{err}")
     };
@@ -474,9 +474,9 @@ fn a_record_of_another_step_is_refused() {
         .unwrap()
         .value(1, None, Some("worker_0"))
         .unwrap_err();
-    let Error::WrongTensor {
+    let Error::Format(smdebug_format::Error::WrongTensor {
         expected, found, ..
-    } = &err
+    }) = &err
     else {
         panic!("{err}")
     };
@@ -495,7 +495,7 @@ fn an_index_naming_another_steps_event_file_is_a_bad_index() {
     write_json(&run, &rel, &index);
     let err = Trial::open(&run).err().expect("another step's event file");
     assert!(
-        matches!(&err, Error::BadIndex { path, reason, .. }
+        matches!(&err, Error::Format(smdebug_format::Error::BadIndex { path, reason, .. })
                  if *path == rel && reason.contains("step 1")),
         "{err}"
     );
@@ -611,7 +611,7 @@ fn a_tensor_listed_twice_in_an_index_file_is_a_warning_naming_both_and_never_ano
         .unwrap()
         .value(0, Some(Mode::Train), Some("worker_0"))
         .expect_err("the later entry points at another tensor's record");
-    assert!(matches!(err, Error::WrongTensor { .. }), "{err}");
+    assert!(matches!(err, Error::Format(smdebug_format::Error::WrongTensor { .. })), "{err}");
 }
 
 /// Two index files that both describe step 0 of worker_0 (`0_worker_0.json` parses as step 0
@@ -688,7 +688,7 @@ fn a_summary_with_several_values_gives_the_value_under_the_asked_tag() {
     );
     let err = value_err(&run, "loss", TrialOptions::default());
     assert!(
-        matches!(&err, Error::CorruptRecord { reason, .. } if reason.contains("several")),
+        matches!(&err, Error::Format(smdebug_format::Error::CorruptRecord { reason, .. }) if reason.contains("several")),
         "{err}"
     );
 
@@ -701,7 +701,7 @@ fn a_summary_with_several_values_gives_the_value_under_the_asked_tag() {
     );
     let err = value_err(&run, "loss", TrialOptions::default());
     assert!(
-        matches!(&err, Error::WrongTensor { found, .. } if found == "`accuracy`, `lr`"),
+        matches!(&err, Error::Format(smdebug_format::Error::WrongTensor { found, .. }) if found == "`accuracy`, `lr`"),
         "{err}"
     );
 }
@@ -719,7 +719,7 @@ fn a_reduction_holding_several_values_is_an_error() {
         .reduction_value(0, "mean".parse().unwrap(), None, None)
         .unwrap_err();
     assert!(
-        matches!(&err, Error::CorruptRecord { reason, .. } if reason.contains("2 values")),
+        matches!(&err, Error::Format(smdebug_format::Error::CorruptRecord { reason, .. }) if reason.contains("2 values")),
         "{err}"
     );
 }
@@ -737,7 +737,7 @@ fn an_index_naming_another_workers_event_file_is_a_bad_index() {
     let err = Trial::open(&run)
         .err()
         .expect("another worker's event file");
-    let Error::BadIndex { path, reason, .. } = &err else {
+    let Error::Format(smdebug_format::Error::BadIndex { path, reason, .. }) = &err else {
         panic!("{err}")
     };
     assert_eq!(path, &rel);
@@ -794,7 +794,7 @@ fn an_event_file_cut_short_after_listing_is_an_incomplete_record_not_a_crash() {
             .raw(0, None, Some("worker_0"))
             .unwrap_err();
         assert!(
-            matches!(&err, Error::IncompleteRecord { path, offset, available: 5, .. }
+            matches!(&err, Error::Format(smdebug_format::Error::IncompleteRecord { path, offset, available: 5, .. })
                      if *path == event_file && *offset == at(last)),
             "map_files {map_files}: {err}"
         );
@@ -811,7 +811,7 @@ fn an_event_file_cut_short_after_listing_is_an_incomplete_record_not_a_crash() {
             .raw_values(None, Some("worker_0"))
             .unwrap_err();
         assert!(
-            matches!(&err, Error::IncompleteRecord { .. }),
+            matches!(&err, Error::Format(smdebug_format::Error::IncompleteRecord { .. })),
             "map_files {map_files}: {err}"
         );
     }

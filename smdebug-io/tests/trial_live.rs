@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
 use smdebug_io::open_storage;
 use smdebug_io::testing::wait_for;
-use smdebug_io::trial::{StepState, Trial, TrialOptions};
+use smdebug_read::trial::{StepState, Trial, TrialOptions};
 use smdebug_io::writer::Writer;
 
 const STEPS: u64 = 40;
@@ -188,7 +188,7 @@ fn a_collection_gains_the_tensors_that_appear_later() {
     drop(hook);
     // The run as it stood before step 1's index file was published: that file and the end
     // marker moved aside.
-    use smdebug_io::format::layout::{END_MARKER, index_file};
+    use smdebug_format::layout::{END_MARKER, index_file};
     let step1_index = full.join(index_file(1, "worker_0"));
     let aside = dir.path().join("step1_index.json");
     std::fs::rename(&step1_index, &aside).unwrap();

@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use smdebug_core::{DType, Mode, PyRegex, Reduction, Tensor};
 use smdebug_io::Error;
-use smdebug_io::trial::{StepRange, StepState, TensorValue, Trial, TrialOptions};
+use smdebug_read::trial::{StepRange, StepState, TensorValue, Trial, TrialOptions};
 
 fn scenarios_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scenarios")

@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use smdebug_profiler::kineto::{render_text, summarize_traces};
+use smdebug_read::kineto::{render_text, summarize_traces};
 
 fn main() -> ExitCode {
     let mut json = false;

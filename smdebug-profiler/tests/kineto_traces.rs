@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use smdebug_profiler::kineto::{
+use smdebug_read::kineto::{
     KinetoError, render_text, summarize_reader, summarize_trace, summarize_traces,
 };
 

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use smdebug_io::Storage;
-use smdebug_io::format::layout::END_MARKER;
-use smdebug_profiler::RankSummary;
-use smdebug_profiler::digest::ProfileDigest;
-use smdebug_profiler::follow::merge_code_windows;
-use smdebug_profiler::follow::{DataArea, DataProblems, KinetoTraces, ProfilerFollower};
-use smdebug_profiler::reader::{CodeProfileWindow, ProfilerReader};
+use smdebug_format::layout::END_MARKER;
+use smdebug_read::RankSummary;
+use smdebug_analysis::digest::ProfileDigest;
+use smdebug_read::follow::merge_code_windows;
+use smdebug_read::follow::{DataArea, DataProblems, KinetoTraces, ProfilerFollower};
+use smdebug_read::profile::{CodeProfileWindow, ProfilerReader};
 use smdebug_rules::RunState;
 
 use crate::input::{CODE_PROFILE_WINDOWS_SHOWN, CodeProfile, LoadOptions, NoteArea, ReportInput};

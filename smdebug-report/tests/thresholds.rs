@@ -5,7 +5,7 @@
 
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
-use smdebug_profiler::system::system_file_key;
+use smdebug_format::system::system_file_key;
 use smdebug_report::ReportWriter;
 use smdebug_rules::{RuleRunner, RuleSpec, Status, Summary};
 

@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 
 use smdebug_io::Storage;
-use smdebug_io::format::layout::{END_MARKER, INDEX_DIR, parse_index_file};
+use smdebug_format::layout::{END_MARKER, INDEX_DIR, parse_index_file};
 
 /// What became of the run.
 #[derive(Debug, PartialEq, Eq)]

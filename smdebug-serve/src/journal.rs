@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use smdebug_core::Mode;
-use smdebug_profiler::reader::{SampleRef, Span, SystemSamples};
+use smdebug_read::profile::{SampleRef, Span, SystemSamples};
 use smdebug_profiler::spans::Phase;
 
 /// Step spans a log keeps.

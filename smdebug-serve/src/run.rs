@@ -17,18 +17,18 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use smdebug_core::{EndReason, StopCause};
-use smdebug_io::format::layout::END_MARKER;
-use smdebug_io::format::parse_end_marker;
+use smdebug_format::layout::END_MARKER;
+use smdebug_format::parse_end_marker;
 use smdebug_io::progress::{Progress, read_run_progress};
 use smdebug_io::stop::{StopRequest, read_stop_request, sanitize_reason};
-use smdebug_io::trial::{TensorFollower, TensorIncrement, Trial, TrialOptions};
+use smdebug_read::trial::{TensorFollower, TensorIncrement, Trial, TrialOptions};
 use smdebug_io::{Storage, StorageOptions};
-use smdebug_profiler::digest::ProfileDigest;
-use smdebug_profiler::follow::{
+use smdebug_analysis::digest::ProfileDigest;
+use smdebug_read::follow::{
     DataProblems, ITEMS_PER_READ, ProfilerFollower, ProfilerSource, ProfilerSubscription,
     merge_code_windows,
 };
-use smdebug_profiler::reader::{CodeProfileWindow, ProfileData, SampleBatch, SpanBatch};
+use smdebug_read::profile::{CodeProfileWindow, ProfileData, SampleBatch, SpanBatch};
 use smdebug_rules::Summary;
 use smdebug_rules::read_summary_from;
 use smdebug_rules::runner::SUMMARY_FILE;
@@ -194,7 +194,7 @@ impl Run {
             allow_write,
             report_stage: std::sync::Mutex::new(None),
             passes: AtomicU64::new(0),
-            max_tensor_bytes: smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES,
+            max_tensor_bytes: smdebug_read::trial::DEFAULT_MAX_TENSOR_BYTES,
             shared_profiler: std::sync::Mutex::new(None),
         }
     }
@@ -905,7 +905,7 @@ impl RunData {
 /// Whether a probe object can be written into the run and removed again.
 fn can_write(storage: &dyn Storage) -> bool {
     // A name the run owns (`layout::RUN_FILES`): a probe left by a crash is still the run's.
-    const PROBE: &str = smdebug_io::format::layout::WRITE_PROBE;
+    const PROBE: &str = smdebug_format::layout::WRITE_PROBE;
     let ok = storage
         .put(PROBE, bytes::Bytes::from_static(b"probe"))
         .is_ok();
@@ -918,7 +918,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::Instant;
 
-    use smdebug_io::format::layout::END_MARKER;
+    use smdebug_format::layout::END_MARKER;
     use smdebug_io::progress::{Progress, write_progress};
     use smdebug_io::storage::LocalStorage;
     use smdebug_io::testing::CountingStorage;
@@ -934,7 +934,7 @@ mod tests {
         let mut warnings = Vec::new();
         let mut seen = Vec::new();
         for pending in [3000, 2200, 900, 0] {
-            let update = smdebug_io::trial::TensorIncrement {
+            let update = smdebug_read::trial::TensorIncrement {
                 pending,
                 ..Default::default()
             };

@@ -35,9 +35,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use smdebug_core::EndReason;
-use smdebug_io::format::{end_marker_body, layout};
+use smdebug_format::{end_marker_body, layout};
 use smdebug_io::storage::LocalStorage;
-use smdebug_profiler::reader::{ProfilerReader, SpanQuery};
+use smdebug_read::profile::{ProfilerReader, SpanQuery};
 use smdebug_serve::{ServeOptions, Server};
 use smdebug_testkit::chromium::{self, Cdp};
 use support::{JobConfig, start_job};

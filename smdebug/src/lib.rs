@@ -92,7 +92,7 @@ pub mod prelude {
         Capture, Collection, Mode, Reduction, ReductionConfig, ReductionOp, SaveConfig,
         SaveConfigMode, TensorView, WorkerInfo,
     };
-    pub use smdebug_io::Trial;
+    pub use smdebug_read::Trial;
     #[cfg(feature = "rules")]
     pub use smdebug_rules::{ActionConfig, RuleSpec, Status};
 }

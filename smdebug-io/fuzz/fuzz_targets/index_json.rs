@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use smdebug_io::Error;
-use smdebug_io::format::{IndexFile, layout, parse_end_marker};
+use smdebug_format::{IndexFile, layout, parse_end_marker};
 
 fuzz_target!(|data: &[u8]| {
     match IndexFile::parse(data, "index/000000000/000000000001_worker_0.json") {
@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
                 assert!(!e.reason.is_empty());
             }
         }
-        Err(Error::BadIndex { path, offset, .. }) => {
+        Err(Error::Format(smdebug_format::Error::BadIndex { path, offset, .. })) => {
             assert_eq!(path, "index/000000000/000000000001_worker_0.json");
             assert!(offset <= data.len() as u64);
         }

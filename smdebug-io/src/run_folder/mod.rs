@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::format::layout::{self, INDEX_DIR, RUN_FILES, RUN_FOLDERS, parse_index_file};
+use smdebug_format::layout::{self, INDEX_DIR, RUN_FILES, RUN_FOLDERS, parse_index_file};
 use crate::jobs::{self, JobClaim, JobIdentity};
 use crate::storage::Storage;
 

@@ -51,8 +51,8 @@ use std::time::{Duration, Instant};
 use smdebug_core::{Record, Sink};
 
 use crate::error::{Error, Result};
-use crate::format::layout;
-use crate::format::record::PayloadChecksum;
+use smdebug_format::layout;
+use smdebug_format::record::PayloadChecksum;
 use crate::storage::{Storage, open_storage};
 use queue::{Msg, Queue};
 pub use shared::OverflowPolicy;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use smdebug_core::{DType, Mode};
 use smdebug_io::Error;
-use smdebug_io::trial::{TensorValue, Trial};
+use smdebug_read::trial::{TensorValue, Trial};
 
 /// `tests/data/<corpus>/<name>` and its parsed expected.json.
 pub fn expected_run(corpus: &str, name: &str) -> (PathBuf, Value) {
@@ -149,7 +149,7 @@ pub fn check_run(corpus: &str, name: &str) -> Checked {
             let err = tensor
                 .raw(step, None, Some(worker))
                 .expect_err("string tensors have no numeric dtype");
-            assert!(matches!(err, Error::StringTensor { .. }), "{err}");
+            assert!(matches!(err, Error::Format(smdebug_format::Error::StringTensor { .. })), "{err}");
             let Ok(TensorValue::Strings(strings)) = tensor.read(step, None, Some(worker)) else {
                 panic!("{name}: {tname}@{step}/{worker}: not read as strings");
             };

@@ -16,13 +16,9 @@
 //! (written, then renamed into place), so a reader never sees half a file.
 
 mod event;
-mod layout;
 mod recorder;
 mod writer;
 
-pub use layout::{
-    PYTHONTIMELINE_SUFFIX, TRACE_PREFIX, TraceFileName, parse_trace_file_key, trace_file_key,
-};
 pub use recorder::{
     DEFAULT_CLOSE_INTERVAL, DEFAULT_MAX_FILE_BYTES, DEFAULT_QUEUE_CAPACITY, OpenSpan, SpanConfig,
     SpanGuard, SpanRecorder, SpanWriterGuard, SpanWriterReport,

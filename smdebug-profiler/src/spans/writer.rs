@@ -20,7 +20,7 @@ use serde_json::json;
 use smdebug_io::Storage;
 
 use super::event::SpanEvent;
-use super::layout::trace_file_key;
+use smdebug_format::trace::trace_file_key;
 use crate::system::ProfilerError;
 
 /// Messages to the writer thread.
@@ -300,8 +300,9 @@ mod tests {
     use smdebug_core::Mode;
 
     use super::*;
-    use crate::reader::parse_trace;
-    use crate::spans::{Phase, parse_trace_file_key};
+    use smdebug_read::profile::parse_trace;
+    use smdebug_core::phase::Phase;
+    use smdebug_format::trace::parse_trace_file_key;
 
     #[test]
     fn span_arguments_are_written_beside_the_recorder_keys_which_they_cannot_replace() {

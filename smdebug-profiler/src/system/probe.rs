@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use procfs::{Current, CurrentSI, DiskStats, KernelStats, Meminfo, WithCurrentSystemInfo};
 
-use super::record::round2;
-use super::record::{SystemSample, vocab};
+use smdebug_format::system::round2;
+use smdebug_format::system::{SystemSample, vocab};
 
 /// How often the watched tree's membership is rediscovered by scanning every process; between
 /// scans only known members are read, which keeps a 100 ms interval cheap.

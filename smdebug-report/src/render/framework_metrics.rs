@@ -8,7 +8,7 @@ use smdebug_profiler::spans::Phase;
 use crate::charts;
 use crate::html::{Cell, table};
 use crate::input::NoteArea;
-use smdebug_profiler::digest::{MAX_PHASES, OTHER_PHASES};
+use smdebug_analysis::digest::{MAX_PHASES, OTHER_PHASES};
 
 use super::format::{DURATION_COLUMNS, duration_cells, mode_name, ms, pct, percentile_bound};
 use super::{MAX_SERIES, Page};

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use ndarray::ArrayD;
 use serde::{Deserialize, Serialize};
 use smdebug_core::{CaptureRequest, Mode, Reduction, ReductionOp, SaveConfig, SaveConfigMode};
-use smdebug_io::trial::Trial;
-use smdebug_profiler::stats::percentile;
+use smdebug_read::trial::Trial;
+use smdebug_analysis::stats::percentile;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use smdebug_io::Storage;
-use smdebug_io::format::layout::END_MARKER;
-use smdebug_io::trial::{Trial, TrialOptions};
+use smdebug_format::layout::END_MARKER;
+use smdebug_read::trial::{Trial, TrialOptions};
 
 use crate::error::{Error, Result};
 use crate::folder::FolderWatch;
@@ -53,7 +53,7 @@ fn runner_trial_options(options: &OpenOptions) -> TrialOptions {
 fn has_profiler_data(storage: &dyn Storage) -> smdebug_io::Result<bool> {
     Ok(!storage.list("system")?.is_empty()
         || !storage
-            .list(smdebug_profiler::spans::TRACE_PREFIX)?
+            .list(smdebug_format::trace::TRACE_PREFIX)?
             .is_empty())
 }
 
@@ -187,7 +187,7 @@ impl RunSource {
             None => match self.storage.get(END_MARKER) {
                 Ok(bytes) => {
                     self.complete = true;
-                    self.end_reason = smdebug_io::format::parse_end_marker(&bytes);
+                    self.end_reason = smdebug_format::parse_end_marker(&bytes);
                 }
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(self.read_error(e)),

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use smdebug_io::format::layout::END_MARKER;
+use smdebug_format::layout::END_MARKER;
 
 use super::engine::RuleRunner;
 use crate::error::{Error, Result};

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use smdebug_io::format::layout::{RULES_DIR, safe_file_stem};
+use smdebug_format::layout::{RULES_DIR, safe_file_stem};
 
 use super::evaluation::Evaluation;
 use super::run::RunSource;

@@ -13,7 +13,8 @@ use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_io::writer::{OverflowPolicy, Writer};
 use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
-use smdebug_profiler::system::{NodeId, system_file_key};
+use smdebug_profiler::system::NodeId;
+use smdebug_format::system::system_file_key;
 
 const CORES: usize = 16;
 const GPUS: usize = 8;

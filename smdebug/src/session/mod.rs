@@ -493,7 +493,7 @@ impl<H: Capture> Session<H> {
         if !summary.end_marker_written {
             end.lost.push(format!(
                 "the end marker ({})",
-                smdebug_io::format::layout::END_MARKER
+                smdebug_format::layout::END_MARKER
             ));
         }
         if !finished {
