@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 use prost::Message;
 use serde_json::Value;
 use smdebug_core::{DType, Mode};
-use smdebug_io::Error;
+use smdebug_format::Error;
 use smdebug_format::proto::{
     Event, Summary, TensorProto, TensorShapeProto, event, summary, tensor_shape_proto,
 };
 use smdebug_format::record::{self, ChecksumKind, Decoded, PayloadCrcPolicy};
 use smdebug_format::tensor::{DEFAULT_MAX_TENSOR_BYTES, decode_tensor_event, mode_metadata};
-use smdebug_format::{self, IndexFile, layout};
+use smdebug_format::{self as format, IndexFile, layout};
 
 fn golden() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden")
@@ -145,12 +145,12 @@ fn a_truncated_record_is_incomplete_with_file_and_offset() {
         format::read_tensor_record(cut, EVENT_FILE, loc.start_idx, PayloadCrcPolicy::AcceptBoth)
             .unwrap_err();
     match &err {
-        Error::Format(smdebug_format::Error::IncompleteRecord {
+        Error::IncompleteRecord {
             path,
             offset,
             needed,
             available,
-        }) => {
+        } => {
             assert_eq!(path, EVENT_FILE);
             assert_eq!(*offset, loc.start_idx);
             assert_eq!(*needed, loc.length);
@@ -168,7 +168,7 @@ fn a_truncated_record_is_incomplete_with_file_and_offset() {
     let file = &events[..events.len() - 5];
     let err = format::read_tensor_file(file, EVENT_FILE, PayloadCrcPolicy::AcceptBoth).unwrap_err();
     assert!(
-        matches!(err, Error::Format(smdebug_format::Error::IncompleteRecord { offset, .. }) if offset == last.start_idx),
+        matches!(err, Error::IncompleteRecord { offset, .. } if offset == last.start_idx),
         "{err}"
     );
 }
@@ -261,11 +261,11 @@ fn a_record_that_is_not_an_event_is_corrupt() {
 
 fn assert_corrupt_at(err: &Error, at: u64, reason_part: &str) {
     match err {
-        Error::Format(smdebug_format::Error::CorruptRecord {
+        Error::CorruptRecord {
             path,
             offset,
             reason,
-        }) => {
+        } => {
             assert_eq!(path, EVENT_FILE);
             assert_eq!(*offset, at, "{err}");
             assert!(reason.contains(reason_part), "{reason}");
@@ -284,13 +284,13 @@ fn bad_index(text: &str) -> (u64, String) {
         text.as_bytes(),
         "index/000000000/000000000007_worker_0.json",
     ) {
-        Err(e @ Error::Format(smdebug_format::Error::BadIndex { .. })) => {
+        Err(e @ Error::BadIndex { .. }) => {
             let msg = e.to_string();
             assert!(
                 msg.contains("index/000000000/000000000007_worker_0.json"),
                 "{msg}"
             );
-            let Error::Format(smdebug_format::Error::BadIndex { offset, reason, .. }) = e else {
+            let Error::BadIndex { offset, reason, .. } = e else {
                 unreachable!()
             };
             assert!(msg.contains(&format!("byte {offset}")), "{msg}");

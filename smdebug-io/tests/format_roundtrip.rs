@@ -7,7 +7,7 @@ use smdebug_core::{DType, Mode, Tensor};
 use smdebug_format::proto::{Event, event, summary};
 use smdebug_format::record::{self, ChecksumKind, PayloadChecksum, PayloadCrcPolicy};
 use smdebug_format::tensor::{EventStamp, encode_tensor};
-use smdebug_format::{self, RecordIter};
+use smdebug_format::{self as format, RecordIter};
 
 fn arb_dtype() -> impl Strategy<Value = DType> {
     proptest::sample::select(DType::ALL.to_vec())

@@ -14,7 +14,7 @@ use smdebug_format::proto::{event, summary};
 use smdebug_format::record::{
     ChecksumKind, Decoded, PayloadChecksum, PayloadCrcPolicy, RecordIter,
 };
-use smdebug_format::{self, IndexFile, layout};
+use smdebug_format::{self as format, IndexFile, layout};
 use smdebug_io::storage::{Storage, open_storage};
 use smdebug_io::writer::Writer;
 

@@ -23,5 +23,14 @@ pub mod code;
 pub mod config;
 pub mod spans;
 pub mod system;
+/// The writers' own pieces, for other crates' tests (the `testing` feature): smdebug-read holds
+/// its parsers to what this crate writes.
+#[cfg(feature = "testing")]
+pub mod testing {
+    pub use crate::spans::event::SpanEvent;
+    pub use crate::spans::writer::TraceFileBuilder;
+    #[cfg(target_os = "linux")]
+    pub use crate::system::probe::HostProbe;
+}
 
 pub use system::{ProfilerError, profile_command};

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use smdebug::prelude::*;
-use smdebug::profiler::reader::{ProfilerReader, SpanQuery, SystemQuery};
+use smdebug::read::profile::{ProfilerReader, SpanQuery, SystemQuery};
 use smdebug::profiler::spans::SpanConfig;
 use smdebug::profiler::system::SamplerConfig;
 use smdebug::rules::Status;

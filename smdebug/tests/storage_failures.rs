@@ -95,7 +95,7 @@ fn count_stored(storage: &dyn Storage) -> Stored {
             .count() as u64;
     }
     for key in storage
-        .list(smdebug::profiler::system::SYSTEM_PREFIX)
+        .list(smdebug::format::system::SYSTEM_PREFIX)
         .unwrap()
     {
         let text = storage.get(&key).unwrap();

@@ -173,11 +173,11 @@ impl CodeProfileSummary {
     }
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 impl CodeProfileSummary {
     /// For tests: the summary of a 1 s window of worker 0 on `node` from `start_us` that took
     /// no samples, as version 1 wrote it (no requested times, no steps), at 99 Hz.
-    pub(crate) fn sampled_nothing(node: &str, start_us: u64) -> CodeProfileSummary {
+    pub fn sampled_nothing(node: &str, start_us: u64) -> CodeProfileSummary {
         CodeProfileSummary {
             version: 1,
             node_id: node.to_owned(),

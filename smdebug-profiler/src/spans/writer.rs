@@ -85,7 +85,7 @@ impl Serialize for ExtraArgs<'_> {
 }
 
 /// Builds one trace file at a time.
-pub(crate) struct TraceFileBuilder {
+pub struct TraceFileBuilder {
     base_us: u64,
     worker: u32,
     node: String,
@@ -98,7 +98,8 @@ pub(crate) struct TraceFileBuilder {
 }
 
 impl TraceFileBuilder {
-    pub(crate) fn new(base_us: u64, worker: u32, node: String) -> Self {
+    /// A builder for the trace file of `worker` on `node` whose times count from `base_us`.
+    pub fn new(base_us: u64, worker: u32, node: String) -> Self {
         Self {
             base_us,
             worker,
@@ -120,7 +121,7 @@ impl TraceFileBuilder {
     }
 
     /// Appends one span, opening a file (with its metadata) if none is open.
-    pub(crate) fn add(&mut self, span: &SpanEvent) {
+    pub fn add(&mut self, span: &SpanEvent) {
         if self.opened_at.is_none() {
             self.opened_at = Some(Instant::now());
             self.text.extend_from_slice(b"[\n");
@@ -170,7 +171,7 @@ impl TraceFileBuilder {
     }
 
     /// Closes the open file: its key and complete text. `None` when no file is open.
-    pub(crate) fn close(&mut self) -> Option<(String, Vec<u8>)> {
+    pub fn close(&mut self) -> Option<(String, Vec<u8>)> {
         self.opened_at.take()?;
         if self.text.ends_with(b",\n") {
             self.text.truncate(self.text.len() - 2);

@@ -13,7 +13,7 @@ use smdebug_core::phase::Phase;
 
 use super::spans::parse_trace_without_args;
 use super::{Span, parse_trace};
-use smdebug_profiler::spans::{SpanEvent, TraceFileBuilder};
+use smdebug_profiler::testing::{SpanEvent, TraceFileBuilder};
 use smdebug_format::trace::{TraceFileName, parse_trace_file_key};
 use crate::profile::error::{ProfileError, Result};
 

@@ -46,7 +46,7 @@ const COMPACT: &str = r#"{"Type":"cpu","Name":"cpu0","Dimension":"CPUUtilization
 #[test]
 fn lines_of_this_crates_writer_take_the_fast_path() {
     // Real records of this machine, serialized as the writer does (`serde_json::to_vec`).
-    let mut probe = crate::system::probe::HostProbe::new(Some(std::process::id()));
+    let mut probe = smdebug_profiler::testing::HostProbe::new(Some(std::process::id()));
     let mut records = Vec::new();
     probe.sample("algo-1", 1_795_781_340.125, &mut records);
     // workload: time between the two samples, so that rates have an interval.
