@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use smdebug_io::stop::{StopRequest, request_stop};
 use smdebug_io::storage::Backend;
-use smdebug_read::trial::Trial;
 use smdebug_io::{Error, open_storage};
+use smdebug_read::trial::Trial;
 use smdebug_rules::{ActionConfig, RuleRunner, RuleSpec};
 
 /// Crates of an HTTP, TLS, mail or chart stack.

@@ -14,9 +14,9 @@ use smdebug_examples::{Bug, TrainConfig, train_in_session};
 use smdebug_io::OverflowPolicy;
 use smdebug_io::testing::{wait_for_exit, wait_until};
 use smdebug_io::writer::Writer;
-use smdebug_read::profile::{ProfilerReader, SystemQuery};
 use smdebug_profiler::spans::SpanConfig;
 use smdebug_profiler::system::SamplerConfig;
+use smdebug_read::profile::{ProfilerReader, SystemQuery};
 
 fn smdebug(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_smdebug"))

@@ -5,7 +5,6 @@
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-
     /// A TFRecord whose framing or payload is damaged (bad CRC, bad protobuf, bad tensor).
     #[error("{path}: corrupt record at byte {offset}: {reason}")]
     CorruptRecord {

@@ -21,8 +21,8 @@ use std::time::Instant;
 use smdebug_core::{Hook, Mode, SaveConfig};
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
-use smdebug_read::trial::{ScalarColumns, TensorFollower};
 use smdebug_io::writer::{OverflowPolicy, Writer};
+use smdebug_read::trial::{ScalarColumns, TensorFollower};
 
 const TENSORS: usize = 50;
 

@@ -16,8 +16,8 @@ use smdebug_core::{
 };
 use smdebug_format::record::PayloadChecksum;
 use smdebug_io::open_storage;
-use smdebug_read::trial::JsonNumber;
 use smdebug_io::writer::Writer;
+use smdebug_read::trial::JsonNumber;
 
 /// Forwards to the writer and keeps a copy of what was sent: the expected side of the check.
 struct Tee {

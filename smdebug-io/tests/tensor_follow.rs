@@ -10,9 +10,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use smdebug_core::{DType, Mode, Tensor};
+use smdebug_format::layout;
 use smdebug_io::Error;
 use smdebug_io::crafted::{CraftedRecord, point_index_at, scalar, write_collections, write_step};
-use smdebug_format::layout;
 use smdebug_read::trial::{ScalarColumns, TensorFollower, TensorIncrement, TensorProblem, Trial};
 use smdebug_testkit::alloc;
 
@@ -64,7 +64,10 @@ fn an_index_file_naming_another_steps_event_file_is_left_out_and_reported() {
     let err = Trial::open(run.to_str().unwrap())
         .and_then(|t| t.steps(None))
         .expect_err("the Trial refuses the run");
-    assert!(matches!(err, Error::Format(smdebug_format::Error::BadIndex { .. })), "{err}");
+    assert!(
+        matches!(err, Error::Format(smdebug_format::Error::BadIndex { .. })),
+        "{err}"
+    );
 
     let mut f = follower(&run);
     let mut columns = ScalarColumns::default();
@@ -77,7 +80,10 @@ fn an_index_file_naming_another_steps_event_file_is_left_out_and_reported() {
         panic!("{:?}", inc.problems);
     };
     let text = inc.problems[0].to_string();
-    assert!(matches!(e, Error::Format(smdebug_format::Error::BadIndex { .. })), "{text}");
+    assert!(
+        matches!(e, Error::Format(smdebug_format::Error::BadIndex { .. })),
+        "{text}"
+    );
     for part in [
         layout::index_file(60, "worker_0"),
         layout::event_file(4, "worker_0"),

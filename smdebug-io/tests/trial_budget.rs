@@ -4,9 +4,9 @@
 //! before anything is decoded, naming the file, the tensor and the size. Peak memory is measured.
 
 use smdebug_core::DType;
+use smdebug_format::layout;
 use smdebug_io::Error;
 use smdebug_io::crafted::fill_record_run;
-use smdebug_format::layout;
 use smdebug_read::trial::{Conversion, StepSelector, Trial, TrialOptions};
 
 /// The process's peak resident memory so far (Linux `VmHWM`), in bytes; `None` elsewhere.
@@ -59,7 +59,13 @@ fn a_fill_record_whose_f64_conversion_is_over_the_budget_is_refused_before_decod
             .unwrap()
             .values(None, None)
             .expect_err("over the budget as f64");
-        assert!(matches!(err, Error::Format(smdebug_format::Error::TensorTooLarge { .. })), "{err}");
+        assert!(
+            matches!(
+                err,
+                Error::Format(smdebug_format::Error::TensorTooLarge { .. })
+            ),
+            "{err}"
+        );
         // The CLI's JSON: a copy, the f64s and a JSON element each.
         let err = trial
             .tensor_records("mask", StepSelector::One(0), None, None)

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use half::f16;
 use smdebug_core::{DType, Hook, Mode, SaveConfig, Tensor, TensorView};
 use smdebug_io::storage::open_storage;
-use smdebug_read::trial::{Trial, TrialOptions};
 use smdebug_io::writer::{OverflowPolicy, Writer};
+use smdebug_read::trial::{Trial, TrialOptions};
 
 /// Steps written: more than one reader thread's share (256 files), so opening parses index
 /// files and `values` reads event files on several threads where the machine has the cores.

@@ -10,13 +10,13 @@ use std::path::{Path, PathBuf};
 use prost::Message;
 use serde_json::{Value, json};
 use smdebug_core::{DType, Mode, Reduction};
-use smdebug_io::Error;
 use smdebug_format::proto::{
     Event, Summary, TensorProto, TensorShapeProto, event, summary, tensor_shape_proto,
 };
 use smdebug_format::record::{PayloadChecksum, encode_record};
 use smdebug_format::tensor::mode_metadata;
 use smdebug_format::{layout, tensor::DEFAULT_MAX_TENSOR_BYTES};
+use smdebug_io::Error;
 use smdebug_read::trial::{Trial, TrialOptions};
 use smdebug_testkit::files::copy_tree;
 
@@ -407,7 +407,13 @@ fn an_index_entry_pointing_at_another_tensors_record_is_refused() {
             Some("worker_0"),
         )
         .unwrap_err();
-    assert!(matches!(err, Error::Format(smdebug_format::Error::WrongTensor { .. })), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Format(smdebug_format::Error::WrongTensor { .. })
+        ),
+        "{err}"
+    );
     // The other worker's untouched index still reads.
     let v = trial
         .tensor("loss")
@@ -611,7 +617,13 @@ fn a_tensor_listed_twice_in_an_index_file_is_a_warning_naming_both_and_never_ano
         .unwrap()
         .value(0, Some(Mode::Train), Some("worker_0"))
         .expect_err("the later entry points at another tensor's record");
-    assert!(matches!(err, Error::Format(smdebug_format::Error::WrongTensor { .. })), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Format(smdebug_format::Error::WrongTensor { .. })
+        ),
+        "{err}"
+    );
 }
 
 /// Two index files that both describe step 0 of worker_0 (`0_worker_0.json` parses as step 0
@@ -811,7 +823,10 @@ fn an_event_file_cut_short_after_listing_is_an_incomplete_record_not_a_crash() {
             .raw_values(None, Some("worker_0"))
             .unwrap_err();
         assert!(
-            matches!(&err, Error::Format(smdebug_format::Error::IncompleteRecord { .. })),
+            matches!(
+                &err,
+                Error::Format(smdebug_format::Error::IncompleteRecord { .. })
+            ),
             "map_files {map_files}: {err}"
         );
     }

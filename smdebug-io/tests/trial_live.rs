@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
 use smdebug_io::open_storage;
 use smdebug_io::testing::wait_for;
-use smdebug_read::trial::{StepState, Trial, TrialOptions};
 use smdebug_io::writer::Writer;
+use smdebug_read::trial::{StepState, Trial, TrialOptions};
 
 const STEPS: u64 = 40;
 

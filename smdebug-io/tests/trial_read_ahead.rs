@@ -7,8 +7,8 @@ use half::f16;
 use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
 use smdebug_io::storage::open_storage;
 use smdebug_io::testing::wait_until;
-use smdebug_read::trial::{Trial, TrialOptions};
 use smdebug_io::writer::{OverflowPolicy, Writer};
+use smdebug_read::trial::{Trial, TrialOptions};
 
 /// More steps than one window of files read ahead (256), so the window moves on several times.
 const STEPS: u64 = 700;

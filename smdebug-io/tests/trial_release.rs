@@ -4,9 +4,9 @@
 //! before, and steps not complete yet (a worker behind) are never released.
 
 use smdebug_core::Mode;
+use smdebug_format::layout;
 use smdebug_io::Error;
 use smdebug_io::crafted::{scalar, write_collections, write_step};
-use smdebug_format::layout;
 use smdebug_read::trial::{StepState, Trial, TrialOptions};
 
 /// Steps 0..10 of worker_0: TRAIN steps 0..6 (mode steps 0..6), EVAL steps 6..10 (mode steps

@@ -13,9 +13,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use smdebug_format::trace::parse_trace_file_key;
 use smdebug_read::follow::ProfilerFollower;
 use smdebug_read::profile::{ProfileData, Span, SpanStore, parse_system_chunk, parse_trace};
-use smdebug_format::trace::parse_trace_file_key;
 use smdebug_testkit::alloc;
 
 #[global_allocator]

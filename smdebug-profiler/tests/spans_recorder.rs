@@ -7,13 +7,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use smdebug_core::Mode;
+use smdebug_format::trace::parse_trace_file_key;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_io::testing::wait_until;
-use smdebug_read::profile::{ProfilerReader, SpanQuery};
 use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
-use smdebug_format::trace::parse_trace_file_key;
 use smdebug_profiler::system::NodeId;
+use smdebug_read::profile::{ProfilerReader, SpanQuery};
 
 fn now_us() -> u64 {
     SystemTime::now()

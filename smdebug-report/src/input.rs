@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use smdebug_analysis::digest::{ProfileDigest, SeriesDigest};
 use smdebug_core::Mode;
-use smdebug_read::RankSummary;
 use smdebug_format::code_profile::CodeProfileFile;
 use smdebug_format::code_profile::CodeProfileSummary;
-use smdebug_analysis::digest::{ProfileDigest, SeriesDigest};
+use smdebug_read::RankSummary;
 use smdebug_rules::RuleStatus;
 
 /// The page's sections, in order: `(id, title)`. SPEC §6's thirteen first, then the code

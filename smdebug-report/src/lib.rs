@@ -129,7 +129,7 @@ pub use output::{
 pub use render::render_html;
 pub use rule_file::RuleFile;
 pub use scalars::SCALAR_POINTS;
-pub use smdebug_read::RankSummary;
 pub use smdebug_analysis::digest::{ProfileDigest, SeriesDigest};
+pub use smdebug_read::RankSummary;
 pub use smdebug_read::profile::Span;
 pub use writer::ReportWriter;

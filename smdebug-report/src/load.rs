@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use smdebug_io::Storage;
-use smdebug_format::layout::END_MARKER;
-use smdebug_read::RankSummary;
 use smdebug_analysis::digest::ProfileDigest;
+use smdebug_format::layout::END_MARKER;
+use smdebug_io::Storage;
+use smdebug_read::RankSummary;
 use smdebug_read::follow::merge_code_windows;
 use smdebug_read::follow::{DataArea, DataProblems, KinetoTraces, ProfilerFollower};
 use smdebug_read::profile::{CodeProfileWindow, ProfilerReader};

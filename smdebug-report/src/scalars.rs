@@ -12,9 +12,9 @@
 
 use std::sync::Arc;
 
+use smdebug_analysis::downsample::{MinMax, min_max};
 use smdebug_io::Storage;
 use smdebug_read::trial::{ScalarColumns, TensorFollower};
-use smdebug_analysis::downsample::{MinMax, min_max};
 
 use crate::input::{LoadOptions, NoteArea, ReportInput, ScalarSeries};
 

@@ -8,11 +8,11 @@ use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use smdebug_core::Mode;
+use smdebug_format::system::system_file_key;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
 use smdebug_profiler::system::NodeId;
-use smdebug_format::system::system_file_key;
 use smdebug_report::{LoadOptions, ReportInput, ReportWriter, RuleFile, render_html};
 use smdebug_rules::profiler::{Details, GpuUsageState};
 use smdebug_rules::{RuleRunner, RuleSpec, Status, Summary, read_summary};

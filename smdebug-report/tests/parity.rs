@@ -9,11 +9,11 @@ use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use smdebug_core::Mode;
+use smdebug_format::system::system_file_key;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
 use smdebug_profiler::system::NodeId;
-use smdebug_format::system::system_file_key;
 use smdebug_report::{NOTEBOOK_FILE, ReportWriter};
 use smdebug_rules::profiler::Details;
 use smdebug_rules::report::REPORT_FILE;

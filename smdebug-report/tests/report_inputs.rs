@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
+use smdebug_analysis::stats::SKETCH_RELATIVE_ERROR;
+use smdebug_format::system::system_file_key;
+use smdebug_format::trace::trace_file_key;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_read::kineto::summarize_trace;
-use smdebug_format::trace::trace_file_key;
-use smdebug_analysis::stats::SKETCH_RELATIVE_ERROR;
-use smdebug_format::system::system_file_key;
 use smdebug_report::{
     LoadOptions, NoteArea, ReportInput, RuleFile, SECTIONS, render_html, write_report_to,
     write_rule_files_to,

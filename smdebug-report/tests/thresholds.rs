@@ -3,9 +3,9 @@
 //! verdict at 80 % beside a chart at 90 %). The page also lists the data problems the runner
 //! worked around.
 
+use smdebug_format::system::system_file_key;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
-use smdebug_format::system::system_file_key;
 use smdebug_report::ReportWriter;
 use smdebug_rules::{RuleRunner, RuleSpec, Status, Summary};
 

@@ -14,8 +14,8 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use smdebug_read::profile::{ProfileData, parse_system_lines_lenient};
 use smdebug_format::system::system_file_key;
+use smdebug_read::profile::{ProfileData, parse_system_lines_lenient};
 use smdebug_serve::{ServeOptions, Server};
 
 fn rss_mb() -> f64 {

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 
 use regex::Regex;
 use serde::Deserialize;
-use smdebug_core::Mode;
 use smdebug_analysis::downsample::PointSource;
-use smdebug_read::profile::{SpanRef, SpanStore};
 use smdebug_analysis::stats::percentile;
+use smdebug_core::Mode;
+use smdebug_read::profile::{SpanRef, SpanStore};
 
 use smdebug_rules::Summary;
 use smdebug_rules::profiler::StepOutlierDetails;

@@ -4,10 +4,10 @@
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use smdebug_io::Storage;
 use smdebug_format::code_profile::FunctionSamples;
 use smdebug_format::code_profile::ThreadSamples;
 use smdebug_format::code_profile::WindowStep;
+use smdebug_io::Storage;
 use smdebug_read::profile::{CodeProfileWindow, ProfilerReader};
 
 /// Functions sent per top list.

@@ -13,8 +13,8 @@
 
 use std::path::{Path, PathBuf};
 
-use smdebug_io::Storage;
 use smdebug_format::layout::{END_MARKER, INDEX_DIR, parse_index_file};
+use smdebug_io::Storage;
 
 /// What became of the run.
 #[derive(Debug, PartialEq, Eq)]

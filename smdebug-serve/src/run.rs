@@ -16,19 +16,19 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use smdebug_analysis::digest::ProfileDigest;
 use smdebug_core::{EndReason, StopCause};
 use smdebug_format::layout::END_MARKER;
 use smdebug_format::parse_end_marker;
 use smdebug_io::progress::{Progress, read_run_progress};
 use smdebug_io::stop::{StopRequest, read_stop_request, sanitize_reason};
-use smdebug_read::trial::{TensorFollower, TensorIncrement, Trial, TrialOptions};
 use smdebug_io::{Storage, StorageOptions};
-use smdebug_analysis::digest::ProfileDigest;
 use smdebug_read::follow::{
     DataProblems, ITEMS_PER_READ, ProfilerFollower, ProfilerSource, ProfilerSubscription,
     merge_code_windows,
 };
 use smdebug_read::profile::{CodeProfileWindow, ProfileData, SampleBatch, SpanBatch};
+use smdebug_read::trial::{TensorFollower, TensorIncrement, Trial, TrialOptions};
 use smdebug_rules::Summary;
 use smdebug_rules::read_summary_from;
 use smdebug_rules::runner::SUMMARY_FILE;

@@ -10,10 +10,10 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use smdebug_format::system::system_file_key;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_io::testing::MotoServer;
-use smdebug_format::system::system_file_key;
 use smdebug_rules::{RuleRunner, RuleSpec};
 use smdebug_serve::downsample::MAX_POINTS;
 use smdebug_serve::{ServeOptions, Server, expand_runs};

@@ -10,10 +10,10 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use smdebug_io::Storage;
 use smdebug_format::layout::END_MARKER;
-use smdebug_io::storage::LocalStorage;
 use smdebug_format::system::system_file_key;
+use smdebug_io::Storage;
+use smdebug_io::storage::LocalStorage;
 use smdebug_serve::{ConnectionLimits, ServeOptions, Server};
 use support::{JobConfig, client, get_json, start_job, wait_for};
 

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use smdebug_core::{DType, Mode};
-use smdebug_io::crafted::{CraftedRecord, point_index_at, scalar, write_step};
 use smdebug_format::layout;
+use smdebug_io::crafted::{CraftedRecord, point_index_at, scalar, write_step};
 use smdebug_serve::{ServeOptions, Server};
 use support::{get_json, wait_for};
 

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use smdebug::io::sagemaker::ConfigSources;
 use smdebug::prelude::*;
-use smdebug::read::profile::{ProfilerReader, SpanQuery};
 use smdebug::profiler::spans::SpanConfig;
+use smdebug::read::profile::{ProfilerReader, SpanQuery};
 use smdebug_core::timeline::Profiling;
 use smdebug_io::testing::wait_for;
 

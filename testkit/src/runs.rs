@@ -4,8 +4,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use smdebug_core::{Hook, HookBuilder, Mode, SaveConfig};
-use smdebug_io::crafted::{CraftedRecord, write_collections, write_step};
 use smdebug_format::layout;
+use smdebug_io::crafted::{CraftedRecord, write_collections, write_step};
 use smdebug_io::storage::LocalStorage;
 use smdebug_io::writer::{OverflowPolicy, Writer};
 

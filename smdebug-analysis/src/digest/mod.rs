@@ -15,10 +15,10 @@ pub use line::{LINE_SLICES, Line, Slice};
 
 use smdebug_core::Mode;
 
-use smdebug_read::profile::{Span, SystemSamples};
-use smdebug_core::phase::Phase;
 use crate::stats::Sketch;
+use smdebug_core::phase::Phase;
 use smdebug_format::system::{SeriesKey, SystemSample, timestamp_us, vocab};
+use smdebug_read::profile::{Span, SystemSamples};
 
 /// Most phases (span rows) told apart; spans of further phases are pooled into one row,
 /// [`OTHER_PHASES`].

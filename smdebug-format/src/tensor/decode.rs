@@ -226,10 +226,7 @@ pub struct Selected<'a> {
 
 /// Finds the one tensor value tagged `tag` (the only tensor value when `None`) in a record
 /// payload, checking the event around it (see [`decode_tagged_tensor_event`]).
-pub fn select_value<'a>(
-    payload: &'a [u8],
-    tag: Option<&str>,
-) -> Result<Selected<'a>, DecodeError> {
+pub fn select_value<'a>(payload: &'a [u8], tag: Option<&str>) -> Result<Selected<'a>, DecodeError> {
     let not_event = |e: String| DecodeError::Malformed(format!("not an Event protobuf: {e}"));
     let (mut wall_time, mut step) = (0.0, 0i64);
     // The `what` oneof: the member that came last, and where its run of summaries starts.
@@ -414,12 +411,7 @@ pub struct ProtoHeader<'a> {
 impl<'a> ProtoHeader<'a> {
     /// Takes field `number` of tensor `tag` when it is the dtype or the shape, and says whether
     /// it was.
-    pub fn take(
-        &mut self,
-        number: u32,
-        value: Wire<'a>,
-        tag: &str,
-    ) -> Result<bool, DecodeError> {
+    pub fn take(&mut self, number: u32, value: Wire<'a>, tag: &str) -> Result<bool, DecodeError> {
         let bad = |e: String| DecodeError::Malformed(format!("bad protobuf: {e}"));
         match number {
             1 => self.dtype = value.varint("TensorProto.dtype").map_err(bad)? as i32,

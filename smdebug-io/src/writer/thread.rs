@@ -13,11 +13,11 @@ use smdebug_core::{EndReason, Mode, Record, StringRecord, TensorRecord};
 use super::queue::{Msg, Queue};
 use super::shared::Shared;
 use crate::error::Result;
+use crate::storage::Storage;
 use smdebug_format::record::{self, PayloadChecksum};
 use smdebug_format::strings::{encode_string_event, text_summary_event};
 use smdebug_format::tensor::{EventStamp, encode_tensor_event};
 use smdebug_format::{IndexFile, IndexMeta, TensorLocation, end_marker_body, layout, tensorboard};
-use crate::storage::Storage;
 
 /// Tensor bytes at least this long go to storage as their own buffer, without a copy; smaller
 /// ones are gathered with the framing into one buffer.

@@ -149,7 +149,13 @@ pub fn check_run(corpus: &str, name: &str) -> Checked {
             let err = tensor
                 .raw(step, None, Some(worker))
                 .expect_err("string tensors have no numeric dtype");
-            assert!(matches!(err, Error::Format(smdebug_format::Error::StringTensor { .. })), "{err}");
+            assert!(
+                matches!(
+                    err,
+                    Error::Format(smdebug_format::Error::StringTensor { .. })
+                ),
+                "{err}"
+            );
             let Ok(TensorValue::Strings(strings)) = tensor.read(step, None, Some(worker)) else {
                 panic!("{name}: {tname}@{step}/{worker}: not read as strings");
             };

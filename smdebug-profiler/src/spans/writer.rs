@@ -20,8 +20,8 @@ use serde_json::json;
 use smdebug_io::Storage;
 
 use super::event::SpanEvent;
-use smdebug_format::trace::trace_file_key;
 use crate::system::ProfilerError;
+use smdebug_format::trace::trace_file_key;
 
 /// Messages to the writer thread.
 pub(crate) enum Message {
@@ -301,9 +301,9 @@ mod tests {
     use smdebug_core::Mode;
 
     use super::*;
-    use smdebug_read::profile::parse_trace;
     use smdebug_core::phase::Phase;
     use smdebug_format::trace::parse_trace_file_key;
+    use smdebug_read::profile::parse_trace;
 
     #[test]
     fn span_arguments_are_written_beside_the_recorder_keys_which_they_cannot_replace() {

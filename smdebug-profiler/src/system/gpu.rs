@@ -86,8 +86,8 @@ impl GpuProbe {
     /// support (power on some boards, say) is left out rather than reported as zero.
     #[cfg(feature = "nvml")]
     pub(crate) fn sample(&self, node: &str, timestamp: f64, out: &mut Vec<SystemSample>) {
-        use smdebug_format::system::vocab;
         use nvml_wrapper::enum_wrappers::device::TemperatureSensor;
+        use smdebug_format::system::vocab;
         let Some(nvml) = &self.nvml else { return };
         for index in 0..self.count {
             let Ok(device) = nvml.device_by_index(index) else {

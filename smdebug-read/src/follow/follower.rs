@@ -12,12 +12,12 @@ use super::kineto::KinetoTraces;
 use super::problems::{DataArea, DataProblem, DataProblems};
 use super::system;
 
-use smdebug_format::code_profile::{CODE_PREFIX, SUMMARY_EXTENSION, parse_code_profile_key};
 use crate::kineto::RankSummary;
+use crate::profile::error::Result;
 use crate::profile::{
     CodeProfileWindow, ProfilerReader, Span, SystemSamples, parse_trace, parse_trace_without_args,
 };
-use crate::profile::error::Result;
+use smdebug_format::code_profile::{CODE_PREFIX, SUMMARY_EXTENSION, parse_code_profile_key};
 
 /// What one poll found that was not handed out before.
 #[derive(Clone, Debug, Default)]

@@ -8,12 +8,12 @@ use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 
 use super::*;
-use smdebug_format::code_profile::{CodeProfileSummary, code_profile_base_key};
 use crate::kineto::RankSummary;
 use crate::profile::{CodeProfileWindow, Span};
 use crate::profile::{MetricSeries, ProfileData};
-use smdebug_format::trace::trace_file_key;
+use smdebug_format::code_profile::{CodeProfileSummary, code_profile_base_key};
 use smdebug_format::system::system_file_key;
+use smdebug_format::trace::trace_file_key;
 
 const T0: u64 = 1_700_000_000;
 

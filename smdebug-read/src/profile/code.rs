@@ -3,8 +3,10 @@
 use bytes::Bytes;
 use smdebug_io::Storage;
 
-use smdebug_format::code_profile::{CODE_PREFIX, CodeProfileFile, CodeProfileSummary, parse_code_profile_key};
 use crate::profile::error::{ProfileError, Result};
+use smdebug_format::code_profile::{
+    CODE_PREFIX, CodeProfileFile, CodeProfileSummary, parse_code_profile_key,
+};
 
 /// Largest summary file read (a summary lists at most a thousand functions twice).
 pub const MAX_CODE_SUMMARY_BYTES: u64 = 4 << 20;
@@ -105,8 +107,8 @@ mod tests {
     use smdebug_io::storage::LocalStorage;
 
     use super::*;
-    use smdebug_format::code_profile::code_profile_base_key;
     use crate::profile::ProfilerReader;
+    use smdebug_format::code_profile::code_profile_base_key;
 
     #[test]
     fn a_damaged_summary_is_a_warning_and_the_other_windows_are_read() {

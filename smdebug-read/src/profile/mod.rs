@@ -13,8 +13,8 @@
 //! ```
 
 mod code;
-pub mod error;
 mod collected;
+pub mod error;
 mod export;
 mod phases;
 mod points;
@@ -35,9 +35,9 @@ use smdebug_core::Mode;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 
-pub use error::{ProfileError, Result};
 pub use code::{CodeProfileWindow, CodeProfiles, MAX_CODE_PROFILE_BYTES, MAX_CODE_SUMMARY_BYTES};
 pub use collected::{MetricSeries, ProfileData, SampleBatch};
+pub use error::{ProfileError, Result};
 pub use export::chrome_trace;
 pub use phases::JobPhases;
 pub use points::Points;
@@ -51,8 +51,10 @@ pub use system::{
 pub use system_samples::{SampleRef, SystemSamples};
 
 use smdebug_format::code_profile::{CodeProfileFile, CodeProfileSummary};
-use smdebug_format::trace::{PYTHONTIMELINE_SUFFIX, TRACE_PREFIX, TraceFileName, parse_trace_file_key};
 use smdebug_format::system::{SystemFileName, SystemSample, parse_system_file_key};
+use smdebug_format::trace::{
+    PYTHONTIMELINE_SUFFIX, TRACE_PREFIX, TraceFileName, parse_trace_file_key,
+};
 
 /// How far before a query's start, and after its end, trace files are considered: a file is
 /// named after its last event's end, so an event overlapping the query can sit in a file
@@ -334,7 +336,9 @@ impl ProfilerReader {
         mode: Mode,
         steps: RangeInclusive<u64>,
     ) -> Result<Option<(u64, u64)>> {
-        let phase = smdebug_core::phase::Phase::Step(mode).trace_name().into_owned();
+        let phase = smdebug_core::phase::Phase::Step(mode)
+            .trace_name()
+            .into_owned();
         let spans = self.spans(&SpanQuery::default().steps(mode, steps).phase(phase))?;
         let start = spans.iter().map(|s| s.start_us).min();
         let end = spans.iter().map(|s| s.end_us).max();

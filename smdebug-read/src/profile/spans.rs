@@ -6,9 +6,9 @@ use serde_json::{Map, Value};
 use smdebug_core::Mode;
 
 use super::trace_json::{Event, EventSink, LeanArgs, Root, Scalar, read_events};
+use crate::profile::error::{ProfileError, Result};
 use smdebug_core::phase::Phase;
 use smdebug_format::trace::TraceFileName;
-use crate::profile::error::{ProfileError, Result};
 
 /// One span read back from a trace file, with absolute times.
 #[derive(Clone, Debug, PartialEq)]

@@ -13,9 +13,9 @@ use smdebug_core::phase::Phase;
 
 use super::spans::parse_trace_without_args;
 use super::{Span, parse_trace};
-use smdebug_profiler::testing::{SpanEvent, TraceFileBuilder};
-use smdebug_format::trace::{TraceFileName, parse_trace_file_key};
 use crate::profile::error::{ProfileError, Result};
+use smdebug_format::trace::{TraceFileName, parse_trace_file_key};
+use smdebug_profiler::testing::{SpanEvent, TraceFileBuilder};
 
 /// The reader as it was before: the whole file as a `serde_json::Value`, then walked.
 fn dom_parse_trace(file: &TraceFileName, bytes: &[u8]) -> Result<Vec<Span>> {

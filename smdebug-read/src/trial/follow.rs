@@ -492,9 +492,10 @@ impl TensorFollower {
     ) -> Result<(ScalarBatch, TensorIncrement)> {
         let mut follower = TensorFollower::new(storage);
         for folder in from / 1000..=to / 1000 {
-            let listed = follower
-                .storage
-                .list(&format!("{}/{folder:09}", smdebug_format::layout::INDEX_DIR))?;
+            let listed = follower.storage.list(&format!(
+                "{}/{folder:09}",
+                smdebug_format::layout::INDEX_DIR
+            ))?;
             let mut paths: Vec<IndexPath> = listed
                 .into_iter()
                 .filter_map(|path| {

@@ -7,9 +7,9 @@ use bytes::Bytes;
 use smdebug_core::{DType, StringTensor, Tensor};
 
 use super::source::{Files, Location, WHOLE_FILE_MAX};
-use smdebug_io::error::{Error, Result};
 use smdebug_format::budget::{Budget, Conversion};
 use smdebug_format::record::{Decoded, PayloadCrcPolicy};
+use smdebug_io::error::{Error, Result};
 use smdebug_io::storage::Storage;
 
 /// A saved value in the dtype it was saved in, its bytes not copied yet: when the record holds
@@ -183,7 +183,10 @@ pub(crate) fn number_at(
     });
     match number {
         Ok(n) => Ok(n),
-        Err(Error::Format(smdebug_format::Error::TensorTooLarge { .. }) | Error::Format(smdebug_format::Error::StringTensor { .. })) => Ok(None),
+        Err(
+            Error::Format(smdebug_format::Error::TensorTooLarge { .. })
+            | Error::Format(smdebug_format::Error::StringTensor { .. }),
+        ) => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -260,17 +263,16 @@ fn check_step(loc: &Location, name: &str, step: u64) -> Result<()> {
 /// Where the record at `loc` ends; refuses an index entry whose end overflows or whose record
 /// is longer than the budget's limit before anything is read.
 fn record_end(loc: &Location, name: &str, budget: Budget) -> Result<u64> {
-    let end = loc
-        .start
-        .checked_add(loc.length)
-        .ok_or_else(|| Error::Format(smdebug_format::Error::CorruptRecord {
+    let end = loc.start.checked_add(loc.length).ok_or_else(|| {
+        Error::Format(smdebug_format::Error::CorruptRecord {
             path: loc.file.path().to_string(),
             offset: loc.start,
             reason: format!(
                 "the index's offset {} + length {} overflows",
                 loc.start, loc.length
             ),
-        }))?;
+        })
+    })?;
     if loc.length > budget.limit {
         return Err(Error::Format(smdebug_format::Error::TensorTooLarge {
             path: loc.file.path().to_string(),

@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 
+use smdebug_format::system::SystemSample;
 use smdebug_read::follow::{
     DataArea, DataProblem, DataProblems, ITEMS_PER_READ, Increment, ProfilerSubscription,
 };
 use smdebug_read::profile::{CodeProfileWindow, Span, SystemSamples};
-use smdebug_format::system::SystemSample;
 
 use crate::status::ProfilerSeen;
 use crate::window::StepTimeline;

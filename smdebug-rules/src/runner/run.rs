@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use smdebug_io::Storage;
 use smdebug_format::layout::END_MARKER;
+use smdebug_io::Storage;
 use smdebug_read::trial::{Trial, TrialOptions};
 
 use crate::error::{Error, Result};

@@ -11,9 +11,9 @@ use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResu
 use crate::window::ProfilerWindow;
 use serde::{Deserialize, Serialize};
 use smdebug_core::text::duration;
-use smdebug_read::profile::Span;
-use smdebug_profiler::spans::Phase;
 use smdebug_format::system::vocab;
+use smdebug_profiler::spans::Phase;
+use smdebug_read::profile::Span;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Parameters of [`Dataloader`].
