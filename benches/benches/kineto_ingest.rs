@@ -13,7 +13,7 @@ use smdebug_read::kineto::{summarize_reader, summarize_trace};
 
 fn largest_trace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../smdebug-profiler/tests/data/pytorch-profiler-traces/trace_filter__sampled_rank-0.json.gz")
+        .join("../smdebug-read/tests/data/pytorch-profiler-traces/trace_filter__sampled_rank-0.json.gz")
 }
 
 fn bench(c: &mut Criterion) {

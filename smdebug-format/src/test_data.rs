@@ -8,7 +8,7 @@ pub fn files(under: &str, extension: &str) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data")
+            .join("../smdebug-io/tests/data")
             .join(under),
     ];
     while let Some(dir) = stack.pop() {

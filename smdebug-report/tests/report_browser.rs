@@ -28,7 +28,7 @@ use smdebug_testkit::runs::every_step_hook;
 
 fn shared_trace(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../smdebug-profiler/tests/data/pytorch-profiler-traces")
+        .join("../smdebug-read/tests/data/pytorch-profiler-traces")
         .join(name)
 }
 

@@ -24,7 +24,7 @@ const T0: f64 = 1_700_000_000.0;
 
 fn shared_trace(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../smdebug-profiler/tests/data/pytorch-profiler-traces")
+        .join("../smdebug-read/tests/data/pytorch-profiler-traces")
         .join(name)
 }
 

@@ -9,7 +9,7 @@ k * (source span + 1000 us) so that copies follow one another in time. Correlati
 External ids are offset per copy so that CPU-GPU links stay unique. The output is written event
 by event; only the (small) source trace is held in memory.
 
-SOURCE_TRACE defaults to the sampled rank-0 trace in smdebug-profiler/tests/data/pytorch-profiler-traces
+SOURCE_TRACE defaults to the sampled rank-0 trace in smdebug-read/tests/data/pytorch-profiler-traces
 (~1.76 MB of JSON, so N=600 gives ~1.05 GB).
 """
 
