@@ -12,8 +12,9 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use smdebug_read::kineto::{summarize_reader, summarize_trace};
 
 fn largest_trace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../smdebug-read/tests/data/pytorch-profiler-traces/trace_filter__sampled_rank-0.json.gz")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(
+        "../smdebug-read/tests/data/pytorch-profiler-traces/trace_filter__sampled_rank-0.json.gz",
+    )
 }
 
 fn bench(c: &mut Criterion) {

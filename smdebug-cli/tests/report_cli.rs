@@ -263,8 +263,9 @@ fn follow_regenerates_the_report_while_the_run_is_written_and_ends_with_it() {
 #[test]
 fn kineto_traces_alone_or_beside_a_run_fill_the_operator_section() {
     let dir = tempfile::tempdir().unwrap();
-    let trace: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../smdebug-read/tests/data/pytorch-profiler-traces/trace_filter__sampled_rank-0.json.gz");
+    let trace: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "../smdebug-read/tests/data/pytorch-profiler-traces/trace_filter__sampled_rank-0.json.gz",
+    );
     assert!(trace.exists(), "{}", trace.display());
     let html_path = dir.path().join("traces.html");
     let out = smdebug(&[

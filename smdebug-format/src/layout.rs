@@ -59,7 +59,8 @@ pub const REPORT_DIR: &str = "report";
 /// Folder of the report in SageMaker's layout
 /// (`rule-output/ProfilerReport-<timestamp>/profiler-output/`).
 pub const RULE_OUTPUT_DIR: &str = "rule-output";
-/// The dashboard's probe of whether it may write into the run (written and removed at once).
+/// The probe older dashboards wrote to learn whether they may write into the run (written and
+/// removed at once; now `smdebug_io::storage::probe_write`'s name): a run owns a leftover one.
 pub const WRITE_PROBE: &str = ".smdebug-serve-write-check";
 
 /// The start of the name of the probe `start()` stores and removes to learn whether the
@@ -108,6 +109,32 @@ pub fn safe_file_stem(name: &str) -> String {
         .collect()
 }
 
+/// The name of a rule's log file, inside its folder (`rules/<Rule>/log`).
+pub const RULE_LOG: &str = "log";
+
+/// A rule's log file, relative to the run: `rules/VanishingGradient/log`. The folder is the
+/// rule's name made safe as a file name ([`safe_file_stem`], as the report names a rule's
+/// result file), `rule` when nothing is left of it.
+pub fn rule_log_file(rule: &str) -> String {
+    rule_log_in(&rule_folder(rule))
+}
+
+/// A rule's folder under [`RULES_DIR`]: its name made safe as a file name, `rule` when nothing
+/// is left of it.
+pub fn rule_folder(rule: &str) -> String {
+    let folder = safe_file_stem(rule);
+    if folder.is_empty() {
+        "rule".to_string()
+    } else {
+        folder
+    }
+}
+
+/// The log file in rule folder `folder`: `rules/<folder>/log`.
+pub fn rule_log_in(folder: &str) -> String {
+    format!("{RULES_DIR}/{folder}/{RULE_LOG}")
+}
+
 /// The stop-request file, relative to the run ([`crate::stop`] reads and writes it).
 pub const STOP_REQUEST_FILE: &str = "stop_request.json";
 
@@ -145,6 +172,11 @@ pub fn worker_name(rank: usize) -> String {
 /// `events/<step:012>/<step:012>_<worker>.tfevents`
 pub fn event_file(step: u64, worker: &str) -> String {
     format!("{EVENTS_DIR}/{step:012}/{step:012}_{worker}.tfevents")
+}
+
+/// `index/<step/1000:09>`: the folder of `step`'s index files.
+pub fn index_folder(step: u64) -> String {
+    format!("{INDEX_DIR}/{:09}", step / 1000)
 }
 
 /// `index/<step/1000:09>/<step:012>_<worker>.json`

@@ -9,6 +9,7 @@
 //!   range, node and worker.
 //! - [`follow`]: the one incremental reader of a run's profiler data, for rules, the report
 //!   and the dashboard: offline to the end once, live only what is new.
+//! - [`run`]: the end marker and whether there is profiler data, as every reader reads them.
 //! - [`kineto`]: PyTorch profiler (Kineto) traces, streamed in bounded memory, into operator and
 //!   GPU-kernel breakdowns per rank.
 //!
@@ -24,6 +25,7 @@
 pub mod follow;
 pub mod kineto;
 pub mod profile;
+pub mod run;
 pub mod trial;
 
 pub use kineto::{

@@ -13,8 +13,8 @@
 
 use std::path::{Path, PathBuf};
 
-use smdebug_format::layout::{END_MARKER, INDEX_DIR, parse_index_file};
 use smdebug_io::Storage;
+use smdebug_read::run::{EndMarker, first_profiler_files, index_file_of_step};
 
 /// What became of the run.
 #[derive(Debug, PartialEq, Eq)]
@@ -99,11 +99,11 @@ impl Identity {
                 _ => {}
             }
         }
-        if self.marker_seen && matches!(storage.size(END_MARKER), Ok(None)) {
+        if self.marker_seen && matches!(EndMarker::present(storage), Ok(false)) {
             self.marker_seen = false;
             return Some(self.gone_or_replaced(
                 storage,
-                format!("its end marker ({END_MARKER}) was removed"),
+                format!("its end marker ({}) was removed", EndMarker::PATH),
             ));
         }
         let witness = self.witness.clone()?;
@@ -164,24 +164,15 @@ impl Identity {
             })
         };
         if let Some(step) = first_step {
-            let folder = format!("{INDEX_DIR}/{:09}", step / 1000);
-            let key = storage.list(&folder).ok().and_then(|keys| {
-                keys.into_iter()
-                    .filter(|k| parse_index_file(k).is_some_and(|(s, _)| s == step))
-                    .min()
-            });
+            let key = index_file_of_step(storage, step).ok().flatten();
             if let Some(w) = key.and_then(|k| pick(k, true)) {
                 self.witness = Some(w);
                 return;
             }
         }
         if profiled {
-            for dir in ["system", "framework"] {
-                let first = storage
-                    .list(dir)
-                    .ok()
-                    .and_then(|keys| keys.into_iter().min());
-                if let Some(w) = first.and_then(|k| pick(k, false)) {
+            for first in first_profiler_files(storage) {
+                if let Some(w) = pick(first, false) {
                     self.witness = Some(w);
                     return;
                 }

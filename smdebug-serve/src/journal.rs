@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use smdebug_core::Mode;
-use smdebug_profiler::spans::Phase;
+use smdebug_core::phase::Phase;
 use smdebug_read::profile::{SampleRef, Span, SystemSamples};
 
 /// Step spans a log keeps.

@@ -18,8 +18,6 @@ use std::time::{Duration, Instant};
 
 use smdebug_analysis::digest::ProfileDigest;
 use smdebug_core::{EndReason, StopCause};
-use smdebug_format::layout::END_MARKER;
-use smdebug_format::parse_end_marker;
 use smdebug_io::progress::{Progress, read_run_progress};
 use smdebug_io::stop::{StopRequest, read_stop_request, sanitize_reason};
 use smdebug_io::{Storage, StorageOptions};
@@ -28,6 +26,7 @@ use smdebug_read::follow::{
     merge_code_windows,
 };
 use smdebug_read::profile::{CodeProfileWindow, ProfileData, SampleBatch, SpanBatch};
+use smdebug_read::run::EndMarker;
 use smdebug_read::trial::{TensorFollower, TensorIncrement, Trial, TrialOptions};
 use smdebug_rules::Summary;
 use smdebug_rules::read_summary_from;
@@ -598,12 +597,12 @@ fn read_side_files(
         Err(e) => side.stop_request_error = Some(sanitize_reason(&e.to_string())),
     }
     if cursor.marker_read {
-        side.marker = matches!(storage.size(END_MARKER), Ok(Some(_)));
-    } else if let Ok(bytes) = storage.get(END_MARKER) {
+        side.marker = matches!(EndMarker::present(storage), Ok(true));
+    } else if let Ok(Some(reason)) = EndMarker::read(storage) {
         cursor.marker_read = true;
         side.marker = true;
         // Fit to show: the reason and rule are written by whoever asked for the stop.
-        side.end_reason = parse_end_marker(&bytes).map(|reason| match reason {
+        side.end_reason = reason.map(|reason| match reason {
             EndReason::Stopped(cause) => EndReason::Stopped(StopCause {
                 reason: sanitize_reason(&cause.reason),
                 rule: cause.rule.as_deref().map(sanitize_reason),
@@ -904,13 +903,8 @@ impl RunData {
 
 /// Whether a probe object can be written into the run and removed again.
 fn can_write(storage: &dyn Storage) -> bool {
-    // A name the run owns (`layout::RUN_FILES`): a probe left by a crash is still the run's.
-    const PROBE: &str = smdebug_format::layout::WRITE_PROBE;
-    let ok = storage
-        .put(PROBE, bytes::Bytes::from_static(b"probe"))
-        .is_ok();
-    let _ = storage.delete(PROBE);
-    ok
+    // Under a name the run owns: a probe left by a crash is still the run's.
+    smdebug_io::storage::probe_write(storage, "dashboard").is_ok()
 }
 
 #[cfg(test)]

@@ -277,7 +277,7 @@ impl TensorFollower {
     /// while an earlier listing is still being read says nothing of that listing: steps may
     /// have been written after it.) False when the listing failed.
     fn list(&mut self, inc: &mut TensorIncrement) -> bool {
-        self.listing_end = source::end_marker(self.storage.as_ref()).unwrap_or_else(|e| {
+        self.listing_end = crate::run::EndMarker::read(self.storage.as_ref()).unwrap_or_else(|e| {
             inc.problem(TensorProblem::Listing(e));
             None
         });

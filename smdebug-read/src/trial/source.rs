@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 
-use smdebug_core::{Collection, CollectionsFile, EndReason, Mode};
+use smdebug_core::{Collection, CollectionsFile, Mode};
 
 use smdebug_format::layout;
 use smdebug_io::error::{Error, Result};
@@ -31,16 +31,6 @@ pub(crate) fn open(location: &str) -> Result<(Arc<dyn Storage>, Option<PathBuf>)
             Ok((Arc::new(storage), Some(root)))
         }
         None => Ok((open_storage(location)?, None)),
-    }
-}
-
-/// The end marker: `None` while the run goes on; `Some(reason)` once it ended, with the reason
-/// our writer stores in it (`None` inside for Python smdebug's empty marker).
-pub(crate) fn end_marker(storage: &dyn Storage) -> Result<Option<Option<EndReason>>> {
-    match storage.get(layout::END_MARKER) {
-        Ok(bytes) => Ok(Some(smdebug_format::parse_end_marker(&bytes))),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
     }
 }
 

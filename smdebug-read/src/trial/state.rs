@@ -286,7 +286,7 @@ impl State {
         let marker = if self.complete || self.end_pending.is_some() {
             None
         } else {
-            source::end_marker(storage)?
+            crate::run::EndMarker::read(storage)?
         };
         for _ in 0..2 {
             self.read_listing(storage)?;

@@ -4,7 +4,7 @@
 //! against the cores, its verdict); the section counts nothing itself.
 
 use smdebug_analysis::stats::Sketch;
-use smdebug_profiler::spans::Phase;
+use smdebug_core::phase::Phase;
 use smdebug_rules::profiler::{DataloaderDetails, WorkerVerdict};
 
 use crate::charts;

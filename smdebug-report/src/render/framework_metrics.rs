@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use smdebug_profiler::spans::Phase;
+use smdebug_core::phase::Phase;
 
 use crate::charts;
 use crate::html::{Cell, table};

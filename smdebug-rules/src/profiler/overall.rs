@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use smdebug_core::phase::Phase;
 use smdebug_format::system::SystemSample;
 use smdebug_format::system::vocab;
-use smdebug_profiler::spans::Phase;
 use smdebug_read::profile::Span;
 
 use crate::error::Result;

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use smdebug_core::Mode;
+use smdebug_core::phase::Phase;
 use smdebug_core::text::duration;
-use smdebug_profiler::spans::Phase;
 use smdebug_read::profile::TRACE_FILE_SLACK_US;
 
 use crate::error::Result;

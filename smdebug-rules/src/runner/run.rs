@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use smdebug_format::layout::END_MARKER;
 use smdebug_io::Storage;
+use smdebug_read::run::{EndMarker, has_profiler_data};
 use smdebug_read::trial::{Trial, TrialOptions};
 
 use crate::error::{Error, Result};
@@ -47,14 +47,6 @@ fn runner_trial_options(options: &OpenOptions) -> TrialOptions {
         read_files_ahead: false,
         ..defaults
     }
-}
-
-/// Whether the run holds any system-metrics or framework trace file.
-fn has_profiler_data(storage: &dyn Storage) -> smdebug_io::Result<bool> {
-    Ok(!storage.list("system")?.is_empty()
-        || !storage
-            .list(smdebug_format::trace::TRACE_PREFIX)?
-            .is_empty())
 }
 
 /// How a run is opened ([`RunSource::open`]).
@@ -184,14 +176,14 @@ impl RunSource {
                 self.complete = trial.is_complete().map_err(|e| self.read_error(e))?;
                 self.end_reason = trial.end_reason().map_err(|e| self.read_error(e))?;
             }
-            None => match self.storage.get(END_MARKER) {
-                Ok(bytes) => {
+            None => {
+                if let Some(reason) =
+                    EndMarker::read(self.storage.as_ref()).map_err(|e| self.read_error(e))?
+                {
                     self.complete = true;
-                    self.end_reason = smdebug_format::parse_end_marker(&bytes);
+                    self.end_reason = reason;
                 }
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(self.read_error(e)),
-            },
+            }
         }
         Ok(())
     }
