@@ -374,8 +374,8 @@ fn profile(interval_ms: u64, out: &str, node: Option<&str>, command: &[String]) 
             config = config.node(NodeId::new(n)?);
         }
         config.validate()?;
-        if !out.contains("://") {
-            std::fs::create_dir_all(out)
+        if let Some(dir) = smdebug_io::storage::Location::parse(out)?.local_path() {
+            std::fs::create_dir_all(dir)
                 .map_err(|e| format!("--out {out}: cannot create the run directory: {e}"))?;
         }
         let store = smdebug_io::open_storage(out)?;

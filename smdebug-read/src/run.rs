@@ -2,11 +2,12 @@
 //! and whether there is profiler data at all. Rules, the report and the dashboard ask here
 //! instead of knowing where these files are.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use smdebug_core::EndReason;
 use smdebug_format::code_profile::CODE_PREFIX;
 use smdebug_format::{layout, system::SYSTEM_PREFIX, trace::TRACE_PREFIX};
+use smdebug_io::storage::Location;
 use smdebug_io::{Result, Storage};
 
 /// The run's end marker, written when its writer closed.
@@ -93,4 +94,109 @@ pub fn store_is_run(storage: &dyn Storage) -> bool {
         ]
         .iter()
         .any(|dir| storage.list(dir).is_ok_and(|l| !l.is_empty()))
+}
+
+/// A followed run's local folder, watched for being deleted or replaced by another folder at
+/// the same path (a rule runner then says so instead of waiting out its idle time-out; the
+/// dashboard clears the run's view). Object-store runs have no folder to lose.
+#[derive(Debug)]
+pub struct FolderWatch {
+    root: Option<PathBuf>,
+    /// The folder's (device, inode) at the last look that found it.
+    id: Option<(u64, u64)>,
+}
+
+/// What a look at a run's folder found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FolderChange {
+    /// As before (or not created yet, or not on local disk).
+    Same,
+    /// It is gone.
+    Gone,
+    /// Another folder is at its path.
+    Replaced,
+}
+
+impl FolderWatch {
+    /// Watches the folder of `location`, when it is on local disk.
+    pub fn new(location: &str) -> FolderWatch {
+        let root = Location::parse(location)
+            .ok()
+            .and_then(|l| l.local_path().map(Path::to_path_buf));
+        FolderWatch { root, id: None }
+    }
+
+    /// The folder, when the run is on local disk.
+    pub fn root(&self) -> Option<&Path> {
+        self.root.as_deref()
+    }
+
+    /// Looks at the folder. A folder missing now is [`FolderChange::Gone`] once it was seen,
+    /// or when `had_data` (something of the run was read already, so it is not a folder yet to
+    /// be created).
+    pub fn look(&mut self, had_data: bool) -> FolderChange {
+        let Some(root) = &self.root else {
+            return FolderChange::Same;
+        };
+        match std::fs::metadata(root) {
+            Ok(meta) if meta.is_dir() => {
+                let id = file_id(&meta);
+                match self.id.replace(id) {
+                    Some(old) if old != id => FolderChange::Replaced,
+                    _ => FolderChange::Same,
+                }
+            }
+            _ if had_data || self.id.is_some() => {
+                self.id = None;
+                FolderChange::Gone
+            }
+            _ => FolderChange::Same,
+        }
+    }
+}
+
+/// A file's (device, inode).
+#[cfg(unix)]
+pub fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+/// A file's (device, inode): not known off Unix.
+#[cfg(not(unix))]
+pub fn file_id(_meta: &std::fs::Metadata) -> (u64, u64) {
+    (0, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_is_gone_once_seen_and_replaced_when_another_takes_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        let mut watch = FolderWatch::new(run.to_str().unwrap());
+        assert_eq!(watch.look(false), FolderChange::Same, "not created yet");
+        std::fs::create_dir(&run).unwrap();
+        assert_eq!(watch.look(false), FolderChange::Same);
+        // Another folder at the same path (a new inode, the old one still held open).
+        let moved = dir.path().join("old");
+        std::fs::rename(&run, &moved).unwrap();
+        std::fs::create_dir(&run).unwrap();
+        assert_eq!(watch.look(false), FolderChange::Replaced);
+        assert_eq!(watch.look(false), FolderChange::Same);
+        std::fs::remove_dir(&run).unwrap();
+        assert_eq!(watch.look(false), FolderChange::Gone);
+        // Never seen: gone only when something of the run was read already.
+        let mut fresh = FolderWatch::new(dir.path().join("other").to_str().unwrap());
+        assert_eq!(fresh.look(false), FolderChange::Same);
+        assert_eq!(fresh.look(true), FolderChange::Gone);
+        // A file:// URL is the same folder; an object store has none.
+        let url = format!("file://{}", run.display());
+        assert_eq!(FolderWatch::new(&url).root(), Some(run.as_path()));
+        let mut s3 = FolderWatch::new("s3://bucket/run");
+        assert_eq!(s3.root(), None);
+        assert_eq!(s3.look(true), FolderChange::Same);
+    }
 }

@@ -1,9 +1,10 @@
 //! Which runs the command's arguments name: a run folder or prefix, or a folder or prefix of
 //! runs (one run per subfolder), and the random token of a non-loopback server.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use smdebug_io::StorageOptions;
+use smdebug_io::storage::Location;
 use smdebug_read::run::{is_run_entry, local_folder_is_run, store_is_run};
 
 /// The runs directly under an object-store prefix that is not itself a run: the first path
@@ -41,11 +42,13 @@ pub fn expand_runs(args: &[String]) -> Vec<(String, String)> {
 pub fn expand_runs_with(args: &[String], options: &StorageOptions) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for arg in args {
-        let path = Path::new(arg);
-        let is_url = arg.contains("://");
+        let location = Location::parse(arg);
+        let local = match &location {
+            Ok(Location::Local(dir)) => Some(dir.as_path()),
+            _ => None,
+        };
         let mut children: Vec<PathBuf> = Vec::new();
-        if is_url
-            && !arg.starts_with("file://")
+        if matches!(location, Ok(Location::Store { .. }))
             && let Ok(storage) = smdebug_io::open_storage_with(arg, options)
             && !store_is_run(storage.as_ref())
         {
@@ -58,7 +61,7 @@ pub fn expand_runs_with(args: &[String], options: &StorageOptions) -> Vec<(Strin
                 continue;
             }
         }
-        if !is_url
+        if let Some(path) = local
             && path.is_dir()
             && !local_folder_is_run(path)
             && let Ok(entries) = std::fs::read_dir(path)

@@ -20,6 +20,7 @@ use smdebug_analysis::digest::ProfileDigest;
 use smdebug_core::{EndReason, StopCause};
 use smdebug_io::progress::{Progress, read_run_progress};
 use smdebug_io::stop::{StopRequest, read_stop_request, sanitize_reason};
+use smdebug_io::storage::Location;
 use smdebug_io::{Storage, StorageOptions};
 use smdebug_read::follow::{
     DataProblems, ITEMS_PER_READ, ProfilerFollower, ProfilerSource, ProfilerSubscription,
@@ -500,10 +501,10 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Fou
 /// to be missing, since when; an object-store URL is not looked up here (its prefix exists
 /// once anything is written under it).
 fn note_missing(run: &Run) {
-    if run.location.contains("://") {
+    let Ok(Location::Local(dir)) = Location::parse(&run.location) else {
         return;
-    }
-    let missing = !std::path::Path::new(&run.location).exists();
+    };
+    let missing = !dir.exists();
     let Ok(mut data) = run.data.write() else {
         return;
     };

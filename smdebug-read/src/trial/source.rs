@@ -23,14 +23,13 @@ pub(crate) use super::index_files::{
 /// The run's storage, and its directory when it is on local disk (where event files can be
 /// mapped).
 pub(crate) fn open(location: &str) -> Result<(Arc<dyn Storage>, Option<PathBuf>)> {
-    let local = smdebug_io::storage::local_path(location)?;
-    match local {
-        Some(dir) => {
+    match smdebug_io::storage::Location::parse(location)? {
+        smdebug_io::storage::Location::Local(dir) => {
             let storage = LocalStorage::new(&dir)?;
             let root = storage.root().to_path_buf();
             Ok((Arc::new(storage), Some(root)))
         }
-        None => Ok((open_storage(location)?, None)),
+        smdebug_io::storage::Location::Store { url, .. } => Ok((open_storage(&url)?, None)),
     }
 }
 

@@ -6,11 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use smdebug_io::Storage;
-use smdebug_read::run::{EndMarker, has_profiler_data};
+use smdebug_read::run::{EndMarker, FolderChange, FolderWatch, has_profiler_data};
 use smdebug_read::trial::{Trial, TrialOptions};
 
 use crate::error::{Error, Result};
-use crate::folder::FolderWatch;
 
 /// The runner's whole-file cache budget: 32 MiB.
 const RUNNER_FILE_CACHE_BYTES: usize = 32 << 20;
@@ -143,7 +142,7 @@ impl RunSource {
             trial_options,
             complete: false,
             end_reason: None,
-            folder: FolderWatch::default(),
+            folder: FolderWatch::new(location),
             last_arrival: Instant::now(),
         })
     }
@@ -190,6 +189,6 @@ impl RunSource {
 
     /// Whether the run's local folder is gone (deleted under the runner).
     pub fn folder_gone(&mut self) -> bool {
-        self.folder.gone(&self.location)
+        self.folder.look(false) == FolderChange::Gone
     }
 }
