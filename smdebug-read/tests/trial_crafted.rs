@@ -41,7 +41,7 @@ type Values = BTreeMap<(String, u64, String), Tensor>;
 /// smdebug's collections file and the end marker, and returns every stored value.
 fn write_base_run(run: &Path) -> Values {
     let collections = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/golden/pysmdebug_multi")
+        .join("../smdebug-io/tests/data/golden/pysmdebug_multi")
         .join(layout::collections_file("worker_0"));
     write(
         run,

@@ -438,7 +438,7 @@ fn modes_are_kept_per_step_and_reductions_are_folded_into_their_tensor() {
 #[test]
 fn completeness_follows_the_declared_worker_count_not_the_names() {
     let stage = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/scenarios/issue_workers_from_the_collections_file/stage_0");
+        .join("../smdebug-io/tests/data/scenarios/issue_workers_from_the_collections_file/stage_0");
     let mut f = follower(&stage);
     let mut columns = ScalarColumns::default();
     let inc = poll(&mut f, &mut columns);

@@ -243,7 +243,7 @@ fn whole_tensor_reads_match_step_reads_on_runs_written_by_python_hooks() {
 /// files, equals the value read from files fetched into memory and record by record.
 #[test]
 fn mapped_files_give_the_values_reading_gives() {
-    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../smdebug-io/tests/data");
     let mut runs = Vec::new();
     for set in ["golden", "hooks"] {
         for entry in std::fs::read_dir(data.join(set)).unwrap() {
@@ -366,7 +366,7 @@ fn reading_step_by_step_gives_every_value_in_step_order_whatever_the_cache() {
 
 #[test]
 fn reading_step_by_step_matches_value_reads_on_every_golden_and_hook_run() {
-    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../smdebug-io/tests/data");
     let mut runs = 0;
     for set in ["golden", "hooks"] {
         for entry in std::fs::read_dir(data.join(set)).unwrap() {

@@ -16,7 +16,7 @@ use smdebug_format::tensor::{DEFAULT_MAX_TENSOR_BYTES, decode_tensor_event, mode
 use smdebug_format::{self as format, IndexFile, layout};
 
 fn golden() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../smdebug-io/tests/data/golden")
 }
 
 /// A real event file written by Python smdebug (legacy checksum) and its index.

@@ -21,7 +21,7 @@ use smdebug_io::Error;
 use smdebug_read::trial::{StepRange, StepState, TensorValue, Trial, TrialOptions};
 
 fn scenarios_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scenarios")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../smdebug-io/tests/data/scenarios")
 }
 
 fn mode_of(args: &Value) -> Option<Mode> {

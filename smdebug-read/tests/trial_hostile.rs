@@ -23,7 +23,7 @@ use smdebug_testkit::files::copy_tree;
 /// A copy of one of Python smdebug's golden runs, to tamper with.
 fn golden_copy(name: &str) -> tempfile::TempDir {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/golden")
+        .join("../smdebug-io/tests/data/golden")
         .join(name);
     let dir = tempfile::tempdir().unwrap();
     copy_tree(&src, &dir.path().join("run"));

@@ -14,7 +14,7 @@ use smdebug_read::trial::{TensorValue, Trial};
 /// `tests/data/<corpus>/<name>` and its parsed expected.json.
 pub fn expected_run(corpus: &str, name: &str) -> (PathBuf, Value) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
+        .join("../smdebug-io/tests/data")
         .join(corpus);
     let path = dir.join(format!("{name}.expected.json"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
