@@ -293,37 +293,3 @@ pub(crate) fn writer_stopped() -> ProfilerError {
         writer: "span trace",
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use std::borrow::Cow;
-
-    use smdebug_core::Mode;
-
-    use super::*;
-    use smdebug_core::phase::Phase;
-    use smdebug_format::trace::parse_trace_file_key;
-    use smdebug_read::profile::parse_trace;
-
-    #[test]
-    fn span_arguments_are_written_beside_the_recorder_keys_which_they_cannot_replace() {
-        let mut builder = TraceFileBuilder::new(1_000_000, 2, "algo-1".into());
-        builder.add(&SpanEvent {
-            phase: Phase::DataLoading,
-            name: Cow::Borrowed("DataLoaderIter::GetNext"),
-            start_us: 1_000_100,
-            dur_us: 50,
-            step: Some((Mode::Train, 7)),
-            args: vec![
-                (Cow::Borrowed("num_workers"), serde_json::json!(8)),
-                (Cow::Borrowed("worker"), serde_json::json!(99)),
-            ],
-        });
-        let (key, text) = builder.close().unwrap();
-        let spans = parse_trace(&parse_trace_file_key(&key).unwrap(), &text).unwrap();
-        assert_eq!(spans.len(), 1);
-        assert_eq!(spans[0].args["num_workers"], 8);
-        assert_eq!(spans[0].worker, Some(2));
-        assert_eq!(spans[0].step, Some(7));
-    }
-}
