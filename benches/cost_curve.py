@@ -24,7 +24,7 @@ For each length N it writes `DIR/sN` with `synthetic_run` when that run is missi
 Peak memory is the kernel's for the process (`ru_maxrss` of the child; the servers' sampled
 VmRSS/VmHWM from scale_bench.py). Prints one JSON line per measurement, then a table. Binaries
 are the workspace's release builds (`cargo build --release -p smdebug-cli -p smdebug-examples
--p smdebug-serve --examples` and `-p smdebug-io --example read_one_tensor`). Standard library only.
+-p smdebug-serve --examples` and `-p smdebug-read --example read_one_tensor`). Standard library only.
 """
 
 import argparse

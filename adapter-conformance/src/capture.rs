@@ -13,7 +13,7 @@ use smdebug_core::{
     ReductionOp, SaveConfig, SaveConfigMode, StepKey, StopSignal,
 };
 use smdebug_io::testing::wait_for;
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 
 use crate::fixture::{
     Data, Fixture, assert_reduces_like_the_host, assert_run_matches, collection_members,

@@ -14,10 +14,10 @@ use serde_json::Value;
 use smdebug_core::timeline::{MODULE_ROW, Profiling, Timeline, TimelineConfig};
 use smdebug_core::window::Window;
 use smdebug_core::{Capture, Hook, HookBuilder, Mode, SaveConfig};
-use smdebug_io::trial::Trial;
-use smdebug_profiler::reader::{ProfilerReader, Span, SpanQuery};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder, SpanWriterGuard};
 use smdebug_profiler::system::NodeId;
+use smdebug_read::profile::{ProfilerReader, Span, SpanQuery};
+use smdebug_read::trial::Trial;
 
 use crate::fixture::{Data, Fixture, hook_at, ok};
 

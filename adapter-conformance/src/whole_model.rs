@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use smdebug_core::{Hook, HookBuilder, SaveConfig};
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 use smdebug_rules::{RuleRunner, RuleSpec, Status};
 
 /// Only DeadRelu's collection (`relu_output`, by regex) besides the losses, every other step:

@@ -9,11 +9,12 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use smdebug_profiler::kineto::{summarize_reader, summarize_trace};
+use smdebug_read::kineto::{summarize_reader, summarize_trace};
 
 fn largest_trace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../smdebug-profiler/tests/data/pytorch-profiler-traces/trace_filter__sampled_rank-0.json.gz")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(
+        "../smdebug-read/tests/data/pytorch-profiler-traces/trace_filter__sampled_rank-0.json.gz",
+    )
 }
 
 fn bench(c: &mut Criterion) {

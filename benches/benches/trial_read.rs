@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();

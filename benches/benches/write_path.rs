@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use smdebug_core::{Hook, Mode, SaveConfig, Tensor, TensorView};
-use smdebug_io::format::record::PayloadChecksum;
-use smdebug_io::format::tensor::EventStamp;
+use smdebug_format::record::PayloadChecksum;
+use smdebug_format::tensor::EventStamp;
 use smdebug_io::writer::Writer;
 use smdebug_io::{OverflowPolicy, open_storage};
 
@@ -48,7 +48,7 @@ fn bench(c: &mut Criterion) {
     };
     g.bench_function("encode+frame+crc (in memory)", |b| {
         b.iter(|| {
-            black_box(smdebug_io::format::frame_tensor(
+            black_box(smdebug_format::frame_tensor(
                 "w",
                 black_box(&tensor),
                 stamp,

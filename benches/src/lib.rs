@@ -4,7 +4,7 @@
 #![warn(missing_docs)]
 
 use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
-use smdebug_io::format::record::PayloadChecksum;
+use smdebug_format::record::PayloadChecksum;
 use smdebug_io::writer::Writer;
 use smdebug_io::{OverflowPolicy, open_storage};
 

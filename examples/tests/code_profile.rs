@@ -10,8 +10,8 @@ use smdebug_core::Mode;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler};
-use smdebug_profiler::reader::ProfilerReader;
 use smdebug_profiler::system::NodeId;
+use smdebug_read::profile::ProfilerReader;
 
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::mlp::{Activation, Mlp, Rng};

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use smdebug_core::Mode;
 use smdebug_io::testing::{wait_for, wait_until};
-use smdebug_io::trial::{StepState, Trial, TrialOptions};
+use smdebug_read::trial::{StepState, Trial, TrialOptions};
 
 /// Every tensor of every listed step reads back (CRC-checked) with the shape its name implies.
 fn check_all_steps_readable(trial: &Trial) -> usize {

@@ -8,7 +8,7 @@ use std::process::Command;
 use serde_json::Value;
 use smdebug_core::EndReason;
 use smdebug_io::testing::wait_until;
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 
 fn demo(out: &Path, extra: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_demo"))
@@ -87,9 +87,9 @@ fn a_healthy_run_goes_to_the_end_with_capture_profiling_rules_and_report() {
     // layers' tensors are, and none outside it. Global step 50 is the second epoch's 6th
     // evaluation step (45 training steps, then 12 evaluation steps an epoch): the spans carry
     // the mode and the step within it, EVAL 5-9.
-    let reader = smdebug_profiler::reader::ProfilerReader::open_local(&run).unwrap();
+    let reader = smdebug_read::profile::ProfilerReader::open_local(&run).unwrap();
     let spans = reader
-        .spans(&smdebug_profiler::reader::SpanQuery::default())
+        .spans(&smdebug_read::profile::SpanQuery::default())
         .unwrap();
     let layer_steps = |layer: &str| -> Vec<u64> {
         let mut steps: Vec<u64> = spans
@@ -489,7 +489,7 @@ fn the_demo_reports_in_sagemakers_layout_counting_initialization_from_the_proces
     let job = &jobs[0];
     let process_started = job.process_started.expect("the process's start recorded");
     assert!(process_started <= job.started, "{job:?}");
-    let spans = smdebug_profiler::reader::ProfilerReader::open(run.to_str().unwrap())
+    let spans = smdebug_read::profile::ProfilerReader::open(run.to_str().unwrap())
         .unwrap()
         .spans(&Default::default())
         .unwrap();
@@ -592,7 +592,7 @@ fn a_program_execd_by_the_process_that_wrote_it_counts_from_when_it_was_written(
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs_f64();
-    let spans = smdebug_profiler::reader::ProfilerReader::open(run.to_str().unwrap())
+    let spans = smdebug_read::profile::ProfilerReader::open(run.to_str().unwrap())
         .unwrap()
         .spans(&Default::default())
         .unwrap();

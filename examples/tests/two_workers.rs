@@ -11,8 +11,8 @@ use smdebug_core::Mode;
 use smdebug_io::Storage;
 use smdebug_io::storage::open_storage_with;
 use smdebug_io::testing::MotoServer;
-use smdebug_io::trial::{StepState, Trial, TrialOptions};
-use smdebug_profiler::reader::{ProfilerReader, SpanQuery, SystemQuery};
+use smdebug_read::profile::{ProfilerReader, SpanQuery, SystemQuery};
+use smdebug_read::trial::{StepState, Trial, TrialOptions};
 
 const EXE: &str = env!("CARGO_BIN_EXE_two_workers");
 

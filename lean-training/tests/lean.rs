@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use smdebug_io::stop::{StopRequest, request_stop};
 use smdebug_io::storage::Backend;
-use smdebug_io::trial::Trial;
 use smdebug_io::{Error, open_storage};
+use smdebug_read::trial::Trial;
 use smdebug_rules::{ActionConfig, RuleRunner, RuleSpec};
 
 /// Crates of an HTTP, TLS, mail or chart stack.
@@ -94,10 +94,17 @@ fn the_training_side_links_no_http_tls_mail_or_chart_stack() {
     }
 }
 
-/// Crates a default training build leaves to features: the object-store client and its async
-/// runtime (`memory`, `s3`, ...), `url`'s IDNA tables, the code profile's sampler, unwinder and
-/// flame graphs (`code-profile`).
+/// Crates a default training build leaves to features: the readers (`read`: the `Trial` with its
+/// thread pool and memory maps, the profiler readers and Kineto parser, the analysis above
+/// them), the object-store client and its async runtime (`memory`, `s3`, ...), `url`'s IDNA
+/// tables, the code profile's sampler, unwinder and flame graphs (`code-profile`).
 const BEHIND_FEATURES: &[&str] = &[
+    "smdebug-read",
+    "smdebug-analysis",
+    "smdebug-rules",
+    "rayon-core",
+    "memmap2",
+    "flate2",
     "object_store",
     "tokio",
     "futures",

@@ -4,7 +4,7 @@
 //! parameter of a module under its module path (found with burn's `ModuleVisitor`), gradients
 //! from `GradientsParams`, losses, metrics and named outputs, written through smdebug-core's
 //! [`Hook`](smdebug_core::Hook) into a run directory that Python smdebug and
-//! `smdebug_io::trial::Trial` read. Everything due in one call is read back from the device with
+//! `smdebug_read::trial::Trial` read. Everything due in one call is read back from the device with
 //! one burn `Transaction`.
 //!
 //! ```

@@ -132,7 +132,7 @@ fn burns_linear_weights_are_recorded_as_in_by_out() {
     hook.close().unwrap();
     drop(hook);
     assert_run_matches(dir.path(), &expected, DType::F32);
-    let trial = smdebug_io::trial::Trial::open(dir.path().to_str().unwrap()).unwrap();
+    let trial = smdebug_read::trial::Trial::open(dir.path().to_str().unwrap()).unwrap();
     let w = trial.tensor("fc1.weight").unwrap();
     assert_eq!(w.raw(5, None, None).unwrap().shape(), &[64, 32]);
 }

@@ -15,7 +15,7 @@ use smdebug_adapter_conformance::whole_model::{
 use smdebug_adapter_conformance::writer;
 use smdebug_burn::{BurnHook, Layers};
 use smdebug_core::{Hook, HookBuilder, Mode, SaveConfig};
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 
 #[allow(deprecated)] // burn 0.22 steers CPU users to `flex`; the workspace builds ndarray
 fn device() -> Device {

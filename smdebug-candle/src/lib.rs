@@ -5,7 +5,7 @@
 //! [`candle_core::backprop::GradStore`], losses, metrics, the outputs of the modules you wrap and
 //! the tensors handed to [`Probe`]s inside a forward pass (attention scores, projections),
 //! written through smdebug-core's [`Hook`](smdebug_core::Hook) into a run directory that Python
-//! smdebug and `smdebug_io::trial::Trial` read.
+//! smdebug and `smdebug_read::trial::Trial` read.
 //!
 //! ```
 //! use candle_core::{DType, Device, Module, Tensor};

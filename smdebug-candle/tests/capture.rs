@@ -140,7 +140,7 @@ fn candles_linear_weights_are_recorded_as_out_by_in() {
     hook.close().unwrap();
     drop(hook);
     assert_run_matches(dir.path(), &expected, DType::F32);
-    let trial = smdebug_io::trial::Trial::open(dir.path().to_str().unwrap()).unwrap();
+    let trial = smdebug_read::trial::Trial::open(dir.path().to_str().unwrap()).unwrap();
     let w = trial.tensor("fc1.weight").unwrap();
     assert_eq!(w.raw(5, None, None).unwrap().shape(), &[32, 64]);
 }

@@ -14,7 +14,7 @@ use common::model::{DigitsTensors, accuracy, loss, varmap};
 use common::transformer::{Config, SEQ, Transformer, probe_names};
 use smdebug_candle::CandleHook;
 use smdebug_core::{Hook, HookBuilder, Mode, SaveConfig, SaveConfigMode};
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 
 const SMALL: Config = Config {
     d_model: 16,

@@ -14,7 +14,7 @@ use smdebug_adapter_conformance::whole_model::{
 use smdebug_adapter_conformance::writer;
 use smdebug_candle::{CandleHook, Layers};
 use smdebug_core::{Hook, HookBuilder, Mode, SaveConfig};
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 
 /// fc1 → relu1 → fc2 on the 8×8 digits, registered whole with `hook`.
 fn model(hook: &mut CandleHook, vb: candle_nn::VarBuilder) -> Layers {

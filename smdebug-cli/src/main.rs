@@ -27,7 +27,7 @@ mod report_cmd;
 mod rules_cmd;
 mod serve_cmd;
 use smdebug_core::Mode;
-use smdebug_io::trial::{DEFAULT_MAX_TENSOR_BYTES, StepSelector, Trial, TrialOptions};
+use smdebug_read::trial::{DEFAULT_MAX_TENSOR_BYTES, StepSelector, Trial, TrialOptions};
 
 /// The exit statuses of the reading subcommands, as `--help` shows them.
 const READ_EXIT_STATUS: &str = "Exit status: 0 success; 2 an error (no such run, a corrupt \
@@ -344,12 +344,12 @@ fn run(cli: Cli) -> CliResult {
             }
         }
         Command::Trace { traces, json, top } => {
-            let report = smdebug_profiler::summarize_traces(&traces)?;
+            let report = smdebug_read::summarize_traces(&traces)?;
             if json {
                 serde_json::to_writer(&mut out, &report)?;
                 writeln!(out)?;
             } else {
-                write!(out, "{}", smdebug_profiler::render_text(&report, top))?;
+                write!(out, "{}", smdebug_read::render_text(&report, top))?;
             }
         }
         Command::Profile {
@@ -374,8 +374,8 @@ fn profile(interval_ms: u64, out: &str, node: Option<&str>, command: &[String]) 
             config = config.node(NodeId::new(n)?);
         }
         config.validate()?;
-        if !out.contains("://") {
-            std::fs::create_dir_all(out)
+        if let Some(dir) = smdebug_io::storage::Location::parse(out)?.local_path() {
+            std::fs::create_dir_all(dir)
                 .map_err(|e| format!("--out {out}: cannot create the run directory: {e}"))?;
         }
         let store = smdebug_io::open_storage(out)?;

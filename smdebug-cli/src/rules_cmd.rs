@@ -142,7 +142,7 @@ pub(crate) fn summary_names(specs: &[RuleSpec]) -> Vec<String> {
 /// Whether the run holds system metrics or framework spans (an unreadable run holds none; the
 /// runner reports why it cannot open it).
 fn has_profiler_data(run: &str, store: Option<&Arc<dyn Storage>>) -> bool {
-    use smdebug_profiler::reader::ProfilerReader;
+    use smdebug_read::profile::ProfilerReader;
     let reader = match store {
         Some(s) => Ok(ProfilerReader::new(s.clone())),
         None => ProfilerReader::open(run),

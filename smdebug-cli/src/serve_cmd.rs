@@ -38,8 +38,13 @@ pub struct ServeArgs {
 pub fn run(args: ServeArgs, max_tensor_bytes: u64) -> ExitCode {
     // A local run that does not exist is waited for (a job may start after the dashboard), and
     // said at once: a mistyped path shows here, not only as a page that waits.
-    for run in args.runs.iter().filter(|r| !r.contains("://")) {
-        if !std::path::Path::new(run).exists() {
+    for run in &args.runs {
+        let Ok(smdebug_io::storage::Location::Local(dir)) =
+            smdebug_io::storage::Location::parse(run)
+        else {
+            continue;
+        };
+        if !dir.exists() {
             eprintln!(
                 "smdebug: no run at {run} yet (the folder does not exist): the dashboard waits \
                  for it and says how long it has waited"

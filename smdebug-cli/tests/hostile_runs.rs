@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use smdebug_io::testing::{wait_for_exit, wait_until};
-use smdebug_profiler::reader::{ProfilerReader, SystemQuery};
+use smdebug_read::profile::{ProfilerReader, SystemQuery};
 use smdebug_testkit::files::{Entry, copy_tree, snapshot};
 use support::{golden, smdebug, smdebug_command};
 

@@ -15,7 +15,7 @@ fn repo() -> PathBuf {
 
 #[test]
 fn trace_json_matches_the_independent_figures_for_two_ranks() {
-    let traces = repo().join("smdebug-profiler/tests/data/pytorch-profiler-traces");
+    let traces = repo().join("smdebug-read/tests/data/pytorch-profiler-traces");
     let out = smdebug_command()
         .arg("trace")
         .arg("--json")

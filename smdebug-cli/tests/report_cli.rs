@@ -15,9 +15,9 @@ use smdebug_examples::{Bug, TrainConfig, train_in_session};
 use smdebug_io::OverflowPolicy;
 use smdebug_io::testing::{wait_for_exit, wait_until};
 use smdebug_io::writer::Writer;
-use smdebug_profiler::reader::{ProfilerReader, SystemQuery};
 use smdebug_profiler::spans::SpanConfig;
 use smdebug_profiler::system::SamplerConfig;
+use smdebug_read::profile::{ProfilerReader, SystemQuery};
 use support::{smdebug, smdebug_command};
 
 /// Waits until the sampler of the session writing `run` has published a sample taken at or
@@ -258,8 +258,9 @@ fn follow_regenerates_the_report_while_the_run_is_written_and_ends_with_it() {
 #[test]
 fn kineto_traces_alone_or_beside_a_run_fill_the_operator_section() {
     let dir = tempfile::tempdir().unwrap();
-    let trace: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../smdebug-profiler/tests/data/pytorch-profiler-traces/trace_filter__sampled_rank-0.json.gz");
+    let trace: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "../smdebug-read/tests/data/pytorch-profiler-traces/trace_filter__sampled_rank-0.json.gz",
+    );
     assert!(trace.exists(), "{}", trace.display());
     let html_path = dir.path().join("traces.html");
     let out = smdebug(&[

@@ -214,7 +214,8 @@ fn list_shows_profiler_rules_with_their_kind() {
 
 /// A run with nothing but a GPU at 5 % for 3 s, in the system-metrics format.
 fn write_idle_gpu_run(dir: &std::path::Path) -> String {
-    use smdebug_profiler::system::{SystemSample, system_file_key};
+    use smdebug_format::system::SystemSample;
+    use smdebug_format::system::system_file_key;
     let start_s = 1_700_000_000u64;
     let mut text = String::new();
     for i in 0..30 {

@@ -157,7 +157,7 @@ fn assert_confusion_is_in_the_files(run: &Path) {
         return; // silent: nothing to check against the files
     };
     let message = status["message"].as_str().unwrap();
-    let trial = smdebug_io::Trial::open(run.to_str().unwrap()).unwrap();
+    let trial = smdebug_read::Trial::open(run.to_str().unwrap()).unwrap();
     let names = trial.tensor_names().unwrap();
     let find = |suffix: &str| names.iter().find(|n| n.ends_with(suffix)).unwrap().clone();
     let (labels, predictions) = (

@@ -6,12 +6,12 @@ use std::path::Path;
 use prost::Message;
 use smdebug_core::{DType, Mode};
 
-use crate::format::layout;
-use crate::format::proto::{
+use smdebug_format::layout;
+use smdebug_format::proto::{
     Event, Summary, TensorProto, TensorShapeProto, event, summary, tensor_shape_proto,
 };
-use crate::format::record::{PayloadChecksum, encode_record};
-use crate::format::tensor::mode_metadata;
+use smdebug_format::record::{PayloadChecksum, encode_record};
+use smdebug_format::tensor::mode_metadata;
 
 /// Writes `<dir>/run`, a one-step run (TRAIN, worker_0) whose only record is `name`: `dtype`,
 /// shape `dims`, and one typed fill value (TensorFlow's typed fields: `bool_val`, `half_val` 1.0,
@@ -119,7 +119,7 @@ pub fn write_step(
     for record in records {
         let (name, bytes) = match record {
             CraftedRecord::Tensor(name, tensor) => {
-                let stamp = crate::format::tensor::EventStamp {
+                let stamp = smdebug_format::tensor::EventStamp {
                     wall_time: 1.0,
                     step,
                     mode,
@@ -127,7 +127,7 @@ pub fn write_step(
                 };
                 (
                     name,
-                    crate::format::frame_tensor(name, tensor, stamp, PayloadChecksum::Crc32c),
+                    smdebug_format::frame_tensor(name, tensor, stamp, PayloadChecksum::Crc32c),
                 )
             }
             CraftedRecord::Fill { name, dtype, dims } => {
@@ -191,7 +191,7 @@ fn index_of(run: &Path, step: u64, worker: &str, tensor: &str) -> (serde_json::V
 /// to a record written with checksums. A reader then refuses that record for a checksum that
 /// does not match. Returns the event file (relative to the run) and the record's offset.
 pub fn flip_payload_bit(run: &Path, step: u64, worker: &str, tensor: &str) -> (String, u64) {
-    use crate::format::record::{FOOTER_BYTES, HEADER_BYTES, MaskedCrc};
+    use smdebug_format::record::{FOOTER_BYTES, HEADER_BYTES, MaskedCrc};
     let (index, at) = index_of(run, step, worker, tensor);
     let file = index["meta"]["event_file_name"]
         .as_str()

@@ -71,80 +71,10 @@ pub enum Error {
         refusal: Box<crate::run_folder::refusal::Refusal>,
     },
 
-    /// A TFRecord whose framing or payload is damaged (bad CRC, bad protobuf, bad tensor).
-    #[error("{path}: corrupt record at byte {offset}: {reason}")]
-    CorruptRecord {
-        /// The file, relative to the run.
-        path: String,
-        /// The record's byte offset in the file.
-        offset: u64,
-        /// What is wrong.
-        reason: String,
-    },
-
-    /// A record that ends before its declared length: the file is still being written, or it
-    /// was truncated.
-    #[error(
-        "{path}: record at byte {offset} is incomplete: it needs {needed} bytes, {available} are there"
-    )]
-    IncompleteRecord {
-        /// The file, relative to the run.
-        path: String,
-        /// The record's byte offset in the file.
-        offset: u64,
-        /// Bytes the record declares.
-        needed: u64,
-        /// Bytes there are.
-        available: u64,
-    },
-
-    /// A record whose tensor (or the record itself) is larger than the reader's budget for one
-    /// tensor. Nothing of that size was allocated.
-    #[error(
-        "{path}: record at byte {offset}: tensor `{tensor}` ({detail}) claims {claimed} bytes, more than the reader's limit of {limit} bytes (raise it with --max-tensor-bytes, max_tensor_bytes= in Python, or TrialOptions::max_tensor_bytes)"
-    )]
-    TensorTooLarge {
-        /// The file, relative to the run.
-        path: String,
-        /// The record's byte offset in the file.
-        offset: u64,
-        /// The tensor's name.
-        tensor: String,
-        /// What claims the size: the dtype and shape, or the record's length in the index.
-        detail: String,
-        /// The size it claims, in bytes.
-        claimed: u128,
-        /// The reader's limit, in bytes.
-        limit: u64,
-    },
-
-    /// A string tensor (`DT_STRING`: XGBoost's `trees/*` text columns) read as numbers. Not
-    /// corruption: read it as a [`TensorValue`](crate::trial::TensorValue) (`TrialTensor::read`).
-    #[error(
-        "{path}: record at byte {offset}: tensor `{tensor}` holds strings, not numbers (read it with TrialTensor::read)"
-    )]
-    StringTensor {
-        /// The file, relative to the run.
-        path: String,
-        /// The record's byte offset in the file.
-        offset: u64,
-        /// The tensor's name.
-        tensor: String,
-    },
-
-    /// The record an index entry points at holds another tensor (its tag is not the name the
-    /// index lists), or the same tensor of another step.
-    #[error("{path}: record at byte {offset} is not {expected}: it holds {found}")]
-    WrongTensor {
-        /// The file, relative to the run.
-        path: String,
-        /// The record's byte offset in the file.
-        offset: u64,
-        /// The tensor (and step) the index promised: "`loss` at step 5".
-        expected: String,
-        /// What the record holds: "`accuracy`", "`loss` at step 4".
-        found: String,
-    },
+    /// A file whose bytes are not the format (a damaged or cut-short record, a record that is
+    /// not the one its index entry promises, a tensor over the reader's budget, a bad index).
+    #[error(transparent)]
+    Format(#[from] smdebug_format::Error),
 
     /// Two index entries that cannot both be true: one tensor listed twice, two index files for
     /// one step of one worker, or workers that disagree on a step's mode.
@@ -154,17 +84,6 @@ pub enum Error {
         first: String,
         /// The entry that contradicts it.
         second: String,
-        /// What is wrong.
-        reason: String,
-    },
-
-    /// An index file that is not the JSON smdebug writes.
-    #[error("{path}: bad index file at byte {offset}: {reason}")]
-    BadIndex {
-        /// The file, relative to the run.
-        path: String,
-        /// Where in the file the problem is.
-        offset: u64,
         /// What is wrong.
         reason: String,
     },
@@ -392,11 +311,10 @@ pub enum Error {
         location: String,
     },
 
-    /// A step whose index this trial let go of ([`Trial::release_steps_before`]): a reader
+    /// A step whose index this trial let go of (`Trial::release_steps_before`): a reader
     /// that went past it said it would not ask about it again. Not "not saved" and not "not
     /// yet": the step may hold the tensor; open the run again to read it.
     ///
-    /// [`Trial::release_steps_before`]: crate::trial::Trial::release_steps_before
     #[error(
         "step {step} ({mode}) of `{location}` was released from this trial's index (its steps \
          before global step {released_before} were let go with `release_steps_before`){}; \
@@ -485,10 +403,10 @@ impl Error {
     pub fn is_unreadable_record(&self) -> bool {
         matches!(
             self,
-            Error::CorruptRecord { .. }
-                | Error::IncompleteRecord { .. }
-                | Error::TensorTooLarge { .. }
-                | Error::WrongTensor { .. }
+            Error::Format(smdebug_format::Error::CorruptRecord { .. })
+                | Error::Format(smdebug_format::Error::IncompleteRecord { .. })
+                | Error::Format(smdebug_format::Error::TensorTooLarge { .. })
+                | Error::Format(smdebug_format::Error::WrongTensor { .. })
                 | Error::BadIndexEntry { .. }
         )
     }

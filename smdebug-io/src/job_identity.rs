@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::format::layout::job_file;
+use smdebug_format::layout::job_file;
 
 /// The variable a launcher sets to the same value in every process of one job.
 pub const JOB_ID_ENV: &str = "SMDEBUG_JOB_ID";

@@ -30,7 +30,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
-use crate::format::layout::{JOBS_DIR, parse_job_file};
 pub use crate::job_identity::{
     HEARTBEAT_INTERVAL, JOB_ID_ENV, JobIdentity, MAX_JOB_FILE_BYTES, ProcessStartSource,
     ProcessState, STALE_AFTER, host_name, now_s, pid_namespace, process_started, random_id,
@@ -38,6 +37,7 @@ pub use crate::job_identity::{
 };
 use crate::job_identity::{lock_running, short};
 use crate::storage::Storage;
+use smdebug_format::layout::{JOBS_DIR, parse_job_file};
 
 /// The run's identity files, and one line for each that could not be read (too large, not an
 /// identity). A run without `jobs/` (Python smdebug's, or one written before identity files)

@@ -1,11 +1,11 @@
 //! # smdebug-io
 //!
-//! The I/O side of smdebug for Rust: the on-disk format shared with Python smdebug 1.0.34 and
-//! TensorBoard ([`format`](mod@format)), storage on local disk or any object store
-//! ([`storage`]), the background [`writer`] that the capture hook hands its records to, the
-//! [`trial`] reader, the job's [`progress`] files, [`stop`] requests (a rule runner asks, the training loop's watcher
-//! hears), and SageMaker's configuration files ([`sagemaker`]: where they are, the hook
-//! config read over the code's settings).
+//! The training side's I/O: storage on local disk or any object store ([`storage`]), the
+//! background [`writer`] that the capture hook hands its records to (in the format of
+//! `smdebug-format`), the run folder a job claims ([`run_folder`], [`jobs`]), the job's
+//! [`progress`] files, [`stop`] requests (a rule runner asks, the training loop's watcher
+//! hears), and SageMaker's configuration files ([`sagemaker`]: where they are, the hook config
+//! read over the code's settings). Reading a run back is `smdebug-read`'s.
 //!
 //! ```
 //! use smdebug_core::{Hook, SaveConfig};
@@ -19,16 +19,13 @@
 //! hook.close();
 //! ```
 
-// One `unsafe` block in the crate: memory-mapping a local event file (`trial/source.rs`), allowed there
-// alone with its safety argument.
 #![cfg_attr(docsrs, feature(doc_cfg))]
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 #[cfg(feature = "testing")]
 pub mod crafted;
 pub mod error;
-pub mod format;
 mod job_identity;
 pub mod jobs;
 pub mod progress;
@@ -38,10 +35,8 @@ pub mod stop;
 pub mod storage;
 #[cfg(feature = "testing")]
 pub mod testing;
-pub mod trial;
 pub mod writer;
 
 pub use error::{Error, Result};
 pub use storage::{Backend, Storage, StorageOptions, open_storage, open_storage_with};
-pub use trial::{StepState, Trial, TrialOptions};
 pub use writer::{OverflowPolicy, Writer, WriterBuilder, WriterStatus};

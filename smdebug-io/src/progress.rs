@@ -28,8 +28,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::format::layout;
 use crate::storage::Storage;
+use smdebug_format::layout;
 
 /// The largest progress file read: a bigger one is refused with an error naming its size.
 pub const MAX_PROGRESS_BYTES: u64 = 64 * 1024;

@@ -38,7 +38,7 @@ use crate::storage::{Storage, open_storage};
 use serde::{Deserialize, Serialize};
 use smdebug_core::{StopCause, StopSignal};
 
-pub use crate::format::layout::STOP_REQUEST_FILE;
+pub use smdebug_format::layout::STOP_REQUEST_FILE;
 
 /// The longest stop reason kept, in characters; a longer one is cut (and says so).
 pub const MAX_REASON_CHARS: usize = 1_000;

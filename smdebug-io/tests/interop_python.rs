@@ -14,10 +14,10 @@ use serde_json::{Value, json};
 use smdebug_core::{
     Collection, Hook, MemorySink, Mode, Record, ReductionConfig, SaveConfig, Sink, TensorView,
 };
-use smdebug_io::format::record::PayloadChecksum;
+use smdebug_format::record::PayloadChecksum;
 use smdebug_io::open_storage;
-use smdebug_io::trial::JsonNumber;
 use smdebug_io::writer::Writer;
+use smdebug_read::trial::JsonNumber;
 
 /// Forwards to the writer and keeps a copy of what was sent: the expected side of the check.
 struct Tee {

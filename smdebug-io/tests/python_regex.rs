@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 use smdebug_core::PyRegex;
 use smdebug_io::testing::python;
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/python_regex.py")

@@ -9,9 +9,9 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use smdebug_io::Trial;
-use smdebug_io::format::layout;
+use smdebug_format::layout;
 use smdebug_io::storage::open_storage;
+use smdebug_read::Trial;
 use smdebug_testkit::files::copy_tree;
 
 /// A copy of Python smdebug's golden run `pysmdebug_multi`.

@@ -4,7 +4,7 @@
 
 use smdebug_io::storage::{open_storage, open_storage_with};
 use smdebug_io::testing::MotoServer;
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 
 #[test]
 fn ill_formed_urls_and_unknown_schemes_are_refused() {

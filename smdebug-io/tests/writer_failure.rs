@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use smdebug_core::{EndReason, Mode, Record, Sink, StepKey, Tensor, TensorRecord};
+use smdebug_format::layout;
 use smdebug_io::Error;
-use smdebug_io::format::layout;
 use smdebug_io::storage::{Storage, StorageOptions, open_storage, open_storage_with};
 use smdebug_io::testing::wait_until;
 use smdebug_io::writer::{OverflowPolicy, Writer};
@@ -207,7 +207,7 @@ fn a_full_queue_drops_and_counts_with_the_drop_policy() {
     assert_eq!(status.steps_written(), 2);
     // The step still ends: its end marker was not dropped with its tensors.
     let idx = mem.get(&layout::index_file(1, "worker_0")).unwrap();
-    let idx = smdebug_io::format::IndexFile::parse(&idx, "i").unwrap();
+    let idx = smdebug_format::IndexFile::parse(&idx, "i").unwrap();
     assert_eq!(idx.tensor_payload.len(), 5);
     assert_eq!(status.dropped(), 100);
 }

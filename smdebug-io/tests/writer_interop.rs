@@ -12,7 +12,7 @@ use smdebug_core::{
     Collection, CollectionsFile, EndReason, Hook, Mode, Record, SaveConfig, Sink, StepKey,
     StringTensor, Tensor, TensorRecord,
 };
-use smdebug_io::format::record::PayloadChecksum;
+use smdebug_format::record::PayloadChecksum;
 use smdebug_io::jobs::{JobClaim, JobIdentity};
 use smdebug_io::progress::{Progress, write_progress};
 use smdebug_io::storage::open_storage;

@@ -10,11 +10,11 @@ use smdebug_core::{
     DType, EndReason, Hook, Mode, Record, SaveConfig, Sink, StepKey, Tensor, TensorRecord,
     TensorView,
 };
-use smdebug_io::format::proto::{event, summary};
-use smdebug_io::format::record::{
+use smdebug_format::proto::{event, summary};
+use smdebug_format::record::{
     ChecksumKind, Decoded, PayloadChecksum, PayloadCrcPolicy, RecordIter,
 };
-use smdebug_io::format::{self, IndexFile, layout};
+use smdebug_format::{self as format, IndexFile, layout};
 use smdebug_io::storage::{Storage, open_storage};
 use smdebug_io::writer::Writer;
 

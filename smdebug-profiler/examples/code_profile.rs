@@ -10,7 +10,7 @@ use std::sync::Arc;
 use smdebug_core::Mode;
 use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler};
-use smdebug_profiler::reader::ProfilerReader;
+use smdebug_read::profile::ProfilerReader;
 
 /// Something to sample: a xorshift loop that cannot be optimised away.
 #[inline(never)]

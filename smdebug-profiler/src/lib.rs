@@ -10,16 +10,10 @@
 //! - [`code`]: code profiles, a sampling CPU profile of the process over a window (pprof
 //!   protobuf, flame graph, summary) under `<run>/framework/code/`; sampling needs the
 //!   `code-profile` feature on Linux.
-//! - [`reader`]: all of them back, by time range, step range, node and worker.
-//! - [`follow`]: the one incremental reader of a run's profiler data, for rules, the report
-//!   and the dashboard: offline to the end once, live only what is new.
-//! - [`kineto`]: PyTorch profiler (Kineto) traces, streamed in bounded memory, into operator and
-//!   GPU-kernel breakdowns per rank.
-//! - [`stats`]: the percentile every figure of the profiler rules and the report uses.
-//! - [`downsample`]: the one min-max downsampler of long series, for the report's charts and
-//!   the dashboard.
 //! - [`config`]: SageMaker's profiler configuration (`profilerconfig.json`), read as Python
 //!   smdebug reads it, laid over the settings from code, and watched while the job runs.
+//!
+//! The files' names and records are `smdebug-format`'s; reading them back is `smdebug-read`'s.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
@@ -27,17 +21,16 @@
 
 pub mod code;
 pub mod config;
-pub mod digest;
-pub mod downsample;
-pub mod follow;
-pub mod kineto;
-pub mod reader;
 pub mod spans;
-pub mod stats;
 pub mod system;
+/// The writers' own pieces, for other crates' tests (the `testing` feature): smdebug-read holds
+/// its parsers to what this crate writes.
+#[cfg(feature = "testing")]
+pub mod testing {
+    pub use crate::spans::event::SpanEvent;
+    pub use crate::spans::writer::TraceFileBuilder;
+    #[cfg(target_os = "linux")]
+    pub use crate::system::probe::HostProbe;
+}
 
-pub use kineto::{
-    KinetoError, RankSummary, TraceReport, render_text, summarize_reader, summarize_trace,
-    summarize_traces,
-};
 pub use system::{ProfilerError, profile_command};

@@ -9,13 +9,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use smdebug_core::Mode;
+use smdebug_format::code_profile::WindowStep;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_io::testing::{poll, wait_until};
 use smdebug_profiler::ProfilerError;
-use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler, WindowStep};
-use smdebug_profiler::reader::ProfilerReader;
+use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler};
 use smdebug_profiler::system::NodeId;
+use smdebug_read::profile::ProfilerReader;
 use smdebug_testkit::storage::{Intercepted, WriteGate};
 
 /// The sampler is process-wide: tests that open windows take turns (cargo test runs them on

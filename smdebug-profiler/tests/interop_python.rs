@@ -9,9 +9,9 @@ use std::time::Duration;
 use serde_json::Value;
 use smdebug_core::Mode;
 use smdebug_io::testing::wait_until;
-use smdebug_profiler::reader::{ProfilerReader, SpanQuery, SystemQuery};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
+use smdebug_read::profile::{ProfilerReader, SpanQuery, SystemQuery};
 
 const SCRIPT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

@@ -7,12 +7,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use smdebug_core::Mode;
+use smdebug_format::trace::parse_trace_file_key;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_io::testing::wait_until;
-use smdebug_profiler::reader::{ProfilerReader, SpanQuery};
-use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder, parse_trace_file_key};
+use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
 use smdebug_profiler::system::NodeId;
+use smdebug_read::profile::{ProfilerReader, SpanQuery};
 
 fn now_us() -> u64 {
     SystemTime::now()
@@ -172,7 +173,7 @@ fn queries_filter_by_step_time_worker_node_and_phase() {
     let merged = reader
         .chrome_trace(
             &SpanQuery::default(),
-            &smdebug_profiler::reader::SystemQuery::default(),
+            &smdebug_read::profile::SystemQuery::default(),
         )
         .unwrap();
     let events = merged["traceEvents"].as_array().unwrap();

@@ -13,8 +13,8 @@ use std::time::Duration;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_io::testing::CountingStorage;
-use smdebug_profiler::follow::{DataProblem, ProfilerFollower};
-use smdebug_profiler::reader::{
+use smdebug_read::follow::{DataProblem, ProfilerFollower};
+use smdebug_read::profile::{
     MAX_SYSTEM_LINE_BYTES as MAX_LINE_BYTES, ProfilerReader, SYSTEM_READ_CHUNK as READ_CHUNK,
     SystemQuery,
 };

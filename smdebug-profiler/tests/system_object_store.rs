@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use smdebug_core::Mode;
 use smdebug_io::Storage;
-use smdebug_profiler::reader::{ProfilerReader, SpanQuery, SystemQuery, parse_system_lines};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
+use smdebug_read::profile::{ProfilerReader, SpanQuery, SystemQuery, parse_system_lines};
 
 #[test]
 fn sampler_and_spans_write_through_an_object_store() {

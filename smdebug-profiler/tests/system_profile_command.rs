@@ -4,10 +4,11 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use smdebug_format::system::vocab;
 use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::ProfilerError;
-use smdebug_profiler::reader::{ProfilerReader, SystemQuery};
-use smdebug_profiler::system::{NodeId, SamplerConfig, profile_command, vocab};
+use smdebug_profiler::system::{NodeId, SamplerConfig, profile_command};
+use smdebug_read::profile::{ProfilerReader, SystemQuery};
 
 #[test]
 fn profiles_a_child_tree_until_it_exits_and_returns_its_status() {

@@ -10,12 +10,14 @@ use std::sync::{Arc, Barrier, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use smdebug_format::system::SystemSample;
+use smdebug_format::system::vocab;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_io::testing::wait_until;
 use smdebug_profiler::ProfilerError;
-use smdebug_profiler::reader::{ProfilerReader, SystemQuery, parse_system_lines};
-use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSample, SystemSampler, vocab};
+use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
+use smdebug_read::profile::{ProfilerReader, SystemQuery, parse_system_lines};
 
 /// The tests of this file run one at a time: they measure this process and this host, and
 /// one test's load (spinning threads, a 64 MiB transfer) must not land in another's window.

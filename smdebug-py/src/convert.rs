@@ -6,7 +6,7 @@ use pyo3::exceptions::{PyUnicodeDecodeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use smdebug_core::{DType, Mode, Tensor};
-use smdebug_io::trial::{TensorBytes, TensorValue};
+use smdebug_read::trial::{TensorBytes, TensorValue};
 
 use crate::errors::smdebug_exception;
 

@@ -97,7 +97,9 @@ fn to_python(py: Python<'_>, err: Error, asked: Mode) -> PyErr {
             smdebug_exception(py, "IndexReaderException", (err.to_string(),))
         }
         // Over the reader's allocation budget: a MemoryError, nothing of that size allocated.
-        Error::TensorTooLarge { .. } => smdebug_exception(py, "TensorTooLarge", (err.to_string(),)),
+        Error::Format(smdebug_format::Error::TensorTooLarge { .. }) => {
+            smdebug_exception(py, "TensorTooLarge", (err.to_string(),))
+        }
         other => smdebug_exception(py, "SMDebugRuntimeError", (other.to_string(),)),
     }
 }

@@ -6,7 +6,7 @@ use numpy::PyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use smdebug_profiler::reader::{ProfilerReader, SpanQuery, SystemQuery};
+use smdebug_read::profile::{ProfilerReader, SpanQuery, SystemQuery};
 
 use crate::convert::to_python;
 
@@ -40,7 +40,7 @@ pub fn system_metrics<'py>(
     columns.set_item("timestamp", PyArray1::from_vec(py, timestamp))?;
     columns.set_item("timestamp_us", PyArray1::from_vec(py, timestamp_us))?;
     columns.set_item("value", PyArray1::from_vec(py, value))?;
-    let text = |f: fn(&smdebug_profiler::system::SystemSample) -> &str| -> Vec<&str> {
+    let text = |f: fn(&smdebug_format::system::SystemSample) -> &str| -> Vec<&str> {
         samples.iter().map(f).collect()
     };
     columns.set_item("system_metric", text(|s| &s.name))?;
@@ -115,7 +115,7 @@ pub fn framework_spans<'py>(
 #[pyfunction]
 pub fn kineto_summary(py: Python<'_>, paths: Vec<String>) -> PyResult<Bound<'_, PyAny>> {
     let report = py
-        .detach(|| smdebug_profiler::kineto::summarize_traces(&paths))
+        .detach(|| smdebug_read::kineto::summarize_traces(&paths))
         .map_err(profiler_error)?;
     to_python(py, &report)
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
-use smdebug_io::Trial;
+use smdebug_read::Trial;
 use smdebug_rules::{Evidence, Needs, Rule, RuleResult, RuleRunner, RuleSpec, TensorRule};
 
 use crate::convert::to_python;

@@ -10,8 +10,10 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use smdebug_core::Mode;
-use smdebug_io::trial::{Conversion, StepRange, TrialOptions};
-use smdebug_io::{Error, StepState, Trial};
+use smdebug_io::Error;
+use smdebug_read::StepState;
+use smdebug_read::Trial;
+use smdebug_read::trial::{Conversion, StepRange, TrialOptions};
 
 use crate::convert::{mode, to_python, value_to_numpy};
 use crate::errors::{io_error, read_error};

@@ -5,10 +5,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use smdebug_analysis::digest::{ProfileDigest, SeriesDigest};
 use smdebug_core::Mode;
-use smdebug_profiler::RankSummary;
-use smdebug_profiler::code::{CodeProfileFile, CodeProfileSummary};
-use smdebug_profiler::digest::{ProfileDigest, SeriesDigest};
+use smdebug_format::code_profile::CodeProfileFile;
+use smdebug_format::code_profile::CodeProfileSummary;
+use smdebug_read::RankSummary;
 use smdebug_rules::RuleStatus;
 
 /// The page's sections, in order: `(id, title)`. SPEC §6's thirteen first, then the code
@@ -44,7 +45,7 @@ pub struct LoadOptions {
     /// At most this many scalar tensors are drawn (default 32); the rest are named in a note.
     pub max_scalars: usize,
     /// The allocation budget for one value, in bytes (default
-    /// [`DEFAULT_MAX_TENSOR_BYTES`](smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES)). The report
+    /// [`DEFAULT_MAX_TENSOR_BYTES`](smdebug_read::trial::DEFAULT_MAX_TENSOR_BYTES)). The report
     /// reads only one-number records (16 bytes with their `f64`); a budget below that reads no
     /// scalar, with a note.
     pub max_tensor_bytes: u64,
@@ -56,7 +57,7 @@ impl Default for LoadOptions {
             traces: Vec::new(),
             tensors: true,
             max_scalars: 32,
-            max_tensor_bytes: smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES,
+            max_tensor_bytes: smdebug_read::trial::DEFAULT_MAX_TENSOR_BYTES,
         }
     }
 }

@@ -83,7 +83,7 @@
 //! (the runner's reporter, [`ReportInput::load`] in one streaming pass and the dashboard's
 //! download all fill one). Counts, sums, means, deviations, minima and maxima are exact; a
 //! percentile pN is the value at rank round(N% · (count − 1)) within 0.99 %
-//! (`smdebug_profiler::stats::SKETCH_RELATIVE_ERROR`, a quantile sketch), as the tables say;
+//! (`smdebug_analysis::stats::SKETCH_RELATIVE_ERROR`, a quantile sketch), as the tables say;
 //! the GPU workload histograms are exact (1 % bins), the step and data-loading histograms are
 //! counted from the sketch (a value within 0.99 % of a bin edge may land beside it), as their
 //! captions say. Step durations are drawn per node and worker (one worker per GPU in
@@ -98,7 +98,7 @@
 //! initialization are the rule's. The page judges nothing itself: without the rule's result a section says so and draws
 //! the recorded data only. Every threshold a figure names is the parameter of the rule, as that
 //! rule ran (`ProfilerReport:CPUBottleneck_cpu_threshold=80`), or the rule's default when it did
-//! not run. Summaries and histograms are `smdebug_profiler::stats`', the code the rules use.
+//! not run. Summaries and histograms are `smdebug_analysis::stats`', the code the rules use.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
@@ -129,7 +129,7 @@ pub use output::{
 pub use render::render_html;
 pub use rule_file::RuleFile;
 pub use scalars::SCALAR_POINTS;
-pub use smdebug_profiler::RankSummary;
-pub use smdebug_profiler::digest::{ProfileDigest, SeriesDigest};
-pub use smdebug_profiler::reader::Span;
+pub use smdebug_analysis::digest::{ProfileDigest, SeriesDigest};
+pub use smdebug_read::RankSummary;
+pub use smdebug_read::profile::Span;
 pub use writer::ReportWriter;

@@ -5,13 +5,13 @@
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use smdebug_analysis::digest::ProfileDigest;
 use smdebug_io::Storage;
-use smdebug_io::format::layout::END_MARKER;
-use smdebug_profiler::RankSummary;
-use smdebug_profiler::digest::ProfileDigest;
-use smdebug_profiler::follow::merge_code_windows;
-use smdebug_profiler::follow::{DataArea, DataProblems, KinetoTraces, ProfilerFollower};
-use smdebug_profiler::reader::{CodeProfileWindow, ProfilerReader};
+use smdebug_read::RankSummary;
+use smdebug_read::follow::merge_code_windows;
+use smdebug_read::follow::{DataArea, DataProblems, KinetoTraces, ProfilerFollower};
+use smdebug_read::profile::{CodeProfileWindow, ProfilerReader};
+use smdebug_read::run::EndMarker;
 use smdebug_rules::RunState;
 
 use crate::input::{CODE_PROFILE_WINDOWS_SHOWN, CodeProfile, LoadOptions, NoteArea, ReportInput};
@@ -45,11 +45,7 @@ impl ReportInput {
     pub fn load(location: &str, options: &LoadOptions) -> ReportInput {
         match smdebug_io::open_storage(location) {
             Ok(storage) => {
-                let complete = match storage.get(END_MARKER) {
-                    Ok(_) => Some(true),
-                    Err(e) if e.is_not_found() => Some(false),
-                    Err(_) => None,
-                };
+                let complete = EndMarker::present(storage.as_ref()).ok();
                 // One pass, aggregated as it reads: a poll hands out a bounded number of
                 // samples and spans (their `args` not kept), which the digest takes in and drops.
                 let mut follower = ProfilerFollower::new(Arc::clone(&storage))
@@ -203,9 +199,10 @@ impl ReportInput {
             self.note(
                 NoteArea::Run,
                 format!(
-                    "The run has no end marker ({END_MARKER}): it is still being written or \
+                    "The run has no end marker ({}): it is still being written or \
                      stopped without finishing. Figures cover what was written so far; \
-                     regenerate the report to see more."
+                     regenerate the report to see more.",
+                    EndMarker::PATH
                 ),
             );
         }

@@ -44,7 +44,7 @@ pub struct WrittenReport {
     pub rule_files: Vec<String>,
 }
 
-pub use smdebug_io::format::layout::safe_file_stem;
+pub use smdebug_format::layout::safe_file_stem;
 
 /// The file name of a rule's JSON result: the rule name through [`safe_file_stem`], then `.json`
 /// (`rule.json` when the name is empty).

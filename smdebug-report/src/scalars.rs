@@ -12,9 +12,9 @@
 
 use std::sync::Arc;
 
+use smdebug_analysis::downsample::{MinMax, min_max};
 use smdebug_io::Storage;
-use smdebug_io::trial::{ScalarColumns, TensorFollower};
-use smdebug_profiler::downsample::{MinMax, min_max};
+use smdebug_read::trial::{ScalarColumns, TensorFollower};
 
 use crate::input::{LoadOptions, NoteArea, ReportInput, ScalarSeries};
 

@@ -1,9 +1,9 @@
 //! The figures the report shows. Summaries (percentiles) and sketches are smdebug-profiler's
-//! (`smdebug_profiler::stats`), the code the rules' details use; this module adds the charts'
+//! (`smdebug_analysis::stats`), the code the rules' details use; this module adds the charts'
 //! downsampling (the distances between GPUs are LoadBalancing's). Non-finite values are left out
 //! of every figure.
 
-pub(crate) use smdebug_profiler::stats::Summary;
+pub(crate) use smdebug_analysis::stats::Summary;
 
 /// One time slice of a reduced series: its middle, lowest, mean and highest value.
 #[derive(Clone, Copy, Debug, PartialEq)]

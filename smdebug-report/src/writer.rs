@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use smdebug_io::storage::Location;
 use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE, sagemaker_report_dir};
 use smdebug_rules::{ReportPlan, ReportWriteError, Reporter, RunState};
 
@@ -88,13 +89,16 @@ impl ReportWriter {
 
 impl Reporter for ReportWriter {
     fn prepare(&mut self, run: &RunState<'_>) -> ReportPlan {
+        let local = Location::parse(run.location)
+            .ok()
+            .and_then(|l| l.local_path().map(Path::to_path_buf));
         let destination = match &self.html {
             Some(path) => Ok(path.display().to_string()),
             None if !run.write_into_run => Err("report not written: the runner does not write \
                 into the run (`smdebug rules --write-into-run` does) and no other path was given \
                 (`smdebug report -o FILE`)"
                 .to_owned()),
-            None if !run.location.contains("://") => Ok(Path::new(run.location)
+            None if let Some(dir) = &local => Ok(dir
                 .join(&self.run_dir)
                 .join(REPORT_FILE)
                 .display()
@@ -191,10 +195,9 @@ impl Reporter for ReportWriter {
 /// A run location as the notebook names it: a local path made absolute (the notebook may be
 /// opened from anywhere), an object-store URL as it is.
 fn absolute_location(location: &str) -> String {
-    if location.contains("://") {
-        location.to_owned()
-    } else {
-        absolute(Path::new(location))
+    match Location::parse(location) {
+        Ok(Location::Local(dir)) => absolute(&dir),
+        _ => location.to_owned(),
     }
 }
 

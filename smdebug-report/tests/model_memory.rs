@@ -4,10 +4,10 @@
 //! timed.
 
 use serde_json::json;
+use smdebug_format::system::system_file_key;
+use smdebug_format::trace::trace_file_key;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
-use smdebug_profiler::spans::trace_file_key;
-use smdebug_profiler::system::system_file_key;
 use smdebug_report::{LoadOptions, ReportInput, render_html};
 use smdebug_testkit::alloc;
 

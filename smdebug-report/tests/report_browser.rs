@@ -15,11 +15,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use smdebug_core::Mode;
+use smdebug_format::system::system_file_key;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
-use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler, system_file_key};
+use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
 use smdebug_report::{
     LoadOptions, ReportInput, RuleFile, SECTIONS, write_report_to, write_rule_files_to,
 };
@@ -30,7 +31,7 @@ use support::section;
 
 fn shared_trace(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../smdebug-profiler/tests/data/pytorch-profiler-traces")
+        .join("../smdebug-read/tests/data/pytorch-profiler-traces")
         .join(name)
 }
 

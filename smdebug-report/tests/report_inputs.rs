@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
+use smdebug_analysis::stats::SKETCH_RELATIVE_ERROR;
+use smdebug_format::system::system_file_key;
+use smdebug_format::trace::trace_file_key;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
-use smdebug_profiler::kineto::summarize_trace;
-use smdebug_profiler::spans::trace_file_key;
-use smdebug_profiler::stats::SKETCH_RELATIVE_ERROR;
-use smdebug_profiler::system::system_file_key;
+use smdebug_read::kineto::summarize_trace;
 use smdebug_report::{
     LoadOptions, NoteArea, ReportInput, RuleFile, SECTIONS, render_html, write_report_to,
     write_rule_files_to,
@@ -27,7 +27,7 @@ const T0: f64 = 1_700_000_000.0;
 
 fn shared_trace(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../smdebug-profiler/tests/data/pytorch-profiler-traces")
+        .join("../smdebug-read/tests/data/pytorch-profiler-traces")
         .join(name)
 }
 

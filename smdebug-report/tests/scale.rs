@@ -4,9 +4,9 @@
 use std::time::Instant;
 
 use serde_json::json;
+use smdebug_format::system::system_file_key;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
-use smdebug_profiler::system::system_file_key;
 use smdebug_report::{LoadOptions, ReportInput, render_html};
 
 /// The process's peak resident memory (`VmHWM`), bytes.

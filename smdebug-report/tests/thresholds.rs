@@ -5,9 +5,9 @@
 
 mod support;
 
+use smdebug_format::system::system_file_key;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
-use smdebug_profiler::system::system_file_key;
 use smdebug_report::ReportWriter;
 use smdebug_rules::{RuleRunner, RuleSpec, Status, Summary};
 use support::write_system_file;

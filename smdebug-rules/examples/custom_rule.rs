@@ -8,8 +8,8 @@
 use smdebug_core::{Hook, SaveConfig};
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::{TrainConfig, train};
-use smdebug_io::trial::Trial;
 use smdebug_io::writer::Writer;
+use smdebug_read::trial::Trial;
 use smdebug_rules::select::scalar_at;
 use smdebug_rules::{
     Evidence, Needs, Result, Rule, RuleResult, RuleRunner, RuleSpec, TensorRule, rule_identity,

@@ -223,7 +223,7 @@ pub(crate) fn is_absent(e: &smdebug_io::Error) -> bool {
             | smdebug_io::Error::WorkerNotFound { .. }
             | smdebug_io::Error::ReductionNotSaved { .. }
             | smdebug_io::Error::OnlyReductionsSaved { .. }
-            | smdebug_io::Error::StringTensor { .. }
+            | smdebug_io::Error::Format(smdebug_format::Error::StringTensor { .. })
             | smdebug_io::Error::CollectionNotFound { .. }
     )
 }

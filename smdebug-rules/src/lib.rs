@@ -57,7 +57,6 @@ pub mod actions;
 pub mod capture;
 pub mod error;
 mod evidence;
-mod folder;
 mod needs;
 pub mod params;
 pub mod profiler;

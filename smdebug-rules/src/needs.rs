@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 use smdebug_core::CaptureRequest;
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 
 use crate::error::Result;
 use crate::select::TensorSelection;

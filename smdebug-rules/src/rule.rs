@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use smdebug_core::CaptureRequest;
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 
 use crate::error::{Error, Result};
 pub use crate::evidence::Evidence;
@@ -67,7 +67,7 @@ impl std::fmt::Display for RuleInput {
 /// A custom rule:
 ///
 /// ```
-/// use smdebug_io::trial::Trial;
+/// use smdebug_read::trial::Trial;
 /// use smdebug_rules::{Evidence, Needs, Result, RuleResult, TensorRule, TensorSelection, rule_identity};
 ///
 /// /// Fires when any gradient's largest absolute value exceeds `limit`.
@@ -388,7 +388,7 @@ impl From<Box<dyn ProfilerRule>> for Rule {
 ///   left out).
 ///
 /// ```
-/// use smdebug_io::trial::Trial;
+/// use smdebug_read::trial::Trial;
 /// use smdebug_rules::{Needs, Result, RuleResult, TensorRule, rule_identity};
 ///
 /// struct Watch {

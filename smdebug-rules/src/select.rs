@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use ndarray::ArrayD;
 use smdebug_core::{CaptureRequest, Mode, PyRegex, Reduction, ReductionOp, SaveConfig};
-use smdebug_io::trial::{TensorValue, Trial};
+use smdebug_read::trial::{TensorValue, Trial};
 
 use serde::{Deserialize, Serialize};
 
@@ -271,7 +271,7 @@ impl TensorSelection {
     ///
     /// ```no_run
     /// # use smdebug_rules::{Result, TensorSelection};
-    /// # fn check(selection: &TensorSelection, trial: &smdebug_io::trial::Trial) -> Result<()> {
+    /// # fn check(selection: &TensorSelection, trial: &smdebug_read::trial::Trial) -> Result<()> {
     /// for reading in selection.values_at("MyRule", trial, 10)? {
     ///     let (name, value) = reading?;
     ///     println!("{name}: {} values", value.len());

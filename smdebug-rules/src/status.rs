@@ -2,7 +2,7 @@
 //! a rule that checked nothing is told apart from one that checked and found nothing.
 
 use serde::{Deserialize, Serialize};
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 
 use crate::error::{Error, Result};
 use crate::evidence::Evidence;

@@ -118,11 +118,11 @@ mod tests {
     use super::*;
 
     fn corrupt() -> smdebug_io::Error {
-        smdebug_io::Error::CorruptRecord {
+        smdebug_io::Error::Format(smdebug_format::Error::CorruptRecord {
             path: "events/000000000003/000000000003_worker_0.tfevents".into(),
             offset: 40,
             reason: "bad payload checksum".into(),
-        }
+        })
     }
 
     #[test]

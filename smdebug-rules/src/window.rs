@@ -3,9 +3,9 @@
 //! seen so far.
 
 use serde::{Deserialize, Serialize};
-use smdebug_profiler::reader::Span;
-use smdebug_profiler::spans::Phase;
-use smdebug_profiler::system::SystemSample;
+use smdebug_core::phase::Phase;
+use smdebug_format::system::SystemSample;
+use smdebug_read::profile::Span;
 
 /// The profiler data that is new since a rule's previous call.
 #[derive(Clone, Copy, Debug)]

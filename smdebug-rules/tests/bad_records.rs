@@ -487,7 +487,7 @@ fn a_rule_whose_every_record_is_unreadable_fails() {
 /// step goes unjudged, the rule judges the others.
 #[test]
 fn a_custom_rule_passing_an_unreadable_record_on_loses_that_step_only() {
-    use smdebug_io::trial::Trial;
+    use smdebug_read::trial::Trial;
     use smdebug_rules::{Error, Needs, Result, RuleResult, RuleRunner, TensorRule};
 
     struct LossAboveOne;

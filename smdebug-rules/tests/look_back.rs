@@ -7,9 +7,9 @@
 use std::path::Path;
 
 use smdebug_core::Mode;
+use smdebug_format::layout;
 use smdebug_io::crafted::{scalar, write_collections, write_step};
-use smdebug_io::format::layout;
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 use smdebug_rules::{
     Error, LookBack, Needs, Result, Rule, RuleResult, RuleRunner, RuleSpec, Status, TensorRule,
     TensorSelection,

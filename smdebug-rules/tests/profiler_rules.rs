@@ -12,12 +12,13 @@ use std::thread::sleep;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use smdebug_core::Mode;
+use smdebug_format::system::SystemSample;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_io::testing::wait_for;
-use smdebug_profiler::reader::{ProfilerReader, SystemQuery};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
-use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSample, SystemSampler};
+use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
+use smdebug_read::profile::{ProfilerReader, SystemQuery};
 use smdebug_rules::{ActionConfig, RuleInput, RuleRunner, RuleSpec, RuleStatus, Status, Summary};
 use smdebug_testkit::files::copy_tree;
 use tempfile::TempDir;
@@ -343,8 +344,8 @@ fn cpu_bottleneck_names_the_phase_that_filled_each_sample_not_the_instant_it_wok
         samples.push(sample("gpu", "gpu0", "GPUUtilization", 1.0));
         samples.push(sample("gpu", "gpu0", "GPUMemoryUtilization", 30.0));
     }
-    let span = |phase: &str, start_us: u64, end_us: u64, step: Option<u64>| {
-        smdebug_profiler::reader::Span {
+    let span =
+        |phase: &str, start_us: u64, end_us: u64, step: Option<u64>| smdebug_read::profile::Span {
             phase: phase.into(),
             name: phase.into(),
             start_us,
@@ -354,8 +355,7 @@ fn cpu_bottleneck_names_the_phase_that_filled_each_sample_not_the_instant_it_wok
             step,
             mode: step.map(|_| Mode::Train),
             args: Default::default(),
-        }
-    };
+        };
     let mut spans = Vec::new();
     for k in 0..80u64 {
         let start = t0 + k * 50_000;
@@ -814,7 +814,7 @@ fn step_outlier_stays_quiet_on_even_steps_and_fires_past_n_outliers() {
             } else {
                 20_000 + (step * 7919 % 400)
             };
-            spans.push(smdebug_profiler::reader::Span {
+            spans.push(smdebug_read::profile::Span {
                 phase: "Step:ModeKeys.TRAIN".into(),
                 name: "Step:ModeKeys.TRAIN".into(),
                 start_us: at,
@@ -1134,7 +1134,7 @@ fn following_a_live_run_fires_and_stops_it_before_it_ends() {
     let start = now_us();
     let gpu_key = format!(
         "system/incremental/{}/{}.algo-1-gpu.json",
-        smdebug_profiler::system::hour_folder(start / 1_000_000),
+        smdebug_format::system::hour_folder(start / 1_000_000),
         start / 1_000_000
     );
     let mut lines = String::new();

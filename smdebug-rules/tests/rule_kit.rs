@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 use smdebug_core::{Reduction, ReductionOp};
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 use smdebug_rules::TensorSelection;
 
 fn golden(name: &str) -> PathBuf {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use smdebug_core::{Mode, SaveConfig};
 use smdebug_examples::Bug;
 use smdebug_io::testing::wait_until;
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 use smdebug_rules::runner::{StatusLines, rule_log_file};
 use smdebug_rules::{
     ActionConfig, Needs, Result as RulesResult, Rule, RuleResult, RuleRunner, RuleSpec, Status,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use smdebug_core::{Mode, SaveConfig};
 use smdebug_examples::Bug;
 use smdebug_io::testing::{wait_for, wait_until};
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 use smdebug_rules::{
     ActionConfig, Error, Needs, ProfilerInput, ProfilerNeeds, ProfilerRule, ProfilerWindow,
     Result as RulesResult, Rule, RuleResult, RuleRunner, RuleSpec, Status, TensorRule,
@@ -537,7 +537,7 @@ fn a_runner_stops_a_training_process_through_the_run_directory() {
     assert!(summary.run_complete);
     let trial = Trial::open(loc(run.path())).unwrap();
     let marker = std::fs::read(run.path().join("training_job_end.ts")).unwrap();
-    match smdebug_io::format::parse_end_marker(&marker) {
+    match smdebug_format::parse_end_marker(&marker) {
         Some(smdebug_core::EndReason::Stopped(cause)) => {
             assert!(
                 cause.reason.contains("LossNotDecreasing fired at step"),

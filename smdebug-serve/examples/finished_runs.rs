@@ -14,10 +14,10 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use smdebug_format::layout::END_MARKER;
+use smdebug_format::system::system_file_key;
 use smdebug_io::Storage;
-use smdebug_io::format::layout::END_MARKER;
 use smdebug_io::storage::LocalStorage;
-use smdebug_profiler::system::system_file_key;
 use smdebug_serve::{ServeOptions, Server};
 
 /// User plus system CPU seconds of this process (`/proc/self/stat`, clock ticks of 1/100 s).

@@ -14,8 +14,8 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use smdebug_profiler::reader::{ProfileData, parse_system_lines_lenient};
-use smdebug_profiler::system::system_file_key;
+use smdebug_format::system::system_file_key;
+use smdebug_read::profile::{ProfileData, parse_system_lines_lenient};
 use smdebug_serve::{ServeOptions, Server};
 
 fn rss_mb() -> f64 {
@@ -77,7 +77,7 @@ fn main() {
                 "ts": base + i * 10_000, "dur": 8000 + (i % 7) * 100,
                 "args": {"step_num": (file * 2000 + i).to_string()}}));
         }
-        let key = smdebug_profiler::spans::trace_file_key(base + 2000 * 10_000, 0, "algo-1");
+        let key = smdebug_format::trace::trace_file_key(base + 2000 * 10_000, 0, "algo-1");
         let path = dir.path().join(key);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, serde_json::to_vec(&events).unwrap()).unwrap();

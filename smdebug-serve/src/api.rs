@@ -6,15 +6,15 @@ use std::collections::BTreeMap;
 
 use regex::Regex;
 use serde::Deserialize;
+use smdebug_analysis::downsample::PointSource;
+use smdebug_analysis::stats::percentile;
 use smdebug_core::Mode;
-use smdebug_profiler::downsample::PointSource;
-use smdebug_profiler::reader::{SpanRef, SpanStore};
-use smdebug_profiler::stats::percentile;
+use smdebug_read::profile::{SpanRef, SpanStore};
 
 use smdebug_rules::Summary;
 use smdebug_rules::profiler::StepOutlierDetails;
 
-use smdebug_io::trial::TensorFollower;
+use smdebug_read::trial::TensorFollower;
 
 use crate::downsample::{MAX_POINTS, Plan, ScalarLines, Value, draw, min_max, plan};
 use crate::run::{Run, RunData};

@@ -4,9 +4,11 @@
 
 use schemars::JsonSchema;
 use serde::Serialize;
+use smdebug_format::code_profile::FunctionSamples;
+use smdebug_format::code_profile::ThreadSamples;
+use smdebug_format::code_profile::WindowStep;
 use smdebug_io::Storage;
-use smdebug_profiler::code::{FunctionSamples, ThreadSamples, WindowStep};
-use smdebug_profiler::reader::{CodeProfileWindow, ProfilerReader};
+use smdebug_read::profile::{CodeProfileWindow, ProfilerReader};
 
 /// Functions sent per top list.
 const TOP: usize = 15;

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use smdebug_profiler::system::vocab;
+use smdebug_format::system::vocab;
 
 use crate::journal::{Journal, SampleEntry, StepEntry};
 use crate::push_views::{RunDelta, SampleDelta, StepDelta};
@@ -161,7 +161,7 @@ fn sample_deltas<'a>(
 mod tests {
     use super::*;
     use smdebug_core::Mode;
-    use smdebug_profiler::reader::Span;
+    use smdebug_read::profile::Span;
 
     fn step_span(step: u64) -> Span {
         Span {

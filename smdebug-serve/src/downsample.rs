@@ -1,7 +1,7 @@
 //! Server-side aggregation and downsampling: no chart is sent more than [`MAX_POINTS`] points
 //! per series, and what is aggregated (smoothed) is computed on every value before that.
 //!
-//! Min-max decimation (smdebug-profiler's one downsampler, [`smdebug_profiler::downsample`]):
+//! Min-max decimation (smdebug-profiler's one downsampler, [`smdebug_analysis::downsample`]):
 //! the visible window is cut into `max_points / 2` equal buckets and each bucket sends its
 //! lowest and its highest point, in order. Spikes survive (a single high sample in a bucket is
 //! kept), and a zoomed window is cut again over its own range, so zooming in gets finer detail
@@ -21,8 +21,8 @@
 //! value of the files: TensorBoard averages the 1,000 values it samples of a series. The
 //! Scalars tab and the summary's headline charts get their points here.
 
-pub use smdebug_profiler::downsample::Coord;
-use smdebug_profiler::downsample::{MinMax, PointSource, slice_width};
+pub use smdebug_analysis::downsample::Coord;
+use smdebug_analysis::downsample::{MinMax, PointSource, slice_width};
 
 use crate::summary::{Bucket, Point, SeriesSummary};
 
@@ -42,7 +42,7 @@ pub fn min_max<X: Coord, S: PointSource<X> + ?Sized>(
     max_points: usize,
 ) -> Vec<(X, f64)> {
     let options = MinMax::new(max_points.clamp(2, MAX_POINTS)).window(from, to);
-    smdebug_profiler::downsample::min_max(points, &options)
+    smdebug_analysis::downsample::min_max(points, &options)
 }
 
 /// One value as the charts get it: `(global step, value, wall time of its event record)`.

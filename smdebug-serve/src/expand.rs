@@ -1,36 +1,11 @@
 //! Which runs the command's arguments name: a run folder or prefix, or a folder or prefix of
 //! runs (one run per subfolder), and the random token of a non-loopback server.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use smdebug_io::StorageOptions;
-
-/// The entries at a run's root (any one of them makes a folder a run).
-const RUN_ENTRIES: [&str; 8] = [
-    "index",
-    "events",
-    "collections",
-    "system",
-    "framework",
-    "rules",
-    "progress",
-    "training_job_end.ts",
-];
-
-/// Whether a local folder holds a run's own files (rather than runs in subfolders).
-fn looks_like_run(dir: &Path) -> bool {
-    RUN_ENTRIES.iter().any(|entry| dir.join(entry).exists())
-}
-
-/// Whether an object-store prefix holds a run's own files: its end marker, collections,
-/// system or framework files (small listings; the index and event folders of a long run are
-/// not listed for this).
-fn store_looks_like_run(storage: &dyn smdebug_io::Storage) -> bool {
-    matches!(storage.size("training_job_end.ts"), Ok(Some(_)))
-        || ["collections", "system", "framework", "rules"]
-            .iter()
-            .any(|dir| storage.list(dir).is_ok_and(|l| !l.is_empty()))
-}
+use smdebug_io::storage::Location;
+use smdebug_read::run::{is_run_entry, local_folder_is_run, store_is_run};
 
 /// The runs directly under an object-store prefix that is not itself a run: the first path
 /// component of every key that continues with a run's entry (one listing of the prefix).
@@ -43,7 +18,7 @@ fn store_children(storage: &dyn smdebug_io::Storage) -> Vec<String> {
         .filter_map(|key| {
             let (child, rest) = key.split_once('/')?;
             let entry = rest.split('/').next().unwrap_or(rest);
-            RUN_ENTRIES.contains(&entry).then(|| child.to_owned())
+            is_run_entry(entry).then(|| child.to_owned())
         })
         .collect();
     children.dedup();
@@ -67,13 +42,15 @@ pub fn expand_runs(args: &[String]) -> Vec<(String, String)> {
 pub fn expand_runs_with(args: &[String], options: &StorageOptions) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for arg in args {
-        let path = Path::new(arg);
-        let is_url = arg.contains("://");
+        let location = Location::parse(arg);
+        let local = match &location {
+            Ok(Location::Local(dir)) => Some(dir.as_path()),
+            _ => None,
+        };
         let mut children: Vec<PathBuf> = Vec::new();
-        if is_url
-            && !arg.starts_with("file://")
+        if matches!(location, Ok(Location::Store { .. }))
             && let Ok(storage) = smdebug_io::open_storage_with(arg, options)
-            && !store_looks_like_run(storage.as_ref())
+            && !store_is_run(storage.as_ref())
         {
             let found = store_children(storage.as_ref());
             if !found.is_empty() {
@@ -84,14 +61,14 @@ pub fn expand_runs_with(args: &[String], options: &StorageOptions) -> Vec<(Strin
                 continue;
             }
         }
-        if !is_url
+        if let Some(path) = local
             && path.is_dir()
-            && !looks_like_run(path)
+            && !local_folder_is_run(path)
             && let Ok(entries) = std::fs::read_dir(path)
         {
             children = entries
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.is_dir() && looks_like_run(p))
+                .filter(|p| p.is_dir() && local_folder_is_run(p))
                 .collect();
             children.sort();
         }

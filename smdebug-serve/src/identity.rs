@@ -11,10 +11,12 @@
 //!   disk, that it is the same file;
 //! - the end marker, once seen: that it was not removed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use smdebug_io::Storage;
-use smdebug_io::format::layout::{END_MARKER, INDEX_DIR, parse_index_file};
+use smdebug_read::run::{
+    EndMarker, FolderChange, FolderWatch, file_id, first_profiler_files, index_file_of_step,
+};
 
 /// What became of the run.
 #[derive(Debug, PartialEq, Eq)]
@@ -38,29 +40,10 @@ struct Witness {
 /// What the follower remembers of the run's identity.
 #[derive(Default)]
 pub(crate) struct Identity {
-    /// A local run folder's (device, inode) once it existed.
-    folder: Option<(u64, u64)>,
+    /// The run's folder, when it is on local disk (made at the first check).
+    folder: Option<FolderWatch>,
     witness: Option<Witness>,
     marker_seen: bool,
-}
-
-/// The run's folder, when it is on local disk.
-fn local_root(location: &str) -> Option<PathBuf> {
-    if let Some(path) = location.strip_prefix("file://") {
-        return Some(PathBuf::from(path));
-    }
-    (!location.contains("://")).then(|| PathBuf::from(location))
-}
-
-#[cfg(unix)]
-fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
-    use std::os::unix::fs::MetadataExt;
-    (meta.dev(), meta.ino())
-}
-
-#[cfg(not(unix))]
-fn file_id(_meta: &std::fs::Metadata) -> (u64, u64) {
-    (0, 0)
 }
 
 fn local_stamp(root: Option<&Path>, key: &str) -> Option<(u64, Option<std::time::SystemTime>)> {
@@ -76,34 +59,26 @@ impl Identity {
         storage: &dyn Storage,
         had_data: bool,
     ) -> Option<Change> {
-        let root = local_root(location);
-        if let Some(root) = &root {
-            match std::fs::metadata(root) {
-                Ok(meta) if meta.is_dir() => {
-                    let id = file_id(&meta);
-                    match self.folder {
-                        Some(old) if old != id => {
-                            self.folder = Some(id);
-                            return Some(Change::Replaced(
-                                "the run folder was replaced by another folder at the same path"
-                                    .into(),
-                            ));
-                        }
-                        _ => self.folder = Some(id),
-                    }
-                }
-                _ if had_data || self.folder.is_some() => {
-                    self.folder = None;
-                    return Some(Change::Deleted("the run folder was deleted".into()));
-                }
-                _ => {}
+        let folder = self
+            .folder
+            .get_or_insert_with(|| FolderWatch::new(location));
+        match folder.look(had_data) {
+            FolderChange::Replaced => {
+                return Some(Change::Replaced(
+                    "the run folder was replaced by another folder at the same path".into(),
+                ));
             }
+            FolderChange::Gone => {
+                return Some(Change::Deleted("the run folder was deleted".into()));
+            }
+            FolderChange::Same => {}
         }
-        if self.marker_seen && matches!(storage.size(END_MARKER), Ok(None)) {
+        let root = folder.root().map(Path::to_path_buf);
+        if self.marker_seen && matches!(EndMarker::present(storage), Ok(false)) {
             self.marker_seen = false;
             return Some(self.gone_or_replaced(
                 storage,
-                format!("its end marker ({END_MARKER}) was removed"),
+                format!("its end marker ({}) was removed", EndMarker::PATH),
             ));
         }
         let witness = self.witness.clone()?;
@@ -153,7 +128,7 @@ impl Identity {
         if self.witness.is_some() {
             return;
         }
-        let root = local_root(location);
+        let root = FolderWatch::new(location).root().map(Path::to_path_buf);
         let pick = |key: String, immutable: bool| -> Option<Witness> {
             let size = storage.size(&key).ok()??;
             Some(Witness {
@@ -164,24 +139,15 @@ impl Identity {
             })
         };
         if let Some(step) = first_step {
-            let folder = format!("{INDEX_DIR}/{:09}", step / 1000);
-            let key = storage.list(&folder).ok().and_then(|keys| {
-                keys.into_iter()
-                    .filter(|k| parse_index_file(k).is_some_and(|(s, _)| s == step))
-                    .min()
-            });
+            let key = index_file_of_step(storage, step).ok().flatten();
             if let Some(w) = key.and_then(|k| pick(k, true)) {
                 self.witness = Some(w);
                 return;
             }
         }
         if profiled {
-            for dir in ["system", "framework"] {
-                let first = storage
-                    .list(dir)
-                    .ok()
-                    .and_then(|keys| keys.into_iter().min());
-                if let Some(w) = first.and_then(|k| pick(k, false)) {
+            for first in first_profiler_files(storage) {
+                if let Some(w) = pick(first, false) {
                     self.witness = Some(w);
                     return;
                 }

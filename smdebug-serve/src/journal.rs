@@ -8,8 +8,8 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use smdebug_core::Mode;
-use smdebug_profiler::reader::{SampleRef, Span, SystemSamples};
-use smdebug_profiler::spans::Phase;
+use smdebug_core::phase::Phase;
+use smdebug_read::profile::{SampleRef, Span, SystemSamples};
 
 /// Step spans a log keeps.
 pub(crate) const MAX_STEPS: usize = 8192;

@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 
+use smdebug_analysis::stats::percentile;
 use smdebug_core::Mode;
+use smdebug_format::system::vocab;
 use smdebug_io::progress::ProgressTotals;
-use smdebug_profiler::reader::{self as profiler, MetricSeries};
-use smdebug_profiler::stats::percentile;
-use smdebug_profiler::system::vocab;
+use smdebug_read::profile::{self as profiler, MetricSeries};
 
 use crate::api::{Window, is_step};
 use crate::downsample::plan;

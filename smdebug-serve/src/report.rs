@@ -3,7 +3,7 @@
 //! dashboard keeps summaries of them, not every value). Only the latest code-profile flame graphs are read; everything is dropped
 //! once the page is drawn.
 
-use smdebug_profiler::RankSummary;
+use smdebug_read::RankSummary;
 use smdebug_report::{FollowedRun, LoadOptions, NoteArea, ReportInput, render_html};
 
 use crate::run::Run;

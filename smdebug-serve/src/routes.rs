@@ -13,7 +13,7 @@ use axum::routing::{MethodRouter, get, post};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Deserialize;
 use smdebug_io::stop::{StopOutcome, StopRequest, request_stop};
-use smdebug_profiler::follow::DataArea;
+use smdebug_read::follow::DataArea;
 
 use crate::api::{self, Window};
 use crate::code::{self, CodeFile, CodeWindows};
@@ -390,7 +390,7 @@ struct TensorQuery {
 async fn with_trial<T: serde::Serialize + Send + 'static>(
     state: &AppState,
     id: usize,
-    f: impl FnOnce(&smdebug_io::Trial) -> Result<T, String> + Send + 'static,
+    f: impl FnOnce(&smdebug_read::Trial) -> Result<T, String> + Send + 'static,
 ) -> Response {
     let run = match find_run(state, id) {
         Ok(r) => r,

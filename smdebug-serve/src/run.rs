@@ -16,19 +16,19 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use smdebug_analysis::digest::ProfileDigest;
 use smdebug_core::{EndReason, StopCause};
-use smdebug_io::format::layout::END_MARKER;
-use smdebug_io::format::parse_end_marker;
 use smdebug_io::progress::{Progress, read_run_progress};
 use smdebug_io::stop::{StopRequest, read_stop_request, sanitize_reason};
-use smdebug_io::trial::{TensorFollower, TensorIncrement, Trial, TrialOptions};
+use smdebug_io::storage::Location;
 use smdebug_io::{Storage, StorageOptions};
-use smdebug_profiler::digest::ProfileDigest;
-use smdebug_profiler::follow::{
+use smdebug_read::follow::{
     DataProblems, ITEMS_PER_READ, ProfilerFollower, ProfilerSource, ProfilerSubscription,
     merge_code_windows,
 };
-use smdebug_profiler::reader::{CodeProfileWindow, ProfileData, SampleBatch, SpanBatch};
+use smdebug_read::profile::{CodeProfileWindow, ProfileData, SampleBatch, SpanBatch};
+use smdebug_read::run::EndMarker;
+use smdebug_read::trial::{TensorFollower, TensorIncrement, Trial, TrialOptions};
 use smdebug_rules::Summary;
 use smdebug_rules::read_summary_from;
 use smdebug_rules::runner::SUMMARY_FILE;
@@ -194,7 +194,7 @@ impl Run {
             allow_write,
             report_stage: std::sync::Mutex::new(None),
             passes: AtomicU64::new(0),
-            max_tensor_bytes: smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES,
+            max_tensor_bytes: smdebug_read::trial::DEFAULT_MAX_TENSOR_BYTES,
             shared_profiler: std::sync::Mutex::new(None),
         }
     }
@@ -501,10 +501,10 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Fou
 /// to be missing, since when; an object-store URL is not looked up here (its prefix exists
 /// once anything is written under it).
 fn note_missing(run: &Run) {
-    if run.location.contains("://") {
+    let Ok(Location::Local(dir)) = Location::parse(&run.location) else {
         return;
-    }
-    let missing = !std::path::Path::new(&run.location).exists();
+    };
+    let missing = !dir.exists();
     let Ok(mut data) = run.data.write() else {
         return;
     };
@@ -598,12 +598,12 @@ fn read_side_files(
         Err(e) => side.stop_request_error = Some(sanitize_reason(&e.to_string())),
     }
     if cursor.marker_read {
-        side.marker = matches!(storage.size(END_MARKER), Ok(Some(_)));
-    } else if let Ok(bytes) = storage.get(END_MARKER) {
+        side.marker = matches!(EndMarker::present(storage), Ok(true));
+    } else if let Ok(Some(reason)) = EndMarker::read(storage) {
         cursor.marker_read = true;
         side.marker = true;
         // Fit to show: the reason and rule are written by whoever asked for the stop.
-        side.end_reason = parse_end_marker(&bytes).map(|reason| match reason {
+        side.end_reason = reason.map(|reason| match reason {
             EndReason::Stopped(cause) => EndReason::Stopped(StopCause {
                 reason: sanitize_reason(&cause.reason),
                 rule: cause.rule.as_deref().map(sanitize_reason),
@@ -904,13 +904,8 @@ impl RunData {
 
 /// Whether a probe object can be written into the run and removed again.
 fn can_write(storage: &dyn Storage) -> bool {
-    // A name the run owns (`layout::RUN_FILES`): a probe left by a crash is still the run's.
-    const PROBE: &str = smdebug_io::format::layout::WRITE_PROBE;
-    let ok = storage
-        .put(PROBE, bytes::Bytes::from_static(b"probe"))
-        .is_ok();
-    let _ = storage.delete(PROBE);
-    ok
+    // Under a name the run owns: a probe left by a crash is still the run's.
+    smdebug_io::storage::probe_write(storage, "dashboard").is_ok()
 }
 
 #[cfg(test)]
@@ -918,7 +913,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::Instant;
 
-    use smdebug_io::format::layout::END_MARKER;
+    use smdebug_format::layout::END_MARKER;
     use smdebug_io::progress::{Progress, write_progress};
     use smdebug_io::storage::LocalStorage;
     use smdebug_io::testing::CountingStorage;
@@ -934,7 +929,7 @@ mod tests {
         let mut warnings = Vec::new();
         let mut seen = Vec::new();
         for pending in [3000, 2200, 900, 0] {
-            let update = smdebug_io::trial::TensorIncrement {
+            let update = smdebug_read::trial::TensorIncrement {
                 pending,
                 ..Default::default()
             };

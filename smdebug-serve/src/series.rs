@@ -3,7 +3,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use smdebug_profiler::system::vocab;
+use smdebug_format::system::vocab;
 
 use crate::views::PhaseTotal;
 
@@ -430,9 +430,9 @@ pub struct KinetoRank<'a> {
     /// GPU idle, µs.
     pub gpu_idle_us: f64,
     /// The 20 kernels with the most time.
-    pub gpu_kernels: &'a [smdebug_profiler::kineto::OpStats],
+    pub gpu_kernels: &'a [smdebug_read::kineto::OpStats],
     /// The 20 CPU operators with the most time.
-    pub cpu_operators: &'a [smdebug_profiler::kineto::OpStats],
+    pub cpu_operators: &'a [smdebug_read::kineto::OpStats],
     /// Time in all kernels, µs.
     pub gpu_kernel_total_us: f64,
 }

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use smdebug_io::StorageOptions;
-use smdebug_profiler::follow::ProfilerSubscription;
+use smdebug_read::follow::ProfilerSubscription;
 use tokio::sync::{oneshot, watch};
 
 use crate::conn::{ConnectionLimits, ConnectionStats, Connections};
@@ -66,7 +66,7 @@ pub struct ServeOptions {
     /// Connection limits and timeouts.
     pub limits: ConnectionLimits,
     /// The allocation budget of one tensor value read for a view or the report, in bytes
-    /// (default [`DEFAULT_MAX_TENSOR_BYTES`](smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES), the
+    /// (default [`DEFAULT_MAX_TENSOR_BYTES`](smdebug_read::trial::DEFAULT_MAX_TENSOR_BYTES), the
     /// CLI's `--max-tensor-bytes`): a view of a larger value is refused with an error naming
     /// the tensor and its size, never decoded.
     pub max_tensor_bytes: u64,
@@ -131,7 +131,7 @@ impl ServeOptions {
             token: None,
             storage: StorageOptions::default(),
             limits: ConnectionLimits::default(),
-            max_tensor_bytes: smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES,
+            max_tensor_bytes: smdebug_read::trial::DEFAULT_MAX_TENSOR_BYTES,
             max_download_values: crate::api::MAX_EVERY_VALUE,
             shared_profiler: SharedProfiler::default(),
         }
@@ -162,7 +162,7 @@ impl Server {
         let traces = if options.traces.is_empty() {
             Vec::new()
         } else {
-            smdebug_profiler::summarize_traces(&options.traces)
+            smdebug_read::summarize_traces(&options.traces)
                 .map_err(|e| ServeError::Trace(e.to_string()))?
                 .ranks
         };

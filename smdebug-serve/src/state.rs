@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use smdebug_profiler::RankSummary;
+use smdebug_read::RankSummary;
 use tokio::sync::watch;
 
 use crate::guard::Guard;

@@ -12,7 +12,7 @@
 //! too narrow for the buckets is read again from the run's files (`crate::downsample::plan`).
 
 use smdebug_core::Mode;
-use smdebug_io::trial::{ScalarBatch, ScalarTracks};
+use smdebug_read::trial::{ScalarBatch, ScalarTracks};
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;

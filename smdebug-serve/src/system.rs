@@ -3,8 +3,8 @@
 
 use std::cmp::Ordering;
 
-use smdebug_profiler::reader::MetricSeries;
-use smdebug_profiler::system::vocab;
+use smdebug_format::system::vocab;
+use smdebug_read::profile::MetricSeries;
 
 use crate::api::{Window, time_series};
 use crate::natural::natural_cmp;

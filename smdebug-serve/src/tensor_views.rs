@@ -2,8 +2,8 @@
 //! from the follower's scalar summaries for a scalar (no tensor read) or through the run's
 //! `Trial` for any other tensor.
 
-use smdebug_io::trial::Trial;
-use smdebug_profiler::stats::percentile;
+use smdebug_analysis::stats::percentile;
+use smdebug_read::trial::Trial;
 
 use crate::run::Run;
 use crate::series::{
@@ -119,7 +119,9 @@ pub fn tensor_over_steps(
             Ok(v) => v,
             // Over the server's budget: the view is refused, saying why (the other steps of a
             // tensor have its size too).
-            Err(e @ smdebug_io::Error::TensorTooLarge { .. }) => return Err(e.to_string()),
+            Err(e @ smdebug_io::Error::Format(smdebug_format::Error::TensorTooLarge { .. })) => {
+                return Err(e.to_string());
+            }
             Err(e) => {
                 first_error.get_or_insert(e);
                 continue;
@@ -183,7 +185,9 @@ pub fn tensor_histograms(
     let bins = bins.clamp(2, 100);
     let read = |step: u64| match tensor.value(step, None, None) {
         Ok(v) => Ok(Some(v)),
-        Err(e @ smdebug_io::Error::TensorTooLarge { .. }) => Err(e.to_string()),
+        Err(e @ smdebug_io::Error::Format(smdebug_format::Error::TensorTooLarge { .. })) => {
+            Err(e.to_string())
+        }
         // A step that cannot be read is left out, as the distribution leaves it out.
         Err(_) => Ok(None),
     };

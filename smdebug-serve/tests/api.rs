@@ -10,10 +10,10 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use smdebug_format::system::system_file_key;
 use smdebug_io::Storage;
 use smdebug_io::storage::LocalStorage;
 use smdebug_io::testing::MotoServer;
-use smdebug_profiler::system::system_file_key;
 use smdebug_rules::{RuleRunner, RuleSpec};
 use smdebug_serve::downsample::MAX_POINTS;
 use smdebug_serve::{ServeOptions, Server, expand_runs};
@@ -365,12 +365,12 @@ fn a_live_run_is_followed_from_before_it_exists_to_its_end() {
         assert_eq!(steps.len(), walls.len(), "{mode}");
         for (step, wall) in steps.iter().zip(walls) {
             let step = step.as_u64().unwrap();
-            let path = smdebug_io::format::layout::event_file(step, "worker_0");
+            let path = smdebug_format::layout::event_file(step, "worker_0");
             let bytes = std::fs::read(run.join(&path)).unwrap();
-            let events = smdebug_io::format::read_tensor_file(
+            let events = smdebug_format::read_tensor_file(
                 &bytes,
                 &path,
-                smdebug_io::format::record::PayloadCrcPolicy::AcceptBoth,
+                smdebug_format::record::PayloadCrcPolicy::AcceptBoth,
             )
             .unwrap();
             let record = events.iter().find(|e| e.name == "loss").unwrap();

@@ -76,10 +76,9 @@ fn the_answers_for_a_real_run_conform_to_the_api_schema_and_are_gzipped() {
     support::write_rules(&run, &summary);
     let mut options = ServeOptions::new(vec![location]);
     // A Kineto trace, so that the Kineto view has ranks, kernels and operators.
-    options.traces =
-        vec![Path::new(env!("CARGO_MANIFEST_DIR")).join(
-            "../smdebug-profiler/tests/data/pytorch-profiler-traces/trace_filter__sampled_rank-0.json.gz",
-        )];
+    options.traces = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "../smdebug-read/tests/data/pytorch-profiler-traces/trace_filter__sampled_rank-0.json.gz",
+    )];
     let server = Server::start(options).unwrap();
     let url = server.url().trim_end_matches('/').to_owned();
     wait_for(Duration::from_secs(20), "the whole run", || {

@@ -31,7 +31,7 @@ use support::{HOSTILE_NAME, JobConfig, start_job};
 
 fn shared_trace(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../smdebug-profiler/tests/data/pytorch-profiler-traces")
+        .join("../smdebug-read/tests/data/pytorch-profiler-traces")
         .join(name)
 }
 

@@ -35,9 +35,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use smdebug_core::EndReason;
-use smdebug_io::format::{end_marker_body, layout};
+use smdebug_format::{end_marker_body, layout};
 use smdebug_io::storage::LocalStorage;
-use smdebug_profiler::reader::{ProfilerReader, SpanQuery};
+use smdebug_read::profile::{ProfilerReader, SpanQuery};
 use smdebug_serve::{ServeOptions, Server};
 use smdebug_testkit::chromium::{self, Cdp};
 use support::{JobConfig, start_job};
@@ -281,7 +281,7 @@ fn every_tab_of_three_runs_fits_its_text_and_labels_at_1440x900() {
     // A PyTorch profiler trace for the Kineto tab: its kernel names run to hundreds of
     // characters.
     options.traces = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join(
-        "../smdebug-profiler/tests/data/pytorch-profiler-traces/trace_filter__sampled_rank-0.json.gz",
+        "../smdebug-read/tests/data/pytorch-profiler-traces/trace_filter__sampled_rank-0.json.gz",
     )];
     let server = Server::start(options).unwrap();
     let api = server.url().trim_end_matches('/').to_owned();

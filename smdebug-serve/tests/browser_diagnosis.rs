@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use smdebug_core::EndReason;
-use smdebug_io::format::{end_marker_body, layout};
+use smdebug_format::{end_marker_body, layout};
 use smdebug_io::stop::{StopRequest, request_stop};
 use smdebug_io::storage::LocalStorage;
 use smdebug_rules::actions::RuleEvent;

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use smdebug_core::Mode;
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 use smdebug_serve::{ServeOptions, Server};
 use smdebug_testkit::chromium::{self, Cdp};
 use smdebug_testkit::runs::every_step_hook;

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use smdebug_core::Mode;
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 use smdebug_serve::{ServeOptions, Server};
 use smdebug_testkit::chromium;
 use smdebug_testkit::chromium::Cdp;

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use smdebug_core::{Mode, TensorView};
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 use smdebug_serve::{ServeOptions, Server};
 use smdebug_testkit::runs::every_step_hook;
 use support::{client, get_json, wait_for};
@@ -313,7 +313,7 @@ fn every_value_of_steps_numbered_far_apart() {
             &[scalar("loss", 0.25 + i as f32)],
         );
     }
-    std::fs::write(run.join(smdebug_io::format::layout::END_MARKER), b"").unwrap();
+    std::fs::write(run.join(smdebug_format::layout::END_MARKER), b"").unwrap();
     let mut options = ServeOptions::new(vec![run.to_str().unwrap().into()]);
     options.max_download_values = 4;
     let server = Server::start(options).unwrap();

@@ -10,10 +10,10 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use smdebug_format::layout::END_MARKER;
+use smdebug_format::system::system_file_key;
 use smdebug_io::Storage;
-use smdebug_io::format::layout::END_MARKER;
 use smdebug_io::storage::LocalStorage;
-use smdebug_profiler::system::system_file_key;
 use smdebug_serve::{ConnectionLimits, ServeOptions, Server};
 use support::{JobConfig, client, closed_within, get_json, start_job, wait_for};
 

@@ -13,7 +13,7 @@ use serde_json::Value;
 use smdebug_io::jobs::{JobIdentity, now_s};
 use smdebug_io::progress::{Progress, write_progress};
 use smdebug_io::storage::LocalStorage;
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 use smdebug_serve::{ServeOptions, Server};
 use support::{events, get_json, spawn_child_job, wait_for};
 
@@ -139,7 +139,7 @@ fn a_run_of_another_host_that_stopped_beating_is_stalled_since_its_last_progress
         },
     );
     job.join();
-    let _ = std::fs::remove_file(run.join(smdebug_io::format::layout::END_MARKER));
+    let _ = std::fs::remove_file(run.join(smdebug_format::layout::END_MARKER));
     let last = now_s() - 300.0;
     let mut p = Progress::new("worker_0");
     p.planned_steps = Some(100);
@@ -207,7 +207,7 @@ fn a_run_of_another_host_that_stopped_beating_is_stalled_since_its_last_progress
     // Its end marker arrives: ended, however old.
     smdebug_io::Storage::put(
         storage.as_ref(),
-        smdebug_io::format::layout::END_MARKER,
+        smdebug_format::layout::END_MARKER,
         "completed".into(),
     )
     .unwrap();
@@ -235,7 +235,7 @@ fn stopped_run(dir: &std::path::Path, ago: f64) -> (std::path::PathBuf, f64) {
         },
     );
     job.join();
-    std::fs::remove_file(run.join(smdebug_io::format::layout::END_MARKER)).unwrap();
+    std::fs::remove_file(run.join(smdebug_format::layout::END_MARKER)).unwrap();
     let last = now_s() - ago;
     let mut p = Progress::new("worker_0");
     p.planned_steps = Some(100);

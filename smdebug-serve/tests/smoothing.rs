@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use smdebug_core::Mode;
-use smdebug_io::format::record::{PayloadCrcPolicy, RecordIter};
-use smdebug_io::format::tensor::decode_tensor_event;
-use smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES;
+use smdebug_format::record::{PayloadCrcPolicy, RecordIter};
+use smdebug_format::tensor::decode_tensor_event;
+use smdebug_read::trial::DEFAULT_MAX_TENSOR_BYTES;
 use smdebug_serve::{ServeOptions, Server};
 use smdebug_testkit::chromium;
 use smdebug_testkit::runs::every_step_hook;

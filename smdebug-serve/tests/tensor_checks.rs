@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use smdebug_core::{DType, Mode};
+use smdebug_format::layout;
 use smdebug_io::crafted::{CraftedRecord, point_index_at, scalar, write_step};
-use smdebug_io::format::layout;
 use smdebug_serve::{ServeOptions, Server};
 use support::{get_json, wait_for};
 
@@ -176,7 +176,7 @@ fn a_tensor_over_the_servers_budget_is_refused_with_its_name_and_size() {
             .unwrap();
         (r.status().as_u16(), r.text().unwrap())
     };
-    let (status, body) = answer(smdebug_io::trial::DEFAULT_MAX_TENSOR_BYTES);
+    let (status, body) = answer(smdebug_read::trial::DEFAULT_MAX_TENSOR_BYTES);
     assert_eq!(status, 200, "{body}");
     // 1,000 float32 values need 4,000 bytes as stored (and more as f64): over 1,000.
     let (status, body) = answer(1000);

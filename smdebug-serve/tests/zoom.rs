@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use smdebug_core::Mode;
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 use smdebug_serve::{ServeOptions, Server};
 use smdebug_testkit::runs::every_step_hook;
 use support::{get_json, wait_for};

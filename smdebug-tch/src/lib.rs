@@ -4,7 +4,7 @@
 //! parameters of a [`tch::nn::VarStore`] under their hierarchical names, their gradients after
 //! `backward()`, losses, metrics, and the outputs of the modules you wrap, written through
 //! smdebug-core's [`Hook`](smdebug_core::Hook) into a run directory that Python smdebug and
-//! `smdebug_io::trial::Trial` read.
+//! `smdebug_read::trial::Trial` read.
 //!
 //! Building needs libtorch 2.9.0 (tch 0.22): `LIBTORCH=/path/to/libtorch`, or
 //! `LIBTORCH_USE_PYTORCH=1` with a Python whose `torch` is 2.9.0 first on `PATH`

@@ -11,7 +11,7 @@ use smdebug_core::window::Window;
 use smdebug_core::{
     Capture, DType, Hook, HookBuilder, MemorySink, Mode, SaveConfig, SaveConfigMode, Sink,
 };
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 use smdebug_tch::{Recorded, Tch, TchHook};
 use tch::nn::{self, Module, ModuleT, OptimizerConfig};
 use tch::{Kind, Tensor};

@@ -9,7 +9,7 @@ use smdebug_adapter_conformance::whole_model::{
 use smdebug_adapter_conformance::writer;
 use smdebug_core::{Hook, HookBuilder, Mode, SaveConfig};
 use smdebug_examples::digits::{Digits, default_path};
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 use smdebug_tch::TchHook;
 use tch::nn::{self, ModuleT, OptimizerConfig};
 use tch::{Kind, Tensor};

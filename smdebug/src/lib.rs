@@ -33,10 +33,11 @@
 //!
 //! | feature | what it adds |
 //! | --- | --- |
-//! | (default: `gpu`) | capture, host and GPU sampling, framework spans and stop requests, to local disk; about 80 crates, with no object-store client, async runtime, HTTP, TLS, mail, chart or code-profile crate in the build |
+//! | (default: `gpu`) | capture, host and GPU sampling, framework spans and stop requests, to local disk; about 80 crates, with no reader, object-store client, async runtime, HTTP, TLS, mail, chart or code-profile crate in the build |
 //! | `gpu` | GPU metrics through NVML, loaded at run time (on by default; without it a host with NVIDIA GPUs logs a warning naming it) |
 //! | `code-profile` | the sampling CPU profile over a code-profile window (`code_profiling`, SageMaker's Python profiling); Linux |
-//! | `rules` | rules in the training process, with their stop and command actions |
+//! | `read` | reading runs back: `read::Trial` (and the prelude's `Trial`), the profiler readers and followers, Kineto traces |
+//! | `rules` | rules in the training process, with their stop and command actions (implies `read`) |
 //! | `report` | the profiling report at the end (implies `rules`) |
 //! | `serve` | the live dashboard, served from the training process (implies `report`) |
 //! | `notify` | webhook and e-mail (SMTP) actions |
@@ -48,10 +49,11 @@
 //! ## The crates underneath
 //!
 //! Re-exported whole, for what the session does not cover: [`capture`] (smdebug-core: tensor
-//! views, collections, save configs, the hook, the timeline and its windows), [`io`]
-//! (smdebug-io: the run format, storage, the writer, the `Trial` reader), [`profiler`]
-//! (smdebug-profiler: sampler, spans, their readers, Kineto traces), and with their features
-//! `rules`, `report`, `serve`, `candle`, `burn`, `tch`.
+//! views, collections, save configs, the hook, the timeline and its windows), [`format`]
+//! (smdebug-format: the run's files, without I/O), [`io`] (smdebug-io: storage, the writer,
+//! progress and stop requests), [`profiler`] (smdebug-profiler: the system sampler, spans, code
+//! profiles), and with their features `read` (smdebug-read: the `Trial` and the profiler
+//! readers), `rules`, `report`, `serve`, `candle`, `burn`, `tch`.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
@@ -66,8 +68,11 @@ pub use session::ReportTarget;
 pub use session::{Session, SessionBuilder, SessionSummary, StepStatus};
 
 pub use smdebug_core as capture;
+pub use smdebug_format as format;
 pub use smdebug_io as io;
 pub use smdebug_profiler as profiler;
+#[cfg(feature = "read")]
+pub use smdebug_read as read;
 
 #[cfg(feature = "burn")]
 pub use smdebug_burn as burn;
@@ -92,7 +97,8 @@ pub mod prelude {
         Capture, Collection, Mode, Reduction, ReductionConfig, ReductionOp, SaveConfig,
         SaveConfigMode, TensorView, WorkerInfo,
     };
-    pub use smdebug_io::Trial;
+    #[cfg(feature = "read")]
+    pub use smdebug_read::Trial;
     #[cfg(feature = "rules")]
     pub use smdebug_rules::{ActionConfig, RuleSpec, Status};
 }

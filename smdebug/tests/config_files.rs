@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use smdebug::io::sagemaker::ConfigSources;
 use smdebug::prelude::*;
-use smdebug::profiler::reader::{ProfilerReader, SpanQuery};
 use smdebug::profiler::spans::SpanConfig;
+use smdebug::read::profile::{ProfilerReader, SpanQuery};
 use smdebug_core::timeline::Profiling;
 use smdebug_io::testing::wait_for;
 
@@ -336,7 +336,7 @@ fn keys_not_applied_are_listed_in_the_summary_with_the_files_applied_and_the_oth
     }
     // What the files spell right applies: the losses every 3 steps; the misspelled
     // DisableProfilr turned nothing off.
-    let trial = smdebug::io::trial::Trial::open(run.to_str().unwrap()).unwrap();
+    let trial = smdebug::read::Trial::open(run.to_str().unwrap()).unwrap();
     assert_eq!(
         trial
             .tensor("loss")

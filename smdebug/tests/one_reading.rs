@@ -9,10 +9,10 @@ use smdebug::Session;
 use smdebug::io::Storage;
 use smdebug::io::storage::LocalStorage;
 use smdebug::io::testing::{CountingStorage, wait_until};
-use smdebug::profiler::follow::{ProfilerFollower, ProfilerSource};
-use smdebug::profiler::reader::ProfilerReader;
 use smdebug::profiler::spans::SpanConfig;
 use smdebug::profiler::system::SamplerConfig;
+use smdebug::read::follow::{ProfilerFollower, ProfilerSource};
+use smdebug::read::profile::ProfilerReader;
 use smdebug::rules::{RuleRunner, RuleSpec};
 use smdebug::serve::{ServeOptions, Server};
 

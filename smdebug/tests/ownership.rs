@@ -180,7 +180,7 @@ fn a_job_killed_with_sigkill_is_never_continued() {
             .map(|d| {
                 d.filter(|e| {
                     let name = e.as_ref().unwrap().file_name();
-                    smdebug_io::format::layout::parse_index_file(&name.to_string_lossy()).is_some()
+                    smdebug_format::layout::parse_index_file(&name.to_string_lossy()).is_some()
                 })
                 .count()
             })

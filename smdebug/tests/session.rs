@@ -6,9 +6,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use smdebug::prelude::*;
-use smdebug::profiler::reader::{ProfilerReader, SpanQuery, SystemQuery};
 use smdebug::profiler::spans::SpanConfig;
 use smdebug::profiler::system::SamplerConfig;
+use smdebug::read::profile::{ProfilerReader, SpanQuery, SystemQuery};
 use smdebug::rules::Status;
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::{Bug, TrainConfig, train_in_session};

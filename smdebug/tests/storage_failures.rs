@@ -95,7 +95,7 @@ fn count_stored(storage: &dyn Storage) -> Stored {
             .count() as u64;
     }
     for key in storage
-        .list(smdebug::profiler::system::SYSTEM_PREFIX)
+        .list(smdebug::format::system::SYSTEM_PREFIX)
         .unwrap()
     {
         let text = storage.get(&key).unwrap();
@@ -112,10 +112,10 @@ fn count_stored(storage: &dyn Storage) -> Stored {
 /// the stored steps and no end; the progress file (the dashboard's writer tiles) never claims
 /// more than is stored.
 fn check_readers(storage: &Arc<dyn Storage>, stored: &Stored) {
-    let trial = smdebug_io::trial::Trial::from_storage(
+    let trial = smdebug_read::trial::Trial::from_storage(
         storage.describe(),
         storage.clone(),
-        smdebug_io::trial::TrialOptions::default(),
+        smdebug_read::trial::TrialOptions::default(),
     )
     .unwrap();
     let info = trial.info().unwrap();
@@ -523,7 +523,7 @@ fn a_slow_store_that_answers_is_waited_for_and_every_figure_is_what_it_stored() 
     assert_eq!(summary.spans_written, stored.spans, "{summary}");
     assert!(stored.spans > 0 && stored.end_marker && summary.end_marker_written);
     assert_eq!((summary.records_lost, summary.steps_lost), (0, 0));
-    let info = smdebug_io::trial::Trial::from_storage(
+    let info = smdebug_read::trial::Trial::from_storage(
         "s3://bucket/run",
         store.clone(),
         Default::default(),

@@ -4,8 +4,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use smdebug_core::{Hook, HookBuilder, Mode, SaveConfig};
+use smdebug_format::layout;
 use smdebug_io::crafted::{CraftedRecord, scalar, write_collections, write_step};
-use smdebug_io::format::layout;
 use smdebug_io::storage::{LocalStorage, Storage};
 use smdebug_io::writer::{OverflowPolicy, Writer};
 

@@ -32,7 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|f| std::fs::metadata(f).map(|m| m.len()))
         .sum::<std::io::Result<u64>>()?;
     // The values as the Trial reads them, to copy out below.
-    let trial = smdebug_io::trial::Trial::open(&run)?;
+    let trial = smdebug_read::trial::Trial::open(&run)?;
     let mut values = Vec::new();
     for step in trial.read_steps(None, None)? {
         for v in step?.values {

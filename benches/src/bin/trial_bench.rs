@@ -25,7 +25,7 @@
 use std::time::Instant;
 
 use smdebug_core::{DType, Mode, Tensor};
-use smdebug_io::trial::{Trial, TrialOptions};
+use smdebug_read::trial::{Trial, TrialOptions};
 
 fn open(dir: &str) -> Result<Trial, Box<dyn std::error::Error>> {
     let mut options = TrialOptions::default();

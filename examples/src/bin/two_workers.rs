@@ -30,7 +30,7 @@ use smdebug_examples::allreduce::AllReduce;
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::mlp::{Activation, Gradients, Mlp, Rng};
 use smdebug_examples::{TensorNames, record_train_step};
-use smdebug_io::trial::StepState;
+use smdebug_read::trial::StepState;
 
 struct Args {
     out: String,

@@ -169,7 +169,7 @@ pub fn draw_from_run(run: &str, dir: &Path) -> Result<Vec<Picture>> {
             )
             .into());
         }
-        let class = |t: &smdebug_io::trial::TrialTensor<'_>| -> Result<u32> {
+        let class = |t: &smdebug_read::trial::TrialTensor<'_>| -> Result<u32> {
             let v = t.value(step, mode, None)?;
             Ok(*v.iter().next().ok_or("an empty scalar")? as u32)
         };

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use smdebug_io::trial::TensorFollower;
+use smdebug_read::trial::TensorFollower;
 
 use common::{oracle, run_of};
 

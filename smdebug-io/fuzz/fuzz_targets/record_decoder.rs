@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use smdebug_io::format::record::{PayloadCrcPolicy, RecordIter, Tail};
-use smdebug_io::format::{read_tensor_record, tensor};
+use smdebug_format::record::{PayloadCrcPolicy, RecordIter, Tail};
+use smdebug_format::{read_tensor_record, tensor};
 
 fuzz_target!(|data: &[u8]| {
     for policy in [PayloadCrcPolicy::AcceptBoth, PayloadCrcPolicy::Ignore] {

@@ -26,9 +26,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::format::layout::{self, INDEX_DIR, RUN_FILES, RUN_FOLDERS, parse_index_file};
 use crate::jobs::{self, JobClaim, JobIdentity};
 use crate::storage::Storage;
+use smdebug_format::layout::{self, INDEX_DIR, RUN_FILES, RUN_FOLDERS, parse_index_file};
 
 pub(crate) mod refusal;
 

@@ -33,9 +33,10 @@
 
 mod backend;
 mod local;
+mod location;
 #[cfg(feature = "object-store")]
 mod object;
-pub(crate) mod regular;
+pub mod regular;
 mod store;
 
 use std::sync::Arc;
@@ -43,9 +44,10 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 pub use backend::Backend;
 pub use local::LocalStorage;
+pub use location::Location;
 #[cfg(feature = "object-store")]
 pub use object::ObjectStorage;
-pub(crate) use store::check_relative;
+pub use store::check_relative;
 pub use store::{Storage, StorageOptions};
 
 /// Opens the storage at `location` with default [`StorageOptions`]: a plain path or `file://`
@@ -60,9 +62,9 @@ pub fn open_storage(location: &str) -> Result<Arc<dyn Storage>> {
 
 /// [`open_storage`] with explicit options.
 pub fn open_storage_with(location: &str, options: &StorageOptions) -> Result<Arc<dyn Storage>> {
-    match local_path(location)? {
-        Some(path) => Ok(Arc::new(LocalStorage::new(path)?)),
-        None => open_object_store(location, options),
+    match Location::parse(location)? {
+        Location::Local(path) => Ok(Arc::new(LocalStorage::new(path)?)),
+        Location::Store { url, .. } => open_object_store(&url, options),
     }
 }
 
@@ -98,7 +100,7 @@ fn open_object_store(location: &str, _options: &StorageOptions) -> Result<Arc<dy
 /// and not deletes); the key is hidden from local listings either way.
 pub fn probe_write(storage: &dyn Storage, name: &str) -> Result<()> {
     // A name the run owns: a probe left behind never makes the folder look foreign.
-    let key = crate::format::layout::start_probe_file(name, std::process::id());
+    let key = smdebug_format::layout::start_probe_file(name, std::process::id());
     storage.put(&key, bytes::Bytes::from_static(b"smdebug write probe\n"))?;
     if let Err(e) = storage.delete(&key) {
         log::warn!("smdebug: the write probe `{key}` could not be removed: {e}");
@@ -113,10 +115,11 @@ const SCHEMES: [&str; 12] = [
 ];
 
 /// Where `location` lives: `Some(path)` on local disk (a plain path or a `file://` URL),
-/// `None` for an object-store URL. A location that looks like a URL but is not a well-formed
+/// `None` for a URL of a scheme an object store opens ([`Location::parse`] is the public
+/// face of it). A location that looks like a URL but is not a well-formed
 /// one of a known scheme (`s3:/bucket/run` with one slash, `s3:bucket`, `foo://x`) is refused
 /// rather than taken as a local folder named `s3:`; `./s3:/x` is such a folder.
-pub(crate) fn local_path(location: &str) -> Result<Option<std::path::PathBuf>> {
+fn local_path(location: &str) -> Result<Option<std::path::PathBuf>> {
     let invalid = |reason: String| Error::InvalidLocation {
         location: location.to_string(),
         reason,

@@ -86,7 +86,7 @@ fn check(root: &Path, rel: &str) -> io::Result<()> {
 
 /// Opens `rel` under `root` for reading, a regular file inside the run (see the module docs);
 /// returns it and its size when opened.
-pub(crate) fn open(root: &Path, rel: &str) -> io::Result<(File, u64)> {
+pub fn open(root: &Path, rel: &str) -> io::Result<(File, u64)> {
     let file = match open_without_links(root, rel) {
         Some(file) => file,
         None => {

@@ -126,7 +126,7 @@ impl StorageOptions {
 }
 
 /// Checks a relative storage path: no leading `/`, no empty, `.` or `..` segments.
-pub(crate) fn check_relative(location: &str, path: &str) -> Result<()> {
+pub fn check_relative(location: &str, path: &str) -> Result<()> {
     let bad = path.starts_with('/')
         || path
             .split('/')

@@ -51,12 +51,12 @@ use std::time::{Duration, Instant};
 use smdebug_core::{Record, Sink};
 
 use crate::error::{Error, Result};
-use crate::format::layout;
-use crate::format::record::PayloadChecksum;
 use crate::storage::{Storage, open_storage};
 use queue::{Msg, Queue};
 pub use shared::OverflowPolicy;
 use shared::Shared;
+use smdebug_format::layout;
+use smdebug_format::record::PayloadChecksum;
 
 /// A cheap, cloneable view of a writer's state, for the hook's owner or a monitoring thread.
 #[derive(Clone, Debug)]

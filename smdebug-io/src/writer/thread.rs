@@ -13,11 +13,11 @@ use smdebug_core::{EndReason, Mode, Record, StringRecord, TensorRecord};
 use super::queue::{Msg, Queue};
 use super::shared::Shared;
 use crate::error::Result;
-use crate::format::record::{self, PayloadChecksum};
-use crate::format::strings::{encode_string_event, text_summary_event};
-use crate::format::tensor::{EventStamp, encode_tensor_event};
-use crate::format::{IndexFile, IndexMeta, TensorLocation, end_marker_body, layout, tensorboard};
 use crate::storage::Storage;
+use smdebug_format::record::{self, PayloadChecksum};
+use smdebug_format::strings::{encode_string_event, text_summary_event};
+use smdebug_format::tensor::{EventStamp, encode_tensor_event};
+use smdebug_format::{IndexFile, IndexMeta, TensorLocation, end_marker_body, layout, tensorboard};
 
 /// Tensor bytes at least this long go to storage as their own buffer, without a copy; smaller
 /// ones are gathered with the framing into one buffer.
@@ -410,7 +410,7 @@ impl WriterThread {
         mode: Mode,
         step: u64,
         wall_time: f64,
-        events: Vec<crate::format::proto::Event>,
+        events: Vec<smdebug_format::proto::Event>,
     ) {
         if events.is_empty() {
             return;

@@ -58,24 +58,14 @@ mod config;
 mod counters;
 #[cfg(all(feature = "code-profile", target_os = "linux"))]
 mod encode;
-mod layout;
 mod profiler;
 #[cfg(all(feature = "code-profile", target_os = "linux"))]
 mod sampler;
 #[cfg(any(test, all(feature = "code-profile", target_os = "linux")))]
 mod stacks;
-mod summary;
 
 pub use config::{
     CodeProfileConfig, DEFAULT_FINISH_TIMEOUT, DEFAULT_FREQUENCY_HZ, DEFAULT_TOP_FUNCTIONS,
 };
 pub use counters::{CodeProfileReport, MAX_PENDING_WINDOWS};
-pub use layout::{
-    CODE_PREFIX, CodeProfileFile, FLAMEGRAPH_EXTENSION, PPROF_EXTENSION, SUMMARY_EXTENSION,
-    code_profile_base_key, parse_code_profile_key,
-};
 pub use profiler::{CodeProfiler, code_profile_support};
-pub use summary::{
-    CodeProfileFiles, CodeProfileSummary, FunctionSamples, SUMMARY_VERSION, ThreadSamples,
-    WindowStep,
-};

@@ -22,10 +22,12 @@ use smdebug_io::Storage;
 use crate::code::config::CodeProfileConfig;
 use crate::code::counters::{CodeProfileReport, MAX_PENDING_WINDOWS};
 use crate::code::encode::{ProfileWindow, flamegraph_svg, pprof_gz};
-use crate::code::layout::{CodeProfileFile, code_profile_base_key};
 use crate::code::stacks::{FrameSymbol, Stack, summarize};
-use crate::code::summary::{CodeProfileFiles, CodeProfileSummary, SUMMARY_VERSION, WindowStep};
 use crate::system::{ProfilerError, Result};
+use smdebug_format::code_profile::{CodeProfileFile, code_profile_base_key};
+use smdebug_format::code_profile::{
+    CodeProfileFiles, CodeProfileSummary, SUMMARY_VERSION, WindowStep,
+};
 
 /// Set while a window is open anywhere in the process (pprof-rs's sampler is a global).
 static PROCESS_WINDOW: AtomicBool = AtomicBool::new(false);

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::summary::{FunctionSamples, ThreadSamples};
+use smdebug_format::code_profile::{FunctionSamples, ThreadSamples};
 
 /// One symbol of a stack frame.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -8,14 +8,20 @@ use smdebug_core::Mode;
 use smdebug_core::phase::Phase;
 
 /// One finished span on its way to the writer.
-pub(crate) struct SpanEvent {
-    pub(crate) phase: Phase,
-    pub(crate) name: Cow<'static, str>,
-    pub(crate) start_us: u64,
-    pub(crate) dur_us: u64,
-    pub(crate) step: Option<(Mode, u64)>,
-    pub(crate) args: SpanArgs,
+pub struct SpanEvent {
+    /// What the span covers.
+    pub phase: Phase,
+    /// Its name in the trace.
+    pub name: Cow<'static, str>,
+    /// When it began, microseconds since the Unix epoch.
+    pub start_us: u64,
+    /// How long it took, in microseconds.
+    pub dur_us: u64,
+    /// The step (and its mode) it belongs to, if any.
+    pub step: Option<(Mode, u64)>,
+    /// Extra `args`.
+    pub args: SpanArgs,
 }
 
 /// Extra `args` of a span, written beside `step_num`, `mode` and `worker`.
-pub(crate) type SpanArgs = smdebug_core::timeline::SpanArgs;
+pub type SpanArgs = smdebug_core::timeline::SpanArgs;

@@ -15,21 +15,12 @@
 //! Files close when they reach the size limit or the age limit, and are published whole
 //! (written, then renamed into place), so a reader never sees half a file.
 
-mod event;
-mod layout;
+pub(crate) mod event;
 mod recorder;
-mod writer;
+pub(crate) mod writer;
 
-pub use layout::{
-    PYTHONTIMELINE_SUFFIX, TRACE_PREFIX, TraceFileName, parse_trace_file_key, trace_file_key,
-};
 pub use recorder::{
     DEFAULT_CLOSE_INTERVAL, DEFAULT_MAX_FILE_BYTES, DEFAULT_QUEUE_CAPACITY, OpenSpan, SpanConfig,
     SpanGuard, SpanRecorder, SpanWriterGuard, SpanWriterReport,
 };
 pub use smdebug_core::phase::Phase;
-// The reader's tests write trace files with the writer's own builder.
-#[cfg(test)]
-pub(crate) use event::SpanEvent;
-#[cfg(test)]
-pub(crate) use writer::TraceFileBuilder;

@@ -20,8 +20,8 @@ use serde_json::json;
 use smdebug_io::Storage;
 
 use super::event::SpanEvent;
-use super::layout::trace_file_key;
 use crate::system::ProfilerError;
+use smdebug_format::trace::trace_file_key;
 
 /// Messages to the writer thread.
 pub(crate) enum Message {
@@ -85,7 +85,7 @@ impl Serialize for ExtraArgs<'_> {
 }
 
 /// Builds one trace file at a time.
-pub(crate) struct TraceFileBuilder {
+pub struct TraceFileBuilder {
     base_us: u64,
     worker: u32,
     node: String,
@@ -98,7 +98,8 @@ pub(crate) struct TraceFileBuilder {
 }
 
 impl TraceFileBuilder {
-    pub(crate) fn new(base_us: u64, worker: u32, node: String) -> Self {
+    /// A builder for the trace file of `worker` on `node` whose times count from `base_us`.
+    pub fn new(base_us: u64, worker: u32, node: String) -> Self {
         Self {
             base_us,
             worker,
@@ -120,7 +121,7 @@ impl TraceFileBuilder {
     }
 
     /// Appends one span, opening a file (with its metadata) if none is open.
-    pub(crate) fn add(&mut self, span: &SpanEvent) {
+    pub fn add(&mut self, span: &SpanEvent) {
         if self.opened_at.is_none() {
             self.opened_at = Some(Instant::now());
             self.text.extend_from_slice(b"[\n");
@@ -170,7 +171,7 @@ impl TraceFileBuilder {
     }
 
     /// Closes the open file: its key and complete text. `None` when no file is open.
-    pub(crate) fn close(&mut self) -> Option<(String, Vec<u8>)> {
+    pub fn close(&mut self) -> Option<(String, Vec<u8>)> {
         self.opened_at.take()?;
         if self.text.ends_with(b",\n") {
             self.text.truncate(self.text.len() - 2);
@@ -290,38 +291,5 @@ pub(crate) fn run_writer(
 pub(crate) fn writer_stopped() -> ProfilerError {
     ProfilerError::WriterStopped {
         writer: "span trace",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::borrow::Cow;
-
-    use smdebug_core::Mode;
-
-    use super::*;
-    use crate::reader::parse_trace;
-    use crate::spans::{Phase, parse_trace_file_key};
-
-    #[test]
-    fn span_arguments_are_written_beside_the_recorder_keys_which_they_cannot_replace() {
-        let mut builder = TraceFileBuilder::new(1_000_000, 2, "algo-1".into());
-        builder.add(&SpanEvent {
-            phase: Phase::DataLoading,
-            name: Cow::Borrowed("DataLoaderIter::GetNext"),
-            start_us: 1_000_100,
-            dur_us: 50,
-            step: Some((Mode::Train, 7)),
-            args: vec![
-                (Cow::Borrowed("num_workers"), serde_json::json!(8)),
-                (Cow::Borrowed("worker"), serde_json::json!(99)),
-            ],
-        });
-        let (key, text) = builder.close().unwrap();
-        let spans = parse_trace(&parse_trace_file_key(&key).unwrap(), &text).unwrap();
-        assert_eq!(spans.len(), 1);
-        assert_eq!(spans[0].args["num_workers"], 8);
-        assert_eq!(spans[0].worker, Some(2));
-        assert_eq!(spans[0].step, Some(7));
     }
 }

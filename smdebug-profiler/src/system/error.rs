@@ -36,28 +36,6 @@ pub enum ProfilerError {
     /// error names the storage, the operation and the path.
     #[error(transparent)]
     Storage(#[from] smdebug_io::Error),
-    /// A line of a system-metrics file is not a valid metric record.
-    #[error("{key}: line {line}: malformed system metric: {message}")]
-    MalformedSystemLine {
-        /// The file's key.
-        key: String,
-        /// The 1-based line number.
-        line: usize,
-        /// What is wrong with it (the JSON decoder's message, or the misplaced timestamp).
-        message: String,
-    },
-    /// A framework trace file is not a valid Chrome trace.
-    #[error("{key}: malformed trace file at line {line}, column {column}: {message}")]
-    MalformedTrace {
-        /// The file's key.
-        key: String,
-        /// The 1-based line of the error (0 when not positional).
-        line: usize,
-        /// The 1-based column of the error (0 when not positional).
-        column: usize,
-        /// What is wrong.
-        message: String,
-    },
     /// A profiler configuration (SageMaker's `profilerconfig.json`) that does not parse, or
     /// states a value the profilers cannot take: the file, the key (its path, in SageMaker's
     /// spelling, e.g. `ProfilingParameters.DetailedProfilingConfig.StartStep`; empty for the
@@ -72,14 +50,6 @@ pub enum ProfilerError {
         value: Option<String>,
         /// What is wrong.
         reason: String,
-    },
-    /// A code-profile file is damaged or too large.
-    #[error("{key}: malformed code profile: {message}")]
-    MalformedCodeProfile {
-        /// The file's key.
-        key: String,
-        /// What is wrong.
-        message: String,
     },
     /// A background thread could not be started.
     #[error("cannot start the {thread} thread: {source}")]

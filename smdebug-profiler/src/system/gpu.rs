@@ -7,7 +7,7 @@
 
 use std::sync::Once;
 
-use super::record::SystemSample;
+use smdebug_format::system::SystemSample;
 
 static NO_GPU_LOGGED: Once = Once::new();
 
@@ -86,8 +86,8 @@ impl GpuProbe {
     /// support (power on some boards, say) is left out rather than reported as zero.
     #[cfg(feature = "nvml")]
     pub(crate) fn sample(&self, node: &str, timestamp: f64, out: &mut Vec<SystemSample>) {
-        use super::vocab;
         use nvml_wrapper::enum_wrappers::device::TemperatureSensor;
+        use smdebug_format::system::vocab;
         let Some(nvml) = &self.nvml else { return };
         for index in 0..self.count {
             let Ok(device) = nvml.device_by_index(index) else {
@@ -96,7 +96,7 @@ impl GpuProbe {
             let name = format!("gpu{index}");
             let mut push = |dimension: &str, value: f64| {
                 out.push(SystemSample {
-                    metric_type: super::vocab::TYPE_GPU.to_owned(),
+                    metric_type: smdebug_format::system::vocab::TYPE_GPU.to_owned(),
                     name: name.clone(),
                     dimension: dimension.to_owned(),
                     value,
@@ -112,7 +112,7 @@ impl GpuProbe {
                     let percent = memory.used as f64 * 100.0 / memory.total as f64;
                     push(
                         vocab::GPU_MEMORY_UTILIZATION,
-                        super::record::round2(percent),
+                        smdebug_format::system::round2(percent),
                     );
                 }
                 push(vocab::GPU_MEMORY_USED_BYTES, memory.used as f64);

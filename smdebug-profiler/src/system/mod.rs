@@ -30,7 +30,6 @@ mod node;
 #[cfg(target_os = "linux")]
 pub(crate) mod probe;
 mod profile;
-mod record;
 mod sampler;
 #[cfg(target_os = "linux")]
 mod writer;
@@ -38,10 +37,6 @@ mod writer;
 pub use error::{ProfilerError, Result};
 pub use node::NodeId;
 pub use profile::{ProfiledCommand, profile_command};
-pub use record::{
-    SYSTEM_PREFIX, SeriesKey, SystemFileName, SystemSample, hour_folder, parse_system_file_key,
-    system_file_key, timestamp_us, vocab,
-};
 pub use sampler::{
     DEFAULT_INTERVAL, DEFAULT_PUBLISH_INTERVAL, DEFAULT_ROTATION, MAX_INTERVAL, MIN_INTERVAL,
     SamplerConfig, SamplerHandle, SamplerReport, SystemSampler,

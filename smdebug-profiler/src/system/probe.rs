@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use procfs::{Current, CurrentSI, DiskStats, KernelStats, Meminfo, WithCurrentSystemInfo};
 
-use super::record::round2;
-use super::record::{SystemSample, vocab};
+use smdebug_format::system::round2;
+use smdebug_format::system::{SystemSample, vocab};
 
 /// How often the watched tree's membership is rediscovered by scanning every process; between
 /// scans only known members are read, which keeps a 100 ms interval cheap.
@@ -71,7 +71,7 @@ struct Snapshot {
 }
 
 /// Reads host counters and (optionally) one process tree.
-pub(crate) struct HostProbe {
+pub struct HostProbe {
     disks: Option<HashSet<String>>,
     watch: Option<TreeWatch>,
     previous: Snapshot,
@@ -87,7 +87,7 @@ struct TreeWatch {
 
 impl HostProbe {
     /// Takes the first snapshot; records start with the next one.
-    pub(crate) fn new(watch_pid: Option<u32>) -> Self {
+    pub fn new(watch_pid: Option<u32>) -> Self {
         let mut probe = Self {
             disks: physical_disks(),
             watch: watch_pid
@@ -170,7 +170,7 @@ impl HostProbe {
     }
 
     /// Takes a snapshot and appends the records for the time since the previous one.
-    pub(crate) fn sample(&mut self, node: &str, timestamp: f64, out: &mut Vec<SystemSample>) {
+    pub fn sample(&mut self, node: &str, timestamp: f64, out: &mut Vec<SystemSample>) {
         let now = self.snapshot();
         let seconds = now.at.duration_since(self.previous.at).as_secs_f64();
         let mut records = Records {

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use smdebug_io::Storage;
 
 use super::error::Result;
-use super::record::{SystemSample, system_file_key};
+use smdebug_format::system::{SystemSample, system_file_key};
 
 struct OpenFile {
     window_start: u64,

@@ -23,7 +23,7 @@ use libfuzzer_sys::fuzz_target;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use smdebug_core::{DType, StringTensor};
-use smdebug_io::trial::{TensorBytes, TensorValue};
+use smdebug_read::trial::{TensorBytes, TensorValue};
 
 /// The reader's budget in this target: small, so the `TensorTooLarge` path comes up.
 const BUDGET: u64 = 1 << 16;

@@ -7,8 +7,8 @@ use smdebug_rules::profiler::{CPUBottleneckParams, IOBottleneckParams};
 
 use crate::charts::{self, Curve, Series, XAxis};
 use crate::html::{Cell, table};
-use smdebug_profiler::digest::Line;
-use smdebug_profiler::stats::Sketch;
+use smdebug_analysis::digest::Line;
+use smdebug_analysis::stats::Sketch;
 
 use super::Page;
 use super::format::pct;
@@ -192,7 +192,7 @@ impl Page<'_> {
         self.lead(&format!(
             "The {what} p95 is over the node's total record, or every core's readings without \
              one, within {:.2}% of the reading at its rank (a quantile sketch).",
-            smdebug_profiler::stats::SKETCH_RELATIVE_ERROR * 100.0
+            smdebug_analysis::stats::SKETCH_RELATIVE_ERROR * 100.0
         ));
     }
 

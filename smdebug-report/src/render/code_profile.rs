@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use base64::Engine as _;
-use smdebug_profiler::code::FunctionSamples;
+use smdebug_format::code_profile::FunctionSamples;
 use smdebug_rules::profiler::utc;
 
 use crate::html::{Cell, escape, table};

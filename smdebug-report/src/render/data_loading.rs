@@ -3,8 +3,8 @@
 //! The load times drawn, and Dataloader's own evidence (its thresholds, the workers it counted
 //! against the cores, its verdict); the section counts nothing itself.
 
-use smdebug_profiler::spans::Phase;
-use smdebug_profiler::stats::Sketch;
+use smdebug_analysis::stats::Sketch;
+use smdebug_core::phase::Phase;
 use smdebug_rules::profiler::{DataloaderDetails, WorkerVerdict};
 
 use crate::charts;

@@ -1,13 +1,13 @@
 //! Formatting and small helpers over time series and intervals.
 
 use smdebug_core::Mode;
-use smdebug_profiler::system::vocab;
+use smdebug_format::system::vocab;
 
 use crate::charts::clock;
 use crate::html::Cell;
 use crate::stats::Summary;
-use smdebug_profiler::digest::SeriesDigest;
-use smdebug_profiler::stats::SKETCH_RELATIVE_ERROR;
+use smdebug_analysis::digest::SeriesDigest;
+use smdebug_analysis::stats::SKETCH_RELATIVE_ERROR;
 
 /// The columns [`duration_cells`] fills.
 pub(super) const DURATION_COLUMNS: [&str; 6] = [

@@ -3,12 +3,12 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use smdebug_profiler::spans::Phase;
+use smdebug_core::phase::Phase;
 
 use crate::charts;
 use crate::html::{Cell, table};
 use crate::input::NoteArea;
-use smdebug_profiler::digest::{MAX_PHASES, OTHER_PHASES};
+use smdebug_analysis::digest::{MAX_PHASES, OTHER_PHASES};
 
 use super::format::{DURATION_COLUMNS, duration_cells, mode_name, ms, pct, percentile_bound};
 use super::{MAX_SERIES, Page};

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use crate::charts::{self, Curve, XAxis};
 use crate::html::{Cell, table};
-use smdebug_profiler::digest::SeriesDigest;
+use smdebug_analysis::digest::SeriesDigest;
 
 use super::{MAX_SERIES, Page, many};
 

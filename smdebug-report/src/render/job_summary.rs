@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use smdebug_profiler::reader::JobPhases;
+use smdebug_read::profile::JobPhases;
 use smdebug_rules::profiler::{InitializationDetails, utc};
 
 use crate::charts;

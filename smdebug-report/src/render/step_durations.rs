@@ -5,9 +5,9 @@
 use smdebug_rules::profiler::StepOutlierParams;
 use std::collections::BTreeMap;
 
+use smdebug_analysis::digest::{StepDigest, StepKey};
+use smdebug_analysis::stats::{Sketch, Summary};
 use smdebug_core::Mode;
-use smdebug_profiler::digest::{StepDigest, StepKey};
-use smdebug_profiler::stats::{Sketch, Summary};
 use smdebug_rules::profiler::StepOutlierDetails;
 
 use crate::charts::{self, Curve, Series, XAxis, clock};

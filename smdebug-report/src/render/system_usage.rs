@@ -1,13 +1,13 @@
 //! 2. System usage statistics, with per-node charts.
 
-use smdebug_profiler::system::vocab;
+use smdebug_format::system::vocab;
 
 use crate::charts::{self, Curve, XAxis};
 use crate::html::{Cell, table};
 use crate::input::NoteArea;
 use crate::stats::Summary;
-use smdebug_profiler::digest::SeriesDigest;
-use smdebug_profiler::stats::Sketch;
+use smdebug_analysis::digest::SeriesDigest;
+use smdebug_analysis::stats::Sketch;
 
 use super::format::{fmt_value, metric_label, percentile_bound, type_rank};
 use super::view::{NodeView, trailing_number};

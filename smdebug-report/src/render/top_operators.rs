@@ -18,7 +18,7 @@ impl Page<'_> {
         let input = self.input;
         for r in input.traces.iter().take(MAX_SERIES) {
             self.h3(&format!("Rank {} ({})", r.rank, r.file));
-            let op_rows = |ops: &[smdebug_profiler::kineto::OpStats]| -> Vec<Vec<Cell>> {
+            let op_rows = |ops: &[smdebug_read::kineto::OpStats]| -> Vec<Vec<Cell>> {
                 ops.iter()
                     .take(10)
                     .map(|o| {

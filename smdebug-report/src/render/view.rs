@@ -1,12 +1,12 @@
 //! Derived data: per node its CPU, I/O wait, memory, GPUs and traffic; the job's time span
-//! and its step spans, all from the run's [`ProfileDigest`](smdebug_profiler::digest).
+//! and its step spans, all from the run's [`ProfileDigest`](smdebug_analysis::digest).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use smdebug_profiler::digest::{Line, SeriesDigest, StepDigest, StepKey};
-use smdebug_profiler::system::vocab;
+use smdebug_analysis::digest::{Line, SeriesDigest, StepDigest, StepKey};
+use smdebug_format::system::vocab;
 
-use smdebug_profiler::stats::Sketch;
+use smdebug_analysis::stats::Sketch;
 
 use crate::input::ReportInput;
 use crate::stats::Bucket;

@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use smdebug_profiler::follow::{
+use smdebug_format::system::SystemSample;
+use smdebug_read::follow::{
     DataArea, DataProblem, DataProblems, ITEMS_PER_READ, Increment, ProfilerSubscription,
 };
-use smdebug_profiler::reader::{CodeProfileWindow, Span, SystemSamples};
-use smdebug_profiler::system::SystemSample;
+use smdebug_read::profile::{CodeProfileWindow, Span, SystemSamples};
 
 use crate::status::ProfilerSeen;
 use crate::window::StepTimeline;
@@ -284,7 +284,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let storage =
             std::sync::Arc::new(smdebug_io::storage::LocalStorage::new(dir.path()).unwrap());
-        let source = smdebug_profiler::follow::ProfilerSource::new(storage);
+        let source = smdebug_read::follow::ProfilerSource::new(storage);
         (dir, ProfilerFeed::new(source.subscribe()))
     }
 

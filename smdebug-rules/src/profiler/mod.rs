@@ -20,7 +20,7 @@
 //! A profiler rule can be run by hand over any samples and spans:
 //!
 //! ```
-//! use smdebug_profiler::system::SystemSample;
+//! use smdebug_format::system::SystemSample;
 //! use smdebug_rules::profiler::{ProfilerWindow, StepTimeline};
 //! use smdebug_rules::{RuleSpec, build_rule};
 //!

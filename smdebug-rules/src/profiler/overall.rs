@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use smdebug_profiler::reader::Span;
-use smdebug_profiler::spans::Phase;
-use smdebug_profiler::system::{SystemSample, vocab};
+use smdebug_core::phase::Phase;
+use smdebug_format::system::SystemSample;
+use smdebug_format::system::vocab;
+use smdebug_read::profile::Span;
 
 use crate::error::Result;
 use crate::rule::{ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use smdebug_profiler::system::vocab;
+use smdebug_format::system::vocab;
 
 use crate::window::ProfilerWindow;
 
@@ -126,7 +126,7 @@ pub(crate) const NO_GPU: &str = "no GPU metrics in this run (no `gpu` records wi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use smdebug_profiler::system::SystemSample;
+    use smdebug_format::system::SystemSample;
 
     use crate::window::StepTimeline;
 

@@ -4,8 +4,8 @@
 
 use std::collections::VecDeque;
 
-pub use smdebug_profiler::stats::Sketch;
-use smdebug_profiler::stats::percentile;
+pub use smdebug_analysis::stats::Sketch;
+use smdebug_analysis::stats::percentile;
 
 /// The `q` quantile (0..=1) of sorted `values`, interpolated linearly between the two nearest
 /// ranks (numpy's default); `None` for no values.

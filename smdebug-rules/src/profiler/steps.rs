@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use smdebug_core::Mode;
+use smdebug_core::phase::Phase;
 use smdebug_core::text::duration;
-use smdebug_profiler::reader::TRACE_FILE_SLACK_US;
-use smdebug_profiler::spans::Phase;
+use smdebug_read::profile::TRACE_FILE_SLACK_US;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};
@@ -19,7 +19,7 @@ use super::details::{
     StepSeriesDetails,
 };
 use super::snapshot::utc;
-use smdebug_profiler::stats::{Summary, histogram};
+use smdebug_analysis::stats::{Summary, histogram};
 
 /// At most this many outlier steps per node and mode are kept in the details.
 const MAX_OUTLIER_STEPS: usize = 100;

@@ -2,7 +2,7 @@
 
 use ndarray::ArrayD;
 use serde::{Deserialize, Serialize};
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};

@@ -5,9 +5,9 @@ use std::collections::HashMap;
 
 use ndarray::ArrayD;
 use serde::{Deserialize, Serialize};
+use smdebug_analysis::stats::percentile;
 use smdebug_core::{CaptureRequest, Mode, Reduction, ReductionOp, SaveConfig, SaveConfigMode};
-use smdebug_io::trial::Trial;
-use smdebug_profiler::stats::percentile;
+use smdebug_read::trial::Trial;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use ndarray::ArrayD;
 use serde::{Deserialize, Serialize};
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 
 use crate::error::{Error, Result};
 use crate::params::{Check, lenient};

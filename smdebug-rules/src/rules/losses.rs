@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 use smdebug_core::{CaptureRequest, Mode, SaveConfig};
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};

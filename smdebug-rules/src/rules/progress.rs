@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use smdebug_core::Mode;
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};

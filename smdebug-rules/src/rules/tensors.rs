@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use ndarray::ArrayD;
 use serde::{Deserialize, Serialize};
 use smdebug_core::{Reduction, ReductionOp};
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 
 use crate::error::Result;
 use crate::params::{Check, lenient};

@@ -18,7 +18,7 @@ use super::run::{OpenOptions, RunSource};
 use super::threads::{RunnerHandle, start};
 use super::trail::{StatusLines, StatusTrail};
 use crate::actions::{ActionConfig, ActionContext};
-use smdebug_profiler::follow::{ProfilerSource, ProfilerSubscription};
+use smdebug_read::follow::{ProfilerSource, ProfilerSubscription};
 
 use crate::error::Result;
 use crate::params::RuleSpec;

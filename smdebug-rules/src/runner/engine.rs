@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use smdebug_io::trial::Trial;
+use smdebug_read::trial::Trial;
 
 use super::evaluation::Evaluation;
 use super::feeding::ProfilerSide;

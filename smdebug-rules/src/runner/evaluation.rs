@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use smdebug_io::trial::{StepState, Trial};
-use smdebug_profiler::follow::DataProblem;
+use smdebug_read::follow::DataProblem;
+use smdebug_read::trial::{StepState, Trial};
 
 use super::actions::{Dispatcher, SlotActions};
 use super::run::RunSource;

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use smdebug_profiler::digest::ProfileDigest;
-use smdebug_profiler::follow::{DataProblems, ProfilerSubscription, merge_code_windows};
-use smdebug_profiler::reader::CodeProfileWindow;
+use smdebug_analysis::digest::ProfileDigest;
+use smdebug_read::follow::{DataProblems, ProfilerSubscription, merge_code_windows};
+use smdebug_read::profile::CodeProfileWindow;
 
 use super::evaluation::Evaluation;
 use super::run::RunSource;

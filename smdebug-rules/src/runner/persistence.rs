@@ -5,11 +5,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use smdebug_analysis::digest::ProfileDigest;
 use smdebug_io::Storage;
-use smdebug_io::trial::Trial;
-use smdebug_profiler::digest::ProfileDigest;
-use smdebug_profiler::follow::DataProblems;
-use smdebug_profiler::reader::CodeProfileWindow;
+use smdebug_read::follow::DataProblems;
+use smdebug_read::profile::CodeProfileWindow;
+use smdebug_read::trial::Trial;
 
 use super::evaluation::Evaluation;
 use super::feeding::ProfilerSide;

@@ -6,11 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use smdebug_io::Storage;
-use smdebug_io::format::layout::END_MARKER;
-use smdebug_io::trial::{Trial, TrialOptions};
+use smdebug_read::run::{EndMarker, FolderChange, FolderWatch, has_profiler_data};
+use smdebug_read::trial::{Trial, TrialOptions};
 
 use crate::error::{Error, Result};
-use crate::folder::FolderWatch;
 
 /// The runner's whole-file cache budget: 32 MiB.
 const RUNNER_FILE_CACHE_BYTES: usize = 32 << 20;
@@ -47,14 +46,6 @@ fn runner_trial_options(options: &OpenOptions) -> TrialOptions {
         read_files_ahead: false,
         ..defaults
     }
-}
-
-/// Whether the run holds any system-metrics or framework trace file.
-fn has_profiler_data(storage: &dyn Storage) -> smdebug_io::Result<bool> {
-    Ok(!storage.list("system")?.is_empty()
-        || !storage
-            .list(smdebug_profiler::spans::TRACE_PREFIX)?
-            .is_empty())
 }
 
 /// How a run is opened ([`RunSource::open`]).
@@ -151,7 +142,7 @@ impl RunSource {
             trial_options,
             complete: false,
             end_reason: None,
-            folder: FolderWatch::default(),
+            folder: FolderWatch::new(location),
             last_arrival: Instant::now(),
         })
     }
@@ -184,20 +175,20 @@ impl RunSource {
                 self.complete = trial.is_complete().map_err(|e| self.read_error(e))?;
                 self.end_reason = trial.end_reason().map_err(|e| self.read_error(e))?;
             }
-            None => match self.storage.get(END_MARKER) {
-                Ok(bytes) => {
+            None => {
+                if let Some(reason) =
+                    EndMarker::read(self.storage.as_ref()).map_err(|e| self.read_error(e))?
+                {
                     self.complete = true;
-                    self.end_reason = smdebug_io::format::parse_end_marker(&bytes);
+                    self.end_reason = reason;
                 }
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(self.read_error(e)),
-            },
+            }
         }
         Ok(())
     }
 
     /// Whether the run's local folder is gone (deleted under the runner).
     pub fn folder_gone(&mut self) -> bool {
-        self.folder.gone(&self.location)
+        self.folder.look(false) == FolderChange::Gone
     }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use smdebug_io::format::layout::END_MARKER;
+use smdebug_read::run::EndMarker;
 
 use super::engine::RuleRunner;
 use crate::error::{Error, Result};
@@ -71,8 +71,9 @@ impl RuleRunner {
             {
                 self.rules.gave_up = Some(format!(
                     "nothing new arrived for {} s and the run has no end marker \
-                     ({END_MARKER}): its writer seems to have stopped; stopped following",
-                    limit.as_secs_f64()
+                     ({}): its writer seems to have stopped; stopped following",
+                    limit.as_secs_f64(),
+                    EndMarker::PATH
                 ));
                 return self.finish();
             }

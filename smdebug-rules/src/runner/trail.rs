@@ -10,35 +10,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use smdebug_io::format::layout::{RULES_DIR, safe_file_stem};
+use smdebug_format::layout::{rule_folder, rule_log_in};
 
 use super::evaluation::Evaluation;
 use super::run::RunSource;
 use crate::rule::RuleInput;
 use crate::status::RuleStatus;
-
-/// The name of a rule's log file, inside its folder (`rules/<Rule>/log`).
-pub const RULE_LOG: &str = "log";
-
-/// A rule's log file, relative to the run: `rules/VanishingGradient/log`. The folder is the
-/// rule's name made safe as a file name ([`safe_file_stem`], as the report names a rule's
-/// result file), `rule` when nothing is left of it.
-pub fn rule_log_file(rule: &str) -> String {
-    log_file_in(&folder_of(rule))
-}
-
-fn folder_of(rule: &str) -> String {
-    let folder = safe_file_stem(rule);
-    if folder.is_empty() {
-        "rule".to_string()
-    } else {
-        folder
-    }
-}
-
-fn log_file_in(folder: &str) -> String {
-    format!("{RULES_DIR}/{folder}/{RULE_LOG}")
-}
 
 /// Each rule's log file, in slot order: a second rule whose folder would be the same (the
 /// same rule twice with other parameters) gets `-2`, `-3`, … appended, as the report's rule
@@ -46,7 +23,7 @@ fn log_file_in(folder: &str) -> String {
 fn log_files(rules: &[&str]) -> Vec<String> {
     let mut folders: Vec<String> = Vec::with_capacity(rules.len());
     for rule in rules {
-        let base = folder_of(rule);
+        let base = rule_folder(rule);
         let mut folder = base.clone();
         let mut n = 2;
         while folders.contains(&folder) {
@@ -55,7 +32,7 @@ fn log_files(rules: &[&str]) -> Vec<String> {
         }
         folders.push(folder);
     }
-    folders.iter().map(|f| log_file_in(f)).collect()
+    folders.iter().map(|f| rule_log_in(f)).collect()
 }
 
 /// Status lines for a training log: every `every`, one line per rule saying where it stands,
@@ -237,6 +214,7 @@ impl StatusTrail {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use smdebug_format::layout::rule_log_file;
 
     #[test]
     fn a_rules_log_lives_in_its_folder_whatever_its_name() {

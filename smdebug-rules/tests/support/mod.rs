@@ -274,7 +274,7 @@ pub fn check(dir: &Path, spec: &str) -> Summary {
 
 /// The global steps of a finished run in `mode`, in order, from the reader.
 pub fn mode_globals(dir: &Path, mode: Mode) -> Vec<u64> {
-    smdebug_io::Trial::open(dir.to_str().unwrap())
+    smdebug_read::Trial::open(dir.to_str().unwrap())
         .unwrap()
         .global_steps(Some(mode))
         .unwrap()

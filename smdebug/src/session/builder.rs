@@ -7,7 +7,7 @@ use smdebug_core::window::Window;
 use smdebug_core::{
     Capture, Collection, Hook, HookBuilder, HookConfig, ReductionConfig, SaveConfig, WorkerInfo,
 };
-use smdebug_io::format::record::PayloadChecksum;
+use smdebug_format::record::PayloadChecksum;
 use smdebug_io::sagemaker::ConfigSources;
 use smdebug_io::stop::StopWatcher;
 use smdebug_io::writer::Writer;

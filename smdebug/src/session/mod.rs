@@ -183,14 +183,11 @@ impl Session<Hook> {
 fn report_location_in(location: &str, dir: &str) -> String {
     use smdebug_rules::report::REPORT_FILE;
     let dir = dir.trim_matches('/');
-    if location.contains("://") {
-        format!("{}/{dir}/{REPORT_FILE}", location.trim_end_matches('/'))
-    } else {
-        std::path::Path::new(location)
-            .join(dir)
-            .join(REPORT_FILE)
-            .display()
-            .to_string()
+    match smdebug_io::storage::Location::parse(location) {
+        Ok(smdebug_io::storage::Location::Local(folder)) => {
+            folder.join(dir).join(REPORT_FILE).display().to_string()
+        }
+        _ => format!("{}/{dir}/{REPORT_FILE}", location.trim_end_matches('/')),
     }
 }
 
@@ -493,7 +490,7 @@ impl<H: Capture> Session<H> {
         if !summary.end_marker_written {
             end.lost.push(format!(
                 "the end marker ({})",
-                smdebug_io::format::layout::END_MARKER
+                smdebug_format::layout::END_MARKER
             ));
         }
         if !finished {

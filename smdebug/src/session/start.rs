@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use smdebug_core::timeline::{Timeline, TimelineConfig};
 use smdebug_core::{Capture, HookBuilder, StopSignal, WorkerInfo};
-use smdebug_io::format::layout::worker_name;
-use smdebug_io::format::record::PayloadChecksum;
+use smdebug_format::layout::worker_name;
+use smdebug_format::record::PayloadChecksum;
 use smdebug_io::jobs::{JobClaim, shared_job_id};
 use smdebug_io::run_folder::{self, ClaimRequest, Refusal};
 use smdebug_io::stop::StopWatcher;
@@ -101,7 +101,7 @@ impl<H: Capture> SessionBuilder<H> {
             && self.dashboard.is_some()
             && (!self.rules.is_empty() || !self.custom_rules.is_empty())
         {
-            let source = smdebug_profiler::follow::ProfilerSource::new(storage.clone());
+            let source = smdebug_read::follow::ProfilerSource::new(storage.clone());
             (Some(source.subscribe()), Some(source.subscribe()))
         } else {
             (None, None)
@@ -347,7 +347,7 @@ impl<H: Capture> SessionBuilder<H> {
         location: &str,
         storage: &Arc<dyn Storage>,
         stop: &StopSignal,
-        profiler: Option<smdebug_profiler::follow::ProfilerSubscription>,
+        profiler: Option<smdebug_read::follow::ProfilerSubscription>,
     ) -> Result<(smdebug_rules::RunnerHandle, Option<String>)> {
         let mut runner = smdebug_rules::RuleRunner::builder(location)
             .storage(storage.clone())

@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use prost::Message;
-use smdebug_io::format::proto::{Event, event, summary};
-use smdebug_io::format::record::{PayloadCrcPolicy, decode_exact_record};
-use smdebug_io::format::{IndexFile, layout, tensor};
+use smdebug_format::proto::{Event, event, summary};
+use smdebug_format::record::{PayloadCrcPolicy, decode_exact_record};
+use smdebug_format::{IndexFile, layout, tensor};
 use smdebug_io::storage::Storage;
 use smdebug_io::{Error, Result};
 

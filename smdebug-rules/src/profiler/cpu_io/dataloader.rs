@@ -10,10 +10,10 @@ use crate::profiler::stats::{Sketch, round4};
 use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 use serde::{Deserialize, Serialize};
+use smdebug_core::phase::Phase;
 use smdebug_core::text::duration;
-use smdebug_profiler::reader::Span;
-use smdebug_profiler::spans::Phase;
-use smdebug_profiler::system::vocab;
+use smdebug_format::system::vocab;
+use smdebug_read::profile::Span;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Parameters of [`Dataloader`].

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use smdebug_profiler::stats::Summary;
+use smdebug_analysis::stats::Summary;
 
 /// Dataloader's findings: the thresholds and, per node, the workers against the cores.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -17,7 +17,7 @@ mod usage;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use smdebug_profiler::stats::Summary;
+use smdebug_analysis::stats::Summary;
 
 pub use loading::{DataloaderDetails, InitializationDetails, NodeDataLoading, WorkerVerdict};
 pub use resources::{

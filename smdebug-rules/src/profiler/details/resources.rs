@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use smdebug_profiler::stats::Summary;
+use smdebug_analysis::stats::Summary;
 
 /// A moment the rule fired.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

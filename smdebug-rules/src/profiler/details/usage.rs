@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use smdebug_profiler::stats::Summary;
+use smdebug_analysis::stats::Summary;
 
 /// OverallSystemUsage's statistics: node → metric row (`CPUUtilization (per core)`,
 /// `gpu0 GPUUtilization`, ...) → its figures.

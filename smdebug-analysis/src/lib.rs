@@ -1,0 +1,18 @@
+//! # smdebug-analysis
+//!
+//! What the rules, the report and the dashboard compute from a run, in one place so that a
+//! figure means the same wherever it is shown:
+//!
+//! - [`stats`]: the percentile every figure of the profiler rules and the report uses, and the
+//!   quantile sketch for series too long to keep.
+//! - [`downsample`]: the one min-max downsampler of long series, for the report's charts and
+//!   the dashboard.
+//! - [`digest`]: a run's profiler data aggregated as it is read ([`ProfileDigest`](digest::ProfileDigest)),
+//!   in a size that does not grow with the run.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod digest;
+pub mod downsample;
+pub mod stats;

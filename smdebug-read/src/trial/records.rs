@@ -1,0 +1,367 @@
+//! A record read and decoded: a tensor's value (decoded, converted within a [`Budget`]), its
+//! record's bytes, or one number read cheaply (`number_at`); byte ranges of event files. Where
+//! the records are comes from [`source`](super::source).
+
+use bytes::Bytes;
+
+use smdebug_core::{DType, StringTensor, Tensor};
+
+use super::source::{Files, Location, WHOLE_FILE_MAX};
+use smdebug_format::budget::{Budget, Conversion};
+use smdebug_format::record::{Decoded, PayloadCrcPolicy};
+use smdebug_io::error::{Error, Result};
+use smdebug_io::storage::Storage;
+
+/// A saved value in the dtype it was saved in, its bytes not copied yet: when the record holds
+/// them raw (smdebug always does), `data` is a slice of the event file as read or mapped.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorBytes {
+    /// The element type the value was saved in.
+    pub dtype: DType,
+    /// The dimensions, outermost first (empty for a scalar).
+    pub shape: Vec<usize>,
+    /// Little-endian, row-major; exactly as many bytes as dtype and shape need (checked).
+    pub data: Bytes,
+}
+
+impl TensorBytes {
+    /// The value as a [`Tensor`] (one copy of the bytes).
+    pub fn to_tensor(&self) -> Tensor {
+        Tensor::from_bytes(self.dtype, self.shape.clone(), self.data.to_vec())
+            .expect("dtype, shape and length were checked when the record was decoded")
+    }
+}
+
+/// Reads tensor `name`'s record where the index says it is, checking its framing and checksums,
+/// that the record's tag is `name` and its step the index's step, and that nothing larger than
+/// `budget` is read or decoded.
+pub(crate) fn read_tensor(
+    storage: &dyn Storage,
+    files: &Files,
+    loc: &Location,
+    name: &str,
+    budget: Budget,
+) -> Result<Tensor> {
+    read_with(storage, files, loc, name, budget, |_, event| {
+        Tensor::from_bytes(event.dtype, event.shape, event.data.into_owned())
+            .expect("dtype, shape and length were checked when the record was decoded")
+    })
+}
+
+/// A saved value: numbers (their bytes not copied, see [`TensorBytes`]), or strings
+/// (`DT_STRING`: XGBoost's `trees/*` text columns, any numpy `str` array smdebug saved).
+#[derive(Clone, Debug, PartialEq)]
+pub enum TensorValue {
+    /// A numeric tensor.
+    Numbers(TensorBytes),
+    /// A string tensor.
+    Strings(StringTensor),
+}
+
+/// Tensor `name`'s record at `loc`, numbers or strings, checked as [`read_tensor`] checks it
+/// (a string tensor's strings and their per-element overhead count against
+/// `budget`).
+pub(crate) fn read_value(
+    storage: &dyn Storage,
+    files: &Files,
+    loc: &Location,
+    name: &str,
+    budget: Budget,
+) -> Result<TensorValue> {
+    let bytes = record_bytes(storage, files, loc, name, budget)?;
+    match decode_with(&bytes, loc, name, budget, in_place) {
+        Ok(numbers) => Ok(TensorValue::Numbers(numbers)),
+        Err(Error::Format(smdebug_format::Error::StringTensor { .. })) => {
+            decode_strings(&bytes, loc, name, budget).map(TensorValue::Strings)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The string tensor in record `bytes` (exactly the record at `loc`): its tag must be `name` and
+/// its step the index's step.
+fn decode_strings(
+    bytes: &Bytes,
+    loc: &Location,
+    name: &str,
+    budget: Budget,
+) -> Result<StringTensor> {
+    let event = smdebug_format::read_tagged_string_record_ref(
+        bytes,
+        &loc.file.path(),
+        loc.start,
+        name,
+        PayloadCrcPolicy::AcceptBoth,
+        budget.limit,
+    )?;
+    check_step(loc, name, event.step)?;
+    Ok(event.to_tensor())
+}
+
+/// [`read_tensor`] without copying the values.
+pub(crate) fn read_tensor_bytes(
+    storage: &dyn Storage,
+    files: &Files,
+    loc: &Location,
+    name: &str,
+    budget: Budget,
+) -> Result<TensorBytes> {
+    read_with(storage, files, loc, name, budget, in_place)
+}
+
+/// Tensor `name`'s value at `loc` within `file`, the whole event file as read (or as much of it
+/// as there was), its bytes not copied; checked as [`read_tensor`] checks it.
+pub(crate) fn tensor_bytes_in(
+    file: &Bytes,
+    loc: &Location,
+    name: &str,
+    budget: Budget,
+) -> Result<TensorBytes> {
+    let end = record_end(loc, name, budget)?;
+    let record = slice_record(file, loc, end)?;
+    decode_with(&record, loc, name, budget, in_place)
+}
+
+/// Records longer than this cannot hold one number (a scalar's record is about 100 bytes:
+/// framing, tag, step, mode metadata, dtype, shape and at most 8 bytes of value).
+pub(crate) const MAX_NUMBER_RECORD: u64 = 4096;
+
+/// The budget of reading one number: one element of any dtype (at most 8 bytes) and its `f64`
+/// (8 more). A record whose header claims a second element, of any dtype, costs more and is
+/// refused from the header, before anything is decoded.
+const ONE_NUMBER: Budget = Budget {
+    limit: 16,
+    conversion: Conversion::F64,
+};
+
+/// The one number tensor `name`'s record at `loc` holds, with the record's wall time (seconds
+/// since the epoch), its framing, checksums, tag and step
+/// checked as [`read_tensor`] checks them. `file`: the whole event file when it was read (else
+/// the record is read by range). `seen`: the value metadata last found valid in the file
+/// ([`SeenMetadata`](smdebug_format::number::SeenMetadata)). `Ok(None)` when the record is not one number (its header
+/// claims another number of elements, or strings; or it is longer than [`MAX_NUMBER_RECORD`],
+/// then it is not read at all): nothing of its values is decoded then.
+pub(crate) fn number_at(
+    storage: &dyn Storage,
+    file: Option<&[u8]>,
+    loc: &Location,
+    name: &str,
+    seen: &mut smdebug_format::number::SeenMetadata,
+) -> Result<Option<(f64, f64)>> {
+    if loc.length > MAX_NUMBER_RECORD {
+        return Ok(None);
+    }
+    let end = record_end(loc, name, Budget::from(MAX_NUMBER_RECORD))?;
+    let fetched;
+    let record: &[u8] = match file {
+        Some(file) => record_in(file, loc, end)?,
+        None => {
+            fetched = get_range(storage, loc, loc.start..end)?;
+            if (fetched.len() as u64) < loc.length {
+                return Err(short_file(loc, fetched.len() as u64));
+            }
+            &fetched
+        }
+    };
+    // The common layout in one pass; anything else (and every error, which names the file) from
+    // the general decoder. The file's path is not made here: this runs once per value of a run.
+    if let Ok(Decoded::Record(rec)) =
+        smdebug_format::record::decode_record(record, loc.start, PayloadCrcPolicy::AcceptBoth)
+        && rec.framed_len() == record.len()
+        && let Some(n) = smdebug_format::number::read_seen(rec.payload, name, seen)
+        && n.step == loc.step
+    {
+        return Ok(Some((n.value, n.wall_time)));
+    }
+    // Rare (another layout, or a bad record): the general decoder over a copy of the record.
+    let record = Bytes::copy_from_slice(record);
+    let number = decode_with(&record, loc, name, ONE_NUMBER, |_, event| {
+        smdebug_core::TensorView::from_bytes(event.dtype, &event.shape, &event.data)
+            .ok()
+            .filter(|v| v.len() == 1)
+            .map(|v| (v.get_f64(0), event.wall_time))
+    });
+    match number {
+        Ok(n) => Ok(n),
+        Err(
+            Error::Format(smdebug_format::Error::TensorTooLarge { .. })
+            | Error::Format(smdebug_format::Error::StringTensor { .. }),
+        ) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A decoded value as a [`TensorBytes`] over the record's own bytes (copied only when the record
+/// held its values in typed fields rather than raw).
+fn in_place(record: &Bytes, event: smdebug_format::TensorEventRef<'_>) -> TensorBytes {
+    let data = match event.data {
+        std::borrow::Cow::Borrowed(d) => record.slice_ref(d),
+        std::borrow::Cow::Owned(v) => Bytes::from(v),
+    };
+    TensorBytes {
+        dtype: event.dtype,
+        shape: event.shape,
+        data,
+    }
+}
+
+fn read_with<T>(
+    storage: &dyn Storage,
+    files: &Files,
+    loc: &Location,
+    name: &str,
+    budget: Budget,
+    finish: impl FnOnce(&Bytes, smdebug_format::TensorEventRef<'_>) -> T,
+) -> Result<T> {
+    let bytes = record_bytes(storage, files, loc, name, budget)?;
+    decode_with(&bytes, loc, name, budget, finish)
+}
+
+/// Decodes the record `bytes` (exactly the record at `loc`): its tag must be `name` and its
+/// step the index's step.
+fn decode_with<T>(
+    bytes: &Bytes,
+    loc: &Location,
+    name: &str,
+    budget: Budget,
+    finish: impl FnOnce(&Bytes, smdebug_format::TensorEventRef<'_>) -> T,
+) -> Result<T> {
+    let decode = |path: &str| {
+        smdebug_format::read_tagged_tensor_record_ref(
+            bytes,
+            path,
+            loc.start,
+            name,
+            PayloadCrcPolicy::AcceptBoth,
+            budget,
+        )
+    };
+    // The file's path is made only for an error (decoding again gives the same one, naming
+    // it): a value-by-value reader decodes a record per value.
+    let event = match decode("") {
+        Ok(event) => event,
+        Err(_) => decode(&loc.file.path())?,
+    };
+    check_step(loc, name, event.step)?;
+    Ok(finish(bytes, event))
+}
+
+/// Refuses a record of tensor `name` whose step, `step`, is not the one the index gave for it
+/// at `loc`.
+fn check_step(loc: &Location, name: &str, step: u64) -> Result<()> {
+    if step != loc.step {
+        return Err(Error::Format(smdebug_format::Error::WrongTensor {
+            path: loc.file.path().to_string(),
+            offset: loc.start,
+            expected: format!("`{name}` at step {}", loc.step),
+            found: format!("`{name}` at step {step}"),
+        }));
+    }
+    Ok(())
+}
+
+/// Where the record at `loc` ends; refuses an index entry whose end overflows or whose record
+/// is longer than the budget's limit before anything is read.
+fn record_end(loc: &Location, name: &str, budget: Budget) -> Result<u64> {
+    let end = loc.start.checked_add(loc.length).ok_or_else(|| {
+        Error::Format(smdebug_format::Error::CorruptRecord {
+            path: loc.file.path().to_string(),
+            offset: loc.start,
+            reason: format!(
+                "the index's offset {} + length {} overflows",
+                loc.start, loc.length
+            ),
+        })
+    })?;
+    if loc.length > budget.limit {
+        return Err(Error::Format(smdebug_format::Error::TensorTooLarge {
+            path: loc.file.path().to_string(),
+            offset: loc.start,
+            tensor: name.to_string(),
+            detail: "the length of its record in the index".to_string(),
+            claimed: loc.length.into(),
+            limit: budget.limit,
+        }));
+    }
+    Ok(end)
+}
+
+/// The bytes of the record at `loc` (exactly `loc.length` of them), from the kept file, a new
+/// map of it, the whole file fetched and kept, or a range read.
+fn record_bytes(
+    storage: &dyn Storage,
+    files: &Files,
+    loc: &Location,
+    name: &str,
+    budget: Budget,
+) -> Result<Bytes> {
+    let end = record_end(loc, name, budget)?;
+    if let Some(file) = loc.file.kept() {
+        if loc.file.take_ahead() {
+            // Read ahead of this caller: kept now as if the caller had fetched it.
+            files.fetched(&loc.file);
+        }
+        return slice_record(&file, loc, end);
+    }
+    if let Some(map) = files.map(&loc.file) {
+        // Another reader may have kept the file first; both hold the same bytes.
+        return slice_record(&loc.file.keep(map, false, files), loc, end);
+    }
+    if loc.file.len <= WHOLE_FILE_MAX && files.reserve(loc.file.len) {
+        // Only as much as the index says the file holds: a file larger than its index (or
+        // one that is not an event file at all) is never read whole.
+        let whole = get_range(storage, loc, 0..loc.file.len).inspect_err(|_| {
+            files.release(loc.file.len);
+        })?;
+        let kept = loc.file.keep(whole, true, files);
+        files.fetched(&loc.file);
+        return slice_record(&kept, loc, end);
+    }
+    let bytes = get_range(storage, loc, loc.start..end)?;
+    if (bytes.len() as u64) < loc.length {
+        return Err(short_file(loc, bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// Bytes `range` of the location's event file. Storage refuses a range that starts past the
+/// file's end; that is a file shorter than its index says, reported as such.
+pub(crate) fn get_range(
+    storage: &dyn Storage,
+    loc: &Location,
+    range: std::ops::Range<u64>,
+) -> Result<bytes::Bytes> {
+    let start = range.start;
+    storage
+        .get_range(&loc.file.path(), range)
+        .map_err(|e| match storage.size(&loc.file.path()) {
+            Ok(Some(size)) if size <= start => short_file(loc, 0),
+            _ => e,
+        })
+}
+
+/// The record's bytes within a whole event file, checked against the file's real length first.
+fn slice_record(file: &Bytes, loc: &Location, end: u64) -> Result<Bytes> {
+    record_in(file, loc, end).map(|record| file.slice_ref(record))
+}
+
+/// [`slice_record`] over borrowed bytes.
+fn record_in<'f>(file: &'f [u8], loc: &Location, end: u64) -> Result<&'f [u8]> {
+    if (file.len() as u64) < end {
+        return Err(short_file(
+            loc,
+            (file.len() as u64).saturating_sub(loc.start),
+        ));
+    }
+    Ok(&file[loc.start as usize..end as usize])
+}
+
+/// A file shorter than its index says, reported like a truncated record.
+fn short_file(loc: &Location, available: u64) -> Error {
+    Error::Format(smdebug_format::Error::IncompleteRecord {
+        path: loc.file.path().to_string(),
+        offset: loc.start,
+        needed: loc.length,
+        available,
+    })
+}

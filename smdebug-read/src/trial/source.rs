@@ -1,0 +1,400 @@
+//! The trial's only contact with storage and the format: list and fetch (the index files:
+//! [`index_files`](super::index_files); reading and decoding a record:
+//! [`records`](super::records)).
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+
+use smdebug_core::{Collection, CollectionsFile, Mode};
+
+use smdebug_format::layout;
+use smdebug_io::error::{Error, Result};
+use smdebug_io::storage::{LocalStorage, Storage, open_storage};
+
+pub(crate) use super::index_files::{
+    InOrder, IndexEntry, IndexPath, Slot, TensorTable, list_index_files, list_index_files_before,
+    parse_index_files, read_whole, reader_threads,
+};
+
+/// The run's storage, and its directory when it is on local disk (where event files can be
+/// mapped).
+pub(crate) fn open(location: &str) -> Result<(Arc<dyn Storage>, Option<PathBuf>)> {
+    match smdebug_io::storage::Location::parse(location)? {
+        smdebug_io::storage::Location::Local(dir) => {
+            let storage = LocalStorage::new(&dir)?;
+            let root = storage.root().to_path_buf();
+            Ok((Arc::new(storage), Some(root)))
+        }
+        smdebug_io::storage::Location::Store { url, .. } => Ok((open_storage(&url)?, None)),
+    }
+}
+
+/// One worker's collections file.
+pub(crate) struct WorkerCollections {
+    pub worker: Option<String>,
+    pub num_workers: usize,
+    pub collections: Vec<Collection>,
+}
+
+/// Collections files not read yet; the first one that cannot be read is the error.
+pub(crate) fn new_collection_files(
+    storage: &dyn Storage,
+    seen: &BTreeSet<String>,
+) -> Result<Vec<(String, WorkerCollections)>> {
+    let mut out = Vec::new();
+    for path in unread_collection_files(storage, seen)? {
+        let file = read_collections_file(storage, &path)?;
+        out.push((path, file));
+    }
+    Ok(out)
+}
+
+/// The paths of the collections files that `seen` does not hold, in key order.
+pub(crate) fn unread_collection_files(
+    storage: &dyn Storage,
+    seen: &BTreeSet<String>,
+) -> Result<Vec<String>> {
+    Ok(storage
+        .list(layout::COLLECTIONS_DIR)?
+        .into_iter()
+        .filter(|path| layout::parse_collections_file(path).is_some() && !seen.contains(path))
+        .collect())
+}
+
+/// One worker's collections file, read and parsed.
+pub(crate) fn read_collections_file(
+    storage: &dyn Storage,
+    path: &str,
+) -> Result<WorkerCollections> {
+    let bytes = storage.get(path)?;
+    let bad = |reason: String| Error::BadCollections {
+        path: path.to_string(),
+        reason,
+    };
+    let json: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+    let file = CollectionsFile::from_json(&json).map_err(|e| bad(e.to_string()))?;
+    Ok(WorkerCollections {
+        worker: layout::parse_collections_file(path),
+        num_workers: file.num_workers,
+        collections: file.collections,
+    })
+}
+
+/// One step's event file of one worker. Every location in it shares it, and with it the file's
+/// bytes once they were fetched or mapped: reading the other tensors of the step (the usual
+/// pattern: several tensors over many steps) looks nothing up and costs no I/O.
+#[derive(Debug)]
+pub(crate) struct EventFile {
+    /// The file, relative to the run, when it is not its step's and worker's usual path
+    /// ([`layout::event_file`](smdebug_format::layout::event_file)): a long run keeps one of
+    /// these a step, and the usual path is made again when asked for.
+    other_path: Option<Box<str>>,
+    step: u64,
+    pub worker: Arc<str>,
+    /// Size of the file as the index describes it (the end of its last record).
+    pub len: u64,
+    /// The whole file (up to `len`) while kept: mapped, or fetched within the heap budget
+    /// (then `true`: its length counts against the budget until it is let go).
+    data: Mutex<Option<(Bytes, bool)>>,
+    /// The whole file was fetched before (and let go as provisional, see [`Files`]): the next
+    /// fetch keeps it.
+    read_before: std::sync::atomic::AtomicBool,
+    /// The file was read ahead of the caller ([`ahead`](super::ahead)) and the caller has not
+    /// read it yet: kept for it, outside the provisional slot.
+    ahead: std::sync::atomic::AtomicBool,
+}
+
+impl EventFile {
+    /// Event file `path` of `step` of `worker`, `len` bytes long.
+    pub(crate) fn new(path: String, step: u64, worker: Arc<str>, len: u64) -> EventFile {
+        let usual = path == smdebug_format::layout::event_file(step, &worker);
+        EventFile {
+            other_path: (!usual).then(|| path.into()),
+            step,
+            worker,
+            len,
+            data: Mutex::new(None),
+            read_before: std::sync::atomic::AtomicBool::new(false),
+            ahead: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The global step the file belongs to.
+    pub(crate) fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// The file, relative to the run.
+    pub(crate) fn path(&self) -> std::borrow::Cow<'_, str> {
+        match &self.other_path {
+            Some(path) => std::borrow::Cow::Borrowed(path),
+            None => {
+                std::borrow::Cow::Owned(smdebug_format::layout::event_file(self.step, &self.worker))
+            }
+        }
+    }
+
+    pub(super) fn data(&self) -> MutexGuard<'_, Option<(Bytes, bool)>> {
+        // Nothing can be left half-done under this lock: recover the guard.
+        self.data.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The whole file, when a reader has kept it (mapped or fetched).
+    pub(crate) fn kept(&self) -> Option<Bytes> {
+        self.data().as_ref().map(|(bytes, _)| bytes.clone())
+    }
+
+    /// Keeps `bytes` as the whole file, unless another reader kept it first: then its bytes
+    /// (the same) are returned and `bytes` is dropped, its budget (when `heap`) given back.
+    pub(super) fn keep(&self, bytes: Bytes, heap: bool, files: &Files) -> Bytes {
+        let mut data = self.data();
+        if let Some((kept, _)) = data.as_ref() {
+            if heap {
+                files.release(self.len);
+            }
+            return kept.clone();
+        }
+        *data = Some((bytes.clone(), heap));
+        bytes
+    }
+
+    /// Whether the whole file was fetched before; marks it fetched.
+    pub(super) fn fetched_before(&self) -> bool {
+        self.read_before.swap(true, Ordering::Relaxed)
+    }
+
+    /// Reads the whole file ahead of the caller and keeps it, flagged as read ahead (mapped
+    /// instead when mapping is on: then it is kept as the caller would keep it). Nothing is
+    /// kept when the file is kept already, cannot be read (the caller reads it and reports
+    /// what is wrong) or is larger than [`WHOLE_FILE_MAX`]. False when the heap budget has no
+    /// room for it: reading ahead stops there.
+    pub(super) fn read_ahead(&self, storage: &dyn Storage, files: &Files) -> bool {
+        if self.len > WHOLE_FILE_MAX || self.kept().is_some() {
+            return true;
+        }
+        if let Some(map) = files.map(self) {
+            self.keep(map, false, files);
+            return true;
+        }
+        if !files.reserve_ahead(self.len) {
+            return false;
+        }
+        match storage.get_range(&self.path(), 0..self.len) {
+            Ok(whole) => {
+                let mut data = self.data();
+                if data.is_some() {
+                    // The caller read it meanwhile.
+                    files.release(self.len);
+                } else {
+                    *data = Some((whole, true));
+                    self.ahead.store(true, Ordering::Relaxed);
+                }
+            }
+            Err(_) => files.release(self.len),
+        }
+        true
+    }
+
+    /// Whether the file was kept by reading ahead and is read by the caller for the first
+    /// time now (clears the flag).
+    pub(super) fn take_ahead(&self) -> bool {
+        self.ahead.load(Ordering::Relaxed) && self.ahead.swap(false, Ordering::Relaxed)
+    }
+
+    /// Lets go of the file when it was read ahead and the caller never read it.
+    pub(super) fn let_go_ahead(&self, files: &Files) {
+        if self.take_ahead() {
+            self.forget(files);
+        }
+    }
+
+    /// Lets go of the kept file, if any: a fetched file's length goes back to the budget, a
+    /// mapped file is unmapped once the values read from it are dropped too.
+    pub(crate) fn forget(&self, files: &Files) {
+        if let Some((_, heap)) = self.data().take()
+            && heap
+        {
+            files.release(self.len);
+        }
+    }
+}
+
+/// Where one tensor of one step of one worker lives.
+#[derive(Clone, Debug)]
+pub(crate) struct Location {
+    pub file: Arc<EventFile>,
+    pub step: u64,
+    pub mode: Mode,
+    pub mode_step: u64,
+    pub start: u64,
+    pub length: u64,
+}
+
+/// Event files up to this size are fetched whole into memory and kept while the heap budget
+/// lasts (when they cannot be mapped), so reading the other tensors of the same step costs no
+/// I/O.
+pub(super) const WHOLE_FILE_MAX: u64 = 1 << 20;
+
+/// Mappings every trial of the process may hold together. Linux allows a process 65,530 maps
+/// by default (`vm.max_map_count`), and its allocator needs some of them: trials keep to half.
+/// Past this, files are read into memory as when mapping is off.
+const MAX_MAPPED_FILES: usize = 32 << 10;
+
+/// Mappings left for the process's trials (see [`MAX_MAPPED_FILES`]).
+static MAPS_LEFT: AtomicUsize = AtomicUsize::new(MAX_MAPPED_FILES);
+
+/// A mapped event file; gives its slot back to [`MAPS_LEFT`] when unmapped.
+struct MappedFile(memmap2::Mmap);
+
+impl AsRef<[u8]> for MappedFile {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for MappedFile {
+    fn drop(&mut self) {
+        MAPS_LEFT.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// How a trial gets at event files, and the memory it may keep for them.
+///
+/// Local event files are memory-mapped (when [`TrialOptions::map_files`](super::TrialOptions)
+/// is on): a record is read straight from the page cache, with no copy into fresh memory, and
+/// the map is kept with the file until the trial is dropped (or the file let go). Other files
+/// up to 1 MiB are fetched whole and kept while the heap budget lasts; once it is spent,
+/// records are read by range, exactly their bytes. A file fetched for the first time is kept
+/// provisionally: the next first fetch of another file lets it go. So the other tensors of a
+/// step read it from memory, while a reader visiting each file once (one tensor over the whole
+/// run, `values()`, or the rules going step by step) holds one file, where it used to fill the
+/// budget with files it would not read again (256 MiB of a 400,000-step run's). A file fetched
+/// again (a second sweep, tensor by tensor) stays kept. Nothing is evicted on its own: readers usually sweep a run tensor by
+/// tensor, each sweep visiting every step's file in the same order, and evicting the oldest
+/// file would evict each file just before the next sweep needs it. A reader that goes step by
+/// step says when it is done with old steps (`Trial::forget_files_before`).
+#[derive(Debug)]
+pub(crate) struct Files {
+    /// The run's directory when it is on local disk and files may be mapped.
+    map_root: Option<PathBuf>,
+    budget: usize,
+    kept: AtomicUsize,
+    /// The file fetched whole for the first time last, kept until another one is.
+    provisional: Mutex<Option<Arc<EventFile>>>,
+}
+
+impl Files {
+    pub(crate) fn new(map_root: Option<PathBuf>, budget: usize) -> Self {
+        Files {
+            map_root,
+            budget,
+            kept: AtomicUsize::new(0),
+            provisional: Mutex::new(None),
+        }
+    }
+
+    /// `file` was just fetched whole: a first fetch is kept provisionally (the file kept
+    /// provisionally before it is let go), a later one for good.
+    pub(super) fn fetched(&self, file: &Arc<EventFile>) {
+        let mut slot = self.provisional.lock().unwrap_or_else(|p| p.into_inner());
+        if file.fetched_before() {
+            // Kept for good now: a file let go (`forget_files_before`) while it was still the
+            // provisional one must not be let go again by the next first fetch.
+            if slot.as_ref().is_some_and(|p| Arc::ptr_eq(p, file)) {
+                *slot = None;
+            }
+            return;
+        }
+        let previous = slot.replace(file.clone());
+        drop(slot);
+        if let Some(previous) = previous
+            && !Arc::ptr_eq(&previous, file)
+        {
+            previous.forget(self);
+        }
+    }
+
+    /// Gives `len` bytes back to the heap budget (taken by [`reserve`](Files::reserve)).
+    pub(super) fn release(&self, len: u64) {
+        if let Ok(len) = usize::try_from(len) {
+            self.kept.fetch_sub(len, Ordering::Relaxed);
+        }
+    }
+
+    /// Takes `len` bytes of the heap budget; false (and nothing taken) when they do not fit.
+    pub(super) fn reserve(&self, len: u64) -> bool {
+        self.reserve_within(len, self.budget)
+    }
+
+    /// [`reserve`](Files::reserve) for a file read ahead: within half the budget, so that
+    /// reading ahead never leaves the caller's own reads without room.
+    pub(super) fn reserve_ahead(&self, len: u64) -> bool {
+        self.reserve_within(len, self.budget / 2)
+    }
+
+    fn reserve_within(&self, len: u64, limit: usize) -> bool {
+        let Ok(len) = usize::try_from(len) else {
+            return false;
+        };
+        self.kept
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |kept| {
+                kept.checked_add(len).filter(|&k| k <= limit)
+            })
+            .is_ok()
+    }
+
+    /// Maps the location's event file (up to the length the index gives it) and keeps the map
+    /// with the file. `None` when mapping is off, the process has no mapping left, or the file
+    /// cannot be opened or mapped: the caller then reads through storage, which reports a
+    /// missing file as such.
+    ///
+    /// The file's size is taken from the open file itself, so a file cut short before it is
+    /// mapped maps only what it holds, and a record past its end is an
+    /// [`Error::IncompleteRecord`] like a short read. A file cut short *after* it was mapped
+    /// would fault (SIGBUS) when the cut pages are read: smdebug's writers (ours and Python's)
+    /// never change a published event file (they write a temporary file and rename it), so only
+    /// a file rewritten in place by something else can do that, and
+    /// [`TrialOptions::map_files`](super::TrialOptions) turns mapping off for such runs.
+    pub(super) fn map(&self, file: &EventFile) -> Option<Bytes> {
+        let root = self.map_root.as_ref()?;
+        // The path comes from an index file: it must stay inside the run.
+        smdebug_io::storage::check_relative("", &file.path()).ok()?;
+        if MAPS_LEFT
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_err()
+        {
+            return None;
+        }
+        let mapped = (|| {
+            // Only a regular file inside the run (never a FIFO, which would block the open).
+            let (f, size) = smdebug_io::storage::regular::open(root, &file.path()).ok()?;
+            let len = size.min(file.len);
+            if len == 0 {
+                return None;
+            }
+            // SAFETY: the map is read-only and private to this trial. Its bytes are only read;
+            // the file is published and never changed by smdebug's writers, and its length was
+            // taken from the open file just now (see above for a file cut short later).
+            #[allow(unsafe_code)]
+            let map = unsafe {
+                memmap2::MmapOptions::new()
+                    .len(usize::try_from(len).ok()?)
+                    .populate()
+                    .map(&f)
+            }
+            .ok()?;
+            Some(map)
+        })();
+        match mapped {
+            Some(map) => Some(Bytes::from_owner(MappedFile(map))),
+            None => {
+                MAPS_LEFT.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+}

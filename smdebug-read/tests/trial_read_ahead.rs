@@ -1,0 +1,248 @@
+//! Reading event files ahead of a caller that reads value by value
+//! (`TrialOptions::read_files_ahead`, on by default) changes nothing a read gives: the same
+//! values and the same errors, in whatever order the values are asked for, whatever the file
+//! cache holds, and for files deleted or cut short after the trial was opened.
+
+use half::f16;
+use smdebug_core::{Mode, TensorView};
+use smdebug_io::storage::open_storage;
+use smdebug_io::testing::wait_until;
+use smdebug_read::trial::{Trial, TrialOptions};
+use smdebug_testkit::runs::every_step_hook_on;
+use smdebug_testkit::storage::{EventReads, Intercepted};
+
+/// More steps than one window of files read ahead (256), so the window moves on several times.
+const STEPS: u64 = 700;
+
+/// A run of STEPS steps (TRAIN, with an EVAL step every tenth): a float32 matrix and a float16
+/// vector every step, an int64 scalar every third step.
+fn write_run(dir: &std::path::Path) -> String {
+    let run = dir.join("run").to_str().unwrap().to_string();
+    let mut hook = every_step_hook_on(open_storage(&run).unwrap());
+    for step in 0..STEPS {
+        hook.set_mode(if step % 10 == 9 {
+            Mode::Eval
+        } else {
+            Mode::Train
+        });
+        let w: Vec<f32> = (0..12).map(|i| step as f32 * 0.5 - i as f32).collect();
+        hook.save_tensor(
+            "w",
+            &TensorView::from_slice(&w, &[3, 4]).unwrap(),
+            &["weights"],
+        );
+        if step % 3 == 0 {
+            let count = [step as i64 * 3];
+            hook.save_tensor(
+                "count",
+                &TensorView::from_slice(&count, &[]).unwrap(),
+                &["metrics"],
+            );
+        }
+        let half: Vec<f16> = (0..5)
+            .map(|i| f16::from_f32(step as f32 + i as f32))
+            .collect();
+        hook.save_tensor(
+            "h",
+            &TensorView::from_slice(&half, &[5]).unwrap(),
+            &["weights"],
+        );
+        hook.step();
+    }
+    hook.close();
+    run
+}
+
+fn options(read_files_ahead: bool, file_cache_bytes: usize) -> TrialOptions {
+    TrialOptions {
+        read_files_ahead,
+        file_cache_bytes,
+        ..TrialOptions::default()
+    }
+}
+
+/// A value asked for: tensor, step, mode.
+type Ask = (String, u64, Option<Mode>);
+
+/// One read: the value's dtype, shape and bytes, or the error's text.
+type Read = Result<(String, Vec<usize>, Vec<u8>), String>;
+
+/// Reads `(name, step, mode)` in the order given, value by value.
+fn read_all(trial: &Trial, order: &[Ask]) -> Vec<Read> {
+    order
+        .iter()
+        .map(|(name, step, mode)| {
+            trial
+                .raw_bytes(name, *step, *mode, None)
+                .map(|v| (v.dtype.name().to_string(), v.shape, v.data.to_vec()))
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+/// The orders a reader asks for values in: tensor by tensor (twice over, so files are fetched
+/// again), step by step, backwards, every seventh step, by TRAIN step, and names and steps the
+/// run does not have in between.
+fn orders(trial: &Trial) -> Vec<(&'static str, Vec<Ask>)> {
+    let names = trial.tensor_names().unwrap();
+    let steps = trial.global_steps(None).unwrap();
+    let by_tensor: Vec<_> = names
+        .iter()
+        .flat_map(|n| {
+            let steps = trial.tensor(n).unwrap().steps(None).unwrap();
+            steps.into_iter().map(move |s| (n.clone(), s, None))
+        })
+        .collect();
+    let twice = [by_tensor.clone(), by_tensor.clone()].concat();
+    // `count` is not at every step: those reads are errors, the same either way.
+    let by_step: Vec<_> = steps
+        .iter()
+        .flat_map(|s| names.iter().map(move |n| (n.clone(), *s, None)))
+        .collect();
+    let backwards: Vec<_> = by_tensor.iter().rev().cloned().collect();
+    let strided: Vec<_> = by_tensor.iter().step_by(7).cloned().collect();
+    let train: Vec<_> = trial
+        .steps(Some(Mode::Train))
+        .unwrap()
+        .into_iter()
+        .map(|s| ("w".to_string(), s, Some(Mode::Train)))
+        .collect();
+    let misses: Vec<_> = (0..40)
+        .flat_map(|s| {
+            [
+                ("count".to_string(), s, None),
+                ("no_such_tensor".to_string(), s, None),
+                ("w".to_string(), STEPS + s, None),
+            ]
+        })
+        .collect();
+    vec![
+        ("tensor by tensor, twice", twice),
+        ("step by step", by_step),
+        ("backwards", backwards),
+        ("every seventh", strided),
+        ("TRAIN steps", train),
+        ("misses", misses),
+    ]
+}
+
+#[test]
+fn reading_ahead_gives_the_values_and_errors_reading_without_it_gives_in_any_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = write_run(dir.path());
+    let reference = Trial::open_with(&run, options(false, 256 << 20)).unwrap();
+    let file_len = std::fs::metadata(
+        dir.path()
+            .join("run/events/000000000000/000000000000_worker_0.tfevents"),
+    )
+    .unwrap()
+    .len() as usize;
+    // Room for every file, for a few (reading ahead stops when the budget is spent), none.
+    for budget in [256 << 20, 20 * file_len, 0] {
+        for (what, order) in orders(&reference) {
+            let want = read_all(
+                &Trial::open_with(&run, options(false, budget)).unwrap(),
+                &order,
+            );
+            let got = read_all(
+                &Trial::open_with(&run, options(true, budget)).unwrap(),
+                &order,
+            );
+            assert_eq!(want.len(), got.len());
+            for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+                assert!(w == g, "{what}, budget {budget}: read {i} {:?}", order[i]);
+            }
+            let errors = want.iter().filter(|r| r.is_err()).count();
+            let expected = match what {
+                "misses" => 2 * 40 + 26, // every unknown name and step, `count` off its steps
+                "step by step" => 2 * STEPS as usize / 3, // `count` off its steps
+                _ => 0,
+            };
+            assert_eq!(errors, expected, "{what}, budget {budget}");
+        }
+    }
+}
+
+#[test]
+fn a_file_deleted_or_cut_short_after_opening_is_the_same_error_with_or_without_reading_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = write_run(dir.path());
+    let event = |step: u64| {
+        dir.path().join(format!(
+            "run/events/{step:012}/{step:012}_worker_0.tfevents"
+        ))
+    };
+    let ahead = Trial::open_with(&run, options(true, 256 << 20)).unwrap();
+    let not_ahead = Trial::open_with(&run, options(false, 256 << 20)).unwrap();
+    // Both opened; then step 100's file is deleted and step 200's cut to half, before any value
+    // is read (the files read ahead of step 1 reach both).
+    std::fs::remove_file(event(100)).unwrap();
+    let cut = std::fs::OpenOptions::new()
+        .write(true)
+        .open(event(200))
+        .unwrap();
+    let len = cut.metadata().unwrap().len();
+    cut.set_len(len / 2).unwrap();
+    drop(cut);
+    let order: Vec<_> = ["w", "h"]
+        .iter()
+        .flat_map(|n| (0..STEPS).map(move |s| (n.to_string(), s, None)))
+        .collect();
+    let want = read_all(&not_ahead, &order);
+    let got = read_all(&ahead, &order);
+    assert_eq!(want, got);
+    let errors: Vec<_> = order
+        .iter()
+        .zip(&want)
+        .filter_map(|((n, s, _), r)| r.as_ref().err().map(|e| (n.as_str(), *s, e.clone())))
+        .collect();
+    assert_eq!(
+        errors.iter().map(|(n, s, _)| (*n, *s)).collect::<Vec<_>>(),
+        [("w", 100), ("w", 200), ("h", 100), ("h", 200)],
+        "{errors:?}"
+    );
+    for (_, step, e) in &errors {
+        assert!(
+            e.contains(&format!("{step:012}_worker_0.tfevents")),
+            "the error names the file: {e}"
+        );
+    }
+}
+
+/// Once a reader has read two steps of a tensor in order, the next files are read on other
+/// threads, a window of 256 files; the reader reads none of them itself once they are in.
+/// Without reading ahead, the reader reads every file itself.
+#[test]
+fn the_files_after_the_callers_position_are_read_on_other_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = write_run(dir.path());
+    let open = |read_files_ahead| {
+        let storage = Intercepted::new(open_storage(&run).unwrap(), EventReads::new());
+        let trial =
+            Trial::from_storage(&run, storage.clone(), options(read_files_ahead, 256 << 20))
+                .unwrap();
+        (trial, storage)
+    };
+    let (trial, storage) = open(true);
+    trial.raw_bytes("w", 0, None, None).unwrap();
+    trial.raw_bytes("w", 1, None, None).unwrap();
+    assert_eq!(storage.by_caller(), 2);
+    // The window: steps 2 to 257, read on the pool.
+    wait_until(
+        std::time::Duration::from_secs(60),
+        "the pool to read steps 2 to 257 ahead",
+        || storage.by_others() >= 256,
+    );
+    assert_eq!(storage.by_others(), 256);
+    for step in 2..100 {
+        trial.raw_bytes("w", step, None, None).unwrap();
+    }
+    assert_eq!(storage.by_caller(), 2, "the caller read none itself");
+    // Without reading ahead: every file by the caller.
+    let (plain, plain_storage) = open(false);
+    for step in 0..100 {
+        plain.raw_bytes("w", step, None, None).unwrap();
+    }
+    assert_eq!(plain_storage.by_caller(), 100);
+    assert_eq!(plain_storage.by_others(), 0);
+}
