@@ -1,5 +1,5 @@
-//! `smdebug trace` on the real Kineto traces in smdebug-profiler/tests/data, checked against the figures an
-//! independent Python computation wrote (smdebug-profiler/tests/kineto/expected), and
+//! `smdebug trace` on the real Kineto traces in smdebug-read/tests/data, checked against the figures an
+//! independent Python computation wrote (smdebug-read/tests/kineto/expected), and
 //! `smdebug profile` around a real child process.
 
 mod support;
@@ -35,7 +35,7 @@ fn trace_json_matches_the_independent_figures_for_two_ranks() {
         assert_eq!(rank["rank"].as_u64(), Some(i as u64), "ranks in rank order");
         let expected: Value = serde_json::from_str(
             &std::fs::read_to_string(repo().join(format!(
-                "smdebug-profiler/tests/kineto/expected/trace_filter__sampled_rank-{i}.json"
+                "smdebug-read/tests/kineto/expected/trace_filter__sampled_rank-{i}.json"
             )))
             .unwrap(),
         )

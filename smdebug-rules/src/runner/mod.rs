@@ -58,6 +58,6 @@ pub use crate::status::{RuleStatus, SUMMARY_FILE, Status, Summary, read_summary}
 pub use builder::RunnerBuilder;
 pub use engine::RuleRunner;
 pub use persistence::{ReportPlan, Reporter, RunState};
-pub use smdebug_format::layout::{RULE_LOG, rule_log_file};
+pub use smdebug_format::layout::rule_log_file;
 pub use threads::RunnerHandle;
 pub use trail::StatusLines;
