@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE, sagemaker_report_dir};
-use smdebug_rules::{ReportPlan, ReportWriteError, Reporter, RunState};
+use smdebug_rules::{NoDestination, ReportPlan, ReportWriteError, Reporter, RunState};
 
 use crate::input::{LoadOptions, ReportInput};
 use crate::notebook::{notebook_name, render_notebook, rule_summary_name};
@@ -90,10 +90,7 @@ impl Reporter for ReportWriter {
     fn prepare(&mut self, run: &RunState<'_>) -> ReportPlan {
         let destination = match &self.html {
             Some(path) => Ok(path.display().to_string()),
-            None if !run.write_into_run => Err("report not written: the runner does not write \
-                into the run (`smdebug rules --write-into-run` does) and no other path was given \
-                (`smdebug report -o FILE`)"
-                .to_owned()),
+            None if !run.write_into_run => Err(NoDestination::NotWritingIntoRun),
             None if !run.location.contains("://") => Ok(Path::new(run.location)
                 .join(&self.run_dir)
                 .join(REPORT_FILE)
