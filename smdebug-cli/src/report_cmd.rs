@@ -164,8 +164,8 @@ fn print_outcome(
         .iter()
         .find(|r| is_profiler_report(&r.rule))
         .ok_or("the runner ran without ProfilerReport")?;
-    if let Some(path) = report.details["report"].as_str() {
-        println!("report: {path}");
+    if let smdebug_rules::RuleDetails::Report(written) = &report.details {
+        println!("report: {}", written.report);
     }
     let rules = || summary.rules.iter().filter(|r| r.rule != PROFILER_REPORT);
     let named = |status: Status| {

@@ -72,7 +72,7 @@ impl PythonRule {
         smdebug_rules::Error::Rule {
             rule: self.name.clone(),
             step,
-            reason,
+            source: reason.into(),
         }
     }
 

@@ -64,6 +64,8 @@ table { border-collapse: collapse; margin: 8px 0 12px; font-size: 13px; }
 th, td { border-bottom: 1px solid var(--line); padding: 4px 10px; text-align: left; vertical-align: top; }
 th { background: #f1f3f7; font-weight: 600; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.fields div { margin: 1px 0; }
+td.fields .field { font-weight: 600; }
 td.code, code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; word-break: break-all; }
 .scroll { overflow-x: auto; max-width: 100%; }
 figure.chart { margin: 10px 0; }
@@ -138,16 +140,18 @@ pub(crate) const CHECK_SCRIPT: &str = r#"
 })();
 "#;
 
-/// A cell of a table: text (escaped when rendered), a right-aligned number, code, or a rule's
-/// status (drawn in its status's colour; `NoData` greyed).
+/// A cell of a table: text (escaped when rendered), a right-aligned number, named fields, or a
+/// rule's status (drawn in its status's colour; `NoData` greyed).
 pub(crate) enum Cell {
     Text(String),
     Num(String),
-    Code(String),
     Status(smdebug_rules::Status),
     /// A name that may be very long (templated kernel names): cut to 120 characters, the
     /// whole name in the cell's tooltip.
     Name(String),
+    /// Named values, one a line (`threshold 0.5`, `evidence loss at step 3: …`); `-` when
+    /// there are none.
+    Fields(Vec<(String, String)>),
 }
 
 impl Cell {
@@ -176,7 +180,6 @@ pub(crate) fn table(out: &mut String, class: &str, headers: &[&str], rows: &[Vec
             let _ = match cell {
                 Cell::Text(t) => write!(out, "<td>{}</td>", escape(t)),
                 Cell::Num(t) => write!(out, "<td class=\"num\">{}</td>", escape(t)),
-                Cell::Code(t) => write!(out, "<td class=\"code\">{}</td>", escape(t)),
                 Cell::Status(s) => write!(
                     out,
                     "<td class=\"status {}\" title=\"{}\">{}</td>",
@@ -194,6 +197,19 @@ pub(crate) fn table(out: &mut String, class: &str, headers: &[&str], rows: &[Vec
                     )
                 }
                 Cell::Name(t) => write!(out, "<td class=\"code\">{}</td>", escape(t)),
+                Cell::Fields(fields) if fields.is_empty() => write!(out, "<td>-</td>"),
+                Cell::Fields(fields) => {
+                    out.push_str("<td class=\"fields\">");
+                    for (name, value) in fields {
+                        let _ = write!(
+                            out,
+                            "<div><span class=\"field\">{}</span> {}</div>",
+                            escape(name),
+                            escape(value)
+                        );
+                    }
+                    write!(out, "</td>")
+                }
             };
         }
         out.push_str("</tr>");
@@ -223,7 +239,7 @@ mod tests {
             &[vec![
                 Cell::text("<b>"),
                 Cell::num("1"),
-                Cell::Code("<c>".into()),
+                Cell::Name("<c>".into()),
             ]],
         );
         assert!(!out.contains("<b>") && !out.contains("<c>") && !out.contains("<h>"));

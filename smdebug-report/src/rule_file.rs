@@ -38,6 +38,10 @@ pub struct RuleFile {
     /// Rule-specific evidence: the rule's details, with its latest evidence and its data
     /// warnings added.
     pub details: Value,
+    /// What of the rule's status does not read as this version writes it (its parameters, its
+    /// findings: a summary written by another version), each with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
 }
 
 impl RuleFile {
@@ -52,12 +56,13 @@ impl RuleFile {
             status: status.status,
             triggered: status.fired_count,
             datapoints: status.datapoints,
-            parameters: status.parameters.clone(),
+            parameters: status.parameters.to_value(),
             message: status.message.clone(),
             first_fired_step: status.first_fired_step,
             first_fired_time_us: status.first_fired_time_us,
             window: status.window,
             details: details(status),
+            problems: status.problems().iter().map(ToString::to_string).collect(),
         }
     }
 }
@@ -82,10 +87,11 @@ pub(crate) fn details(status: &RuleStatus) -> Value {
     if !status.warnings.is_empty() {
         extra.insert("warnings".into(), Value::from(status.warnings.clone()));
     }
+    let details = status.details.to_value();
     if extra.is_empty() {
-        return status.details.clone();
+        return details;
     }
-    match status.details.clone() {
+    match details {
         Value::Object(mut m) => {
             m.extend(extra);
             Value::Object(m)

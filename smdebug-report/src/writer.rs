@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use smdebug_io::storage::Location;
 use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE, sagemaker_report_dir};
-use smdebug_rules::{ReportPlan, ReportWriteError, Reporter, RunState};
+use smdebug_rules::{NoDestination, ReportPlan, ReportWriteError, Reporter, RunState};
 
 use crate::input::{LoadOptions, ReportInput};
 use crate::notebook::{notebook_name, render_notebook, rule_summary_name};
@@ -94,10 +94,7 @@ impl Reporter for ReportWriter {
             .and_then(|l| l.local_path().map(Path::to_path_buf));
         let destination = match &self.html {
             Some(path) => Ok(path.display().to_string()),
-            None if !run.write_into_run => Err("report not written: the runner does not write \
-                into the run (`smdebug rules --write-into-run` does) and no other path was given \
-                (`smdebug report -o FILE`)"
-                .to_owned()),
+            None if !run.write_into_run => Err(NoDestination::NotWritingIntoRun),
             None if let Some(dir) = &local => Ok(dir
                 .join(&self.run_dir)
                 .join(REPORT_FILE)

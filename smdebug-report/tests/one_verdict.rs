@@ -155,19 +155,21 @@ fn bottleneck_row(section: &str) -> (u64, u64) {
 /// and from the rule file beside the report. All three must be the same.
 fn details_everywhere(o: &Outcome, rule: &str) -> Details {
     let status = o.summary.rule(rule).unwrap();
-    let ours = status.profiler_details().expect("details");
+    let ours = status.profiler_details().unwrap().expect("details").clone();
     let dashboard = o
         .written
         .rule(rule)
         .unwrap()
         .profiler_details()
-        .expect("written details");
+        .unwrap()
+        .expect("written details")
+        .clone();
     assert_eq!(ours, dashboard, "{rule}: the dashboard's details differ");
     let file: RuleFile =
         serde_json::from_slice(&std::fs::read(o.out.join(format!("{rule}.json"))).unwrap())
             .unwrap();
     assert_eq!(
-        Details::of_value(&file.details).as_ref(),
+        Details::decode(&file.details).unwrap().as_ref(),
         Some(&ours),
         "{rule}: the report's rule file differs"
     );
@@ -565,63 +567,84 @@ fn too_few_loaders_of_a_loop_that_hardly_waits_for_data_are_no_finding_and_the_p
     figures::check_page(&o.html, &o.summary, &o.out);
 }
 
-/// A status whose details do not read as this version's (a summary written by another version
-/// of the rule: a field renamed) makes the rule's section say so, naming the field, where the
-/// same status as written reads and says nothing of the kind.
+/// The run's summary file as another version of the rules would have written it: `doctor`
+/// changes the CPUBottleneck status's JSON. Read back as any reader reads it.
+fn drifted_summary(
+    run: &Path,
+    doctor: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>),
+) -> Summary {
+    let file = run.join(smdebug_rules::runner::SUMMARY_FILE);
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let cpu = json["rules"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|r| r["rule"] == "CPUBottleneck")
+        .unwrap();
+    doctor(cpu.as_object_mut().unwrap());
+    std::fs::write(&file, serde_json::to_vec_pretty(&json).unwrap()).unwrap();
+    read_summary(run.to_str().unwrap()).unwrap().unwrap()
+}
+
+/// A summary file whose CPUBottleneck findings do not read as this version's (written by
+/// another version of the rule: a field renamed) makes the rule's section say so, naming the
+/// field, and the rules' summary list it, where the summary as written reads and says nothing
+/// of the kind. The status keeps the findings as recorded.
 #[test]
 fn findings_that_do_not_read_are_said_in_their_section_not_shown_as_no_result() {
     let (dir, o) = run_with("ProfilerReport:CPUBottleneck_patience=5");
     let run = dir.path().join("run");
     let input = || ReportInput::load(run.to_str().unwrap(), &LoadOptions::default());
-    let rules = o.summary.rules.clone();
-    let as_written = render_html(&input().with_rules(rules.clone()));
-    const UNREAD: &str = "findings in its status could not be read";
+    const UNREAD: &str = "findings recorded in its status do not read as this version writes them";
+    let as_written = render_html(&input().with_rules(o.written.rules.clone()));
     assert!(!as_written.contains(UNREAD));
-    assert!(!as_written.contains("parameters in its status could not be read"));
-    let mut doctored = rules;
-    let cpu = doctored
-        .iter_mut()
-        .find(|r| r.rule == "CPUBottleneck")
-        .unwrap();
-    let details = cpu.details.as_object_mut().unwrap();
-    let nodes = details
-        .remove("nodes")
-        .expect("the details name their nodes");
-    details.insert("per_node".into(), nodes);
-    let html = render_html(&input().with_rules(doctored));
+    assert!(!as_written.contains("do not read as this version"));
+    let drifted = drifted_summary(&run, |cpu| {
+        let details = cpu["details"].as_object_mut().unwrap();
+        let nodes = details
+            .remove("nodes")
+            .expect("the details name their nodes");
+        details.insert("per_node".into(), nodes);
+    });
+    let status = drifted.rule("CPUBottleneck").unwrap();
+    assert_eq!(status.problems().len(), 1);
+    assert!(status.details.to_value()["per_node"].is_object());
+    let html = render_html(&input().with_rules(drifted.rules.clone()));
     let cpu = section(&html, "cpu-bottlenecks");
     assert!(
         cpu.contains(&format!("CPUBottleneck rule&#39;s {UNREAD}")),
         "{cpu}"
     );
     assert!(cpu.contains("nodes"), "the error names the field: {cpu}");
-    // Only that section.
-    assert_eq!(html.matches(UNREAD).count(), 1);
+    assert!(!cpu.contains("has no result for this run"), "{cpu}");
+    // In its section, and in the rules' summary; nowhere else.
+    assert!(section(&html, "rules-summary").contains(UNREAD));
+    assert_eq!(html.matches(UNREAD).count(), 2);
 }
 
-/// Parameters recorded under a name the rule's parameter type does not have (another version's)
-/// are said in the rule's section, naming it, and the section uses the rule's defaults, where
-/// the parameters as recorded read without a word.
+/// Parameters recorded under a name the rule's parameter type does not have (another version's
+/// summary file) are said in the rule's section, naming it, and the section uses the rule's
+/// defaults, where the parameters as recorded read without a word.
 #[test]
 fn parameters_that_do_not_read_are_said_in_their_section_and_the_defaults_used() {
     let (dir, o) = run_with("ProfilerReport:CPUBottleneck_cpu_threshold=80");
     let run = dir.path().join("run");
     let input = || ReportInput::load(run.to_str().unwrap(), &LoadOptions::default());
-    let as_written = render_html(&input().with_rules(o.summary.rules.clone()));
+    let as_written = render_html(&input().with_rules(o.written.rules.clone()));
     assert!(section(&as_written, "cpu-bottlenecks").contains("is over 80%"));
-    let mut doctored = o.summary.rules.clone();
-    let cpu = doctored
-        .iter_mut()
-        .find(|r| r.rule == "CPUBottleneck")
-        .unwrap();
-    let params = cpu.parameters.as_object_mut().unwrap();
-    let value = params.remove("cpu_threshold").unwrap();
-    params.insert("cpu_limit".into(), value);
-    let html = render_html(&input().with_rules(doctored));
+    let drifted = drifted_summary(&run, |cpu| {
+        let params = cpu["parameters"].as_object_mut().unwrap();
+        let value = params.remove("cpu_threshold").unwrap();
+        params.insert("cpu_limit".into(), value);
+    });
+    let html = render_html(&input().with_rules(drifted.rules.clone()));
     let cpu = section(&html, "cpu-bottlenecks");
     assert!(
-        cpu.contains("CPUBottleneck rule&#39;s parameters in its status could not be read")
-            && cpu.contains("cpu_limit"),
+        cpu.contains(
+            "CPUBottleneck rule&#39;s parameters recorded in its status do not read as this \
+             version writes them"
+        ) && cpu.contains("cpu_limit"),
         "{cpu}"
     );
     // The rule's default, 90 %, in place of the 80 % it ran with.

@@ -208,7 +208,7 @@ fn gpu_memory_is_boxed_per_gpu_and_a_job_without_gpu_says_so() {
 fn a_loader_that_does_not_pin_memory_is_a_finding_of_the_dataloader_rule() {
     let (_dir, _, html, summary) = report(false);
     let status = summary.rule("Dataloader").unwrap();
-    let Some(Details::Dataloader(details)) = Details::of_value(&status.details) else {
+    let Ok(Some(Details::Dataloader(details))) = status.profiler_details() else {
         panic!("{:?}", status.details)
     };
     assert_eq!(details.nodes[NODE].pin_memory, Some(false));

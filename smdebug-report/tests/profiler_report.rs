@@ -69,8 +69,10 @@ fn profiler_report_runs_every_profiler_rule_and_writes_the_report_into_the_run()
     // ExplodingTensor, ProfilerReport and the eleven profiler rules.
     assert_eq!(summary.rules.len(), 13);
     let outlier = summary.rule("StepOutlier").unwrap();
-    assert_eq!(outlier.parameters["n_outliers"], 0);
-    assert_eq!(outlier.parameters["stddev"], 0.5);
+    let params = outlier
+        .params::<smdebug_rules::profiler::StepOutlierParams>()
+        .unwrap();
+    assert_eq!((params.n_outliers, params.stddev), (0, 0.5));
     // ProfilerReport's status is its rules': IssuesFound when one of them found issues.
     let report = summary.rule("ProfilerReport").unwrap();
     let fired: Vec<&str> = summary
@@ -121,6 +123,20 @@ fn profiler_report_runs_every_profiler_rule_and_writes_the_report_into_the_run()
             .join("StepOutlier.json")
             .exists()
     );
+    // The debugging rules' table shows ExplodingTensor's evidence as readable lines, the
+    // figures of its status, not its JSON.
+    let debugging = &html[html.find("id=\"debugging-rules\"").unwrap()..];
+    let debugging = &debugging[..debugging.find("</section>").unwrap()];
+    let status = summary.rule("ExplodingTensor").unwrap();
+    assert!(!status.evidence.is_empty());
+    for e in &status.evidence {
+        let line = format!(
+            "<span class=\"field\">evidence</span> step {}: {} {} = {}",
+            e.step, e.tensor, e.measure, e.value
+        );
+        assert!(debugging.contains(&line), "{line} not in {debugging}");
+    }
+    assert!(!debugging.contains("&quot;evidence&quot;"), "{debugging}");
 }
 
 #[test]

@@ -24,7 +24,7 @@ use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
 use smdebug_report::{
     LoadOptions, ReportInput, RuleFile, SECTIONS, write_report_to, write_rule_files_to,
 };
-use smdebug_rules::{RuleInput, RuleStatus, Status};
+use smdebug_rules::{Parameters, RuleDetails, RuleInput, RuleStatus, Status};
 use smdebug_testkit::chromium;
 use smdebug_testkit::runs::every_step_hook;
 use support::section;
@@ -177,7 +177,7 @@ fn status(name: &str, kind: RuleInput, status: Status, message: &str) -> RuleSta
         rule: name.into(),
         kind,
         status,
-        parameters: json!({"threshold": 50, "patience": 1000}),
+        parameters: Parameters::decode(name, smdebug_rules::find_builtin(name).unwrap().defaults),
         actions: Vec::new(),
         first_fired_step: fired.then_some(7),
         last_fired_step: fired.then_some(9),
@@ -191,7 +191,7 @@ fn status(name: &str, kind: RuleInput, status: Status, message: &str) -> RuleSta
         message: message.into(),
         evidence: Vec::new(),
         action_errors: Vec::new(),
-        details: json!({}),
+        details: RuleDetails::None,
         window: None,
         warnings: Vec::new(),
         unreadable_records: 0,

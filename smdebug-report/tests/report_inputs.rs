@@ -20,7 +20,7 @@ use smdebug_report::{
     LoadOptions, NoteArea, ReportInput, RuleFile, SECTIONS, render_html, write_report_to,
     write_rule_files_to,
 };
-use smdebug_rules::{RuleInput, RuleStatus, Status};
+use smdebug_rules::{Parameters, RuleDetails, RuleInput, RuleStatus, Status};
 use support::section;
 
 const T0: f64 = 1_700_000_000.0;
@@ -398,7 +398,7 @@ fn rule_results_are_written_beside_the_page_atomically() {
         rule: name.into(),
         kind: RuleInput::Profiler,
         status,
-        parameters: json!({"threshold": 0.5}),
+        parameters: Parameters::decode(name, json!({"threshold": 0.5})),
         actions: Vec::new(),
         first_fired_step: Some(3),
         last_fired_step: Some(3),
@@ -412,7 +412,7 @@ fn rule_results_are_written_beside_the_page_atomically() {
         message: "m".into(),
         evidence: Vec::new(),
         action_errors: Vec::new(),
-        details: json!({"gpus": [0, 1]}),
+        details: RuleDetails::decode(name, json!({"gpus": [0, 1]})),
         window: None,
         warnings: Vec::new(),
         unreadable_records: 0,
@@ -471,7 +471,7 @@ fn rule_results_are_written_beside_the_page_atomically() {
     let html = fs::read_to_string(&html_path).unwrap();
     let summary = section(&html, "rules-summary");
     assert_eq!(summary.matches("<td>LoadBalancing</td>").count(), 2);
-    assert!(summary.contains("{&quot;threshold&quot;:0.5}"));
+    assert!(summary.contains("<span class=\"field\">threshold</span> 0.5"));
     // The load-balancing section shows the first matching verdict.
     assert!(section(&html, "load-balancing").contains("verdict IssuesFound"));
 }

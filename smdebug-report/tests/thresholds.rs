@@ -77,7 +77,10 @@ fn an_overridden_cpu_threshold_moves_the_chart_with_the_verdict() {
         report("ProfilerReport:CPUBottleneck_cpu_threshold=80,CPUBottleneck_patience=0");
     let rule = summary.rule("CPUBottleneck").unwrap();
     assert_eq!(rule.status, Status::IssuesFound, "{}", rule.message);
-    assert_eq!(rule.parameters["cpu_threshold"], 80.0);
+    let params = rule
+        .params::<smdebug_rules::profiler::CPUBottleneckParams>()
+        .unwrap();
+    assert_eq!(params.cpu_threshold, 80.0);
     let cpu = section(&html, "cpu-bottlenecks");
     assert!(cpu.contains("CPU utilization is over 80%"), "{cpu}");
     assert_eq!(bottleneck_counts(cpu), (SAMPLES, SAMPLES), "{cpu}");

@@ -123,15 +123,18 @@ pub enum Error {
         source: Box<smdebug_io::Error>,
     },
 
-    /// A custom rule reported a failure of its own.
-    #[error("rule {rule} at step {step}: {reason}")]
+    /// A rule reported a failure of its own (inputs that contradict each other, a user rule's
+    /// own error): what went wrong is the source, a message (`"cannot go on".into()`) or the
+    /// rule's own error.
+    #[error("rule {rule} at step {step}: {source}")]
     Rule {
         /// The rule's name.
         rule: String,
         /// The step being evaluated.
         step: u64,
-        /// What is wrong.
-        reason: String,
+        /// What went wrong.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
 
     /// An action could not be carried out (server unreachable, command failed, …).

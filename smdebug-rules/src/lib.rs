@@ -60,6 +60,7 @@ mod evidence;
 mod needs;
 pub mod params;
 pub mod profiler;
+pub mod recorded;
 pub mod registry;
 pub mod report;
 pub mod rule;
@@ -75,19 +76,20 @@ pub use actions::{ActionConfig, StatusChange, Trigger};
 pub use capture::{RULE_SAVE_INTERVAL, capture_requests, rules_capture_requests};
 pub use error::{Error, ReportWriteError, Result};
 pub use params::RuleSpec;
+pub use recorded::{DecodeError, Parameters, ReportDetails, RuleDetails};
 pub use registry::{
-    BuiltinRule, all_builtin_rules, build_rule, builtin_profiler_rules, builtin_rules, find_builtin,
+    BuiltinParams, BuiltinRule, RuleParams, all_builtin_rules, build_rule, builtin_profiler_rules,
+    builtin_rules, find_builtin,
 };
 pub use rule::{
     Evidence, LookBack, Needs, ProfilerInput, ProfilerNeeds, ProfilerRule, Rule, RuleInput,
     RuleResult, TensorRule,
 };
-pub use runner::{ReportPlan, Reporter, RuleRunner, RunState, RunnerHandle};
+pub use runner::{NoDestination, ReportPlan, Reporter, RuleRunner, RunState, RunnerHandle};
 pub use select::{TensorSelection, value_at};
 pub use smdebug_core::CaptureRequest;
 pub use status::{
-    MAX_LISTED_UNREADABLE, RuleStatus, Status, Summary, parameters_as, read_summary,
-    read_summary_from,
+    MAX_LISTED_UNREADABLE, RuleStatus, Status, Summary, read_summary, read_summary_from,
 };
 pub use window::{JudgedWindow, ProfilerWindow, StepTimeline};
 

@@ -76,233 +76,284 @@ macro_rules! builtin {
     };
 }
 
-/// Every built-in debugging rule, in SPEC order.
-pub fn builtin_rules() -> Vec<BuiltinRule> {
-    vec![
-        builtin!(
-            tensor: VanishingGradient,
-            VanishingGradientParams,
-            "vanishing_gradient",
-            "mean(|gradient|) < threshold",
-            "use ReLU-family activations, residual connections or normalization layers, initialize with He/Xavier scaling, or raise the learning rate"
-        ),
-        builtin!(
-            tensor: ExplodingTensor,
-            ExplodingTensorParams,
-            "exploding_tensor",
-            "a tensor holds NaN (or ±Inf unless only_nan)",
-            "lower the learning rate, clip gradients, check the input data and the loss for divisions by zero or log(0)"
-        ),
-        builtin!(
-            tensor: PoorWeightInitialization,
-            PoorWeightInitializationParams,
-            "poor_weight_initialization",
-            "activation-input variance ratio across layers > threshold, gradient p95-p5 < distribution_range, or no early loss decrease",
-            "initialize with He (ReLU) or Xavier/Glorot (tanh, sigmoid) scaling for each layer's fan-in"
-        ),
-        builtin!(
-            tensor: SaturatedActivation,
-            SaturatedActivationParams,
-            "saturated_activation",
-            "more than threshold_layer % of a tanh/sigmoid layer's units saturated",
-            "scale the inputs, lower the initial weights or the learning rate, or switch to ReLU-family activations"
-        ),
-        builtin!(
-            tensor: DeadRelu,
-            DeadReluParams,
-            "dead_relu",
-            "more than threshold_layer % of a ReLU layer's units active less than threshold_inactivity %",
-            "lower the learning rate, initialize biases at or slightly above zero, or use leaky ReLU"
-        ),
-        builtin!(
-            tensor: WeightUpdateRatio,
-            WeightUpdateRatioParams,
-            "weight_update_ratio",
-            "‖Δw‖/‖w‖ outside [small_threshold, large_threshold]",
-            "tune the learning rate: updates near 1e-3 of the weights' size are typical; too small stalls, too large diverges"
-        ),
-        builtin!(
-            tensor: AllZero,
-            AllZeroParams,
-            "all_zero",
-            "at least threshold % of a tensor's values are zero",
-            "check that the tensor is wired into the graph and that its inputs are not all zero (masks, data loading, dead units)"
-        ),
-        builtin!(
-            tensor: ClassImbalance,
-            ClassImbalanceParams,
-            "class_imbalance",
-            "class count ratio > threshold_imbalance or a class's misprediction share > threshold_misprediction",
-            "resample or weight the classes in the loss, or collect more data for the rare classes"
-        ),
-        builtin!(
-            tensor: LossNotDecreasing,
-            LossNotDecreasingParams,
-            "loss_not_decreasing",
-            "the mean of a window of num_steps values fell less than diff_percent % from the window before (with the noise of the two means under increase_threshold_percent %), or rose more than increase_threshold_percent % beyond noise above the lowest window mean, or the loss is NaN",
-            "tune the learning rate, check the labels and the loss function, or stop training if the loss has converged"
-        ),
-        builtin!(
-            tensor: Overfit,
-            OverfitParams,
-            "overfit",
-            "(validation − training loss)/training loss > ratio_threshold while neither this validation pass nor the one before came improvement_percent % below the lowest pass mean (beyond noise), for patience evaluation steps; a validation block judged once it has as many values as the block before",
-            "add regularization (weight decay, dropout, augmentation), use more data, or stop earlier"
-        ),
-        builtin!(
-            tensor: Overtraining,
-            OvertrainingParams,
-            "overtraining",
-            "training (moving average of patience_train values) has not improved by delta for patience_train steps, and validation (means of windows of patience_validation EVAL values) not by delta beyond noise for a whole window",
-            "stop training at the best validation loss (early stopping)"
-        ),
-        builtin!(
-            tensor: SimilarAcrossRuns,
-            SimilarAcrossRunsParams,
-            "similar_across_runs",
-            "tensors differ from another run at the same step",
-            "check what changed between the runs: data order, seeds, hyperparameters, code"
-        ),
-        builtin!(
-            tensor: StalledTraining,
-            StalledTrainingParams,
-            "stalled_training_rule",
-            "no new step for threshold seconds (live runs)",
-            "look for a hang: a stuck data loader, a deadlock between workers, a full disk"
-        ),
-        builtin!(
-            tensor: TensorVariance,
-            TensorVarianceParams,
-            "tensor_variance",
-            "a tensor's variance outside [min_threshold, max_threshold]",
-            "normalize inputs and activations, and check the initialization and the learning rate"
-        ),
-        builtin!(
-            tensor: UnchangedTensor,
-            UnchangedTensorParams,
-            "unchanged_tensor",
-            "a tensor unchanged (allclose) over num_steps saved steps",
-            "check that the parameter is trainable, receives gradients and is in the optimizer, and that the learning rate is not zero"
-        ),
-        builtin!(
-            tensor: CheckInputImages,
-            CheckInputImagesParams,
-            "check_input_images",
-            "input channel mean further than threshold_mean from 0",
-            "normalize the input images (subtract the mean, divide by the standard deviation per channel)"
-        ),
-        builtin!(
-            tensor: NLPSequenceRatio,
-            NLPSequenceRatioParams,
-            "nlp_sequence_ratio",
-            "too many padding/unknown tokens",
-            "shorten the padding (bucket sequences by length) and enlarge the vocabulary if unknown tokens dominate"
-        ),
-        builtin!(
-            tensor: Confusion,
-            ConfusionParams,
-            "confusion",
-            "confusion-matrix diagonal share < min_diag or an off-diagonal share > max_off_diag",
-            "look at the classes confused most: more or cleaner data for them, class weights, or a larger model"
-        ),
-        builtin!(
-            tensor: FeatureImportanceOverweight,
-            FeatureImportanceOverweightParams,
-            "feature_importance_overweight",
-            "the nfeatures largest importances hold more than threshold (tree models)",
-            "check the dominant features for target leakage, and regularize the trees"
-        ),
-        builtin!(
-            tensor: TreeDepth,
-            TreeDepthParams,
-            "tree_depth",
-            "tree depth differs from depth (tree models)",
-            "tune max_depth: deeper trees overfit, shallower ones underfit"
-        ),
-    ]
+/// The registry: every built-in rule once, with its parameter type, SageMaker config name,
+/// when it fires and what to change. From this one list come [`builtin_rules`],
+/// [`builtin_profiler_rules`], the typed parameters of every built-in rule
+/// ([`BuiltinParams`], one variant a rule) and each parameter type's rule
+/// ([`RuleParams::RULE`]): a rule added here has them all.
+macro_rules! registry {
+    (
+        debugging {
+            $( $trule:ident($tparams:ident) { $tconfig:literal, $twhen:literal, $tadvice:literal, } )*
+        }
+        profiler {
+            $( $prule:ident($pparams:ident) { $pconfig:literal, $pwhen:literal, $padvice:literal, } )*
+        }
+    ) => {
+        /// Every built-in debugging rule, in SPEC order.
+        pub fn builtin_rules() -> Vec<BuiltinRule> {
+            vec![$( builtin!(tensor: $trule, $tparams, $tconfig, $twhen, $tadvice) ),*]
+        }
+
+        /// Every built-in profiler rule (all of SageMaker's but ProfilerReport), in SPEC order.
+        pub fn builtin_profiler_rules() -> Vec<BuiltinRule> {
+            vec![$( builtin!(profiler: $prule, $pparams, $pconfig, $pwhen, $padvice) ),*]
+        }
+
+        /// The kind of the built-in rule called `rule` (its name exactly as the registry has
+        /// it, as statuses record it); `None` for a rule the registry does not have.
+        pub(crate) fn builtin_kind(rule: &str) -> Option<RuleInput> {
+            $( if rule == $trule::NAME {
+                return Some(RuleInput::Tensors);
+            } )*
+            $( if rule == $prule::NAME {
+                return Some(RuleInput::Profiler);
+            } )*
+            None
+        }
+
+        /// A built-in rule's parameters, typed: one variant a rule of the registry. A
+        /// [`RuleStatus`](crate::RuleStatus) holds them in [`Parameters::Builtin`](crate::Parameters::Builtin); read
+        /// one rule's with [`RuleStatus::params`](crate::RuleStatus::params).
+        #[derive(Clone, Debug, PartialEq)]
+        #[allow(missing_docs)]
+        pub enum BuiltinParams {
+            $( $trule($tparams), )*
+            $( $prule($pparams), )*
+        }
+
+        impl BuiltinParams {
+            /// The parameters recorded for the built-in rule `rule` (its name as the registry
+            /// has it): `None` when the registry has no such rule, an error when they do not
+            /// read as its parameter type (a value of the wrong kind, or a name it does not have).
+            pub fn decode(
+                rule: &str,
+                recorded: &Value,
+            ) -> Option<std::result::Result<BuiltinParams, serde_json::Error>> {
+                $( if rule == $trule::NAME {
+                    return Some(crate::status::parameters_as::<$tparams>(recorded).map(BuiltinParams::$trule));
+                } )*
+                $( if rule == $prule::NAME {
+                    return Some(crate::status::parameters_as::<$pparams>(recorded).map(BuiltinParams::$prule));
+                } )*
+                None
+            }
+
+            /// The rule these are the parameters of.
+            pub fn rule(&self) -> &'static str {
+                match self {
+                    $( BuiltinParams::$trule(_) => $trule::NAME, )*
+                    $( BuiltinParams::$prule(_) => $prule::NAME, )*
+                }
+            }
+
+            /// The JSON form, as statuses and summaries record it (the parameter struct's
+            /// fields).
+            pub fn to_value(&self) -> Value {
+                match self {
+                    $( BuiltinParams::$trule(p) => to_json(p), )*
+                    $( BuiltinParams::$prule(p) => to_json(p), )*
+                }
+            }
+        }
+
+        $(
+            impl RuleParams for $tparams {
+                const RULE: &'static str = $trule::NAME;
+                fn of(params: &BuiltinParams) -> Option<&Self> {
+                    match params {
+                        BuiltinParams::$trule(p) => Some(p),
+                        _ => None,
+                    }
+                }
+            }
+        )*
+        $(
+            impl RuleParams for $pparams {
+                const RULE: &'static str = $prule::NAME;
+                fn of(params: &BuiltinParams) -> Option<&Self> {
+                    match params {
+                        BuiltinParams::$prule(p) => Some(p),
+                        _ => None,
+                    }
+                }
+            }
+        )*
+    };
 }
 
-/// Every built-in profiler rule (all of SageMaker's but ProfilerReport), in SPEC order.
-pub fn builtin_profiler_rules() -> Vec<BuiltinRule> {
-    vec![
-        builtin!(
-            profiler: BatchSize,
-            BatchSizeParams,
+/// A built-in rule's parameter type (`CPUBottleneckParams`, ...), tied to its rule by the
+/// registry: [`RuleStatus::params`](crate::RuleStatus::params) reads a status's parameters as
+/// one without naming the rule again.
+pub trait RuleParams:
+    Clone + Default + Serialize + serde::de::DeserializeOwned + Sized + 'static
+{
+    /// The rule's name (`CPUBottleneck`).
+    const RULE: &'static str;
+    /// These parameters, when `params` are this rule's.
+    fn of(params: &BuiltinParams) -> Option<&Self>;
+}
+
+registry! {
+    debugging {
+        VanishingGradient(VanishingGradientParams) {
+            "vanishing_gradient",
+            "mean(|gradient|) < threshold",
+            "use ReLU-family activations, residual connections or normalization layers, initialize with He/Xavier scaling, or raise the learning rate",
+        }
+        ExplodingTensor(ExplodingTensorParams) {
+            "exploding_tensor",
+            "a tensor holds NaN (or ±Inf unless only_nan)",
+            "lower the learning rate, clip gradients, check the input data and the loss for divisions by zero or log(0)",
+        }
+        PoorWeightInitialization(PoorWeightInitializationParams) {
+            "poor_weight_initialization",
+            "activation-input variance ratio across layers > threshold, gradient p95-p5 < distribution_range, or no early loss decrease",
+            "initialize with He (ReLU) or Xavier/Glorot (tanh, sigmoid) scaling for each layer's fan-in",
+        }
+        SaturatedActivation(SaturatedActivationParams) {
+            "saturated_activation",
+            "more than threshold_layer % of a tanh/sigmoid layer's units saturated",
+            "scale the inputs, lower the initial weights or the learning rate, or switch to ReLU-family activations",
+        }
+        DeadRelu(DeadReluParams) {
+            "dead_relu",
+            "more than threshold_layer % of a ReLU layer's units active less than threshold_inactivity %",
+            "lower the learning rate, initialize biases at or slightly above zero, or use leaky ReLU",
+        }
+        WeightUpdateRatio(WeightUpdateRatioParams) {
+            "weight_update_ratio",
+            "‖Δw‖/‖w‖ outside [small_threshold, large_threshold]",
+            "tune the learning rate: updates near 1e-3 of the weights' size are typical; too small stalls, too large diverges",
+        }
+        AllZero(AllZeroParams) {
+            "all_zero",
+            "at least threshold % of a tensor's values are zero",
+            "check that the tensor is wired into the graph and that its inputs are not all zero (masks, data loading, dead units)",
+        }
+        ClassImbalance(ClassImbalanceParams) {
+            "class_imbalance",
+            "class count ratio > threshold_imbalance or a class's misprediction share > threshold_misprediction",
+            "resample or weight the classes in the loss, or collect more data for the rare classes",
+        }
+        LossNotDecreasing(LossNotDecreasingParams) {
+            "loss_not_decreasing",
+            "the mean of a window of num_steps values fell less than diff_percent % from the window before (with the noise of the two means under increase_threshold_percent %), or rose more than increase_threshold_percent % beyond noise above the lowest window mean, or the loss is NaN",
+            "tune the learning rate, check the labels and the loss function, or stop training if the loss has converged",
+        }
+        Overfit(OverfitParams) {
+            "overfit",
+            "(validation − training loss)/training loss > ratio_threshold while neither this validation pass nor the one before came improvement_percent % below the lowest pass mean (beyond noise), for patience evaluation steps; a validation block judged once it has as many values as the block before",
+            "add regularization (weight decay, dropout, augmentation), use more data, or stop earlier",
+        }
+        Overtraining(OvertrainingParams) {
+            "overtraining",
+            "training (moving average of patience_train values) has not improved by delta for patience_train steps, and validation (means of windows of patience_validation EVAL values) not by delta beyond noise for a whole window",
+            "stop training at the best validation loss (early stopping)",
+        }
+        SimilarAcrossRuns(SimilarAcrossRunsParams) {
+            "similar_across_runs",
+            "tensors differ from another run at the same step",
+            "check what changed between the runs: data order, seeds, hyperparameters, code",
+        }
+        StalledTraining(StalledTrainingParams) {
+            "stalled_training_rule",
+            "no new step for threshold seconds (live runs)",
+            "look for a hang: a stuck data loader, a deadlock between workers, a full disk",
+        }
+        TensorVariance(TensorVarianceParams) {
+            "tensor_variance",
+            "a tensor's variance outside [min_threshold, max_threshold]",
+            "normalize inputs and activations, and check the initialization and the learning rate",
+        }
+        UnchangedTensor(UnchangedTensorParams) {
+            "unchanged_tensor",
+            "a tensor unchanged (allclose) over num_steps saved steps",
+            "check that the parameter is trainable, receives gradients and is in the optimizer, and that the learning rate is not zero",
+        }
+        CheckInputImages(CheckInputImagesParams) {
+            "check_input_images",
+            "input channel mean further than threshold_mean from 0",
+            "normalize the input images (subtract the mean, divide by the standard deviation per channel)",
+        }
+        NLPSequenceRatio(NLPSequenceRatioParams) {
+            "nlp_sequence_ratio",
+            "too many padding/unknown tokens",
+            "shorten the padding (bucket sequences by length) and enlarge the vocabulary if unknown tokens dominate",
+        }
+        Confusion(ConfusionParams) {
+            "confusion",
+            "confusion-matrix diagonal share < min_diag or an off-diagonal share > max_off_diag",
+            "look at the classes confused most: more or cleaner data for them, class weights, or a larger model",
+        }
+        FeatureImportanceOverweight(FeatureImportanceOverweightParams) {
+            "feature_importance_overweight",
+            "the nfeatures largest importances hold more than threshold (tree models)",
+            "check the dominant features for target leakage, and regularize the trees",
+        }
+        TreeDepth(TreeDepthParams) {
+            "tree_depth",
+            "tree depth differs from depth (tree models)",
+            "tune max_depth: deeper trees overfit, shallower ones underfit",
+        }
+    }
+    profiler {
+        BatchSize(BatchSizeParams) {
             "batch_size",
             "p95 of CPU, GPU and GPU memory utilization all below their thresholds: the batch could be larger",
-            "raise the batch size (and the learning rate with it), or use a smaller instance"
-        ),
-        builtin!(
-            profiler: CPUBottleneck,
-            CPUBottleneckParams,
+            "raise the batch size (and the learning rate with it), or use a smaller instance",
+        }
+        CPUBottleneck(CPUBottleneckParams) {
             "cpu_bottleneck",
             "GPU idle (below gpu_threshold) while the CPU is above cpu_threshold in more than threshold % of the samples",
-            "move data preprocessing off the critical path (more data-loading workers, preprocessing on the GPU or ahead of time) or use an instance with more CPU"
-        ),
-        builtin!(
-            profiler: IOBottleneck,
-            IOBottleneckParams,
+            "move data preprocessing off the critical path (more data-loading workers, preprocessing on the GPU or ahead of time) or use an instance with more CPU",
+        }
+        IOBottleneck(IOBottleneckParams) {
             "io_bottleneck",
             "GPU idle (below gpu_threshold) while I/O wait is above io_threshold in more than threshold % of the samples",
-            "prefetch, cache the data set on local disk, read fewer and larger files, or use faster storage"
-        ),
-        builtin!(
-            profiler: Dataloader,
-            DataloaderParams,
+            "prefetch, cache the data set on local disk, read fewer and larger files, or use faster storage",
+        }
+        Dataloader(DataloaderParams) {
             "dataloader",
             "data-loading workers fewer than min_threshold % (while loading takes min_loading_percent % or more of the training loop) or more than max_threshold % of the CPU cores",
-            "set the number of data-loading workers near the number of CPU cores"
-        ),
-        builtin!(
-            profiler: GPUMemoryIncrease,
-            GPUMemoryIncreaseParams,
+            "set the number of data-loading workers near the number of CPU cores",
+        }
+        GPUMemoryIncrease(GPUMemoryIncreaseParams) {
             "gpu_memory_increase",
             "moving average of GPU memory use rises more than increase points above its lowest",
-            "look for tensors kept across steps (losses accumulated with their graphs, growing caches) and for growing batch or sequence sizes"
-        ),
-        builtin!(
-            profiler: LoadBalancing,
-            LoadBalancingParams,
+            "look for tensors kept across steps (losses accumulated with their graphs, growing caches) and for growing batch or sequence sizes",
+        }
+        LoadBalancing(LoadBalancingParams) {
             "load_balancing",
             "Jensen–Shannon distance between two GPUs' utilization histograms above threshold",
-            "balance the work across GPUs: even shards and batch sizes, no extra work on one rank"
-        ),
-        builtin!(
-            profiler: LowGPUUtilization,
-            LowGPUUtilizationParams,
+            "balance the work across GPUs: even shards and batch sizes, no extra work on one rank",
+        }
+        LowGPUUtilization(LowGPUUtilizationParams) {
             "low_gpu_utilization",
             "p95 GPU utilization below threshold_p95 (underused), or above it with p5 below threshold_p5 (fluctuating)",
-            "underused: give the GPU more work (a larger batch) or use a smaller one; fluctuating: find the stalls between bursts (data loading, synchronization)"
-        ),
-        builtin!(
-            profiler: MaxInitializationTime,
-            MaxInitializationTimeParams,
+            "underused: give the GPU more work (a larger batch) or use a smaller one; fluctuating: find the stalls between bursts (data loading, synchronization)",
+        }
+        MaxInitializationTime(MaxInitializationTimeParams) {
             "max_initialization_time",
             "no first step within threshold minutes of the job's start (the process's start, which a session records)",
-            "shorten initialization: pre-stage data and models, cache compiled kernels, start the loop earlier"
-        ),
-        builtin!(
-            profiler: OverallSystemUsage,
-            OverallSystemUsageParams,
+            "shorten initialization: pre-stage data and models, cache compiled kernels, start the loop earlier",
+        }
+        OverallSystemUsage(OverallSystemUsageParams) {
             "overall_system_usage",
             "never fires; collects percentiles per node and metric",
-            "compare the usage of CPU, GPU, memory, disk and network with what the instance offers"
-        ),
-        builtin!(
-            profiler: OverallFrameworkMetrics,
-            OverallFrameworkMetricsParams,
+            "compare the usage of CPU, GPU, memory, disk and network with what the instance offers",
+        }
+        OverallFrameworkMetrics(OverallFrameworkMetricsParams) {
             "overall_framework_metrics",
             "never fires; collects time per phase, forward vs backward, CPU vs GPU operators",
-            "look at where the time goes: a large share outside steps is initialization or evaluation overhead"
-        ),
-        builtin!(
-            profiler: StepOutlier,
-            StepOutlierParams,
+            "look at where the time goes: a large share outside steps is initialization or evaluation overhead",
+        }
+        StepOutlier(StepOutlierParams) {
             "step_outlier",
             "more than n_outliers steps slower than mean + stddev·σ (per node and mode)",
-            "find what the slow steps do differently: checkpoints, evaluation, data-loading stalls, garbage collection"
-        ),
-    ]
+            "find what the slow steps do differently: checkpoints, evaluation, data-loading stalls, garbage collection",
+        }
+    }
 }
 
 /// Every built-in rule: the debugging rules, then the profiler rules.
@@ -415,6 +466,30 @@ mod tests {
                 "{spec}: {err:?}"
             );
         }
+    }
+
+    /// The registry's one list gives every built-in rule its kind and its typed parameters,
+    /// whose JSON is the defaults the listing shows.
+    #[test]
+    fn every_builtin_has_its_kind_and_typed_parameters_from_the_one_list() {
+        for b in all_builtin_rules() {
+            assert_eq!(builtin_kind(b.name), Some(b.kind), "{}", b.name);
+            let params = BuiltinParams::decode(b.name, &b.defaults)
+                .expect("a built-in rule")
+                .unwrap();
+            assert_eq!(params.rule(), b.name);
+            assert_eq!(params.to_value(), b.defaults, "{}", b.name);
+        }
+        assert_eq!(builtin_kind("MyRule"), None);
+        assert!(BuiltinParams::decode("MyRule", &Value::Null).is_none());
+        assert_eq!(
+            <crate::profiler::CPUBottleneckParams as RuleParams>::RULE,
+            "CPUBottleneck"
+        );
+        assert_eq!(
+            <VanishingGradientParams as RuleParams>::RULE,
+            "VanishingGradient"
+        );
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::window::ProfilerWindow;
 /// It is also the rule's kind as statuses, summaries and listings name it: `debugging` or
 /// `profiler` (its [`kind`](Self::kind), its JSON form and its `Display`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum RuleInput {
     /// Tensors of the trial, step by step: a [`TensorRule`], a `debugging` rule.
     #[serde(rename = "debugging", alias = "tensors")]

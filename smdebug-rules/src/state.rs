@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// Where a rule stands (SageMaker's `RuleEvaluationStatus`, and `NoData`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Status {
     /// The run goes on and the rule has not fired (whether or not it checked anything yet).
     InProgress,

@@ -7,6 +7,8 @@ use smdebug_read::trial::Trial;
 use crate::error::{Error, Result};
 use crate::evidence::Evidence;
 use crate::profiler::Details;
+use crate::recorded::{DecodeError, Parameters, RuleDetails};
+use crate::registry::RuleParams;
 use crate::rule::{Needs, ProfilerInput, ProfilerNeeds, RuleInput};
 use crate::window::JudgedWindow;
 
@@ -19,8 +21,12 @@ fn debugging_kind() -> RuleInput {
     RuleInput::Tensors
 }
 
-/// A rule's status, as reported and written into the summary.
+/// A rule's status, as reported and written into the summary. Its parameters and details are
+/// typed ([`Parameters`], [`RuleDetails`]); read back from a summary, those of a built-in rule
+/// that do not read as this version writes them are kept as recorded, with why
+/// ([`problems`](Self::problems)).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "RecordedStatus")]
 pub struct RuleStatus {
     /// The rule's name.
     pub rule: String,
@@ -32,7 +38,7 @@ pub struct RuleStatus {
     /// Where the rule stands.
     pub status: Status,
     /// The parameters in force.
-    pub parameters: serde_json::Value,
+    pub parameters: Parameters,
     /// The configured actions' types.
     pub actions: Vec<String>,
     /// The step of the first firing. For profiler rules: the latest step that had started when
@@ -73,10 +79,11 @@ pub struct RuleStatus {
     pub evidence: Vec<Evidence>,
     /// Actions that failed, with why.
     pub action_errors: Vec<String>,
-    /// What the rule has found so far for reports ([`Rule::details`](crate::Rule::details)): percentiles, tables,
-    /// histograms. Null for rules without details.
+    /// What the rule has found so far for reports ([`Rule::details`](crate::Rule::details)):
+    /// percentiles, tables, histograms; `ProfilerReport`'s destination. Null in JSON for rules
+    /// without details.
     #[serde(default)]
-    pub details: serde_json::Value,
+    pub details: RuleDetails,
     /// For a profiler rule, the profiler data its message and details cover: from the job's
     /// first record to the latest time read, and the steps in it. `None` for a debugging rule
     /// and before a profiler rule was handed any data.
@@ -107,19 +114,57 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl RuleStatus {
-    /// The profiler rule's details as written into the summary (or a report's rule file);
-    /// `None` when the rule wrote none. Fields the status adds beside them (evidence,
-    /// warnings) are ignored.
-    pub fn profiler_details(&self) -> Option<Details> {
-        Details::of_value(&self.details)
+    /// The parameters the rule ran with, as its parameter type (`CPUBottleneckParams`, ...;
+    /// the registry ties each to its rule): an error when this is another rule's status, or
+    /// when they were recorded by another version and do not read.
+    pub fn params<P: RuleParams>(&self) -> std::result::Result<&P, DecodeError> {
+        if self.rule != P::RULE {
+            return Err(DecodeError::OtherRule {
+                rule: self.rule.clone(),
+                wanted: P::RULE,
+            });
+        }
+        self.parameters.get::<P>(&self.rule)
     }
 
-    /// The parameters the rule ran with, as its parameter type (`CPUBottleneckParams`, ...):
-    /// see [`parameters_as`].
-    pub fn params<P: serde::de::DeserializeOwned + Serialize>(
+    /// A built-in profiler rule's findings: `Ok(None)` when it recorded none (or is no
+    /// profiler rule), an error when they were recorded by another version and do not read.
+    pub fn profiler_details(&self) -> std::result::Result<Option<&Details>, DecodeError> {
+        match &self.details {
+            RuleDetails::Profiler(d) => Ok(Some(d)),
+            RuleDetails::Unreadable { error, .. } => Err(error.clone()),
+            _ => Ok(None),
+        }
+    }
+
+    /// A user rule's details as its own type `T` (what its
+    /// [`TensorRule::details`](crate::TensorRule::details) wrote): `Ok(None)` when it recorded
+    /// none, an error naming what does not fit when they are not `T`'s.
+    pub fn custom_details<T: serde::de::DeserializeOwned>(
         &self,
-    ) -> std::result::Result<P, serde_json::Error> {
-        parameters_as(&self.parameters)
+    ) -> std::result::Result<Option<T>, DecodeError> {
+        match &self.details {
+            RuleDetails::None => Ok(None),
+            RuleDetails::Unreadable { error, .. } => Err(error.clone()),
+            other => T::deserialize(other.to_value())
+                .map(Some)
+                .map_err(|e| DecodeError::Drift {
+                    rule: self.rule.clone(),
+                    what: "findings",
+                    reason: e.to_string(),
+                }),
+        }
+    }
+
+    /// What of the status does not read as this version writes it (its parameters, its
+    /// findings), each with why: a reader shows these beside the verdict, never takes them for
+    /// "no result".
+    pub fn problems(&self) -> Vec<&DecodeError> {
+        self.parameters
+            .problem()
+            .into_iter()
+            .chain(self.details.problem())
+            .collect()
     }
 
     /// How much of the run a debugging rule judged, when that was not all of it: `judged 1 of
@@ -144,6 +189,70 @@ impl RuleStatus {
                 "{judged}; {n} records it reads were unreadable and left out (listed in its \
                  warnings), the first: {first}"
             )),
+        }
+    }
+}
+
+/// A [`RuleStatus`] as a summary records it: parameters and details as JSON, typed by the
+/// rule's name once read ([`Parameters::decode`], [`RuleDetails::decode`]).
+#[derive(Deserialize)]
+struct RecordedStatus {
+    rule: String,
+    #[serde(default = "debugging_kind")]
+    kind: RuleInput,
+    status: Status,
+    parameters: serde_json::Value,
+    actions: Vec<String>,
+    first_fired_step: Option<u64>,
+    last_fired_step: Option<u64>,
+    #[serde(default)]
+    first_fired_time_us: Option<u64>,
+    #[serde(default)]
+    last_fired_time_us: Option<u64>,
+    fired_count: u64,
+    steps_evaluated: u64,
+    datapoints: u64,
+    #[serde(default)]
+    steps_judged: u64,
+    #[serde(default)]
+    steps_in_scope: u64,
+    message: String,
+    evidence: Vec<Evidence>,
+    action_errors: Vec<String>,
+    #[serde(default)]
+    details: serde_json::Value,
+    #[serde(default)]
+    window: Option<JudgedWindow>,
+    #[serde(default)]
+    warnings: Vec<String>,
+    #[serde(default)]
+    unreadable_records: u64,
+}
+
+impl From<RecordedStatus> for RuleStatus {
+    fn from(r: RecordedStatus) -> RuleStatus {
+        RuleStatus {
+            parameters: Parameters::decode(&r.rule, r.parameters),
+            details: RuleDetails::decode(&r.rule, r.details),
+            rule: r.rule,
+            kind: r.kind,
+            status: r.status,
+            actions: r.actions,
+            first_fired_step: r.first_fired_step,
+            last_fired_step: r.last_fired_step,
+            first_fired_time_us: r.first_fired_time_us,
+            last_fired_time_us: r.last_fired_time_us,
+            fired_count: r.fired_count,
+            steps_evaluated: r.steps_evaluated,
+            datapoints: r.datapoints,
+            steps_judged: r.steps_judged,
+            steps_in_scope: r.steps_in_scope,
+            message: r.message,
+            evidence: r.evidence,
+            action_errors: r.action_errors,
+            window: r.window,
+            warnings: r.warnings,
+            unreadable_records: r.unreadable_records,
         }
     }
 }
@@ -362,7 +471,7 @@ pub(crate) fn profiler_no_data_reason(
 /// `P` (`CPUBottleneckParams`, ...): each one not recorded at its default. An error naming what
 /// does not fit when they are not `P`'s (another rule's, or recorded by another version): a
 /// value of the wrong kind, or a name `P` does not have.
-pub fn parameters_as<P: serde::de::DeserializeOwned + Serialize>(
+pub(crate) fn parameters_as<P: serde::de::DeserializeOwned + Serialize>(
     parameters: &serde_json::Value,
 ) -> std::result::Result<P, serde_json::Error> {
     use serde::de::Error as _;

@@ -304,14 +304,15 @@ fn cpu_bottleneck_fires_during_the_cpu_bound_loading_stage() {
     assert_fired_in(status, rec.loading);
     assert!(status.message.contains("GPU idle"), "{}", status.message);
     assert!(
-        status.details["nodes"][NODE]["bottlenecks"]
+        status.details.to_value()["nodes"][NODE]["bottlenecks"]
             .as_u64()
             .unwrap()
             >= 5
     );
     // The loop spent 30 ms of every 50 ms of the stage in data loading, the rest in step spans
     // (left out): the details name data loading as what ran while the GPU waited.
-    let phases = status.details["nodes"][NODE]["phases_during_bottlenecks"]
+    let details = status.details.to_value();
+    let phases = details["nodes"][NODE]["phases_during_bottlenecks"]
         .as_object()
         .unwrap();
     let top = phases.iter().max_by_key(|(_, n)| n.as_u64().unwrap_or(0));
@@ -490,7 +491,7 @@ fn batch_size_fires_when_gpu_and_its_memory_idle_in_the_light_training_stage() {
     // to be low. The next test shows that a busy CPU (the real one) keeps the rule quiet.
     override_values(run.path(), "CPUUtilization", train, 30.0);
     let status = evaluate(run.path(), &["BatchSize:patience=3,window=5"]).rules[0].clone();
-    let cpu = status.details["nodes"][NODE]["cpu"].clone();
+    let cpu = status.details.to_value()["nodes"][NODE]["cpu"].clone();
     assert_fired_in(&status, rec.train);
     assert!(
         status.message.contains("room for a larger batch"),
@@ -675,7 +676,9 @@ fn dataloader_fires_for_one_worker_on_several_cores() {
     let rec = recording();
     let run = run_copy();
     let status = evaluate(run.path(), &["Dataloader"]).rules[0].clone();
-    let cores = status.details["nodes"][NODE]["cores"].as_u64().unwrap();
+    let cores = status.details.to_value()["nodes"][NODE]["cores"]
+        .as_u64()
+        .unwrap();
     assert!(cores >= 2, "this test needs a machine with 2 cores or more");
     assert_fired_in(&status, rec.loading);
     assert!(
@@ -685,10 +688,10 @@ fn dataloader_fires_for_one_worker_on_several_cores() {
         "{}",
         status.message
     );
-    let load = &status.details["nodes"][NODE]["load_time_s"];
+    let load = &status.details.to_value()["nodes"][NODE]["load_time_s"];
     assert!(load["p50"].as_f64().unwrap() >= 0.029, "{load}");
     assert!(
-        status.details["nodes"][NODE]["training_loop_share_loading"]
+        status.details.to_value()["nodes"][NODE]["training_loop_share_loading"]
             .as_f64()
             .unwrap()
             > 0.1
@@ -708,7 +711,10 @@ fn dataloader_stays_quiet_with_as_many_workers_as_cores() {
     }
     let status = evaluate(run.path(), &["Dataloader"]).rules[0].clone();
     assert_quiet(&status);
-    assert_eq!(status.details["nodes"][NODE]["workers"], cores as u64);
+    assert_eq!(
+        status.details.to_value()["nodes"][NODE]["workers"],
+        cores as u64
+    );
 }
 
 /// `pin_memory` on the data-loading spans, as our timeline writes it (a boolean) or as Python
@@ -727,7 +733,9 @@ fn dataloader_records_whether_the_loader_pins_memory() {
             }
         }
         let status = evaluate(run.path(), &["Dataloader"]).rules[0].clone();
-        status.details["nodes"][NODE].get("pin_memory").cloned()
+        status.details.to_value()["nodes"][NODE]
+            .get("pin_memory")
+            .cloned()
     };
     assert_eq!(pinned(None), None);
     let python = "\"num_workers\":1,\"pin_memory\":\"False\"";
@@ -750,7 +758,12 @@ fn max_initialization_time_fires_when_the_first_step_comes_late() {
     );
     let quiet = evaluate(run.path(), &["MaxInitializationTime:threshold=0.05"]);
     assert_quiet(only(&quiet));
-    assert!(quiet.rules[0].details["initialization_s"].as_f64().unwrap() > 1.2);
+    assert!(
+        quiet.rules[0].details.to_value()["initialization_s"]
+            .as_f64()
+            .unwrap()
+            > 1.2
+    );
 }
 
 #[test]
@@ -787,7 +800,7 @@ fn step_outlier_fires_on_the_slow_eval_steps_and_judges_every_train_step() {
         "{}",
         status.message
     );
-    let eval = &status.details["nodes"][NODE]["EVAL"];
+    let eval = &status.details.to_value()["nodes"][NODE]["EVAL"];
     assert_eq!(eval["steps"], rec.eval_steps);
     assert_eq!(eval["outliers"], 4);
 
@@ -795,7 +808,7 @@ fn step_outlier_fires_on_the_slow_eval_steps_and_judges_every_train_step() {
     // loaded the machine was while they slept: the quiet case is shown on crafted steps.)
     let train = evaluate(run.path(), &["StepOutlier:mode=TRAIN"]);
     assert_eq!(
-        train.rules[0].details["nodes"][NODE]["TRAIN"]["steps"],
+        train.rules[0].details.to_value()["nodes"][NODE]["TRAIN"]["steps"],
         rec.train_steps
     );
 }
@@ -872,7 +885,7 @@ fn overall_system_usage_summarizes_every_metric_per_node() {
         )
         .unwrap();
     let max = samples.iter().map(|s| s.value).fold(f64::MIN, f64::max);
-    let usage = &status.details["nodes"][NODE]["CPUUtilization (total)"];
+    let usage = &status.details.to_value()["nodes"][NODE]["CPUUtilization (total)"];
     assert_eq!(usage["unit"], "%");
     let row = &usage["values"];
     assert_eq!(row["count"], samples.len() as u64);
@@ -884,7 +897,7 @@ fn overall_system_usage_summarizes_every_metric_per_node() {
     );
     assert!(row["min"].as_f64().unwrap() <= p50 && p50 <= p95 && p95 <= p99 && p99 <= max);
     assert!(
-        status.details["nodes"][NODE]["MemoryUsedPercent"]["values"]["max"]
+        status.details.to_value()["nodes"][NODE]["MemoryUsedPercent"]["values"]["max"]
             .as_f64()
             .unwrap()
             > 0.0
@@ -898,7 +911,7 @@ fn overall_framework_metrics_splits_the_job_by_phase_and_mode() {
     let summary = evaluate(run.path(), &["OverallFrameworkMetrics"]);
     let status = only(&summary);
     assert_quiet(status);
-    let d = &status.details;
+    let d = &status.details.to_value();
     assert_eq!(d["steps_by_mode"]["TRAIN"]["count"], rec.train_steps);
     assert_eq!(d["steps_by_mode"]["EVAL"]["count"], rec.eval_steps);
     // Forward and backward each slept 10 ms per training step of the first stage.
@@ -1224,7 +1237,7 @@ fn framework_rules_read_a_timeline_written_by_python_smdebug() {
     let summary = evaluate(dir.path(), &["OverallFrameworkMetrics", "StepOutlier"]);
     let framework = &summary.rules[0];
     assert_quiet(framework);
-    let d = &framework.details;
+    let d = &framework.details.to_value();
     assert_eq!(d["steps_by_mode"]["TRAIN"]["count"], 4, "{d}");
     assert!((d["steps_by_mode"]["TRAIN"]["total_s"].as_f64().unwrap() - 0.032).abs() < 1e-5);
     assert_eq!(d["forward"]["count"], 4);
@@ -1232,7 +1245,8 @@ fn framework_rules_read_a_timeline_written_by_python_smdebug() {
     let steps = &summary.rules[1];
     assert_quiet(steps);
     assert_eq!(steps.datapoints, 4);
-    let train = &steps.details["nodes"]
+    let details = steps.details.to_value();
+    let train = &details["nodes"]
         .as_object()
         .unwrap()
         .values()

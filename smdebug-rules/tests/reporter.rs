@@ -65,7 +65,7 @@ impl Reporter for Recorder {
             run.profile.series_count(),
             points,
             run.trial.is_some(),
-            cpu.parameters["cpu_threshold"].clone(),
+            cpu.parameters.to_value()["cpu_threshold"].clone(),
         ));
         ReportPlan {
             destination: Ok("somewhere".into()),
@@ -136,7 +136,12 @@ fn the_reporter_gets_the_statuses_trial_and_profiler_data_the_runner_holds() {
         "{message}"
     );
     let own = summary.rule("ProfilerReport").unwrap();
-    assert_eq!(own.details["report"], "somewhere");
+    assert_eq!(
+        own.details,
+        smdebug_rules::RuleDetails::Report(smdebug_rules::ReportDetails {
+            report: "somewhere".into()
+        })
+    );
 }
 
 #[test]

@@ -126,7 +126,7 @@ impl TensorRule for FailsAtThree {
             return Err(Error::Rule {
                 rule: "FailsAtThree".into(),
                 step,
-                reason: "cannot go on".into(),
+                source: "cannot go on".into(),
             });
         }
         let mut r = RuleResult::new(step);

@@ -444,6 +444,9 @@
       box.append(el("div", { className: "why evidence", text: "step " + e.step + ": " + evidenceText(e) }));
     }
     if (r.evidence.length > shown.length) box.append(el("div", { className: "why evidence", text: "and " + (r.evidence.length - shown.length) + " more at that firing" }));
+    // What of its recorded status does not read (a summary written by another version): said,
+    // never taken for "no result".
+    for (const p of r.problems) box.append(el("div", { className: "why problem", text: p }));
     if (!compact && r.description) box.append(el("div", { className: "why", text: "Checks: " + r.description }));
     if (!compact && r.recommendation) box.append(el("div", { className: "why", text: "Recommendation: " + r.recommendation }));
     return box;
@@ -914,12 +917,18 @@
       box.append(el("p", { className: "missing", text: "No step spans yet (record steps with SpanRecorder)." }));
     } else {
       const p = box.querySelector("p.missing"); if (p) p.remove();
+      // StepOutlier's findings recorded by another version: said once, above the charts.
+      let unread = box.querySelector("p.problem.outliers");
+      if (st.outliers_unread) {
+        if (!unread) { unread = el("p", { className: "problem outliers" }); box.prepend(unread); }
+        unread.textContent = st.outliers_unread + "; no outlier is marked.";
+      } else if (unread) unread.remove();
       for (const s of st.series) {
         const label = window.SMD.stepLabel(s);
         const out = new Map(s.outliers.map((o) => [o.t, o.duration]));
         // The step of each point, for the tooltip (pushed steps add theirs: live.js).
         const stepOf = new Map(s.data.t.map((t, i) => [t, s.step[i]]));
-        const plot = chart(box, "steps:" + label, "Step duration, " + label + " · p50 " + dur(s.p50) + (s.outlier_limit === null ? " · no StepOutlier verdict yet" : " · StepOutlier limit " + dur(s.outlier_limit)),
+        const plot = chart(box, "steps:" + label, "Step duration, " + label + " · p50 " + dur(s.p50) + (s.outlier_limit !== null ? " · StepOutlier limit " + dur(s.outlier_limit) : st.outliers_unread ? " · StepOutlier's findings do not read" : " · no StepOutlier verdict yet"),
           breakGaps([s.data.t, s.data.v, s.data.t.map((t) => out.has(t) ? out.get(t) : null)]),
           [{ label: "duration" }, { label: "outlier", color: "#d62728", points: true, paths: () => null }],
           { time: true, yFormat: dur, yRange: (min, max) => [0, max > 0 ? max * 1.05 : 1],

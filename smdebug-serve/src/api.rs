@@ -12,7 +12,7 @@ use smdebug_core::Mode;
 use smdebug_read::profile::{SpanRef, SpanStore};
 
 use smdebug_rules::Summary;
-use smdebug_rules::profiler::StepOutlierDetails;
+use smdebug_rules::profiler::{StepOutlier, StepOutlierDetails};
 
 use smdebug_read::trial::TensorFollower;
 
@@ -357,7 +357,10 @@ pub fn steps(run: &Run, window: &Window, last: usize, slowest: usize) -> Steps {
     // The outliers are StepOutlier's own, from the summary its runner wrote into the run: per
     // node and mode, its limit and its slowest outlier steps. Without a StepOutlier result the
     // dashboard marks none (it does not judge the steps itself).
-    let verdicts = step_outlier_details(d.rules.as_ref());
+    let (verdicts, outliers_unread) = match step_outlier_details(d.rules.as_ref()) {
+        Ok(verdicts) => (verdicts, None),
+        Err(e) => (None, Some(e.to_string())),
+    };
     let series = groups
         .iter()
         .map(|((mode, node, worker), rows)| {
@@ -429,6 +432,7 @@ pub fn steps(run: &Run, window: &Window, last: usize, slowest: usize) -> Steps {
         phases,
         slowest,
         window_steps: windowed.len(),
+        outliers_unread,
     }
 }
 
@@ -479,13 +483,18 @@ pub fn log_histogram(values: &[f64], bins: usize) -> Option<Histogram> {
     Some(Histogram { edges, counts })
 }
 
-/// StepOutlier's typed details from the rules summary, when it ran.
-fn step_outlier_details(rules: Option<&Summary>) -> Option<StepOutlierDetails> {
-    rules?
-        .rules
-        .iter()
-        .filter(|r| r.rule == "StepOutlier")
-        .find_map(|r| r.profiler_details()?.step_outliers().cloned())
+/// StepOutlier's typed details from the rules summary: `Ok(None)` when it did not run or
+/// found nothing yet, an error when its recorded findings do not read (a summary written by
+/// another version): the page says so rather than "no verdict yet".
+fn step_outlier_details(
+    rules: Option<&Summary>,
+) -> Result<Option<StepOutlierDetails>, smdebug_rules::DecodeError> {
+    let Some(status) = rules.and_then(|s| s.rule(StepOutlier::NAME)) else {
+        return Ok(None);
+    };
+    Ok(status
+        .profiler_details()?
+        .and_then(|d| d.step_outliers().cloned()))
 }
 
 /// A step's time per phase: the spans of its node and worker within its step span (of its

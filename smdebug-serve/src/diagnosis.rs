@@ -239,7 +239,7 @@ pub(crate) fn health(
     };
     let findings: Vec<&crate::views::RuleView> = rules
         .iter()
-        .filter(|r| r.status == "IssuesFound" && !r.sums_up)
+        .filter(|r| r.status == Status::IssuesFound && !r.sums_up)
         .collect();
     let worst = rules
         .iter()
@@ -332,7 +332,7 @@ pub(crate) fn health(
         Phase::Waiting => "Waiting for the run to start".to_owned(),
     };
     for r in &findings {
-        details.push(format!("{} ({}): {}", r.name, r.status, r.message));
+        details.push(format!("{} ({}): {}", r.name, r.status.name(), r.message));
     }
     Health {
         sentence,

@@ -141,7 +141,7 @@ impl RunData {
             exists: self.exists,
             open_error: self.open_error.clone(),
             complete: self.complete,
-            end_reason: self.end_reason.as_ref().map(ToString::to_string),
+            end_reason: self.end_reason.clone(),
             writable: self.writable,
             stop_requested: self.stop_request.as_ref().map(|r| r.reason.clone()),
             stop_request_error: self.stop_request_error.clone(),

@@ -77,6 +77,10 @@ pub struct Steps {
     pub slowest: Vec<StepRow>,
     /// Step spans that start in the window.
     pub window_steps: usize,
+    /// Why StepOutlier's findings in the rules summary do not read (a summary written by
+    /// another version): no outlier is marked, and the page says why rather than "no verdict
+    /// yet". `null` when they read, or there are none.
+    pub outliers_unread: Option<String>,
 }
 
 /// One mode's, node's and worker's step durations.

@@ -74,8 +74,8 @@ fn views_of(summary: &Summary, stopped_by: Option<&str>) -> Vec<RuleView> {
                 sums_up: umbrella,
                 rank,
                 name: file.name,
-                kind: file.kind.kind().to_owned(),
-                status: shown.name(),
+                kind: file.kind,
+                status: shown,
                 description: file.description,
                 recommendation: file.recommendation,
                 message,
@@ -84,7 +84,8 @@ fn views_of(summary: &Summary, stopped_by: Option<&str>) -> Vec<RuleView> {
                 parameters: file.parameters,
                 first_fired_step: file.first_fired_step,
                 window: file.window.map(|w| w.describe()),
-                details: status.details.clone(),
+                details: status.details.to_value(),
+                problems: file.problems,
                 evidence: status
                     .evidence
                     .iter()
@@ -142,7 +143,7 @@ mod tests {
     fn profiler_report_shows_the_runners_roll_up_of_its_rules_when_its_status_says_less() {
         let older = summary("NoIssuesFound", "IssuesFound", true);
         let view = report_view(&older);
-        assert_eq!(view.status, "IssuesFound");
+        assert_eq!(view.status, Status::IssuesFound);
         assert_eq!(
             view.message,
             "of 2 profiler rules, 1 found issues (CPUBottleneck); 1 checked and found no \
@@ -154,11 +155,11 @@ mod tests {
         let view = report_view(&quiet);
         assert_eq!(
             (view.status, view.message.as_str()),
-            ("NoIssuesFound", "ProfilerReport said so")
+            (Status::NoIssuesFound, "ProfilerReport said so")
         );
         // A rule that failed is shown over a quieter recorded status too.
         let failed = report_view(&summary("InProgress", "Error", false));
-        assert_eq!(failed.status, "Error");
+        assert_eq!(failed.status, Status::Error);
     }
 
     /// ProfilerReport sums up the profiler rules beside it: three rules found issues, two are

@@ -86,8 +86,9 @@ pub struct RunStanding {
     pub open_error: Option<String>,
     /// Its end marker is there.
     pub complete: bool,
-    /// The end marker's reason.
-    pub end_reason: Option<String>,
+    /// The end marker's reason, in its words (`completed`, `stopped: <reason>`).
+    #[schemars(with = "Option<String>")]
+    pub end_reason: Option<smdebug_core::EndReason>,
     /// Stop requests can be written into it.
     pub writable: bool,
     /// The reason of a stop request in the run.
@@ -285,9 +286,9 @@ pub struct RuleView {
     /// Rule name.
     pub name: String,
     /// `debugging` or `profiler`.
-    pub kind: String,
+    pub kind: smdebug_rules::RuleInput,
     /// `IssuesFound`, `NoIssuesFound`, `NoData`, `InProgress`, `Error`.
-    pub status: &'static str,
+    pub status: smdebug_rules::Status,
     /// What the rule checks.
     pub description: String,
     /// What to do about it.
@@ -307,10 +308,14 @@ pub struct RuleView {
     pub window: Option<String>,
     /// What it measured at its latest firing (values NaN and ±Inf as strings).
     pub evidence: Vec<EvidenceView>,
-    /// The rule's own findings as its summary records them (smdebug-rules' `Details`: typed
-    /// for the bottleneck, step-outlier, load-balancing and GPU-utilization rules), the
-    /// evidence the report's sections draw from too; `null` when it has none.
+    /// The rule's own findings as its summary records them (smdebug-rules' `RuleDetails`: a
+    /// built-in profiler rule's `Details`, ProfilerReport's destination, a user rule's own),
+    /// the evidence the report's sections draw from too; `null` when it has none.
     pub details: serde_json::Value,
+    /// What of its recorded status does not read as this version writes it (its parameters,
+    /// its findings: a summary written by another version), each with why; empty when all
+    /// of it reads.
+    pub problems: Vec<String>,
     /// The message in a few words (at most 90 characters: "NaN in loss and 10 gradients"),
     /// the whole of it in `message`.
     pub short: String,

@@ -276,6 +276,7 @@ fn a_live_run_is_followed_from_before_it_exists_to_its_end() {
         .unwrap();
     let judged = rule
         .profiler_details()
+        .unwrap()
         .and_then(|d| d.step_outliers().cloned())
         .expect("StepOutlier's typed details");
     let verdict = &judged.nodes["algo-1"]["TRAIN"];
@@ -310,10 +311,12 @@ fn a_live_run_is_followed_from_before_it_exists_to_its_end() {
         .and_then(|r| r.iter().find(|r| r["name"] == "StepOutlier"))
         .unwrap_or_else(|| panic!("{runs}"));
     assert_eq!(
-        smdebug_rules::profiler::Details::of_value(&listed["details"])
+        smdebug_rules::profiler::Details::decode(&listed["details"])
+            .unwrap()
             .and_then(|d| d.step_outliers().cloned()),
         Some(judged)
     );
+    assert_eq!(listed["problems"], serde_json::json!([]));
     let phases = &steps["phases"];
     assert_eq!(phases["steps"].as_array().unwrap().len(), 10);
     for p in [
@@ -952,6 +955,84 @@ fn an_s3_folder_of_runs_is_served_side_by_side() {
     for id in 0..2 {
         let sc = get_json(&format!("{url}/api/runs/{id}/scalars?regex=^loss$"));
         assert_eq!(sc["scalars"][0]["modes"][0]["total"], 4, "{sc}");
+    }
+    server.shutdown();
+}
+
+/// A rules summary written by another version of the rules (StepOutlier's findings under a
+/// renamed field, one of its parameters renamed) is not taken for "no result": the rule list
+/// carries each problem with the field it names, the step charts say StepOutlier's findings do
+/// not read instead of "no verdict yet", and the status as recorded is still shown.
+#[test]
+fn a_drifted_rules_summary_is_said_in_the_rule_list_and_the_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    start_job(local(&run), Some(&run), quick_job(20)).join();
+    let summary = RuleRunner::builder(run.to_str().unwrap())
+        .spec(RuleSpec::parse("StepOutlier").unwrap())
+        .write_into_run(true)
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap();
+    let recorded = summary.rule("StepOutlier").unwrap();
+    assert!(recorded.problems().is_empty());
+    assert!(recorded.profiler_details().unwrap().is_some());
+    let file = run.join(smdebug_rules::runner::SUMMARY_FILE);
+    let mut json: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let outlier = json["rules"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|r| r["rule"] == "StepOutlier")
+        .unwrap();
+    let details = outlier["details"].as_object_mut().unwrap();
+    let nodes = details.remove("nodes").unwrap();
+    details.insert("per_node".into(), nodes);
+    let params = outlier["parameters"].as_object_mut().unwrap();
+    let stddev = params.remove("stddev").unwrap();
+    params.insert("std_dev".into(), stddev);
+    std::fs::write(&file, serde_json::to_vec_pretty(&json).unwrap()).unwrap();
+
+    let server = serve(vec![run.to_str().unwrap().into()]);
+    let url = base(&server);
+    let overview = wait_for(Duration::from_secs(20), "the rules summary", || {
+        let v = get_json(&format!("{url}/api/runs/0/overview"));
+        (v["rules"].as_array().is_some_and(|r| !r.is_empty())).then_some(v)
+    });
+    let listed = overview["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "StepOutlier")
+        .unwrap();
+    assert_eq!(listed["status"], recorded.status.name());
+    let problems: Vec<&str> = listed["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(
+        problems[0].contains("parameters") && problems[0].contains("std_dev"),
+        "{problems:?}"
+    );
+    assert!(
+        problems[1].contains("findings") && problems[1].contains("nodes"),
+        "{problems:?}"
+    );
+    // Kept as recorded: the page's JSON is the file's.
+    assert!(listed["details"]["per_node"].is_object(), "{listed}");
+    let steps = get_json(&format!("{url}/api/runs/0/steps?last=10"));
+    let unread = steps["outliers_unread"].as_str().unwrap_or_default();
+    assert!(
+        unread.contains("StepOutlier") && unread.contains("nodes"),
+        "{steps}"
+    );
+    for series in steps["series"].as_array().unwrap() {
+        assert_eq!(series["outliers"], json!([]), "{series}");
+        assert!(series["outlier_limit"].is_null(), "{series}");
     }
     server.shutdown();
 }

@@ -389,3 +389,53 @@ fn a_replaced_runs_notice_has_its_own_place() {
     );
     server.shutdown();
 }
+
+/// A rules summary written by another version (ExplodingTensor's `only_nan` parameter renamed)
+/// is shown with its verdict, and the page says, in the rule's box, that its parameters do not
+/// read, naming the field: never a verdict that quietly lost what it ran with.
+#[test]
+fn a_status_that_does_not_read_is_said_in_the_rules_box() {
+    let Some(binary) = chromium::binary() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("old-summary");
+    std::fs::create_dir_all(&run).unwrap();
+    write_run(&run);
+    let location = run.to_str().unwrap().to_owned();
+    let summary = support::offline_rules(&location, &["ExplodingTensor"]);
+    let mut json = serde_json::to_value(&summary).unwrap();
+    let params = json["rules"][0]["parameters"].as_object_mut().unwrap();
+    let only_nan = params.remove("only_nan").unwrap();
+    params.insert("nan_only".into(), only_nan);
+    let drifted: smdebug_rules::Summary = serde_json::from_value(json).unwrap();
+    assert_eq!(drifted.rules[0].problems().len(), 1);
+    support::write_rules(&run, &drifted);
+
+    let server = Server::start(ServeOptions::new(vec![location])).unwrap();
+    let (_browser, mut cdp) = chromium::open(
+        &binary,
+        &dir.path().join("profile"),
+        Some((1440, 900)),
+        &["Page", "Runtime"],
+    );
+    cdp.call("Page.navigate", json!({"url": server.url()}));
+    let box_of = "#summary-rules .rule[data-rule=\"ExplodingTensor\"]";
+    cdp.wait(Duration::from_secs(60), "the rule's box", |c| {
+        c.eval(&format!("!!document.querySelector('{box_of} .problem')")) == true
+    });
+    let m = cdp.eval(&format!(
+        "(() => {{ const b = document.querySelector('{box_of}'); \
+           return {{ status: b.querySelector('.status').textContent, \
+             problems: Array.from(b.querySelectorAll('.problem')).map((p) => p.textContent) }}; }})()"
+    ));
+    assert_eq!(m["status"], "IssuesFound", "{m}");
+    let problems = m["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{m}");
+    let text = problems[0].as_str().unwrap();
+    assert!(
+        text.contains("ExplodingTensor rule's parameters") && text.contains("nan_only"),
+        "{m}"
+    );
+    server.shutdown();
+}

@@ -416,8 +416,10 @@ pub fn run(out: &Path) -> Result<Outcome> {
             .into_iter()
             .find(|r| r.rule == DataDrift::NAME)
             .ok_or("the serving session has no DataDrift status")?;
-        let details: DriftDetails = serde_json::from_value(status.details.clone())
-            .map_err(|e| format!("DataDrift's details in {}: {e}", run.display()))?;
+        let details: DriftDetails = status
+            .custom_details()
+            .map_err(|e| format!("DataDrift's details in {}: {e}", run.display()))?
+            .ok_or_else(|| format!("DataDrift recorded no details in {}", run.display()))?;
         let labels: Vec<u32> = data.test_y.to_vec1()?;
         let hits = predicted
             .iter()

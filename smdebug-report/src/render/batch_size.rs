@@ -26,13 +26,16 @@ impl Page<'_> {
             return;
         }
         let Some(details) = self.details(RULE).and_then(|d| d.batch_size().cloned()) else {
-            let p: BatchSizeParams = self.params(RULE);
+            let p: BatchSizeParams = self.params();
             self.lead(&format!(
                 "When CPU p95 stays under {}%, GPU p95 under {}% and GPU memory p95 under \
                  {}%, every resource has room and a larger batch would use the hardware better.",
                 p.cpu_threshold_p95, p.gpu_threshold_p95, p.gpu_memory_threshold_p95,
             ));
-            self.missing("The BatchSize rule's findings were not given, so nothing was judged.");
+            self.no_result(
+                RULE,
+                "The BatchSize rule's findings were not given, so nothing was judged.",
+            );
             self.verdict(RULE);
             return;
         };

@@ -55,11 +55,11 @@ impl Page<'_> {
         };
         let (busy, gpu_idle, patience) = match kind {
             Bottleneck::Cpu => {
-                let p: CPUBottleneckParams = self.params(rule);
+                let p: CPUBottleneckParams = self.params();
                 (p.cpu_threshold, p.gpu_threshold, p.patience)
             }
             Bottleneck::Io => {
-                let p: IOBottleneckParams = self.params(rule);
+                let p: IOBottleneckParams = self.params();
                 (p.io_threshold, p.gpu_threshold, p.patience)
             }
         };
@@ -82,10 +82,13 @@ impl Page<'_> {
             }
         ));
         let Some(details) = self.details(rule).and_then(|d| d.bottlenecks().cloned()) else {
-            self.missing(&format!(
-                "The {rule} rule has no result for this run, so there is no bottleneck count; \
+            self.no_result(
+                rule,
+                &format!(
+                    "The {rule} rule has no result for this run, so there is no bottleneck count; \
                  the chart shows the metrics only."
-            ));
+                ),
+            );
             self.bottleneck_chart(kind, what, None);
             self.verdict(rule);
             return;

@@ -36,7 +36,8 @@ impl Page<'_> {
         self.lead("Time the loop spent waiting for batches, and the data-loading workers the Dataloader rule counted against each node's cores.");
         match self.details(RULE).and_then(|d| d.dataloader().cloned()) {
             Some(details) => self.dataloader_table(&details),
-            None => self.missing(
+            None => self.no_result(
+                RULE,
                 "The Dataloader rule's findings were not given, so the workers were not counted.",
             ),
         }

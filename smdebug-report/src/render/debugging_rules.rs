@@ -7,6 +7,7 @@ use crate::html::{Cell, table};
 use crate::rule_file::RuleFile;
 
 use super::Page;
+use super::format::status_fields;
 
 impl Page<'_> {
     pub(super) fn debugging_rules(&mut self) {
@@ -27,6 +28,7 @@ impl Page<'_> {
         let rows: Vec<Vec<Cell>> = rules
             .iter()
             .map(|r| {
+                let fields = self.status(&r.name).map(status_fields).unwrap_or_default();
                 vec![
                     Cell::text(&r.name),
                     Cell::Status(r.status),
@@ -34,7 +36,7 @@ impl Page<'_> {
                     Cell::num(r.triggered.to_string()),
                     Cell::num(r.first_fired_step.map_or("-".into(), |s| s.to_string())),
                     Cell::text(r.first_fired_time_us.map_or("-".into(), utc)),
-                    Cell::Code(r.details.to_string()),
+                    Cell::Fields(fields),
                 ]
             })
             .collect();

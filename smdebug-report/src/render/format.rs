@@ -122,3 +122,125 @@ mod tests {
         assert_eq!(fmt_value(3.0 * 1024.0 * 1024.0, "B/s"), "3.00 MiB/s");
     }
 }
+
+/// At most this many fields in a [`Cell::Fields`] drawn from JSON; the rest are counted.
+const MAX_FIELDS: usize = 40;
+
+/// A JSON value (a rule's parameters, a user rule's details) as named fields, one a scalar:
+/// nested objects by their dotted path (`per_class.cat`), lists of scalars joined (`a, b`),
+/// lists of objects by index (`judged[0].class`). A scalar that is not in an object is the
+/// field `value`; null and an empty object give none.
+pub(super) fn json_fields(value: &serde_json::Value) -> Vec<(String, String)> {
+    fn scalar(v: &serde_json::Value) -> Option<String> {
+        use serde_json::Value::*;
+        match v {
+            Null => Some("none".into()),
+            Bool(b) => Some(b.to_string()),
+            Number(n) => Some(n.to_string()),
+            String(s) => Some(s.clone()),
+            Array(items) if items.iter().all(|i| !i.is_object() && !i.is_array()) => Some(
+                items
+                    .iter()
+                    .filter_map(scalar)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+            _ => None,
+        }
+    }
+    fn walk(path: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
+        if let Some(s) = scalar(v) {
+            out.push((path.to_owned(), s));
+            return;
+        }
+        let join = |key: &str| {
+            if path.is_empty() {
+                key.to_owned()
+            } else {
+                format!("{path}.{key}")
+            }
+        };
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, item) in m {
+                    walk(&join(k), item, out);
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    walk(&format!("{path}[{i}]"), item, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    match value {
+        serde_json::Value::Null => {}
+        serde_json::Value::Object(_) | serde_json::Value::Array(_) => walk("", value, &mut out),
+        other => walk("value", other, &mut out),
+    }
+    if out.len() > MAX_FIELDS {
+        let more = out.len() - MAX_FIELDS;
+        out.truncate(MAX_FIELDS);
+        out.push(("…".into(), format!("{more} more fields")));
+    }
+    out
+}
+
+/// A rule's evidence, data warnings and own details (a user rule's) as named fields: each
+/// measurement as `evidence` (`step 3: loss (TRAIN) mean = 2.31 (limit 1.5)`), each warning,
+/// then the details' fields.
+pub(super) fn status_fields(status: &smdebug_rules::RuleStatus) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = status
+        .evidence
+        .iter()
+        .map(|e| {
+            let limit = e.limit.map_or(String::new(), |l| format!(" (limit {l})"));
+            (
+                "evidence".to_owned(),
+                format!(
+                    "step {}: {} {} = {}{limit}",
+                    e.step, e.tensor, e.measure, e.value
+                ),
+            )
+        })
+        .collect();
+    out.extend(
+        status
+            .warnings
+            .iter()
+            .map(|w| ("warning".to_owned(), w.clone())),
+    );
+    out.extend(json_fields(&status.details.to_value()));
+    out
+}
+
+#[cfg(test)]
+mod fields_tests {
+    use super::*;
+
+    #[test]
+    fn json_reads_as_one_field_a_scalar() {
+        let v = serde_json::json!({
+            "threshold": 0.5,
+            "names": ["a", "b"],
+            "per_class": {"cat": 3, "dog": null},
+            "judged": [{"class": 1, "ok": true}],
+        });
+        let fields = json_fields(&v);
+        let get = |k: &str| fields.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("threshold"), Some("0.5"));
+        assert_eq!(get("names"), Some("a, b"));
+        assert_eq!(get("per_class.cat"), Some("3"));
+        assert_eq!(get("per_class.dog"), Some("none"));
+        assert_eq!(get("judged[0].class"), Some("1"));
+        assert_eq!(get("judged[0].ok"), Some("true"));
+        assert!(json_fields(&serde_json::Value::Null).is_empty());
+        let many =
+            serde_json::Value::Array((0..50).map(|i| serde_json::json!({ "i": i })).collect());
+        let fields = json_fields(&many);
+        assert_eq!(fields.len(), MAX_FIELDS + 1);
+        assert_eq!(fields[MAX_FIELDS].1, "10 more fields");
+    }
+}

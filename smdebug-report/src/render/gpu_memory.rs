@@ -90,7 +90,8 @@ impl Page<'_> {
 
     fn gpu_memory_table(&mut self) {
         let Some(details) = self.details(RULE).and_then(|d| d.gpu_memory().cloned()) else {
-            self.missing(
+            self.no_result(
+                RULE,
                 "The GPUMemoryIncrease rule's findings were not given, so no growth was judged.",
             );
             return;

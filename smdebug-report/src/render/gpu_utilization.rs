@@ -49,7 +49,7 @@ impl Page<'_> {
             threshold_p5: low_p5,
             window,
             ..
-        } = self.params("LowGPUUtilization");
+        } = self.params();
         if rule.is_some() {
             self.lead(&format!(
                 "Reading: as the LowGPUUtilization rule judged each GPU over its latest {window} \
@@ -57,7 +57,8 @@ impl Page<'_> {
                  is over it while the p5 is under {low_p5}%."
             ));
         } else {
-            self.missing(
+            self.no_result(
+                "LowGPUUtilization",
                 "The LowGPUUtilization rule has no result for this run, so no GPU is judged \
                  underused or fluctuating; the table shows the recorded readings.",
             );

@@ -33,7 +33,7 @@ impl Page<'_> {
         let LoadBalancingParams {
             threshold,
             patience,
-        } = self.params(RULE);
+        } = self.params();
         self.lead(&format!(
             "The {RULE} rule's evidence: each GPU's utilization histogram (2% bins, after its \
              first {patience} samples), and the Jensen–Shannon distance between every two GPUs \
@@ -41,10 +41,13 @@ impl Page<'_> {
              than {threshold} apart carry different loads."
         ));
         let Some(details) = self.details(RULE).and_then(|d| d.load_balancing().cloned()) else {
-            self.missing(&format!(
-                "The {RULE} rule has no result for this run, so no distance was measured; the \
+            self.no_result(
+                RULE,
+                &format!(
+                    "The {RULE} rule has no result for this run, so no distance was measured; the \
                  chart shows the recorded utilization only."
-            ));
+                ),
+            );
             let many = self.view.many_nodes;
             let gpus: Vec<(String, Vec<u64>)> = self
                 .view

@@ -24,8 +24,8 @@ mod view;
 
 use std::fmt::Write as _;
 
-use smdebug_rules::Status;
 use smdebug_rules::profiler::{Details, utc};
+use smdebug_rules::{RuleParams, RuleStatus, Status};
 
 use crate::html::{self, escape};
 use crate::input::{NoteArea, ReportInput, SECTIONS};
@@ -88,7 +88,7 @@ struct Page<'a> {
     charts: usize,
 }
 
-impl Page<'_> {
+impl<'a> Page<'a> {
     fn head(&mut self) {
         let title = format!("Profiling report: {}", self.input.location);
         let _ = write!(
@@ -198,19 +198,38 @@ impl Page<'_> {
 
     /// The typed details of the rule `name`, as the rule wrote them; `None` when the rule did
     /// not run or wrote none, and when they do not read (a summary written by another version
-    /// of the rule, or damaged): the section then says so where it stands, before what it
-    /// shows without them.
+    /// of the rule, or damaged): the section then says so where it stands, with why, before
+    /// what it shows without them.
     fn details(&mut self, name: &str) -> Option<Details> {
-        let decoded = Details::decode(&self.rule(name)?.details);
+        let decoded = self.status(name)?.profiler_details();
         match decoded {
-            Ok(details) => details,
+            Ok(details) => details.cloned(),
             Err(e) => {
-                self.missing(&format!(
-                    "The {name} rule's findings in its status could not be read ({e}): they                      were written by another version of the rule, or damaged. What follows                      leaves them out."
-                ));
+                self.missing(&format!("{e}. What follows leaves them out."));
                 None
             }
         }
+    }
+
+    /// Says `text` (that the rule `rule` gave no result) unless its findings were given but do
+    /// not read: [`details`](Self::details) said that already, and "no result" would be
+    /// untrue.
+    fn no_result(&mut self, rule: &str, text: &str) {
+        if self
+            .status(rule)
+            .is_none_or(|s| s.details.problem().is_none())
+        {
+            self.missing(text);
+        }
+    }
+
+    /// The rule's status as given, by its name.
+    fn status(&self, name: &str) -> Option<&'a RuleStatus> {
+        let input = self.input;
+        input
+            .rules
+            .iter()
+            .find(|r| r.rule.eq_ignore_ascii_case(name))
     }
 
     fn rule(&self, name: &str) -> Option<&RuleFile> {
@@ -219,24 +238,18 @@ impl Page<'_> {
             .find(|r| r.name.eq_ignore_ascii_case(name))
     }
 
-    /// The parameters of the rule `rule` as it ran (its parameter type `P`; one its status does
-    /// not record at its default), or the defaults when the rule did not run: a figure that
-    /// judges what a rule judges uses the same threshold. Parameters that do not read as `P`
-    /// (recorded by another version) are said where the section stands, and the defaults used.
-    fn params<P: serde::de::DeserializeOwned + serde::Serialize + Default>(
-        &mut self,
-        rule: &str,
-    ) -> P {
-        let Some(recorded) = self.rule(rule).map(|r| r.parameters.clone()) else {
+    /// The parameters of the rule of parameter type `P` as it ran (the registry ties `P` to
+    /// its rule), or the defaults when the rule did not run: a figure that judges what a rule
+    /// judges uses the same threshold. Parameters that do not read as `P` (recorded by another
+    /// version) are said where the section stands, and the defaults used.
+    fn params<P: RuleParams>(&mut self) -> P {
+        let Some(status) = self.status(P::RULE) else {
             return P::default();
         };
-        match smdebug_rules::parameters_as::<P>(&recorded) {
-            Ok(params) => params,
+        match status.params::<P>() {
+            Ok(params) => params.clone(),
             Err(e) => {
-                self.missing(&format!(
-                    "The {rule} rule's parameters in its status could not be read ({e}); this \
-                     section uses the rule's defaults."
-                ));
+                self.missing(&format!("{e}; this section uses the rule's defaults."));
                 P::default()
             }
         }

@@ -7,6 +7,7 @@ use crate::input::NoteArea;
 use crate::rule_file::RuleFile;
 
 use super::Page;
+use super::format::json_fields;
 
 impl Page<'_> {
     pub(super) fn rules_summary(&mut self) {
@@ -47,7 +48,7 @@ impl Page<'_> {
                     Cell::num(r.datapoints.to_string()),
                     Cell::text(&r.description),
                     Cell::text(&r.recommendation),
-                    Cell::Code(r.parameters.to_string()),
+                    Cell::Fields(json_fields(&r.parameters)),
                 ]
             })
             .collect();
@@ -67,5 +68,15 @@ impl Page<'_> {
             ],
             &rows,
         );
+        // What of a status does not read (a summary written by another version) is said here,
+        // whichever section would show it.
+        let problems: Vec<String> = self
+            .rules
+            .iter()
+            .flat_map(|r| r.problems.iter().cloned())
+            .collect();
+        for problem in problems {
+            self.missing(&problem);
+        }
     }
 }

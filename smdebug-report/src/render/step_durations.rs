@@ -44,7 +44,7 @@ impl Page<'_> {
             self.verdict(RULE);
             return;
         }
-        let k = self.params::<StepOutlierParams>(RULE).stddev;
+        let k = self.params::<StepOutlierParams>().stddev;
         let details = self.details(RULE).and_then(|d| d.step_outliers().cloned());
         self.lead(&format!(
             "Per node and mode, as the {RULE} rule judged them: a step is an outlier when it is \
@@ -54,10 +54,13 @@ impl Page<'_> {
         match &details {
             Some(d) => self.step_table(d),
             None => {
-                self.missing(&format!(
-                    "The {RULE} rule has no result for this run, so no step is judged an \
+                self.no_result(
+                    RULE,
+                    &format!(
+                        "The {RULE} rule has no result for this run, so no step is judged an \
                      outlier; the table shows the step spans per node and worker."
-                ));
+                    ),
+                );
                 self.span_table(groups);
             }
         }

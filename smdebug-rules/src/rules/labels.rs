@@ -230,7 +230,7 @@ impl TensorRule for ClassImbalance {
             return Err(Error::Rule {
                 rule: Self::NAME.into(),
                 step,
-                reason: format!(
+                source: format!(
                     "{pn} has {} predictions for {} labels in {ln}{}",
                     preds.len(),
                     labels.len(),
@@ -239,7 +239,8 @@ impl TensorRule for ClassImbalance {
                     } else {
                         " (set argmax=true for class scores)"
                     }
-                ),
+                )
+                .into(),
             });
         }
         for l in &labels {
@@ -477,11 +478,12 @@ impl TensorRule for Confusion {
             return Err(Error::Rule {
                 rule: Self::NAME.into(),
                 step,
-                reason: format!(
+                source: format!(
                     "{pname} has {} predictions for {} labels in {lname}",
                     preds.len(),
                     labels.len()
-                ),
+                )
+                .into(),
             });
         }
         let seen = labels.iter().chain(&preds).copied().max().unwrap_or(0);
@@ -500,9 +502,10 @@ impl TensorRule for Confusion {
             return Err(Error::Rule {
                 rule: Self::NAME.into(),
                 step,
-                reason: format!(
+                source: format!(
                     "class index (label {l}, prediction {p}) outside 0..{k} (category_no)"
-                ),
+                )
+                .into(),
             });
         }
         self.recent.extend(&labels, &preds);

@@ -14,6 +14,7 @@ use super::run::RunSource;
 use crate::actions::{ActionConfig, StatusChange};
 use crate::error::{Error, Result};
 use crate::profiler::{Details, ProfilerWindow, StepTimeline};
+use crate::recorded::{Parameters, RuleDetails};
 use crate::report::{ReportOutcome, is_profiler_report, report_verdict};
 use crate::rule::{Needs, ProfilerNeeds, Rule, RuleInput, RuleResult};
 use crate::status::{
@@ -71,7 +72,7 @@ impl Slot {
                 rule: rule.name().to_string(),
                 kind: rule.input(),
                 status: Status::InProgress,
-                parameters: rule.parameters(),
+                parameters: Parameters::decode(rule.name(), rule.parameters()),
                 actions: actions.kinds(),
                 first_fired_step: None,
                 last_fired_step: None,
@@ -85,7 +86,7 @@ impl Slot {
                 message: String::new(),
                 evidence: Vec::new(),
                 action_errors: Vec::new(),
-                details: serde_json::Value::Null,
+                details: RuleDetails::None,
                 window: None,
                 warnings: Vec::new(),
                 unreadable_records: 0,
@@ -543,13 +544,13 @@ impl Evaluation {
                     Rule::Profiler(rule) => {
                         if let Some(details) = rule.details() {
                             status.message = profiler_message(&status, &details);
-                            status.details = details.to_value();
+                            status.details = RuleDetails::Profiler(details);
                         }
                     }
                     Rule::Tensor(rule) => {
                         let details = rule.details();
                         if !details.is_null() {
-                            status.details = details;
+                            status.details = RuleDetails::Custom(details);
                         }
                     }
                 }

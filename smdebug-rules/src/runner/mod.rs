@@ -57,7 +57,7 @@ mod trail;
 pub use crate::status::{RuleStatus, SUMMARY_FILE, Status, Summary, read_summary};
 pub use builder::RunnerBuilder;
 pub use engine::RuleRunner;
-pub use persistence::{ReportPlan, Reporter, RunState};
+pub use persistence::{NoDestination, ReportPlan, Reporter, RunState};
 pub use smdebug_format::layout::rule_log_file;
 pub use threads::RunnerHandle;
 pub use trail::StatusLines;

@@ -15,6 +15,7 @@ use super::evaluation::Evaluation;
 use super::feeding::ProfilerSide;
 use super::run::RunSource;
 use crate::error::ReportWriteError;
+use crate::recorded::{ReportDetails, RuleDetails};
 use crate::report::ReportOutcome;
 use crate::status::{SUMMARY_FILE, Summary};
 
@@ -47,10 +48,25 @@ pub struct RunState<'a> {
 pub struct ReportPlan {
     /// Where the report goes (a path or URL, shown in `ProfilerReport`'s status), or why it
     /// will not be written.
-    pub destination: std::result::Result<String, String>,
+    pub destination: std::result::Result<String, NoDestination>,
     /// Inputs of the report's own that cannot be read (a named trace file): the report is
     /// written without them and `ProfilerReport` ends in `Error`.
     pub problems: Vec<String>,
+}
+
+/// Why a [`Reporter`] has nowhere to write its report.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NoDestination {
+    /// It writes into the run only, and the runner does not write into the run.
+    #[error(
+        "report not written: the runner does not write into the run (`smdebug rules \
+         --write-into-run` does) and no other path was given (`smdebug report -o FILE`)"
+    )]
+    NotWritingIntoRun,
+    /// A reporter's own reason (a reporter other than smdebug-report's `ReportWriter`).
+    #[error("report not written: {0}")]
+    Unavailable(String),
 }
 
 /// Draws a report from the runner's state
@@ -187,9 +203,9 @@ impl Persistence {
             Ok(d) => d,
             Err(why) => {
                 if let Some(i) = slot {
-                    rules.slots[i].status.details = serde_json::Value::Null;
+                    rules.slots[i].status.details = RuleDetails::None;
                 }
-                self.set_outcome(rules, ReportOutcome::NotDrawn(why));
+                self.set_outcome(rules, ReportOutcome::NotDrawn(why.to_string()));
                 self.reporter = Some(reporter);
                 return;
             }
@@ -197,7 +213,9 @@ impl Persistence {
         // The page shows this slot too: say where the report goes, and what it had to leave
         // out, before it is drawn.
         if let Some(i) = slot {
-            rules.slots[i].status.details = serde_json::json!({ "report": destination });
+            rules.slots[i].status.details = RuleDetails::Report(ReportDetails {
+                report: destination.clone(),
+            });
         }
         let planned = if plan.problems.is_empty() {
             ReportOutcome::Written(destination.clone())
@@ -211,7 +229,7 @@ impl Persistence {
         let summary = self.summary(run, rules);
         if let Err(e) = reporter.write(&self.state(run, profiler, &summary)) {
             if let Some(i) = slot {
-                rules.slots[i].status.details = serde_json::Value::Null;
+                rules.slots[i].status.details = RuleDetails::None;
             }
             self.set_outcome(
                 rules,

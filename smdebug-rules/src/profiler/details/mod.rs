@@ -1,7 +1,8 @@
 //! What a profiler rule found, typed: the evidence the report's sections and the dashboard
 //! show, read from the rule itself ([`ProfilerRule::details`](crate::ProfilerRule::details)) or
 //! back from the rules summary (`rules/rule_job_summary.json`) with
-//! [`RuleStatus::profiler_details`](crate::RuleStatus::profiler_details).
+//! [`RuleStatus::profiler_details`](crate::RuleStatus::profiler_details), which says why when
+//! they do not read ([`crate::DecodeError`]).
 //!
 //! The JSON form is the struct's fields with a `kind` tag (`{"kind": "bottlenecks",
 //! "nodes": {...}}`). Every profiler rule's details are typed; the evidence of the bottleneck,
@@ -58,14 +59,6 @@ pub enum Details {
 }
 
 impl Details {
-    /// The details in `value` (the JSON form); `None` for null, and for an object that is no
-    /// profiler rule's details (ProfilerReport's `{"report": ...}`, a debugging rule's). A
-    /// reader that knows the rule is a profiler rule uses [`Details::decode`], which says why
-    /// its details do not read.
-    pub fn of_value(value: &serde_json::Value) -> Option<Details> {
-        Details::decode(value).ok().flatten()
-    }
-
     /// The details of a profiler rule in `value`: `Ok(None)` when it wrote none (null), an
     /// error naming what does not fit when they are not what this version writes (a summary
     /// written by another version of the rule, or damaged).
