@@ -33,7 +33,7 @@
 //!
 //! | feature | what it adds |
 //! | --- | --- |
-//! | (default: `gpu`) | capture, host and GPU sampling, framework spans and stop requests, to local disk; about 80 crates, with no reader, object-store client, async runtime, HTTP, TLS, mail, chart or code-profile crate in the build |
+//! | (default: `gpu`) | capture, host and GPU sampling, framework spans and stop requests, to local disk; about 65 crates, with no reader, object-store client, async runtime, HTTP, TLS, mail, chart or code-profile crate in the build |
 //! | `gpu` | GPU metrics through NVML, loaded at run time (on by default; without it a host with NVIDIA GPUs logs a warning naming it) |
 //! | `code-profile` | the sampling CPU profile over a code-profile window (`code_profiling`, SageMaker's Python profiling); Linux |
 //! | `read` | reading runs back: `read::Trial` (and the prelude's `Trial`), the profiler readers and followers, Kineto traces |
