@@ -80,6 +80,14 @@ impl SnsProtocol {
             SnsProtocol::Sms => "sms",
         }
     }
+
+    /// The filter policy's and message attribute's key smdebug uses for the protocol.
+    pub fn attribute(self) -> &'static str {
+        match self {
+            SnsProtocol::Email => "email",
+            SnsProtocol::Sms => "phone_num",
+        }
+    }
 }
 
 /// smdebug's topic for rule notifications.
@@ -383,6 +391,32 @@ pub struct StatusChange {
 }
 
 impl RuleEvent {
+    /// The SNS message and subject: smdebug's wording, with the evidence; the subject at most
+    /// 100 printable ASCII characters, as SNS takes them.
+    #[cfg(feature = "sns")]
+    fn sns_message(&self) -> (String, String) {
+        let mut body = self.summary_line();
+        for e in &self.evidence {
+            body.push_str(&format!(
+                "\n  {} at step {}: {} = {}",
+                e.tensor, e.step, e.measure, e.value
+            ));
+        }
+        let subject: String = self
+            .subject()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_graphic() || c == ' ' {
+                    c
+                } else {
+                    '?'
+                }
+            })
+            .take(100)
+            .collect();
+        (body, subject)
+    }
+
     /// One line for people: `VanishingGradient fired at step 12 of /runs/a: …`, or for a
     /// status change `VanishingGradient: InProgress -> NoIssuesFound at step 570 of /runs/a: …`.
     pub fn summary_line(&self) -> String {
@@ -501,18 +535,23 @@ pub fn execute(action: &ActionConfig, event: &RuleEvent, ctx: &ActionContext) ->
             endpoint_url,
             timeout_s,
             ..
-        } => sns::notify(
-            &sns::Target {
-                protocol: *protocol,
-                endpoint,
-                topic,
-                region: region.as_deref(),
-                endpoint_url: endpoint_url.as_deref(),
-                timeout: secs(*timeout_s),
-            },
-            event,
-        )
-        .map_err(fail),
+        } => {
+            let (body, subject) = event.sns_message();
+            sns::notify(
+                &sns::Target {
+                    protocol: protocol.name(),
+                    attribute: protocol.attribute(),
+                    endpoint,
+                    topic,
+                    region: region.as_deref(),
+                    endpoint_url: endpoint_url.as_deref(),
+                    timeout: secs(*timeout_s),
+                },
+                &subject,
+                &body,
+            )
+            .map_err(fail)
+        }
         ActionConfig::Command {
             program,
             args,

@@ -14,8 +14,8 @@ use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 use crate::profiler::Details;
+use crate::registry::is_profiler_report;
 use crate::registry::{BuiltinParams, RuleParams};
-use crate::report::is_profiler_report;
 
 /// Why what a status records does not read as the type asked for.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -131,10 +131,10 @@ macro_rules! registry {
                 recorded: &Value,
             ) -> Option<std::result::Result<BuiltinParams, serde_json::Error>> {
                 $( if rule == $trule::NAME {
-                    return Some(crate::status::parameters_as::<$tparams>(recorded).map(BuiltinParams::$trule));
+                    return Some(parameters_as::<$tparams>(recorded).map(BuiltinParams::$trule));
                 } )*
                 $( if rule == $prule::NAME {
-                    return Some(crate::status::parameters_as::<$pparams>(recorded).map(BuiltinParams::$prule));
+                    return Some(parameters_as::<$pparams>(recorded).map(BuiltinParams::$prule));
                 } )*
                 None
             }
@@ -394,6 +394,41 @@ pub fn build_rule(spec: &RuleSpec) -> Result<Rule> {
             .collect(),
     })?;
     builtin.build(&spec.parameters)
+}
+
+/// A rule's parameters as a status or a rule file records them, as the rule's parameter type
+/// `P` (`CPUBottleneckParams`, ...): each one not recorded at its default. An error naming what
+/// does not fit when they are not `P`'s (another rule's, or recorded by another version): a
+/// value of the wrong kind, or a name `P` does not have.
+pub(crate) fn parameters_as<P: serde::de::DeserializeOwned + Serialize>(
+    parameters: &serde_json::Value,
+) -> std::result::Result<P, serde_json::Error> {
+    use serde::de::Error as _;
+    let empty = serde_json::Value::Object(Default::default());
+    let recorded = match parameters {
+        serde_json::Value::Null => &empty,
+        given => given,
+    };
+    let params = P::deserialize(recorded)?;
+    if let (Some(recorded), Ok(serde_json::Value::Object(known))) =
+        (recorded.as_object(), serde_json::to_value(&params))
+        && let Some(unknown) = recorded.keys().find(|k| !known.contains_key(*k))
+    {
+        return Err(serde_json::Error::custom(format!(
+            "no parameter `{unknown}` (it has {})",
+            known
+                .keys()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok(params)
+}
+
+/// Whether a spec names the `ProfilerReport` rule (`ProfilerReport` or `profiler_report`).
+pub fn is_profiler_report(name: &str) -> bool {
+    name.trim().to_ascii_lowercase().replace('_', "") == "profilerreport"
 }
 
 #[cfg(test)]

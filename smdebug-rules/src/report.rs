@@ -31,6 +31,7 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 use crate::params::RuleSpec;
 use crate::registry::builtin_profiler_rules;
+pub use crate::registry::is_profiler_report;
 use crate::rule::{ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::status::{RuleStatus, Status};
 
@@ -52,11 +53,6 @@ pub fn sagemaker_report_dir(at: std::time::SystemTime) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     format!("rule-output/{PROFILER_REPORT}-{seconds}/profiler-output")
-}
-
-/// Whether a spec names the `ProfilerReport` rule (`ProfilerReport` or `profiler_report`).
-pub fn is_profiler_report(name: &str) -> bool {
-    name.trim().to_ascii_lowercase().replace('_', "") == "profilerreport"
 }
 
 /// The specs of the profiler rules a `ProfilerReport` spec runs, with its `<Rule>_<param>`

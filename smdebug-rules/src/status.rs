@@ -466,33 +466,3 @@ pub(crate) fn profiler_no_data_reason(
         None => "nothing in this run's profiler data for this rule to check".into(),
     }
 }
-
-/// A rule's parameters as a status or a rule file records them, as the rule's parameter type
-/// `P` (`CPUBottleneckParams`, ...): each one not recorded at its default. An error naming what
-/// does not fit when they are not `P`'s (another rule's, or recorded by another version): a
-/// value of the wrong kind, or a name `P` does not have.
-pub(crate) fn parameters_as<P: serde::de::DeserializeOwned + Serialize>(
-    parameters: &serde_json::Value,
-) -> std::result::Result<P, serde_json::Error> {
-    use serde::de::Error as _;
-    let empty = serde_json::Value::Object(Default::default());
-    let recorded = match parameters {
-        serde_json::Value::Null => &empty,
-        given => given,
-    };
-    let params = P::deserialize(recorded)?;
-    if let (Some(recorded), Ok(serde_json::Value::Object(known))) =
-        (recorded.as_object(), serde_json::to_value(&params))
-        && let Some(unknown) = recorded.keys().find(|k| !known.contains_key(*k))
-    {
-        return Err(serde_json::Error::custom(format!(
-            "no parameter `{unknown}` (it has {})",
-            known
-                .keys()
-                .map(|k| format!("`{k}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    }
-    Ok(params)
-}

@@ -17,7 +17,8 @@ use smdebug_rules::profiler::{StepOutlier, StepOutlierDetails};
 use smdebug_read::trial::TensorFollower;
 
 use crate::downsample::{MAX_POINTS, Plan, ScalarLines, Value, draw, min_max, plan};
-use crate::run::{Run, RunData};
+use crate::run::Run;
+use crate::run_data::RunData;
 use crate::series::{
     EveryValue, Histogram, ModeSeries, Outlier, ScalarModeValues, ScalarPage, ScalarSeries,
     ScalarValues, SmoothedLine, SpanList, SpanRow, SpanSort, StepPhases, StepRow, StepSeries,

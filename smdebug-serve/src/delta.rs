@@ -10,7 +10,7 @@ use smdebug_format::system::vocab;
 
 use crate::journal::{Journal, SampleEntry, StepEntry};
 use crate::push_views::{RunDelta, SampleDelta, StepDelta};
-use crate::run::RunData;
+use crate::run_data::RunData;
 use crate::series::finite;
 
 /// Step spans one push carries at most.

@@ -7,7 +7,7 @@ use smdebug_core::EndReason;
 use smdebug_rules::report::is_profiler_report;
 use smdebug_rules::{RuleInput, Status, Summary};
 
-use crate::run::RunData;
+use crate::run_data::RunData;
 use crate::views::{Health, Phase, Severity};
 
 /// The rule whose stop request ended the job (or, before the job ended, asked it to), and the

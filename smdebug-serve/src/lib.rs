@@ -104,6 +104,7 @@ mod push_views;
 mod report;
 mod routes;
 mod run;
+mod run_data;
 mod schema;
 mod series;
 mod server;

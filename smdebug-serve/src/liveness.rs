@@ -18,7 +18,7 @@
 use smdebug_io::jobs::{STALE_AFTER, utc};
 
 use crate::processes::ProcessView;
-use crate::run::RunData;
+use crate::run_data::RunData;
 use crate::views::Phase;
 
 /// Nothing advanced for this long (or five typical step intervals, when longer): stalled. A

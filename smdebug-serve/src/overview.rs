@@ -12,7 +12,8 @@ use smdebug_read::profile::{self as profiler, MetricSeries};
 use crate::api::{Window, is_step};
 use crate::downsample::plan;
 use crate::liveness;
-use crate::run::{Run, RunData};
+use crate::run::Run;
+use crate::run_data::RunData;
 use crate::series::finite;
 use crate::summary::NonFiniteSteps;
 use crate::summary::SeriesSummary;
@@ -386,7 +387,7 @@ mod tests {
 
     use super::progress;
     use crate::liveness::{Freshness, STALLED_AFTER_S};
-    use crate::run::RunData;
+    use crate::run_data::RunData;
     use crate::views::Phase;
 
     /// A run whose progress files counted `points` (wall time, steps), planning 1,000 steps.

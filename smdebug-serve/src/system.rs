@@ -9,7 +9,8 @@ use smdebug_read::profile::MetricSeries;
 use crate::api::{Window, time_series};
 use crate::natural::natural_cmp;
 use crate::page::Page;
-use crate::run::{Run, RunData};
+use crate::run::Run;
+use crate::run_data::RunData;
 use crate::series::{Heatmap, HeatmapRow, SystemPage, SystemSeries, finite, is_timeline};
 
 /// Heatmap rows at most: beyond, neighbouring rows are averaged into bands.

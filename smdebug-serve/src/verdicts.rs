@@ -6,7 +6,7 @@ use smdebug_rules::report::{is_profiler_report, summary_report_verdict};
 use smdebug_rules::{Status, Summary};
 
 use crate::diagnosis::{severity, short_finding, stop_cause, sums_up};
-use crate::run::RunData;
+use crate::run_data::RunData;
 use crate::views::{EvidenceView, Num, RuleView};
 
 /// The rules' statuses of a run, in the order the page lists them ([`RuleView::rank`]: the

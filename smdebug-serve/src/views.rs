@@ -77,7 +77,7 @@ pub enum Phase {
 
 /// Where a run's files stand: found or not, openable, ended, open to stop requests, asked to
 /// stop. The run list and the overview both say it, from the run's data
-/// ([`RunData::standing`](crate::run::RunData::standing)).
+/// ([`RunData::standing`](crate::run_data::RunData::standing)).
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct RunStanding {
     /// Anything of the run was found.

@@ -11,11 +11,13 @@ use aws_sdk_sns::Client;
 use aws_sdk_sns::error::DisplayErrorContext;
 use aws_sdk_sns::types::MessageAttributeValue;
 
-use super::{RuleEvent, SnsProtocol};
-
 /// Where a notification goes.
 pub(super) struct Target<'a> {
-    pub protocol: SnsProtocol,
+    /// The subscription's protocol as SNS names it (`email`, `sms`).
+    pub protocol: &'static str,
+    /// The filter policy's and message attribute's key smdebug uses for it (`email`,
+    /// `phone_num`).
+    pub attribute: &'static str,
     pub endpoint: &'a str,
     pub topic: &'a str,
     pub region: Option<&'a str>,
@@ -35,14 +37,6 @@ fn region(target: &Target<'_>) -> String {
         .unwrap_or_else(|| "us-east-1".to_string())
 }
 
-/// The filter policy and message attribute key smdebug uses for the protocol.
-fn attribute(protocol: SnsProtocol) -> &'static str {
-    match protocol {
-        SnsProtocol::Email => "email",
-        SnsProtocol::Sms => "phone_num",
-    }
-}
-
 /// An SDK error in words, with a hint when what is missing is credentials.
 fn described(op: &str, e: impl std::error::Error) -> String {
     let text = DisplayErrorContext(&e).to_string();
@@ -56,42 +50,17 @@ fn described(op: &str, e: impl std::error::Error) -> String {
     }
 }
 
-/// The message and subject for `event`: smdebug's wording, with the evidence.
-fn message(event: &RuleEvent) -> (String, String) {
-    let mut body = event.summary_line();
-    for e in &event.evidence {
-        body.push_str(&format!(
-            "\n  {} at step {}: {} = {}",
-            e.tensor, e.step, e.measure, e.value
-        ));
-    }
-    // SNS takes subjects of at most 100 printable ASCII characters.
-    let subject: String = event
-        .subject()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_graphic() || c == ' ' {
-                c
-            } else {
-                '?'
-            }
-        })
-        .take(100)
-        .collect();
-    (body, subject)
-}
-
-/// Publishes `event` to the target's topic, creating the topic and the subscription first
-/// when they are missing.
-pub(super) fn notify(target: &Target<'_>, event: &RuleEvent) -> Result<(), String> {
+/// Publishes `body` under `subject` to the target's topic, creating the topic and the
+/// subscription first when they are missing.
+pub(super) fn notify(target: &Target<'_>, subject: &str, body: &str) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("SNS: cannot start a runtime: {e}"))?;
-    runtime.block_on(send(target, event))
+    runtime.block_on(send(target, subject, body))
 }
 
-async fn send(target: &Target<'_>, event: &RuleEvent) -> Result<(), String> {
+async fn send(target: &Target<'_>, subject: &str, body: &str) -> Result<(), String> {
     let mut loader = aws_config::defaults(BehaviorVersion::latest())
         .region(aws_config::Region::new(region(target)))
         .timeout_config(
@@ -112,8 +81,7 @@ async fn send(target: &Target<'_>, event: &RuleEvent) -> Result<(), String> {
         .topic_arn
         .ok_or_else(|| format!("SNS CreateTopic `{}` returned no topic ARN", target.topic))?;
     subscribe_once(&client, &topic_arn, target).await?;
-    let (body, subject) = message(event);
-    let key = attribute(target.protocol);
+    let key = target.attribute;
     let value = MessageAttributeValue::builder()
         .data_type("String")
         .string_value(target.endpoint)
@@ -138,7 +106,7 @@ async fn subscribe_once(
     topic_arn: &str,
     target: &Target<'_>,
 ) -> Result<(), String> {
-    let protocol = target.protocol.name();
+    let protocol = target.protocol;
     let mut token: Option<String> = None;
     loop {
         let page = client
@@ -160,7 +128,7 @@ async fn subscribe_once(
             _ => break,
         }
     }
-    let policy = serde_json::json!({ attribute(target.protocol): [target.endpoint] });
+    let policy = serde_json::json!({ target.attribute: [target.endpoint] });
     client
         .subscribe()
         .topic_arn(topic_arn)
