@@ -36,8 +36,8 @@ use smdebug_rules::runner::SUMMARY_FILE;
 use crate::identity::{Change, Identity};
 use crate::journal::Journal;
 use crate::processes::{self, Arrivals, ProcessView};
-use crate::summary::ScalarSummaries;
 use crate::run_data::RunData;
+use crate::summary::ScalarSummaries;
 use crate::views::{Changed, RunStanding};
 
 /// Event-file bytes the dashboard's `Trial` keeps between views.

@@ -2,25 +2,18 @@
 //! the verdicts, the pushes), filled by the follower pass in [`run`](crate::run).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+
 use smdebug_analysis::digest::ProfileDigest;
-use smdebug_core::{EndReason, StopCause};
-use smdebug_io::progress::{Progress, read_run_progress};
-use smdebug_io::stop::{StopRequest, read_stop_request, sanitize_reason};
-use smdebug_io::storage::Location;
-use smdebug_io::{Storage, StorageOptions};
-use smdebug_read::follow::{
-use smdebug_read::profile::{CodeProfileWindow, ProfileData, SampleBatch, SpanBatch};
-use smdebug_read::run::EndMarker;
-use smdebug_read::trial::{TensorFollower, TensorIncrement, Trial, TrialOptions};
+use smdebug_core::EndReason;
+use smdebug_io::progress::Progress;
+use smdebug_io::stop::StopRequest;
+use smdebug_read::follow::DataProblems;
+use smdebug_read::profile::{CodeProfileWindow, ProfileData};
 use smdebug_rules::Summary;
-use smdebug_rules::read_summary_from;
-use smdebug_rules::runner::SUMMARY_FILE;
-use crate::identity::{Change, Identity};
+
 use crate::journal::Journal;
-use crate::processes::{self, Arrivals, ProcessView};
+use crate::processes::{Arrivals, ProcessView};
 use crate::summary::ScalarSummaries;
 use crate::views::{Changed, RunStanding};
 
