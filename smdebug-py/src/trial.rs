@@ -38,12 +38,20 @@ impl NativeTrial {
         mode: Mode,
         worker: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        // One lookup and one lock per value (`Trial::raw_value`), the GIL released meanwhile.
+        // A value decoded ahead is taken with the GIL held (that never blocks: `decoded_value`);
+        // otherwise one lookup and one read (`Trial::raw_value_as`), the GIL released meanwhile.
         // The budget counts the numpy copy too (`Conversion::Array`), before decoding.
-        let read = py.detach(|| {
-            self.trial
-                .raw_value_as(name, step, Some(mode), worker, Conversion::Array)
-        });
+        let conversion = Conversion::Array;
+        let read = match self
+            .trial
+            .decoded_value(name, step, Some(mode), worker, conversion)
+        {
+            Some(value) => Ok(value),
+            None => py.detach(|| {
+                self.trial
+                    .raw_value_as(name, step, Some(mode), worker, conversion)
+            }),
+        };
         match read {
             Ok(value) => value_to_numpy(py, name, &value, self.trial.options().max_tensor_bytes),
             Err(e) => Err(read_error(py, e, mode)),
