@@ -129,8 +129,8 @@ impl NativeTrial {
     /// array (`TrialOptions::max_tensor_bytes`, 1 GiB by default); over it a read raises
     /// `TensorTooLarge`, a `MemoryError`. `map_files`: memory-map the event files (off by
     /// default: a file cut short in place while mapped would kill the interpreter with SIGBUS).
-    /// `read_ahead`: read the next event files on other threads while values are read one by
-    /// one (`TrialOptions::read_files_ahead`, on by default).
+    /// `read_ahead`: decode the next values on other threads while values are read one by one
+    /// (`TrialOptions::read_files_ahead`, on by default).
     #[new]
     #[pyo3(signature = (location, range_start=None, range_end=None, window=1000, wait_for_collections=false, max_tensor_bytes=None, map_files=false, read_ahead=true))]
     #[allow(clippy::too_many_arguments)]
