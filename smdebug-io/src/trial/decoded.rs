@@ -5,7 +5,7 @@
 //! lock and a record read and decoded on its own thread, with the files read on demand. So once
 //! it reads a tensor in step order (two reads of the same tensor, mode, worker and conversion,
 //! the second at a later step), the tensor's next steps are looked up under one lock and their
-//! values read and decoded together on a few threads, and the next reads take them from here
+//! values read and decoded together (by the caller and rayon's threads beside it), and the next reads take them from here
 //! ([`Trial::decoded_value`]) without a lookup, a file or a decoder.
 //!
 //! A value taken from here is the one the caller's own read would give: it was looked up by
@@ -18,14 +18,16 @@
 //! files and values they hold within [`BATCH_BYTES`].
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 
 use smdebug_core::Mode;
 
 use super::records::TensorValue;
-use super::source::{Location, WHOLE_FILE_MAX};
+use super::source::{Files, Location, WHOLE_FILE_MAX};
 use super::state::State;
-use super::{Conversion, Trial};
+use super::{Budget, Conversion, Trial};
+use crate::storage::Storage;
 
 /// Values decoded ahead at most.
 const BATCH_VALUES: usize = 512;
@@ -192,68 +194,140 @@ fn next_locations(
 }
 
 /// What a value read at `loc` holds in memory: its event file (whole when up to 1 MiB, else its
-/// record) and the value.
-fn held_bytes(loc: &Location, value: &TensorValue) -> u64 {
+/// record) and the value (`None`: before it is decoded, at most its record).
+fn held_bytes(loc: &Location, value: Option<&TensorValue>) -> u64 {
     let file = if loc.file.len <= WHOLE_FILE_MAX {
         loc.file.len
     } else {
         loc.length
     };
     let value = match value {
-        TensorValue::Numbers(bytes) => bytes.data.len(),
-        TensorValue::Strings(strings) => strings.values().iter().map(|v| v.len()).sum(),
+        None => loc.length,
+        Some(TensorValue::Numbers(bytes)) => bytes.data.len() as u64,
+        Some(TensorValue::Strings(strings)) => {
+            strings.values().iter().map(|v| v.len() as u64).sum()
+        }
     };
-    file + value as u64
+    file + value
 }
 
-/// The values at `locations`, read on a few threads, each thread's part within its share of
-/// [`BATCH_BYTES`]: a thread stops at the first value past it, and at the first read that
-/// fails (the caller reads that step itself).
+/// Values read together by one thread.
+const CHUNK: usize = 16;
+
+/// Values decoded ahead, with their steps.
+type Values = Vec<(u64, TensorValue)>;
+
+/// A batch of reads shared by the caller and the pool's threads: each takes the next chunk of
+/// locations until none is left.
+struct Work {
+    storage: Arc<dyn Storage>,
+    files: Arc<Files>,
+    name: String,
+    budget: Budget,
+    locations: Vec<(u64, Location)>,
+    /// The next chunk to take.
+    next: AtomicUsize,
+    /// Each chunk's values once read, and how many chunks are read.
+    done: Mutex<(Vec<Values>, usize)>,
+    all_done: Condvar,
+}
+
+impl Work {
+    fn chunks(&self) -> usize {
+        self.locations.len().div_ceil(CHUNK)
+    }
+
+    /// Reads chunks until none is left; a chunk stops at its first read that fails (the caller
+    /// reads that step itself).
+    fn run(&self) {
+        loop {
+            let c = self.next.fetch_add(1, Ordering::Relaxed);
+            if c >= self.chunks() {
+                return;
+            }
+            let end = (c * CHUNK + CHUNK).min(self.locations.len());
+            let mut out = Vec::with_capacity(end - c * CHUNK);
+            for (step, loc) in &self.locations[c * CHUNK..end] {
+                let read = super::records::read_value(
+                    self.storage.as_ref(),
+                    &self.files,
+                    loc,
+                    &self.name,
+                    self.budget,
+                );
+                let Ok(value) = read else {
+                    break;
+                };
+                out.push((*step, value));
+            }
+            let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+            done.0[c] = out;
+            done.1 += 1;
+            if done.1 == self.chunks() {
+                self.all_done.notify_all();
+            }
+        }
+    }
+}
+
+/// The values at `locations` (as many as [`BATCH_BYTES`] holds), read by the caller and, when
+/// there are enough of them, by the pool's threads beside it. The caller never waits for a
+/// thread to start: it reads whatever no thread has taken, and waits only for chunks being
+/// read.
 fn decode(
     trial: &Trial,
     name: &str,
     conversion: Conversion,
-    locations: Vec<(u64, Location)>,
+    mut locations: Vec<(u64, Location)>,
 ) -> VecDeque<(u64, TensorValue)> {
+    // At most what the batch may hold, counting each record as its value's size.
+    let mut held = 0u64;
+    let fit = locations
+        .iter()
+        .take_while(|(_, loc)| {
+            held = held.saturating_add(held_bytes(loc, None));
+            held <= BATCH_BYTES
+        })
+        .count();
+    locations.truncate(fit);
     if locations.is_empty() {
         return VecDeque::new();
     }
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 4)
-        .min(locations.len().div_ceil(64));
-    let share = BATCH_BYTES / threads as u64;
-    let read_part = |part: &[(u64, Location)]| {
-        let mut held = 0u64;
-        let mut out = Vec::with_capacity(part.len());
-        for (step, loc) in part {
-            let Ok(value) = trial.read_value(name, loc, conversion) else {
-                break;
-            };
-            held += held_bytes(loc, &value);
-            if held > share {
-                break;
-            }
-            out.push((*step, value));
-        }
-        out
-    };
-    if threads <= 1 {
-        return read_part(&locations).into();
-    }
-    let part_len = locations.len().div_ceil(threads);
-    let parts: Vec<Vec<(u64, TensorValue)>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = locations
-            .chunks(part_len)
-            .map(|part| scope.spawn(|| read_part(part)))
-            .collect();
-        handles
-            .into_iter()
-            // A panic in a reader thread is a bug: re-raise it here rather than hide it.
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
+    let chunks = locations.len().div_ceil(CHUNK);
+    let work = Arc::new(Work {
+        storage: trial.storage.clone(),
+        files: trial.files.clone(),
+        name: name.to_string(),
+        budget: trial.budget(conversion),
+        locations,
+        next: AtomicUsize::new(0),
+        done: Mutex::new((vec![Vec::new(); chunks], 0)),
+        all_done: Condvar::new(),
     });
-    // A part cut short leaves a gap: the values after it are kept, the caller reads the gap's
-    // steps itself.
-    parts.into_iter().flatten().collect()
+    let helpers = rayon_core::current_num_threads().min(chunks - 1);
+    for _ in 0..helpers {
+        let work = work.clone();
+        rayon_core::spawn(move || work.run());
+    }
+    work.run();
+    let mut done = work.done.lock().unwrap_or_else(|p| p.into_inner());
+    while done.1 < chunks {
+        done = work.all_done.wait(done).unwrap_or_else(|p| p.into_inner());
+    }
+    // In step order; a chunk cut short leaves a gap (the caller reads its steps itself). A
+    // value decoded larger than its record (values held in typed fields) may end the batch.
+    let mut held = 0u64;
+    let mut out = VecDeque::new();
+    let parts = std::mem::take(&mut done.0);
+    'parts: for (c, part) in parts.into_iter().enumerate() {
+        let first = c * CHUNK;
+        for (i, (step, value)) in part.into_iter().enumerate() {
+            held += held_bytes(&work.locations[first + i].1, Some(&value));
+            if held > BATCH_BYTES {
+                break 'parts;
+            }
+            out.push_back((step, value));
+        }
+    }
+    out
 }

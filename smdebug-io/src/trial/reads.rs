@@ -185,7 +185,7 @@ impl Trial {
     }
 
     /// The budget of one read whose value the reader converts as `conversion` says.
-    fn budget(&self, conversion: Conversion) -> Budget {
+    pub(super) fn budget(&self, conversion: Conversion) -> Budget {
         Budget::new(self.options.max_tensor_bytes, conversion)
     }
 
