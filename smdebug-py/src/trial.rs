@@ -40,12 +40,20 @@ impl NativeTrial {
         mode: Mode,
         worker: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        // One lookup and one lock per value (`Trial::raw_value`), the GIL released meanwhile.
+        // A value decoded ahead is taken with the GIL held (that never blocks: `decoded_value`);
+        // otherwise one lookup and one read (`Trial::raw_value_as`), the GIL released meanwhile.
         // The budget counts the numpy copy too (`Conversion::Array`), before decoding.
-        let read = py.detach(|| {
-            self.trial
-                .raw_value_as(name, step, Some(mode), worker, Conversion::Array)
-        });
+        let conversion = Conversion::Array;
+        let read = match self
+            .trial
+            .decoded_value(name, step, Some(mode), worker, conversion)
+        {
+            Some(value) => Ok(value),
+            None => py.detach(|| {
+                self.trial
+                    .raw_value_as(name, step, Some(mode), worker, conversion)
+            }),
+        };
         match read {
             Ok(value) => value_to_numpy(py, name, &value, self.trial.options().max_tensor_bytes),
             Err(e) => Err(read_error(py, e, mode)),
@@ -123,8 +131,8 @@ impl NativeTrial {
     /// array (`TrialOptions::max_tensor_bytes`, 1 GiB by default); over it a read raises
     /// `TensorTooLarge`, a `MemoryError`. `map_files`: memory-map the event files (off by
     /// default: a file cut short in place while mapped would kill the interpreter with SIGBUS).
-    /// `read_ahead`: read the next event files on other threads while values are read one by
-    /// one (`TrialOptions::read_files_ahead`, on by default).
+    /// `read_ahead`: decode the next values on other threads while values are read one by one
+    /// (`TrialOptions::read_files_ahead`, on by default).
     #[new]
     #[pyo3(signature = (location, range_start=None, range_end=None, window=1000, wait_for_collections=false, max_tensor_bytes=None, map_files=false, read_ahead=true))]
     #[allow(clippy::too_many_arguments)]

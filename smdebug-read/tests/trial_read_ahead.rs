@@ -1,13 +1,15 @@
-//! Reading event files ahead of a caller that reads value by value
-//! (`TrialOptions::read_files_ahead`, on by default) changes nothing a read gives: the same
-//! values and the same errors, in whatever order the values are asked for, whatever the file
-//! cache holds, and for files deleted or cut short after the trial was opened.
+//! Reading ahead of a caller that reads value by value (`TrialOptions::read_files_ahead`, on
+//! by default: event files read ahead of `raw_bytes`, values decoded ahead of `raw_value`)
+//! changes nothing a read gives: the same values and the same errors, in whatever order the
+//! values are asked for, whatever the file cache holds, for files deleted or cut short after
+//! the trial was opened, and for index files read after the values were decoded ahead.
 
 use half::f16;
-use smdebug_core::{Mode, TensorView};
+use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
 use smdebug_io::storage::open_storage;
 use smdebug_io::testing::wait_until;
-use smdebug_read::trial::{Trial, TrialOptions};
+use smdebug_io::writer::{OverflowPolicy, Writer};
+use smdebug_read::trial::{TensorValue, Trial, TrialOptions};
 use smdebug_testkit::runs::every_step_hook_on;
 use smdebug_testkit::storage::{EventReads, Intercepted};
 
@@ -80,6 +82,25 @@ fn read_all(trial: &Trial, order: &[Ask]) -> Vec<Read> {
         .collect()
 }
 
+/// Reads `(name, step, mode)` in the order given, value by value, with `raw_value` (values
+/// decoded ahead when the trial reads ahead).
+fn read_values(trial: &Trial, order: &[Ask]) -> Vec<Read> {
+    order
+        .iter()
+        .map(|(name, step, mode)| {
+            trial
+                .raw_value(name, *step, *mode, None)
+                .map_err(|e| e.to_string())
+                .and_then(|v| match v {
+                    TensorValue::Numbers(v) => {
+                        Ok((v.dtype.name().to_string(), v.shape, v.data.to_vec()))
+                    }
+                    TensorValue::Strings(_) => Err("a string tensor".to_string()),
+                })
+        })
+        .collect()
+}
+
 /// The orders a reader asks for values in: tensor by tensor (twice over, so files are fetched
 /// again), step by step, backwards, every seventh step, by TRAIN step, and names and steps the
 /// run does not have in between.
@@ -148,9 +169,30 @@ fn reading_ahead_gives_the_values_and_errors_reading_without_it_gives_in_any_ord
                 &Trial::open_with(&run, options(true, budget)).unwrap(),
                 &order,
             );
+            // Values decoded ahead (`raw_value`), and `raw_value` with nothing read ahead.
+            let decoded = read_values(
+                &Trial::open_with(&run, options(true, budget)).unwrap(),
+                &order,
+            );
+            let plain = read_values(
+                &Trial::open_with(&run, options(false, budget)).unwrap(),
+                &order,
+            );
             assert_eq!(want.len(), got.len());
             for (i, (w, g)) in want.iter().zip(&got).enumerate() {
                 assert!(w == g, "{what}, budget {budget}: read {i} {:?}", order[i]);
+            }
+            for (i, ((w, d), p)) in want.iter().zip(&decoded).zip(&plain).enumerate() {
+                assert!(
+                    w == p,
+                    "{what}, budget {budget}: raw_value {i} {:?}",
+                    order[i]
+                );
+                assert!(
+                    w == d,
+                    "{what}, budget {budget}: decoded {i} {:?}",
+                    order[i]
+                );
             }
             let errors = want.iter().filter(|r| r.is_err()).count();
             let expected = match what {
@@ -174,7 +216,8 @@ fn a_file_deleted_or_cut_short_after_opening_is_the_same_error_with_or_without_r
     };
     let ahead = Trial::open_with(&run, options(true, 256 << 20)).unwrap();
     let not_ahead = Trial::open_with(&run, options(false, 256 << 20)).unwrap();
-    // Both opened; then step 100's file is deleted and step 200's cut to half, before any value
+    let decoding = Trial::open_with(&run, options(true, 256 << 20)).unwrap();
+    // All opened; then step 100's file is deleted and step 200's cut to half, before any value
     // is read (the files read ahead of step 1 reach both).
     std::fs::remove_file(event(100)).unwrap();
     let cut = std::fs::OpenOptions::new()
@@ -191,6 +234,8 @@ fn a_file_deleted_or_cut_short_after_opening_is_the_same_error_with_or_without_r
     let want = read_all(&not_ahead, &order);
     let got = read_all(&ahead, &order);
     assert_eq!(want, got);
+    // Values decoded ahead (from step 2 on, past both files): the same, errors included.
+    assert_eq!(read_values(&decoding, &order), want);
     let errors: Vec<_> = order
         .iter()
         .zip(&want)
@@ -245,4 +290,107 @@ fn the_files_after_the_callers_position_are_read_on_other_threads() {
     }
     assert_eq!(plain_storage.by_caller(), 100);
     assert_eq!(plain_storage.by_others(), 0);
+}
+
+/// A worker's run of STEPS steps, `w` at every step holding the worker's rank and the step.
+fn write_worker(dir: &std::path::Path, rank: usize) {
+    let writer = Writer::builder(open_storage(dir.to_str().unwrap()).unwrap())
+        .worker_rank(rank)
+        .overflow(OverflowPolicy::Block)
+        .build()
+        .unwrap();
+    let mut hook = Hook::builder()
+        .save_config(SaveConfig::every(1))
+        .worker(rank, 2)
+        .build(writer)
+        .unwrap();
+    for step in 0..STEPS {
+        let w = [rank as f32, step as f32];
+        hook.save_tensor(
+            "w",
+            &TensorView::from_slice(&w, &[2]).unwrap(),
+            &["weights"],
+        );
+        hook.step();
+    }
+    hook.close();
+}
+
+/// Copies a worker's run into `run`, its end marker left out: the run goes on.
+fn copy_run(from: &std::path::Path, to: &std::path::Path) {
+    for entry in walkdir(from) {
+        let rel = entry.strip_prefix(from).unwrap();
+        if rel.to_str() == Some("training_job_end.ts") {
+            continue;
+        }
+        let dest = to.join(rel);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(&entry, &dest).unwrap();
+    }
+}
+
+fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walkdir(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// Values decoded ahead are the ones the index gave when they were looked up: once a refresh
+/// reads index files that change what a read gives (a worker that sorts first writes the steps
+/// already decoded), reads give the new worker's values; with automatic refresh off and before
+/// the refresh, the values of the files read before, as a read without decoding ahead.
+#[test]
+fn values_decoded_ahead_are_not_given_once_a_refresh_changed_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second, run) = (
+        dir.path().join("w0"),
+        dir.path().join("w1"),
+        dir.path().join("run"),
+    );
+    write_worker(&first, 0);
+    write_worker(&second, 1);
+    // Only worker 1 has written: every step is incomplete (one of two workers), and readable.
+    copy_run(&second, &run);
+    let trials: Vec<Trial> = [true, false]
+        .into_iter()
+        .map(|ahead| {
+            Trial::open_with(
+                run.to_str().unwrap(),
+                TrialOptions {
+                    auto_refresh: false,
+                    ..options(ahead, 256 << 20)
+                },
+            )
+            .unwrap()
+        })
+        .collect();
+    let w_at = |trial: &Trial, step: u64| match trial.raw_value("w", step, None, None).unwrap() {
+        TensorValue::Numbers(v) => v.to_tensor().to_f64_vec(),
+        TensorValue::Strings(_) => panic!("a string tensor"),
+    };
+    for trial in &trials {
+        // In order: from step 2 on, the values are decoded ahead.
+        for step in 0..10 {
+            assert_eq!(w_at(trial, step), [1.0, step as f64]);
+        }
+    }
+    // Worker 0 writes the same steps; nothing is refreshed yet.
+    copy_run(&first, &run);
+    for trial in &trials {
+        for step in 10..20 {
+            assert_eq!(w_at(trial, step), [1.0, step as f64], "before the refresh");
+        }
+        trial.refresh().unwrap();
+        // Worker 0 sorts first: reads without a worker read its values now.
+        for step in 20..STEPS {
+            assert_eq!(w_at(trial, step), [0.0, step as f64], "after the refresh");
+        }
+    }
 }

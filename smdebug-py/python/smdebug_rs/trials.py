@@ -68,11 +68,12 @@ def create_trial(
     place while mapped (``cp`` over a run) kills the interpreter with SIGBUS.
 
     ``read_ahead`` (an extension, on by default): once a tensor's values are read step after
-    step (``for s in steps: tensor.value(s)``), the event files of its next steps are read on
-    other threads, up to 256 files or 16 MiB ahead, and kept until the loop gets to them. What
-    a read gives is the same either way (a file that could not be read ahead is read when its
-    value is asked for, with the error it has then); ``read_ahead=False`` reads each file
-    only when a value in it is asked for."""
+    step (``for s in steps: tensor.value(s)``), the values of its next steps are looked up and
+    decoded together on other threads, up to 512 of them or 16 MiB of files and values, and
+    the next calls take them without a lookup (after a refresh that read new index files, they
+    are looked up again). What a read gives is the same either way (a value that could not be
+    read ahead is read when it is asked for, with the error it has then); ``read_ahead=False``
+    reads each file only when a value in it is asked for."""
     return Trial(
         path,
         name=name,

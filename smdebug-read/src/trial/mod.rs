@@ -86,6 +86,7 @@
 
 mod ahead;
 mod columns;
+mod decoded;
 mod follow;
 mod handle;
 mod index_files;
@@ -190,13 +191,18 @@ pub struct TrialOptions {
     /// until then a step not read yet is `NotYetAvailable`, and listings ([`Trial::steps`],
     /// ...) hold the steps read and not released. Default: `None` (the whole index is read).
     pub index_read_ahead: Option<u64>,
-    /// Read event files ahead of a caller that reads one value at a time ([`Trial::raw_value`],
-    /// [`TrialTensor::value`], ...): once a value is read, the files of the tensor's next
-    /// steps (up to 256 files or 16 MiB, within half of
+    /// Read ahead of a caller that reads one value at a time. [`TrialTensor::value`],
+    /// [`TrialTensor::read`], ...: once a value is read, the files of the tensor's next steps
+    /// (up to 256 files or 16 MiB, within half of
     /// [`file_cache_bytes`](TrialOptions::file_cache_bytes)) are read on a few threads and kept
-    /// until the caller reads them, so that the caller finds them in memory. What a read gives
-    /// is the same either way: a file that could not be read ahead is read by the caller, who
-    /// gets what is wrong with it. Default: true.
+    /// until the caller reads them, so that the caller finds them in memory.
+    /// [`Trial::raw_value`] and [`Trial::raw_value_as`] (the Python binding's `value`): once
+    /// two reads of a tensor go in step order, the values of its next steps (up to 512, their
+    /// files and values within 16 MiB) are looked up and decoded together (by the caller and
+    /// rayon's threads beside it, the caller never waiting for a thread to start), and the
+    /// next reads take them without a lookup ([`Trial::decoded_value`]). What a read gives is
+    /// the same either way: a file or value that could not be read ahead is read by the
+    /// caller, who gets what is wrong with it. Default: true.
     pub read_files_ahead: bool,
 }
 
@@ -241,6 +247,9 @@ pub struct Trial {
     files: Arc<source::Files>,
     /// Event files read ahead of single reads ([`TrialOptions::read_files_ahead`]).
     ahead: ahead::ReadAhead,
+    /// Values decoded ahead of [`Trial::raw_value_as`]'s callers
+    /// ([`TrialOptions::read_files_ahead`]).
+    decoded: decoded::DecodedAhead,
     /// Whether queries look for new files ([`TrialOptions::auto_refresh`] at opening).
     auto_refresh: AtomicBool,
 }
@@ -281,6 +290,7 @@ impl Trial {
             storage,
             files: Arc::new(source::Files::new(map_root, options.file_cache_bytes)),
             ahead: ahead::ReadAhead::default(),
+            decoded: decoded::DecodedAhead::default(),
             state: Mutex::new(State::new(
                 dir,
                 options.range_steps,

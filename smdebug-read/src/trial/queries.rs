@@ -319,7 +319,7 @@ impl Trial {
         Ok(st.repeated_names.values().cloned().collect())
     }
 
-    /// The run's identity files, one per process that wrote it (see [`crate::jobs`]): a run
+    /// The run's identity files, one per process that wrote it (see [`smdebug_io::jobs`]): a run
     /// whose files name two jobs, or a worker of two processes, is also in
     /// [`warnings`](Trial::warnings). Empty for a run without them (Python smdebug's).
     pub fn jobs(&self) -> Result<Vec<smdebug_io::jobs::JobIdentity>> {

@@ -6,6 +6,7 @@ use smdebug_core::Mode;
 
 use super::records;
 use super::source::Location;
+use super::state::State;
 use super::{
     Budget, Conversion, JsonElement, StepSelector, StepStream, TensorBytes, TensorRecordJson,
     TensorValue, Trial, TrialTensor,
@@ -112,8 +113,59 @@ impl Trial {
         worker: Option<&str>,
         conversion: Conversion,
     ) -> Result<TensorValue> {
-        let loc = self.locate(name, step, mode.unwrap_or(Mode::Global), worker)?;
-        self.read_value(name, &loc, conversion)
+        let mode = mode.unwrap_or(Mode::Global);
+        if let Some(value) = self.decoded_value(name, step, Some(mode), worker, conversion) {
+            return Ok(value);
+        }
+        if !self.options.read_files_ahead {
+            let loc = self.locate(name, step, mode, worker)?;
+            return self.read_value(name, &loc, conversion);
+        }
+        // Values are decoded ahead of this caller, not files read ahead (`locate`'s).
+        let loc = {
+            let mut st = self.throttled()?;
+            self.find_location(&mut st, name, step, mode, worker)?
+        };
+        let value = self.read_value(name, &loc, conversion)?;
+        self.decoded
+            .after_read(self, name, step, mode, worker, conversion);
+        Ok(value)
+    }
+
+    /// What [`raw_value_as`](Trial::raw_value_as) would give now, when its value was decoded
+    /// ahead of this caller (see [`TrialOptions::read_files_ahead`](super::TrialOptions::read_files_ahead)):
+    /// the index is as it was when the value was looked up, and no refresh is due. `None`
+    /// otherwise, and when another thread holds the trial: this call never reads a file,
+    /// looks for new ones or waits, so a caller may make it where it cannot block (the Python
+    /// binding, holding the interpreter's lock) and read with `raw_value_as` when it gives
+    /// nothing.
+    pub fn decoded_value(
+        &self,
+        name: &str,
+        step: u64,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+        conversion: Conversion,
+    ) -> Option<TensorValue> {
+        let generation = {
+            let st = self.state.try_lock().ok()?;
+            if self.may_refresh(&st)
+                && st
+                    .last_refresh
+                    .is_none_or(|t| t.elapsed() >= self.options.refresh_interval)
+            {
+                return None;
+            }
+            st.generation
+        };
+        self.decoded.take(
+            name,
+            step,
+            mode.unwrap_or(Mode::Global),
+            worker,
+            conversion,
+            generation,
+        )
     }
 
     /// Tensor `name`'s record at `loc`, numbers or strings.
@@ -133,7 +185,7 @@ impl Trial {
     }
 
     /// The budget of one read whose value the reader converts as `conversion` says.
-    fn budget(&self, conversion: Conversion) -> Budget {
+    pub(super) fn budget(&self, conversion: Conversion) -> Budget {
         Budget::new(self.options.max_tensor_bytes, conversion)
     }
 
@@ -147,18 +199,28 @@ impl Trial {
         worker: Option<&str>,
     ) -> Result<Location> {
         let mut st = self.throttled()?;
-        let mut found = st.find(name, step, mode, worker, &self.location)?;
-        if found.is_none() && self.refresh_if_live(&mut st)? {
-            found = st.find(name, step, mode, worker, &self.location)?;
-        }
-        let Some(loc) = found else {
-            return Err(st.miss(name, step, mode, &self.location));
-        };
+        let loc = self.find_location(&mut st, name, step, mode, worker)?;
         if self.options.read_files_ahead {
             self.ahead
                 .follow(&st, name, &loc, &self.files, &self.storage);
         }
         Ok(loc)
+    }
+
+    /// [`locate`](Trial::locate) in state `st`, no file read ahead.
+    fn find_location(
+        &self,
+        st: &mut State,
+        name: &str,
+        step: u64,
+        mode: Mode,
+        worker: Option<&str>,
+    ) -> Result<Location> {
+        let mut found = st.find(name, step, mode, worker, &self.location)?;
+        if found.is_none() && self.refresh_if_live(st)? {
+            found = st.find(name, step, mode, worker, &self.location)?;
+        }
+        found.ok_or_else(|| st.miss(name, step, mode, &self.location))
     }
 
     /// Tensor `name`'s record at `loc`: only a record tagged `name` gives a value.

@@ -189,6 +189,10 @@ pub(crate) struct State {
     pub complete: bool,
     pub end_reason: Option<EndReason>,
     pub last_refresh: Option<Instant>,
+    /// Moves on at every refresh and release: what a lookup ([`State::find`]) gives can only
+    /// change when this does, so values looked up at one generation are still the ones a
+    /// lookup would give while it stands ([`decoded`](super::decoded)).
+    pub generation: u64,
     /// The run's identity files (`jobs/`), read at the first refresh, at most every
     /// [`JOBS_REREAD`] while the run goes on, and once more when it ends.
     pub jobs: Vec<JobIdentity>,
@@ -282,6 +286,7 @@ impl State {
     /// refresh is never reported complete with steps missing. A listing after which steps are
     /// seen complete is followed by one that confirms them (see [`StepProgress`]).
     pub fn refresh(&mut self, storage: &dyn Storage) -> Result<()> {
+        self.generation += 1;
         // `Some(reason)` once the run has ended; fetched once per refresh, and not at all after.
         let marker = if self.complete || self.end_pending.is_some() {
             None
@@ -557,6 +562,7 @@ impl State {
         if before <= self.released_before {
             return false;
         }
+        self.generation += 1;
         self.steps = self.steps.split_off(&before);
         // Each mode's steps from its first: a mode numbers its steps in the order of their
         // global steps, so its released steps come first (a mode step left behind out of that
