@@ -44,7 +44,7 @@ pub fn profiled_hook<F: Fixture>(
 
 /// Ends a run of [`profiled_hook`] as a session does ([`Capture::close_run`], then the span
 /// writer), checks that no span was dropped, and returns every span written, read back by
-/// smdebug-profiler's reader.
+/// smdebug-read's profiler reader.
 pub fn finish_profiled<F: Fixture>(
     mut hook: F::Hook,
     writer: SpanWriterGuard,

@@ -443,7 +443,7 @@ impl IndexFile {
     /// Entries that repeat an earlier entry's name, each with the entry it repeats (earlier
     /// first). smdebug's Keras hook writes a metric twice in one step (`accuracy` as a float32
     /// batch value, then as the float64 value of the epoch), and Python smdebug's reader keeps the
-    /// later entry; so does the `Trial`, which reports every pair in [`crate::Trial::warnings`].
+    /// later entry; so does the `Trial`, which reports every pair in smdebug-read's `Trial::warnings`.
     pub fn repeated_names(&self) -> Vec<(&TensorLocation, &TensorLocation)> {
         let mut seen: HashMap<&str, &TensorLocation> =
             HashMap::with_capacity(self.tensor_payload.len());

@@ -39,7 +39,7 @@ pub const TENSORBOARD_DIR: &str = "tensorboard";
 pub const END_MARKER: &str = "training_job_end.ts";
 /// Folder of the training job's progress files, one per worker (`progress/<worker>.json`:
 /// planned steps, the last step, what the writers wrote and dropped; see
-/// [`crate::progress`]). Python smdebug's `create_trial` and TensorBoard read neither this
+/// `crate::progress`). Python smdebug's `create_trial` and TensorBoard read neither this
 /// folder nor anything in it.
 pub const PROGRESS_DIR: &str = "progress";
 /// Folder of the identity files of the processes that write the run, one per process
@@ -135,7 +135,7 @@ pub fn rule_log_in(folder: &str) -> String {
     format!("{RULES_DIR}/{folder}/{RULE_LOG}")
 }
 
-/// The stop-request file, relative to the run ([`crate::stop`] reads and writes it).
+/// The stop-request file, relative to the run (smdebug-io's `stop` reads and writes it).
 pub const STOP_REQUEST_FILE: &str = "stop_request.json";
 
 /// The files a run owns, at its top (see [`RUN_FOLDERS`]).

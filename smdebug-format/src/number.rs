@@ -66,7 +66,7 @@ pub fn read(payload: &[u8], tag: &str) -> Option<Number> {
     read_seen(payload, tag, &mut SeenMetadata::default())
 }
 
-/// [`read`], the value's metadata checked only when its bytes are not those `seen` last
+/// `read`, the value's metadata checked only when its bytes are not those `seen` last
 /// found valid.
 pub fn read_seen(payload: &[u8], tag: &str, seen: &mut SeenMetadata) -> Option<Number> {
     let (mut wall_time, mut step, mut summary) = (None, None, None);

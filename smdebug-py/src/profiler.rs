@@ -1,6 +1,6 @@
 //! Profiler data as columns (`{column: values}`), which the Python side turns into pandas
 //! DataFrames when pandas is installed: system metrics and framework spans from
-//! smdebug-profiler's reader, and Kineto trace summaries.
+//! smdebug-read's profiler reader, and Kineto trace summaries.
 
 use numpy::PyArray1;
 use pyo3::exceptions::PyValueError;

@@ -1,4 +1,4 @@
-//! `NativeTrial`: smdebug-io's [`Trial`] for the Python `smdebug_rs.trials.Trial`.
+//! `NativeTrial`: smdebug-read's [`Trial`] for the Python `smdebug_rs.trials.Trial`.
 //!
 //! Modes cross as smdebug names (`"TRAIN"`, `None` for GLOBAL); step numbers follow smdebug
 //! (global steps for GLOBAL, mode steps otherwise). The reader runs with the GIL released.

@@ -40,7 +40,7 @@ pub struct LoadOptions {
     /// Kineto (PyTorch profiler) trace files, plain or gzip-compressed, one per rank.
     pub traces: Vec<PathBuf>,
     /// Read the run's scalar tensors (default true): every tensor saved as one number, through
-    /// smdebug-io's `TensorFollower`.
+    /// smdebug-read's `TensorFollower`.
     pub tensors: bool,
     /// At most this many scalar tensors are drawn (default 32); the rest are named in a note.
     pub max_scalars: usize,

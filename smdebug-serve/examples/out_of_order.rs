@@ -1,7 +1,7 @@
 //! Out-of-order system samples (issue 27, item 9): writes one system-metrics file of `N` lines
 //! (default 400,000) in reverse time order, serves it, and times how long the dashboard takes
 //! until `/api/runs` counts every sample; then the server's RSS. Also times the same samples
-//! gathered into smdebug-profiler's `ProfileData` directly, and, for comparison, inserted one
+//! gathered into smdebug-read's `ProfileData` directly, and, for comparison, inserted one
 //! by one at their place as the dashboard's own follower did before the one reader
 //! (`--old-insertion`: quadratic, minutes at 400k). Then downloads the report (drawn from the
 //! follower's state, with 100,000 step spans beside the samples) and prints the server's RSS

@@ -1,6 +1,6 @@
 //! Code profiles of a run for the dashboard: the windows with their top functions (as the
 //! run's follower read them), and each window's flame graph and pprof profile, read through
-//! smdebug-profiler's reader when asked for.
+//! smdebug-read's profiler reader when asked for.
 
 use schemars::JsonSchema;
 use serde::Serialize;

@@ -13,15 +13,15 @@
 //! ```
 //!
 //! **Data.** Each run is followed (`run` module, passes scheduled by the `pool` module): system metrics,
-//! framework spans and code-profile windows through smdebug-profiler's `ProfilerFollower` (the
+//! framework spans and code-profile windows through smdebug-read's `ProfilerFollower` (the
 //! one incremental reader the rule runner and the report use too) into its `ProfileData`; steps,
-//! tensor names and scalar values through smdebug-io's `TensorFollower` (the `Trial`'s listing,
+//! tensor names and scalar values through smdebug-read's `TensorFollower` (the `Trial`'s listing,
 //! step completeness and checks; each new index file and its event file read once, scalars
 //! kept as fixed-size summaries: per tensor and mode its steps as arithmetic runs and at most
 //! 1,024 buckets of count, sum, first, last, lowest and highest value, a window finer than the
 //! buckets read again from the run's files (`summary`, `downsample` modules)); rule statuses from the summary a
 //! rule runner writes into the run; the end marker. Whole tensors (distributions, 2-D views)
-//! are read through smdebug-io's `Trial`, opened when a view first asks for one. Only what is
+//! are read through smdebug-read's `Trial`, opened when a view first asks for one. Only what is
 //! new is read on each pass (every 200 ms by default). A run may not exist yet, be still
 //! written, or have ended.
 //!

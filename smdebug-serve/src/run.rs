@@ -2,31 +2,28 @@
 //! new.
 //!
 //! The data: system metrics, framework spans and code-profile windows as smdebug-profiler's
-//! [`ProfileData`] (the panels) and [`ProfileDigest`] (the report's model, aggregated as read)
-//! and [`CodeProfileWindow`], read by its
+//! `ProfileData` (the panels) and `ProfileDigest` (the report's model, aggregated as read)
+//! and `CodeProfileWindow`, read by its
 //! [`ProfilerFollower`] (the one incremental reader the rule runner and the report use too),
 //! rule statuses as smdebug-rules' [`Summary`] (the file a rule runner writes into the run).
-//! Steps, tensor names and scalar values are followed by smdebug-io's [`TensorFollower`] (the
+//! Steps, tensor names and scalar values are followed by smdebug-read's [`TensorFollower`] (the
 //! `Trial`'s own listing, step completeness and checks; each new index file and its event file
-//! read once, scalars kept as fixed-size summaries, [`ScalarSummaries`]); whole tensors are read through
-//! smdebug-io's [`Trial`], opened when a view first asks for one.
+//! read once, scalars kept as fixed-size summaries, `ScalarSummaries`); whole tensors are read through
+//! smdebug-read's [`Trial`], opened when a view first asks for one.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use smdebug_analysis::digest::ProfileDigest;
 use smdebug_core::{EndReason, StopCause};
 use smdebug_io::progress::{Progress, read_run_progress};
 use smdebug_io::stop::{StopRequest, read_stop_request, sanitize_reason};
 use smdebug_io::storage::Location;
 use smdebug_io::{Storage, StorageOptions};
 use smdebug_read::follow::{
-    DataProblems, ITEMS_PER_READ, ProfilerFollower, ProfilerSource, ProfilerSubscription,
-    merge_code_windows,
+    ITEMS_PER_READ, ProfilerFollower, ProfilerSource, ProfilerSubscription, merge_code_windows,
 };
-use smdebug_read::profile::{CodeProfileWindow, ProfileData, SampleBatch, SpanBatch};
+use smdebug_read::profile::{SampleBatch, SpanBatch};
 use smdebug_read::run::EndMarker;
 use smdebug_read::trial::{TensorFollower, TensorIncrement, Trial, TrialOptions};
 use smdebug_rules::Summary;
@@ -34,11 +31,9 @@ use smdebug_rules::read_summary_from;
 use smdebug_rules::runner::SUMMARY_FILE;
 
 use crate::identity::{Change, Identity};
-use crate::journal::Journal;
-use crate::processes::{self, Arrivals, ProcessView};
+use crate::processes::{self, ProcessView};
 use crate::run_data::RunData;
-use crate::summary::ScalarSummaries;
-use crate::views::{Changed, RunStanding};
+use crate::views::Changed;
 
 /// Event-file bytes the dashboard's `Trial` keeps between views.
 const DASHBOARD_FILE_CACHE_BYTES: usize = 16 << 20;

@@ -10,7 +10,7 @@
 //!   chart, and the mode is told by the dash; the legend leaves the faint raw lines out and writes 2.59e-4, not 0;
 //! - cards are grouped by prefix, a collapsed group holds no chart, a pinned card comes first
 //!   and stays first (and the group collapsed) after a reload; a widened card spans the panel;
-//! - a card's CSV, and the toolbar's, hold every value of every step, as smdebug-io's `Trial`
+//! - a card's CSV, and the toolbar's, hold every value of every step, as smdebug-read's `Trial`
 //!   reads them from the same runs (the files Chromium saved are read back), also when the
 //!   server gives fewer values an answer than they hold.
 //!

@@ -3,7 +3,7 @@
 //! drawn downsampled (fewer points than steps), and a drag across a narrow window of the
 //! Scalars tab's `loss` chart, and of the summary's loss chart (TRAIN and EVAL), makes the page ask the server
 //! for that window, so that the chart then holds every value of it exactly as the run's files
-//! hold them (checked against smdebug-io's `Trial`). A double-click gives the whole run back.
+//! hold them (checked against smdebug-read's `Trial`). A double-click gives the whole run back.
 //!
 //! Set `SMDEBUG_SKIP_BROWSER=1` to skip on a machine without chromium. Screenshots are left in
 //! cargo's target directory (`target/tmp/serve_zoom/`).

@@ -1,5 +1,5 @@
 //! What the Scalars tab's downloads and the Tensors tab's histograms are made of, against a run
-//! written by smdebug's hook and read independently through smdebug-io's `Trial`:
+//! written by smdebug's hook and read independently through smdebug-read's `Trial`:
 //! `/scalars/values` holds every value of the scalars its filter matches at every step of every mode exactly as the
 //! files hold it (NaN included), not the downsampled points the charts draw; and
 //! `/tensor_histograms` counts each shown step's values into bins spanning the finite values of

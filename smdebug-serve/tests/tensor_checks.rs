@@ -1,4 +1,4 @@
-//! The dashboard reads tensors through smdebug-io's `TensorFollower`, with the `Trial`'s checks:
+//! The dashboard reads tensors through smdebug-read's `TensorFollower`, with the `Trial`'s checks:
 //! an index file naming another step's event file is left out and reported (issue 27, case 4:
 //! the dashboard drew step 4's loss at step 60), and records claiming huge shapes are never
 //! decoded (case 2: 86.7 s and 4.2 GB for 114 steps).

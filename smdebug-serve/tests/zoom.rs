@@ -1,7 +1,7 @@
 //! The Scalars tab's charts against the run's files (issue 36): a zoomed window's values are
 //! the files' values, every one, at their steps; a chart drawn from the summary's buckets shows
 //! each slice's true lowest and highest value; the headline chart and a scalar's one-cell view
-//! are values of the files. Checked through the real server against smdebug-io's `Trial`.
+//! are values of the files. Checked through the real server against smdebug-read's `Trial`.
 
 mod support;
 
@@ -55,7 +55,7 @@ fn is_eval(step: u64) -> bool {
 }
 
 /// `(global step, value)` of every value of `name` in `mode`, read from the run's files by
-/// smdebug-io's `Trial`.
+/// smdebug-read's `Trial`.
 fn files_values(trial: &Trial, name: &str, mode: Mode) -> BTreeMap<u64, f64> {
     let tensor = trial.tensor(name).unwrap();
     tensor

@@ -49,7 +49,7 @@
 //! ## The crates underneath
 //!
 //! Re-exported whole, for what the session does not cover: [`capture`] (smdebug-core: tensor
-//! views, collections, save configs, the hook, the timeline and its windows), [`format`]
+//! views, collections, save configs, the hook, the timeline and its windows), [`format`](mod@format)
 //! (smdebug-format: the run's files, without I/O), [`io`] (smdebug-io: storage, the writer,
 //! progress and stop requests), [`profiler`] (smdebug-profiler: the system sampler, spans, code
 //! profiles), and with their features `read` (smdebug-read: the `Trial` and the profiler

@@ -15,14 +15,14 @@
 //! ```
 //!
 //! The hour folder is the window's start; times are microseconds since the epoch. The summary
-//! ([`CodeProfileSummary`]) holds the window (times, steps), the sample count and frequency,
+//! (`CodeProfileSummary`) holds the window (times, steps), the sample count and frequency,
 //! the process's CPU seconds, samples per thread, and the top functions by self and by total
 //! samples with their shares. `go tool pprof`, speedscope and Pyroscope open the `.pb.gz`; the
 //! SVG is interactive when opened by itself (its script zooms and searches), and readers that
 //! show it inside a page use it as an image, where no script runs.
 //!
 //! Sampling needs the `code-profile` feature and Linux ([`code_profile_support`]); reading
-//! code profiles back ([`crate::reader::ProfilerReader::code_profiles`]) works everywhere.
+//! code profiles back (smdebug-read's `ProfilerReader::code_profiles`) works everywhere.
 //!
 //! ```no_run
 //! # #[cfg(all(feature = "code-profile", target_os = "linux"))] {

@@ -8,7 +8,7 @@
 //! ```
 //!
 //! Python smdebug's `LocalSystemMetricsReader` reads these files when the node id is
-//! `algo-<n>` ([`NodeId::algo`]); this crate's [`crate::reader`] reads any node id.
+//! `algo-<n>` ([`NodeId::algo`]); smdebug-read's profiler reader reads any node id.
 //!
 //! ```no_run
 //! use std::time::Duration;

@@ -213,7 +213,7 @@ impl ProfilerReader {
         code::code_profile_files(self.storage.as_ref())
     }
 
-    /// The summary of `file`'s window; [`ProfileError::MalformedCodeProfile`](crate::ProfileError::MalformedCodeProfile)
+    /// The summary of `file`'s window; [`ProfileError::MalformedCodeProfile`]
     /// when it is not a summary or is larger than [`MAX_CODE_SUMMARY_BYTES`].
     pub fn code_profile_summary(&self, file: &CodeProfileFile) -> Result<CodeProfileSummary> {
         code::code_profile_summary(self.storage.as_ref(), file)

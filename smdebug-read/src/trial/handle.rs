@@ -30,7 +30,7 @@ impl TrialTensor<'_> {
     }
 
     /// The value at a step: numbers or strings. The numeric reads below ([`value`](Self::value),
-    /// [`raw`](Self::raw), …) take numbers only: a string tensor is [`Error::StringTensor`]
+    /// [`raw`](Self::raw), …) take numbers only: a string tensor is `Error::StringTensor`
     /// there.
     pub fn read(&self, step: u64, mode: Option<Mode>, worker: Option<&str>) -> Result<TensorValue> {
         let loc = self

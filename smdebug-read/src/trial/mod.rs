@@ -150,7 +150,7 @@ pub struct TrialOptions {
     /// page cache, with no copy into fresh memory, and each map is kept until the trial is
     /// dropped (at most 32,768 maps for all trials of a process; past that, files are read as
     /// when this is off). A file's length is checked when it is mapped, so a file cut short
-    /// before that gives [`Error::IncompleteRecord`] for the records it lost. But a file cut
+    /// before that gives `Error::IncompleteRecord` for the records it lost. But a file cut
     /// short in place *while mapped* (`cp` over a run, a tool rewriting it) makes the process
     /// fault (SIGBUS) when the lost bytes are read, which no error handling can catch: a run's
     /// bytes could kill the host process (a notebook's interpreter, a dashboard). So this is
@@ -174,7 +174,7 @@ pub struct TrialOptions {
     /// reader makes of it ([`Conversion`]: [`TrialTensor::value`] converts to `f64`, 8 bytes an
     /// element whatever the stored dtype; the CLI's JSON and `smdebug_rs`'s numpy copy count
     /// theirs). A read whose tensor claims more (or whose record is longer) is
-    /// [`Error::TensorTooLarge`], naming the file, the offset, the tensor and the size, and is
+    /// `Error::TensorTooLarge`, naming the file, the offset, the tensor and the size, and is
     /// refused from the record's header, before anything is decoded. Runs come from other
     /// machines and other tools: a record of a few bytes can claim a tensor of any size
     /// (TensorFlow's fill rule), and a `uint8` value within 1 GiB as stored is 9 GiB as `f64`.

@@ -89,7 +89,7 @@ impl Trial {
     }
 
     /// Tensor `name`'s value at a step, numbers or strings (a string tensor is
-    /// [`Error::StringTensor`] for [`raw_bytes`](Trial::raw_bytes)); otherwise as
+    /// `Error::StringTensor` for [`raw_bytes`](Trial::raw_bytes)); otherwise as
     /// [`raw_bytes`](Trial::raw_bytes).
     pub fn raw_value(
         &self,
