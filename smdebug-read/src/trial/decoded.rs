@@ -1,12 +1,12 @@
 //! Values decoded ahead of a caller that reads one tensor value by value, step after step
-//! (Python's `for s in steps: tensor.value(s)`, through [`Trial::raw_value_as`]).
+//! (Python's `for s in steps: tensor.value(s)`, through `Trial::raw_value_as`).
 //!
 //! Such a caller would otherwise pay, for every value, a lookup in the index under the trial's
 //! lock and a record read and decoded on its own thread, with the files read on demand. So once
 //! it reads a tensor in step order (two reads of the same tensor, mode, worker and conversion,
 //! the second at a later step), the tensor's next steps are looked up under one lock and their
 //! values read and decoded together (by the caller and rayon's threads beside it), and the next reads take them from here
-//! ([`Trial::decoded_value`]) without a lookup, a file or a decoder.
+//! (`Trial::decoded_value`) without a lookup, a file or a decoder.
 //!
 //! A value taken from here is the one the caller's own read would give: it was looked up by
 //! the same lookup ([`State::find`]) and read with the same checks while the index stood as it
@@ -26,7 +26,7 @@ use smdebug_core::Mode;
 use super::records::TensorValue;
 use super::source::{Files, Location, WHOLE_FILE_MAX};
 use super::state::State;
-use super::{Budget, Conversion, Trial};
+use smdebug_format::budget::{Budget, Conversion};
 use smdebug_io::storage::Storage;
 
 /// Values decoded ahead at most.
@@ -117,14 +117,18 @@ impl DecodedAhead {
     /// The caller read `name` at `step` itself (nothing decoded ahead had it). When this read
     /// follows the previous one in step order and nothing decoded ahead is left, the values of
     /// the tensor's next steps are decoded now.
+    /// `ahead` gives the index's generation and where the next steps' values are (under the
+    /// trial's lock, through [`next_locations`]); `decode` reads them (through [`decode`]).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn after_read(
         &self,
-        trial: &Trial,
         name: &str,
         step: u64,
         mode: Mode,
         worker: Option<&str>,
         conversion: Conversion,
+        ahead: impl FnOnce() -> (u64, Vec<(u64, Location)>),
+        decode: impl FnOnce(Vec<(u64, Location)>) -> VecDeque<(u64, TensorValue)>,
     ) {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let in_order = match &mut inner.last {
@@ -145,20 +149,16 @@ impl DecodedAhead {
         if !in_order || !inner.values.is_empty() {
             return;
         }
-        let (generation, locations) = {
-            let st = trial.lock();
-            let locations = next_locations(&st, trial.location(), name, step, mode, worker);
-            (st.generation, locations)
-        };
+        let (generation, locations) = ahead();
         inner.generation = generation;
-        inner.values = decode(trial, name, conversion, locations);
+        inner.values = decode(locations);
     }
 }
 
 /// Where `name`'s values are at the steps after `step` (in `mode`'s numbering), as
 /// [`State::find`] finds them: at most [`BATCH_VALUES`] of them, the steps it finds nothing
 /// for (or an error) left out.
-fn next_locations(
+pub(crate) fn next_locations(
     st: &State,
     run: &str,
     name: &str,
@@ -274,10 +274,11 @@ impl Work {
 /// there are enough of them, by the pool's threads beside it. The caller never waits for a
 /// thread to start: it reads whatever no thread has taken, and waits only for chunks being
 /// read.
-fn decode(
-    trial: &Trial,
+pub(crate) fn decode(
+    storage: Arc<dyn Storage>,
+    files: Arc<Files>,
     name: &str,
-    conversion: Conversion,
+    budget: Budget,
     mut locations: Vec<(u64, Location)>,
 ) -> VecDeque<(u64, TensorValue)> {
     // At most what the batch may hold, counting each record as its value's size.
@@ -295,10 +296,10 @@ fn decode(
     }
     let chunks = locations.len().div_ceil(CHUNK);
     let work = Arc::new(Work {
-        storage: trial.storage.clone(),
-        files: trial.files.clone(),
+        storage,
+        files,
         name: name.to_string(),
-        budget: trial.budget(conversion),
+        budget,
         locations,
         next: AtomicUsize::new(0),
         done: Mutex::new((vec![Vec::new(); chunks], 0)),

@@ -4,6 +4,7 @@
 
 use smdebug_core::Mode;
 
+use super::decoded;
 use super::records;
 use super::source::Location;
 use super::state::State;
@@ -127,8 +128,22 @@ impl Trial {
             self.find_location(&mut st, name, step, mode, worker)?
         };
         let value = self.read_value(name, &loc, conversion)?;
-        self.decoded
-            .after_read(self, name, step, mode, worker, conversion);
+        self.decoded.after_read(
+            name,
+            step,
+            mode,
+            worker,
+            conversion,
+            || {
+                let st = self.lock();
+                let at = decoded::next_locations(&st, self.location(), name, step, mode, worker);
+                (st.generation, at)
+            },
+            |at| {
+                let budget = self.budget(conversion);
+                decoded::decode(self.storage.clone(), self.files.clone(), name, budget, at)
+            },
+        );
         Ok(value)
     }
 
