@@ -10,7 +10,8 @@
 use std::process::Command;
 use std::sync::Arc;
 
-use smdebug_io::stop::{StopRequest, request_stop};
+use smdebug_format::stop::StopRequest;
+use smdebug_io::stop::request_stop;
 use smdebug_io::storage::Backend;
 use smdebug_io::{Error, open_storage};
 use smdebug_read::trial::Trial;

@@ -12,6 +12,7 @@
 //! - [`tensorboard`]: scalar and histogram summaries for TensorBoard.
 //! - [`system`]: system-metric records (one JSON line each) and their files' names.
 //! - [`trace`]: framework trace files' names (Chrome traces under `framework/pevents`).
+//! - [`stop`], [`progress`]: the stop request and the workers' progress files.
 //! - [`code_profile`]: code-profile files' names and the window summary's JSON.
 //!
 //! A round trip through the format, without storage:
@@ -40,8 +41,10 @@ pub mod index;
 pub mod index_fast;
 pub mod layout;
 pub mod number;
+pub mod progress;
 pub mod proto;
 pub mod record;
+pub mod stop;
 pub mod strings;
 pub mod system;
 pub mod tensor;

@@ -31,114 +31,14 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::storage::{Storage, open_storage};
-use serde::{Deserialize, Serialize};
 use smdebug_core::{StopCause, StopSignal};
 
-pub use smdebug_format::layout::STOP_REQUEST_FILE;
-
-/// The longest stop reason kept, in characters; a longer one is cut (and says so).
-pub const MAX_REASON_CHARS: usize = 1_000;
-
-/// The largest stop-request file read: a bigger one is refused with an error naming its size.
-pub const MAX_STOP_REQUEST_BYTES: u64 = 64 * 1024;
-
-/// A stop reason fit to show and store: control characters (terminal escapes, line breaks)
-/// become spaces, runs of spaces one, invisible characters (zero-width spaces and joiners, the
-/// right-to-left and other direction overrides and isolates: Unicode's default-ignorable code
-/// points) are dropped, and it is cut at [`MAX_REASON_CHARS`].
-pub fn sanitize_reason(reason: &str) -> String {
-    let mut out = String::with_capacity(reason.len().min(MAX_REASON_CHARS * 4));
-    let mut kept = 0usize;
-    let mut total = 0usize;
-    // Leading spaces dropped (as if one came before), trailing ones at the end.
-    let mut space = true;
-    for c in reason.chars() {
-        if is_invisible(c) {
-            continue;
-        }
-        let c = if c.is_control() || c.is_whitespace() {
-            ' '
-        } else {
-            c
-        };
-        if c == ' ' && space {
-            continue;
-        }
-        space = c == ' ';
-        total += 1;
-        if kept < MAX_REASON_CHARS {
-            out.push(c);
-            kept += 1;
-        }
-    }
-    if total > kept {
-        out.push_str(&format!("… ({} more characters)", total - kept));
-    } else if out.ends_with(' ') {
-        out.pop();
-    }
-    out
-}
-
-/// Unicode's default-ignorable code points (`Default_Ignorable_Code_Point` in Unicode 15's
-/// `DerivedCoreProperties.txt`): characters drawn as nothing, among them the zero-width space,
-/// joiners and marks, the bidirectional embeddings, overrides and isolates (U+202A..U+202E,
-/// U+2066..U+2069), which can make a reason read backwards or hide a part of it.
-fn is_invisible(c: char) -> bool {
-    matches!(
-        u32::from(c),
-        0xAD | 0x34F
-            | 0x61C
-            | 0x115F..=0x1160
-            | 0x17B4..=0x17B5
-            | 0x180B..=0x180F
-            | 0x200B..=0x200F
-            | 0x202A..=0x202E
-            | 0x2060..=0x206F
-            | 0x3164
-            | 0xFE00..=0xFE0F
-            | 0xFEFF
-            | 0xFFA0
-            | 0xFFF0..=0xFFF8
-            | 0x1BCA0..=0x1BCA3
-            | 0x1D173..=0x1D17A
-            | 0xE0000..=0xE0FFF
-    )
-}
-
-/// What a stop request says.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StopRequest {
-    /// Why the job should stop; it ends up in the run's end marker.
-    pub reason: String,
-    /// The rule that asked, if a rule did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule: Option<String>,
-    /// The step at which it fired.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub step: Option<u64>,
-    /// When the request was written, seconds since the Unix epoch.
-    #[serde(default)]
-    pub requested_at: f64,
-}
-
-impl StopRequest {
-    /// A request with a reason (made fit to show: see [`sanitize_reason`]), stamped now.
-    pub fn new(reason: impl Into<String>) -> Self {
-        StopRequest {
-            reason: sanitize_reason(&reason.into()),
-            rule: None,
-            step: None,
-            requested_at: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs_f64())
-                .unwrap_or(0.0),
-        }
-    }
-}
+use smdebug_format::layout::STOP_REQUEST_FILE;
+use smdebug_format::stop::{MAX_STOP_REQUEST_BYTES, StopRequest};
 
 /// What [`request_stop`] did.
 #[derive(Clone, Debug, PartialEq)]
@@ -160,16 +60,12 @@ pub fn request_stop(storage: &dyn Storage, request: &StopRequest) -> Result<Stop
     if let Ok(Some(existing)) = read_stop_request(storage) {
         return Ok(StopOutcome::AlreadyRequested(existing));
     }
-    let json = serde_json::to_vec_pretty(request).map_err(|e| Error::BadStopRequest {
-        location: storage.describe().to_string(),
-        reason: e.to_string(),
-    })?;
-    storage.put(STOP_REQUEST_FILE, json.into())?;
+    storage.put(STOP_REQUEST_FILE, request.encode().into())?;
     Ok(StopOutcome::Written)
 }
 
 /// The run's stop request, if one was written; its reason and rule made fit to show
-/// ([`sanitize_reason`]). At most [`MAX_STOP_REQUEST_BYTES`] + 1 bytes are read: a larger file
+/// ([`sanitize_reason`](smdebug_format::stop::sanitize_reason)). At most [`MAX_STOP_REQUEST_BYTES`] + 1 bytes are read: a larger file
 /// is an error saying so. A file that is not a stop request (not JSON, a field of the wrong
 /// type, empty) is [`Error::BadStopRequest`]; one the storage refuses (a FIFO or a device in a
 /// local run: never opened for a blocking read) or cannot reach is the storage's error.
@@ -197,12 +93,8 @@ pub fn read_stop_request(storage: &dyn Storage) -> Result<Option<StopRequest>> {
              request may have"
         )));
     }
-    serde_json::from_slice::<StopRequest>(&bytes)
-        .map(|mut request| {
-            request.reason = sanitize_reason(&request.reason);
-            request.rule = request.rule.as_deref().map(sanitize_reason);
-            Some(request)
-        })
+    StopRequest::decode(&bytes)
+        .map(Some)
         .map_err(|e| bad(format!("not a stop request ({} bytes): {e}", bytes.len())))
 }
 

@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use smdebug_core::StopSignal;
-use smdebug_io::stop::{
-    STOP_REQUEST_FILE, StopOutcome, StopRequest, StopWatcher, read_stop_request, request_stop,
-};
+use smdebug_format::layout::STOP_REQUEST_FILE;
+use smdebug_format::stop::StopRequest;
+use smdebug_io::stop::{StopOutcome, StopWatcher, read_stop_request, request_stop};
 use smdebug_io::testing::{CountingStorage, wait_for, wait_until};
 use smdebug_io::{Error, Storage, open_storage};
 
@@ -95,7 +95,9 @@ fn a_damaged_request_is_an_error_naming_the_run() {
 
 #[test]
 fn a_reason_is_bounded_and_its_control_characters_dropped() {
-    use smdebug_io::stop::{MAX_REASON_CHARS, MAX_STOP_REQUEST_BYTES, sanitize_reason};
+    use smdebug_format::stop::MAX_REASON_CHARS;
+    use smdebug_format::stop::MAX_STOP_REQUEST_BYTES;
+    use smdebug_format::stop::sanitize_reason;
     let store = open_storage("memory://stop-tests/hostile-reason").unwrap();
     // A reason with terminal escapes and line breaks, 20,000 characters long, written
     // directly (not through StopRequest::new, which cleans it already).
@@ -147,7 +149,7 @@ fn a_reason_is_bounded_and_its_control_characters_dropped() {
 
 #[test]
 fn direction_overrides_and_zero_width_characters_are_dropped_from_a_reason() {
-    use smdebug_io::stop::sanitize_reason;
+    use smdebug_format::stop::sanitize_reason;
     // "loss ok" that a terminal or a page would draw as "ko ssol" from the override on, with
     // zero-width spaces, a joiner, a word joiner and a byte-order mark between the letters.
     let hostile = "\u{202E}lo\u{200B}ss\u{200D} o\u{2060}k\u{FEFF}\u{2066}!\u{2069}\u{200F}";

@@ -12,9 +12,10 @@ use smdebug_core::{
     Collection, CollectionsFile, EndReason, Hook, Mode, Record, SaveConfig, Sink, StepKey,
     StringTensor, Tensor, TensorRecord,
 };
+use smdebug_format::progress::Progress;
 use smdebug_format::record::PayloadChecksum;
 use smdebug_io::jobs::{JobClaim, JobIdentity};
-use smdebug_io::progress::{Progress, write_progress};
+use smdebug_io::progress::write_progress;
 use smdebug_io::storage::open_storage;
 use smdebug_io::writer::Writer;
 

@@ -40,7 +40,8 @@ use smdebug_io::Storage;
 use crate::error::{Error, Result};
 use crate::evidence::Evidence;
 use crate::state::Status;
-use smdebug_io::stop::{StopRequest, request_stop};
+use smdebug_format::stop::StopRequest;
+use smdebug_io::stop::request_stop;
 
 #[cfg(feature = "sns")]
 mod sns;

@@ -367,7 +367,7 @@ mod tests {
     fn the_end_markers_rule_is_the_stopper_whatever_its_reason_says() {
         // A marker naming its rule: no parsing of the words, and a later request in the run
         // (another rule's) does not change who stopped the job.
-        let mut later = smdebug_io::stop::StopRequest::new("DeadRelu fired at step 9 of /r: …");
+        let mut later = smdebug_format::stop::StopRequest::new("DeadRelu fired at step 9 of /r: …");
         later.rule = Some("DeadRelu".into());
         later.step = Some(9);
         let d = RunData {

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use smdebug_analysis::stats::percentile;
 use smdebug_core::Mode;
+use smdebug_format::progress::ProgressTotals;
 use smdebug_format::system::vocab;
-use smdebug_io::progress::ProgressTotals;
 use smdebug_read::profile::{self as profiler, MetricSeries};
 
 use crate::api::{Window, is_step};
@@ -383,7 +383,7 @@ pub fn headlines(run: &Run, window: &Window, held: [Held; 2]) -> Headlines {
 
 #[cfg(test)]
 mod tests {
-    use smdebug_io::progress::Progress;
+    use smdebug_format::progress::Progress;
 
     use super::progress;
     use crate::liveness::{Freshness, STALLED_AFTER_S};

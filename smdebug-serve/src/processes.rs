@@ -6,9 +6,9 @@ use std::collections::VecDeque;
 
 use schemars::JsonSchema;
 use serde::Serialize;
+use smdebug_format::progress::Progress;
 use smdebug_io::Storage;
 use smdebug_io::jobs::{JobIdentity, ProcessState};
-use smdebug_io::progress::Progress;
 
 /// The progress points kept (steps done, wall time), about 17 minutes of a job writing its
 /// progress every second.

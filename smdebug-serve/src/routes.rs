@@ -12,7 +12,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Deserialize;
-use smdebug_io::stop::{StopOutcome, StopRequest, request_stop};
+use smdebug_format::stop::StopRequest;
+use smdebug_io::stop::{StopOutcome, request_stop};
 use smdebug_read::follow::DataArea;
 
 use crate::api::{self, Window};

@@ -16,8 +16,11 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use smdebug_core::{EndReason, StopCause};
-use smdebug_io::progress::{Progress, read_run_progress};
-use smdebug_io::stop::{StopRequest, read_stop_request, sanitize_reason};
+use smdebug_format::progress::Progress;
+use smdebug_format::stop::StopRequest;
+use smdebug_format::stop::sanitize_reason;
+use smdebug_io::progress::read_run_progress;
+use smdebug_io::stop::read_stop_request;
 use smdebug_io::storage::Location;
 use smdebug_io::{Storage, StorageOptions};
 use smdebug_read::follow::{
@@ -805,7 +808,8 @@ mod tests {
     use std::time::Instant;
 
     use smdebug_format::layout::END_MARKER;
-    use smdebug_io::progress::{Progress, write_progress};
+    use smdebug_format::progress::Progress;
+    use smdebug_io::progress::write_progress;
     use smdebug_io::storage::LocalStorage;
     use smdebug_io::testing::CountingStorage;
     use smdebug_io::{Storage, StorageOptions};

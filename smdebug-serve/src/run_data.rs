@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use smdebug_analysis::digest::ProfileDigest;
 use smdebug_core::EndReason;
-use smdebug_io::progress::Progress;
-use smdebug_io::stop::StopRequest;
+use smdebug_format::progress::Progress;
+use smdebug_format::stop::StopRequest;
 use smdebug_read::follow::DataProblems;
 use smdebug_read::profile::{CodeProfileWindow, ProfileData};
 use smdebug_rules::Summary;

@@ -205,7 +205,7 @@ mod tests {
         assert_eq!(views[0].short, "LossNotDecreasing said so");
         assert_eq!(crate::diagnosis::issue_count(d.rules.as_ref().unwrap()), 3);
         // Before the job ended on its request, the rule has stopped nothing yet.
-        let mut request = smdebug_io::stop::StopRequest::new("ExplodingTensor fired at step 3");
+        let mut request = smdebug_format::stop::StopRequest::new("ExplodingTensor fired at step 3");
         request.rule = Some("ExplodingTensor".into());
         let asked = RunData {
             rules: d.rules.clone(),

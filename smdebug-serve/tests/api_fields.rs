@@ -299,7 +299,7 @@ fn the_run_state_says_a_rule_stopped_the_job() {
         let v = get_json(&format!("{url}/api/runs"));
         (v["runs"][0]["phase"] == "live" && v["runs"][0]["steps"].as_u64() > Some(3)).then_some(())
     });
-    let mut request = smdebug_io::stop::StopRequest::new("ExplodingTensor fired at step 4");
+    let mut request = smdebug_format::stop::StopRequest::new("ExplodingTensor fired at step 4");
     request.rule = Some("ExplodingTensor".into());
     request.step = Some(4);
     smdebug_io::stop::request_stop(storage.as_ref(), &request).unwrap();

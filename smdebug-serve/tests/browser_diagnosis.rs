@@ -20,8 +20,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use smdebug_core::EndReason;
+use smdebug_format::stop::StopRequest;
 use smdebug_format::{end_marker_body, layout};
-use smdebug_io::stop::{StopRequest, request_stop};
+use smdebug_io::stop::request_stop;
 use smdebug_io::storage::LocalStorage;
 use smdebug_rules::actions::RuleEvent;
 use smdebug_serve::{ServeOptions, Server};

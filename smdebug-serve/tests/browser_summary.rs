@@ -399,7 +399,7 @@ fn a_stop_request_the_job_has_not_honoured_after_a_minute_is_shown_as_late() {
     // As if the job were still running: no end marker, and a stop request two minutes old
     // that it never honoured.
     std::fs::remove_file(run.join(smdebug_format::layout::END_MARKER)).unwrap();
-    let mut request = smdebug_io::stop::StopRequest::new("stopped from the dashboard");
+    let mut request = smdebug_format::stop::StopRequest::new("stopped from the dashboard");
     request.requested_at -= 120.0;
     smdebug_io::stop::request_stop(storage.as_ref(), &request).unwrap();
     let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().into()])).unwrap();

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
+use smdebug_format::progress::Progress;
 use smdebug_io::jobs::{JobIdentity, now_s};
-use smdebug_io::progress::{Progress, write_progress};
+use smdebug_io::progress::write_progress;
 use smdebug_io::storage::LocalStorage;
 use smdebug_read::trial::Trial;
 use smdebug_serve::{ServeOptions, Server};

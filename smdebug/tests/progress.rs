@@ -28,7 +28,7 @@ fn builder(run: &Path) -> SessionBuilder {
         .save(SaveConfig::every(1))
 }
 
-fn progress(run: &Path) -> Option<smdebug_io::progress::Progress> {
+fn progress(run: &Path) -> Option<smdebug_format::progress::Progress> {
     let store = smdebug_io::open_storage(run.to_str().unwrap()).unwrap();
     read_progress(store.as_ref(), "worker_0").unwrap()
 }

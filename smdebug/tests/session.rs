@@ -12,7 +12,8 @@ use smdebug::read::profile::{ProfilerReader, SpanQuery, SystemQuery};
 use smdebug::rules::Status;
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::{Bug, TrainConfig, train_in_session};
-use smdebug_io::stop::{StopRequest, request_stop};
+use smdebug_format::stop::StopRequest;
+use smdebug_io::stop::request_stop;
 use smdebug_io::testing::{wait_for, wait_until};
 
 fn digits() -> (Digits, Digits) {

@@ -7,7 +7,10 @@
 use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
-use smdebug_io::stop::{MAX_REASON_CHARS, STOP_REQUEST_FILE, read_stop_request, sanitize_reason};
+use smdebug_io::stop::read_stop_request;
+use smdebug_format::stop::MAX_REASON_CHARS;
+use smdebug_format::layout::STOP_REQUEST_FILE;
+use smdebug_format::stop::sanitize_reason;
 use smdebug_io::{Error, Storage, open_storage};
 
 fn store() -> &'static Arc<dyn Storage> {

@@ -121,7 +121,7 @@ pub fn start_job(storage: Arc<dyn Storage>, local: Option<&Path>, config: JobCon
         let status = writer.status();
         // The progress file smdebug's Session keeps (the dashboard's ETA and drops tiles):
         // every global step planned, TRAIN and EVAL.
-        let mut progress = smdebug_io::progress::Progress::new("worker_0");
+        let mut progress = smdebug_format::progress::Progress::new("worker_0");
         progress.planned_steps = Some(config.steps + config.steps / 10);
         let mut write_progress = |step: u64, steps: u64, finished: bool| {
             progress.last_step = Some(step);

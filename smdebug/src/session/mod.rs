@@ -89,7 +89,7 @@ impl StepStatus {
 /// the report, the dashboard and the stop watcher stop. It returns a [`SessionSummary`].
 ///
 /// Every worker keeps `<run>/progress/<worker>.json` current (smdebug-io's
-/// [`Progress`](smdebug_io::progress::Progress): the planned steps given to
+/// [`Progress`](smdebug_format::progress::Progress): the planned steps given to
 /// [`SessionBuilder::planned_steps`], the last step, records and spans written and dropped),
 /// rewritten at most once a second off the training thread and once more at the end; the
 /// dashboard's ETA and writer-drops tiles read it.

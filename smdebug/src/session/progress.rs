@@ -15,8 +15,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use smdebug_format::progress::Progress;
 use smdebug_io::Storage;
-use smdebug_io::progress::{Progress, write_progress};
+use smdebug_io::progress::write_progress;
 use smdebug_io::writer::WriterStatus;
 use smdebug_profiler::spans::SpanRecorder;
 
