@@ -2,8 +2,8 @@
 //! tensors"):
 //!
 //! ```sh
-//! cargo run --release -p smdebug-io --example follow_scalars -- write /tmp/scalars-run [STEPS]
-//! cargo run --release -p smdebug-io --example follow_scalars -- read /tmp/scalars-run
+//! cargo run --release -p smdebug-read --example follow_scalars -- write /tmp/scalars-run [STEPS]
+//! cargo run --release -p smdebug-read --example follow_scalars -- read /tmp/scalars-run
 //! ```
 //!
 //! `write` writes STEPS (100,000 by default) training steps of 50 scalars each (a loss, an

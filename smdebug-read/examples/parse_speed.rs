@@ -2,7 +2,7 @@
 //! `parse_system_chunk` and every framework trace file through `parse_trace`, then the spans
 //! into a `SpanStore`. Files are read into memory first, so only parsing is timed.
 //!
-//! `cargo run --release -p smdebug-profiler --example parse_speed -- RUN [ROUNDS]`
+//! `cargo run --release -p smdebug-read --example parse_speed -- RUN [ROUNDS]`
 //!
 //! Prints the thread's CPU seconds per round (the best of `ROUNDS`, 3 by default), the peak
 //! heap one system file's parse takes and what it returns, the peak heap one trace file's

@@ -3,7 +3,7 @@
 //! memory and time are measured from outside (BENCHMARKS.md, "Long runs").
 //!
 //! ```sh
-//! cargo run --release -p smdebug-io --example read_one_tensor -- RUN [TENSOR]   # TENSOR: loss
+//! cargo run --release -p smdebug-read --example read_one_tensor -- RUN [TENSOR]   # TENSOR: loss
 //! /usr/bin/time -f "%e s %M KB" target/release/examples/read_one_tensor RUN
 //! ```
 

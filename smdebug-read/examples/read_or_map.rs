@@ -1,4 +1,4 @@
-//! `cargo run --release -p smdebug-io --example read_or_map -- RUN [ROUNDS]`: the cost of
+//! `cargo run --release -p smdebug-read --example read_or_map -- RUN [ROUNDS]`: the cost of
 //! reading a run's event files instead of mapping them (`TrialOptions::map_files`). Each round
 //! opens the run afresh twice, mapped and read (alternately first), and reads every value of
 //! every tensor tensor by tensor, as a notebook sweeps a run, then step by step
