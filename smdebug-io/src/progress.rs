@@ -9,7 +9,8 @@
 //! do not look into the `progress/` folder.
 //!
 //! ```
-//! use smdebug_io::progress::{Progress, read_progress, read_run_progress, write_progress};
+//! use smdebug_format::progress::Progress;
+//! use smdebug_io::progress::{read_progress, read_run_progress, write_progress};
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! let store = smdebug_io::open_storage(dir.path().to_str().unwrap()).unwrap();

@@ -10,7 +10,8 @@
 //!
 //! ```
 //! use smdebug_core::{StopCause, StopSignal};
-//! use smdebug_io::stop::{StopRequest, StopWatcher, request_stop};
+//! use smdebug_format::stop::StopRequest;
+//! use smdebug_io::stop::{StopWatcher, request_stop};
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! let run = dir.path().to_str().unwrap();

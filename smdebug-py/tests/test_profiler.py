@@ -9,8 +9,8 @@ import pytest
 from conftest import REPO, need
 from smdebug_rs import profiler
 
-TRACES = REPO.parent / "shared" / "data" / "pytorch-profiler-traces"
-EXPECTED = REPO / "smdebug-profiler" / "tests" / "kineto" / "expected"
+TRACES = REPO / "smdebug-read" / "tests" / "data" / "pytorch-profiler-traces"
+EXPECTED = REPO / "smdebug-read" / "tests" / "kineto" / "expected"
 
 
 def _system_lines(run: Path):

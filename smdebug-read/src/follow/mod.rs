@@ -22,7 +22,7 @@
 //! let increment = follower.read_to_end();
 //! data.add_system_samples(&increment.samples);
 //! data.add_spans(&increment.spans);
-//! # Ok::<(), smdebug_profiler::ProfileError>(())
+//! # Ok::<(), smdebug_read::ProfileError>(())
 //! ```
 
 mod follower;
