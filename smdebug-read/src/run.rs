@@ -120,10 +120,10 @@ pub enum FolderChange {
 impl FolderWatch {
     /// Watches the folder of `location`, when it is on local disk.
     pub fn new(location: &str) -> FolderWatch {
-        let root = Location::parse(location)
-            .ok()
-            .and_then(|l| l.local_path().map(Path::to_path_buf));
-        FolderWatch { root, id: None }
+        FolderWatch {
+            root: Location::local_folder(location),
+            id: None,
+        }
     }
 
     /// The folder, when the run is on local disk.

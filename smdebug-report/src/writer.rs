@@ -89,9 +89,7 @@ impl ReportWriter {
 
 impl Reporter for ReportWriter {
     fn prepare(&mut self, run: &RunState<'_>) -> ReportPlan {
-        let local = Location::parse(run.location)
-            .ok()
-            .and_then(|l| l.local_path().map(Path::to_path_buf));
+        let local = Location::local_folder(run.location);
         let destination = match &self.html {
             Some(path) => Ok(path.display().to_string()),
             None if !run.write_into_run => Err(NoDestination::NotWritingIntoRun),

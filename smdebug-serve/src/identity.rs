@@ -14,6 +14,7 @@
 use std::path::Path;
 
 use smdebug_io::Storage;
+use smdebug_io::storage::Location;
 use smdebug_read::run::{
     EndMarker, FolderChange, FolderWatch, file_id, first_profiler_files, index_file_of_step,
 };
@@ -128,7 +129,7 @@ impl Identity {
         if self.witness.is_some() {
             return;
         }
-        let root = FolderWatch::new(location).root().map(Path::to_path_buf);
+        let root = Location::local_folder(location);
         let pick = |key: String, immutable: bool| -> Option<Witness> {
             let size = storage.size(&key).ok()??;
             Some(Witness {

@@ -395,7 +395,7 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Fou
 /// to be missing, since when; an object-store URL is not looked up here (its prefix exists
 /// once anything is written under it).
 fn note_missing(run: &Run) {
-    let Ok(Location::Local(dir)) = Location::parse(&run.location) else {
+    let Some(dir) = Location::local_folder(&run.location) else {
         return;
     };
     let missing = !dir.exists();
