@@ -12,8 +12,8 @@ use smdebug_core::{
     Collection, DType, EndReason, Hook, MemorySink, Mode, Record, Reduction, ReductionConfig,
     ReductionOp, SaveConfig, SaveConfigMode, StepKey, StopSignal,
 };
-use smdebug_io::testing::wait_for;
 use smdebug_read::trial::Trial;
+use smdebug_storage::testing::wait_for;
 
 use crate::fixture::{
     Data, Fixture, assert_reduces_like_the_host, assert_run_matches, collection_members,

@@ -161,7 +161,7 @@ impl Data {
 /// A writer into the run directory `dir`, with back-pressure rather than dropping under load:
 /// the tests read back every tensor.
 pub fn writer(dir: &Path) -> Writer {
-    let storage = smdebug_io::open_storage(dir.to_str().unwrap()).unwrap();
+    let storage = smdebug_storage::open_storage(dir.to_str().unwrap()).unwrap();
     Writer::builder(storage)
         .overflow(OverflowPolicy::Block)
         .build()

@@ -58,7 +58,7 @@ pub fn finish_profiled<F: Fixture>(
         (0, 0, report.recorded),
         "{report:?}"
     );
-    let reader = ProfilerReader::open_local(dir).unwrap();
+    let reader = ProfilerReader::open(dir).unwrap();
     let spans = reader.spans(&SpanQuery::default()).unwrap();
     assert_eq!(spans.len() as u64, report.written);
     spans
@@ -242,7 +242,7 @@ pub fn closed_windows_measure_nothing_and_capture_carries_on<F: Fixture>(fx: &F)
     profiled_loop(fx, &mut hook, 4, 2, |_, _| {});
     let spans = finish_profiled::<F>(hook, writer, dir.path());
     assert_eq!(spans, []);
-    let reader = ProfilerReader::open_local(dir.path()).unwrap();
+    let reader = ProfilerReader::open(dir.path()).unwrap();
     assert_eq!(reader.trace_files().unwrap(), []);
     let trial = Trial::open(dir.path().to_str().unwrap()).unwrap();
     assert_eq!(trial.steps(None).unwrap(), [0, 1, 2, 3, 4, 5]);

@@ -14,8 +14,9 @@ use smdebug_core::{Collection, Hook, Mode, SaveConfig, SaveConfigMode};
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::mlp::{Activation, Mlp, Rng};
 use smdebug_examples::{TensorNames, record_train_step};
+use smdebug_io::OverflowPolicy;
 use smdebug_io::writer::Writer;
-use smdebug_io::{OverflowPolicy, open_storage};
+use smdebug_storage::open_storage;
 
 fn hook(dir: &std::path::Path, every: u64) -> (Hook, smdebug_io::WriterStatus) {
     let writer = Writer::builder(open_storage(dir.to_str().unwrap()).unwrap())

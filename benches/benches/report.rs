@@ -18,12 +18,12 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use criterion::{Criterion, criterion_group, criterion_main};
 use smdebug_core::Mode;
 use smdebug_format::system::system_file_key;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
 use smdebug_profiler::system::NodeId;
 use smdebug_report::{LoadOptions, ReportInput, ReportWriter, render_html};
 use smdebug_rules::{RuleRunner, RuleSpec, Status};
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
 
 const START_S: u64 = 1_700_000_000;
 const DURATION_S: u64 = 3_600;

@@ -14,8 +14,9 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use smdebug_core::{Hook, Mode, SaveConfig, Tensor, TensorView};
 use smdebug_format::record::PayloadChecksum;
 use smdebug_format::tensor::EventStamp;
+use smdebug_io::OverflowPolicy;
 use smdebug_io::writer::Writer;
-use smdebug_io::{OverflowPolicy, open_storage};
+use smdebug_storage::open_storage;
 
 const MIB: usize = 1 << 20;
 const TENSOR_BYTES: usize = 32 * MIB;

@@ -5,8 +5,9 @@
 
 use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
 use smdebug_format::record::PayloadChecksum;
+use smdebug_io::OverflowPolicy;
 use smdebug_io::writer::Writer;
-use smdebug_io::{OverflowPolicy, open_storage};
+use smdebug_storage::open_storage;
 
 /// The tensors of the comparison run: seven per step, like a small model's weights, biases,
 /// gradients and loss.

@@ -7,11 +7,11 @@
 use std::sync::Arc;
 
 use smdebug_core::Mode;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler};
 use smdebug_profiler::system::NodeId;
 use smdebug_read::profile::ProfilerReader;
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
 
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::mlp::{Activation, Mlp, Rng};

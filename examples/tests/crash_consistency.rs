@@ -6,8 +6,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use smdebug_core::Mode;
-use smdebug_io::testing::{wait_for, wait_until};
 use smdebug_read::trial::{StepState, Trial, TrialOptions};
+use smdebug_storage::testing::{wait_for, wait_until};
 
 /// Every tensor of every listed step reads back (CRC-checked) with the shape its name implies.
 fn check_all_steps_readable(trial: &Trial) -> usize {

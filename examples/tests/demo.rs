@@ -7,8 +7,8 @@ use std::process::Command;
 
 use serde_json::Value;
 use smdebug_core::EndReason;
-use smdebug_io::testing::wait_until;
 use smdebug_read::trial::Trial;
+use smdebug_storage::testing::wait_until;
 
 fn demo(out: &Path, extra: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_demo"))
@@ -87,7 +87,7 @@ fn a_healthy_run_goes_to_the_end_with_capture_profiling_rules_and_report() {
     // layers' tensors are, and none outside it. Global step 50 is the second epoch's 6th
     // evaluation step (45 training steps, then 12 evaluation steps an epoch): the spans carry
     // the mode and the step within it, EVAL 5-9.
-    let reader = smdebug_read::profile::ProfilerReader::open_local(&run).unwrap();
+    let reader = smdebug_read::profile::ProfilerReader::open(&run).unwrap();
     let spans = reader
         .spans(&smdebug_read::profile::SpanQuery::default())
         .unwrap();
@@ -330,7 +330,7 @@ fn a_python_compatible_run_is_read_whole_by_python_smdebug() {
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../smdebug-profiler/tests/interop_python/smdebug_readers.py");
-    let python = smdebug_io::testing::python();
+    let python = smdebug_storage::testing::python();
     let out = Command::new(&python)
         .arg(script)
         .args(["count", run.to_str().unwrap()])
@@ -483,7 +483,7 @@ fn the_demo_reports_in_sagemakers_layout_counting_initialization_from_the_proces
     let html = std::fs::read_to_string(&page).unwrap();
 
     // The process's start, in the identity file and as the first span of the run.
-    let storage = smdebug_io::storage::LocalStorage::new(&run).unwrap();
+    let storage = smdebug_storage::LocalStorage::new(&run).unwrap();
     let (jobs, problems) = smdebug_io::jobs::read_jobs(&storage).unwrap();
     assert!(problems.is_empty(), "{problems:?}");
     let job = &jobs[0];

@@ -8,11 +8,11 @@ use std::process::Command;
 use std::sync::Arc;
 
 use smdebug_core::Mode;
-use smdebug_io::Storage;
-use smdebug_io::storage::open_storage_with;
-use smdebug_io::testing::MotoServer;
 use smdebug_read::profile::{ProfilerReader, SpanQuery, SystemQuery};
 use smdebug_read::trial::{StepState, Trial, TrialOptions};
+use smdebug_storage::Storage;
+use smdebug_storage::open_storage_with;
+use smdebug_storage::testing::MotoServer;
 
 const EXE: &str = env!("CARGO_BIN_EXE_two_workers");
 
@@ -170,7 +170,7 @@ fn two_processes_write_one_local_run() {
     let trial = Trial::open(out.to_str().unwrap()).unwrap();
     check_run(&trial);
     one_job(&trial);
-    check_profiling(smdebug_io::open_storage(out.to_str().unwrap()).unwrap());
+    check_profiling(smdebug_storage::open_storage(out.to_str().unwrap()).unwrap());
     // The two workers' files sit side by side in one run.
     let events = std::fs::read_dir(out.join("events/000000000000"))
         .unwrap()

@@ -12,10 +12,10 @@ use std::sync::Arc;
 
 use smdebug_format::stop::StopRequest;
 use smdebug_io::stop::request_stop;
-use smdebug_io::storage::Backend;
-use smdebug_io::{Error, open_storage};
 use smdebug_read::trial::Trial;
 use smdebug_rules::{ActionConfig, RuleRunner, RuleSpec};
+use smdebug_storage::Backend;
+use smdebug_storage::open_storage;
 
 /// Crates of an HTTP, TLS, mail or chart stack.
 const HEAVY: &[&str] = &[
@@ -214,29 +214,32 @@ fn an_object_store_left_out_of_the_build_is_a_clear_error() {
         if backend.is_compiled() {
             // Built in (the workspace run): whatever else goes wrong, it is not this.
             if let Err(e) = opened {
-                assert!(!matches!(e, Error::BackendNotCompiled { .. }), "{e}");
+                assert!(
+                    !matches!(e, smdebug_storage::Error::BackendNotCompiled { .. }),
+                    "{e}"
+                );
             }
             continue;
         }
         let err = opened.unwrap_err();
         let msg = err.to_string();
         assert!(
-            matches!(err, Error::BackendNotCompiled { feature, .. } if feature == backend.feature()),
+            matches!(err, smdebug_storage::Error::BackendNotCompiled { feature, .. } if feature == backend.feature()),
             "{msg}"
         );
         assert!(
             msg.contains(location)
                 && msg.contains(&format!("`{}` feature", backend.feature()))
-                && msg.contains("smdebug-io"),
+                && msg.contains("smdebug-storage"),
             "{msg}"
         );
     }
     // Local disk is always there, as a path or a file:// URL (decoded without `url`).
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("my run");
-    let local: Arc<dyn smdebug_io::Storage> = open_storage(run.to_str().unwrap()).unwrap();
+    let local: Arc<dyn smdebug_storage::Storage> = open_storage(run.to_str().unwrap()).unwrap();
     local.put("a.json", b"1".to_vec().into()).unwrap();
-    let by_url = open_storage(&format!("file://{}/my%20run", dir.path().display())).unwrap();
+    let by_url = open_storage(format!("file://{}/my%20run", dir.path().display())).unwrap();
     assert_eq!(by_url.local_root(), Some(run.as_path()));
     assert_eq!(&by_url.get("a.json").unwrap()[..], b"1");
 }

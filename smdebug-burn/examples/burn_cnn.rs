@@ -250,7 +250,7 @@ fn overhead(rounds: usize) -> Result<(), BoxError> {
     let dir = std::env::temp_dir().join(format!("smdebug-burn-cnn-{}", std::process::id()));
     let to_disk = |interval: u64, name: String| -> Result<BurnHook, BoxError> {
         let path = dir.join(name);
-        let writer = Writer::builder(smdebug_io::open_storage(path.to_str().ok_or("path")?)?)
+        let writer = Writer::builder(smdebug_storage::open_storage(path.to_str().ok_or("path")?)?)
             .overflow(OverflowPolicy::Block)
             .build()?;
         let builder = Hook::builder().save_config(SaveConfig::every(interval));

@@ -150,7 +150,7 @@ fn overhead(rounds: usize, steps: usize) -> Result<(), BoxError> {
     let dir = std::env::temp_dir().join(format!("smdebug-burn-overhead-{}", std::process::id()));
     let to_disk = |interval: u64, name: String| -> Result<BurnHook, BoxError> {
         // Back-pressure instead of dropping: every tensor is written and paid for.
-        let writer = Writer::builder(smdebug_io::open_storage(
+        let writer = Writer::builder(smdebug_storage::open_storage(
             dir.join(name).to_str().ok_or("path")?,
         )?)
         .overflow(OverflowPolicy::Block)

@@ -180,7 +180,7 @@ fn overhead(rounds: usize) -> Result<(), BoxError> {
         .collect::<Result<_, _>>()?;
     let dir = std::env::temp_dir().join(format!("smdebug-candle-cnn-{}", std::process::id()));
     let to_disk = |interval: u64, name: String| -> Result<CandleHook, BoxError> {
-        let writer = Writer::builder(smdebug_io::open_storage(
+        let writer = Writer::builder(smdebug_storage::open_storage(
             dir.join(name).to_str().ok_or("path")?,
         )?)
         .overflow(OverflowPolicy::Block)

@@ -153,7 +153,7 @@ fn overhead(rounds: usize, steps: usize) -> Result<(), BoxError> {
     };
     let to_disk = |interval: u64, name: String| -> Result<CandleHook, BoxError> {
         // Back-pressure instead of dropping: every tensor is written and paid for.
-        let writer = Writer::builder(smdebug_io::open_storage(
+        let writer = Writer::builder(smdebug_storage::open_storage(
             dir.join(name).to_str().ok_or("path")?,
         )?)
         .overflow(OverflowPolicy::Block)

@@ -261,18 +261,18 @@ fn open(
 pub(crate) fn object_store(
     run: &str,
     storage_timeout: u64,
-) -> Result<Option<std::sync::Arc<dyn smdebug_io::Storage>>, smdebug_io::Error> {
-    if smdebug_io::Backend::for_location(run).is_none() {
+) -> Result<Option<std::sync::Arc<dyn smdebug_storage::Storage>>, smdebug_storage::Error> {
+    if smdebug_storage::Backend::for_location(run).is_none() {
         return Ok(None);
     }
     let timeout = std::time::Duration::from_secs(storage_timeout);
-    let options = smdebug_io::StorageOptions {
-        connect_timeout: timeout.min(smdebug_io::StorageOptions::default().connect_timeout),
+    let options = smdebug_storage::StorageOptions {
+        connect_timeout: timeout.min(smdebug_storage::StorageOptions::default().connect_timeout),
         request_timeout: timeout,
         retry_timeout: timeout,
-        ..smdebug_io::StorageOptions::default()
+        ..smdebug_storage::StorageOptions::default()
     };
-    smdebug_io::open_storage_with(run, &options).map(Some)
+    smdebug_storage::open_storage_with(run, &options).map(Some)
 }
 
 fn run(cli: Cli) -> CliResult {
@@ -374,13 +374,13 @@ fn profile(interval_ms: u64, out: &str, node: Option<&str>, command: &[String]) 
             config = config.node(NodeId::new(n)?);
         }
         config.validate()?;
-        if let Some(dir) = smdebug_io::storage::Location::parse(out)?.local_path() {
+        if let Some(dir) = smdebug_storage::Location::parse(out)?.local_path() {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("--out {out}: cannot create the run directory: {e}"))?;
         }
-        let store = smdebug_io::open_storage(out)?;
+        let store = smdebug_storage::open_storage(out)?;
         // A location that takes no writes is refused before the command runs.
-        smdebug_io::storage::probe_write(store.as_ref(), "profile")
+        smdebug_io::run_folder::probe_write(store.as_ref(), "profile")
             .map_err(|e| format!("--out {out} cannot be written: {e}"))?;
         Ok((config, store))
     };

@@ -13,13 +13,13 @@ use std::time::Duration;
 
 use clap::Args;
 use smdebug_core::text::escape_controls;
-use smdebug_io::Storage;
 use smdebug_report::ReportWriter;
 use smdebug_rules::report::{PROFILER_REPORT, default_specs, is_profiler_report};
 use smdebug_rules::{
     RuleInput, RuleRunner, RuleSpec, Status, Summary, all_builtin_rules, builtin_profiler_rules,
     find_builtin,
 };
+use smdebug_storage::Storage;
 
 /// The exit statuses, as `--help` shows them.
 pub(crate) const EXIT_STATUS: &str =

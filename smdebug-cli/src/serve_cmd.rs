@@ -39,7 +39,7 @@ pub fn run(args: ServeArgs, max_tensor_bytes: u64) -> ExitCode {
     // A local run that does not exist is waited for (a job may start after the dashboard), and
     // said at once: a mistyped path shows here, not only as a page that waits.
     for run in &args.runs {
-        let Some(dir) = smdebug_io::storage::Location::local_folder(run) else {
+        let Some(dir) = smdebug_storage::Location::local_folder(run) else {
             continue;
         };
         if !dir.exists() {

@@ -11,8 +11,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use smdebug_io::testing::{wait_for_exit, wait_until};
 use smdebug_read::profile::{ProfilerReader, SystemQuery};
+use smdebug_storage::testing::{wait_for_exit, wait_until};
 use smdebug_testkit::files::{Entry, copy_tree, snapshot};
 use support::{golden, smdebug, smdebug_command};
 
@@ -331,7 +331,7 @@ fn tensor_names_with_control_characters_print_escaped() {
             // Block, not the default drop: on a loaded machine the queue must not decide what
             // this test sees (it once listed nothing).
             smdebug_io::writer::Writer::builder(
-                smdebug_io::storage::open_storage(run.to_str().unwrap()).unwrap(),
+                smdebug_storage::open_storage(run.to_str().unwrap()).unwrap(),
             )
             .overflow(smdebug_io::writer::OverflowPolicy::Block)
             .build()
@@ -460,7 +460,7 @@ fn a_system_record_stamped_0_does_not_move_the_jobs_start() {
     let (train, eval) = data.split(0.2, 1);
     // A system-metrics file is published before the training.
     wait_until(Duration::from_secs(60), "a system-metrics file", || {
-        ProfilerReader::open_local(&run)
+        ProfilerReader::open(&run)
             .and_then(|r| r.system_samples(&SystemQuery::default()))
             .is_ok_and(|s| !s.is_empty())
     });

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
-use smdebug_io::testing::python;
+use smdebug_storage::testing::python;
 use support::{smdebug, smdebug_command, stdout_ok};
 
 /// Writes a run the way FRAMEWORK's Python hook would (its default collections), holding

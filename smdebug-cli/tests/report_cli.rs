@@ -13,11 +13,11 @@ use smdebug_core::{Collection, Hook, SaveConfig};
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::{Bug, TrainConfig, train_in_session};
 use smdebug_io::OverflowPolicy;
-use smdebug_io::testing::{wait_for_exit, wait_until};
 use smdebug_io::writer::Writer;
 use smdebug_profiler::spans::SpanConfig;
 use smdebug_profiler::system::SamplerConfig;
 use smdebug_read::profile::{ProfilerReader, SystemQuery};
+use smdebug_storage::testing::{wait_for_exit, wait_until};
 use support::{smdebug, smdebug_command};
 
 /// Waits until the sampler of the session writing `run` has published a sample taken at or
@@ -25,7 +25,7 @@ use support::{smdebug, smdebug_command};
 fn wait_for_samples_after(run: &Path, since_us: u64) {
     let query = SystemQuery::default().time_range(since_us, u64::MAX);
     wait_until(Duration::from_secs(60), "a published system sample", || {
-        ProfilerReader::open_local(run)
+        ProfilerReader::open(run)
             .and_then(|r| r.system_samples(&query))
             .is_ok_and(|s| !s.is_empty())
     });

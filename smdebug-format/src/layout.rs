@@ -60,11 +60,11 @@ pub const REPORT_DIR: &str = "report";
 /// (`rule-output/ProfilerReport-<timestamp>/profiler-output/`).
 pub const RULE_OUTPUT_DIR: &str = "rule-output";
 /// The probe older dashboards wrote to learn whether they may write into the run (written and
-/// removed at once; now `smdebug_io::storage::probe_write`'s name): a run owns a leftover one.
+/// removed at once; now `smdebug_io::run_folder::probe_write`'s name): a run owns a leftover one.
 pub const WRITE_PROBE: &str = ".smdebug-serve-write-check";
 
 /// The start of the name of the probe `start()` stores and removes to learn whether the
-/// location takes writes (see `smdebug_io::storage::probe_write`): a run owns a leftover one.
+/// location takes writes (see `smdebug_io::run_folder::probe_write`): a run owns a leftover one.
 pub const START_PROBE_PREFIX: &str = ".smdebug-probe-";
 
 /// `.smdebug-probe-<writer>-<pid>.tmp`, the start probe of one process.

@@ -19,7 +19,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = args.next().ok_or("usage: publish_rate DIR [STEPS]")?;
     let steps: u32 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(3000);
     let _ = std::fs::remove_dir_all(&dir);
-    let writer = Writer::builder(smdebug_io::open_storage(&dir)?)
+    let writer = Writer::builder(smdebug_storage::open_storage(&dir)?)
         .overflow(OverflowPolicy::Block)
         .build()?;
     let mut hook = Hook::builder()

@@ -7,58 +7,15 @@ use std::time::Duration;
 
 use smdebug_core::Mode;
 
-/// A boxed source error (an `std::io::Error`, an `object_store::Error`, …).
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
-
 /// Errors from the format, the storage backends, the writer and the reader.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The object or file does not exist.
-    #[error("{location}: `{path}` not found")]
-    NotFound {
-        /// The storage's root (`/tmp/run`, `s3://bucket/run`).
-        location: String,
-        /// The file, relative to the run.
-        path: String,
-    },
-
-    /// A storage operation failed (disk full, permission denied, store unreachable, …).
-    #[error("{location}: {op} `{path}` failed: {source}")]
-    Storage {
-        /// The storage's root (`/tmp/run`, `s3://bucket/run`).
-        location: String,
-        /// What was attempted: `put`, `get`, `list`, …
-        op: &'static str,
-        /// The file, relative to the run.
-        path: String,
-        /// The backend's error.
-        #[source]
-        source: BoxError,
-    },
-
-    /// A path or URL that no storage backend can open, or bad backend options.
-    #[error("cannot open storage `{location}`: {reason}")]
-    InvalidLocation {
-        /// The location as given.
-        location: String,
-        /// Why it cannot be opened.
-        reason: String,
-    },
-
-    /// A location whose object-store backend this build leaves out: a cargo feature of
-    /// smdebug-io (see [`Backend`](crate::storage::Backend)) brings it in.
-    #[error(
-        "cannot open storage `{location}`: {backend} needs smdebug-io's `{feature}` feature, which this build leaves out (enable it: smdebug-io = {{ features = [\"{feature}\"] }})"
-    )]
-    BackendNotCompiled {
-        /// The location as given.
-        location: String,
-        /// The backend's name (`Amazon S3`).
-        backend: &'static str,
-        /// The cargo feature to enable (`aws`).
-        feature: &'static str,
-    },
+    /// Storage failed: a file not found, an operation that failed (disk full, permission
+    /// denied, store unreachable), a location no backend opens, or one whose backend this build
+    /// leaves out.
+    #[error(transparent)]
+    Storage(#[from] smdebug_storage::Error),
 
     /// The location cannot take a new run: it holds files that are not a run's, a run that
     /// was not to be replaced, or a run another process still writes (see
@@ -389,9 +346,9 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    /// True for [`Error::NotFound`].
+    /// True for storage's [`NotFound`](smdebug_storage::Error::NotFound).
     pub fn is_not_found(&self) -> bool {
-        matches!(self, Error::NotFound { .. })
+        matches!(self, Error::Storage(e) if e.is_not_found())
     }
 
     /// True when one record could not be read while the rest of the run can: its bytes are

@@ -36,8 +36,8 @@ pub use crate::job_identity::{
     shared_job_id, utc,
 };
 use crate::job_identity::{lock_running, short};
-use crate::storage::Storage;
 use smdebug_format::layout::{JOBS_DIR, parse_job_file};
+use smdebug_storage::Storage;
 
 /// The run's identity files, and one line for each that could not be read (too large, not an
 /// identity). A run without `jobs/` (Python smdebug's, or one written before identity files)
@@ -62,7 +62,7 @@ pub fn read_jobs(storage: &dyn Storage) -> Result<(Vec<JobIdentity>, Vec<String>
         let body = match storage.get(&key) {
             Ok(b) => b,
             Err(e) if e.is_not_found() => continue,
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         match serde_json::from_slice::<JobIdentity>(&body) {
             Ok(id) if id.worker == worker && id.process == process => jobs.push(id),
@@ -158,7 +158,7 @@ impl JobClaim {
         lock_running().insert(identity.process.clone());
         if let Err(e) = storage.put(&identity.key(), identity.to_json()) {
             lock_running().remove(&identity.process);
-            return Err(e);
+            return Err(e.into());
         }
         let identity = Arc::new(Mutex::new(identity));
         let (stop, rx) = mpsc::channel::<()>();
@@ -178,11 +178,9 @@ impl JobClaim {
                     }
                 }
             })
-            .map_err(|e| Error::Storage {
-                location: storage.describe().to_string(),
-                op: "start the heartbeat of",
-                path: JOBS_DIR.to_string(),
-                source: Box::new(e),
+            .map_err(|source| Error::Thread {
+                thread: "job heartbeat",
+                source,
             });
         let thread = match thread {
             Ok(t) => t,
@@ -226,7 +224,7 @@ impl JobClaim {
         };
         let written = self.storage.put(&key, body);
         lock_running().remove(&process);
-        written
+        Ok(written?)
     }
 
     /// Gives the claim up without marking it finished: the file is removed (a session that
@@ -364,13 +362,14 @@ mod tests {
         j.started = now_s();
         child.kill().unwrap();
         // Killed and not reaped yet: a zombie, exited all the same.
-        let why =
-            crate::testing::wait_for(Duration::from_secs(30), "the killed process", || {
-                match j.state(now_s()) {
-                    ProcessState::Gone(why) => Some(why),
-                    _ => None,
-                }
-            });
+        let why = smdebug_storage::testing::wait_for(
+            Duration::from_secs(30),
+            "the killed process",
+            || match j.state(now_s()) {
+                ProcessState::Gone(why) => Some(why),
+                _ => None,
+            },
+        );
         assert!(
             why.contains("exited") || why.contains("no longer runs"),
             "{why}"

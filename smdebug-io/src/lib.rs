@@ -1,8 +1,7 @@
 //! # smdebug-io
 //!
-//! The training side's I/O: storage on local disk or any object store ([`storage`]), the
-//! background [`writer`] that the capture hook hands its records to (in the format of
-//! `smdebug-format`), the run folder a job claims ([`run_folder`], [`jobs`]), the job's
+//! The training side's I/O, on any `smdebug-storage` location: the background [`writer`] that
+//! the capture hook hands its records to (in the format of `smdebug-format`), the run folder a job claims ([`run_folder`], [`jobs`]), the job's
 //! [`progress`] files, [`stop`] requests (a rule runner asks, the training loop's watcher
 //! hears), and SageMaker's configuration files ([`sagemaker`]: where they are, the hook config
 //! read over the code's settings). Reading a run back is `smdebug-read`'s.
@@ -32,11 +31,7 @@ pub mod progress;
 pub mod run_folder;
 pub mod sagemaker;
 pub mod stop;
-pub mod storage;
-#[cfg(feature = "testing")]
-pub mod testing;
 pub mod writer;
 
 pub use error::{Error, Result};
-pub use storage::{Backend, Storage, StorageOptions, open_storage, open_storage_with};
 pub use writer::{OverflowPolicy, Writer, WriterBuilder, WriterStatus};

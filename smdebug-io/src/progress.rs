@@ -13,7 +13,7 @@
 //! use smdebug_io::progress::{read_progress, read_run_progress, write_progress};
 //!
 //! let dir = tempfile::tempdir().unwrap();
-//! let store = smdebug_io::open_storage(dir.path().to_str().unwrap()).unwrap();
+//! let store = smdebug_storage::open_storage(dir.path().to_str().unwrap()).unwrap();
 //! assert_eq!(read_progress(store.as_ref(), "worker_0").unwrap(), None);
 //! let mut p = Progress::new("worker_0");
 //! p.planned_steps = Some(100);
@@ -27,15 +27,15 @@
 //! ```
 
 use crate::error::{Error, Result};
-use crate::storage::Storage;
 use smdebug_format::layout;
 use smdebug_format::progress::{MAX_PROGRESS_BYTES, Progress};
+use smdebug_storage::Storage;
 
 /// Writes `progress` as `progress/<worker>.json`, atomically (a whole-file put: a temporary
 /// file renamed on local disk, one object on a store).
 pub fn write_progress(storage: &dyn Storage, progress: &Progress) -> Result<()> {
     let path = layout::progress_file(&progress.worker);
-    storage.put(&path, progress.encode().into())
+    Ok(storage.put(&path, progress.encode().into())?)
 }
 
 /// `worker`'s progress file; `None` when there is none. A file over [`MAX_PROGRESS_BYTES`] or
@@ -63,7 +63,7 @@ fn read_progress_file(storage: &dyn Storage, path: &str) -> Result<Option<Progre
         Ok(bytes) => bytes,
         // Deleted between the two calls (the run was cleared).
         Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     };
     if bytes.len() as u64 > MAX_PROGRESS_BYTES {
         return Err(bad(format!(
@@ -110,7 +110,7 @@ pub fn read_run_progress(storage: &dyn Storage) -> Result<RunProgress> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::open_storage;
+    use smdebug_storage::open_storage;
 
     #[test]
     fn a_corrupt_or_oversized_file_is_an_error_naming_it_and_a_missing_one_is_none() {

@@ -264,7 +264,7 @@ fn read_bounded(path: &Path, max_bytes: u64) -> io::Result<Option<Vec<u8>>> {
             io::ErrorKind::InvalidInput,
             format!(
                 "{}, not a regular file: not read",
-                crate::storage::regular::kind_of(&meta.file_type())
+                smdebug_storage::regular::kind_of(&meta.file_type())
             ),
         ));
     }

@@ -19,7 +19,7 @@
 //! let watcher = StopWatcher::spawn(run, signal.clone()).unwrap();
 //!
 //! // Elsewhere (another process, through the same directory or bucket):
-//! let store = smdebug_io::open_storage(run).unwrap();
+//! let store = smdebug_storage::open_storage(run).unwrap();
 //! request_stop(store.as_ref(), &StopRequest::new("LossNotDecreasing fired at step 40")).unwrap();
 //!
 //! while signal.requested().is_none() {
@@ -35,8 +35,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::storage::{Storage, open_storage};
 use smdebug_core::{StopCause, StopSignal};
+use smdebug_storage::{Storage, open_storage};
 
 use smdebug_format::layout::STOP_REQUEST_FILE;
 use smdebug_format::stop::{MAX_STOP_REQUEST_BYTES, StopRequest};
@@ -82,7 +82,7 @@ pub fn read_stop_request(storage: &dyn Storage) -> Result<Option<StopRequest>> {
         Err(_) if matches!(storage.size(STOP_REQUEST_FILE), Ok(Some(0))) => {
             return Err(bad(format!("{STOP_REQUEST_FILE} is empty")));
         }
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     };
     if bytes.len() as u64 > MAX_STOP_REQUEST_BYTES {
         let size = match storage.size(STOP_REQUEST_FILE) {
@@ -125,8 +125,12 @@ impl StopWatcher {
     /// The most distinct problems kept; later ones are logged only.
     pub const MAX_PROBLEMS: usize = 16;
 
-    /// Watches the run at `location` (path or URL) every 200 ms.
-    pub fn spawn(location: &str, signal: StopSignal) -> Result<StopWatcher> {
+    /// Watches the run at `location` (path or URL: text, a `Path` or a parsed `Location`) every
+    /// 200 ms.
+    pub fn spawn(
+        location: impl smdebug_storage::IntoLocation,
+        signal: StopSignal,
+    ) -> Result<StopWatcher> {
         StopWatcher::with_storage(open_storage(location)?, signal, Self::DEFAULT_INTERVAL)
     }
 

@@ -15,9 +15,9 @@ use smdebug_core::{
     Collection, Hook, MemorySink, Mode, Record, ReductionConfig, SaveConfig, Sink, TensorView,
 };
 use smdebug_format::record::PayloadChecksum;
-use smdebug_io::open_storage;
 use smdebug_io::writer::Writer;
 use smdebug_read::trial::JsonNumber;
+use smdebug_storage::open_storage;
 
 /// Forwards to the writer and keeps a copy of what was sent: the expected side of the check.
 struct Tee {

@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 use smdebug_core::PyRegex;
-use smdebug_io::testing::python;
 use smdebug_read::trial::Trial;
+use smdebug_storage::testing::python;
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/python_regex.py")

@@ -13,13 +13,14 @@ use smdebug_core::{
     EndReason, Hook, Mode, Record, SaveConfig, Sink, StepKey, Tensor, TensorRecord,
 };
 use smdebug_format::layout;
+use smdebug_io::Error;
 use smdebug_io::jobs::{JobClaim, JobIdentity};
 use smdebug_io::run_folder::{self, ClaimRequest, FolderState, Refusal};
-use smdebug_io::testing::{CountingStorage, MotoServer, wait_until};
 use smdebug_io::writer::Writer;
-use smdebug_io::{Error, Storage, open_storage, open_storage_with};
 use smdebug_read::Trial;
 use smdebug_read::TrialOptions;
+use smdebug_storage::testing::{CountingStorage, MotoServer, wait_until};
+use smdebug_storage::{Storage, open_storage, open_storage_with};
 use smdebug_testkit::files::{OUTSIDE_TEXT, project_folder, snapshot};
 
 /// Writes `steps` steps of a loss and a weight (of `width` values) as worker `rank`, ending

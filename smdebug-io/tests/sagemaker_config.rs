@@ -13,7 +13,7 @@ use smdebug_core::{HookConfig, Mode, ReductionConfig, SaveConfig};
 use smdebug_io::sagemaker::{
     ConfigSources, DEFAULT_SAGEMAKER_TENSORS_DIR, HOOK_CONFIG_ENV, HookConfigFile,
 };
-use smdebug_io::testing::python;
+use smdebug_storage::testing::python;
 
 fn fixtures() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sagemaker/hook");

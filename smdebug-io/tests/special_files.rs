@@ -10,8 +10,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use smdebug_format::layout;
-use smdebug_io::storage::open_storage;
 use smdebug_read::Trial;
+use smdebug_storage::open_storage;
 use smdebug_testkit::files::copy_tree;
 
 /// A copy of Python smdebug's golden run `pysmdebug_multi`.

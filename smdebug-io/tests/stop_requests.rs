@@ -6,9 +6,10 @@ use std::time::Duration;
 use smdebug_core::StopSignal;
 use smdebug_format::layout::STOP_REQUEST_FILE;
 use smdebug_format::stop::StopRequest;
+use smdebug_io::Error;
 use smdebug_io::stop::{StopOutcome, StopWatcher, read_stop_request, request_stop};
-use smdebug_io::testing::{CountingStorage, wait_for, wait_until};
-use smdebug_io::{Error, Storage, open_storage};
+use smdebug_storage::testing::{CountingStorage, wait_for, wait_until};
+use smdebug_storage::{Storage, open_storage};
 
 /// The stop reason `signal` is given, within 30 s.
 fn wait_for_stop(signal: &StopSignal) -> String {

@@ -2,9 +2,9 @@
 //! folders, and an S3 bucket that does not exist is said to be missing, never taken for an
 //! empty run.
 
-use smdebug_io::storage::{open_storage, open_storage_with};
-use smdebug_io::testing::MotoServer;
 use smdebug_read::trial::Trial;
+use smdebug_storage::testing::MotoServer;
+use smdebug_storage::{open_storage, open_storage_with};
 
 #[test]
 fn ill_formed_urls_and_unknown_schemes_are_refused() {

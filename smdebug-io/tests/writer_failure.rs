@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use smdebug_core::{EndReason, Mode, Record, Sink, StepKey, Tensor, TensorRecord};
 use smdebug_format::layout;
 use smdebug_io::Error;
-use smdebug_io::storage::{Storage, StorageOptions, open_storage, open_storage_with};
-use smdebug_io::testing::wait_until;
 use smdebug_io::writer::{OverflowPolicy, Writer};
+use smdebug_storage::testing::wait_until;
+use smdebug_storage::{Storage, StorageOptions, open_storage, open_storage_with};
 use smdebug_testkit::storage::{Intercepted, WriteGate};
 
 fn tensor(name: &str, step: u64, values: usize) -> Record {

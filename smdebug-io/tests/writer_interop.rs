@@ -16,8 +16,8 @@ use smdebug_format::progress::Progress;
 use smdebug_format::record::PayloadChecksum;
 use smdebug_io::jobs::{JobClaim, JobIdentity};
 use smdebug_io::progress::write_progress;
-use smdebug_io::storage::open_storage;
 use smdebug_io::writer::Writer;
+use smdebug_storage::open_storage;
 
 fn python() -> String {
     std::env::var("SMDEBUG_PYTHON").unwrap_or_else(|_| "python3".to_string())

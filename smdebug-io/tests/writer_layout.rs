@@ -15,8 +15,8 @@ use smdebug_format::record::{
     ChecksumKind, Decoded, PayloadChecksum, PayloadCrcPolicy, RecordIter,
 };
 use smdebug_format::{self as format, IndexFile, layout};
-use smdebug_io::storage::{Storage, open_storage};
 use smdebug_io::writer::Writer;
+use smdebug_storage::{Storage, open_storage};
 
 fn tensor_record(name: &str, step: u64, mode: Mode, mode_step: u64, tensor: Tensor) -> Record {
     Record::Tensor(TensorRecord {

@@ -8,9 +8,9 @@
 use std::sync::Arc;
 
 use smdebug_core::Mode;
-use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler};
 use smdebug_read::profile::ProfilerReader;
+use smdebug_storage::LocalStorage;
 
 /// Something to sample: a xorshift loop that cannot be optimised away.
 #[inline(never)]

@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use smdebug_core::Mode;
 use smdebug_format::code_profile::WindowStep;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
-use smdebug_io::testing::{poll, wait_until};
 use smdebug_profiler::ProfilerError;
 use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler};
 use smdebug_profiler::system::NodeId;
 use smdebug_read::profile::ProfilerReader;
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
+use smdebug_storage::testing::{poll, wait_until};
 use smdebug_testkit::storage::{Intercepted, WriteGate};
 
 /// The sampler is process-wide: tests that open windows take turns (cargo test runs them on
@@ -296,7 +296,7 @@ fn outside_a_window_no_sampling_timer_is_installed() {
     assert!(!profiling_timer_armed());
 
     // A window closed by time has no steps.
-    let reader = ProfilerReader::open_local(run.path()).unwrap();
+    let reader = ProfilerReader::open(run.path()).unwrap();
     let profiles = reader.code_profiles().unwrap();
     assert_eq!(profiles.windows.len(), 1);
     assert!(profiles.windows[0].summary.start_step.is_none());

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 use smdebug_core::Mode;
-use smdebug_io::testing::wait_until;
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
 use smdebug_read::profile::{ProfilerReader, SpanQuery, SystemQuery};
+use smdebug_storage::testing::wait_until;
 
 const SCRIPT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -84,7 +84,7 @@ fn python_smdebug_readers_load_our_system_metrics_and_spans() {
         Duration::from_secs(60),
         "more than 20 system records",
         || {
-            ProfilerReader::open_local(dir.path())
+            ProfilerReader::open(dir.path())
                 .unwrap()
                 .system_samples(&SystemQuery::default())
                 .unwrap()
@@ -95,7 +95,7 @@ fn python_smdebug_readers_load_our_system_metrics_and_spans() {
     sampler.stop().unwrap();
 
     let seen = python("read", dir.path());
-    let reader = ProfilerReader::open_local(dir.path()).unwrap();
+    let reader = ProfilerReader::open(dir.path()).unwrap();
 
     // System metrics: the same records, value for value.
     let ours = reader.system_samples(&SystemQuery::default()).unwrap();
@@ -197,7 +197,7 @@ fn our_reader_loads_python_smdebug_timeline_files() {
             )
         })
         .collect();
-    let reader = ProfilerReader::open_local(dir.path()).unwrap();
+    let reader = ProfilerReader::open(dir.path()).unwrap();
     let files = reader.trace_files().unwrap();
     assert_eq!(files.len(), 1);
     let spans = reader.spans(&SpanQuery::default()).unwrap();

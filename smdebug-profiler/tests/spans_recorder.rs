@@ -8,12 +8,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 use smdebug_core::Mode;
 use smdebug_format::trace::parse_trace_file_key;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
-use smdebug_io::testing::wait_until;
 use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
 use smdebug_profiler::system::NodeId;
 use smdebug_read::profile::{ProfilerReader, SpanQuery};
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
+use smdebug_storage::testing::wait_until;
 
 fn now_us() -> u64 {
     SystemTime::now()
@@ -65,7 +65,7 @@ fn guards_record_nested_phases_with_steps_in_absolute_time() {
         (22, 0, 0)
     );
 
-    let reader = ProfilerReader::open_local(dir.path()).unwrap();
+    let reader = ProfilerReader::open(dir.path()).unwrap();
     let all = reader.spans(&SpanQuery::default()).unwrap();
     assert_eq!(all.len(), 22);
     for span in &all {
@@ -118,7 +118,7 @@ fn queries_filter_by_step_time_worker_node_and_phase() {
         run_training_loop(&spans, 0..6);
         writer.finish().unwrap();
     }
-    let reader = ProfilerReader::open_local(dir.path()).unwrap();
+    let reader = ProfilerReader::open(dir.path()).unwrap();
     let steps_2_to_3 = reader
         .spans(&SpanQuery::default().steps(Mode::Train, 2..=3))
         .unwrap();
@@ -208,7 +208,7 @@ fn explicit_start_end_and_measured_spans() {
     ));
     writer.finish().unwrap();
 
-    let all = ProfilerReader::open_local(dir.path())
+    let all = ProfilerReader::open(dir.path())
         .unwrap()
         .spans(&SpanQuery::default())
         .unwrap();
@@ -290,7 +290,7 @@ fn files_are_chrome_trace_arrays_in_smdebug_layout_and_rotate_by_size() {
     }
     assert_eq!(complete_events, 400);
     assert_eq!(
-        ProfilerReader::open_local(dir.path())
+        ProfilerReader::open(dir.path())
             .unwrap()
             .spans(&SpanQuery::default())
             .unwrap()
@@ -307,7 +307,7 @@ fn files_rotate_by_age_and_flush_publishes_the_open_file() {
         dir.path(),
     )
     .unwrap();
-    let reader = ProfilerReader::open_local(dir.path()).unwrap();
+    let reader = ProfilerReader::open(dir.path()).unwrap();
     {
         let _a = spans.custom("a");
     }
@@ -351,7 +351,7 @@ fn a_full_queue_drops_and_counts_instead_of_blocking() {
     assert_eq!(report.written + report.dropped, report.recorded);
     // After the writer stopped, spans are dropped too, never an error or a hang.
     assert!(!spans.end_span(spans.start_span(Phase::Forward)));
-    let read = ProfilerReader::open_local(dir.path())
+    let read = ProfilerReader::open(dir.path())
         .unwrap()
         .spans(&SpanQuery::default())
         .unwrap();

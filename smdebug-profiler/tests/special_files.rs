@@ -10,14 +10,14 @@ use std::path::Path;
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
-use smdebug_io::testing::CountingStorage;
 use smdebug_read::follow::{DataProblem, ProfilerFollower};
 use smdebug_read::profile::{
     MAX_SYSTEM_LINE_BYTES as MAX_LINE_BYTES, ProfilerReader, SYSTEM_READ_CHUNK as READ_CHUNK,
     SystemQuery,
 };
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
+use smdebug_storage::testing::CountingStorage;
 
 const LINE: &str = r#"{"Type": "cpu", "Name": "cpu0", "Dimension": "CPUUtilization", "Value": 12.5, "Timestamp": 1764192000.5, "NodeId": "algo-1"}"#;
 

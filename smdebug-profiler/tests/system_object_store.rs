@@ -6,15 +6,15 @@ use std::thread;
 use std::time::Duration;
 
 use smdebug_core::Mode;
-use smdebug_io::Storage;
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
 use smdebug_read::profile::{ProfilerReader, SpanQuery, SystemQuery, parse_system_lines};
+use smdebug_storage::Storage;
 
 #[test]
 fn sampler_and_spans_write_through_an_object_store() {
     let location = "memory://smdebug-profiler-tests/run-1";
-    let store: Arc<dyn Storage> = smdebug_io::open_storage(location).unwrap();
+    let store: Arc<dyn Storage> = smdebug_storage::open_storage(location).unwrap();
     let sampler = SystemSampler::start(
         SamplerConfig::default()
             .interval(Duration::from_millis(100))

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use smdebug_format::system::vocab;
-use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::ProfilerError;
 use smdebug_profiler::system::{NodeId, SamplerConfig, profile_command};
 use smdebug_read::profile::{ProfilerReader, SystemQuery};
+use smdebug_storage::LocalStorage;
 
 #[test]
 fn profiles_a_child_tree_until_it_exits_and_returns_its_status() {
@@ -32,7 +32,7 @@ fn profiles_a_child_tree_until_it_exits_and_returns_its_status() {
     assert_eq!(outcome.status.code(), Some(3));
     assert!(outcome.sampler.samples >= 5, "{:?}", outcome.sampler);
 
-    let samples = ProfilerReader::open_local(dir.path())
+    let samples = ProfilerReader::open(dir.path())
         .unwrap()
         .system_samples(&SystemQuery::default().metric_type(vocab::TYPE_PROCESS))
         .unwrap();

@@ -12,12 +12,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use smdebug_format::system::SystemSample;
 use smdebug_format::system::vocab;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
-use smdebug_io::testing::wait_until;
 use smdebug_profiler::ProfilerError;
 use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
 use smdebug_read::profile::{ProfilerReader, SystemQuery, parse_system_lines};
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
+use smdebug_storage::testing::wait_until;
 
 /// The tests of this file run one at a time: they measure this process and this host, and
 /// one test's load (spinning threads, a 64 MiB transfer) must not land in another's window.
@@ -50,7 +50,7 @@ fn wait_for_samples(dir: &Path, since_us: u64, n: usize) -> u64 {
         Duration::from_secs(60),
         &format!("{n} samples published after {since_us} µs"),
         || {
-            let samples = ProfilerReader::open_local(dir)
+            let samples = ProfilerReader::open(dir)
                 .unwrap()
                 .system_samples(&SystemQuery::default())
                 .unwrap();
@@ -141,7 +141,7 @@ fn records_use_smdebug_vocabulary_for_every_core_and_device_class() {
     assert!(report.samples >= 3, "{report:?}");
     assert_eq!(report.write_errors, 0, "{report:?}");
 
-    let samples = ProfilerReader::open_local(dir.path())
+    let samples = ProfilerReader::open(dir.path())
         .unwrap()
         .system_samples(&SystemQuery::default())
         .unwrap();
@@ -227,7 +227,7 @@ fn cpu_figures_rise_when_a_busy_loop_runs() {
     }
     sampler.stop().unwrap();
 
-    let reader = ProfilerReader::open_local(dir.path()).unwrap();
+    let reader = ProfilerReader::open(dir.path()).unwrap();
     let window = |start, end| {
         reader
             .system_samples(&SystemQuery::default().time_range(start, end))
@@ -281,7 +281,7 @@ fn disk_write_bytes_rise_when_a_file_is_written_and_fsynced() {
     let end = wait_for_samples(dir.path(), written_at, 2);
     sampler.stop().unwrap();
 
-    let samples = ProfilerReader::open_local(dir.path())
+    let samples = ProfilerReader::open(dir.path())
         .unwrap()
         .system_samples(
             &SystemQuery::default()
@@ -335,7 +335,7 @@ fn network_bytes_rise_on_loopback_traffic() {
     let end = wait_for_samples(dir.path(), sent_at, 2);
     sampler.stop().unwrap();
 
-    let samples = ProfilerReader::open_local(dir.path())
+    let samples = ProfilerReader::open(dir.path())
         .unwrap()
         .system_samples(
             &SystemQuery::default()
@@ -363,7 +363,7 @@ fn machine_without_gpu_degrades_to_host_metrics() {
     let sampler = SystemSampler::start_local(fast_config(), dir.path()).unwrap();
     wait_for_samples(dir.path(), 0, 2);
     let report = sampler.stop().unwrap();
-    let samples = ProfilerReader::open_local(dir.path())
+    let samples = ProfilerReader::open(dir.path())
         .unwrap()
         .system_samples(&SystemQuery::default())
         .unwrap();
@@ -408,7 +408,7 @@ fn files_rotate_by_time_and_each_is_complete_and_readable_while_growing() {
     .unwrap();
     // While the sampler runs, the published files already hold whole records.
     wait_for_samples(dir.path(), 0, 1);
-    let reader = ProfilerReader::open_local(dir.path()).unwrap();
+    let reader = ProfilerReader::open(dir.path()).unwrap();
     let early = reader.system_samples(&SystemQuery::default()).unwrap();
     assert!(!early.is_empty());
     wait_until(Duration::from_secs(60), "three one-second files", || {

@@ -265,7 +265,7 @@ pub fn read_summary<'py>(py: Python<'py>, path: &str) -> PyResult<Bound<'py, PyA
     let read = py.detach(|| -> Result<Option<smdebug_rules::Summary>, String> {
         match path.trim_end_matches('/').rsplit_once('/') {
             Some((dir, file)) if file.ends_with(".json") => {
-                let storage = smdebug_io::open_storage(dir).map_err(|e| e.to_string())?;
+                let storage = smdebug_storage::open_storage(dir).map_err(|e| e.to_string())?;
                 match storage.get(file) {
                     Ok(bytes) => serde_json::from_slice(&bytes)
                         .map(Some)

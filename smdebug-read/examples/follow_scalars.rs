@@ -19,10 +19,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use smdebug_core::{Hook, Mode, SaveConfig};
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
 use smdebug_io::writer::{OverflowPolicy, Writer};
 use smdebug_read::trial::{ScalarColumns, TensorFollower};
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
 
 const TENSORS: usize = 50;
 

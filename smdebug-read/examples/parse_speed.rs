@@ -204,7 +204,7 @@ fn main() {
     let before = alloc::live();
     alloc::reset_peak();
     let t = cpu_seconds();
-    let mut follower = ProfilerFollower::open(&run.to_string_lossy()).expect("run");
+    let mut follower = ProfilerFollower::open(run.as_path()).expect("run");
     let increment = follower.read_to_end();
     let mut data = ProfileData::default();
     data.add_system_samples(&increment.samples);

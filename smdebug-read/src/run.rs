@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use smdebug_core::EndReason;
 use smdebug_format::code_profile::CODE_PREFIX;
 use smdebug_format::{layout, system::SYSTEM_PREFIX, trace::TRACE_PREFIX};
-use smdebug_io::storage::Location;
-use smdebug_io::{Result, Storage};
+use smdebug_io::Result;
+use smdebug_storage::Location;
+use smdebug_storage::Storage;
 
 /// The run's end marker, written when its writer closed.
 pub struct EndMarker;
@@ -24,7 +25,7 @@ impl EndMarker {
         match storage.get(Self::PATH) {
             Ok(bytes) => Ok(Some(smdebug_format::parse_end_marker(&bytes))),
             Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(e),
+            Err(e) => Err(e.into()),
         }
     }
 

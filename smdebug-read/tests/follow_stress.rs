@@ -14,10 +14,10 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use smdebug_core::{EndReason, Hook, Mode, Record, SaveConfig, Sink, TensorView};
-use smdebug_io::storage::{Storage, open_storage, open_storage_with};
-use smdebug_io::testing::{MotoServer, s3_options};
 use smdebug_io::writer::Writer;
 use smdebug_read::trial::{ScalarColumns, TensorFollower, Trial, TrialOptions, WALL_TOLERANCE_S};
+use smdebug_storage::testing::{MotoServer, s3_options};
+use smdebug_storage::{Storage, open_storage, open_storage_with};
 
 /// No follower may take longer than this to see a finished run's end (a hang, not a timing).
 const GIVE_UP: Duration = Duration::from_secs(60);

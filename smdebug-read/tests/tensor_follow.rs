@@ -14,8 +14,8 @@ use smdebug_core::{DType, Mode, Tensor};
 use smdebug_format::layout;
 use smdebug_io::Error;
 use smdebug_io::crafted::{CraftedRecord, point_index_at, scalar, write_collections, write_step};
-use smdebug_io::storage::{LocalStorage, Storage};
 use smdebug_read::trial::{ScalarColumns, TensorFollower, TensorIncrement, TensorProblem, Trial};
+use smdebug_storage::{LocalStorage, Storage};
 use smdebug_testkit::alloc;
 use smdebug_testkit::runs::write_losses;
 use smdebug_testkit::storage::{Intercept, Intercepted};
@@ -190,7 +190,7 @@ fn bad_event_files_on_local_disk_are_reported_and_the_rest_read_exactly() {
         bad.push(35);
     }
 
-    let storage = std::sync::Arc::new(smdebug_io::storage::LocalStorage::new(&run).unwrap());
+    let storage = std::sync::Arc::new(smdebug_storage::LocalStorage::new(&run).unwrap());
     let mut f = TensorFollower::new(storage);
     let mut columns = ScalarColumns::default();
     let inc = poll(&mut f, &mut columns);
@@ -455,7 +455,7 @@ fn each_value_keeps_its_records_wall_time() {
     use smdebug_format::record::PayloadCrcPolicy;
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
-    let store = smdebug_io::open_storage(run.to_str().unwrap()).unwrap();
+    let store = smdebug_storage::open_storage(run.to_str().unwrap()).unwrap();
     let writer = smdebug_io::Writer::builder(store).build().unwrap();
     let mut hook = Hook::builder()
         .save_config(SaveConfig::every(1))
@@ -597,7 +597,7 @@ impl LateListing {
 }
 
 impl Intercept for LateListing {
-    fn list(&self, inner: &dyn Storage, prefix: &str) -> smdebug_io::Result<Vec<String>> {
+    fn list(&self, inner: &dyn Storage, prefix: &str) -> smdebug_storage::Result<Vec<String>> {
         Ok(self.filter(prefix, inner.list(prefix)?))
     }
     fn list_after(
@@ -605,7 +605,7 @@ impl Intercept for LateListing {
         inner: &dyn Storage,
         prefix: &str,
         offset: &str,
-    ) -> smdebug_io::Result<Vec<String>> {
+    ) -> smdebug_storage::Result<Vec<String>> {
         Ok(self.filter(prefix, inner.list_after(prefix, offset)?))
     }
 }
@@ -673,8 +673,8 @@ fn a_window_read_alone_is_what_the_whole_runs_follower_gives_for_it() {
         .flat_map(|(_, _, column)| column)
         .collect();
     assert_eq!(all.len(), 2_499);
-    let storage: std::sync::Arc<dyn smdebug_io::Storage> =
-        std::sync::Arc::new(smdebug_io::storage::LocalStorage::new(dir.path()).unwrap());
+    let storage: std::sync::Arc<dyn smdebug_storage::Storage> =
+        std::sync::Arc::new(smdebug_storage::LocalStorage::new(dir.path()).unwrap());
     let (batch, inc) = TensorFollower::read_steps(storage, 990, 2_010).unwrap();
     assert_eq!(batch.len(), 1, "one column: loss in TRAIN");
     let (name, mode, window) = &batch[0];

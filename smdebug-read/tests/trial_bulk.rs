@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use half::f16;
 use smdebug_core::{DType, Mode, Tensor, TensorView};
-use smdebug_io::storage::open_storage;
 use smdebug_read::trial::{Trial, TrialOptions};
+use smdebug_storage::open_storage;
 use smdebug_testkit::runs::every_step_hook_on;
 use smdebug_testkit::storage::{EventReads, Intercepted};
 
@@ -401,7 +401,7 @@ fn reading_step_by_step_matches_value_reads_on_every_golden_and_hook_run() {
 fn reading_step_by_step_from_object_storage_gives_what_the_local_run_gives() {
     write_run_at("memory://bulk/steps");
     let dir = tempfile::tempdir().unwrap();
-    let local = Trial::open(&write_run(dir.path())).unwrap();
+    let local = Trial::open(write_run(dir.path())).unwrap();
     let remote = Trial::open("memory://bulk/steps").unwrap();
     let collect = |trial: &Trial| -> Vec<(u64, String, Vec<u8>)> {
         let mut out = Vec::new();

@@ -5,10 +5,10 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
-use smdebug_io::open_storage;
-use smdebug_io::testing::wait_for;
 use smdebug_io::writer::Writer;
 use smdebug_read::trial::{StepState, Trial, TrialOptions};
+use smdebug_storage::open_storage;
+use smdebug_storage::testing::wait_for;
 
 const STEPS: u64 = 40;
 

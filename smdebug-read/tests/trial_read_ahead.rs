@@ -6,10 +6,10 @@
 
 use half::f16;
 use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
-use smdebug_io::storage::open_storage;
-use smdebug_io::testing::wait_until;
 use smdebug_io::writer::{OverflowPolicy, Writer};
 use smdebug_read::trial::{TensorValue, Trial, TrialOptions};
+use smdebug_storage::open_storage;
+use smdebug_storage::testing::wait_until;
 use smdebug_testkit::runs::every_step_hook_on;
 use smdebug_testkit::storage::{EventReads, Intercepted};
 

@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use smdebug_analysis::digest::ProfileDigest;
-use smdebug_io::Storage;
 use smdebug_read::RankSummary;
 use smdebug_read::follow::merge_code_windows;
 use smdebug_read::follow::{DataArea, DataProblems, KinetoTraces, ProfilerFollower};
 use smdebug_read::profile::{CodeProfileWindow, ProfilerReader};
 use smdebug_read::run::EndMarker;
 use smdebug_rules::RunState;
+use smdebug_storage::Storage;
 
 use crate::input::{CODE_PROFILE_WINDOWS_SHOWN, CodeProfile, LoadOptions, NoteArea, ReportInput};
 
@@ -43,7 +43,7 @@ impl ReportInput {
     /// [`ProfilerFollower`], and the Kineto trace files in `options`. Never fails: whatever
     /// cannot be read is described in [`ReportInput::notes`].
     pub fn load(location: &str, options: &LoadOptions) -> ReportInput {
-        match smdebug_io::open_storage(location) {
+        match smdebug_storage::open_storage(location) {
             Ok(storage) => {
                 let complete = EndMarker::present(storage.as_ref()).ok();
                 // One pass, aggregated as it reads: a poll hands out a bounded number of

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use smdebug_io::Storage;
+use smdebug_storage::Storage;
 
 use crate::input::ReportInput;
 use crate::render::render_html;
@@ -19,7 +19,7 @@ pub enum ReportError {
         path: String,
         /// The storage's error.
         #[source]
-        source: Box<smdebug_io::Error>,
+        source: Box<smdebug_storage::Error>,
     },
     /// The page's path names a directory.
     #[error("cannot write {}: is a directory, not the report's HTML file", .0.display())]
@@ -170,11 +170,8 @@ pub fn write_rule_files_to(input: &ReportInput, dir: &Path) -> Result<Vec<String
         .collect())
 }
 
-fn local_folder(
-    dir: &Path,
-    named: &Path,
-) -> Result<smdebug_io::storage::LocalStorage, ReportError> {
-    smdebug_io::storage::LocalStorage::new(dir).map_err(|source| ReportError::Write {
+fn local_folder(dir: &Path, named: &Path) -> Result<smdebug_storage::LocalStorage, ReportError> {
+    smdebug_storage::LocalStorage::new(dir).map_err(|source| ReportError::Write {
         path: named.display().to_string(),
         source: Box::new(source),
     })

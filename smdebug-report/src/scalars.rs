@@ -13,8 +13,8 @@
 use std::sync::Arc;
 
 use smdebug_analysis::downsample::{MinMax, min_max};
-use smdebug_io::Storage;
 use smdebug_read::trial::{ScalarColumns, TensorFollower};
+use smdebug_storage::Storage;
 
 use crate::input::{LoadOptions, NoteArea, ReportInput, ScalarSeries};
 

@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use smdebug_io::storage::Location;
 use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE, sagemaker_report_dir};
 use smdebug_rules::{NoDestination, ReportPlan, ReportWriteError, Reporter, RunState};
+use smdebug_storage::Location;
 
 use crate::input::{LoadOptions, ReportInput};
 use crate::notebook::{notebook_name, render_notebook, rule_summary_name};

@@ -6,9 +6,9 @@
 use serde_json::json;
 use smdebug_format::system::system_file_key;
 use smdebug_format::trace::trace_file_key;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
 use smdebug_report::{LoadOptions, ReportInput, render_html};
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
 use smdebug_testkit::alloc;
 
 #[global_allocator]

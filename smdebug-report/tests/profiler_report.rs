@@ -16,7 +16,7 @@ use smdebug_rules::{RuleInput, RuleRunner, RuleSpec, Status};
 /// A short real run at `location`: 30 steps with a NaN gradient from step 20, the sampler at
 /// 100 ms and step spans.
 fn record(location: &str) {
-    let store = smdebug_io::open_storage(location).unwrap();
+    let store = smdebug_storage::open_storage(location).unwrap();
     let sampler = SystemSampler::start(
         SamplerConfig::default().interval(Duration::from_millis(100)),
         store.clone(),
@@ -152,7 +152,7 @@ fn an_object_store_run_gets_its_report_inside_the_store() {
         .unwrap();
     let report = summary.rule("ProfilerReport").unwrap();
     assert_eq!(report.status, Status::NoIssuesFound, "{}", report.message);
-    let store = smdebug_io::open_storage(location).unwrap();
+    let store = smdebug_storage::open_storage(location).unwrap();
     let html = store
         .get(&format!("{DEFAULT_REPORT_DIR}/{REPORT_FILE}"))
         .unwrap();

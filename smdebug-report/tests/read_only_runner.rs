@@ -32,7 +32,7 @@ fn record(location: &str) {
 }
 
 fn objects(location: &str) -> BTreeMap<String, Vec<u8>> {
-    let store = smdebug_io::open_storage(location).unwrap();
+    let store = smdebug_storage::open_storage(location).unwrap();
     store
         .list("")
         .unwrap()

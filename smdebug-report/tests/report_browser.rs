@@ -16,8 +16,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 use smdebug_core::Mode;
 use smdebug_format::system::system_file_key;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler};
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
@@ -25,6 +23,8 @@ use smdebug_report::{
     LoadOptions, ReportInput, RuleFile, SECTIONS, write_report_to, write_rule_files_to,
 };
 use smdebug_rules::{Parameters, RuleDetails, RuleInput, RuleStatus, Status};
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
 use smdebug_testkit::chromium;
 use smdebug_testkit::runs::every_step_hook;
 use support::section;

@@ -13,14 +13,14 @@ use serde_json::{Value, json};
 use smdebug_analysis::stats::SKETCH_RELATIVE_ERROR;
 use smdebug_format::system::system_file_key;
 use smdebug_format::trace::trace_file_key;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
 use smdebug_read::kineto::summarize_trace;
 use smdebug_report::{
     LoadOptions, NoteArea, ReportInput, RuleFile, SECTIONS, render_html, write_report_to,
     write_rule_files_to,
 };
 use smdebug_rules::{Parameters, RuleDetails, RuleInput, RuleStatus, Status};
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
 use support::section;
 
 const T0: f64 = 1_700_000_000.0;

@@ -5,9 +5,9 @@ use std::time::Instant;
 
 use serde_json::json;
 use smdebug_format::system::system_file_key;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
 use smdebug_report::{LoadOptions, ReportInput, render_html};
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
 
 /// The process's peak resident memory (`VmHWM`), bytes.
 fn peak_rss() -> u64 {

@@ -6,10 +6,10 @@
 mod support;
 
 use smdebug_format::system::system_file_key;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
 use smdebug_report::ReportWriter;
 use smdebug_rules::{RuleRunner, RuleSpec, Status, Summary};
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
 use support::write_system_file;
 
 const START_S: u64 = 1_700_000_000;

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use smdebug_core::StopSignal;
-use smdebug_io::Storage;
+use smdebug_storage::Storage;
 
 use crate::error::{Error, Result};
 use crate::evidence::Evidence;

@@ -315,16 +315,16 @@ impl Summary {
 
 /// Reads the summary a runner wrote into a run.
 pub fn read_summary(location: &str) -> Result<Option<Summary>> {
-    let storage = smdebug_io::open_storage(location).map_err(|e| Error::OpenRun {
+    let storage = smdebug_storage::open_storage(location).map_err(|e| Error::OpenRun {
         location: location.to_string(),
-        source: Box::new(e),
+        source: Box::new(e.into()),
     })?;
     read_summary_from(storage.as_ref())
 }
 
 /// Reads the summary a runner wrote into the run `storage` holds: `None` when there is none, an
 /// error when it cannot be read or is not a summary.
-pub fn read_summary_from(storage: &dyn smdebug_io::Storage) -> Result<Option<Summary>> {
+pub fn read_summary_from(storage: &dyn smdebug_storage::Storage) -> Result<Option<Summary>> {
     let location = storage.describe().to_string();
     match storage.get(SUMMARY_FILE) {
         Ok(bytes) => serde_json::from_slice(&bytes)
@@ -338,7 +338,7 @@ pub fn read_summary_from(storage: &dyn smdebug_io::Storage) -> Result<Option<Sum
             location,
             op: "get",
             path: SUMMARY_FILE.into(),
-            source: Box::new(e),
+            source: Box::new(e.into()),
         }),
     }
 }

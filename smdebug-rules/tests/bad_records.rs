@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 
 use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
 use smdebug_io::crafted::{flip_payload_bit, oversized_record};
-use smdebug_io::testing::wait_until;
 use smdebug_rules::{RuleStatus, Status, Summary};
+use smdebug_storage::testing::wait_until;
 use smdebug_testkit::files::copy_tree;
 use support::{check, hook_for};
 use tempfile::tempdir;

@@ -13,12 +13,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use smdebug_core::{Hook, HookBuilder, HookConfig, Mode, SaveConfig, TensorView};
 use smdebug_format::system::SystemSample;
 use smdebug_format::system::system_file_key;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
 use smdebug_profiler::system::NodeId;
 use smdebug_read::trial::Trial;
 use smdebug_rules::{RuleRunner, RuleSpec, RuleStatus, Status, Summary, capture_requests};
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
 use smdebug_testkit::runs::blocking_hook;
 use tempfile::TempDir;
 

@@ -8,15 +8,15 @@ use std::time::Duration;
 
 use smdebug_core::{CaptureRequest, Hook, SaveConfig, SaveConfigMode, TensorView};
 use smdebug_format::system::system_file_key;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
-use smdebug_io::testing::wait_for;
 use smdebug_io::writer::Writer;
 use smdebug_read::trial::Trial;
 use smdebug_rules::{
     Error, Needs, ProfilerInput, ProfilerNeeds, ProfilerRule, ProfilerWindow, Result, Rule,
     RuleResult, RuleRunner, RuleSpec, Status, Summary, TensorRule,
 };
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
+use smdebug_storage::testing::wait_for;
 
 fn hook_run(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

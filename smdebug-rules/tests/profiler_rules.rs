@@ -13,13 +13,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use smdebug_core::Mode;
 use smdebug_format::system::SystemSample;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
-use smdebug_io::testing::wait_for;
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
 use smdebug_read::profile::{ProfilerReader, SystemQuery};
 use smdebug_rules::{ActionConfig, RuleInput, RuleRunner, RuleSpec, RuleStatus, Status, Summary};
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
+use smdebug_storage::testing::wait_for;
 use smdebug_testkit::files::copy_tree;
 use tempfile::TempDir;
 
@@ -876,7 +876,7 @@ fn overall_system_usage_summarizes_every_metric_per_node() {
     let summary = evaluate(run.path(), &["OverallSystemUsage"]);
     let status = only(&summary);
     assert_quiet(status);
-    let samples = ProfilerReader::open_local(run.path())
+    let samples = ProfilerReader::open(run.path())
         .unwrap()
         .system_samples(
             &SystemQuery::default()
@@ -952,7 +952,7 @@ fn feeding_in_one_window_or_many_gives_the_same_verdict() {
             ),
         ]
     });
-    let reader = ProfilerReader::open_local(run.path()).unwrap();
+    let reader = ProfilerReader::open(run.path()).unwrap();
     let samples = reader.system_samples(&SystemQuery::default()).unwrap();
     let mut spans = reader.spans(&Default::default()).unwrap();
     spans.sort_by_key(|s| (s.end_us, s.start_us));
@@ -1178,7 +1178,7 @@ fn following_a_live_run_fires_and_stops_it_before_it_ends() {
         .unwrap()
         .spawn()
         .unwrap();
-    let storage = smdebug_io::open_storage(&location).unwrap();
+    let storage = smdebug_storage::open_storage(&location).unwrap();
     // The GPU monitor publishes at each look.
     let live = wait_for(
         Duration::from_secs(30),

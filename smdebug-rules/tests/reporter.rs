@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 
 use smdebug_core::{Hook, Mode, SaveConfig};
 use smdebug_format::system::system_file_key;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
 use smdebug_io::writer::Writer;
 use smdebug_rules::{ReportPlan, Reporter, RuleRunner, RuleSpec, RunState, Status};
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
 
 const START_S: u64 = 1_700_000_000;
 

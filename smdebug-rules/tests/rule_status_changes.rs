@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use smdebug_core::{Mode, SaveConfig};
 use smdebug_examples::Bug;
-use smdebug_io::testing::wait_until;
 use smdebug_read::trial::Trial;
 use smdebug_rules::runner::{StatusLines, rule_log_file};
 use smdebug_rules::{
     ActionConfig, Needs, Result as RulesResult, Rule, RuleResult, RuleRunner, RuleSpec, Status,
     TensorRule, Trigger,
 };
+use smdebug_storage::testing::wait_until;
 use support::{example_run, hook_for, http_server};
 use tempfile::tempdir;
 

@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 
 use smdebug_core::{Mode, SaveConfig};
 use smdebug_examples::Bug;
-use smdebug_io::testing::{wait_for, wait_until};
 use smdebug_read::trial::Trial;
 use smdebug_rules::{
     ActionConfig, Error, Needs, ProfilerInput, ProfilerNeeds, ProfilerRule, ProfilerWindow,
     Result as RulesResult, Rule, RuleResult, RuleRunner, RuleSpec, Status, TensorRule,
     read_summary,
 };
+use smdebug_storage::testing::{wait_for, wait_until};
 use support::{example_run, hook_for, http_server};
 use tempfile::tempdir;
 

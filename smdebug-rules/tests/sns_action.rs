@@ -10,9 +10,9 @@ use std::path::Path;
 use std::process::Command;
 
 use smdebug_examples::Bug;
-use smdebug_io::testing::{MotoServer, python};
 use smdebug_rules::actions::SnsProtocol;
 use smdebug_rules::{ActionConfig, RuleRunner, RuleSpec, Status, Summary, Trigger};
+use smdebug_storage::testing::{MotoServer, python};
 use support::example_run;
 use tempfile::tempdir;
 

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use smdebug_format::layout::END_MARKER;
 use smdebug_format::system::system_file_key;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
 use smdebug_serve::{ServeOptions, Server};
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
 
 /// User plus system CPU seconds of this process (`/proc/self/stat`, clock ticks of 1/100 s).
 fn cpu_seconds() -> f64 {

@@ -7,8 +7,8 @@ use serde::Serialize;
 use smdebug_format::code_profile::FunctionSamples;
 use smdebug_format::code_profile::ThreadSamples;
 use smdebug_format::code_profile::WindowStep;
-use smdebug_io::Storage;
 use smdebug_read::profile::{CodeProfileWindow, ProfilerReader};
+use smdebug_storage::Storage;
 
 /// Functions sent per top list.
 const TOP: usize = 15;

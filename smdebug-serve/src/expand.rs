@@ -3,13 +3,13 @@
 
 use std::path::PathBuf;
 
-use smdebug_io::StorageOptions;
-use smdebug_io::storage::Location;
 use smdebug_read::run::{is_run_entry, local_folder_is_run, store_is_run};
+use smdebug_storage::Location;
+use smdebug_storage::StorageOptions;
 
 /// The runs directly under an object-store prefix that is not itself a run: the first path
 /// component of every key that continues with a run's entry (one listing of the prefix).
-fn store_children(storage: &dyn smdebug_io::Storage) -> Vec<String> {
+fn store_children(storage: &dyn smdebug_storage::Storage) -> Vec<String> {
     let Ok(keys) = storage.list("") else {
         return Vec::new();
     };
@@ -49,7 +49,7 @@ pub fn expand_runs_with(args: &[String], options: &StorageOptions) -> Vec<(Strin
         };
         let mut children: Vec<PathBuf> = Vec::new();
         if matches!(location, Ok(Location::Store { .. }))
-            && let Ok(storage) = smdebug_io::open_storage_with(arg, options)
+            && let Ok(storage) = smdebug_storage::open_storage_with(arg, options)
             && !store_is_run(storage.as_ref())
         {
             let found = store_children(storage.as_ref());

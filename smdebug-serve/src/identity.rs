@@ -13,11 +13,11 @@
 
 use std::path::Path;
 
-use smdebug_io::Storage;
-use smdebug_io::storage::Location;
 use smdebug_read::run::{
     EndMarker, FolderChange, FolderWatch, file_id, first_profiler_files, index_file_of_step,
 };
+use smdebug_storage::Location;
+use smdebug_storage::Storage;
 
 /// What became of the run.
 #[derive(Debug, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use smdebug_io::StorageOptions;
+use smdebug_storage::StorageOptions;
 
 use crate::run::{Cursor, Pass, Run, pass};
 

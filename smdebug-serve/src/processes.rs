@@ -7,8 +7,8 @@ use std::collections::VecDeque;
 use schemars::JsonSchema;
 use serde::Serialize;
 use smdebug_format::progress::Progress;
-use smdebug_io::Storage;
 use smdebug_io::jobs::{JobIdentity, ProcessState};
+use smdebug_storage::Storage;
 
 /// The progress points kept (steps done, wall time), about 17 minutes of a job writing its
 /// progress every second.

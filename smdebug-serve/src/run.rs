@@ -21,8 +21,6 @@ use smdebug_format::stop::StopRequest;
 use smdebug_format::stop::sanitize_reason;
 use smdebug_io::progress::read_run_progress;
 use smdebug_io::stop::read_stop_request;
-use smdebug_io::storage::Location;
-use smdebug_io::{Storage, StorageOptions};
 use smdebug_read::follow::{
     ITEMS_PER_READ, ProfilerFollower, ProfilerSource, ProfilerSubscription, merge_code_windows,
 };
@@ -32,6 +30,8 @@ use smdebug_read::trial::{TensorFollower, TensorIncrement, Trial, TrialOptions};
 use smdebug_rules::Summary;
 use smdebug_rules::read_summary_from;
 use smdebug_rules::runner::SUMMARY_FILE;
+use smdebug_storage::Location;
+use smdebug_storage::{Storage, StorageOptions};
 
 use crate::identity::{Change, Identity};
 use crate::processes::{self, ProcessView};
@@ -414,7 +414,7 @@ fn open_storage(run: &Run, options: &StorageOptions) -> Result<Arc<dyn Storage>,
     if let Some(storage) = run.storage() {
         return Ok(storage);
     }
-    match smdebug_io::open_storage_with(&run.location, options) {
+    match smdebug_storage::open_storage_with(&run.location, options) {
         Ok(s) => {
             if let Ok(mut slot) = run.storage.write() {
                 *slot = Some(Arc::clone(&s));
@@ -799,7 +799,7 @@ impl RunData {
 /// Whether a probe object can be written into the run and removed again.
 fn can_write(storage: &dyn Storage) -> bool {
     // Under a name the run owns: a probe left by a crash is still the run's.
-    smdebug_io::storage::probe_write(storage, "dashboard").is_ok()
+    smdebug_io::run_folder::probe_write(storage, "dashboard").is_ok()
 }
 
 #[cfg(test)]
@@ -810,9 +810,9 @@ mod tests {
     use smdebug_format::layout::END_MARKER;
     use smdebug_format::progress::Progress;
     use smdebug_io::progress::write_progress;
-    use smdebug_io::storage::LocalStorage;
-    use smdebug_io::testing::CountingStorage;
-    use smdebug_io::{Storage, StorageOptions};
+    use smdebug_storage::LocalStorage;
+    use smdebug_storage::testing::CountingStorage;
+    use smdebug_storage::{Storage, StorageOptions};
 
     use super::{Cursor, Found, Run, RunData, SETTLE_PASSES, pass};
 

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use smdebug_io::StorageOptions;
 use smdebug_read::follow::ProfilerSubscription;
+use smdebug_storage::StorageOptions;
 use tokio::sync::{oneshot, watch};
 
 use crate::conn::{ConnectionLimits, ConnectionStats, Connections};

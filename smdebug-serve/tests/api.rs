@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use smdebug_format::system::system_file_key;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
-use smdebug_io::testing::MotoServer;
 use smdebug_rules::{RuleRunner, RuleSpec};
 use smdebug_serve::downsample::MAX_POINTS;
 use smdebug_serve::{ServeOptions, Server, expand_runs};
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
+use smdebug_storage::testing::MotoServer;
 use support::{JobConfig, client, get_json, start_job, wait_for};
 
 fn local(dir: &Path) -> Arc<dyn Storage> {
@@ -736,7 +736,7 @@ fn an_s3_run_is_followed_live() {
     let moto = MotoServer::start();
     moto.create_bucket("dash");
     let url = "s3://dash/jobs/live";
-    let storage = smdebug_io::open_storage_with(url, &moto.options()).unwrap();
+    let storage = smdebug_storage::open_storage_with(url, &moto.options()).unwrap();
     let mut options = ServeOptions::new(vec![url.into()]);
     options.storage = moto.options();
     let server = Server::start(options).unwrap();
@@ -919,12 +919,13 @@ fn an_s3_folder_of_runs_is_served_side_by_side() {
     moto.create_bucket("fleet");
     for name in ["job-a", "job-b"] {
         let storage =
-            smdebug_io::open_storage_with(&format!("s3://fleet/team/{name}"), &moto.options())
+            smdebug_storage::open_storage_with(format!("s3://fleet/team/{name}"), &moto.options())
                 .unwrap();
         start_job(storage, None, quick_job(4)).join();
     }
     // Something under the prefix that is not a run is not served.
-    let other = smdebug_io::open_storage_with("s3://fleet/team/notes", &moto.options()).unwrap();
+    let other =
+        smdebug_storage::open_storage_with("s3://fleet/team/notes", &moto.options()).unwrap();
     other.put("readme.txt", "not a run".into()).unwrap();
 
     let expanded = smdebug_serve::expand_runs_with(&["s3://fleet/team/".into()], &moto.options());

@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 use smdebug_core::Mode;
-use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler};
 use smdebug_profiler::system::NodeId;
 use smdebug_serve::{ServeOptions, Server};
+use smdebug_storage::LocalStorage;
 use support::{JobConfig, get_json, start_job, wait_for};
 
 fn collect_keys(v: &Value, out: &mut BTreeSet<String>) {
@@ -283,7 +283,7 @@ fn the_run_state_says_a_rule_stopped_the_job() {
     std::fs::create_dir_all(&run).unwrap();
     let storage = Arc::new(LocalStorage::new(&run).unwrap());
     let job = start_job(
-        Arc::clone(&storage) as Arc<dyn smdebug_io::Storage>,
+        Arc::clone(&storage) as Arc<dyn smdebug_storage::Storage>,
         Some(&run),
         JobConfig {
             steps: 100_000,

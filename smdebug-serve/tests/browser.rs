@@ -24,8 +24,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use smdebug_io::storage::LocalStorage;
 use smdebug_serve::{ServeOptions, Server};
+use smdebug_storage::LocalStorage;
 use smdebug_testkit::chromium;
 use support::{HOSTILE_NAME, JobConfig, start_job};
 

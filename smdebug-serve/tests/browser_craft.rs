@@ -36,9 +36,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use smdebug_core::EndReason;
 use smdebug_format::{end_marker_body, layout};
-use smdebug_io::storage::LocalStorage;
 use smdebug_read::profile::{ProfilerReader, SpanQuery};
 use smdebug_serve::{ServeOptions, Server};
+use smdebug_storage::LocalStorage;
 use smdebug_testkit::chromium::{self, Cdp};
 use support::{JobConfig, start_job};
 
@@ -393,7 +393,7 @@ struct StepSpan {
 }
 
 fn steps_from_files(run: &Path) -> Vec<StepSpan> {
-    let spans = ProfilerReader::open_local(run)
+    let spans = ProfilerReader::open(run)
         .unwrap()
         .spans(&SpanQuery::default())
         .unwrap();

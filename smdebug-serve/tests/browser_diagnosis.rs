@@ -23,9 +23,9 @@ use smdebug_core::EndReason;
 use smdebug_format::stop::StopRequest;
 use smdebug_format::{end_marker_body, layout};
 use smdebug_io::stop::request_stop;
-use smdebug_io::storage::LocalStorage;
 use smdebug_rules::actions::RuleEvent;
 use smdebug_serve::{ServeOptions, Server};
+use smdebug_storage::LocalStorage;
 use smdebug_testkit::chromium;
 use smdebug_testkit::runs::every_step_hook;
 

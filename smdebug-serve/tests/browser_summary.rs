@@ -19,9 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use smdebug_io::storage::LocalStorage;
 use smdebug_rules::{RuleRunner, RuleSpec};
 use smdebug_serve::{ServeOptions, Server};
+use smdebug_storage::LocalStorage;
 use smdebug_testkit::chromium;
 use support::{JobConfig, start_job};
 
@@ -385,7 +385,7 @@ fn a_stop_request_the_job_has_not_honoured_after_a_minute_is_shown_as_late() {
     std::fs::create_dir_all(&run).unwrap();
     let storage = Arc::new(LocalStorage::new(&run).unwrap());
     let job = start_job(
-        Arc::clone(&storage) as Arc<dyn smdebug_io::Storage>,
+        Arc::clone(&storage) as Arc<dyn smdebug_storage::Storage>,
         Some(&run),
         JobConfig {
             steps: 20,

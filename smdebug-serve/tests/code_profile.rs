@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use smdebug_core::Mode;
-use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler};
 use smdebug_profiler::system::NodeId;
 use smdebug_serve::{ServeOptions, Server};
+use smdebug_storage::LocalStorage;
 
 /// A deliberately hot function.
 #[inline(never)]
@@ -56,7 +56,7 @@ fn code_windows_their_flame_graphs_and_profiles_are_served_from_a_real_profile()
         .unwrap();
     // The listing can be asked for before the server's first read of the run has come to the
     // code profiles: the window is listed once it has (seen once under load in CI).
-    let listing: Value = smdebug_io::testing::wait_for(
+    let listing: Value = smdebug_storage::testing::wait_for(
         std::time::Duration::from_secs(60),
         "the code-profile window listed",
         || {

@@ -9,8 +9,8 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use smdebug_io::storage::LocalStorage;
 use smdebug_serve::{ServeOptions, Server};
+use smdebug_storage::LocalStorage;
 use support::{JobConfig, client, get_json, start_job, wait_for};
 
 #[test]

@@ -12,9 +12,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use smdebug_format::layout::END_MARKER;
 use smdebug_format::system::system_file_key;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
 use smdebug_serve::{ConnectionLimits, ServeOptions, Server};
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
 use support::{JobConfig, client, closed_within, get_json, start_job, wait_for};
 
 fn local(dir: &Path) -> Arc<dyn Storage> {

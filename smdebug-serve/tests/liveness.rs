@@ -13,9 +13,9 @@ use serde_json::Value;
 use smdebug_format::progress::Progress;
 use smdebug_io::jobs::{JobIdentity, now_s};
 use smdebug_io::progress::write_progress;
-use smdebug_io::storage::LocalStorage;
 use smdebug_read::trial::Trial;
 use smdebug_serve::{ServeOptions, Server};
+use smdebug_storage::LocalStorage;
 use support::{events, get_json, spawn_child_job, wait_for};
 
 /// The child process of the tests below (returns at once when run as a test).
@@ -110,7 +110,7 @@ fn a_job_killed_is_pushed_as_crashed_with_the_steps_a_fresh_read_gives() {
     let progress = &overview["progress"];
     assert_eq!(progress["eta_s"], Value::Null);
     assert_eq!(progress["eta_note"], "no ETA: the run crashed");
-    let store = smdebug_io::open_storage(&location).unwrap();
+    let store = smdebug_storage::open_storage(&location).unwrap();
     let files = smdebug_io::progress::read_run_progress(store.as_ref()).unwrap();
     let counted = files.progress.iter().map(|p| p.steps).max().unwrap();
     assert_eq!(
@@ -155,7 +155,7 @@ fn a_run_of_another_host_that_stopped_beating_is_stalled_since_its_last_progress
     id.started = last - 60.0;
     id.heartbeat = last + 60.0;
     let key = id.key();
-    smdebug_io::Storage::put(
+    smdebug_storage::Storage::put(
         storage.as_ref(),
         &key,
         serde_json::to_vec(&id).unwrap().into(),
@@ -186,7 +186,7 @@ fn a_run_of_another_host_that_stopped_beating_is_stalled_since_its_last_progress
     // The same process beating again (a fresh heartbeat): no longer silent, but nothing has
     // advanced for five minutes, more than a minute: stalled all the same, since the same time.
     id.heartbeat = now_s();
-    smdebug_io::Storage::put(
+    smdebug_storage::Storage::put(
         storage.as_ref(),
         &key,
         serde_json::to_vec(&id).unwrap().into(),
@@ -206,7 +206,7 @@ fn a_run_of_another_host_that_stopped_beating_is_stalled_since_its_last_progress
         "{r}"
     );
     // Its end marker arrives: ended, however old.
-    smdebug_io::Storage::put(
+    smdebug_storage::Storage::put(
         storage.as_ref(),
         smdebug_format::layout::END_MARKER,
         "completed".into(),
@@ -289,7 +289,8 @@ fn a_process_of_this_host_that_runs_but_does_not_advance_is_stalled_not_crashed(
     let mut id = JobIdentity::new("job".into(), "worker_0".into(), 0, 1);
     id.pid = sleeper.id();
     let storage = LocalStorage::new(&run).unwrap();
-    smdebug_io::Storage::put(&storage, &id.key(), serde_json::to_vec(&id).unwrap().into()).unwrap();
+    smdebug_storage::Storage::put(&storage, &id.key(), serde_json::to_vec(&id).unwrap().into())
+        .unwrap();
     let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().to_owned()])).unwrap();
     let url = server.url().trim_end_matches('/').to_owned();
     let r = wait_for(Duration::from_secs(30), "the run read", || {
@@ -314,7 +315,8 @@ fn a_process_of_this_host_that_runs_but_does_not_advance_is_stalled_not_crashed(
     // Had it marked its file finished before it exited, it would not be crashed: stalled,
     // with no end marker stored.
     id.finished = true;
-    smdebug_io::Storage::put(&storage, &id.key(), serde_json::to_vec(&id).unwrap().into()).unwrap();
+    smdebug_storage::Storage::put(&storage, &id.key(), serde_json::to_vec(&id).unwrap().into())
+        .unwrap();
     let r = wait_for(Duration::from_secs(30), "finished", || {
         let v = get_json(&format!("{url}/api/runs"));
         (v["runs"][0]["processes"][0]["state"] == "finished").then_some(v["runs"][0].clone())

@@ -10,9 +10,9 @@ use std::time::Duration;
 use serde_json::json;
 use smdebug_core::{Mode, TensorView};
 use smdebug_format::system::system_file_key;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
 use smdebug_serve::{ServeOptions, Server};
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
 use smdebug_testkit::runs::every_step_hook;
 use support::{client, get_json, wait_for};
 

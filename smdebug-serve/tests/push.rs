@@ -13,8 +13,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use smdebug_io::storage::LocalStorage;
 use smdebug_serve::{ServeOptions, Server};
+use smdebug_storage::LocalStorage;
 use support::{JobConfig, events, get_json, start_job};
 
 fn next(rx: &mpsc::Receiver<Value>) -> Value {

@@ -10,10 +10,10 @@ use std::time::Duration;
 use regex::Regex;
 use serde_json::json;
 use smdebug_format::system::system_file_key;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
 use smdebug_report::{LoadOptions, ReportInput, render_html};
 use smdebug_serve::{ServeOptions, Server};
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
 use support::{JobConfig, client, get_json, start_job, wait_for, wait_until};
 
 /// The page without its one time-dependent part, the time it was generated.

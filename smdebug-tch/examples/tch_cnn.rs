@@ -174,7 +174,7 @@ fn overhead(rounds: usize) -> Result<(), AnyError> {
     let dir = std::env::temp_dir().join(format!("smdebug-tch-cnn-{}", std::process::id()));
     let to_disk = |interval: u64, name: String| -> Result<TchHook, AnyError> {
         let path = dir.join(name);
-        let writer = Writer::builder(smdebug_io::open_storage(path.to_str().ok_or("path")?)?)
+        let writer = Writer::builder(smdebug_storage::open_storage(path.to_str().ok_or("path")?)?)
             .overflow(OverflowPolicy::Block)
             .build()?;
         Ok(TchHook::new(

@@ -148,7 +148,7 @@ fn builder(every: u64) -> smdebug_core::HookBuilder {
 }
 
 fn hook_for(dir: &str, every: u64, overflow: OverflowPolicy) -> Result<TchHook, AnyError> {
-    let writer = Writer::builder(smdebug_io::open_storage(dir)?)
+    let writer = Writer::builder(smdebug_storage::open_storage(dir)?)
         .overflow(overflow)
         .build()?;
     Ok(TchHook::new(builder(every), writer)?)

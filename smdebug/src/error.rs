@@ -122,7 +122,7 @@ boxed_from!(
     Serve(smdebug_serve::ServeError),
 );
 
-/// The facade's feature that brings in smdebug-io's object-store feature `io_feature`.
+/// The facade's feature that brings in smdebug-storage's object-store feature `io_feature`.
 fn store_feature(io_feature: &str) -> &'static str {
     match io_feature {
         "aws" => "s3",
@@ -136,17 +136,25 @@ fn store_feature(io_feature: &str) -> &'static str {
 impl From<smdebug_io::Error> for Error {
     fn from(e: smdebug_io::Error) -> Self {
         match e {
-            // In the facade's words: its users enable `smdebug`'s features, not smdebug-io's.
-            smdebug_io::Error::BackendNotCompiled {
+            // In the facade's words: its users enable `smdebug`'s features, not smdebug-storage's.
+            smdebug_io::Error::Storage(smdebug_storage::Error::BackendNotCompiled {
                 location,
                 backend,
                 feature,
-            } => Error::FeatureMissing {
+            }) => Error::FeatureMissing {
                 what: format!("opening `{location}` ({backend})"),
                 feature: store_feature(feature),
             },
             e => Error::Io(Box::new(e)),
         }
+    }
+}
+
+/// Storage's errors are smdebug-io's (`smdebug_io::Error::Storage`), in the facade's words where
+/// they name a cargo feature.
+impl From<smdebug_storage::Error> for Error {
+    fn from(e: smdebug_storage::Error) -> Self {
+        Error::from(smdebug_io::Error::from(e))
     }
 }
 
@@ -159,7 +167,10 @@ impl From<smdebug_rules::Error> for Error {
                 feature: if feature == "sns" { "sns" } else { "notify" },
             },
             smdebug_rules::Error::OpenRun { source, .. }
-                if matches!(*source, smdebug_io::Error::BackendNotCompiled { .. }) =>
+                if matches!(
+                    *source,
+                    smdebug_io::Error::Storage(smdebug_storage::Error::BackendNotCompiled { .. })
+                ) =>
             {
                 Error::from(*source)
             }
@@ -193,7 +204,7 @@ mod tests {
             ("http", "HTTP", "http"),
             ("memory", "the in-process memory store", "memory"),
         ] {
-            let e = Error::from(smdebug_io::Error::BackendNotCompiled {
+            let e = Error::from(smdebug_storage::Error::BackendNotCompiled {
                 location: "s3://bucket/run".into(),
                 backend,
                 feature: io_feature,
@@ -206,7 +217,7 @@ mod tests {
             assert!(
                 text.contains(&format!("features = [\"{feature}\"]"))
                     && text.contains("smdebug = {")
-                    && !text.contains("smdebug-io")
+                    && !text.contains("smdebug-storage")
                     && text.contains("s3://bucket/run"),
                 "{text}"
             );
@@ -237,10 +248,13 @@ mod tests {
     fn debug_prints_the_message_and_its_causes() {
         let e = Error::NotWritable {
             location: "/tmp/x".into(),
-            source: Box::new(smdebug_io::Error::InvalidLocation {
-                location: "s3:/x".into(),
-                reason: "not a URL".into(),
-            }),
+            source: Box::new(
+                smdebug_storage::Error::InvalidLocation {
+                    location: "s3:/x".into(),
+                    reason: "not a URL".into(),
+                }
+                .into(),
+            ),
         };
         let debug = format!("{e:?}");
         assert!(

@@ -50,7 +50,8 @@
 //!
 //! Re-exported whole, for what the session does not cover: [`capture`] (smdebug-core: tensor
 //! views, collections, save configs, the hook, the timeline and its windows), [`format`](mod@format)
-//! (smdebug-format: the run's files, without I/O), [`io`] (smdebug-io: storage, the writer,
+//! (smdebug-format: the run's files, without I/O), [`storage`] (smdebug-storage: local disk and
+//! object stores, a parsed `Location`), [`io`] (smdebug-io: the writer, the run folder,
 //! progress and stop requests), [`profiler`] (smdebug-profiler: the system sampler, spans, code
 //! profiles), and with their features `read` (smdebug-read: the `Trial` and the profiler
 //! readers), `rules`, `report`, `serve`, `candle`, `burn`, `tch`.
@@ -73,6 +74,7 @@ pub use smdebug_io as io;
 pub use smdebug_profiler as profiler;
 #[cfg(feature = "read")]
 pub use smdebug_read as read;
+pub use smdebug_storage as storage;
 
 #[cfg(feature = "burn")]
 pub use smdebug_burn as burn;

@@ -9,7 +9,7 @@ use smdebug::prelude::*;
 use smdebug::profiler::spans::SpanConfig;
 use smdebug::read::profile::{ProfilerReader, SpanQuery};
 use smdebug_core::timeline::Profiling;
-use smdebug_io::testing::wait_for;
+use smdebug_storage::testing::wait_for;
 
 /// Writes `text` to a scratch file beside `path` and renames it over `path`, as SageMaker and
 /// editors replace a file.

@@ -6,15 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use smdebug::Session;
-use smdebug::io::Storage;
-use smdebug::io::storage::LocalStorage;
-use smdebug::io::testing::{CountingStorage, wait_until};
 use smdebug::profiler::spans::SpanConfig;
 use smdebug::profiler::system::SamplerConfig;
 use smdebug::read::follow::{ProfilerFollower, ProfilerSource};
 use smdebug::read::profile::ProfilerReader;
 use smdebug::rules::{RuleRunner, RuleSpec};
 use smdebug::serve::{ServeOptions, Server};
+use smdebug::storage::LocalStorage;
+use smdebug::storage::Storage;
+use smdebug::storage::testing::{CountingStorage, wait_until};
 
 /// A real run: a session records steps with forward passes, spans and system metrics.
 fn record(run: &str) {

@@ -13,7 +13,7 @@ use smdebug::io::sagemaker::ConfigSources;
 use smdebug::prelude::*;
 use smdebug::profiler::spans::SpanConfig;
 use smdebug::profiler::system::SamplerConfig;
-use smdebug_io::testing::wait_until;
+use smdebug_storage::testing::wait_until;
 use smdebug_testkit::files::{OUTSIDE_TEXT, project_folder, snapshot};
 
 /// The demo's session: capture, sampling, spans, rules with the report into `report/`,

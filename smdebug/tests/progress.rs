@@ -10,7 +10,7 @@ use smdebug::prelude::*;
 use smdebug::profiler::spans::SpanConfig;
 use smdebug::serve::{ServeOptions, Server};
 use smdebug_io::progress::read_progress;
-use smdebug_io::testing::wait_for;
+use smdebug_storage::testing::wait_for;
 
 fn get(url: &str) -> Value {
     let r = reqwest::blocking::get(url).unwrap();
@@ -29,7 +29,7 @@ fn builder(run: &Path) -> SessionBuilder {
 }
 
 fn progress(run: &Path) -> Option<smdebug_format::progress::Progress> {
-    let store = smdebug_io::open_storage(run.to_str().unwrap()).unwrap();
+    let store = smdebug_storage::open_storage(run.to_str().unwrap()).unwrap();
     read_progress(store.as_ref(), "worker_0").unwrap()
 }
 

@@ -14,7 +14,7 @@ use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::{Bug, TrainConfig, train_in_session};
 use smdebug_format::stop::StopRequest;
 use smdebug_io::stop::request_stop;
-use smdebug_io::testing::{wait_for, wait_until};
+use smdebug_storage::testing::{wait_for, wait_until};
 
 fn digits() -> (Digits, Digits) {
     Digits::load(&digits::default_path()).unwrap().split(0.2, 1)
@@ -139,7 +139,7 @@ fn a_stop_request_written_by_another_process_reaches_the_loop_at_its_next_step()
         .unwrap();
     // Another process (the dashboard's Stop, `smdebug rules --follow` in another job) writes
     // the request through its own handle on the run.
-    let other = smdebug_io::open_storage(run.to_str().unwrap()).unwrap();
+    let other = smdebug_storage::open_storage(run.to_str().unwrap()).unwrap();
     let mut step = 0u64;
     // One step per look: the loop trains until it hears the request.
     let stopped_at = wait_for(
@@ -243,9 +243,9 @@ fn configuration_errors_and_an_unreachable_store_fail_at_start() {
     );
 
     // An object store nobody listens on: a clear error naming the store, before any step.
-    let port = smdebug_io::testing::free_port();
+    let port = smdebug_storage::testing::free_port();
     let err = Session::builder("s3://nobody/run")
-        .storage_options(smdebug_io::testing::s3_options(port))
+        .storage_options(smdebug_storage::testing::s3_options(port))
         .start()
         .unwrap_err();
     assert!(
@@ -543,7 +543,7 @@ fn an_unreadable_stop_request_is_said_in_the_summary_and_the_dashboard_and_a_goo
         // A request written properly afterwards stops the job.
         std::fs::remove_file(&request).unwrap();
         request_stop(
-            smdebug_io::open_storage(run.to_str().unwrap())
+            smdebug_storage::open_storage(run.to_str().unwrap())
                 .unwrap()
                 .as_ref(),
             &StopRequest::new("asked properly"),

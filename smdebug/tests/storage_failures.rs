@@ -16,8 +16,8 @@ use serde_json::Value;
 use smdebug::prelude::*;
 use smdebug::profiler::spans::SpanConfig;
 use smdebug::profiler::system::SamplerConfig;
-use smdebug_io::Storage;
-use smdebug_io::testing::{MotoServer, s3_options, wait_until};
+use smdebug_storage::Storage;
+use smdebug_storage::testing::{MotoServer, s3_options, wait_until};
 
 /// The storage timeout the sessions here are given.
 const STORAGE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -70,7 +70,7 @@ struct Stored {
 
 /// Waits until the server behind the proxy holds `steps` steps of the run `s3://bucket/run`.
 fn wait_for_stored_steps(moto: &MotoServer, steps: u64) {
-    let store = smdebug_io::open_storage_with("s3://bucket/run", &moto.options()).unwrap();
+    let store = smdebug_storage::open_storage_with("s3://bucket/run", &moto.options()).unwrap();
     wait_until(
         Duration::from_secs(60),
         &format!("{steps} steps stored"),
@@ -384,7 +384,7 @@ fn an_s3_server_gone_mid_run_makes_finish_fail_in_bounded_time_naming_what_was_l
         took < NO_HANG,
         "finish took {took:?} (bound: storage timeout {STORAGE_TIMEOUT:?} + 2 s)"
     );
-    let store = smdebug_io::open_storage_with("s3://bucket/run", &moto.options()).unwrap();
+    let store = smdebug_storage::open_storage_with("s3://bucket/run", &moto.options()).unwrap();
     let stored = count_stored(store.as_ref());
     check_figures(&store, &summary, &message, &stored);
     assert!(
@@ -468,7 +468,7 @@ fn a_disk_that_fills_mid_run_makes_finish_fail_in_bounded_time_with_the_drops_co
     let took = started.elapsed();
     eprintln!("finish returned in {took:?}");
     assert!(took < NO_HANG, "finish took {took:?}");
-    let store: Arc<dyn Storage> = Arc::new(smdebug_io::storage::LocalStorage::new(&run).unwrap());
+    let store: Arc<dyn Storage> = Arc::new(smdebug_storage::LocalStorage::new(&run).unwrap());
     let stored = count_stored(store.as_ref());
     check_figures(&store, &summary, &message, &stored);
     assert_eq!(
@@ -516,7 +516,7 @@ fn a_slow_store_that_answers_is_waited_for_and_every_figure_is_what_it_stored() 
         train_step(&mut s, step, &weights);
     }
     let summary = s.finish().unwrap();
-    let store = smdebug_io::open_storage_with("s3://bucket/run", &moto.options()).unwrap();
+    let store = smdebug_storage::open_storage_with("s3://bucket/run", &moto.options()).unwrap();
     let stored = count_stored(store.as_ref());
     assert_eq!(summary.records_written, stored.records, "{summary}");
     assert_eq!(stored.records, 10);
@@ -599,7 +599,7 @@ fn a_store_that_stops_answering_mid_run_makes_finish_fail_within_the_storage_tim
     );
     // Requests the store received may have been stored without an answer: what the session
     // counts as written is at most what is there, never more.
-    let store = smdebug_io::open_storage_with("s3://bucket/run", &moto.options()).unwrap();
+    let store = smdebug_storage::open_storage_with("s3://bucket/run", &moto.options()).unwrap();
     let stored = count_stored(store.as_ref());
     assert!(
         summary.records_written <= stored.records && summary.spans_written <= stored.spans,

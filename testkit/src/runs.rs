@@ -6,8 +6,8 @@ use std::sync::Arc;
 use smdebug_core::{Hook, HookBuilder, Mode, SaveConfig};
 use smdebug_format::layout;
 use smdebug_io::crafted::{CraftedRecord, scalar, write_collections, write_step};
-use smdebug_io::storage::{LocalStorage, Storage};
 use smdebug_io::writer::{OverflowPolicy, Writer};
+use smdebug_storage::{LocalStorage, Storage};
 
 /// A hook built by `builder` writing into the run at `dir` (a local folder), its writer waiting
 /// for room instead of dropping a step: what a test reads back is all it wrote.

@@ -11,8 +11,8 @@ use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use smdebug_io::Result;
-use smdebug_io::storage::Storage;
+use smdebug_storage::Result;
+use smdebug_storage::Storage;
 
 /// The calls of a [`Storage`] a test takes over; each is given the wrapped storage, and by
 /// default passes the call on to it unchanged.

@@ -15,8 +15,8 @@ use smdebug_core::Mode;
 use smdebug_examples::digits::{self, Digits};
 use smdebug_examples::mlp::{Activation, Mlp, Rng};
 use smdebug_examples::overhead::median;
-use smdebug_io::storage::LocalStorage;
 use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler};
+use smdebug_storage::LocalStorage;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();

@@ -21,7 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let run = args.next().ok_or("usage: read_floor RUN [ROUNDS]")?;
     let rounds: usize = args.next().map_or(Ok(3), |r| r.parse())?;
-    let files: Vec<PathBuf> = smdebug_io::storage::open_storage(&run)?
+    let files: Vec<PathBuf> = smdebug_storage::open_storage(&run)?
         .list("events")?
         .into_iter()
         .filter(|p| p.ends_with(".tfevents"))

@@ -11,7 +11,8 @@ use smdebug_io::stop::read_stop_request;
 use smdebug_format::stop::MAX_REASON_CHARS;
 use smdebug_format::layout::STOP_REQUEST_FILE;
 use smdebug_format::stop::sanitize_reason;
-use smdebug_io::{Error, Storage, open_storage};
+use smdebug_io::Error;
+use smdebug_storage::{Storage, open_storage};
 
 fn store() -> &'static Arc<dyn Storage> {
     static STORE: OnceLock<Arc<dyn Storage>> = OnceLock::new();

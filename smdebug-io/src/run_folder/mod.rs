@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::jobs::{self, JobClaim, JobIdentity};
-use crate::storage::Storage;
 use smdebug_format::layout::{self, INDEX_DIR, RUN_FILES, RUN_FOLDERS, parse_index_file};
+use smdebug_storage::Storage;
 
 pub(crate) mod refusal;
 
@@ -186,12 +186,13 @@ pub fn inspect(storage: &dyn Storage) -> Result<FolderState> {
         Some(root) => {
             if fs::symlink_metadata(root).is_ok_and(|m| !m.is_dir() && !m.file_type().is_symlink())
             {
-                return Err(Error::InvalidLocation {
+                return Err(smdebug_storage::Error::InvalidLocation {
                     location: root.display().to_string(),
                     reason: "a file, not a folder".into(),
-                });
+                }
+                .into());
             }
-            let scan = LocalScan::scan(root).map_err(|e| Error::Storage {
+            let scan = LocalScan::scan(root).map_err(|e| smdebug_storage::Error::Failed {
                 location: storage.describe().to_string(),
                 op: "look into",
                 path: String::new(),
@@ -254,11 +255,13 @@ pub fn inspect(storage: &dyn Storage) -> Result<FolderState> {
 /// to what is deleted: a link put in place of one of the run's folders since `inspect` makes
 /// the deletion fail instead of reaching out of the run. Returns how many files were deleted.
 pub fn clear(storage: &dyn Storage, extent: &RunExtent) -> Result<usize> {
-    let failed = |path: &str, op: &'static str, e: io::Error| Error::Storage {
-        location: storage.describe().to_string(),
-        op,
-        path: path.to_string(),
-        source: Box::new(e),
+    let failed = |path: &str, op: &'static str, e: io::Error| {
+        Error::from(smdebug_storage::Error::Failed {
+            location: storage.describe().to_string(),
+            op,
+            path: path.to_string(),
+            source: Box::new(e),
+        })
     };
     let Some(root) = storage.local_root() else {
         for (path, _) in &extent.paths {
@@ -526,6 +529,21 @@ fn wait_for_chief(storage: &dyn Storage, request: &ClaimRequest, started: f64) -
         }
         std::thread::sleep(request.join_poll);
     }
+}
+
+/// Whether `storage` takes writes: a small hidden object is stored and removed again. A
+/// missing bucket, denied credentials, a read-only or full disk, an unreachable store: the
+/// storage's own error, before anything that writes the run starts. `name` makes the object's
+/// key this writer's own (`worker_0`). Removing it is best effort (a store may allow writes
+/// and not deletes); the key is hidden from local listings either way.
+pub fn probe_write(storage: &dyn Storage, name: &str) -> Result<()> {
+    // A name the run owns: a probe left behind never makes the folder look foreign.
+    let key = smdebug_format::layout::start_probe_file(name, std::process::id());
+    storage.put(&key, bytes::Bytes::from_static(b"smdebug write probe\n"))?;
+    if let Err(e) = storage.delete(&key) {
+        log::warn!("smdebug: the write probe `{key}` could not be removed: {e}");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

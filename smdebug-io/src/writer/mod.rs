@@ -18,7 +18,7 @@
 //!
 //! ```
 //! use smdebug_core::{Hook, SaveConfig, TensorView};
-//! use smdebug_io::storage::open_storage;
+//! use smdebug_storage::open_storage;
 //! use smdebug_io::writer::Writer;
 //!
 //! let dir = tempfile::tempdir().unwrap();
@@ -51,12 +51,12 @@ use std::time::{Duration, Instant};
 use smdebug_core::{Record, Sink};
 
 use crate::error::{Error, Result};
-use crate::storage::{Storage, open_storage};
 use queue::{Msg, Queue};
 pub use shared::OverflowPolicy;
 use shared::Shared;
 use smdebug_format::layout;
 use smdebug_format::record::PayloadChecksum;
+use smdebug_storage::{Storage, open_storage};
 
 /// A cheap, cloneable view of a writer's state, for the hook's owner or a monitoring thread.
 #[derive(Clone, Debug)]
@@ -293,7 +293,7 @@ impl Writer {
 
     /// A writer with default settings for the run at `location` (path or URL, see
     /// [`open_storage`]).
-    pub fn open(location: &str) -> Result<Writer> {
+    pub fn open(location: impl smdebug_storage::IntoLocation) -> Result<Writer> {
         Writer::builder(open_storage(location)?).build()
     }
 

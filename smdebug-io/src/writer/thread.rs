@@ -12,12 +12,12 @@ use smdebug_core::{EndReason, Mode, Record, StringRecord, TensorRecord};
 
 use super::queue::{Msg, Queue};
 use super::shared::Shared;
-use crate::error::Result;
-use crate::storage::Storage;
+use crate::error::{Error, Result};
 use smdebug_format::record::{self, PayloadChecksum};
 use smdebug_format::strings::{encode_string_event, text_summary_event};
 use smdebug_format::tensor::{EventStamp, encode_tensor_event};
 use smdebug_format::{IndexFile, IndexMeta, TensorLocation, end_marker_body, layout, tensorboard};
+use smdebug_storage::Storage;
 
 /// Tensor bytes at least this long go to storage as their own buffer, without a copy; smaller
 /// ones are gathered with the framing into one buffer.
@@ -222,7 +222,10 @@ impl WriterThread {
             Msg::Record(Record::Collections(json)) => {
                 let path = layout::collections_file(&self.settings.worker);
                 let body = serde_json::to_vec(&json).unwrap_or_default();
-                self.io(self.storage.put(&path, Bytes::from(body)));
+                self.io(self
+                    .storage
+                    .put(&path, Bytes::from(body))
+                    .map_err(Error::from));
             }
         }
     }
@@ -460,7 +463,7 @@ impl WriterThread {
             }
         }
         if let Some(e) = failure {
-            self.io(Err(e));
+            self.io(Err(e.into()));
         }
     }
 

@@ -6,7 +6,7 @@
 //! open ([`CodeProfiler::begin`] … [`CodeProfiler::end`], at step boundaries or by time), with
 //! [pprof-rs](https://docs.rs/pprof) (a `SIGPROF` timer on the process's CPU time, 99 Hz by
 //! default). Its background thread resolves symbols and writes three files per window through
-//! the run's [`Storage`](smdebug_io::Storage), each published whole:
+//! the run's [`Storage`](smdebug_storage::Storage), each published whole:
 //!
 //! ```text
 //! <run>/framework/code/<YYYYMMDDHH>/<start_us>-<end_us>_<worker>-<node>.pb.gz   pprof profile (gzip)
@@ -28,7 +28,7 @@
 //! # #[cfg(all(feature = "code-profile", target_os = "linux"))] {
 //! use std::sync::Arc;
 //! use smdebug_core::Mode;
-//! use smdebug_io::storage::LocalStorage;
+//! use smdebug_storage::LocalStorage;
 //! use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler};
 //!
 //! let storage = Arc::new(LocalStorage::new("/tmp/run")?);

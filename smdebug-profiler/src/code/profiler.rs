@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use smdebug_core::Mode;
-use smdebug_io::Storage;
+use smdebug_storage::Storage;
 
 use super::config::CodeProfileConfig;
 use super::counters::CodeProfileReport;

@@ -17,7 +17,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use smdebug_core::Mode;
-use smdebug_io::Storage;
+use smdebug_storage::Storage;
 
 use crate::code::config::CodeProfileConfig;
 use crate::code::counters::{CodeProfileReport, MAX_PENDING_WINDOWS};

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use smdebug_core::Mode;
 
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
 
 use super::event::{SpanArgs, SpanEvent};
 use super::writer::{

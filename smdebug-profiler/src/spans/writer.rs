@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::json;
 
-use smdebug_io::Storage;
+use smdebug_storage::Storage;
 
 use super::event::SpanEvent;
 use crate::system::ProfilerError;

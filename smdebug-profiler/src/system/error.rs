@@ -149,3 +149,10 @@ fn describe_bad_config(
         (false, None) => format!("{file}: {key}: {reason}"),
     }
 }
+
+/// Storage's errors as smdebug-io carries them (`smdebug_io::Error::Storage`).
+impl From<smdebug_storage::Error> for ProfilerError {
+    fn from(e: smdebug_storage::Error) -> Self {
+        ProfilerError::Storage(e.into())
+    }
+}

@@ -3,7 +3,7 @@
 use std::process::{Command, ExitStatus};
 use std::sync::Arc;
 
-use smdebug_io::Storage;
+use smdebug_storage::Storage;
 
 use super::error::{ProfilerError, Result};
 use super::sampler::{SamplerConfig, SamplerReport, SystemSampler};
@@ -35,7 +35,7 @@ pub struct ProfiledCommand {
 /// let outcome = profile_command(
 ///     command,
 ///     SamplerConfig::default(),
-///     smdebug_io::open_storage("/tmp/run")?,
+///     smdebug_storage::open_storage("/tmp/run")?,
 /// )?;
 /// println!("exit: {}, {} samples", outcome.status, outcome.sampler.samples);
 /// # Ok::<(), smdebug_profiler::ProfilerError>(())

@@ -6,8 +6,8 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
 
 use super::error::{ProfilerError, Result};
 use super::node::NodeId;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use smdebug_io::Storage;
+use smdebug_storage::Storage;
 
 use super::error::Result;
 use smdebug_format::system::{SystemSample, system_file_key};

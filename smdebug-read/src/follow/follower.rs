@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use smdebug_io::Storage;
+use smdebug_storage::Storage;
 
 use super::kineto::KinetoTraces;
 use super::problems::{DataArea, DataProblem, DataProblems};
@@ -116,9 +116,10 @@ impl ProfilerFollower {
         }
     }
 
-    /// A follower of the run at `location` (a local path or an object-store URL).
-    pub fn open(location: &str) -> Result<ProfilerFollower> {
-        Ok(Self::new(smdebug_io::open_storage(location)?))
+    /// A follower of the run at `location` (a local path or an object-store URL; text, a `Path`
+    /// or a parsed `Location`).
+    pub fn open(location: impl smdebug_storage::IntoLocation) -> Result<ProfilerFollower> {
+        Ok(Self::new(smdebug_storage::open_storage(location)?))
     }
 
     /// Also summarizes these Kineto trace files (one per rank, plain or gzip-compressed).

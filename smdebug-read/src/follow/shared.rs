@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use smdebug_io::Storage;
+use smdebug_storage::Storage;
 
 use super::follower::{Increment, ProfilerFollower};
 use super::problems::{DataArea, DataProblems};

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use smdebug_io::Storage;
+use smdebug_storage::Storage;
 
 use super::problems::{DataArea, DataProblem};
 use crate::profile::{
@@ -265,7 +265,7 @@ fn take_lines(
     chunk.consumed
 }
 
-fn unreadable(key: &str, e: smdebug_io::Error) -> DataProblem {
+fn unreadable(key: &str, e: smdebug_storage::Error) -> DataProblem {
     DataProblem::Unreadable {
         area: DataArea::System,
         key: key.to_owned(),

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::json;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
 
 use super::*;
 use crate::kineto::RankSummary;

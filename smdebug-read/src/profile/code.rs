@@ -1,7 +1,7 @@
 //! Code profiles back: the windows of a run, their summaries, flame graphs and profiles.
 
 use bytes::Bytes;
-use smdebug_io::Storage;
+use smdebug_storage::Storage;
 
 use crate::profile::error::{ProfileError, Result};
 use smdebug_format::code_profile::{
@@ -104,7 +104,7 @@ fn bounded(storage: &dyn Storage, key: &str, limit: u64) -> Result<Bytes> {
 mod tests {
     use std::sync::Arc;
 
-    use smdebug_io::storage::LocalStorage;
+    use smdebug_storage::LocalStorage;
 
     use super::*;
     use crate::profile::ProfilerReader;

@@ -4,10 +4,10 @@
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProfileError {
-    /// Opening the run's storage, or storing, fetching or listing a file, failed; smdebug-io's
+    /// Opening the run's storage, or fetching or listing a file, failed; smdebug-storage's
     /// error names the storage, the operation and the path.
     #[error(transparent)]
-    Storage(#[from] smdebug_io::Error),
+    Storage(#[from] smdebug_storage::Error),
     /// A line of a system-metrics file is not a valid metric record.
     #[error("{key}: line {line}: malformed system metric: {message}")]
     MalformedSystemLine {

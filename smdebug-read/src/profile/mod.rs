@@ -6,7 +6,7 @@
 //! use smdebug_core::Mode;
 //! use smdebug_read::profile::{ProfilerReader, SpanQuery, SystemQuery};
 //!
-//! let reader = ProfilerReader::open_local("/tmp/run")?;
+//! let reader = ProfilerReader::open("/tmp/run")?;
 //! let cpu = reader.system_samples(&SystemQuery::default().metric_type("cpu"))?;
 //! let steps = reader.spans(&SpanQuery::default().steps(Mode::Train, 10..=20))?;
 //! # Ok::<(), smdebug_read::ProfileError>(())
@@ -28,12 +28,10 @@ mod system_samples;
 mod trace_json;
 
 use std::ops::RangeInclusive;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use smdebug_core::Mode;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
+use smdebug_storage::Storage;
 
 pub use code::{CodeProfileWindow, CodeProfiles, MAX_CODE_PROFILE_BYTES, MAX_CODE_SUMMARY_BYTES};
 pub use collected::{MetricSeries, ProfileData, SampleBatch};
@@ -197,14 +195,10 @@ impl ProfilerReader {
         Self { storage }
     }
 
-    /// A reader over a run location: a local path or an object-store URL.
-    pub fn open(location: &str) -> Result<Self> {
-        Ok(Self::new(smdebug_io::open_storage(location)?))
-    }
-
-    /// A reader over the run directory `run_dir` on local disk.
-    pub fn open_local(run_dir: impl Into<PathBuf>) -> Result<Self> {
-        Ok(Self::new(Arc::new(LocalStorage::new(run_dir)?)))
+    /// A reader over a run location: a local path or an object-store URL (text, a `Path` or a
+    /// parsed `Location`).
+    pub fn open(location: impl smdebug_storage::IntoLocation) -> Result<Self> {
+        Ok(Self::new(smdebug_storage::open_storage(location)?))
     }
 
     /// Every code-profile window that has a summary, ordered by start, then node and worker

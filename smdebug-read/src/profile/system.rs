@@ -192,7 +192,7 @@ pub fn parse_system_lines(key: &str, bytes: &[u8]) -> Result<Vec<SystemSample>> 
 /// is an error naming it, found without holding it whole. A file gone since it was listed has
 /// nothing to read.
 pub(crate) fn read_system_file(
-    storage: &dyn smdebug_io::Storage,
+    storage: &dyn smdebug_storage::Storage,
     key: &str,
 ) -> Result<Vec<SystemSample>> {
     let mut samples = Vec::new();

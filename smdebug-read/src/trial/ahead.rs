@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 
 use super::source::{EventFile, Files, Location, WHOLE_FILE_MAX};
 use super::state::State;
-use smdebug_io::storage::Storage;
+use smdebug_storage::Storage;
 
 /// Files read ahead of the caller at most (a window's worth).
 const WINDOW_FILES: usize = 256;

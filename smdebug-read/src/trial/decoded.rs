@@ -27,7 +27,7 @@ use super::records::TensorValue;
 use super::source::{Files, Location, WHOLE_FILE_MAX};
 use super::state::State;
 use smdebug_format::budget::{Budget, Conversion};
-use smdebug_io::storage::Storage;
+use smdebug_storage::Storage;
 
 /// Values decoded ahead at most.
 const BATCH_VALUES: usize = 512;

@@ -12,7 +12,7 @@ use super::progress::StepProgress;
 use super::records;
 use super::source::{self, EventFile, IndexEntry, IndexPath, Location, Slot};
 use smdebug_io::error::{Error, Result};
-use smdebug_io::storage::Storage;
+use smdebug_storage::{IntoLocation, Storage};
 
 /// An event file up to this size is read whole when it holds a number to read; a larger one
 /// record by record (its short records only).
@@ -212,8 +212,8 @@ impl TensorFollower {
 
     /// A follower of the run at `location` (a directory or an object-store URL), as
     /// [`Trial::open`](super::Trial::open) opens it.
-    pub fn open(location: &str) -> Result<TensorFollower> {
-        let (storage, _) = source::open(location)?;
+    pub fn open(location: impl IntoLocation) -> Result<TensorFollower> {
+        let (storage, _) = source::open(location.into_location()?)?;
         Ok(TensorFollower::new(storage))
     }
 
@@ -636,7 +636,7 @@ fn read_numbers(
             None
         } else if let Some(root) = local
             // The index names the file: only a plain path inside the run is opened here.
-            && smdebug_io::storage::check_relative("", &entry.event_file).is_ok()
+            && smdebug_storage::check_relative("", &entry.event_file).is_ok()
             && let Ok(n @ 1..) = source::read_whole(root, &entry.event_file, buf, file_len as usize)
         {
             Some(&buf[..n])

@@ -11,7 +11,7 @@ use smdebug_core::Mode;
 use smdebug_format::index_fast;
 use smdebug_format::layout;
 use smdebug_io::error::{Error, Result};
-use smdebug_io::storage::Storage;
+use smdebug_storage::Storage;
 
 /// Where one tensor's record is in its step's event file, as an index entry says.
 #[derive(Clone, Debug)]
@@ -520,7 +520,7 @@ pub(crate) fn read_whole(
     limit: usize,
 ) -> std::io::Result<usize> {
     use std::io::Read;
-    let (mut file, size) = smdebug_io::storage::regular::open(root, rel)?;
+    let (mut file, size) = smdebug_storage::regular::open(root, rel)?;
     let limit = limit.min(usize::try_from(size).unwrap_or(usize::MAX));
     let mut len = 0;
     while len < limit {

@@ -116,7 +116,7 @@ pub use report::{JsonElement, JsonNumber, TensorRecordJson, TrialInfo};
 pub use smdebug_format::budget::{Budget, Conversion};
 pub use smdebug_format::tensor::DEFAULT_MAX_TENSOR_BYTES;
 use smdebug_io::error::{Error, Result};
-use smdebug_io::storage::Storage;
+use smdebug_storage::{IntoLocation, Storage};
 use state::State;
 pub use state::{RepeatedName, StepSelector};
 pub use steps::{StepStream, StepValue, StepValues};
@@ -255,16 +255,19 @@ pub struct Trial {
 }
 
 impl Trial {
-    /// Opens a run directory or object-store URL (`s3://bucket/run`, `memory://run`, …).
-    /// Fails when nothing of a run is there yet.
-    pub fn open(location: &str) -> Result<Trial> {
+    /// Opens a run directory or object-store URL (`s3://bucket/run`, `memory://run`, …): text,
+    /// a `Path` or a parsed [`Location`](smdebug_storage::Location). Fails when nothing of a run
+    /// is there yet.
+    pub fn open(location: impl IntoLocation) -> Result<Trial> {
         Trial::open_with(location, TrialOptions::default())
     }
 
     /// Opens with explicit options.
-    pub fn open_with(location: &str, options: TrialOptions) -> Result<Trial> {
+    pub fn open_with(location: impl IntoLocation, options: TrialOptions) -> Result<Trial> {
+        let location = location.into_location()?;
+        let text = location.to_string();
         let (storage, dir) = source::open(location)?;
-        Trial::build(location, storage, dir, options)
+        Trial::build(&text, storage, dir, options)
     }
 
     /// Opens a run on an already-built storage (rooted at the run).

@@ -10,7 +10,7 @@ use super::source::{Files, Location, WHOLE_FILE_MAX};
 use smdebug_format::budget::{Budget, Conversion};
 use smdebug_format::record::{Decoded, PayloadCrcPolicy};
 use smdebug_io::error::{Error, Result};
-use smdebug_io::storage::Storage;
+use smdebug_storage::Storage;
 
 /// A saved value in the dtype it was saved in, its bytes not copied yet: when the record holds
 /// them raw (smdebug always does), `data` is a slice of the event file as read or mapped.
@@ -336,7 +336,7 @@ pub(crate) fn get_range(
         .get_range(&loc.file.path(), range)
         .map_err(|e| match storage.size(&loc.file.path()) {
             Ok(Some(size)) if size <= start => short_file(loc, 0),
-            _ => e,
+            _ => e.into(),
         })
 }
 

@@ -13,7 +13,7 @@ use smdebug_core::{Collection, CollectionsFile, Mode};
 
 use smdebug_format::layout;
 use smdebug_io::error::{Error, Result};
-use smdebug_io::storage::{LocalStorage, Storage, open_storage};
+use smdebug_storage::{LocalStorage, Storage, open_storage};
 
 pub(crate) use super::index_files::{
     InOrder, IndexEntry, IndexPath, Slot, TensorTable, list_index_files, list_index_files_before,
@@ -22,14 +22,16 @@ pub(crate) use super::index_files::{
 
 /// The run's storage, and its directory when it is on local disk (where event files can be
 /// mapped).
-pub(crate) fn open(location: &str) -> Result<(Arc<dyn Storage>, Option<PathBuf>)> {
-    match smdebug_io::storage::Location::parse(location)? {
-        smdebug_io::storage::Location::Local(dir) => {
+pub(crate) fn open(
+    location: smdebug_storage::Location,
+) -> Result<(Arc<dyn Storage>, Option<PathBuf>)> {
+    match location {
+        smdebug_storage::Location::Local(dir) => {
             let storage = LocalStorage::new(&dir)?;
             let root = storage.root().to_path_buf();
             Ok((Arc::new(storage), Some(root)))
         }
-        smdebug_io::storage::Location::Store { url, .. } => Ok((open_storage(&url)?, None)),
+        store @ smdebug_storage::Location::Store { .. } => Ok((open_storage(store)?, None)),
     }
 }
 
@@ -362,7 +364,7 @@ impl Files {
     pub(super) fn map(&self, file: &EventFile) -> Option<Bytes> {
         let root = self.map_root.as_ref()?;
         // The path comes from an index file: it must stay inside the run.
-        smdebug_io::storage::check_relative("", &file.path()).ok()?;
+        smdebug_storage::check_relative("", &file.path()).ok()?;
         if MAPS_LEFT
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
             .is_err()
@@ -371,7 +373,7 @@ impl Files {
         }
         let mapped = (|| {
             // Only a regular file inside the run (never a FIFO, which would block the open).
-            let (f, size) = smdebug_io::storage::regular::open(root, &file.path()).ok()?;
+            let (f, size) = smdebug_storage::regular::open(root, &file.path()).ok()?;
             let len = size.min(file.len);
             if len == 0 {
                 return None;

@@ -16,7 +16,7 @@ use super::source::{self, EventFile, Slot, TensorTable};
 use super::steps::PlannedStep;
 use smdebug_io::error::{Error, Result};
 use smdebug_io::jobs::{self, JobIdentity};
-use smdebug_io::storage::Storage;
+use smdebug_storage::Storage;
 
 /// How often a live run's identity files are read again.
 const JOBS_REREAD: std::time::Duration = std::time::Duration::from_secs(2);

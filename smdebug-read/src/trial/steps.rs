@@ -17,7 +17,7 @@ use smdebug_core::Mode;
 use super::records::{self, TensorBytes};
 use super::source::{self, EventFile, InOrder, Location, Slot};
 use smdebug_io::error::{Error, Result};
-use smdebug_io::storage::Storage;
+use smdebug_storage::Storage;
 
 /// Every value one step saved, in the order its workers' index files list them.
 #[derive(Debug)]
@@ -178,7 +178,7 @@ impl Source {
             return Ok(kept);
         }
         if let Some(root) = &self.local_root
-            && smdebug_io::storage::check_relative("", &file.path()).is_ok()
+            && smdebug_storage::check_relative("", &file.path()).is_ok()
             && let Ok(limit) = usize::try_from(file.len)
         {
             let mut buf = self.pool.take();

@@ -6,8 +6,8 @@
 use std::path::Path;
 
 use smdebug_format::system::system_file_key;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
 
 /// One system metric of a sample: its type, name, dimension and value (`("gpu", "gpu0",
 /// "GPUUtilization", 5.0)`).

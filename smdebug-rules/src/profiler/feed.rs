@@ -282,8 +282,7 @@ mod tests {
 
     fn feed() -> (tempfile::TempDir, ProfilerFeed) {
         let dir = tempfile::tempdir().unwrap();
-        let storage =
-            std::sync::Arc::new(smdebug_io::storage::LocalStorage::new(dir.path()).unwrap());
+        let storage = std::sync::Arc::new(smdebug_storage::LocalStorage::new(dir.path()).unwrap());
         let source = smdebug_read::follow::ProfilerSource::new(storage);
         (dir, ProfilerFeed::new(source.subscribe()))
     }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use smdebug_core::{CaptureRequest, StopSignal};
-use smdebug_io::Storage;
+use smdebug_storage::Storage;
 
 use super::actions::Dispatcher;
 use super::engine::{Following, RuleRunner};

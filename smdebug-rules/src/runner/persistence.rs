@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use smdebug_analysis::digest::ProfileDigest;
-use smdebug_io::Storage;
 use smdebug_read::follow::DataProblems;
 use smdebug_read::profile::CodeProfileWindow;
 use smdebug_read::trial::Trial;
+use smdebug_storage::Storage;
 
 use super::evaluation::Evaluation;
 use super::feeding::ProfilerSide;

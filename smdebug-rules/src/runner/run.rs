@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use smdebug_io::Storage;
 use smdebug_read::run::{EndMarker, FolderChange, FolderWatch, has_profiler_data};
 use smdebug_read::trial::{Trial, TrialOptions};
+use smdebug_storage::Storage;
 
 use crate::error::{Error, Result};
 
@@ -105,7 +105,9 @@ impl RunSource {
         let open = || -> Result<(Arc<dyn Storage>, Option<Trial>)> {
             let storage = match &options.storage {
                 Some(s) => s.clone(),
-                None => smdebug_io::open_storage(location).map_err(open_error)?,
+                None => {
+                    smdebug_storage::open_storage(location).map_err(|e| open_error(e.into()))?
+                }
             };
             if !options.tensors
                 && options.profiler

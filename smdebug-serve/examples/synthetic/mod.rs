@@ -10,11 +10,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use smdebug_core::{Hook, Mode, SaveConfig};
 use smdebug_format::system::system_file_key;
-use smdebug_io::Storage;
-use smdebug_io::storage::LocalStorage;
 use smdebug_io::writer::{OverflowPolicy, Writer};
 use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
 use smdebug_profiler::system::NodeId;
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
 
 const CORES: usize = 16;
 const GPUS: usize = 8;

@@ -16,12 +16,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
-use smdebug_io::Storage;
-#[allow(unused_imports)] // each test binary uses part of this module
-pub use smdebug_io::testing::{wait_for, wait_until};
 use smdebug_io::writer::Writer;
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
+use smdebug_storage::Storage;
+#[allow(unused_imports)] // each test binary uses part of this module
+pub use smdebug_storage::testing::{wait_for, wait_until};
 
 /// A custom span whose name is markup: the page must show it as text.
 pub const HOSTILE_NAME: &str = "<img src=x onerror=\"document.title='pwned'\">&amp;";
@@ -328,7 +328,7 @@ pub fn child_job_main() {
         return;
     };
     let run = std::path::PathBuf::from(run);
-    let storage: Arc<dyn Storage> = Arc::new(smdebug_io::storage::LocalStorage::new(&run).unwrap());
+    let storage: Arc<dyn Storage> = Arc::new(smdebug_storage::LocalStorage::new(&run).unwrap());
     let identity =
         smdebug_io::jobs::JobIdentity::new(smdebug_io::jobs::random_id(), "worker_0".into(), 0, 1);
     let _claim = smdebug_io::jobs::JobClaim::start(Arc::clone(&storage), identity).unwrap();

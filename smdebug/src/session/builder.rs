@@ -8,12 +8,13 @@ use smdebug_core::{
     Capture, Collection, Hook, HookBuilder, HookConfig, ReductionConfig, SaveConfig, WorkerInfo,
 };
 use smdebug_format::record::PayloadChecksum;
+use smdebug_io::OverflowPolicy;
 use smdebug_io::sagemaker::ConfigSources;
 use smdebug_io::stop::StopWatcher;
 use smdebug_io::writer::Writer;
-use smdebug_io::{OverflowPolicy, StorageOptions};
 use smdebug_profiler::spans::SpanConfig;
 use smdebug_profiler::system::SamplerConfig;
+use smdebug_storage::StorageOptions;
 
 use super::progress::DEFAULT_PROGRESS_INTERVAL;
 

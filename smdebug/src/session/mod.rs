@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 use smdebug_core::phase::Phase;
 use smdebug_core::timeline::{TimedIter, Timeline};
 use smdebug_core::{Capture, Hook, Mode, StopSignal, WorkerInfo};
-use smdebug_io::Storage;
 use smdebug_io::stop::StopWatcher;
 use smdebug_io::writer::WriterStatus;
 use smdebug_profiler::spans::SpanWriterGuard;
 use smdebug_profiler::system::SamplerHandle;
+use smdebug_storage::Storage;
 
 #[cfg(feature = "report")]
 pub use builder::ReportTarget;
@@ -183,8 +183,8 @@ impl Session<Hook> {
 fn report_location_in(location: &str, dir: &str) -> String {
     use smdebug_rules::report::REPORT_FILE;
     let dir = dir.trim_matches('/');
-    match smdebug_io::storage::Location::parse(location) {
-        Ok(smdebug_io::storage::Location::Local(folder)) => {
+    match smdebug_storage::Location::parse(location) {
+        Ok(smdebug_storage::Location::Local(folder)) => {
             folder.join(dir).join(REPORT_FILE).display().to_string()
         }
         _ => format!("{}/{dir}/{REPORT_FILE}", location.trim_end_matches('/')),

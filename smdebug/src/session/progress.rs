@@ -16,10 +16,10 @@ use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use smdebug_format::progress::Progress;
-use smdebug_io::Storage;
 use smdebug_io::progress::write_progress;
 use smdebug_io::writer::WriterStatus;
 use smdebug_profiler::spans::SpanRecorder;
+use smdebug_storage::Storage;
 
 /// The progress file's default interval: at most one write a second.
 pub(crate) const DEFAULT_PROGRESS_INTERVAL: Duration = Duration::from_secs(1);

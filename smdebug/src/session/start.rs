@@ -10,15 +10,15 @@ use smdebug_core::{Capture, HookBuilder, StopSignal, WorkerInfo};
 use smdebug_format::layout::worker_name;
 use smdebug_format::record::PayloadChecksum;
 use smdebug_io::jobs::{JobClaim, shared_job_id};
+use smdebug_io::run_folder::probe_write;
 use smdebug_io::run_folder::{self, ClaimRequest, Refusal};
 use smdebug_io::stop::StopWatcher;
-use smdebug_io::storage::probe_write;
 use smdebug_io::writer::Writer;
-use smdebug_io::{Storage, open_storage_with};
 use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler, code_profile_support};
 use smdebug_profiler::config::{MetricsRegex, ProfilerConfigWatcher};
 use smdebug_profiler::spans::SpanRecorder;
 use smdebug_profiler::system::{NodeId, SystemSampler};
+use smdebug_storage::{Storage, open_storage_with};
 
 #[cfg(feature = "report")]
 use super::builder::ReportTarget;

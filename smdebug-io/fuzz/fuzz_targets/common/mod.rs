@@ -10,8 +10,7 @@ use prost::Message;
 use smdebug_format::proto::{Event, event, summary};
 use smdebug_format::record::{PayloadCrcPolicy, decode_exact_record};
 use smdebug_format::{IndexFile, layout, tensor};
-use smdebug_io::storage::Storage;
-use smdebug_io::{Error, Result};
+use smdebug_storage::{Error, Result, Storage};
 
 /// The budget the targets read with: small, so that `-malloc_limit_mb=64` catches any
 /// allocation a record's claim could drive.
@@ -61,7 +60,7 @@ impl Storage for MemRun {
         let file = self.get(path)?;
         let len = file.len() as u64;
         if range.start >= len {
-            return Err(Error::Storage {
+            return Err(Error::Failed {
                 location: "fuzz".to_string(),
                 op: "get_range",
                 path: path.to_string(),

@@ -108,7 +108,7 @@ macro_rules! build_cloud {
 }
 
 impl ObjectStorage {
-    /// Opens the store named by `url` (see [`open_storage`](crate::storage::open_storage)).
+    /// Opens the store named by `url` (see [`open_storage`](crate::open_storage)).
     pub fn open(url: &url::Url, options: &StorageOptions) -> Result<ObjectStorage> {
         let location = url.as_str().trim_end_matches('/').to_string();
         let invalid = |reason: String| Error::InvalidLocation {
@@ -249,7 +249,7 @@ impl ObjectStorage {
         match joined {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(self.err(op, path, e)),
-            Err(join) => Err(Error::Storage {
+            Err(join) => Err(Error::Failed {
                 location: self.describe.clone(),
                 op,
                 path: path.to_string(),
@@ -263,7 +263,7 @@ impl ObjectStorage {
         // S3 answers a missing bucket with 404 like a missing object: say which it is, and
         // never take it for "no such file" (which readers skip).
         if text.contains("NoSuchBucket") {
-            return Error::Storage {
+            return Error::Failed {
                 location: self.describe.clone(),
                 op,
                 path: path.to_string(),
@@ -299,7 +299,7 @@ impl ObjectStorage {
         } else {
             None
         };
-        Error::Storage {
+        Error::Failed {
             location: self.describe.clone(),
             op,
             path: path.to_string(),
@@ -322,7 +322,7 @@ impl ObjectStorage {
 
     fn object_path(&self, op: &'static str, path: &str) -> Result<Path> {
         check_relative(&self.describe, path)?;
-        Path::parse(self.full(path)).map_err(|e| Error::Storage {
+        Path::parse(self.full(path)).map_err(|e| Error::Failed {
             location: self.describe.clone(),
             op,
             path: path.to_string(),
@@ -339,7 +339,7 @@ impl ObjectStorage {
         if full.is_empty() {
             return Ok(None);
         }
-        Path::parse(&full).map(Some).map_err(|e| Error::Storage {
+        Path::parse(&full).map(Some).map_err(|e| Error::Failed {
             location: self.describe.clone(),
             op: "list",
             path: prefix.to_string(),
@@ -361,7 +361,7 @@ impl ObjectStorage {
     fn list_impl(&self, prefix: &str, offset: Option<&str>) -> Result<Vec<String>> {
         let prefix_path = self.prefix_path(prefix)?;
         let offset_path = match offset {
-            Some(o) => Some(Path::parse(self.full(o)).map_err(|e| Error::Storage {
+            Some(o) => Some(Path::parse(self.full(o)).map_err(|e| Error::Failed {
                 location: self.describe.clone(),
                 op: "list",
                 path: o.to_string(),

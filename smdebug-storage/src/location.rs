@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 /// than taken for a folder named `s3:`).
 ///
 /// ```
-/// use smdebug_io::storage::{Backend, Location};
+/// use smdebug_storage::{Backend, Location};
 ///
 /// let local: Location = "file:///tmp/my%20run".parse().unwrap();
 /// assert_eq!(local.local_path(), Some(std::path::Path::new("/tmp/my run")));
@@ -101,6 +101,72 @@ impl fmt::Display for Location {
             Location::Local(path) => write!(f, "{}", path.display()),
             Location::Store { url, .. } => f.write_str(url),
         }
+    }
+}
+
+/// What a run's location can be given as, everywhere one is opened: text (a path or a URL,
+/// parsed by [`Location::parse`]), a path (always local disk, never read as a URL), or a
+/// [`Location`] already parsed, which is not parsed again.
+///
+/// ```
+/// use smdebug_storage::{IntoLocation, Location};
+///
+/// let dir = std::path::Path::new("/tmp/s3:/x");
+/// assert_eq!(dir.into_location().unwrap(), Location::Local(dir.into()));
+/// assert!("s3:/x".into_location().is_err());
+/// let url = Location::parse("memory://doc/run").unwrap();
+/// assert_eq!((&url).into_location().unwrap(), url);
+/// ```
+pub trait IntoLocation {
+    /// The location, or [`Error::InvalidLocation`] for text that names none.
+    fn into_location(self) -> Result<Location>;
+}
+
+impl IntoLocation for Location {
+    fn into_location(self) -> Result<Location> {
+        Ok(self)
+    }
+}
+
+impl IntoLocation for &Location {
+    fn into_location(self) -> Result<Location> {
+        Ok(self.clone())
+    }
+}
+
+impl IntoLocation for &str {
+    fn into_location(self) -> Result<Location> {
+        Location::parse(self)
+    }
+}
+
+impl IntoLocation for &String {
+    fn into_location(self) -> Result<Location> {
+        Location::parse(self)
+    }
+}
+
+impl IntoLocation for String {
+    fn into_location(self) -> Result<Location> {
+        Location::parse(&self)
+    }
+}
+
+impl IntoLocation for &Path {
+    fn into_location(self) -> Result<Location> {
+        Ok(Location::Local(self.to_path_buf()))
+    }
+}
+
+impl IntoLocation for &PathBuf {
+    fn into_location(self) -> Result<Location> {
+        Ok(Location::Local(self.clone()))
+    }
+}
+
+impl IntoLocation for PathBuf {
+    fn into_location(self) -> Result<Location> {
+        Ok(Location::Local(self))
     }
 }
 

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use smdebug_io::Error;
-use smdebug_io::storage::{Storage, StorageOptions, open_storage, open_storage_with};
-use smdebug_io::testing::{MotoServer, free_port, s3_options};
+use smdebug_storage::Error;
+use smdebug_storage::testing::{MotoServer, free_port, s3_options};
+use smdebug_storage::{Storage, StorageOptions, open_storage, open_storage_with};
 
 /// Everything a backend must do, the same way.
 fn conformance(store: &dyn Storage) {
@@ -248,7 +248,7 @@ fn s3_endpoint_that_is_down_fails_fast_with_a_clear_error() {
         started.elapsed()
     );
     let msg = err.to_string();
-    assert!(matches!(err, Error::Storage { op: "put", .. }), "{msg}");
+    assert!(matches!(err, Error::Failed { op: "put", .. }), "{msg}");
     assert!(
         msg.contains("s3://no-such-server/run") && msg.contains("index/x.json"),
         "{msg}"

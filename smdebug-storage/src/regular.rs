@@ -23,9 +23,9 @@ fn refused(why: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, why)
 }
 
-/// What a file type is, for an error.
+/// What a file type is, in words for an error (`a FIFO`, `a directory`).
 #[cfg(unix)]
-pub(crate) fn kind_of(ft: &fs::FileType) -> &'static str {
+pub fn kind_of(ft: &fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if ft.is_dir() {
         "a directory"
@@ -43,7 +43,7 @@ pub(crate) fn kind_of(ft: &fs::FileType) -> &'static str {
 }
 
 #[cfg(not(unix))]
-pub(crate) fn kind_of(ft: &fs::FileType) -> &'static str {
+pub fn kind_of(ft: &fs::FileType) -> &'static str {
     if ft.is_dir() {
         "a directory"
     } else {

@@ -1,6 +1,6 @@
-//! Which object-store backends a build includes (cargo features of smdebug-io).
+//! Which object-store backends a build includes (cargo features of smdebug-storage, forwarded by smdebug-io).
 
-/// An object-store backend that is a cargo feature of smdebug-io, off by default: local disk is
+/// An object-store backend that is a cargo feature of smdebug-storage (and of smdebug-io, which forwards it), off by default: local disk is
 /// always there; the in-process store needs object_store's client and a tokio runtime, and S3,
 /// Google Cloud Storage, Azure and plain HTTP(S) stores an HTTP and TLS stack besides, so a
 /// build includes only the ones it names (`smdebug-io = { features = ["aws"] }`). Opening a
@@ -8,7 +8,7 @@
 /// [`Error::BackendNotCompiled`](crate::Error::BackendNotCompiled) that names the feature.
 ///
 /// ```
-/// use smdebug_io::storage::Backend;
+/// use smdebug_storage::Backend;
 ///
 /// assert_eq!(Backend::for_location("s3://bucket/run"), Some(Backend::Aws));
 /// assert_eq!(Backend::for_location("https://acct.blob.core.windows.net/c/run"), Some(Backend::Azure));
@@ -43,7 +43,7 @@ impl Backend {
         Backend::Http,
     ];
 
-    /// The smdebug-io cargo feature that compiles this backend in: `memory`, `aws`, `gcp`,
+    /// The smdebug-storage cargo feature that compiles this backend in: `memory`, `aws`, `gcp`,
     /// `azure`, `http`.
     pub fn feature(self) -> &'static str {
         match self {

@@ -74,7 +74,7 @@ impl LocalStorage {
                 path: path.to_string(),
             };
         }
-        Error::Storage {
+        Error::Failed {
             location: self.describe.clone(),
             op,
             path: path.to_string(),

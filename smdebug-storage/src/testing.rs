@@ -13,7 +13,7 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::storage::StorageOptions;
+use crate::StorageOptions;
 
 /// The Python that test helpers run: `$SMDEBUG_PYTHON`, else `python3`.
 pub fn python() -> String {

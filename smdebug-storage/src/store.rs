@@ -75,7 +75,7 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// [`supports_append`](Storage::supports_append) and rewrite whole objects instead.
     fn append(&self, path: &str, data: &[u8]) -> Result<()> {
         let _ = data;
-        Err(Error::Storage {
+        Err(Error::Failed {
             location: self.describe().to_string(),
             op: "append",
             path: path.to_string(),
@@ -133,7 +133,7 @@ pub fn check_relative(location: &str, path: &str) -> Result<()> {
             .any(|s| s.is_empty() || s == "." || s == "..")
         || path.contains('\\');
     if bad {
-        return Err(Error::Storage {
+        return Err(Error::Failed {
             location: location.to_string(),
             op: "resolve",
             path: path.to_string(),

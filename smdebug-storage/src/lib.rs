@@ -1,4 +1,4 @@
-//! Where a run lives: local disk or any `object_store` backend, behind one small sync trait.
+//! Where a run lives, for every crate of smdebug that reads or writes one: local disk or any `object_store` backend, behind one small sync trait.
 //!
 //! The training loop, the writer thread and the rules are synchronous, so [`Storage`] is too;
 //! the object-store backend runs its async client on a small tokio runtime of its own. Local
@@ -10,10 +10,10 @@
 //! `"events/000000000003"`; `""` for everything).
 //!
 //! ```
-//! use smdebug_io::storage::{open_storage, Storage};
+//! use smdebug_storage::{open_storage, Storage};
 //!
 //! let dir = tempfile::tempdir().unwrap();
-//! let store = open_storage(dir.path().to_str().unwrap()).unwrap();
+//! let store = open_storage(dir.path()).unwrap();
 //! store.put("index/000000000/000000000001_worker_0.json", b"{}".to_vec().into()).unwrap();
 //! store.put("index/000000000/000000000002_worker_0.json", b"{}".to_vec().into()).unwrap();
 //! assert_eq!(store.list("index").unwrap().len(), 2);
@@ -32,37 +32,43 @@
 //! ```
 
 mod backend;
+mod error;
 mod local;
 mod location;
 #[cfg(feature = "object-store")]
 mod object;
 pub mod regular;
 mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
 pub use backend::Backend;
+pub use error::{BoxError, Error, Result};
 pub use local::LocalStorage;
-pub use location::Location;
+pub use location::{IntoLocation, Location};
 #[cfg(feature = "object-store")]
 pub use object::ObjectStorage;
 pub use store::check_relative;
 pub use store::{Storage, StorageOptions};
 
-/// Opens the storage at `location` with default [`StorageOptions`]: a plain path or `file://`
-/// URL is local disk; `memory://name/...` is an in-process store shared by every handle opened
-/// on the same `name` in this process; `s3://`, `gs://`, `az://` (and the other schemes
-/// `object_store` parses) are object stores configured from the environment. Each object store
-/// is behind its cargo feature ([`Backend`]); one left out is
+/// Opens the storage at `location` with default [`StorageOptions`]: a path, a `file://` URL or a
+/// [`Location::Local`] is local disk; `memory://name/...` is an in-process store shared by every
+/// handle opened on the same `name` in this process; `s3://`, `gs://`, `az://` (and the other
+/// schemes `object_store` parses) are object stores configured from the environment. Each
+/// object store is behind its cargo feature ([`Backend`]); one left out is
 /// [`Error::BackendNotCompiled`] naming the feature.
-pub fn open_storage(location: &str) -> Result<Arc<dyn Storage>> {
+pub fn open_storage(location: impl IntoLocation) -> Result<Arc<dyn Storage>> {
     open_storage_with(location, &StorageOptions::default())
 }
 
 /// [`open_storage`] with explicit options.
-pub fn open_storage_with(location: &str, options: &StorageOptions) -> Result<Arc<dyn Storage>> {
-    match Location::parse(location)? {
+pub fn open_storage_with(
+    location: impl IntoLocation,
+    options: &StorageOptions,
+) -> Result<Arc<dyn Storage>> {
+    match location.into_location()? {
         Location::Local(path) => Ok(Arc::new(LocalStorage::new(path)?)),
         Location::Store { url, .. } => open_object_store(&url, options),
     }
@@ -91,19 +97,4 @@ fn open_object_store(location: &str, _options: &StorageOptions) -> Result<Arc<dy
             reason: "not a local path or an object-store URL".to_string(),
         }),
     }
-}
-
-/// Whether `storage` takes writes: a small hidden object is stored and removed again. A
-/// missing bucket, denied credentials, a read-only or full disk, an unreachable store: the
-/// storage's own error, before anything that writes the run starts. `name` makes the object's
-/// key this writer's own (`worker_0`). Removing it is best effort (a store may allow writes
-/// and not deletes); the key is hidden from local listings either way.
-pub fn probe_write(storage: &dyn Storage, name: &str) -> Result<()> {
-    // A name the run owns: a probe left behind never makes the folder look foreign.
-    let key = smdebug_format::layout::start_probe_file(name, std::process::id());
-    storage.put(&key, bytes::Bytes::from_static(b"smdebug write probe\n"))?;
-    if let Err(e) = storage.delete(&key) {
-        log::warn!("smdebug: the write probe `{key}` could not be removed: {e}");
-    }
-    Ok(())
 }
