@@ -103,7 +103,7 @@ pub fn runs(runs: &[std::sync::Arc<Run>]) -> RunList {
         .map(|run| {
             let d = run.data.read().expect("run data lock");
             let range = d.time_range();
-            let stop_rule = crate::diagnosis::stop_cause(&d).map(|c| c.rule);
+            let stop_rule = crate::diagnosis::stopping_rule(&d).map(|c| c.rule);
             let fresh = crate::liveness::freshness(&d, stop_rule.as_deref(), now);
             RunState {
                 id: run.id,

@@ -135,7 +135,7 @@ pub fn overview(run: &Run) -> Overview {
             count: *count,
         })
         .collect();
-    let stop_rule = crate::diagnosis::stop_cause(&d).map(|c| c.rule);
+    let stop_rule = crate::diagnosis::stopping_rule(&d).map(|c| c.rule);
     let fresh = liveness::freshness(&d, stop_rule.as_deref(), smdebug_io::jobs::now_s());
     let rules = rule_views(&d);
     let issues = d.rules.as_ref().map_or(0, crate::diagnosis::issue_count);
