@@ -13,7 +13,7 @@ use ndarray::Array1;
 use smdebug::Session;
 use smdebug_core::phase::Phase;
 use smdebug_core::timeline::Timeline;
-use smdebug_core::{Hook, Mode, TensorView};
+use smdebug_core::{Hook, Mode, StopCause, TensorView};
 
 use crate::digits::Digits;
 use crate::mlp::{Activation, Mlp, Rng};
@@ -90,8 +90,9 @@ pub struct TrainSummary {
     pub eval_loss: Vec<f32>,
     /// The accuracy of each evaluation pass.
     pub eval_accuracy: Vec<f32>,
-    /// Set when the run stopped because a stop was requested.
-    pub stopped: Option<String>,
+    /// Set when the run stopped because a stop was requested: the reason, and the rule and
+    /// step when a rule asked.
+    pub stopped: Option<StopCause>,
 }
 
 /// Builds the model a config asks for (bugs change the architecture or the initialisation).
@@ -292,8 +293,8 @@ fn run(
             summary.steps += 1;
             if let Some(h) = hook.as_deref_mut() {
                 h.step();
-                if let Some(reason) = h.stop_requested() {
-                    summary.stopped = Some(reason);
+                if let Some(cause) = h.stop_requested() {
+                    summary.stopped = Some(cause);
                     break 'epochs;
                 }
             }

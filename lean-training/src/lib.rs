@@ -25,8 +25,9 @@ use smdebug::prelude::*;
 pub struct Outcome {
     /// Steps trained.
     pub steps: u64,
-    /// The reason of the stop request that ended training early, if one did.
-    pub stopped: Option<String>,
+    /// The stop request that ended training early, if one did: its reason, and the rule and
+    /// step when a rule asked.
+    pub stopped: Option<StopCause>,
     /// The loss at the last step.
     pub loss: f64,
 }
@@ -54,8 +55,8 @@ pub fn train(
         loss: f64::NAN,
     };
     for step in 0..steps {
-        if let Some(reason) = session.stop_requested() {
-            outcome.stopped = Some(reason);
+        if let Some(cause) = session.stop_requested() {
+            outcome.stopped = Some(cause);
             break;
         }
         let n = xs.len() as f64;

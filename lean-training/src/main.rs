@@ -5,6 +5,8 @@
 
 use std::process::ExitCode;
 
+use smdebug::capture::EndReason;
+
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let run = args.next().unwrap_or_else(|| "lean-run".to_string());
@@ -18,9 +20,8 @@ fn main() -> ExitCode {
     };
     match smdebug_lean_training::train(&run, steps, |_| {}) {
         Ok(o) => {
-            let end = o
-                .stopped
-                .map_or("completed".to_string(), |r| format!("stopped: {r}"));
+            // As the end marker words it: `completed`, `stopped: <reason>`.
+            let end = o.stopped.map_or(EndReason::Completed, EndReason::Stopped);
             println!("{} steps into {run}, loss {:.6}, {end}", o.steps, o.loss);
             ExitCode::SUCCESS
         }

@@ -167,10 +167,10 @@ fn the_loop_captures_to_disk_and_stops_when_a_stop_request_arrives() {
         std::thread::sleep(std::time::Duration::from_millis(5));
     })
     .unwrap();
-    assert_eq!(
-        outcome.stopped.as_deref(),
-        Some("LossNotDecreasing fired at step 3")
-    );
+    let cause = outcome.stopped.clone().unwrap();
+    assert_eq!(cause.reason, "LossNotDecreasing fired at step 3");
+    // The request's step travels with its reason; it names no rule.
+    assert_eq!((cause.rule, cause.step), (None, Some(3)));
     assert!(outcome.steps > 3 && outcome.steps < 10_000, "{outcome:?}");
 
     let trial = Trial::open(run).unwrap();

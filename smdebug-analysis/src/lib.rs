@@ -9,10 +9,15 @@
 //!   the dashboard.
 //! - [`digest`]: a run's profiler data aggregated as it is read ([`ProfileDigest`](digest::ProfileDigest)),
 //!   in a size that does not grow with the run.
+//! - [`phases`]: the job's initialization, training loop and finalization
+//!   ([`JobPhases`](phases::JobPhases)), one definition for the report and the dashboard.
+//! - [`time`]: times and durations as every message, page and chart writes them.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod digest;
 pub mod downsample;
+pub mod phases;
 pub mod stats;
+pub mod time;

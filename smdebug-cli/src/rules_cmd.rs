@@ -292,7 +292,7 @@ fn print_summary(out: &mut impl Write, s: &Summary, json: bool) -> std::io::Resu
             (_, _, Some(t)) if r.kind == RuleInput::Profiler => {
                 format!(
                     " first at {} ({} times)",
-                    smdebug_rules::profiler::utc(t),
+                    smdebug_analysis::time::utc(t),
                     r.fired_count
                 )
             }

@@ -364,8 +364,8 @@ impl<F: Framework> AdapterHook<F> {
         self.hook.stop_signal()
     }
 
-    /// The reason, when someone asked this job to stop. Check it once per step.
-    pub fn stop_requested(&self) -> Option<String> {
+    /// Why, when someone asked this job to stop. Check it once per step.
+    pub fn stop_requested(&self) -> Option<crate::StopCause> {
         self.hook.stop_requested()
     }
 

@@ -22,10 +22,10 @@
 //! let store = smdebug_storage::open_storage(run).unwrap();
 //! request_stop(store.as_ref(), &StopRequest::new("LossNotDecreasing fired at step 40")).unwrap();
 //!
-//! while signal.requested().is_none() {
+//! while signal.cause().is_none() {
 //!     std::thread::sleep(std::time::Duration::from_millis(20));
 //! }
-//! assert_eq!(signal.requested().unwrap(), "LossNotDecreasing fired at step 40");
+//! assert_eq!(signal.cause().unwrap().reason, "LossNotDecreasing fired at step 40");
 //! watcher.stop();
 //! ```
 

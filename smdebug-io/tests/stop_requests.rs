@@ -14,7 +14,7 @@ use smdebug_storage::{Storage, open_storage};
 /// The stop reason `signal` is given, within 30 s.
 fn wait_for_stop(signal: &StopSignal) -> String {
     wait_for(Duration::from_secs(30), "the stop request", || {
-        signal.requested()
+        signal.cause().map(|c| c.reason)
     })
 }
 
@@ -74,7 +74,7 @@ fn a_request_left_by_an_earlier_job_does_not_stop_the_next() {
     .unwrap();
     // Looks enough to have acted on the old request if it were taken for this job's.
     wait_for_looks(&counting, 3);
-    assert_eq!(signal.requested(), None);
+    assert_eq!(signal.cause(), None);
     assert!(!dir.path().join(STOP_REQUEST_FILE).exists());
     watcher.stop();
 }
@@ -238,11 +238,7 @@ fn an_unreadable_request_is_logged_with_its_reason_and_kept_and_does_not_stop_th
         .unwrap();
     assert!(made.success());
     heard(fifo);
-    assert_eq!(
-        signal.requested(),
-        None,
-        "no unreadable request stops the job"
-    );
+    assert_eq!(signal.cause(), None, "no unreadable request stops the job");
     let problems = watcher.problems();
     let expected = cases.iter().map(|(_, why)| *why).chain([too_large, fifo]);
     for why in expected {

@@ -12,6 +12,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::stats::{Bucket, Summary, buckets, reslice};
+use smdebug_analysis::time::clock;
 
 /// Chart size in pixels.
 pub(crate) const WIDTH: u32 = 820;
@@ -74,21 +75,6 @@ impl Curve {
             label: label.into(),
             slices: buckets(points, LINE_BUCKETS),
         }
-    }
-}
-
-/// `h:mm:ss` or `m:ss` for a number of seconds.
-pub(crate) fn clock(seconds: f64) -> String {
-    if !seconds.is_finite() {
-        return "-".to_owned();
-    }
-    let sign = if seconds < 0.0 { "-" } else { "" };
-    let total = seconds.abs().round() as u64;
-    let (h, m, s) = (total / 3600, (total / 60) % 60, total % 60);
-    if h > 0 {
-        format!("{sign}{h}:{m:02}:{s:02}")
-    } else {
-        format!("{sign}{m}:{s:02}")
     }
 }
 
@@ -613,8 +599,6 @@ mod tests {
         assert!(pie_chart("p", &[("a".into(), 0.0)]).is_err());
         assert!(histogram_chart("h", "", &[0.0, 1.0], &[("a".into(), vec![0])]).is_err());
         assert!(bar_chart("t", "", &[]).is_err());
-        assert_eq!(clock(3_725.0), "1:02:05");
-        assert_eq!(clock(65.0), "1:05");
     }
 
     #[test]

@@ -47,7 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "steps={} stopped={}",
         summary.steps,
-        summary.stopped.as_deref().unwrap_or("-")
+        summary.stopped.map_or("-".to_owned(), |c| c.reason)
     );
     Ok(())
 }

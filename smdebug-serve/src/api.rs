@@ -8,6 +8,7 @@ use regex::Regex;
 use serde::Deserialize;
 use smdebug_analysis::downsample::PointSource;
 use smdebug_analysis::stats::percentile;
+use smdebug_analysis::time::seconds;
 use smdebug_core::Mode;
 use smdebug_read::profile::{SpanRef, SpanStore};
 
@@ -52,10 +53,6 @@ impl Window {
     }
 }
 
-fn secs(us: u64) -> f64 {
-    us as f64 / 1e6
-}
-
 /// Time-stamped points, downsampled over the window; in a window of time, with the point just
 /// before it and the one just after, so that a line crosses a window narrower than the
 /// sampling interval (a zoom on one step) instead of leaving the chart empty.
@@ -89,7 +86,7 @@ pub(crate) fn time_series<S: PointSource<u64> + ?Sized>(points: &S, window: &Win
         }
     }
     TimeSeries {
-        t: kept.iter().map(|p| finite(secs(p.0))).collect(),
+        t: kept.iter().map(|p| finite(seconds(p.0))).collect(),
         v: kept.iter().map(|p| finite(p.1)).collect(),
         total: points.count(),
     }
@@ -103,7 +100,7 @@ pub fn runs(runs: &[std::sync::Arc<Run>]) -> RunList {
         .map(|run| {
             let d = run.data.read().expect("run data lock");
             let range = d.time_range();
-            let stop_rule = crate::diagnosis::stop_cause(&d).map(|c| c.rule);
+            let stop_rule = crate::diagnosis::stopping_rule(&d).map(|c| c.rule);
             let fresh = crate::liveness::freshness(&d, stop_rule.as_deref(), now);
             RunState {
                 id: run.id,
@@ -137,8 +134,8 @@ pub fn runs(runs: &[std::sync::Arc<Run>]) -> RunList {
                 trial_open: run.trial_open(),
                 report: run.report_stage(),
                 spans: d.profile.spans().len(),
-                start: range.map(|r| secs(r.0)),
-                end: range.map(|r| secs(r.1)),
+                start: range.map(|r| seconds(r.0)),
+                end: range.map(|r| seconds(r.1)),
                 rules: d.rules.as_ref().map(|s| s.rules.len()),
                 issues: d.rules.as_ref().map(crate::diagnosis::issue_count),
                 no_data: d.rules.as_ref().map(|s| s.no_data().count()),
@@ -190,8 +187,8 @@ fn span_row(s: &SpanRef<'_>) -> SpanRow {
     SpanRow {
         phase: s.phase.to_owned(),
         name: s.name.to_owned(),
-        start: secs(s.start_us),
-        end: secs(s.end_us),
+        start: seconds(s.start_us),
+        end: seconds(s.end_us),
         node: s.node.to_owned(),
         worker: s.worker,
         step: s.step,
@@ -223,7 +220,7 @@ pub fn spans(run: &Run, window: &Window, rows: SpanRows) -> SpanList {
     {
         count += 1;
         let e = totals.entry(s.phase).or_default();
-        e.0 += secs(s.duration_us());
+        e.0 += seconds(s.duration_us());
         e.1 += 1;
         let wanted = if rows.from_end {
             true
@@ -284,7 +281,7 @@ fn sorted_spans(
         .filter(|s| (s.end_us as f64) >= from && (s.start_us as f64) <= to)
     {
         let e = totals.entry(s.phase).or_default();
-        e.0 += secs(s.duration_us());
+        e.0 += seconds(s.duration_us());
         e.1 += 1;
         all.push(s);
     }
@@ -352,7 +349,7 @@ pub fn steps(run: &Run, window: &Window, last: usize, slowest: usize) -> Steps {
             groups
                 .entry((mode.name().to_owned(), s.node.to_owned(), s.worker))
                 .or_default()
-                .push((step, s.start_us, secs(s.duration_us())));
+                .push((step, s.start_us, seconds(s.duration_us())));
         }
     }
     // The outliers are StepOutlier's own, from the summary its runner wrote into the run: per
@@ -389,7 +386,7 @@ pub fn steps(run: &Run, window: &Window, last: usize, slowest: usize) -> Steps {
                         })
                         .map(|o| Outlier {
                             step: o.step,
-                            t: secs(o.start_us),
+                            t: seconds(o.start_us),
                             duration: o.duration_s,
                         })
                         .collect()
@@ -409,7 +406,7 @@ pub fn steps(run: &Run, window: &Window, last: usize, slowest: usize) -> Steps {
             }
         })
         .collect();
-    let durations: Vec<f64> = windowed.iter().map(|w| secs(w.1)).collect();
+    let durations: Vec<f64> = windowed.iter().map(|w| seconds(w.1)).collect();
     // The slowest first; among equals, the earlier first.
     let mut by_duration = windowed.clone();
     by_duration.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -514,17 +511,17 @@ fn step_row(spans: &SpanStore, st: &SpanRef<'_>) -> StepRow {
             && s.end_us <= st.end_us
             && same_step
         {
-            *phases.entry(s.phase.to_owned()).or_default() += secs(s.duration_us());
+            *phases.entry(s.phase.to_owned()).or_default() += seconds(s.duration_us());
         }
     }
-    let duration = secs(st.duration_us());
+    let duration = seconds(st.duration_us());
     let other = duration - phases.values().sum::<f64>();
     StepRow {
         step: st.step,
         mode: is_step(st).map(|m| m.name()),
         node: st.node.to_owned(),
         worker: st.worker,
-        start: secs(st.start_us),
+        start: seconds(st.start_us),
         duration,
         phases,
         other: other.max(0.0),

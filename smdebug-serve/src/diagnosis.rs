@@ -13,7 +13,7 @@ use crate::views::{Health, Phase, Severity};
 /// The rule whose stop request ended the job (or, before the job ended, asked it to), and the
 /// step it fired at, as its request said.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct StopCause {
+pub(crate) struct StoppingRule {
     /// The rule.
     pub rule: String,
     /// The step its request says it fired at.
@@ -42,14 +42,14 @@ fn parse_firing(reason: &str) -> Option<(String, Option<u64>, Option<String>)> {
 /// The rule that stopped the job: the one the end marker names (the request the job honoured;
 /// a later request from another rule may have replaced the file since), else, before the
 /// marker, the rule of the stop request in the run.
-pub(crate) fn stop_cause(d: &RunData) -> Option<StopCause> {
+pub(crate) fn stopping_rule(d: &RunData) -> Option<StoppingRule> {
     if let Some(reason) = &d.end_reason {
         let EndReason::Stopped(cause) = reason else {
             return None;
         };
         // A marker written since markers name the rule says which rule and step.
         if let Some(rule) = &cause.rule {
-            return Some(StopCause {
+            return Some(StoppingRule {
                 rule: rule.clone(),
                 fired_step: cause.step,
                 finding: parse_firing(&cause.reason).and_then(|(_, _, finding)| finding),
@@ -57,7 +57,7 @@ pub(crate) fn stop_cause(d: &RunData) -> Option<StopCause> {
         }
         // An older marker: its reason, as a rule's request words it.
         if let Some((rule, fired_step, finding)) = parse_firing(&cause.reason) {
-            return Some(StopCause {
+            return Some(StoppingRule {
                 rule,
                 fired_step,
                 finding,
@@ -65,7 +65,7 @@ pub(crate) fn stop_cause(d: &RunData) -> Option<StopCause> {
         }
         // Stopped, by a request that does not read as a rule's: the request's rule, if any.
         let request = d.stop_request.as_ref()?;
-        return Some(StopCause {
+        return Some(StoppingRule {
             rule: request.rule.clone()?,
             fired_step: request.step,
             finding: None,
@@ -74,7 +74,7 @@ pub(crate) fn stop_cause(d: &RunData) -> Option<StopCause> {
     let request = d.stop_request.as_ref()?;
     let rule = request.rule.clone()?;
     let parsed = parse_firing(&request.reason);
-    Some(StopCause {
+    Some(StoppingRule {
         rule,
         fired_step: request.step.or(parsed.as_ref().and_then(|p| p.1)),
         finding: parsed.and_then(|p| p.2),
@@ -272,7 +272,7 @@ pub(crate) fn health(
     }
     let sentence = match phase {
         Phase::StoppedByRule => {
-            let cause = stop_cause(d);
+            let cause = stopping_rule(d);
             let rule = cause.as_ref().map_or("a rule", |c| c.rule.as_str());
             let fired = cause
                 .as_ref()
@@ -380,7 +380,7 @@ mod tests {
             stop_request: Some(later.clone()),
             ..RunData::default()
         };
-        let cause = stop_cause(&d).unwrap();
+        let cause = stopping_rule(&d).unwrap();
         assert_eq!(
             (cause.rule.as_str(), cause.fired_step),
             ("ExplodingTensor", Some(3))
@@ -392,7 +392,7 @@ mod tests {
             stop_request: Some(later),
             ..RunData::default()
         };
-        let cause = stop_cause(&old).unwrap();
+        let cause = stopping_rule(&old).unwrap();
         assert_eq!(
             (cause.rule.as_str(), cause.fired_step),
             ("ExplodingTensor", Some(3))
@@ -403,7 +403,7 @@ mod tests {
             end_reason: Some(EndReason::Completed),
             ..RunData::default()
         };
-        assert_eq!(stop_cause(&done), None);
+        assert_eq!(stopping_rule(&done), None);
     }
 
     #[test]

@@ -4,10 +4,11 @@
 use std::collections::BTreeMap;
 
 use smdebug_analysis::stats::percentile;
+use smdebug_analysis::time::seconds;
 use smdebug_core::Mode;
 use smdebug_format::progress::ProgressTotals;
 use smdebug_format::system::vocab;
-use smdebug_read::profile::{self as profiler, MetricSeries};
+use smdebug_read::profile::MetricSeries;
 
 use crate::api::{Window, is_step};
 use crate::downsample::plan;
@@ -22,10 +23,6 @@ use crate::views::{
     Headline, HeadlineChart, HeadlineLine, Headlines, JobPhases, NodeStats, Num, Overview, Phase,
     PhaseTotal, Progress, StatRow, WriterDrops,
 };
-
-fn secs(us: u64) -> f64 {
-    us as f64 / 1e6
-}
 
 /// The rows of the per-node statistics table: `(label, type, dimension-or-name filter)`.
 fn node_rows(node: &[&MetricSeries]) -> Vec<(String, Vec<f64>, &'static str)> {
@@ -82,14 +79,15 @@ pub fn overview(run: &Run) -> Overview {
     // Initialization, training loop, finalization: the report's definition (`JobPhases`).
     let phases = range.and_then(|job| {
         let steps = d.profile.spans().iter().filter(|s| is_step(s).is_some());
-        let p = profiler::JobPhases::new(job, steps.map(|s| (s.start_us, s.end_us)));
+        let p =
+            smdebug_analysis::phases::JobPhases::new(job, steps.map(|s| (s.start_us, s.end_us)));
         let (first, last) = p.loop_us?;
         Some(JobPhases {
             initialization: p.initialization_s()?,
             training_loop: p.training_loop_s()?,
             finalization: p.finalization_s()?,
-            loop_start: secs(first),
-            loop_end: secs(last),
+            loop_start: seconds(first),
+            loop_end: seconds(last),
         })
     });
     let mut by_node: BTreeMap<&str, Vec<&MetricSeries>> = BTreeMap::new();
@@ -131,11 +129,11 @@ pub fn overview(run: &Run) -> Overview {
         .take(10)
         .map(|(p, (total, count))| PhaseTotal {
             phase: (*p).to_owned(),
-            total_s: secs(*total),
+            total_s: seconds(*total),
             count: *count,
         })
         .collect();
-    let stop_rule = crate::diagnosis::stop_cause(&d).map(|c| c.rule);
+    let stop_rule = crate::diagnosis::stopping_rule(&d).map(|c| c.rule);
     let fresh = liveness::freshness(&d, stop_rule.as_deref(), smdebug_io::jobs::now_s());
     let rules = rule_views(&d);
     let issues = d.rules.as_ref().map_or(0, crate::diagnosis::issue_count);
@@ -146,8 +144,8 @@ pub fn overview(run: &Run) -> Overview {
         name: run.name.clone(),
         location: run.location.clone(),
         standing: d.standing(),
-        start: range.map(|r| secs(r.0)),
-        end: range.map(|r| secs(r.1)),
+        start: range.map(|r| seconds(r.0)),
+        end: range.map(|r| seconds(r.1)),
         steps: d.steps.len(),
         last_step: d.steps.last().copied(),
         samples: d.profile.sample_count(),

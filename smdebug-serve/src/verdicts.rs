@@ -5,7 +5,7 @@ use smdebug_report::RuleFile;
 use smdebug_rules::report::{is_profiler_report, summary_report_verdict};
 use smdebug_rules::{Status, Summary};
 
-use crate::diagnosis::{severity, short_finding, stop_cause, sums_up};
+use crate::diagnosis::{severity, short_finding, stopping_rule, sums_up};
 use crate::run_data::RunData;
 use crate::views::{EvidenceView, Num, RuleView};
 
@@ -19,7 +19,7 @@ pub(crate) fn rule_views(d: &RunData) -> Vec<RuleView> {
         return Vec::new();
     };
     // Only once the job ended on it: a request not honoured yet has stopped nothing.
-    let stopped_by = stop_cause(d)
+    let stopped_by = stopping_rule(d)
         .filter(|_| d.end_reason.is_some())
         .map(|c| c.rule);
     let mut views = views_of(summary, stopped_by.as_deref());

@@ -97,7 +97,7 @@ pub mod prelude {
     pub use smdebug_core::window::Window;
     pub use smdebug_core::{
         Capture, Collection, Mode, Reduction, ReductionConfig, ReductionOp, SaveConfig,
-        SaveConfigMode, TensorView, WorkerInfo,
+        SaveConfigMode, StopCause, TensorView, WorkerInfo,
     };
     #[cfg(feature = "read")]
     pub use smdebug_read::Trial;

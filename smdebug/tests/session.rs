@@ -158,7 +158,11 @@ fn a_stop_request_written_by_another_process_reaches_the_loop_at_its_next_step()
     );
     assert!(stopped_at > 3);
     let summary = session.finish().unwrap();
-    assert_eq!(summary.stopped.as_deref(), Some("stop from the dashboard"));
+    // A person's request: a reason, no rule.
+    assert_eq!(
+        summary.stopped,
+        Some(StopCause::from("stop from the dashboard"))
+    );
     assert_eq!(summary.steps, stopped_at + 1);
     let trial = Trial::open(run.to_str().unwrap()).unwrap();
     assert_eq!(
@@ -196,8 +200,17 @@ fn a_rule_that_fires_with_a_stop_action_stops_the_job_early() {
         status(&summary, "ExplodingTensor").status,
         Status::IssuesFound
     );
-    let reason = summary.stopped.as_deref().unwrap();
-    assert!(reason.contains("ExplodingTensor"), "{reason}");
+    // A rule's request: the rule and the step it fired at travel with the reason.
+    let cause = summary.stopped.as_ref().unwrap();
+    assert!(cause.reason.contains("ExplodingTensor"), "{cause:?}");
+    assert_eq!(cause.rule.as_deref(), Some("ExplodingTensor"), "{cause:?}");
+    assert!(cause.step.is_some_and(|s| s < trained.steps), "{cause:?}");
+    assert!(
+        summary
+            .to_string()
+            .contains(&format!("stopped early: {}", cause.reason)),
+        "{summary}"
+    );
 }
 
 #[test]
@@ -344,7 +357,7 @@ fn the_dashboards_stop_button_stops_a_loop_that_checks_its_steps() {
     );
     assert!(pressed);
     let summary = session.finish().unwrap();
-    assert_eq!(summary.stopped.as_deref(), Some("pressed Stop"));
+    assert_eq!(summary.stopped, Some(StopCause::from("pressed Stop")));
     assert_eq!(summary.dashboard.as_deref(), Some(url.as_str()));
 }
 
@@ -555,7 +568,7 @@ fn an_unreadable_stop_request_is_said_in_the_summary_and_the_dashboard_and_a_goo
             session.step().unwrap().stop_requested()
         });
         let summary = session.finish().unwrap();
-        assert_eq!(summary.stopped.as_deref(), Some("asked properly"));
+        assert_eq!(summary.stopped, Some(StopCause::from("asked properly")));
         let said: Vec<&String> = summary
             .problems
             .iter()

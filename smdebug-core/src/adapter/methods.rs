@@ -169,8 +169,8 @@ macro_rules! adapter_hook_methods {
             self.0.stop_signal()
         }
 
-        /// The reason, when someone asked this job to stop. Check it once per step.
-        pub fn stop_requested(&self) -> ::std::option::Option<::std::string::String> {
+        /// Why, when someone asked this job to stop. Check it once per step.
+        pub fn stop_requested(&self) -> ::std::option::Option<$crate::StopCause> {
             self.0.stop_requested()
         }
 

@@ -7,7 +7,7 @@ use crate::collection::{CollectionsFile, LABELS_SUFFIX, PREDICTIONS_SUFFIX};
 use crate::config::HookConfig;
 use crate::mode::Mode;
 use crate::reduction::{Reduction, ReductionOp};
-use crate::sink::{EndReason, Record, Sink, StepKey, StringRecord, TensorRecord};
+use crate::sink::{EndReason, Record, Sink, StepKey, StopCause, StringRecord, TensorRecord};
 use crate::strings::StringTensor;
 use crate::tensor::{Tensor, TensorView};
 use crate::timeline::Timeline;
@@ -114,9 +114,10 @@ impl Hook {
         &self.timeline
     }
 
-    /// The reason, when someone asked this job to stop. Check it once per step.
-    pub fn stop_requested(&self) -> Option<String> {
-        self.stop.requested()
+    /// Why, when someone asked this job to stop (the reason, and the rule and step when a rule
+    /// asked). Check it once per step.
+    pub fn stop_requested(&self) -> Option<StopCause> {
+        self.stop.cause()
     }
 
     /// Switches mode (TRAIN, EVAL, PREDICT). Closes the current step first if it has records.

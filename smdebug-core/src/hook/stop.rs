@@ -26,11 +26,6 @@ impl StopSignal {
         self.requested.store(true, Ordering::Release);
     }
 
-    /// The reason, once a stop was requested.
-    pub fn requested(&self) -> Option<String> {
-        self.cause().map(|c| c.reason)
-    }
-
     /// The first request's cause (its reason, and the rule and step when a rule asked), once a
     /// stop was requested.
     pub fn cause(&self) -> Option<StopCause> {

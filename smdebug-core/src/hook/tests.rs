@@ -355,7 +355,7 @@ fn stop_request_is_seen_and_recorded_in_the_end_reason() {
     stop.request("LossNotDecreasing fired at step 40");
     stop.request("a later reason is ignored");
     assert_eq!(
-        h.stop_requested().as_deref(),
+        h.stop_requested().map(|c| c.reason).as_deref(),
         Some("LossNotDecreasing fired at step 40")
     );
     h.close();

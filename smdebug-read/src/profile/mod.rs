@@ -16,7 +16,6 @@ mod code;
 mod collected;
 pub mod error;
 mod export;
-mod phases;
 mod points;
 mod span_store;
 mod spans;
@@ -37,7 +36,6 @@ pub use code::{CodeProfileWindow, CodeProfiles, MAX_CODE_PROFILE_BYTES, MAX_CODE
 pub use collected::{MetricSeries, ProfileData, SampleBatch};
 pub use error::{ProfileError, Result};
 pub use export::chrome_trace;
-pub use phases::JobPhases;
 pub use points::Points;
 pub use span_store::{SpanBatch, SpanRef, SpanStore};
 pub use spans::{Span, parse_trace, parse_trace_without_args};

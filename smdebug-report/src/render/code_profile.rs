@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use base64::Engine as _;
+use smdebug_analysis::time::utc;
 use smdebug_format::code_profile::FunctionSamples;
-use smdebug_rules::profiler::utc;
 
 use crate::html::{Cell, escape, table};
 use crate::input::{CODE_PROFILE_WINDOWS_SHOWN, CodeProfile, NoteArea};

@@ -1,7 +1,7 @@
 //! Debugging rules.
 
+use smdebug_analysis::time::utc;
 use smdebug_rules::RuleInput;
-use smdebug_rules::profiler::utc;
 
 use crate::html::{Cell, table};
 use crate::rule_file::RuleFile;

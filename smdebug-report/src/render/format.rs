@@ -3,7 +3,6 @@
 use smdebug_core::Mode;
 use smdebug_format::system::vocab;
 
-use crate::charts::clock;
 use crate::html::Cell;
 use crate::stats::Summary;
 use smdebug_analysis::digest::SeriesDigest;
@@ -30,14 +29,6 @@ pub(super) fn duration_cells(sum: &Summary, total_us: f64, share: Option<f64>) -
         Cell::num(ms(sum.p95)),
         Cell::num(ms(sum.max)),
     ]
-}
-
-pub(super) fn fmt_secs(s: f64) -> String {
-    if s >= 120.0 {
-        format!("{s:.1} s ({})", clock(s))
-    } else {
-        format!("{s:.3} s")
-    }
 }
 
 pub(super) fn ms(us: f64) -> String {

@@ -5,15 +5,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use smdebug_read::profile::JobPhases;
-use smdebug_rules::profiler::{InitializationDetails, utc};
+use smdebug_analysis::phases::JobPhases;
+use smdebug_analysis::time::{duration, utc};
+use smdebug_rules::profiler::InitializationDetails;
 
 use crate::charts;
 use crate::html::{Cell, table};
 use crate::input::NoteArea;
 
 use super::Page;
-use super::format::{fmt_secs, mode_name, pct};
+use super::format::{mode_name, pct};
 
 const RULE: &str = "MaxInitializationTime";
 
@@ -45,7 +46,7 @@ impl Page<'_> {
         let mut rows = vec![
             vec![Cell::text("Job start"), Cell::text(utc(t0))],
             vec![Cell::text("Job end"), Cell::text(utc(t1))],
-            vec![Cell::text("Job duration"), Cell::text(fmt_secs(job))],
+            vec![Cell::text("Job duration"), Cell::text(duration(job))],
         ];
         let initialization = self.details(RULE).and_then(|d| d.initialization().cloned());
         let init = initialization.as_ref().and_then(|d| d.initialization_s);
@@ -77,7 +78,7 @@ impl Page<'_> {
                     "Initialization took {} ({} of the job), more than {} min. Look at what runs \
                      before the first step: data download or decompression, dataset indexing, \
                      model compilation or checkpoint loading; cache or overlap them with training.",
-                    fmt_secs(init),
+                    duration(init),
                     pct(init / job),
                     d.threshold_minutes
                 ));
@@ -116,7 +117,7 @@ fn phase_rows(
             Cell::text("Training loop duration"),
             Cell::text(format!(
                 "{} ({} of the job)",
-                fmt_secs(looped),
+                duration(looped),
                 pct(share(looped))
             )),
         ],
@@ -125,7 +126,7 @@ fn phase_rows(
             Cell::text(match (initialization, init) {
                 (Some(d), Some(init)) => format!(
                     "{} ({} of the job; limit {} min)",
-                    fmt_secs(init),
+                    duration(init),
                     pct(share(init)),
                     d.threshold_minutes
                 ),
@@ -137,7 +138,7 @@ fn phase_rows(
             Cell::text("Finalization"),
             Cell::text(format!(
                 "{} ({} of the job)",
-                fmt_secs(fin),
+                duration(fin),
                 pct(share(fin))
             )),
         ],

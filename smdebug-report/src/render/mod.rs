@@ -24,7 +24,8 @@ mod view;
 
 use std::fmt::Write as _;
 
-use smdebug_rules::profiler::{Details, utc};
+use smdebug_analysis::time::utc;
+use smdebug_rules::profiler::Details;
 use smdebug_rules::{RuleParams, RuleStatus, Status};
 
 use crate::html::{self, escape};

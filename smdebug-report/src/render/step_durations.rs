@@ -10,8 +10,9 @@ use smdebug_analysis::stats::{Sketch, Summary};
 use smdebug_core::Mode;
 use smdebug_rules::profiler::StepOutlierDetails;
 
-use crate::charts::{self, Curve, Series, XAxis, clock};
+use crate::charts::{self, Curve, Series, XAxis};
 use crate::html::{Cell, table};
+use smdebug_analysis::time::clock;
 
 use super::format::{mode_name, ms, percentile_bound};
 use super::{MAX_SERIES, Page};

@@ -79,7 +79,7 @@ pub use overall::{
     OverallFrameworkMetrics, OverallFrameworkMetricsParams, OverallSystemUsage,
     OverallSystemUsageParams,
 };
-pub use snapshot::{SNAPSHOT_TOLERANCE_US, Snapshot, SnapshotAssembler, is_core, utc};
+pub use snapshot::{SNAPSHOT_TOLERANCE_US, Snapshot, SnapshotAssembler, is_core};
 pub use stats::{RollingWindow, Sketch, quantile};
 pub use steps::{
     MaxInitializationTime, MaxInitializationTimeParams, StepOutlier, StepOutlierParams,

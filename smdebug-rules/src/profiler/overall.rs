@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use smdebug_analysis::time;
 use smdebug_core::phase::Phase;
 use smdebug_format::system::SystemSample;
 use smdebug_format::system::vocab;
@@ -150,7 +151,7 @@ fn operator_device(span: &Span) -> Option<&'static str> {
 
 /// Microseconds as seconds, rounded to 4 decimals.
 fn seconds(us: u64) -> f64 {
-    round4(us as f64 / 1e6)
+    round4(time::seconds(us))
 }
 
 #[derive(Default)]

@@ -110,15 +110,6 @@ impl SnapshotAssembler {
     }
 }
 
-/// Formats microseconds since the epoch as UTC (`2020-06-10 00:15:09.250 UTC`), for messages.
-pub fn utc(time_us: u64) -> String {
-    i64::try_from(time_us)
-        .ok()
-        .and_then(chrono::DateTime::from_timestamp_micros)
-        .map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string())
-        .unwrap_or_else(|| format!("{time_us} µs since the epoch"))
-}
-
 /// The message of a GPU rule that saw no GPU metrics.
 pub(crate) const NO_GPU: &str = "no GPU metrics in this run (no `gpu` records with \
     GPUUtilization/GPUMemoryUtilization): nothing to check";
@@ -187,10 +178,5 @@ mod tests {
             final_window: last,
             steps,
         }
-    }
-
-    #[test]
-    fn utc_formats_a_known_time() {
-        assert_eq!(utc(1_591_748_109_250_000), "2020-06-10 00:15:09.250 UTC");
     }
 }

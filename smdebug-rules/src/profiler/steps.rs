@@ -18,8 +18,8 @@ use super::details::{
     Details, InitializationDetails, OutlierStep, StepHistogram, StepOutlierDetails,
     StepSeriesDetails,
 };
-use super::snapshot::utc;
 use smdebug_analysis::stats::{Summary, histogram};
+use smdebug_analysis::time::{seconds, utc};
 
 /// At most this many outlier steps per node and mode are kept in the details.
 const MAX_OUTLIER_STEPS: usize = 100;
@@ -162,8 +162,9 @@ impl ProfilerRule for MaxInitializationTime {
             job_start_us: self.start_us,
             first_step_start_us: self.first_step_us,
             last_step_start_us: self.last_step_us,
+            // JobPhases' initialization, as far as the rule has read: job start to first step.
             initialization_s: match (self.start_us, self.first_step_us) {
-                (Some(s), Some(f)) => Some(round4(f.saturating_sub(s) as f64 / 1e6)),
+                (Some(s), Some(f)) => Some(round4(seconds(f.saturating_sub(s)))),
                 _ => None,
             },
             step_spans: self.steps,

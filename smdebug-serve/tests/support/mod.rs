@@ -15,7 +15,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
+use smdebug_core::{Hook, Mode, SaveConfig, StopCause, TensorView};
 use smdebug_io::writer::Writer;
 use smdebug_profiler::spans::{SpanConfig, SpanRecorder};
 use smdebug_profiler::system::{NodeId, SamplerConfig, SystemSampler};
@@ -42,13 +42,13 @@ pub struct JobConfig {
 
 /// The job's thread; `stop` ends it early (as a finished job would).
 pub struct Job {
-    pub handle: Option<JoinHandle<Option<String>>>,
+    pub handle: Option<JoinHandle<Option<StopCause>>>,
     pub cancel: Arc<AtomicBool>,
 }
 
 impl Job {
-    /// Waits for the job; returns the stop reason it honoured, if any.
-    pub fn join(mut self) -> Option<String> {
+    /// Waits for the job; returns the stop request it honoured, if any.
+    pub fn join(mut self) -> Option<StopCause> {
         self.handle.take().unwrap().join().unwrap()
     }
 }
@@ -147,8 +147,8 @@ pub fn start_job(storage: Arc<dyn Storage>, local: Option<&Path>, config: JobCon
             if stop.load(Ordering::Acquire) {
                 break;
             }
-            if let Some(reason) = hook.stop_requested() {
-                honoured = Some(reason);
+            if let Some(cause) = hook.stop_requested() {
+                honoured = Some(cause);
                 break;
             }
             hook.set_mode(Mode::Train);

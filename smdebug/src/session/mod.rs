@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use smdebug_core::phase::Phase;
 use smdebug_core::timeline::{TimedIter, Timeline};
-use smdebug_core::{Capture, Hook, Mode, StopSignal, WorkerInfo};
+use smdebug_core::{Capture, Hook, Mode, StopCause, StopSignal, WorkerInfo};
 use smdebug_io::stop::StopWatcher;
 use smdebug_io::writer::WriterStatus;
 use smdebug_profiler::spans::SpanWriterGuard;
@@ -56,8 +56,9 @@ pub(crate) struct Parts {
 pub struct StepStatus {
     /// The global step that ended.
     pub step: u64,
-    /// Why the job was asked to stop, once someone asked (a rule, the dashboard, another job).
-    pub stop: Option<String>,
+    /// Why the job was asked to stop, once someone asked (a rule, the dashboard, another job):
+    /// the reason, and the rule and step when a rule asked.
+    pub stop: Option<StopCause>,
 }
 
 impl StepStatus {
@@ -236,9 +237,10 @@ impl<H: Capture> Session<H> {
         self.stop.clone()
     }
 
-    /// Why the job was asked to stop, once someone asked.
-    pub fn stop_requested(&self) -> Option<String> {
-        self.stop.requested()
+    /// Why the job was asked to stop, once someone asked: the reason, and the rule and step
+    /// when a rule asked.
+    pub fn stop_requested(&self) -> Option<StopCause> {
+        self.stop.cause()
     }
 
     /// Changes how many global steps the job plans (see
@@ -270,7 +272,7 @@ impl<H: Capture> Session<H> {
         result.map_err(|e| Error::Capture(Box::new(e)))?;
         Ok(StepStatus {
             step,
-            stop: self.stop.requested(),
+            stop: self.stop.cause(),
         })
     }
 
@@ -462,7 +464,7 @@ impl<H: Capture> Session<H> {
             }
             drop(capture);
         }
-        end.summary.stopped = self.stop.requested();
+        end.summary.stopped = self.stop.cause();
         let Some(status) = self.parts.writer.take() else {
             return;
         };

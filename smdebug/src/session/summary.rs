@@ -4,6 +4,7 @@ use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
+use smdebug_core::StopCause;
 use smdebug_core::config_keys::UnappliedKey;
 
 /// The configuration files a session applied at start, and their keys it did not apply.
@@ -67,9 +68,10 @@ pub struct SessionSummary {
     pub system_records: u64,
     /// Code-profile windows written (`<run>/framework/code/`).
     pub code_profiles: u64,
-    /// Why the job was asked to stop (a rule, the dashboard, another job); `None`: it ran to
-    /// its end.
-    pub stopped: Option<String>,
+    /// Why the job was asked to stop (a rule, the dashboard, another job): the reason, and the
+    /// rule and step when a rule asked, as the end marker records them; `None`: it ran to its
+    /// end.
+    pub stopped: Option<StopCause>,
     /// Every rule's final status (rank 0; other workers run no rules).
     #[cfg(feature = "rules")]
     pub rules: Vec<smdebug_rules::RuleStatus>,

@@ -5,11 +5,12 @@ use crate::params::{Check, lenient};
 use crate::profiler::details::{
     BottleneckDetails, BottleneckSample, Details, NodeBottlenecks as NodeBottleneckDetails,
 };
-use crate::profiler::snapshot::{NO_GPU, Snapshot, SnapshotAssembler, utc};
+use crate::profiler::snapshot::{NO_GPU, Snapshot, SnapshotAssembler};
 use crate::profiler::stats::round4;
 use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 use serde::{Deserialize, Serialize};
+use smdebug_analysis::time::utc;
 use std::collections::{BTreeMap, VecDeque};
 
 /// At most this many bottleneck times are kept per node for the report.

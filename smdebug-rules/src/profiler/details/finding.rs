@@ -6,6 +6,8 @@
 //! A rule's firing keeps its own message for its actions (a webhook, an e-mail said what was
 //! seen then); the status, which lasts, says what the details say now.
 
+use smdebug_analysis::time::duration;
+
 use super::{
     BatchSizeDetails, BottleneckDetails, DataloaderDetails, Details, GpuMemoryDetails,
     GpuUsageState, GpuUtilizationDetails, InitializationDetails, LoadBalancingDetails,
@@ -288,19 +290,9 @@ fn initialization(d: &InitializationDetails) -> Vec<String> {
     let verdict = if d.exceeded { "more" } else { "not more" };
     vec![format!(
         "the first step started {} after the job's start, {verdict} than the limit of {} min",
-        fmt_seconds(init),
+        duration(init),
         d.threshold_minutes
     )]
-}
-
-/// Seconds as the report's job summary writes a duration: three decimals, one from two
-/// minutes on.
-fn fmt_seconds(s: f64) -> String {
-    if s >= 120.0 {
-        format!("{s:.1} s")
-    } else {
-        format!("{s:.3} s")
-    }
 }
 
 #[cfg(test)]

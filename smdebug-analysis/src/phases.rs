@@ -1,7 +1,10 @@
 //! The job's phases, as the report and the dashboard show them: the job runs from its first
 //! record (system sample or span) to its last; the training loop from the start of the first
 //! step span to the end of the last; initialization is the time before the loop, finalization
-//! the time after it.
+//! the time after it. Given times, not spans: each caller passes its own step spans' times (the
+//! report's step digest, the dashboard's span store), so this needs no reader.
+
+use crate::time::seconds;
 
 /// A job's span of time and its training loop, µs since the epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,10 +54,6 @@ impl JobPhases {
         self.loop_us
             .map(|(_, last)| seconds(self.end_us.saturating_sub(last)))
     }
-}
-
-fn seconds(us: u64) -> f64 {
-    us as f64 / 1e6
 }
 
 #[cfg(test)]
