@@ -99,6 +99,7 @@ mod overview;
 mod page;
 mod pool;
 mod processes;
+mod profile_model;
 mod push;
 mod push_views;
 mod report;
