@@ -238,8 +238,8 @@ impl StepSpans {
 const EARLY_STEPS: usize = 16;
 
 /// The latest steps whose starts are kept (a trailing window of the step rate, two minutes,
-/// holds up to 136 steps a second; a faster job's rate is measured over its last 16,384).
-const RECENT_STEPS: usize = 16_384;
+/// holds up to 34 steps a second; a faster job's rate is measured over its last 4,096).
+const RECENT_STEPS: usize = 4_096;
 
 /// When each step started, as the step rate needs it: one point a step (a step of a mode
 /// counted once, at its earliest start, whichever worker's span says it; a span without a
