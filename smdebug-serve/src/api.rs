@@ -643,7 +643,12 @@ fn steps_of(
         for (_, digest) in &digests {
             all.merge(&digest.durations);
         }
-        let weighted = all.buckets().map(|(us, n)| (us / 1e6, n));
+        // The bins run from the exact shortest step to the exact longest.
+        let ends = [all.min(), all.max()]
+            .into_iter()
+            .flatten()
+            .map(|us| (us, 0));
+        let weighted = all.buckets().chain(ends).map(|(us, n)| (us / 1e6, n));
         (
             log_histogram_weighted(weighted, HISTOGRAM_BINS),
             all.count() as usize,
@@ -709,12 +714,13 @@ pub fn log_histogram(values: &[f64], bins: usize) -> Option<Histogram> {
     log_histogram_weighted(values.iter().map(|&v| (v, 1)), bins)
 }
 
-/// [`log_histogram`] of values each counted as many times as it says.
+/// [`log_histogram`] of values each counted as many times as it says (a value counted 0 times
+/// only stretches the bins to it).
 pub fn log_histogram_weighted(
     values: impl Iterator<Item = (f64, u64)>,
     bins: usize,
 ) -> Option<Histogram> {
-    let finite: Vec<(f64, u64)> = values.filter(|x| x.0.is_finite() && x.1 > 0).collect();
+    let finite: Vec<(f64, u64)> = values.filter(|x| x.0.is_finite()).collect();
     let positive = finite.iter().map(|x| x.0).filter(|&x| x > 0.0);
     let lo = positive.clone().fold(f64::INFINITY, f64::min);
     let hi = positive.fold(0.0, f64::max);
