@@ -500,7 +500,7 @@ fn shared_outliers(d: &RunData) -> Vec<u64> {
         return Vec::new();
     };
     let mut out = Vec::new();
-    for ((node, _, mode), _) in d.digest.steps() {
+    for (node, _, mode) in d.digest.steps().keys() {
         let Some(mode) = mode else { continue };
         let workers = d
             .digest
@@ -581,10 +581,16 @@ fn steps_of(
                 .and_then(|modes| modes.get(mode));
             let data = if whole {
                 // The line's durations are in µs.
-                let data = crate::system::line_series(&digest.line, window, count);
+                let kept = crate::downsample::line_points(
+                    &digest.line,
+                    window.start_us(),
+                    window.end_us(),
+                    window.budget(),
+                );
                 TimeSeries {
-                    v: data.v.iter().map(|v| v.map(|us| us / 1e6)).collect(),
-                    ..data
+                    t: kept.iter().map(|p| finite(secs(p.0))).collect(),
+                    v: kept.iter().map(|p| finite(p.1 / 1e6)).collect(),
+                    total: count,
                 }
             } else {
                 let points: Vec<(u64, f64)> = rows.iter().map(|r| (r.1, r.2)).collect();

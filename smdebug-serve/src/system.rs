@@ -12,7 +12,7 @@ use smdebug_format::system::vocab;
 use smdebug_read::profile::{MetricSeries, ProfileData};
 
 use crate::api::{Window, time_series};
-use crate::downsample::min_max;
+use crate::downsample::line_points;
 use crate::natural::natural_cmp;
 use crate::page::Page;
 use crate::run::Run;
@@ -131,52 +131,14 @@ fn finer_than_lines(d: &RunData, window: &Window) -> Option<(u64, u64)> {
     coarse.then_some((from, to))
 }
 
-/// A series drawn from its line over the window: each slice's lowest and highest sample (at
-/// their times) within the window, cut down by min-max to the window's point budget when they
-/// are more; with the nearest sample drawn of the slice just before the window and of the one
-/// just after, so that a line crosses the window's ends. Every point is a sample of the
-/// series at its time.
+/// A series drawn from its line over the window ([`line_points`]).
 pub(crate) fn line_series(line: &Line, window: &Window, total: usize) -> TimeSeries {
-    let from = window.start_us().map_or(0, |f| f.max(0.0).ceil() as u64);
-    let to = window
-        .end_us()
-        .map_or(u64::MAX, |t| t.max(0.0).min(u64::MAX as f64).floor() as u64);
-    let mut kept: Vec<(u64, f64)> = Vec::new();
-    if from <= to {
-        for s in line.slices_within(from, to) {
-            let mut two = [(s.min_us, s.min), (s.max_us, s.max)];
-            two.sort_by_key(|p| p.0);
-            for p in two {
-                if (from..=to).contains(&p.0) && kept.last().is_none_or(|l| l.0 < p.0) {
-                    kept.push(p);
-                }
-            }
-        }
-        if kept.len() > window.budget() {
-            kept = min_max(&kept, None, None, window.budget());
-        }
-        let (before, after) = line.neighbours(from, to);
-        if let Some(b) = before.filter(|_| window.from.is_some()) {
-            kept.insert(0, later(b.min_us, b.min, b.max_us, b.max));
-        }
-        if let Some(a) = after.filter(|_| window.to.is_some()) {
-            let p = if a.min_us <= a.max_us {
-                (a.min_us, a.min)
-            } else {
-                (a.max_us, a.max)
-            };
-            kept.push(p);
-        }
-    }
+    let kept = line_points(line, window.start_us(), window.end_us(), window.budget());
     TimeSeries {
         t: kept.iter().map(|p| finite(p.0 as f64 / 1e6)).collect(),
         v: kept.iter().map(|p| finite(p.1)).collect(),
         total,
     }
-}
-
-fn later(a_us: u64, a: f64, b_us: u64, b: f64) -> (u64, f64) {
-    if a_us >= b_us { (a_us, a) } else { (b_us, b) }
 }
 
 /// One row per CPU core and per GPU (utilization), the window cut into
