@@ -276,9 +276,7 @@ pub fn spans(run: &Run, window: &Window, rows: SpanRows) -> SpanList {
     };
     let mut store = SpanStore::default();
     if let Some(sort) = rows.sort {
-        let all: Vec<&TraceEntry> = entries.iter().collect();
-        read_into(run, &all, w, &mut store);
-        return sorted_spans(&store, limit, rows, sort);
+        return sorted_spans(run, &entries, w, limit, rows, sort);
     }
     // The files the window cuts: read for their count and totals.
     let cut: Vec<&TraceEntry> = entries.iter().filter(|e| !e.inside(w.0, w.1)).collect();
@@ -350,40 +348,65 @@ fn phase_totals(totals: &BTreeMap<String, (f64, u64)>) -> Vec<PhaseTotal> {
         .collect()
 }
 
-/// The window's spans (all of them, read again into `store`) sorted by `sort` (ties in time
-/// order), one page of them from the start of that order (`rows.from_end` does not apply).
-fn sorted_spans(store: &SpanStore, limit: usize, rows: SpanRows, sort: SpanSort) -> SpanList {
-    let mut totals: BTreeMap<String, (f64, u64)> = BTreeMap::new();
-    let mut all: Vec<SpanRef<'_>> = Vec::with_capacity(store.len());
-    for s in store.iter() {
-        let e = totals.entry(s.phase.to_owned()).or_default();
-        e.0 += secs(s.duration_us());
-        e.1 += 1;
-        all.push(s);
-    }
-    let key = |a: &SpanRef<'_>, b: &SpanRef<'_>| match sort {
-        SpanSort::Phase => a.phase.cmp(b.phase),
-        SpanSort::Name => a.name.cmp(b.name),
-        SpanSort::Step => a.step.cmp(&b.step),
-        SpanSort::Node => crate::natural::natural_cmp(a.node, b.node),
+/// The window's spans sorted by `sort` (ties in time order), one page of them from the start
+/// of that order (`rows.from_end` does not apply): every file of the window read again, one at
+/// a time, keeping only the rows of the page and those before it.
+fn sorted_spans(
+    run: &Run,
+    entries: &[TraceEntry],
+    w: (u64, u64),
+    limit: usize,
+    rows: SpanRows,
+    sort: SpanSort,
+) -> SpanList {
+    // A row and its place in time: (start, end) of its span.
+    type Candidate = (SpanRow, u64, u64);
+    let key = |a: &Candidate, b: &Candidate| match sort {
+        SpanSort::Phase => a.0.phase.cmp(&b.0.phase),
+        SpanSort::Name => a.0.name.cmp(&b.0.name),
+        SpanSort::Step => a.0.step.cmp(&b.0.step),
+        SpanSort::Node => crate::natural::natural_cmp(&a.0.node, &b.0.node),
         SpanSort::Start => std::cmp::Ordering::Equal,
-        SpanSort::Duration => a.duration_us().cmp(&b.duration_us()),
+        SpanSort::Duration => (a.2.saturating_sub(a.1)).cmp(&b.2.saturating_sub(b.1)),
     };
-    // A stable sort of spans in time order: ties stay in time order, either way.
-    if rows.descending {
-        all.sort_by(|a, b| key(b, a));
-        if sort == SpanSort::Start {
-            all.reverse();
+    let time = |a: &Candidate, b: &Candidate| (a.1, a.2).cmp(&(b.1, b.2));
+    // Largest first, ties in time order (by start: the latest first).
+    let order = |a: &Candidate, b: &Candidate| {
+        if rows.descending {
+            if sort == SpanSort::Start {
+                time(b, a)
+            } else {
+                key(b, a).then_with(|| time(a, b))
+            }
+        } else {
+            key(a, b).then_with(|| time(a, b))
         }
-    } else {
-        all.sort_by(|a, b| key(a, b));
+    };
+    let keep = rows.offset.saturating_add(limit);
+    let mut totals: BTreeMap<String, (f64, u64)> = BTreeMap::new();
+    let mut count = 0usize;
+    let mut best: Vec<Candidate> = Vec::new();
+    for entry in entries {
+        let mut store = SpanStore::default();
+        read_into(run, &[entry], w, &mut store);
+        for s in store.iter() {
+            count += 1;
+            let e = totals.entry(s.phase.to_owned()).or_default();
+            e.0 += secs(s.duration_us());
+            e.1 += 1;
+            best.push((span_row(&s), s.start_us, s.end_us));
+        }
+        if best.len() > 2 * keep.max(1024) {
+            best.sort_by(order);
+            best.truncate(keep);
+        }
     }
-    let count = all.len();
-    let spans: Vec<SpanRow> = all
-        .iter()
+    best.sort_by(order);
+    let spans: Vec<SpanRow> = best
+        .into_iter()
         .skip(rows.offset)
         .take(limit)
-        .map(span_row)
+        .map(|c| c.0)
         .collect();
     SpanList {
         count,
