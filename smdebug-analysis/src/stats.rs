@@ -234,7 +234,7 @@ impl Sketch {
 
     /// The buckets in ascending order of value: each one's value (within
     /// [`SKETCH_RELATIVE_ERROR`] of every value in it, kept within min and max) and count.
-    fn buckets(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
+    pub fn buckets(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
         let (lo, hi) = (self.min, self.max);
         self.negative
             .iter()

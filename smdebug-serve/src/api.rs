@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use regex::Regex;
 use serde::Deserialize;
+use smdebug_analysis::digest::StepDigest;
 use smdebug_analysis::downsample::PointSource;
-use smdebug_analysis::stats::percentile;
 use smdebug_analysis::time::seconds;
 use smdebug_core::Mode;
 use smdebug_read::profile::{SpanRef, SpanStore};
@@ -18,6 +18,7 @@ use smdebug_rules::profiler::{StepOutlier, StepOutlierDetails};
 use smdebug_read::trial::TensorFollower;
 
 use crate::downsample::{MAX_POINTS, Plan, ScalarLines, Value, draw, min_max, plan};
+use crate::profile_model::{TraceEntry, read_spans};
 use crate::run::Run;
 use crate::run_data::RunData;
 use crate::series::{
@@ -125,7 +126,7 @@ pub fn runs(runs: &[std::sync::Arc<Run>]) -> RunList {
                 last_step: d.steps.last().copied(),
                 steps_done: d.steps_done(),
                 planned_steps: d.planned_steps(),
-                samples: d.profile.sample_count(),
+                samples: d.digest.sample_count(),
                 tensors: d.tensors.len(),
                 scalar_values: d.scalars.values(),
                 index_pending: d.index_pending,
@@ -133,7 +134,7 @@ pub fn runs(runs: &[std::sync::Arc<Run>]) -> RunList {
                 missing_since: d.missing_since,
                 trial_open: run.trial_open(),
                 report: run.report_stage(),
-                spans: d.profile.spans().len(),
+                spans: d.digest.span_count() as usize,
                 start: range.map(|r| seconds(r.0)),
                 end: range.map(|r| seconds(r.1)),
                 rules: d.rules.as_ref().map(|s| s.rules.len()),
@@ -195,67 +196,149 @@ fn span_row(s: &SpanRef<'_>) -> SpanRow {
     }
 }
 
-/// The spans inside a window: one page of them (the first, or with `rows.from_end` the last,
-/// listed in time order; with `rows.sort`, the page of them all sorted by that column), how
-/// many there are, and per-phase totals.
-pub fn spans(run: &Run, window: &Window, rows: SpanRows) -> SpanList {
-    let d = run.data.read().expect("run data lock");
+/// The window of a span query in whole µs: spans with `end >= from` and `start <= to`;
+/// `None` when it holds no time.
+fn span_window(window: &Window) -> Option<(u64, u64)> {
     let from = window.start_us().unwrap_or(0.0);
     let to = window.end_us().unwrap_or(f64::INFINITY);
-    let limit = rows.limit.unwrap_or(window.budget()).clamp(1, MAX_POINTS);
-    if let Some(sort) = rows.sort {
-        return sorted_spans(&d, from, to, limit, rows, sort);
+    if to < 0.0 || to < from || from.is_nan() || to.is_nan() {
+        return None;
     }
-    let mut count = 0usize;
-    // From the start: rows offset..offset+limit. From the end: the last offset+limit kept, the
-    // last `offset` of them dropped afterwards.
-    let keep = rows.offset.saturating_add(limit);
-    let mut list: std::collections::VecDeque<SpanRow> = std::collections::VecDeque::new();
-    let mut totals: BTreeMap<&str, (f64, u64)> = BTreeMap::new();
-    for s in d
-        .profile
-        .spans()
+    let lo = from.max(0.0).ceil();
+    let hi = to.floor();
+    let cap = u64::MAX as f64;
+    Some((lo.min(cap) as u64, hi.min(cap) as u64))
+}
+
+/// The trace files whose spans may overlap the window, cloned out of the run's lock.
+fn entries_within(d: &RunData, (lo, hi): (u64, u64)) -> Vec<TraceEntry> {
+    d.traces
+        .entries()
         .iter()
-        .filter(|s| (s.end_us as f64) >= from && (s.start_us as f64) <= to)
-    {
-        count += 1;
-        let e = totals.entry(s.phase).or_default();
-        e.0 += seconds(s.duration_us());
-        e.1 += 1;
-        let wanted = if rows.from_end {
-            true
-        } else {
-            count > rows.offset && list.len() < limit
-        };
-        if wanted {
-            list.push_back(span_row(&s));
-            if rows.from_end && list.len() > keep {
-                list.pop_front();
-            }
-        }
+        .filter(|e| e.overlaps(lo, hi))
+        .cloned()
+        .collect()
+}
+
+/// Reads again the spans of `entries` within the window into `store`; a file that cannot be
+/// read is logged and left out.
+fn read_into(run: &Run, entries: &[&TraceEntry], window: (u64, u64), store: &mut SpanStore) {
+    if entries.is_empty() {
+        return;
     }
-    if rows.from_end {
-        let shown = list.len().saturating_sub(rows.offset);
-        list.truncate(shown);
-    }
-    let listed = list.len();
-    SpanList {
-        count,
-        spans: Vec::from(list),
-        truncated: count > listed,
-        offset: rows.offset,
-        from_end: rows.from_end,
-        sort: None,
-        descending: false,
-        totals: phase_totals(&totals),
+    let Some(storage) = run.storage() else { return };
+    if let Err(e) = read_spans(storage.as_ref(), entries.iter().copied(), window, store) {
+        log::warn!("smdebug serve: {}: spans: {e}", run.name);
     }
 }
 
-fn phase_totals(totals: &BTreeMap<&str, (f64, u64)>) -> Vec<PhaseTotal> {
+/// The spans inside a window: one page of them (the first, or with `rows.from_end` the last,
+/// listed in time order; with `rows.sort`, the page of them all sorted by that column), how
+/// many there are, and per-phase totals. Counted from the index of the trace files for the
+/// files the window holds whole; the files it cuts, and those of the rows listed, are read
+/// again (with `rows.sort`, every file of the window). Blocking I/O.
+pub fn spans(run: &Run, window: &Window, rows: SpanRows) -> SpanList {
+    let limit = rows.limit.unwrap_or(window.budget()).clamp(1, MAX_POINTS);
+    let list = |count: usize, spans: Vec<SpanRow>, totals: &BTreeMap<String, (f64, u64)>| {
+        let listed = spans.len();
+        SpanList {
+            count,
+            spans,
+            truncated: count > listed,
+            offset: rows.offset,
+            from_end: rows.from_end && rows.sort.is_none(),
+            sort: rows.sort,
+            descending: rows.sort.is_some() && rows.descending,
+            totals: phase_totals(totals),
+        }
+    };
+    let Some(w) = span_window(window) else {
+        return list(0, Vec::new(), &BTreeMap::new());
+    };
+    let mut totals: BTreeMap<String, (f64, u64)> = BTreeMap::new();
+    let mut count = 0usize;
+    let entries = {
+        let d = run.data.read().expect("run data lock");
+        let entries = entries_within(&d, w);
+        // The files the window holds whole, from the index.
+        for e in entries.iter().filter(|e| e.inside(w.0, w.1)) {
+            count += e.spans as usize;
+            for &(phase, n, total_us) in &e.phases {
+                let t = totals.entry(d.traces.phase(phase).to_owned()).or_default();
+                t.0 += seconds(total_us);
+                t.1 += u64::from(n);
+            }
+        }
+        entries
+    };
+    let mut store = SpanStore::default();
+    if let Some(sort) = rows.sort {
+        return sorted_spans(run, &entries, w, limit, rows, sort);
+    }
+    // The files the window cuts: read for their count and totals.
+    let cut: Vec<&TraceEntry> = entries.iter().filter(|e| !e.inside(w.0, w.1)).collect();
+    read_into(run, &cut, w, &mut store);
+    for s in store.iter() {
+        count += 1;
+        let t = totals.entry(s.phase.to_owned()).or_default();
+        t.0 += seconds(s.duration_us());
+        t.1 += 1;
+    }
+    // The rows: the files from the window's end (or start) read until they hold the rows and
+    // no file left can hold a span among them.
+    let keep = rows.offset.saturating_add(limit);
+    let mut order: Vec<&TraceEntry> = entries.iter().filter(|e| e.inside(w.0, w.1)).collect();
+    if rows.from_end {
+        order.sort_by_key(|e| std::cmp::Reverse(e.last_start_us));
+    } else {
+        order.sort_by_key(|e| e.first_start_us);
+    }
+    for e in order {
+        if store.len() >= keep {
+            let bound = if rows.from_end {
+                store.iter().rev().nth(keep - 1).map(|s| s.start_us)
+            } else {
+                store.iter().nth(keep - 1).map(|s| s.start_us)
+            };
+            let done = bound.is_some_and(|b| {
+                if rows.from_end {
+                    e.last_start_us < b
+                } else {
+                    e.first_start_us > b
+                }
+            });
+            if done {
+                break;
+            }
+        }
+        read_into(run, &[e], w, &mut store);
+    }
+    let spans: Vec<SpanRow> = if rows.from_end {
+        let mut last: Vec<SpanRow> = store
+            .iter()
+            .rev()
+            .skip(rows.offset)
+            .take(limit)
+            .map(|s| span_row(&s))
+            .collect();
+        last.reverse();
+        last
+    } else {
+        store
+            .iter()
+            .skip(rows.offset)
+            .take(limit)
+            .map(|s| span_row(&s))
+            .collect()
+    };
+    list(count, spans, &totals)
+}
+
+fn phase_totals(totals: &BTreeMap<String, (f64, u64)>) -> Vec<PhaseTotal> {
     totals
         .iter()
         .map(|(p, (t, c))| PhaseTotal {
-            phase: (*p).to_owned(),
+            phase: p.clone(),
             total_s: *t,
             count: *c,
         })
@@ -263,51 +346,64 @@ fn phase_totals(totals: &BTreeMap<&str, (f64, u64)>) -> Vec<PhaseTotal> {
 }
 
 /// The window's spans sorted by `sort` (ties in time order), one page of them from the start
-/// of that order (`rows.from_end` does not apply).
+/// of that order (`rows.from_end` does not apply): every file of the window read again, one at
+/// a time, keeping only the rows of the page and those before it.
 fn sorted_spans(
-    d: &RunData,
-    from: f64,
-    to: f64,
+    run: &Run,
+    entries: &[TraceEntry],
+    w: (u64, u64),
     limit: usize,
     rows: SpanRows,
     sort: SpanSort,
 ) -> SpanList {
-    let mut totals: BTreeMap<&str, (f64, u64)> = BTreeMap::new();
-    let mut all: Vec<SpanRef<'_>> = Vec::new();
-    for s in d
-        .profile
-        .spans()
-        .iter()
-        .filter(|s| (s.end_us as f64) >= from && (s.start_us as f64) <= to)
-    {
-        let e = totals.entry(s.phase).or_default();
-        e.0 += seconds(s.duration_us());
-        e.1 += 1;
-        all.push(s);
-    }
-    let key = |a: &SpanRef<'_>, b: &SpanRef<'_>| match sort {
-        SpanSort::Phase => a.phase.cmp(b.phase),
-        SpanSort::Name => a.name.cmp(b.name),
-        SpanSort::Step => a.step.cmp(&b.step),
-        SpanSort::Node => crate::natural::natural_cmp(a.node, b.node),
+    // A row and its place in time: (start, end) of its span.
+    type Candidate = (SpanRow, u64, u64);
+    let key = |a: &Candidate, b: &Candidate| match sort {
+        SpanSort::Phase => a.0.phase.cmp(&b.0.phase),
+        SpanSort::Name => a.0.name.cmp(&b.0.name),
+        SpanSort::Step => a.0.step.cmp(&b.0.step),
+        SpanSort::Node => crate::natural::natural_cmp(&a.0.node, &b.0.node),
         SpanSort::Start => std::cmp::Ordering::Equal,
-        SpanSort::Duration => a.duration_us().cmp(&b.duration_us()),
+        SpanSort::Duration => (a.2.saturating_sub(a.1)).cmp(&b.2.saturating_sub(b.1)),
     };
-    // A stable sort of spans in time order: ties stay in time order, either way.
-    if rows.descending {
-        all.sort_by(|a, b| key(b, a));
-        if sort == SpanSort::Start {
-            all.reverse();
+    let time = |a: &Candidate, b: &Candidate| (a.1, a.2).cmp(&(b.1, b.2));
+    // Largest first, ties in time order (by start: the latest first).
+    let order = |a: &Candidate, b: &Candidate| {
+        if rows.descending {
+            if sort == SpanSort::Start {
+                time(b, a)
+            } else {
+                key(b, a).then_with(|| time(a, b))
+            }
+        } else {
+            key(a, b).then_with(|| time(a, b))
         }
-    } else {
-        all.sort_by(|a, b| key(a, b));
+    };
+    let keep = rows.offset.saturating_add(limit);
+    let mut totals: BTreeMap<String, (f64, u64)> = BTreeMap::new();
+    let mut count = 0usize;
+    let mut best: Vec<Candidate> = Vec::new();
+    for entry in entries {
+        let mut store = SpanStore::default();
+        read_into(run, &[entry], w, &mut store);
+        for s in store.iter() {
+            count += 1;
+            let e = totals.entry(s.phase.to_owned()).or_default();
+            e.0 += seconds(s.duration_us());
+            e.1 += 1;
+            best.push((span_row(&s), s.start_us, s.end_us));
+        }
+        if best.len() > 2 * keep.max(1024) {
+            best.sort_by(order);
+            best.truncate(keep);
+        }
     }
-    let count = all.len();
-    let spans: Vec<SpanRow> = all
-        .iter()
+    best.sort_by(order);
+    let spans: Vec<SpanRow> = best
+        .into_iter()
         .skip(rows.offset)
         .take(limit)
-        .map(span_row)
+        .map(|c| c.0)
         .collect();
     SpanList {
         count,
@@ -330,15 +426,135 @@ pub const HISTOGRAM_BINS: usize = 30;
 /// Step durations per mode and node/worker, outliers, a histogram of the window's steps on a
 /// log axis, time per phase over the window's last `last` steps, and its `slowest` slowest
 /// steps with their phases.
+///
+/// Each series' count, mean and median are of all its steps (the run's digest: the median
+/// within 1 %). The whole run is drawn from the digest's lines (each slice's shortest and
+/// longest step, their step numbers not known: `null`), its histogram from the digest's
+/// sketches (a duration within 1 % of a bin's edge may be counted in the bin beside it), its
+/// slowest steps from those kept ([`SLOWEST_KEPT`](crate::profile_model::SLOWEST_KEPT)); the
+/// spans of the steps listed (the last and the slowest) are read again from their trace
+/// files. A window is read again from the files whole, every step of it. Blocking I/O.
 pub fn steps(run: &Run, window: &Window, last: usize, slowest: usize) -> Steps {
+    let whole = window.from.is_none() && window.to.is_none();
+    let last = last.clamp(1, 500);
+    let slowest = slowest.min(500);
+    let w = span_window(window);
+    // What to read again: the window's files (and those of the steps that end after it), or
+    // for the whole run those of its last steps and of its slowest; and those of the outliers
+    // when a node and mode has several workers (whose outlier is whose).
+    let mut store = SpanStore::default();
+    let (first, outlier_times) = {
+        let d = run.data.read().expect("run data lock");
+        let outlier_times = shared_outliers(&d);
+        let mut plan: Vec<TraceEntry> = Vec::new();
+        let entries = d.traces.entries();
+        if whole {
+            // The files of the last `last` step spans: those from the latest back until they
+            // hold as many, and every file reaching into the time from their earliest start.
+            let mut by_last: Vec<&TraceEntry> = entries.iter().collect();
+            by_last.sort_by_key(|e| std::cmp::Reverse(e.last_start_us));
+            let mut held = 0usize;
+            let mut since = None;
+            for e in by_last {
+                if held >= last {
+                    break;
+                }
+                held += e.steps as usize;
+                since = Some(since.map_or(e.first_start_us, |t: u64| t.min(e.first_start_us)));
+            }
+            if let Some(since) = since {
+                plan.extend(entries.iter().filter(|e| e.last_end_us >= since).cloned());
+            }
+            for st in d.step_spans.slowest().iter().take(slowest) {
+                plan.extend(
+                    entries
+                        .iter()
+                        .filter(|e| e.overlaps(st.start_us, st.end_us))
+                        .cloned(),
+                );
+            }
+        } else if let Some(w) = w {
+            plan.extend(entries_within(&d, w));
+        }
+        for &t in &outlier_times {
+            plan.extend(entries.iter().filter(|e| e.overlaps(t, t)).cloned());
+        }
+        plan.sort_by(|a, b| a.file.key.cmp(&b.file.key));
+        plan.dedup_by(|a, b| a.file.key == b.file.key);
+        (plan, outlier_times)
+    };
+    let everything = (0, u64::MAX);
+    let refs: Vec<&TraceEntry> = first.iter().collect();
+    read_into(run, &refs, everything, &mut store);
+    if let (false, Some((lo, hi))) = (whole, w) {
+        // The spans of the window's steps that end after it.
+        let end = store
+            .iter()
+            .filter(|s| is_step(s).is_some() && s.start_us >= lo && s.start_us <= hi)
+            .map(|s| s.end_us)
+            .max()
+            .unwrap_or(hi);
+        if end > hi {
+            let more: Vec<TraceEntry> = {
+                let d = run.data.read().expect("run data lock");
+                d.traces
+                    .entries()
+                    .iter()
+                    .filter(|e| e.overlaps(hi.saturating_add(1), end))
+                    .filter(|e| !first.iter().any(|f| f.file.key == e.file.key))
+                    .cloned()
+                    .collect()
+            };
+            let refs: Vec<&TraceEntry> = more.iter().collect();
+            read_into(run, &refs, everything, &mut store);
+        }
+    }
     let d = run.data.read().expect("run data lock");
-    let spans = d.profile.spans();
+    steps_of(&d, &store, window, whole, (last, slowest), &outlier_times)
+}
+
+/// The start times of StepOutlier's outliers of the nodes and modes with several workers'
+/// step series: their spans say whose they are.
+fn shared_outliers(d: &RunData) -> Vec<u64> {
+    let Ok(Some(verdicts)) = step_outlier_details(d.rules.as_ref()) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (node, _, mode) in d.digest.steps().keys() {
+        let Some(mode) = mode else { continue };
+        let workers = d
+            .digest
+            .steps()
+            .keys()
+            .filter(|k| k.0 == *node && k.2 == Some(*mode))
+            .count();
+        if workers < 2 {
+            continue;
+        }
+        if let Some(j) = verdicts.nodes.get(node).and_then(|m| m.get(mode.name())) {
+            out.extend(j.outlier_steps.iter().map(|o| o.start_us));
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// [`steps`] from the digest and the spans read again (`spans`).
+fn steps_of(
+    d: &RunData,
+    spans: &SpanStore,
+    window: &Window,
+    whole: bool,
+    (last, slowest): (usize, usize),
+    outlier_times: &[u64],
+) -> Steps {
     let from = window.start_us().unwrap_or(f64::NEG_INFINITY);
     let to = window.end_us().unwrap_or(f64::INFINITY);
     let in_window = |s: &SpanRef<'_>| (s.start_us as f64) >= from && (s.start_us as f64) <= to;
-    // (mode, node, worker) → [(step, start µs, duration s)]
+    // (mode, node, worker) → [(step, start µs, duration s)] of the spans read.
     let mut groups: BTreeMap<StepGroup, Vec<(u64, u64, f64)>> = BTreeMap::new();
-    // The window's step spans: (index in the store, duration µs).
+    // The window's step spans read: (index in the store, duration µs).
     let mut windowed: Vec<(usize, u64)> = Vec::new();
     for (i, s) in spans.iter().enumerate() {
         let Some(mode) = is_step(&s) else { continue };
@@ -359,30 +575,72 @@ pub fn steps(run: &Run, window: &Window, last: usize, slowest: usize) -> Steps {
         Ok(verdicts) => (verdicts, None),
         Err(e) => (None, Some(e.to_string())),
     };
-    let series = groups
+    let mut digests: Vec<(StepGroup, &StepDigest)> = d
+        .digest
+        .steps()
         .iter()
-        .map(|((mode, node, worker), rows)| {
-            let mut durations: Vec<f64> = rows.iter().map(|r| r.2).collect();
-            durations.sort_by(f64::total_cmp);
-            let p50 = percentile(&durations, 50.0);
-            let mean = durations.iter().sum::<f64>() / durations.len() as f64;
+        .filter_map(|((node, worker, mode), digest)| {
+            let mode = (*mode)?;
+            Some(((mode.name().to_owned(), node.clone(), *worker), digest))
+        })
+        .collect();
+    digests.sort_by(|a, b| a.0.cmp(&b.0));
+    let none: Vec<(u64, u64, f64)> = Vec::new();
+    let series = digests
+        .iter()
+        .map(|((mode, node, worker), digest)| {
+            let rows = groups
+                .get(&(mode.clone(), node.clone(), *worker))
+                .unwrap_or(&none);
+            let count = digest.durations.count() as usize;
+            let p50 = digest.durations.quantile(0.5).map(|us| us / 1e6);
+            let mean = digest.durations.mean().map(|us| us / 1e6);
             let judged = verdicts
                 .as_ref()
                 .and_then(|v| v.nodes.get(node))
                 .and_then(|modes| modes.get(mode));
-            let points: Vec<(u64, f64)> = rows.iter().map(|r| (r.1, r.2)).collect();
-            let data = time_series(&points, window);
+            let data = if whole {
+                // The line's durations are in µs.
+                let kept = crate::downsample::line_points(
+                    &digest.line,
+                    window.start_us(),
+                    window.end_us(),
+                    window.budget(),
+                );
+                TimeSeries {
+                    t: kept.iter().map(|p| finite(seconds(p.0))).collect(),
+                    v: kept.iter().map(|p| finite(p.1 / 1e6)).collect(),
+                    total: count,
+                }
+            } else {
+                let points: Vec<(u64, f64)> = rows.iter().map(|r| (r.1, r.2)).collect();
+                TimeSeries {
+                    total: count,
+                    ..time_series(&points, window)
+                }
+            };
+            let step = steps_at(rows, &data);
+            // Several workers' series of this node and mode: an outlier is this worker's when
+            // its span is (the spans at the outliers' times were read).
+            let shared = !outlier_times.is_empty()
+                && digests
+                    .iter()
+                    .filter(|(g, _)| g.0 == *mode && g.1 == *node)
+                    .count()
+                    > 1;
             let outliers = judged
                 .map(|j| {
                     j.outlier_steps
                         .iter()
                         // This worker's outliers: rows are in start order (the store's).
                         .filter(|o| {
-                            let at = rows.partition_point(|r| r.1 < o.start_us);
-                            rows[at..]
-                                .iter()
-                                .take_while(|r| r.1 == o.start_us)
-                                .any(|r| r.0 == o.step)
+                            !shared || {
+                                let at = rows.partition_point(|r| r.1 < o.start_us);
+                                rows[at..]
+                                    .iter()
+                                    .take_while(|r| r.1 == o.start_us)
+                                    .any(|r| r.0 == o.step)
+                            }
                         })
                         .map(|o| Outlier {
                             step: o.step,
@@ -396,40 +654,81 @@ pub fn steps(run: &Run, window: &Window, last: usize, slowest: usize) -> Steps {
                 mode: mode.clone(),
                 node: node.clone(),
                 worker: *worker,
-                count: rows.len(),
-                p50: finite(p50),
-                mean: finite(mean),
+                count,
+                p50: p50.and_then(finite),
+                mean: mean.and_then(finite),
                 outlier_limit: judged.and_then(|j| finite(j.outlier_limit_s)),
-                step: steps_at(rows, &data),
+                step,
                 data,
                 outliers,
             }
         })
         .collect();
-    let durations: Vec<f64> = windowed.iter().map(|w| seconds(w.1)).collect();
-    // The slowest first; among equals, the earlier first.
-    let mut by_duration = windowed.clone();
-    by_duration.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    by_duration.truncate(slowest.min(500));
-    let slowest = by_duration
-        .iter()
-        .filter_map(|&(i, _)| spans.iter_from(i).next())
-        .map(|st| step_row(spans, &st))
-        .collect();
+    let (histogram, window_steps) = if whole {
+        let mut all = smdebug_analysis::stats::Sketch::default();
+        for (_, digest) in &digests {
+            all.merge(&digest.durations);
+        }
+        // The bins run from the exact shortest step to the exact longest.
+        let ends = [all.min(), all.max()]
+            .into_iter()
+            .flatten()
+            .map(|us| (us, 0));
+        let weighted = all.buckets().chain(ends).map(|(us, n)| (us / 1e6, n));
+        (
+            log_histogram_weighted(weighted, HISTOGRAM_BINS),
+            all.count() as usize,
+        )
+    } else {
+        let durations: Vec<f64> = windowed.iter().map(|w| seconds(w.1)).collect();
+        (log_histogram(&durations, HISTOGRAM_BINS), windowed.len())
+    };
+    let slowest = if whole {
+        d.step_spans
+            .slowest()
+            .iter()
+            .take(slowest)
+            .filter_map(|st| {
+                let at = spans.first_starting_at(st.start_us);
+                let node = d.step_spans.node(st.node);
+                let found = spans
+                    .iter_from(at)
+                    .take_while(|s| s.start_us == st.start_us)
+                    .find(|s| {
+                        s.end_us == st.end_us
+                            && s.node == node
+                            && s.worker == st.worker
+                            && s.step == st.step
+                            && is_step(s) == Some(st.mode)
+                    });
+                found.map(|s| step_row(spans, &s))
+            })
+            .collect()
+    } else {
+        // The slowest first; among equals, the earlier first.
+        let mut by_duration = windowed.clone();
+        by_duration.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        by_duration.truncate(slowest);
+        by_duration
+            .iter()
+            .filter_map(|&(i, _)| spans.iter_from(i).next())
+            .map(|st| step_row(spans, &st))
+            .collect()
+    };
     let recent: Vec<SpanRef<'_>> = windowed
         .iter()
         .rev()
-        .take(last.clamp(1, 500))
+        .take(last)
         .rev()
         .filter_map(|&(i, _)| spans.iter_from(i).next())
         .collect();
     let phases = step_phases(spans, &recent);
     Steps {
         series,
-        histogram: log_histogram(&durations, HISTOGRAM_BINS),
+        histogram,
         phases,
         slowest,
-        window_steps: windowed.len(),
+        window_steps,
         outliers_unread,
     }
 }
@@ -438,8 +737,17 @@ pub fn steps(run: &Run, window: &Window, last: usize, slowest: usize) -> Steps {
 /// largest (a value of 0 counts in the first bin); one value, or all equal, in one bin a tenth
 /// wide around them. `None` without values.
 pub fn log_histogram(values: &[f64], bins: usize) -> Option<Histogram> {
-    let finite: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    let positive = finite.iter().copied().filter(|&x| x > 0.0);
+    log_histogram_weighted(values.iter().map(|&v| (v, 1)), bins)
+}
+
+/// [`log_histogram`] of values each counted as many times as it says (a value counted 0 times
+/// only stretches the bins to it).
+pub fn log_histogram_weighted(
+    values: impl Iterator<Item = (f64, u64)>,
+    bins: usize,
+) -> Option<Histogram> {
+    let finite: Vec<(f64, u64)> = values.filter(|x| x.0.is_finite()).collect();
+    let positive = finite.iter().map(|x| x.0).filter(|&x| x > 0.0);
     let lo = positive.clone().fold(f64::INFINITY, f64::min);
     let hi = positive.fold(0.0, f64::max);
     if finite.is_empty() {
@@ -462,7 +770,7 @@ pub fn log_histogram(values: &[f64], bins: usize) -> Option<Histogram> {
     edges[0] = lo;
     edges[bins] = hi;
     let mut counts = vec![0u64; bins];
-    for &x in &finite {
+    for &(x, n) in &finite {
         let at = if x <= lo {
             0
         } else {
@@ -476,7 +784,7 @@ pub fn log_histogram(values: &[f64], bins: usize) -> Option<Histogram> {
         } else {
             at
         };
-        counts[at] += 1;
+        counts[at] += n;
     }
     Some(Histogram { edges, counts })
 }

@@ -24,6 +24,8 @@
 pub use smdebug_analysis::downsample::Coord;
 use smdebug_analysis::downsample::{MinMax, PointSource, slice_width};
 
+use smdebug_analysis::digest::Line;
+
 use crate::summary::{Bucket, Point, SeriesSummary};
 
 /// The most points one series is ever sent.
@@ -43,6 +45,54 @@ pub fn min_max<X: Coord, S: PointSource<X> + ?Sized>(
 ) -> Vec<(X, f64)> {
     let options = MinMax::new(max_points.clamp(2, MAX_POINTS)).window(from, to);
     smdebug_analysis::downsample::min_max(points, &options)
+}
+
+/// A series `(µs, value)` drawn from its line over the window `from_us..=to_us` (either end
+/// open): each slice's lowest and highest sample (at
+/// their times) within the window, cut down by min-max to the window's point budget when they
+/// are more; with the nearest sample drawn of the slice just before the window and of the one
+/// just after, so that a line crosses the window's ends. Every point is a sample of the
+/// series at its time.
+pub(crate) fn line_points(
+    line: &Line,
+    from_us: Option<f64>,
+    to_us: Option<f64>,
+    budget: usize,
+) -> Vec<(u64, f64)> {
+    let from = from_us.map_or(0, |f| f.max(0.0).ceil() as u64);
+    let to = to_us.map_or(u64::MAX, |t| t.max(0.0).min(u64::MAX as f64).floor() as u64);
+    let mut kept: Vec<(u64, f64)> = Vec::new();
+    if from <= to {
+        for s in line.slices_within(from, to) {
+            let mut two = [(s.min_us, s.min), (s.max_us, s.max)];
+            two.sort_by_key(|p| p.0);
+            for p in two {
+                if (from..=to).contains(&p.0) && kept.last().is_none_or(|l| l.0 < p.0) {
+                    kept.push(p);
+                }
+            }
+        }
+        if kept.len() > budget {
+            kept = min_max(&kept, None, None, budget);
+        }
+        let (before, after) = line.neighbours(from, to);
+        if let Some(b) = before.filter(|_| from_us.is_some()) {
+            kept.insert(0, later(b.min_us, b.min, b.max_us, b.max));
+        }
+        if let Some(a) = after.filter(|_| to_us.is_some()) {
+            let p = if a.min_us <= a.max_us {
+                (a.min_us, a.min)
+            } else {
+                (a.max_us, a.max)
+            };
+            kept.push(p);
+        }
+    }
+    kept
+}
+
+fn later(a_us: u64, a: f64, b_us: u64, b: f64) -> (u64, f64) {
+    if a_us >= b_us { (a_us, a) } else { (b_us, b) }
 }
 
 /// One value as the charts get it: `(global step, value, wall time of its event record)`.

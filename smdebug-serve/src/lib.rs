@@ -14,7 +14,11 @@
 //!
 //! **Data.** Each run is followed (`run` module, passes scheduled by the `pool` module): system metrics,
 //! framework spans and code-profile windows through smdebug-read's `ProfilerFollower` (the
-//! one incremental reader the rule runner and the report use too) into its `ProfileData`; steps,
+//! one incremental reader the rule runner and the report use too), aggregated as read in a size
+//! that does not grow with the run (`profile_model` module: smdebug-analysis's `ProfileDigest`
+//! with lines of at most 1,024 slices a series, an index of the trace files read, the slowest
+//! step spans; a window finer than the lines, and the spans a view lists, read again from the
+//! run's files); steps,
 //! tensor names and scalar values through smdebug-read's `TensorFollower` (the `Trial`'s listing,
 //! step completeness and checks; each new index file and its event file read once, scalars
 //! kept as fixed-size summaries: per tensor and mode its steps as arithmetic runs and at most
@@ -99,6 +103,7 @@ mod overview;
 mod page;
 mod pool;
 mod processes;
+mod profile_model;
 mod push;
 mod push_views;
 mod report;

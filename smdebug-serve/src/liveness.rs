@@ -116,43 +116,14 @@ pub fn stable_rate(points: &[(f64, f64)]) -> Rate {
 
 /// The run's step points and where they come from: the step spans of every mode (a job's plan
 /// counts every mode's steps: TRAIN, EVAL, PREDICT), one point a step at its first start
-/// (several workers' spans of a step are one step), else the progress files' history.
+/// (several workers' spans of a step are one step; the first and the latest steps kept,
+/// [`StepClock`](crate::profile_model::StepClock)), else the progress files' history.
 pub(crate) fn step_points(d: &RunData) -> (Vec<(f64, f64)>, &'static str) {
-    let points = steps_of_every_mode(
-        d.profile
-            .spans()
-            .iter()
-            .filter_map(|s| s.step_mode.map(|m| (s.start_us, m, s.step))),
-    );
+    let points = d.step_spans.clock.points();
     if points.len() >= 2 {
         return (points, "step spans");
     }
     (progress_points(d), "progress files")
-}
-
-/// Step points `(seconds, steps before it)` from step spans `(start µs, mode, step)`: a step of
-/// a mode counted once (at its earliest start), every mode's steps together in time order.
-pub(crate) fn steps_of_every_mode(
-    spans: impl Iterator<Item = (u64, smdebug_core::Mode, Option<u64>)>,
-) -> Vec<(f64, f64)> {
-    let mut first: std::collections::HashMap<(smdebug_core::Mode, u64), u64> = Default::default();
-    let mut unnumbered: Vec<u64> = Vec::new();
-    for (start, mode, step) in spans {
-        match step {
-            Some(step) => {
-                let e = first.entry((mode, step)).or_insert(start);
-                *e = (*e).min(start);
-            }
-            None => unnumbered.push(start),
-        }
-    }
-    let mut starts: Vec<u64> = first.into_values().chain(unnumbered).collect();
-    starts.sort_unstable();
-    starts
-        .iter()
-        .enumerate()
-        .map(|(i, &us)| (us as f64 / 1e6, i as f64))
-        .collect()
 }
 
 /// The average step rate over the whole run after the warm-up: an ended run's (its last
@@ -428,8 +399,13 @@ mod tests {
                 t += 20_000;
             }
         }
-        let points = steps_of_every_mode(spans.into_iter());
+        let mut clock = crate::profile_model::StepClock::default();
+        for (start, mode, step) in spans {
+            clock.add(mode, step, start);
+        }
+        let points = clock.points();
         assert_eq!(points.len(), 4000);
+        assert_eq!(points.last().map(|p| p.1), Some(3999.0));
         let r = stable_rate(&points);
         // 100 steps per 6 s cycle: 16.7 steps/s (the window's ends fall within cycles).
         assert!((r.rate.unwrap() - 100.0 / 6.0).abs() < 1.0, "{r:?}");

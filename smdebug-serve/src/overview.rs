@@ -3,14 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use smdebug_analysis::stats::percentile;
+use smdebug_analysis::digest::SeriesDigest;
+use smdebug_analysis::stats::Sketch;
 use smdebug_analysis::time::seconds;
 use smdebug_core::Mode;
 use smdebug_format::progress::ProgressTotals;
 use smdebug_format::system::vocab;
-use smdebug_read::profile::MetricSeries;
 
-use crate::api::{Window, is_step};
+use crate::api::Window;
 use crate::downsample::plan;
 use crate::liveness;
 use crate::run::Run;
@@ -24,17 +24,16 @@ use crate::views::{
     PhaseTotal, Progress, StatRow, WriterDrops,
 };
 
-/// The rows of the per-node statistics table: `(label, type, dimension-or-name filter)`.
-fn node_rows(node: &[&MetricSeries]) -> Vec<(String, Vec<f64>, &'static str)> {
+/// The rows of the per-node statistics table: `(label, the values' sketch, unit)`, the
+/// values of every series a row takes in pooled.
+fn node_rows(node: &[&SeriesDigest]) -> Vec<(String, Sketch, &'static str)> {
     let mut rows = Vec::new();
-    let mut pick = |label: &str, unit: &'static str, f: &dyn Fn(&MetricSeries) -> bool| {
-        let mut values: Vec<f64> = node
-            .iter()
-            .filter(|m| f(m))
-            .flat_map(|m| m.points.iter().map(|p| p.1))
-            .collect();
-        if !values.is_empty() {
-            values.sort_by(f64::total_cmp);
+    let mut pick = |label: &str, unit: &'static str, f: &dyn Fn(&SeriesDigest) -> bool| {
+        let mut values = Sketch::default();
+        for m in node.iter().filter(|m| f(m)) {
+            values.merge(&m.values);
+        }
+        if values.count() > 0 {
             rows.push((label.to_owned(), values, unit));
         }
     };
@@ -78,9 +77,12 @@ pub fn overview(run: &Run) -> Overview {
     let range = d.time_range();
     // Initialization, training loop, finalization: the report's definition (`JobPhases`).
     let phases = range.and_then(|job| {
-        let steps = d.profile.spans().iter().filter(|s| is_step(s).is_some());
-        let p =
-            smdebug_analysis::phases::JobPhases::new(job, steps.map(|s| (s.start_us, s.end_us)));
+        let steps = d
+            .digest
+            .steps()
+            .values()
+            .map(|s| (s.first_start_us, s.last_end_us));
+        let p = smdebug_analysis::phases::JobPhases::new(job, steps);
         let (first, last) = p.loop_us?;
         Some(JobPhases {
             initialization: p.initialization_s()?,
@@ -90,8 +92,8 @@ pub fn overview(run: &Run) -> Overview {
             loop_end: seconds(last),
         })
     });
-    let mut by_node: BTreeMap<&str, Vec<&MetricSeries>> = BTreeMap::new();
-    for m in d.profile.metrics() {
+    let mut by_node: BTreeMap<&str, Vec<&SeriesDigest>> = BTreeMap::new();
+    for m in d.digest.series() {
         by_node.entry(&m.node).or_default().push(m);
     }
     let nodes = by_node
@@ -106,30 +108,29 @@ pub fn overview(run: &Run) -> Overview {
                     ),
                     metric: label,
                     unit,
-                    min: Num(values[0]),
-                    max: Num(values[values.len() - 1]),
-                    p99: Num(percentile(&values, 99.0)),
-                    p90: Num(percentile(&values, 90.0)),
-                    p50: Num(percentile(&values, 50.0)),
+                    min: Num(values.min().unwrap_or(f64::NAN)),
+                    max: Num(values.max().unwrap_or(f64::NAN)),
+                    p99: Num(values.quantile(0.99).unwrap_or(f64::NAN)),
+                    p90: Num(values.quantile(0.90).unwrap_or(f64::NAN)),
+                    p50: Num(values.quantile(0.50).unwrap_or(f64::NAN)),
                 })
                 .collect(),
         })
         .collect();
     // The most time-consuming phases (resource-intensive operations).
-    let mut phase_totals: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-    for s in d.profile.spans().iter() {
-        let e = phase_totals.entry(s.phase).or_default();
-        e.0 += s.duration_us();
-        e.1 += 1;
-    }
-    let mut top: Vec<(&str, (u64, u64))> = phase_totals.into_iter().collect();
-    top.sort_by_key(|t| std::cmp::Reverse(t.1.0));
+    let mut top: Vec<(&str, f64, u64)> = d
+        .digest
+        .phases()
+        .iter()
+        .map(|(p, digest)| (p.as_str(), digest.durations.sum(), digest.durations.count()))
+        .collect();
+    top.sort_by(|a, b| b.1.total_cmp(&a.1));
     let top_phases = top
         .iter()
         .take(10)
-        .map(|(p, (total, count))| PhaseTotal {
+        .map(|(p, total, count)| PhaseTotal {
             phase: (*p).to_owned(),
-            total_s: seconds(*total),
+            total_s: total / 1e6,
             count: *count,
         })
         .collect();
@@ -148,8 +149,8 @@ pub fn overview(run: &Run) -> Overview {
         end: range.map(|r| seconds(r.1)),
         steps: d.steps.len(),
         last_step: d.steps.last().copied(),
-        samples: d.profile.sample_count(),
-        spans: d.profile.spans().len(),
+        samples: d.digest.sample_count(),
+        spans: d.digest.span_count() as usize,
         tensors: d.tensors.len(),
         phases,
         nodes,

@@ -47,7 +47,7 @@ pub(crate) fn input(
         location: &run.location,
         storage: storage.as_ref(),
         complete: Some(d.complete),
-        profile: &d.report,
+        profile: &d.digest.0,
         code_profiles: &d.code_windows,
         kineto,
         problems: &d.problems,

@@ -242,9 +242,14 @@ async fn system(
     Query(window): Query<Window>,
     Query(page): Query<Page>,
 ) -> Response {
-    match find_run(&state, id) {
-        Ok(run) => axum::Json(system::system(&run, &window, page)).into_response(),
-        Err(e) => *e,
+    let run = match find_run(&state, id) {
+        Ok(r) => r,
+        Err(e) => return *e,
+    };
+    // A window finer than the summaries is read again from the files: blocking I/O.
+    match tokio::task::spawn_blocking(move || system::system(&run, &window, page)).await {
+        Ok(v) => axum::Json(v).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
 
@@ -282,9 +287,14 @@ async fn spans(
         sort: q.sort,
         descending,
     };
-    match find_run(&state, id) {
-        Ok(run) => axum::Json(api::spans(&run, &window, rows)).into_response(),
-        Err(e) => *e,
+    let run = match find_run(&state, id) {
+        Ok(r) => r,
+        Err(e) => return *e,
+    };
+    // The window's spans are read again from the files: blocking I/O.
+    match tokio::task::spawn_blocking(move || api::spans(&run, &window, rows)).await {
+        Ok(v) => axum::Json(v).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
 
@@ -301,15 +311,15 @@ async fn steps(
     Query(window): Query<Window>,
     Query(q): Query<StepsQuery>,
 ) -> Response {
-    match find_run(&state, id) {
-        Ok(run) => axum::Json(api::steps(
-            &run,
-            &window,
-            q.last.unwrap_or(30),
-            q.slowest.unwrap_or(20),
-        ))
-        .into_response(),
-        Err(e) => *e,
+    let run = match find_run(&state, id) {
+        Ok(r) => r,
+        Err(e) => return *e,
+    };
+    // The steps' spans are read again from the files: blocking I/O.
+    let (last, slowest) = (q.last.unwrap_or(30), q.slowest.unwrap_or(20));
+    match tokio::task::spawn_blocking(move || api::steps(&run, &window, last, slowest)).await {
+        Ok(v) => axum::Json(v).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
 
@@ -472,7 +482,7 @@ fn nothing_to_report(run: &Run) -> Option<String> {
             run.location
         ));
     }
-    if d.profile.is_empty() && d.rules.is_none() {
+    if d.digest.is_empty() && d.rules.is_none() {
         return Some(format!(
             "no report: the run at {} has no profiler data (system metrics, framework spans) and \
              no rule statuses",

@@ -1,9 +1,11 @@
 //! One served run: what has been read of it so far, and the follower thread that reads what is
 //! new.
 //!
-//! The data: system metrics, framework spans and code-profile windows as smdebug-profiler's
-//! `ProfileData` (the panels) and `ProfileDigest` (the report's model, aggregated as read)
-//! and `CodeProfileWindow`, read by its
+//! The data: system metrics and framework spans aggregated as read, in a size that does not
+//! grow with the run (smdebug-analysis's `ProfileDigest`, the report's model too, and the
+//! dashboard's index of the trace files, [`crate::profile_model`]: a window finer than the
+//! aggregates is read again from the files), code-profile windows as `CodeProfileWindow`, read
+//! by smdebug-read's
 //! [`ProfilerFollower`] (the one incremental reader the rule runner and the report use too),
 //! rule statuses as smdebug-rules' [`Summary`] (the file a rule runner writes into the run).
 //! Steps, tensor names and scalar values are followed by smdebug-read's [`TensorFollower`] (the
@@ -24,7 +26,6 @@ use smdebug_io::stop::read_stop_request;
 use smdebug_read::follow::{
     ITEMS_PER_READ, ProfilerFollower, ProfilerSource, ProfilerSubscription, merge_code_windows,
 };
-use smdebug_read::profile::{SampleBatch, SpanBatch};
 use smdebug_read::run::EndMarker;
 use smdebug_read::trial::{TensorFollower, TensorIncrement, Trial, TrialOptions};
 use smdebug_rules::Summary;
@@ -269,8 +270,6 @@ fn follow_profile(
             if increment.is_empty() && increment.problems.is_empty() {
                 continue;
             }
-            let samples = SampleBatch::new(&increment.samples);
-            let spans = SpanBatch::new(&increment.spans);
             let problems = (!increment.problems.is_empty()).then(|| profiler.problems());
             let mut data = run.data.write().expect("run data lock");
             if let Some(problems) = problems {
@@ -278,14 +277,13 @@ fn follow_profile(
             }
             data.journal.add_samples(&increment.samples);
             data.journal.add_spans(&increment.spans);
-            let profile = Arc::make_mut(&mut data.profile);
-            profile.add_sample_batch(samples);
-            profile.add_span_batch(spans);
-            let report = Arc::make_mut(&mut data.report);
-            report.add_system_samples(&increment.samples);
-            report.add_spans(&increment.spans);
+            let digest = Arc::make_mut(&mut data.digest.0);
+            digest.add_system_samples(&increment.samples);
+            digest.add_spans(&increment.spans);
+            data.traces.add(increment);
+            data.step_spans.add(&increment.spans);
             merge_code_windows(&mut data.code_windows, increment.code_windows.clone());
-            data.exists |= !data.profile.is_empty();
+            data.exists |= !data.digest.is_empty();
             read.changed = true;
         }
         if !more {
@@ -377,7 +375,7 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Fou
     let found = data.merge_pass(cursor, side, followed, writable);
     let known = data
         .exists
-        .then(|| (data.steps.first().copied(), !data.profile.is_empty()));
+        .then(|| (data.steps.first().copied(), !data.digest.is_empty()));
     drop(data);
     if let Some((first_step, profiled)) = known {
         cursor.identity.learn(
@@ -783,7 +781,7 @@ impl RunData {
             self.complete = true;
             changed = true;
         }
-        let exists = self.complete || !self.profile.is_empty() || has_tensors;
+        let exists = self.complete || !self.digest.is_empty() || has_tensors;
         if exists != self.exists {
             self.exists = exists;
             changed = true;
@@ -886,7 +884,7 @@ mod tests {
         let data = run.data.read().unwrap();
         assert!(data.complete);
         assert_eq!(data.progress.len(), 5_000);
-        assert_eq!(data.profile.series_count(), 1);
+        assert_eq!(data.digest.series_count(), 1);
         drop(data);
         assert!(calls.lists >= 1 && calls.gets >= 5_000, "{calls:?}");
 

@@ -1,19 +1,17 @@
 //! What is known of one served run now: the model every view reads (the panels, the overview,
 //! the verdicts, the pushes), filled by the follower pass in [`run`](crate::run).
 
-use std::collections::VecDeque;
-use std::sync::Arc;
-
-use smdebug_analysis::digest::ProfileDigest;
 use smdebug_core::EndReason;
 use smdebug_format::progress::Progress;
 use smdebug_format::stop::StopRequest;
 use smdebug_read::follow::DataProblems;
-use smdebug_read::profile::{CodeProfileWindow, ProfileData};
+use smdebug_read::profile::CodeProfileWindow;
 use smdebug_rules::Summary;
+use std::collections::VecDeque;
 
 use crate::journal::Journal;
 use crate::processes::{Arrivals, ProcessView};
+use crate::profile_model::{Digest, StepSpans, TraceIndex};
 use crate::summary::ScalarSummaries;
 use crate::views::{Changed, RunStanding};
 
@@ -40,14 +38,15 @@ pub(crate) struct RunData {
     /// Why the run's stop request cannot be read (not JSON, a field of the wrong type, too
     /// large, a FIFO): the job does not honour it.
     pub stop_request_error: Option<String>,
-    /// System metrics (one series per node, type, name and dimension, points time-ordered)
-    /// and framework spans (ordered by start, held compactly, their `args` dropped). Shared
-    /// with a report being drawn: new data then copy it once (`Arc::make_mut`), a finished
-    /// run's never.
-    pub profile: Arc<ProfileData>,
-    /// The same data aggregated for "Download report" as it is read (a size that does not grow
-    /// with the run); shared with a report being drawn.
-    pub report: Arc<ProfileDigest>,
+    /// System metrics and spans aggregated as they are read, in a size that does not grow with
+    /// the run ([`crate::profile_model`]): the panels' whole-run charts and figures, and the
+    /// model "Download report" draws; shared with a report being drawn (new data then copy
+    /// it once, `Arc::make_mut`).
+    pub digest: Digest,
+    /// The trace files read: a window's spans are read again from them.
+    pub traces: TraceIndex,
+    /// The slowest step spans and when the steps started.
+    pub step_spans: StepSpans,
     /// Code-profile windows, ordered by start, node and worker.
     pub code_windows: Vec<CodeProfileWindow>,
     /// The profiler follower's problems with the data, typed.
@@ -118,6 +117,6 @@ impl RunData {
 
     /// First and last time of any sample or span, µs since the epoch.
     pub fn time_range(&self) -> Option<(u64, u64)> {
-        self.profile.time_range()
+        self.digest.time_range()
     }
 }

@@ -48,7 +48,7 @@ pub struct SeriesDigest {
 }
 
 impl SeriesDigest {
-    fn new(key: &SeriesKey) -> SeriesDigest {
+    fn new(key: &SeriesKey, slices: usize) -> SeriesDigest {
         let unit = vocab::unit(&key.1, &key.2, &key.3);
         SeriesDigest {
             node: key.0.clone(),
@@ -56,7 +56,7 @@ impl SeriesDigest {
             name: key.2.clone(),
             dimension: key.3.clone(),
             values: Sketch::default(),
-            line: Line::default(),
+            line: Line::with_slices(slices),
             percent_bins: (unit == "%").then(|| Box::new([0; 100])),
         }
     }
@@ -116,6 +116,8 @@ pub struct PhaseDigest {
 /// series, nodes, workers, modes and phases, not on the run's length.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ProfileDigest {
+    /// The most slices of each [`Line`] (0: [`LINE_SLICES`]).
+    line_slices: usize,
     series: BTreeMap<SeriesKey, SeriesDigest>,
     samples: u64,
     spans: u64,
@@ -127,6 +129,23 @@ pub struct ProfileDigest {
 }
 
 impl ProfileDigest {
+    /// An empty digest whose lines hold at most `slices` slices each (the report's default:
+    /// [`LINE_SLICES`]; the dashboard draws its charts from finer ones).
+    pub fn with_line_slices(slices: usize) -> ProfileDigest {
+        ProfileDigest {
+            line_slices: slices,
+            ..ProfileDigest::default()
+        }
+    }
+
+    fn slices(&self) -> usize {
+        if self.line_slices == 0 {
+            LINE_SLICES
+        } else {
+            self.line_slices
+        }
+    }
+
     /// Adds samples grouped by series (a follower's increment); a sample with a non-finite
     /// value or time is left out.
     pub fn add_system_samples(&mut self, samples: &SystemSamples) {
@@ -138,10 +157,11 @@ impl ProfileDigest {
             if finite.peek().is_none() {
                 continue;
             }
+            let slices = self.slices();
             let series = self
                 .series
                 .entry(key.clone())
-                .or_insert_with(|| SeriesDigest::new(key));
+                .or_insert_with(|| SeriesDigest::new(key, slices));
             for &(t, v) in finite {
                 series.add(timestamp_us(t), v);
                 self.samples += 1;
@@ -162,12 +182,13 @@ impl ProfileDigest {
                 s.name.clone(),
                 s.dimension.clone(),
             );
+            let slices = self.slices();
             let series = match self.series.get_mut(&key) {
                 Some(series) => series,
                 None => self
                     .series
                     .entry(key.clone())
-                    .or_insert_with(|| SeriesDigest::new(&key)),
+                    .or_insert_with(|| SeriesDigest::new(&key, slices)),
             };
             series.add(timestamp_us(s.timestamp), s.value);
             self.samples += 1;
@@ -189,9 +210,11 @@ impl ProfileDigest {
             let duration = s.duration_us() as f64;
             if matches!(kind, Phase::Step(_)) {
                 let key = (s.node.clone(), s.worker, s.mode);
+                let slices = self.slices();
                 let step = self.steps.entry(key).or_insert_with(|| StepDigest {
                     first_start_us: s.start_us,
                     last_end_us: s.end_us,
+                    line: Line::with_slices(slices),
                     ..StepDigest::default()
                 });
                 step.durations.add(duration);

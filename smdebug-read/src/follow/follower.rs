@@ -18,6 +18,18 @@ use crate::profile::{
     CodeProfileWindow, ProfilerReader, Span, SystemSamples, parse_trace, parse_trace_without_args,
 };
 use smdebug_format::code_profile::{CODE_PREFIX, SUMMARY_EXTENSION, parse_code_profile_key};
+use smdebug_format::trace::TraceFileName;
+
+/// A trace file read by a poll: its name and where its spans are in the
+/// [`Increment::spans`] handed out with it (a reader that keeps no spans reads a window of
+/// them again from the files that hold it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceRead {
+    /// The file.
+    pub file: TraceFileName,
+    /// Its spans: `Increment::spans[spans]`.
+    pub spans: std::ops::Range<usize>,
+}
 
 /// What one poll found that was not handed out before.
 #[derive(Clone, Debug, Default)]
@@ -28,6 +40,8 @@ pub struct Increment {
     /// Spans of the trace files read for the first time, with their events' `args` unless
     /// the follower was told not to keep them ([`ProfilerFollower::span_args`]).
     pub spans: Vec<Span>,
+    /// The trace files `spans` were read from, in the order read.
+    pub traces: Vec<TraceRead>,
     /// Code-profile windows whose summaries appeared, ordered by start, node and worker.
     pub code_windows: Vec<CodeProfileWindow>,
     /// Every Kineto summary, ordered by rank, when one of the traces changed.
@@ -50,6 +64,12 @@ impl Increment {
 
     fn append(&mut self, mut other: Increment) {
         self.samples.append(other.samples);
+        let offset = self.spans.len();
+        self.traces
+            .extend(other.traces.into_iter().map(|t| TraceRead {
+                spans: t.spans.start + offset..t.spans.end + offset,
+                file: t.file,
+            }));
         self.spans.append(&mut other.spans);
         self.code_windows.append(&mut other.code_windows);
         if other.kineto.is_some() {
@@ -286,7 +306,14 @@ impl ProfilerFollower {
                 parse_trace_without_args(&file, &bytes)
             };
             match parsed {
-                Ok(spans) => out.spans.extend(spans),
+                Ok(spans) => {
+                    let start = out.spans.len();
+                    out.spans.extend(spans);
+                    out.traces.push(TraceRead {
+                        file: file.clone(),
+                        spans: start..out.spans.len(),
+                    });
+                }
                 Err(e) => out.problems.push(DataProblem::BadFile {
                     area: DataArea::Spans,
                     key: file.key.clone(),

@@ -31,7 +31,7 @@ mod problems;
 mod shared;
 mod system;
 
-pub use follower::{Increment, ProfilerFollower, merge_code_windows};
+pub use follower::{Increment, ProfilerFollower, TraceRead, merge_code_windows};
 pub use kineto::KinetoTraces;
 pub use problems::{DataArea, DataProblem, DataProblems, MAX_PROBLEMS};
 pub use shared::{ITEMS_PER_READ, ProfilerSource, ProfilerSubscription};

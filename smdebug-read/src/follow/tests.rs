@@ -490,3 +490,33 @@ fn a_backlog_comes_in_bounded_pieces_each_record_once() {
     let total = pieces.iter().fold((0, 0), |(a, b), (s, p)| (a + s, b + p));
     assert_eq!(total, (5 * per_file as usize, 3));
 }
+
+/// Each trace file read is named with the place of its spans in the increment, also in one
+/// increment gathered from several polls (`read_to_end`).
+#[test]
+fn an_increment_says_which_spans_each_trace_file_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
+    let mut expected = Vec::new();
+    for (i, steps) in [0..3u64, 3..4, 4..9].into_iter().enumerate() {
+        let end_us = (T0 + 10 * i as u64) * 1_000_000;
+        let key = trace_file_key(end_us, 0, "algo-1");
+        storage
+            .put(&key, Bytes::from(trace(end_us, steps.clone())))
+            .unwrap();
+        expected.push((key, steps));
+    }
+    // One file a poll.
+    let all = ProfilerFollower::new(Arc::clone(&storage))
+        .items_per_poll(1)
+        .read_to_end();
+    assert_eq!(all.traces.len(), 3);
+    for (read, (key, steps)) in all.traces.iter().zip(&expected) {
+        assert_eq!(&read.file.key, key);
+        let got: Vec<u64> = all.spans[read.spans.clone()]
+            .iter()
+            .filter_map(|s| s.step)
+            .collect();
+        assert_eq!(got, steps.clone().collect::<Vec<u64>>());
+    }
+}

@@ -1,0 +1,201 @@
+//! The dashboard's profiler data does not grow with a run's length (issue 36): the bytes a
+//! server holds once it has read a run of N steps over M minutes of system metrics and once it
+//! has read one of 4N steps over 4M minutes (four times the spans and the samples), and
+//! answered the System and Steps tabs over the whole run and a zoom (read again from the
+//! files), differ by a few hundred bytes a trace file and a system file, not by the spans or
+//! the samples (it kept 32 bytes a span and 8 a sample before). Counted by this test binary's
+//! own allocator (live bytes: allocated less freed), not timed.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use smdebug_core::Mode;
+use smdebug_format::layout::END_MARKER;
+use smdebug_format::system::system_file_key;
+use smdebug_profiler::spans::{Phase, SpanConfig, SpanRecorder};
+use smdebug_profiler::system::NodeId;
+use smdebug_serve::{ServeOptions, Server};
+use smdebug_storage::LocalStorage;
+use smdebug_storage::Storage;
+use smdebug_testkit::alloc;
+use support::{get_json, wait_for, wait_until};
+
+#[global_allocator]
+static ALLOCATOR: alloc::Counting = alloc::Counting;
+
+/// Steps of the short run (more than the step spans the pushes' journal keeps, 8,192).
+const STEPS: u64 = 9_000;
+/// Minutes of system metrics of the short run (its timelines' samples more than the journal
+/// keeps, 65,536).
+const MINUTES: u64 = 30;
+/// Series sampled every 100 ms: two cores (the heatmap), the CPU total, two GPUs and memory.
+const SERIES: u64 = 6;
+
+/// A run of `steps` steps (a step span and four phase spans each, a trace file a minute) over
+/// `minutes` of system metrics, ended.
+fn write_run(dir: &std::path::Path, steps: u64, minutes: u64) -> (u64, u64) {
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir).unwrap());
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let start_s = now - now % 60 - minutes * 60;
+    let mut samples = 0;
+    for minute in 0..minutes {
+        let file_start = start_s + minute * 60;
+        let mut text = String::new();
+        for i in 0..600u64 {
+            let t = file_start as f64 + i as f64 * 0.1;
+            let k = (minute * 600 + i) as f64;
+            let mut push = |ty: &str, name: &str, dim: &str, v: f64| {
+                text.push_str(&format!(
+                    "{{\"Type\":\"{ty}\",\"Name\":\"{name}\",\"Dimension\":\"{dim}\",\"Value\":{v:.2},\"NodeId\":\"algo-1\",\"Timestamp\":{t:.1}}}\n"
+                ));
+                samples += 1;
+            };
+            for c in 0..2 {
+                push(
+                    "cpu",
+                    &format!("cpu{c}"),
+                    "CPUUtilization",
+                    (k + c as f64) % 100.0,
+                );
+            }
+            push("cpu", "total", "CPUUtilization", (k * 7.0) % 100.0);
+            for g in 0..2 {
+                push(
+                    "gpu",
+                    &format!("gpu{g}"),
+                    "GPUUtilization",
+                    (k * 3.0 + g as f64) % 100.0,
+                );
+            }
+            push("memory", "MemoryUsedPercent", "", 30.0 + k / 1e4);
+        }
+        storage
+            .put(
+                &system_file_key(file_start, "algo-1"),
+                text.into_bytes().into(),
+            )
+            .unwrap();
+    }
+    let (spans, guard) = SpanRecorder::start(
+        SpanConfig::default()
+            .node(NodeId::algo(1))
+            .worker(0)
+            .queue_capacity(1 << 20),
+        Arc::clone(&storage),
+    )
+    .unwrap();
+    let step_us = minutes * 60 * 1_000_000 / steps;
+    let at = |us: u64| UNIX_EPOCH + Duration::from_micros(start_s * 1_000_000 + us);
+    for step in 0..steps {
+        let t0 = step * step_us;
+        let d = step_us / 10 + step % 7;
+        spans.record(
+            Phase::Step(Mode::Train),
+            None,
+            at(t0),
+            Duration::from_micros(8 * d),
+            Some((Mode::Train, step)),
+        );
+        for (i, phase) in [
+            Phase::DataLoading,
+            Phase::Forward,
+            Phase::Backward,
+            Phase::Optimizer,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            spans.record(
+                phase,
+                None::<std::borrow::Cow<'static, str>>,
+                at(t0 + 2 * d * i as u64),
+                Duration::from_micros(2 * d),
+                Some((Mode::Train, step)),
+            );
+        }
+        if (step + 1) % (steps / minutes) == 0 {
+            spans.flush().unwrap();
+        }
+    }
+    let report = guard.finish().unwrap();
+    assert_eq!(report.dropped, 0);
+    storage.put(END_MARKER, "completed".into()).unwrap();
+    (samples, steps * 5)
+}
+
+/// Live bytes once a server has read the run at `dir` and answered the System and Steps tabs
+/// over the whole run and a zoom of a minute, less the live bytes before it started.
+fn served_bytes(dir: &std::path::Path, (samples, spans): (u64, u64)) -> i64 {
+    let before = alloc::live() as i64;
+    let mut options = ServeOptions::new(vec![dir.to_str().unwrap().to_owned()]);
+    options.read_only = true;
+    let server = Server::start(options).unwrap();
+    let url = server.url().trim_end_matches('/').to_owned();
+    let state = wait_for(Duration::from_secs(600), "the whole run read", || {
+        let r = get_json(&format!("{url}/api/runs"))["runs"][0].clone();
+        (r["complete"] == true
+            && r["samples"].as_u64() == Some(samples)
+            && r["spans"].as_u64() == Some(spans))
+        .then_some(r)
+    });
+    let api = format!("{url}/api/runs/0");
+    let end = state["end"].as_f64().unwrap();
+    let zoom = format!("from={}&to={}", end - 600.0, end - 540.0);
+    get_json(&format!("{api}/overview"));
+    for view in ["system?points=1400", "steps", "spans?last=true&limit=25"] {
+        get_json(&format!("{api}/{view}"));
+    }
+    let steps = get_json(&format!("{api}/steps?{zoom}"));
+    // The zoom's steps are read again from the files: every one of the window.
+    assert!(steps["window_steps"].as_u64().unwrap() > 10, "{steps}");
+    let system = get_json(&format!("{api}/system?points=1400&{zoom}"));
+    let points = system["series"][0]["data"]["t"].as_array().unwrap().len();
+    assert!(points >= 600, "a minute of 100 ms samples: {points}");
+    get_json(&format!(
+        "{api}/spans?limit=25&sort=duration&order=desc&{zoom}"
+    ));
+    // Settled: the follower's passes after the end no longer read anything.
+    let passes = server.follower_passes();
+    wait_until(
+        Duration::from_secs(60),
+        "three more follower passes",
+        || server.follower_passes() >= passes + 3,
+    );
+    let held = alloc::live() as i64 - before;
+    server.shutdown();
+    held
+}
+
+#[test]
+fn a_served_runs_profile_holds_the_same_bytes_at_four_times_the_length() {
+    let short = tempfile::tempdir().unwrap();
+    let long = tempfile::tempdir().unwrap();
+    let short_counts = write_run(short.path(), STEPS, MINUTES);
+    let long_counts = write_run(long.path(), 4 * STEPS, 4 * MINUTES);
+    assert_eq!(short_counts.0, MINUTES * 600 * SERIES);
+    // Once first, so that what a first server sets up for the process (the thread pools) is
+    // in neither count.
+    served_bytes(short.path(), short_counts);
+    let short_bytes = served_bytes(short.path(), short_counts);
+    let long_bytes = served_bytes(long.path(), long_counts);
+    let more_spans = (long_counts.1 - short_counts.1) as i64;
+    let more_samples = (long_counts.0 - short_counts.0) as i64;
+    let growth = long_bytes - short_bytes;
+    eprintln!(
+        "served: {short_bytes} bytes after {short_counts:?} (samples, spans), {long_bytes} bytes \
+         after {long_counts:?}: {growth} bytes more for {more_samples} more samples and \
+         {more_spans} more spans"
+    );
+    // A few hundred bytes a file (the index of the trace files, the followers' lists of the
+    // files read: 270 more files), nothing a span or a sample: keeping them would add 32 bytes
+    // a span and 8 a sample, 4.3 MB and 3.9 MB here.
+    assert!(
+        growth < 1_000 * 3 * MINUTES as i64 * 2,
+        "{growth} bytes more for {more_spans} more spans and {more_samples} more samples"
+    );
+}
