@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod profile_run;
 pub mod schema;
 
 use std::io::Read;
