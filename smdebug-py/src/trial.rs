@@ -465,18 +465,21 @@ impl NativeTrial {
         worker: Option<&str>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let mode = self::mode(mode)?;
-        // Every step at once, read on the Rust reader's threads without the GIL.
-        let all = py
+        // A stretch of steps at a time, read on the Rust reader's threads without the GIL and
+        // copied into numpy with it: the Rust side holds one stretch's values, not the run's.
+        let mut chunks = py
             .detach(|| {
                 self.trial
                     .tensor(name)
-                    .and_then(|t| t.read_values_as(Some(mode), worker, Conversion::Array))
+                    .and_then(|t| t.value_chunks(Some(mode), worker, Conversion::Array))
             })
             .map_err(|e| read_error(py, e, mode))?;
         let budget = self.trial.options().max_tensor_bytes;
         let out = PyDict::new(py);
-        for (step, value) in all {
-            out.set_item(step, value_to_numpy(py, name, &value, budget)?)?;
+        while let Some(chunk) = py.detach(|| chunks.next_chunk()) {
+            for (step, value) in chunk.map_err(|e| read_error(py, e, mode))? {
+                out.set_item(step, value_to_numpy(py, name, &value, budget)?)?;
+            }
         }
         Ok(out)
     }

@@ -64,13 +64,11 @@ fn the_index_of_a_long_run_costs_the_same_few_bytes_an_entry_at_any_length() {
     eprintln!("index: {at_short:.1} bytes an entry at 1,000 steps, {at_long:.1} at 4,000");
     // A step's table shares its names and its records' places with the steps around it, its
     // event file's and index file's paths are made again when asked for (when they are the
-    // usual ones), and a worker's name is kept once: what remains is what each step holds once
-    // (its entries in the step maps, its worker's slot, event file and table: about 595 bytes),
-    // a 50th of it an entry: 11.9 bytes an entry here. Before, 106.5.
-    assert!(
-        at_long <= 16.0,
-        "{at_long:.1} bytes an entry at 4,000 steps"
-    );
+    // usual ones), a worker's name is kept once, and the steps' tables are sorted vectors:
+    // what remains is what each step holds once (its entries in the step tables, its worker's
+    // slot, event file and table: about 210 bytes), a 50th of it an entry: 4.2 bytes an entry
+    // here. Before, 106.5; with the step tables in `BTreeMap`s, 7.3.
+    assert!(at_long <= 6.0, "{at_long:.1} bytes an entry at 4,000 steps");
     // Flat: a run four times as long costs no more an entry (within 10 %: allocation sizes
     // round differently).
     assert!(

@@ -615,6 +615,7 @@ fn read_numbers(
     let file_len = entry.tensors.end();
     let file = Arc::new(EventFile::new(
         entry.event_file.clone(),
+        &entry.path,
         entry.step,
         entry.worker.as_str().into(),
         file_len,

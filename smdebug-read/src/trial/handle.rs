@@ -8,10 +8,10 @@ use smdebug_core::{Mode, Reduction, Tensor};
 
 use super::records::{TensorBytes, TensorValue};
 use super::source::{self, Location};
-use super::{Conversion, TrialTensor};
+use super::{Conversion, TrialTensor, VALUE_CHUNK_STEPS, ValueChunks};
 use smdebug_io::error::{Error, Result};
 
-impl TrialTensor<'_> {
+impl<'t> TrialTensor<'t> {
     /// The tensor's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -186,36 +186,42 @@ impl TrialTensor<'_> {
         })
     }
 
-    /// Reads every complete step of this tensor with `read`, on a few threads when there are
-    /// many.
+    /// Every saved value of this tensor at its complete steps in a mode, as
+    /// [`read_values_as`](Self::read_values_as) reads them, handed over a stretch of steps at
+    /// a time ([`ValueChunks`]) instead of in one map: a caller that converts each value into
+    /// something of its own (the Python binding's `values()`, a dict of numpy arrays) holds
+    /// one stretch of the trial's values and record places at a time, where the map held every
+    /// value (and, until it was converted, every event file a value's bytes were sliced from).
+    /// The steps are the complete ones when this is called; each stretch is looked up when it
+    /// is read.
+    pub fn value_chunks(
+        &self,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+        conversion: Conversion,
+    ) -> Result<ValueChunks<'t>> {
+        Ok(ValueChunks {
+            trial: self.trial,
+            name: self.name.clone(),
+            steps: self.trial.tensor_steps(&self.name, mode, false)?,
+            next: 0,
+            mode,
+            worker: worker.map(str::to_string),
+            conversion,
+        })
+    }
+
+    /// Reads every complete step of this tensor with `read`, a stretch of steps at a time (see
+    /// [`ValueChunks`]), on a few threads when a stretch has many.
     fn read_every_step<T: Send>(
         &self,
         mode: Option<Mode>,
         worker: Option<&str>,
         read: impl Fn(&Location) -> Result<T> + Sync,
     ) -> Result<BTreeMap<u64, T>> {
-        let locations = self.trial.step_locations(&self.name, mode, worker)?;
-        let threads = source::reader_threads(locations.len());
-        let read_chunk = |chunk: &[(u64, Location)]| -> Result<Vec<(u64, T)>> {
-            chunk.iter().map(|(s, loc)| Ok((*s, read(loc)?))).collect()
-        };
-        if threads <= 1 {
-            return Ok(read_chunk(&locations)?.into_iter().collect());
-        }
-        let chunk_len = locations.len().div_ceil(threads);
-        let parts: Vec<Result<Vec<(u64, T)>>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = locations
-                .chunks(chunk_len)
-                .map(|c| scope.spawn(|| read_chunk(c)))
-                .collect();
-            handles
-                .into_iter()
-                // A panic in a reader thread is a bug: re-raise it here rather than hide it.
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect()
-        });
+        let mut chunks = self.value_chunks(mode, worker, Conversion::Stored)?;
         let mut out = BTreeMap::new();
-        for part in parts {
+        while let Some(part) = chunks.next_with(&read) {
             out.extend(part?);
         }
         Ok(out)
@@ -227,4 +233,73 @@ impl TrialTensor<'_> {
         self.trial
             .tensor_workers(&self.name, step, mode.unwrap_or(Mode::Global))
     }
+}
+
+impl ValueChunks<'_> {
+    /// How many steps are left to read.
+    pub fn remaining(&self) -> usize {
+        self.steps.len() - self.next
+    }
+
+    /// The next stretch's `(step, value)` pairs, in step order (numbers or strings, read as
+    /// [`TrialTensor::read_values_as`] reads them); `None` once every step was read. An error
+    /// is the stretch's first failure (a caller may go on: the next call reads the stretch
+    /// after it).
+    pub fn next_chunk(&mut self) -> Option<Result<Vec<(u64, TensorValue)>>> {
+        let (trial, name, conversion) = (self.trial, self.name.clone(), self.conversion);
+        self.next_with(&|loc: &Location| trial.read_value(&name, loc, conversion))
+    }
+
+    /// The next stretch, each step's record read with `read`.
+    fn next_with<T: Send>(
+        &mut self,
+        read: &(impl Fn(&Location) -> Result<T> + Sync),
+    ) -> Option<Result<Vec<(u64, T)>>> {
+        if self.next >= self.steps.len() {
+            return None;
+        }
+        let end = (self.next + VALUE_CHUNK_STEPS).min(self.steps.len());
+        let steps = &self.steps[self.next..end];
+        self.next = end;
+        let locations =
+            match self
+                .trial
+                .step_locations(&self.name, steps, self.mode, self.worker.as_deref())
+            {
+                Ok(l) => l,
+                Err(e) => return Some(Err(e)),
+            };
+        Some(read_locations(&locations, read))
+    }
+}
+
+/// Reads `locations` with `read`, in order, on a few threads when there are many.
+fn read_locations<T: Send>(
+    locations: &[(u64, Location)],
+    read: &(impl Fn(&Location) -> Result<T> + Sync),
+) -> Result<Vec<(u64, T)>> {
+    let threads = source::reader_threads(locations.len());
+    let read_chunk = |chunk: &[(u64, Location)]| -> Result<Vec<(u64, T)>> {
+        chunk.iter().map(|(s, loc)| Ok((*s, read(loc)?))).collect()
+    };
+    if threads <= 1 {
+        return read_chunk(locations);
+    }
+    let chunk_len = locations.len().div_ceil(threads);
+    let parts: Vec<Result<Vec<(u64, T)>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = locations
+            .chunks(chunk_len)
+            .map(|c| scope.spawn(|| read_chunk(c)))
+            .collect();
+        handles
+            .into_iter()
+            // A panic in a reader thread is a bug: re-raise it here rather than hide it.
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    let mut out = Vec::with_capacity(locations.len());
+    for part in parts {
+        out.extend(part?);
+    }
+    Ok(out)
 }

@@ -2,12 +2,12 @@
 //! [`TensorFollower`](super::TensorFollower): which index files were read, when a file conflicts
 //! with what is known of its step, and under which name a tensor is listed.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use smdebug_core::{Mode, Reduction};
 
 use super::source::IndexEntry;
+use super::step_map::StepMap;
 use smdebug_io::error::{Error, Result};
 
 /// The name a reader lists a stored tensor under: like Python smdebug, a reduction
@@ -73,7 +73,7 @@ pub(crate) fn admit(known: Option<KnownStep<'_>>, idx: &IndexEntry) -> Result<Ad
 /// set of paths took ~340 bytes a step.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ReadFiles {
-    steps: BTreeMap<u64, StepFiles>,
+    steps: StepMap<u64, StepFiles>,
     /// The workers named by usual paths, each once.
     workers: Vec<Arc<str>>,
 }
@@ -121,8 +121,11 @@ impl ReadFiles {
                 ReadFile::Usual((self.workers.len() - 1) as u32)
             }
         };
-        let Some(files) = self.steps.get_mut(&step) else {
-            self.steps.insert(step, StepFiles::One(file));
+        let mut new = Some(file);
+        let files = self
+            .steps
+            .get_or_insert_with(step, || StepFiles::One(new.take().expect("taken once")));
+        let Some(file) = new else {
             return;
         };
         match files {
@@ -150,7 +153,7 @@ impl ReadFiles {
     /// Index files at or before the last complete step are never listed again: forgets them.
     pub fn forget_through(&mut self, last_complete: Option<u64>) {
         if let Some(last) = last_complete {
-            self.steps = self.steps.split_off(&last.saturating_add(1));
+            self.steps.drop_before(&last.saturating_add(1));
         }
     }
 }

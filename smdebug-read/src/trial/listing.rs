@@ -20,18 +20,14 @@ impl State {
         if mode == Mode::Global {
             return self.steps.contains_key(&step).then_some(step);
         }
-        self.by_mode_step.get(&(mode, step)).copied()
+        self.by_mode_step.get(mode, step)
     }
 
     /// The known steps of `mode` in its numbering, each with its global step, in order.
     fn numbered(&self, mode: Mode) -> Box<dyn Iterator<Item = (u64, u64)> + '_> {
         match mode {
             Mode::Global => Box::new(self.steps.keys().map(|g| (*g, *g))),
-            m => Box::new(
-                self.by_mode_step
-                    .range((m, 0)..=(m, u64::MAX))
-                    .map(|((_, s), g)| (*s, *g)),
-            ),
+            m => Box::new(self.by_mode_step.range_from(m, 0)),
         }
     }
 
@@ -63,9 +59,9 @@ impl State {
             Mode::Global => self.steps.keys().next_back().copied(),
             m => self
                 .by_mode_step
-                .range((m, 0)..=(m, u64::MAX))
+                .range_from(m, 0)
                 .next_back()
-                .map(|((_, s), _)| *s),
+                .map(|(s, _)| s),
         }
     }
 
@@ -74,11 +70,7 @@ impl State {
         // The first known step at or after `step`, with its global step.
         let next = match mode {
             Mode::Global => self.steps.range(step..).next().map(|(g, _)| (*g, *g)),
-            m => self
-                .by_mode_step
-                .range((m, step)..=(m, u64::MAX))
-                .next()
-                .map(|((_, s), g)| (*s, *g)),
+            m => self.by_mode_step.range_from(m, step).next(),
         };
         match next {
             Some((s, g)) if s == step => {

@@ -64,12 +64,7 @@ impl State {
         match (step, mode) {
             (None, Mode::Global) => return Ok(self.listed.keys().cloned().collect()),
             (None, m) => {
-                let globals: Vec<u64> = self
-                    .by_mode_step
-                    .range((m, 0)..=(m, u64::MAX))
-                    .map(|(_, g)| *g)
-                    .collect();
-                if globals.is_empty() {
+                if self.by_mode_step.range_from(m, 0).next().is_none() {
                     return Err(unknown());
                 }
                 for (g, e) in &self.steps {

@@ -100,6 +100,7 @@ mod records;
 mod report;
 mod source;
 mod state;
+mod step_map;
 mod step_runs;
 mod steps;
 mod tracks;
@@ -229,6 +230,23 @@ impl Default for TrialOptions {
 pub struct TrialTensor<'t> {
     trial: &'t Trial,
     name: String,
+}
+
+/// Steps read together by [`ValueChunks`]: enough for the reader threads to share
+/// (one per 256 files), few enough that a stretch's values and record places stay small
+/// (small values are copied out of their event files, so a stretch keeps no file alive).
+pub const VALUE_CHUNK_STEPS: usize = 1024;
+
+/// A tensor's values at its complete steps, a stretch of at most [`VALUE_CHUNK_STEPS`] steps at
+/// a time in step order ([`TrialTensor::value_chunks`]).
+pub struct ValueChunks<'t> {
+    trial: &'t Trial,
+    name: String,
+    steps: Vec<u64>,
+    next: usize,
+    mode: Option<smdebug_core::Mode>,
+    worker: Option<String>,
+    conversion: Conversion,
 }
 
 /// How many workers the run declares, or (no collections file) wrote steps.

@@ -286,19 +286,20 @@ impl Trial {
             .tensor_workers(name, step, mode, &self.location)
     }
 
-    /// Where `name`'s records are at every complete step of `mode` (see
-    /// [`TrialTensor::values`]).
+    /// Where `name`'s records are at `steps` (of `mode`'s numbering, as
+    /// [`tensor_steps`](Trial::tensor_steps) gave them; see [`TrialTensor::value_chunks`]).
     pub(super) fn step_locations(
         &self,
         name: &str,
+        steps: &[u64],
         mode: Option<Mode>,
         worker: Option<&str>,
     ) -> Result<Vec<(u64, Location)>> {
         let mode_or_global = mode.unwrap_or(Mode::Global);
-        let st = self.fresh()?;
-        st.tensor_steps(name, mode, false)
-            .into_iter()
-            .map(|s| {
+        let st = self.lock();
+        steps
+            .iter()
+            .map(|&s| {
                 let loc = st
                     .find(name, s, mode_or_global, worker, &self.location)?
                     .ok_or_else(|| st.miss(name, s, mode_or_global, &self.location))?;

@@ -13,7 +13,9 @@ use smdebug_io::error::{Error, Result};
 use smdebug_storage::Storage;
 
 /// A saved value in the dtype it was saved in, its bytes not copied yet: when the record holds
-/// them raw (smdebug always does), `data` is a slice of the event file as read or mapped.
+/// them raw (smdebug always does), `data` is a slice of the event file as read or mapped
+/// (values of at most 256 bytes are copied instead, so that a kept scalar does not keep its
+/// whole file).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TensorBytes {
     /// The element type the value was saved in.
@@ -191,10 +193,17 @@ pub(crate) fn number_at(
     }
 }
 
-/// A decoded value as a [`TensorBytes`] over the record's own bytes (copied only when the record
-/// held its values in typed fields rather than raw).
+/// Values up to this many bytes are copied out of their event file rather than sliced from it:
+/// a slice keeps the whole file (a step's every record) alive as long as the value is kept, and
+/// a caller keeping one scalar a step over a long run (`read_values`) kept every step's file.
+const COPIED_VALUE_MAX: usize = 256;
+
+/// A decoded value as a [`TensorBytes`] over the record's own bytes (copied when the record
+/// held its values in typed fields rather than raw, or when they are small: see
+/// [`COPIED_VALUE_MAX`]).
 fn in_place(record: &Bytes, event: smdebug_format::TensorEventRef<'_>) -> TensorBytes {
     let data = match event.data {
+        std::borrow::Cow::Borrowed(d) if d.len() <= COPIED_VALUE_MAX => Bytes::copy_from_slice(d),
         std::borrow::Cow::Borrowed(d) => record.slice_ref(d),
         std::borrow::Cow::Owned(v) => Bytes::from(v),
     };

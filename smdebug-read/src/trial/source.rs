@@ -91,17 +91,19 @@ pub(crate) fn read_collections_file(
 /// pattern: several tensors over many steps) looks nothing up and costs no I/O.
 #[derive(Debug)]
 pub(crate) struct EventFile {
-    /// The file, relative to the run, when it is not its step's and worker's usual path
-    /// ([`layout::event_file`](smdebug_format::layout::event_file)): a long run keeps one of
-    /// these a step, and the usual path is made again when asked for.
-    other_path: Option<Box<str>>,
+    /// The file's and its index file's paths, relative to the run, when either is not its
+    /// step's and worker's usual path ([`layout::event_file`](smdebug_format::layout::event_file),
+    /// [`layout::index_file`](smdebug_format::layout::index_file)): a long run keeps one of
+    /// these a step, and the usual paths are made again when asked for.
+    other_paths: Option<Box<OtherPaths>>,
     step: u64,
     pub worker: Arc<str>,
     /// Size of the file as the index describes it (the end of its last record).
     pub len: u64,
     /// The whole file (up to `len`) while kept: mapped, or fetched within the heap budget
-    /// (then `true`: its length counts against the budget until it is let go).
-    data: Mutex<Option<(Bytes, bool)>>,
+    /// (then `true`: its length counts against the budget until it is let go). Boxed: a long
+    /// run has a file a step, and few are kept at a time.
+    data: Mutex<Option<Box<(Bytes, bool)>>>,
     /// The whole file was fetched before (and let go as provisional, see [`Files`]): the next
     /// fetch keeps it.
     read_before: std::sync::atomic::AtomicBool,
@@ -110,12 +112,30 @@ pub(crate) struct EventFile {
     ahead: std::sync::atomic::AtomicBool,
 }
 
+/// The paths of an event file and its index file that are not the usual ones (`None`: usual).
+#[derive(Debug)]
+struct OtherPaths {
+    event: Option<Box<str>>,
+    index: Option<Box<str>>,
+}
+
 impl EventFile {
-    /// Event file `path` of `step` of `worker`, `len` bytes long.
-    pub(crate) fn new(path: String, step: u64, worker: Arc<str>, len: u64) -> EventFile {
-        let usual = path == smdebug_format::layout::event_file(step, &worker);
+    /// Event file `path` of `step` of `worker`, `len` bytes long, described by index file
+    /// `index_path`.
+    pub(crate) fn new(
+        path: String,
+        index_path: &str,
+        step: u64,
+        worker: Arc<str>,
+        len: u64,
+    ) -> EventFile {
+        let event =
+            (path != smdebug_format::layout::event_file(step, &worker)).then(|| path.into());
+        let index = (index_path != smdebug_format::layout::index_file(step, &worker))
+            .then(|| index_path.into());
         EventFile {
-            other_path: (!usual).then(|| path.into()),
+            other_paths: (event.is_some() || index.is_some())
+                .then(|| Box::new(OtherPaths { event, index })),
             step,
             worker,
             len,
@@ -125,6 +145,11 @@ impl EventFile {
         }
     }
 
+    /// The index file that described this file, when it is not the usual one.
+    pub(crate) fn other_index_file(&self) -> Option<&str> {
+        self.other_paths.as_ref()?.index.as_deref()
+    }
+
     /// The global step the file belongs to.
     pub(crate) fn step(&self) -> u64 {
         self.step
@@ -132,7 +157,7 @@ impl EventFile {
 
     /// The file, relative to the run.
     pub(crate) fn path(&self) -> std::borrow::Cow<'_, str> {
-        match &self.other_path {
+        match self.other_paths.as_ref().and_then(|o| o.event.as_ref()) {
             Some(path) => std::borrow::Cow::Borrowed(path),
             None => {
                 std::borrow::Cow::Owned(smdebug_format::layout::event_file(self.step, &self.worker))
@@ -140,27 +165,27 @@ impl EventFile {
         }
     }
 
-    pub(super) fn data(&self) -> MutexGuard<'_, Option<(Bytes, bool)>> {
+    pub(super) fn data(&self) -> MutexGuard<'_, Option<Box<(Bytes, bool)>>> {
         // Nothing can be left half-done under this lock: recover the guard.
         self.data.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The whole file, when a reader has kept it (mapped or fetched).
     pub(crate) fn kept(&self) -> Option<Bytes> {
-        self.data().as_ref().map(|(bytes, _)| bytes.clone())
+        self.data().as_ref().map(|kept| kept.0.clone())
     }
 
     /// Keeps `bytes` as the whole file, unless another reader kept it first: then its bytes
     /// (the same) are returned and `bytes` is dropped, its budget (when `heap`) given back.
     pub(super) fn keep(&self, bytes: Bytes, heap: bool, files: &Files) -> Bytes {
         let mut data = self.data();
-        if let Some((kept, _)) = data.as_ref() {
+        if let Some(kept) = data.as_ref() {
             if heap {
                 files.release(self.len);
             }
-            return kept.clone();
+            return kept.0.clone();
         }
-        *data = Some((bytes.clone(), heap));
+        *data = Some(Box::new((bytes.clone(), heap)));
         bytes
     }
 
@@ -192,7 +217,7 @@ impl EventFile {
                     // The caller read it meanwhile.
                     files.release(self.len);
                 } else {
-                    *data = Some((whole, true));
+                    *data = Some(Box::new((whole, true)));
                     self.ahead.store(true, Ordering::Relaxed);
                 }
             }
@@ -217,8 +242,8 @@ impl EventFile {
     /// Lets go of the kept file, if any: a fetched file's length goes back to the budget, a
     /// mapped file is unmapped once the values read from it are dropped too.
     pub(crate) fn forget(&self, files: &Files) {
-        if let Some((_, heap)) = self.data().take()
-            && heap
+        if let Some(kept) = self.data().take()
+            && kept.1
         {
             files.release(self.len);
         }

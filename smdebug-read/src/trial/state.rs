@@ -13,6 +13,7 @@ use smdebug_core::{Collection, EndReason, Mode, UnusablePattern};
 use super::intake::{Admit, KnownStep, ReadFiles, admit, listed_name};
 use super::progress::{StepProgress, StepRange};
 use super::source::{self, EventFile, Slot, TensorTable};
+use super::step_map::{ModeSteps, StepMap};
 use super::steps::PlannedStep;
 use smdebug_io::error::{Error, Result};
 use smdebug_io::jobs::{self, JobIdentity};
@@ -32,18 +33,16 @@ pub enum StepSelector {
 
 #[derive(Clone, Debug)]
 pub(crate) struct WorkerStep {
-    /// Shared with every `Location` handed out for it, with the file's bytes once read.
+    /// Shared with every `Location` handed out for it, with the file's bytes once read; it
+    /// names the worker, and the index file when that is not the usual one.
     pub file: Arc<EventFile>,
-    /// The index file that described this step of this worker, when it is not its step's
-    /// and worker's usual path (see [`WorkerStep::index_file`]).
-    other_index_file: Option<Box<str>>,
     pub tensors: TensorTable,
 }
 
 impl WorkerStep {
     /// The index file that described step `step` of this worker.
     pub fn index_file(&self, step: u64) -> std::borrow::Cow<'_, str> {
-        match &self.other_index_file {
+        match self.file.other_index_file() {
             Some(path) => std::borrow::Cow::Borrowed(path),
             None => {
                 std::borrow::Cow::Owned(smdebug_format::layout::index_file(step, &self.file.worker))
@@ -60,41 +59,42 @@ pub(crate) struct StepEntry {
 }
 
 /// The workers that wrote one step, in name order. A step has one worker or a few, so they are
-/// a sorted vector: a `BTreeMap` allocates a whole node (eleven slots, ~1 KB here) for the
-/// first, which was most of the `Trial`'s memory on an 85,500-step run.
+/// a sorted slice of exactly their number (a `BTreeMap` allocated a whole node, ~1 KB, for the
+/// first; a vector's first push reserves four).
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Workers(Vec<(Arc<str>, WorkerStep)>);
+pub(crate) struct Workers(Box<[WorkerStep]>);
 
 impl Workers {
     fn position(&self, worker: &str) -> Result<usize, usize> {
-        self.0.binary_search_by(|(w, _)| (**w).cmp(worker))
+        self.0.binary_search_by(|w| (*w.file.worker).cmp(worker))
     }
 
     /// The step of `worker`.
     pub fn get(&self, worker: &str) -> Option<&WorkerStep> {
-        self.position(worker).ok().map(|i| &self.0[i].1)
+        self.position(worker).ok().map(|i| &self.0[i])
     }
 
-    /// Sets `worker`'s step, replacing the one it had. The vector grows by one slot at a
-    /// time: a vector's first push reserves four, ~300 bytes a step of a one-worker run.
-    pub fn insert(&mut self, worker: Arc<str>, step: WorkerStep) {
-        match self.position(&worker) {
-            Ok(i) => self.0[i].1 = step,
+    /// Sets the step of its file's worker, replacing the one it had.
+    pub fn insert(&mut self, step: WorkerStep) {
+        match self.position(&step.file.worker) {
+            Ok(i) => self.0[i] = step,
             Err(i) => {
-                self.0.reserve_exact(1);
-                self.0.insert(i, (worker, step));
+                let mut all = std::mem::take(&mut self.0).into_vec();
+                all.reserve_exact(1);
+                all.insert(i, step);
+                self.0 = all.into_boxed_slice();
             }
         }
     }
 
     /// The workers' steps, in worker name order.
     pub fn values(&self) -> impl Iterator<Item = &WorkerStep> {
-        self.0.iter().map(|(_, w)| w)
+        self.0.iter()
     }
 
     /// `(worker, its step)`, in worker name order.
     pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &WorkerStep)> {
-        self.0.iter().map(|(n, w)| (n, w))
+        self.0.iter().map(|w| (&w.file.worker, w))
     }
 }
 
@@ -146,10 +146,10 @@ pub(crate) struct State {
     pub repeated_names: BTreeMap<String, RepeatedName>,
     /// Workers, and which steps are complete (Python smdebug's rules).
     pub progress: StepProgress,
-    pub steps: BTreeMap<u64, StepEntry>,
+    pub steps: StepMap<u64, StepEntry>,
     /// (mode, step within the mode) -> the first global step numbered so, for reads by mode
     /// (Python smdebug's `_mode_to_global`), in order for `has_passed_step`'s search.
-    pub by_mode_step: BTreeMap<(Mode, u64), u64>,
+    pub by_mode_step: ModeSteps,
     /// Stored tensor name (reductions included) -> global steps it was saved at.
     pub names: BTreeMap<String, StepSet>,
     /// Names a reader lists: like Python smdebug, a reduction `smdebug/reductions/mean/w` is
@@ -316,6 +316,9 @@ impl State {
                     self.end_reason = reason;
                     // Python smdebug: every step counts once the run ended.
                     self.progress.ended(self.steps.keys().next_back().copied());
+                    // Nothing is added from now on: the tables' spare room is let go.
+                    self.steps.shrink_to_fit();
+                    self.by_mode_step.shrink_to_fit();
                 }
             }
         }
@@ -497,11 +500,7 @@ impl State {
             }
         }
         if idx.mode != Mode::Global {
-            let first = self
-                .by_mode_step
-                .entry((idx.mode, idx.mode_step))
-                .or_insert(idx.step);
-            *first = (*first).min(idx.step);
+            self.by_mode_step.add(idx.mode, idx.mode_step, idx.step);
         }
         for name in idx.tensors.names() {
             // Most names are known already: look them up without copying them.
@@ -523,7 +522,7 @@ impl State {
         }
         self.progress.step_written(idx.step, &idx.worker);
         let file_len = idx.tensors.end();
-        let entry = self.steps.entry(idx.step).or_insert_with(|| StepEntry {
+        let entry = self.steps.get_or_insert_with(idx.step, || StepEntry {
             mode: idx.mode,
             mode_step: idx.mode_step,
             workers: Workers::default(),
@@ -536,15 +535,16 @@ impl State {
                 name
             }
         };
-        let usual_index = idx.path == smdebug_format::layout::index_file(idx.step, &idx.worker);
-        entry.workers.insert(
-            worker.clone(),
-            WorkerStep {
-                file: Arc::new(EventFile::new(idx.event_file, idx.step, worker, file_len)),
-                other_index_file: (!usual_index).then(|| idx.path.as_str().into()),
-                tensors: idx.tensors,
-            },
-        );
+        entry.workers.insert(WorkerStep {
+            file: Arc::new(EventFile::new(
+                idx.event_file,
+                &idx.path,
+                idx.step,
+                worker,
+                file_len,
+            )),
+            tensors: idx.tensors,
+        });
         self.read_once(idx.step, idx.path);
         Ok(())
     }
@@ -563,24 +563,15 @@ impl State {
             return false;
         }
         self.generation += 1;
-        self.steps = self.steps.split_off(&before);
+        self.steps.drop_before(&before);
         // Each mode's steps from its first: a mode numbers its steps in the order of their
         // global steps, so its released steps come first (a mode step left behind out of that
         // order is caught by `check_held`, which looks at the global step it maps to).
-        let modes: BTreeSet<Mode> = self.by_mode_step.keys().map(|(m, _)| *m).collect();
+        let modes: Vec<Mode> = self.by_mode_step.modes().collect();
         for mode in modes {
-            let gone: Vec<(Mode, u64)> = self
-                .by_mode_step
-                .range((mode, 0)..=(mode, u64::MAX))
-                .take_while(|(_, g)| **g < before)
-                .map(|(key, _)| *key)
-                .collect();
-            if let Some((_, last)) = gone.last() {
-                let through = self.released_mode_steps.entry(mode).or_insert(*last);
-                *through = (*through).max(*last);
-            }
-            for key in gone {
-                self.by_mode_step.remove(&key);
+            if let Some(last) = self.by_mode_step.release_before(mode, before) {
+                let through = self.released_mode_steps.entry(mode).or_insert(last);
+                *through = (*through).max(last);
             }
         }
         for steps in self.names.values_mut().chain(self.listed.values_mut()) {
@@ -601,8 +592,8 @@ impl State {
                     .is_some_and(|last| step <= *last)
                     || self
                         .by_mode_step
-                        .get(&(m, step))
-                        .is_some_and(|g| *g < self.released_before)
+                        .get(m, step)
+                        .is_some_and(|g| g < self.released_before)
             }
         };
         if !released {

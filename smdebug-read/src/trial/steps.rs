@@ -377,7 +377,13 @@ mod tests {
     fn step_of(bytes: &[u64]) -> PlannedStep {
         let mut step = PlannedStep::new(0, Mode::Train, 0);
         for (i, len) in bytes.iter().enumerate() {
-            let file = Arc::new(EventFile::new(format!("f{i}"), 0, Arc::from("w"), *len));
+            let file = Arc::new(EventFile::new(
+                format!("f{i}"),
+                "i",
+                0,
+                Arc::from("w"),
+                *len,
+            ));
             step.add_file(file, vec![(Arc::from("t"), Slot::Record(0, *len))]);
         }
         step
