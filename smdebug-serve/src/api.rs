@@ -540,6 +540,9 @@ fn shared_outliers(d: &RunData) -> Vec<u64> {
     out
 }
 
+/// A step span read: (step, start µs, duration s).
+type StepSpanRow = (u64, u64, f64);
+
 /// [`steps`] from the digest and the spans read again (`spans`).
 fn steps_of(
     d: &RunData,
@@ -549,25 +552,7 @@ fn steps_of(
     (last, slowest): (usize, usize),
     outlier_times: &[u64],
 ) -> Steps {
-    let from = window.start_us().unwrap_or(f64::NEG_INFINITY);
-    let to = window.end_us().unwrap_or(f64::INFINITY);
-    let in_window = |s: &SpanRef<'_>| (s.start_us as f64) >= from && (s.start_us as f64) <= to;
-    // (mode, node, worker) → [(step, start µs, duration s)] of the spans read.
-    let mut groups: BTreeMap<StepGroup, Vec<(u64, u64, f64)>> = BTreeMap::new();
-    // The window's step spans read: (index in the store, duration µs).
-    let mut windowed: Vec<(usize, u64)> = Vec::new();
-    for (i, s) in spans.iter().enumerate() {
-        let Some(mode) = is_step(&s) else { continue };
-        if in_window(&s) {
-            windowed.push((i, s.duration_us()));
-        }
-        if let Some(step) = s.step {
-            groups
-                .entry((mode.name().to_owned(), s.node.to_owned(), s.worker))
-                .or_default()
-                .push((step, s.start_us, seconds(s.duration_us())));
-        }
-    }
+    let (groups, windowed) = read_step_spans(spans, window);
     // The outliers are StepOutlier's own, from the summary its runner wrote into the run: per
     // node and mode, its limit and its slowest outlier steps. Without a StepOutlier result the
     // dashboard marks none (it does not judge the steps itself).
@@ -585,41 +570,14 @@ fn steps_of(
         })
         .collect();
     digests.sort_by(|a, b| a.0.cmp(&b.0));
-    let none: Vec<(u64, u64, f64)> = Vec::new();
     let series = digests
         .iter()
-        .map(|((mode, node, worker), digest)| {
-            let rows = groups
-                .get(&(mode.clone(), node.clone(), *worker))
-                .unwrap_or(&none);
-            let count = digest.durations.count() as usize;
-            let p50 = digest.durations.quantile(0.5).map(|us| us / 1e6);
-            let mean = digest.durations.mean().map(|us| us / 1e6);
+        .map(|(group, digest)| {
+            let (mode, node, _) = group;
             let judged = verdicts
                 .as_ref()
                 .and_then(|v| v.nodes.get(node))
                 .and_then(|modes| modes.get(mode));
-            let data = if whole {
-                // The line's durations are in µs.
-                let kept = crate::downsample::line_points(
-                    &digest.line,
-                    window.start_us(),
-                    window.end_us(),
-                    window.budget(),
-                );
-                TimeSeries {
-                    t: kept.iter().map(|p| finite(seconds(p.0))).collect(),
-                    v: kept.iter().map(|p| finite(p.1 / 1e6)).collect(),
-                    total: count,
-                }
-            } else {
-                let points: Vec<(u64, f64)> = rows.iter().map(|r| (r.1, r.2)).collect();
-                TimeSeries {
-                    total: count,
-                    ..time_series(&points, window)
-                }
-            };
-            let step = steps_at(rows, &data);
             // Several workers' series of this node and mode: an outlier is this worker's when
             // its span is (the spans at the outliers' times were read).
             let shared = !outlier_times.is_empty()
@@ -628,92 +586,16 @@ fn steps_of(
                     .filter(|(g, _)| g.0 == *mode && g.1 == *node)
                     .count()
                     > 1;
-            let outliers = judged
-                .map(|j| {
-                    j.outlier_steps
-                        .iter()
-                        // This worker's outliers: rows are in start order (the store's).
-                        .filter(|o| {
-                            !shared || {
-                                let at = rows.partition_point(|r| r.1 < o.start_us);
-                                rows[at..]
-                                    .iter()
-                                    .take_while(|r| r.1 == o.start_us)
-                                    .any(|r| r.0 == o.step)
-                            }
-                        })
-                        .map(|o| Outlier {
-                            step: o.step,
-                            t: seconds(o.start_us),
-                            duration: o.duration_s,
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            StepSeries {
-                mode: mode.clone(),
-                node: node.clone(),
-                worker: *worker,
-                count,
-                p50: p50.and_then(finite),
-                mean: mean.and_then(finite),
-                outlier_limit: judged.and_then(|j| finite(j.outlier_limit_s)),
-                step,
-                data,
-                outliers,
-            }
+            let rows = groups.get(group).map(Vec::as_slice).unwrap_or_default();
+            let data = step_durations(digest, rows, window, whole);
+            step_series(group, digest, rows, data, judged, shared)
         })
         .collect();
-    let (histogram, window_steps) = if whole {
-        let mut all = smdebug_analysis::stats::Sketch::default();
-        for (_, digest) in &digests {
-            all.merge(&digest.durations);
-        }
-        // The bins run from the exact shortest step to the exact longest.
-        let ends = [all.min(), all.max()]
-            .into_iter()
-            .flatten()
-            .map(|us| (us, 0));
-        let weighted = all.buckets().chain(ends).map(|(us, n)| (us / 1e6, n));
-        (
-            log_histogram_weighted(weighted, HISTOGRAM_BINS),
-            all.count() as usize,
-        )
-    } else {
-        let durations: Vec<f64> = windowed.iter().map(|w| seconds(w.1)).collect();
-        (log_histogram(&durations, HISTOGRAM_BINS), windowed.len())
-    };
+    let (histogram, window_steps) = step_histogram(&digests, &windowed, whole);
     let slowest = if whole {
-        d.step_spans
-            .slowest()
-            .iter()
-            .take(slowest)
-            .filter_map(|st| {
-                let at = spans.first_starting_at(st.start_us);
-                let node = d.step_spans.node(st.node);
-                let found = spans
-                    .iter_from(at)
-                    .take_while(|s| s.start_us == st.start_us)
-                    .find(|s| {
-                        s.end_us == st.end_us
-                            && s.node == node
-                            && s.worker == st.worker
-                            && s.step == st.step
-                            && is_step(s) == Some(st.mode)
-                    });
-                found.map(|s| step_row(spans, &s))
-            })
-            .collect()
+        slowest_of_run(d, spans, slowest)
     } else {
-        // The slowest first; among equals, the earlier first.
-        let mut by_duration = windowed.clone();
-        by_duration.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        by_duration.truncate(slowest);
-        by_duration
-            .iter()
-            .filter_map(|&(i, _)| spans.iter_from(i).next())
-            .map(|st| step_row(spans, &st))
-            .collect()
+        slowest_of_window(spans, &windowed, slowest)
     };
     let recent: Vec<SpanRef<'_>> = windowed
         .iter()
@@ -731,6 +613,178 @@ fn steps_of(
         window_steps,
         outliers_unread,
     }
+}
+
+/// The step spans read: those with a step number per (mode, node, worker), in start order,
+/// and the window's as (index in the store, duration µs).
+#[allow(clippy::type_complexity)]
+fn read_step_spans(
+    spans: &SpanStore,
+    window: &Window,
+) -> (BTreeMap<StepGroup, Vec<StepSpanRow>>, Vec<(usize, u64)>) {
+    let from = window.start_us().unwrap_or(f64::NEG_INFINITY);
+    let to = window.end_us().unwrap_or(f64::INFINITY);
+    let mut groups: BTreeMap<StepGroup, Vec<StepSpanRow>> = BTreeMap::new();
+    let mut windowed: Vec<(usize, u64)> = Vec::new();
+    for (i, s) in spans.iter().enumerate() {
+        let Some(mode) = is_step(&s) else { continue };
+        if (s.start_us as f64) >= from && (s.start_us as f64) <= to {
+            windowed.push((i, s.duration_us()));
+        }
+        if let Some(step) = s.step {
+            groups
+                .entry((mode.name().to_owned(), s.node.to_owned(), s.worker))
+                .or_default()
+                .push((step, s.start_us, seconds(s.duration_us())));
+        }
+    }
+    (groups, windowed)
+}
+
+/// One series' step durations: the whole run from the digest's line (in µs), a window from the
+/// spans read.
+fn step_durations(
+    digest: &StepDigest,
+    rows: &[StepSpanRow],
+    window: &Window,
+    whole: bool,
+) -> TimeSeries {
+    let count = digest.durations.count() as usize;
+    if whole {
+        let kept = crate::downsample::line_points(
+            &digest.line,
+            window.start_us(),
+            window.end_us(),
+            window.budget(),
+        );
+        TimeSeries {
+            t: kept.iter().map(|p| finite(seconds(p.0))).collect(),
+            v: kept.iter().map(|p| finite(p.1 / 1e6)).collect(),
+            total: count,
+        }
+    } else {
+        let points: Vec<(u64, f64)> = rows.iter().map(|r| (r.1, r.2)).collect();
+        TimeSeries {
+            total: count,
+            ..time_series(&points, window)
+        }
+    }
+}
+
+/// One (mode, node, worker)'s step series, with StepOutlier's outliers of it (`judged`); when
+/// the node and mode have several workers (`shared`), an outlier is this worker's when one of
+/// its step spans starts at the outlier's time with its step.
+fn step_series(
+    (mode, node, worker): &StepGroup,
+    digest: &StepDigest,
+    rows: &[StepSpanRow],
+    data: TimeSeries,
+    judged: Option<&smdebug_rules::profiler::StepSeriesDetails>,
+    shared: bool,
+) -> StepSeries {
+    let outliers = judged
+        .map(|j| {
+            j.outlier_steps
+                .iter()
+                // This worker's outliers: rows are in start order (the store's).
+                .filter(|o| {
+                    !shared || {
+                        let at = rows.partition_point(|r| r.1 < o.start_us);
+                        rows[at..]
+                            .iter()
+                            .take_while(|r| r.1 == o.start_us)
+                            .any(|r| r.0 == o.step)
+                    }
+                })
+                .map(|o| Outlier {
+                    step: o.step,
+                    t: seconds(o.start_us),
+                    duration: o.duration_s,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    StepSeries {
+        mode: mode.clone(),
+        node: node.clone(),
+        worker: *worker,
+        count: digest.durations.count() as usize,
+        p50: digest
+            .durations
+            .quantile(0.5)
+            .map(|us| us / 1e6)
+            .and_then(finite),
+        mean: digest.durations.mean().map(|us| us / 1e6).and_then(finite),
+        outlier_limit: judged.and_then(|j| finite(j.outlier_limit_s)),
+        step: steps_at(rows, &data),
+        data,
+        outliers,
+    }
+}
+
+/// The step-duration histogram and its step count: of the whole run from the digests'
+/// sketches, bins from the exact shortest step to the exact longest; of a window from its
+/// spans.
+fn step_histogram(
+    digests: &[(StepGroup, &StepDigest)],
+    windowed: &[(usize, u64)],
+    whole: bool,
+) -> (Option<Histogram>, usize) {
+    if whole {
+        let mut all = smdebug_analysis::stats::Sketch::default();
+        for (_, digest) in digests {
+            all.merge(&digest.durations);
+        }
+        let ends = [all.min(), all.max()]
+            .into_iter()
+            .flatten()
+            .map(|us| (us, 0));
+        let weighted = all.buckets().chain(ends).map(|(us, n)| (us / 1e6, n));
+        (
+            log_histogram_weighted(weighted, HISTOGRAM_BINS),
+            all.count() as usize,
+        )
+    } else {
+        let durations: Vec<f64> = windowed.iter().map(|w| seconds(w.1)).collect();
+        (log_histogram(&durations, HISTOGRAM_BINS), windowed.len())
+    }
+}
+
+/// The run's `n` slowest steps, from the kept slowest step spans, each found again among the
+/// spans read for its phases.
+fn slowest_of_run(d: &RunData, spans: &SpanStore, n: usize) -> Vec<StepRow> {
+    d.step_spans
+        .slowest()
+        .iter()
+        .take(n)
+        .filter_map(|st| {
+            let at = spans.first_starting_at(st.start_us);
+            let node = d.step_spans.node(st.node);
+            let found = spans
+                .iter_from(at)
+                .take_while(|s| s.start_us == st.start_us)
+                .find(|s| {
+                    s.end_us == st.end_us
+                        && s.node == node
+                        && s.worker == st.worker
+                        && s.step == st.step
+                        && is_step(s) == Some(st.mode)
+                });
+            found.map(|s| step_row(spans, &s))
+        })
+        .collect()
+}
+
+/// The window's `n` slowest steps: the slowest first; among equals, the earlier first.
+fn slowest_of_window(spans: &SpanStore, windowed: &[(usize, u64)], n: usize) -> Vec<StepRow> {
+    let mut by_duration = windowed.to_vec();
+    by_duration.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    by_duration.truncate(n);
+    by_duration
+        .iter()
+        .filter_map(|&(i, _)| spans.iter_from(i).next())
+        .map(|st| step_row(spans, &st))
+        .collect()
 }
 
 /// `values` (seconds) in `bins` bins of equal width on a log axis from the smallest to the

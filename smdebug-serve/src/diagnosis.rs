@@ -225,6 +225,53 @@ fn non_finite_phrase(message: &str) -> Option<String> {
     Some(format!("{what} in {list}"))
 }
 
+/// The first three rules' names of `list`, and how many more.
+fn named(list: &[&crate::views::RuleView]) -> String {
+    let names: Vec<&str> = list.iter().take(3).map(|r| r.name.as_str()).collect();
+    match list.len().saturating_sub(3) {
+        0 => names.join(", "),
+        more => format!("{} and {more} more", names.join(", ")),
+    }
+}
+
+/// The sentence of a run a rule stopped (`stopped`: "Stopped at step N"): the rule, the step
+/// it fired at when that is not the last, its finding, and how many other issues there are.
+fn stopped_by_rule(
+    d: &RunData,
+    rules: &[crate::views::RuleView],
+    issues: usize,
+    stopped: String,
+) -> String {
+    let last = d.steps.last().copied();
+    let cause = stopping_rule(d);
+    let rule = cause.as_ref().map_or("a rule", |c| c.rule.as_str());
+    let fired = cause
+        .as_ref()
+        .and_then(|c| c.fired_step)
+        .filter(|&s| Some(s) != last)
+        .map(|s| format!(" (fired at step {s})"))
+        .unwrap_or_default();
+    let finding = cause
+        .as_ref()
+        .and_then(|c| c.finding.as_deref())
+        .or_else(|| {
+            rules
+                .iter()
+                .find(|r| Some(r.name.as_str()) == cause.as_ref().map(|c| c.rule.as_str()))
+                .map(|r| r.message.as_str())
+        })
+        .map(short_finding)
+        .filter(|f| !f.is_empty())
+        .map(|f| format!(": {f}"))
+        .unwrap_or_default();
+    let also = match issues.saturating_sub(usize::from(cause.is_some())) {
+        0 => String::new(),
+        1 => " · 1 more issue".to_owned(),
+        n => format!(" · {n} more issues"),
+    };
+    format!("{stopped} by {rule}{fired}{finding}{also}")
+}
+
 /// The sentence for a run whose rules' views are `rules` (as the page lists them).
 pub(crate) fn health(
     d: &RunData,
@@ -247,16 +294,6 @@ pub(crate) fn health(
         .map(|r| r.severity)
         .min()
         .unwrap_or(Severity::None);
-    let named = |list: &[&crate::views::RuleView]| -> String {
-        let names: Vec<&str> = list.iter().take(3).map(|r| r.name.as_str()).collect();
-        let more = list.len().saturating_sub(3);
-        names.join(", ")
-            + &if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            }
-    };
     let issues_part = match issues {
         0 if d.rules.is_some() => "no rule found an issue".to_owned(),
         0 => "no rule statuses yet".to_owned(),
@@ -271,36 +308,7 @@ pub(crate) fn health(
         details.push(format!("Stop request in the run: {}", request.reason));
     }
     let sentence = match phase {
-        Phase::StoppedByRule => {
-            let cause = stopping_rule(d);
-            let rule = cause.as_ref().map_or("a rule", |c| c.rule.as_str());
-            let fired = cause
-                .as_ref()
-                .and_then(|c| c.fired_step)
-                .filter(|&s| Some(s) != last)
-                .map(|s| format!(" (fired at step {s})"))
-                .unwrap_or_default();
-            let finding = cause
-                .as_ref()
-                .and_then(|c| c.finding.as_deref())
-                .or_else(|| {
-                    rules
-                        .iter()
-                        .find(|r| Some(r.name.as_str()) == cause.as_ref().map(|c| c.rule.as_str()))
-                        .map(|r| r.message.as_str())
-                })
-                .map(short_finding)
-                .filter(|f| !f.is_empty())
-                .map(|f| format!(": {f}"))
-                .unwrap_or_default();
-            let others = issues.saturating_sub(usize::from(cause.is_some()));
-            let also = match others {
-                0 => String::new(),
-                1 => " · 1 more issue".to_owned(),
-                n => format!(" · {n} more issues"),
-            };
-            format!("{} by {rule}{fired}{finding}{also}", at("Stopped"))
-        }
+        Phase::StoppedByRule => stopped_by_rule(d, rules, issues, at("Stopped")),
         Phase::StoppedByPerson => format!(
             "{} by a person{} · {issues_part}",
             at("Stopped"),

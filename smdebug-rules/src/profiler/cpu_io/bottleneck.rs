@@ -138,6 +138,31 @@ struct NodeBottlenecks {
 }
 
 impl NodeBottlenecks {
+    /// Keeps a bottleneck sample (the first [`MAX_KEPT_TIMES`]) and counts the phases of the
+    /// earlier windows' spans its time overlapped (this window's are matched in
+    /// `attribute_phases`; a phase counts once per sample). With `node` set, only that node's
+    /// spans count; without, every span (one node in the run).
+    fn keep(
+        &mut self,
+        sample: BottleneckSample,
+        recent_spans: &VecDeque<PhaseSpan>,
+        phase_names: &[String],
+        node: Option<&str>,
+    ) {
+        if self.times.len() >= MAX_KEPT_TIMES {
+            return;
+        }
+        let (since_us, time_us) = (sample.since_us, sample.time_us);
+        self.times.push(sample);
+        self.counted_phases.push(Vec::new());
+        let i = self.times.len() - 1;
+        for s in recent_spans {
+            if node.is_none_or(|n| s.node == n) && s.start_us <= time_us && s.end_us >= since_us {
+                self.count_phase(i, s.phase, &phase_names[s.phase as usize]);
+            }
+        }
+    }
+
     /// Counts kept sample `i` for `phase` unless it was counted for it already.
     fn count_phase(&mut self, i: usize, phase: u16, name: &str) {
         let counted = &mut self.counted_phases[i];
@@ -146,6 +171,17 @@ impl NodeBottlenecks {
             *self.phases.entry(name.to_owned()).or_default() += 1;
         }
     }
+}
+
+/// A node's bottleneck share when it passes the threshold.
+#[derive(Debug, Clone, Copy)]
+struct Share {
+    /// Bottleneck samples, in percent of `samples`.
+    percent: f64,
+    /// Samples evaluated (after patience).
+    samples: u64,
+    /// The first bottleneck sample's time.
+    first_us: u64,
 }
 
 /// The counting shared by CPUBottleneck and IOBottleneck.
@@ -292,76 +328,31 @@ impl Bottlenecks {
             if !idle_gpus.is_empty() {
                 node.low_gpu += 1;
             }
-            let bottleneck = !idle_gpus.is_empty() && host.is_some();
-            if bottleneck {
+            if !idle_gpus.is_empty() && host.is_some() {
                 node.bottlenecks += 1;
-                if node.times.len() < MAX_KEPT_TIMES {
-                    node.times.push(BottleneckSample {
-                        since_us,
-                        time_us: snapshot.time_us,
-                        step: window.step_at(snapshot.time_us),
-                        host_percent: host.as_ref().map_or(f64::NAN, |h| h.1),
-                        gpu_percent: idle_gpus.iter().map(|g| *g.1).fold(f64::INFINITY, f64::min),
-                    });
-                    node.counted_phases.push(Vec::new());
-                    // Spans of earlier windows this sample's time overlapped (this window's
-                    // are matched in `attribute_phases`; a phase counts once per sample).
-                    let i = node.times.len() - 1;
-                    for s in &self.recent_spans {
-                        if (single || s.node == snapshot.node)
-                            && s.start_us <= snapshot.time_us
-                            && s.end_us >= since_us
-                        {
-                            node.count_phase(i, s.phase, &self.phase_names[s.phase as usize]);
-                        }
-                    }
-                }
+                let sample = BottleneckSample {
+                    since_us,
+                    time_us: snapshot.time_us,
+                    step: window.step_at(snapshot.time_us),
+                    host_percent: host.as_ref().map_or(f64::NAN, |h| h.1),
+                    gpu_percent: idle_gpus.iter().map(|g| *g.1).fold(f64::INFINITY, f64::min),
+                };
+                let node_name = (!single).then_some(snapshot.node.as_str());
+                node.keep(sample, &self.recent_spans, &self.phase_names, node_name);
             }
             let percent = node.bottlenecks as f64 * 100.0 / node.counted as f64;
             let condition = percent > self.threshold;
-            if condition && !node.firing {
-                let step = window.step_at(snapshot.time_us);
-                let mut r = RuleResult::at_time(step, snapshot.time_us);
-                let (what, cure) = match self.starver {
-                    Starver::Cpu => (
-                        format!("the CPU was above {}%", self.host_threshold),
-                        "the host cannot prepare data fast enough: move preprocessing to the \
-                         GPU or offline, use more data-loading workers, or a larger instance",
-                    ),
-                    Starver::Io => (
-                        format!("I/O wait was above {}%", self.host_threshold),
-                        "the GPU waits for storage: prefetch, cache the data set locally, \
-                         read larger shards, or use faster storage",
-                    ),
-                };
-                r.fire(format!(
-                    "node {}: GPU idle (below {}%) while {what} in {:.0}% of {} samples \
-                     (more than {}%), first at {} (step {step}): {cure}",
-                    snapshot.node,
-                    self.gpu_threshold,
-                    percent,
-                    node.counted,
-                    self.threshold,
-                    utc(node.times.first().map_or(snapshot.time_us, |t| t.time_us)),
-                ));
-                let label = format!("{} bottleneck share", snapshot.node);
-                r.evidence.push(
-                    Evidence::new(&label, step, "percent_of_samples", percent)
-                        .limit(self.threshold),
-                );
-                if let (Some((gpu, g)), Some((name, h))) = (idle_gpus.first(), &host) {
-                    r.evidence.push(
-                        Evidence::new(&format!("{} {gpu}", snapshot.node), step, "gpu_util", **g)
-                            .limit(self.gpu_threshold),
-                    );
-                    r.evidence.push(
-                        Evidence::new(&format!("{} {name}", snapshot.node), step, "host", *h)
-                            .limit(self.host_threshold),
-                    );
-                }
-                results.push(r);
-            }
+            let starts_firing = condition && !node.firing;
             node.firing = condition;
+            let share = Share {
+                percent,
+                samples: node.counted,
+                first_us: node.times.first().map_or(snapshot.time_us, |t| t.time_us),
+            };
+            if starts_firing {
+                let step = window.step_at(snapshot.time_us);
+                results.push(self.fired(&snapshot, step, share, idle_gpus.first(), &host));
+            }
         }
         self.attribute_phases(window);
         self.judged += datapoints as u64;
@@ -371,29 +362,86 @@ impl Bottlenecks {
             r.unjudged = unjudged;
             results.push(r);
         }
-        if window.final_window && self.nodes.is_empty() {
-            let mut r = RuleResult::at_time(0, window.now_us);
-            r.message = NO_GPU.into();
-            results.push(r);
-        } else if window.final_window && self.nodes.values().all(|n| n.counted == 0) {
-            let mut r = RuleResult::at_time(0, window.now_us);
+        if window.final_window {
+            results.extend(self.nothing_judged(window.now_us));
+        }
+        results
+    }
+
+    /// The result of a node's bottleneck share passing the threshold at `snapshot`: what the
+    /// GPU waited for, the cure, and the readings as evidence.
+    fn fired(
+        &self,
+        snapshot: &Snapshot,
+        step: u64,
+        share: Share,
+        idle_gpu: Option<&(&String, &f64)>,
+        host: &Option<(String, f64)>,
+    ) -> RuleResult {
+        let mut r = RuleResult::at_time(step, snapshot.time_us);
+        let (what, cure) = match self.starver {
+            Starver::Cpu => (
+                format!("the CPU was above {}%", self.host_threshold),
+                "the host cannot prepare data fast enough: move preprocessing to the \
+                 GPU or offline, use more data-loading workers, or a larger instance",
+            ),
+            Starver::Io => (
+                format!("I/O wait was above {}%", self.host_threshold),
+                "the GPU waits for storage: prefetch, cache the data set locally, \
+                 read larger shards, or use faster storage",
+            ),
+        };
+        r.fire(format!(
+            "node {}: GPU idle (below {}%) while {what} in {:.0}% of {} samples \
+             (more than {}%), first at {} (step {step}): {cure}",
+            snapshot.node,
+            self.gpu_threshold,
+            share.percent,
+            share.samples,
+            self.threshold,
+            utc(share.first_us),
+        ));
+        let label = format!("{} bottleneck share", snapshot.node);
+        r.evidence.push(
+            Evidence::new(&label, step, "percent_of_samples", share.percent).limit(self.threshold),
+        );
+        if let (Some((gpu, g)), Some((name, h))) = (idle_gpu, host) {
+            r.evidence.push(
+                Evidence::new(&format!("{} {gpu}", snapshot.node), step, "gpu_util", **g)
+                    .limit(self.gpu_threshold),
+            );
+            r.evidence.push(
+                Evidence::new(&format!("{} {name}", snapshot.node), step, "host", *h)
+                    .limit(self.host_threshold),
+            );
+        }
+        r
+    }
+
+    /// At the last window, why nothing was judged, if nothing was: no GPU readings, too few
+    /// samples past patience, or idle GPUs with no host readings beside them.
+    fn nothing_judged(&self, now_us: u64) -> Option<RuleResult> {
+        let message = if self.nodes.is_empty() {
+            NO_GPU.to_owned()
+        } else if self.nodes.values().all(|n| n.counted == 0) {
             let seen: u64 = self.nodes.values().map(|n| n.seen).max().unwrap_or(0);
-            r.message = format!(
+            format!(
                 "only {seen} samples with GPU readings per node, not more than patience \
                  ({}): nothing evaluated",
                 self.patience
-            );
-            results.push(r);
-        } else if window.final_window && self.judged == 0 {
-            let mut r = RuleResult::at_time(0, window.now_us);
-            r.message = format!(
+            )
+        } else if self.judged == 0 {
+            format!(
                 "the GPUs were idle in every sample past patience and no {} was read beside \
                  them: nothing judged",
                 self.host_readings()
-            );
-            results.push(r);
-        }
-        results
+            )
+        } else {
+            return None;
+        };
+        let mut r = RuleResult::at_time(0, now_us);
+        r.message = message;
+        Some(r)
     }
 
     /// Counts the kept bottleneck samples whose time overlaps each of this window's spans, by
