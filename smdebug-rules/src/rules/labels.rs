@@ -437,6 +437,96 @@ impl Confusion {
         }
         Ok(names)
     }
+
+    /// The number of classes: `category_no`, or one more than the highest class seen in this
+    /// step's pairs and the kept ones; an error when a label or prediction is outside them.
+    fn classes_of(&self, labels: &[i64], preds: &[i64], step: u64) -> Result<usize> {
+        let seen = labels.iter().chain(preds).copied().max().unwrap_or(0);
+        let k = match self.params.category_no {
+            Some(n) => n as usize,
+            None => {
+                let before = self.recent.pairs.iter().map(|(l, p)| *l.max(p)).max();
+                seen.max(before.unwrap_or(0)).max(0) as usize + 1
+            }
+        };
+        if let Some((l, p)) = labels
+            .iter()
+            .zip(preds)
+            .find(|(l, p)| **l < 0 || **p < 0 || **l as usize >= k || **p as usize >= k)
+        {
+            return Err(Error::Rule {
+                rule: Self::NAME.into(),
+                step,
+                source: format!(
+                    "class index (label {l}, prediction {p}) outside 0..{k} (category_no)"
+                )
+                .into(),
+            });
+        }
+        Ok(k)
+    }
+
+    /// Fires on the confusion matrix of the kept pairs (`k` classes): a diagonal share under
+    /// `min_diag` (per predicted and per labelled class) or an off-diagonal share over
+    /// `max_off_diag`, each at `noise_ses` standard errors.
+    fn judge(&self, result: &mut RuleResult, k: usize, pname: &str, step: u64) {
+        let mut c = vec![vec![0u64; k]; k];
+        for (l, p) in &self.recent.pairs {
+            c[*l as usize][*p as usize] += 1;
+        }
+        let window = self.recent.pairs.len();
+        let ses = self.params.noise_ses;
+        let min_diag = self.params.min_diag;
+        let diagonal = |result: &mut RuleResult, i: usize, of: u64, which: &str, what: &str| {
+            let right = c[i][i];
+            let (_, high) = share_bounds(right, of, ses);
+            if of > 0 && high < min_diag {
+                let share = right as f64 / of as f64;
+                result.fire(format!(
+                    "{which} class {i}: {right} of {of} {what} among the latest {window}, {:.1} % (at most {:.1} % at {ses} standard errors, under min_diag {min_diag})",
+                    share * 100.0,
+                    high * 100.0,
+                ));
+                result.evidence.push(
+                    Evidence::new(
+                        &format!("{pname} ({which} class {i})"),
+                        step,
+                        "diagonal_share",
+                        share,
+                    )
+                    .limit(min_diag),
+                );
+            }
+        };
+        for i in 0..k {
+            let col: u64 = (0..k).map(|j| c[j][i]).sum();
+            let row: u64 = c[i].iter().sum();
+            diagonal(result, i, col, "predicted", "right");
+            diagonal(result, i, row, "labelled", "predicted as such");
+            for (j, counts) in c.iter().enumerate() {
+                let (low, _) = share_bounds(counts[i], col, ses);
+                if j != i && col > 0 && low > self.params.max_off_diag {
+                    let off = counts[i] as f64 / col as f64;
+                    result.fire(format!(
+                        "predicted class {i}: {} of {col} among the latest {window} are class {j}, {:.1} % (at least {:.1} % at {ses} standard errors, over max_off_diag {})",
+                        counts[i],
+                        off * 100.0,
+                        low * 100.0,
+                        self.params.max_off_diag
+                    ));
+                    result.evidence.push(
+                        Evidence::new(
+                            &format!("{pname} (class {j} as {i})"),
+                            step,
+                            "off_diagonal_share",
+                            off,
+                        )
+                        .limit(self.params.max_off_diag),
+                    );
+                }
+            }
+        }
+    }
 }
 
 impl TensorRule for Confusion {
@@ -486,86 +576,10 @@ impl TensorRule for Confusion {
                 .into(),
             });
         }
-        let seen = labels.iter().chain(&preds).copied().max().unwrap_or(0);
-        let k = match self.params.category_no {
-            Some(n) => n as usize,
-            None => {
-                let before = self.recent.pairs.iter().map(|(l, p)| *l.max(p)).max();
-                seen.max(before.unwrap_or(0)).max(0) as usize + 1
-            }
-        };
-        if let Some((l, p)) = labels
-            .iter()
-            .zip(&preds)
-            .find(|(l, p)| **l < 0 || **p < 0 || **l as usize >= k || **p as usize >= k)
-        {
-            return Err(Error::Rule {
-                rule: Self::NAME.into(),
-                step,
-                source: format!(
-                    "class index (label {l}, prediction {p}) outside 0..{k} (category_no)"
-                )
-                .into(),
-            });
-        }
+        let k = self.classes_of(&labels, &preds, step)?;
         self.recent.extend(&labels, &preds);
-        let mut c = vec![vec![0u64; k]; k];
-        for (l, p) in &self.recent.pairs {
-            c[*l as usize][*p as usize] += 1;
-        }
-        let window = self.recent.pairs.len();
         result.datapoints = labels.len();
-        let ses = self.params.noise_ses;
-        let min_diag = self.params.min_diag;
-        let diagonal = |result: &mut RuleResult, i: usize, of: u64, which: &str, what: &str| {
-            let right = c[i][i];
-            let (_, high) = share_bounds(right, of, ses);
-            if of > 0 && high < min_diag {
-                let share = right as f64 / of as f64;
-                result.fire(format!(
-                    "{which} class {i}: {right} of {of} {what} among the latest {window}, {:.1} % (at most {:.1} % at {ses} standard errors, under min_diag {min_diag})",
-                    share * 100.0,
-                    high * 100.0,
-                ));
-                result.evidence.push(
-                    Evidence::new(
-                        &format!("{pname} ({which} class {i})"),
-                        step,
-                        "diagonal_share",
-                        share,
-                    )
-                    .limit(min_diag),
-                );
-            }
-        };
-        for i in 0..k {
-            let col: u64 = (0..k).map(|j| c[j][i]).sum();
-            let row: u64 = c[i].iter().sum();
-            diagonal(&mut result, i, col, "predicted", "right");
-            diagonal(&mut result, i, row, "labelled", "predicted as such");
-            for (j, counts) in c.iter().enumerate() {
-                let (low, _) = share_bounds(counts[i], col, ses);
-                if j != i && col > 0 && low > self.params.max_off_diag {
-                    let off = counts[i] as f64 / col as f64;
-                    result.fire(format!(
-                        "predicted class {i}: {} of {col} among the latest {window} are class {j}, {:.1} % (at least {:.1} % at {ses} standard errors, over max_off_diag {})",
-                        counts[i],
-                        off * 100.0,
-                        low * 100.0,
-                        self.params.max_off_diag
-                    ));
-                    result.evidence.push(
-                        Evidence::new(
-                            &format!("{pname} (class {j} as {i})"),
-                            step,
-                            "off_diagonal_share",
-                            off,
-                        )
-                        .limit(self.params.max_off_diag),
-                    );
-                }
-            }
-        }
+        self.judge(&mut result, k, &pname, step);
         Ok(result)
     }
 }
