@@ -7,24 +7,15 @@
 
 use std::path::Path;
 
-use smdebug_io::crafted::scalar;
 use smdebug_read::trial::{Trial, TrialOptions};
 use smdebug_testkit::alloc;
-use smdebug_testkit::runs::write_finished_run;
+use smdebug_testkit::runs::write_scalar_run;
 
 #[global_allocator]
 static ALLOCATOR: alloc::Counting = alloc::Counting;
 
 /// Tensors a step: the synthetic benchmark run's count (`smdebug-serve/examples/synthetic_run`).
 const TENSORS: usize = 50;
-
-/// A finished run of `steps` TRAIN steps of worker_0, each saving `TENSORS` scalars.
-fn write_run(run: &Path, steps: u64) {
-    let names: Vec<String> = (0..TENSORS).map(|i| format!("layer{i:02}/value")).collect();
-    write_finished_run(run, steps, |s| {
-        names.iter().map(|n| scalar(n, s as f32)).collect()
-    });
-}
 
 /// Bytes the trial of `run` holds once it has listed the steps and looked one tensor up at
 /// every step (which builds what lookups by name need), per tensor entry of the run.
@@ -57,8 +48,8 @@ fn bytes_an_entry(run: &Path, steps: u64) -> f64 {
 fn the_index_of_a_long_run_costs_the_same_few_bytes_an_entry_at_any_length() {
     let dir = tempfile::tempdir().unwrap();
     let (short, long) = (dir.path().join("short"), dir.path().join("long"));
-    write_run(&short, 1_000);
-    write_run(&long, 4_000);
+    write_scalar_run(&short, 1_000, TENSORS);
+    write_scalar_run(&long, 4_000, TENSORS);
     let at_short = bytes_an_entry(&short, 1_000);
     let at_long = bytes_an_entry(&long, 4_000);
     eprintln!("index: {at_short:.1} bytes an entry at 1,000 steps, {at_long:.1} at 4,000");

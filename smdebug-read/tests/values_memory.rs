@@ -6,10 +6,9 @@
 
 use std::path::Path;
 
-use smdebug_io::crafted::scalar;
 use smdebug_read::trial::{Conversion, TensorValue, Trial, VALUE_CHUNK_STEPS};
 use smdebug_testkit::alloc;
-use smdebug_testkit::runs::write_finished_run;
+use smdebug_testkit::runs::write_scalar_run;
 
 #[global_allocator]
 static ALLOCATOR: alloc::Counting = alloc::Counting;
@@ -17,13 +16,6 @@ static ALLOCATOR: alloc::Counting = alloc::Counting;
 /// Tensors a step: the synthetic benchmark run's count, so each step's event file holds 50
 /// records (a value's bytes are sliced from its whole file).
 const TENSORS: usize = 50;
-
-fn write_run(run: &Path, steps: u64) {
-    let names: Vec<String> = (0..TENSORS).map(|i| format!("layer{i:02}/value")).collect();
-    write_finished_run(run, steps, |s| {
-        names.iter().map(|n| scalar(n, s as f32)).collect()
-    });
-}
 
 /// The most bytes held at once beyond the opened trial while every value of one tensor is read
 /// a stretch at a time (each stretch dropped before the next), and how many values were read.
@@ -57,8 +49,8 @@ fn reading_a_tensor_a_stretch_at_a_time_holds_the_same_whatever_the_run_length()
     let dir = tempfile::tempdir().unwrap();
     let (short, long) = (dir.path().join("short"), dir.path().join("long"));
     let (short_steps, long_steps) = (2 * VALUE_CHUNK_STEPS as u64, 8 * VALUE_CHUNK_STEPS as u64);
-    write_run(&short, short_steps);
-    write_run(&long, long_steps);
+    write_scalar_run(&short, short_steps, TENSORS);
+    write_scalar_run(&long, long_steps, TENSORS);
     let at_short = chunked_peak(&short, short_steps);
     let at_long = chunked_peak(&long, long_steps);
     eprintln!(

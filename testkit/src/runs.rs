@@ -66,3 +66,13 @@ pub fn write_losses(run: &Path, steps: impl IntoIterator<Item = u64>) {
         );
     }
 }
+
+/// A [`write_finished_run`] of the synthetic benchmark run's shape
+/// (`smdebug-serve/examples/synthetic_run`): each step saves `tensors` scalars
+/// `layer00/value`, `layer01/value`, ..., each equal to the step.
+pub fn write_scalar_run(run: &Path, steps: u64, tensors: usize) {
+    let names: Vec<String> = (0..tensors).map(|i| format!("layer{i:02}/value")).collect();
+    write_finished_run(run, steps, |s| {
+        names.iter().map(|n| scalar(n, s as f32)).collect()
+    });
+}
