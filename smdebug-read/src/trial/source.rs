@@ -255,9 +255,11 @@ impl EventFile {
 pub(crate) enum FirstFetch {
     /// Until the next first fetch of another file: a reader visiting each file once holds one.
     Provisional,
-    /// For good, as a file fetched again is: values decoded ahead of a caller reading value by
-    /// value, whose next tensor is likely to be read from the same files
-    /// ([`decoded`](super::decoded)).
+    /// For good, as a file fetched again is: the reads of a caller reading value by value
+    /// (`Trial::raw_value_as` with reading ahead, smdebug_rs's `value`) and of the values
+    /// decoded ahead of it ([`decoded`](super::decoded)), whose next tensor is likely to be
+    /// read from the same files. A value-by-value reader that never comes back to a file (one
+    /// tensor over a long run, random steps) holds up to the budget of them.
     ForGood,
 }
 
