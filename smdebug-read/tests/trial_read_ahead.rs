@@ -7,7 +7,7 @@
 use half::f16;
 use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
 use smdebug_io::writer::{OverflowPolicy, Writer};
-use smdebug_read::trial::{TensorValue, Trial, TrialOptions};
+use smdebug_read::trial::{Conversion, TensorValue, Trial, TrialOptions};
 use smdebug_storage::open_storage;
 use smdebug_storage::testing::wait_until;
 use smdebug_testkit::runs::every_step_hook_on;
@@ -290,6 +290,41 @@ fn the_files_after_the_callers_position_are_read_on_other_threads() {
     }
     assert_eq!(plain_storage.by_caller(), 100);
     assert_eq!(plain_storage.by_others(), 0);
+}
+
+/// A caller reading value by value, tensor after tensor (`for name in names: for step in
+/// steps: raw_value_as(name, step)`, Python's notebook loop), reads each event file once: the
+/// files read for the first tensor's values decoded ahead are kept (within the file cache's
+/// budget) for the next tensors, which were saved in the same files. With a budget too small
+/// to keep them, the next tensors read them again, and the values are the same.
+#[test]
+fn reading_tensor_after_tensor_value_by_value_reads_each_event_file_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = write_run(dir.path());
+    let read_all = |file_cache_bytes| {
+        let storage = Intercepted::new(open_storage(&run).unwrap(), EventReads::new());
+        let trial =
+            Trial::from_storage(&run, storage.clone(), options(true, file_cache_bytes)).unwrap();
+        let mut values = Vec::new();
+        for name in ["count", "h", "w"] {
+            for step in trial.tensor(name).unwrap().steps(None).unwrap() {
+                let value = trial
+                    .raw_value_as(name, step, None, None, Conversion::Array)
+                    .unwrap();
+                values.push((name, step, value));
+            }
+        }
+        (values, storage.total())
+    };
+    let (values, reads) = read_all(256 << 20);
+    assert_eq!(values.len() as u64, 2 * STEPS + STEPS.div_ceil(3));
+    assert_eq!(reads as u64, STEPS, "every step's file read once");
+    let (again, rereads) = read_all(0);
+    assert_eq!(again, values);
+    assert!(
+        rereads as u64 > STEPS,
+        "{rereads} reads without a budget to keep files"
+    );
 }
 
 /// A worker's run of STEPS steps, `w` at every step holding the worker's rank and the step.

@@ -71,7 +71,8 @@ def create_trial(
     step (``for s in steps: tensor.value(s)``), the values of its next steps are looked up and
     decoded together on other threads, up to 512 of them or 16 MiB of files and values, and
     the next calls take them without a lookup (after a refresh that read new index files, they
-    are looked up again). What a read gives is the same either way (a value that could not be
+    are looked up again); the event files read for them are kept (within 256 MiB), so a loop
+    going tensor after tensor reads each file once. What a read gives is the same either way (a value that could not be
     read ahead is read when it is asked for, with the error it has then); ``read_ahead=False``
     reads each file only when a value in it is asked for."""
     return Trial(

@@ -15,7 +15,10 @@
 //! A step whose read fails (a placeholder index entry, a record that does not decode, a value
 //! over the budget) is left out: the caller's read of that step reads it and gets the error.
 //! The decoded values hold slices of their event files: at most [`BATCH_VALUES`] values, the
-//! files and values they hold within [`BATCH_BYTES`].
+//! files and values they hold within [`BATCH_BYTES`]. The files read for them are kept for good
+//! (within [`TrialOptions::file_cache_bytes`](super::TrialOptions::file_cache_bytes), as the
+//! caller's own reads here are: [`FirstFetch::ForGood`]): a caller going tensor after tensor
+//! finds the next tensor's records in the files the first one read.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,7 +27,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use smdebug_core::Mode;
 
 use super::records::TensorValue;
-use super::source::{Files, Location, WHOLE_FILE_MAX};
+use super::source::{Files, FirstFetch, Location, WHOLE_FILE_MAX};
 use super::state::State;
 use smdebug_format::budget::{Budget, Conversion};
 use smdebug_storage::Storage;
@@ -254,6 +257,7 @@ impl Work {
                     loc,
                     &self.name,
                     self.budget,
+                    FirstFetch::ForGood,
                 );
                 let Ok(value) = read else {
                     break;

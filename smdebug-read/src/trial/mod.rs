@@ -164,7 +164,10 @@ pub struct TrialOptions {
     /// or [`map_files`](TrialOptions::map_files) off): files up to 1 MiB are fetched whole while this
     /// budget lasts, so the other tensors of a step cost no further I/O; a file fetched for the
     /// first time is let go when the next one is (one sweep over the run holds one file), a
-    /// file fetched again (a second sweep, tensor by tensor) is kept. Once the budget is spent,
+    /// file fetched again (a second sweep, tensor by tensor) is kept. A caller reading value
+    /// by value ([`Trial::raw_value_as`] with [`read_files_ahead`](TrialOptions::read_files_ahead),
+    /// the Python binding's `value`) keeps every file it fetches: going tensor after tensor,
+    /// it reads each file once. Once the budget is spent,
     /// other files are read record by record. Nothing is evicted on its own: a reader going step
     /// by step gives old steps' files back with
     /// [`forget_files_before`](Trial::forget_files_before). Files read ahead

@@ -6,7 +6,7 @@ use smdebug_core::Mode;
 
 use super::decoded;
 use super::records;
-use super::source::Location;
+use super::source::{FirstFetch, Location};
 use super::state::State;
 use super::{
     Budget, Conversion, JsonElement, StepSelector, StepStream, TensorBytes, TensorRecordJson,
@@ -127,7 +127,9 @@ impl Trial {
             let mut st = self.throttled()?;
             self.find_location(&mut st, name, step, mode, worker)?
         };
-        let value = self.read_value(name, &loc, conversion)?;
+        // A caller reading value by value keeps the files it fetches (within the file cache's
+        // budget), as the values decoded ahead of it do: its next tensor is in the same files.
+        let value = self.read_value_as(name, &loc, conversion, FirstFetch::ForGood)?;
         self.decoded.after_read(
             name,
             step,
@@ -190,12 +192,25 @@ impl Trial {
         loc: &Location,
         conversion: Conversion,
     ) -> Result<TensorValue> {
+        self.read_value_as(name, loc, conversion, FirstFetch::Provisional)
+    }
+
+    /// [`read_value`](Trial::read_value), its event file kept as `first` says when this read
+    /// fetches it whole for the first time.
+    fn read_value_as(
+        &self,
+        name: &str,
+        loc: &Location,
+        conversion: Conversion,
+        first: FirstFetch,
+    ) -> Result<TensorValue> {
         records::read_value(
             self.storage.as_ref(),
             &self.files,
             loc,
             name,
             self.budget(conversion),
+            first,
         )
     }
 

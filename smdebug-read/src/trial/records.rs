@@ -6,7 +6,7 @@ use bytes::Bytes;
 
 use smdebug_core::{DType, StringTensor, Tensor};
 
-use super::source::{Files, Location, WHOLE_FILE_MAX};
+use super::source::{Files, FirstFetch, Location, WHOLE_FILE_MAX};
 use smdebug_format::budget::{Budget, Conversion};
 use smdebug_format::record::{Decoded, PayloadCrcPolicy};
 use smdebug_io::error::{Error, Result};
@@ -62,15 +62,17 @@ pub enum TensorValue {
 
 /// Tensor `name`'s record at `loc`, numbers or strings, checked as [`read_tensor`] checks it
 /// (a string tensor's strings and their per-element overhead count against
-/// `budget`).
+/// `budget`). `first`: how its event file is kept when this read fetches it whole for the
+/// first time.
 pub(crate) fn read_value(
     storage: &dyn Storage,
     files: &Files,
     loc: &Location,
     name: &str,
     budget: Budget,
+    first: FirstFetch,
 ) -> Result<TensorValue> {
-    let bytes = record_bytes(storage, files, loc, name, budget)?;
+    let bytes = record_bytes(storage, files, loc, name, budget, first)?;
     match decode_with(&bytes, loc, name, budget, in_place) {
         Ok(numbers) => Ok(TensorValue::Numbers(numbers)),
         Err(Error::Format(smdebug_format::Error::StringTensor { .. })) => {
@@ -222,7 +224,7 @@ fn read_with<T>(
     budget: Budget,
     finish: impl FnOnce(&Bytes, smdebug_format::TensorEventRef<'_>) -> T,
 ) -> Result<T> {
-    let bytes = record_bytes(storage, files, loc, name, budget)?;
+    let bytes = record_bytes(storage, files, loc, name, budget, FirstFetch::Provisional)?;
     decode_with(&bytes, loc, name, budget, finish)
 }
 
@@ -296,19 +298,20 @@ fn record_end(loc: &Location, name: &str, budget: Budget) -> Result<u64> {
 }
 
 /// The bytes of the record at `loc` (exactly `loc.length` of them), from the kept file, a new
-/// map of it, the whole file fetched and kept, or a range read.
+/// map of it, the whole file fetched and kept (as `first` says), or a range read.
 fn record_bytes(
     storage: &dyn Storage,
     files: &Files,
     loc: &Location,
     name: &str,
     budget: Budget,
+    first: FirstFetch,
 ) -> Result<Bytes> {
     let end = record_end(loc, name, budget)?;
     if let Some(file) = loc.file.kept() {
         if loc.file.take_ahead() {
             // Read ahead of this caller: kept now as if the caller had fetched it.
-            files.fetched(&loc.file);
+            files.fetched(&loc.file, first);
         }
         return slice_record(&file, loc, end);
     }
@@ -323,7 +326,7 @@ fn record_bytes(
             files.release(loc.file.len);
         })?;
         let kept = loc.file.keep(whole, true, files);
-        files.fetched(&loc.file);
+        files.fetched(&loc.file, first);
         return slice_record(&kept, loc, end);
     }
     let bytes = get_range(storage, loc, loc.start..end)?;

@@ -250,6 +250,19 @@ impl EventFile {
     }
 }
 
+/// How an event file fetched whole for the first time is kept (see [`Files`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FirstFetch {
+    /// Until the next first fetch of another file: a reader visiting each file once holds one.
+    Provisional,
+    /// For good, as a file fetched again is: the reads of a caller reading value by value
+    /// (`Trial::raw_value_as` with reading ahead, smdebug_rs's `value`) and of the values
+    /// decoded ahead of it ([`decoded`](super::decoded)), whose next tensor is likely to be
+    /// read from the same files. A value-by-value reader that never comes back to a file (one
+    /// tensor over a long run, random steps) holds up to the budget of them.
+    ForGood,
+}
+
 /// Where one tensor of one step of one worker lives.
 #[derive(Clone, Debug)]
 pub(crate) struct Location {
@@ -300,7 +313,8 @@ impl Drop for MappedFile {
 /// step read it from memory, while a reader visiting each file once (one tensor over the whole
 /// run, `values()`, or the rules going step by step) holds one file, where it used to fill the
 /// budget with files it would not read again (256 MiB of a 400,000-step run's). A file fetched
-/// again (a second sweep, tensor by tensor) stays kept. Nothing is evicted on its own: readers usually sweep a run tensor by
+/// again (a second sweep, tensor by tensor) stays kept, as does one fetched by a caller
+/// reading value by value ([`FirstFetch::ForGood`]). Nothing is evicted on its own: readers usually sweep a run tensor by
 /// tensor, each sweep visiting every step's file in the same order, and evicting the oldest
 /// file would evict each file just before the next sweep needs it. A reader that goes step by
 /// step says when it is done with old steps (`Trial::forget_files_before`).
@@ -324,11 +338,11 @@ impl Files {
         }
     }
 
-    /// `file` was just fetched whole: a first fetch is kept provisionally (the file kept
-    /// provisionally before it is let go), a later one for good.
-    pub(super) fn fetched(&self, file: &Arc<EventFile>) {
+    /// `file` was just fetched whole: a first fetch is kept as `first` says (provisionally:
+    /// the file kept provisionally before it is let go), a later one for good.
+    pub(super) fn fetched(&self, file: &Arc<EventFile>, first: FirstFetch) {
         let mut slot = self.provisional.lock().unwrap_or_else(|p| p.into_inner());
-        if file.fetched_before() {
+        if file.fetched_before() || first == FirstFetch::ForGood {
             // Kept for good now: a file let go (`forget_files_before`) while it was still the
             // provisional one must not be let go again by the next first fetch.
             if slot.as_ref().is_some_and(|p| Arc::ptr_eq(p, file)) {
