@@ -15,6 +15,8 @@ use smdebug_format::layout;
 use smdebug_io::error::{Error, Result};
 use smdebug_storage::{LocalStorage, Storage, open_storage};
 
+use super::shared::TensorSubscription;
+
 pub(crate) use super::index_files::{
     InOrder, IndexEntry, IndexPath, Slot, TensorTable, list_index_files, list_index_files_before,
     parse_index_files, read_whole, reader_threads,
@@ -312,15 +314,43 @@ pub(crate) struct Files {
     kept: AtomicUsize,
     /// The file fetched whole for the first time last, kept until another one is.
     provisional: Mutex<Option<Arc<EventFile>>>,
+    /// Whole files come through this source, shared with other readers.
+    share: Option<TensorSubscription>,
 }
 
 impl Files {
-    pub(crate) fn new(map_root: Option<PathBuf>, budget: usize) -> Self {
+    pub(crate) fn new(
+        map_root: Option<PathBuf>,
+        budget: usize,
+        share: Option<TensorSubscription>,
+    ) -> Self {
         Files {
             map_root,
             budget,
             kept: AtomicUsize::new(0),
             provisional: Mutex::new(None),
+            share,
+        }
+    }
+
+    /// The whole of `file` by `read`, or taken from the shared source when another reader of
+    /// the run read it (see [`TensorSource`](super::TensorSource)).
+    pub(super) fn whole(
+        &self,
+        file: &EventFile,
+        read: impl FnOnce() -> Result<Bytes>,
+    ) -> Result<Bytes> {
+        match &self.share {
+            Some(share) => share.event_file(file.step(), &file.path(), read),
+            None => read(),
+        }
+    }
+
+    /// This trial reads no event file of a step before `step` again: the shared source lets
+    /// go of what it held of them for it.
+    pub(super) fn release_before(&self, step: u64) {
+        if let Some(share) = &self.share {
+            share.release_events_before(step);
         }
     }
 
