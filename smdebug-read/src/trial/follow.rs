@@ -379,7 +379,7 @@ impl TensorFollower {
         let read = source::parse_index_files(
             storage.as_ref(),
             local.as_deref(),
-            share.as_ref(),
+            share.as_ref().map(|s| s as &dyn source::IndexShare),
             paths,
             more,
             |entry| {

@@ -13,8 +13,6 @@ use smdebug_format::layout;
 use smdebug_io::error::{Error, Result};
 use smdebug_storage::Storage;
 
-use super::shared::TensorSubscription;
-
 /// Where one tensor's record is in its step's event file, as an index entry says.
 #[derive(Clone, Debug)]
 pub(crate) enum Slot {
@@ -366,6 +364,19 @@ pub(crate) struct IndexEntry {
     pub repeated: Vec<(String, String)>,
 }
 
+/// Where a reader gets index files another reader of the run may have read
+/// ([`TensorSubscription`](super::TensorSubscription)).
+pub(crate) trait IndexShare: Sync {
+    /// Index file `path` of `step`, parsed: taken from what another reader read, else by
+    /// `read`.
+    fn index_file(
+        &self,
+        step: u64,
+        path: &str,
+        read: &mut dyn FnMut() -> Result<IndexEntry>,
+    ) -> Result<IndexEntry>;
+}
+
 /// An index file's path, with the step and worker its name gives.
 pub(crate) type IndexPath = (String, u64, String);
 
@@ -420,7 +431,7 @@ pub(crate) fn list_index_files_before(
 pub(crate) fn parse_index_files<'p, T: Send, E>(
     storage: &dyn Storage,
     local: Option<&Path>,
-    share: Option<&TensorSubscription>,
+    share: Option<&dyn IndexShare>,
     paths: &'p [IndexPath],
     more: impl Fn() -> bool,
     work: impl Fn(Result<IndexEntry>) -> T + Sync,
@@ -437,7 +448,7 @@ pub(crate) fn parse_index_files<'p, T: Send, E>(
                         .and_then(|bytes| read_index_file(bytes, path, *step, worker, names))
                 };
                 let entry = match share {
-                    Some(share) => share.index_file(*step, path, read),
+                    Some(share) => share.index_file(*step, path, &mut read),
                     None => read(),
                 };
                 work(entry)

@@ -33,7 +33,7 @@ use bytes::Bytes;
 use smdebug_io::error::Result;
 use smdebug_storage::Storage;
 
-use super::index_files::IndexEntry;
+use super::index_files::{IndexEntry, IndexShare};
 
 /// The most bytes of event files a source holds for subscribers that have not taken them yet.
 pub const HELD_EVENT_BYTES: usize = 64 << 20;
@@ -63,10 +63,17 @@ struct Held<T> {
     waiting: Vec<u64>,
 }
 
+/// Which files a subscriber may still ask for: those of steps from these on.
+#[derive(Clone, Copy, Default)]
+struct Wants {
+    index_from: u64,
+    events_from: u64,
+}
+
 #[derive(Default)]
 struct Shared {
     next_id: u64,
-    subscribers: BTreeSet<u64>,
+    subscribers: BTreeMap<u64, Wants>,
     /// Parsed index files by (step, path).
     index: BTreeMap<(u64, String), Held<IndexEntry>>,
     /// Event files' bytes by (step, path).
@@ -129,7 +136,7 @@ impl TensorSource {
         let mut state = self.state();
         let id = state.next_id;
         state.next_id += 1;
-        state.subscribers.insert(id);
+        state.subscribers.insert(id, Wants::default());
         TensorSubscription {
             claim: Arc::new(Claim {
                 source: self.clone(),
@@ -215,6 +222,9 @@ impl TensorSubscription {
     /// there): what is held of them for it is let go.
     pub fn release_index_before(&self, step: u64) {
         let mut state = self.claim.source.state();
+        if let Some(wants) = state.subscribers.get_mut(&self.claim.id) {
+            wants.index_from = wants.index_from.max(step);
+        }
         Shared::lose_claims(&mut state.index, self.claim.id, step);
     }
 
@@ -222,6 +232,9 @@ impl TensorSubscription {
     /// for it is let go.
     pub fn release_events_before(&self, step: u64) {
         let mut state = self.claim.source.state();
+        if let Some(wants) = state.subscribers.get_mut(&self.claim.id) {
+            wants.events_from = wants.events_from.max(step);
+        }
         state.lose_event_claims(self.claim.id, step);
     }
 
@@ -265,14 +278,16 @@ impl TensorSubscription {
                 .unwrap_or_else(|p| p.into_inner());
         }
     }
+}
 
+impl IndexShare for TensorSubscription {
     /// Index file `path` of step `step`, parsed: taken when another subscriber read it, else
     /// read by `read` (and held for the others when it could be read).
-    pub(crate) fn index_file(
+    fn index_file(
         &self,
         step: u64,
         path: &str,
-        read: impl FnOnce() -> Result<IndexEntry>,
+        read: &mut dyn FnMut() -> Result<IndexEntry>,
     ) -> Result<IndexEntry> {
         let key = (step, path.to_owned());
         if let Got::Taken(entry) = self.take_or_claim(|s| &mut s.index, |_| 0, &key) {
@@ -285,7 +300,7 @@ impl TensorSubscription {
         let entry = read();
         let key = reading.key.take().expect("set above");
         let mut state = self.claim.source.state();
-        let waiting = state.done_reading(&key.1, self.claim.id);
+        let waiting = state.done_reading(&key.1, key.0, self.claim.id, |w| w.index_from);
         if let (Ok(entry), false) = (&entry, waiting.is_empty())
             && state.index.len() < HELD_INDEX_FILES
         {
@@ -296,7 +311,9 @@ impl TensorSubscription {
         self.claim.source.inner.done.notify_all();
         entry
     }
+}
 
+impl TensorSubscription {
     /// The bytes of event file `path` of step `step`, whole: taken when another subscriber read
     /// them, else read by `read` (and held for the others when they could be read, within
     /// [`HELD_EVENT_BYTES`]).
@@ -317,7 +334,7 @@ impl TensorSubscription {
         let bytes = read();
         let key = reading.key.take().expect("set above");
         let mut state = self.claim.source.state();
-        let waiting = state.done_reading(&key.1, self.claim.id);
+        let waiting = state.done_reading(&key.1, key.0, self.claim.id, |w| w.events_from);
         if let (Ok(bytes), false) = (&bytes, waiting.is_empty())
             && state.event_bytes + bytes.len() <= HELD_EVENT_BYTES
         {
@@ -351,15 +368,176 @@ impl Drop for Reading<'_> {
 }
 
 impl Shared {
-    /// File `path` was read by subscriber `id`: it is no longer being read; the other
-    /// subscribers, who will take it.
-    fn done_reading(&mut self, path: &str, id: u64) -> Vec<u64> {
+    /// File `path` of `step` was read by subscriber `id`: it is no longer being read; the
+    /// other subscribers that may still ask for it (`from`: from which step on they do).
+    fn done_reading(
+        &mut self,
+        path: &str,
+        step: u64,
+        id: u64,
+        from: impl Fn(&Wants) -> u64,
+    ) -> Vec<u64> {
         self.reading.remove(path);
         self.reads += 1;
         self.subscribers
             .iter()
-            .copied()
-            .filter(|s| *s != id)
+            .filter(|(s, wants)| **s != id && step >= from(wants))
+            .map(|(s, _)| *s)
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    fn source() -> TensorSource {
+        TensorSource::new(Arc::new(smdebug_storage::LocalStorage::new(".").unwrap()))
+    }
+
+    /// Event file `path` of `step` through `sub`; `reads` counts the reads it made itself.
+    fn event(sub: &TensorSubscription, step: u64, len: usize, reads: &AtomicUsize) -> Bytes {
+        let path = format!("events/{step}");
+        sub.event_file(step, &path, || {
+            reads.fetch_add(1, Ordering::Relaxed);
+            Ok(Bytes::from(vec![step as u8; len]))
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_file_is_read_once_for_every_subscriber_and_let_go_once_all_took_it() {
+        let source = source();
+        let (a, b, c) = (source.subscribe(), source.subscribe(), source.subscribe());
+        let reads = AtomicUsize::new(0);
+        let first = event(&a, 3, 10, &reads);
+        assert_eq!(source.held(), (0, 1, 10));
+        let second = event(&b, 3, 10, &reads);
+        assert_eq!(source.held(), (0, 1, 10), "c has still to take it");
+        let third = event(&c, 3, 10, &reads);
+        assert_eq!(reads.load(Ordering::Relaxed), 1);
+        assert_eq!(source.reads(), 1);
+        assert_eq!(source.held(), (0, 0, 0));
+        // The same bytes, not copies.
+        assert_eq!(first.as_ptr(), second.as_ptr());
+        assert_eq!(first.as_ptr(), third.as_ptr());
+        // Asked again (a reader reading a step a second time), a file is read again.
+        event(&a, 3, 10, &reads);
+        assert_eq!(reads.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn a_late_subscriber_reads_what_came_before_it_on_its_own() {
+        let source = source();
+        let a = source.subscribe();
+        let reads = AtomicUsize::new(0);
+        event(&a, 1, 4, &reads);
+        // Nobody else subscribed: nothing is held.
+        assert_eq!(source.held(), (0, 0, 0));
+        let late = source.subscribe();
+        event(&late, 1, 4, &reads);
+        assert_eq!(reads.load(Ordering::Relaxed), 2);
+        // From now on it is held for the other.
+        event(&late, 2, 4, &reads);
+        event(&a, 2, 4, &reads);
+        assert_eq!(reads.load(Ordering::Relaxed), 3);
+        assert_eq!(source.subscribers(), 2);
+        drop(late);
+        assert_eq!(source.subscribers(), 1);
+    }
+
+    #[test]
+    fn what_a_subscriber_will_not_ask_for_is_let_go() {
+        let source = source();
+        let (a, b) = (source.subscribe(), source.subscribe());
+        let b_too = b.clone();
+        let reads = AtomicUsize::new(0);
+        for step in 0..10 {
+            event(&a, step, 100, &reads);
+        }
+        assert_eq!(source.held(), (0, 10, 1000));
+        b.release_events_before(4);
+        assert_eq!(source.held(), (0, 6, 600));
+        // Read again, a file of a step `b` is past is not held for it.
+        event(&a, 2, 100, &reads);
+        assert_eq!(source.held(), (0, 6, 600));
+        b.release_index_before(u64::MAX);
+        assert_eq!(source.held(), (0, 6, 600), "index files only");
+        // A clone is the same subscriber: dropping one keeps its place.
+        drop(b);
+        assert_eq!(source.held(), (0, 6, 600));
+        drop(b_too);
+        assert_eq!(source.held(), (0, 0, 0));
+        assert_eq!(source.subscribers(), 1);
+    }
+
+    #[test]
+    fn event_files_held_stay_within_their_bound() {
+        let source = source();
+        let (a, b) = (source.subscribe(), source.subscribe());
+        let reads = AtomicUsize::new(0);
+        let len = 1 << 20;
+        let files = HELD_EVENT_BYTES / len + 8;
+        for step in 0..files as u64 {
+            event(&a, step, len, &reads);
+        }
+        let (_, held, bytes) = source.held();
+        assert_eq!(bytes, HELD_EVENT_BYTES);
+        assert_eq!(held, HELD_EVENT_BYTES / len);
+        // The reader behind takes the first ones held and reads the others itself, holding
+        // them for `a` unless `a` said it was past them.
+        a.release_events_before(files as u64 - 2);
+        for step in 0..files as u64 {
+            event(&b, step, len, &reads);
+        }
+        assert_eq!(reads.load(Ordering::Relaxed), files + 8);
+        assert_eq!(source.held(), (0, 2, 2 * len));
+    }
+
+    #[test]
+    fn a_subscriber_waits_for_a_file_another_is_reading() {
+        let source = source();
+        let (a, b) = (source.subscribe(), source.subscribe());
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|scope| {
+            let reader = scope.spawn(move || {
+                a.event_file(7, "events/7", || {
+                    started_tx.send(()).unwrap();
+                    go_rx.recv().unwrap();
+                    Ok(Bytes::from_static(b"seven"))
+                })
+            });
+            started_rx.recv().unwrap();
+            let waiter = scope
+                .spawn(|| b.event_file(7, "events/7", || panic!("read by the other subscriber")));
+            go_tx.send(()).unwrap();
+            assert_eq!(&reader.join().unwrap().unwrap()[..], b"seven");
+            assert_eq!(&waiter.join().unwrap().unwrap()[..], b"seven");
+        });
+        assert_eq!(source.reads(), 1);
+    }
+
+    #[test]
+    fn a_read_that_failed_or_panicked_leaves_the_file_to_the_others() {
+        let source = source();
+        let (a, b) = (source.subscribe(), source.subscribe());
+        let failed = a.event_file(1, "events/1", || {
+            Err(smdebug_io::Error::NoSuchRun {
+                location: "here".into(),
+            })
+        });
+        assert!(failed.is_err());
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            a.event_file(2, "events/2", || panic!("a reader's bug"))
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(source.held(), (0, 0, 0));
+        let reads = AtomicUsize::new(0);
+        event(&b, 1, 3, &reads);
+        event(&b, 2, 3, &reads);
+        assert_eq!(reads.load(Ordering::Relaxed), 2);
     }
 }

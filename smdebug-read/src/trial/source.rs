@@ -18,8 +18,8 @@ use smdebug_storage::{LocalStorage, Storage, open_storage};
 use super::shared::TensorSubscription;
 
 pub(crate) use super::index_files::{
-    InOrder, IndexEntry, IndexPath, Slot, TensorTable, list_index_files, list_index_files_before,
-    parse_index_files, read_whole, reader_threads,
+    InOrder, IndexEntry, IndexPath, IndexShare, Slot, TensorTable, list_index_files,
+    list_index_files_before, parse_index_files, read_whole, reader_threads,
 };
 
 /// The run's storage, and its directory when it is on local disk (where event files can be

@@ -406,7 +406,7 @@ impl State {
         source::parse_index_files(
             storage,
             local_root.as_deref(),
-            share.as_ref(),
+            share.as_ref().map(|s| s as &dyn source::IndexShare),
             &paths,
             || true,
             |entry| entry,
