@@ -124,13 +124,13 @@ impl PathReads {
             .or_default() += 1;
     }
 
-    /// Reads per file of the run's index and event folders.
+    /// Reads per file of the run's collections, index and event folders.
     fn tensor_reads(&self) -> BTreeMap<String, u64> {
         self.reads
             .lock()
             .unwrap()
             .iter()
-            .filter(|(path, _)| path.starts_with("index/") || path.starts_with("events/"))
+            .filter(|(path, _)| TENSOR_FOLDERS.iter().any(|f| path.starts_with(f)))
             .map(|(path, n)| (path.clone(), *n))
             .collect()
     }
@@ -170,6 +170,9 @@ impl Storage for PathReads {
 }
 
 const TENSOR_STEPS: u64 = 150;
+
+/// The folders of a run's tensor files.
+const TENSOR_FOLDERS: [&str; 3] = ["collections/", "index/", "events/"];
 
 /// A run of `TENSOR_STEPS` steps, each with a loss (flat after step 100: LossNotDecreasing
 /// fires) and an accuracy.
@@ -262,12 +265,13 @@ fn rules_and_the_dashboard_share_one_reading_of_the_tensor_files() {
     let run = dir.path().join("run").to_str().unwrap().to_owned();
     record_tensors(&run);
     let local: Arc<dyn Storage> = Arc::new(LocalStorage::new(&run).unwrap());
-    let files: Vec<String> = ["index", "events"]
+    let files: Vec<String> = TENSOR_FOLDERS
         .iter()
-        .flat_map(|dir| local.list(dir).unwrap())
+        .flat_map(|dir| local.list(dir.trim_end_matches('/')).unwrap())
         .filter(|p| p.ends_with(".json") || p.ends_with(".tfevents"))
         .collect();
-    assert_eq!(files.len() as u64, 2 * TENSOR_STEPS, "{files:?}");
+    // An index and an event file a step, and the collections file.
+    assert_eq!(files.len() as u64, 2 * TENSOR_STEPS + 1, "{files:?}");
 
     // Apart: the rules and the dashboard each with a source of their own.
     let apart = PathReads::new(Arc::clone(&local));
@@ -288,7 +292,7 @@ fn rules_and_the_dashboard_share_one_reading_of_the_tensor_files() {
     let shared = rules_and_dashboard(&run, together.clone(), for_rules, for_dashboard);
     let reads_together = together.tensor_reads();
     eprintln!(
-        "reads of the {} index and event files: apart {}, shared {}",
+        "reads of the {} collections, index and event files: apart {}, shared {}",
         files.len(),
         reads_apart.values().sum::<u64>(),
         reads_together.values().sum::<u64>()

@@ -347,7 +347,7 @@ impl TensorFollower {
             Err(e) => return inc.problem(TensorProblem::Listing(e)),
         };
         for path in paths {
-            match source::read_collections_file(storage, &path) {
+            match source::read_collections_file(storage, self.share.as_ref(), &path) {
                 Ok(file) => {
                     self.progress
                         .collections_file(file.worker.as_deref(), file.num_workers);

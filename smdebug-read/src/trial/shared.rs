@@ -63,7 +63,8 @@ struct Held<T> {
     waiting: Vec<u64>,
 }
 
-/// Which files a subscriber may still ask for: those of steps from these on.
+/// Which files a subscriber may still ask for: those of steps from these on (`u64::MAX`:
+/// none, collections files included).
 #[derive(Clone, Copy, Default)]
 struct Wants {
     index_from: u64,
@@ -88,8 +89,12 @@ struct Shared {
 impl Shared {
     fn lose_claims<T>(map: &mut BTreeMap<(u64, String), Held<T>>, id: u64, before: u64) -> Vec<T> {
         let mut gone = Vec::new();
-        let keys: Vec<(u64, String)> = map
-            .range(..(before, String::new()))
+        // `u64::MAX`: every file (collections files too, held under that step).
+        let range = match before {
+            u64::MAX => map.range(..),
+            before => map.range(..(before, String::new())),
+        };
+        let keys: Vec<(u64, String)> = range
             .filter(|(_, held)| held.waiting.contains(&id))
             .map(|(k, _)| k.clone())
             .collect();
@@ -350,6 +355,22 @@ impl TensorSubscription {
     }
 }
 
+impl TensorSubscription {
+    /// The bytes of collections file `path`, shared as an event file is. It is held for every
+    /// other subscriber until it takes it or is dropped (a run has one a worker): collections
+    /// files are read after listings, whatever step those start at.
+    pub(crate) fn collections_file(
+        &self,
+        path: &str,
+        read: impl FnOnce() -> Result<Bytes>,
+    ) -> Result<Bytes> {
+        self.event_file(COLLECTIONS_STEP, path, read)
+    }
+}
+
+/// The step a collections file is held under: past every step a subscriber lets go of.
+const COLLECTIONS_STEP: u64 = u64::MAX;
+
 /// A file being read by one subscriber: should the read panic, the others stop waiting for it
 /// (and read it themselves).
 struct Reading<'s> {
@@ -381,7 +402,7 @@ impl Shared {
         self.reads += 1;
         self.subscribers
             .iter()
-            .filter(|(s, wants)| **s != id && step >= from(wants))
+            .filter(|(s, wants)| **s != id && from(wants) != u64::MAX && step >= from(wants))
             .map(|(s, _)| *s)
             .collect()
     }
@@ -471,6 +492,38 @@ mod tests {
         drop(b_too);
         assert_eq!(source.held(), (0, 0, 0));
         assert_eq!(source.subscribers(), 1);
+    }
+
+    #[test]
+    fn a_collections_file_is_held_until_taken_whatever_the_steps_let_go() {
+        let source = source();
+        let (a, b) = (source.subscribe(), source.subscribe());
+        let reads = AtomicUsize::new(0);
+        let read = || {
+            reads.fetch_add(1, Ordering::Relaxed);
+            Ok(Bytes::from_static(b"{}"))
+        };
+        a.collections_file("collections/000000000/worker_0_collections.json", read)
+            .unwrap();
+        b.release_events_before(1_000);
+        b.release_index_before(1_000);
+        assert_eq!(source.held(), (0, 1, 2));
+        b.collections_file("collections/000000000/worker_0_collections.json", read)
+            .unwrap();
+        assert_eq!(reads.load(Ordering::Relaxed), 1);
+        assert_eq!(source.held(), (0, 0, 0));
+        // Held for a subscriber that is dropped, it goes with it; one whose run was read is
+        // held nothing.
+        a.collections_file("collections/000000000/worker_1_collections.json", read)
+            .unwrap();
+        assert_eq!(source.held(), (0, 1, 2));
+        drop(b);
+        assert_eq!(source.held(), (0, 0, 0));
+        let c = source.subscribe();
+        c.release_all();
+        a.collections_file("collections/000000000/worker_2_collections.json", read)
+            .unwrap();
+        assert_eq!(source.held(), (0, 0, 0));
     }
 
     #[test]

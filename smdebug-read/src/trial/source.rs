@@ -47,11 +47,12 @@ pub(crate) struct WorkerCollections {
 /// Collections files not read yet; the first one that cannot be read is the error.
 pub(crate) fn new_collection_files(
     storage: &dyn Storage,
+    share: Option<&TensorSubscription>,
     seen: &BTreeSet<String>,
 ) -> Result<Vec<(String, WorkerCollections)>> {
     let mut out = Vec::new();
     for path in unread_collection_files(storage, seen)? {
-        let file = read_collections_file(storage, &path)?;
+        let file = read_collections_file(storage, share, &path)?;
         out.push((path, file));
     }
     Ok(out)
@@ -69,12 +70,18 @@ pub(crate) fn unread_collection_files(
         .collect())
 }
 
-/// One worker's collections file, read and parsed.
+/// One worker's collections file, read (or taken from another reader of the run, through
+/// `share`) and parsed.
 pub(crate) fn read_collections_file(
     storage: &dyn Storage,
+    share: Option<&TensorSubscription>,
     path: &str,
 ) -> Result<WorkerCollections> {
-    let bytes = storage.get(path)?;
+    let read = || Ok(storage.get(path)?);
+    let bytes = match share {
+        Some(share) => share.collections_file(path, read)?,
+        None => read()?,
+    };
     let bad = |reason: String| Error::BadCollections {
         path: path.to_string(),
         reason,
@@ -212,7 +219,8 @@ impl EventFile {
         if !files.reserve_ahead(self.len) {
             return false;
         }
-        match storage.get_range(&self.path(), 0..self.len) {
+        let read = || Ok(storage.get_range(&self.path(), 0..self.len)?);
+        match files.whole(self, read) {
             Ok(whole) => {
                 let mut data = self.data();
                 if data.is_some() {

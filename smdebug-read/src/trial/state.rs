@@ -418,7 +418,10 @@ impl State {
 
     /// Reads the collections files not read yet.
     fn read_collections(&mut self, storage: &dyn Storage) -> Result<()> {
-        for (key, file) in source::new_collection_files(storage, &self.collection_files)? {
+        let share = self.share.clone();
+        for (key, file) in
+            source::new_collection_files(storage, share.as_ref(), &self.collection_files)?
+        {
             self.collection_files.insert(key.clone());
             self.progress
                 .collections_file(file.worker.as_deref(), file.num_workers);
