@@ -1,30 +1,4 @@
-//! One reading of a run's tensor files for every reader in the process.
-//!
-//! A [`TensorSource`] is where the tensor readers of one run in a process (a `Session`'s rule
-//! runner through its [`Trial`](super::Trial), its dashboard through its
-//! [`TensorFollower`](super::TensorFollower)) get their index files and event files: the first
-//! subscriber to need a file reads it, and what it read (the index file parsed, the event file's
-//! bytes) is held for the other subscribers until each has taken it, then let go. Taking a file
-//! costs a reference count, or for the last taker nothing: a parsed index file shares its
-//! tables (names and record places are `Arc`s) and an event file's bytes are one `Bytes`.
-//!
-//! Each reader keeps its own listing, step completeness and checks ([`StepProgress`], the
-//! `Trial`'s read-ahead horizon, the follower's time budget): what they share is the files'
-//! contents, which never change once published (smdebug's writers, ours and Python's, write a
-//! temporary file and rename it). A subscriber reads a file the others are reading only once
-//! they are done with it: it waits for their result rather than reading it too.
-//!
-//! What is held for a subscriber goes once it takes it, once it says it will not ask for it
-//! (its listings start past the file's step: [`TensorSubscription::release_index_before`];
-//! it has let go of the step's event files: [`TensorSubscription::release_events_before`]), or
-//! once it is dropped. What is held is also bounded ([`HELD_INDEX_FILES`], [`HELD_EVENT_BYTES`]):
-//! past the bound a file read is not held, so a reader far behind the others takes the files
-//! it is at from what is held and reads those far ahead of it again on its own, rather than
-//! having a whole run piled up for it (a dashboard reads an ended run's index in seconds, the
-//! rules step by step). A subscriber that comes late (after files were read) is not waited
-//! for: it reads what was read before it came on its own.
-//!
-//! [`StepProgress`]: super::StepProgress
+//! One reading of a run's tensor files for every reader in the process: [`TensorSource`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -42,8 +16,34 @@ pub const HELD_EVENT_BYTES: usize = 64 << 20;
 /// 200 bytes each, their tables shared with the readers').
 pub const HELD_INDEX_FILES: usize = 1 << 16;
 
-/// The one reading of a run's index and event files in a process, shared by its subscribers
-/// (see the [module](self)). Cheap to clone (a handle).
+/// The one reading of a run's index, event and collections files in a process, shared by its
+/// subscribers. Cheap to clone (a handle).
+///
+/// A [`TensorSource`] is where the tensor readers of one run in a process (a `Session`'s rule
+/// runner through its [`Trial`](super::Trial), its dashboard through its
+/// [`TensorFollower`](super::TensorFollower)) get their index files and event files: the first
+/// subscriber to need a file reads it, and what it read (the index file parsed, the event file's
+/// bytes) is held for the other subscribers until each has taken it, then let go. Taking a file
+/// costs a reference count, or for the last taker nothing: a parsed index file shares its
+/// tables (names and record places are `Arc`s) and an event file's bytes are one `Bytes`.
+///
+/// Each reader keeps its own listing, step completeness and checks ([`StepProgress`], the
+/// `Trial`'s read-ahead horizon, the follower's time budget): what they share is the files'
+/// contents, which never change once published (smdebug's writers, ours and Python's, write a
+/// temporary file and rename it). A subscriber asking for a file another is reading waits for
+/// that read rather than reading the file too. Collections files are shared the same way.
+///
+/// What is held for a subscriber goes once it takes it, once it says it will not ask for it
+/// (its listings start past the file's step: [`TensorSubscription::release_index_before`];
+/// it has let go of the step's event files: [`TensorSubscription::release_events_before`]), or
+/// once it is dropped. What is held is also bounded ([`HELD_INDEX_FILES`], [`HELD_EVENT_BYTES`]):
+/// past the bound a file read is not held, so a reader far behind the others takes the files
+/// it is at from what is held and reads those far ahead of it again on its own, rather than
+/// having a whole run piled up for it (a dashboard reads an ended run's index in seconds, the
+/// rules step by step). A subscriber that comes late (after files were read) is not waited
+/// for: it reads what was read before it came on its own.
+///
+/// [`StepProgress`]: super::StepProgress
 #[derive(Clone)]
 pub struct TensorSource {
     inner: Arc<Inner>,
