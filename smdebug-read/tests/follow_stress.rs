@@ -3,7 +3,9 @@
 //! `TensorFollower` with random budgets, the `Trial` the rules and `smdebug_rs` refresh), each
 //! polling at random intervals. When the run has ended, each follower's view must be what a
 //! fresh read of the finished run gives: steps with their modes, workers, names, and every
-//! scalar value bit for bit. On local disk and on S3 (moto's server, started here).
+//! scalar value bit for bit. On local disk and on S3 (moto's server, started here); and with the
+//! followers of a run reading its files through one `TensorSource`, as a `Session`'s rules and
+//! dashboard do.
 //!
 //! Every case is generated from a seed; a failing case prints it, and `FOLLOW_STRESS_SEED=<n>`
 //! runs that case alone.
@@ -15,8 +17,11 @@ use std::time::{Duration, Instant};
 
 use smdebug_core::{EndReason, Hook, Mode, Record, SaveConfig, Sink, TensorView};
 use smdebug_io::writer::Writer;
-use smdebug_read::trial::{ScalarColumns, TensorFollower, Trial, TrialOptions, WALL_TOLERANCE_S};
-use smdebug_storage::testing::{MotoServer, s3_options};
+use smdebug_read::trial::{
+    ScalarColumns, TensorFollower, TensorSource, TensorSubscription, Trial, TrialOptions,
+    WALL_TOLERANCE_S,
+};
+use smdebug_storage::testing::{MotoServer, s3_options, wait_until};
 use smdebug_storage::{Storage, open_storage, open_storage_with};
 
 /// No follower may take longer than this to see a finished run's end (a hang, not a timing).
@@ -34,14 +39,24 @@ struct Case {
     followers: Vec<FollowerKind>,
     /// Per worker: the chance of a pause after a step, and its longest pause in µs.
     pauses: Vec<(f64, u64)>,
+    /// The followers read the run's files through one `TensorSource`.
+    shared: bool,
 }
 
 impl std::fmt::Debug for Case {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} workers, {} steps, pauses {:?}, followers {:?}",
-            self.workers, self.steps, self.pauses, self.followers
+            "{} workers, {} steps, pauses {:?}, followers {:?}{}",
+            self.workers,
+            self.steps,
+            self.pauses,
+            self.followers,
+            if self.shared {
+                ", sharing a source"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -99,7 +114,31 @@ impl Case {
             vectors,
             followers,
             pauses,
+            shared: false,
         }
+    }
+
+    /// The case with its followers reading through one source: at least two of them, one of
+    /// each kind.
+    fn sharing(mut self) -> Case {
+        self.shared = true;
+        let kinds = [
+            FollowerKind::Tensor {
+                budget_us: 200,
+                interval_us: 100,
+            },
+            FollowerKind::Trial { interval_us: 1000 },
+        ];
+        for kind in kinds {
+            if !self
+                .followers
+                .iter()
+                .any(|f| std::mem::discriminant(f) == std::mem::discriminant(&kind))
+            {
+                self.followers.push(kind);
+            }
+        }
+        self
     }
 }
 
@@ -303,6 +342,7 @@ fn follow(
     open: &(dyn Fn() -> Arc<dyn Storage> + Sync),
     location: &str,
     seed: u64,
+    share: Option<TensorSubscription>,
     start: &Barrier,
 ) -> View {
     let mut rng = fastrand::Rng::with_seed(seed);
@@ -324,6 +364,9 @@ fn follow(
             interval_us,
         } => {
             let mut f = open_follower(open, location);
+            if let Some(share) = share {
+                f = f.share(share);
+            }
             let budget = Duration::from_micros(budget_us);
             let (mut steps, mut columns) = (Vec::new(), ScalarColumns::default());
             loop {
@@ -344,6 +387,7 @@ fn follow(
         FollowerKind::Trial { interval_us } => {
             let options = TrialOptions {
                 auto_refresh: false,
+                tensor_source: share,
                 ..TrialOptions::default()
             };
             let trial = loop {
@@ -397,6 +441,8 @@ fn run_case(
 ) -> Result<(), String> {
     let start = Barrier::new(case.workers + case.followers.len());
     let failed = AtomicBool::new(false);
+    // Every follower subscribes before any reads.
+    let source = case.shared.then(|| TensorSource::new(open()));
     let views: Vec<std::thread::Result<View>> = std::thread::scope(|s| {
         let followers: Vec<_> = case
             .followers
@@ -404,12 +450,14 @@ fn run_case(
             .enumerate()
             .map(|(i, &kind)| {
                 let start = &start;
+                let share = source.as_ref().map(TensorSource::subscribe);
                 s.spawn(move || {
                     follow(
                         kind,
                         open,
                         location,
                         case.seed.wrapping_mul(31) + i as u64,
+                        share,
                         start,
                     )
                 })
@@ -443,6 +491,15 @@ fn run_case(
         drop(end);
         followers.into_iter().map(|f| f.join()).collect()
     });
+    if let Some(source) = &source {
+        // The followers read through it, and nothing is held once they are gone.
+        // (A trial's reads ahead of its values may end on a pool thread after it is dropped.)
+        assert!(source.reads() > 0, "seed {}: nothing read", case.seed);
+        wait_until(GIVE_UP, "every subscription to be dropped", || {
+            source.subscribers() == 0
+        });
+        assert_eq!(source.held(), (0, 0, 0), "seed {}", case.seed);
+    }
     let mut out = Ok(());
     for (i, (view, kind)) in views.into_iter().zip(&case.followers).enumerate() {
         let view = match view {
@@ -571,6 +628,25 @@ fn followed_runs_on_local_disk_equal_a_fresh_read() {
     run_all(cases, |case| {
         let path = dir.path().join(format!("run-{}", case.seed));
         // The previous case's run goes: the folder holds one run at a time.
+        if let Some(previous) = std::fs::read_dir(dir.path()).unwrap().next() {
+            std::fs::remove_dir_all(previous.unwrap().path()).unwrap();
+        }
+        let location = path.to_str().unwrap().to_string();
+        let at = location.clone();
+        let open = move || open_storage(&at).unwrap();
+        (Box::new(open), location)
+    });
+}
+
+#[test]
+fn followed_runs_sharing_one_source_equal_a_fresh_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = seeds(20_001, 16)
+        .into_iter()
+        .map(|seed| Case::generate(seed, 300, 4).sharing())
+        .collect();
+    run_all(cases, |case| {
+        let path = dir.path().join(format!("run-{}", case.seed));
         if let Some(previous) = std::fs::read_dir(dir.path()).unwrap().next() {
             std::fs::remove_dir_all(previous.unwrap().path()).unwrap();
         }

@@ -123,4 +123,4 @@ mod views;
 pub use conn::{Closed, ConnectionLimits, ConnectionStats};
 pub use expand::{expand_runs, expand_runs_with};
 pub use schema::api_schema;
-pub use server::{ServeError, ServeOptions, Server, SharedProfiler};
+pub use server::{Handover, ServeError, ServeOptions, Server, SharedProfiler, SharedTensors};

@@ -27,7 +27,9 @@ use smdebug_read::follow::{
     ITEMS_PER_READ, ProfilerFollower, ProfilerSource, ProfilerSubscription, merge_code_windows,
 };
 use smdebug_read::run::EndMarker;
-use smdebug_read::trial::{TensorFollower, TensorIncrement, Trial, TrialOptions};
+use smdebug_read::trial::{
+    TensorFollower, TensorIncrement, TensorSubscription, Trial, TrialOptions,
+};
 use smdebug_rules::Summary;
 use smdebug_rules::read_summary_from;
 use smdebug_rules::runner::SUMMARY_FILE;
@@ -75,6 +77,9 @@ pub(crate) struct Run {
     /// A subscription to the profiler source another consumer in the process reads too (a
     /// `Session`'s rules), until the follower takes it.
     pub shared_profiler: std::sync::Mutex<Option<ProfilerSubscription>>,
+    /// A subscription to the tensor source another reader in the process reads too (a
+    /// `Session`'s rules), until the tensor follower takes it.
+    pub shared_tensors: std::sync::Mutex<Option<TensorSubscription>>,
 }
 
 impl Run {
@@ -91,6 +96,7 @@ impl Run {
             passes: AtomicU64::new(0),
             max_tensor_bytes: smdebug_read::trial::DEFAULT_MAX_TENSOR_BYTES,
             shared_profiler: std::sync::Mutex::new(None),
+            shared_tensors: std::sync::Mutex::new(None),
         }
     }
 
@@ -577,9 +583,15 @@ fn follow(run: &Run, storage: Arc<dyn Storage>, cursor: &mut Cursor, settled: bo
         })
     });
     // Steps, tensor names and scalars from the index files.
-    let tensors = cursor
-        .tensors
-        .get_or_insert_with(|| TensorFollower::new(Arc::clone(&storage)));
+    // Shared with the process's rules: read through the source's storage, each file once.
+    let tensors = cursor.tensors.get_or_insert_with(|| {
+        match run.shared_tensors.lock().ok().and_then(|mut s| s.take()) {
+            Some(shared) => {
+                TensorFollower::new(Arc::clone(shared.source().storage())).share(shared)
+            }
+            None => TensorFollower::new(Arc::clone(&storage)),
+        }
+    });
     let tensors_busy = AtomicBool::new(true);
     let mut profile = ProfileRead::default();
     let tensor_update = if settled {

@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use smdebug_read::follow::ProfilerSubscription;
+use smdebug_read::trial::TensorSubscription;
 use smdebug_storage::StorageOptions;
 use tokio::sync::{oneshot, watch};
 
@@ -77,24 +78,35 @@ pub struct ServeOptions {
     /// a `Session` subscribes its rules and its dashboard to one source, so that each profiler
     /// file of its run is read once.
     pub shared_profiler: SharedProfiler,
+    /// Tensor subscriptions handed over the same way: a `Session` subscribes its rules' trial
+    /// and its dashboard's follower to one `TensorSource`, so that each index file and event
+    /// file of its run is read once. A served run that takes one follows its tensors through
+    /// the source's storage.
+    pub shared_tensors: SharedTensors,
 }
 
-/// Profiler subscriptions for [`ServeOptions::shared_profiler`]: a served run whose location
-/// is one of these reads through it; one that no run takes is let go when the server starts.
-/// Clones share the subscriptions.
-#[derive(Clone, Default)]
-pub struct SharedProfiler(Arc<std::sync::Mutex<Vec<(String, ProfilerSubscription)>>>);
+/// Subscriptions handed over by the process the server runs in, by run location
+/// ([`ServeOptions::shared_profiler`], [`ServeOptions::shared_tensors`]): a served run whose
+/// location is one of these reads through it; one that no run takes is let go when the server
+/// starts. Clones share the subscriptions.
+pub struct Handover<S>(Arc<std::sync::Mutex<Vec<(String, S)>>>);
 
-impl SharedProfiler {
+/// Profiler subscriptions for [`ServeOptions::shared_profiler`].
+pub type SharedProfiler = Handover<ProfilerSubscription>;
+
+/// Tensor subscriptions for [`ServeOptions::shared_tensors`].
+pub type SharedTensors = Handover<TensorSubscription>;
+
+impl<S> Handover<S> {
     /// Hands over `subscription` for the run at `location`.
-    pub fn add(&self, location: &str, subscription: ProfilerSubscription) {
+    pub fn add(&self, location: &str, subscription: S) {
         if let Ok(mut held) = self.0.lock() {
             held.push((location.to_owned(), subscription));
         }
     }
 
     /// Takes every subscription: each run location with its own.
-    fn take_all(&self) -> Vec<(String, ProfilerSubscription)> {
+    fn take_all(&self) -> Vec<(String, S)> {
         self.0
             .lock()
             .map(|mut held| std::mem::take(&mut *held))
@@ -102,15 +114,33 @@ impl SharedProfiler {
     }
 }
 
-impl std::fmt::Debug for SharedProfiler {
+impl<S> Clone for Handover<S> {
+    fn clone(&self) -> Self {
+        Handover(Arc::clone(&self.0))
+    }
+}
+
+impl<S> Default for Handover<S> {
+    fn default() -> Self {
+        Handover(Arc::default())
+    }
+}
+
+impl<S> std::fmt::Debug for Handover<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let locations: Vec<String> = self
             .0
             .lock()
             .map(|held| held.iter().map(|(l, _)| l.clone()).collect())
             .unwrap_or_default();
-        f.debug_tuple("SharedProfiler").field(&locations).finish()
+        f.debug_tuple("Handover").field(&locations).finish()
     }
+}
+
+/// The subscription of `held` for the run at `location`, taken out of it.
+fn take_for<S>(held: &mut Vec<(String, S)>, location: &str) -> Option<S> {
+    let i = held.iter().position(|(l, _)| same_location(l, location))?;
+    Some(held.swap_remove(i).1)
 }
 
 /// Whether two spellings of a run location name the same run (a trailing `/` aside).
@@ -134,6 +164,7 @@ impl ServeOptions {
             max_tensor_bytes: smdebug_read::trial::DEFAULT_MAX_TENSOR_BYTES,
             max_download_values: crate::api::MAX_EVERY_VALUE,
             shared_profiler: SharedProfiler::default(),
+            shared_tensors: SharedTensors::default(),
         }
     }
 }
@@ -182,23 +213,24 @@ impl Server {
             .map_err(|source| ServeError::Bind { addr, source })?;
 
         let mut shared = options.shared_profiler.take_all();
+        let mut shared_tensors = options.shared_tensors.take_all();
         let runs: Vec<Arc<Run>> = runs
             .into_iter()
             .enumerate()
             .map(|(id, (name, location))| {
                 let mut run = Run::new(id, name, location, !options.read_only);
                 run.max_tensor_bytes = options.max_tensor_bytes;
-                if let Some(i) = shared
-                    .iter()
-                    .position(|(l, _)| same_location(l, &run.location))
-                {
-                    run.shared_profiler = std::sync::Mutex::new(Some(shared.swap_remove(i).1));
+                if let Some(subscription) = take_for(&mut shared, &run.location) {
+                    run.shared_profiler = std::sync::Mutex::new(Some(subscription));
+                }
+                if let Some(subscription) = take_for(&mut shared_tensors, &run.location) {
+                    run.shared_tensors = std::sync::Mutex::new(Some(subscription));
                 }
                 Arc::new(run)
             })
             .collect();
         // A subscription no run took would hold its source's data for nobody.
-        drop(shared);
+        drop((shared, shared_tensors));
         let (tx, rx) = watch::channel(0u64);
         let tx = Arc::new(tx);
         let stop = Arc::new(AtomicBool::new(false));

@@ -10,6 +10,7 @@ use super::columns::{BatchColumn, ScalarBatch};
 use super::intake::{Admit, KnownStep, ReadFiles, admit, listed_name};
 use super::progress::StepProgress;
 use super::records;
+use super::shared::TensorSubscription;
 use super::source::{self, EventFile, IndexEntry, IndexPath, Location, Slot};
 use smdebug_io::error::{Error, Result};
 use smdebug_storage::{IntoLocation, Storage};
@@ -186,6 +187,8 @@ pub struct TensorFollower {
     repeated: BTreeSet<String>,
     found: bool,
     end: Option<Option<EndReason>>,
+    /// Index files and event files come through this source, shared with other readers.
+    share: Option<TensorSubscription>,
 }
 
 impl TensorFollower {
@@ -207,7 +210,17 @@ impl TensorFollower {
             repeated: BTreeSet::new(),
             found: false,
             end: None,
+            share: None,
         }
+    }
+
+    /// Reads the run's index files and the event files it reads whole through `subscription`,
+    /// to a [`TensorSource`](super::TensorSource) other readers in the process share (a
+    /// `Session`'s rules): each file is read once for all of them. What is read and checked,
+    /// and in which order, is unchanged. Set it before the first poll.
+    pub fn share(mut self, subscription: TensorSubscription) -> TensorFollower {
+        self.share = Some(subscription);
+        self
     }
 
     /// A follower of the run at `location` (a directory or an object-store URL), as
@@ -261,6 +274,9 @@ impl TensorFollower {
             if let Some(reason) = self.listing_end.take() {
                 self.end = Some(reason);
                 self.progress.ended(self.steps.last().copied());
+                if let Some(share) = &self.share {
+                    share.release_all();
+                }
             }
             self.forget_complete();
             if !self.progress.relisting_due() || started.elapsed() >= budget {
@@ -282,6 +298,11 @@ impl TensorFollower {
             None
         });
         let from = self.progress.start_listing();
+        if let Some(share) = &self.share {
+            // Files of steps before the listing's start are never read from now on.
+            share.release_index_before(from);
+            share.release_events_before(from);
+        }
         match source::list_index_files(self.storage.as_ref(), Some(from)) {
             Ok(paths) => {
                 let new = paths
@@ -326,7 +347,7 @@ impl TensorFollower {
             Err(e) => return inc.problem(TensorProblem::Listing(e)),
         };
         for path in paths {
-            match source::read_collections_file(storage, &path) {
+            match source::read_collections_file(storage, self.share.as_ref(), &path) {
                 Ok(file) => {
                     self.progress
                         .collections_file(file.worker.as_deref(), file.num_workers);
@@ -350,6 +371,7 @@ impl TensorFollower {
         let storage = Arc::clone(&self.storage);
         let local = self.local.clone();
         let not_numbers = Arc::clone(&self.not_numbers);
+        let share = self.share.clone();
         let mut backlog = std::mem::take(&mut self.backlog);
         let paths = backlog.make_contiguous();
         let mut values = Values::default();
@@ -357,10 +379,14 @@ impl TensorFollower {
         let read = source::parse_index_files(
             storage.as_ref(),
             local.as_deref(),
+            share.as_ref().map(|s| s as &dyn source::IndexShare),
             paths,
             more,
             |entry| {
-                entry.map(|e| read_numbers(storage.as_ref(), local.as_deref(), e, &not_numbers))
+                entry.map(|e| {
+                    let share = share.as_ref();
+                    read_numbers(storage.as_ref(), local.as_deref(), share, e, &not_numbers)
+                })
             },
             |read| {
                 let (path, step, _) = &paths[at];
@@ -584,6 +610,7 @@ impl Values {
 fn read_numbers(
     storage: &dyn Storage,
     local: Option<&std::path::Path>,
+    share: Option<&TensorSubscription>,
     entry: IndexEntry,
     not_numbers: &RwLock<foldhash::HashSet<Arc<str>>>,
 ) -> StepRead {
@@ -632,9 +659,36 @@ fn read_numbers(
     EVENT_FILE.with_borrow_mut(|buf| {
         // On local disk a small file is read into this thread's buffer (open, read, close: no
         // seek, no new buffer a step); elsewhere, or when that fails or finds nothing, storage
-        // reads it (and reports a failure as it does for every file).
+        // reads it (and reports a failure as it does for every file). Shared with other
+        // readers, it is read the same way into a buffer of its own, which they take, or
+        // taken from them.
+        let shared_bytes;
         let whole: Option<&[u8]> = if file_len > WHOLE_FILE_BYTES {
             None
+        } else if let Some(share) = share {
+            let fetch = || {
+                let mut own = Vec::new();
+                if let Some(root) = local
+                    && smdebug_storage::check_relative("", &entry.event_file).is_ok()
+                    && let Ok(n @ 1..) =
+                        source::read_whole(root, &entry.event_file, &mut own, file_len as usize)
+                {
+                    own.truncate(n);
+                    return Ok(bytes::Bytes::from(own));
+                }
+                records::get_range(storage, &at, 0..file_len)
+            };
+            match share.event_file(entry.step, &entry.event_file, fetch) {
+                Ok(bytes) => {
+                    shared_bytes = bytes;
+                    Some(&shared_bytes[..])
+                }
+                Err(e) => {
+                    // The file is not there (or not readable): one problem for the step.
+                    read.problems.push((wanted[0].1.clone(), e));
+                    return;
+                }
+            }
         } else if let Some(root) = local
             // The index names the file: only a plain path inside the run is opened here.
             && smdebug_storage::check_relative("", &entry.event_file).is_ok()

@@ -348,7 +348,8 @@ impl Interner {
     }
 }
 
-/// One index file, decoded.
+/// One index file, decoded. A clone shares its tables.
+#[derive(Clone)]
 pub(crate) struct IndexEntry {
     /// The index file's path: conflicting entries are reported by it.
     pub path: String,
@@ -361,6 +362,19 @@ pub(crate) struct IndexEntry {
     pub tensors: TensorTable,
     /// Each name listed twice, with a line naming both entries.
     pub repeated: Vec<(String, String)>,
+}
+
+/// Where a reader gets index files another reader of the run may have read
+/// ([`TensorSubscription`](super::TensorSubscription)).
+pub(crate) trait IndexShare: Sync {
+    /// Index file `path` of `step`, parsed: taken from what another reader read, else by
+    /// `read`.
+    fn index_file(
+        &self,
+        step: u64,
+        path: &str,
+        read: &mut dyn FnMut() -> Result<IndexEntry>,
+    ) -> Result<IndexEntry>;
 }
 
 /// An index file's path, with the step and worker its name gives.
@@ -400,7 +414,9 @@ pub(crate) fn list_index_files_before(
 /// `apply` on the calling thread, in the order of `paths`. Returns how many of `paths` were
 /// applied: all of them, unless `more` (asked on the calling thread before each further chunk
 /// of files is started) said no; the chunks started by then are still read and applied. An
-/// error from `apply` ends the reading: the results before it were applied, none after.
+/// error from `apply` ends the reading: the results before it were applied, none after. With
+/// `share`, a file another subscriber of the run's [`TensorSource`](super::TensorSource) read
+/// is taken from it, and one read here is held for the others.
 ///
 /// Fetching and parsing is most of the cost of opening a long run (one small file a step), so a
 /// long list is read a chunk of files at a time on rayon's pool while `apply` takes in the
@@ -415,6 +431,7 @@ pub(crate) fn list_index_files_before(
 pub(crate) fn parse_index_files<'p, T: Send, E>(
     storage: &dyn Storage,
     local: Option<&Path>,
+    share: Option<&dyn IndexShare>,
     paths: &'p [IndexPath],
     more: impl Fn() -> bool,
     work: impl Fn(Result<IndexEntry>) -> T + Sync,
@@ -426,8 +443,14 @@ pub(crate) fn parse_index_files<'p, T: Send, E>(
         chunk
             .iter()
             .map(|(path, step, worker)| {
-                let entry = fetch_index_file(storage, local, path, buf)
-                    .and_then(|bytes| read_index_file(bytes, path, *step, worker, names));
+                let mut read = || {
+                    fetch_index_file(storage, local, path, buf)
+                        .and_then(|bytes| read_index_file(bytes, path, *step, worker, names))
+                };
+                let entry = match share {
+                    Some(share) => share.index_file(*step, path, &mut read),
+                    None => read(),
+                };
                 work(entry)
             })
             .collect::<Vec<T>>()

@@ -98,6 +98,7 @@ mod queries;
 mod reads;
 mod records;
 mod report;
+mod shared;
 mod source;
 mod state;
 mod step_map;
@@ -114,6 +115,7 @@ pub use follow::{FollowedStep, TensorFollower, TensorIncrement, TensorProblem};
 pub use progress::{DEFAULT_INCOMPLETE_STEP_WINDOW, StepProgress, StepRange, StepState};
 pub use records::{TensorBytes, TensorValue};
 pub use report::{JsonElement, JsonNumber, TensorRecordJson, TrialInfo};
+pub use shared::{HELD_EVENT_BYTES, HELD_INDEX_FILES, TensorSource, TensorSubscription};
 pub use smdebug_format::budget::{Budget, Conversion};
 pub use smdebug_format::tensor::DEFAULT_MAX_TENSOR_BYTES;
 use smdebug_io::error::{Error, Result};
@@ -208,6 +210,11 @@ pub struct TrialOptions {
     /// the same either way: a file or value that could not be read ahead is read by the
     /// caller, who gets what is wrong with it. Default: true.
     pub read_files_ahead: bool,
+    /// Read the run's index files, and the event files read whole, through a
+    /// [`TensorSource`] other readers in the process share (a `Session`'s dashboard): each
+    /// file is read once for all of them. The listings, step completeness and checks stay the
+    /// trial's own. Default: `None` (the trial reads every file itself).
+    pub tensor_source: Option<TensorSubscription>,
 }
 
 impl Default for TrialOptions {
@@ -224,6 +231,7 @@ impl Default for TrialOptions {
             max_tensor_bytes: DEFAULT_MAX_TENSOR_BYTES,
             index_read_ahead: None,
             read_files_ahead: true,
+            tensor_source: None,
         }
     }
 }
@@ -312,7 +320,11 @@ impl Trial {
         let trial = Trial {
             location: location.to_string(),
             storage,
-            files: Arc::new(source::Files::new(map_root, options.file_cache_bytes)),
+            files: Arc::new(source::Files::new(
+                map_root,
+                options.file_cache_bytes,
+                options.tensor_source.clone(),
+            )),
             ahead: ahead::ReadAhead::default(),
             decoded: decoded::DecodedAhead::default(),
             state: Mutex::new(State::new(
@@ -320,6 +332,7 @@ impl Trial {
                 options.range_steps,
                 options.incomplete_step_window,
                 options.index_read_ahead,
+                options.tensor_source.clone(),
             )),
             auto_refresh: AtomicBool::new(options.auto_refresh),
             options,

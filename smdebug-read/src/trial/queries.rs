@@ -127,6 +127,7 @@ impl Trial {
             }
         }
         st.files_forgotten_before = step;
+        self.files.release_before(step);
     }
 
     /// Lets go of the index of the global steps before `step` that are complete, for readers
@@ -167,6 +168,7 @@ impl Trial {
                     }
                 }
                 st.files_forgotten_before = before;
+                self.files.release_before(before);
             }
             st.release_before(before);
         }

@@ -322,9 +322,11 @@ fn record_bytes(
     if loc.file.len <= WHOLE_FILE_MAX && files.reserve(loc.file.len) {
         // Only as much as the index says the file holds: a file larger than its index (or
         // one that is not an event file at all) is never read whole.
-        let whole = get_range(storage, loc, 0..loc.file.len).inspect_err(|_| {
-            files.release(loc.file.len);
-        })?;
+        let whole = files
+            .whole(&loc.file, || get_range(storage, loc, 0..loc.file.len))
+            .inspect_err(|_| {
+                files.release(loc.file.len);
+            })?;
         let kept = loc.file.keep(whole, true, files);
         files.fetched(&loc.file, first);
         return slice_record(&kept, loc, end);

@@ -15,9 +15,11 @@ use smdebug_format::layout;
 use smdebug_io::error::{Error, Result};
 use smdebug_storage::{LocalStorage, Storage, open_storage};
 
+use super::shared::TensorSubscription;
+
 pub(crate) use super::index_files::{
-    InOrder, IndexEntry, IndexPath, Slot, TensorTable, list_index_files, list_index_files_before,
-    parse_index_files, read_whole, reader_threads,
+    InOrder, IndexEntry, IndexPath, IndexShare, Slot, TensorTable, list_index_files,
+    list_index_files_before, parse_index_files, read_whole, reader_threads,
 };
 
 /// The run's storage, and its directory when it is on local disk (where event files can be
@@ -45,11 +47,12 @@ pub(crate) struct WorkerCollections {
 /// Collections files not read yet; the first one that cannot be read is the error.
 pub(crate) fn new_collection_files(
     storage: &dyn Storage,
+    share: Option<&TensorSubscription>,
     seen: &BTreeSet<String>,
 ) -> Result<Vec<(String, WorkerCollections)>> {
     let mut out = Vec::new();
     for path in unread_collection_files(storage, seen)? {
-        let file = read_collections_file(storage, &path)?;
+        let file = read_collections_file(storage, share, &path)?;
         out.push((path, file));
     }
     Ok(out)
@@ -67,12 +70,18 @@ pub(crate) fn unread_collection_files(
         .collect())
 }
 
-/// One worker's collections file, read and parsed.
+/// One worker's collections file, read (or taken from another reader of the run, through
+/// `share`) and parsed.
 pub(crate) fn read_collections_file(
     storage: &dyn Storage,
+    share: Option<&TensorSubscription>,
     path: &str,
 ) -> Result<WorkerCollections> {
-    let bytes = storage.get(path)?;
+    let read = || Ok(storage.get(path)?);
+    let bytes = match share {
+        Some(share) => share.collections_file(path, read)?,
+        None => read()?,
+    };
     let bad = |reason: String| Error::BadCollections {
         path: path.to_string(),
         reason,
@@ -210,7 +219,8 @@ impl EventFile {
         if !files.reserve_ahead(self.len) {
             return false;
         }
-        match storage.get_range(&self.path(), 0..self.len) {
+        let read = || Ok(storage.get_range(&self.path(), 0..self.len)?);
+        match files.whole(self, read) {
             Ok(whole) => {
                 let mut data = self.data();
                 if data.is_some() {
@@ -326,15 +336,43 @@ pub(crate) struct Files {
     kept: AtomicUsize,
     /// The file fetched whole for the first time last, kept until another one is.
     provisional: Mutex<Option<Arc<EventFile>>>,
+    /// Whole files come through this source, shared with other readers.
+    share: Option<TensorSubscription>,
 }
 
 impl Files {
-    pub(crate) fn new(map_root: Option<PathBuf>, budget: usize) -> Self {
+    pub(crate) fn new(
+        map_root: Option<PathBuf>,
+        budget: usize,
+        share: Option<TensorSubscription>,
+    ) -> Self {
         Files {
             map_root,
             budget,
             kept: AtomicUsize::new(0),
             provisional: Mutex::new(None),
+            share,
+        }
+    }
+
+    /// The whole of `file` by `read`, or taken from the shared source when another reader of
+    /// the run read it (see [`TensorSource`](super::TensorSource)).
+    pub(super) fn whole(
+        &self,
+        file: &EventFile,
+        read: impl FnOnce() -> Result<Bytes>,
+    ) -> Result<Bytes> {
+        match &self.share {
+            Some(share) => share.event_file(file.step(), &file.path(), read),
+            None => read(),
+        }
+    }
+
+    /// This trial reads no event file of a step before `step` again: the shared source lets
+    /// go of what it held of them for it.
+    pub(super) fn release_before(&self, step: u64) {
+        if let Some(share) = &self.share {
+            share.release_events_before(step);
         }
     }
 

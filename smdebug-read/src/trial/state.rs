@@ -12,6 +12,7 @@ use smdebug_core::{Collection, EndReason, Mode, UnusablePattern};
 
 use super::intake::{Admit, KnownStep, ReadFiles, admit, listed_name};
 use super::progress::{StepProgress, StepRange};
+use super::shared::TensorSubscription;
 use super::source::{self, EventFile, Slot, TensorTable};
 use super::step_map::{ModeSteps, StepMap};
 use super::steps::PlannedStep;
@@ -204,6 +205,9 @@ pub(crate) struct State {
     pub local_root: Option<std::path::PathBuf>,
     /// The workers' names, each kept once for all their steps.
     worker_names: Vec<Arc<str>>,
+    /// Index files come through this source, shared with other readers
+    /// ([`TrialOptions::tensor_source`](super::TrialOptions::tensor_source)).
+    share: Option<TensorSubscription>,
 }
 
 impl State {
@@ -213,12 +217,14 @@ impl State {
         range: StepRange,
         window: u64,
         read_ahead: Option<u64>,
+        share: Option<TensorSubscription>,
     ) -> State {
         State {
             local_root,
             range,
             progress: StepProgress::new(window),
             read_ahead,
+            share,
             ..State::default()
         }
     }
@@ -318,6 +324,9 @@ impl State {
                     self.progress.ended(self.steps.keys().next_back().copied());
                     // Nothing is added from now on: the tables' spare room is let go.
                     self.steps.shrink_to_fit();
+                    if let Some(share) = &self.share {
+                        share.release_index_before(u64::MAX);
+                    }
                     self.by_mode_step.shrink_to_fit();
                 }
             }
@@ -340,6 +349,10 @@ impl State {
             .start_listing()
             .max(self.range.start.unwrap_or(0));
         let horizon = self.horizon();
+        if let Some(share) = &self.share {
+            // Index files before the listing's start are never read from now on.
+            share.release_index_before(from);
+        }
         let listed = source::list_index_files_before(storage, Some(from), horizon)?;
         let window_empty = listed.is_empty();
         self.read_to_end = false;
@@ -389,9 +402,11 @@ impl State {
         }
         self.read_collections(storage)?;
         let local_root = self.local_root.clone();
+        let share = self.share.clone();
         source::parse_index_files(
             storage,
             local_root.as_deref(),
+            share.as_ref().map(|s| s as &dyn source::IndexShare),
             &paths,
             || true,
             |entry| entry,
@@ -403,7 +418,10 @@ impl State {
 
     /// Reads the collections files not read yet.
     fn read_collections(&mut self, storage: &dyn Storage) -> Result<()> {
-        for (key, file) in source::new_collection_files(storage, &self.collection_files)? {
+        let share = self.share.clone();
+        for (key, file) in
+            source::new_collection_files(storage, share.as_ref(), &self.collection_files)?
+        {
             self.collection_files.insert(key.clone());
             self.progress
                 .collections_file(file.worker.as_deref(), file.num_workers);

@@ -19,6 +19,7 @@ use super::threads::{RunnerHandle, start};
 use super::trail::{StatusLines, StatusTrail};
 use crate::actions::{ActionConfig, ActionContext};
 use smdebug_read::follow::{ProfilerSource, ProfilerSubscription};
+use smdebug_read::trial::TensorSubscription;
 
 use crate::error::Result;
 use crate::params::RuleSpec;
@@ -33,6 +34,7 @@ impl RuleRunner {
             location: location.to_string(),
             storage: None,
             profiler_subscription: None,
+            tensor_subscription: None,
             rules: Vec::new(),
             specs: Vec::new(),
             poll_interval: Duration::from_millis(200),
@@ -55,6 +57,7 @@ pub struct RunnerBuilder {
     location: String,
     storage: Option<Arc<dyn Storage>>,
     profiler_subscription: Option<ProfilerSubscription>,
+    tensor_subscription: Option<TensorSubscription>,
     rules: Vec<(Rule, Vec<ActionConfig>)>,
     specs: Vec<RuleSpec>,
     poll_interval: Duration,
@@ -125,6 +128,16 @@ impl RunnerBuilder {
     /// lets the subscription go when it is built.
     pub fn profiler_source(mut self, subscription: ProfilerSubscription) -> Self {
         self.profiler_subscription = Some(subscription);
+        self
+    }
+
+    /// Reads the run's index files (and the event files read whole) through `subscription` to
+    /// a [`TensorSource`](smdebug_read::trial::TensorSource) other readers in the process
+    /// share (a `Session`'s dashboard), so that each file is read once
+    /// ([`TrialOptions::tensor_source`](smdebug_read::trial::TrialOptions::tensor_source)).
+    /// A runner whose rules read no tensors lets it go when it is built.
+    pub fn tensor_source(mut self, subscription: TensorSubscription) -> Self {
+        self.tensor_subscription = Some(subscription);
         self
     }
 
@@ -269,6 +282,7 @@ impl RunnerBuilder {
                 max_tensor_bytes: self.max_tensor_bytes,
                 profiler: has_profiler,
                 tensors: has_tensors,
+                tensor_source: self.tensor_subscription.take().filter(|_| has_tensors),
                 look_back,
                 read_ahead: self.read_ahead,
                 timeout: self.open_timeout,

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use smdebug_read::run::{EndMarker, FolderChange, FolderWatch, has_profiler_data};
-use smdebug_read::trial::{Trial, TrialOptions};
+use smdebug_read::trial::{TensorSubscription, Trial, TrialOptions};
 use smdebug_storage::Storage;
 
 use crate::error::{Error, Result};
@@ -44,6 +44,7 @@ fn runner_trial_options(options: &OpenOptions) -> TrialOptions {
         // No event files read ahead on other threads (`TrialOptions::read_files_ahead`): the
         // runner often lives in the training job, whose cores and memory are the job's.
         read_files_ahead: false,
+        tensor_source: options.tensor_source.clone(),
         ..defaults
     }
 }
@@ -64,6 +65,8 @@ pub(super) struct OpenOptions {
     /// trial (whose index of every tensor of every step no rule would read: ~410 MB for the
     /// 5 M tensors of a 1-hour run).
     pub tensors: bool,
+    /// The source of the run's tensor files shared with other readers in the process.
+    pub tensor_source: Option<TensorSubscription>,
     /// How long to wait for the run to appear, looking every `poll_interval`.
     pub timeout: Duration,
     pub poll_interval: Duration,

@@ -94,24 +94,33 @@ impl<H: Capture> SessionBuilder<H> {
             );
         }
 
-        // Rules and the dashboard read the run's profiler data through one source, so that
-        // each file is read once: both subscribe before either reads.
+        // Rules and the dashboard read the run's profiler data through one source, and its
+        // tensor files through another, so that each file is read once: both subscribe before
+        // either reads.
         #[cfg(feature = "serve")]
-        let (runner_profiler, dashboard_profiler) = if worker.rank == 0
-            && self.dashboard.is_some()
-            && (!self.rules.is_empty() || !self.custom_rules.is_empty())
-        {
-            let source = smdebug_read::follow::ProfilerSource::new(storage.clone());
-            (Some(source.subscribe()), Some(source.subscribe()))
-        } else {
-            (None, None)
-        };
+        let (runner_profiler, dashboard_profiler, runner_tensors, dashboard_tensors) =
+            if worker.rank == 0
+                && self.dashboard.is_some()
+                && (!self.rules.is_empty() || !self.custom_rules.is_empty())
+            {
+                let source = smdebug_read::follow::ProfilerSource::new(storage.clone());
+                let tensors = smdebug_read::trial::TensorSource::new(storage.clone());
+                (
+                    Some(source.subscribe()),
+                    Some(source.subscribe()),
+                    Some(tensors.subscribe()),
+                    Some(tensors.subscribe()),
+                )
+            } else {
+                (None, None, None, None)
+            };
         #[cfg(all(feature = "rules", not(feature = "serve")))]
-        let runner_profiler = None;
+        let (runner_profiler, runner_tensors) = (None, None);
 
         #[cfg(feature = "rules")]
         if worker.rank == 0 && (!self.rules.is_empty() || !self.custom_rules.is_empty()) {
-            let (runner, report) = self.start_rules(&location, &storage, &stop, runner_profiler)?;
+            let (runner, report) =
+                self.start_rules(&location, &storage, &stop, runner_profiler, runner_tensors)?;
             parts.runner = Some(runner);
             parts.report = report;
         }
@@ -122,6 +131,9 @@ impl<H: Capture> SessionBuilder<H> {
             options.storage = self.storage_options.clone();
             if let Some(subscription) = dashboard_profiler {
                 options.shared_profiler.add(&location, subscription);
+            }
+            if let Some(subscription) = dashboard_tensors {
+                options.shared_tensors.add(&location, subscription);
             }
             let server = smdebug_serve::Server::start(options)?;
             parts.dashboard_url = Some(server.url().to_string());
@@ -348,6 +360,7 @@ impl<H: Capture> SessionBuilder<H> {
         storage: &Arc<dyn Storage>,
         stop: &StopSignal,
         profiler: Option<smdebug_read::follow::ProfilerSubscription>,
+        tensors: Option<smdebug_read::trial::TensorSubscription>,
     ) -> Result<(smdebug_rules::RunnerHandle, Option<String>)> {
         let mut runner = smdebug_rules::RuleRunner::builder(location)
             .storage(storage.clone())
@@ -365,6 +378,9 @@ impl<H: Capture> SessionBuilder<H> {
         }
         if let Some(subscription) = profiler {
             runner = runner.profiler_source(subscription);
+        }
+        if let Some(subscription) = tensors {
+            runner = runner.tensor_source(subscription);
         }
         #[cfg(not(feature = "report"))]
         let report = None;
