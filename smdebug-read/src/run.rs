@@ -120,9 +120,9 @@ pub enum FolderChange {
 
 impl FolderWatch {
     /// Watches the folder of `location`, when it is on local disk.
-    pub fn new(location: &str) -> FolderWatch {
+    pub fn new(location: &Location) -> FolderWatch {
         FolderWatch {
-            root: Location::local_folder(location),
+            root: location.local_path().map(Path::to_path_buf),
             id: None,
         }
     }
@@ -177,7 +177,7 @@ mod tests {
     fn a_folder_is_gone_once_seen_and_replaced_when_another_takes_its_path() {
         let dir = tempfile::tempdir().unwrap();
         let run = dir.path().join("run");
-        let mut watch = FolderWatch::new(run.to_str().unwrap());
+        let mut watch = FolderWatch::new(&Location::Local(run.clone()));
         assert_eq!(watch.look(false), FolderChange::Same, "not created yet");
         std::fs::create_dir(&run).unwrap();
         assert_eq!(watch.look(false), FolderChange::Same);
@@ -190,13 +190,14 @@ mod tests {
         std::fs::remove_dir(&run).unwrap();
         assert_eq!(watch.look(false), FolderChange::Gone);
         // Never seen: gone only when something of the run was read already.
-        let mut fresh = FolderWatch::new(dir.path().join("other").to_str().unwrap());
+        let mut fresh = FolderWatch::new(&Location::Local(dir.path().join("other")));
         assert_eq!(fresh.look(false), FolderChange::Same);
         assert_eq!(fresh.look(true), FolderChange::Gone);
         // A file:// URL is the same folder; an object store has none.
         let url = format!("file://{}", run.display());
+        let url = Location::parse(&url).unwrap();
         assert_eq!(FolderWatch::new(&url).root(), Some(run.as_path()));
-        let mut s3 = FolderWatch::new("s3://bucket/run");
+        let mut s3 = FolderWatch::new(&Location::parse("s3://bucket/run").unwrap());
         assert_eq!(s3.root(), None);
         assert_eq!(s3.look(true), FolderChange::Same);
     }

@@ -209,6 +209,21 @@ pub enum Error {
 /// `Result` with smdebug-rules' [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl Error {
+    /// A run location given as text that names none (`s3:/bucket`): the run cannot be opened,
+    /// named as given.
+    pub(crate) fn unparsed_location(e: smdebug_storage::Error) -> Error {
+        let location = match &e {
+            smdebug_storage::Error::InvalidLocation { location, .. } => location.clone(),
+            _ => String::new(),
+        };
+        Error::OpenRun {
+            location,
+            source: Box::new(e.into()),
+        }
+    }
+}
+
 /// True for reader errors that mean "this tensor is not there at this step (yet)": a rule treats
 /// them as "nothing to check", as Python smdebug's rule invoker does with
 /// `TensorUnavailableForStep` (which its Trial also raises for a tensor saved only as

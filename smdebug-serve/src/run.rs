@@ -55,8 +55,8 @@ pub(crate) struct Run {
     pub id: usize,
     /// A short name (the folder name).
     pub name: String,
-    /// The location as given.
-    pub location: String,
+    /// Where the run lives.
+    pub location: Location,
     /// What is known so far.
     pub data: RwLock<RunData>,
     /// Its trial, opened when a view first reads a whole tensor.
@@ -78,7 +78,7 @@ pub(crate) struct Run {
 }
 
 impl Run {
-    pub fn new(id: usize, name: String, location: String, allow_write: bool) -> Run {
+    pub fn new(id: usize, name: String, location: Location, allow_write: bool) -> Run {
         Run {
             id,
             name,
@@ -115,7 +115,7 @@ impl Run {
             file_cache_bytes: DASHBOARD_FILE_CACHE_BYTES,
             ..TrialOptions::default()
         };
-        match Trial::from_storage(&self.location, storage, options) {
+        match Trial::from_storage(&self.location.to_string(), storage, options) {
             Ok(t) => {
                 let t = Arc::new(t);
                 *slot = Some(Arc::clone(&t));
@@ -393,7 +393,7 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Fou
 /// to be missing, since when; an object-store URL is not looked up here (its prefix exists
 /// once anything is written under it).
 fn note_missing(run: &Run) {
-    let Some(dir) = Location::local_folder(&run.location) else {
+    let Some(dir) = run.location.local_path() else {
         return;
     };
     let missing = !dir.exists();
@@ -872,7 +872,12 @@ mod tests {
 
         eprintln!("run written in {:?}", t0.elapsed());
         let counting = Arc::new(CountingStorage::new(Arc::clone(&local)));
-        let run = Run::new(0, "run".into(), dir.path().to_str().unwrap().into(), false);
+        let run = Run::new(
+            0,
+            "run".into(),
+            smdebug_storage::Location::Local(dir.path().into()),
+            false,
+        );
         *run.storage.write().unwrap() = Some(counting.clone());
         let options = StorageOptions::default();
         let mut cursor = Cursor::default();

@@ -162,7 +162,7 @@ fn a_run_of_another_host_that_stopped_beating_is_stalled_since_its_last_progress
     )
     .unwrap();
 
-    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().to_owned()])).unwrap();
+    let server = Server::start(ServeOptions::new([&run])).unwrap();
     let url = server.url().trim_end_matches('/').to_owned();
     let r = wait_for(Duration::from_secs(30), "the run read", || {
         let v = get_json(&format!("{url}/api/runs"));
@@ -253,7 +253,7 @@ fn a_run_that_stops_writing_is_pushed_as_stalled_once_a_minute_has_passed() {
     // Its last step ended 55 s ago: live when the page opens, stalled 5 s later with no file
     // changing, and the stream says so by itself.
     let (run, last) = stopped_run(dir.path(), 55.0);
-    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().to_owned()])).unwrap();
+    let server = Server::start(ServeOptions::new([&run])).unwrap();
     let url = server.url().trim_end_matches('/').to_owned();
     let rx = events(&url);
     let first = pushed(&rx, Duration::from_secs(30), "the run read", |r| {
@@ -291,7 +291,7 @@ fn a_process_of_this_host_that_runs_but_does_not_advance_is_stalled_not_crashed(
     let storage = LocalStorage::new(&run).unwrap();
     smdebug_storage::Storage::put(&storage, &id.key(), serde_json::to_vec(&id).unwrap().into())
         .unwrap();
-    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().to_owned()])).unwrap();
+    let server = Server::start(ServeOptions::new([&run])).unwrap();
     let url = server.url().trim_end_matches('/').to_owned();
     let r = wait_for(Duration::from_secs(30), "the run read", || {
         let v = get_json(&format!("{url}/api/runs"));
