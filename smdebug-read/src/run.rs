@@ -1,13 +1,13 @@
-//! The few files that say how a run stands, read as every reader reads them: the end marker
-//! and whether there is profiler data at all. Rules, the report and the dashboard ask here
-//! instead of knowing where these files are.
+//! The few files that say how a run stands, read as every reader reads them: the end marker,
+//! whether there is profiler data at all, and the identity files of the processes that wrote
+//! it. Rules, the report and the dashboard ask here instead of knowing where these files are.
 
 use std::path::{Path, PathBuf};
 
+use crate::error::Result;
 use smdebug_core::EndReason;
 use smdebug_format::code_profile::CODE_PREFIX;
 use smdebug_format::{layout, system::SYSTEM_PREFIX, trace::TRACE_PREFIX};
-use smdebug_io::Result;
 use smdebug_storage::Location;
 use smdebug_storage::Storage;
 
@@ -33,6 +33,25 @@ impl EndMarker {
     pub fn present(storage: &dyn Storage) -> Result<bool> {
         Ok(storage.size(Self::PATH)?.is_some())
     }
+}
+
+/// The run's identity files (`jobs/`, see `smdebug_format::jobs`), and one line for each that
+/// could not be read (too large, not an identity). A run without `jobs/` (Python smdebug's, or
+/// one written before identity files) has none.
+pub fn read_jobs(
+    storage: &dyn Storage,
+) -> Result<(Vec<smdebug_format::jobs::JobIdentity>, Vec<String>)> {
+    let got = |key: &str| match storage.get(key) {
+        Ok(body) => Ok(Some(body)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    };
+    let keys = storage.list(layout::JOBS_DIR)?;
+    Ok(smdebug_format::jobs::read_job_files(
+        keys,
+        |key| storage.size(key),
+        got,
+    )?)
 }
 
 /// Whether the run holds any system-metrics or framework trace file.

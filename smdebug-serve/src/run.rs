@@ -121,7 +121,9 @@ impl Run {
                 *slot = Some(Arc::clone(&t));
                 Ok(t)
             }
-            Err(smdebug_io::Error::NoSuchRun { .. }) => Err("the run has no tensors (yet)".into()),
+            Err(smdebug_read::Error::NoSuchRun { .. }) => {
+                Err("the run has no tensors (yet)".into())
+            }
             Err(e) => Err(format!("cannot open the run's tensors: {e}")),
         }
     }
@@ -530,9 +532,9 @@ fn read_processes(
     storage: &dyn Storage,
     warnings: &mut Vec<String>,
 ) -> Option<Vec<ProcessView>> {
-    match smdebug_io::jobs::read_jobs(storage) {
+    match smdebug_read::run::read_jobs(storage) {
         Ok((jobs, problems)) => {
-            warnings.extend(smdebug_io::jobs::job_problems(&jobs));
+            warnings.extend(smdebug_format::jobs::job_problems(&jobs));
             warnings.extend(problems);
             let before = run
                 .data

@@ -243,7 +243,7 @@ fn a_run_holding_two_jobs_files_is_flagged() {
     std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
     let storage = smdebug_storage::open_storage(run.to_str().unwrap()).unwrap();
     for job in ["killed-job", "next-job"] {
-        let identity = smdebug_io::jobs::JobIdentity::new(job.into(), "worker_0".into(), 0, 1);
+        let identity = smdebug_io::jobs::identity_here(job.into(), "worker_0".into(), 0, 1);
         smdebug_io::jobs::JobClaim::start(storage.clone(), identity)
             .unwrap()
             .finish()

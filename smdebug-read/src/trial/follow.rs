@@ -11,7 +11,7 @@ use super::intake::{Admit, KnownStep, ReadFiles, admit, listed_name};
 use super::progress::StepProgress;
 use super::records;
 use super::source::{self, EventFile, IndexEntry, IndexPath, Location, Slot};
-use smdebug_io::error::{Error, Result};
+use crate::error::{Error, Result};
 use smdebug_storage::{IntoLocation, Storage};
 
 /// An event file up to this size is read whole when it holds a number to read; a larger one

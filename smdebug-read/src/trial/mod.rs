@@ -109,6 +109,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::error::{Error, Result};
 pub use columns::{BatchColumn, Column, ScalarBatch, ScalarColumns, ScalarTrack, WALL_TOLERANCE_S};
 pub use follow::{FollowedStep, TensorFollower, TensorIncrement, TensorProblem};
 pub use progress::{DEFAULT_INCOMPLETE_STEP_WINDOW, StepProgress, StepRange, StepState};
@@ -116,7 +117,6 @@ pub use records::{TensorBytes, TensorValue};
 pub use report::{JsonElement, JsonNumber, TensorRecordJson, TrialInfo};
 pub use smdebug_format::budget::{Budget, Conversion};
 pub use smdebug_format::tensor::DEFAULT_MAX_TENSOR_BYTES;
-use smdebug_io::error::{Error, Result};
 use smdebug_storage::{IntoLocation, Storage};
 use state::State;
 pub use state::{RepeatedName, StepSelector};

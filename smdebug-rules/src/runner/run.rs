@@ -99,7 +99,7 @@ impl RunSource {
     ) -> Result<RunSource> {
         let trial_options = runner_trial_options(&options);
         let text = location.to_string();
-        let open_error = |e: smdebug_io::Error| Error::OpenRun {
+        let open_error = |e: smdebug_read::Error| Error::OpenRun {
             location: text.clone(),
             source: Box::new(e),
         };
@@ -119,7 +119,7 @@ impl RunSource {
             match Trial::from_storage(&text, storage.clone(), trial_options.clone()) {
                 Ok(trial) => Ok((storage, Some(trial))),
                 // A run with profiler data and no tensors is a run for the profiler rules.
-                Err(e @ smdebug_io::Error::NoSuchRun { .. }) if options.profiler => {
+                Err(e @ smdebug_read::Error::NoSuchRun { .. }) if options.profiler => {
                     if has_profiler_data(storage.as_ref()).map_err(open_error)? {
                         Ok((storage, None))
                     } else {
@@ -151,7 +151,7 @@ impl RunSource {
     }
 
     /// The error of a failed read of the run.
-    pub fn read_error(&self, e: smdebug_io::Error) -> Error {
+    pub fn read_error(&self, e: smdebug_read::Error) -> Error {
         Error::OpenRun {
             location: self.location.to_string(),
             source: Box::new(e),
@@ -168,7 +168,7 @@ impl RunSource {
                 self.trial_options.clone(),
             ) {
                 Ok(t) => self.trial = Some(t),
-                Err(smdebug_io::Error::NoSuchRun { .. }) => {}
+                Err(smdebug_read::Error::NoSuchRun { .. }) => {}
                 Err(e) => return Err(self.read_error(e)),
             }
         }
