@@ -60,7 +60,7 @@ pub fn sorted_names(run: &Path) -> Vec<String> {
 /// they found: the model is young).
 #[track_caller]
 pub fn assert_label_rules_judged(run: &Path) {
-    let summary = RuleRunner::builder(run.to_str().unwrap())
+    let summary = RuleRunner::builder(run)
         .write_into_run(false)
         .spec(RuleSpec::new("ClassImbalance"))
         .spec(RuleSpec::new("Confusion"))

@@ -3,6 +3,7 @@
 //! sink that drops records, their command-line numbers, and the table they print (seconds per step for four variants of one training loop,
 //! measured in alternating rounds).
 
+use smdebug::storage::Location;
 use smdebug_core::{Record, Sink};
 
 /// A sink that drops every record: what an adapter and the hook cost without storage.
@@ -31,21 +32,33 @@ pub fn number_arg<T: std::str::FromStr>(
 }
 
 /// Where an adapter example writes its run: the value after `--out` in `args` (a directory or
-/// an object-store URL), or `target/<default>` in the workspace. The example's session replaces
-/// a run left there by an earlier start (`SessionBuilder::overwrite`).
-pub fn run_location(args: &[String], default: &str) -> Result<String, String> {
+/// an object-store URL, refused when it names neither), or `target/<default>` in the
+/// workspace. The example's session replaces a run left there by an earlier start
+/// (`SessionBuilder::overwrite`).
+pub fn run_location(args: &[String], default: &str) -> Result<Location, String> {
     match args.iter().position(|a| a == "--out") {
-        Some(i) => args
-            .get(i + 1)
-            .cloned()
-            .ok_or_else(|| "--out needs a location".into()),
+        Some(i) => {
+            let out = args.get(i + 1).ok_or("--out needs a location")?;
+            Location::parse(out).map_err(|e| format!("--out: {e}"))
+        }
         None => {
             let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .parent()
                 .ok_or("the examples crate sits in the workspace")?;
-            let dir = workspace.join("target").join(default);
-            Ok(dir.to_str().ok_or("non-UTF-8 path")?.to_string())
+            Ok(Location::Local(workspace.join("target").join(default)))
         }
+    }
+}
+
+/// The run location `out` (a directory or an object-store URL) with a local directory created
+/// and made absolute, so that the commands an example prints work from anywhere.
+pub fn prepared_location(out: &str) -> Result<Location, Box<dyn std::error::Error>> {
+    match Location::parse(out)? {
+        Location::Local(dir) => {
+            std::fs::create_dir_all(&dir)?;
+            Ok(Location::Local(dir.canonicalize()?))
+        }
+        store => Ok(store),
     }
 }
 
@@ -93,7 +106,11 @@ pub fn losses_only() -> smdebug_core::HookBuilder {
 /// span per layer over steps 20-29 and a sampling CPU profile over steps 40-59; the debugging
 /// rules that read those tensors, then `profiler_rules`. `--python-compatible` in `args` asks
 /// for files Python smdebug reads.
-pub fn cnn_session(out: &str, args: &[String], profiler_rules: &[&str]) -> smdebug::SessionBuilder {
+pub fn cnn_session(
+    out: &Location,
+    args: &[String],
+    profiler_rules: &[&str],
+) -> smdebug::SessionBuilder {
     use smdebug_core::{Collection, Mode, SaveConfig, SaveConfigMode};
     let eval_only =
         SaveConfig::new(SaveConfigMode::never()).with_mode(Mode::Eval, SaveConfigMode::every(1));

@@ -23,7 +23,7 @@ fn check_all_steps_readable(trial: &Trial) -> usize {
                     values += 1;
                 }
                 // Only reductions of this tensor at this step: read one of them instead.
-                Err(smdebug_io::Error::OnlyReductionsSaved { .. }) => {}
+                Err(smdebug_read::Error::OnlyReductionsSaved { .. }) => {}
                 Err(e) => panic!("{name} at step {step}: {e}"),
             }
         }

@@ -63,7 +63,7 @@ fn a_healthy_run_goes_to_the_end_with_capture_profiling_rules_and_report() {
     let imbalance = rule(&s, "ClassImbalance");
     assert_eq!(imbalance["status"], "NoIssuesFound", "{imbalance}");
     assert!(imbalance["datapoints"].as_u64().unwrap() > 0, "{imbalance}");
-    let confusion = smdebug_rules::RuleRunner::builder(run.to_str().unwrap())
+    let confusion = smdebug_rules::RuleRunner::builder(&run)
         .write_into_run(false)
         .spec(smdebug_rules::RuleSpec::new("Confusion"))
         .build()

@@ -10,7 +10,7 @@
 //!
 //! ```
 //! let dir = tempfile::tempdir().unwrap();
-//! let outcome = smdebug_lean_training::train(dir.path().to_str().unwrap(), 20, |_| {}).unwrap();
+//! let outcome = smdebug_lean_training::train(dir.path(), 20, |_| {}).unwrap();
 //! assert_eq!(outcome.steps, 20);
 //! assert!(outcome.stopped.is_none());
 //! ```
@@ -38,7 +38,7 @@ pub struct Outcome {
 /// into the run (`smdebug::io::stop::request_stop`, as a rule runner does) ends the loop at its
 /// next step. `after_step` is called with the step number after every step.
 pub fn train(
-    location: &str,
+    location: impl smdebug::storage::IntoLocation,
     steps: u64,
     mut after_step: impl FnMut(u64),
 ) -> smdebug::Result<Outcome> {

@@ -306,7 +306,7 @@ fn a_code_profile_window_without_its_feature_fails_at_start_naming_it() {
     use smdebug::prelude::*;
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
-    let started = Session::builder(run.to_str().unwrap())
+    let started = Session::builder(&run)
         .code_profiling(Window::steps(0, 5))
         .start();
     let err = match started {
@@ -334,9 +334,5 @@ fn a_code_profile_window_without_its_feature_fails_at_start_naming_it() {
     );
     assert!(text.contains("features = [\"code-profile\"]"), "{text}");
     // Nothing was claimed: the same location starts without the window.
-    Session::builder(run.to_str().unwrap())
-        .start()
-        .unwrap()
-        .finish()
-        .unwrap();
+    Session::builder(&run).start().unwrap().finish().unwrap();
 }

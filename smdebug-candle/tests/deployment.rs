@@ -263,7 +263,7 @@ fn the_drift_rule_fires_on_shifted_digits_and_stays_quiet_on_held_out_ones() {
 
         // The same rule run afterwards over the finished run agrees with the one that ran in the
         // serving session.
-        let summary = RuleRunner::builder(served.run.to_str().unwrap())
+        let summary = RuleRunner::builder(&served.run)
             .write_into_run(false)
             .rule(
                 Rule::tensor(DataDrift::from_training_run(train_str).unwrap()),
@@ -386,7 +386,7 @@ fn the_drift_rule_refuses_a_run_without_a_baseline_and_names_a_capture_of_anothe
     crafted_run(good.path(), Some((&images, &ten)));
     let rule = DataDrift::from_training_run(good.path().to_str().unwrap()).unwrap();
     assert_eq!(rule.baseline_samples(), 4);
-    let summary = RuleRunner::builder(odd.path().to_str().unwrap())
+    let summary = RuleRunner::builder(odd.path())
         .write_into_run(false)
         .rule(Rule::tensor(rule), vec![])
         .build()

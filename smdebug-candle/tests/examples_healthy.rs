@@ -47,7 +47,7 @@ fn train(name: &str, out: &Path, run: &str) -> PathBuf {
 /// The debugging rules of the default set on `run`: none found an issue, the loss rules judged.
 #[track_caller]
 fn assert_healthy(run: &Path) {
-    let mut builder = RuleRunner::builder(run.to_str().unwrap());
+    let mut builder = RuleRunner::builder(run);
     for spec in default_specs(false, false) {
         builder = builder.spec(spec);
     }
@@ -98,7 +98,7 @@ fn the_cnn_example_trains_a_healthy_model() {
     assert_healthy(&run);
     // The model is registered whole and the loss's inputs saved at evaluation: the rules that
     // read them judged.
-    let mut builder = RuleRunner::builder(run.to_str().unwrap());
+    let mut builder = RuleRunner::builder(&run);
     for rule in ["ClassImbalance", "Confusion", "DeadRelu"] {
         builder = builder.spec(smdebug::rules::RuleSpec::new(rule));
     }

@@ -28,6 +28,7 @@ mod rules_cmd;
 mod serve_cmd;
 use smdebug_core::Mode;
 use smdebug_read::trial::{DEFAULT_MAX_TENSOR_BYTES, StepSelector, Trial, TrialOptions};
+use smdebug_storage::Location;
 
 /// The exit statuses of the reading subcommands, as `--help` shows them.
 const READ_EXIT_STATUS: &str = "Exit status: 0 success; 2 an error (no such run, a corrupt \
@@ -76,12 +77,12 @@ enum Command {
     #[command(after_help = READ_EXIT_STATUS)]
     Info {
         /// Run directory or object-store URL (s3://bucket/prefix, gs://, az://).
-        run: String,
+        run: Location,
     },
     /// Tensor names, one per line (control characters shown escaped, as `\u{1b}`).
     #[command(after_help = READ_EXIT_STATUS)]
     Tensors {
-        run: String,
+        run: Location,
         /// Only tensors of this collection.
         #[arg(long)]
         collection: Option<String>,
@@ -93,7 +94,7 @@ enum Command {
     /// wrote them, or the run ended), as Python smdebug's `steps()` lists them.
     #[command(after_help = READ_EXIT_STATUS)]
     Steps {
-        run: String,
+        run: Location,
         /// Only steps recorded in this mode (TRAIN, EVAL, PREDICT, GLOBAL).
         #[arg(long)]
         mode: Option<Mode>,
@@ -136,7 +137,7 @@ metrics were not stored (a disk that filled)."
         interval: u64,
         /// Run directory or object-store URL the metrics go to.
         #[arg(long, default_value = "smdebug-profile")]
-        out: String,
+        out: Location,
         /// Node id written into the metrics (default: from the host name; `algo-1` style ids
         /// are what Python smdebug's readers look for).
         #[arg(long)]
@@ -149,7 +150,7 @@ metrics were not stored (a disk that filled)."
 
 #[derive(Args)]
 struct ValueArgs {
-    run: String,
+    run: Location,
     tensor: String,
     /// Global step to read.
     #[arg(
@@ -242,7 +243,7 @@ type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
 /// The run, its warnings on stderr as the reader logs them (once each, when first seen).
 fn open(
-    run: &str,
+    run: &Location,
     max_tensor_bytes: u64,
     storage_timeout: u64,
 ) -> Result<Trial, Box<dyn std::error::Error>> {
@@ -251,7 +252,7 @@ fn open(
         ..TrialOptions::default()
     };
     match object_store(run, storage_timeout)? {
-        Some(storage) => Ok(Trial::from_storage(run, storage, options)?),
+        Some(storage) => Ok(Trial::from_storage(&run.to_string(), storage, options)?),
         None => Ok(Trial::open_with(run, options)?),
     }
 }
@@ -259,10 +260,10 @@ fn open(
 /// The storage of `run` when it is an object store, given `storage_timeout` seconds a request,
 /// retries included; `None` for a local run.
 pub(crate) fn object_store(
-    run: &str,
+    run: &Location,
     storage_timeout: u64,
 ) -> Result<Option<std::sync::Arc<dyn smdebug_storage::Storage>>, smdebug_storage::Error> {
-    if smdebug_storage::Backend::for_location(run).is_none() {
+    if run.is_local() {
         return Ok(None);
     }
     let timeout = std::time::Duration::from_secs(storage_timeout);
@@ -365,7 +366,7 @@ fn run(cli: Cli) -> CliResult {
 
 /// `smdebug profile`: the exit status is the command's (128 + signal when a signal ended it), or
 /// 2 when the command could not be profiled at all.
-fn profile(interval_ms: u64, out: &str, node: Option<&str>, command: &[String]) -> ExitCode {
+fn profile(interval_ms: u64, out: &Location, node: Option<&str>, command: &[String]) -> ExitCode {
     use smdebug_profiler::system::{NodeId, SamplerConfig};
     let setup = || -> Result<_, Box<dyn std::error::Error>> {
         let mut config =
@@ -374,7 +375,7 @@ fn profile(interval_ms: u64, out: &str, node: Option<&str>, command: &[String]) 
             config = config.node(NodeId::new(n)?);
         }
         config.validate()?;
-        if let Some(dir) = smdebug_storage::Location::parse(out)?.local_path() {
+        if let Some(dir) = out.local_path() {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("--out {out}: cannot create the run directory: {e}"))?;
         }

@@ -16,6 +16,7 @@ use smdebug_core::text::escape_controls;
 use smdebug_report::{LoadOptions, ReportInput, ReportWriter, write_report_to};
 use smdebug_rules::report::{PROFILER_REPORT, REPORT_FILE, default_specs, is_profiler_report};
 use smdebug_rules::{RuleRunner, RuleSpec, Status, Summary};
+use smdebug_storage::Location;
 
 /// The exit statuses, as `--help` shows them.
 pub(crate) const EXIT_STATUS: &str = "Exit status: 0 the report was written and no rule found an \
@@ -30,7 +31,7 @@ pub(crate) struct ReportArgs {
     /// Run directory or object-store URL. May be left out when `--trace` is given: the report
     /// then shows the traces' operator breakdowns only.
     #[arg(required_unless_present = "traces")]
-    run: Option<String>,
+    run: Option<Location>,
     /// The HTML file to write. Beside it go only files named after it: its notebook
     /// (`<name>.ipynb`, to rerun the analysis with the Python package smdebug_rs) and the
     /// rules' summary the notebook reads (`<name>.rules.json`). An existing directory gets

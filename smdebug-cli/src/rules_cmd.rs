@@ -19,7 +19,7 @@ use smdebug_rules::{
     RuleInput, RuleRunner, RuleSpec, Status, Summary, all_builtin_rules, builtin_profiler_rules,
     find_builtin,
 };
-use smdebug_storage::Storage;
+use smdebug_storage::{Location, Storage};
 
 /// The exit statuses, as `--help` shows them.
 pub(crate) const EXIT_STATUS: &str =
@@ -40,7 +40,7 @@ rules/ProfilerReport/profiler-output/); --out writes it to a file.";
 pub(crate) struct RulesArgs {
     /// Run directory or object-store URL.
     #[arg(required_unless_present = "list")]
-    run: Option<String>,
+    run: Option<Location>,
     /// A rule, `NAME` or `NAME:param=value,...` (repeatable). Default: every built-in debugging
     /// rule that needs no parameter, and every profiler rule when the run has profiler data.
     #[arg(long = "rule")]
@@ -141,7 +141,7 @@ pub(crate) fn summary_names(specs: &[RuleSpec]) -> Vec<String> {
 
 /// Whether the run holds system metrics or framework spans (an unreadable run holds none; the
 /// runner reports why it cannot open it).
-fn has_profiler_data(run: &str, store: Option<&Arc<dyn Storage>>) -> bool {
+fn has_profiler_data(run: &Location, store: Option<&Arc<dyn Storage>>) -> bool {
     use smdebug_read::profile::ProfilerReader;
     let reader = match store {
         Some(s) => Ok(ProfilerReader::new(s.clone())),
@@ -185,7 +185,10 @@ fn evaluate(
         out.flush()?;
         return Ok(ExitCode::SUCCESS);
     }
-    let run = args.run.clone().unwrap_or_default();
+    let run = args
+        .run
+        .clone()
+        .ok_or("a run location is needed (only --list goes without)")?;
     let store = crate::object_store(&run, storage_timeout)?;
     let mut builder = RuleRunner::builder(&run)
         .max_tensor_bytes(max_tensor_bytes)

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::Args;
 use smdebug_serve::{ServeOptions, Server};
+use smdebug_storage::Location;
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -16,7 +17,7 @@ pub struct ServeArgs {
     /// gs://, az://; each run under the prefix is compared side by side). A run may still be
     /// being written, or not exist yet.
     #[arg(required = true)]
-    runs: Vec<String>,
+    runs: Vec<Location>,
     /// Port to listen on (0: any free port).
     #[arg(long, default_value_t = 6007)]
     port: u16,
@@ -39,7 +40,7 @@ pub fn run(args: ServeArgs, max_tensor_bytes: u64) -> ExitCode {
     // A local run that does not exist is waited for (a job may start after the dashboard), and
     // said at once: a mistyped path shows here, not only as a page that waits.
     for run in &args.runs {
-        let Some(dir) = smdebug_storage::Location::local_folder(run) else {
+        let Some(dir) = run.local_path() else {
             continue;
         };
         if !dir.exists() {

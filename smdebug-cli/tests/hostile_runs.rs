@@ -446,7 +446,7 @@ fn a_system_record_stamped_0_does_not_move_the_jobs_start() {
     let run = dir.path().join("run");
     std::fs::create_dir_all(&run).unwrap();
     // Spans and system metrics only: nothing is captured.
-    let mut session = smdebug::Session::builder(run.to_str().unwrap())
+    let mut session = smdebug::Session::builder(&run)
         .save(SaveConfig::new(SaveConfigMode::never()))
         .system(
             SamplerConfig::default()

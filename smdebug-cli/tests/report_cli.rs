@@ -34,7 +34,7 @@ fn wait_for_samples_after(run: &Path, since_us: u64) {
 /// Trains the digits MLP into `run` in a session: capture, sampler (100 ms) and spans on.
 fn record(run: &Path, bug: Option<Bug>, epochs: usize) {
     std::fs::create_dir_all(run).unwrap();
-    let mut session = Session::builder(run.to_str().unwrap())
+    let mut session = Session::builder(run)
         .save(SaveConfig::every(1))
         .collection(Collection::new("gradients").with_save_config(SaveConfig::every(5)))
         .collection(Collection::new("weights").with_save_config(SaveConfig::every(5)))

@@ -26,7 +26,7 @@ use tempfile::tempdir;
 fn record(run: &Path, cfg: &TrainConfig) {
     std::fs::create_dir_all(run).unwrap();
     let every10 = SaveConfig::every(10).with_mode(Mode::Eval, SaveConfigMode::never());
-    let mut session = Session::builder(run.to_str().unwrap())
+    let mut session = Session::builder(run)
         .save(SaveConfig::every(1))
         .collection(Collection::new("weights").with_save_config(every10.clone()))
         .collection(Collection::new("biases").with_save_config(every10.clone()))

@@ -43,7 +43,7 @@ pub const END_MARKER: &str = "training_job_end.ts";
 /// folder nor anything in it.
 pub const PROGRESS_DIR: &str = "progress";
 /// Folder of the identity files of the processes that write the run, one per process
-/// (`jobs/<worker>/<process>.json`, see `smdebug_io::jobs`). Python smdebug reads nothing in it.
+/// (`jobs/<worker>/<process>.json`, see [`crate::jobs`]). Python smdebug reads nothing in it.
 pub const JOBS_DIR: &str = "jobs";
 /// Folder of system metrics (smdebug-profiler's `system/incremental/<hour>/...`).
 pub const SYSTEM_DIR: &str = "system";

@@ -39,6 +39,7 @@ pub mod code_profile;
 pub mod error;
 pub mod index;
 pub mod index_fast;
+pub mod jobs;
 pub mod layout;
 pub mod number;
 pub mod progress;

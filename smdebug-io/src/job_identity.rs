@@ -1,63 +1,16 @@
-//! One writing process of a run as its identity file describes it ([`JobIdentity`]), and when it
-//! counts as live: the data of [`crate::jobs`] (which reads, checks and keeps these files),
-//! apart from it so that an error about a run's writers ([`crate::Error::Refused`]) can name them
-//! without the error type and the readers importing each other.
+//! This process as an identity file describes it ([`identity_here`]), and whether the process
+//! an identity file names still runs ([`Liveness`]): the part of [`crate::jobs`] a refusal
+//! ([`crate::Error::Refused`]) needs, apart from it so that the error type and the claim do not
+//! import each other. The file's layout is smdebug-format's (`smdebug_format::jobs`).
 
 use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
-
-use smdebug_format::layout::job_file;
+use smdebug_format::jobs::{JobIdentity, utc};
 
 /// The variable a launcher sets to the same value in every process of one job.
 pub const JOB_ID_ENV: &str = "SMDEBUG_JOB_ID";
-/// How often a running session rewrites its identity file.
-pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
-/// A process whose heartbeat is older than this no longer runs (four missed heartbeats).
-pub const STALE_AFTER: Duration = Duration::from_secs(20);
-/// The largest identity file read; a larger one is a problem, not read.
-pub const MAX_JOB_FILE_BYTES: u64 = 64 * 1024;
-
-/// One writing process of a run (see the [module docs](crate::jobs)).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct JobIdentity {
-    /// The file format's version, 1.
-    pub version: u32,
-    /// The job: shared by every process of it.
-    pub job: String,
-    /// This process's session: random, one per session.
-    pub process: String,
-    /// The worker it writes (`worker_0`).
-    pub worker: String,
-    /// Its rank in the job.
-    pub rank: usize,
-    /// The job's number of workers.
-    pub world_size: usize,
-    /// The host it runs on.
-    pub host: String,
-    /// Its process id on that host.
-    pub pid: u32,
-    /// When the session started, seconds since the epoch.
-    pub started: f64,
-    /// When the file was last rewritten, seconds since the epoch.
-    pub heartbeat: f64,
-    /// The session ended (its files are complete).
-    pub finished: bool,
-    /// The process-id namespace its `pid` is in (`pid:[4026531836]`, Linux), so that a reader on
-    /// the same host name but in another namespace (a container sharing the host's network and
-    /// name) does not look the id up among its own processes. Absent in files written before it
-    /// was recorded, and elsewhere than Linux.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pid_namespace: Option<String>,
-    /// When the process started, seconds since the epoch ([`process_started`]): on Linux its
-    /// kernel start time (`/proc/self/stat`), elsewhere when smdebug was first used in it. The
-    /// report counts the job's initialization from here. Absent in files written before it
-    /// was recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub process_started: Option<f64>,
-}
 
 /// When this process started, seconds since the epoch, and how that was found: on Linux the
 /// kernel's start time of the process (`/proc/self/stat` `starttime`, placed in wall time
@@ -128,14 +81,6 @@ pub fn now_s() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
-}
-
-/// A time in seconds since the epoch as `2026-11-28 20:53:51 UTC`.
-pub fn utc(seconds: f64) -> String {
-    chrono::DateTime::from_timestamp(seconds.floor() as i64, 0).map_or_else(
-        || format!("{seconds} s after the epoch"),
-        |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
-    )
 }
 
 /// This machine's host name: the kernel's UTS name (what `hostname` prints), else
@@ -213,9 +158,9 @@ pub enum ProcessState {
     Gone(String),
     /// On another host, or in another process-id namespace of this one (where process ids
     /// cannot be checked): its heartbeat is younger than
-    /// [`STALE_AFTER`]; whether it runs cannot be seen from here.
+    /// [`STALE_AFTER`](smdebug_format::jobs::STALE_AFTER); whether it runs cannot be seen from here.
     Beating,
-    /// On another host: no heartbeat for [`STALE_AFTER`] or longer; it died or hangs, which
+    /// On another host: no heartbeat for [`STALE_AFTER`](smdebug_format::jobs::STALE_AFTER) or longer; it died or hangs, which
     /// cannot be told from here.
     Silent,
 }
@@ -271,38 +216,44 @@ fn process_gone(_pid: u32, _session_started: f64) -> Option<String> {
     None
 }
 
-impl JobIdentity {
-    /// A new identity for a session of `worker` (rank `rank` of `world_size`) in job `job`,
-    /// started now, on this host and in this process.
-    pub fn new(job: String, worker: String, rank: usize, world_size: usize) -> JobIdentity {
-        let now = now_s();
-        JobIdentity {
-            version: 1,
-            job,
-            process: random_id(),
-            worker,
-            rank,
-            world_size,
-            host: host_name(),
-            pid: std::process::id(),
-            started: now,
-            heartbeat: now,
-            finished: false,
-            pid_namespace: pid_namespace(),
-            process_started: Some(process_started().0),
-        }
+/// A new identity for a session of `worker` (rank `rank` of `world_size`) in job `job`, started
+/// now, on this host and in this process.
+pub fn identity_here(job: String, worker: String, rank: usize, world_size: usize) -> JobIdentity {
+    let now = now_s();
+    JobIdentity {
+        version: 1,
+        job,
+        process: random_id(),
+        worker,
+        rank,
+        world_size,
+        host: host_name(),
+        pid: std::process::id(),
+        started: now,
+        heartbeat: now,
+        finished: false,
+        pid_namespace: pid_namespace(),
+        process_started: Some(process_started().0),
     }
+}
 
-    /// The file it is kept in.
-    pub fn key(&self) -> String {
-        job_file(&self.worker, &self.process)
-    }
-
+/// Whether the process an identity file names still runs, as far as this host can tell: its
+/// process id looked up on this host, the sessions of this process, its heartbeat elsewhere.
+pub trait Liveness {
     /// What became of the writing process, at `now` (seconds since the epoch): on this host its
     /// process id is looked up (and its start time compared with the session's, so that an id
     /// taken by a newer process does not pass for the writer); on another host only the
     /// heartbeat tells.
-    pub fn state(&self, now: f64) -> ProcessState {
+    fn state(&self, now: f64) -> ProcessState;
+
+    /// Whether the process still writes (see the [module docs](crate::jobs)) at `now` (seconds
+    /// since the epoch): [`state`](Self::state) says it runs or beats, and its heartbeat is
+    /// fresh.
+    fn is_live(&self, now: f64) -> bool;
+}
+
+impl Liveness for JobIdentity {
+    fn state(&self, now: f64) -> ProcessState {
         if self.finished {
             return ProcessState::Finished;
         }
@@ -336,14 +287,7 @@ impl JobIdentity {
         }
     }
 
-    /// Its heartbeat is younger than [`STALE_AFTER`] at `now`.
-    pub fn heartbeat_fresh(&self, now: f64) -> bool {
-        now - self.heartbeat < STALE_AFTER.as_secs_f64()
-    }
-
-    /// Whether the process still writes (see the [module docs](crate::jobs)) at `now` (seconds since
-    /// the epoch): [`state`](Self::state) says it runs or beats, and its heartbeat is fresh.
-    pub fn is_live(&self, now: f64) -> bool {
+    fn is_live(&self, now: f64) -> bool {
         match self.state(now) {
             ProcessState::Running => {
                 self.heartbeat_fresh(now)
@@ -352,31 +296,5 @@ impl JobIdentity {
             ProcessState::Beating => true,
             ProcessState::Finished | ProcessState::Gone(_) | ProcessState::Silent => false,
         }
-    }
-
-    /// `worker_0 of job 4f0c… (host h, pid 4242, started 2026-11-28 20:53:51 UTC)`.
-    pub fn describe(&self) -> String {
-        format!(
-            "{} of job {} (host {}, pid {}, started {})",
-            self.worker,
-            short(&self.job),
-            self.host,
-            self.pid,
-            utc(self.started)
-        )
-    }
-
-    pub(crate) fn to_json(&self) -> bytes::Bytes {
-        serde_json::to_vec(self)
-            .expect("an identity serializes")
-            .into()
-    }
-}
-
-/// An id cut to 12 characters for messages (`4f0c1d2e3a4b…`).
-pub(crate) fn short(id: &str) -> String {
-    match id.char_indices().nth(12) {
-        Some((at, _)) => format!("{}…", &id[..at]),
-        None => id.to_string(),
     }
 }

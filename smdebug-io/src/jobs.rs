@@ -1,15 +1,12 @@
-//! Who writes a run: one identity file per writing process, so that a run whose files came from
-//! two jobs, or a worker written by two processes at once, is never read as one job's.
+//! Who writes a run, on the training side: one identity file per writing process
+//! (`smdebug_format::jobs::JobIdentity`, whose layout smdebug-format owns), so that a run whose
+//! files came from two jobs, or a worker written by two processes at once, is never read as
+//! one job's.
 //!
-//! Every session writes `jobs/<worker>/<process>.json` ([`JobIdentity`]) when it has claimed
-//! the run, rewrites it every [`HEARTBEAT_INTERVAL`] while it runs, and marks it `finished`
-//! when it ends. Python smdebug's `create_trial` and TensorBoard read nothing in `jobs/`.
-//!
-//! ```json
-//! {"version": 1, "job": "4f0c…", "process": "9a1e…", "worker": "worker_0", "rank": 0,
-//!  "world_size": 2, "host": "trainer-1", "pid": 4242, "started": 1795000000.25,
-//!  "heartbeat": 1795000015.25, "finished": false, "pid_namespace": "pid:[4026531836]"}
-//! ```
+//! Every session writes `jobs/<worker>/<process>.json` ([`identity_here`]) when it has claimed
+//! the run ([`JobClaim`]), rewrites it every `HEARTBEAT_INTERVAL` while it runs, and marks it
+//! `finished` when it ends. Python smdebug's `create_trial` and TensorBoard read nothing in
+//! `jobs/`.
 //!
 //! - `process` is random (128 bits) for each session; `job` is shared by the processes of one
 //!   job: the launcher's id when it gives one ([`shared_job_id`]: `SMDEBUG_JOB_ID`, SageMaker's
@@ -17,121 +14,42 @@
 //!   `SLURM_JOB_ID` with its step), else rank 0's, which the other ranks adopt when they join
 //!   (see [`crate::run_folder::claim`]).
 //! - A process is *live* while its file is not `finished`, its heartbeat is younger than
-//!   [`STALE_AFTER`], and, on this host, its process id still runs a process started before its
-//!   session ([`JobIdentity::is_live`]). [`JobIdentity::state`] says which: on this host a
+//!   `STALE_AFTER`, and, on this host, its process id still runs a process started before its
+//!   session ([`Liveness::is_live`]). [`Liveness::state`] says which: on this host a
 //!   process gone without marking its file finished is known to have crashed or been killed;
 //!   on another host a stale heartbeat only says it is silent.
-//! - Readers ([`read_jobs`], [`job_problems`]) flag a run whose identity files name more than
-//!   one job, or one worker written by more than one process.
+//! - [`read_jobs`] reads a run's files back (as smdebug-read's does), and
+//!   `smdebug_format::jobs::job_problems` flags a run whose identity files name more than one
+//!   job, or one worker written by more than one process.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
+use crate::job_identity::lock_running;
 pub use crate::job_identity::{
-    HEARTBEAT_INTERVAL, JOB_ID_ENV, JobIdentity, MAX_JOB_FILE_BYTES, ProcessStartSource,
-    ProcessState, STALE_AFTER, host_name, now_s, pid_namespace, process_started, random_id,
-    shared_job_id, utc,
+    JOB_ID_ENV, Liveness, ProcessStartSource, ProcessState, host_name, identity_here, now_s,
+    pid_namespace, process_started, random_id, shared_job_id,
 };
-use crate::job_identity::{lock_running, short};
-use smdebug_format::layout::{JOBS_DIR, parse_job_file};
+use smdebug_format::jobs::{HEARTBEAT_INTERVAL, JobIdentity, read_job_files};
+use smdebug_format::layout::JOBS_DIR;
 use smdebug_storage::Storage;
 
 /// The run's identity files, and one line for each that could not be read (too large, not an
 /// identity). A run without `jobs/` (Python smdebug's, or one written before identity files)
 /// has none.
 pub fn read_jobs(storage: &dyn Storage) -> Result<(Vec<JobIdentity>, Vec<String>)> {
-    let mut jobs = Vec::new();
-    let mut problems = Vec::new();
-    for key in storage.list(JOBS_DIR)? {
-        let Some((worker, process)) = parse_job_file(&key) else {
-            continue;
-        };
-        match storage.size(&key)? {
-            Some(n) if n > MAX_JOB_FILE_BYTES => {
-                problems.push(format!(
-                    "{key}: {n} bytes, more than an identity file may be ({MAX_JOB_FILE_BYTES}): not read"
-                ));
-                continue;
-            }
-            None => continue, // removed since the listing
-            Some(_) => {}
-        }
-        let body = match storage.get(&key) {
-            Ok(b) => b,
-            Err(e) if e.is_not_found() => continue,
-            Err(e) => return Err(e.into()),
-        };
-        match serde_json::from_slice::<JobIdentity>(&body) {
-            Ok(id) if id.worker == worker && id.process == process => jobs.push(id),
-            Ok(id) => problems.push(format!(
-                "{key}: names worker {} and process {}, not the ones its path names: not read",
-                id.worker, id.process
-            )),
-            Err(e) => problems.push(format!("{key}: not a job identity file: {e}")),
-        }
-    }
-    Ok((jobs, problems))
-}
-
-/// What the identity files say is wrong with a run: files from more than one job, or a
-/// worker written by more than one process. Empty for a run written by one job.
-pub fn job_problems(jobs: &[JobIdentity]) -> Vec<String> {
-    let mut problems = Vec::new();
-    let mut by_job: BTreeMap<&str, Vec<&JobIdentity>> = BTreeMap::new();
-    for j in jobs {
-        by_job.entry(&j.job).or_default().push(j);
-    }
-    if by_job.len() > 1 {
-        let mut list: Vec<(&str, Vec<&JobIdentity>)> = by_job.into_iter().collect();
-        list.sort_by(|a, b| earliest(&a.1).total_cmp(&earliest(&b.1)));
-        let each: Vec<String> = list
-            .iter()
-            .map(|(job, procs)| {
-                let workers: BTreeSet<&str> = procs.iter().map(|p| p.worker.as_str()).collect();
-                let first = procs
-                    .iter()
-                    .min_by(|a, b| a.started.total_cmp(&b.started))
-                    .expect("a job listed has a process");
-                format!(
-                    "job {} ({} on host {}, started {})",
-                    short(job),
-                    workers.into_iter().collect::<Vec<_>>().join(", "),
-                    first.host,
-                    utc(first.started)
-                )
-            })
-            .collect();
-        problems.push(format!(
-            "the run holds the files of {} jobs, read here as one: {}",
-            list.len(),
-            each.join("; ")
-        ));
-    }
-    let mut by_worker: BTreeMap<&str, Vec<&JobIdentity>> = BTreeMap::new();
-    for j in jobs {
-        by_worker.entry(&j.worker).or_default().push(j);
-    }
-    for (worker, procs) in by_worker {
-        if procs.len() > 1 {
-            let each: Vec<String> = procs.iter().map(|p| p.describe()).collect();
-            problems.push(format!(
-                "{worker} was written by {} processes: {}",
-                procs.len(),
-                each.join("; ")
-            ));
-        }
-    }
-    problems
-}
-
-fn earliest(procs: &[&JobIdentity]) -> f64 {
-    procs
-        .iter()
-        .map(|p| p.started)
-        .fold(f64::INFINITY, f64::min)
+    let got = |key: &str| match storage.get(key) {
+        Ok(body) => Ok(Some(body)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    };
+    Ok(read_job_files(
+        storage.list(JOBS_DIR)?,
+        |key| storage.size(key),
+        got,
+    )?)
 }
 
 /// A session's hold on its identity file: a thread rewrites it every [`HEARTBEAT_INTERVAL`];
@@ -156,7 +74,7 @@ impl JobClaim {
     /// from this call until [`finish`](Self::finish).
     pub fn start(storage: Arc<dyn Storage>, identity: JobIdentity) -> Result<JobClaim> {
         lock_running().insert(identity.process.clone());
-        if let Err(e) = storage.put(&identity.key(), identity.to_json()) {
+        if let Err(e) = storage.put(&identity.key(), identity.encode().into()) {
             lock_running().remove(&identity.process);
             return Err(e.into());
         }
@@ -171,7 +89,7 @@ impl JobClaim {
                     let (key, body) = {
                         let mut id = identity.lock().unwrap_or_else(|p| p.into_inner());
                         id.heartbeat = now_s();
-                        (id.key(), id.to_json())
+                        (id.key(), id.encode().into())
                     };
                     if let Err(e) = storage.put(&key, body) {
                         log::warn!("smdebug: cannot renew this job's identity file: {e}");
@@ -220,7 +138,7 @@ impl JobClaim {
             let mut id = self.identity.lock().unwrap_or_else(|p| p.into_inner());
             id.heartbeat = now_s();
             id.finished = true;
-            (id.key(), id.to_json(), id.process.clone())
+            (id.key(), id.encode().into(), id.process.clone())
         };
         let written = self.storage.put(&key, body);
         lock_running().remove(&process);
@@ -255,7 +173,7 @@ mod tests {
     use super::*;
 
     fn id(job: &str, worker: &str, started: f64) -> JobIdentity {
-        let mut j = JobIdentity::new(job.into(), worker.into(), 0, 1);
+        let mut j = identity_here(job.into(), worker.into(), 0, 1);
         j.started = started;
         j
     }
@@ -291,28 +209,6 @@ mod tests {
         assert_eq!(
             shared_job_id(vars(&[("SLURM_JOB_ID", "7"), ("SLURM_STEP_ID", "0")])).as_deref(),
             Some("slurm:7.0")
-        );
-    }
-
-    #[test]
-    fn two_jobs_and_two_writers_of_a_worker_are_named() {
-        assert!(job_problems(&[]).is_empty());
-        let a0 = id("aaaa", "worker_0", 100.0);
-        let a1 = id("aaaa", "worker_1", 101.0);
-        assert!(job_problems(&[a0.clone(), a1.clone()]).is_empty());
-        let b0 = id("bbbb", "worker_0", 200.0);
-        let p = job_problems(&[b0, a0, a1]);
-        assert_eq!(p.len(), 2, "{p:?}");
-        assert!(p[0].contains("2 jobs"), "{}", p[0]);
-        assert!(
-            p[0].find("job aaaa").unwrap() < p[0].find("job bbbb").unwrap(),
-            "{}",
-            p[0]
-        );
-        assert!(
-            p[1].starts_with("worker_0 was written by 2 processes"),
-            "{}",
-            p[1]
         );
     }
 

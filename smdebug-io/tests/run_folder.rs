@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 use smdebug_core::{
     EndReason, Hook, Mode, Record, SaveConfig, Sink, StepKey, Tensor, TensorRecord,
 };
+use smdebug_format::jobs::JobIdentity;
 use smdebug_format::layout;
 use smdebug_io::Error;
-use smdebug_io::jobs::{JobClaim, JobIdentity};
+use smdebug_io::jobs::{JobClaim, identity_here};
 use smdebug_io::run_folder::{self, ClaimRequest, FolderState, Refusal};
 use smdebug_io::writer::Writer;
 use smdebug_read::Trial;
@@ -76,7 +77,7 @@ fn finished_run(storage: Arc<dyn Storage>) {
     }
     let mut claim = JobClaim::start(
         storage,
-        JobIdentity::new("old-job".into(), "worker_0".into(), 0, 1),
+        identity_here("old-job".into(), "worker_0".into(), 0, 1),
     )
     .unwrap();
     claim.finish().unwrap();
@@ -380,14 +381,14 @@ fn readers_flag_a_run_whose_files_came_from_two_jobs() {
     // leaves them: 8 steps of the first with a 4-value weight, 3 of the second with 6 values.
     let mut a = JobClaim::start(
         storage.clone(),
-        JobIdentity::new("job-a".into(), "worker_0".into(), 0, 1),
+        identity_here("job-a".into(), "worker_0".into(), 0, 1),
     )
     .unwrap();
     write_steps(storage.clone(), 0, 8, 4, false);
     a.finish().unwrap();
     let mut b = JobClaim::start(
         storage.clone(),
-        JobIdentity::new("job-b".into(), "worker_0".into(), 0, 1),
+        identity_here("job-b".into(), "worker_0".into(), 0, 1),
     )
     .unwrap();
     write_steps(storage.clone(), 0, 3, 6, true);
@@ -527,7 +528,7 @@ fn on_s3_a_foreign_prefix_is_refused_and_a_run_replaced_without_touching_its_nei
     write_steps(killed.clone(), 0, 12, 4, false);
     let dead = JobIdentity {
         pid: u32::MAX,
-        ..JobIdentity::new("dead".into(), "worker_0".into(), 0, 1)
+        ..identity_here("dead".into(), "worker_0".into(), 0, 1)
     };
     killed
         .put(&dead.key(), serde_json::to_vec(&dead).unwrap().into())
@@ -548,7 +549,7 @@ fn on_s3_a_foreign_prefix_is_refused_and_a_run_replaced_without_touching_its_nei
     // older than 20 s it counts as stopped and its run is replaced.
     let elsewhere = open("s3://work/runs/elsewhere");
     write_steps(elsewhere.clone(), 0, 4, 4, false);
-    let mut live = JobIdentity::new("other-host-job".into(), "worker_0".into(), 0, 1);
+    let mut live = identity_here("other-host-job".into(), "worker_0".into(), 0, 1);
     live.host = "another-host".into();
     let put = |id: &JobIdentity| {
         elsewhere

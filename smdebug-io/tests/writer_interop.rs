@@ -14,7 +14,7 @@ use smdebug_core::{
 };
 use smdebug_format::progress::Progress;
 use smdebug_format::record::PayloadChecksum;
-use smdebug_io::jobs::{JobClaim, JobIdentity};
+use smdebug_io::jobs::{JobClaim, identity_here};
 use smdebug_io::progress::write_progress;
 use smdebug_io::writer::Writer;
 use smdebug_storage::open_storage;
@@ -233,8 +233,7 @@ fn write_run(dir: &Path, checksum: PayloadChecksum) -> Value {
         write_progress(store.as_ref(), &progress).unwrap();
         // And its identity file (`jobs/<worker>/<process>.json`), as every session writes one:
         // neither reader may trip on it either.
-        let identity =
-            JobIdentity::new("interop-job".into(), format!("worker_{worker}"), worker, 2);
+        let identity = identity_here("interop-job".into(), format!("worker_{worker}"), worker, 2);
         JobClaim::start(store, identity).unwrap().finish().unwrap();
     }
     assert!(dir.join("progress/worker_1.json").is_file());

@@ -9,7 +9,7 @@
 use pyo3::exceptions::{PyAssertionError, PyKeyError, PyTimeoutError, PyValueError};
 use pyo3::prelude::*;
 use smdebug_core::Mode;
-use smdebug_io::Error;
+use smdebug_read::Error;
 
 /// An instance of `smdebug_rs.exceptions.<class>(*args)` as a Python error.
 pub fn smdebug_exception<'py, A>(py: Python<'py>, class: &str, args: A) -> PyErr

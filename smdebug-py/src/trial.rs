@@ -10,7 +10,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use smdebug_core::Mode;
-use smdebug_io::Error;
+use smdebug_read::Error;
 use smdebug_read::StepState;
 use smdebug_read::Trial;
 use smdebug_read::trial::{Conversion, StepRange, TrialOptions};

@@ -11,7 +11,7 @@ use smdebug_read::trial::{Trial, TrialOptions};
 
 /// Open + list, then every value tensor by tensor, then every value step by step: seconds of
 /// each, and a checksum.
-fn sweep(run: &str, map_files: bool) -> Result<(f64, f64, f64, f64), smdebug_io::Error> {
+fn sweep(run: &str, map_files: bool) -> Result<(f64, f64, f64, f64), smdebug_read::Error> {
     let options = TrialOptions {
         map_files,
         ..TrialOptions::default()

@@ -22,12 +22,14 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod error;
 pub mod follow;
 pub mod kineto;
 pub mod profile;
 pub mod run;
 pub mod trial;
 
+pub use error::{Error, Result};
 pub use kineto::{
     KinetoError, RankSummary, TraceReport, render_text, summarize_reader, summarize_trace,
     summarize_traces,

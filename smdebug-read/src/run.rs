@@ -1,13 +1,13 @@
-//! The few files that say how a run stands, read as every reader reads them: the end marker
-//! and whether there is profiler data at all. Rules, the report and the dashboard ask here
-//! instead of knowing where these files are.
+//! The few files that say how a run stands, read as every reader reads them: the end marker,
+//! whether there is profiler data at all, and the identity files of the processes that wrote
+//! it. Rules, the report and the dashboard ask here instead of knowing where these files are.
 
 use std::path::{Path, PathBuf};
 
+use crate::error::Result;
 use smdebug_core::EndReason;
 use smdebug_format::code_profile::CODE_PREFIX;
 use smdebug_format::{layout, system::SYSTEM_PREFIX, trace::TRACE_PREFIX};
-use smdebug_io::Result;
 use smdebug_storage::Location;
 use smdebug_storage::Storage;
 
@@ -33,6 +33,25 @@ impl EndMarker {
     pub fn present(storage: &dyn Storage) -> Result<bool> {
         Ok(storage.size(Self::PATH)?.is_some())
     }
+}
+
+/// The run's identity files (`jobs/`, see `smdebug_format::jobs`), and one line for each that
+/// could not be read (too large, not an identity). A run without `jobs/` (Python smdebug's, or
+/// one written before identity files) has none.
+pub fn read_jobs(
+    storage: &dyn Storage,
+) -> Result<(Vec<smdebug_format::jobs::JobIdentity>, Vec<String>)> {
+    let got = |key: &str| match storage.get(key) {
+        Ok(body) => Ok(Some(body)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    };
+    let keys = storage.list(layout::JOBS_DIR)?;
+    Ok(smdebug_format::jobs::read_job_files(
+        keys,
+        |key| storage.size(key),
+        got,
+    )?)
 }
 
 /// Whether the run holds any system-metrics or framework trace file.
@@ -120,9 +139,9 @@ pub enum FolderChange {
 
 impl FolderWatch {
     /// Watches the folder of `location`, when it is on local disk.
-    pub fn new(location: &str) -> FolderWatch {
+    pub fn new(location: &Location) -> FolderWatch {
         FolderWatch {
-            root: Location::local_folder(location),
+            root: location.local_path().map(Path::to_path_buf),
             id: None,
         }
     }
@@ -177,7 +196,7 @@ mod tests {
     fn a_folder_is_gone_once_seen_and_replaced_when_another_takes_its_path() {
         let dir = tempfile::tempdir().unwrap();
         let run = dir.path().join("run");
-        let mut watch = FolderWatch::new(run.to_str().unwrap());
+        let mut watch = FolderWatch::new(&Location::Local(run.clone()));
         assert_eq!(watch.look(false), FolderChange::Same, "not created yet");
         std::fs::create_dir(&run).unwrap();
         assert_eq!(watch.look(false), FolderChange::Same);
@@ -190,13 +209,14 @@ mod tests {
         std::fs::remove_dir(&run).unwrap();
         assert_eq!(watch.look(false), FolderChange::Gone);
         // Never seen: gone only when something of the run was read already.
-        let mut fresh = FolderWatch::new(dir.path().join("other").to_str().unwrap());
+        let mut fresh = FolderWatch::new(&Location::Local(dir.path().join("other")));
         assert_eq!(fresh.look(false), FolderChange::Same);
         assert_eq!(fresh.look(true), FolderChange::Gone);
         // A file:// URL is the same folder; an object store has none.
         let url = format!("file://{}", run.display());
+        let url = Location::parse(&url).unwrap();
         assert_eq!(FolderWatch::new(&url).root(), Some(run.as_path()));
-        let mut s3 = FolderWatch::new("s3://bucket/run");
+        let mut s3 = FolderWatch::new(&Location::parse("s3://bucket/run").unwrap());
         assert_eq!(s3.root(), None);
         assert_eq!(s3.look(true), FolderChange::Same);
     }

@@ -328,7 +328,7 @@ fn open_trial(
     open: &(dyn Fn() -> Arc<dyn Storage> + Sync),
     location: &str,
     options: TrialOptions,
-) -> smdebug_io::Result<Trial> {
+) -> smdebug_read::Result<Trial> {
     if location.starts_with("s3://") {
         Trial::from_storage(location, open(), options)
     } else {
@@ -393,7 +393,7 @@ fn follow(
             let trial = loop {
                 match open_trial(open, location, options.clone()) {
                     Ok(t) => break t,
-                    Err(smdebug_io::Error::NoSuchRun { .. }) => {}
+                    Err(smdebug_read::Error::NoSuchRun { .. }) => {}
                     Err(e) => panic!("seed {seed}: {e}"),
                 }
                 pause(interval_us);

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use smdebug_core::{DType, Mode, Tensor};
 use smdebug_format::layout;
-use smdebug_io::Error;
 use smdebug_io::crafted::{CraftedRecord, point_index_at, scalar, write_collections, write_step};
+use smdebug_read::Error;
 use smdebug_read::trial::{ScalarColumns, TensorFollower, TensorIncrement, TensorProblem, Trial};
 use smdebug_storage::{LocalStorage, Storage};
 use smdebug_testkit::alloc;

@@ -5,8 +5,8 @@
 
 use smdebug_core::DType;
 use smdebug_format::layout;
-use smdebug_io::Error;
 use smdebug_io::crafted::fill_record_run;
+use smdebug_read::Error;
 use smdebug_read::trial::{Conversion, StepSelector, Trial, TrialOptions};
 
 /// The process's peak resident memory so far (Linux `VmHWM`), in bytes; `None` elsewhere.

@@ -183,14 +183,14 @@ fn whole_tensor_reads_match_step_reads_on_a_long_run_with_any_cache() {
         assert!(
             matches!(
                 trial.raw_bytes("no_such_tensor", 0, None, None),
-                Err(smdebug_io::Error::TensorNotFound { .. })
+                Err(smdebug_read::Error::TensorNotFound { .. })
             ),
             "{what}"
         );
         assert!(
             matches!(
                 trial.raw_bytes("count", STEPS, None, None),
-                Err(smdebug_io::Error::StepUnavailable { .. })
+                Err(smdebug_read::Error::StepUnavailable { .. })
             ),
             "{what}"
         );

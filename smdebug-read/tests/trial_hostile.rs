@@ -16,7 +16,7 @@ use smdebug_format::proto::{
 use smdebug_format::record::{PayloadChecksum, encode_record};
 use smdebug_format::tensor::mode_metadata;
 use smdebug_format::{layout, tensor::DEFAULT_MAX_TENSOR_BYTES};
-use smdebug_io::Error;
+use smdebug_read::Error;
 use smdebug_read::trial::{Trial, TrialOptions};
 use smdebug_testkit::files::copy_tree;
 

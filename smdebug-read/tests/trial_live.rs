@@ -54,7 +54,7 @@ fn follow(location: &str) {
     let trial = wait_for(Duration::from_secs(60), &what, || {
         match Trial::open_with(location, opts.clone()) {
             Ok(t) => Some(t),
-            Err(smdebug_io::Error::NoSuchRun { .. }) => None,
+            Err(smdebug_read::Error::NoSuchRun { .. }) => None,
             Err(e) => panic!("{e}"),
         }
     });
@@ -95,7 +95,7 @@ fn follow(location: &str) {
     assert!(
         matches!(
             err,
-            smdebug_io::Error::NoMoreData { step, last_step: Some(last), .. }
+            smdebug_read::Error::NoMoreData { step, last_step: Some(last), .. }
                 if step == STEPS && last == STEPS - 1
         ),
         "{err}"

@@ -5,8 +5,8 @@
 
 use smdebug_core::Mode;
 use smdebug_format::layout;
-use smdebug_io::Error;
 use smdebug_io::crafted::{scalar, write_collections, write_step};
+use smdebug_read::Error;
 use smdebug_read::trial::{StepState, Trial, TrialOptions};
 use smdebug_testkit::runs::write_losses;
 

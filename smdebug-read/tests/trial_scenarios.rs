@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use smdebug_core::{DType, Mode, PyRegex, Reduction, Tensor};
-use smdebug_io::Error;
+use smdebug_read::Error;
 use smdebug_read::trial::{StepRange, StepState, TensorValue, Trial, TrialOptions};
 
 fn scenarios_dir() -> PathBuf {
@@ -87,12 +87,12 @@ fn error(e: Error) -> Value {
     json!({"error": e.smdebug_exception()})
 }
 
-fn answer(r: smdebug_io::Result<Value>) -> Value {
+fn answer(r: smdebug_read::Result<Value>) -> Value {
     r.unwrap_or_else(error)
 }
 
 /// `tensor_names(step, mode, regex, collection)` as smdebug answers it.
-fn tensor_names(trial: &Trial, args: &Value) -> smdebug_io::Result<Value> {
+fn tensor_names(trial: &Trial, args: &Value) -> smdebug_read::Result<Value> {
     let step = args.get("step").and_then(Value::as_u64);
     let mut names = trial.tensor_names_in(step, mode_of(args))?;
     if let Some(c) = args.get("collection").and_then(Value::as_str) {
@@ -135,7 +135,7 @@ fn ask(trial: &Trial, q: &str, args: &Value) -> Value {
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let tensor = || trial.tensor(args["tensor"].as_str().expect("tensor"));
-    let r: smdebug_io::Result<Value> = (|| match q {
+    let r: smdebug_read::Result<Value> = (|| match q {
         "steps" if incomplete => Ok(json!(trial.all_steps(mode)?)),
         "steps" => Ok(json!(trial.steps(mode)?)),
         "tensor_names" => tensor_names(trial, args),

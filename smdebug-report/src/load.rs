@@ -12,7 +12,7 @@ use smdebug_read::follow::{DataArea, DataProblems, KinetoTraces, ProfilerFollowe
 use smdebug_read::profile::{CodeProfileWindow, ProfilerReader};
 use smdebug_read::run::EndMarker;
 use smdebug_rules::RunState;
-use smdebug_storage::Storage;
+use smdebug_storage::{IntoLocation, Storage};
 
 use crate::input::{CODE_PROFILE_WINDOWS_SHOWN, CodeProfile, LoadOptions, NoteArea, ReportInput};
 
@@ -38,12 +38,26 @@ pub struct FollowedRun<'a> {
 }
 
 impl ReportInput {
-    /// Reads what there is of the run at `location` (a local path or an object-store URL,
-    /// through smdebug-io's `Storage`) in one full pass of a
+    /// Reads what there is of the run at `location` (text: a local path or an object-store
+    /// URL, parsed once; a `Path`, always local; or a parsed `Location`) in one full pass of a
     /// [`ProfilerFollower`], and the Kineto trace files in `options`. Never fails: whatever
-    /// cannot be read is described in [`ReportInput::notes`].
-    pub fn load(location: &str, options: &LoadOptions) -> ReportInput {
-        match smdebug_storage::open_storage(location) {
+    /// cannot be read, a location that names none included, is described in
+    /// [`ReportInput::notes`].
+    pub fn load(location: impl IntoLocation, options: &LoadOptions) -> ReportInput {
+        let (text, opened) = match location.into_location() {
+            Ok(location) => (
+                location.to_string(),
+                smdebug_storage::open_storage(&location),
+            ),
+            Err(e) => match &e {
+                smdebug_storage::Error::InvalidLocation { location, .. } => {
+                    (location.clone(), Err(e))
+                }
+                _ => (String::new(), Err(e)),
+            },
+        };
+        let location = text.as_str();
+        match opened {
             Ok(storage) => {
                 let complete = EndMarker::present(storage.as_ref()).ok();
                 // One pass, aggregated as it reads: a poll hands out a bounded number of
@@ -129,8 +143,9 @@ impl ReportInput {
         for p in problems {
             followed.push(p);
         }
+        let location = run.location.to_string();
         let mut input = ReportInput::from_followed(&FollowedRun {
-            location: run.location,
+            location: &location,
             storage: Some(run.storage),
             complete: Some(run.summary.run_complete),
             profile: run.profile,
@@ -139,7 +154,7 @@ impl ReportInput {
             problems: &followed,
         });
         if options.tensors {
-            input.scalars_of_run(run.location, run.storage, options);
+            input.scalars_of_run(&location, run.storage, options);
         }
         input
     }

@@ -89,18 +89,17 @@ impl ReportWriter {
 
 impl Reporter for ReportWriter {
     fn prepare(&mut self, run: &RunState<'_>) -> ReportPlan {
-        let local = Location::local_folder(run.location);
-        let destination = match &self.html {
-            Some(path) => Ok(path.display().to_string()),
-            None if !run.write_into_run => Err(NoDestination::NotWritingIntoRun),
-            None if let Some(dir) = &local => Ok(dir
+        let destination = match (&self.html, run.location) {
+            (Some(path), _) => Ok(path.display().to_string()),
+            (None, _) if !run.write_into_run => Err(NoDestination::NotWritingIntoRun),
+            (None, Location::Local(dir)) => Ok(dir
                 .join(&self.run_dir)
                 .join(REPORT_FILE)
                 .display()
                 .to_string()),
-            None => Ok(format!(
+            (None, Location::Store { url, .. }) => Ok(format!(
                 "{}/{}/{REPORT_FILE}",
-                run.location.trim_end_matches('/'),
+                url.trim_end_matches('/'),
                 self.run_dir
             )),
         };
@@ -189,10 +188,10 @@ impl Reporter for ReportWriter {
 
 /// A run location as the notebook names it: a local path made absolute (the notebook may be
 /// opened from anywhere), an object-store URL as it is.
-fn absolute_location(location: &str) -> String {
-    match Location::parse(location) {
-        Ok(Location::Local(dir)) => absolute(&dir),
-        _ => location.to_owned(),
+fn absolute_location(location: &Location) -> String {
+    match location {
+        Location::Local(dir) => absolute(dir),
+        Location::Store { url, .. } => url.clone(),
     }
 }
 

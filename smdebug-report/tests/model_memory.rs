@@ -105,7 +105,7 @@ fn loaded(steps: u64) -> (isize, tempfile::TempDir, ReportInput) {
         ..LoadOptions::default()
     };
     let before = alloc::live();
-    let input = ReportInput::load(dir.path().to_str().unwrap(), &options);
+    let input = ReportInput::load(dir.path(), &options);
     let held = alloc::live() - before;
     (held, dir, input)
 }

@@ -100,7 +100,7 @@ fn run_with(spec: &str) -> (tempfile::TempDir, Outcome) {
     record(&run, start_s());
     let out = dir.path().join("out");
     let page = out.join("report.html");
-    let summary = RuleRunner::builder(run.to_str().unwrap())
+    let summary = RuleRunner::builder(&run)
         .spec(RuleSpec::parse(spec).unwrap())
         .reporter(ReportWriter::to_file(&page).rule_files_to(&out))
         .write_into_run(true)
@@ -595,7 +595,7 @@ fn drifted_summary(
 fn findings_that_do_not_read_are_said_in_their_section_not_shown_as_no_result() {
     let (dir, o) = run_with("ProfilerReport:CPUBottleneck_patience=5");
     let run = dir.path().join("run");
-    let input = || ReportInput::load(run.to_str().unwrap(), &LoadOptions::default());
+    let input = || ReportInput::load(&run, &LoadOptions::default());
     const UNREAD: &str = "findings recorded in its status do not read as this version writes them";
     let as_written = render_html(&input().with_rules(o.written.rules.clone()));
     assert!(!as_written.contains(UNREAD));
@@ -630,7 +630,7 @@ fn findings_that_do_not_read_are_said_in_their_section_not_shown_as_no_result() 
 fn parameters_that_do_not_read_are_said_in_their_section_and_the_defaults_used() {
     let (dir, o) = run_with("ProfilerReport:CPUBottleneck_cpu_threshold=80");
     let run = dir.path().join("run");
-    let input = || ReportInput::load(run.to_str().unwrap(), &LoadOptions::default());
+    let input = || ReportInput::load(&run, &LoadOptions::default());
     let as_written = render_html(&input().with_rules(o.written.rules.clone()));
     assert!(section(&as_written, "cpu-bottlenecks").contains("is over 80%"));
     let drifted = drifted_summary(&run, |cpu| {

@@ -118,7 +118,7 @@ fn report(gpus: bool) -> (tempfile::TempDir, std::path::PathBuf, String, Summary
     let run = dir.path().join("run");
     record(&run, gpus);
     let before = now_s();
-    let summary = RuleRunner::builder(run.to_str().unwrap())
+    let summary = RuleRunner::builder(&run)
         .spec(RuleSpec::parse("ProfilerReport").unwrap())
         .reporter(ReportWriter::sagemaker_layout())
         .write_into_run(true)
@@ -266,7 +266,7 @@ fn a_report_to_a_file_has_its_notebook_beside_it_named_after_it() {
     let run = dir.path().join("run");
     record(&run, false);
     let page = dir.path().join("out").join("mine.html");
-    RuleRunner::builder(run.to_str().unwrap())
+    RuleRunner::builder(&run)
         .spec(RuleSpec::parse("ProfilerReport").unwrap())
         .reporter(ReportWriter::to_file(&page))
         .build()

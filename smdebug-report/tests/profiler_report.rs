@@ -173,7 +173,7 @@ fn a_report_that_cannot_be_written_is_the_report_rules_error_not_the_runners() {
     // A regular file where the report's folder should be.
     let blocker = dir.path().join("blocked");
     std::fs::write(&blocker, b"not a folder").unwrap();
-    let summary = RuleRunner::builder(run.to_str().unwrap())
+    let summary = RuleRunner::builder(&run)
         .spec(RuleSpec::parse("ProfilerReport").unwrap())
         .reporter(ReportWriter::to_file(blocker.join("report.html")))
         .build()

@@ -298,7 +298,7 @@ fn report_renders_every_section_and_chart_in_chromium() {
         ],
         ..LoadOptions::default()
     };
-    let input = ReportInput::load(run.to_str().unwrap(), &options).with_rules(rules());
+    let input = ReportInput::load(&run, &options).with_rules(rules());
     // The pieces all arrived: no note other than the missing end marker (the hook wrote one).
     assert!(input.notes.is_empty(), "{:#?}", input.notes);
     assert_eq!(input.run_complete, Some(true));

@@ -72,7 +72,7 @@ fn a_run_without_profiler_data_gets_a_report_saying_what_is_missing() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     fs::create_dir_all(&run).unwrap();
-    let input = ReportInput::load(run.to_str().unwrap(), &LoadOptions::default());
+    let input = ReportInput::load(&run, &LoadOptions::default());
     let areas: Vec<NoteArea> = input.notes.iter().map(|n| n.area).collect();
     for area in [
         NoteArea::Run,
@@ -102,12 +102,18 @@ fn a_run_without_profiler_data_gets_a_report_saying_what_is_missing() {
     assert_eq!(notes.matches("<li>").count(), input.notes.len());
 
     // A location where nothing exists at all is no different.
-    let nowhere = ReportInput::load(
-        dir.path().join("no/such/run").to_str().unwrap(),
-        &LoadOptions::default(),
-    );
+    let nowhere = ReportInput::load(dir.path().join("no/such/run"), &LoadOptions::default());
     assert!(!nowhere.notes.is_empty());
     assert_sections_in_order(&render_html(&nowhere));
+
+    // Text that names no location is a note naming it, not a folder looked for.
+    let ill_formed = ReportInput::load("s3:/bucket/run", &LoadOptions::default());
+    assert!(
+        ill_formed.notes[0].message.contains("s3:/bucket/run"),
+        "{:?}",
+        ill_formed.notes
+    );
+    assert_eq!(ill_formed.location, "s3:/bucket/run");
 }
 
 #[test]
@@ -133,7 +139,7 @@ fn corrupt_lines_and_files_are_left_out_with_a_note_and_the_rest_is_shown() {
         )
         .unwrap();
 
-    let input = ReportInput::load(dir.path().to_str().unwrap(), &LoadOptions::default());
+    let input = ReportInput::load(dir.path(), &LoadOptions::default());
     let cpu = input
         .metrics()
         .find(|s| s.node == "algo-1" && s.name == "total")
@@ -198,7 +204,7 @@ fn a_run_still_being_written_is_reported_so_until_its_end_marker_appears() {
         )
         .unwrap();
     write_steps(&store, &[1000, 1000, 1000]);
-    let live = ReportInput::load(dir.path().to_str().unwrap(), &LoadOptions::default());
+    let live = ReportInput::load(dir.path(), &LoadOptions::default());
     assert_eq!(live.run_complete, Some(false));
     assert!(live.notes.iter().any(|n| n.area == NoteArea::Run));
     let html = render_html(&live);
@@ -206,7 +212,7 @@ fn a_run_still_being_written_is_reported_so_until_its_end_marker_appears() {
     assert!(section(&html, "step-durations").contains("<figure"));
 
     fs::write(dir.path().join("training_job_end.ts"), b"").unwrap();
-    let done = ReportInput::load(dir.path().to_str().unwrap(), &LoadOptions::default());
+    let done = ReportInput::load(dir.path(), &LoadOptions::default());
     assert_eq!(done.run_complete, Some(true));
     assert!(!done.notes.iter().any(|n| n.area == NoteArea::Run));
     assert!(render_html(&done).contains("finished (end marker present)"));
@@ -238,10 +244,7 @@ fn tables_match_an_independent_computation() {
     // Steps of 1..=100 ms, scrambled.
     let durations: Vec<u64> = (0..100u64).map(|i| ((i * 31) % 100 + 1) * 1000).collect();
     write_steps(&store, &durations);
-    let html = render_html(&ReportInput::load(
-        dir.path().to_str().unwrap(),
-        &LoadOptions::default(),
-    ));
+    let html = render_html(&ReportInput::load(dir.path(), &LoadOptions::default()));
 
     // Counts, extremes and means are exact; a percentile pN is within the sketch's bound of
     // the value at rank round(N% · (n − 1)) of the sorted values.
@@ -306,7 +309,7 @@ fn kineto_traces_feed_the_operator_sections_and_a_missing_one_is_a_note() {
         traces: vec![cpu_only.clone(), missing, rank0.clone()],
         ..LoadOptions::default()
     };
-    let input = ReportInput::load(dir.path().to_str().unwrap(), &options);
+    let input = ReportInput::load(dir.path(), &options);
     let ranks: Vec<u32> = input.traces.iter().map(|r| r.rank).collect();
     assert_eq!(ranks, [0, 34]);
     assert!(
@@ -370,7 +373,7 @@ fn a_run_written_by_python_smdebug_timeline_writer_is_reported() {
         .count();
     assert_eq!(steps, 4);
 
-    let input = ReportInput::load(dir.path().to_str().unwrap(), &LoadOptions::default());
+    let input = ReportInput::load(dir.path(), &LoadOptions::default());
     assert_eq!(input.span_count(), 8);
     let html = render_html(&input);
     let steps_section = section(&html, "step-durations");

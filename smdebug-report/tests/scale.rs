@@ -62,7 +62,7 @@ fn the_report_for_4000_gpus_stays_under_2_mb_and_300_mb_of_memory() {
             .unwrap();
     }
     let began = Instant::now();
-    let input = ReportInput::load(dir.path().to_str().unwrap(), &LoadOptions::default());
+    let input = ReportInput::load(dir.path(), &LoadOptions::default());
     let html = render_html(&input);
     let took = began.elapsed();
     let peak = peak_rss();

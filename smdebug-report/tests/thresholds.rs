@@ -42,7 +42,7 @@ fn report(spec: &str) -> (Summary, String) {
 /// The rules' summary and the report page for `spec` over the run at `run`.
 fn report_of(run: &std::path::Path, spec: &str) -> (Summary, String) {
     let page = run.with_file_name("out").join("report.html");
-    let summary = RuleRunner::builder(run.to_str().unwrap())
+    let summary = RuleRunner::builder(run)
         .spec(RuleSpec::parse(spec).unwrap())
         .reporter(ReportWriter::to_file(&page))
         .write_into_run(false)

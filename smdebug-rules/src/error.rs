@@ -87,7 +87,7 @@ pub enum Error {
         location: String,
         /// The reader's or the store's error.
         #[source]
-        source: Box<smdebug_io::Error>,
+        source: Box<smdebug_read::Error>,
     },
 
     /// Reading the run failed while a rule was evaluated (corrupt file, storage error, …).
@@ -99,11 +99,11 @@ pub enum Error {
         step: u64,
         /// The reader's or the store's error.
         #[source]
-        source: Box<smdebug_io::Error>,
+        source: Box<smdebug_read::Error>,
     },
 
     /// One record a rule reads could not be read (a checksum that does not match, a record
-    /// over the reader's budget, …: [`smdebug_io::Error::is_unreadable_record`]). While a
+    /// over the reader's budget, …: [`smdebug_read::Error::is_unreadable_record`]). While a
     /// runner invokes the rule, the reading helpers ([`TensorSelection`](crate::TensorSelection),
     /// [`value_at`](crate::value_at), …) leave such a record out as a tensor not saved at that
     /// step and the runner lists it in the rule's status; this error is what they return
@@ -120,7 +120,7 @@ pub enum Error {
         tensor: String,
         /// The reader's error, naming the file and the byte offset.
         #[source]
-        source: Box<smdebug_io::Error>,
+        source: Box<smdebug_read::Error>,
     },
 
     /// A rule reported a failure of its own (inputs that contradict each other, a user rule's
@@ -181,7 +181,7 @@ pub enum Error {
         path: String,
         /// The reader's or the store's error.
         #[source]
-        source: Box<smdebug_io::Error>,
+        source: Box<smdebug_read::Error>,
     },
 
     /// A file the rules crate owns (stop request, summary) holds something unexpected.
@@ -209,6 +209,21 @@ pub enum Error {
 /// `Result` with smdebug-rules' [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl Error {
+    /// A run location given as text that names none (`s3:/bucket`): the run cannot be opened,
+    /// named as given.
+    pub(crate) fn unparsed_location(e: smdebug_storage::Error) -> Error {
+        let location = match &e {
+            smdebug_storage::Error::InvalidLocation { location, .. } => location.clone(),
+            _ => String::new(),
+        };
+        Error::OpenRun {
+            location,
+            source: Box::new(e.into()),
+        }
+    }
+}
+
 /// True for reader errors that mean "this tensor is not there at this step (yet)": a rule treats
 /// them as "nothing to check", as Python smdebug's rule invoker does with
 /// `TensorUnavailableForStep` (which its Trial also raises for a tensor saved only as
@@ -216,18 +231,18 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// (`StepUnavailable`, `StepNotYetAvailable`: an offline evaluation of a run that has not ended
 /// reads its incomplete steps too). A string tensor (`StringTensor`: XGBoost's text columns)
 /// has no numbers for a rule to check either.
-pub(crate) fn is_absent(e: &smdebug_io::Error) -> bool {
+pub(crate) fn is_absent(e: &smdebug_read::Error) -> bool {
     matches!(
         e,
-        smdebug_io::Error::TensorNotFound { .. }
-            | smdebug_io::Error::StepNotAvailable { .. }
-            | smdebug_io::Error::StepUnavailable { .. }
-            | smdebug_io::Error::StepNotYetAvailable { .. }
-            | smdebug_io::Error::WorkerNotFound { .. }
-            | smdebug_io::Error::ReductionNotSaved { .. }
-            | smdebug_io::Error::OnlyReductionsSaved { .. }
-            | smdebug_io::Error::Format(smdebug_format::Error::StringTensor { .. })
-            | smdebug_io::Error::CollectionNotFound { .. }
+        smdebug_read::Error::TensorNotFound { .. }
+            | smdebug_read::Error::StepNotAvailable { .. }
+            | smdebug_read::Error::StepUnavailable { .. }
+            | smdebug_read::Error::StepNotYetAvailable { .. }
+            | smdebug_read::Error::WorkerNotFound { .. }
+            | smdebug_read::Error::ReductionNotSaved { .. }
+            | smdebug_read::Error::OnlyReductionsSaved { .. }
+            | smdebug_read::Error::Format(smdebug_format::Error::StringTensor { .. })
+            | smdebug_read::Error::CollectionNotFound { .. }
     )
 }
 

@@ -47,7 +47,7 @@ pub struct Needs {
 /// ([`Trial::release_steps_before`]): a rule that declares [`Steps`](LookBack::Steps) costs a
 /// bounded amount however long the run. What a rule keeps of earlier steps in its own state
 /// (a window of values, a reference tensor) is its own and needs no look-back. A rule that asks
-/// about a step behind its declared look-back gets [`smdebug_io::Error::StepReleased`] (its
+/// about a step behind its declared look-back gets [`smdebug_read::Error::StepReleased`] (its
 /// status is then `Error`, naming the step), never "not saved there".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LookBack {

@@ -486,7 +486,7 @@ pub fn reduce(v: &ArrayD<f64>, reduction: Reduction) -> f64 {
     }
 }
 
-pub(crate) fn read_error(rule: &str, step: u64, e: smdebug_io::Error) -> Error {
+pub(crate) fn read_error(rule: &str, step: u64, e: smdebug_read::Error) -> Error {
     Error::Read {
         rule: rule.to_string(),
         step,

@@ -313,9 +313,11 @@ impl Summary {
     }
 }
 
-/// Reads the summary a runner wrote into a run.
-pub fn read_summary(location: &str) -> Result<Option<Summary>> {
-    let storage = smdebug_storage::open_storage(location).map_err(|e| Error::OpenRun {
+/// Reads the summary a runner wrote into the run at `location`: text (a path or a URL), a
+/// `Path` (always local) or a parsed `Location`.
+pub fn read_summary(location: impl smdebug_storage::IntoLocation) -> Result<Option<Summary>> {
+    let location = location.into_location().map_err(Error::unparsed_location)?;
+    let storage = smdebug_storage::open_storage(&location).map_err(|e| Error::OpenRun {
         location: location.to_string(),
         source: Box::new(e.into()),
     })?;

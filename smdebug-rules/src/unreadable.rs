@@ -1,5 +1,5 @@
 //! Records a rule could not read (a checksum that does not match, a record over the reader's
-//! budget: [`smdebug_io::Error::is_unreadable_record`]), and how the runner keeps one such
+//! budget: [`smdebug_read::Error::is_unreadable_record`]), and how the runner keeps one such
 //! record from ending a rule.
 //!
 //! While the runner invokes a debugging rule it collects ([`collecting`]): the reading
@@ -76,7 +76,7 @@ pub(crate) fn left_out<T>(
     tensor: &str,
     step: u64,
     mode: Option<Mode>,
-    e: smdebug_io::Error,
+    e: smdebug_read::Error,
 ) -> Result<Option<T>, Error> {
     if !e.is_unreadable_record() {
         return Err(Error::Read {
@@ -117,8 +117,8 @@ pub(crate) fn left_out<T>(
 mod tests {
     use super::*;
 
-    fn corrupt() -> smdebug_io::Error {
-        smdebug_io::Error::Format(smdebug_format::Error::CorruptRecord {
+    fn corrupt() -> smdebug_read::Error {
+        smdebug_read::Error::Format(smdebug_format::Error::CorruptRecord {
             path: "events/000000000003/000000000003_worker_0.tfevents".into(),
             offset: 40,
             reason: "bad payload checksum".into(),
@@ -154,7 +154,10 @@ mod tests {
                 "t",
                 5,
                 None,
-                smdebug_io::Error::Writer("store unreachable".into()),
+                smdebug_read::Error::Timeout {
+                    what: "the store".into(),
+                    waited: std::time::Duration::from_secs(30),
+                },
             )
         });
         assert!(matches!(out, Err(Error::Read { step: 5, .. })));

@@ -520,7 +520,7 @@ fn a_custom_rule_passing_an_unreadable_record_on_loses_that_step_only() {
         hook.save_scalar("loss", if step < 4 { 0.5 } else { 2.0 }, &["losses"]);
     });
     flip_payload_bit(&run, 1, "worker_0", "loss");
-    let summary = RuleRunner::builder(run.to_str().unwrap())
+    let summary = RuleRunner::builder(&run)
         .rule(smdebug_rules::Rule::tensor(LossAboveOne), Vec::new())
         .build()
         .unwrap()
@@ -577,7 +577,7 @@ fn stalled_training_fires_past_a_bad_record_in_a_live_run() {
     let index = run.join("index/000000000/000000000004_worker_0.json");
     wait_until(Duration::from_secs(60), "step 4", || index.exists());
     flip_payload_bit(&run, 2, "worker_0", "loss");
-    let handle = RuleRunner::builder(run.to_str().unwrap())
+    let handle = RuleRunner::builder(&run)
         .spec(RuleSpec::parse("StalledTraining:threshold=1.2").unwrap())
         .spec(RuleSpec::parse("LossNotDecreasing:num_steps=2").unwrap())
         .poll_interval(Duration::from_millis(50))

@@ -140,7 +140,7 @@ fn mlp_run(dir: &Path, bug: Option<Bug>, requests: Requests<'_>) {
 }
 
 fn evaluate(dir: &Path, specs: &[RuleSpec]) -> Summary {
-    let mut builder = RuleRunner::builder(dir.to_str().unwrap()).write_into_run(false);
+    let mut builder = RuleRunner::builder(dir).write_into_run(false);
     for spec in specs {
         builder = builder.spec(spec.clone());
     }

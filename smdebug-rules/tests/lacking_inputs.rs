@@ -166,7 +166,7 @@ fn evaluate(dir: &Path, spec: &str) -> Summary {
 }
 
 fn evaluate_all(dir: &Path, specs: &[&str]) -> Summary {
-    let mut builder = RuleRunner::builder(dir.to_str().unwrap()).write_into_run(false);
+    let mut builder = RuleRunner::builder(dir).write_into_run(false);
     for spec in specs {
         builder = builder.spec(RuleSpec::parse(spec).unwrap());
     }

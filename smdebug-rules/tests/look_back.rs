@@ -80,7 +80,7 @@ impl TensorRule for Compare {
 }
 
 fn runner(run: &Path, rules: Vec<Compare>) -> RuleRunner {
-    let mut builder = RuleRunner::builder(run.to_str().unwrap()).write_into_run(false);
+    let mut builder = RuleRunner::builder(run).write_into_run(false);
     for rule in rules {
         builder = builder.rule(Rule::tensor(rule), Vec::new());
     }
@@ -228,7 +228,7 @@ fn a_runner_following_a_live_run_with_a_short_read_ahead_judges_every_step() {
         }
     };
     write(0..1000);
-    let handle = RuleRunner::builder(run.to_str().unwrap())
+    let handle = RuleRunner::builder(run)
         .write_into_run(false)
         .index_read_ahead(50)
         .poll_interval(std::time::Duration::from_millis(5))

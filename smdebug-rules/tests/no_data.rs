@@ -193,7 +193,7 @@ impl TensorRule for AttentionEntropy {
 
 #[test]
 fn a_custom_rule_that_matched_nothing_names_its_own_selection() {
-    let summary = RuleRunner::builder(&hook_run("pt_healthy"))
+    let summary = RuleRunner::builder(hook_run("pt_healthy"))
         .write_into_run(false)
         .rule(Rule::tensor(AttentionEntropy), Vec::new())
         .build()
@@ -300,7 +300,7 @@ fn a_profiler_rule_that_checked_nothing_is_told_why_from_what_it_reads() {
             text.into_bytes().into(),
         )
         .unwrap();
-    let summary = RuleRunner::builder(dir.path().to_str().unwrap())
+    let summary = RuleRunner::builder(dir.path())
         .write_into_run(false)
         .rule(
             Rule::profiler(Counts(ProfilerNeeds::reading([
@@ -320,7 +320,7 @@ fn a_profiler_rule_that_checked_nothing_is_told_why_from_what_it_reads() {
         "nothing to check: the rule reads framework spans and the step timeline and this run \
          has none (no framework spans under framework/pevents/)"
     );
-    let summary = RuleRunner::builder(dir.path().to_str().unwrap())
+    let summary = RuleRunner::builder(dir.path())
         .write_into_run(false)
         .rule(
             Rule::profiler(Counts(

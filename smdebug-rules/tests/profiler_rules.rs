@@ -252,7 +252,7 @@ fn override_values(run: &Path, dimension: &str, stage: Stage, value: f64) {
 }
 
 fn evaluate(run: &Path, specs: &[&str]) -> Summary {
-    let mut builder = RuleRunner::builder(run.to_str().unwrap()).write_into_run(false);
+    let mut builder = RuleRunner::builder(run).write_into_run(false);
     for spec in specs {
         builder = builder.spec(RuleSpec::parse(spec).unwrap());
     }

@@ -94,7 +94,7 @@ fn run_with_specs(problems: Vec<String>, more: &[&str]) -> (Seen, smdebug_rules:
     let run = dir.path().join("run");
     record(&run);
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let mut builder = RuleRunner::builder(run.to_str().unwrap())
+    let mut builder = RuleRunner::builder(&run)
         .spec(RuleSpec::parse("ProfilerReport:CPUBottleneck_cpu_threshold=80").unwrap());
     for spec in more {
         builder = builder.spec(RuleSpec::parse(spec).unwrap());
@@ -169,7 +169,7 @@ fn without_a_reporter_profiler_report_says_no_report_was_drawn() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     record(&run);
-    let summary = RuleRunner::builder(run.to_str().unwrap())
+    let summary = RuleRunner::builder(&run)
         .spec(RuleSpec::parse("ProfilerReport").unwrap())
         .write_into_run(false)
         .build()

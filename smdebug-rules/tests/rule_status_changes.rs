@@ -20,10 +20,6 @@ use smdebug_storage::testing::wait_until;
 use support::{example_run, hook_for, http_server};
 use tempfile::tempdir;
 
-fn loc(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
 /// A command that appends `rule from to step` to `file` at each event.
 fn appending_command(file: &Path, on: Trigger) -> ActionConfig {
     ActionConfig::Command {
@@ -69,7 +65,7 @@ fn every_status_change_reaches_its_actions_the_rules_log_and_the_training_log() 
     let firings = run.path().join("firings.txt");
     let (url, posted) = http_server(200);
     let (lines, said) = captured(Duration::from_secs(3600));
-    let summary = RuleRunner::builder(loc(run.path()))
+    let summary = RuleRunner::builder(run.path())
         .spec(
             RuleSpec::new("DeadRelu")
                 .action(appending_command(&changes, Trigger::StatusChange))
@@ -128,7 +124,7 @@ fn every_status_change_reaches_its_actions_the_rules_log_and_the_training_log() 
     assert_eq!(log.len(), 3, "{log:#?}");
     assert!(log[0].ends_with(&format!(
         "DeadRelu: InProgress: evaluation of {} started",
-        loc(run.path())
+        run.path().display()
     )));
     assert!(
         log[1].contains(&format!(
@@ -209,7 +205,7 @@ fn a_change_is_in_the_rules_log_while_the_run_goes_on_and_the_verdict_at_its_end
     });
     let changes = run.path().join("changes.txt");
     let (lines, said) = captured(Duration::from_millis(100));
-    let handle = RuleRunner::builder(loc(run.path()))
+    let handle = RuleRunner::builder(run.path())
         .rule(
             Rule::tensor(FiresFrom(5)),
             vec![appending_command(&changes, Trigger::StatusChange)],

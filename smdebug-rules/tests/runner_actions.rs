@@ -5,7 +5,7 @@
 mod support;
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,15 +21,11 @@ use smdebug_storage::testing::{wait_for, wait_until};
 use support::{example_run, hook_for, http_server};
 use tempfile::tempdir;
 
-fn loc(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
 #[test]
 fn offline_run_writes_statuses_and_the_summary_file() {
     let run = tempdir().unwrap();
     example_run(run.path(), 1, Some(Bug::DeadRelu));
-    let summary = RuleRunner::builder(loc(run.path()))
+    let summary = RuleRunner::builder(run.path())
         .spec(RuleSpec::parse("DeadRelu").unwrap())
         .spec(RuleSpec::parse("ExplodingTensor").unwrap())
         .spec(RuleSpec::parse("NLPSequenceRatio").unwrap())
@@ -40,7 +36,7 @@ fn offline_run_writes_statuses_and_the_summary_file() {
     assert!(summary.finished && summary.run_complete && summary.issues_found());
     let dead = summary.rule("DeadRelu").unwrap();
     assert_eq!(dead.status, Status::IssuesFound);
-    let steps = Trial::open(loc(run.path()))
+    let steps = Trial::open(run.path())
         .unwrap()
         .global_steps(Some(Mode::Train))
         .unwrap();
@@ -59,7 +55,7 @@ fn offline_run_writes_statuses_and_the_summary_file() {
     );
     assert!(!summary.has_errors());
 
-    let on_disk = read_summary(loc(run.path())).unwrap().unwrap();
+    let on_disk = read_summary(run.path()).unwrap().unwrap();
     assert_eq!(on_disk, summary);
 }
 
@@ -68,7 +64,7 @@ fn bad_input_gives_clear_errors() {
     let run = tempdir().unwrap();
     example_run(run.path(), 1, None);
     let build = |spec: &str| {
-        RuleRunner::builder(loc(run.path()))
+        RuleRunner::builder(run.path())
             .spec(RuleSpec::parse(spec).unwrap())
             .build()
             .err()
@@ -89,7 +85,7 @@ fn bad_input_gives_clear_errors() {
     let e = build("AllZero:tensor_regex=(unclosed");
     assert!(matches!(e, Error::BadRegex { .. }), "{e}");
     let missing = run.path().join("not-there");
-    let e = RuleRunner::builder(loc(&missing))
+    let e = RuleRunner::builder(&missing)
         .spec(RuleSpec::new("DeadRelu"))
         .build()
         .err()
@@ -98,7 +94,29 @@ fn bad_input_gives_clear_errors() {
         matches!(e, Error::OpenRun { .. }) && e.to_string().contains("not-there"),
         "{e}"
     );
-    let e = RuleRunner::builder(loc(run.path()))
+    // Text that names no location is refused when the runner is built or spawned, naming it,
+    // without waiting for a run to appear there.
+    for bad in ["s3:/bucket/run", "foo://x/run"] {
+        let built = RuleRunner::builder(bad)
+            .spec(RuleSpec::new("DeadRelu"))
+            .open_timeout(std::time::Duration::from_secs(600))
+            .build()
+            .err()
+            .unwrap();
+        let spawned = RuleRunner::builder(bad)
+            .spec(RuleSpec::new("DeadRelu"))
+            .open_timeout(std::time::Duration::from_secs(600))
+            .spawn()
+            .err()
+            .unwrap();
+        for e in [built, spawned] {
+            assert!(
+                matches!(e, Error::OpenRun { .. }) && e.to_string().contains(bad),
+                "{bad}: {e}"
+            );
+        }
+    }
+    let e = RuleRunner::builder(run.path())
         .spec(RuleSpec::new("DeadRelu").action(ActionConfig::Webhook {
             on: smdebug_rules::Trigger::FirstFiring,
             url: "ftp://example.invalid".into(),
@@ -179,19 +197,19 @@ fn a_rule_declaring_nothing_is_refused_at_registration() {
         for part in expect {
             assert!(text.contains(part), "{text:?} lacks {part:?}");
         }
-        let built = RuleRunner::builder(loc(run.path()))
+        let built = RuleRunner::builder(run.path())
             .rule(rule(), Vec::new())
             .build()
             .err()
             .expect("built a runner with a rule that declares nothing");
         assert_eq!(built.to_string(), text);
-        let spawned = RuleRunner::builder(loc(run.path()))
+        let spawned = RuleRunner::builder(run.path())
             .rule(rule(), Vec::new())
             .spawn()
             .err()
             .expect("spawned a runner with a rule that declares nothing");
         assert_eq!(spawned.to_string(), text);
-        let asked = RuleRunner::builder(loc(run.path()))
+        let asked = RuleRunner::builder(run.path())
             .rule(rule(), Vec::new())
             .capture_requests()
             .unwrap_err();
@@ -249,7 +267,7 @@ fn a_rule_declaring_nothing_is_refused_at_registration() {
 fn a_failing_rule_is_reported_and_the_others_go_on() {
     let run = tempdir().unwrap();
     example_run(run.path(), 1, Some(Bug::DeadRelu));
-    let summary = RuleRunner::builder(loc(run.path()))
+    let summary = RuleRunner::builder(run.path())
         .rule(Rule::tensor(FailsAtThree), Vec::new())
         .spec(RuleSpec::new("DeadRelu"))
         .build()
@@ -276,7 +294,7 @@ fn webhook_posts_slack_compatible_json_once_and_failures_are_recorded() {
     let closed = TcpListener::bind("127.0.0.1:0").unwrap();
     let dead_url = format!("http://{}/", closed.local_addr().unwrap());
     drop(closed);
-    let summary = RuleRunner::builder(loc(run.path()))
+    let summary = RuleRunner::builder(run.path())
         .spec(
             RuleSpec::new("DeadRelu")
                 .action(ActionConfig::Webhook {
@@ -318,7 +336,7 @@ fn webhook_error_status_is_an_action_error() {
     let run = tempdir().unwrap();
     example_run(run.path(), 1, Some(Bug::DeadRelu));
     let (url, _bodies) = http_server(500);
-    let summary = RuleRunner::builder(loc(run.path()))
+    let summary = RuleRunner::builder(run.path())
         .spec(RuleSpec::new("DeadRelu").action(ActionConfig::Webhook {
             on: smdebug_rules::Trigger::FirstFiring,
             url,
@@ -337,7 +355,7 @@ fn command_action_gets_the_event_and_failures_are_recorded() {
     let run = tempdir().unwrap();
     example_run(run.path(), 1, Some(Bug::DeadRelu));
     let out = run.path().join("event.txt");
-    let summary = RuleRunner::builder(loc(run.path()))
+    let summary = RuleRunner::builder(run.path())
         .spec(
             RuleSpec::new("DeadRelu")
                 .action(ActionConfig::Command {
@@ -408,7 +426,7 @@ fn email_action_delivers_to_a_real_smtp_server() {
         to: vec!["ml-team@example.com".into()],
         timeout_s: 10.0,
     };
-    let summary = RuleRunner::builder(loc(run.path()))
+    let summary = RuleRunner::builder(run.path())
         .spec(RuleSpec::new("DeadRelu").action(email(port)))
         .build()
         .unwrap()
@@ -432,7 +450,7 @@ fn email_action_delivers_to_a_real_smtp_server() {
     assert!(m.contains("relu1.output"), "{m}");
 
     // The server is gone now: the failure is recorded, the runner finishes.
-    let summary = RuleRunner::builder(loc(run.path()))
+    let summary = RuleRunner::builder(run.path())
         .spec(RuleSpec::new("DeadRelu").action(email(port)))
         .build()
         .unwrap()
@@ -459,7 +477,7 @@ fn stalled_training_fires_once_when_a_live_run_pauses() {
         }
         hook.close();
     });
-    let handle = RuleRunner::builder(loc(run.path()))
+    let handle = RuleRunner::builder(run.path())
         .spec(RuleSpec::parse("StalledTraining:threshold=1.2").unwrap())
         .spec(RuleSpec::new("StalledTrainingRule").param("threshold", "1800"))
         .poll_interval(Duration::from_millis(50))
@@ -472,7 +490,7 @@ fn stalled_training_fires_once_when_a_live_run_pauses() {
     let live = wait_for(
         Duration::from_secs(30),
         "the summary while following",
-        || read_summary(loc(run.path())).unwrap(),
+        || read_summary(run.path()).unwrap(),
     );
     assert!(!live.finished);
     trainer.join().unwrap();
@@ -500,11 +518,11 @@ fn a_runner_stops_a_training_process_through_the_run_directory() {
     assert!(bin.exists(), "{} (built by cargo test)", bin.display());
     // 20 epochs of a net whose loss cannot decrease: 900+ steps if nobody stops it.
     let child = Command::new(&bin)
-        .args([loc(run.path()), "vanishing", "20"])
+        .args([run.path().to_str().unwrap(), "vanishing", "20"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let summary = RuleRunner::builder(loc(run.path()))
+    let summary = RuleRunner::builder(run.path())
         .spec(RuleSpec::new("LossNotDecreasing").action(ActionConfig::StopTraining))
         .poll_interval(Duration::from_millis(50))
         .open_timeout(Duration::from_secs(30))
@@ -535,7 +553,7 @@ fn a_runner_stops_a_training_process_through_the_run_directory() {
     assert!(st.action_errors.is_empty(), "{:?}", st.action_errors);
     // The job ended with the rule's reason in its end marker, and the runner saw the end.
     assert!(summary.run_complete);
-    let trial = Trial::open(loc(run.path())).unwrap();
+    let trial = Trial::open(run.path()).unwrap();
     let marker = std::fs::read(run.path().join("training_job_end.ts")).unwrap();
     match smdebug_format::parse_end_marker(&marker) {
         Some(smdebug_core::EndReason::Stopped(cause)) => {
@@ -571,7 +589,7 @@ fn following_a_run_whose_folder_is_deleted_says_it_is_gone() {
         last.exists()
     });
     let started = Instant::now();
-    let handle = RuleRunner::builder(loc(&run))
+    let handle = RuleRunner::builder(&run)
         .spec(RuleSpec::parse("LossNotDecreasing").unwrap())
         .poll_interval(Duration::from_millis(50))
         .open_timeout(Duration::from_secs(10))

@@ -39,7 +39,7 @@ fn write_run(run: &Path, steps: u64) {
 fn bytes_evaluating(run: &Path, steps: u64) -> (isize, isize) {
     let before = alloc::live();
     alloc::reset_peak();
-    let mut runner = RuleRunner::builder(run.to_str().unwrap())
+    let mut runner = RuleRunner::builder(run)
         .write_into_run(false)
         .index_read_ahead(READ_AHEAD)
         .spec(RuleSpec::parse("LossNotDecreasing").unwrap())

@@ -57,7 +57,7 @@ fn run_rules(run: &Path, actions: &[ActionConfig]) -> Summary {
     for a in actions {
         spec = spec.action(a.clone());
     }
-    RuleRunner::builder(run.to_str().unwrap())
+    RuleRunner::builder(run)
         .spec(spec)
         .spec(RuleSpec::new("ExplodingTensor"))
         .build()
@@ -224,7 +224,7 @@ fn bad_sns_endpoints_are_refused_when_the_runner_is_built() {
             "topic",
         ),
     ] {
-        let e = RuleRunner::builder(run.path().to_str().unwrap())
+        let e = RuleRunner::builder(run.path())
             .spec(RuleSpec::new("DeadRelu").action(action))
             .build()
             .err()

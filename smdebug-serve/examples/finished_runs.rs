@@ -63,9 +63,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let before = threads();
-    let server = Server::start(ServeOptions::new(vec![
-        dir.path().to_string_lossy().into_owned(),
-    ]))?;
+    let server = Server::start(ServeOptions::new([dir.path()]))?;
     let url = format!("http://{}/api/runs", server.addr());
     let client = reqwest::blocking::Client::builder().no_proxy().build()?;
     let began = Instant::now();

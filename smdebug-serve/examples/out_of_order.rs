@@ -83,7 +83,7 @@ fn main() {
         std::fs::write(path, serde_json::to_vec(&events).unwrap()).unwrap();
     }
 
-    let server = Server::start(ServeOptions::new(vec![dir.path().display().to_string()])).unwrap();
+    let server = Server::start(ServeOptions::new([dir.path()])).unwrap();
     let url = format!("{}api/runs", server.url());
     let client = reqwest::blocking::Client::builder()
         .no_proxy()

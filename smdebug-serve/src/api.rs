@@ -106,7 +106,7 @@ pub fn runs(runs: &[std::sync::Arc<Run>]) -> RunList {
             RunState {
                 id: run.id,
                 name: run.name.clone(),
-                location: run.location.clone(),
+                location: run.location.to_string(),
                 version: d.version,
                 changed: d.changed,
                 phase: fresh.phase,

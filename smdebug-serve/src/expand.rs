@@ -33,35 +33,37 @@ fn store_children(storage: &dyn smdebug_storage::Storage) -> Vec<String> {
 /// missing folder or prefix) is one run. Names are the last path component, made unique.
 /// Object stores are reached with the default options (the environment's credentials); see
 /// [`expand_runs_with`].
-pub fn expand_runs(args: &[String]) -> Vec<(String, String)> {
+pub fn expand_runs(args: &[Location]) -> Vec<(String, Location)> {
     expand_runs_with(args, &StorageOptions::default())
 }
 
 /// [`expand_runs`], object stores reached with `options`. A prefix that cannot be opened or
 /// listed is kept as one run (its follower reports why it cannot be read).
-pub fn expand_runs_with(args: &[String], options: &StorageOptions) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = Vec::new();
+pub fn expand_runs_with(args: &[Location], options: &StorageOptions) -> Vec<(String, Location)> {
+    let mut out: Vec<(String, Location)> = Vec::new();
     for arg in args {
-        let location = Location::parse(arg);
-        let local = match &location {
-            Ok(Location::Local(dir)) => Some(dir.as_path()),
-            _ => None,
-        };
         let mut children: Vec<PathBuf> = Vec::new();
-        if matches!(location, Ok(Location::Store { .. }))
+        if let Location::Store { url, backend } = arg
             && let Ok(storage) = smdebug_storage::open_storage_with(arg, options)
             && !store_is_run(storage.as_ref())
         {
             let found = store_children(storage.as_ref());
             if !found.is_empty() {
-                let root = arg.trim_end_matches('/');
+                let root = url.trim_end_matches('/');
                 for child in found {
-                    out.push((child.clone(), format!("{root}/{child}")));
+                    let url = format!("{root}/{child}");
+                    out.push((
+                        child,
+                        Location::Store {
+                            url,
+                            backend: *backend,
+                        },
+                    ));
                 }
                 continue;
             }
         }
-        if let Some(path) = local
+        if let Some(path) = arg.local_path()
             && path.is_dir()
             && !local_folder_is_run(path)
             && let Ok(entries) = std::fs::read_dir(path)
@@ -73,12 +75,13 @@ pub fn expand_runs_with(args: &[String], options: &StorageOptions) -> Vec<(Strin
             children.sort();
         }
         if children.is_empty() {
-            let name = arg
+            let text = arg.to_string();
+            let name = text
                 .trim_end_matches('/')
                 .rsplit('/')
                 .next()
                 .filter(|n| !n.is_empty())
-                .unwrap_or(arg)
+                .unwrap_or(&text)
                 .to_owned();
             out.push((name, arg.clone()));
         } else {
@@ -87,7 +90,7 @@ pub fn expand_runs_with(args: &[String], options: &StorageOptions) -> Vec<(Strin
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default();
-                out.push((name, child.to_string_lossy().into_owned()));
+                out.push((name, Location::Local(child)));
             }
         }
     }

@@ -56,7 +56,7 @@ impl Identity {
     /// Checks the run against what was remembered. `had_data`: something of it was read.
     pub(crate) fn check(
         &mut self,
-        location: &str,
+        location: &Location,
         storage: &dyn Storage,
         had_data: bool,
     ) -> Option<Change> {
@@ -119,7 +119,7 @@ impl Identity {
     /// first step whose index file was read; `marker`, whether the end marker is there.
     pub(crate) fn learn(
         &mut self,
-        location: &str,
+        location: &Location,
         storage: &dyn Storage,
         first_step: Option<u64>,
         profiled: bool,
@@ -129,11 +129,11 @@ impl Identity {
         if self.witness.is_some() {
             return;
         }
-        let root = Location::local_folder(location);
+        let root = location.local_path();
         let pick = |key: String, immutable: bool| -> Option<Witness> {
             let size = storage.size(&key).ok()??;
             Some(Witness {
-                local: local_stamp(root.as_deref(), &key),
+                local: local_stamp(root, &key),
                 key,
                 size,
                 immutable,

@@ -6,7 +6,7 @@
 //! ```no_run
 //! use smdebug_serve::{ServeOptions, Server};
 //!
-//! let server = Server::start(ServeOptions::new(vec!["/tmp/run".into()]))?;
+//! let server = Server::start(ServeOptions::new(["/tmp/run"]))?;
 //! println!("{}", server.url()); // http://127.0.0.1:<port>/
 //! server.wait();
 //! # Ok::<(), smdebug_serve::ServeError>(())

@@ -15,7 +15,7 @@
 //! - The step rate behind the ETA is measured over a trailing window of wall time after the
 //!   warm-up steps, and only an even rate gives an ETA.
 
-use smdebug_io::jobs::{STALE_AFTER, utc};
+use smdebug_format::jobs::{STALE_AFTER, utc};
 
 use crate::processes::ProcessView;
 use crate::run_data::RunData;

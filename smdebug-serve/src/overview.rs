@@ -143,7 +143,7 @@ pub fn overview(run: &Run) -> Overview {
         id: run.id,
         version: d.version,
         name: run.name.clone(),
-        location: run.location.clone(),
+        location: run.location.to_string(),
         standing: d.standing(),
         start: range.map(|r| seconds(r.0)),
         end: range.map(|r| seconds(r.1)),

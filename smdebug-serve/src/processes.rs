@@ -6,8 +6,9 @@ use std::collections::VecDeque;
 
 use schemars::JsonSchema;
 use serde::Serialize;
+use smdebug_format::jobs::JobIdentity;
 use smdebug_format::progress::Progress;
-use smdebug_io::jobs::{JobIdentity, ProcessState};
+use smdebug_io::jobs::{Liveness, ProcessState};
 use smdebug_storage::Storage;
 
 /// The progress points kept (steps done, wall time), about 17 minutes of a job writing its
@@ -99,7 +100,7 @@ pub(crate) fn note_progress(history: &mut VecDeque<(f64, u64)>, point: Option<(u
 /// it exited is not taken for crashed.
 pub(crate) fn look_up(
     storage: &dyn Storage,
-    jobs: &[smdebug_io::jobs::JobIdentity],
+    jobs: &[JobIdentity],
     before: &[ProcessView],
 ) -> Vec<ProcessView> {
     let now = smdebug_io::jobs::now_s();
@@ -113,7 +114,7 @@ pub(crate) fn look_up(
     if !newly_gone {
         return views;
     }
-    match smdebug_io::jobs::read_jobs(storage) {
+    match smdebug_read::run::read_jobs(storage) {
         Ok((again, _)) => again.iter().map(|j| ProcessView::of(j, now)).collect(),
         Err(_) => views,
     }

@@ -43,8 +43,9 @@ pub(crate) fn input(
     let d = run.data.read().expect("run data lock");
     let mut scalars = false;
     progress(Some(STAGES[1]));
+    let location = run.location.to_string();
     let mut input = ReportInput::from_followed(&FollowedRun {
-        location: &run.location,
+        location: &location,
         storage: storage.as_ref(),
         complete: Some(d.complete),
         profile: &d.digest.0,
@@ -76,7 +77,7 @@ pub(crate) fn input(
         .unwrap_or_default();
     drop(d);
     if let (true, Some(storage)) = (scalars, &storage) {
-        input.scalars_of_run(&run.location, storage, &LoadOptions::default());
+        input.scalars_of_run(&location, storage, &LoadOptions::default());
     }
     input.with_rules(rules)
 }
@@ -90,7 +91,12 @@ mod tests {
     #[test]
     fn a_build_reports_its_stages_in_order_and_ends_with_none() {
         let dir = tempfile::tempdir().unwrap();
-        let run = Run::new(0, "run".into(), dir.path().display().to_string(), false);
+        let run = Run::new(
+            0,
+            "run".into(),
+            smdebug_storage::Location::Local(dir.path().into()),
+            false,
+        );
         let seen = Mutex::new(Vec::new());
         let html = build(&run, &[], &|stage| seen.lock().unwrap().push(stage));
         assert!(html.contains("<section id=\"job-summary\""));

@@ -57,8 +57,8 @@ pub(crate) struct Run {
     pub id: usize,
     /// A short name (the folder name).
     pub name: String,
-    /// The location as given.
-    pub location: String,
+    /// Where the run lives.
+    pub location: Location,
     /// What is known so far.
     pub data: RwLock<RunData>,
     /// Its trial, opened when a view first reads a whole tensor.
@@ -83,7 +83,7 @@ pub(crate) struct Run {
 }
 
 impl Run {
-    pub fn new(id: usize, name: String, location: String, allow_write: bool) -> Run {
+    pub fn new(id: usize, name: String, location: Location, allow_write: bool) -> Run {
         Run {
             id,
             name,
@@ -121,13 +121,15 @@ impl Run {
             file_cache_bytes: DASHBOARD_FILE_CACHE_BYTES,
             ..TrialOptions::default()
         };
-        match Trial::from_storage(&self.location, storage, options) {
+        match Trial::from_storage(&self.location.to_string(), storage, options) {
             Ok(t) => {
                 let t = Arc::new(t);
                 *slot = Some(Arc::clone(&t));
                 Ok(t)
             }
-            Err(smdebug_io::Error::NoSuchRun { .. }) => Err("the run has no tensors (yet)".into()),
+            Err(smdebug_read::Error::NoSuchRun { .. }) => {
+                Err("the run has no tensors (yet)".into())
+            }
             Err(e) => Err(format!("cannot open the run's tensors: {e}")),
         }
     }
@@ -399,7 +401,7 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Fou
 /// to be missing, since when; an object-store URL is not looked up here (its prefix exists
 /// once anything is written under it).
 fn note_missing(run: &Run) {
-    let Some(dir) = Location::local_folder(&run.location) else {
+    let Some(dir) = run.location.local_path() else {
         return;
     };
     let missing = !dir.exists();
@@ -536,9 +538,9 @@ fn read_processes(
     storage: &dyn Storage,
     warnings: &mut Vec<String>,
 ) -> Option<Vec<ProcessView>> {
-    match smdebug_io::jobs::read_jobs(storage) {
+    match smdebug_read::run::read_jobs(storage) {
         Ok((jobs, problems)) => {
-            warnings.extend(smdebug_io::jobs::job_problems(&jobs));
+            warnings.extend(smdebug_format::jobs::job_problems(&jobs));
             warnings.extend(problems);
             let before = run
                 .data
@@ -884,7 +886,12 @@ mod tests {
 
         eprintln!("run written in {:?}", t0.elapsed());
         let counting = Arc::new(CountingStorage::new(Arc::clone(&local)));
-        let run = Run::new(0, "run".into(), dir.path().to_str().unwrap().into(), false);
+        let run = Run::new(
+            0,
+            "run".into(),
+            smdebug_storage::Location::Local(dir.path().into()),
+            false,
+        );
         *run.storage.write().unwrap() = Some(counting.clone());
         let options = StorageOptions::default();
         let mut cursor = Cursor::default();

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use smdebug_read::follow::ProfilerSubscription;
 use smdebug_read::trial::TensorSubscription;
-use smdebug_storage::StorageOptions;
+use smdebug_storage::{IntoLocation, Location, StorageOptions};
 use tokio::sync::{oneshot, watch};
 
 use crate::conn::{ConnectionLimits, ConnectionStats, Connections};
@@ -43,13 +43,17 @@ pub enum ServeError {
     /// A `--trace` file could not be read.
     #[error("{0}")]
     Trace(String),
+    /// A run location given as text names none (`s3:/bucket` with one slash, `foo://x`).
+    #[error(transparent)]
+    Location(Arc<smdebug_storage::Error>),
 }
 
 /// What to serve and how.
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
-    /// Run locations: run folders, folders of runs, object-store URLs.
-    pub runs: Vec<String>,
+    /// Run locations: run folders, folders of runs, object-store URLs (see
+    /// [`add_run`](Self::add_run)).
+    pub runs: Vec<Location>,
     /// The address to listen on (default 127.0.0.1).
     pub host: IpAddr,
     /// The port (0: any free port; the CLI's default is 6006 + 1).
@@ -83,13 +87,15 @@ pub struct ServeOptions {
     /// file of its run is read once. A served run that takes one follows its tensors through
     /// the source's storage.
     pub shared_tensors: SharedTensors,
+    /// The first run location given as text that named none, returned by [`Server::start`].
+    refused: Option<Arc<smdebug_storage::Error>>,
 }
 
 /// Subscriptions handed over by the process the server runs in, by run location
 /// ([`ServeOptions::shared_profiler`], [`ServeOptions::shared_tensors`]): a served run whose
 /// location is one of these reads through it; one that no run takes is let go when the server
 /// starts. Clones share the subscriptions.
-pub struct Handover<S>(Arc<std::sync::Mutex<Vec<(String, S)>>>);
+pub struct Handover<S>(Arc<std::sync::Mutex<Vec<(Location, S)>>>);
 
 /// Profiler subscriptions for [`ServeOptions::shared_profiler`].
 pub type SharedProfiler = Handover<ProfilerSubscription>;
@@ -99,14 +105,14 @@ pub type SharedTensors = Handover<TensorSubscription>;
 
 impl<S> Handover<S> {
     /// Hands over `subscription` for the run at `location`.
-    pub fn add(&self, location: &str, subscription: S) {
+    pub fn add(&self, location: &Location, subscription: S) {
         if let Ok(mut held) = self.0.lock() {
-            held.push((location.to_owned(), subscription));
+            held.push((location.clone(), subscription));
         }
     }
 
     /// Takes every subscription: each run location with its own.
-    fn take_all(&self) -> Vec<(String, S)> {
+    fn take_all(&self) -> Vec<(Location, S)> {
         self.0
             .lock()
             .map(|mut held| std::mem::take(&mut *held))
@@ -131,28 +137,60 @@ impl<S> std::fmt::Debug for Handover<S> {
         let locations: Vec<String> = self
             .0
             .lock()
-            .map(|held| held.iter().map(|(l, _)| l.clone()).collect())
+            .map(|held| held.iter().map(|(l, _)| l.to_string()).collect())
             .unwrap_or_default();
         f.debug_tuple("Handover").field(&locations).finish()
     }
 }
 
 /// The subscription of `held` for the run at `location`, taken out of it.
-fn take_for<S>(held: &mut Vec<(String, S)>, location: &str) -> Option<S> {
+fn take_for<S>(held: &mut Vec<(Location, S)>, location: &Location) -> Option<S> {
     let i = held.iter().position(|(l, _)| same_location(l, location))?;
     Some(held.swap_remove(i).1)
 }
 
-/// Whether two spellings of a run location name the same run (a trailing `/` aside).
-fn same_location(a: &str, b: &str) -> bool {
-    a.trim_end_matches('/') == b.trim_end_matches('/')
+/// Whether two locations name the same run: the same folder (paths compared by component, so a
+/// trailing `/` aside), or the same URL but for a trailing `/`.
+fn same_location(a: &Location, b: &Location) -> bool {
+    match (a, b) {
+        (Location::Local(a), Location::Local(b)) => a == b,
+        (Location::Store { url: a, .. }, Location::Store { url: b, .. }) => {
+            a.trim_end_matches('/') == b.trim_end_matches('/')
+        }
+        _ => false,
+    }
 }
 
 impl ServeOptions {
-    /// Serve `runs` on 127.0.0.1, any free port, polling every 200 ms.
-    pub fn new(runs: Vec<String>) -> ServeOptions {
+    /// Serve `runs` on 127.0.0.1, any free port, polling every 200 ms. Each run is text (a
+    /// path or a URL, parsed once), a `Path` (always a local folder) or a parsed [`Location`];
+    /// text that names none is the error of [`Server::start`].
+    pub fn new<L: IntoLocation>(runs: impl IntoIterator<Item = L>) -> ServeOptions {
+        let mut options = ServeOptions::default();
+        for run in runs {
+            options.add_run(run);
+        }
+        options
+    }
+
+    /// Adds a run location: text (parsed once), a `Path` or a [`Location`]. Text that names
+    /// no location is held and is the error of [`Server::start`].
+    pub fn add_run(&mut self, location: impl IntoLocation) {
+        match location.into_location() {
+            Ok(location) => self.runs.push(location),
+            Err(e) => {
+                self.refused.get_or_insert(Arc::new(e));
+            }
+        }
+    }
+}
+
+impl Default for ServeOptions {
+    /// No run yet (a `Session` adds its own), on 127.0.0.1, any free port, polling every
+    /// 200 ms.
+    fn default() -> ServeOptions {
         ServeOptions {
-            runs,
+            runs: Vec::new(),
             host: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 0,
             traces: Vec::new(),
@@ -165,6 +203,7 @@ impl ServeOptions {
             max_download_values: crate::api::MAX_EVERY_VALUE,
             shared_profiler: SharedProfiler::default(),
             shared_tensors: SharedTensors::default(),
+            refused: None,
         }
     }
 }
@@ -186,6 +225,9 @@ pub struct Server {
 impl Server {
     /// Binds the address, starts following every run and serves in background threads.
     pub fn start(options: ServeOptions) -> Result<Server, ServeError> {
+        if let Some(e) = &options.refused {
+            return Err(ServeError::Location(Arc::clone(e)));
+        }
         let runs = expand_runs_with(&options.runs, &options.storage);
         if runs.is_empty() {
             return Err(ServeError::NoRuns);

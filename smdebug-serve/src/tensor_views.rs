@@ -119,7 +119,7 @@ pub fn tensor_over_steps(
             Ok(v) => v,
             // Over the server's budget: the view is refused, saying why (the other steps of a
             // tensor have its size too).
-            Err(e @ smdebug_io::Error::Format(smdebug_format::Error::TensorTooLarge { .. })) => {
+            Err(e @ smdebug_read::Error::Format(smdebug_format::Error::TensorTooLarge { .. })) => {
                 return Err(e.to_string());
             }
             Err(e) => {
@@ -185,7 +185,7 @@ pub fn tensor_histograms(
     let bins = bins.clamp(2, 100);
     let read = |step: u64| match tensor.value(step, None, None) {
         Ok(v) => Ok(Some(v)),
-        Err(e @ smdebug_io::Error::Format(smdebug_format::Error::TensorTooLarge { .. })) => {
+        Err(e @ smdebug_read::Error::Format(smdebug_format::Error::TensorTooLarge { .. })) => {
             Err(e.to_string())
         }
         // A step that cannot be read is left out, as the distribution leaves it out.

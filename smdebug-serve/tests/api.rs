@@ -14,9 +14,9 @@ use smdebug_format::system::system_file_key;
 use smdebug_rules::{RuleRunner, RuleSpec};
 use smdebug_serve::downsample::MAX_POINTS;
 use smdebug_serve::{ServeOptions, Server, expand_runs};
-use smdebug_storage::LocalStorage;
 use smdebug_storage::Storage;
 use smdebug_storage::testing::MotoServer;
+use smdebug_storage::{LocalStorage, Location};
 use support::{JobConfig, client, get_json, start_job, wait_for};
 
 fn local(dir: &Path) -> Arc<dyn Storage> {
@@ -263,7 +263,7 @@ fn a_live_run_is_followed_from_before_it_exists_to_its_end() {
     let unjudged = train_of(&before).unwrap();
     assert_eq!(unjudged["outliers"], json!([]), "{unjudged}");
     assert!(unjudged["outlier_limit"].is_null(), "{unjudged}");
-    let summary = RuleRunner::builder(run.to_str().unwrap())
+    let summary = RuleRunner::builder(&run)
         .spec(RuleSpec::parse("StepOutlier:stddev=2").unwrap())
         .build()
         .unwrap()
@@ -611,7 +611,7 @@ fn a_stop_request_from_the_dashboard_stops_a_live_job() {
 #[test]
 fn the_token_is_required_and_headers_are_strict() {
     let dir = tempfile::tempdir().unwrap();
-    let mut options = ServeOptions::new(vec![dir.path().to_str().unwrap().into()]);
+    let mut options = ServeOptions::new([dir.path()]);
     options.token = Some("s3cret-token".into());
     let server = Server::start(options).unwrap();
     assert!(
@@ -708,7 +708,7 @@ fn a_folder_of_runs_is_served_side_by_side() {
         start_job(local(&run), Some(&run), quick_job(5)).join();
     }
     std::fs::create_dir_all(dir.path().join("not-a-run")).unwrap();
-    let expanded = expand_runs(&[dir.path().to_str().unwrap().into()]);
+    let expanded = expand_runs(&[Location::Local(dir.path().into())]);
     let names: Vec<&str> = expanded.iter().map(|r| r.0.as_str()).collect();
     assert_eq!(names, ["run-a", "run-b"]);
     let server = serve(vec![dir.path().to_str().unwrap().into()]);
@@ -738,7 +738,7 @@ fn an_s3_run_is_followed_live() {
     moto.create_bucket("dash");
     let url = "s3://dash/jobs/live";
     let storage = smdebug_storage::open_storage_with(url, &moto.options()).unwrap();
-    let mut options = ServeOptions::new(vec![url.into()]);
+    let mut options = ServeOptions::new([url]);
     options.storage = moto.options();
     let server = Server::start(options).unwrap();
     let base = base(&server);
@@ -929,19 +929,20 @@ fn an_s3_folder_of_runs_is_served_side_by_side() {
         smdebug_storage::open_storage_with("s3://fleet/team/notes", &moto.options()).unwrap();
     other.put("readme.txt", "not a run".into()).unwrap();
 
-    let expanded = smdebug_serve::expand_runs_with(&["s3://fleet/team/".into()], &moto.options());
+    let s3 = |url: &str| Location::parse(url).unwrap();
+    let expanded = smdebug_serve::expand_runs_with(&[s3("s3://fleet/team/")], &moto.options());
     assert_eq!(
         expanded,
         [
-            ("job-a".to_owned(), "s3://fleet/team/job-a".to_owned()),
-            ("job-b".to_owned(), "s3://fleet/team/job-b".to_owned()),
+            ("job-a".to_owned(), s3("s3://fleet/team/job-a")),
+            ("job-b".to_owned(), s3("s3://fleet/team/job-b")),
         ]
     );
     // A run itself is one run, not a folder of runs.
-    let one = smdebug_serve::expand_runs_with(&["s3://fleet/team/job-a".into()], &moto.options());
+    let one = smdebug_serve::expand_runs_with(&[s3("s3://fleet/team/job-a")], &moto.options());
     assert_eq!(one.len(), 1);
 
-    let mut options = ServeOptions::new(vec!["s3://fleet/team/".into()]);
+    let mut options = ServeOptions::new(["s3://fleet/team/"]);
     options.storage = moto.options();
     let server = Server::start(options).unwrap();
     let url = base(&server);
@@ -970,7 +971,7 @@ fn a_drifted_rules_summary_is_said_in_the_rule_list_and_the_steps() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     start_job(local(&run), Some(&run), quick_job(20)).join();
-    let summary = RuleRunner::builder(run.to_str().unwrap())
+    let summary = RuleRunner::builder(&run)
         .spec(RuleSpec::parse("StepOutlier").unwrap())
         .write_into_run(true)
         .build()

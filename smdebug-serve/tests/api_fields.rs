@@ -293,7 +293,7 @@ fn the_run_state_says_a_rule_stopped_the_job() {
             slow_steps: Vec::new(),
         },
     );
-    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().into()])).unwrap();
+    let server = Server::start(ServeOptions::new([&run])).unwrap();
     let url = server.url().trim_end_matches('/').to_owned();
     wait_for(Duration::from_secs(30), "a live run", || {
         let v = get_json(&format!("{url}/api/runs"));

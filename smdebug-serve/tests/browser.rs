@@ -46,7 +46,7 @@ fn the_dashboard_draws_every_panel_and_follows_a_live_run_in_chromium() {
     };
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("live-run");
-    let mut options = ServeOptions::new(vec![run.to_str().unwrap().into()]);
+    let mut options = ServeOptions::new([&run]);
     options.traces = vec![
         shared_trace("trace_filter__sampled_rank-0.json.gz"),
         shared_trace("cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"),

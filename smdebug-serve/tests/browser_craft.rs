@@ -273,11 +273,7 @@ fn every_tab_of_three_runs_fits_its_text_and_labels_at_1440x900() {
     write_demo(&runs[0]);
     write_bug(&runs[1]);
     synthetic::write(runs[2].to_str().unwrap(), 2_000, 2).unwrap();
-    let mut options = ServeOptions::new(
-        runs.iter()
-            .map(|r| r.to_str().unwrap().to_owned())
-            .collect(),
-    );
+    let mut options = ServeOptions::new(&runs);
     // A PyTorch profiler trace for the Kineto tab: its kernel names run to hundreds of
     // characters.
     options.traces = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join(
@@ -440,7 +436,7 @@ fn the_slowest_step_is_found_in_a_few_clicks() {
             .then(a.start_us.cmp(&b.start_us))
     });
 
-    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().into()])).unwrap();
+    let server = Server::start(ServeOptions::new([&run])).unwrap();
     let api = server.url().trim_end_matches('/').to_owned();
     support::wait_for(Duration::from_secs(120), "the run read", || {
         let v = support::get_json(&format!("{api}/api/runs"))["runs"][0].clone();

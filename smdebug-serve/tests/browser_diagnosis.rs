@@ -300,7 +300,7 @@ fn durations_read_as_people_write_them() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("empty");
     std::fs::create_dir_all(&run).unwrap();
-    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().into()])).unwrap();
+    let server = Server::start(ServeOptions::new([&run])).unwrap();
     let (_browser, mut cdp) = chromium::open_page(&binary, dir.path());
     cdp.navigate(server.url());
     cdp.wait(Duration::from_secs(30), "the page", |c| {
@@ -343,7 +343,7 @@ fn a_replaced_runs_notice_has_its_own_place() {
     let run = dir.path().join("job");
     std::fs::create_dir_all(&run).unwrap();
     write_run(&run);
-    let mut options = ServeOptions::new(vec![run.to_str().unwrap().into()]);
+    let mut options = ServeOptions::new([&run]);
     options.poll = Duration::from_millis(50);
     let server = Server::start(options).unwrap();
     let (_browser, mut cdp) = chromium::open_page(&binary, dir.path());

@@ -30,7 +30,7 @@ fn a_killed_job_turns_crashed_and_a_stopped_server_disconnected_without_a_reload
     let run = dir.path().join("run");
     std::fs::create_dir_all(&run).unwrap();
     let mut child = spawn_child_job(&run, "child_job");
-    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().to_owned()])).unwrap();
+    let server = Server::start(ServeOptions::new([&run])).unwrap();
     let (_browser, mut cdp) = chromium::open_page(&binary, dir.path());
     cdp.navigate(server.url());
     cdp.wait(Duration::from_secs(60), "the live run", |c| {

@@ -226,11 +226,7 @@ fn the_scalars_tab_ranges_colours_groups_pins_and_downloads_every_value() {
         write_run(&run, exploding);
         runs.push((name.to_owned(), run));
     }
-    let mut options = ServeOptions::new(
-        runs.iter()
-            .map(|(_, p)| p.to_str().unwrap().to_owned())
-            .collect(),
-    );
+    let mut options = ServeOptions::new(runs.iter().map(|(_, p)| p));
     // Fewer values an answer than a run's loss has: the page's downloads ask for the names in
     // halves and a name's steps in halves, and put the answers together.
     options.max_download_values = 150;

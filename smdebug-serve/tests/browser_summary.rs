@@ -402,7 +402,7 @@ fn a_stop_request_the_job_has_not_honoured_after_a_minute_is_shown_as_late() {
     let mut request = smdebug_format::stop::StopRequest::new("stopped from the dashboard");
     request.requested_at -= 120.0;
     smdebug_io::stop::request_stop(storage.as_ref(), &request).unwrap();
-    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().into()])).unwrap();
+    let server = Server::start(ServeOptions::new([&run])).unwrap();
 
     let (_browser, mut cdp) =
         chromium::open(&binary, &dir.path().join("profile"), None, &["Runtime"]);

@@ -48,7 +48,7 @@ fn code_windows_their_flame_graphs_and_profiles_are_served_from_a_real_profile()
     assert_eq!(report.written, 1);
     assert!(report.samples > 0, "{report:?} {sink}");
 
-    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().into()])).unwrap();
+    let server = Server::start(ServeOptions::new([&run])).unwrap();
     let root = server.url().trim_end_matches('/').to_owned();
     let client = reqwest::blocking::Client::builder()
         .no_proxy()

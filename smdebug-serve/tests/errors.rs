@@ -14,6 +14,16 @@ use smdebug_storage::LocalStorage;
 use support::{JobConfig, client, get_json, start_job, wait_for};
 
 #[test]
+fn a_location_that_names_none_is_refused_at_start_naming_it() {
+    for bad in ["s3:/bucket/run", "foo://x/run"] {
+        let Err(e) = Server::start(ServeOptions::new(["/tmp/a-run", bad])) else {
+            panic!("{bad} was served");
+        };
+        assert!(e.to_string().contains(bad), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn a_path_that_does_not_exist_says_so_and_has_no_report() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no-such-run");
@@ -92,7 +102,7 @@ fn an_ended_job_has_done_all_its_planned_steps_at_its_average_rate() {
         },
     )
     .join();
-    let mut options = ServeOptions::new(vec![run.to_str().unwrap().into()]);
+    let mut options = ServeOptions::new([&run]);
     options.poll = Duration::from_millis(50);
     let server = Server::start(options).unwrap();
     let api = server.url().trim_end_matches('/').to_owned();

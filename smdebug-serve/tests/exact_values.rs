@@ -314,7 +314,7 @@ fn every_value_of_steps_numbered_far_apart() {
         );
     }
     std::fs::write(run.join(smdebug_format::layout::END_MARKER), b"").unwrap();
-    let mut options = ServeOptions::new(vec![run.to_str().unwrap().into()]);
+    let mut options = ServeOptions::new([&run]);
     options.max_download_values = 4;
     let server = Server::start(options).unwrap();
     let url = server.url().trim_end_matches('/').to_owned();

@@ -46,7 +46,7 @@ fn write_run(dir: &std::path::Path, steps: u64) {
 /// less the live bytes before it started, and how many scalar values it read.
 fn served_bytes(dir: &std::path::Path, steps: u64) -> (i64, u64) {
     let before = alloc::live() as i64;
-    let mut options = ServeOptions::new(vec![dir.to_str().unwrap().to_owned()]);
+    let mut options = ServeOptions::new([dir]);
     options.read_only = true;
     let server = Server::start(options).unwrap();
     let url = server.url().trim_end_matches('/').to_owned();

@@ -30,7 +30,7 @@ const SERIES: u64 = 6;
 /// over the whole run and a zoom of a minute, less the live bytes before it started.
 fn served_bytes(dir: &std::path::Path, (samples, spans): (u64, u64)) -> i64 {
     let before = alloc::live() as i64;
-    let mut options = ServeOptions::new(vec![dir.to_str().unwrap().to_owned()]);
+    let mut options = ServeOptions::new([dir]);
     options.read_only = true;
     let server = Server::start(options).unwrap();
     let url = server.url().trim_end_matches('/').to_owned();

@@ -75,7 +75,7 @@ fn gpu_series(n: usize) -> Vec<(String, String, String)> {
 fn idle_and_slow_sockets_without_the_token_do_not_lock_out_the_token_holder() {
     let dir = tempfile::tempdir().unwrap();
     write_system(local(dir.path()).as_ref(), &gpu_series(1), 10);
-    let mut options = ServeOptions::new(vec![dir.path().to_str().unwrap().into()]);
+    let mut options = ServeOptions::new([dir.path()]);
     options.token = Some("holder-token".into());
     options.limits = ConnectionLimits {
         max_connections: 24,
@@ -123,7 +123,7 @@ fn idle_and_slow_sockets_without_the_token_do_not_lock_out_the_token_holder() {
 #[test]
 fn idle_connections_on_loopback_are_closed_and_the_server_answers() {
     let dir = tempfile::tempdir().unwrap();
-    let mut options = ServeOptions::new(vec![dir.path().to_str().unwrap().into()]);
+    let mut options = ServeOptions::new([dir.path()]);
     options.limits = ConnectionLimits {
         max_connections: 32,
         max_untrusted_per_client: 32,
@@ -163,8 +163,7 @@ fn idle_connections_on_loopback_are_closed_and_the_server_answers() {
 fn a_page_of_another_origin_is_refused_even_for_get() {
     let dir = tempfile::tempdir().unwrap();
     write_system(local(dir.path()).as_ref(), &gpu_series(2), 10);
-    let server =
-        Server::start(ServeOptions::new(vec![dir.path().to_str().unwrap().into()])).unwrap();
+    let server = Server::start(ServeOptions::new([dir.path()])).unwrap();
     let url = base(&server);
     let host = format!("127.0.0.1:{}", server.addr().port());
     let c = client();
@@ -200,8 +199,7 @@ fn concurrent_report_downloads_are_bounded() {
     let dir = tempfile::tempdir().unwrap();
     // Enough data that a report takes a while to draw.
     write_system(local(dir.path()).as_ref(), &gpu_series(16), 2_000);
-    let server =
-        Server::start(ServeOptions::new(vec![dir.path().to_str().unwrap().into()])).unwrap();
+    let server = Server::start(ServeOptions::new([dir.path()])).unwrap();
     let url = base(&server);
     wait_for(Duration::from_secs(60), "the samples", || {
         (get_json(&format!("{url}/api/runs"))["runs"][0]["samples"] == 64_000).then_some(())
@@ -245,8 +243,7 @@ fn many_series_are_paged_and_the_heatmap_banded() {
     let dir = tempfile::tempdir().unwrap();
     // 2,000 GPUs: 4,000 series (utilization and memory).
     write_system(local(dir.path()).as_ref(), &gpu_series(2_000), 5);
-    let server =
-        Server::start(ServeOptions::new(vec![dir.path().to_str().unwrap().into()])).unwrap();
+    let server = Server::start(ServeOptions::new([dir.path()])).unwrap();
     let url = base(&server);
     wait_for(Duration::from_secs(60), "the samples", || {
         (get_json(&format!("{url}/api/runs"))["runs"][0]["samples"] == 20_000).then_some(())
@@ -301,7 +298,7 @@ fn finished_runs_cost_a_few_threads_and_are_polled_with_backoff() {
         store.put(END_MARKER, "completed".into()).unwrap();
     }
     let before = threads_now();
-    let mut options = ServeOptions::new(vec![dir.path().to_str().unwrap().into()]);
+    let mut options = ServeOptions::new([dir.path()]);
     options.poll = Duration::from_millis(50);
     let server = Server::start(options).unwrap();
     let url = base(&server);
@@ -336,7 +333,7 @@ fn a_run_written_again_from_step_0_is_detected_and_its_view_reset() {
     let run = dir.path().join("job");
     std::fs::create_dir_all(&run).unwrap();
     let store = local(&run);
-    let mut options = ServeOptions::new(vec![run.to_str().unwrap().into()]);
+    let mut options = ServeOptions::new([&run]);
     options.poll = Duration::from_millis(50);
     let server = Server::start(options).unwrap();
     let url = base(&server);
@@ -375,7 +372,7 @@ fn a_run_folder_deleted_while_served_is_shown_gone() {
     let run = dir.path().join("job");
     let store = local(&run);
     write_system(store.as_ref(), &gpu_series(2), 20);
-    let mut options = ServeOptions::new(vec![run.to_str().unwrap().into()]);
+    let mut options = ServeOptions::new([&run]);
     options.poll = Duration::from_millis(50);
     let server = Server::start(options).unwrap();
     let url = base(&server);
@@ -405,7 +402,7 @@ fn a_run_folder_deleted_while_served_is_shown_gone() {
 #[test]
 fn a_server_on_another_loopback_address_answers_at_its_printed_url() {
     let dir = tempfile::tempdir().unwrap();
-    let mut options = ServeOptions::new(vec![dir.path().to_str().unwrap().into()]);
+    let mut options = ServeOptions::new([dir.path()]);
     options.host = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
     let server = Server::start(options).unwrap();
     assert!(server.token().is_none());
@@ -421,7 +418,7 @@ fn a_run_folder_replaced_by_another_is_detected_and_shown_anew() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("job");
     write_system(local(&run).as_ref(), &gpu_series(2), 20);
-    let mut options = ServeOptions::new(vec![run.to_str().unwrap().into()]);
+    let mut options = ServeOptions::new([&run]);
     options.poll = Duration::from_millis(50);
     let server = Server::start(options).unwrap();
     let url = base(&server);

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use smdebug_format::progress::Progress;
-use smdebug_io::jobs::{JobIdentity, now_s};
+use smdebug_io::jobs::{identity_here, now_s};
 use smdebug_io::progress::write_progress;
 use smdebug_read::trial::Trial;
 use smdebug_serve::{ServeOptions, Server};
@@ -149,7 +149,7 @@ fn a_run_of_another_host_that_stopped_beating_is_stalled_since_its_last_progress
     p.wall_time = last;
     write_progress(storage.as_ref(), &p).unwrap();
     // Its writer, on another host, beat for the last time 4 minutes ago.
-    let mut id = JobIdentity::new("job".into(), "worker_0".into(), 0, 1);
+    let mut id = identity_here("job".into(), "worker_0".into(), 0, 1);
     id.host = "trainer-elsewhere".into();
     id.pid = 4242;
     id.started = last - 60.0;
@@ -162,7 +162,7 @@ fn a_run_of_another_host_that_stopped_beating_is_stalled_since_its_last_progress
     )
     .unwrap();
 
-    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().to_owned()])).unwrap();
+    let server = Server::start(ServeOptions::new([&run])).unwrap();
     let url = server.url().trim_end_matches('/').to_owned();
     let r = wait_for(Duration::from_secs(30), "the run read", || {
         let v = get_json(&format!("{url}/api/runs"));
@@ -253,7 +253,7 @@ fn a_run_that_stops_writing_is_pushed_as_stalled_once_a_minute_has_passed() {
     // Its last step ended 55 s ago: live when the page opens, stalled 5 s later with no file
     // changing, and the stream says so by itself.
     let (run, last) = stopped_run(dir.path(), 55.0);
-    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().to_owned()])).unwrap();
+    let server = Server::start(ServeOptions::new([&run])).unwrap();
     let url = server.url().trim_end_matches('/').to_owned();
     let rx = events(&url);
     let first = pushed(&rx, Duration::from_secs(30), "the run read", |r| {
@@ -286,12 +286,12 @@ fn a_process_of_this_host_that_runs_but_does_not_advance_is_stalled_not_crashed(
         .arg("120")
         .spawn()
         .unwrap();
-    let mut id = JobIdentity::new("job".into(), "worker_0".into(), 0, 1);
+    let mut id = identity_here("job".into(), "worker_0".into(), 0, 1);
     id.pid = sleeper.id();
     let storage = LocalStorage::new(&run).unwrap();
     smdebug_storage::Storage::put(&storage, &id.key(), serde_json::to_vec(&id).unwrap().into())
         .unwrap();
-    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().to_owned()])).unwrap();
+    let server = Server::start(ServeOptions::new([&run])).unwrap();
     let url = server.url().trim_end_matches('/').to_owned();
     let r = wait_for(Duration::from_secs(30), "the run read", || {
         let v = get_json(&format!("{url}/api/runs"));

@@ -79,7 +79,7 @@ fn person_is_served(server: &Server, token: Option<&str>) {
 #[test]
 fn streams_held_by_a_local_process_leave_room_for_the_person() {
     let dir = tempfile::tempdir().unwrap();
-    let options = ServeOptions::new(vec![dir.path().to_str().unwrap().into()]);
+    let options = ServeOptions::new([dir.path()]);
     // The real limits: 256 connections, 128 streams, 16 a client address.
     let limits = options.limits;
     assert!(limits.max_streams < limits.max_connections, "{limits:?}");
@@ -137,7 +137,7 @@ fn streams_held_by_a_local_process_leave_room_for_the_person() {
 #[test]
 fn the_server_full_of_idle_kept_alive_connections_still_serves_the_person() {
     let dir = tempfile::tempdir().unwrap();
-    let mut options = ServeOptions::new(vec![dir.path().to_str().unwrap().into()]);
+    let mut options = ServeOptions::new([dir.path()]);
     options.limits = ConnectionLimits {
         max_connections: 32,
         ..ConnectionLimits::default()
@@ -185,7 +185,7 @@ fn a_request_body_that_never_arrives_is_timed_out_with_or_without_the_token() {
     assert!(ConnectionLimits::default().body_timeout <= Duration::from_secs(10));
     for token in [None, Some("holder-token")] {
         let dir = tempfile::tempdir().unwrap();
-        let mut options = ServeOptions::new(vec![dir.path().to_str().unwrap().into()]);
+        let mut options = ServeOptions::new([dir.path()]);
         options.token = token.map(str::to_owned);
         options.limits = ConnectionLimits {
             body_timeout: Duration::from_secs(2),

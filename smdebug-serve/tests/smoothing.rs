@@ -186,10 +186,7 @@ fn the_smoothed_line_is_the_average_over_the_buckets_and_the_values_read_and_the
     let dir = tempfile::tempdir().unwrap();
     let steps = 6_000;
     let written = write_run(dir.path(), steps);
-    let server = Server::start(ServeOptions::new(vec![
-        dir.path().to_str().unwrap().to_owned(),
-    ]))
-    .unwrap();
+    let server = Server::start(ServeOptions::new([dir.path()])).unwrap();
     let url = server.url().trim_end_matches('/').to_owned();
     wait_for(Duration::from_secs(120), "every value", || {
         let r = get_json(&format!("{url}/api/runs"))["runs"][0].clone();
@@ -336,7 +333,7 @@ fn a_live_runs_loss_chart_is_bucketed_as_a_loaded_one_in_chromium() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("live");
     std::fs::create_dir_all(&run).unwrap();
-    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().to_owned()])).unwrap();
+    let server = Server::start(ServeOptions::new([&run])).unwrap();
     let url = server.url().trim_end_matches('/').to_owned();
     // The job: 5,000 TRAIN steps with a spike, a few milliseconds apart, while the page is open.
     let steps = 5_000u64;

@@ -45,7 +45,7 @@ fn spans_and_steps_read_again_are_those_of_a_fresh_read() {
         .unwrap();
     all.sort_by_key(|s| (s.start_us, s.end_us));
     assert_eq!(all.len() as u64, span_count);
-    let mut options = ServeOptions::new(vec![dir.path().to_str().unwrap().to_owned()]);
+    let mut options = ServeOptions::new([dir.path()]);
     options.read_only = true;
     let server = Server::start(options).unwrap();
     let url = server.url().trim_end_matches('/').to_owned();

@@ -16,7 +16,7 @@ use smdebug_serve::{ServeOptions, Server};
 use support::{get_json, wait_for};
 
 fn serve(run: &Path) -> (Server, String) {
-    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().into()])).unwrap();
+    let server = Server::start(ServeOptions::new([run])).unwrap();
     let url = server.url().trim_end_matches('/').to_owned();
     (server, url)
 }
@@ -165,7 +165,7 @@ fn a_tensor_over_the_servers_budget_is_refused_with_its_name_and_size() {
     }
     std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
     let answer = |max_tensor_bytes: u64| {
-        let mut options = ServeOptions::new(vec![run.to_str().unwrap().into()]);
+        let mut options = ServeOptions::new([&run]);
         options.max_tensor_bytes = max_tensor_bytes;
         let server = Server::start(options).unwrap();
         let url = server.url().trim_end_matches('/').to_owned();
@@ -243,7 +243,7 @@ fn a_run_holding_two_jobs_files_is_flagged() {
     std::fs::write(run.join(layout::END_MARKER), b"").unwrap();
     let storage = smdebug_storage::open_storage(run.to_str().unwrap()).unwrap();
     for job in ["killed-job", "next-job"] {
-        let identity = smdebug_io::jobs::JobIdentity::new(job.into(), "worker_0".into(), 0, 1);
+        let identity = smdebug_io::jobs::identity_here(job.into(), "worker_0".into(), 0, 1);
         smdebug_io::jobs::JobClaim::start(storage.clone(), identity)
             .unwrap()
             .finish()

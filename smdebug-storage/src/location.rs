@@ -19,9 +19,6 @@ use crate::error::{Error, Result};
 /// let s3 = Location::parse("s3://bucket/jobs/run").unwrap();
 /// assert_eq!((s3.local_path(), s3.backend()), (None, Some(Backend::Aws)));
 /// assert!(Location::parse("s3:/bucket/run").is_err());
-/// assert_eq!(Location::local_folder("file:///tmp/run"), Some("/tmp/run".into()));
-/// assert_eq!(Location::local_folder("s3://bucket/run"), None);
-/// assert_eq!(Location::local_folder("s3:/bucket/run"), None);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Location {
@@ -74,15 +71,6 @@ impl Location {
         match self {
             Location::Local(_) => None,
             Location::Store { backend, .. } => Some(*backend),
-        }
-    }
-
-    /// The folder of `location` (text) when it is on local disk; `None` for an object store
-    /// and for a location that does not parse (its opening says why).
-    pub fn local_folder(location: &str) -> Option<PathBuf> {
-        match Location::parse(location) {
-            Ok(Location::Local(path)) => Some(path),
-            _ => None,
         }
     }
 }

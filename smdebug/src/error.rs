@@ -166,14 +166,15 @@ impl From<smdebug_rules::Error> for Error {
                 what: format!("the {action} action"),
                 feature: if feature == "sns" { "sns" } else { "notify" },
             },
-            smdebug_rules::Error::OpenRun { source, .. }
-                if matches!(
-                    *source,
-                    smdebug_io::Error::Storage(smdebug_storage::Error::BackendNotCompiled { .. })
-                ) =>
-            {
-                Error::from(*source)
-            }
+            smdebug_rules::Error::OpenRun { location, source } => match *source {
+                smdebug_read::Error::Storage(
+                    e @ smdebug_storage::Error::BackendNotCompiled { .. },
+                ) => Error::from(e),
+                source => Error::Rules(Box::new(smdebug_rules::Error::OpenRun {
+                    location,
+                    source: Box::new(source),
+                })),
+            },
             e => Error::Rules(Box::new(e)),
         }
     }

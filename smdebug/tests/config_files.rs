@@ -33,7 +33,7 @@ fn steps_with(run: &Path, row: &str) -> Vec<u64> {
 }
 
 fn builder(location: &Path, sources: ConfigSources) -> SessionBuilder {
-    Session::builder(location.to_str().unwrap())
+    Session::builder(location)
         .config_files(sources)
         .no_system()
         .spans(SpanConfig::default().close_interval(Duration::from_millis(200)))
@@ -74,7 +74,7 @@ fn what_the_files_state_overrides_the_builder_and_the_rest_stands() {
         .save(SaveConfig::every(5))
         .start()
         .unwrap();
-    assert_eq!(session.location(), from_file.to_str().unwrap());
+    assert_eq!(session.location().local_path(), Some(from_file.as_path()));
     train(&mut session, 6);
     session.finish().unwrap();
 
@@ -147,7 +147,7 @@ fn disable_profiler_turns_spans_and_sampling_off() {
     let profiler_file = dir.path().join("profilerconfig.json");
     std::fs::write(&profiler_file, r#"{"DisableProfiler": true}"#).unwrap();
     let sources = ConfigSources::new(dir.path().join("absent.json"), &profiler_file);
-    let mut session = Session::builder(run.to_str().unwrap())
+    let mut session = Session::builder(&run)
         .config_files(sources)
         .start()
         .unwrap();

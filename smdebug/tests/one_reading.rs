@@ -61,7 +61,10 @@ fn rules_and_the_dashboard_share_one_reading_of_the_profiler_files() {
     let for_rules = source.subscribe();
     let mut options = ServeOptions::new(vec![run.clone()]);
     options.read_only = true;
-    options.shared_profiler.add(&run, for_dashboard);
+    options.shared_profiler.add(
+        &smdebug::storage::Location::parse(&run).unwrap(),
+        for_dashboard,
+    );
     let server = Server::start(options).unwrap();
     // The served run took the subscription: a run that did not would have let it go.
     assert_eq!(source.subscribers(), 2);
@@ -202,7 +205,9 @@ fn rules_and_dashboard(
 ) -> (serde_json::Value, serde_json::Value, serde_json::Value) {
     let mut options = ServeOptions::new(vec![run.to_owned()]);
     options.read_only = true;
-    options.shared_tensors.add(run, dashboard);
+    options
+        .shared_tensors
+        .add(&smdebug::storage::Location::parse(run).unwrap(), dashboard);
     let server = Server::start(options).unwrap();
     let summary = RuleRunner::builder(run)
         .storage(storage)

@@ -19,7 +19,7 @@ use smdebug_testkit::files::{OUTSIDE_TEXT, project_folder, snapshot};
 /// The demo's session: capture, sampling, spans, rules with the report into `report/`,
 /// TensorBoard files, replacing an earlier run.
 fn demo_like(run: &Path) -> SessionBuilder {
-    Session::builder(run.to_str().unwrap())
+    Session::builder(run)
         .without_config_files()
         .overwrite(true)
         .save(SaveConfig::every(1))
@@ -96,7 +96,7 @@ fn a_folder_holding_only_a_finished_run_is_replaced_and_nothing_else_is_touched(
         "mine"
     );
     // Without overwrite an ended run is refused, naming what it holds.
-    let err = Session::builder(run.to_str().unwrap())
+    let err = Session::builder(&run)
         .without_config_files()
         .no_system()
         .start()
@@ -123,7 +123,7 @@ fn a_sagemaker_local_path_naming_a_folder_of_other_files_is_refused() {
     )
     .unwrap();
     let before = snapshot(&theirs);
-    let err = Session::builder(dir.path().join("run").to_str().unwrap())
+    let err = Session::builder(dir.path().join("run"))
         .config_files(ConfigSources::new(
             dir.path().join("no-hook.json"),
             &profiler_file,
@@ -192,7 +192,7 @@ fn a_job_killed_with_sigkill_is_never_continued() {
         || steps_on_disk() >= 60,
     );
     // While it runs, no second session of its worker starts, replacing or not.
-    let second = Session::builder(run.to_str().unwrap())
+    let second = Session::builder(&run)
         .without_config_files()
         .no_system()
         .overwrite(true)
@@ -213,7 +213,7 @@ fn a_job_killed_with_sigkill_is_never_continued() {
     assert!(!run.join("training_job_end.ts").exists());
 
     let rerun = || {
-        Session::builder(run.to_str().unwrap())
+        Session::builder(&run)
             .without_config_files()
             .no_system()
             .save(SaveConfig::every(1))
@@ -242,7 +242,7 @@ fn a_second_session_of_the_same_worker_is_refused_while_the_first_runs() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     let builder = || {
-        Session::builder(run.to_str().unwrap())
+        Session::builder(&run)
             .without_config_files()
             .no_system()
             .save(SaveConfig::every(1))

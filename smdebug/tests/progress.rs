@@ -22,7 +22,7 @@ fn get(url: &str) -> Value {
 const WAIT: Duration = Duration::from_secs(60);
 
 fn builder(run: &Path) -> SessionBuilder {
-    Session::builder(run.to_str().unwrap())
+    Session::builder(run)
         .without_config_files()
         .no_system()
         .save(SaveConfig::every(1))
@@ -116,7 +116,7 @@ fn the_dashboard_shows_an_eta_from_the_planned_steps_while_the_job_runs() {
         .planned_steps(planned)
         .progress_interval(Duration::from_millis(50))
         .spans(SpanConfig::default().close_interval(Duration::from_millis(200)))
-        .dashboard(ServeOptions::new(Vec::new()))
+        .dashboard(ServeOptions::default())
         .start()
         .unwrap();
     let root = session
@@ -180,7 +180,7 @@ fn a_writer_made_to_drop_shows_its_drops_in_the_dashboard() {
     let summary = session.finish().unwrap();
     assert!(summary.records_dropped > 0, "nothing dropped: {summary}");
 
-    let server = Server::start(ServeOptions::new(vec![run.to_str().unwrap().into()])).unwrap();
+    let server = Server::start(ServeOptions::new([&run])).unwrap();
     let root = server.url().trim_end_matches('/').to_string();
     let p = wait_for(WAIT, "the final progress in the overview", || {
         let o = get(&format!("{root}/api/runs/0/overview"));

@@ -22,7 +22,7 @@ fn digits() -> (Digits, Digits) {
 
 /// A session on `run` with the system sampled every 100 ms and span files closed every 500 ms.
 fn builder(run: &Path) -> SessionBuilder {
-    Session::builder(run.to_str().unwrap())
+    Session::builder(run)
         .system(
             SamplerConfig::default()
                 .interval(Duration::from_millis(100))
@@ -324,7 +324,7 @@ fn the_dashboards_stop_button_stops_a_loop_that_checks_its_steps() {
     let mut session = builder(&run)
         .no_system()
         .stop_poll_interval(Duration::from_millis(20))
-        .dashboard(smdebug::serve::ServeOptions::new(Vec::new()))
+        .dashboard(smdebug::serve::ServeOptions::default())
         .start()
         .unwrap();
     let url = session.dashboard_url().expect("a dashboard").to_string();
@@ -511,7 +511,7 @@ fn an_unreadable_stop_request_is_said_in_the_summary_and_the_dashboard_and_a_goo
         let mut session = builder(&run)
             .no_system()
             .stop_poll_interval(Duration::from_millis(20))
-            .dashboard(smdebug::serve::ServeOptions::new(Vec::new()))
+            .dashboard(smdebug::serve::ServeOptions::default())
             .start()
             .unwrap();
         let root = session

@@ -29,7 +29,7 @@ const QUEUE_BYTES: usize = 1 << 20;
 /// code-profiling window at steps 5 to 9 when `code_window`, and rules in the process with the
 /// profiler report's.
 fn session(run: &Path, code_window: bool) -> Session {
-    let mut builder = Session::builder(run.to_str().unwrap())
+    let mut builder = Session::builder(run)
         .save(SaveConfig::every(5))
         .writer_queue_bytes(QUEUE_BYTES)
         .system(

@@ -244,6 +244,33 @@ fn ill_formed_locations_are_refused_never_taken_as_local_folders() {
 }
 
 #[test]
+fn a_path_is_a_local_folder_whatever_its_characters() {
+    // Text `s3://bucket/run` is an object store; a `PathBuf` spelled so is folders on disk
+    // (`s3:`, `bucket`, `run`), never parsed as a URL.
+    let dir = tempfile::tempdir().unwrap();
+    let looks_like_a_url = dir.path().join("s3://bucket/run");
+    let mut s = Session::builder(&looks_like_a_url)
+        .no_system()
+        .start()
+        .unwrap();
+    assert!(s.location().is_local(), "{}", s.location());
+    train_step(&mut s, 0, &[1.0; 8]);
+    s.finish().unwrap();
+    let on_disk = dir.path().join("s3:").join("bucket").join("run");
+    assert!(on_disk.join("training_job_end.ts").exists());
+    let relative = PathBuf::from("s3://bucket/run");
+    assert_eq!(
+        smdebug::storage::IntoLocation::into_location(relative.clone()).unwrap(),
+        smdebug::storage::Location::Local(relative)
+    );
+    assert!(
+        !smdebug::storage::Location::parse("s3://bucket/run")
+            .unwrap()
+            .is_local()
+    );
+}
+
+#[test]
 fn a_plain_http_endpoint_without_allow_http_says_what_to_set() {
     let moto = MotoServer::start();
     moto.create_bucket("bucket");

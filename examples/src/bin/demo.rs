@@ -125,13 +125,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let data = Digits::load(&digits::default_path())?;
     let (train_set, eval_set) = data.split(0.2, 1);
 
-    let location = if args.out.contains("://") {
-        args.out.clone()
-    } else {
-        let dir = std::path::Path::new(&args.out);
-        std::fs::create_dir_all(dir)?;
-        dir.canonicalize()?.to_string_lossy().into_owned()
-    };
+    let location = smdebug_examples::overhead::prepared_location(&args.out)?;
 
     // Everything beside the loop, in one session: capture (this toy model trains a step in
     // ~0.15 ms and saves ~20 MB a second, faster than files can be created on a busy machine:

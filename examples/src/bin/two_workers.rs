@@ -98,13 +98,7 @@ type AnyError = Box<dyn std::error::Error>;
 
 /// Starts one process per worker, waits for all, then reads the run back.
 fn launch(args: &Args) -> Result<(), AnyError> {
-    let location = if args.out.contains("://") {
-        args.out.clone()
-    } else {
-        let dir = std::path::Path::new(&args.out);
-        std::fs::create_dir_all(dir)?;
-        dir.canonicalize()?.to_string_lossy().into_owned()
-    };
+    let location = smdebug_examples::overhead::prepared_location(&args.out)?.to_string();
     // A free port for rank 0 to listen on (released here, taken by rank 0 a moment later).
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let exe = std::env::current_exe()?;

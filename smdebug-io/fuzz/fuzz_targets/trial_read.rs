@@ -14,7 +14,7 @@ mod common;
 
 use libfuzzer_sys::fuzz_target;
 use smdebug_core::Reduction;
-use smdebug_io::Result;
+use smdebug_read::Result;
 use smdebug_read::trial::{StepSelector, Trial, TrialOptions};
 
 use common::{BUDGET, oracle, run_of};

@@ -26,7 +26,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::jobs::{self, JobClaim, JobIdentity};
+use crate::jobs::{self, JobClaim, Liveness};
+use smdebug_format::jobs::JobIdentity;
 use smdebug_format::layout::{self, INDEX_DIR, RUN_FILES, RUN_FOLDERS, parse_index_file};
 use smdebug_storage::Storage;
 
@@ -475,7 +476,7 @@ pub fn claim(storage: Arc<dyn Storage>, request: &ClaimRequest) -> Result<JobCla
     if let Some(r) = rival(&jobs::read_jobs(storage.as_ref())?.0, None) {
         return Err(in_use(storage.as_ref(), &r));
     }
-    let mut identity = JobIdentity::new(
+    let mut identity = jobs::identity_here(
         job,
         request.worker.clone(),
         request.rank,

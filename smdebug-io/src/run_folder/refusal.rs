@@ -7,7 +7,8 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::time::Duration;
 
-use crate::job_identity::{self as jobs, JobIdentity};
+use crate::job_identity::{self as jobs, Liveness};
+use smdebug_format::jobs::{JobIdentity, STALE_AFTER, utc};
 
 /// What in a location is not a run's.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,7 +52,7 @@ pub struct RunExtent {
 }
 
 impl RunExtent {
-    /// Its processes that still write (see [`JobIdentity::is_live`]).
+    /// Its processes that still write (see [`Liveness::is_live`]).
     pub fn live_writers(&self) -> Vec<&JobIdentity> {
         let now = jobs::now_s();
         self.jobs.iter().filter(|j| j.is_live(now)).collect()
@@ -78,7 +79,7 @@ impl fmt::Display for RunExtent {
                 f,
                 "; last written by {}, alive at {}",
                 last.describe(),
-                jobs::utc(last.heartbeat)
+                utc(last.heartbeat)
             )?;
         }
         Ok(())
@@ -141,7 +142,7 @@ impl fmt::Display for Refusal {
                  a second process of the same worker would mix its files with it; stop it, or \
                  choose another location (a process that was killed counts as stopped once its \
                  heartbeat is {} s old)",
-                jobs::STALE_AFTER.as_secs()
+                STALE_AFTER.as_secs()
             ),
             Refusal::NoChief {
                 worker,

@@ -12,7 +12,7 @@ use super::progress::StepProgress;
 use super::records;
 use super::shared::TensorSubscription;
 use super::source::{self, EventFile, IndexEntry, IndexPath, Location, Slot};
-use smdebug_io::error::{Error, Result};
+use crate::error::{Error, Result};
 use smdebug_storage::{IntoLocation, Storage};
 
 /// An event file up to this size is read whole when it holds a number to read; a larger one

@@ -9,7 +9,7 @@ use smdebug_core::{Mode, Reduction, Tensor};
 use super::records::{TensorBytes, TensorValue};
 use super::source::{self, Location};
 use super::{Conversion, TrialTensor, VALUE_CHUNK_STEPS, ValueChunks};
-use smdebug_io::error::{Error, Result};
+use crate::error::{Error, Result};
 
 impl<'t> TrialTensor<'t> {
     /// The tensor's name.

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use smdebug_core::Mode;
 
+use crate::error::{Error, Result};
 use smdebug_format::index_fast;
 use smdebug_format::layout;
-use smdebug_io::error::{Error, Result};
 use smdebug_storage::Storage;
 
 /// Where one tensor's record is in its step's event file, as an index entry says.

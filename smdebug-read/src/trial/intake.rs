@@ -8,7 +8,7 @@ use smdebug_core::{Mode, Reduction};
 
 use super::source::IndexEntry;
 use super::step_map::StepMap;
-use smdebug_io::error::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The name a reader lists a stored tensor under: like Python smdebug, a reduction
 /// `smdebug/reductions/mean/w` (or `abs_l2`) is listed as its tensor `w`.

@@ -6,7 +6,7 @@ use smdebug_core::Mode;
 
 use super::progress::StepState;
 use super::state::State;
-use smdebug_io::error::Error;
+use crate::error::Error;
 
 impl State {
     /// Whether global step `g` (a known step) is complete.

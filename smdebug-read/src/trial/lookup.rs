@@ -12,7 +12,7 @@ use smdebug_core::{Mode, Reduction};
 use super::progress::StepState;
 use super::source::{Location, Slot};
 use super::state::{State, StepSelector, StepSet};
-use smdebug_io::error::{Error, Result};
+use crate::error::{Error, Result};
 
 impl State {
     /// Whether `name` is a tensor of the run: a listed name, or a stored (reduction) name.

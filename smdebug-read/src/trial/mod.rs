@@ -110,6 +110,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::error::{Error, Result};
 pub use columns::{BatchColumn, Column, ScalarBatch, ScalarColumns, ScalarTrack, WALL_TOLERANCE_S};
 pub use follow::{FollowedStep, TensorFollower, TensorIncrement, TensorProblem};
 pub use progress::{DEFAULT_INCOMPLETE_STEP_WINDOW, StepProgress, StepRange, StepState};
@@ -118,7 +119,6 @@ pub use report::{JsonElement, JsonNumber, TensorRecordJson, TrialInfo};
 pub use shared::{HELD_EVENT_BYTES, HELD_INDEX_FILES, TensorSource, TensorSubscription};
 pub use smdebug_format::budget::{Budget, Conversion};
 pub use smdebug_format::tensor::DEFAULT_MAX_TENSOR_BYTES;
-use smdebug_io::error::{Error, Result};
 use smdebug_storage::{IntoLocation, Storage};
 use state::State;
 pub use state::{RepeatedName, StepSelector};

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use smdebug_io::error::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Where a step stands for a reader (smdebug's `StepState`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

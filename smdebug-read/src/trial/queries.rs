@@ -9,7 +9,7 @@ use smdebug_core::{Collection, EndReason, Mode, PyRegex};
 
 use super::state::State;
 use super::{RepeatedName, StepState, Trial, TrialInfo, num_workers};
-use smdebug_io::error::{Error, Result};
+use crate::error::{Error, Result};
 
 impl Trial {
     /// Every tensor name seen so far (in complete and incomplete steps), sorted. Reductions are
@@ -321,10 +321,10 @@ impl Trial {
         Ok(st.repeated_names.values().cloned().collect())
     }
 
-    /// The run's identity files, one per process that wrote it (see [`smdebug_io::jobs`]): a run
+    /// The run's identity files, one per process that wrote it (see `smdebug_format::jobs`): a run
     /// whose files name two jobs, or a worker of two processes, is also in
     /// [`warnings`](Trial::warnings). Empty for a run without them (Python smdebug's).
-    pub fn jobs(&self) -> Result<Vec<smdebug_io::jobs::JobIdentity>> {
+    pub fn jobs(&self) -> Result<Vec<smdebug_format::jobs::JobIdentity>> {
         let st = self.throttled()?;
         Ok(st.jobs.clone())
     }

@@ -12,7 +12,7 @@ use super::{
     Budget, Conversion, JsonElement, StepSelector, StepStream, TensorBytes, TensorRecordJson,
     TensorValue, Trial, TrialTensor,
 };
-use smdebug_io::error::{Error, Result};
+use crate::error::{Error, Result};
 
 impl Trial {
     /// A handle on one tensor. A name not known yet is looked for in new files at once.
@@ -44,7 +44,7 @@ impl Trial {
     /// another call.
     ///
     /// ```no_run
-    /// # fn main() -> Result<(), smdebug_io::Error> {
+    /// # fn main() -> Result<(), smdebug_read::Error> {
     /// let trial = smdebug_read::trial::Trial::open("/tmp/run")?;
     /// for step in trial.read_steps(None, Some(&["loss"]))? {
     ///     let step = step?;

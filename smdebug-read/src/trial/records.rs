@@ -7,9 +7,9 @@ use bytes::Bytes;
 use smdebug_core::{DType, StringTensor, Tensor};
 
 use super::source::{Files, FirstFetch, Location, WHOLE_FILE_MAX};
+use crate::error::{Error, Result};
 use smdebug_format::budget::{Budget, Conversion};
 use smdebug_format::record::{Decoded, PayloadCrcPolicy};
-use smdebug_io::error::{Error, Result};
 use smdebug_storage::Storage;
 
 /// A saved value in the dtype it was saved in, its bytes not copied yet: when the record holds

@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+use crate::error::Result;
 use bytes::Bytes;
-use smdebug_io::error::Result;
 use smdebug_storage::Storage;
 
 use super::index_files::{IndexEntry, IndexShare};
@@ -578,7 +578,7 @@ mod tests {
         let source = source();
         let (a, b) = (source.subscribe(), source.subscribe());
         let failed = a.event_file(1, "events/1", || {
-            Err(smdebug_io::Error::NoSuchRun {
+            Err(crate::Error::NoSuchRun {
                 location: "here".into(),
             })
         });

@@ -11,8 +11,8 @@ use bytes::Bytes;
 
 use smdebug_core::{Collection, CollectionsFile, Mode};
 
+use crate::error::{Error, Result};
 use smdebug_format::layout;
-use smdebug_io::error::{Error, Result};
 use smdebug_storage::{LocalStorage, Storage, open_storage};
 
 use super::shared::TensorSubscription;

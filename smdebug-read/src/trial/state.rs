@@ -16,8 +16,10 @@ use super::shared::TensorSubscription;
 use super::source::{self, EventFile, Slot, TensorTable};
 use super::step_map::{ModeSteps, StepMap};
 use super::steps::PlannedStep;
-use smdebug_io::error::{Error, Result};
-use smdebug_io::jobs::{self, JobIdentity};
+use crate::error::{Error, Result};
+use smdebug_format::jobs::{JobIdentity, job_problems};
+
+use crate::run::read_jobs;
 use smdebug_storage::Storage;
 
 /// How often a live run's identity files are read again.
@@ -449,14 +451,14 @@ impl State {
 
     /// Reads the identity files and what they say; a problem not seen before is logged.
     fn read_jobs(&mut self, storage: &dyn Storage) {
-        let (jobs, mut problems) = match jobs::read_jobs(storage) {
+        let (jobs, mut problems) = match read_jobs(storage) {
             Ok(found) => found,
             Err(e) => (
                 self.jobs.clone(),
                 vec![format!("the run's identity files could not be read: {e}")],
             ),
         };
-        problems.splice(0..0, jobs::job_problems(&jobs));
+        problems.splice(0..0, job_problems(&jobs));
         for p in &problems {
             if !self.job_problems.contains(p) {
                 log::warn!("{p}");

@@ -16,7 +16,7 @@ use smdebug_core::Mode;
 
 use super::records::{self, TensorBytes};
 use super::source::{self, EventFile, InOrder, Location, Slot};
-use smdebug_io::error::{Error, Result};
+use crate::error::{Error, Result};
 use smdebug_storage::Storage;
 
 /// Every value one step saved, in the order its workers' index files list them.

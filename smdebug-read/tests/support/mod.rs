@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use smdebug_core::{DType, Mode};
-use smdebug_io::Error;
+use smdebug_read::Error;
 use smdebug_read::trial::{TensorValue, Trial};
 
 /// `tests/data/<corpus>/<name>` and its parsed expected.json.

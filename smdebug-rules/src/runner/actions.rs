@@ -32,7 +32,7 @@ pub(super) struct Dispatcher {
 }
 
 impl Dispatcher {
-    pub fn new(run: &str, ctx: ActionContext) -> Dispatcher {
+    pub fn new(run: &smdebug_storage::Location, ctx: ActionContext) -> Dispatcher {
         Dispatcher {
             run: run.to_string(),
             ctx,

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use smdebug_core::{CaptureRequest, StopSignal};
-use smdebug_storage::Storage;
+use smdebug_storage::{IntoLocation, Location, Storage};
 
 use super::actions::Dispatcher;
 use super::engine::{Following, RuleRunner};
@@ -28,10 +28,13 @@ use crate::report::{ProfilerReportRule, expand_profiler_report, is_profiler_repo
 use crate::rule::{LookBack, Rule, RuleInput};
 
 impl RuleRunner {
-    /// Starts building a runner for the run at `location` (path or URL).
-    pub fn builder(location: &str) -> RunnerBuilder {
+    /// Starts building a runner for the run at `location`: text (a path or a URL, parsed
+    /// once), a `Path` (always local disk) or a parsed [`Location`]. Text that names no
+    /// location is the error of [`build`](RunnerBuilder::build) and
+    /// [`spawn`](RunnerBuilder::spawn).
+    pub fn builder(location: impl IntoLocation) -> RunnerBuilder {
         RunnerBuilder {
-            location: location.to_string(),
+            location: location.into_location(),
             storage: None,
             profiler_subscription: None,
             tensor_subscription: None,
@@ -54,7 +57,8 @@ impl RuleRunner {
 
 /// Builds a [`RuleRunner`].
 pub struct RunnerBuilder {
-    location: String,
+    /// The run's location, or why the text given names none.
+    location: std::result::Result<Location, smdebug_storage::Error>,
     storage: Option<Arc<dyn Storage>>,
     profiler_subscription: Option<ProfilerSubscription>,
     tensor_subscription: Option<TensorSubscription>,
@@ -219,15 +223,24 @@ impl RunnerBuilder {
 
     /// Builds every rule (unknown rules, bad parameters and bad actions fail here) and opens
     /// the run.
-    pub fn build(self) -> Result<RuleRunner> {
-        self.build_until(None)
+    pub fn build(mut self) -> Result<RuleRunner> {
+        let location = self.take_location()?;
+        self.build_until(location, None)
+    }
+
+    /// The run's location, or the error of text that named none, taken by `build` or `spawn`
+    /// (which consume the builder; what is left in its place is never read).
+    fn take_location(&mut self) -> Result<Location> {
+        let held = std::mem::replace(&mut self.location, Ok(Location::Local(Default::default())));
+        held.map_err(crate::Error::unparsed_location)
     }
 
     /// Checks every rule here and now, then opens the run and follows it on a thread of its
     /// own: for a runner started beside a training job that has not written anything yet. The
     /// thread waits up to [`open_timeout`](Self::open_timeout) for the run to appear (the
     /// handle's `cancel` stops the wait); that it never appeared is the thread's error.
-    pub fn spawn(self) -> Result<RunnerHandle> {
+    pub fn spawn(mut self) -> Result<RunnerHandle> {
+        let location = self.take_location()?;
         for spec in &self.specs {
             if is_profiler_report(&spec.name) {
                 expand_profiler_report(spec)?;
@@ -247,13 +260,17 @@ impl RunnerBuilder {
         let shared = Arc::new(Mutex::new(None));
         let published = shared.clone();
         start(shared, move |cancel| {
-            let mut runner = self.build_until(Some(cancel))?;
+            let mut runner = self.build_until(location, Some(cancel))?;
             runner.out.shared = published;
             runner.follow(cancel)
         })
     }
 
-    fn build_until(mut self, cancel: Option<&AtomicBool>) -> Result<RuleRunner> {
+    fn build_until(
+        mut self,
+        location: Location,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<RuleRunner> {
         let entries = self.entries()?;
         // A report draws the profiler data even when no profiler rule runs.
         let has_profiler = self.reporter.is_some()
@@ -276,7 +293,7 @@ impl RunnerBuilder {
                 })
         });
         let run = RunSource::open(
-            &self.location,
+            &location,
             OpenOptions {
                 storage: self.storage.take(),
                 max_tensor_bytes: self.max_tensor_bytes,
@@ -297,7 +314,7 @@ impl RunnerBuilder {
         let names: Vec<&str> = slots.iter().map(|s| s.status.rule.as_str()).collect();
         let trail = StatusTrail::new(&names, self.status_lines.take());
         let dispatcher = Dispatcher::new(
-            &self.location,
+            &run.location,
             ActionContext {
                 storage: run.storage.clone(),
                 stop_signal: self.stop_signal,

@@ -23,8 +23,8 @@ use crate::status::{SUMMARY_FILE, Summary};
 /// the profiler data read so far. Built by the runner for each report.
 #[non_exhaustive]
 pub struct RunState<'a> {
-    /// The run location, as given.
-    pub location: &'a str,
+    /// Where the run lives.
+    pub location: &'a smdebug_storage::Location,
     /// The run's storage (a report written into the run goes through it).
     pub storage: &'a Arc<dyn Storage>,
     /// Whether the runner may write into the run
@@ -127,7 +127,7 @@ impl Persistence {
     /// The statuses now.
     pub fn summary(&self, run: &RunSource, rules: &Evaluation) -> Summary {
         Summary {
-            run: run.location.clone(),
+            run: run.location.to_string(),
             run_complete: run.complete,
             end_reason: run.end_reason.clone(),
             last_step: rules.last_step,

@@ -74,8 +74,8 @@ pub(super) struct OpenOptions {
 
 /// The run being evaluated.
 pub(super) struct RunSource {
-    /// The run location, as given.
-    pub location: String,
+    /// Where the run lives.
+    pub location: smdebug_storage::Location,
     pub storage: Arc<dyn Storage>,
     /// `None` while the run holds no tensor data (a run with profiler data only), and when no
     /// rule reads tensors on a run with profiler data.
@@ -96,13 +96,14 @@ impl RunSource {
     /// Opens the run at `location`, waiting up to `options.timeout` for it to appear (unless
     /// `cancel` is set).
     pub fn open(
-        location: &str,
+        location: &smdebug_storage::Location,
         options: OpenOptions,
         cancel: Option<&AtomicBool>,
     ) -> Result<RunSource> {
         let trial_options = runner_trial_options(&options);
-        let open_error = |e: smdebug_io::Error| Error::OpenRun {
-            location: location.to_string(),
+        let text = location.to_string();
+        let open_error = |e: smdebug_read::Error| Error::OpenRun {
+            location: text.clone(),
             source: Box::new(e),
         };
         let open = || -> Result<(Arc<dyn Storage>, Option<Trial>)> {
@@ -118,10 +119,10 @@ impl RunSource {
             {
                 return Ok((storage, None));
             }
-            match Trial::from_storage(location, storage.clone(), trial_options.clone()) {
+            match Trial::from_storage(&text, storage.clone(), trial_options.clone()) {
                 Ok(trial) => Ok((storage, Some(trial))),
                 // A run with profiler data and no tensors is a run for the profiler rules.
-                Err(e @ smdebug_io::Error::NoSuchRun { .. }) if options.profiler => {
+                Err(e @ smdebug_read::Error::NoSuchRun { .. }) if options.profiler => {
                     if has_profiler_data(storage.as_ref()).map_err(open_error)? {
                         Ok((storage, None))
                     } else {
@@ -141,7 +142,7 @@ impl RunSource {
             }
         };
         Ok(RunSource {
-            location: location.to_string(),
+            location: location.clone(),
             storage,
             trial,
             trial_options,
@@ -153,9 +154,9 @@ impl RunSource {
     }
 
     /// The error of a failed read of the run.
-    pub fn read_error(&self, e: smdebug_io::Error) -> Error {
+    pub fn read_error(&self, e: smdebug_read::Error) -> Error {
         Error::OpenRun {
-            location: self.location.clone(),
+            location: self.location.to_string(),
             source: Box::new(e),
         }
     }
@@ -165,12 +166,12 @@ impl RunSource {
     pub fn refresh(&mut self, wants_tensors: bool) -> Result<()> {
         if self.trial.is_none() && wants_tensors {
             match Trial::from_storage(
-                &self.location,
+                &self.location.to_string(),
                 self.storage.clone(),
                 self.trial_options.clone(),
             ) {
                 Ok(t) => self.trial = Some(t),
-                Err(smdebug_io::Error::NoSuchRun { .. }) => {}
+                Err(smdebug_read::Error::NoSuchRun { .. }) => {}
                 Err(e) => return Err(self.read_error(e)),
             }
         }

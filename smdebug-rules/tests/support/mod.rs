@@ -264,7 +264,7 @@ impl Loop {
 
 /// Runs one rule offline over a finished run.
 pub fn check(dir: &Path, spec: &str) -> Summary {
-    RuleRunner::builder(dir.to_str().unwrap())
+    RuleRunner::builder(dir)
         .spec(RuleSpec::parse(spec).expect("spec"))
         .build()
         .expect("runner")

@@ -331,7 +331,7 @@ pub fn child_job_main() {
     let run = std::path::PathBuf::from(run);
     let storage: Arc<dyn Storage> = Arc::new(smdebug_storage::LocalStorage::new(&run).unwrap());
     let identity =
-        smdebug_io::jobs::JobIdentity::new(smdebug_io::jobs::random_id(), "worker_0".into(), 0, 1);
+        smdebug_io::jobs::identity_here(smdebug_io::jobs::random_id(), "worker_0".into(), 0, 1);
     let _claim = smdebug_io::jobs::JobClaim::start(Arc::clone(&storage), identity).unwrap();
     let job = start_job(
         storage,

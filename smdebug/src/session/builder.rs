@@ -14,7 +14,7 @@ use smdebug_io::stop::StopWatcher;
 use smdebug_io::writer::Writer;
 use smdebug_profiler::spans::SpanConfig;
 use smdebug_profiler::system::SamplerConfig;
-use smdebug_storage::StorageOptions;
+use smdebug_storage::{IntoLocation, Location, StorageOptions};
 
 use super::progress::DEFAULT_PROGRESS_INTERVAL;
 
@@ -68,7 +68,8 @@ pub enum ReportTarget {
 /// | progress file | `progress/<worker>.json` rewritten at most once a second; no planned steps |
 /// | storage timeout | 30 s: how long `finish` waits on storage (see [`SessionBuilder::storage_timeout`]) |
 pub struct SessionBuilder<H: Capture = Hook> {
-    pub(super) location: String,
+    /// The run's location, or why the text given names none (returned by `start`).
+    pub(super) location: std::result::Result<Location, smdebug_storage::Error>,
     pub(super) storage_options: StorageOptions,
     pub(super) hook: HookConfig,
     pub(super) worker: Option<WorkerInfo>,
@@ -120,9 +121,9 @@ impl<H: Capture> std::fmt::Debug for SessionBuilder<H> {
 }
 
 impl SessionBuilder<Hook> {
-    pub(super) fn new(location: &str) -> SessionBuilder<Hook> {
+    pub(super) fn new(location: impl IntoLocation) -> SessionBuilder<Hook> {
         SessionBuilder {
-            location: location.to_string(),
+            location: location.into_location(),
             storage_options: StorageOptions::default(),
             hook: HookConfig::default(),
             worker: None,

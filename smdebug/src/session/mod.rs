@@ -146,7 +146,7 @@ impl StepStatus {
 /// [`SessionBuilder::without_config_files`] ignores both files.
 pub struct Session<H: Capture = Hook> {
     capture: Option<H>,
-    location: String,
+    location: smdebug_storage::Location,
     storage: Arc<dyn Storage>,
     stop: StopSignal,
     timeline: Timeline,
@@ -173,28 +173,33 @@ impl<H: Capture> std::fmt::Debug for Session<H> {
 
 impl Session<Hook> {
     /// A session for the run at `location`: a directory, or an object-store URL (`s3://`,
-    /// `gs://`, `az://`; features `s3`, `gcs`, `azure`).
-    pub fn builder(location: &str) -> SessionBuilder<Hook> {
+    /// `gs://`, `az://`; features `s3`, `gcs`, `azure`), given as text (parsed once), a
+    /// `Path` (always a folder on local disk, whatever its characters) or a parsed
+    /// [`Location`](smdebug_storage::Location). Text that names no location (`s3:/bucket`) is
+    /// the error of [`SessionBuilder::start`].
+    pub fn builder(location: impl smdebug_storage::IntoLocation) -> SessionBuilder<Hook> {
         SessionBuilder::new(location)
     }
 }
 
 /// Where the report goes inside the run at `location`: its folder `dir`.
 #[cfg(feature = "report")]
-fn report_location_in(location: &str, dir: &str) -> String {
+fn report_location_in(location: &smdebug_storage::Location, dir: &str) -> String {
     use smdebug_rules::report::REPORT_FILE;
     let dir = dir.trim_matches('/');
-    match smdebug_storage::Location::parse(location) {
-        Ok(smdebug_storage::Location::Local(folder)) => {
+    match location {
+        smdebug_storage::Location::Local(folder) => {
             folder.join(dir).join(REPORT_FILE).display().to_string()
         }
-        _ => format!("{}/{dir}/{REPORT_FILE}", location.trim_end_matches('/')),
+        smdebug_storage::Location::Store { url, .. } => {
+            format!("{}/{dir}/{REPORT_FILE}", url.trim_end_matches('/'))
+        }
     }
 }
 
 /// Where the report goes inside the run at `location` by default.
 #[cfg(feature = "report")]
-fn report_location(location: &str) -> String {
+fn report_location(location: &smdebug_storage::Location) -> String {
     report_location_in(location, smdebug_rules::report::DEFAULT_REPORT_DIR)
 }
 
@@ -211,8 +216,8 @@ impl<H: Capture> Session<H> {
             .expect("the hook is taken only by finish(), which consumes the session")
     }
 
-    /// The run's location, as given.
-    pub fn location(&self) -> &str {
+    /// The run's location (SageMaker's configuration file's, when one names it).
+    pub fn location(&self) -> &smdebug_storage::Location {
         &self.location
     }
 
@@ -337,7 +342,7 @@ impl<H: Capture> Session<H> {
         let config = std::mem::take(&mut self.parts.config);
         let mut end = Ending {
             summary: SessionSummary {
-                location: self.location.clone(),
+                location: self.location.to_string(),
                 steps,
                 config_files: config.files,
                 config_warnings: config.warnings,

@@ -18,7 +18,7 @@ use smdebug_profiler::code::{CodeProfileConfig, CodeProfiler, code_profile_suppo
 use smdebug_profiler::config::{MetricsRegex, ProfilerConfigWatcher};
 use smdebug_profiler::spans::SpanRecorder;
 use smdebug_profiler::system::{NodeId, SystemSampler};
-use smdebug_storage::{Storage, open_storage_with};
+use smdebug_storage::{Location, Storage, open_storage_with};
 
 #[cfg(feature = "report")]
 use super::builder::ReportTarget;
@@ -38,6 +38,10 @@ impl<H: Capture> SessionBuilder<H> {
     /// timeline, the system sampler, the rules and the dashboard. Every configuration error is
     /// returned here, before the first step; nothing is left running after an error.
     pub fn start(mut self) -> Result<Session<H>> {
+        let given = match &self.location {
+            Ok(location) => location.clone(),
+            Err(_) => return Err(self.location.unwrap_err().into()),
+        };
         #[cfg(feature = "rules")]
         if let Some(e) = std::mem::take(&mut self.rule_errors).into_iter().next() {
             return Err(e.into());
@@ -47,7 +51,7 @@ impl<H: Capture> SessionBuilder<H> {
             None => WorkerInfo::from_env()?,
         };
         let mut applied = AppliedFiles::default();
-        let (location, profiler_file) = self.apply_config_files(&mut applied)?;
+        let (location, profiler_file) = self.apply_config_files(given, &mut applied)?;
         applied.warn();
         #[cfg(feature = "rules")]
         self.apply_rule_requests()?;
@@ -164,9 +168,9 @@ impl<H: Capture> SessionBuilder<H> {
     /// `applied`): the run's location, and the profiler file's watcher for the follower.
     fn apply_config_files(
         &mut self,
+        mut location: Location,
         applied: &mut AppliedFiles,
-    ) -> Result<(String, Option<ProfilerFile>)> {
-        let mut location = self.location.clone();
+    ) -> Result<(Location, Option<ProfilerFile>)> {
         let Some(sources) = &self.config_files else {
             return Ok((location, None));
         };
@@ -174,7 +178,7 @@ impl<H: Capture> SessionBuilder<H> {
             log::info!("capture configured by {}", file.path().display());
             applied.add(file.path(), file.unapplied_keys());
             if let Some(path) = &file.config().out_dir {
-                location = path.clone();
+                location = Location::parse(path)?;
             }
             self.hook = file.over(std::mem::take(&mut self.hook))?;
         }
@@ -200,7 +204,7 @@ impl<H: Capture> SessionBuilder<H> {
                     .as_ref()
                     .and_then(|p| p.local_path.clone()),
             ) {
-                location = path;
+                location = Location::parse(&path)?;
             }
         }
         Ok((location, Some((watcher, self.timeline.clone()))))
@@ -225,7 +229,7 @@ impl<H: Capture> SessionBuilder<H> {
     /// location and replaces an old run; the other ranks join once it has).
     fn claim_location(
         &self,
-        location: &str,
+        location: &Location,
         worker: WorkerInfo,
     ) -> Result<(Arc<dyn Storage>, Claimed)> {
         let storage: Arc<dyn Storage> = open_storage_with(location, &self.storage_options)?;
@@ -356,7 +360,7 @@ impl<H: Capture> SessionBuilder<H> {
     #[cfg(feature = "rules")]
     fn start_rules(
         &mut self,
-        location: &str,
+        location: &Location,
         storage: &Arc<dyn Storage>,
         stop: &StopSignal,
         profiler: Option<smdebug_read::follow::ProfilerSubscription>,
