@@ -143,6 +143,41 @@ impl<S> std::fmt::Debug for Handover<S> {
     }
 }
 
+/// The runs to serve, numbered in order, each with the subscriptions handed over for its
+/// location; a subscription no run takes is dropped here, since it would hold its source's
+/// data for nobody.
+fn served_runs(runs: Vec<(String, Location)>, options: &ServeOptions) -> Vec<Arc<Run>> {
+    let mut shared = options.shared_profiler.take_all();
+    let mut shared_tensors = options.shared_tensors.take_all();
+    runs.into_iter()
+        .enumerate()
+        .map(|(id, (name, location))| {
+            let mut run = Run::new(id, name, location, !options.read_only);
+            run.max_tensor_bytes = options.max_tensor_bytes;
+            if let Some(subscription) = take_for(&mut shared, &run.location) {
+                run.shared_profiler = std::sync::Mutex::new(Some(subscription));
+            }
+            if let Some(subscription) = take_for(&mut shared_tensors, &run.location) {
+                run.shared_tensors = std::sync::Mutex::new(Some(subscription));
+            }
+            Arc::new(run)
+        })
+        .collect()
+}
+
+/// The page's URL at `addr`, with the token when there is one.
+fn page_url(addr: SocketAddr, token: Option<&str>) -> String {
+    let host = match addr.ip() {
+        IpAddr::V6(ip) => format!("[{ip}]"),
+        IpAddr::V4(ip) => ip.to_string(),
+    };
+    let mut url = format!("http://{host}:{}/", addr.port());
+    if let Some(t) = token {
+        url.push_str(&format!("?token={t}"));
+    }
+    url
+}
+
 /// The subscription of `held` for the run at `location`, taken out of it.
 fn take_for<S>(held: &mut Vec<(Location, S)>, location: &Location) -> Option<S> {
     let i = held.iter().position(|(l, _)| same_location(l, location))?;
@@ -254,25 +289,7 @@ impl Server {
             .local_addr()
             .map_err(|source| ServeError::Bind { addr, source })?;
 
-        let mut shared = options.shared_profiler.take_all();
-        let mut shared_tensors = options.shared_tensors.take_all();
-        let runs: Vec<Arc<Run>> = runs
-            .into_iter()
-            .enumerate()
-            .map(|(id, (name, location))| {
-                let mut run = Run::new(id, name, location, !options.read_only);
-                run.max_tensor_bytes = options.max_tensor_bytes;
-                if let Some(subscription) = take_for(&mut shared, &run.location) {
-                    run.shared_profiler = std::sync::Mutex::new(Some(subscription));
-                }
-                if let Some(subscription) = take_for(&mut shared_tensors, &run.location) {
-                    run.shared_tensors = std::sync::Mutex::new(Some(subscription));
-                }
-                Arc::new(run)
-            })
-            .collect();
-        // A subscription no run took would hold its source's data for nobody.
-        drop((shared, shared_tensors));
+        let runs = served_runs(runs, &options);
         let (tx, rx) = watch::channel(0u64);
         let tx = Arc::new(tx);
         let stop = Arc::new(AtomicBool::new(false));
@@ -319,14 +336,7 @@ impl Server {
                 runtime.shutdown_timeout(Duration::from_millis(100));
             })
             .expect("spawn the server thread");
-        let host = match addr.ip() {
-            IpAddr::V6(ip) => format!("[{ip}]"),
-            IpAddr::V4(ip) => ip.to_string(),
-        };
-        let mut url = format!("http://{host}:{}/", addr.port());
-        if let Some(t) = &token {
-            url.push_str(&format!("?token={t}"));
-        }
+        let url = page_url(addr, token.as_deref());
         Ok(Server {
             addr,
             url,

@@ -604,6 +604,32 @@ impl Values {
     }
 }
 
+/// The records of `entry` that may be one number, `(place in the index's table, name, start,
+/// length)`: not reductions, not names known to be other than one number, and short enough;
+/// the longer ones go to `not_numbers`, unusable index slots to `problems`.
+fn numbers_wanted<'e>(
+    entry: &'e IndexEntry,
+    not_numbers: &RwLock<foldhash::HashSet<Arc<str>>>,
+    longer: &mut Vec<Arc<str>>,
+    problems: &mut Vec<(Arc<str>, Error)>,
+) -> Vec<(usize, &'e Arc<str>, u64, u64)> {
+    let mut wanted = Vec::new();
+    let not_numbers = not_numbers.read().unwrap_or_else(PoisonError::into_inner);
+    for (i, (name, slot)) in entry.tensors.entries().enumerate() {
+        if Reduction::parse_tensor_name(name).is_some() || not_numbers.contains(name) {
+            continue; // A reduction, or known not to be one number.
+        }
+        match slot {
+            Slot::Record(start, length) if length <= records::MAX_NUMBER_RECORD => {
+                wanted.push((i, name, start, length));
+            }
+            Slot::Record(..) => longer.push(name.clone()),
+            Slot::Unusable(unusable) => problems.push((name.clone(), unusable.error(name))),
+        }
+    }
+    wanted
+}
+
 /// The numbers of `entry`'s event file: every tensor (not a reduction, not known to be other
 /// than one number) whose record is short enough to be one, read from the whole file (when it
 /// is small) or by range, each record's header checked before anything is decoded.
@@ -621,21 +647,12 @@ fn read_numbers(
         entry,
     };
     let entry = &read.entry;
-    let mut wanted: Vec<(usize, &Arc<str>, u64, u64)> = Vec::new();
-    let not_numbers = not_numbers.read().unwrap_or_else(PoisonError::into_inner);
-    for (i, (name, slot)) in entry.tensors.entries().enumerate() {
-        if Reduction::parse_tensor_name(name).is_some() || not_numbers.contains(name) {
-            continue; // A reduction, or known not to be one number.
-        }
-        match slot {
-            Slot::Record(start, length) if length <= records::MAX_NUMBER_RECORD => {
-                wanted.push((i, name, start, length));
-            }
-            Slot::Record(..) => read.not_numbers.push(name.clone()),
-            Slot::Unusable(unusable) => read.problems.push((name.clone(), unusable.error(name))),
-        }
-    }
-    drop(not_numbers);
+    let wanted = numbers_wanted(
+        entry,
+        not_numbers,
+        &mut read.not_numbers,
+        &mut read.problems,
+    );
     if wanted.is_empty() {
         return read;
     }

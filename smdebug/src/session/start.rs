@@ -33,6 +33,27 @@ use crate::error::{Error, Result};
 /// the configuration follower starts from.
 type ProfilerFile = (ProfilerConfigWatcher, TimelineConfig);
 
+/// The follower of SageMaker's profiler configuration file, applying its changes to the
+/// timeline's windows and the code profile as they are written.
+fn start_config_follower(
+    watcher: ProfilerConfigWatcher,
+    code: TimelineConfig,
+    timeline: &Timeline,
+    parts: &Parts,
+) -> Result<ConfigFollower> {
+    ConfigFollower::spawn(
+        watcher,
+        code,
+        timeline.clone(),
+        parts.sink.clone(),
+        config_follower::POLL_INTERVAL,
+    )
+    .map_err(|e| Error::Start {
+        part: "the profiler configuration follower",
+        reason: e.to_string(),
+    })
+}
+
 impl<H: Capture> SessionBuilder<H> {
     /// Starts everything: the writer, the stop-request watcher, the span writer and the
     /// timeline, the system sampler, the rules and the dashboard. Every configuration error is
@@ -83,24 +104,43 @@ impl<H: Capture> SessionBuilder<H> {
         }
 
         if let Some((watcher, code)) = profiler_file {
-            parts.config_follower = Some(
-                ConfigFollower::spawn(
-                    watcher,
-                    code,
-                    timeline.clone(),
-                    parts.sink.clone(),
-                    config_follower::POLL_INTERVAL,
-                )
-                .map_err(|e| Error::Start {
-                    part: "the profiler configuration follower",
-                    reason: e.to_string(),
-                })?,
-            );
+            parts.config_follower = Some(start_config_follower(watcher, code, &timeline, &parts)?);
         }
 
-        // Rules and the dashboard read the run's profiler data through one source, and its
-        // tensor files through another, so that each file is read once: both subscribe before
-        // either reads.
+        self.start_analysis(worker, &location, &storage, &stop, &mut parts)?;
+
+        let (finish_timeout, storage_timeout) = (self.finish_timeout, self.storage_timeout);
+        let capture = self.start_capture(worker, &storage, &stop, &timeline, &mut parts)?;
+        parts.job = claim.0.take();
+
+        Ok(Session {
+            capture: Some(capture),
+            location,
+            storage,
+            stop,
+            timeline,
+            worker,
+            finish_timeout,
+            storage_timeout,
+            parts,
+            started: Instant::now(),
+            capture_errors: Vec::new(),
+            finished: false,
+        })
+    }
+
+    /// The rule runner and the dashboard, on rank 0 only. With both on, they read the run's
+    /// profiler data through one source and its tensor files through another, so that each
+    /// file is read once: both subscribe before either reads.
+    #[cfg_attr(not(feature = "rules"), allow(unused_variables))]
+    fn start_analysis(
+        &mut self,
+        worker: WorkerInfo,
+        location: &Location,
+        storage: &Arc<dyn Storage>,
+        stop: &StopSignal,
+        parts: &mut Parts,
+    ) -> Result<()> {
         #[cfg(feature = "serve")]
         let (runner_profiler, dashboard_profiler, runner_tensors, dashboard_tensors) =
             if worker.rank == 0
@@ -124,7 +164,7 @@ impl<H: Capture> SessionBuilder<H> {
         #[cfg(feature = "rules")]
         if worker.rank == 0 && (!self.rules.is_empty() || !self.custom_rules.is_empty()) {
             let (runner, report) =
-                self.start_rules(&location, &storage, &stop, runner_profiler, runner_tensors)?;
+                self.start_rules(location, storage, stop, runner_profiler, runner_tensors)?;
             parts.runner = Some(runner);
             parts.report = report;
         }
@@ -134,34 +174,16 @@ impl<H: Capture> SessionBuilder<H> {
             options.runs = vec![location.clone()];
             options.storage = self.storage_options.clone();
             if let Some(subscription) = dashboard_profiler {
-                options.shared_profiler.add(&location, subscription);
+                options.shared_profiler.add(location, subscription);
             }
             if let Some(subscription) = dashboard_tensors {
-                options.shared_tensors.add(&location, subscription);
+                options.shared_tensors.add(location, subscription);
             }
             let server = smdebug_serve::Server::start(options)?;
             parts.dashboard_url = Some(server.url().to_string());
             parts.dashboard = Some(server);
         }
-
-        let (finish_timeout, storage_timeout) = (self.finish_timeout, self.storage_timeout);
-        let capture = self.start_capture(worker, &storage, &stop, &timeline, &mut parts)?;
-        parts.job = claim.0.take();
-
-        Ok(Session {
-            capture: Some(capture),
-            location,
-            storage,
-            stop,
-            timeline,
-            worker,
-            finish_timeout,
-            storage_timeout,
-            parts,
-            started: Instant::now(),
-            capture_errors: Vec::new(),
-            finished: false,
-        })
+        Ok(())
     }
 
     /// SageMaker's files over the builder's settings, each stating what it overrides (into
