@@ -618,6 +618,22 @@ fn run_all(
     );
 }
 
+/// The storage opener and location of `case`'s run in a folder of `dir`; the previous case's
+/// run goes first, so the folder holds one run at a time.
+fn local_run(
+    dir: &std::path::Path,
+    case: &Case,
+) -> (Box<dyn Fn() -> Arc<dyn Storage> + Sync>, String) {
+    let path = dir.join(format!("run-{}", case.seed));
+    if let Some(previous) = std::fs::read_dir(dir).unwrap().next() {
+        std::fs::remove_dir_all(previous.unwrap().path()).unwrap();
+    }
+    let location = path.to_str().unwrap().to_string();
+    let at = location.clone();
+    let open = move || open_storage(&at).unwrap();
+    (Box::new(open), location)
+}
+
 #[test]
 fn followed_runs_on_local_disk_equal_a_fresh_read() {
     let dir = tempfile::tempdir().unwrap();
@@ -625,17 +641,7 @@ fn followed_runs_on_local_disk_equal_a_fresh_read() {
         .into_iter()
         .map(|seed| Case::generate(seed, 300, 4))
         .collect();
-    run_all(cases, |case| {
-        let path = dir.path().join(format!("run-{}", case.seed));
-        // The previous case's run goes: the folder holds one run at a time.
-        if let Some(previous) = std::fs::read_dir(dir.path()).unwrap().next() {
-            std::fs::remove_dir_all(previous.unwrap().path()).unwrap();
-        }
-        let location = path.to_str().unwrap().to_string();
-        let at = location.clone();
-        let open = move || open_storage(&at).unwrap();
-        (Box::new(open), location)
-    });
+    run_all(cases, |case| local_run(dir.path(), case));
 }
 
 #[test]
@@ -645,16 +651,7 @@ fn followed_runs_sharing_one_source_equal_a_fresh_read() {
         .into_iter()
         .map(|seed| Case::generate(seed, 300, 4).sharing())
         .collect();
-    run_all(cases, |case| {
-        let path = dir.path().join(format!("run-{}", case.seed));
-        if let Some(previous) = std::fs::read_dir(dir.path()).unwrap().next() {
-            std::fs::remove_dir_all(previous.unwrap().path()).unwrap();
-        }
-        let location = path.to_str().unwrap().to_string();
-        let at = location.clone();
-        let open = move || open_storage(&at).unwrap();
-        (Box::new(open), location)
-    });
+    run_all(cases, |case| local_run(dir.path(), case));
 }
 
 #[test]

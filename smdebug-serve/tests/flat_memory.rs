@@ -13,7 +13,7 @@ use smdebug_core::Mode;
 use smdebug_serve::{ServeOptions, Server};
 use smdebug_testkit::alloc;
 use smdebug_testkit::runs::every_step_hook;
-use support::{get_json, wait_for, wait_until};
+use support::{get_json, wait_for, wait_passes};
 
 #[global_allocator]
 static ALLOCATOR: alloc::Counting = alloc::Counting;
@@ -65,12 +65,7 @@ fn served_bytes(dir: &std::path::Path, steps: u64) -> (i64, u64) {
     get_json(&format!("{api}/scalars?limit=256"));
     get_json(&format!("{api}/scalars?from=100&to=400&limit=256"));
     // Settled: the follower's passes after the end no longer read anything.
-    let passes = server.follower_passes();
-    wait_until(
-        Duration::from_secs(60),
-        "three more follower passes",
-        || server.follower_passes() >= passes + 3,
-    );
+    wait_passes(&server, 3);
     let held = alloc::live() as i64 - before;
     server.shutdown();
     (held, values)

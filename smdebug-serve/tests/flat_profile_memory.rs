@@ -13,7 +13,7 @@ use std::time::Duration;
 use smdebug_serve::{ServeOptions, Server};
 use smdebug_testkit::alloc;
 use support::profile_run::write_run;
-use support::{get_json, wait_for, wait_until};
+use support::{get_json, wait_for, wait_passes};
 
 #[global_allocator]
 static ALLOCATOR: alloc::Counting = alloc::Counting;
@@ -58,12 +58,7 @@ fn served_bytes(dir: &std::path::Path, (samples, spans): (u64, u64)) -> i64 {
         "{api}/spans?limit=25&sort=duration&order=desc&{zoom}"
     ));
     // Settled: the follower's passes after the end no longer read anything.
-    let passes = server.follower_passes();
-    wait_until(
-        Duration::from_secs(60),
-        "three more follower passes",
-        || server.follower_passes() >= passes + 3,
-    );
+    wait_passes(&server, 3);
     let held = alloc::live() as i64 - before;
     server.shutdown();
     held

@@ -404,3 +404,14 @@ pub fn write_exploding_run(dir: &Path) {
     }
     hook.close();
 }
+
+/// Waits (up to 60 s) until the server's followers have made `more` passes after this call:
+/// after a run's end, passes that read nothing, so what the server holds has settled.
+pub fn wait_passes(server: &smdebug_serve::Server, more: u64) {
+    let passes = server.follower_passes();
+    wait_until(
+        Duration::from_secs(60),
+        &format!("{more} more follower passes"),
+        || server.follower_passes() >= passes + more,
+    );
+}
