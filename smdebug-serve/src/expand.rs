@@ -40,10 +40,21 @@ pub fn expand_runs(args: &[Location]) -> Vec<(String, Location)> {
 /// [`expand_runs`], object stores reached with `options`. A prefix that cannot be opened or
 /// listed is kept as one run (its follower reports why it cannot be read).
 pub fn expand_runs_with(args: &[Location], options: &StorageOptions) -> Vec<(String, Location)> {
+    expand_runs_but(args, options, |_| false)
+}
+
+/// [`expand_runs_with`], but a location `one_run` says is one run is taken as it is, without
+/// opening or listing it (a run the server is given the storage of).
+pub(crate) fn expand_runs_but(
+    args: &[Location],
+    options: &StorageOptions,
+    one_run: impl Fn(&Location) -> bool,
+) -> Vec<(String, Location)> {
     let mut out: Vec<(String, Location)> = Vec::new();
     for arg in args {
         let mut children: Vec<PathBuf> = Vec::new();
-        if let Location::Store { url, backend } = arg
+        let one_run = one_run(arg);
+        if let (false, Location::Store { url, backend }) = (one_run, arg)
             && let Ok(storage) = smdebug_storage::open_storage_with(arg, options)
             && !store_is_run(storage.as_ref())
         {
@@ -63,7 +74,7 @@ pub fn expand_runs_with(args: &[Location], options: &StorageOptions) -> Vec<(Str
                 continue;
             }
         }
-        if let Some(path) = arg.local_path()
+        if let (false, Some(path)) = (one_run, arg.local_path())
             && path.is_dir()
             && !local_folder_is_run(path)
             && let Ok(entries) = std::fs::read_dir(path)

@@ -123,4 +123,6 @@ mod views;
 pub use conn::{Closed, ConnectionLimits, ConnectionStats};
 pub use expand::{expand_runs, expand_runs_with};
 pub use schema::api_schema;
-pub use server::{Handover, ServeError, ServeOptions, Server, SharedProfiler, SharedTensors};
+pub use server::{
+    Handover, RunStorage, ServeError, ServeOptions, Server, SharedProfiler, SharedTensors,
+};

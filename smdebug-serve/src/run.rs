@@ -368,7 +368,7 @@ fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Fou
     }
     // An ended run that stopped changing: its data folders are not listed again.
     let settled = cursor.settled();
-    let side = read_side_files(run, storage.as_ref(), cursor, settled);
+    let side = read_side_files(run, &storage, cursor, settled);
     let followed = follow(run, Arc::clone(&storage), cursor, settled);
     let writable = if !cursor.write_checked
         && (side.marker || followed.profile.samples > 0 || followed.has_tensors)
@@ -466,10 +466,11 @@ struct SideFiles {
 /// stop request and the end marker (its bytes read once, its presence looked at after that).
 fn read_side_files(
     run: &Run,
-    storage: &dyn Storage,
+    shared: &Arc<dyn Storage>,
     cursor: &mut Cursor,
     settled: bool,
 ) -> SideFiles {
+    let storage = shared.as_ref();
     let mut side = SideFiles::default();
     // Rule statuses, re-read when the summary file changes.
     if let Ok(Some(size)) = storage.size(SUMMARY_FILE)
@@ -499,7 +500,10 @@ fn read_side_files(
     }
     if cursor.marker_read {
         side.marker = matches!(EndMarker::present(storage), Ok(true));
-    } else if let Ok(Some(reason)) = EndMarker::read(storage) {
+    } else if let Ok(Some(reason)) = tensor_follower(run, shared, &mut cursor.tensors).end_marker()
+    {
+        // Read by the tensor follower, which reads it once (for every reader of a shared
+        // source) and needs it too.
         cursor.marker_read = true;
         side.marker = true;
         // Fit to show: the reason and rule are written by whoever asked for the stop.
@@ -556,6 +560,23 @@ fn read_processes(
     }
 }
 
+/// The run's tensor follower, made on the first pass. Shared with the process's rules: read
+/// through the source's storage, each file once.
+fn tensor_follower<'c>(
+    run: &Run,
+    storage: &Arc<dyn Storage>,
+    slot: &'c mut Option<TensorFollower>,
+) -> &'c mut TensorFollower {
+    slot.get_or_insert_with(
+        || match run.shared_tensors.lock().ok().and_then(|mut s| s.take()) {
+            Some(shared) => {
+                TensorFollower::new(Arc::clone(shared.source().storage())).share(shared)
+            }
+            None => TensorFollower::new(Arc::clone(storage)),
+        },
+    )
+}
+
 /// What one pass's followers read.
 struct Followed {
     /// The profiler's files.
@@ -585,15 +606,7 @@ fn follow(run: &Run, storage: Arc<dyn Storage>, cursor: &mut Cursor, settled: bo
         })
     });
     // Steps, tensor names and scalars from the index files.
-    // Shared with the process's rules: read through the source's storage, each file once.
-    let tensors = cursor.tensors.get_or_insert_with(|| {
-        match run.shared_tensors.lock().ok().and_then(|mut s| s.take()) {
-            Some(shared) => {
-                TensorFollower::new(Arc::clone(shared.source().storage())).share(shared)
-            }
-            None => TensorFollower::new(Arc::clone(&storage)),
-        }
-    });
+    let tensors = tensor_follower(run, &storage, &mut cursor.tensors);
     let tensors_busy = AtomicBool::new(true);
     let mut profile = ProfileRead::default();
     let tensor_update = if settled {

@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use smdebug_read::follow::ProfilerSubscription;
 use smdebug_read::trial::TensorSubscription;
-use smdebug_storage::{IntoLocation, Location, StorageOptions};
+use smdebug_storage::{IntoLocation, Location, Storage, StorageOptions};
 use tokio::sync::{oneshot, watch};
 
 use crate::conn::{ConnectionLimits, ConnectionStats, Connections};
-use crate::expand::{expand_runs_with, random_token};
+use crate::expand::{expand_runs_but, random_token};
 use crate::guard::Guard;
 use crate::pool;
 use crate::routes::router;
@@ -87,6 +87,11 @@ pub struct ServeOptions {
     /// file of its run is read once. A served run that takes one follows its tensors through
     /// the source's storage.
     pub shared_tensors: SharedTensors,
+    /// The storage to read a run through, by run location, instead of one opened from the
+    /// location with [`storage`](Self::storage): an object-store client of the caller's own,
+    /// or a wrapper around one (a `Session` hands over the storage it writes its run through).
+    /// A run given its storage is served as one run, never taken for a folder of runs.
+    pub run_storage: RunStorage,
     /// The first run location given as text that named none, returned by [`Server::start`].
     refused: Option<Arc<smdebug_storage::Error>>,
 }
@@ -102,6 +107,9 @@ pub type SharedProfiler = Handover<ProfilerSubscription>;
 
 /// Tensor subscriptions for [`ServeOptions::shared_tensors`].
 pub type SharedTensors = Handover<TensorSubscription>;
+
+/// Runs' storage for [`ServeOptions::run_storage`].
+pub type RunStorage = Handover<Arc<dyn Storage>>;
 
 impl<S> Handover<S> {
     /// Hands over `subscription` for the run at `location`.
@@ -146,7 +154,11 @@ impl<S> std::fmt::Debug for Handover<S> {
 /// The runs to serve, numbered in order, each with the subscriptions handed over for its
 /// location; a subscription no run takes is dropped here, since it would hold its source's
 /// data for nobody.
-fn served_runs(runs: Vec<(String, Location)>, options: &ServeOptions) -> Vec<Arc<Run>> {
+fn served_runs(
+    runs: Vec<(String, Location)>,
+    options: &ServeOptions,
+    mut storages: Vec<(Location, Arc<dyn Storage>)>,
+) -> Vec<Arc<Run>> {
     let mut shared = options.shared_profiler.take_all();
     let mut shared_tensors = options.shared_tensors.take_all();
     runs.into_iter()
@@ -154,6 +166,9 @@ fn served_runs(runs: Vec<(String, Location)>, options: &ServeOptions) -> Vec<Arc
         .map(|(id, (name, location))| {
             let mut run = Run::new(id, name, location, !options.read_only);
             run.max_tensor_bytes = options.max_tensor_bytes;
+            if let Some(storage) = take_for(&mut storages, &run.location) {
+                run.storage = std::sync::RwLock::new(Some(storage));
+            }
             if let Some(subscription) = take_for(&mut shared, &run.location) {
                 run.shared_profiler = std::sync::Mutex::new(Some(subscription));
             }
@@ -238,6 +253,7 @@ impl Default for ServeOptions {
             max_download_values: crate::api::MAX_EVERY_VALUE,
             shared_profiler: SharedProfiler::default(),
             shared_tensors: SharedTensors::default(),
+            run_storage: RunStorage::default(),
             refused: None,
         }
     }
@@ -263,7 +279,11 @@ impl Server {
         if let Some(e) = &options.refused {
             return Err(ServeError::Location(Arc::clone(e)));
         }
-        let runs = expand_runs_with(&options.runs, &options.storage);
+        let storages = options.run_storage.take_all();
+        // A run given its storage is one run, read through that storage alone.
+        let runs = expand_runs_but(&options.runs, &options.storage, |arg| {
+            storages.iter().any(|(l, _)| same_location(l, arg))
+        });
         if runs.is_empty() {
             return Err(ServeError::NoRuns);
         }
@@ -289,7 +309,7 @@ impl Server {
             .local_addr()
             .map_err(|source| ServeError::Bind { addr, source })?;
 
-        let runs = served_runs(runs, &options);
+        let runs = served_runs(runs, &options, storages);
         let (tx, rx) = watch::channel(0u64);
         let tx = Arc::new(tx);
         let stop = Arc::new(AtomicBool::new(false));

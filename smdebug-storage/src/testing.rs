@@ -1,7 +1,7 @@
 //! Test support (feature `testing`): a real S3-compatible server for object-store tests, a
-//! storage that counts the calls made to it ([`CountingStorage`]), and the one way tests wait
-//! for something to happen ([`wait_until`], [`wait_for`], [`wait_for_exit`]): on the
-//! condition, with a deadline, never by sleeping a guessed time.
+//! storage that counts the calls made to it and the reads of each file ([`CountingStorage`]),
+//! and the one way tests wait for something to happen ([`wait_until`], [`wait_for`],
+//! [`wait_for_exit`]): on the condition, with a deadline, never by sleeping a guessed time.
 //!
 //! [`MotoServer::start`] runs moto's standalone server (`python -m moto.server`, Python from
 //! `$SMDEBUG_PYTHON`, else `python3`; `pip install 'moto[server]'`) on a free loopback port and
@@ -210,12 +210,25 @@ pub struct StorageCalls {
     pub largest_read: u64,
 }
 
+/// What a [`CountingStorage`] returned of one file: reads that found it (whole or by range;
+/// a read of a file that is not there is no read of it) and the bytes they returned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FileReads {
+    /// Reads that returned some of the file.
+    pub reads: u64,
+    /// The bytes they returned.
+    pub bytes: u64,
+}
+
 /// A storage that counts what it is asked before passing it on: a test proves a reader does
-/// no more than it should by counting calls, not by timing them.
+/// no more than it should by counting calls, not by timing them. It also counts the reads of
+/// each file ([`file_reads`](Self::file_reads)). It has no local root (whatever `inner` is),
+/// so a reader reads every file through it.
 #[derive(Debug)]
 pub struct CountingStorage {
     inner: std::sync::Arc<dyn crate::Storage>,
     calls: std::sync::Mutex<StorageCalls>,
+    files: std::sync::Mutex<std::collections::BTreeMap<String, FileReads>>,
 }
 
 impl CountingStorage {
@@ -224,6 +237,7 @@ impl CountingStorage {
         CountingStorage {
             inner,
             calls: std::sync::Mutex::new(StorageCalls::default()),
+            files: std::sync::Mutex::default(),
         }
     }
 
@@ -232,17 +246,26 @@ impl CountingStorage {
         *self.calls.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The reads of each file read so far, by path.
+    pub fn file_reads(&self) -> std::collections::BTreeMap<String, FileReads> {
+        self.files.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     fn count(&self, f: impl FnOnce(&mut StorageCalls)) {
         f(&mut self.calls.lock().unwrap_or_else(|e| e.into_inner()));
     }
 
-    fn read(&self, read: crate::Result<bytes::Bytes>) -> crate::Result<bytes::Bytes> {
+    fn read(&self, path: &str, read: crate::Result<bytes::Bytes>) -> crate::Result<bytes::Bytes> {
         if let Ok(b) = &read {
             let n = b.len() as u64;
             self.count(|c| {
                 c.bytes += n;
                 c.largest_read = c.largest_read.max(n);
             });
+            let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
+            let file = files.entry(path.to_owned()).or_default();
+            file.reads += 1;
+            file.bytes += n;
         }
         read
     }
@@ -257,11 +280,11 @@ impl crate::Storage for CountingStorage {
     }
     fn get(&self, path: &str) -> crate::Result<bytes::Bytes> {
         self.count(|c| c.gets += 1);
-        self.read(self.inner.get(path))
+        self.read(path, self.inner.get(path))
     }
     fn get_range(&self, path: &str, range: std::ops::Range<u64>) -> crate::Result<bytes::Bytes> {
         self.count(|c| c.ranges += 1);
-        self.read(self.inner.get_range(path, range))
+        self.read(path, self.inner.get_range(path, range))
     }
     fn size(&self, path: &str) -> crate::Result<Option<u64>> {
         self.count(|c| c.sizes += 1);

@@ -376,3 +376,34 @@ fn files_that_apply_every_key_give_no_warning_and_no_file_is_listed_when_none_ex
     assert!(summary.config_files.is_empty(), "{summary}");
     assert!(!summary.to_string().contains("configured by"), "{summary}");
 }
+
+#[test]
+fn a_storage_given_for_one_location_is_not_used_for_the_run_a_file_names_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let from_code = dir.path().join("from-code");
+    let from_file = dir.path().join("from-file");
+    let hook_file = dir.path().join("debughookconfig.json");
+    std::fs::write(
+        &hook_file,
+        serde_json::json!({"LocalPath": from_file.to_str().unwrap()}).to_string(),
+    )
+    .unwrap();
+    let storage: std::sync::Arc<dyn smdebug::storage::Storage> =
+        std::sync::Arc::new(smdebug::storage::LocalStorage::new(&from_code).unwrap());
+    let err = builder(
+        &from_code,
+        ConfigSources::new(&hook_file, dir.path().join("absent.json")),
+    )
+    .storage(storage)
+    .start()
+    .unwrap_err();
+    let message = err.to_string();
+    assert!(matches!(err, smdebug::Error::Start { .. }), "{message}");
+    assert!(
+        message.contains(from_code.to_str().unwrap())
+            && message.contains(from_file.to_str().unwrap()),
+        "{message}"
+    );
+    // Nothing was written, at either location.
+    assert!(!from_code.exists() && !from_file.exists());
+}

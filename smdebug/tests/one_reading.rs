@@ -3,10 +3,9 @@
 //! one `TensorSource`, as a `Session` with rules and a dashboard wires them.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use smdebug::Session;
 use smdebug::prelude::SaveConfig;
 use smdebug::profiler::spans::SpanConfig;
 use smdebug::profiler::system::SamplerConfig;
@@ -17,7 +16,8 @@ use smdebug::rules::{RuleRunner, RuleSpec};
 use smdebug::serve::{ServeOptions, Server};
 use smdebug::storage::LocalStorage;
 use smdebug::storage::Storage;
-use smdebug::storage::testing::{CountingStorage, wait_until};
+use smdebug::storage::testing::{CountingStorage, FileReads, wait_until};
+use smdebug::{ReportTarget, Session};
 
 /// A real run: a session records steps with forward passes, spans and system metrics.
 fn record(run: &str) {
@@ -102,74 +102,14 @@ fn rules_and_the_dashboard_share_one_reading_of_the_profiler_files() {
     drop(server);
 }
 
-/// Counts the reads (whole and by range) of each file, passing every call on; it has no local
-/// root, so a reader reads every file through it.
-#[derive(Debug)]
-struct PathReads {
-    inner: Arc<dyn Storage>,
-    reads: Mutex<BTreeMap<String, u64>>,
-}
-
-impl PathReads {
-    fn new(inner: Arc<dyn Storage>) -> Arc<PathReads> {
-        Arc::new(PathReads {
-            inner,
-            reads: Mutex::default(),
-        })
-    }
-
-    fn count(&self, path: &str) {
-        *self
-            .reads
-            .lock()
-            .unwrap()
-            .entry(path.to_owned())
-            .or_default() += 1;
-    }
-
-    /// Reads per file of the run's collections, index and event folders.
-    fn tensor_reads(&self) -> BTreeMap<String, u64> {
-        self.reads
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(path, _)| TENSOR_FOLDERS.iter().any(|f| path.starts_with(f)))
-            .map(|(path, n)| (path.clone(), *n))
-            .collect()
-    }
-}
-
-impl Storage for PathReads {
-    fn describe(&self) -> &str {
-        self.inner.describe()
-    }
-    fn put_parts(&self, path: &str, parts: Vec<bytes::Bytes>) -> smdebug::storage::Result<()> {
-        self.inner.put_parts(path, parts)
-    }
-    fn get(&self, path: &str) -> smdebug::storage::Result<bytes::Bytes> {
-        self.count(path);
-        self.inner.get(path)
-    }
-    fn get_range(
-        &self,
-        path: &str,
-        range: std::ops::Range<u64>,
-    ) -> smdebug::storage::Result<bytes::Bytes> {
-        self.count(path);
-        self.inner.get_range(path, range)
-    }
-    fn size(&self, path: &str) -> smdebug::storage::Result<Option<u64>> {
-        self.inner.size(path)
-    }
-    fn list(&self, prefix: &str) -> smdebug::storage::Result<Vec<String>> {
-        self.inner.list(prefix)
-    }
-    fn list_after(&self, prefix: &str, offset: &str) -> smdebug::storage::Result<Vec<String>> {
-        self.inner.list_after(prefix, offset)
-    }
-    fn delete(&self, path: &str) -> smdebug::storage::Result<()> {
-        self.inner.delete(path)
-    }
+/// Reads per file of the run's collections, index and event folders.
+fn tensor_reads(storage: &CountingStorage) -> BTreeMap<String, u64> {
+    storage
+        .file_reads()
+        .into_iter()
+        .filter(|(path, _)| TENSOR_FOLDERS.iter().any(|f| path.starts_with(f)))
+        .map(|(path, r)| (path, r.reads))
+        .collect()
 }
 
 const TENSOR_STEPS: u64 = 150;
@@ -279,7 +219,7 @@ fn rules_and_the_dashboard_share_one_reading_of_the_tensor_files() {
     assert_eq!(files.len() as u64, 2 * TENSOR_STEPS + 1, "{files:?}");
 
     // Apart: the rules and the dashboard each with a source of their own.
-    let apart = PathReads::new(Arc::clone(&local));
+    let apart = Arc::new(CountingStorage::new(Arc::clone(&local)));
     let rules_source = TensorSource::new(apart.clone());
     let dashboard_source = TensorSource::new(apart.clone());
     let separate = rules_and_dashboard(
@@ -288,14 +228,14 @@ fn rules_and_the_dashboard_share_one_reading_of_the_tensor_files() {
         rules_source.subscribe(),
         dashboard_source.subscribe(),
     );
-    let reads_apart = apart.tensor_reads();
+    let reads_apart = tensor_reads(&apart);
 
     // Together, as a `Session` with rules and the dashboard wires them.
-    let together = PathReads::new(Arc::clone(&local));
+    let together = Arc::new(CountingStorage::new(Arc::clone(&local)));
     let source = TensorSource::new(together.clone());
     let (for_rules, for_dashboard) = (source.subscribe(), source.subscribe());
     let shared = rules_and_dashboard(&run, together.clone(), for_rules, for_dashboard);
-    let reads_together = together.tensor_reads();
+    let reads_together = tensor_reads(&together);
     eprintln!(
         "reads of the {} collections, index and event files: apart {}, shared {}",
         files.len(),
@@ -329,4 +269,274 @@ fn rules_and_the_dashboard_share_one_reading_of_the_tensor_files() {
     // Both subscribers are gone, and nothing is held for them.
     assert_eq!(source.subscribers(), 0);
     assert_eq!(source.held(), (0, 0, 0));
+}
+
+/// A file of the run as the reads of a process are counted: what kind it is.
+fn kind(path: &str) -> &'static str {
+    let folder = path.split('/').next().unwrap_or(path);
+    match folder {
+        "collections" => "collections",
+        "index" => "index",
+        "events" => "events",
+        "framework" => "trace",
+        "system" => "system",
+        "progress" => "progress",
+        "jobs" => "jobs",
+        "rules" => "rules",
+        _ if path == smdebug_format::layout::END_MARKER => "end marker",
+        _ => "other",
+    }
+}
+
+/// The kinds of file each reader of the run must read at most once (each byte at most once for
+/// a system file, which grows as the sampler publishes it).
+const READ_ONCE: [&str; 6] = [
+    "collections",
+    "index",
+    "events",
+    "trace",
+    "system",
+    "end marker",
+];
+
+/// Per kind of file: how many there are, how many times they were read, the bytes read and
+/// the bytes they hold.
+fn reads_by_kind(
+    storage: &CountingStorage,
+    local: &dyn Storage,
+) -> BTreeMap<&'static str, (u64, u64, u64, u64)> {
+    let mut kinds = BTreeMap::<&str, (u64, u64, u64, u64)>::new();
+    for (path, reads) in storage.file_reads() {
+        let size = local.size(&path).unwrap().unwrap_or(0);
+        let k = kinds.entry(kind(&path)).or_default();
+        k.0 += 1;
+        k.1 += reads.reads;
+        k.2 += reads.bytes;
+        k.3 += size;
+    }
+    kinds
+}
+
+/// The rules' verdicts as compared: each rule's status, its first and last firing, how often it
+/// fired, the data points it read and, for a rule of the tensors, the steps it evaluated (a
+/// profiler rule's evaluations are the passes that brought it data: a live runner makes more
+/// than one reading the ended run).
+fn verdicts(rules: &[smdebug::rules::RuleStatus]) -> serde_json::Value {
+    rules
+        .iter()
+        .map(|r| {
+            let profiler = r.rule == "StepOutlier";
+            serde_json::json!([
+                r.rule,
+                format!("{:?}", r.status),
+                r.first_fired_step,
+                r.last_fired_step,
+                r.fired_count,
+                (!profiler).then_some(r.steps_evaluated),
+                r.datapoints
+            ])
+        })
+        .collect()
+}
+
+/// What the dashboard at `url` shows of its first run's tensors: the steps, the tensors and the
+/// scalars' values, and its scalars view.
+fn dashboard_tensors(client: &reqwest::blocking::Client, url: &str) -> serde_json::Value {
+    let get = |path: &str| -> serde_json::Value {
+        client
+            .get(format!("{url}api/{path}"))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap()
+    };
+    let run = &get("runs")["runs"][0];
+    let mut scalars = get("runs/0/scalars");
+    scalars.as_object_mut().unwrap().remove("smoothing");
+    serde_json::json!({
+        "steps": run["steps"],
+        "last_step": run["last_step"],
+        "tensors": run["tensors"],
+        "scalar_values": run["scalar_values"],
+        "scalars": scalars,
+    })
+}
+
+/// The files of the kinds in [`READ_ONCE`] that `reads` has more than once (or, for a system
+/// file, more bytes of than it holds): (path, reads, bytes read, bytes held).
+fn read_more_than_once(
+    reads: &BTreeMap<String, FileReads>,
+    local: &dyn Storage,
+) -> Vec<(String, u64, u64, u64)> {
+    reads
+        .iter()
+        .filter(|(path, _)| READ_ONCE.contains(&kind(path)))
+        .filter_map(|(path, reads)| {
+            let size = local.size(path).unwrap().unwrap_or(0);
+            let once = match kind(path) {
+                "system" => reads.bytes <= size,
+                _ => reads.reads == 1,
+            };
+            (!once).then(|| (path.clone(), reads.reads, reads.bytes, size))
+        })
+        .collect()
+}
+
+const SESSION_RULES: [&str; 3] = ["LossNotDecreasing", "VanishingGradient", "StepOutlier"];
+
+/// The end-to-end proof through a real `Session` given its storage
+/// (`SessionBuilder::storage`): a session with capture, system sampling, spans, rules and the
+/// dashboard trains the digits MLP, and every read the process makes of its run is counted
+/// per file. Each tensor and profiler file and the end marker is read at most once by the
+/// whole process, while the rules and the dashboard both reach the last step, with the
+/// verdicts and the view that separate readers of the finished run give.
+#[test]
+fn a_session_with_rules_and_the_dashboard_reads_each_file_of_its_run_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let local: Arc<dyn Storage> = Arc::new(LocalStorage::new(&run).unwrap());
+    let counting = Arc::new(CountingStorage::new(Arc::clone(&local)));
+    let mut session = Session::builder(run.as_path())
+        .storage(counting.clone())
+        .without_config_files()
+        .save(SaveConfig::every(1))
+        .system(
+            SamplerConfig::default()
+                .interval(Duration::from_millis(100))
+                .publish_interval(Duration::from_millis(300)),
+        )
+        .spans(SpanConfig::default().close_interval(Duration::from_millis(300)))
+        .rules(SESSION_RULES)
+        .rules_poll_interval(Duration::from_millis(50))
+        .rule_status_lines(None)
+        // The report reads the run's scalars again at the end (a follower of its own): left
+        // out here until it takes them from the one reading.
+        .report(ReportTarget::Off)
+        .dashboard(ServeOptions::default())
+        .start()
+        .unwrap();
+    assert!(std::ptr::addr_eq(
+        Arc::as_ptr(session.storage()),
+        Arc::as_ptr(&counting)
+    ));
+    let url = session.dashboard_url().unwrap().to_owned();
+    let (train, eval) =
+        smdebug_examples::digits::Digits::load(&smdebug_examples::digits::default_path())
+            .unwrap()
+            .split(0.2, 1);
+    // About 360 steps: a few seconds, over which the system file grows and trace files close.
+    let cfg = smdebug_examples::TrainConfig {
+        epochs: 8,
+        ..smdebug_examples::TrainConfig::default()
+    };
+    smdebug_examples::train_in_session(&cfg, &train, &eval, &mut session);
+
+    // The dashboard reaches the last step before the session ends (it stops with it).
+    let client = reqwest::blocking::Client::new();
+    let mut shown = serde_json::Value::Null;
+    let steps = session.hook().global_step();
+    wait_until(
+        Duration::from_secs(60),
+        &format!("the session's dashboard to show its {steps} steps"),
+        || {
+            shown = dashboard_tensors(&client, &url);
+            shown["last_step"] == steps - 1 && shown["steps"] == steps
+        },
+    );
+    let summary = session.finish().unwrap();
+    assert!(summary.end_marker_written, "{summary}");
+    assert_eq!(summary.rules.len(), SESSION_RULES.len(), "{summary}");
+
+    // Every file of the run read by the process, by kind.
+    let kinds = reads_by_kind(&counting, local.as_ref());
+    eprintln!("kind: files, reads, bytes read, bytes held");
+    for (kind, (files, reads, bytes, size)) in &kinds {
+        eprintln!("{kind}: {files}, {reads}, {bytes}, {size}");
+    }
+    let over = read_more_than_once(&counting.file_reads(), local.as_ref());
+    assert!(
+        over.is_empty(),
+        "read more than once (path, reads, bytes, size): {over:?}"
+    );
+    for kind in [
+        "collections",
+        "index",
+        "events",
+        "trace",
+        "system",
+        "end marker",
+    ] {
+        assert!(kinds.contains_key(kind), "no {kind} file read: {kinds:?}");
+    }
+
+    // Separate readers of the finished run: the same verdicts, and the same steps and scalars
+    // in a dashboard of its own.
+    let offline = SESSION_RULES
+        .iter()
+        .fold(
+            RuleRunner::builder(run.as_path()).write_into_run(false),
+            |runner, spec| runner.spec(RuleSpec::parse(spec).unwrap()),
+        )
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap();
+    assert_eq!(verdicts(&summary.rules), verdicts(&offline.rules));
+    // `smdebug serve RUN`: a dashboard alone, given the run's storage (counted), reads each file
+    // once too.
+    let counted = Arc::new(CountingStorage::new(Arc::clone(&local)));
+    let mut options = ServeOptions::new([run.as_path()]);
+    options.read_only = true;
+    options.run_storage.add(
+        &smdebug::storage::Location::Local(run.clone()),
+        counted.clone(),
+    );
+    let apart = Server::start(options).unwrap();
+    let mut alone = serde_json::Value::Null;
+    wait_until(
+        Duration::from_secs(60),
+        "a dashboard of its own to show the ended run",
+        || {
+            alone = dashboard_tensors(&client, apart.url());
+            let runs: serde_json::Value = client
+                .get(format!("{}api/runs", apart.url()))
+                .send()
+                .unwrap()
+                .json()
+                .unwrap();
+            alone["steps"] == steps && runs["runs"][0]["complete"] == true
+        },
+    );
+    assert_eq!(shown, alone);
+    let followed = counted.file_reads();
+    let over = read_more_than_once(&followed, local.as_ref());
+    assert!(
+        over.is_empty(),
+        "the dashboard alone read more than once: {over:?}"
+    );
+
+    // Its "Download report" draws the profiler data from what the dashboard follows: no
+    // profiler file is read again for it.
+    let page = client
+        .get(format!("{}api/runs/0/report", apart.url()))
+        .send()
+        .unwrap();
+    assert!(page.status().is_success(), "{}", page.status());
+    assert!(page.text().unwrap().contains("<html"));
+    let mut again = BTreeMap::<&str, (u64, u64)>::new();
+    for (path, reads) in counted.file_reads() {
+        let before = followed.get(&path).copied().unwrap_or_default();
+        if reads.reads > before.reads {
+            let k = again.entry(kind(&path)).or_default();
+            k.0 += 1;
+            k.1 += reads.reads - before.reads;
+        }
+    }
+    eprintln!("read again for the report download (kind: files, reads): {again:?}");
+    for kind in ["trace", "system"] {
+        assert!(
+            !again.contains_key(kind),
+            "{kind} files read again: {again:?}"
+        );
+    }
 }

@@ -187,6 +187,8 @@ pub struct TensorFollower {
     repeated: BTreeSet<String>,
     found: bool,
     end: Option<Option<EndReason>>,
+    /// The end marker's reason, once it was read: not read again.
+    marker: Option<Option<EndReason>>,
     /// Index files and event files come through this source, shared with other readers.
     share: Option<TensorSubscription>,
 }
@@ -210,6 +212,7 @@ impl TensorFollower {
             repeated: BTreeSet::new(),
             found: false,
             end: None,
+            marker: None,
             share: None,
         }
     }
@@ -293,7 +296,7 @@ impl TensorFollower {
     /// while an earlier listing is still being read says nothing of that listing: steps may
     /// have been written after it.) False when the listing failed.
     fn list(&mut self, inc: &mut TensorIncrement) -> bool {
-        self.listing_end = crate::run::EndMarker::read(self.storage.as_ref()).unwrap_or_else(|e| {
+        self.listing_end = self.end_marker().unwrap_or_else(|e| {
             inc.problem(TensorProblem::Listing(e));
             None
         });
@@ -568,6 +571,24 @@ impl TensorFollower {
     /// Whether anything of a tensor run was found: a collections or an index file.
     pub fn found(&self) -> bool {
         self.found
+    }
+
+    /// The run's end marker: `Some(reason)` once it is there, `None` while it is not. Read
+    /// through the follower's source when it shares one (once for every reader in the
+    /// process), else from storage; once found it is not read again (a run's writers never
+    /// remove it; a run written again from the start is a new follower's).
+    pub fn end_marker(&mut self) -> crate::Result<Option<Option<EndReason>>> {
+        if let Some(found) = &self.marker {
+            return Ok(Some(found.clone()));
+        }
+        let read = match &self.share {
+            Some(share) => share.end_marker(),
+            None => crate::run::EndMarker::read(self.storage.as_ref()),
+        };
+        if let Ok(Some(found)) = &read {
+            self.marker = Some(found.clone());
+        }
+        read
     }
 
     /// `Some(reason)` once the run's end marker was read and every index file before it: then

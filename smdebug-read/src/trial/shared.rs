@@ -5,6 +5,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::error::Result;
 use bytes::Bytes;
+use smdebug_core::EndReason;
 use smdebug_storage::Storage;
 
 use super::index_files::{IndexEntry, IndexShare};
@@ -84,6 +85,8 @@ struct Shared {
     reading: BTreeSet<String>,
     /// Files read through the source.
     reads: u64,
+    /// The end marker's reason, once a subscriber found the marker.
+    end: Option<Option<EndReason>>,
 }
 
 impl Shared {
@@ -241,6 +244,41 @@ impl TensorSubscription {
             wants.events_from = wants.events_from.max(step);
         }
         state.lose_event_claims(self.claim.id, step);
+    }
+
+    /// The run's end marker, read once for every subscriber: `Some(reason)` once it is there
+    /// (and from then on without a read: the marker of a run is written once, never removed by
+    /// its writers), `None` while it is not. A subscriber asking while another reads it waits
+    /// for that read.
+    pub fn end_marker(&self) -> Result<Option<Option<EndReason>>> {
+        let source = &self.claim.source;
+        let mut state = source.state();
+        loop {
+            if let Some(end) = &state.end {
+                return Ok(Some(end.clone()));
+            }
+            if !state.reading.contains(crate::run::EndMarker::PATH) {
+                state.reading.insert(crate::run::EndMarker::PATH.to_owned());
+                break;
+            }
+            state = source
+                .inner
+                .done
+                .wait(state)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        drop(state);
+        // Taken off the files being read (the others woken) when dropped, whatever the read did.
+        let reading = Reading {
+            subscription: self,
+            key: Some((0, crate::run::EndMarker::PATH.to_owned())),
+        };
+        let read = crate::run::EndMarker::read(source.storage().as_ref());
+        if let Ok(Some(reason)) = &read {
+            source.state().end = Some(reason.clone());
+        }
+        drop(reading);
+        read
     }
 
     /// This subscriber reads nothing more (its run ended and was read).
@@ -447,6 +485,33 @@ mod tests {
         // Asked again (a reader reading a step a second time), a file is read again.
         event(&a, 3, 10, &reads);
         assert_eq!(reads.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn the_end_marker_is_read_once_for_every_subscriber_once_it_is_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let local: Arc<dyn Storage> =
+            Arc::new(smdebug_storage::LocalStorage::new(dir.path()).unwrap());
+        let counting = Arc::new(smdebug_storage::testing::CountingStorage::new(Arc::clone(
+            &local,
+        )));
+        let source = TensorSource::new(counting.clone());
+        let (a, b) = (source.subscribe(), source.subscribe());
+        // Not there yet: each asks storage, and finds nothing to read.
+        assert_eq!(a.end_marker().unwrap(), None);
+        assert_eq!(b.end_marker().unwrap(), None);
+        assert!(counting.file_reads().is_empty());
+        local
+            .put(crate::run::EndMarker::PATH, Bytes::from_static(b""))
+            .unwrap();
+        // Python smdebug's empty marker: ended, no reason.
+        assert_eq!(a.end_marker().unwrap(), Some(None));
+        assert_eq!(b.end_marker().unwrap(), Some(None));
+        // A late subscriber is told too, without a read.
+        assert_eq!(source.subscribe().end_marker().unwrap(), Some(None));
+        let reads = counting.file_reads();
+        assert_eq!(reads.len(), 1, "{reads:?}");
+        assert_eq!(reads[crate::run::EndMarker::PATH].reads, 1);
     }
 
     #[test]

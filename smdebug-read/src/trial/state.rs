@@ -299,7 +299,11 @@ impl State {
         let marker = if self.complete || self.end_pending.is_some() {
             None
         } else {
-            crate::run::EndMarker::read(storage)?
+            match &self.share {
+                // Read once for every reader of the run in the process.
+                Some(share) => share.end_marker()?,
+                None => crate::run::EndMarker::read(storage)?,
+            }
         };
         for _ in 0..2 {
             self.read_listing(storage)?;

@@ -14,7 +14,9 @@ use smdebug_io::stop::StopWatcher;
 use smdebug_io::writer::Writer;
 use smdebug_profiler::spans::SpanConfig;
 use smdebug_profiler::system::SamplerConfig;
-use smdebug_storage::{IntoLocation, Location, StorageOptions};
+use std::sync::Arc;
+
+use smdebug_storage::{IntoLocation, Location, Storage, StorageOptions};
 
 use super::progress::DEFAULT_PROGRESS_INTERVAL;
 
@@ -71,6 +73,8 @@ pub struct SessionBuilder<H: Capture = Hook> {
     /// The run's location, or why the text given names none (returned by `start`).
     pub(super) location: std::result::Result<Location, smdebug_storage::Error>,
     pub(super) storage_options: StorageOptions,
+    /// The storage the run is written and read through, when the caller gave one.
+    pub(super) storage: Option<Arc<dyn Storage>>,
     pub(super) hook: HookConfig,
     pub(super) worker: Option<WorkerInfo>,
     pub(super) checksum: PayloadChecksum,
@@ -112,6 +116,7 @@ impl<H: Capture> std::fmt::Debug for SessionBuilder<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionBuilder")
             .field("location", &self.location)
+            .field("storage", &self.storage.as_ref().map(|s| s.describe()))
             .field("worker", &self.worker)
             .field("sampler", &self.sampler.is_some())
             .field("spans", &self.spans.is_some())
@@ -125,6 +130,7 @@ impl SessionBuilder<Hook> {
         SessionBuilder {
             location: location.into_location(),
             storage_options: StorageOptions::default(),
+            storage: None,
             hook: HookConfig::default(),
             worker: None,
             checksum: PayloadChecksum::Crc32c,
@@ -205,6 +211,7 @@ impl<H: Capture> SessionBuilder<H> {
         SessionBuilder {
             location: self.location,
             storage_options: self.storage_options,
+            storage: self.storage,
             hook: self.hook,
             worker: self.worker,
             checksum: self.checksum,
@@ -247,6 +254,39 @@ impl<H: Capture> SessionBuilder<H> {
     /// the environment (`AWS_*`, `GOOGLE_*`, `AZURE_*`).
     pub fn storage_options(mut self, options: StorageOptions) -> Self {
         self.storage_options = options;
+        self
+    }
+
+    /// Writes and reads the run through `storage` instead of opening one for the location: an
+    /// object store of the caller's own (a client with its own credentials, retries or
+    /// encryption), a wrapper that counts, throttles or mirrors what passes through it, or any
+    /// other [`Storage`]. Everything the session does with the run goes through it: the probe
+    /// write and the run's claim, the tensor writer, the span writer, the system sampler, the
+    /// progress and identity files, the stop requests, the rules, the report written into the
+    /// run and the dashboard. The location still names the run (in messages, the summary, the
+    /// dashboard and the report's location), and [`storage_options`](Self::storage_options) is
+    /// not used.
+    ///
+    /// The storage is the run at the builder's location: when a SageMaker configuration file
+    /// names another location for the run, [`start`](Self::start) fails with
+    /// [`Error::Start`](crate::Error::Start) naming both rather than write that run through a
+    /// storage given for this one.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use smdebug::Session;
+    /// use smdebug::storage::{LocalStorage, Storage};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Any `Storage`: here local disk, opened by the caller.
+    /// let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new("/tmp/run")?);
+    /// let mut session = Session::builder("/tmp/run").storage(storage).start()?;
+    /// session.step()?;
+    /// session.finish()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn storage(mut self, storage: Arc<dyn Storage>) -> Self {
+        self.storage = Some(storage);
         self
     }
 

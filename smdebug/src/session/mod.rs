@@ -71,7 +71,8 @@ impl StepStatus {
 /// Everything that runs beside a training loop: capture, system sampling, framework
 /// profiling, rules and their actions, the report.
 ///
-/// A session owns, for the run at one location (a path or an object-store URL):
+/// A session owns, for the run at one location (a path or an object-store URL, written and
+/// read through the storage opened for it, or one given to [`SessionBuilder::storage`]):
 ///
 /// - capture: the hook (the core [`Hook`] or a framework adapter's) and the background writer;
 /// - framework profiling: the timeline (step spans from the step boundary, data loading from

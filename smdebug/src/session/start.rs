@@ -72,8 +72,17 @@ impl<H: Capture> SessionBuilder<H> {
             None => WorkerInfo::from_env()?,
         };
         let mut applied = AppliedFiles::default();
-        let (location, profiler_file) = self.apply_config_files(given, &mut applied)?;
+        let (location, profiler_file) = self.apply_config_files(given.clone(), &mut applied)?;
         applied.warn();
+        if self.storage.is_some() && location != given {
+            return Err(Error::Start {
+                part: "the run's storage",
+                reason: format!(
+                    "the storage given to the builder is the run at {given}, but SageMaker's \
+                     configuration files name {location} for the run"
+                ),
+            });
+        }
         #[cfg(feature = "rules")]
         self.apply_rule_requests()?;
         let dataloader_metrics = profiler_file
@@ -173,6 +182,8 @@ impl<H: Capture> SessionBuilder<H> {
         if let (Some(mut options), 0) = (self.dashboard.take(), worker.rank) {
             options.runs = vec![location.clone()];
             options.storage = self.storage_options.clone();
+            // The dashboard reads the run through the session's storage, whichever it is.
+            options.run_storage.add(location, Arc::clone(storage));
             if let Some(subscription) = dashboard_profiler {
                 options.shared_profiler.add(location, subscription);
             }
@@ -254,7 +265,10 @@ impl<H: Capture> SessionBuilder<H> {
         location: &Location,
         worker: WorkerInfo,
     ) -> Result<(Arc<dyn Storage>, Claimed)> {
-        let storage: Arc<dyn Storage> = open_storage_with(location, &self.storage_options)?;
+        let storage: Arc<dyn Storage> = match &self.storage {
+            Some(storage) => Arc::clone(storage),
+            None => open_storage_with(location, &self.storage_options)?,
+        };
         // A location that takes no writes fails with the storage's own reason, before anything
         // starts that would write into it: rank 0 before it claims the location, the other
         // ranks once it has (they write nothing before: a probe of theirs in flight while rank
