@@ -1,8 +1,11 @@
-//! The report's scalar curves, from the one reader of a run's tensors: smdebug-io's
-//! [`TensorFollower`], whose [`ScalarColumns`] the dashboard already holds. The offline report
-//! and the rule runner's report read the run once through a follower of their own; the
-//! dashboard's "Download report" hands over the columns it has. Either way the same columns go
-//! through [`ReportInput::scalars_from_columns`], so the pages agree.
+//! The report's scalar curves, from the one reader of a run's tensors: smdebug-read's
+//! [`TensorFollower`]. The offline report and the rule runner's report read the run's scalars
+//! through a follower of their own into [`ScalarColumns`]
+//! ([`ReportInput::scalars_from_columns`]); the dashboard's "Download report" reads nothing
+//! again and hands over what its follower keeps, each series' ends and every bucket's lowest
+//! and highest value ([`ReportInput::scalars_from_series`]): the same points for a series of
+//! up to 1,024 values, and for a longer one the extremes of 1,024 aligned stretches of steps
+//! instead of 2,000 equal ones, each point a value of the run at its step.
 //!
 //! A column longer than [`SCALAR_POINTS`] is thinned to the lowest and highest value of each of
 //! `SCALAR_POINTS / 2` equal step slices, first and last points kept: the chart (400 slices,
@@ -103,6 +106,38 @@ impl ReportInput {
                 });
             }
         }
+        self.note_scalars_left_out(total, options);
+    }
+
+    /// Adds scalars another reader already holds downsampled (the dashboard's summaries: each
+    /// point one of the run's values at its step), in name order: the first
+    /// [`max_scalars`](LoadOptions::max_scalars) are drawn, each mode's points (ordered by
+    /// step) thinned as a column would be if there are more than [`SCALAR_POINTS`].
+    pub fn scalars_from_series(
+        &mut self,
+        series: impl IntoIterator<Item = ScalarSeries>,
+        options: &LoadOptions,
+    ) {
+        let mut total = 0;
+        for mut one in series {
+            total += 1;
+            if total > options.max_scalars {
+                continue;
+            }
+            one.modes.retain(|(_, points)| !points.is_empty());
+            for (_, points) in &mut one.modes {
+                if points.len() > SCALAR_POINTS {
+                    *points = thin(points, SCALAR_POINTS);
+                }
+            }
+            if !one.modes.is_empty() {
+                self.scalars.push(one);
+            }
+        }
+        self.note_scalars_left_out(total, options);
+    }
+
+    fn note_scalars_left_out(&mut self, total: usize, options: &LoadOptions) {
         if total > options.max_scalars {
             self.note(
                 NoteArea::Tensors,

@@ -1,18 +1,20 @@
 //! The dashboard's "Download report": the profiling report drawn from what the run's follower
-//! holds: the profiler data; its scalars are read from the run (one-number records only: the
-//! dashboard keeps summaries of them, not every value). Only the latest code-profile flame graphs are read; everything is dropped
-//! once the page is drawn.
+//! holds, nothing of the run read again: the profiler data (the digest the follower keeps) and
+//! the scalars (the follower's fixed-size summaries: each series' ends and every bucket's
+//! lowest and highest value, at most 2,050 points a series and mode). Only the latest
+//! code-profile flame graphs are read; everything is dropped once the page is drawn.
 
 use smdebug_read::RankSummary;
-use smdebug_report::{FollowedRun, LoadOptions, NoteArea, ReportInput, render_html};
+use smdebug_report::{FollowedRun, LoadOptions, NoteArea, ReportInput, ScalarSeries, render_html};
 
 use crate::run::Run;
+use crate::summary::ScalarSummaries;
 
 /// The stages of a build, in order, as [`build`] reports them.
 pub(crate) const STAGES: [&str; 4] = [
     "waiting for the followed data",
     "copying the followed data and the code profiles",
-    "reading the scalars",
+    "taking the scalars",
     "drawing the page",
 ];
 
@@ -41,7 +43,7 @@ pub(crate) fn input(
     // the profiler data (shared, not copied; its size does not grow with the run).
     let storage = run.storage();
     let d = run.data.read().expect("run data lock");
-    let mut scalars = false;
+    let mut scalars = None;
     progress(Some(STAGES[1]));
     let location = run.location.to_string();
     let mut input = ReportInput::from_followed(&FollowedRun {
@@ -56,9 +58,10 @@ pub(crate) fn input(
     progress(Some(STAGES[2]));
     match &storage {
         Some(_) if d.tensors.is_empty() => input.no_tensors(),
-        // The dashboard keeps summaries, not every value: the report's scalars are read from
-        // the run (one-number records only), outside the lock.
-        Some(_) => scalars = true,
+        // The report's scalars are the follower's summaries (nothing is read again): each
+        // series' first and last value and every bucket's lowest and highest, values of the
+        // run's files at their steps.
+        Some(_) => scalars = Some(summaries_as_series(&d.scalars)),
         None => {
             let why = d
                 .open_error
@@ -76,10 +79,37 @@ pub(crate) fn input(
         .map(|s| s.rules.clone())
         .unwrap_or_default();
     drop(d);
-    if let (true, Some(storage)) = (scalars, &storage) {
-        input.scalars_of_run(&location, storage, &LoadOptions::default());
+    if let Some(series) = scalars {
+        input.scalars_from_series(series, &LoadOptions::default());
     }
     input.with_rules(rules)
+}
+
+/// The scalars as the report draws them, from the follower's summaries: per scalar and mode,
+/// the first and last value and each bucket's lowest and highest, in step order, each once (at
+/// most 2 × [`BUCKETS`](crate::summary::BUCKETS) + 2 points, whatever the run's length).
+fn summaries_as_series(summaries: &ScalarSummaries) -> Vec<ScalarSeries> {
+    summaries
+        .iter()
+        .map(|(name, track)| ScalarSeries {
+            name: name.clone(),
+            modes: track
+                .iter()
+                .map(|(&mode, series)| {
+                    let mut points: Vec<(u64, f64)> = series
+                        .first()
+                        .into_iter()
+                        .chain(series.buckets().iter().flat_map(|(_, b)| [b.min, b.max]))
+                        .chain(series.last())
+                        .map(|p| (p.step, p.value))
+                        .collect();
+                    points.sort_by_key(|p| p.0);
+                    points.dedup_by_key(|p| p.0);
+                    (mode, points)
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -87,6 +117,31 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
+
+    #[test]
+    fn the_reports_scalars_are_the_summaries_ends_and_extremes_whatever_the_length() {
+        let value =
+            |s: u64| ((s * 7919) % 1000) as f64 / 10.0 + if s == 31_337 { 500.0 } else { 0.0 };
+        let points: Vec<(u64, f64, f64)> =
+            (0..100_000u64).map(|s| (s, value(s), s as f64)).collect();
+        let mut summaries = ScalarSummaries::default();
+        summaries.add(vec![("loss".to_owned(), smdebug_core::Mode::Train, points)]);
+        let series = summaries_as_series(&summaries);
+        assert_eq!(series.len(), 1);
+        let (mode, points) = &series[0].modes[0];
+        assert_eq!(*mode, smdebug_core::Mode::Train);
+        assert!(
+            points.len() <= 2 * crate::summary::BUCKETS + 2,
+            "{}",
+            points.len()
+        );
+        assert_eq!(points.first(), Some(&(0, value(0))));
+        assert_eq!(points.last(), Some(&(99_999, value(99_999))));
+        assert!(points.contains(&(31_337, value(31_337))), "the spike");
+        assert!(points.windows(2).all(|w| w[0].0 < w[1].0), "in step order");
+        // Each point is the run's value at its step.
+        assert!(points.iter().all(|&(s, v)| v == value(s)));
+    }
 
     #[test]
     fn a_build_reports_its_stages_in_order_and_ends_with_none() {
