@@ -123,7 +123,7 @@ impl Needs {
     pub fn tensor_names(&self, rule: &str, trial: &Trial) -> Result<Vec<String>> {
         let mut names = std::collections::BTreeSet::new();
         for selection in &self.reads {
-            names.extend(selection.names(rule, trial)?);
+            names.extend(selection.names(rule, trial)?.iter().cloned());
         }
         Ok(names.into_iter().collect())
     }

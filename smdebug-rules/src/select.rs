@@ -2,10 +2,11 @@
 //! rule shares.
 
 use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use ndarray::ArrayD;
 use smdebug_core::{CaptureRequest, Mode, PyRegex, Reduction, ReductionOp, SaveConfig};
-use smdebug_read::trial::{TensorValue, Trial};
+use smdebug_read::trial::{NamesKey, TensorValue, Trial};
 
 use serde::{Deserialize, Serialize};
 
@@ -70,6 +71,40 @@ pub struct TensorSelection {
     exact: Vec<String>,
     /// With neither collections nor regexes: `true` selects every tensor, `false` none.
     empty_selects_all: bool,
+    /// The names last selected, and where the trial's names stood then.
+    memo: NamesMemo,
+}
+
+/// A selection's names as last worked out, kept while the trial's names and collections stay
+/// where they were ([`Trial::names_key`]): a rule asks at every step, and matching every name
+/// against the patterns again each time was most of a long run's rule evaluation.
+#[derive(Default)]
+struct NamesMemo(Mutex<Option<(NamesKey, Arc<[String]>)>>);
+
+impl NamesMemo {
+    fn get(&self, key: NamesKey) -> Option<Arc<[String]>> {
+        let memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        memo.as_ref()
+            .filter(|(k, _)| *k == key)
+            .map(|(_, names)| Arc::clone(names))
+    }
+
+    fn set(&self, key: NamesKey, names: Arc<[String]>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some((key, names));
+    }
+}
+
+/// A copy starts with nothing kept (it may be used with another trial).
+impl Clone for NamesMemo {
+    fn clone(&self) -> Self {
+        NamesMemo::default()
+    }
+}
+
+impl std::fmt::Debug for NamesMemo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NamesMemo")
+    }
 }
 
 /// A loss by its name, for runs without a `losses` collection: a name containing `loss`
@@ -87,6 +122,7 @@ impl TensorSelection {
             regexes: compile_all(rule, patterns)?,
             exact: Vec::new(),
             empty_selects_all: true,
+            memo: NamesMemo::default(),
         })
     }
 
@@ -241,20 +277,32 @@ impl TensorSelection {
         self.regexes.iter().any(|r| r.is_match(name))
     }
 
-    /// The selected tensor names, sorted.
-    pub fn names(&self, rule: &str, trial: &Trial) -> Result<Vec<String>> {
+    /// The selected tensor names, sorted. Worked out again only when the trial's names or
+    /// collections moved since the last call ([`Trial::names_key`]).
+    pub fn names(&self, rule: &str, trial: &Trial) -> Result<Arc<[String]>> {
         if self.is_empty() && !self.empty_selects_all {
-            return Ok(Vec::new());
+            return Ok(Arc::from([]));
         }
+        let read = |e| read_error(rule, 0, e);
+        let key = trial.names_key().map_err(read)?;
+        if let Some(names) = self.memo.get(key) {
+            return Ok(names);
+        }
+        let names: Arc<[String]> = self.select(rule, trial)?.into();
+        self.memo.set(key, Arc::clone(&names));
+        Ok(names)
+    }
+
+    /// The selected names, matched now.
+    fn select(&self, rule: &str, trial: &Trial) -> Result<Vec<String>> {
         let read = |e| read_error(rule, 0, e);
         let all = trial.tensor_names().map_err(read)?;
         if self.is_empty() {
             return Ok(all);
         }
         let mut out: BTreeSet<String> = all
-            .iter()
+            .into_iter()
             .filter(|n| self.matches_regex(n) || self.exact.contains(n))
-            .cloned()
             .collect();
         for c in &self.collections {
             match trial.tensor_names_filtered(Some(c), None) {
@@ -339,9 +387,10 @@ impl TensorSelection {
         F: FnMut(&str) -> Result<Option<T>>,
     {
         let names = self.names(rule, trial)?;
-        Ok(names
-            .into_iter()
-            .filter_map(move |name| read(&name).transpose().map(|r| r.map(|v| (name, v)))))
+        Ok((0..names.len()).filter_map(move |i| {
+            let name = &names[i];
+            read(name).transpose().map(|r| r.map(|v| (name.clone(), v)))
+        }))
     }
 }
 

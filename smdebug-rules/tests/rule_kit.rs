@@ -96,7 +96,7 @@ fn an_emptied_only_selection_selects_nothing_and_an_empty_new_one_everything() {
     assert!(nothing.names("Kit", &trial).unwrap().is_empty());
     let everything = TensorSelection::new("Kit", &[], &[]).unwrap();
     assert_eq!(
-        everything.names("Kit", &trial).unwrap(),
+        everything.names("Kit", &trial).unwrap().to_vec(),
         trial.tensor_names().unwrap()
     );
 }

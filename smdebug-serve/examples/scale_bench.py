@@ -15,7 +15,7 @@ loaded; the last scalar in name order, `metric_49`, complete), the server's resi
 meaningful paint in headless Chromium (the `first_paint` example) and the memory after the page
 loaded. `tensorboard` starts `tensorboard --logdir RUN/tensorboard` and measures its time to
 first scalar (`loss` in the TRAIN run), the time until its `loss` series reaches the last step,
-and its memory. Standard library only; prints one JSON object.
+and its memory and CPU time (with its data server's). Standard library only; prints one JSON object.
 """
 
 import json
@@ -60,6 +60,21 @@ def tree_rss_mb(pid):
         p = todo.pop()
         try:
             total += rss_mb(p)[0]
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except FileNotFoundError:
+            pass
+    return total
+
+
+def tree_cpu_s(pid):
+    """User + system CPU seconds of a process and of all its descendants still running."""
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            total += cpu_s(p)
             for task in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{task}/children") as f:
                     todo.extend(int(c) for c in f.read().split())
@@ -178,6 +193,7 @@ def tensorboard(binary, run):
                 out["first_scalar_s"] = round(now, 3)
             if data and data[-1][1] == LAST_STEP:
                 out["last_step_s"] = round(now, 3)
+                out["cpu_s_last_step"] = round(tree_cpu_s(proc.pid), 2)
                 out["points_sent_for_loss"] = len(data)
                 break
             if now > LIMIT_S:

@@ -281,6 +281,20 @@ pub struct Trial {
     decoded: decoded::DecodedAhead,
     /// Whether queries look for new files ([`TrialOptions::auto_refresh`] at opening).
     auto_refresh: AtomicBool,
+    /// This trial among the process's trials (in its [`NamesKey`]s).
+    id: u64,
+}
+
+/// Where a [`Trial`]'s tensor names and collections stand ([`Trial::names_key`]). Names and
+/// collections files are only ever added, so two equal keys of the same trial mean the same
+/// [`Trial::tensor_names`] and the same members of every collection; keys of two trials never
+/// compare equal. A caller that matches names against patterns at every step (a rule's
+/// selection) keeps its result under this key and matches again only when it moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NamesKey {
+    trial: u64,
+    collection_files: usize,
+    names: usize,
 }
 
 impl Trial {
@@ -335,6 +349,10 @@ impl Trial {
                 options.tensor_source.clone(),
             )),
             auto_refresh: AtomicBool::new(options.auto_refresh),
+            id: {
+                static TRIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                TRIALS.fetch_add(1, Ordering::Relaxed)
+            },
             options,
         };
         {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use smdebug_core::{Collection, EndReason, Mode, PyRegex};
 
 use super::state::State;
-use super::{RepeatedName, StepState, Trial, TrialInfo, num_workers};
+use super::{NamesKey, RepeatedName, StepState, Trial, TrialInfo, num_workers};
 use crate::error::{Error, Result};
 
 impl Trial {
@@ -17,6 +17,17 @@ impl Trial {
     /// [`TrialTensor::reduction_value`](super::TrialTensor::reduction_value).
     pub fn tensor_names(&self) -> Result<Vec<String>> {
         Ok(self.fresh()?.listed.keys().cloned().collect())
+    }
+
+    /// Where the tensor names and collections stand now (new files looked for first, as
+    /// [`tensor_names`](Self::tensor_names) does): see [`NamesKey`].
+    pub fn names_key(&self) -> Result<NamesKey> {
+        let st = self.fresh()?;
+        Ok(NamesKey {
+            trial: self.id,
+            collection_files: st.collection_files(),
+            names: st.listed.len(),
+        })
     }
 
     /// Tensor names saved in `mode` (`None` or `Global`: every name), or at one `step` of

@@ -259,11 +259,11 @@ impl TensorRule for SaturatedActivation {
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        for name in self.selection.names(Self::NAME, trial)? {
-            let Some((lo, hi)) = self.bounds(&name) else {
+        for name in self.selection.names(Self::NAME, trial)?.iter() {
+            let Some((lo, hi)) = self.bounds(name) else {
                 continue;
             };
-            let Some(v) = crate::select::value_at(Self::NAME, trial, &name, step)? else {
+            let Some(v) = crate::select::value_at(Self::NAME, trial, name, step)? else {
                 continue;
             };
             let activity = unit_activity(&v, |x| x > lo && x < hi);
@@ -283,7 +283,7 @@ impl TensorRule for SaturatedActivation {
                     100.0 - self.params.threshold_inactivity
                 ));
                 result.evidence.push(
-                    Evidence::new(&name, step, "saturated_units_percent", percent)
+                    Evidence::new(name, step, "saturated_units_percent", percent)
                         .limit(self.params.threshold_layer),
                 );
             }

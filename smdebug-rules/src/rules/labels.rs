@@ -428,7 +428,7 @@ impl Confusion {
 
     fn find(&self, trial: &Trial, name: &str, collection: &str) -> Result<Vec<String>> {
         let sel = TensorSelection::new(Self::NAME, &[collection.to_string()], &[])?;
-        let mut names = sel.names(Self::NAME, trial)?;
+        let mut names = sel.names(Self::NAME, trial)?.to_vec();
         let all = trial
             .tensor_names()
             .map_err(|e| crate::select::read_error(Self::NAME, 0, e))?;

@@ -465,7 +465,7 @@ impl TensorRule for Overfit {
             return Ok(result);
         };
         let p = &self.params;
-        for name in self.losses.names(Self::NAME, trial)? {
+        for name in self.losses.names(Self::NAME, trial)?.iter() {
             let ph = self.phases.entry(name.clone()).or_default();
             // Block boundaries follow the run's modes, whether or not the loss was saved here.
             if ph.last_mode != Some(mode) {
@@ -489,7 +489,7 @@ impl TensorRule for Overfit {
                 }
                 ph.last_mode = Some(mode);
             }
-            let Some(loss) = scalar_at(Self::NAME, trial, &name, step, None)? else {
+            let Some(loss) = scalar_at(Self::NAME, trial, name, step, None)? else {
                 continue;
             };
             match mode {
@@ -540,7 +540,7 @@ impl TensorRule for Overfit {
                             ph.streak
                         ));
                         result.evidence.push(
-                            Evidence::new(&name, step, "val_train_ratio", ratio)
+                            Evidence::new(name, step, "val_train_ratio", ratio)
                                 .limit(p.ratio_threshold),
                         );
                     }

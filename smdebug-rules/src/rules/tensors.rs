@@ -59,8 +59,8 @@ impl TensorRule for ExplodingTensor {
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
         let mut bad = Vec::new();
-        for name in self.selection.names(Self::NAME, trial)? {
-            let (nans, infs) = match value_at(Self::NAME, trial, &name, step)? {
+        for name in self.selection.names(Self::NAME, trial)?.iter() {
+            let (nans, infs) = match value_at(Self::NAME, trial, name, step)? {
                 Some(v) => (
                     v.iter().filter(|x| x.is_nan()).count() as f64,
                     v.iter().filter(|x| x.is_infinite()).count() as f64,
@@ -70,14 +70,14 @@ impl TensorRule for ExplodingTensor {
                     let nan = reduction_at(
                         Self::NAME,
                         trial,
-                        &name,
+                        name,
                         step,
                         Reduction::new(ReductionOp::NanCount),
                     )?;
                     let inf = reduction_at(
                         Self::NAME,
                         trial,
-                        &name,
+                        name,
                         step,
                         Reduction::new(ReductionOp::InfCount),
                     )?;
@@ -91,10 +91,10 @@ impl TensorRule for ExplodingTensor {
             let infs = if self.params.only_nan { 0.0 } else { infs };
             if nans > 0.0 || infs > 0.0 {
                 if nans > 0.0 {
-                    result.add_evidence(Evidence::new(&name, step, "nan_count", nans));
+                    result.add_evidence(Evidence::new(name, step, "nan_count", nans));
                 }
                 if infs > 0.0 {
-                    result.add_evidence(Evidence::new(&name, step, "inf_count", infs));
+                    result.add_evidence(Evidence::new(name, step, "inf_count", infs));
                 }
                 bad.push(format!("{name} ({nans} NaN, {infs} Inf)"));
             }
@@ -255,14 +255,14 @@ impl TensorRule for TensorVariance {
 
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
-        for name in self.selection.names(Self::NAME, trial)? {
-            let variance = match value_at(Self::NAME, trial, &name, step)? {
+        for name in self.selection.names(Self::NAME, trial)?.iter() {
+            let variance = match value_at(Self::NAME, trial, name, step)? {
                 Some(v) if v.len() < 2 => continue,
                 Some(v) => crate::select::reduce(&v, Reduction::new(ReductionOp::Variance)),
                 None => match reduction_at(
                     Self::NAME,
                     trial,
-                    &name,
+                    name,
                     step,
                     Reduction::new(ReductionOp::Variance),
                 )? {
@@ -279,7 +279,7 @@ impl TensorRule for TensorVariance {
             if let Some(limit) = high.or(low) {
                 let dir = if high.is_some() { "above" } else { "below" };
                 result.fire(format!("{name}: variance {variance:.3e} {dir} {limit}"));
-                result.add_evidence(Evidence::new(&name, step, "variance", variance).limit(limit));
+                result.add_evidence(Evidence::new(name, step, "variance", variance).limit(limit));
             }
         }
         Ok(result)

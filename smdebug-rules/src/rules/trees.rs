@@ -87,8 +87,8 @@ impl FeatureImportanceOverweight {
     fn split_counts(&mut self, trial: &Trial, step: u64) -> Result<Vec<(String, f64)>> {
         if self.counted_through.is_none_or(|c| step > c) {
             self.counted_through = Some(step);
-            for name in self.trees.names(Self::NAME, trial)? {
-                for feature in strings_at(Self::NAME, trial, &name, step)?.unwrap_or_default() {
+            for name in self.trees.names(Self::NAME, trial)?.iter() {
+                for feature in strings_at(Self::NAME, trial, name, step)?.unwrap_or_default() {
                     if feature != "Leaf" {
                         *self.splits.entry(feature).or_insert(0) += 1;
                     }
