@@ -134,6 +134,13 @@ impl RunnerHandle {
         self.shared.lock().ok().and_then(|s| s.clone())
     }
 
+    /// What wakes the runner for a look now, rather than at its next poll: for a writer in
+    /// the same process to call once it has written a step, so that the runner can poll
+    /// seldom and still evaluate each step as soon as it is in storage.
+    pub fn waker(&self) -> RunnerWaker {
+        RunnerWaker(self.thread.as_ref().map(|t| t.thread().clone()))
+    }
+
     /// Whether the runner has finished (the run ended, or it was cancelled, or it failed).
     pub fn is_finished(&self) -> bool {
         self.thread.as_ref().is_none_or(|t| t.is_finished())
@@ -157,6 +164,21 @@ impl RunnerHandle {
         match self.thread.take() {
             Some(t) => t.join().map_err(|_| Error::RunnerPanicked)?,
             None => Err(Error::RunnerJoined),
+        }
+    }
+}
+
+/// Wakes a following runner for a look now ([`RunnerHandle::waker`]). Waking a runner that is
+/// looking already makes it look once more when it is done; waking one that has ended does
+/// nothing.
+#[derive(Clone, Debug)]
+pub struct RunnerWaker(Option<std::thread::Thread>);
+
+impl RunnerWaker {
+    /// Wakes the runner.
+    pub fn wake(&self) {
+        if let Some(thread) = &self.0 {
+            thread.unpark();
         }
     }
 }

@@ -515,6 +515,8 @@ impl<H: Capture> Session<H> {
             return;
         };
         let result = if end.summary.end_marker_written {
+            // A look now finds the end marker, rather than the next poll.
+            runner.waker().wake();
             let deadline = Instant::now() + self.finish_timeout;
             while !runner.is_finished() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));
