@@ -1,6 +1,6 @@
 //! What a whole smdebug session costs a candle training loop, measured side by side: the
-//! `candle_cnn` network (18.4k parameters, batch 32 of 28×28 digits, about 46 ms a step on two
-//! cores) trained for the same steps on the same batches, with and without a session:
+//! `candle_cnn` network (18.4k parameters, batch 32 of 28×28 digits by default, 30-50 ms a step
+//! on two cores) trained for the same steps on the same batches, with and without a session:
 //!
 //! | variant | the session |
 //! | --- | --- |
@@ -24,7 +24,15 @@
 //! calls between the framework's work (the next batch, the saves, the step boundary; the
 //! forward, backward and optimizer scopes add two clock reads each, not counted), and the CPU
 //! time of the session's threads (writer, sampler, span writer, rules, stop watcher, config
-//! follower, code profiler), per step and as a share of the bare loop's median step.
+//! follower, code profiler), per step and as a share of the bare loop's median step. Each of
+//! those threads is also counted alone: its CPU time (`/proc/self/task/*/schedstat`, in
+//! nanoseconds) and how often it went to sleep and woke again (its voluntary context
+//! switches, `/proc/self/task/*/status`), a step; these counts hardly move with the machine's
+//! load, where the percentages do.
+//!
+//! `--batch N` sets the batch (32 by default): the step's length follows it, so that one
+//! command measures a ~30 ms loop and a ~5 ms one the same way; the table prints the bare step
+//! it got.
 //!
 //! `--only <variant>` runs one variant in this process and prints its figures on one line
 //! (what the quads run); besides the table's variants it takes `idle session`, `steps only`
@@ -32,7 +40,7 @@
 //! comes from.
 //!
 //! ```sh
-//! cargo run --release -p smdebug-candle --example session_cost -- [--rounds 4] [--steps 150] [--variants "everything on,capture only"]
+//! cargo run --release -p smdebug-candle --example session_cost -- [--rounds 4] [--steps 150] [--batch 32] [--variants "everything on,capture only"]
 //! ```
 
 use std::time::{Duration, Instant};
@@ -48,6 +56,8 @@ use smdebug_examples::overhead::{median, number_arg};
 #[allow(dead_code)] // accuracy: this example measures time only
 mod cnn;
 use cnn::{BATCH, Cnn, SIDE};
+
+use std::collections::BTreeMap;
 
 type BoxError = Box<dyn std::error::Error>;
 
@@ -74,45 +84,94 @@ struct Timing {
     /// Seconds the loop's thread spent inside the session's calls between the framework's work
     /// (the next batch, saving, the step boundary), summed over the steps.
     in_loop: f64,
-    /// CPU seconds of the session's own threads (named `smdebug-…`) while it ran.
-    background: f64,
+    /// CPU time and wake-ups of each of the session's own threads (named `smdebug-…`) while
+    /// it ran, by name.
+    threads: BTreeMap<String, ThreadUse>,
 }
 
-/// CPU seconds used so far by this process's threads whose name starts with `smdebug-`
-/// (`/proc/self/task/*/stat`, in the kernel's 100 Hz user ticks).
-fn session_threads_cpu() -> f64 {
+/// What one of the session's threads (or all of them with one name) used.
+#[derive(Clone, Copy, Debug, Default)]
+struct ThreadUse {
+    /// CPU seconds.
+    cpu: f64,
+    /// Times it went to sleep and was woken (voluntary context switches).
+    wakeups: f64,
+    /// Times the scheduler took the core from it (involuntary context switches).
+    preempted: f64,
+}
+
+impl ThreadUse {
+    fn add(&mut self, other: ThreadUse) {
+        self.cpu += other.cpu;
+        self.wakeups += other.wakeups;
+        self.preempted += other.preempted;
+    }
+
+    fn per(self, n: f64) -> ThreadUse {
+        ThreadUse {
+            cpu: self.cpu / n,
+            wakeups: self.wakeups / n,
+            preempted: self.preempted / n,
+        }
+    }
+}
+
+/// CPU time and context switches so far of this process's threads whose name starts with
+/// `smdebug-`, summed by name: CPU from `/proc/self/task/*/schedstat` (nanoseconds; the
+/// kernel's 100 Hz ticks of `stat` without it), switches from `/proc/self/task/*/status`.
+fn session_threads() -> BTreeMap<String, ThreadUse> {
+    let mut by_name = BTreeMap::<String, ThreadUse>::new();
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return f64::NAN;
+        return by_name;
     };
-    let mut ticks = 0u64;
     for task in tasks.flatten() {
         let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        let comm = comm.trim();
         if !comm.starts_with("smdebug-") {
             continue;
         }
-        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
+        let cpu = std::fs::read_to_string(task.path().join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            .map_or_else(|| stat_ticks(&task.path()) / 100.0, |ns| ns as f64 / 1e9);
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+                .unwrap_or(0.0)
         };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        // After the name: state is field 3 of the line; utime and stime are fields 14 and 15.
-        for i in [11, 12] {
-            ticks += fields
-                .get(i)
-                .and_then(|f| f.parse::<u64>().ok())
-                .unwrap_or(0);
-        }
+        by_name.entry(comm.to_owned()).or_default().add(ThreadUse {
+            cpu,
+            wakeups: field("voluntary_ctxt_switches:"),
+            preempted: field("nonvoluntary_ctxt_switches:"),
+        });
     }
-    ticks as f64 / 100.0
+    by_name
+}
+
+/// A task's user and system time in the kernel's 100 Hz ticks (`stat`'s utime and stime).
+fn stat_ticks(task: &std::path::Path) -> f64 {
+    let stat = std::fs::read_to_string(task.join("stat")).unwrap_or_default();
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state is field 3 of the line; utime and stime are fields 14 and 15.
+    [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<f64>().ok())
+        .sum()
 }
 
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quads: usize = number_arg(&args, "--rounds", 4)?;
     let steps: usize = number_arg(&args, "--steps", 150)?;
+    let batch: usize = number_arg(&args, "--batch", BATCH)?;
     if let Some(i) = args.iter().position(|a| a == "--only") {
         let name = args.get(i + 1).ok_or("--only needs a variant's name")?;
-        return only(name, steps);
+        return only(name, steps, batch);
     }
     let variants: Vec<String> = match args.iter().position(|a| a == "--variants") {
         Some(i) => args
@@ -126,10 +185,10 @@ fn main() -> Result<(), BoxError> {
     let mut quads_of: Vec<Vec<Quad>> = vec![Vec::new(); variants.len()];
     for q in 0..quads {
         for (v, name) in variants.iter().enumerate() {
-            let bare = child("no session", steps)?;
-            let first = child(name, steps)?;
-            let second = child(name, steps)?;
-            let bare_again = child("no session", steps)?;
+            let bare = child("no session", steps, batch)?;
+            let first = child(name, steps, batch)?;
+            let second = child(name, steps, batch)?;
+            let bare_again = child("no session", steps, batch)?;
             println!(
                 "quad {q}: no session {:.2} ms, {name} {:.2} and {:.2} ms, no session {:.2} ms",
                 bare.step * 1e3,
@@ -143,12 +202,13 @@ fn main() -> Result<(), BoxError> {
             });
         }
     }
-    print_table(steps, &variants, &quads_of);
+    print_table(steps, batch, &variants, &quads_of);
+    print_threads(&variants, &quads_of);
     Ok(())
 }
 
 /// What one process measured: its median step and the session's own costs.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Measured {
     /// Median seconds per step.
     step: f64,
@@ -159,6 +219,8 @@ struct Measured {
     in_loop: f64,
     /// CPU seconds per step of the session's threads.
     threads: f64,
+    /// Each of the session's threads, a step.
+    each: BTreeMap<String, ThreadUse>,
 }
 
 /// Two bare processes around two of a variant.
@@ -169,10 +231,11 @@ struct Quad {
 }
 
 /// Runs this example again as `--only name`, in a fresh process, and reads what it measured.
-fn child(name: &str, steps: usize) -> Result<Measured, BoxError> {
+fn child(name: &str, steps: usize, batch: usize) -> Result<Measured, BoxError> {
     let exe = std::env::current_exe()?;
     let out = std::process::Command::new(exe)
         .args(["--only", name, "--steps", &steps.to_string()])
+        .args(["--batch", &batch.to_string()])
         .output()?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
@@ -192,27 +255,47 @@ fn child(name: &str, steps: usize) -> Result<Measured, BoxError> {
         .split_whitespace()
         .map(str::parse)
         .collect::<Result<_, _>>()?;
-    let [step, start, finish, in_loop, threads] = f[..] else {
+    let [step, start, finish, in_loop] = f[..] else {
         return Err(format!("the {name:?} process printed {line:?}").into());
     };
+    let mut each = BTreeMap::new();
+    for line in stdout.lines().filter_map(|l| l.strip_prefix("thread ")) {
+        let mut words = line.split_whitespace();
+        let thread = words.next().unwrap_or_default().to_owned();
+        let f: Vec<f64> = words.map(str::parse).collect::<Result<_, _>>()?;
+        let [cpu, wakeups, preempted] = f[..] else {
+            return Err(format!("the {name:?} process printed thread {line:?}").into());
+        };
+        each.insert(
+            thread,
+            ThreadUse {
+                cpu,
+                wakeups,
+                preempted,
+            },
+        );
+    }
     Ok(Measured {
         step,
         start,
         finish,
         in_loop,
-        threads,
+        threads: each.values().map(|t| t.cpu).sum(),
+        each,
     })
 }
 
-/// Runs variant `name` once, in this process, after a warm-up, and prints what it measured on
-/// one line (`measured <median step> <start> <finish> <in loop> <threads>`, seconds). Besides
+/// Runs variant `name` once, in this process, after a warm-up, with batches of `batch`, and
+/// prints what it measured: one line `measured <median step> <start> <finish> <in loop>`
+/// (seconds; the last a step), then a line `thread <name> <CPU seconds> <wake-ups>
+/// <preemptions>` a step for each of the session's threads. Besides
 /// the table's variants: `idle session` (a capture-only session started, the loop making none
 /// of its calls), `steps only` (only `session.step()`), `wrapped layers` (that and the hook's
 /// layer wrappers).
-fn only(name: &str, steps: usize) -> Result<(), BoxError> {
+fn only(name: &str, steps: usize, batch: usize) -> Result<(), BoxError> {
     let mut data = AugmentedDigits::load(SIDE)?;
     let batches: Vec<(Tensor, Tensor)> = (0..steps)
-        .map(|_| cnn::tensors(data.batch(BATCH)))
+        .map(|_| cnn::tensors(data.batch(batch)))
         .collect::<Result<_, _>>()?;
     train(&batches[..20], None, Calls::ALL)?; // warm-up: allocator, thread pools, page cache
     let calls = Calls::of(name);
@@ -237,13 +320,19 @@ fn only(name: &str, steps: usize) -> Result<(), BoxError> {
     let t = t?;
     let n = t.steps.len() as f64;
     println!(
-        "measured {} {} {} {} {}",
+        "measured {} {} {} {}",
         median(&t.steps),
         t.start,
         t.finish,
         t.in_loop / n,
-        t.background / n
     );
+    for (thread, used) in &t.threads {
+        let used = used.per(n);
+        println!(
+            "thread {thread} {} {} {}",
+            used.cpu, used.wakeups, used.preempted
+        );
+    }
     Ok(())
 }
 
@@ -390,7 +479,7 @@ fn train(
                 start,
                 finish,
                 in_loop: 0.0,
-                background: 0.0,
+                threads: BTreeMap::new(),
             });
         }
     };
@@ -426,7 +515,7 @@ fn train(
             return Err("a rule stopped the measured run; its figures would not compare".into());
         }
     }
-    let background = session_threads_cpu();
+    let threads = session_threads();
     let closing = Instant::now();
     let summary = session.finish()?;
     let finish = closing.elapsed().as_secs_f64();
@@ -438,7 +527,7 @@ fn train(
         start,
         finish,
         in_loop,
-        background,
+        threads,
     })
 }
 
@@ -464,9 +553,9 @@ impl Layers {
 /// Each variant's median step, its cost over the bare loop (the median over quads of the
 /// variant's mean against the same quad's bare mean), the session's start and finish, its
 /// own costs, and how far apart the bare processes of a quad landed.
-fn print_table(steps: usize, variants: &[String], quads_of: &[Vec<Quad>]) {
+fn print_table(steps: usize, batch: usize, variants: &[String], quads_of: &[Vec<Quad>]) {
     println!(
-        "\nmedian step, {} quads of fresh processes (bare, variant, variant, bare) of {steps} steps, batch {BATCH}, 28x28 CNN (18.4k parameters), candle CPU:",
+        "\nmedian step, {} quads of fresh processes (bare, variant, variant, bare) of {steps} steps, batch {batch}, 28x28 CNN (18.4k parameters), candle CPU:",
         quads_of.first().map_or(0, Vec::len)
     );
     println!(
@@ -483,7 +572,7 @@ fn print_table(steps: usize, variants: &[String], quads_of: &[Vec<Quad>]) {
     let all: Vec<&Quad> = quads_of.iter().flatten().collect();
     let bare = median(
         &all.iter()
-            .flat_map(|q| q.bare.map(|m| m.step))
+            .flat_map(|q| q.bare.iter().map(|m| m.step))
             .collect::<Vec<_>>(),
     );
     println!("{:<16} {:>7.2} ms", "no session", bare * 1e3);
@@ -526,5 +615,48 @@ fn print_table(steps: usize, variants: &[String], quads_of: &[Vec<Quad>]) {
         "noise: a quad's two bare processes differ by {:.2} % (median), {:.2} % at most",
         median(&apart),
         apart.iter().fold(0.0f64, |m, x| m.max(*x))
+    );
+}
+
+/// Each of the session's threads in each variant: the median over the variant's processes of
+/// its CPU time, wake-ups and preemptions a step (a thread missing from a process, ended before
+/// the loop did, counts as nothing there).
+fn print_threads(variants: &[String], quads_of: &[Vec<Quad>]) {
+    println!(
+        "\nthe session's threads, a step (median over processes): CPU µs, wake-ups, preemptions"
+    );
+    for (name, quads) in variants.iter().zip(quads_of) {
+        let processes: Vec<&Measured> = quads.iter().flat_map(|q| q.variant.iter()).collect();
+        let threads: std::collections::BTreeSet<&String> =
+            processes.iter().flat_map(|m| m.each.keys()).collect();
+        println!("{name}:");
+        let mut total = ThreadUse::default();
+        for thread in threads {
+            let of = |f: fn(&ThreadUse) -> f64| {
+                median(
+                    &processes
+                        .iter()
+                        .map(|m| m.each.get(thread).map_or(0.0, f))
+                        .collect::<Vec<_>>(),
+                )
+            };
+            let used = ThreadUse {
+                cpu: of(|t| t.cpu),
+                wakeups: of(|t| t.wakeups),
+                preempted: of(|t| t.preempted),
+            };
+            total.add(used);
+            print_thread(thread, used);
+        }
+        print_thread("all (sum of medians)", total);
+    }
+}
+
+fn print_thread(name: &str, used: ThreadUse) {
+    println!(
+        "  {name:<24} {:>9.1} µs {:>8.2} wake-ups {:>8.2} preempted",
+        used.cpu * 1e6,
+        used.wakeups,
+        used.preempted
     );
 }

@@ -532,3 +532,42 @@ fn a_hook_writes_a_readable_run_through_the_writer() {
         Some(EndReason::Completed)
     );
 }
+
+/// The writer tells `on_step_written` of each step it wrote, in order, once the step's event
+/// and index files are both in storage (a reader woken then finds the step), and of no step
+/// that saved nothing.
+#[test]
+fn on_step_written_is_told_each_written_step_once_its_files_are_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = open_storage(dir.path()).unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let told = {
+        let (seen, storage) = (seen.clone(), storage.clone());
+        move |step: u64| {
+            let worker = layout::worker_name(0);
+            let there = |path: String| storage.size(&path).unwrap().is_some();
+            let both = there(layout::event_file(step, &worker))
+                && there(layout::index_file(step, &worker));
+            seen.lock().unwrap().push((step, both));
+        }
+    };
+    let writer = Writer::builder(storage.clone())
+        .on_step_written(told)
+        .build()
+        .unwrap();
+    let mut hook = Hook::builder()
+        .save_config(SaveConfig::every(2))
+        .build(writer)
+        .unwrap();
+    for step in 0..6u64 {
+        hook.save_scalar("loss", step as f64, &["losses"]);
+        hook.step();
+    }
+    hook.close();
+    drop(hook);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(0, true), (2, true), (4, true)],
+        "steps 1, 3 and 5 saved nothing"
+    );
+}

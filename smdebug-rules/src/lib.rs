@@ -85,7 +85,9 @@ pub use rule::{
     Evidence, LookBack, Needs, ProfilerInput, ProfilerNeeds, ProfilerRule, Rule, RuleInput,
     RuleResult, TensorRule,
 };
-pub use runner::{NoDestination, ReportPlan, Reporter, RuleRunner, RunState, RunnerHandle};
+pub use runner::{
+    NoDestination, ReportPlan, Reporter, RuleRunner, RunState, RunnerHandle, RunnerWaker,
+};
 pub use select::{TensorSelection, value_at};
 pub use smdebug_core::CaptureRequest;
 pub use status::{

@@ -213,6 +213,42 @@ fn a_rule_that_fires_with_a_stop_action_stops_the_job_early() {
     );
 }
 
+/// The rules of a job of one process look when its writer has written a step, not only at
+/// their poll: with a poll of an hour, the rule still stops the job early, and the session
+/// still finishes at once (the end marker wakes them too).
+#[test]
+fn rules_woken_by_the_writer_stop_the_job_without_waiting_for_their_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let (train, eval) = digits();
+    let mut session = builder(&run)
+        .no_system()
+        .save(SaveConfig::every(1))
+        .rules_poll_interval(Duration::from_secs(3600))
+        .rule_spec(
+            RuleSpec::parse("ExplodingTensor")
+                .unwrap()
+                .action(ActionConfig::StopTraining),
+        )
+        .start()
+        .unwrap();
+    let cfg = TrainConfig {
+        epochs: 20,
+        bug: Some(Bug::ExplodingLoss),
+        ..TrainConfig::default()
+    };
+    let trained = train_in_session(&cfg, &train, &eval, &mut session);
+    let summary = session.finish().unwrap();
+    let planned = (cfg.epochs * train.len().div_ceil(cfg.batch_size)) as u64;
+    assert!(trained.stopped.is_some(), "{summary}");
+    assert!(trained.steps < planned, "{summary}");
+    assert_eq!(
+        status(&summary, "ExplodingTensor").status,
+        Status::IssuesFound
+    );
+    assert!(summary.problems.is_empty(), "{summary}");
+}
+
 #[test]
 fn dropping_a_session_ends_the_run_like_finish() {
     let dir = tempfile::tempdir().unwrap();

@@ -52,8 +52,8 @@ use smdebug_core::{Record, Sink};
 
 use crate::error::{Error, Result};
 use queue::{Msg, Queue};
-pub use shared::OverflowPolicy;
 use shared::Shared;
+pub use shared::{OverflowPolicy, StepWritten};
 use smdebug_format::layout;
 use smdebug_format::record::PayloadChecksum;
 use smdebug_storage::{Storage, open_storage};
@@ -159,6 +159,7 @@ pub struct WriterBuilder {
     tensorboard: bool,
     tensorboard_file_bytes: u64,
     shutdown_timeout: Duration,
+    on_step_written: Option<StepWritten>,
 }
 
 impl WriterBuilder {
@@ -216,6 +217,14 @@ impl WriterBuilder {
         self
     }
 
+    /// Calls `told` on the writer thread each time a step's event and index files are written
+    /// (after both are in storage), with the step. It runs between the writer's own work, so
+    /// it should only wake someone (a rule runner in the process). Default: none.
+    pub fn on_step_written(mut self, told: impl Fn(u64) + Send + Sync + 'static) -> Self {
+        self.on_step_written = Some(StepWritten(Arc::new(told)));
+        self
+    }
+
     /// How long dropping the writer waits for the thread to write what is queued. Default: 60 s.
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.shutdown_timeout = timeout;
@@ -236,6 +245,7 @@ impl WriterBuilder {
             checksum: self.checksum,
             tensorboard: self.tensorboard,
             tb_file_bytes: self.tensorboard_file_bytes,
+            on_step_written: self.on_step_written,
         };
         let worker = thread::WriterThread::new(self.storage, settings, shared.clone());
         let q = queue.clone();
@@ -288,6 +298,7 @@ impl Writer {
             tensorboard: true,
             tensorboard_file_bytes: 4 << 20,
             shutdown_timeout: Duration::from_secs(60),
+            on_step_written: None,
         }
     }
 

@@ -49,3 +49,16 @@ impl Shared {
         self.disabled.store(true, Ordering::Release);
     }
 }
+
+/// What the writer thread calls each time a step's event and index files are in storage, with
+/// the step ([`WriterBuilder::on_step_written`](super::WriterBuilder::on_step_written)): a
+/// reader in the same process (a session's rule runner) looks then, instead of polling
+/// storage for steps that are not there yet.
+#[derive(Clone)]
+pub struct StepWritten(pub std::sync::Arc<dyn Fn(u64) + Send + Sync>);
+
+impl std::fmt::Debug for StepWritten {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StepWritten(..)")
+    }
+}

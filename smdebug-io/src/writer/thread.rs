@@ -115,6 +115,8 @@ pub(crate) struct Settings {
     pub tensorboard: bool,
     /// The size at which a TensorBoard file is closed and a new one started.
     pub tb_file_bytes: u64,
+    /// Told each time a step's event and index files are written.
+    pub on_step_written: Option<super::shared::StepWritten>,
 }
 
 pub(crate) struct WriterThread {
@@ -388,6 +390,9 @@ impl WriterThread {
             .records_written
             .fetch_add(records, Ordering::Relaxed);
         self.shared.bytes_written.fetch_add(len, Ordering::Relaxed);
+        if let Some(told) = &self.settings.on_step_written {
+            (told.0)(step);
+        }
     }
 
     fn tensorboard_record(&mut self, t: &TensorRecord, wall_time: f64) {

@@ -194,11 +194,13 @@ pub(crate) struct WriterSettings {
     pub(crate) close_interval: Duration,
 }
 
-/// How long the writer rests after taking the queued spans, so that a loop's spans wake it
-/// about ten times a second rather than at each span (every wake-up of another thread takes a
-/// core from the training loop's compute threads). A flush, the shutdown or a queue half full
-/// wakes it early.
-pub(crate) const BATCH_INTERVAL: Duration = Duration::from_millis(100);
+/// How long the writer rests after taking the queued spans (at most the close interval), so
+/// that a loop's spans wake it about once a second rather than at each span: every wake-up of
+/// another thread takes a core from the training loop's compute threads, and the spans taken
+/// only go into the open file, which is published when it closes (every minute by default).
+/// A flush, the shutdown or a queue half full (8,192 spans by default: a loop recording more
+/// in a second) wakes it early.
+pub(crate) const BATCH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The writer thread's body: returns the last publication error, if any.
 pub(crate) fn run_writer(
@@ -282,7 +284,7 @@ pub(crate) fn run_writer(
             };
         }
         if took_spans {
-            std::thread::park_timeout(BATCH_INTERVAL);
+            std::thread::park_timeout(BATCH_INTERVAL.min(settings.close_interval));
         }
     }
 }

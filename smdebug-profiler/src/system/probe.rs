@@ -7,7 +7,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use procfs::{Current, CurrentSI, DiskStats, KernelStats, Meminfo, WithCurrentSystemInfo};
+use procfs::net::InterfaceDeviceStatus;
+use procfs::{DiskStats, FromRead, FromReadSI, KernelStats, Meminfo, WithCurrentSystemInfo};
 
 use smdebug_format::system::round2;
 use smdebug_format::system::{SystemSample, vocab};
@@ -70,8 +71,88 @@ struct Snapshot {
     tree: Option<TreeTotals>,
 }
 
+/// A procfs file kept open and read again from its start at each sample: two system calls
+/// (the read and the one that finds its end) where opening it by name takes four, on a thread
+/// that wakes ten times a second. The kernel writes the file anew for a read from its start.
+struct ProcFile {
+    path: &'static str,
+    file: Option<std::fs::File>,
+}
+
+impl ProcFile {
+    const fn new(path: &'static str) -> ProcFile {
+        ProcFile { path, file: None }
+    }
+
+    /// The file's whole text now, into `buf`; opened (again) when it is not open.
+    fn read<'b>(&mut self, buf: &'b mut Vec<u8>) -> std::io::Result<&'b [u8]> {
+        use std::os::unix::fs::FileExt;
+        let file = match &mut self.file {
+            Some(file) => file,
+            none => none.insert(std::fs::File::open(self.path)?),
+        };
+        let mut len = 0;
+        let read = loop {
+            if len == buf.len() {
+                buf.resize((buf.len() * 2).max(16 << 10), 0);
+            }
+            match file.read_at(&mut buf[len..], len as u64) {
+                Ok(0) => break Ok(()),
+                Ok(n) => len += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        if let Err(e) = read {
+            // Opened by name at the next sample.
+            self.file = None;
+            return Err(e);
+        }
+        Ok(&buf[..len])
+    }
+}
+
+/// The procfs files of the host's counters, kept open.
+struct HostFiles {
+    stat: ProcFile,
+    diskstats: ProcFile,
+    net_dev: ProcFile,
+    meminfo: ProcFile,
+    buf: Vec<u8>,
+}
+
+impl HostFiles {
+    fn new() -> HostFiles {
+        HostFiles {
+            stat: ProcFile::new("/proc/stat"),
+            diskstats: ProcFile::new("/proc/diskstats"),
+            net_dev: ProcFile::new("/proc/net/dev"),
+            meminfo: ProcFile::new("/proc/meminfo"),
+            buf: Vec::new(),
+        }
+    }
+
+    fn kernel_stats(&mut self) -> procfs::ProcResult<KernelStats> {
+        let text = self.stat.read(&mut self.buf)?;
+        KernelStats::from_read(text, procfs::current_system_info())
+    }
+
+    fn disk_stats(&mut self) -> procfs::ProcResult<DiskStats> {
+        <DiskStats as FromRead>::from_read(self.diskstats.read(&mut self.buf)?)
+    }
+
+    fn net_dev(&mut self) -> procfs::ProcResult<InterfaceDeviceStatus> {
+        <InterfaceDeviceStatus as FromRead>::from_read(self.net_dev.read(&mut self.buf)?)
+    }
+
+    fn meminfo(&mut self) -> procfs::ProcResult<Meminfo> {
+        <Meminfo as FromRead>::from_read(self.meminfo.read(&mut self.buf)?)
+    }
+}
+
 /// Reads host counters and (optionally) one process tree.
 pub struct HostProbe {
+    files: HostFiles,
     disks: Option<HashSet<String>>,
     watch: Option<TreeWatch>,
     previous: Snapshot,
@@ -89,6 +170,7 @@ impl HostProbe {
     /// Takes the first snapshot; records start with the next one.
     pub fn new(watch_pid: Option<u32>) -> Self {
         let mut probe = Self {
+            files: HostFiles::new(),
             disks: physical_disks(),
             watch: watch_pid
                 .and_then(|pid| i32::try_from(pid).ok())
@@ -114,7 +196,7 @@ impl HostProbe {
 
     fn snapshot(&mut self) -> Snapshot {
         let at = Instant::now();
-        let (cpu_total, cpu_cores) = match KernelStats::current() {
+        let (cpu_total, cpu_cores) = match self.files.kernel_stats() {
             Ok(stats) => (
                 Some(CpuTicks::of(&stats.total)),
                 stats.cpu_time.iter().map(CpuTicks::of).collect(),
@@ -124,7 +206,7 @@ impl HostProbe {
                 (None, Vec::new())
             }
         };
-        let disk = match DiskStats::current() {
+        let disk = match self.files.disk_stats() {
             Ok(stats) => Some(stats.0.iter().filter(|d| self.counts_disk(&d.name)).fold(
                 (0u64, 0u64, 0u64),
                 |(read, written, ios), d| {
@@ -140,8 +222,8 @@ impl HostProbe {
                 None
             }
         };
-        let net = match procfs::net::dev_status() {
-            Ok(devices) => Some(devices.values().fold((0u64, 0u64), |(rx, tx), d| {
+        let net = match self.files.net_dev() {
+            Ok(devices) => Some(devices.0.values().fold((0u64, 0u64), |(rx, tx), d| {
                 (rx + d.recv_bytes, tx + d.sent_bytes)
             })),
             Err(_) => {
@@ -179,7 +261,7 @@ impl HostProbe {
             out,
         };
         cpu_records(&self.previous, &now, &mut records);
-        match Meminfo::current() {
+        match self.files.meminfo() {
             Ok(mem) => memory_records(&mem, &mut records),
             Err(_) => self.read_failures += 1,
         }

@@ -563,10 +563,16 @@ pub(crate) fn read_whole(
 
 /// How many threads read `items` small files: one per 256 files, at most one per core (and 8).
 pub(crate) fn reader_threads(items: usize) -> usize {
+    let wanted = items / 256 + 1;
+    if wanted == 1 {
+        // Asking for the cores reads the process's cgroup files (a dozen system calls): not
+        // at every look of a follower that finds a few files or none.
+        return 1;
+    }
     std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, 8)
-        .min(items / 256 + 1)
+        .min(wanted)
 }
 
 /// Work split round-robin over reader threads, taken back in the order it was split: of `n`

@@ -259,10 +259,10 @@ impl RunnerBuilder {
         }
         let shared = Arc::new(Mutex::new(None));
         let published = shared.clone();
-        start(shared, move |cancel| {
+        start(shared, move |cancel, woken| {
             let mut runner = self.build_until(location, Some(cancel))?;
             runner.out.shared = published;
-            runner.follow(cancel)
+            runner.follow_woken(cancel, woken)
         })
     }
 

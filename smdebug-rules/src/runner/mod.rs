@@ -59,5 +59,5 @@ pub use builder::RunnerBuilder;
 pub use engine::RuleRunner;
 pub use persistence::{NoDestination, ReportPlan, Reporter, RunState};
 pub use smdebug_format::layout::rule_log_file;
-pub use threads::RunnerHandle;
+pub use threads::{RunnerHandle, RunnerWaker};
 pub use trail::StatusLines;

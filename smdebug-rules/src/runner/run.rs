@@ -138,7 +138,9 @@ impl RunSource {
                 Ok(x) => break x,
                 Err(e) if Instant::now() >= deadline => return Err(e),
                 Err(e) if cancel.is_some_and(|c| c.load(Ordering::Acquire)) => return Err(e),
-                Err(_) => std::thread::sleep(options.poll_interval),
+                // Parked, not asleep: a wake ([`RunnerHandle::waker`](super::RunnerHandle),
+                // the writer's first step) or a cancel looks again at once.
+                Err(_) => std::thread::park_timeout(options.poll_interval),
             }
         };
         Ok(RunSource {

@@ -33,6 +33,17 @@ impl RuleRunner {
     /// With an [idle time-out](super::RunnerBuilder::idle_timeout), also stops when nothing
     /// new arrived for that long, and says so in [`Summary::gave_up`].
     pub fn follow(&mut self, cancel: &AtomicBool) -> Result<Summary> {
+        self.follow_woken(cancel, &AtomicBool::new(false))
+    }
+
+    /// [`follow`](Self::follow), looking again before the poll interval has passed once
+    /// `woken` is set ([`RunnerWaker::wake`]). A flag and not only the thread's park token:
+    /// a wait inside a look (a channel, a lock) may take the token, the flag stays.
+    pub(super) fn follow_woken(
+        &mut self,
+        cancel: &AtomicBool,
+        woken: &AtomicBool,
+    ) -> Result<Summary> {
         let mut last_progress = Instant::now();
         let mut last_written = Instant::now();
         self.run.last_arrival = Instant::now();
@@ -89,7 +100,7 @@ impl RuleRunner {
             if processed >= CATCHING_UP {
                 continue;
             }
-            std::thread::park_timeout(self.following.poll_interval);
+            rest(self.following.poll_interval, cancel, woken);
             if cancel.load(Ordering::Acquire) {
                 return self.finish();
             }
@@ -99,23 +110,39 @@ impl RuleRunner {
     /// Follows the run on a thread of its own.
     pub fn spawn(mut self) -> Result<RunnerHandle> {
         let shared = self.out.shared.clone();
-        start(shared, move |cancel| self.follow(cancel))
+        start(shared, move |cancel, woken| {
+            self.follow_woken(cancel, woken)
+        })
+    }
+}
+
+/// Waits until `interval` has passed, the runner is woken or cancelled.
+fn rest(interval: Duration, cancel: &AtomicBool, woken: &AtomicBool) {
+    let deadline = Instant::now() + interval;
+    while !woken.swap(false, Ordering::AcqRel) && !cancel.load(Ordering::Acquire) {
+        let now = Instant::now();
+        if now >= deadline {
+            return;
+        }
+        std::thread::park_timeout(deadline - now);
     }
 }
 
 /// Starts the runner's thread: `work` gets the cancel flag and publishes into `shared`.
 pub(super) fn start(
     shared: Arc<Mutex<Option<Summary>>>,
-    work: impl FnOnce(&AtomicBool) -> Result<Summary> + Send + 'static,
+    work: impl FnOnce(&AtomicBool, &AtomicBool) -> Result<Summary> + Send + 'static,
 ) -> Result<RunnerHandle> {
     let cancel = Arc::new(AtomicBool::new(false));
-    let flag = cancel.clone();
+    let woken = Arc::new(AtomicBool::new(false));
+    let (flag, wake_flag) = (cancel.clone(), woken.clone());
     let thread = std::thread::Builder::new()
         .name("smdebug-rules".into())
-        .spawn(move || work(&flag))
+        .spawn(move || work(&flag, &wake_flag))
         .map_err(Error::RunnerThread)?;
     Ok(RunnerHandle {
         cancel,
+        woken,
         shared,
         thread: Some(thread),
     })
@@ -124,6 +151,8 @@ pub(super) fn start(
 /// A runner following a run on its own thread.
 pub struct RunnerHandle {
     cancel: Arc<AtomicBool>,
+    /// Set by a [`RunnerWaker`]: look again now.
+    woken: Arc<AtomicBool>,
     shared: Arc<Mutex<Option<Summary>>>,
     thread: Option<JoinHandle<Result<Summary>>>,
 }
@@ -132,6 +161,16 @@ impl RunnerHandle {
     /// The latest published statuses (`None` before the first publication).
     pub fn summary(&self) -> Option<Summary> {
         self.shared.lock().ok().and_then(|s| s.clone())
+    }
+
+    /// What wakes the runner for a look now, rather than at its next poll: for a writer in
+    /// the same process to call once it has written a step, so that the runner can poll
+    /// seldom and still evaluate each step as soon as it is in storage.
+    pub fn waker(&self) -> RunnerWaker {
+        RunnerWaker {
+            woken: self.woken.clone(),
+            thread: self.thread.as_ref().map(|t| t.thread().clone()),
+        }
     }
 
     /// Whether the runner has finished (the run ended, or it was cancelled, or it failed).
@@ -157,6 +196,25 @@ impl RunnerHandle {
         match self.thread.take() {
             Some(t) => t.join().map_err(|_| Error::RunnerPanicked)?,
             None => Err(Error::RunnerJoined),
+        }
+    }
+}
+
+/// Wakes a following runner for a look now ([`RunnerHandle::waker`]). Waking a runner that is
+/// looking already makes it look once more when it is done; waking one that has ended does
+/// nothing.
+#[derive(Clone, Debug)]
+pub struct RunnerWaker {
+    woken: Arc<AtomicBool>,
+    thread: Option<std::thread::Thread>,
+}
+
+impl RunnerWaker {
+    /// Wakes the runner.
+    pub fn wake(&self) {
+        self.woken.store(true, Ordering::Release);
+        if let Some(thread) = &self.thread {
+            thread.unpark();
         }
     }
 }

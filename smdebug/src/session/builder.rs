@@ -101,8 +101,9 @@ pub struct SessionBuilder<H: Capture = Hook> {
     pub(super) custom_rules: Vec<(smdebug_rules::Rule, Vec<smdebug_rules::ActionConfig>)>,
     #[cfg(feature = "rules")]
     pub(super) rule_errors: Vec<smdebug_rules::Error>,
+    /// `None`: by the job's size ([`SessionBuilder::rules_poll_interval`]).
     #[cfg(feature = "rules")]
-    pub(super) rules_poll: Duration,
+    pub(super) rules_poll: Option<Duration>,
     #[cfg(feature = "rules")]
     pub(super) rule_status_every: Option<Duration>,
     #[cfg(feature = "report")]
@@ -158,7 +159,7 @@ impl SessionBuilder<Hook> {
             #[cfg(feature = "rules")]
             rule_errors: Vec::new(),
             #[cfg(feature = "rules")]
-            rules_poll: Duration::from_millis(200),
+            rules_poll: None,
             #[cfg(feature = "rules")]
             rule_status_every: Some(Duration::from_secs(60)),
             #[cfg(feature = "report")]
@@ -557,12 +558,17 @@ impl<H: Capture> SessionBuilder<H> {
         self
     }
 
-    /// How often the in-process rules look for new steps and profiler data. Default: 200 ms.
+    /// How often the in-process rules look for new steps and profiler data. Besides, the
+    /// session's writer wakes them each time it has written a step of this process, so that
+    /// they evaluate it at once. Default: 1 s in a job of one process, whose steps all come
+    /// from that writer (the poll is left for profiler data, published every few seconds, and
+    /// for rules about time passing); 200 ms in a job of several, whose other processes' steps
+    /// only a look finds.
     ///
     /// Needs this crate's `rules` feature.
     #[cfg(feature = "rules")]
     pub fn rules_poll_interval(mut self, interval: Duration) -> Self {
-        self.rules_poll = interval;
+        self.rules_poll = Some(interval);
         self
     }
 

@@ -516,8 +516,16 @@ impl<H: Capture> Session<H> {
             return;
         };
         let result = if end.summary.end_marker_written {
+            // The rules look now and every 200 ms until they are done, rather than at their
+            // poll: a look may find the end marker and still need another to confirm the last
+            // steps.
+            let (waker, mut woken) = (runner.waker(), None::<Instant>);
             let deadline = Instant::now() + self.finish_timeout;
             while !runner.is_finished() && Instant::now() < deadline {
+                if woken.is_none_or(|at| at.elapsed() >= Duration::from_millis(200)) {
+                    waker.wake();
+                    woken = Some(Instant::now());
+                }
                 std::thread::sleep(Duration::from_millis(20));
             }
             let timed_out = !runner.is_finished();

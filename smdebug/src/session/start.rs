@@ -3,7 +3,7 @@
 //! rules, dashboard, progress file, and capture last).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use smdebug_core::timeline::{Timeline, TimelineConfig};
 use smdebug_core::{Capture, HookBuilder, StopSignal, WorkerInfo};
@@ -172,8 +172,19 @@ impl<H: Capture> SessionBuilder<H> {
 
         #[cfg(feature = "rules")]
         if worker.rank == 0 && (!self.rules.is_empty() || !self.custom_rules.is_empty()) {
-            let (runner, report) =
-                self.start_rules(location, storage, stop, runner_profiler, runner_tensors)?;
+            // One process writes every step: its writer wakes the rules at each
+            // ([`Self::start_capture`]); several: only a look finds the others'.
+            let poll = self.rules_poll.unwrap_or(match worker.world_size {
+                1 => Duration::from_secs(1),
+                _ => Duration::from_millis(200),
+            });
+            let (runner, report) = self.start_rules(
+                location,
+                storage,
+                stop,
+                (runner_profiler, runner_tensors),
+                poll,
+            )?;
             parts.runner = Some(runner);
             parts.report = report;
         }
@@ -399,13 +410,16 @@ impl<H: Capture> SessionBuilder<H> {
         location: &Location,
         storage: &Arc<dyn Storage>,
         stop: &StopSignal,
-        profiler: Option<smdebug_read::follow::ProfilerSubscription>,
-        tensors: Option<smdebug_read::trial::TensorSubscription>,
+        (profiler, tensors): (
+            Option<smdebug_read::follow::ProfilerSubscription>,
+            Option<smdebug_read::trial::TensorSubscription>,
+        ),
+        poll: Duration,
     ) -> Result<(smdebug_rules::RunnerHandle, Option<String>)> {
         let mut runner = smdebug_rules::RuleRunner::builder(location)
             .storage(storage.clone())
             .stop_signal(stop.clone())
-            .poll_interval(self.rules_poll)
+            .poll_interval(poll)
             .open_timeout(std::time::Duration::from_secs(24 * 3600));
         if let Some(every) = self.rule_status_every {
             runner = runner.status_lines(smdebug_rules::runner::StatusLines::to_stderr(every));
@@ -476,7 +490,17 @@ impl<H: Capture> SessionBuilder<H> {
         timeline: &Timeline,
         parts: &mut Parts,
     ) -> Result<H> {
-        let writer = Writer::builder(storage.clone())
+        let writer = Writer::builder(storage.clone());
+        // The rules in the process evaluate each step as soon as it is written.
+        #[cfg(feature = "rules")]
+        let writer = match &parts.runner {
+            Some(runner) => {
+                let waker = runner.waker();
+                writer.on_step_written(move |_| waker.wake())
+            }
+            None => writer,
+        };
+        let writer = writer
             .worker_rank(worker.rank)
             .checksum(if self.python_compatible {
                 PayloadChecksum::SmdebugLegacy
