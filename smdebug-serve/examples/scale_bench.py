@@ -53,34 +53,35 @@ def rss_mb(pid):
     return kb("VmRSS"), kb("VmHWM")
 
 
-def tree_rss_mb(pid):
-    """VmRSS of a process and of all its descendants (TensorBoard's data server is a child)."""
-    total, todo = 0.0, [pid]
+def tree(pid):
+    """A process and all its descendants still running (TensorBoard's data server is a child)."""
+    todo = [pid]
     while todo:
         p = todo.pop()
+        yield p
         try:
-            total += rss_mb(p)[0]
             for task in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{task}/children") as f:
                     todo.extend(int(c) for c in f.read().split())
         except FileNotFoundError:
             pass
-    return total
+
+
+def gone_as_zero(measure, pid):
+    try:
+        return measure(pid)
+    except FileNotFoundError:
+        return 0.0
+
+
+def tree_rss_mb(pid):
+    """VmRSS of a process and of all its descendants."""
+    return sum(gone_as_zero(lambda p: rss_mb(p)[0], p) for p in tree(pid))
 
 
 def tree_cpu_s(pid):
-    """User + system CPU seconds of a process and of all its descendants still running."""
-    total, todo = 0.0, [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            total += cpu_s(p)
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    todo.extend(int(c) for c in f.read().split())
-        except FileNotFoundError:
-            pass
-    return total
+    """User + system CPU seconds of a process and of all its descendants."""
+    return sum(gone_as_zero(cpu_s, p) for p in tree(pid))
 
 
 def cpu_s(pid):
