@@ -137,8 +137,8 @@ impl std::fmt::Debug for ServedScalars {
 
 impl ScalarsSource for ServedScalars {
     /// The dashboard's scalars now; with `to_the_end`, once its tensor follower read the run to
-    /// its end marker, waiting up to [`WAIT_FOR_THE_END`]. `None` when the run's storage is not
-    /// open, the server stopped, or the follower did not get there in time.
+    /// its end marker, waiting up to 30 s. `None` when the run's storage is not open, the
+    /// server stopped, or the follower did not get there in time.
     fn scalars(&self, to_the_end: bool) -> Option<FollowedScalars> {
         let deadline = Instant::now() + WAIT_FOR_THE_END;
         loop {
