@@ -15,6 +15,7 @@ use smdebug_rules::RunState;
 use smdebug_storage::{IntoLocation, Storage};
 
 use crate::input::{CODE_PROFILE_WINDOWS_SHOWN, CodeProfile, LoadOptions, NoteArea, ReportInput};
+use crate::scalars::ScalarsSource;
 
 /// What a profiler follower gathered of a run, as the report reads it: the rule runner's, the
 /// dashboard's, or [`ReportInput::load`]'s own.
@@ -132,11 +133,16 @@ impl ReportInput {
         }
     }
 
-    /// The report of the run a rule runner holds: its profiler data, its trial's scalars and
-    /// the Kineto trace files in `options`; nothing of the run is read again but the scalar
-    /// values and the latest flame graphs. The rule statuses are not added (see
+    /// The report of the run a rule runner holds: its profiler data, the run's scalars and
+    /// the Kineto trace files in `options`; nothing of the run is read again but the latest
+    /// flame graphs and, unless `scalars` gives them, the scalar values (read to the end by a
+    /// follower of the report's own). The rule statuses are not added (see
     /// [`ReportInput::with_rules`]).
-    pub fn from_run(run: &RunState<'_>, options: &LoadOptions) -> ReportInput {
+    pub fn from_run(
+        run: &RunState<'_>,
+        options: &LoadOptions,
+        scalars: Option<&dyn ScalarsSource>,
+    ) -> ReportInput {
         let mut problems = Vec::new();
         let kineto = KinetoTraces::new(options.traces.clone()).poll(&mut problems);
         let mut followed = run.data_problems.clone();
@@ -154,7 +160,11 @@ impl ReportInput {
             problems: &followed,
         });
         if options.tensors {
-            input.scalars_of_run(&location, run.storage, options);
+            // The followed scalars, complete when the runner read the run to its end marker.
+            match scalars.and_then(|s| s.scalars(run.summary.run_complete)) {
+                Some(followed) => input.scalars_followed(followed, options),
+                None => input.scalars_of_run(&location, run.storage, options),
+            }
         }
         input
     }

@@ -1,10 +1,12 @@
 //! The report's scalar curves, from the one reader of a run's tensors: smdebug-read's
 //! [`TensorFollower`]. The offline report and the rule runner's report read the run's scalars
 //! through a follower of their own into [`ScalarColumns`]
-//! ([`ReportInput::scalars_from_columns`]); the dashboard's "Download report" reads nothing
-//! again and hands over what its follower keeps, each series' ends and every bucket's lowest
-//! and highest value ([`ReportInput::scalars_from_series`]): the same points for a series of
-//! up to 1,024 values, and for a longer one the extremes of 1,024 aligned stretches of steps
+//! ([`ReportInput::scalars_from_columns`]); the dashboard's "Download report", and the report
+//! of a process that serves the dashboard too (a `Session`'s, through a [`ScalarsSource`]
+//! handed to [`ReportWriter::scalars_from`](crate::ReportWriter::scalars_from)), read nothing
+//! again and take what the dashboard's follower keeps, each series' ends and every bucket's
+//! lowest and highest value ([`ReportInput::scalars_followed`]): the same points for a series
+//! of up to 1,024 values, and for a longer one the extremes of 1,024 aligned stretches of steps
 //! instead of 2,000 equal ones, each point a value of the run at its step.
 //!
 //! A column longer than [`SCALAR_POINTS`] is thinned to the lowest and highest value of each of
@@ -29,6 +31,28 @@ const ONE_NUMBER_BYTES: u64 = 16;
 
 /// Problems with the scalars named in notes; the others are counted.
 const NOTED_PROBLEMS: usize = 8;
+
+/// A run's scalars as a reader that already follows them holds them (the dashboard's
+/// summaries), for [`ReportInput::scalars_followed`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum FollowedScalars {
+    /// The run holds no tensors (no collections or index files).
+    NoTensors,
+    /// Each scalar's points per mode, each one of the run's values at its step, in step order;
+    /// the scalars in name order.
+    Series(Vec<ScalarSeries>),
+}
+
+/// Where a [`ReportWriter`](crate::ReportWriter) takes the run's scalars from instead of
+/// reading them from the run again: a reader in the same process that follows them already
+/// (smdebug-serve's `ServedScalars`, the dashboard a `Session` serves).
+pub trait ScalarsSource: Send + Sync + std::fmt::Debug {
+    /// The run's scalars now; with `to_the_end` (the rule runner read the run to its end
+    /// marker), once the source has read them to that end too. `None` when it cannot give them
+    /// (it stopped, or did not reach the end in the time it allows): the writer then reads the
+    /// scalars from the run itself.
+    fn scalars(&self, to_the_end: bool) -> Option<FollowedScalars>;
+}
 
 impl ReportInput {
     /// Adds the scalar tensors of the run in `storage`, read to its end through a
@@ -109,15 +133,16 @@ impl ReportInput {
         self.note_scalars_left_out(total, options);
     }
 
-    /// Adds scalars another reader already holds downsampled (the dashboard's summaries: each
-    /// point one of the run's values at its step), in name order: the first
-    /// [`max_scalars`](LoadOptions::max_scalars) are drawn, each mode's points (ordered by
-    /// step) thinned as a column would be if there are more than [`SCALAR_POINTS`].
-    pub fn scalars_from_series(
-        &mut self,
-        series: impl IntoIterator<Item = ScalarSeries>,
-        options: &LoadOptions,
-    ) {
+    /// Adds the scalars another reader already holds downsampled (the dashboard's summaries:
+    /// each point one of the run's values at its step), or notes that the run holds none. In
+    /// name order, the first [`max_scalars`](LoadOptions::max_scalars) are drawn, each mode's
+    /// points (ordered by step) thinned as a column would be if there are more than
+    /// [`SCALAR_POINTS`].
+    pub fn scalars_followed(&mut self, scalars: FollowedScalars, options: &LoadOptions) {
+        let series = match scalars {
+            FollowedScalars::NoTensors => return self.no_tensors(),
+            FollowedScalars::Series(series) => series,
+        };
         let mut total = 0;
         for mut one in series {
             total += 1;

@@ -2,6 +2,7 @@
 //! finishes (and, following a live run, as often as the runner is told).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE, sagemaker_report_dir};
 use smdebug_rules::{NoDestination, ReportPlan, ReportWriteError, Reporter, RunState};
@@ -12,6 +13,7 @@ use crate::notebook::{notebook_name, render_notebook, rule_summary_name};
 use crate::output::{
     write_beside, write_beside_to, write_report, write_report_to, write_rule_files_to,
 };
+use crate::scalars::ScalarsSource;
 
 /// Writes the profiling report of the run a `RuleRunner` evaluates, from the runner's own
 /// data. Attach it with `RunnerBuilder::reporter`.
@@ -26,6 +28,9 @@ pub struct ReportWriter {
     /// With `html`: the folder the rules' JSON files go to, when asked for.
     rule_dir: Option<PathBuf>,
     options: LoadOptions,
+    /// Where the run's scalars are taken from ([`scalars_from`](Self::scalars_from)); `None`:
+    /// read from the run.
+    scalars: Option<Arc<dyn ScalarsSource>>,
     /// The input [`Reporter::prepare`] built, drawn by [`Reporter::write`].
     prepared: Option<ReportInput>,
 }
@@ -39,6 +44,7 @@ impl ReportWriter {
             run_dir: DEFAULT_REPORT_DIR.to_owned(),
             rule_dir: None,
             options: LoadOptions::default(),
+            scalars: None,
             prepared: None,
         }
     }
@@ -80,6 +86,14 @@ impl ReportWriter {
         self
     }
 
+    /// The run's scalars are taken from `source`, a reader in the process that follows them
+    /// already (the dashboard a `Session` serves: smdebug-serve's `ServedScalars`), instead of
+    /// being read from the run again; when the source cannot give them, they are read.
+    pub fn scalars_from(mut self, source: impl ScalarsSource + 'static) -> ReportWriter {
+        self.scalars = Some(Arc::new(source));
+        self
+    }
+
     /// Kineto (PyTorch profiler) traces the report adds to its operator sections.
     pub fn traces(mut self, traces: Vec<PathBuf>) -> ReportWriter {
         self.options.traces = traces;
@@ -109,7 +123,7 @@ impl Reporter for ReportWriter {
                 problems: Vec::new(),
             };
         }
-        let input = ReportInput::from_run(run, &self.options);
+        let input = ReportInput::from_run(run, &self.options, self.scalars.as_deref());
         // Traces were named by the caller: one that cannot be read is the report's problem
         // (the page is still written, without it, and says why).
         let problems = input
@@ -128,7 +142,7 @@ impl Reporter for ReportWriter {
         let input = self
             .prepared
             .take()
-            .unwrap_or_else(|| ReportInput::from_run(run, &self.options))
+            .unwrap_or_else(|| ReportInput::from_run(run, &self.options, self.scalars.as_deref()))
             .with_rules(run.summary.rules.clone());
         // The rules' statuses the page is drawn from, beside it for the notebook to read.
         let summary = serde_json::to_vec_pretty(run.summary).map_err(ReportWriteError::new)?;

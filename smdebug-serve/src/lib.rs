@@ -122,6 +122,7 @@ mod views;
 
 pub use conn::{Closed, ConnectionLimits, ConnectionStats};
 pub use expand::{expand_runs, expand_runs_with};
+pub use report::ServedScalars;
 pub use schema::api_schema;
 pub use server::{
     Handover, RunStorage, ServeError, ServeOptions, Server, SharedProfiler, SharedTensors,

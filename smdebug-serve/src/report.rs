@@ -2,12 +2,21 @@
 //! holds, nothing of the run read again: the profiler data (the digest the follower keeps) and
 //! the scalars (the follower's fixed-size summaries: each series' ends and every bucket's
 //! lowest and highest value, at most 2,050 points a series and mode). Only the latest
-//! code-profile flame graphs are read; everything is dropped once the page is drawn.
+//! code-profile flame graphs are read; everything is dropped once the page is drawn. The same
+//! scalars go to a report written in the same process ([`ServedScalars`]: a `Session`'s).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use smdebug_read::RankSummary;
-use smdebug_report::{FollowedRun, LoadOptions, NoteArea, ReportInput, ScalarSeries, render_html};
+use smdebug_report::{
+    FollowedRun, FollowedScalars, LoadOptions, NoteArea, ReportInput, ScalarSeries, ScalarsSource,
+    render_html,
+};
 
 use crate::run::Run;
+use crate::run_data::RunData;
 use crate::summary::ScalarSummaries;
 
 /// The stages of a build, in order, as [`build`] reports them.
@@ -57,11 +66,7 @@ pub(crate) fn input(
     });
     progress(Some(STAGES[2]));
     match &storage {
-        Some(_) if d.tensors.is_empty() => input.no_tensors(),
-        // The report's scalars are the follower's summaries (nothing is read again): each
-        // series' first and last value and every bucket's lowest and highest, values of the
-        // run's files at their steps.
-        Some(_) => scalars = Some(summaries_as_series(&d.scalars)),
+        Some(_) => scalars = Some(followed_scalars(&d)),
         None => {
             let why = d
                 .open_error
@@ -79,10 +84,78 @@ pub(crate) fn input(
         .map(|s| s.rules.clone())
         .unwrap_or_default();
     drop(d);
-    if let Some(series) = scalars {
-        input.scalars_from_series(series, &LoadOptions::default());
+    if let Some(scalars) = scalars {
+        input.scalars_followed(scalars, &LoadOptions::default());
     }
     input.with_rules(rules)
+}
+
+/// The report's scalars, the download's and a [`ServedScalars`]' alike: the follower's
+/// summaries (nothing is read again), each series' first and last value and every bucket's
+/// lowest and highest, values of the run's files at their steps.
+fn followed_scalars(d: &RunData) -> FollowedScalars {
+    if d.tensors.is_empty() {
+        FollowedScalars::NoTensors
+    } else {
+        FollowedScalars::Series(summaries_as_series(&d.scalars))
+    }
+}
+
+/// How long a report written at a run's end waits for the dashboard's follower to read the
+/// scalars to that end (it is a pass or two behind the rules, a pass every poll interval); past
+/// it, the report reads them itself.
+const WAIT_FOR_THE_END: Duration = Duration::from_secs(30);
+
+/// How often the wait looks again.
+const WAIT_STEP: Duration = Duration::from_millis(10);
+
+/// A served run's scalars for a report written in the same process
+/// ([`Server::report_scalars`](crate::Server::report_scalars); smdebug-report's
+/// `ReportWriter::scalars_from`): the dashboard's summaries, taken as its "Download report"
+/// takes them, so that a `Session` with rules and the dashboard reads no file of its run again
+/// for its report.
+#[derive(Clone)]
+pub struct ServedScalars {
+    run: Arc<Run>,
+    /// The server stopped: its follower reads no more.
+    stopped: Arc<AtomicBool>,
+}
+
+impl ServedScalars {
+    pub(crate) fn new(run: Arc<Run>, stopped: Arc<AtomicBool>) -> ServedScalars {
+        ServedScalars { run, stopped }
+    }
+}
+
+impl std::fmt::Debug for ServedScalars {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServedScalars")
+            .field("run", &self.run.location.to_string())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScalarsSource for ServedScalars {
+    /// The dashboard's scalars now; with `to_the_end`, once its tensor follower read the run to
+    /// its end marker, waiting up to 30 s. `None` when the run's storage is not open, the
+    /// server stopped, or the follower did not get there in time.
+    fn scalars(&self, to_the_end: bool) -> Option<FollowedScalars> {
+        let deadline = Instant::now() + WAIT_FOR_THE_END;
+        loop {
+            if self.run.storage().is_some() {
+                let d = self.run.data.read().expect("run data lock");
+                if !to_the_end || d.tensors_ended {
+                    return Some(followed_scalars(&d));
+                }
+            } else if !to_the_end {
+                return None;
+            }
+            if self.stopped.load(Ordering::Acquire) || Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(WAIT_STEP);
+        }
+    }
 }
 
 /// The scalars as the report draws them, from the follower's summaries: per scalar and mode,
@@ -141,6 +214,51 @@ mod tests {
         assert!(points.windows(2).all(|w| w[0].0 < w[1].0), "in step order");
         // Each point is the run's value at its step.
         assert!(points.iter().all(|&(s, v)| v == value(s)));
+    }
+
+    #[test]
+    fn served_scalars_are_the_downloads_and_wait_for_the_end_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = Arc::new(Run::new(
+            0,
+            "run".into(),
+            smdebug_storage::Location::Local(dir.path().into()),
+            false,
+        ));
+        let stopped = Arc::new(AtomicBool::new(false));
+        let served = ServedScalars::new(Arc::clone(&run), Arc::clone(&stopped));
+        // Not opened yet: nothing to give, now or at the end.
+        assert_eq!(served.scalars(false), None);
+        let storage: Arc<dyn smdebug_storage::Storage> =
+            Arc::new(smdebug_storage::LocalStorage::new(dir.path()).unwrap());
+        *run.storage.write().unwrap() = Some(storage);
+        assert_eq!(served.scalars(false), Some(FollowedScalars::NoTensors));
+        {
+            let mut d = run.data.write().unwrap();
+            d.tensors.push("loss".to_owned());
+            let points = (0..10u64)
+                .map(|s| (s, 1.0 / (1.0 + s as f64), 0.0))
+                .collect();
+            d.scalars
+                .add(vec![("loss".to_owned(), smdebug_core::Mode::Train, points)]);
+        }
+        let now = served.scalars(false).unwrap();
+        assert_eq!(now, followed_scalars(&run.data.read().unwrap()));
+        let FollowedScalars::Series(series) = &now else {
+            panic!("{now:?}")
+        };
+        assert_eq!(series[0].modes[0].1.len(), 10);
+        // To the end: given once the follower read the run to its end...
+        let waiting = std::thread::spawn({
+            let served = served.clone();
+            move || served.scalars(true)
+        });
+        run.data.write().unwrap().tensors_ended = true;
+        assert_eq!(waiting.join().unwrap(), Some(now));
+        // ... and not at all by a stopped server, whose follower will not get there.
+        run.data.write().unwrap().tensors_ended = false;
+        stopped.store(true, Ordering::Release);
+        assert_eq!(served.scalars(true), None);
     }
 
     #[test]

@@ -585,6 +585,8 @@ struct Followed {
     tensors: TensorIncrement,
     /// The tensor follower found tensor data in the run.
     has_tensors: bool,
+    /// The tensor follower read the run to its end marker.
+    tensors_ended: bool,
 }
 
 /// Runs both followers over what is new (not once the run is `settled`).
@@ -629,6 +631,7 @@ fn follow(run: &Run, storage: Arc<dyn Storage>, cursor: &mut Cursor, settled: bo
         profile,
         tensors: tensor_update,
         has_tensors,
+        tensors_ended: tensors.end().is_some(),
     }
 }
 
@@ -663,7 +666,10 @@ impl RunData {
             profile,
             tensors,
             has_tensors,
+            tensors_ended,
         } = followed;
+        // After the values the pass read were added: a report waiting for the end takes them.
+        self.tensors_ended = tensors_ended;
         let mut changed = self.open_error.take().is_some() | profile.changed;
         let mut found = Found {
             samples: profile.samples > 0,

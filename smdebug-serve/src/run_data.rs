@@ -29,6 +29,9 @@ pub(crate) struct RunData {
     pub open_error: Option<String>,
     /// The end marker is there.
     pub complete: bool,
+    /// The tensor follower read the run to its end marker: the steps, names and scalars are
+    /// all of the run's.
+    pub tensors_ended: bool,
     /// Why the run ended, from the end marker (a rule's stop names the rule and step).
     pub end_reason: Option<EndReason>,
     /// Whether the server can write into the run (for stop requests).

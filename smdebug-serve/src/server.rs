@@ -17,6 +17,7 @@ use crate::conn::{ConnectionLimits, ConnectionStats, Connections};
 use crate::expand::{expand_runs_but, random_token};
 use crate::guard::Guard;
 use crate::pool;
+use crate::report::ServedScalars;
 use crate::routes::router;
 use crate::run::Run;
 use crate::state::AppState;
@@ -383,6 +384,18 @@ impl Server {
     /// The token the API requires, if any.
     pub fn token(&self) -> Option<&str> {
         self.token.as_deref()
+    }
+
+    /// The scalars of the served run at `location` for a report written in this process
+    /// (smdebug-report's `ReportWriter::scalars_from`): the dashboard's summaries, as its
+    /// "Download report" takes them, so that the report reads none of the run's files again.
+    /// `None` when no served run is at `location`.
+    pub fn report_scalars(&self, location: &Location) -> Option<ServedScalars> {
+        let run = self
+            .runs
+            .iter()
+            .find(|r| same_location(&r.location, location))?;
+        Some(ServedScalars::new(Arc::clone(run), Arc::clone(&self.stop)))
     }
 
     /// Passes the followers made over the runs so far (all runs together).

@@ -6,18 +6,19 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use smdebug::Session;
 use smdebug::prelude::SaveConfig;
 use smdebug::profiler::spans::SpanConfig;
 use smdebug::profiler::system::SamplerConfig;
 use smdebug::read::follow::{ProfilerFollower, ProfilerSource};
 use smdebug::read::profile::ProfilerReader;
 use smdebug::read::trial::{TensorSource, TensorSubscription};
+use smdebug::rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE};
 use smdebug::rules::{RuleRunner, RuleSpec};
 use smdebug::serve::{ServeOptions, Server};
 use smdebug::storage::LocalStorage;
 use smdebug::storage::Storage;
 use smdebug::storage::testing::{CountingStorage, FileReads, wait_until};
-use smdebug::{ReportTarget, Session};
 
 /// A real run: a session records steps with forward passes, spans and system metrics.
 fn record(run: &str) {
@@ -382,6 +383,24 @@ fn read_more_than_once(
         .collect()
 }
 
+/// The scalars section of a report page, its charts' running numbers left out (the pages
+/// before it may draw different numbers of charts).
+fn scalars_section(page: &str) -> String {
+    let start = page
+        .find("<section id=\"scalars\"")
+        .expect("a scalars section");
+    let end = start + page[start..].find("</section>").expect("its end");
+    let mut section = &page[start..end];
+    let mut out = String::new();
+    while let Some(at) = section.find(" id=\"chart-") {
+        out.push_str(&section[..at]);
+        let rest = &section[at + " id=\"chart-".len()..];
+        section = &rest[rest.find('"').expect("the id's end") + 1..];
+    }
+    out.push_str(section);
+    out
+}
+
 const SESSION_RULES: [&str; 3] = ["LossNotDecreasing", "VanishingGradient", "StepOutlier"];
 
 /// The end-to-end proof through a real `Session` given its storage
@@ -389,7 +408,9 @@ const SESSION_RULES: [&str; 3] = ["LossNotDecreasing", "VanishingGradient", "Ste
 /// dashboard trains the digits MLP, and every read the process makes of its run is counted
 /// per file. Each tensor and profiler file and the end marker is read at most once by the
 /// whole process, while the rules and the dashboard both reach the last step, with the
-/// verdicts and the view that separate readers of the finished run give.
+/// verdicts and the view that separate readers of the finished run give, and the report
+/// written into the run at the end, its scalars the dashboard's (those its "Download report"
+/// draws).
 #[test]
 fn a_session_with_rules_and_the_dashboard_reads_each_file_of_its_run_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -409,9 +430,7 @@ fn a_session_with_rules_and_the_dashboard_reads_each_file_of_its_run_once() {
         .rules(SESSION_RULES)
         .rules_poll_interval(Duration::from_millis(50))
         .rule_status_lines(None)
-        // The report reads the run's scalars again at the end (a follower of its own): left
-        // out here until it takes them from the one reading.
-        .report(ReportTarget::Off)
+        // The report into the run (the default), its scalars the dashboard's summaries.
         .dashboard(ServeOptions::default())
         .start()
         .unwrap();
@@ -446,6 +465,16 @@ fn a_session_with_rules_and_the_dashboard_reads_each_file_of_its_run_once() {
     let summary = session.finish().unwrap();
     assert!(summary.end_marker_written, "{summary}");
     assert_eq!(summary.rules.len(), SESSION_RULES.len(), "{summary}");
+    // The report was written into the run, and ProfilerReport says where.
+    let report_file = format!("{DEFAULT_REPORT_DIR}/{REPORT_FILE}");
+    assert!(
+        summary
+            .report
+            .as_deref()
+            .is_some_and(|r| r.ends_with(&report_file)),
+        "{summary}"
+    );
+    let report = String::from_utf8(local.get(&report_file).unwrap().to_vec()).unwrap();
 
     // Every file of the run read by the process, by kind.
     let kinds = reads_by_kind(&counting, local.as_ref());
@@ -522,7 +551,16 @@ fn a_session_with_rules_and_the_dashboard_reads_each_file_of_its_run_once() {
         .send()
         .unwrap();
     assert!(page.status().is_success(), "{}", page.status());
-    assert!(page.text().unwrap().contains("<html"));
+    let page = page.text().unwrap();
+    assert!(page.contains("<html"));
+    // The session's report drew its scalars from the same summaries as the download: the same
+    // curves and last values.
+    let (in_session, downloaded) = (scalars_section(&report), scalars_section(&page));
+    assert!(
+        downloaded.contains("<h3 class=\"scalar\">") && downloaded.contains("Last values: "),
+        "{downloaded}"
+    );
+    assert_eq!(in_session, downloaded);
     let mut again = BTreeMap::<&str, (u64, u64)>::new();
     for (path, reads) in counted.file_reads() {
         let before = followed.get(&path).copied().unwrap_or_default();

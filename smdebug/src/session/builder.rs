@@ -596,7 +596,10 @@ impl<H: Capture> SessionBuilder<H> {
 
     /// Serves the live dashboard of this run from the training process (rank 0 only), on
     /// `options`' address, port and token (its `runs` are replaced by this run); the URL is
-    /// in [`Session::dashboard_url`] and the summary.
+    /// in [`Session::dashboard_url`] and the summary. With rules on too, the rules and the
+    /// dashboard read each file of the run once between them, and the report at the end takes
+    /// its scalars from the dashboard (as its "Download report" does) instead of reading them
+    /// again.
     ///
     /// Needs this crate's `serve` feature.
     #[cfg(feature = "serve")]

@@ -3,7 +3,7 @@
 //! rules, dashboard, progress file, and capture last).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use smdebug_core::timeline::{Timeline, TimelineConfig};
 use smdebug_core::{Capture, HookBuilder, StopSignal, WorkerInfo};
@@ -170,25 +170,7 @@ impl<H: Capture> SessionBuilder<H> {
         #[cfg(all(feature = "rules", not(feature = "serve")))]
         let (runner_profiler, runner_tensors) = (None, None);
 
-        #[cfg(feature = "rules")]
-        if worker.rank == 0 && (!self.rules.is_empty() || !self.custom_rules.is_empty()) {
-            // One process writes every step: its writer wakes the rules at each
-            // ([`Self::start_capture`]); several: only a look finds the others'.
-            let poll = self.rules_poll.unwrap_or(match worker.world_size {
-                1 => Duration::from_secs(1),
-                _ => Duration::from_millis(200),
-            });
-            let (runner, report) = self.start_rules(
-                location,
-                storage,
-                stop,
-                (runner_profiler, runner_tensors),
-                poll,
-            )?;
-            parts.runner = Some(runner);
-            parts.report = report;
-        }
-
+        // The dashboard first: the rules' report takes its scalars from it.
         #[cfg(feature = "serve")]
         if let (Some(mut options), 0) = (self.dashboard.take(), worker.rank) {
             options.runs = vec![location.clone()];
@@ -204,6 +186,26 @@ impl<H: Capture> SessionBuilder<H> {
             let server = smdebug_serve::Server::start(options)?;
             parts.dashboard_url = Some(server.url().to_string());
             parts.dashboard = Some(server);
+        }
+
+        #[cfg(feature = "rules")]
+        if worker.rank == 0 && (!self.rules.is_empty() || !self.custom_rules.is_empty()) {
+            // One process writes every step: its writer wakes the rules at each
+            // ([`Self::start_capture`]); several: only a look finds the others'.
+            let poll = self.rules_poll.unwrap_or(match worker.world_size {
+                1 => std::time::Duration::from_secs(1),
+                _ => std::time::Duration::from_millis(200),
+            });
+            let (runner, report) = self.start_rules(
+                location,
+                storage,
+                stop,
+                (runner_profiler, runner_tensors),
+                poll,
+                parts,
+            )?;
+            parts.runner = Some(runner);
+            parts.report = report;
         }
         Ok(())
     }
@@ -414,8 +416,11 @@ impl<H: Capture> SessionBuilder<H> {
             Option<smdebug_read::follow::ProfilerSubscription>,
             Option<smdebug_read::trial::TensorSubscription>,
         ),
-        poll: Duration,
+        poll: std::time::Duration,
+        parts: &Parts,
     ) -> Result<(smdebug_rules::RunnerHandle, Option<String>)> {
+        #[cfg(not(feature = "serve"))]
+        let _ = parts;
         let mut runner = smdebug_rules::RuleRunner::builder(location)
             .storage(storage.clone())
             .stop_signal(stop.clone())
@@ -440,34 +445,49 @@ impl<H: Capture> SessionBuilder<H> {
         let report = None;
         #[cfg(feature = "report")]
         let report = {
+            // With the dashboard on, the report's scalars are its summaries (as its "Download
+            // report" takes them): no file of the run is read again for them.
+            #[cfg(feature = "serve")]
+            let scalars = parts
+                .dashboard
+                .as_ref()
+                .and_then(|server| server.report_scalars(location));
+            let writer = |w: smdebug_report::ReportWriter| {
+                #[cfg(feature = "serve")]
+                if let Some(source) = &scalars {
+                    return w.scalars_from(source.clone());
+                }
+                w
+            };
             let (with_report, report) = match &self.report {
                 ReportTarget::IntoRun => (
-                    runner.reporter(smdebug_report::ReportWriter::into_run()),
+                    runner.reporter(writer(smdebug_report::ReportWriter::into_run())),
                     Some(super::report_location(location)),
                 ),
                 ReportTarget::RunFolder(dir) => (
-                    runner.reporter(smdebug_report::ReportWriter::into_run_folder(dir)),
+                    runner.reporter(writer(smdebug_report::ReportWriter::into_run_folder(dir))),
                     Some(super::report_location_in(location, dir)),
                 ),
                 ReportTarget::SageMakerLayout => {
                     let dir =
                         smdebug_rules::report::sagemaker_report_dir(std::time::SystemTime::now());
                     (
-                        runner.reporter(smdebug_report::ReportWriter::into_run_folder(&dir)),
+                        runner
+                            .reporter(writer(smdebug_report::ReportWriter::into_run_folder(&dir))),
                         Some(super::report_location_in(location, &dir)),
                     )
                 }
                 ReportTarget::File(path) => (
-                    runner.reporter(smdebug_report::ReportWriter::to_file(path)),
+                    runner.reporter(writer(smdebug_report::ReportWriter::to_file(path))),
                     Some(path.display().to_string()),
                 ),
                 ReportTarget::Folder(dir) => {
                     let page = dir.join(smdebug_rules::report::REPORT_FILE);
                     let shown = page.display().to_string();
                     (
-                        runner.reporter(
+                        runner.reporter(writer(
                             smdebug_report::ReportWriter::to_file(page).rule_files_to(dir),
-                        ),
+                        )),
                         Some(shown),
                     )
                 }
