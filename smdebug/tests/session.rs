@@ -171,14 +171,18 @@ fn a_stop_request_written_by_another_process_reaches_the_loop_at_its_next_step()
     );
 }
 
-#[test]
-fn a_rule_that_fires_with_a_stop_action_stops_the_job_early() {
+/// The digits MLP trained with an exploding loss and ExplodingTensor set to stop the job, the
+/// rules polling every `poll` when given: whether the loop stopped, the steps it trained, the
+/// steps it had planned, and the session's summary.
+fn stopped_by_exploding_tensor(poll: Option<Duration>) -> (bool, u64, u64, SessionSummary) {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     let (train, eval) = digits();
-    let mut session = builder(&run)
-        .no_system()
-        .save(SaveConfig::every(1))
+    let mut builder = builder(&run).no_system().save(SaveConfig::every(1));
+    if let Some(poll) = poll {
+        builder = builder.rules_poll_interval(poll);
+    }
+    let mut session = builder
         .rule_spec(
             RuleSpec::parse("ExplodingTensor")
                 .unwrap()
@@ -194,8 +198,14 @@ fn a_rule_that_fires_with_a_stop_action_stops_the_job_early() {
     let trained = train_in_session(&cfg, &train, &eval, &mut session);
     let summary = session.finish().unwrap();
     let planned = (cfg.epochs * train.len().div_ceil(cfg.batch_size)) as u64;
-    assert!(trained.stopped.is_some(), "{summary}");
-    assert!(trained.steps < planned);
+    (trained.stopped.is_some(), trained.steps, planned, summary)
+}
+
+#[test]
+fn a_rule_that_fires_with_a_stop_action_stops_the_job_early() {
+    let (stopped, steps, planned, summary) = stopped_by_exploding_tensor(None);
+    assert!(stopped, "{summary}");
+    assert!(steps < planned);
     assert_eq!(
         status(&summary, "ExplodingTensor").status,
         Status::IssuesFound
@@ -204,7 +214,7 @@ fn a_rule_that_fires_with_a_stop_action_stops_the_job_early() {
     let cause = summary.stopped.as_ref().unwrap();
     assert!(cause.reason.contains("ExplodingTensor"), "{cause:?}");
     assert_eq!(cause.rule.as_deref(), Some("ExplodingTensor"), "{cause:?}");
-    assert!(cause.step.is_some_and(|s| s < trained.steps), "{cause:?}");
+    assert!(cause.step.is_some_and(|s| s < steps), "{cause:?}");
     assert!(
         summary
             .to_string()
@@ -218,30 +228,10 @@ fn a_rule_that_fires_with_a_stop_action_stops_the_job_early() {
 /// still finishes at once (the end marker wakes them too).
 #[test]
 fn rules_woken_by_the_writer_stop_the_job_without_waiting_for_their_poll() {
-    let dir = tempfile::tempdir().unwrap();
-    let run = dir.path().join("run");
-    let (train, eval) = digits();
-    let mut session = builder(&run)
-        .no_system()
-        .save(SaveConfig::every(1))
-        .rules_poll_interval(Duration::from_secs(3600))
-        .rule_spec(
-            RuleSpec::parse("ExplodingTensor")
-                .unwrap()
-                .action(ActionConfig::StopTraining),
-        )
-        .start()
-        .unwrap();
-    let cfg = TrainConfig {
-        epochs: 20,
-        bug: Some(Bug::ExplodingLoss),
-        ..TrainConfig::default()
-    };
-    let trained = train_in_session(&cfg, &train, &eval, &mut session);
-    let summary = session.finish().unwrap();
-    let planned = (cfg.epochs * train.len().div_ceil(cfg.batch_size)) as u64;
-    assert!(trained.stopped.is_some(), "{summary}");
-    assert!(trained.steps < planned, "{summary}");
+    let (stopped, steps, planned, summary) =
+        stopped_by_exploding_tensor(Some(Duration::from_secs(3600)));
+    assert!(stopped, "{summary}");
+    assert!(steps < planned, "{summary}");
     assert_eq!(
         status(&summary, "ExplodingTensor").status,
         Status::IssuesFound
