@@ -581,10 +581,7 @@ impl TensorFollower {
         if let Some(found) = &self.marker {
             return Ok(Some(found.clone()));
         }
-        let read = match &self.share {
-            Some(share) => share.end_marker(),
-            None => crate::run::EndMarker::read(self.storage.as_ref()),
-        };
+        let read = source::read_end_marker(self.storage.as_ref(), self.share.as_ref());
         if let Ok(Some(found)) = &read {
             self.marker = Some(found.clone());
         }

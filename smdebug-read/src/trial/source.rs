@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 
-use smdebug_core::{Collection, CollectionsFile, Mode};
+use smdebug_core::{Collection, CollectionsFile, EndReason, Mode};
 
 use crate::error::{Error, Result};
 use smdebug_format::layout;
@@ -68,6 +68,19 @@ pub(crate) fn unread_collection_files(
         .into_iter()
         .filter(|path| layout::parse_collections_file(path).is_some() && !seen.contains(path))
         .collect())
+}
+
+/// The run's end marker: `Some(reason)` once it is there, `None` while it is not. Read through
+/// `share` when the reader shares a source (once for every reader of the run in the process),
+/// else from storage.
+pub(crate) fn read_end_marker(
+    storage: &dyn Storage,
+    share: Option<&TensorSubscription>,
+) -> Result<Option<Option<EndReason>>> {
+    match share {
+        Some(share) => share.end_marker(),
+        None => crate::run::EndMarker::read(storage),
+    }
 }
 
 /// One worker's collections file, read (or taken from another reader of the run, through

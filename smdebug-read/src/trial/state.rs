@@ -299,11 +299,7 @@ impl State {
         let marker = if self.complete || self.end_pending.is_some() {
             None
         } else {
-            match &self.share {
-                // Read once for every reader of the run in the process.
-                Some(share) => share.end_marker()?,
-                None => crate::run::EndMarker::read(storage)?,
-            }
+            super::source::read_end_marker(storage, self.share.as_ref())?
         };
         for _ in 0..2 {
             self.read_listing(storage)?;
