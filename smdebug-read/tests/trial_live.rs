@@ -8,7 +8,7 @@ use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
 use smdebug_io::writer::Writer;
 use smdebug_read::trial::{StepState, Trial, TrialOptions};
 use smdebug_storage::open_storage;
-use smdebug_storage::testing::wait_for;
+use smdebug_storage::testing::{wait_for, wait_until};
 
 const STEPS: u64 = 40;
 
@@ -203,5 +203,71 @@ fn a_collection_gains_the_tensors_that_appear_later() {
     assert_eq!(
         trial.tensor_names_filtered(Some("losses"), None).unwrap(),
         ["loss"]
+    );
+}
+
+/// The hook rewrites its collections file when a step brings a tensor to a collection (here a
+/// collection that did not exist, `late`, named only by the save, no regex). A trial that read
+/// the file before reads it again when the new names come, so the collection is there with its
+/// member; and once the run has ended, it holds what the last file says.
+#[test]
+fn a_collections_file_rewritten_after_it_was_read_is_read_again() {
+    use smdebug_format::layout::index_file;
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let writer = Writer::open(run.to_str().unwrap()).unwrap();
+    let mut hook = Hook::builder()
+        .save_config(SaveConfig::every(1))
+        .build(writer)
+        .unwrap();
+    let published = |step: u64| {
+        let path = run.join(index_file(step, "worker_0"));
+        wait_until(Duration::from_secs(30), "the step's index file", || {
+            path.exists()
+        });
+    };
+    let v = values_at(0);
+    let view = TensorView::from_slice(&v, &[16, 16]).unwrap();
+    for step in 0..2u64 {
+        hook.save_tensor("w", &view, &["weights"]);
+        hook.step();
+        published(step);
+    }
+    let trial = Trial::open(run.to_str().unwrap()).unwrap();
+    assert_eq!(
+        trial.tensor_names_filtered(Some("weights"), None).unwrap(),
+        ["w"]
+    );
+    assert!(trial.tensor_names_filtered(Some("late"), None).is_err());
+
+    hook.save_tensor("w", &view, &["weights"]);
+    hook.save_tensor("x", &view, &["late"]);
+    hook.step();
+    published(2);
+    trial.refresh().unwrap();
+    assert_eq!(
+        trial.tensor_names_filtered(Some("late"), None).unwrap(),
+        ["x"],
+        "the collection the rewritten file added"
+    );
+    assert_eq!(
+        trial.tensor_names_filtered(Some("weights"), None).unwrap(),
+        ["w"]
+    );
+
+    // Another name joins an existing collection by name only, at the run's last step.
+    hook.save_tensor("y", &view, &["weights"]);
+    hook.step();
+    drop(hook);
+    trial.refresh().unwrap();
+    assert!(trial.is_complete().unwrap());
+    assert_eq!(
+        trial.tensor_names_filtered(Some("weights"), None).unwrap(),
+        ["w", "y"]
+    );
+    let on_disk = Trial::open(run.to_str().unwrap()).unwrap();
+    assert_eq!(
+        trial.collections().unwrap().len(),
+        on_disk.collections().unwrap().len()
     );
 }

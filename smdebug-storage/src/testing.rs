@@ -211,13 +211,16 @@ pub struct StorageCalls {
 }
 
 /// What a [`CountingStorage`] returned of one file: reads that found it (whole or by range;
-/// a read of a file that is not there is no read of it) and the bytes they returned.
+/// a read of a file that is not there is no read of it) and the bytes they returned; and how
+/// often the file was written through it (a file written again may be read again).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FileReads {
     /// Reads that returned some of the file.
     pub reads: u64,
     /// The bytes they returned.
     pub bytes: u64,
+    /// Whole writes of the file (`put`) and appends to it.
+    pub writes: u64,
 }
 
 /// A storage that counts what it is asked before passing it on: a test proves a reader does
@@ -246,9 +249,19 @@ impl CountingStorage {
         *self.calls.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The reads of each file read so far, by path.
+    /// The reads of each file read so far, by path (with the writes of it through this storage).
     pub fn file_reads(&self) -> std::collections::BTreeMap<String, FileReads> {
-        self.files.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        let files = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        files
+            .iter()
+            .filter(|(_, f)| f.reads > 0)
+            .map(|(path, f)| (path.clone(), *f))
+            .collect()
+    }
+
+    fn wrote(&self, path: &str) {
+        let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        files.entry(path.to_owned()).or_default().writes += 1;
     }
 
     fn count(&self, f: impl FnOnce(&mut StorageCalls)) {
@@ -276,7 +289,9 @@ impl crate::Storage for CountingStorage {
         self.inner.describe()
     }
     fn put_parts(&self, path: &str, parts: Vec<bytes::Bytes>) -> crate::Result<()> {
-        self.inner.put_parts(path, parts)
+        self.inner.put_parts(path, parts)?;
+        self.wrote(path);
+        Ok(())
     }
     fn get(&self, path: &str) -> crate::Result<bytes::Bytes> {
         self.count(|c| c.gets += 1);
@@ -305,6 +320,8 @@ impl crate::Storage for CountingStorage {
         self.inner.supports_append()
     }
     fn append(&self, path: &str, data: &[u8]) -> crate::Result<()> {
-        self.inner.append(path, data)
+        self.inner.append(path, data)?;
+        self.wrote(path);
+        Ok(())
     }
 }

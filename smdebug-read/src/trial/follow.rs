@@ -345,10 +345,11 @@ impl TensorFollower {
             return;
         }
         let storage = self.storage.as_ref();
-        let paths = match source::unread_collection_files(storage, &self.collection_files) {
-            Ok(paths) => paths,
-            Err(e) => return inc.problem(TensorProblem::Listing(e)),
-        };
+        let paths =
+            match source::unread_collection_files(storage, |p| self.collection_files.contains(p)) {
+                Ok(paths) => paths,
+                Err(e) => return inc.problem(TensorProblem::Listing(e)),
+            };
         for path in paths {
             match source::read_collections_file(storage, self.share.as_ref(), &path) {
                 Ok(file) => {

@@ -285,15 +285,16 @@ pub struct Trial {
     id: u64,
 }
 
-/// Where a [`Trial`]'s tensor names and collections stand ([`Trial::names_key`]). Names and
-/// collections files are only ever added, so two equal keys of the same trial mean the same
+/// Where a [`Trial`]'s tensor names and collections stand ([`Trial::names_key`]). Names are
+/// only ever added, and collections files only added or read again (a hook rewrites its file
+/// when a tensor joins a collection), so two equal keys of the same trial mean the same
 /// [`Trial::tensor_names`] and the same members of every collection; keys of two trials never
 /// compare equal. A caller that matches names against patterns at every step (a rule's
 /// selection) keeps its result under this key and matches again only when it moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NamesKey {
     trial: u64,
-    collection_files: usize,
+    collection_reads: usize,
     names: usize,
 }
 

@@ -25,7 +25,7 @@ impl Trial {
         let st = self.fresh()?;
         Ok(NamesKey {
             trial: self.id,
-            collection_files: st.collection_files(),
+            collection_reads: st.collection_reads(),
             names: st.listed.len(),
         })
     }

@@ -2,7 +2,6 @@
 //! [`index_files`](super::index_files); reading and decoding a record:
 //! [`records`](super::records)).
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -42,31 +41,20 @@ pub(crate) struct WorkerCollections {
     pub worker: Option<String>,
     pub num_workers: usize,
     pub collections: Vec<Collection>,
+    /// The file's size as read: a hook rewrites its file, larger, when a tensor joins one
+    /// of its collections.
+    pub bytes: u64,
 }
 
-/// Collections files not read yet; the first one that cannot be read is the error.
-pub(crate) fn new_collection_files(
-    storage: &dyn Storage,
-    share: Option<&TensorSubscription>,
-    seen: &BTreeSet<String>,
-) -> Result<Vec<(String, WorkerCollections)>> {
-    let mut out = Vec::new();
-    for path in unread_collection_files(storage, seen)? {
-        let file = read_collections_file(storage, share, &path)?;
-        out.push((path, file));
-    }
-    Ok(out)
-}
-
-/// The paths of the collections files that `seen` does not hold, in key order.
+/// The paths of the collections files `seen` does not hold, in key order.
 pub(crate) fn unread_collection_files(
     storage: &dyn Storage,
-    seen: &BTreeSet<String>,
+    seen: impl Fn(&str) -> bool,
 ) -> Result<Vec<String>> {
     Ok(storage
         .list(layout::COLLECTIONS_DIR)?
         .into_iter()
-        .filter(|path| layout::parse_collections_file(path).is_some() && !seen.contains(path))
+        .filter(|path| layout::parse_collections_file(path).is_some() && !seen(path))
         .collect())
 }
 
@@ -105,6 +93,7 @@ pub(crate) fn read_collections_file(
         worker: layout::parse_collections_file(path),
         num_workers: file.num_workers,
         collections: file.collections,
+        bytes: bytes.len() as u64,
     })
 }
 

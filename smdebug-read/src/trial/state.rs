@@ -4,7 +4,7 @@
 //! 1.0.34's rules; they live in [`progress`](super::progress). Looking a value up (and what a
 //! miss raises) lives in [`lookup`](super::lookup).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -140,7 +140,14 @@ impl std::fmt::Display for RepeatedName {
 #[derive(Default)]
 pub(crate) struct State {
     pub collections: BTreeMap<String, Collection>,
-    collection_files: BTreeSet<String>,
+    /// Each collections file read, with its size as read.
+    collection_files: BTreeMap<String, u64>,
+    /// Collections files read so far, each version counted: what the collections say can only
+    /// have changed when this did.
+    collection_reads: usize,
+    /// How many names were listed when the collections files were last looked at: names listed
+    /// after that may have come with a rewritten file (see [`State::read_collections`]).
+    names_covered: usize,
     /// Patterns in the collections files that do not compile, each once however many workers'
     /// files carry it.
     pub unusable_patterns: Vec<UnusablePattern>,
@@ -251,7 +258,7 @@ impl State {
 
     /// The listed names collection `name` selects, sorted.
     pub fn collection_members(&mut self, name: &str) -> Result<Vec<String>> {
-        let key = (self.collection_files.len(), self.listed.len());
+        let key = (self.collection_reads, self.listed.len());
         if let Some((k, names)) = self.members.get(name)
             && *k == key
         {
@@ -289,6 +296,11 @@ impl State {
         self.collection_files.len()
     }
 
+    /// Collections files read, each version of a rewritten one counted.
+    pub fn collection_reads(&self) -> usize {
+        self.collection_reads
+    }
+
     /// Learns what is new: index files after the last complete step, collections files, the
     /// end marker. Reading the marker before the final listing means a run that ends during a
     /// refresh is never reported complete with steps missing. A listing after which steps are
@@ -320,6 +332,8 @@ impl State {
                     self.end_pending = Some(reason);
                 }
                 _ => {
+                    // The hook's last rewrite of its collections file came before the marker.
+                    self.read_collections(storage, true)?;
                     self.complete = true;
                     self.end_reason = reason;
                     // Python smdebug: every step counts once the run ended.
@@ -402,7 +416,7 @@ impl State {
         if let Some(h) = horizon {
             self.listed_before = self.listed_before.max(Some(h));
         }
-        self.read_collections(storage)?;
+        self.read_collections(storage, false)?;
         let local_root = self.local_root.clone();
         let share = self.share.clone();
         source::parse_index_files(
@@ -414,17 +428,34 @@ impl State {
             |entry| entry,
             |entry| self.apply_index(entry?),
         )?;
+        if self.listed.len() > self.names_covered {
+            self.read_collections(storage, true)?;
+        }
         self.progress.listed();
         Ok(())
     }
 
-    /// Reads the collections files not read yet.
-    fn read_collections(&mut self, storage: &dyn Storage) -> Result<()> {
+    /// Reads the collections files not read yet and, with `recheck`, those read before whose
+    /// size changed since. A hook rewrites its file before the index file of the step that
+    /// brought a tensor to a collection (and once more as it closes, before the end marker):
+    /// checking again after a listing brings new names, and once the run has ended, keeps the
+    /// collections as the files say, at the cost of a size query per worker then.
+    fn read_collections(&mut self, storage: &dyn Storage, recheck: bool) -> Result<()> {
         let share = self.share.clone();
-        for (key, file) in
-            source::new_collection_files(storage, share.as_ref(), &self.collection_files)?
-        {
-            self.collection_files.insert(key.clone());
+        let mut paths =
+            source::unread_collection_files(storage, |p| self.collection_files.contains_key(p))?;
+        if recheck {
+            for (path, bytes) in &self.collection_files {
+                if storage.size(path)?.is_some_and(|now| now != *bytes) {
+                    paths.push(path.clone());
+                }
+            }
+            self.names_covered = self.listed.len();
+        }
+        for key in paths {
+            let file = source::read_collections_file(storage, share.as_ref(), &key)?;
+            self.collection_files.insert(key.clone(), file.bytes);
+            self.collection_reads += 1;
             self.progress
                 .collections_file(file.worker.as_deref(), file.num_workers);
             for c in file.collections {
