@@ -6,7 +6,6 @@
 //! scalars go to a report written in the same process ([`ServedScalars`]: a `Session`'s).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use smdebug_read::RankSummary;
@@ -106,9 +105,6 @@ fn followed_scalars(d: &RunData) -> FollowedScalars {
 /// it, the report reads them itself.
 const WAIT_FOR_THE_END: Duration = Duration::from_secs(30);
 
-/// How often the wait looks again.
-const WAIT_STEP: Duration = Duration::from_millis(10);
-
 /// A served run's scalars for a report written in the same process
 /// ([`Server::report_scalars`](crate::Server::report_scalars); smdebug-report's
 /// `ReportWriter::scalars_from`): the dashboard's summaries, taken as its "Download report"
@@ -117,13 +113,11 @@ const WAIT_STEP: Duration = Duration::from_millis(10);
 #[derive(Clone)]
 pub struct ServedScalars {
     run: Arc<Run>,
-    /// The server stopped: its follower reads no more.
-    stopped: Arc<AtomicBool>,
 }
 
 impl ServedScalars {
-    pub(crate) fn new(run: Arc<Run>, stopped: Arc<AtomicBool>) -> ServedScalars {
-        ServedScalars { run, stopped }
+    pub(crate) fn new(run: Arc<Run>) -> ServedScalars {
+        ServedScalars { run }
     }
 }
 
@@ -140,21 +134,19 @@ impl ScalarsSource for ServedScalars {
     /// its end marker, waiting up to 30 s. `None` when the run's storage is not open, the
     /// server stopped, or the follower did not get there in time.
     fn scalars(&self, to_the_end: bool) -> Option<FollowedScalars> {
-        let deadline = Instant::now() + WAIT_FOR_THE_END;
-        loop {
-            if self.run.storage().is_some() {
-                let d = self.run.data.read().expect("run data lock");
-                if !to_the_end || d.tensors_ended {
-                    return Some(followed_scalars(&d));
-                }
-            } else if !to_the_end {
+        let opened = || self.run.storage().is_some();
+        if to_the_end {
+            let ended = || opened() && self.run.data.read().is_ok_and(|d| d.tensors_ended);
+            let until = Instant::now() + WAIT_FOR_THE_END;
+            if !self.run.passes.wait_for(until, ended) {
                 return None;
             }
-            if self.stopped.load(Ordering::Acquire) || Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(WAIT_STEP);
+        } else if !opened() {
+            return None;
         }
+        Some(followed_scalars(
+            &self.run.data.read().expect("run data lock"),
+        ))
     }
 }
 
@@ -225,8 +217,7 @@ mod tests {
             smdebug_storage::Location::Local(dir.path().into()),
             false,
         ));
-        let stopped = Arc::new(AtomicBool::new(false));
-        let served = ServedScalars::new(Arc::clone(&run), Arc::clone(&stopped));
+        let served = ServedScalars::new(Arc::clone(&run));
         // Not opened yet: nothing to give, now or at the end.
         assert_eq!(served.scalars(false), None);
         let storage: Arc<dyn smdebug_storage::Storage> =
@@ -254,10 +245,17 @@ mod tests {
             move || served.scalars(true)
         });
         run.data.write().unwrap().tensors_ended = true;
+        run.passes.finished();
         assert_eq!(waiting.join().unwrap(), Some(now));
-        // ... and not at all by a stopped server, whose follower will not get there.
+        // ... and not at all by a stopped server, whose follower will not get there: the
+        // waiter is woken by the stop, long before its 30 s are up.
         run.data.write().unwrap().tensors_ended = false;
-        stopped.store(true, Ordering::Release);
+        let waiting = std::thread::spawn({
+            let served = served.clone();
+            move || served.scalars(true)
+        });
+        run.passes.stopped();
+        assert_eq!(waiting.join().unwrap(), None);
         assert_eq!(served.scalars(true), None);
     }
 

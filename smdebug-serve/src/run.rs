@@ -13,7 +13,7 @@
 //! read once, scalars kept as fixed-size summaries, `ScalarSummaries`); whole tensors are read through
 //! smdebug-read's [`Trial`], opened when a view first asks for one.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -69,8 +69,8 @@ pub(crate) struct Run {
     pub allow_write: bool,
     /// What the report being built is doing (shown by the page), `None` when none is.
     pub report_stage: std::sync::Mutex<Option<&'static str>>,
-    /// Passes of the follower over the run so far.
-    pub passes: AtomicU64,
+    /// Passes of the follower over the run so far, signalled as each ends.
+    pub passes: Passes,
     /// The allocation budget of one value read through the `Trial` (distribution and 2-D
     /// views, the report's scalars), in bytes.
     pub max_tensor_bytes: u64,
@@ -93,7 +93,7 @@ impl Run {
             storage: RwLock::new(None),
             allow_write,
             report_stage: std::sync::Mutex::new(None),
-            passes: AtomicU64::new(0),
+            passes: Passes::default(),
             max_tensor_bytes: smdebug_read::trial::DEFAULT_MAX_TENSOR_BYTES,
             shared_profiler: std::sync::Mutex::new(None),
             shared_tensors: std::sync::Mutex::new(None),
@@ -146,6 +146,63 @@ impl Run {
 
     pub fn storage(&self) -> Option<Arc<dyn Storage>> {
         self.storage.read().ok().and_then(|s| s.clone())
+    }
+}
+
+/// The follower's passes over a run, counted, with a signal for those waiting for what a pass
+/// brings (a report written at the run's end waits for the scalars to reach it).
+#[derive(Default)]
+pub(crate) struct Passes {
+    /// Passes finished so far, and whether the follower stopped for good.
+    state: std::sync::Mutex<(u64, bool)>,
+    signal: std::sync::Condvar,
+}
+
+impl Passes {
+    /// Passes finished so far.
+    pub fn count(&self) -> u64 {
+        self.lock().0
+    }
+
+    /// A pass ended, what it read merged into the run's data: the waiters look again.
+    pub fn finished(&self) {
+        self.lock().0 += 1;
+        self.signal.notify_all();
+    }
+
+    /// The follower stopped (the server is stopping): no pass will bring anything more.
+    pub fn stopped(&self) {
+        self.lock().1 = true;
+        self.signal.notify_all();
+    }
+
+    /// Waits until `ready` says yes (asked at once and after each pass), the follower stopped,
+    /// or `until` came. Whether `ready` said yes.
+    pub fn wait_for(&self, until: Instant, mut ready: impl FnMut() -> bool) -> bool {
+        let mut state = self.lock();
+        loop {
+            // Asked under the lock: a pass that makes it true ends after this, and wakes us.
+            if ready() {
+                return true;
+            }
+            let now = Instant::now();
+            if state.1 || now >= until {
+                return false;
+            }
+            let seen = state.0;
+            while state.0 == seen && !state.1 && Instant::now() < until {
+                let left = until.saturating_duration_since(Instant::now());
+                state = self
+                    .signal
+                    .wait_timeout(state, left)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, bool)> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -336,6 +393,7 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
     } else if cursor.progress_checked {
         cursor.quiet_after_end = cursor.quiet_after_end.saturating_add(1);
     }
+    run.passes.finished();
     Pass { changed, backlog }
 }
 
@@ -343,7 +401,6 @@ pub(crate) fn pass(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> 
 /// checked, the small files read (rule summary, progress and identity files, stop request, end
 /// marker), the followers run, writability probed once, and all of it merged under the lock.
 fn pass_changed(run: &Run, options: &StorageOptions, cursor: &mut Cursor) -> Found {
-    run.passes.fetch_add(1, Ordering::Relaxed);
     note_missing(run);
     let storage = match open_storage(run, options) {
         Ok(storage) => storage,

@@ -395,15 +395,12 @@ impl Server {
             .runs
             .iter()
             .find(|r| same_location(&r.location, location))?;
-        Some(ServedScalars::new(Arc::clone(run), Arc::clone(&self.stop)))
+        Some(ServedScalars::new(Arc::clone(run)))
     }
 
     /// Passes the followers made over the runs so far (all runs together).
     pub fn follower_passes(&self) -> u64 {
-        self.runs
-            .iter()
-            .map(|r| r.passes.load(Ordering::Relaxed))
-            .sum()
+        self.runs.iter().map(|r| r.passes.count()).sum()
     }
 
     /// The follower threads (a few, however many runs are served).
@@ -438,6 +435,9 @@ impl Server {
         }
         for f in self.followers.drain(..) {
             let _ = f.join();
+        }
+        for run in &self.runs {
+            run.passes.stopped();
         }
     }
 }
