@@ -781,7 +781,7 @@ fn step_outlier_fires_on_the_slow_eval_steps_and_judges_every_train_step() {
     // longest), its duration at least the 300 ms it slept (a loaded machine wakes it later).
     assert!(
         rec.slow_eval_steps.iter().any(|s| {
-            let at = format!("the slowest, step {s}, took ");
+            let at = format!("the slowest, EVAL step {s}, took ");
             status.message.find(&at).is_some_and(|i| {
                 let took = &status.message[i + at.len()..];
                 let number: String = took

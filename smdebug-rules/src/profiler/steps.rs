@@ -386,7 +386,7 @@ impl ProfilerRule for StepOutlier {
                 let mut r = RuleResult::at_time(step, span.start_us);
                 r.fire(format!(
                     "node {}, {}: {outliers} steps took longer than the mean {} + {k}σ \
-                     (σ = {}) = {}, more than {} allowed; the slowest, step {s}, took {}, \
+                     (σ = {}) = {}, more than {} allowed; the slowest, {} step {s}, took {}, \
                      {sigmas:.1}σ above the mean: find what these steps do differently \
                      (checkpoints, evaluation, data-loading stalls, garbage collection)",
                     span.node,
@@ -395,6 +395,7 @@ impl ProfilerRule for StepOutlier {
                     duration(std),
                     duration(limit),
                     self.params.n_outliers,
+                    mode.name(),
                     duration(d),
                 ));
                 for (d, s, _) in slowest.iter().take(5) {

@@ -80,10 +80,18 @@ fn bottlenecks(d: &BottleneckDetails, rule: &str) -> Vec<String> {
         .collect()
 }
 
+/// One clause per node and mode, those the rule fired for first. A step is named with its
+/// mode: step spans number the steps of each mode from 0, as the trace files write them.
 fn step_outliers(d: &StepOutlierDetails) -> Vec<String> {
-    let mut clauses = Vec::new();
-    for (node, modes) in &d.nodes {
-        for (mode, s) in modes {
+    let mut judged: Vec<_> = d
+        .nodes
+        .iter()
+        .flat_map(|(node, modes)| modes.iter().map(move |(mode, s)| (node, mode, s)))
+        .collect();
+    judged.sort_by_key(|(_, _, s)| s.times_fired == 0);
+    judged
+        .into_iter()
+        .map(|(node, mode, s)| {
             let mut clause = format!(
                 "node {node}, {mode}: {} of {} steps took longer than the outlier limit {} \
                  (mean {}, stddev {})",
@@ -95,15 +103,14 @@ fn step_outliers(d: &StepOutlierDetails) -> Vec<String> {
             );
             if let Some(slowest) = s.outlier_steps.first() {
                 clause.push_str(&format!(
-                    ", the slowest, step {}, took {}",
+                    ", the slowest, {mode} step {}, took {}",
                     slowest.step,
                     ms(slowest.duration_s)
                 ));
             }
-            clauses.push(clause);
-        }
-    }
-    clauses
+            clause
+        })
+        .collect()
 }
 
 fn load_balancing(d: &LoadBalancingDetails) -> Vec<String> {
@@ -338,6 +345,43 @@ mod tests {
             finding.ends_with("; and 12 more in the rule's details"),
             "{finding}"
         );
+    }
+
+    /// The mode the rule fired for leads (EVAL sorts before TRAIN by name), and a step is named
+    /// with its mode: the trace files number each mode's steps from 0.
+    #[test]
+    fn step_outliers_lead_with_the_modes_that_fired_and_name_steps_with_their_mode() {
+        use crate::profiler::details::{OutlierStep, StepHistogram, StepSeriesDetails};
+        let series = |durations: &[f64], slowest: u64, fired: u64| StepSeriesDetails {
+            steps: durations.len() as u64,
+            duration_s: smdebug_analysis::stats::Summary::of(durations.iter().copied()).unwrap(),
+            outlier_limit_s: 0.05,
+            outliers: 1,
+            outlier_steps: vec![OutlierStep {
+                step: slowest,
+                start_us: 1,
+                duration_s: 0.06,
+            }],
+            histogram: StepHistogram {
+                min_s: 0.01,
+                bin_width_s: 0.01,
+                counts: vec![1; 5],
+            },
+            times_fired: fired,
+        };
+        let modes = BTreeMap::from([
+            ("EVAL".to_owned(), series(&[0.01, 0.02, 0.06], 79, 0)),
+            ("TRAIN".to_owned(), series(&[0.01, 0.03, 0.06], 380, 1)),
+        ]);
+        let details = Details::StepOutliers(StepOutlierDetails {
+            nodes: BTreeMap::from([("vm".to_owned(), modes)]),
+        });
+        let finding = details.finding("StepOutlier").unwrap();
+        let train = finding.find("node vm, TRAIN:").expect(&finding);
+        let eval = finding.find("node vm, EVAL:").expect(&finding);
+        assert!(train < eval, "{finding}");
+        assert!(finding.contains("the slowest, TRAIN step 380, took 60.000 ms"));
+        assert!(finding.contains("the slowest, EVAL step 79, took 60.000 ms"));
     }
 
     #[test]
