@@ -104,7 +104,9 @@ pub struct TensorIncrement {
     pub names: Vec<String>,
     /// How many values were handed to the sink.
     pub values: usize,
-    /// Index files listed and not read yet (a backlog read over several polls).
+    /// Index files of the listing being read that are not read yet (a backlog read over
+    /// several polls): those listed, and about as many for each index folder not listed yet as
+    /// the folders listed held on average (a long run is listed a folder at a time).
     pub pending: usize,
     /// Problems worked around (at most 100; `problems_left_out` counts the others).
     pub problems: Vec<TensorProblem>,
