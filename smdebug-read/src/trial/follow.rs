@@ -11,7 +11,7 @@ use super::intake::{Admit, KnownStep, ReadFiles, admit, listed_name};
 use super::progress::StepProgress;
 use super::records;
 use super::shared::TensorSubscription;
-use super::source::{self, EventFile, IndexEntry, IndexPath, Location, Slot};
+use super::source::{self, EventFile, IndexEntry, IndexListing, IndexPath, Location, Slot};
 use crate::error::{Error, Result};
 use smdebug_storage::{IntoLocation, Storage};
 
@@ -22,6 +22,10 @@ const WHOLE_FILE_BYTES: u64 = 1 << 20;
 /// The values of this many index files go out together (they are read on a few threads, ahead
 /// of the one being taken in).
 const BATCH: usize = 2048;
+
+/// The listing is read a stretch (an index folder) at a time, when fewer than this many index
+/// files listed are left to read: reading a long run holds this many paths, not its every one.
+const LISTED_AHEAD: usize = 8192;
 
 /// Problems kept per increment; the others are counted.
 const MAX_PROBLEMS: usize = 100;
@@ -100,7 +104,9 @@ pub struct TensorIncrement {
     pub names: Vec<String>,
     /// How many values were handed to the sink.
     pub values: usize,
-    /// Index files listed and not read yet (a backlog read over several polls).
+    /// Index files of the listing being read that are not read yet (a backlog read over
+    /// several polls): those listed, and about as many for each index folder not listed yet as
+    /// the folders listed held on average (a long run is listed a folder at a time).
     pub pending: usize,
     /// Problems worked around (at most 100; `problems_left_out` counts the others).
     pub problems: Vec<TensorProblem>,
@@ -171,7 +177,11 @@ pub struct TensorFollower {
     progress: StepProgress,
     collection_files: BTreeSet<String>,
     read: ReadFiles,
+    /// Index files listed and not read yet.
     backlog: VecDeque<IndexPath>,
+    /// The rest of the listing being read, listed as the backlog runs low; `None` once all of
+    /// it was listed.
+    listing: Option<IndexListing>,
     /// The end marker, when it was there before the listing being read started.
     listing_end: Option<Option<EndReason>>,
     /// Every global step taken in, in order (8 bytes a step).
@@ -203,6 +213,7 @@ impl TensorFollower {
             collection_files: BTreeSet::new(),
             read: ReadFiles::default(),
             backlog: VecDeque::new(),
+            listing: None,
             listing_end: None,
             steps: Vec::new(),
             open: BTreeMap::new(),
@@ -258,20 +269,17 @@ impl TensorFollower {
         // At most two listings a poll: a listing after which steps are seen complete is followed
         // by one that confirms them (see `StepProgress`), at once when the budget allows.
         for _ in 0..2 {
-            if self.backlog.is_empty() && self.end.is_none() && !self.list(&mut inc) {
-                break; // Tried again at the next poll.
+            if self.backlog.is_empty() && self.listing.is_none() && self.end.is_none() {
+                self.list(&mut inc);
             }
-            // The collections files after the listing: a worker writes its collections file
-            // before its first index file, so every worker with a file listed is counted.
+            // The collections files after the listing starts (and after each stretch of it):
+            // a worker writes its collections file before its first index file, so every
+            // worker with a file listed is counted.
             self.read_collections(&mut inc);
-            if !self.backlog.is_empty() {
-                self.read_backlog(&mut inc, || started.elapsed() < budget, sink);
+            if !self.read_listing(&mut inc, || started.elapsed() < budget, sink) {
+                break; // The budget is spent, or a listing failed: on at the next poll.
             }
-            if !self.backlog.is_empty() {
-                break;
-            }
-            // A first read's backlog held every index file of the run (~70 bytes each): its
-            // room goes back.
+            // The backlog's room goes back.
             self.backlog = VecDeque::new();
             self.progress.listed();
             if let Some(reason) = self.listing_end.take() {
@@ -286,16 +294,18 @@ impl TensorFollower {
                 break;
             }
         }
-        inc.pending = self.backlog.len();
+        inc.pending =
+            self.backlog.len() + self.listing.as_ref().map_or(0, IndexListing::left_estimate);
         inc
     }
 
-    /// Lists the index files from the last complete step on into the backlog (those not read
-    /// yet). The end marker is read first: when it is there, the run has ended once this
-    /// listing is read, as it holds every step written before the marker. (A marker found
-    /// while an earlier listing is still being read says nothing of that listing: steps may
-    /// have been written after it.) False when the listing failed.
-    fn list(&mut self, inc: &mut TensorIncrement) -> bool {
+    /// Starts a listing of the index files from the last complete step on, listed into the
+    /// backlog (those not read yet) a stretch at a time by [`read_listing`](Self::read_listing).
+    /// The end marker is read first: when it is there, the run has ended once this listing is
+    /// read, as it holds every step written before the marker. (A marker found while an
+    /// earlier listing is still being read says nothing of that listing: steps may have been
+    /// written after it.)
+    fn list(&mut self, inc: &mut TensorIncrement) {
         self.listing_end = self.end_marker().unwrap_or_else(|e| {
             inc.problem(TensorProblem::Listing(e));
             None
@@ -306,20 +316,64 @@ impl TensorFollower {
             share.release_index_before(from);
             share.release_events_before(from);
         }
-        match source::list_index_files(self.storage.as_ref(), Some(from)) {
-            Ok(paths) => {
-                let new = paths
-                    .into_iter()
-                    .filter(|(path, step, _)| !self.read.contains(*step, path));
-                self.backlog.extend(new);
-                true
+        self.listing = Some(IndexListing::start(self.local.as_deref(), from));
+    }
+
+    /// Reads the listing being read (its backlog, and its stretches not listed yet) while
+    /// `more` says yes. True when all of it was read; false when the budget was spent first or
+    /// a stretch could not be listed (it is tried again at the next poll; a listing whose
+    /// first stretch failed is dropped, and the next poll starts a new one).
+    fn read_listing(
+        &mut self,
+        inc: &mut TensorIncrement,
+        more: impl Fn() -> bool,
+        sink: &mut dyn FnMut(ScalarBatch, usize),
+    ) -> bool {
+        loop {
+            if !self.list_more(inc) {
+                return false;
             }
-            Err(e) => {
-                self.listing_end = None;
-                inc.problem(TensorProblem::Listing(e));
-                false
+            if self.backlog.is_empty() {
+                return true; // Nothing is left to list.
+            }
+            self.read_backlog(inc, &more, sink);
+            if !self.backlog.is_empty() || (self.listing.is_some() && !more()) {
+                return false;
             }
         }
+    }
+
+    /// Lists the listing's next stretches into the backlog while fewer than [`LISTED_AHEAD`]
+    /// files are left in it; each stretch's files not read yet join the backlog, and the
+    /// collections files are read again after it. False when a stretch could not be listed.
+    fn list_more(&mut self, inc: &mut TensorIncrement) -> bool {
+        while self.backlog.len() < LISTED_AHEAD {
+            let Some(listing) = self.listing.as_mut() else {
+                return true;
+            };
+            match listing.next(self.storage.as_ref()) {
+                None => self.listing = None,
+                Some(Ok(paths)) => {
+                    if listing.ended() {
+                        self.listing = None;
+                    }
+                    let new = paths
+                        .into_iter()
+                        .filter(|(path, step, _)| !self.read.contains(*step, path));
+                    self.backlog.extend(new);
+                    self.read_collections(inc);
+                }
+                Some(Err(e)) => {
+                    if !listing.started() {
+                        self.listing = None;
+                        self.listing_end = None;
+                    }
+                    inc.problem(TensorProblem::Listing(e));
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     /// Index files and steps at or before the last complete step are never listed again: what

@@ -380,11 +380,6 @@ pub(crate) trait IndexShare: Sync {
 /// An index file's path, with the step and worker its name gives.
 pub(crate) type IndexPath = (String, u64, String);
 
-/// The index files of steps `>= from` (every one when `from` is `None`), in key order.
-pub(crate) fn list_index_files(storage: &dyn Storage, from: Option<u64>) -> Result<Vec<IndexPath>> {
-    list_index_files_before(storage, from, None)
-}
-
 /// The index files of steps from `from` (every step for `None`) and before `before` (to the
 /// last for `None`), with their steps and workers.
 pub(crate) fn list_index_files_before(
@@ -406,6 +401,110 @@ pub(crate) fn list_index_files_before(
         .into_iter()
         .filter_map(|path| layout::parse_index_file(&path).map(|(s, w)| (path, s, w)))
         .collect())
+}
+
+/// A listing of the run's index files from one step on, read a stretch at a time ([`next`]):
+/// on local disk one index folder (1,000 steps) a stretch, so that a long run's listing is
+/// never held whole (a path, its step and worker take ~130 bytes: 52 MB at 400,000 steps,
+/// twice that while the list was copied); elsewhere (an object store, whose listing pages
+/// through the prefix anyway) one stretch to the end. The stretches together hold the paths
+/// one listing from the same step holds, in the same order: each lists the paths after the
+/// previous one's end and before its own (the next folder's `index/<folder>/`), the last one
+/// everything after; a folder made after the listing started falls in the stretch whose range
+/// holds it. Like any listing of a folder being written, it holds every file that existed
+/// when it started (see [`StepProgress`](super::StepProgress)).
+///
+/// [`next`]: IndexListing::next
+pub(crate) struct IndexListing {
+    /// Paths sorting at or before this one were listed.
+    after: String,
+    /// The start of each folder after `after` not listed yet (`index/<folder>/`), in order:
+    /// each ends a stretch.
+    bounds: std::collections::VecDeque<String>,
+    /// The last stretch (everything after `after`) was listed.
+    ended: bool,
+    /// Index files and stretches listed so far.
+    files: usize,
+    stretches: usize,
+}
+
+impl IndexListing {
+    /// A listing of the index files of steps `>= from`, nothing listed yet. On local disk the
+    /// index folder's own entries are read now (one folder, a few hundred names); when they
+    /// cannot be, the listing is one stretch, whose listing reports the error.
+    pub(crate) fn start(local: Option<&Path>, from: u64) -> IndexListing {
+        let after = layout::index_list_offset(from);
+        let mut bounds: Vec<String> = local
+            .and_then(|root| std::fs::read_dir(root.join(layout::INDEX_DIR)).ok())
+            .into_iter()
+            .flatten()
+            .filter_map(|entry| {
+                let entry = entry.ok()?;
+                if !entry.file_type().ok()?.is_dir() {
+                    return None;
+                }
+                let name = entry.file_name().into_string().ok()?;
+                Some(format!("{}/{name}/", layout::INDEX_DIR))
+            })
+            .filter(|bound| *bound > after)
+            .collect();
+        bounds.sort_unstable();
+        IndexListing {
+            after,
+            bounds: bounds.into(),
+            ended: false,
+            files: 0,
+            stretches: 0,
+        }
+    }
+
+    /// The next stretch's index files, with their steps and workers, in key order; `None` once
+    /// every stretch was listed. A stretch whose listing failed is listed again at the next
+    /// call.
+    pub(crate) fn next(&mut self, storage: &dyn Storage) -> Option<Result<Vec<IndexPath>>> {
+        if self.ended {
+            return None;
+        }
+        let listed = match self.bounds.front() {
+            Some(end) => storage.list_between(layout::INDEX_DIR, Some(&self.after), end),
+            None => storage.list_after(layout::INDEX_DIR, &self.after),
+        };
+        let paths = match listed {
+            Ok(paths) => paths,
+            Err(e) => return Some(Err(e.into())),
+        };
+        match self.bounds.pop_front() {
+            Some(end) => self.after = end,
+            None => self.ended = true,
+        }
+        let paths: Vec<IndexPath> = paths
+            .into_iter()
+            .filter_map(|path| layout::parse_index_file(&path).map(|(s, w)| (path, s, w)))
+            .collect();
+        self.files += paths.len();
+        self.stretches += 1;
+        Some(Ok(paths))
+    }
+
+    /// Whether a stretch was listed.
+    pub(crate) fn started(&self) -> bool {
+        self.stretches > 0
+    }
+
+    /// Whether every stretch was listed.
+    pub(crate) fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// About how many index files the stretches not listed yet hold: as many a stretch as
+    /// those listed held on average (a folder holds 1,000 steps of each worker), nothing known
+    /// before one was listed.
+    pub(crate) fn left_estimate(&self) -> usize {
+        if self.ended || self.stretches == 0 {
+            return 0;
+        }
+        (self.bounds.len() + 1) * self.files.div_ceil(self.stretches)
+    }
 }
 
 /// Reads and checks each index file of `paths` ([`read_index_file`]: an index naming another

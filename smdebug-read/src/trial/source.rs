@@ -17,7 +17,7 @@ use smdebug_storage::{LocalStorage, Storage, open_storage};
 use super::shared::TensorSubscription;
 
 pub(crate) use super::index_files::{
-    InOrder, IndexEntry, IndexPath, IndexShare, Slot, TensorTable, list_index_files,
+    InOrder, IndexEntry, IndexListing, IndexPath, IndexShare, Slot, TensorTable,
     list_index_files_before, parse_index_files, read_whole, reader_threads,
 };
 
