@@ -292,8 +292,8 @@ mod tests {
     }
 
     /// A stretch of a file is read as asked, cut short where the file ends; one that starts at
-    /// or past the end, a folder and (on Unix) a FIFO in a file's place are errors, never a
-    /// wait.
+    /// or past the end, a folder and (on Unix) a FIFO in a file's place are errors naming what
+    /// is wrong, never a wait.
     #[test]
     fn ranges_read_what_the_file_holds_and_refuse_what_is_not_a_file() {
         let dir = tempfile::tempdir().unwrap();
@@ -303,7 +303,8 @@ mod tests {
             .unwrap();
         assert_eq!(&store.get_range("a/f.bin", 3..6).unwrap()[..], b"345");
         assert_eq!(&store.get_range("a/f.bin", 8..1 << 40).unwrap()[..], b"89");
-        assert!(store.get_range("a/f.bin", 10..12).is_err());
+        let past = store.get_range("a/f.bin", 10..12).unwrap_err().to_string();
+        assert!(past.contains("past the end (10 bytes)"), "{past}");
         assert!(store.get_range("a", 0..4).is_err(), "a folder");
         #[cfg(unix)]
         {
@@ -313,7 +314,8 @@ mod tests {
                 .status()
                 .unwrap();
             assert!(made.success());
-            assert!(store.get_range("a/fifo.bin", 0..4).is_err(), "a FIFO");
+            let fifo = store.get_range("a/fifo.bin", 0..4).unwrap_err().to_string();
+            assert!(fifo.contains("a FIFO, not a regular file"), "{fifo}");
         }
     }
 }

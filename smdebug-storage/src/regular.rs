@@ -142,28 +142,12 @@ pub(crate) fn read_range(
     rel: &str,
     range: std::ops::Range<u64>,
 ) -> io::Result<Vec<u8>> {
-    let len = range.end.saturating_sub(range.start);
     #[cfg(target_os = "linux")]
-    if len <= DIRECT_RANGE_MAX
+    if let Ok(len) = usize::try_from(range.end.saturating_sub(range.start))
+        && len as u64 <= DIRECT_RANGE_MAX
         && let Some(file) = open_without_links(root, rel)
+        && let Some(buf) = pread_range(&file, range.start, len)
     {
-        let len = len as usize;
-        let mut buf = Vec::with_capacity(len);
-        while buf.len() < len {
-            let offset = range.start + buf.len() as u64;
-            match rustix::io::pread(&file, rustix::buffer::spare_capacity(&mut buf), offset) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(rustix::io::Errno::INTR) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        if buf.is_empty() {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("range {range:?} starts at or past the end of the file"),
-            ));
-        }
         return Ok(buf);
     }
     use std::io::{Read, Seek, SeekFrom};
@@ -179,6 +163,24 @@ pub(crate) fn read_range(
     let mut buf = Vec::with_capacity(len);
     f.take(len as u64).read_to_end(&mut buf)?;
     Ok(buf)
+}
+
+/// `len` bytes of `file` from `start` (fewer where it ends); `None` when nothing could be read
+/// (a read past the end, a FIFO, a folder): the checked way then says what is wrong, as it
+/// would have.
+#[cfg(target_os = "linux")]
+fn pread_range(file: &File, start: u64, len: usize) -> Option<Vec<u8>> {
+    let mut buf = Vec::with_capacity(len);
+    while buf.len() < len {
+        let offset = start + buf.len() as u64;
+        match rustix::io::pread(file, rustix::buffer::spare_capacity(&mut buf), offset) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return None,
+        }
+    }
+    (!buf.is_empty()).then_some(buf)
 }
 
 /// The whole of `rel`: at most the size it had when opened, and at most
