@@ -186,7 +186,9 @@ impl DecodedAhead {
     }
 
     /// Waits until the batch being decoded for `read` is decoded, when the caller has taken
-    /// every value decoded before it (the caller's next value is likely in it).
+    /// every value decoded before it (the caller's next value is likely in it). The caller
+    /// reads the chunks no thread has taken yet itself, and waits only for chunks being read:
+    /// it never waits for a thread to start (it may be one of the pool's, the others busy).
     pub(crate) fn wait_for_pending(&self, read: Read<'_>) {
         let pending = {
             let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
@@ -197,6 +199,7 @@ impl DecodedAhead {
                 _ => return,
             }
         };
+        pending.run();
         pending.wait();
     }
 
