@@ -186,9 +186,11 @@ impl DecodedAhead {
     }
 
     /// Waits until the batch being decoded for `read` is decoded, when the caller has taken
-    /// every value decoded before it (the caller's next value is likely in it). The caller
-    /// reads the chunks no thread has taken yet itself, and waits only for chunks being read:
-    /// it never waits for a thread to start (it may be one of the pool's, the others busy).
+    /// every value decoded before it (the caller's next value is likely in it): the pool's
+    /// threads decode it while the caller waits, its own thread's time left to the values it
+    /// takes. A caller that is one of the pool's threads itself reads the chunks left itself
+    /// and waits only for those being read (it must not wait for a pool thread to start: every
+    /// other may be waiting too).
     pub(crate) fn wait_for_pending(&self, read: Read<'_>) {
         let pending = {
             let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
@@ -199,7 +201,9 @@ impl DecodedAhead {
                 _ => return,
             }
         };
-        pending.run();
+        if rayon_core::current_thread_index().is_some() {
+            pending.run();
+        }
         pending.wait();
     }
 
