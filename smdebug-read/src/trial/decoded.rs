@@ -8,8 +8,9 @@
 //! values read and decoded together on rayon's threads, and the next reads take them from here
 //! (`Trial::decoded_value`) without a lookup, a file or a decoder. While the caller takes one
 //! batch, the next is decoded: once half a batch is left, the steps after it are looked up and
-//! handed to the pool, so a caller that keeps going finds its values decoded and only waits
-//! (without the interpreter's lock, in `Trial::raw_value_as`) for the first batch of a tensor.
+//! handed to the pool, so a caller that keeps going finds its values decoded, or waits for the
+//! pool (without the interpreter's lock, in `Trial::raw_value_as`) when it gets to a batch
+//! still being decoded (a tensor's first, or any when the pool is slower than the caller).
 //!
 //! A value taken from here is the one the caller's own read would give: it was looked up by
 //! the same lookup ([`State::find`]) and read with the same checks while the index stood as it
