@@ -1,13 +1,15 @@
 """Where the time of smdebug_rs's ``value(step)`` loop goes: the loop of bench_vs_smdebug.py,
 timed as it is, with every event file in memory first, and with numpy's part alone.
 
-    python smdebug-py/bench/value_loop_floor.py RUN [--kept | --numpy-only] [--no-read-ahead]
+    python smdebug-py/bench/value_loop_floor.py RUN [--kept | --numpy-only] [--no-read-ahead] [--tensor-per-call]
 
 ``--kept`` reads every value twice first (untimed; a file read a second time stays kept), so the
 timed loop reads no file: what is left is the per-value cost (lookup, checks, decode, a new
 writable numpy array, the call itself). ``--numpy-only`` runs the same loop making each value's
 array with ``np.empty`` (its shape and dtype, kept like the values): no reading at all.
-``--no-read-ahead`` opens the trial with ``read_ahead=False``. Besides the wall and process CPU
+``--no-read-ahead`` opens the trial with ``read_ahead=False``. ``--tensor-per-call`` runs the
+loop as issue 37 writes it, ``for n in names: for s in steps: trial.tensor(n).value(s)`` (the
+``Tensor`` looked up for every value). Besides the wall and process CPU
 time, the calling thread's own CPU time is printed: with read-ahead, the files are read on other
 threads, whose CPU time counts in the process's but not in the caller's.
 """
@@ -27,6 +29,7 @@ def main():
     how.add_argument("--kept", action="store_true", help="every file in memory first (untimed)")
     how.add_argument("--numpy-only", action="store_true", help="np.empty instead of value(step)")
     ap.add_argument("--no-read-ahead", action="store_true", help="create_trial(read_ahead=False)")
+    ap.add_argument("--tensor-per-call", action="store_true", help="trial.tensor(n).value(s) each time")
     args = ap.parse_args()
     trial = create_trial(args.run, read_ahead=not args.no_read_ahead)
     names = trial.tensor_names()
@@ -48,6 +51,9 @@ def main():
             shape, dtype = first[name]
             for step in t.steps():
                 arrays.append(np.empty(shape, dtype))
+        elif args.tensor_per_call:
+            for step in t.steps():
+                arrays.append(trial.tensor(name).value(step))
         else:
             for step in t.steps():
                 arrays.append(t.value(step))
@@ -59,6 +65,8 @@ def main():
         label = "np.empty only, no reading"
     else:
         label = "as bench_vs_smdebug.py"
+    if args.tensor_per_call:
+        label += ", trial.tensor(name) per value"
     if args.no_read_ahead:
         label += ", read_ahead=False"
     print(

@@ -41,7 +41,8 @@ impl NativeTrial {
         worker: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
         // A value decoded ahead is taken with the GIL held (that never blocks: `decoded_value`);
-        // otherwise one lookup and one read (`Trial::raw_value_as`), the GIL released meanwhile.
+        // otherwise, with the GIL released, `Trial::raw_value_as` waits for the batch being
+        // decoded, or looks the value up and reads it.
         // The budget counts the numpy copy too (`Conversion::Array`), before decoding.
         let conversion = Conversion::Array;
         let read = match self

@@ -292,6 +292,55 @@ fn the_files_after_the_callers_position_are_read_on_other_threads() {
     assert_eq!(plain_storage.by_others(), 0);
 }
 
+/// A caller reading one tensor value by value (`raw_value_as`, the Python binding's `value`)
+/// reads the first two steps itself; then the next 512 values are decoded on the pool's
+/// threads, and the 512 after them once half of those are taken, while the caller takes the
+/// rest: a caller that finds each batch decoded when it gets there (here it waits for that)
+/// reads no file itself, and each of the other files is read once, by another thread. The
+/// values are those a reader without reading ahead reads.
+#[test]
+fn a_caller_reading_value_by_value_takes_values_decoded_on_other_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = write_run(dir.path());
+    let storage = Intercepted::new(open_storage(&run).unwrap(), EventReads::new());
+    let trial = Trial::from_storage(&run, storage.clone(), options(true, 256 << 20)).unwrap();
+    let plain = Trial::open_with(&run, options(false, 256 << 20)).unwrap();
+    let steps = trial.tensor("w").unwrap().steps(None).unwrap();
+    assert_eq!(steps.len() as u64, STEPS);
+    let read = |range: std::ops::Range<usize>| {
+        for &step in &steps[range] {
+            let value = trial
+                .raw_value_as("w", step, None, None, Conversion::Array)
+                .unwrap();
+            let expected = plain
+                .raw_value_as("w", step, None, None, Conversion::Array)
+                .unwrap();
+            assert_eq!(value, expected, "step {step}");
+        }
+    };
+    let pool_read = |files: usize| {
+        wait_until(
+            std::time::Duration::from_secs(60),
+            &format!("the pool to read {files} files"),
+            || storage.by_others() >= files,
+        );
+    };
+    read(0..2);
+    assert_eq!(storage.by_caller(), 2);
+    // Steps 2 to 513.
+    pool_read(512);
+    // Taking steps 2 to 257 leaves half the batch: the rest of the run is decoded meanwhile.
+    read(2..258);
+    pool_read(STEPS as usize - 2);
+    read(258..steps.len());
+    assert_eq!(storage.by_caller(), 2, "the caller read steps 0 and 1 only");
+    assert_eq!(
+        storage.by_others() as u64,
+        STEPS - 2,
+        "every other file once"
+    );
+}
+
 /// A caller reading value by value, tensor after tensor (`for name in names: for step in
 /// steps: raw_value_as(name, step)`, Python's notebook loop), reads each event file once: the
 /// files read for the first tensor's values decoded ahead are kept (within the file cache's

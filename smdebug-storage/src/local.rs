@@ -1,7 +1,7 @@
 //! Local disk: atomic writes through a temporary file and a rename in the same folder.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -198,21 +198,7 @@ impl Storage for LocalStorage {
             return Ok(Bytes::new());
         }
         check_relative(&self.describe, path)?;
-        let read = || -> io::Result<Vec<u8>> {
-            let (mut f, size) = super::regular::open(&self.root, path)?;
-            if range.start >= size {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("range {range:?} starts at or past the end ({size} bytes)"),
-                ));
-            }
-            let len = (range.end.min(size) - range.start) as usize;
-            f.seek(SeekFrom::Start(range.start))?;
-            let mut buf = Vec::with_capacity(len);
-            f.take(len as u64).read_to_end(&mut buf)?;
-            Ok(buf)
-        };
-        read()
+        super::regular::read_range(&self.root, path, range)
             .map(Bytes::from)
             .map_err(|e| self.io_err("get_range", path, e))
     }
@@ -303,5 +289,33 @@ mod tests {
         assert!(is_temp_name(&name), "{name}");
         assert!(!name.contains(".json"), "{name}");
         assert!(name.starts_with(".1_algo-1_json."), "{name}");
+    }
+
+    /// A stretch of a file is read as asked, cut short where the file ends; one that starts at
+    /// or past the end, a folder and (on Unix) a FIFO in a file's place are errors naming what
+    /// is wrong, never a wait.
+    #[test]
+    fn ranges_read_what_the_file_holds_and_refuse_what_is_not_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStorage::new(dir.path()).unwrap();
+        store
+            .put("a/f.bin", Bytes::from_static(b"0123456789"))
+            .unwrap();
+        assert_eq!(&store.get_range("a/f.bin", 3..6).unwrap()[..], b"345");
+        assert_eq!(&store.get_range("a/f.bin", 8..1 << 40).unwrap()[..], b"89");
+        let past = store.get_range("a/f.bin", 10..12).unwrap_err().to_string();
+        assert!(past.contains("past the end (10 bytes)"), "{past}");
+        assert!(store.get_range("a", 0..4).is_err(), "a folder");
+        #[cfg(unix)]
+        {
+            let fifo = dir.path().join("a/fifo.bin");
+            let made = std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap();
+            assert!(made.success());
+            let fifo = store.get_range("a/fifo.bin", 0..4).unwrap_err().to_string();
+            assert!(fifo.contains("a FIFO, not a regular file"), "{fifo}");
+        }
     }
 }

@@ -132,6 +132,57 @@ fn open_without_links(_root: &Path, _rel: &str) -> Option<File> {
     None
 }
 
+/// The longest stretch [`read_range`] reads without asking the file's size first.
+pub(crate) const DIRECT_RANGE_MAX: u64 = 16 << 20;
+
+/// Bytes `range` of `rel` (a non-empty range), cut short where the file ends; an error when
+/// the range starts at or past the end (see the module docs).
+pub(crate) fn read_range(
+    root: &Path,
+    rel: &str,
+    range: std::ops::Range<u64>,
+) -> io::Result<Vec<u8>> {
+    #[cfg(target_os = "linux")]
+    if let Ok(len) = usize::try_from(range.end.saturating_sub(range.start))
+        && len as u64 <= DIRECT_RANGE_MAX
+        && let Some(file) = open_without_links(root, rel)
+        && let Some(buf) = pread_range(&file, range.start, len)
+    {
+        return Ok(buf);
+    }
+    use std::io::{Read, Seek, SeekFrom};
+    let (mut f, size) = open(root, rel)?;
+    if range.start >= size {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("range {range:?} starts at or past the end ({size} bytes)"),
+        ));
+    }
+    let len = (range.end.min(size) - range.start) as usize;
+    f.seek(SeekFrom::Start(range.start))?;
+    let mut buf = Vec::with_capacity(len);
+    f.take(len as u64).read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// `len` bytes of `file` from `start` (fewer where it ends); `None` when nothing could be read
+/// (a read past the end, a FIFO, a folder): the checked way then says what is wrong, as it
+/// would have.
+#[cfg(target_os = "linux")]
+fn pread_range(file: &File, start: u64, len: usize) -> Option<Vec<u8>> {
+    let mut buf = Vec::with_capacity(len);
+    while buf.len() < len {
+        let offset = start + buf.len() as u64;
+        match rustix::io::pread(file, rustix::buffer::spare_capacity(&mut buf), offset) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return None,
+        }
+    }
+    (!buf.is_empty()).then_some(buf)
+}
+
 /// The whole of `rel`: at most the size it had when opened, and at most
 /// [`MAX_WHOLE_FILE_BYTES`].
 pub(crate) fn read_whole(root: &Path, rel: &str) -> io::Result<Vec<u8>> {

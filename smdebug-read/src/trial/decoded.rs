@@ -5,8 +5,12 @@
 //! lock and a record read and decoded on its own thread, with the files read on demand. So once
 //! it reads a tensor in step order (two reads of the same tensor, mode, worker and conversion,
 //! the second at a later step), the tensor's next steps are looked up under one lock and their
-//! values read and decoded together (by the caller and rayon's threads beside it), and the next reads take them from here
-//! (`Trial::decoded_value`) without a lookup, a file or a decoder.
+//! values read and decoded together on rayon's threads, and the next reads take them from here
+//! (`Trial::decoded_value`) without a lookup, a file or a decoder. While the caller takes one
+//! batch, the next is decoded: once half a batch is left, the steps after it are looked up and
+//! handed to the pool, so a caller that keeps going finds its values decoded, or waits for the
+//! pool (without the interpreter's lock, in `Trial::raw_value_as`) when it gets to a batch
+//! still being decoded (a tensor's first, or any when the pool is slower than the caller).
 //!
 //! A value taken from here is the one the caller's own read would give: it was looked up by
 //! the same lookup ([`State::find`]) and read with the same checks while the index stood as it
@@ -14,14 +18,15 @@
 //! up before are not used), and a refresh that is due is done by the caller's own read first.
 //! A step whose read fails (a placeholder index entry, a record that does not decode, a value
 //! over the budget) is left out: the caller's read of that step reads it and gets the error.
-//! The decoded values hold slices of their event files: at most [`BATCH_VALUES`] values, the
-//! files and values they hold within [`BATCH_BYTES`]. The files read for them are kept for good
+//! The decoded values hold slices of their event files. Two batches at most
+//! (the one the caller takes and the next), each of at most [`BATCH_VALUES`] values, the files
+//! and values it holds within [`BATCH_BYTES`]. The files read for them are kept for good
 //! (within [`TrialOptions::file_cache_bytes`](super::TrialOptions::file_cache_bytes), as the
 //! caller's own reads here are: [`FirstFetch::ForGood`]): a caller going tensor after tensor
 //! finds the next tensor's records in the files the first one read.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use smdebug_core::Mode;
@@ -32,11 +37,11 @@ use super::state::State;
 use smdebug_format::budget::{Budget, Conversion};
 use smdebug_storage::Storage;
 
-/// Values decoded ahead at most.
+/// Values decoded ahead in one batch at most.
 const BATCH_VALUES: usize = 512;
 
-/// Bytes the values decoded ahead may hold at most: their event files (a file up to 1 MiB is
-/// held whole) and the values decoded out of them.
+/// Bytes one batch of values decoded ahead may hold at most: their event files (a file up to
+/// 1 MiB is held whole) and the values decoded out of them.
 const BATCH_BYTES: u64 = 16 << 20;
 
 /// Steps looked at for one batch at most (a mode's steps among those of other modes).
@@ -52,10 +57,36 @@ pub(crate) struct DecodedAhead {
 struct Inner {
     /// The caller's last read (what it read, and the step).
     last: Option<(Key, u64)>,
-    /// The generation of the index the values were looked up in.
+    /// The generation of the index the values (and the pending batch) were looked up in.
     generation: u64,
     /// Values of `last`'s tensor at steps after `last`'s, in step order.
     values: VecDeque<(u64, TensorValue)>,
+    /// The batch after `values`, being decoded on the pool's threads.
+    pending: Option<Arc<Work>>,
+    /// A lookup after this step found nothing to decode: not looked up again.
+    nothing_after: Option<u64>,
+}
+
+impl Inner {
+    /// Forgets the values and the pending batch (whose threads stop at their next chunk).
+    fn clear(&mut self) {
+        self.values.clear();
+        if let Some(pending) = self.pending.take() {
+            pending.cancelled.store(true, Ordering::Relaxed);
+        }
+        self.nothing_after = None;
+    }
+
+    /// Moves the pending batch's values into `values` once it is decoded (never waits).
+    fn collect_pending(&mut self) {
+        if !self.values.is_empty() {
+            return;
+        }
+        if let Some(values) = self.pending.as_ref().and_then(|p| p.finished()) {
+            self.values = values;
+            self.pending = None;
+        }
+    }
 }
 
 /// What a caller reads: a tensor, the mode its steps are numbered in, the worker asked for (any
@@ -86,75 +117,141 @@ impl Key {
     }
 }
 
+/// A read's tensor, mode, worker and conversion, as [`DecodedAhead`]'s calls take them.
+#[derive(Clone, Copy)]
+pub(crate) struct Read<'a> {
+    pub name: &'a str,
+    pub mode: Mode,
+    pub worker: Option<&'a str>,
+    pub conversion: Conversion,
+}
+
+impl Read<'_> {
+    fn matches(&self, key: &Key) -> bool {
+        key.is(self.name, self.mode, self.worker, self.conversion)
+    }
+}
+
 impl DecodedAhead {
-    /// The value of `name` at `step` when it was decoded ahead, with the index still at
-    /// `generation`. Never waits: `None` when another thread holds the values.
+    /// The value of `read` at `step` when it was decoded ahead, with the index still at
+    /// `generation`. Never waits for the values (`None` when another thread holds them, and
+    /// when the batch that may hold the step is still being decoded: see
+    /// [`wait_for_pending`](DecodedAhead::wait_for_pending)), nor for the batch it starts:
+    /// once half a batch is left, the steps after it are looked up with `next` (under the
+    /// trial's lock, through [`next_locations`]) and handed to the pool with `start` (through
+    /// [`start`]).
     pub(crate) fn take(
         &self,
-        name: &str,
+        read: Read<'_>,
         step: u64,
-        mode: Mode,
-        worker: Option<&str>,
-        conversion: Conversion,
         generation: u64,
+        next: impl FnOnce(u64) -> Vec<(u64, Location)>,
+        start: impl FnOnce(Vec<(u64, Location)>) -> Option<Arc<Work>>,
     ) -> Option<TensorValue> {
         let mut guard = self.inner.try_lock().ok()?;
         let inner = &mut *guard;
-        let (key, last) = inner.last.as_mut()?;
-        if inner.generation != generation || !key.is(name, mode, worker, conversion) {
+        let (key, last) = inner.last.as_ref()?;
+        if inner.generation != generation || !read.matches(key) {
             return None;
         }
+        let last = *last;
         // Steps the caller skipped are not asked for again by a caller going forward.
-        if step > *last {
-            while inner.values.front().is_some_and(|(s, _)| *s < step) {
-                inner.values.pop_front();
+        let skip = |values: &mut VecDeque<(u64, TensorValue)>| {
+            if step > last {
+                while values.front().is_some_and(|(s, _)| *s < step) {
+                    values.pop_front();
+                }
+            }
+        };
+        skip(&mut inner.values);
+        inner.collect_pending();
+        skip(&mut inner.values);
+        if inner.values.front().is_none_or(|(s, _)| *s != step) {
+            return None;
+        }
+        let (_, value) = inner.values.pop_front().expect("the front is the step");
+        if let Some((_, last)) = inner.last.as_mut() {
+            *last = step;
+        }
+        // Keep the next batch coming while the caller takes this one.
+        if inner.pending.is_none() && inner.values.len() <= BATCH_VALUES / 2 {
+            let after = inner.values.back().map_or(step, |(s, _)| *s);
+            if inner.nothing_after != Some(after) {
+                inner.pending = start(next(after));
+                if inner.pending.is_none() {
+                    inner.nothing_after = Some(after);
+                }
             }
         }
-        if inner.values.front().is_some_and(|(s, _)| *s == step) {
-            *last = step;
-            return inner.values.pop_front().map(|(_, v)| v);
-        }
-        None
+        Some(value)
     }
 
-    /// The caller read `name` at `step` itself (nothing decoded ahead had it). When this read
-    /// follows the previous one in step order and nothing decoded ahead is left, the values of
-    /// the tensor's next steps are decoded now.
-    /// `ahead` gives the index's generation and where the next steps' values are (under the
-    /// trial's lock, through [`next_locations`]); `decode` reads them (through [`decode`]).
-    #[allow(clippy::too_many_arguments)]
+    /// Waits until the batch being decoded for `read` is decoded, when the caller has taken
+    /// every value decoded before it (the caller's next value is likely in it): the pool's
+    /// threads decode it while the caller waits, its own thread's time left to the values it
+    /// takes. A caller that is one of the pool's threads itself reads the chunks left itself
+    /// and waits only for those being read (it must not wait for a pool thread to start: every
+    /// other may be waiting too).
+    pub(crate) fn wait_for_pending(&self, read: Read<'_>) {
+        let pending = {
+            let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+            match (&inner.last, &inner.pending) {
+                (Some((key, _)), Some(pending)) if read.matches(key) && inner.values.is_empty() => {
+                    pending.clone()
+                }
+                _ => return,
+            }
+        };
+        if rayon_core::current_thread_index().is_some() {
+            pending.run();
+        }
+        pending.wait();
+    }
+
+    /// The caller read `read` at `step` itself (nothing decoded ahead had it), with the index
+    /// at `generation`. When this read follows the previous one in step order and nothing
+    /// decoded ahead is left, the values of the tensor's next steps are looked up (`next`) and
+    /// their decoding started (`start`), as in [`take`](DecodedAhead::take).
     pub(crate) fn after_read(
         &self,
-        name: &str,
+        read: Read<'_>,
         step: u64,
-        mode: Mode,
-        worker: Option<&str>,
-        conversion: Conversion,
-        ahead: impl FnOnce() -> (u64, Vec<(u64, Location)>),
-        decode: impl FnOnce(Vec<(u64, Location)>) -> VecDeque<(u64, TensorValue)>,
+        generation: u64,
+        next: impl FnOnce(u64) -> Vec<(u64, Location)>,
+        start: impl FnOnce(Vec<(u64, Location)>) -> Option<Arc<Work>>,
     ) {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if inner.generation != generation {
+            // Looked up in an index that has changed since: not given.
+            inner.clear();
+            inner.generation = generation;
+        }
         let in_order = match &mut inner.last {
-            Some((key, last)) if key.is(name, mode, worker, conversion) => {
+            Some((key, last)) if read.matches(key) => {
                 let in_order = *last < step;
                 *last = step;
                 in_order
             }
             _ => {
-                inner.last = Some((Key::new(name, mode, worker, conversion), step));
-                inner.values.clear();
+                inner.last = Some((
+                    Key::new(read.name, read.mode, read.worker, read.conversion),
+                    step,
+                ));
+                inner.clear();
                 false
             }
         };
         while inner.values.front().is_some_and(|(s, _)| *s <= step) {
             inner.values.pop_front();
         }
-        if !in_order || !inner.values.is_empty() {
+        inner.collect_pending();
+        while inner.values.front().is_some_and(|(s, _)| *s <= step) {
+            inner.values.pop_front();
+        }
+        if !in_order || !inner.values.is_empty() || inner.pending.is_some() {
             return;
         }
-        let (generation, locations) = ahead();
-        inner.generation = generation;
-        inner.values = decode(locations);
+        inner.pending = start(next(step));
     }
 }
 
@@ -220,9 +317,9 @@ const CHUNK: usize = 16;
 /// Values decoded ahead, with their steps.
 type Values = Vec<(u64, TensorValue)>;
 
-/// A batch of reads shared by the caller and the pool's threads: each takes the next chunk of
-/// locations until none is left.
-struct Work {
+/// A batch of reads the pool's threads share: each takes the next chunk of locations until
+/// none is left.
+pub(crate) struct Work {
     storage: Arc<dyn Storage>,
     files: Arc<Files>,
     name: String,
@@ -230,6 +327,8 @@ struct Work {
     locations: Vec<(u64, Location)>,
     /// The next chunk to take.
     next: AtomicUsize,
+    /// Set when nobody will take the values: the chunks not started are not read.
+    cancelled: AtomicBool,
     /// Each chunk's values once read, and how many chunks are read.
     done: Mutex<(Vec<Values>, usize)>,
     all_done: Condvar,
@@ -251,6 +350,9 @@ impl Work {
             let end = (c * CHUNK + CHUNK).min(self.locations.len());
             let mut out = Vec::with_capacity(end - c * CHUNK);
             for (step, loc) in &self.locations[c * CHUNK..end] {
+                if self.cancelled.load(Ordering::Relaxed) {
+                    break;
+                }
                 let read = super::records::read_value(
                     self.storage.as_ref(),
                     &self.files,
@@ -272,19 +374,49 @@ impl Work {
             }
         }
     }
+
+    /// The values, in step order, once every chunk is read (`None` before). A chunk cut short
+    /// leaves a gap (the caller reads its steps itself); a value decoded larger than its
+    /// record (values held in typed fields) may end the batch.
+    fn finished(&self) -> Option<VecDeque<(u64, TensorValue)>> {
+        let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        if done.1 < self.chunks() {
+            return None;
+        }
+        let mut held = 0u64;
+        let mut out = VecDeque::new();
+        let parts = std::mem::take(&mut done.0);
+        'parts: for (c, part) in parts.into_iter().enumerate() {
+            let first = c * CHUNK;
+            for (i, (step, value)) in part.into_iter().enumerate() {
+                held += held_bytes(&self.locations[first + i].1, Some(&value));
+                if held > BATCH_BYTES {
+                    break 'parts;
+                }
+                out.push_back((step, value));
+            }
+        }
+        Some(out)
+    }
+
+    /// Waits until every chunk is read.
+    fn wait(&self) {
+        let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        while done.1 < self.chunks() {
+            done = self.all_done.wait(done).unwrap_or_else(|p| p.into_inner());
+        }
+    }
 }
 
-/// The values at `locations` (as many as [`BATCH_BYTES`] holds), read by the caller and, when
-/// there are enough of them, by the pool's threads beside it. The caller never waits for a
-/// thread to start: it reads whatever no thread has taken, and waits only for chunks being
-/// read.
-pub(crate) fn decode(
+/// Starts reading the values at `locations` (as many as [`BATCH_BYTES`] holds) on the pool's
+/// threads; `None` when there is nothing to read.
+pub(crate) fn start(
     storage: Arc<dyn Storage>,
     files: Arc<Files>,
     name: &str,
     budget: Budget,
     mut locations: Vec<(u64, Location)>,
-) -> VecDeque<(u64, TensorValue)> {
+) -> Option<Arc<Work>> {
     // At most what the batch may hold, counting each record as its value's size.
     let mut held = 0u64;
     let fit = locations
@@ -296,7 +428,7 @@ pub(crate) fn decode(
         .count();
     locations.truncate(fit);
     if locations.is_empty() {
-        return VecDeque::new();
+        return None;
     }
     let chunks = locations.len().div_ceil(CHUNK);
     let work = Arc::new(Work {
@@ -306,33 +438,13 @@ pub(crate) fn decode(
         budget,
         locations,
         next: AtomicUsize::new(0),
+        cancelled: AtomicBool::new(false),
         done: Mutex::new((vec![Vec::new(); chunks], 0)),
         all_done: Condvar::new(),
     });
-    let helpers = rayon_core::current_num_threads().min(chunks - 1);
-    for _ in 0..helpers {
+    for _ in 0..rayon_core::current_num_threads().min(chunks) {
         let work = work.clone();
         rayon_core::spawn(move || work.run());
     }
-    work.run();
-    let mut done = work.done.lock().unwrap_or_else(|p| p.into_inner());
-    while done.1 < chunks {
-        done = work.all_done.wait(done).unwrap_or_else(|p| p.into_inner());
-    }
-    // In step order; a chunk cut short leaves a gap (the caller reads its steps itself). A
-    // value decoded larger than its record (values held in typed fields) may end the batch.
-    let mut held = 0u64;
-    let mut out = VecDeque::new();
-    let parts = std::mem::take(&mut done.0);
-    'parts: for (c, part) in parts.into_iter().enumerate() {
-        let first = c * CHUNK;
-        for (i, (step, value)) in part.into_iter().enumerate() {
-            held += held_bytes(&work.locations[first + i].1, Some(&value));
-            if held > BATCH_BYTES {
-                break 'parts;
-            }
-            out.push_back((step, value));
-        }
-    }
-    out
+    Some(work)
 }

@@ -204,9 +204,9 @@ pub struct TrialOptions {
     /// until the caller reads them, so that the caller finds them in memory.
     /// [`Trial::raw_value`] and [`Trial::raw_value_as`] (the Python binding's `value`): once
     /// two reads of a tensor go in step order, the values of its next steps (up to 512, their
-    /// files and values within 16 MiB) are looked up and decoded together (by the caller and
-    /// rayon's threads beside it, the caller never waiting for a thread to start), and the
-    /// next reads take them without a lookup ([`Trial::decoded_value`]). What a read gives is
+    /// files and values within 16 MiB) are looked up and decoded together on rayon's threads,
+    /// the next 512 while the caller takes these (two batches at most), and the next reads
+    /// take them without a lookup ([`Trial::decoded_value`]). What a read gives is
     /// the same either way: a file or value that could not be read ahead is read by the
     /// caller, who gets what is wrong with it. Default: true.
     pub read_files_ahead: bool,

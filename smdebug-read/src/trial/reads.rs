@@ -115,12 +115,22 @@ impl Trial {
         conversion: Conversion,
     ) -> Result<TensorValue> {
         let mode = mode.unwrap_or(Mode::Global);
-        if let Some(value) = self.decoded_value(name, step, Some(mode), worker, conversion) {
-            return Ok(value);
-        }
         if !self.options.read_files_ahead {
             let loc = self.locate(name, step, mode, worker)?;
             return self.read_value(name, &loc, conversion);
+        }
+        let read = decoded::Read {
+            name,
+            mode,
+            worker,
+            conversion,
+        };
+        // The values of the batch being decoded are likely the ones asked for: they are
+        // waited for here (a caller like the Python binding asked `decoded_value` first, and
+        // comes here without the interpreter's lock).
+        self.decoded.wait_for_pending(read);
+        if let Some(value) = self.take_decoded(read, step, true) {
+            return Ok(value);
         }
         // Values are decoded ahead of this caller, not files read ahead (`locate`'s).
         let loc = {
@@ -130,32 +140,40 @@ impl Trial {
         // A caller reading value by value keeps the files it fetches (within the file cache's
         // budget), as the values decoded ahead of it do: its next tensor is in the same files.
         let value = self.read_value_as(name, &loc, conversion, FirstFetch::ForGood)?;
+        let st = self.lock();
         self.decoded.after_read(
-            name,
+            read,
             step,
-            mode,
-            worker,
-            conversion,
-            || {
-                let st = self.lock();
-                let at = decoded::next_locations(&st, self.location(), name, step, mode, worker);
-                (st.generation, at)
-            },
-            |at| {
-                let budget = self.budget(conversion);
-                decoded::decode(self.storage.clone(), self.files.clone(), name, budget, at)
-            },
+            st.generation,
+            |after| decoded::next_locations(&st, self.location(), name, after, mode, worker),
+            |at| self.start_decoding(read, at),
         );
         Ok(value)
+    }
+
+    /// Starts decoding the values at `at` for `read` on the pool's threads.
+    fn start_decoding(
+        &self,
+        read: decoded::Read<'_>,
+        at: Vec<(u64, Location)>,
+    ) -> Option<std::sync::Arc<decoded::Work>> {
+        decoded::start(
+            self.storage.clone(),
+            self.files.clone(),
+            read.name,
+            self.budget(read.conversion),
+            at,
+        )
     }
 
     /// What [`raw_value_as`](Trial::raw_value_as) would give now, when its value was decoded
     /// ahead of this caller (see [`TrialOptions::read_files_ahead`](super::TrialOptions::read_files_ahead)):
     /// the index is as it was when the value was looked up, and no refresh is due. `None`
-    /// otherwise, and when another thread holds the trial: this call never reads a file,
-    /// looks for new ones or waits, so a caller may make it where it cannot block (the Python
-    /// binding, holding the interpreter's lock) and read with `raw_value_as` when it gives
-    /// nothing.
+    /// otherwise, and when another thread holds the trial, and when the value may be in a batch
+    /// still being decoded: this call never reads a file, looks for new ones or waits (it may
+    /// hand the next batch of lookups to the reader's threads), so a caller may make it where
+    /// it cannot block (the Python binding, holding the interpreter's lock) and read with
+    /// `raw_value_as` when it gives nothing.
     pub fn decoded_value(
         &self,
         name: &str,
@@ -164,24 +182,45 @@ impl Trial {
         worker: Option<&str>,
         conversion: Conversion,
     ) -> Option<TensorValue> {
-        let generation = {
-            let st = self.state.try_lock().ok()?;
-            if self.may_refresh(&st)
-                && st
-                    .last_refresh
-                    .is_none_or(|t| t.elapsed() >= self.options.refresh_interval)
-            {
-                return None;
-            }
-            st.generation
-        };
-        self.decoded.take(
+        let read = decoded::Read {
             name,
-            step,
-            mode.unwrap_or(Mode::Global),
+            mode: mode.unwrap_or(Mode::Global),
             worker,
             conversion,
-            generation,
+        };
+        self.take_decoded(read, step, false)
+    }
+
+    /// A value decoded ahead (see [`decoded_value`](Trial::decoded_value)); `wait`: for the
+    /// trial's lock (else `None` when another thread holds it).
+    fn take_decoded(&self, read: decoded::Read<'_>, step: u64, wait: bool) -> Option<TensorValue> {
+        let st = if wait {
+            self.lock()
+        } else {
+            self.state.try_lock().ok()?
+        };
+        if self.may_refresh(&st)
+            && st
+                .last_refresh
+                .is_none_or(|t| t.elapsed() >= self.options.refresh_interval)
+        {
+            return None;
+        }
+        self.decoded.take(
+            read,
+            step,
+            st.generation,
+            |after| {
+                decoded::next_locations(
+                    &st,
+                    self.location(),
+                    read.name,
+                    after,
+                    read.mode,
+                    read.worker,
+                )
+            },
+            |at| self.start_decoding(read, at),
         )
     }
 
