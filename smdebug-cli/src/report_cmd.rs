@@ -8,12 +8,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use clap::Args;
 use smdebug_core::text::escape_controls;
-use smdebug_report::{LoadOptions, ReportInput, ReportWriter, write_report_to};
+use smdebug_report::{LoadOptions, ReportInput, ReportWriter, ScalarsAhead, write_report_to};
 use smdebug_rules::report::{PROFILER_REPORT, REPORT_FILE, default_specs, is_profiler_report};
 use smdebug_rules::{RuleRunner, RuleSpec, Status, Summary};
 use smdebug_storage::Location;
@@ -119,16 +120,27 @@ fn report(
     } else if !specs.iter().any(|s| is_profiler_report(&s.name)) {
         specs.push(RuleSpec::new(PROFILER_REPORT));
     }
+    let store = crate::object_store(&run, storage_timeout)?;
+    let mut writer = ReportWriter::to_file(&out).traces(args.traces.clone());
+    if let Some(dir) = &args.rule_json {
+        writer = writer.rule_files_to(dir);
+    }
+    if !args.follow {
+        // The report's scalar curves are read on a second thread while the rules evaluate the
+        // run, rather than after them (taken only when that read is the finished run's whole).
+        let storage = match &store {
+            Some(store) => Ok(Arc::clone(store)),
+            None => smdebug_storage::open_storage(&run),
+        };
+        if let Ok(storage) = storage {
+            writer = writer.scalars_ahead(ScalarsAhead::start(storage));
+        }
+    }
     let mut builder = RuleRunner::builder(&run)
         .max_tensor_bytes(max_tensor_bytes)
         .write_into_run(false)
-        .reporter(match &args.rule_json {
-            Some(dir) => ReportWriter::to_file(&out)
-                .rule_files_to(dir)
-                .traces(args.traces.clone()),
-            None => ReportWriter::to_file(&out).traces(args.traces.clone()),
-        });
-    if let Some(store) = crate::object_store(&run, storage_timeout)? {
+        .reporter(writer);
+    if let Some(store) = store {
         builder = builder.storage(store);
     }
     for s in specs {

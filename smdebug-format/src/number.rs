@@ -27,6 +27,9 @@ pub struct Number {
     pub wall_time: f64,
     /// The one number.
     pub value: f64,
+    /// How many dimensions its shape has, each of size 1 (0 for a scalar): the shape the
+    /// general decoder gives is this many 1s.
+    pub dims: usize,
 }
 
 /// The fields of `message`, each handed to `each`; `None` at the first malformed field or
@@ -103,11 +106,12 @@ pub fn read_seen(payload: &[u8], tag: &str, seen: &mut SeenMetadata) -> Option<N
         seen.0.clear();
         seen.0.extend_from_slice(metadata);
     }
-    let value = one_element(tensor?)?;
+    let (value, dims) = one_element(tensor?)?;
     Some(Number {
         step,
         wall_time: wall_time.unwrap_or(0.0),
         value,
+        dims,
     })
 }
 
@@ -138,8 +142,8 @@ fn plugins_valid(metadata: &[u8]) -> Option<()> {
 }
 
 /// The value of a `TensorProto` holding one element of a numeric dtype as raw content, with a
-/// shape of no dimension or of dimensions of size 1 (named or not).
-fn one_element(tensor: &[u8]) -> Option<f64> {
+/// shape of no dimension or of dimensions of size 1 (named or not), and how many dimensions.
+fn one_element(tensor: &[u8]) -> Option<(f64, usize)> {
     let (mut dtype, mut shape, mut content) = (None, None, None);
     each_field(tensor, |number, v| match (number, v) {
         (1, Wire::Varint(d)) => once(&mut dtype, d),
@@ -147,8 +151,10 @@ fn one_element(tensor: &[u8]) -> Option<f64> {
         (4, Wire::Bytes(b)) => once(&mut content, b),
         _ => None,
     })?;
+    let mut dims = 0;
     each_field(shape.unwrap_or_default(), |number, v| {
         let Wire::Bytes(dim) = v else { return None };
+        dims += 1;
         if number != 2 {
             return None;
         }
@@ -166,7 +172,8 @@ fn one_element(tensor: &[u8]) -> Option<f64> {
     if content.len() != dtype.size() {
         return None;
     }
-    Some(TensorView::from_bytes(dtype, &[], content).ok()?.get_f64(0))
+    let value = TensorView::from_bytes(dtype, &[], content).ok()?.get_f64(0);
+    Some((value, dims))
 }
 
 #[cfg(test)]
@@ -198,6 +205,7 @@ mod tests {
             step: event.step,
             wall_time: event.wall_time,
             value: view.get_f64(0),
+            dims: event.shape.len(),
         })
     }
 
@@ -205,12 +213,13 @@ mod tests {
         a.step == b.step
             && a.wall_time.to_bits() == b.wall_time.to_bits()
             && a.value.to_bits() == b.value.to_bits()
+            && a.dims == b.dims
     }
 
-    /// Whenever this path answers, the general decoder gives the same step, wall time and
-    /// value (to the bit): on the record as it is, on every one-byte change of it (six values
-    /// a byte) and on every truncation; read with the metadata the intact record left valid,
-    /// as the records of one file are read.
+    /// Whenever this path answers, the general decoder gives the same step, wall time, value
+    /// (to the bit) and number of dimensions: on the record as it is, on every one-byte change
+    /// of it (six values a byte) and on every truncation; read with the metadata the intact
+    /// record left valid, as the records of one file are read.
     fn agrees_under_damage(payload: &[u8], tag: &str) -> usize {
         let mut answered = 0;
         let mut seen = SeenMetadata::default();
@@ -253,6 +262,7 @@ mod tests {
             let p = payload("loss", dtype, shape, data, Mode::Train);
             let n = read(&p, "loss").expect("the common layout");
             assert_eq!((n.step, n.wall_time), (1234, 1_795_760_000.25));
+            assert_eq!(n.dims, shape.len());
             assert!(
                 n.value == want || (n.value.is_nan() && want.is_nan()),
                 "{n:?}"

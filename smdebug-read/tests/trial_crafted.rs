@@ -281,6 +281,122 @@ fn check_every_value(trial: &Trial, values: &Values) {
     }
 }
 
+/// Every step and worker's values read in one go (`Trial::values_at_step`) from one trial and
+/// name by name (`TrialTensor::value`) from another on the same files: the same value (shape
+/// and bits) or the same error for every name, the names the trial lists and one it does not.
+fn check_step_reads_match_value(run: &Path) {
+    let (Ok(batched), Ok(single)) = (
+        Trial::open_with(run.to_str().unwrap(), options()),
+        Trial::open_with(run.to_str().unwrap(), options()),
+    ) else {
+        return;
+    };
+    let Ok(mut names) = single.tensor_names() else {
+        return;
+    };
+    names.push("never.saved".to_string());
+    let steps = single.steps(None).unwrap_or_default();
+    let mut workers: Vec<Option<String>> = vec![None];
+    workers.extend(single.workers().unwrap_or_default().into_iter().map(Some));
+    for step in steps.iter().copied().chain([7]) {
+        for worker in &workers {
+            let worker = worker.as_deref();
+            let got = batched.values_at_step(&names, step, None, worker);
+            assert_eq!(got.len(), names.len());
+            for (name, got) in names.iter().zip(got) {
+                let want = single
+                    .tensor(name)
+                    .and_then(|t| t.value(step, None, worker));
+                match (&got, &want) {
+                    (Ok(a), Ok(b)) => {
+                        assert_eq!(a.shape(), b.shape(), "{name}@{step}/{worker:?}");
+                        let bits = |v: &ndarray::ArrayD<f64>| -> Vec<u64> {
+                            v.iter().map(|x| x.to_bits()).collect()
+                        };
+                        assert_eq!(bits(a), bits(b), "{name}@{step}/{worker:?}");
+                    }
+                    (Err(a), Err(b)) => {
+                        assert_eq!(a.to_string(), b.to_string(), "{name}@{step}/{worker:?}")
+                    }
+                    _ => panic!("{name}@{step}/{worker:?}: one go {got:?}, by name {want:?}"),
+                }
+            }
+        }
+    }
+}
+
+/// A step with a damaged record (worker_0's `loss` at step 1, one byte of its payload changed)
+/// and one without a record (worker_1's `fc.bias` at step 0, its index entry removed): read in
+/// one go, the damaged record is its checksum error and the missing one the worker's, the
+/// other values are the saved ones, and every answer is what reading each value on its own
+/// gives.
+#[test]
+fn a_damaged_and_a_missing_record_read_in_one_go_as_one_by_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let values = write_base_run(&run);
+    let entry = |step: u64, worker: &str, name: &str| {
+        let index: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(run.join(layout::index_file(step, worker))).unwrap(),
+        )
+        .unwrap();
+        let entry = index["tensor_payload"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["tensorname"] == name)
+            .unwrap()
+            .clone();
+        (index, entry)
+    };
+    let (_, loss) = entry(1, "worker_0", "loss");
+    let at = loss["start_idx"].as_u64().unwrap() as usize + 20;
+    let event_file = run.join(layout::event_file(1, "worker_0"));
+    let mut bytes = std::fs::read(&event_file).unwrap();
+    bytes[at] ^= 0x01;
+    std::fs::write(&event_file, bytes).unwrap();
+    let (mut index, _) = entry(0, "worker_1", "fc.bias");
+    index["tensor_payload"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|e| e["tensorname"] != "fc.bias");
+    write(
+        &run,
+        &layout::index_file(0, "worker_1"),
+        &serde_json::to_vec(&index).unwrap(),
+    );
+
+    let trial = Trial::open_with(run.to_str().unwrap(), options()).unwrap();
+    let names = ["fc.bias", "fc.weight", "loss"];
+    for step in 0..2u64 {
+        for worker in ["worker_0", "worker_1"] {
+            let got = trial.values_at_step(&names, step, None, Some(worker));
+            for (name, got) in names.iter().zip(got) {
+                match (*name, step, worker) {
+                    ("loss", 1, "worker_0") => {
+                        let e = got.unwrap_err();
+                        assert!(e.is_unreadable_record(), "{e}");
+                    }
+                    ("fc.bias", 0, "worker_1") => {
+                        let e = got.unwrap_err();
+                        assert!(!e.is_unreadable_record(), "{e}");
+                        // The step is there, from a worker that did not save this tensor.
+                        assert!(
+                            matches!(e, smdebug_read::Error::WorkerNotFound { .. }),
+                            "{e}"
+                        );
+                    }
+                    _ => {
+                        let want = &values[&(name.to_string(), step, worker.to_string())];
+                        assert_eq!(got.unwrap(), want.to_array_f64(), "{name}@{step}/{worker}");
+                    }
+                }
+            }
+        }
+    }
+    check_step_reads_match_value(&run);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
@@ -304,6 +420,26 @@ proptest! {
         if let Ok(trial) = Trial::open_with(run.to_str().unwrap(), options()) {
             check_every_value(&trial, &values);
         }
+    }
+
+    /// One damaged file: a step's values read in one go are, name by name, what reading each
+    /// value on its own gives (the value, or the same error).
+    #[test]
+    fn a_steps_values_read_in_one_go_are_those_read_one_by_one(
+        file_pick in any::<usize>(),
+        damages in prop::collection::vec(damage(), 1..4),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        write_base_run(&run);
+        let files = run_files(&run);
+        let rel = &files[file_pick % files.len()];
+        let mut bytes = std::fs::read(run.join(rel)).unwrap();
+        for d in &damages {
+            bytes = apply(&bytes, d);
+        }
+        std::fs::write(run.join(rel), &bytes).unwrap();
+        check_step_reads_match_value(&run);
     }
 
     /// An index file that moves entries onto each other's records (never another tensor's

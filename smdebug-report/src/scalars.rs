@@ -15,10 +15,11 @@
 //! and its ends exactly, and the mean line becomes the mean of the slices' extremes. The
 //! report of a 100,000-step run of 50 scalars holds 400,000 points instead of 5 million.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
 
 use smdebug_analysis::downsample::{MinMax, min_max};
-use smdebug_read::trial::{ScalarColumns, TensorFollower};
+use smdebug_read::trial::{ScalarColumns, TensorFollower, TensorProblem};
 use smdebug_storage::Storage;
 
 use crate::input::{LoadOptions, NoteArea, ReportInput, ScalarSeries};
@@ -64,6 +65,18 @@ impl ReportInput {
         storage: &Arc<dyn Storage>,
         options: &LoadOptions,
     ) {
+        self.scalars_read(location, storage, options, None);
+    }
+
+    /// [`scalars_of_run`](Self::scalars_of_run), taking what `ahead` read when that is the
+    /// whole of the run's scalars (see [`ScalarsAhead`]); else they are read now.
+    pub(crate) fn scalars_read(
+        &mut self,
+        location: &str,
+        storage: &Arc<dyn Storage>,
+        options: &LoadOptions,
+        ahead: Option<ReadScalars>,
+    ) {
         if options.max_tensor_bytes < ONE_NUMBER_BYTES {
             self.note(
                 NoteArea::Tensors,
@@ -75,10 +88,8 @@ impl ReportInput {
             );
             return;
         }
-        let mut follower = TensorFollower::new(Arc::clone(storage));
-        let mut columns = ScalarColumns::default();
-        let read = follower.read_to_end(&mut |batch, more| columns.add(batch, more));
-        if !follower.found() {
+        let read = ahead.unwrap_or_else(|| ReadScalars::read(storage));
+        if !read.found {
             self.no_tensors();
             return;
         }
@@ -95,7 +106,7 @@ impl ReportInput {
                 format!("... and {more} more problems reading scalars."),
             );
         }
-        self.scalars_from_columns(&columns, options);
+        self.scalars_from_columns(&read.columns, options);
     }
 
     /// Notes that the run holds no tensors (no collections or index files): for a caller that
@@ -172,6 +183,74 @@ impl ReportInput {
                 ),
             );
         }
+    }
+}
+
+/// A run's scalars read to the run's end as the report reads them: by a [`TensorFollower`] of
+/// its own into [`ScalarColumns`].
+pub(crate) struct ReadScalars {
+    columns: ScalarColumns,
+    problems: Vec<TensorProblem>,
+    problems_left_out: usize,
+    /// Whether the run holds tensors (collections or index files).
+    found: bool,
+    /// Whether the run's end marker was there before the follower listed the run: then its
+    /// writers were done, and this read holds every scalar the run will ever have.
+    ended: bool,
+}
+
+impl ReadScalars {
+    /// Reads the scalars of the run in `storage` to its end.
+    fn read(storage: &Arc<dyn Storage>) -> ReadScalars {
+        let mut follower = TensorFollower::new(Arc::clone(storage));
+        let ended = matches!(follower.end_marker(), Ok(Some(_)));
+        let mut columns = ScalarColumns::default();
+        let read = follower.read_to_end(&mut |batch, more| columns.add(batch, more));
+        ReadScalars {
+            columns,
+            problems: read.problems,
+            problems_left_out: read.problems_left_out,
+            found: follower.found(),
+            ended,
+        }
+    }
+}
+
+/// The run's scalars read on a thread of their own from the moment this is made, while the
+/// rules evaluate the run, for a report written once at the end of a finished run (`smdebug
+/// report RUN`; [`ReportWriter::scalars_ahead`](crate::ReportWriter::scalars_ahead)): the
+/// report then takes them instead of reading the run's scalars after the rules. It takes
+/// them only when they are the run's whole: the run's end marker was there before they were
+/// listed, and the rule runner found the run complete. Otherwise (a run still being written,
+/// a thread that could not start or failed) the scalars are read at the end as before.
+pub struct ScalarsAhead(Mutex<Option<JoinHandle<ReadScalars>>>);
+
+impl ScalarsAhead {
+    /// Starts reading the scalars of the run in `storage`.
+    pub fn start(storage: Arc<dyn Storage>) -> ScalarsAhead {
+        let handle = std::thread::Builder::new()
+            .name("report-scalars".to_string())
+            .spawn(move || ReadScalars::read(&storage))
+            .ok();
+        ScalarsAhead(Mutex::new(handle))
+    }
+
+    /// What was read, once the read is done, when it is the whole of a run the rule runner
+    /// found `complete`; taken once.
+    pub(crate) fn take(&self, complete: bool) -> Option<ReadScalars> {
+        let handle = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()?;
+        let read = handle.join().ok()?;
+        (complete && read.ended).then_some(read)
+    }
+}
+
+impl std::fmt::Debug for ScalarsAhead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ScalarsAhead")
     }
 }
 

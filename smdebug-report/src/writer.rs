@@ -13,7 +13,7 @@ use crate::notebook::{notebook_name, render_notebook, rule_summary_name};
 use crate::output::{
     write_beside, write_beside_to, write_report, write_report_to, write_rule_files_to,
 };
-use crate::scalars::ScalarsSource;
+use crate::scalars::{ScalarsAhead, ScalarsSource};
 
 /// Writes the profiling report of the run a `RuleRunner` evaluates, from the runner's own
 /// data. Attach it with `RunnerBuilder::reporter`.
@@ -31,6 +31,8 @@ pub struct ReportWriter {
     /// Where the run's scalars are taken from ([`scalars_from`](Self::scalars_from)); `None`:
     /// read from the run.
     scalars: Option<Arc<dyn ScalarsSource>>,
+    /// The run's scalars read while the rules run ([`scalars_ahead`](Self::scalars_ahead)).
+    scalars_ahead: Option<Arc<ScalarsAhead>>,
     /// The input [`Reporter::prepare`] built, drawn by [`Reporter::write`].
     prepared: Option<ReportInput>,
 }
@@ -45,6 +47,7 @@ impl ReportWriter {
             rule_dir: None,
             options: LoadOptions::default(),
             scalars: None,
+            scalars_ahead: None,
             prepared: None,
         }
     }
@@ -94,6 +97,14 @@ impl ReportWriter {
         self
     }
 
+    /// The run's scalars are those `ahead` reads while the rules run, when it read the whole of
+    /// a finished run (see [`ScalarsAhead`]); else they are read at the end. For a report
+    /// written once, at the end of an offline evaluation.
+    pub fn scalars_ahead(mut self, ahead: ScalarsAhead) -> ReportWriter {
+        self.scalars_ahead = Some(Arc::new(ahead));
+        self
+    }
+
     /// Kineto (PyTorch profiler) traces the report adds to its operator sections.
     pub fn traces(mut self, traces: Vec<PathBuf>) -> ReportWriter {
         self.options.traces = traces;
@@ -123,7 +134,12 @@ impl Reporter for ReportWriter {
                 problems: Vec::new(),
             };
         }
-        let input = ReportInput::from_run(run, &self.options, self.scalars.as_deref());
+        let input = ReportInput::from_run(
+            run,
+            &self.options,
+            self.scalars.as_deref(),
+            self.scalars_ahead.as_deref(),
+        );
         // Traces were named by the caller: one that cannot be read is the report's problem
         // (the page is still written, without it, and says why).
         let problems = input
@@ -142,7 +158,14 @@ impl Reporter for ReportWriter {
         let input = self
             .prepared
             .take()
-            .unwrap_or_else(|| ReportInput::from_run(run, &self.options, self.scalars.as_deref()))
+            .unwrap_or_else(|| {
+                ReportInput::from_run(
+                    run,
+                    &self.options,
+                    self.scalars.as_deref(),
+                    self.scalars_ahead.as_deref(),
+                )
+            })
             .with_rules(run.summary.rules.clone());
         // The rules' statuses the page is drawn from, beside it for the notebook to read.
         let summary = serde_json::to_vec_pretty(run.summary).map_err(ReportWriteError::new)?;

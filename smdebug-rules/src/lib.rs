@@ -88,7 +88,7 @@ pub use rule::{
 pub use runner::{
     NoDestination, ReportPlan, Reporter, RuleRunner, RunState, RunnerHandle, RunnerWaker,
 };
-pub use select::{TensorSelection, value_at};
+pub use select::{TensorSelection, value_at, values_of_step};
 pub use smdebug_core::CaptureRequest;
 pub use status::{
     MAX_LISTED_UNREADABLE, RuleStatus, Status, Summary, read_summary, read_summary_from,

@@ -333,7 +333,7 @@ impl TensorSelection {
         trial: &'a Trial,
         step: u64,
     ) -> Result<impl Iterator<Item = Result<(String, ArrayD<f64>)>> + use<'a>> {
-        self.read_each(rule, trial, move |name| value_at(rule, trial, name, step))
+        self.read_step(rule, trial, step, Some)
     }
 
     /// Like [`values_at`](Self::values_at), leaving out tensors with no elements (for rules
@@ -356,9 +356,7 @@ impl TensorSelection {
         trial: &'a Trial,
         step: u64,
     ) -> Result<impl Iterator<Item = Result<(String, f64)>> + use<'a>> {
-        self.read_each(rule, trial, move |name| {
-            scalar_at(rule, trial, name, step, None)
-        })
+        self.read_step(rule, trial, step, |v| v.iter().next().copied())
     }
 
     /// Like [`values_at`](Self::values_at), with a reduction of each tensor (see
@@ -373,6 +371,30 @@ impl TensorSelection {
         self.read_each(rule, trial, move |name| {
             reduction_at(rule, trial, name, step, reduction)
         })
+    }
+
+    /// The selected names, each with what `take` makes of its value at global step `step`
+    /// (skipping tensors not saved there and `None`s): the values read in one go
+    /// ([`values_of_step`]), each as [`value_at`] gives it. The iterator borrows neither the
+    /// selection nor the rule, so the rule may update its state meanwhile.
+    fn read_step<'a, T, F>(
+        &self,
+        rule: &'a str,
+        trial: &Trial,
+        step: u64,
+        take: F,
+    ) -> Result<impl Iterator<Item = Result<(String, T)>> + use<'a, T, F>>
+    where
+        F: Fn(ArrayD<f64>) -> Option<T>,
+    {
+        let names = self.names(rule, trial)?;
+        let values = values_of_step(rule, trial, &names, step, None);
+        Ok(values.enumerate().filter_map(move |(i, value)| {
+            value
+                .map(|v| v.and_then(&take))
+                .transpose()
+                .map(|r| r.map(|v| (names[i].clone(), v)))
+        }))
     }
 
     /// The selected names, each with what `read` finds for it (skipping `None`). The iterator
@@ -447,6 +469,45 @@ pub fn mode_value_at(
         Err(e) if is_absent(&e) => Ok(None),
         Err(e) => left_out(rule, name, step, mode, e),
     }
+}
+
+/// Tensors `names`' values at step `step` counted in `mode` (global step for `None`), in the
+/// order of `names`: for each, what [`mode_value_at`] gives (the value, `None` when it was not
+/// saved there, a record that cannot be read left out as it leaves it, or the error that ends
+/// the rule), the records read in one go ([`Trial::values_at_step`]: one lookup, a scalar's
+/// record read in one pass). What each answer means for the rule (a record left out, an
+/// error) is settled as the iterator reaches it, in the order reading name by name settles it.
+pub fn values_of_step<'a>(
+    rule: &'a str,
+    trial: &Trial,
+    names: &Arc<[String]>,
+    step: u64,
+    mode: Option<Mode>,
+) -> impl Iterator<Item = Result<Option<ArrayD<f64>>>> + use<'a> {
+    let names = Arc::clone(names);
+    // The handles first, as `mode_value_at` takes them: a name the trial does not know gets
+    // no value read.
+    let handles: Vec<Option<smdebug_read::Error>> =
+        names.iter().map(|name| trial.tensor(name).err()).collect();
+    let known: Vec<&str> = names
+        .iter()
+        .zip(&handles)
+        .filter(|(_, handle)| handle.is_none())
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let mut values = trial.values_at_step(&known, step, mode, None).into_iter();
+    handles
+        .into_iter()
+        .enumerate()
+        .map(move |(i, handle)| match handle {
+            Some(e) if is_absent(&e) => Ok(None),
+            Some(e) => Err(read_error(rule, step, e)),
+            None => match values.next().expect("one value for each known name") {
+                Ok(v) => Ok(Some(v)),
+                Err(e) if is_absent(&e) => Ok(None),
+                Err(e) => left_out(rule, &names[i], step, mode, e),
+            },
+        })
 }
 
 /// A string tensor's elements at global step `step` (UTF-8, anything else replaced by U+FFFD),

@@ -89,6 +89,59 @@ impl Trial {
         self.read_bytes(name, &loc, Conversion::Stored)
     }
 
+    /// Tensors `names`' values at one step as `f64` arrays, in the order of `names`: each the
+    /// value or the error `trial.tensor(name)?.value(step, mode, worker)` gives, read in one
+    /// go for a caller that reads every selected tensor of a step (the rules). The records are
+    /// looked up under one lock, and those of one number (a run's scalars) are read in one
+    /// pass, each field once, rather than through the general decoder; any other record, and
+    /// any that pass does not answer for (a damaged one), is decoded and checked as `value`
+    /// does. Every name gets its answer: none is skipped, and the records of each event file
+    /// are read from the one copy of it the trial fetches.
+    pub fn values_at_step<S: AsRef<str>>(
+        &self,
+        names: &[S],
+        step: u64,
+        mode: Option<Mode>,
+        worker: Option<&str>,
+    ) -> Vec<Result<ndarray::ArrayD<f64>>> {
+        let mode = mode.unwrap_or(Mode::Global);
+        let located: Vec<Result<Location>> = match self.throttled() {
+            Ok(mut st) => names
+                .iter()
+                .map(|name| {
+                    let name = name.as_ref();
+                    let loc = self.find_location(&mut st, name, step, mode, worker)?;
+                    if self.options.read_files_ahead {
+                        self.ahead
+                            .follow(&st, name, &loc, &self.files, &self.storage);
+                    }
+                    Ok(loc)
+                })
+                .collect(),
+            // A refresh that failed: each name as `value` would find it, one by one.
+            Err(_) => names
+                .iter()
+                .map(|name| self.locate(name.as_ref(), step, mode, worker))
+                .collect(),
+        };
+        let budget = self.budget(Conversion::F64);
+        let mut seen = smdebug_format::number::SeenMetadata::default();
+        located
+            .into_iter()
+            .zip(names)
+            .map(|(loc, name)| {
+                records::read_f64(
+                    self.storage.as_ref(),
+                    &self.files,
+                    &loc?,
+                    name.as_ref(),
+                    budget,
+                    &mut seen,
+                )
+            })
+            .collect()
+    }
+
     /// Tensor `name`'s value at a step, numbers or strings (a string tensor is
     /// `Error::StringTensor` for [`raw_bytes`](Trial::raw_bytes)); otherwise as
     /// [`raw_bytes`](Trial::raw_bytes).

@@ -50,6 +50,44 @@ pub(crate) fn read_tensor(
     })
 }
 
+/// Tensor `name`'s value at `loc` as `f64`s in its shape: what [`read_tensor`] and
+/// `Tensor::to_array_f64` give, the same value or the same error. A record of one number in
+/// the layout every writer of scalars uses is read in one pass (smdebug-format's
+/// `number::read_seen`, `seen` the value metadata last found valid in this file), as
+/// [`number_at`] reads it; any other record, and every record that path does not answer for
+/// (a damaged one among them), goes to the general decoder, which decides and reports as it
+/// does for [`read_tensor`].
+pub(crate) fn read_f64(
+    storage: &dyn Storage,
+    files: &Files,
+    loc: &Location,
+    name: &str,
+    budget: Budget,
+    seen: &mut smdebug_format::number::SeenMetadata,
+) -> Result<ndarray::ArrayD<f64>> {
+    let bytes = record_bytes(storage, files, loc, name, budget, FirstFetch::Provisional)?;
+    // One element converted to `f64` costs at most 16 bytes: within a budget of
+    // `MAX_NUMBER_RECORD`, the general decoder never refuses what this path answers for.
+    if budget.limit >= MAX_NUMBER_RECORD
+        && loc.length <= MAX_NUMBER_RECORD
+        && let Ok(Decoded::Record(rec)) =
+            smdebug_format::record::decode_record(&bytes, loc.start, PayloadCrcPolicy::AcceptBoth)
+        && rec.framed_len() == bytes.len()
+        && let Some(n) = smdebug_format::number::read_seen(rec.payload, name, seen)
+        && n.step == loc.step
+    {
+        return Ok(ndarray::ArrayD::from_elem(
+            ndarray::IxDyn(&vec![1; n.dims]),
+            n.value,
+        ));
+    }
+    decode_with(&bytes, loc, name, budget, |_, event| {
+        Tensor::from_bytes(event.dtype, event.shape, event.data.into_owned())
+            .expect("dtype, shape and length were checked when the record was decoded")
+            .to_array_f64()
+    })
+}
+
 /// A saved value: numbers (their bytes not copied, see [`TensorBytes`]), or strings
 /// (`DT_STRING`: XGBoost's `trees/*` text columns, any numpy `str` array smdebug saved).
 #[derive(Clone, Debug, PartialEq)]

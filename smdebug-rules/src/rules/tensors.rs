@@ -11,7 +11,9 @@ use smdebug_read::trial::Trial;
 use crate::error::Result;
 use crate::params::{Check, lenient};
 use crate::rule::{Evidence, Needs, RuleResult, TensorRule};
-use crate::select::{SelectionParams, TensorSelection, allclose, reduction_at, value_at};
+use crate::select::{
+    SelectionParams, TensorSelection, allclose, reduction_at, value_at, values_of_step,
+};
 
 /// Parameters of [`ExplodingTensor`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -59,8 +61,10 @@ impl TensorRule for ExplodingTensor {
     fn invoke_at_step(&mut self, trial: &Trial, step: u64) -> Result<RuleResult> {
         let mut result = RuleResult::new(step);
         let mut bad = Vec::new();
-        for name in self.selection.names(Self::NAME, trial)?.iter() {
-            let (nans, infs) = match value_at(Self::NAME, trial, name, step)? {
+        let names = self.selection.names(Self::NAME, trial)?;
+        let values = values_of_step(Self::NAME, trial, &names, step, None);
+        for (name, value) in names.iter().zip(values) {
+            let (nans, infs) = match value? {
                 Some(v) => (
                     v.iter().filter(|x| x.is_nan()).count() as f64,
                     v.iter().filter(|x| x.is_infinite()).count() as f64,
