@@ -397,6 +397,20 @@ fn a_damaged_and_a_missing_record_read_in_one_go_as_one_by_one() {
     check_step_reads_match_value(&run);
 }
 
+/// The base run at `run` with one of its files (`file_pick`, wrapped around its files) damaged by
+/// `damages` in turn; the values written.
+fn write_damaged_run(run: &Path, file_pick: usize, damages: &[Damage]) -> Values {
+    let values = write_base_run(run);
+    let files = run_files(run);
+    let rel = &files[file_pick % files.len()];
+    let mut bytes = std::fs::read(run.join(rel)).unwrap();
+    for d in damages {
+        bytes = apply(&bytes, d);
+    }
+    std::fs::write(run.join(rel), &bytes).unwrap();
+    values
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
@@ -409,14 +423,7 @@ proptest! {
     ) {
         let dir = tempfile::tempdir().unwrap();
         let run = dir.path().join("run");
-        let values = write_base_run(&run);
-        let files = run_files(&run);
-        let rel = &files[file_pick % files.len()];
-        let mut bytes = std::fs::read(run.join(rel)).unwrap();
-        for d in &damages {
-            bytes = apply(&bytes, d);
-        }
-        std::fs::write(run.join(rel), &bytes).unwrap();
+        let values = write_damaged_run(&run, file_pick, &damages);
         if let Ok(trial) = Trial::open_with(run.to_str().unwrap(), options()) {
             check_every_value(&trial, &values);
         }
@@ -431,14 +438,7 @@ proptest! {
     ) {
         let dir = tempfile::tempdir().unwrap();
         let run = dir.path().join("run");
-        write_base_run(&run);
-        let files = run_files(&run);
-        let rel = &files[file_pick % files.len()];
-        let mut bytes = std::fs::read(run.join(rel)).unwrap();
-        for d in &damages {
-            bytes = apply(&bytes, d);
-        }
-        std::fs::write(run.join(rel), &bytes).unwrap();
+        write_damaged_run(&run, file_pick, &damages);
         check_step_reads_match_value(&run);
     }
 
