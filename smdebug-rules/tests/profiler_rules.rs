@@ -1419,3 +1419,57 @@ fn every_profiler_rule_keeps_its_verdict_past_a_corrupt_line_and_a_damaged_trace
         }
     }
 }
+
+#[test]
+fn debugging_and_profiler_rules_evaluated_together_keep_their_order_and_judge_as_each_alone() {
+    let _ = recording();
+    let run = run_copy();
+    // Tensors beside the profiler data: a loss that rises, and a weight that turns NaN.
+    let writer = smdebug_io::writer::Writer::open(run.path().to_str().unwrap()).unwrap();
+    let mut hook = smdebug_core::Hook::builder()
+        .save_config(smdebug_core::SaveConfig::every(1))
+        .build(writer)
+        .unwrap();
+    for step in 0..40u32 {
+        let loss = [1.0 + step as f32 / 10.0];
+        let weight = [0.5f32, if step == 31 { f32::NAN } else { 0.25 }];
+        let loss = smdebug_core::TensorView::from_slice(&loss, &[1]).unwrap();
+        let weight = smdebug_core::TensorView::from_slice(&weight, &[2]).unwrap();
+        assert!(hook.save_tensor("loss", &loss, &["losses"]));
+        assert!(hook.save_tensor("fc.weight", &weight, &["weights"]));
+        hook.step();
+    }
+    hook.close();
+    drop(hook);
+    // Debugging and profiler rules interleaved: the offline evaluation feeds the profiler
+    // rules on a thread of their own while the debugging rules step over the tensors.
+    let specs = [
+        "StepOutlier:n_outliers=2",
+        "LossNotDecreasing:num_steps=5",
+        "OverallSystemUsage",
+        "ExplodingTensor",
+        "Dataloader",
+        "VanishingGradient",
+    ];
+    let together = evaluate(run.path(), &specs);
+    let names: Vec<&str> = together.rules.iter().map(|s| s.rule.as_str()).collect();
+    let given: Vec<&str> = specs.iter().map(|s| s.split(':').next().unwrap()).collect();
+    assert_eq!(names, given);
+    let fired: Vec<&str> = together
+        .rules
+        .iter()
+        .filter(|s| s.status == Status::IssuesFound)
+        .map(|s| s.rule.as_str())
+        .collect();
+    for rule in ["StepOutlier", "LossNotDecreasing", "ExplodingTensor"] {
+        assert!(fired.contains(&rule), "{rule} should fire: {together:#?}");
+    }
+    for (spec, status) in specs.iter().zip(&together.rules) {
+        let alone = evaluate(run.path(), &[spec]);
+        assert_eq!(
+            serde_json::to_value(status).unwrap(),
+            serde_json::to_value(only(&alone)).unwrap(),
+            "{spec}"
+        );
+    }
+}

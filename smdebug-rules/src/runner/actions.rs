@@ -25,6 +25,7 @@ impl SlotActions {
 }
 
 /// Carries out the actions of the rules of one run.
+#[derive(Clone)]
 pub(super) struct Dispatcher {
     /// The run's location, as events name it.
     run: String,

@@ -2,12 +2,12 @@
 //! held together; one offline evaluation, and the passes a follower makes
 //! ([`threads`](super::threads) runs them on a thread).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use smdebug_read::trial::Trial;
 
 use super::evaluation::Evaluation;
-use super::feeding::ProfilerSide;
+use super::feeding::{Fed, ProfilerSide};
 use super::persistence::Persistence;
 use super::run::RunSource;
 use super::trail::StatusTrail;
@@ -41,20 +41,36 @@ impl RuleRunner {
 
     /// Evaluates every step and all profiler data available now and finishes: rules that never
     /// fired are `NoIssuesFound`. For a finished run this is the whole evaluation.
+    ///
+    /// The profiler rules are fed on a thread of their own while the debugging rules step over
+    /// the trial: the two read different files and share no state, so on a long run neither
+    /// waits for the other (each is about half of an offline evaluation's time).
     pub fn run_offline(&mut self) -> Result<Summary> {
         self.refresh_run()?;
-        // A trial reading ahead of the rules reads the rest of the run as they let go of the
-        // steps behind them: one stretch a refresh, until a refresh brings nothing new.
-        loop {
-            let (processed, _) = self.rules.process_available(&mut self.run, true)?;
-            if processed == 0 || self.run.complete || self.rules.interrupted() {
-                break;
+        let stepped = match self.rules.take_profiler_rules() {
+            None => step_through(&mut self.rules, &mut self.run),
+            Some(mut taken) => {
+                let (profiler, rules, run) = (&mut self.profiler, &mut self.rules, &mut self.run);
+                let (stepped, fed) = std::thread::scope(|s| {
+                    let feeding = std::thread::Builder::new()
+                        .name("smdebug-profiler-rules".into())
+                        .spawn_scoped(s, || feed_offline(profiler, &mut taken.rules));
+                    let stepped = step_through(rules, run);
+                    let fed = feeding.ok().map(|thread| {
+                        thread
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                    });
+                    (stepped, fed)
+                });
+                // No thread to be had: fed here, after the steps.
+                let fed = fed.unwrap_or_else(|| feed_offline(profiler, &mut taken.rules));
+                self.rules.put_back(taken);
+                self.took_profiler_data(fed);
+                stepped
             }
-            self.refresh_run()?;
-        }
-        if !self.rules.interrupted() {
-            self.feed_profiler(true, None);
-        }
+        };
+        stepped?;
         self.finish()
     }
 
@@ -71,14 +87,20 @@ impl RuleRunner {
     /// Reads new profiler data and hands it to the profiler rules (see
     /// [`ProfilerSide::feed`]); returns whether a status changed.
     pub(super) fn feed_profiler(&mut self, final_window: bool, wall_us: Option<u64>) -> bool {
-        let changed = self
-            .profiler
-            .feed(&mut self.rules, &mut self.run, final_window, wall_us);
-        if changed {
+        let fed = self.profiler.feed(&mut self.rules, final_window, wall_us);
+        self.took_profiler_data(fed)
+    }
+
+    /// Notes what a [`ProfilerSide::feed`] did; returns whether a status changed.
+    fn took_profiler_data(&mut self, fed: Fed) -> bool {
+        if fed.arrived {
+            self.run.last_arrival = Instant::now();
+        }
+        if fed.changed {
             self.rules
                 .settle_profiler_report(self.out.report_outcome.as_ref());
         }
-        changed
+        fed.changed
     }
 
     /// Tells the debugging rules that no step came for `idle`; publishes what changed.
@@ -121,4 +143,25 @@ impl RuleRunner {
             self.out.note_write_error(e);
         }
     }
+}
+
+/// Steps the debugging rules of `rules` over every step of the run, a stretch a refresh, until
+/// a refresh brings nothing new (a trial reading ahead of the rules reads the rest of the run
+/// as they let go of the steps behind them).
+fn step_through(rules: &mut Evaluation, run: &mut RunSource) -> Result<()> {
+    loop {
+        let (processed, _) = rules.process_available(run, true)?;
+        if processed == 0 || run.complete || rules.interrupted() {
+            return Ok(());
+        }
+        run.refresh(rules.wants_tensors())?;
+    }
+}
+
+/// Feeds the profiler rules of `rules` all the run's profiler data, unless interrupted first.
+fn feed_offline(profiler: &mut ProfilerSide, rules: &mut Evaluation) -> Fed {
+    if rules.interrupted() {
+        return Fed::default();
+    }
+    profiler.feed(rules, true, None)
 }

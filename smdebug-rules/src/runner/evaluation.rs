@@ -128,6 +128,14 @@ pub(super) struct Evaluation {
     interrupt: Option<Arc<AtomicBool>>,
 }
 
+/// Rules taken out of an [`Evaluation`] ([`Evaluation::take_profiler_rules`]), evaluated as one
+/// of their own, and where they were.
+pub(super) struct TakenRules {
+    pub rules: Evaluation,
+    /// Their places in the evaluation they came from, ascending.
+    places: Vec<usize>,
+}
+
 impl Evaluation {
     pub fn new(
         slots: Vec<Slot>,
@@ -143,6 +151,29 @@ impl Evaluation {
             verdicts_final: false,
             gave_up: None,
             interrupt,
+        }
+    }
+
+    /// Takes the profiler rules out, to be fed on another thread while the debugging rules
+    /// left here step over the trial ([`Evaluation::put_back`] returns them); `None` when there
+    /// is no profiler rule. The two share the actions' dispatcher and the interrupt flag.
+    pub fn take_profiler_rules(&mut self) -> Option<TakenRules> {
+        let places: Vec<usize> = (0..self.slots.len())
+            .filter(|&i| self.slots[i].input() == RuleInput::Profiler)
+            .collect();
+        if places.is_empty() {
+            return None;
+        }
+        let mut slots: Vec<Slot> = places.iter().rev().map(|&i| self.slots.remove(i)).collect();
+        slots.reverse();
+        let rules = Evaluation::new(slots, self.dispatcher.clone(), self.interrupt.clone());
+        Some(TakenRules { rules, places })
+    }
+
+    /// Returns rules taken by [`Evaluation::take_profiler_rules`] to their places.
+    pub fn put_back(&mut self, taken: TakenRules) {
+        for (i, slot) in taken.places.into_iter().zip(taken.rules.slots) {
+            self.slots.insert(i, slot);
         }
     }
 

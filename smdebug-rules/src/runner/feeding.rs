@@ -10,7 +10,6 @@ use smdebug_read::follow::{DataProblems, ProfilerSubscription, merge_code_window
 use smdebug_read::profile::CodeProfileWindow;
 
 use super::evaluation::Evaluation;
-use super::run::RunSource;
 use crate::profiler::ProfilerWindow;
 use crate::profiler::feed::ProfilerFeed;
 use crate::status::ProfilerSeen;
@@ -63,20 +62,21 @@ impl ProfilerSide {
             .map_or(&NO_PROBLEMS, ProfilerFeed::problems)
     }
 
-    /// Reads new profiler data and hands it to the profiler rules of `rules`. `final_window`:
-    /// no more data will come. `wall_us`: following a live run, the clock. Returns whether a
-    /// status changed.
+    /// Reads new profiler data and hands it to the profiler rules of `rules` (the other rules
+    /// there are left alone, so `rules` may hold the profiler rules alone:
+    /// [`Evaluation::take_profiler_rules`]). `final_window`: no more data will come. `wall_us`:
+    /// following a live run, the clock. Stops between two pieces of a backlog when `rules` is
+    /// interrupted.
     pub fn feed(
         &mut self,
         rules: &mut Evaluation,
-        run: &mut RunSource,
         final_window: bool,
         wall_us: Option<u64>,
-    ) -> bool {
+    ) -> Fed {
+        let mut fed = Fed::default();
         let Some(feed) = self.feed.as_mut() else {
-            return false;
+            return fed;
         };
-        let mut changed = false;
         // A backlog (a whole run offline) is read a bounded piece at a time, each piece's
         // windows handed to the rules before the next is read.
         loop {
@@ -84,17 +84,16 @@ impl ProfilerSide {
                 Ok(n) => n,
                 Err(e) => {
                     rules.profiler_failed(&e);
-                    return true;
+                    fed.changed = true;
+                    return fed;
                 }
             };
             let due = self
                 .last_window_at
                 .is_none_or(|t| t.elapsed() >= IDLE_WINDOW_INTERVAL);
-            if arrived > 0 {
-                run.last_arrival = Instant::now();
-            }
+            fed.arrived |= arrived > 0;
             if arrived == 0 && !final_window && !due && !feed.more {
-                return changed;
+                return fed;
             }
             self.last_window_at = Some(Instant::now());
             let code_windows = feed.take_code_windows();
@@ -115,13 +114,22 @@ impl ProfilerSide {
                     final_window: chunk.final_window,
                     steps: &feed.steps,
                 };
-                changed |= rules.invoke_window(&window, &feed.steps);
+                fed.changed |= rules.invoke_window(&window, &feed.steps);
             }
-            if !feed.more {
+            if !feed.more || rules.interrupted() {
                 break;
             }
         }
-        changed |= rules.set_profiler_warnings(&feed.problems().lines());
-        changed
+        fed.changed |= rules.set_profiler_warnings(&feed.problems().lines());
+        fed
     }
+}
+
+/// What one [`ProfilerSide::feed`] did.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Fed {
+    /// A rule's status changed.
+    pub changed: bool,
+    /// New profiler data arrived.
+    pub arrived: bool,
 }
