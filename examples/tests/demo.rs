@@ -113,6 +113,35 @@ fn a_healthy_run_goes_to_the_end_with_capture_profiling_rules_and_report() {
     // over the window it names (the demo's Dataloader quoted its first firing's share of the
     // loop above a table with the whole run's).
     let written: smdebug_rules::Summary = serde_json::from_value(s).unwrap();
+    // A profiler rule's firing step is the step span of the trace files that started last at
+    // or before the firing, numbered as that span's mode numbers its steps (the summary names
+    // the mode: TRAIN step 9 is not global step 9).
+    let mut placed = 0;
+    for r in &written.rules {
+        let (smdebug_rules::RuleInput::Profiler, Some(t)) = (r.kind, r.first_fired_time_us) else {
+            continue;
+        };
+        let span = spans
+            .iter()
+            .filter(|s| s.start_us <= t)
+            .filter_map(|s| match s.phase_kind() {
+                smdebug_core::phase::Phase::Step(mode) => Some((s.start_us, s.step, mode)),
+                _ => None,
+            })
+            .max_by_key(|(start, ..)| *start);
+        let expected = span.map_or((None, None), |(_, step, mode)| (step, Some(mode)));
+        assert_eq!(
+            (r.first_fired_step, r.first_fired_mode),
+            expected,
+            "{}",
+            r.rule
+        );
+        placed += 1;
+    }
+    assert!(
+        placed > 0,
+        "no profiler rule fired in the demo: {written:#?}"
+    );
     let quoted = figures::check_page(&html, &written, &run.join("report"));
     for rule in ["Dataloader", "StepOutlier", "MaxInitializationTime"] {
         assert!(

@@ -293,8 +293,11 @@ fn print_summary(out: &mut impl Write, s: &Summary, json: bool) -> std::io::Resu
         };
         let fired = match (r.first_fired_step, r.last_fired_step, r.first_fired_time_us) {
             (_, _, Some(t)) if r.kind == RuleInput::Profiler => {
+                let during = r
+                    .first_fired_at()
+                    .map_or(String::new(), |step| format!(", during {step}"));
                 format!(
-                    " first at {} ({} times)",
+                    " first at {}{during} ({} times)",
                     smdebug_analysis::time::utc(t),
                     r.fired_count
                 )

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use smdebug_core::Mode;
 use smdebug_rules::report::is_profiler_report;
 use smdebug_rules::{JudgedWindow, RuleInput, RuleStatus, Status, find_builtin};
 
@@ -27,8 +28,12 @@ pub struct RuleFile {
     pub parameters: Value,
     /// Its last message (the finding, or the error).
     pub message: String,
-    /// The first step it fired at.
+    /// The first step it fired at (a global step for a debugging rule; for a profiler rule a
+    /// step of `first_fired_mode`'s own numbering).
     pub first_fired_step: Option<u64>,
+    /// For a profiler rule, the mode whose step `first_fired_step` is (`TRAIN`, `EVAL`, ...).
+    #[serde(default)]
+    pub first_fired_mode: Option<Mode>,
     /// When it first fired, microseconds since the epoch.
     pub first_fired_time_us: Option<u64>,
     /// For a profiler rule, the data its message and details cover (see
@@ -59,6 +64,7 @@ impl RuleFile {
             parameters: status.parameters.to_value(),
             message: status.message.clone(),
             first_fired_step: status.first_fired_step,
+            first_fired_mode: status.first_fired_mode,
             first_fired_time_us: status.first_fired_time_us,
             window: status.window,
             details: details(status),

@@ -181,6 +181,10 @@ fn status(name: &str, kind: RuleInput, status: Status, message: &str) -> RuleSta
         actions: Vec::new(),
         first_fired_step: fired.then_some(7),
         last_fired_step: fired.then_some(9),
+        first_fired_mode: (fired && kind == RuleInput::Profiler)
+            .then_some(smdebug_core::Mode::Train),
+        last_fired_mode: (fired && kind == RuleInput::Profiler)
+            .then_some(smdebug_core::Mode::Train),
         first_fired_time_us: None,
         last_fired_time_us: None,
         fired_count: u64::from(fired) * 3,

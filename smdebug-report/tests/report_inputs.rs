@@ -405,6 +405,8 @@ fn rule_results_are_written_beside_the_page_atomically() {
         actions: Vec::new(),
         first_fired_step: Some(3),
         last_fired_step: Some(3),
+        first_fired_mode: Some(smdebug_core::Mode::Eval),
+        last_fired_mode: Some(smdebug_core::Mode::Eval),
         first_fired_time_us: Some(4),
         last_fired_time_us: Some(4),
         fired_count: 1,
@@ -453,6 +455,7 @@ fn rule_results_are_written_beside_the_page_atomically() {
     for (path, rule) in rule_files.iter().zip(&rules) {
         let back: RuleFile = serde_json::from_slice(&fs::read(path).unwrap()).unwrap();
         assert_eq!(back, RuleFile::of(rule));
+        assert_eq!(back.first_fired_mode, Some(smdebug_core::Mode::Eval));
     }
     // Regenerating (as `--follow` does) replaces the files and leaves no temporary behind.
     write_report_to(&input, &html_path).unwrap();

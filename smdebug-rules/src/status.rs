@@ -2,6 +2,7 @@
 //! a rule that checked nothing is told apart from one that checked and found nothing.
 
 use serde::{Deserialize, Serialize};
+use smdebug_core::Mode;
 use smdebug_read::trial::Trial;
 
 use crate::error::{Error, Result};
@@ -13,6 +14,15 @@ use crate::rule::{Needs, ProfilerInput, ProfilerNeeds, RuleInput};
 use crate::window::JudgedWindow;
 
 pub use crate::state::Status;
+
+/// A rule's firing step in words: `TRAIN step 9` when the step is of a mode's own numbering
+/// (a profiler rule's step span), `step 9` when it is a global step.
+pub fn step_in_words(step: u64, mode: Option<Mode>) -> String {
+    match mode {
+        Some(mode) => format!("{} step {step}", mode.name()),
+        None => format!("step {step}"),
+    }
+}
 
 /// The summary file, relative to the run.
 pub const SUMMARY_FILE: &str = "rules/rule_job_summary.json";
@@ -41,11 +51,22 @@ pub struct RuleStatus {
     pub parameters: Parameters,
     /// The configured actions' types.
     pub actions: Vec<String>,
-    /// The step of the first firing. For profiler rules: the latest step that had started when
-    /// the condition was seen (none when no step span came before it).
+    /// The step of the first firing. For debugging rules a global step (the step tensors are
+    /// saved under). For profiler rules the latest step span that had started when the
+    /// condition was seen (none when no step span came before it), in its mode's own numbering:
+    /// see `first_fired_mode`.
     pub first_fired_step: Option<u64>,
     /// The step of the latest firing (for profiler rules, as `first_fired_step`).
     pub last_fired_step: Option<u64>,
+    /// For a profiler rule, the mode of `first_fired_step`: step spans number each mode's
+    /// steps from 0, so `TRAIN` step 9 is the tenth training step, not global step 9. `None` for
+    /// a debugging rule (its steps are global steps) and for a summary written before it
+    /// existed.
+    #[serde(default)]
+    pub first_fired_mode: Option<Mode>,
+    /// The mode of `last_fired_step`, as `first_fired_mode`.
+    #[serde(default)]
+    pub last_fired_mode: Option<Mode>,
     /// When a profiler rule first saw its condition, microseconds since the Unix epoch.
     #[serde(default)]
     pub first_fired_time_us: Option<u64>,
@@ -114,6 +135,13 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl RuleStatus {
+    /// The first firing's step in words: `TRAIN step 9` for a profiler rule (a step of its
+    /// mode's own numbering), `step 9` for a debugging rule (a global step); `None` before one.
+    pub fn first_fired_at(&self) -> Option<String> {
+        self.first_fired_step
+            .map(|step| step_in_words(step, self.first_fired_mode))
+    }
+
     /// The parameters the rule ran with, as its parameter type (`CPUBottleneckParams`, ...;
     /// the registry ties each to its rule): an error when this is another rule's status, or
     /// when they were recorded by another version and do not read.
@@ -206,6 +234,10 @@ struct RecordedStatus {
     first_fired_step: Option<u64>,
     last_fired_step: Option<u64>,
     #[serde(default)]
+    first_fired_mode: Option<Mode>,
+    #[serde(default)]
+    last_fired_mode: Option<Mode>,
+    #[serde(default)]
     first_fired_time_us: Option<u64>,
     #[serde(default)]
     last_fired_time_us: Option<u64>,
@@ -240,6 +272,8 @@ impl From<RecordedStatus> for RuleStatus {
             actions: r.actions,
             first_fired_step: r.first_fired_step,
             last_fired_step: r.last_fired_step,
+            first_fired_mode: r.first_fired_mode,
+            last_fired_mode: r.last_fired_mode,
             first_fired_time_us: r.first_fired_time_us,
             last_fired_time_us: r.last_fired_time_us,
             fired_count: r.fired_count,

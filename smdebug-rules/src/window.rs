@@ -3,6 +3,7 @@
 //! seen so far.
 
 use serde::{Deserialize, Serialize};
+use smdebug_core::Mode;
 use smdebug_core::phase::Phase;
 use smdebug_format::system::SystemSample;
 use smdebug_read::profile::Span;
@@ -81,10 +82,12 @@ impl JudgedWindow {
 }
 
 /// The `Step` spans seen so far, by start time: which step the loop was in at a given time.
+/// Step spans number each mode's steps from 0, as the trace files write them: their steps are
+/// each mode's own (`TRAIN` step 9, `EVAL` step 9), not the run's global steps.
 #[derive(Clone, Debug, Default)]
 pub struct StepTimeline {
-    /// (start_us, end_us, step), sorted by start.
-    steps: Vec<(u64, u64, u64)>,
+    /// (start_us, end_us, step, mode), sorted by start.
+    steps: Vec<(u64, u64, u64, Mode)>,
 }
 
 impl StepTimeline {
@@ -92,8 +95,8 @@ impl StepTimeline {
     pub fn extend(&mut self, spans: &[Span]) {
         let before = self.steps.len();
         for span in spans {
-            if let (Phase::Step(_), Some(step)) = (span.phase_kind(), span.step) {
-                self.steps.push((span.start_us, span.end_us, step));
+            if let (Phase::Step(mode), Some(step)) = (span.phase_kind(), span.step) {
+                self.steps.push((span.start_us, span.end_us, step, mode));
             }
         }
         if self.steps.len() > before {
@@ -101,10 +104,17 @@ impl StepTimeline {
         }
     }
 
-    /// The latest step that started at or before `time_us`.
+    /// The latest step that started at or before `time_us` (in its mode's numbering).
     pub fn step_at(&self, time_us: u64) -> Option<u64> {
+        self.mode_step_at(time_us).map(|(_, step)| step)
+    }
+
+    /// The latest step that started at or before `time_us`, with its mode.
+    pub fn mode_step_at(&self, time_us: u64) -> Option<(Mode, u64)> {
         let after = self.steps.partition_point(|s| s.0 <= time_us);
-        after.checked_sub(1).map(|i| self.steps[i].2)
+        after
+            .checked_sub(1)
+            .map(|i| (self.steps[i].3, self.steps[i].2))
     }
 
     /// The start of the first step span, microseconds since the epoch.
@@ -159,10 +169,15 @@ mod tests {
             args: Default::default(),
         };
         t.extend(&[span(20, 30, 2), span(10, 20, 1)]);
+        let mut eval = span(40, 50, 0);
+        eval.phase = "Step:ModeKeys.EVAL".into();
+        t.extend(&[eval]);
         assert_eq!(t.step_at(5), None);
         assert_eq!(t.step_at(15), Some(1));
+        assert_eq!(t.mode_step_at(25), Some((Mode::Train, 2)));
+        assert_eq!(t.mode_step_at(45), Some((Mode::Eval, 0)));
         assert_eq!(t.step_at(25), Some(2));
-        assert_eq!(t.step_at(99), Some(2));
+        assert_eq!(t.step_at(39), Some(2));
         assert_eq!(t.first_start_us(), Some(10));
     }
 }

@@ -1061,6 +1061,13 @@ fn a_run_with_profiler_data_but_no_tensors_is_evaluated_offline_and_followed_to_
     assert!(started.elapsed() < Duration::from_secs(20));
     assert!(summary.run_complete && summary.finished);
     assert_fired_in(&summary.rules[0], rec.eval);
+    // Its step is an EVAL step span's, and the status says so.
+    assert_eq!(summary.rules[0].first_fired_mode, Some(Mode::Eval));
+    let step = summary.rules[0].first_fired_step.unwrap();
+    assert_eq!(
+        summary.rules[0].first_fired_at(),
+        Some(format!("EVAL step {step}"))
+    );
     let written = smdebug_rules::read_summary(location).unwrap().unwrap();
     assert_eq!(
         written.rules[0].first_fired_time_us,
@@ -1464,6 +1471,11 @@ fn debugging_and_profiler_rules_evaluated_together_keep_their_order_and_judge_as
     for rule in ["StepOutlier", "LossNotDecreasing", "ExplodingTensor"] {
         assert!(fired.contains(&rule), "{rule} should fire: {together:#?}");
     }
+    // A debugging rule's step is a global step: no mode.
+    let exploding = together.rule("ExplodingTensor").unwrap();
+    assert_eq!(exploding.first_fired_step, Some(31));
+    assert_eq!(exploding.first_fired_mode, None);
+    assert_eq!(exploding.first_fired_at().as_deref(), Some("step 31"));
     for (spec, status) in specs.iter().zip(&together.rules) {
         let alone = evaluate(run.path(), &[spec]);
         assert_eq!(

@@ -422,7 +422,7 @@
     else if (SEVERITY_TEXT[r.severity] && !noData) box.append(el("span", { className: "badge sev", text: SEVERITY_TEXT[r.severity] }), " ");
     box.append(el("span", { className: "status", text: noData ? "not applicable" : r.status }),
       noData ? " · nothing checked in this run (not a pass)" : " · fired " + (r.triggered === 1 ? "once" : r.triggered + " times") + " in " + r.datapoints + " checks" +
-        (r.first_fired_step !== null ? " · first fired at step " + r.first_fired_step : "") +
+        (r.first_fired_step !== null ? " · first fired at " + (r.first_fired_mode ? r.first_fired_mode + " " : "") + "step " + r.first_fired_step : "") +
         (r.sums_up ? " · sums up the profiler rules listed (not counted again)" : ""));
     if (r.message) {
       if (noData) box.append(el("div", { className: "reason", text: "Why: " + r.message }));

@@ -83,6 +83,7 @@ fn views_of(summary: &Summary, stopped_by: Option<&str>) -> Vec<RuleView> {
                 datapoints: file.datapoints,
                 parameters: file.parameters,
                 first_fired_step: file.first_fired_step,
+                first_fired_mode: file.first_fired_mode,
                 window: file.window.map(|w| w.describe()),
                 details: status.details.to_value(),
                 problems: file.problems,
@@ -160,6 +161,28 @@ mod tests {
         // A rule that failed is shown over a quieter recorded status too.
         let failed = report_view(&summary("InProgress", "Error", false));
         assert_eq!(failed.status, Status::Error);
+    }
+
+    /// A profiler rule's firing step is shown with the mode whose step it is (step spans number
+    /// each mode's steps from 0); a debugging rule's is a global step, and a summary written
+    /// before the mode was recorded reads without one.
+    #[test]
+    fn a_profiler_rules_first_firing_keeps_its_mode() {
+        let mut s = summary("IssuesFound", "IssuesFound", true);
+        let mut cpu = serde_json::to_value(&s.rules[1]).unwrap();
+        cpu["first_fired_step"] = 9.into();
+        cpu["first_fired_mode"] = "EVAL".into();
+        s.rules[1] = serde_json::from_value(cpu).unwrap();
+        let views = views_of(&s, None);
+        let view = |name: &str| views.iter().find(|v| v.name == name).unwrap();
+        let cpu = view("CPUBottleneck");
+        assert_eq!(
+            (cpu.first_fired_step, cpu.first_fired_mode),
+            (Some(9), Some(smdebug_core::Mode::Eval))
+        );
+        let json = serde_json::to_value(cpu).unwrap();
+        assert_eq!(json["first_fired_mode"], "EVAL");
+        assert_eq!(view("LossNotDecreasing").first_fired_mode, None);
     }
 
     /// ProfilerReport sums up the profiler rules beside it: three rules found issues, two are

@@ -301,8 +301,11 @@ pub struct RuleView {
     pub datapoints: u64,
     /// Parameters in force.
     pub parameters: serde_json::Value,
-    /// First firing step.
+    /// First firing step: a global step for a debugging rule, a step of `first_fired_mode`'s
+    /// own numbering for a profiler rule.
     pub first_fired_step: Option<u64>,
+    /// For a profiler rule, the mode whose step `first_fired_step` is (`TRAIN`, `EVAL`, ...).
+    pub first_fired_mode: Option<smdebug_core::Mode>,
     /// For a profiler rule, the data its message and details cover, in words (`the whole run:
     /// 0.000 to 312.400 s after its first record, 1500 step spans`); `null` otherwise.
     pub window: Option<String>,

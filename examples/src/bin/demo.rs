@@ -317,15 +317,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     println!("\nrules (followed the run while it trained):");
     for r in &done.rules {
-        let when = match (r.first_fired_step, r.first_fired_time_us) {
-            (Some(step), _) if r.kind == smdebug_rules::RuleInput::Tensors => {
-                format!(" first at step {step}")
+        let when = match r.first_fired_at() {
+            Some(step) if r.kind == smdebug_rules::RuleInput::Tensors => {
+                format!(" first at {step}")
             }
-            (_, Some(_)) | (Some(_), None) => format!(
-                " first during step {}",
-                r.first_fired_step.unwrap_or_default()
-            ),
-            _ => String::new(),
+            Some(step) => format!(" first during {step}"),
+            None if r.first_fired_time_us.is_some() => " first before the first step".into(),
+            None => String::new(),
         };
         println!(
             "  {:<26} {:<13}{when}{}",

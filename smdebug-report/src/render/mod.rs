@@ -286,7 +286,11 @@ impl<'a> Page<'a> {
             rule.datapoints
         );
         if let Some(step) = rule.first_fired_step {
-            let _ = write!(text, ", first at step {step}");
+            let _ = write!(
+                text,
+                ", first at {}",
+                smdebug_rules::status::step_in_words(step, rule.first_fired_mode)
+            );
         }
         text.push('.');
         if let Some(window) = &rule.window {

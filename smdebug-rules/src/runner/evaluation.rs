@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use smdebug_core::Mode;
 use smdebug_read::follow::DataProblem;
 use smdebug_read::trial::{StepState, Trial};
 
@@ -76,6 +77,8 @@ impl Slot {
                 actions: actions.kinds(),
                 first_fired_step: None,
                 last_fired_step: None,
+                first_fired_mode: None,
+                last_fired_mode: None,
                 first_fired_time_us: None,
                 last_fired_time_us: None,
                 fired_count: 0,
@@ -362,7 +365,7 @@ impl Evaluation {
                     return false;
                 }
                 let step = r.step;
-                self.fired(i, r, Some(step));
+                self.fired(i, r, Some(step), None);
                 true
             }
             Err(e) => {
@@ -421,24 +424,30 @@ impl Evaluation {
                 }
                 continue;
             }
-            let step = match r.time_us {
-                Some(t) => steps.step_at(t),
-                None => Some(r.step),
+            let (step, mode) = match r.time_us.map(|t| steps.mode_step_at(t)) {
+                Some(Some((mode, step))) => (Some(step), Some(mode)),
+                Some(None) => (None, None),
+                None => (Some(r.step), None),
             };
-            self.fired(i, r, step);
+            self.fired(i, r, step, mode);
             changed = true;
         }
         changed
     }
 
-    /// Records a firing and runs the rule's actions (once).
-    fn fired(&mut self, i: usize, r: RuleResult, step: Option<u64>) {
+    /// Records a firing (at `step`, of `mode` for a profiler rule's step span) and runs the
+    /// rule's actions (once).
+    fn fired(&mut self, i: usize, r: RuleResult, step: Option<u64>, mode: Option<Mode>) {
         let slot = &mut self.slots[i];
         let st = &mut slot.status;
         st.status = Status::IssuesFound;
         if let Some(step) = step {
-            st.first_fired_step.get_or_insert(step);
+            if st.first_fired_step.is_none() {
+                st.first_fired_step = Some(step);
+                st.first_fired_mode = mode;
+            }
             st.last_fired_step = Some(step);
+            st.last_fired_mode = mode;
         }
         if let Some(t) = r.time_us {
             st.first_fired_time_us.get_or_insert(t);

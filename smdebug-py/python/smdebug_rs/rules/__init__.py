@@ -94,6 +94,11 @@ class RuleStatus:
     details: Any = None
     first_fired_time_us: Optional[int] = None
     last_fired_time_us: Optional[int] = None
+    # Profiler rules: the mode whose step first_fired_step / last_fired_step are ("TRAIN",
+    # "EVAL", ...); step spans number each mode's steps from 0. None for debugging rules,
+    # whose steps are global steps.
+    first_fired_mode: Optional[str] = None
+    last_fired_mode: Optional[str] = None
     warnings: List[str] = field(default_factory=list)
     unreadable_records: int = 0
     # Debugging rules: the steps at which the rule had what it reads, and the steps it judges
