@@ -21,7 +21,7 @@ use super::details::{
     SystemUsageDetails, TimeOutside, TimeShare, TimeTotal,
 };
 use super::snapshot::is_core;
-use super::stats::{Sketch, round4};
+use super::stats::{Sketch, round_us, round4};
 
 /// Parameters of [`OverallSystemUsage`]: none.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -149,9 +149,9 @@ fn operator_device(span: &Span) -> Option<&'static str> {
     }
 }
 
-/// Microseconds as seconds, rounded to 4 decimals.
+/// Microseconds as seconds (exact to the microsecond).
 fn seconds(us: u64) -> f64 {
-    round4(time::seconds(us))
+    round_us(time::seconds(us))
 }
 
 #[derive(Default)]

@@ -23,7 +23,7 @@ use smdebug_analysis::time::{seconds, utc};
 
 /// At most this many outlier steps per node and mode are kept in the details.
 const MAX_OUTLIER_STEPS: usize = 100;
-use super::stats::round4;
+use super::stats::round_us;
 
 /// Parameters of [`MaxInitializationTime`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -164,7 +164,7 @@ impl ProfilerRule for MaxInitializationTime {
             last_step_start_us: self.last_step_us,
             // JobPhases' initialization, as far as the rule has read: job start to first step.
             initialization_s: match (self.start_us, self.first_step_us) {
-                (Some(s), Some(f)) => Some(round4(seconds(f.saturating_sub(s)))),
+                (Some(s), Some(f)) => Some(round_us(seconds(f.saturating_sub(s)))),
                 _ => None,
             },
             step_spans: self.steps,
@@ -447,8 +447,8 @@ impl ProfilerRule for StepOutlier {
                 mode.clone(),
                 StepSeriesDetails {
                     steps: s.count,
-                    duration_s: summary.rounded(),
-                    outlier_limit_s: round4(limit),
+                    duration_s: summary.rounded_us(),
+                    outlier_limit_s: round_us(limit),
                     outliers: s.count_above(limit),
                     outlier_steps: outliers
                         .iter()
@@ -460,8 +460,8 @@ impl ProfilerRule for StepOutlier {
                         })
                         .collect(),
                     histogram: StepHistogram {
-                        min_s: round4(lo),
-                        bin_width_s: round4(width),
+                        min_s: round_us(lo),
+                        bin_width_s: round_us(width),
                         counts: histogram,
                     },
                     times_fired: s.fired,
@@ -475,6 +475,58 @@ impl ProfilerRule for StepOutlier {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Sub-millisecond steps keep figures that add up: the limit is the mean plus `stddev`
+    /// standard deviations as written beside it, and the histogram's bins have a width.
+    #[test]
+    fn step_outlier_details_of_sub_millisecond_steps_add_up() {
+        let mut rule = StepOutlier::new(StepOutlierParams::default()).unwrap();
+        let spans: Vec<smdebug_read::profile::Span> = (0..450u64)
+            .map(|step| {
+                let us = 300 + (step * 37) % 350 + if step == 0 { 4_400 } else { 0 };
+                smdebug_read::profile::Span {
+                    phase: "Step:ModeKeys.TRAIN".into(),
+                    name: "Step:ModeKeys.TRAIN".into(),
+                    start_us: 1_000_000 + step * 5_000,
+                    end_us: 1_000_000 + step * 5_000 + us,
+                    node: "vm".into(),
+                    worker: Some(0),
+                    step: Some(step),
+                    mode: None,
+                    args: Default::default(),
+                }
+            })
+            .collect();
+        let mut steps = crate::window::StepTimeline::default();
+        steps.extend(&spans);
+        let window = ProfilerWindow {
+            samples: &[],
+            spans: &spans,
+            start_us: Some(1_000_000),
+            now_us: 4_000_000,
+            final_window: true,
+            steps: &steps,
+        };
+        rule.invoke_on_window(&window).unwrap();
+        let Some(Details::StepOutliers(d)) = rule.details() else {
+            panic!("no step outlier details");
+        };
+        let s = &d.nodes["vm"]["TRAIN"];
+        let k = StepOutlierParams::default().stddev;
+        let expected = s.duration_s.mean + k * s.duration_s.std;
+        assert!(
+            (s.outlier_limit_s - expected).abs() <= 2e-6 * (1.0 + k),
+            "limit {} against mean {} + {k} x std {}",
+            s.outlier_limit_s,
+            s.duration_s.mean,
+            s.duration_s.std
+        );
+        assert_eq!(s.duration_s.min, 0.0003);
+        assert_eq!(s.duration_s.max, 0.0047);
+        assert!(s.histogram.bin_width_s > 0.0, "{:?}", s.histogram);
+        let top = s.histogram.min_s + s.histogram.counts.len() as f64 * s.histogram.bin_width_s;
+        assert!((top - s.duration_s.max).abs() <= 1e-5, "{:?}", s.histogram);
+    }
 
     /// The bounded form answers as every step kept would: counts beyond a limit, the slowest
     /// steps in order (the earliest read first among equal durations), the exact summary and

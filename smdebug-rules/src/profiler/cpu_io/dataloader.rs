@@ -6,7 +6,7 @@ use crate::profiler::details::{
     DataloaderDetails, Details, Firing, NodeDataLoading, WorkerVerdict,
 };
 use crate::profiler::snapshot::is_core;
-use crate::profiler::stats::{Sketch, round4};
+use crate::profiler::stats::{Sketch, round_us, round4};
 use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 use serde::{Deserialize, Serialize};
@@ -440,9 +440,9 @@ impl ProfilerRule for Dataloader {
                     verdict: n.fired.as_ref().map(|f| f.1).or_else(|| n.verdict(p)),
                     fired_at: n.fired.as_ref().map(|f| f.0.clone()),
                     data_loading_spans: n.loads,
-                    load_time_s: n.load_seconds.summary().map(|s| s.rounded()),
-                    data_loading_total_s: round4(n.load_total_us as f64 / 1e6),
-                    step_total_s: round4(n.step_total_us as f64 / 1e6),
+                    load_time_s: n.load_seconds.summary().map(|s| s.rounded_us()),
+                    data_loading_total_s: round_us(n.load_total_us as f64 / 1e6),
+                    step_total_s: round_us(n.step_total_us as f64 / 1e6),
                     training_loop_share_loading: n.loop_share().map(round4),
                 };
                 (name.clone(), node)

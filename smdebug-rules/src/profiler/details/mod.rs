@@ -236,7 +236,7 @@ impl StepOutlierDetails {
 pub struct StepSeriesDetails {
     /// Steps seen.
     pub steps: u64,
-    /// Step durations in seconds (exact percentiles), rounded to 4 decimals.
+    /// Step durations in seconds (exact percentiles), rounded to the microsecond.
     pub duration_s: Summary,
     /// A step longer than this (mean + `stddev` standard deviations), seconds, is an outlier.
     pub outlier_limit_s: f64,
