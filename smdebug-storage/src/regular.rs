@@ -111,11 +111,32 @@ pub fn open(root: &Path, rel: &str) -> io::Result<(File, u64)> {
 /// file a step, so this saves the `lstat` of every part of every path. `None` when a link is on
 /// the way (or the kernel has no `openat2`, or the open failed for another reason): the checked
 /// path then decides and reports.
+///
+/// While the run's folder is held on this thread ([`HeldRoot`]), `rel` is looked up from the
+/// held folder (`RESOLVE_BENEATH` as well: nothing outside it), not from `/` through every
+/// part of `root` again.
 #[cfg(target_os = "linux")]
 fn open_without_links(root: &Path, rel: &str) -> Option<File> {
     use rustix::fs::{Mode, OFlags, ResolveFlags};
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
     let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    let held = HELD.with_borrow(|held| {
+        let (_, dir) = held.as_ref().filter(|(path, _)| path == root)?;
+        Some(
+            rustix::fs::openat2(
+                dir,
+                rel,
+                flags,
+                Mode::empty(),
+                resolve | ResolveFlags::BENEATH,
+            )
+            .ok()
+            .map(File::from),
+        )
+    });
+    if let Some(opened) = held {
+        return opened;
+    }
     rustix::fs::openat2(
         rustix::fs::CWD,
         root.join(rel),
@@ -125,6 +146,64 @@ fn open_without_links(root: &Path, rel: &str) -> Option<File> {
     )
     .ok()
     .map(File::from)
+}
+
+#[cfg(target_os = "linux")]
+thread_local! {
+    /// The run folder held on this thread ([`HeldRoot`]): its path and an `O_PATH` descriptor.
+    static HELD: std::cell::RefCell<Option<(std::path::PathBuf, rustix::fd::OwnedFd)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A run's folder held open on this thread while a batch of its files is read ([`open`] of
+/// files under the same `root` on this thread): each file's path is then looked up from the
+/// folder, not from `/` again (a long run's reader opens two small files a step). What is
+/// read is the same: only regular files inside the run, no link followed (a path through one
+/// goes the checked way, as before). Held for one batch (a few hundred files) and let go when
+/// dropped, so that a run folder deleted or replaced meanwhile is looked up afresh by the next
+/// batch. Where the folder cannot be opened (or off Linux) it does nothing.
+pub struct HeldRoot {
+    #[cfg(target_os = "linux")]
+    held: bool,
+}
+
+impl HeldRoot {
+    /// Holds `root` on this thread until the value is dropped (a hold already there, of
+    /// another batch on this thread, is kept, and stays after this one).
+    pub fn hold(root: &Path) -> HeldRoot {
+        #[cfg(target_os = "linux")]
+        {
+            use rustix::fs::{Mode, OFlags};
+            let held = HELD.with_borrow_mut(|slot| {
+                if slot.is_some() {
+                    return false;
+                }
+                let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+                match rustix::fs::open(root, flags, Mode::empty()) {
+                    Ok(dir) => {
+                        *slot = Some((root.to_path_buf(), dir));
+                        true
+                    }
+                    Err(_) => false,
+                }
+            });
+            HeldRoot { held }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = root;
+            HeldRoot {}
+        }
+    }
+}
+
+impl Drop for HeldRoot {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        if self.held {
+            HELD.with_borrow_mut(|slot| *slot = None);
+        }
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
