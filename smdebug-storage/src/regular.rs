@@ -277,3 +277,64 @@ pub(crate) fn read_whole(root: &Path, rel: &str) -> io::Result<Vec<u8>> {
     file.take(size).read_to_end(&mut buf)?;
     Ok(buf)
 }
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    /// With the run's folder held, files open as without: a regular file inside the run is
+    /// read, a link out of it, a folder and a FIFO are refused, a link inside it is followed;
+    /// a file of another folder is opened by its own path, and the hold ends when dropped.
+    #[test]
+    fn files_opened_from_a_held_folder_are_checked_as_without_it() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.json"), b"secret").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        std::fs::create_dir_all(run.join("index/000000000")).unwrap();
+        std::fs::write(run.join("index/000000000/a.json"), b"{}").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret.json"), run.join("out.json"))
+            .unwrap();
+        std::os::unix::fs::symlink("index/000000000/a.json", run.join("in.json")).unwrap();
+        let fifo = std::process::Command::new("mkfifo")
+            .arg(run.join("fifo.json"))
+            .status()
+            .unwrap();
+        assert!(fifo.success());
+        let other = dir.path().join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("b.json"), b"[1]").unwrap();
+        let answers = || {
+            let read = |root: &Path, rel: &str| {
+                open(root, rel).map(|(mut f, size)| {
+                    let mut text = String::new();
+                    std::io::Read::read_to_string(&mut f, &mut text).unwrap();
+                    (text, size)
+                })
+            };
+            [
+                format!("{:?}", read(&run, "index/000000000/a.json")),
+                format!("{:?}", read(&run, "in.json")),
+                format!("{:?}", read(&run, "out.json").map_err(|e| e.kind())),
+                format!("{:?}", read(&run, "index").map_err(|e| e.kind())),
+                format!("{:?}", read(&run, "fifo.json").map_err(|e| e.to_string())),
+                format!("{:?}", read(&run, "gone.json").map_err(|e| e.kind())),
+                format!("{:?}", read(&other, "b.json")),
+            ]
+        };
+        let without = answers();
+        assert_eq!(without[0], r#"Ok(("{}", 2))"#);
+        assert_eq!(without[1], r#"Ok(("{}", 2))"#);
+        assert!(without[2].starts_with("Err"), "{}", without[2]);
+        assert!(without[4].contains("a FIFO"), "{}", without[4]);
+        assert_eq!(without[6], r#"Ok(("[1]", 3))"#);
+        {
+            let _held = HeldRoot::hold(&run);
+            #[cfg(target_os = "linux")]
+            assert!(HELD.with_borrow(|h| h.is_some()));
+            assert_eq!(answers(), without);
+        }
+        #[cfg(target_os = "linux")]
+        assert!(HELD.with_borrow(|h| h.is_none()), "let go when dropped");
+    }
+}
