@@ -21,9 +21,87 @@ use crate::error::Result;
 /// An index file read in place: in one pass when it has the usual shape (see the module
 /// docs), else through serde_json; `path` names it in errors.
 pub fn read<'a>(bytes: &'a [u8], path: &str) -> Result<IndexRef<'a>> {
-    match parse(bytes) {
-        Some(index) => index.checked(path),
-        None => IndexRef::parse(bytes, path),
+    Ok(read_with_template(bytes, path)?.0)
+}
+
+/// [`read`], and, when the file has the usual shape with a `mode_step` and an
+/// `event_file_name`, the file as a [`Template`] for the files of the steps after it.
+pub fn read_with_template<'a>(
+    bytes: &'a [u8],
+    path: &str,
+) -> Result<(IndexRef<'a>, Option<Template>)> {
+    match parse_spans(bytes) {
+        Some((index, spans)) => {
+            let index = index.checked(path)?;
+            let template = spans.map(|(mode_step, event_file)| Template {
+                bytes: bytes.to_vec(),
+                mode_step,
+                event_file,
+            });
+            Ok((index, template))
+        }
+        None => Ok((IndexRef::parse(bytes, path)?, None)),
+    }
+}
+
+/// An index file of the usual shape and where its `mode_step` (the integer's digits) and its
+/// `event_file_name` (the string's text) are in it. A writer's index files differ from step to
+/// step only in those two: a file that has every other byte of the template, a `mode_step` of
+/// digits (a JSON integer, in a `u64`) and an `event_file_name` that differs only where both
+/// have a digit, reads as the template does but for those two values, which
+/// [`Template::numbers_of`] gives without reading the file again.
+#[derive(Clone, Debug)]
+pub struct Template {
+    bytes: Vec<u8>,
+    mode_step: std::ops::Range<usize>,
+    event_file: std::ops::Range<usize>,
+}
+
+impl Template {
+    /// `bytes`' `mode_step` and `event_file_name` when `bytes` differs from the template only
+    /// in them (see [`Template`]); `None` otherwise (the file is then read as any other).
+    pub fn numbers_of<'a>(&self, bytes: &'a [u8]) -> Option<(u64, &'a str)> {
+        let t = &self.bytes[..];
+        let (m, e) = (self.mode_step.clone(), self.event_file.clone());
+        if bytes.len() != t.len() {
+            return None;
+        }
+        let (first, second) = if m.start < e.start {
+            (m.clone(), e.clone())
+        } else {
+            (e.clone(), m.clone())
+        };
+        if bytes[..first.start] != t[..first.start]
+            || bytes[first.end..second.start] != t[first.end..second.start]
+            || bytes[second.end..] != t[second.end..]
+        {
+            return None;
+        }
+        // The bytes around the integer are the template's (none a digit), so it is all of it.
+        let digits = &bytes[m];
+        if digits.len() > 1 && digits[0] == b'0' {
+            return None;
+        }
+        let mut mode_step: u64 = 0;
+        for &digit in digits {
+            if !digit.is_ascii_digit() {
+                return None;
+            }
+            mode_step = mode_step
+                .checked_mul(10)?
+                .checked_add(u64::from(digit - b'0'))?;
+        }
+        // Digits in place of digits: no quote, escape or control character, and the text stays
+        // UTF-8 as the template's was.
+        let name = &bytes[e.clone()];
+        let same_but_digits = name
+            .iter()
+            .zip(&t[e])
+            .all(|(a, b)| a == b || (a.is_ascii_digit() && b.is_ascii_digit()));
+        if !same_but_digits {
+            return None;
+        }
+        Some((mode_step, std::str::from_utf8(name).ok()?))
     }
 }
 
@@ -32,6 +110,9 @@ struct Scan<'a> {
     text: &'a str,
     bytes: &'a [u8],
     at: usize,
+    /// Where `mode_step`'s digits and `event_file_name`'s text are, once read.
+    mode_step_at: Option<std::ops::Range<usize>>,
+    event_file_at: Option<std::ops::Range<usize>>,
 }
 
 impl<'a> Scan<'a> {
@@ -116,8 +197,19 @@ impl<'a> Scan<'a> {
         self.members(|scan, key| {
             match key {
                 "mode" if mode.is_none() => mode = Some(Mode::from_name(scan.string()?.trim())?),
-                "mode_step" if mode_step.is_none() => mode_step = Some(scan.integer()?),
-                "event_file_name" if event_file.is_none() => event_file = Some(scan.string()?),
+                "mode_step" if mode_step.is_none() => {
+                    scan.skip_space();
+                    let from = scan.at;
+                    mode_step = Some(scan.integer()?);
+                    scan.mode_step_at = Some(from..scan.at);
+                }
+                "event_file_name" if event_file.is_none() => {
+                    scan.skip_space();
+                    let from = scan.at + 1;
+                    let name = scan.string()?;
+                    scan.event_file_at = Some(from..from + name.len());
+                    event_file = Some(name);
+                }
                 _ => return None,
             }
             Some(())
@@ -172,8 +264,22 @@ impl<'a> Scan<'a> {
 /// `bytes` read as an index file, when it has the usual shape (see the module docs); `None`
 /// otherwise, whatever it holds.
 pub fn parse(bytes: &[u8]) -> Option<IndexRef<'_>> {
+    parse_spans(bytes).map(|(index, _)| index)
+}
+
+/// Where `mode_step`'s digits and `event_file_name`'s text are in an index file.
+type Spans = (std::ops::Range<usize>, std::ops::Range<usize>);
+
+/// [`parse`], with the [`Spans`] when the file has both.
+fn parse_spans(bytes: &[u8]) -> Option<(IndexRef<'_>, Option<Spans>)> {
     let text = std::str::from_utf8(bytes).ok()?;
-    let mut scan = Scan { text, bytes, at: 0 };
+    let mut scan = Scan {
+        text,
+        bytes,
+        at: 0,
+        mode_step_at: None,
+        event_file_at: None,
+    };
     scan.eat(b'{')?;
     let (mut meta, mut entries, mut shapes) = (None, None, false);
     scan.members(|scan, key| {
@@ -193,7 +299,11 @@ pub fn parse(bytes: &[u8]) -> Option<IndexRef<'_>> {
     if scan.at != bytes.len() {
         return None;
     }
-    Some(IndexRef::from_parts(meta?, entries.unwrap_or_default()))
+    let spans = scan.mode_step_at.zip(scan.event_file_at);
+    Some((
+        IndexRef::from_parts(meta?, entries.unwrap_or_default()),
+        spans,
+    ))
 }
 
 #[cfg(test)]
@@ -250,6 +360,71 @@ mod tests {
             assert!(fast(bytes).is_some());
             assert!(agrees_under_damage(bytes) > 10);
         }
+    }
+
+    /// A file read through a template reads as the file itself does: the next steps' files of
+    /// a writer (one more digit included), and any one-byte change or truncation of them, are
+    /// either read alike or left to be read in full.
+    #[test]
+    fn files_read_through_a_template_read_as_in_full() {
+        let file = |step: u64, spaced: bool| {
+            let sep = if spaced { ", " } else { "," };
+            format!(
+                r#"{{"meta":{{"mode":"TRAIN","mode_step":{step}{sep}"event_file_name":"events/{step:012}/{step:012}_worker_0.tfevents"}}{sep}"tensor_payload":[{{"tensorname":"loss","start_idx":0,"length":88}}{sep}{{"tensorname":"m_7","start_idx":88,"length":93}}],"shape_payload":[]}}"#
+            )
+        };
+        let in_full = |bytes: &[u8]| {
+            parse(bytes).map(|i| {
+                (
+                    i.meta.mode_step,
+                    i.meta.event_file_name.map(|n| n.into_owned()),
+                )
+            })
+        };
+        for spaced in [false, true] {
+            for first in [0u64, 7, 98, 1234, 99_999] {
+                let bytes = file(first, spaced).into_bytes();
+                let (index, template) = read_with_template(&bytes, "i.json").unwrap();
+                assert_eq!(index.meta.mode_step, first);
+                let template = template.expect("the usual shape");
+                for step in first..first + 12 {
+                    let next = file(step, spaced).into_bytes();
+                    let got = template.numbers_of(&next);
+                    let same_length = next.len() == bytes.len();
+                    assert_eq!(got.is_some(), same_length, "{first} -> {step}");
+                    if let Some((mode_step, name)) = got {
+                        assert_eq!(in_full(&next), Some((mode_step, Some(name.to_string()))));
+                    }
+                    let mut damaged = next.clone();
+                    for i in 0..next.len() {
+                        for b in [b'0', b'9', b'"', b'\\', b'x', 0, 0xff, b' '] {
+                            damaged[i] = b;
+                            if let Some((mode_step, name)) = template.numbers_of(&damaged) {
+                                assert_eq!(
+                                    in_full(&damaged),
+                                    Some((mode_step, Some(name.to_string()))),
+                                    "{}",
+                                    String::from_utf8_lossy(&damaged)
+                                );
+                            }
+                        }
+                        damaged[i] = next[i];
+                        assert!(template.numbers_of(&next[..i]).is_none());
+                    }
+                }
+            }
+        }
+        // No template without both numbers, or for a file left to serde.
+        let no_file =
+            br#"{"meta":{"mode":"TRAIN","mode_step":3},"tensor_payload":[],"shape_payload":[]}"#;
+        assert!(read_with_template(no_file, "i.json").unwrap().1.is_none());
+        let string_step = br#"{"meta":{"mode":"TRAIN","mode_step":"3","event_file_name":"e"},"tensor_payload":[]}"#;
+        assert!(
+            read_with_template(string_step, "i.json")
+                .unwrap()
+                .1
+                .is_none()
+        );
     }
 
     #[test]

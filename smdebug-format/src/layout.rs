@@ -174,6 +174,57 @@ pub fn event_file(step: u64, worker: &str) -> String {
     format!("{EVENTS_DIR}/{step:012}/{step:012}_{worker}.tfevents")
 }
 
+/// Whether `path` is [`event_file`]`(step, worker)`, compared without making it (a reader
+/// asks this of every step's file).
+pub fn is_event_file(path: &str, step: u64, worker: &str) -> bool {
+    let mut digits = [0; 20];
+    let step = padded(step, 12, &mut digits);
+    strip_all(
+        path,
+        &[EVENTS_DIR, "/", step, "/", step, "_", worker, ".tfevents"],
+    )
+}
+
+/// Whether `path` is [`index_file`]`(step, worker)`, compared without making it.
+pub fn is_index_file(path: &str, step: u64, worker: &str) -> bool {
+    let (mut folder, mut digits) = ([0; 20], [0; 20]);
+    let folder = padded(step / 1000, 9, &mut folder);
+    let step = padded(step, 12, &mut digits);
+    strip_all(
+        path,
+        &[INDEX_DIR, "/", folder, "/", step, "_", worker, ".json"],
+    )
+}
+
+/// `n` in decimal, zero-padded to `width` digits (at most 20), in `buf`.
+fn padded(n: u64, width: usize, buf: &mut [u8; 20]) -> &str {
+    let mut rest = n;
+    let mut digits = 0;
+    loop {
+        buf[19 - digits] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        digits += 1;
+        if rest == 0 {
+            break;
+        }
+    }
+    let len = digits.max(width.min(20));
+    buf[20 - len..20 - digits].fill(b'0');
+    std::str::from_utf8(&buf[20 - len..]).expect("ASCII digits")
+}
+
+/// Whether `path` is `parts` one after another, and nothing more.
+fn strip_all(path: &str, parts: &[&str]) -> bool {
+    let mut rest = path;
+    for part in parts {
+        match rest.strip_prefix(part) {
+            Some(r) => rest = r,
+            None => return false,
+        }
+    }
+    rest.is_empty()
+}
+
 /// `index/<step/1000:09>`: the folder of `step`'s index files.
 pub fn index_folder(step: u64) -> String {
     format!("{INDEX_DIR}/{:09}", step / 1000)
@@ -250,6 +301,56 @@ pub fn parse_collections_file(path: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The comparisons without a path made answer as comparing with the path made does.
+    #[test]
+    fn usual_paths_are_recognised_as_the_made_ones_are() {
+        let steps = [
+            0,
+            7,
+            999,
+            1000,
+            123_456,
+            999_999_999_999,
+            1_000_000_000_000,
+            u64::MAX,
+        ];
+        let workers = ["worker_0", "worker_12", "w", "", "worker_0.x"];
+        let mut candidates = Vec::new();
+        for &step in &steps {
+            for worker in workers {
+                candidates.push(event_file(step, worker));
+                candidates.push(index_file(step, worker));
+            }
+        }
+        candidates.extend(
+            [
+                "events/000000000007/000000000007_worker_0.tfevents.tmp",
+                "events/000000000007/7_worker_0.tfevents",
+                "events/7/000000000007_worker_0.tfevents",
+                "index/000000000/000000000007_worker_0.json/",
+                "index/00000000/000000000007_worker_0.json",
+                "",
+            ]
+            .map(String::from),
+        );
+        for &step in &steps {
+            for worker in workers {
+                for path in &candidates {
+                    assert_eq!(
+                        is_event_file(path, step, worker),
+                        *path == event_file(step, worker),
+                        "{path} {step} {worker}"
+                    );
+                    assert_eq!(
+                        is_index_file(path, step, worker),
+                        *path == index_file(step, worker),
+                        "{path} {step} {worker}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn list_offset_separates_steps() {

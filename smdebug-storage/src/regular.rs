@@ -111,11 +111,32 @@ pub fn open(root: &Path, rel: &str) -> io::Result<(File, u64)> {
 /// file a step, so this saves the `lstat` of every part of every path. `None` when a link is on
 /// the way (or the kernel has no `openat2`, or the open failed for another reason): the checked
 /// path then decides and reports.
+///
+/// While the run's folder is held on this thread ([`HeldRoot`]), `rel` is looked up from the
+/// held folder (`RESOLVE_BENEATH` as well: nothing outside it), not from `/` through every
+/// part of `root` again.
 #[cfg(target_os = "linux")]
 fn open_without_links(root: &Path, rel: &str) -> Option<File> {
     use rustix::fs::{Mode, OFlags, ResolveFlags};
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
     let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    let held = HELD.with_borrow(|held| {
+        let (_, dir) = held.as_ref().filter(|(path, _)| path == root)?;
+        Some(
+            rustix::fs::openat2(
+                dir,
+                rel,
+                flags,
+                Mode::empty(),
+                resolve | ResolveFlags::BENEATH,
+            )
+            .ok()
+            .map(File::from),
+        )
+    });
+    if let Some(opened) = held {
+        return opened;
+    }
     rustix::fs::openat2(
         rustix::fs::CWD,
         root.join(rel),
@@ -125,6 +146,64 @@ fn open_without_links(root: &Path, rel: &str) -> Option<File> {
     )
     .ok()
     .map(File::from)
+}
+
+#[cfg(target_os = "linux")]
+thread_local! {
+    /// The run folder held on this thread ([`HeldRoot`]): its path and an `O_PATH` descriptor.
+    static HELD: std::cell::RefCell<Option<(std::path::PathBuf, rustix::fd::OwnedFd)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A run's folder held open on this thread while a batch of its files is read ([`open`] of
+/// files under the same `root` on this thread): each file's path is then looked up from the
+/// folder, not from `/` again (a long run's reader opens two small files a step). What is
+/// read is the same: only regular files inside the run, no link followed (a path through one
+/// goes the checked way, as before). Held for one batch (a few hundred files) and let go when
+/// dropped, so that a run folder deleted or replaced meanwhile is looked up afresh by the next
+/// batch. Where the folder cannot be opened (or off Linux) it does nothing.
+pub struct HeldRoot {
+    #[cfg(target_os = "linux")]
+    held: bool,
+}
+
+impl HeldRoot {
+    /// Holds `root` on this thread until the value is dropped (a hold already there, of
+    /// another batch on this thread, is kept, and stays after this one).
+    pub fn hold(root: &Path) -> HeldRoot {
+        #[cfg(target_os = "linux")]
+        {
+            use rustix::fs::{Mode, OFlags};
+            let held = HELD.with_borrow_mut(|slot| {
+                if slot.is_some() {
+                    return false;
+                }
+                let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+                match rustix::fs::open(root, flags, Mode::empty()) {
+                    Ok(dir) => {
+                        *slot = Some((root.to_path_buf(), dir));
+                        true
+                    }
+                    Err(_) => false,
+                }
+            });
+            HeldRoot { held }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = root;
+            HeldRoot {}
+        }
+    }
+}
+
+impl Drop for HeldRoot {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        if self.held {
+            HELD.with_borrow_mut(|slot| *slot = None);
+        }
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -197,4 +276,65 @@ pub(crate) fn read_whole(root: &Path, rel: &str) -> io::Result<Vec<u8>> {
     let mut buf = Vec::with_capacity(size as usize);
     file.take(size).read_to_end(&mut buf)?;
     Ok(buf)
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    /// With the run's folder held, files open as without: a regular file inside the run is
+    /// read, a link out of it, a folder and a FIFO are refused, a link inside it is followed;
+    /// a file of another folder is opened by its own path, and the hold ends when dropped.
+    #[test]
+    fn files_opened_from_a_held_folder_are_checked_as_without_it() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.json"), b"secret").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        std::fs::create_dir_all(run.join("index/000000000")).unwrap();
+        std::fs::write(run.join("index/000000000/a.json"), b"{}").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret.json"), run.join("out.json"))
+            .unwrap();
+        std::os::unix::fs::symlink("index/000000000/a.json", run.join("in.json")).unwrap();
+        let fifo = std::process::Command::new("mkfifo")
+            .arg(run.join("fifo.json"))
+            .status()
+            .unwrap();
+        assert!(fifo.success());
+        let other = dir.path().join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("b.json"), b"[1]").unwrap();
+        let answers = || {
+            let read = |root: &Path, rel: &str| {
+                open(root, rel).map(|(mut f, size)| {
+                    let mut text = String::new();
+                    std::io::Read::read_to_string(&mut f, &mut text).unwrap();
+                    (text, size)
+                })
+            };
+            [
+                format!("{:?}", read(&run, "index/000000000/a.json")),
+                format!("{:?}", read(&run, "in.json")),
+                format!("{:?}", read(&run, "out.json").map_err(|e| e.kind())),
+                format!("{:?}", read(&run, "index").map_err(|e| e.kind())),
+                format!("{:?}", read(&run, "fifo.json").map_err(|e| e.to_string())),
+                format!("{:?}", read(&run, "gone.json").map_err(|e| e.kind())),
+                format!("{:?}", read(&other, "b.json")),
+            ]
+        };
+        let without = answers();
+        assert_eq!(without[0], r#"Ok(("{}", 2))"#);
+        assert_eq!(without[1], r#"Ok(("{}", 2))"#);
+        assert!(without[2].starts_with("Err"), "{}", without[2]);
+        assert!(without[4].contains("a FIFO"), "{}", without[4]);
+        assert_eq!(without[6], r#"Ok(("[1]", 3))"#);
+        {
+            let _held = HeldRoot::hold(&run);
+            #[cfg(target_os = "linux")]
+            assert!(HELD.with_borrow(|h| h.is_some()));
+            assert_eq!(answers(), without);
+        }
+        #[cfg(target_os = "linux")]
+        assert!(HELD.with_borrow(|h| h.is_none()), "let go when dropped");
+    }
 }

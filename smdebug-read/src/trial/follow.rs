@@ -686,7 +686,7 @@ fn numbers_wanted<'e>(
     longer: &mut Vec<Arc<str>>,
     problems: &mut Vec<(Arc<str>, Error)>,
 ) -> Vec<(usize, &'e Arc<str>, u64, u64)> {
-    let mut wanted = Vec::new();
+    let mut wanted = Vec::with_capacity(entry.tensors.len());
     let not_numbers = not_numbers.read().unwrap_or_else(PoisonError::into_inner);
     for (i, (name, slot)) in entry.tensors.entries().enumerate() {
         if Reduction::parse_tensor_name(name).is_some() || not_numbers.contains(name) {
@@ -729,6 +729,7 @@ fn read_numbers(
     if wanted.is_empty() {
         return read;
     }
+    read.numbers.reserve_exact(wanted.len());
     let file_len = entry.tensors.end();
     let file = Arc::new(EventFile::new(
         entry.event_file.clone(),

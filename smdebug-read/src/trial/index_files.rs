@@ -154,6 +154,11 @@ impl TensorTable {
         self.position(name).is_some()
     }
 
+    /// How many entries (names) the table has.
+    pub fn len(&self) -> usize {
+        self.names.list.len()
+    }
+
     /// The name at place `i` in index order (as [`TensorTable::entries`] counts them).
     pub fn name(&self, i: usize) -> &Arc<str> {
         &self.names.list[i]
@@ -322,6 +327,19 @@ pub(crate) struct Interner {
     /// Per name number, the last file it was listed in ([`Interner::start_file`]).
     listed_in: Vec<u64>,
     file: u64,
+    /// The last index file read in full that can stand for the next ones ([`IndexTemplate`]).
+    template: Option<IndexTemplate>,
+}
+
+/// An index file read in full, as a template for the files after it (a writer's next steps'
+/// files differ from it only in their `mode_step` and event file name: see
+/// [`index_fast::Template`]), with what it read as: its mode and its table. Only a file that
+/// names its step's usual event file, with no name listed twice and every entry locating a
+/// record, is kept: what such a file reads as does not depend on its path.
+struct IndexTemplate {
+    file: index_fast::Template,
+    mode: Mode,
+    tensors: TensorTable,
 }
 
 impl Interner {
@@ -539,6 +557,9 @@ pub(crate) fn parse_index_files<'p, T: Send, E>(
     /// Index files a task reads and hands over together.
     const CHUNK: usize = 256;
     let parse = |chunk: &[IndexPath], names: &mut Interner, buf: &mut Vec<u8>| {
+        // The chunk's index files (and the event files `work` reads) are looked up from the
+        // run's folder, held for the chunk.
+        let _held = local.map(smdebug_storage::regular::HeldRoot::hold);
         chunk
             .iter()
             .map(|(path, step, worker)| {
@@ -710,7 +731,25 @@ fn read_index_file(
     worker: &str,
     names: &mut Interner,
 ) -> Result<IndexEntry> {
-    let index = index_fast::read(&bytes, path)?;
+    // A file that differs from the template only in its step's numbers, naming its step's
+    // usual event file, reads as the template with those numbers.
+    if let Some(template) = &names.template
+        && let Some((mode_step, event_file)) = template.file.numbers_of(&bytes)
+        && !worker.is_empty()
+        && layout::is_event_file(event_file, step, worker)
+    {
+        return Ok(IndexEntry {
+            path: path.to_string(),
+            step,
+            worker: worker.to_string(),
+            mode: template.mode,
+            mode_step,
+            event_file: event_file.to_string(),
+            tensors: template.tensors.clone(),
+            repeated: Vec::new(),
+        });
+    }
+    let (index, template) = index_fast::read_with_template(&bytes, path)?;
     // An empty `event_file_name` (hand-made and placeholder runs write one) names no event
     // file: every entry of the file locates no record, a problem for each tensor at this step
     // when it is read, never for the run. Nothing is read from the step's usual event file on
@@ -722,7 +761,10 @@ fn read_index_file(
     };
     // smdebug names both files after the same step and worker: an index pointing into
     // another worker's or another step's event file would hand out that worker's values.
-    if layout::parse_event_file(&event_file).is_none_or(|(s, w)| s != step || w != worker) {
+    // The usual path (nearly always) is the file of its step and worker without parsing it.
+    let usual = !worker.is_empty() && layout::is_event_file(&event_file, step, worker);
+    if !usual && layout::parse_event_file(&event_file).is_none_or(|(s, w)| s != step || w != worker)
+    {
         return Err(Error::Format(smdebug_format::Error::BadIndex {
             path: path.to_string(),
             offset: 0,
@@ -778,6 +820,19 @@ fn read_index_file(
         );
         repeated.push((name.to_string(), line));
     }
+    let tensors = tensors.finish(&mut names.last);
+    if let Some(file) = template
+        && repeated.is_empty()
+        && tensors.unusable.is_empty()
+        && !worker.is_empty()
+        && layout::is_event_file(&event_file, step, worker)
+    {
+        names.template = Some(IndexTemplate {
+            file,
+            mode: index.meta.mode,
+            tensors: tensors.clone(),
+        });
+    }
     Ok(IndexEntry {
         path: path.to_string(),
         step,
@@ -785,7 +840,7 @@ fn read_index_file(
         mode: index.meta.mode,
         mode_step: index.meta.mode_step,
         event_file,
-        tensors: tensors.finish(&mut names.last),
+        tensors,
         repeated,
     })
 }
@@ -971,6 +1026,74 @@ mod tests {
                 Some(Slot::Record(380, 20))
             ));
         }
+    }
+
+    /// Files read through the template of the file before read as they do in full (the same
+    /// mode, step numbers, event file and table); a file with the template's bytes under
+    /// another step's path is refused as in full.
+    #[test]
+    fn index_files_read_through_a_template_read_as_in_full() {
+        let file = |step: u64, mode_step: u64| {
+            format!(
+                r#"{{"meta": {{"mode": "EVAL", "mode_step": {mode_step}, "event_file_name": "events/{step:012}/{step:012}_worker_3.tfevents"}}, "tensor_payload": [{{"tensorname": "loss", "start_idx": 0, "length": 88}}, {{"tensorname": "acc", "start_idx": 88, "length": 90}}], "shape_payload": []}}"#
+            )
+        };
+        let path = |step: u64| layout::index_file(step, "worker_3");
+        let read = |names: &mut Interner, text: &str, step: u64| {
+            read_index_file(
+                std::borrow::Cow::Borrowed(text.as_bytes()),
+                &path(step),
+                step,
+                "worker_3",
+                names,
+            )
+        };
+        let mut names = Interner::default();
+        let mut templated = 0;
+        for step in 995..1012u64 {
+            let text = file(step, step - 990);
+            let had_template = names
+                .template
+                .as_ref()
+                .is_some_and(|t| t.file.numbers_of(text.as_bytes()).is_some());
+            templated += usize::from(had_template);
+            let got = read(&mut names, &text, step).unwrap();
+            let want = read(&mut Interner::default(), &text, step).unwrap();
+            assert_eq!(
+                (&got.path, got.step, &got.worker, got.mode, got.mode_step),
+                (
+                    &want.path,
+                    want.step,
+                    &want.worker,
+                    want.mode,
+                    want.mode_step
+                )
+            );
+            assert_eq!(got.event_file, want.event_file);
+            assert!(got.repeated.is_empty() && want.repeated.is_empty());
+            let entries = |e: &IndexEntry| {
+                e.tensors
+                    .entries()
+                    .map(|(n, s)| match s {
+                        Slot::Record(a, b) => (n.to_string(), a, b),
+                        Slot::Unusable(_) => unreachable!(),
+                    })
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(entries(&got), entries(&want));
+            assert_eq!(got.tensors.end(), 178);
+        }
+        // All but the first and the one whose mode step has a digit more (1,000 -> 10).
+        assert_eq!(templated, 15);
+        // Step 1,011's bytes under step 1,012's path: another step's event file, refused.
+        let Err(err) = read(&mut names, &file(1011, 21), 1012) else {
+            panic!("step 1,011's event file accepted for step 1,012");
+        };
+        assert!(
+            err.to_string()
+                .contains("is not the event file of step 1012"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -161,7 +161,7 @@ impl ReadFiles {
 /// The worker whose usual index file of `step` is `path`, if it is one.
 fn usual_worker(step: u64, path: &str) -> Option<String> {
     let (s, worker) = smdebug_format::layout::parse_index_file(path)?;
-    (s == step && smdebug_format::layout::index_file(step, &worker) == path).then_some(worker)
+    (s == step && smdebug_format::layout::is_index_file(path, step, &worker)).then_some(worker)
 }
 
 #[cfg(test)]

@@ -141,8 +141,8 @@ impl EventFile {
         len: u64,
     ) -> EventFile {
         let event =
-            (path != smdebug_format::layout::event_file(step, &worker)).then(|| path.into());
-        let index = (index_path != smdebug_format::layout::index_file(step, &worker))
+            (!smdebug_format::layout::is_event_file(&path, step, &worker)).then(|| path.into());
+        let index = (!smdebug_format::layout::is_index_file(index_path, step, &worker))
             .then(|| index_path.into());
         EventFile {
             other_paths: (event.is_some() || index.is_some())
