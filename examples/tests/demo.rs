@@ -136,6 +136,13 @@ fn a_healthy_run_goes_to_the_end_with_capture_profiling_rules_and_report() {
             "{}",
             r.rule
         );
+        // Its evidence names steps of a mode too (MaxInitializationTime's measures the time
+        // before the first step, of no mode).
+        if r.rule != "MaxInitializationTime" {
+            for e in &r.evidence {
+                assert!(e.mode.is_some(), "{}: {e:?}", r.rule);
+            }
+        }
         placed += 1;
     }
     assert!(

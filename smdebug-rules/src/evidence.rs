@@ -2,6 +2,9 @@
 //! requests carry it.
 
 use serde::{Deserialize, Deserializer, Serialize};
+use smdebug_core::Mode;
+
+use crate::window::StepRef;
 
 /// One measurement behind a rule's verdict: which tensor, at which step, what was measured, the
 /// value and the limit it was compared with.
@@ -9,8 +12,13 @@ use serde::{Deserialize, Deserializer, Serialize};
 pub struct Evidence {
     /// The tensor measured (or a description such as `loss (TRAIN)` for derived quantities).
     pub tensor: String,
-    /// Global step of the measurement.
+    /// The step of the measurement: a global step for a debugging rule; for a profiler rule a
+    /// step of `mode`'s own numbering (step spans number each mode's steps from 0).
     pub step: u64,
+    /// For a profiler rule, the mode whose step `step` is (`TRAIN`, `EVAL`, ...); `None` for a
+    /// global step, and in summaries written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
     /// What was measured (`abs_mean`, `nan_count`, `dead_units_percent`, …).
     pub measure: String,
     /// The measured value. NaN and ±Inf are written as the strings `"NaN"`, `"Infinity"`,
@@ -66,9 +74,26 @@ impl Evidence {
         Evidence {
             tensor: tensor.to_string(),
             step,
+            mode: None,
             measure: measure.to_string(),
             value,
             limit: None,
+        }
+    }
+
+    /// `measure` of `tensor` at `at` (a global step or a step of a mode) was `value`.
+    pub fn at(tensor: &str, at: StepRef, measure: &str, value: f64) -> Self {
+        Evidence {
+            mode: at.mode,
+            ..Evidence::new(tensor, at.step, measure, value)
+        }
+    }
+
+    /// The step of the measurement, with its mode when it has one (`TRAIN step 9`).
+    pub fn step_ref(&self) -> StepRef {
+        StepRef {
+            step: self.step,
+            mode: self.mode,
         }
     }
 
@@ -105,5 +130,24 @@ mod evidence_json {
             r#"{"tensor":"t","step":1,"measure":"m","value":"lots"}"#,
         );
         assert!(bad.unwrap_err().to_string().contains("\"lots\""));
+    }
+
+    /// A profiler rule's evidence names the mode of its step (written only when there is one);
+    /// a debugging rule's is a global step, and older summaries read without a mode.
+    #[test]
+    fn evidence_at_a_step_of_a_mode_keeps_the_mode() {
+        use crate::window::StepRef;
+        use smdebug_core::Mode;
+        let e = Evidence::at("vm workers", StepRef::of_mode(9, Mode::Train), "workers", 1.0);
+        assert_eq!(e.step_ref().to_string(), "TRAIN step 9");
+        let json = serde_json::to_string(&e).unwrap();
+        assert!(json.contains(r#""mode":"TRAIN""#), "{json}");
+        assert_eq!(serde_json::from_str::<Evidence>(&json).unwrap(), e);
+        let global = Evidence::new("loss", 31, "nan_count", 1.0);
+        assert_eq!(global.step_ref().to_string(), "step 31");
+        assert!(!serde_json::to_string(&global).unwrap().contains("mode"));
+        let old: Evidence =
+            serde_json::from_str(r#"{"tensor":"t","step":1,"measure":"m","value":2}"#).unwrap();
+        assert_eq!(old.mode, None);
     }
 }

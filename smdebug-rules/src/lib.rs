@@ -93,7 +93,7 @@ pub use smdebug_core::CaptureRequest;
 pub use status::{
     MAX_LISTED_UNREADABLE, RuleStatus, Status, Summary, read_summary, read_summary_from,
 };
-pub use window::{JudgedWindow, ProfilerWindow, StepTimeline};
+pub use window::{JudgedWindow, ProfilerWindow, StepRef, StepTimeline};
 
 /// What [`rule_identity!`] expands to names, so that a crate using the macro needs no
 /// `serde_json` in scope.

@@ -11,18 +11,9 @@ use crate::profiler::Details;
 use crate::recorded::{DecodeError, Parameters, RuleDetails};
 use crate::registry::RuleParams;
 use crate::rule::{Needs, ProfilerInput, ProfilerNeeds, RuleInput};
-use crate::window::JudgedWindow;
+use crate::window::{JudgedWindow, StepRef};
 
 pub use crate::state::Status;
-
-/// A rule's firing step in words: `TRAIN step 9` when the step is of a mode's own numbering
-/// (a profiler rule's step span), `step 9` when it is a global step.
-pub fn step_in_words(step: u64, mode: Option<Mode>) -> String {
-    match mode {
-        Some(mode) => format!("{} step {step}", mode.name()),
-        None => format!("step {step}"),
-    }
-}
 
 /// The summary file, relative to the run.
 pub const SUMMARY_FILE: &str = "rules/rule_job_summary.json";
@@ -137,9 +128,11 @@ fn is_zero(n: &u64) -> bool {
 impl RuleStatus {
     /// The first firing's step in words: `TRAIN step 9` for a profiler rule (a step of its
     /// mode's own numbering), `step 9` for a debugging rule (a global step); `None` before one.
-    pub fn first_fired_at(&self) -> Option<String> {
-        self.first_fired_step
-            .map(|step| step_in_words(step, self.first_fired_mode))
+    pub fn first_fired_at(&self) -> Option<StepRef> {
+        self.first_fired_step.map(|step| StepRef {
+            step,
+            mode: self.first_fired_mode,
+        })
     }
 
     /// The parameters the rule ran with, as its parameter type (`CPUBottleneckParams`, ...;

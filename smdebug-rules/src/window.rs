@@ -28,9 +28,55 @@ pub struct ProfilerWindow<'a> {
 }
 
 impl ProfilerWindow<'_> {
-    /// The latest step that started at or before `time_us` (0 when none did).
+    /// The latest step that started at or before `time_us` (0 when none did), in its mode's
+    /// numbering: [`ProfilerWindow::step_ref_at`] says which mode.
     pub fn step_at(&self, time_us: u64) -> u64 {
         self.steps.step_at(time_us).unwrap_or(0)
+    }
+
+    /// The latest step that started at or before `time_us`, with its mode, as messages and
+    /// evidence name it (`TRAIN step 9`); step 0 of no mode when none did.
+    pub fn step_ref_at(&self, time_us: u64) -> StepRef {
+        match self.steps.mode_step_at(time_us) {
+            Some((mode, step)) => StepRef::of_mode(step, mode),
+            None => StepRef::global(0),
+        }
+    }
+}
+
+/// A step as a rule names it: a global step (debugging rules: the step tensors are saved
+/// under), or a step of one mode's own numbering (profiler rules: step spans number each
+/// mode's steps from 0, so `TRAIN` step 9 is not global step 9). Shown as `step 9` or
+/// `TRAIN step 9`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepRef {
+    /// The step number.
+    pub step: u64,
+    /// The mode whose numbering `step` is in; `None` for a global step.
+    pub mode: Option<Mode>,
+}
+
+impl StepRef {
+    /// A global step.
+    pub fn global(step: u64) -> StepRef {
+        StepRef { step, mode: None }
+    }
+
+    /// Step `step` of `mode`'s own numbering.
+    pub fn of_mode(step: u64, mode: Mode) -> StepRef {
+        StepRef {
+            step,
+            mode: Some(mode),
+        }
+    }
+}
+
+impl std::fmt::Display for StepRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.mode {
+            Some(mode) => write!(f, "{} step {}", mode.name(), self.step),
+            None => write!(f, "step {}", self.step),
+        }
     }
 }
 

@@ -1065,7 +1065,7 @@ fn a_run_with_profiler_data_but_no_tensors_is_evaluated_offline_and_followed_to_
     assert_eq!(summary.rules[0].first_fired_mode, Some(Mode::Eval));
     let step = summary.rules[0].first_fired_step.unwrap();
     assert_eq!(
-        summary.rules[0].first_fired_at(),
+        summary.rules[0].first_fired_at().map(|s| s.to_string()),
         Some(format!("EVAL step {step}"))
     );
     let written = smdebug_rules::read_summary(location).unwrap().unwrap();
@@ -1475,7 +1475,8 @@ fn debugging_and_profiler_rules_evaluated_together_keep_their_order_and_judge_as
     let exploding = together.rule("ExplodingTensor").unwrap();
     assert_eq!(exploding.first_fired_step, Some(31));
     assert_eq!(exploding.first_fired_mode, None);
-    assert_eq!(exploding.first_fired_at().as_deref(), Some("step 31"));
+    assert_eq!(exploding.first_fired_at().map(|s| s.to_string()).as_deref(),
+        Some("step 31"));
     for (spec, status) in specs.iter().zip(&together.rules) {
         let alone = evaluate(run.path(), &[spec]);
         assert_eq!(

@@ -441,7 +441,7 @@
     const shown = r.evidence.slice(0, compact ? 2 : 5);
     if (shown.length) box.append(el("div", { className: "why", text: "Its latest firing measured:" }));
     for (const e of shown) {
-      box.append(el("div", { className: "why evidence", text: "step " + e.step + ": " + evidenceText(e) }));
+      box.append(el("div", { className: "why evidence", text: (e.mode ? e.mode + " " : "") + "step " + e.step + ": " + evidenceText(e) }));
     }
     if (r.evidence.length > shown.length) box.append(el("div", { className: "why evidence", text: "and " + (r.evidence.length - shown.length) + " more at that firing" }));
     // What of its recorded status does not read (a summary written by another version): said,

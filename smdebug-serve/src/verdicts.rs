@@ -93,6 +93,7 @@ fn views_of(summary: &Summary, stopped_by: Option<&str>) -> Vec<RuleView> {
                     .map(|e| EvidenceView {
                         tensor: e.tensor.clone(),
                         step: e.step,
+                        mode: e.mode,
                         measure: e.measure.clone(),
                         value: Num(e.value),
                         limit: e.limit.map(Num),

@@ -339,8 +339,10 @@ pub struct RuleView {
 pub struct EvidenceView {
     /// The tensor.
     pub tensor: String,
-    /// The step.
+    /// The step: a global step, or for a profiler rule a step of `mode`'s own numbering.
     pub step: u64,
+    /// For a profiler rule, the mode whose step `step` is (`TRAIN`, `EVAL`, ...).
+    pub mode: Option<smdebug_core::Mode>,
     /// What was measured.
     pub measure: String,
     /// The value (`"NaN"`, `"Infinity"`, `"-Infinity"` when not finite).

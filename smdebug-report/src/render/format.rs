@@ -191,8 +191,11 @@ pub(super) fn status_fields(status: &smdebug_rules::RuleStatus) -> Vec<(String, 
             (
                 "evidence".to_owned(),
                 format!(
-                    "step {}: {} {} = {}{limit}",
-                    e.step, e.tensor, e.measure, e.value
+                    "{}: {} {} = {}{limit}",
+                    e.step_ref(),
+                    e.tensor,
+                    e.measure,
+                    e.value
                 ),
             )
         })

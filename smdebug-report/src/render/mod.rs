@@ -289,7 +289,10 @@ impl<'a> Page<'a> {
             let _ = write!(
                 text,
                 ", first at {}",
-                smdebug_rules::status::step_in_words(step, rule.first_fired_mode)
+                smdebug_rules::StepRef {
+                    step,
+                    mode: rule.first_fired_mode
+                }
             );
         }
         text.push('.');

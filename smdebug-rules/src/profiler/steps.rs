@@ -12,7 +12,7 @@ use smdebug_read::profile::TRACE_FILE_SLACK_US;
 use crate::error::Result;
 use crate::params::{Check, lenient};
 use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
-use crate::window::ProfilerWindow;
+use crate::window::{ProfilerWindow, StepRef};
 
 use super::details::{
     Details, InitializationDetails, OutlierStep, StepHistogram, StepOutlierDetails,
@@ -400,9 +400,9 @@ impl ProfilerRule for StepOutlier {
                 ));
                 for (d, s, _) in slowest.iter().take(5) {
                     r.evidence.push(
-                        Evidence::new(
+                        Evidence::at(
                             &format!("{} {} step duration", span.node, mode.name()),
-                            *s,
+                            StepRef::of_mode(*s, mode),
                             "seconds",
                             *d as f64 / 1e6,
                         )

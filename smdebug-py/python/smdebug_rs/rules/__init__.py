@@ -71,6 +71,9 @@ class Evidence:
     measure: str
     value: float
     limit: Optional[float] = None
+    # Profiler rules: the mode whose step ``step`` is ("TRAIN", "EVAL", ...); step spans number
+    # each mode's steps from 0. None for a debugging rule's global step.
+    mode: Optional[str] = None
 
 
 @dataclass

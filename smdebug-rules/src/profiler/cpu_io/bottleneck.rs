@@ -8,7 +8,7 @@ use crate::profiler::details::{
 use crate::profiler::snapshot::{NO_GPU, Snapshot, SnapshotAssembler};
 use crate::profiler::stats::round4;
 use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
-use crate::window::ProfilerWindow;
+use crate::window::{ProfilerWindow, StepRef};
 use serde::{Deserialize, Serialize};
 use smdebug_analysis::time::utc;
 use std::collections::{BTreeMap, VecDeque};
@@ -350,7 +350,7 @@ impl Bottlenecks {
                 first_us: node.times.first().map_or(snapshot.time_us, |t| t.time_us),
             };
             if starts_firing {
-                let step = window.step_at(snapshot.time_us);
+                let step = window.step_ref_at(snapshot.time_us);
                 results.push(self.fired(&snapshot, step, share, idle_gpus.first(), &host));
             }
         }
@@ -373,12 +373,12 @@ impl Bottlenecks {
     fn fired(
         &self,
         snapshot: &Snapshot,
-        step: u64,
+        step: StepRef,
         share: Share,
         idle_gpu: Option<&(&String, &f64)>,
         host: &Option<(String, f64)>,
     ) -> RuleResult {
-        let mut r = RuleResult::at_time(step, snapshot.time_us);
+        let mut r = RuleResult::at_time(step.step, snapshot.time_us);
         let (what, cure) = match self.starver {
             Starver::Cpu => (
                 format!("the CPU was above {}%", self.host_threshold),
@@ -393,7 +393,7 @@ impl Bottlenecks {
         };
         r.fire(format!(
             "node {}: GPU idle (below {}%) while {what} in {:.0}% of {} samples \
-             (more than {}%), first at {} (step {step}): {cure}",
+             (more than {}%), first at {}, past that share at {step}: {cure}",
             snapshot.node,
             self.gpu_threshold,
             share.percent,
@@ -403,15 +403,15 @@ impl Bottlenecks {
         ));
         let label = format!("{} bottleneck share", snapshot.node);
         r.evidence.push(
-            Evidence::new(&label, step, "percent_of_samples", share.percent).limit(self.threshold),
+            Evidence::at(&label, step, "percent_of_samples", share.percent).limit(self.threshold),
         );
         if let (Some((gpu, g)), Some((name, h))) = (idle_gpu, host) {
             r.evidence.push(
-                Evidence::new(&format!("{} {gpu}", snapshot.node), step, "gpu_util", **g)
+                Evidence::at(&format!("{} {gpu}", snapshot.node), step, "gpu_util", **g)
                     .limit(self.gpu_threshold),
             );
             r.evidence.push(
-                Evidence::new(&format!("{} {name}", snapshot.node), step, "host", *h)
+                Evidence::at(&format!("{} {name}", snapshot.node), step, "host", *h)
                     .limit(self.host_threshold),
             );
         }

@@ -168,7 +168,8 @@ fn judge(
     let cores = node.cores.len() as f64;
     let low = verdict == WorkerVerdict::TooFew;
     let at = node.last_load_end_us;
-    let step = window.step_at(at);
+    let step_ref = window.step_ref_at(at);
+    let step = step_ref.step;
     node.fired = Some((Firing { time_us: at, step }, verdict));
     let mut r = RuleResult::at_time(step, at);
     let advice = if low {
@@ -206,9 +207,9 @@ fn judge(
     }
     r.fire(message);
     r.evidence.push(
-        Evidence::new(
+        Evidence::at(
             &format!("{name} data-loading workers"),
-            step,
+            step_ref,
             "workers",
             workers as f64,
         )

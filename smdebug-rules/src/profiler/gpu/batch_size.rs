@@ -6,7 +6,7 @@ use crate::profiler::details::{BatchSizeDetails, BatchSizeGpu, BatchSizeNode, De
 use crate::profiler::snapshot::{Snapshot, SnapshotAssembler};
 use crate::profiler::stats::{RollingWindow, Sketch, round4};
 use crate::rule::{Evidence, ProfilerNeeds, ProfilerRule, RuleResult};
-use crate::window::ProfilerWindow;
+use crate::window::{ProfilerWindow, StepRef};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -122,7 +122,7 @@ struct Judged<'a> {
 impl Judged<'_> {
     /// The result of a window below every threshold, at `step` (`time_us`): what fired, with
     /// the three p95s as evidence against their limits.
-    fn firing(&self, p: &BatchSizeParams, size: usize, step: u64, time_us: u64) -> RuleResult {
+    fn firing(&self, p: &BatchSizeParams, size: usize, step: StepRef, time_us: u64) -> RuleResult {
         let Judged {
             node,
             gpu,
@@ -130,17 +130,17 @@ impl Judged<'_> {
             mem_p95,
             cpu_p95,
         } = *self;
-        let mut r = RuleResult::at_time(step, time_us);
+        let mut r = RuleResult::at_time(step.step, time_us);
         r.fire(format!(
             "node {node} {gpu}: over the last {size} samples the p95 GPU \
              utilization is {gpu_p95:.1}% (below {}%), the p95 GPU memory use \
              {mem_p95:.1}% (below {}%) and the p95 CPU utilization {cpu_p95:.1}% \
-             (below {}%) (step {step}): the batch is likely too small for this \
+             (below {}%) (at {step}): the batch is likely too small for this \
              machine; raise the batch size, or use a smaller instance",
             p.gpu_threshold_p95, p.gpu_memory_threshold_p95, p.cpu_threshold_p95
         ));
         r.evidence.push(
-            Evidence::new(
+            Evidence::at(
                 &format!("{node} {gpu} GPUUtilization"),
                 step,
                 "p95",
@@ -149,7 +149,7 @@ impl Judged<'_> {
             .limit(p.gpu_threshold_p95),
         );
         r.evidence.push(
-            Evidence::new(
+            Evidence::at(
                 &format!("{node} {gpu} GPUMemoryUtilization"),
                 step,
                 "p95",
@@ -158,7 +158,7 @@ impl Judged<'_> {
             .limit(p.gpu_memory_threshold_p95),
         );
         r.evidence.push(
-            Evidence::new(&format!("{node} CPUUtilization"), step, "p95", cpu_p95)
+            Evidence::at(&format!("{node} CPUUtilization"), step, "p95", cpu_p95)
                 .limit(p.cpu_threshold_p95),
         );
         r
@@ -240,11 +240,11 @@ impl ProfilerRule for BatchSize {
                 g.judged = Some((gpu_p95, mem_p95));
                 if condition && !g.firing {
                     g.violations += 1;
-                    let step = window.step_at(snapshot.time_us);
+                    let step = window.step_ref_at(snapshot.time_us);
                     if g.firings.len() < MAX_FIRINGS {
                         g.firings.push(Firing {
                             time_us: snapshot.time_us,
-                            step,
+                            step: step.step,
                         });
                     }
                     let judged = Judged {

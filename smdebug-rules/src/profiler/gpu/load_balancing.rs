@@ -8,7 +8,7 @@ use crate::profiler::details::{
 use crate::profiler::snapshot::SnapshotAssembler;
 use crate::profiler::stats::round4;
 use crate::rule::{Evidence, ProfilerNeeds, ProfilerRule, RuleResult};
-use crate::window::ProfilerWindow;
+use crate::window::{ProfilerWindow, StepRef};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -121,9 +121,9 @@ fn imbalance(
     (g2, w2): (&String, &Workload),
     distance: f64,
     threshold: f64,
-    (step, time_us): (u64, u64),
+    (step, time_us): (StepRef, u64),
 ) -> RuleResult {
-    let mut r = RuleResult::at_time(step, time_us);
+    let mut r = RuleResult::at_time(step.step, time_us);
     let (busy, less) = if w1.mean() >= w2.mean() {
         ((g1, w1), (g2, w2))
     } else {
@@ -132,7 +132,7 @@ fn imbalance(
     r.fire(format!(
         "node {}: {} and {} carry different loads (Jensen–Shannon distance \
          {distance:.2} between their utilization histograms, above {}) by \
-         step {step}: {} averages {:.0}% utilization, {} {:.0}%; {} is idle \
+         {step}: {} averages {:.0}% utilization, {} {:.0}%; {} is idle \
          (below {IDLE_BELOW}%) {:.0}% of the time, {:.0} points more than {}: \
          balance the work across GPUs (even shards and batches, no extra \
          work on one rank)",
@@ -150,7 +150,7 @@ fn imbalance(
         busy.0,
     ));
     r.evidence.push(
-        Evidence::new(
+        Evidence::at(
             &format!("{} {g1} vs {g2}", node),
             step,
             "jensen_shannon_distance",
@@ -210,7 +210,7 @@ impl ProfilerRule for LoadBalancing {
                     let condition = distance > p.threshold;
                     let was = self.firing.contains_key(&key);
                     if condition && !was {
-                        let step = window.step_at(snapshot.time_us);
+                        let step = window.step_ref_at(snapshot.time_us);
                         results.push(imbalance(
                             &snapshot.node,
                             (g1, w1),

@@ -8,7 +8,7 @@ use crate::profiler::details::{
 use crate::profiler::snapshot::Snapshot;
 use crate::profiler::stats::round4;
 use crate::rule::{Evidence, ProfilerNeeds, ProfilerRule, RuleResult};
-use crate::window::ProfilerWindow;
+use crate::window::{ProfilerWindow, StepRef};
 use serde::{Deserialize, Serialize};
 
 use super::common::{GpuSeries, Judged, PerGpu, gpu_needs};
@@ -112,20 +112,20 @@ impl ProfilerRule for LowGPUUtilization {
                 return Judged::Checked;
             }
             g.violations += 1;
-            let step = window.step_at(snapshot.time_us);
-            let mut r = RuleResult::at_time(step, snapshot.time_us);
+            let step = window.step_ref_at(snapshot.time_us);
+            let mut r = RuleResult::at_time(step.step, snapshot.time_us);
             let n = u.window.len();
             let node = &snapshot.node;
             r.fire(match state {
                 Some(Usage::Underused) => format!(
                     "node {node} {gpu} is underused: p95 utilization {p95:.1}% over the \
-                     last {n} samples, below {}% (step {step}): give it more work per \
+                     last {n} samples, below {}% (at {step}): give it more work per \
                      step (a larger batch), overlap data loading, or use a smaller GPU",
                     p.threshold_p95
                 ),
                 _ => format!(
                     "node {node} {gpu} utilization fluctuates: p95 {p95:.1}% but p5 \
-                     {p5:.1}% (below {}%) over the last {n} samples (step {step}): the \
+                     {p5:.1}% (below {}%) over the last {n} samples (at {step}): the \
                      GPU idles between bursts; look for data-loading or synchronization \
                      stalls (see CPUBottleneck, IOBottleneck, Dataloader)",
                     p.threshold_p5
@@ -133,9 +133,9 @@ impl ProfilerRule for LowGPUUtilization {
             });
             let label = format!("{node} {gpu} GPUUtilization");
             r.evidence
-                .push(Evidence::new(&label, step, "p95", p95).limit(p.threshold_p95));
+                .push(Evidence::at(&label, step, "p95", p95).limit(p.threshold_p95));
             r.evidence
-                .push(Evidence::new(&label, step, "p5", p5).limit(p.threshold_p5));
+                .push(Evidence::at(&label, step, "p5", p5).limit(p.threshold_p5));
             Judged::Fired(r)
         };
         let evaluated = |g: &GpuUsage| g.utilization.seen > p.patience;

@@ -6,7 +6,7 @@ use crate::profiler::details::{Details, GpuMemoryDetails, GpuMemoryUse, MemoryIn
 use crate::profiler::snapshot::Snapshot;
 use crate::profiler::stats::round4;
 use crate::rule::{Evidence, ProfilerNeeds, ProfilerRule, RuleResult};
-use crate::window::ProfilerWindow;
+use crate::window::{ProfilerWindow, StepRef};
 use serde::{Deserialize, Serialize};
 
 use super::common::{GpuSeries, Judged, PerGpu, gpu_needs};
@@ -113,18 +113,18 @@ impl ProfilerRule for GPUMemoryIncrease {
                 return Judged::Checked;
             }
             g.baseline = Some(average);
-            let step = window.step_at(snapshot.time_us);
-            let mut r = RuleResult::at_time(step, snapshot.time_us);
+            let step = window.step_ref_at(snapshot.time_us);
+            let mut r = RuleResult::at_time(step.step, snapshot.time_us);
             let node = &snapshot.node;
             r.fire(format!(
                 "node {node} {gpu}: the average GPU memory use over the last {} \
                  samples rose from {baseline:.1}% to {average:.1}% (+{rise:.1} points, \
-                 more than {}) by step {step}: look for tensors kept across steps \
+                 more than {}) by {step}: look for tensors kept across steps \
                  (a leak) or growing batch/sequence sizes before it runs out",
                 p.window, p.increase
             ));
             r.evidence.push(
-                Evidence::new(
+                Evidence::at(
                     &format!("{node} {gpu} GPUMemoryUtilization"),
                     step,
                     "increase",
@@ -135,7 +135,7 @@ impl ProfilerRule for GPUMemoryIncrease {
             if g.increases.len() < 100 {
                 g.increases.push(MemoryIncrease {
                     time_us: snapshot.time_us,
-                    step,
+                    step: step.step,
                     from: round4(baseline),
                     to: round4(average),
                 });
