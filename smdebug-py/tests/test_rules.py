@@ -42,6 +42,18 @@ def test_builtin_rules_return_statuses_with_evidence(demo_copy):
     assert [r["status"] for r in on_disk["rules"]] == [r.status for r in summary.rules]
 
 
+def test_a_profiler_rules_steps_name_their_mode(demo_copy):
+    # One data-loading worker on a machine of two cores or more: fewer than 100 % of the cores.
+    status = rules.run(str(demo_copy), ["Dataloader:min_threshold=100"]).rule("Dataloader")
+    assert status.issues_found, status
+    # Step spans number each mode's steps from 0: the firing's step is a step of its mode.
+    assert status.first_fired_mode in ("TRAIN", "EVAL"), status
+    assert status.evidence and all(e.mode in ("TRAIN", "EVAL") for e in status.evidence), status
+    # A debugging rule's steps are global steps, of no mode.
+    loss = rules.run(str(demo_copy), ["LossNotDecreasing:num_steps=20"]).rule("LossNotDecreasing")
+    assert loss.first_fired_mode is None and all(e.mode is None for e in loss.evidence)
+
+
 def test_same_statuses_as_the_cli(demo_copy):
     cli = os.environ.get("SMDEBUG_RS_CLI")
     if not cli:
@@ -65,7 +77,12 @@ def test_same_statuses_as_the_cli(demo_copy):
             b["message"],
         )
         assert [e.__dict__ for e in a.evidence] == [
-            {**e, "limit": e.get("limit"), "value": float("nan") if e["value"] is None else float(e["value"])}
+            {
+                **e,
+                "limit": e.get("limit"),
+                "mode": e.get("mode"),
+                "value": float("nan") if e["value"] is None else float(e["value"]),
+            }
             for e in b["evidence"]
         ] or any(np.isnan(e.value) for e in a.evidence)
 

@@ -138,7 +138,12 @@ mod evidence_json {
     fn evidence_at_a_step_of_a_mode_keeps_the_mode() {
         use crate::window::StepRef;
         use smdebug_core::Mode;
-        let e = Evidence::at("vm workers", StepRef::of_mode(9, Mode::Train), "workers", 1.0);
+        let e = Evidence::at(
+            "vm workers",
+            StepRef::of_mode(9, Mode::Train),
+            "workers",
+            1.0,
+        );
         assert_eq!(e.step_ref().to_string(), "TRAIN step 9");
         let json = serde_json::to_string(&e).unwrap();
         assert!(json.contains(r#""mode":"TRAIN""#), "{json}");

@@ -1475,8 +1475,10 @@ fn debugging_and_profiler_rules_evaluated_together_keep_their_order_and_judge_as
     let exploding = together.rule("ExplodingTensor").unwrap();
     assert_eq!(exploding.first_fired_step, Some(31));
     assert_eq!(exploding.first_fired_mode, None);
-    assert_eq!(exploding.first_fired_at().map(|s| s.to_string()).as_deref(),
-        Some("step 31"));
+    assert_eq!(
+        exploding.first_fired_at().map(|s| s.to_string()).as_deref(),
+        Some("step 31")
+    );
     for (spec, status) in specs.iter().zip(&together.rules) {
         let alone = evaluate(run.path(), &[spec]);
         assert_eq!(

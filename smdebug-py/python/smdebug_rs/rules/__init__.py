@@ -215,7 +215,14 @@ class _Invoked:
 def _status(doc: dict) -> RuleStatus:
     doc = dict(doc)
     doc["evidence"] = [
-        Evidence(e["tensor"], e["step"], e["measure"], float("nan") if e["value"] is None else float(e["value"]), e.get("limit"))
+        Evidence(
+            e["tensor"],
+            e["step"],
+            e["measure"],
+            float("nan") if e["value"] is None else float(e["value"]),
+            e.get("limit"),
+            e.get("mode"),
+        )
         for e in doc["evidence"]
     ]
     known = RuleStatus.__dataclass_fields__

@@ -8,7 +8,7 @@ use crate::profiler::details::{
 use crate::profiler::snapshot::Snapshot;
 use crate::profiler::stats::round4;
 use crate::rule::{Evidence, ProfilerNeeds, ProfilerRule, RuleResult};
-use crate::window::{ProfilerWindow, StepRef};
+use crate::window::ProfilerWindow;
 use serde::{Deserialize, Serialize};
 
 use super::common::{GpuSeries, Judged, PerGpu, gpu_needs};
