@@ -45,11 +45,13 @@ impl Page<'_> {
             self.verdict(RULE);
             return;
         }
-        let k = self.params::<StepOutlierParams>().stddev;
+        let params = self.params::<StepOutlierParams>();
+        let (k, allowed) = (params.stddev, params.n_outliers);
         let details = self.details(RULE).and_then(|d| d.step_outliers().cloned());
         self.lead(&format!(
             "Per node and mode, as the {RULE} rule judged them: a step is an outlier when it is \
-             longer than its node and mode's mean plus {k} standard deviations."
+             longer than its node and mode's mean plus {k} standard deviations, and the rule \
+             fires when a node and mode has more than {allowed} outliers."
         ));
         let groups = self.view.steps;
         match &details {

@@ -468,7 +468,10 @@ impl ProfilerRule for StepOutlier {
                 },
             );
         }
-        Some(Details::StepOutliers(StepOutlierDetails { nodes }))
+        Some(Details::StepOutliers(StepOutlierDetails {
+            nodes,
+            allowed_outliers: Some(self.params.n_outliers),
+        }))
     }
 }
 

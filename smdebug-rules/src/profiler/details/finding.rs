@@ -101,6 +101,9 @@ fn step_outliers(d: &StepOutlierDetails) -> Vec<String> {
                 ms(s.duration_s.mean),
                 ms(s.duration_s.std)
             );
+            if let Some(allowed) = d.allowed_outliers {
+                clause.push_str(&format!(" ({allowed} allowed before the rule fires)"));
+            }
             if let Some(slowest) = s.outlier_steps.first() {
                 clause.push_str(&format!(
                     ", the slowest, {mode} step {}, took {}",
@@ -375,8 +378,18 @@ mod tests {
         ]);
         let details = Details::StepOutliers(StepOutlierDetails {
             nodes: BTreeMap::from([("vm".to_owned(), modes)]),
+            allowed_outliers: Some(5),
         });
         let finding = details.finding("StepOutlier").unwrap();
+        // How many outliers the rule lets pass is said beside the count.
+        assert!(
+            finding.contains("1 of 3 steps took longer than the outlier limit 50.000 ms (mean "),
+            "{finding}"
+        );
+        assert!(
+            finding.contains(") (5 allowed before the rule fires)"),
+            "{finding}"
+        );
         let train = finding.find("node vm, TRAIN:").expect(&finding);
         let eval = finding.find("node vm, EVAL:").expect(&finding);
         assert!(train < eval, "{finding}");

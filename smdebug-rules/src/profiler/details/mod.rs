@@ -218,6 +218,10 @@ pub struct BottleneckSample {
 pub struct StepOutlierDetails {
     /// Node → mode → the steps' figures.
     pub nodes: BTreeMap<String, BTreeMap<String, StepSeriesDetails>>,
+    /// Outlier steps a node and mode may have before the rule fires (its `n_outliers`);
+    /// `None` in summaries written before it was recorded.
+    #[serde(default)]
+    pub allowed_outliers: Option<u64>,
 }
 
 impl StepOutlierDetails {
