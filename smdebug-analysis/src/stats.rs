@@ -7,6 +7,19 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+/// Rounds to 4 decimals, for summaries written to JSON (ratios, percentages, utilizations).
+pub fn round4(v: f64) -> f64 {
+    (v * 1e4).round() / 1e4
+}
+
+/// Rounds seconds to the microsecond, the resolution of the timestamps durations come from,
+/// for summaries written to JSON: 4 decimals would turn sub-millisecond steps into multiples of
+/// 0.1 ms that no longer add up (a mean of 0.6 ms and a stddev of 0.6 ms beside a limit of
+/// mean + 3 stddev written as 2.3 ms).
+pub fn round_us(seconds: f64) -> f64 {
+    (seconds * 1e6).round() / 1e6
+}
+
 /// The `p`-th percentile (0–100, clamped) of sorted values, interpolating linearly between the
 /// two nearest ranks (NumPy's default `linear` method): rank `p/100 · (n−1)`. NaN for no values.
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -74,21 +87,18 @@ impl Summary {
         })
     }
 
-    /// Every figure rounded to 4 decimals (for summaries written to JSON).
+    /// Every figure rounded to 4 decimals ([`round4`]).
     pub fn rounded(&self) -> Summary {
-        self.rounded_to(1e4)
+        self.rounded_with(round4)
     }
 
     /// Every figure, a duration in seconds taken from microsecond timestamps, rounded to the
-    /// microsecond (for summaries written to JSON): 4 decimals would turn sub-millisecond steps
-    /// into multiples of 0.1 ms that no longer add up (a mean of 0.6 ms and a stddev of 0.6 ms
-    /// beside a limit of mean + 3 stddev written as 2.3 ms).
+    /// microsecond ([`round_us`]).
     pub fn rounded_us(&self) -> Summary {
-        self.rounded_to(1e6)
+        self.rounded_with(round_us)
     }
 
-    fn rounded_to(&self, scale: f64) -> Summary {
-        let r = |v: f64| (v * scale).round() / scale;
+    fn rounded_with(&self, r: fn(f64) -> f64) -> Summary {
         Summary {
             count: self.count,
             min: r(self.min),

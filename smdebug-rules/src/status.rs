@@ -462,11 +462,29 @@ impl ProfilerSeen {
 /// Why a profiler rule that checked nothing over a finished run had nothing to check: that the
 /// run has no profiler data at all, else the rule's own last word (`no GPU metrics in this
 /// run`), else that the run has none of the data its `needs` declares, else what it needs.
+/// With `warnings` (the data warnings of the run's profiler files: a file skipped, lines left
+/// out), each of those is said of what could be read, not of the run: the data left out may
+/// have held what the rule needed.
 pub(crate) fn profiler_no_data_reason(
     message: &str,
     seen: ProfilerSeen,
     needs: &ProfilerNeeds,
+    warnings: usize,
 ) -> String {
+    let reason = profiler_reason(message, seen, needs);
+    match warnings {
+        0 => reason,
+        n => format!(
+            "{reason}; that is of what could be read: {n} data warning{} name{} profiler data \
+             left out, which may hold what the rule needs",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "s" } else { "" },
+        ),
+    }
+}
+
+/// [`profiler_no_data_reason`] of a run whose profiler files were all read.
+fn profiler_reason(message: &str, seen: ProfilerSeen, needs: &ProfilerNeeds) -> String {
     if !seen.any() {
         return "no profiler data in this run (no system metrics under system/ and no framework \
                 spans under framework/pevents/): nothing to check"

@@ -681,6 +681,47 @@ fn step_outlier_on_a_run_without_step_spans() {
     assert_no_data(run.path(), "StepOutlier", "no step spans in this run");
 }
 
+/// A run whose step spans were all in a trace file that could not be read (cut short): the
+/// rule says that it found no step spans in what could be read, not that the run has none, and
+/// the data warning names the file.
+#[test]
+fn step_outlier_on_a_run_whose_trace_file_was_cut_short_says_so() {
+    let run = tempfile::tempdir().unwrap();
+    let start = t0();
+    system_metrics(run.path(), "algo-1", start, 30, &[CPU_TOTAL, CPU0]);
+    spans(run.path(), 1, start, 20, STEPS_AND_LOADS);
+    let mut cut = 0;
+    for entry in walk(&run.path().join("framework")) {
+        let bytes = std::fs::read(&entry).unwrap();
+        std::fs::write(&entry, &bytes[..bytes.len() / 2]).unwrap();
+        cut += 1;
+    }
+    assert_eq!(cut, 1, "one trace file");
+    let st = assert_no_data(run.path(), "StepOutlier", "no step spans in this run");
+    assert!(
+        st.message
+            .contains("that is of what could be read: 1 data warning names profiler data left out"),
+        "{:?}",
+        st.message
+    );
+    assert_eq!(st.warnings.len(), 1, "{st:#?}");
+    assert!(st.warnings[0].contains("trace file skipped"), "{st:#?}");
+}
+
+/// Every file under `dir`, at any depth.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
 // ---------------------------------------------------------------------------------------------
 // The cases of the issue
 

@@ -21,7 +21,8 @@ use super::details::{
     SystemUsageDetails, TimeOutside, TimeShare, TimeTotal,
 };
 use super::snapshot::is_core;
-use super::stats::{Sketch, round_us, round4};
+use super::stats::Sketch;
+use smdebug_analysis::stats::{round_us, round4};
 
 /// Parameters of [`OverallSystemUsage`]: none.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -74,17 +74,6 @@ impl RollingWindow {
     }
 }
 
-/// Rounds to 4 decimals, for reports.
-pub(crate) fn round4(v: f64) -> f64 {
-    (v * 1e4).round() / 1e4
-}
-
-/// Rounds seconds to the microsecond, the resolution of the timestamps durations come from,
-/// for reports (4 decimals would round sub-millisecond steps to multiples of 0.1 ms).
-pub(crate) fn round_us(seconds: f64) -> f64 {
-    (seconds * 1e6).round() / 1e6
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,7 +23,7 @@ use smdebug_analysis::time::{seconds, utc};
 
 /// At most this many outlier steps per node and mode are kept in the details.
 const MAX_OUTLIER_STEPS: usize = 100;
-use super::stats::round_us;
+use smdebug_analysis::stats::round_us;
 
 /// Parameters of [`MaxInitializationTime`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -138,9 +138,18 @@ impl ProfilerRule for MaxInitializationTime {
                 self.fired = true;
                 let mut r = RuleResult::at_time(0, deadline);
                 r.fire(message);
-                let waited = self.first_step_us.unwrap_or(window.now_us) - start;
+                // The first step as its span numbers it (`TRAIN step 0`); with none yet, the
+                // time measured is up to the latest profiler data, at no step.
+                let (what, at, waited) = match self.first_step_us {
+                    Some(first) => ("first step", window.step_ref_at(first), first - start),
+                    None => (
+                        "no step span yet, profiler data",
+                        StepRef::global(0),
+                        window.now_us - start,
+                    ),
+                };
                 r.evidence.push(
-                    Evidence::new("first step", 0, "minutes_after_start", minutes(waited))
+                    Evidence::at(what, at, "minutes_after_start", minutes(waited))
                         .limit(self.params.threshold),
                 );
                 results.push(r);

@@ -516,7 +516,7 @@ impl Evaluation {
             st.message = match &s.needs {
                 Declared::Tensors(needs) => tensor_no_data_reason(&st.rule, needs, trial, st),
                 Declared::Profiler(needs) => {
-                    profiler_no_data_reason(&st.message, profiler_seen, needs)
+                    profiler_no_data_reason(&st.message, profiler_seen, needs, st.warnings.len())
                 }
             };
         }

@@ -6,10 +6,10 @@ use crate::profiler::details::{
     BottleneckDetails, BottleneckSample, Details, NodeBottlenecks as NodeBottleneckDetails,
 };
 use crate::profiler::snapshot::{NO_GPU, Snapshot, SnapshotAssembler};
-use crate::profiler::stats::round4;
 use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::{ProfilerWindow, StepRef};
 use serde::{Deserialize, Serialize};
+use smdebug_analysis::stats::round4;
 use smdebug_analysis::time::utc;
 use std::collections::{BTreeMap, VecDeque};
 

@@ -6,10 +6,11 @@ use crate::profiler::details::{
     DataloaderDetails, Details, Firing, NodeDataLoading, WorkerVerdict,
 };
 use crate::profiler::snapshot::is_core;
-use crate::profiler::stats::{Sketch, round_us, round4};
+use crate::profiler::stats::Sketch;
 use crate::rule::{Evidence, ProfilerInput, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 use serde::{Deserialize, Serialize};
+use smdebug_analysis::stats::{round_us, round4};
 use smdebug_core::phase::Phase;
 use smdebug_core::text::duration;
 use smdebug_format::system::vocab;

@@ -4,10 +4,11 @@ use crate::error::Result;
 use crate::params::{Check, lenient};
 use crate::profiler::details::{BatchSizeDetails, BatchSizeGpu, BatchSizeNode, Details, Firing};
 use crate::profiler::snapshot::{Snapshot, SnapshotAssembler};
-use crate::profiler::stats::{RollingWindow, Sketch, round4};
+use crate::profiler::stats::{RollingWindow, Sketch};
 use crate::rule::{Evidence, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::{ProfilerWindow, StepRef};
 use serde::{Deserialize, Serialize};
+use smdebug_analysis::stats::round4;
 use std::collections::BTreeMap;
 
 use super::common::{closing_results, gpu_needs};

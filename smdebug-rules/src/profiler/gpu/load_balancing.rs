@@ -6,10 +6,10 @@ use crate::profiler::details::{
     Details, GpuDistance, GpuWorkload, LoadBalancingDetails, NodeWorkloads,
 };
 use crate::profiler::snapshot::SnapshotAssembler;
-use crate::profiler::stats::round4;
 use crate::rule::{Evidence, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::{ProfilerWindow, StepRef};
 use serde::{Deserialize, Serialize};
+use smdebug_analysis::stats::round4;
 use std::collections::BTreeMap;
 
 use super::common::{closing_results, gpu_needs};

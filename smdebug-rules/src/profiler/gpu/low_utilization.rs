@@ -6,10 +6,10 @@ use crate::profiler::details::{
     Details, GpuUsageState as Usage, GpuUtilization, GpuUtilizationDetails,
 };
 use crate::profiler::snapshot::Snapshot;
-use crate::profiler::stats::round4;
 use crate::rule::{Evidence, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 use serde::{Deserialize, Serialize};
+use smdebug_analysis::stats::round4;
 
 use super::common::{GpuSeries, Judged, PerGpu, gpu_needs};
 

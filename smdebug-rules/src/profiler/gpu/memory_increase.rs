@@ -4,10 +4,10 @@ use crate::error::Result;
 use crate::params::{Check, lenient};
 use crate::profiler::details::{Details, GpuMemoryDetails, GpuMemoryUse, MemoryIncrease};
 use crate::profiler::snapshot::Snapshot;
-use crate::profiler::stats::round4;
 use crate::rule::{Evidence, ProfilerNeeds, ProfilerRule, RuleResult};
 use crate::window::ProfilerWindow;
 use serde::{Deserialize, Serialize};
+use smdebug_analysis::stats::round4;
 
 use super::common::{GpuSeries, Judged, PerGpu, gpu_needs};
 
