@@ -39,8 +39,14 @@
 //! and `wrapped layers`, which make fewer of the session's calls, to find where a difference
 //! comes from.
 //!
+//! `--paired` compares within processes instead: each of `--rounds` processes a variant trains
+//! the bare loop and the variant one after the other on the same batches, the variant first in
+//! every other process, and `no session` is paired with itself as the noise floor. At a 5 ms
+//! step two fresh processes of the same program land 10 % and more apart (bare against bare,
+//! median), more than the session's cost; two halves of one process share what sets that apart.
+//!
 //! ```sh
-//! cargo run --release -p smdebug-candle --example session_cost -- [--rounds 4] [--steps 150] [--batch 32] [--variants "everything on,capture only"]
+//! cargo run --release -p smdebug-candle --example session_cost -- [--rounds 4] [--steps 150] [--batch 32] [--variants "everything on,capture only"] [--paired]
 //! ```
 
 use std::time::{Duration, Instant};
@@ -173,6 +179,13 @@ fn main() -> Result<(), BoxError> {
         let name = args.get(i + 1).ok_or("--only needs a variant's name")?;
         return only(name, steps, batch);
     }
+    if let Some(i) = args.iter().position(|a| a == "--only-paired") {
+        let name = args
+            .get(i + 1)
+            .ok_or("--only-paired needs a variant's name")?;
+        let first: u8 = number_arg(&args, "--variant-first", 0)?;
+        return only_paired(name, steps, batch, first == 1);
+    }
     let variants: Vec<String> = match args.iter().position(|a| a == "--variants") {
         Some(i) => args
             .get(i + 1)
@@ -182,6 +195,9 @@ fn main() -> Result<(), BoxError> {
             .collect(),
         None => VARIANTS[1..].iter().map(|v| v.to_string()).collect(),
     };
+    if args.iter().any(|a| a == "--paired") {
+        return paired(quads, steps, batch, &variants);
+    }
     let mut quads_of: Vec<Vec<Quad>> = vec![Vec::new(); variants.len()];
     for q in 0..quads {
         for (v, name) in variants.iter().enumerate() {
@@ -293,11 +309,40 @@ fn child(name: &str, steps: usize, batch: usize) -> Result<Measured, BoxError> {
 /// of its calls), `steps only` (only `session.step()`), `wrapped layers` (that and the hook's
 /// layer wrappers).
 fn only(name: &str, steps: usize, batch: usize) -> Result<(), BoxError> {
+    let batches = warmed_up(steps, batch)?;
+    let t = run_variant(name, &batches)?;
+    let n = t.steps.len() as f64;
+    println!(
+        "measured {} {} {} {}",
+        median(&t.steps),
+        t.start,
+        t.finish,
+        t.in_loop / n,
+    );
+    for (thread, used) in &t.threads {
+        let used = used.per(n);
+        println!(
+            "thread {thread} {} {} {}",
+            used.cpu, used.wakeups, used.preempted
+        );
+    }
+    Ok(())
+}
+
+/// `steps` batches of `batch` digits, after a warm-up of the network on 20 of them (the
+/// allocator, the thread pools, the page cache).
+fn warmed_up(steps: usize, batch: usize) -> Result<Vec<(Tensor, Tensor)>, BoxError> {
     let mut data = AugmentedDigits::load(SIDE)?;
     let batches: Vec<(Tensor, Tensor)> = (0..steps)
         .map(|_| cnn::tensors(data.batch(batch)))
         .collect::<Result<_, _>>()?;
-    train(&batches[..20], None, Calls::ALL)?; // warm-up: allocator, thread pools, page cache
+    train(&batches[..20], None, Calls::ALL)?;
+    Ok(batches)
+}
+
+/// Trains a fresh network on `batches` as variant `name` does (no session for `no session`),
+/// its session writing into a scratch folder removed afterwards.
+fn run_variant(name: &str, batches: &[(Tensor, Tensor)]) -> Result<Timing, BoxError> {
     let calls = Calls::of(name);
     let v = match ABLATIONS.iter().any(|(n, _)| *n == name) {
         true => 5, // the capture-only builder
@@ -312,25 +357,118 @@ fn only(name: &str, steps: usize, batch: usize) -> Result<(), BoxError> {
         _ => Some(builder(
             scratch.to_str().ok_or("non-UTF-8 temp dir")?,
             v,
-            steps,
+            batches.len(),
         )),
     };
-    let t = train(&batches, session, calls);
+    let t = train(batches, session, calls);
     let _ = std::fs::remove_dir_all(&scratch);
-    let t = t?;
-    let n = t.steps.len() as f64;
+    t
+}
+
+/// `--paired`: one process trains the bare loop and variant `name`, one after the other on the
+/// same batches (the variant first when `variant_first`), and prints `paired <bare median step>
+/// <variant median step>` (seconds). Two processes of the same program land several percent
+/// apart at short steps (their memory placed differently); within one process the two halves
+/// share that placement, and alternating the order between processes cancels what the order
+/// itself does (a process that ran a session before, or one still warming up).
+fn only_paired(
+    name: &str,
+    steps: usize,
+    batch: usize,
+    variant_first: bool,
+) -> Result<(), BoxError> {
+    let batches = warmed_up(steps, batch)?;
+    let (bare, variant) = if variant_first {
+        let variant = run_variant(name, &batches)?;
+        (run_variant("no session", &batches)?, variant)
+    } else {
+        let bare = run_variant("no session", &batches)?;
+        (bare, run_variant(name, &batches)?)
+    };
+    println!("paired {} {}", median(&bare.steps), median(&variant.steps));
+    Ok(())
+}
+
+/// `--paired`: `rounds` processes of each variant, each training the bare loop and the variant
+/// ([`only_paired`]), the variant first in every other round; `no session` paired with itself
+/// first, as the noise two halves of one process stand against. A variant's cost is the median
+/// over its processes of its median step against the same process's bare one.
+fn paired(rounds: usize, steps: usize, batch: usize, variants: &[String]) -> Result<(), BoxError> {
+    let names: Vec<&str> = std::iter::once("no session")
+        .chain(variants.iter().map(String::as_str))
+        .collect();
+    let mut over: Vec<Vec<(bool, f64, f64)>> = vec![Vec::new(); names.len()];
+    for r in 0..rounds {
+        let variant_first = r % 2 == 1;
+        for (i, name) in names.iter().enumerate() {
+            let exe = std::env::current_exe()?;
+            let out = std::process::Command::new(exe)
+                .args(["--only-paired", name, "--steps", &steps.to_string()])
+                .args(["--batch", &batch.to_string()])
+                .args(["--variant-first", &u8::from(variant_first).to_string()])
+                .output()?;
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            if !out.status.success() {
+                return Err(format!(
+                    "the paired {name:?} process failed ({}): {stdout}{}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                )
+                .into());
+            }
+            let line = stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("paired "))
+                .ok_or_else(|| format!("the paired {name:?} process printed no figures"))?;
+            let f: Vec<f64> = line
+                .split_whitespace()
+                .map(str::parse)
+                .collect::<Result<_, _>>()?;
+            let [bare, variant] = f[..] else {
+                return Err(format!("the paired {name:?} process printed {line:?}").into());
+            };
+            println!(
+                "round {r} ({} first): no session {:.3} ms, {name} {:.3} ms: {:+.2} %",
+                if variant_first { "variant" } else { "bare" },
+                bare * 1e3,
+                variant * 1e3,
+                (variant / bare - 1.0) * 100.0
+            );
+            over[i].push((variant_first, bare, variant));
+        }
+    }
     println!(
-        "measured {} {} {} {}",
-        median(&t.steps),
-        t.start,
-        t.finish,
-        t.in_loop / n,
+        "\nmedian step, {rounds} processes a variant, each the bare loop and the variant ({steps} \
+         steps each, batch {batch}), the variant first in every other one:"
     );
-    for (thread, used) in &t.threads {
-        let used = used.per(n);
+    println!(
+        "{:<16} {:>10} {:>11} {:>13} {:>13} {:>11}",
+        "variant", "bare step", "over bare", "bare first", "variant first", "|apart|"
+    );
+    for (name, runs) in names.iter().zip(&over) {
+        let pct = |runs: &[&(bool, f64, f64)]| {
+            median(
+                &runs
+                    .iter()
+                    .map(|(_, b, v)| (v / b - 1.0) * 100.0)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let all: Vec<_> = runs.iter().collect();
+        let (vf, bf): (Vec<_>, Vec<_>) = runs.iter().partition(|(first, _, _)| *first);
+        let apart = median(
+            &runs
+                .iter()
+                .map(|(_, b, v)| ((v / b - 1.0) * 100.0).abs())
+                .collect::<Vec<_>>(),
+        );
         println!(
-            "thread {thread} {} {} {}",
-            used.cpu, used.wakeups, used.preempted
+            "{name:<16} {:>7.3} ms {:>+9.2} % {:>+11.2} % {:>+11.2} % {:>9.2} %",
+            median(&runs.iter().map(|r| r.1).collect::<Vec<_>>()) * 1e3,
+            pct(&all),
+            pct(&bf),
+            pct(&vf),
+            apart
         );
     }
     Ok(())
