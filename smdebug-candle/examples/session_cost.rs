@@ -246,14 +246,22 @@ struct Quad {
     variant: [Measured; 2],
 }
 
-/// Runs this example again as `--only name`, in a fresh process, and reads what it measured.
-fn child(name: &str, steps: usize, batch: usize) -> Result<Measured, BoxError> {
+/// Runs this example again with `mode` (`--only NAME`, ...), `--steps` and `--batch`, in a
+/// fresh process: its whole output, and the numbers of its line that starts with `prefix`.
+fn run_child(
+    name: &str,
+    mode: &[&str],
+    steps: usize,
+    batch: usize,
+    prefix: &str,
+) -> Result<(String, Vec<f64>), BoxError> {
     let exe = std::env::current_exe()?;
     let out = std::process::Command::new(exe)
-        .args(["--only", name, "--steps", &steps.to_string()])
+        .args(mode)
+        .args(["--steps", &steps.to_string()])
         .args(["--batch", &batch.to_string()])
         .output()?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {
         return Err(format!(
             "the {name:?} process failed ({}): {}{}",
@@ -265,14 +273,20 @@ fn child(name: &str, steps: usize, batch: usize) -> Result<Measured, BoxError> {
     }
     let line = stdout
         .lines()
-        .find_map(|l| l.strip_prefix("measured "))
+        .find_map(|l| l.strip_prefix(prefix))
         .ok_or_else(|| format!("the {name:?} process printed no figures: {stdout}"))?;
     let f: Vec<f64> = line
         .split_whitespace()
         .map(str::parse)
         .collect::<Result<_, _>>()?;
+    Ok((stdout, f))
+}
+
+/// Runs this example again as `--only name`, in a fresh process, and reads what it measured.
+fn child(name: &str, steps: usize, batch: usize) -> Result<Measured, BoxError> {
+    let (stdout, f) = run_child(name, &["--only", name], steps, batch, "measured ")?;
     let [step, start, finish, in_loop] = f[..] else {
-        return Err(format!("the {name:?} process printed {line:?}").into());
+        return Err(format!("the {name:?} process printed {f:?}").into());
     };
     let mut each = BTreeMap::new();
     for line in stdout.lines().filter_map(|l| l.strip_prefix("thread ")) {
@@ -401,31 +415,11 @@ fn paired(rounds: usize, steps: usize, batch: usize, variants: &[String]) -> Res
     for r in 0..rounds {
         let variant_first = r % 2 == 1;
         for (i, name) in names.iter().enumerate() {
-            let exe = std::env::current_exe()?;
-            let out = std::process::Command::new(exe)
-                .args(["--only-paired", name, "--steps", &steps.to_string()])
-                .args(["--batch", &batch.to_string()])
-                .args(["--variant-first", &u8::from(variant_first).to_string()])
-                .output()?;
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            if !out.status.success() {
-                return Err(format!(
-                    "the paired {name:?} process failed ({}): {stdout}{}",
-                    out.status,
-                    String::from_utf8_lossy(&out.stderr)
-                )
-                .into());
-            }
-            let line = stdout
-                .lines()
-                .find_map(|l| l.strip_prefix("paired "))
-                .ok_or_else(|| format!("the paired {name:?} process printed no figures"))?;
-            let f: Vec<f64> = line
-                .split_whitespace()
-                .map(str::parse)
-                .collect::<Result<_, _>>()?;
+            let first = u8::from(variant_first).to_string();
+            let mode = ["--only-paired", name, "--variant-first", &first];
+            let (_, f) = run_child(name, &mode, steps, batch, "paired ")?;
             let [bare, variant] = f[..] else {
-                return Err(format!("the paired {name:?} process printed {line:?}").into());
+                return Err(format!("the paired {name:?} process printed {f:?}").into());
             };
             println!(
                 "round {r} ({} first): no session {:.3} ms, {name} {:.3} ms: {:+.2} %",

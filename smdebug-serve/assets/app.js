@@ -437,9 +437,10 @@
     // A profiler rule's message and details cover this window (the report names it too).
     if (!noData && r.window) box.append(el("div", { className: "why window", text: "Over " + r.window }));
     // The measurements behind the latest firing: one heading, then a line per step measured
-    // (a profiler rule's firing covers a window, so its evidence names several steps).
+    // (a profiler rule's firing covers a window, so its evidence names several steps). Their
+    // limits are those of that moment, which may differ from a whole-run figure in the finding.
     const shown = r.evidence.slice(0, compact ? 2 : 5);
-    if (shown.length) box.append(el("div", { className: "why", text: "Its latest firing measured:" }));
+    if (shown.length) box.append(el("div", { className: "why", text: "At its latest firing, against the limits of that moment, it measured:" }));
     for (const e of shown) {
       box.append(el("div", { className: "why evidence", text: (e.mode ? e.mode + " " : "") + "step " + e.step + ": " + evidenceText(e) }));
     }
