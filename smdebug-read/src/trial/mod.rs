@@ -85,6 +85,7 @@
 //!   (`DT_STRING`); Python reads smdebug's 1-D form only.
 
 mod ahead;
+mod arena;
 mod columns;
 mod decoded;
 mod follow;
