@@ -16,8 +16,9 @@
 //! The bytes are decoded by `smdebug-format`; storage (local disk or an object store) is
 //! `smdebug-io`'s.
 
-// One `unsafe` block in the crate: memory-mapping a local event file (`trial/source.rs`), allowed
-// there alone with its safety argument.
+// `unsafe` is allowed in two places of the crate only, each use with its safety argument:
+// memory-mapping a local event file (`trial/source.rs`), and the blocks event files are read
+// into (`trial/arena.rs`).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]

@@ -254,6 +254,58 @@ fn a_file_deleted_or_cut_short_after_opening_is_the_same_error_with_or_without_r
     }
 }
 
+/// A record damaged in the middle of a run (a byte of step 300's event file changed after the
+/// trial was opened) is an error at its step, and only there, for a caller reading value by
+/// value tensor after tensor with values decoded ahead (its files read into the trial's blocks
+/// of memory), the same error a plain read of that record gives; every other value is the same.
+#[test]
+fn a_damaged_record_mid_run_is_its_steps_error_for_a_value_by_value_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = write_run(dir.path());
+    let reference = Trial::open_with(&run, options(false, 0)).unwrap();
+    let reader = Trial::open_with(&run, options(true, 256 << 20)).unwrap();
+    let path = dir
+        .path()
+        .join("run/events/000000000300/000000000300_worker_0.tfevents");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x55;
+    std::fs::write(&path, bytes).unwrap();
+    let order: Vec<_> = reference
+        .tensor_names()
+        .unwrap()
+        .into_iter()
+        .flat_map(|n| {
+            let steps = reference.tensor(&n).unwrap().steps(None).unwrap();
+            steps.into_iter().map(move |s| (n.clone(), s, None))
+        })
+        .collect();
+    let want = read_all(&reference, &order);
+    let got: Vec<Read> = order
+        .iter()
+        .map(|(name, step, _)| {
+            reader
+                .raw_value_as(name, *step, None, None, Conversion::Array)
+                .map_err(|e| e.to_string())
+                .and_then(|v| match v {
+                    TensorValue::Numbers(v) => {
+                        Ok((v.dtype.name().to_string(), v.shape, v.data.to_vec()))
+                    }
+                    TensorValue::Strings(_) => Err("a string tensor".to_string()),
+                })
+        })
+        .collect();
+    assert_eq!(got, want);
+    let failed: Vec<_> = order
+        .iter()
+        .zip(&want)
+        .filter(|(_, r)| r.is_err())
+        .map(|((n, s, _), _)| (n.as_str(), *s))
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0].1, 300, "{failed:?}");
+}
+
 /// Once a reader has read two steps of a tensor in order, the next files are read on other
 /// threads, a window of 256 files; the reader reads none of them itself once they are in.
 /// Without reading ahead, the reader reads every file itself.

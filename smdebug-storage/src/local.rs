@@ -203,6 +203,15 @@ impl Storage for LocalStorage {
             .map_err(|e| self.io_err("get_range", path, e))
     }
 
+    fn get_range_into(&self, path: &str, start: u64, buf: &mut [u8]) -> Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        check_relative(&self.describe, path)?;
+        super::regular::read_range_into(&self.root, path, start, buf)
+            .map_err(|e| self.io_err("get_range", path, e))
+    }
+
     fn size(&self, path: &str) -> Result<Option<u64>> {
         let p = self.resolve(path)?;
         match fs::symlink_metadata(&p) {

@@ -244,6 +244,64 @@ pub(crate) fn read_range(
     Ok(buf)
 }
 
+/// [`read_range`] into `buf` (not empty): bytes `start..start + buf.len()` of `rel` written at
+/// the start of `buf`, cut short where the file ends; how many. The same errors as
+/// `read_range`.
+pub(crate) fn read_range_into(
+    root: &Path,
+    rel: &str,
+    start: u64,
+    buf: &mut [u8],
+) -> io::Result<usize> {
+    #[cfg(target_os = "linux")]
+    if buf.len() as u64 <= DIRECT_RANGE_MAX
+        && let Some(file) = open_without_links(root, rel)
+        && let Some(n) = pread_into(&file, start, buf)
+    {
+        return Ok(n);
+    }
+    use std::io::{Read, Seek, SeekFrom};
+    let (mut f, size) = open(root, rel)?;
+    let end = start.saturating_add(buf.len() as u64);
+    if start >= size {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "range {:?} starts at or past the end ({size} bytes)",
+                start..end
+            ),
+        ));
+    }
+    let len = (end.min(size) - start) as usize;
+    f.seek(SeekFrom::Start(start))?;
+    let mut f = f.take(len as u64);
+    let mut n = 0;
+    while n < len {
+        match f.read(&mut buf[n..len]) {
+            Ok(0) => break,
+            Ok(read) => n += read,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// [`pread_range`] into `buf`: how many bytes were written at its start.
+#[cfg(target_os = "linux")]
+fn pread_into(file: &File, start: u64, buf: &mut [u8]) -> Option<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match rustix::io::pread(file, &mut buf[n..], start + n as u64) {
+            Ok(0) => break,
+            Ok(read) => n += read,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return None,
+        }
+    }
+    (n > 0).then_some(n)
+}
+
 /// `len` bytes of `file` from `start` (fewer where it ends); `None` when nothing could be read
 /// (a read past the end, a FIFO, a folder): the checked way then says what is wrong, as it
 /// would have.

@@ -31,6 +31,18 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// range starts at or past the end (an empty range returns nothing without any I/O).
     fn get_range(&self, path: &str, range: Range<u64>) -> Result<Bytes>;
 
+    /// [`get_range`](Storage::get_range) into memory the caller chose: bytes
+    /// `start..start + buf.len()` of the object written at the start of `buf`, cut short where
+    /// the object ends first; how many were written. The same errors as `get_range` over that
+    /// range (and nothing read for an empty `buf`). The default reads with `get_range` and
+    /// copies; local disk reads straight into `buf`.
+    fn get_range_into(&self, path: &str, start: u64, buf: &mut [u8]) -> Result<usize> {
+        let bytes = self.get_range(path, start..start.saturating_add(buf.len() as u64))?;
+        let n = bytes.len().min(buf.len());
+        buf[..n].copy_from_slice(&bytes[..n]);
+        Ok(n)
+    }
+
     /// The object's size, `None` when it does not exist; an error when something that cannot be
     /// read as an object is there (a FIFO or a device in a local folder).
     fn size(&self, path: &str) -> Result<Option<u64>>;

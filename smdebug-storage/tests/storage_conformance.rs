@@ -52,6 +52,37 @@ fn conformance(store: &dyn Storage) {
             .is_not_found()
     );
 
+    // get_range_into: the same bytes and errors as get_range, into the caller's buffer.
+    let into = |path: &str, start: u64, len: usize| {
+        let mut buf = vec![b'-'; len + 2];
+        store
+            .get_range_into(path, start, &mut buf[..len])
+            .map(|n| (n, buf))
+    };
+    let (n, buf) = into("a/b/c.bin", 2, 3).unwrap();
+    assert_eq!((n, &buf[..]), (3, &b"234--"[..]), "{name}");
+    let (n, buf) = into("a/b/c.bin", 7, 93).unwrap();
+    assert_eq!(
+        (n, &buf[..3]),
+        (3, &b"789"[..]),
+        "{name}: clamped at the end"
+    );
+    assert!(
+        buf[3..].iter().all(|&b| b == b'-'),
+        "{name}: nothing past it"
+    );
+    assert_eq!(into("a/b/c.bin", 4, 0).unwrap().0, 0);
+    assert!(
+        into("a/b/c.bin", 10, 2).is_err(),
+        "{name}: range past the end"
+    );
+    let err = into("missing.bin", 0, 3).unwrap_err();
+    assert!(err.is_not_found(), "{name}: {err}");
+    assert!(
+        into("../outside.bin", 0, 3).is_err(),
+        "{name}: outside the root"
+    );
+
     // put_parts writes the concatenation; a second put replaces the object whole.
     let parts = vec![
         Bytes::from_static(b"head:"),

@@ -85,6 +85,7 @@
 //!   (`DT_STRING`); Python reads smdebug's 1-D form only.
 
 mod ahead;
+mod arena;
 mod columns;
 mod decoded;
 mod follow;
@@ -169,7 +170,9 @@ pub struct TrialOptions {
     /// file fetched again (a second sweep, tensor by tensor) is kept. A caller reading value
     /// by value ([`Trial::raw_value_as`] with [`read_files_ahead`](TrialOptions::read_files_ahead),
     /// the Python binding's `value`) keeps every file it fetches: going tensor after tensor,
-    /// it reads each file once. Once the budget is spent,
+    /// it reads each file once; those files (up to 512 KiB each) go into blocks of 2 MiB,
+    /// each counted whole in this budget until the last file in it (or a value sliced from
+    /// one) is dropped. Once the budget is spent,
     /// other files are read record by record. Nothing is evicted on its own: a reader going step
     /// by step gives old steps' files back with
     /// [`forget_files_before`](Trial::forget_files_before). Files read ahead

@@ -357,6 +357,14 @@ fn record_bytes(
         // Another reader may have kept the file first; both hold the same bytes.
         return slice_record(&loc.file.keep(map, false, files), loc, end);
     }
+    if first == FirstFetch::ForGood
+        && let Some(read) = files.read_into_block(storage, &loc.file, false)
+    {
+        let whole = read.map_err(|e| range_error(storage, loc, 0, e))?;
+        let kept = loc.file.keep(whole, false, files);
+        files.fetched(&loc.file, first);
+        return slice_record(&kept, loc, end);
+    }
     if loc.file.len <= WHOLE_FILE_MAX && files.reserve(loc.file.len) {
         // Only as much as the index says the file holds: a file larger than its index (or
         // one that is not an event file at all) is never read whole.
@@ -386,10 +394,21 @@ pub(crate) fn get_range(
     let start = range.start;
     storage
         .get_range(&loc.file.path(), range)
-        .map_err(|e| match storage.size(&loc.file.path()) {
-            Ok(Some(size)) if size <= start => short_file(loc, 0),
-            _ => e.into(),
-        })
+        .map_err(|e| range_error(storage, loc, start, e))
+}
+
+/// What a failed read of the location's event file from `start` on is: a file shorter than
+/// its index says when it ends before `start`, else the storage's error.
+fn range_error(
+    storage: &dyn Storage,
+    loc: &Location,
+    start: u64,
+    e: smdebug_storage::Error,
+) -> Error {
+    match storage.size(&loc.file.path()) {
+        Ok(Some(size)) if size <= start => short_file(loc, 0),
+        _ => e.into(),
+    }
 }
 
 /// The record's bytes within a whole event file, checked against the file's real length first.

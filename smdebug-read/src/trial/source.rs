@@ -218,6 +218,17 @@ impl EventFile {
             self.keep(map, false, files);
             return true;
         }
+        if let Some(read) = files.read_into_block(storage, self, true) {
+            if let Ok(whole) = read {
+                let mut data = self.data();
+                // Unless the caller read it meanwhile (its part of the block stays unused).
+                if data.is_none() {
+                    *data = Some(Box::new((whole, false)));
+                    self.ahead.store(true, Ordering::Relaxed);
+                }
+            }
+            return true;
+        }
         if !files.reserve_ahead(self.len) {
             return false;
         }
@@ -271,7 +282,9 @@ pub(crate) enum FirstFetch {
     /// (`Trial::raw_value_as` with reading ahead, smdebug_rs's `value`) and of the values
     /// decoded ahead of it ([`decoded`](super::decoded)), whose next tensor is likely to be
     /// read from the same files. A value-by-value reader that never comes back to a file (one
-    /// tensor over a long run, random steps) holds up to the budget of them.
+    /// tensor over a long run, random steps) holds up to the budget of them. These files (and
+    /// those read ahead of such a reader) are read into the trial's blocks of memory
+    /// ([`arena`](super::arena)) while the budget has room for them.
     ForGood,
 }
 
@@ -335,7 +348,10 @@ pub(crate) struct Files {
     /// The run's directory when it is on local disk and files may be mapped.
     map_root: Option<PathBuf>,
     budget: usize,
-    kept: AtomicUsize,
+    /// Bytes of the budget taken: files fetched whole, and the blocks of `arena`.
+    kept: Arc<AtomicUsize>,
+    /// Where the files a value-by-value reader keeps are read ([`arena`](super::arena)).
+    arena: super::arena::Arena,
     /// The file fetched whole for the first time last, kept until another one is.
     provisional: Mutex<Option<Arc<EventFile>>>,
     /// Whole files come through this source, shared with other readers.
@@ -351,7 +367,8 @@ impl Files {
         Files {
             map_root,
             budget,
-            kept: AtomicUsize::new(0),
+            kept: Arc::new(AtomicUsize::new(0)),
+            arena: super::arena::Arena::default(),
             provisional: Mutex::new(None),
             share,
         }
@@ -368,6 +385,36 @@ impl Files {
             Some(share) => share.event_file(file.step(), &file.path(), read),
             None => read(),
         }
+    }
+
+    /// The whole of `file` (up to its length in the index, fewer bytes where it ends first)
+    /// read into a block of the trial's [`arena`](super::arena), for a reader that keeps it
+    /// ([`FirstFetch::ForGood`], and reading ahead of one: `ahead`, a new block then within
+    /// half the budget, as [`reserve_ahead`](Files::reserve_ahead)). The same bytes and errors
+    /// as `storage.get_range(path, 0..len)`. `None` when the file is not read there (it comes
+    /// through a shared source, is empty or larger than [`arena::FILE_MAX`](super::arena::FILE_MAX),
+    /// or the budget has no room for another block): nothing was read. Kept with `heap` false
+    /// ([`EventFile::keep`]): its block is counted in the budget, not the file.
+    pub(super) fn read_into_block(
+        &self,
+        storage: &dyn Storage,
+        file: &EventFile,
+        ahead: bool,
+    ) -> Option<smdebug_storage::Result<Bytes>> {
+        if self.share.is_some() {
+            return None;
+        }
+        let reserve = |len| {
+            if ahead {
+                self.reserve_ahead(len)
+            } else {
+                self.reserve(len)
+            }
+        };
+        let path = file.path();
+        self.arena.read_into(file.len, &self.kept, reserve, |buf| {
+            storage.get_range_into(&path, 0, buf)
+        })
     }
 
     /// This trial reads no event file of a step before `step` again: the shared source lets
