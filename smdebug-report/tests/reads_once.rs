@@ -130,3 +130,65 @@ fn the_offline_report_reads_each_tensor_file_of_its_run_once() {
     assert!(section.contains("<h3 class=\"scalar\">loss"), "{section}");
     assert_eq!(section, scalars_section(&drawn));
 }
+
+/// The report of `run` as `smdebug report RUN --rule <specs>` writes it (ProfilerReport added),
+/// read through a counting storage: the page, and the reads of each tensor file.
+fn report_with(run: &Path, specs: &[&str], html: &Path) -> (String, BTreeMap<String, u64>) {
+    let local: Arc<dyn Storage> = Arc::new(LocalStorage::new(run).unwrap());
+    let counting = Arc::new(CountingStorage::new(local));
+    let builder = specs
+        .iter()
+        .chain(&["ProfilerReport"])
+        .fold(RuleRunner::builder(run).write_into_run(false), |b, spec| {
+            b.spec(smdebug_rules::RuleSpec::parse(spec).unwrap())
+        });
+    offline_runner(builder, ReportWriter::to_file(html), counting.clone())
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap();
+    let reads = counting
+        .file_reads()
+        .into_iter()
+        .filter(|(path, _)| ["collections", "index", "events"].contains(&kind(path)))
+        .map(|(path, r)| (path, r.reads))
+        .collect();
+    (std::fs::read_to_string(html).unwrap(), reads)
+}
+
+#[test]
+fn without_rules_of_the_tensors_the_curves_are_read_once_on_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    record(&run);
+    // No rule reads tensors: the runner opens no trial and lets its subscription go; the
+    // curves' follower, which would wait for it, reads the run alone.
+    let (page, reads) = report_with(&run, &[], &dir.path().join("page.html"));
+    assert_eq!(reads.len() as u64, 2 * STEPS + 1, "{reads:?}");
+    assert!(reads.values().all(|&n| n == 1), "{reads:?}");
+    let alone =
+        smdebug_report::render_html(&ReportInput::load(run.as_path(), &LoadOptions::default()));
+    assert_eq!(scalars_section(&page), scalars_section(&alone));
+}
+
+#[test]
+fn the_curves_of_a_run_still_being_written_are_read_at_the_end_as_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    record(&run);
+    std::fs::remove_file(run.join(smdebug_format::layout::END_MARKER)).unwrap();
+    // What was read beside the rules may not be the run's whole: the curves are read again
+    // once the rules are done, so that they hold every step written by then.
+    let (page, reads) = report_with(&run, &["LossNotDecreasing"], &dir.path().join("page.html"));
+    assert!(
+        page.contains("no end marker"),
+        "the page says the run goes on"
+    );
+    assert!(
+        reads.values().all(|&n| n == 2),
+        "read beside the rules and at the end: {reads:?}"
+    );
+    let alone =
+        smdebug_report::render_html(&ReportInput::load(run.as_path(), &LoadOptions::default()));
+    assert_eq!(scalars_section(&page), scalars_section(&alone));
+}
