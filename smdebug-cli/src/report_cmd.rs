@@ -8,13 +8,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use clap::Args;
 use smdebug_core::text::escape_controls;
-use smdebug_report::{LoadOptions, ReportInput, ReportWriter, ScalarsAhead, write_report_to};
+use smdebug_report::{LoadOptions, ReportInput, ReportWriter, offline_runner, write_report_to};
 use smdebug_rules::report::{PROFILER_REPORT, REPORT_FILE, default_specs, is_profiler_report};
 use smdebug_rules::{RuleRunner, RuleSpec, Status, Summary};
 use smdebug_storage::Location;
@@ -125,27 +124,27 @@ fn report(
     if let Some(dir) = &args.rule_json {
         writer = writer.rule_files_to(dir);
     }
-    if !args.follow {
-        // The report's scalar curves are read on a second thread while the rules evaluate the
-        // run, rather than after them (taken only when that read is the finished run's whole).
-        let storage = match &store {
-            Some(store) => Ok(Arc::clone(store)),
-            None => smdebug_storage::open_storage(&run),
-        };
-        if let Ok(storage) = storage {
-            writer = writer.scalars_ahead(ScalarsAhead::start(storage));
-        }
-    }
     let mut builder = RuleRunner::builder(&run)
         .max_tensor_bytes(max_tensor_bytes)
-        .write_into_run(false)
-        .reporter(writer);
-    if let Some(store) = store {
-        builder = builder.storage(store);
-    }
+        .write_into_run(false);
     for s in specs {
         builder = builder.spec(s);
     }
+    builder = if args.follow {
+        if let Some(store) = store {
+            builder = builder.storage(store);
+        }
+        builder.reporter(writer)
+    } else {
+        // The report's scalar curves are read on a second thread while the rules evaluate the
+        // run (taken only when that read is the finished run's whole), through the source the
+        // rules' trial reads through: each tensor file of the run is read once.
+        match store.map_or_else(|| smdebug_storage::open_storage(&run), Ok) {
+            Ok(storage) => offline_runner(builder, writer, storage),
+            // The runner opens the run itself, and says why it cannot.
+            Err(_) => builder.reporter(writer),
+        }
+    };
     let summary = if args.follow {
         builder = builder
             .open_timeout(Duration::from_secs(600))

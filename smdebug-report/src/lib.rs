@@ -128,8 +128,8 @@ pub use output::{
 };
 pub use render::render_html;
 pub use rule_file::RuleFile;
-pub use scalars::{FollowedScalars, SCALAR_POINTS, ScalarsAhead, ScalarsSource};
+pub use scalars::{FollowedScalars, SCALAR_POINTS, ScalarsSource};
 pub use smdebug_analysis::digest::{ProfileDigest, SeriesDigest};
 pub use smdebug_read::RankSummary;
 pub use smdebug_read::profile::Span;
-pub use writer::ReportWriter;
+pub use writer::{ReportWriter, offline_runner};

@@ -138,7 +138,7 @@ impl ReportInput {
     /// flame graphs and, unless `scalars` gives them, the scalar values (read to the end by a
     /// follower of the report's own). The rule statuses are not added (see
     /// [`ReportInput::with_rules`]).
-    pub fn from_run(
+    pub(crate) fn from_run(
         run: &RunState<'_>,
         options: &LoadOptions,
         scalars: Option<&dyn ScalarsSource>,

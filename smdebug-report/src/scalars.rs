@@ -1,7 +1,10 @@
 //! The report's scalar curves, from the one reader of a run's tensors: smdebug-read's
 //! [`TensorFollower`]. The offline report and the rule runner's report read the run's scalars
 //! through a follower of their own into [`ScalarColumns`]
-//! ([`ReportInput::scalars_from_columns`]); the dashboard's "Download report", and the report
+//! ([`ReportInput::scalars_from_columns`]); `smdebug report RUN`'s follower reads them while the
+//! rules run, through the source of the run's files the rules' trial reads through
+//! ([`offline_runner`](crate::offline_runner), `ScalarsAhead`), so that each file is read
+//! once; the dashboard's "Download report", and the report
 //! of a process that serves the dashboard too (a `Session`'s, through a [`ScalarsSource`]
 //! handed to [`ReportWriter::scalars_from`](crate::ReportWriter::scalars_from)), read nothing
 //! again and take what the dashboard's follower keeps, each series' ends and every bucket's
@@ -19,7 +22,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use smdebug_analysis::downsample::{MinMax, min_max};
-use smdebug_read::trial::{ScalarColumns, TensorFollower, TensorProblem};
+use smdebug_read::trial::{ScalarColumns, TensorFollower, TensorProblem, TensorSubscription};
 use smdebug_storage::Storage;
 
 use crate::input::{LoadOptions, NoteArea, ReportInput, ScalarSeries};
@@ -202,10 +205,23 @@ pub(crate) struct ReadScalars {
 impl ReadScalars {
     /// Reads the scalars of the run in `storage` to its end.
     fn read(storage: &Arc<dyn Storage>) -> ReadScalars {
-        let mut follower = TensorFollower::new(Arc::clone(storage));
+        ReadScalars::follow(TensorFollower::new(Arc::clone(storage)))
+    }
+
+    /// Reads the scalars of the run to its end through `shared`, beside the other readers of
+    /// its source (see [`TensorFollower::read_to_end_paced`]).
+    fn read_shared(shared: TensorSubscription) -> ReadScalars {
+        let storage = Arc::clone(shared.source().storage());
+        let read = ReadScalars::follow(TensorFollower::new(storage).share(shared.clone()));
+        // Nothing more is read through it: nothing is held for it from now on.
+        shared.release_all();
+        read
+    }
+
+    fn follow(mut follower: TensorFollower) -> ReadScalars {
         let ended = matches!(follower.end_marker(), Ok(Some(_)));
         let mut columns = ScalarColumns::default();
-        let read = follower.read_to_end(&mut |batch, more| columns.add(batch, more));
+        let read = follower.read_to_end_paced(&mut |batch, more| columns.add(batch, more));
         ReadScalars {
             columns,
             problems: read.problems,
@@ -218,31 +234,49 @@ impl ReadScalars {
 
 /// The run's scalars read on a thread of their own from the moment this is made, while the
 /// rules evaluate the run, for a report written once at the end of a finished run (`smdebug
-/// report RUN`; [`ReportWriter::scalars_ahead`](crate::ReportWriter::scalars_ahead)): the
-/// report then takes them instead of reading the run's scalars after the rules. It takes
-/// them only when they are the run's whole: the run's end marker was there before they were
-/// listed, and the rule runner found the run complete. Otherwise (a run still being written,
-/// a thread that could not start or failed) the scalars are read at the end as before.
-pub struct ScalarsAhead(Mutex<Option<JoinHandle<ReadScalars>>>);
+/// report RUN`: [`offline_runner`](crate::offline_runner)): the report then takes them
+/// instead of reading the run's scalars after the rules. They are read through a subscription
+/// to the [`TensorSource`](smdebug_read::trial::TensorSource) the rules' trial reads through
+/// too, going no further ahead of the rules than the source holds for them
+/// ([`TensorFollower::read_to_end_paced`]): each index, event and collections file of the run
+/// is read once for both. The report takes them only when they are the run's whole: the
+/// run's end marker was there before they were listed, and the rule runner found the run
+/// complete. Otherwise (a run still being written, a thread that could not start or failed)
+/// the scalars are read at the end as before.
+pub(crate) struct ScalarsAhead {
+    read: Mutex<Option<JoinHandle<ReadScalars>>>,
+    /// The reading thread's subscription, told to stop waiting for the rules once the report
+    /// is drawn (they are done).
+    shared: TensorSubscription,
+}
 
 impl ScalarsAhead {
-    /// Starts reading the scalars of the run in `storage`.
-    pub fn start(storage: Arc<dyn Storage>) -> ScalarsAhead {
+    /// Starts reading the run's scalars through `shared`.
+    pub(crate) fn start(shared: TensorSubscription) -> ScalarsAhead {
+        let reading = shared.clone();
         let handle = std::thread::Builder::new()
             .name("report-scalars".to_string())
-            .spawn(move || ReadScalars::read(&storage))
+            .spawn(move || ReadScalars::read_shared(reading))
             .ok();
-        ScalarsAhead(Mutex::new(handle))
+        if handle.is_none() {
+            // No thread: the scalars are read at the end, and nothing is held for this one.
+            shared.release_all();
+        }
+        ScalarsAhead {
+            read: Mutex::new(handle),
+            shared,
+        }
     }
 
     /// What was read, once the read is done, when it is the whole of a run the rule runner
-    /// found `complete`; taken once.
+    /// found `complete`; taken once. The rules are done: the read no longer waits for them.
     pub(crate) fn take(&self, complete: bool) -> Option<ReadScalars> {
         let handle = self
-            .0
+            .read
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take()?;
+        self.shared.stop_waiting();
         let read = handle.join().ok()?;
         (complete && read.ended).then_some(read)
     }

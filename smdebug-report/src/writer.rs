@@ -4,9 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use smdebug_read::trial::TensorSource;
 use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE, sagemaker_report_dir};
+use smdebug_rules::runner::RunnerBuilder;
 use smdebug_rules::{NoDestination, ReportPlan, ReportWriteError, Reporter, RunState};
-use smdebug_storage::Location;
+use smdebug_storage::{Location, Storage};
 
 use crate::input::{LoadOptions, ReportInput};
 use crate::notebook::{notebook_name, render_notebook, rule_summary_name};
@@ -31,7 +33,7 @@ pub struct ReportWriter {
     /// Where the run's scalars are taken from ([`scalars_from`](Self::scalars_from)); `None`:
     /// read from the run.
     scalars: Option<Arc<dyn ScalarsSource>>,
-    /// The run's scalars read while the rules run ([`scalars_ahead`](Self::scalars_ahead)).
+    /// The run's scalars read while the rules run ([`offline_runner`]).
     scalars_ahead: Option<Arc<ScalarsAhead>>,
     /// The input [`Reporter::prepare`] built, drawn by [`Reporter::write`].
     prepared: Option<ReportInput>,
@@ -94,14 +96,6 @@ impl ReportWriter {
     /// being read from the run again; when the source cannot give them, they are read.
     pub fn scalars_from(mut self, source: impl ScalarsSource + 'static) -> ReportWriter {
         self.scalars = Some(Arc::new(source));
-        self
-    }
-
-    /// The run's scalars are those `ahead` reads while the rules run, when it read the whole of
-    /// a finished run (see [`ScalarsAhead`]); else they are read at the end. For a report
-    /// written once, at the end of an offline evaluation.
-    pub fn scalars_ahead(mut self, ahead: ScalarsAhead) -> ReportWriter {
-        self.scalars_ahead = Some(Arc::new(ahead));
         self
     }
 
@@ -237,4 +231,31 @@ fn absolute(path: &Path) -> String {
         .unwrap_or_else(|_| path.to_path_buf())
         .display()
         .to_string()
+}
+
+/// The rule runner `builder` for a report written once at the end of an offline evaluation
+/// (`smdebug report RUN`), with `writer` as its reporter, reading the run through `storage`:
+/// the rules' trial and the report's scalar curves, read on a thread of their own while the
+/// rules step over the run, read the run's collections, index and event files through one
+/// [`TensorSource`], each file once for both, the curves going no further ahead of the rules
+/// than the source holds ([`TensorFollower::read_to_end_paced`]). The profiler data is read
+/// once already (the runner's profiler follower is the report's).
+///
+/// [`TensorFollower::read_to_end_paced`]: smdebug_read::trial::TensorFollower::read_to_end_paced
+pub fn offline_runner(
+    builder: RunnerBuilder,
+    writer: ReportWriter,
+    storage: Arc<dyn Storage>,
+) -> RunnerBuilder {
+    let source = TensorSource::new(Arc::clone(&storage));
+    // Both subscribe before either reads: a late subscriber reads what came before it again.
+    let (for_rules, for_scalars) = (source.subscribe(), source.subscribe());
+    let writer = ReportWriter {
+        scalars_ahead: Some(Arc::new(ScalarsAhead::start(for_scalars))),
+        ..writer
+    };
+    builder
+        .storage(storage)
+        .tensor_source(for_rules)
+        .reporter(writer)
 }

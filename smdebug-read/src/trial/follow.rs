@@ -256,6 +256,49 @@ impl TensorFollower {
         self.poll(Duration::MAX, sink)
     }
 
+    /// [`read_to_end`](Self::read_to_end) beside the other readers of the follower's
+    /// [shared source](Self::share), going no further ahead of them than the source holds for
+    /// them: while what it read is still held for them ([`TensorSubscription::is_ahead`]) it
+    /// starts no new file and waits for them to take it
+    /// ([`TensorSubscription::wait_while_ahead`]), so that each file of a run of any length is
+    /// read once for all of them. For a reader with nothing else to do (the report's scalar
+    /// curves read while the rules step over the run); the others must go on reading, or be
+    /// dropped, or the subscription be told to [stop waiting](TensorSubscription::stop_waiting).
+    /// What is read, and in which order, is [`read_to_end`](Self::read_to_end)'s. Without a
+    /// shared source it is `read_to_end`.
+    pub fn read_to_end_paced(
+        &mut self,
+        sink: &mut dyn FnMut(ScalarBatch, usize),
+    ) -> TensorIncrement {
+        let Some(share) = self.share.clone() else {
+            return self.read_to_end(sink);
+        };
+        let mut all = TensorIncrement::default();
+        loop {
+            share.wait_while_ahead();
+            let stopped = std::cell::Cell::new(false);
+            let inc = self.poll_while(
+                &|| {
+                    let ahead = share.is_ahead();
+                    stopped.set(stopped.get() | ahead);
+                    !ahead
+                },
+                sink,
+            );
+            all.steps.extend(inc.steps);
+            all.names.extend(inc.names);
+            all.values += inc.values;
+            all.pending = inc.pending;
+            all.problems_left_out += inc.problems_left_out;
+            for problem in inc.problems {
+                all.problem(problem);
+            }
+            if !stopped.get() {
+                return all;
+            }
+        }
+    }
+
     /// Reads what is new, spending about `budget` on index files (a longer backlog is read over
     /// the next polls). The numbers of each batch of index files go to `sink` as soon as the
     /// batch is read, with about how many index files are still to read.
@@ -265,6 +308,16 @@ impl TensorFollower {
         sink: &mut dyn FnMut(ScalarBatch, usize),
     ) -> TensorIncrement {
         let started = Instant::now();
+        self.poll_while(&|| started.elapsed() < budget, sink)
+    }
+
+    /// [`poll`](Self::poll), starting files (a chunk at a time) and a second listing while
+    /// `more` says yes.
+    fn poll_while(
+        &mut self,
+        more: &dyn Fn() -> bool,
+        sink: &mut dyn FnMut(ScalarBatch, usize),
+    ) -> TensorIncrement {
         let mut inc = TensorIncrement::default();
         // At most two listings a poll: a listing after which steps are seen complete is followed
         // by one that confirms them (see `StepProgress`), at once when the budget allows.
@@ -276,7 +329,7 @@ impl TensorFollower {
             // a worker writes its collections file before its first index file, so every
             // worker with a file listed is counted.
             self.read_collections(&mut inc);
-            if !self.read_listing(&mut inc, || started.elapsed() < budget, sink) {
+            if !self.read_listing(&mut inc, more, sink) {
                 break; // The budget is spent, or a listing failed: on at the next poll.
             }
             // The backlog's room goes back.
@@ -290,7 +343,7 @@ impl TensorFollower {
                 }
             }
             self.forget_complete();
-            if !self.progress.relisting_due() || started.elapsed() >= budget {
+            if !self.progress.relisting_due() || !more() {
                 break;
             }
         }

@@ -117,7 +117,10 @@ pub use follow::{FollowedStep, TensorFollower, TensorIncrement, TensorProblem};
 pub use progress::{DEFAULT_INCOMPLETE_STEP_WINDOW, StepProgress, StepRange, StepState};
 pub use records::{TensorBytes, TensorValue};
 pub use report::{JsonElement, JsonNumber, TensorRecordJson, TrialInfo};
-pub use shared::{HELD_EVENT_BYTES, HELD_INDEX_FILES, TensorSource, TensorSubscription};
+pub use shared::{
+    HELD_EVENT_BYTES, HELD_INDEX_FILES, LEAD_EVENT_BYTES, LEAD_INDEX_FILES, TensorSource,
+    TensorSubscription,
+};
 pub use smdebug_format::budget::{Budget, Conversion};
 pub use smdebug_format::tensor::DEFAULT_MAX_TENSOR_BYTES;
 use smdebug_storage::{IntoLocation, Storage};

@@ -17,6 +17,14 @@ pub const HELD_EVENT_BYTES: usize = 64 << 20;
 /// 200 bytes each, their tables shared with the readers').
 pub const HELD_INDEX_FILES: usize = 1 << 16;
 
+/// How many index files a subscriber that may wait reads ahead of the others
+/// ([`TensorSubscription::is_ahead`]).
+pub const LEAD_INDEX_FILES: usize = 4096;
+
+/// How many bytes of event files a subscriber that may wait reads ahead of the others
+/// ([`TensorSubscription::is_ahead`]).
+pub const LEAD_EVENT_BYTES: usize = 8 << 20;
+
 /// The one reading of a run's index, event and collections files in a process, shared by its
 /// subscribers. Cheap to clone (a handle).
 ///
@@ -44,6 +52,14 @@ pub const HELD_INDEX_FILES: usize = 1 << 16;
 /// rules step by step). A subscriber that comes late (after files were read) is not waited
 /// for: it reads what was read before it came on its own.
 ///
+/// A subscriber that may wait keeps well within that bound: once what it read and holds for
+/// the others is [`LEAD_INDEX_FILES`] index files or [`LEAD_EVENT_BYTES`] bytes of event files
+/// ([`TensorSubscription::is_ahead`]) it starts no new file until they took half of it
+/// ([`TensorSubscription::wait_while_ahead`]). The report's
+/// scalar curves, read beside the rules' trial
+/// ([`TensorFollower::read_to_end_paced`](super::TensorFollower::read_to_end_paced)), so read
+/// each file of a run of any length once for both.
+///
 /// [`StepProgress`]: super::StepProgress
 #[derive(Clone)]
 pub struct TensorSource {
@@ -62,14 +78,34 @@ struct Held<T> {
     value: T,
     /// The subscribers still to take it.
     waiting: Vec<u64>,
+    /// The subscriber that read it.
+    reader: u64,
 }
 
 /// Which files a subscriber may still ask for: those of steps from these on (`u64::MAX`:
-/// none, collections files included).
+/// none, collections files included); and what it read that is held for the others.
 #[derive(Clone, Copy, Default)]
 struct Wants {
     index_from: u64,
     events_from: u64,
+    /// Index files it read that are held for others.
+    index_held: usize,
+    /// Bytes of event files it read that are held for others.
+    event_bytes_held: usize,
+    /// It no longer waits for the others ([`TensorSubscription::stop_waiting`]).
+    free: bool,
+    /// It waits for the others ([`TensorSubscription::wait_while_ahead`]).
+    pacing: bool,
+}
+
+impl Wants {
+    /// Whether what it read and holds for the others has reached `1 / part` of its lead
+    /// ([`LEAD_INDEX_FILES`], [`LEAD_EVENT_BYTES`]), and it may wait.
+    fn ahead(&self, part: usize) -> bool {
+        !self.free
+            && (self.index_held >= LEAD_INDEX_FILES / part
+                || self.event_bytes_held >= LEAD_EVENT_BYTES / part)
+    }
 }
 
 #[derive(Default)]
@@ -87,10 +123,29 @@ struct Shared {
     reads: u64,
     /// The end marker's reason, once a subscriber found the marker.
     end: Option<Option<EndReason>>,
+    /// A subscriber waiting for the others to take what it read may go on
+    /// ([`TensorSubscription::wait_while_ahead`]): wake it.
+    wake: bool,
+    /// Subscribers waiting for a file another is reading (or the end marker).
+    waiting_for_reads: usize,
 }
 
 impl Shared {
-    fn lose_claims<T>(map: &mut BTreeMap<(u64, String), Held<T>>, id: u64, before: u64) -> Vec<T> {
+    /// `index_files` and `bytes` that `reader` read are no longer held for others.
+    fn unheld(&mut self, reader: u64, index_files: usize, bytes: usize) {
+        self.event_bytes -= bytes;
+        if let Some(wants) = self.subscribers.get_mut(&reader) {
+            wants.index_held -= index_files;
+            wants.event_bytes_held -= bytes;
+            self.wake |= wants.pacing && !wants.ahead(2);
+        }
+    }
+
+    fn lose_claims<T>(
+        map: &mut BTreeMap<(u64, String), Held<T>>,
+        id: u64,
+        before: u64,
+    ) -> Vec<Held<T>> {
         let mut gone = Vec::new();
         // `u64::MAX`: every file (collections files too, held under that step).
         let range = match before {
@@ -105,15 +160,21 @@ impl Shared {
             let held = map.get_mut(&key).expect("a key just listed");
             held.waiting.retain(|w| *w != id);
             if held.waiting.is_empty() {
-                gone.push(map.remove(&key).expect("a key just listed").value);
+                gone.push(map.remove(&key).expect("a key just listed"));
             }
         }
         gone
     }
 
+    fn lose_index_claims(&mut self, id: u64, before: u64) {
+        for held in Self::lose_claims(&mut self.index, id, before) {
+            self.unheld(held.reader, 1, 0);
+        }
+    }
+
     fn lose_event_claims(&mut self, id: u64, before: u64) {
-        for bytes in Self::lose_claims(&mut self.events, id, before) {
-            self.event_bytes -= bytes.len();
+        for held in Self::lose_claims(&mut self.events, id, before) {
+            self.unheld(held.reader, 0, held.value.len());
         }
     }
 }
@@ -136,6 +197,29 @@ impl TensorSource {
         // Every change under the lock is one insert or removal: a panic elsewhere while it was
         // held leaves it consistent.
         self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wakes the subscribers waiting for a file being read, and one waiting for the others
+    /// to take what it read once they took enough (`state` is then dropped). Nobody waiting,
+    /// nobody is woken (a wake is a system call, and a run has a few files a step).
+    fn let_go(&self, mut state: MutexGuard<'_, Shared>) {
+        let wake = std::mem::take(&mut state.wake) || state.waiting_for_reads > 0;
+        drop(state);
+        if wake {
+            self.inner.done.notify_all();
+        }
+    }
+
+    /// Waits for a file being read by another subscriber to be done.
+    fn wait_for_read<'s>(&'s self, mut state: MutexGuard<'s, Shared>) -> MutexGuard<'s, Shared> {
+        state.waiting_for_reads += 1;
+        let mut state = self
+            .inner
+            .done
+            .wait(state)
+            .unwrap_or_else(|p| p.into_inner());
+        state.waiting_for_reads -= 1;
+        state
     }
 
     /// A new subscriber: it takes what other subscribers read from now on, and reads on its
@@ -200,9 +284,10 @@ struct Claim {
 impl Drop for Claim {
     fn drop(&mut self) {
         let mut state = self.source.state();
-        state.subscribers.remove(&self.id);
-        Shared::lose_claims(&mut state.index, self.id, u64::MAX);
+        state.lose_index_claims(self.id, u64::MAX);
         state.lose_event_claims(self.id, u64::MAX);
+        state.subscribers.remove(&self.id);
+        self.source.let_go(state);
     }
 }
 
@@ -233,7 +318,8 @@ impl TensorSubscription {
         if let Some(wants) = state.subscribers.get_mut(&self.claim.id) {
             wants.index_from = wants.index_from.max(step);
         }
-        Shared::lose_claims(&mut state.index, self.claim.id, step);
+        state.lose_index_claims(self.claim.id, step);
+        self.claim.source.let_go(state);
     }
 
     /// This subscriber will not read event files of steps before `step`: what is held of them
@@ -244,6 +330,7 @@ impl TensorSubscription {
             wants.events_from = wants.events_from.max(step);
         }
         state.lose_event_claims(self.claim.id, step);
+        self.claim.source.let_go(state);
     }
 
     /// The run's end marker, read once for every subscriber: `Some(reason)` once it is there
@@ -261,11 +348,7 @@ impl TensorSubscription {
                 state.reading.insert(crate::run::EndMarker::PATH.to_owned());
                 break;
             }
-            state = source
-                .inner
-                .done
-                .wait(state)
-                .unwrap_or_else(|p| p.into_inner());
+            state = source.wait_for_read(state);
         }
         drop(state);
         // Taken off the files being read (the others woken) when dropped, whatever the read did.
@@ -287,12 +370,74 @@ impl TensorSubscription {
         self.release_events_before(u64::MAX);
     }
 
+    /// Whether this subscriber is ahead of the others: what it read and holds for them (files
+    /// they have not taken yet) has reached [`LEAD_INDEX_FILES`] index files or
+    /// [`LEAD_EVENT_BYTES`] bytes of event files, well within what the source holds
+    /// ([`HELD_INDEX_FILES`], [`HELD_EVENT_BYTES`]), past which files it read would not be
+    /// held, and the others would read them again. Never once it
+    /// [stopped waiting](Self::stop_waiting).
+    ///
+    /// A reader that has nothing else to do and may wait (the report's scalar curves, read
+    /// beside the rules: [`TensorFollower::read_to_end_paced`](super::TensorFollower::read_to_end_paced))
+    /// stops reading while it is ahead, and [waits](Self::wait_while_ahead) for the others to
+    /// take what it read, so that each file is read once however long the run.
+    pub fn is_ahead(&self) -> bool {
+        let state = self.claim.source.state();
+        state
+            .subscribers
+            .get(&self.claim.id)
+            .is_some_and(|w| w.ahead(1))
+    }
+
+    /// Waits while this subscriber [is ahead](Self::is_ahead), until what it holds for the
+    /// others is down to half its lead (they took it, said they will not ask for it, or were
+    /// dropped), or it [stopped waiting](Self::stop_waiting). Call it with no file of this
+    /// subscriber being read, and only from a thread the others never wait for (not rayon's
+    /// pool, where the others parse their index files).
+    pub fn wait_while_ahead(&self) {
+        let source = &self.claim.source;
+        let id = self.claim.id;
+        let mut state = source.state();
+        let ahead =
+            |state: &Shared, part| state.subscribers.get(&id).is_some_and(|w| w.ahead(part));
+        let pacing = |state: &mut Shared, on| {
+            if let Some(wants) = state.subscribers.get_mut(&id) {
+                wants.pacing = on;
+            }
+        };
+        if !ahead(&state, 1) {
+            return;
+        }
+        pacing(&mut state, true);
+        while ahead(&state, 2) {
+            state = source
+                .inner
+                .done
+                .wait(state)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        pacing(&mut state, false);
+    }
+
+    /// From now on this subscriber never waits for the others (they are done reading what
+    /// they will read, or its caller needs what it reads now): a wait in
+    /// [`wait_while_ahead`](Self::wait_while_ahead) ends at once.
+    pub fn stop_waiting(&self) {
+        let mut state = self.claim.source.state();
+        if let Some(wants) = state.subscribers.get_mut(&self.claim.id) {
+            wants.free = true;
+        }
+        drop(state);
+        self.claim.source.inner.done.notify_all();
+    }
+
     /// Takes `key` from `map` when it is held for this subscriber, waiting while another
     /// subscriber reads it; else marks it as being read by this one.
+    /// `size`: the index files and the bytes a held value counts as.
     fn take_or_claim<T: Clone>(
         &self,
         pick: impl Fn(&mut Shared) -> &mut BTreeMap<(u64, String), Held<T>>,
-        size: impl Fn(&T) -> usize,
+        size: impl Fn(&T) -> (usize, usize),
         key: &(u64, String),
     ) -> Got<T> {
         let source = &self.claim.source;
@@ -306,19 +451,17 @@ impl TensorSubscription {
                 if !held.waiting.is_empty() {
                     return Got::Taken(held.value.clone());
                 }
-                let value = map.remove(key).expect("held just now").value;
-                state.event_bytes -= size(&value);
-                return Got::Taken(value);
+                let held = map.remove(key).expect("held just now");
+                let (index_files, bytes) = size(&held.value);
+                state.unheld(held.reader, index_files, bytes);
+                source.let_go(state);
+                return Got::Taken(held.value);
             }
             if !state.reading.contains(&key.1) {
                 state.reading.insert(key.1.clone());
                 return Got::Read;
             }
-            state = source
-                .inner
-                .done
-                .wait(state)
-                .unwrap_or_else(|p| p.into_inner());
+            state = source.wait_for_read(state);
         }
     }
 }
@@ -333,7 +476,7 @@ impl IndexShare for TensorSubscription {
         read: &mut dyn FnMut() -> Result<IndexEntry>,
     ) -> Result<IndexEntry> {
         let key = (step, path.to_owned());
-        if let Got::Taken(entry) = self.take_or_claim(|s| &mut s.index, |_| 0, &key) {
+        if let Got::Taken(entry) = self.take_or_claim(|s| &mut s.index, |_| (1, 0), &key) {
             return Ok(entry);
         }
         let mut reading = Reading {
@@ -348,10 +491,22 @@ impl IndexShare for TensorSubscription {
             && state.index.len() < HELD_INDEX_FILES
         {
             let value = entry.clone();
-            state.index.insert(key, Held { value, waiting });
+            let reader = self.claim.id;
+            if let Some(old) = state.index.insert(
+                key,
+                Held {
+                    value,
+                    waiting,
+                    reader,
+                },
+            ) {
+                state.unheld(old.reader, 1, 0);
+            }
+            if let Some(wants) = state.subscribers.get_mut(&reader) {
+                wants.index_held += 1;
+            }
         }
-        drop(state);
-        self.claim.source.inner.done.notify_all();
+        self.claim.source.let_go(state);
         entry
     }
 }
@@ -367,7 +522,9 @@ impl TensorSubscription {
         read: impl FnOnce() -> Result<Bytes>,
     ) -> Result<Bytes> {
         let key = (step, path.to_owned());
-        if let Got::Taken(bytes) = self.take_or_claim(|s| &mut s.events, Bytes::len, &key) {
+        if let Got::Taken(bytes) =
+            self.take_or_claim(|s| &mut s.events, |b: &Bytes| (0, b.len()), &key)
+        {
             return Ok(bytes);
         }
         let mut reading = Reading {
@@ -383,12 +540,22 @@ impl TensorSubscription {
         {
             state.event_bytes += bytes.len();
             let value = bytes.clone();
-            if let Some(old) = state.events.insert(key, Held { value, waiting }) {
-                state.event_bytes -= old.value.len();
+            let reader = self.claim.id;
+            if let Some(old) = state.events.insert(
+                key,
+                Held {
+                    value,
+                    waiting,
+                    reader,
+                },
+            ) {
+                state.unheld(old.reader, 0, old.value.len());
+            }
+            if let Some(wants) = state.subscribers.get_mut(&reader) {
+                wants.event_bytes_held += bytes.len();
             }
         }
-        drop(state);
-        self.claim.source.inner.done.notify_all();
+        self.claim.source.let_go(state);
         bytes
     }
 }
@@ -420,8 +587,9 @@ impl Drop for Reading<'_> {
     fn drop(&mut self) {
         if let Some((_, path)) = self.key.take() {
             let source = &self.subscription.claim.source;
-            source.state().reading.remove(&path);
-            source.inner.done.notify_all();
+            let mut state = source.state();
+            state.reading.remove(&path);
+            source.let_go(state);
         }
     }
 }
@@ -612,6 +780,92 @@ mod tests {
         }
         assert_eq!(reads.load(Ordering::Relaxed), files + 8);
         assert_eq!(source.held(), (0, 2, 2 * len));
+    }
+
+    #[test]
+    fn a_subscriber_ahead_of_the_others_waits_for_them_to_take_what_it_read() {
+        let source = source();
+        let (ahead, behind) = (source.subscribe(), source.subscribe());
+        let reads = AtomicUsize::new(0);
+        let len = 1 << 20;
+        let lead = LEAD_EVENT_BYTES / len;
+        for step in 0..lead as u64 - 1 {
+            event(&ahead, step, len, &reads);
+        }
+        assert!(!ahead.is_ahead());
+        // Not ahead: the wait returns at once.
+        ahead.wait_while_ahead();
+        event(&ahead, lead as u64 - 1, len, &reads);
+        assert!(ahead.is_ahead(), "its lead");
+        // What the other read and holds for it does not count.
+        assert!(!behind.is_ahead());
+        let (waited_tx, waited_rx) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| {
+                ahead.wait_while_ahead();
+                waited_tx.send(()).unwrap();
+            });
+            // It waits until what is held for the other is under lead its lead.
+            let half_lead = LEAD_EVENT_BYTES / 2 / len;
+            let mut early = None;
+            for step in 0..=(lead - half_lead) as u64 {
+                if early.is_none() && waited_rx.try_recv().is_ok() {
+                    early = Some(step);
+                }
+                event(&behind, step, len, &reads);
+            }
+            let waited = waited_rx.recv_timeout(std::time::Duration::from_secs(60));
+            // Whatever happened, the waiter goes on (a failing test does not hang).
+            ahead.stop_waiting();
+            waiter.join().unwrap();
+            assert_eq!(early, None, "the wait ended before the files were taken");
+            waited.expect("the wait to end once the other took the files");
+        });
+        // Told to stop waiting, it is never paced again: a new subscriber reads on.
+        drop(ahead);
+        let ahead = source.subscribe();
+        assert_eq!(reads.load(Ordering::Relaxed), lead);
+        // Letting go counts as taking: a subscriber that says it will not ask for the files
+        // frees the one ahead, and so does one that is dropped.
+        for step in lead as u64..2 * lead as u64 {
+            event(&ahead, step, len, &reads);
+        }
+        assert!(ahead.is_ahead());
+        behind.release_all();
+        assert!(!ahead.is_ahead());
+        let other = source.subscribe();
+        for step in 2 * lead as u64..3 * lead as u64 {
+            event(&ahead, step, len, &reads);
+        }
+        assert!(ahead.is_ahead());
+        std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| ahead.wait_while_ahead());
+            drop(other);
+            waiter.join().unwrap();
+        });
+        assert!(!ahead.is_ahead());
+        assert_eq!(source.held(), (0, 0, 0));
+    }
+
+    #[test]
+    fn a_subscriber_told_to_stop_waiting_goes_on() {
+        let source = source();
+        let (ahead, _idle) = (source.subscribe(), source.subscribe());
+        let reads = AtomicUsize::new(0);
+        let len = 1 << 20;
+        for step in 0..(LEAD_EVENT_BYTES / len) as u64 {
+            event(&ahead, step, len, &reads);
+        }
+        assert!(ahead.is_ahead());
+        std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| ahead.wait_while_ahead());
+            // The other never takes a file (its rules are done): told to, the one ahead stops
+            // waiting for it.
+            ahead.stop_waiting();
+            waiter.join().unwrap();
+        });
+        assert!(!ahead.is_ahead());
+        ahead.wait_while_ahead();
     }
 
     #[test]

@@ -139,7 +139,9 @@ impl RunnerBuilder {
     /// a [`TensorSource`](smdebug_read::trial::TensorSource) other readers in the process
     /// share (a `Session`'s dashboard), so that each file is read once
     /// ([`TrialOptions::tensor_source`](smdebug_read::trial::TrialOptions::tensor_source)).
-    /// A runner whose rules read no tensors lets it go when it is built.
+    /// A runner whose rules read no tensors lets it go when it opens the run without a trial
+    /// (a run with profiler data), and shares only the index its trial reads otherwise (a
+    /// run without profiler data is opened as a tensor run).
     pub fn tensor_source(mut self, subscription: TensorSubscription) -> Self {
         self.tensor_subscription = Some(subscription);
         self
@@ -299,7 +301,7 @@ impl RunnerBuilder {
                 max_tensor_bytes: self.max_tensor_bytes,
                 profiler: has_profiler,
                 tensors: has_tensors,
-                tensor_source: self.tensor_subscription.take().filter(|_| has_tensors),
+                tensor_source: self.tensor_subscription.take(),
                 look_back,
                 read_ahead: self.read_ahead,
                 timeout: self.open_timeout,

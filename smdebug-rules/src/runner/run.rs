@@ -65,7 +65,9 @@ pub(super) struct OpenOptions {
     /// trial (whose index of every tensor of every step no rule would read: ~410 MB for the
     /// 5 M tensors of a 1-hour run).
     pub tensors: bool,
-    /// The source of the run's tensor files shared with other readers in the process.
+    /// The source of the run's tensor files shared with other readers in the process (let go
+    /// when no rule reads tensors and no trial is opened; a trial no rule reads takes no event
+    /// file from it).
     pub tensor_source: Option<TensorSubscription>,
     /// How long to wait for the run to appear, looking every `poll_interval`.
     pub timeout: Duration,
@@ -100,7 +102,7 @@ impl RunSource {
         options: OpenOptions,
         cancel: Option<&AtomicBool>,
     ) -> Result<RunSource> {
-        let trial_options = runner_trial_options(&options);
+        let mut trial_options = runner_trial_options(&options);
         let text = location.to_string();
         let open_error = |e: smdebug_read::Error| Error::OpenRun {
             location: text.clone(),
@@ -143,6 +145,18 @@ impl RunSource {
                 Err(_) => std::thread::park_timeout(options.poll_interval),
             }
         };
+        if !options.tensors {
+            // No rule reads tensors: the other readers of the source hold nothing for the
+            // runner (none at all when it opened no trial, which it then never opens).
+            match &trial {
+                None => trial_options.tensor_source = None,
+                Some(_) => {
+                    if let Some(share) = &trial_options.tensor_source {
+                        share.release_events_before(u64::MAX);
+                    }
+                }
+            }
+        }
         Ok(RunSource {
             location: location.clone(),
             storage,
