@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use smdebug_testkit::pages::scalars_section;
+
 use smdebug_core::{Mode, TensorView};
 use smdebug_report::{LoadOptions, ReportInput, ReportWriter, offline_runner};
 use smdebug_rules::report::default_specs;
@@ -42,24 +44,6 @@ fn record(run: &Path) {
 /// The kind of a file of the run, by its folder.
 fn kind(path: &str) -> &str {
     path.split('/').next().unwrap_or(path)
-}
-
-/// The scalars section of a report page, its charts' running numbers left out (the pages
-/// before it may draw different numbers of charts).
-fn scalars_section(page: &str) -> String {
-    let start = page
-        .find("<section id=\"scalars\"")
-        .expect("a scalars section");
-    let end = start + page[start..].find("</section>").expect("its end");
-    let mut section = &page[start..end];
-    let mut out = String::new();
-    while let Some(at) = section.find(" id=\"chart-") {
-        out.push_str(&section[..at]);
-        let rest = &section[at + " id=\"chart-".len()..];
-        section = &rest[rest.find('"').expect("the id's end") + 1..];
-    }
-    out.push_str(section);
-    out
 }
 
 #[test]

@@ -691,7 +691,7 @@ fn step_outlier_on_a_run_whose_trace_file_was_cut_short_says_so() {
     system_metrics(run.path(), "algo-1", start, 30, &[CPU_TOTAL, CPU0]);
     spans(run.path(), 1, start, 20, STEPS_AND_LOADS);
     let mut cut = 0;
-    for entry in walk(&run.path().join("framework")) {
+    for entry in smdebug_testkit::files::every_file(&run.path().join("framework")) {
         let bytes = std::fs::read(&entry).unwrap();
         std::fs::write(&entry, &bytes[..bytes.len() / 2]).unwrap();
         cut += 1;
@@ -706,20 +706,6 @@ fn step_outlier_on_a_run_whose_trace_file_was_cut_short_says_so() {
     );
     assert_eq!(st.warnings.len(), 1, "{st:#?}");
     assert!(st.warnings[0].contains("trace file skipped"), "{st:#?}");
-}
-
-/// Every file under `dir`, at any depth.
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            files.extend(walk(&path));
-        } else {
-            files.push(path);
-        }
-    }
-    files
 }
 
 // ---------------------------------------------------------------------------------------------

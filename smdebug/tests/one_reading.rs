@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use smdebug_testkit::pages::scalars_section;
 use std::time::Duration;
 
 use smdebug::Session;
@@ -385,24 +387,6 @@ fn read_more_than_once(
             (!once).then(|| (path.clone(), reads.reads, reads.bytes, size))
         })
         .collect()
-}
-
-/// The scalars section of a report page, its charts' running numbers left out (the pages
-/// before it may draw different numbers of charts).
-fn scalars_section(page: &str) -> String {
-    let start = page
-        .find("<section id=\"scalars\"")
-        .expect("a scalars section");
-    let end = start + page[start..].find("</section>").expect("its end");
-    let mut section = &page[start..end];
-    let mut out = String::new();
-    while let Some(at) = section.find(" id=\"chart-") {
-        out.push_str(&section[..at]);
-        let rest = &section[at + " id=\"chart-".len()..];
-        section = &rest[rest.find('"').expect("the id's end") + 1..];
-    }
-    out.push_str(section);
-    out
 }
 
 const SESSION_RULES: [&str; 3] = ["LossNotDecreasing", "VanishingGradient", "StepOutlier"];

@@ -1,4 +1,5 @@
-//! Folders in tests: copied whole ([`copy_tree`]), their contents as a value ([`snapshot`]):
+//! Folders in tests: copied whole ([`copy_tree`]), their files listed ([`every_file`]), their
+//! contents as a value ([`snapshot`]):
 //! taken before and after, equal snapshots prove that nothing under the folder was written,
 //! added, removed or relinked, even as root (for whom a read-only mode bit stops nothing), and a
 //! person's project folder that no run may claim ([`project_folder`]).
@@ -15,6 +16,20 @@ pub enum Entry {
     Folder,
     /// A symbolic link, with where it points (not followed).
     Link(PathBuf),
+}
+
+/// Every file under `dir`, at any depth (folders followed, not listed).
+pub fn every_file(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(every_file(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }
 
 /// Every file, folder and link under `dir` (not `dir` itself), by its path relative to `dir`.
