@@ -229,7 +229,17 @@ pub(crate) fn read_range(
     {
         return Ok(buf);
     }
-    use std::io::{Read, Seek, SeekFrom};
+    use std::io::Read;
+    let (f, len) = open_range(root, rel, range)?;
+    let mut buf = Vec::with_capacity(len as usize);
+    f.take(len).read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// `rel` opened (the checked way, [`open`]) and placed at `range.start`, with how many bytes
+/// of `range` it holds; an error when the range starts at or past its end.
+fn open_range(root: &Path, rel: &str, range: std::ops::Range<u64>) -> io::Result<(File, u64)> {
+    use std::io::{Seek, SeekFrom};
     let (mut f, size) = open(root, rel)?;
     if range.start >= size {
         return Err(io::Error::new(
@@ -237,11 +247,8 @@ pub(crate) fn read_range(
             format!("range {range:?} starts at or past the end ({size} bytes)"),
         ));
     }
-    let len = (range.end.min(size) - range.start) as usize;
     f.seek(SeekFrom::Start(range.start))?;
-    let mut buf = Vec::with_capacity(len);
-    f.take(len as u64).read_to_end(&mut buf)?;
-    Ok(buf)
+    Ok((f, range.end.min(size) - range.start))
 }
 
 /// [`read_range`] into `buf` (not empty): bytes `start..start + buf.len()` of `rel` written at
@@ -260,20 +267,9 @@ pub(crate) fn read_range_into(
     {
         return Ok(n);
     }
-    use std::io::{Read, Seek, SeekFrom};
-    let (mut f, size) = open(root, rel)?;
-    let end = start.saturating_add(buf.len() as u64);
-    if start >= size {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!(
-                "range {:?} starts at or past the end ({size} bytes)",
-                start..end
-            ),
-        ));
-    }
-    let len = (end.min(size) - start) as usize;
-    f.seek(SeekFrom::Start(start))?;
+    use std::io::Read;
+    let (f, len) = open_range(root, rel, start..start.saturating_add(buf.len() as u64))?;
+    let len = len as usize;
     let mut f = f.take(len as u64);
     let mut n = 0;
     while n < len {

@@ -805,7 +805,7 @@ mod tests {
                 ahead.wait_while_ahead();
                 waited_tx.send(()).unwrap();
             });
-            // It waits until what is held for the other is under lead its lead.
+            // It waits until what is held for the other is under half its lead.
             let half_lead = LEAD_EVENT_BYTES / 2 / len;
             let mut early = None;
             for step in 0..=(lead - half_lead) as u64 {
