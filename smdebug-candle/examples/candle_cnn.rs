@@ -13,8 +13,9 @@
 //! The network (`common/cnn.rs`): conv 5×5 (1→16) → ReLU → max-pool 2 → conv 5×5 (16→32) → ReLU
 //! → max-pool 2 → linear (512→10), 18.4k parameters, batch 32. The images are the 8×8 digits set
 //! resampled to 28×28 with a random rotation and shift (the demo's input pipeline), so a step does
-//! the work of an MNIST-sized LeNet. The run goes to `target/smdebug-candle/cnn-run` (or `--out`,
-//! a directory or an object-store URL).
+//! the work of an MNIST-sized LeNet. The weights are drawn from a seeded generator (candle's own
+//! cannot be seeded) and the pipeline is seeded, so every run trains the same model. The run
+//! goes to `target/smdebug-candle/cnn-run` (or `--out`, a directory or an object-store URL).
 //!
 //! `--overhead` times the loop without a hook; with the model registered whole (every layer's
 //! input and output a capture point) and weights, gradients, the layers' tensors, the loss and
@@ -39,6 +40,9 @@ use smdebug_io::writer::{OverflowPolicy, Writer};
 
 #[path = "common/cnn.rs"]
 mod cnn;
+#[allow(dead_code)] // its reseed only
+#[path = "../tests/common/model.rs"]
+mod model;
 use cnn::{BATCH, Cnn, SIDE};
 
 type BoxError = Box<dyn std::error::Error>;
@@ -73,8 +77,10 @@ fn main() -> Result<(), BoxError> {
     // The model registered whole: each layer's input and output is recorded when due (DeadRelu
     // asks for the ReLU outputs, the `outputs` collection below for every layer's output), and
     // each layer is a span of its own in the detailed window; its forward pass is the step's.
-    let model = Cnn::new(VarBuilder::from_varmap(&vm, DType::F32, &Device::Cpu))?
-        .register(session.hook())?;
+    // Seeded (the data pipeline is too), so every run trains the same model.
+    let model = Cnn::new(VarBuilder::from_varmap(&vm, DType::F32, &Device::Cpu))?;
+    model::reseed(&vm, cnn::SEED)?;
+    let model = model.register(session.hook())?;
     let mut sgd = SGD::new(vm.all_vars(), 0.05)?;
     let steps_per_epoch = data.train_len() / BATCH;
     'training: for epoch in 0..4u64 {

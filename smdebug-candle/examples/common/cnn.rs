@@ -9,6 +9,9 @@ use smdebug_examples::digits::HostBatch;
 pub const SIDE: usize = 28;
 /// Images per training step.
 pub const BATCH: usize = 32;
+/// The seed `candle_cnn` draws its initial weights from.
+#[allow(dead_code)] // candle_cnn's
+pub const SEED: u64 = 5;
 
 /// conv 5×5 (1→16) → ReLU → max-pool 2 → conv 5×5 (16→32) → ReLU → max-pool 2 → linear
 /// (512→10): 18.4k parameters.
