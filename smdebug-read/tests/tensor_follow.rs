@@ -653,6 +653,76 @@ fn an_index_file_left_out_of_a_listing_that_holds_a_later_one_is_read_at_the_nex
     assert_eq!(trial.last_complete_step().unwrap(), Some(9));
 }
 
+/// A live run followed from its first steps: a listing leaves out worker_0's step 13, written
+/// just before step 14, which it holds. A reader that shows what it is handed (the dashboard's
+/// live chart) never shows step 14 or later without step 13: a step found after the first
+/// listing is handed out once the listing after the one that found it has been read, with the
+/// steps that listing found left out. (The live chart held step 4,865 without 4,863-4,864
+/// for a poll: drawn from one listing's files before the next found the rest.)
+#[test]
+fn a_step_is_handed_out_only_with_every_earlier_step_of_its_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    write_collections(&run, "worker_0", 1);
+    write_losses(&run, 0..10);
+    let hidden = std::sync::Arc::new(LateListing {
+        hidden: std::sync::Mutex::new(Vec::new()),
+    });
+    struct Shared(std::sync::Arc<LateListing>);
+    impl std::fmt::Debug for Shared {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            self.0.fmt(f)
+        }
+    }
+    impl Intercept for Shared {
+        fn list(&self, inner: &dyn Storage, prefix: &str) -> smdebug_storage::Result<Vec<String>> {
+            self.0.list(inner, prefix)
+        }
+        fn list_after(
+            &self,
+            inner: &dyn Storage,
+            prefix: &str,
+            offset: &str,
+        ) -> smdebug_storage::Result<Vec<String>> {
+            self.0.list_after(inner, prefix, offset)
+        }
+    }
+    let storage = Intercepted::new(
+        Arc::new(LocalStorage::new(&run).unwrap()),
+        Shared(std::sync::Arc::clone(&hidden)),
+    ) as Arc<dyn Storage>;
+    let mut f = TensorFollower::new(storage);
+    let mut columns = ScalarColumns::default();
+    // What the reader shows after each hand-out, and the steps handed out by each poll.
+    let mut shown: Vec<Vec<(u64, f64)>> = Vec::new();
+    let mut polls: Vec<Vec<u64>> = Vec::new();
+    let mut poll_once = |f: &mut TensorFollower| {
+        let inc = f.poll(Duration::from_secs(600), &mut |batch, more| {
+            columns.add(batch, more);
+            shown.push(column(&columns, "loss", Mode::Train));
+        });
+        assert!(inc.problems.is_empty(), "{:?}", inc.problems);
+        polls.push(inc.steps.iter().map(|s| s.step).collect());
+    };
+    poll_once(&mut f);
+    // Steps 10 to 19 are written; the next listing leaves out step 13.
+    write_losses(&run, 10..20);
+    *hidden.hidden.lock().unwrap() = vec![layout::index_file(13, "worker_0")];
+    poll_once(&mut f);
+    poll_once(&mut f);
+    assert_eq!(f.steps(), (0..20).collect::<Vec<_>>());
+    for drawn in &shown {
+        let expected: Vec<(u64, f64)> = (0..drawn.len() as u64).map(|s| (s, s as f64)).collect();
+        assert_eq!(drawn, &expected, "a hand-out left an earlier step out");
+    }
+    assert_eq!(shown.last().unwrap().len(), 20, "{shown:?}");
+    assert_eq!(polls[0], (0..10).collect::<Vec<_>>());
+    // The second poll's first listing found 10-12 and 14-19; its second found 13 and handed it
+    // out with them.
+    assert_eq!(polls[1], [10, 11, 12, 14, 15, 16, 17, 18, 19, 13]);
+    assert!(polls[2].is_empty(), "{polls:?}");
+}
+
 /// `read_steps` reads the steps of a window alone, across index folders (one per 1,000 steps),
 /// and gives what a follower of the whole run gives for them: the same values at the same
 /// steps with the same wall times; an index file of the window that names another step's event

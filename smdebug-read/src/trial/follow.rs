@@ -97,8 +97,9 @@ pub struct FollowedStep {
 /// What one [`poll`](TensorFollower::poll) found.
 #[derive(Debug, Default)]
 pub struct TensorIncrement {
-    /// Steps taken in for the first time, in the order read (step order, but for a step a late
-    /// worker adds to a later listing).
+    /// Steps handed out for the first time (with their values, see [`TensorFollower`] on when
+    /// a step is handed out), in the order read (step order, but for a step a late worker adds
+    /// to a later listing).
     pub steps: Vec<FollowedStep>,
     /// Tensor names seen for the first time (reductions listed under their tensor).
     pub names: Vec<String>,
@@ -164,6 +165,21 @@ struct StepRead {
 /// never decoded (its header is checked against a one-number budget first), and the tensor is
 /// not read again at later steps.
 ///
+/// A step and its values are handed out once no earlier step of its worker can still come
+/// (every step a value-drawing reader shows is then there with every step before it): when
+/// the listing after the one that found the step has been read. A listing holds every file
+/// that existed when it started, and each worker writes its steps in order, so that listing
+/// holds every earlier file of the worker; the listing that found the step may have missed
+/// some, created while it ran (a folder read while files are renamed into it, an object
+/// store's pages). Those missed files, found by the next listing, go out with what they were
+/// missed beside, in one hand-out. A poll reads two listings when it has steps to hand out,
+/// so what a poll finds is handed out in that poll but for files written while it listed,
+/// which wait for the next. A listing started after the run's end marker hands out as it
+/// reads (nothing can come after it), once nothing is waiting from before; so does the first
+/// listing that finds a step (holding what it finds would hold a long run's every value while
+/// it is first read): a step it left out is handed out when the next listing, in the same
+/// poll when the budget allows, finds it.
+///
 /// Why not the `Trial` itself: it keeps, for every step, a table of every tensor's name and
 /// record location, and reading through it looks up and decodes one value at a time. On a
 /// 100,000-step run of 50 scalars (BENCHMARKS.md) the dashboard's follower holding the `Trial`
@@ -201,6 +217,69 @@ pub struct TensorFollower {
     marker: Option<Option<EndReason>>,
     /// Index files and event files come through this source, shared with other readers.
     share: Option<TensorSubscription>,
+    /// Steps and values taken in from the listing being read, handed out once the listing after
+    /// it has been read.
+    taking: Waiting,
+    /// Steps and values taken in from the last listing read, handed out once the listing being
+    /// read has been read.
+    waiting: Waiting,
+    /// Steps and values taken in from the listing being read that the last listing left out
+    /// (a worker's step before its last step found then): handed out with `waiting`.
+    missed: Waiting,
+    /// Values of `missed` not yet in its batches.
+    missed_values: Values,
+    /// Worker -> the last step taken in of it.
+    last_of: BTreeMap<String, u64>,
+    /// `last_of` when the listing being read started.
+    last_at_listing: BTreeMap<String, u64>,
+    /// Hand out what is taken in at once (a reader of chosen steps, `read_steps`).
+    at_once: bool,
+}
+
+/// Steps and values taken in, not handed out yet.
+#[derive(Default)]
+struct Waiting {
+    steps: Vec<FollowedStep>,
+    batches: Vec<ScalarBatch>,
+    values: usize,
+}
+
+impl Waiting {
+    fn is_empty(&self) -> bool {
+        self.steps.is_empty() && self.batches.is_empty()
+    }
+
+    /// Adds the values taken in since the last call.
+    fn add(&mut self, values: &mut Values) {
+        let values = std::mem::take(values);
+        if !values.columns.is_empty() {
+            self.values += values.count;
+            self.batches.push(values.columns);
+        }
+    }
+
+    /// Adds all of `other`.
+    fn join(&mut self, other: Waiting) {
+        self.steps.extend(other.steps);
+        self.batches.extend(other.batches);
+        self.values += other.values;
+    }
+
+    /// Hands it all out: the steps to `inc`, the values to `sink` in one batch (a reader that
+    /// shows what it is handed never shows a part of it).
+    fn hand_out(
+        self,
+        inc: &mut TensorIncrement,
+        sink: &mut dyn FnMut(ScalarBatch, usize),
+        pending: usize,
+    ) {
+        inc.steps.extend(self.steps);
+        inc.values += self.values;
+        let batch: ScalarBatch = self.batches.into_iter().flatten().collect();
+        if !batch.is_empty() {
+            sink(batch, pending);
+        }
+    }
 }
 
 impl TensorFollower {
@@ -225,6 +304,13 @@ impl TensorFollower {
             end: None,
             marker: None,
             share: None,
+            taking: Waiting::default(),
+            waiting: Waiting::default(),
+            missed: Waiting::default(),
+            missed_values: Values::default(),
+            last_of: BTreeMap::new(),
+            last_at_listing: BTreeMap::new(),
+            at_once: false,
         }
     }
 
@@ -319,8 +405,9 @@ impl TensorFollower {
         sink: &mut dyn FnMut(ScalarBatch, usize),
     ) -> TensorIncrement {
         let mut inc = TensorIncrement::default();
-        // At most two listings a poll: a listing after which steps are seen complete is followed
-        // by one that confirms them (see `StepProgress`), at once when the budget allows.
+        // At most two listings a poll: a listing after which steps are seen complete, or that
+        // found steps to hand out, is followed by one that confirms them (see `StepProgress`,
+        // and the type's docs on when a step is handed out).
         for _ in 0..2 {
             if self.backlog.is_empty() && self.listing.is_none() && self.end.is_none() {
                 self.list(&mut inc);
@@ -335,15 +422,31 @@ impl TensorFollower {
             // The backlog's room goes back.
             self.backlog = VecDeque::new();
             self.progress.listed();
+            // The listing is read: what the one before it found has every earlier step there,
+            // those it left out included.
+            let mut out = std::mem::take(&mut self.waiting);
+            self.missed.add(&mut self.missed_values);
+            out.join(std::mem::take(&mut self.missed));
+            let taken = std::mem::take(&mut self.taking);
             if let Some(reason) = self.listing_end.take() {
+                // Started after the end marker: nothing can come after what it found.
+                out.join(taken);
+                out.hand_out(&mut inc, sink, 0);
                 self.end = Some(reason);
                 self.progress.ended(self.steps.last().copied());
                 if let Some(share) = &self.share {
                     share.release_all();
                 }
+            } else {
+                out.hand_out(&mut inc, sink, 0);
+                self.waiting = taken;
             }
             self.forget_complete();
-            if !self.progress.relisting_due() || !more() {
+            // The listing that hands out what waits is started even when the budget is spent
+            // (it reads only files that are new; those it lists when the budget is spent are
+            // read at the next poll, and what waits with them).
+            let due = self.progress.relisting_due() || !self.waiting.is_empty();
+            if !due || (!more() && self.waiting.is_empty()) {
                 break;
             }
         }
@@ -364,6 +467,7 @@ impl TensorFollower {
             None
         });
         let from = self.progress.start_listing();
+        self.last_at_listing.clone_from(&self.last_of);
         if let Some(share) = &self.share {
             // Files of steps before the listing's start are never read from now on.
             share.release_index_before(from);
@@ -521,8 +625,11 @@ impl TensorFollower {
         self.backlog = backlog;
     }
 
-    /// The numbers taken in since the last call go to `sink`, with about how many index files
-    /// are still to read; what is kept of complete steps goes.
+    /// The numbers taken in since the last call join the listing's steps waiting to be handed
+    /// out; what is kept of complete steps goes. They go to `sink` at once, with about how many
+    /// index files are still to read, for a reader of chosen steps, in a listing started after
+    /// the end marker with nothing waiting from before it, and in the first listing that finds
+    /// a step (see the type's docs).
     fn hand_out(
         &mut self,
         values: &mut Values,
@@ -531,10 +638,14 @@ impl TensorFollower {
         pending: usize,
     ) {
         self.forget_complete();
-        let values = std::mem::take(values);
-        if !values.columns.is_empty() {
-            inc.values += values.count;
-            sink(values.columns, pending);
+        self.taking.add(values);
+        self.missed.add(&mut self.missed_values);
+        let final_listing = self.listing_end.is_some() && self.waiting.is_empty();
+        let first_listing = self.last_at_listing.is_empty();
+        if self.at_once || final_listing || first_listing {
+            let mut out = std::mem::take(&mut self.missed);
+            out.join(std::mem::take(&mut self.taking));
+            out.hand_out(inc, sink, pending);
         }
     }
 
@@ -566,13 +677,25 @@ impl TensorFollower {
                 inc.problem(TensorProblem::RepeatedName(line));
             }
         }
+        // A step of its worker's before the last one taken in of it when this listing started:
+        // the last listing left it out.
+        let missed = self
+            .last_at_listing
+            .get(&idx.worker)
+            .is_some_and(|&last| idx.step < last);
+        let last = self.last_of.entry(idx.worker.clone()).or_insert(idx.step);
+        *last = (*last).max(idx.step);
         if let Err(at) = self.steps.binary_search(&idx.step) {
             self.steps.insert(at, idx.step);
-            inc.steps.push(FollowedStep {
+            let step = FollowedStep {
                 step: idx.step,
                 mode: idx.mode,
                 mode_step: idx.mode_step,
-            });
+            };
+            match missed {
+                true => self.missed.steps.push(step),
+                false => self.taking.steps.push(step),
+            }
         }
         for name in idx.tensors.names() {
             if self.stored_names.contains(name) {
@@ -593,6 +716,10 @@ impl TensorFollower {
                 .unwrap_or_else(PoisonError::into_inner);
             known.extend(read.not_numbers);
         }
+        let values = match missed {
+            true => &mut self.missed_values,
+            false => values,
+        };
         for (at, value, wall_time) in read.numbers {
             values.push(idx.tensors.name(at), idx.mode, idx.step, value, wall_time);
         }
@@ -628,6 +755,7 @@ impl TensorFollower {
         to: u64,
     ) -> Result<(ScalarBatch, TensorIncrement)> {
         let mut follower = TensorFollower::new(storage);
+        follower.at_once = true;
         for folder in from / 1000..=to / 1000 {
             let listed = follower.storage.list(&format!(
                 "{}/{folder:09}",
