@@ -143,6 +143,25 @@ pub const VARIANTS: [&str; 4] = [
     "every step, records dropped",
 ];
 
+/// The mean of `values` and the half-width of its 95 % confidence interval (Student's t, the
+/// values taken as independent draws); NaN for fewer than two values.
+pub fn mean_ci95(values: &[f64]) -> (f64, f64) {
+    let n = values.len();
+    if n < 2 {
+        return (f64::NAN, f64::NAN);
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let var = values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    // t(0.975) for 1 to 30 degrees of freedom; 1.96 beyond (within 2 % of the true value).
+    const T: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    let t = T.get(n - 2).copied().unwrap_or(1.96);
+    (mean, t * (var / n as f64).sqrt())
+}
+
 /// The median of `values` (the mean of the middle two for an even count); NaN when empty.
 pub fn median(values: &[f64]) -> f64 {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
@@ -206,6 +225,21 @@ pub fn print_registered(rows: &[[f64; 2]]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_mean_comes_with_students_interval() {
+        // 1..=5: mean 3, standard error √2.5/√5 = 0.7071, t(4) = 2.776.
+        let (mean, half) = mean_ci95(&[1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(mean, 3.0);
+        assert!((half - 2.776 * 0.5f64.sqrt()).abs() < 1e-9, "{half}");
+        // Past 31 values the normal quantile.
+        let many: Vec<f64> = (0..40).map(|i| f64::from(i % 2)).collect();
+        let (mean, half) = mean_ci95(&many);
+        let sd = (40.0 * 0.25 / 39.0f64).sqrt();
+        assert_eq!(mean, 0.5);
+        assert!((half - 1.96 * sd / 40f64.sqrt()).abs() < 1e-9, "{half}");
+        assert!(mean_ci95(&[1.0]).0.is_nan());
+    }
 
     #[test]
     fn number_args_parse_or_say_which_flag_is_wrong() {

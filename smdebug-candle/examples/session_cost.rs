@@ -56,7 +56,7 @@ use candle_nn::{Optimizer, SGD, VarBuilder, VarMap};
 use smdebug::prelude::*;
 use smdebug::profiler::system::SamplerConfig;
 use smdebug_examples::digits::AugmentedDigits;
-use smdebug_examples::overhead::{median, number_arg};
+use smdebug_examples::overhead::{mean_ci95, median, number_arg};
 
 #[path = "common/cnn.rs"]
 #[allow(dead_code)] // accuracy: this example measures time only
@@ -439,6 +439,7 @@ fn paired(rounds: usize, steps: usize, batch: usize, variants: &[String]) -> Res
         "{:<16} {:>10} {:>11} {:>13} {:>13} {:>11}",
         "variant", "bare step", "over bare", "bare first", "variant first", "|apart|"
     );
+    let mut intervals = Vec::new();
     for (name, runs) in names.iter().zip(&over) {
         let pct = |runs: &[&(bool, f64, f64)]| {
             median(
@@ -456,6 +457,17 @@ fn paired(rounds: usize, steps: usize, batch: usize, variants: &[String]) -> Res
                 .map(|(_, b, v)| ((v / b - 1.0) * 100.0).abs())
                 .collect::<Vec<_>>(),
         );
+        let (mean, half) = mean_ci95(
+            &runs
+                .iter()
+                .map(|(_, b, v)| (v / b - 1.0) * 100.0)
+                .collect::<Vec<_>>(),
+        );
+        intervals.push(format!(
+            "{name}: {mean:+.2} % over bare, mean of the processes, 95 % interval {:+.2} % to {:+.2} %",
+            mean - half,
+            mean + half
+        ));
         println!(
             "{name:<16} {:>7.3} ms {:>+9.2} % {:>+11.2} % {:>+11.2} % {:>9.2} %",
             median(&runs.iter().map(|r| r.1).collect::<Vec<_>>()) * 1e3,
@@ -464,6 +476,9 @@ fn paired(rounds: usize, steps: usize, batch: usize, variants: &[String]) -> Res
             pct(&vf),
             apart
         );
+    }
+    for line in intervals {
+        println!("{line}");
     }
     Ok(())
 }
@@ -708,6 +723,7 @@ fn print_table(steps: usize, batch: usize, variants: &[String], quads_of: &[Vec<
             .collect::<Vec<_>>(),
     );
     println!("{:<16} {:>7.2} ms", "no session", bare * 1e3);
+    let mut means = Vec::new();
     for (name, quads) in variants.iter().zip(quads_of) {
         let of = |f: fn(&Measured) -> f64| {
             median(
@@ -717,16 +733,16 @@ fn print_table(steps: usize, batch: usize, variants: &[String], quads_of: &[Vec<
                     .collect::<Vec<_>>(),
             )
         };
-        let over = median(
-            &quads
-                .iter()
-                .map(|q| {
-                    let v = (q.variant[0].step + q.variant[1].step) / 2.0;
-                    let b = (q.bare[0].step + q.bare[1].step) / 2.0;
-                    (v / b - 1.0) * 100.0
-                })
-                .collect::<Vec<_>>(),
-        );
+        let per_quad: Vec<f64> = quads
+            .iter()
+            .map(|q| {
+                let v = (q.variant[0].step + q.variant[1].step) / 2.0;
+                let b = (q.bare[0].step + q.bare[1].step) / 2.0;
+                (v / b - 1.0) * 100.0
+            })
+            .collect();
+        let over = median(&per_quad);
+        means.push((name, mean_ci95(&per_quad)));
         let (in_loop, threads) = (of(|m| m.in_loop), of(|m| m.threads));
         println!(
             "{name:<16} {:>7.2} ms {:>+10.2} % {:>7.0} ms {:>8.0} ms {:>9.1} µs {:>10.1} µs {:>9.2} %",
@@ -748,6 +764,14 @@ fn print_table(steps: usize, batch: usize, variants: &[String], quads_of: &[Vec<
         median(&apart),
         apart.iter().fold(0.0f64, |m, x| m.max(*x))
     );
+    // The quads' mean cost with its 95 % confidence interval: how sure the figure is.
+    for (name, (mean, half)) in means {
+        println!(
+            "{name}: {mean:+.2} % over bare, mean of the quads, 95 % interval {:+.2} % to {:+.2} %",
+            mean - half,
+            mean + half
+        );
+    }
 }
 
 /// Each of the session's threads in each variant: the median over the variant's processes of
