@@ -577,7 +577,8 @@ fn a_run_that_ends_while_a_backlog_is_read_is_listed_once_more_before_it_counts_
 /// object store's listing pages.
 #[derive(Debug)]
 struct LateListing {
-    hidden: std::sync::Mutex<Vec<String>>,
+    /// Shared with the test, which may hide paths from the next listing.
+    hidden: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl LateListing {
@@ -623,7 +624,7 @@ fn an_index_file_left_out_of_a_listing_that_holds_a_later_one_is_read_at_the_nex
     let late = || {
         let hidden = vec![layout::index_file(7, "worker_0")];
         let late = LateListing {
-            hidden: std::sync::Mutex::new(hidden),
+            hidden: Arc::new(std::sync::Mutex::new(hidden)),
         };
         Intercepted::new(Arc::new(LocalStorage::new(&run).unwrap()), late) as Arc<dyn Storage>
     };
@@ -665,32 +666,12 @@ fn a_step_is_handed_out_only_with_every_earlier_step_of_its_worker() {
     let run = dir.path().join("run");
     write_collections(&run, "worker_0", 1);
     write_losses(&run, 0..10);
-    let hidden = std::sync::Arc::new(LateListing {
-        hidden: std::sync::Mutex::new(Vec::new()),
-    });
-    struct Shared(std::sync::Arc<LateListing>);
-    impl std::fmt::Debug for Shared {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            self.0.fmt(f)
-        }
-    }
-    impl Intercept for Shared {
-        fn list(&self, inner: &dyn Storage, prefix: &str) -> smdebug_storage::Result<Vec<String>> {
-            self.0.list(inner, prefix)
-        }
-        fn list_after(
-            &self,
-            inner: &dyn Storage,
-            prefix: &str,
-            offset: &str,
-        ) -> smdebug_storage::Result<Vec<String>> {
-            self.0.list_after(inner, prefix, offset)
-        }
-    }
-    let storage = Intercepted::new(
-        Arc::new(LocalStorage::new(&run).unwrap()),
-        Shared(std::sync::Arc::clone(&hidden)),
-    ) as Arc<dyn Storage>;
+    let hidden = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let late = LateListing {
+        hidden: Arc::clone(&hidden),
+    };
+    let storage =
+        Intercepted::new(Arc::new(LocalStorage::new(&run).unwrap()), late) as Arc<dyn Storage>;
     let mut f = TensorFollower::new(storage);
     let mut columns = ScalarColumns::default();
     // What the reader shows after each hand-out, and the steps handed out by each poll.
@@ -707,7 +688,7 @@ fn a_step_is_handed_out_only_with_every_earlier_step_of_its_worker() {
     poll_once(&mut f);
     // Steps 10 to 19 are written; the next listing leaves out step 13.
     write_losses(&run, 10..20);
-    *hidden.hidden.lock().unwrap() = vec![layout::index_file(13, "worker_0")];
+    *hidden.lock().unwrap() = vec![layout::index_file(13, "worker_0")];
     poll_once(&mut f);
     poll_once(&mut f);
     assert_eq!(f.steps(), (0..20).collect::<Vec<_>>());
