@@ -808,11 +808,11 @@ mod tests {
             // The other takes nothing before the waiter waits: a wait that begins once the
             // other took a file finds it no longer ahead and returns at once (CI, under load,
             // started the waiter after the first file was taken).
-            let started = std::time::Instant::now();
-            while !source.state().subscribers[&ahead.claim.id].pacing {
-                assert!(started.elapsed().as_secs() < 60, "the waiter never waited");
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
+            smdebug_storage::testing::wait_until(
+                std::time::Duration::from_secs(60),
+                "the subscriber ahead to wait",
+                || source.state().subscribers[&ahead.claim.id].pacing,
+            );
             // It waits until what is held for the other is under half its lead.
             let half_lead = LEAD_EVENT_BYTES / 2 / len;
             let mut early = None;
