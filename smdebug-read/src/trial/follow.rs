@@ -177,8 +177,9 @@ struct StepRead {
 /// which wait for the next. A listing started after the run's end marker hands out as it
 /// reads (nothing can come after it), once nothing is waiting from before; so does the first
 /// listing that finds a step (holding what it finds would hold a long run's every value while
-/// it is first read): a step it left out is handed out when the next listing, in the same
-/// poll when the budget allows, finds it.
+/// it is first read), and so the reading of chosen steps ([`read_steps`](Self::read_steps)),
+/// which lists nothing before: a step it left out is handed out when the next listing, in the
+/// same poll when the budget allows, finds it.
 ///
 /// Why not the `Trial` itself: it keeps, for every step, a table of every tensor's name and
 /// record location, and reading through it looks up and decodes one value at a time. On a
@@ -220,20 +221,17 @@ pub struct TensorFollower {
     /// Steps and values taken in from the listing being read, handed out once the listing after
     /// it has been read.
     taking: Waiting,
-    /// Steps and values taken in from the last listing read, handed out once the listing being
-    /// read has been read.
+    /// Steps and values taken in from the last listing read, and those the listing being read
+    /// finds that the last one left out (a worker's step before its last step found then):
+    /// handed out once the listing being read has been read.
     waiting: Waiting,
-    /// Steps and values taken in from the listing being read that the last listing left out
-    /// (a worker's step before its last step found then): handed out with `waiting`.
-    missed: Waiting,
-    /// Values of `missed` not yet in its batches.
+    /// Values left out by the last listing, not yet in `waiting`'s batches.
     missed_values: Values,
     /// Worker -> the last step taken in of it.
     last_of: BTreeMap<String, u64>,
-    /// `last_of` when the listing being read started.
+    /// `last_of` when the listing being read started (empty before the first listing that
+    /// found a step).
     last_at_listing: BTreeMap<String, u64>,
-    /// Hand out what is taken in at once (a reader of chosen steps, `read_steps`).
-    at_once: bool,
 }
 
 /// Steps and values taken in, not handed out yet.
@@ -306,11 +304,9 @@ impl TensorFollower {
             share: None,
             taking: Waiting::default(),
             waiting: Waiting::default(),
-            missed: Waiting::default(),
             missed_values: Values::default(),
             last_of: BTreeMap::new(),
             last_at_listing: BTreeMap::new(),
-            at_once: false,
         }
     }
 
@@ -424,22 +420,22 @@ impl TensorFollower {
             self.progress.listed();
             // The listing is read: what the one before it found has every earlier step there,
             // those it left out included.
+            self.waiting.add(&mut self.missed_values);
             let mut out = std::mem::take(&mut self.waiting);
-            self.missed.add(&mut self.missed_values);
-            out.join(std::mem::take(&mut self.missed));
             let taken = std::mem::take(&mut self.taking);
-            if let Some(reason) = self.listing_end.take() {
+            let ended = self.listing_end.take();
+            match ended {
                 // Started after the end marker: nothing can come after what it found.
-                out.join(taken);
-                out.hand_out(&mut inc, sink, 0);
+                Some(_) => out.join(taken),
+                None => self.waiting = taken,
+            }
+            out.hand_out(&mut inc, sink, 0);
+            if let Some(reason) = ended {
                 self.end = Some(reason);
                 self.progress.ended(self.steps.last().copied());
                 if let Some(share) = &self.share {
                     share.release_all();
                 }
-            } else {
-                out.hand_out(&mut inc, sink, 0);
-                self.waiting = taken;
             }
             self.forget_complete();
             // The listing that hands out what waits is started even when the budget is spent
@@ -627,9 +623,9 @@ impl TensorFollower {
 
     /// The numbers taken in since the last call join the listing's steps waiting to be handed
     /// out; what is kept of complete steps goes. They go to `sink` at once, with about how many
-    /// index files are still to read, for a reader of chosen steps, in a listing started after
-    /// the end marker with nothing waiting from before it, and in the first listing that finds
-    /// a step (see the type's docs).
+    /// index files are still to read, in a listing started after the end marker with nothing
+    /// waiting from before it, and in the first listing that finds a step or a reading of
+    /// chosen steps (see the type's docs).
     fn hand_out(
         &mut self,
         values: &mut Values,
@@ -639,13 +635,11 @@ impl TensorFollower {
     ) {
         self.forget_complete();
         self.taking.add(values);
-        self.missed.add(&mut self.missed_values);
+        self.waiting.add(&mut self.missed_values);
         let final_listing = self.listing_end.is_some() && self.waiting.is_empty();
         let first_listing = self.last_at_listing.is_empty();
-        if self.at_once || final_listing || first_listing {
-            let mut out = std::mem::take(&mut self.missed);
-            out.join(std::mem::take(&mut self.taking));
-            out.hand_out(inc, sink, pending);
+        if final_listing || first_listing {
+            std::mem::take(&mut self.taking).hand_out(inc, sink, pending);
         }
     }
 
@@ -693,7 +687,7 @@ impl TensorFollower {
                 mode_step: idx.mode_step,
             };
             match missed {
-                true => self.missed.steps.push(step),
+                true => self.waiting.steps.push(step),
                 false => self.taking.steps.push(step),
             }
         }
@@ -755,7 +749,6 @@ impl TensorFollower {
         to: u64,
     ) -> Result<(ScalarBatch, TensorIncrement)> {
         let mut follower = TensorFollower::new(storage);
-        follower.at_once = true;
         for folder in from / 1000..=to / 1000 {
             let listed = follower.storage.list(&format!(
                 "{}/{folder:09}",
