@@ -441,39 +441,20 @@ fn paired(rounds: usize, steps: usize, batch: usize, variants: &[String]) -> Res
     );
     let mut intervals = Vec::new();
     for (name, runs) in names.iter().zip(&over) {
-        let pct = |runs: &[&(bool, f64, f64)]| {
-            median(
-                &runs
-                    .iter()
-                    .map(|(_, b, v)| (v / b - 1.0) * 100.0)
-                    .collect::<Vec<_>>(),
-            )
-        };
-        let all: Vec<_> = runs.iter().collect();
+        let over_bare = |(_, b, v): &(bool, f64, f64)| (v / b - 1.0) * 100.0;
+        let all: Vec<f64> = runs.iter().map(over_bare).collect();
         let (vf, bf): (Vec<_>, Vec<_>) = runs.iter().partition(|(first, _, _)| *first);
-        let apart = median(
-            &runs
-                .iter()
-                .map(|(_, b, v)| ((v / b - 1.0) * 100.0).abs())
-                .collect::<Vec<_>>(),
-        );
-        let (mean, half) = mean_ci95(
-            &runs
-                .iter()
-                .map(|(_, b, v)| (v / b - 1.0) * 100.0)
-                .collect::<Vec<_>>(),
-        );
-        intervals.push(format!(
-            "{name}: {mean:+.2} % over bare, mean of the processes, 95 % interval {:+.2} % to {:+.2} %",
-            mean - half,
-            mean + half
-        ));
+        let pct = |runs: Vec<&(bool, f64, f64)>| {
+            median(&runs.into_iter().map(over_bare).collect::<Vec<_>>())
+        };
+        let apart = median(&all.iter().map(|p| p.abs()).collect::<Vec<_>>());
+        intervals.push(interval(name, "processes", &all));
         println!(
             "{name:<16} {:>7.3} ms {:>+9.2} % {:>+11.2} % {:>+11.2} % {:>9.2} %",
             median(&runs.iter().map(|r| r.1).collect::<Vec<_>>()) * 1e3,
-            pct(&all),
-            pct(&bf),
-            pct(&vf),
+            median(&all),
+            pct(bf),
+            pct(vf),
             apart
         );
     }
@@ -723,7 +704,7 @@ fn print_table(steps: usize, batch: usize, variants: &[String], quads_of: &[Vec<
             .collect::<Vec<_>>(),
     );
     println!("{:<16} {:>7.2} ms", "no session", bare * 1e3);
-    let mut means = Vec::new();
+    let mut intervals = Vec::new();
     for (name, quads) in variants.iter().zip(quads_of) {
         let of = |f: fn(&Measured) -> f64| {
             median(
@@ -742,7 +723,7 @@ fn print_table(steps: usize, batch: usize, variants: &[String], quads_of: &[Vec<
             })
             .collect();
         let over = median(&per_quad);
-        means.push((name, mean_ci95(&per_quad)));
+        intervals.push(interval(name, "quads", &per_quad));
         let (in_loop, threads) = (of(|m| m.in_loop), of(|m| m.threads));
         println!(
             "{name:<16} {:>7.2} ms {:>+10.2} % {:>7.0} ms {:>8.0} ms {:>9.1} µs {:>10.1} µs {:>9.2} %",
@@ -764,14 +745,20 @@ fn print_table(steps: usize, batch: usize, variants: &[String], quads_of: &[Vec<
         median(&apart),
         apart.iter().fold(0.0f64, |m, x| m.max(*x))
     );
-    // The quads' mean cost with its 95 % confidence interval: how sure the figure is.
-    for (name, (mean, half)) in means {
-        println!(
-            "{name}: {mean:+.2} % over bare, mean of the quads, 95 % interval {:+.2} % to {:+.2} %",
-            mean - half,
-            mean + half
-        );
+    for line in intervals {
+        println!("{line}");
     }
+}
+
+/// A variant's mean cost over `of` (its quads or processes) with its 95 % confidence interval:
+/// how sure the figure is.
+fn interval(name: &str, of: &str, percents: &[f64]) -> String {
+    let (mean, half) = mean_ci95(percents);
+    format!(
+        "{name}: {mean:+.2} % over bare, mean of the {of}, 95 % interval {:+.2} % to {:+.2} %",
+        mean - half,
+        mean + half
+    )
 }
 
 /// Each of the session's threads in each variant: the median over the variant's processes of
