@@ -688,6 +688,32 @@ fn dataloader_fires_for_one_worker_on_several_cores() {
         "{}",
         status.message
     );
+    // The share the firing says (in the rule's log, and live) is of the loads seen when it
+    // fired, which it counts; the details and the final message give the whole run's.
+    let loads = status.details.to_value()["nodes"][NODE]["data_loading_spans"]
+        .as_u64()
+        .unwrap();
+    RuleRunner::builder(run.path())
+        .spec(RuleSpec::parse("Dataloader").unwrap())
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap();
+    let log = std::fs::read_to_string(run.path().join("rules/Dataloader/log")).unwrap();
+    let fired = log
+        .lines()
+        .find(|l| l.contains("-> IssuesFound"))
+        .unwrap_or_else(|| panic!("no firing in the log:\n{log}"));
+    let counted: u64 = fired
+        .split("up to then (")
+        .nth(1)
+        .and_then(|rest| rest.split(" loads), ").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no load count in {fired}"));
+    assert!(
+        (1..=loads).contains(&counted),
+        "{counted} of {loads}: {fired}"
+    );
     let load = &status.details.to_value()["nodes"][NODE]["load_time_s"];
     assert!(load["p50"].as_f64().unwrap() >= 0.029, "{load}");
     assert!(

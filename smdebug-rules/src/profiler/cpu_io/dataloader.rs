@@ -201,8 +201,12 @@ fn judge(
         ));
     }
     if let Some(share) = node.loop_share() {
+        // The share up to the firing, which can differ from the whole run's (the rule's
+        // details, at its end): say what it counts, so that it can be checked against the
+        // spans.
         message.push_str(&format!(
-            "; {:.0}% of the training loop was spent loading data",
+            "; up to then ({} loads), {:.0}% of the training loop was spent loading data",
+            node.loads,
             share * 100.0
         ));
     }
