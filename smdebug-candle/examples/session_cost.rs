@@ -39,6 +39,11 @@
 //! and `wrapped layers`, which make fewer of the session's calls, to find where a difference
 //! comes from.
 //!
+//! Each session writes its run in the system's temporary folder (`TMPDIR`, else `/tmp`), and
+//! deletes it when its process ends. The tensor writer's CPU time follows that folder's file
+//! system: making a file on an ext4 volume where many files were deleted shortly before costs
+//! several times what it costs on a fresh one (BENCHMARKS.md), so say which one was measured.
+//!
 //! `--paired` compares within processes instead: each of `--rounds` processes a variant trains
 //! the bare loop and the variant one after the other on the same batches, the variant first in
 //! every other process, and `no session` is paired with itself as the noise floor. At a 5 ms
