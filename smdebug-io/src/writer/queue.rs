@@ -43,6 +43,8 @@ struct State {
     /// The writer thread waits on `not_empty`; senders wake it only then (a wake is a system
     /// call, paid per record otherwise).
     consumer_waiting: bool,
+    /// Times a sender woke the writer thread.
+    wakes: u64,
     /// Senders waiting on `not_full` (`OverflowPolicy::Block`).
     producers_waiting: usize,
     /// Records the writer thread is done with, freed by the next control message's sender. The
@@ -69,6 +71,7 @@ impl Queue {
                 bytes: 0,
                 consumer_gone: false,
                 consumer_waiting: false,
+                wakes: 0,
                 producers_waiting: 0,
                 spent: Vec::new(),
             }),
@@ -117,12 +120,22 @@ impl Queue {
         st.tensors += 1;
         st.bytes += size;
         st.items.push_back((Msg::Record(record), size));
-        self.wake_consumer(st);
+        // A data record wakes the writer thread only once an eighth of the queue is taken (so
+        // it is awake long before the queue is full); otherwise the control message that
+        // follows does (the end of the step, a flush, the close). The writer publishes a step
+        // at its end in any case, so waking it for each record of a step only woke it more
+        // often, each wake taking a core from the training loop's threads.
+        if st.tensors >= self.capacity.div_ceil(8) || st.bytes >= self.max_bytes / 8 {
+            self.wake_consumer(st);
+        }
     }
 
     /// Unlocks, then wakes the writer thread if it is waiting.
-    fn wake_consumer(&self, st: MutexGuard<'_, State>) {
+    fn wake_consumer(&self, mut st: MutexGuard<'_, State>) {
         let waiting = st.consumer_waiting;
+        if waiting {
+            st.wakes += 1;
+        }
         drop(st);
         if waiting {
             self.not_empty.notify_one();
@@ -186,5 +199,104 @@ impl Queue {
                 .fetch_add(dropped as u64, Ordering::Relaxed);
         }
         self.not_full.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smdebug_core::{Mode, StepKey, Tensor, TensorRecord};
+
+    fn record(step: u64) -> Record {
+        Record::Tensor(TensorRecord {
+            name: "w".to_string(),
+            key: StepKey {
+                step,
+                mode: Mode::Train,
+                mode_step: step,
+            },
+            tensor: Tensor::from_vec(&[1.0f32; 4], vec![4]).unwrap(),
+            to_events: true,
+            tb_histogram: false,
+            tb_scalar: false,
+        })
+    }
+
+    fn waiting_consumer(queue: &Arc<Queue>) -> std::sync::mpsc::Receiver<Vec<&'static str>> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let q = queue.clone();
+        std::thread::spawn(move || {
+            let mut got = Vec::new();
+            loop {
+                let kind = match q.pop(&mut Vec::new()) {
+                    Msg::Record(Record::Tensor(_)) => "tensor",
+                    Msg::Record(Record::EndStep { .. }) => "end",
+                    _ => "other",
+                };
+                got.push(kind);
+                if kind != "tensor" {
+                    break;
+                }
+            }
+            let _ = tx.send(got);
+        });
+        rx
+    }
+
+    fn wait_for_waiting_consumer(queue: &Queue) {
+        smdebug_storage::testing::wait_until(
+            std::time::Duration::from_secs(60),
+            "the writer thread waiting",
+            || queue.lock().consumer_waiting,
+        );
+    }
+
+    #[test]
+    fn a_steps_records_wake_the_writer_once_at_its_end() {
+        let queue = Arc::new(Queue::new(1024, 64 << 20, Arc::new(Shared::default())));
+        let got = waiting_consumer(&queue);
+        wait_for_waiting_consumer(&queue);
+        for _ in 0..5 {
+            queue.push_tensor(record(3), 16, OverflowPolicy::Drop);
+        }
+        assert_eq!(
+            queue.lock().wakes,
+            0,
+            "a record of the step woke the writer"
+        );
+        assert!(queue.push_control(Msg::Record(Record::EndStep { step: 3 })));
+        let got = got
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the writer thread took the step");
+        assert_eq!(
+            got,
+            ["tensor", "tensor", "tensor", "tensor", "tensor", "end"]
+        );
+        assert_eq!(queue.lock().wakes, 1);
+    }
+
+    #[test]
+    fn records_filling_an_eighth_of_the_queue_wake_the_writer_before_its_end() {
+        let queue = Arc::new(Queue::new(16, 64 << 20, Arc::new(Shared::default())));
+        let _got = waiting_consumer(&queue);
+        wait_for_waiting_consumer(&queue);
+        queue.push_tensor(record(3), 16, OverflowPolicy::Drop);
+        assert_eq!(queue.lock().wakes, 0);
+        queue.push_tensor(record(3), 16, OverflowPolicy::Drop);
+        assert_eq!(
+            queue.lock().wakes,
+            1,
+            "two of 16 records did not wake the writer"
+        );
+        // So do bytes: one record of an eighth of the byte budget.
+        let queue = Arc::new(Queue::new(1024, 800, Arc::new(Shared::default())));
+        let _got = waiting_consumer(&queue);
+        wait_for_waiting_consumer(&queue);
+        queue.push_tensor(record(3), 100, OverflowPolicy::Drop);
+        assert_eq!(
+            queue.lock().wakes,
+            1,
+            "an eighth of the bytes did not wake the writer"
+        );
     }
 }
