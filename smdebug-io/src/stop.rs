@@ -2,7 +2,7 @@
 //!
 //! A rule runner (smdebug-rules) writes `<run>/stop_request.json` through the run's storage
 //! (local disk or an object store); the training process runs a [`StopWatcher`] that looks for
-//! that file every 200 ms and sets the hook's [`StopSignal`]. Both halves live here, beside the
+//! that file every second and sets the hook's [`StopSignal`]. Both halves live here, beside the
 //! storage, so that a training loop honours stop requests with smdebug-core and smdebug-io
 //! alone. The training loop sees
 //! `hook.stop_requested()` at its next step, stops, and `hook.close()` writes the end marker
@@ -116,7 +116,7 @@ pub struct StopWatcher {
 
 impl StopWatcher {
     /// The default poll interval.
-    pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(200);
+    pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
 
     /// How long [`stop`](Self::stop) waits for the thread (in a read from a storage that does
     /// not answer) before leaving it behind.
@@ -126,7 +126,7 @@ impl StopWatcher {
     pub const MAX_PROBLEMS: usize = 16;
 
     /// Watches the run at `location` (path or URL: text, a `Path` or a parsed `Location`) every
-    /// 200 ms.
+    /// second.
     pub fn spawn(
         location: impl smdebug_storage::IntoLocation,
         signal: StopSignal,

@@ -66,7 +66,7 @@ pub enum ReportTarget {
 /// | framework spans | on: steps, forward, backward, optimizer and data loading at every step; per-module spans (detailed) and the code profile off |
 /// | rules | none |
 /// | report | into the run, when rules run (feature `report`) |
-/// | stop requests | watched every 200 ms (the dashboard's Stop, another job's rules) |
+/// | stop requests | watched every second (the dashboard's Stop, another job's rules) |
 /// | progress file | `progress/<worker>.json` rewritten at most once a second; no planned steps |
 /// | storage timeout | 30 s: how long `finish` waits on storage (see [`SessionBuilder::storage_timeout`]) |
 pub struct SessionBuilder<H: Capture = Hook> {
@@ -421,7 +421,8 @@ impl<H: Capture> SessionBuilder<H> {
         self
     }
 
-    /// How often stop requests written into the run are looked for. Default: 200 ms.
+    /// How often stop requests written into the run are looked for. Default: 1 s (each look
+    /// wakes a thread beside the loop's; a stop is honoured at the step after the look).
     pub fn stop_poll_interval(mut self, interval: Duration) -> Self {
         self.stop_poll = interval;
         self
