@@ -605,7 +605,18 @@ fn following_a_run_whose_folder_is_deleted_says_it_is_gone() {
         "the runner to read the run",
         || handle.summary().is_some(),
     );
-    std::fs::remove_dir_all(&run).unwrap();
+    // The runner writes its log into the run as it goes: a file it makes while the folder is
+    // being removed leaves the folder not empty, so the removal is tried until it succeeds.
+    wait_until(
+        Duration::from_secs(30),
+        "the run's folder to be removed",
+        || match std::fs::remove_dir_all(&run) {
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => false,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+            Err(e) => panic!("removing the run's folder: {e}"),
+        },
+    );
     let summary = handle.join().unwrap();
     let why = summary.gave_up.expect("the runner says why it stopped");
     assert!(why.contains("was deleted"), "{why}");
