@@ -675,7 +675,15 @@ fn profiler_report_reports_the_issues_and_the_missing_data_of_its_rules() {
 fn dataloader_fires_for_one_worker_on_several_cores() {
     let rec = recording();
     let run = run_copy();
-    let status = evaluate(run.path(), &["Dataloader"]).rules[0].clone();
+    // Written into the run (the rule's log is read below), unlike `evaluate`'s.
+    let status = RuleRunner::builder(run.path())
+        .spec(RuleSpec::parse("Dataloader").unwrap())
+        .build()
+        .unwrap()
+        .run_offline()
+        .unwrap()
+        .rules[0]
+        .clone();
     let cores = status.details.to_value()["nodes"][NODE]["cores"]
         .as_u64()
         .unwrap();
@@ -692,12 +700,6 @@ fn dataloader_fires_for_one_worker_on_several_cores() {
     // fired, which it counts; the details and the final message give the whole run's.
     let loads = status.details.to_value()["nodes"][NODE]["data_loading_spans"]
         .as_u64()
-        .unwrap();
-    RuleRunner::builder(run.path())
-        .spec(RuleSpec::parse("Dataloader").unwrap())
-        .build()
-        .unwrap()
-        .run_offline()
         .unwrap();
     let log = std::fs::read_to_string(run.path().join("rules/Dataloader/log")).unwrap();
     let fired = log
