@@ -37,7 +37,10 @@
 //! `--only <variant>` runs one variant in this process and prints its figures on one line
 //! (what the quads run); besides the table's variants it takes `idle session`, `steps only`
 //! and `wrapped layers`, which make fewer of the session's calls, to find where a difference
-//! comes from.
+//! comes from, and `burn`: no session, but a thread that wakes and spins as often and as long
+//! as `SMDEBUG_BURN=PERIOD_US:SPIN_US` says (26000:300 by default, about the session's threads
+//! at a 5 ms step), to tell what taking that much CPU costs the loop apart from the session's
+//! work (`--variants burn` runs it in quads; the children inherit the variable).
 //!
 //! Each session writes its run in the system's temporary folder (`TMPDIR`, else `/tmp`), and
 //! deletes it when its process ends. The tensor writer's CPU time follows that folder's file
@@ -363,6 +366,9 @@ fn warmed_up(steps: usize, batch: usize) -> Result<Vec<(Tensor, Tensor)>, BoxErr
 /// its session writing into a scratch folder removed afterwards.
 fn run_variant(name: &str, batches: &[(Tensor, Tensor)]) -> Result<Timing, BoxError> {
     let calls = Calls::of(name);
+    if name == "burn" {
+        return burn_beside(|| train(batches, None, calls));
+    }
     let v = match ABLATIONS.iter().any(|(n, _)| *n == name) {
         true => 5, // the capture-only builder
         false => VARIANTS
@@ -382,6 +388,45 @@ fn run_variant(name: &str, batches: &[(Tensor, Tensor)]) -> Result<Timing, BoxEr
     let t = train(batches, session, calls);
     let _ = std::fs::remove_dir_all(&scratch);
     t
+}
+
+/// `burn`: runs `train` (the bare loop) beside a thread that takes CPU the way the session's
+/// threads do, without their work: it sleeps `PERIOD` µs, then spins `SPIN` µs, over and over
+/// (`SMDEBUG_BURN=PERIOD:SPIN`; by default `26000:300`, about what the session's threads take at
+/// a 5 ms step: 0.19 wake-ups and 60 µs of CPU a step). It tells what that much CPU, taken that
+/// often, costs the loop on this machine, apart from anything the session's work does.
+fn burn_beside(train: impl FnOnce() -> Result<Timing, BoxError>) -> Result<Timing, BoxError> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let spec = std::env::var("SMDEBUG_BURN").unwrap_or_else(|_| "26000:300".into());
+    let (period, spin) = spec
+        .split_once(':')
+        .ok_or("SMDEBUG_BURN is PERIOD_US:SPIN_US")?;
+    let (period, spin) = (
+        Duration::from_micros(period.parse()?),
+        Duration::from_micros(spin.parse()?),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = Arc::clone(&stop);
+    let burner = std::thread::Builder::new()
+        .name("smdebug-burn".into())
+        .spawn(move || {
+            let mut x = 0u64;
+            while !stopped.load(Ordering::Relaxed) {
+                std::thread::sleep(period);
+                let started = Instant::now();
+                while started.elapsed() < spin {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                }
+            }
+        })?;
+    let mut timing = train();
+    if let Ok(t) = &mut timing {
+        t.threads = session_threads(); // the burner's CPU and wake-ups, as a session's threads
+    }
+    stop.store(true, Ordering::Relaxed);
+    let _ = burner.join();
+    timing
 }
 
 /// `--paired`: one process trains the bare loop and variant `name`, one after the other on the
