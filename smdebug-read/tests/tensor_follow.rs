@@ -745,3 +745,70 @@ fn a_window_read_alone_is_what_the_whole_runs_follower_gives_for_it() {
         inc.problems
     );
 }
+
+/// Polls of a live run list the collections folder only until each worker the run declares has
+/// its collections file read: a run of two workers whose second file comes late is listed
+/// until it comes (its steps are incomplete until then), and not once after, while steps keep
+/// coming. The `Trial` the same, through its refreshes.
+#[test]
+fn the_collections_folder_is_listed_until_every_declared_worker_has_its_file() {
+    use smdebug_storage::testing::CountingStorage;
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let local: Arc<dyn Storage> = Arc::new(LocalStorage::new(&run).unwrap());
+    let counting = Arc::new(CountingStorage::new(Arc::clone(&local)));
+    let mut f = TensorFollower::new(Arc::clone(&counting) as Arc<dyn Storage>);
+    let mut columns = ScalarColumns::default();
+    let step = |s: u64, worker: &str| {
+        write_step(&run, s, worker, Mode::Train, s, &[scalar("loss", s as f32)]);
+    };
+    let listings = || counting.listings_of(layout::COLLECTIONS_DIR);
+    write_collections(&run, "worker_0", 2);
+    step(0, "worker_0");
+    let trial = Trial::from_storage(
+        run.to_str().unwrap(),
+        Arc::clone(&counting) as Arc<dyn Storage>,
+        Default::default(),
+    )
+    .unwrap();
+    let mut listed = 0;
+    for s in 0..3 {
+        if s > 0 {
+            step(s, "worker_0");
+        }
+        poll(&mut f, &mut columns);
+        trial.refresh().unwrap();
+        assert!(
+            listings() > listed,
+            "step {s}: listed while a worker is unknown"
+        );
+        listed = listings();
+    }
+    assert!(
+        f.progress().last_complete().is_none(),
+        "worker_1 wrote nothing"
+    );
+    write_collections(&run, "worker_1", 2);
+    for s in 0..3 {
+        step(s, "worker_1");
+    }
+    poll(&mut f, &mut columns);
+    trial.refresh().unwrap();
+    assert_eq!(f.progress().workers(), ["worker_0", "worker_1"]);
+    assert_eq!(trial.workers().unwrap(), ["worker_0", "worker_1"]);
+    let known = listings();
+    for s in 3..8 {
+        step(s, "worker_0");
+        step(s, "worker_1");
+        let inc = poll(&mut f, &mut columns);
+        trial.refresh().unwrap();
+        assert!(inc.problems.is_empty(), "{:?}", inc.problems);
+    }
+    assert_eq!(
+        listings(),
+        known,
+        "listed again with every worker's file read"
+    );
+    assert_eq!(f.progress().last_complete(), Some(7));
+    assert_eq!(trial.steps(None).unwrap(), (0..8).collect::<Vec<_>>());
+}

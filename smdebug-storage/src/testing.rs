@@ -232,6 +232,7 @@ pub struct CountingStorage {
     inner: std::sync::Arc<dyn crate::Storage>,
     calls: std::sync::Mutex<StorageCalls>,
     files: std::sync::Mutex<std::collections::BTreeMap<String, FileReads>>,
+    listings: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 impl CountingStorage {
@@ -241,6 +242,7 @@ impl CountingStorage {
             inner,
             calls: std::sync::Mutex::new(StorageCalls::default()),
             files: std::sync::Mutex::default(),
+            listings: std::sync::Mutex::default(),
         }
     }
 
@@ -257,6 +259,22 @@ impl CountingStorage {
             .filter(|(_, f)| f.reads > 0)
             .map(|(path, f)| (path.clone(), *f))
             .collect()
+    }
+
+    /// How many listings (`list` and `list_after`) were asked of a prefix starting with `prefix`.
+    pub fn listings_of(&self, prefix: &str) -> u64 {
+        let listings = self.listings.lock().unwrap_or_else(|e| e.into_inner());
+        listings
+            .iter()
+            .filter(|(p, _)| p.starts_with(prefix))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    fn listed(&self, prefix: &str) {
+        self.count(|c| c.lists += 1);
+        let mut listings = self.listings.lock().unwrap_or_else(|e| e.into_inner());
+        *listings.entry(prefix.to_owned()).or_default() += 1;
     }
 
     fn wrote(&self, path: &str) {
@@ -306,11 +324,11 @@ impl crate::Storage for CountingStorage {
         self.inner.size(path)
     }
     fn list(&self, prefix: &str) -> crate::Result<Vec<String>> {
-        self.count(|c| c.lists += 1);
+        self.listed(prefix);
         self.inner.list(prefix)
     }
     fn list_after(&self, prefix: &str, offset: &str) -> crate::Result<Vec<String>> {
-        self.count(|c| c.lists += 1);
+        self.listed(prefix);
         self.inner.list_after(prefix, offset)
     }
     fn delete(&self, path: &str) -> crate::Result<()> {

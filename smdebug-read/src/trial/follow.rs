@@ -548,7 +548,7 @@ impl TensorFollower {
     }
 
     fn read_collections(&mut self, inc: &mut TensorIncrement) {
-        if self.end.is_some() {
+        if self.end.is_some() || self.progress.knows_every_worker() {
             return;
         }
         let storage = self.storage.as_ref();

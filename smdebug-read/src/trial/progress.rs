@@ -129,6 +129,15 @@ impl StepProgress {
         }
     }
 
+    /// Whether a collections file was read for each worker the first one declares. A worker
+    /// writes its collections file before its first index file, and a rewrite keeps its name:
+    /// listing the collections folder again can then find no worker that counts, so readers
+    /// stop listing it (on an object store, each listing is a request).
+    pub fn knows_every_worker(&self) -> bool {
+        self.declared
+            .is_some_and(|n| self.collection_workers.len() >= n.max(1))
+    }
+
     /// How many workers must write a step for it to be complete: the collections file's
     /// `num_workers`, or (no collections file) the workers that wrote steps so far.
     pub fn expected_workers(&self) -> usize {
