@@ -177,13 +177,19 @@ pub struct ProfilerSubscription {
 
 impl ProfilerSubscription {
     /// What is new to this subscriber, oldest first: increments other subscribers already
-    /// made the follower read, else one new read (one piece of a backlog: see
-    /// [`Increment::more`]). Empty when nothing new was found.
+    /// made the follower read, then one new read (one piece of a backlog: see
+    /// [`Increment::more`]). While the follower is reading a backlog in pieces, a subscriber
+    /// behind the others takes only what they read (it comes back for more, as
+    /// [`Increment::more`] says); otherwise every poll ends with a read of its own, so that
+    /// what a poll hands out holds every file there was when it started (a runner's last look
+    /// after the run ended must not stop at what another subscriber read before the last file
+    /// came). Empty when nothing new was found.
     pub fn poll(&mut self) -> Vec<Arc<Increment>> {
         let mut state = self.source.state();
         let head = state.base + state.log.len() as u64;
         let at = state.cursors.get(&self.id).copied().unwrap_or(head);
-        if at == head {
+        let backlog = state.log.back().is_some_and(|read| read.more);
+        if at == head || !backlog {
             state.poll_follower();
         }
         let from = (at - state.base) as usize;

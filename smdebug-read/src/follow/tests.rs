@@ -424,6 +424,30 @@ fn subscribers_of_one_source_see_every_increment_read_once_then_let_go() {
     assert!(rules.poll().is_empty() && dashboard.poll().is_empty());
 }
 
+/// A subscriber behind the others takes what they read and then reads on itself: what its
+/// poll hands out holds every file there was when it polled. (It took only what the others had
+/// read, so a rule runner's last look after the run ended missed the trace file written after
+/// the dashboard's last poll: StepOutlier counted 299 of 456 steps in a session.)
+#[test]
+fn a_subscriber_behind_the_others_also_reads_what_came_since() {
+    let (_dir, storage) = shared_run();
+    let source = ProfilerSource::new(Arc::clone(&storage));
+    let (mut rules, mut dashboard) = (source.subscribe(), source.subscribe());
+    assert_eq!(counts(&dashboard.poll()), (10, 3));
+    let more = T0 * 1_000_000 + 9_000_000;
+    storage
+        .put(
+            &trace_file_key(more, 0, "algo-1"),
+            Bytes::from(trace(more, 3..5)),
+        )
+        .unwrap();
+    let taken = rules.poll();
+    assert_eq!(counts(&taken), (10, 5), "the first read and the new file");
+    assert_eq!(source.fetches(), 3, "each file fetched once");
+    assert_eq!(counts(&dashboard.poll()), (0, 2));
+    assert!(rules.poll().is_empty() && dashboard.poll().is_empty());
+}
+
 #[test]
 fn a_subscriber_that_goes_away_holds_nothing_back_and_a_late_one_reads_on_its_own() {
     let (_dir, storage) = shared_run();
