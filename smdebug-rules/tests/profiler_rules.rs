@@ -1534,3 +1534,43 @@ fn debugging_and_profiler_rules_evaluated_together_keep_their_order_and_judge_as
         );
     }
 }
+
+/// A runner following a live run looks for new profiler data at most about once a second,
+/// however often it is woken (each look lists the span, system and code-profile folders; the
+/// files change every few seconds at most): at a 10 ms poll interval for 1.5 s, a handful of
+/// listings of the span folder, where it made one a poll. Its rules still get the data.
+#[test]
+fn a_following_runner_looks_for_profiler_data_about_once_a_second() {
+    use smdebug_storage::testing::CountingStorage;
+    let run = run_copy();
+    let local: Arc<dyn Storage> = Arc::new(LocalStorage::new(run.path()).unwrap());
+    let counting = Arc::new(CountingStorage::new(local));
+    let started = Instant::now();
+    let runner = RuleRunner::builder(run.path().to_str().unwrap())
+        .storage(Arc::clone(&counting) as Arc<dyn Storage>)
+        .write_into_run(false)
+        .spec(RuleSpec::parse("StepOutlier:n_outliers=2").unwrap())
+        .poll_interval(Duration::from_millis(10))
+        .spawn()
+        .unwrap();
+    let seen = wait_for(
+        Duration::from_secs(60),
+        "the rule to see the run's steps",
+        || {
+            runner
+                .summary()
+                .filter(|s| s.rules[0].status == Status::IssuesFound)
+        },
+    );
+    assert!(seen.rules[0].datapoints > 0, "{:?}", seen.rules[0]);
+    // workload: the runner follows the live run (no end marker) for a second and a half.
+    sleep(Duration::from_millis(1500));
+    let summary = runner.cancel().unwrap();
+    let elapsed = started.elapsed().as_secs_f64();
+    assert_eq!(summary.rules[0].status, Status::IssuesFound);
+    let looks = counting.listings_of("framework/pevents");
+    assert!(
+        looks >= 1 && looks as f64 <= elapsed.ceil() + 2.0,
+        "{looks} listings of the span folder in {elapsed:.2} s"
+    );
+}

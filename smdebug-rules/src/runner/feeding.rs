@@ -18,6 +18,14 @@ use crate::status::ProfilerSeen;
 /// that rules about elapsed time (MaxInitializationTime) see the clock move.
 const IDLE_WINDOW_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How often a runner following a live run looks for new profiler data. The files change
+/// seldom: the system sampler republishes its file every 5 s by default (SageMaker's monitor
+/// appends every 500 ms), a span file is published when it closes (every minute by default),
+/// and a code profile when its window ends. A runner woken at each saved step (8 times a
+/// second at a 5 ms step saved every 25th) listed three folders each time and found nothing
+/// new nearly always. A backlog still being read and the final look are not held back.
+const PROFILER_LOOK_INTERVAL: Duration = Duration::from_secs(1);
+
 /// The data problems of a runner without profiler rules.
 static NO_PROBLEMS: DataProblems = DataProblems::new();
 
@@ -27,6 +35,8 @@ pub(super) struct ProfilerSide {
     /// profiler data).
     feed: Option<ProfilerFeed>,
     last_window_at: Option<Instant>,
+    /// When the profiler data was last looked at (following a live run).
+    last_look_at: Option<Instant>,
     /// Keep what was read for the reporter.
     keep: bool,
     /// The profiler data read so far, aggregated for the reporter (empty without one): a size
@@ -44,6 +54,7 @@ impl ProfilerSide {
         ProfilerSide {
             feed: subscription.map(ProfilerFeed::new),
             last_window_at: None,
+            last_look_at: None,
             keep,
             profile: Arc::default(),
             code_profiles: Vec::new(),
@@ -80,12 +91,24 @@ impl ProfilerSide {
         // A backlog (a whole run offline) is read a bounded piece at a time, each piece's
         // windows handed to the rules before the next is read.
         loop {
-            let arrived = match feed.poll() {
-                Ok(n) => n,
-                Err(e) => {
-                    rules.profiler_failed(&e);
-                    fed.changed = true;
-                    return fed;
+            let look = final_window
+                || wall_us.is_none()
+                || feed.more
+                || self
+                    .last_look_at
+                    .is_none_or(|t| t.elapsed() >= PROFILER_LOOK_INTERVAL);
+            let arrived = match look {
+                false => 0,
+                true => {
+                    self.last_look_at = Some(Instant::now());
+                    match feed.poll() {
+                        Ok(n) => n,
+                        Err(e) => {
+                            rules.profiler_failed(&e);
+                            fed.changed = true;
+                            return fed;
+                        }
+                    }
                 }
             };
             let due = self
