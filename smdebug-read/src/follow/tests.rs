@@ -365,6 +365,16 @@ fn a_held_kind_of_data_is_left_for_a_later_poll() {
     );
 }
 
+/// Writes a trace file of `steps` ending at `end_us`, as the span writer publishes one.
+fn put_trace(storage: &dyn Storage, end_us: u64, steps: std::ops::Range<u64>) {
+    storage
+        .put(
+            &trace_file_key(end_us, 0, "algo-1"),
+            Bytes::from(trace(end_us, steps)),
+        )
+        .unwrap();
+}
+
 /// A run with one system file of ten samples and one trace file of three steps.
 fn shared_run() -> (tempfile::TempDir, Arc<dyn Storage>) {
     let dir = tempfile::tempdir().unwrap();
@@ -376,12 +386,7 @@ fn shared_run() -> (tempfile::TempDir, Arc<dyn Storage>) {
         .put(&system_file_key(T0, "algo-1"), Bytes::from(text))
         .unwrap();
     let end_us = T0 * 1_000_000 + 5_000_000;
-    storage
-        .put(
-            &trace_file_key(end_us, 0, "algo-1"),
-            Bytes::from(trace(end_us, 0..3)),
-        )
-        .unwrap();
+    put_trace(storage.as_ref(), end_us, 0..3);
     (dir, storage)
 }
 
@@ -411,12 +416,7 @@ fn subscribers_of_one_source_see_every_increment_read_once_then_let_go() {
     assert_eq!(Arc::strong_count(&second[0]), 1);
     // New data: the subscriber that polls first reads it, the other takes it.
     let more = T0 * 1_000_000 + 9_000_000;
-    storage
-        .put(
-            &trace_file_key(more, 0, "algo-1"),
-            Bytes::from(trace(more, 3..5)),
-        )
-        .unwrap();
+    put_trace(storage.as_ref(), more, 3..5);
     assert_eq!(counts(&dashboard.poll()), (0, 2));
     assert_eq!(counts(&rules.poll()), (0, 2));
     assert_eq!(source.fetches(), fetched + 1);
@@ -435,12 +435,7 @@ fn a_subscriber_behind_the_others_also_reads_what_came_since() {
     let (mut rules, mut dashboard) = (source.subscribe(), source.subscribe());
     assert_eq!(counts(&dashboard.poll()), (10, 3));
     let more = T0 * 1_000_000 + 9_000_000;
-    storage
-        .put(
-            &trace_file_key(more, 0, "algo-1"),
-            Bytes::from(trace(more, 3..5)),
-        )
-        .unwrap();
+    put_trace(storage.as_ref(), more, 3..5);
     let taken = rules.poll();
     assert_eq!(counts(&taken), (10, 5), "the first read and the new file");
     assert_eq!(source.fetches(), 3, "each file fetched once");
@@ -487,12 +482,7 @@ fn a_backlog_comes_in_bounded_pieces_each_record_once() {
             .unwrap();
     }
     let end_us = T0 * 1_000_000 + 10_000_000;
-    storage
-        .put(
-            &trace_file_key(end_us, 0, "algo-1"),
-            Bytes::from(trace(end_us, 0..3)),
-        )
-        .unwrap();
+    put_trace(storage.as_ref(), end_us, 0..3);
     let source = ProfilerSource::new(Arc::clone(&storage));
     let mut sub = source.subscribe();
     let mut pieces = Vec::new();
