@@ -548,15 +548,16 @@ impl TensorFollower {
     }
 
     fn read_collections(&mut self, inc: &mut TensorIncrement) {
-        if self.end.is_some() || self.progress.knows_every_worker() {
+        if self.end.is_some() {
             return;
         }
         let storage = self.storage.as_ref();
-        let paths =
-            match source::unread_collection_files(storage, |p| self.collection_files.contains(p)) {
-                Ok(paths) => paths,
-                Err(e) => return inc.problem(TensorProblem::Listing(e)),
-            };
+        let paths = match source::unread_collection_files(storage, &self.progress, |p| {
+            self.collection_files.contains(p)
+        }) {
+            Ok(paths) => paths,
+            Err(e) => return inc.problem(TensorProblem::Listing(e)),
+        };
         for path in paths {
             match source::read_collections_file(storage, self.share.as_ref(), &path) {
                 Ok(file) => {

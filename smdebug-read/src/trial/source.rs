@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use smdebug_format::layout;
 use smdebug_storage::{LocalStorage, Storage, open_storage};
 
+use super::progress::StepProgress;
 use super::shared::TensorSubscription;
 
 pub(crate) use super::index_files::{
@@ -46,11 +47,17 @@ pub(crate) struct WorkerCollections {
     pub bytes: u64,
 }
 
-/// The paths of the collections files `seen` does not hold, in key order.
+/// The paths of the collections files `seen` does not hold, in key order; none, without a
+/// listing, once `progress` has a file of each worker the run declares
+/// ([`StepProgress::knows_every_worker`]: a new file could then name no worker that counts).
 pub(crate) fn unread_collection_files(
     storage: &dyn Storage,
+    progress: &StepProgress,
     seen: impl Fn(&str) -> bool,
 ) -> Result<Vec<String>> {
+    if progress.knows_every_worker() {
+        return Ok(Vec::new());
+    }
     Ok(storage
         .list(layout::COLLECTIONS_DIR)?
         .into_iter()

@@ -435,21 +435,17 @@ impl State {
         Ok(())
     }
 
-    /// Reads the collections files not read yet (none is listed once each declared worker's was
-    /// read: [`StepProgress::knows_every_worker`]) and, with `recheck`, those read before whose
+    /// Reads the collections files not read yet (none once each declared worker's was read:
+    /// [`StepProgress::knows_every_worker`]) and, with `recheck`, those read before whose
     /// size changed since. A hook rewrites its file before the index file of the step that
     /// brought a tensor to a collection (and once more as it closes, before the end marker):
     /// checking again after a listing brings new names, and once the run has ended, keeps the
     /// collections as the files say, at the cost of a size query per worker then.
     fn read_collections(&mut self, storage: &dyn Storage, recheck: bool) -> Result<()> {
         let share = self.share.clone();
-        // Once each declared worker's file was read, no new file can count: only rewrites.
-        let mut paths = match self.progress.knows_every_worker() {
-            true => Vec::new(),
-            false => {
-                source::unread_collection_files(storage, |p| self.collection_files.contains_key(p))?
-            }
-        };
+        let mut paths = source::unread_collection_files(storage, &self.progress, |p| {
+            self.collection_files.contains_key(p)
+        })?;
         if recheck {
             for (path, bytes) in &self.collection_files {
                 if storage.size(path)?.is_some_and(|now| now != *bytes) {

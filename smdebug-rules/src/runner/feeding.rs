@@ -97,18 +97,18 @@ impl ProfilerSide {
                 || self
                     .last_look_at
                     .is_none_or(|t| t.elapsed() >= PROFILER_LOOK_INTERVAL);
-            let arrived = match look {
-                false => 0,
-                true => {
-                    self.last_look_at = Some(Instant::now());
-                    match feed.poll() {
-                        Ok(n) => n,
-                        Err(e) => {
-                            rules.profiler_failed(&e);
-                            fed.changed = true;
-                            return fed;
-                        }
-                    }
+            let polled = if look {
+                self.last_look_at = Some(Instant::now());
+                feed.poll()
+            } else {
+                Ok(0)
+            };
+            let arrived = match polled {
+                Ok(n) => n,
+                Err(e) => {
+                    rules.profiler_failed(&e);
+                    fed.changed = true;
+                    return fed;
                 }
             };
             let due = self
