@@ -5,7 +5,7 @@
 //! sampler's own files in its format, at the sampler's timestamps, shaped per test (idle during
 //! the CPU-bound stage, two GPUs with different loads, memory that grows).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::sleep;
@@ -46,7 +46,8 @@ impl Stage {
 }
 
 struct Recording {
-    dir: TempDir,
+    /// The run's folder; tests read copies of it ([`run_copy`]).
+    dir: PathBuf,
     init: Stage,
     train: Stage,
     loading: Stage,
@@ -77,21 +78,98 @@ fn stage_while(until: u64, mut body: impl FnMut()) {
     }
 }
 
-/// Records the shared run once per test binary.
+/// The shared run, recorded once per build of this test binary: cargo-nextest runs each test
+/// in a process of its own, so a process records it (about 9 s of real time) only when no
+/// earlier process of the same build did, into `CARGO_TARGET_TMPDIR`. A recording is made in a
+/// folder of its own and renamed into place once whole, so processes that record at the same
+/// time each use their own, and a process killed while recording leaves nothing that is used.
+/// The folder is named after this binary's size and modification time: a rebuilt test (a
+/// changed sampler or span writer) records afresh.
 fn recording() -> &'static Recording {
     static RECORDING: OnceLock<Recording> = OnceLock::new();
-    RECORDING.get_or_init(record)
+    RECORDING.get_or_init(recorded_once_per_build)
 }
 
-fn record() -> Recording {
-    let dir = tempfile::tempdir().unwrap();
+fn recorded_once_per_build() -> Recording {
+    let exe = std::fs::metadata(std::env::current_exe().unwrap()).unwrap();
+    let built = exe
+        .modified()
+        .unwrap()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("profiler_rules_recording");
+    std::fs::create_dir_all(&root).unwrap();
+    let key = format!("{built}-{}", exe.len());
+    let done = root.join(&key);
+    let read_back = |dir: &Path| {
+        let text = std::fs::read_to_string(dir.join("stages.txt")).ok()?;
+        Some(Recording::parse(dir.join("run"), &text))
+    };
+    if let Some(recording) = read_back(&done) {
+        return recording;
+    }
+    // Recordings of earlier builds are of no use any more (folders being recorded start with
+    // a dot).
+    for old in std::fs::read_dir(&root).unwrap().flatten() {
+        let name = old.file_name().to_string_lossy().into_owned();
+        if !name.starts_with('.') && name != key {
+            let _ = std::fs::remove_dir_all(old.path());
+        }
+    }
+    let making = tempfile::tempdir_in(&root).unwrap();
+    let run = making.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    let recording = record(run);
+    std::fs::write(making.path().join("stages.txt"), recording.text()).unwrap();
+    match std::fs::rename(making.path(), &done) {
+        Ok(()) => {
+            let _ = making.keep();
+            read_back(&done).unwrap()
+        }
+        // Another process got there first: its recording is used, and this one's folder is
+        // removed.
+        Err(_) => read_back(&done).unwrap(),
+    }
+}
+
+impl Recording {
+    /// The stages and steps as `text` reads them back: one number a line.
+    fn text(&self) -> String {
+        let stages = [self.init, self.train, self.loading, self.eval];
+        let mut numbers: Vec<u64> = stages.iter().flat_map(|s| [s.start, s.end]).collect();
+        numbers.extend([self.train_steps, self.eval_steps]);
+        numbers.extend(&self.slow_eval_steps);
+        numbers.iter().map(|n| format!("{n}\n")).collect()
+    }
+
+    fn parse(dir: PathBuf, text: &str) -> Recording {
+        let n: Vec<u64> = text.lines().map(|l| l.parse().unwrap()).collect();
+        let stage = |i: usize| Stage {
+            start: n[2 * i],
+            end: n[2 * i + 1],
+        };
+        Recording {
+            dir,
+            init: stage(0),
+            train: stage(1),
+            loading: stage(2),
+            eval: stage(3),
+            train_steps: n[8],
+            eval_steps: n[9],
+            slow_eval_steps: n[10..].to_vec(),
+        }
+    }
+}
+
+fn record(dir: PathBuf) -> Recording {
     let sampler = SystemSampler::start_local(
         SamplerConfig::default()
             .interval(Duration::from_millis(100))
             .publish_interval(Duration::from_millis(500))
             .node(NodeId::algo(1))
             .gpu(false),
-        dir.path(),
+        &dir,
     )
     .unwrap();
     let (spans, writer) = SpanRecorder::start_local(
@@ -99,7 +177,7 @@ fn record() -> Recording {
             .node(NodeId::algo(1))
             .worker(0)
             .close_interval(Duration::from_millis(500)),
-        dir.path(),
+        &dir,
     )
     .unwrap();
     // Every `spend` of this recording is time a stage or a phase takes, which the rules must
@@ -191,7 +269,7 @@ fn record() -> Recording {
 /// A copy of the shared recording in a fresh run directory.
 fn run_copy() -> TempDir {
     let dir = tempfile::tempdir().unwrap();
-    copy_tree(recording().dir.path(), dir.path());
+    copy_tree(&recording().dir, dir.path());
     dir
 }
 
