@@ -9,6 +9,9 @@
 //!   the dashboard.
 //! - [`digest`]: a run's profiler data aggregated as it is read ([`ProfileDigest`](digest::ProfileDigest)),
 //!   in a size that does not grow with the run.
+//! - [`scalars`]: a run's scalars summarized as they are read
+//!   ([`ScalarSummaries`](scalars::ScalarSummaries)), in a size that does not grow with the run:
+//!   the dashboard's charts and the report's curves.
 //! - [`phases`]: the job's initialization, training loop and finalization
 //!   ([`JobPhases`](phases::JobPhases)), one definition for the report and the dashboard.
 //! - [`time`]: times and durations as every message, page and chart writes them.
@@ -19,5 +22,6 @@
 pub mod digest;
 pub mod downsample;
 pub mod phases;
+pub mod scalars;
 pub mod stats;
 pub mod time;

@@ -15,7 +15,7 @@ use smdebug_rules::RunState;
 use smdebug_storage::{IntoLocation, Storage};
 
 use crate::input::{CODE_PROFILE_WINDOWS_SHOWN, CodeProfile, LoadOptions, NoteArea, ReportInput};
-use crate::scalars::{ScalarsAhead, ScalarsSource};
+use crate::scalars::{ScalarsBeside, ScalarsSource};
 
 /// What a profiler follower gathered of a run, as the report reads it: the rule runner's, the
 /// dashboard's, or [`ReportInput::load`]'s own.
@@ -142,7 +142,7 @@ impl ReportInput {
         run: &RunState<'_>,
         options: &LoadOptions,
         scalars: Option<&dyn ScalarsSource>,
-        ahead: Option<&ScalarsAhead>,
+        beside: Option<&dyn ScalarsBeside>,
     ) -> ReportInput {
         let mut problems = Vec::new();
         let kineto = KinetoTraces::new(options.traces.clone()).poll(&mut problems);
@@ -165,7 +165,7 @@ impl ReportInput {
             match scalars.and_then(|s| s.scalars(run.summary.run_complete)) {
                 Some(followed) => input.scalars_followed(followed, options),
                 None => {
-                    let ahead = ahead.and_then(|a| a.take(run.summary.run_complete));
+                    let ahead = beside.and_then(|b| b.take(run.summary.run_complete));
                     input.scalars_read(&location, run.storage, options, ahead)
                 }
             }

@@ -1,28 +1,33 @@
-//! The report's scalar curves, from the one reader of a run's tensors: smdebug-read's
-//! [`TensorFollower`]. The offline report and the rule runner's report read the run's scalars
-//! through a follower of their own into [`ScalarColumns`]
-//! ([`ReportInput::scalars_from_columns`]); `smdebug report RUN`'s follower reads them while the
-//! rules run, through the source of the run's files the rules' trial reads through
-//! ([`offline_runner`](crate::offline_runner), `ScalarsAhead`), so that each file is read
-//! once; the dashboard's "Download report", and the report
-//! of a process that serves the dashboard too (a `Session`'s, through a [`ScalarsSource`]
-//! handed to [`ReportWriter::scalars_from`](crate::ReportWriter::scalars_from)), read nothing
-//! again and take what the dashboard's follower keeps, each series' ends and every bucket's
-//! lowest and highest value ([`ReportInput::scalars_followed`]): the same points for a series
-//! of up to 1,024 values, and for a longer one the extremes of 1,024 aligned stretches of steps
-//! instead of 2,000 equal ones, each point a value of the run at its step.
+//! The report's scalar curves, from the one reader of a run's tensors, smdebug-read's
+//! [`TensorFollower`], summarized as they are read into smdebug-analysis's fixed-size
+//! [`ScalarSummaries`] (per scalar and mode at most 1,024 buckets, each with its first, last,
+//! lowest and highest value): the curves cost the same memory at 1,000 steps as at 400,000,
+//! and each point drawn is one of the run's values at its step (every value of a series of up
+//! to 1,024; for a longer one the ends and each aligned bucket's extremes). Where they come from:
 //!
-//! A column longer than [`SCALAR_POINTS`] is thinned to the lowest and highest value of each of
-//! `SCALAR_POINTS / 2` equal step slices, first and last points kept: the chart (400 slices,
-//! each drawn as its mean with a band from its lowest to its highest value) keeps its bands
-//! and its ends exactly, and the mean line becomes the mean of the slices' extremes. The
-//! report of a 100,000-step run of 50 scalars holds 400,000 points instead of 5 million.
+//! - `smdebug report RUN` ([`offline_runner`](crate::offline_runner)): a follower reads them
+//!   while the rules run, through the source of the run's files the rules' trial reads through
+//!   (`ScalarsAhead`), so that each file is read once;
+//! - a rule runner following a live run (a `Session`'s without the dashboard): a follower
+//!   subscribed to the rules' source, kept up on the runner's own thread after its looks
+//!   (`LiveScalars`, [`ReportWriter::follow_scalars`](crate::ReportWriter::follow_scalars));
+//! - a process that serves the dashboard too: the dashboard's own summaries, handed over as a
+//!   [`ScalarsSource`] ([`ReportWriter::scalars_from`](crate::ReportWriter::scalars_from));
+//! - otherwise a follower of the report's own reads them to the run's end
+//!   ([`ReportInput::scalars_of_run`]).
+//!
+//! A series handed in with more than [`SCALAR_POINTS`] points (a [`FollowedScalars`] built by
+//! a caller) is thinned to the lowest and highest value of each of `SCALAR_POINTS / 2` equal
+//! step slices, first and last points kept.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
+use std::time::{Duration, Instant};
+
 use smdebug_analysis::downsample::{MinMax, min_max};
-use smdebug_read::trial::{ScalarColumns, TensorFollower, TensorProblem, TensorSubscription};
+use smdebug_analysis::scalars::ScalarSummaries;
+use smdebug_read::trial::{TensorFollower, TensorSubscription};
 use smdebug_storage::Storage;
 
 use crate::input::{LoadOptions, NoteArea, ReportInput, ScalarSeries};
@@ -45,6 +50,46 @@ pub enum FollowedScalars {
     /// Each scalar's points per mode, each one of the run's values at its step, in step order;
     /// the scalars in name order.
     Series(Vec<ScalarSeries>),
+}
+
+impl FollowedScalars {
+    /// The scalars as the report draws them from `summaries` (`found`: the run holds tensors):
+    /// per scalar and mode, the first and last value and each bucket's lowest and highest, in
+    /// step order, each step once (at most 2 × [`BUCKETS`](smdebug_analysis::scalars::BUCKETS)
+    /// + 2 points, whatever the run's length).
+    pub fn of_summaries(found: bool, summaries: &ScalarSummaries) -> FollowedScalars {
+        if found {
+            FollowedScalars::Series(series_of(summaries))
+        } else {
+            FollowedScalars::NoTensors
+        }
+    }
+}
+
+/// Per scalar and mode, the first and last value of `summaries` and each bucket's lowest and
+/// highest, in step order, each step once.
+fn series_of(summaries: &ScalarSummaries) -> Vec<ScalarSeries> {
+    summaries
+        .iter()
+        .map(|(name, track)| ScalarSeries {
+            name: name.clone(),
+            modes: track
+                .iter()
+                .map(|(&mode, series)| {
+                    let mut points: Vec<(u64, f64)> = series
+                        .first()
+                        .into_iter()
+                        .chain(series.buckets().iter().flat_map(|(_, b)| [b.min, b.max]))
+                        .chain(series.last())
+                        .map(|p| (p.step, p.value))
+                        .collect();
+                    points.sort_by_key(|p| p.0);
+                    points.dedup_by_key(|p| p.0);
+                    (mode, points)
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 /// Where a [`ReportWriter`](crate::ReportWriter) takes the run's scalars from instead of
@@ -71,8 +116,9 @@ impl ReportInput {
         self.scalars_read(location, storage, options, None);
     }
 
-    /// [`scalars_of_run`](Self::scalars_of_run), taking what `ahead` read when that is the
-    /// whole of the run's scalars (see [`ScalarsAhead`]); else they are read now.
+    /// [`scalars_of_run`](Self::scalars_of_run), taking what was read beside the rules
+    /// (`ahead`: see [`ScalarsAhead`] and [`LiveScalars`]) when there is that; else they are
+    /// read now.
     pub(crate) fn scalars_read(
         &mut self,
         location: &str,
@@ -109,7 +155,7 @@ impl ReportInput {
                 format!("... and {more} more problems reading scalars."),
             );
         }
-        self.scalars_from_columns(&read.columns, options);
+        self.scalars_followed(FollowedScalars::Series(read.series), options);
     }
 
     /// Notes that the run holds no tensors (no collections or index files): for a caller that
@@ -120,31 +166,6 @@ impl ReportInput {
             "No tensors were saved in this run (no collections or index files), so there are \
              no loss or metric curves. Save losses with the hook's `losses` collection to see them.",
         );
-    }
-
-    /// Adds the scalars of `columns` (a follower's), the first
-    /// [`max_scalars`](LoadOptions::max_scalars) by name, each thinned to at most
-    /// [`SCALAR_POINTS`] points per mode (see the module docs).
-    pub fn scalars_from_columns(&mut self, columns: &ScalarColumns, options: &LoadOptions) {
-        let mut total = 0;
-        for (name, track) in columns.iter() {
-            total += 1;
-            if total > options.max_scalars {
-                continue;
-            }
-            let modes: Vec<_> = track
-                .iter()
-                .filter(|(_, column)| !column.is_empty())
-                .map(|(&mode, column)| (mode, thin(&column.window(None, None), SCALAR_POINTS)))
-                .collect();
-            if !modes.is_empty() {
-                self.scalars.push(ScalarSeries {
-                    name: name.clone(),
-                    modes,
-                });
-            }
-        }
-        self.note_scalars_left_out(total, options);
     }
 
     /// Adds the scalars another reader already holds downsampled (the dashboard's summaries:
@@ -190,10 +211,12 @@ impl ReportInput {
 }
 
 /// A run's scalars read to the run's end as the report reads them: by a [`TensorFollower`] of
-/// its own into [`ScalarColumns`].
+/// its own into [`ScalarSummaries`], and drawn from them.
 pub(crate) struct ReadScalars {
-    columns: ScalarColumns,
-    problems: Vec<TensorProblem>,
+    /// The scalars as drawn ([`FollowedScalars::of_summaries`]).
+    series: Vec<ScalarSeries>,
+    /// The problems met, as the notes name them.
+    problems: Vec<String>,
     problems_left_out: usize,
     /// Whether the run holds tensors (collections or index files).
     found: bool,
@@ -220,11 +243,11 @@ impl ReadScalars {
 
     fn follow(mut follower: TensorFollower) -> ReadScalars {
         let ended = matches!(follower.end_marker(), Ok(Some(_)));
-        let mut columns = ScalarColumns::default();
-        let read = follower.read_to_end_paced(&mut |batch, more| columns.add(batch, more));
+        let mut summaries = ScalarSummaries::default();
+        let read = follower.read_to_end_paced(&mut |batch, _| summaries.add(batch));
         ReadScalars {
-            columns,
-            problems: read.problems,
+            series: series_of(&summaries),
+            problems: read.problems.iter().map(ToString::to_string).collect(),
             problems_left_out: read.problems_left_out,
             found: follower.found(),
             ended,
@@ -288,6 +311,120 @@ impl std::fmt::Debug for ScalarsAhead {
     }
 }
 
+/// Scalars read beside the rule runner, for the report it writes: taken by
+/// [`ReportInput::scalars_read`] instead of reading the run's scalars again.
+pub(crate) trait ScalarsBeside: Send + Sync + std::fmt::Debug {
+    /// What was read, for a report of a run the runner found `complete` or not; `None`: the
+    /// report reads the scalars itself.
+    fn take(&self, complete: bool) -> Option<ReadScalars>;
+
+    /// Called on the runner's thread after each of its looks at a live run.
+    fn keep_up(&self) {}
+}
+
+impl ScalarsBeside for ScalarsAhead {
+    fn take(&self, complete: bool) -> Option<ReadScalars> {
+        ScalarsAhead::take(self, complete)
+    }
+}
+
+/// How often [`LiveScalars`] reads on while the runner follows a live run. The report is drawn
+/// at the end (or every few minutes), so a second behind costs nothing; and the runner's thread
+/// lists the run's index files once a second more, not once more each look.
+const KEEP_UP_EVERY: Duration = Duration::from_secs(1);
+
+/// The most time one look of [`LiveScalars`] spends reading (a backlog is read over the next
+/// looks), so that the runner's next look is not held up.
+const KEEP_UP_BUDGET: Duration = Duration::from_millis(100);
+
+/// A live run's scalars for the report of the rule runner that follows it (a `Session`'s
+/// without the dashboard): read by a [`TensorFollower`] subscribed to the
+/// [`TensorSource`](smdebug_read::trial::TensorSource) the runner's trial reads through, on the
+/// runner's own thread after its looks (at most once a second), into fixed-size
+/// [`ScalarSummaries`]. So each index and event file of the run is read once for the rules and
+/// the report, no thread is added, and the report reads nothing of the run again when it is
+/// drawn: it reads on to what is there then (past the end marker when the run ended).
+pub(crate) struct LiveScalars {
+    inner: Mutex<LiveInner>,
+}
+
+struct LiveInner {
+    follower: TensorFollower,
+    summaries: ScalarSummaries,
+    /// The first problems, as the report names them (the others are counted).
+    problems: Vec<String>,
+    problems_left_out: usize,
+    last_look: Option<Instant>,
+}
+
+impl LiveInner {
+    /// Reads what is new, for about `budget`.
+    fn read(&mut self, budget: Duration) {
+        let LiveInner {
+            follower,
+            summaries,
+            ..
+        } = self;
+        let inc = follower.poll(budget, &mut |batch, _| summaries.add(batch));
+        self.problems_left_out += inc.problems_left_out;
+        for problem in inc.problems {
+            if self.problems.len() < NOTED_PROBLEMS {
+                self.problems.push(problem.to_string());
+            } else {
+                self.problems_left_out += 1;
+            }
+        }
+        self.last_look = Some(Instant::now());
+    }
+}
+
+impl LiveScalars {
+    /// Reads the run's scalars through `shared` from now on.
+    pub(crate) fn new(shared: TensorSubscription) -> LiveScalars {
+        let storage = Arc::clone(shared.source().storage());
+        LiveScalars {
+            inner: Mutex::new(LiveInner {
+                follower: TensorFollower::new(storage).share(shared),
+                summaries: ScalarSummaries::default(),
+                problems: Vec::new(),
+                problems_left_out: 0,
+                last_look: None,
+            }),
+        }
+    }
+}
+
+impl ScalarsBeside for LiveScalars {
+    /// Everything the run holds now: read on to its end (past its end marker once the runner
+    /// found it `complete`).
+    fn take(&self, _complete: bool) -> Option<ReadScalars> {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        // The marker before the last listing: a listing started after it holds every file.
+        let ended = matches!(inner.follower.end_marker(), Ok(Some(_)));
+        inner.read(Duration::MAX);
+        Some(ReadScalars {
+            series: series_of(&inner.summaries),
+            problems: inner.problems.clone(),
+            problems_left_out: inner.problems_left_out,
+            found: inner.follower.found(),
+            ended,
+        })
+    }
+
+    fn keep_up(&self) {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if inner.last_look.is_none_or(|t| t.elapsed() >= KEEP_UP_EVERY) {
+            inner.read(KEEP_UP_BUDGET);
+        }
+    }
+}
+
+impl std::fmt::Debug for LiveScalars {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LiveScalars")
+    }
+}
+
 /// At most `max` of `points` (in step order): all of them when they fit, else the first and
 /// the last point with the lowest and the highest value of each of `max / 2 - 1` equal step
 /// slices (smdebug-profiler's one min-max downsampler).
@@ -297,7 +434,34 @@ fn thin(points: &[(u64, f64)], max: usize) -> Vec<(u64, f64)> {
 
 #[cfg(test)]
 mod tests {
+    use smdebug_core::Mode;
+
     use super::*;
+
+    #[test]
+    fn the_reports_scalars_are_the_summaries_ends_and_extremes_whatever_the_length() {
+        let value =
+            |s: u64| ((s * 7919) % 1000) as f64 / 10.0 + if s == 31_337 { 500.0 } else { 0.0 };
+        let points: Vec<(u64, f64, f64)> =
+            (0..100_000u64).map(|s| (s, value(s), s as f64)).collect();
+        let mut summaries = ScalarSummaries::default();
+        summaries.add(vec![("loss".to_owned(), Mode::Train, points)]);
+        let series = series_of(&summaries);
+        assert_eq!(series.len(), 1);
+        let (mode, points) = &series[0].modes[0];
+        assert_eq!(*mode, Mode::Train);
+        assert!(
+            points.len() <= 2 * smdebug_analysis::scalars::BUCKETS + 2,
+            "{}",
+            points.len()
+        );
+        assert_eq!(points.first(), Some(&(0, value(0))));
+        assert_eq!(points.last(), Some(&(99_999, value(99_999))));
+        assert!(points.contains(&(31_337, value(31_337))), "the spike");
+        assert!(points.windows(2).all(|w| w[0].0 < w[1].0), "in step order");
+        // Each point is the run's value at its step.
+        assert!(points.iter().all(|&(s, v)| v == value(s)));
+    }
 
     #[test]
     fn short_columns_are_kept_whole() {

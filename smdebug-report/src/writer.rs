@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use smdebug_read::trial::TensorSource;
+use smdebug_read::trial::{TensorSource, TensorSubscription};
 use smdebug_rules::report::{DEFAULT_REPORT_DIR, REPORT_FILE, sagemaker_report_dir};
 use smdebug_rules::runner::RunnerBuilder;
 use smdebug_rules::{NoDestination, ReportPlan, ReportWriteError, Reporter, RunState};
@@ -15,7 +15,7 @@ use crate::notebook::{notebook_name, render_notebook, rule_summary_name};
 use crate::output::{
     write_beside, write_beside_to, write_report, write_report_to, write_rule_files_to,
 };
-use crate::scalars::{ScalarsAhead, ScalarsSource};
+use crate::scalars::{LiveScalars, ScalarsAhead, ScalarsBeside, ScalarsSource};
 
 /// Writes the profiling report of the run a `RuleRunner` evaluates, from the runner's own
 /// data. Attach it with `RunnerBuilder::reporter`.
@@ -33,8 +33,10 @@ pub struct ReportWriter {
     /// Where the run's scalars are taken from ([`scalars_from`](Self::scalars_from)); `None`:
     /// read from the run.
     scalars: Option<Arc<dyn ScalarsSource>>,
-    /// The run's scalars read while the rules run ([`offline_runner`]).
-    scalars_ahead: Option<Arc<ScalarsAhead>>,
+    /// The run's scalars read beside the rules: while they step over a finished run
+    /// ([`offline_runner`]), or as the runner follows a live one
+    /// ([`follow_scalars`](Self::follow_scalars)).
+    scalars_beside: Option<Arc<dyn ScalarsBeside>>,
     /// The input [`Reporter::prepare`] built, drawn by [`Reporter::write`].
     prepared: Option<ReportInput>,
 }
@@ -49,7 +51,7 @@ impl ReportWriter {
             rule_dir: None,
             options: LoadOptions::default(),
             scalars: None,
-            scalars_ahead: None,
+            scalars_beside: None,
             prepared: None,
         }
     }
@@ -99,6 +101,17 @@ impl ReportWriter {
         self
     }
 
+    /// For a runner that follows a live run: the run's scalars are read through `shared`, a
+    /// subscription to the [`TensorSource`] the runner's trial reads through
+    /// ([`RunnerBuilder::tensor_source`], both subscribed before either reads), on the
+    /// runner's own thread after its looks (at most once a second), into fixed-size summaries;
+    /// the report takes them and reads nothing of the run again. So a `Session` with rules and
+    /// the report reads each index and event file of its run once, dashboard or not.
+    pub fn follow_scalars(mut self, shared: TensorSubscription) -> ReportWriter {
+        self.scalars_beside = Some(Arc::new(LiveScalars::new(shared)));
+        self
+    }
+
     /// Kineto (PyTorch profiler) traces the report adds to its operator sections.
     pub fn traces(mut self, traces: Vec<PathBuf>) -> ReportWriter {
         self.options.traces = traces;
@@ -132,7 +145,7 @@ impl Reporter for ReportWriter {
             run,
             &self.options,
             self.scalars.as_deref(),
-            self.scalars_ahead.as_deref(),
+            self.scalars_beside.as_deref(),
         );
         // Traces were named by the caller: one that cannot be read is the report's problem
         // (the page is still written, without it, and says why).
@@ -148,6 +161,13 @@ impl Reporter for ReportWriter {
         }
     }
 
+    /// Reads on the scalars followed beside the runner ([`follow_scalars`](Self::follow_scalars)).
+    fn follow(&mut self) {
+        if let Some(beside) = &self.scalars_beside {
+            beside.keep_up();
+        }
+    }
+
     fn write(&mut self, run: &RunState<'_>) -> Result<(), ReportWriteError> {
         let input = self
             .prepared
@@ -157,7 +177,7 @@ impl Reporter for ReportWriter {
                     run,
                     &self.options,
                     self.scalars.as_deref(),
-                    self.scalars_ahead.as_deref(),
+                    self.scalars_beside.as_deref(),
                 )
             })
             .with_rules(run.summary.rules.clone());
@@ -251,7 +271,7 @@ pub fn offline_runner(
     // Both subscribe before either reads: a late subscriber reads what came before it again.
     let (for_rules, for_scalars) = (source.subscribe(), source.subscribe());
     let writer = ReportWriter {
-        scalars_ahead: Some(Arc::new(ScalarsAhead::start(for_scalars))),
+        scalars_beside: Some(Arc::new(ScalarsAhead::start(for_scalars))),
         ..writer
     };
     builder

@@ -26,8 +26,8 @@ use crate::series::{
     ScalarValues, SmoothedLine, SpanList, SpanRow, SpanSort, StepPhases, StepRow, StepSeries,
     Steps, TimeSeries, finite,
 };
-use crate::summary::SeriesSummary;
 use crate::views::{Num, PhaseTotal, RunList, RunState};
+use smdebug_analysis::scalars::SeriesSummary;
 
 /// A window and a point budget, from the query string.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -1016,7 +1016,11 @@ pub fn scalars(
                         values: kept.iter().map(|p| finite(p.1)).collect(),
                         wall_times: walls(&kept),
                     }),
-                    non_finite: crate::summary::NonFiniteSteps::of(summary, window.from, window.to),
+                    non_finite: crate::non_finite::NonFiniteSteps::of(
+                        summary,
+                        window.from,
+                        window.to,
+                    ),
                 }
             })
             .collect();

@@ -26,7 +26,7 @@ use smdebug_analysis::downsample::{MinMax, PointSource, slice_width};
 
 use smdebug_analysis::digest::Line;
 
-use crate::summary::{Bucket, Point, SeriesSummary};
+use smdebug_analysis::scalars::{Bucket, Point, SeriesSummary};
 
 /// The most points one series is ever sent.
 pub const MAX_POINTS: usize = 2_000;

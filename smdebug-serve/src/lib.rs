@@ -23,7 +23,7 @@
 //! step completeness and checks; each new index file and its event file read once, scalars
 //! kept as fixed-size summaries: per tensor and mode its steps as arithmetic runs and at most
 //! 1,024 buckets of count, sum, first, last, lowest and highest value, a window finer than the
-//! buckets read again from the run's files (`summary`, `downsample` modules)); rule statuses from the summary a
+//! buckets read again from the run's files (smdebug-analysis's `scalars`, this crate's `downsample` module)); rule statuses from the summary a
 //! rule runner writes into the run; the end marker. Whole tensors (distributions, 2-D views)
 //! are read through smdebug-read's `Trial`, opened when a view first asks for one. Only what is
 //! new is read on each pass (every 200 ms by default). A run may not exist yet, be still
@@ -99,6 +99,7 @@ mod identity;
 mod journal;
 mod liveness;
 mod natural;
+mod non_finite;
 mod overview;
 mod page;
 mod pool;
@@ -114,7 +115,6 @@ mod schema;
 mod series;
 mod server;
 mod state;
-pub mod summary;
 mod system;
 mod tensor_views;
 mod verdicts;

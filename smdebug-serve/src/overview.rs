@@ -13,16 +13,16 @@ use smdebug_format::system::vocab;
 use crate::api::Window;
 use crate::downsample::plan;
 use crate::liveness;
+use crate::non_finite::NonFiniteSteps;
 use crate::run::Run;
 use crate::run_data::RunData;
 use crate::series::finite;
-use crate::summary::NonFiniteSteps;
-use crate::summary::SeriesSummary;
 use crate::verdicts::rule_views;
 use crate::views::{
     Headline, HeadlineChart, HeadlineLine, Headlines, JobPhases, NodeStats, Num, Overview, Phase,
     PhaseTotal, Progress, StatRow, WriterDrops,
 };
+use smdebug_analysis::scalars::SeriesSummary;
 
 /// The rows of the per-node statistics table: `(label, the values' sketch, unit)`, the
 /// values of every series a row takes in pooled.

@@ -10,13 +10,11 @@ use std::time::{Duration, Instant};
 
 use smdebug_read::RankSummary;
 use smdebug_report::{
-    FollowedRun, FollowedScalars, LoadOptions, NoteArea, ReportInput, ScalarSeries, ScalarsSource,
-    render_html,
+    FollowedRun, FollowedScalars, LoadOptions, NoteArea, ReportInput, ScalarsSource, render_html,
 };
 
 use crate::run::Run;
 use crate::run_data::RunData;
-use crate::summary::ScalarSummaries;
 
 /// The stages of a build, in order, as [`build`] reports them.
 pub(crate) const STAGES: [&str; 4] = [
@@ -93,11 +91,7 @@ pub(crate) fn input(
 /// summaries (nothing is read again), each series' first and last value and every bucket's
 /// lowest and highest, values of the run's files at their steps.
 fn followed_scalars(d: &RunData) -> FollowedScalars {
-    if d.tensors.is_empty() {
-        FollowedScalars::NoTensors
-    } else {
-        FollowedScalars::Series(summaries_as_series(&d.scalars))
-    }
+    FollowedScalars::of_summaries(!d.tensors.is_empty(), &d.scalars)
 }
 
 /// How long a report written at a run's end waits for the dashboard's follower to read the
@@ -150,63 +144,11 @@ impl ScalarsSource for ServedScalars {
     }
 }
 
-/// The scalars as the report draws them, from the follower's summaries: per scalar and mode,
-/// the first and last value and each bucket's lowest and highest, in step order, each once (at
-/// most 2 × [`BUCKETS`](crate::summary::BUCKETS) + 2 points, whatever the run's length).
-fn summaries_as_series(summaries: &ScalarSummaries) -> Vec<ScalarSeries> {
-    summaries
-        .iter()
-        .map(|(name, track)| ScalarSeries {
-            name: name.clone(),
-            modes: track
-                .iter()
-                .map(|(&mode, series)| {
-                    let mut points: Vec<(u64, f64)> = series
-                        .first()
-                        .into_iter()
-                        .chain(series.buckets().iter().flat_map(|(_, b)| [b.min, b.max]))
-                        .chain(series.last())
-                        .map(|p| (p.step, p.value))
-                        .collect();
-                    points.sort_by_key(|p| p.0);
-                    points.dedup_by_key(|p| p.0);
-                    (mode, points)
-                })
-                .collect(),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
 
     use super::*;
-
-    #[test]
-    fn the_reports_scalars_are_the_summaries_ends_and_extremes_whatever_the_length() {
-        let value =
-            |s: u64| ((s * 7919) % 1000) as f64 / 10.0 + if s == 31_337 { 500.0 } else { 0.0 };
-        let points: Vec<(u64, f64, f64)> =
-            (0..100_000u64).map(|s| (s, value(s), s as f64)).collect();
-        let mut summaries = ScalarSummaries::default();
-        summaries.add(vec![("loss".to_owned(), smdebug_core::Mode::Train, points)]);
-        let series = summaries_as_series(&summaries);
-        assert_eq!(series.len(), 1);
-        let (mode, points) = &series[0].modes[0];
-        assert_eq!(*mode, smdebug_core::Mode::Train);
-        assert!(
-            points.len() <= 2 * crate::summary::BUCKETS + 2,
-            "{}",
-            points.len()
-        );
-        assert_eq!(points.first(), Some(&(0, value(0))));
-        assert_eq!(points.last(), Some(&(99_999, value(99_999))));
-        assert!(points.contains(&(31_337, value(31_337))), "the spike");
-        assert!(points.windows(2).all(|w| w[0].0 < w[1].0), "in step order");
-        // Each point is the run's value at its step.
-        assert!(points.iter().all(|&(s, v)| v == value(s)));
-    }
 
     #[test]
     fn served_scalars_are_the_downloads_and_wait_for_the_end_when_asked() {

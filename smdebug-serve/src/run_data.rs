@@ -12,8 +12,8 @@ use std::collections::VecDeque;
 use crate::journal::Journal;
 use crate::processes::{Arrivals, ProcessView};
 use crate::profile_model::{Digest, StepSpans, TraceIndex};
-use crate::summary::ScalarSummaries;
 use crate::views::{Changed, RunStanding};
+use smdebug_analysis::scalars::ScalarSummaries;
 
 /// At most this many data warnings are kept.
 const MAX_WARNINGS: usize = 50;

@@ -212,7 +212,7 @@ pub struct ModeSeries {
     pub smoothed: Option<SmoothedLine>,
     /// Where its values in the window were NaN or ±Inf (the line breaks there; the chart marks
     /// these steps).
-    pub non_finite: Vec<crate::summary::NonFiniteSteps>,
+    pub non_finite: Vec<crate::non_finite::NonFiniteSteps>,
 }
 
 /// A scalar's smoothed line in one mode: each bucket's lowest and highest point of it.

@@ -9,7 +9,7 @@ use crate::run::Run;
 use crate::series::{
     BANDS, HistogramStep, TensorGrid, TensorHistograms, TensorStep, TensorSteps, finite,
 };
-use crate::summary::SeriesSummary;
+use smdebug_analysis::scalars::SeriesSummary;
 
 /// Whether `name` is a scalar the follower summarizes, and how many values it has (every
 /// mode's).

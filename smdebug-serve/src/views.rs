@@ -467,7 +467,7 @@ pub struct HeadlineChart {
     /// Values there (`null` where not finite).
     pub values: Vec<Option<f64>>,
     /// Where its values were NaN or ±Inf (over the whole run): marked on the chart.
-    pub non_finite: Vec<crate::summary::NonFiniteSteps>,
+    pub non_finite: Vec<crate::non_finite::NonFiniteSteps>,
     /// The same scalar's EVAL values when the chart is its TRAIN ones (TRAIN when it is
     /// another mode's), drawn beside them: the whole run, downsampled alike.
     pub other: Option<HeadlineLine>,
@@ -485,7 +485,7 @@ pub struct HeadlineLine {
     /// Values there (`null` where not finite).
     pub values: Vec<Option<f64>>,
     /// Where its values were NaN or ±Inf.
-    pub non_finite: Vec<crate::summary::NonFiniteSteps>,
+    pub non_finite: Vec<crate::non_finite::NonFiniteSteps>,
 }
 
 /// Counters bumped when an area of a run's data changes (the version, split by panel).

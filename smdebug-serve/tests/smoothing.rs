@@ -146,13 +146,13 @@ fn bucket_ema(
 }
 
 /// The summary's buckets' width for `values`: the narrowest power of two that cuts them into at
-/// most 1,024 buckets (`smdebug_serve::summary::BUCKETS`).
+/// most 1,024 buckets (`smdebug_analysis::scalars::BUCKETS`).
 fn buckets_width(values: &[(u64, f64)]) -> u64 {
     let mut width = 1;
     loop {
         let mut indexes: Vec<u64> = values.iter().map(|p| p.0 / width).collect();
         indexes.dedup();
-        if indexes.len() <= smdebug_serve::summary::BUCKETS {
+        if indexes.len() <= smdebug_analysis::scalars::BUCKETS {
             return width;
         }
         width *= 2;

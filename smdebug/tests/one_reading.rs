@@ -561,3 +561,89 @@ fn a_session_with_rules_and_the_dashboard_reads_each_file_of_its_run_once() {
     eprintln!("read again for the report download (kind: files, reads): {again:?}");
     assert!(again.is_empty(), "read again: {again:?}");
 }
+
+/// Without the dashboard: a session with capture, system sampling, spans, rules and the report
+/// reads the run's scalars for its report beside the rules (`ReportWriter::follow_scalars`,
+/// through the rules' `TensorSource`, on the runner's thread), so each tensor and profiler file
+/// and the end marker is read at most once by the whole process, nothing again at the finish;
+/// and the report's curves are those `smdebug report RUN` draws of the finished run.
+#[test]
+fn a_session_with_rules_and_the_report_but_no_dashboard_reads_each_file_of_its_run_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let local: Arc<dyn Storage> = Arc::new(LocalStorage::new(&run).unwrap());
+    let counting = Arc::new(CountingStorage::new(Arc::clone(&local)));
+    let mut session = Session::builder(run.as_path())
+        .storage(counting.clone())
+        .without_config_files()
+        .save(SaveConfig::every(1))
+        .system(
+            SamplerConfig::default()
+                .interval(Duration::from_millis(100))
+                .publish_interval(Duration::from_millis(300)),
+        )
+        .spans(SpanConfig::default().close_interval(Duration::from_millis(300)))
+        .rules(SESSION_RULES)
+        .rules_poll_interval(Duration::from_millis(50))
+        .rule_status_lines(None)
+        .start()
+        .unwrap();
+    let (train, eval) =
+        smdebug_examples::digits::Digits::load(&smdebug_examples::digits::default_path())
+            .unwrap()
+            .split(0.2, 1);
+    // About 360 steps over a few seconds: the report's follower reads on several times.
+    let cfg = smdebug_examples::TrainConfig {
+        epochs: 8,
+        ..smdebug_examples::TrainConfig::default()
+    };
+    smdebug_examples::train_in_session(&cfg, &train, &eval, &mut session);
+    let summary = session.finish().unwrap();
+    assert!(summary.end_marker_written, "{summary}");
+    let report_file = format!("{DEFAULT_REPORT_DIR}/{REPORT_FILE}");
+    assert!(
+        summary
+            .report
+            .as_deref()
+            .is_some_and(|r| r.ends_with(&report_file)),
+        "{summary}"
+    );
+    let report = String::from_utf8(local.get(&report_file).unwrap().to_vec()).unwrap();
+
+    let kinds = reads_by_kind(&counting, local.as_ref());
+    eprintln!("kind: files, reads, bytes read, bytes held");
+    for (kind, (files, reads, bytes, size)) in &kinds {
+        eprintln!("{kind}: {files}, {reads}, {bytes}, {size}");
+    }
+    let over = read_more_than_once(&counting.file_reads(), local.as_ref());
+    assert!(
+        over.is_empty(),
+        "read more than once (path, reads, bytes, size): {over:?}"
+    );
+    for kind in ["collections", "index", "events", "end marker"] {
+        assert!(kinds.contains_key(kind), "no {kind} file read: {kinds:?}");
+    }
+
+    // `smdebug report RUN` on the finished run: the same curves and last values.
+    let html = dir.path().join("offline.html");
+    let builder = SESSION_RULES.iter().fold(
+        RuleRunner::builder(run.as_path()).write_into_run(false),
+        |runner, spec| runner.spec(RuleSpec::parse(spec).unwrap()),
+    );
+    smdebug::report::offline_runner(
+        builder,
+        smdebug::report::ReportWriter::to_file(&html),
+        Arc::clone(&local),
+    )
+    .build()
+    .unwrap()
+    .run_offline()
+    .unwrap();
+    let offline = std::fs::read_to_string(&html).unwrap();
+    let (in_session, apart) = (scalars_section(&report), scalars_section(&offline));
+    assert!(
+        in_session.contains("<h3 class=\"scalar\">") && in_session.contains("Last values: "),
+        "{in_session}"
+    );
+    assert_eq!(in_session, apart);
+}

@@ -78,6 +78,10 @@ pub trait Reporter: Send {
     fn prepare(&mut self, run: &RunState<'_>) -> ReportPlan;
     /// Writes the report of `run` (after a [`prepare`](Self::prepare) that gave a destination).
     fn write(&mut self, run: &RunState<'_>) -> std::result::Result<(), ReportWriteError>;
+    /// Called on the runner's thread after each of its looks at a live run (the rules
+    /// evaluated, the profiler data fed), so that a reporter can read on beside the runner
+    /// what it will draw (smdebug-report's `ReportWriter::follow_scalars`). Nothing by default.
+    fn follow(&mut self) {}
 }
 
 /// Where the runner's results go: the handle's copy of the summary, the summary file in the
@@ -116,6 +120,13 @@ impl Persistence {
     /// for [`Summary::write_error`].
     pub fn note_write_error(&mut self, error: String) {
         self.write_error = Some(error);
+    }
+
+    /// Lets the reporter read on after a look at a live run ([`Reporter::follow`]).
+    pub fn follow_reporter(&mut self) {
+        if let Some(reporter) = &mut self.reporter {
+            reporter.follow();
+        }
     }
 
     /// Whether a report is due while following ([`report_every`](crate::runner::RunnerBuilder::report_every)).

@@ -67,6 +67,7 @@ impl RuleRunner {
             if complete {
                 return self.finish();
             }
+            self.out.follow_reporter();
             if processed > 0 {
                 last_progress = Instant::now();
             } else {

@@ -438,6 +438,7 @@ impl<H: Capture> SessionBuilder<H> {
         if let Some(subscription) = profiler {
             runner = runner.profiler_source(subscription);
         }
+        #[cfg(not(feature = "report"))]
         if let Some(subscription) = tensors {
             runner = runner.tensor_source(subscription);
         }
@@ -452,12 +453,33 @@ impl<H: Capture> SessionBuilder<H> {
                 .dashboard
                 .as_ref()
                 .and_then(|server| server.report_scalars(location));
+            #[cfg(not(feature = "serve"))]
+            let scalars: Option<std::convert::Infallible> = None;
+            // Without it, the report reads them beside the rules, through the source of the
+            // run's files the rules' trial reads through (both subscribed before either reads):
+            // each index and event file once, and nothing again at the finish.
+            let mut follow_scalars = None;
+            let tensors = match tensors {
+                None if scalars.is_none() && !matches!(self.report, ReportTarget::Off) => {
+                    let source = smdebug_read::trial::TensorSource::new(storage.clone());
+                    let for_rules = source.subscribe();
+                    follow_scalars = Some(source.subscribe());
+                    Some(for_rules)
+                }
+                given => given,
+            };
+            if let Some(subscription) = tensors {
+                runner = runner.tensor_source(subscription);
+            }
             let writer = |w: smdebug_report::ReportWriter| {
                 #[cfg(feature = "serve")]
                 if let Some(source) = &scalars {
                     return w.scalars_from(source.clone());
                 }
-                w
+                match follow_scalars.clone() {
+                    Some(subscription) => w.follow_scalars(subscription),
+                    None => w,
+                }
             };
             let (with_report, report) = match &self.report {
                 ReportTarget::IntoRun => (

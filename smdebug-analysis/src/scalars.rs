@@ -1,22 +1,22 @@
-//! The dashboard's scalars as fixed-size multi-resolution summaries: per tensor and mode, the
-//! steps held (as arithmetic runs: a scalar saved every step is one run however long the job)
-//! and at most [`BUCKETS`] buckets of its values, each over an aligned range of steps of one
-//! width (a power of two), with the count, the sum of the finite values (their mean), the
-//! first, last, lowest and highest value with their steps and wall times. When a value would
-//! make one bucket too many, the width doubles and neighbouring buckets are merged in pairs:
-//! a 400,000-step run's series is at most 1,024 buckets, as a 1,000-step run's is.
+//! A run's scalars as fixed-size multi-resolution summaries, taken in as they are read: per
+//! tensor and mode, the steps held (as arithmetic runs: a scalar saved every step is one run
+//! however long the job) and at most [`BUCKETS`] buckets of its values, each over an aligned
+//! range of steps of one width (a power of two), with the count, the sum of the finite values
+//! (their mean), the first, last, lowest and highest value with their steps and wall times.
+//! When a value would make one bucket too many, the width doubles and neighbouring buckets are
+//! merged in pairs: a 400,000-step run's series is at most 1,024 buckets, as a 1,000-step run's
+//! is. The dashboard keeps its scalars so, and the profiling report draws its curves from
+//! them, so that neither holds memory in proportion to the run's length.
 //!
 //! Every number a bucket holds is one of the files' values or their true count, sum, lowest or
 //! highest over the bucket's steps: a chart drawn from buckets (aligned on multiples of a width
 //! that is a multiple of theirs) shows each slice's true lowest and highest value. A window
-//! too narrow for the buckets is read again from the run's files (`crate::downsample::plan`).
+//! too narrow for the buckets is read again from the run's files (the dashboard's zooms).
+
+use std::collections::BTreeMap;
 
 use smdebug_core::Mode;
 use smdebug_read::trial::{ScalarBatch, ScalarTracks};
-use std::collections::BTreeMap;
-
-use schemars::JsonSchema;
-use serde::Serialize;
 
 /// The most buckets a series keeps.
 pub const BUCKETS: usize = 1024;
@@ -451,44 +451,5 @@ mod tests {
         );
         assert_eq!(s.non_finite(Some(5.0), None, 10).len(), 1);
         assert_eq!(s.non_finite(None, None, 1).len(), 1);
-    }
-}
-
-/// Steps of a series whose values were not finite: marked on its chart.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct NonFiniteSteps {
-    /// The first such step.
-    pub from: u64,
-    /// The last (steps between them may hold finite values when the series' buckets are wider
-    /// than a step: then `count` says how many were not).
-    pub to: u64,
-    /// Values that were not finite.
-    pub count: u32,
-    /// `NaN`, `Inf`, or `NaN and Inf` (`Inf` for -Inf too).
-    pub kind: &'static str,
-}
-
-/// At most this many runs of non-finite steps are marked on a chart.
-pub const NON_FINITE_MARKS: usize = 50;
-
-impl NonFiniteSteps {
-    /// A series' runs of non-finite values within steps `from..=to`.
-    pub fn of(summary: &SeriesSummary, from: Option<f64>, to: Option<f64>) -> Vec<NonFiniteSteps> {
-        summary
-            .non_finite(from, to, NON_FINITE_MARKS)
-            .into_iter()
-            .map(|r| NonFiniteSteps {
-                from: r.from,
-                to: r.to,
-                count: r.count,
-                kind: match (r.nan, r.inf) {
-                    (true, true) => "NaN and Inf",
-                    (false, true) => "Inf",
-                    (true, false) => "NaN",
-                    // Neither seen among the bucket's kept points: a value between them.
-                    (false, false) => "NaN or Inf",
-                },
-            })
-            .collect()
     }
 }
