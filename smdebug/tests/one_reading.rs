@@ -391,6 +391,41 @@ fn read_more_than_once(
 
 const SESSION_RULES: [&str; 3] = ["LossNotDecreasing", "VanishingGradient", "StepOutlier"];
 
+/// A session over `run` through `counting`: every step saved, system sampling, spans and
+/// [`SESSION_RULES`], the report into the run (the default).
+fn session_builder(
+    run: &std::path::Path,
+    counting: &Arc<CountingStorage>,
+) -> smdebug::SessionBuilder {
+    Session::builder(run)
+        .storage(counting.clone())
+        .without_config_files()
+        .save(SaveConfig::every(1))
+        .system(
+            SamplerConfig::default()
+                .interval(Duration::from_millis(100))
+                .publish_interval(Duration::from_millis(300)),
+        )
+        .spans(SpanConfig::default().close_interval(Duration::from_millis(300)))
+        .rules(SESSION_RULES)
+        .rules_poll_interval(Duration::from_millis(50))
+        .rule_status_lines(None)
+}
+
+/// Trains the digits MLP in `session` for about 360 steps: a few seconds, over which the system
+/// file grows, trace files close and the rules (and the report's follower) look several times.
+fn train_digits(session: &mut Session) {
+    let (train, eval) =
+        smdebug_examples::digits::Digits::load(&smdebug_examples::digits::default_path())
+            .unwrap()
+            .split(0.2, 1);
+    let cfg = smdebug_examples::TrainConfig {
+        epochs: 8,
+        ..smdebug_examples::TrainConfig::default()
+    };
+    smdebug_examples::train_in_session(&cfg, &train, &eval, session);
+}
+
 /// The end-to-end proof through a real `Session` given its storage
 /// (`SessionBuilder::storage`): a session with capture, system sampling, spans, rules and the
 /// dashboard trains the digits MLP, and every read the process makes of its run is counted
@@ -405,19 +440,7 @@ fn a_session_with_rules_and_the_dashboard_reads_each_file_of_its_run_once() {
     let run = dir.path().join("run");
     let local: Arc<dyn Storage> = Arc::new(LocalStorage::new(&run).unwrap());
     let counting = Arc::new(CountingStorage::new(Arc::clone(&local)));
-    let mut session = Session::builder(run.as_path())
-        .storage(counting.clone())
-        .without_config_files()
-        .save(SaveConfig::every(1))
-        .system(
-            SamplerConfig::default()
-                .interval(Duration::from_millis(100))
-                .publish_interval(Duration::from_millis(300)),
-        )
-        .spans(SpanConfig::default().close_interval(Duration::from_millis(300)))
-        .rules(SESSION_RULES)
-        .rules_poll_interval(Duration::from_millis(50))
-        .rule_status_lines(None)
+    let mut session = session_builder(&run, &counting)
         // The report into the run (the default), its scalars the dashboard's summaries.
         .dashboard(ServeOptions::default())
         .start()
@@ -427,16 +450,7 @@ fn a_session_with_rules_and_the_dashboard_reads_each_file_of_its_run_once() {
         Arc::as_ptr(&counting)
     ));
     let url = session.dashboard_url().unwrap().to_owned();
-    let (train, eval) =
-        smdebug_examples::digits::Digits::load(&smdebug_examples::digits::default_path())
-            .unwrap()
-            .split(0.2, 1);
-    // About 360 steps: a few seconds, over which the system file grows and trace files close.
-    let cfg = smdebug_examples::TrainConfig {
-        epochs: 8,
-        ..smdebug_examples::TrainConfig::default()
-    };
-    smdebug_examples::train_in_session(&cfg, &train, &eval, &mut session);
+    train_digits(&mut session);
 
     // The dashboard reaches the last step before the session ends (it stops with it).
     let client = reqwest::blocking::Client::new();
@@ -573,31 +587,8 @@ fn a_session_with_rules_and_the_report_but_no_dashboard_reads_each_file_of_its_r
     let run = dir.path().join("run");
     let local: Arc<dyn Storage> = Arc::new(LocalStorage::new(&run).unwrap());
     let counting = Arc::new(CountingStorage::new(Arc::clone(&local)));
-    let mut session = Session::builder(run.as_path())
-        .storage(counting.clone())
-        .without_config_files()
-        .save(SaveConfig::every(1))
-        .system(
-            SamplerConfig::default()
-                .interval(Duration::from_millis(100))
-                .publish_interval(Duration::from_millis(300)),
-        )
-        .spans(SpanConfig::default().close_interval(Duration::from_millis(300)))
-        .rules(SESSION_RULES)
-        .rules_poll_interval(Duration::from_millis(50))
-        .rule_status_lines(None)
-        .start()
-        .unwrap();
-    let (train, eval) =
-        smdebug_examples::digits::Digits::load(&smdebug_examples::digits::default_path())
-            .unwrap()
-            .split(0.2, 1);
-    // About 360 steps over a few seconds: the report's follower reads on several times.
-    let cfg = smdebug_examples::TrainConfig {
-        epochs: 8,
-        ..smdebug_examples::TrainConfig::default()
-    };
-    smdebug_examples::train_in_session(&cfg, &train, &eval, &mut session);
+    let mut session = session_builder(&run, &counting).start().unwrap();
+    train_digits(&mut session);
     let summary = session.finish().unwrap();
     assert!(summary.end_marker_written, "{summary}");
     let report_file = format!("{DEFAULT_REPORT_DIR}/{REPORT_FILE}");
