@@ -7,7 +7,7 @@
 //! kept), and a zoomed window is cut again over its own range, so zooming in gets finer detail
 //! down to the raw samples.
 //!
-//! A scalar is drawn from its summary ([`crate::summary`]: at most 1,024 buckets a series, each
+//! A scalar is drawn from its summary ([`smdebug_analysis::scalars`]: at most 1,024 buckets a series, each
 //! its count, sum, first, last, lowest and highest value) or, for a window finer than the
 //! buckets, from its values read again from the run's files ([`plan`]). Either way it is cut by
 //! step into slices aligned on multiples of their width (1, 2, 3, 4, 6, 8, 12, … steps:

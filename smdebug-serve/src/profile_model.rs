@@ -1,6 +1,6 @@
 //! The dashboard's profiler data, in a size that does not grow with the run's length (issue
 //! 36): what the follower reads is aggregated as it comes, and a window finer than the
-//! aggregates is read again from the run's files, as the scalars are ([`crate::summary`]).
+//! aggregates is read again from the run's files, as the scalars are ([`smdebug_analysis::scalars`]).
 //!
 //! - System metrics and step durations: smdebug-analysis's [`ProfileDigest`] (the report's
 //!   model, shared with "Download report"), its lines at most [`LINE_SLICES`] slices a series

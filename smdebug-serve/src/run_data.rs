@@ -59,7 +59,7 @@ pub(crate) struct RunData {
     /// Tensor names, sorted.
     pub tensors: Vec<String>,
     /// Scalar tensors by name: per mode, their steps and a fixed number of buckets of their
-    /// values ([`crate::summary`]); a window finer than the buckets is read again from the
+    /// values ([`smdebug_analysis::scalars`]); a window finer than the buckets is read again from the
     /// run's files.
     pub scalars: ScalarSummaries,
     /// Index files listed but not read yet.
