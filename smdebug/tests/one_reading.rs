@@ -305,10 +305,10 @@ const READ_ONCE: [&str; 6] = [
 
 /// Per kind of file: how many there are, how many times they were read, the bytes read and
 /// the bytes they hold.
-fn reads_by_kind(
-    storage: &CountingStorage,
-    local: &dyn Storage,
-) -> BTreeMap<&'static str, (u64, u64, u64, u64)> {
+type ReadsByKind = BTreeMap<&'static str, (u64, u64, u64, u64)>;
+
+/// The reads of `storage` by kind of file ([`ReadsByKind`]).
+fn reads_by_kind(storage: &CountingStorage, local: &dyn Storage) -> ReadsByKind {
     let mut kinds = BTreeMap::<&str, (u64, u64, u64, u64)>::new();
     for (path, reads) in storage.file_reads() {
         let size = local.size(&path).unwrap().unwrap_or(0);
@@ -412,6 +412,42 @@ fn session_builder(
         .rule_status_lines(None)
 }
 
+/// Finishes `session` and reads back the report it wrote into the run; asserts that every rule
+/// has a verdict, that `ProfilerReport` says where the report went, and that no file of the
+/// kinds in [`READ_ONCE`] was read more than once through `counting`. Returns the summary, the
+/// page and the reads by kind.
+fn finish_and_count(
+    session: Session,
+    counting: &CountingStorage,
+    local: &dyn Storage,
+) -> (smdebug::SessionSummary, String, ReadsByKind) {
+    let summary = session.finish().unwrap();
+    assert!(summary.end_marker_written, "{summary}");
+    assert_eq!(summary.rules.len(), SESSION_RULES.len(), "{summary}");
+    // The report was written into the run, and ProfilerReport says where.
+    let report_file = format!("{DEFAULT_REPORT_DIR}/{REPORT_FILE}");
+    assert!(
+        summary
+            .report
+            .as_deref()
+            .is_some_and(|r| r.ends_with(&report_file)),
+        "{summary}"
+    );
+    let report = String::from_utf8(local.get(&report_file).unwrap().to_vec()).unwrap();
+    // Every file of the run read by the process, by kind.
+    let kinds = reads_by_kind(counting, local);
+    eprintln!("kind: files, reads, bytes read, bytes held");
+    for (kind, (files, reads, bytes, size)) in &kinds {
+        eprintln!("{kind}: {files}, {reads}, {bytes}, {size}");
+    }
+    let over = read_more_than_once(&counting.file_reads(), local);
+    assert!(
+        over.is_empty(),
+        "read more than once (path, reads, bytes, size): {over:?}"
+    );
+    (summary, report, kinds)
+}
+
 /// Trains the digits MLP in `session` for about 360 steps: a few seconds, over which the system
 /// file grows, trace files close and the rules (and the report's follower) look several times.
 fn train_digits(session: &mut Session) {
@@ -464,31 +500,7 @@ fn a_session_with_rules_and_the_dashboard_reads_each_file_of_its_run_once() {
             shown["last_step"] == steps - 1 && shown["steps"] == steps
         },
     );
-    let summary = session.finish().unwrap();
-    assert!(summary.end_marker_written, "{summary}");
-    assert_eq!(summary.rules.len(), SESSION_RULES.len(), "{summary}");
-    // The report was written into the run, and ProfilerReport says where.
-    let report_file = format!("{DEFAULT_REPORT_DIR}/{REPORT_FILE}");
-    assert!(
-        summary
-            .report
-            .as_deref()
-            .is_some_and(|r| r.ends_with(&report_file)),
-        "{summary}"
-    );
-    let report = String::from_utf8(local.get(&report_file).unwrap().to_vec()).unwrap();
-
-    // Every file of the run read by the process, by kind.
-    let kinds = reads_by_kind(&counting, local.as_ref());
-    eprintln!("kind: files, reads, bytes read, bytes held");
-    for (kind, (files, reads, bytes, size)) in &kinds {
-        eprintln!("{kind}: {files}, {reads}, {bytes}, {size}");
-    }
-    let over = read_more_than_once(&counting.file_reads(), local.as_ref());
-    assert!(
-        over.is_empty(),
-        "read more than once (path, reads, bytes, size): {over:?}"
-    );
+    let (summary, report, kinds) = finish_and_count(session, &counting, local.as_ref());
     for kind in [
         "collections",
         "index",
@@ -589,28 +601,7 @@ fn a_session_with_rules_and_the_report_but_no_dashboard_reads_each_file_of_its_r
     let counting = Arc::new(CountingStorage::new(Arc::clone(&local)));
     let mut session = session_builder(&run, &counting).start().unwrap();
     train_digits(&mut session);
-    let summary = session.finish().unwrap();
-    assert!(summary.end_marker_written, "{summary}");
-    let report_file = format!("{DEFAULT_REPORT_DIR}/{REPORT_FILE}");
-    assert!(
-        summary
-            .report
-            .as_deref()
-            .is_some_and(|r| r.ends_with(&report_file)),
-        "{summary}"
-    );
-    let report = String::from_utf8(local.get(&report_file).unwrap().to_vec()).unwrap();
-
-    let kinds = reads_by_kind(&counting, local.as_ref());
-    eprintln!("kind: files, reads, bytes read, bytes held");
-    for (kind, (files, reads, bytes, size)) in &kinds {
-        eprintln!("{kind}: {files}, {reads}, {bytes}, {size}");
-    }
-    let over = read_more_than_once(&counting.file_reads(), local.as_ref());
-    assert!(
-        over.is_empty(),
-        "read more than once (path, reads, bytes, size): {over:?}"
-    );
+    let (_, report, kinds) = finish_and_count(session, &counting, local.as_ref());
     for kind in ["collections", "index", "events", "end marker"] {
         assert!(kinds.contains_key(kind), "no {kind} file read: {kinds:?}");
     }
