@@ -220,9 +220,6 @@ pub(crate) struct ReadScalars {
     problems_left_out: usize,
     /// Whether the run holds tensors (collections or index files).
     found: bool,
-    /// Whether the run's end marker was there before the follower listed the run: then its
-    /// writers were done, and this read holds every scalar the run will ever have.
-    ended: bool,
 }
 
 impl ReadScalars {
@@ -232,17 +229,20 @@ impl ReadScalars {
     }
 
     /// Reads the scalars of the run to its end through `shared`, beside the other readers of
-    /// its source (see [`TensorFollower::read_to_end_paced`]).
-    fn read_shared(shared: TensorSubscription) -> ReadScalars {
+    /// its source (see [`TensorFollower::read_to_end_paced`]), and whether the run's end marker
+    /// was there before the follower listed the run: then its writers were done, and this read
+    /// holds every scalar the run will ever have.
+    fn read_shared(shared: TensorSubscription) -> (ReadScalars, bool) {
         let storage = Arc::clone(shared.source().storage());
-        let read = ReadScalars::follow(TensorFollower::new(storage).share(shared.clone()));
+        let mut follower = TensorFollower::new(storage).share(shared.clone());
+        let ended = matches!(follower.end_marker(), Ok(Some(_)));
+        let read = ReadScalars::follow(follower);
         // Nothing more is read through it: nothing is held for it from now on.
         shared.release_all();
-        read
+        (read, ended)
     }
 
     fn follow(mut follower: TensorFollower) -> ReadScalars {
-        let ended = matches!(follower.end_marker(), Ok(Some(_)));
         let mut summaries = ScalarSummaries::default();
         let read = follower.read_to_end_paced(&mut |batch, _| summaries.add(batch));
         ReadScalars {
@@ -250,7 +250,6 @@ impl ReadScalars {
             problems: read.problems.iter().map(ToString::to_string).collect(),
             problems_left_out: read.problems_left_out,
             found: follower.found(),
-            ended,
         }
     }
 }
@@ -267,7 +266,8 @@ impl ReadScalars {
 /// complete. Otherwise (a run still being written, a thread that could not start or failed)
 /// the scalars are read at the end as before.
 pub(crate) struct ScalarsAhead {
-    read: Mutex<Option<JoinHandle<ReadScalars>>>,
+    /// The reading thread: what it read, and whether the run had ended before it listed it.
+    read: Mutex<Option<JoinHandle<(ReadScalars, bool)>>>,
     /// The reading thread's subscription, told to stop waiting for the rules once the report
     /// is drawn (they are done).
     shared: TensorSubscription,
@@ -300,8 +300,8 @@ impl ScalarsAhead {
             .unwrap_or_else(PoisonError::into_inner)
             .take()?;
         self.shared.stop_waiting();
-        let read = handle.join().ok()?;
-        (complete && read.ended).then_some(read)
+        let (read, ended) = handle.join().ok()?;
+        (complete && ended).then_some(read)
     }
 }
 
@@ -399,15 +399,14 @@ impl ScalarsBeside for LiveScalars {
     /// found it `complete`).
     fn take(&self, _complete: bool) -> Option<ReadScalars> {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        // The marker before the last listing: a listing started after it holds every file.
-        let ended = matches!(inner.follower.end_marker(), Ok(Some(_)));
+        // The runner found the end marker (if it did) before this last read: its listing
+        // holds every file.
         inner.read(Duration::MAX);
         Some(ReadScalars {
             series: series_of(&inner.summaries),
             problems: inner.problems.clone(),
             problems_left_out: inner.problems_left_out,
             found: inner.follower.found(),
-            ended,
         })
     }
 

@@ -438,7 +438,26 @@ impl<H: Capture> SessionBuilder<H> {
         if let Some(subscription) = profiler {
             runner = runner.profiler_source(subscription);
         }
-        #[cfg(not(feature = "report"))]
+        // With the dashboard on, the report's scalars are its summaries (as its "Download
+        // report" takes them): no file of the run is read again for them.
+        #[cfg(feature = "serve")]
+        let scalars = parts
+            .dashboard
+            .as_ref()
+            .and_then(|server| server.report_scalars(location));
+        #[cfg(all(feature = "report", not(feature = "serve")))]
+        let scalars: Option<std::convert::Infallible> = None;
+        // Without it, the report reads them beside the rules, through the source of the run's
+        // files the rules' trial reads through (both subscribed before either reads): each
+        // index and event file once, and nothing again at the finish.
+        #[cfg(feature = "report")]
+        let (tensors, follow_scalars) = match tensors {
+            None if scalars.is_none() && !matches!(self.report, ReportTarget::Off) => {
+                let source = smdebug_read::trial::TensorSource::new(storage.clone());
+                (Some(source.subscribe()), Some(source.subscribe()))
+            }
+            given => (given, None),
+        };
         if let Some(subscription) = tensors {
             runner = runner.tensor_source(subscription);
         }
@@ -446,31 +465,6 @@ impl<H: Capture> SessionBuilder<H> {
         let report = None;
         #[cfg(feature = "report")]
         let report = {
-            // With the dashboard on, the report's scalars are its summaries (as its "Download
-            // report" takes them): no file of the run is read again for them.
-            #[cfg(feature = "serve")]
-            let scalars = parts
-                .dashboard
-                .as_ref()
-                .and_then(|server| server.report_scalars(location));
-            #[cfg(not(feature = "serve"))]
-            let scalars: Option<std::convert::Infallible> = None;
-            // Without it, the report reads them beside the rules, through the source of the
-            // run's files the rules' trial reads through (both subscribed before either reads):
-            // each index and event file once, and nothing again at the finish.
-            let mut follow_scalars = None;
-            let tensors = match tensors {
-                None if scalars.is_none() && !matches!(self.report, ReportTarget::Off) => {
-                    let source = smdebug_read::trial::TensorSource::new(storage.clone());
-                    let for_rules = source.subscribe();
-                    follow_scalars = Some(source.subscribe());
-                    Some(for_rules)
-                }
-                given => given,
-            };
-            if let Some(subscription) = tensors {
-                runner = runner.tensor_source(subscription);
-            }
             let writer = |w: smdebug_report::ReportWriter| {
                 #[cfg(feature = "serve")]
                 if let Some(source) = &scalars {
