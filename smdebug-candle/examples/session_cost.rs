@@ -16,7 +16,11 @@
 //! cancels). A variant's cost is the median over quads of its mean median step against the
 //! same quad's bare mean; how far apart the quad's two bare processes land is the noise it
 //! stands against. (Sessions run one after another in one process get slower round by round;
-//! a job never does that, so the figures do not either.)
+//! a job never does that, so the figures do not either.) Each variant's mean over quads is
+//! printed with its 95 % interval twice: from the processes' median steps, and from their mean
+//! steps (the loop's whole time over its steps, what the job pays). When a process's speed
+//! switches between two levels for stretches of hundreds of steps, as at a 5 ms step here, its
+//! median jumps with the share of steps at each level, where its mean moves in proportion.
 //!
 //! Each step is timed alone, from asking for its batch to the end of `session.step()`.
 //! Starting and finishing the session (the report included) are timed apart. The session's
@@ -214,11 +218,15 @@ fn main() -> Result<(), BoxError> {
             let second = child(name, steps, batch)?;
             let bare_again = child("no session", steps, batch)?;
             println!(
-                "quad {q}: no session {:.2} ms, {name} {:.2} and {:.2} ms, no session {:.2} ms",
+                "quad {q} (median step, mean): no session {:.2}, {:.2} ms; {name} {:.2}, {:.2} and {:.2}, {:.2} ms; no session {:.2}, {:.2} ms",
                 bare.step * 1e3,
+                bare.mean_step * 1e3,
                 first.step * 1e3,
+                first.mean_step * 1e3,
                 second.step * 1e3,
-                bare_again.step * 1e3
+                second.mean_step * 1e3,
+                bare_again.step * 1e3,
+                bare_again.mean_step * 1e3
             );
             quads_of[v].push(Quad {
                 bare: [bare, bare_again],
@@ -236,6 +244,8 @@ fn main() -> Result<(), BoxError> {
 struct Measured {
     /// Median seconds per step.
     step: f64,
+    /// Mean seconds per step: the loop's whole time over its steps, what the job pays.
+    mean_step: f64,
     /// Seconds to start and to finish the session.
     start: f64,
     finish: f64,
@@ -293,7 +303,7 @@ fn run_child(
 /// Runs this example again as `--only name`, in a fresh process, and reads what it measured.
 fn child(name: &str, steps: usize, batch: usize) -> Result<Measured, BoxError> {
     let (stdout, f) = run_child(name, &["--only", name], steps, batch, "measured ")?;
-    let [step, start, finish, in_loop] = f[..] else {
+    let [step, mean_step, start, finish, in_loop] = f[..] else {
         return Err(format!("the {name:?} process printed {f:?}").into());
     };
     let mut each = BTreeMap::new();
@@ -315,6 +325,7 @@ fn child(name: &str, steps: usize, batch: usize) -> Result<Measured, BoxError> {
     }
     Ok(Measured {
         step,
+        mean_step,
         start,
         finish,
         in_loop,
@@ -324,7 +335,7 @@ fn child(name: &str, steps: usize, batch: usize) -> Result<Measured, BoxError> {
 }
 
 /// Runs variant `name` once, in this process, after a warm-up, with batches of `batch`, and
-/// prints what it measured: one line `measured <median step> <start> <finish> <in loop>`
+/// prints what it measured: one line `measured <median step> <mean step> <start> <finish> <in loop>`
 /// (seconds; the last a step), then a line `thread <name> <CPU seconds> <wake-ups>
 /// <preemptions>` a step for each of the session's threads. Besides
 /// the table's variants: `idle session` (a capture-only session started, the loop making none
@@ -335,8 +346,9 @@ fn only(name: &str, steps: usize, batch: usize) -> Result<(), BoxError> {
     let t = run_variant(name, &batches)?;
     let n = t.steps.len() as f64;
     println!(
-        "measured {} {} {} {}",
+        "measured {} {} {} {} {}",
         median(&t.steps),
+        t.steps.iter().sum::<f64>() / n,
         t.start,
         t.finish,
         t.in_loop / n,
@@ -764,16 +776,24 @@ fn print_table(steps: usize, batch: usize, variants: &[String], quads_of: &[Vec<
                     .collect::<Vec<_>>(),
             )
         };
-        let per_quad: Vec<f64> = quads
-            .iter()
-            .map(|q| {
-                let v = (q.variant[0].step + q.variant[1].step) / 2.0;
-                let b = (q.bare[0].step + q.bare[1].step) / 2.0;
-                (v / b - 1.0) * 100.0
-            })
-            .collect();
-        let over = median(&per_quad);
-        intervals.push(interval(name, "quads", &per_quad));
+        let per_quad = |f: fn(&Measured) -> f64| -> Vec<f64> {
+            quads
+                .iter()
+                .map(|q| {
+                    let v = (f(&q.variant[0]) + f(&q.variant[1])) / 2.0;
+                    let b = (f(&q.bare[0]) + f(&q.bare[1])) / 2.0;
+                    (v / b - 1.0) * 100.0
+                })
+                .collect()
+        };
+        let by_median = per_quad(|m| m.step);
+        let over = median(&by_median);
+        intervals.push(interval(name, "quads", &by_median));
+        intervals.push(interval(
+            &format!("{name} (mean steps)"),
+            "quads",
+            &per_quad(|m| m.mean_step),
+        ));
         let (in_loop, threads) = (of(|m| m.in_loop), of(|m| m.threads));
         println!(
             "{name:<16} {:>7.2} ms {:>+10.2} % {:>7.0} ms {:>8.0} ms {:>9.1} µs {:>10.1} µs {:>9.2} %",
@@ -786,15 +806,20 @@ fn print_table(steps: usize, batch: usize, variants: &[String], quads_of: &[Vec<
             (in_loop + threads) / bare * 100.0
         );
     }
-    let apart: Vec<f64> = all
-        .iter()
-        .map(|q| ((q.bare[1].step / q.bare[0].step - 1.0) * 100.0).abs())
-        .collect();
-    println!(
-        "noise: a quad's two bare processes differ by {:.2} % (median), {:.2} % at most",
-        median(&apart),
-        apart.iter().fold(0.0f64, |m, x| m.max(*x))
-    );
+    for (statistic, f) in [
+        ("median", (|m: &Measured| m.step) as fn(&Measured) -> f64),
+        ("mean", |m: &Measured| m.mean_step),
+    ] {
+        let apart: Vec<f64> = all
+            .iter()
+            .map(|q| ((f(&q.bare[1]) / f(&q.bare[0]) - 1.0) * 100.0).abs())
+            .collect();
+        println!(
+            "noise ({statistic} steps): a quad's two bare processes differ by {:.2} % (median), {:.2} % at most",
+            median(&apart),
+            apart.iter().fold(0.0f64, |m, x| m.max(*x))
+        );
+    }
     for line in intervals {
         println!("{line}");
     }

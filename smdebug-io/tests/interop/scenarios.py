@@ -17,7 +17,7 @@ Usage:
     python scenarios.py --check OUT_DIR     # rewrite into a temporary directory, compare
 
 ``--write`` reads with both readers (run it with a Python that has smdebug 1.0.34 and the
-smdebug_rs wheel: ``target/py-smdebug-venv/bin/python`` once ``.ci/test-smdebug-py`` made it),
+smdebug_rs wheel: ``target/interop-venv/bin/python`` once ``.ci/test-smdebug-py`` made it),
 refuses to write when they disagree where no scenario says they may, and records the answers:
 OUT_DIR/<name>.json (the ops, each with Python smdebug's answer, and ours where it differs on
 purpose) and OUT_DIR/<name>/stage_<k>/ (the files each stage added). The Rust tests
