@@ -516,11 +516,17 @@ fn a_runner_stops_a_training_process_through_the_run_directory() {
     let run = tempdir().unwrap();
     let bin = example_bin("train_until_stopped");
     assert!(bin.exists(), "{} (built by cargo test)", bin.display());
-    // 200 epochs of a net whose loss cannot decrease: 9,000 steps (about 14 s here) if nobody
-    // stops it. With 20 epochs the whole job took 1.4 s, and on a loaded machine it could end
-    // before the runner had read enough steps to fire.
+    // A net whose loss cannot decrease, 45 steps an epoch: 9,000 steps (about 14 s here) if
+    // nobody stops it. The rule fires at step 19, but the stop reaches the job some hundreds of
+    // steps later (the runner's first read, the job's stop watcher's poll); with 20 epochs
+    // (1.4 s) a loaded machine could finish the job first.
+    let epochs: u64 = 200;
     let child = Command::new(&bin)
-        .args([run.path().to_str().unwrap(), "vanishing", "200"])
+        .args([
+            run.path().to_str().unwrap(),
+            "vanishing",
+            &epochs.to_string(),
+        ])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -544,7 +550,7 @@ fn a_runner_stops_a_training_process_through_the_run_directory() {
         .unwrap()
         .parse()
         .unwrap();
-    assert!(steps < 200 * 45, "the job was not stopped: {stdout}");
+    assert!(steps < epochs * 45, "the job was not stopped: {stdout}");
     assert!(
         stdout.contains("stopped=LossNotDecreasing fired at step"),
         "{stdout}"
