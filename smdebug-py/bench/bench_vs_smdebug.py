@@ -9,8 +9,8 @@ benches/python_trial_bench.py:
 
 - open + list: create_trial(RUN), steps(), tensor_names();
 - read every value: tensor(name).value(step) for every tensor and step, each a numpy array
-  (the conversion is included); then Tensor.values() per tensor, for both readers (smdebug's
-  values() is its value(step) loop). The arrays are summed after the clock stops, and the sums
+  (the conversion is included); then, on a new trial, Tensor.values() per tensor, for both
+  readers (smdebug's values() is its value(step) loop). The arrays are summed after the clock stops, and the sums
   of both readers must agree.
 
 Every file of the run is read once first, so both readers start with a warm page cache. The
@@ -82,7 +82,11 @@ def main():
             t_open, trial, n_steps, names = open_and_list(create, args.run)
             t_read, n_values, total = read_every_value(trial, names)
             phases = {"open": t_open, "read": t_read}
-            # Both readers' Tensor.values() too (smdebug's is its value(step) loop inside).
+            # Both readers' Tensor.values() too (smdebug's is its value(step) loop inside), on a
+            # trial of its own: on the trial the loop above read, smdebug_rs's values() would
+            # find what the loop left in memory.
+            del trial
+            _, trial, _, _ = open_and_list(create, args.run)
             t_values, n2, total2 = read_values_per_tensor(trial, names)
             assert n2 == n_values and total2 == total, (n2, n_values, total2, total)
             phases["values()"] = t_values

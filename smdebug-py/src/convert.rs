@@ -106,30 +106,37 @@ fn numpy_itemsize(dtype: DType) -> usize {
     }
 }
 
-/// A saved value as a numpy array of its own dtype and shape: one new array, the value's bytes
-/// copied into it once (from the event file as read or mapped). `bool`, float16 and bfloat16
-/// take [`tensor_to_numpy`]'s way, as do big-endian hosts (the stored bytes are little-endian).
-/// The shape is checked first ([`check_numpy_shape`]).
+/// A saved value as a numpy array of its own dtype and shape. When the value's bytes are a
+/// buffer of their own (a value taken out of its event file, see
+/// `smdebug_read::trial::TrialOptions::read_files_ahead`, or one small enough to be copied out
+/// of it) and aligned for the dtype, the array is made over them without a copy: its base is a
+/// capsule that owns them (a `PyCapsule`, which the cycle collector does not track: a
+/// Python class would be, and a loop keeping tens of thousands of arrays would pay for
+/// collections over their bases), as smdebug's arrays have a base of their own (smdebug
+/// reshapes a copy), and it is writable and shares its memory with nothing. Otherwise (a value
+/// sliced from a kept or mapped file) the bytes are copied into a new array. `bool`, float16
+/// and bfloat16 take [`tensor_to_numpy`]'s way, as do big-endian hosts (the stored bytes are
+/// little-endian). The shape is checked first ([`check_numpy_shape`]).
 pub fn bytes_to_numpy<'py>(
     py: Python<'py>,
     name: &str,
-    value: &TensorBytes,
+    value: TensorBytes,
 ) -> PyResult<Bound<'py, PyAny>> {
     check_numpy_shape(py, name, &value.shape, numpy_itemsize(value.dtype))?;
     if cfg!(target_endian = "big") {
         return tensor_to_numpy(py, value.to_tensor());
     }
     match value.dtype {
-        DType::F32 => copied::<f32>(py, value),
-        DType::F64 => copied::<f64>(py, value),
-        DType::I8 => copied::<i8>(py, value),
-        DType::I16 => copied::<i16>(py, value),
-        DType::I32 => copied::<i32>(py, value),
-        DType::I64 => copied::<i64>(py, value),
-        DType::U8 => copied::<u8>(py, value),
-        DType::U16 => copied::<u16>(py, value),
-        DType::U32 => copied::<u32>(py, value),
-        DType::U64 => copied::<u64>(py, value),
+        DType::F32 => handed_over::<f32>(py, value),
+        DType::F64 => handed_over::<f64>(py, value),
+        DType::I8 => handed_over::<i8>(py, value),
+        DType::I16 => handed_over::<i16>(py, value),
+        DType::I32 => handed_over::<i32>(py, value),
+        DType::I64 => handed_over::<i64>(py, value),
+        DType::U8 => handed_over::<u8>(py, value),
+        DType::U16 => handed_over::<u16>(py, value),
+        DType::U32 => handed_over::<u32>(py, value),
+        DType::U64 => handed_over::<u64>(py, value),
         DType::Bool | DType::F16 | DType::BF16 => tensor_to_numpy(py, value.to_tensor()),
     }
 }
@@ -143,7 +150,7 @@ pub fn bytes_to_numpy<'py>(
 pub fn value_to_numpy<'py>(
     py: Python<'py>,
     name: &str,
-    value: &TensorValue,
+    value: TensorValue,
     max_bytes: u64,
 ) -> PyResult<Bound<'py, PyAny>> {
     let strings = match value {
@@ -181,11 +188,15 @@ pub fn value_to_numpy<'py>(
     array.call_method1("reshape", (PyTuple::new(py, strings.shape())?,))
 }
 
-/// A new C-ordered array of `T` holding `value`'s bytes (little-endian host).
-fn copied<'py, T: numpy::Element>(
-    py: Python<'py>,
-    value: &TensorBytes,
-) -> PyResult<Bound<'py, PyAny>> {
+/// The name of the capsules that own the memory of values handed to numpy.
+const VALUE_MEMORY: &std::ffi::CStr = c"smdebug_rs.value_memory";
+
+/// A C-ordered array of `T` over `value`'s bytes (little-endian host): the bytes themselves when
+/// they are a buffer of their own, aligned for `T`; else a copy.
+fn handed_over<T: numpy::Element>(
+    py: Python<'_>,
+    value: TensorBytes,
+) -> PyResult<Bound<'_, PyAny>> {
     let elements: usize = value.shape.iter().product();
     if elements.checked_mul(std::mem::size_of::<T>()) != Some(value.data.len()) {
         return Err(PyValueError::new_err(format!(
@@ -195,17 +206,42 @@ fn copied<'py, T: numpy::Element>(
             value.dtype
         )));
     }
-    // SAFETY: the array is new and C-contiguous with exactly `value.data.len()` bytes of
-    // elements (checked above), every one of them written below before Python can see it; any
+    let mut memory = match value.data.try_into_mut() {
+        Ok(memory) if memory.as_ptr().align_offset(std::mem::align_of::<T>()) == 0 => memory,
+        Ok(memory) => return Ok(copied::<T>(py, &value.shape, &memory)),
+        Err(shared) => return Ok(copied::<T>(py, &value.shape, &shared)),
+    };
+    let ptr = memory.as_mut_ptr().cast::<T>();
+    // SAFETY: `ptr` points at `elements` elements of `T` (the length was checked above), aligned
+    // for `T` (checked above); any bit pattern is a valid value of these numeric types. The
+    // memory is `memory`'s alone (`try_into_mut` gave it: no other `Bytes` shares it), and moving
+    // `memory` into its owner (a capsule, which drops it when it is destroyed) below does not
+    // move its heap buffer, which lives as long as the owner. The array is the owner's only user: numpy holds the owner as the array's base, so
+    // the buffer outlives the array and every view of it, and nothing else reads or writes it.
+    unsafe {
+        let view = numpy::ndarray::ArrayViewD::<T>::from_shape_ptr(
+            numpy::ndarray::IxDyn(&value.shape),
+            ptr,
+        );
+        let owner = pyo3::types::PyCapsule::new_with_value(py, memory, VALUE_MEMORY)?;
+        Ok(PyArrayDyn::<T>::borrow_from_array(&view, owner.into_any()).into_any())
+    }
+}
+
+/// A new C-ordered array of `T` of `shape` holding a copy of `data` (little-endian host), whose
+/// length was checked against the shape.
+fn copied<'py, T: numpy::Element>(
+    py: Python<'py>,
+    shape: &[usize],
+    data: &[u8],
+) -> Bound<'py, PyAny> {
+    // SAFETY: the array is new and C-contiguous with exactly `data.len()` bytes of elements
+    // (checked by the caller), every one of them written below before Python can see it; any
     // bit pattern is a valid value of these numeric types.
     unsafe {
-        let array = PyArrayDyn::<T>::new(py, numpy::ndarray::IxDyn(&value.shape), false);
-        std::ptr::copy_nonoverlapping(
-            value.data.as_ptr(),
-            array.data().cast::<u8>(),
-            value.data.len(),
-        );
-        Ok(array.into_any())
+        let array = PyArrayDyn::<T>::new(py, numpy::ndarray::IxDyn(shape), false);
+        std::ptr::copy_nonoverlapping(data.as_ptr(), array.data().cast::<u8>(), data.len());
+        array.into_any()
     }
 }
 

@@ -2,8 +2,10 @@
 //!
 //! The Python half (`python/smdebug_rs/`) gives notebooks smdebug's names and signatures; this
 //! module gives it the Rust reader ([`trial`]), the rule runner ([`rules`]) and the profiler
-//! readers ([`profiler`]). Values cross as numpy arrays that own the bytes the reader decoded
-//! (no copy after the decode), errors as the exceptions of `smdebug_rs.exceptions`.
+//! readers ([`profiler`]). Values cross as numpy arrays, writable and sharing their memory with
+//! nothing: made over the memory a value was decoded into when it is the value's alone (values
+//! decoded ahead of a value-by-value loop), else a copy of the bytes read; errors as the
+//! exceptions of `smdebug_rs.exceptions`.
 
 // Unsafe code is refused everywhere but in `convert`: handing numpy a buffer it does not copy
 // (`PyArray::as_slice`, `borrow_from_array`) has no safe form in the numpy crate. Each use there

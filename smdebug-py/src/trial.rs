@@ -56,7 +56,7 @@ impl NativeTrial {
             }),
         };
         match read {
-            Ok(value) => value_to_numpy(py, name, &value, self.trial.options().max_tensor_bytes),
+            Ok(value) => value_to_numpy(py, name, value, self.trial.options().max_tensor_bytes),
             Err(e) => Err(read_error(py, e, mode)),
         }
     }
@@ -479,7 +479,7 @@ impl NativeTrial {
         let out = PyDict::new(py);
         while let Some(chunk) = py.detach(|| chunks.next_chunk()) {
             for (step, value) in chunk.map_err(|e| read_error(py, e, mode))? {
-                out.set_item(step, value_to_numpy(py, name, &value, budget)?)?;
+                out.set_item(step, value_to_numpy(py, name, value, budget)?)?;
             }
         }
         Ok(out)

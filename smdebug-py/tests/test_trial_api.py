@@ -197,19 +197,36 @@ def test_a_run_that_ended_without_its_collections_file_is_missing_collection_fil
         create_trial(str(run))
 
 
+def _assert_own_writable(arr):
+    # Aligned, C-ordered and writable, as smdebug's arrays are. Like smdebug's (a reshaped
+    # copy), an array may have a base: the memory it was decoded into, which it alone uses.
+    assert arr.flags.writeable and arr.flags.c_contiguous and arr.flags.aligned
+    if arr.base is not None:
+        assert not isinstance(arr.base, np.ndarray), type(arr.base)
+
+
 def test_values_are_writable_arrays_of_their_own(multi):
     t = multi.tensor("fc1.weight")
-    v = t.value(0)
-    # One copy, straight from the (mapped) event file into an array that owns its memory:
-    # aligned, C-ordered and writable, as smdebug's arrays are, and never shared by two reads.
-    assert v.base is None and v.flags.owndata and v.flags.writeable
-    assert v.flags.c_contiguous and v.flags.aligned
-    again = t.value(0)
+    steps = t.steps()
+    v = t.value(steps[0])
+    _assert_own_writable(v)
+    again = t.value(steps[0])
     assert not np.shares_memory(v, again)
     v[...] = 0
-    assert np.array_equal(t.value(0), again) and again.any()
+    assert np.array_equal(t.value(steps[0]), again) and again.any()
+    # Read value by value in order, the values are decoded ahead and handed over without a
+    # copy: each still shares its memory with nothing, and writing one changes no other read.
+    first = [t.value(s) for s in steps]
+    second = [t.value(s) for s in steps]
+    for a, b in zip(first, second):
+        _assert_own_writable(a)
+        assert not np.shares_memory(a, b)
+        assert np.array_equal(a, b)
+    for a in first:
+        a[...] = -1
+    assert all(np.array_equal(b, t.value(s)) for b, s in zip(second, steps))
     for arr in t.values().values():
-        assert arr.base is None and arr.flags.owndata and arr.flags.writeable
+        _assert_own_writable(arr)
 
 
 def _hook_run_with_weights_pattern(tmp_path, pattern):

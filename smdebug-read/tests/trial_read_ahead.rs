@@ -395,9 +395,10 @@ fn a_caller_reading_value_by_value_takes_values_decoded_on_other_threads() {
 
 /// A caller reading value by value, tensor after tensor (`for name in names: for step in
 /// steps: raw_value_as(name, step)`, Python's notebook loop), reads each event file once: the
-/// files read for the first tensor's values decoded ahead are kept (within the file cache's
-/// budget) for the next tensors, which were saved in the same files. With a budget too small
-/// to keep them, the next tensors read them again, and the values are the same.
+/// values of the next tensors, saved in the same files, are taken out of the files read for
+/// the first tensor's values decoded ahead and kept (within the file cache's budget) until the
+/// next tensors' reads take them. With a budget too small to keep them, the next tensors read
+/// the files again, and the values are the same.
 #[test]
 fn reading_tensor_after_tensor_value_by_value_reads_each_event_file_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -425,6 +426,49 @@ fn reading_tensor_after_tensor_value_by_value_reads_each_event_file_once() {
     assert!(
         rereads as u64 > STEPS,
         "{rereads} reads without a budget to keep files"
+    );
+}
+
+/// Values taken out of a file for the next tensors were decoded within the budget of the read
+/// that took them out (its conversion): a read of another conversion does not take them but
+/// reads the file again, within its own budget, and gets the values a plain reader gets; and
+/// each value a caller takes is its own (its bytes shared with no other value or file).
+#[test]
+fn values_taken_out_for_one_conversion_are_read_again_for_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = write_run(dir.path());
+    let storage = Intercepted::new(open_storage(&run).unwrap(), EventReads::new());
+    let trial = Trial::from_storage(&run, storage.clone(), options(true, 256 << 20)).unwrap();
+    let plain = Trial::open_with(&run, options(false, 256 << 20)).unwrap();
+    let sweep = |name: &str, conversion| {
+        for step in trial.tensor(name).unwrap().steps(None).unwrap() {
+            let value = trial
+                .raw_value_as(name, step, None, None, conversion)
+                .unwrap();
+            let expected = plain
+                .raw_value_as(name, step, None, None, conversion)
+                .unwrap();
+            assert_eq!(value, expected, "{name} at step {step}");
+            if let TensorValue::Numbers(mut bytes) = value {
+                assert!(
+                    bytes.data.is_empty() || bytes.data.is_unique(),
+                    "{name} at step {step}: the value's bytes are shared"
+                );
+                bytes.data.clear();
+            }
+        }
+    };
+    sweep("w", Conversion::Array);
+    assert_eq!(storage.total() as u64, STEPS, "every file read once");
+    // `h` was taken out with `w`, for an array: read for an array, no file is read again.
+    sweep("h", Conversion::Array);
+    assert_eq!(storage.total() as u64, STEPS);
+    // `count` was taken out for an array too: read as stored, its files are read again.
+    sweep("count", Conversion::Stored);
+    assert!(
+        storage.total() as u64 > STEPS,
+        "{} reads: `count` was not read again",
+        storage.total()
     );
 }
 

@@ -8,9 +8,10 @@
 //! values read and decoded together on rayon's threads, and the next reads take them from here
 //! (`Trial::decoded_value`) without a lookup, a file or a decoder. While the caller takes one
 //! batch, the next is decoded: once half a batch is left, the steps after it are looked up and
-//! handed to the pool, so a caller that keeps going finds its values decoded, or waits for the
-//! pool (without the interpreter's lock, in `Trial::raw_value_as`) when it gets to a batch
-//! still being decoded (a tensor's first, or any when the pool is slower than the caller).
+//! handed to the pool, so a caller that keeps going finds its values decoded, or reads the
+//! batch with the pool (without the interpreter's lock, in `Trial::raw_value_as`) when it gets
+//! to a batch still being decoded (a tensor's first, or any when the pool is slower than the
+//! caller).
 //!
 //! A value taken from here is the one the caller's own read would give: it was looked up by
 //! the same lookup ([`State::find`]) and read with the same checks while the index stood as it
@@ -18,12 +19,15 @@
 //! up before are not used), and a refresh that is due is done by the caller's own read first.
 //! A step whose read fails (a placeholder index entry, a record that does not decode, a value
 //! over the budget) is left out: the caller's read of that step reads it and gets the error.
-//! The decoded values hold slices of their event files. Two batches at most
-//! (the one the caller takes and the next), each of at most [`BATCH_VALUES`] values, the files
-//! and values it holds within [`BATCH_BYTES`]. The files read for them are kept for good
-//! (within [`TrialOptions::file_cache_bytes`](super::TrialOptions::file_cache_bytes), as the
-//! caller's own reads here are: [`FirstFetch::ForGood`]): a caller going tensor after tensor
-//! finds the next tensor's records in the files the first one read.
+//! Two batches at most (the one the caller takes and the next), each of at most
+//! [`BATCH_VALUES`] values within [`BATCH_BYTES`]. Each event file a batch reads is read once,
+//! into a buffer of the reading thread, and every value its index entries list is taken out of
+//! it into memory of its own ([`records::read_taking_values_out`](super::records::read_taking_values_out)):
+//! the batch gets its tensor's, and the others stay with the file (within
+//! [`TrialOptions::file_cache_bytes`](super::TrialOptions::file_cache_bytes)) for the batches
+//! of the tensors the caller reads next, which take them without reading the file again. Every
+//! value is copied once, into memory that is its alone: the Python binding makes its numpy
+//! array over it without another copy.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -32,7 +36,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use smdebug_core::Mode;
 
 use super::records::TensorValue;
-use super::source::{Files, FirstFetch, Location, WHOLE_FILE_MAX};
+use super::source::{Files, FirstFetch, Location, TensorTable, WHOLE_FILE_MAX};
 use super::state::State;
 use smdebug_format::budget::{Budget, Conversion};
 use smdebug_storage::Storage;
@@ -145,8 +149,8 @@ impl DecodedAhead {
         read: Read<'_>,
         step: u64,
         generation: u64,
-        next: impl FnOnce(u64) -> Vec<(u64, Location)>,
-        start: impl FnOnce(Vec<(u64, Location)>) -> Option<Arc<Work>>,
+        next: impl FnOnce(u64) -> Vec<Planned>,
+        start: impl FnOnce(Vec<Planned>) -> Option<Arc<Work>>,
     ) -> Option<TensorValue> {
         let mut guard = self.inner.try_lock().ok()?;
         let inner = &mut *guard;
@@ -187,11 +191,12 @@ impl DecodedAhead {
     }
 
     /// Waits until the batch being decoded for `read` is decoded, when the caller has taken
-    /// every value decoded before it (the caller's next value is likely in it): the pool's
-    /// threads decode it while the caller waits, its own thread's time left to the values it
-    /// takes. A caller that is one of the pool's threads itself reads the chunks left itself
-    /// and waits only for those being read (it must not wait for a pool thread to start: every
-    /// other may be waiting too).
+    /// every value decoded before it (the caller's next value is likely in it). The caller
+    /// reads the chunks no pool thread has started itself, then waits only for those being
+    /// read: it would otherwise sit idle while the pool's threads read the batch (a tensor's
+    /// first sweep, when every event file is read and its values taken out, keeps them busy),
+    /// and a caller that is one of the pool's threads must not wait for another to start
+    /// (every other may be waiting too).
     pub(crate) fn wait_for_pending(&self, read: Read<'_>) {
         let pending = {
             let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
@@ -202,9 +207,7 @@ impl DecodedAhead {
                 _ => return,
             }
         };
-        if rayon_core::current_thread_index().is_some() {
-            pending.run();
-        }
+        pending.run();
         pending.wait();
     }
 
@@ -217,8 +220,8 @@ impl DecodedAhead {
         read: Read<'_>,
         step: u64,
         generation: u64,
-        next: impl FnOnce(u64) -> Vec<(u64, Location)>,
-        start: impl FnOnce(Vec<(u64, Location)>) -> Option<Arc<Work>>,
+        next: impl FnOnce(u64) -> Vec<Planned>,
+        start: impl FnOnce(Vec<Planned>) -> Option<Arc<Work>>,
     ) {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if inner.generation != generation {
@@ -265,7 +268,7 @@ pub(crate) fn next_locations(
     step: u64,
     mode: Mode,
     worker: Option<&str>,
-) -> Vec<(u64, Location)> {
+) -> Vec<Planned> {
     let (Some(saved), Some(at)) = (st.names.get(name), st.global_step(step, mode)) else {
         return Vec::new();
     };
@@ -284,13 +287,34 @@ pub(crate) fn next_locations(
             },
         };
         if let Ok(Some(loc)) = st.find(name, s, mode, worker, run) {
-            out.push((s, loc));
+            let table = file_table(st, &loc);
+            out.push(Planned {
+                step: s,
+                loc,
+                table,
+            });
             if out.len() == BATCH_VALUES {
                 break;
             }
         }
     }
     out
+}
+
+/// A value to decode ahead: its step (in the caller's numbering), where its record is, and the
+/// index entries of its event file (the records whose values are taken out of the file with it,
+/// [`records::read_taking_values_out`](super::records::read_taking_values_out)).
+pub(crate) struct Planned {
+    step: u64,
+    loc: Location,
+    table: Option<TensorTable>,
+}
+
+/// The index entries of `loc`'s event file (those of its step and worker, when they describe
+/// that file).
+fn file_table(st: &State, loc: &Location) -> Option<TensorTable> {
+    let ws = st.steps.get(&loc.step)?.workers.get(&loc.file.worker)?;
+    Arc::ptr_eq(&ws.file, &loc.file).then(|| ws.tensors.clone())
 }
 
 /// What a value read at `loc` holds in memory: its event file (whole when up to 1 MiB, else its
@@ -324,7 +348,7 @@ pub(crate) struct Work {
     files: Arc<Files>,
     name: String,
     budget: Budget,
-    locations: Vec<(u64, Location)>,
+    locations: Vec<Planned>,
     /// The next chunk to take.
     next: AtomicUsize,
     /// Set when nobody will take the values: the chunks not started are not read.
@@ -349,22 +373,33 @@ impl Work {
             }
             let end = (c * CHUNK + CHUNK).min(self.locations.len());
             let mut out = Vec::with_capacity(end - c * CHUNK);
-            for (step, loc) in &self.locations[c * CHUNK..end] {
+            for planned in &self.locations[c * CHUNK..end] {
                 if self.cancelled.load(Ordering::Relaxed) {
                     break;
                 }
-                let read = super::records::read_value(
-                    self.storage.as_ref(),
-                    &self.files,
-                    loc,
-                    &self.name,
-                    self.budget,
-                    FirstFetch::ForGood,
-                );
+                let (storage, loc) = (self.storage.as_ref(), &planned.loc);
+                let read = match &planned.table {
+                    Some(table) => super::records::read_taking_values_out(
+                        storage,
+                        &self.files,
+                        loc,
+                        &self.name,
+                        self.budget,
+                        table,
+                    ),
+                    None => super::records::read_value_owned(
+                        storage,
+                        &self.files,
+                        loc,
+                        &self.name,
+                        self.budget,
+                        FirstFetch::ForGood,
+                    ),
+                };
                 let Ok(value) = read else {
                     break;
                 };
-                out.push((*step, value));
+                out.push((planned.step, value));
             }
             let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
             done.0[c] = out;
@@ -389,7 +424,7 @@ impl Work {
         'parts: for (c, part) in parts.into_iter().enumerate() {
             let first = c * CHUNK;
             for (i, (step, value)) in part.into_iter().enumerate() {
-                held += held_bytes(&self.locations[first + i].1, Some(&value));
+                held += held_bytes(&self.locations[first + i].loc, Some(&value));
                 if held > BATCH_BYTES {
                     break 'parts;
                 }
@@ -415,14 +450,14 @@ pub(crate) fn start(
     files: Arc<Files>,
     name: &str,
     budget: Budget,
-    mut locations: Vec<(u64, Location)>,
+    mut locations: Vec<Planned>,
 ) -> Option<Arc<Work>> {
     // At most what the batch may hold, counting each record as its value's size.
     let mut held = 0u64;
     let fit = locations
         .iter()
-        .take_while(|(_, loc)| {
-            held = held.saturating_add(held_bytes(loc, None));
+        .take_while(|planned| {
+            held = held.saturating_add(held_bytes(&planned.loc, None));
             held <= BATCH_BYTES
         })
         .count();

@@ -208,7 +208,7 @@ impl Trial {
     fn start_decoding(
         &self,
         read: decoded::Read<'_>,
-        at: Vec<(u64, Location)>,
+        at: Vec<decoded::Planned>,
     ) -> Option<std::sync::Arc<decoded::Work>> {
         decoded::start(
             self.storage.clone(),

@@ -6,7 +6,7 @@ use bytes::Bytes;
 
 use smdebug_core::{DType, StringTensor, Tensor};
 
-use super::source::{Files, FirstFetch, Location, WHOLE_FILE_MAX};
+use super::source::{Files, FirstFetch, Location, Slot, TakenValue, TensorTable, WHOLE_FILE_MAX};
 use crate::error::{Error, Result};
 use smdebug_format::budget::{Budget, Conversion};
 use smdebug_format::record::{Decoded, PayloadCrcPolicy};
@@ -110,20 +110,176 @@ pub(crate) fn read_value(
     budget: Budget,
     first: FirstFetch,
 ) -> Result<TensorValue> {
+    if let Some(value) = loc.file.take_value(loc, name, budget, files) {
+        return Ok(value);
+    }
     let bytes = record_bytes(storage, files, loc, name, budget, first)?;
-    match decode_with(&bytes, loc, name, budget, in_place) {
+    decode_value(&bytes, loc, name, budget, in_place)
+}
+
+/// The value in record `bytes` (exactly the record at `loc`), numbers made by `numbers`.
+fn decode_value<B: AsRef<[u8]> + ?Sized>(
+    bytes: &B,
+    loc: &Location,
+    name: &str,
+    budget: Budget,
+    numbers: impl FnOnce(&B, smdebug_format::TensorEventRef<'_>) -> TensorBytes,
+) -> Result<TensorValue> {
+    match decode_with(bytes, loc, name, budget, numbers) {
         Ok(numbers) => Ok(TensorValue::Numbers(numbers)),
         Err(Error::Format(smdebug_format::Error::StringTensor { .. })) => {
-            decode_strings(&bytes, loc, name, budget).map(TensorValue::Strings)
+            decode_strings(bytes.as_ref(), loc, name, budget).map(TensorValue::Strings)
         }
         Err(e) => Err(e),
+    }
+}
+
+/// [`read_value`], the value's numbers copied into memory of their own (a value handed on whole,
+/// as the Python binding hands it to numpy without another copy).
+pub(crate) fn read_value_owned(
+    storage: &dyn Storage,
+    files: &Files,
+    loc: &Location,
+    name: &str,
+    budget: Budget,
+    first: FirstFetch,
+) -> Result<TensorValue> {
+    if let Some(value) = loc.file.take_value(loc, name, budget, files) {
+        return Ok(value);
+    }
+    let bytes = record_bytes(storage, files, loc, name, budget, first)?;
+    decode_value(&bytes, loc, name, budget, copied)
+}
+
+/// A decoded value as a [`TensorBytes`] of its own: its numbers copied out of the record.
+fn copied<B: ?Sized>(_: &B, event: smdebug_format::TensorEventRef<'_>) -> TensorBytes {
+    TensorBytes {
+        dtype: event.dtype,
+        shape: event.shape,
+        data: match event.data {
+            std::borrow::Cow::Borrowed(d) => Bytes::copy_from_slice(d),
+            std::borrow::Cow::Owned(v) => Bytes::from(v),
+        },
+    }
+}
+
+/// Event files a value-by-value reader reads whole into a buffer of its thread, to take every
+/// value out of, at most this long.
+const TAKEN_OUT_FILE_MAX: u64 = WHOLE_FILE_MAX;
+
+thread_local! {
+    /// The buffer an event file is read into to take its values out (grown to the largest
+    /// file read on the thread, at most [`TAKEN_OUT_FILE_MAX`]).
+    static FILE_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Tensor `name`'s value at `loc` for a reader going value by value, tensor after tensor (the
+/// values decoded ahead of one, [`decoded`](super::decoded)): the event file, unless a value of
+/// it is at hand already, is read into a buffer of this thread and every record `table` (the
+/// file's index entries) lists is decoded, each value copied into memory of its own; the one
+/// asked for is returned, and the others stay with the file ([`EventFile::keep_values`](super::source::EventFile::keep_values),
+/// within the heap budget) for the reads of the other tensors. So the file is read once and
+/// never kept, and each value is copied once, into memory that is the value's alone (the
+/// Python binding hands it to numpy without another copy). Every value is decoded with the
+/// checks of [`read_value`] (its tag, its step, the budget); a record that does not decode is
+/// left in the file, and its own read reads the file again and reports what is wrong. A file
+/// that is kept or mapped, comes through a shared source or is larger than
+/// [`TAKEN_OUT_FILE_MAX`], and one that cannot be read whole, is read as [`read_value`] reads it
+/// (for good: [`FirstFetch::ForGood`]).
+pub(crate) fn read_taking_values_out(
+    storage: &dyn Storage,
+    files: &Files,
+    loc: &Location,
+    name: &str,
+    budget: Budget,
+    table: &TensorTable,
+) -> Result<TensorValue> {
+    if let Some(value) = loc.file.take_value(loc, name, budget, files) {
+        return Ok(value);
+    }
+    let len = loc.file.len;
+    if len == 0
+        || len > TAKEN_OUT_FILE_MAX
+        || loc.file.kept().is_some()
+        || !files.may_take_values_out()
+    {
+        return read_value(storage, files, loc, name, budget, FirstFetch::ForGood);
+    }
+    let taken = FILE_BUFFER.with(|buffer| {
+        let mut buffer = buffer.borrow_mut();
+        let len = len as usize;
+        if buffer.len() < len {
+            buffer.resize(len, 0);
+        }
+        let file = &mut buffer[..len];
+        match storage.get_range_into(&loc.file.path(), 0, file) {
+            Ok(n) if n == len => Some(take_values_out(file, loc, name, budget, table)),
+            // Missing, cut short or unreadable: read as any read does, which reports it.
+            _ => None,
+        }
+    });
+    match taken {
+        Some((value, others)) => {
+            loc.file.keep_values(others, files);
+            value
+        }
+        None => read_value(storage, files, loc, name, budget, FirstFetch::ForGood),
+    }
+}
+
+/// Every value `table` lists in `file` (the whole event file of `loc`), decoded and copied: the
+/// one at `loc` (tensor `name`'s), and the others that decode.
+fn take_values_out(
+    file: &[u8],
+    loc: &Location,
+    name: &str,
+    budget: Budget,
+    table: &TensorTable,
+) -> (Result<TensorValue>, Vec<TakenValue>) {
+    let decode = |at: &Location, tag: &str| {
+        let end = record_end(at, tag, budget)?;
+        decode_value(record_in(file, at, end)?, at, tag, budget, copied)
+    };
+    let mut asked = None;
+    let mut others = Vec::new();
+    for (other, slot) in table.entries() {
+        let Slot::Record(start, length) = slot else {
+            continue;
+        };
+        if start == loc.start && length == loc.length && &**other == name {
+            asked = Some(decode(loc, name));
+            continue;
+        }
+        let at = Location {
+            start,
+            length,
+            ..loc.clone()
+        };
+        if let Ok(value) = decode(&at, other) {
+            others.push(TakenValue {
+                name: other.clone(),
+                start,
+                length,
+                budget,
+                value,
+            });
+        }
+    }
+    (asked.unwrap_or_else(|| decode(loc, name)), others)
+}
+
+/// The bytes a value holds: its numbers, or its strings' bytes.
+pub(crate) fn value_bytes(value: &TensorValue) -> u64 {
+    match value {
+        TensorValue::Numbers(bytes) => bytes.data.len() as u64,
+        TensorValue::Strings(strings) => strings.values().iter().map(|v| v.len() as u64).sum(),
     }
 }
 
 /// The string tensor in record `bytes` (exactly the record at `loc`): its tag must be `name` and
 /// its step the index's step.
 fn decode_strings(
-    bytes: &Bytes,
+    bytes: &[u8],
     loc: &Location,
     name: &str,
     budget: Budget,
@@ -268,16 +424,16 @@ fn read_with<T>(
 
 /// Decodes the record `bytes` (exactly the record at `loc`): its tag must be `name` and its
 /// step the index's step.
-fn decode_with<T>(
-    bytes: &Bytes,
+fn decode_with<B: AsRef<[u8]> + ?Sized, T>(
+    bytes: &B,
     loc: &Location,
     name: &str,
     budget: Budget,
-    finish: impl FnOnce(&Bytes, smdebug_format::TensorEventRef<'_>) -> T,
+    finish: impl FnOnce(&B, smdebug_format::TensorEventRef<'_>) -> T,
 ) -> Result<T> {
     let decode = |path: &str| {
         smdebug_format::read_tagged_tensor_record_ref(
-            bytes,
+            bytes.as_ref(),
             path,
             loc.start,
             name,

@@ -118,10 +118,9 @@ pub(crate) struct EventFile {
     pub worker: Arc<str>,
     /// Size of the file as the index describes it (the end of its last record).
     pub len: u64,
-    /// The whole file (up to `len`) while kept: mapped, or fetched within the heap budget
-    /// (then `true`: its length counts against the budget until it is let go). Boxed: a long
-    /// run has a file a step, and few are kept at a time.
-    data: Mutex<Option<Box<(Bytes, bool)>>>,
+    /// What is kept of the file ([`Kept`]). Boxed: a long run has a file a step, and few are
+    /// kept at a time.
+    data: Mutex<Option<Box<Kept>>>,
     /// The whole file was fetched before (and let go as provisional, see [`Files`]): the next
     /// fetch keeps it.
     read_before: std::sync::atomic::AtomicBool,
@@ -135,6 +134,36 @@ pub(crate) struct EventFile {
 struct OtherPaths {
     event: Option<Box<str>>,
     index: Option<Box<str>>,
+}
+
+/// What a trial keeps of an event file.
+#[derive(Debug)]
+enum Kept {
+    /// The whole file (up to its length in the index): mapped, or fetched within the heap
+    /// budget (then `true`: its length counts against the budget until it is let go).
+    Whole(Bytes, bool),
+    /// The values of the records a value-by-value reader did not ask for yet, taken out of the
+    /// file when it read one of them ([`records::read_taking_values_out`](super::records)),
+    /// each in memory of its own and counted in the heap budget until it is taken or let go.
+    Values(Vec<TakenValue>),
+}
+
+/// A value taken out of its event file ahead of the read that asks for it: which record it
+/// is, under which budget it was decoded, and the value.
+#[derive(Debug)]
+pub(crate) struct TakenValue {
+    pub name: Arc<str>,
+    pub start: u64,
+    pub length: u64,
+    pub budget: smdebug_format::budget::Budget,
+    pub value: super::records::TensorValue,
+}
+
+impl TakenValue {
+    /// The bytes the value holds (what it counts in the heap budget).
+    pub(crate) fn held(&self) -> u64 {
+        super::records::value_bytes(&self.value)
+    }
 }
 
 impl EventFile {
@@ -183,28 +212,77 @@ impl EventFile {
         }
     }
 
-    pub(super) fn data(&self) -> MutexGuard<'_, Option<Box<(Bytes, bool)>>> {
+    fn data(&self) -> MutexGuard<'_, Option<Box<Kept>>> {
         // Nothing can be left half-done under this lock: recover the guard.
         self.data.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The whole file, when a reader has kept it (mapped or fetched).
     pub(crate) fn kept(&self) -> Option<Bytes> {
-        self.data().as_ref().map(|kept| kept.0.clone())
+        match self.data().as_deref() {
+            Some(Kept::Whole(bytes, _)) => Some(bytes.clone()),
+            _ => None,
+        }
     }
 
     /// Keeps `bytes` as the whole file, unless another reader kept it first: then its bytes
     /// (the same) are returned and `bytes` is dropped, its budget (when `heap`) given back.
+    /// Values taken out of the file before are let go: every read finds them in the file now.
     pub(super) fn keep(&self, bytes: Bytes, heap: bool, files: &Files) -> Bytes {
         let mut data = self.data();
-        if let Some(kept) = data.as_ref() {
+        if let Some(Kept::Whole(kept, _)) = data.as_deref() {
             if heap {
                 files.release(self.len);
             }
-            return kept.0.clone();
+            return kept.clone();
         }
-        *data = Some(Box::new((bytes.clone(), heap)));
+        if let Some(Kept::Values(values)) = data.take().map(|k| *k) {
+            values.iter().for_each(|v| files.release(v.held()));
+        }
+        *data = Some(Box::new(Kept::Whole(bytes.clone(), heap)));
         bytes
+    }
+
+    /// Keeps the values taken out of the file for the reads that will ask for them, each
+    /// while the heap budget has room for it (the others are dropped: their reads read the
+    /// file again). Nothing is kept when the file (or values taken out of it) is kept already.
+    pub(super) fn keep_values(&self, values: Vec<TakenValue>, files: &Files) {
+        let mut data = self.data();
+        if data.is_some() {
+            return;
+        }
+        let kept: Vec<TakenValue> = values
+            .into_iter()
+            .filter(|v| files.reserve(v.held()))
+            .collect();
+        if !kept.is_empty() {
+            *data = Some(Box::new(Kept::Values(kept)));
+        }
+    }
+
+    /// The value taken out of the file for the record at `loc`, when it is tensor `name`'s
+    /// and was decoded under `budget`; it leaves the file (and the budget). A value of this
+    /// record taken out under another budget is let go: the read decodes it under its own.
+    pub(super) fn take_value(
+        &self,
+        loc: &Location,
+        name: &str,
+        budget: smdebug_format::budget::Budget,
+        files: &Files,
+    ) -> Option<super::records::TensorValue> {
+        let mut data = self.data();
+        let Some(Kept::Values(values)) = data.as_deref_mut() else {
+            return None;
+        };
+        let i = values
+            .iter()
+            .position(|v| v.start == loc.start && v.length == loc.length && &*v.name == name)?;
+        let taken = values.swap_remove(i);
+        if values.is_empty() {
+            *data = None;
+        }
+        files.release(taken.held());
+        (taken.budget == budget).then_some(taken.value)
     }
 
     /// Whether the whole file was fetched before; marks it fetched.
@@ -230,7 +308,7 @@ impl EventFile {
                 let mut data = self.data();
                 // Unless the caller read it meanwhile (its part of the block stays unused).
                 if data.is_none() {
-                    *data = Some(Box::new((whole, false)));
+                    *data = Some(Box::new(Kept::Whole(whole, false)));
                     self.ahead.store(true, Ordering::Relaxed);
                 }
             }
@@ -247,7 +325,7 @@ impl EventFile {
                     // The caller read it meanwhile.
                     files.release(self.len);
                 } else {
-                    *data = Some(Box::new((whole, true)));
+                    *data = Some(Box::new(Kept::Whole(whole, true)));
                     self.ahead.store(true, Ordering::Relaxed);
                 }
             }
@@ -270,12 +348,13 @@ impl EventFile {
     }
 
     /// Lets go of the kept file, if any: a fetched file's length goes back to the budget, a
-    /// mapped file is unmapped once the values read from it are dropped too.
+    /// mapped file is unmapped once the values read from it are dropped too; values taken out
+    /// of the file are dropped, their bytes given back to the budget.
     pub(crate) fn forget(&self, files: &Files) {
-        if let Some(kept) = self.data().take()
-            && kept.1
-        {
-            files.release(self.len);
+        match self.data().take().map(|k| *k) {
+            Some(Kept::Whole(_, true)) => files.release(self.len),
+            Some(Kept::Values(values)) => values.iter().for_each(|v| files.release(v.held())),
+            Some(Kept::Whole(_, false)) | None => {}
         }
     }
 }
@@ -286,9 +365,10 @@ pub(crate) enum FirstFetch {
     /// Until the next first fetch of another file: a reader visiting each file once holds one.
     Provisional,
     /// For good, as a file fetched again is: the reads of a caller reading value by value
-    /// (`Trial::raw_value_as` with reading ahead, smdebug_rs's `value`) and of the values
-    /// decoded ahead of it ([`decoded`](super::decoded)), whose next tensor is likely to be
-    /// read from the same files. A value-by-value reader that never comes back to a file (one
+    /// (`Trial::raw_value_as` with reading ahead, smdebug_rs's `value`, where the values
+    /// decoded ahead of it take the values out of the files they read instead:
+    /// [`decoded`](super::decoded)), whose next tensor is likely to be read from the same
+    /// files. A value-by-value reader that never comes back to a file (one
     /// tensor over a long run, random steps) holds up to the budget of them. These files (and
     /// those read ahead of such a reader) are read into the trial's blocks of memory
     /// ([`arena`](super::arena)) while the budget has room for them.
@@ -422,6 +502,13 @@ impl Files {
         self.arena.read_into(file.len, &self.kept, reserve, |buf| {
             storage.get_range_into(&path, 0, buf)
         })
+    }
+
+    /// Whether a value-by-value reader may read event files into a buffer of its own and take
+    /// their values out ([`records::read_taking_values_out`](super::records)): not when files
+    /// are mapped (their values are read from the map) or come through a shared source.
+    pub(super) fn may_take_values_out(&self) -> bool {
+        self.map_root.is_none() && self.share.is_none()
     }
 
     /// This trial reads no event file of a step before `step` again: the shared source lets
