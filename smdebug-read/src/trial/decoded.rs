@@ -35,9 +35,9 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use smdebug_core::Mode;
 
-use super::records::TensorValue;
 use super::source::{Files, FirstFetch, Location, TensorTable, WHOLE_FILE_MAX};
 use super::state::State;
+use super::value::TensorValue;
 use smdebug_format::budget::{Budget, Conversion};
 use smdebug_storage::Storage;
 

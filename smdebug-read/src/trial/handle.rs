@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use ndarray::ArrayD;
 use smdebug_core::{Mode, Reduction, Tensor};
 
-use super::records::{TensorBytes, TensorValue};
 use super::source::{self, Location};
+use super::value::{TensorBytes, TensorValue};
 use super::{Conversion, TrialTensor, VALUE_CHUNK_STEPS, ValueChunks};
 use crate::error::{Error, Result};
 

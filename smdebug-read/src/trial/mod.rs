@@ -106,6 +106,7 @@ mod step_map;
 mod step_runs;
 mod steps;
 mod tracks;
+mod value;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -115,7 +116,6 @@ use crate::error::{Error, Result};
 pub use columns::{BatchColumn, Column, ScalarBatch, ScalarColumns, ScalarTrack, WALL_TOLERANCE_S};
 pub use follow::{FollowedStep, TensorFollower, TensorIncrement, TensorProblem};
 pub use progress::{DEFAULT_INCOMPLETE_STEP_WINDOW, StepProgress, StepRange, StepState};
-pub use records::{TensorBytes, TensorValue};
 pub use report::{JsonElement, JsonNumber, TensorRecordJson, TrialInfo};
 pub use shared::{
     HELD_EVENT_BYTES, HELD_INDEX_FILES, LEAD_EVENT_BYTES, LEAD_INDEX_FILES, TensorSource,
@@ -128,6 +128,7 @@ use state::State;
 pub use state::{RepeatedName, StepSelector};
 pub use steps::{StepStream, StepValue, StepValues};
 pub use tracks::{ScalarTracks, Taken};
+pub use value::{TensorBytes, TensorValue};
 
 /// How a trial reads.
 #[derive(Clone, Debug)]
@@ -172,10 +173,11 @@ pub struct TrialOptions {
     /// first time is let go when the next one is (one sweep over the run holds one file), a
     /// file fetched again (a second sweep, tensor by tensor) is kept. A caller reading value
     /// by value ([`Trial::raw_value_as`] with [`read_files_ahead`](TrialOptions::read_files_ahead),
-    /// the Python binding's `value`) keeps every file it fetches: going tensor after tensor,
-    /// it reads each file once; those files (up to 512 KiB each) go into blocks of 2 MiB,
-    /// each counted whole in this budget until the last file in it (or a value sliced from
-    /// one) is dropped. Once the budget is spent,
+    /// the Python binding's `value`) keeps the values taken out of the files read for it, for
+    /// the tensors it reads next (each counted here until it is read), and every file it
+    /// fetches itself: going tensor after tensor, it reads each file once. Those files (up to
+    /// 512 KiB each) go into blocks of 2 MiB, each counted whole in this budget until the last
+    /// file in it (or a value sliced from one) is dropped. Once the budget is spent,
     /// other files are read record by record. Nothing is evicted on its own: a reader going step
     /// by step gives old steps' files back with
     /// [`forget_files_before`](Trial::forget_files_before). Files read ahead
@@ -212,7 +214,12 @@ pub struct TrialOptions {
     /// two reads of a tensor go in step order, the values of its next steps (up to 512, their
     /// files and values within 16 MiB) are looked up and decoded together on rayon's threads,
     /// the next 512 while the caller takes these (two batches at most), and the next reads
-    /// take them without a lookup ([`Trial::decoded_value`]). What a read gives is
+    /// take them without a lookup ([`Trial::decoded_value`]). Each event file such a batch
+    /// reads is read once, and every value its index entries list is copied out of it: the
+    /// batch's own, and the others' (those of the tensors a caller going tensor after tensor
+    /// reads next), kept with the file within [`file_cache_bytes`](TrialOptions::file_cache_bytes)
+    /// until a read of theirs (in the same [`Conversion`]) takes them. Each such value's bytes
+    /// are its own ([`TensorBytes`]), never a slice of a kept file. What a read gives is
     /// the same either way: a file or value that could not be read ahead is read by the
     /// caller, who gets what is wrong with it. Default: true.
     pub read_files_ahead: bool,

@@ -4,35 +4,15 @@
 
 use bytes::Bytes;
 
-use smdebug_core::{DType, StringTensor, Tensor};
+use smdebug_core::{StringTensor, Tensor};
+
+pub(crate) use super::value::{TensorBytes, TensorValue};
 
 use super::source::{Files, FirstFetch, Location, Slot, TakenValue, TensorTable, WHOLE_FILE_MAX};
 use crate::error::{Error, Result};
 use smdebug_format::budget::{Budget, Conversion};
 use smdebug_format::record::{Decoded, PayloadCrcPolicy};
 use smdebug_storage::Storage;
-
-/// A saved value in the dtype it was saved in, its bytes not copied yet: when the record holds
-/// them raw (smdebug always does), `data` is a slice of the event file as read or mapped
-/// (values of at most 256 bytes are copied instead, so that a kept scalar does not keep its
-/// whole file).
-#[derive(Clone, Debug, PartialEq)]
-pub struct TensorBytes {
-    /// The element type the value was saved in.
-    pub dtype: DType,
-    /// The dimensions, outermost first (empty for a scalar).
-    pub shape: Vec<usize>,
-    /// Little-endian, row-major; exactly as many bytes as dtype and shape need (checked).
-    pub data: Bytes,
-}
-
-impl TensorBytes {
-    /// The value as a [`Tensor`] (one copy of the bytes).
-    pub fn to_tensor(&self) -> Tensor {
-        Tensor::from_bytes(self.dtype, self.shape.clone(), self.data.to_vec())
-            .expect("dtype, shape and length were checked when the record was decoded")
-    }
-}
 
 /// Reads tensor `name`'s record where the index says it is, checking its framing and checksums,
 /// that the record's tag is `name` and its step the index's step, and that nothing larger than
@@ -86,16 +66,6 @@ pub(crate) fn read_f64(
             .expect("dtype, shape and length were checked when the record was decoded")
             .to_array_f64()
     })
-}
-
-/// A saved value: numbers (their bytes not copied, see [`TensorBytes`]), or strings
-/// (`DT_STRING`: XGBoost's `trees/*` text columns, any numpy `str` array smdebug saved).
-#[derive(Clone, Debug, PartialEq)]
-pub enum TensorValue {
-    /// A numeric tensor.
-    Numbers(TensorBytes),
-    /// A string tensor.
-    Strings(StringTensor),
 }
 
 /// Tensor `name`'s record at `loc`, numbers or strings, checked as [`read_tensor`] checks it
@@ -266,14 +236,6 @@ fn take_values_out(
         }
     }
     (asked.unwrap_or_else(|| decode(loc, name)), others)
-}
-
-/// The bytes a value holds: its numbers, or its strings' bytes.
-pub(crate) fn value_bytes(value: &TensorValue) -> u64 {
-    match value {
-        TensorValue::Numbers(bytes) => bytes.data.len() as u64,
-        TensorValue::Strings(strings) => strings.values().iter().map(|v| v.len() as u64).sum(),
-    }
 }
 
 /// The string tensor in record `bytes` (exactly the record at `loc`): its tag must be `name` and

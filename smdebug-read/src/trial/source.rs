@@ -156,13 +156,13 @@ pub(crate) struct TakenValue {
     pub start: u64,
     pub length: u64,
     pub budget: smdebug_format::budget::Budget,
-    pub value: super::records::TensorValue,
+    pub value: super::value::TensorValue,
 }
 
 impl TakenValue {
     /// The bytes the value holds (what it counts in the heap budget).
     pub(crate) fn held(&self) -> u64 {
-        super::records::value_bytes(&self.value)
+        self.value.held_bytes()
     }
 }
 
@@ -269,7 +269,7 @@ impl EventFile {
         name: &str,
         budget: smdebug_format::budget::Budget,
         files: &Files,
-    ) -> Option<super::records::TensorValue> {
+    ) -> Option<super::value::TensorValue> {
         let mut data = self.data();
         let Some(Kept::Values(values)) = data.as_deref_mut() else {
             return None;

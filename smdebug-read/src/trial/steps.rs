@@ -14,8 +14,9 @@ use std::thread::JoinHandle;
 use bytes::Bytes;
 use smdebug_core::Mode;
 
-use super::records::{self, TensorBytes};
+use super::records;
 use super::source::{self, EventFile, InOrder, Location, Slot};
+use super::value::TensorBytes;
 use crate::error::{Error, Result};
 use smdebug_storage::Storage;
 
