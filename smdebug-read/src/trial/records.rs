@@ -80,11 +80,25 @@ pub(crate) fn read_value(
     budget: Budget,
     first: FirstFetch,
 ) -> Result<TensorValue> {
+    read_value_made(storage, files, loc, name, budget, first, in_place)
+}
+
+/// [`read_value`], its numbers made by `numbers` (from the record's bytes, unless a value taken
+/// out of the file is at hand).
+fn read_value_made(
+    storage: &dyn Storage,
+    files: &Files,
+    loc: &Location,
+    name: &str,
+    budget: Budget,
+    first: FirstFetch,
+    numbers: impl FnOnce(&Bytes, smdebug_format::TensorEventRef<'_>) -> TensorBytes,
+) -> Result<TensorValue> {
     if let Some(value) = loc.file.take_value(loc, name, budget, files) {
         return Ok(value);
     }
     let bytes = record_bytes(storage, files, loc, name, budget, first)?;
-    decode_value(&bytes, loc, name, budget, in_place)
+    decode_value(&bytes, loc, name, budget, numbers)
 }
 
 /// The value in record `bytes` (exactly the record at `loc`), numbers made by `numbers`.
@@ -114,11 +128,7 @@ pub(crate) fn read_value_owned(
     budget: Budget,
     first: FirstFetch,
 ) -> Result<TensorValue> {
-    if let Some(value) = loc.file.take_value(loc, name, budget, files) {
-        return Ok(value);
-    }
-    let bytes = record_bytes(storage, files, loc, name, budget, first)?;
-    decode_value(&bytes, loc, name, budget, copied)
+    read_value_made(storage, files, loc, name, budget, first, copied)
 }
 
 /// A decoded value as a [`TensorBytes`] of its own: its numbers copied out of the record.
