@@ -216,8 +216,9 @@ fn handed_over<T: numpy::Element>(
     // for `T` (checked above); any bit pattern is a valid value of these numeric types. The
     // memory is `memory`'s alone (`try_into_mut` gave it: no other `Bytes` shares it), and moving
     // `memory` into its owner (a capsule, which drops it when it is destroyed) below does not
-    // move its heap buffer, which lives as long as the owner. The array is the owner's only user: numpy holds the owner as the array's base, so
-    // the buffer outlives the array and every view of it, and nothing else reads or writes it.
+    // move its heap buffer, which lives as long as the owner. The array is the owner's only
+    // user: numpy holds the owner as the array's base, so the buffer outlives the array and
+    // every view of it, and nothing else reads or writes it.
     unsafe {
         let view = numpy::ndarray::ArrayViewD::<T>::from_shape_ptr(
             numpy::ndarray::IxDyn(&value.shape),

@@ -325,14 +325,7 @@ fn held_bytes(loc: &Location, value: Option<&TensorValue>) -> u64 {
     } else {
         loc.length
     };
-    let value = match value {
-        None => loc.length,
-        Some(TensorValue::Numbers(bytes)) => bytes.data.len() as u64,
-        Some(TensorValue::Strings(strings)) => {
-            strings.values().iter().map(|v| v.len() as u64).sum()
-        }
-    };
-    file + value
+    file + value.map_or(loc.length, TensorValue::held_bytes)
 }
 
 /// Values read together by one thread.

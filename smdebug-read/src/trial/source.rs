@@ -159,10 +159,17 @@ pub(crate) struct TakenValue {
     pub value: super::value::TensorValue,
 }
 
-impl TakenValue {
-    /// The bytes the value holds (what it counts in the heap budget).
-    pub(crate) fn held(&self) -> u64 {
-        self.value.held_bytes()
+impl Kept {
+    /// Gives back to the heap budget what this counts in it: a fetched file's length, the
+    /// values' bytes (a mapped file, or one in a block, counts nothing of its own).
+    fn let_go(self, len: u64, files: &Files) {
+        match self {
+            Kept::Whole(_, true) => files.release(len),
+            Kept::Whole(_, false) => {}
+            Kept::Values(values) => values
+                .iter()
+                .for_each(|v| files.release(v.value.held_bytes())),
+        }
     }
 }
 
@@ -236,8 +243,9 @@ impl EventFile {
             }
             return kept.clone();
         }
-        if let Some(Kept::Values(values)) = data.take().map(|k| *k) {
-            values.iter().for_each(|v| files.release(v.held()));
+        // Anything else kept is values taken out of the file.
+        if let Some(taken) = data.take() {
+            taken.let_go(self.len, files);
         }
         *data = Some(Box::new(Kept::Whole(bytes.clone(), heap)));
         bytes
@@ -253,7 +261,7 @@ impl EventFile {
         }
         let kept: Vec<TakenValue> = values
             .into_iter()
-            .filter(|v| files.reserve(v.held()))
+            .filter(|v| files.reserve(v.value.held_bytes()))
             .collect();
         if !kept.is_empty() {
             *data = Some(Box::new(Kept::Values(kept)));
@@ -281,7 +289,7 @@ impl EventFile {
         if values.is_empty() {
             *data = None;
         }
-        files.release(taken.held());
+        files.release(taken.value.held_bytes());
         (taken.budget == budget).then_some(taken.value)
     }
 
@@ -351,10 +359,8 @@ impl EventFile {
     /// mapped file is unmapped once the values read from it are dropped too; values taken out
     /// of the file are dropped, their bytes given back to the budget.
     pub(crate) fn forget(&self, files: &Files) {
-        match self.data().take().map(|k| *k) {
-            Some(Kept::Whole(_, true)) => files.release(self.len),
-            Some(Kept::Values(values)) => values.iter().for_each(|v| files.release(v.held())),
-            Some(Kept::Whole(_, false)) | None => {}
+        if let Some(kept) = self.data().take() {
+            kept.let_go(self.len, files);
         }
     }
 }
