@@ -2,21 +2,19 @@
 //! (smdebug's hooks, ours and Python's), recognised exactly, and anything else left to the
 //! general decoder.
 //!
-//! A run of scalars is millions of records of ~80 bytes. The general decoder
-//! ([`decode_tensor_event_ref`](super::tensor::decode_tensor_event_ref)) walks the event, then
-//! the summary's values, then the chosen value's metadata, then the tensor, checking every
-//! field's text on the way, and costs ~0.6 µs a record; this path reads each field once and
-//! compares the tag's bytes. It answers only when the record is an `Event` of a wall time, a
-//! step and one summary holding one value, tagged `tag`, whose tensor is one element of a
-//! numeric dtype in `tensor_content`, with nothing else in any of them but the value's
-//! metadata plugins. Whatever else it meets (another field, a field twice, a typed value list,
-//! a string tensor, a plugin the general decoder would refuse, a malformed field) it gives
-//! `None`, and the caller asks the general decoder, which then decides, and reports, exactly as
-//! before. A test holds the two to the same answers over real and damaged records.
+//! A run of scalars is millions of records of ~80 bytes, and a reader of one number needs no
+//! shape or tensor made for it. This is the one-pass reader of the common tensor layout
+//! (`tensor::one_pass`, which [`decode_tensor_event_ref`](super::tensor::decode_tensor_event_ref)
+//! asks first), taken one step further: it answers only when the record's tensor is one element
+//! of a numeric dtype in `tensor_content`, every dimension of size 1, and makes nothing but the
+//! number. Whatever else it meets gives `None`, and the caller asks the general decoder, which
+//! then decides, and reports, exactly as before. A test holds the two to the same answers over
+//! real and damaged records.
 
-use smdebug_core::{DType, Mode, TensorView};
+use smdebug_core::{DType, TensorView};
 
-use super::wire::{Fields, Wire};
+use crate::tensor::one_pass;
+pub use crate::tensor::one_pass::SeenMetadata;
 
 /// What a one-number record holds.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -32,36 +30,6 @@ pub struct Number {
     pub dims: usize,
 }
 
-/// The fields of `message`, each handed to `each`; `None` at the first malformed field or
-/// when `each` refuses one.
-fn each_field<'a>(
-    message: &'a [u8],
-    mut each: impl FnMut(u32, Wire<'a>) -> Option<()>,
-) -> Option<()> {
-    for field in Fields::new(message) {
-        let (number, value) = field.ok()?;
-        each(number, value)?;
-    }
-    Some(())
-}
-
-/// Sets `slot` once: a second value (protobuf would take the last, or merge) is left to the
-/// general decoder.
-fn once<T>(slot: &mut Option<T>, value: T) -> Option<()> {
-    match slot {
-        Some(_) => None,
-        None => {
-            *slot = Some(value);
-            Some(())
-        }
-    }
-}
-
-/// The value metadata last found valid: the records of one event file carry the same mode and
-/// mode step, so their metadata's bytes are checked once and compared after that.
-#[derive(Debug, Default)]
-pub struct SeenMetadata(Vec<u8>);
-
 /// The record payload's one number tagged `tag`, when the record has the common layout (see
 /// the module docs); `None` leaves the record to the general decoder.
 #[cfg(test)]
@@ -69,111 +37,27 @@ pub fn read(payload: &[u8], tag: &str) -> Option<Number> {
     read_seen(payload, tag, &mut SeenMetadata::default())
 }
 
-/// `read`, the value's metadata checked only when its bytes are not those `seen` last
-/// found valid.
+/// `read`, the value's metadata read only when its bytes are not those `seen` last found
+/// valid.
 pub fn read_seen(payload: &[u8], tag: &str, seen: &mut SeenMetadata) -> Option<Number> {
-    let (mut wall_time, mut step, mut summary) = (None, None, None);
-    each_field(payload, |number, v| match (number, v) {
-        (1, Wire::Fixed64(b)) => once(&mut wall_time, f64::from_le_bytes(b)),
-        (2, Wire::Varint(s)) => once(&mut step, s),
-        (5, Wire::Bytes(b)) => once(&mut summary, b),
-        _ => None,
-    })?;
-    // The step is an int64: a negative one is the general decoder's error.
-    let step = step.unwrap_or(0);
-    if i64::try_from(step).is_err() {
+    let p = one_pass::parts(payload, tag, seen)?;
+    // One element: every dimension of size 1, its content one element of a numeric dtype.
+    if p.dims.iter().any(|&d| d != 1) {
         return None;
     }
-    let mut value = None;
-    each_field(summary?, |number, v| match (number, v) {
-        (1, Wire::Bytes(b)) => once(&mut value, b),
-        _ => None,
-    })?;
-    let (mut name, mut metadata, mut tensor) = (None, None, None);
-    each_field(value?, |number, v| match (number, v) {
-        (1, Wire::Bytes(b)) => once(&mut name, b),
-        (9, Wire::Bytes(b)) => once(&mut metadata, b),
-        (8, Wire::Bytes(b)) => once(&mut tensor, b),
-        _ => None,
-    })?;
-    if name? != tag.as_bytes() {
+    let dtype = DType::from_tf_datatype(p.dtype)?;
+    if p.content.len() != dtype.size() {
         return None;
     }
-    if let Some(metadata) = metadata
-        && seen.0 != metadata
-    {
-        plugins_valid(metadata)?;
-        seen.0.clear();
-        seen.0.extend_from_slice(metadata);
-    }
-    let (value, dims) = one_element(tensor?)?;
+    let value = TensorView::from_bytes(dtype, &[], p.content)
+        .ok()?
+        .get_f64(0);
     Some(Number {
-        step,
-        wall_time: wall_time.unwrap_or(0.0),
+        step: p.step,
+        wall_time: p.wall_time,
         value,
-        dims,
+        dims: p.dims.len(),
     })
-}
-
-/// Checks the value's metadata the way the general decoder does: every plugin named in UTF-8,
-/// and smdebug's mode and mode-step plugins readable. Only plugin entries are accepted.
-fn plugins_valid(metadata: &[u8]) -> Option<()> {
-    let (mut mode, mut mode_step) = (Mode::Global, 0);
-    each_field(metadata, |number, v| {
-        let Wire::Bytes(plugin) = v else { return None };
-        if number != 1 {
-            return None;
-        }
-        let (mut name, mut content) = (None, None);
-        each_field(plugin, |number, v| match (number, v) {
-            (1, Wire::Bytes(b)) => once(&mut name, b),
-            (2, Wire::Bytes(b)) => once(&mut content, b),
-            _ => None,
-        })?;
-        let name = std::str::from_utf8(name.unwrap_or_default()).ok()?;
-        super::tensor::decode::apply_plugin(
-            name,
-            content.unwrap_or_default(),
-            &mut mode,
-            &mut mode_step,
-        )
-        .ok()
-    })
-}
-
-/// The value of a `TensorProto` holding one element of a numeric dtype as raw content, with a
-/// shape of no dimension or of dimensions of size 1 (named or not), and how many dimensions.
-fn one_element(tensor: &[u8]) -> Option<(f64, usize)> {
-    let (mut dtype, mut shape, mut content) = (None, None, None);
-    each_field(tensor, |number, v| match (number, v) {
-        (1, Wire::Varint(d)) => once(&mut dtype, d),
-        (2, Wire::Bytes(b)) => once(&mut shape, b),
-        (4, Wire::Bytes(b)) => once(&mut content, b),
-        _ => None,
-    })?;
-    let mut dims = 0;
-    each_field(shape.unwrap_or_default(), |number, v| {
-        let Wire::Bytes(dim) = v else { return None };
-        dims += 1;
-        if number != 2 {
-            return None;
-        }
-        let (mut size, mut name) = (None, None);
-        each_field(dim, |number, v| match (number, v) {
-            (1, Wire::Varint(s)) => once(&mut size, s),
-            // smdebug names each dimension `<tag>_<size>`; the general decoder checks the text.
-            (2, Wire::Bytes(b)) => once(&mut name, std::str::from_utf8(b).ok()?),
-            _ => None,
-        })?;
-        (size? == 1).then_some(())
-    })?;
-    let dtype = DType::from_tf_datatype(i32::try_from(dtype?).ok()?)?;
-    let content = content?;
-    if content.len() != dtype.size() {
-        return None;
-    }
-    let value = TensorView::from_bytes(dtype, &[], content).ok()?.get_f64(0);
-    Some((value, dims))
 }
 
 #[cfg(test)]
@@ -181,17 +65,9 @@ mod tests {
     use super::*;
     use crate::budget::{Budget, Conversion};
     use crate::record::{PayloadCrcPolicy, RecordIter};
-    use crate::tensor::{EventStamp, decode_tensor_event_ref, encode_tensor_event};
-
-    fn payload(name: &str, dtype: DType, shape: &[usize], data: &[u8], mode: Mode) -> Vec<u8> {
-        let stamp = EventStamp {
-            wall_time: 1_795_760_000.25,
-            step: 1234,
-            mode,
-            mode_step: 34,
-        };
-        encode_tensor_event(name, dtype, shape, data, stamp).to_vec()
-    }
+    use crate::tensor::decode_tensor_event_ref;
+    use crate::tensor::one_pass::tests::payload;
+    use smdebug_core::Mode;
 
     /// What the general decoder makes of the record, as this path's answer would be.
     fn general(payload: &[u8], tag: &str) -> Option<Number> {

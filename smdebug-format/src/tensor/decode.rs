@@ -3,13 +3,13 @@
 
 use prost::Message;
 use smallvec::SmallVec;
-use smdebug_core::{DType, Mode, Tensor};
+use smdebug_core::{DType, Mode};
 
 use crate::proto::{Event, SummaryMetadata, TensorProto};
 use crate::wire::{Fields, Wire};
 
 use super::error::DecodeError;
-use super::event::{MODE_PLUGIN, MODE_STEP_PLUGIN, TensorEvent};
+use super::event::{TensorEvent, TensorEventRef, apply_plugin};
 use super::from_proto::{check_content_len, checked_layout, named, typed_values};
 use crate::budget::Budget;
 
@@ -46,45 +46,6 @@ fn decode_selected(
     budget: Budget,
 ) -> Result<TensorEvent, DecodeError> {
     decode_selected_ref(payload, tag, budget)?.into_owned()
-}
-
-/// One tensor read back from an event without copying its values: `data` is a slice of the
-/// payload when the event stores the values as raw bytes (`tensor_content`, what smdebug
-/// writes), and converted from TensorFlow's typed value fields otherwise.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TensorEventRef<'a> {
-    /// The tensor name (the summary value's tag).
-    pub name: &'a str,
-    /// The global step.
-    pub step: u64,
-    /// The event's wall time, seconds since the Unix epoch.
-    pub wall_time: f64,
-    /// The mode (GLOBAL when the event carries none, as smdebug reads it).
-    pub mode: Mode,
-    /// The step within the mode (the global step when the event carries none).
-    pub mode_step: u64,
-    /// The element type the values were saved in.
-    pub dtype: DType,
-    /// The dimensions, outermost first (empty for a scalar).
-    pub shape: Vec<usize>,
-    /// The values: little-endian, row-major, exactly as many bytes as dtype and shape need.
-    pub data: std::borrow::Cow<'a, [u8]>,
-}
-
-impl TensorEventRef<'_> {
-    /// The event with the values copied into a [`Tensor`] of its own.
-    pub fn into_owned(self) -> Result<TensorEvent, DecodeError> {
-        let tensor = Tensor::from_bytes(self.dtype, self.shape, self.data.into_owned())
-            .map_err(|e| format!("tensor `{}`: {e}", self.name))?;
-        Ok(TensorEvent {
-            name: self.name.to_string(),
-            step: self.step,
-            wall_time: self.wall_time,
-            mode: self.mode,
-            mode_step: self.mode_step,
-            tensor,
-        })
-    }
 }
 
 /// [`decode_tagged_tensor_event`] without copying the values: the tensor value tagged `tag`
@@ -334,7 +295,29 @@ pub fn in_event(e: DecodeError) -> DecodeError {
     }
 }
 
+thread_local! {
+    /// The value metadata the one-pass reader last found valid on this thread.
+    static SEEN: std::cell::RefCell<super::one_pass::SeenMetadata> = Default::default();
+}
+
 fn decode_selected_ref<'a>(
+    payload: &'a [u8],
+    tag: Option<&str>,
+    budget: Budget,
+) -> Result<TensorEventRef<'a>, DecodeError> {
+    // The layout every writer uses, in one pass; any other record (and every error) from the
+    // general decoder below.
+    if let Some(tag) = tag
+        && let Some(event) =
+            SEEN.with_borrow_mut(|seen| super::one_pass::read(payload, tag, budget, seen))
+    {
+        return Ok(event);
+    }
+    general_ref(payload, tag, budget)
+}
+
+/// [`decode_selected_ref`] by the general decoder alone: any layout, every error.
+pub(super) fn general_ref<'a>(
     payload: &'a [u8],
     tag: Option<&str>,
     budget: Budget,
@@ -521,31 +504,4 @@ fn mode_of_plugins<'a>(
         apply_plugin(name, content, &mut mode, &mut mode_step)?;
     }
     Ok((mode, mode_step))
-}
-
-/// Takes one plugin's content into the mode or the mode step (other plugins are not ours).
-pub fn apply_plugin(
-    name: &str,
-    content: &[u8],
-    mode: &mut Mode,
-    mode_step: &mut u64,
-) -> Result<(), String> {
-    if name != MODE_STEP_PLUGIN && name != MODE_PLUGIN {
-        return Ok(());
-    }
-    let text = String::from_utf8_lossy(content);
-    let text = text.trim();
-    if name == MODE_STEP_PLUGIN {
-        *mode_step = text
-            .parse()
-            .map_err(|_| format!("bad mode_step `{text}`"))?;
-    } else {
-        *mode = text
-            .parse::<i32>()
-            .ok()
-            .and_then(Mode::from_value)
-            .or_else(|| Mode::from_name(text))
-            .ok_or_else(|| format!("bad mode `{text}`"))?;
-    }
-    Ok(())
 }

@@ -7,26 +7,27 @@
 //!
 //! `event.rs` the plugin names, dtypes and event types; `encode.rs` encoding; `error.rs`
 //! [`DecodeError`]; `decode.rs` payloads into events, owned or borrowed; `from_proto.rs` a
-//! `TensorProto`'s values into a [`Tensor`](smdebug_core::Tensor).
+//! `TensorProto`'s values into a [`Tensor`](smdebug_core::Tensor); `one_pass.rs` the layout every
+//! writer uses, read in one pass before the general decoder is asked.
 
 pub(super) mod decode;
 mod encode;
 mod error;
 mod event;
 mod from_proto;
+pub(crate) mod one_pass;
 
 pub use crate::budget::{Budget, Conversion};
 pub use decode::{ProtoHeader, in_event, parse_shape, select_value, typed_field};
 pub use decode::{
-    TensorEventRef, decode_event, decode_tagged_tensor_event, decode_tensor_event,
-    decode_tensor_event_ref, mode_of,
+    decode_event, decode_tagged_tensor_event, decode_tensor_event, decode_tensor_event_ref, mode_of,
 };
 pub use encode::shape_proto;
 pub use encode::{EncodedTensorEvent, encode_tensor, encode_tensor_event, mode_metadata};
 pub use error::DecodeError;
 pub use event::{
     DEFAULT_MAX_TENSOR_BYTES, DT_STRING, EventStamp, MODE_PLUGIN, MODE_STEP_PLUGIN, TensorEvent,
-    is_string_dtype,
+    TensorEventRef, is_string_dtype,
 };
 pub use from_proto::tensor_from_proto;
 

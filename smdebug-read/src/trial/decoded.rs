@@ -366,6 +366,11 @@ impl Work {
             }
             let end = (c * CHUNK + CHUNK).min(self.locations.len());
             let mut out = Vec::with_capacity(end - c * CHUNK);
+            // The chunk's event files are looked up from the run's folder, held for the chunk.
+            let _held = self
+                .storage
+                .local_root()
+                .map(smdebug_storage::regular::HeldRoot::hold);
             for planned in &self.locations[c * CHUNK..end] {
                 if self.cancelled.load(Ordering::Relaxed) {
                     break;
