@@ -359,6 +359,12 @@ impl Work {
     /// Reads chunks until none is left; a chunk stops at its first read that fails (the caller
     /// reads that step itself).
     fn run(&self) {
+        // The event files this thread opens are looked up from the run's folder, held while it
+        // reads (once, not a chunk: most chunks of a tensor after the first open no file).
+        let _held = self
+            .storage
+            .local_root()
+            .map(smdebug_storage::regular::HeldRoot::hold);
         loop {
             let c = self.next.fetch_add(1, Ordering::Relaxed);
             if c >= self.chunks() {
@@ -366,11 +372,6 @@ impl Work {
             }
             let end = (c * CHUNK + CHUNK).min(self.locations.len());
             let mut out = Vec::with_capacity(end - c * CHUNK);
-            // The chunk's event files are looked up from the run's folder, held for the chunk.
-            let _held = self
-                .storage
-                .local_root()
-                .map(smdebug_storage::regular::HeldRoot::hold);
             for planned in &self.locations[c * CHUNK..end] {
                 if self.cancelled.load(Ordering::Relaxed) {
                     break;
