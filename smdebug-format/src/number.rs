@@ -66,7 +66,7 @@ mod tests {
     use crate::budget::{Budget, Conversion};
     use crate::record::{PayloadCrcPolicy, RecordIter};
     use crate::tensor::decode_tensor_event_ref;
-    use crate::tensor::one_pass::tests::payload;
+    use crate::tensor::one_pass::tests::{each_damaged, payload};
     use smdebug_core::Mode;
 
     /// What the general decoder makes of the record, as this path's answer would be.
@@ -109,17 +109,7 @@ mod tests {
                 );
             }
         };
-        check(payload);
-        let mut p = payload.to_vec();
-        for i in 0..p.len() {
-            let was = p[i];
-            for b in [was ^ 0x01, was ^ 0x80, 0x00, 0xff, 0x08, 0x12] {
-                p[i] = b;
-                check(&p);
-            }
-            p[i] = was;
-            check(&payload[..i]);
-        }
+        each_damaged(payload, &mut check);
         answered
     }
 

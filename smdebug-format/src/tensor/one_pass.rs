@@ -252,6 +252,13 @@ pub(crate) mod tests {
                 );
             }
         };
+        each_damaged(payload, &mut check);
+        answered
+    }
+
+    /// Hands `check` the payload as it is, after every one-byte change of it (six values a
+    /// byte) and cut short at every length.
+    pub(crate) fn each_damaged(payload: &[u8], check: &mut impl FnMut(&[u8])) {
         check(payload);
         let mut p = payload.to_vec();
         for i in 0..p.len() {
@@ -263,7 +270,6 @@ pub(crate) mod tests {
             p[i] = was;
             check(&payload[..i]);
         }
-        answered
     }
 
     /// A tensor event as our writer writes it, at step 1234 (mode step 34).
