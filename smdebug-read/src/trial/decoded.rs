@@ -174,6 +174,9 @@ impl DecodedAhead {
             return None;
         }
         let (_, value) = inner.values.pop_front().expect("the front is the step");
+        if let Some((_, next)) = inner.values.front() {
+            next.prefetch_shape();
+        }
         if let Some((_, last)) = inner.last.as_mut() {
             *last = step;
         }
@@ -259,45 +262,28 @@ impl DecodedAhead {
 }
 
 /// Where `name`'s values are at the steps after `step` (in `mode`'s numbering), as
-/// [`State::find`] finds them: at most [`BATCH_VALUES`] of them, the steps it finds nothing
-/// for (or an error) left out.
+/// [`State::find`] finds them ([`State::find_saved_after`]): at most [`BATCH_VALUES`] of them,
+/// among the next [`SCAN_STEPS`] saved steps, the steps it finds nothing for (or an error) left
+/// out.
 pub(crate) fn next_locations(
     st: &State,
-    run: &str,
     name: &str,
     step: u64,
     mode: Mode,
     worker: Option<&str>,
 ) -> Vec<Planned> {
-    let (Some(saved), Some(at)) = (st.names.get(name), st.global_step(step, mode)) else {
+    let Some(after) = st.global_step(step, mode) else {
         return Vec::new();
     };
-    let from = match saved.search(at) {
-        Ok(i) => i + 1,
-        Err(i) => i,
-    };
     let mut out = Vec::new();
-    for i in from..saved.len().min(from.saturating_add(SCAN_STEPS)) {
-        let g = saved.get(i);
-        let s = match mode {
-            Mode::Global => g,
-            m => match st.steps.get(&g) {
-                Some(e) if e.mode == m => e.mode_step,
-                _ => continue,
-            },
-        };
-        if let Ok(Some(loc)) = st.find(name, s, mode, worker, run) {
-            let table = file_table(st, &loc);
-            out.push(Planned {
-                step: s,
-                loc,
-                table,
-            });
-            if out.len() == BATCH_VALUES {
-                break;
-            }
-        }
-    }
+    st.find_saved_after(name, after, mode, worker, SCAN_STEPS, |step, loc, ws| {
+        out.push(Planned {
+            step,
+            loc,
+            table: Some(ws.tensors.clone()),
+        });
+        out.len() < BATCH_VALUES
+    });
     out
 }
 
@@ -308,13 +294,6 @@ pub(crate) struct Planned {
     step: u64,
     loc: Location,
     table: Option<TensorTable>,
-}
-
-/// The index entries of `loc`'s event file (those of its step and worker, when they describe
-/// that file).
-fn file_table(st: &State, loc: &Location) -> Option<TensorTable> {
-    let ws = st.steps.get(&loc.step)?.workers.get(&loc.file.worker)?;
-    Arc::ptr_eq(&ws.file, &loc.file).then(|| ws.tensors.clone())
 }
 
 /// What a value read at `loc` holds in memory: its event file (whole when up to 1 MiB, else its
@@ -481,4 +460,154 @@ pub(crate) fn start(
         rayon_core::spawn(move || work.run());
     }
     Some(work)
+}
+
+#[cfg(test)]
+mod tests {
+    use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
+    use smdebug_io::writer::{OverflowPolicy, Writer};
+    use smdebug_storage::open_storage;
+
+    use super::super::source::TensorTable;
+    use super::super::state::State;
+    use super::super::{Trial, TrialOptions};
+    use super::{BATCH_VALUES, Planned, SCAN_STEPS, next_locations};
+
+    const STEPS: u64 = 1500;
+
+    /// Worker `rank` of two: TRAIN steps with an EVAL step every tenth; `w` at every step but
+    /// each 50th of worker 1, `count` every third step (worker 0 only).
+    fn write_worker(run: &str, rank: usize) {
+        let writer = Writer::builder(open_storage(run).unwrap())
+            .worker_rank(rank)
+            .overflow(OverflowPolicy::Block)
+            .build()
+            .unwrap();
+        let mut hook = Hook::builder()
+            .save_config(SaveConfig::every(1))
+            .worker(rank, 2)
+            .build(writer)
+            .unwrap();
+        for step in 0..STEPS {
+            hook.set_mode(if step % 10 == 9 {
+                Mode::Eval
+            } else {
+                Mode::Train
+            });
+            if rank == 0 || step % 50 != 0 {
+                let w = [rank as f32, step as f32];
+                hook.save_tensor("w", &TensorView::from_slice(&w, &[2]).unwrap(), &["w"]);
+            }
+            if rank == 0 && step % 3 == 0 {
+                let c = [step as i64];
+                hook.save_tensor("count", &TensorView::from_slice(&c, &[]).unwrap(), &["c"]);
+            }
+            hook.step();
+        }
+        hook.close();
+    }
+
+    /// What the values decoded ahead were planned from before: [`State::find`] at each saved
+    /// step after `step`, one by one.
+    fn by_find(
+        st: &State,
+        name: &str,
+        step: u64,
+        mode: Mode,
+        worker: Option<&str>,
+    ) -> Vec<Planned> {
+        let (Some(saved), Some(at)) = (st.names.get(name), st.global_step(step, mode)) else {
+            return Vec::new();
+        };
+        let from = match saved.search(at) {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        };
+        let mut out = Vec::new();
+        for i in from..saved.len().min(from + SCAN_STEPS) {
+            let g = saved.get(i);
+            let s = match mode {
+                Mode::Global => g,
+                m => match st.steps.get(&g) {
+                    Some(e) if e.mode == m => e.mode_step,
+                    _ => continue,
+                },
+            };
+            if let Ok(Some(loc)) = st.find(name, s, mode, worker, "run") {
+                let ws = st
+                    .steps
+                    .get(&loc.step)
+                    .unwrap()
+                    .workers
+                    .get(&loc.file.worker);
+                let table = ws.filter(|ws| std::sync::Arc::ptr_eq(&ws.file, &loc.file));
+                out.push(Planned {
+                    step: s,
+                    loc,
+                    table: table.map(|ws| ws.tensors.clone()),
+                });
+                if out.len() == BATCH_VALUES {
+                    break;
+                }
+            }
+        }
+        out
+    }
+
+    fn entries(table: &Option<TensorTable>) -> Option<String> {
+        table
+            .as_ref()
+            .map(|t| format!("{:?}", t.entries().collect::<Vec<_>>()))
+    }
+
+    fn same(a: &Planned, b: &Planned) -> bool {
+        let (la, lb) = (&a.loc, &b.loc);
+        a.step == b.step
+            && std::sync::Arc::ptr_eq(&la.file, &lb.file)
+            && (la.step, la.mode, la.mode_step, la.start, la.length)
+                == (lb.step, lb.mode, lb.mode_step, lb.start, lb.length)
+            && entries(&a.table) == entries(&b.table)
+    }
+
+    /// The steps planned for decoding ahead are those `State::find` finds, one step at a time:
+    /// in every mode, from any worker or one (or one that did not save the tensor), for a
+    /// tensor at every step and one at some, from every step on and after steps are released.
+    #[test]
+    fn the_steps_planned_ahead_are_the_ones_find_finds() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run").to_str().unwrap().to_string();
+        write_worker(&run, 0);
+        write_worker(&run, 1);
+        let trial = Trial::open_with(&run, TrialOptions::default()).unwrap();
+        let workers: Vec<String> = {
+            let st = trial.lock();
+            let e = st.steps.get(&1).unwrap();
+            e.workers.iter().map(|(n, _)| n.to_string()).collect()
+        };
+        assert_eq!(workers.len(), 2, "{workers:?}");
+        let mut compared = 0;
+        for released in [false, true] {
+            if released {
+                trial.release_steps_before(600);
+            }
+            let st = trial.lock();
+            for name in ["w", "count", "no_such_tensor"] {
+                for mode in [Mode::Global, Mode::Train, Mode::Eval] {
+                    for worker in [None, Some(workers[0].as_str()), Some(workers[1].as_str())] {
+                        for step in (0..STEPS).step_by(97).chain([STEPS - 2, STEPS + 5]) {
+                            let fast = next_locations(&st, name, step, mode, worker);
+                            let slow = by_find(&st, name, step, mode, worker);
+                            assert_eq!(fast.len(), slow.len(), "{name} {mode:?} {worker:?} {step}");
+                            assert!(
+                                fast.iter().zip(&slow).all(|(a, b)| same(a, b)),
+                                "{name} {mode:?} {worker:?} {step}"
+                            );
+                            compared += fast.len();
+                        }
+                    }
+                }
+            }
+        }
+        assert!(compared > 50_000, "{compared} planned values compared");
+    }
 }

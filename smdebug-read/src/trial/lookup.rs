@@ -11,7 +11,7 @@ use smdebug_core::{Mode, Reduction};
 
 use super::progress::StepState;
 use super::source::{Location, Slot};
-use super::state::{State, StepSelector, StepSet};
+use super::state::{State, StepEntry, StepSelector, StepSet, WorkerStep};
 use crate::error::{Error, Result};
 
 impl State {
@@ -172,7 +172,18 @@ impl State {
 
     /// The record of `name` at known global step `g` (asked for as `step`), from `worker`.
     fn location_at(&self, name: &str, g: u64, step: u64, worker: Option<&str>) -> Result<Location> {
-        let e = &self.steps[&g];
+        Self::location_in(&self.steps[&g], name, g, step, worker).map(|(loc, _)| loc)
+    }
+
+    /// [`location_at`](State::location_at) in step entry `e` (global step `g`'s), with the
+    /// worker step the record is in.
+    fn location_in<'e>(
+        e: &'e StepEntry,
+        name: &str,
+        g: u64,
+        step: u64,
+        worker: Option<&str>,
+    ) -> Result<(Location, &'e WorkerStep)> {
         // Python's step dict: the workers that saved the tensor or reductions of it.
         let saved_by = || -> Vec<String> {
             e.workers
@@ -203,15 +214,63 @@ impl State {
                 .ok_or_else(only_reductions)?,
         };
         match slot {
-            Slot::Record(start, length) => Ok(Location {
-                file: ws.file.clone(),
-                step: g,
-                mode: e.mode,
-                mode_step: e.mode_step,
-                start,
-                length,
-            }),
+            Slot::Record(start, length) => Ok((
+                Location {
+                    file: ws.file.clone(),
+                    step: g,
+                    mode: e.mode,
+                    mode_step: e.mode_step,
+                    start,
+                    length,
+                },
+                ws,
+            )),
             Slot::Unusable(entry) => Err(entry.error(name)),
+        }
+    }
+
+    /// What [`find`](State::find) finds for `name` at its saved steps after global step
+    /// `after`, in order, for a caller going through them (values decoded ahead): `each` is
+    /// given each step in `mode`'s numbering, its location and the worker step it is in, until
+    /// it returns false or `scan` saved steps were looked at. The steps `find` finds nothing
+    /// for, or an error, are left out. Each step is looked up once, where `find` looks up the
+    /// tensor's name three times and the step twice.
+    pub(crate) fn find_saved_after(
+        &self,
+        name: &str,
+        after: u64,
+        mode: Mode,
+        worker: Option<&str>,
+        scan: usize,
+        mut each: impl FnMut(u64, Location, &WorkerStep) -> bool,
+    ) {
+        // A stored name: `find` knows it, and it was saved at every step of its set.
+        let Some(saved) = self.names.get(name) else {
+            return;
+        };
+        let from = match saved.search(after) {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        };
+        for i in from..saved.len().min(from.saturating_add(scan)) {
+            let g = saved.get(i);
+            let Some(e) = self.steps.get(&g) else {
+                continue;
+            };
+            // The step in `mode`'s numbering, which `find` must take back to `g`.
+            let step = match mode {
+                Mode::Global => g,
+                m if e.mode == m && self.by_mode_step.get(m, e.mode_step) == Some(g) => e.mode_step,
+                _ => continue,
+            };
+            if self.check_held(step, mode, Some(name), "").is_err() {
+                continue;
+            }
+            if let Ok((loc, ws)) = Self::location_in(e, name, g, step, worker)
+                && !each(step, loc, ws)
+            {
+                return;
+            }
         }
     }
 

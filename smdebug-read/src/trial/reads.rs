@@ -198,7 +198,7 @@ impl Trial {
             read,
             step,
             st.generation,
-            |after| decoded::next_locations(&st, self.location(), name, after, mode, worker),
+            |after| decoded::next_locations(&st, name, after, mode, worker),
             |at| self.start_decoding(read, at),
         );
         Ok(value)
@@ -263,16 +263,7 @@ impl Trial {
             read,
             step,
             st.generation,
-            |after| {
-                decoded::next_locations(
-                    &st,
-                    self.location(),
-                    read.name,
-                    after,
-                    read.mode,
-                    read.worker,
-                )
-            },
+            |after| decoded::next_locations(&st, read.name, after, read.mode, read.worker),
             |at| self.start_decoding(read, at),
         )
     }
