@@ -5,8 +5,7 @@
 //! the trial was opened, and for index files read after the values were decoded ahead.
 
 use half::f16;
-use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
-use smdebug_io::writer::{OverflowPolicy, Writer};
+use smdebug_core::{Mode, TensorView};
 use smdebug_read::trial::{Conversion, TensorValue, Trial, TrialOptions};
 use smdebug_storage::open_storage;
 use smdebug_storage::testing::wait_until;
@@ -474,16 +473,7 @@ fn values_taken_out_for_one_conversion_are_read_again_for_another() {
 
 /// A worker's run of STEPS steps, `w` at every step holding the worker's rank and the step.
 fn write_worker(dir: &std::path::Path, rank: usize) {
-    let writer = Writer::builder(open_storage(dir.to_str().unwrap()).unwrap())
-        .worker_rank(rank)
-        .overflow(OverflowPolicy::Block)
-        .build()
-        .unwrap();
-    let mut hook = Hook::builder()
-        .save_config(SaveConfig::every(1))
-        .worker(rank, 2)
-        .build(writer)
-        .unwrap();
+    let mut hook = smdebug_testkit::runs::worker_hook(dir, rank, 2);
     for step in 0..STEPS {
         let w = [rank as f32, step as f32];
         hook.save_tensor(

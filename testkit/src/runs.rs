@@ -34,6 +34,17 @@ pub fn every_step_hook_on(storage: Arc<dyn Storage>) -> Hook {
     blocking_hook_on(storage, every_step())
 }
 
+/// A hook of worker `rank` of `workers` that saves every step into the run at `dir` (the
+/// workers of one run each write their own files), waiting for room as [`blocking_hook`] does.
+pub fn worker_hook(dir: &Path, rank: usize, workers: usize) -> Hook {
+    let writer = Writer::builder(Arc::new(LocalStorage::new(dir).unwrap()))
+        .worker_rank(rank)
+        .overflow(OverflowPolicy::Block)
+        .build()
+        .unwrap();
+    every_step().worker(rank, workers).build(writer).unwrap()
+}
+
 fn every_step() -> HookBuilder {
     Hook::builder().save_config(SaveConfig::every(1))
 }

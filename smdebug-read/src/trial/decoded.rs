@@ -464,9 +464,7 @@ pub(crate) fn start(
 
 #[cfg(test)]
 mod tests {
-    use smdebug_core::{Hook, Mode, SaveConfig, TensorView};
-    use smdebug_io::writer::{OverflowPolicy, Writer};
-    use smdebug_storage::open_storage;
+    use smdebug_core::{Mode, TensorView};
 
     use super::super::source::TensorTable;
     use super::super::state::State;
@@ -477,17 +475,8 @@ mod tests {
 
     /// Worker `rank` of two: TRAIN steps with an EVAL step every tenth; `w` at every step but
     /// each 50th of worker 1, `count` every third step (worker 0 only).
-    fn write_worker(run: &str, rank: usize) {
-        let writer = Writer::builder(open_storage(run).unwrap())
-            .worker_rank(rank)
-            .overflow(OverflowPolicy::Block)
-            .build()
-            .unwrap();
-        let mut hook = Hook::builder()
-            .save_config(SaveConfig::every(1))
-            .worker(rank, 2)
-            .build(writer)
-            .unwrap();
+    fn write_worker(run: &std::path::Path, rank: usize) {
+        let mut hook = smdebug_testkit::runs::worker_hook(run, rank, 2);
         for step in 0..STEPS {
             hook.set_mode(if step % 10 == 9 {
                 Mode::Eval
@@ -575,7 +564,7 @@ mod tests {
     #[test]
     fn the_steps_planned_ahead_are_the_ones_find_finds() {
         let dir = tempfile::tempdir().unwrap();
-        let run = dir.path().join("run").to_str().unwrap().to_string();
+        let run = dir.path().join("run");
         write_worker(&run, 0);
         write_worker(&run, 1);
         let trial = Trial::open_with(&run, TrialOptions::default()).unwrap();
