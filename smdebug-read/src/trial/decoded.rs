@@ -13,8 +13,9 @@
 //! to a batch still being decoded (a tensor's first, or any when the pool is slower than the
 //! caller).
 //!
-//! A value taken from here is the one the caller's own read would give: it was looked up by
-//! the same lookup ([`State::find`]) and read with the same checks while the index stood as it
+//! A value taken from here is the one the caller's own read would give: it was looked up as
+//! [`State::find`] looks it up ([`State::find_saved_after`] shares its last part, and a test
+//! holds the two to the same answers) and read with the same checks while the index stood as it
 //! stands now ([`State::generation`], which every refresh and release moves on: values looked
 //! up before are not used), and a refresh that is due is done by the caller's own read first.
 //! A step whose read fails (a placeholder index entry, a record that does not decode, a value
@@ -35,7 +36,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use smdebug_core::Mode;
 
-use super::source::{Files, FirstFetch, Location, TensorTable, WHOLE_FILE_MAX};
+use super::source::{Files, Location, TensorTable, WHOLE_FILE_MAX};
 use super::state::State;
 use super::value::TensorValue;
 use smdebug_format::budget::{Budget, Conversion};
@@ -280,7 +281,7 @@ pub(crate) fn next_locations(
         out.push(Planned {
             step,
             loc,
-            table: Some(ws.tensors.clone()),
+            table: ws.tensors.clone(),
         });
         out.len() < BATCH_VALUES
     });
@@ -293,7 +294,7 @@ pub(crate) fn next_locations(
 pub(crate) struct Planned {
     step: u64,
     loc: Location,
-    table: Option<TensorTable>,
+    table: TensorTable,
 }
 
 /// What a value read at `loc` holds in memory: its event file (whole when up to 1 MiB, else its
@@ -356,24 +357,14 @@ impl Work {
                     break;
                 }
                 let (storage, loc) = (self.storage.as_ref(), &planned.loc);
-                let read = match &planned.table {
-                    Some(table) => super::records::read_taking_values_out(
-                        storage,
-                        &self.files,
-                        loc,
-                        &self.name,
-                        self.budget,
-                        table,
-                    ),
-                    None => super::records::read_value_owned(
-                        storage,
-                        &self.files,
-                        loc,
-                        &self.name,
-                        self.budget,
-                        FirstFetch::ForGood,
-                    ),
-                };
+                let read = super::records::read_taking_values_out(
+                    storage,
+                    &self.files,
+                    loc,
+                    &self.name,
+                    self.budget,
+                    &planned.table,
+                );
                 let Ok(value) = read else {
                     break;
                 };
@@ -529,11 +520,15 @@ mod tests {
                     .unwrap()
                     .workers
                     .get(&loc.file.worker);
-                let table = ws.filter(|ws| std::sync::Arc::ptr_eq(&ws.file, &loc.file));
+                let table = ws
+                    .filter(|ws| std::sync::Arc::ptr_eq(&ws.file, &loc.file))
+                    .expect("a location's worker step holds its file")
+                    .tensors
+                    .clone();
                 out.push(Planned {
                     step: s,
                     loc,
-                    table: table.map(|ws| ws.tensors.clone()),
+                    table,
                 });
                 if out.len() == BATCH_VALUES {
                     break;
@@ -543,10 +538,8 @@ mod tests {
         out
     }
 
-    fn entries(table: &Option<TensorTable>) -> Option<String> {
-        table
-            .as_ref()
-            .map(|t| format!("{:?}", t.entries().collect::<Vec<_>>()))
+    fn entries(table: &TensorTable) -> String {
+        format!("{:?}", table.entries().collect::<Vec<_>>())
     }
 
     fn same(a: &Planned, b: &Planned) -> bool {

@@ -118,19 +118,6 @@ fn decode_value<B: AsRef<[u8]> + ?Sized>(
     }
 }
 
-/// [`read_value`], the value's numbers copied into memory of their own (a value handed on whole,
-/// as the Python binding hands it to numpy without another copy).
-pub(crate) fn read_value_owned(
-    storage: &dyn Storage,
-    files: &Files,
-    loc: &Location,
-    name: &str,
-    budget: Budget,
-    first: FirstFetch,
-) -> Result<TensorValue> {
-    read_value_made(storage, files, loc, name, budget, first, copied)
-}
-
 /// A decoded value as a [`TensorBytes`] of its own: its numbers copied out of the record.
 fn copied<B: ?Sized>(_: &B, event: smdebug_format::TensorEventRef<'_>) -> TensorBytes {
     TensorBytes {
